@@ -1,0 +1,43 @@
+"""tracejit: PyTorch-style eager tensors and autograd, plus a tracing JIT to numba kernels.
+
+``import tracejit as tj`` where you wrote ``import torch``.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import dtypes as _dtypes
+from .dtypes import (DType, bool_, float16, float32, float64, get_default_dtype, int8, int32,
+                     int64, set_default_dtype, uint8)
+from .device import device
+from .tensor import Tensor
+from .ops import registry as _registry
+from .autograd import grad_mode as _grad_mode
+from .autograd.node import make_prim_node as _make_prim_node
+
+# Wire the late-bound pieces of the dispatcher (kept out of registry.py to avoid import cycles).
+_registry._Tensor = Tensor
+_registry._make_node = _make_prim_node
+_registry._grad_enabled = _grad_mode.is_grad_enabled
+
+from .ops import *  # noqa: E402,F401,F403
+from .ops import true_divide, divide, multiply, subtract, negative, broadcast_to  # noqa: E402,F401
+from . import autograd  # noqa: E402
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
+
+bool = bool_  # noqa: A001  (tracejit.bool, like torch.bool)
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+
+Size = tuple
+
+
+def is_tensor(x) -> "builtins.bool":  # noqa: F821
+    return isinstance(x, Tensor)
+
+
+def numel(x: Tensor):
+    return x.numel()

@@ -1,0 +1,71 @@
+"""Reverse-mode automatic differentiation: grad modes, the engine, custom Functions."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from .engine import run_backward
+from .function import Function, FunctionCtx
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+
+__all__ = ["grad", "backward", "Function", "FunctionCtx", "no_grad", "enable_grad",
+           "set_grad_enabled", "is_grad_enabled", "inference_mode"]
+
+
+def _as_list(x):
+    if x is None:
+        return None
+    from ..tensor import Tensor
+    if isinstance(x, Tensor):
+        return [x]
+    return list(x)
+
+
+def _default_grads(outputs, grad_outputs, what: str):
+    from .. import ops
+    grads = _as_list(grad_outputs) or [None] * len(outputs)
+    if len(grads) != len(outputs):
+        raise ValueError(f"{what}: got {len(outputs)} outputs but {len(grads)} grad_outputs")
+    out = []
+    for i, (o, g) in enumerate(zip(outputs, grads)):
+        if not o.requires_grad:
+            raise RuntimeError(f"{what}: element {i} of the outputs does not require grad and has no "
+                               f"grad_fn (was it computed under no_grad, or from tensors without "
+                               f"requires_grad=True?)")
+        if g is None:
+            if o.numel() != 1:
+                raise RuntimeError(f"{what}: grad can be implicitly created only for scalar outputs; "
+                                   f"output {i} has shape {tuple(o.shape)}: pass gradient= "
+                                   f"(grad_outputs=) with that shape")
+            g = ops.ones_like(o)
+        elif not hasattr(g, "_data"):
+            g = ops.as_tensor(g, dtype=o.dtype, device=o.device)
+        elif tuple(g.shape) != tuple(o.shape):
+            raise RuntimeError(f"{what}: gradient of shape {tuple(g.shape)} does not match output "
+                               f"{i} of shape {tuple(o.shape)}")
+        out.append(g)
+    return out
+
+
+def backward(tensors, grad_tensors=None, retain_graph: Optional[bool] = None,
+             create_graph: bool = False) -> None:
+    """Accumulate gradients of `tensors` into the ``.grad`` of the leaves they depend on."""
+    tensors = _as_list(tensors)
+    grads = _default_grads(tensors, grad_tensors, "backward")
+    if retain_graph is None:
+        retain_graph = create_graph
+    run_backward(tensors, grads, retain_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None,
+         create_graph: bool = False, allow_unused: bool = False) -> tuple:
+    """Gradients of `outputs` with respect to `inputs`, returned rather than accumulated."""
+    outputs = _as_list(outputs)
+    inputs_l = _as_list(inputs)
+    for i, t in enumerate(inputs_l):
+        if not t.requires_grad:
+            raise RuntimeError(f"autograd.grad: input {i} does not require grad")
+    grads = _default_grads(outputs, grad_outputs, "autograd.grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    return run_backward(outputs, grads, retain_graph, create_graph, inputs=inputs_l,
+                        allow_unused=allow_unused)

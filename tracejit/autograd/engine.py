@@ -1,0 +1,170 @@
+"""The backward engine: runs grad_fn nodes in dependency order.
+
+Work is ordered by dependency counts (how many edges still have to deliver a
+gradient to a node) with an explicit ready stack, so graph depth never meets
+Python's recursion limit. Gradients reaching an input whose shape or dtype differs
+(broadcasting, mixed precision) are summed/cast back here, in one place.
+"""
+from __future__ import annotations
+
+from .grad_mode import _state as _grad_state
+from .node import AccumulateGrad, leaf_node
+
+__all__ = ["run_backward"]
+
+
+def _root_edge(t):
+    if t.grad_fn is not None:
+        return t.grad_fn, t._output_nr
+    return leaf_node(t), 0
+
+
+def _fit(g, meta):
+    """Sum a broadcast gradient back to its input's shape and dtype."""
+    if meta is None:
+        return g
+    shape, dtype = meta
+    if tuple(g.shape) != tuple(shape):
+        from ..ops.shape import sum_to
+        g = sum_to(g, shape)
+    if g.dtype is not dtype:
+        g = g.to(dtype)
+    return g
+
+
+def _reachable_to(roots, targets: set) -> set:
+    """Nodes from which some target node can be reached (including the targets)."""
+    order, seen, stack = [], set(), list(roots)
+    while stack:  # iterative DFS collecting every node
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        order.append(n)
+        for nxt, _ in n.next_functions:
+            if nxt is not None and nxt not in seen:
+                stack.append(nxt)
+    parents: dict = {}
+    for n in order:
+        for nxt, _ in n.next_functions:
+            if nxt is not None:
+                parents.setdefault(nxt, []).append(n)
+    needed, stack = set(), [t for t in targets if t in seen]
+    while stack:
+        n = stack.pop()
+        if n in needed:
+            continue
+        needed.add(n)
+        stack.extend(parents.get(n, ()))
+    return needed
+
+
+def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
+                 inputs=None, allow_unused: bool = False):
+    """Backpropagate from `tensors`; with `inputs`, return their gradients instead of accumulating."""
+    roots = []
+    buffers: dict = {}
+    for t, g in zip(tensors, grad_tensors):
+        node, nr = _root_edge(t)
+        roots.append(node)
+        buf = buffers.setdefault(node, [None] * node.num_outputs)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+    targets = None
+    captured = None
+    if inputs is not None:
+        targets = {}
+        for i, t in enumerate(inputs):
+            node, nr = _root_edge(t)
+            targets.setdefault(node, []).append((nr, i))
+        captured = [None] * len(inputs)
+        needed = _reachable_to(roots, set(targets))
+    else:
+        needed = None
+
+    # Dependency counts over the part of the graph that will run.
+    deps: dict = {}
+    seen = set()
+    stack = [r for r in roots if needed is None or r in needed]
+    for r in stack:
+        seen.add(r)
+    while stack:
+        n = stack.pop()
+        for nxt, _ in n.next_functions:
+            if nxt is None or (needed is not None and nxt not in needed):
+                continue
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+
+    ready = []
+    for r in dict.fromkeys(roots):
+        if (needed is None or r in needed) and deps.get(r, 0) == 0:
+            ready.append(r)
+
+    prev_mode = _grad_state.enabled
+    _grad_state.enabled = create_graph
+    try:
+        while ready:
+            node = ready.pop()
+            grads = buffers.pop(node, None) or [None] * node.num_outputs
+            if node._tensor_hooks:
+                for nr, hooks in node._tensor_hooks.items():
+                    for h in list(hooks):
+                        if grads[nr] is not None:
+                            r = h(grads[nr])
+                            if r is not None:
+                                grads[nr] = r
+            if node._retain:
+                for nr, ref in node._retain.items():
+                    t = ref()
+                    if t is not None and grads[nr] is not None:
+                        g = grads[nr] if create_graph else grads[nr].detach()
+                        t.grad = g if t.grad is None else t.grad + g
+            if node._pre_hooks:
+                for h in list(node._pre_hooks):
+                    r = h(tuple(grads))
+                    if r is not None:
+                        grads = list(r)
+            if targets is not None and node in targets:
+                for nr, i in targets[node]:
+                    g = grads[nr]
+                    captured[i] = g if g is None or create_graph else g.detach()
+                if isinstance(node, AccumulateGrad) or not any(
+                        nxt is not None and nxt in needed for nxt, _ in node.next_functions):
+                    continue
+            if all(g is None for g in grads):
+                outs = [None] * len(node.next_functions)
+            else:
+                outs = node.apply(grads, create_graph, retain_graph)
+                if node._post_hooks:
+                    for h in list(node._post_hooks):
+                        r = h(tuple(outs), tuple(grads))
+                        if r is not None:
+                            outs = list(r)
+            meta = node._meta
+            for i, (nxt, nr) in enumerate(node.next_functions):
+                if nxt is None or (needed is not None and nxt not in needed):
+                    continue
+                g = outs[i] if i < len(outs) else None
+                if g is not None:
+                    g = _fit(g, meta[i] if meta is not None else None)
+                    buf = buffers.get(nxt)
+                    if buf is None:
+                        buf = buffers[nxt] = [None] * nxt.num_outputs
+                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                deps[nxt] -= 1
+                if deps[nxt] == 0:
+                    ready.append(nxt)
+    finally:
+        _grad_state.enabled = prev_mode
+
+    if inputs is not None:
+        for i, g in enumerate(captured):
+            if g is None and not allow_unused:
+                raise RuntimeError(
+                    f"input {i} of autograd.grad does not appear in the graph of the outputs; "
+                    f"pass allow_unused=True if that is expected")
+        return tuple(captured)
+    return None

@@ -1,0 +1,119 @@
+"""User-defined differentiable functions: ``class Exp(tracejit.autograd.Function)``."""
+from __future__ import annotations
+
+from ..ops import registry as _reg
+from .grad_mode import is_grad_enabled, no_grad
+from .node import Node, SavedTensor, edge
+
+__all__ = ["Function", "FunctionCtx"]
+
+
+class FunctionCtx:
+    """The ``ctx`` handed to forward/backward."""
+
+    def __init__(self, needs_input_grad: tuple):
+        self.needs_input_grad = needs_input_grad
+        self._saved = ()
+        self._node = None
+        self._non_diff = set()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors) -> None:
+        from ..tensor import Tensor
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward takes tensors (or None), got {type(t).__name__}")
+        self._saved = tuple(None if t is None else SavedTensor(t) for t in tensors)
+        self._raw = tensors
+
+    @property
+    def saved_tensors(self) -> tuple:
+        node = self._node
+        if node is not None and node._freed:
+            node._check_not_freed()
+        if node is None:  # forward still running, or no graph was recorded
+            return tuple(getattr(self, "_raw", ()))
+        return tuple(None if s is None else s.unpack(node, i, node._create_graph)
+                     for i, s in enumerate(self._saved))
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        self._non_diff.update(id(t) for t in tensors)
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = value
+
+
+class FunctionNode(Node):
+    __slots__ = ("fn_cls", "ctx", "_create_graph", "out_meta")
+
+    def __init__(self, fn_cls, ctx, nexts, num_outputs, out_meta):
+        super().__init__(nexts, num_outputs)
+        self.fn_cls = fn_cls
+        self.ctx = ctx
+        self._create_graph = False
+        self.out_meta = out_meta
+
+    def name(self) -> str:
+        return f"{self.fn_cls.__name__}Backward"
+
+    def apply(self, grads, create_graph, retain_graph):
+        from .. import ops
+        self._check_not_freed()
+        self._create_graph = create_graph
+        if self.ctx.materialize_grads:
+            grads = [g if g is not None else ops.zeros(s, dtype=d, device=dev)
+                     for g, (s, d, dev) in zip(grads, self.out_meta)]
+        res = self.fn_cls.backward(self.ctx, *grads)
+        if not isinstance(res, tuple):
+            res = (res,)
+        n = len(self.next_functions)
+        if len(res) < n:
+            raise RuntimeError(f"{self.fn_cls.__name__}.backward returned {len(res)} gradients "
+                               f"but forward took {n} inputs")
+        if not retain_graph:
+            self._freed = True
+            self.ctx._saved = ()
+        return list(res[:n])
+
+
+class Function:
+    """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``; call ``.apply``."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        from ..tensor import Tensor
+        tracer = _reg.trace_state.tracer
+        if tracer is not None and hasattr(tracer, "record_function"):
+            return tracer.record_function(cls, args, kwargs)
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad and a.dtype.is_floating_point
+                      for a in args)
+        ctx = FunctionCtx(needs)
+        with no_grad():
+            out = cls.forward(ctx, *args, **kwargs)
+        if not (is_grad_enabled() and any(needs)):
+            return out
+        outs = out if isinstance(out, tuple) else (out,)
+        nexts = tuple(edge(a) if need else (None, 0) for a, need in zip(args, needs))
+        meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else ((), None, None) for o in outs]
+        node = FunctionNode(cls, ctx, nexts, len(outs), meta)
+        node._meta = [(a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args]
+        ctx._node = node
+        ids = {id(a) for a in args if isinstance(a, Tensor)}
+        wrapped = []
+        for i, o in enumerate(outs):
+            if isinstance(o, Tensor) and o.dtype.is_floating_point and id(o) not in ctx._non_diff:
+                if id(o) in ids:  # forward returned an input: give the output its own identity
+                    o = o.detach()
+                o.requires_grad = True
+                o.grad_fn = node
+                o._output_nr = i
+            wrapped.append(o)
+        return tuple(wrapped) if isinstance(out, tuple) else wrapped[0]

@@ -1,0 +1,240 @@
+"""Autograd graph nodes (``grad_fn``) and the saved-tensor snapshots they hold.
+
+A node maps gradients of its outputs to gradients of its inputs; ``next_functions``
+points at the nodes that produced those inputs (an `AccumulateGrad` for leaves).
+Saved tensors are snapshots (data, version at save time, producer) rather than the
+Tensor objects, so a later in-place op that rebinds a tensor's ``grad_fn`` cannot
+corrupt the graph, and modifying saved data is detected by the version counter.
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..errors import GraphFreedError, InplaceModifiedError
+
+__all__ = ["Node", "PrimNode", "AccumulateGrad", "SavedTensor", "make_prim_node"]
+
+
+class SavedTensor:
+    __slots__ = ("data", "vbox", "version", "grad_fn", "output_nr", "leaf", "dtype", "device", "is_output")
+
+    def __init__(self, t, is_output: bool = False):
+        self.data = t._data
+        self.vbox = t._vbox
+        self.version = t._vbox[0]
+        self.dtype = t.dtype
+        self.device = t.device
+        self.is_output = is_output
+        if is_output:
+            self.grad_fn = None  # the node itself; filled at unpack time to avoid a cycle
+            self.leaf = None
+            self.output_nr = t._output_nr
+        elif t.grad_fn is None:
+            self.grad_fn = None
+            self.leaf = t if t.requires_grad else None
+            self.output_nr = 0
+        else:
+            self.grad_fn = t.grad_fn
+            self.leaf = None
+            self.output_nr = t._output_nr
+
+    def unpack(self, node: "Node", index: int, create_graph: bool):
+        from ..tensor import Tensor
+        if self.vbox[0] != self.version:
+            what = "output" if self.is_output else f"input {index}"
+            raise InplaceModifiedError(
+                f"one of the tensors needed for gradient computation has been modified by an "
+                f"in-place operation: {what} of {node.name()} was saved at version {self.version} "
+                f"and is now at version {self.vbox[0]}. Clone it before modifying it in place "
+                f"(x = x.clone()), or use the out-of-place op.")
+        if self.leaf is not None:
+            return self.leaf if create_graph else self.leaf.detach()
+        t = Tensor._wrap(self.data, self.dtype, self.device)
+        t._vbox = self.vbox
+        if create_graph:
+            fn = node if self.is_output else self.grad_fn
+            if fn is not None:
+                t.requires_grad = True
+                t.grad_fn = fn
+                t._output_nr = self.output_nr
+        return t
+
+
+class Node:
+    """Base class of every grad_fn."""
+
+    __slots__ = ("next_functions", "_pre_hooks", "_post_hooks", "_tensor_hooks",
+                 "_retain", "num_outputs", "__weakref__", "_freed", "_meta")
+
+    def __init__(self, next_functions: tuple, num_outputs: int = 1):
+        self.next_functions = next_functions
+        self.num_outputs = num_outputs
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._tensor_hooks = None  # {output_nr: [hook(grad) -> grad|None]}
+        self._retain = None        # {output_nr: weakref to tensor} for retain_grad
+        self._freed = False
+        self._meta = None          # [(shape, dtype)] per input, for summing broadcast grads
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) -> new grad_inputs or None; runs after the node."""
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(fn)
+        return _Handle(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) -> new grad_outputs or None; runs before the node."""
+        if self._pre_hooks is None:
+            self._pre_hooks = []
+        self._pre_hooks.append(fn)
+        return _Handle(self._pre_hooks, fn)
+
+    def _add_tensor_hook(self, output_nr: int, fn):
+        if self._tensor_hooks is None:
+            self._tensor_hooks = {}
+        lst = self._tensor_hooks.setdefault(output_nr, [])
+        lst.append(fn)
+        return _Handle(lst, fn)
+
+    def apply(self, grads: list, create_graph: bool, retain_graph: bool) -> list:
+        raise NotImplementedError
+
+    def _check_not_freed(self):
+        if self._freed:
+            raise GraphFreedError(
+                f"trying to backward through the graph a second time ({self.name()}): its saved "
+                f"tensors were freed after the first backward. Pass retain_graph=True to the "
+                f"first backward() (or autograd.grad) if you need to backward twice.")
+
+
+class _Handle:
+    """Returned by hook registration; ``remove()`` unregisters."""
+
+    def __init__(self, lst, fn):
+        self._lst, self._fn = lst, fn
+
+    def remove(self):
+        try:
+            self._lst.remove(self._fn)
+        except ValueError:
+            pass
+
+
+class PrimNode(Node):
+    """grad_fn of a primitive op: applies the primitive's VJP to saved snapshots."""
+
+    __slots__ = ("prim", "params", "saved", "saved_out", "scalars", "needs")
+
+    def __init__(self, prim, params, next_functions, saved, saved_out, scalars, needs):
+        super().__init__(next_functions)
+        self.prim = prim
+        self.params = params
+        self.saved = saved          # {input index: SavedTensor}
+        self.saved_out = saved_out  # SavedTensor or None
+        self.scalars = scalars      # {input index: python scalar}
+        self.needs = needs          # tuple[bool]: which inputs want a gradient
+
+    def name(self) -> str:
+        return self.prim.grad_name
+
+    def apply(self, grads, create_graph, retain_graph):
+        self._check_not_freed()
+        g = grads[0]
+        n = len(self.next_functions)
+        inputs = []
+        for i in range(n):
+            if i in self.scalars:
+                inputs.append(self.scalars[i])
+            elif i in self.saved:
+                inputs.append(self.saved[i].unpack(self, i, create_graph))
+            else:
+                inputs.append(None)
+        out = self.saved_out.unpack(self, -1, create_graph) if self.saved_out is not None else None
+        result = self.prim.vjp(g, out, *inputs, **self.params)
+        if not retain_graph:
+            self.saved = self.saved_out = None
+            self._freed = True
+        return [r if need else None for r, need in zip(result, self.needs)]
+
+
+class AccumulateGrad(Node):
+    """The node of a leaf tensor: adds incoming gradients into ``tensor.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, tensor):
+        super().__init__((), 1)
+        self.variable = weakref.ref(tensor)
+
+    def apply(self, grads, create_graph, retain_graph):
+        t = self.variable()
+        g = grads[0]
+        if t is None or g is None:
+            return []
+        if not create_graph:
+            g = g.detach()
+        if t.grad is None:
+            # Own the memory: a gradient may alias an array the graph still uses.
+            t.grad = g if create_graph else g.clone()
+        elif create_graph:
+            t.grad = t.grad + g
+        else:
+            t.grad._data += g._data
+            t.grad._vbox[0] += 1
+        return []
+
+
+def leaf_node(t) -> AccumulateGrad:
+    node = t._accumulator() if t._accumulator is not None else None
+    if node is None:
+        node = AccumulateGrad(t)
+        t._accumulator = weakref.ref(node)
+    return node
+
+
+def edge(t):
+    """(node, output_nr) for a tensor that requires grad, else (None, 0)."""
+    if not t.requires_grad:
+        return (None, 0)
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    return (leaf_node(t), 0)
+
+
+def make_prim_node(prim, args, params, result) -> None:
+    from ..tensor import Tensor
+    n = len(args)
+    needs = []
+    nexts = []
+    scalars = {}
+    meta = []
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            need = a.requires_grad and i not in prim.nondiff and a.dtype.is_floating_point
+            needs.append(need)
+            nexts.append(edge(a) if need else (None, 0))
+            meta.append((a._data.shape, a.dtype))
+        else:
+            needs.append(False)
+            nexts.append((None, 0))
+            scalars[i] = a
+            meta.append(None)
+    if prim.save is None:
+        save_idx = range(n)
+    else:
+        save_idx = prim.save(needs)
+    saved = {i: SavedTensor(args[i]) for i in save_idx if i not in scalars and args[i] is not None}
+    node = PrimNode(prim, params, tuple(nexts), saved, None, scalars, tuple(needs))
+    node._meta = meta
+    result.requires_grad = True
+    result.grad_fn = node
+    result._output_nr = 0
+    if prim.save_out:
+        node.saved_out = SavedTensor(result, is_output=True)

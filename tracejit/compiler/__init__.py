@@ -1,0 +1,1 @@
+"""tracejit.compiler: turns traced graphs into generated numba kernels and loads them."""

@@ -1,0 +1,490 @@
+"""Load generated kernel modules, with an in-process cache and a verified disk cache.
+
+The code generator hands us the full source of a small module defining numba
+kernels with explicit signatures, so numba compiles them while the module is
+executed.  ``load_module`` turns that source into a module object and makes sure
+that the same source is compiled at most once per process, and, with the disk
+cache on, at most once per machine.
+
+Contract with the code generator
+    Kernels are decorated with ``@njit("<signature>", ..., cache=CACHE)``.
+    ``CACHE`` is a global that the loader puts in the module before running it:
+    ``True`` when the module runs from a file inside the disk cache, ``False``
+    when it runs from memory (disk cache off or unusable).  numba refuses
+    ``cache=True`` for code that has no file behind it, so a literal
+    ``cache=True`` would break the in-memory path.
+
+Layout of the disk cache (``cache_dir()``, private to the user, mode 0o700)::
+
+    <root>/kernels/<key[:2]>/<key>/kernel.py          the source, as given
+                                  /__pycache__/*.nbi   numba's index (a pickle)
+                                  /__pycache__/*.nbc   numba's compiled code (a pickle)
+                                  /manifest.json       sha256 of every file above
+
+``key`` is a sha256 over the source, the tracejit/numba/llvmlite/python versions,
+the CPU (name, features, triple), and the source files of the ``tracejit.*``
+modules the source imports (numba bakes called helpers into the cached machine
+code, so an edited helper must give a new key).
+
+How an entry is used
+    numba itself does the caching: with ``cache=True`` it looks for index/data
+    files in ``<dir of the source file>/__pycache__`` (we register our own
+    locator so that this holds even when NUMBA_CACHE_DIR is set), and the index
+    is valid when its stamp (in numba 0.68 a sha256 of the source file's bytes;
+    older numbas used mtime+size, which a rename keeps too) and the compiler
+    version match.  Nothing in the index names the directory, so an entry can
+    be built in a temp directory and renamed into place.
+
+    numba's index and data files are pickles: loading a tampered entry could
+    run arbitrary code.  So before running ``kernel.py`` we check that the entry
+    holds exactly the files listed in ``manifest.json`` (JSON, never pickle)
+    with the listed hashes, the recorded versions are ours, and ``kernel.py``
+    is the source we were given.  Any mismatch: one warning, the entry is
+    removed and rebuilt.  (The check and numba's read are not atomic; the
+    directory being private to the user is what keeps others out of the gap.)
+
+How an entry is built
+    In ``<key>.tmp-<pid>-<random>`` next to its final place: write
+    ``kernel.py``, run it (numba compiles and writes its cache files), hash
+    everything, write ``manifest.json`` last, then ``os.rename`` to ``<key>``.
+    The rename is atomic, so readers see a complete entry or none; if another
+    process renamed first, ours is discarded.  The temp directory is removed in
+    a ``finally`` (compile errors, KeyboardInterrupt); leftovers of killed
+    processes are swept once per process when older than ``_STALE_TEMP_S``.
+
+Faults never stop a load: a broken entry is rebuilt, and a cache directory that
+cannot be written makes us compile in memory.  Each fault logs a warning on the
+``tracejit`` logger and bumps a counter in ``stats()``.
+
+Environment (read at every call): ``TRACEJIT_CACHE=0`` turns the disk cache off;
+``TRACEJIT_CACHE_DIR`` sets its root; otherwise ``$XDG_CACHE_HOME/tracejit`` or
+``~/.cache/tracejit``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import json
+import linecache
+import logging
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+import time
+import types
+import uuid
+from pathlib import Path
+from typing import Any
+
+__all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats"]
+
+log = logging.getLogger("tracejit")
+
+_SOURCE_NAME = "kernel.py"
+_MANIFEST_NAME = "manifest.json"
+_MANIFEST_FORMAT = 1
+_STALE_TEMP_S = 15 * 60  # no kernel compiles for this long; older temp dirs are dead
+_PACKAGE = "tracejit_kernels"  # parent of the generated modules in sys.modules
+
+# One lock for everything: numba serialises compilation behind its own global
+# lock anyway, and holding ours across a build means concurrent callers with
+# the same source wait and then find the module in _memory.
+_lock = threading.RLock()
+_memory: dict[str, types.ModuleType] = {}  # source text -> module
+_stats: dict[str, int] = {}
+_warned: set[tuple[str, str]] = set()
+_swept: set[str] = set()
+
+
+def _reset_stats() -> None:
+    _stats.clear()
+    _stats.update(memory_hits=0, disk_hits=0, compiles=0, corrupt_entries=0, write_failures=0)
+
+
+_reset_stats()
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def load_module(source: str, *, name_hint: str = "kernel") -> types.ModuleType:
+    """Return the module built from `source`, compiled by numba; reuses an in-process
+    cache (same source -> same module object, no recompilation) and a persistent disk cache.
+
+    Errors raised while running the source (numba typing errors, ...) propagate
+    unchanged and leave nothing cached.
+    """
+    with _lock:
+        module = _memory.get(source)
+        if module is not None:
+            _stats["memory_hits"] += 1
+            return module
+        key = _key(source)
+        modname = f"{_PACKAGE}.{_identifier(name_hint)}_{key[:20]}"
+        root = cache_dir()
+        module = _load_via_disk(root, key, source, modname) if root is not None else None
+        if module is None:
+            module = _exec_module(source, modname, f"<tracejit {modname}>", cache=False)
+            _stats["compiles"] += 1
+        _memory[source] = module
+        return module
+
+
+def cache_dir() -> Path | None:
+    """The disk cache root, created if needed; None when disabled or unusable."""
+    root = _configured_root()
+    if root is None:
+        return None
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = root.stat()
+    except OSError as exc:
+        _warn_once("unusable", root, "tracejit disk cache disabled: cannot create %s (%s)", root, exc)
+        return None
+    # A directory others can write into could hand us pickles: refuse it.
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        _warn_once("owner", root, "tracejit disk cache disabled: %s is owned by uid %d, not us",
+                   root, st.st_uid)
+        return None
+    if st.st_mode & 0o077:
+        _warn_once("mode", root, "tracejit disk cache disabled: %s has group/other permissions "
+                   "(mode %o); expected 0o700", root, stat.S_IMODE(st.st_mode))
+        return None
+    return root
+
+
+def clear_memory_cache() -> None:
+    """Forget everything held in this process (modules, counters, warn-once and
+    sweep bookkeeping), so the next load goes to disk.  For tests."""
+    with _lock:
+        for module in _memory.values():
+            sys.modules.pop(module.__name__, None)
+        _memory.clear()
+        _warned.clear()
+        _swept.clear()
+        _reset_stats()
+
+
+def stats() -> dict[str, int]:
+    """Counters: memory_hits, disk_hits, compiles, corrupt_entries, write_failures."""
+    with _lock:
+        return dict(_stats)
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def _configured_root() -> Path | None:
+    if os.environ.get("TRACEJIT_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    if os.environ.get("TRACEJIT_CACHE_DIR"):
+        return Path(os.environ["TRACEJIT_CACHE_DIR"]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"  # XDG spec: ignore relative
+    return base / "tracejit"
+
+
+def _warn_once(kind: str, where: Path, msg: str, *args: Any) -> None:
+    if (kind, str(where)) not in _warned:
+        _warned.add((kind, str(where)))
+        log.warning(msg, *args)
+
+
+def _identifier(name: str) -> str:
+    name = re.sub(r"\W", "_", name) or "kernel"
+    return name if not name[0].isdigit() else "_" + name
+
+
+# ----------------------------------------------------------------------------- cache key
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> dict[str, str]:
+    """Everything besides the source that changes what numba produces."""
+    import llvmlite
+    import llvmlite.binding as ll
+    import numba
+
+    try:
+        tracejit_version = str(importlib.import_module("tracejit").__version__)
+    except Exception:  # not importable yet, or no __version__
+        tracejit_version = "0"
+    # Same inputs as numba's own cache key (codegen.magic_tuple).
+    features = numba.config.CPU_FEATURES
+    return {
+        "tracejit": tracejit_version,
+        "numba": numba.__version__,
+        "llvmlite": llvmlite.__version__,
+        "python": sys.version,
+        "cpu": numba.config.CPU_NAME or ll.get_host_cpu_name(),
+        "cpu_features": features if features is not None else ll.get_host_cpu_features().flatten(),
+        "triple": ll.get_process_triple(),
+    }
+
+
+_IMPORT_RE = re.compile(r"^\s*(?:from|import)\s+(tracejit(?:\.\w+)*)", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=None)
+def _module_file_hash(name: str) -> str:
+    try:
+        spec = importlib.util.find_spec(name)
+        return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
+    except Exception:  # not found / not a file: running the source will say so
+        return "?"
+
+
+def _key(source: str) -> str:
+    helpers = {name: _module_file_hash(name) for name in sorted(set(_IMPORT_RE.findall(source)))}
+    h = hashlib.sha256(json.dumps([_versions(), helpers], sort_keys=True).encode())
+    h.update(source.encode())
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- running a module
+
+
+def _exec_module(source: str, modname: str, filename: str, *, cache: bool) -> types.ModuleType:
+    """Run `source` as module `modname`; `filename` is what numba and tracebacks see."""
+    code = compile(source, filename, "exec")
+    # mtime None: linecache.checkcache keeps it, so tracebacks and inspect.getsource
+    # work for in-memory modules and for entries that are later moved or removed.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    if _PACKAGE not in sys.modules:
+        package = types.ModuleType(_PACKAGE, "Modules generated by tracejit.")
+        package.__path__ = []
+        sys.modules[_PACKAGE] = package
+    module = types.ModuleType(modname)
+    module.__file__ = filename
+    module.CACHE = cache
+    sys.modules[modname] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(modname, None)
+        raise
+    return module
+
+
+def _cached_dispatchers(module: types.ModuleType) -> list[Any]:
+    """numba dispatchers defined by `module` itself with caching on."""
+    from numba.core.dispatcher import Dispatcher
+
+    return [v for v in vars(module).values()
+            if isinstance(v, Dispatcher) and getattr(v.py_func, "__module__", None) == module.__name__
+            and v.stats.cache_path is not None]
+
+
+# ----------------------------------------------------------------------------- disk cache
+
+
+def _load_via_disk(root: Path, key: str, source: str, modname: str) -> types.ModuleType | None:
+    """Load from the entry for `key`, building it if needed; None means 'compile in memory'."""
+    if not _register_locator():
+        return None
+    kernels = root / "kernels"
+    if str(kernels) not in _swept:
+        _swept.add(str(kernels))
+        _sweep_stale_temps(kernels)
+    entry = kernels / key[:2] / key
+    if entry.exists():
+        module = _load_entry(entry, key, source, modname)
+        if module is not None:
+            return module
+    try:
+        return _build_entry(entry, key, source, modname)
+    except OSError as exc:
+        _stats["write_failures"] += 1
+        _warn_once("write", root, "tracejit disk cache: cannot write to %s (%s); compiling in memory",
+                   root, exc)
+        return None
+
+
+def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.ModuleType | None:
+    problem = _verify(entry, key, source)
+    if problem is None:
+        try:
+            module = _exec_module(source, modname, str(entry / _SOURCE_NAME), cache=True)
+        except Exception as exc:  # verified but numba could not use it
+            problem = f"loading failed: {exc!r}"
+    if problem is not None:
+        _stats["corrupt_entries"] += 1
+        log.warning("tracejit disk cache: discarding corrupt entry %s: %s", entry, problem)
+        _discard(entry)
+        return None
+    if any(sum(d.stats.cache_misses.values()) for d in _cached_dispatchers(module)):
+        # numba recompiled (and rewrote the entry), so it no longer matches its
+        # manifest.  The module is fine; drop the entry so the next process rebuilds it.
+        log.debug("tracejit disk cache: numba missed its cache in %s; discarding it", entry)
+        _discard(entry)
+        _stats["compiles"] += 1
+    else:
+        _stats["disk_hits"] += 1
+    return module
+
+
+def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.ModuleType:
+    """Compile `source` into a new entry.  OSError before the module exists means
+    the cache cannot be written; errors of the source itself propagate."""
+    entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.tmp-{os.getpid()}-", dir=entry.parent))  # mode 0o700
+    try:
+        (tmp / _SOURCE_NAME).write_text(source, encoding="utf-8")
+        (tmp / "__pycache__").mkdir(mode=0o700)
+        module = _exec_module(source, modname, str(tmp / _SOURCE_NAME), cache=True)
+        _stats["compiles"] += 1
+        # From here on the module works whatever happens to the cache.
+        try:
+            dispatchers = _cached_dispatchers(module)
+            pycache = str(tmp / "__pycache__")
+            index_files = [n for n in os.listdir(pycache) if n.endswith(".nbi")]  # raises if gone
+            if not dispatchers or any(d.stats.cache_path != pycache for d in dispatchers) \
+                    or len(index_files) != len(dispatchers):
+                # e.g. no cache=CACHE, a kernel numba cannot cache, NUMBA_CACHE_LOCATOR_CLASSES set
+                _warn_once("uncacheable", entry.parent.parent, "tracejit disk cache: numba did not "
+                           "cache %s inside the entry; it will be recompiled next time", modname)
+                return module
+            _write_manifest(tmp, key)
+            try:
+                os.rename(tmp, entry)
+            except OSError:
+                if not entry.exists():
+                    raise
+                log.debug("tracejit disk cache: %s was built by another process first", entry)
+            else:
+                # Code objects keep the temp path; linecache serves both names.
+                module.__file__ = str(entry / _SOURCE_NAME)
+                linecache.cache[module.__file__] = linecache.cache[str(tmp / _SOURCE_NAME)]
+        except OSError as exc:
+            _stats["write_failures"] += 1
+            _warn_once("write", entry.parent.parent, "tracejit disk cache: cannot write %s (%s)",
+                       entry, exc)
+        return module
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing left after a successful rename
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _entry_files(entry: Path) -> set[str]:
+    """Relative paths of the files in `entry`; raises ValueError on anything but
+    plain files and directories (a symlink could point numba anywhere)."""
+    found: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(entry):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            mode = path.lstat().st_mode
+            if stat.S_ISREG(mode):
+                found.add(path.relative_to(entry).as_posix())
+            elif not stat.S_ISDIR(mode):
+                raise ValueError(f"{path} is not a regular file")
+    return found
+
+
+def _write_manifest(tmp: Path, key: str) -> None:
+    files = {rel: _sha256_file(tmp / rel) for rel in sorted(_entry_files(tmp))}
+    manifest = {"format": _MANIFEST_FORMAT, "key": key, "versions": _versions(), "files": files}
+    (tmp / _MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def _verify(entry: Path, key: str, source: str) -> str | None:
+    """Why `entry` must not be run, or None when it matches its manifest."""
+    try:
+        manifest = json.loads((entry / _MANIFEST_NAME).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "no manifest.json (half-written entry)"
+    except (OSError, ValueError) as exc:
+        return f"unreadable manifest.json ({exc})"
+    if not isinstance(manifest, dict) or manifest.get("format") != _MANIFEST_FORMAT \
+            or manifest.get("key") != key:
+        return "manifest.json is not for this key"
+    if manifest.get("versions") != _versions():
+        return f"built by other versions: {manifest.get('versions')!r}"
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        return "malformed manifest.json"
+    if files.get(_SOURCE_NAME) != hashlib.sha256(source.encode()).hexdigest():
+        return "manifest.json is for another source"
+    try:
+        on_disk = _entry_files(entry) - {_MANIFEST_NAME}
+        if on_disk != set(files):
+            return f"files differ from manifest.json: {sorted(on_disk ^ set(files))}"
+        for rel, digest in files.items():
+            if _sha256_file(entry / rel) != digest:
+                return f"{rel} does not match its hash"
+    except (OSError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def _discard(entry: Path) -> None:
+    """Remove an entry; renamed away first so that no reader sees it half-deleted."""
+    doomed = entry.with_name(f"{entry.name}.tmp-{os.getpid()}-dead-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(entry, doomed)
+    except OSError:
+        doomed = entry
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _sweep_stale_temps(kernels: Path) -> None:
+    """Remove temp dirs of processes killed mid-build (SIGKILL skips `finally`)."""
+    cutoff = time.time() - _STALE_TEMP_S
+    try:
+        for shard in kernels.iterdir():
+            for path in shard.iterdir():
+                if ".tmp-" in path.name and path.lstat().st_mtime < cutoff:
+                    log.debug("tracejit disk cache: sweeping stale %s", path)
+                    shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        pass  # no kernels dir yet, or it vanished: nothing to sweep
+
+
+# ----------------------------------------------------------------------------- numba locator
+
+
+@functools.lru_cache(maxsize=1)
+def _register_locator() -> bool:
+    """Put our locator first in numba's list for function caches.
+
+    numba picks the first locator that accepts a function.  Without ours,
+    NUMBA_CACHE_DIR would send our cache files to a directory named after the
+    temp dir's absolute path (so never found after the rename, and outside the
+    manifest), and an unwritable entry would fall back to numba's user-wide
+    cache.  Ours accepts only files inside our entries and never creates
+    parent directories (numba's would re-create a vanished cache root with
+    default permissions).
+    """
+    try:
+        from numba.core.caching import CompileResultCacheImpl, InTreeCacheLocator
+    except ImportError as exc:  # numba moved its internals: run without the disk cache
+        log.warning("tracejit disk cache disabled: numba caching internals not found (%s)", exc)
+        return False
+
+    class _EntryLocator(InTreeCacheLocator):
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> "_EntryLocator | None":
+            path = Path(py_file)
+            if path.name != _SOURCE_NAME or path.parent.parent.parent.name != "kernels":
+                return None
+            return cls(py_func, py_file)
+
+        def ensure_cache_path(self) -> None:
+            try:
+                os.mkdir(self.get_cache_path(), 0o700)
+            except FileExistsError:
+                pass
+
+    current = CompileResultCacheImpl._locator_classes
+    if not any(c.__name__ == "_EntryLocator" for c in current):
+        CompileResultCacheImpl._locator_classes = [_EntryLocator, *current]
+    return True

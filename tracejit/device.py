@@ -1,0 +1,123 @@
+"""Devices and the array module behind each.
+
+CPU tensors hold numpy arrays; CUDA tensors hold cupy arrays. Op implementations are
+written against the "array module" ``xp`` they are handed, so one implementation
+serves both. cupy is imported only when a CUDA device is first asked for, and a
+missing GPU or missing cupy gives one clear error instead of an import traceback.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["device", "as_device", "array_module", "CPU", "CudaUnavailableError"]
+
+
+class CudaUnavailableError(RuntimeError):
+    """Raised when a CUDA device is requested but cupy or a GPU is missing."""
+
+
+class device:
+    """A device: ``device("cpu")``, ``device("cuda")``, ``device("cuda:1")``, ``device("cuda", 1)``."""
+
+    __slots__ = ("type", "index")
+
+    def __new__(cls, spec="cpu", index: int | None = None):
+        if isinstance(spec, device):
+            return spec
+        if not isinstance(spec, str):
+            raise TypeError(f"device: expected a string like 'cpu' or 'cuda:0', got {spec!r}")
+        kind, _, idx = spec.partition(":")
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(f"unknown device type {kind!r} in {spec!r} (expected 'cpu' or 'cuda')")
+        if idx:
+            if not idx.isdigit():
+                raise ValueError(f"bad device index in {spec!r}")
+            index = int(idx)
+        if kind == "cpu":
+            index = None
+        elif index is None:
+            index = 0
+        key = (kind, index)
+        cached = _CACHE.get(key)
+        if cached is not None:
+            return cached
+        self = object.__new__(cls)
+        object.__setattr__(self, "type", kind)
+        object.__setattr__(self, "index", index)
+        _CACHE[key] = self
+        return self
+
+    def __setattr__(self, k, v):
+        raise AttributeError("device is immutable")
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except (ValueError, TypeError):
+                return False
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self):
+        return (device, (str(self),))
+
+
+_CACHE: dict = {}
+CPU = device("cpu")
+
+
+def as_device(d) -> device:
+    if d is None:
+        return CPU
+    if isinstance(d, int):
+        return device("cuda", d)
+    return device(d)
+
+
+_cupy = None
+
+
+def cupy_module():
+    """Import cupy on first use, turning every way it can fail into one clear error."""
+    global _cupy
+    if _cupy is not None:
+        return _cupy
+    try:
+        import cupy  # noqa: PLC0415 - optional dependency, imported on demand
+    except Exception as e:  # ImportError, or a broken CUDA install raising at import
+        raise CudaUnavailableError(
+            "CUDA was requested but cupy is not importable "
+            f"({type(e).__name__}: {e}). Install the extra: pip install 'tracejit[cuda]'"
+        ) from None
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:
+        raise CudaUnavailableError(f"CUDA was requested but no usable GPU was found ({type(e).__name__}: {e})") from None
+    if n == 0:
+        raise CudaUnavailableError("CUDA was requested but no GPU is present")
+    _cupy = cupy
+    return cupy
+
+
+def array_module(dev: device):
+    """numpy for the CPU, cupy for CUDA devices."""
+    if dev.type == "cpu":
+        return np
+    return cupy_module()
+
+
+def device_of_array(a) -> device:
+    if isinstance(a, np.ndarray) or np.isscalar(a):
+        return CPU
+    if _cupy is not None and isinstance(a, _cupy.ndarray):
+        return device("cuda", a.device.id)
+    return CPU

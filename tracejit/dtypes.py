@@ -1,0 +1,119 @@
+"""Tensor element types and PyTorch-style type promotion.
+
+A `DType` is a small immutable object wrapping a numpy dtype. Promotion follows
+PyTorch: categories bool < integer < floating; Python scalars are "weak" and do
+not widen a tensor's dtype within its category (``f32 tensor * 2.0`` stays f32),
+but an integer tensor meeting a Python float becomes the default float dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "DType", "float32", "float64", "float16", "int32", "int64", "int8", "uint8", "bool_",
+    "as_dtype", "result_type", "get_default_dtype", "set_default_dtype",
+]
+
+
+class DType:
+    """A tensor element type (``tracejit.float32`` ...)."""
+
+    __slots__ = ("name", "np", "short", "itemsize", "is_floating_point", "is_integer", "is_bool")
+
+    def __init__(self, name: str, np_dtype, short: str):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.short = short
+        self.itemsize = self.np.itemsize
+        self.is_floating_point = self.np.kind == "f"
+        self.is_integer = self.np.kind in "iu"
+        self.is_bool = self.np.kind == "b"
+
+    def __repr__(self) -> str:
+        return f"tracejit.{self.name}"
+
+    def __reduce__(self):
+        return (as_dtype, (self.name,))
+
+    @property
+    def category(self) -> int:
+        return 0 if self.is_bool else (1 if self.is_integer else 2)
+
+
+float16 = DType("float16", np.float16, "f16")
+float32 = DType("float32", np.float32, "f32")
+float64 = DType("float64", np.float64, "f64")
+int8 = DType("int8", np.int8, "i8")
+uint8 = DType("uint8", np.uint8, "u8")
+int32 = DType("int32", np.int32, "i32")
+int64 = DType("int64", np.int64, "i64")
+bool_ = DType("bool", np.bool_, "bool")
+
+_ALL = [float16, float32, float64, int8, uint8, int32, int64, bool_]
+_BY_NP = {d.np: d for d in _ALL}
+_BY_NAME = {d.name: d for d in _ALL}
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64, "int": int32})
+
+_default_float = float32
+
+
+def get_default_dtype() -> DType:
+    return _default_float
+
+
+def set_default_dtype(d) -> None:
+    global _default_float
+    d = as_dtype(d)
+    if not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: only floating dtypes are allowed, got {d}")
+    _default_float = d
+
+
+def as_dtype(d) -> DType:
+    """Accept a DType, a numpy dtype/type, a name, or Python's float/int/bool."""
+    if isinstance(d, DType):
+        return d
+    if d is float:
+        return _default_float
+    if d is int:
+        return int64
+    if d is bool:
+        return bool_
+    if isinstance(d, str) and d in _BY_NAME:
+        return _BY_NAME[d]
+    try:
+        npd = np.dtype(d)
+    except TypeError:
+        raise TypeError(f"not a dtype: {d!r}") from None
+    try:
+        return _BY_NP[npd]
+    except KeyError:
+        raise TypeError(f"unsupported dtype {npd} (supported: {', '.join(x.name for x in _ALL)})") from None
+
+
+def scalar_dtype(v) -> DType:
+    """The dtype a Python scalar gets when it becomes a tensor on its own."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool_
+    if isinstance(v, (int, np.integer)):
+        return int64
+    return _default_float
+
+
+def result_type(strong: list[DType], weak: list[DType]) -> DType:
+    """Promote tensor dtypes (`strong`) with Python-scalar dtypes (`weak`)."""
+    if strong:
+        out = strong[0]
+        for d in strong[1:]:
+            if d is not out:
+                out = _BY_NP[np.promote_types(out.np, d.np)]
+    else:
+        out = None
+    for w in weak:
+        if out is None:
+            out = w
+        elif w.category > out.category:
+            # A Python float meeting an integer tensor gives the default float;
+            # a Python int meeting a bool tensor gives int64.
+            out = w
+    return out if out is not None else _default_float

@@ -1,0 +1,87 @@
+"""Exception types users can catch, and the helper that points errors at user code.
+
+Every class derives from the builtin a PyTorch user would expect (shape problems are
+RuntimeErrors there, and ValueErrors in numpy; we are both).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "GraphFreedError",
+           "InplaceModifiedError", "TraceError", "ScriptError", "CompileError", "CheckMismatchError",
+           "SerializationError", "user_frame"]
+
+
+class TracejitError(RuntimeError):
+    """Base class of tracejit's own errors."""
+
+
+class ShapeError(TracejitError, ValueError):
+    """Operands have incompatible shapes."""
+
+
+class DeviceMismatchError(TracejitError):
+    """Operands live on different devices."""
+
+
+class DTypeError(TracejitError, TypeError):
+    """An operand has a dtype the op cannot take."""
+
+
+class GraphFreedError(TracejitError):
+    """backward() ran through a graph whose saved tensors were already freed."""
+
+
+class InplaceModifiedError(TracejitError):
+    """A tensor saved for backward was modified in place before backward ran."""
+
+
+class TraceError(TracejitError):
+    """Tracing met something it cannot record (e.g. control flow on a tensor value)."""
+
+
+class ScriptError(TracejitError, SyntaxError):
+    """@script met Python it cannot convert."""
+
+    def __init__(self, msg: str, filename: str | None = None, lineno: int | None = None):
+        TracejitError.__init__(self, msg)
+        self.msg = msg
+        self.filename = filename
+        self.lineno = lineno
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+class CompileError(TracejitError):
+    """Lowering or compiling a fused group failed."""
+
+
+class CheckMismatchError(TracejitError):
+    """Check mode found a compiled result that differs from eager."""
+
+
+class SerializationError(TracejitError, ValueError):
+    """tracejit.load was given a file it cannot read."""
+
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_frame(skip: int = 1):
+    """The innermost stack frame outside the tracejit package: "the user's line"."""
+    f = sys._getframe(skip)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PKG_DIR) and not fn.startswith("<tracejit"):
+            return f
+        f = f.f_back
+    return None
+
+
+def user_location(skip: int = 1) -> tuple[str, int] | None:
+    f = user_frame(skip + 1)
+    if f is None:
+        return None
+    return (f.f_code.co_filename, f.f_lineno)

@@ -1,0 +1,13 @@
+"""Every op as a function: primitives (one record each) and composites of them."""
+from .composite import *  # noqa: F401,F403
+from .conv import fold, unfold  # noqa: F401
+from .creation import *  # noqa: F401,F403
+from .elementwise import *  # noqa: F401,F403
+from .elementwise import true_divide, divide, multiply, subtract, negative  # noqa: F401
+from .indexing import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .random import *  # noqa: F401,F403
+from .reductions import *  # noqa: F401,F403
+from .registry import REGISTRY, bind  # noqa: F401
+from .shape import *  # noqa: F401,F403
+from .shape import broadcast_to  # noqa: F401

@@ -1,0 +1,256 @@
+"""Composite ops: written with primitives only, so gradients and fusion come for free."""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as _dt
+from ..errors import ShapeError
+from .conv import _pair, conv_out_size, unfold
+from .creation import arange
+from .elementwise import (abs, cast, eq, erf, exp, log, log1p, maximum, ne, neg, relu, sigmoid,
+                          tanh, where)
+from .indexing import gather, getitem
+from .linalg import matmul
+from .random import rand_like
+from .reductions import amax, logsumexp, mean, sum
+from .shape import reshape, squeeze, unsqueeze
+
+__all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
+           "conv2d", "max_pool2d", "avg_pool2d", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "silu", "softplus",
+           "leaky_relu", "logsigmoid"]
+
+_SQRT_2_OVER_PI = 0.7978845608028654
+
+
+def gelu(x, approximate: str = "none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+def softplus(x, beta: float = 1.0, threshold: float = 20.0):
+    bx = x * beta
+    return where(bx > threshold, x, log1p(exp(neg(abs(bx)))) / beta + relu(x))
+
+
+def leaky_relu(x, negative_slope: float = 0.01):
+    return where(x > 0, x, x * negative_slope)
+
+
+def logsigmoid(x):
+    return neg(softplus(neg(x)))
+
+
+def softmax(x, dim: int = -1, dtype=None):
+    if dtype is not None:
+        x = cast(x, dtype)
+    # Subtracting the (constant) max keeps exp from overflowing; it cancels in the ratio.
+    e = exp(x - amax(x, dim, keepdim=True).detach())
+    return e / sum(e, dim, keepdim=True)
+
+
+def log_softmax(x, dim: int = -1, dtype=None):
+    if dtype is not None:
+        x = cast(x, dtype)
+    return x - logsumexp(x, dim, keepdim=True)
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(x.shape[x.ndim - len(ns):]) != ns:
+        raise ShapeError(f"layer_norm: normalized_shape {ns} does not match the last dims of input "
+                         f"shape {tuple(x.shape)}")
+    dims = tuple(range(x.ndim - len(ns), x.ndim))
+    mu = mean(x, dims, keepdim=True)
+    d = x - mu
+    var = mean(d * d, dims, keepdim=True)
+    from .elementwise import rsqrt
+    y = d * rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = cast(rand_like(x) >= p, x.dtype)
+    return x * keep * (1.0 / (1.0 - p))
+
+
+def embedding(input, weight, padding_idx=None):
+    if not input.dtype.is_integer:
+        raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype.name}")
+    return getitem(weight, input)
+
+
+def one_hot(tensor, num_classes: int = -1):
+    if not tensor.dtype.is_integer:
+        raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype.name}")
+    if num_classes < 0:
+        num_classes = int(amax(tensor).item()) + 1 if tensor.numel() else 0
+    return cast(eq(unsqueeze(tensor, -1), arange(num_classes, device=tensor.device)), _dt.int64)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ShapeError(f"conv2d: expected 4-D input and weight, got {tuple(x.shape)} and "
+                         f"{tuple(weight.shape)}")
+    n, c, h, w = x.shape
+    o, cg, kh, kw = weight.shape
+    if c != cg * groups:
+        raise ShapeError(f"conv2d: input has {c} channels but weight {tuple(weight.shape)} with "
+                         f"groups={groups} expects {cg * groups}")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            padding = ((dilation * (kh - 1)) // 2, (dilation * (kw - 1)) // 2)
+        else:
+            raise ValueError(f"conv2d: padding must be an int, pair, 'valid' or 'same', got {padding!r}")
+    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
+    cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]
+    if groups == 1:
+        out = matmul(reshape(weight, (o, -1)), cols)                 # [N, O, L]
+    else:
+        cols = reshape(cols, (n, groups, cg * kh * kw, oh * ow))
+        wg = reshape(weight, (groups, o // groups, cg * kh * kw))
+        out = matmul(wg, cols)                                       # [N, G, O/G, L]
+    out = reshape(out, (n, o, oh, ow))
+    if bias is not None:
+        out = out + reshape(bias, (1, o, 1, 1))
+    return out
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    if ceil_mode or return_indices:
+        raise NotImplementedError("max_pool2d: ceil_mode and return_indices are not supported")
+    k = _pair(kernel_size)
+    s = k if stride is None else _pair(stride)
+    p, d = _pair(padding), _pair(dilation)
+    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
+        raise ValueError(f"max_pool2d: padding {p} should be at most half of kernel size {k}")
+    n, c, h, w = x.shape
+    oh = conv_out_size(h, k[0], s[0], p[0], d[0])
+    ow = conv_out_size(w, k[1], s[1], p[1], d[1])
+    cols = unfold(x, k, s, p, d, pad_value=-math.inf)
+    cols = reshape(cols, (n, c, k[0] * k[1], oh * ow))
+    return reshape(amax(cols, 2), (n, c, oh, ow))
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    k = _pair(kernel_size)
+    s = k if stride is None else _pair(stride)
+    n, c, h, w = x.shape
+    oh = conv_out_size(h, k[0], s[0], _pair(padding)[0], 1)
+    ow = conv_out_size(w, k[1], s[1], _pair(padding)[1], 1)
+    cols = reshape(unfold(x, k, s, padding), (n, c, k[0] * k[1], oh * ow))
+    return reshape(mean(cols, 2), (n, c, oh, ow))
+
+
+# ---------------------------------------------------------------- losses
+def _reduce(loss, reduction: str):
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _check_same(op, input, target):
+    if tuple(input.shape) != tuple(target.shape):
+        raise ShapeError(f"{op}: input shape {tuple(input.shape)} and target shape "
+                         f"{tuple(target.shape)} differ")
+
+
+def mse_loss(input, target, reduction: str = "mean"):
+    _check_same("mse_loss", input, target)
+    d = input - target
+    return _reduce(d * d, reduction)
+
+
+def l1_loss(input, target, reduction: str = "mean"):
+    _check_same("l1_loss", input, target)
+    return _reduce(abs(input - target), reduction)
+
+
+def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+    if input.ndim < 1 or target.ndim != input.ndim - 1:
+        raise ShapeError(f"nll_loss: expected input (N, C, ...) and target (N, ...), got "
+                         f"{tuple(input.shape)} and {tuple(target.shape)}")
+    if not target.dtype.is_integer:
+        raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
+    valid = ne(target, ignore_index)
+    safe_t = where(valid, target, 0)
+    picked = squeeze(gather(input, 1, unsqueeze(safe_t, 1)), 1)
+    w = cast(valid, input.dtype)
+    if weight is not None:
+        w = w * getitem(weight, safe_t)
+    loss = neg(picked) * w
+    if reduction == "mean":
+        return sum(loss) / sum(w)
+    return _reduce(loss, reduction)
+
+
+def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0):
+    logp = log_softmax(input, 1 if input.ndim > 1 else 0)
+    if target.dtype.is_floating_point:  # class probabilities
+        _check_same("cross_entropy", input, target)
+        loss = neg(sum(logp * target, 1 if input.ndim > 1 else 0))
+        return _reduce(loss, reduction)
+    if input.ndim == 1:
+        logp = unsqueeze(logp, 0)
+        target = unsqueeze(target, 0)
+    loss = nll_loss(logp, target, weight, ignore_index, reduction)
+    if label_smoothing > 0.0:
+        c = input.shape[1] if input.ndim > 1 else input.shape[0]
+        smooth = neg(mean(logp, 1))
+        valid = cast(ne(target, ignore_index), logp.dtype)
+        smooth = _reduce(smooth * valid, reduction) if reduction != "mean" else sum(smooth * valid) / sum(valid)
+        loss = loss * (1.0 - label_smoothing) + smooth * label_smoothing
+        del c
+    return loss
+
+
+def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
+    _check_same("binary_cross_entropy", input, target)
+    # PyTorch clamps the logs at -100 so p in {0, 1} gives a finite loss.
+    lp = maximum(log(input), -100.0)
+    l1p = maximum(log(1.0 - input), -100.0)
+    loss = neg(target * lp + (1.0 - target) * l1p)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
+                                     pos_weight=None):
+    _check_same("binary_cross_entropy_with_logits", input, target)
+    # max(x,0) - x*t + log(1 + exp(-|x|)) is the overflow-free form.
+    if pos_weight is None:
+        loss = relu(input) - input * target + log1p(exp(neg(abs(input))))
+    else:
+        lw = (pos_weight - 1.0) * target + 1.0
+        loss = (1.0 - target) * input + lw * (log1p(exp(neg(abs(input)))) + relu(neg(input)))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)

@@ -1,0 +1,217 @@
+"""Tensor creation: tensor/as_tensor/from_numpy, zeros/ones/full/empty/arange/linspace/eye, *_like.
+
+``full`` (and so zeros/ones) and ``arange`` are primitives so that code creating
+tensors inside a traced function records an op (whose shape may be symbolic)
+instead of freezing a constant.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..device import CPU, array_module, as_device
+from .registry import Aval, bind, defprim
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
+           "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like", "empty_like",
+           "scalar_tensor"]
+
+
+def _infer_dtype(data) -> "_dt.DType":
+    """PyTorch's inference: bools -> bool, ints -> int64, floats -> default float."""
+    arr = np.asarray(data)
+    if arr.dtype.kind == "b":
+        return _dt.bool_
+    if arr.dtype.kind in "iu":
+        return _dt.int64 if not isinstance(data, np.ndarray) else _dt.as_dtype(arr.dtype)
+    if arr.dtype.kind == "f":
+        return _dt.get_default_dtype() if not isinstance(data, np.ndarray) else _dt.as_dtype(arr.dtype)
+    raise TypeError(f"can't make a tensor from data of type {type(data).__name__} (numpy dtype {arr.dtype})")
+
+
+def _to_array(data, dtype, dev, copy=True):
+    from ..tensor import Tensor
+    if isinstance(data, Tensor):
+        arr = data._host() if dev is CPU else data._data
+        dt = _dt.as_dtype(dtype) if dtype is not None else data.dtype
+    else:
+        if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+            data = [x.tolist() if isinstance(x, Tensor) else x for x in data]
+        dt = _dt.as_dtype(dtype) if dtype is not None else _infer_dtype(data)
+        if hasattr(data, "__cuda_array_interface__") or type(data).__module__.startswith("cupy"):
+            arr = data
+        else:
+            arr = np.asarray(data)
+            if arr.dtype == object:
+                raise TypeError("can't make a tensor from ragged or non-numeric data")
+    xp = array_module(dev)
+    arr = xp.array(arr, dtype=dt.np, copy=copy) if copy else xp.asarray(arr, dtype=dt.np)
+    return arr, dt
+
+
+def _flat(x):
+    for i in x:
+        if isinstance(i, (list, tuple)):
+            yield from _flat(i)
+        else:
+            yield i
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False):
+    """A new tensor holding a copy of `data` (nested lists, numbers, arrays)."""
+    from ..tensor import Tensor
+    dev = as_device(device)
+    arr, dt = _to_array(data, dtype, dev, copy=True)
+    t = Tensor._wrap(arr, dt, dev)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like tensor() but shares memory with a numpy array (or returns a Tensor) when it can."""
+    from ..tensor import Tensor
+    if isinstance(data, Tensor):
+        return data.to(device=device if device is not None else data.device,
+                       dtype=dtype if dtype is not None else data.dtype)
+    dev = as_device(device)
+    arr, dt = _to_array(data, dtype, dev, copy=False)
+    return Tensor._wrap(arr, dt, dev)
+
+
+def from_numpy(a: np.ndarray):
+    """A tensor sharing memory with `a`."""
+    from ..tensor import Tensor
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(a).__name__}")
+    return Tensor._wrap(a, _dt.as_dtype(a.dtype), CPU)
+
+
+def from_dlpack(obj):
+    from ..tensor import Tensor
+    if hasattr(obj, "__dlpack_device__") and obj.__dlpack_device__()[0] != 1:  # not kDLCPU
+        cp = array_module(as_device("cuda"))
+        arr = cp.from_dlpack(obj)
+        return Tensor._wrap(arr, _dt.as_dtype(arr.dtype), as_device(f"cuda:{arr.device.id}"))
+    arr = np.from_dlpack(obj)
+    return Tensor._wrap(arr, _dt.as_dtype(arr.dtype), CPU)
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for d in size:
+        if isinstance(d, bool) or not isinstance(d, (numbers.Integral,)) and not hasattr(d, "terms"):
+            raise TypeError(f"size must be a sequence of ints, got {d!r}")
+        if isinstance(d, numbers.Integral):
+            if d < 0:
+                raise ValueError(f"negative dimension {d} in size {tuple(size)}")
+            d = int(d)
+        out.append(d)
+    return tuple(out)
+
+
+def _full_rule(shape, value, dtype, device):
+    return Aval(shape, dtype, device)
+
+
+def _full_impl(xp, shape, value, dtype, device):
+    return xp.full(shape, value, dtype=dtype.np)
+
+
+FULL = defprim("full", lambda xp, shape, value, dtype, device: _full_impl(xp, shape, value, dtype, device),
+               lambda shape, value, dtype, device: _full_rule(shape, value, dtype, device),
+               kind="creation")
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
+    size = _size((size,) if isinstance(size, int) else tuple(size))
+    if dtype is None:
+        dtype = _dt.scalar_dtype(fill_value)
+    t = _bind_creation(FULL, shape=size, value=fill_value, dtype=_dt.as_dtype(dtype), device=as_device(device))
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _bind_creation(prim, **params):
+    from ..tensor import Tensor
+    from .registry import trace_state
+    if trace_state.tracer is not None:
+        return bind(prim, **params)
+    dev = params["device"]
+    arr = prim.impl(np if dev is CPU else array_module(dev), **params)
+    return Tensor._wrap(arr, params["dtype"], dev)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False):
+    return full(_size(size), 0, dtype=dtype or _dt.get_default_dtype(), device=device, requires_grad=requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False):
+    return full(_size(size), 1, dtype=dtype or _dt.get_default_dtype(), device=device, requires_grad=requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False):
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _like(a, dtype, device):
+    return dict(dtype=dtype or a.dtype, device=device or a.device)
+
+
+def zeros_like(a, *, dtype=None, device=None, requires_grad: bool = False):
+    return full(a.shape, 0, **_like(a, dtype, device), requires_grad=requires_grad)
+
+
+def ones_like(a, *, dtype=None, device=None, requires_grad: bool = False):
+    return full(a.shape, 1, **_like(a, dtype, device), requires_grad=requires_grad)
+
+
+def empty_like(a, *, dtype=None, device=None, requires_grad: bool = False):
+    return zeros_like(a, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full_like(a, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
+    return full(a.shape, fill_value, **_like(a, dtype, device), requires_grad=requires_grad)
+
+
+def scalar_tensor(v, *, dtype=None, device=None):
+    return full((), v, dtype=dtype, device=device)
+
+
+ARANGE = defprim("arange", lambda xp, start, end, step, dtype, device: xp.arange(start, end, step, dtype=dtype.np),
+                 lambda start, end, step, dtype, device: Aval(
+                     (max(0, -(-(end - start) // step)) if not hasattr(end, "terms") else end,), dtype, device),
+                 kind="creation")
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False):
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        dtype = _dt.int64 if all(isinstance(v, (int, np.integer)) or hasattr(v, "terms")
+                                 for v in (start, end, step)) else _dt.get_default_dtype()
+    dtype = _dt.as_dtype(dtype)
+    if hasattr(end, "terms") and not (start == 0 and step == 1):
+        end = int(end)
+    t = _bind_creation(ARANGE, start=start, end=end, step=step, dtype=dtype, device=as_device(device))
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False):
+    dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
+    return tensor(np.linspace(start, end, int(steps)), dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False):
+    dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
+    return tensor(np.eye(int(n), None if m is None else int(m)), dtype=dt, device=device,
+                  requires_grad=requires_grad)

@@ -1,0 +1,459 @@
+"""Elementwise primitives: one record each (impl, rule, VJP, scalar kernel expression).
+
+Binary ops broadcast like numpy; operands are promoted to a common dtype before the
+implementation runs (Python scalars are "weak"). The ``scalar`` functions build the
+expression the fused-kernel generators emit for one element: ``e`` is the backend's
+emitter (typed constants ``e.const``, math functions ``e.call`` mapped to vectorizable
+versions, casts ``e.cast``); the arguments are names of already-computed scalars.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as _dt
+from ..errors import DTypeError
+from ..shapes import broadcast_shapes
+from .registry import Aval, bind, defprim
+
+__all__ = [
+    "add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin",
+    "cos", "tanh", "sigmoid", "relu", "erf", "sign", "floor", "maximum", "minimum", "where", "clamp",
+    "clip", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or", "cast",
+    "square", "floor_divide", "remainder", "isnan", "isinf", "isfinite", "nan_to_num", "expm1",
+]
+
+
+def _ew_rule(name, out_bool=False, float_only=False):
+    def rule(*avals, **params):
+        shape = broadcast_shapes(name, *(a.shape for a in avals)) if len(avals) > 1 else avals[0].shape
+        dt = avals[0].dtype
+        if float_only and not dt.is_floating_point:
+            raise DTypeError(f"{name}: expected a floating-point tensor, got {dt.name}")
+        dev = next((a.device for a in avals if not a.weak), avals[0].device)
+        return Aval(shape, _dt.bool_ if out_bool else dt, dev)
+    return rule
+
+
+def _unary(name, impl, vjp=None, scalar=None, *, save_out=False, save_in=True, int_to_float=True, **kw):
+    return defprim(name, impl, _ew_rule(name), vjp, kind="elementwise", scalar=scalar, promote=True,
+                   int_to_float=int_to_float, save_out=save_out,
+                   save=(lambda rq: (0,)) if save_in else (lambda rq: ()), **kw)
+
+
+def _binary(name, impl, vjp=None, scalar=None, *, save=None, save_out=False, out_bool=False,
+            int_to_float=False, **kw):
+    return defprim(name, impl, _ew_rule(name, out_bool), vjp, kind="elementwise", scalar=scalar,
+                   promote=True, int_to_float=int_to_float, save=save, save_out=save_out, **kw)
+
+
+def _none_rq(rq):
+    return ()
+
+
+# ---------------------------------------------------------------- arithmetic
+ADD = _binary("add", lambda xp, a, b: xp.add(a, b), lambda g, out, a, b: (g, g),
+              lambda e, a, b: f"({a} + {b})", save=_none_rq)
+SUB = _binary("sub", lambda xp, a, b: xp.subtract(a, b), lambda g, out, a, b: (g, neg(g)),
+              lambda e, a, b: f"({a} - {b})", save=_none_rq)
+MUL = _binary("mul", lambda xp, a, b: xp.multiply(a, b),
+              lambda g, out, a, b: (g * b if b is not None else None, g * a if a is not None else None),
+              lambda e, a, b: f"({a} * {b})",
+              save=lambda rq: tuple(i for i in (0, 1) if rq[1 - i]))
+DIV = _binary("div", lambda xp, a, b: xp.true_divide(a, b),
+              lambda g, out, a, b: (g / b, neg(g) * out / b),
+              lambda e, a, b: f"({a} / {b})", save=lambda rq: (1,), save_out=True, int_to_float=True)
+
+
+def _pow_vjp(g, out, a, b):
+    if isinstance(b, (int, float)):
+        if b == 0:
+            return (mul(g, 0.0), None)
+        return (g * b * pow(a, b - 1) if b != 2 else g * 2.0 * a, None)
+    ga = g * b * pow(a, b - 1.0) if not isinstance(a, (int, float)) else None
+    # d/db a**b = out * log(a); where a == 0 the limit is 0 (for b > 0), not nan.
+    gb = g * where(eq(a, 0), 0.0, out * log(a)) if not isinstance(a, (int, float)) else g * out * math.log(a) if a > 0 else g * 0.0
+    return (ga, gb)
+
+
+def _pow_scalar(e, a, b):
+    return e.pow(a, b)
+
+
+POW = _binary("pow", lambda xp, a, b: xp.power(a, b), _pow_vjp, _pow_scalar, save_out=True)
+
+MAXIMUM = _binary(
+    "maximum", lambda xp, a, b: xp.maximum(a, b),
+    lambda g, out, a, b: (where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
+                          where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
+    lambda e, a, b: f"({a} if ({a} > {b} or {a} != {a}) else {b})")
+MINIMUM = _binary(
+    "minimum", lambda xp, a, b: xp.minimum(a, b),
+    lambda g, out, a, b: (where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
+                          where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
+    lambda e, a, b: f"({a} if ({a} < {b} or {a} != {a}) else {b})")
+
+# ---------------------------------------------------------------- unary math
+NEG = _unary("neg", lambda xp, a: xp.negative(a), lambda g, out, a: (neg(g),),
+             lambda e, a: f"(-{a})", save_in=False, int_to_float=False)
+ABS = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),),
+             lambda e, a: f"abs({a})", int_to_float=False)
+EXP = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * out,),
+             lambda e, a: e.call("exp", a), save_out=True, save_in=False)
+EXPM1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * (out + 1.0),),
+               lambda e, a: e.call("expm1", a), save_out=True, save_in=False)
+LOG = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / a,), lambda e, a: e.call("log", a))
+LOG1P = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / (a + 1.0),),
+               lambda e, a: e.call("log1p", a))
+SQRT = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (out * 2.0),),
+              lambda e, a: e.call("sqrt", a), save_out=True, save_in=False)
+RSQRT = _unary("rsqrt", lambda xp, a: 1.0 / xp.sqrt(a), lambda g, out, a: (g * (out * out * out) * -0.5,),
+               lambda e, a: f"({e.const(1.0)} / {e.call('sqrt', a)})", save_out=True, save_in=False)
+SIN = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cos(a),), lambda e, a: e.call("sin", a))
+COS = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (neg(g) * sin(a),), lambda e, a: e.call("cos", a))
+TANH = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (g * (1.0 - out * out),),
+              lambda e, a: e.call("tanh", a), save_out=True, save_in=False)
+
+
+def _sigmoid_impl(xp, a):
+    # exp of a non-positive number never overflows; pick the form per sign.
+    e = xp.exp(-xp.abs(a))
+    return xp.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+
+
+SIGMOID = _unary("sigmoid", _sigmoid_impl, lambda g, out, a: (g * out * (1.0 - out),),
+                 lambda e, a: e.call("sigmoid", a), save_out=True, save_in=False)
+RELU = _unary("relu", lambda xp, a: xp.where(a > 0, a, xp.zeros((), a.dtype)) if a.dtype.kind != "f" else xp.maximum(a, a.dtype.type(0)),
+              lambda g, out, a: (where(gt(out, 0.0), g, 0.0),),
+              lambda e, a: f"({e.const(0)} if {a} <= {e.const(0)} else {a})",
+              save_out=True, save_in=False, int_to_float=False)
+
+
+def _erf_impl(xp, a):
+    if xp.__name__ == "numpy":
+        from ._special import erf as _np_erf
+        return _np_erf(a)
+    import cupyx.scipy.special as sp  # pragma: no cover - GPU only
+    return sp.erf(a)
+
+
+ERF = _unary("erf", _erf_impl, lambda g, out, a: (g * exp(neg(a * a)) * (2.0 / math.sqrt(math.pi)),),
+             lambda e, a: e.call("erf", a))
+SIGN = _unary("sign", lambda xp, a: xp.sign(a), None,
+              lambda e, a: f"({e.const(1)} if {a} > {e.const(0)} else ({e.const(-1)} if {a} < {e.const(0)} else {a}))",
+              int_to_float=False)
+FLOOR = _unary("floor", lambda xp, a: xp.floor(a), lambda g, out, a: (g * 0.0,),
+               lambda e, a: e.call("floor", a), int_to_float=False, save_in=False)
+
+
+def _clamp_impl(xp, a, min=None, max=None):
+    out = a
+    if min is not None:
+        out = xp.where(out < min, a.dtype.type(min), out)
+    if max is not None:
+        out = xp.where(out > max, a.dtype.type(max), out)
+    return out
+
+
+def _clamp_vjp(g, out, a, min=None, max=None):
+    mask = None
+    if min is not None:
+        mask = ge(a, min)
+    if max is not None:
+        m2 = le(a, max)
+        mask = m2 if mask is None else logical_and(mask, m2)
+    return (g if mask is None else where(mask, g, 0.0),)
+
+
+def _clamp_scalar(e, a, min=None, max=None):
+    expr = a
+    if max is not None:
+        expr = f"({e.const(max)} if {a} > {e.const(max)} else {expr})"
+    if min is not None:
+        expr = f"({e.const(min)} if {a} < {e.const(min)} else {expr})"
+    return expr
+
+
+CLAMP = defprim("clamp", _clamp_impl, _ew_rule("clamp"), _clamp_vjp, kind="elementwise",
+                scalar=_clamp_scalar, promote=True, save=lambda rq: (0,))
+
+# ---------------------------------------------------------------- comparisons and logic
+def _cmp(name, impl, op):
+    return _binary(name, impl, None, lambda e, a, b: f"({a} {op} {b})", out_bool=True)
+
+
+EQ = _cmp("eq", lambda xp, a, b: xp.equal(a, b), "==")
+NE = _cmp("ne", lambda xp, a, b: xp.not_equal(a, b), "!=")
+LT = _cmp("lt", lambda xp, a, b: xp.less(a, b), "<")
+LE = _cmp("le", lambda xp, a, b: xp.less_equal(a, b), "<=")
+GT = _cmp("gt", lambda xp, a, b: xp.greater(a, b), ">")
+GE = _cmp("ge", lambda xp, a, b: xp.greater_equal(a, b), ">=")
+ISNAN = _unary("isnan", lambda xp, a: xp.isnan(a), None, lambda e, a: f"({a} != {a})",
+               int_to_float=False)
+ISNAN.rule = _ew_rule("isnan", out_bool=True)
+
+
+def _bool_rule(name, n):
+    base = _ew_rule(name, out_bool=True)
+
+    def rule(*avals, **p):
+        return base(*avals, **p)
+    return rule
+
+
+LOGICAL_NOT = defprim("logical_not", lambda xp, a: xp.logical_not(a), _bool_rule("logical_not", 1),
+                      kind="elementwise", scalar=lambda e, a: f"(not {a})")
+LOGICAL_AND = defprim("logical_and", lambda xp, a, b: xp.logical_and(a, b), _bool_rule("logical_and", 2),
+                      kind="elementwise", scalar=lambda e, a, b: f"({a} and {b})")
+LOGICAL_OR = defprim("logical_or", lambda xp, a, b: xp.logical_or(a, b), _bool_rule("logical_or", 2),
+                     kind="elementwise", scalar=lambda e, a, b: f"({a} or {b})")
+
+
+def _where_rule(c, a, b):
+    shape = broadcast_shapes("where", c.shape, a.shape, b.shape)
+    strong = [x.dtype for x in (a, b) if not x.weak]
+    weak = [x.dtype for x in (a, b) if x.weak]
+    dev = next((x.device for x in (c, a, b) if not x.weak), c.device)
+    return Aval(shape, _dt.result_type(strong, weak), dev)
+
+
+def _where_impl(xp, c, a, b):
+    return xp.where(c, a, b)
+
+
+WHERE = defprim("where", _where_impl, _where_rule,
+                lambda g, out, c, a, b: (None, where(c, g, 0.0), where(c, 0.0, g)),
+                kind="elementwise", scalar=lambda e, c, a, b: f"({a} if {c} else {b})",
+                save=lambda rq: (0,), nondiff=(0,))
+
+
+def _cast_rule(a, dtype):
+    return Aval(a.shape, dtype, a.device)
+
+
+CAST = defprim("cast", lambda xp, a, dtype: a.astype(dtype.np),
+               _cast_rule, lambda g, out, a, dtype: (g,), kind="elementwise",
+               scalar=lambda e, a, dtype: e.cast(a, dtype), save=lambda rq: ())
+
+
+# ---------------------------------------------------------------- public functions
+def add(a, b, *, alpha=1):
+    return bind(ADD, a, b if alpha == 1 else mul(b, alpha))
+
+
+def sub(a, b, *, alpha=1):
+    return bind(SUB, a, b if alpha == 1 else mul(b, alpha))
+
+
+def mul(a, b):
+    return bind(MUL, a, b)
+
+
+def div(a, b, *, rounding_mode=None):
+    if rounding_mode == "floor":
+        return floor_divide(a, b)
+    if rounding_mode == "trunc":
+        q = div(a, b)
+        return where(lt(q, 0), neg(floor(neg(q))), floor(q))
+    return bind(DIV, a, b)
+
+
+true_divide = divide = div
+multiply = mul
+subtract = sub
+
+
+def pow(a, b):
+    return bind(POW, a, b)
+
+
+def neg(a):
+    return bind(NEG, a)
+
+
+negative = neg
+
+
+def abs(a):
+    return bind(ABS, a)
+
+
+def exp(a):
+    return bind(EXP, a)
+
+
+def expm1(a):
+    return bind(EXPM1, a)
+
+
+def log(a):
+    return bind(LOG, a)
+
+
+def log1p(a):
+    return bind(LOG1P, a)
+
+
+def sqrt(a):
+    return bind(SQRT, a)
+
+
+def rsqrt(a):
+    return bind(RSQRT, a)
+
+
+def sin(a):
+    return bind(SIN, a)
+
+
+def cos(a):
+    return bind(COS, a)
+
+
+def tanh(a):
+    return bind(TANH, a)
+
+
+def sigmoid(a):
+    return bind(SIGMOID, a)
+
+
+def relu(a):
+    return bind(RELU, a)
+
+
+def erf(a):
+    return bind(ERF, a)
+
+
+def sign(a):
+    return bind(SIGN, a)
+
+
+def floor(a):
+    return bind(FLOOR, a)
+
+
+def square(a):
+    return mul(a, a)
+
+
+def floor_divide(a, b):
+    return floor(div(a, b)) if _is_float(a, b) else cast(floor(div(a, b)), _int_result(a, b))
+
+
+def remainder(a, b):
+    return sub(a, mul(floor_divide(a, b), b))
+
+
+def _is_float(a, b) -> bool:
+    return any(getattr(x, "dtype", None) is not None and x.dtype.is_floating_point or isinstance(x, float)
+               for x in (a, b))
+
+
+def _int_result(a, b):
+    return _dt.result_type([x.dtype for x in (a, b) if hasattr(x, "dtype")],
+                           [_dt.scalar_dtype(x) for x in (a, b) if not hasattr(x, "dtype")])
+
+
+def maximum(a, b):
+    return bind(MAXIMUM, a, b)
+
+
+def minimum(a, b):
+    return bind(MINIMUM, a, b)
+
+
+def clamp(a, min=None, max=None):
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    if hasattr(min, "_data") or hasattr(max, "_data"):
+        out = a
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    return bind(CLAMP, a, min=min, max=max)
+
+
+clip = clamp
+
+
+def where(cond, a=None, b=None):
+    if a is None and b is None:
+        from .indexing import nonzero
+        return nonzero(cond, as_tuple=True)
+    if not (hasattr(cond, "dtype") and cond.dtype is _dt.bool_):
+        if hasattr(cond, "dtype"):
+            cond = cast(cond, _dt.bool_)
+        else:
+            raise TypeError(f"where: condition must be a bool tensor, got {type(cond).__name__}")
+    return bind(WHERE, cond, a, b)
+
+
+def eq(a, b):
+    return bind(EQ, a, b)
+
+
+def ne(a, b):
+    return bind(NE, a, b)
+
+
+def lt(a, b):
+    return bind(LT, a, b)
+
+
+def le(a, b):
+    return bind(LE, a, b)
+
+
+def gt(a, b):
+    return bind(GT, a, b)
+
+
+def ge(a, b):
+    return bind(GE, a, b)
+
+
+greater, greater_equal, less, less_equal, equal_elementwise, not_equal = gt, ge, lt, le, eq, ne
+
+
+def isnan(a):
+    return bind(ISNAN, a)
+
+
+def isinf(a):
+    return logical_and(eq(abs(a), math.inf), logical_not(isnan(a)))
+
+
+def isfinite(a):
+    return logical_not(logical_or(isnan(a), eq(abs(a), math.inf)))
+
+
+def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
+    info = a.dtype.np
+    import numpy as np
+    big = float(np.finfo(info).max) if posinf is None else posinf
+    small = -float(np.finfo(info).max) if neginf is None else neginf
+    out = where(isnan(a), nan, a)
+    out = where(eq(out, math.inf), big, out)
+    return where(eq(out, -math.inf), small, out)
+
+
+def logical_not(a):
+    return bind(LOGICAL_NOT, a)
+
+
+def logical_and(a, b):
+    return bind(LOGICAL_AND, a, b)
+
+
+def logical_or(a, b):
+    return bind(LOGICAL_OR, a, b)
+
+
+def cast(a, dtype):
+    dtype = _dt.as_dtype(dtype)
+    if a.dtype is dtype:
+        return a
+    return bind(CAST, a, dtype=dtype)

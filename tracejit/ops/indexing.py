@@ -1,0 +1,356 @@
+"""Indexing primitives: getitem, index_put (``x[i] = v``), index_add, gather, scatter_add.
+
+An index is normalized into a hashable *spec* (so it can live in IR params): a tuple
+of ``("s", start, stop, step)`` slices, ``("i", k)`` integers, ``("n",)`` for None,
+and ``("t", j)`` for the j-th index tensor, which travels as an op input. Boolean
+masks become integer index tensors (their result shape depends on data, so they
+cannot be traced; the error says to use ``where``/``masked_fill``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import ShapeError, TraceError
+from ..shapes import Sym, broadcast_shapes
+from .registry import Aval, bind, defprim, trace_state
+
+__all__ = ["getitem", "index_put", "gather", "scatter_add", "masked_fill",
+           "index_select", "nonzero", "take_along_dim"]
+
+
+# ---------------------------------------------------------------- index normalization
+def _normalize(a, index):
+    """-> (spec, index tensors)."""
+    from ..tensor import Tensor
+    from . import creation
+    if not isinstance(index, tuple):
+        index = (index,)
+    tensors = []
+    items = []
+    for it in index:
+        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor)):
+            t = it if isinstance(it, Tensor) else creation.as_tensor(np.asarray(it))
+            if t.dtype is _dt.bool_:
+                if trace_state.tracer is not None:
+                    raise TraceError("indexing with a boolean mask gives a shape that depends on the "
+                                     "data, so it cannot be traced; use tracejit.where(mask, x, 0) or "
+                                     "x.masked_fill(~mask, 0) instead")
+                for nz in nonzero(t, as_tuple=True):
+                    items.append(("t", len(tensors)))
+                    tensors.append(nz)
+                continue
+            if not (t.dtype.is_integer):
+                raise IndexError(f"tensors used as indices must be integer or bool, got {t.dtype.name}")
+            items.append(("t", len(tensors)))
+            tensors.append(t)
+        elif isinstance(it, slice):
+            for v in (it.start, it.stop, it.step):
+                if v is not None and not isinstance(v, (int, Sym, np.integer)):
+                    raise TypeError(f"slice indices must be integers or None, got {v!r}")
+            if it.step is not None and it.step <= 0:
+                raise ValueError("step must be greater than zero")
+            items.append(("s", it.start, it.stop, it.step))
+        elif it is None:
+            items.append(("n",))
+        elif it is Ellipsis:
+            items.append(("e",))
+        elif isinstance(it, (int, np.integer)) and not isinstance(it, bool):
+            items.append(("i", int(it)))
+        else:
+            raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}; use ints, slices, "
+                             f"None, Ellipsis, integer tensors/lists or a bool mask")
+    # Expand Ellipsis now so the spec is explicit.
+    n_real = sum(1 for x in items if x[0] in ("s", "i", "t"))
+    if sum(1 for x in items if x[0] == "e") > 1:
+        raise IndexError("an index can only have a single ellipsis")
+    if n_real > a.ndim:
+        raise IndexError(f"too many indices for tensor of rank {a.ndim}: {n_real} given")
+    out = []
+    for x in items:
+        if x[0] == "e":
+            out.extend([("s", None, None, None)] * (a.ndim - n_real))
+        else:
+            out.append(x)
+    return tuple(out), tensors
+
+
+def _np_index(spec, idx_arrays):
+    out = []
+    for x in spec:
+        k = x[0]
+        if k == "s":
+            out.append(slice(x[1], x[2], x[3]))
+        elif k == "i":
+            out.append(x[1])
+        elif k == "n":
+            out.append(None)
+        else:
+            out.append(idx_arrays[x[1]])
+    return tuple(out)
+
+
+def _slice_len(d, start, stop, step):
+    step = 1 if step is None else step
+    if isinstance(d, Sym):
+        if step == 1 and (start is None or (isinstance(start, int) and start >= 0)) and (
+                stop is None or (isinstance(stop, int) and stop < 0)):
+            # Sizes are >= 2 and such slices stay in range for the hint; the guard keeps it so.
+            n = d - (start or 0) + (stop or 0)
+            if (n.hint if isinstance(n, Sym) else n) > 0:
+                return n
+        d = int(d)  # specialize: other slices need the concrete size
+    return len(range(*slice(start, stop, step).indices(d)))
+
+
+def _result_shape(a_shape, spec, idx_avals, op="index"):
+    """numpy's result shape for basic + advanced indexing."""
+    has_adv = any(x[0] == "t" for x in spec)
+    shape = []
+    adv_pos = None
+    adv_shapes = []
+    last_adv = None
+    separated = False
+    dim = 0
+    for pos, x in enumerate(spec):
+        k = x[0]
+        if k == "n":
+            shape.append(1)
+            continue
+        d = a_shape[dim]
+        if k == "s":
+            shape.append(_slice_len(d, x[1], x[2], x[3]))
+        elif k == "i" and not has_adv:
+            i = x[1]
+            if isinstance(d, int) and not -d <= i < d:
+                raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {d}")
+        else:
+            if k == "i":
+                i = x[1]
+                if isinstance(d, int) and not -d <= i < d:
+                    raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {d}")
+                adv_shapes.append(())
+            else:
+                adv_shapes.append(tuple(idx_avals[x[1]].shape))
+            if adv_pos is None:
+                adv_pos = len(shape)
+            elif last_adv is not None and last_adv != pos - 1:
+                separated = True
+            last_adv = pos
+        dim += 1
+    shape.extend(a_shape[dim:])
+    if adv_shapes:
+        b = broadcast_shapes(op, *adv_shapes) if len(adv_shapes) > 1 else adv_shapes[0]
+        if separated:
+            shape = list(b) + shape
+        else:
+            shape = shape[:adv_pos] + list(b) + shape[adv_pos:]
+    return tuple(shape)
+
+
+def _getitem_rule(a, *idx, spec):
+    return Aval(_result_shape(a.shape, spec, idx, "getitem"), a.dtype, a.device)
+
+
+def _getitem_impl(xp, a, *idx, spec):
+    try:
+        return a[_np_index(spec, idx)]
+    except IndexError as e:
+        raise IndexError(f"getitem: {e}") from None
+
+
+def _getitem_vjp(g, out, a, *idx, spec):
+    from .creation import zeros
+    base = zeros(a.shape, dtype=g.dtype, device=g.device)
+    return (index_add_(base, g, idx, spec),) + (None,) * len(idx)
+
+
+def _is_basic(spec):
+    return all(x[0] != "t" for x in spec)
+
+
+GETITEM = defprim("getitem", _getitem_impl, _getitem_rule, _getitem_vjp, kind="index",
+                  save=lambda rq: tuple(range(len(rq))), nondiff=tuple(range(1, 64)))
+
+
+def _index_put_rule(a, v, *idx, spec):
+    target = _result_shape(a.shape, spec, idx, "index_put")
+    broadcast_shapes("index_put (value vs indexed region)", tuple(target), v.shape)
+    if len(v.shape) > len(target) or any(
+            not (vd == td or (isinstance(vd, int) and vd == 1))
+            for vd, td in zip(v.shape[::-1], tuple(target)[::-1])):
+        raise ShapeError(f"index_put: value of shape {v.shape} cannot be broadcast to the indexed "
+                         f"region of shape {tuple(target)}")
+    return Aval(a.shape, a.dtype, a.device)
+
+
+def _index_put_impl(xp, a, v, *idx, spec):
+    out = a.copy()
+    out[_np_index(spec, idx)] = v
+    return out
+
+
+def _index_put_vjp(g, out, a, v, *idx, spec):
+    ga = bind(INDEX_PUT, g, 0.0, *idx, spec=spec)
+    gv = getitem_(g, idx, spec) if not isinstance(v, (int, float, bool)) else None
+    return (ga, gv) + (None,) * len(idx)
+
+
+INDEX_PUT = defprim("index_put", _index_put_impl, _index_put_rule, _index_put_vjp, kind="index",
+                    save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)))
+
+
+def _index_add_impl(xp, a, v, *idx, spec):
+    out = a.copy()
+    key = _np_index(spec, idx)
+    if _is_basic(spec):
+        out[key] += v
+    elif xp is np:
+        np.add.at(out, key, v)
+    else:  # pragma: no cover - GPU only
+        import cupyx
+        cupyx.scatter_add(out, key, v)
+    return out
+
+
+def _index_add_vjp(g, out, a, v, *idx, spec):
+    return (g, getitem_(g, idx, spec)) + (None,) * len(idx)
+
+
+INDEX_ADD = defprim("index_add", _index_add_impl, _index_put_rule, _index_add_vjp, kind="index",
+                    save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)))
+
+
+def getitem_(a, idx, spec):
+    return bind(GETITEM, a, *idx, spec=spec)
+
+
+def index_add_(base, v, idx, spec):
+    return bind(INDEX_ADD, base, v, *idx, spec=spec)
+
+
+def getitem(a, index):
+    spec, tensors = _normalize(a, index)
+    if all(x == ("s", None, None, None) for x in spec) and not tensors:
+        return a
+    return bind(GETITEM, a, *tensors, spec=spec)
+
+
+def index_put(a, index, value):
+    spec, tensors = _normalize(a, index)
+    from ..tensor import Tensor
+    if isinstance(value, Tensor) and value.dtype is not a.dtype:
+        from .elementwise import cast
+        value = cast(value, a.dtype)
+    elif not isinstance(value, Tensor):
+        if isinstance(value, (list, tuple, np.ndarray)):
+            from .creation import as_tensor
+            value = as_tensor(value, dtype=a.dtype, device=a.device)
+        elif not isinstance(value, (int, float, bool, np.number)):
+            raise TypeError(f"can't assign a {type(value).__name__} to a tensor")
+    return bind(INDEX_PUT, a, value, *tensors, spec=spec)
+
+
+def index_select(a, dim: int, index):
+    from ..shapes import normalize_dim
+    d = normalize_dim(dim, a.ndim, "index_select")
+    return getitem(a, (slice(None),) * d + (index,))
+
+
+def nonzero(a, as_tuple: bool = False):
+    from ..tensor import Tensor
+    if trace_state.tracer is not None:
+        raise TraceError("nonzero gives a shape that depends on the data, so it cannot be traced")
+    xp = np if a.device.type == "cpu" else a._xp()
+    idx = xp.nonzero(a._data)
+    ts = tuple(Tensor._wrap(i.astype(np.int64), _dt.int64, a.device) for i in idx)
+    if as_tuple:
+        return ts
+    from .shape import stack
+    return stack(ts, 1) if ts else Tensor._wrap(xp.zeros((0, a.ndim), np.int64), _dt.int64, a.device)
+
+
+# ---------------------------------------------------------------- gather / scatter_add
+def _gather_rule(a, index, dim):
+    if index.ndim != a.ndim:
+        raise ShapeError(f"gather: index rank {index.ndim} must equal input rank {a.ndim} "
+                         f"(input {a.shape}, index {index.shape})")
+    if not index.dtype.is_integer:
+        raise IndexError(f"gather: index must be an integer tensor, got {index.dtype.name}")
+    return Aval(index.shape, a.dtype, a.device)
+
+
+def _gather_impl(xp, a, index, dim):
+    n = a.shape[dim]
+    if index.size and (int(index.min()) < -n or int(index.max()) >= n):
+        raise IndexError(f"gather: index out of range for dim {dim} of size {n}")
+    if index.shape != a.shape:
+        # take_along_axis broadcasts; torch.gather reads a prefix of the other dims.
+        a = a[tuple(slice(0, s) if i != dim else slice(None) for i, s in enumerate(index.shape))]
+    return xp.take_along_axis(a, index, axis=dim)
+
+
+def _gather_vjp(g, out, a, index, dim):
+    from .creation import zeros
+    return (scatter_add(zeros(a.shape, dtype=g.dtype, device=g.device), dim, index, g), None)
+
+
+GATHER = defprim("gather", _gather_impl, _gather_rule, _gather_vjp, kind="index",
+                 save=lambda rq: (0, 1), nondiff=(1,))
+
+
+def _scatter_add_rule(a, index, src, dim):
+    if not (index.shape == src.shape):
+        raise ShapeError(f"scatter_add: index shape {index.shape} must equal src shape {src.shape}")
+    return Aval(a.shape, a.dtype, a.device)
+
+
+def _scatter_add_impl(xp, a, index, src, dim):
+    out = a.copy()
+    grids = list(xp.indices(index.shape, sparse=True))
+    grids[dim] = index
+    if xp is np:
+        np.add.at(out, tuple(grids), src)
+    else:  # pragma: no cover - GPU only
+        import cupyx
+        cupyx.scatter_add(out, tuple(grids), src)
+    return out
+
+
+SCATTER_ADD = defprim("scatter_add", _scatter_add_impl, _scatter_add_rule,
+                      lambda g, out, a, index, src, dim: (g, None, gather(g, dim, index)),
+                      kind="index", save=lambda rq: (1,), nondiff=(1,))
+
+
+def gather(a, dim: int, index):
+    from ..shapes import normalize_dim
+    return bind(GATHER, a, index, dim=normalize_dim(dim, a.ndim, "gather"))
+
+
+take_along_dim = gather
+
+
+def scatter_add(a, dim: int, index, src):
+    from ..shapes import normalize_dim
+    return bind(SCATTER_ADD, a, index, src, dim=normalize_dim(dim, a.ndim, "scatter_add"))
+
+
+def masked_fill(a, mask, value):
+    from .elementwise import where
+    if not (hasattr(mask, "dtype") and mask.dtype is _dt.bool_):
+        raise TypeError("masked_fill: mask must be a bool tensor")
+    if hasattr(value, "_data"):
+        if value.ndim != 0:
+            raise ValueError("masked_fill: value must be a 0-dim tensor or a number")
+        from .elementwise import cast
+        value = cast(value, a.dtype)
+    return where(mask, value, a) if not isinstance(value, (int, float)) else _masked_fill_scalar(a, mask, value)
+
+
+def _masked_fill_scalar(a, mask, value):
+    from .elementwise import where
+    out = where(mask, value, a)
+    if out.dtype is not a.dtype:
+        from .elementwise import cast
+        out = cast(out, a.dtype)
+    return out

@@ -1,0 +1,87 @@
+"""Matrix multiplication (to BLAS through numpy/cupy) and its composites."""
+from __future__ import annotations
+
+from ..errors import DTypeError, ShapeError
+from ..shapes import broadcast_shapes
+from .registry import Aval, bind, defprim
+
+__all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
+
+
+def _matmul_rule(a, b):
+    if a.ndim < 2 or b.ndim < 2:
+        raise ShapeError(f"matmul: internal rank error {a.shape} @ {b.shape}")
+    if not (a.shape[-1] == b.shape[-2]):
+        raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied "
+                         f"({a.shape[-1]} != {b.shape[-2]})")
+    if a.dtype is not b.dtype:
+        raise DTypeError(f"matmul: expected both operands to have the same dtype, got "
+                         f"{a.dtype.name} and {b.dtype.name}")
+    batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    return Aval(tuple(batch) + (a.shape[-2], b.shape[-1]), a.dtype, a.device)
+
+
+def _mT(x):
+    from .shape import transpose
+    return transpose(x, -2, -1)
+
+
+MATMUL = defprim("matmul", lambda xp, a, b: xp.matmul(a, b), _matmul_rule,
+                 lambda g, out, a, b: (matmul(g, _mT(b)) if b is not None else None,
+                                       matmul(_mT(a), g) if a is not None else None),
+                 kind="matmul", save=lambda rq: tuple(i for i in (0, 1) if rq[1 - i]))
+
+
+def matmul(a, b):
+    from .shape import unsqueeze, reshape
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if a.ndim >= 2 and b.ndim >= 2:
+        return bind(MATMUL, a, b)
+    a2 = unsqueeze(a, 0) if a.ndim == 1 else a
+    b2 = unsqueeze(b, -1) if b.ndim == 1 else b
+    out = bind(MATMUL, a2, b2)
+    shape = tuple(out.shape)
+    if b.ndim == 1:
+        shape = shape[:-1]
+    if a.ndim == 1:
+        shape = shape[:-2] + shape[-1:] if b.ndim != 1 else shape[:-1]
+    return reshape(out, shape)
+
+
+def mm(a, b):
+    if a.ndim != 2 or b.ndim != 2:
+        raise ShapeError(f"mm: expected 2-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    return bind(MATMUL, a, b)
+
+
+def bmm(a, b):
+    if a.ndim != 3 or b.ndim != 3:
+        raise ShapeError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if not (a.shape[0] == b.shape[0]):
+        raise ShapeError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)}")
+    return bind(MATMUL, a, b)
+
+
+def mv(a, v):
+    return matmul(a, v)
+
+
+def dot(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError("dot: expected 1-D tensors")
+    return matmul(a, b)
+
+
+def outer(a, b):
+    from .shape import unsqueeze
+    return unsqueeze(a, 1) * unsqueeze(b, 0)
+
+
+def linear(x, weight, bias=None):
+    """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch."""
+    out = matmul(x, _mT(weight)) if weight.ndim == 2 else matmul(x, weight)
+    if bias is not None:
+        out = out + bias
+    return out

@@ -1,0 +1,121 @@
+"""Random tensors from one global generator, seeded by ``manual_seed``.
+
+``rand``/``randn``/``randint`` are primitives: inside a traced function they record
+an op that draws fresh numbers on every call, rather than freezing one sample.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..device import as_device
+from .creation import _bind_creation, _size
+from .registry import Aval, defprim
+
+__all__ = ["manual_seed", "seed", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
+           "bernoulli", "get_rng_state", "set_rng_state", "default_generator"]
+
+_gen = np.random.default_rng(0)
+_cuda_seed = [0]
+
+
+def manual_seed(seed: int):
+    """Seed every generator (CPU, and CUDA through cupy when it is in use)."""
+    global _gen
+    if not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
+    _gen = np.random.default_rng(int(seed))
+    _cuda_seed[0] = int(seed)
+    from .. import device as _device
+    if _device._cupy is not None:
+        _device._cupy.random.seed(int(seed))
+    return _gen
+
+
+def seed() -> int:
+    s = int(np.random.SeedSequence().entropy % (2 ** 63))
+    manual_seed(s)
+    return s
+
+
+def default_generator():
+    return _gen
+
+
+def get_rng_state():
+    return _gen.bit_generator.state
+
+
+def set_rng_state(state) -> None:
+    _gen.bit_generator.state = state
+
+
+def _draw(xp, kind, shape, dtype, low=0, high=1):
+    if xp is np:
+        if kind == "uniform":
+            return _gen.random(shape, dtype=np.float64 if dtype.np == np.float64 else np.float32).astype(dtype.np, copy=False)
+        if kind == "normal":
+            return _gen.standard_normal(shape, dtype=np.float64 if dtype.np == np.float64 else np.float32).astype(dtype.np, copy=False)
+        return _gen.integers(low, high, shape).astype(dtype.np)
+    if kind == "uniform":  # pragma: no cover - GPU only
+        return xp.random.random(shape).astype(dtype.np)
+    if kind == "normal":  # pragma: no cover
+        return xp.random.standard_normal(shape).astype(dtype.np)
+    return xp.random.randint(low, high, shape).astype(dtype.np)  # pragma: no cover
+
+
+UNIFORM = defprim("rand", lambda xp, shape, dtype, device: _draw(xp, "uniform", shape, dtype),
+                  lambda shape, dtype, device: Aval(shape, dtype, device), kind="random")
+NORMAL = defprim("randn", lambda xp, shape, dtype, device: _draw(xp, "normal", shape, dtype),
+                 lambda shape, dtype, device: Aval(shape, dtype, device), kind="random")
+RANDINT = defprim("randint", lambda xp, shape, low, high, dtype, device: _draw(xp, "int", shape, dtype, low, high),
+                  lambda shape, low, high, dtype, device: Aval(shape, dtype, device), kind="random")
+
+
+def _float(dtype):
+    d = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
+    if not d.is_floating_point:
+        raise TypeError(f"expected a floating dtype, got {d}")
+    return d
+
+
+def rand(*size, dtype=None, device=None, requires_grad: bool = False):
+    t = _bind_creation(UNIFORM, shape=_size(size), dtype=_float(dtype), device=as_device(device))
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def randn(*size, dtype=None, device=None, requires_grad: bool = False):
+    t = _bind_creation(NORMAL, shape=_size(size), dtype=_float(dtype), device=as_device(device))
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def randint(low, high=None, size=(), *, dtype=None, device=None):
+    if high is None:
+        low, high = 0, low
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    return _bind_creation(RANDINT, shape=_size(tuple(size) if not isinstance(size, int) else (size,)),
+                          low=int(low), high=int(high), dtype=_dt.as_dtype(dtype or _dt.int64),
+                          device=as_device(device))
+
+
+def rand_like(a, *, dtype=None, device=None):
+    return rand(a.shape, dtype=dtype or a.dtype, device=device or a.device)
+
+
+def randn_like(a, *, dtype=None, device=None):
+    return randn(a.shape, dtype=dtype or a.dtype, device=device or a.device)
+
+
+def randperm(n: int, *, dtype=None, device=None):
+    from .creation import tensor
+    return tensor(_gen.permutation(int(n)), dtype=dtype or _dt.int64, device=device)
+
+
+def bernoulli(p):
+    from .elementwise import cast, lt
+    return cast(lt(rand_like(p), p), p.dtype)

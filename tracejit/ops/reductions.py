@@ -1,0 +1,275 @@
+"""Reduction primitives (sum, amax, amin, prod, argmax, argmin) and the composites built on them."""
+from __future__ import annotations
+
+import builtins
+import math
+
+from .. import dtypes as _dt
+from ..errors import DTypeError
+from ..shapes import normalize_dims, normalize_dim
+from .registry import Aval, bind, defprim
+
+__all__ = ["sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
+           "logsumexp", "prod", "all", "any", "norm", "cumsum"]
+
+
+def _reduced_shape(shape, dims, keepdim):
+    if keepdim:
+        return tuple(1 if i in dims else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in dims)
+
+
+def _red_rule(name, out_dtype=None):
+    def rule(a, dims, keepdim, **kw):
+        for d in dims:
+            if d >= builtins.max(a.ndim, 1):
+                raise IndexError(f"{name}: dim {d} out of range for rank {a.ndim}")
+        if name in ("amax", "amin", "argmax", "argmin"):
+            for d in dims:
+                if a.ndim and a.shape[d] == 0:
+                    raise RuntimeError(f"{name}: cannot reduce over a zero-size dim {d} of shape {a.shape}")
+        dt = out_dtype or a.dtype
+        if name in ("sum", "prod") and (a.dtype.is_bool or a.dtype.is_integer) and out_dtype is None:
+            dt = _dt.int64
+        return Aval(_reduced_shape(a.shape, dims, keepdim), dt, a.device)
+    return rule
+
+
+def _keep(g, a_shape, dims, keepdim):
+    """Reshape a reduced gradient so it broadcasts against the input."""
+    if keepdim or not dims:
+        return g
+    from .shape import reshape
+    return reshape(g, _reduced_shape(a_shape, dims, True))
+
+
+def _sum_vjp(g, out, a, dims, keepdim):
+    from .shape import expand
+    return (expand(_keep(g, a.shape, dims, keepdim), a.shape),)
+
+
+def _np_sum(xp, a, dims, keepdim):
+    if a.dtype.kind in "biu":
+        return xp.sum(a, axis=dims, keepdims=keepdim, dtype=xp.int64)
+    return xp.sum(a, axis=dims, keepdims=keepdim)
+
+
+SUM = defprim("sum", _np_sum, _red_rule("sum"), _sum_vjp, kind="reduction",
+              save=lambda rq: (), extra={"combine": "add", "init": 0.0})
+
+
+def _minmax_vjp(g, out, a, dims, keepdim):
+    from .elementwise import cast, eq, mul
+    from .shape import expand
+    o = expand(_keep(out, a.shape, dims, keepdim), a.shape)
+    mask = cast(eq(a, o), a.dtype)
+    # Ties share the gradient evenly, so the total stays g.
+    count = sum(mask, dims, keepdim=True)
+    return (mul(expand(_keep(g, a.shape, dims, keepdim), a.shape), mask / count),)
+
+
+AMAX = defprim("amax", lambda xp, a, dims, keepdim: xp.amax(a, axis=dims, keepdims=keepdim),
+               _red_rule("amax"), _minmax_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
+               extra={"combine": "max", "init": -math.inf})
+AMIN = defprim("amin", lambda xp, a, dims, keepdim: xp.amin(a, axis=dims, keepdims=keepdim),
+               _red_rule("amin"), _minmax_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
+               extra={"combine": "min", "init": math.inf})
+
+
+def _prod_vjp(g, out, a, dims, keepdim):
+    from .shape import expand
+    # out / a is exact when a has no zeros; zeros get the product of the others.
+    from .elementwise import eq, where
+    o = expand(_keep(out, a.shape, dims, keepdim), a.shape)
+    safe = where(eq(a, 0.0), 1.0, a)
+    others = where(eq(a, 0.0), _prod_except_zero(a, dims), o / safe)
+    return (expand(_keep(g, a.shape, dims, keepdim), a.shape) * others,)
+
+
+def _prod_except_zero(a, dims):
+    from .elementwise import eq, where
+    from .shape import expand
+    nonzero = where(eq(a, 0.0), 1.0, a)
+    p = expand(prod_(nonzero, dims, True), a.shape)
+    nzeros = expand(sum(eq(a, 0.0), dims, keepdim=True), a.shape)
+    return where(eq(nzeros, 1), p, 0.0)
+
+
+PROD = defprim("prod", lambda xp, a, dims, keepdim: xp.prod(a, axis=dims, keepdims=keepdim),
+               _red_rule("prod"), _prod_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
+               extra={"combine": "mul", "init": 1.0})
+
+
+def _argrule(name):
+    base = _red_rule(name, _dt.int64)
+
+    def rule(a, dim, keepdim):
+        return base(a, () if dim is None else (dim,), keepdim)
+    return rule
+
+
+def _arg_impl(fn):
+    def impl(xp, a, dim, keepdim):
+        if dim is None:
+            r = fn(a.reshape(-1))
+            return xp.asarray(r).reshape((1,) * a.ndim if keepdim else ())
+        r = fn(a, axis=dim)
+        return xp.expand_dims(r, dim) if keepdim else r
+    return impl
+
+
+ARGMAX = defprim("argmax", lambda xp, a, dim, keepdim: _arg_impl(xp.argmax)(xp, a, dim, keepdim),
+                 _argrule("argmax"), kind="reduction")
+ARGMIN = defprim("argmin", lambda xp, a, dim, keepdim: _arg_impl(xp.argmin)(xp, a, dim, keepdim),
+                 _argrule("argmin"), kind="reduction")
+
+
+def _dims(a, dim, op):
+    return normalize_dims(dim, a.ndim, op)
+
+
+def sum(a, dim=None, keepdim: bool = False, *, dtype=None):
+    if dtype is not None:
+        from .elementwise import cast
+        a = cast(a, dtype)
+    return bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim)
+
+
+def prod_(a, dims, keepdim):
+    return bind(PROD, a, dims=dims, keepdim=keepdim)
+
+
+def prod(a, dim=None, keepdim: bool = False):
+    return prod_(a, _dims(a, dim, "prod"), keepdim)
+
+
+def _count(a, dims):
+    n = 1
+    for d in dims:
+        n = n * a.shape[d]
+    return n
+
+
+def mean(a, dim=None, keepdim: bool = False):
+    if not a.dtype.is_floating_point:
+        raise DTypeError(f"mean: expected a floating-point tensor, got {a.dtype.name}; "
+                         f"cast with .float() first")
+    dims = _dims(a, dim, "mean")
+    return sum(a, dims, keepdim) / _count(a, dims)
+
+
+def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    dims = _dims(a, dim, "var")
+    mu = mean(a, dims, keepdim=True)
+    d = a - mu
+    n = _count(a, dims)
+    return sum(d * d, dims, keepdim) / (n - correction)
+
+
+def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    from .elementwise import sqrt
+    return sqrt(var(a, dim, unbiased, keepdim, correction=correction))
+
+
+def amax(a, dim=None, keepdim: bool = False):
+    return bind(AMAX, a, dims=_dims(a, dim, "amax"), keepdim=keepdim)
+
+
+def amin(a, dim=None, keepdim: bool = False):
+    return bind(AMIN, a, dims=_dims(a, dim, "amin"), keepdim=keepdim)
+
+
+class _MinMax(tuple):
+    """(values, indices), like torch.return_types.max."""
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def max(a, dim=None, keepdim: bool = False):
+    from .elementwise import maximum
+    if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
+        return maximum(a, dim)
+    if dim is None:
+        return amax(a)
+    return _MinMax((amax(a, dim, keepdim), argmax(a, dim, keepdim)))
+
+
+def min(a, dim=None, keepdim: bool = False):
+    from .elementwise import minimum
+    if hasattr(dim, "_data"):
+        return minimum(a, dim)
+    if dim is None:
+        return amin(a)
+    return _MinMax((amin(a, dim, keepdim), argmin(a, dim, keepdim)))
+
+
+def argmax(a, dim=None, keepdim: bool = False):
+    d = None if dim is None else normalize_dim(dim, a.ndim, "argmax")
+    return bind(ARGMAX, a, dim=d, keepdim=keepdim)
+
+
+def argmin(a, dim=None, keepdim: bool = False):
+    d = None if dim is None else normalize_dim(dim, a.ndim, "argmin")
+    return bind(ARGMIN, a, dim=d, keepdim=keepdim)
+
+
+def logsumexp(a, dim=None, keepdim: bool = False):
+    from .elementwise import exp, log, where, isinf
+    from ..autograd.grad_mode import no_grad
+    dims = _dims(a, dim, "logsumexp")
+    m = amax(a, dims, keepdim=True).detach()
+    # A row that is all -inf has max -inf; shift by 0 there to avoid inf - inf.
+    m = where(isinf(m), 0.0, m)
+    out = log(sum(exp(a - m), dims, keepdim=True)) + m
+    if not keepdim:
+        from .shape import reshape
+        out = reshape(out, _reduced_shape(a.shape, dims, False))
+    return out
+
+
+def all(a, dim=None, keepdim: bool = False):
+    from .elementwise import cast, eq
+    b = cast(a, _dt.bool_)
+    return eq(amin(cast(b, _dt.int32), dim, keepdim), 1)
+
+
+def any(a, dim=None, keepdim: bool = False):
+    from .elementwise import cast, eq
+    b = cast(a, _dt.bool_)
+    return eq(amax(cast(b, _dt.int32), dim, keepdim), 1)
+
+
+def norm(a, p=2, dim=None, keepdim: bool = False):
+    from .elementwise import abs as _abs, sqrt, pow
+    if p == 2 or p == "fro":
+        return sqrt(sum(a * a, dim, keepdim))
+    if p == 1:
+        return sum(_abs(a), dim, keepdim)
+    if p == math.inf:
+        return amax(_abs(a), dim, keepdim)
+    return pow(sum(pow(_abs(a), p), dim, keepdim), 1.0 / p)
+
+
+def _cumsum_rule(a, dim):
+    return Aval(a.shape, a.dtype, a.device)
+
+
+def _cumsum_vjp(g, out, a, dim):
+    from .shape import flip
+    return (flip(cumsum(flip(g, (dim,)), dim), (dim,)),)
+
+
+CUMSUM = defprim("cumsum", lambda xp, a, dim: xp.cumsum(a, axis=dim), _cumsum_rule, _cumsum_vjp,
+                 kind="other", save=lambda rq: ())
+
+
+def cumsum(a, dim: int):
+    return bind(CUMSUM, a, dim=normalize_dim(dim, a.ndim, "cumsum"))

@@ -1,0 +1,186 @@
+"""The primitive registry and `bind`, the one door every op goes through.
+
+A `Primitive` is the single definition of an op:
+
+- ``impl(xp, *arrays, **params)``: the eager implementation, generic over the array
+  module ``xp`` (numpy or cupy);
+- ``rule(*avals, **params) -> Aval``: shape/dtype rule; it also validates and raises
+  the user-facing errors (it runs in eager mode too, so errors are the same in every
+  mode);
+- ``vjp(g, out, *inputs, **params) -> tuple``: the vector-Jacobian product written
+  with tracejit ops, so the same rule gives eager backward, a traceable backward graph
+  and higher-order gradients. Gradients whose shape differs from their input (from
+  broadcasting) are summed back centrally by the autograd engine, not in each rule;
+- ``scalar(e, *names, **params) -> str``: for elementwise ops, the scalar expression
+  the fused-kernel generators emit, written against an emitter ``e`` that types
+  constants and maps math functions to the backend's vectorizable versions.
+
+`bind` runs a primitive: under an active tracer it records an equation, otherwise it
+runs the implementation and, if gradients are needed, attaches an autograd node.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..device import CPU
+from ..errors import DeviceMismatchError
+
+__all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim"]
+
+
+class Aval:
+    """Abstract value: what is known about a tensor without its data."""
+
+    __slots__ = ("shape", "dtype", "device", "weak")
+
+    def __init__(self, shape: tuple, dtype: "_dt.DType", device=CPU, weak: bool = False):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.device = device
+        self.weak = weak  # a Python scalar: does not widen dtypes in promotion
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        dims = ",".join(str(d) for d in self.shape)
+        return f"{self.dtype.short}[{dims}]"
+
+    def __eq__(self, o) -> bool:
+        return (isinstance(o, Aval) and self.shape == o.shape and self.dtype is o.dtype
+                and self.device == o.device)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype.name))
+
+
+@dataclass(eq=False)
+class Primitive:
+    name: str
+    impl: Callable
+    rule: Callable
+    vjp: Optional[Callable] = None
+    kind: str = "other"            # elementwise | reduction | shape | index | matmul | creation | random | other
+    scalar: Optional[Callable] = None
+    promote: bool = False          # elementwise: cast operands to a common dtype first
+    int_to_float: bool = False     # integer operands compute in the default float dtype
+    save: Optional[Callable] = None  # requires_grad flags -> indices of inputs the vjp needs
+    save_out: bool = False         # does the vjp use the output?
+    nondiff: tuple = ()            # input positions that never get gradients
+    grad_name: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.is_view = bool(self.extra.get("view"))
+        if not self.grad_name:
+            self.grad_name = "".join(p.capitalize() for p in self.name.split("_")) + "Backward"
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+REGISTRY: dict[str, Primitive] = {}
+
+
+def defprim(name: str, impl, rule, vjp=None, **kw) -> Primitive:
+    if name in REGISTRY:
+        raise ValueError(f"primitive {name!r} defined twice")
+    p = Primitive(name, impl, rule, vjp, **kw)
+    REGISTRY[name] = p
+    return p
+
+
+class _TraceState(threading.local):
+    tracer = None
+
+
+trace_state = _TraceState()
+
+# Filled in by tracejit.tensor / tracejit.autograd to avoid import cycles.
+_Tensor = None
+_make_node = None
+_grad_enabled = None
+
+
+def bind(prim: Primitive, *args, **params):
+    """Run `prim` on `args` (Tensors, or Python scalars for elementwise ops)."""
+    tracer = trace_state.tracer
+    if tracer is not None:
+        return tracer.record(prim, args, params)
+    return _eager(prim, args, params)
+
+
+def _eager(prim: Primitive, args, params):
+    Tensor = _Tensor
+    avals = []
+    dev = None
+    for a in args:
+        if isinstance(a, Tensor):
+            avals.append(Aval(a._data.shape, a.dtype, a.device))
+            if dev is None:
+                dev = a.device
+            elif a.device is not dev:
+                raise DeviceMismatchError(
+                    f"{prim.name}: expected all tensors on the same device, got {dev} and {a.device}")
+        else:
+            avals.append(scalar_aval(a, prim))
+    if dev is None:
+        dev = params.get("device") or CPU
+    out_aval, arrays = prepare(prim, args, avals, params)
+    xp = np if dev is CPU else _xp(dev)
+    out = prim.impl(xp, *arrays, **params)
+    if type(out) is not xp.ndarray or out.dtype != out_aval.dtype.np:
+        out = xp.asarray(out, dtype=out_aval.dtype.np)
+    result = Tensor._wrap(out, out_aval.dtype, dev)
+    if prim.is_view:
+        result._vbox = args[0]._vbox  # a view shares memory, so it shares the version counter
+    if prim.vjp is not None and _grad_enabled() and out_aval.dtype.is_floating_point:
+        for a in args:
+            if isinstance(a, Tensor) and a.requires_grad:
+                _make_node(prim, args, params, result)
+                break
+    return result
+
+
+def scalar_aval(a, prim: Primitive) -> Aval:
+    if isinstance(a, (bool, int, float, np.number, np.bool_)):
+        return Aval((), _dt.scalar_dtype(a), CPU, weak=True)
+    raise TypeError(f"{prim.name}: expected a Tensor or a number, got {type(a).__name__}")
+
+
+def compute_dtype(prim: Primitive, avals) -> "_dt.DType":
+    strong = [a.dtype for a in avals if not a.weak]
+    weak = [a.dtype for a in avals if a.weak]
+    cd = _dt.result_type(strong, weak)
+    if prim.int_to_float and not cd.is_floating_point:
+        cd = _dt.get_default_dtype()
+    return cd
+
+
+def prepare(prim: Primitive, args, avals, params):
+    """Apply dtype promotion; returns the output aval and the operand arrays."""
+    Tensor = _Tensor
+    if prim.promote:
+        cd = compute_dtype(prim, avals)
+        arrays = []
+        for a in args:
+            if isinstance(a, Tensor):
+                d = a._data
+                arrays.append(d if d.dtype == cd.np else d.astype(cd.np))
+            else:
+                arrays.append(cd.np.type(a))
+        avals = [Aval(a.shape, cd, a.device, a.weak) for a in avals]
+    else:
+        arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+    return prim.rule(*avals, **params), arrays
+
+
+def _xp(dev):
+    from ..device import array_module
+    return array_module(dev)

@@ -1,0 +1,362 @@
+"""Shape primitives (reshape, permute, expand, concat, flip, copy, to_device) and composites.
+
+Views (reshape of contiguous data, permute, expand) share memory and the version
+counter with their input, as in PyTorch.
+"""
+from __future__ import annotations
+
+from .. import dtypes as _dt
+from ..errors import ShapeError
+from ..shapes import Sym, normalize_dim, numel
+from .registry import Aval, bind, defprim
+
+__all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
+           "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
+           "unbind", "narrow", "flip", "repeat", "sum_to", "clone", "view_as", "reshape_as",
+           "to_device", "movedim", "swapaxes"]
+
+
+def _reshape_rule(a, shape):
+    return Aval(shape, a.dtype, a.device)
+
+
+def _resolve_shape(a_shape, shape, op="reshape"):
+    shape = list(shape)
+    total = numel(a_shape)
+    if shape.count(-1) > 1:
+        raise ShapeError(f"{op}: only one dimension can be -1, got {tuple(shape)}")
+    known = 1
+    for d in shape:
+        if not isinstance(d, (int, Sym)):
+            raise TypeError(f"{op}: shape entries must be ints, got {d!r}")
+        if isinstance(d, int) and d < -1:
+            raise ShapeError(f"{op}: invalid shape dimension {d} in {tuple(shape)}")
+        if d != -1:
+            known = known * d
+    if -1 in shape:
+        if known == 0:
+            raise ShapeError(f"{op}: cannot infer -1 in {tuple(shape)} for a tensor of shape "
+                             f"{tuple(a_shape)} with a zero-size dimension")
+        rest = total // known
+        if not (rest * known == total):
+            raise ShapeError(f"{op}: shape {tuple(shape)} is invalid for input of shape "
+                             f"{tuple(a_shape)} ({total} elements)")
+        shape[shape.index(-1)] = rest
+    elif not (known == total):
+        raise ShapeError(f"{op}: shape {tuple(shape)} is invalid for input of shape {tuple(a_shape)} "
+                         f"({total} elements)")
+    return tuple(shape)
+
+
+RESHAPE = defprim("reshape", lambda xp, a, shape: a.reshape(shape),
+                  _reshape_rule, lambda g, out, a, shape: (reshape(g, a.shape),), kind="shape",
+                  save=lambda rq: (0,), extra={"view": True})
+
+
+def _permute_rule(a, dims):
+    if sorted(dims) != list(range(a.ndim)):
+        raise ShapeError(f"permute: dims {dims} are not a permutation of the {a.ndim} dims of "
+                         f"shape {a.shape}")
+    return Aval(tuple(a.shape[d] for d in dims), a.dtype, a.device)
+
+
+def _inverse(dims):
+    inv = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inv[d] = i
+    return tuple(inv)
+
+
+PERMUTE = defprim("permute", lambda xp, a, dims: xp.transpose(a, dims), _permute_rule,
+                  lambda g, out, a, dims: (permute(g, _inverse(dims)),), kind="shape",
+                  save=lambda rq: (), extra={"view": True})
+
+
+def _expand_rule(a, shape):
+    if len(shape) < a.ndim:
+        raise ShapeError(f"expand: cannot expand shape {a.shape} to {shape} (fewer dims)")
+    lead = len(shape) - a.ndim
+    for i, d in enumerate(a.shape):
+        t = shape[lead + i]
+        if not (d is t or d == t or (isinstance(d, int) and d == 1)):
+            raise ShapeError(f"expand: the expanded size {t} must match the existing size {d} at "
+                             f"dim {lead + i} (shape {a.shape} -> {shape}); only size-1 dims expand")
+    return Aval(shape, a.dtype, a.device)
+
+
+EXPAND = defprim("expand", lambda xp, a, shape: xp.broadcast_to(a, shape), _expand_rule,
+                 lambda g, out, a, shape: (g,), kind="shape", save=lambda rq: (),
+                 extra={"view": True})  # the engine sums g back to a's shape
+
+
+def _concat_rule(*avals, dim):
+    first = avals[0]
+    size = 0
+    for a in avals:
+        if a.ndim != first.ndim:
+            raise ShapeError(f"cat: tensors must have the same rank, got shapes "
+                             f"{[x.shape for x in avals]}")
+        for i in range(a.ndim):
+            if i != dim and not (a.shape[i] == first.shape[i]):
+                raise ShapeError(f"cat: sizes must match except in dim {dim}, got shapes "
+                                 f"{[x.shape for x in avals]}")
+        size = size + a.shape[dim]
+    shape = list(first.shape)
+    shape[dim] = size
+    return Aval(tuple(shape), first.dtype, first.device)
+
+
+def _concat_vjp(g, out, *inputs, dim):
+    grads = []
+    start = 0
+    for a in inputs:
+        n = a.shape[dim]
+        grads.append(narrow(g, dim, start, n))
+        start = start + n
+    return tuple(grads)
+
+
+CONCAT = defprim("concat", lambda xp, *arrs, dim: xp.concatenate(arrs, axis=dim), _concat_rule,
+                 _concat_vjp, kind="shape", promote=True, save=lambda rq: tuple(range(len(rq))))
+
+FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims),
+               lambda a, dims: Aval(a.shape, a.dtype, a.device),
+               lambda g, out, a, dims: (flip(g, dims),), kind="shape", save=lambda rq: ())
+
+COPY = defprim("copy", lambda xp, a: xp.array(a, copy=True, order="C"),
+               lambda a: Aval(a.shape, a.dtype, a.device),
+               lambda g, out, a: (g,), kind="elementwise", scalar=lambda e, a: a, save=lambda rq: ())
+
+
+def _to_device_impl(xp, a, device):
+    from ..device import array_module
+    if device.type == "cpu":
+        return a.get() if hasattr(a, "get") else a
+    cp = array_module(device)
+    with cp.cuda.Device(device.index):
+        return cp.asarray(a)
+
+
+TO_DEVICE = defprim("to_device", _to_device_impl,
+                    lambda a, device: Aval(a.shape, a.dtype, device),
+                    lambda g, out, a, device: (to_device(g, a.device),), kind="other",
+                    save=lambda rq: (0,))
+
+
+# ---------------------------------------------------------------- public functions
+def _shape_args(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def reshape(a, *shape):
+    shape = _resolve_shape(a.shape, _shape_args(shape))
+    if shape == tuple(a.shape):
+        return a
+    return bind(RESHAPE, a, shape=shape)
+
+
+view = reshape
+
+
+def view_as(a, other):
+    return reshape(a, other.shape)
+
+
+reshape_as = view_as
+
+
+def permute(a, *dims):
+    dims = tuple(normalize_dim(d, a.ndim, "permute") for d in _shape_args(dims))
+    if dims == tuple(range(a.ndim)):
+        return a
+    return bind(PERMUTE, a, dims=dims)
+
+
+def transpose(a, dim0: int, dim1: int):
+    n = a.ndim
+    d0, d1 = normalize_dim(dim0, n, "transpose"), normalize_dim(dim1, n, "transpose")
+    dims = list(range(n))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute(a, tuple(dims))
+
+
+swapaxes = transpose
+
+
+def movedim(a, source: int, destination: int):
+    n = a.ndim
+    s, d = normalize_dim(source, n, "movedim"), normalize_dim(destination, n, "movedim")
+    dims = [i for i in range(n) if i != s]
+    dims.insert(d, s)
+    return permute(a, tuple(dims))
+
+
+def t(a):
+    if a.ndim > 2:
+        raise ShapeError(f"t() expects a tensor with <= 2 dims, got shape {tuple(a.shape)}; use transpose")
+    return a if a.ndim < 2 else transpose(a, 0, 1)
+
+
+def expand(a, *shape):
+    shape = list(_shape_args(shape))
+    lead = len(shape) - a.ndim
+    for i in range(a.ndim):
+        if isinstance(shape[lead + i], int) and shape[lead + i] == -1:
+            shape[lead + i] = a.shape[i]
+    shape = tuple(shape)
+    if shape == tuple(a.shape):
+        return a
+    return bind(EXPAND, a, shape=shape)
+
+
+broadcast_to = expand
+
+
+def expand_as(a, other):
+    return expand(a, other.shape)
+
+
+def squeeze(a, dim=None):
+    if dim is None:
+        shape = tuple(d for d in a.shape if not (isinstance(d, int) and d == 1))
+    else:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        dims = {normalize_dim(d, a.ndim, "squeeze") for d in dims}
+        shape = tuple(d for i, d in enumerate(a.shape) if not (i in dims and isinstance(d, int) and d == 1))
+    return reshape(a, shape)
+
+
+def unsqueeze(a, dim: int):
+    d = normalize_dim(dim, a.ndim + 1, "unsqueeze")
+    shape = list(a.shape)
+    shape.insert(d, 1)
+    return reshape(a, tuple(shape))
+
+
+def flatten(a, start_dim: int = 0, end_dim: int = -1):
+    if a.ndim == 0:
+        return reshape(a, (1,))
+    s = normalize_dim(start_dim, a.ndim, "flatten")
+    e = normalize_dim(end_dim, a.ndim, "flatten")
+    if s > e:
+        raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    mid = numel(a.shape[s:e + 1])
+    return reshape(a, tuple(a.shape[:s]) + (mid,) + tuple(a.shape[e + 1:]))
+
+
+def contiguous(a):
+    if a._data is not None and a.is_contiguous():
+        return a
+    return bind(COPY, a)
+
+
+def clone(a):
+    return bind(COPY, a)
+
+
+def cat(tensors, dim: int = 0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty list of tensors")
+    nd = tensors[0].ndim
+    d = normalize_dim(dim, nd, "cat")
+    tensors = [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0 and nd != 1)]
+    if len(tensors) == 1:
+        return tensors[0]
+    return bind(CONCAT, *tensors, dim=d)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim: int = 0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty list of tensors")
+    shapes = {tuple(x.shape) for x in tensors}
+    if len(shapes) > 1:
+        raise ShapeError(f"stack: expects each tensor to be equal size, got shapes {[tuple(x.shape) for x in tensors]}")
+    d = normalize_dim(dim, tensors[0].ndim + 1, "stack")
+    return bind(CONCAT, *[unsqueeze(x, d) for x in tensors], dim=d)
+
+
+def narrow(a, dim: int, start: int, length: int):
+    from .indexing import getitem
+    d = normalize_dim(dim, a.ndim, "narrow")
+    idx = (slice(None),) * d + (slice(start, start + length),)
+    return getitem(a, idx)
+
+
+def split(a, split_size_or_sections, dim: int = 0):
+    d = normalize_dim(dim, a.ndim, "split")
+    n = a.shape[d]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        if s <= 0:
+            raise ValueError(f"split: split_size must be positive, got {s}")
+        sizes = [s] * (int(n) // s) + ([int(n) % s] if int(n) % s else [])
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise ShapeError(f"split: sections {sizes} do not add up to size {n} of dim {dim}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(a, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(a, chunks: int, dim: int = 0):
+    d = normalize_dim(dim, a.ndim, "chunk")
+    n = int(a.shape[d])
+    size = -(-n // chunks) if n else 1
+    return split(a, size, d)
+
+
+def unbind(a, dim: int = 0):
+    from .indexing import getitem
+    d = normalize_dim(dim, a.ndim, "unbind")
+    return tuple(getitem(a, (slice(None),) * d + (i,)) for i in range(int(a.shape[d])))
+
+
+def flip(a, dims):
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return bind(FLIP, a, dims=tuple(normalize_dim(d, a.ndim, "flip") for d in dims))
+
+
+def repeat(a, *sizes):
+    sizes = _shape_args(sizes)
+    if len(sizes) < a.ndim:
+        raise ShapeError(f"repeat: number of repeat dims {len(sizes)} is less than the tensor rank {a.ndim}")
+    x = reshape(a, (1,) * (len(sizes) - a.ndim) + tuple(a.shape))
+    # Interleave a size-r axis before each dim, expand it, then merge: pure views + one copy.
+    inter, target, final = [], [], []
+    for r, d in zip(sizes, x.shape):
+        inter += [1, d]
+        target += [r, d]
+        final.append(r * d)
+    y = expand(reshape(x, tuple(inter)), tuple(target))
+    return reshape(contiguous(y), tuple(final))
+
+
+def sum_to(g, shape):
+    """Sum `g` over broadcast dims so it has `shape` (the central broadcast-gradient rule)."""
+    from .reductions import sum as _sum
+    shape = tuple(shape)
+    lead = g.ndim - len(shape)
+    dims = list(range(lead))
+    for i, d in enumerate(shape):
+        gd = g.shape[lead + i]
+        if isinstance(d, int) and d == 1 and not (isinstance(gd, int) and gd == 1):
+            dims.append(lead + i)
+    if dims:
+        g = _sum(g, tuple(dims), keepdim=True)
+    return reshape(g, shape)
+
+
+def to_device(a, device):
+    if a.device == device:
+        return a
+    return bind(TO_DEVICE, a, device=device)

@@ -1,0 +1,282 @@
+"""Shapes: dims that are ints or symbols, broadcasting, dim normalization.
+
+Dynamic dims are `Sym` values: integer polynomials over named symbols (``s0``,
+``s0*100``, ``s0 + 1``) that carry a *hint*, the concrete size seen while tracing.
+Shape rules are written with ordinary arithmetic and work for both. Symbols stand
+for sizes >= 2 (sizes 0 and 1 stay static, as their broadcasting meaning differs),
+so ``sym == 1`` is statically False. Anything that needs a symbol's concrete value
+(``int(dim)``, ``range(dim)``) asks the active tracer to specialize it.
+"""
+from __future__ import annotations
+
+from typing import Union
+
+from .errors import ShapeError
+
+__all__ = ["Sym", "Dim", "Shape", "broadcast_shapes", "normalize_dim", "normalize_dims",
+           "numel", "is_static", "hint"]
+
+# Called with a Sym whose concrete value user code asked for; set by the tracer.
+specialize_hook = None
+
+
+class Sym:
+    """A symbolic dimension: sum of coeff * product(symbols)."""
+
+    __slots__ = ("terms", "hint")
+
+    def __init__(self, terms: tuple, hint: int):
+        self.terms = terms  # tuple of (monomial: tuple[str,...], coeff: int), sorted, no zeros
+        self.hint = hint
+
+    @staticmethod
+    def symbol(name: str, hint: int) -> "Sym":
+        return Sym((((name,), 1),), hint)
+
+    @property
+    def free_symbols(self) -> set:
+        return {s for mono, _ in self.terms for s in mono}
+
+    # -- arithmetic ---------------------------------------------------------
+    @staticmethod
+    def _make(terms: dict, hint: int):
+        items = tuple(sorted((m, c) for m, c in terms.items() if c != 0))
+        if not items:
+            return 0
+        if len(items) == 1 and items[0][0] == ():
+            return items[0][1]
+        return Sym(items, hint)
+
+    @staticmethod
+    def _terms(x) -> dict:
+        if isinstance(x, Sym):
+            return dict(x.terms)
+        return {(): int(x)} if x else {}
+
+    def __add__(self, o):
+        if not isinstance(o, (int, Sym)):
+            return NotImplemented
+        t = self._terms(self)
+        for m, c in self._terms(o).items():
+            t[m] = t.get(m, 0) + c
+        return Sym._make(t, self.hint + hint(o))
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return Sym._make({m: -c for m, c in self.terms}, -self.hint)
+
+    def __sub__(self, o):
+        if not isinstance(o, (int, Sym)):
+            return NotImplemented
+        return self + (-o)
+
+    def __rsub__(self, o):
+        return (-self) + o
+
+    def __mul__(self, o):
+        if not isinstance(o, (int, Sym)):
+            return NotImplemented
+        t: dict = {}
+        for m1, c1 in self._terms(self).items():
+            for m2, c2 in self._terms(o).items():
+                m = tuple(sorted(m1 + m2))
+                t[m] = t.get(m, 0) + c1 * c2
+        return Sym._make(t, self.hint * hint(o))
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, o):
+        q = _exact_div(self, o)
+        if q is None:
+            return self._specialized() // hint(o)
+        return q
+
+    def __rfloordiv__(self, o):
+        q = _exact_div(o, self)
+        if q is None:
+            return int(o) // self._specialized()
+        return q
+
+    def __mod__(self, o):
+        if _exact_div(self, o) is not None:
+            return 0
+        return self._specialized() % hint(o)
+
+    # -- comparisons ----------------------------------------------------------
+    def __eq__(self, o):
+        if isinstance(o, Sym):
+            return self.terms == o.terms
+        if isinstance(o, int):
+            if o in (0, 1):
+                return False  # symbols stand for sizes >= 2
+            return self._specialized() == o
+        return NotImplemented
+
+    def __ne__(self, o):
+        r = self.__eq__(o)
+        return r if r is NotImplemented else not r
+
+    def __hash__(self):
+        return hash(self.terms)
+
+    def _cmp(self, o, op):
+        if isinstance(o, int) and o <= 1 and len(self.terms) == 1 and self.terms[0][1] > 0:
+            # positive monomial of sizes >= 2 is > 1
+            return op(2, o)
+        return op(self._specialized(), hint(o) if isinstance(o, Sym) else o)
+
+    def __lt__(self, o):
+        return self._cmp(o, lambda a, b: a < b)
+
+    def __le__(self, o):
+        return self._cmp(o, lambda a, b: a <= b)
+
+    def __gt__(self, o):
+        return self._cmp(o, lambda a, b: a > b)
+
+    def __ge__(self, o):
+        return self._cmp(o, lambda a, b: a >= b)
+
+    def __bool__(self):
+        return True
+
+    # -- leaving the symbolic world -------------------------------------------
+    def _specialized(self) -> int:
+        if specialize_hook is not None:
+            specialize_hook(self)
+        return self.hint
+
+    def __int__(self):
+        return self._specialized()
+
+    __index__ = __int__
+
+    def __float__(self):
+        return float(self._specialized())
+
+    def __repr__(self) -> str:
+        parts = []
+        for mono, c in self.terms:
+            body = "*".join(mono)
+            if not mono:
+                parts.append(str(c))
+            elif c == 1:
+                parts.append(body)
+            else:
+                parts.append(f"{c}*{body}")
+        return " + ".join(parts).replace("+ -", "- ")
+
+    def to_python(self, names: dict | None = None) -> str:
+        """A Python expression computing this dim from variables named like the symbols."""
+        names = names or {}
+        parts = []
+        for mono, c in self.terms:
+            factors = [names.get(s, s) for s in mono]
+            if c != 1 or not factors:
+                factors.insert(0, str(c))
+            parts.append("*".join(factors))
+        return "(" + " + ".join(parts) + ")"
+
+    def evaluate(self, env: dict) -> int:
+        total = 0
+        for mono, c in self.terms:
+            v = c
+            for s in mono:
+                v *= env[s]
+            total += v
+        return total
+
+
+def _exact_div(a, b):
+    """a // b when b divides a exactly as polynomials (monomial divisor), else None."""
+    if isinstance(b, int):
+        if b == 0:
+            raise ZeroDivisionError("division of a dimension by zero")
+        if isinstance(a, int):
+            return a // b if a % b == 0 else None
+        if all(c % b == 0 for _, c in a.terms):
+            return Sym._make({m: c // b for m, c in a.terms}, a.hint // b)
+        return None
+    if len(b.terms) != 1:
+        return None if not (isinstance(a, Sym) and a.terms == b.terms) else 1
+    (bm, bc), = b.terms
+    if isinstance(a, int):
+        return None
+    out = {}
+    for m, c in a.terms:
+        rest = list(m)
+        for s in bm:
+            if s not in rest:
+                return None
+            rest.remove(s)
+        if c % bc:
+            return None
+        out[tuple(rest)] = c // bc
+    return Sym._make(out, a.hint // b.hint)
+
+
+Dim = Union[int, Sym]
+Shape = tuple
+
+
+def hint(d) -> int:
+    return d.hint if isinstance(d, Sym) else int(d)
+
+
+def is_static(shape) -> bool:
+    return all(isinstance(d, int) for d in shape)
+
+
+def numel(shape) -> Dim:
+    n = 1
+    for d in shape:
+        n = n * d
+    return n
+
+
+def broadcast_shapes(op: str, *shapes) -> tuple:
+    """NumPy broadcasting; the error names the op and every shape."""
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
+        return tuple(shapes[0])
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(-ndim, 0):
+        d = 1
+        for s in shapes:
+            if len(s) < -i:
+                continue
+            e = s[i]
+            if isinstance(e, int) and e == 1:
+                continue
+            if isinstance(d, int) and d == 1:
+                d = e
+            elif not (d is e or d == e):
+                shown = " and ".join(str(tuple(s)) for s in shapes)
+                raise ShapeError(f"{op}: shapes {shown} cannot be broadcast together "
+                                 f"(dim {i}: {d} vs {e})")
+        out.append(d)
+    return tuple(out)
+
+
+def normalize_dim(dim, ndim: int, op: str = "op") -> int:
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {dim!r}")
+    lo = -max(ndim, 1)
+    hi = max(ndim, 1) - 1
+    if not lo <= dim <= hi:
+        raise IndexError(f"{op}: dim {dim} is out of range for a tensor of rank {ndim} "
+                         f"(expected to be in range [{lo}, {hi}])")
+    return dim % max(ndim, 1)
+
+
+def normalize_dims(dims, ndim: int, op: str = "op") -> tuple:
+    """None means all dims; an int or a sequence of ints; result is sorted, unique."""
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = (dims,)
+    out = sorted({normalize_dim(d, ndim, op) for d in dims})
+    if ndim == 0:
+        return ()
+    return tuple(out)
