@@ -41,3 +41,6 @@ def is_tensor(x) -> "builtins.bool":  # noqa: F821
 
 def numel(x: Tensor):
     return x.numel()
+
+from .jit import eager, explain, script, trace  # noqa: E402,F401
+from . import errors  # noqa: E402,F401

@@ -26,7 +26,8 @@ def manual_seed(seed: int):
         raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
     _gen = np.random.default_rng(int(seed))
     _cuda_seed[0] = int(seed)
-    from .. import device as _device
+    import sys
+    _device = sys.modules["tracejit.device"]  # the module (tracejit.device is also the class)
     if _device._cupy is not None:
         _device._cupy.random.seed(int(seed))
     return _gen

@@ -1,0 +1,314 @@
+"""Structured control flow in the IR: ``cond``, ``while`` and captured custom Functions.
+
+These primitives hold sub-graphs in their params and are executed by the
+interpreter (and later the compiler) rather than by an array implementation. The
+``trace_cond`` / ``trace_while`` / ``trace_for_range`` functions are what code
+rewritten by ``@script`` calls: with a concrete condition they run plain Python;
+with a traced condition they trace each branch/body into a sub-graph and emit one
+structured equation.
+"""
+from __future__ import annotations
+
+from .. import dtypes as _dt
+from ..errors import ScriptError, TraceError, user_location
+from ..ops import registry as _reg
+from ..ops.registry import Aval, defprim
+from ..tensor import Tensor
+from .ir import Graph, Literal, Var
+from .tracer import TraceContext, Tracer
+
+__all__ = ["COND", "WHILE", "CUSTOM_FUNCTION", "trace_cond", "trace_while", "trace_for_range",
+           "UNDEFINED"]
+
+
+def _no_impl(*a, **k):
+    raise RuntimeError("control-flow primitives are run by the interpreter")
+
+
+COND = defprim("cond", _no_impl, _no_impl, kind="control")
+WHILE = defprim("while", _no_impl, _no_impl, kind="control")
+CUSTOM_FUNCTION = defprim("custom_function", _no_impl, _no_impl, kind="control")
+
+
+class _Undefined:
+    """A name not (yet) bound on some path through a converted if/while."""
+
+    _inst = None
+
+    def __new__(cls):
+        if cls._inst is None:
+            cls._inst = object.__new__(cls)
+        return cls._inst
+
+    def __repr__(self):
+        return "<undefined>"
+
+
+UNDEFINED = _Undefined()
+
+
+def _is_traced(x) -> bool:
+    return isinstance(x, Tracer)
+
+
+def _as_pred(ctx: TraceContext, p) -> Tracer:
+    from .. import ops
+    if not (p.dtype is _dt.bool_):
+        p = ops.ne(p, 0)
+    if p.ndim != 0:
+        if p.numel() != 1:
+            raise TraceError(f"the condition of an if/while is a tensor of shape {tuple(p.shape)}; "
+                             f"it must have exactly one element (use .any() or .all())")
+        p = ops.reshape(p, ())
+    return p
+
+
+def _trace_branch(parent: TraceContext, fn, operands, name: str):
+    """Trace ``fn(*operands)`` as a sub-graph. Tensor operands become inputs."""
+    sub = TraceContext(parent)
+    with sub:
+        args = []
+        for o in operands:
+            if isinstance(o, Tensor):
+                args.append(sub.new_input(_aval_of(o), requires_grad=o.requires_grad))
+            else:
+                args.append(o)
+        out = fn(*args)
+    return sub, out
+
+
+def _aval_of(t: Tensor) -> Aval:
+    return t._var.aval if isinstance(t, Tracer) else Aval(t._data.shape, t.dtype, t.device)
+
+
+def _finish(parents_outer: list, subs: list, results: list, names, what: str):
+    """Unify branch results; returns the branch graphs' output atoms and python-valued outputs."""
+    n = len(results[0])
+    kinds = []
+    for i in range(n):
+        vals = [r[i] for r in results]
+        is_t = [isinstance(v, Tensor) for v in vals]
+        name = names[i] if names and i < len(names) else f"value {i}"
+        if all(is_t):
+            a0 = _aval_of(vals[0]) if not isinstance(vals[0], Tracer) or vals[0]._trace is subs[0] else None
+            avs = []
+            for s, v in zip(subs, vals):
+                avs.append(s.atom(v).aval)
+            for av in avs[1:]:
+                if tuple(av.shape) != tuple(avs[0].shape) or av.dtype is not avs[0].dtype:
+                    raise ScriptError(f"{what}: `{name}` is a tensor of type {avs[0]} on one path and "
+                                      f"{av} on another; both paths must agree on shape and dtype")
+            kinds.append("tensor")
+            del a0
+        elif not any(is_t):
+            first = vals[0]
+            for v in vals[1:]:
+                if v is not first and not (type(v) is type(first) and v == first):
+                    if isinstance(first, (int, float, bool)) and isinstance(v, (int, float, bool)):
+                        kinds.append("promote")
+                        break
+                    if v is UNDEFINED or first is UNDEFINED:
+                        kinds.append("undef")
+                        break
+                    raise ScriptError(f"{what}: `{name}` takes different non-tensor values on different "
+                                      f"paths ({first!r} vs {v!r}); only tensors and numbers can differ")
+            else:
+                kinds.append("python")
+        else:
+            kinds.append("promote")
+    return kinds
+
+
+def _materialize(sub: TraceContext, v, like_aval=None):
+    """Turn a Python number into a tensor inside `sub` (for paths that disagree)."""
+    from .. import ops
+    with sub:
+        if isinstance(v, Tensor):
+            return v
+        dt = _dt.scalar_dtype(v) if like_aval is None else like_aval.dtype
+        return ops.full((), v, dtype=dt)
+
+
+def _union_captures(subs):
+    outer = []
+    for s in subs:
+        for a in s.captured_outer:
+            if a not in outer:
+                outer.append(a)
+    return outer
+
+
+def _graph_with_captures(sub: TraceContext, n_inputs_vars, outer_all, outs, name):
+    cap_vars = []
+    for a in outer_all:
+        v = sub.captured.get(a)
+        cap_vars.append(v if v is not None else Var(a.aval))
+    return Graph(tuple(n_inputs_vars) + tuple(cap_vars), tuple(sub.eqns), tuple(outs), name)
+
+
+def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = ()):
+    """``true_fn(*operands) if pred else false_fn(*operands)``, as graph control flow when traced."""
+    if not _is_traced(pred):
+        if isinstance(pred, Tensor) and _reg.trace_state.tracer is not None:
+            pred = bool(pred._data)
+        return true_fn(*operands) if pred else false_fn(*operands)
+    ctx: TraceContext = _reg.trace_state.tracer
+    if ctx is None:
+        raise TraceError("a traced value was used outside of its trace")
+    pred = _as_pred(ctx, pred)
+    single = not isinstance(operands, tuple)
+    subs, results = [], []
+    for fn, nm in ((true_fn, "true"), (false_fn, "false")):
+        s, r = _trace_branch(ctx, fn, operands, nm)
+        subs.append(s)
+        results.append(r if isinstance(r, tuple) else (r,))
+    what = "if/else"
+    loc = user_location(2)
+    if loc:
+        what = f"if/else at {loc[0]}:{loc[1]}"
+    if len(results[0]) != len(results[1]):
+        raise ScriptError(f"{what}: the branches produce different numbers of values")
+    kinds = _finish(None, subs, results, names, what)
+    # Numbers that differ between branches (or meet a tensor) become tensors.
+    for i, k in enumerate(kinds):
+        if k == "promote":
+            ref = next((subs[j].atom(results[j][i]).aval for j in range(2)
+                        if isinstance(results[j][i], Tensor)), None)
+            if ref is None:
+                vals = [results[j][i] for j in range(2)]
+                dt = _dt.result_type([], [_dt.scalar_dtype(v) for v in vals])
+                ref = Aval((), dt)
+            for j in range(2):
+                v = results[j][i]
+                if not isinstance(v, Tensor):
+                    results[j] = results[j][:i] + (_materialize(subs[j], v, ref),) + results[j][i + 1:]
+            kinds[i] = "tensor"
+    outer_all = _union_captures(subs)
+    graphs = []
+    for s, r, nm in zip(subs, results, ("true", "false")):
+        outs = [s.atom(r[i]) for i, k in enumerate(kinds) if k == "tensor"]
+        graphs.append(_graph_with_captures(s, s.inputs, outer_all, outs, nm))
+    tensor_ops = [ctx.atom(o) for o in operands if isinstance(o, Tensor)]
+    out_avals = [graphs[0].outputs[j].aval for j in range(len(graphs[0].outputs))]
+    outs = ctx.emit_multi(COND, [ctx.atom(pred)] + tensor_ops + outer_all,
+                          {"true_graph": graphs[0], "false_graph": graphs[1]}, out_avals)
+    it = iter(outs)
+    final = []
+    for i, k in enumerate(kinds):
+        if k == "tensor":
+            final.append(next(it))
+        elif k == "undef":
+            final.append(UNDEFINED)
+        else:
+            final.append(results[0][i])
+    if single:
+        return final[0]
+    return tuple(final)
+
+
+def trace_ifexp(pred, true_thunk, false_thunk):
+    return trace_cond(pred, lambda: (true_thunk(),), lambda: (false_thunk(),), (), ("value",))[0]
+
+
+def trace_while(cond_fn, body_fn, init: tuple, names: tuple = ()):
+    """``while cond_fn(*vals): vals = body_fn(*vals)``; a graph loop once the condition is traced."""
+    vals = tuple(init)
+    while True:
+        c = cond_fn(*vals)
+        if _is_traced(c):
+            return _graph_while(cond_fn, body_fn, vals, names)
+        if isinstance(c, Tensor):
+            c = bool(c._data)
+        if not c:
+            return vals
+        vals = tuple(body_fn(*vals))
+
+
+def _graph_while(cond_fn, body_fn, vals, names):
+    from .. import ops
+    ctx: TraceContext = _reg.trace_state.tracer
+    loc = user_location(3)
+    what = f"while loop at {loc[0]}:{loc[1]}" if loc else "while loop"
+    # Numbers carried through the loop become 0-d tensors so the body can change them.
+    carried = []
+    for v in vals:
+        if isinstance(v, (bool, int, float)) and not isinstance(v, Tensor):
+            carried.append(ops.full((), v, dtype=_dt.scalar_dtype(v)))
+        else:
+            carried.append(v)
+    tensor_pos = [i for i, v in enumerate(carried) if isinstance(v, Tensor)]
+    avals = [_aval_of(carried[i]) for i in tensor_pos]
+
+    def _run(fn, sub):
+        with sub:
+            ins = [sub.new_input(a) for a in avals]
+            full = list(carried)
+            for p, t in zip(tensor_pos, ins):
+                full[p] = t
+            return ins, fn(*full)
+
+    csub = TraceContext(ctx)
+    cins, c = _run(cond_fn, csub)
+    if not isinstance(c, Tensor):
+        raise ScriptError(f"{what}: the condition stopped depending on tensors inside the loop")
+    with csub:
+        c = _as_pred(csub, c)
+    bsub = TraceContext(ctx)
+    bins, new = _run(body_fn, bsub)
+    new = tuple(new)
+    body_outs = []
+    for i, p in enumerate(tensor_pos):
+        nv = new[p]
+        name = names[p] if p < len(names) else f"value {p}"
+        if not isinstance(nv, Tensor):
+            nv = _materialize(bsub, nv, avals[i])
+        at = bsub.atom(nv)
+        if at.aval.dtype is not avals[i].dtype:
+            with bsub:
+                at = bsub.atom(ops.cast(nv, avals[i].dtype)) if avals[i].dtype.category >= at.aval.dtype.category else None
+            if at is None:
+                raise ScriptError(f"{what}: `{name}` changes dtype from {avals[i].dtype.name} inside the loop")
+        if tuple(at.aval.shape) != tuple(avals[i].shape):
+            raise ScriptError(f"{what}: `{name}` changes shape from {tuple(avals[i].shape)} to "
+                              f"{tuple(at.aval.shape)} inside the loop; loop-carried tensors must keep "
+                              f"their shape")
+        body_outs.append(at)
+    for p, v in enumerate(new):
+        if p not in tensor_pos and not (v is carried[p] or v == carried[p]):
+            raise ScriptError(f"{what}: non-tensor value `{names[p] if p < len(names) else p}` changes inside the loop")
+    outer_all = _union_captures([csub, bsub])
+    cg = _graph_with_captures(csub, cins, outer_all, [csub.atom(c)], "cond")
+    bg = _graph_with_captures(bsub, bins, outer_all, body_outs, "body")
+    outs = ctx.emit_multi(WHILE, [ctx.atom(carried[p]) for p in tensor_pos] + outer_all,
+                          {"cond_graph": cg, "body_graph": bg}, avals)
+    final = list(carried)
+    for p, o in zip(tensor_pos, outs):
+        final[p] = o
+    return tuple(final)
+
+
+def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):
+    """``for i in range(*args): vals = body_fn(i, *vals)``."""
+    if not any(_is_traced(a) for a in args):
+        vals = tuple(init)
+        for i in range(*[int(a) for a in args]):
+            vals = tuple(body_fn(i, *vals))
+        return vals
+    if len(args) == 1:
+        start, stop, step = 0, args[0], 1
+    elif len(args) == 2:
+        (start, stop), step = args, 1
+    else:
+        start, stop, step = args
+    if _is_traced(step) or not isinstance(step, int) or step == 0:
+        raise ScriptError("for-range over traced bounds needs a constant non-zero integer step")
+    from .. import ops
+
+    def cond(i, *vals):
+        return ops.lt(i, stop) if step > 0 else ops.gt(i, stop)
+
+    def body(i, *vals):
+        return (i + step,) + tuple(body_fn(i, *vals))
+
+    out = trace_while(cond, body, (start,) + tuple(init), ("<loop index>",) + tuple(names))
+    return tuple(out[1:])

@@ -1,0 +1,96 @@
+"""The reference interpreter: runs a Graph by calling each primitive's eager implementation.
+
+It is the meaning of the IR: the compiled path is tested against it. Running through
+``bind`` also records the ordinary autograd graph, so gradients through an
+interpreted program are exactly the eager ones.
+"""
+from __future__ import annotations
+
+from ..ops.registry import bind
+from ..shapes import Sym
+from .ir import Graph, Literal
+
+__all__ = ["interpret", "bind_symbols", "eval_params"]
+
+
+def bind_symbols(graph: Graph, args) -> dict:
+    env: dict = {}
+    for v, a in zip(graph.inputs, args):
+        for d, actual in zip(v.aval.shape, getattr(a, "shape", ())):
+            if isinstance(d, Sym) and len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1:
+                env[d.terms[0][0][0]] = int(actual)
+    return env
+
+
+def _eval(v, syms):
+    if isinstance(v, Sym):
+        return v.evaluate(syms)
+    if isinstance(v, tuple):
+        return tuple(_eval(x, syms) for x in v)
+    return v
+
+
+def eval_params(params: dict, syms: dict) -> dict:
+    return {k: (v if isinstance(v, Graph) else _eval(v, syms)) for k, v in params.items()}
+
+
+def _has_sym(v) -> bool:
+    if isinstance(v, Sym):
+        return True
+    if isinstance(v, tuple):
+        return any(_has_sym(x) for x in v)
+    return False
+
+
+def interpret(graph: Graph, args, syms: dict | None = None, record=None) -> list:
+    """Run `graph` on `args` (Tensors / numbers). `record(eqn, outs)` observes each step."""
+    env: dict = {}
+    for v, a in zip(graph.inputs, args):
+        env[v] = a
+    if syms is None:
+        syms = bind_symbols(graph, args) if graph.symbols else {}
+
+    def read(a):
+        return a.value if isinstance(a, Literal) else env[a]
+
+    for e in graph.eqns:
+        vals = [read(a) for a in e.inputs]
+        params = e.params
+        if syms and any(_has_sym(p) for p in params.values()):
+            params = eval_params(params, syms)
+        if e.prim.kind == "control":
+            outs = _CONTROL[e.prim.name](e, vals, syms)
+        else:
+            outs = [bind(e.prim, *vals, **params)]
+        for o, val in zip(e.outs, outs):
+            env[o] = val
+        if record is not None:
+            record(e, outs)
+    return [read(a) for a in graph.outputs]
+
+
+def _run_cond(e, vals, syms):
+    pred = vals[0]
+    branch = e.params["true_graph"] if bool(pred.item()) else e.params["false_graph"]
+    return interpret(branch, vals[1:], syms)
+
+
+def _run_while(e, vals, syms):
+    cg, bg = e.params["cond_graph"], e.params["body_graph"]
+    n = len(e.outs)
+    carried, captured = list(vals[:n]), list(vals[n:])
+    while bool(interpret(cg, carried + captured, syms)[0].item()):
+        carried = interpret(bg, carried + captured, syms)
+    return carried
+
+
+def _run_custom(e, vals, syms):
+    cls = e.params["fn_cls"]
+    args = list(vals[:e.params["n_args"]])
+    for pos, value in e.params["static_args"]:
+        args.insert(pos, value)
+    out = cls.apply(*args)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+_CONTROL = {"cond": _run_cond, "while": _run_while, "custom_function": _run_custom}

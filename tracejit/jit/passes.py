@@ -1,0 +1,165 @@
+"""Graph passes: dead-code elimination, CSE, constant folding, algebraic simplification.
+
+Each pass takes a Graph and returns a new one (graphs are never mutated). They
+recurse into the sub-graphs of control-flow equations.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.registry import Aval
+from .ir import Eqn, Graph, Literal, Var
+
+__all__ = ["optimize", "dce", "cse", "fold_constants", "simplify"]
+
+# Primitives whose repeated execution is observable: never merged, never folded.
+_EFFECTFUL_KINDS = ("random",)
+
+
+def _subst(a, env):
+    while isinstance(a, Var) and a in env:
+        a = env[a]
+    return a
+
+
+def _map_graphs(params, fn):
+    if not any(isinstance(v, Graph) for v in params.values()):
+        return params
+    return {k: (fn(v) if isinstance(v, Graph) else v) for k, v in params.items()}
+
+
+def _rebuild(g: Graph, eqns, env) -> Graph:
+    return Graph(g.inputs, tuple(eqns), tuple(_subst(a, env) for a in g.outputs), g.name)
+
+
+def dce(g: Graph) -> Graph:
+    """Drop equations whose outputs are never used."""
+    live = {a for a in g.outputs if isinstance(a, Var)}
+    kept = []
+    for e in reversed(g.eqns):
+        if not any(o in live for o in e.outs):
+            continue
+        e = Eqn(e.prim, e.inputs, e.outs, _map_graphs(e.params, dce), e.loc)
+        kept.append(e)
+        live.update(a for a in e.inputs if isinstance(a, Var))
+    kept.reverse()
+    return Graph(g.inputs, tuple(kept), g.outputs, g.name)
+
+
+def _key(e: Eqn, env):
+    ins = []
+    for a in e.inputs:
+        a = _subst(a, env)
+        ins.append(("lit", type(a.value), a.value) if isinstance(a, Literal) else ("var", id(a)))
+    try:
+        ps = tuple(sorted((k, _hashable(v)) for k, v in e.params.items()))
+        hash(ps)
+    except TypeError:
+        return None
+    return (e.prim.name, tuple(ins), ps)
+
+
+def _hashable(v):
+    if isinstance(v, Graph):
+        return ("graph", id(v))
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    return v
+
+
+def cse(g: Graph) -> Graph:
+    """Merge equations computing the same primitive on the same operands."""
+    env: dict = {}
+    seen: dict = {}
+    eqns = []
+    for e in g.eqns:
+        ins = tuple(_subst(a, env) for a in e.inputs)
+        e = Eqn(e.prim, ins, e.outs, _map_graphs(e.params, cse), e.loc)
+        if e.prim.kind not in _EFFECTFUL_KINDS and e.prim.kind != "control" and len(e.outs) == 1:
+            k = _key(e, env)
+            if k is not None:
+                prev = seen.get(k)
+                if prev is not None:
+                    env[e.out] = prev
+                    continue
+                seen[k] = e.out
+        eqns.append(e)
+    return _rebuild(g, eqns, env)
+
+
+def fold_constants(g: Graph) -> Graph:
+    """Evaluate elementwise equations whose operands are all literals."""
+    env: dict = {}
+    eqns = []
+    for e in g.eqns:
+        ins = tuple(_subst(a, env) for a in e.inputs)
+        if (e.prim.kind == "elementwise" and ins and all(isinstance(a, Literal) for a in ins)
+                and e.out.aval.shape == () and e.out.aval.dtype.np.kind in "fiub"):
+            try:
+                vals = [np.asarray(a.value, dtype=e.out.aval.dtype.np if e.prim.promote else None) for a in ins]
+                with np.errstate(all="ignore"):
+                    r = np.asarray(e.prim.impl(np, *vals, **e.params)).astype(e.out.aval.dtype.np)
+                if all(a.aval.weak for a in ins):
+                    env[e.out] = Literal(r.item(), Aval((), e.out.aval.dtype, weak=True))
+                    continue
+            except Exception:  # folding is an optimization; leave the equation if it can't fold
+                pass
+        eqns.append(Eqn(e.prim, ins, e.outs, _map_graphs(e.params, fold_constants), e.loc))
+    return _rebuild(g, eqns, env)
+
+
+def _is_lit(a, v) -> bool:
+    return isinstance(a, Literal) and not isinstance(a.value, bool) and a.value == v
+
+
+def simplify(g: Graph) -> Graph:
+    """x*1, 1*x, x+0, 0+x, x-0, x/1, x**1, --x, cast to the same dtype, identity reshapes."""
+    env: dict = {}
+    producer: dict = {}
+    eqns = []
+    for e in g.eqns:
+        ins = tuple(_subst(a, env) for a in e.inputs)
+        e = Eqn(e.prim, ins, e.outs, _map_graphs(e.params, simplify), e.loc)
+        n = e.prim.name
+        repl = None
+        same = lambda a: isinstance(a, Var) and a.aval == e.out.aval  # noqa: E731 - no broadcast/promotion change
+        if n in ("mul",):
+            if _is_lit(ins[1], 1) and same(ins[0]):
+                repl = ins[0]
+            elif _is_lit(ins[0], 1) and same(ins[1]):
+                repl = ins[1]
+        elif n == "add":
+            if _is_lit(ins[1], 0) and same(ins[0]):
+                repl = ins[0]
+            elif _is_lit(ins[0], 0) and same(ins[1]):
+                repl = ins[1]
+        elif n in ("sub",):
+            if _is_lit(ins[1], 0) and same(ins[0]):
+                repl = ins[0]
+        elif n in ("div", "pow"):
+            if _is_lit(ins[1], 1) and same(ins[0]):
+                repl = ins[0]
+        elif n == "neg":
+            p = producer.get(ins[0])
+            if p is not None and p.prim.name == "neg" and same(p.inputs[0]):
+                repl = p.inputs[0]
+        elif n in ("cast", "reshape", "expand", "copy") and n != "copy":
+            if same(ins[0]):
+                repl = ins[0]
+        if repl is not None:
+            env[e.out] = repl
+            continue
+        eqns.append(e)
+        for o in e.outs:
+            producer[o] = e
+    return _rebuild(g, eqns, env)
+
+
+def optimize(g: Graph) -> Graph:
+    for p in (fold_constants, simplify, cse, dce):
+        g = p(g)
+    return g

@@ -1,0 +1,292 @@
+"""Tracing: run Python with `Tracer` tensors and record every op into a `Graph`.
+
+While a `TraceContext` is active, ``bind`` hands each op here instead of running it.
+Operands are turned into atoms: tracers of this trace give their `Var`; tracers of an
+enclosing trace (a branch body reading an outer value) and concrete tensors (module
+parameters, closed-over tensors) are lifted into graph inputs, the latter read by
+identity on every call so optimizer updates are seen without recapture. Python
+scalars become `Literal`s. dtype promotion inserts explicit ``cast`` equations, so
+the IR is fully typed. Anything needing a concrete value (``bool(t)``, ``t.item()``)
+raises a `TraceError` naming the user's line.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from .. import shapes as _shapes
+from ..device import CPU
+from ..errors import DeviceMismatchError, TraceError, user_location
+from ..ops import registry as _reg
+from ..ops.registry import Aval, Primitive, compute_dtype, scalar_aval
+from ..tensor import Tensor
+from .ir import Eqn, Graph, Literal, Var
+
+__all__ = ["Tracer", "TraceContext", "trace_graph"]
+
+
+class Tracer(Tensor):
+    """A symbolic tensor: an IR value standing in for data during tracing."""
+
+    __slots__ = ("_var", "_trace")
+
+    @property
+    def shape(self) -> tuple:
+        return self._var.aval.shape
+
+    def _concrete(self, what: str):
+        loc = user_location(3)
+        where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        raise TraceError(
+            f"{what} needs the value of a traced tensor{where}, which tracing cannot capture: "
+            f"the compiled program must not depend on tensor values through Python. Use "
+            f"@tracejit.script (which turns if/while on tensors into graph control flow), "
+            f"tracejit.where(...) for elementwise choices, or run eagerly with tracejit.eager().")
+
+    def __bool__(self):
+        self._concrete("bool(tensor) (an `if`/`while`/`and`/`or` on a tensor)")
+
+    def item(self):
+        self._concrete("tensor.item()")
+
+    def numpy(self, *, force: bool = False):
+        self._concrete("tensor.numpy()")
+
+    def tolist(self):
+        self._concrete("tensor.tolist()")
+
+    def __float__(self):
+        self._concrete("float(tensor)")
+
+    def __int__(self):
+        self._concrete("int(tensor)")
+
+    def __index__(self):
+        self._concrete("using a tensor as an index or range bound")
+
+    def __array__(self, dtype=None, copy=None):
+        self._concrete("converting a tensor to a numpy array")
+
+    def _host(self):
+        self._concrete("reading tensor data")
+
+    def is_contiguous(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"Tracer({self._var.aval})"
+
+    def __format__(self, spec):
+        return repr(self)
+
+
+def _make_tracer(var: Var, trace: "TraceContext", requires_grad: bool = False) -> Tracer:
+    t = object.__new__(Tracer)
+    t._data = None
+    t.dtype = var.aval.dtype
+    t.device = var.aval.device
+    t._requires_grad = requires_grad
+    t.grad = None
+    t.grad_fn = None
+    t._output_nr = 0
+    t._vbox = [0]
+    t._accumulator = None
+    t._name = None
+    t._var = var
+    t._trace = trace
+    return t
+
+
+class TraceContext:
+    """Records equations; nested contexts trace branch and loop bodies."""
+
+    def __init__(self, parent: Optional["TraceContext"] = None):
+        self.parent = parent
+        self.inputs: list = []
+        self.eqns: list = []
+        self.consts: dict = {}         # id(concrete tensor) -> Var
+        self.const_tensors: list = []  # lifted concrete tensors, in input order
+        self.captured: dict = {}       # outer Var -> local input Var (sub-traces)
+        self.captured_outer: list = []  # outer atoms, in order, for the enclosing eqn
+        self.specialized: set = set()  # symbols user code asked the concrete value of
+        self._prev = None
+        self._prev_hook = None
+
+    # ---- activation ---------------------------------------------------------
+    def __enter__(self):
+        self._prev = _reg.trace_state.tracer
+        _reg.trace_state.tracer = self
+        self._prev_hook = _shapes.specialize_hook
+        _shapes.specialize_hook = self._on_specialize
+        return self
+
+    def __exit__(self, *exc):
+        _reg.trace_state.tracer = self._prev
+        _shapes.specialize_hook = self._prev_hook
+        return False
+
+    def _root(self) -> "TraceContext":
+        t = self
+        while t.parent is not None:
+            t = t.parent
+        return t
+
+    def _on_specialize(self, sym) -> None:
+        self._root().specialized.update(sym.free_symbols)
+
+    # ---- values -------------------------------------------------------------------
+    def new_input(self, aval: Aval, hint: str = "", requires_grad: bool = False) -> Tracer:
+        v = Var(aval, hint)
+        self.inputs.append(v)
+        return _make_tracer(v, self, requires_grad)
+
+    def atom(self, a, prim_name: str = "op"):
+        if isinstance(a, Tracer):
+            if a._trace is self:
+                return a._var
+            return self._capture(a)
+        if isinstance(a, Tensor):
+            return self._const(a)
+        if isinstance(a, (bool, int, float)) or type(a).__module__ == "numpy":
+            av = scalar_aval(a, _DUMMY_PRIM)
+            return Literal(a.item() if hasattr(a, "item") else a, av)
+        raise TypeError(f"{prim_name}: expected a Tensor or a number, got {type(a).__name__}")
+
+    def _capture(self, t: Tracer) -> Var:
+        """A tracer from an enclosing trace used here: becomes an input of this sub-graph."""
+        if self.parent is None:
+            raise TraceError("a tensor from a finished trace was used; tracers must not escape "
+                             "the function being compiled (e.g. stored in a global)")
+        outer = self.parent.atom(t)
+        v = self.captured.get(outer)
+        if v is None:
+            v = Var(outer.aval, "")
+            self.captured[outer] = v
+            self.captured_outer.append(outer)
+        return v
+
+    def _const(self, t: Tensor) -> Var:
+        if self.parent is not None:
+            outer = self.parent._const(t)
+            v = self.captured.get(outer)
+            if v is None:
+                v = Var(outer.aval)
+                self.captured[outer] = v
+                self.captured_outer.append(outer)
+            return v
+        v = self.consts.get(id(t))
+        if v is None:
+            v = Var(Aval(t._data.shape, t.dtype, t.device), t._name or "")
+            self.consts[id(t)] = v
+            self.const_tensors.append(t)
+        return v
+
+    # ---- recording ------------------------------------------------------------------
+    def record(self, prim: Primitive, args, params):
+        atoms = [self.atom(a, prim.name) for a in args]
+        avals = [a.aval for a in atoms]
+        dev = None
+        for av in avals:
+            if not av.weak:
+                if dev is None:
+                    dev = av.device
+                elif av.device is not dev:
+                    raise DeviceMismatchError(
+                        f"{prim.name}: expected all tensors on the same device, got {dev} and {av.device}")
+        if prim.promote and atoms:
+            cd = compute_dtype(prim, avals)
+            for i, (at, av) in enumerate(zip(atoms, avals)):
+                if isinstance(at, Literal):
+                    val = at.value
+                    conv = float(val) if cd.is_floating_point else (bool(val) if cd.is_bool else int(val))
+                    atoms[i] = Literal(conv, Aval((), cd, CPU, weak=True))
+                elif av.dtype is not cd:
+                    atoms[i] = self._emit(_CAST, [at], {"dtype": cd})[0]
+            avals = [a.aval for a in atoms]
+        out_aval = prim.rule(*avals, **params)
+        if dev is not None and out_aval.device is not dev and prim.name != "to_device":
+            out_aval = Aval(out_aval.shape, out_aval.dtype, dev)
+        var = self._emit(prim, atoms, params, out_aval)[0]
+        return _make_tracer(var, self)
+
+    def _emit(self, prim, atoms, params, out_aval=None, outs=None):
+        if outs is None:
+            if out_aval is None:
+                out_aval = prim.rule(*[a.aval for a in atoms], **params)
+            outs = (Var(out_aval),)
+        self.eqns.append(Eqn(prim, tuple(atoms), tuple(outs), dict(params), user_location(3)))
+        return outs
+
+    def emit_multi(self, prim, atoms, params, out_avals) -> list:
+        outs = tuple(Var(a) for a in out_avals)
+        self.eqns.append(Eqn(prim, tuple(atoms), outs, dict(params), user_location(3)))
+        return [_make_tracer(v, self) for v in outs]
+
+    def record_function(self, cls, args, kwargs):
+        """A custom autograd.Function call: one equation holding its traced forward."""
+        from ..autograd.function import FunctionCtx
+        from .control import CUSTOM_FUNCTION
+        if kwargs:
+            raise TraceError(f"{cls.__name__}.apply: keyword arguments are not supported when compiled")
+        tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        static = tuple((i, a) for i, a in enumerate(args) if not isinstance(a, Tensor))
+        sub = TraceContext(self)
+        with sub:
+            ins = []
+            full = list(args)
+            for i in tensor_pos:
+                a = args[i]
+                aval = a._var.aval if isinstance(a, Tracer) else Aval(a._data.shape, a.dtype, a.device)
+                full[i] = sub.new_input(aval, requires_grad=a.requires_grad)
+                ins.append(full[i]._var)
+            fctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
+            out = cls.forward(fctx, *full)
+        outs = out if isinstance(out, tuple) else (out,)
+        if not all(isinstance(o, Tensor) for o in outs):
+            raise TraceError(f"{cls.__name__}.forward must return tensors to be compiled")
+        fwd = Graph(tuple(ins) + tuple(sub.captured.values()), tuple(sub.eqns),
+                    tuple(sub.atom(o) for o in outs), f"{cls.__name__}.forward")
+        res = self.emit_multi(CUSTOM_FUNCTION, [self.atom(args[i]) for i in tensor_pos] + list(sub.captured_outer),
+                              {"fn_cls": cls, "static_args": static, "n_args": len(tensor_pos), "forward": fwd},
+                              [a.aval for a in fwd.outputs])
+        return tuple(res) if isinstance(out, tuple) else res[0]
+
+    def assign(self, target: Tensor, result: Tensor, what: str) -> Tensor:
+        """In-place ops under tracing: rebind the target tracer to the new value."""
+        if not isinstance(target, Tracer) or target._trace is not self:
+            name = "a tensor captured from outside the compiled function" if not isinstance(target, Tracer) \
+                else "a tensor from outside this branch or loop body"
+            raise TraceError(f"{what}: in-place modification of {name} is not supported inside a "
+                             f"compiled function; compute a new tensor instead (x = x + 1)")
+        res = self.atom(result)
+        if res.aval.dtype is not target.dtype:
+            if target.dtype.category < res.aval.dtype.category:
+                from ..errors import DTypeError
+                raise DTypeError(f"{what}: result type {res.aval.dtype.name} can't be cast to the "
+                                 f"in-place output type {target.dtype.name}")
+            res = self._emit(_CAST, [res], {"dtype": target.dtype})[0]
+        if tuple(res.aval.shape) != tuple(target.shape):
+            raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
+                               f"in-place tensor of shape {tuple(target.shape)}")
+        target._var = res
+        return target
+
+    def graph(self, outputs, name: str = "graph") -> Graph:
+        return Graph(tuple(self.inputs) + tuple(self.captured.values())
+                     if self.parent is not None else tuple(self.inputs) + tuple(self._const_vars()),
+                     tuple(self.eqns), tuple(outputs), name)
+
+    def _const_vars(self):
+        return [self.consts[id(t)] for t in self.const_tensors]
+
+
+_DUMMY_PRIM = Primitive("literal", None, None)
+_CAST = _reg.REGISTRY["cast"]
+
+
+def trace_graph(fn: Callable, avals: list, hints=None, name: str = "graph"):
+    """Trace ``fn(*tracers)`` in a fresh context; returns (graph, ctx, outputs)."""
+    ctx = TraceContext()
+    with ctx:
+        tracers = [ctx.new_input(a, (hints or [""] * len(avals))[i]) for i, a in enumerate(avals)]
+        out = fn(*tracers)
+    return ctx, out
