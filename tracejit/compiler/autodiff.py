@@ -1,0 +1,217 @@
+"""Reverse-mode differentiation of a Graph with the primitives' own VJP rules.
+
+``joint(graph, active)`` traces, on top of the forward graph's values, the backward
+pass the eager engine would run: each primitive's VJP (written with tracejit ops)
+applied in reverse order, broadcast gradients summed back to their input shapes the
+same way the engine does. ``split`` then partitions it for compilation:
+
+- the forward program returns its outputs plus the values the backward needs that are
+  expensive to recompute (matmul, reductions, random draws, ...);
+- cheap elementwise intermediates are *recomputed* inside the backward program from
+  the saved values and the inputs, where fusion folds them into the backward kernels,
+  instead of being written to memory by the forward.
+
+``cond`` differentiates branch-wise (a ``cond`` over the branches' joint graphs);
+a custom ``autograd.Function`` is differentiated by tracing its own ``backward``;
+a ``while`` loop (data-dependent trip count) is refused with a clear error.
+"""
+from __future__ import annotations
+
+from ..autograd.engine import _fit
+from ..errors import CompileError
+from ..jit.ir import Eqn, Graph, Literal, Var
+from ..jit.tracer import TraceContext, _make_tracer
+from ..ops import registry as _reg
+
+__all__ = ["joint", "split", "active_vars"]
+
+
+def active_vars(graph: Graph, active_inputs) -> set:
+    """Values that depend on a differentiable input (floating dtype only)."""
+    act = {v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.is_floating_point}
+    for e in graph.eqns:
+        if any(isinstance(a, Var) and a in act for a in e.inputs):
+            for o in e.outs:
+                if o.aval.dtype.is_floating_point:
+                    act.add(o)
+    return act
+
+
+def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):
+    """Record the backward pass into `ctx`; returns the cotangent of each graph input."""
+    from .. import ops
+
+    def tracer(v):
+        return _make_tracer(v, ctx)
+
+    def val(a):
+        return a.value if isinstance(a, Literal) else tracer(a)
+
+    ct = dict(cotangents)  # Var -> Tracer
+    for e in reversed(graph.eqns):
+        gs = [ct.get(o) for o in e.outs]
+        if all(g is None for g in gs):
+            continue
+        diff_in = [isinstance(a, Var) and a in act for a in e.inputs]
+        if not any(diff_in):
+            continue
+        p = e.prim
+        if p.name == "cond":
+            grads = _cond_vjp(ctx, e, gs, act)
+        elif p.name == "while":
+            raise CompileError(
+                "reverse-mode differentiation through a `while` loop is not supported: its trip count "
+                "depends on data, so the backward pass cannot be compiled. Use a `for i in range(n)` "
+                "with a constant n (unrolled), or compute gradients eagerly (tracejit.eager()).")
+        elif p.name == "custom_function":
+            grads = _custom_vjp(ctx, e, gs)
+        else:
+            if p.vjp is None:
+                continue
+            g = gs[0]
+            out = tracer(e.out) if p.save_out else None
+            ins = [val(a) for a in e.inputs]
+            with ctx:
+                grads = p.vjp(g, out, *ins, **e.params)
+        with ctx:
+            for a, d, gr in zip(e.inputs, diff_in, grads):
+                if not d or gr is None or a.aval.dtype is None:
+                    continue
+                if isinstance(gr, (int, float)):
+                    continue
+                gr = _fit(gr, (a.aval.shape, a.aval.dtype))
+                prev = ct.get(a)
+                ct[a] = gr if prev is None else prev + gr
+    return ct
+
+
+def _cond_vjp(ctx, e, gs, act):
+    from .. import ops
+    from ..jit.control import COND
+    tg, fg = e.params["true_graph"], e.params["false_graph"]
+    operands = e.inputs[1:]
+    op_active = [isinstance(a, Var) and a in act for a in operands]
+    with ctx:
+        cts = []
+        for o, g in zip(e.outs, gs):
+            cts.append(g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype))
+    jt = joint(tg, op_active, name="true_vjp")
+    jf = joint(fg, op_active, name="false_vjp")
+    atoms = [ctx.atom(_make_tracer(e.inputs[0], ctx))] + [
+        a if isinstance(a, Literal) else a for a in operands] + [ctx.atom(c) for c in cts]
+    outs = ctx.emit_multi(COND, atoms, {"true_graph": jt, "false_graph": jf},
+                          [v.aval for v, a in zip(operands, op_active) if a])
+    it = iter(outs)
+    return [None] + [next(it) if a else None for a in op_active]
+
+
+def _custom_vjp(ctx, e, gs):
+    from .. import ops
+    from ..autograd.function import FunctionCtx
+    cls = e.params["fn_cls"]
+    n = e.params["n_args"]
+    tensor_args = [_make_tracer(a, ctx) if isinstance(a, Var) else a.value for a in e.inputs[:n]]
+    args = list(tensor_args)
+    for pos, value in e.params["static_args"]:
+        args.insert(pos, value)
+    with ctx:
+        fctx = FunctionCtx(tuple(True for _ in args))
+        cls.forward(fctx, *args)  # recomputes what forward saved, inside the backward program
+        cts = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype) for o, g in zip(e.outs, gs)]
+        res = cls.backward(fctx, *cts)
+    res = res if isinstance(res, tuple) else (res,)
+    it = iter(res)
+    grads = []
+    static_pos = {p for p, _ in e.params["static_args"]}
+    for i in range(len(args)):
+        r = next(it, None)
+        if i not in static_pos:
+            grads.append(r)
+    return grads + [None] * (len(e.inputs) - len(grads))
+
+
+def joint(graph: Graph, active_inputs, name: str = "joint") -> Graph:
+    """A graph (inputs..., cotangents of outputs...) -> gradients of the active inputs.
+
+    Inactive outputs get cotangent inputs too (ignored), so callers can pass one per output.
+    """
+    from .. import ops
+    act = active_vars(graph, active_inputs)
+    ctx = TraceContext()
+    ct_vars = [Var(a.aval) if isinstance(a, Var) else Var(a.aval) for a in graph.outputs]
+    cts = {}
+    with ctx:
+        pass
+    for a, v in zip(graph.outputs, ct_vars):
+        if isinstance(a, Var) and a in act:
+            t = _make_tracer(v, ctx)
+            cts[a] = t if a not in cts else cts[a] + t
+    ct = _backward_eqns(ctx, graph, act, cts)
+    outs = []
+    with ctx:
+        for v, a in zip(graph.inputs, active_inputs):
+            if not a:
+                continue
+            g = ct.get(v)
+            if g is None:
+                g = ops.zeros(v.aval.shape, dtype=v.aval.dtype)
+            outs.append(ctx.atom(g))
+    eqns = tuple(graph.eqns) + tuple(ctx.eqns)
+    inputs = tuple(graph.inputs) + tuple(ct_vars) + tuple(ctx._const_vars())
+    if ctx.const_tensors:
+        raise CompileError("internal: the backward pass captured a concrete tensor")
+    return Graph(inputs, eqns, tuple(outs), name)
+
+
+def _cheap(e: Eqn) -> bool:
+    return e.prim.kind == "elementwise" and len(e.outs) == 1
+
+
+def split(graph: Graph, active_inputs):
+    """-> (forward graph, backward graph, n_saved).
+
+    forward: inputs -> outputs + saved values.
+    backward: inputs + saved + cotangents (one per output) -> grads of active inputs.
+    """
+    j = joint(graph, active_inputs, "backward")
+    n_in, n_out = len(graph.inputs), len(graph.outputs)
+    fwd_eqns = list(graph.eqns)
+    fwd_defined = {o: e for e in fwd_eqns for o in e.outs}
+    bwd_eqns = list(j.eqns[len(fwd_eqns):])
+    needed = []
+    for e in bwd_eqns:
+        for a in e.inputs:
+            if isinstance(a, Var) and a in fwd_defined and a not in needed:
+                needed.append(a)
+    for a in j.outputs:
+        if isinstance(a, Var) and a in fwd_defined and a not in needed:
+            needed.append(a)
+    for e in bwd_eqns:  # control-flow sub-graphs read forward values through inputs only
+        pass
+    saved, recompute = [], set()
+    stack = list(needed)
+    while stack:
+        v = stack.pop()
+        e = fwd_defined.get(v)
+        if e is None or id(e) in recompute or v in saved:
+            continue
+        if _cheap(e):
+            recompute.add(id(e))
+            stack.extend(a for a in e.inputs if isinstance(a, Var) and a in fwd_defined)
+        else:
+            saved.append(v)
+    rec_eqns = [e for e in fwd_eqns if id(e) in recompute]
+    saved_in = [Var(v.aval) for v in saved]
+    # The backward graph reads saved values through fresh input Vars.
+    remap = dict(zip(saved, saved_in))
+
+    def sub(a):
+        return remap.get(a, a) if isinstance(a, Var) else a
+
+    def re(e):
+        return Eqn(e.prim, tuple(sub(a) for a in e.inputs), e.outs, e.params, e.loc)
+    ct_inputs = j.inputs[n_in:n_in + n_out]
+    bwd = Graph(tuple(graph.inputs) + tuple(saved_in) + tuple(ct_inputs),
+                tuple(re(e) for e in rec_eqns + bwd_eqns), tuple(sub(a) for a in j.outputs), "backward")
+    fwd = Graph(graph.inputs, graph.eqns, tuple(graph.outputs) + tuple(saved), "forward")
+    return fwd, bwd, len(saved)

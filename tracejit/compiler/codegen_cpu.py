@@ -1,0 +1,376 @@
+"""Generate the numba source of one fused group (CPU backend).
+
+The source depends on the group's structure, dtypes, rank, broadcast pattern and
+the layout of each operand, never on sizes: sizes arrive as arguments, so a new
+batch size reuses the compiled kernel. Two loop shapes:
+
+- *flat*: every operand has the iteration shape and is C-contiguous (or is a
+  scalar): one ``prange`` over the flat index; this is the fast, vectorized case;
+- *nested*: anything else (broadcast or strided operands, partial reductions): a loop
+  nest over the iteration dims, kept dims outside (the first one a ``prange``),
+  reduced dims inside, each operand read with explicit N-d indexing (index 0 on its
+  broadcast dims; numba applies the array's own strides).
+
+Reductions accumulate in float64 for float32 sums (numpy uses pairwise sums; a plain
+float32 running sum over millions of elements would drift), and use
+``fastmath={'reassoc'}`` so LLVM may vectorize the reduction; nan/inf semantics are
+unaffected (no ``nnan``/``ninf`` flags). Transcendentals come from `mathlib`,
+constants are typed in the operation's dtype (no silent float64 promotion).
+"""
+from __future__ import annotations
+
+import math
+
+from ..jit.ir import Literal, Var
+from .fusion import Group
+from . import mathlib
+
+__all__ = ["Emitter", "generate", "KernelSpec", "NUMBA_TYPE"]
+
+NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
+              "bool": "boolean", "int8": "int8", "uint8": "uint8"}
+_NP_NAME = {"bool": "bool_"}
+
+# Math functions that are plain numba builtins (they vectorize as LLVM intrinsics).
+_BUILTIN_MATH = {"sqrt": "math.sqrt", "floor": "np.floor"}
+
+
+class Emitter:
+    """What a primitive's ``scalar`` rule writes against (see ops/registry.py)."""
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+        self.imports: set = set()
+        self.literals: dict = {}
+
+    def const(self, v, dtype: str | None = None) -> str:
+        dt = dtype or self.dtype
+        if dt == "bool":
+            return "True" if v else "False"
+        npn = _NP_NAME.get(dt, dt)
+        if dt.startswith("float"):
+            v = float(v)
+            if math.isnan(v):
+                text = f"np.{npn}(np.nan)"
+            elif math.isinf(v):
+                text = f"np.{npn}({'-' if v < 0 else ''}np.inf)"
+            else:
+                text = f"np.{npn}({v!r})"
+        else:
+            text = f"np.{npn}({int(v)})"
+        self.literals[text] = v
+        return text
+
+    def call(self, fn: str, *args) -> str:
+        if fn in _BUILTIN_MATH:
+            return f"{_BUILTIN_MATH[fn]}({', '.join(args)})"
+        if not self.dtype.startswith("float"):
+            raise NotImplementedError(f"{fn} on {self.dtype}")
+        name = mathlib.function_name(fn, self.dtype)
+        self.imports.add(name)
+        return f"{name}({', '.join(args)})"
+
+    def cast(self, x: str, dtype) -> str:
+        name = dtype.name
+        if name == "bool":
+            return f"({x} != 0)"
+        return f"np.{_NP_NAME.get(name, name)}({x})"
+
+    def pow(self, a: str, b: str) -> str:
+        if b in self.literals:
+            v = self.literals[b]
+            if v == int(v) and abs(v) <= 4:
+                n = int(abs(v))
+                if n == 0:
+                    return self.const(1)
+                prod = " * ".join([a] * n)
+                return f"({prod})" if v > 0 else f"({self.const(1)} / ({prod}))"
+            if v == 0.5:
+                return f"math.sqrt({a})"
+        if not self.dtype.startswith("float"):
+            return f"({a} ** {b})"
+        return self.call("pow", a, b)
+
+
+class KernelSpec:
+    """A generated kernel: its source and how the plan must call it."""
+
+    def __init__(self, source, name, mode, arg_vars, out_vars, red_shape_kind):
+        self.source = source
+        self.name = name
+        self.mode = mode              # "flat" | "nested"
+        self.arg_vars = arg_vars      # external input Vars, in argument order
+        self.out_vars = out_vars      # output Vars, in argument order
+        self.red_shape_kind = red_shape_kind
+
+
+def _compute_dtype(e) -> str:
+    """The dtype the operation computes in (its operands', after the IR's explicit casts)."""
+    if e.prim.name == "where":
+        return e.out.aval.dtype.name
+    for a in e.inputs:
+        if not isinstance(a, Literal):
+            return a.aval.dtype.name
+    return e.out.aval.dtype.name
+
+
+def _arr_type(dtype: str, rank: int, contiguous: bool, readonly: bool = False) -> str:
+    if rank == 0:
+        rank = 1
+    if readonly:
+        # Inputs are only read; read-only types also accept writable arrays and numpy's
+        # read-only broadcast views.
+        return f"Array({NUMBA_TYPE[dtype]}, {rank}, {'C' if contiguous else 'A'!r}, readonly=True)"
+    dims = [":"] * rank
+    if contiguous:
+        dims[-1] = "::1"
+    return f"{NUMBA_TYPE[dtype]}[{', '.join(dims)}]"
+
+
+def _red_info(e):
+    name = e.prim.name
+    combine = e.prim.extra["combine"]
+    dims = e.params["dims"]
+    return combine, dims, e.params["keepdim"]
+
+
+def _acc_dtype(combine: str, dtype: str) -> str:
+    if combine in ("add", "mul") and dtype in ("float32", "float64"):
+        return "float64"
+    if combine in ("add", "mul") and dtype in ("int32", "int64", "bool", "int8", "uint8"):
+        return "int64"
+    return dtype
+
+
+def _init(combine: str, acc_dt: str, em: Emitter) -> str:
+    if combine == "add":
+        return em.const(0, acc_dt)
+    if combine == "mul":
+        return em.const(1, acc_dt)
+    if acc_dt.startswith("float"):
+        return em.const(-math.inf if combine == "max" else math.inf, acc_dt)
+    import numpy as np
+    info = np.iinfo(acc_dt) if acc_dt != "bool" else None
+    if info is None:
+        return "False" if combine == "max" else "True"
+    return em.const(info.min if combine == "max" else info.max, acc_dt)
+
+
+def _combine(combine: str, acc: str, r: str, acc_dt: str) -> str:
+    if combine == "add":
+        return f"{acc} += {r}" if acc_dt != "float64" else f"{acc} += np.float64({r})"
+    if combine == "mul":
+        return f"{acc} *= {r}" if acc_dt != "float64" else f"{acc} *= np.float64({r})"
+    op = ">" if combine == "max" else "<"
+    return f"{acc} = {r} if ({r} {op} {acc} or {r} != {r}) else {acc}"
+
+
+def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool = True) -> KernelSpec:
+    """Source for `group`; `layouts[k]` is "flat", "scalar" or "nd" for input k.
+
+    ``parallel=False`` gives the serial twin used for small sizes, where starting the
+    thread pool costs far more than the work.
+    """
+    shape = group.shape
+    rank = len(shape)
+    inputs = group.inputs
+    red = group.reduction
+    mats = [v for v in group.outputs if red is None or v is not red.out]
+    flat = all(l in ("flat", "scalar") for l in layouts) and (red is None or len(red.params["dims"]) == rank)
+    mode = "flat" if flat else "nested"
+    body_em = Emitter("float32")
+    imports: set = set()
+    lines: list = []
+    names: dict = {}
+    for k, v in enumerate(inputs):
+        names[v] = f"x{k}"
+
+    # ---- the per-element computation (shared by both loop shapes) ----
+    comp: list = []
+    for j, e in enumerate(group.eqns):
+        em = Emitter(_compute_dtype(e))
+        args = []
+        for a in e.inputs:
+            if isinstance(a, Literal):
+                typed = e.prim.promote or e.prim.name == "where"
+                dt = _compute_dtype(e) if typed else a.aval.dtype.name
+                args.append(em.const(a.value, dt))
+            else:
+                args.append(names[a])
+        if e.prim.name == "expand":
+            expr = args[0]  # a broadcast load: the operand is read with broadcast indexing
+        else:
+            expr = e.prim.scalar(em, *args, **dict(e.params))
+        imports |= em.imports
+        vn = f"v{j}"
+        names[e.out] = vn
+        src = f"# {e.prim.name}"
+        if e.loc:
+            import os
+            src += f" ({os.path.basename(e.loc[0])}:{e.loc[1]})"
+        comp.append(f"{vn} = {expr}  {src}")
+
+    arg_names = [f"in{k}" for k in range(len(inputs))]
+    out_names = [f"out{m}" for m in range(len(mats))]
+    sig_args = []
+    for k, v in enumerate(inputs):
+        lay = layouts[k]
+        r = len(v.aval.shape)
+        sig_args.append(_arr_type(v.aval.dtype.name, r, lay in ("flat", "scalar"), readonly=True))
+    for v in mats:
+        sig_args.append(_arr_type(v.aval.dtype.name, rank, True))
+    red_out_rank = 0
+    if red is not None:
+        combine, rdims, keepdim = _red_info(red)
+        kept = [d for d in range(rank) if d not in rdims]
+        red_out_rank = max(len(kept), 1)
+        sig_args.append(_arr_type(red.out.aval.dtype.name, red_out_rank, True))
+        out_names.append("red")
+    dim_names = [f"d{i}" for i in range(rank)]
+    sig_args += ["int64"] * rank
+    params = arg_names + out_names + dim_names
+    sig = f"void({', '.join(sig_args)})"
+    fastmath = ', fastmath={"reassoc", "contract"}' if red is not None else ""
+    header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy'{fastmath})",
+              f"def {name}({', '.join(params)}):"]
+
+    def load(k, idx_expr):
+        v = inputs[k]
+        if layouts[k] == "scalar":
+            return None
+        return f"x{k} = in{k}[{idx_expr}]"
+
+    body: list = []
+    ind = "    "
+    # Scalars (0-d operands, passed as 1-element arrays) are read once, outside the loops.
+    for k in range(len(inputs)):
+        if layouts[k] == "scalar":
+            body.append(f"{ind}x{k} = in{k}[0]")
+    if mode == "flat":
+        n = " * ".join(dim_names) if dim_names else "1"
+        body.append(f"{ind}n = {n}")
+        for k in range(len(inputs)):
+            if layouts[k] == "flat":
+                body.append(f"{ind}f{k} = in{k}.reshape(n)" if rank != 1 else f"{ind}f{k} = in{k}")
+        for m in range(len(mats)):
+            body.append(f"{ind}g{m} = out{m}.reshape(n)" if rank != 1 else f"{ind}g{m} = out{m}")
+
+        def elem(i_ind, i):
+            out = [f"{i_ind}x{k} = f{k}[{i}]" for k in range(len(inputs)) if layouts[k] == "flat"]
+            out += [i_ind + c for c in comp]
+            out += [f"{i_ind}g{m}[{i}] = {names[v]}" for m, v in enumerate(mats)]
+            return out
+        if red is None:
+            body.append(f"{ind}for i in prange(n):")
+            body += elem(ind * 2, "i")
+        else:
+            combine, rdims, keepdim = _red_info(red)
+            acc_dt = _acc_dtype(combine, red.out.aval.dtype.name)
+            rvar = names[red.inputs[0]] if red.inputs[0] in names else None
+            em = Emitter(acc_dt)
+            init = _init(combine, acc_dt, em)
+            body.append(f"{ind}nchunk = min(64, max(1, n // 4096))")
+            body.append(f"{ind}partial = np.empty(nchunk, np.{acc_dt})")
+            body.append(f"{ind}for c in prange(nchunk):")
+            body.append(f"{ind*2}lo = c * n // nchunk")
+            body.append(f"{ind*2}hi = (c + 1) * n // nchunk")
+            body.append(f"{ind*2}acc = {init}")
+            body.append(f"{ind*2}for i in range(lo, hi):")
+            body += elem(ind * 3, "i")
+            body.append(f"{ind*3}{_combine(combine, 'acc', rvar, acc_dt)}")
+            body.append(f"{ind*2}partial[c] = acc")
+            body.append(f"{ind}total = {init}")
+            body.append(f"{ind}for c in range(nchunk):")
+            body.append(f"{ind*2}{_combine(combine, 'total', 'partial[c]', acc_dt)}")
+            body.append(f"{ind}red[0] = {_cast_back('total', red.out.aval.dtype.name)}")
+    else:
+        rdims = ()
+        if red is not None:
+            combine, rdims, keepdim = _red_info(red)
+        kept = [d for d in range(rank) if d not in rdims]
+        order = kept + list(rdims)
+
+        def idx_for(v, ivars):
+            r = len(v.aval.shape)
+            parts = []
+            for j, dsz in enumerate(v.aval.shape):
+                it = rank - r + j
+                if isinstance(dsz, int) and dsz == 1 and not (isinstance(shape[it], int) and shape[it] == 1):
+                    parts.append("0")
+                else:
+                    parts.append(ivars[it])
+            return ", ".join(parts) if parts else "0"
+        ivars = [f"i{d}" for d in range(rank)]
+        inner: list = []
+        for k, v in enumerate(inputs):
+            if layouts[k] != "scalar":
+                inner.append(f"x{k} = in{k}[{idx_for(v, ivars)}]")
+        inner += comp
+        full_idx = ", ".join(ivars) if ivars else "0"
+        inner += [f"out{m}[{full_idx}] = {names[v]}" for m, v in enumerate(mats)]
+        if red is None:
+            depth = 1
+            for lvl, d in enumerate(order):
+                loop = "prange" if lvl == 0 else "range"
+                body.append(f"{ind * depth}for i{d} in {loop}(d{d}):")
+                depth += 1
+            if rank == 0:
+                body += [ind + s for s in inner]
+            else:
+                body += [ind * depth + s for s in inner]
+        else:
+            acc_dt = _acc_dtype(combine, red.out.aval.dtype.name)
+            em = Emitter(acc_dt)
+            init = _init(combine, acc_dt, em)
+            rvar = names[red.inputs[0]]
+            if kept:
+                depth = 1
+                for lvl, d in enumerate(kept):
+                    loop = "prange" if lvl == 0 else "range"
+                    body.append(f"{ind * depth}for i{d} in {loop}(d{d}):")
+                    depth += 1
+                body.append(f"{ind * depth}acc = {init}")
+                d0 = depth
+                for d in rdims:
+                    body.append(f"{ind * depth}for i{d} in range(d{d}):")
+                    depth += 1
+                body += [ind * depth + s for s in inner]
+                body.append(f"{ind * depth}{_combine(combine, 'acc', rvar, acc_dt)}")
+                out_idx = ", ".join(f"i{d}" for d in kept)
+                body.append(f"{ind * d0}red[{out_idx}] = {_cast_back('acc', red.out.aval.dtype.name)}")
+            else:
+                # Full reduction over strided operands: partials per first-dim index.
+                first, rest = rdims[0], rdims[1:]
+                body.append(f"{ind}partial = np.empty(d{first}, np.{acc_dt})")
+                body.append(f"{ind}for i{first} in prange(d{first}):")
+                body.append(f"{ind*2}acc = {init}")
+                depth = 2
+                for d in rest:
+                    body.append(f"{ind * depth}for i{d} in range(d{d}):")
+                    depth += 1
+                body += [ind * depth + s for s in inner]
+                body.append(f"{ind * depth}{_combine(combine, 'acc', rvar, acc_dt)}")
+                body.append(f"{ind*2}partial[i{first}] = acc")
+                body.append(f"{ind}total = {init}")
+                body.append(f"{ind}for c in range(d{first}):")
+                body.append(f"{ind*2}{_combine(combine, 'total', 'partial[c]', acc_dt)}")
+                body.append(f"{ind}red[0] = {_cast_back('total', red.out.aval.dtype.name)}")
+    doc = [f'    """fused group {group.gid}: ' + ", ".join(e.prim.name for e in group.eqns)
+           + (f" -> {red.prim.name}" if red is not None else "") + f' ({mode})"""']
+    src_lines = ["# generated by tracejit (CPU backend); sizes are arguments, never constants",
+                 "import math", "import numpy as np",
+                 "from numba import njit, prange" if parallel else "from numba import njit"]
+    if imports:
+        src_lines.append(f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}")
+    src_lines += ["", ""] + header + doc + body
+    source = "\n".join(src_lines) + "\n"
+    if not parallel:
+        source = source.replace("prange(", "range(").replace("import njit, range", "import njit")
+    return KernelSpec(source, name, mode, list(inputs), list(mats) + ([red.out] if red is not None else []),
+                      red_out_rank)
+
+
+def _cast_back(x: str, dtype: str) -> str:
+    if dtype == "bool":
+        return f"({x} != 0)"
+    return f"np.{_NP_NAME.get(dtype, dtype)}({x})"

@@ -1,0 +1,241 @@
+"""Running a compiled graph: inference plans, training plans and their autograd node.
+
+Without gradients a call is one generated plan over arrays. With gradients, the
+forward plan also returns the values the backward needs, and the outputs share one
+`CompiledNode` whose ``apply`` runs the compiled backward plan. Plans are built on
+first use, so an entry that never needs gradients never compiles a backward.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..autograd import grad_mode as _gm
+from ..autograd.node import Node, edge
+from ..errors import InplaceModifiedError
+from ..jit.interpreter import interpret
+from ..jit.ir import Graph, Var
+from ..jit.passes import optimize
+from ..tensor import Tensor
+from .autodiff import joint, split
+from .plan import Plan
+
+__all__ = ["CompiledProgram"]
+
+log = logging.getLogger("tracejit.fallback")
+
+
+class CompiledNode(Node):
+    """The single grad_fn of a compiled call's outputs."""
+
+    __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken")
+
+    def __init__(self, program, inputs, saved, diff_idx, out_avals):
+        super().__init__(tuple(edge(inputs[i]) for i in diff_idx), len(out_avals))
+        self.program = program
+        self.inputs = inputs
+        self.versions = [x._vbox[0] if isinstance(x, Tensor) else None for x in inputs]
+        self.saved = saved
+        self.diff_idx = diff_idx
+        self.out_avals = out_avals
+
+    def name(self) -> str:
+        return f"Compiled{self.program.name}Backward"
+
+    def apply(self, grads, create_graph, retain_graph):
+        self._check_not_freed()
+        for i, (x, v) in enumerate(zip(self.inputs, self.versions)):
+            if v is not None and x._vbox[0] != v:
+                raise InplaceModifiedError(
+                    f"input {i} of compiled {self.program.name} was modified in place after the "
+                    f"forward pass (version {v} -> {x._vbox[0]}); clone it before modifying it")
+        if create_graph:
+            log.info("create_graph=True through compiled %s: running its backward eagerly",
+                     self.program.name)
+            res = self.program.eager_backward(self.inputs, grads)
+        else:
+            res = self.program.run_backward(self.inputs, self.saved, grads)
+        if not retain_graph:
+            self.saved = None
+            self._freed = True
+        live = self.program.reached(self.taken)
+        return [r if i in live else None for r, i in zip(res, self.diff_idx)]
+
+
+class CompiledProgram:
+    def __init__(self, graph: Graph, name: str = "graph"):
+        self.graph = graph
+        self.name = name
+        self._infer = None
+        self._train: dict = {}  # diff_idx tuple -> (fwd plan, bwd plan, n_saved, joint graph)
+        self._identity = {}
+        for k, a in enumerate(graph.outputs):
+            if isinstance(a, Var) and a in graph.inputs:
+                self._identity[k] = graph.inputs.index(a)
+
+    # ---- plans ----------------------------------------------------------------------
+    def infer_plan(self) -> Plan:
+        if self._infer is None:
+            self._infer = Plan(self.graph, self.name)
+        return self._infer
+
+    def train_plans(self, diff_idx: tuple):
+        t = self._train.get(diff_idx)
+        if t is None:
+            active = [i in diff_idx for i in range(len(self.graph.inputs))]
+            fwd, bwd, n_saved = split(self.graph, active)
+            # The forward also reports which branch each top-level cond took, so gradients of
+            # inputs only the untaken branch reads are None, exactly as in eager mode.
+            preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim.name == "cond")
+            fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
+            bwd = optimize(bwd)
+            t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
+            self._train[diff_idx] = t
+        return t
+
+    def reached(self, taken: list) -> set:
+        """Graph inputs the outputs depend on, given the branch each cond took."""
+        g = self.graph
+        live = {a for a in g.outputs if isinstance(a, Var) and a.aval.dtype.is_floating_point}
+        conds = [e for e in g.eqns if e.prim.name == "cond"]
+        which = {id(e): t for e, t in zip(conds, taken)}
+        for e in reversed(g.eqns):
+            if not any(o in live for o in e.outs):
+                continue
+            if e.prim.name == "cond":
+                br = e.params["true_graph"] if which.get(id(e), True) else e.params["false_graph"]
+                used = _inputs_used(br)
+                for k, a in enumerate(e.inputs[1:]):
+                    if k in used and isinstance(a, Var):
+                        live.add(a)
+            else:
+                live.update(a for a in e.inputs if isinstance(a, Var))
+        return {i for i, v in enumerate(g.inputs) if v in live}
+
+    # ---- calls ------------------------------------------------------------------------------
+    def _arrays(self, ins):
+        # Runtime Python scalars (script arguments) become 0-d arrays of their graph dtype.
+        return [x._data if isinstance(x, Tensor) else np.asarray(x, dtype=v.aval.dtype.np)
+                for x, v in zip(ins, self.graph.inputs)]
+
+    def __call__(self, ins: list) -> list:
+        arrays = self._arrays(ins)
+        diff_idx = ()
+        if _gm._state.enabled:
+            diff_idx = tuple(i for i, x in enumerate(ins)
+                             if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
+        if not diff_idx:
+            res = self.infer_plan().fn(*arrays)
+            return self._wrap(ins, res, None)
+        fwd, bwd, n_saved = self.train_plans(diff_idx)
+        res = fwd.fn(*arrays)
+        n_out = len(self.graph.outputs)
+        outs, saved, taken = res[:n_out], res[n_out:n_out + n_saved], res[n_out + n_saved:]
+        node = CompiledNode(self, list(ins), saved, diff_idx, [a.aval for a in self.graph.outputs])
+        node.taken = [bool(t) for t in taken]
+        return self._wrap(ins, outs, node)
+
+    def _wrap(self, ins, arrays, node):
+        out = []
+        for k, (a, arr) in enumerate(zip(self.graph.outputs, arrays)):
+            j = self._identity.get(k)
+            if j is not None:
+                out.append(ins[j])
+                continue
+            t = Tensor._wrap(arr, a.aval.dtype, a.aval.device)
+            if node is not None and a.aval.dtype.is_floating_point:
+                t._requires_grad = True
+                t.grad_fn = node
+                t._output_nr = k
+            out.append(t)
+        return out
+
+    def run_backward(self, inputs, saved, grads):
+        fwd, bwd, n_saved = self.train_plans(self._diff_of(inputs))
+        g_arrays = []
+        for g, a in zip(grads, self.graph.outputs):
+            if g is None:
+                g_arrays.append(np.zeros(_concrete_shape(a, inputs, self.graph), a.aval.dtype.np))
+            else:
+                g_arrays.append(g._data)
+        arrays = self._arrays(inputs)
+        res = bwd.fn(*arrays, *saved, *g_arrays)
+        return [Tensor._wrap(r, self.graph.inputs[i].aval.dtype) for r, i in zip(res, self._diff_of(inputs))]
+
+    def _diff_of(self, inputs):
+        for k in self._train:
+            return k
+        return ()
+
+    def eager_backward(self, inputs, grads):
+        """create_graph=True: interpret the joint graph with autograd recording."""
+        diff_idx = self._diff_of(inputs)
+        active = [i in diff_idx for i in range(len(self.graph.inputs))]
+        j = joint(self.graph, active)
+        from .. import ops
+        gs = []
+        for g, a in zip(grads, self.graph.outputs):
+            gs.append(g if g is not None else ops.zeros(_concrete_shape(a, inputs, self.graph), dtype=a.aval.dtype))
+        with _gm.enable_grad():
+            return interpret(j, list(inputs) + gs)
+
+    # ---- introspection ------------------------------------------------------------------
+    def explain_sections(self):
+        secs = [("fusion groups (inference)", self.infer_plan().describe())]
+        for diff_idx, (fwd, bwd, n_saved) in self._train.items():
+            saved_bytes = sum(_nbytes(v) for v in fwd.graph.outputs[len(self.graph.outputs):])
+            secs.append(("fusion groups (training forward)", fwd.describe()))
+            secs.append(("fusion groups (backward)", bwd.describe()))
+            secs.append(("saved for backward", f"{n_saved} values, {saved_bytes} bytes "
+                                                f"(elementwise intermediates are recomputed, not saved)"))
+            secs.append(("backward graph", str(bwd.graph)))
+        plan = self.infer_plan()
+        secs.append(("plan", plan.source))
+        srcs = plan.kernel_sources()
+        for fwd, bwd, _ in self._train.values():
+            srcs += fwd.kernel_sources() + bwd.kernel_sources()
+        secs.append(("kernels", "\n\n".join(srcs) if srcs else "(none)"))
+        return secs
+
+    def debug_values(self, ins) -> dict:
+        """Every value the compiled plan computes (for check mode's divergence search)."""
+        vals = {}
+        plan = self.infer_plan()
+        arrays = self._arrays(ins)
+        # Run each fused group's graph prefix: simplest faithful way is a plan per output.
+        for e in self.graph.eqns:
+            for o in e.outs:
+                try:
+                    sub = Graph(self.graph.inputs, self.graph.eqns, (o,), "probe")
+                    vals[o] = Plan(sub, "probe").fn(*arrays)[0]
+                except Exception:
+                    pass
+        del plan
+        return vals
+
+
+def _inputs_used(g: Graph) -> set:
+    """Positions of `g`'s inputs that its outputs depend on."""
+    live = {a for a in g.outputs if isinstance(a, Var)}
+    for e in reversed(g.eqns):
+        if any(o in live for o in e.outs):
+            live.update(a for a in e.inputs if isinstance(a, Var))
+            for sub in e.params.values():
+                if isinstance(sub, Graph):
+                    pass  # captured values enter sub-graphs through the equation's inputs
+    return {i for i, v in enumerate(g.inputs) if v in live}
+
+
+def _nbytes(v) -> int:
+    n = v.aval.dtype.itemsize
+    for d in v.aval.shape:
+        n *= d.hint if hasattr(d, "hint") else int(d)
+    return n
+
+
+def _concrete_shape(a, inputs, graph):
+    from ..jit.interpreter import bind_symbols
+    from ..shapes import Sym
+    syms = bind_symbols(graph, inputs)
+    return tuple(d.evaluate(syms) if isinstance(d, Sym) else d for d in a.aval.shape)

@@ -1,0 +1,305 @@
+"""The plan: a generated straight-line Python function that runs a compiled graph.
+
+It binds symbolic dims from the input shapes, allocates each kernel's outputs, calls
+the fused kernels and the non-fused primitives (matmul goes to BLAS through numpy) in
+order, and drops each buffer after its last use. The source is registered with
+linecache, so tracebacks and ``explain`` show it. Keeping the per-call path to one
+generated function keeps the overhead of a cache hit to a few microseconds.
+"""
+from __future__ import annotations
+
+import itertools
+import linecache
+import logging
+import os
+
+import numpy as np
+
+from ..errors import CompileError
+from ..jit.ir import Graph, Literal, Var
+from ..shapes import Sym
+from . import diskcache
+from .codegen_cpu import generate
+from .fusion import Group, partition
+
+__all__ = ["Plan", "build_plan"]
+
+log = logging.getLogger("tracejit.kernels")
+
+# Below this many elements a kernel runs serially: waking the thread pool costs tens of
+# microseconds here, more than the work itself.
+PARALLEL_MIN = 1 << 14
+_ids = itertools.count()
+
+
+def _shape_code(shape) -> str:
+    parts = [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def _value_code(v, consts: dict) -> str:
+    """Python source for a param value; Syms become expressions over bound symbols."""
+    if isinstance(v, Sym):
+        return v.to_python()
+    if isinstance(v, (bool, type(None))) or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                             and v == v and abs(v) != float("inf")):
+        return repr(v)
+    if isinstance(v, tuple) and any(_has_sym(x) for x in v):
+        inner = ", ".join(_value_code(x, consts) for x in v)
+        return f"({inner}{',' if len(v) == 1 else ''})"
+    name = f"P{len(consts)}"
+    consts[name] = v
+    return name
+
+
+def _has_sym(v) -> bool:
+    if isinstance(v, Sym):
+        return True
+    if isinstance(v, tuple):
+        return any(_has_sym(x) for x in v)
+    return False
+
+
+def _fix(v, dt):
+    """numpy returns scalars for 0-d results and may pick another dtype: normalize."""
+    if type(v) is not np.ndarray or v.dtype != dt:
+        v = np.asarray(v, dtype=dt)
+    return v
+
+
+class _Kernel:
+    """A fused group with its compiled variants, keyed by operand layouts."""
+
+    def __init__(self, group: Group, label: str):
+        self.group = group
+        self.label = label
+        self.variants: dict = {}
+        self.sources: dict = {}
+
+    def get(self, layouts: tuple, parallel: bool = False):
+        key = (layouts, parallel)
+        fn = self.variants.get(key)
+        if fn is None:
+            spec = generate(self.group, layouts, "kernel", parallel=parallel)
+            try:
+                mod = diskcache.load_module(spec.source, name_hint=self.label)
+            except Exception as e:
+                locs = sorted({f"{os.path.basename(q.loc[0])}:{q.loc[1]}" for q in self.group.eqns if q.loc})
+                raise CompileError(
+                    f"compiling fused group {self.group.gid} ({', '.join(q.prim.name for q in self.group.eqns)}) "
+                    f"from {', '.join(locs) or 'unknown lines'} failed: {type(e).__name__}: {e}\n"
+                    f"generated source:\n{spec.source}") from e
+            fn = mod.kernel
+            self.variants[key] = fn
+            self.sources[key] = spec.source
+            log.debug("kernel for group %d %s:\n%s", self.group.gid, layouts, spec.source)
+        return fn
+
+
+class Plan:
+    """A runnable compiled graph: ``plan(*arrays) -> tuple of arrays``."""
+
+    def __init__(self, graph: Graph, name: str = "graph"):
+        self.graph = graph
+        self.items = partition(graph)
+        self.kernels: list = []
+        self.source = ""
+        self.name = name
+        self.fn = self._build()
+
+    def __call__(self, *arrays):
+        return self.fn(*arrays)
+
+    # ---- generation ------------------------------------------------------------------
+    def _build(self):
+        g = self.graph
+        consts: dict = {"np": np, "_fix": _fix}
+        names: dict = {}
+        counter = itertools.count()
+
+        def nm(v):
+            n = names.get(v)
+            if n is None:
+                n = names[v] = f"v{next(counter)}"
+            return n
+
+        def atom(a):
+            if isinstance(a, Literal):
+                return repr(a.value)
+            return nm(a)
+        args = [f"a{i}" for i in range(len(g.inputs))]
+        for v, a in zip(g.inputs, args):
+            names[v] = a
+        lines = [f"def plan({', '.join(args)}):"]
+        # Bind each symbol from the first input dim that carries it.
+        bound = set()
+        for v, a in zip(g.inputs, args):
+            for j, d in enumerate(v.aval.shape):
+                if isinstance(d, Sym) and len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1:
+                    s = d.terms[0][0][0]
+                    if s not in bound:
+                        bound.add(s)
+                        lines.append(f"    {s} = {a}.shape[{j}]")
+        # Last use of every value, to free buffers early.
+        last: dict = {}
+        for idx, it in enumerate(self.items):
+            ins = it.inputs if isinstance(it, Group) else [x for x in it.inputs if isinstance(x, Var)]
+            for x in ins:
+                last[x] = idx
+        outs = set(a for a in g.outputs if isinstance(a, Var))
+        input_set = set(g.inputs)
+        for idx, it in enumerate(self.items):
+            if isinstance(it, Group):
+                lines += self._emit_group(it, nm, consts, input_set)
+            else:
+                lines += self._emit_eqn(it, atom, nm, consts)
+            dead = [x for x, li in last.items() if li == idx and x not in outs and x not in input_set]
+            if dead:
+                lines.append("    del " + ", ".join(nm(x) for x in dead))
+        ret = ", ".join(atom(a) for a in g.outputs)
+        lines.append(f"    return ({ret}{',' if len(g.outputs) == 1 else ''})")
+        src = "\n".join(lines) + "\n"
+        self.source = src
+        fname = f"<tracejit-plan-{self.name}-{next(_ids)}>"
+        linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+        exec(compile(src, fname, "exec"), consts)
+        return consts["plan"]
+
+    def _emit_group(self, grp: Group, nm, consts, input_set):
+        k = len(self.kernels)
+        kern = _Kernel(grp, f"{self.name}_g{grp.gid}")
+        self.kernels.append(kern)
+        kname = f"K{k}"
+        consts[kname] = kern
+        lines = []
+        shape = grp.shape
+        rank = len(shape)
+        layouts = []
+        check_contig = []
+        for v in grp.inputs:
+            if len(v.aval.shape) == 0:
+                layouts.append("scalar")
+            elif tuple(v.aval.shape) == tuple(shape):
+                layouts.append("flat")
+                # Values from kernels are C-contiguous by construction; others may be views.
+                check_contig.append(v)
+            else:
+                layouts.append("nd")
+        red = grp.reduction
+        if red is not None and len(red.params["dims"]) != rank:
+            pass  # partial reductions always use the nested form
+        mats = [v for v in grp.outputs if red is None or v is not red.out]
+        call_args = []
+        for v, lay in zip(grp.inputs, layouts):
+            a = nm(v)
+            if lay == "scalar":
+                a = f"{a}.reshape(1)"
+            call_args.append(a)
+        for v in mats:
+            # Rank-0 values live in 1-element buffers inside kernels.
+            lines.append(f"    {nm(v)} = np.empty({_shape_code(shape) if rank else '(1,)'}, np.{v.aval.dtype.np.name})")
+            call_args.append(nm(v))
+        if red is not None:
+            dims = red.params["dims"]
+            kept = [shape[d] for d in range(rank) if d not in dims]
+            rs = _shape_code(kept if kept else (1,))
+            tmp = nm(red.out) + "_r"
+            lines.append(f"    {tmp} = np.empty({rs}, np.{red.out.aval.dtype.np.name})")
+            call_args.append(tmp)
+        call_args += [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
+        static = tuple(layouts)
+        # Compile the serial contiguous variant now (compile errors surface at capture time);
+        # the parallel one is compiled on the first call large enough to want it.
+        consts[f"{kname}s"] = kern.get(static, False)
+        args = ", ".join(call_args)
+        size = " * ".join(d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape) or "1"
+        fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}.get({static!r}, True)({args})",
+                "else:", f"    {kname}s({args})"]
+        consts["PARALLEL_MIN"] = PARALLEL_MIN
+        not_internal = [v for v in check_contig if not self._from_kernel(v)]
+        if not_internal:
+            cond = " and ".join(f"{nm(v)}.flags.c_contiguous" for v in not_internal)
+            slow = tuple("nd" if (v in not_internal) else lay for v, lay in zip(grp.inputs, layouts))
+            lines.append(f"    if {cond}:")
+            lines += ["        " + x for x in fast]
+            lines.append("    else:")
+            lines.append(f"        {kname}.get({slow!r}, {size} >= PARALLEL_MIN)({args})")
+        else:
+            lines += ["    " + x for x in fast]
+        if rank == 0:
+            for v in mats:
+                lines.append(f"    {nm(v)} = {nm(v)}.reshape(())")
+        if red is not None:
+            lines.append(f"    {nm(red.out)} = {nm(red.out)}_r.reshape({_shape_code(red.out.aval.shape)})")
+        return lines
+
+    def _from_kernel(self, v) -> bool:
+        for it in self.items:
+            if isinstance(it, Group) and v in it.defined:
+                return True
+        return False
+
+    def _emit_eqn(self, e, atom, nm, consts):
+        p = e.prim
+        ins = [atom(a) for a in e.inputs]
+        outs = [nm(o) for o in e.outs]
+        if p.kind == "control":
+            return self._emit_control(e, ins, outs, consts)
+        if p.name == "matmul":
+            return [f"    {outs[0]} = np.matmul({ins[0]}, {ins[1]})"]
+        if p.name == "reshape":
+            return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
+        if p.name == "permute":
+            return [f"    {outs[0]} = {ins[0]}.transpose({e.params['dims']!r})"]
+        iname = f"I_{p.name}"
+        consts[iname] = p.impl
+        kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())
+        dt = f"D_{e.out.aval.dtype.name}"
+        consts[dt] = e.out.aval.dtype.np
+        call = f"{iname}(np{', ' if ins else ''}{', '.join(ins)}{', ' if kw else ''}{kw})"
+        return [f"    {outs[0]} = _fix({call}, {dt})"]
+
+    def _emit_control(self, e, ins, outs, consts):
+        name = e.prim.name
+        k = len(consts)
+        lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
+        if name == "cond":
+            t = Plan(e.params["true_graph"], f"{self.name}_true")
+            f = Plan(e.params["false_graph"], f"{self.name}_false")
+            consts[f"T{k}"], consts[f"F{k}"] = t, f
+            ops = ", ".join(ins[1:])
+            return [f"    {lhs} = (T{k} if {ins[0]} else F{k})({ops})"]
+        if name == "while":
+            c = Plan(e.params["cond_graph"], f"{self.name}_cond")
+            b = Plan(e.params["body_graph"], f"{self.name}_body")
+            consts[f"C{k}"], consts[f"B{k}"] = c, b
+            n = len(e.outs)
+            carried = ", ".join(ins[:n]) + ("," if n == 1 else "")
+            caps = ", ".join(ins[n:])
+            lines = [f"    _w = ({carried})", f"    _c = ({caps}{',' if len(ins) - n == 1 else ''})"]
+            lines.append(f"    while C{k}(*_w, *_c)[0]:")
+            lines.append(f"        _w = B{k}(*_w, *_c)")
+            lines.append(f"    {lhs} = _w")
+            return lines
+        if name == "custom_function":
+            fwd = Plan(e.params["forward"], f"{self.name}_{e.params['fn_cls'].__name__}")
+            consts[f"U{k}"] = fwd
+            return [f"    {lhs} = U{k}({', '.join(ins)})"]
+        raise CompileError(f"no lowering for control primitive {name}")
+
+    def describe(self) -> str:
+        out = []
+        for it in self.items:
+            if isinstance(it, Group):
+                locs = sorted({f"{os.path.basename(e.loc[0])}:{e.loc[1]}" for e in it.eqns if e.loc})
+                ops = [e.prim.name for e in it.eqns]
+                if it.reduction is not None:
+                    ops.append(f"{it.reduction.prim.name} (epilogue)")
+                out.append(f"group {it.gid}: {', '.join(ops)}  [{', '.join(locs)}]  "
+                           f"reads {len(it.inputs)}, writes {len(it.outputs)}")
+            else:
+                out.append(f"step: {it.prim.name}")
+        return "\n".join(out)
+
+    def kernel_sources(self) -> list:
+        return [src for k in self.kernels for src in k.sources.values()]
