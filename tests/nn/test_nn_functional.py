@@ -1,0 +1,55 @@
+"""nn.functional re-exports the ops (one definition each) and adapts a few PyTorch signatures."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit import ops
+
+
+@pytest.mark.parametrize("name", ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding",
+                                  "one_hot", "conv2d", "max_pool2d", "avg_pool2d", "linear", "mse_loss",
+                                  "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
+                                  "binary_cross_entropy_with_logits", "sigmoid", "tanh", "silu",
+                                  "softplus", "logsigmoid"])
+def test_functional_is_the_op(name):
+    assert getattr(F, name) is getattr(ops, name)
+
+
+def test_relu_and_leaky_relu_inplace():
+    x = tj.tensor([-1.0, 2.0])
+    assert F.relu(x).tolist() == [0.0, 2.0] and x.tolist() == [-1.0, 2.0]
+    assert F.relu(x, inplace=True) is x and x.tolist() == [0.0, 2.0]
+    y = tj.tensor([-1.0, 2.0])
+    assert F.leaky_relu(y, 0.5).tolist() == [-0.5, 2.0]
+    assert F.leaky_relu(y, 0.5, inplace=True) is y and y.tolist() == [-0.5, 2.0]
+
+
+def test_dropout_training_flag():
+    x = tj.ones(100)
+    assert F.dropout(x, 0.5, training=False) is x
+    tj.manual_seed(0)
+    assert (F.dropout(x, 0.5).numpy() == 0).any()
+
+
+def test_pad_constant_values_and_grad():
+    x = tj.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = F.pad(x, (1, 2, 0, 1), value=-1.0)
+    np.testing.assert_array_equal(y.detach().numpy(),
+                                  np.pad(x.detach().numpy(), ((0, 1), (1, 2)), constant_values=-1.0))
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), 2 * x.detach().numpy())
+    assert F.pad(x, (0, 0)).shape == (2, 2)
+    with pytest.raises(ValueError, match="even"):
+        F.pad(x, (1,))
+    with pytest.raises(NotImplementedError, match="reflect"):
+        F.pad(x, (1, 1), mode="reflect")
+
+
+def test_unfold_fold_pytorch_argument_order():
+    x = tj.randn(1, 2, 5, 5)
+    cols = F.unfold(x, kernel_size=3, dilation=1, padding=1, stride=2)
+    assert cols.shape == (1, 2 * 9, 9)
+    np.testing.assert_array_equal(cols.numpy(), ops.unfold(x, 3, 2, 1, 1).numpy())
+    back = F.fold(cols, (5, 5), kernel_size=3, padding=1, stride=2)
+    assert back.shape == (1, 2, 5, 5)

@@ -1,0 +1,158 @@
+"""Adam / AdamW: values against hand-computed formulas and (when installed) PyTorch, state, validation."""
+import math
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import nn, optim
+
+
+def ref_adam(p, grads, lr, betas, eps, wd, amsgrad=False, decoupled=False):
+    """The Adam/AdamW update written out in float64."""
+    b1, b2 = betas
+    m = np.zeros_like(p)
+    v = np.zeros_like(p)
+    vmax = np.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        if decoupled:
+            p = p * (1 - lr * wd)
+        else:
+            g = g + wd * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        vmax = np.maximum(vmax, v)
+        vhat = (vmax if amsgrad else v) / (1 - b2 ** t)
+        p = p - lr * (m / (1 - b1 ** t)) / (np.sqrt(vhat) + eps)
+    return p
+
+
+@pytest.mark.parametrize("cls,kw", [
+    (optim.Adam, dict(lr=0.01)),
+    (optim.Adam, dict(lr=0.05, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
+    (optim.Adam, dict(lr=0.01, amsgrad=True)),
+    (optim.AdamW, dict(lr=0.01)),
+    (optim.AdamW, dict(lr=0.02, weight_decay=0.3, amsgrad=True)),
+])
+def test_adam_matches_hand_formula(cls, kw):
+    rng = np.random.default_rng(0)
+    p0 = rng.standard_normal(5)
+    grads = [rng.standard_normal(5) for _ in range(6)]
+    p = nn.Parameter(tj.tensor(p0, dtype=tj.float64))
+    opt = cls([p], **kw)
+    for g in grads:
+        p.grad = tj.tensor(g, dtype=tj.float64)
+        opt.step()
+    full = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, amsgrad=False,
+                weight_decay=0.01 if cls is optim.AdamW else 0.0)
+    full.update(kw)
+    expected = ref_adam(p0, grads, full["lr"], full["betas"], full["eps"], full["weight_decay"],
+                        full["amsgrad"], decoupled=cls is optim.AdamW)
+    np.testing.assert_allclose(p.detach().numpy(), expected, rtol=1e-12, atol=1e-14)
+    assert opt.state[p]["step"] == 6
+
+
+def test_first_adam_step_moves_each_weight_by_lr():
+    # With m = (1-b1) g and v = (1-b2) g^2, the bias-corrected first step is lr * sign(g).
+    p = nn.Parameter(tj.tensor([1.0, 1.0, 1.0]))
+    p.grad = tj.tensor([0.3, -20.0, 1e-3])
+    optim.Adam([p], lr=0.1, eps=0.0).step()
+    np.testing.assert_allclose(p.detach().numpy(), [0.9, 1.1, 0.9], rtol=1e-6)
+
+
+def test_adam_in_place_float32_and_no_graph():
+    lin = nn.Linear(4, 3)
+    w, data = lin.weight, lin.weight._data
+    opt = optim.Adam(lin.parameters(), lr=1e-2, amsgrad=True)
+    for _ in range(3):
+        opt.zero_grad()
+        lin(tj.randn(5, 4)).pow(2).mean().backward()
+        opt.step()
+    assert lin.weight is w and w._data is data and w.dtype is tj.float32
+    assert w.grad_fn is None and w.requires_grad
+    st = opt.state[w]
+    assert sorted(st) == ["exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"]
+    assert all(st[k].dtype is tj.float32 for k in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"))
+
+
+def test_adam_validation():
+    p = nn.Parameter(tj.ones(2))
+    with pytest.raises(ValueError, match="learning rate lr: -1"):
+        optim.Adam([p], lr=-1)
+    with pytest.raises(ValueError, match="beta parameter at index 0: 1.0"):
+        optim.Adam([p], betas=(1.0, 0.999))
+    with pytest.raises(ValueError, match="beta parameter at index 1: -0.1"):
+        optim.AdamW([p], betas=(0.9, -0.1))
+    with pytest.raises(ValueError, match="pair"):
+        optim.Adam([p], betas=(0.9,))
+    with pytest.raises(ValueError, match="eps"):
+        optim.Adam([p], eps=-1e-8)
+    with pytest.raises(ValueError, match="weight_decay"):
+        optim.AdamW([p], weight_decay=-0.1)
+    with pytest.raises(ValueError, match="lr: nan"):
+        optim.Adam([p], lr=math.nan)
+
+
+def test_adam_state_dict_round_trip():
+    def make():
+        tj.manual_seed(1)
+        m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+        return m, optim.AdamW(m.parameters(), lr=1e-2)
+
+    def train(m, opt, steps):
+        x = tj.ones(8, 3)
+        for _ in range(steps):
+            opt.zero_grad()
+            (m(x) - 1.0).pow(2).mean().backward()
+            opt.step()
+
+    m, opt = make()
+    train(m, opt, 3)
+    m2, opt2 = make()
+    m2.load_state_dict(m.state_dict())
+    opt2.load_state_dict(opt.state_dict())
+    assert opt2.param_groups[0]["betas"] == (0.9, 0.999)
+    train(m, opt, 4)
+    train(m2, opt2, 4)
+    for a, b in zip(m.parameters(), m2.parameters()):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+def test_load_state_dict_rejects_wrong_state_shape():
+    p = nn.Parameter(tj.ones(3))
+    p.grad = tj.ones(3)
+    opt = optim.Adam([p])
+    opt.step()
+    sd = opt.state_dict()
+    sd["state"][0]["exp_avg"] = tj.ones(4)
+    q = nn.Parameter(tj.ones(3))
+    fresh = optim.Adam([q])
+    with pytest.raises(ValueError, match="'exp_avg'.*\\(4,\\).*\\(3,\\)"):
+        fresh.load_state_dict(sd)
+    assert len(fresh.state) == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,kw", [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, maximize=True)),
+    ("Adam", dict(lr=0.01)),
+    ("Adam", dict(lr=0.01, betas=(0.5, 0.9), weight_decay=0.1, amsgrad=True)),
+    ("AdamW", dict(lr=0.01, maximize=True)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.5, amsgrad=True)),
+])
+def test_matches_pytorch(name, kw, dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((4, 3)).astype(dtype)
+    grads = [rng.standard_normal((4, 3)).astype(dtype) for _ in range(8)]
+    p = nn.Parameter(tj.tensor(w0))
+    q = torch.nn.Parameter(torch.tensor(w0))
+    opt, topt = getattr(optim, name)([p], **kw), getattr(torch.optim, name)([q], **kw)
+    for g in grads:
+        p.grad, q.grad = tj.tensor(g), torch.tensor(g)
+        opt.step()
+        topt.step()
+    tol = 1e-6 if dtype == "float32" else 1e-13
+    np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=tol, atol=tol)

@@ -1,0 +1,54 @@
+"""Learning-rate schedules."""
+import math
+
+import pytest
+
+import tracejit as tj
+from tracejit import nn, optim
+from tracejit.optim import lr_scheduler
+
+
+def _opt(lr=1.0):
+    return optim.SGD([nn.Parameter(tj.ones(1))], lr=lr)
+
+
+def _run(sched, opt, n):
+    lrs = []
+    for _ in range(n):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return lrs
+
+
+def test_step_lr():
+    opt = _opt()
+    s = lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    assert _run(s, opt, 6) == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
+    assert s.get_last_lr() == [0.125]
+    with pytest.raises(ValueError, match="step_size"):
+        lr_scheduler.StepLR(opt, step_size=0)
+
+
+def test_multistep_exponential_lambda_cosine():
+    opt = _opt()
+    assert _run(lr_scheduler.MultiStepLR(opt, [1, 3], gamma=0.1), opt, 4) == pytest.approx([1.0, 0.1, 0.1, 0.01])
+    opt = _opt()
+    assert _run(lr_scheduler.ExponentialLR(opt, 0.5), opt, 3) == [1.0, 0.5, 0.25]
+    opt = _opt(2.0)
+    assert _run(lr_scheduler.LambdaLR(opt, lambda e: 1 / (e + 1)), opt, 3) == pytest.approx([2.0, 1.0, 2 / 3])
+    opt = _opt()
+    lrs = _run(lr_scheduler.CosineAnnealingLR(opt, T_max=4, eta_min=0.0), opt, 5)
+    assert lrs == pytest.approx([(1 + math.cos(math.pi * e / 4)) / 2 for e in range(5)])
+
+
+def test_scheduler_state_dict():
+    opt = _opt()
+    s = lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    _run(s, opt, 3)
+    sd = s.state_dict()
+    assert sd["last_epoch"] == 3 and "optimizer" not in sd
+    opt2 = _opt()
+    s2 = lr_scheduler.StepLR(opt2, step_size=2, gamma=0.5)
+    s2.load_state_dict(sd)
+    assert s2.last_epoch == 3

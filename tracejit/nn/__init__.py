@@ -1,0 +1,17 @@
+"""``tracejit.nn``: modules, parameters, layers, losses, initialisers (like ``torch.nn``)."""
+from __future__ import annotations
+
+from . import functional, init, utils  # noqa: F401
+from .containers import ModuleDict, ModuleList, ParameterList, Sequential
+from .layers import (GELU, AvgPool2d, Conv2d, Dropout, Embedding, Flatten, Identity, LayerNorm,
+                     LeakyReLU, Linear, LogSoftmax, MaxPool2d, ReLU, SiLU, Sigmoid, Softmax, Softplus,
+                     Tanh)
+from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .module import Module, RemovableHandle
+from .parameter import Parameter
+
+__all__ = ["Module", "Parameter", "RemovableHandle", "Sequential", "ModuleList", "ModuleDict",
+           "ParameterList", "Identity", "Linear", "Conv2d", "Embedding", "LayerNorm", "Dropout",
+           "MaxPool2d", "AvgPool2d", "Flatten", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU",
+           "Softplus", "Softmax", "LogSoftmax", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss",
+           "BCELoss", "BCEWithLogitsLoss", "functional", "init", "utils"]

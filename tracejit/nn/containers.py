@@ -1,0 +1,222 @@
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList."""
+from __future__ import annotations
+
+import operator
+from collections import OrderedDict
+from typing import Iterable, Iterator
+
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList"]
+
+
+def _index(idx, n: int, what: str) -> int:
+    idx = operator.index(idx)
+    if not -n <= idx < n:
+        raise IndexError(f"{what}: index {idx} is out of range for length {n}")
+    return idx % n
+
+
+class Sequential(Module):
+    """Chains modules: ``Sequential(a, b, c)(x) == c(b(a(x)))``; also takes an OrderedDict."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for key, m in args[0].items():
+                self.add_module(key, m)
+        else:
+            for i, m in enumerate(args):
+                if not isinstance(m, Module):
+                    raise TypeError(f"Sequential: argument {i} is a {type(m).__name__}, not a Module")
+                self.add_module(str(i), m)
+
+    def forward(self, input):
+        for m in self._modules.values():
+            input = m(input)
+        return input
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(OrderedDict(list(self._modules.items())[idx]))
+        keys = list(self._modules)
+        return self._modules[keys[_index(idx, len(keys), "Sequential")]]
+
+    def __setitem__(self, idx, module: Module) -> None:
+        keys = list(self._modules)
+        setattr(self, keys[_index(idx, len(keys), "Sequential")], module)
+
+    def __delitem__(self, idx) -> None:
+        keys = list(self._modules)
+        if isinstance(idx, slice):
+            for k in keys[idx]:
+                del self._modules[k]
+        else:
+            del self._modules[keys[_index(idx, len(keys), "Sequential")]]
+        # Keep string keys 0..n-1 like PyTorch.
+        items = list(self._modules.values())
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> "Sequential":
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> "Sequential":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> "Sequential":
+        if not isinstance(module, Module):
+            raise TypeError(f"Sequential.insert: expected a Module, got {type(module).__name__}")
+        items = list(self._modules.values())
+        n = len(items)
+        if not -n <= index <= n:
+            raise IndexError(f"Sequential.insert: index {index} is out of range for length {n}")
+        items.insert(index % (n + 1) if index < 0 else index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+        return self
+
+
+class ModuleList(Module):
+    """A list of modules, registered so their parameters are found."""
+
+    def __init__(self, modules: Iterable[Module] | None = None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])
+        return self._modules[str(_index(idx, len(self), "ModuleList"))]
+
+    def __setitem__(self, idx, module: Module) -> None:
+        setattr(self, str(_index(idx, len(self), "ModuleList")), module)
+
+    def __delitem__(self, idx) -> None:
+        items = list(self._modules.values())
+        if isinstance(idx, slice):
+            del items[idx]
+        else:
+            del items[_index(idx, len(items), "ModuleList")]
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
+        return self.extend(modules)
+
+    def append(self, module: Module) -> "ModuleList":
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> "ModuleList":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules keyed by string."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def pop(self, key: str) -> Module:
+        return self._modules.pop(key)
+
+    def clear(self) -> None:
+        self._modules.clear()
+
+    def update(self, modules) -> None:
+        pairs = modules.items() if hasattr(modules, "items") else modules
+        for key, m in pairs:
+            self[key] = m
+
+
+class ParameterList(Module):
+    """A list of Parameters, registered under the names "0", "1", ..."""
+
+    def __init__(self, values: Iterable[Parameter] | None = None):
+        super().__init__()
+        if values is not None:
+            for v in values:
+                self.append(v)
+
+    def __getitem__(self, idx) -> Parameter:
+        return self._parameters[str(_index(idx, len(self), "ParameterList"))]
+
+    def __setitem__(self, idx, param: Parameter) -> None:
+        self.register_parameter(str(_index(idx, len(self), "ParameterList")), _as_param(param))
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[Parameter]:
+        return iter(self._parameters.values())
+
+    def append(self, value) -> "ParameterList":
+        self.register_parameter(str(len(self)), _as_param(value))
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({i}): Parameter containing: [{p.dtype.name} of size {tuple(p.shape)}]"
+                         for i, p in enumerate(self))
+
+
+def _as_param(v) -> Parameter:
+    return v if isinstance(v, Parameter) else Parameter(v)

@@ -1,0 +1,159 @@
+"""Weight initialisers, with PyTorch's names, formulas and fan conventions.
+
+Each fills its tensor in place under ``no_grad`` (the same Parameter object keeps
+its identity) and returns it. Random numbers come from tracejit's global generator,
+so ``tracejit.manual_seed`` makes initialisation reproducible.
+"""
+from __future__ import annotations
+
+import math
+
+from ..autograd.grad_mode import no_grad
+from ..tensor import Tensor
+
+__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
+           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "eye_"]
+
+
+def _check(tensor, fn: str) -> None:
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"nn.init.{fn}: expected a Tensor, got {type(tensor).__name__}")
+
+
+def calculate_gain(nonlinearity: str, param=None) -> float:
+    """The recommended gain for a nonlinearity (PyTorch's table)."""
+    linear_fns = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                  "conv_transpose3d"]
+    if nonlinearity in linear_fns or nonlinearity == "sigmoid":
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, (int, float)) and not isinstance(param, bool):
+            slope = param
+        else:
+            raise ValueError(f"calculate_gain: negative_slope {param!r} is not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def _fans(tensor: Tensor, fn: str) -> tuple[int, int]:
+    if tensor.ndim < 2:
+        raise ValueError(f"nn.init.{fn}: fan in and fan out can not be computed for a tensor with "
+                         f"fewer than 2 dimensions (shape {tuple(tensor.shape)})")
+    receptive = 1
+    for s in tensor.shape[2:]:
+        receptive *= s
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _fan(tensor: Tensor, mode: str, fn: str) -> int:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"nn.init.{fn}: mode {mode!r} not supported, use 'fan_in' or 'fan_out'")
+    fan_in, fan_out = _fans(tensor, fn)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+    _check(tensor, "uniform_")
+    with no_grad():
+        return tensor.uniform_(a, b)
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    _check(tensor, "normal_")
+    with no_grad():
+        return tensor.normal_(mean, std)
+
+
+def constant_(tensor: Tensor, val: float) -> Tensor:
+    _check(tensor, "constant_")
+    with no_grad():
+        return tensor.fill_(val)
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 0.0)
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 1.0)
+
+
+def eye_(tensor: Tensor) -> Tensor:
+    _check(tensor, "eye_")
+    if tensor.ndim != 2:
+        raise ValueError(f"nn.init.eye_: only 2-D tensors are supported, got shape {tuple(tensor.shape)}")
+    from ..ops.creation import eye
+    with no_grad():
+        return tensor.copy_(eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
+
+
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    _check(tensor, "xavier_uniform_")
+    fan_in, fan_out = _fans(tensor, "xavier_uniform_")
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    a = math.sqrt(3.0) * std
+    return uniform_(tensor, -a, a)
+
+
+def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    _check(tensor, "xavier_normal_")
+    fan_in, fan_out = _fans(tensor, "xavier_normal_")
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    return normal_(tensor, 0.0, std)
+
+
+def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
+                     nonlinearity: str = "leaky_relu") -> Tensor:
+    _check(tensor, "kaiming_uniform_")
+    if 0 in tensor.shape:
+        return tensor
+    fan = _fan(tensor, mode, "kaiming_uniform_")
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound)
+
+
+def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
+                    nonlinearity: str = "leaky_relu") -> Tensor:
+    _check(tensor, "kaiming_normal_")
+    if 0 in tensor.shape:
+        return tensor
+    fan = _fan(tensor, mode, "kaiming_normal_")
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    return normal_(tensor, 0.0, std)
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
+                  b: float = 2.0) -> Tensor:
+    """Normal(mean, std) restricted to [a, b], by redrawing the samples that fall outside."""
+    _check(tensor, "trunc_normal_")
+    if not a < b:
+        raise ValueError(f"nn.init.trunc_normal_: need a < b, got a={a}, b={b}")
+    # The acceptance rate is the normal mass inside [a, b]; refuse hopeless cases
+    # instead of looping forever.
+    lo, hi = (a - mean) / std, (b - mean) / std
+    mass = 0.5 * (math.erf(hi / math.sqrt(2)) - math.erf(lo / math.sqrt(2)))
+    if mass < 1e-4:
+        raise ValueError(f"nn.init.trunc_normal_: [a, b] = [{a}, {b}] holds too little of "
+                         f"Normal({mean}, {std}) to sample from")
+    from ..ops.random import randn
+    import numpy as np
+    with no_grad():
+        n = tensor.numel()
+        vals = np.empty(n, dtype=np.float64)
+        filled = 0
+        while filled < n:
+            draw = randn(max(2 * (n - filled), 16), dtype="float64")._host() * std + mean
+            draw = draw[(draw >= a) & (draw <= b)][: n - filled]
+            vals[filled:filled + draw.size] = draw
+            filled += draw.size
+        from ..ops.creation import tensor as _tensor
+        return tensor.copy_(_tensor(vals.reshape(tensor.shape), dtype=tensor.dtype, device=tensor.device))

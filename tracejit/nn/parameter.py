@@ -1,0 +1,43 @@
+"""`Parameter`: a Tensor that a Module registers as one of its learnable weights.
+
+It is a Tensor subclass with no extra slots, so every op treats it as a plain
+Tensor (op results are base Tensors, as in PyTorch) while ``isinstance(p,
+nn.Parameter)`` is what makes ``module.weight = p`` register it. A Parameter shares
+memory with the tensor it was made from, like ``torch.nn.Parameter``.
+"""
+from __future__ import annotations
+
+from ..tensor import Tensor
+
+__all__ = ["Parameter"]
+
+
+class Parameter(Tensor):
+    __slots__ = ()
+
+    def __init__(self, data: Tensor | None = None, requires_grad: bool = True):
+        if data is None:
+            from ..ops.creation import empty
+            data = empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}; "
+                            f"wrap data with tracejit.tensor(...) first")
+        if data.grad_fn is not None:
+            # Like PyTorch: a parameter is a leaf, so detach a computed tensor's value.
+            data = data.detach()
+        self._init(data._data, data.dtype, data.device)
+        self._vbox = data._vbox  # same memory, same version counter
+        if requires_grad:
+            self.requires_grad = True  # raises a clear DTypeError for integer data
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        out = Parameter(Tensor._wrap(self._data.copy(), self.dtype, self.device), self.requires_grad)
+        if self.grad is not None:
+            out.grad = Tensor._wrap(self.grad._data.copy(), self.grad.dtype, self.grad.device)
+        memo[id(self)] = out
+        return out

@@ -1,0 +1,72 @@
+"""``nn.utils``: gradient clipping and flattening parameters to one vector."""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from ..autograd.grad_mode import no_grad
+from ..tensor import Tensor
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
+
+
+def _grads(parameters) -> list[Tensor]:
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p.grad for p in parameters if p.grad is not None]
+
+
+def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False) -> Tensor:
+    """Scale all gradients together so their joint norm is at most `max_norm`; returns the norm before."""
+    from .. import ops
+    grads = _grads(parameters)
+    norm_type = float(norm_type)
+    if not grads:
+        return ops.tensor(0.0)
+    with no_grad():
+        if norm_type == math.inf:
+            per = [ops.amax(ops.abs(g.detach())) for g in grads]
+            total = ops.amax(ops.stack(per)) if len(per) > 1 else per[0]
+        else:
+            per = [ops.norm(g.detach(), norm_type) for g in grads]
+            total = ops.norm(ops.stack(per), norm_type) if len(per) > 1 else per[0]
+        t = total.item()
+        if error_if_nonfinite and not math.isfinite(t):
+            raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients "
+                               f"is non-finite ({t}), so it cannot be clipped")
+        coef = min(float(max_norm) / (t + 1e-6), 1.0)
+        if coef < 1.0:
+            for g in grads:
+                g._data *= g._data.dtype.type(coef)
+                g._vbox[0] += 1
+    return total
+
+
+def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
+    """Clamp every gradient element into [-clip_value, clip_value], in place."""
+    clip_value = float(clip_value)
+    for g in _grads(parameters):
+        xp = g._xp()
+        xp.clip(g._data, -clip_value, clip_value, out=g._data)
+        g._vbox[0] += 1
+
+
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    from .. import ops
+    return ops.cat([ops.reshape(p, (-1,)) for p in parameters])
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Copy consecutive slices of `vec` into the parameters (in place)."""
+    params = list(parameters)
+    total = sum(p.numel() for p in params)
+    if vec.ndim != 1 or vec.shape[0] != total:
+        raise ValueError(f"vector_to_parameters: expected a 1-D tensor of {total} elements, got shape "
+                         f"{tuple(vec.shape)}")
+    i = 0
+    with no_grad():
+        for p in params:
+            n = p.numel()
+            p.copy_(vec[i:i + n].reshape(p.shape))
+            i += n

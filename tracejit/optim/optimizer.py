@@ -1,0 +1,220 @@
+"""`Optimizer`: parameter groups, per-parameter state, zero_grad, and state_dict round trips.
+
+Subclasses implement ``_update(param, grad_array, state, group)``, which changes
+``param._data`` in place with array-module arithmetic (numpy or cupy). Working on
+the arrays rather than through tensor ops means a step records no autograd graph and
+costs no dispatch, and the Parameter objects (which the JIT holds by identity) keep
+both their identity and their memory. Each update bumps the parameter's version
+counter, so autograd still notices a parameter changed under a saved graph.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+from ..autograd.grad_mode import enable_grad
+from ..tensor import Tensor
+
+__all__ = ["Optimizer"]
+
+
+def _check_number(opt: str, name: str, value, low: float | None = 0.0, high: float | None = None,
+                   high_open: bool = False) -> None:
+    """ValueError/TypeError naming `name` unless low <= value (< or <=) high."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{opt}: {name} must be a number, got {type(value).__name__} {value!r}")
+    if math.isnan(value):
+        raise ValueError(f"{opt}: invalid {name}: {value}")
+    if low is not None and value < low:
+        raise ValueError(f"{opt}: invalid {name}: {value} (must be >= {low})")
+    if high is not None and (value >= high if high_open else value > high):
+        raise ValueError(f"{opt}: invalid {name}: {value} (must be {'<' if high_open else '<='} {high})")
+
+
+class Optimizer:
+    """Base class: holds ``param_groups`` (list of dicts) and ``state`` (param -> dict)."""
+
+    def __init__(self, params: Iterable, defaults: dict) -> None:
+        self.defaults = dict(defaults)
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict] = []
+        if isinstance(params, Tensor):
+            raise TypeError(f"{type(self).__name__}: params should be an iterable of Tensors or dicts, "
+                            f"but got a single Tensor (wrap it in a list)")
+        if isinstance(params, (set, frozenset)):
+            raise TypeError(f"{type(self).__name__}: params must be an ordered collection (a set's "
+                            f"order changes between runs); use a list")
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__} got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        # Validate every group before registering any, so a bad call leaves no half-built state.
+        seen: set = set()
+        checked = [self._check_group(g, seen) for g in groups]
+        self.param_groups.extend(checked)
+
+    # ---- groups ---------------------------------------------------------------------------
+    def _check_group(self, group, seen: set) -> dict:
+        name = type(self).__name__
+        if not isinstance(group, dict):
+            raise TypeError(f"{name}: a param group must be a dict, got {type(group).__name__}")
+        params = group.get("params")
+        if params is None:
+            raise ValueError(f"{name}: a param group needs a 'params' entry")
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError(f"{name}: optimizer parameters need to be an ordered collection, not a set; "
+                            f"use a list")
+        else:
+            params = list(params)
+        names = None
+        if params and isinstance(params[0], tuple):  # model.named_parameters()
+            names = [n for n, _ in params]
+            params = [p for _, p in params]
+        ids = set()
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{name} can only optimize Tensors, but parameter {i} of a group is a "
+                                f"{type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError(f"{name}: can't optimize a non-leaf Tensor (parameter {i} of a group "
+                                 f"has grad_fn={p.grad_fn}); optimize the leaf it was computed from")
+            if not p.dtype.is_floating_point:
+                raise TypeError(f"{name}: parameter {i} has dtype {p.dtype.name}; only floating point "
+                                f"tensors can be optimized")
+            if id(p) in ids:
+                raise ValueError(f"{name}: parameter {i} appears twice in the same parameter group")
+            ids.add(id(p))
+        if ids & seen or any(id(p) in ids for g in self.param_groups for p in g["params"]):
+            raise ValueError(f"{name}: some parameters appear in more than one parameter group")
+        out = dict(group)
+        out["params"] = params
+        if names is not None:
+            out["param_names"] = names
+        for k, default in self.defaults.items():
+            out.setdefault(k, default)
+        self._validate(out)
+        seen |= ids
+        return out
+
+    def add_param_group(self, param_group: dict) -> None:
+        self.param_groups.append(self._check_group(param_group, set()))
+
+    def _validate(self, group: dict) -> None:
+        """Raise ValueError/TypeError naming a bad hyperparameter of `group`."""
+
+    # ---- stepping -------------------------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        from ..nn.module import _zero_grad
+        for g in self.param_groups:
+            for p in g["params"]:
+                _zero_grad(p, set_to_none)
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """One update of every parameter that has a gradient; returns closure's loss if given."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if tuple(g.shape) != tuple(p.shape):
+                    raise RuntimeError(f"{type(self).__name__}: gradient of shape {tuple(g.shape)} does "
+                                       f"not match its parameter of shape {tuple(p.shape)}")
+                self._update(p, g._data, self.state[p], group)
+                p._vbox[0] += 1
+        return loss
+
+    def _update(self, p: Tensor, grad, state: dict, group: dict) -> None:
+        raise NotImplementedError
+
+    # ---- state dict -----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [index, ...]}]}`` as in PyTorch.
+
+        Parameters are replaced by their position across groups; state tensors are the
+        live ones (save or clone them to keep a snapshot).
+        """
+        index: dict = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            ids = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore hyperparameters and state; checks everything before changing anything."""
+        name = type(self).__name__
+        if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
+            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and 'param_groups'")
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(f"{name}.load_state_dict: loaded state dict has {len(saved_groups)} parameter "
+                             f"groups, the optimizer has {len(self.param_groups)}")
+        id_map = {}
+        for gi, (saved, cur) in enumerate(zip(saved_groups, self.param_groups)):
+            if len(saved["params"]) != len(cur["params"]):
+                raise ValueError(f"{name}.load_state_dict: loaded parameter group {gi} has "
+                                 f"{len(saved['params'])} parameters, the optimizer's group has "
+                                 f"{len(cur['params'])}")
+            for old, p in zip(saved["params"], cur["params"]):
+                id_map[old] = p
+        new_state: defaultdict = defaultdict(dict)
+        for key, st in state_dict["state"].items():
+            if key not in id_map:
+                raise ValueError(f"{name}.load_state_dict: state refers to parameter {key!r}, which no "
+                                 f"parameter group lists")
+            p = id_map[key]
+            new_state[p] = {k: self._load_value(p, key, k, v) for k, v in st.items()}
+        for saved, cur in zip(saved_groups, self.param_groups):
+            update = {k: v for k, v in saved.items() if k != "params"}
+            update = {k: (tuple(v) if isinstance(self.defaults.get(k), tuple) and isinstance(v, list) else v)
+                      for k, v in update.items()}
+            trial = dict(cur, **update)
+            self._validate(trial)
+        for saved, cur in zip(saved_groups, self.param_groups):
+            for k, v in saved.items():
+                if k != "params":
+                    cur[k] = tuple(v) if isinstance(self.defaults.get(k), tuple) and isinstance(v, list) else v
+        self.state = new_state
+
+    def _load_value(self, p: Tensor, pkey, k: str, v):
+        """A private copy of a loaded state value, on p's device and (if floating) dtype."""
+        name = type(self).__name__
+        if k == "step":
+            return int(v.item()) if isinstance(v, Tensor) else int(v)
+        if isinstance(v, Tensor):
+            if v.ndim > 0 and tuple(v.shape) != tuple(p.shape):
+                raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {pkey} has shape "
+                                 f"{tuple(v.shape)}, but the parameter has shape {tuple(p.shape)}")
+            dtype = p.dtype if v.dtype.is_floating_point else v.dtype
+            arr = v.to(device=p.device, dtype=dtype)._data
+            return Tensor._wrap(arr.copy(), dtype, p.device)
+        return v
+
+    def __repr__(self) -> str:
+        lines = [type(self).__name__ + " ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k not in ("params", "param_names"):
+                    lines.append(f"    {k}: {g[k]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+
+def _new_state_tensor(p: Tensor, arr) -> Tensor:
+    return Tensor._wrap(arr, p.dtype, p.device)

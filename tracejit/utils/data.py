@@ -1,0 +1,377 @@
+"""Datasets, samplers, ``DataLoader`` and ``default_collate``, as in ``torch.utils.data``.
+
+Loading happens in the calling process (``num_workers`` is accepted and ignored:
+numpy indexing is not where the time goes for the in-memory datasets this is
+for). Shuffling draws from tracejit's global generator, so ``tracejit.manual_seed``
+makes the order reproducible. A `TensorDataset` with the default collate is batched
+by indexing each tensor once with the batch's indices instead of stacking rows one
+by one; the result is the same.
+"""
+from __future__ import annotations
+
+import collections.abc
+import math
+import numbers
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..tensor import Tensor
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split",
+           "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler",
+           "DataLoader", "default_collate", "default_convert"]
+
+
+# ---------------------------------------------------------------- datasets
+class Dataset:
+    """A map-style dataset: implement ``__getitem__(index)`` and ``__len__``."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
+
+    def __add__(self, other: "Dataset") -> "ConcatDataset":
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """A dataset that is a stream: implement ``__iter__``."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+
+class TensorDataset(Dataset):
+    """Sample i is ``tuple(t[i] for t in tensors)``; all tensors share their first dimension."""
+
+    def __init__(self, *tensors: Tensor):
+        if not tensors:
+            raise ValueError("TensorDataset needs at least one tensor")
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"TensorDataset: argument {i} is a {type(t).__name__}, not a Tensor")
+            if t.ndim == 0:
+                raise ValueError(f"TensorDataset: argument {i} is 0-d; tensors need a first dimension")
+        n = tensors[0].shape[0]
+        bad = [(i, t.shape[0]) for i, t in enumerate(tensors) if t.shape[0] != n]
+        if bad:
+            raise ValueError(f"TensorDataset: size mismatch between tensors: tensor 0 has {n} rows but "
+                             + ", ".join(f"tensor {i} has {m}" for i, m in bad))
+        self.tensors = tuple(tensors)
+
+    def __getitem__(self, index):
+        return tuple(t[index] for t in self.tensors)
+
+    def __len__(self) -> int:
+        return self.tensors[0].shape[0]
+
+
+class Subset(Dataset):
+    def __init__(self, dataset: Dataset, indices: Sequence[int]):
+        self.dataset = dataset
+        self.indices = [int(i) for i in indices]
+
+    def __getitem__(self, idx):
+        if isinstance(idx, list):
+            return self.dataset[[self.indices[i] for i in idx]]
+        return self.dataset[self.indices[idx]]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class ConcatDataset(Dataset):
+    def __init__(self, datasets: Iterable[Dataset]):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]).tolist())
+
+    def __len__(self) -> int:
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, idx: int):
+        n = len(self)
+        if not -n <= idx < n:
+            raise IndexError(f"ConcatDataset: index {idx} out of range for length {n}")
+        idx %= n
+        k = int(np.searchsorted(self.cumulative_sizes, idx, side="right"))
+        start = self.cumulative_sizes[k - 1] if k > 0 else 0
+        return self.datasets[k][idx - start]
+
+
+def random_split(dataset: Dataset, lengths: Sequence[float], generator=None) -> list[Subset]:
+    """Split into non-overlapping Subsets of the given lengths (or fractions summing to 1)."""
+    from ..ops.random import randperm
+    n = len(dataset)
+    lengths = list(lengths)
+    if lengths and all(isinstance(x, float) for x in lengths) and math.isclose(sum(lengths), 1.0):
+        sizes = [int(math.floor(n * frac)) for frac in lengths]
+        for i in range(n - sum(sizes)):  # distribute the remainder round-robin, like PyTorch
+            sizes[i % len(sizes)] += 1
+        lengths = sizes
+    if any(not isinstance(x, numbers.Integral) or x < 0 for x in lengths) or sum(lengths) != n:
+        raise ValueError(f"random_split: lengths {lengths} must be non-negative ints summing to the "
+                         f"dataset length {n} (or fractions summing to 1)")
+    perm = randperm(n).tolist()
+    out, start = [], 0
+    for ln in lengths:
+        out.append(Subset(dataset, perm[start:start + ln]))
+        start += ln
+    return out
+
+
+# ---------------------------------------------------------------- samplers
+class Sampler:
+    """Yields dataset indices."""
+
+    def __iter__(self) -> Iterator[int]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise TypeError(f"{type(self).__name__} has no length")
+
+
+class SequentialSampler(Sampler):
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A fresh permutation from tracejit's global generator on every pass."""
+
+    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None):
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
+            raise ValueError(f"RandomSampler: num_samples should be a positive int, got {num_samples!r}")
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        from ..ops.random import randint, randperm
+        n = len(self.data_source)
+        if self.replacement:
+            yield from randint(0, n, (self.num_samples,)).tolist()
+            return
+        for _ in range(self.num_samples // n):
+            yield from randperm(n).tolist()
+        yield from randperm(n).tolist()[: self.num_samples % n]
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    def __init__(self, indices: Sequence[int]):
+        self.indices = list(indices)
+
+    def __iter__(self) -> Iterator[int]:
+        from ..ops.random import randperm
+        return iter([self.indices[i] for i in randperm(len(self.indices)).tolist()])
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class BatchSampler(Sampler):
+    """Groups another sampler's indices into lists of `batch_size`."""
+
+    def __init__(self, sampler, batch_size: int, drop_last: bool):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"batch_size should be a positive integer, got {batch_size!r}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean, got {drop_last!r}")
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batch = []
+        for i in self.sampler:
+            batch.append(i)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+# ---------------------------------------------------------------- collation
+def _is_namedtuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(x, "_fields")
+
+
+def default_collate(batch: list) -> Any:
+    """Stack a list of samples into a batch, recursing into tuples, lists and dicts.
+
+    Tensors and numpy arrays are stacked along a new first dim, Python floats become a
+    float64 tensor and ints an int64 tensor (bools a bool tensor), strings stay a
+    list; a tuple or list sample gives a list of collated fields and a dict sample a
+    dict, as in PyTorch.
+    """
+    from ..ops import stack, tensor
+    if not isinstance(batch, (list, tuple)) or not batch:
+        raise ValueError("default_collate: expected a non-empty list of samples")
+    elem = batch[0]
+    if isinstance(elem, Tensor):
+        shapes = {tuple(b.shape) for b in batch if isinstance(b, Tensor)}
+        if len(shapes) > 1 or any(not isinstance(b, Tensor) for b in batch):
+            raise RuntimeError(f"default_collate: stack expects each sample to be a tensor of equal "
+                               f"size, got shapes {sorted(shapes)}")
+        return stack(batch)
+    if isinstance(elem, np.ndarray):
+        if elem.dtype.kind in "OUS":
+            raise TypeError(f"default_collate: numpy arrays of dtype {elem.dtype} can't be batched")
+        return default_collate([tensor(b) for b in batch])
+    if isinstance(elem, (np.bool_, np.number)):
+        return tensor(np.array(batch))
+    if isinstance(elem, bool):
+        return tensor(batch, dtype=_dt.bool_)
+    if isinstance(elem, float):
+        return tensor(batch, dtype=_dt.float64)
+    if isinstance(elem, int):
+        return tensor(batch, dtype=_dt.int64)
+    if isinstance(elem, (str, bytes)):
+        return list(batch)
+    if isinstance(elem, collections.abc.Mapping):
+        out = {key: default_collate([d[key] for d in batch]) for key in elem}
+        try:
+            return type(elem)(out)
+        except TypeError:
+            return out
+    if _is_namedtuple(elem):
+        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+    if isinstance(elem, collections.abc.Sequence):
+        n = len(elem)
+        if any(len(b) != n for b in batch):
+            raise RuntimeError("default_collate: each element in list of batch should be of equal size")
+        return [default_collate(list(s)) for s in zip(*batch)]
+    raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or "
+                    f"lists; found {type(elem).__name__}")
+
+
+def default_convert(data: Any) -> Any:
+    """For unbatched loading (batch_size=None): numpy arrays become tensors, recursively."""
+    from ..ops import as_tensor
+    if isinstance(data, np.ndarray) and data.dtype.kind not in "OUS":
+        return as_tensor(data)
+    if isinstance(data, collections.abc.Mapping):
+        return {k: default_convert(v) for k, v in data.items()}
+    if _is_namedtuple(data):
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, list):
+        return [default_convert(d) for d in data]
+    return data
+
+
+# ---------------------------------------------------------------- loader
+class DataLoader:
+    """Iterate over a dataset in (optionally shuffled) batches."""
+
+    def __init__(self, dataset, batch_size: int | None = 1, shuffle: bool | None = None, sampler=None,
+                 batch_sampler=None, num_workers: int = 0, collate_fn: Callable | None = None,
+                 pin_memory: bool = False, drop_last: bool = False, **ignored):
+        unknown = set(ignored) - {"timeout", "worker_init_fn", "generator", "prefetch_factor",
+                                  "persistent_workers", "multiprocessing_context", "pin_memory_device",
+                                  "in_order"}
+        if unknown:
+            raise TypeError(f"DataLoader got unexpected keyword arguments {sorted(unknown)}")
+        if not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers must be a non-negative int, got {num_workers!r}")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size <= 0):
+            raise ValueError(f"DataLoader: batch_size should be a positive integer or None, got {batch_size!r}")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(f"DataLoader: collate_fn must be callable, got {type(collate_fn).__name__}")
+        iterable = isinstance(dataset, IterableDataset)
+        if not iterable and not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+            raise TypeError(f"DataLoader: dataset must support len() and indexing (or be an "
+                            f"IterableDataset), got {type(dataset).__name__}")
+        if iterable and (shuffle or sampler is not None or batch_sampler is not None):
+            raise ValueError("DataLoader with IterableDataset: shuffle, sampler and batch_sampler must "
+                             "not be given (the dataset decides the order)")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("DataLoader: batch_sampler option is mutually exclusive with "
+                                 "batch_size, shuffle, sampler, and drop_last")
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("DataLoader: batch_size=None option disables auto-batching and is "
+                             "mutually exclusive with drop_last")
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self._iterable = iterable
+        if not iterable:
+            if sampler is None:
+                sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+            if batch_size is not None and batch_sampler is None:
+                batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self._auto_collation = batch_sampler is not None or (iterable and batch_size is not None)
+        self.collate_fn = collate_fn if collate_fn is not None else (
+            default_collate if self._auto_collation else default_convert)
+        self._fast = (collate_fn is None and self._auto_collation and type(dataset) is TensorDataset)
+
+    def __iter__(self) -> Iterator:
+        if self._iterable:
+            yield from self._iter_stream()
+            return
+        if self.batch_sampler is None:
+            for i in self.sampler:
+                yield self.collate_fn(self.dataset[i])
+            return
+        for indices in self.batch_sampler:
+            if self._fast:
+                yield [t[_index_tensor(indices, t.device)] for t in self.dataset.tensors]
+            else:
+                yield self.collate_fn([self.dataset[i] for i in indices])
+
+    def _iter_stream(self):
+        if self.batch_size is None:
+            for item in self.dataset:
+                yield self.collate_fn(item)
+            return
+        batch = []
+        for item in self.dataset:
+            batch.append(item)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
+
+    def __len__(self) -> int:
+        if self._iterable:
+            n = len(self.dataset)  # TypeError if the stream has no length, as in PyTorch
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)
+        return len(self.sampler)
+
+
+def _index_tensor(indices: list, device) -> Tensor:
+    from ..ops import tensor
+    return tensor(indices, dtype=_dt.int64, device=device)
