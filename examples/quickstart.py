@@ -49,3 +49,30 @@ clone.load_state_dict(tj.load(buf))
 with tj.no_grad():
     same = (clone(inputs) - model(inputs)).abs().max().item()
 print("reloaded model max difference:", same)
+
+# ---- the JIT ---------------------------------------------------------------
+# @tj.script captures the function into an IR, differentiates it, fuses the
+# elementwise chains into numba kernels and caches the result per input signature.
+# Python control flow on tensors or scalar arguments becomes graph control flow.
+
+
+@tj.script
+def gelu_mse(x, w, target, scale):
+    h = x @ w
+    a = 0.5 * h * (1 + tj.tanh(0.79788456 * (h + 0.044715 * h ** 3)))   # fused: one kernel
+    if scale > 1.0:                                                       # a graph `cond`
+        a = a * scale
+    return ((a - target) ** 2).mean()                                     # fused with its reduction
+
+
+w = tj.randn(16, 4, requires_grad=True)
+for batch in (32, 32, 64, 48):          # 64 makes the batch dim symbolic; 48 reuses it
+    x, target = tj.randn(batch, 16), tj.randn(batch, 4)
+    loss = gelu_mse(x, w, target, 2.0 if batch == 64 else 1.0)
+    loss.backward()
+with tj.eager():                        # the same function run as plain Python
+    reference = gelu_mse(x, w, target, 1.0)
+print(f"compiled loss {loss.item():.6f}  eager loss {reference.item():.6f}")
+stats = gelu_mse.cache_stats()
+print(f"captures: {stats['compiles']}, cache hits: {stats['hits']}, dynamic dims: {stats['dynamic_dims']}")
+print(gelu_mse.explain(x, w, target, 1.0)["optimized graph"])

@@ -63,8 +63,40 @@ class CompiledNode(Node):
         return [r if i in live else None for r, i in zip(res, self.diff_idx)]
 
 
+def lift_symbolic_literals(graph: Graph) -> Graph:
+    """Literals whose value is a symbolic size (``x.sum() / x.shape[0]``) become 0-d values
+    computed by the plan from the input shapes, so kernels read them at run time instead
+    of baking in the size seen at trace time."""
+    from ..jit.ir import Eqn, Literal
+    from ..ops.registry import REGISTRY, Aval
+    from ..shapes import Sym
+    full = REGISTRY["full"]
+    eqns = []
+    changed = False
+    for e in graph.eqns:
+        ins = []
+        for a in e.inputs:
+            if isinstance(a, Literal) and isinstance(a.value, Sym):
+                v = Var(Aval((), a.aval.dtype, a.aval.device))
+                eqns.append(Eqn(full, (), (v,), {"shape": (), "value": a.value, "dtype": a.aval.dtype,
+                                                 "device": a.aval.device}, e.loc))
+                ins.append(v)
+                changed = True
+            else:
+                ins.append(a)
+        params = e.params
+        if any(isinstance(p, Graph) for p in params.values()):
+            params = {k: (lift_symbolic_literals(p) if isinstance(p, Graph) else p) for k, p in params.items()}
+            changed = changed or any(params[k] is not e.params[k] for k in params)
+        eqns.append(Eqn(e.prim, tuple(ins), e.outs, params, e.loc) if changed else e)
+    if not changed:
+        return graph
+    return Graph(graph.inputs, tuple(eqns), graph.outputs, graph.name)
+
+
 class CompiledProgram:
     def __init__(self, graph: Graph, name: str = "graph"):
+        graph = lift_symbolic_literals(graph)
         self.graph = graph
         self.name = name
         self._infer = None
@@ -73,6 +105,9 @@ class CompiledProgram:
         for k, a in enumerate(graph.outputs):
             if isinstance(a, Var) and a in graph.inputs:
                 self._identity[k] = graph.inputs.index(a)
+        self._scalar_inputs = any(v.aval.weak for v in graph.inputs)
+        self._simple_out = not self._identity
+        self._out_types = [(a.aval.dtype, a.aval.device) for a in graph.outputs]
 
     # ---- plans ----------------------------------------------------------------------
     def infer_plan(self) -> Plan:
@@ -89,7 +124,7 @@ class CompiledProgram:
             # inputs only the untaken branch reads are None, exactly as in eager mode.
             preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim.name == "cond")
             fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
-            bwd = optimize(bwd)
+            bwd = lift_symbolic_literals(optimize(bwd))
             t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
             self._train[diff_idx] = t
         return t
@@ -120,13 +155,23 @@ class CompiledProgram:
                 for x, v in zip(ins, self.graph.inputs)]
 
     def __call__(self, ins: list) -> list:
-        arrays = self._arrays(ins)
+        # The hot path of a cache hit: keep it to a few attribute reads and one plan call.
+        if self._scalar_inputs:
+            arrays = self._arrays(ins)
+        else:
+            arrays = [x._data for x in ins]
         diff_idx = ()
         if _gm._state.enabled:
-            diff_idx = tuple(i for i, x in enumerate(ins)
-                             if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
+            for x in ins:
+                if isinstance(x, Tensor) and x._requires_grad:
+                    diff_idx = tuple(i for i, x in enumerate(ins)
+                                     if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
+                    break
         if not diff_idx:
-            res = self.infer_plan().fn(*arrays)
+            plan = self._infer or self.infer_plan()
+            res = plan.fn(*arrays)
+            if self._simple_out:
+                return [Tensor._wrap(r, d, dev) for r, (d, dev) in zip(res, self._out_types)]
             return self._wrap(ins, res, None)
         fwd, bwd, n_saved = self.train_plans(diff_idx)
         res = fwd.fn(*arrays)
