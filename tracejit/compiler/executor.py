@@ -105,6 +105,8 @@ class CompiledProgram:
         for k, a in enumerate(graph.outputs):
             if isinstance(a, Var) and a in graph.inputs:
                 self._identity[k] = graph.inputs.index(a)
+        from .plan import graph_backend
+        self._backend = graph_backend(graph)
         self._scalar_inputs = any(v.aval.weak for v in graph.inputs)
         self._simple_out = not self._identity
         self._out_types = [(a.aval.dtype, a.aval.device) for a in graph.outputs]
@@ -151,7 +153,11 @@ class CompiledProgram:
     # ---- calls ------------------------------------------------------------------------------
     def _arrays(self, ins):
         # Runtime Python scalars (script arguments) become 0-d arrays of their graph dtype.
-        return [x._data if isinstance(x, Tensor) else np.asarray(x, dtype=v.aval.dtype.np)
+        xp = np
+        if self._backend == "cuda":
+            from ..device import cupy_module
+            xp = cupy_module()
+        return [x._data if isinstance(x, Tensor) else xp.asarray(x, dtype=v.aval.dtype.np)
                 for x, v in zip(ins, self.graph.inputs)]
 
     def __call__(self, ins: list) -> list:
@@ -201,7 +207,11 @@ class CompiledProgram:
         g_arrays = []
         for g, a in zip(grads, self.graph.outputs):
             if g is None:
-                g_arrays.append(np.zeros(_concrete_shape(a, inputs, self.graph), a.aval.dtype.np))
+                xp = np
+                if self._backend == "cuda":
+                    from ..device import cupy_module
+                    xp = cupy_module()
+                g_arrays.append(xp.zeros(_concrete_shape(a, inputs, self.graph), a.aval.dtype.np))
             else:
                 g_arrays.append(g._data)
         arrays = self._arrays(inputs)

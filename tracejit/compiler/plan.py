@@ -67,28 +67,57 @@ def _fix(v, dt):
     return v
 
 
+def _fix_cuda(v, dt):
+    import cupy
+    if type(v) is not cupy.ndarray or v.dtype != dt:
+        v = cupy.asarray(v, dtype=dt)
+    return v
+
+
+def graph_backend(graph: Graph) -> str:
+    """"cuda" when the graph's values live on a GPU, else "cpu"."""
+    for v in graph.inputs:
+        if v.aval.device.type == "cuda":
+            return "cuda"
+    for e in graph.eqns:
+        for o in e.outs:
+            if o.aval.device.type == "cuda":
+                return "cuda"
+    return "cpu"
+
+
 class _Kernel:
     """A fused group with its compiled variants, keyed by operand layouts."""
 
-    def __init__(self, group: Group, label: str):
+    def __init__(self, group: Group, label: str, backend: str = "cpu"):
         self.group = group
         self.label = label
+        self.backend = backend
         self.variants: dict = {}
         self.sources: dict = {}
 
     def get(self, layouts: tuple, parallel: bool = False):
         key = (layouts, parallel)
         fn = self.variants.get(key)
+        if fn is None and self.backend == "cuda":
+            from . import codegen_cuda
+            key = (layouts, False)  # one CUDA kernel serves every size
+            fn = self.variants.get(key)
+            if fn is None:
+                spec = codegen_cuda.generate(self.group, layouts, "kernel")
+                try:
+                    fn = codegen_cuda.load(spec, hint=self.label)
+                except Exception as e:
+                    raise self._error(e, spec) from e
+                self.variants[key] = self.variants[(layouts, True)] = fn
+                self.sources[key] = spec.source
+            return fn
         if fn is None:
             spec = generate(self.group, layouts, "kernel", parallel=parallel)
             try:
                 mod = diskcache.load_module(spec.source, name_hint=self.label)
             except Exception as e:
-                locs = sorted({f"{os.path.basename(q.loc[0])}:{q.loc[1]}" for q in self.group.eqns if q.loc})
-                raise CompileError(
-                    f"compiling fused group {self.group.gid} ({', '.join(q.prim.name for q in self.group.eqns)}) "
-                    f"from {', '.join(locs) or 'unknown lines'} failed: {type(e).__name__}: {e}\n"
-                    f"generated source:\n{spec.source}") from e
+                raise self._error(e, spec) from e
             fn = mod.kernel
             self.variants[key] = fn
             self.sources[key] = spec.source
@@ -96,11 +125,20 @@ class _Kernel:
         return fn
 
 
+    def _error(self, e, spec) -> CompileError:
+        locs = sorted({f"{os.path.basename(q.loc[0])}:{q.loc[1]}" for q in self.group.eqns if q.loc})
+        return CompileError(
+            f"compiling fused group {self.group.gid} ({', '.join(q.prim.name for q in self.group.eqns)}) "
+            f"from {', '.join(locs) or 'unknown lines'} failed: {type(e).__name__}: {e}\n"
+            f"generated source:\n{spec.source}")
+
+
 class Plan:
     """A runnable compiled graph: ``plan(*arrays) -> tuple of arrays``."""
 
-    def __init__(self, graph: Graph, name: str = "graph"):
+    def __init__(self, graph: Graph, name: str = "graph", backend: str | None = None):
         self.graph = graph
+        self.backend = backend or graph_backend(graph)
         self.items = partition(graph)
         self.kernels: list = []
         self.source = ""
@@ -113,7 +151,12 @@ class Plan:
     # ---- generation ------------------------------------------------------------------
     def _build(self):
         g = self.graph
-        consts: dict = {"np": np, "_fix": _fix}
+        if self.backend == "cuda":
+            from ..device import cupy_module
+            xp = cupy_module()
+            consts: dict = {"np": np, "xp": xp, "_fix": _fix_cuda}
+        else:
+            consts = {"np": np, "xp": np, "_fix": _fix}
         names: dict = {}
         counter = itertools.count()
 
@@ -167,7 +210,7 @@ class Plan:
 
     def _emit_group(self, grp: Group, nm, consts, input_set):
         k = len(self.kernels)
-        kern = _Kernel(grp, f"{self.name}_g{grp.gid}")
+        kern = _Kernel(grp, f"{self.name}_g{grp.gid}", self.backend)
         self.kernels.append(kern)
         kname = f"K{k}"
         consts[kname] = kern
@@ -197,14 +240,14 @@ class Plan:
             call_args.append(a)
         for v in mats:
             # Rank-0 values live in 1-element buffers inside kernels.
-            lines.append(f"    {nm(v)} = np.empty({_shape_code(shape) if rank else '(1,)'}, np.{v.aval.dtype.np.name})")
+            lines.append(f"    {nm(v)} = xp.empty({_shape_code(shape) if rank else '(1,)'}, np.{v.aval.dtype.np.name})")
             call_args.append(nm(v))
         if red is not None:
             dims = red.params["dims"]
             kept = [shape[d] for d in range(rank) if d not in dims]
             rs = _shape_code(kept if kept else (1,))
             tmp = nm(red.out) + "_r"
-            lines.append(f"    {tmp} = np.empty({rs}, np.{red.out.aval.dtype.np.name})")
+            lines.append(f"    {tmp} = xp.empty({rs}, np.{red.out.aval.dtype.np.name})")
             call_args.append(tmp)
         call_args += [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
         static = tuple(layouts)
@@ -246,7 +289,7 @@ class Plan:
         if p.kind == "control":
             return self._emit_control(e, ins, outs, consts)
         if p.name == "matmul":
-            return [f"    {outs[0]} = np.matmul({ins[0]}, {ins[1]})"]
+            return [f"    {outs[0]} = xp.matmul({ins[0]}, {ins[1]})"]
         if p.name == "reshape":
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
         if p.name == "permute":
@@ -256,7 +299,7 @@ class Plan:
         kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())
         dt = f"D_{e.out.aval.dtype.name}"
         consts[dt] = e.out.aval.dtype.np
-        call = f"{iname}(np{', ' if ins else ''}{', '.join(ins)}{', ' if kw else ''}{kw})"
+        call = f"{iname}(xp{', ' if ins else ''}{', '.join(ins)}{', ' if kw else ''}{kw})"
         return [f"    {outs[0]} = _fix({call}, {dt})"]
 
     def _emit_control(self, e, ins, outs, consts):
@@ -264,14 +307,14 @@ class Plan:
         k = len(consts)
         lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
         if name == "cond":
-            t = Plan(e.params["true_graph"], f"{self.name}_true")
-            f = Plan(e.params["false_graph"], f"{self.name}_false")
+            t = Plan(e.params["true_graph"], f"{self.name}_true", self.backend)
+            f = Plan(e.params["false_graph"], f"{self.name}_false", self.backend)
             consts[f"T{k}"], consts[f"F{k}"] = t, f
             ops = ", ".join(ins[1:])
             return [f"    {lhs} = (T{k} if {ins[0]} else F{k})({ops})"]
         if name == "while":
-            c = Plan(e.params["cond_graph"], f"{self.name}_cond")
-            b = Plan(e.params["body_graph"], f"{self.name}_body")
+            c = Plan(e.params["cond_graph"], f"{self.name}_cond", self.backend)
+            b = Plan(e.params["body_graph"], f"{self.name}_body", self.backend)
             consts[f"C{k}"], consts[f"B{k}"] = c, b
             n = len(e.outs)
             carried = ", ".join(ins[:n]) + ("," if n == 1 else "")
@@ -282,7 +325,7 @@ class Plan:
             lines.append(f"    {lhs} = _w")
             return lines
         if name == "custom_function":
-            fwd = Plan(e.params["forward"], f"{self.name}_{e.params['fn_cls'].__name__}")
+            fwd = Plan(e.params["forward"], f"{self.name}_{e.params['fn_cls'].__name__}", self.backend)
             consts[f"U{k}"] = fwd
             return [f"    {lhs} = U{k}({', '.join(ins)})"]
         raise CompileError(f"no lowering for control primitive {name}")
