@@ -44,3 +44,6 @@ def numel(x: Tensor):
 
 from .jit import eager, explain, script, trace  # noqa: E402,F401
 from . import errors  # noqa: E402,F401
+from . import nn, optim, data, utils  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
+from . import cuda  # noqa: E402,F401

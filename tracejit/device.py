@@ -84,35 +84,49 @@ def as_device(d) -> device:
 
 
 _cupy = None
+_cupy_error: str | None = None  # why cupy is unusable, once we know (not retried: imports are slow)
+_gpu_count = 0
 
 
 def cupy_module():
     """Import cupy on first use, turning every way it can fail into one clear error."""
-    global _cupy
+    global _cupy, _cupy_error, _gpu_count
     if _cupy is not None:
         return _cupy
+    if _cupy_error is None:
+        _cupy_error = _probe_cupy()
+    if _cupy_error:
+        raise CudaUnavailableError(_cupy_error) from None
+    return _cupy
+
+
+def _probe_cupy() -> str:
+    """Import cupy and count GPUs; returns "" on success, else what is missing."""
+    global _cupy, _gpu_count
     try:
         import cupy  # noqa: PLC0415 - optional dependency, imported on demand
     except Exception as e:  # ImportError, or a broken CUDA install raising at import
-        raise CudaUnavailableError(
-            "CUDA was requested but cupy is not importable "
-            f"({type(e).__name__}: {e}). Install the extra: pip install 'tracejit[cuda]'"
-        ) from None
+        return ("CUDA was requested but cupy is not importable "
+                f"({type(e).__name__}: {e}). Install the extra: pip install 'tracejit[cuda]'")
     try:
         n = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:
-        raise CudaUnavailableError(f"CUDA was requested but no usable GPU was found ({type(e).__name__}: {e})") from None
+        return f"CUDA was requested but no usable GPU was found ({type(e).__name__}: {e})"
     if n == 0:
-        raise CudaUnavailableError("CUDA was requested but no GPU is present")
-    _cupy = cupy
-    return cupy
+        return "CUDA was requested but no GPU is present"
+    _cupy, _gpu_count = cupy, int(n)
+    return ""
 
 
 def array_module(dev: device):
     """numpy for the CPU, cupy for CUDA devices."""
     if dev.type == "cpu":
         return np
-    return cupy_module()
+    cp = cupy_module()
+    if dev.index >= _gpu_count:
+        raise CudaUnavailableError(
+            f"device {dev} was requested but only {_gpu_count} GPU(s) are present") from None
+    return cp
 
 
 def device_of_array(a) -> device:

@@ -1,0 +1,175 @@
+"""The CUDA code generator's source: readable, typed, keyed by structure not size.
+
+Source-level checks only (no ``numba.cuda`` import here): running the kernels is
+tests/cuda/sim_kernels.py (numba's simulator, in a subprocess), compiling them for a
+real GPU target is tests/cuda/test_cuda_ptx.py.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import dtypes
+from tracejit.compiler import codegen_cuda
+from tracejit.compiler.fusion import Group, partition
+from tracejit.jit.passes import optimize
+from tracejit.jit.tracer import TraceContext
+from tracejit.ops.registry import Aval
+
+
+def _groups(fn, *avals):
+    ctx = TraceContext()
+    with ctx:
+        ts = [ctx.new_input(Aval(s, dtypes.as_dtype(dt)), f"a{i}") for i, (s, dt) in enumerate(avals)]
+        out = fn(*ts)
+    outs = out if isinstance(out, tuple) else (out,)
+    g = optimize(ctx.graph([ctx.atom(o) for o in outs]))
+    return [i for i in partition(g) if isinstance(i, Group)]
+
+
+def _spec(fn, *avals, layouts=None, **kw):
+    (grp,) = _groups(fn, *avals)
+    if layouts is None:
+        layouts = tuple("scalar" if not v.aval.shape else "flat" if tuple(v.aval.shape) == tuple(grp.shape)
+                        else "nd" for v in grp.inputs)
+    return codegen_cuda.generate(grp, layouts, **kw)
+
+
+def gelu(x, y, z):
+    a = x * y + z
+    return 0.5 * a * (1 + tj.tanh(0.79788456 * (a + 0.044715 * a ** 3)))
+
+
+F32 = "float32"
+_FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|math\.(?:nan|inf))")
+
+
+def _kernel_body(source: str) -> str:
+    return source[source.index("def kernel("):]
+
+
+def _untyped_float_literals(source: str, ctype: str) -> list:
+    body = _kernel_body(source)
+    bad = []
+    for m in _FLOAT_LITERAL.finditer(body):
+        before = body[max(0, m.start() - len(ctype) - 2):m.start()]
+        if not (before.endswith(f"{ctype}(") or before.endswith(f"{ctype}(-")):
+            bad.append(body[max(0, m.start() - 20):m.end() + 5])
+    return bad
+
+
+def test_gelu_source_is_readable_and_float32():
+    spec = _spec(gelu, ((64, 8), F32), ((64, 8), F32), ((64, 8), F32))
+    src = spec.source
+    ast.parse(src)
+    assert spec.mode == "flat" and spec.reduction is None
+    for op in ("mul", "add", "pow", "tanh"):
+        assert f"# {op} (test_codegen_cuda.py:" in src
+    assert "float32(0.044715)" in src and "float32(0.79788456)" in src
+    assert "(v1 * v1 * v1)" in src            # a ** 3 as multiplications
+    assert "for i in range(cuda.grid(1), n, cuda.gridsize(1)):" in src
+    assert "float64" not in src
+    assert _untyped_float_literals(src, "float32") == []
+    # device math through `math`, numpy's ufuncs only in the simulator branch
+    assert "from math import tanh" in src and "tanh = np.tanh" in src
+    assert "cache=CACHE" in src
+
+
+def test_signature_follows_the_calling_convention():
+    spec = _spec(gelu, ((64, 8), F32), ((64, 8), F32), ((64, 8), F32))
+    sig = spec.signatures["kernel"]
+    assert sig == "void(float32[::1], float32[::1], float32[::1], float32[::1], int64, int64)"
+    assert "def kernel(in0, in1, in2, out0, d0, d1):" in spec.source
+    assert spec.flatten == (True, True, True, True)
+    from numba.core import sigutils
+    for s in spec.signatures.values():
+        sigutils.normalize_signature(s)
+
+
+def test_kernels_are_keyed_by_structure_not_size():
+    small = _spec(gelu, ((10,), F32), ((10,), F32), ((10,), F32)).source
+    big = _spec(gelu, ((99999,), F32), ((99999,), F32), ((99999,), F32)).source
+    assert small == big
+    assert "10" not in re.sub(r"0\.\d+|\d+\.\d+", "", _kernel_body(small))
+    f = lambda x, b: x + b  # noqa: E731
+    row = _spec(f, ((4, 3), F32), ((3,), F32)).source
+    assert row == _spec(f, ((40, 7), F32), ((7,), F32)).source
+    col = _spec(f, ((4, 3), F32), ((4, 1), F32)).source
+    assert row != col                                     # broadcast pattern
+    assert row != _spec(f, ((4, 3), "float64"), ((3,), "float64")).source   # dtype
+    assert _spec(gelu, ((4, 3), F32), ((4, 3), F32), ((4, 3), F32), layouts=("nd", "flat", "flat")).source \
+        != _spec(gelu, ((4, 3), F32), ((4, 3), F32), ((4, 3), F32)).source  # layout
+
+
+def test_broadcast_operands_use_nd_indexing():
+    spec = _spec(lambda x, b, c: x * b + c, ((4, 3), F32), ((3,), F32), ((4, 1), F32))
+    src = spec.source
+    assert spec.mode == "nd"
+    assert "i1 = r % d1" in src and "x1 = in1[i1]" in src and "x2 = in2[i0, 0]" in src
+    assert spec.flatten == (True, False, False, True)
+    assert "float32[:]" in spec.signatures["kernel"] and "float32[:, :]" in spec.signatures["kernel"]
+
+
+def test_full_reduction_uses_block_partials_and_a_finish_kernel():
+    spec = _spec(lambda p, y: ((p - y) ** 2).sum(), ((100,), F32), ((100,), F32))
+    src = spec.source
+    assert spec.reduction == "full" and spec.finish_name == "kernel_finish"
+    assert f"cuda.shared.array({codegen_cuda.BLOCK}, float32)" in src
+    assert "partial[cuda.blockIdx.x] = buf[0]" in src and "def kernel_finish(partial, red, nparts):" in src
+    assert "acc = float32(0.0)" in src and "float64" not in src
+    assert "atomic" not in src
+    assert set(spec.signatures) == {"kernel", "kernel_finish"}
+    small = _spec(lambda p, y: ((p - y) ** 2).sum(), ((100,), F32), ((100,), F32), block=64).source
+    assert "cuda.shared.array(64, float32)" in small
+    with pytest.raises(ValueError):
+        _spec(lambda p, y: ((p - y) ** 2).sum(), ((100,), F32), ((100,), F32), block=48)
+
+
+def test_max_reduction_keeps_nan():
+    src = _spec(lambda x: tj.amax(x * 2.0), ((100,), F32)).source
+    assert "acc = float32(-math.inf)" in src
+    assert "acc = v0 if (v0 > acc or v0 != v0) else acc" in src
+    assert "a = b if (b > a or b != b) else a" in src
+
+
+def test_partial_reduction_is_one_thread_per_output():
+    spec = _spec(lambda x, b: (x + b).sum(1, keepdim=True), ((5, 7), F32), ((7,), F32))
+    src = spec.source
+    assert spec.mode == "partial" and spec.kept == (0,)
+    assert "for k in range(cuda.grid(1), m, cuda.gridsize(1)):" in src
+    assert "for i1 in range(d1):" in src and "red[i0] = acc" in src
+    assert "shared" not in src
+    assert spec.flatten == (False, False, False)
+
+
+def test_integer_and_bool_groups_stay_integer():
+    spec = _spec(lambda x: (x > 0).sum(), ((100,), F32))
+    assert spec.acc_dtype == "int64" and "acc = int64(0)" in spec.source
+    spec = _spec(lambda x: (x * 3 + 1).sum(), ((100,), "int32"))
+    src = spec.source
+    assert "int32(3)" in src and "float" not in _kernel_body(src)
+
+
+def test_no_math_no_simulator_prelude():
+    src = _spec(lambda x, y: x * y + 1.0, ((8,), F32), ((8,), F32)).source
+    assert "ENABLE_CUDASIM" not in src
+    src = _spec(lambda x: tj.erf(x) + tj.sigmoid(x), ((8,), F32)).source
+    assert "def erf(x):" in src and "from math import erf, exp" in src
+
+
+def test_float64_groups_use_float64_constants():
+    src = _spec(gelu, ((8,), "float64"), ((8,), "float64"), ((8,), "float64")).source
+    assert "float64(0.044715)" in src and "float32" not in _kernel_body(src)
+    assert _untyped_float_literals(src, "float64") == []
+
+
+def test_run_group_calls_like_a_plan():
+    # the reference driver's bookkeeping without launching: layouts as plan.py picks them
+    (grp,) = _groups(lambda x, b: x * b, ((4, 3), F32), ((3,), F32))
+    x, b = np.ones((4, 3), np.float32), np.ones(3, np.float32)
+    assert codegen_cuda._layouts(grp, [x, b]) == ("flat", "nd")
+    assert codegen_cuda._layouts(grp, [np.ones((3, 4), np.float32).T, b]) == ("nd", "nd")

@@ -1,0 +1,108 @@
+"""The generated CUDA sources compiled for a real GPU target, without a GPU.
+
+``numba.cuda.compile_ptx`` needs NVVM (from a CUDA toolkit, or pip's
+``nvidia-cuda-nvcc-cu12`` with ``CUDA_HOME=<site-packages>/nvidia/cuda_nvcc``), not a
+device; without NVVM these tests skip. They check what the simulator cannot: that
+numba's CUDA target types and lowers every generated kernel with its explicit
+signature, and that float32 kernels contain no float64 arithmetic.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from tracejit.compiler import codegen_cuda
+from tracejit.compiler.fusion import Group, partition
+
+from kernel_cases import ELEMENTWISE, cases, graph_of
+
+
+def _nvvm_available() -> bool:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return False
+    try:
+        from numba.cuda.cudadrv.nvvm import NVVM
+        NVVM()
+    except Exception:  # noqa: BLE001 - no toolkit: nothing to compile with
+        return False
+    return True
+
+
+pytestmark = [pytest.mark.skipif(not _nvvm_available(), reason="NVVM (a CUDA toolkit) is not installed"),
+              pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+# libdevice's own sinf/cosf reduce huge arguments (Payne-Hanek) with one float64 multiply:
+# that is the device library, not a promotion in our code.
+_LIBDEVICE_F64 = ("sin", "cos")
+
+# float64 arithmetic or conversions (moving float64 data around would be fine, but float32
+# kernels have none)
+_F64 = re.compile(r"^\s*(?:add|sub|mul|div|fma|neg|abs|min|max|sqrt|rcp|cvt)\.\S*f64", re.M)
+
+
+def _layouts(group, arrays):
+    return codegen_cuda._layouts(group, arrays)
+
+
+def test_the_float64_check_sees_a_promotion():
+    from numba import cuda
+
+    def promoted(x, out):
+        i = cuda.grid(1)
+        out[i] = x[i] * 0.3   # a float64 literal: promotes x[i] (0.5 would be folded back to f32)
+
+    ptx, _ = cuda.compile_ptx(promoted, "void(float32[::1], float32[::1])", cc=(8, 0))
+    assert _F64.search(ptx)
+
+
+def _ptx_for(fn, arrays):
+    g = graph_of(fn, arrays)
+    env = dict(zip(g.inputs, arrays))
+    out = []
+    for item in partition(g):
+        if isinstance(item, Group):
+            spec = codegen_cuda.generate(item, _layouts(item, [env[v] for v in item.inputs]))
+            out.append((item, spec, codegen_cuda.compile_ptx(spec)))
+    return out
+
+
+@pytest.mark.parametrize("name", ELEMENTWISE)
+def test_every_elementwise_primitive_compiles_for_the_device(name):
+    for fn, arrays in cases(name):
+        compiled = _ptx_for(fn, arrays)
+        assert compiled, "no fused group"
+        for group, spec, ptx in compiled:
+            uses_f64 = any(v.aval.dtype.name == "float64" for v in group.inputs + group.outputs)
+            for kname, text in ptx.items():
+                assert ".entry" in text
+                if not uses_f64 and name not in _LIBDEVICE_F64:
+                    assert not _F64.search(text), f"float64 arithmetic in {kname}:\n{spec.source}"
+
+
+def gelu(x, y, z):
+    import tracejit as tj
+    a = x * y + z
+    return 0.5 * a * (1 + tj.tanh(0.79788456 * (a + 0.044715 * a ** 3)))
+
+
+def test_fused_kernels_compile_for_the_device():
+    import tracejit as tj
+    f32 = np.float32
+    x = np.ones((4, 3), f32)
+    b = np.ones(3, f32)
+    s = np.array(1.0, f32)
+    for fn, arrays in [
+        (gelu, [x, x, x]),
+        (lambda p, y: ((p - y) ** 2).sum(), [x, x]),                   # full reduction + finish
+        (lambda x, b: (x + b).sum(1, keepdim=True), [x, b]),           # partial reduction, nd input
+        (lambda x, s: tj.amax(tj.exp(x) * s), [x, s]),                 # scalar operand, max
+        (lambda x: ((x > 0).sum(), tj.relu(x)), [x]),                  # bool -> int64 sum
+        (lambda x: (x * 3).prod(0), [np.ones((4, 3), np.int32)]),      # int partial reduction
+    ]:
+        for group, spec, ptx in _ptx_for(fn, arrays):
+            for text in ptx.values():
+                assert ".entry" in text
+            if all(v.aval.dtype.name == "float32" for v in group.inputs):
+                assert not any(_F64.search(t) for t in ptx.values()), spec.source
