@@ -108,8 +108,8 @@ class Sym:
         if isinstance(o, Sym):
             return self.terms == o.terms
         if isinstance(o, int):
-            if o in (0, 1):
-                return False  # symbols stand for sizes >= 2
+            if o <= 1:
+                return False  # symbols stand for sizes >= 2 (and no size is negative: `d != -1`)
             return self._specialized() == o
         return NotImplemented
 
@@ -237,7 +237,7 @@ def numel(shape) -> Dim:
 
 def broadcast_shapes(op: str, *shapes) -> tuple:
     """NumPy broadcasting; the error names the op and every shape."""
-    if len(shapes) == 2 and shapes[0] == shapes[1]:
+    if len(shapes) == 2 and len(shapes[0]) == len(shapes[1]) and shapes[0] == shapes[1]:
         return tuple(shapes[0])
     ndim = max(len(s) for s in shapes)
     out = []

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional
+import inspect
+from typing import Callable, Optional
 
 from . import config
 from .config import eager
@@ -16,7 +17,7 @@ config.configure_logging()
 
 def _decorate(mode: str, fn, kw):
     if fn is None:
-        return functools.partial(_decorate, mode, **{}) if not kw else (lambda f: _decorate(mode, f, kw))
+        return functools.partial(_decorate, mode) if not kw else (lambda f: _decorate(mode, f, kw))
     if _is_module(fn):
         return _wrap_module(mode, fn, kw)
     return CompiledFunction(fn, mode=mode, **kw)
@@ -31,7 +32,11 @@ def _is_module(x) -> bool:
 
 
 class CompiledModule:
-    """A module whose forward is compiled; everything else is the wrapped module's."""
+    """A module whose forward is compiled; everything else is the wrapped module's.
+
+    Module methods that return the module itself (``train()``, ``eval()``, ``to()``...)
+    return this wrapper, so ``model = model.eval()`` keeps the compiled forward.
+    """
 
     def __init__(self, module, forward: CompiledFunction):
         object.__setattr__(self, "_orig_mod", module)
@@ -41,7 +46,16 @@ class CompiledModule:
         return self.forward(*args, **kwargs)
 
     def __getattr__(self, name):
-        return getattr(self._orig_mod, name)
+        attr = getattr(self._orig_mod, name)
+        if inspect.ismethod(attr) and attr.__self__ is self._orig_mod:
+            orig = self._orig_mod
+
+            @functools.wraps(attr)
+            def method(*args, **kwargs):
+                out = attr(*args, **kwargs)
+                return self if out is orig else out
+            return method
+        return attr
 
     def __setattr__(self, name, value):
         setattr(self._orig_mod, name, value)
@@ -57,30 +71,50 @@ class CompiledModule:
 
 
 def _wrap_module(mode: str, module, kw):
-    mods = list(module.modules())
-
-    def training_unchanged(flags=tuple(m.training for m in mods)):
-        return tuple(m.training for m in mods) == flags
-    # Guard on the train/eval flags of every submodule (read by dropout etc. at trace time).
     forward = type(module).forward
     cf = CompiledFunction(forward, mode=mode, bound_self=module,
-                          extra_guard=_TrainingGuard(mods), **kw)
+                          extra_guard=_TrainingGuard(module), **kw)
     cf.__name__ = type(module).__name__ + ".forward"
+    cf.__qualname__ = type(module).__qualname__ + ".forward"
+
+    def named_tensors():
+        names = {id(b): n for n, b in module.named_buffers()}
+        names.update({id(p): n for n, p in module.named_parameters()})
+        return names
+    cf._named_tensors = named_tensors
     return CompiledModule(module, cf)
 
 
 class _TrainingGuard:
-    def __init__(self, mods):
+    """Guards a capture on the train/eval flag of every submodule (dropout and friends
+    read it while tracing, so a graph is only valid for the flags it was captured with)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def snapshot(self) -> "_FlagsCheck":
+        named = list(self.module.named_modules())
+        return _FlagsCheck([n or type(self.module).__name__ for n, _ in named], [m for _, m in named])
+
+
+class _FlagsCheck:
+    def __init__(self, names, mods):
+        self.names = names
         self.mods = mods
-        self.flags = tuple(m.training for m in mods)
+        self.flags = [m.training for m in mods]
 
     def __call__(self) -> bool:
         for m, f in zip(self.mods, self.flags):
-            if m.training is not f:
-                # Flags changed: remember the new set so the next capture guards on it.
-                self.flags = tuple(x.training for x in self.mods)
+            if m.training != f:
                 return False
         return True
+
+    def text(self) -> str:
+        return "training flags: " + ", ".join(f"{n}={f}" for n, f in zip(self.names, self.flags))
+
+    def describe(self) -> list:
+        return [f"module {n!r}: training guard failed: {f} -> {m.training}"
+                for n, m, f in zip(self.names, self.mods, self.flags) if m.training != f]
 
 
 def trace(fn: Optional[Callable] = None, *, eager: bool = False, check: bool = False,

@@ -27,8 +27,31 @@ class _State(threading.local):
 _state = _State()
 
 
+# Flags are read on every call of a compiled function (so a test or a notebook can flip
+# them at any time). ``os.environ.get`` costs microseconds; the mapping behind it is a
+# plain dict, so look there when it is available.
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENCODE = getattr(os.environ, "encodekey", None)
+_FALSE = ("", "0", "false", "no", "off")
+
+
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+    if _ENV_DATA is not None and _ENCODE is not None:
+        raw = _ENV_DATA.get(_KEYS.get(name) or _key(name))
+        if raw is None:
+            return False
+        value = raw.decode() if isinstance(raw, bytes) else raw
+    else:
+        value = os.environ.get(name, "")
+    return value.strip().lower() not in _FALSE
+
+
+_KEYS: dict = {}
+
+
+def _key(name: str):
+    k = _KEYS[name] = _ENCODE(name)
+    return k
 
 
 def is_eager() -> bool:
@@ -50,31 +73,45 @@ def eager():
 
 
 def configure_logging(spec: str | None = None) -> None:
-    """Enable topics from a comma-separated spec (default: ``$TRACEJIT_LOG``)."""
+    """Enable topics from a comma-separated spec (default: ``$TRACEJIT_LOG``).
+
+    Each topic's logger (``tracejit.<topic>``) is set to DEBUG. If the application has
+    configured logging (the root logger has handlers), records propagate to its handlers
+    (and to pytest's ``caplog``); otherwise tracejit prints them to stderr itself.
+    """
     spec = os.environ.get("TRACEJIT_LOG", "") if spec is None else spec
     topics = [t.strip() for t in spec.split(",") if t.strip()]
     if not topics:
         return
     if "all" in topics:
         topics = list(TOPICS)
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("[tracejit.%(topic)s] %(message)s"))
-    handler.addFilter(_TopicFilter())
+    app_configured = bool(logging.getLogger().handlers)
     for t in topics:
         if t not in TOPICS:
             log.warning("TRACEJIT_LOG: unknown topic %r (known: %s)", t, ", ".join(TOPICS))
             continue
         lg = logging.getLogger(f"tracejit.{t}")
         lg.setLevel(logging.DEBUG)
-        if not any(isinstance(h, logging.StreamHandler) for h in lg.handlers):
-            lg.addHandler(handler)
-        lg.propagate = False
+        ours = [h for h in lg.handlers if getattr(h, "_tracejit", False)]
+        if app_configured:
+            for h in ours:
+                lg.removeHandler(h)
+            lg.propagate = True
+        elif not ours:
+            lg.addHandler(_HANDLER)
+            lg.propagate = False
 
 
 class _TopicFilter(logging.Filter):
     def filter(self, record):
         record.topic = record.name.rsplit(".", 1)[-1]
         return True
+
+
+_HANDLER = logging.StreamHandler()
+_HANDLER.setFormatter(logging.Formatter("[tracejit.%(topic)s] %(message)s"))
+_HANDLER.addFilter(_TopicFilter())
+_HANDLER._tracejit = True
 
 
 def topic(name: str) -> logging.Logger:

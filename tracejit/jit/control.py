@@ -14,7 +14,7 @@ from ..errors import ScriptError, TraceError, user_location
 from ..ops import registry as _reg
 from ..ops.registry import Aval, defprim
 from ..tensor import Tensor
-from .ir import Graph, Literal, Var
+from .ir import Graph, Var
 from .tracer import TraceContext, Tracer
 
 __all__ = ["COND", "WHILE", "CUSTOM_FUNCTION", "trace_cond", "trace_while", "trace_for_range",
@@ -146,8 +146,12 @@ def _graph_with_captures(sub: TraceContext, n_inputs_vars, outer_all, outs, name
     return Graph(tuple(n_inputs_vars) + tuple(cap_vars), tuple(sub.eqns), tuple(outs), name)
 
 
-def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = ()):
-    """``true_fn(*operands) if pred else false_fn(*operands)``, as graph control flow when traced."""
+def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = (), effect: str = ""):
+    """``true_fn(*operands) if pred else false_fn(*operands)``, as graph control flow when traced.
+
+    `effect` names a Python side effect in the branches (an attribute assignment): fine when
+    the condition is a plain value, an error when it is traced, as both branches then run.
+    """
     if not _is_traced(pred):
         if isinstance(pred, Tensor) and _reg.trace_state.tracer is not None:
             pred = bool(pred._data)
@@ -155,6 +159,11 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = ())
     ctx: TraceContext = _reg.trace_state.tracer
     if ctx is None:
         raise TraceError("a traced value was used outside of its trace")
+    if effect:
+        raise ScriptError(f"{effect} inside an if/else whose condition is decided at run time (it "
+                          f"depends on a tensor or a scalar argument): both branches are captured, so "
+                          f"Python side effects cannot depend on the condition. Compute the value "
+                          f"with the if/else and assign it after it.")
     pred = _as_pred(ctx, pred)
     single = not isinstance(operands, tuple)
     subs, results = [], []
@@ -168,13 +177,17 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = ())
         what = f"if/else at {loc[0]}:{loc[1]}"
     if len(results[0]) != len(results[1]):
         raise ScriptError(f"{what}: the branches produce different numbers of values")
+    _cast_numbers(subs, results)
     kinds = _finish(None, subs, results, names, what)
-    # Numbers that differ between branches (or meet a tensor) become tensors.
+    # Numbers that differ between branches (or meet a tensor) become tensors; numbers on
+    # both paths stay numbers (weakly typed values, returned as Python numbers).
+    numbers = set()
     for i, k in enumerate(kinds):
         if k == "promote":
             ref = next((subs[j].atom(results[j][i]).aval for j in range(2)
                         if isinstance(results[j][i], Tensor)), None)
             if ref is None:
+                numbers.add(i)
                 vals = [results[j][i] for j in range(2)]
                 dt = _dt.result_type([], [_dt.scalar_dtype(v) for v in vals])
                 ref = Aval((), dt)
@@ -189,7 +202,10 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = ())
         outs = [s.atom(r[i]) for i, k in enumerate(kinds) if k == "tensor"]
         graphs.append(_graph_with_captures(s, s.inputs, outer_all, outs, nm))
     tensor_ops = [ctx.atom(o) for o in operands if isinstance(o, Tensor)]
-    out_avals = [graphs[0].outputs[j].aval for j in range(len(graphs[0].outputs))]
+    out_avals = []
+    for i in (i for i, k in enumerate(kinds) if k == "tensor"):
+        a, b = (g.outputs[len(out_avals)].aval for g in graphs)
+        out_avals.append(Aval(a.shape, a.dtype, a.device, weak=i in numbers or (a.weak and b.weak)))
     outs = ctx.emit_multi(COND, [ctx.atom(pred)] + tensor_ops + outer_all,
                           {"true_graph": graphs[0], "false_graph": graphs[1]}, out_avals)
     it = iter(outs)
@@ -204,6 +220,24 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = ())
     if single:
         return final[0]
     return tuple(final)
+
+
+def _cast_numbers(subs, results) -> None:
+    """A runtime number on one path and a tensor on the other (``n if c else x.sum()``):
+    the number takes the tensor's dtype, as it would in arithmetic with it."""
+    from .. import ops
+    for i in range(len(results[0])):
+        vals = [r[i] for r in results]
+        if not all(isinstance(v, Tensor) for v in vals):
+            continue
+        avs = [s.atom(v).aval for s, v in zip(subs, vals)]
+        strong = [a for a in avs if not a.weak]
+        if not strong or len(strong) == len(avs) or any(a.dtype is not strong[0].dtype for a in strong):
+            continue
+        for j, (s, v, a) in enumerate(zip(subs, vals, avs)):
+            if a.weak and a.dtype is not strong[0].dtype:
+                with s:
+                    results[j] = results[j][:i] + (ops.cast(v, strong[0].dtype),) + results[j][i + 1:]
 
 
 def trace_ifexp(pred, true_thunk, false_thunk):
@@ -229,6 +263,7 @@ def _graph_while(cond_fn, body_fn, vals, names):
     ctx: TraceContext = _reg.trace_state.tracer
     loc = user_location(3)
     what = f"while loop at {loc[0]}:{loc[1]}" if loc else "while loop"
+    vals = _define_body_locals(body_fn, vals)
     # Numbers carried through the loop become 0-d tensors so the body can change them.
     carried = []
     for v in vals:
@@ -237,7 +272,11 @@ def _graph_while(cond_fn, body_fn, vals, names):
         else:
             carried.append(v)
     tensor_pos = [i for i, v in enumerate(carried) if isinstance(v, Tensor)]
-    avals = [_aval_of(carried[i]) for i in tensor_pos]
+    avals = []
+    for i in tensor_pos:
+        a = _aval_of(carried[i])
+        number = not isinstance(vals[i], Tensor)  # a Python number: weakly typed inside the loop
+        avals.append(Aval(a.shape, a.dtype, a.device, weak=a.weak or number))
 
     def _run(fn, sub):
         with sub:
@@ -277,14 +316,41 @@ def _graph_while(cond_fn, body_fn, vals, names):
         if p not in tensor_pos and not (v is carried[p] or v == carried[p]):
             raise ScriptError(f"{what}: non-tensor value `{names[p] if p < len(names) else p}` changes inside the loop")
     outer_all = _union_captures([csub, bsub])
-    cg = _graph_with_captures(csub, cins, outer_all, [csub.atom(c)], "cond")
-    bg = _graph_with_captures(bsub, bins, outer_all, body_outs, "body")
+    cg = _graph_with_captures(csub, csub.inputs, outer_all, [csub.atom(c)], "cond")
+    bg = _graph_with_captures(bsub, bsub.inputs, outer_all, body_outs, "body")
+    # A carried value stays a number only if the body keeps it one.
+    out_avals = [Aval(a.shape, a.dtype, a.device, weak=a.weak and o.aval.weak) for a, o in zip(avals, body_outs)]
     outs = ctx.emit_multi(WHILE, [ctx.atom(carried[p]) for p in tensor_pos] + outer_all,
-                          {"cond_graph": cg, "body_graph": bg}, avals)
+                          {"cond_graph": cg, "body_graph": bg}, out_avals)
     final = list(carried)
     for p, o in zip(tensor_pos, outs):
         final[p] = o
     return tuple(final)
+
+
+def _define_body_locals(body_fn, vals):
+    """Names first bound inside the loop body (temporaries, ``y = x * i``) have no value
+    on entry. A loop in the graph carries every name the body binds, so give those an
+    initial value of the type the body gives them: trace the body once to learn it (that
+    trace is thrown away). Python would leave such a name unbound if the loop never ran;
+    here it reads as zeros."""
+    from .. import ops
+    undefined = [i for i, v in enumerate(vals) if v is UNDEFINED]
+    if not undefined:
+        return vals
+    ctx: TraceContext = _reg.trace_state.tracer
+    probe = TraceContext(ctx)
+    with probe:
+        args = [probe.new_input(_aval_of(v), requires_grad=False) if isinstance(v, Tensor) else v
+                for v in vals]
+        out = tuple(body_fn(*args))
+    vals = list(vals)
+    for i in undefined:
+        o = out[i]
+        if isinstance(o, Tensor):
+            a = probe.atom(o).aval
+            vals[i] = ops.zeros(tuple(a.shape), dtype=a.dtype, device=a.device)
+    return tuple(vals)
 
 
 def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):

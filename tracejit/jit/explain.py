@@ -36,11 +36,11 @@ def explain(fn, *args, **kwargs) -> Explanation:
     fn(*args, **kwargs)
     gm = grad_mode.is_grad_enabled()
     entry = None
-    bound = fn._bind(args, kwargs) if (kwargs or len(args) != fn._nparams) else args
+    bound = fn._bind(args, kwargs) if (kwargs or not fn._simple or len(args) != fn._nparams) else args
     from .pytree import flatten
-    leaves, _ = flatten(list(bound))
+    leaves, spec = flatten(list(bound))
     for e in fn._entries:
-        if e.guard(leaves, e.const_tensors, gm):
+        if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm):
             entry = e
             break
     if entry is None:
@@ -50,6 +50,9 @@ def explain(fn, *args, **kwargs) -> Explanation:
                        f"{len(fn._entries)} entries, {fn._stats['compiles']} compiles, {fn._stats['hits']} hits")]
     guard_lines = [d.text() for d in entry.descs] + [d.text() for d in entry.const_descs]
     guard_lines.append(f"grad mode is {'on' if entry.grad_mode else 'off'}")
+    extra = getattr(entry, "extra", None)
+    if extra is not None and hasattr(extra, "text"):
+        guard_lines.append(extra.text())
     secs.append(("guards", "\n".join(guard_lines)))
     secs.append(("graph", str(entry.graph)))
     secs.append(("optimized graph", str(entry.opt_graph)))

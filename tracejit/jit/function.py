@@ -5,24 +5,29 @@ entry's program, a miss captures the function again. Each entry is one traced
 graph, optimized by the passes, plus its executor (the reference interpreter, or
 compiled kernels once the compiler is enabled). When a call differs from an
 existing entry only in some dims, those dims become symbolic for the next capture
-("automatic dynamic shapes"), so a batch-size sweep costs two or three captures.
-Past ``recompile_limit`` captures the function runs eagerly, with one warning.
+("automatic dynamic shapes"), so a batch-size sweep costs two or three captures;
+dims the code needs as Python values (``if x.shape[0] > 4``) stay static from then on.
+Past ``recompile_limit`` captures, new signatures run eagerly (one warning); existing
+entries keep serving the calls they match. A capture that fails leaves no trace in
+the cache. A compiled function called while another is being captured is inlined.
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import threading
+import types
 import warnings
 from typing import Any, Callable, Optional
 
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
-from ..errors import CheckMismatchError, ScriptError, TraceError
+from ..errors import ScriptError, TraceError
+from ..ops import registry as _reg
 from ..shapes import Sym
 from ..tensor import Tensor
 from . import config
-from .guards import LeafDesc, build_guard, describe_difference
+from .guards import LeafDesc, _same_value, build_guard, describe_difference
 from .ir import Graph, verify
 from .interpreter import interpret
 from .passes import optimize
@@ -46,21 +51,28 @@ class Entry:
         self.graph = graph
         self.opt_graph = opt_graph
         self.out_spec = out_spec
-        self.out_leaves = out_leaves    # per output leaf: ("graph", k) or ("static", value)
+        # per output leaf: ("graph", k), ("number", k) (a Python number computed from runtime
+        # scalar arguments: returned as one, like the Python code does) or ("static", value)
+        self.out_leaves = out_leaves
         self.mutations = mutations      # [(leaf index, graph output index)]
         self.guard = guard
         self.guard_src = guard_src
         self.executor = executor
         self.hits = 0
         self.input_leaf_idx = [i for i, d in enumerate(descs) if d.kind in ("tensor", "scalar")]
+        self._single = out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations
 
     def run(self, leaves):
         ins = [leaves[i] for i in self.input_leaf_idx]
-        ins.extend(self.const_tensors)
+        if self.const_tensors:
+            ins.extend(self.const_tensors)
+        if self._single:  # one tensor out, nothing written back: the common case, kept short
+            return self.executor(ins)[0]
         outs = self.executor(ins)
         for leaf_i, k in self.mutations:
             leaves[leaf_i]._assign(outs[k], "in-place update of an input")
-        res = [outs[x[1]] if x[0] == "graph" else x[1] for x in self.out_leaves]
+        res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number" else x[1]
+               for x in self.out_leaves]
         return unflatten(self.out_spec, res)
 
 
@@ -91,11 +103,17 @@ class CompiledFunction:
         self._nparams = len(params)
         self._trace_fn = None  # the function actually traced (script rewrites it)
         self._entries: list = []
+        self._flat_entries: list = []  # entries captured from flat arguments (the hot path)
         self._dynamic: set = set()     # (leaf name, dim) made symbolic
+        self._static: set = set()      # (leaf name, dim) the code needed the value of: never symbolic
         self._lock = threading.RLock()
         self._fell_back = False
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
                        "eager_fallbacks": 0}
+        # functools.partial and other callables have no __name__: messages still need one.
+        self.__name__ = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", None) \
+            or type(fn).__name__
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         functools.update_wrapper(self, fn)
 
     # ---- calling ----------------------------------------------------------------------
@@ -109,28 +127,64 @@ class CompiledFunction:
             return self._fn(self._bound_self, *args, **kwargs)
         return self._fn(*args, **kwargs)
 
+    def _call_eager_bound(self, vals):
+        """Call the Python function with the per-parameter values `_bind` produced."""
+        args, kwargs = self._unbind(vals)
+        return self._call_eager(args, kwargs)
+
+    def _unbind(self, vals):
+        """Per-parameter values -> (args, kwargs) to call the function with."""
+        if self._simple:
+            return tuple(vals), {}
+        args, kwargs = [], {}
+        params = list(self._sig.parameters.values())[1 if self._bound_self is not None else 0:]
+        for p, v in zip(params, vals):
+            if p.kind == p.VAR_POSITIONAL:
+                args.extend(v)
+            elif p.kind == p.VAR_KEYWORD:
+                kwargs.update(v)
+            elif p.kind == p.KEYWORD_ONLY:
+                kwargs[p.name] = v
+            else:
+                args.append(v)
+        return tuple(args), kwargs
+
     def __call__(self, *args, **kwargs):
-        if self._eager or self._fell_back or config.is_eager():
+        if self._eager or config.is_eager():
             return self._call_eager(args, kwargs)
+        if _reg.trace_state.tracer is not None:
+            # Called from inside another function being captured: inline it there.
+            return self._call_inline(args, kwargs)
         if kwargs or not self._simple or len(args) != self._nparams:
             args = self._bind(args, kwargs)
         gm = _gm._state.enabled
         # The hot path: flat arguments checked by generated guards.
-        for e in self._entries:
+        for e in self._flat_entries:
             if e.guard(args, e.const_tensors, gm):
                 e.hits += 1
                 self._stats["hits"] += 1
                 if self._check or config.check_enabled():
                     return self._checked(e, list(args), args)
-                return e.run(args) if type(args) is list else e.run(list(args))
+                return e.run(args)
         leaves, spec = flatten(list(args))
         if spec != (list, tuple([None] * len(args))):
             for e in self._entries:
-                if getattr(e, "arg_spec", None) == spec and e.guard(leaves, e.const_tensors, gm):
+                if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm):
                     e.hits += 1
                     self._stats["hits"] += 1
+                    if self._check or config.check_enabled():
+                        return self._checked(e, leaves, args)
                     return e.run(leaves)
+        if self._fell_back:  # past the recompile limit: new signatures run eagerly
+            self._stats["misses"] += 1
+            return self._call_eager_bound(args)
         return self._miss(args, leaves, spec, gm)
+
+    def _call_inline(self, args, kwargs):
+        fn = self._get_trace_fn()
+        if self._bound_self is not None:
+            return fn(self._bound_self, *args, **kwargs)
+        return fn(*args, **kwargs)
 
     def _bind(self, args, kwargs):
         try:
@@ -139,6 +193,7 @@ class CompiledFunction:
             else:
                 ba = self._sig.bind(*args, **kwargs)
         except TypeError as e:
+            self._raise_python_arg_error(args, kwargs)
             raise TypeError(f"{self.__name__}() {e}") from None
         ba.apply_defaults()
         vals = []
@@ -151,6 +206,21 @@ class CompiledFunction:
             else:
                 vals.append(v)
         return tuple(vals)
+
+    def _raise_python_arg_error(self, args, kwargs):
+        """Raise the TypeError Python itself gives for these arguments, by calling a stub
+        with the function's parameters (and defaults, and qualified name) but no body."""
+        try:
+            stub = _arg_stub(self._fn)
+        except Exception:  # an unusual callable (a builtin): keep the inspect-based message
+            return
+        try:
+            if self._bound_self is not None:
+                stub(self._bound_self, *args, **kwargs)
+            else:
+                stub(*args, **kwargs)
+        except TypeError as e:
+            raise e.with_traceback(None) from None
 
     # ---- capture ------------------------------------------------------------------------
     def _describe(self, leaves, names):
@@ -196,29 +266,60 @@ class CompiledFunction:
             self._stats["misses"] += 1
             names = self._leaf_names(args, spec)
             descs = self._describe(leaves, names)
-            if self._entries:
-                last = self._entries[-1]
-                reasons = describe_difference(last.descs, descs, last.grad_mode, gm)
-                self._stats["recompile_reasons"].extend(reasons)
-                config.topic("recompiles").info("recompiling %s: %s", self.__name__, "; ".join(reasons))
-                self._mark_dynamic(descs)
+            reasons = self._recompile_reasons(descs, spec, gm)
             if self._stats["compiles"] >= self._limit:
+                self._note_reasons(reasons)
                 if not self._fell_back:
                     self._fell_back = True
                     self._stats["eager_fallbacks"] += 1
                     msg = (f"tracejit: {self.__name__} hit the recompile limit ({self._limit}); it now runs "
-                           f"eagerly. Last reasons: {'; '.join(self._stats['recompile_reasons'][-3:])}. "
+                           f"eagerly for new input signatures. Last reasons: "
+                           f"{'; '.join(self._stats['recompile_reasons'][-3:])}. "
                            f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
                     warnings.warn(msg, RuntimeWarning, stacklevel=3)
                     config.log.warning(msg)
-                return self._call_eager(tuple(args), {})
-            entry = self._capture(leaves, spec, descs, gm)
+                return self._call_eager_bound(args)
+            saved = (set(self._dynamic), set(self._static), self._force_dynamic)
+            if self._entries:
+                self._mark_dynamic(descs)
+            try:
+                entry = self._capture(leaves, spec, descs, gm)
+            except BaseException:
+                # Nothing is kept from a capture that failed.
+                self._dynamic, self._static, self._force_dynamic = saved
+                raise
+            self._note_reasons(reasons)
             entry.arg_spec = spec
             self._entries.append(entry)
+            if spec == (list, (None,) * len(spec[1])):
+                self._flat_entries.append(entry)
             self._stats["compiles"] += 1
         if self._check or config.check_enabled():
             return self._checked(entry, leaves, args)
         return entry.run(leaves)
+
+    def _note_reasons(self, reasons):
+        if reasons:
+            self._stats["recompile_reasons"].extend(reasons)
+            config.topic("recompiles").info("recompiling %s: %s", self.__name__, "; ".join(reasons))
+
+    def _recompile_reasons(self, descs, spec, gm) -> list:
+        """Why no entry matched: the differences from the closest entry (fewest reasons)."""
+        best = None
+        for e in self._entries:
+            if e.arg_spec != spec:
+                reasons = ["the structure of the arguments changed (nesting of tuples/lists/dicts)"]
+            else:
+                reasons = describe_difference(e.descs, descs, e.grad_mode, gm)
+                extra = getattr(e, "extra", None)
+                if extra is not None and not extra():
+                    describe = getattr(extra, "describe", None)
+                    reasons += describe() if describe is not None else ["a custom guard failed"]
+                # A captured tensor (parameter, closure) changed dtype/shape/requires_grad.
+                reasons += describe_difference(e.const_descs, _const_descs(e.const_tensors), gm, gm)
+            if best is None or len(reasons) <= len(best):
+                best = reasons
+        return best or []
 
     def _mark_dynamic(self, descs):
         if not self._dynamic_ok:
@@ -235,19 +336,20 @@ class CompiledFunction:
                                                                 or o.requires_grad != n.requires_grad)):
                     ok = False
                     break
-                if o.kind == "const" and not (o.value is n.value or o.value == n.value):
+                if o.kind == "const" and not (o.value is n.value or _same_value(o.value, n.value)):
                     ok = False
                     break
                 if o.kind == "tensor":
                     for j, (a, b) in enumerate(zip(o.shape, n.shape)):
-                        if isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1):
+                        if (isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1)
+                                and (n.name, j) not in self._static):
                             diffs.append((n.name, j))
             if ok and diffs:
                 self._dynamic.update(diffs)
                 config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, diffs)
                 return
 
-    def _symbolic_descs(self, descs):
+    def _symbolic_descs(self, descs, allow_symbols: bool = True):
         """Replace dynamic dims by symbols; equal sizes share a symbol (checked by the guard)."""
         by_size: dict = {}
         out = []
@@ -257,7 +359,8 @@ class CompiledFunction:
                 continue
             shape = []
             for j, s in enumerate(d.shape):
-                if ((d.name, j) in self._dynamic or self._force_dynamic and s >= 2) and s >= 2:
+                if (allow_symbols and s >= 2 and (d.name, j) not in self._static
+                        and ((d.name, j) in self._dynamic or self._force_dynamic)):
                     sym = by_size.get(s)
                     if sym is None:
                         sym = by_size[s] = f"s{len(by_size)}"
@@ -276,75 +379,114 @@ class CompiledFunction:
                 self._trace_fn = self._fn
         return self._trace_fn
 
-    def _capture(self, leaves, spec, descs, gm):
+    def _trace(self, leaves, spec, sdescs, gm, const_names=None):
+        """Run the function on tracers for `sdescs`; returns (ctx, out_atoms, out_leaves,
+        out_spec, mutations)."""
         from ..ops.registry import Aval
         fn = self._get_trace_fn()
-        for _attempt in range(3):
-            sdescs = self._symbolic_descs(descs)
-            ctx = TraceContext()
-            syms = {}
-            with ctx, _gm.set_grad_enabled(gm):
-                tracers = []
-                orig_vars = []
-                for x, d in zip(leaves, sdescs):
-                    if d.kind == "tensor":
-                        shape = []
-                        for s, actual in zip(d.shape, x._data.shape):
-                            if isinstance(s, str):
-                                sym = syms.get(s)
-                                if sym is None:
-                                    sym = syms[s] = Sym.symbol(s, int(actual))
-                                shape.append(sym)
-                            else:
-                                shape.append(s)
-                        t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
-                                          requires_grad=d.requires_grad)
-                        orig_vars.append((len(tracers), t._var))
-                        tracers.append(t)
-                    elif d.kind == "scalar":
-                        dt = _dt.scalar_dtype(x)
-                        tracers.append(ctx.new_input(Aval((), dt, weak=True), _ident(d.name)))
-                    else:
-                        tracers.append(x)
-                targs = unflatten(spec, tracers)
-                if self._bound_self is not None:
-                    out = fn(self._bound_self, *targs)
+        ctx = TraceContext()
+        ctx.capture_grad = gm
+        if const_names is not None:
+            ctx.const_names = const_names
+        syms = {}
+        with ctx, _gm.set_grad_enabled(gm):
+            tracers = []
+            orig_vars = []
+            for x, d in zip(leaves, sdescs):
+                if d.kind == "tensor":
+                    shape = []
+                    for s, actual in zip(d.shape, x._data.shape):
+                        if isinstance(s, str):
+                            sym = syms.get(s)
+                            if sym is None:
+                                sym = syms[s] = Sym.symbol(s, int(actual))
+                            shape.append(sym)
+                        else:
+                            shape.append(s)
+                    t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
+                                      requires_grad=d.requires_grad)
+                    orig_vars.append((len(tracers), t._var))
+                    tracers.append(t)
+                elif d.kind == "scalar":
+                    dt = _dt.scalar_dtype(x)
+                    tracers.append(ctx.new_input(Aval((), dt, weak=True), _ident(d.name)))
                 else:
-                    out = fn(*targs)
-                out_leaves_raw, out_spec = flatten(out)
-                out_atoms, out_leaves = [], []
-                for o in out_leaves_raw:
-                    if isinstance(o, Tensor):
-                        out_leaves.append(("graph", len(out_atoms)))
-                        out_atoms.append(ctx.atom(o))
-                    else:
-                        out_leaves.append(("static", o))
-                mutations = []
-                for i, v0 in orig_vars:
-                    if tracers[i]._var is not v0:  # an in-place op rebound this input
-                        mutations.append((i, len(out_atoms)))
-                        out_atoms.append(tracers[i]._var)
+                    tracers.append(x)
+            targs, tkwargs = self._unbind(unflatten(spec, tracers))
+            if self._bound_self is not None:
+                out = fn(self._bound_self, *targs, **tkwargs)
+            else:
+                out = fn(*targs, **tkwargs)
+            out_leaves_raw, out_spec = flatten(out)
+            out_atoms, out_leaves = [], []
+            for o in out_leaves_raw:
+                if isinstance(o, Tensor):
+                    at = ctx.atom(o)
+                    number = isinstance(o, Tracer) and at.aval.weak and at.aval.shape == ()
+                    out_leaves.append(("number" if number else "graph", len(out_atoms)))
+                    out_atoms.append(at)
+                else:
+                    out_leaves.append(("static", o))
+            mutations = []
+            for i, v0 in orig_vars:
+                if tracers[i]._var is not v0:  # an in-place op rebound this input
+                    mutations.append((i, len(out_atoms)))
+                    out_atoms.append(tracers[i]._var)
+        return ctx, out_atoms, out_leaves, out_spec, mutations
+
+    def _capture(self, leaves, spec, descs, gm):
+        allow_symbols = True
+        for attempt in range(4):
+            if attempt == 3:
+                allow_symbols = False  # the last try is fully static: nothing left to specialize
+            sdescs = self._symbolic_descs(descs, allow_symbols)
+            symbolic = [(d.name, j) for d in sdescs if d.kind == "tensor"
+                        for j, s in enumerate(d.shape) if isinstance(s, str)]
+            try:
+                ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
+                    leaves, spec, sdescs, gm, self._const_names())
+            except Exception:
+                if not symbolic:
+                    raise
+                # Shape logic that symbolic dims cannot express: capture with static shapes
+                # (if that fails too, its error is the user's).
+                allow_symbols = False
+                continue
             if ctx.specialized:
-                # User code needed concrete sizes: keep those dims static and capture again.
-                self._dynamic = {(n, j) for (n, j) in self._dynamic
-                                 if not any(d.name == n and isinstance(d.shape[j], str) and d.shape[j] in ctx.specialized
-                                            for d in sdescs if d.kind == "tensor")}
-                self._force_dynamic = False
+                # User code needed concrete sizes: keep those dims static from now on and
+                # capture again.
+                spec_dims = {(d.name, j) for d in sdescs if d.kind == "tensor"
+                             for j, s in enumerate(d.shape) if isinstance(s, str) and s in ctx.specialized}
+                self._static.update(spec_dims)
+                self._dynamic -= spec_dims
+                config.topic("recompiles").info("%s: dims %s are used as Python values; keeping them "
+                                                "static", self.__name__, sorted(spec_dims))
                 continue
             break
+        if not allow_symbols:
+            self._static.update(symbolic)
+            self._dynamic -= set(symbolic)
         graph = ctx.graph(out_atoms, name=self.__name__)
         verify(graph)
         opt = optimize(graph)
         verify(opt)
-        const_descs = [LeafDesc("tensor", f"<captured {t._name or type(t).__name__} {tuple(t._data.shape)}>",
-                                t.dtype, t.device, t.requires_grad, tuple(t._data.shape))
-                       for t in ctx.const_tensors]
-        guard, src = build_guard(sdescs, const_descs, gm, self._extra_guard)
+        const_descs = _const_descs(ctx.const_tensors, self._const_names())
+        extra = self._extra_guard
+        if extra is not None and hasattr(extra, "snapshot"):
+            extra = extra.snapshot()  # the state this capture saw, checked on every call
+        guard, src = build_guard(sdescs, const_descs, gm, extra)
         config.topic("graphs").info("captured %s:\n%s", self.__name__, opt)
         config.topic("guards").info("guard for %s:\n%s", self.__name__, src)
         executor = self._make_executor(opt, gm)
-        return Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
-                     out_leaves, mutations, guard, src, executor)
+        entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
+                      out_leaves, mutations, guard, src, executor)
+        entry.extra = extra
+        return entry
+
+    def _const_names(self):
+        """Names for captured tensors: a module's parameter and buffer names."""
+        names = getattr(self, "_named_tensors", None)
+        return names() if names is not None else None
 
     def _make_executor(self, graph: Graph, gm: bool):
         compiler = self._compiler
@@ -369,7 +511,9 @@ class CompiledFunction:
     def reset(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._flat_entries.clear()
             self._dynamic.clear()
+            self._static.clear()
             self._fell_back = False
             self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
                            "eager_fallbacks": 0}
@@ -384,6 +528,31 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         return f"<tracejit.{self._mode} {self.__name__}: {len(self._entries)} entries>"
+
+
+def _arg_stub(fn):
+    sig = inspect.signature(fn)
+    params = [p.replace(annotation=p.empty, default=None if p.default is not p.empty else p.empty)
+              for p in sig.parameters.values()]
+    ns: dict = {}
+    exec(f"def stub{inspect.Signature(params)}: pass", ns)
+    stub = ns["stub"]
+    if isinstance(fn, types.FunctionType):  # its own defaults (others keep placeholders)
+        stub.__defaults__ = fn.__defaults__
+        stub.__kwdefaults__ = fn.__kwdefaults__
+    stub.__qualname__ = getattr(fn, "__qualname__", getattr(fn, "__name__", "function"))
+    stub.__code__ = stub.__code__.replace(co_name=getattr(fn, "__name__", "stub"),
+                                          co_qualname=stub.__qualname__)
+    return stub
+
+
+def _const_descs(tensors, names=None) -> list:
+    out = []
+    for t in tensors:
+        label = (names or {}).get(id(t)) or t._name or type(t).__name__
+        out.append(LeafDesc("tensor", f"<captured {label} {tuple(t._data.shape)}>", t.dtype, t.device,
+                            t.requires_grad, tuple(t._data.shape)))
+    return out
 
 
 def _ident(name: str) -> str:

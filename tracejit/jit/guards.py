@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import linecache
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["LeafDesc", "build_guard", "describe_difference"]
 
@@ -80,6 +80,9 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None):
             v = d.value
             if v is None or isinstance(v, (bool,)) or not _eq_comparable(v):
                 lines += [f"        if L[{i}] is not K{i}:", "            return False"]
+            elif isinstance(v, float) and v != v:  # nan: equal to nothing, but the same value
+                lines += [f"        if L[{i}].__class__ is not float or L[{i}] == L[{i}]:",
+                          "            return False"]
             else:
                 lines += [f"        if L[{i}].__class__ is not K{i}.__class__ or L[{i}] != K{i}:",
                           "            return False"]
@@ -87,7 +90,7 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None):
         lines += tensor_checks(f"C[{i}]", i, d, "c")
     if extra is not None:
         lines += ["        if not EXTRA():", "            return False"]
-    lines += ["    except (AttributeError, TypeError, IndexError):", "        return False",
+    lines += ["    except (AttributeError, TypeError, IndexError, ValueError):", "        return False",
               "    return True"]
     src = "\n".join(lines) + "\n"
     _counter[0] += 1
@@ -98,7 +101,13 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None):
 
 
 def _eq_comparable(v) -> bool:
-    return isinstance(v, (int, float, str, bytes, tuple, frozenset)) or type(v).__eq__ is not object.__eq__
+    """Values guarded by ``==`` (others by identity). Arrays are guarded by identity: their
+    ``==`` is elementwise, and an equal-looking array can be mutated later anyway."""
+    if isinstance(v, (int, float, str, bytes, tuple, frozenset)):
+        return True
+    if hasattr(v, "__array__") or hasattr(v, "shape"):
+        return False
+    return type(v).__eq__ is not object.__eq__
 
 
 def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> list:
@@ -131,6 +140,26 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
             if o.value is not n.value:
                 reasons.append(f"input {o.name!r}: type guard failed: {o.value.__name__} -> {n.value.__name__}")
         else:
-            if not (o.value is n.value or (_eq_comparable(o.value) and type(o.value) is type(n.value) and o.value == n.value)):
-                reasons.append(f"input {o.name!r}: value guard failed: {o.value!r} -> {n.value!r}")
+            if not (o.value is n.value or _same_value(o.value, n.value)):
+                if o.value is not None and not isinstance(o.value, bool) and not _eq_comparable(o.value):
+                    reasons.append(f"input {o.name!r}: identity guard failed: {_short(o.value)} -> "
+                                   f"{_short(n.value)} (a different object)")
+                else:
+                    reasons.append(f"input {o.name!r}: value guard failed: {o.value!r} -> {n.value!r}")
     return reasons
+
+
+def _same_value(a, b) -> bool:
+    if not _eq_comparable(a) or type(a) is not type(b):
+        return False
+    if isinstance(a, float) and a != a:
+        return b != b
+    try:
+        return bool(a == b)
+    except Exception:  # an __eq__ that doesn't give a truth value
+        return False
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."

@@ -6,11 +6,17 @@ interpreted program are exactly the eager ones.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ..device import CPU
 from ..ops.registry import bind
+from ..tensor import Tensor
 from ..shapes import Sym
 from .ir import Graph, Literal
 
 __all__ = ["interpret", "bind_symbols", "eval_params"]
+
+_PY_SCALARS = (bool, int, float)
 
 
 def bind_symbols(graph: Graph, args) -> dict:
@@ -46,12 +52,19 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None) -> list
     """Run `graph` on `args` (Tensors / numbers). `record(eqn, outs)` observes each step."""
     env: dict = {}
     for v, a in zip(graph.inputs, args):
+        if type(a) in _PY_SCALARS:
+            # A runtime scalar argument: a 0-d tensor of the dtype the graph typed it with,
+            # so every primitive (cast included) can take it.
+            a = Tensor._wrap(np.asarray(a, dtype=v.aval.dtype.np), v.aval.dtype, CPU)
         env[v] = a
     if syms is None:
         syms = bind_symbols(graph, args) if graph.symbols else {}
 
     def read(a):
-        return a.value if isinstance(a, Literal) else env[a]
+        if isinstance(a, Literal):
+            v = a.value
+            return v.evaluate(syms) if type(v) is Sym else v
+        return env[a]
 
     for e in graph.eqns:
         vals = [read(a) for a in e.inputs]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from ..ops.registry import Aval, Primitive
 from ..shapes import Sym
 
-__all__ = ["Var", "Literal", "Eqn", "Graph", "Atom", "verify", "VerifyError", "format_param"]
+__all__ = ["Var", "Literal", "Eqn", "Graph", "Atom", "verify", "VerifyError", "format_param",
+           "eqn_lines"]
 
 
 class Var:
@@ -96,6 +97,8 @@ def format_param(v, namer=None) -> str:
         return "(" + ",".join(format_param(x) for x in v) + ("," if len(v) == 1 else "") + ")"
     if isinstance(v, float):
         return repr(v)
+    if isinstance(v, type):
+        return v.__qualname__
     return str(v)
 
 
@@ -116,13 +119,22 @@ class _Namer:
         return "%" + name
 
 
+def eqn_lines(g: Graph) -> dict:
+    """{eqn: its text line as ``str(g)`` prints it}, for naming equations in messages."""
+    out: dict = {}
+    format_graph(g, with_locations=False, collect=out)
+    return out
+
+
 def _atom(a, namer) -> str:
     if isinstance(a, Literal):
         return repr(a.value)
     return namer(a)
 
 
-def format_graph(g: Graph, with_locations: bool = True, indent: str = "", namer=None) -> str:
+def format_graph(g: Graph, with_locations: bool = True, indent: str = "", namer=None,
+                 collect: Optional[dict] = None) -> str:
+    """The text form. `collect`, if given, receives {eqn: its line} (for error messages)."""
     namer = namer or _Namer()
     ins = ", ".join(f"{namer(v, True)}: {v.aval}" for v in g.inputs)
     lines = [f"{indent}{g.name}({ins}) {{"]
@@ -136,12 +148,14 @@ def format_graph(g: Graph, with_locations: bool = True, indent: str = "", namer=
         body.append((f"{indent}  {lhs} = {rhs}", e))
     width = max((len(s) for s, _ in body), default=0)
     for s, e in body:
+        if collect is not None:
+            collect[e] = s.strip()
         if with_locations and e.loc:
             s = s.ljust(width) + f"  # {os.path.basename(e.loc[0])}:{e.loc[1]}"
         lines.append(s)
         for k, v in e.params.items():
             if isinstance(v, Graph):
-                lines.append(format_graph(v, with_locations, indent + "    ", namer).replace(
+                lines.append(format_graph(v, with_locations, indent + "    ", namer, collect).replace(
                     f"{indent}    {v.name}(", f"{indent}    {k}: {v.name}(", 1))
     outs = ", ".join(_atom(a, namer) for a in g.outputs)
     lines.append(f"{indent}  return {outs}")
@@ -155,7 +169,11 @@ class VerifyError(Exception):
 
 
 def verify(g: Graph, outer: frozenset = frozenset()) -> None:
-    """Check every use is defined before it, each var is defined once, and types agree."""
+    """Check every use is defined before it, each var is defined once, and types agree.
+
+    Sub-graphs (branches, loop bodies) are closed: they see only their own inputs, which
+    is how the interpreter runs them, so they are verified on their own.
+    """
     defined = set(outer)
     for v in g.inputs:
         if not isinstance(v, Var):
@@ -174,11 +192,17 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
                 raise VerifyError(f"eqn {i} ({e.prim.name}) redefines {o!r}")
         for v in e.params.values():
             if isinstance(v, Graph):
-                verify(v, frozenset(defined))
+                try:
+                    verify(v)
+                except VerifyError as ex:
+                    raise VerifyError(f"eqn {i} ({e.prim.name}), sub-graph {v.name!r}: {ex}") from None
         check = getattr(e.prim, "extra", {}).get("check")
         if check is not None:
             check(e)
-        elif e.prim.kind not in ("control",):
+        elif e.prim.kind == "control":
+            _check_control(i, e)
+        else:
+            _check_arity(i, e)
             try:
                 avals = [a.aval for a in e.inputs]
                 expect = _rule_aval(e, avals)
@@ -192,6 +216,54 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
     for a in g.outputs:
         if isinstance(a, Var) and a not in defined:
             raise VerifyError(f"graph output {a!r} is undefined")
+
+
+def _check_arity(i: int, e: Eqn) -> None:
+    """The number of operands the primitive's implementation takes (params aside)."""
+    import inspect
+    try:
+        sig = inspect.signature(e.prim.impl)
+    except (TypeError, ValueError):
+        return
+    ps = list(sig.parameters.values())[1:]  # after `xp`
+    if any(p.kind == p.VAR_POSITIONAL for p in ps):
+        return
+    pos = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in e.params]
+    lo = sum(1 for p in pos if p.default is p.empty)
+    if not lo <= len(e.inputs) <= len(pos):
+        want = str(lo) if lo == len(pos) else f"{lo} to {len(pos)}"
+        raise VerifyError(f"eqn {i} ({e.prim.name}) has {len(e.inputs)} operands; it takes {want}")
+
+
+def _same_type(a: Aval, b: Aval) -> bool:
+    return tuple(a.shape) == tuple(b.shape) and a.dtype is b.dtype
+
+
+def _check_control(i: int, e: Eqn) -> None:
+    """Operands and results of cond/while agree with their sub-graphs."""
+    where = f"eqn {i} ({e.prim.name})"
+    if e.prim.name == "cond":
+        pred = e.inputs[0] if e.inputs else None
+        if pred is None or tuple(pred.aval.shape) != () or not pred.aval.dtype.is_bool:
+            raise VerifyError(f"{where}: the predicate must be a bool[] value")
+        ops = e.inputs[1:]
+        for k in ("true_graph", "false_graph"):
+            g = e.params[k]
+            if len(g.inputs) != len(ops) or not all(_same_type(a.aval, v.aval) for a, v in zip(ops, g.inputs)):
+                raise VerifyError(f"{where}: operands do not match the inputs of {k}")
+            if len(g.outputs) != len(e.outs) or not all(_same_type(a.aval, o.aval) for a, o in zip(g.outputs, e.outs)):
+                raise VerifyError(f"{where}: outputs of {k} do not match the equation's outputs")
+    elif e.prim.name == "while":
+        cg, bg = e.params["cond_graph"], e.params["body_graph"]
+        for g in (cg, bg):
+            if len(g.inputs) != len(e.inputs) or not all(_same_type(a.aval, v.aval) for a, v in zip(e.inputs, g.inputs)):
+                raise VerifyError(f"{where}: operands do not match the inputs of {g.name!r}")
+        if len(cg.outputs) != 1 or tuple(cg.outputs[0].aval.shape) != () or not cg.outputs[0].aval.dtype.is_bool:
+            raise VerifyError(f"{where}: the loop condition must return one bool[] value")
+        n = len(e.outs)
+        if len(bg.outputs) != n or not all(_same_type(a.aval, o.aval) for a, o in zip(bg.outputs, e.outs)) \
+                or not all(_same_type(a.aval, o.aval) for a, o in zip(e.inputs[:n], e.outs)):
+            raise VerifyError(f"{where}: loop-carried values change type in the body")
 
 
 def _rule_aval(e: Eqn, avals):

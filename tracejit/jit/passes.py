@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.registry import Aval
+from ..shapes import Sym
 from .ir import Eqn, Graph, Literal, Var
 
 __all__ = ["optimize", "dce", "cse", "fold_constants", "simplify"]
@@ -92,12 +93,18 @@ def cse(g: Graph) -> Graph:
 
 
 def fold_constants(g: Graph) -> Graph:
-    """Evaluate elementwise equations whose operands are all literals."""
+    """Evaluate elementwise equations whose operands are all literals.
+
+    A graph output stays computed by an equation: outputs are tensors, and a literal is a
+    Python number.
+    """
     env: dict = {}
     eqns = []
+    outputs = set(a for a in g.outputs if isinstance(a, Var))
     for e in g.eqns:
         ins = tuple(_subst(a, env) for a in e.inputs)
-        if (e.prim.kind == "elementwise" and ins and all(isinstance(a, Literal) for a in ins)
+        if (e.prim.kind == "elementwise" and ins and e.out not in outputs
+                and all(isinstance(a, Literal) and not isinstance(a.value, Sym) for a in ins)
                 and e.out.aval.shape == () and e.out.aval.dtype.np.kind in "fiub"):
             try:
                 vals = [np.asarray(a.value, dtype=e.out.aval.dtype.np if e.prim.promote else None) for a in ins]
@@ -113,14 +120,20 @@ def fold_constants(g: Graph) -> Graph:
 
 
 def _is_lit(a, v) -> bool:
-    return isinstance(a, Literal) and not isinstance(a.value, bool) and a.value == v
+    return (isinstance(a, Literal) and not isinstance(a.value, (bool, Sym)) and a.value == v)
 
 
 def simplify(g: Graph) -> Graph:
-    """x*1, 1*x, x+0, 0+x, x-0, x/1, x**1, --x, cast to the same dtype, identity reshapes."""
+    """x*1, 1*x, x+0, 0+x, x-0, x/1, x**1, --x, cast to the same dtype, identity reshapes.
+
+    An output is not replaced by a graph input: the caller would get its own argument
+    back (the same tensor object) where the Python code returns a new tensor.
+    """
     env: dict = {}
     producer: dict = {}
     eqns = []
+    outputs = set(a for a in g.outputs if isinstance(a, Var))
+    inputs = set(g.inputs)
     for e in g.eqns:
         ins = tuple(_subst(a, env) for a in e.inputs)
         e = Eqn(e.prim, ins, e.outs, _map_graphs(e.params, simplify), e.loc)
@@ -150,7 +163,7 @@ def simplify(g: Graph) -> Graph:
         elif n in ("cast", "reshape", "expand", "copy") and n != "copy":
             if same(ins[0]):
                 repl = ins[0]
-        if repl is not None:
+        if repl is not None and not (e.out in outputs and repl in inputs):
             env[e.out] = repl
             continue
         eqns.append(e)

@@ -85,6 +85,26 @@ class _Helpers:
         return a or b()
 
     @staticmethod
+    def compare_chain(ops, left, *rights):
+        """``a < b < c``: each operand evaluated once, later ones only if needed, as Python."""
+        import operator
+        result = None
+        for name, right_thunk in zip(ops, rights):
+            right = right_thunk()
+            r = getattr(operator, name)(left, right)
+            if result is None:
+                result = r
+            elif control._is_traced(result) or control._is_traced(r):
+                from ..ops import logical_and
+                result = logical_and(result, r)
+            else:
+                result = result and r
+            if not control._is_traced(result) and not result:
+                return result
+            left = right
+        return result
+
+    @staticmethod
     def not_(a):
         if control._is_traced(a):
             from ..ops import logical_not
@@ -155,6 +175,15 @@ def _contains_shallow(stmts, kinds) -> bool:
     return found[0]
 
 
+def _attribute_store(stmts):
+    """The first ``obj.attr = ...`` in the statements (outside nested functions), or None."""
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+                return n
+    return None
+
+
 class _Rewriter(ast.NodeTransformer):
     def __init__(self, filename: str):
         self.n = 0
@@ -218,10 +247,14 @@ class _Rewriter(ast.NodeTransformer):
         names = _assigned(node.body + node.orelse)
         tf, ff = self._fresh("true"), self._fresh("false")
         ret = ast.Return(self._tuple(names))
+        effect = _attribute_store(node.body + node.orelse)
         defs = [self._def(tf, names, self._block(node.body) + [ret], node),
                 self._def(ff, names, self._block(node.orelse) + [ret], node)]
         call = self._call("cond", [test, ast.Name(tf, ast.Load()), ast.Name(ff, ast.Load()),
                                    self._current(names), self._strs(names)])
+        if effect is not None:
+            what = f"assigning `{ast.unparse(effect)}` at {self.filename}:{effect.lineno}"
+            call.keywords = [ast.keyword("effect", ast.Constant(what))]
         return defs + [self._assign(names, call, node)]
 
     # -- loops --------------------------------------------------------------------------
@@ -270,6 +303,16 @@ class _Rewriter(ast.NodeTransformer):
         for v in reversed(node.values[:-1]):
             expr = self._call(fn, [v, ast.Lambda(ast.arguments([], [], None, [], [], None, []), expr)])
         return ast.copy_location(expr, node)
+
+    def visit_Compare(self, node):
+        node = self.generic_visit(node)
+        names = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+        if len(node.ops) < 2 or not all(type(o) in names for o in node.ops):
+            return node
+        lam = lambda e: ast.Lambda(ast.arguments([], [], None, [], [], None, []), e)  # noqa: E731
+        ops = ast.Tuple([ast.Constant(names[type(o)]) for o in node.ops], ast.Load())
+        return ast.copy_location(self._call("compare_chain", [ops, node.left] + [lam(c) for c in node.comparators]),
+                                 node)
 
     def visit_UnaryOp(self, node):
         node = self.generic_visit(node)
@@ -337,6 +380,12 @@ def convert(fn):
         raise ScriptError(f"@script expects a function definition, got {type(fdef).__name__} at {filename}:{first}")
     ast.increment_lineno(tree, first - 1)
     fdef.decorator_list = []
+    # Annotations are not needed, and evaluating them again here could fail (forward
+    # references under `from __future__ import annotations`).
+    fdef.returns = None
+    a = fdef.args
+    for arg in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]:
+        arg.annotation = None
     self_name = fdef.args.args[0].arg if fdef.args.args else None
     fdef = _SuperFix(self_name).visit(fdef)
     fdef = _Rewriter(filename).visit(fdef)

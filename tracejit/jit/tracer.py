@@ -5,14 +5,19 @@ Operands are turned into atoms: tracers of this trace give their `Var`; tracers 
 enclosing trace (a branch body reading an outer value) and concrete tensors (module
 parameters, closed-over tensors) are lifted into graph inputs, the latter read by
 identity on every call so optimizer updates are seen without recapture. Python
-scalars become `Literal`s. dtype promotion inserts explicit ``cast`` equations, so
-the IR is fully typed. Anything needing a concrete value (``bool(t)``, ``t.item()``)
-raises a `TraceError` naming the user's line.
+scalars become `Literal`s, and so do dynamic sizes used as numbers (a `Sym` value,
+evaluated from the input shapes on each call). dtype promotion inserts explicit
+``cast`` equations, so the IR is fully typed. Arithmetic on runtime scalar arguments
+alone stays weakly typed, like the Python numbers it stands for. ``detach()`` and
+``with no_grad():`` inside the function become ``detach`` equations, so the graph
+keeps where gradients stop. Anything needing a concrete value (``bool(t)``,
+``t.item()``) raises a `TraceError` naming the user's line.
 """
 from __future__ import annotations
 
 from typing import Callable, Optional
 
+from .. import dtypes as _dt
 from .. import shapes as _shapes
 from ..device import CPU
 from ..errors import DeviceMismatchError, TraceError, user_location
@@ -36,6 +41,13 @@ class Tracer(Tensor):
     def _concrete(self, what: str):
         loc = user_location(3)
         where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        if self._var.aval.weak:  # computed from @script's runtime scalar arguments only
+            raise TraceError(
+                f"{what} needs the value of a runtime scalar argument{where}: @script keeps Python "
+                f"numbers passed to the function as inputs of the compiled program, so their values "
+                f"are not known while capturing (e.g. to be a size or a Python int). Use "
+                f"@tracejit.trace, which specializes (and guards) scalar arguments, or compute the "
+                f"value outside the function and pass it in.")
         raise TraceError(
             f"{what} needs the value of a traced tensor{where}, which tracing cannot capture: "
             f"the compiled program must not depend on tensor values through Python. Use "
@@ -71,6 +83,34 @@ class Tracer(Tensor):
 
     def is_contiguous(self) -> bool:
         return True
+
+    # Tensor's versions of these build a new Tensor around `_data`, which a tracer lacks.
+    def detach(self) -> "Tracer":
+        # Recorded as an equation: the IR must keep the point where gradients stop.
+        return _reg.bind(DETACH, self)
+
+    @property
+    def data(self) -> "Tracer":
+        return self.detach()
+
+    @data.setter
+    def data(self, value) -> None:
+        raise TraceError("assigning `.data` of a traced tensor is not supported inside a compiled "
+                         "function; compute a new tensor instead")
+
+    def data_ptr(self):
+        self._concrete("tensor.data_ptr()")
+
+    def __dlpack__(self, *args, **kwargs):
+        self._concrete("tensor.__dlpack__()")
+
+    def backward(self, *args, **kwargs):
+        raise TraceError("backward() inside a compiled function is not supported: return the loss "
+                         "from the function and call .backward() on the result")
+
+    def register_hook(self, hook):
+        raise TraceError("register_hook on a tensor inside a compiled function is not supported; "
+                         "register it on the result outside the function")
 
     def __repr__(self) -> str:
         return f"Tracer({self._var.aval})"
@@ -108,6 +148,8 @@ class TraceContext:
         self.captured: dict = {}       # outer Var -> local input Var (sub-traces)
         self.captured_outer: list = []  # outer atoms, in order, for the enclosing eqn
         self.specialized: set = set()  # symbols user code asked the concrete value of
+        self.const_names: Optional[dict] = None  # id(tensor) -> name (a module's parameter names)
+        self.capture_grad = True  # the grad mode the graph will run under (root context)
         self._prev = None
         self._prev_hook = None
 
@@ -146,6 +188,11 @@ class TraceContext:
             return self._capture(a)
         if isinstance(a, Tensor):
             return self._const(a)
+        if isinstance(a, _shapes.Sym):
+            # A dynamic size used as a number (``x.sum() / x.shape[0]``, ``mean``): a literal
+            # whose value is evaluated from the input shapes on every call, so the dim stays
+            # dynamic instead of being specialized.
+            return Literal(a, Aval((), _dt.int64, CPU, weak=True))
         if isinstance(a, (bool, int, float)) or type(a).__module__ == "numpy":
             av = scalar_aval(a, _DUMMY_PRIM)
             return Literal(a.item() if hasattr(a, "item") else a, av)
@@ -175,7 +222,8 @@ class TraceContext:
             return v
         v = self.consts.get(id(t))
         if v is None:
-            v = Var(Aval(t._data.shape, t.dtype, t.device), t._name or "")
+            name = (self.const_names or {}).get(id(t)) or t._name or ""
+            v = Var(Aval(t._data.shape, t.dtype, t.device), "".join(c if c.isalnum() else "_" for c in name))
             self.consts[id(t)] = v
             self.const_tensors.append(t)
         return v
@@ -184,29 +232,48 @@ class TraceContext:
     def record(self, prim: Primitive, args, params):
         atoms = [self.atom(a, prim.name) for a in args]
         avals = [a.aval for a in atoms]
+        # Arithmetic on runtime scalar arguments only (``n + 1`` in @script) is Python
+        # arithmetic in the original code: its results stay weakly typed, so they promote
+        # like Python numbers and are returned as Python numbers.
+        scalar_math = all(av.weak for av in avals) and any(isinstance(a, Var) for a in atoms)
         dev = None
         for av in avals:
             if not av.weak:
                 if dev is None:
                     dev = av.device
                 elif av.device is not dev:
+                    loc = user_location(2)
+                    where = f" at {loc[0]}:{loc[1]}" if loc else ""
                     raise DeviceMismatchError(
-                        f"{prim.name}: expected all tensors on the same device, got {dev} and {av.device}")
+                        f"{prim.name}{where}: expected all tensors on the same device, got {dev} and "
+                        f"{av.device} (move one with .to(device) inside or outside the compiled function)")
         if prim.promote and atoms:
             cd = compute_dtype(prim, avals)
             for i, (at, av) in enumerate(zip(atoms, avals)):
-                if isinstance(at, Literal):
+                if isinstance(at, Literal) and isinstance(at.value, _shapes.Sym):
+                    atoms[i] = Literal(at.value, Aval((), cd, CPU, weak=True))
+                elif isinstance(at, Literal):
                     val = at.value
                     conv = float(val) if cd.is_floating_point else (bool(val) if cd.is_bool else int(val))
                     atoms[i] = Literal(conv, Aval((), cd, CPU, weak=True))
                 elif av.dtype is not cd:
-                    atoms[i] = self._emit(_CAST, [at], {"dtype": cd})[0]
+                    atoms[i] = self._emit(_CAST, [at], {"dtype": cd},
+                                          Aval(av.shape, cd, av.device, weak=av.weak))[0]
             avals = [a.aval for a in atoms]
         out_aval = prim.rule(*avals, **params)
         if dev is not None and out_aval.device is not dev and prim.name != "to_device":
             out_aval = Aval(out_aval.shape, out_aval.dtype, dev)
+        if scalar_math and out_aval.shape == ():
+            out_aval = Aval((), out_aval.dtype, out_aval.device, weak=True)
         var = self._emit(prim, atoms, params, out_aval)[0]
+        if self._no_grad_region() and out_aval.dtype.is_floating_point and prim is not DETACH:
+            var = self._emit(DETACH, [var], {}, out_aval)[0]
         return _make_tracer(var, self)
+
+    def _no_grad_region(self) -> bool:
+        """Inside ``with no_grad():`` within a function captured with grad mode on: the
+        graph runs with grad mode on, so values computed here must stop gradients."""
+        return not _reg._grad_enabled() and self._root().capture_grad
 
     def _emit(self, prim, atoms, params, out_aval=None, outs=None):
         if outs is None:
@@ -219,7 +286,10 @@ class TraceContext:
     def emit_multi(self, prim, atoms, params, out_avals) -> list:
         outs = tuple(Var(a) for a in out_avals)
         self.eqns.append(Eqn(prim, tuple(atoms), outs, dict(params), user_location(3)))
-        return [_make_tracer(v, self) for v in outs]
+        vs = list(outs)
+        if self._no_grad_region():
+            vs = [self._emit(DETACH, [v], {}, v.aval)[0] if v.aval.dtype.is_floating_point else v for v in vs]
+        return [_make_tracer(v, self) for v in vs]
 
     def record_function(self, cls, args, kwargs):
         """A custom autograd.Function call: one equation holding its traced forward."""
@@ -280,6 +350,11 @@ class TraceContext:
 
 
 _DUMMY_PRIM = Primitive("literal", None, None)
+
+# ``tensor.detach()`` inside a compiled function: the identity with no gradient (jax's
+# stop_gradient). Eagerly it is what ``detach`` does: same data, no autograd edge.
+DETACH = _reg.defprim("detach", lambda xp, a: a, lambda a: Aval(a.shape, a.dtype, a.device), None,
+                      kind="elementwise", scalar=lambda e, a: a, save=lambda rq: ())
 _CAST = _reg.REGISTRY["cast"]
 
 

@@ -1,0 +1,337 @@
+"""@tracejit.trace: arguments and results, specialization of Python values, errors for
+value-dependent Python control flow, in-place ops, custom Functions, nesting."""
+from __future__ import annotations
+
+import inspect
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.errors import TraceError
+
+
+def _np(t):
+    return t.detach().numpy()
+
+
+def _close(a, b):
+    np.testing.assert_allclose(_np(a), _np(b), rtol=1e-5, atol=1e-6)
+
+
+def _line_of(fn, text: str) -> int:
+    """The absolute line number of the first line of `fn` containing `text`."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, s in enumerate(lines) if text in s)
+
+
+# --------------------------------------------------------------------------- arguments/results
+Pair = namedtuple("Pair", "a b")
+
+
+def test_nested_tuple_list_dict_arguments_and_results(compiler):
+    def f(xs, d, pair):
+        a, (b, c) = xs
+        s = a + b * c + d["w"] * d["k"]
+        return {"sum": s, "parts": [a * 2, (pair.a - pair.b,)], "label": d["name"]}, Pair(s, 3)
+
+    cf = tj.trace(f, compiler=compiler)
+    rng = np.random.default_rng(0)
+    t = [tj.tensor(rng.standard_normal(3).astype(np.float32)) for _ in range(6)]
+    args = ((t[0], [t[1], t[2]]), {"w": t[3], "k": 2.0, "name": "lbl"}, Pair(t[4], t[5]))
+    got = cf(*args)
+    exp = f(*args)
+    assert got[0].keys() == exp[0].keys()
+    _close(got[0]["sum"], exp[0]["sum"])
+    _close(got[0]["parts"][0], exp[0]["parts"][0])
+    assert isinstance(got[0]["parts"][1], tuple)
+    _close(got[0]["parts"][1][0], exp[0]["parts"][1][0])
+    assert got[0]["label"] == "lbl"
+    assert isinstance(got[1], Pair) and got[1].b == 3
+    _close(got[1].a, exp[1].a)
+    # same structure again: a cache hit; new tensor values are used
+    args2 = ((t[1], [t[0], t[2]]), {"w": t[3], "k": 2.0, "name": "lbl"}, Pair(t[4], t[5]))
+    _close(cf(*args2)[0]["sum"], f(*args2)[0]["sum"])
+    st = cf.cache_stats()
+    assert (st["compiles"], st["hits"]) == (1, 1)
+
+
+def test_nested_argument_structure_change_recompiles():
+    def f(xs):
+        return sum(xs)
+
+    cf = tj.trace(f, compiler="interpret")
+    assert cf([tj.ones(2), tj.ones(2)]).tolist() == [2.0, 2.0]
+    assert cf([tj.ones(2), tj.ones(2), tj.ones(2)]).tolist() == [3.0, 3.0]
+    assert cf((tj.ones(2),)).tolist() == [1.0, 1.0]
+    assert cf.cache_stats()["compiles"] == 3
+
+
+def test_flat_call_never_uses_an_entry_captured_from_nested_arguments():
+    def f(a, b):
+        return b * 2 if isinstance(a, list) else a + b
+
+    cf = tj.trace(f, compiler="interpret")
+    x = tj.ones(2)
+    assert cf([], x).tolist() == [2.0, 2.0]      # leaves: [x]
+    assert cf(x, x * 5).tolist() == [6.0, 6.0]   # leaf 0 has the same type: must not hit
+
+
+def test_keyword_arguments_defaults_varargs():
+    def f(x, *rest, scale=2.0, **extra):
+        return (x + sum(rest)) * scale + extra.get("shift", 0)
+
+    cf = tj.trace(f, compiler="interpret")
+    one = tj.ones(2)
+    assert cf(one).tolist() == [2.0, 2.0]
+    assert cf(one, one, one, scale=3.0, shift=1).tolist() == [10.0, 10.0]
+    assert cf(x=one).tolist() == [2.0, 2.0]  # same signature as the first call: a hit
+    assert cf.cache_stats()["hits"] == 1
+
+
+def test_function_without_a_name_can_be_traced():
+    import functools
+
+    cf = tj.trace(functools.partial(lambda x, k: x * k, k=3.0), compiler="interpret")
+    assert cf(tj.ones(2)).tolist() == [3.0, 3.0]
+
+
+# --------------------------------------------------------------------------- specialization
+def test_python_scalars_are_specialized_and_guarded():
+    def f(x, n, mode):
+        return x * n if mode == "mul" else x + n
+
+    cf = tj.trace(f, compiler="interpret")
+    x = tj.ones(2)
+    assert cf(x, 2, "mul").tolist() == [2.0, 2.0]
+    assert "mul %x 2.0" in cf.entries[0].graph.text(False)  # baked in as a constant
+    assert cf(x, 2, "mul").tolist() == [2.0, 2.0]
+    assert cf(x, 3, "mul").tolist() == [3.0, 3.0]
+    assert cf(x, 3, "add").tolist() == [4.0, 4.0]
+    assert cf(x, 3.0, "add").tolist() == [4.0, 4.0]  # float 3.0 is not int 3: its own entry
+    assert cf(x, True, "add").tolist() == [2.0, 2.0]
+    st = cf.cache_stats()
+    assert (st["compiles"], st["hits"]) == (5, 1)
+    r = st["recompile_reasons"]
+    assert r[0] == "input 'n': value guard failed: 2 -> 3"
+    assert r[1] == "input 'mode': value guard failed: 'mul' -> 'add'"
+    assert r[2] == "input 'n': value guard failed: 3 -> 3.0"
+
+
+def test_control_flow_on_guarded_values_is_fine_under_trace():
+    def f(x, n):
+        if n > 2 and x.shape[0] == 3:
+            return x * n
+        return x
+
+    cf = tj.trace(f, compiler="interpret")
+    assert cf(tj.ones(3), 5).tolist() == [5.0] * 3
+    assert cf(tj.ones(3), 1).tolist() == [1.0] * 3
+    assert cf(tj.ones(4), 5).tolist() == [1.0] * 4
+
+
+def test_if_on_tensor_value_raises_trace_error_naming_the_line():
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    cf = tj.trace(f, compiler="interpret")
+    with pytest.raises(TraceError) as ei:
+        cf(tj.ones(2))
+    msg = str(ei.value)
+    assert f"{__file__}:{_line_of(f, 'if x.sum()')}" in msg
+    assert "@tracejit.script" in msg
+    assert cf.cache_stats()["entries"] == 0
+
+
+@pytest.mark.parametrize("expr", ["x.sum().item()", "float(x.sum())", "int(x.max())",
+                                  "x.tolist()", "x.numpy()", "bool(x.all())"])
+def test_reading_a_traced_value_raises_trace_error(expr):
+    ns = {}
+    exec(f"def f(x):\n    v = {expr}\n    return x\n", ns)
+    cf = tj.trace(ns["f"], compiler="interpret")
+    with pytest.raises(TraceError, match="@tracejit.script") as ei:
+        cf(tj.ones(2))
+    assert "<string>:2" in str(ei.value)
+
+
+def test_item_error_names_user_line():
+    def f(x):
+        return x * x.item()
+
+    with pytest.raises(TraceError, match=r"tensor\.item\(\)") as ei:
+        tj.trace(f, compiler="interpret")(tj.ones(1))
+    assert f"{__file__}:{_line_of(f, 'x.item()')}" in str(ei.value)
+
+
+def test_closure_tensors_are_inputs_read_every_call():
+    w = tj.ones(2)
+
+    def f(x):
+        return x * w
+
+    cf = tj.trace(f, compiler="interpret")
+    assert cf(tj.ones(2)).tolist() == [1.0, 1.0]
+    with tj.no_grad():
+        w.mul_(3)
+    assert cf(tj.ones(2)).tolist() == [3.0, 3.0]
+    assert cf.cache_stats()["compiles"] == 1
+    assert len(cf.entries[0].graph.inputs) == 2  # x and w: w is not a constant
+
+
+# --------------------------------------------------------------------------- in-place
+def test_inplace_ops_on_tracers_match_eager(compiler):
+    def f(x, y):
+        z = x * 2
+        z.add_(1)
+        z.mul_(y)
+        z[0] = 5.0
+        z.clamp_(max=4.0)
+        return z
+
+    cf = tj.trace(f, compiler=compiler)
+    x, y = tj.tensor([1.0, 2.0, 3.0]), tj.tensor([0.5, 1.0, 2.0])
+    _close(cf(x, y), f(x, y))
+    assert cf(x, y).tolist() == [4.0, 4.0, 4.0] and f(x, y).tolist() == [4.0, 4.0, 4.0]
+
+
+def test_mutation_of_input_tensors_is_written_back(compiler):
+    def f(x, y, n):
+        x.add_(n)
+        y.mul_(2)
+        y.sub_(x)
+        return x + y
+
+    cf = tj.trace(f, compiler=compiler)
+    for _ in range(2):  # capture, then a cache hit
+        xe, ye = tj.tensor([1.0, 2.0]), tj.tensor([3.0, 4.0])
+        xc, yc = tj.tensor([1.0, 2.0]), tj.tensor([3.0, 4.0])
+        vx, vy = xc._version, yc._version
+        re, rc = f(xe, ye, 1), cf(xc, yc, 1)
+        _close(rc, re)
+        _close(xc, xe)
+        _close(yc, ye)
+        assert xc._version > vx and yc._version > vy
+    assert cf.cache_stats()["compiles"] == 1
+
+
+def test_inplace_through_autograd_matches_eager():
+    def f(x):
+        y = x * 3
+        y.mul_(x)
+        y[1] = 0.0
+        return y.sum()
+
+    xe = tj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    xc = tj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    f(xe).backward()
+    tj.trace(f, compiler="interpret")(xc).backward()
+    assert xc.grad.tolist() == xe.grad.tolist() == [6.0, 0.0, 18.0]
+
+
+def test_inplace_on_leaf_requiring_grad_is_the_eager_error():
+    def f(x):
+        x.add_(1)
+        return x
+
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        tj.trace(f, compiler="interpret")(tj.ones(2, requires_grad=True))
+
+
+# --------------------------------------------------------------------------- custom Functions
+class ScaledExp(tj.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        y = (x * k).exp()
+        ctx.save_for_backward(y)
+        ctx.k = k
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        # deliberately not the true derivative, so the test sees the custom rule is used
+        return g * y * ctx.k * 2.0, None
+
+
+def test_custom_function_forward_and_grads_match_eager(compiler):
+    def f(x, w):
+        return (ScaledExp.apply(x * w, 0.5) + x).sum()
+
+    cf = tj.trace(f, compiler=compiler)
+    x0 = np.array([0.1, -0.4, 0.3], np.float32)
+    w0 = np.array([1.0, 2.0, -1.0], np.float32)
+    xe, we = tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True)
+    xc, wc = tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True)
+    le, lc = f(xe, we), cf(xc, wc)
+    _close(lc, le)
+    le.backward()
+    lc.backward()
+    _close(xc.grad, xe.grad)
+    _close(wc.grad, we.grad)
+    # the custom backward (2x the true derivative) was used, not autodiff of forward
+    true_dx = np.exp(0.5 * x0 * w0) * 0.5 * w0 + 1
+    assert not np.allclose(_np(xc.grad), true_dx)
+    assert "custom_function[fn_cls=ScaledExp" in cf.entries[0].graph.text(False)
+
+
+# --------------------------------------------------------------------------- composition
+def test_compiled_function_called_inside_another_is_inlined():
+    @tj.script(compiler="interpret")
+    def inner(x, t: float):
+        if x.sum() > t:
+            return x * 2
+        return x * 3
+
+    @tj.trace(compiler="interpret")
+    def outer(x):
+        return inner(x, 0.0) + 1
+
+    assert outer(tj.ones(2)).tolist() == [3.0, 3.0]
+    assert outer(-tj.ones(2)).tolist() == [-2.0, -2.0]  # the cond was captured, not specialized
+    assert outer.cache_stats()["compiles"] == 1
+    assert inner.cache_stats()["compiles"] == 0
+
+
+def test_detach_inside_a_compiled_function_stops_gradients():
+    def f(x):
+        return (x * x.detach()).sum()
+
+    x = tj.tensor([1.0, 2.0], requires_grad=True)
+    cf = tj.trace(f, compiler="interpret")
+    cf(x).backward()
+    assert x.grad.tolist() == [1.0, 2.0]  # d/dx (x * c) = c, not 2x
+    assert "detach" in cf.entries[0].graph.text(False)
+
+
+def test_softmax_gradient_through_trace_matches_eager():
+    def f(x):
+        return (x.softmax(-1) * tj.tensor([1.0, 2.0, 3.0])).sum()
+
+    x0 = [[0.1, 0.5, -0.2], [1.0, 0.0, 2.0]]
+    xe, xc = tj.tensor(x0, requires_grad=True), tj.tensor(x0, requires_grad=True)
+    f(xe).backward()
+    tj.trace(f, compiler="interpret")(xc).backward()
+    _close(xc.grad, xe.grad)
+
+
+def test_backward_inside_a_compiled_function_is_a_clear_error():
+    def f(x):
+        (x * 2).sum().backward()
+        return x
+
+    with pytest.raises(TraceError, match="backward"):
+        tj.trace(f, compiler="interpret")(tj.ones(2, requires_grad=True))
+
+
+def test_no_grad_block_inside_a_compiled_function(compiler):
+    def f(x, w):
+        with tj.no_grad():
+            s = x * w  # a constant as far as gradients go
+        return (s * w).sum()
+
+    w = tj.tensor([1.0, 2.0], requires_grad=True)
+    tj.trace(f, compiler=compiler)(tj.tensor([3.0, 4.0]), w).backward()
+    assert w.grad.tolist() == [3.0, 8.0]  # d/dw (c * w) = c = x * w; not 2 * x * w
