@@ -8,6 +8,7 @@ first use, so an entry that never needs gradients never compiles a backward.
 from __future__ import annotations
 
 import logging
+import operator
 
 import numpy as np
 
@@ -108,6 +109,8 @@ class CompiledProgram:
         from .plan import graph_backend
         self._backend = graph_backend(graph)
         self._scalar_inputs = any(v.aval.weak for v in graph.inputs)
+        self._diff_cached = None
+        self._fast1 = None
         self._simple_out = not self._identity
         self._out_types = [(a.aval.dtype, a.aval.device) for a in graph.outputs]
 
@@ -160,24 +163,44 @@ class CompiledProgram:
         return [x._data if isinstance(x, Tensor) else xp.asarray(x, dtype=v.aval.dtype.np)
                 for x, v in zip(ins, self.graph.inputs)]
 
-    def __call__(self, ins: list) -> list:
-        # The hot path of a cache hit: keep it to a few attribute reads and one plan call.
+    def run1(self, ins):
+        """A call with exactly one output, returned bare (the common case, kept shortest)."""
+        fast = self._fast1
+        if fast is not None:
+            return fast(ins)
+        out = self(ins)[0]
+        if self._diff_cached == () and not self._scalar_inputs and self._simple_out \
+                and len(self.graph.outputs) == 1:
+            fn = self._infer.fn
+            (d, dev), = self._out_types
+            wrap = Tensor._wrap
+            get = operator.attrgetter("_data")
+
+            def fast(ins):
+                return wrap(fn(*map(get, ins))[0], d, dev)
+            self._fast1 = fast
+        return out
+
+    def __call__(self, ins) -> list:
+        # The hot path of a cache hit. The entry's guard pins grad mode and each input's
+        # requires_grad, so whether this program runs with gradients is decided once.
+        diff_idx = self._diff_cached
+        if diff_idx is None:
+            diff_idx = ()
+            if _gm._state.enabled:
+                diff_idx = tuple(i for i, x in enumerate(ins)
+                                 if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
+            self._diff_cached = diff_idx
         if self._scalar_inputs:
             arrays = self._arrays(ins)
         else:
             arrays = [x._data for x in ins]
-        diff_idx = ()
-        if _gm._state.enabled:
-            for x in ins:
-                if isinstance(x, Tensor) and x._requires_grad:
-                    diff_idx = tuple(i for i, x in enumerate(ins)
-                                     if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
-                    break
         if not diff_idx:
             plan = self._infer or self.infer_plan()
             res = plan.fn(*arrays)
             if self._simple_out:
-                return [Tensor._wrap(r, d, dev) for r, (d, dev) in zip(res, self._out_types)]
+                wrap = Tensor._wrap
+                return [wrap(r, d, dev) for r, (d, dev) in zip(res, self._out_types)]
             return self._wrap(ins, res, None)
         fwd, bwd, n_saved = self.train_plans(diff_idx)
         res = fwd.fn(*arrays)

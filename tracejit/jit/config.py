@@ -54,6 +54,24 @@ def _key(name: str):
     return k
 
 
+_K_DISABLE = _key("TRACEJIT_DISABLE") if _ENCODE is not None else None
+_K_CHECK = _key("TRACEJIT_CHECK") if _ENCODE is not None else None
+
+
+def plain_call() -> bool:
+    """True when nothing unusual is on: no eager block or env flag, no check mode.
+
+    The one test on the hot path of every compiled call, so it is written out flat.
+    """
+    if _state.eager_depth:
+        return False
+    data = _ENV_DATA
+    if data is not None and _ENCODE is not None:
+        if data.get(_K_DISABLE) is None and data.get(_K_CHECK) is None:
+            return True
+    return not (_env_flag("TRACEJIT_DISABLE") or _env_flag("TRACEJIT_CHECK"))
+
+
 def is_eager() -> bool:
     return _state.eager_depth > 0 or _env_flag("TRACEJIT_DISABLE")
 

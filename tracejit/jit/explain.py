@@ -47,7 +47,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
         return Explanation([("status", "the call ran eagerly (no compiled entry): "
                              + "; ".join(fn._stats["recompile_reasons"][-3:]))])
     secs = [("status", f"{fn.__name__}: {'captured now' if fn._stats['compiles'] > before else 'cache hit'}; "
-                       f"{len(fn._entries)} entries, {fn._stats['compiles']} compiles, {fn._stats['hits']} hits")]
+                       f"{len(fn._entries)} entries, {fn._stats['compiles']} compiles, {fn.cache_stats()['hits']} hits")]
     guard_lines = [d.text() for d in entry.descs] + [d.text() for d in entry.const_descs]
     guard_lines.append(f"grad mode is {'on' if entry.grad_mode else 'off'}")
     extra = getattr(entry, "extra", None)
