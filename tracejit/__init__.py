@@ -7,7 +7,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from . import dtypes as _dtypes
-from .dtypes import (DType, bool_, float16, float32, float64, get_default_dtype, int8, int32,
+from .dtypes import (DType, bool_, float16, float32, float64, get_default_dtype, int8, int16, int32,
                      int64, set_default_dtype, uint8)
 from .device import device
 from .tensor import Tensor

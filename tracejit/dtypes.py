@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "DType", "float32", "float64", "float16", "int32", "int64", "int8", "uint8", "bool_",
-    "as_dtype", "result_type", "get_default_dtype", "set_default_dtype",
+    "DType", "float32", "float64", "float16", "int32", "int64", "int16", "int8", "uint8", "bool_",
+    "as_dtype", "result_type", "promote_types", "get_default_dtype", "set_default_dtype",
 ]
 
 
@@ -45,14 +45,16 @@ float32 = DType("float32", np.float32, "f32")
 float64 = DType("float64", np.float64, "f64")
 int8 = DType("int8", np.int8, "i8")
 uint8 = DType("uint8", np.uint8, "u8")
+int16 = DType("int16", np.int16, "i16")  # needed: uint8 and int8 promote to int16
 int32 = DType("int32", np.int32, "i32")
 int64 = DType("int64", np.int64, "i64")
 bool_ = DType("bool", np.bool_, "bool")
 
-_ALL = [float16, float32, float64, int8, uint8, int32, int64, bool_]
+_ALL = [float16, float32, float64, int8, uint8, int16, int32, int64, bool_]
 _BY_NP = {d.np: d for d in _ALL}
 _BY_NAME = {d.name: d for d in _ALL}
-_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64, "int": int32})
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64, "int": int32,
+                 "short": int16})
 
 _default_float = float32
 
@@ -100,20 +102,42 @@ def scalar_dtype(v) -> DType:
     return _default_float
 
 
-def result_type(strong: list[DType], weak: list[DType]) -> DType:
-    """Promote tensor dtypes (`strong`) with Python-scalar dtypes (`weak`)."""
-    if strong:
-        out = strong[0]
-        for d in strong[1:]:
-            if d is not out:
-                out = _BY_NP[np.promote_types(out.np, d.np)]
-    else:
-        out = None
-    for w in weak:
-        if out is None:
-            out = w
-        elif w.category > out.category:
-            # A Python float meeting an integer tensor gives the default float;
-            # a Python int meeting a bool tensor gives int64.
-            out = w
+def promote_types(a: DType, b: DType) -> DType:
+    """PyTorch's pairwise promotion: the higher category wins outright (int32 with
+    float16 is float16, not numpy's float64); within a category the wider type wins."""
+    if a is b:
+        return a
+    ca, cb = a.category, b.category
+    if ca != cb:
+        return a if ca > cb else b
+    return _BY_NP[np.promote_types(a.np, b.np)]
+
+
+def _promote_all(ds) -> "DType | None":
+    out = None
+    for d in ds:
+        out = d if out is None else promote_types(out, d)
+    return out
+
+
+def _combine(higher, lower):
+    """Merge a lower-priority group's dtype into a higher one's (torch's combine_categories):
+    the lower group only matters when it is of a higher category."""
+    if higher is None:
+        return lower
+    if lower is None or lower.category <= higher.category:
+        return higher
+    return promote_types(higher, lower)
+
+
+def result_type(strong: list, weak: list, zero_dim: list = ()) -> DType:
+    """Promote dtypes like PyTorch, in three priority groups.
+
+    ``strong``: tensors with at least one dim; ``zero_dim``: 0-d tensors; ``weak``:
+    Python scalars (already mapped by `scalar_dtype`). A lower group changes the result
+    only when it is of a higher category (bool < integer < floating), so
+    ``f32 tensor * 2.5 -> f32``, ``int tensor * 2.5 -> default float``,
+    ``f32[3] + f64 0-d -> f32`` but ``int64[3] + f64 0-d -> f64``.
+    """
+    out = _combine(_promote_all(strong), _combine(_promote_all(zero_dim), _promote_all(weak)))
     return out if out is not None else _default_float

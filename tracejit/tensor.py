@@ -12,14 +12,14 @@ import numpy as np
 
 from . import dtypes as _dt
 from .device import CPU, as_device, device_of_array
-from .errors import DTypeError
+from .errors import DTypeError, ShapeError
 
 __all__ = ["Tensor"]
 
 
 class Tensor:
     __slots__ = ("_data", "dtype", "device", "_requires_grad", "grad", "grad_fn", "_output_nr",
-                 "_vbox", "_accumulator", "_name", "__weakref__")
+                 "_vbox", "_accumulator", "_name", "_base", "__weakref__")
 
     __array_priority__ = 1000  # make numpy defer to our reflected operators
 
@@ -42,6 +42,7 @@ class Tensor:
         self._vbox = [0]
         self._accumulator = None
         self._name = None
+        self._base = None  # for views made by ops: the tensor whose memory this is
 
     @classmethod
     def _wrap(cls, arr, dtype=None, dev=None) -> "Tensor":
@@ -56,6 +57,7 @@ class Tensor:
         t._vbox = [0]
         t._accumulator = None
         t._name = None
+        t._base = None
         return t
 
     # ---- autograd state --------------------------------------------------------
@@ -248,7 +250,7 @@ class Tensor:
         for a in args:
             if isinstance(a, Tensor):
                 dtype, dev = a.dtype, a.device
-            elif isinstance(a, (_dt.DType, type)) or (isinstance(a, str) and a in ("float32", "float64")):
+            elif isinstance(a, (_dt.DType, type, np.dtype)) or (isinstance(a, str) and a in _dt._BY_NAME):
                 dtype = a
             else:
                 dev = a
@@ -266,7 +268,10 @@ class Tensor:
         return self.to("cpu")
 
     def cuda(self, device=None) -> "Tensor":
-        return self.to("cuda" if device is None else as_device(device) if not isinstance(device, int) else f"cuda:{device}")
+        dev = as_device("cuda" if device is None else device)  # an int means cuda:<int>
+        if dev.type != "cuda":
+            raise ValueError(f"cuda(): expected a CUDA device, got {dev}")
+        return self.to(dev)
 
     def float(self) -> "Tensor":
         return self.to(_dt.float32)
@@ -297,12 +302,19 @@ class Tensor:
     # ---- printing ---------------------------------------------------------------------
     def __repr__(self) -> str:
         a = self._host()
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
-                               precision=4, suppress_small=False)
         extras = []
+        if a.size == 0:
+            body = "[]"
+            if a.shape != (0,):
+                extras.append(f"size={tuple(a.shape)}")
+        else:
+            body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
+                                   precision=4, suppress_small=False, floatmode=_float_mode(a))
         if self.device is not CPU:
             extras.append(f"device='{self.device}'")
-        if self.dtype not in (_dt.get_default_dtype(), _dt.int64, _dt.bool_) or a.size == 0:
+        default = _dt.get_default_dtype()
+        if a.size == 0 and self.dtype is not default or \
+                self.dtype not in (default, _dt.int64, _dt.bool_):
             extras.append(f"dtype={self.dtype!r}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name()}>")
@@ -334,8 +346,32 @@ class Tensor:
                 raise DTypeError(f"{what}: result type {result.dtype.name} can't be cast to the "
                                  f"in-place output type {self.dtype.name}")
         if tuple(result.shape) != tuple(self.shape):
-            raise RuntimeError(f"{what}: output of shape {tuple(result.shape)} doesn't match the "
+            raise ShapeError(f"{what}: output of shape {tuple(result.shape)} doesn't match the "
                                f"in-place tensor of shape {tuple(self.shape)} (in-place ops cannot broadcast the target)")
+        base = getattr(self, "_base", None)
+        if base is not None and (base._requires_grad or result._requires_grad):
+            from .autograd.grad_mode import is_grad_enabled
+            if is_grad_enabled():
+                # PyTorch would re-derive the base's graph from the view (CopySlices);
+                # tracejit does not, and a silently stale gradient is worse than an error.
+                raise RuntimeError(
+                    f"{what}: in-place operation on a view (e.g. x[0], x.view(...), x.t()) of a tensor "
+                    f"that is part of an autograd graph is not supported; write through the base "
+                    f"instead (x[idx] = value, or x = x.index_put/where(...)), or do it under "
+                    f"tracejit.no_grad()")
+        flags = getattr(self._data, "flags", None)
+        if flags is not None and not getattr(flags, "writeable", True):
+            raise RuntimeError(f"{what}: this tensor's memory is read-only (e.g. the result of "
+                               f"expand() or of a read-only numpy array); clone() it first")
+        node = result.grad_fn
+        saved = getattr(node, "saved", None) if node is not None else None
+        if saved:
+            # The new node may have saved self (``a.mul_(b)`` needs the old a for b's
+            # gradient): give it its own copy, since self's memory is overwritten next.
+            for s in saved.values():
+                if getattr(s, "vbox", None) is self._vbox:
+                    s.data = s.data.copy()
+                    s.vbox = [s.version]
         xp = np if self.device is CPU else self._xp()
         xp.copyto(self._data, result._data, casting="unsafe")
         self._vbox[0] += 1
@@ -397,13 +433,26 @@ class Tensor:
     def fill_(self, value):
         if isinstance(value, Tensor):
             value = value.item()
-        return self._assign(_ops.full(self.shape, value, dtype=self.dtype, device=self.device), "fill_")
+        new = _ops.full(self.shape, value, dtype=self.dtype, device=self.device)
+        return self._assign(self._overwrite(new), "fill_")
 
     def copy_(self, src):
         src = src if isinstance(src, Tensor) else _ops.as_tensor(src)
         if src.device != self.device:
             src = src.to(self.device)
-        return self._assign(_ops.expand(_ops.cast(src, self.dtype), self.shape), "copy_")
+        new = _ops.expand(_ops.cast(src, self.dtype), self.shape)
+        return self._assign(self._overwrite(new), "copy_")
+
+    def _overwrite(self, new: "Tensor") -> "Tensor":
+        """`new` as the in-place result replacing all of self: when self is part of a graph,
+        route it through where() so self's old value gets a zero gradient (rather than
+        keeping self's old grad_fn)."""
+        if self.grad_fn is not None and self._requires_grad:
+            from .autograd.grad_mode import is_grad_enabled
+            if is_grad_enabled():
+                everywhere = _ops.full(self.shape, True, dtype=_dt.bool_, device=self.device)
+                return _ops.where(everywhere, new, self)
+        return new
 
     def uniform_(self, a=0.0, b=1.0):
         from .ops import random as R
@@ -457,6 +506,9 @@ class Tensor:
     def __mod__(self, o):
         return _ops.remainder(self, o)
 
+    def __rmod__(self, o):
+        return _ops.remainder(o, self)
+
     def __pow__(self, o):
         return _ops.pow(self, o)
 
@@ -487,10 +539,17 @@ class Tensor:
     def __or__(self, o):
         return _ops.logical_or(self, o)
 
+    __rand__ = __and__
+    __ror__ = __or__
+
     def __eq__(self, o):
+        if o is None or not isinstance(o, _OPERAND_TYPES):
+            return NotImplemented  # `t == None` is False, as for any other object
         return _ops.eq(self, o)
 
     def __ne__(self, o):
+        if o is None or not isinstance(o, _OPERAND_TYPES):
+            return NotImplemented
         return _ops.ne(self, o)
 
     def __lt__(self, o):
@@ -507,6 +566,13 @@ class Tensor:
 
     def __getitem__(self, index):
         return _ops.getitem(self, index)
+
+    def where(self, condition, other):
+        """``x.where(cond, y)`` is ``where(cond, x, y)``, as in PyTorch."""
+        return _ops.where(condition, self, other)
+
+    def nonzero(self, *, as_tuple: bool = False):
+        return _ops.nonzero(self, as_tuple=as_tuple)
 
     @property
     def T(self) -> "Tensor":
@@ -543,8 +609,9 @@ add sub mul div pow neg abs exp log log1p sqrt rsqrt sin cos tanh sigmoid relu g
 square clamp clip maximum minimum sum mean var std max min amax amin argmax argmin logsumexp prod
 all any mm matmul bmm reshape transpose permute t squeeze unsqueeze expand expand_as flatten
 contiguous split chunk gather scatter_add masked_fill softmax log_softmax eq ne lt le gt ge
-clone view_as reshape_as unbind flip repeat cumsum norm where index_select logical_not
-floor_divide remainder narrow isnan isinf isfinite nan_to_num dropout
+clone view_as reshape_as unbind flip repeat cumsum norm index_select logical_not
+floor_divide remainder narrow isnan isinf isfinite nan_to_num dropout expm1 logical_and logical_or
+movedim swapaxes outer dot mv take_along_dim isclose allclose
 """.split()
 
 
@@ -561,9 +628,26 @@ for _n in _FORWARDED:
         setattr(Tensor, _n, _forward(_n))
 
 
+def _float_mode(a) -> str:
+    """PyTorch's look: ``1., 2.`` for whole numbers, else 4 fixed decimals (numpy switches
+    to scientific notation on the same ranges PyTorch does)."""
+    if a.dtype.kind != "f":
+        return "maxprec"
+    finite = a[np.isfinite(a)]
+    if finite.size == 0:
+        return "maxprec"
+    nz = np.abs(finite[finite != 0]).astype(np.float64)
+    sci = nz.size > 0 and (nz.max() >= 1e8 or nz.min() < 1e-4 or nz.max() / nz.min() > 1e3)
+    whole = bool(np.all(finite == np.round(finite)))
+    return "maxprec" if whole and not sci else "fixed"
+
+
 def _no_grad():
     from .autograd.grad_mode import no_grad
     return no_grad()
+
+
+_OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.bool_)
 
 
 from . import ops as _ops  # noqa: E402  (ops import Tensor; bind late to avoid the cycle)

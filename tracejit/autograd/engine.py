@@ -85,7 +85,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
     # Dependency counts over the part of the graph that will run.
     deps: dict = {}
     seen = set()
-    stack = [r for r in roots if needed is None or r in needed]
+    stack = list(dict.fromkeys(r for r in roots if needed is None or r in needed))  # roots may repeat
     for r in stack:
         seen.add(r)
     while stack:
@@ -134,7 +134,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                 if isinstance(node, AccumulateGrad) or not any(
                         nxt is not None and nxt in needed for nxt, _ in node.next_functions):
                     continue
-            if all(g is None for g in grads):
+            if grads.count(None) == len(grads):
                 outs = [None] * len(node.next_functions)
             else:
                 outs = node.apply(grads, create_graph, retain_graph)

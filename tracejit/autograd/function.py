@@ -116,4 +116,14 @@ class Function:
                 o.grad_fn = node
                 o._output_nr = i
             wrapped.append(o)
+        raw = getattr(ctx, "_raw", ())
+        if raw:
+            # A saved output must unpack linked to this node, so that double backward
+            # (create_graph=True) differentiates through it.
+            saved = list(ctx._saved)
+            for j, r in enumerate(raw):
+                for i, o in enumerate(outs):
+                    if r is o and wrapped[i].grad_fn is node:
+                        saved[j] = SavedTensor(wrapped[i], is_output=True)
+            ctx._saved = tuple(saved)
         return tuple(wrapped) if isinstance(out, tuple) else wrapped[0]

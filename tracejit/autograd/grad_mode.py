@@ -46,12 +46,25 @@ class _GradModeContext:
         return wrapper
 
 
-class no_grad(_GradModeContext):
-    """Disable gradient recording: ``with no_grad(): ...`` or ``@no_grad()``."""
+class _NoParamDecorator(_GradModeContext):
+    """Also usable bare: ``@no_grad`` as well as ``@no_grad()``."""
+
+    def __new__(cls, fn=None):
+        self = super().__new__(cls)
+        if fn is not None and callable(fn):
+            return self(fn)
+        return self
+
+    def __init__(self, fn=None):
+        pass
+
+
+class no_grad(_NoParamDecorator):
+    """Disable gradient recording: ``with no_grad(): ...``, ``@no_grad()`` or ``@no_grad``."""
     _mode = False
 
 
-class enable_grad(_GradModeContext):
+class enable_grad(_NoParamDecorator):
     """Enable gradient recording inside a no_grad region."""
     _mode = True
 
@@ -60,8 +73,16 @@ class inference_mode(_GradModeContext):
     """Alias of no_grad (tracejit has no separate inference tensors)."""
     _mode = False
 
+    def __new__(cls, mode=True):
+        self = super().__new__(cls)
+        if callable(mode):  # bare @inference_mode
+            self._mode = False
+            return self(mode)
+        return self
+
     def __init__(self, mode: bool = True):
-        self._mode = not mode
+        if not callable(mode):
+            self._mode = not mode
 
 
 class set_grad_enabled(_GradModeContext):
@@ -73,6 +94,11 @@ class set_grad_enabled(_GradModeContext):
         self._prev = _state.enabled
         self._mode = mode
         _state.enabled = mode
+
+    def __call__(self, fn):
+        # Used as a decorator: the switch made by __init__ must not leak out.
+        _state.enabled = self._prev
+        return super().__call__(fn)
 
     def __enter__(self):
         return self

@@ -12,7 +12,7 @@ import weakref
 
 from ..errors import GraphFreedError, InplaceModifiedError
 
-__all__ = ["Node", "PrimNode", "AccumulateGrad", "SavedTensor", "make_prim_node"]
+__all__ = ["Node", "PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta", "make_prim_node"]
 
 
 class SavedTensor:
@@ -58,6 +58,32 @@ class SavedTensor:
                 t.grad_fn = fn
                 t._output_nr = self.output_nr
         return t
+
+
+class SavedMeta:
+    """What a VJP needs of an input whose values it never reads: shape, dtype, device.
+
+    Unpacks to a tensor of the right shape backed by one broadcast zero, so no data is
+    kept alive and later in-place changes of the input do not trip the version check
+    (as in PyTorch, where e.g. SumBackward stores only the input's sizes).
+    """
+
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, t):
+        self.shape = t._data.shape
+        self.dtype = t.dtype
+        self.device = t.device
+
+    def unpack(self, node, index: int, create_graph: bool):
+        from ..tensor import Tensor
+        xp = _array_module(self.device)
+        return Tensor._wrap(xp.broadcast_to(xp.zeros((), self.dtype.np), self.shape), self.dtype, self.device)
+
+
+def _array_module(dev):
+    from ..device import array_module
+    return array_module(dev)
 
 
 class Node:
@@ -133,7 +159,12 @@ class PrimNode(Node):
     __slots__ = ("prim", "params", "saved", "saved_out", "scalars", "needs")
 
     def __init__(self, prim, params, next_functions, saved, saved_out, scalars, needs):
-        super().__init__(next_functions)
+        # Node.__init__ inlined: one PrimNode is made per recorded op.
+        self.next_functions = next_functions
+        self.num_outputs = 1
+        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain = None
+        self._freed = False
+        self._meta = None
         self.prim = prim
         self.params = params
         self.saved = saved          # {input index: SavedTensor}
@@ -145,15 +176,17 @@ class PrimNode(Node):
         return self.prim.grad_name
 
     def apply(self, grads, create_graph, retain_graph):
-        self._check_not_freed()
+        if self._freed:
+            self._check_not_freed()
         g = grads[0]
         n = len(self.next_functions)
+        scalars, saved = self.scalars, self.saved
         inputs = []
         for i in range(n):
-            if i in self.scalars:
-                inputs.append(self.scalars[i])
-            elif i in self.saved:
-                inputs.append(self.saved[i].unpack(self, i, create_graph))
+            if i in scalars:
+                inputs.append(scalars[i])
+            elif i in saved:
+                inputs.append(saved[i].unpack(self, i, create_graph))
             else:
                 inputs.append(None)
         out = self.saved_out.unpack(self, -1, create_graph) if self.saved_out is not None else None
@@ -183,7 +216,8 @@ class AccumulateGrad(Node):
         if t.grad is None:
             # Own the memory: a gradient may alias an array the graph still uses.
             t.grad = g if create_graph else g.clone()
-        elif create_graph:
+        elif create_graph or t.grad.requires_grad:
+            # Out of place: an in-place add would corrupt a .grad that is part of a graph.
             t.grad = t.grad + g
         else:
             t.grad._data += g._data
@@ -192,10 +226,13 @@ class AccumulateGrad(Node):
 
 
 def leaf_node(t) -> AccumulateGrad:
-    node = t._accumulator() if t._accumulator is not None else None
+    # The tensor holds its accumulator strongly (the node holds the tensor weakly, so
+    # there is no cycle): hooks registered on a leaf before any op uses it live on the
+    # node and must not be collected with it.
+    node = t._accumulator
     if node is None:
         node = AccumulateGrad(t)
-        t._accumulator = weakref.ref(node)
+        t._accumulator = node
     return node
 
 
@@ -208,33 +245,59 @@ def edge(t):
     return (leaf_node(t), 0)
 
 
+_NO_EDGE = (None, 0)
+_Tensor = None
+
+
 def make_prim_node(prim, args, params, result) -> None:
-    from ..tensor import Tensor
+    """Attach a PrimNode to `result` (called by bind when some input requires grad)."""
+    global _Tensor
+    Tensor = _Tensor
+    if Tensor is None:
+        from ..tensor import Tensor
+        _Tensor = Tensor
     n = len(args)
     needs = []
     nexts = []
-    scalars = {}
+    scalars = None
     meta = []
+    nondiff = prim.nondiff
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
-            need = a.requires_grad and i not in prim.nondiff and a.dtype.is_floating_point
-            needs.append(need)
-            nexts.append(edge(a) if need else (None, 0))
+            if a._requires_grad and a.dtype.is_floating_point and i not in nondiff:
+                needs.append(True)
+                fn = a.grad_fn
+                nexts.append((fn, a._output_nr) if fn is not None else (leaf_node(a), 0))
+            else:
+                needs.append(False)
+                nexts.append(_NO_EDGE)
             meta.append((a._data.shape, a.dtype))
         else:
             needs.append(False)
-            nexts.append((None, 0))
+            nexts.append(_NO_EDGE)
+            if scalars is None:
+                scalars = {}
             scalars[i] = a
             meta.append(None)
-    if prim.save is None:
-        save_idx = range(n)
-    else:
-        save_idx = prim.save(needs)
-    saved = {i: SavedTensor(args[i]) for i in save_idx if i not in scalars and args[i] is not None}
+    scalars = scalars or _EMPTY
+    save_idx = range(n) if prim.save is None else prim.save(needs)
+    saved = {}
+    for i in save_idx:
+        if i not in scalars and args[i] is not None:
+            saved[i] = SavedTensor(args[i])
+    meta_idx = prim.extra.get("meta")
+    if meta_idx is not None:
+        # Inputs whose shape (not values) the VJP reads: keep metadata only.
+        for i in (meta_idx(needs) if callable(meta_idx) else meta_idx):
+            if i < n and i not in saved and i not in scalars and args[i] is not None:
+                saved[i] = SavedMeta(args[i])
     node = PrimNode(prim, params, tuple(nexts), saved, None, scalars, tuple(needs))
     node._meta = meta
-    result.requires_grad = True
+    result._requires_grad = True
     result.grad_fn = node
     result._output_nr = 0
     if prim.save_out:
         node.saved_out = SavedTensor(result, is_output=True)
+
+
+_EMPTY: dict = {}

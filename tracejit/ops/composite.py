@@ -5,9 +5,10 @@ import math
 
 from .. import dtypes as _dt
 from ..errors import ShapeError
+from ..shapes import normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .creation import arange
-from .elementwise import (abs, cast, eq, erf, exp, log, log1p, maximum, ne, neg, relu, sigmoid,
+from .elementwise import (abs, cast, eq, erf, exp, log, log1p, maximum, minimum, ne, neg, sigmoid,
                           tanh, where)
 from .indexing import gather, getitem
 from .linalg import matmul
@@ -18,7 +19,7 @@ from .shape import reshape, squeeze, unsqueeze
 __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
            "conv2d", "max_pool2d", "avg_pool2d", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "silu", "softplus",
-           "leaky_relu", "logsigmoid"]
+           "leaky_relu", "logsigmoid", "isclose", "allclose"]
 
 _SQRT_2_OVER_PI = 0.7978845608028654
 
@@ -36,8 +37,12 @@ def silu(x):
 
 
 def softplus(x, beta: float = 1.0, threshold: float = 20.0):
+    # log(1 + e^z) = max(z, 0) + log1p(e^-|z|) never overflows. maximum (whose gradient
+    # splits ties) rather than relu keeps the derivative right at z == 0: the kinks of
+    # max and |z| cancel there, but only if each contributes half.
     bx = x * beta
-    return where(bx > threshold, x, log1p(exp(neg(abs(bx)))) / beta + relu(x))
+    sp = (maximum(bx, 0.0) + log1p(exp(neg(abs(bx))))) / beta
+    return where(bx > threshold, x, sp)
 
 
 def leaky_relu(x, negative_slope: float = 0.01):
@@ -45,18 +50,38 @@ def leaky_relu(x, negative_slope: float = 0.01):
 
 
 def logsigmoid(x):
-    return neg(softplus(neg(x)))
+    # log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|): stable, and exact in gradient at 0.
+    return minimum(x, 0.0) - log1p(exp(neg(abs(x))))
+
+
+def isclose(a, b, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False):
+    """|a - b| <= atol + rtol * |b| elementwise (infinities equal only to themselves)."""
+    from .elementwise import isnan, le, logical_and, logical_or
+    close = le(abs(a - b), atol + rtol * abs(b))
+    close = logical_or(close, eq(a, b))  # inf == inf, where inf - inf would be nan
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
+
+
+def allclose(a, b, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+    from .reductions import all as _all
+    return bool(_all(isclose(a, b, rtol, atol, equal_nan)).item())
 
 
 def softmax(x, dim: int = -1, dtype=None):
+    dim = normalize_dim(dim, x.ndim, "softmax")
     if dtype is not None:
         x = cast(x, dtype)
+    if x.ndim and isinstance(x.shape[dim], int) and x.shape[dim] == 0:
+        return x * 1.0  # nothing to normalize (and no max to subtract)
     # Subtracting the (constant) max keeps exp from overflowing; it cancels in the ratio.
     e = exp(x - amax(x, dim, keepdim=True).detach())
     return e / sum(e, dim, keepdim=True)
 
 
 def log_softmax(x, dim: int = -1, dtype=None):
+    dim = normalize_dim(dim, x.ndim, "log_softmax")
     if dtype is not None:
         x = cast(x, dtype)
     return x - logsumexp(x, dim, keepdim=True)
@@ -94,7 +119,27 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
 def embedding(input, weight, padding_idx=None):
     if not input.dtype.is_integer:
         raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype.name}")
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {tuple(weight.shape)}")
+    _check_index_range("embedding", input, weight.shape[0])
+    if padding_idx is not None and weight.requires_grad:
+        # The padding row is read but never trained: take it from a detached copy.
+        n = weight.shape[0]
+        pad = padding_idx + n if padding_idx < 0 else padding_idx
+        is_pad = unsqueeze(eq(arange(n, device=weight.device), pad), 1)
+        weight = where(is_pad, weight.detach(), weight)
     return getitem(weight, input)
+
+
+def _check_index_range(op, index, n):
+    """Eagerly (data is known) give a clear error for out-of-range class/row indices."""
+    from .registry import trace_state
+    if trace_state.tracer is not None or index.numel() == 0:
+        return
+    lo, hi = int(index._data.min()), int(index._data.max())
+    if lo < 0 or hi >= n:
+        bad = lo if lo < 0 else hi
+        raise IndexError(f"{op}: index {bad} is out of range for size {n}")
 
 
 def one_hot(tensor, num_classes: int = -1):
@@ -102,26 +147,37 @@ def one_hot(tensor, num_classes: int = -1):
         raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype.name}")
     if num_classes < 0:
         num_classes = int(amax(tensor).item()) + 1 if tensor.numel() else 0
+    _check_index_range("one_hot", tensor, num_classes)
     return cast(eq(unsqueeze(tensor, -1), arange(num_classes, device=tensor.device)), _dt.int64)
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    if x.ndim == 3 and weight.ndim == 4:  # unbatched (C, H, W) input, as PyTorch allows
+        return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv2d: expected 4-D input and weight, got {tuple(x.shape)} and "
                          f"{tuple(weight.shape)}")
     n, c, h, w = x.shape
     o, cg, kh, kw = weight.shape
+    if groups < 1 or o % groups:
+        raise ShapeError(f"conv2d: out_channels {o} of weight {tuple(weight.shape)} must be "
+                         f"divisible by groups={groups}")
     if c != cg * groups:
-        raise ShapeError(f"conv2d: input has {c} channels but weight {tuple(weight.shape)} with "
-                         f"groups={groups} expects {cg * groups}")
+        raise ShapeError(f"conv2d: input of shape {tuple(x.shape)} has {c} channels but weight "
+                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise ShapeError(f"conv2d: bias of shape {tuple(bias.shape)} should be ({o},)")
+    dilation = _pair(dilation)
     if isinstance(padding, str):
         if padding == "valid":
             padding = 0
         elif padding == "same":
-            padding = ((dilation * (kh - 1)) // 2, (dilation * (kw - 1)) // 2)
+            if _pair(stride) != (1, 1):
+                raise ValueError("conv2d: padding='same' is not supported for strided convolutions")
+            padding = ((dilation[0] * (kh - 1)) // 2, (dilation[1] * (kw - 1)) // 2)
         else:
             raise ValueError(f"conv2d: padding must be an int, pair, 'valid' or 'same', got {padding!r}")
-    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    stride, padding = _pair(stride), _pair(padding)
     oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
     cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]
@@ -141,6 +197,10 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
                return_indices=False):
     if ceil_mode or return_indices:
         raise NotImplementedError("max_pool2d: ceil_mode and return_indices are not supported")
+    if x.ndim == 3:  # unbatched (C, H, W)
+        return squeeze(max_pool2d(unsqueeze(x, 0), kernel_size, stride, padding, dilation), 0)
+    if x.ndim != 4:
+        raise ShapeError(f"max_pool2d: expected a 3-D or 4-D input, got shape {tuple(x.shape)}")
     k = _pair(kernel_size)
     s = k if stride is None else _pair(stride)
     p, d = _pair(padding), _pair(dilation)
@@ -193,6 +253,9 @@ def l1_loss(input, target, reduction: str = "mean"):
 
 
 def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+    if input.ndim == 1 and target.ndim == 0:  # one unbatched sample
+        out = nll_loss(unsqueeze(input, 0), unsqueeze(target, 0), weight, ignore_index, reduction)
+        return squeeze(out, 0) if reduction == "none" else out
     if input.ndim < 1 or target.ndim != input.ndim - 1:
         raise ShapeError(f"nll_loss: expected input (N, C, ...) and target (N, ...), got "
                          f"{tuple(input.shape)} and {tuple(target.shape)}")
@@ -200,6 +263,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
         raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
     valid = ne(target, ignore_index)
     safe_t = where(valid, target, 0)
+    _check_index_range("nll_loss", safe_t, input.shape[1])
     picked = squeeze(gather(input, 1, unsqueeze(safe_t, 1)), 1)
     w = cast(valid, input.dtype)
     if weight is not None:
@@ -212,30 +276,57 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
 
 def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0):
-    logp = log_softmax(input, 1 if input.ndim > 1 else 0)
+    cdim = 1 if input.ndim > 1 else 0
+    c = input.shape[cdim]
+    logp = log_softmax(input, cdim)
     if target.dtype.is_floating_point:  # class probabilities
         _check_same("cross_entropy", input, target)
-        loss = neg(sum(logp * target, 1 if input.ndim > 1 else 0))
-        return _reduce(loss, reduction)
-    if input.ndim == 1:
+        if label_smoothing > 0.0:
+            target = target * (1.0 - label_smoothing) + label_smoothing / c
+        lw = logp if weight is None else logp * _class_view(weight, input.ndim)
+        return _reduce(neg(sum(lw * target, cdim)), reduction)
+    unbatched = input.ndim == 1
+    if unbatched:
         logp = unsqueeze(logp, 0)
         target = unsqueeze(target, 0)
     loss = nll_loss(logp, target, weight, ignore_index, reduction)
     if label_smoothing > 0.0:
-        c = input.shape[1] if input.ndim > 1 else input.shape[0]
-        smooth = neg(mean(logp, 1))
+        # PyTorch's form: (1 - e) * nll + e / C * sum_c(-w_c * logp_c), the second term
+        # reduced like the first (a weighted mean divides by the targets' total weight).
         valid = cast(ne(target, ignore_index), logp.dtype)
-        smooth = _reduce(smooth * valid, reduction) if reduction != "mean" else sum(smooth * valid) / sum(valid)
-        loss = loss * (1.0 - label_smoothing) + smooth * label_smoothing
-        del c
+        lw = logp if weight is None else logp * _class_view(weight, logp.ndim)
+        smooth = neg(sum(lw, 1)) * valid
+        if reduction == "mean":
+            if weight is None:
+                denom = sum(valid)
+            else:
+                denom = sum(getitem(weight, where(ne(target, ignore_index), target, 0)) * valid)
+            smooth = sum(smooth) / denom
+        else:
+            smooth = _reduce(smooth, reduction)
+        loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
+    if unbatched and reduction == "none":
+        loss = squeeze(loss, 0)
     return loss
+
+
+def _class_view(weight, ndim):
+    """Per-class weights shaped to broadcast along dim 1 of an (N, C, ...) tensor."""
+    return reshape(weight, (1, -1) + (1,) * (ndim - 2)) if ndim > 1 else weight
+
+
+def _clamped_log(p):
+    pos = p > 0.0
+    return where(pos, maximum(log(where(pos, p, 1.0)), -100.0), -100.0)
 
 
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     _check_same("binary_cross_entropy", input, target)
-    # PyTorch clamps the logs at -100 so p in {0, 1} gives a finite loss.
-    lp = maximum(log(input), -100.0)
-    l1p = maximum(log(1.0 - input), -100.0)
+    # PyTorch clamps the logs at -100 so p in {0, 1} gives a finite loss. The log is
+    # taken of a safe value where p is 0, so the unused branch does not make 0/0 = nan
+    # in the gradient (saturated sigmoids give exact 0 and 1 in float32).
+    lp = _clamped_log(input)
+    l1p = _clamped_log(1.0 - input)
     loss = neg(target * lp + (1.0 - target) * l1p)
     if weight is not None:
         loss = loss * weight
@@ -245,12 +336,13 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
                                      pos_weight=None):
     _check_same("binary_cross_entropy_with_logits", input, target)
-    # max(x,0) - x*t + log(1 + exp(-|x|)) is the overflow-free form.
+    # -[pw*t*log(s) + (1-t)*log(1-s)] with s = sigmoid(x) and log(1-s) = log(s) - x is
+    # (1-t)*x - (1 + (pw-1)*t) * logsigmoid(x): overflow-free, and its gradient is right at 0.
     if pos_weight is None:
-        loss = relu(input) - input * target + log1p(exp(neg(abs(input))))
+        loss = (1.0 - target) * input - logsigmoid(input)
     else:
         lw = (pos_weight - 1.0) * target + 1.0
-        loss = (1.0 - target) * input + lw * (log1p(exp(neg(abs(input)))) + relu(neg(input)))
+        loss = (1.0 - target) * input - lw * logsigmoid(input)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)

@@ -73,7 +73,7 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation):
 UNFOLD = defprim("unfold", _unfold_impl, _unfold_rule,
                  lambda g, out, x, kernel, stride, padding, dilation, pad_value: (
                      fold(g, tuple(x.shape[2:]), kernel, stride, padding, dilation),),
-                 kind="other", save=lambda rq: (0,))
+                 kind="other", save=lambda rq: (), extra={"meta": (0,)})
 FOLD = defprim("fold", _fold_impl, _fold_rule,
                lambda g, out, cols, output_size, kernel, stride, padding, dilation: (
                    unfold(g, kernel, stride, padding, dilation),),

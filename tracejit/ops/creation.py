@@ -19,16 +19,28 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", 
            "scalar_tensor"]
 
 
-def _infer_dtype(data) -> "_dt.DType":
-    """PyTorch's inference: bools -> bool, ints -> int64, floats -> default float."""
-    arr = np.asarray(data)
-    if arr.dtype.kind == "b":
+def _infer_dtype(data, arr) -> "_dt.DType":
+    """PyTorch's inference: bools -> bool, ints -> int64, floats -> default float; numpy
+    arrays and numpy scalars (np.float64(1.5)) keep their dtype. `arr` is data as an array."""
+    keep = isinstance(data, (np.ndarray, np.generic)) or not isinstance(data, (list, tuple, int, float, bool))
+    kind = arr.dtype.kind
+    if kind == "b":
         return _dt.bool_
-    if arr.dtype.kind in "iu":
-        return _dt.int64 if not isinstance(data, np.ndarray) else _dt.as_dtype(arr.dtype)
-    if arr.dtype.kind == "f":
-        return _dt.get_default_dtype() if not isinstance(data, np.ndarray) else _dt.as_dtype(arr.dtype)
+    if kind in "iu":
+        return _dt.as_dtype(arr.dtype) if keep else _dt.int64
+    if kind == "f":
+        return _dt.as_dtype(arr.dtype) if keep else _dt.get_default_dtype()
     raise TypeError(f"can't make a tensor from data of type {type(data).__name__} (numpy dtype {arr.dtype})")
+
+
+def _untensor(x):
+    """Nested lists that may hold Tensors -> nested lists of numbers."""
+    from ..tensor import Tensor
+    if isinstance(x, Tensor):
+        return x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_untensor(i) for i in x]
+    return x
 
 
 def _to_array(data, dtype, dev, copy=True):
@@ -38,14 +50,18 @@ def _to_array(data, dtype, dev, copy=True):
         dt = _dt.as_dtype(dtype) if dtype is not None else data.dtype
     else:
         if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
-            data = [x.tolist() if isinstance(x, Tensor) else x for x in data]
-        dt = _dt.as_dtype(dtype) if dtype is not None else _infer_dtype(data)
+            data = _untensor(data)
         if hasattr(data, "__cuda_array_interface__") or type(data).__module__.startswith("cupy"):
             arr = data
         else:
-            arr = np.asarray(data)
+            try:
+                arr = np.asarray(data)
+            except ValueError:
+                raise ValueError("can't make a tensor from ragged nested sequences (every "
+                                 "sub-list at one depth must have the same length)") from None
             if arr.dtype == object:
                 raise TypeError("can't make a tensor from ragged or non-numeric data")
+        dt = _dt.as_dtype(dtype) if dtype is not None else _infer_dtype(data, arr)
     xp = array_module(dev)
     arr = xp.array(arr, dtype=dt.np, copy=copy) if copy else xp.asarray(arr, dtype=dt.np)
     return arr, dt
@@ -183,9 +199,16 @@ def scalar_tensor(v, *, dtype=None, device=None):
     return full((), v, dtype=dtype, device=device)
 
 
+def _arange_len(start, end, step):
+    if hasattr(end, "terms"):
+        return end  # symbolic: only arange(0, n, 1) stays symbolic (see arange)
+    if all(isinstance(v, (int, np.integer)) for v in (start, end, step)):
+        return max(0, -(-(end - start) // step))
+    return max(0, int(np.ceil((end - start) / step)))  # what numpy computes for floats
+
+
 ARANGE = defprim("arange", lambda xp, start, end, step, dtype, device: xp.arange(start, end, step, dtype=dtype.np),
-                 lambda start, end, step, dtype, device: Aval(
-                     (max(0, -(-(end - start) // step)) if not hasattr(end, "terms") else end,), dtype, device),
+                 lambda start, end, step, dtype, device: Aval((_arange_len(start, end, step),), dtype, device),
                  kind="creation")
 
 

@@ -23,13 +23,34 @@ __all__ = [
 ]
 
 
+def _ew_shape(name, avals):
+    """Broadcast result shape; the common cases (equal shapes, scalars) skip the general rule."""
+    shape = avals[0].shape
+    for a in avals[1:]:
+        s = a.shape
+        # (tuple == compares items before lengths, and Sym == int specializes the symbol)
+        if not s or (len(s) == len(shape) and s == shape):
+            continue
+        if not shape:
+            shape = s
+            continue
+        return broadcast_shapes(name, *(x.shape for x in avals))
+    return shape
+
+
 def _ew_rule(name, out_bool=False, float_only=False):
     def rule(*avals, **params):
-        shape = broadcast_shapes(name, *(a.shape for a in avals)) if len(avals) > 1 else avals[0].shape
-        dt = avals[0].dtype
+        shape = _ew_shape(name, avals) if len(avals) > 1 else avals[0].shape
+        first = avals[0]
+        dt = first.dtype
         if float_only and not dt.is_floating_point:
             raise DTypeError(f"{name}: expected a floating-point tensor, got {dt.name}")
-        dev = next((a.device for a in avals if not a.weak), avals[0].device)
+        dev = first.device
+        if first.weak:
+            for a in avals:
+                if not a.weak:
+                    dev = a.device
+                    break
         return Aval(shape, _dt.bool_ if out_bool else dt, dev)
     return rule
 
@@ -50,6 +71,10 @@ def _none_rq(rq):
     return ()
 
 
+# For a product: each input's gradient needs the *other* input (indexed by requires_grad flags).
+_SAVE_OTHER = {(True, True): (0, 1), (True, False): (1,), (False, True): (0,), (False, False): ()}
+
+
 # ---------------------------------------------------------------- arithmetic
 ADD = _binary("add", lambda xp, a, b: xp.add(a, b), lambda g, out, a, b: (g, g),
               lambda e, a, b: f"({a} + {b})", save=_none_rq)
@@ -58,7 +83,7 @@ SUB = _binary("sub", lambda xp, a, b: xp.subtract(a, b), lambda g, out, a, b: (g
 MUL = _binary("mul", lambda xp, a, b: xp.multiply(a, b),
               lambda g, out, a, b: (g * b if b is not None else None, g * a if a is not None else None),
               lambda e, a, b: f"({a} * {b})",
-              save=lambda rq: tuple(i for i in (0, 1) if rq[1 - i]))
+              save=lambda rq: _SAVE_OTHER[rq[0], rq[1]])
 DIV = _binary("div", lambda xp, a, b: xp.true_divide(a, b),
               lambda g, out, a, b: (g / b, neg(g) * out / b),
               lambda e, a, b: f"({a} / {b})", save=lambda rq: (1,), save_out=True, int_to_float=True)
@@ -80,6 +105,15 @@ def _pow_scalar(e, a, b):
 
 
 POW = _binary("pow", lambda xp, a, b: xp.power(a, b), _pow_vjp, _pow_scalar, save_out=True)
+
+# Python's // and % (floor semantics; the remainder takes the divisor's sign), as in
+# PyTorch. Primitives rather than floor(a / b) so integers stay exact (no float round trip).
+FLOOR_DIVIDE = _binary("floor_divide", lambda xp, a, b: xp.floor_divide(a, b),
+                       lambda g, out, a, b: (g * 0.0, g * 0.0),
+                       lambda e, a, b: f"({a} // {b})", save=_none_rq)
+REMAINDER = _binary("remainder", lambda xp, a, b: xp.remainder(a, b),
+                    lambda g, out, a, b: (g, neg(g) * floor_divide(a, b) if b is not None else None),
+                    lambda e, a, b: f"({a} % {b})", save=lambda rq: (0, 1) if rq[1] else ())
 
 MAXIMUM = _binary(
     "maximum", lambda xp, a, b: xp.maximum(a, b),
@@ -210,10 +244,11 @@ LOGICAL_OR = defprim("logical_or", lambda xp, a, b: xp.logical_or(a, b), _bool_r
 
 def _where_rule(c, a, b):
     shape = broadcast_shapes("where", c.shape, a.shape, b.shape)
-    strong = [x.dtype for x in (a, b) if not x.weak]
+    dims = [x.dtype for x in (a, b) if not x.weak and x.shape]
+    zero = [x.dtype for x in (a, b) if not x.weak and not x.shape]
     weak = [x.dtype for x in (a, b) if x.weak]
     dev = next((x.device for x in (c, a, b) if not x.weak), c.device)
-    return Aval(shape, _dt.result_type(strong, weak), dev)
+    return Aval(shape, _dt.result_type(dims, weak, zero), dev)
 
 
 def _where_impl(xp, c, a, b):
@@ -252,8 +287,16 @@ def div(a, b, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(a, b)
     if rounding_mode == "trunc":
-        q = div(a, b)
-        return where(lt(q, 0), neg(floor(neg(q))), floor(q))
+        if _is_float(a, b):
+            q = div(a, b)
+            return where(lt(q, 0), neg(floor(neg(q))), floor(q))
+        # Integers stay exact: floor division, plus one where it rounded a negative
+        # inexact quotient down.
+        q = floor_divide(a, b)
+        inexact_negative = logical_and(ne(remainder(a, b), 0), ne(lt(a, 0), lt(b, 0)))
+        return where(inexact_negative, add(q, 1), q)
+    if rounding_mode is not None:
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     return bind(DIV, a, b)
 
 
@@ -338,21 +381,31 @@ def square(a):
 
 
 def floor_divide(a, b):
-    return floor(div(a, b)) if _is_float(a, b) else cast(floor(div(a, b)), _int_result(a, b))
+    return bind(FLOOR_DIVIDE, a, b)
 
 
 def remainder(a, b):
-    return sub(a, mul(floor_divide(a, b), b))
+    return bind(REMAINDER, a, b)
 
 
 def _is_float(a, b) -> bool:
-    return any(getattr(x, "dtype", None) is not None and x.dtype.is_floating_point or isinstance(x, float)
-               for x in (a, b))
+    return _int_result(a, b).is_floating_point
 
 
 def _int_result(a, b):
-    return _dt.result_type([x.dtype for x in (a, b) if hasattr(x, "dtype")],
-                           [_dt.scalar_dtype(x) for x in (a, b) if not hasattr(x, "dtype")])
+    """The promoted dtype of a and b (tensors or Python numbers)."""
+    dims, zero, weak = [], [], []
+    for x in (a, b):
+        if isinstance(x, _Tensor()):
+            (dims if x.ndim else zero).append(x.dtype)
+        else:
+            weak.append(_dt.scalar_dtype(x))
+    return _dt.result_type(dims, weak, zero)
+
+
+def _Tensor():
+    from ..tensor import Tensor
+    return Tensor
 
 
 def maximum(a, b):
@@ -366,6 +419,8 @@ def minimum(a, b):
 def clamp(a, min=None, max=None):
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    if not a.dtype.is_floating_point and any(isinstance(v, float) for v in (min, max)):
+        a = cast(a, _dt.get_default_dtype())  # int tensor, float bound: result is float
     if hasattr(min, "_data") or hasattr(max, "_data"):
         out = a
         if min is not None:
@@ -431,6 +486,9 @@ def isfinite(a):
 
 
 def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
+    if not a.dtype.is_floating_point:
+        from .shape import clone
+        return clone(a)  # integers have no nan/inf
     info = a.dtype.np
     import numpy as np
     big = float(np.finfo(info).max) if posinf is None else posinf

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError, TraceError
+from ..errors import DTypeError, ShapeError, TraceError
 from ..shapes import Sym, broadcast_shapes
 from .registry import Aval, bind, defprim, trace_state
 
@@ -30,7 +30,13 @@ def _normalize(a, index):
     items = []
     for it in index:
         if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor)):
-            t = it if isinstance(it, Tensor) else creation.as_tensor(np.asarray(it))
+            if isinstance(it, Tensor):
+                t = it
+            else:
+                arr = np.asarray(it)
+                if arr.size == 0 and arr.dtype.kind == "f":
+                    arr = arr.astype(np.int64)  # x[[]] selects nothing, as in PyTorch
+                t = creation.as_tensor(arr)
             if t.dtype is _dt.bool_:
                 if trace_state.tracer is not None:
                     raise TraceError("indexing with a boolean mask gives a shape that depends on the "
@@ -75,6 +81,21 @@ def _normalize(a, index):
     return tuple(out), tensors
 
 
+def _locate(arr, spec, idx_arrays):
+    """(view, key) with ``view[key]`` the indexed region of `arr`, with PyTorch's meaning.
+
+    PyTorch applies integer indices first (as selects) and only then the index tensors,
+    so ``x[0, :, [1, 2]]`` has shape (3, 2) for x of shape (2, 3, 4) where numpy, which
+    treats the 0 as one more advanced index, gives (2, 3). When ints meet index tensors
+    we select with the ints first (a view, so writes through it reach `arr`).
+    """
+    if not any(x[0] == "t" for x in spec) or not any(x[0] == "i" for x in spec):
+        return arr, _np_index(spec, idx_arrays)
+    first = tuple(x[1] if x[0] == "i" else slice(None) for x in spec if x[0] != "n")
+    rest = tuple(x for x in spec if x[0] != "i")
+    return arr[first], _np_index(rest, idx_arrays)
+
+
 def _np_index(spec, idx_arrays):
     out = []
     for x in spec:
@@ -104,37 +125,37 @@ def _slice_len(d, start, stop, step):
 
 
 def _result_shape(a_shape, spec, idx_avals, op="index"):
-    """numpy's result shape for basic + advanced indexing."""
-    has_adv = any(x[0] == "t" for x in spec)
+    """Result shape of basic + advanced indexing, with PyTorch's meaning (see `_locate`):
+    integers remove their dim first; the index tensors then broadcast together and their
+    shape goes where the first of them was if they are adjacent, else to the front."""
     shape = []
     adv_pos = None
     adv_shapes = []
     last_adv = None
     separated = False
     dim = 0
-    for pos, x in enumerate(spec):
+    pos = -1
+    for x in spec:
         k = x[0]
+        if k == "i":
+            d = a_shape[dim]
+            i = x[1]
+            if isinstance(d, int) and not -d <= i < d:
+                raise IndexError(f"{op}: index {i} is out of bounds for dimension {dim} with size {d}")
+            dim += 1
+            continue
+        pos += 1  # position among the entries that remain after the integer selects
         if k == "n":
             shape.append(1)
             continue
         d = a_shape[dim]
         if k == "s":
             shape.append(_slice_len(d, x[1], x[2], x[3]))
-        elif k == "i" and not has_adv:
-            i = x[1]
-            if isinstance(d, int) and not -d <= i < d:
-                raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {d}")
         else:
-            if k == "i":
-                i = x[1]
-                if isinstance(d, int) and not -d <= i < d:
-                    raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {d}")
-                adv_shapes.append(())
-            else:
-                adv_shapes.append(tuple(idx_avals[x[1]].shape))
+            adv_shapes.append(tuple(idx_avals[x[1]].shape))
             if adv_pos is None:
                 adv_pos = len(shape)
-            elif last_adv is not None and last_adv != pos - 1:
+            elif last_adv != pos - 1:
                 separated = True
             last_adv = pos
         dim += 1
@@ -154,7 +175,8 @@ def _getitem_rule(a, *idx, spec):
 
 def _getitem_impl(xp, a, *idx, spec):
     try:
-        return a[_np_index(spec, idx)]
+        view, key = _locate(a, spec, idx)
+        return view[key]
     except IndexError as e:
         raise IndexError(f"getitem: {e}") from None
 
@@ -170,15 +192,18 @@ def _is_basic(spec):
 
 
 GETITEM = defprim("getitem", _getitem_impl, _getitem_rule, _getitem_vjp, kind="index",
-                  save=lambda rq: tuple(range(len(rq))), nondiff=tuple(range(1, 64)))
+                  save=lambda rq: tuple(range(1, len(rq))), nondiff=tuple(range(1, 64)),
+                  extra={"meta": (0,), "view_if": lambda params: _is_basic(params["spec"])})
 
 
 def _index_put_rule(a, v, *idx, spec):
-    target = _result_shape(a.shape, spec, idx, "index_put")
-    broadcast_shapes("index_put (value vs indexed region)", tuple(target), v.shape)
-    if len(v.shape) > len(target) or any(
+    target = tuple(_result_shape(a.shape, spec, idx, "index_put"))
+    vshape = tuple(v.shape)
+    while len(vshape) > len(target) and isinstance(vshape[0], int) and vshape[0] == 1:
+        vshape = vshape[1:]  # leading size-1 dims of the value are dropped, as in PyTorch
+    if len(vshape) > len(target) or any(
             not (vd == td or (isinstance(vd, int) and vd == 1))
-            for vd, td in zip(v.shape[::-1], tuple(target)[::-1])):
+            for vd, td in zip(vshape[::-1], target[::-1])):
         raise ShapeError(f"index_put: value of shape {v.shape} cannot be broadcast to the indexed "
                          f"region of shape {tuple(target)}")
     return Aval(a.shape, a.dtype, a.device)
@@ -186,7 +211,11 @@ def _index_put_rule(a, v, *idx, spec):
 
 def _index_put_impl(xp, a, v, *idx, spec):
     out = a.copy()
-    out[_np_index(spec, idx)] = v
+    view, key = _locate(out, spec, idx)
+    target = view[key].shape if getattr(v, "ndim", 0) else None
+    if target is not None and v.ndim > len(target):
+        v = v.reshape(v.shape[v.ndim - len(target):])  # drop leading 1s
+    view[key] = v
     return out
 
 
@@ -202,14 +231,14 @@ INDEX_PUT = defprim("index_put", _index_put_impl, _index_put_rule, _index_put_vj
 
 def _index_add_impl(xp, a, v, *idx, spec):
     out = a.copy()
-    key = _np_index(spec, idx)
+    view, key = _locate(out, spec, idx)
     if _is_basic(spec):
-        out[key] += v
+        view[key] += v
     elif xp is np:
-        np.add.at(out, key, v)
+        np.add.at(view, key, v)  # repeated indices accumulate
     else:  # pragma: no cover - GPU only
         import cupyx
-        cupyx.scatter_add(out, key, v)
+        cupyx.scatter_add(view, key, v)
     return out
 
 
@@ -282,8 +311,9 @@ def _gather_rule(a, index, dim):
 
 def _gather_impl(xp, a, index, dim):
     n = a.shape[dim]
-    if index.size and (int(index.min()) < -n or int(index.max()) >= n):
-        raise IndexError(f"gather: index out of range for dim {dim} of size {n}")
+    if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
+        bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
+        raise IndexError(f"gather: index {bad} is out of range for dim {dim} of size {n}")
     if index.shape != a.shape:
         # take_along_axis broadcasts; torch.gather reads a prefix of the other dims.
         a = a[tuple(slice(0, s) if i != dim else slice(None) for i, s in enumerate(index.shape))]
@@ -296,16 +326,27 @@ def _gather_vjp(g, out, a, index, dim):
 
 
 GATHER = defprim("gather", _gather_impl, _gather_rule, _gather_vjp, kind="index",
-                 save=lambda rq: (0, 1), nondiff=(1,))
+                 save=lambda rq: (1,), nondiff=(1,), extra={"meta": (0,)})
 
 
 def _scatter_add_rule(a, index, src, dim):
     if not (index.shape == src.shape):
         raise ShapeError(f"scatter_add: index shape {index.shape} must equal src shape {src.shape}")
+    if not index.dtype.is_integer:
+        raise IndexError(f"scatter_add: index must be an integer tensor, got {index.dtype.name}")
+    if src.dtype is not a.dtype:
+        raise DTypeError(f"scatter_add: src dtype {src.dtype.name} must match self dtype {a.dtype.name}")
+    if index.ndim != a.ndim:
+        raise ShapeError(f"scatter_add: index rank {index.ndim} must equal self rank {a.ndim} "
+                         f"(self {a.shape}, index {index.shape})")
     return Aval(a.shape, a.dtype, a.device)
 
 
 def _scatter_add_impl(xp, a, index, src, dim):
+    n = a.shape[dim]
+    if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
+        bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
+        raise IndexError(f"scatter_add: index {bad} is out of range for dim {dim} of size {n}")
     out = a.copy()
     grids = list(xp.indices(index.shape, sparse=True))
     grids[dim] = index
@@ -327,7 +368,12 @@ def gather(a, dim: int, index):
     return bind(GATHER, a, index, dim=normalize_dim(dim, a.ndim, "gather"))
 
 
-take_along_dim = gather
+def take_along_dim(a, indices, dim=None):
+    """PyTorch's argument order (input, indices, dim); dim=None works on the flattened input."""
+    if dim is None:
+        from .shape import reshape
+        return gather(reshape(a, (-1,)), 0, reshape(indices, (-1,)))
+    return gather(a, dim, indices)
 
 
 def scatter_add(a, dim: int, index, src):

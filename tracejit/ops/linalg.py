@@ -29,7 +29,7 @@ def _mT(x):
 MATMUL = defprim("matmul", lambda xp, a, b: xp.matmul(a, b), _matmul_rule,
                  lambda g, out, a, b: (matmul(g, _mT(b)) if b is not None else None,
                                        matmul(_mT(a), g) if a is not None else None),
-                 kind="matmul", save=lambda rq: tuple(i for i in (0, 1) if rq[1 - i]))
+                 kind="matmul", save=lambda rq: tuple(i for i in (0, 1) if rq[1 - i]))  # the other operand
 
 
 def matmul(a, b):
@@ -39,6 +39,11 @@ def matmul(a, b):
                          f"{tuple(a.shape)} and {tuple(b.shape)}")
     if a.ndim >= 2 and b.ndim >= 2:
         return bind(MATMUL, a, b)
+    k_a = a.shape[-1]
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if not (k_a == k_b):
+        raise ShapeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
+                         f"({k_a} != {k_b})")
     a2 = unsqueeze(a, 0) if a.ndim == 1 else a
     b2 = unsqueeze(b, -1) if b.ndim == 1 else b
     out = bind(MATMUL, a2, b2)
@@ -50,9 +55,19 @@ def matmul(a, b):
     return reshape(out, shape)
 
 
+def _check_inner(op, a, b):
+    if not (a.shape[-1] == b.shape[-2]):
+        raise ShapeError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
+                         f"({a.shape[-1]} != {b.shape[-2]})")
+    if a.dtype is not b.dtype:
+        raise DTypeError(f"{op}: expected both operands to have the same dtype, got "
+                         f"{a.dtype.name} and {b.dtype.name}")
+
+
 def mm(a, b):
     if a.ndim != 2 or b.ndim != 2:
         raise ShapeError(f"mm: expected 2-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    _check_inner("mm", a, b)
     return bind(MATMUL, a, b)
 
 
@@ -61,6 +76,7 @@ def bmm(a, b):
         raise ShapeError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     if not (a.shape[0] == b.shape[0]):
         raise ShapeError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)}")
+    _check_inner("bmm", a, b)
     return bind(MATMUL, a, b)
 
 
@@ -81,6 +97,9 @@ def outer(a, b):
 
 def linear(x, weight, bias=None):
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch."""
+    if x.ndim == 0 or weight.ndim not in (1, 2) or not (x.shape[-1] == weight.shape[-1]):
+        raise ShapeError(f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
+                         f"{tuple(weight.shape)} (expected input features {weight.shape[-1] if weight.ndim else '?'})")
     out = matmul(x, _mT(weight)) if weight.ndim == 2 else matmul(x, weight)
     if bias is not None:
         out = out + bias

@@ -95,6 +95,9 @@ def randn(*size, dtype=None, device=None, requires_grad: bool = False):
 
 
 def randint(low, high=None, size=(), *, dtype=None, device=None):
+    """``randint(high, size)`` or ``randint(low, high, size)``, like PyTorch."""
+    if isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     if high <= low:

@@ -55,7 +55,7 @@ def _np_sum(xp, a, dims, keepdim):
 
 
 SUM = defprim("sum", _np_sum, _red_rule("sum"), _sum_vjp, kind="reduction",
-              save=lambda rq: (), extra={"combine": "add", "init": 0.0})
+              save=lambda rq: (), extra={"combine": "add", "init": 0.0, "meta": (0,)})
 
 
 def _minmax_vjp(g, out, a, dims, keepdim):
@@ -104,7 +104,12 @@ def _argrule(name):
     base = _red_rule(name, _dt.int64)
 
     def rule(a, dim, keepdim):
-        return base(a, () if dim is None else (dim,), keepdim)
+        if dim is None:
+            # Over the flattened tensor: no dims left (or all size 1 with keepdim).
+            if builtins.any(isinstance(d, int) and d == 0 for d in a.shape):
+                raise RuntimeError(f"{name}: cannot take {name} of an empty tensor of shape {a.shape}")
+            return Aval((1,) * a.ndim if keepdim else (), _dt.int64, a.device)
+        return base(a, (dim,), keepdim)
     return rule
 
 
@@ -223,8 +228,11 @@ def argmin(a, dim=None, keepdim: bool = False):
 
 def logsumexp(a, dim=None, keepdim: bool = False):
     from .elementwise import exp, log, where, isinf
-    from ..autograd.grad_mode import no_grad
     dims = _dims(a, dim, "logsumexp")
+    if builtins.any(isinstance(a.shape[d], int) and a.shape[d] == 0 for d in dims):
+        from .creation import full  # log of an empty sum
+        dt = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
+        return full(_reduced_shape(a.shape, dims, keepdim), -math.inf, dtype=dt, device=a.device)
     m = amax(a, dims, keepdim=True).detach()
     # A row that is all -inf has max -inf; shift by 0 there to avoid inf - inf.
     m = where(isinf(m), 0.0, m)
@@ -236,15 +244,14 @@ def logsumexp(a, dim=None, keepdim: bool = False):
 
 
 def all(a, dim=None, keepdim: bool = False):
-    from .elementwise import cast, eq
-    b = cast(a, _dt.bool_)
-    return eq(amin(cast(b, _dt.int32), dim, keepdim), 1)
+    # Counting (not amin) so an empty reduction gives True, as in PyTorch.
+    from .elementwise import cast, eq, logical_not
+    return eq(sum(logical_not(cast(a, _dt.bool_)), dim, keepdim), 0)
 
 
 def any(a, dim=None, keepdim: bool = False):
-    from .elementwise import cast, eq
-    b = cast(a, _dt.bool_)
-    return eq(amax(cast(b, _dt.int32), dim, keepdim), 1)
+    from .elementwise import cast, gt
+    return gt(sum(cast(a, _dt.bool_), dim, keepdim), 0)
 
 
 def norm(a, p=2, dim=None, keepdim: bool = False):
@@ -259,7 +266,9 @@ def norm(a, p=2, dim=None, keepdim: bool = False):
 
 
 def _cumsum_rule(a, dim):
-    return Aval(a.shape, a.dtype, a.device)
+    # Integer and bool sums accumulate in int64, as in PyTorch.
+    dt = a.dtype if a.dtype.is_floating_point else _dt.int64
+    return Aval(a.shape, dt, a.device)
 
 
 def _cumsum_vjp(g, out, a, dim):
@@ -272,4 +281,7 @@ CUMSUM = defprim("cumsum", lambda xp, a, dim: xp.cumsum(a, axis=dim), _cumsum_ru
 
 
 def cumsum(a, dim: int):
+    if a.ndim == 0:
+        from .shape import clone
+        return clone(a) if a.dtype.is_floating_point else clone(a).to(_dt.int64)
     return bind(CUMSUM, a, dim=normalize_dim(dim, a.ndim, "cumsum"))

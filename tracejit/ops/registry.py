@@ -15,6 +15,13 @@ A `Primitive` is the single definition of an op:
   the fused-kernel generators emit, written against an emitter ``e`` that types
   constants and maps math functions to the backend's vectorizable versions.
 
+Eager autograd keeps for each node only what the VJP reads: ``save(requires_grad
+flags) -> input positions`` whose values it needs, ``save_out`` for the output, and
+``extra["meta"]`` (positions, or a function of the flags) for inputs whose shape,
+dtype and device (not values) it needs; every other input reaches the VJP as None.
+``extra["view"]`` marks ops whose output aliases input 0 (``extra["view_if"](params)``
+for ops that are views only sometimes, like basic vs advanced indexing).
+
 `bind` runs a primitive: under an active tracer it records an equation, otherwise it
 runs the implementation and, if gradients are needed, attaches an autograd node.
 """
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -78,6 +85,8 @@ class Primitive:
 
     def __post_init__(self):
         self.is_view = bool(self.extra.get("view"))
+        # params -> bool, for ops that are views only sometimes (basic vs advanced indexing)
+        self.view_if = self.extra.get("view_if")
         if not self.grad_name:
             self.grad_name = "".join(p.capitalize() for p in self.name.split("_")) + "Backward"
 
@@ -117,17 +126,19 @@ def bind(prim: Primitive, *args, **params):
 
 
 def _eager(prim: Primitive, args, params):
+    # Hot path: every eager op comes through here, so it avoids generic helpers.
     Tensor = _Tensor
     avals = []
     dev = None
     for a in args:
         if isinstance(a, Tensor):
-            avals.append(Aval(a._data.shape, a.dtype, a.device))
+            d = a.device
             if dev is None:
-                dev = a.device
-            elif a.device is not dev:
+                dev = d
+            elif d is not dev:
                 raise DeviceMismatchError(
-                    f"{prim.name}: expected all tensors on the same device, got {dev} and {a.device}")
+                    f"{prim.name}: expected all tensors on the same device, got {dev} and {d}")
+            avals.append(Aval(a._data.shape, a.dtype, d))
         else:
             avals.append(scalar_aval(a, prim))
     if dev is None:
@@ -135,29 +146,60 @@ def _eager(prim: Primitive, args, params):
     out_aval, arrays = prepare(prim, args, avals, params)
     xp = np if dev is CPU else _xp(dev)
     out = prim.impl(xp, *arrays, **params)
-    if type(out) is not xp.ndarray or out.dtype != out_aval.dtype.np:
-        out = xp.asarray(out, dtype=out_aval.dtype.np)
-    result = Tensor._wrap(out, out_aval.dtype, dev)
-    if prim.is_view:
-        result._vbox = args[0]._vbox  # a view shares memory, so it shares the version counter
-    if prim.vjp is not None and _grad_enabled() and out_aval.dtype.is_floating_point:
+    odt = out_aval.dtype
+    odn = odt.np
+    if type(out) is not xp.ndarray or (out.dtype is not odn and out.dtype != odn):
+        out = xp.asarray(out, dtype=odt.np)
+    result = Tensor._wrap(out, odt, dev)
+    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+        src = args[0]
+        result._vbox = src._vbox  # a view shares memory, so it shares the version counter
+        base = getattr(src, "_base", None)
+        result._base = src if base is None else base
+    if prim.vjp is not None and odt.is_floating_point and _grad_enabled():
         for a in args:
-            if isinstance(a, Tensor) and a.requires_grad:
+            if isinstance(a, Tensor) and a._requires_grad:
                 _make_node(prim, args, params, result)
                 break
     return result
 
 
+_SCALAR_TYPES = (bool, int, float, np.number, np.bool_)
+
+
 def scalar_aval(a, prim: Primitive) -> Aval:
-    if isinstance(a, (bool, int, float, np.number, np.bool_)):
+    t = type(a)
+    if t is float:
+        return Aval((), _dt._default_float, CPU, weak=True)
+    if t is int:
+        return Aval((), _dt.int64, CPU, weak=True)
+    if isinstance(a, _SCALAR_TYPES):
         return Aval((), _dt.scalar_dtype(a), CPU, weak=True)
     raise TypeError(f"{prim.name}: expected a Tensor or a number, got {type(a).__name__}")
 
 
 def compute_dtype(prim: Primitive, avals) -> "_dt.DType":
-    strong = [a.dtype for a in avals if not a.weak]
-    weak = [a.dtype for a in avals if a.weak]
-    cd = _dt.result_type(strong, weak)
+    """The dtype a promoting op computes in (PyTorch's rules, see dtypes.result_type)."""
+    # Fast path: every tensor operand has one dtype (0-d or not, the tiers then agree)
+    # and no Python scalar is of a higher category (e.g. f32[n] * 2.0).
+    cd = None
+    simple = True
+    weak_cat = -1
+    for a in avals:
+        if a.weak:
+            c = a.dtype.category
+            if c > weak_cat:
+                weak_cat = c
+        elif cd is not None and a.dtype is not cd:
+            simple = False
+            break
+        elif cd is None:
+            cd = a.dtype
+    if not simple or cd is None or weak_cat > cd.category:
+        dims, zero, weak = [], [], []
+        for a in avals:
+            (weak if a.weak else dims if a.shape else zero).append(a.dtype)
+        cd = _dt.result_type(dims, weak, zero)
     if prim.int_to_float and not cd.is_floating_point:
         cd = _dt.get_default_dtype()
     return cd
@@ -168,17 +210,30 @@ def prepare(prim: Primitive, args, avals, params):
     Tensor = _Tensor
     if prim.promote:
         cd = compute_dtype(prim, avals)
+        npd = cd.np
         arrays = []
-        for a in args:
+        for a, av in zip(args, avals):
             if isinstance(a, Tensor):
                 d = a._data
-                arrays.append(d if d.dtype == cd.np else d.astype(cd.np))
+                dd = d.dtype
+                if dd is not npd and dd != npd:  # identity first: builtin dtypes are singletons
+                    d = d.astype(npd)
+                arrays.append(d)
             else:
-                arrays.append(cd.np.type(a))
-        avals = [Aval(a.shape, cd, a.device, a.weak) for a in avals]
+                arrays.append(_scalar_as(a, npd))
+            av.dtype = cd  # these avals are private to this call
     else:
         arrays = [a._data if isinstance(a, Tensor) else a for a in args]
     return prim.rule(*avals, **params), arrays
+
+
+def _scalar_as(a, npd):
+    """A Python scalar in the compute dtype; an out-of-range int wraps around as in
+    PyTorch (``uint8 tensor + 300``) instead of numpy's OverflowError."""
+    try:
+        return npd.type(a)
+    except OverflowError:
+        return np.array(a, dtype=np.int64).astype(npd)
 
 
 def _xp(dev):

@@ -50,7 +50,7 @@ def _resolve_shape(a_shape, shape, op="reshape"):
 
 RESHAPE = defprim("reshape", lambda xp, a, shape: a.reshape(shape),
                   _reshape_rule, lambda g, out, a, shape: (reshape(g, a.shape),), kind="shape",
-                  save=lambda rq: (0,), extra={"view": True})
+                  save=lambda rq: (), extra={"view": True, "meta": (0,)})
 
 
 def _permute_rule(a, dims):
@@ -117,7 +117,8 @@ def _concat_vjp(g, out, *inputs, dim):
 
 
 CONCAT = defprim("concat", lambda xp, *arrs, dim: xp.concatenate(arrs, axis=dim), _concat_rule,
-                 _concat_vjp, kind="shape", promote=True, save=lambda rq: tuple(range(len(rq))))
+                 _concat_vjp, kind="shape", promote=True, save=lambda rq: (),
+                 extra={"meta": lambda rq: range(len(rq))})
 
 FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims),
                lambda a, dims: Aval(a.shape, a.dtype, a.device),
@@ -140,7 +141,7 @@ def _to_device_impl(xp, a, device):
 TO_DEVICE = defprim("to_device", _to_device_impl,
                     lambda a, device: Aval(a.shape, a.dtype, device),
                     lambda g, out, a, device: (to_device(g, a.device),), kind="other",
-                    save=lambda rq: (0,))
+                    save=lambda rq: (), extra={"meta": (0,)})
 
 
 # ---------------------------------------------------------------- public functions
@@ -202,6 +203,12 @@ def t(a):
 def expand(a, *shape):
     shape = list(_shape_args(shape))
     lead = len(shape) - a.ndim
+    if lead < 0:
+        raise ShapeError(f"expand: cannot expand shape {tuple(a.shape)} to {tuple(shape)} (fewer dims)")
+    for d in shape[:lead]:
+        if isinstance(d, int) and d < 0:
+            raise ShapeError(f"expand: the size of a new leading dim must be given (got {d}) when "
+                             f"expanding shape {tuple(a.shape)} to {tuple(shape)}")
     for i in range(a.ndim):
         if isinstance(shape[lead + i], int) and shape[lead + i] == -1:
             shape[lead + i] = a.shape[i]
@@ -260,12 +267,21 @@ def cat(tensors, dim: int = 0):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of tensors")
-    nd = tensors[0].ndim
+    nd = max(x.ndim for x in tensors)
+    if nd == 0:
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated; use stack")
     d = normalize_dim(dim, nd, "cat")
-    tensors = [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0 and nd != 1)]
-    if len(tensors) == 1:
-        return tensors[0]
-    return bind(CONCAT, *tensors, dim=d)
+    # PyTorch's legacy rule: 1-D empty tensors are skipped whatever the others' rank.
+    kept = [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0 and nd != 1)]
+    if not kept:
+        kept = tensors[:1]
+    if len(kept) == 1:
+        # Still a new tensor (never the input itself), in the promoted dtype.
+        from .elementwise import cast
+        out = clone(kept[0])
+        dt = _dt.result_type([x.dtype for x in tensors if x.ndim], [], [x.dtype for x in tensors if not x.ndim])
+        return cast(out, dt)
+    return bind(CONCAT, *kept, dim=d)
 
 
 concat = concatenate = cat
@@ -285,6 +301,14 @@ def stack(tensors, dim: int = 0):
 def narrow(a, dim: int, start: int, length: int):
     from .indexing import getitem
     d = normalize_dim(dim, a.ndim, "narrow")
+    n = a.shape[d]
+    if isinstance(start, int) and isinstance(n, int):
+        if not -n <= start <= n:
+            raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
+        if start < 0:
+            start += n  # a negative start counts from the end, as in PyTorch
+        if length < 0 or start + length > n:
+            raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dim {dim} of size {n}")
     idx = (slice(None),) * d + (slice(start, start + length),)
     return getitem(a, idx)
 
@@ -297,6 +321,8 @@ def split(a, split_size_or_sections, dim: int = 0):
         if s <= 0:
             raise ValueError(f"split: split_size must be positive, got {s}")
         sizes = [s] * (int(n) // s) + ([int(n) % s] if int(n) % s else [])
+        if not sizes:
+            sizes = [0]  # splitting an empty dim gives one empty piece
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != n:
@@ -309,10 +335,13 @@ def split(a, split_size_or_sections, dim: int = 0):
 
 
 def chunk(a, chunks: int, dim: int = 0):
+    if not isinstance(chunks, int) or chunks <= 0:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     d = normalize_dim(dim, a.ndim, "chunk")
     n = int(a.shape[d])
-    size = -(-n // chunks) if n else 1
-    return split(a, size, d)
+    if n == 0:
+        return tuple(narrow(a, d, 0, 0) for _ in range(chunks))
+    return split(a, -(-n // chunks), d)
 
 
 def unbind(a, dim: int = 0):

@@ -1,0 +1,113 @@
+"""no_grad / enable_grad / set_grad_enabled / inference_mode as context managers and decorators."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import tracejit as tj
+
+
+def _records(x):
+    return (x * 2).requires_grad
+
+
+def test_no_grad_context():
+    x = tj.ones(2, requires_grad=True)
+    with tj.no_grad():
+        assert not tj.is_grad_enabled()
+        y = x * 2
+        assert not y.requires_grad and y.grad_fn is None
+    assert tj.is_grad_enabled() and _records(x)
+
+
+def test_no_grad_restores_on_exception():
+    with pytest.raises(ValueError):
+        with tj.no_grad():
+            raise ValueError("boom")
+    assert tj.is_grad_enabled()
+
+
+def test_enable_grad_inside_no_grad():
+    x = tj.ones(2, requires_grad=True)
+    with tj.no_grad():
+        with tj.enable_grad():
+            assert _records(x)
+        assert not _records(x)
+
+
+@pytest.mark.parametrize("deco", [tj.no_grad(), tj.no_grad, tj.set_grad_enabled(False),
+                                  tj.inference_mode(), tj.inference_mode],
+                         ids=["no_grad()", "no_grad", "set_grad_enabled(False)", "inference_mode()",
+                              "inference_mode"])
+def test_decorators_disable(deco):
+    assert tj.is_grad_enabled()  # building the decorator must not switch the mode
+
+    @deco
+    def f(x):
+        assert not tj.is_grad_enabled()
+        return x * 2
+
+    x = tj.ones(2, requires_grad=True)
+    assert not f(x).requires_grad
+    assert tj.is_grad_enabled()
+    assert f.__name__ == "f"
+
+
+@pytest.mark.parametrize("deco", [tj.enable_grad(), tj.enable_grad, tj.set_grad_enabled(True)])
+def test_decorators_enable(deco):
+    @deco
+    def f(x):
+        return x * 2
+
+    x = tj.ones(2, requires_grad=True)
+    with tj.no_grad():
+        assert f(x).requires_grad
+        assert not tj.is_grad_enabled()
+
+
+def test_set_grad_enabled_as_function_and_context():
+    x = tj.ones(2, requires_grad=True)
+    tj.set_grad_enabled(False)
+    try:
+        assert not _records(x)
+    finally:
+        tj.set_grad_enabled(True)
+    assert _records(x)
+    with tj.set_grad_enabled(False):
+        assert not _records(x)
+    assert _records(x)
+    with pytest.raises(TypeError):
+        tj.set_grad_enabled("no")
+
+
+def test_inference_mode_false_keeps_grad():
+    x = tj.ones(2, requires_grad=True)
+    with tj.inference_mode(False):
+        assert _records(x)
+
+
+def test_grad_mode_is_thread_local():
+    x = tj.ones(2, requires_grad=True)
+    seen = []
+
+    def worker():
+        seen.append(_records(x))
+
+    with tj.no_grad():
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+    assert seen == [True]
+
+
+def test_backward_restores_grad_mode():
+    x = tj.ones(2, requires_grad=True)
+    (x * 2).sum().backward()
+    assert tj.is_grad_enabled()
+    y = (x * 3).sum()
+    with tj.no_grad():
+        y.backward()  # a graph built earlier can be run under no_grad
+        assert not tj.is_grad_enabled()
+    assert tj.is_grad_enabled()
+    assert x.grad.tolist() == [5.0, 5.0]

@@ -1,0 +1,29 @@
+"""Shared test setup: the tests directory on sys.path (for ``from opdb import OPS``) and
+a fixed seed per test. PyTorch is an optional reference: tests that compare with it
+import it themselves and skip cleanly when it is missing."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tracejit as tj  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_restore():
+    """Every test starts from the same RNG state, grad mode on, float32 default."""
+    tj.manual_seed(0)
+    prev = tj.get_default_dtype()
+    with tj.enable_grad():
+        yield
+    tj.set_default_dtype(prev)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

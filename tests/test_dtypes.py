@@ -1,0 +1,74 @@
+"""DType objects, dtype lookup and the promotion functions behind every op."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import dtypes as D
+
+
+def test_dtype_objects():
+    assert tj.float32.name == "float32" and tj.float32.np == np.float32 and tj.float32.itemsize == 4
+    assert tj.float32.is_floating_point and not tj.float32.is_integer
+    assert tj.int64.is_integer and tj.bool_.is_bool
+    assert repr(tj.float64) == "tracejit.float64"
+    assert tj.float is tj.float32 and tj.double is tj.float64 and tj.long is tj.int64
+    assert tj.int is tj.int32 and tj.half is tj.float16 and tj.bool is tj.bool_
+    assert pickle.loads(pickle.dumps(tj.float16)) is tj.float16
+
+
+@pytest.mark.parametrize("spec, expect", [
+    (tj.float32, tj.float32), (np.float64, tj.float64), (np.dtype("int32"), tj.int32), ("int64", tj.int64),
+    ("float", tj.float32), ("double", tj.float64), ("long", tj.int64), ("short", D.int16),
+    (float, tj.float32), (int, tj.int64), (bool, tj.bool_), (np.uint8, tj.uint8), ("bool", tj.bool_),
+])
+def test_as_dtype(spec, expect):
+    assert D.as_dtype(spec) is expect
+
+
+def test_as_dtype_rejects_unknown():
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        D.as_dtype(np.complex64)
+    with pytest.raises(TypeError):
+        D.as_dtype("not-a-dtype")
+
+
+def test_default_dtype():
+    assert tj.get_default_dtype() is tj.float32
+    tj.set_default_dtype(tj.float64)
+    try:
+        assert D.as_dtype(float) is tj.float64
+        assert tj.zeros(1).dtype is tj.float64
+    finally:
+        tj.set_default_dtype(tj.float32)
+    with pytest.raises(TypeError):
+        tj.set_default_dtype(tj.int32)
+
+
+@pytest.mark.parametrize("a, b, expect", [
+    (tj.int64, tj.float32, tj.float32),
+    (tj.int32, tj.float16, tj.float16),
+    (tj.uint8, tj.int8, D.int16),
+    (tj.bool_, tj.uint8, tj.uint8),
+    (tj.float16, tj.float64, tj.float64),
+    (tj.int8, tj.int64, tj.int64),
+])
+def test_promote_types(a, b, expect):
+    assert D.promote_types(a, b) is expect
+    assert D.promote_types(b, a) is expect
+
+
+def test_result_type_tiers():
+    f32, f64, i32, i64 = tj.float32, tj.float64, tj.int32, tj.int64
+    assert D.result_type([f32], [f32]) is f32            # tensor * Python float
+    assert D.result_type([i64], [f32]) is f32            # int tensor * Python float -> default float
+    assert D.result_type([i32], [i64]) is i32            # int32 tensor * Python int
+    assert D.result_type([f32], [], [f64]) is f32        # 0-d f64 does not widen f32[n]
+    assert D.result_type([i32], [], [f64]) is f64        # ...but does lift an int tensor
+    assert D.result_type([], [f32], [i32]) is f32        # 0-d int tensor * Python float
+    assert D.result_type([], [i64], [tj.uint8]) is tj.uint8
+    assert D.result_type([], []) is f32
+    assert D.scalar_dtype(True) is tj.bool_ and D.scalar_dtype(3) is i64 and D.scalar_dtype(2.5) is f32
