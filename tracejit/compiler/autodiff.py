@@ -141,11 +141,11 @@ def joint(graph: Graph, active_inputs, name: str = "joint") -> Graph:
     ct_vars = [Var(a.aval) if isinstance(a, Var) else Var(a.aval) for a in graph.outputs]
     cts = {}
     with ctx:
-        pass
-    for a, v in zip(graph.outputs, ct_vars):
-        if isinstance(a, Var) and a in act:
-            t = _make_tracer(v, ctx)
-            cts[a] = t if a not in cts else cts[a] + t
+        # An output listed twice (``return y, y``) gets the sum of its cotangents.
+        for a, v in zip(graph.outputs, ct_vars):
+            if isinstance(a, Var) and a in act:
+                t = _make_tracer(v, ctx)
+                cts[a] = t if a not in cts else cts[a] + t
     ct = _backward_eqns(ctx, graph, act, cts)
     outs = []
     with ctx:

@@ -53,89 +53,107 @@ def _elementwise_ok(e: Eqn) -> bool:
 def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
     """Return the program as a list of items: `Group`s and plain `Eqn`s, in a valid order."""
     group_of: dict = {}        # Var -> Group that computes it
-    deps: dict = {}            # Var -> set of gids it (transitively) depends on
+    producer: dict = {}        # Var -> the step Eqn that computes it (values outside groups)
     groups: dict = {}          # gid -> Group
     order: list = []           # Groups and Eqns, in creation order
     merged_into: dict = {}     # gid -> gid, for merged groups
+    ext_in: dict = {}          # gid -> external Vars read by the group (grows with it)
 
     def find(g: Group) -> Group:
         while g.gid in merged_into:
             g = groups[merged_into[g.gid]]
         return g
 
-    def var_deps(a) -> set:
-        return deps.get(a, set()) if isinstance(a, Var) else set()
+    def owner(a):
+        g = group_of.get(a)
+        return find(g) if g is not None else None
 
-    def legal(g: Group, e_inputs) -> bool:
-        # An operand not computed in g must not depend on g (that would be a cycle).
-        for a in e_inputs:
-            if isinstance(a, Var):
-                owner = group_of.get(a)
-                if owner is not None and find(owner) is g:
-                    continue
-                if g.gid in {find(groups[x]).gid for x in var_deps(a)}:
-                    return False
-        return True
+    def depends_on(values, targets: set) -> bool:
+        """Does any of `values` need (transitively) a group in `targets` to have run?
 
-    def ext_inputs(g: Group):
-        out = []
-        for e in g.eqns:
-            for a in e.inputs:
-                if isinstance(a, Var) and not (a in group_of and find(group_of[a]) is g):
-                    out.append(a)
-        return out
+        Dependencies are taken at the level of groups: a group runs as one kernel, so a
+        value it computes depends on everything *any* of its members reads. (Per-value
+        dependencies are not enough: group A may read group B through one member while
+        B reads A's epilogue through another, a cycle no single value shows.)
+        """
+        stack = [a for a in values if isinstance(a, Var)]
+        seen: set = set()
+        seen_groups: set = set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            g = owner(v)
+            if g is not None:
+                if g.gid in targets:
+                    return True
+                if g.gid not in seen_groups:
+                    seen_groups.add(g.gid)
+                    stack.extend(ext_in[g.gid])
+            else:
+                e = producer.get(v)
+                if e is not None:
+                    stack.extend(a for a in e.inputs if isinstance(a, Var))
+        return False
+
+    def outside(gids: set, values) -> list:
+        return [a for a in values if isinstance(a, Var) and not (owner(a) is not None and owner(a).gid in gids)]
+
+    def add_inputs(g: Group, values) -> None:
+        ext_in[g.gid].extend(a for a in values if isinstance(a, Var))
 
     for e in graph.eqns:
-        dep = set()
-        for a in e.inputs:
-            if isinstance(a, Var):
-                dep |= var_deps(a)
-                if a in group_of:
-                    dep.add(find(group_of[a]).gid)
-        target = None
         if _elementwise_ok(e):
             shape = tuple(e.out.aval.shape)
             cands = []
             for a in e.inputs:
                 if isinstance(a, Var) and a in group_of:
-                    g = find(group_of[a])
+                    g = owner(a)
                     if g.reduction is None and g.shape == shape and g not in cands:
                         cands.append(g)
+            target = None
             for g in cands:
-                if legal(g, e.inputs):
+                if not depends_on(outside({g.gid}, e.inputs), {g.gid}):
                     target = g
                     break
             if target is not None:
-                # Merge other candidate groups into target when that keeps the graph acyclic.
+                # Merge other candidate groups into target when the union stays acyclic:
+                # nothing the union reads from outside may depend on a part of it.
                 for g in cands:
                     if g is target:
                         continue
-                    if legal(target, ext_inputs(g)) and legal(g, ext_inputs(target)):
+                    parts = {target.gid, g.gid}
+                    reads = outside(parts, ext_in[target.gid] + ext_in[g.gid] + list(e.inputs))
+                    if not depends_on(reads, parts):
                         target.eqns.extend(g.eqns)
+                        ext_in[target.gid].extend(ext_in[g.gid])
                         merged_into[g.gid] = target.gid
-                        for v in list(group_of):
-                            if find(group_of[v]) is target:
-                                pass
             if target is None:
                 gid = len(groups)
                 target = Group(gid, shape)
                 groups[gid] = target
+                ext_in[gid] = []
                 order.append(target)
             target.eqns.append(e)
+            add_inputs(target, e.inputs)
             group_of[e.out] = target
         elif (fuse_reductions and e.prim.name in FUSIBLE_REDUCTIONS and isinstance(e.inputs[0], Var)
               and e.inputs[0] in group_of and e.out.aval.dtype.name in _KERNEL_DTYPES):
-            g = find(group_of[e.inputs[0]])
-            if g.reduction is None and g.shape == tuple(e.inputs[0].aval.shape) and legal(g, e.inputs):
+            g = owner(e.inputs[0])
+            if (g.reduction is None and g.shape == tuple(e.inputs[0].aval.shape)
+                    and not depends_on(outside({g.gid}, e.inputs), {g.gid})):
                 g.reduction = e
+                add_inputs(g, e.inputs)
                 group_of[e.out] = g
-                target = g
             else:
                 order.append(e)
+                for o in e.outs:
+                    producer[o] = e
         else:
             order.append(e)
-        for o in e.outs:
-            deps[o] = dep
+            for o in e.outs:
+                producer[o] = e
 
     items = []
     seen = set()

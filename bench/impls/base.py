@@ -1,0 +1,196 @@
+"""What every system's runner shares: the workloads written once against a few hooks.
+
+A runner subclass supplies the framework-specific pieces (how to make a tensor, the GELU
+chain in its ops, how to compile, how to wait for a result, how to count compilations)
+and the training steps, which differ too much between frameworks to share. The
+workload methods return a dict of metrics (see ``bench.workloads``) plus ``check``
+values that the report compares across systems, or raise ``Skip`` with a note.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+
+import numpy as np
+
+from .. import workloads as W
+from ..harness import Skip, measure, run_child, step_times
+
+
+class Runner:
+    """Base for one system (framework x mode). ``compiled`` picks the mode."""
+
+    def __init__(self, system):
+        self.system = system
+        self.compiled = system.compiled
+
+    # ---------------------------------------------------------------- hooks
+    def versions(self) -> dict:
+        return {}
+
+    def asarray(self, a: np.ndarray, requires_grad: bool = False):
+        raise NotImplementedError
+
+    def tonumpy(self, t) -> np.ndarray:
+        return np.asarray(t)
+
+    def sync(self, out):
+        """Wait until ``out`` is computed (asynchronous systems override)."""
+        return out
+
+    def gelu_fn(self):
+        """The GELU chain ``(x, y, z) -> out`` written in this framework's ops."""
+        raise NotImplementedError
+
+    def overhead_fn(self):
+        raise NotImplementedError
+
+    def compile(self, fn):
+        """Compile ``fn`` (compiled systems); eager systems return it unchanged."""
+        return fn
+
+    def compile_count(self, compiled_fn) -> int:
+        return 0
+
+    def check_available(self, what: str) -> None:
+        """Raise Skip when the workload ``what`` cannot run in this system yet."""
+
+    def cache_env(self, cache_dir: str) -> dict:
+        """Environment that points this system's on-disk compile cache at ``cache_dir``."""
+        return {}
+
+    # ---------------------------------------------------------------- workloads
+    def run_gelu(self, cfg: W.Config) -> dict:
+        self.check_available("gelu")
+        xs = W.gelu_inputs(cfg.gelu_n)
+        fwd = self.compile(self.gelu_fn())
+        x, y, z = (self.asarray(a) for a in xs)
+        out = self.sync(fwd(x, y, z))
+        check = {"fwd_sum": float(np.sum(self.tonumpy(out), dtype=np.float64))}
+        t_fwd = measure(lambda: self.sync(fwd(x, y, z)), warmup=cfg.warmup, repeat=cfg.repeat)
+        step, grads = self.gelu_fwdbwd(xs)
+        g = grads()
+        check.update({f"grad_{k}_sum": float(np.sum(self.tonumpy(v), dtype=np.float64))
+                      for k, v in zip("xyz", g)})
+        t_bwd = measure(step, warmup=cfg.warmup, repeat=cfg.repeat)
+        b = W.gelu_bytes(cfg.gelu_n)
+        return {"n": cfg.gelu_n, "fwd_ms": t_fwd.value(cfg.stat) * 1e3,
+                "fwdbwd_ms": t_bwd.value(cfg.stat) * 1e3,
+                "fwd_bytes": b["fwd"], "fwdbwd_bytes": b["fwdbwd"],
+                "timing": {"fwd": t_fwd.as_dict(), "fwdbwd": t_bwd.as_dict()}, "check": check}
+
+    def gelu_fwdbwd(self, xs):
+        """(step, grads): ``step()`` runs forward+backward of ``sum(gelu(x, y, z))`` and
+        waits; ``grads()`` returns the last (dx, dy, dz). Autograd systems share this."""
+        gelu = self.gelu_fn()
+
+        def loss(x, y, z):  # a def, not a lambda: tj.script compiles from the source
+            return gelu(x, y, z).sum()
+
+        loss_fn = self.compile(loss)
+        x, y, z = (self.asarray(a, requires_grad=True) for a in xs)
+
+        def step():
+            x.grad = y.grad = z.grad = None
+            loss_fn(x, y, z).backward()
+            return x.grad
+
+        def grads():
+            step()
+            return x.grad, y.grad, z.grad
+
+        return step, grads
+
+    def run_mlp2(self, cfg: W.Config) -> dict:
+        self.check_available("mlp2")
+        step, loss = self.mlp2_step(W.mlp2_data())
+        step()
+        first = loss()
+        t = step_times(step, cfg.mlp2_steps, cfg.mlp2_warmup - 1)
+        return {"steps": cfg.mlp2_steps, "step_us": t.value(cfg.stat) * 1e6, "timing": t.as_dict(),
+                "check": {"first_loss": first, "final_loss": loss()}}
+
+    def run_mlp(self, cfg: W.Config) -> dict:
+        self.check_available("mlp")
+        step, loss = self.mlp_step(W.mlp_data())
+        step()
+        first = loss()
+        t = step_times(step, cfg.mlp_steps, cfg.mlp_warmup - 1)
+        return {"steps": cfg.mlp_steps, "step_ms": t.value(cfg.stat) * 1e3, "timing": t.as_dict(),
+                "check": {"first_loss": first, "final_loss": loss()}}
+
+    def mlp2_step(self, data: dict):
+        """(step, loss): one SGD step of the two-layer net; loss() is the last loss."""
+        raise NotImplementedError
+
+    def mlp_step(self, data: dict):
+        raise NotImplementedError
+
+    def run_overhead(self, cfg: W.Config) -> dict:
+        self.check_available("overhead")
+        f = self.compile(self.overhead_fn())
+        x, y, z = (self.asarray(a) for a in W.overhead_inputs())
+        out = self.sync(f(x, y, z))
+        t = measure(lambda: self.sync(f(x, y, z)), warmup=cfg.warmup + 50,
+                    repeat=cfg.overhead_repeat, sample_s=cfg.sample_s)
+        return {"call_us": t.value(cfg.stat) * 1e6, "per_op_us": t.value(cfg.stat) * 1e6 / 5,
+                "timing": t.as_dict(),
+                "check": {"sum": float(np.sum(self.tonumpy(out), dtype=np.float64))}}
+
+    def run_compile(self, cfg: W.Config) -> dict:
+        if not self.compiled:
+            raise Skip("eager: nothing to compile")
+        self.check_available("compile")
+        params = {"batch": cfg.compile_batch, "new_batch": cfg.compile_new_batch,
+                  "features": cfg.features}
+        with tempfile.TemporaryDirectory(prefix=f"bench-{self.system.name}-cache-") as cache:
+            env = self.cache_env(cache)  # empty for the first probe, warm for the second
+            cold = run_child(self.system.name, "compile", params, env_extra=env,
+                             timeout_s=cfg.child_timeout_s)
+            warm = run_child(self.system.name, "compile", params, env_extra=env,
+                             timeout_s=cfg.child_timeout_s)
+        return {"cold_ms": cold["first_ms"], "warm_disk_ms": warm["first_ms"],
+                "new_batch_ms": cold["new_batch_ms"], "steady_ms": cold["steady_ms"],
+                "import_s": cold["import_s"], "cold": cold, "warm": warm, **params}
+
+    def probe_compile(self, params: dict) -> dict:
+        """In a fresh process: first call, steady call, first call at a new batch size."""
+        f = self.compile(self.gelu_fn())
+        x, y, z = (self.asarray(a) for a in W.gelu_batch_inputs(params["batch"], params["features"]))
+        first = _once(lambda: self.sync(f(x, y, z)))
+        steady = measure(lambda: self.sync(f(x, y, z)), warmup=1, repeat=5)
+        x2, y2, z2 = (self.asarray(a)
+                      for a in W.gelu_batch_inputs(params["new_batch"], params["features"]))
+        new_batch = _once(lambda: self.sync(f(x2, y2, z2)))
+        return {"first_ms": first * 1e3, "steady_ms": steady.median_s * 1e3,
+                "new_batch_ms": new_batch * 1e3, "compiles": self.compile_count(f)}
+
+    def run_dynamic(self, cfg: W.Config) -> dict:
+        self.check_available("dynamic")
+        params = {"max_batch": cfg.dynamic_max_batch, "features": cfg.features}
+        if not self.compiled:
+            return self.probe_dynamic(params)
+        with tempfile.TemporaryDirectory(prefix=f"bench-{self.system.name}-dyn-") as cache:
+            return run_child(self.system.name, "dynamic", params, env_extra=self.cache_env(cache),
+                             timeout_s=cfg.child_timeout_s)
+
+    def probe_dynamic(self, params: dict) -> dict:
+        f = self.compile(self.gelu_fn())
+        order = W.dynamic_batches(params["max_batch"])
+        inputs = [[self.asarray(a) for a in W.gelu_batch_inputs(b, params["features"])]
+                  for b in order]
+        times = []
+        for xs in inputs:
+            t0 = time.perf_counter()
+            self.sync(f(*xs))
+            times.append(time.perf_counter() - t0)
+        return {"batches": order, "compiles": self.compile_count(f),
+                "total_ms": sum(times) * 1e3, "first_ms": times[0] * 1e3,
+                "after_first_ms": sum(times[1:]) * 1e3,
+                "slowest_ms": max(times) * 1e3}
+
+
+def _once(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0

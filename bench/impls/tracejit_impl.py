@@ -1,0 +1,75 @@
+"""tracejit eager and compiled (``tj.script``), through the same PyTorch-style code as torch.
+
+The JIT and ``tj.nn``/``tj.optim`` are being written alongside this benchmark: a
+workload that needs a missing piece is skipped with a note instead of failing, so the
+benchmark runs at every stage of the project.
+"""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+import tracejit as tj
+
+from . import torchlike
+from ..harness import Skip
+from .base import Runner
+
+_NEEDS_NN = {"mlp"}
+
+
+class TracejitRunner(Runner):
+    def versions(self) -> dict:
+        import numba
+        return {"tracejit": tj.__version__, "numba": numba.__version__,
+                "numba_threads": numba.get_num_threads()}
+
+    def check_available(self, what):
+        if self.compiled and not hasattr(tj, "script"):
+            raise Skip("tracejit JIT not available yet")
+        if what in _NEEDS_NN:
+            missing = [m for m in ("nn", "optim") if not _importable(f"tracejit.{m}")]
+            if missing:
+                raise Skip(f"tj.{' / tj.'.join(missing)} not available yet")
+
+    def asarray(self, a, requires_grad=False):
+        return tj.tensor(np.array(a), requires_grad=requires_grad)
+
+    def tonumpy(self, t):
+        return t.detach().numpy()
+
+    def gelu_fn(self):
+        return torchlike.gelu_chain(tj)
+
+    def overhead_fn(self):
+        return torchlike.overhead_fn(tj)
+
+    def compile(self, fn):
+        return tj.script(fn) if self.compiled else fn
+
+    def compile_count(self, compiled_fn) -> int:
+        stats = getattr(compiled_fn, "cache_stats", None)
+        return int(stats()["compiles"]) if stats is not None else 0
+
+    def cache_env(self, cache_dir):
+        return {"TRACEJIT_CACHE_DIR": cache_dir}
+
+    def mlp2_step(self, data):
+        return torchlike.mlp2_step(tj, self.compile, data, self.asarray)
+
+    def mlp_step(self, data):
+        return torchlike.mlp_step(tj, self.compile, data, self.asarray,
+                                  lambda a: tj.tensor(np.array(a)))
+
+
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+def make(system):
+    return TracejitRunner(system)

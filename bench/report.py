@@ -1,0 +1,280 @@
+"""Turn a run's results into a Markdown table, a JSON file and a PNG chart.
+
+Ratios (speed-up vs numpy eager, multiple of the bandwidth bound) are computed here,
+from figures measured in the same run, never against numbers from another run.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from . import systems as S
+from . import workloads as W
+
+BASELINE = "numpy"
+
+# Agreement with numpy's check values: (relative tolerance) per check key; training
+# losses drift apart over many float32 steps, so the final loss gets a looser bound.
+CHECK_TOL = {"final_loss": 5e-2}
+DEFAULT_TOL = 2e-3
+
+
+# ---------------------------------------------------------------- numbers
+def fmt(value, unit: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if unit == "count":
+        return f"{int(value)}"
+    if unit == "x":
+        return f"{value:.1f}×" if value < 100 else f"{value:.0f}×"
+    v = float(value)
+    if v >= 100:
+        s = f"{v:.0f}"
+    elif v >= 10:
+        s = f"{v:.1f}"
+    elif v >= 1:
+        s = f"{v:.2f}"
+    else:
+        s = f"{v:.3f}"
+    return s
+
+
+def unit_label(unit: str) -> str:
+    return {"us": "µs", "ms": "ms", "x": "×", "count": "#"}.get(unit, unit)
+
+
+def summarize(workload: W.Workload, res: dict) -> str:
+    """One progress line's worth of a system's result for one workload."""
+    if "skipped" in res:
+        return f"skipped: {res['skipped']}"
+    if "error" in res:
+        return f"ERROR: {res['error']}"
+    parts = [f"{m.label} {fmt(res[m.key], m.unit)} {unit_label(m.unit)}"
+             for m in workload.metrics if res.get(m.key) is not None]
+    return ", ".join(parts)
+
+
+def add_derived(data: dict) -> None:
+    """Fill in the metrics that need the machine's bandwidth (x bound)."""
+    bw = (data.get("machine") or {}).get("bandwidth_gbps")
+    gelu = data["results"].get("gelu")
+    if not bw or not gelu:
+        return
+    for res in gelu.values():
+        for phase in ("fwd", "fwdbwd"):
+            if res.get(f"{phase}_ms") is not None:
+                bound_ms = res[f"{phase}_bytes"] / (bw * 1e9) * 1e3
+                res[f"{phase}_bound_ms"] = bound_ms
+                res[f"{phase}_x_bound"] = res[f"{phase}_ms"] / bound_ms
+
+
+def _bound_note(data: dict, key: str) -> str:
+    for res in data["results"].get("gelu", {}).values():
+        if res.get(f"{key}_bound_ms"):
+            return f" (bound {fmt(res[f'{key}_bound_ms'], 'ms')} ms)"
+    return ""
+
+
+# ---------------------------------------------------------------- table
+def _value(data: dict, workload: str, system: str, key: str):
+    res = data["results"].get(workload, {}).get(system)
+    if not res or "skipped" in res or "error" in res:
+        return None
+    return res.get(key)
+
+
+def rows(data: dict) -> list[tuple[W.Workload, W.Metric, str]]:
+    out = []
+    for name in data["meta"]["workloads"]:
+        wl = W.by_name(name)
+        for m in wl.metrics:
+            label = f"{m.label} [{unit_label(m.unit)}]"
+            if name == "gelu" and m.unit == "ms":
+                label += _bound_note(data, m.key[:-3])
+            out.append((wl, m, label))
+    return out
+
+
+def table(data: dict) -> str:
+    cols = data["meta"]["systems"]
+    labels = [data["systems"][s]["label"] for s in cols]
+    lines = ["| metric | " + " | ".join(labels) + " |",
+             "|---|" + "---:|" * len(cols)]
+    for wl, m, label in rows(data):
+        cells = []
+        for s in cols:
+            v = _value(data, wl.name, s, m.key)
+            cells.append(fmt(v, m.unit) if v is not None else _why_not(data, wl.name, s))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _why_not(data: dict, workload: str, system: str) -> str:
+    res = data["results"].get(workload, {}).get(system)
+    if res is None:
+        return "–"
+    if "error" in res:
+        return "error"
+    if "skipped" in res and res["skipped"].startswith("eager"):
+        return "n/a"
+    return "–"
+
+
+def speedup_table(data: dict) -> str:
+    cols = [s for s in data["meta"]["systems"] if s != BASELINE]
+    if BASELINE not in data["meta"]["systems"] or not cols:
+        return ""
+    lines = ["| speed-up vs numpy eager | " + " | ".join(data["systems"][s]["label"] for s in cols)
+             + " |", "|---|" + "---:|" * len(cols)]
+    any_row = False
+    for wl, m, _label in rows(data):
+        if not m.timed:
+            continue
+        base = _value(data, wl.name, BASELINE, m.key)
+        if not base:
+            continue
+        cells = []
+        for s in cols:
+            v = _value(data, wl.name, s, m.key)
+            cells.append(f"{base / v:.2f}×" if v else "–")
+        lines.append(f"| {m.label} | " + " | ".join(cells) + " |")
+        any_row = True
+    return "\n".join(lines) if any_row else ""
+
+
+def notes(data: dict) -> list[str]:
+    """Why cells are empty: one line per (system, reason), listing the workloads."""
+    out = []
+    for s in data["meta"]["systems"]:
+        info = data["systems"][s]
+        if info.get("note"):
+            out.append(f"- {info['label']}: {info['note']}")
+            continue
+        reasons: dict[str, list[str]] = {}
+        for name in data["meta"]["workloads"]:
+            res = data["results"].get(name, {}).get(s) or {}
+            why = res.get("skipped") or (f"error: {res['error']}" if "error" in res else None)
+            if why and not why.startswith("eager"):
+                reasons.setdefault(why, []).append(name)
+        for why, names in reasons.items():
+            out.append(f"- {info['label']} ({', '.join(names)}): {why}")
+    return out
+
+
+def checks(data: dict) -> list[str]:
+    """Systems whose results disagree with numpy's (they computed something else)."""
+    bad = []
+    for name, per_system in data["results"].items():
+        ref = (per_system.get(BASELINE) or {}).get("check")
+        if not ref:
+            continue
+        for s, res in per_system.items():
+            for k, v in (res.get("check") or {}).items():
+                r = ref.get(k)
+                if r is None or v is None:
+                    continue
+                tol = CHECK_TOL.get(k, DEFAULT_TOL)
+                if not abs(v - r) <= tol * max(abs(r), 1e-12):
+                    bad.append(f"{name}/{s}: {k} = {v:.6g}, numpy {r:.6g}")
+    return bad
+
+
+def render(data: dict) -> str:
+    m = data.get("machine") or {}
+    head = f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores"
+    if m.get("bandwidth_gbps"):
+        head += (f"; streaming copy {m['bandwidth_gbps']:.1f} GB/s (numpy {m['numpy_copy_gbps']:.1f}, "
+                 f"numba prange {m.get('numba_copy_gbps', 0):.1f}, {m.get('numba_threads', '?')} threads)")
+    meta = data["meta"]
+    busy = max(meta.get("busy_before") or 0.0, meta.get("busy_after") or 0.0)
+    if busy > 0.25:
+        head += (f"\nWARNING: other work was using {busy:.0%} of the CPUs around this run: "
+                 "figures are inflated, rerun on a quiet machine")
+    cfg = meta.get("config", {})
+    if cfg.get("stat") == "min":
+        head += ("\nFigures: the best of repeated timings after warm-up (--stat min); "
+                 "compile and dynamic figures are single first calls")
+    else:
+        head += ("\nFigures: the median of repeated timings after warm-up; compile and dynamic "
+                 "figures are single first calls")
+    parts = [head, "", table(data)]
+    sp = speedup_table(data)
+    if sp:
+        parts += ["", sp]
+    n = notes(data)
+    if n:
+        parts += ["", "Notes:"] + n
+    bad = checks(data)
+    if BASELINE not in meta["systems"]:
+        parts += ["", "Checks: numpy not in this run, nothing to compare results with"]
+    else:
+        parts += ["", "Checks: " + ("every system's results agree with numpy's" if not bad
+                                    else "MISMATCH (these systems computed something else)")]
+        parts += [f"- {b}" for b in bad]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- files
+def write_json(data: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=float) + "\n")
+
+
+def write_png(data: dict, path: Path) -> str | None:
+    """A bar chart per timed metric (log scale). Returns a note when it cannot draw."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+    except ImportError:
+        return "matplotlib not installed: no chart (pip install matplotlib)"
+    cols = data["meta"]["systems"]
+    color = {s: plt.get_cmap("tab10")(i) for i, s in enumerate(S.SYSTEM_NAMES)}
+    panels = []
+    for wl, m, label in rows(data):
+        # Leave out systems the metric does not apply to (eager ones in "compile").
+        shown = [s for s in cols if _value(data, wl.name, s, m.key) or _why_not(data, wl.name, s) != "n/a"]
+        if m.timed and any(_value(data, wl.name, s, m.key) for s in shown):
+            panels.append((wl, m, label, shown))
+    if not panels:
+        return "nothing timed: no chart"
+    ncol = 3
+    nrow = math.ceil(len(panels) / ncol)
+    height = sum(max(len(p[3]) for p in panels[r * ncol:(r + 1) * ncol]) * 0.42 + 1.0
+                 for r in range(nrow))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(5.4 * ncol, height), squeeze=False)
+    for ax, (wl, m, label, shown) in zip(axes.flat, panels):
+        vals = [_value(data, wl.name, s, m.key) for s in shown]
+        ypos = list(range(len(shown)))
+        ax.barh(ypos, [v or 0 for v in vals], color=[color[s] for s in shown])
+        ax.set_yticks(ypos, [data["systems"][s]["label"] for s in shown], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_title(label, fontsize=9)
+        present = [v for v in vals if v]
+        ax.set_xlim(min(present) / 3, max(present) * 6)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="x", labelsize=7)
+        for y, v, s in zip(ypos, vals, shown):
+            text = fmt(v, m.unit) if v else _why_not(data, wl.name, s).replace("–", "skipped")
+            ax.text(v if v else ax.get_xlim()[0], y, " " + text, va="center", fontsize=7)
+        if wl.name == "gelu":
+            bound = next((r.get(f"{m.key[:-3]}_bound_ms") for r in data["results"]["gelu"].values()
+                          if r.get(f"{m.key[:-3]}_bound_ms")), None)
+            if bound:
+                ax.axvline(bound, color="k", ls="--", lw=0.8)
+                ax.set_xlim(min(bound, min(present)) / 3, max(present) * 6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    mach = data.get("machine") or {}
+    fig.suptitle(f"tracejit benchmarks: {'quick' if data['meta']['quick'] else 'full'} run, "
+                 f"{mach.get('cpu', '?')}, {mach.get('cores', '?')} cores, {data['meta']['date'][:10]}"
+                 " (log scale, lower is better; dashed line: bandwidth bound)", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None

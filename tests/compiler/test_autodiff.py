@@ -1,0 +1,283 @@
+"""Differentiation of captured programs: control flow, custom Functions, higher order,
+what the forward saves, and the compiled autograd node.
+
+Every gradient is compared with eager autograd on the same inputs (through
+`tracejit.testing.assert_compiled_matches`, which also runs the IR interpreter).
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.compiler.autodiff import joint, split
+from tracejit.errors import CompileError, GraphFreedError, InplaceModifiedError
+from tracejit.testing import Mismatch, assert_compiled_matches, assert_same, kernel_cache_at
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+def T(*shape, seed=0, rg=True, dtype=np.float32, low=None):
+    a = np.random.default_rng(seed + 11 * len(shape)).standard_normal(shape).astype(dtype)
+    if low is not None:
+        a = np.abs(a) + low
+    t = tj.tensor(a)
+    return t.requires_grad_() if rg else t
+
+
+# --------------------------------------------------------------------------- cond
+def branchy(x, y, z):
+    if x.sum() > 0:
+        out = tj.tanh(x * y)
+    else:
+        out = x * z - 1.0
+    return out * 2.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["true-branch", "false-branch"])
+def test_cond_differentiates_branchwise(sign):
+    x = T(3, 4, seed=1, low=0.1)
+    x = tj.tensor(x.detach().numpy() * sign).requires_grad_()
+    assert_compiled_matches(branchy, x, T(3, 4, seed=2), T(3, 4, seed=3), mode="script")
+
+
+def test_cond_untaken_branch_inputs_get_none_like_eager():
+    cf = tj.script(branchy)
+    y, z = T(3, 4, seed=2), T(3, 4, seed=3)
+    for sign, used, unused in ((1.0, y, z), (-1.0, z, y)):
+        x = tj.tensor(sign * (np.abs(T(3, 4, seed=1).detach().numpy()) + 0.1)).requires_grad_()
+        out = cf(x, y, z)
+        gx, gu, gn = tj.autograd.grad(out.sum(), [x, used, unused], allow_unused=True)
+        assert gx is not None and gu is not None
+        assert gn is None, "an input only the untaken branch reads must get no gradient"
+    assert cf.cache_stats()["compiles"] == 1   # one capture serves both branches
+
+
+def test_cond_with_branch_dependent_shapes_of_grads():
+    def f(x, w):
+        h = x * w
+        if h.mean() > 0:
+            h = h.sum(0) * 3.0
+        else:
+            h = (h * h).sum(0)
+        return h
+    w = T(5, seed=4)
+    assert_compiled_matches(f, T(4, 5, seed=5, low=0.2), w, mode="script")
+    assert_compiled_matches(f, tj.tensor(-np.abs(T(4, 5, seed=5).detach().numpy()) - 0.2).requires_grad_(),
+                            tj.tensor(np.abs(w.detach().numpy()) + 0.1).requires_grad_(), mode="script")
+
+
+# --------------------------------------------------------------------------- loops
+def test_for_over_static_range_differentiates():
+    def f(x, w):
+        h = x
+        for i in range(3):
+            h = tj.tanh(h * w) + h * 0.5
+        return h.sum(1)
+    assert_compiled_matches(f, T(4, 6, seed=1), T(6, seed=2), mode="script")
+
+
+def test_while_with_data_dependent_trip_count_refuses_backward_clearly():
+    def f(x):
+        while x.sum() < 50.0:
+            x = x * 2.0
+        return x
+    cf = tj.script(f)
+    x = T(5, seed=1, low=0.1)
+    # Without gradients the loop runs compiled and matches eager.
+    with tj.no_grad():
+        assert_same(cf(x), f(x.detach()), "while forward")
+    with pytest.raises(CompileError, match=r"(?s)`while`.*for i in range"):
+        cf(x).sum().backward()
+    # Eager mode is the documented way out, and works.
+    with tj.eager():
+        x.grad = None
+        cf(x).sum().backward()
+    assert x.grad is not None
+
+
+def test_for_over_runtime_bound_is_a_while_and_refuses_backward():
+    def f(x, n):
+        for i in range(n):
+            x = x * 1.5
+        return x
+    cf = tj.script(f)
+    x = T(4, seed=1)
+    with tj.no_grad():
+        assert_same(cf(x, 3), f(x.detach(), 3), "n=3")
+        assert_same(cf(x, 5), f(x.detach(), 5), "n=5")
+    assert cf.cache_stats()["compiles"] == 1
+    with pytest.raises(CompileError, match="while"):
+        cf(x, 2)
+
+
+# --------------------------------------------------------------------------- create_graph
+def test_create_graph_falls_back_to_eager_and_second_derivatives_match(caplog):
+    def f(x, y):
+        return (tj.tanh(x) * y * x).sum()
+    x, y = T(3, 4, seed=1), T(3, 4, seed=2)
+    cf = tj.trace(f)
+    results = []
+    for fn in (cf, f):
+        xi, yi = (tj.tensor(t.detach().numpy()).requires_grad_() for t in (x, y))
+        with caplog.at_level(logging.INFO, logger="tracejit"):
+            gx, gy = tj.autograd.grad(fn(xi, yi), [xi, yi], create_graph=True)
+        assert gx.requires_grad and gy.requires_grad
+        hxx, hxy = tj.autograd.grad((gx * gx).sum() + gy.sum(), [xi, yi])
+        results.append((gx, gy, hxx, hxy))
+    for a, e, what in zip(results[0], results[1], ("gx", "gy", "d2/dx", "d2/dy")):
+        assert_same(a, e, what)
+    assert any("create_graph" in r.getMessage() for r in caplog.records), "no fallback log line"
+
+
+# --------------------------------------------------------------------------- custom Function
+class TimesThreeDoubleGrad(tj.autograd.Function):
+    """Forward 3x; backward deliberately 2x (not the true derivative)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return x * 3.0
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 2.0, None
+
+
+class SquareFn(tj.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 2.0 * x
+
+
+def test_custom_function_inside_compiled_uses_its_own_backward():
+    def f(x, w):
+        return TimesThreeDoubleGrad.apply(tj.tanh(x) * w, 7).sum(1)
+    x, w = T(3, 4, seed=1), T(4, seed=2)
+    cf = assert_compiled_matches(f, x, w)
+    out = cf(x, w)
+    gx, gw = tj.autograd.grad(out.sum(), [x, w])
+    t = np.tanh(x.detach().numpy())
+    wn = w.detach().numpy()
+    np.testing.assert_allclose(gx.numpy(), 2.0 * wn * (1 - t * t), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw.numpy(), (2.0 * t).sum(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), (3.0 * t * wn).sum(1), rtol=1e-5, atol=1e-6)
+
+
+def test_custom_function_with_saved_tensor_matches_eager():
+    assert_compiled_matches(lambda x: SquareFn.apply(x * 2.0 + 1.0).mean(), T(5, 3, seed=3))
+
+
+# --------------------------------------------------------------------------- outputs
+def test_output_returned_twice_gets_the_sum_of_its_cotangents():
+    # Used to fail in autodiff.joint: cotangents of a repeated output were added eagerly
+    # instead of in the backward graph.
+    assert_compiled_matches(lambda x, y: (x * y, x * y), T(3, 4, seed=1), T(3, 4, seed=2))
+    assert_compiled_matches(lambda x: (tj.exp(x),) * 3, T(5, seed=3))
+
+
+def test_input_returned_as_output_and_mixed_outputs():
+    def f(x, y):
+        a = x * y
+        return x, a, a.sum(1), a.amax(0), (a > 0).sum(), 3
+    assert_compiled_matches(f, T(3, 4, seed=1), T(3, 4, seed=2))
+
+
+def test_outputs_not_depending_on_an_input_give_none():
+    def f(x, y, k):
+        return tj.exp(x) * 2.0, (k > 0).float() * 5.0
+    assert_compiled_matches(f, T(3, seed=1), T(3, seed=2), T(3, seed=3, rg=False))
+
+
+def test_integer_and_bool_paths_do_not_get_gradients():
+    def f(x, idx):
+        return (x * (idx > 1).float()).sum() + x.argmax().float()
+    assert_compiled_matches(f, T(6, seed=1), tj.tensor(np.array([0, 1, 2, 3, 2, 1])))
+
+
+# --------------------------------------------------------------------------- the autograd node
+def test_backward_twice_without_retain_graph_raises_graph_freed():
+    cf = tj.trace(lambda x: tj.tanh(x * 2.0).sum())
+    x = T(4, seed=1)
+    out = cf(x)
+    out.backward(retain_graph=True)
+    out.backward()                              # retained once: works, grads accumulate
+    g2 = x.grad.numpy().copy()
+    with pytest.raises(GraphFreedError):
+        out.backward()
+    x2 = tj.tensor(x.detach().numpy()).requires_grad_()
+    (tj.tanh(x2 * 2.0).sum() * 2.0).backward()
+    np.testing.assert_allclose(g2, x2.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_inplace_modified_input_after_forward_is_refused():
+    cf = tj.trace(lambda x, w: (x * w).sum())
+    a = T(4, seed=1)
+    x = a * 1.0                                 # a non-leaf, so it may be modified in place
+    w = T(4, seed=2)
+    out = cf(x, w)
+    with tj.no_grad():
+        x.add_(1.0)
+    with pytest.raises(InplaceModifiedError, match="input 0"):
+        out.backward()
+    assert a.grad is None and w.grad is None
+
+
+def test_grads_accumulate_into_leaves_like_eager():
+    cf = tj.trace(lambda x, w: (tj.sigmoid(x * w) * x).sum())
+    x, w = T(3, 5, seed=1), T(5, seed=2)
+    xe, we = (tj.tensor(t.detach().numpy()).requires_grad_() for t in (x, w))
+    for _ in range(3):
+        cf(x, w).backward()
+        (tj.sigmoid(xe * we) * xe).sum().backward()
+    assert_same(x.grad, xe.grad, "x.grad")
+    assert_same(w.grad, we.grad, "w.grad")
+
+
+# --------------------------------------------------------------------------- joint / split
+def _graph(fn, *args):
+    cf = tj.trace(fn, compiler="interpret")
+    cf(*args)
+    return cf._entries[-1].opt_graph
+
+
+def test_split_recomputes_elementwise_and_saves_matmul_outputs():
+    x, w = T(4, 5, seed=1), T(5, 3, seed=2)
+    g = _graph(lambda x, w: tj.tanh(x.mm(w)) * 2.0, x, w)
+    fwd, bwd, n_saved = split(g, [True, True])
+    saved = fwd.outputs[1:]
+    assert n_saved == 1 and saved[0] is g.eqns[0].out      # the matmul result, not tanh's
+    names = [e.prim.name for e in bwd.eqns]
+    assert "tanh" in names and "matmul" in names
+    assert len(bwd.inputs) == len(g.inputs) + n_saved + len(g.outputs)
+
+
+def test_joint_of_inactive_inputs_has_no_gradient_outputs():
+    x, y = T(3, seed=1), T(3, seed=2)
+    g = _graph(lambda x, y: x * y + 1.0, x, y)
+    j = joint(g, [True, False])
+    assert len(j.outputs) == 1
+    j2 = joint(g, [False, False])
+    assert len(j2.outputs) == 0
+
+
+def test_mismatch_is_reported_with_the_ir():
+    """The differential helper itself: a wrong compiled result is caught and shown with IR."""
+    x = T(3, seed=1)
+    wrong = tj.trace(lambda x: x * 3.0)
+    with pytest.raises(Mismatch, match=r"(?s)values differ.*captured IR"):
+        assert_compiled_matches(lambda x: x * 2.0, x, compiled=wrong, interpreter=False)

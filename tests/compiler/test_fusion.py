@@ -1,0 +1,265 @@
+"""Fusion structure: which equations share a kernel, what runs as a step, what is saved.
+
+The numeric results of every program here are also checked against eager (a wrong
+partition that still "looks fused" must not pass), and every partition is checked to be
+a valid schedule: each item's inputs exist before it runs, every equation appears once.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.compiler.autodiff import split
+from tracejit.compiler.fusion import Group, partition
+from tracejit.jit.ir import Var
+from tracejit.jit.passes import optimize
+from tracejit.testing import assert_compiled_matches, kernel_cache_at
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+def T(*shape, seed=0, rg=True, dtype=np.float32):
+    t = tj.tensor(np.random.default_rng(seed + 7 * len(shape)).standard_normal(shape).astype(dtype))
+    return t.requires_grad_() if rg else t
+
+
+def gelu(x, y, z):
+    a = x * y + z
+    return 0.5 * a * (1 + tj.tanh(0.79788456 * (a + 0.044715 * a ** 3)))
+
+
+def _program(cf):
+    return cf._entries[-1].executor
+
+
+def _groups(plan):
+    return [it for it in plan.items if isinstance(it, Group)]
+
+
+def _steps(plan):
+    return [it for it in plan.items if not isinstance(it, Group)]
+
+
+def _train(cf):
+    prog = _program(cf)
+    assert len(prog._train) == 1, "expected one training variant"
+    return next(iter(prog._train.values()))
+
+
+def check_schedule(items, graph):
+    """`items` is a valid program for `graph`: inputs ready before use, each equation once,
+    group members of one iteration shape, outputs of a group cover every outside use."""
+    produced = set(graph.inputs)
+    seen = []
+    for it in items:
+        if isinstance(it, Group):
+            members = list(it.eqns) + ([it.reduction] if it.reduction is not None else [])
+            for e in it.eqns:
+                assert tuple(e.out.aval.shape) == tuple(it.shape), (e, it.shape)
+            for a in it.inputs:
+                assert a in produced, f"group {it.gid} reads a value computed later"
+            defined = it.defined
+            for e in members:
+                for a in e.inputs:
+                    assert not isinstance(a, Var) or a in produced or a in defined
+            produced |= set(it.outputs)
+            seen += members
+        else:
+            for a in it.inputs:
+                assert not isinstance(a, Var) or a in produced, f"step {it.prim.name} reads a later value"
+            produced |= set(it.outs)
+            seen.append(it)
+    assert sorted(map(id, seen)) == sorted(map(id, graph.eqns)), "equations lost or duplicated"
+    for a in graph.outputs:
+        assert not isinstance(a, Var) or a in produced
+
+
+# --------------------------------------------------------------------------- GELU
+def test_gelu_is_one_kernel_forward_and_one_backward_with_nothing_saved():
+    x, y, z = T(64, seed=1), T(64, seed=2), T(64, seed=3)
+    cf = assert_compiled_matches(gelu, x, y, z)
+    fwd, bwd, n_saved = _train(cf)
+    for plan in (fwd, bwd):
+        check_schedule(plan.items, plan.graph)
+        assert _steps(plan) == [], plan.describe()
+        assert len(_groups(plan)) == 1, plan.describe()
+    (g,) = _groups(fwd)
+    assert [e.prim.name for e in g.eqns].count("tanh") == 1 and len(g.eqns) == 10
+    assert len(g.inputs) == 3 and len(g.outputs) == 1          # reads x, y, z; writes the result
+    (gb,) = _groups(bwd)
+    assert "tanh" in [e.prim.name for e in gb.eqns]            # recomputed in the backward kernel
+    assert n_saved == 0
+    assert len(fwd.graph.outputs) == 1                         # the forward returns nothing extra
+    text = str(cf.explain(x, y, z))
+    assert "0 values, 0 bytes" in text
+    # Inference (no grad) is the same single kernel.
+    with tj.no_grad():
+        cf(x, y, z)
+    infer = _program(cf).infer_plan()
+    assert len(_groups(infer)) == 1 and _steps(infer) == []
+    assert len(infer.kernel_sources()) == 1
+
+
+def test_gelu_kernel_counts_one_per_plan():
+    x, y, z = T(4, 5, seed=1), T(4, 5, seed=2), T(4, 5, seed=3)
+    cf = tj.trace(gelu)
+    out = cf(x, y, z)
+    out.backward(T(4, 5, seed=9, rg=False))  # a contiguous cotangent: one layout
+    fwd, bwd, _ = _train(cf)
+    assert len(fwd.kernel_sources()) == 1
+    assert len(bwd.kernel_sources()) == 1
+    np.testing.assert_allclose(out.detach().numpy(), gelu(x, y, z).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- losses
+def test_squared_error_loss_is_one_kernel():
+    p, y = T(32, 3, seed=1), T(32, 3, seed=2, rg=False)
+    cf = assert_compiled_matches(lambda p, y: (p - y).pow(2).sum(), p, y)
+    fwd, bwd, n_saved = _train(cf)
+    (g,) = fwd.items                     # nothing else runs: one pass over memory
+    assert isinstance(g, Group)
+    assert [e.prim.name for e in g.eqns] == ["sub", "pow"]
+    assert g.reduction is not None and g.reduction.prim.name == "sum"
+    assert g.outputs == [g.reduction.out]  # the squared differences are never written
+    assert n_saved == 0
+    src = fwd.kernel_sources()[0]
+    assert "sub, pow -> sum" in src and "red[0] = " in src   # the sum is computed in the kernel
+    # Backward: one elementwise kernel (the reshape of the scalar cotangent is a view).
+    assert len(_groups(bwd)) == 1
+    assert all(s.prim.name == "reshape" for s in _steps(bwd))
+    with tj.no_grad():
+        cf(p, y)
+    infer = _program(cf).infer_plan()
+    assert len(infer.items) == 1 and isinstance(infer.items[0], Group)
+
+
+def test_two_layer_step_matmuls_are_steps_elementwise_is_fused():
+    x, y = T(16, 10, seed=1, rg=False), T(16, 3, seed=2, rg=False)
+    w1, w2 = T(10, 6, seed=3), T(6, 3, seed=4)
+
+    def step(x, w1, w2, y):
+        return (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
+    cf = assert_compiled_matches(step, x, w1, w2, y)
+    fwd, bwd, _ = _train(cf)
+    kinds = [("group", tuple(e.prim.name for e in it.eqns), it.reduction and it.reduction.prim.name)
+             if isinstance(it, Group) else ("step", it.prim.name) for it in fwd.items]
+    assert kinds == [("step", "matmul"), ("group", ("clamp",), None), ("step", "matmul"),
+                     ("group", ("sub", "pow"), "sum")]
+    for plan in (fwd, bwd):
+        check_schedule(plan.items, plan.graph)
+        for s in _steps(plan):
+            assert s.prim.kind != "elementwise", f"{s.prim.name} ran as a step:\n{plan.describe()}"
+            assert s.prim.name in ("matmul", "permute", "reshape"), plan.describe()
+    assert sum(s.prim.name == "matmul" for s in _steps(bwd)) == 3  # dW2, dH, dW1 (no dx)
+    # The relu mask and the gradient's elementwise work share kernels with their neighbours.
+    assert len(_groups(bwd)) <= 3, bwd.describe()
+
+
+# --------------------------------------------------------------------------- softmax / layer_norm
+def _names(g):
+    return [e.prim.name for e in g.eqns]
+
+
+def test_softmax_fusion_shape():
+    x = T(6, 9, seed=1)
+    cf = assert_compiled_matches(lambda x: tj.softmax(x, -1), x)
+    fwd, bwd, n_saved = _train(cf)
+    for plan in (fwd, bwd):
+        check_schedule(plan.items, plan.graph)
+        assert all(s.prim.kind != "elementwise" for s in _steps(plan)), plan.describe()
+    # amax reads the input directly (nothing to fuse it into); exp feeds the row sums as
+    # their epilogue: one pass computes and sums the exponentials.
+    assert [s.prim.name for s in _steps(fwd)] == ["amax"]
+    (exp_group,) = [g for g in _groups(fwd) if "exp" in _names(g)]
+    assert exp_group.reduction is not None and exp_group.reduction.prim.name == "sum"
+    assert len(_groups(fwd)) <= 3, fwd.describe()
+    # Only row statistics are saved; the (6, 9) exponentials are recomputed.
+    saved = fwd.graph.outputs[1:]
+    assert n_saved == len(saved) <= 2
+    assert all(tuple(v.aval.shape) == (6, 1) for v in saved)
+    assert any("exp" in _names(g) for g in _groups(bwd))
+    assert any(g.reduction is not None and g.reduction.prim.name == "sum" for g in _groups(bwd))
+
+
+def test_layer_norm_fusion_shape():
+    x, w, b = T(6, 9, seed=1), T(9, seed=2), T(9, seed=3)
+    cf = assert_compiled_matches(lambda x, w, b: tj.layer_norm(x, (9,), w, b), x, w, b)
+    fwd, bwd, n_saved = _train(cf)
+    for plan in (fwd, bwd):
+        check_schedule(plan.items, plan.graph)
+        assert all(s.prim.kind != "elementwise" for s in _steps(plan)), plan.describe()
+    # mean: a step on the input; variance: (x - mean)^2 summed as an epilogue; the
+    # normalization and the affine transform: one kernel over (6, 9).
+    assert [s.prim.name for s in _steps(fwd)] == ["sum"]
+    var_groups = [g for g in _groups(fwd) if g.reduction is not None]
+    assert len(var_groups) == 1 and "sub" in _names(var_groups[0])
+    (affine,) = [g for g in _groups(fwd) if tuple(g.shape) == (6, 9) and g.reduction is None]
+    assert _names(affine) == ["mul", "mul", "add"]
+    assert all(tuple(v.aval.shape) == (6, 1) for v in fwd.graph.outputs[1:]) and n_saved <= 2
+    # Backward: the weight/bias gradients' column sums are epilogues too.
+    assert sum(g.reduction is not None for g in _groups(bwd)) >= 3, bwd.describe()
+
+
+# --------------------------------------------------------------------------- partition itself
+def test_group_level_cycle_is_refused():
+    """Group A (rows) feeds group B (full tiles) through one member, B's row-sum epilogue is
+    then combined with A's values: joining that product into A would make A and B wait for
+    each other. (This is the shape of layer_norm's backward, which used to fail with
+    "fusion produced a cyclic schedule".)"""
+    def f(x, v):
+        r = tj.rsqrt(v + 1.0)                   # (4, 1), group A
+        m = x * 2.0                             # (4, 7), group B
+        p = m * r                               # B reads A
+        s = (m * x).sum(1, keepdim=True)        # B's epilogue
+        u = s * (r * r)                         # (4, 1): r * r joins A; u must not
+        return p, u
+    x, v = T(4, 7, seed=1), T(4, 1, seed=2)
+    v = tj.tensor(np.abs(v.detach().numpy())).requires_grad_()
+    cf = assert_compiled_matches(f, x, v)
+    g = cf._entries[-1].opt_graph
+    check_schedule(partition(g), g)
+
+
+def test_layer_norm_backward_partitions():
+    x, w, b = T(4, 7, seed=1), T(7, seed=2), T(7, seed=3)
+    cf = tj.trace(lambda x, w, b: tj.layer_norm(x, (7,), w, b), compiler="interpret")
+    cf(x, w, b)
+    g = cf._entries[-1].opt_graph
+    _, bwd, _ = split(g, [True, True, True])
+    bwd = optimize(bwd)
+    check_schedule(partition(bwd), bwd)
+
+
+def test_broadcast_operands_fuse_into_one_group():
+    def f(a, b, c):
+        return tj.exp(a * b) + c               # (4,1) * (1,5) + (5,) -> (4, 5)
+    cf = assert_compiled_matches(f, T(4, 1, seed=1), T(1, 5, seed=2), T(5, seed=3))
+    fwd = _train(cf)[0]
+    assert len(_groups(fwd)) == 1 and _steps(fwd) == []
+    (g,) = _groups(fwd)
+    assert len(g.inputs) == 3                  # each operand read in place, broadcast by indexing
+    assert "in0[i0, 0]" in fwd.kernel_sources()[0] and "in1[0, i1]" in fwd.kernel_sources()[0]
+
+
+def test_value_used_outside_is_written_once_and_reused():
+    def f(x):
+        a = tj.tanh(x * 3.0)
+        return a * 2.0, a.sum()                 # a feeds an output, a reduction and the backward
+    cf = assert_compiled_matches(f, T(5, 6, seed=1))
+    fwd = _train(cf)[0]
+    check_schedule(fwd.items, fwd.graph)
+    assert len(_groups(fwd)) <= 2 and _steps(fwd) == [], fwd.describe()
+
+
+def test_partition_without_reduction_fusion_runs_reductions_as_steps():
+    cf = tj.trace(lambda p, y: (p - y).pow(2).sum(), compiler="interpret")
+    cf(T(3, 4, seed=1), T(3, 4, seed=2))
+    g = cf._entries[-1].opt_graph
+    items = partition(g, fuse_reductions=False)
+    check_schedule(items, g)
+    assert [it.prim.name for it in items if not isinstance(it, Group)] == ["sum"]

@@ -1,0 +1,344 @@
+"""Tests for tracejit.compiler.mathlib: accuracy against numpy over the whole
+domain, numpy's special values, float32 staying float32, and vectorization.
+
+Each (op, dtype) is compiled once per test session into a plain loop kernel
+(``_kernel``), which serves both the accuracy tests and the vectorization
+check.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import re
+
+import numpy as np
+import pytest
+from numba import njit
+
+from tracejit.compiler import mathlib as M
+
+F32_OPS = [(op, "float32") for op in M.OPS]
+F64_OPS = [(op, "float64") for op in M.OPS]
+ALL_OPS = F32_OPS + F64_OPS
+UNARY = [k for k in ALL_OPS if M.ARITY[k[0]] == 1]
+LD = np.longdouble
+HAVE_LD = np.finfo(LD).nmant > 52          # x87 80-bit long double (x86 Linux)
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+_KERNELS = {}
+
+
+def _kernel(op, dtype):
+    """A compiled ``for i in range(n): out[i] = f(a[i] [, b[i]])`` loop."""
+    key = (op, dtype)
+    if key not in _KERNELS:
+        fn = M.FUNCTIONS[key]
+        if M.ARITY[op] == 2:
+            @njit(error_model="numpy", cache=False)
+            def k2(a, b, out):
+                for i in range(a.shape[0]):
+                    out[i] = fn(a[i], b[i])
+            k = k2
+        else:
+            @njit(error_model="numpy", cache=False)
+            def k1(a, out):
+                for i in range(a.shape[0]):
+                    out[i] = fn(a[i])
+            k = k1
+        _KERNELS[key] = k
+    return _KERNELS[key]
+
+
+def run(op, dtype, *args):
+    args = [np.ascontiguousarray(a, dtype=dtype) for a in args]
+    out = np.empty_like(args[0])
+    _kernel(op, dtype)(*args, out)
+    return out
+
+
+def ulp_error(y, ref, dtype):
+    """|y - ref| in ulps of ``dtype`` at ref (ref in float64 for float32
+    results, long double for float64).  nan vs nan and inf vs an overflowing
+    ref count as exact; a nan or inf mismatch is inf."""
+    fi = np.finfo(dtype)
+    rt = ref.dtype.type
+    y = y.astype(ref.dtype)
+    a = np.abs(ref)
+    with np.errstate(all="ignore"):
+        _, e = np.frexp(np.where(np.isfinite(a) & (a > 0), a, rt(1)))
+        e = np.maximum(e - 1, fi.minexp)
+        ulp = np.ldexp(rt(1), (e - fi.nmant).astype(np.int32))
+        err = np.abs(y - ref) / ulp
+    half_ulp_max = np.ldexp(rt(1), fi.maxexp - 2 - fi.nmant)
+    ovf = a >= rt(fi.max) + half_ulp_max                    # rounds to inf
+    err = np.where(ovf, np.where(y == np.copysign(rt(np.inf), ref), 0.0, np.inf), err)
+    err = np.where(np.isinf(y) & ~ovf, np.inf, err)
+    nr, ny = np.isnan(ref), np.isnan(y)
+    err = np.where(nr | ny, np.where(nr & ny, 0.0, np.inf), err)
+    return err.astype(np.float64)
+
+
+def specials(dtype):
+    fi = np.finfo(dtype)
+    t = np.dtype(dtype).type
+    v = [0.0, np.inf, np.nan, fi.smallest_subnormal, fi.smallest_normal,
+         fi.smallest_normal - fi.smallest_subnormal, fi.max, fi.eps, 1.0, 0.5, 2.0, 1e-5,
+         np.nextafter(t(1), t(2)), np.nextafter(t(1), t(0))]
+    v = np.array(v, dtype=dtype)
+    return np.concatenate([v, -v])
+
+
+@functools.lru_cache(maxsize=None)
+def sample(dtype, n=200_000, seed=0):
+    """Dense sample of the whole domain: log-spaced magnitudes of both signs
+    from the smallest subnormal to the largest float, uniform on the ranges
+    where the functions change, random bit patterns, special values."""
+    rng = np.random.default_rng(seed)
+    fi = np.finfo(dtype)
+    lo, hi = math.log10(float(fi.smallest_subnormal)), math.log10(float(fi.max))
+    sign = rng.choice([-1.0, 1.0], n)
+    parts = [
+        sign * 10.0 ** rng.uniform(lo, hi, n),
+        rng.uniform(-1.0, 1.0, n // 2),
+        rng.uniform(-12.0, 12.0, n // 2),
+        rng.uniform(-110.0, 110.0, n // 4) if dtype == "float32"
+        else rng.uniform(-750.0, 750.0, n // 4),
+    ]
+    x = np.concatenate(parts).astype(dtype)
+    with np.errstate(all="ignore"):
+        if dtype == "float32":
+            bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        else:
+            bits = rng.integers(0, 2**63, n, dtype=np.uint64).view(np.float64) * sign
+    x = np.concatenate([x, bits.astype(dtype), specials(dtype)])
+    x.setflags(write=False)
+    return x
+
+
+@njit(cache=False)
+def _erf_ref(x):
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = math.erf(x[i])
+    return out
+
+
+def reference(op, x, dtype):
+    """float64 (for float32) or long double (for float64) reference values."""
+    with np.errstate(all="ignore"):
+        w = x.astype(LD if (dtype == "float64" and HAVE_LD) else np.float64)
+        if op == "sigmoid":
+            e = np.exp(-np.abs(w))
+            return np.where(w >= 0, 1 / (1 + e), e / (1 + e))
+        if op == "softplus":
+            return np.logaddexp(w.dtype.type(0), w)
+        if op == "erf":
+            return _erf_ref(x.astype(np.float64)).astype(w.dtype)
+        return getattr(np, op)(w)
+
+
+def numpy_special(op, x):
+    """numpy's value at special points (same dtype)."""
+    with np.errstate(all="ignore"):
+        if op == "sigmoid":
+            return (1 / (1 + np.exp(-x.astype(np.float64)))).astype(x.dtype)
+        if op == "softplus":
+            return np.logaddexp(x.dtype.type(0), x)
+        if op == "erf":
+            return _erf_ref(x.astype(np.float64)).astype(x.dtype)
+        return getattr(np, op)(x)
+
+
+# --------------------------------------------------------------------------
+# API
+
+def test_registry():
+    assert set(M.FUNCTIONS) == {(op, dt) for op in M.OPS for dt in M.DTYPES}
+    assert M.function_name("tanh", "float32") == "tanh_f32"
+    assert M.function_name("exp", np.dtype("float64")) == "exp_f64"
+    for (op, dt), fn in M.FUNCTIONS.items():
+        assert getattr(M, M.function_name(op, dt)) is fn
+        assert set(M.MAX_ULP) >= {(op, dt)} or (op, dt) not in M.VECTORIZED
+    with pytest.raises(KeyError):
+        M.function_name("nope", "float32")
+    with pytest.raises(KeyError):
+        M.function_name("exp", "int32")
+    src = "from tracejit.compiler.mathlib import tanh_f32, exp_f32\n"
+    ns = {}
+    exec(src, ns)
+    assert ns["tanh_f32"] is M.tanh_f32
+
+
+# --------------------------------------------------------------------------
+# dtype: float32 stays float32
+
+@pytest.mark.parametrize("op,dtype", ALL_OPS)
+def test_result_dtype(op, dtype):
+    t = np.dtype(dtype).type
+    args = [np.ones(4, dtype) * t(0.75)] * M.ARITY[op]
+    out = run(op, dtype, *args)
+    fn = M.FUNCTIONS[(op, dtype)]
+    sig = [s for s in fn.nopython_signatures if str(s.args[0]) == dtype][0]
+    assert str(sig.return_type) == dtype
+    assert out.dtype == np.dtype(dtype)
+
+
+F32_PURE = [k for k in F32_OPS if k[0] not in ("sin", "cos", "pow")]
+
+
+@pytest.mark.parametrize("op,dtype", F32_PURE)
+def test_no_float64_in_float32_ir(op, dtype):
+    """All arithmetic of the float32 functions is float32 (sin/cos/pow are
+    documented to compute internally in float64)."""
+    fn = M.FUNCTIONS[(op, dtype)]
+    run(op, dtype, np.ones(2, dtype))
+    sig = [s for s in fn.nopython_signatures if str(s.args[0]) == dtype][0]
+    ir = fn.inspect_llvm(sig.args)
+    # native bodies only (not the CPython boxing wrapper, which uses double)
+    bodies = re.findall(r"define [^\n]*@_ZN\d+tracejit[^\n]*\{\n(.*?)\n\}", ir, re.S)
+    assert bodies
+    for body in bodies:
+        assert "double" not in body and "fpext" not in body, op
+
+
+# --------------------------------------------------------------------------
+# vectorization
+
+@pytest.mark.parametrize("op,dtype", sorted(M.VECTORIZED))
+def test_vectorizes(op, dtype):
+    args = [np.ones(8, dtype)] * M.ARITY[op]
+    run(op, dtype, *args)
+    k = _kernel(op, dtype)
+    ir = k.inspect_llvm(k.signatures[0])
+    kern = [b for b in re.findall(r"define [^\n]*\{\n(.*?)\n\}", ir, re.S)
+            if "vector.body" in b]
+    assert kern, "the loop over %s_%s was not vectorized" % (op, dtype)
+    elt = "float" if dtype == "float32" else "double"
+    assert re.search(r"<\d+ x %s>" % elt, kern[0])
+    calls = re.findall(r"call [^\n]*@(\S+)\(", kern[0])
+    assert not [c for c in calls if "mathlib" in c], calls
+
+
+# --------------------------------------------------------------------------
+# accuracy over the whole domain
+
+@pytest.mark.parametrize("op,dtype", UNARY)
+def test_accuracy_unary(op, dtype):
+    x = sample(dtype)
+    y = run(op, dtype, x)
+    err = ulp_error(y, reference(op, x, dtype), dtype)
+    bound = M.MAX_ULP[(op, dtype)]
+    i = int(np.argmax(err))
+    assert err[i] <= bound, "%s_%s(%r) = %r: %.3f ulp > %s" % (op, dtype, x[i], y[i], err[i], bound)
+
+
+def _pow_sample(dtype, n=150_000, seed=1):
+    rng = np.random.default_rng(seed)
+    fi = np.finfo(dtype)
+    hi = math.log10(float(fi.max))
+    x = np.concatenate([10.0 ** rng.uniform(-hi, hi, n), rng.uniform(0, 4, n),
+                        1 + rng.uniform(-1e-3, 1e-3, n)])
+    y = np.concatenate([rng.uniform(-8, 8, n), rng.uniform(-120, 120, n),
+                        rng.uniform(-1e4, 1e4, n)])
+    xi = -10.0 ** rng.uniform(-5, 5, n)                 # negative base, integer exponent
+    yi = rng.integers(-30, 30, n).astype(np.float64)
+    return (np.concatenate([x, xi]).astype(dtype), np.concatenate([y, yi]).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", M.DTYPES)
+def test_accuracy_pow(dtype):
+    x, y = _pow_sample(dtype)
+    out = run("pow", dtype, x, y)
+    w = LD if (dtype == "float64" and HAVE_LD) else np.float64
+    with np.errstate(all="ignore"):
+        ref = np.power(x.astype(w), y.astype(w))
+    err = ulp_error(out, ref, dtype)
+    i = int(np.argmax(err))
+    assert err[i] <= M.MAX_ULP[("pow", dtype)], (x[i], y[i], out[i], ref[i], err[i])
+
+
+# --------------------------------------------------------------------------
+# special values: exactly numpy's (nan, +-inf, signed zeros)
+
+def _same(a, b):
+    return (np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))
+
+
+@pytest.mark.parametrize("op,dtype", UNARY)
+def test_special_values(op, dtype):
+    fi = np.finfo(dtype)
+    t = np.dtype(dtype).type
+    base = np.array([0.0, np.inf, np.nan, fi.max, fi.smallest_subnormal, fi.smallest_normal,
+                     1e30, 1e-30 if dtype == "float64" else 1e-38, 1.0], dtype)
+    x = np.concatenate([base, -base])
+    y = run(op, dtype, x)
+    ref = numpy_special(op, x)
+    ok = _same(y, ref)
+    # finite non-special results may differ by rounding: allow the ulp bound there
+    close = np.isfinite(ref) & (ref != 0) & np.isfinite(y) & (np.sign(y) == np.sign(ref)) & \
+        (ulp_error(y, reference(op, x, dtype), dtype) <= M.MAX_ULP[(op, dtype)])
+    bad = ~(ok | close)
+    assert not bad.any(), list(zip(x[bad], y[bad], ref[bad]))
+    # signed zero and nan are returned exactly as numpy does
+    z = np.array([0.0, -0.0, np.nan], dtype)
+    assert _same(run(op, dtype, z), numpy_special(op, z)).all()
+    del t
+
+
+@pytest.mark.parametrize("dtype", M.DTYPES)
+def test_limits(dtype):
+    """Overflow to inf, underflow to 0, saturation, exact values."""
+    t = np.dtype(dtype).type
+    big = t(1e30) if dtype == "float32" else t(1e300)
+    ex = lambda op, v: run(op, dtype, np.array([v], dtype))[0]  # noqa: E731
+    assert ex("exp", t(89.0) if dtype == "float32" else t(710.0)) == np.inf
+    assert ex("exp", t(-104.0) if dtype == "float32" else t(-746.0)) == 0.0
+    assert 0 < ex("exp", t(-103.0) if dtype == "float32" else t(-744.0)) < np.finfo(dtype).smallest_normal
+    assert ex("exp", t(0)) == 1.0
+    assert ex("expm1", -big) == -1.0 and ex("expm1", big) == np.inf
+    assert ex("tanh", big) == 1.0 and ex("tanh", -big) == -1.0
+    assert ex("tanh", t(20)) == 1.0 and ex("tanh", t(-20)) == -1.0
+    assert ex("sigmoid", -big) == 0.0 and ex("sigmoid", big) == 1.0
+    assert ex("sigmoid", t(0)) == 0.5
+    assert ex("softplus", big) == big and ex("softplus", -big) == 0.0
+    assert ex("erf", big) == 1.0 and ex("erf", -big) == -1.0
+    assert ex("log", t(1)) == 0.0 and ex("log1p", t(-1)) == -np.inf
+    assert math.isnan(ex("log", t(-1))) and math.isnan(ex("log1p", t(-2)))
+    assert ex("sin", t(0)) == 0.0 and ex("cos", t(0)) == 1.0
+    sub = np.finfo(dtype).smallest_subnormal
+    for op in ("expm1", "log1p", "tanh", "sin", "erf"):    # f(x) ~ x (erf: 1.13x rounds to x)
+        assert ex(op, t(sub)) == t(sub) and ex(op, -t(sub)) == -t(sub), op
+
+
+# --------------------------------------------------------------------------
+# pow special cases: numpy (C99) rules
+
+def test_pow_special_grid():
+    for dtype in M.DTYPES:
+        v = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0,
+                      -3.0, 2.5, -2.5, 1e-40 if dtype == "float32" else 1e-310, 1e38, -1e38,
+                      16777217.0, 16777216.0, -16777215.0, 0.999999, 1.0000001], dtype)
+        a, b = np.array(list(itertools.product(v, v)), dtype=dtype).T
+        out = run("pow", dtype, a, b)
+        with np.errstate(all="ignore"):
+            ref = np.power(a, b)
+        ok = _same(out, ref) | (np.isfinite(ref) & (ulp_error(out, ref.astype(
+            np.float64 if dtype == "float32" else LD), dtype) <= 1))
+        assert ok.all(), list(zip(a[~ok], b[~ok], out[~ok], ref[~ok]))
+
+
+@pytest.mark.parametrize("op", ["sin", "cos"])
+def test_sincos_huge_arguments(op):
+    """float32 sin/cos use an exact reduction: correct for any finite input."""
+    rng = np.random.default_rng(3)
+    x = (10.0 ** rng.uniform(4, 38.5, 100_000) * rng.choice([-1, 1], 100_000)).astype(np.float32)
+    # multiples of pi/2 rounded to float32: the worst cases for the reduction
+    x = np.concatenate([x, (np.arange(1, 20000) * (np.pi / 2)).astype(np.float32),
+                        np.array([1.6263942e25, 2.3810547e25, 3.3940617e38], np.float32)])
+    y = run(op, "float32", x)
+    err = ulp_error(y, getattr(np, op)(x.astype(np.float64)), "float32")
+    assert err.max() <= M.MAX_ULP[(op, "float32")]

@@ -1,0 +1,364 @@
+"""Differential fuzzing: random programs run eagerly, through the IR interpreter and
+compiled must agree (outputs, gradients, nan/inf positions).
+
+A hypothesis strategy draws a small program over the op set -- elementwise chains with
+broadcasting, reductions over random dims with random keepdim, reshapes / transposes /
+slices, matmuls, and (under ``@script``) conditionals and Python-scalar arguments -- on
+random shapes including 0- and 1-sized dims, float32 or float64, with inputs that may be
+non-contiguous views (transposed, strided, expanded), repeated (aliased) arguments, or
+hold inf/nan. The program is Python source (written to a file, so ``@script`` can read
+it); a failure shows that source and the captured IR, and hypothesis shrinks it first.
+
+Tolerances (see `tracejit.testing.assert_same`): float32 rtol 2e-3, atol 2e-4 x scale;
+float64 rtol 1e-7, atol 1e-9 x scale, where scale is the largest finite magnitude of the
+expected value (random chains amplify the few-ulp differences of the vectorized
+transcendentals); nan/+inf/-inf positions and integer values must match exactly.
+
+Runs:
+
+- CI (default): a fixed-seed batch (``derandomize=True``) plus a few fresh examples;
+  about a minute, most of it numba compiling kernels (they are cached on disk in a
+  session temporary directory).
+- Soak: ``python -m pytest -m slow tests/robustness`` runs the long test below
+  (``TRACEJIT_FUZZ_EXAMPLES`` examples, default 2000; roughly 15-40 minutes from a cold
+  kernel cache).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import strategies as st
+
+import tracejit as tj
+from tracejit.testing import Mismatch, assert_compiled_matches
+
+TOLERANCES = {"float32": (2e-3, 2e-4), "float64": (1e-7, 1e-9)}
+
+UNARY = [
+    "tj.tanh({0})", "tj.sigmoid({0})", "tj.exp({0})", "tj.sin({0})", "tj.abs({0})", "tj.relu({0})",
+    "({0} * {0})", "tj.log(tj.abs({0}) + 1.0)", "tj.sqrt(tj.abs({0}))", "(-{0})", "tj.erf({0})",
+    "{0}.clamp(-1.0, 1.0)", "({0} ** 3)", "({0} * 0.5 + 1.5)", "(2.0 - {0})",
+]
+BINARY = [
+    "({0} + {1})", "({0} - {1})", "({0} * {1})", "({0} / ({1} * {1} + 1.0))", "tj.maximum({0}, {1})",
+    "tj.minimum({0}, {1})", "tj.where({0} > {1}, {0}, {1})",
+]
+REDUCTIONS = ["sum", "mean", "amax", "amin"]
+DIMS = [1, 2, 3, 0, 4, 5]  # hypothesis shrinks towards the first entries
+
+
+@dataclass
+class Arg:
+    name: str
+    kind: str                      # "tensor" | "scalar"
+    shape: tuple = ()
+    layout: str = "contig"         # contig | transposed | strided | expanded
+    special: bool = False          # holds inf / nan / 0
+    requires_grad: bool = True
+    alias_of: int | None = None    # index of the argument this one repeats
+    value: float = 0.0             # for scalars
+    seed: int = 0
+
+
+@dataclass
+class Program:
+    mode: str
+    dtype: str
+    args: list = field(default_factory=list)
+    lines: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+
+    def source(self) -> str:
+        params = ", ".join(a.name for a in self.args)
+        body = "\n".join("    " + ln for ln in self.lines)
+        return f"def prog({params}):\n{body}\n    return ({', '.join(self.outputs)},)\n"
+
+
+class _Gen:
+    """Draws one program; `vals` maps value names to (shape) of values computed so far."""
+
+    def __init__(self, draw, mode: str):
+        self.draw = draw
+        self.mode = mode
+        self.vals: dict = {}
+        self.tensor_args = 0
+        self.counter = itertools.count()
+
+    def fresh(self) -> str:
+        return f"v{next(self.counter)}"
+
+    def pick(self, pred=lambda s: True, recent: bool = False):
+        names = [n for n, s in self.vals.items() if pred(s)]
+        if not names:
+            return None
+        if recent:  # favour the latest values: longer dependency chains, more fusion
+            names = names[-3:]
+        return self.draw(st.sampled_from(names))
+
+
+def _bcast(a, b):
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        return None
+
+
+@st.composite
+def programs(draw, mode: str = "trace"):
+    dtype = draw(st.sampled_from(["float32", "float64"]))
+    p = Program(mode, dtype)
+    g = _Gen(draw, mode)
+    rank = draw(st.sampled_from([2, 1, 3, 0]))
+    base = tuple(draw(st.sampled_from(DIMS)) for _ in range(rank))
+
+    def new_tensor(shape, rg=True):
+        name = f"x{len(p.args)}"
+        a = Arg(name, "tensor", tuple(shape), seed=draw(st.integers(0, 3)))
+        a.requires_grad = rg and draw(st.integers(0, 4)) > 0
+        layouts = ["contig", "strided"] + (["transposed"] if len(shape) >= 2 else [])
+        if any(d > 1 for d in shape):
+            layouts.append("expanded")
+        a.layout = draw(st.sampled_from(layouts))
+        a.special = draw(st.integers(0, 5)) == 0
+        same = [i for i, b in enumerate(p.args) if b.kind == "tensor" and b.shape == a.shape and b.alias_of is None]
+        if same and draw(st.integers(0, 3)) == 0:
+            a.alias_of = same[0]
+        p.args.append(a)
+        g.vals[name] = tuple(shape)
+        return name
+
+    n_in = draw(st.integers(1, 3))
+    for _ in range(n_in):
+        # Each input broadcasts against the base shape: some dims 1, maybe fewer dims.
+        keep = draw(st.integers(0, rank)) if rank else 0
+        shape = list(base[rank - keep:])
+        for j in range(len(shape)):
+            if draw(st.integers(0, 3)) == 0:
+                shape[j] = 1
+        new_tensor(shape)
+    scalars = []
+    if mode == "script" and draw(st.booleans()):
+        name = f"s{len(p.args)}"
+        p.args.append(Arg(name, "scalar", value=draw(st.sampled_from([0.5, -1.25, 2.0, 0.0]))))
+        scalars.append(name)
+
+    n_ops = draw(st.integers(1, 6))
+    for _ in range(n_ops):
+        kinds = ["unary", "binary", "binary", "scalar", "reduce", "shape", "matmul"]
+        if mode == "script":
+            kinds += ["cond", "cond"]
+        kind = draw(st.sampled_from(kinds))
+        out = g.fresh()
+        if kind == "unary":
+            v = g.pick(recent=True)
+            p.lines.append(f"{out} = {draw(st.sampled_from(UNARY)).format(v)}")
+            g.vals[out] = g.vals[v]
+        elif kind == "binary":
+            u = g.pick(recent=True)
+            v = g.pick(lambda s: _bcast(s, g.vals[u]) is not None)
+            p.lines.append(f"{out} = {draw(st.sampled_from(BINARY)).format(u, v)}")
+            g.vals[out] = _bcast(g.vals[u], g.vals[v])
+        elif kind == "scalar":
+            v = g.pick(recent=True)
+            c = draw(st.sampled_from(scalars)) if scalars and draw(st.booleans()) else \
+                repr(draw(st.sampled_from([0.5, -2.0, 3.0, 1e-3])))
+            op = draw(st.sampled_from(["{0} * {1}", "{0} + {1}", "{0} - {1} * {0}"]))
+            p.lines.append(f"{out} = {op.format(v, c)}")
+            g.vals[out] = g.vals[v]
+        elif kind == "reduce":
+            v = g.pick(lambda s: len(s) >= 1, recent=True)
+            if v is None:
+                continue
+            s = g.vals[v]
+            red = draw(st.sampled_from(REDUCTIONS))
+            dims = sorted(set(draw(st.lists(st.integers(0, len(s) - 1), min_size=1, max_size=len(s)))))
+            if red in ("amax", "amin") and any(s[d] == 0 for d in dims):
+                red = "sum"
+            keep = draw(st.booleans())
+            neg = draw(st.booleans())
+            dims_src = tuple(d - len(s) if neg else d for d in dims)
+            p.lines.append(f"{out} = {v}.{red}({dims_src!r}, keepdim={keep})")
+            g.vals[out] = tuple(1 if d in dims else n for d, n in enumerate(s)) if keep else \
+                tuple(n for d, n in enumerate(s) if d not in dims)
+        elif kind == "shape":
+            v = g.pick(recent=True)
+            s = g.vals[v]
+            choices = ["reshape_flat", "unsqueeze"]
+            if len(s) >= 2:
+                choices += ["transpose", "reshape_merge"]
+            if len(s) >= 1:
+                choices += ["slice_step", "slice_from", "expand"]
+            c = draw(st.sampled_from(choices))
+            if c == "reshape_flat":
+                p.lines.append(f"{out} = {v}.reshape({int(np.prod(s))},)")
+                g.vals[out] = (int(np.prod(s)),)
+            elif c == "unsqueeze":
+                p.lines.append(f"{out} = {v}.unsqueeze(0)")
+                g.vals[out] = (1,) + s
+            elif c == "transpose":
+                i, j = draw(st.sampled_from([(a, b) for a in range(len(s)) for b in range(a + 1, len(s))]))
+                p.lines.append(f"{out} = {v}.transpose({i}, {j})")
+                t = list(s)
+                t[i], t[j] = t[j], t[i]
+                g.vals[out] = tuple(t)
+            elif c == "reshape_merge":
+                new = (s[0] * s[1],) + s[2:]
+                p.lines.append(f"{out} = {v}.reshape{new!r}")
+                g.vals[out] = new
+            elif c == "slice_step":
+                p.lines.append(f"{out} = {v}[::2]")
+                g.vals[out] = ((s[0] + 1) // 2,) + s[1:]
+            elif c == "slice_from":
+                p.lines.append(f"{out} = {v}[1:]")
+                g.vals[out] = (max(s[0] - 1, 0),) + s[1:]
+            else:  # expand a size-1 dim (or add a leading one)
+                ones = [d for d, n in enumerate(s) if n == 1]
+                new = list(s)
+                if ones:
+                    new[ones[0]] = 3
+                    p.lines.append(f"{out} = {v}.expand{tuple(new)!r}")
+                else:
+                    new = [2] + new
+                    p.lines.append(f"{out} = {v}.expand{tuple(new)!r}")
+                g.vals[out] = tuple(new)
+        elif kind == "matmul":
+            v = g.pick(lambda s: 1 <= len(s) <= 2, recent=True)
+            if v is None:
+                continue
+            s = g.vals[v]
+            m = draw(st.sampled_from([2, 1, 3]))
+            w = new_tensor((s[-1], m))
+            p.lines.append(f"{out} = {v} @ {w}")
+            g.vals[out] = s[:-1] + (m,)
+        elif kind == "cond":
+            pv = g.pick()
+            u = g.pick(recent=True)
+            red = draw(st.sampled_from(["sum", "amax"])) if 0 not in g.vals[pv] else "sum"
+            if red == "amax" and not g.vals[pv]:
+                red = "sum"
+            thr = draw(st.sampled_from(["0.0", "1.0", "-0.5"]))
+            t_expr = draw(st.sampled_from(UNARY)).format(u)
+            f_expr = draw(st.sampled_from(UNARY)).format(u)
+            p.lines += [f"if {pv}.{red}() > {thr}:", f"    {out} = {t_expr}", "else:", f"    {out} = {f_expr}"]
+            g.vals[out] = g.vals[u]
+    names = list(g.vals)
+    k = draw(st.integers(1, min(3, len(names))))
+    outs = [names[-1]] + draw(st.lists(st.sampled_from(names), max_size=k - 1))
+    p.outputs = list(dict.fromkeys(outs)) if draw(st.booleans()) else outs  # sometimes repeated
+    return p
+
+
+# --------------------------------------------------------------------------- running
+
+def _function(p: Program, tmpdir: Path):
+    src = p.source()
+    path = tmpdir / f"fuzz_{abs(hash(src)) % 10**12}.py"
+    path.write_text("import tracejit as tj\n\n" + src)
+    ns: dict = {"__name__": path.stem}
+    exec(compile(path.read_text(), str(path), "exec"), ns)
+    return ns["prog"]
+
+
+def _leaves_and_prep(p: Program):
+    dt = np.dtype(p.dtype)
+    leaves, makers = [], []
+    for a in p.args:
+        if a.kind == "scalar":
+            leaves.append(a.value)
+            makers.append(("leaf", len(leaves) - 1, None))
+            continue
+        if a.alias_of is not None:
+            makers.append(("alias", a.alias_of, None))
+            continue
+        rng = np.random.default_rng(a.seed * 1000 + len(leaves))
+        shape = a.shape
+        if a.layout == "transposed":
+            base_shape = shape[::-1]
+            view = lambda t, r=len(shape): t.permute(*range(r - 1, -1, -1))
+        elif a.layout == "strided":
+            base_shape = shape[:-1] + (shape[-1] * 2,) if shape else ()
+            view = (lambda t: t[..., ::2]) if shape else (lambda t: t)
+        elif a.layout == "expanded":
+            d = next(i for i, n in enumerate(shape) if n > 1)
+            base_shape = shape[:d] + (1,) + shape[d + 1:]
+            view = lambda t, s=shape: t.expand(*s)
+        else:
+            base_shape, view = shape, (lambda t: t)
+        data = rng.standard_normal(base_shape).astype(dt)
+        if a.special and data.size:
+            flat = data.reshape(-1)
+            for k, v in zip(rng.integers(0, flat.size, 3), (np.nan, np.inf, -np.inf)):
+                flat[k] = v
+        t = tj.tensor(data)
+        if a.requires_grad:
+            t.requires_grad_()
+        leaves.append(t)
+        makers.append(("view", len(leaves) - 1, view))
+
+    def prep(*ls):
+        args = []
+        for kind, i, view in makers:
+            if kind == "alias":
+                args.append(args[i])
+            elif kind == "leaf":
+                args.append(ls[i])
+            else:
+                args.append(view(ls[i]))
+        return tuple(args)
+    return leaves, prep
+
+
+def check_program(p: Program, tmpdir: Path) -> None:
+    src = p.source()
+    note(f"program ({p.mode}, {p.dtype}):\n{src}")
+    fn = _function(p, tmpdir)
+    leaves, prep = _leaves_and_prep(p)
+    rtol, atol = TOLERANCES[p.dtype]
+    try:
+        assert_compiled_matches(fn, *leaves, prep=prep, mode=p.mode, rtol=rtol, atol=atol)
+    except Mismatch as exc:
+        raise Mismatch(f"program ({p.mode}, {p.dtype}):\n{src}\n{exc}") from None
+
+
+@pytest.fixture(scope="module")
+def fuzz_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzz-programs")
+    sys.path.insert(0, str(d))
+    yield d
+    sys.path.remove(str(d))
+
+
+_COMMON = dict(deadline=None, suppress_health_check=list(HealthCheck), print_blob=True)
+
+
+@settings(max_examples=int(os.environ.get("TRACEJIT_FUZZ_CI_EXAMPLES", 40)), derandomize=True, **_COMMON)
+@given(p=programs("trace"))
+def test_fuzz_traced_fixed_seed(fuzz_dir, p):
+    check_program(p, fuzz_dir)
+
+
+@settings(max_examples=int(os.environ.get("TRACEJIT_FUZZ_CI_EXAMPLES", 40)) // 2, derandomize=True, **_COMMON)
+@given(p=programs("script"))
+def test_fuzz_scripted_fixed_seed(fuzz_dir, p):
+    check_program(p, fuzz_dir)
+
+
+@settings(max_examples=6, **_COMMON)
+@given(p=st.one_of(programs("trace"), programs("script")))
+def test_fuzz_fresh_examples(fuzz_dir, p):
+    check_program(p, fuzz_dir)
+
+
+@pytest.mark.slow
+@settings(max_examples=int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", 2000)), **_COMMON)
+@given(p=st.one_of(programs("trace"), programs("script")))
+def test_fuzz_soak(fuzz_dir, p):
+    check_program(p, fuzz_dir)
