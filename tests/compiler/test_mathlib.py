@@ -24,6 +24,8 @@ ALL_OPS = F32_OPS + F64_OPS
 UNARY = [k for k in ALL_OPS if M.ARITY[k[0]] == 1]
 LD = np.longdouble
 HAVE_LD = np.finfo(LD).nmant > 52          # x87 80-bit long double (x86 Linux)
+# (without it the float64 reference is numpy's float64, itself ~0.5-1 ulp off:
+#  the float64 bounds then get one ulp of slack)
 
 
 # --------------------------------------------------------------------------
@@ -162,7 +164,7 @@ def test_registry():
     assert M.function_name("exp", np.dtype("float64")) == "exp_f64"
     for (op, dt), fn in M.FUNCTIONS.items():
         assert getattr(M, M.function_name(op, dt)) is fn
-        assert set(M.MAX_ULP) >= {(op, dt)} or (op, dt) not in M.VECTORIZED
+        assert (op, dt) in M.MAX_ULP
     with pytest.raises(KeyError):
         M.function_name("nope", "float32")
     with pytest.raises(KeyError):
@@ -231,7 +233,7 @@ def test_accuracy_unary(op, dtype):
     x = sample(dtype)
     y = run(op, dtype, x)
     err = ulp_error(y, reference(op, x, dtype), dtype)
-    bound = M.MAX_ULP[(op, dtype)]
+    bound = M.MAX_ULP[(op, dtype)] + (1.0 if dtype == "float64" and not HAVE_LD else 0.0)
     i = int(np.argmax(err))
     assert err[i] <= bound, "%s_%s(%r) = %r: %.3f ulp > %s" % (op, dtype, x[i], y[i], err[i], bound)
 
@@ -271,7 +273,6 @@ def _same(a, b):
 @pytest.mark.parametrize("op,dtype", UNARY)
 def test_special_values(op, dtype):
     fi = np.finfo(dtype)
-    t = np.dtype(dtype).type
     base = np.array([0.0, np.inf, np.nan, fi.max, fi.smallest_subnormal, fi.smallest_normal,
                      1e30, 1e-30 if dtype == "float64" else 1e-38, 1.0], dtype)
     x = np.concatenate([base, -base])
@@ -286,7 +287,6 @@ def test_special_values(op, dtype):
     # signed zero and nan are returned exactly as numpy does
     z = np.array([0.0, -0.0, np.nan], dtype)
     assert _same(run(op, dtype, z), numpy_special(op, z)).all()
-    del t
 
 
 @pytest.mark.parametrize("dtype", M.DTYPES)

@@ -40,7 +40,8 @@ flags the kernel uses.  The calling kernel should use ``error_model='numpy'``
 itself (the division checks of the 'python' model block vectorization of the
 kernel's own code) and must not use the ``fastmath`` flags ``nnan``/``ninf``
 if inf/nan are to survive its own arithmetic.  ``cache=True`` on the kernel
-works (checked).  Arguments must already have the function's dtype (cast
+works, but numba does not notice when this file changes: key the kernel cache
+on ``SOURCE_HASH``.  Arguments must already have the function's dtype (cast
 with ``np.float32(...)`` in generated code); most ``*_f32`` functions refuse
 a float64 argument at typing time.
 Integer powers with constant exponents should still be emitted as
@@ -57,7 +58,7 @@ range); an inf result where the reference rounds to inf counts as exact.
 
 * float32, unary functions: maximum over **all 2**32 float32 inputs**
   (exhaustive, including subnormals, +-inf and every nan).
-* float32 pow: ~3.2e7 random pairs (log-uniform |x| over the whole range and
+* float32 pow: 6.4e7 random pairs (log-uniform |x| over the whole range and
   y in +-10, x in [0, 4] with y in +-200, x near 1 with y in +-2e4, negative
   x with integer y) plus the full special-value grid (exact numpy match).
 * float64: ~4.2e7 points per function (log-uniform magnitudes of both signs
@@ -71,13 +72,13 @@ exp         1.01 ulp              1.04 ulp              2.3e-16
 expm1       1.45 ulp              1.85 ulp              4.1e-16
 log         0.85 ulp              0.92 ulp              2.1e-16
 log1p       1.44 ulp              1.48 ulp              3.3e-16
-tanh        {tanh32} ulp              2.55 ulp              5.7e-16
+tanh        2.50 ulp              2.55 ulp              5.7e-16
 sigmoid     2.41 ulp              2.33 ulp              5.2e-16
 softplus    1.71 ulp              1.76 ulp              3.9e-16
 erf         0.99 ulp (abs 6e-8)   libm ``math.erf``     (not vectorized)
 sin         0.50 ulp (any x)      libm ``math.sin``     (not vectorized)
-cos         {cos32} ulp (any x)      libm ``math.cos``     (not vectorized)
-pow         {pow32} ulp              libm ``pow``          (not vectorized)
+cos         0.50 ulp (any x)      libm ``math.cos``     (not vectorized)
+pow         0.50 ulp              libm ``pow``          (not vectorized)
 ==========  ====================  ====================  ======================
 
 For comparison numpy's own float32 ``np.sin``/``np.cos`` are off by up to
@@ -127,6 +128,7 @@ with a Remez exchange in mpmath, then rounded to the working precision):
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -845,18 +847,27 @@ FUNCTIONS = {(op, dt): globals()[function_name(op, dt)] for op in OPS for dt in 
 #: Documented maximum error in ulps (see the module docstring for how it was
 #: measured); the tests assert these bounds.
 MAX_ULP = {
-    ("exp", "float32"): 1.1, ("exp", "float64"): 2.0,
-    ("expm1", "float32"): 1.5, ("expm1", "float64"): 2.0,
-    ("log", "float32"): 1.0, ("log", "float64"): 2.0,
-    ("log1p", "float32"): 2.0, ("log1p", "float64"): 2.0,
-    ("tanh", "float32"): 3.0, ("tanh", "float64"): 3.0,
-    ("sigmoid", "float32"): 3.0, ("sigmoid", "float64"): 3.0,
-    ("softplus", "float32"): 3.0, ("softplus", "float64"): 3.0,
-    ("erf", "float32"): 3.0, ("erf", "float64"): 1.0,
-    ("sin", "float32"): 0.51, ("sin", "float64"): 1.0,
-    ("cos", "float32"): 0.51, ("cos", "float64"): 1.0,
-    ("pow", "float32"): 0.51, ("pow", "float64"): 1.0,
+    ("exp", "float32"): 1.05, ("exp", "float64"): 1.1,
+    ("expm1", "float32"): 1.5, ("expm1", "float64"): 1.9,
+    ("log", "float32"): 0.9, ("log", "float64"): 0.95,
+    ("log1p", "float32"): 1.5, ("log1p", "float64"): 1.5,
+    ("tanh", "float32"): 2.55, ("tanh", "float64"): 2.6,
+    ("sigmoid", "float32"): 2.45, ("sigmoid", "float64"): 2.4,
+    ("softplus", "float32"): 1.75, ("softplus", "float64"): 1.8,
+    ("erf", "float32"): 1.0, ("erf", "float64"): 1.0,
+    ("sin", "float32"): 0.501, ("sin", "float64"): 1.0,
+    ("cos", "float32"): 0.501, ("cos", "float64"): 1.0,
+    ("pow", "float32"): 0.501, ("pow", "float64"): 1.0,
 }
 
-__all__ = ["FUNCTIONS", "function_name", "OPS", "DTYPES", "VECTORIZED", "ARITY", "MAX_ULP"] + \
+#: Hash of this file.  numba's ``cache=True`` only looks at the *kernel's*
+#: source, so a kernel cached on disk keeps the old inlined copy of these
+#: functions after this file changes: put SOURCE_HASH in the kernel cache key
+#: (or in a comment of the generated source).
+with open(__file__, "rb") as _f:
+    SOURCE_HASH = hashlib.sha256(_f.read()).hexdigest()[:16]
+del _f
+
+__all__ = ["FUNCTIONS", "function_name", "OPS", "DTYPES", "VECTORIZED", "ARITY", "MAX_ULP",
+           "SOURCE_HASH"] + \
     sorted(function_name(op, dt) for op in OPS for dt in DTYPES)
