@@ -26,7 +26,6 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 # torch.compile's inductor needs 10+ s per cold graph: more than --quick's minute on its
 # own. --quick leaves it out unless it is named in --systems.
 NOT_IN_QUICK = {"torch_compile"}
-BUSY = 0.25  # fraction of the CPUs busy before/after the run above which we warn
 
 
 def _names(arg: str | None, known: tuple[str, ...], what: str) -> list[str]:
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     _log(f"bench: {'quick' if args.quick else 'full'} run; workloads {', '.join(wl_names)}")
     data["meta"]["busy_before"] = _busy()
-    if data["meta"]["busy_before"] > BUSY:
+    if data["meta"]["busy_before"] > report.BUSY:
         _log(f"bench: warning: other work is using {data['meta']['busy_before']:.0%} of the CPUs; "
              "figures will be inflated")
     data["machine"] = _machine(cfg, measure="gelu" in wl_names)

@@ -18,6 +18,7 @@ BASELINE = "numpy"
 # losses drift apart over many float32 steps, so the final loss gets a looser bound.
 CHECK_TOL = {"final_loss": 5e-2}
 DEFAULT_TOL = 2e-3
+BUSY = 0.25  # fraction of the CPUs used by other work around the run above which we warn
 
 
 # ---------------------------------------------------------------- numbers
@@ -74,6 +75,11 @@ def _bound_note(data: dict, key: str) -> str:
         if res.get(f"{key}_bound_ms"):
             return f" (bound {fmt(res[f'{key}_bound_ms'], 'ms')} ms)"
     return ""
+
+
+def _busy(data: dict) -> float:
+    meta = data["meta"]
+    return max(meta.get("busy_before") or 0.0, meta.get("busy_after") or 0.0)
 
 
 # ---------------------------------------------------------------- table
@@ -187,8 +193,8 @@ def render(data: dict) -> str:
         head += (f"; streaming copy {m['bandwidth_gbps']:.1f} GB/s (numpy {m['numpy_copy_gbps']:.1f}, "
                  f"numba prange {m.get('numba_copy_gbps', 0):.1f}, {m.get('numba_threads', '?')} threads)")
     meta = data["meta"]
-    busy = max(meta.get("busy_before") or 0.0, meta.get("busy_after") or 0.0)
-    if busy > 0.25:
+    busy = _busy(data)
+    if busy > BUSY:
         head += (f"\nWARNING: other work was using {busy:.0%} of the CPUs around this run: "
                  "figures are inflated, rerun on a quiet machine")
     cfg = meta.get("config", {})
@@ -272,7 +278,9 @@ def write_png(data: dict, path: Path) -> str | None:
     mach = data.get("machine") or {}
     fig.suptitle(f"tracejit benchmarks: {'quick' if data['meta']['quick'] else 'full'} run, "
                  f"{mach.get('cpu', '?')}, {mach.get('cores', '?')} cores, {data['meta']['date'][:10]}"
-                 " (log scale, lower is better; dashed line: bandwidth bound)", fontsize=10)
+                 " (log scale, lower is better; dashed line: bandwidth bound)"
+                 + ("\nmachine busy with other work during this run: figures are inflated"
+                    if _busy(data) > BUSY else ""), fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

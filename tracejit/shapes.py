@@ -220,6 +220,15 @@ Dim = Union[int, Sym]
 Shape = tuple
 
 
+def contains_sym(v) -> bool:
+    """Whether a param value (a dim, or a nested tuple of them) mentions a symbol."""
+    if isinstance(v, Sym):
+        return True
+    if isinstance(v, tuple):
+        return any(contains_sym(x) for x in v)
+    return False
+
+
 def hint(d) -> int:
     return d.hint if isinstance(d, Sym) else int(d)
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..jit.ir import Graph, Literal, Var
-from ..shapes import Sym
+from ..shapes import Sym, contains_sym
 from . import diskcache
 from .codegen_cpu import generate
 from .fusion import Group, partition
@@ -44,20 +44,12 @@ def _value_code(v, consts: dict) -> str:
     if isinstance(v, (bool, type(None))) or (isinstance(v, (int, float)) and not isinstance(v, bool)
                                              and v == v and abs(v) != float("inf")):
         return repr(v)
-    if isinstance(v, tuple) and any(_has_sym(x) for x in v):
+    if isinstance(v, tuple) and any(contains_sym(x) for x in v):
         inner = ", ".join(_value_code(x, consts) for x in v)
         return f"({inner}{',' if len(v) == 1 else ''})"
     name = f"P{len(consts)}"
     consts[name] = v
     return name
-
-
-def _has_sym(v) -> bool:
-    if isinstance(v, Sym):
-        return True
-    if isinstance(v, tuple):
-        return any(_has_sym(x) for x in v)
-    return False
 
 
 def _fix(v, dt):

@@ -11,7 +11,7 @@ import numpy as np
 from ..device import CPU
 from ..ops.registry import bind
 from ..tensor import Tensor
-from ..shapes import Sym
+from ..shapes import Sym, contains_sym
 from .ir import Graph, Literal
 
 __all__ = ["interpret", "bind_symbols", "eval_params"]
@@ -40,14 +40,6 @@ def eval_params(params: dict, syms: dict) -> dict:
     return {k: (v if isinstance(v, Graph) else _eval(v, syms)) for k, v in params.items()}
 
 
-def _has_sym(v) -> bool:
-    if isinstance(v, Sym):
-        return True
-    if isinstance(v, tuple):
-        return any(_has_sym(x) for x in v)
-    return False
-
-
 def interpret(graph: Graph, args, syms: dict | None = None, record=None) -> list:
     """Run `graph` on `args` (Tensors / numbers). `record(eqn, outs)` observes each step."""
     env: dict = {}
@@ -69,7 +61,7 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None) -> list
     for e in graph.eqns:
         vals = [read(a) for a in e.inputs]
         params = e.params
-        if syms and any(_has_sym(p) for p in params.values()):
+        if syms and any(contains_sym(p) for p in params.values()):
             params = eval_params(params, syms)
         if e.prim.kind == "control":
             outs = _CONTROL[e.prim.name](e, vals, syms)

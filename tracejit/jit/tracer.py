@@ -121,16 +121,8 @@ class Tracer(Tensor):
 
 def _make_tracer(var: Var, trace: "TraceContext", requires_grad: bool = False) -> Tracer:
     t = object.__new__(Tracer)
-    t._data = None
-    t.dtype = var.aval.dtype
-    t.device = var.aval.device
+    t._init(None, var.aval.dtype, var.aval.device)  # the same fields as any Tensor, no data
     t._requires_grad = requires_grad
-    t.grad = None
-    t.grad_fn = None
-    t._output_nr = 0
-    t._vbox = [0]
-    t._accumulator = None
-    t._name = None
     t._var = var
     t._trace = trace
     return t
