@@ -14,6 +14,7 @@ What is compared, for every output leaf and every gradient:
   magnitude of the expected value (at least 1), so sums with cancellation are judged
   against their terms' size; integers and bools exactly;
 - special values: nan, +inf and -inf at exactly the same positions;
+- ``requires_grad`` of every output tensor: exactly;
 - gradients: ``None`` exactly where eager gives ``None``.
 
 Gradients are taken w.r.t. the floating-point leaves that require grad, of the scalar
@@ -35,7 +36,8 @@ from . import autograd
 from .jit import script as _script, trace as _trace
 from .tensor import Tensor
 
-__all__ = ["assert_compiled_matches", "assert_same", "TOLERANCES", "Mismatch", "kernel_cache_at"]
+__all__ = ["assert_compiled_matches", "assert_same", "TOLERANCES", "Mismatch", "kernel_cache_at",
+           "assert_valid_partition"]
 
 #: (rtol, atol) per floating dtype for compiled-vs-eager comparisons. float32 kernels use
 #: polynomial transcendentals (a few ulps, see compiler/mathlib.py) and reassociated
@@ -180,6 +182,8 @@ def _compare(got, expect, label, rtol, atol):
                        f"expected {[p for p, _ in flat_e]}")
     for (path, a), (_, e) in zip(flat_g, flat_e):
         assert_same(a, e, f"{label}: {path}", rtol, atol)
+        if isinstance(e, Tensor) and a.requires_grad != e.requires_grad:
+            raise Mismatch(f"{label}: {path}.requires_grad is {a.requires_grad}, eager gives {e.requires_grad}")
     if grads_e is None:
         return
     for i, (a, e) in enumerate(zip(grads_g, grads_e)):
@@ -253,3 +257,35 @@ def kernel_cache_at(path) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def assert_valid_partition(items, graph) -> None:
+    """`items` (from ``compiler.fusion.partition(graph)``) is a valid program for `graph`:
+    every equation appears exactly once, each item's inputs exist before it runs, a group's
+    members share its iteration shape, and whatever is read outside a group is written."""
+    from .compiler.fusion import Group
+    from .jit.ir import Var
+    produced = set(graph.inputs)
+    seen = []
+    for it in items:
+        if isinstance(it, Group):
+            members = list(it.eqns) + ([it.reduction] if it.reduction is not None else [])
+            for e in it.eqns:
+                assert tuple(e.out.aval.shape) == tuple(it.shape), (e.prim.name, it.shape)
+            for a in it.inputs:
+                assert a in produced, f"group {it.gid} reads a value computed later"
+            defined = it.defined
+            for e in members:
+                for a in e.inputs:
+                    assert not isinstance(a, Var) or a in produced or a in defined, \
+                        f"group {it.gid}: {e.prim.name} reads a value that is not ready"
+            produced |= set(it.outputs)
+            seen += members
+        else:
+            for a in it.inputs:
+                assert not isinstance(a, Var) or a in produced, f"step {it.prim.name} reads a later value"
+            produced |= set(it.outs)
+            seen.append(it)
+    assert sorted(map(id, seen)) == sorted(map(id, graph.eqns)), "equations lost or duplicated"
+    for a in graph.outputs:
+        assert not isinstance(a, Var) or a in produced, "a graph output is never written"

@@ -203,6 +203,23 @@ def test_outputs_not_depending_on_an_input_give_none():
     assert_compiled_matches(f, T(3, seed=1), T(3, seed=2), T(3, seed=3, rg=False))
 
 
+def test_output_requires_grad_only_when_it_depends_on_a_differentiable_input():
+    """As in eager: an output computed only from inputs without requires_grad does not
+    require grad, and an input returned as-is gets no gradient through the compiled node."""
+    def f(x, y):
+        return tj.tanh(x), y
+    x, y = T(3, seed=1, rg=False), T(3, seed=2)
+    a, b = tj.trace(f)(x, y)
+    assert b is y
+    assert not a.requires_grad and a.grad_fn is None
+    def g(x, y):
+        return tj.tanh(x) * 2.0, y
+    x = T(3, seed=1)
+    a, b = tj.trace(g)(x, y)
+    (gy,) = tj.autograd.grad(a.sum(), [y], allow_unused=True)
+    assert gy is None
+
+
 def test_integer_and_bool_paths_do_not_get_gradients():
     def f(x, idx):
         return (x * (idx > 1).float()).sum() + x.argmax().float()
@@ -281,3 +298,24 @@ def test_mismatch_is_reported_with_the_ir():
     wrong = tj.trace(lambda x: x * 3.0)
     with pytest.raises(Mismatch, match=r"(?s)values differ.*captured IR"):
         assert_compiled_matches(lambda x: x * 2.0, x, compiled=wrong, interpreter=False)
+
+
+def test_several_outputs_of_one_compiled_call_as_backward_roots():
+    # All outputs share one CompiledNode: the engine must count its edges once.
+    cf = tj.trace(lambda x, y: (x * y, (x * y).sum(1)))
+    x, y = T(3, 4, seed=1), T(3, 4, seed=2)
+    a, b = cf(x, y)
+    ga, gb = tj.ones(3, 4), tj.ones(3)
+    gx, gy = tj.autograd.grad([a, b], [x, y], grad_outputs=[ga, gb], allow_unused=True)
+    assert gx is not None and gy is not None
+    expect = y.detach().numpy() * 2.0       # d/dx of <xy, 1> + <sum_1(xy), 1>
+    np.testing.assert_allclose(gx.numpy(), expect, rtol=1e-6)
+
+
+def test_split_recomputes_an_explicit_expand_instead_of_saving_it():
+    # Saving expand's output would materialize the whole broadcast array for the backward.
+    x, b = T(4, 7, seed=1), T(1, 7, seed=2)
+    g = _graph(lambda x, b: tj.tanh(x * b.expand(4, 7)).sum(), x, b)
+    fwd, bwd, n_saved = split(g, [True, True])
+    assert n_saved == 0, [v.aval for v in fwd.outputs[1:]]
+    assert_compiled_matches(lambda x, b: tj.tanh(x * b.expand(4, 7)).sum(), x, b)

@@ -5,10 +5,10 @@ integer and bool dtypes, Python scalars).
 Comparison rules (values, dtypes, nan/inf positions, ``None`` gradients) and tolerances
 are those of `tracejit.testing.assert_compiled_matches`.
 
-The default run takes one sample per op, alternating float32 and float64 along the
-database (so both dtypes are compiled for every op family while keeping numba compile
-time to about a minute); ``python -m pytest -m slow tests/compiler`` runs every sample
-of every op in every dtype it lists (about 25 minutes from a cold kernel cache).
+The default run takes the first sample of every op in float32 and in float64 (or in its
+first dtype when it has no floating one): about two minutes, nearly all of it numba
+compiling kernels. ``python -m pytest -m slow tests/compiler`` runs every sample of
+every op in every dtype it lists (about 25 minutes from a cold kernel cache).
 """
 from __future__ import annotations
 
@@ -47,16 +47,14 @@ def _check_sample(s, dtype):
         raise AssertionError(f"{s!r} [{dtype.name}]\n{exc}") from None
 
 
-def _default_case(k, op):
-    floats = [d for d in op.dtypes if d in (tj.float32, tj.float64)]
-    dtype = floats[k % len(floats)] if floats else op.dtypes[0]
-    return dtype, op.sample_inputs(dtype, np.random.default_rng(0))[0]
+def _default_dtypes(op):
+    return [d for d in op.dtypes if d in (tj.float32, tj.float64)] or [op.dtypes[0]]
 
 
-@pytest.mark.parametrize("k,op", list(enumerate(CHECKED)), ids=[op.name for op in CHECKED])
-def test_op_compiled_matches_eager(k, op):
-    dtype, s = _default_case(k, op)
-    _check_sample(s, dtype)
+@pytest.mark.parametrize("op", CHECKED, ids=[op.name for op in CHECKED])
+def test_op_compiled_matches_eager(op):
+    for dtype in _default_dtypes(op):
+        _check_sample(op.sample_inputs(dtype, np.random.default_rng(0))[0], dtype)
 
 
 @pytest.mark.slow
@@ -67,9 +65,27 @@ def test_op_compiled_matches_eager_every_sample(op):
             _check_sample(s, dtype)
 
 
-def test_default_run_covers_both_float_dtypes():
-    used = {_default_case(k, op)[0] for k, op in enumerate(CHECKED)}
-    assert {tj.float32, tj.float64} <= used
+RANDOM = [op for op in OPS if op.random and op.traceable]
+UNTRACEABLE = [op for op in OPS if not op.traceable]
+
+
+@pytest.mark.parametrize("op", RANDOM, ids=[op.name for op in RANDOM])
+def test_random_op_compiled_gives_shapes_and_dtypes_of_eager(op):
+    for dtype in _default_dtypes(op):
+        s = op.sample_inputs(dtype, np.random.default_rng(0))[0]
+        ts = s.tensors(requires_grad=op.grad)
+        eager_out, compiled_out = s.fn(*ts), tj.trace(s.fn)(*ts)
+        pairs = zip(compiled_out if isinstance(compiled_out, tuple) else (compiled_out,),
+                    eager_out if isinstance(eager_out, tuple) else (eager_out,))
+        for c, e in pairs:
+            assert tuple(c.shape) == tuple(e.shape) and c.dtype is e.dtype and c.requires_grad == e.requires_grad
+
+
+@pytest.mark.parametrize("op", UNTRACEABLE, ids=[op.name for op in UNTRACEABLE])
+def test_data_dependent_op_is_refused_by_the_compiled_path(op):
+    s = op.sample_inputs(op.dtypes[0], np.random.default_rng(0))[0]
+    with pytest.raises(TraceError):
+        tj.trace(s.fn)(*s.tensors())
 
 
 # --------------------------------------------------------------------------- inputs

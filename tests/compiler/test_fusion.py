@@ -6,6 +6,8 @@ a valid schedule: each item's inputs exist before it runs, every equation appear
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ from tracejit.compiler.autodiff import split
 from tracejit.compiler.fusion import Group, partition
 from tracejit.jit.ir import Var
 from tracejit.jit.passes import optimize
-from tracejit.testing import assert_compiled_matches, kernel_cache_at
+from tracejit.testing import assert_compiled_matches, assert_valid_partition, kernel_cache_at
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -51,32 +53,7 @@ def _train(cf):
     return next(iter(prog._train.values()))
 
 
-def check_schedule(items, graph):
-    """`items` is a valid program for `graph`: inputs ready before use, each equation once,
-    group members of one iteration shape, outputs of a group cover every outside use."""
-    produced = set(graph.inputs)
-    seen = []
-    for it in items:
-        if isinstance(it, Group):
-            members = list(it.eqns) + ([it.reduction] if it.reduction is not None else [])
-            for e in it.eqns:
-                assert tuple(e.out.aval.shape) == tuple(it.shape), (e, it.shape)
-            for a in it.inputs:
-                assert a in produced, f"group {it.gid} reads a value computed later"
-            defined = it.defined
-            for e in members:
-                for a in e.inputs:
-                    assert not isinstance(a, Var) or a in produced or a in defined
-            produced |= set(it.outputs)
-            seen += members
-        else:
-            for a in it.inputs:
-                assert not isinstance(a, Var) or a in produced, f"step {it.prim.name} reads a later value"
-            produced |= set(it.outs)
-            seen.append(it)
-    assert sorted(map(id, seen)) == sorted(map(id, graph.eqns)), "equations lost or duplicated"
-    for a in graph.outputs:
-        assert not isinstance(a, Var) or a in produced
+check_schedule = assert_valid_partition
 
 
 # --------------------------------------------------------------------------- GELU
@@ -263,3 +240,41 @@ def test_partition_without_reduction_fusion_runs_reductions_as_steps():
     items = partition(g, fuse_reductions=False)
     check_schedule(items, g)
     assert [it.prim.name for it in items if not isinstance(it, Group)] == ["sum"]
+
+
+# --------------------------------------------------------------------------- generated kernels
+def _compiled_kernels(plan):
+    return [fn for k in plan.kernels for fn in k.variants.values()]
+
+
+def test_float32_kernels_stay_float32():
+    """No float64 anywhere in a float32 elementwise kernel: constants are typed, the
+    transcendental is the float32 one (a silent promotion would show as fpext/double)."""
+    x = T(8, seed=1, rg=False)
+    cf = tj.trace(gelu)
+    cf(x, x, x)
+    plan = _program(cf).infer_plan()
+    src = plan.kernel_sources()[0]
+    assert "tanh_f32" in src and "np.float32(0.5)" in src
+    for fn in _compiled_kernels(plan):
+        for llvm in fn.inspect_llvm().values():
+            assert "fpext" not in llvm and "double" not in llvm
+
+
+def test_generated_sources_are_in_linecache_and_explain_names_groups_and_lines():
+    import inspect
+    import linecache
+    x = T(8, seed=1, rg=False)
+    cf = tj.trace(gelu)
+    cf(x, x, x)
+    plan = _program(cf).infer_plan()
+    (fn,) = _compiled_kernels(plan)
+    fname = fn.py_func.__code__.co_filename
+    assert "".join(linecache.getlines(fname)) == plan.kernel_sources()[0]
+    assert "def kernel(" in inspect.getsource(fn.py_func)
+    assert "def plan(" in "".join(linecache.getlines(plan.fn.__code__.co_filename))
+    first = inspect.getsourcelines(gelu)[1]
+    text = str(cf.explain(x, x, x))
+    assert re.search(rf"group 0: mul, add, mul, pow, mul, add, mul, tanh, add, mul  "
+                     rf"\[test_fusion.py:{first + 1}, test_fusion.py:{first + 2}\]", text), text
+    assert "fused group 0" in text and "tanh_f32(" in text      # the kernel source itself

@@ -164,7 +164,10 @@ def joint(graph: Graph, active_inputs, name: str = "joint") -> Graph:
 
 
 def _cheap(e: Eqn) -> bool:
-    return e.prim.kind == "elementwise" and len(e.outs) == 1
+    """Recomputed in the backward instead of saved: elementwise work (fused into the
+    backward's kernels) and ``expand`` (a broadcast read there; saving it would write the
+    full broadcast array to memory)."""
+    return (e.prim.kind == "elementwise" or e.prim.name == "expand") and len(e.outs) == 1
 
 
 def split(graph: Graph, active_inputs):

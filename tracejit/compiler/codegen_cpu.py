@@ -9,7 +9,9 @@ batch size reuses the compiled kernel. Two loop shapes:
 - *nested*: anything else (broadcast or strided operands, partial reductions): a loop
   nest over the iteration dims, kept dims outside (the first one a ``prange``),
   reduced dims inside, each operand read with explicit N-d indexing (index 0 on its
-  broadcast dims; numba applies the array's own strides).
+  broadcast dims; numba applies the array's own strides). Past ``MAX_NESTED_RANK``
+  dims the nest becomes one flat loop over the kept dims (and one over the reduced
+  dims) that recovers each index by division.
 
 Reductions accumulate in float64 for float32 sums (numpy uses pairwise sums; a plain
 float32 running sum over millions of elements would drift), and use
@@ -30,6 +32,10 @@ __all__ = ["Emitter", "generate", "KernelSpec", "NUMBA_TYPE"]
 NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
               "bool": "boolean", "int8": "int8", "uint8": "uint8"}
 _NP_NAME = {"bool": "bool_"}
+
+# Deeper iteration spaces are walked by one flat loop with index division instead of a
+# loop per dim (Python allows at most 20 nested blocks; numpy arrays have up to 64 dims).
+MAX_NESTED_RANK = 12
 
 # Math functions that are plain numba builtins (they vectorize as LLVM intrinsics).
 _BUILTIN_MATH = {"sqrt": "math.sqrt", "floor": "np.floor"}
@@ -216,7 +222,9 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
     for k, v in enumerate(inputs):
         lay = layouts[k]
         r = len(v.aval.shape)
-        sig_args.append(_arr_type(v.aval.dtype.name, r, lay in ("flat", "scalar"), readonly=True))
+        # Scalars arrive as 1-element 1-d arrays whatever their rank.
+        sig_args.append(_arr_type(v.aval.dtype.name, 1 if lay == "scalar" else r, lay in ("flat", "scalar"),
+                                  readonly=True))
     for v in mats:
         sig_args.append(_arr_type(v.aval.dtype.name, rank, True))
     red_out_rank = 0
@@ -308,7 +316,9 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
         inner += comp
         full_idx = ", ".join(ivars) if ivars else "0"
         inner += [f"out{m}[{full_idx}] = {names[v]}" for m, v in enumerate(mats)]
-        if red is None:
+        if rank > MAX_NESTED_RANK:
+            body += _decomposed_loops(rank, rdims, inner, red, names)
+        elif red is None:
             depth = 1
             for lvl, d in enumerate(order):
                 loop = "prange" if lvl == 0 else "range"
@@ -368,6 +378,70 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
         source = source.replace("prange(", "range(").replace("import njit, range", "import njit")
     return KernelSpec(source, name, mode, list(inputs), list(mats) + ([red.out] if red is not None else []),
                       red_out_rank)
+
+
+def _decompose(flat: str, dims: list, ind: str) -> list:
+    """Statements turning the flat index `flat` over `dims` (C order) into i<d> variables.
+
+    Every quotient gets its own name: numba's parfor pass refuses a reassigned variable
+    that aliases the ``prange`` index."""
+    out = []
+    if not dims:
+        return out
+    q = flat
+    for d in reversed(dims[1:]):
+        out.append(f"{ind}i{d} = {q} % d{d}")
+        out.append(f"{ind}{flat}_{d} = {q} // d{d}")
+        q = f"{flat}_{d}"
+    out.append(f"{ind}i{dims[0]} = {q}")
+    return out
+
+
+def _decomposed_loops(rank: int, rdims, inner: list, red, names) -> list:
+    """The nested form for ranks too deep to nest: one flat loop over the kept dims (and one
+    over the reduced dims), each index recovered by division. Python refuses more than 20
+    nested blocks, and numpy allows 64 dims."""
+    ind = "    "
+    kept = [d for d in range(rank) if d not in rdims]
+    body = []
+    if red is None:
+        body.append(f"{ind}n = {' * '.join(f'd{d}' for d in range(rank))}")
+        body.append(f"{ind}for flat in prange(n):")
+        body += _decompose("flat", list(range(rank)), ind * 2)
+        body += [ind * 2 + s for s in inner]
+        return body
+    combine, _, _ = _red_info(red)
+    acc_dt = _acc_dtype(combine, red.out.aval.dtype.name)
+    init = _init(combine, acc_dt, Emitter(acc_dt))
+    rvar = names[red.inputs[0]]
+    rd = list(rdims)
+    body.append(f"{ind}nr = {' * '.join(f'd{d}' for d in rd) or '1'}")
+    if kept:
+        body.append(f"{ind}nk = {' * '.join(f'd{d}' for d in kept)}")
+        body.append(f"{ind}for fk in prange(nk):")
+        body += _decompose("fk", kept, ind * 2)
+        body.append(f"{ind * 2}acc = {init}")
+        body.append(f"{ind * 2}for fr in range(nr):")
+        body += _decompose("fr", rd, ind * 3)
+        body += [ind * 3 + s for s in inner]
+        body.append(f"{ind * 3}{_combine(combine, 'acc', rvar, acc_dt)}")
+        out_idx = ", ".join(f"i{d}" for d in kept)
+        body.append(f"{ind * 2}red[{out_idx}] = {_cast_back('acc', red.out.aval.dtype.name)}")
+        return body
+    body.append(f"{ind}nchunk = min(64, max(1, nr // 4096))")
+    body.append(f"{ind}partial = np.empty(nchunk, np.{acc_dt})")
+    body.append(f"{ind}for c in prange(nchunk):")
+    body.append(f"{ind * 2}acc = {init}")
+    body.append(f"{ind * 2}for fr in range(c * nr // nchunk, (c + 1) * nr // nchunk):")
+    body += _decompose("fr", rd, ind * 3)
+    body += [ind * 3 + s for s in inner]
+    body.append(f"{ind * 3}{_combine(combine, 'acc', rvar, acc_dt)}")
+    body.append(f"{ind * 2}partial[c] = acc")
+    body.append(f"{ind}total = {init}")
+    body.append(f"{ind}for c in range(nchunk):")
+    body.append(f"{ind * 2}{_combine(combine, 'total', 'partial[c]', acc_dt)}")
+    body.append(f"{ind}red[0] = {_cast_back('total', red.out.aval.dtype.name)}")
+    return body
 
 
 def _cast_back(x: str, dtype: str) -> str:

@@ -60,7 +60,7 @@ class CompiledNode(Node):
         if not retain_graph:
             self.saved = None
             self._freed = True
-        live = self.program.reached(self.taken)
+        live = self.program.reached(self.taken, grads)
         return [r if i in live else None for r, i in zip(res, self.diff_idx)]
 
 
@@ -111,6 +111,7 @@ class CompiledProgram:
         self._scalar_inputs = any(v.aval.weak for v in graph.inputs)
         self._diff_cached = None
         self._fast1 = None
+        self._active_outs: dict = {}
         self._simple_out = not self._identity
         self._out_types = [(a.aval.dtype, a.aval.device) for a in graph.outputs]
 
@@ -134,10 +135,14 @@ class CompiledProgram:
             self._train[diff_idx] = t
         return t
 
-    def reached(self, taken: list) -> set:
-        """Graph inputs the outputs depend on, given the branch each cond took."""
+    def reached(self, taken: list, grads=None) -> set:
+        """Graph inputs that the outputs given a gradient depend on, given the branch each
+        cond took. Inputs returned as-is are the caller's own tensors: nothing flows through
+        this node for them."""
         g = self.graph
-        live = {a for a in g.outputs if isinstance(a, Var) and a.aval.dtype.is_floating_point}
+        live = {a for k, a in enumerate(g.outputs)
+                if isinstance(a, Var) and a.aval.dtype.is_floating_point and k not in self._identity
+                and (grads is None or grads[k] is not None)}
         conds = [e for e in g.eqns if e.prim.name == "cond"]
         which = {id(e): t for e, t in zip(conds, taken)}
         for e in reversed(g.eqns):
@@ -212,13 +217,24 @@ class CompiledProgram:
 
     def _wrap(self, ins, arrays, node):
         out = []
+        active = None
+        if node is not None:
+            # Only outputs that depend on a differentiable input require grad (as in eager).
+            act = self._active_outs.get(node.diff_idx)
+            if act is None:
+                from .autodiff import active_vars
+                flags = [i in node.diff_idx for i in range(len(self.graph.inputs))]
+                av = active_vars(self.graph, flags)
+                act = self._active_outs[node.diff_idx] = {k for k, a in enumerate(self.graph.outputs)
+                                                          if isinstance(a, Var) and a in av}
+            active = act
         for k, (a, arr) in enumerate(zip(self.graph.outputs, arrays)):
             j = self._identity.get(k)
             if j is not None:
                 out.append(ins[j])
                 continue
             t = Tensor._wrap(arr, a.aval.dtype, a.aval.device)
-            if node is not None and a.aval.dtype.is_floating_point:
+            if node is not None and a.aval.dtype.is_floating_point and k in active:
                 t._requires_grad = True
                 t.grad_fn = node
                 t._output_nr = k

@@ -172,31 +172,29 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
 
 def _finish_groups(graph, groups, group_of, find):
     """Compute each group's external inputs and the values it must write out."""
-    used_outside: set = set(a for a in graph.outputs if isinstance(a, Var))
+    results = {a for a in graph.outputs if isinstance(a, Var)}
+    readers: dict = {}   # Var -> ids of the equations that read it
     for e in graph.eqns:
         for a in e.inputs:
             if isinstance(a, Var):
-                used_outside.add((a, id(e)))
+                readers.setdefault(a, []).append(id(e))
+    pos = {id(e): i for i, e in enumerate(graph.eqns)}
     for g in groups:
         # Keep the group's equations in program order (merges may have interleaved them).
-        pos = {id(e): i for i, e in enumerate(graph.eqns)}
         g.eqns.sort(key=lambda e: pos[id(e)])
         members = {id(e) for e in g.eqns}
         if g.reduction is not None:
             members.add(id(g.reduction))
         defined = g.defined
-        ins = []
+        ins, seen = [], set()
         for e in g.eqns + ([g.reduction] if g.reduction is not None else []):
             for a in e.inputs:
-                if isinstance(a, Var) and a not in defined and a not in ins:
+                if isinstance(a, Var) and a not in defined and a not in seen:
+                    seen.add(a)
                     ins.append(a)
         g.inputs = ins
-        outs = []
-        for e in g.eqns:
-            v = e.out
-            if v in graph.outputs or any(isinstance(x, tuple) and x[0] is v and x[1] not in members
-                                         for x in used_outside):
-                outs.append(v)
+        outs = [e.out for e in g.eqns
+                if e.out in results or any(r not in members for r in readers.get(e.out, ()))]
         if g.reduction is not None:
             outs.append(g.reduction.out)
         g.outputs = outs

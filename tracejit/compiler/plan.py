@@ -212,7 +212,10 @@ class Plan:
         layouts = []
         check_contig = []
         for v in grp.inputs:
-            if len(v.aval.shape) == 0:
+            if all(isinstance(d, int) and d == 1 for d in v.aval.shape) and \
+                    not (tuple(v.aval.shape) == tuple(shape) and rank):
+                # One element (0-d, or all dims 1 like a summed cotangent): read once, so
+                # it does not force the whole group into the broadcasting loop nest.
                 layouts.append("scalar")
             elif tuple(v.aval.shape) == tuple(shape):
                 layouts.append("flat")
@@ -254,11 +257,15 @@ class Plan:
         not_internal = [v for v in check_contig if not self._from_kernel(v)]
         if not_internal:
             cond = " and ".join(f"{nm(v)}.flags.c_contiguous" for v in not_internal)
-            slow = tuple("nd" if (v in not_internal) else lay for v, lay in zip(grp.inputs, layouts))
+            # Only the operands that really are strided (a transposed input, a broadcast
+            # view) take explicit index arithmetic; the others stay flat.
+            slow = ", ".join(
+                f"('flat' if {nm(v)}.flags.c_contiguous else 'nd')" if v in not_internal else repr(lay)
+                for v, lay in zip(grp.inputs, layouts))
             lines.append(f"    if {cond}:")
             lines += ["        " + x for x in fast]
             lines.append("    else:")
-            lines.append(f"        {kname}.get({slow!r}, {size} >= PARALLEL_MIN)({args})")
+            lines.append(f"        {kname}.get(({slow},), {size} >= PARALLEL_MIN)({args})")
         else:
             lines += ["    " + x for x in fast]
         if rank == 0:
