@@ -19,9 +19,9 @@ What is compared, for every output leaf and every gradient:
 
 Gradients are taken w.r.t. the floating-point leaves that require grad, of the scalar
 ``sum_k <out_k, cot_k>`` with fixed random cotangents (the same for every run), through
-``tracejit.autograd.grad``. ``prep`` turns the
-leaves into the arguments outside the compiled function (views, aliases, broadcasts), so
-non-contiguous and aliased inputs are tested with gradients flowing back to the leaves.
+``tracejit.autograd.grad``. ``prep`` turns the leaves into the arguments outside the
+compiled function (views, aliases, broadcasts), so non-contiguous and aliased inputs
+are tested with gradients flowing back to the leaves.
 """
 from __future__ import annotations
 

@@ -200,6 +200,14 @@ def test_integer_dtypes_through_fused_kernels(dtype):
         assert_compiled_matches(lambda a, b: ((a // b) + (a % b), a / b + 1.0), a, b)  # true division: floats
 
 
+def test_integer_to_negative_power_raises_like_eager():
+    x = tj.tensor(np.array([1, 2, 3], np.int64))
+    with pytest.raises(ValueError, match="negative integer powers") as eager:
+        (x * 2) ** -2
+    with pytest.raises(type(eager.value), match="negative integer powers"):
+        tj.trace(lambda x: (x * 2) ** -2)(x)
+
+
 def test_bool_through_fused_kernels():
     x, y = T(4, 5, seed=1, rg=False), T(4, 5, seed=2, rg=False)
     assert_compiled_matches(lambda x, y: (x > 0) & (y < 0) | (x == y), x, y)

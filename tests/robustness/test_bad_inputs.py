@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.errors import (CompileError, DeviceMismatchError, DTypeError, GraphFreedError,
+from tracejit.errors import (DeviceMismatchError, DTypeError, GraphFreedError,
                              InplaceModifiedError, ScriptError, SerializationError, ShapeError, TraceError)
 from tracejit.testing import assert_compiled_matches, assert_same
 

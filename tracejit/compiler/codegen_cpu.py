@@ -15,8 +15,10 @@ batch size reuses the compiled kernel. Two loop shapes:
 
 Reductions accumulate in float64 for float32 sums (numpy uses pairwise sums; a plain
 float32 running sum over millions of elements would drift), and use
-``fastmath={'reassoc'}`` so LLVM may vectorize the reduction; nan/inf semantics are
-unaffected (no ``nnan``/``ninf`` flags). Transcendentals come from `mathlib`,
+``fastmath={'reassoc'}`` so LLVM may vectorize the reduction. The group's elementwise
+work is then a separate ``element`` helper compiled without fastmath and inlined by
+LLVM (``alwaysinline``) with its own flags: 'reassoc' on it would let LLVM rewrite
+``x - 0.5*x`` as ``0.5*x`` and lose the nan of ``-inf - -inf``. Transcendentals come from `mathlib`,
 constants are typed in the operation's dtype (no silent float64 promotion).
 """
 from __future__ import annotations
@@ -85,6 +87,9 @@ class Emitter:
     def pow(self, a: str, b: str) -> str:
         if b in self.literals:
             v = self.literals[b]
+            if v < 0 and not self.dtype.startswith("float"):
+                # numpy (so eager) refuses this; a kernel would silently compute 1 // a**n.
+                raise ValueError("Integers to negative integer powers are not allowed.")
             if v == int(v) and abs(v) <= 4:
                 n = int(abs(v))
                 if n == 0:
@@ -215,6 +220,20 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
             import os
             src += f" ({os.path.basename(e.loc[0])}:{e.loc[1]})"
         comp.append(f"{vn} = {expr}  {src}")
+    helper: list = []
+    if red is not None:
+        # The reduction kernel needs fastmath 'reassoc' to vectorize its accumulation, but
+        # on the elementwise work that flag lets LLVM rewrite e.g. x - 0.5*x as 0.5*x,
+        # turning -inf - -inf = nan into -inf. So that work lives in a helper compiled
+        # without fastmath and inlined by LLVM with its own instruction flags.
+        ret = list(dict.fromkeys([names[v] for v in mats] + [names[red.inputs[0]]]))
+        ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
+        args_src = ", ".join(f"x{k}" for k in range(len(inputs)))
+        helper = ["@njit(cache=False, error_model='numpy', fastmath=False)",
+                  f"def element({args_src}):",
+                  "    _always_inline()"] + ["    " + c for c in comp] + [f"    return {ret_src}", "", ""]
+        comp = [f"{ret_src} = element({args_src})"]
+        imports.add("_always_inline")
 
     arg_names = [f"in{k}" for k in range(len(inputs))]
     out_names = [f"out{m}" for m in range(len(mats))]
@@ -372,7 +391,7 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
                  "from numba import njit, prange" if parallel else "from numba import njit"]
     if imports:
         src_lines.append(f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}")
-    src_lines += ["", ""] + header + doc + body
+    src_lines += ["", ""] + helper + header + doc + body
     source = "\n".join(src_lines) + "\n"
     if not parallel:
         source = source.replace("prange(", "range(").replace("import njit, range", "import njit")
