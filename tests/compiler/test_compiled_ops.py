@@ -182,6 +182,19 @@ def test_inf_nan_propagate_to_the_same_positions(dtype, fns):
     assert_compiled_matches(SPECIAL_FNS[fns], x, y)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_reduction_kernels_keep_ieee_semantics_of_their_elementwise_part(dtype):
+    """Reduction kernels are compiled with fastmath 'reassoc' (to vectorize the sum); it
+    must not reach the fused elementwise work, where LLVM would rewrite x - 0.5*x as
+    0.5*x and turn -inf - -inf = nan into -inf."""
+    x = tj.tensor(np.array([[-np.inf, 1.0, np.inf], [2.0, -3.0, 4.0]], dtype))
+    fns = [lambda x: (x - 0.5 * x).sum(), lambda x: (x - 0.5 * x).amax(1),
+           lambda x: (x * 3.0 - x * 2.0).sum(0), lambda x: ((x + 1.0) - x).prod()]
+    for f in fns:
+        assert_compiled_matches(f, x)                                        # flat kernels
+        assert_compiled_matches(f, x, prep=lambda x: (x.t().contiguous().t(),))  # nested kernels
+
+
 def test_zero_dim_tensors():
     a, b, c = T(seed=1), T(seed=2), T(seed=3)
     assert_compiled_matches(gelu, a, b, c)
