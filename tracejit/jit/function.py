@@ -28,7 +28,7 @@ from ..shapes import Sym
 from ..tensor import Tensor
 from . import config
 from .config import plain_call
-from .guards import LeafDesc, _same_value, build_guard, describe_difference
+from .guards import MISS, LeafDesc, _same_value, build_guard, describe_difference
 from .ir import Graph, verify
 from .interpreter import interpret
 from .passes import optimize
@@ -44,7 +44,8 @@ class Entry:
     """One capture: guard + graph + how to run it."""
 
     def __init__(self, descs, const_tensors, const_descs, grad_mode, graph, opt_graph, out_spec,
-                 out_leaves, mutations, guard, guard_src, executor):
+                 out_leaves, mutations, guard, guard_src, executor, extra=None):
+        self.extra = extra
         self.descs = descs
         self.const_tensors = const_tensors
         self.const_descs = const_descs
@@ -63,6 +64,31 @@ class Entry:
         self.input_leaf_idx = [i for i, d in enumerate(descs) if d.kind in ("tensor", "scalar")]
         self._single = out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations
         self._direct = (not const_tensors and self.input_leaf_idx == list(range(len(descs))))
+        self.hit = self._build_hit()
+
+    def _build_hit(self):
+        """The generated ``hit(L, gm)`` of the hot path: this entry's guard, then the run.
+
+        An inference entry with one tensor output calls its plan and wraps the result
+        inline (the common case, one Python call per hit besides the plan's own); every
+        other entry goes through `run`.
+        """
+        ex = self.executor
+        names = {"E": self, "C": self.const_tensors, "RUN": self.run}
+        tensors = [d for d in list(self.descs) + list(self.const_descs) if d.kind == "tensor"]
+        infer = not self.grad_mode or not any(d.requires_grad and d.dtype.is_floating_point
+                                              for d in tensors)
+        body = ["    E.hits += 1", "    return RUN(L)"]
+        if infer and self._single and hasattr(ex, "infer_plan") and not ex._scalar_inputs \
+                and ex._simple_out and len(ex.graph.outputs) == 1:
+            ex._diff_cached = ()
+            (d, dev), = ex._out_types
+            names.update(PLAN=ex.infer_plan().fn, WRAP=Tensor._wrap, OD=d, OV=dev)
+            arrays = [f"L[{i}]._data" for i in self.input_leaf_idx]
+            arrays += [f"C[{i}]._data" for i in range(len(self.const_tensors))]
+            body = ["    E.hits += 1", f"    return WRAP(PLAN({', '.join(arrays)})[0], OD, OV)"]
+        hit, _ = build_guard(self.descs, self.const_descs, self.grad_mode, self.extra, on_pass=(body, names))
+        return hit
 
     def run(self, leaves):
         if self._direct:
@@ -107,6 +133,7 @@ class CompiledFunction:
         self._names = [p.name for p in params]
         self._simple = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
         self._nparams = len(params)
+        self._hot_ok = self._simple and not eager and not check
         self._trace_fn = None  # the function actually traced (script rewrites it)
         self._entries: list = []
         self._flat_entries: list = []  # entries captured from flat arguments (the hot path)
@@ -157,13 +184,13 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         # The hot path: positional arguments, no special mode, a guard hit.
-        if not kwargs and len(args) == self._nparams and self._simple and not self._eager \
-                and not self._check and _reg.trace_state.tracer is None and plain_call():
+        if not kwargs and len(args) == self._nparams and self._hot_ok \
+                and _reg.trace_state.tracer is None and plain_call():
             gm = _gm._state.enabled
             for e in self._flat_entries:
-                if e.guard(args, e.const_tensors, gm):
-                    e.hits += 1
-                    return e.run(args)
+                r = e.hit(args, gm)
+                if r is not MISS:
+                    return r
         return self._call_slow(args, kwargs)
 
     def _call_slow(self, args, kwargs):
@@ -494,8 +521,7 @@ class CompiledFunction:
         config.topic("guards").info("guard for %s:\n%s", self.__name__, src)
         executor = self._make_executor(opt, gm)
         entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
-                      out_leaves, mutations, guard, src, executor)
-        entry.extra = extra
+                      out_leaves, mutations, guard, src, executor, extra)
         return entry
 
     def _const_names(self):

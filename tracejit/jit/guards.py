@@ -13,7 +13,7 @@ import linecache
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LeafDesc", "build_guard", "describe_difference"]
+__all__ = ["LeafDesc", "MISS", "build_guard", "describe_difference"]
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,23 @@ class LeafDesc:
 _counter = [0]
 
 
-def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None):
-    """Return (guard(leaves, consts, grad_mode) -> bool, source)."""
+MISS = object()  # what a hit function returns when its guard fails
+
+
+def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_pass=None):
+    """Return (guard(leaves, consts, grad_mode) -> bool, source).
+
+    With ``on_pass = (lines, names)``, build instead the entry's *hit* function,
+    ``hit(L, gm)``: the same checks, returning `MISS` when one fails and otherwise running
+    ``lines`` (source at function-body indent, outside the ``try`` so errors raised while
+    running are not mistaken for a failed guard) with ``names`` as globals. Guard and run
+    in one generated function keep a cache hit to one Python call.
+    """
     g: dict = {"EXTRA": extra}
-    lines = ["def guard(L, C, gm):",
+    if on_pass is not None:
+        g.update(on_pass[1], MISS=MISS)
+    head = "def hit(L, gm):" if on_pass is not None else "def guard(L, C, gm):"
+    lines = [head,
              f"    if gm is not {grad_mode!r}:",
              "        return False",
              "    try:"]
@@ -90,14 +103,16 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None):
         lines += tensor_checks(f"C[{i}]", i, d, "c")
     if extra is not None:
         lines += ["        if not EXTRA():", "            return False"]
-    lines += ["    except (AttributeError, TypeError, IndexError, ValueError):", "        return False",
-              "    return True"]
+    lines += ["    except (AttributeError, TypeError, IndexError, ValueError):", "        return False"]
+    lines += on_pass[0] if on_pass is not None else ["    return True"]
+    if on_pass is not None:
+        lines = [ln.replace("return False", "return MISS") for ln in lines]
     src = "\n".join(lines) + "\n"
     _counter[0] += 1
     fname = f"<tracejit-guard-{_counter[0]}>"
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
     exec(compile(src, fname, "exec"), g)
-    return g["guard"], src
+    return g["hit" if on_pass is not None else "guard"], src
 
 
 def _eq_comparable(v) -> bool:
