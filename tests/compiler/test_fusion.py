@@ -93,7 +93,9 @@ def test_gelu_kernel_counts_one_per_plan():
 
 
 # --------------------------------------------------------------------------- losses
-def test_squared_error_loss_is_one_kernel():
+def test_squared_error_loss_is_one_kernel(monkeypatch):
+    # The ordinary split (TRACEJIT_LOSS_GRADS=0): a forward kernel, a backward kernel.
+    monkeypatch.setenv("TRACEJIT_LOSS_GRADS", "0")
     p, y = T(32, 3, seed=1), T(32, 3, seed=2, rg=False)
     cf = assert_compiled_matches(lambda p, y: (p - y).pow(2).sum(), p, y)
     fwd, bwd, n_saved = _train(cf)
@@ -114,7 +116,44 @@ def test_squared_error_loss_is_one_kernel():
     assert len(infer.items) == 1 and isinstance(infer.items[0], Group)
 
 
-def test_two_layer_step_matmuls_are_steps_elementwise_is_fused():
+def test_loss_and_its_gradient_are_one_kernel():
+    # By default a loss's forward computes its gradient (for a cotangent of 1) in the same
+    # kernel: p and y are read once; the loss and dloss/dp are written; no backward plan.
+    p, y = T(32, 3, seed=1), T(32, 3, seed=2, rg=False)
+    cf = assert_compiled_matches(lambda p, y: (p - y).pow(2).sum(), p, y)
+    fwd, bwd, n_saved = _train(cf)
+    assert bwd is None and n_saved == 1
+    (g,) = _groups(fwd)
+    assert g.reduction is not None and g.reduction.prim.name == "sum"
+    assert [e.prim.name for e in g.eqns][:2] == ["sub", "pow"]
+    assert len(g.outputs) == 2 and g.reduction.out in g.outputs  # the loss and dp
+    assert {v.aval.shape for v in g.inputs} == {(32, 3), (1, 1)}  # p, y and the unit cotangent
+    # The only steps make the 0-d cotangent 1 (no array work).
+    assert [s.prim.name for s in _steps(fwd)] == ["full", "reshape"]
+    assert len(fwd.kernel_sources()) == 1
+    check_schedule(fwd.items, fwd.graph)
+    text = str(cf.explain(p, y))
+    assert "gradients for a cotangent of 1" in text
+
+
+def test_loss_gradient_scaled_by_the_cotangent_and_retained_graphs_stay_intact():
+    p, y = T(16, seed=1), T(16, seed=2, rg=False)
+    cf = tj.trace(lambda p, y: ((p - y) ** 2).sum())
+    want = 2 * (p.detach().numpy() - y.numpy())
+    loss = cf(p, y)
+    loss.backward(tj.tensor(np.float32(3.0)), retain_graph=True)
+    np.testing.assert_allclose(p.grad.numpy(), 3 * want, rtol=1e-6)
+    p.grad.mul_(0)                       # the user changes .grad in place...
+    loss.backward(retain_graph=True)     # ...the retained gradient is not affected
+    np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-6)
+    loss.backward()
+    np.testing.assert_allclose(p.grad.numpy(), 2 * want, rtol=1e-6)
+    with pytest.raises(Exception, match="(?i)freed|second time|retain_graph"):
+        loss.backward()
+
+
+def test_two_layer_step_matmuls_are_steps_elementwise_is_fused(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_LOSS_GRADS", "0")  # the forward/backward split
     x, y = T(16, 10, seed=1, rg=False), T(16, 3, seed=2, rg=False)
     w1, w2 = T(10, 6, seed=3), T(6, 3, seed=4)
 
@@ -134,6 +173,23 @@ def test_two_layer_step_matmuls_are_steps_elementwise_is_fused():
     assert sum(s.prim.name == "matmul" for s in _steps(bwd)) == 3  # dW2, dH, dW1 (no dx)
     # The relu mask and the gradient's elementwise work share kernels with their neighbours.
     assert len(_groups(bwd)) <= 3, bwd.describe()
+
+
+def test_two_layer_step_with_its_gradients_is_one_plan():
+    x, y = T(16, 10, seed=1, rg=False), T(16, 3, seed=2, rg=False)
+    w1, w2 = T(10, 6, seed=3), T(6, 3, seed=4)
+
+    def step(x, w1, w2, y):
+        return (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
+    cf = assert_compiled_matches(step, x, w1, w2, y)
+    fwd, bwd, n_saved = _train(cf)
+    assert bwd is None and n_saved == 2                      # dW1, dW2
+    check_schedule(fwd.items, fwd.graph)
+    assert sum(s.prim.name == "matmul" for s in _steps(fwd)) == 5  # 2 forward, dW2, dH, dW1
+    # The loss and its gradient dY = 2 (Y - y) are one kernel; the relu mask another.
+    kinds = [(tuple(e.prim.name for e in g.eqns), g.reduction and g.reduction.prim.name) for g in _groups(fwd)]
+    assert kinds[0] == (("clamp",), None) and kinds[1][1] == "sum" and kinds[1][0][:2] == ("sub", "pow")
+    assert len(kinds) == 3, fwd.describe()
 
 
 # --------------------------------------------------------------------------- softmax / layer_norm

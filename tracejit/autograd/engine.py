@@ -157,6 +157,9 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                 deps[nxt] -= 1
                 if deps[nxt] == 0:
                     ready.append(nxt)
+            # Hold no stale references: AccumulateGrad takes a gradient's memory only
+            # when the engine's buffer is its sole holder.
+            outs = g = buf = grads = None
     finally:
         _grad_state.enabled = prev_mode
 

@@ -8,6 +8,7 @@ corrupt the graph, and modifying saved data is detected by the version counter.
 """
 from __future__ import annotations
 
+import sys
 import weakref
 
 from ..errors import GraphFreedError, InplaceModifiedError
@@ -211,6 +212,10 @@ class AccumulateGrad(Node):
         g = grads[0]
         if t is None or g is None:
             return []
+        if t.grad is None and not create_graph and _exclusive(g):
+            # Nobody else can see this gradient's memory: take it instead of copying.
+            t.grad = _Tensor_wrap(g._data, g.dtype, g.device)
+            return []
         if not create_graph:
             g = g.detach()
         if t.grad is None:
@@ -223,6 +228,26 @@ class AccumulateGrad(Node):
             t.grad._data += g._data
             t.grad._vbox[0] += 1
         return []
+
+
+def _exclusive(g) -> bool:
+    """True when `g` (a gradient arriving at a leaf) is referenced only by the engine.
+
+    The engine's buffer list, `apply`'s local and getrefcount's argument are the three
+    references to the tensor it expects (the engine drops its other locals before each
+    apply); the array must be referenced by that tensor alone, own its memory (not a
+    view: a broadcast gradient has stride 0) and be writable. Then no user tensor, saved
+    value or other gradient shares the memory, and `.grad` can take it without a copy,
+    as PyTorch's AccumulateGrad steals a gradient whose use count allows it.
+    """
+    arr = g._data
+    return (sys.getrefcount(g) <= 4 and sys.getrefcount(arr) <= 3 and arr.base is None
+            and arr.flags.writeable and arr.flags.c_contiguous)
+
+
+def _Tensor_wrap(arr, dtype, device):
+    from ..tensor import Tensor
+    return Tensor._wrap(arr, dtype, device)
 
 
 def leaf_node(t) -> AccumulateGrad:

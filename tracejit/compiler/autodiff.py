@@ -23,7 +23,7 @@ from ..jit.ir import Eqn, Graph, Literal, Var
 from ..jit.tracer import TraceContext, _make_tracer
 from ..ops import registry as _reg
 
-__all__ = ["joint", "split", "active_vars"]
+__all__ = ["joint", "split", "active_vars", "loss_joint"]
 
 
 def active_vars(graph: Graph, active_inputs) -> set:
@@ -218,3 +218,22 @@ def split(graph: Graph, active_inputs):
                 tuple(re(e) for e in rec_eqns + bwd_eqns), tuple(sub(a) for a in j.outputs), "backward")
     fwd = Graph(graph.inputs, graph.eqns, tuple(graph.outputs) + tuple(saved), "forward")
     return fwd, bwd, len(saved)
+
+
+def loss_joint(graph: Graph, active_inputs, k: int) -> Graph:
+    """The forward pass and the gradients for a cotangent of exactly 1 on output `k` (a
+    0-d loss), in one graph: inputs -> outputs + gradients of the active inputs.
+
+    The backward pass is linear in the cotangent, so the gradients for any cotangent c
+    are c times these. Computing them with the loss lets fusion put the loss and its
+    gradient in one pass over memory (a GELU loss: read x, y, z once, write the three
+    gradients) instead of a forward pass and a backward pass that reads them again.
+    """
+    from ..ops.registry import REGISTRY
+    j = joint(graph, active_inputs, "forward_and_grads")
+    ct = j.inputs[len(graph.inputs) + k]
+    a = ct.aval
+    # The cotangent becomes a computed 0-d one (kernels read it as a scalar operand).
+    one = Eqn(REGISTRY["full"], (), (ct,), {"shape": (), "value": 1, "dtype": a.dtype, "device": a.device})
+    return Graph(graph.inputs, (one,) + tuple(j.eqns), tuple(graph.outputs) + tuple(j.outputs),
+                 "forward_and_grads")

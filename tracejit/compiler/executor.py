@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import os
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
 from ..jit.passes import optimize
 from ..tensor import Tensor
-from .autodiff import joint, split
+from .autodiff import joint, loss_joint, split
 from .plan import Plan
 
 __all__ = ["CompiledProgram"]
@@ -56,7 +57,9 @@ class CompiledNode(Node):
                      self.program.name)
             res = self.program.eager_backward(self.inputs, grads)
         else:
-            res = self.program.run_backward(self.inputs, self.saved, grads)
+            saved, self.saved = self.saved, (self.saved if retain_graph else None)
+            res = self.program.run_backward(self.inputs, saved, grads, retain_graph)
+            del saved
         if not retain_graph:
             self.saved = None
             self._freed = True
@@ -110,6 +113,7 @@ class CompiledProgram:
         self._backend = graph_backend(graph)
         self._scalar_inputs = any(v.aval.weak for v in graph.inputs)
         self._diff_cached = None
+        self._loss_k = None  # the loss output whose gradients the forward computes
         self._fast1 = None
         self._active_outs: dict = {}
         self._simple_out = not self._identity
@@ -122,18 +126,53 @@ class CompiledProgram:
         return self._infer
 
     def train_plans(self, diff_idx: tuple):
+        """(forward plan, backward plan, n_saved) for these differentiable inputs.
+
+        For a loss (one active output, 0-d) the forward plan computes the gradients for
+        a unit cotangent along with the loss and "saves" them; the backward plan is then
+        None and `run_backward` only scales them by the cotangent it gets.
+        """
         t = self._train.get(diff_idx)
         if t is None:
             active = [i in diff_idx for i in range(len(self.graph.inputs))]
-            fwd, bwd, n_saved = split(self.graph, active)
             # The forward also reports which branch each top-level cond took, so gradients of
             # inputs only the untaken branch reads are None, exactly as in eager mode.
             preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim.name == "cond")
-            fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
-            bwd = lift_symbolic_literals(optimize(bwd))
-            t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
+            k = self._loss_output(diff_idx)
+            if k is not None:
+                fwd = lift_symbolic_literals(optimize(loss_joint(self.graph, active, k)))
+                n_saved = len(fwd.outputs) - len(self.graph.outputs)
+                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
+                t = (Plan(fwd, self.name + "_fwd_grads"), None, n_saved)
+                self._loss_k = k
+            else:
+                fwd, bwd, n_saved = split(self.graph, active)
+                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
+                bwd = lift_symbolic_literals(optimize(bwd))
+                t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
             self._train[diff_idx] = t
         return t
+
+    def _loss_output(self, diff_idx: tuple):
+        """The output whose gradients the forward computes (see `train_plans`), or None.
+
+        Only a lone active 0-d output (a loss, whose backward every training step runs)
+        qualifies; ``TRACEJIT_LOSS_GRADS=0`` turns this off.
+        """
+        if os.environ.get("TRACEJIT_LOSS_GRADS", "1").strip().lower() in ("0", "false", "no", "off"):
+            return None
+        g = self.graph
+        if any(e.prim.name == "while" for e in g.eqns):
+            return None  # not differentiable: let the ordinary path raise its error
+        flags = [i in diff_idx for i in range(len(g.inputs))]
+        from .autodiff import active_vars
+        av = active_vars(g, flags)
+        act = [k for k, a in enumerate(g.outputs) if isinstance(a, Var) and a in av]
+        if len(act) != 1 or act[0] in self._identity or g.outputs[act[0]].aval.shape != ():
+            return None
+        if sum(1 for a in g.outputs if a is g.outputs[act[0]]) != 1:
+            return None
+        return act[0]
 
     def reached(self, taken: list, grads=None) -> set:
         """Graph inputs that the outputs given a gradient depend on, given the branch each
@@ -241,8 +280,10 @@ class CompiledProgram:
             out.append(t)
         return out
 
-    def run_backward(self, inputs, saved, grads):
+    def run_backward(self, inputs, saved, grads, retain_graph: bool = True):
         fwd, bwd, n_saved = self.train_plans(self._diff_of(inputs))
+        if bwd is None:
+            return self._scale_loss_grads(inputs, saved, grads[self._loss_k], retain_graph)
         g_arrays = []
         for g, a in zip(grads, self.graph.outputs):
             if g is None:
@@ -256,6 +297,24 @@ class CompiledProgram:
         arrays = self._arrays(inputs)
         res = bwd.fn(*arrays, *saved, *g_arrays)
         return [Tensor._wrap(r, self.graph.inputs[i].aval.dtype) for r, i in zip(res, self._diff_of(inputs))]
+
+    def _scale_loss_grads(self, inputs, saved, g, retain_graph):
+        """Gradients for cotangent `g` from the ones the forward computed for 1."""
+        c = g._data
+        unit = bool(c == 1)
+        out = []
+        for a, i in zip(saved, self._diff_of(inputs)):
+            if unit:
+                # Handed over when this is the last backward (the grad may then take the
+                # memory); a retained graph keeps its own copy for the next one.
+                r = a.copy() if retain_graph else a
+            elif retain_graph:
+                r = (a * c).astype(a.dtype, copy=False)
+            else:
+                r = a
+                r *= c.astype(a.dtype)
+            out.append(Tensor._wrap(r, self.graph.inputs[i].aval.dtype))
+        return out
 
     def _diff_of(self, inputs):
         for k in self._train:
@@ -279,6 +338,11 @@ class CompiledProgram:
         secs = [("fusion groups (inference)", self.infer_plan().describe())]
         for diff_idx, (fwd, bwd, n_saved) in self._train.items():
             saved_bytes = sum(_nbytes(v) for v in fwd.graph.outputs[len(self.graph.outputs):])
+            if bwd is None:
+                secs.append(("fusion groups (training forward, with the loss's gradients)", fwd.describe()))
+                secs.append(("saved for backward", f"the {n_saved} gradients for a cotangent of 1, "
+                                                    f"{saved_bytes} bytes (backward scales them)"))
+                continue
             secs.append(("fusion groups (training forward)", fwd.describe()))
             secs.append(("fusion groups (backward)", bwd.describe()))
             secs.append(("saved for backward", f"{n_saved} values, {saved_bytes} bytes "
@@ -288,7 +352,7 @@ class CompiledProgram:
         secs.append(("plan", plan.source))
         srcs = plan.kernel_sources()
         for fwd, bwd, _ in self._train.values():
-            srcs += fwd.kernel_sources() + bwd.kernel_sources()
+            srcs += fwd.kernel_sources() + (bwd.kernel_sources() if bwd is not None else [])
         secs.append(("kernels", "\n\n".join(srcs) if srcs else "(none)"))
         return secs
 

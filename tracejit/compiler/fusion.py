@@ -5,6 +5,9 @@ output shape; smaller operands are broadcast), optionally closed by one reductio
 (sum/amax/amin/prod) that consumes it as its epilogue, so ``(y_pred - y).pow(2).sum()``
 is a single pass over memory. Everything else (matmul, reshapes, indexing, control
 flow) is a *step* of its own that runs through its primitive's array implementation.
+A second pass merges an elementwise group (one without a reduction) into a group closed
+by a reduction when it shares data with it and does not need the reduction's result: a
+loss and its gradient then run as one pass over memory.
 
 Groups are grown greedily in program order. Adding an equation to a group (or merging
 two groups) is refused when it would create a cycle: when some operand reaches the
@@ -154,6 +157,31 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
             order.append(e)
             for o in e.outs:
                 producer[o] = e
+
+    # Second pass: elementwise groups join a reduction group of the same shape they share
+    # data with, unless they read its result. Only groups without a reduction move, so
+    # no epilogue is ever lost to this; the same cycle test as above keeps it acyclic.
+    live = []
+    for it in order:
+        if isinstance(it, Group) and find(it) not in live:
+            live.append(find(it))
+    for gm in [g for g in live if g.reduction is None]:
+        mine = {a for a in ext_in[gm.gid]}
+        for gr in live:
+            if gr.reduction is None or gr.gid in merged_into or gr.shape != gm.shape:
+                continue
+            if gr.reduction.out in mine:
+                continue
+            shares = any(owner(a) is gr for a in mine) or any(a in mine for a in ext_in[gr.gid])
+            if not shares:
+                continue
+            parts = {gr.gid, gm.gid}
+            if depends_on(outside(parts, ext_in[gr.gid] + ext_in[gm.gid]), parts):
+                continue
+            gr.eqns.extend(gm.eqns)
+            ext_in[gr.gid].extend(ext_in[gm.gid])
+            merged_into[gm.gid] = gr.gid
+            break
 
     items = []
     seen = set()
