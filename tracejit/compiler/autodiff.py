@@ -21,7 +21,6 @@ from ..autograd.engine import _fit
 from ..errors import CompileError
 from ..jit.ir import Eqn, Graph, Literal, Var
 from ..jit.tracer import TraceContext, _make_tracer
-from ..ops import registry as _reg
 
 __all__ = ["joint", "split", "active_vars", "loss_joint"]
 
@@ -39,8 +38,6 @@ def active_vars(graph: Graph, active_inputs) -> set:
 
 def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):
     """Record the backward pass into `ctx`; returns the cotangent of each graph input."""
-    from .. import ops
-
     def tracer(v):
         return _make_tracer(v, ctx)
 
@@ -48,41 +45,50 @@ def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):
         return a.value if isinstance(a, Literal) else tracer(a)
 
     ct = dict(cotangents)  # Var -> Tracer
-    for e in reversed(graph.eqns):
-        gs = [ct.get(o) for o in e.outs]
-        if all(g is None for g in gs):
-            continue
-        diff_in = [isinstance(a, Var) and a in act for a in e.inputs]
-        if not any(diff_in):
-            continue
-        p = e.prim
-        if p.name == "cond":
-            grads = _cond_vjp(ctx, e, gs, act)
-        elif p.name == "while":
-            raise CompileError(
-                "reverse-mode differentiation through a `while` loop is not supported: its trip count "
-                "depends on data, so the backward pass cannot be compiled. Use a `for i in range(n)` "
-                "with a constant n (unrolled), or compute gradients eagerly (tracejit.eager()).")
-        elif p.name == "custom_function":
-            grads = _custom_vjp(ctx, e, gs)
-        else:
-            if p.vjp is None:
-                continue
-            g = gs[0]
-            out = tracer(e.out) if p.save_out else None
-            ins = [val(a) for a in e.inputs]
-            with ctx:
-                grads = p.vjp(g, out, *ins, **e.params)
-        with ctx:
-            for a, d, gr in zip(e.inputs, diff_in, grads):
-                if not d or gr is None or a.aval.dtype is None:
-                    continue
-                if isinstance(gr, (int, float)):
-                    continue
-                gr = _fit(gr, (a.aval.shape, a.aval.dtype))
-                prev = ct.get(a)
-                ct[a] = gr if prev is None else prev + gr
+    try:
+        for e in reversed(graph.eqns):
+            # The gradient's equations carry the line of the equation they differentiate:
+            # tracebacks and kernel comments point at the user's op, and the kernels'
+            # source (their cache key) does not depend on where .backward() was called.
+            ctx.loc_override = e.loc
+            _vjp_one(ctx, e, act, ct, tracer, val)
+    finally:
+        ctx.loc_override = None
     return ct
+
+
+def _vjp_one(ctx, e, act, ct, tracer, val) -> None:
+    """Add equation `e`'s contribution to the cotangents `ct` of its inputs."""
+    gs = [ct.get(o) for o in e.outs]
+    if all(g is None for g in gs):
+        return
+    diff_in = [isinstance(a, Var) and a in act for a in e.inputs]
+    if not any(diff_in):
+        return
+    p = e.prim
+    if p.name == "cond":
+        grads = _cond_vjp(ctx, e, gs, act)
+    elif p.name == "while":
+        raise CompileError(
+            "reverse-mode differentiation through a `while` loop is not supported: its trip count "
+            "depends on data, so the backward pass cannot be compiled. Use a `for i in range(n)` "
+            "with a constant n (unrolled), or compute gradients eagerly (tracejit.eager()).")
+    elif p.name == "custom_function":
+        grads = _custom_vjp(ctx, e, gs)
+    else:
+        if p.vjp is None:
+            return
+        out = tracer(e.out) if p.save_out else None
+        ins = [val(a) for a in e.inputs]
+        with ctx:
+            grads = p.vjp(gs[0], out, *ins, **e.params)
+    with ctx:
+        for a, d, gr in zip(e.inputs, diff_in, grads):
+            if not d or gr is None or a.aval.dtype is None or isinstance(gr, (int, float)):
+                continue
+            gr = _fit(gr, (a.aval.shape, a.aval.dtype))
+            prev = ct.get(a)
+            ct[a] = gr if prev is None else prev + gr
 
 
 def _cond_vjp(ctx, e, gs, act):

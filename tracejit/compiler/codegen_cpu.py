@@ -225,11 +225,13 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
             src += f" ({os.path.basename(e.loc[0])}:{e.loc[1]})"
         comp.append(f"{vn} = {expr}  {src}")
     helper: list = []
-    if red is not None:
+    vector_red = red is not None and parallel
+    if vector_red:
         # The reduction kernel needs fastmath 'reassoc' to vectorize its accumulation, but
         # on the elementwise work that flag lets LLVM rewrite e.g. x - 0.5*x as 0.5*x,
         # turning -inf - -inf = nan into -inf. So that work lives in a helper compiled
-        # without fastmath and inlined by LLVM with its own instruction flags.
+        # without fastmath and inlined by LLVM with its own instruction flags. (The serial
+        # twin, for small sizes, skips both: one function compiles in half the time.)
         ret = list(dict.fromkeys([names[v] for v in mats] + [names[red.inputs[0]]]))
         ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
         args_src = ", ".join(f"x{k}" for k in range(len(inputs)))
@@ -261,7 +263,7 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
     sig_args += ["int64"] * rank
     params = arg_names + out_names + dim_names
     sig = f"void({', '.join(sig_args)})"
-    fastmath = ', fastmath={"reassoc", "contract"}' if red is not None else ""
+    fastmath = ', fastmath={"reassoc", "contract"}' if vector_red else ""
     header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy'{fastmath})",
               f"def {name}({', '.join(params)}):"]
 
@@ -300,7 +302,8 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
             rvar = names[red.inputs[0]] if red.inputs[0] in names else None
             em = Emitter(acc_dt)
             init = _init(combine, acc_dt, em)
-            if combine == "add" and acc_dt == "float64" and red.inputs[0].aval.dtype.name == "float32":
+            if combine == "add" and acc_dt == "float64" and red.inputs[0].aval.dtype.name == "float32" \
+                    and vector_red:
                 # Sum float32 in blocks of _SUM_BLOCK in float32 (the vector lanes of the
                 # inner loop), then the blocks in float64: converting every element to
                 # float64 halves the vector width and made the GELU loss 2.5x slower than

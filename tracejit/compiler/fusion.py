@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..jit.ir import Eqn, Graph, Literal, Var
+from ..jit.ir import Eqn, Graph, Var
 
 __all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS"]
 

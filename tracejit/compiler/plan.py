@@ -22,7 +22,7 @@ from . import diskcache
 from .codegen_cpu import generate
 from .fusion import Group, partition
 
-__all__ = ["Plan", "build_plan"]
+__all__ = ["Plan", "graph_backend"]
 
 log = logging.getLogger("tracejit.kernels")
 

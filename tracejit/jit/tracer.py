@@ -142,6 +142,9 @@ class TraceContext:
         self.specialized: set = set()  # symbols user code asked the concrete value of
         self.const_names: Optional[dict] = None  # id(tensor) -> name (a module's parameter names)
         self.capture_grad = True  # the grad mode the graph will run under (root context)
+        # Source location given to the equations recorded while set (the backward pass
+        # records each VJP at its forward equation's line, not at the .backward() call).
+        self.loc_override: Optional[tuple] = None
         self._prev = None
         self._prev_hook = None
 
@@ -272,12 +275,13 @@ class TraceContext:
             if out_aval is None:
                 out_aval = prim.rule(*[a.aval for a in atoms], **params)
             outs = (Var(out_aval),)
-        self.eqns.append(Eqn(prim, tuple(atoms), tuple(outs), dict(params), user_location(3)))
+        self.eqns.append(Eqn(prim, tuple(atoms), tuple(outs), dict(params),
+                             self.loc_override or user_location(3)))
         return outs
 
     def emit_multi(self, prim, atoms, params, out_avals) -> list:
         outs = tuple(Var(a) for a in out_avals)
-        self.eqns.append(Eqn(prim, tuple(atoms), outs, dict(params), user_location(3)))
+        self.eqns.append(Eqn(prim, tuple(atoms), outs, dict(params), self.loc_override or user_location(3)))
         vs = list(outs)
         if self._no_grad_region():
             vs = [self._emit(DETACH, [v], {}, v.aval)[0] if v.aval.dtype.is_floating_point else v for v in vs]
