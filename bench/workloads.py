@@ -57,11 +57,16 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("compile", "compile latency",
              "GELU chain forward on (256, 1024): first call in a fresh process with an empty "
              "cache, first call in a fresh process with a warm disk cache, first call with a "
-             "never-seen batch size (100), and a steady call for scale",
+             "never-seen batch size (100), and a steady call for scale; then, in fresh "
+             "processes of their own, the same three for the two-layer training step "
+             "(forward + backward + SGD, N=64 then N=32)",
              (Metric("cold_ms", "first call, cold", "ms"),
               Metric("warm_disk_ms", "first call, warm disk cache", "ms"),
               Metric("new_batch_ms", "first call, new batch size", "ms"),
-              Metric("steady_ms", "steady call (256x1024)", "ms")),
+              Metric("steady_ms", "steady call (256x1024)", "ms"),
+              Metric("step_cold_ms", "two-layer step: first call, cold", "ms"),
+              Metric("step_warm_disk_ms", "two-layer step: first call, warm disk", "ms"),
+              Metric("step_new_batch_ms", "two-layer step: first call, new batch", "ms")),
              compiled_only=True),
     Workload("dynamic", "dynamic shapes",
              "GELU chain forward on (B, 1024) for B = 1..64 in random order, in a fresh process: "
@@ -155,13 +160,15 @@ MLP2_SHAPE = dict(n=64, d_in=1000, hidden=100, d_out=10)
 MLP2_LR = 1e-6
 
 
-def mlp2_data() -> dict:
-    """The classic example's data: randn inputs, targets and weights (float32)."""
+def mlp2_data(n: int | None = None) -> dict:
+    """The classic example's data: randn inputs, targets and weights (float32); `n`
+    overrides the batch size (the compile probe's new batch)."""
     r = _rng(5)
     s = MLP2_SHAPE
+    n = s["n"] if n is None else n
     f = np.float32
-    return {"x": r.standard_normal((s["n"], s["d_in"]), dtype=f),
-            "y": r.standard_normal((s["n"], s["d_out"]), dtype=f),
+    return {"x": r.standard_normal((n, s["d_in"]), dtype=f),
+            "y": r.standard_normal((n, s["d_out"]), dtype=f),
             "w1": r.standard_normal((s["d_in"], s["hidden"]), dtype=f),
             "w2": r.standard_normal((s["hidden"], s["d_out"]), dtype=f)}
 

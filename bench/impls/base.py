@@ -119,8 +119,9 @@ class Runner:
         return {"steps": cfg.mlp_steps, "step_ms": t.value(cfg.stat) * 1e3, "timing": t.as_dict(),
                 "check": {"first_loss": first, "final_loss": loss()}}
 
-    def mlp2_step(self, data: dict):
-        """(step, loss): one SGD step of the two-layer net; loss() is the last loss."""
+    def mlp2_step(self, data: dict, other: dict | None = None):
+        """(step, loss): one SGD step of the two-layer net; loss() is the last loss. With
+        `other`, a third: a step on other's x, y through the same compiled function."""
         raise NotImplementedError
 
     def mlp_step(self, data: dict):
@@ -143,18 +144,28 @@ class Runner:
         self.check_available("compile")
         params = {"batch": cfg.compile_batch, "new_batch": cfg.compile_new_batch,
                   "features": cfg.features}
-        with tempfile.TemporaryDirectory(prefix=f"bench-{self.system.name}-cache-") as cache:
-            env = self.cache_env(cache)  # empty for the first probe, warm for the second
-            cold = run_child(self.system.name, "compile", params, env_extra=env,
-                             timeout_s=cfg.child_timeout_s)
-            warm = run_child(self.system.name, "compile", params, env_extra=env,
-                             timeout_s=cfg.child_timeout_s)
+        probes = {}
+        for what in ("gelu", "step"):  # each in fresh processes: its first call pays startup
+            with tempfile.TemporaryDirectory(prefix=f"bench-{self.system.name}-cache-") as cache:
+                env = self.cache_env(cache)  # empty for the first probe, warm for the second
+                p = dict(params, what=what)
+                probes[what] = [run_child(self.system.name, "compile", p, env_extra=env,
+                                          timeout_s=cfg.child_timeout_s) for _ in ("cold", "warm")]
+        (cold, warm), (scold, swarm) = probes["gelu"], probes["step"]
         return {"cold_ms": cold["first_ms"], "warm_disk_ms": warm["first_ms"],
                 "new_batch_ms": cold["new_batch_ms"], "steady_ms": cold["steady_ms"],
+                "step_cold_ms": scold.get("step_first_ms"), "step_warm_disk_ms": swarm.get("step_first_ms"),
+                "step_new_batch_ms": scold.get("step_new_batch_ms"),
                 "import_s": cold["import_s"], "cold": cold, "warm": warm, **params}
 
     def probe_compile(self, params: dict) -> dict:
-        """In a fresh process: first call, steady call, first call at a new batch size."""
+        """In a fresh process: first call, steady call, first call at a new batch size (of
+        the GELU chain, or with ``what="step"`` of the two-layer training step)."""
+        if params.get("what") == "step":
+            # The two-layer training step (the issue's compile target): its first call
+            # compiles forward and backward; then a batch size it has not seen.
+            step, _, step2 = self.mlp2_step(W.mlp2_data(), W.mlp2_data(W.MLP2_SHAPE["n"] // 2))
+            return {"step_first_ms": _once(step) * 1e3, "step_new_batch_ms": _once(step2) * 1e3}
         f = self.compile(self.gelu_fn())
         x, y, z = (self.asarray(a) for a in W.gelu_batch_inputs(params["batch"], params["features"]))
         first = _once(lambda: self.sync(f(x, y, z)))

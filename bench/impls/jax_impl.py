@@ -83,7 +83,7 @@ class JaxRunner(Runner):
 
         return step, step
 
-    def mlp2_step(self, data):
+    def mlp2_step(self, data, other=None):
         x, y = self.asarray(data["x"]), self.asarray(data["y"])
         lr = W.MLP2_LR
 
@@ -98,10 +98,13 @@ class JaxRunner(Runner):
 
         state = {"w": (self.asarray(data["w1"]), self.asarray(data["w2"]))}
 
-        def step():
+        def step(x=x, y=y):
             w1, w2, loss = jax.block_until_ready(train(*state["w"], x, y))
             state["w"], state["loss"] = (w1, w2), loss
 
+        if other is not None:
+            x2, y2 = self.asarray(other["x"]), self.asarray(other["y"])
+            return step, lambda: float(state["loss"]), lambda: step(x2, y2)
         return step, lambda: float(state["loss"])
 
     def mlp_step(self, data):

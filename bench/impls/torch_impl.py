@@ -38,8 +38,8 @@ class TorchRunner(Runner):
     def cache_env(self, cache_dir):
         return {"TORCHINDUCTOR_CACHE_DIR": cache_dir}
 
-    def mlp2_step(self, data):
-        return torchlike.mlp2_step(torch, self.compile, data, self.asarray)
+    def mlp2_step(self, data, other=None):
+        return torchlike.mlp2_step(torch, self.compile, data, self.asarray, other)
 
     def mlp_step(self, data):
         return torchlike.mlp_step(torch, self.compile, data, self.asarray,

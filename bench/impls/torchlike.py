@@ -23,8 +23,11 @@ def overhead_fn(T):
     return f
 
 
-def mlp2_step(T, compile, data: dict, tensor):
-    """The classic two-layer example: autograd for the gradients, SGD by hand."""
+def mlp2_step(T, compile, data: dict, tensor, other: dict | None = None):
+    """The classic two-layer example: autograd for the gradients, SGD by hand.
+
+    With `other` (data of another batch size) also returns a step on its x, y through the
+    same compiled function (the compile probe's "new batch size")."""
     x, y = tensor(data["x"]), tensor(data["y"])
     w1, w2 = tensor(data["w1"], True), tensor(data["w2"], True)
     lr = W.MLP2_LR
@@ -36,7 +39,7 @@ def mlp2_step(T, compile, data: dict, tensor):
     loss_fn = compile(loss_fn)
     last = {}
 
-    def step():
+    def step(x=x, y=y):
         nonlocal w1, w2
         loss = loss_fn(x, y, w1, w2)
         loss.backward()
@@ -47,6 +50,9 @@ def mlp2_step(T, compile, data: dict, tensor):
         w2.grad = None
         last["loss"] = loss
 
+    if other is not None:
+        x2, y2 = tensor(other["x"]), tensor(other["y"])
+        return step, lambda: float(last["loss"].item()), lambda: step(x2, y2)
     return step, lambda: float(last["loss"].item())
 
 

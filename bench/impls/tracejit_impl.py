@@ -55,8 +55,8 @@ class TracejitRunner(Runner):
     def cache_env(self, cache_dir):
         return {"TRACEJIT_CACHE_DIR": cache_dir}
 
-    def mlp2_step(self, data):
-        return torchlike.mlp2_step(tj, self.compile, data, self.asarray)
+    def mlp2_step(self, data, other=None):
+        return torchlike.mlp2_step(tj, self.compile, data, self.asarray, other)
 
     def mlp_step(self, data):
         return torchlike.mlp_step(tj, self.compile, data, self.asarray,
