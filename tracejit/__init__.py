@@ -6,6 +6,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from .memory import tune_allocator as _tune_allocator
+
+_tune_allocator()  # keep freed array memory for reuse (see tracejit/memory.py)
+
 from . import dtypes as _dtypes
 from .dtypes import (DType, bool_, float16, float32, float64, get_default_dtype, int8, int16, int32,
                      int64, set_default_dtype, uint8)

@@ -1,0 +1,71 @@
+"""AccumulateGrad takes a gradient's memory only when nobody else can see it."""
+from __future__ import annotations
+
+import numpy as np
+
+import tracejit as tj
+
+
+class _Fresh(tj.autograd.Function):
+    """Identity whose backward hands out a brand-new array and remembers only its id."""
+    last_id = None
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        arr = np.array(g.numpy() * 3.0)
+        _Fresh.last_id = id(arr)
+        return tj.from_numpy(arr)
+
+
+def test_an_exclusive_gradient_is_taken_without_a_copy():
+    x = tj.tensor([1.0, 2.0], requires_grad=True)
+    _Fresh.apply(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+    assert id(x.grad._data) == _Fresh.last_id
+
+
+def test_the_users_gradient_tensor_is_never_taken():
+    x = tj.tensor([1.0, 2.0], requires_grad=True)
+    g = tj.ones(2)
+    x.backward(g)                                   # the root is the leaf itself
+    assert not np.shares_memory(x.grad.numpy(), g.numpy())
+    x.grad.add_(5.0)
+    np.testing.assert_array_equal(g.numpy(), [1.0, 1.0])
+    x.grad = None
+    (x + 0).backward(g)                             # add passes the cotangent through
+    assert not np.shares_memory(x.grad.numpy(), g.numpy())
+
+
+def test_one_gradient_reaching_two_leaves_is_not_shared():
+    x = tj.tensor([1.0, 2.0], requires_grad=True)
+    y = tj.tensor([3.0, 4.0], requires_grad=True)
+    (x + y).sum().backward()                        # add's VJP gives both the same tensor
+    assert not np.shares_memory(x.grad.numpy(), y.grad.numpy())
+    x.grad.add_(1.0)
+    np.testing.assert_array_equal(y.grad.numpy(), [1.0, 1.0])
+
+
+def test_broadcast_and_view_gradients_are_copied_into_owned_memory():
+    x = tj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x.expand(4, 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0, 4.0])
+    assert x.grad.numpy().flags.owndata and x.grad.numpy().strides == (4,)
+    x.grad.add_(1.0)                                # writable, not a stride-0 view
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0, 5.0])
+
+
+def test_a_gradient_kept_by_a_hook_is_copied():
+    kept = []
+    x = tj.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2.0
+    y.register_hook(lambda g: kept.append(g))
+    y.sum().backward()
+    z = tj.tensor([1.0, 1.0], requires_grad=True)
+    w = z * 1.0
+    w.register_hook(lambda g: kept.append(g) or g)  # the hook's return value reaches z
+    w.sum().backward()
+    assert not np.shares_memory(z.grad.numpy(), kept[-1].numpy())
