@@ -53,7 +53,9 @@ def test_broadcast_and_view_gradients_are_copied_into_owned_memory():
     x = tj.tensor([1.0, 2.0, 3.0], requires_grad=True)
     x.expand(4, 3).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0, 4.0])
-    assert x.grad.numpy().flags.owndata and x.grad.numpy().strides == (4,)
+    arr = x.grad.numpy()
+    assert arr.strides == (4,) and arr.flags.writeable
+    assert arr.base is None or arr.base.size == arr.size   # owned, or a whole-buffer reshape
     x.grad.add_(1.0)                                # writable, not a stride-0 view
     np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0, 5.0])
 
@@ -69,3 +71,15 @@ def test_a_gradient_kept_by_a_hook_is_copied():
     w.register_hook(lambda g: kept.append(g) or g)  # the hook's return value reaches z
     w.sum().backward()
     assert not np.shares_memory(z.grad.numpy(), kept[-1].numpy())
+
+
+def test_a_reshaped_reduction_result_is_taken_but_a_partial_view_is_not():
+    b = tj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (tj.ones(4, 3) * b).sum().backward()          # b's gradient: a column sum, reshaped
+    np.testing.assert_array_equal(b.grad.numpy(), [4.0, 4.0, 4.0])
+    x = tj.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    x[0].sum().backward()                          # a gradient that is a row of a bigger buffer?
+    np.testing.assert_array_equal(x.grad.numpy(), [[1.0, 1.0], [0.0, 0.0]])
+    x.grad.add_(1.0)
+    np.testing.assert_array_equal(x.grad.numpy(), [[2.0, 2.0], [1.0, 1.0]])
+

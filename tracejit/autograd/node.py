@@ -236,13 +236,24 @@ def _exclusive(g) -> bool:
     The engine's buffer list, `apply`'s local and getrefcount's argument are the three
     references to the tensor it expects (the engine drops its other locals before each
     apply); the array must be referenced by that tensor alone, own its memory (not a
-    view: a broadcast gradient has stride 0) and be writable. Then no user tensor, saved
+    view, or a reshape of a whole buffer nobody else holds: a broadcast gradient has
+    stride 0) and be writable. Then no user tensor, saved
     value or other gradient shares the memory, and `.grad` can take it without a copy,
     as PyTorch's AccumulateGrad steals a gradient whose use count allows it.
     """
     arr = g._data
-    return (sys.getrefcount(g) <= 4 and sys.getrefcount(arr) <= 3 and arr.base is None
-            and arr.flags.writeable and arr.flags.c_contiguous)
+    if sys.getrefcount(g) > 4 or sys.getrefcount(arr) > 3:
+        return False
+    if not (arr.flags.writeable and arr.flags.c_contiguous):
+        return False
+    base = arr.base
+    if base is None:
+        return True
+    # A reshaped view of a whole buffer held by nothing else (a reduction's result, as
+    # ``bias.grad``): the view's .base, `base` and getrefcount's argument are its three
+    # references, and the view covers it all in the same order.
+    return (sys.getrefcount(base) <= 3 and type(base) is type(arr) and base.base is None
+            and base.size == arr.size and base.flags.c_contiguous)
 
 
 def _Tensor_wrap(arr, dtype, device):

@@ -134,11 +134,25 @@ def simplify(g: Graph) -> Graph:
     eqns = []
     outputs = set(a for a in g.outputs if isinstance(a, Var))
     inputs = set(g.inputs)
+    uses: dict = {}
+    for e in g.eqns:
+        for a in e.inputs:
+            if isinstance(a, Var):
+                uses[a] = uses.get(a, 0) + 1
+    for a in outputs:
+        uses[a] = uses.get(a, 0) + 1
     for e in g.eqns:
         ins = tuple(_subst(a, env) for a in e.inputs)
         e = Eqn(e.prim, ins, e.outs, _map_graphs(e.params, simplify), e.loc)
         n = e.prim.name
         repl = None
+        if n == "permute":
+            swapped = _transposed_matmul(e, producer, uses)
+            if swapped is not None:
+                for q in swapped:
+                    eqns.append(q)
+                    producer[q.out] = q
+                continue
         same = lambda a: isinstance(a, Var) and a.aval == e.out.aval  # noqa: E731 - no broadcast/promotion change
         if n in ("mul",):
             if _is_lit(ins[1], 1) and same(ins[0]):
@@ -170,6 +184,36 @@ def simplify(g: Graph) -> Graph:
         for o in e.outs:
             producer[o] = e
     return _rebuild(g, eqns, env)
+
+
+def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
+    """``matmul(a, b).T`` (2-D, the product used only here) as ``matmul(b.T, a.T)``.
+
+    The backward of ``x @ w.T`` (``nn.Linear``) computes the weight's gradient as the
+    transpose of a product: a strided view, which the leaf's ``.grad`` then has to copy.
+    The swapped product is written C-contiguous by BLAS at the same cost. Operands that
+    are themselves transposes are read untransposed.
+    """
+    m = producer.get(e.inputs[0])
+    if (m is None or m.prim.name != "matmul" or tuple(e.params.get("dims", ())) != (1, 0)
+            or uses.get(m.out, 0) != 1 or len(m.out.aval.shape) != 2
+            or any(len(a.aval.shape) != 2 for a in m.inputs) or not all(isinstance(a, Var) for a in m.inputs)):
+        return None
+    from ..ops.registry import REGISTRY
+    permute = REGISTRY["permute"]
+    new = []
+
+    def t(a):
+        p = producer.get(a)
+        if p is not None and p.prim.name == "permute" and tuple(p.params["dims"]) == (1, 0):
+            return p.inputs[0]
+        v = Var(Aval((a.aval.shape[1], a.aval.shape[0]), a.aval.dtype, a.aval.device))
+        new.append(Eqn(permute, (a,), (v,), {"dims": (1, 0)}, e.loc))
+        return v
+    a, b = m.inputs
+    bt, at = t(b), t(a)
+    new.append(Eqn(m.prim, (bt, at), e.outs, dict(m.params), m.loc))
+    return new
 
 
 def optimize(g: Graph) -> Graph:
