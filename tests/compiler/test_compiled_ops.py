@@ -221,6 +221,15 @@ def test_integer_to_negative_power_raises_like_eager():
         tj.trace(lambda x: (x * 2) ** -2)(x)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_infinite_and_nan_constant_exponents(dtype):
+    # A constant exponent that is not a small integer goes through pow; inf once made
+    # the code generator fail converting it to an int.
+    x = tj.tensor(np.array([0.0, 0.5, 1.0, 2.0, np.inf, np.nan], dtype))
+    for e in (float("inf"), float("-inf"), float("nan"), 4.0, -3.0):
+        assert_compiled_matches(lambda x, e=e: (x * 1.5) ** e, x)
+
+
 def test_bool_through_fused_kernels():
     x, y = T(4, 5, seed=1, rg=False), T(4, 5, seed=2, rg=False)
     assert_compiled_matches(lambda x, y: (x > 0) & (y < 0) | (x == y), x, y)

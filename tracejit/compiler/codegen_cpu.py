@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from ..jit.ir import Literal, Var
+from ..jit.ir import Literal
 from .fusion import Group
 from . import mathlib
 
@@ -44,28 +44,40 @@ _BUILTIN_MATH = {"sqrt": "math.sqrt", "floor": "np.floor"}
 
 
 class Emitter:
-    """What a primitive's ``scalar`` rule writes against (see ops/registry.py)."""
+    """What a primitive's ``scalar`` rule writes against (see ops/registry.py).
+
+    The CUDA backend's `CudaEmitter` overrides how a type and a special float are
+    spelled (`_type`, `_SPECIAL`) and how math functions are called (`call`); typed
+    constants, casts and integer powers are the same code for both.
+    """
+
+    # How nan and inf are written in generated source (``np`` is imported there).
+    _SPECIAL = {"nan": "np.nan", "inf": "np.inf"}
 
     def __init__(self, dtype: str):
         self.dtype = dtype
         self.imports: set = set()
         self.literals: dict = {}
 
+    def _type(self, dt: str) -> str:
+        """Source for the scalar type `dt` (a callable that makes a typed value)."""
+        return f"np.{_NP_NAME.get(dt, dt)}"
+
     def const(self, v, dtype: str | None = None) -> str:
         dt = dtype or self.dtype
         if dt == "bool":
             return "True" if v else "False"
-        npn = _NP_NAME.get(dt, dt)
+        tn = self._type(dt)
         if dt.startswith("float"):
             v = float(v)
             if math.isnan(v):
-                text = f"np.{npn}(np.nan)"
+                text = f"{tn}({self._SPECIAL['nan']})"
             elif math.isinf(v):
-                text = f"np.{npn}({'-' if v < 0 else ''}np.inf)"
+                text = f"{tn}({'-' if v < 0 else ''}{self._SPECIAL['inf']})"
             else:
-                text = f"np.{npn}({v!r})"
+                text = f"{tn}({v!r})"
         else:
-            text = f"np.{npn}({int(v)})"
+            text = f"{tn}({int(v)})"
         self.literals[text] = v
         return text
 
@@ -82,7 +94,7 @@ class Emitter:
         name = dtype.name
         if name == "bool":
             return f"({x} != 0)"
-        return f"np.{_NP_NAME.get(name, name)}({x})"
+        return f"{self._type(name)}({x})"
 
     def pow(self, a: str, b: str) -> str:
         if b in self.literals:
@@ -90,14 +102,14 @@ class Emitter:
             if v < 0 and not self.dtype.startswith("float"):
                 # numpy (so eager) refuses this; a kernel would silently compute 1 // a**n.
                 raise ValueError("Integers to negative integer powers are not allowed.")
-            if v == int(v) and abs(v) <= 4:
+            if math.isfinite(v) and v == int(v) and abs(v) <= 4:
                 n = int(abs(v))
                 if n == 0:
                     return self.const(1)
                 prod = " * ".join([a] * n)
                 return f"({prod})" if v > 0 else f"({self.const(1)} / ({prod}))"
-            if v == 0.5:
-                return f"math.sqrt({a})"
+            if v == 0.5 and self.dtype.startswith("float"):
+                return self.call("sqrt", a)
         if not self.dtype.startswith("float"):
             return f"({a} ** {b})"
         return self.call("pow", a, b)
@@ -143,7 +155,6 @@ _SUM_BLOCK = 256
 
 
 def _red_info(e):
-    name = e.prim.name
     combine = e.prim.extra["combine"]
     dims = e.params["dims"]
     return combine, dims, e.params["keepdim"]
@@ -193,9 +204,7 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
     mats = [v for v in group.outputs if red is None or v is not red.out]
     flat = all(l in ("flat", "scalar") for l in layouts) and (red is None or len(red.params["dims"]) == rank)
     mode = "flat" if flat else "nested"
-    body_em = Emitter("float32")
     imports: set = set()
-    lines: list = []
     names: dict = {}
     for k, v in enumerate(inputs):
         names[v] = f"x{k}"
@@ -268,7 +277,6 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
               f"def {name}({', '.join(params)}):"]
 
     def load(k, idx_expr):
-        v = inputs[k]
         if layouts[k] == "scalar":
             return None
         return f"x{k} = in{k}[{idx_expr}]"

@@ -75,7 +75,7 @@ import types
 import numpy as np
 
 from ..jit.ir import Literal
-from .codegen_cpu import NUMBA_TYPE, Emitter, KernelSpec
+from .codegen_cpu import NUMBA_TYPE, Emitter, KernelSpec, _compute_dtype, _init
 from .fusion import Group
 
 __all__ = ["CudaEmitter", "CudaKernelSpec", "CudaKernel", "generate", "load", "launch",
@@ -101,7 +101,10 @@ def simulator_enabled() -> bool:
 
 
 class CudaEmitter(Emitter):
-    """What a primitive's ``scalar`` rule writes against, for CUDA kernels."""
+    """What a primitive's ``scalar`` rule writes against, for CUDA kernels: numba type
+    names (``float32(...)``) and device math functions instead of numpy's."""
+
+    _SPECIAL = {"nan": "math.nan", "inf": "math.inf"}
 
     def __init__(self, dtype: str):
         super().__init__(dtype)
@@ -112,24 +115,6 @@ class CudaEmitter(Emitter):
         name = NUMBA_TYPE[dt]
         self.types.add(name)
         return name
-
-    def const(self, v, dtype: str | None = None) -> str:
-        dt = dtype or self.dtype
-        if dt == "bool":
-            return "True" if v else "False"
-        tn = self._type(dt)
-        if dt.startswith("float"):
-            v = float(v)
-            if math.isnan(v):
-                text = f"{tn}(math.nan)"
-            elif math.isinf(v):
-                text = f"{tn}({'-' if v < 0 else ''}math.inf)"
-            else:
-                text = f"{tn}({v!r})"
-        else:
-            text = f"{tn}({int(v)})"
-        self.literals[text] = v
-        return text
 
     def call(self, fn: str, *args) -> str:
         if not self.dtype.startswith("float"):
@@ -143,27 +128,6 @@ class CudaEmitter(Emitter):
             raise NotImplementedError(f"no CUDA lowering for math function {fn!r}")
         self.functions.add(fn)
         return f"{fn}({', '.join(args)})"
-
-    def cast(self, x: str, dtype) -> str:
-        name = dtype.name
-        if name == "bool":
-            return f"({x} != 0)"
-        return f"{self._type(name)}({x})"
-
-    def pow(self, a: str, b: str) -> str:
-        if b in self.literals:
-            v = self.literals[b]
-            if math.isfinite(v) and v == int(v) and abs(v) <= 4:
-                n = int(abs(v))
-                if n == 0:
-                    return self.const(1)
-                prod = " * ".join([a] * n)
-                return f"({prod})" if v > 0 else f"({self.const(1)} / ({prod}))"
-            if v == 0.5 and self.dtype.startswith("float"):
-                return self.call("sqrt", a)
-        if not self.dtype.startswith("float"):
-            return f"({a} ** {b})"
-        return self.call("pow", a, b)
 
 
 # ----------------------------------------------------------------------------- the spec
@@ -195,33 +159,10 @@ class CudaKernelSpec(KernelSpec):
         self.finish_name = f"{name}_finish" if reduction == "full" else None
 
 
-def _compute_dtype(e) -> str:
-    """The dtype an equation computes in (its operands', after the IR's explicit casts)."""
-    if e.prim.name == "where":
-        return e.out.aval.dtype.name
-    for a in e.inputs:
-        if not isinstance(a, Literal):
-            return a.aval.dtype.name
-    return e.out.aval.dtype.name
-
-
 def _acc_dtype(combine: str, dtype: str) -> str:
     if combine in ("add", "mul") and dtype in ("int32", "int64", "bool", "int8", "uint8"):
         return "int64"
     return dtype
-
-
-def _init(combine: str, acc_dt: str, em: CudaEmitter) -> str:
-    if combine == "add":
-        return em.const(0, acc_dt)
-    if combine == "mul":
-        return em.const(1, acc_dt)
-    if acc_dt == "bool":
-        return "False" if combine == "max" else "True"
-    if acc_dt.startswith("float"):
-        return em.const(-math.inf if combine == "max" else math.inf, acc_dt)
-    info = np.iinfo(acc_dt)
-    return em.const(info.min if combine == "max" else info.max, acc_dt)
 
 
 def _combine(combine: str, acc: str, r: str) -> list:
