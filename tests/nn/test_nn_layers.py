@@ -147,6 +147,25 @@ def test_sequential_indexing_len_iter_append_slice():
         nn.Sequential(nn.ReLU(), lambda x: x)
 
 
+def test_sequential_and_modulelist_insert_like_pytorch():
+    a, b, t = nn.Identity(), nn.ReLU(), nn.Tanh()
+    seq = nn.Sequential(a, b)
+    seq.insert(-1, t)                              # before the last element, as PyTorch does
+    assert list(seq) == [a, t, b] and [k for k, _ in seq.named_children()] == ["0", "1", "2"]
+    seq.insert(3, nn.Sigmoid())
+    assert isinstance(seq[3], nn.Sigmoid)
+    with pytest.raises(IndexError, match="out of range"):
+        seq.insert(9, nn.ReLU())
+    ml = nn.ModuleList([a, b])
+    ml.insert(1, t)
+    assert list(ml) == [a, t, b] and [k for k, _ in ml.named_children()] == ["0", "1", "2"]
+    with pytest.raises(TypeError, match="expected a Module"):
+        ml.insert(0, lambda x: x)
+    assert list(ml) == [a, t, b]                    # nothing changed
+    del ml[0]
+    assert list(ml) == [t, b] and [k for k, _ in ml.named_children()] == ["0", "1"]
+
+
 def test_modulelist_moduledict_parameterlist():
     ml = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
     assert len(ml) == 3 and len(list(ml.parameters())) == 6

@@ -18,6 +18,14 @@ def _index(idx, n: int, what: str) -> int:
     return idx % n
 
 
+def _renumber(container: Module, items: list) -> None:
+    """Register `items` under the keys "0".."n-1", in order (PyTorch's numbering after a
+    deletion or insertion)."""
+    container._modules.clear()
+    for i, m in enumerate(items):
+        container._modules[str(i)] = m
+
+
 class Sequential(Module):
     """Chains modules: ``Sequential(a, b, c)(x) == c(b(a(x)))``; also takes an OrderedDict."""
 
@@ -54,11 +62,7 @@ class Sequential(Module):
                 del self._modules[k]
         else:
             del self._modules[keys[_index(idx, len(keys), "Sequential")]]
-        # Keep string keys 0..n-1 like PyTorch.
-        items = list(self._modules.values())
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        _renumber(self, list(self._modules.values()))
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -82,10 +86,8 @@ class Sequential(Module):
         n = len(items)
         if not -n <= index <= n:
             raise IndexError(f"Sequential.insert: index {index} is out of range for length {n}")
-        items.insert(index % (n + 1) if index < 0 else index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        items.insert(index + n if index < 0 else index, module)  # -1: before the last, as PyTorch
+        _renumber(self, items)
         return self
 
 
@@ -111,9 +113,7 @@ class ModuleList(Module):
             del items[idx]
         else:
             del items[_index(idx, len(items), "ModuleList")]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        _renumber(self, items)
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -134,11 +134,11 @@ class ModuleList(Module):
         return self
 
     def insert(self, index: int, module: Module) -> None:
+        if not isinstance(module, Module):  # checked first: nothing changes on a bad module
+            raise TypeError(f"ModuleList.insert: expected a Module, got {type(module).__name__}")
         items = list(self._modules.values())
-        items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        items.insert(operator.index(index), module)
+        _renumber(self, items)
 
 
 class ModuleDict(Module):

@@ -110,25 +110,27 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     return normal_(tensor, 0.0, std)
 
 
+def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str, name: str):
+    """He et al.'s standard deviation, or None for an empty tensor (nothing to fill)."""
+    _check(tensor, name)
+    if 0 in tensor.shape:
+        return None
+    return calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode, name))
+
+
 def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu") -> Tensor:
-    _check(tensor, "kaiming_uniform_")
-    if 0 in tensor.shape:
+    std = _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_uniform_")
+    if std is None:
         return tensor
-    fan = _fan(tensor, mode, "kaiming_uniform_")
-    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
     bound = math.sqrt(3.0) * std
     return uniform_(tensor, -bound, bound)
 
 
 def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu") -> Tensor:
-    _check(tensor, "kaiming_normal_")
-    if 0 in tensor.shape:
-        return tensor
-    fan = _fan(tensor, mode, "kaiming_normal_")
-    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
-    return normal_(tensor, 0.0, std)
+    std = _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_")
+    return tensor if std is None else normal_(tensor, 0.0, std)
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,

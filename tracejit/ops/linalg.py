@@ -11,12 +11,7 @@ __all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
 def _matmul_rule(a, b):
     if a.ndim < 2 or b.ndim < 2:
         raise ShapeError(f"matmul: internal rank error {a.shape} @ {b.shape}")
-    if not (a.shape[-1] == b.shape[-2]):
-        raise ShapeError(f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied "
-                         f"({a.shape[-1]} != {b.shape[-2]})")
-    if a.dtype is not b.dtype:
-        raise DTypeError(f"matmul: expected both operands to have the same dtype, got "
-                         f"{a.dtype.name} and {b.dtype.name}")
+    _check_inner("matmul", a, b)
     batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
     return Aval(tuple(batch) + (a.shape[-2], b.shape[-1]), a.dtype, a.device)
 
