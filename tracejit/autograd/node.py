@@ -214,7 +214,7 @@ class AccumulateGrad(Node):
             return []
         if t.grad is None and not create_graph and _exclusive(g):
             # Nobody else can see this gradient's memory: take it instead of copying.
-            t.grad = _Tensor_wrap(g._data, g.dtype, g.device)
+            t.grad = g._wrap(g._data, g.dtype, g.device)  # a fresh leaf over the same memory
             return []
         if not create_graph:
             g = g.detach()
@@ -233,13 +233,14 @@ class AccumulateGrad(Node):
 def _exclusive(g) -> bool:
     """True when `g` (a gradient arriving at a leaf) is referenced only by the engine.
 
-    The engine's buffer list, `apply`'s local and getrefcount's argument are the three
-    references to the tensor it expects (the engine drops its other locals before each
-    apply); the array must be referenced by that tensor alone, own its memory (not a
-    view, or a reshape of a whole buffer nobody else holds: a broadcast gradient has
-    stride 0) and be writable. Then no user tensor, saved
-    value or other gradient shares the memory, and `.grad` can take it without a copy,
-    as PyTorch's AccumulateGrad steals a gradient whose use count allows it.
+    Expected references to the tensor: the engine's buffer list, `apply`'s local, this
+    function's parameter and getrefcount's argument (the engine drops its other locals
+    before each apply). To the array: the tensor, the local `arr` and getrefcount's
+    argument. The array must own its memory (or be a reshape of a whole buffer nobody
+    else holds; never a broadcast view, whose stride is 0), be writable and
+    C-contiguous. Then no user tensor, saved value or other gradient shares the memory
+    and `.grad` can take it without a copy, as PyTorch's AccumulateGrad steals a
+    gradient whose use count allows it.
     """
     arr = g._data
     if sys.getrefcount(g) > 4 or sys.getrefcount(arr) > 3:
@@ -254,11 +255,6 @@ def _exclusive(g) -> bool:
     # references, and the view covers it all in the same order.
     return (sys.getrefcount(base) <= 3 and type(base) is type(arr) and base.base is None
             and base.size == arr.size and base.flags.c_contiguous)
-
-
-def _Tensor_wrap(arr, dtype, device):
-    from ..tensor import Tensor
-    return Tensor._wrap(arr, dtype, device)
 
 
 def leaf_node(t) -> AccumulateGrad:
