@@ -17,8 +17,9 @@ a process keeps is then returned to the OS sooner, at the cost above).
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
+
+from .envflags import is_off
 
 __all__ = ["tune_allocator", "allocator_tuned"]
 
@@ -40,7 +41,7 @@ def tune_allocator() -> bool:
     global _tuned
     if _tuned:
         return True
-    if os.environ.get("TRACEJIT_MALLOC_TUNING", "1").strip().lower() in ("0", "false", "no", "off"):
+    if is_off("TRACEJIT_MALLOC_TUNING"):
         return False
     if not sys.platform.startswith("linux"):
         return False

@@ -83,6 +83,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..envflags import is_off
+
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats"]
 
 log = logging.getLogger("tracejit")
@@ -182,7 +184,7 @@ def stats() -> dict[str, int]:
 
 
 def _configured_root() -> Path | None:
-    if os.environ.get("TRACEJIT_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+    if is_off("TRACEJIT_CACHE"):
         return None
     if os.environ.get("TRACEJIT_CACHE_DIR"):
         return Path(os.environ["TRACEJIT_CACHE_DIR"]).expanduser()

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import operator
-import os
 
 import numpy as np
 
 from ..autograd import grad_mode as _gm
 from ..autograd.node import Node, edge
+from ..envflags import is_off
 from ..errors import InplaceModifiedError
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
@@ -113,7 +113,7 @@ class CompiledProgram:
         self._backend = graph_backend(graph)
         self._scalar_inputs = any(v.aval.weak for v in graph.inputs)
         self._diff_cached = None
-        self._loss_k = None  # the loss output whose gradients the forward computes
+        self._loss_k: dict = {}  # diff_idx -> the loss output whose gradients the forward computes
         self._fast1 = None
         self._active_outs: dict = {}
         self._simple_out = not self._identity
@@ -144,7 +144,7 @@ class CompiledProgram:
                 n_saved = len(fwd.outputs) - len(self.graph.outputs)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
                 t = (Plan(fwd, self.name + "_fwd_grads"), None, n_saved)
-                self._loss_k = k
+                self._loss_k[diff_idx] = k
             else:
                 fwd, bwd, n_saved = split(self.graph, active)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
@@ -159,20 +159,30 @@ class CompiledProgram:
         Only a lone active 0-d output (a loss, whose backward every training step runs)
         qualifies; ``TRACEJIT_LOSS_GRADS=0`` turns this off.
         """
-        if os.environ.get("TRACEJIT_LOSS_GRADS", "1").strip().lower() in ("0", "false", "no", "off"):
+        if is_off("TRACEJIT_LOSS_GRADS"):
             return None
         g = self.graph
         if any(e.prim.name == "while" for e in g.eqns):
             return None  # not differentiable: let the ordinary path raise its error
-        flags = [i in diff_idx for i in range(len(g.inputs))]
-        from .autodiff import active_vars
-        av = active_vars(g, flags)
-        act = [k for k, a in enumerate(g.outputs) if isinstance(a, Var) and a in av]
-        if len(act) != 1 or act[0] in self._identity or g.outputs[act[0]].aval.shape != ():
+        act = self._active_outputs(diff_idx)
+        if len(act) != 1:
             return None
-        if sum(1 for a in g.outputs if a is g.outputs[act[0]]) != 1:
+        (k,) = act
+        if k in self._identity or g.outputs[k].aval.shape != () or g.outputs.count(g.outputs[k]) != 1:
             return None
-        return act[0]
+        return k
+
+    def _active_outputs(self, diff_idx: tuple) -> set:
+        """Positions of the outputs that depend on a differentiable input (they require
+        grad, as in eager)."""
+        act = self._active_outs.get(diff_idx)
+        if act is None:
+            from .autodiff import active_vars
+            flags = [i in diff_idx for i in range(len(self.graph.inputs))]
+            av = active_vars(self.graph, flags)
+            act = self._active_outs[diff_idx] = {k for k, a in enumerate(self.graph.outputs)
+                                                 if isinstance(a, Var) and a in av}
+        return act
 
     def reached(self, taken: list, grads=None) -> set:
         """Graph inputs that the outputs given a gradient depend on, given the branch each
@@ -259,14 +269,7 @@ class CompiledProgram:
         active = None
         if node is not None:
             # Only outputs that depend on a differentiable input require grad (as in eager).
-            act = self._active_outs.get(node.diff_idx)
-            if act is None:
-                from .autodiff import active_vars
-                flags = [i in node.diff_idx for i in range(len(self.graph.inputs))]
-                av = active_vars(self.graph, flags)
-                act = self._active_outs[node.diff_idx] = {k for k, a in enumerate(self.graph.outputs)
-                                                          if isinstance(a, Var) and a in av}
-            active = act
+            active = self._active_outputs(node.diff_idx)
         for k, (a, arr) in enumerate(zip(self.graph.outputs, arrays)):
             j = self._identity.get(k)
             if j is not None:
@@ -281,9 +284,10 @@ class CompiledProgram:
         return out
 
     def run_backward(self, inputs, saved, grads, retain_graph: bool = True):
-        fwd, bwd, n_saved = self.train_plans(self._diff_of(inputs))
+        diff_idx = self._diff_of(inputs)
+        fwd, bwd, n_saved = self.train_plans(diff_idx)
         if bwd is None:
-            return self._scale_loss_grads(inputs, saved, grads[self._loss_k], retain_graph)
+            return self._scale_loss_grads(inputs, saved, grads[self._loss_k[diff_idx]], retain_graph)
         g_arrays = []
         for g, a in zip(grads, self.graph.outputs):
             if g is None:

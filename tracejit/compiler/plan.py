@@ -316,11 +316,6 @@ class Plan:
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
         if p.name == "permute":
             return [f"    {outs[0]} = {ins[0]}.transpose({e.params['dims']!r})"]
-        if p.name == "full" and not contains_sym(e.params["shape"]) and \
-                type(e.params["value"]) in (int, float, bool) and abs(e.params["value"]) < float("inf"):
-            # A constant fill (a loss's unit cotangent): numpy directly, no op dispatch.
-            return [f"    {outs[0]} = xp.full({_shape_code(e.params['shape'])}, {e.params['value']!r}, "
-                    f"{_dtype_const(e.out.aval.dtype, consts)})"]
         iname = f"I_{p.name}"
         consts[iname] = p.impl
         kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())

@@ -13,6 +13,8 @@ import logging
 import os
 import threading
 
+from ..envflags import FALSE as _FALSE
+
 __all__ = ["eager", "is_eager", "check_enabled", "log", "configure_logging", "TOPICS"]
 
 TOPICS = ("recompiles", "graphs", "guards", "kernels", "cache", "fallback")
@@ -32,7 +34,6 @@ _state = _State()
 # plain dict, so look there when it is available.
 _ENV_DATA = getattr(os.environ, "_data", None)
 _ENCODE = getattr(os.environ, "encodekey", None)
-_FALSE = ("", "0", "false", "no", "off")
 
 
 def _env_flag(name: str) -> bool:
