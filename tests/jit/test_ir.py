@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 import os
 
+import numpy as np
 import pytest
 
 import tracejit as tj
@@ -291,6 +292,26 @@ def test_simplify_keeps_broadcasting_and_promoting_identities():
     out = passes.simplify(graph_of(f, tj.ones(2))).text(with_locations=False)
     assert "mul %x %0" in out       # x*1 that broadcasts to a new shape stays
     assert "cast[dtype=f64]" in out  # a real cast stays
+
+
+def test_simplify_writes_the_transpose_of_a_product_as_a_product_of_transposes():
+    from tracejit.jit.interpreter import interpret
+
+    def f(a, w, c):
+        p = a @ c                                       # used twice: left alone
+        return (a @ w.t()).t(), p.t(), p * 2.0
+
+    a, w, c = tj.randn(4, 3), tj.randn(5, 3), tj.randn(3, 2)
+    g = graph_of(f, a, w, c)
+    out = passes.dce(passes.simplify(g)).text(with_locations=False)
+    # (a @ w.T).T == w @ a.T: w is read untransposed, the result is C-contiguous.
+    assert "matmul %w %" in out, out
+    assert out.count("matmul") == 2 and "matmul %a %c" in out, out
+    want = [t.numpy() for t in interpret(g, [a, w, c])]
+    got = [t.numpy() for t in interpret(passes.simplify(g), [a, w, c])]
+    for x, y in zip(want, got):
+        np.testing.assert_allclose(y, x, rtol=1e-6)
+    assert got[0].flags.c_contiguous
 
 
 def test_simplify_never_returns_an_input_as_an_output():
