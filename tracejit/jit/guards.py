@@ -51,13 +51,14 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
     running are not mistaken for a failed guard) with ``names`` as globals. Guard and run
     in one generated function keep a cache hit to one Python call.
     """
-    g: dict = {"EXTRA": extra}
+    # Every failed check does ``return NO``: False for a guard, MISS for a hit function.
+    g: dict = {"EXTRA": extra, "NO": False if on_pass is None else MISS}
     if on_pass is not None:
-        g.update(on_pass[1], MISS=MISS)
+        g.update(on_pass[1])
     head = "def hit(L, gm):" if on_pass is not None else "def guard(L, C, gm):"
     lines = [head,
              f"    if gm is not {grad_mode!r}:",
-             "        return False",
+             "        return NO",
              "    try:"]
     seen: set = set()
 
@@ -66,20 +67,20 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
         g[f"V{tag}{i}"] = d.device
         out = [f"        t = {expr}",
                f"        if t.dtype is not D{tag}{i} or t.device is not V{tag}{i} or t._requires_grad is not {d.requires_grad!r}:",
-               "            return False",
+               "            return NO",
                "        s = t._data.shape"]
         if all(isinstance(x, int) for x in d.shape):
-            out += [f"        if s != {tuple(d.shape)!r}:", "            return False"]
+            out += [f"        if s != {tuple(d.shape)!r}:", "            return NO"]
         else:
-            out += [f"        if len(s) != {len(d.shape)}:", "            return False"]
+            out += [f"        if len(s) != {len(d.shape)}:", "            return NO"]
             for j, dim in enumerate(d.shape):
                 if isinstance(dim, int):
-                    out += [f"        if s[{j}] != {dim}:", "            return False"]
+                    out += [f"        if s[{j}] != {dim}:", "            return NO"]
                 elif dim in seen:
-                    out += [f"        if s[{j}] != {dim}:", "            return False"]
+                    out += [f"        if s[{j}] != {dim}:", "            return NO"]
                 else:
                     seen.add(dim)
-                    out += [f"        {dim} = s[{j}]", f"        if {dim} < 2:", "            return False"]
+                    out += [f"        {dim} = s[{j}]", f"        if {dim} < 2:", "            return NO"]
         return out
 
     for i, d in enumerate(descs):
@@ -87,26 +88,24 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
             lines += tensor_checks(f"L[{i}]", i, d, "")
         elif d.kind == "scalar":
             g[f"T{i}"] = d.value
-            lines += [f"        if L[{i}].__class__ is not T{i}:", "            return False"]
+            lines += [f"        if L[{i}].__class__ is not T{i}:", "            return NO"]
         else:
             g[f"K{i}"] = d.value
             v = d.value
             if v is None or isinstance(v, (bool,)) or not _eq_comparable(v):
-                lines += [f"        if L[{i}] is not K{i}:", "            return False"]
+                lines += [f"        if L[{i}] is not K{i}:", "            return NO"]
             elif isinstance(v, float) and v != v:  # nan: equal to nothing, but the same value
                 lines += [f"        if L[{i}].__class__ is not float or L[{i}] == L[{i}]:",
-                          "            return False"]
+                          "            return NO"]
             else:
                 lines += [f"        if L[{i}].__class__ is not K{i}.__class__ or L[{i}] != K{i}:",
-                          "            return False"]
+                          "            return NO"]
     for i, d in enumerate(const_descs):
         lines += tensor_checks(f"C[{i}]", i, d, "c")
     if extra is not None:
-        lines += ["        if not EXTRA():", "            return False"]
-    lines += ["    except (AttributeError, TypeError, IndexError, ValueError):", "        return False"]
+        lines += ["        if not EXTRA():", "            return NO"]
+    lines += ["    except (AttributeError, TypeError, IndexError, ValueError):", "        return NO"]
     lines += on_pass[0] if on_pass is not None else ["    return True"]
-    if on_pass is not None:
-        lines = [ln.replace("return False", "return MISS") for ln in lines]
     src = "\n".join(lines) + "\n"
     _counter[0] += 1
     fname = f"<tracejit-guard-{_counter[0]}>"
