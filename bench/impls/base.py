@@ -103,21 +103,13 @@ class Runner:
 
     def run_mlp2(self, cfg: W.Config) -> dict:
         self.check_available("mlp2")
-        step, loss = self.mlp2_step(W.mlp2_data())
-        step()
-        first = loss()
-        t = step_times(step, cfg.mlp2_steps, cfg.mlp2_warmup - 1)
-        return {"steps": cfg.mlp2_steps, "step_us": t.value(cfg.stat) * 1e6, "timing": t.as_dict(),
-                "check": {"first_loss": first, "final_loss": loss()}}
+        res = _train_steps(*self.mlp2_step(W.mlp2_data()), cfg.mlp2_steps, cfg.mlp2_warmup, cfg.stat)
+        return {"step_us": res.pop("step_s") * 1e6, **res}
 
     def run_mlp(self, cfg: W.Config) -> dict:
         self.check_available("mlp")
-        step, loss = self.mlp_step(W.mlp_data())
-        step()
-        first = loss()
-        t = step_times(step, cfg.mlp_steps, cfg.mlp_warmup - 1)
-        return {"steps": cfg.mlp_steps, "step_ms": t.value(cfg.stat) * 1e3, "timing": t.as_dict(),
-                "check": {"first_loss": first, "final_loss": loss()}}
+        res = _train_steps(*self.mlp_step(W.mlp_data()), cfg.mlp_steps, cfg.mlp_warmup, cfg.stat)
+        return {"step_ms": res.pop("step_s") * 1e3, **res}
 
     def mlp2_step(self, data: dict, other: dict | None = None):
         """(step, loss): one SGD step of the two-layer net; loss() is the last loss. With
@@ -199,6 +191,16 @@ class Runner:
                 "total_ms": sum(times) * 1e3, "first_ms": times[0] * 1e3,
                 "after_first_ms": sum(times[1:]) * 1e3,
                 "slowest_ms": max(times) * 1e3}
+
+
+def _train_steps(step, loss, steps: int, warmup: int, stat: str) -> dict:
+    """Time ``steps`` training steps after ``warmup`` (the first of which records the
+    first loss, for the cross-system check)."""
+    step()
+    first = loss()
+    t = step_times(step, steps, warmup - 1)
+    return {"steps": steps, "step_s": t.value(stat), "timing": t.as_dict(),
+            "check": {"first_loss": first, "final_loss": loss()}}
 
 
 def _once(fn) -> float:
