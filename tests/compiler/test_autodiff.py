@@ -15,6 +15,7 @@ import tracejit as tj
 from tracejit.compiler.autodiff import joint, split
 from tracejit.errors import CompileError, GraphFreedError, InplaceModifiedError
 from tracejit.testing import Mismatch, assert_compiled_matches, assert_same, kernel_cache_at
+from inputs import T
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -23,12 +24,6 @@ def _kernels_in_session_tmp(tmp_path_factory):
         yield
 
 
-def T(*shape, seed=0, rg=True, dtype=np.float32, low=None):
-    a = np.random.default_rng(seed + 11 * len(shape)).standard_normal(shape).astype(dtype)
-    if low is not None:
-        a = np.abs(a) + low
-    t = tj.tensor(a)
-    return t.requires_grad_() if rg else t
 
 
 # --------------------------------------------------------------------------- cond

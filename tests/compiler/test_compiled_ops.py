@@ -19,6 +19,7 @@ import tracejit as tj
 from opdb import OPS
 from tracejit.errors import TraceError
 from tracejit.testing import assert_compiled_matches, assert_same, kernel_cache_at
+from inputs import T, gelu
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -89,14 +90,6 @@ def test_data_dependent_op_is_refused_by_the_compiled_path(op):
 
 
 # --------------------------------------------------------------------------- inputs
-def T(*shape, seed=0, rg=True, dtype=np.float32):
-    t = tj.tensor(np.random.default_rng(seed + 13 * len(shape)).standard_normal(shape).astype(dtype))
-    return t.requires_grad_() if rg else t
-
-
-def gelu(x, y, z):
-    a = x * y + z
-    return 0.5 * a * (1 + tj.tanh(0.79788456 * (a + 0.044715 * a ** 3)))
 
 
 def chain_sum(x, y):

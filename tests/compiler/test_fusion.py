@@ -6,6 +6,7 @@ a valid schedule: each item's inputs exist before it runs, every equation appear
 """
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -16,6 +17,7 @@ from tracejit.compiler.autodiff import split
 from tracejit.compiler.fusion import Group, partition
 from tracejit.jit.passes import optimize
 from tracejit.testing import assert_compiled_matches, assert_valid_partition, kernel_cache_at
+from inputs import T, gelu
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -24,14 +26,6 @@ def _kernels_in_session_tmp(tmp_path_factory):
         yield
 
 
-def T(*shape, seed=0, rg=True, dtype=np.float32):
-    t = tj.tensor(np.random.default_rng(seed + 7 * len(shape)).standard_normal(shape).astype(dtype))
-    return t.requires_grad_() if rg else t
-
-
-def gelu(x, y, z):
-    a = x * y + z
-    return 0.5 * a * (1 + tj.tanh(0.79788456 * (a + 0.044715 * a ** 3)))
 
 
 def _program(cf):
@@ -328,8 +322,11 @@ def test_generated_sources_are_in_linecache_and_explain_names_groups_and_lines()
     assert "".join(linecache.getlines(fname)) == plan.kernel_sources()[0]
     assert "def kernel(" in inspect.getsource(fn.py_func)
     assert "def plan(" in "".join(linecache.getlines(plan.fn.__code__.co_filename))
-    first = inspect.getsourcelines(gelu)[1]
+    lines, first = inspect.getsourcelines(gelu)
+    a_line = first + next(i for i, ln in enumerate(lines) if "a = x * y + z" in ln)
+    ret_line = first + next(i for i, ln in enumerate(lines) if ln.strip().startswith("return"))
+    where = os.path.basename(gelu.__code__.co_filename)
     text = str(cf.explain(x, x, x))
     assert re.search(rf"group 0: mul, add, mul, pow, mul, add, mul, tanh, add, mul  "
-                     rf"\[test_fusion.py:{first + 1}, test_fusion.py:{first + 2}\]", text), text
+                     rf"\[{where}:{a_line}, {where}:{ret_line}\]", text), text
     assert "fused group 0" in text and "tanh_f32(" in text      # the kernel source itself
