@@ -6,9 +6,9 @@ import numpy as np
 import tracejit as tj
 
 
-class _Fresh(tj.autograd.Function):
-    """Identity whose backward hands out a brand-new array and remembers only its id."""
-    last_id = None
+class _Backward(tj.autograd.Function):
+    """Identity whose backward returns ``make(g)`` (set by each test)."""
+    make = None
 
     @staticmethod
     def forward(ctx, x):
@@ -16,16 +16,21 @@ class _Fresh(tj.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        arr = np.array(g.numpy() * 3.0)
-        _Fresh.last_id = id(arr)
-        return tj.from_numpy(arr)
+        return _Backward.make(g)
 
 
 def test_an_exclusive_gradient_is_taken_without_a_copy():
+    ids = []
+
+    def fresh(g):  # a brand-new array; only its id is remembered
+        arr = np.array(g.numpy() * 3.0)
+        ids.append(id(arr))
+        return tj.from_numpy(arr)
+    _Backward.make = staticmethod(fresh)
     x = tj.tensor([1.0, 2.0], requires_grad=True)
-    _Fresh.apply(x).sum().backward()
+    _Backward.apply(x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
-    assert id(x.grad._data) == _Fresh.last_id
+    assert id(x.grad._data) == ids[0]
 
 
 def test_the_users_gradient_tensor_is_never_taken():
@@ -71,19 +76,6 @@ def test_a_gradient_kept_by_a_hook_is_copied():
     w.register_hook(lambda g: kept.append(g) or g)  # the hook's return value reaches z
     w.sum().backward()
     assert not np.shares_memory(z.grad.numpy(), kept[-1].numpy())
-
-
-class _Backward(tj.autograd.Function):
-    """Identity whose backward returns ``make(g)``."""
-    make = None
-
-    @staticmethod
-    def forward(ctx, x):
-        return x * 1.0
-
-    @staticmethod
-    def backward(ctx, g):
-        return _Backward.make(g)
 
 
 def test_a_reshaped_whole_buffer_is_taken_but_a_partial_view_is_not():

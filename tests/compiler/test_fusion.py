@@ -146,14 +146,19 @@ def test_loss_gradient_scaled_by_the_cotangent_and_retained_graphs_stay_intact()
         loss.backward()
 
 
-def test_two_layer_step_matmuls_are_steps_elementwise_is_fused(monkeypatch):
-    monkeypatch.setenv("TRACEJIT_LOSS_GRADS", "0")  # the forward/backward split
+def _two_layer_step_compiled():
+    """The issue's two-layer training loss, compiled and checked against eager."""
     x, y = T(16, 10, seed=1, rg=False), T(16, 3, seed=2, rg=False)
     w1, w2 = T(10, 6, seed=3), T(6, 3, seed=4)
 
     def step(x, w1, w2, y):
         return (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
-    cf = assert_compiled_matches(step, x, w1, w2, y)
+    return assert_compiled_matches(step, x, w1, w2, y)
+
+
+def test_two_layer_step_matmuls_are_steps_elementwise_is_fused(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_LOSS_GRADS", "0")  # the forward/backward split
+    cf = _two_layer_step_compiled()
     fwd, bwd, _ = _train(cf)
     kinds = [("group", tuple(e.prim.name for e in it.eqns), it.reduction and it.reduction.prim.name)
              if isinstance(it, Group) else ("step", it.prim.name) for it in fwd.items]
@@ -170,12 +175,7 @@ def test_two_layer_step_matmuls_are_steps_elementwise_is_fused(monkeypatch):
 
 
 def test_two_layer_step_with_its_gradients_is_one_plan():
-    x, y = T(16, 10, seed=1, rg=False), T(16, 3, seed=2, rg=False)
-    w1, w2 = T(10, 6, seed=3), T(6, 3, seed=4)
-
-    def step(x, w1, w2, y):
-        return (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
-    cf = assert_compiled_matches(step, x, w1, w2, y)
+    cf = _two_layer_step_compiled()
     fwd, bwd, n_saved = _train(cf)
     assert bwd is None and n_saved == 2                      # dW1, dW2
     check_schedule(fwd.items, fwd.graph)
