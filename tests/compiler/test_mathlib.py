@@ -314,6 +314,28 @@ def test_limits(dtype):
         assert ex(op, t(sub)) == t(sub) and ex(op, -t(sub)) == -t(sub), op
 
 
+def test_tanh_f32_saturates_exactly_and_is_identity_near_zero():
+    """The rational tanh reaches exactly +-1 where float32 tanh does, never
+    exceeds it just below, is odd, and returns x itself where tanh(x) rounds
+    to x."""
+    t = np.float32
+    sat = M._TANH_SAT32
+    below = np.array([sat], t)
+    for _ in range(2000):                       # the last 2000 floats before saturation
+        below = np.append(below, np.nextafter(below[-1], t(0)))
+    top = np.linspace(7.0, float(sat), 300_001).astype(t)       # where rounding could pass 1
+    x = np.concatenate([below, top, [sat, t(9.5), t(1e4)]]).astype(t)
+    y = run("tanh", "float32", x)
+    assert y[0] == 1.0 and (y[-3:] == 1.0).all()
+    assert (y <= 1.0).all()
+    assert (run("tanh", "float32", -x) == -y).all()
+    # np.tanh agrees: sat is the first float32 whose tanh rounds to 1
+    assert t(np.tanh(np.float64(sat))) == 1.0 > t(np.tanh(np.float64(below[1])))
+    tiny = (10.0 ** np.linspace(-38, -4, 5000)).astype(t)
+    assert (run("tanh", "float32", tiny) == tiny).all()
+    assert (run("tanh", "float32", -tiny) == -tiny).all()
+
+
 # --------------------------------------------------------------------------
 # pow special cases: numpy (C99) rules
 
