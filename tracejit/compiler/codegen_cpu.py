@@ -332,6 +332,15 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
                 body += elem(ind * 4, "i")
                 body.append(f"{ind*4}bacc += {rvar}")
                 body.append(f"{ind*3}acc += np.float64(bacc)")
+            elif not parallel:
+                # The serial twin (small sizes) keeps one accumulator: no partials array
+                # to allocate, and it compiles in half the time of the chunked form
+                # (0.21 s against 0.45 s: it is most of a cold first call of a small loss).
+                body.append(f"{ind}acc = {init}")
+                body.append(f"{ind}for i in range(n):")
+                body += elem(ind * 2, "i")
+                body.append(f"{ind*2}{_combine(combine, 'acc', rvar, acc_dt)}")
+                body.append(f"{ind}red[0] = {_cast_back('acc', red.out.aval.dtype.name)}")
             else:
                 body.append(f"{ind}nchunk = min(64, max(1, n // 4096))")
                 body.append(f"{ind}partial = np.empty(nchunk, np.{acc_dt})")
@@ -342,11 +351,12 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
                 body.append(f"{ind*2}for i in range(lo, hi):")
                 body += elem(ind * 3, "i")
                 body.append(f"{ind*3}{_combine(combine, 'acc', rvar, acc_dt)}")
-            body.append(f"{ind*2}partial[c] = acc")
-            body.append(f"{ind}total = {init}")
-            body.append(f"{ind}for c in range(nchunk):")
-            body.append(f"{ind*2}{_combine(combine, 'total', 'partial[c]', acc_dt)}")
-            body.append(f"{ind}red[0] = {_cast_back('total', red.out.aval.dtype.name)}")
+            if parallel:
+                body.append(f"{ind*2}partial[c] = acc")
+                body.append(f"{ind}total = {init}")
+                body.append(f"{ind}for c in range(nchunk):")
+                body.append(f"{ind*2}{_combine(combine, 'total', 'partial[c]', acc_dt)}")
+                body.append(f"{ind}red[0] = {_cast_back('total', red.out.aval.dtype.name)}")
     else:
         rdims = ()
         if red is not None:
