@@ -1,0 +1,45 @@
+"""tracejit.threads: the OpenMP spin setting made at import, and when it is left alone."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libgomp is Linux-only")
+
+_PROBE = ("import os, tracejit\n"
+          "from tracejit.threads import omp_spin_tuned\n"
+          "print(omp_spin_tuned(), os.environ.get('GOMP_SPINCOUNT'))\n")
+
+
+def _probe(env_extra, drop=(), code=_PROBE):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "TRACEJIT_THREAD_TUNING") + drop}
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120, check=True).stdout.split()
+
+
+def test_set_at_import():
+    assert _probe({}) == ["True", "1000"]
+
+
+def test_user_settings_win():
+    assert _probe({"GOMP_SPINCOUNT": "42"}) == ["False", "42"]
+    assert _probe({"OMP_WAIT_POLICY": "active"}) == ["False", "None"]
+
+
+def test_opt_out():
+    assert _probe({"TRACEJIT_THREAD_TUNING": "0"}) == ["False", "None"]
+
+
+def test_too_late_when_libgomp_is_already_loaded():
+    import ctypes.util
+    name = ctypes.util.find_library("gomp")
+    if name is None:
+        pytest.skip("no libgomp on this machine")
+    code = "import ctypes; ctypes.CDLL(%r)\n" % name + _PROBE
+    assert _probe({}, code=code) == ["False", "None"]
+
