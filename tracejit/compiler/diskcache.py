@@ -332,10 +332,24 @@ def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.Modul
     return module
 
 
+def _mkdir_private(path: Path) -> None:
+    """Create `path` and any missing parents with mode 0o700 (``mkdir(parents=True)``
+    gives the parents the umask's mode, e.g. 0o755)."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for p in reversed(missing):
+        try:
+            p.mkdir(mode=0o700)
+        except FileExistsError:    # made meanwhile by a concurrent writer
+            pass
+
+
 def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.ModuleType:
     """Compile `source` into a new entry.  OSError before the module exists means
     the cache cannot be written; errors of the source itself propagate."""
-    entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _mkdir_private(entry.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f"{key}.tmp-{os.getpid()}-", dir=entry.parent))  # mode 0o700
     try:
         (tmp / _SOURCE_NAME).write_text(source, encoding="utf-8")
