@@ -58,6 +58,11 @@ class CompileError(TracejitError):
     """Lowering or compiling a fused group failed."""
 
 
+class KernelError(TracejitError):
+    """A compiled kernel raised while running; the message names its fused group and the
+    user's source lines, and the kernel's own exception is the ``__cause__``."""
+
+
 class CheckMismatchError(TracejitError):
     """Check mode found a compiled result that differs from eager."""
 

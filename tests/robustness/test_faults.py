@@ -22,7 +22,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.compiler import diskcache
-from tracejit.errors import CompileError
+from tracejit.errors import CompileError, KernelError, ShapeError
 from tracejit.ops.registry import REGISTRY
 from tracejit.testing import assert_same, kernel_cache_at
 
@@ -248,15 +248,36 @@ def test_kernel_that_raises_leaves_the_function_usable(cache, monkeypatch):
     assert cf.cache_stats()["entries"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="plan.py calls kernels bare: a runtime error inside a kernel "
-                                       "surfaces as numba's ValueError without the fused group/lines "
-                                       "(reported to the lead)")
 def test_kernel_that_raises_names_the_group(cache, monkeypatch):
     monkeypatch.setattr(REGISTRY["tanh"], "scalar", _negative_trap)
     cf = tj.trace(tanh_program)
     bad = tj.tensor(np.linspace(-1, 1, 6, dtype=np.float32))
-    with pytest.raises(Exception, match=r"fused group \d+.*test_faults.py:\d+"):
+    first = tanh_program.__code__.co_firstlineno
+    lines = ", ".join(f"test_faults.py:{first + k}" for k in (1, 2, 3))
+    with pytest.raises(KernelError, match=re.escape(
+            f"the kernel of fused group 0 (mul, tanh, add) from {lines} raised ValueError: "
+            "negative dimensions not allowed")) as info:
         cf(bad)
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_kernel_that_raises_in_backward_names_the_group(cache, monkeypatch):
+    # tanh's VJP multiplies by 1 - y*y: trap the backward's mul on a negative cotangent.
+    def trap(e, a, b):
+        return f"(({a}) * ({b}) if ({a}) >= 0 and ({b}) >= 0 else np.float32(np.empty(-1)[0]))"
+    monkeypatch.setattr(REGISTRY["mul"], "scalar", trap)
+    x = tj.tensor(np.linspace(0.1, 1, 6, dtype=np.float32), requires_grad=True)
+    y = tj.trace(lambda a: tj.tanh(a * 3.0))(x)       # the forward only meets positive values
+    with pytest.raises(KernelError, match=r"the kernel of fused group \d+ \(.*mul.*\) from "
+                                          r"test_faults.py:\d+ raised ValueError"):
+        y.backward(tj.tensor(-np.ones(6, np.float32)))
+
+
+def test_errors_not_from_kernels_pass_through_unchanged(cache):
+    # A shape error found while capturing is the user's own error, not a kernel's.
+    with pytest.raises(ShapeError) as info:
+        tj.trace(lambda a, b: a + b)(tj.ones(2, 3), tj.ones(4))
+    assert not isinstance(info.value, KernelError) and info.value.__cause__ is None
 
 
 # --------------------------------------------------------------------------- interrupts

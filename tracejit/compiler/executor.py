@@ -21,6 +21,7 @@ from ..jit.ir import Graph, Var
 from ..jit.passes import optimize
 from ..tensor import Tensor
 from .autodiff import joint, loss_joint, split
+from .kernel_errors import kernel_error
 from .plan import Plan
 
 __all__ = ["CompiledProgram"]
@@ -299,7 +300,13 @@ class CompiledProgram:
             else:
                 g_arrays.append(g._data)
         arrays = self._arrays(inputs)
-        res = bwd.fn(*arrays, *saved, *g_arrays)
+        try:
+            res = bwd.fn(*arrays, *saved, *g_arrays)
+        except Exception as exc:
+            err = kernel_error(exc)
+            if err is None:
+                raise
+            raise err from exc
         return [Tensor._wrap(r, self.graph.inputs[i].aval.dtype) for r, i in zip(res, self._diff_of(inputs))]
 
     def _scale_loss_grads(self, inputs, saved, g, retain_graph):

@@ -21,6 +21,7 @@ from ..shapes import Sym, contains_sym
 from . import diskcache
 from .codegen_cpu import generate
 from .fusion import Group, partition
+from .kernel_errors import group_label, register_plan_lines
 
 __all__ = ["Plan", "graph_backend"]
 
@@ -205,9 +206,14 @@ class Plan:
                 last[x] = idx
         outs = set(a for a in g.outputs if isinstance(a, Var))
         input_set = set(g.inputs)
+        group_lines: dict = {}
         for idx, it in enumerate(self.items):
             if isinstance(it, Group):
+                first = len(lines) + 1                 # 1-based line numbers of the source
                 lines += self._emit_group(it, nm, consts, input_set)
+                ops, locs = group_label(it)
+                label = f"fused group {it.gid} ({', '.join(ops)}) from {', '.join(locs) or '?'}"
+                group_lines.update(dict.fromkeys(range(first, len(lines) + 1), label))
             else:
                 lines += self._emit_eqn(it, atom, nm, consts)
             dead = [x for x, li in last.items() if li == idx and x not in outs and x not in input_set]
@@ -219,6 +225,7 @@ class Plan:
         self.source = src
         fname = f"<tracejit-plan-{self.name}-{next(_ids)}>"
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+        register_plan_lines(self, fname, group_lines)
         exec(compile(src, fname, "exec"), consts)
         return consts["plan"]
 
@@ -356,10 +363,7 @@ class Plan:
         out = []
         for it in self.items:
             if isinstance(it, Group):
-                locs = sorted({f"{os.path.basename(e.loc[0])}:{e.loc[1]}" for e in it.eqns if e.loc})
-                ops = [e.prim.name for e in it.eqns]
-                if it.reduction is not None:
-                    ops.append(f"{it.reduction.prim.name} (epilogue)")
+                ops, locs = group_label(it)
                 out.append(f"group {it.gid}: {', '.join(ops)}  [{', '.join(locs)}]  "
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
             else:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
+from ..compiler.kernel_errors import kernel_error
 from ..errors import ScriptError, TraceError
 from ..ops import registry as _reg
 from ..shapes import Sym
@@ -183,15 +184,21 @@ class CompiledFunction:
         return tuple(args), kwargs
 
     def __call__(self, *args, **kwargs):
-        # The hot path: positional arguments, no special mode, a guard hit.
-        if not kwargs and len(args) == self._nparams and self._hot_ok \
-                and _reg.trace_state.tracer is None and plain_call():
-            gm = _gm._state.enabled
-            for e in self._flat_entries:
-                r = e.hit(args, gm)
-                if r is not MISS:
-                    return r
-        return self._call_slow(args, kwargs)
+        try:   # free when nothing is raised (Python 3.11+)
+            # The hot path: positional arguments, no special mode, a guard hit.
+            if not kwargs and len(args) == self._nparams and self._hot_ok \
+                    and _reg.trace_state.tracer is None and plain_call():
+                gm = _gm._state.enabled
+                for e in self._flat_entries:
+                    r = e.hit(args, gm)
+                    if r is not MISS:
+                        return r
+            return self._call_slow(args, kwargs)
+        except Exception as exc:
+            err = kernel_error(exc)
+            if err is None:
+                raise
+            raise err from exc
 
     def _call_slow(self, args, kwargs):
         if self._eager or config.is_eager():

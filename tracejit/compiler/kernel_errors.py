@@ -1,0 +1,50 @@
+"""Naming the fused group behind an exception raised inside a compiled kernel.
+
+Each plan registers, for its generated pseudo-file, which fused group every line of its
+source runs. When a kernel raises (numba turns e.g. a negative ``np.empty`` size into a
+``ValueError``), `kernel_error` walks the traceback to the innermost plan frame and builds a
+`KernelError` naming that group, its ops and the user's source lines. Imports nothing
+heavy: the capture path (no numba yet) uses it.
+"""
+from __future__ import annotations
+
+import os
+import weakref
+
+from ..errors import KernelError
+
+__all__ = ["group_label", "register_plan_lines", "kernel_error"]
+
+_GROUP_LINES: dict = {}   # plan pseudo-file name -> {line number: group label}
+
+
+def group_label(grp) -> tuple:
+    """(ops, source locations) of a fused group, for explain and for errors."""
+    locs = sorted({f"{os.path.basename(e.loc[0])}:{e.loc[1]}" for e in grp.eqns if e.loc})
+    ops = [e.prim.name for e in grp.eqns]
+    if grp.reduction is not None:
+        ops.append(f"{grp.reduction.prim.name} (epilogue)")
+    return ops, locs
+
+
+def register_plan_lines(owner, fname: str, lines: dict) -> None:
+    """Remember `lines` ({line: label}) for the plan source `fname` while `owner` lives."""
+    _GROUP_LINES[fname] = lines
+    weakref.finalize(owner, _GROUP_LINES.pop, fname, None)
+
+
+def kernel_error(exc: BaseException) -> KernelError | None:
+    """A `KernelError` naming the fused group whose kernel raised `exc`, or None when `exc`
+    did not come from a kernel call of a plan (or already is one)."""
+    if isinstance(exc, KernelError) or not isinstance(exc, Exception):
+        return None
+    label = None
+    tb = exc.__traceback__
+    while tb is not None:                      # the innermost plan frame wins
+        lines = _GROUP_LINES.get(tb.tb_frame.f_code.co_filename)
+        if lines is not None:
+            label = lines.get(tb.tb_lineno, label)
+        tb = tb.tb_next
+    if label is None:
+        return None
+    return KernelError(f"the kernel of {label} raised {type(exc).__name__}: {exc}")
