@@ -1,0 +1,89 @@
+"""The CPU code generator's loop shapes, seen through compiled functions: which form a
+group gets, and that each form computes what eager does.
+
+Values are compared with `assert_compiled_matches` (eager, compiled, IR interpreter,
+gradients included); the forms are asserted on the kernel sources `explain` shows.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.testing import assert_compiled_matches, kernel_cache_at
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+def _t(*shape, seed=0, grad=False):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return tj.tensor(a, requires_grad=grad)
+
+
+def bias_grad_like(x, s, b):
+    # (N, C) work with a per-row and a per-column operand, summed over the batch
+    return ((x * s + b) ** 2).sum(dim=0)
+
+
+# (N, C): C below, at and above the 256-column block, not a multiple of it; N*C above and
+# below the parallel threshold (the serial twin has the same loops)
+@pytest.mark.parametrize("n,c", [(5, 3), (7, 300), (64, 256), (40, 1000)])
+def test_sum_over_leading_dim_matches_eager_and_uses_column_blocks(n, c):
+    x, s, b = _t(n, c, grad=True), _t(n, 1, seed=1, grad=True), _t(c, seed=2, grad=True)
+    cf = assert_compiled_matches(bias_grad_like, x, s, b)
+    src = str(cf.explain(x, s, b))
+    # the serial twin (small sizes) has the same loops with range for prange
+    assert re.search(r"for cb in p?range\(nblk\):", src) and "accb = np.full(n, " in src
+    assert "o0 = out0[i0, lo:hi]" in src       # rows sliced, inner loop from 0
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "amin", "mean"])
+def test_reductions_over_several_leading_dims(op):
+    x, b = _t(3, 4, 513, grad=op != "amax" and op != "amin"), _t(513, seed=1)
+
+    def f(x, b):
+        y = tj.tanh(x + b)
+        return getattr(y, op)(dim=(0, 1)) if op != "mean" else y.mean(dim=(0, 1))
+    cf = assert_compiled_matches(f, x, b)
+    assert re.search(r"for cb in p?range\(nblk\):", str(cf.explain(x, b)))
+
+
+def test_nan_and_inf_reach_their_column_only():
+    x = np.random.default_rng(0).standard_normal((50, 600)).astype(np.float32)
+    x[7, 3] = np.nan
+    x[9, 500] = np.inf
+    t = tj.tensor(x)
+    f = tj.trace(lambda a: (a * 2.0).amax(dim=0))
+    g = tj.trace(lambda a: (a * 2.0).sum(dim=0))
+    mx, sm = f(t).numpy(), g(t).numpy()
+    assert np.isnan(mx[3]) and mx[500] == np.inf and np.isnan(sm[3]) and sm[500] == np.inf
+    others = np.ones(600, bool)
+    others[[3, 500]] = False
+    np.testing.assert_allclose(mx[others], (x * 2).max(axis=0)[others], rtol=1e-6)
+    np.testing.assert_allclose(sm[others], (x * 2).astype(np.float64).sum(axis=0)[others],
+                               rtol=1e-5, atol=1e-4)
+
+
+def test_contiguous_broadcast_operands_are_typed_contiguous_strided_ones_are_not():
+    x, s = _t(64, 512), _t(64, 1, seed=1)
+    wide = _t(1024, seed=2)
+    f = tj.trace(lambda x, s, b: tj.tanh(x * s + b))
+    contiguous = f(x, s, tj.tensor(wide.numpy()[:512].copy()))
+    src = str(f.explain(x, s, tj.tensor(wide.numpy()[:512].copy())))
+    # the (512,) bias and the (64, 1) scale are 'C' (vectorizable), not 'A'
+    assert "Array(float32, 1, 'C', readonly=True)" in src
+    assert "'A'" not in src
+    strided = wide[::2]                                      # a (512,) view, stride 8 bytes
+    assert not strided.numpy().flags.c_contiguous
+    out = f(x, s, strided)
+    want = np.tanh(x.numpy() * s.numpy() + wide.numpy()[::2])
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-6, atol=1e-6)
+    assert "'A'" in str(f.explain(x, s, strided))     # a strided variant was compiled
+    np.testing.assert_allclose(contiguous.numpy(), np.tanh(x.numpy() * s.numpy() + wide.numpy()[:512]),
+                               rtol=1e-6, atol=1e-6)
