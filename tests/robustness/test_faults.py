@@ -359,3 +359,20 @@ def test_threads_calling_one_function_with_different_shapes(cache):
     diskcache.clear_memory_cache()
     _check(tj.trace(softsign_sum), n=4)
     assert diskcache.stats()["compiles"] == 0 and diskcache.stats()["corrupt_entries"] == 0
+
+
+def test_compile_error_of_a_lazily_compiled_variant_stays_a_compile_error(cache, monkeypatch):
+    # The parallel variant is compiled inside the plan, on the first call large enough: its
+    # CompileError (which names the group itself) is not re-wrapped as a KernelError.
+    from tracejit.compiler import plan as plan_mod
+    real_get = plan_mod._Kernel.get
+
+    def get(self, layouts, parallel=False):
+        if parallel:
+            raise CompileError("fused group 0 (test): the parallel variant failed")
+        return real_get(self, layouts, parallel)
+    monkeypatch.setattr(plan_mod._Kernel, "get", get)
+    big = tj.tensor(np.linspace(-1, 1, plan_mod.PARALLEL_MIN + 1, dtype=np.float32))
+    with pytest.raises(CompileError, match="the parallel variant failed") as info:
+        tj.trace(tanh_program)(big)
+    assert not isinstance(info.value, KernelError)

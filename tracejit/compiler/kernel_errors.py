@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import weakref
 
-from ..errors import KernelError
+from ..errors import KernelError, TracejitError
 
 __all__ = ["group_label", "register_plan_lines", "kernel_error"]
 
@@ -35,8 +35,9 @@ def register_plan_lines(owner, fname: str, lines: dict) -> None:
 
 def kernel_error(exc: BaseException) -> KernelError | None:
     """A `KernelError` naming the fused group whose kernel raised `exc`, or None when `exc`
-    did not come from a kernel call of a plan (or already is one)."""
-    if isinstance(exc, KernelError) or not isinstance(exc, Exception):
+    did not come from a kernel call of a plan, or is tracejit's own error (a
+    `CompileError` of a variant compiled on first use already names its group)."""
+    if isinstance(exc, TracejitError) or not isinstance(exc, Exception):
         return None
     label = None
     tb = exc.__traceback__
