@@ -54,6 +54,16 @@ def test_reductions_over_several_leading_dims(op):
     assert re.search(r"for cb in p?range\(nblk\):", str(cf.explain(x, b)))
 
 
+@pytest.mark.parametrize("op", ["any", "all"])
+def test_bool_reductions_over_the_leading_dim(op):
+    x = _t(40, 300)
+    f = tj.trace(lambda a: getattr(a > 0.5, op)(dim=0))
+    got = f(x).numpy()
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, getattr(x.numpy() > 0.5, op)(axis=0))
+    assert "accb = np.full(n, " in str(f.explain(x))
+
+
 def test_nan_and_inf_reach_their_column_only():
     x = np.random.default_rng(0).standard_normal((50, 600)).astype(np.float32)
     x[7, 3] = np.nan

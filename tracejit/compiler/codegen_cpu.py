@@ -35,6 +35,11 @@ NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int
               "bool": "boolean", "int8": "int8", "uint8": "uint8"}
 _NP_NAME = {"bool": "bool_"}
 
+def _np_type(dt: str) -> str:
+    """Source naming numpy's scalar type for dtype name `dt` (``np.float32``, ``np.bool_``)."""
+    return f"np.{_NP_NAME.get(dt, dt)}"
+
+
 # Deeper iteration spaces are walked by one flat loop with index division instead of a
 # loop per dim (Python allows at most 20 nested blocks; numpy arrays have up to 64 dims).
 MAX_NESTED_RANK = 12
@@ -61,7 +66,7 @@ class Emitter:
 
     def _type(self, dt: str) -> str:
         """Source for the scalar type `dt` (a callable that makes a typed value)."""
-        return f"np.{_NP_NAME.get(dt, dt)}"
+        return _np_type(dt)
 
     def const(self, v, dtype: str | None = None) -> str:
         dt = dtype or self.dtype
@@ -311,8 +316,17 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
             rvar = names[red.inputs[0]] if red.inputs[0] in names else None
             em = Emitter(acc_dt)
             init = _init(combine, acc_dt, em)
-            if combine == "add" and acc_dt == "float64" and red.inputs[0].aval.dtype.name == "float32" \
-                    and vector_red:
+            out_dt = red.out.aval.dtype.name
+            if not parallel:
+                # The serial twin (small sizes) keeps one accumulator: no partials array
+                # to allocate, and it compiles in half the time of the chunked form
+                # (0.21 s against 0.45 s: it is most of a cold first call of a small loss).
+                body.append(f"{ind}acc = {init}")
+                body.append(f"{ind}for i in range(n):")
+                body += elem(ind * 2, "i")
+                body.append(f"{ind*2}{_combine(combine, 'acc', rvar, acc_dt)}")
+                body.append(f"{ind}red[0] = {_cast_back('acc', out_dt)}")
+            elif combine == "add" and acc_dt == "float64" and red.inputs[0].aval.dtype.name == "float32":
                 # Sum float32 in blocks of _SUM_BLOCK in float32 (the vector lanes of the
                 # inner loop), then the blocks in float64: converting every element to
                 # float64 halves the vector width and made the GELU loss 2.5x slower than
@@ -322,7 +336,7 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
                 B = _SUM_BLOCK
                 body.append(f"{ind}nb = (n + {B - 1}) // {B}")
                 body.append(f"{ind}nchunk = min(64, max(1, nb // 16))")
-                body.append(f"{ind}partial = np.empty(nchunk, np.{acc_dt})")
+                body.append(f"{ind}partial = np.empty(nchunk, {_np_type(acc_dt)})")
                 body.append(f"{ind}for c in prange(nchunk):")
                 body.append(f"{ind*2}acc = {init}")
                 body.append(f"{ind*2}for b in range(c * nb // nchunk, (c + 1) * nb // nchunk):")
@@ -333,18 +347,11 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
                 body += elem(ind * 4, "i")
                 body.append(f"{ind*4}bacc += {rvar}")
                 body.append(f"{ind*3}acc += np.float64(bacc)")
-            elif not parallel:
-                # The serial twin (small sizes) keeps one accumulator: no partials array
-                # to allocate, and it compiles in half the time of the chunked form
-                # (0.21 s against 0.45 s: it is most of a cold first call of a small loss).
-                body.append(f"{ind}acc = {init}")
-                body.append(f"{ind}for i in range(n):")
-                body += elem(ind * 2, "i")
-                body.append(f"{ind*2}{_combine(combine, 'acc', rvar, acc_dt)}")
-                body.append(f"{ind}red[0] = {_cast_back('acc', red.out.aval.dtype.name)}")
+                body.append(f"{ind*2}partial[c] = acc")
+                body += _fold_partials("nchunk", combine, acc_dt, init, out_dt)
             else:
                 body.append(f"{ind}nchunk = min(64, max(1, n // 4096))")
-                body.append(f"{ind}partial = np.empty(nchunk, np.{acc_dt})")
+                body.append(f"{ind}partial = np.empty(nchunk, {_np_type(acc_dt)})")
                 body.append(f"{ind}for c in prange(nchunk):")
                 body.append(f"{ind*2}lo = c * n // nchunk")
                 body.append(f"{ind*2}hi = (c + 1) * n // nchunk")
@@ -352,12 +359,8 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
                 body.append(f"{ind*2}for i in range(lo, hi):")
                 body += elem(ind * 3, "i")
                 body.append(f"{ind*3}{_combine(combine, 'acc', rvar, acc_dt)}")
-            if parallel:
                 body.append(f"{ind*2}partial[c] = acc")
-                body.append(f"{ind}total = {init}")
-                body.append(f"{ind}for c in range(nchunk):")
-                body.append(f"{ind*2}{_combine(combine, 'total', 'partial[c]', acc_dt)}")
-                body.append(f"{ind}red[0] = {_cast_back('total', red.out.aval.dtype.name)}")
+                body += _fold_partials("nchunk", combine, acc_dt, init, out_dt)
     else:
         rdims = ()
         if red is not None:
@@ -365,7 +368,8 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
         kept = [d for d in range(rank) if d not in rdims]
         order = kept + list(rdims)
 
-        def idx_for(v, ivars):
+        def idx_parts(v, ivars):
+            """Per-dim index expressions of operand `v`: 0 on its broadcast dims."""
             r = len(v.aval.shape)
             parts = []
             for j, dsz in enumerate(v.aval.shape):
@@ -374,7 +378,10 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
                     parts.append("0")
                 else:
                     parts.append(ivars[it])
-            return ", ".join(parts) if parts else "0"
+            return parts
+
+        def idx_for(v, ivars):
+            return ", ".join(idx_parts(v, ivars)) or "0"
         ivars = [f"i{d}" for d in range(rank)]
         inner: list = []
         for k, v in enumerate(inputs):
@@ -400,9 +407,8 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
             em = Emitter(acc_dt)
             init = _init(combine, acc_dt, em)
             rvar = names[red.inputs[0]]
-            if kept == [rank - 1] and acc_dt != "bool":
-                loads = {k: idx_for(v, ivars).split(", ") for k, v in enumerate(inputs)
-                         if layouts[k] != "scalar"}
+            if kept == [rank - 1]:
+                loads = {k: idx_parts(v, ivars) for k, v in enumerate(inputs) if layouts[k] != "scalar"}
                 body += _leading_reduction(rank, loads, comp, len(mats), [names[v] for v in mats],
                                            combine, acc_dt, init, rvar, red.out.aval.dtype.name)
             elif kept:
@@ -423,7 +429,7 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
             else:
                 # Full reduction over strided operands: partials per first-dim index.
                 first, rest = rdims[0], rdims[1:]
-                body.append(f"{ind}partial = np.empty(d{first}, np.{acc_dt})")
+                body.append(f"{ind}partial = np.empty(d{first}, {_np_type(acc_dt)})")
                 body.append(f"{ind}for i{first} in prange(d{first}):")
                 body.append(f"{ind*2}acc = {init}")
                 depth = 2
@@ -433,10 +439,7 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
                 body += [ind * depth + s for s in inner]
                 body.append(f"{ind * depth}{_combine(combine, 'acc', rvar, acc_dt)}")
                 body.append(f"{ind*2}partial[i{first}] = acc")
-                body.append(f"{ind}total = {init}")
-                body.append(f"{ind}for c in range(d{first}):")
-                body.append(f"{ind*2}{_combine(combine, 'total', 'partial[c]', acc_dt)}")
-                body.append(f"{ind}red[0] = {_cast_back('total', red.out.aval.dtype.name)}")
+                body += _fold_partials(f"d{first}", combine, acc_dt, init, red.out.aval.dtype.name)
     doc = [f'    """fused group {group.gid}: ' + ", ".join(e.prim.name for e in group.eqns)
            + (f" -> {red.prim.name}" if red is not None else "") + f' ({mode})"""']
     src_lines = ["# generated by tracejit (CPU backend); sizes are arguments, never constants",
@@ -472,7 +475,7 @@ def _leading_reduction(rank, loads, comp, n_out, out_vals, combine, acc_dt, init
             f"{ind * 2}lo = cb * 256",
             f"{ind * 2}hi = min(lo + 256, d{last})",
             f"{ind * 2}n = hi - lo",
-            f"{ind * 2}accb = np.full(n, {init}, np.{_NP_NAME.get(acc_dt, acc_dt)})"]
+            f"{ind * 2}accb = np.full(n, {init}, {_np_type(acc_dt)})"]
     # Operands that do not depend on the row loops are sliced once per block.
     per_block, per_row, per_elem = [], [], []
     for k, parts in loads.items():
@@ -550,7 +553,7 @@ def _decomposed_loops(rank: int, rdims, inner: list, red, names) -> list:
         body.append(f"{ind * 2}red[{out_idx}] = {_cast_back('acc', red.out.aval.dtype.name)}")
         return body
     body.append(f"{ind}nchunk = min(64, max(1, nr // 4096))")
-    body.append(f"{ind}partial = np.empty(nchunk, np.{acc_dt})")
+    body.append(f"{ind}partial = np.empty(nchunk, {_np_type(acc_dt)})")
     body.append(f"{ind}for c in prange(nchunk):")
     body.append(f"{ind * 2}acc = {init}")
     body.append(f"{ind * 2}for fr in range(c * nr // nchunk, (c + 1) * nr // nchunk):")
@@ -558,14 +561,20 @@ def _decomposed_loops(rank: int, rdims, inner: list, red, names) -> list:
     body += [ind * 3 + s for s in inner]
     body.append(f"{ind * 3}{_combine(combine, 'acc', rvar, acc_dt)}")
     body.append(f"{ind * 2}partial[c] = acc")
-    body.append(f"{ind}total = {init}")
-    body.append(f"{ind}for c in range(nchunk):")
-    body.append(f"{ind * 2}{_combine(combine, 'total', 'partial[c]', acc_dt)}")
-    body.append(f"{ind}red[0] = {_cast_back('total', red.out.aval.dtype.name)}")
-    return body
+    return body + _fold_partials("nchunk", combine, acc_dt, init, red.out.aval.dtype.name)
+
+
+def _fold_partials(count: str, combine: str, acc_dt: str, init: str, out_dt: str) -> list:
+    """The end of a chunked full reduction: fold the `count` per-chunk results in
+    ``partial`` into ``red[0]``."""
+    ind = "    "
+    return [f"{ind}total = {init}",
+            f"{ind}for c in range({count}):",
+            f"{ind * 2}{_combine(combine, 'total', 'partial[c]', acc_dt)}",
+            f"{ind}red[0] = {_cast_back('total', out_dt)}"]
 
 
 def _cast_back(x: str, dtype: str) -> str:
     if dtype == "bool":
         return f"({x} != 0)"
-    return f"np.{_NP_NAME.get(dtype, dtype)}({x})"
+    return f"{_np_type(dtype)}({x})"

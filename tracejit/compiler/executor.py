@@ -8,7 +8,6 @@ first use, so an entry that never needs gradients never compiles a backward.
 from __future__ import annotations
 
 import logging
-import operator
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from ..jit.ir import Graph, Var
 from ..jit.passes import optimize
 from ..tensor import Tensor
 from .autodiff import joint, loss_joint, split
-from .kernel_errors import kernel_error
+from .kernel_errors import raise_kernel_error
 from .plan import Plan
 
 __all__ = ["CompiledProgram"]
@@ -115,7 +114,6 @@ class CompiledProgram:
         self._scalar_inputs = any(v.aval.weak for v in graph.inputs)
         self._diff_cached = None
         self._loss_k: dict = {}  # diff_idx -> the loss output whose gradients the forward computes
-        self._fast1 = None
         self._active_outs: dict = {}
         self._simple_out = not self._identity
         self._out_types = [(a.aval.dtype, a.aval.device) for a in graph.outputs]
@@ -218,24 +216,6 @@ class CompiledProgram:
         return [x._data if isinstance(x, Tensor) else xp.asarray(x, dtype=v.aval.dtype.np)
                 for x, v in zip(ins, self.graph.inputs)]
 
-    def run1(self, ins):
-        """A call with exactly one output, returned bare (the common case, kept shortest)."""
-        fast = self._fast1
-        if fast is not None:
-            return fast(ins)
-        out = self(ins)[0]
-        if self._diff_cached == () and not self._scalar_inputs and self._simple_out \
-                and len(self.graph.outputs) == 1:
-            fn = self._infer.fn
-            (d, dev), = self._out_types
-            wrap = Tensor._wrap
-            get = operator.attrgetter("_data")
-
-            def fast(ins):
-                return wrap(fn(*map(get, ins))[0], d, dev)
-            self._fast1 = fast
-        return out
-
     def __call__(self, ins) -> list:
         # The hot path of a cache hit. The entry's guard pins grad mode and each input's
         # requires_grad, so whether this program runs with gradients is decided once.
@@ -288,7 +268,7 @@ class CompiledProgram:
         diff_idx = self._diff_of(inputs)
         fwd, bwd, n_saved = self.train_plans(diff_idx)
         if bwd is None:
-            return self._scale_loss_grads(inputs, saved, grads[self._loss_k[diff_idx]], retain_graph)
+            return self._scale_loss_grads(diff_idx, saved, grads[self._loss_k[diff_idx]], retain_graph)
         g_arrays = []
         for g, a in zip(grads, self.graph.outputs):
             if g is None:
@@ -303,18 +283,16 @@ class CompiledProgram:
         try:
             res = bwd.fn(*arrays, *saved, *g_arrays)
         except Exception as exc:
-            err = kernel_error(exc)
-            if err is None:
-                raise
-            raise err from exc
-        return [Tensor._wrap(r, self.graph.inputs[i].aval.dtype) for r, i in zip(res, self._diff_of(inputs))]
+            raise_kernel_error(exc)
+            raise
+        return [Tensor._wrap(r, self.graph.inputs[i].aval.dtype) for r, i in zip(res, diff_idx)]
 
-    def _scale_loss_grads(self, inputs, saved, g, retain_graph):
+    def _scale_loss_grads(self, diff_idx, saved, g, retain_graph):
         """Gradients for cotangent `g` from the ones the forward computed for 1."""
         c = g._data
         unit = bool(c == 1)
         out = []
-        for a, i in zip(saved, self._diff_of(inputs)):
+        for a, i in zip(saved, diff_idx):
             if unit:
                 # Handed over when this is the last backward (the grad may then take the
                 # memory); a retained graph keeps its own copy for the next one.

@@ -161,14 +161,11 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
     # Second pass: elementwise groups join a reduction group of the same shape they share
     # data with, unless they read its result. Only groups without a reduction move, so
     # no epilogue is ever lost to this; the same cycle test as above keeps it acyclic.
-    live = []
-    for it in order:
-        if isinstance(it, Group) and find(it) not in live:
-            live.append(find(it))
+    live = list({find(it).gid: find(it) for it in order if isinstance(it, Group)}.values())
     for gm in [g for g in live if g.reduction is None]:
-        mine = {a for a in ext_in[gm.gid]}
+        mine = set(ext_in[gm.gid])
         for gr in live:
-            if gr.reduction is None or gr.gid in merged_into or gr.shape != gm.shape:
+            if gr.reduction is None or gr.shape != gm.shape:
                 continue
             if gr.reduction.out in mine:
                 continue

@@ -13,18 +13,25 @@ import weakref
 
 from ..errors import KernelError, TracejitError
 
-__all__ = ["group_label", "register_plan_lines", "kernel_error"]
+__all__ = ["group_parts", "group_label", "register_plan_lines", "kernel_error",
+           "raise_kernel_error"]
 
 _GROUP_LINES: dict = {}   # plan pseudo-file name -> {line number: group label}
 
 
-def group_label(grp) -> tuple:
+def group_parts(grp) -> tuple:
     """(ops, source locations) of a fused group, for explain and for errors."""
     locs = sorted({f"{os.path.basename(e.loc[0])}:{e.loc[1]}" for e in grp.eqns if e.loc})
     ops = [e.prim.name for e in grp.eqns]
     if grp.reduction is not None:
         ops.append(f"{grp.reduction.prim.name} (epilogue)")
     return ops, locs
+
+
+def group_label(grp) -> str:
+    """``fused group 3 (mul, tanh, sum (epilogue)) from model.py:9, model.py:10``."""
+    ops, locs = group_parts(grp)
+    return f"fused group {grp.gid} ({', '.join(ops)}) from {', '.join(locs) or 'unknown lines'}"
 
 
 def register_plan_lines(owner, fname: str, lines: dict) -> None:
@@ -49,3 +56,12 @@ def kernel_error(exc: BaseException) -> KernelError | None:
     if label is None:
         return None
     return KernelError(f"the kernel of {label} raised {type(exc).__name__}: {exc}")
+
+
+def raise_kernel_error(exc: BaseException) -> None:
+    """Raise `kernel_error(exc)` from `exc` when there is one; otherwise return, and the
+    caller re-raises `exc` itself (``except Exception as exc: raise_kernel_error(exc);
+    raise``)."""
+    err = kernel_error(exc)
+    if err is not None:
+        raise err from exc

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import linecache
 import logging
-import os
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from ..shapes import Sym, contains_sym
 from . import diskcache
 from .codegen_cpu import generate
 from .fusion import Group, partition
-from .kernel_errors import group_label, register_plan_lines
+from .kernel_errors import group_label, group_parts, register_plan_lines
 
 __all__ = ["Plan", "graph_backend"]
 
@@ -141,11 +140,8 @@ class _Kernel:
 
 
     def _error(self, e, spec) -> CompileError:
-        locs = sorted({f"{os.path.basename(q.loc[0])}:{q.loc[1]}" for q in self.group.eqns if q.loc})
-        return CompileError(
-            f"compiling fused group {self.group.gid} ({', '.join(q.prim.name for q in self.group.eqns)}) "
-            f"from {', '.join(locs) or 'unknown lines'} failed: {type(e).__name__}: {e}\n"
-            f"generated source:\n{spec.source}")
+        return CompileError(f"compiling {group_label(self.group)} failed: {type(e).__name__}: {e}\n"
+                            f"generated source:\n{spec.source}")
 
 
 class Plan:
@@ -211,9 +207,7 @@ class Plan:
             if isinstance(it, Group):
                 first = len(lines) + 1                 # 1-based line numbers of the source
                 lines += self._emit_group(it, nm, consts, input_set)
-                ops, locs = group_label(it)
-                label = f"fused group {it.gid} ({', '.join(ops)}) from {', '.join(locs) or '?'}"
-                group_lines.update(dict.fromkeys(range(first, len(lines) + 1), label))
+                group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
             else:
                 lines += self._emit_eqn(it, atom, nm, consts)
             dead = [x for x, li in last.items() if li == idx and x not in outs and x not in input_set]
@@ -369,7 +363,7 @@ class Plan:
         out = []
         for it in self.items:
             if isinstance(it, Group):
-                ops, locs = group_label(it)
+                ops, locs = group_parts(it)
                 out.append(f"group {it.gid}: {', '.join(ops)}  [{', '.join(locs)}]  "
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
             else:

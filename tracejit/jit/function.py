@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
-from ..compiler.kernel_errors import kernel_error
+from ..compiler.kernel_errors import raise_kernel_error
 from ..errors import ScriptError, TraceError
 from ..ops import registry as _reg
 from ..shapes import Sym
@@ -82,7 +82,6 @@ class Entry:
         body = ["    E.hits += 1", "    return RUN(L)"]
         if infer and self._single and hasattr(ex, "infer_plan") and not ex._scalar_inputs \
                 and ex._simple_out and len(ex.graph.outputs) == 1:
-            ex._diff_cached = ()
             (d, dev), = ex._out_types
             names.update(PLAN=ex.infer_plan().fn, WRAP=Tensor._wrap, OD=d, OV=dev)
             arrays = [f"L[{i}]._data" for i in self.input_leaf_idx]
@@ -98,9 +97,8 @@ class Entry:
             ins = [leaves[i] for i in self.input_leaf_idx]
             if self.const_tensors:
                 ins.extend(self.const_tensors)
-        if self._single:  # one tensor out, nothing written back: the common case, kept short
-            run1 = getattr(self.executor, "run1", None)
-            return run1(ins) if run1 is not None else self.executor(ins)[0]
+        if self._single:  # one tensor out, nothing written back
+            return self.executor(ins)[0]
         outs = self.executor(ins)
         for leaf_i, k in self.mutations:
             leaves[leaf_i]._assign(outs[k], "in-place update of an input")
@@ -195,10 +193,8 @@ class CompiledFunction:
                         return r
             return self._call_slow(args, kwargs)
         except Exception as exc:
-            err = kernel_error(exc)
-            if err is None:
-                raise
-            raise err from exc
+            raise_kernel_error(exc)
+            raise
 
     def _call_slow(self, args, kwargs):
         if self._eager or config.is_eager():
