@@ -84,6 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from ..envflags import is_off
+from . import llvmopts
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats"]
 
@@ -99,7 +100,7 @@ _PACKAGE = "tracejit_kernels"  # parent of the generated modules in sys.modules
 # lock anyway, and holding ours across a build means concurrent callers with
 # the same source wait and then find the module in _memory.
 _lock = threading.RLock()
-_memory: dict[str, types.ModuleType] = {}  # source text -> module
+_memory: dict[tuple[str, tuple[str, ...]], types.ModuleType] = {}  # (source, llvm options) -> module
 _stats: dict[str, int] = {}
 _warned: set[tuple[str, str]] = set()
 _swept: set[str] = set()
@@ -116,26 +117,29 @@ _reset_stats()
 # ----------------------------------------------------------------------------- public API
 
 
-def load_module(source: str, *, name_hint: str = "kernel") -> types.ModuleType:
+def load_module(source: str, *, name_hint: str = "kernel",
+                llvm_options: tuple[str, ...] = ()) -> types.ModuleType:
     """Return the module built from `source`, compiled by numba; reuses an in-process
     cache (same source -> same module object, no recompilation) and a persistent disk cache.
+    `llvm_options` hold while numba compiles it (`llvmopts.applied`) and are part of the key.
 
     Errors raised while running the source (numba typing errors, ...) propagate
     unchanged and leave nothing cached.
     """
     with _lock:
-        module = _memory.get(source)
+        module = _memory.get((source, llvm_options))
         if module is not None:
             _stats["memory_hits"] += 1
             return module
-        key = _key(source)
+        key = _key(source, llvm_options)
         modname = f"{_PACKAGE}.{_identifier(name_hint)}_{key[:20]}"
         root = cache_dir()
-        module = _load_via_disk(root, key, source, modname) if root is not None else None
-        if module is None:
-            module = _exec_module(source, modname, f"<tracejit {modname}>", cache=False)
-            _stats["compiles"] += 1
-        _memory[source] = module
+        with llvmopts.applied(llvm_options):
+            module = _load_via_disk(root, key, source, modname) if root is not None else None
+            if module is None:
+                module = _exec_module(source, modname, f"<tracejit {modname}>", cache=False)
+                _stats["compiles"] += 1
+        _memory[(source, llvm_options)] = module
         return module
 
 
@@ -243,9 +247,9 @@ def _module_file_hash(name: str) -> str:
         return "?"
 
 
-def _key(source: str) -> str:
+def _key(source: str, llvm_options: tuple[str, ...] = ()) -> str:
     helpers = {name: _module_file_hash(name) for name in sorted(set(_IMPORT_RE.findall(source)))}
-    h = hashlib.sha256(json.dumps([_versions(), helpers], sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps([_versions(), helpers, list(llvm_options)], sort_keys=True).encode())
     h.update(source.encode())
     return h.hexdigest()
 

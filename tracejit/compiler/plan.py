@@ -129,7 +129,8 @@ class _Kernel:
         if fn is None:
             spec = generate(self.group, layouts, "kernel", parallel=parallel)
             try:
-                mod = diskcache.load_module(spec.source, name_hint=self.label)
+                mod = diskcache.load_module(spec.source, name_hint=self.label,
+                                            llvm_options=spec.llvm_options)
             except Exception as e:
                 raise self._error(e, spec) from e
             fn = mod.kernel

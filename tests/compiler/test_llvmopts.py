@@ -1,0 +1,130 @@
+"""LLVM options for tracejit's kernels: chosen per kernel, applied only to our compiles,
+reset afterwards, and part of the disk cache key.
+
+The interleave count is seen in machine code: a loop whose body divides once per
+element holds one vector divide per interleaved vector (x86-64 only: the assembly is
+what we count).
+"""
+from __future__ import annotations
+
+import platform
+import re
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.compiler import diskcache, llvmopts
+from tracejit.testing import assert_compiled_matches, kernel_cache_at
+
+x86 = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="counts x86 instructions")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+def test_kernel_options_follow_stores_and_parallelism():
+    assert llvmopts.kernel_options(1, True) == ("-force-vector-interleave=4",)
+    assert llvmopts.kernel_options(2, True) == ("-force-vector-interleave=4",)
+    assert llvmopts.kernel_options(3, True) == ("-force-vector-interleave=2",)
+    assert llvmopts.kernel_options(4, True) == ("-force-vector-interleave=2",)
+    assert llvmopts.kernel_options(1, False) == ()
+
+
+def test_unknown_option_is_refused_before_anything_is_set():
+    with pytest.raises(ValueError, match="-no-such-option"):
+        with llvmopts.applied(("-force-vector-interleave=4", "-no-such-option=1")):
+            pass
+
+
+# Enough work per element that LLVM's own cost model keeps one vector per iteration.
+_DIV_LOOP = '''
+from numba import njit
+
+@njit("void(float32[::1], float32[::1], int64)", cache=CACHE, error_model="numpy")
+def kernel(a, out, n):
+    for i in range(n):
+        x = a[i]
+        y = x * x * np.float32(0.25) + x * np.float32(1.5) - np.float32(3.0)
+        out[i] = (y * x + np.float32(2.0)) / (y * y + np.float32(1.0)) + y * np.float32(0.5)
+'''
+
+
+def _vector_divides(dispatcher) -> int:
+    asm = dispatcher.inspect_asm(dispatcher.signatures[0])
+    return len(re.findall(r"\bvdivps\s+%ymm", asm))
+
+
+def _load(tag: str, options: tuple) -> object:
+    # a distinct source per call, so each load compiles
+    src = f"# {tag}\nimport numpy as np\n" + _DIV_LOOP
+    return diskcache.load_module(src, name_hint=tag, llvm_options=options).kernel
+
+
+@x86
+def test_interleave_applies_inside_the_block_only():
+    plain = _load("llvmopts-plain", ())
+    four = _load("llvmopts-four", ("-force-vector-interleave=4",))
+    after = _load("llvmopts-after", ())   # compiled after the option was reset
+    if _vector_divides(plain) == 0:
+        pytest.skip("this CPU has no 256-bit float vectors")
+    assert _vector_divides(four) >= 4 > _vector_divides(plain)
+    assert _vector_divides(after) == _vector_divides(plain)
+    a = np.linspace(-3, 3, 1001, dtype=np.float32)
+    o1, o2 = np.empty_like(a), np.empty_like(a)
+    plain(a, o1, a.size)
+    four(a, o2, a.size)
+    np.testing.assert_array_equal(o1, o2)     # same arithmetic, only more of it per iteration
+
+
+@x86
+def test_options_are_reset_when_the_compile_fails():
+    bad = "from numba import njit\n\n@njit('void(float32[::1])')\ndef kernel(a):\n    a[0] = undefined_name\n"
+    with pytest.raises(Exception):
+        diskcache.load_module(bad, name_hint="llvmopts-bad", llvm_options=("-force-vector-interleave=4",))
+    plain = _load("llvmopts-plain-2", ())
+    if _vector_divides(plain) == 0:
+        pytest.skip("this CPU has no 256-bit float vectors")
+    assert _vector_divides(plain) < 4
+
+
+def test_options_are_part_of_the_cache_key(tmp_path):
+    src = "import numpy as np\n" + _DIV_LOOP
+    with kernel_cache_at(tmp_path):
+        diskcache.clear_memory_cache()
+        m0 = diskcache.load_module(src, name_hint="llvmopts-key")
+        m4 = diskcache.load_module(src, name_hint="llvmopts-key", llvm_options=("-force-vector-interleave=4",))
+        again = diskcache.load_module(src, name_hint="llvmopts-key", llvm_options=("-force-vector-interleave=4",))
+    assert m0 is not m4 and again is m4
+    assert len(list((tmp_path / "kernels").glob("*/*"))) == 2
+
+
+def gelu(x, y, z):
+    a = x * y + z
+    return 0.5 * a * (1 + tj.tanh(0.79788456 * (a + 0.044715 * a ** 3)))
+
+
+@x86
+def test_compiled_gelu_kernel_is_interleaved_and_matches_eager():
+    n = 1 << 15                                  # above plan.PARALLEL_MIN: the parallel kernel
+    xs = [tj.tensor(np.random.default_rng(s).standard_normal(n).astype(np.float32)) for s in range(3)]
+    cf = assert_compiled_matches(gelu, *xs)
+    src = str(cf.explain(*xs))
+    assert "# compiled with LLVM options: -force-vector-interleave=4" in src
+    plan = cf.entries[0].executor.infer_plan()
+    kernel = plan.kernels[0].get(("flat", "flat", "flat"), True)
+    if _vector_divides(kernel) == 0:
+        pytest.skip("this CPU has no 256-bit float vectors")
+    assert _vector_divides(kernel) >= 4
+
+
+def test_many_outputs_and_a_sum_get_interleave_two():
+    xs = [tj.tensor(np.random.default_rng(s).standard_normal(1 << 15).astype(np.float32), requires_grad=True)
+          for s in range(3)]
+    cf = assert_compiled_matches(lambda x, y, z: gelu(x, y, z).sum(), *xs)
+    src = str(cf.explain(*xs))
+    # the backward: dx, dy, dz and the loss in one kernel
+    assert "# compiled with LLVM options: -force-vector-interleave=2" in src
