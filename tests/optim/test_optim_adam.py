@@ -1,5 +1,6 @@
 """Adam / AdamW: values against hand-computed formulas and (when installed) PyTorch, state, validation."""
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -156,3 +157,85 @@ def test_matches_pytorch(name, kw, dtype):
         topt.step()
     tol = 1e-6 if dtype == "float32" else 1e-13
     np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=tol, atol=tol)
+
+
+# --------------------------------------------------------------------------- fused kernel
+def _run_steps(cls, kw, fused, p0, grads):
+    p = nn.Parameter(tj.tensor(p0.copy()))
+    opt = cls([p], fused=fused, **kw)
+    for g in grads:
+        p.grad = tj.tensor(g)
+        opt.step()
+    return p.detach().numpy(), opt.state[p]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [7, 20000])        # the serial and the parallel kernel
+@pytest.mark.parametrize("cls,kw", [
+    (optim.Adam, dict(lr=0.01)),
+    (optim.Adam, dict(lr=0.05, betas=(0.3, 0.99), eps=1e-6, weight_decay=0.1)),   # lerp's other form
+    (optim.Adam, dict(lr=0.01, amsgrad=True, maximize=True)),
+    (optim.AdamW, dict(lr=0.01)),
+    (optim.AdamW, dict(lr=0.02, weight_decay=0.3, amsgrad=True)),
+])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the array path's inf - inf
+def test_fused_step_is_bitwise_the_array_path(cls, kw, n, dtype):
+    rng = np.random.default_rng(1)
+    p0 = rng.standard_normal(n).astype(dtype)
+    grads = [(rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3)).astype(dtype) for _ in range(5)]
+    grads[2][:3] = [np.nan, np.inf, -np.inf]     # nan and inf reach p, m, v and amsgrad's max alike
+    got, st = _run_steps(cls, kw, True, p0, grads)
+    want, st_ref = _run_steps(cls, kw, False, p0, grads)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, want)
+    for name in st_ref:
+        if name != "step":
+            np.testing.assert_array_equal(st[name].numpy(), st_ref[name].numpy(), err_msg=name)
+    assert st["step"] == 5
+
+
+def test_fused_default_covers_big_parameters_unless_eager(monkeypatch):
+    import numba  # noqa: F401  (the default fuses once numba is loaded)
+    from tracejit.optim import fused
+    calls = []
+    real = fused.adam_update
+    monkeypatch.setattr(fused, "adam_update", lambda p, *a, **k: (calls.append(p.size), real(p, *a, **k)))
+    big = nn.Parameter(tj.zeros(optim.FUSED_MIN))
+    small = nn.Parameter(tj.zeros(10))
+    opt = optim.Adam([big, small], lr=0.1)
+    big.grad, small.grad = tj.ones(optim.FUSED_MIN), tj.ones(10)
+    opt.step()
+    assert calls == [optim.FUSED_MIN]
+    np.testing.assert_allclose(big.detach().numpy(), -0.1, rtol=1e-6)
+    np.testing.assert_allclose(small.detach().numpy(), -0.1, rtol=1e-6)
+    with tj.eager():                               # the debugging mode compiles nothing
+        opt.step()
+    assert calls == [optim.FUSED_MIN]
+    optim.Adam([big], lr=0.1, fused=False).step()
+    assert calls == [optim.FUSED_MIN]
+    monkeypatch.delitem(sys.modules, "numba")     # a process that never compiled anything
+    opt.step()
+    assert calls == [optim.FUSED_MIN]
+    optim.Adam([big], lr=0.1, fused=True).step()
+    assert calls == [optim.FUSED_MIN] * 2
+
+
+def test_fused_takes_the_array_path_for_a_strided_gradient(monkeypatch):
+    from tracejit.optim import fused
+    monkeypatch.setattr(fused, "adam_update", lambda *a, **k: pytest.fail("fused kernel on a strided array"))
+    g = np.arange(1.0, 13.0).reshape(3, 4)
+    p = nn.Parameter(tj.zeros((4, 3), dtype=tj.float64))
+    p.grad = tj.tensor(g).t()                      # a transposed view
+    assert not p.grad.numpy().flags.c_contiguous
+    optim.Adam([p], lr=0.1, eps=0.0, fused=True).step()
+    np.testing.assert_allclose(p.detach().numpy(), np.full((4, 3), -0.1), rtol=1e-12)
+
+
+def test_fused_argument_is_checked_at_construction():
+    p, q = nn.Parameter(tj.zeros(3)), nn.Parameter(tj.zeros(3))
+    q.device = type("FakeDevice", (), {"__str__": lambda self: "cuda:0"})()   # no GPU needed
+    with pytest.raises(ValueError, match="fused=True supports parameters on the CPU only; parameter 1 is on cuda:0"):
+        optim.Adam([p, q], fused=True)
+    optim.Adam([p, q], fused=None)                 # the default leaves such parameters to the array path
+    with pytest.raises(TypeError, match="fused must be None, True or False, got 'yes'"):
+        optim.AdamW([nn.Parameter(tj.zeros(3))], fused="yes")

@@ -7,23 +7,42 @@ PyTorch's, so float32 results agree with it to rounding):
     m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) * g * g
     v_hat = max(v_hat, v) if amsgrad else v
     p = p - lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
+
+``fused`` (PyTorch's argument): the update of a CPU float parameter can run as one
+numba kernel, one pass over p, g, m and v instead of eleven array operations
+(`fused.py`); its results are bitwise those of the array path. ``None`` (default):
+fused for parameters of at least ``FUSED_MIN`` elements once numba is loaded in the
+process (something was compiled: a script that stays eager never pays numba's start-up,
+about 0.4 s) and unless compilation is off (``TRACEJIT_DISABLE=1``, ``tracejit.eager()``).
+``True``: fused for every parameter (CPU parameters only, checked at construction).
+``False``: never.
 """
 from __future__ import annotations
 
 import math
+import sys
 
+import numpy as np
+
+from ..device import CPU
 from .optimizer import Optimizer, _check_number, _new_state_tensor
 
-__all__ = ["Adam", "AdamW"]
+__all__ = ["Adam", "AdamW", "FUSED_MIN"]
+
+# With fused=None, smaller parameters keep the array path: they save microseconds per
+# step, and a model made only of them never waits for the kernel's first compile.
+FUSED_MIN = 1 << 14
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False):
+                 weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
+                 fused: bool | None = None):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+                                      amsgrad=amsgrad, maximize=maximize, fused=fused))
 
     def _validate(self, group: dict) -> None:
         name = type(self).__name__
@@ -36,6 +55,14 @@ class Adam(Optimizer):
         group["betas"] = tuple(betas)
         _check_number(name, "beta parameter at index 0", betas[0], 0.0, 1.0, high_open=True)
         _check_number(name, "beta parameter at index 1", betas[1], 0.0, 1.0, high_open=True)
+        fused = group.get("fused")
+        if fused not in (None, True, False):
+            raise TypeError(f"{name}: fused must be None, True or False, got {fused!r}")
+        if fused:  # (float dtypes are checked for every optimizer)
+            for k, p in enumerate(group["params"]):
+                if p.device is not CPU:
+                    raise ValueError(f"{name}: fused=True supports parameters on the CPU only; "
+                                     f"parameter {k} is on {p.device}")
 
     def _update(self, p, grad, state, group) -> None:
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
@@ -45,32 +72,35 @@ class Adam(Optimizer):
             state["step"] = 0
             state["exp_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
             state["exp_avg_sq"] = _new_state_tensor(p, xp.zeros_like(p._data))
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = _new_state_tensor(p, xp.zeros_like(p._data))
-        if group["maximize"]:
-            grad = -grad
+        if group["amsgrad"] and state.get("max_exp_avg_sq") is None:  # also: switched on after some steps
+            state["max_exp_avg_sq"] = _new_state_tensor(p, xp.zeros_like(p._data))
         state["step"] += 1
         step = state["step"]
+        step_size = lr / (1 - beta1 ** step)
+        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
+        vmax = state["max_exp_avg_sq"]._data if group["amsgrad"] else None
+        for name in ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ()):
+            state[name]._vbox[0] += 1
+        if _use_fused(group.get("fused"), p._data, grad, m, v, vmax):
+            from .fused import adam_update
+            adam_update(p._data, grad, m, v, vmax, maximize=group["maximize"], weight_decay=wd,
+                        decoupled=self._decoupled, lr=lr, w=1 - beta1, beta2=beta2,
+                        bc2_sqrt=bias_correction2_sqrt, eps=eps, step_size=step_size)
+            return
+        if group["maximize"]:
+            grad = -grad
         if wd != 0:
             if self._decoupled:
                 p._data *= 1 - lr * wd
             else:
                 grad = grad + wd * p._data
-        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
         _lerp_(m, grad, 1 - beta1)
         v *= beta2
         v += (1 - beta2) * grad * grad
-        state["exp_avg"]._vbox[0] += 1
-        state["exp_avg_sq"]._vbox[0] += 1
-        step_size = lr / (1 - beta1 ** step)
-        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
-        if group["amsgrad"]:
-            vmax = state.get("max_exp_avg_sq")
-            if vmax is None:  # amsgrad switched on after some steps
-                vmax = state["max_exp_avg_sq"] = _new_state_tensor(p, xp.zeros_like(p._data))
-            xp.maximum(vmax._data, v, out=vmax._data)
-            vmax._vbox[0] += 1
-            v = vmax._data
+        if vmax is not None:
+            xp.maximum(vmax, v, out=vmax)
+            v = vmax
         denom = xp.sqrt(v)
         denom /= bias_correction2_sqrt
         denom += eps
@@ -79,14 +109,30 @@ class Adam(Optimizer):
         p._data += upd
 
 
+def _use_fused(fused: bool | None, *arrays) -> bool:
+    """Whether this step runs the fused kernel (see the module docstring)."""
+    if fused is False:
+        return False
+    arrays = [a for a in arrays if a is not None]
+    first = arrays[0]
+    if not all(isinstance(a, np.ndarray) and a.dtype == first.dtype and a.shape == first.shape
+               and a.flags.c_contiguous for a in arrays) or first.dtype not in _FUSED_DTYPES:
+        return False   # a strided view, cupy arrays: the array path, same results
+    if fused is None:
+        from ..jit.config import is_eager
+        return first.size >= FUSED_MIN and "numba" in sys.modules and not is_eager()
+    return True
+
+
 class AdamW(Adam):
     """Adam with decoupled weight decay (default 0.01): p *= 1 - lr * weight_decay before the step."""
 
     _decoupled = True
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 fused: bool | None = None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, fused=fused)
 
 
 def _lerp_(a, b, w: float) -> None:

@@ -1,0 +1,100 @@
+"""Adam/AdamW's update of one parameter in one pass over memory: numba kernels.
+
+Why: the array-at-a-time update in `adam.Adam._update` is eleven numpy operations, each
+a full pass over the parameter, its gradient or a moment, most allocating a temporary.
+For the MLP benchmark's 1.9M parameters that took 5.7-6.0 ms of a 26 ms training step;
+one parallel pass reads p, g, m, v and writes p, m, v once.
+
+Same arithmetic, same results: `_adam_element` performs the numpy path's operations in
+the same order and in the parameter's dtype, with every hyperparameter converted to that
+dtype first, as numpy converts a Python float next to a float32 array. numba contracts
+no multiply-add without fastmath, so the fused update is bitwise the numpy one (the
+tests check it). Flags are the same in every iteration: LLVM moves their tests out of
+the loop.
+
+This module imports numba, so `adam` imports it only when a fused step runs. The
+kernels compile on first use (about a second, once per machine: ``cache=True``).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = ["adam_update"]
+
+# Below this many elements the serial kernel runs: waking the thread pool costs more.
+PARALLEL_MIN = 1 << 14
+
+_JIT = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@njit(inline="always", **_JIT)
+def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
+                  beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
+    # adam.Adam._update, one element at a time; the operation order is PyTorch's.
+    if maximize:
+        gi = -gi
+    if decay:
+        pi = pi * wd                       # AdamW: p *= 1 - lr * weight_decay
+    elif coupled_wd:
+        gi = gi + wd * pi                  # Adam: g = g + weight_decay * p
+    if lerp_small:
+        mi = mi + w * (gi - mi)
+    else:
+        mi = gi - (gi - mi) * one_minus_w
+    vi = vi * beta2
+    vi = vi + one_minus_beta2 * gi * gi
+    vd = vi
+    if amsgrad:
+        vm = vm if (vm >= vi or vm != vm) else vi   # np.maximum: a nan wins
+        vd = vm
+    denom = np.sqrt(vd)
+    denom = denom / bc2_sqrt
+    denom = denom + eps
+    upd = neg_step_size * mi
+    upd = upd / denom
+    return pi + upd, mi, vi, vm
+
+
+@njit(parallel=True, **_JIT)
+def _adam_parallel(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
+                   beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
+    for i in prange(p.size):
+        vm = vmax[i] if amsgrad else vmax[0]
+        p[i], m[i], v[i], vm = _adam_element(p[i], g[i], m[i], v[i], vm, maximize, coupled_wd, decay, wd,
+                                             lerp_small, w, one_minus_w, beta2, one_minus_beta2, amsgrad,
+                                             bc2_sqrt, eps, neg_step_size)
+        if amsgrad:
+            vmax[i] = vm
+
+
+@njit(**_JIT)
+def _adam_serial(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
+                 beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
+    for i in range(p.size):
+        vm = vmax[i] if amsgrad else vmax[0]
+        p[i], m[i], v[i], vm = _adam_element(p[i], g[i], m[i], v[i], vm, maximize, coupled_wd, decay, wd,
+                                             lerp_small, w, one_minus_w, beta2, one_minus_beta2, amsgrad,
+                                             bc2_sqrt, eps, neg_step_size)
+        if amsgrad:
+            vmax[i] = vm
+
+
+def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, vmax: np.ndarray | None, *,
+                maximize: bool, weight_decay: float, decoupled: bool, lr: float, w: float, beta2: float,
+                bc2_sqrt: float, eps: float, step_size: float) -> None:
+    """One Adam/AdamW step, in place on C-contiguous float arrays of one dtype and shape.
+
+    `vmax` is amsgrad's running maximum (None without amsgrad); `w` is the lerp weight
+    ``1 - beta1``; `bc2_sqrt` is ``sqrt(1 - beta2**t)``; `step_size` is ``lr / (1 - beta1**t)``.
+    """
+    t = p.dtype.type
+    decay = decoupled and weight_decay != 0
+    coupled = not decoupled and weight_decay != 0
+    wd = t(1 - lr * weight_decay) if decay else t(weight_decay)
+    amsgrad = vmax is not None
+    # without amsgrad only vmax[0] is read (and ignored), never written
+    vm = vmax.reshape(-1) if amsgrad else p.reshape(-1)[:1]
+    kernel = _adam_parallel if p.size >= PARALLEL_MIN else _adam_serial
+    kernel(p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), vm, bool(maximize), coupled, decay,
+           wd, abs(w) < 0.5, t(w), t(1 - w), t(beta2), t(1 - beta2), amsgrad, t(bc2_sqrt), t(eps), t(-step_size))
