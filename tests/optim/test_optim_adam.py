@@ -239,3 +239,18 @@ def test_fused_argument_is_checked_at_construction():
     optim.Adam([p, q], fused=None)                 # the default leaves such parameters to the array path
     with pytest.raises(TypeError, match="fused must be None, True or False, got 'yes'"):
         optim.AdamW([nn.Parameter(tj.zeros(3))], fused="yes")
+
+
+def test_fused_kernels_live_in_tracejit_disk_cache(tmp_path, monkeypatch):
+    from tracejit.compiler import diskcache
+    from tracejit.optim import fused
+    from tracejit.testing import kernel_cache_at
+    monkeypatch.setattr(fused, "_modules", {})
+    with kernel_cache_at(tmp_path):
+        diskcache.clear_memory_cache()
+        p = nn.Parameter(tj.zeros(5, dtype=tj.float64))
+        p.grad = tj.ones(5, dtype=tj.float64)
+        optim.Adam([p], lr=0.1, eps=0.0, fused=True).step()
+        sources = [f.read_text() for f in tmp_path.glob("kernels/*/*/kernel.py")]
+    assert any("fused Adam/AdamW update for float64" in s for s in sources), sources
+    np.testing.assert_allclose(p.detach().numpy(), -0.1, rtol=1e-12)

@@ -12,23 +12,37 @@ no multiply-add without fastmath, so the fused update is bitwise the numpy one (
 tests check it). Flags are the same in every iteration: LLVM moves their tests out of
 the loop.
 
-This module imports numba, so `adam` imports it only when a fused step runs. The
-kernels compile on first use (about a second, once per machine: ``cache=True``).
+The kernels are source text loaded through `compiler.diskcache` like generated ones:
+they compile on first use (about a second) and then come from tracejit's verified disk
+cache, which ``TRACEJIT_CACHE=0`` / ``TRACEJIT_CACHE_DIR`` govern as for any kernel.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
-__all__ = ["adam_update"]
+from ..compiler import diskcache
+
+__all__ = ["adam_update", "PARALLEL_MIN"]
 
 # Below this many elements the serial kernel runs: waking the thread pool costs more.
 PARALLEL_MIN = 1 << 14
 
-_JIT = dict(cache=True, nogil=True, error_model="numpy")
+_SOURCE = '''\
+# tracejit's fused Adam/AdamW update for {dtype} (tracejit/optim/fused.py)
+import numpy as np
+from numba import njit, prange
+
+# p, g (read only), m, v, vmax; then maximize, coupled_wd, decay, wd, lerp_small, w,
+# one_minus_w, beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size
+SIGNATURE = ("void({dtype}[::1], Array({dtype}, 1, 'C', readonly=True), {dtype}[::1], {dtype}[::1], "
+             "{dtype}[::1], boolean, boolean, boolean, {dtype}, boolean, {dtype}, {dtype}, {dtype}, "
+             "{dtype}, boolean, {dtype}, {dtype}, {dtype})")
+
+_JIT = dict(cache=CACHE, nogil=True, error_model="numpy")
 
 
-@njit(inline="always", **_JIT)
+# inlined into both loops by numba (so nothing of its own to cache)
+@njit(inline="always", nogil=True, error_model="numpy")
 def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
                   beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
     # adam.Adam._update, one element at a time; the operation order is PyTorch's.
@@ -56,8 +70,8 @@ def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_smal
     return pi + upd, mi, vi, vm
 
 
-@njit(parallel=True, **_JIT)
-def _adam_parallel(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
+@njit(SIGNATURE, parallel=True, **_JIT)
+def adam_parallel(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
                    beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
     for i in prange(p.size):
         vm = vmax[i] if amsgrad else vmax[0]
@@ -68,8 +82,8 @@ def _adam_parallel(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small
             vmax[i] = vm
 
 
-@njit(**_JIT)
-def _adam_serial(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
+@njit(SIGNATURE, **_JIT)
+def adam_serial(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
                  beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
     for i in range(p.size):
         vm = vmax[i] if amsgrad else vmax[0]
@@ -78,6 +92,18 @@ def _adam_serial(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, 
                                              bc2_sqrt, eps, neg_step_size)
         if amsgrad:
             vmax[i] = vm
+'''
+
+_modules: dict = {}
+
+
+def _kernels(dtype: np.dtype):
+    """The kernels for `dtype` (float32 or float64), compiled or loaded on first use."""
+    module = _modules.get(dtype)
+    if module is None:
+        source = _SOURCE.replace("{dtype}", dtype.name)
+        module = _modules[dtype] = diskcache.load_module(source, name_hint=f"adam_{dtype.name}")
+    return module
 
 
 def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, vmax: np.ndarray | None, *,
@@ -95,6 +121,7 @@ def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, vmax
     amsgrad = vmax is not None
     # without amsgrad only vmax[0] is read (and ignored), never written
     vm = vmax.reshape(-1) if amsgrad else p.reshape(-1)[:1]
-    kernel = _adam_parallel if p.size >= PARALLEL_MIN else _adam_serial
+    k = _kernels(p.dtype)
+    kernel = k.adam_parallel if p.size >= PARALLEL_MIN else k.adam_serial
     kernel(p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), vm, bool(maximize), coupled, decay,
            wd, abs(w) < 0.5, t(w), t(1 - w), t(beta2), t(1 - beta2), amsgrad, t(bc2_sqrt), t(eps), t(-step_size))
