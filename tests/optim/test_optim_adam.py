@@ -239,6 +239,8 @@ def test_fused_argument_is_checked_at_construction():
     optim.Adam([p, q], fused=None)                 # the default leaves such parameters to the array path
     with pytest.raises(TypeError, match="fused must be None, True or False, got 'yes'"):
         optim.AdamW([nn.Parameter(tj.zeros(3))], fused="yes")
+    with pytest.raises(TypeError, match="fused must be None, True or False, got 1"):
+        optim.Adam([nn.Parameter(tj.zeros(3))], fused=1)
 
 
 def test_fused_kernels_live_in_tracejit_disk_cache(tmp_path, monkeypatch):

@@ -6,9 +6,9 @@ cycles of latency per vector). LLVM's loop vectorizer gives such a loop one vect
 iteration, and the out-of-order core cannot overlap enough iterations to hide that
 latency: measured here (4M float32, 2 threads) the GELU kernel took 2.35 ms, against
 1.17 ms for an add of three arrays. Interleaving four vectors per iteration gives the
-core four independent chains: 1.48 ms, with the same instructions per element. Reductions gain
-too (four partial accumulators instead of one). But four copies of a body that keeps
-many values live spill registers: the fused GELU forward+backward (three gradient
+core four independent chains: 1.48 ms, with the same instructions per element.
+Reductions gain too (four partial accumulators instead of one). But four copies of a
+body that keeps many values live spill registers: the fused GELU forward+backward (three gradient
 outputs and the loss sum in one pass) went from 2.97 to 4.79 ms. So the count follows
 what a kernel stores per element (`kernel_options`), a proxy for its live values
 measured on these kernels (ms, 4M float32, 2 threads; LLVM's choice / 2 / 4):
@@ -51,6 +51,7 @@ def kernel_options(stores: int, parallel: bool) -> tuple[str, ...]:
     if not parallel:
         return ()
     return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",)
+
 
 # LLVM's own value for each option we set: restored after our compile.
 _DEFAULTS = {"-force-vector-interleave": "0"}

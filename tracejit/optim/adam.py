@@ -56,7 +56,7 @@ class Adam(Optimizer):
         _check_number(name, "beta parameter at index 0", betas[0], 0.0, 1.0, high_open=True)
         _check_number(name, "beta parameter at index 1", betas[1], 0.0, 1.0, high_open=True)
         fused = group.get("fused")
-        if fused not in (None, True, False):
+        if fused is not None and not isinstance(fused, bool):  # (1 == True: not enough)
             raise TypeError(f"{name}: fused must be None, True or False, got {fused!r}")
         if fused:  # (float dtypes are checked for every optimizer)
             for k, p in enumerate(group["params"]):

@@ -28,7 +28,7 @@ __all__ = ["adam_update", "PARALLEL_MIN"]
 PARALLEL_MIN = 1 << 14
 
 _SOURCE = '''\
-# tracejit's fused Adam/AdamW update for {dtype} (tracejit/optim/fused.py)
+# tracejit's fused Adam/AdamW update for {dtype}, {variant} (tracejit/optim/fused.py)
 import numpy as np
 from numba import njit, prange
 
@@ -41,7 +41,7 @@ SIGNATURE = ("void({dtype}[::1], Array({dtype}, 1, 'C', readonly=True), {dtype}[
 _JIT = dict(cache=CACHE, nogil=True, error_model="numpy")
 
 
-# inlined into both loops by numba (so nothing of its own to cache)
+# inlined into the loop by numba (so nothing of its own to cache)
 @njit(inline="always", nogil=True, error_model="numpy")
 def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
                   beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
@@ -70,22 +70,10 @@ def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_smal
     return pi + upd, mi, vi, vm
 
 
-@njit(SIGNATURE, parallel=True, **_JIT)
-def adam_parallel(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
-                   beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
-    for i in prange(p.size):
-        vm = vmax[i] if amsgrad else vmax[0]
-        p[i], m[i], v[i], vm = _adam_element(p[i], g[i], m[i], v[i], vm, maximize, coupled_wd, decay, wd,
-                                             lerp_small, w, one_minus_w, beta2, one_minus_beta2, amsgrad,
-                                             bc2_sqrt, eps, neg_step_size)
-        if amsgrad:
-            vmax[i] = vm
-
-
-@njit(SIGNATURE, **_JIT)
-def adam_serial(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
-                 beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
-    for i in range(p.size):
+@njit(SIGNATURE, parallel={parallel}, **_JIT)
+def kernel(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
+           beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
+    for i in {loop}(p.size):
         vm = vmax[i] if amsgrad else vmax[0]
         p[i], m[i], v[i], vm = _adam_element(p[i], g[i], m[i], v[i], vm, maximize, coupled_wd, decay, wd,
                                              lerp_small, w, one_minus_w, beta2, one_minus_beta2, amsgrad,
@@ -97,13 +85,19 @@ def adam_serial(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w
 _modules: dict = {}
 
 
-def _kernels(dtype: np.dtype):
-    """The kernels for `dtype` (float32 or float64), compiled or loaded on first use."""
-    module = _modules.get(dtype)
+def _kernel(dtype: np.dtype, parallel: bool):
+    """The kernel for `dtype` (float32 or float64), parallel or serial, compiled or loaded
+    on first use: one module per variant, so only the variants a model uses compile."""
+    module = _modules.get((dtype, parallel))
     if module is None:
-        source = _SOURCE.replace("{dtype}", dtype.name)
-        module = _modules[dtype] = diskcache.load_module(source, name_hint=f"adam_{dtype.name}")
-    return module
+        fill = {"{dtype}": dtype.name, "{parallel}": str(parallel), "{loop}": "prange" if parallel else "range",
+                "{variant}": "parallel" if parallel else "serial"}
+        source = _SOURCE
+        for k, v in fill.items():
+            source = source.replace(k, v)
+        module = _modules[(dtype, parallel)] = diskcache.load_module(
+            source, name_hint=f"adam_{dtype.name}_{fill['{variant}']}")
+    return module.kernel
 
 
 def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, vmax: np.ndarray | None, *,
@@ -121,7 +115,6 @@ def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, vmax
     amsgrad = vmax is not None
     # without amsgrad only vmax[0] is read (and ignored), never written
     vm = vmax.reshape(-1) if amsgrad else p.reshape(-1)[:1]
-    k = _kernels(p.dtype)
-    kernel = k.adam_parallel if p.size >= PARALLEL_MIN else k.adam_serial
+    kernel = _kernel(p.dtype, p.size >= PARALLEL_MIN)
     kernel(p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), vm, bool(maximize), coupled, decay,
            wd, abs(w) < 0.5, t(w), t(1 - w), t(beta2), t(1 - beta2), amsgrad, t(bc2_sqrt), t(eps), t(-step_size))
