@@ -84,7 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from ..envflags import is_off
-from . import llvmopts
+from . import cacheload, llvmopts
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats"]
 
@@ -317,7 +317,10 @@ def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.Modul
     problem = _verify(entry, key, source)
     if problem is None:
         try:
-            module = _exec_module(source, modname, str(entry / _SOURCE_NAME), cache=True)
+            # A verified entry holds numba's machine code for every kernel: load it
+            # without numba's registry refresh (cacheload's docstring says why that is safe).
+            with cacheload.deferred_refresh():
+                module = _exec_module(source, modname, str(entry / _SOURCE_NAME), cache=True)
         except Exception as exc:  # verified but numba could not use it
             problem = f"loading failed: {exc!r}"
     if problem is not None:
