@@ -5,7 +5,12 @@ the layout of each operand, never on sizes: sizes arrive as arguments, so a new
 batch size reuses the compiled kernel. Two loop shapes:
 
 - *flat*: every operand has the iteration shape and is C-contiguous (or is a
-  scalar): one ``prange`` over the flat index; this is the fast, vectorized case;
+  scalar): one ``prange`` over the flat index; this is the fast, vectorized case.
+  Flat kernels take 1-D views and the element count ``n`` (`is_flat`; the plan
+  passes ``a.reshape(-1)``), whatever the group's rank: a ``reshape`` inside the kernel
+  is compiled from numba's ``numba.np.arrayobj``, and a process loading such a kernel
+  from the disk cache must import that module (and its imports) to rebuild the
+  kernel's environment: 26-30 ms of a warm first call here;
 - *nested*: anything else (broadcast or strided operands, partial reductions): a loop
   nest over the iteration dims, kept dims outside (the first one a ``prange``),
   reduced dims inside, each operand read with explicit N-d indexing (index 0 on its
@@ -29,7 +34,7 @@ from ..jit.ir import Literal
 from .fusion import Group
 from . import llvmopts, mathlib
 
-__all__ = ["Emitter", "generate", "KernelSpec", "NUMBA_TYPE"]
+__all__ = ["Emitter", "generate", "is_flat", "KernelSpec", "NUMBA_TYPE"]
 
 NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
               "bool": "boolean", "int8": "int8", "uint8": "uint8"}
@@ -197,6 +202,15 @@ def _combine(combine: str, acc: str, r: str, acc_dt: str) -> str:
     return f"{acc} = {r} if ({r} {op} {acc} or {r} != {r}) else {acc}"
 
 
+def is_flat(group: Group, layouts: tuple) -> bool:
+    """Whether `generate` gives `group` with these operand `layouts` the flat form, whose
+    kernels take every non-scalar operand as a 1-D view and ``n`` (the element count)
+    instead of the dims."""
+    red = group.reduction
+    return all(l in ("flat", "scalar") for l in layouts) and (
+        red is None or len(red.params["dims"]) == len(group.shape))
+
+
 def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool = True) -> KernelSpec:
     """Source for `group`; `layouts[k]` is "flat", "scalar", "nd" (a strided or broadcast
     operand, indexed per dim) or "ndc" (the same, known C-contiguous) for input k.
@@ -209,7 +223,7 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
     inputs = group.inputs
     red = group.reduction
     mats = [v for v in group.outputs if red is None or v is not red.out]
-    flat = all(l in ("flat", "scalar") for l in layouts) and (red is None or len(red.params["dims"]) == rank)
+    flat = is_flat(group, layouts)
     mode = "flat" if flat else "nested"
     imports: set = set()
     names: dict = {}
@@ -264,10 +278,10 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
         lay = layouts[k]
         r = len(v.aval.shape)
         # Scalars arrive as 1-element 1-d arrays whatever their rank.
-        sig_args.append(_arr_type(v.aval.dtype.name, 1 if lay == "scalar" else r, lay in ("flat", "scalar", "ndc"),
-                                  readonly=True))
+        sig_args.append(_arr_type(v.aval.dtype.name, 1 if lay == "scalar" or flat else r,
+                                  lay in ("flat", "scalar", "ndc"), readonly=True))
     for v in mats:
-        sig_args.append(_arr_type(v.aval.dtype.name, rank, True))
+        sig_args.append(_arr_type(v.aval.dtype.name, 1 if flat else rank, True))
     red_out_rank = 0
     if red is not None:
         combine, rdims, keepdim = _red_info(red)
@@ -275,8 +289,8 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
         red_out_rank = max(len(kept), 1)
         sig_args.append(_arr_type(red.out.aval.dtype.name, red_out_rank, True))
         out_names.append("red")
-    dim_names = [f"d{i}" for i in range(rank)]
-    sig_args += ["int64"] * rank
+    dim_names = ["n"] if flat else [f"d{i}" for i in range(rank)]
+    sig_args += ["int64"] * len(dim_names)
     params = arg_names + out_names + dim_names
     sig = f"void({', '.join(sig_args)})"
     fastmath = ', fastmath={"reassoc", "contract"}' if vector_red else ""
@@ -295,18 +309,10 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
         if layouts[k] == "scalar":
             body.append(f"{ind}x{k} = in{k}[0]")
     if mode == "flat":
-        n = " * ".join(dim_names) if dim_names else "1"
-        body.append(f"{ind}n = {n}")
-        for k in range(len(inputs)):
-            if layouts[k] == "flat":
-                body.append(f"{ind}f{k} = in{k}.reshape(n)" if rank != 1 else f"{ind}f{k} = in{k}")
-        for m in range(len(mats)):
-            body.append(f"{ind}g{m} = out{m}.reshape(n)" if rank != 1 else f"{ind}g{m} = out{m}")
-
         def elem(i_ind, i):
-            out = [f"{i_ind}x{k} = f{k}[{i}]" for k in range(len(inputs)) if layouts[k] == "flat"]
+            out = [f"{i_ind}x{k} = in{k}[{i}]" for k in range(len(inputs)) if layouts[k] == "flat"]
             out += [i_ind + c for c in comp]
-            out += [f"{i_ind}g{m}[{i}] = {names[v]}" for m, v in enumerate(mats)]
+            out += [f"{i_ind}out{m}[{i}] = {names[v]}" for m, v in enumerate(mats)]
             return out
         if red is None:
             body.append(f"{ind}for i in prange(n):")

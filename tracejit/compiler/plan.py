@@ -18,7 +18,7 @@ from ..errors import CompileError
 from ..jit.ir import Graph, Literal, Var
 from ..shapes import Sym, contains_sym
 from . import diskcache
-from .codegen_cpu import generate
+from .codegen_cpu import generate, is_flat
 from .fusion import Group, partition
 from .kernel_errors import group_label, group_parts, register_plan_lines
 
@@ -275,15 +275,26 @@ class Plan:
             tmp = nm(red.out) + "_r"
             lines.append(f"    {tmp} = xp.empty({rs}, {_dtype_const(red.out.aval.dtype, consts)})")
             call_args.append(tmp)
-        call_args += [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
+        dim_args = [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
+        size = " * ".join(dim_args) or "1"
         static = tuple(layouts)
+        args = ", ".join(call_args + dim_args)
+        fast_args = args
+        if self.backend == "cpu" and is_flat(grp, static):
+            # Flat CPU kernels take 1-D views and the element count (codegen_cpu.is_flat).
+            # Rank 0 and 1 buffers already are 1-D; the reduction's buffer is (1,).
+            n_in, n_out = len(grp.inputs), len(mats)
+
+            def view(a: str) -> str:
+                return f"{a}.reshape(-1)" if rank > 1 else a
+            flat = [view(a) if lay == "flat" else a for a, lay in zip(call_args, layouts)]
+            flat += [view(a) for a in call_args[n_in:n_in + n_out]] + call_args[n_in + n_out:]
+            fast_args = ", ".join(flat + [size])
         # Compile the serial contiguous variant now (compile errors surface at capture time);
         # the parallel one is compiled on the first call large enough to want it.
         consts[f"{kname}s"] = _entry_point(kern.get(static, False))
-        args = ", ".join(call_args)
-        size = " * ".join(d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape) or "1"
-        fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}.get({static!r}, True)({args})",
-                "else:", f"    {kname}s({args})"]
+        fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}.get({static!r}, True)({fast_args})",
+                "else:", f"    {kname}s({fast_args})"]
         consts["PARALLEL_MIN"] = PARALLEL_MIN
         not_internal = [v for v in check_contig if not self._from_kernel(v)]
         if not_internal:
