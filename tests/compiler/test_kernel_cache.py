@@ -113,6 +113,40 @@ def test_large_sizes_compile_the_parallel_twin_once():
     assert any("prange(" in s for s in srcs), "no parallel kernel was used for a large input"
 
 
+def _variants(f) -> set:
+    """(group id, parallel) of every compiled kernel variant in `f`'s inference plans."""
+    out = set()
+    for e in f._entries:
+        plan = e.executor._infer
+        for k in plan.kernels:
+            out |= {(k.group.gid, par) for (_, par) in k.variants}
+    return out
+
+
+@pytest.mark.parametrize("n,want", [(PARALLEL_MIN // 16 + 1, {True}), (PARALLEL_MIN // 16 - 1, {False})])
+def test_a_fixed_size_compiles_only_the_twin_it_needs(fresh_cache, n, want):
+    rng = np.random.default_rng(2)
+    f = tj.trace(lambda x, y: tj.sigmoid(x) * y + 0.5)
+    x, y = (tj.tensor(rng.standard_normal((n, 16)).astype(np.float32)) for _ in range(2))
+    assert_same(f(x, y), tj.sigmoid(x) * y + 0.5, f"n={n}")
+    assert {par for _, par in _variants(f)} == want
+    assert diskcache.stats()["compiles"] == 1
+
+
+def test_symbolic_sizes_compile_the_serial_twin_first_and_the_parallel_one_on_demand(fresh_cache):
+    rng = np.random.default_rng(3)
+    f = tj.trace(lambda x: tj.exp(x) - x)
+    for n in (3, 5, 7):  # the third size is captured with a symbolic first dim
+        x = tj.tensor(rng.standard_normal((n, 16)).astype(np.float32))
+        assert_same(f(x), tj.exp(x) - x, f"n={n}")
+    assert f.cache_stats()["dynamic_dims"]
+    assert {par for _, par in _variants(f)} == {False}
+    x = tj.tensor(rng.standard_normal((PARALLEL_MIN // 16 + 3, 16)).astype(np.float32))
+    assert_same(f(x), tj.exp(x) - x, "large")
+    assert {par for _, par in _variants(f)} == {False, True}
+    assert f.cache_stats()["compiles"] == len(f._entries)  # no capture for the large size
+
+
 # --------------------------------------------------------------------------- processes
 _CHILD = textwrap.dedent("""
     import json, sys

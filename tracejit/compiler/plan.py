@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import math
 import logging
 
 import numpy as np
@@ -290,11 +291,21 @@ class Plan:
             flat = [view(a) if lay == "flat" else a for a, lay in zip(call_args, layouts)]
             flat += [view(a) for a in call_args[n_in:n_in + n_out]] + call_args[n_in + n_out:]
             fast_args = ", ".join(flat + [size])
-        # Compile the serial contiguous variant now (compile errors surface at capture time);
-        # the parallel one is compiled on the first call large enough to want it.
-        consts[f"{kname}s"] = _entry_point(kern.get(static, False))
-        fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}.get({static!r}, True)({fast_args})",
-                "else:", f"    {kname}s({fast_args})"]
+        # Compile the contiguous variant the sizes call for now (compile errors surface at
+        # capture time). A static size needs only one of the twins: compiling the serial
+        # one for a large group doubled cold compile time (each twin is a separate numba
+        # compile of 0.2-0.45 s). With symbolic sizes the serial twin is compiled now and
+        # the parallel one on the first call large enough to want it.
+        static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
+        if static_size is not None and static_size >= PARALLEL_MIN:
+            consts[f"{kname}p"] = kern.get(static, True)
+            fast = [f"{kname}p({fast_args})"]
+        else:
+            consts[f"{kname}s"] = _entry_point(kern.get(static, False))
+            fast = [f"{kname}s({fast_args})"]
+            if static_size is None:
+                fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}.get({static!r}, True)({fast_args})",
+                        "else:", "    " + fast[0]]
         consts["PARALLEL_MIN"] = PARALLEL_MIN
         not_internal = [v for v in check_contig if not self._from_kernel(v)]
         if not_internal:
