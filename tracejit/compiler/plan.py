@@ -89,6 +89,16 @@ def _entry_point(kernel):
     return next(iter(overloads.values())).entry_point
 
 
+def _serial_on_first_call(kern: "_Kernel", layouts: tuple, consts: dict, name: str):
+    """A stand-in for the plan global `name`: its first call compiles `kern`'s serial
+    twin and puts the twin's entry point in its place, so later calls go straight to it."""
+    def first_call(*args):
+        fn = _entry_point(kern.get(layouts, False))
+        consts[name] = fn
+        return fn(*args)
+    return first_call
+
+
 def graph_backend(graph: Graph) -> str:
     """"cuda" when the graph's values live on a GPU, else "cpu"."""
     for v in graph.inputs:
@@ -291,21 +301,23 @@ class Plan:
             flat = [view(a) if lay == "flat" else a for a, lay in zip(call_args, layouts)]
             flat += [view(a) for a in call_args[n_in:n_in + n_out]] + call_args[n_in + n_out:]
             fast_args = ", ".join(flat + [size])
-        # Compile the contiguous variant the sizes call for now (compile errors surface at
-        # capture time). A static size needs only one of the twins: compiling the serial
-        # one for a large group doubled cold compile time (each twin is a separate numba
-        # compile of 0.2-0.45 s). With symbolic sizes the serial twin is compiled now and
-        # the parallel one on the first call large enough to want it.
+        # Only the twin a size calls for is compiled: compiling both for a large group
+        # doubled cold compile time (each is a separate numba compile of 0.1-2 s). A static
+        # size needs one twin, compiled now (compile errors surface at capture time). With
+        # symbolic sizes each twin is compiled on the first call that wants it, so a new
+        # batch size on the same side of PARALLEL_MIN compiles nothing.
         static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
         if static_size is not None and static_size >= PARALLEL_MIN:
             consts[f"{kname}p"] = kern.get(static, True)
             fast = [f"{kname}p({fast_args})"]
         else:
-            consts[f"{kname}s"] = _entry_point(kern.get(static, False))
-            fast = [f"{kname}s({fast_args})"]
             if static_size is None:
+                consts[f"{kname}s"] = _serial_on_first_call(kern, static, consts, f"{kname}s")
                 fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}.get({static!r}, True)({fast_args})",
-                        "else:", "    " + fast[0]]
+                        "else:", f"    {kname}s({fast_args})"]
+            else:
+                consts[f"{kname}s"] = _entry_point(kern.get(static, False))
+                fast = [f"{kname}s({fast_args})"]
         consts["PARALLEL_MIN"] = PARALLEL_MIN
         not_internal = [v for v in check_contig if not self._from_kernel(v)]
         if not_internal:
