@@ -202,6 +202,7 @@ def test_numba_compile_error_names_the_group_and_lines_and_caches_nothing(cache,
     after = diskcache.stats()
     assert after["compiles"] == before["compiles"] and after["memory_hits"] == before["memory_hits"]
     assert entries(cache) == [] and temp_dirs(cache) == []
+    assert cf.cache_stats()["compiles"] == 0 and cf._entries == []  # no entry kept either
     # Still broken: the same error again, not a stale half-built plan.
     with pytest.raises(CompileError):
         cf(x)

@@ -89,11 +89,13 @@ def _entry_point(kernel):
     return next(iter(overloads.values())).entry_point
 
 
-def _serial_on_first_call(kern: "_Kernel", layouts: tuple, consts: dict, name: str):
-    """A stand-in for the plan global `name`: its first call compiles `kern`'s serial
-    twin and puts the twin's entry point in its place, so later calls go straight to it."""
+def _compile_on_first_call(kern: "_Kernel", layouts: tuple, parallel: bool, consts: dict, name: str):
+    """A stand-in for the plan global `name`: its first call compiles (or loads) `kern`'s
+    variant for `layouts` and puts it in its place, so later calls go straight to it (the
+    serial twin's entry point, skipping numba's dispatch)."""
     def first_call(*args):
-        fn = _entry_point(kern.get(layouts, False))
+        fn = kern.get(layouts, parallel)
+        fn = fn if parallel else _entry_point(fn)
         consts[name] = fn
         return fn(*args)
     return first_call
@@ -120,6 +122,7 @@ class _Kernel:
         self.backend = backend
         self.variants: dict = {}
         self.sources: dict = {}
+        self._specs: dict = {}
 
     def get(self, layouts: tuple, parallel: bool = False):
         key = (layouts, parallel)
@@ -138,11 +141,12 @@ class _Kernel:
                 self.sources[key] = spec.source
             return fn
         if fn is None:
-            spec = generate(self.group, layouts, "kernel", parallel=parallel)
+            spec = self.spec(layouts, parallel)
             try:
                 mod = diskcache.load_module(spec.source, name_hint=self.label,
                                             llvm_options=spec.llvm_options)
             except Exception as e:
+                self._specs.pop(key, None)  # a retry generates the source again
                 raise self._error(e, spec) from e
             fn = mod.kernel
             self.variants[key] = fn
@@ -150,6 +154,16 @@ class _Kernel:
             log.debug("kernel for group %d %s:\n%s", self.group.gid, layouts, spec.source)
         return fn
 
+
+    def spec(self, layouts: tuple, parallel: bool):
+        """The generated source of a CPU variant (memoized; generating it raises the
+        user-facing errors the code generator finds, such as an integer to a negative
+        power, before anything compiles)."""
+        key = (layouts, parallel)
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs[key] = generate(self.group, layouts, "kernel", parallel=parallel)
+        return spec
 
     def _error(self, e, spec) -> CompileError:
         return CompileError(f"compiling {group_label(self.group)} failed: {type(e).__name__}: {e}\n"
@@ -301,23 +315,25 @@ class Plan:
             flat = [view(a) if lay == "flat" else a for a, lay in zip(call_args, layouts)]
             flat += [view(a) for a in call_args[n_in:n_in + n_out]] + call_args[n_in + n_out:]
             fast_args = ", ".join(flat + [size])
-        # Only the twin a size calls for is compiled: compiling both for a large group
-        # doubled cold compile time (each is a separate numba compile of 0.1-2 s). A static
-        # size needs one twin, compiled now (compile errors surface at capture time). With
-        # symbolic sizes each twin is compiled on the first call that wants it, so a new
-        # batch size on the same side of PARALLEL_MIN compiles nothing.
+        # Only the variant a call uses is compiled, on the first call that uses it:
+        # compiling the serial twin of a large group as well doubled cold compile time
+        # (each variant is a separate numba compile of 0.1-2 s), and so did compiling the
+        # contiguous variant of a group whose inputs arrive strided. A static size needs
+        # one twin; with symbolic sizes a new batch size on the same side of PARALLEL_MIN
+        # compiles nothing. The source is generated now, so the code generator's errors
+        # surface at capture; a plan runs as soon as it is built, so numba's do too.
         static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
+        if self.backend == "cpu":  # the code generator's own errors surface now
+            kern.spec(static, static_size is not None and static_size >= PARALLEL_MIN)
         if static_size is not None and static_size >= PARALLEL_MIN:
-            consts[f"{kname}p"] = kern.get(static, True)
+            consts[f"{kname}p"] = _compile_on_first_call(kern, static, True, consts, f"{kname}p")
             fast = [f"{kname}p({fast_args})"]
         else:
+            consts[f"{kname}s"] = _compile_on_first_call(kern, static, False, consts, f"{kname}s")
+            fast = [f"{kname}s({fast_args})"]
             if static_size is None:
-                consts[f"{kname}s"] = _serial_on_first_call(kern, static, consts, f"{kname}s")
                 fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}.get({static!r}, True)({fast_args})",
-                        "else:", f"    {kname}s({fast_args})"]
-            else:
-                consts[f"{kname}s"] = _entry_point(kern.get(static, False))
-                fast = [f"{kname}s({fast_args})"]
+                        "else:", "    " + fast[0]]
         consts["PARALLEL_MIN"] = PARALLEL_MIN
         not_internal = [v for v in check_contig if not self._from_kernel(v)]
         if not_internal:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
 from ..compiler.kernel_errors import raise_kernel_error
-from ..errors import ScriptError, TraceError
+from ..errors import CompileError, ScriptError, TraceError
 from ..ops import registry as _reg
 from ..shapes import Sym
 from ..tensor import Tensor
@@ -339,9 +339,21 @@ class CompiledFunction:
             if spec == (list, (None,) * len(spec[1])):
                 self._flat_entries.append(entry)
             self._stats["compiles"] += 1
-        if self._check or config.check_enabled():
-            return self._checked(entry, leaves, args)
-        return entry.run(leaves)
+        try:
+            if self._check or config.check_enabled():
+                return self._checked(entry, leaves, args)
+            return entry.run(leaves)
+        except CompileError:
+            # Kernels compile on the first call that uses them: an entry whose first
+            # run could not compile one is dropped like a failed capture.
+            with self._lock:
+                if entry in self._entries:
+                    self._entries.remove(entry)
+                    if entry in self._flat_entries:
+                        self._flat_entries.remove(entry)
+                    self._stats["compiles"] -= 1
+                    self._dynamic, self._static, self._force_dynamic = saved
+            raise
 
     def _note_reasons(self, reasons):
         if reasons:
