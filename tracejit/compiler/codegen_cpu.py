@@ -32,7 +32,7 @@ import math
 
 from ..jit.ir import Literal
 from .fusion import Group
-from . import llvmopts, mathlib
+from . import llvmopts
 
 __all__ = ["Emitter", "generate", "is_flat", "KernelSpec", "NUMBA_TYPE"]
 
@@ -96,6 +96,9 @@ class Emitter:
             return f"{_BUILTIN_MATH[fn]}({', '.join(args)})"
         if not self.dtype.startswith("float"):
             raise NotImplementedError(f"{fn} on {self.dtype}")
+        # Imported here, not at the top: defining its ~40 numba functions takes 7 ms,
+        # which a warm process whose kernels need no transcendental need not pay.
+        from . import mathlib
         name = mathlib.function_name(fn, self.dtype)
         self.imports.add(name)
         return f"{name}({', '.join(args)})"
