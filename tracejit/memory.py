@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import sys
 
-from .envflags import is_off
+from .envflags import ProcessTuning
 
 __all__ = ["tune_allocator", "allocator_tuned"]
 
@@ -28,21 +28,8 @@ _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 256 << 20
 
-_tuned = False
 
-
-def allocator_tuned() -> bool:
-    """Whether `tune_allocator` changed the C allocator's thresholds in this process."""
-    return _tuned
-
-
-def tune_allocator() -> bool:
-    """Apply the thresholds above (glibc on Linux, unless ``TRACEJIT_MALLOC_TUNING=0``)."""
-    global _tuned
-    if _tuned:
-        return True
-    if is_off("TRACEJIT_MALLOC_TUNING"):
-        return False
+def _set_thresholds() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -53,5 +40,14 @@ def tune_allocator() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    _tuned = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-    return _tuned
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+tune_allocator = ProcessTuning("TRACEJIT_MALLOC_TUNING", _set_thresholds,
+                               "Apply the thresholds above (glibc on Linux, unless "
+                               "``TRACEJIT_MALLOC_TUNING=0``); True once they apply.")
+
+
+def allocator_tuned() -> bool:
+    """Whether `tune_allocator` changed the C allocator's thresholds in this process."""
+    return tune_allocator.applied

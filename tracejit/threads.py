@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import os
 
-from .envflags import is_off
+from .envflags import ProcessTuning
 
 __all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned"]
 
 SPINCOUNT = "1000"
-
-_tuned = False
 
 
 def _libgomp_loaded() -> bool:
@@ -38,22 +36,20 @@ def _libgomp_loaded() -> bool:
         return False
 
 
-def omp_spin_tuned() -> bool:
-    """Whether `tune_omp_spin` set ``GOMP_SPINCOUNT`` before libgomp was loaded."""
-    return _tuned
-
-
-def tune_omp_spin() -> bool:
-    """Set ``GOMP_SPINCOUNT`` as described above; True if it was set in time to apply."""
-    global _tuned
-    if _tuned:
-        return True
-    if is_off("TRACEJIT_THREAD_TUNING"):
-        return False
+def _set_spincount() -> bool:
     if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
         return False
     if _libgomp_loaded():
         return False
     os.environ["GOMP_SPINCOUNT"] = SPINCOUNT
-    _tuned = True
     return True
+
+
+tune_omp_spin = ProcessTuning("TRACEJIT_THREAD_TUNING", _set_spincount,
+                              "Set ``GOMP_SPINCOUNT`` as described above; True if it was set "
+                              "in time to apply.")
+
+
+def omp_spin_tuned() -> bool:
+    """Whether `tune_omp_spin` set ``GOMP_SPINCOUNT`` before libgomp was loaded."""
+    return tune_omp_spin.applied

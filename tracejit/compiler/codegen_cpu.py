@@ -6,8 +6,8 @@ batch size reuses the compiled kernel. Two loop shapes:
 
 - *flat*: every operand has the iteration shape and is C-contiguous (or is a
   scalar): one ``prange`` over the flat index; this is the fast, vectorized case.
-  Flat kernels take 1-D views and the element count ``n`` (`is_flat`; the plan
-  passes ``a.reshape(-1)``), whatever the group's rank: a ``reshape`` inside the kernel
+  Flat kernels take 1-D views and the element count ``n`` instead of the dims (the
+  plan passes ``a.reshape(-1)``; ``KernelSpec.mode`` tells it), whatever the rank: a ``reshape`` inside the kernel
   is compiled from numba's ``numba.np.arrayobj``, and a process loading such a kernel
   from the disk cache must import that module (and its imports) to rebuild the
   kernel's environment: 26-30 ms of a warm first call here;
@@ -34,11 +34,12 @@ from ..jit.ir import Literal
 from .fusion import Group
 from . import llvmopts
 
-__all__ = ["Emitter", "generate", "is_flat", "KernelSpec", "NUMBA_TYPE"]
+__all__ = ["Emitter", "generate", "KernelSpec", "NUMBA_TYPE"]
 
 NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
               "bool": "boolean", "int8": "int8", "uint8": "uint8"}
 _NP_NAME = {"bool": "bool_"}
+
 
 def _np_type(dt: str) -> str:
     """Source naming numpy's scalar type for dtype name `dt` (``np.float32``, ``np.bool_``)."""
@@ -135,7 +136,7 @@ class KernelSpec:
         self.source = source
         self.llvm_options = llvm_options  # set while numba compiles it (llvmopts.applied)
         self.name = name
-        self.mode = mode              # "flat" | "nested"
+        self.mode = mode              # "flat" (1-D operands and n) | "nested" (N-d and dims)
         self.arg_vars = arg_vars      # external input Vars, in argument order
         self.out_vars = out_vars      # output Vars, in argument order
         self.red_shape_kind = red_shape_kind
@@ -205,15 +206,6 @@ def _combine(combine: str, acc: str, r: str, acc_dt: str) -> str:
     return f"{acc} = {r} if ({r} {op} {acc} or {r} != {r}) else {acc}"
 
 
-def is_flat(group: Group, layouts: tuple) -> bool:
-    """Whether `generate` gives `group` with these operand `layouts` the flat form, whose
-    kernels take every non-scalar operand as a 1-D view and ``n`` (the element count)
-    instead of the dims."""
-    red = group.reduction
-    return all(l in ("flat", "scalar") for l in layouts) and (
-        red is None or len(red.params["dims"]) == len(group.shape))
-
-
 def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool = True) -> KernelSpec:
     """Source for `group`; `layouts[k]` is "flat", "scalar", "nd" (a strided or broadcast
     operand, indexed per dim) or "ndc" (the same, known C-contiguous) for input k.
@@ -226,7 +218,7 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool 
     inputs = group.inputs
     red = group.reduction
     mats = [v for v in group.outputs if red is None or v is not red.out]
-    flat = is_flat(group, layouts)
+    flat = all(l in ("flat", "scalar") for l in layouts) and (red is None or len(red.params["dims"]) == rank)
     mode = "flat" if flat else "nested"
     imports: set = set()
     names: dict = {}

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 import linecache
-import math
 import logging
+import math
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..errors import CompileError
 from ..jit.ir import Graph, Literal, Var
 from ..shapes import Sym, contains_sym
 from . import diskcache
-from .codegen_cpu import generate, is_flat
+from .codegen_cpu import generate
 from .fusion import Group, partition
 from .kernel_errors import group_label, group_parts, register_plan_lines
 
@@ -154,7 +154,6 @@ class _Kernel:
             log.debug("kernel for group %d %s:\n%s", self.group.gid, layouts, spec.source)
         return fn
 
-
     def spec(self, layouts: tuple, parallel: bool):
         """The generated source of a CPU variant (memoized; generating it raises the
         user-facing errors the code generator finds, such as an integer to a negative
@@ -279,8 +278,6 @@ class Plan:
             else:
                 layouts.append("nd")
         red = grp.reduction
-        if red is not None and len(red.params["dims"]) != rank:
-            pass  # partial reductions always use the nested form
         mats = [v for v in grp.outputs if red is None or v is not red.out]
         call_args = []
         for v, lay in zip(grp.inputs, layouts):
@@ -304,9 +301,12 @@ class Plan:
         size = " * ".join(dim_args) or "1"
         static = tuple(layouts)
         args = ", ".join(call_args + dim_args)
+        static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
+        big = static_size is not None and static_size >= PARALLEL_MIN
         fast_args = args
-        if self.backend == "cpu" and is_flat(grp, static):
-            # Flat CPU kernels take 1-D views and the element count (codegen_cpu.is_flat).
+        # The source is generated now, so the code generator's own errors surface at capture.
+        if self.backend == "cpu" and kern.spec(static, big).mode == "flat":
+            # Flat CPU kernels take 1-D views and the element count (see codegen_cpu).
             # Rank 0 and 1 buffers already are 1-D; the reduction's buffer is (1,).
             n_in, n_out = len(grp.inputs), len(mats)
 
@@ -315,25 +315,23 @@ class Plan:
             flat = [view(a) if lay == "flat" else a for a, lay in zip(call_args, layouts)]
             flat += [view(a) for a in call_args[n_in:n_in + n_out]] + call_args[n_in + n_out:]
             fast_args = ", ".join(flat + [size])
-        # Only the variant a call uses is compiled, on the first call that uses it:
-        # compiling the serial twin of a large group as well doubled cold compile time
-        # (each variant is a separate numba compile of 0.1-2 s), and so did compiling the
-        # contiguous variant of a group whose inputs arrive strided. A static size needs
-        # one twin; with symbolic sizes a new batch size on the same side of PARALLEL_MIN
-        # compiles nothing. The source is generated now, so the code generator's errors
-        # surface at capture; a plan runs as soon as it is built, so numba's do too.
-        static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
-        if self.backend == "cpu":  # the code generator's own errors surface now
-            kern.spec(static, static_size is not None and static_size >= PARALLEL_MIN)
-        if static_size is not None and static_size >= PARALLEL_MIN:
-            consts[f"{kname}p"] = _compile_on_first_call(kern, static, True, consts, f"{kname}p")
-            fast = [f"{kname}p({fast_args})"]
-        else:
-            consts[f"{kname}s"] = _compile_on_first_call(kern, static, False, consts, f"{kname}s")
-            fast = [f"{kname}s({fast_args})"]
-            if static_size is None:
-                fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}.get({static!r}, True)({fast_args})",
-                        "else:", "    " + fast[0]]
+        # Each variant compiles on the first call that uses it: compiling the serial twin
+        # of a large group as well doubled cold compile time (each variant is a separate
+        # numba compile of 0.1-2 s), and so did compiling the contiguous variant of a group
+        # whose inputs arrive strided. A static size needs one twin; with symbolic sizes a
+        # new batch size on the same side of PARALLEL_MIN compiles nothing. (A plan runs as
+        # soon as it is built, so numba's errors still surface in the capturing call.)
+        twins = []
+        if static_size is None or big:
+            twins.append((f"{kname}p", True))
+        if not big:
+            twins.append((f"{kname}s", False))
+        for name, parallel in twins:
+            consts[name] = _compile_on_first_call(kern, static, parallel, consts, name)
+        fast = [f"{twins[0][0]}({fast_args})"]
+        if len(twins) == 2:
+            fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}p({fast_args})",
+                    "else:", f"    {kname}s({fast_args})"]
         consts["PARALLEL_MIN"] = PARALLEL_MIN
         not_internal = [v for v in check_contig if not self._from_kernel(v)]
         if not_internal:

@@ -21,11 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..compiler import diskcache
+from ..compiler.plan import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
 
-__all__ = ["adam_update", "PARALLEL_MIN"]
-
-# Below this many elements the serial kernel runs: waking the thread pool costs more.
-PARALLEL_MIN = 1 << 14
+__all__ = ["adam_update"]
 
 _SOURCE = '''\
 # tracejit's fused Adam/AdamW update for {dtype}, {variant} (tracejit/optim/fused.py)
