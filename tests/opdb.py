@@ -1233,6 +1233,18 @@ def _ce_samples(dtype, rng):
 register("nll_loss", _nll, _np_nll, _nll_samples)
 register("cross_entropy", _ce, _np_ce, _ce_samples)
 
+# More records live in sibling modules named ``opdb_*.py`` (one per area: layers, tensor
+# functions, ...), each calling `register` above; importing them here keeps ``OPS`` the one
+# list every per-op test reads, while areas grow in files of their own.
+def _load_extensions() -> None:
+    import importlib
+    import pathlib
+    for path in sorted(pathlib.Path(__file__).parent.glob("opdb_*.py")):
+        importlib.import_module(path.stem)
+
+
+_load_extensions()
+
 OPS_BY_NAME = {op.name: op for op in OPS}
 assert len(OPS_BY_NAME) == len(OPS), "op names must be unique"
 
