@@ -1,7 +1,6 @@
 """The classic autograd examples, leaf/non-leaf state, accumulation and the engine."""
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -193,13 +192,11 @@ def test_copy_and_fill_cut_the_old_graph():
 def test_long_chain_backprops_without_recursion_limit():
     x = tj.tensor(1.0, requires_grad=True)
     y = x
-    t0 = time.perf_counter()
     for _ in range(100_000):
         y = y * 1.0
     y.backward()
     assert x.grad.item() == 1.0
     del y  # freeing a 100k-deep graph must not hit the recursion limit either
-    assert time.perf_counter() - t0 < 60  # ~3 s on an idle 2-core machine
 
 
 def test_deep_graph_grad_with_create_graph():

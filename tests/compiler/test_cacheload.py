@@ -81,14 +81,17 @@ _CHILD = textwrap.dedent("""
         z = tj.tensor(rng.standard_normal(7, dtype=np.float32))
         out["new"] = tj.trace(lambda z: tj.exp(z) * 2.0 - 1.0)(z).numpy().tolist()
         out["new_expected"] = (np.exp(z.numpy()) * 2.0 - 1.0).tolist()
+    # Typed List, array math (np.sort, np.cumsum) and np.random all live in registries
+    # the deferred refresh must install before this compile. (np.linalg would also need
+    # scipy, which no extra installs: numba's linear algebra calls scipy's BLAS.)
     @numba.njit
     def user(a):
         seen = numba.typed.List.empty_list(numba.float64)
-        seen.append(np.linalg.norm(a))
+        seen.append(np.sort(a)[-1] + np.cumsum(a)[-1])
         return seen[0] + np.random.random() * 0.0
-    a = np.arange(5.0)
+    a = np.array([3.0, 1.0, 4.0, 1.0, 5.0])
     out["user"] = user(a)
-    out["user_expected"] = float(np.linalg.norm(a))
+    out["user_expected"] = 5.0 + 14.0
     json.dump(out, sys.stdout)
 """)
 

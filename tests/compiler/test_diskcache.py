@@ -451,7 +451,6 @@ def test_second_process_loads_from_disk(tmp_path, root):
     assert first["stats"]["compiles"] == 1 and first["stats"]["disk_hits"] == 0
     assert second["stats"]["disk_hits"] == 1 and second["stats"]["compiles"] == 0
     assert second["out"] == first["out"] == (np.tanh(np.arange(4.0)) * 2.0).tolist()
-    assert second["seconds"] < first["seconds"]
     assert not (tmp_path / "numba-cache").exists()
 
 
