@@ -53,6 +53,8 @@ def test_if_elif_else_on_tensors():
 
 
 def test_if_on_scalar_arguments_which_are_runtime_inputs():
+    # ints and floats are graph inputs (their ifs become conds); a bool is a flag that
+    # steers Python structure: specialized, one entry per value
     def f(x, n: int, t: float, flag: bool):
         y = x
         if n > 2:
@@ -64,8 +66,11 @@ def test_if_on_scalar_arguments_which_are_runtime_inputs():
         return y
 
     cf = check_against_eager(f, [(T(1.0, 2.0), 1, 0.25, True), (T(1.0, 2.0), 3, 0.25, True),
-                                 (T(1.0, 2.0), 3, 0.75, True), (T(1.0, 2.0), 5, 0.25, False)])
-    assert "%n: i64[]" in cf.entries[0].graph.text(False)  # n is a graph input, not a constant
+                                 (T(1.0, 2.0), 3, 0.75, True), (T(1.0, 2.0), 5, 0.25, False)],
+                             compiles=2)
+    text = cf.entries[0].graph.text(False)
+    assert "%n: i64[]" in text and "%t: f32[]" in text  # graph inputs, not constants
+    assert "%flag" not in text
 
 
 def test_scalar_type_change_recompiles():
@@ -425,10 +430,27 @@ def test_annotations_are_not_evaluated_again():
     check_against_eager(f, [(T(1.0, 2.0), 3), (T(1.0, 2.0), 0)])
 
 
-def test_python_value_of_a_runtime_scalar_is_a_clear_error():
+def test_python_value_of_a_runtime_scalar_is_specialized_and_guarded():
     def f(x, n: int):
         return x * [1.0, 2.0, 3.0][int(n)]
 
-    with pytest.raises(tj.errors.TraceError, match="runtime scalar argument.*@tracejit.trace"):
-        tj.script(f, compiler="interpret")(T(1.0), 1)
-    assert tj.trace(f, compiler="interpret")(T(1.0), 1).tolist() == [2.0]
+    cf = tj.script(f, compiler="interpret")
+    assert cf(T(1.0), 1).tolist() == [2.0]
+    assert cf(T(1.0), 1).tolist() == [2.0]
+    assert cf(T(1.0), 2).tolist() == [3.0]
+    st = cf.cache_stats()
+    assert (st["compiles"], st["hits"]) == (2, 1)
+    assert st["recompile_reasons"] == ["int(tensor) at test_script.py:435 specialized n to 1, now 2"]
+    assert "n == 1  [int(tensor) at test_script.py:435: specialized]" in str(cf.explain(T(1.0), 1))
+
+
+def test_python_value_in_a_loop_body_is_a_clear_error():
+    def f(x, n: int):
+        i = 0
+        while i < n:
+            x = x * [1.0, 2.0, 3.0][int(i)]
+            i = i + 1
+        return x
+
+    with pytest.raises(tj.errors.TraceError, match="runtime scalar argument.*inside a loop body"):
+        tj.script(f, compiler="interpret")(T(1.0), 2)

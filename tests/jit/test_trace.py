@@ -116,7 +116,66 @@ def test_python_scalars_are_specialized_and_guarded():
     r = st["recompile_reasons"]
     assert r[0] == "input 'n': value guard failed: 2 -> 3"
     assert r[1] == "input 'mode': value guard failed: 'mul' -> 'add'"
-    assert r[2] == "input 'n': value guard failed: 3 -> 3.0"
+    assert r[2] == "input 'n': type guard failed: int 3 -> float (a runtime input)"
+
+
+def test_float_arguments_are_runtime_inputs():
+    def f(x, lr):
+        return x - lr * x
+
+    cf = tj.trace(f, compiler="interpret")
+    x = tj.ones(2)
+    for lr in (0.5, 0.25, -0.0, 0.0, float("nan"), 3.0):
+        np.testing.assert_array_equal(cf(x, lr).numpy(), (x - lr * x).numpy())
+    assert cf.cache_stats()["compiles"] == 1
+    assert "%lr: f32[]" in cf.entries[0].graph.text(False)
+
+
+def test_branch_on_a_float_is_guarded_on_its_outcome_not_its_value():
+    def f(x, w_small, w_big, prev_loss):
+        w = w_small if prev_loss < 5.0 else w_big
+        return (x * w).sum() * prev_loss
+
+    cf = tj.trace(f, compiler="interpret")
+    x, a, b = tj.ones(3), tj.full((3,), 2.0), tj.full((3,), 3.0)
+    for loss in (1.0, 2.0, 7.0, 4.9, 100.0, -3.0, 5.0):
+        expect = (6.0 if loss < 5.0 else 9.0) * loss
+        assert cf(x, a, b, loss).item() == pytest.approx(expect)
+    st = cf.cache_stats()
+    assert st["compiles"] == 2
+    assert st["recompile_reasons"] == [
+        "the Python branch at test_trace.py:136 on (prev_loss < 5.0) was True at capture, now False"]
+    text = str(cf.explain(x, a, b, 1.0))
+    assert "(prev_loss < 5.0) is True  [Python branch at test_trace.py:136]" in text
+
+
+def test_a_float_used_as_an_op_parameter_is_specialized():
+    def f(x, lo):
+        return x.clamp(min=lo) + tj.full((3,), lo)   # clamp takes it as an operand; full's fill is a parameter
+
+    cf = tj.trace(f, compiler="interpret")
+    x = tj.tensor([-1.0, 0.0, 1.0])
+    assert cf(x, 0.5).tolist() == [1.0, 1.0, 1.5]
+    assert cf(x, 0.5).tolist() == [1.0, 1.0, 1.5]
+    assert cf(x, -0.5).tolist() == [-1.0, -0.5, 0.5]
+    assert cf.cache_stats()["compiles"] == 2
+    assert cf.cache_stats()["recompile_reasons"] == [
+        "parameter 'value' of full at test_trace.py:154 specialized lo to 0.5, now -0.5"]
+
+
+def test_negative_zero_is_not_zero_to_a_guard():
+    def f(x, c):
+        return x / c if c == 0.0 else x  # the decision is the same for 0.0 and -0.0 ...
+
+    def g(x, c):
+        return x / float(c)               # ... a specialized value is not
+
+    x = tj.ones(1)
+    cf, cg = tj.trace(f, compiler="interpret"), tj.trace(g, compiler="interpret")
+    with np.errstate(divide="ignore"):
+        assert cf(x, 0.0).item() == float("inf") and cf(x, -0.0).item() == float("-inf")
+        assert cg(x, 0.0).item() == float("inf") and cg(x, -0.0).item() == float("-inf")
+    assert cf.cache_stats()["compiles"] == 1 and cg.cache_stats()["compiles"] == 2
 
 
 def test_control_flow_on_guarded_values_is_fine_under_trace():

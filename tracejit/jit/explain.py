@@ -50,6 +50,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
                        f"{len(fn._entries)} entries, {fn._stats['compiles']} compiles, {fn.cache_stats()['hits']} hits")]
     guard_lines = [d.text() for d in entry.descs] + [d.text() for d in entry.const_descs]
     guard_lines.append(f"grad mode is {'on' if entry.grad_mode else 'off'}")
+    names = [d.name for d in entry.descs]
+    guard_lines += [d.text(names) for d in getattr(entry, "decisions", ())]
     extra = getattr(entry, "extra", None)
     if extra is not None and hasattr(extra, "text"):
         guard_lines.append(extra.text())

@@ -34,6 +34,7 @@ from .ir import Graph, verify
 from .interpreter import interpret
 from .passes import optimize
 from .pytree import flatten, unflatten
+from .scalars import describe_decisions, make_check
 from .tracer import TraceContext, Tracer
 
 __all__ = ["CompiledFunction", "Entry", "DEFAULT_RECOMPILE_LIMIT"]
@@ -45,8 +46,11 @@ class Entry:
     """One capture: guard + graph + how to run it."""
 
     def __init__(self, descs, const_tensors, const_descs, grad_mode, graph, opt_graph, out_spec,
-                 out_leaves, mutations, guard, guard_src, executor, extra=None):
+                 out_leaves, mutations, guard, guard_src, executor, extra=None, decisions=()):
         self.extra = extra
+        # Python decisions on runtime scalar arguments (see scalars.py), replayed by the guard
+        self.decisions = list(decisions)
+        self._decided = make_check(self.decisions) if self.decisions else None
         self.descs = descs
         self.const_tensors = const_tensors
         self.const_descs = const_descs
@@ -87,7 +91,8 @@ class Entry:
             arrays = [f"L[{i}]._data" for i in self.input_leaf_idx]
             arrays += [f"C[{i}]._data" for i in range(len(self.const_tensors))]
             body = ["    E.hits += 1", f"    return WRAP(PLAN({', '.join(arrays)})[0], OD, OV)"]
-        hit, _ = build_guard(self.descs, self.const_descs, self.grad_mode, self.extra, on_pass=(body, names))
+        hit, _ = build_guard(self.descs, self.const_descs, self.grad_mode, self.extra, on_pass=(body, names),
+                             decisions=self._decided)
         return hit
 
     def run(self, leaves):
@@ -277,7 +282,7 @@ class CompiledFunction:
                                      f"compiled function; nested compilation is not supported")
                 shape = tuple(x._data.shape)
                 descs.append(LeafDesc("tensor", name, x.dtype, x.device, x.requires_grad, shape))
-            elif isinstance(x, (bool, int, float)) and self._mode == "script":
+            elif _runtime_scalar(x, self._mode):
                 descs.append(LeafDesc("scalar", name, value=type(x)))
             elif isinstance(x, (bool, int, float, str, type(None), bytes)) or _dt_like(x):
                 descs.append(LeafDesc("const", name, value=x))
@@ -311,7 +316,7 @@ class CompiledFunction:
             self._stats["misses"] += 1
             names = self._leaf_names(args, spec)
             descs = self._describe(leaves, names)
-            reasons = self._recompile_reasons(descs, spec, gm)
+            reasons = self._recompile_reasons(descs, spec, gm, leaves)
             if self._stats["compiles"] >= self._limit:
                 self._note_reasons(reasons)
                 if not self._fell_back:
@@ -360,7 +365,7 @@ class CompiledFunction:
             self._stats["recompile_reasons"].extend(reasons)
             config.topic("recompiles").info("recompiling %s: %s", self.__name__, "; ".join(reasons))
 
-    def _recompile_reasons(self, descs, spec, gm) -> list:
+    def _recompile_reasons(self, descs, spec, gm, leaves=None) -> list:
         """Why no entry matched: the differences from the closest entry (fewest reasons)."""
         best = None
         for e in self._entries:
@@ -374,6 +379,8 @@ class CompiledFunction:
                     reasons += describe() if describe is not None else ["a custom guard failed"]
                 # A captured tensor (parameter, closure) changed dtype/shape/requires_grad.
                 reasons += describe_difference(e.const_descs, _const_descs(e.const_tensors), gm, gm)
+                if e.decisions and leaves is not None and not reasons:
+                    reasons += describe_decisions(e.decisions, leaves, [d.name for d in e.descs])
             if best is None or len(reasons) <= len(best):
                 best = reasons
         return best or []
@@ -443,6 +450,7 @@ class CompiledFunction:
         fn = self._get_trace_fn()
         ctx = TraceContext()
         ctx.capture_grad = gm
+        ctx.leaves = list(leaves)  # Python decisions on runtime scalars read their values here
         if const_names is not None:
             ctx.const_names = const_names
         syms = {}
@@ -466,7 +474,9 @@ class CompiledFunction:
                     tracers.append(t)
                 elif d.kind == "scalar":
                     dt = _dt.scalar_dtype(x)
-                    tracers.append(ctx.new_input(Aval((), dt, weak=True), _ident(d.name)))
+                    t = ctx.new_input(Aval((), dt, weak=True), _ident(d.name))
+                    ctx.scalar_leaves[t._var] = len(tracers)
+                    tracers.append(t)
                 else:
                     tracers.append(x)
             targs, tkwargs = self._unbind(unflatten(spec, tracers))
@@ -531,12 +541,17 @@ class CompiledFunction:
         extra = self._extra_guard
         if extra is not None and hasattr(extra, "snapshot"):
             extra = extra.snapshot()  # the state this capture saw, checked on every call
-        guard, src = build_guard(sdescs, const_descs, gm, extra)
+        decisions = list(ctx.decisions)
+        guard, src = build_guard(sdescs, const_descs, gm, extra,
+                                 decisions=make_check(decisions) if decisions else None)
+        if decisions:
+            names = [d.name for d in sdescs]
+            src += "".join(f"# and {d.text(names)}\n" for d in decisions)
         config.topic("graphs").info("captured %s:\n%s", self.__name__, opt)
         config.topic("guards").info("guard for %s:\n%s", self.__name__, src)
         executor = self._make_executor(opt, gm)
         entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
-                      out_leaves, mutations, guard, src, executor, extra)
+                      out_leaves, mutations, guard, src, executor, extra, decisions)
         return entry
 
     def _const_names(self):
@@ -615,6 +630,22 @@ def _const_descs(tensors, names=None) -> list:
 
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_")
+
+
+def _runtime_scalar(x, mode: str) -> bool:
+    """Is this argument leaf a runtime input of the graph (rather than specialized)?
+
+    @trace: Python floats (a learning rate, the previous loss) are inputs; ints and bools
+    usually decide sizes and structure, and stay specialized (guarded by value).
+    @script: ints and floats are inputs (its loops and branches on them become graph
+    control flow); bools are flags that steer Python structure (``has_mask=True``) and are
+    specialized. Either way, Python code that needs an input's value (``if lr > 0.1``,
+    ``x.view(n, -1)``) gets it, and the entry is guarded on that decision (see scalars.py).
+    """
+    t = type(x)
+    if mode == "script":
+        return t is int or t is float
+    return t is float
 
 
 def _dt_like(x) -> bool:

@@ -13,6 +13,8 @@ import linecache
 from dataclasses import dataclass
 from typing import Any
 
+from .scalars import same_number
+
 __all__ = ["LeafDesc", "MISS", "build_guard", "describe_difference"]
 
 
@@ -33,6 +35,8 @@ class LeafDesc:
             return f"{self.name}: Tensor {self.dtype.short}[{dims}] on {self.device}{rg}"
         if self.kind == "scalar":
             return f"{self.name}: any {self.value.__name__} (runtime input)"
+        if self.value is not None and not isinstance(self.value, bool) and not _eq_comparable(self.value):
+            return f"{self.name} is {_short(self.value)} (by identity: its attributes are not guarded)"
         return f"{self.name} == {self.value!r}"
 
 
@@ -42,8 +46,12 @@ _counter = [0]
 MISS = object()  # what a hit function returns when its guard fails
 
 
-def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_pass=None):
+def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_pass=None,
+                decisions=None):
     """Return (guard(leaves, consts, grad_mode) -> bool, source).
+
+    ``decisions`` is a ``check(leaves) -> bool`` for the Python decisions capture took on
+    runtime scalar arguments (see `scalars`), run after the leaves' own checks.
 
     With ``on_pass = (lines, names)``, build instead the entry's *hit* function,
     ``hit(L, gm)``: the same checks, returning `MISS` when one fails and otherwise running
@@ -52,7 +60,7 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
     in one generated function keep a cache hit to one Python call.
     """
     # Every failed check does ``return NO``: False for a guard, MISS for a hit function.
-    g: dict = {"EXTRA": extra, "NO": False if on_pass is None else MISS}
+    g: dict = {"EXTRA": extra, "DECIDED": decisions, "NO": False if on_pass is None else MISS}
     if on_pass is not None:
         g.update(on_pass[1])
     head = "def hit(L, gm):" if on_pass is not None else "def guard(L, C, gm):"
@@ -97,11 +105,16 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
             elif isinstance(v, float) and v != v:  # nan: equal to nothing, but the same value
                 lines += [f"        if L[{i}].__class__ is not float or L[{i}] == L[{i}]:",
                           "            return NO"]
+            elif isinstance(v, float) and v == 0.0:  # 0.0 == -0.0, but 1/x tells them apart
+                g["SAME"] = _same_value
+                lines += [f"        if not SAME(K{i}, L[{i}]):", "            return NO"]
             else:
                 lines += [f"        if L[{i}].__class__ is not K{i}.__class__ or L[{i}] != K{i}:",
                           "            return NO"]
     for i, d in enumerate(const_descs):
         lines += tensor_checks(f"C[{i}]", i, d, "c")
+    if decisions is not None:
+        lines += ["        if not DECIDED(L):", "            return NO"]
     if extra is not None:
         lines += ["        if not EXTRA():", "            return NO"]
     lines += ["    except (AttributeError, TypeError, IndexError, ValueError):", "        return NO"]
@@ -134,7 +147,7 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
         return reasons
     for o, n in zip(old, new):
         if o.kind != n.kind:
-            reasons.append(f"input {o.name!r}: kind changed: {o.kind} -> {n.kind}")
+            reasons.append(f"input {o.name!r}: {_kind_change(o, n)}")
         elif o.kind == "tensor":
             if o.dtype is not n.dtype:
                 reasons.append(f"input {o.name!r}: dtype guard failed: {o.dtype.name} -> {n.dtype.name}")
@@ -163,11 +176,23 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
     return reasons
 
 
+def _kind_change(o: LeafDesc, n: LeafDesc) -> str:
+    def what(d):
+        if d.kind == "scalar":
+            return f"{d.value.__name__} (a runtime input)"
+        if d.kind == "const":
+            return f"{type(d.value).__name__} {_short(d.value)}"
+        return "a tensor"
+    if "tensor" in (o.kind, n.kind):
+        return f"kind changed: {o.kind} -> {n.kind}"
+    return f"type guard failed: {what(o)} -> {what(n)}"
+
+
 def _same_value(a, b) -> bool:
     if not _eq_comparable(a) or type(a) is not type(b):
         return False
-    if isinstance(a, float) and a != a:
-        return b != b
+    if isinstance(a, float):
+        return same_number(a, b)
     try:
         return bool(a == b)
     except Exception:  # an __eq__ that doesn't give a truth value

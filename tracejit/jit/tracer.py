@@ -11,10 +11,13 @@ evaluated from the input shapes on each call). dtype promotion inserts explicit
 alone stays weakly typed, like the Python numbers it stands for. ``detach()`` and
 ``with no_grad():`` inside the function become ``detach`` equations, so the graph
 keeps where gradients stop. Anything needing a concrete value (``bool(t)``,
-``t.item()``) raises a `TraceError` naming the user's line.
+``t.item()``) of a tensor raises a `TraceError` naming the user's line; of a value
+computed from runtime scalar arguments alone, it is read from the call being captured and
+recorded as a guarded decision (see `scalars`).
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Optional
 
 from .. import dtypes as _dt
@@ -25,6 +28,7 @@ from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive, compute_dtype, scalar_aval
 from ..tensor import Tensor
 from .ir import Eqn, Graph, Literal, Var
+from .scalars import NOT_KNOWN, Decision, evaluate, scalar_expr
 
 __all__ = ["Tracer", "TraceContext", "trace_graph"]
 
@@ -38,16 +42,19 @@ class Tracer(Tensor):
     def shape(self) -> tuple:
         return self._var.aval.shape
 
-    def _concrete(self, what: str):
+    def _concrete(self, what: str, kind: str = "value"):
+        if self._var.aval.weak:  # computed from runtime scalar arguments only
+            v = self._trace.concretize(self, kind, what)
+            if v is not NOT_KNOWN:
+                return v
         loc = user_location(3)
         where = f" at {loc[0]}:{loc[1]}" if loc else ""
-        if self._var.aval.weak:  # computed from @script's runtime scalar arguments only
+        if self._var.aval.weak:
             raise TraceError(
-                f"{what} needs the value of a runtime scalar argument{where}: @script keeps Python "
-                f"numbers passed to the function as inputs of the compiled program, so their values "
-                f"are not known while capturing (e.g. to be a size or a Python int). Use "
-                f"@tracejit.trace, which specializes (and guards) scalar arguments, or compute the "
-                f"value outside the function and pass it in.")
+                f"{what} needs the value of a runtime scalar argument{where}, computed where the "
+                f"capture cannot see it (inside a loop body, or mixed with tensor data). Compute "
+                f"the value outside the function and pass it in, or move the Python use out of "
+                f"the loop.")
         raise TraceError(
             f"{what} needs the value of a traced tensor{where}, which tracing cannot capture: "
             f"the compiled program must not depend on tensor values through Python. Use "
@@ -55,28 +62,31 @@ class Tracer(Tensor):
             f"tracejit.where(...) for elementwise choices, or run eagerly with tracejit.eager().")
 
     def __bool__(self):
-        self._concrete("bool(tensor) (an `if`/`while`/`and`/`or` on a tensor)")
+        return bool(self._concrete("bool(tensor) (an `if`/`while`/`and`/`or` on a tensor)", "bool"))
 
     def item(self):
-        self._concrete("tensor.item()")
+        return self._concrete("tensor.item()")
 
     def numpy(self, *, force: bool = False):
-        self._concrete("tensor.numpy()")
+        import numpy as np
+        return np.asarray(self._concrete("tensor.numpy()"))
 
     def tolist(self):
-        self._concrete("tensor.tolist()")
+        return self._concrete("tensor.tolist()")
 
     def __float__(self):
-        self._concrete("float(tensor)")
+        return float(self._concrete("float(tensor)"))
 
     def __int__(self):
-        self._concrete("int(tensor)")
+        return int(self._concrete("int(tensor)"))
 
     def __index__(self):
-        self._concrete("using a tensor as an index or range bound")
+        import operator
+        return operator.index(self._concrete("using a tensor as an index or range bound"))
 
     def __array__(self, dtype=None, copy=None):
-        self._concrete("converting a tensor to a numpy array")
+        import numpy as np
+        return np.asarray(self._concrete("converting a tensor to a numpy array"), dtype=dtype)
 
     def _host(self):
         self._concrete("reading tensor data")
@@ -140,6 +150,11 @@ class TraceContext:
         self.captured: dict = {}       # outer Var -> local input Var (sub-traces)
         self.captured_outer: list = []  # outer atoms, in order, for the enclosing eqn
         self.specialized: set = set()  # symbols user code asked the concrete value of
+        # Runtime scalar arguments (root context): graph input Var -> leaf index, the
+        # leaves of the call being captured, and the decisions Python code took on them.
+        self.scalar_leaves: dict = {}
+        self.leaves: Optional[list] = None
+        self.decisions: list = []
         self.const_names: Optional[dict] = None  # id(tensor) -> name (a module's parameter names)
         self.capture_grad = True  # the grad mode the graph will run under (root context)
         # Source location given to the equations recorded while set (the backward pass
@@ -169,6 +184,39 @@ class TraceContext:
 
     def _on_specialize(self, sym) -> None:
         self._root().specialized.update(sym.free_symbols)
+
+    def concretize(self, t: "Tracer", kind: str, what: str):
+        """The value of a tracer computed from runtime scalar arguments alone, read from the
+        call being captured; recorded as a decision the entry's guard replays. NOT_KNOWN
+        when it depends on anything else."""
+        root = self._root()
+        if root.leaves is None:
+            return NOT_KNOWN
+        expr = scalar_expr(self, t._var)
+        if expr is None:
+            return NOT_KNOWN
+        value = evaluate(expr, root.leaves)
+        expected = bool(value) if kind == "bool" else value
+        loc = user_location(4)
+        where = f"{os.path.basename(loc[0])}:{loc[1]}" if loc else "?"
+        d = Decision(expr, kind, expected, where, what.split(" (")[0])
+        if not any(o.expr == d.expr and o.kind == d.kind for o in root.decisions):
+            root.decisions.append(d)
+        return expected
+
+    def _concrete_params(self, prim: Primitive, params: dict) -> dict:
+        """Op parameters are Python values: a runtime scalar passed as one (``clamp(min=lo)``)
+        is specialized to its value, guarded."""
+        out = None
+        for k, v in params.items():
+            if isinstance(v, Tracer) and v._var.aval.weak:
+                out = dict(params) if out is None else out
+                out[k] = v._concrete(f"parameter {k!r} of {prim.name}")
+            elif isinstance(v, (tuple, list)) and any(isinstance(x, Tracer) for x in v):
+                out = dict(params) if out is None else out
+                out[k] = type(v)(x._concrete(f"parameter {k!r} of {prim.name}")
+                                 if isinstance(x, Tracer) and x._var.aval.weak else x for x in v)
+        return params if out is None else out
 
     # ---- values -------------------------------------------------------------------
     def new_input(self, aval: Aval, hint: str = "", requires_grad: bool = False) -> Tracer:
@@ -225,6 +273,8 @@ class TraceContext:
 
     # ---- recording ------------------------------------------------------------------
     def record(self, prim: Primitive, args, params):
+        if params:
+            params = self._concrete_params(prim, params)
         atoms = [self.atom(a, prim.name) for a in args]
         avals = [a.aval for a in atoms]
         # Arithmetic on runtime scalar arguments only (``n + 1`` in @script) is Python
