@@ -394,3 +394,39 @@ def test_no_grad_block_inside_a_compiled_function(compiler):
     w = tj.tensor([1.0, 2.0], requires_grad=True)
     tj.trace(f, compiler=compiler)(tj.tensor([3.0, 4.0]), w).backward()
     assert w.grad.tolist() == [3.0, 8.0]  # d/dw (c * w) = c = x * w; not 2 * x * w
+
+
+def _seed_model(x, y, w1, w2a, w2b, prev_loss):
+    w2 = w2a if prev_loss < 5.0 else w2b
+    y_pred = x.mm(w1).clamp(min=0).mm(w2)
+    return (y_pred - y).pow(2).sum()
+
+
+def test_seed_model_trains_40_steps_with_the_branch_flipping(compiler):
+    rng = np.random.default_rng(0)
+    x = tj.tensor(rng.standard_normal((16, 20), dtype=np.float32))
+    y = tj.tensor(rng.standard_normal((16, 3), dtype=np.float32))
+
+    def params():
+        r = np.random.default_rng(1)
+        return [tj.tensor(r.standard_normal(s, dtype=np.float32) * 0.3, requires_grad=True)
+                for s in ((20, 8), (8, 3), (8, 3))]
+
+    cm = tj.trace(_seed_model, compiler=compiler)
+    eager_ps, compiled_ps = params(), params()
+    prev = {"eager": 10.0, "compiled": 10.0}
+    for step in range(40):
+        for key, fn, ps in (("eager", _seed_model, eager_ps), ("compiled", cm, compiled_ps)):
+            loss = fn(x, y, *ps, prev[key] if step % 4 else 1.0)   # every 4th step takes the other branch
+            loss.backward()
+            with tj.no_grad():
+                for p in ps:
+                    if p.grad is not None:
+                        p -= 0.002 * p.grad
+                        p.grad = None
+            prev[key] = loss.item()   # the previous loss, as a Python float
+        assert prev["compiled"] == pytest.approx(prev["eager"], rel=1e-5), step
+        for pe, pc in zip(eager_ps, compiled_ps):
+            np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-5, atol=1e-6)
+    st = cm.cache_stats()
+    assert st["compiles"] == 2 and st["eager_fallbacks"] == 0
