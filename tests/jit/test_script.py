@@ -2,6 +2,7 @@
 are runtime inputs; the tutorial model trains with one compilation."""
 from __future__ import annotations
 
+import functools
 import inspect
 
 import numpy as np
@@ -370,9 +371,12 @@ def lambda_free_nested(xs):
     return xs[0]
 
 
-def test_functions_without_source_are_a_script_error():
-    with pytest.raises(ScriptError, match="needs the source"):
-        tj.script(eval("lambda x: x"), compiler="interpret")(T(1.0))
+def test_functions_without_source_are_traced():
+    # nothing to convert: tracing gives the same program ...
+    assert tj.script(eval("lambda x: x * 2"), compiler="interpret")(T(1.0)).tolist() == [2.0]
+    # ... and control flow on a tensor still says what to do
+    with pytest.raises(tj.errors.TraceError, match="bool\\(tensor\\)"):
+        tj.script(eval("lambda x: x if x.sum() > 0 else -x"), compiler="interpret")(T(1.0))
 
 
 def test_script_supports_closures_and_globals():
@@ -440,8 +444,9 @@ def test_python_value_of_a_runtime_scalar_is_specialized_and_guarded():
     assert cf(T(1.0), 2).tolist() == [3.0]
     st = cf.cache_stats()
     assert (st["compiles"], st["hits"]) == (2, 1)
-    assert st["recompile_reasons"] == ["int(tensor) at test_script.py:435 specialized n to 1, now 2"]
-    assert "n == 1  [int(tensor) at test_script.py:435: specialized]" in str(cf.explain(T(1.0), 1))
+    line = f.__code__.co_firstlineno + 1
+    assert st["recompile_reasons"] == [f"int(tensor) at test_script.py:{line} specialized n to 1, now 2"]
+    assert f"n == 1  [int(tensor) at test_script.py:{line}: specialized]" in str(cf.explain(T(1.0), 1))
 
 
 def test_python_value_in_a_loop_body_is_a_clear_error():
@@ -454,3 +459,49 @@ def test_python_value_in_a_loop_body_is_a_clear_error():
 
     with pytest.raises(tj.errors.TraceError, match="runtime scalar argument.*inside a loop body"):
         tj.script(f, compiler="interpret")(T(1.0), 2)
+
+
+# --------------------------------------------------------------------------- what script accepts
+def test_a_lambda_is_scripted_and_its_conditional_expression_becomes_a_cond():
+    cf = tj.script(lambda x: x * 2 if x.sum() > 0 else -x, compiler="interpret")
+    assert cf(T(1.0, 2.0)).tolist() == [2.0, 4.0]
+    assert cf(T(-1.0, -2.0)).tolist() == [1.0, 2.0]
+    assert cf.cache_stats()["compiles"] == 1
+    assert "cond" in [e.prim.name for e in cf.entries[0].graph.eqns]
+
+
+def test_two_lambdas_on_one_line_are_told_apart():
+    f, g = tj.script(lambda x: x + 1, compiler="interpret"), tj.script(lambda x: x - 1, compiler="interpret")
+    assert f(T(1.0)).tolist() == [2.0] and g(T(1.0)).tolist() == [0.0]
+
+
+def test_partial_bound_method_and_callable_object_are_scripted():
+    def scale(x, k, flip):
+        return -x * k if flip > 0 else x * k
+
+    class Model:
+        def __init__(self, k):
+            self.k = k
+
+        def __call__(self, x):
+            return x * self.k if x.sum() > 0 else x
+
+        def shifted(self, x, s):
+            return x + s if x.sum() > 0 else x - s
+
+    part = tj.script(functools.partial(scale, k=3.0), compiler="interpret")
+    assert part(T(1.0), flip=1).tolist() == [-3.0] and part(T(1.0), flip=0).tolist() == [3.0]
+    assert part.cache_stats()["compiles"] == 1        # flip is a runtime int: one cond
+    m = Model(2.0)
+    called = tj.script(m, compiler="interpret")
+    assert called(T(1.0)).tolist() == [2.0] and called(T(-1.0)).tolist() == [-1.0]
+    method = tj.script(m.shifted, compiler="interpret")
+    assert method(T(1.0), 0.5).tolist() == [1.5] and method(T(-1.0), 0.5).tolist() == [-1.5]
+    for cf in (called, method):
+        assert cf.cache_stats()["compiles"] == 1
+        assert "cond" in [e.prim.name for e in cf.entries[0].graph.eqns]
+
+
+def test_a_callable_without_source_is_traced():
+    cf = tj.script(tj.tanh, compiler="interpret")
+    assert cf(T(0.0, 1.0)).tolist() == pytest.approx([0.0, np.tanh(1.0)])

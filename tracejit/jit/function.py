@@ -437,8 +437,14 @@ class CompiledFunction:
     def _get_trace_fn(self):
         if self._trace_fn is None:
             if self._mode == "script":
-                from .script import convert
-                self._trace_fn = convert(self._fn)
+                from .script import NoSource, convert
+                try:
+                    self._trace_fn = convert(self._fn)
+                except NoSource as e:
+                    # Nothing to convert: tracing gives the same program, and control flow
+                    # on tensor values still raises a TraceError naming its line.
+                    config.topic("graphs").info("%s: %s; traced as it is", self.__name__, e)
+                    self._trace_fn = self._fn
             else:
                 self._trace_fn = self._fn
         return self._trace_fn

@@ -18,6 +18,7 @@ the construct and the line.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 import types
@@ -362,16 +363,41 @@ class _SuperFix(ast.NodeTransformer):
         return node
 
 
+class NoSource(ScriptError):
+    """The callable has no Python source to convert (a builtin, code made by exec)."""
+
+
 def convert(fn):
-    """Return the control-flow-converted version of `fn` (same signature)."""
-    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    """Return the control-flow-converted version of `fn` (same signature).
+
+    Takes what JAX and torch.compile users pass: a function, a lambda (its body is an
+    expression; a conditional expression in it becomes a ``cond``), a bound method, a
+    ``functools.partial`` and an object with ``__call__`` (each converted at its
+    function and re-bound the same way). Raises `NoSource` when there is no source.
+    """
+    if isinstance(fn, functools.partial):
+        return functools.partial(convert(fn.func), *fn.args, **fn.keywords)
+    if isinstance(fn, types.MethodType):
+        return types.MethodType(convert(fn.__func__), fn.__self__)
+    if not isinstance(fn, types.FunctionType):
+        call = getattr(type(fn), "__call__", None)
+        if isinstance(call, types.FunctionType):   # an object with a Python __call__
+            return types.MethodType(convert(call), fn)
+        raise NoSource(f"@script needs Python source, and {fn!r} has none")
+    fdef, filename = _function_def(fn)
+    return _build(fn, fdef, filename)
+
+
+def _function_def(target) -> tuple:
+    """(ast.FunctionDef with the file's line numbers, filename) for a function or lambda."""
     try:
-        src = inspect.getsource(target)
         filename = inspect.getsourcefile(target) or "<unknown>"
+        if target.__name__ == "<lambda>":
+            return _lambda_def(target, filename), filename
+        src = inspect.getsource(target)
         _, first = inspect.getsourcelines(target)
     except (OSError, TypeError) as e:
-        raise ScriptError(f"@script needs the source of {getattr(fn, '__name__', fn)!r} ({e}); "
-                          f"use @tracejit.trace for functions without source") from None
+        raise NoSource(f"@script needs the source of {getattr(target, '__name__', target)!r} ({e})") from None
     tree = ast.parse(textwrap.dedent(src))
     fdef = tree.body[0]
     if isinstance(fdef, ast.AsyncFunctionDef):
@@ -379,6 +405,36 @@ def convert(fn):
     if not isinstance(fdef, ast.FunctionDef):
         raise ScriptError(f"@script expects a function definition, got {type(fdef).__name__} at {filename}:{first}")
     ast.increment_lineno(tree, first - 1)
+    return fdef, filename
+
+
+def _lambda_def(target, filename: str) -> ast.FunctionDef:
+    """The lambda's node, found in its file by line, parameters and column, as a def."""
+    import linecache
+    lines = linecache.getlines(filename, target.__globals__)
+    if not lines:
+        raise OSError("the lambda's file cannot be read")
+    code = target.__code__
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    found = [n for n in ast.walk(ast.parse("".join(lines)))
+             if isinstance(n, ast.Lambda) and n.lineno == code.co_firstlineno
+             and tuple(a.arg for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs) == names]
+    if len(found) > 1:  # several alike on one line: the one whose body holds the code's first position
+        pos = [(ln, col) for ln, _, col, _ in code.co_positions() if ln is not None and col is not None]
+        start = min(pos) if pos else None
+        found = [n for n in found if start is not None and
+                 (n.body.lineno, n.body.col_offset) <= start <= (n.body.end_lineno, n.body.end_col_offset)]
+    if len(found) != 1:
+        raise OSError(f"cannot tell which lambda on line {code.co_firstlineno} this is")
+    lam = found[0]
+    ret = ast.Return(lam.body)
+    ast.copy_location(ret, lam.body)
+    fdef = ast.FunctionDef("__tj_lambda", lam.args, [ret], [], None)
+    ast.copy_location(fdef, lam)
+    return fdef
+
+
+def _build(target, fdef: ast.FunctionDef, filename: str):
     fdef.decorator_list = []
     # Annotations are not needed, and evaluating them again here could fail (forward
     # references under `from __future__ import annotations`).
