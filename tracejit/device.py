@@ -107,7 +107,7 @@ def _probe_cupy() -> str:
         import cupy  # noqa: PLC0415 - optional dependency, imported on demand
     except Exception as e:  # ImportError, or a broken CUDA install raising at import
         return ("CUDA was requested but cupy is not importable "
-                f"({type(e).__name__}: {e}). Install the extra: pip install 'tracejit[cuda]'")
+                f"({type(e).__name__}: {e}). Install the extra: pip install -e '.[cuda]' (in the tracejit checkout)")
     try:
         n = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:

@@ -3,6 +3,9 @@ the recompile limit, failed captures, argument errors, devices."""
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -228,12 +231,25 @@ def test_recompile_limit_falls_back_to_eager_with_one_warning():
         for n in range(8):
             assert cf(tj.ones(2), n).tolist() == [float(n)] * 2
         assert cf(tj.ones(2), 1).tolist() == [1.0, 1.0]  # an existing entry is still used
-    msgs = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
+    msgs = [x for x in w if issubclass(x.category, RuntimeWarning)]
     assert len(msgs) == 1
-    assert "recompile limit (3)" in msgs[0] and "input 'n': value guard failed" in msgs[0]
+    assert "recompile limit (3)" in str(msgs[0].message) and "input 'n': value guard failed" in str(msgs[0].message)
+    assert msgs[0].filename == __file__   # the user's calling line, not tracejit's
     st = cf.cache_stats()
     assert st["compiles"] == 3 and st["eager_fallbacks"] == 1 and st["hits"] == 1
     assert calls == [0, 1, 2, 3, 4, 5, 6, 7]  # 3 traces + 5 eager runs; the hit ran no Python
+
+
+def test_recompile_limit_warning_is_printed_once(capfd):
+    code = ("import warnings, tracejit as tj\n"
+            "f = tj.trace(lambda x, n: x * n, recompile_limit=1, compiler='interpret')\n"
+            "for n in range(3):\n"
+            "    f(tj.ones(2), n)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if k != "TRACEJIT_LOG"})
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("hit the recompile limit") == 1, out.stderr
+    assert "<string>:4: RuntimeWarning" in out.stderr      # attributed to the calling line
 
 
 # --------------------------------------------------------------------------- failed captures

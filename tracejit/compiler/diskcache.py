@@ -89,6 +89,7 @@ from . import cacheload, llvmopts
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats"]
 
 log = logging.getLogger("tracejit")
+_cache_log = logging.getLogger("tracejit.cache")  # TRACEJIT_LOG=cache: hits, misses, rebuilds, writes
 
 _SOURCE_NAME = "kernel.py"
 _MANIFEST_NAME = "manifest.json"
@@ -130,6 +131,7 @@ def load_module(source: str, *, name_hint: str = "kernel",
         module = _memory.get((source, llvm_options))
         if module is not None:
             _stats["memory_hits"] += 1
+            _cache_log.debug("memory hit: %s", name_hint)
             return module
         key = _key(source, llvm_options)
         modname = f"{_PACKAGE}.{_identifier(name_hint)}_{key[:20]}"
@@ -137,6 +139,7 @@ def load_module(source: str, *, name_hint: str = "kernel",
         with llvmopts.applied(llvm_options):
             module = _load_via_disk(root, key, source, modname) if root is not None else None
             if module is None:
+                _cache_log.info("compiling %s in memory (disk cache off or unusable)", modname)
                 module = _exec_module(source, modname, f"<tracejit {modname}>", cache=False)
                 _stats["compiles"] += 1
         _memory[(source, llvm_options)] = module
@@ -304,6 +307,9 @@ def _load_via_disk(root: Path, key: str, source: str, modname: str) -> types.Mod
         module = _load_entry(entry, key, source, modname)
         if module is not None:
             return module
+        _cache_log.info("rebuilding %s", entry)
+    else:
+        _cache_log.info("miss: compiling %s into %s", modname, entry)
     try:
         return _build_entry(entry, key, source, modname)
     except OSError as exc:
@@ -332,10 +338,12 @@ def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.Modul
         # numba recompiled (and rewrote the entry), so it no longer matches its
         # manifest.  The module is fine; drop the entry so the next process rebuilds it.
         log.debug("tracejit disk cache: numba missed its cache in %s; discarding it", entry)
+        _cache_log.info("numba recompiled %s; entry %s discarded", modname, entry)
         _discard(entry)
         _stats["compiles"] += 1
     else:
         _stats["disk_hits"] += 1
+        _cache_log.info("disk hit: %s from %s", modname, entry)
     return module
 
 
@@ -382,6 +390,7 @@ def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.Modu
                     raise
                 log.debug("tracejit disk cache: %s was built by another process first", entry)
             else:
+                _cache_log.info("wrote %s", entry)
                 # Code objects keep the temp path; linecache serves both names.
                 module.__file__ = str(entry / _SOURCE_NAME)
                 linecache.cache[module.__file__] = linecache.cache[str(tmp / _SOURCE_NAME)]

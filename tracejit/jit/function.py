@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 import types
 import warnings
@@ -326,8 +327,10 @@ class CompiledFunction:
                            f"eagerly for new input signatures. Last reasons: "
                            f"{'; '.join(self._stats['recompile_reasons'][-3:])}. "
                            f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
-                    warnings.warn(msg, RuntimeWarning, stacklevel=3)
-                    config.log.warning(msg)
+                    # One warning, attributed to the user's calling line (not to this file);
+                    # the recompiles topic logs it too when enabled.
+                    warnings.warn(msg, RuntimeWarning, stacklevel=_user_stacklevel())
+                    config.topic("recompiles").info(msg)
                 return self._call_eager_bound(args)
             saved = (set(self._dynamic), set(self._static), self._force_dynamic)
             if self._entries:
@@ -607,6 +610,17 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         return f"<tracejit.{self._mode} {self.__name__}: {len(self._entries)} entries>"
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points `warnings.warn`, called here, at the innermost frame
+    outside tracejit (the user's call, however many of our frames lie between)."""
+    from ..errors import user_frame
+    target = user_frame(2)
+    f, level = sys._getframe(1), 1
+    while f is not None and f is not target:
+        f, level = f.f_back, level + 1
+    return level if f is not None else 1
 
 
 def _arg_stub(fn):
