@@ -432,3 +432,16 @@ def test_seed_model_trains_40_steps_with_the_branch_flipping(compiler):
             np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-5, atol=1e-6)
     st = cm.cache_stats()
     assert st["compiles"] == 2 and st["eager_fallbacks"] == 0
+
+
+def test_dict_keys_of_equal_value_but_other_type_are_other_entries():
+    def f(d):
+        (k, v), = d.items()
+        return v * k                      # the key's type decides the result dtype
+
+    cf = tj.trace(f, compiler="interpret")
+    x = tj.ones(2, dtype=tj.int64)
+    assert cf({1: x}).dtype == tj.int64
+    assert cf({1.0: x}).dtype == tj.float32
+    assert cf({True: x}).dtype == tj.int64
+    assert cf.cache_stats()["compiles"] == 3

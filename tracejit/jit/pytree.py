@@ -17,7 +17,9 @@ def flatten(x, leaves=None):
     if t is dict:
         keys = tuple(x.keys())
         specs = tuple(flatten(x[k], leaves)[1] for k in keys)
-        return leaves, (dict, keys, specs)
+        # The key types are part of the structure: {1: a} and {1.0: a} are equal dicts
+        # (1 == 1.0) but not the same call (a key may be used as a value: its dtype).
+        return leaves, (dict, keys, specs, tuple(type(k) for k in keys))
     if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
         specs = tuple(flatten(v, leaves)[1] for v in x)
         return leaves, (t, specs)
