@@ -505,3 +505,58 @@ def test_partial_bound_method_and_callable_object_are_scripted():
 def test_a_callable_without_source_is_traced():
     cf = tj.script(tj.tanh, compiler="interpret")
     assert cf(T(0.0, 1.0)).tolist() == pytest.approx([0.0, np.tanh(1.0)])
+
+
+# --------------------------------------------------------------------------- errors users should get
+def _too_big(x):
+    if x.sum() > 100:
+        raise ValueError("too big")
+    return x * 2
+
+
+def test_raise_in_a_branch_the_capture_does_not_take_raises_at_run_time(compiler):
+    cf = tj.script(_too_big, compiler=compiler)
+    assert cf(T(1.0, 2.0)).tolist() == [2.0, 4.0]          # captured: no error
+    with pytest.raises(ValueError, match="too big"):        # the branch is taken: as in Python
+        cf(T(100.0, 2.0))
+    assert cf(T(3.0, 1.0)).tolist() == [6.0, 2.0]
+    assert cf.cache_stats()["compiles"] == 1
+
+
+def test_a_variable_bound_on_one_path_names_the_variable_and_the_if():
+    def f(x):
+        if x.sum() > 0:
+            y = x * 2
+        return y
+
+    def g(x):
+        if x.sum() > 0:
+            y = x * 2
+        return x + y
+
+    def unused(x):
+        if x.sum() > 0:
+            y = x * 2   # noqa: F841 - bound on one path and never read: fine, as in Python
+        return x + 1
+
+    line = f.__code__.co_firstlineno + 1
+    with pytest.raises(ScriptError, match=rf"`y` is assigned on only one path of the if/else at .*test_script.py:{line} "
+                                          r"and returned from the function"):
+        tj.script(f, compiler="interpret")(T(1.0))
+    line = g.__code__.co_firstlineno + 1
+    with pytest.raises(ScriptError, match=rf"`y` .* if/else at .*test_script.py:{line} and read at .*test_script.py:{line + 2}"):
+        tj.script(g, compiler="interpret")(T(1.0))
+    assert tj.script(unused, compiler="interpret")(T(1.0)).tolist() == [2.0]
+
+
+def _halve(x, n: int):
+    if n <= 0:
+        return x
+    return _halve(x * 0.5, n - 1)
+
+
+def test_recursion_says_it_cannot_be_scripted():
+    with pytest.raises(ScriptError, match=r"recursion cannot be compiled: `_halve` \(test_script.py:\d+\) calls itself"):
+        tj.script(_halve, compiler="interpret")(T(1.0), 3)
+    # under trace the int is specialized, so the recursion ends at capture
+    assert tj.trace(_halve, compiler="interpret")(T(1.0), 3).tolist() == [0.125]

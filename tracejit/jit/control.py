@@ -26,6 +26,38 @@ def _no_impl(*a, **k):
 
 
 COND = defprim("cond", _no_impl, _no_impl, kind="control")
+
+
+def _check_impl(xp, pred, *, exc_type, message, where):
+    if bool(pred):
+        raise exc_type(message)
+    return pred
+
+
+# ``if <traced condition>: raise E(msg)`` under @script: the branch that raises becomes a
+# check that raises E(msg) at run time when the condition selects it (and only then, as
+# in Python). It has an effect, so dead-code elimination keeps it though nothing reads it.
+CHECK = defprim("check", _check_impl, lambda p, **kw: Aval((), _dt.bool_, p.device), None,
+                kind="other", extra={"effect": True})
+
+
+def _raised_by_user_code(exc: BaseException) -> str:
+    """"file:line" when `exc` came from a ``raise`` in user code (its innermost frame is
+    outside tracejit), else "" (an op's own error, e.g. a shape mismatch, stays an error
+    of the capture)."""
+    import os
+    from ..errors import TracejitError, _PKG_DIR
+    if isinstance(exc, TracejitError):
+        return ""
+    tb = exc.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    fn = tb.tb_frame.f_code.co_filename
+    if fn.startswith(_PKG_DIR) or fn.startswith("<tracejit"):
+        return ""
+    return f"{os.path.basename(fn)}:{tb.tb_lineno}"
 WHILE = defprim("while", _no_impl, _no_impl, kind="control")
 CUSTOM_FUNCTION = defprim("custom_function", _no_impl, _no_impl, kind="control")
 
@@ -45,6 +77,46 @@ class _Undefined:
 
 
 UNDEFINED = _Undefined()
+
+
+class Unbound:
+    """A variable an if/else decided at run time binds on one path only. Python would
+    raise UnboundLocalError where it is read on the other path; the capture cannot know
+    which path runs, so any use of it is a ScriptError naming the variable and both lines.
+    Not using it afterwards is fine, as in Python."""
+
+    __slots__ = ("name", "where")
+
+    def __init__(self, name: str, where: str):
+        self.name, self.where = name, where
+
+    def error(self, how: str = "") -> ScriptError:
+        loc = user_location(3)
+        used = how or (f" and read at {loc[0]}:{loc[1]}" if loc else "")
+        return ScriptError(f"`{self.name}` is assigned on only one path of the {self.where}{used}; "
+                           f"its condition is decided at run time, so `{self.name}` may be unbound "
+                           f"there. Assign it on both paths (or before the if).")
+
+    def __repr__(self):
+        return f"<unbound {self.name}>"
+
+
+def _unbound_use(self, *a, **k):
+    raise self.error()
+
+
+for _name in ("__bool__", "__getattr__", "__getitem__", "__iter__", "__len__", "__call__", "__array__",
+              "__float__", "__int__", "__index__", "__neg__", "__pos__", "__abs__", "__invert__",
+              "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+              "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
+              "__matmul__", "__rmatmul__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__rand__",
+              "__or__", "__ror__", "__xor__", "__rxor__"):
+    setattr(Unbound, _name, _unbound_use)
+del _name
+
+
+def is_undefined(v) -> bool:
+    return v is UNDEFINED or type(v) is Unbound
 
 
 def _is_traced(x) -> bool:
@@ -89,7 +161,9 @@ def _finish(parents_outer: list, subs: list, results: list, names, what: str):
         vals = [r[i] for r in results]
         is_t = [isinstance(v, Tensor) for v in vals]
         name = names[i] if names and i < len(names) else f"value {i}"
-        if all(is_t):
+        if any(is_undefined(v) for v in vals):
+            kinds.append("undef")
+        elif all(is_t):
             a0 = _aval_of(vals[0]) if not isinstance(vals[0], Tracer) or vals[0]._trace is subs[0] else None
             avs = []
             for s, v in zip(subs, vals):
@@ -106,9 +180,6 @@ def _finish(parents_outer: list, subs: list, results: list, names, what: str):
                 if v is not first and not (type(v) is type(first) and v == first):
                     if isinstance(first, (int, float, bool)) and isinstance(v, (int, float, bool)):
                         kinds.append("promote")
-                        break
-                    if v is UNDEFINED or first is UNDEFINED:
-                        kinds.append("undef")
                         break
                     raise ScriptError(f"{what}: `{name}` takes different non-tensor values on different "
                                       f"paths ({first!r} vs {v!r}); only tensors and numbers can differ")
@@ -166,11 +237,21 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = (),
                           f"with the if/else and assign it after it.")
     pred = _as_pred(ctx, pred)
     single = not isinstance(operands, tuple)
-    subs, results = [], []
+    subs, results, raised = [], [], []
     for fn, nm in ((true_fn, "true"), (false_fn, "false")):
-        s, r = _trace_branch(ctx, fn, operands, nm)
+        try:
+            s, r = _trace_branch(ctx, fn, operands, nm)
+        except Exception as exc:
+            where = _raised_by_user_code(exc)
+            if not where:
+                raise
+            raised.append((nm, exc, where))
+            continue
         subs.append(s)
         results.append(r if isinstance(r, tuple) else (r,))
+    if raised:
+        survivor = _raise_at_run_time(ctx, pred, raised, true_fn, false_fn)
+        return survivor(*operands)
     what = "if/else"
     loc = user_location(2)
     if loc:
@@ -214,12 +295,29 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = (),
         if k == "tensor":
             final.append(next(it))
         elif k == "undef":
-            final.append(UNDEFINED)
+            nm = names[i] if names and i < len(names) else f"value {i}"
+            final.append(Unbound(nm, what))
         else:
             final.append(results[0][i])
     if single:
         return final[0]
     return tuple(final)
+
+
+def _raise_at_run_time(ctx: TraceContext, pred, raised: list, true_fn, false_fn):
+    """One branch raised (a ``raise`` statement): record a check that raises at run time
+    when the condition selects that branch, and return the other branch's function, which
+    the caller runs inline (it is the only path on which the program continues). Both
+    branches raised: that is what the program does, so the capture raises."""
+    from .. import ops
+    if len(raised) == 2:
+        raise raised[0][1]
+    nm, exc, where = raised[0]
+    selects = pred if nm == "true" else ops.logical_not(pred)
+    ctx.emit_multi(CHECK, [ctx.atom(selects)],
+                   {"exc_type": type(exc), "message": str(exc), "where": where},
+                   [Aval((), _dt.bool_, _aval_of(pred).device)])
+    return false_fn if nm == "true" else true_fn
 
 
 def _cast_numbers(subs, results) -> None:
@@ -335,7 +433,7 @@ def _define_body_locals(body_fn, vals):
     trace is thrown away). Python would leave such a name unbound if the loop never ran;
     here it reads as zeros."""
     from .. import ops
-    undefined = [i for i, v in enumerate(vals) if v is UNDEFINED]
+    undefined = [i for i, v in enumerate(vals) if is_undefined(v)]
     if not undefined:
         return vals
     ctx: TraceContext = _reg.trace_state.tracer

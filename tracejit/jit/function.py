@@ -489,10 +489,13 @@ class CompiledFunction:
                 else:
                     tracers.append(x)
             targs, tkwargs = self._unbind(unflatten(spec, tracers))
-            if self._bound_self is not None:
-                out = fn(self._bound_self, *targs, **tkwargs)
-            else:
-                out = fn(*targs, **tkwargs)
+            try:
+                if self._bound_self is not None:
+                    out = fn(self._bound_self, *targs, **tkwargs)
+                else:
+                    out = fn(*targs, **tkwargs)
+            except RecursionError as exc:
+                raise _recursion_error(self._mode, exc) from None
             out_leaves_raw, out_spec = flatten(out)
             out_atoms, out_leaves = [], []
             for o in out_leaves_raw:
@@ -502,6 +505,8 @@ class CompiledFunction:
                     out_leaves.append(("number" if number else "graph", len(out_atoms)))
                     out_atoms.append(at)
                 else:
+                    if type(o).__name__ == "Unbound":   # returned, but bound on one path only
+                        raise o.error(" and returned from the function")
                     out_leaves.append(("static", o))
             mutations = []
             for i, v0 in orig_vars:
@@ -610,6 +615,31 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         return f"<tracejit.{self._mode} {self.__name__}: {len(self._entries)} entries>"
+
+
+def _recursion_error(mode: str, exc: RecursionError) -> Exception:
+    """A function that calls itself while being captured: name it and the line."""
+    import collections
+    import os
+    counts: collections.Counter = collections.Counter()
+    lines = {}
+    from ..errors import _PKG_DIR
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.startswith((_PKG_DIR, "<tracejit")):   # our frames are not the culprit
+            tb = tb.tb_next
+            continue
+        counts[code] += 1
+        lines.setdefault(code, tb.tb_lineno)
+        tb = tb.tb_next
+    code, _ = counts.most_common(1)[0] if counts else (None, 0)
+    who = (f"`{code.co_name}` ({os.path.basename(code.co_filename)}:{lines[code]}) calls itself"
+           if code is not None else "the function recurses")
+    msg = (f"@{mode}: recursion cannot be compiled: {who} without end while being captured, "
+           f"because its stopping condition depends on a value only known at run time (a tensor "
+           f"or a runtime scalar argument). Write it as a loop (`for`/`while`), or run it eagerly.")
+    return (ScriptError if mode == "script" else TraceError)(msg)
 
 
 def _user_stacklevel() -> int:

@@ -38,7 +38,8 @@ def dce(g: Graph) -> Graph:
     live = {a for a in g.outputs if isinstance(a, Var)}
     kept = []
     for e in reversed(g.eqns):
-        if not any(o in live for o in e.outs):
+        # an equation with an effect (a runtime check that raises) is kept unused
+        if not any(o in live for o in e.outs) and not e.prim.extra.get("effect"):
             continue
         e = Eqn(e.prim, e.inputs, e.outs, _map_graphs(e.params, dce), e.loc)
         kept.append(e)

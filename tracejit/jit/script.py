@@ -344,6 +344,12 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(fd, node)
 
     def _assign(self, names, value, node):
+        # The generated call sits on the statement's first line (`if ...:`), so messages
+        # that name "the if/else at file:line" point at the `if`, not at its last line.
+        for n in ast.walk(value):
+            if "lineno" in n._attributes and not hasattr(n, "lineno"):
+                n.lineno = n.end_lineno = node.lineno
+                n.col_offset = n.end_col_offset = node.col_offset
         if not names:
             return ast.copy_location(ast.Expr(value), node)
         target = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())

@@ -239,6 +239,8 @@ class TraceContext:
         if isinstance(a, (bool, int, float)) or type(a).__module__ == "numpy":
             av = scalar_aval(a, _DUMMY_PRIM)
             return Literal(a.item() if hasattr(a, "item") else a, av)
+        if type(a).__name__ == "Unbound":  # control.Unbound: a variable bound on one path only
+            raise a.error()
         raise TypeError(f"{prim_name}: expected a Tensor or a number, got {type(a).__name__}")
 
     def _capture(self, t: Tracer) -> Var:
