@@ -21,6 +21,8 @@ import types
 import warnings
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
 from ..compiler.kernel_errors import raise_kernel_error
@@ -47,8 +49,12 @@ class Entry:
     """One capture: guard + graph + how to run it."""
 
     def __init__(self, descs, const_tensors, const_descs, grad_mode, graph, opt_graph, out_spec,
-                 out_leaves, mutations, guard, guard_src, executor, extra=None, decisions=()):
+                 out_leaves, mutations, guard, guard_src, executor, extra=None, decisions=(),
+                 state_writes=()):
         self.extra = extra
+        # module state the function updates: ("buffer", tensor, k) copies graph output k into
+        # the tensor's memory; ("attr", obj, name, k) sets the attribute to output k
+        self.state_writes = list(state_writes)
         # Python decisions on runtime scalar arguments (see scalars.py), replayed by the guard
         self.decisions = list(decisions)
         self._decided = make_check(self.decisions) if self.decisions else None
@@ -68,7 +74,8 @@ class Entry:
         self.executor = executor
         self.hits = 0
         self.input_leaf_idx = [i for i, d in enumerate(descs) if d.kind in ("tensor", "scalar")]
-        self._single = out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations
+        self._single = (out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations
+                        and not self.state_writes)
         self._direct = (not const_tensors and self.input_leaf_idx == list(range(len(descs))))
         self.hit = self._build_hit()
 
@@ -108,6 +115,8 @@ class Entry:
         outs = self.executor(ins)
         for leaf_i, k in self.mutations:
             leaves[leaf_i]._assign(outs[k], "in-place update of an input")
+        if self.state_writes:
+            _write_state(self.state_writes, outs)
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number" else x[1]
                for x in self.out_leaves]
         return unflatten(self.out_spec, res)
@@ -495,7 +504,11 @@ class CompiledFunction:
                 else:
                     out = fn(*targs, **tkwargs)
             except RecursionError as exc:
+                ctx.restore_attributes()
                 raise _recursion_error(self._mode, exc) from None
+            except BaseException:
+                ctx.restore_attributes()   # a failed capture leaves no tracer in a module
+                raise
             out_leaves_raw, out_spec = flatten(out)
             out_atoms, out_leaves = [], []
             for o in out_leaves_raw:
@@ -513,6 +526,7 @@ class CompiledFunction:
                 if tracers[i]._var is not v0:  # an in-place op rebound this input
                     mutations.append((i, len(out_atoms)))
                     out_atoms.append(tracers[i]._var)
+            ctx.state_writes = ctx.finish_state_writes(out_atoms)
         return ctx, out_atoms, out_leaves, out_spec, mutations
 
     def _capture(self, leaves, spec, descs, gm):
@@ -565,7 +579,7 @@ class CompiledFunction:
         config.topic("guards").info("guard for %s:\n%s", self.__name__, src)
         executor = self._make_executor(opt, gm)
         entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
-                      out_leaves, mutations, guard, src, executor, extra, decisions)
+                      out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes)
         return entry
 
     def _const_names(self):
@@ -615,6 +629,42 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         return f"<tracejit.{self._mode} {self.__name__}: {len(self._entries)} entries>"
+
+
+def _write_state(writes: list, outs: list) -> None:
+    """Write back the module state a compiled call updated (buffers in place, as eager
+    does; attributes set to the new tensor). Not part of any autograd graph."""
+    node = next((o.grad_fn for o in outs if isinstance(o, Tensor) and hasattr(o.grad_fn, "versions")), None)
+    for w in writes:
+        if w[0] == "buffer":
+            t, new = w[1], outs[w[2]]
+            if node is not None:
+                _keep_old_value_for_backward(node, t)
+            xp = np if t.device.type == "cpu" else t._xp()
+            xp.copyto(t._data, new._data, casting="unsafe")
+            t._vbox[0] += 1
+        else:
+            _, obj, name, k = w
+            if _is_buffer(obj, name):
+                obj.__dict__["_buffers"][name] = outs[k].detach()
+            else:
+                object.__setattr__(obj, name, outs[k].detach())
+
+
+def _keep_old_value_for_backward(node, t: Tensor) -> None:
+    """The compiled call's backward reads its inputs when it runs; a buffer the call itself
+    updates is overwritten now, so the backward gets a copy of the value it saw."""
+    for j, x in enumerate(node.inputs):
+        if x is t:
+            old = Tensor._wrap(t._data.copy(), t.dtype, t.device)
+            node.inputs = list(node.inputs)
+            node.inputs[j] = old
+            node.versions[j] = old._vbox[0]
+
+
+def _is_buffer(obj, name: str) -> bool:
+    bufs = getattr(obj, "__dict__", {}).get("_buffers")
+    return bufs is not None and name in bufs
 
 
 def _recursion_error(mode: str, exc: RecursionError) -> Exception:

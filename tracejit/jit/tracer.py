@@ -155,6 +155,12 @@ class TraceContext:
         self.scalar_leaves: dict = {}
         self.leaves: Optional[list] = None
         self.decisions: list = []
+        # State the function writes (root context): in-place updates of captured tensors
+        # (a module's buffers: BatchNorm's running stats) and tensor attributes set on a
+        # module (``self.mask = ...``). They become graph outputs written back after each
+        # call; no tracer is ever left in the module (see `finish_state_writes`).
+        self.buffer_writes: dict = {}   # id(tensor) -> [tensor, Var of its new value]
+        self.attr_writes: dict = {}     # (id(obj), name) -> [obj, name, value before capture]
         self.const_names: Optional[dict] = None  # id(tensor) -> name (a module's parameter names)
         self.capture_grad = True  # the grad mode the graph will run under (root context)
         # Source location given to the equations recorded while set (the backward pass
@@ -265,6 +271,9 @@ class TraceContext:
                 self.captured[outer] = v
                 self.captured_outer.append(outer)
             return v
+        written = self.buffer_writes.get(id(t))
+        if written is not None:
+            return written[1]
         v = self.consts.get(id(t))
         if v is None:
             name = (self.const_names or {}).get(id(t)) or t._name or ""
@@ -370,6 +379,8 @@ class TraceContext:
 
     def assign(self, target: Tensor, result: Tensor, what: str) -> Tensor:
         """In-place ops under tracing: rebind the target tracer to the new value."""
+        if not isinstance(target, Tracer) and self.parent is None:
+            return self._write_buffer(target, result, what)
         if not isinstance(target, Tracer) or target._trace is not self:
             name = "a tensor captured from outside the compiled function" if not isinstance(target, Tracer) \
                 else "a tensor from outside this branch or loop body"
@@ -388,6 +399,66 @@ class TraceContext:
         target._var = res
         return target
 
+    def _write_buffer(self, target: Tensor, result: Tensor, what: str) -> Tensor:
+        """An in-place update of a captured tensor (``self.running_mean.mul_(0.9)``): later
+        reads in this trace see the new value, and the call writes it back."""
+        old = self._const(target)
+        res = self.atom(result)
+        if res.aval.dtype is not old.aval.dtype:
+            if old.aval.dtype.category < res.aval.dtype.category:
+                from ..errors import DTypeError
+                raise DTypeError(f"{what}: result type {res.aval.dtype.name} can't be cast to the "
+                                 f"in-place output type {old.aval.dtype.name}")
+            res = self._emit(_CAST, [res], {"dtype": old.aval.dtype})[0]
+        if tuple(res.aval.shape) != tuple(old.aval.shape):
+            raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
+                               f"in-place tensor of shape {tuple(old.aval.shape)}")
+        if target.requires_grad:
+            raise TraceError(f"{what}: in-place update of a captured tensor that requires grad (a "
+                             f"parameter) inside a compiled function; update parameters outside it, "
+                             f"under tracejit.no_grad(), as optimizers do")
+        self.buffer_writes[id(target)] = [target, res]
+        return target
+
+    def write_attribute(self, obj, name: str, value) -> bool:
+        """``obj.name = tensor`` inside the function (a module caching a mask): the value is
+        held for the rest of this trace and written back by each call. True when handled."""
+        if not isinstance(value, Tracer):
+            return False
+        if self.parent is not None or value._trace is not self:
+            loc = user_location(3)
+            where = f" at {loc[0]}:{loc[1]}" if loc else ""
+            raise TraceError(f"assigning a traced tensor to `{type(obj).__name__}.{name}`{where} inside a "
+                             f"branch or loop body decided at run time is not supported; assign it after "
+                             f"the if/loop")
+        key = (id(obj), name)
+        if key not in self.attr_writes:
+            self.attr_writes[key] = [obj, name, _read_attr(obj, name)]
+        _set_attr(obj, name, value)
+        return True
+
+    def finish_state_writes(self, out_atoms: list) -> list:
+        """Append the written state to `out_atoms`; restore every attribute the trace set
+        (the module must not keep a tracer); return the write-backs as
+        ("buffer", tensor, output k) and ("attr", obj, name, output k)."""
+        writes = []
+        for t, res in self.buffer_writes.values():
+            writes.append(("buffer", t, len(out_atoms)))
+            out_atoms.append(res)
+        for obj, name, before in self.attr_writes.values():
+            now = _read_attr(obj, name)
+            _set_attr(obj, name, before)
+            writes.append(("attr", obj, name, len(out_atoms)))
+            out_atoms.append(self.atom(now))
+        self.attr_writes.clear()
+        return writes
+
+    def restore_attributes(self) -> None:
+        """After a failed capture: put back what the trace set."""
+        for obj, name, before in self.attr_writes.values():
+            _set_attr(obj, name, before)
+        self.attr_writes.clear()
+
     def graph(self, outputs, name: str = "graph") -> Graph:
         return Graph(tuple(self.inputs) + tuple(self.captured.values())
                      if self.parent is not None else tuple(self.inputs) + tuple(self._const_vars()),
@@ -395,6 +466,28 @@ class TraceContext:
 
     def _const_vars(self):
         return [self.consts[id(t)] for t in self.const_tensors]
+
+
+_MISSING = object()
+
+
+def _read_attr(obj, name: str):
+    bufs = obj.__dict__.get("_buffers")
+    if bufs is not None and name in bufs:
+        return bufs[name]
+    return obj.__dict__.get(name, _MISSING)
+
+
+def _set_attr(obj, name: str, value) -> None:
+    """Set (or, for _MISSING, remove) an attribute without going through the module's
+    tracing hook; a buffer stays a buffer."""
+    bufs = obj.__dict__.get("_buffers")
+    if bufs is not None and name in bufs:
+        bufs[name] = None if value is _MISSING else value
+    elif value is _MISSING:
+        obj.__dict__.pop(name, None)
+    else:
+        object.__setattr__(obj, name, value)
 
 
 _DUMMY_PRIM = Primitive("literal", None, None)

@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
 from ..device import as_device
+from ..ops.registry import trace_state as _trace_state
 from ..tensor import Tensor
 from .parameter import Parameter
 
@@ -158,6 +159,9 @@ class Module:
     register_module = add_module
 
     def __setattr__(self, name: str, value) -> None:
+        tracer = _trace_state.tracer
+        if tracer is not None and isinstance(value, Tensor) and tracer.write_attribute(self, name, value):
+            return  # inside a compiled forward: the call writes it back (jit/tracer.py)
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):

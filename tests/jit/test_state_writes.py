@@ -1,0 +1,134 @@
+"""Module state written inside a compiled forward: buffers updated in place (BatchNorm's
+running statistics) and tensors cached on attributes (``self.mask = ...``) are graph
+outputs written back after each call, as eager would leave them; no tracer escapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import nn
+from tracejit.jit.tracer import Tracer
+
+
+class RunningNorm(nn.Module):
+    """BatchNorm's state handling in miniature."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("running_mean", tj.zeros(n))
+        self.register_buffer("num_batches_tracked", tj.tensor(0, dtype=tj.int64))
+        self.weight = nn.Parameter(tj.ones(n) * 1.5)
+        self.positive = None
+
+    def forward(self, x):
+        if self.training:
+            m = x.mean(0)
+            with tj.no_grad():
+                self.running_mean.mul_(0.9).add_(0.1 * m)
+                self.num_batches_tracked += 1
+        else:
+            m = self.running_mean
+        y = (x - m) * self.weight
+        self.positive = y > 0          # a tensor cached on the module
+        return y
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_buffer_updates_and_cached_attributes_match_eager(mode, compiler):
+    rng = np.random.default_rng(0)
+    eager, model = RunningNorm(3), RunningNorm(3)
+    compiled = getattr(tj, mode)(model, compiler=compiler)
+    for step in range(4):
+        x = tj.tensor(rng.standard_normal((5, 3)).astype(np.float32))
+        ye, yc = eager(x), compiled(x)
+        (ye * ye).sum().backward()
+        (yc * yc).sum().backward()
+        np.testing.assert_allclose(yc.detach().numpy(), ye.detach().numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(model.running_mean.numpy(), eager.running_mean.numpy(), rtol=1e-6)
+        assert model.num_batches_tracked.item() == eager.num_batches_tracked.item() == step + 1
+        assert type(model.positive) is tj.Tensor and not isinstance(model.positive, Tracer)
+        np.testing.assert_array_equal(model.positive.numpy(), eager.positive.numpy())
+        np.testing.assert_allclose(model.weight.grad.numpy(), eager.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert compiled.forward.cache_stats()["compiles"] == 1
+    eager.eval()
+    model.eval()
+    x = tj.tensor(rng.standard_normal((5, 3)).astype(np.float32))
+    np.testing.assert_allclose(compiled(x).detach().numpy(), eager(x).detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert model.num_batches_tracked.item() == 4      # eval does not count
+
+
+def test_backward_reads_the_buffer_value_the_forward_saw():
+    class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("s", tj.tensor([2.0, 3.0]))
+
+        def forward(self, x):
+            y = x * self.s                 # the backward needs s as it was here ...
+            with tj.no_grad():
+                self.s.mul_(10.0)          # ... and the call then updates it
+            return y
+
+    x = tj.tensor([1.0, 1.0], requires_grad=True)
+    m = Scale()
+    tj.script(m)(x).sum().backward()
+    assert x.grad.tolist() == [2.0, 3.0] and m.s.tolist() == [20.0, 30.0]
+
+
+class CachedMask(nn.Module):
+    """The word-language-model Transformer's pattern: build a mask once, keep it on self."""
+
+    def __init__(self):
+        super().__init__()
+        self.mask = None
+        self.builds = 0
+
+    def forward(self, x):
+        if self.mask is None or self.mask.shape[0] != x.shape[0]:
+            self.builds += 1
+            self.mask = tj.where(tj.arange(x.shape[0]) > 0, 1.0, 0.0)
+        return x * self.mask
+
+
+def test_a_tensor_cached_on_self_is_written_back_not_leaked():
+    m = CachedMask()
+    cm = tj.trace(m)
+    x = tj.ones(4)
+    assert cm(x).tolist() == [0.0, 1.0, 1.0, 1.0]
+    assert type(m.mask) is tj.Tensor and m.mask.tolist() == [0.0, 1.0, 1.0, 1.0]
+    assert m(x).tolist() == [0.0, 1.0, 1.0, 1.0]        # a later eager call sees a real tensor
+    assert cm(x * 2).tolist() == [0.0, 2.0, 2.0, 2.0]
+    assert cm.forward.cache_stats()["compiles"] == 1
+
+
+def test_a_failed_capture_leaves_no_tracer_on_the_module():
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cache = None
+
+        def forward(self, x):
+            self.cache = x * 2
+            return x @ tj.ones(3, 3)   # wrong shape: the capture fails
+
+    m = Broken()
+    with pytest.raises(Exception, match="matmul"):
+        tj.trace(m)(tj.ones(2, 2))
+    assert m.cache is None
+
+
+def test_updating_a_parameter_in_place_inside_is_refused_with_advice():
+    class Bad(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(tj.ones(2))
+
+        def forward(self, x):
+            with tj.no_grad():
+                self.w.add_(1.0)
+            return x * self.w
+
+    with pytest.raises(tj.errors.TraceError, match="requires grad.*optimizers"):
+        tj.trace(Bad())(tj.ones(2))
