@@ -20,6 +20,8 @@ import types
 import warnings
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
 from ..compiler.kernel_errors import raise_kernel_error
@@ -65,6 +67,9 @@ class Entry:
         self.input_leaf_idx = [i for i, d in enumerate(descs) if d.kind in ("tensor", "scalar")]
         self._single = out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations
         self._direct = (not const_tensors and self.input_leaf_idx == list(range(len(descs))))
+        # An entry that writes to an input was captured for distinct buffers: a call whose
+        # tensors share memory (``g(x, x)``, overlapping slices) must not run it.
+        self.no_alias = bool(mutations)
         self.hit = self._build_hit()
 
     def _build_hit(self):
@@ -87,8 +92,17 @@ class Entry:
             arrays = [f"L[{i}]._data" for i in self.input_leaf_idx]
             arrays += [f"C[{i}]._data" for i in range(len(self.const_tensors))]
             body = ["    E.hits += 1", f"    return WRAP(PLAN({', '.join(arrays)})[0], OD, OV)"]
+        if self.no_alias:  # aliased tensors: a miss here, and the slow path runs eagerly
+            names["ALIASED"] = self.aliased
+            body = ["    if ALIASED(L):", "        return NO"] + body
         hit, _ = build_guard(self.descs, self.const_descs, self.grad_mode, self.extra, on_pass=(body, names))
         return hit
+
+    def aliased(self, leaves) -> bool:
+        """Whether two of the call's tensors (arguments, captured tensors) share memory."""
+        arrays = [x._data for x in leaves if isinstance(x, Tensor)]
+        arrays += [t._data for t in self.const_tensors]
+        return _any_overlap(arrays)
 
     def run(self, leaves):
         if self._direct:
@@ -208,6 +222,8 @@ class CompiledFunction:
         # The hot path: flat arguments checked by generated guards.
         for e in self._flat_entries:
             if e.guard(args, e.const_tensors, gm):
+                if e.no_alias and e.aliased(args):
+                    return self._call_aliased(args)
                 e.hits += 1
                 if self._check or config.check_enabled():
                     return self._checked(e, list(args), args)
@@ -216,6 +232,8 @@ class CompiledFunction:
         if spec != (list, tuple([None] * len(args))):
             for e in self._entries:
                 if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm):
+                    if e.no_alias and e.aliased(leaves):
+                        return self._call_aliased(args)
                     e.hits += 1
                     if self._check or config.check_enabled():
                         return self._checked(e, leaves, args)
@@ -224,6 +242,14 @@ class CompiledFunction:
             self._stats["misses"] += 1
             return self._call_eager_bound(args)
         return self._miss(args, leaves, spec, gm)
+
+    def _call_aliased(self, args):
+        """A call whose tensors share memory, for an entry that writes to an input: the
+        compiled program reads every input before writing any, so only eager order is right."""
+        self._stats["alias_fallbacks"] = self._stats.get("alias_fallbacks", 0) + 1
+        config.topic("recompiles").info("%s: arguments share memory and the function writes to "
+                                        "one in place: running eagerly", self.__name__)
+        return self._call_eager_bound(args)
 
     def _call_inline(self, args, kwargs):
         fn = self._get_trace_fn()
@@ -339,6 +365,8 @@ class CompiledFunction:
             if spec == (list, (None,) * len(spec[1])):
                 self._flat_entries.append(entry)
             self._stats["compiles"] += 1
+        if entry.no_alias and entry.aliased(leaves):
+            return self._call_aliased(args)
         try:
             if self._check or config.check_enabled():
                 return self._checked(entry, leaves, args)
@@ -611,6 +639,28 @@ def _const_descs(tensors, names=None) -> list:
         out.append(LeafDesc("tensor", f"<captured {label} {tuple(t._data.shape)}>", t.dtype, t.device,
                             t.requires_grad, tuple(t._data.shape)))
     return out
+
+
+def _any_overlap(arrays) -> bool:
+    """Whether any two arrays may share memory (numpy's bounds check; identity of the
+    owning buffer for other array types)."""
+    for i in range(1, len(arrays)):
+        a = arrays[i]
+        for b in arrays[:i]:
+            if a is b:
+                return True
+            if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+                if a.size and b.size and np.may_share_memory(a, b):
+                    return True
+            elif _owner(a) is _owner(b):
+                return True
+    return False
+
+
+def _owner(a):
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
 
 
 def _ident(name: str) -> str:
