@@ -334,37 +334,21 @@ class CompiledFunction:
 
     def _miss(self, args, leaves, spec, gm):
         with self._lock:
-            self._stats["misses"] += 1
-            names = self._leaf_names(args, spec)
-            descs = self._describe(leaves, names)
-            reasons = self._recompile_reasons(descs, spec, gm)
-            if self._stats["compiles"] >= self._limit:
-                self._note_reasons(reasons)
-                if not self._fell_back:
-                    self._fell_back = True
-                    self._stats["eager_fallbacks"] += 1
-                    msg = (f"tracejit: {self.__name__} hit the recompile limit ({self._limit}); it now runs "
-                           f"eagerly for new input signatures. Last reasons: "
-                           f"{'; '.join(self._stats['recompile_reasons'][-3:])}. "
-                           f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
-                    warnings.warn(msg, RuntimeWarning, stacklevel=3)
-                    config.log.warning(msg)
-                return self._call_eager_bound(args)
-            saved = (set(self._dynamic), set(self._static), self._force_dynamic)
-            if self._entries:
-                self._mark_dynamic(descs)
-            try:
-                entry = self._capture(leaves, spec, descs, gm)
-            except BaseException:
-                # Nothing is kept from a capture that failed.
-                self._dynamic, self._static, self._force_dynamic = saved
-                raise
-            self._note_reasons(reasons)
-            entry.arg_spec = spec
-            self._entries.append(entry)
-            if spec == (list, (None,) * len(spec[1])):
-                self._flat_entries.append(entry)
-            self._stats["compiles"] += 1
+            # Threads making the same first call wait here for one capture: an entry that
+            # another thread added while this one waited serves this call too.
+            waited = next((e for e in self._entries
+                           if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
+            if waited is None:
+                entry, saved = self._capture_for(args, leaves, spec, gm)
+                if entry is None:  # past the recompile limit
+                    return self._call_eager_bound(args)
+        if waited is not None:
+            if waited.no_alias and waited.aliased(leaves):
+                return self._call_aliased(args)
+            waited.hits += 1
+            if self._check or config.check_enabled():
+                return self._checked(waited, leaves, args)
+            return waited.run(leaves)
         if entry.no_alias and entry.aliased(leaves):
             return self._call_aliased(args)
         try:
@@ -382,6 +366,42 @@ class CompiledFunction:
                     self._stats["compiles"] -= 1
                     self._dynamic, self._static, self._force_dynamic = saved
             raise
+
+    def _capture_for(self, args, leaves, spec, gm):
+        """Capture and cache an entry for this call (under the lock): (entry, the dynamic-dim
+        state to restore if its first run fails), or (None, None) past the recompile limit."""
+        self._stats["misses"] += 1
+        names = self._leaf_names(args, spec)
+        descs = self._describe(leaves, names)
+        reasons = self._recompile_reasons(descs, spec, gm)
+        if self._stats["compiles"] >= self._limit:
+            self._note_reasons(reasons)
+            if not self._fell_back:
+                self._fell_back = True
+                self._stats["eager_fallbacks"] += 1
+                msg = (f"tracejit: {self.__name__} hit the recompile limit ({self._limit}); it now runs "
+                       f"eagerly for new input signatures. Last reasons: "
+                       f"{'; '.join(self._stats['recompile_reasons'][-3:])}. "
+                       f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
+                warnings.warn(msg, RuntimeWarning, stacklevel=4)
+                config.log.warning(msg)
+            return None, None
+        saved = (set(self._dynamic), set(self._static), self._force_dynamic)
+        if self._entries:
+            self._mark_dynamic(descs)
+        try:
+            entry = self._capture(leaves, spec, descs, gm)
+        except BaseException:
+            # Nothing is kept from a capture that failed.
+            self._dynamic, self._static, self._force_dynamic = saved
+            raise
+        self._note_reasons(reasons)
+        entry.arg_spec = spec
+        self._entries.append(entry)
+        if spec == (list, (None,) * len(spec[1])):
+            self._flat_entries.append(entry)
+        self._stats["compiles"] += 1
+        return entry, saved
 
     def _note_reasons(self, reasons):
         if reasons:
