@@ -45,6 +45,7 @@ _PREAMBLE = struct.Struct("<8sIQQ")
 _DIGEST = 32
 _ALIGN = 64
 _MAX_DEPTH = 200
+_MAX_DIMS = 64  # numpy's limit
 
 
 # ---------------------------------------------------------------- writing
@@ -228,6 +229,8 @@ def load(f, map_location=None, *, weights_only: bool = True):
         header = json.loads(bytes(body[_PREAMBLE.size:_PREAMBLE.size + hlen]).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise _bad(where, f"unreadable header ({e})") from None
+    except RecursionError:
+        raise _bad(where, "header nested too deeply") from None
     return _Reader(body, start, header, map_location, where).run()
 
 
@@ -244,7 +247,24 @@ class _Reader:
         h = self.header
         if not isinstance(h, dict) or "root" not in h or not isinstance(h.get("tensors"), list):
             raise self.fail("malformed header (missing 'root' or 'tensors')")
+        self.check_records(h["tensors"])
         return self.node(h["root"], 0)
+
+    def check_records(self, recs) -> None:
+        """Every record is well-formed and the records' bytes are disjoint ranges of the
+        data section, as `save` writes them: what loading allocates is then bounded by the
+        file's size (records sharing bytes would each be copied: a 4 MiB file could ask for
+        gigabytes)."""
+        spans = []
+        for i, rec in enumerate(recs):
+            self.array_layout(rec, i)
+            if rec["nbytes"]:
+                spans.append((rec["offset"], rec["offset"] + rec["nbytes"], i))
+        spans.sort()
+        for (_, end, i), (lo, _, j) in zip(spans, spans[1:]):
+            if lo < end:
+                raise self.fail(f"tensor records {i} and {j} overlap in the data section (a file "
+                                f"written by tracejit.save stores each tensor's bytes once)")
 
     def node(self, n, depth: int):
         if depth > _MAX_DEPTH + 2:
@@ -319,6 +339,12 @@ class _Reader:
         return out
 
     def array(self, rec, i) -> np.ndarray:
+        dt, shape, count, lo = self.array_layout(rec, i)
+        arr = np.frombuffer(self.body, dtype=dt.np.newbyteorder("<"), count=count, offset=lo)
+        return arr.astype(dt.np).reshape(tuple(shape))  # a private, writable, native-order copy
+
+    def array_layout(self, rec, i):
+        """(dtype, shape, element count, start in the file) of a valid tensor record."""
         if not isinstance(rec, dict):
             raise self.fail(f"tensor record {i} is malformed")
         name, shape, offset, nbytes = rec.get("dtype"), rec.get("shape"), rec.get("offset"), rec.get("nbytes")
@@ -331,6 +357,10 @@ class _Reader:
         if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                 for d in shape)):
             raise self.fail(f"tensor {i} has a malformed shape {shape!r}")
+        if len(shape) > _MAX_DIMS:
+            raise self.fail(f"tensor {i} has {len(shape)} dims (at most {_MAX_DIMS} are supported)")
+        if math.prod(max(d, 1) for d in shape) * dt.itemsize >= 2 ** 62:
+            raise self.fail(f"tensor {i} has an impossible shape {shape!r} (too many elements)")
         count = math.prod(shape)
         if not (isinstance(offset, int) and isinstance(nbytes, int) and offset >= 0
                 and nbytes == count * dt.itemsize):
@@ -338,5 +368,4 @@ class _Reader:
         lo = self.start + offset
         if lo + nbytes > len(self.body):
             raise self.fail(f"tensor {i} lies past the end of the data (file truncated?)")
-        arr = np.frombuffer(self.body, dtype=dt.np.newbyteorder("<"), count=count, offset=lo)
-        return arr.astype(dt.np).reshape(tuple(shape))  # a private, writable, native-order copy
+        return dt, shape, count, lo

@@ -471,3 +471,35 @@ def test_two_processes_compiling_at_once(tmp_path, root, caplog):
     with caplog.at_level(logging.WARNING, logger="tracejit"):
         diskcache.load_module(src)
     assert diskcache.stats()["disk_hits"] == 1 and tracejit_warnings(caplog) == []
+
+
+CHILD_NAMED = r"""
+import json, sys
+import numpy as np
+from tracejit.compiler import diskcache
+module = diskcache.load_module(open(sys.argv[1]).read(), name_hint=sys.argv[2])
+x = np.arange(4, dtype=np.float64); out = np.zeros_like(x); module.kernel(x, out)
+print(json.dumps(dict(stats=diskcache.stats(), out=out.tolist())))
+"""
+
+
+def test_same_kernel_under_different_names_across_processes(tmp_path, root):
+    """Two functions generating the same kernel (same source, different name hints) share
+    one entry; neither invalidates it for the other (issue 15, item 5: 'corrupt entry ...
+    ModuleNotFoundError' and a recompile in every other process)."""
+    (tmp_path / "child.py").write_text(CHILD_NAMED)
+    (tmp_path / "source.py").write_text(make_source("named", parallel=True))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    results = []
+    for hint in ["alpha", "beta", "alpha", "beta"]:
+        r = subprocess.run([sys.executable, str(tmp_path / "child.py"), str(tmp_path / "source.py"), hint],
+                           env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert "corrupt" not in r.stderr, r.stderr
+        results.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    assert results[0]["stats"]["compiles"] == 1
+    for res in results[1:]:
+        assert res["stats"]["disk_hits"] == 1 and res["stats"]["compiles"] == 0
+        assert res["stats"]["corrupt_entries"] == 0
+        assert res["out"] == [0.0, 2.0, 4.0, 6.0]
+    only_entry(root)

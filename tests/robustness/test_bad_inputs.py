@@ -247,11 +247,12 @@ def _file_bytes(tmp_path):
     return p.read_bytes()
 
 
-def _repack(header: dict, data: bytes = b"") -> bytes:
-    """A well-formed file (valid lengths and checksum) around an arbitrary JSON header."""
+def _repack(header, data: bytes = b"") -> bytes:
+    """A well-formed file (valid lengths and checksum) around an arbitrary JSON header
+    (a dict, or the header's raw bytes)."""
     import hashlib
     import json
-    hdr = json.dumps(header).encode()
+    hdr = header if isinstance(header, bytes) else json.dumps(header).encode()
     pre = struct.Struct("<8sIQQ")
     body = pre.pack(b"TRACEJIT", 1, len(hdr), len(data)) + hdr
     body += b"\0" * (-len(body) % 64) + data
@@ -281,6 +282,19 @@ BAD_FILES = {
         {"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}]}, b"\0" * 64), "dtype"),
     "out-of-range": (lambda ok, mk: _repack({"root": {"tensor": 0}, "tensors": [
         {"dtype": "float32", "shape": [1000], "offset": 0, "nbytes": 4000}]}, b"\0" * 64), "past the end"),
+    # issue 15, item 8: allocations bounded by the file; nothing but SerializationError
+    "records-sharing-bytes": (lambda ok, mk: _repack({"root": {"list": [{"tensor": i} for i in range(400)]},
+                                                      "tensors": [{"dtype": "float32", "shape": [1024],
+                                                                   "offset": 0, "nbytes": 4096}] * 400},
+                                                     b"\0" * 4096), "overlap"),
+    "deep-json-nesting": (lambda ok, mk: _repack(b'{"root": ' + b"[" * 200_000 + b"]" * 200_000
+                                                 + b', "tensors": []}'), "nested too deeply"),
+    "deep-node-nesting": (lambda ok, mk: _repack(b'{"root": ' + b'{"list": [' * 5000 + b"]}" * 5000
+                                                 + b', "tensors": []}'), "nested too deeply"),
+    "absurd-shape": (lambda ok, mk: _repack({"root": {"tensor": 0}, "tensors": [
+        {"dtype": "float32", "shape": [0, 10 ** 30], "offset": 0, "nbytes": 0}]}), "impossible shape"),
+    "too-many-dims": (lambda ok, mk: _repack({"root": {"tensor": 0}, "tensors": [
+        {"dtype": "float32", "shape": [1] * 100, "offset": 0, "nbytes": 4}]}, b"\0" * 64), "100 dims"),
 }
 
 

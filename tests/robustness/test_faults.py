@@ -118,9 +118,9 @@ def test_cache_directory_vanishes_during_a_build(cache, caplog, monkeypatch):
     import shutil
     orig = diskcache._write_manifest
 
-    def vanish_then_write(tmp, key):
+    def vanish_then_write(tmp, key, *rest):
         shutil.rmtree(cache, ignore_errors=True)
-        return orig(tmp, key)
+        return orig(tmp, key, *rest)
     monkeypatch.setattr(diskcache, "_write_manifest", vanish_then_write)
     with caplog.at_level(logging.WARNING):
         _check(tj.trace(softsign_sum))

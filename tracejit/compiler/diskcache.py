@@ -322,6 +322,9 @@ def _load_via_disk(root: Path, key: str, source: str, modname: str) -> types.Mod
 def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.ModuleType | None:
     problem = _verify(entry, key, source)
     if problem is None:
+        # numba's cached code names the module it was built in: load it under that name
+        # (two functions with the same kernel give it different name hints).
+        modname = _built_as(entry, key) or modname
         try:
             # A verified entry holds numba's machine code for every kernel: load it
             # without numba's registry refresh (cacheload's docstring says why that is safe).
@@ -382,7 +385,7 @@ def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.Modu
                 _warn_once("uncacheable", entry.parent.parent, "tracejit disk cache: numba did not "
                            "cache %s inside the entry; it will be recompiled next time", modname)
                 return module
-            _write_manifest(tmp, key)
+            _write_manifest(tmp, key, modname)
             try:
                 os.rename(tmp, entry)
             except OSError:
@@ -422,9 +425,10 @@ def _entry_files(entry: Path) -> set[str]:
     return found
 
 
-def _write_manifest(tmp: Path, key: str) -> None:
+def _write_manifest(tmp: Path, key: str, modname: str) -> None:
     files = {rel: _sha256_file(tmp / rel) for rel in sorted(_entry_files(tmp))}
-    manifest = {"format": _MANIFEST_FORMAT, "key": key, "versions": _versions(), "files": files}
+    manifest = {"format": _MANIFEST_FORMAT, "key": key, "versions": _versions(), "files": files,
+                "module": modname}
     (tmp / _MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
 
 
@@ -456,6 +460,19 @@ def _verify(entry: Path, key: str, source: str) -> str | None:
     except (OSError, ValueError) as exc:
         return str(exc)
     return None
+
+
+def _built_as(entry: Path, key: str) -> str | None:
+    """The module name a verified entry was built under (from its manifest), if valid."""
+    try:
+        name = json.loads((entry / _MANIFEST_NAME).read_text(encoding="utf-8")).get("module")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(name, str) or not name.startswith(_PACKAGE + ".") or not name.endswith(key[:20]):
+        return None
+    if not name[len(_PACKAGE) + 1:].isidentifier() or name in sys.modules:
+        return None
+    return name
 
 
 def _discard(entry: Path) -> None:

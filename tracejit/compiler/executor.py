@@ -115,7 +115,10 @@ class CompiledProgram:
         self._diff_cached = None
         self._loss_k: dict = {}  # diff_idx -> the loss output whose gradients the forward computes
         self._active_outs: dict = {}
-        self._simple_out = not self._identity
+        # Outputs that may be views of an input (a chain of movement ops): a view must share
+        # its input's version counter, or an in-place write through it goes unseen.
+        self._view_outs = _possible_views(graph)
+        self._simple_out = not self._identity and not self._view_outs
         self._out_types = [(a.aval.dtype, a.aval.device) for a in graph.outputs]
 
     # ---- plans ----------------------------------------------------------------------
@@ -257,6 +260,11 @@ class CompiledProgram:
                 out.append(ins[j])
                 continue
             t = Tensor._wrap(arr, a.aval.dtype, a.aval.device)
+            j = self._view_outs.get(k)
+            if j is not None and isinstance(ins[j], Tensor) and _same_memory(arr, ins[j]._data):
+                src = ins[j]
+                t._vbox = src._vbox
+                t._base = src if src._base is None else src._base
             if node is not None and a.aval.dtype.is_floating_point and k in active:
                 t._requires_grad = True
                 t.grad_fn = node
@@ -268,7 +276,8 @@ class CompiledProgram:
         diff_idx = self._diff_of(inputs)
         fwd, bwd, n_saved = self.train_plans(diff_idx)
         if bwd is None:
-            return self._scale_loss_grads(diff_idx, saved, grads[self._loss_k[diff_idx]], retain_graph)
+            return self._scale_loss_grads(diff_idx, saved, grads[self._loss_k[diff_idx]], retain_graph,
+                                          inputs)
         g_arrays = []
         for g, a in zip(grads, self.graph.outputs):
             if g is None:
@@ -287,17 +296,24 @@ class CompiledProgram:
             raise
         return [Tensor._wrap(r, self.graph.inputs[i].aval.dtype) for r, i in zip(res, diff_idx)]
 
-    def _scale_loss_grads(self, diff_idx, saved, g, retain_graph):
+    def _scale_loss_grads(self, diff_idx, saved, g, retain_graph, inputs=()):
         """Gradients for cotangent `g` from the ones the forward computed for 1."""
         c = g._data
         unit = bool(c == 1)
         out = []
-        for a, i in zip(saved, diff_idx):
+        # The plan may return one buffer for several gradients (``(a + b).sum()`` gives a
+        # and b the same one), or an input's own array: such a buffer is neither scaled
+        # in place (it would be scaled once per input) nor handed over.
+        roots = [id(_root_array(a)) for a in saved]
+        shared = {r for r in roots if roots.count(r) > 1}
+        shared.update(id(_root_array(x._data)) for x in inputs if isinstance(x, Tensor))
+        for a, i, root in zip(saved, diff_idx, roots):
+            own = root not in shared
             if unit:
                 # Handed over when this is the last backward (the grad may then take the
                 # memory); a retained graph keeps its own copy for the next one.
-                r = a.copy() if retain_graph else a
-            elif retain_graph:
+                r = a.copy() if retain_graph or not own else a
+            elif retain_graph or not own:
                 r = (a * c).astype(a.dtype, copy=False)
             else:
                 r = a
@@ -379,6 +395,36 @@ def _nbytes(v) -> int:
     for d in v.aval.shape:
         n *= d.hint if hasattr(d, "hint") else int(d)
     return n
+
+
+_MOVEMENT_KINDS = ("shape", "index", "other")
+
+
+def _possible_views(graph: Graph) -> dict:
+    """{output position: graph input position} for outputs reached from an input through
+    movement ops only (reshape, permute, slicing, ...): the plan may return them as views
+    of the caller's array."""
+    src = {v: i for i, v in enumerate(graph.inputs)}
+    for e in graph.eqns:
+        if e.prim.kind in _MOVEMENT_KINDS and e.inputs and e.inputs[0] in src and len(e.outs) == 1:
+            src[e.outs[0]] = src[e.inputs[0]]
+    out = {}
+    for k, a in enumerate(graph.outputs):
+        if isinstance(a, Var) and a in src and a not in graph.inputs:
+            out[k] = src[a]
+    return out
+
+
+def _same_memory(a, b) -> bool:
+    """Whether array `a` is (a view of) the memory of array `b`."""
+    return _root_array(a) is _root_array(b)
+
+
+def _root_array(a):
+    """The array that owns `a`'s memory (`a` itself when it owns it)."""
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
 
 
 def _concrete_shape(a, inputs, graph):

@@ -21,6 +21,7 @@ from ..shapes import Sym, contains_sym
 from . import diskcache
 from .codegen_cpu import generate
 from .fusion import Group, partition
+from .threadsafe import guard_parallel
 from .kernel_errors import group_label, group_parts, register_plan_lines
 
 __all__ = ["Plan", "graph_backend"]
@@ -149,6 +150,8 @@ class _Kernel:
                 self._specs.pop(key, None)  # a retry generates the source again
                 raise self._error(e, spec) from e
             fn = mod.kernel
+            if parallel:
+                fn = guard_parallel(fn)  # numba's workqueue layer aborts on concurrent launches
             self.variants[key] = fn
             self.sources[key] = spec.source
             log.debug("kernel for group %d %s:\n%s", self.group.gid, layouts, spec.source)

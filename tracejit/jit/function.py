@@ -77,6 +77,9 @@ class Entry:
         self._single = (out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations
                         and not self.state_writes)
         self._direct = (not const_tensors and self.input_leaf_idx == list(range(len(descs))))
+        # An entry that writes to an input was captured for distinct buffers: a call whose
+        # tensors share memory (``g(x, x)``, overlapping slices) must not run it.
+        self.no_alias = bool(mutations)
         self.hit = self._build_hit()
 
     def _build_hit(self):
@@ -99,9 +102,18 @@ class Entry:
             arrays = [f"L[{i}]._data" for i in self.input_leaf_idx]
             arrays += [f"C[{i}]._data" for i in range(len(self.const_tensors))]
             body = ["    E.hits += 1", f"    return WRAP(PLAN({', '.join(arrays)})[0], OD, OV)"]
+        if self.no_alias:  # aliased tensors: a miss here, and the slow path runs eagerly
+            names["ALIASED"] = self.aliased
+            body = ["    if ALIASED(L):", "        return NO"] + body
         hit, _ = build_guard(self.descs, self.const_descs, self.grad_mode, self.extra, on_pass=(body, names),
                              decisions=self._decided)
         return hit
+
+    def aliased(self, leaves) -> bool:
+        """Whether two of the call's tensors (arguments, captured tensors) share memory."""
+        arrays = [x._data for x in leaves if isinstance(x, Tensor)]
+        arrays += [t._data for t in self.const_tensors]
+        return _any_overlap(arrays)
 
     def run(self, leaves):
         if self._direct:
@@ -223,6 +235,8 @@ class CompiledFunction:
         # The hot path: flat arguments checked by generated guards.
         for e in self._flat_entries:
             if e.guard(args, e.const_tensors, gm):
+                if e.no_alias and e.aliased(args):
+                    return self._call_aliased(args)
                 e.hits += 1
                 if self._check or config.check_enabled():
                     return self._checked(e, list(args), args)
@@ -231,6 +245,8 @@ class CompiledFunction:
         if spec != (list, tuple([None] * len(args))):
             for e in self._entries:
                 if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm):
+                    if e.no_alias and e.aliased(leaves):
+                        return self._call_aliased(args)
                     e.hits += 1
                     if self._check or config.check_enabled():
                         return self._checked(e, leaves, args)
@@ -239,6 +255,14 @@ class CompiledFunction:
             self._stats["misses"] += 1
             return self._call_eager_bound(args)
         return self._miss(args, leaves, spec, gm)
+
+    def _call_aliased(self, args):
+        """A call whose tensors share memory, for an entry that writes to an input: the
+        compiled program reads every input before writing any, so only eager order is right."""
+        self._stats["alias_fallbacks"] = self._stats.get("alias_fallbacks", 0) + 1
+        config.topic("recompiles").info("%s: arguments share memory and the function writes to "
+                                        "one in place: running eagerly", self.__name__)
+        return self._call_eager_bound(args)
 
     def _call_inline(self, args, kwargs):
         fn = self._get_trace_fn()
@@ -323,39 +347,23 @@ class CompiledFunction:
 
     def _miss(self, args, leaves, spec, gm):
         with self._lock:
-            self._stats["misses"] += 1
-            names = self._leaf_names(args, spec)
-            descs = self._describe(leaves, names)
-            reasons = self._recompile_reasons(descs, spec, gm, leaves)
-            if self._stats["compiles"] >= self._limit:
-                self._note_reasons(reasons)
-                if not self._fell_back:
-                    self._fell_back = True
-                    self._stats["eager_fallbacks"] += 1
-                    msg = (f"tracejit: {self.__name__} hit the recompile limit ({self._limit}); it now runs "
-                           f"eagerly for new input signatures. Last reasons: "
-                           f"{'; '.join(self._stats['recompile_reasons'][-3:])}. "
-                           f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
-                    # One warning, attributed to the user's calling line (not to this file);
-                    # the recompiles topic logs it too when enabled.
-                    warnings.warn(msg, RuntimeWarning, stacklevel=_user_stacklevel())
-                    config.topic("recompiles").info(msg)
-                return self._call_eager_bound(args)
-            saved = (set(self._dynamic), set(self._static), self._force_dynamic)
-            if self._entries:
-                self._mark_dynamic(descs)
-            try:
-                entry = self._capture(leaves, spec, descs, gm)
-            except BaseException:
-                # Nothing is kept from a capture that failed.
-                self._dynamic, self._static, self._force_dynamic = saved
-                raise
-            self._note_reasons(reasons)
-            entry.arg_spec = spec
-            self._entries.append(entry)
-            if spec == (list, (None,) * len(spec[1])):
-                self._flat_entries.append(entry)
-            self._stats["compiles"] += 1
+            # Threads making the same first call wait here for one capture: an entry that
+            # another thread added while this one waited serves this call too.
+            waited = next((e for e in self._entries
+                           if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
+            if waited is None:
+                entry, saved = self._capture_for(args, leaves, spec, gm)
+                if entry is None:  # past the recompile limit
+                    return self._call_eager_bound(args)
+        if waited is not None:
+            if waited.no_alias and waited.aliased(leaves):
+                return self._call_aliased(args)
+            waited.hits += 1
+            if self._check or config.check_enabled():
+                return self._checked(waited, leaves, args)
+            return waited.run(leaves)
+        if entry.no_alias and entry.aliased(leaves):
+            return self._call_aliased(args)
         try:
             if self._check or config.check_enabled():
                 return self._checked(entry, leaves, args)
@@ -371,6 +379,44 @@ class CompiledFunction:
                     self._stats["compiles"] -= 1
                     self._dynamic, self._static, self._force_dynamic = saved
             raise
+
+    def _capture_for(self, args, leaves, spec, gm):
+        """Capture and cache an entry for this call (under the lock): (entry, the dynamic-dim
+        state to restore if its first run fails), or (None, None) past the recompile limit."""
+        self._stats["misses"] += 1
+        names = self._leaf_names(args, spec)
+        descs = self._describe(leaves, names)
+        reasons = self._recompile_reasons(descs, spec, gm, leaves)
+        if self._stats["compiles"] >= self._limit:
+            self._note_reasons(reasons)
+            if not self._fell_back:
+                self._fell_back = True
+                self._stats["eager_fallbacks"] += 1
+                msg = (f"tracejit: {self.__name__} hit the recompile limit ({self._limit}); it now runs "
+                       f"eagerly for new input signatures. Last reasons: "
+                       f"{'; '.join(self._stats['recompile_reasons'][-3:])}. "
+                       f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
+                # One warning, attributed to the user's calling line (not to this file);
+                # the recompiles topic logs it too when enabled.
+                warnings.warn(msg, RuntimeWarning, stacklevel=_user_stacklevel())
+                config.topic("recompiles").info(msg)
+            return None, None
+        saved = (set(self._dynamic), set(self._static), self._force_dynamic)
+        if self._entries:
+            self._mark_dynamic(descs)
+        try:
+            entry = self._capture(leaves, spec, descs, gm)
+        except BaseException:
+            # Nothing is kept from a capture that failed.
+            self._dynamic, self._static, self._force_dynamic = saved
+            raise
+        self._note_reasons(reasons)
+        entry.arg_spec = spec
+        self._entries.append(entry)
+        if spec == (list, (None,) * len(spec[1])):
+            self._flat_entries.append(entry)
+        self._stats["compiles"] += 1
+        return entry, saved
 
     def _note_reasons(self, reasons):
         if reasons:
@@ -726,6 +772,28 @@ def _const_descs(tensors, names=None) -> list:
         out.append(LeafDesc("tensor", f"<captured {label} {tuple(t._data.shape)}>", t.dtype, t.device,
                             t.requires_grad, tuple(t._data.shape)))
     return out
+
+
+def _any_overlap(arrays) -> bool:
+    """Whether any two arrays may share memory (numpy's bounds check; identity of the
+    owning buffer for other array types)."""
+    for i in range(1, len(arrays)):
+        a = arrays[i]
+        for b in arrays[:i]:
+            if a is b:
+                return True
+            if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+                if a.size and b.size and np.may_share_memory(a, b):
+                    return True
+            elif _owner(a) is _owner(b):
+                return True
+    return False
+
+
+def _owner(a):
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
 
 
 def _ident(name: str) -> str:

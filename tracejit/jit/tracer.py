@@ -36,7 +36,9 @@ __all__ = ["Tracer", "TraceContext", "trace_graph"]
 class Tracer(Tensor):
     """A symbolic tensor: an IR value standing in for data during tracing."""
 
-    __slots__ = ("_var", "_trace")
+    # _view_src: (base tracer, the base's value when this view was taken) for the result of
+    # a view op (reshape, permute, expand, basic indexing) of a tracer, else None.
+    __slots__ = ("_var", "_trace", "_view_src")
 
     @property
     def shape(self) -> tuple:
@@ -135,6 +137,7 @@ def _make_tracer(var: Var, trace: "TraceContext", requires_grad: bool = False) -
     t._requires_grad = requires_grad
     t._var = var
     t._trace = trace
+    t._view_src = None
     return t
 
 
@@ -232,6 +235,8 @@ class TraceContext:
 
     def atom(self, a, prim_name: str = "op"):
         if isinstance(a, Tracer):
+            if a._view_src is not None and a._view_src[0]._var is not a._view_src[1]:
+                _stale_view(a, prim_name)
             if a._trace is self:
                 return a._var
             return self._capture(a)
@@ -324,7 +329,14 @@ class TraceContext:
         var = self._emit(prim, atoms, params, out_aval)[0]
         if self._no_grad_region() and out_aval.dtype.is_floating_point and prim is not DETACH:
             var = self._emit(DETACH, [var], {}, out_aval)[0]
-        return _make_tracer(var, self)
+        t = _make_tracer(var, self)
+        src = args[0] if args else None
+        if isinstance(src, Tracer) and (prim.is_view or (prim.view_if is not None and prim.view_if(params))):
+            # Eagerly this shares memory with `src`: remember which value of its base it saw,
+            # so an in-place write through either side is an error instead of lost.
+            base = src if src._view_src is None else src._view_src[0]
+            t._view_src = (base, base._var)
+        return t
 
     def _no_grad_region(self) -> bool:
         """Inside ``with no_grad():`` within a function captured with grad mode on: the
@@ -386,6 +398,14 @@ class TraceContext:
                 else "a tensor from outside this branch or loop body"
             raise TraceError(f"{what}: in-place modification of {name} is not supported inside a "
                              f"compiled function; compute a new tensor instead (x = x + 1)")
+        if target._view_src is not None:
+            loc = user_location(3)
+            where = f" at {loc[0]}:{loc[1]}" if loc else ""
+            raise TraceError(
+                f"{what}{where}: in-place modification of a view (x[0], x.t(), x.view(...), "
+                f"x.reshape(...)) inside a compiled function is not supported: the write would not "
+                f"reach the tensor it views. Write through the base instead (x = x.index_put(...), "
+                f"x[idx] = value outside, or tracejit.where(...)), or compute a new tensor.")
         res = self.atom(result)
         if res.aval.dtype is not target.dtype:
             if target.dtype.category < res.aval.dtype.category:
@@ -488,6 +508,16 @@ def _set_attr(obj, name: str, value) -> None:
         obj.__dict__.pop(name, None)
     else:
         object.__setattr__(obj, name, value)
+
+
+def _stale_view(t: "Tracer", prim_name: str) -> None:
+    loc = user_location(4)
+    where = f" at {loc[0]}:{loc[1]}" if loc else ""
+    raise TraceError(
+        f"{prim_name}{where}: a view (x[0], x.t(), x.view(...), x.reshape(...)) is used after the "
+        f"tensor it views was modified in place; eagerly the view would show the new values, "
+        f"which a compiled function cannot track. Take the view after the in-place op, or use "
+        f"out-of-place ops (x = x + 1).")
 
 
 _DUMMY_PRIM = Primitive("literal", None, None)

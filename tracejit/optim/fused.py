@@ -95,6 +95,9 @@ def _kernel(dtype: np.dtype, parallel: bool):
             source = source.replace(k, v)
         module = _modules[(dtype, parallel)] = diskcache.load_module(
             source, name_hint=f"adam_{dtype.name}_{fill['{variant}']}")
+    if parallel:
+        from ..compiler.threadsafe import guard_parallel
+        return guard_parallel(module.kernel)  # numba's workqueue layer aborts on concurrent launches
     return module.kernel
 
 

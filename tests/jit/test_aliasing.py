@@ -1,0 +1,202 @@
+"""Memory shared between a compiled function's tensors must never give silently wrong
+results: gradient buffers shared between inputs, view outputs of compiled functions,
+arguments that alias each other, and in-place ops on views inside a captured function.
+(Issue 15, items 1-3; each test failed before its fix.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.errors import InplaceModifiedError, TraceError
+
+
+
+def _add_sum(a, b):
+    return (a + b).sum()
+
+
+# ---- item 1: a 0-d loss whose cotangent is not 1 --------------------------------------
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+def test_scaled_loss_gives_each_input_its_gradient_once(compiler, shape):
+    f = tj.trace(_add_sum, compiler=compiler)
+    for _ in range(2):  # the capture call and a cache hit
+        x = tj.ones(*shape, requires_grad=True)
+        y = tj.ones(*shape, requires_grad=True)
+        (f(x, y) * 0.25).backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full(shape, 0.25))
+        np.testing.assert_allclose(y.grad.numpy(), np.full(shape, 0.25))
+
+
+def test_two_biases_divided_loss(compiler):
+    def model(inp, b1, b2):
+        return ((inp + b1) * 2.0 + b2).sum()
+
+    f = tj.trace(model, compiler=compiler)
+    inp = tj.ones(4)
+    b1 = tj.zeros(4, requires_grad=True)
+    b2 = tj.zeros(4, requires_grad=True)
+    (f(inp, b1, b2) / 4).backward()
+    np.testing.assert_allclose(b1.grad.numpy(), np.full(4, 0.5))
+    np.testing.assert_allclose(b2.grad.numpy(), np.full(4, 0.25))
+
+
+def test_scaled_loss_same_tensor_twice(compiler):
+    f = tj.trace(_add_sum, compiler=compiler)
+    x = tj.ones(3, requires_grad=True)
+    (f(x, x) * 0.25).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 0.5))
+
+
+@pytest.mark.parametrize("retain", [False, True])
+def test_unit_cotangent_grads_do_not_share_memory(retain):
+    f = tj.trace(_add_sum)
+    x = tj.ones(3, requires_grad=True)
+    y = tj.ones(3, requires_grad=True)
+    f(x, y).backward(retain_graph=retain)
+    with tj.no_grad():
+        x.grad.mul_(10.0)  # an optimizer step that scales one .grad in place
+    np.testing.assert_allclose(y.grad.numpy(), np.ones(3))
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 10.0))
+
+
+def test_scaled_loss_leaves_inputs_alone():
+    def dot(a, b):  # the gradient of a is b itself: scaling it must not scale b
+        return (a * b).sum()
+
+    f = tj.trace(dot)
+    x = tj.ones(3, requires_grad=True)
+    w = tj.full((3,), 2.0)
+    for _ in range(2):
+        x.grad = None
+        (f(x, w) * 0.25).backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 0.5))
+        np.testing.assert_allclose(w.numpy(), np.full(3, 2.0))
+
+
+# ---- item 2: view outputs share their input's version counter --------------------------
+
+def _transpose(a):
+    return a.t()
+
+
+def _slice_and_double(a):
+    return a[1:], a * 2.0
+
+
+@pytest.mark.parametrize("fn", [_transpose, _slice_and_double])
+def test_view_output_write_is_seen_by_saved_graph(compiler, fn):
+    f = tj.trace(fn, compiler=compiler)
+    for _ in range(2):
+        w = tj.tensor(np.arange(6.0).reshape(2, 3))
+        v = tj.ones(2, 3, requires_grad=True)
+        loss = (v * w).sum()  # saves w for v's gradient
+        out = f(w)
+        out = out[0] if isinstance(out, tuple) else out
+        assert np.shares_memory(out.numpy(), w.numpy())
+        out.mul_(10.0)
+        assert w._version == out._version == 1
+        with pytest.raises(InplaceModifiedError):
+            loss.backward()  # eager raises too: w changed after it was saved
+
+
+def test_view_output_of_leaf_requiring_grad(compiler):
+    f = tj.trace(_transpose, compiler=compiler)
+    w = tj.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    loss = (w * w).sum()
+    out = f(w)
+    with pytest.raises(RuntimeError, match="view"):
+        out.mul_(10.0)  # as eager: a view of a tensor in a graph
+    with tj.no_grad():
+        out.mul_(10.0)
+    with pytest.raises(InplaceModifiedError):
+        loss.backward()
+
+
+# ---- item 3: in-place ops on arguments that share memory ------------------------------
+
+def _add_one_then_double(a, b):
+    a.add_(1.0)
+    return b * 2.0
+
+
+def test_same_tensor_passed_twice_to_inplace_function(compiler):
+    f = tj.trace(_add_one_then_double, compiler=compiler)
+    for _ in range(3):  # miss, then the hot path's alias check
+        x = tj.zeros(3)
+        np.testing.assert_allclose(f(x, x).numpy(), np.full(3, 2.0))
+        np.testing.assert_allclose(x.numpy(), np.ones(3))
+
+
+def test_overlapping_slices_passed_to_inplace_function(compiler):
+    f = tj.trace(_add_one_then_double, compiler=compiler)
+    for _ in range(2):
+        base = tj.zeros(6)
+        out = f(base[0:4], base[2:6])
+        np.testing.assert_allclose(out.numpy(), [2.0, 2.0, 0.0, 0.0])
+        np.testing.assert_allclose(base.numpy(), [1, 1, 1, 1, 0, 0])
+
+
+def test_distinct_buffers_still_run_compiled():
+    f = tj.trace(_add_one_then_double)
+    x, y = tj.zeros(3), tj.ones(3)
+    for k in range(3):
+        np.testing.assert_allclose(f(x, y).numpy(), np.full(3, 2.0))
+        np.testing.assert_allclose(x.numpy(), np.full(3, k + 1.0))
+    f(x, x)  # aliased: runs eagerly, no new capture
+    st = f.cache_stats()
+    assert st["entries"] == 1 and st["hits"] == 2 and st["alias_fallbacks"] == 1
+    # disjoint slices of one tensor are not aliased
+    base = tj.zeros(6)
+    np.testing.assert_allclose(f(base[0:3], base[3:6]).numpy(), np.zeros(3))
+    np.testing.assert_allclose(base.numpy(), [1, 1, 1, 0, 0, 0])
+
+
+def test_aliased_arguments_without_inplace_stay_compiled():
+    f = tj.trace(_add_sum)
+    x = tj.ones(3)
+    assert float(f(x, x)) == 6.0
+    assert float(f(x, x)) == 6.0
+    assert f.cache_stats()["hits"] == 1 and "alias_fallbacks" not in f.cache_stats()
+
+
+# ---- in-place ops on views inside a captured function ---------------------------------
+
+def _write_through_slice(a):
+    a[0:1].add_(1.0)
+    return a * 2.0
+
+
+def _write_through_transpose(a):
+    a.t().mul_(2.0)
+    return a * 1.0
+
+
+def _stale_view(a):
+    b = a.t()
+    a.add_(1.0)
+    return b * 2.0
+
+
+@pytest.mark.parametrize("fn", [_write_through_slice, _write_through_transpose])
+def test_inplace_on_view_inside_function_raises(fn):
+    with pytest.raises(TraceError, match="in-place modification of a view"):
+        tj.trace(fn, compiler="interpret")(tj.zeros(2, 3))
+
+
+def test_view_used_after_base_modified_raises():
+    with pytest.raises(TraceError, match="modified in place"):
+        tj.trace(_stale_view, compiler="interpret")(tj.zeros(2, 3))
+
+
+def test_view_taken_after_inplace_is_fine():
+    def fn(a):
+        a.add_(1.0)
+        b = a.t()
+        return b * 2.0
+
+    x = tj.zeros(2, 3)
+    out = tj.trace(fn, compiler="interpret")(x)
+    np.testing.assert_allclose(out.numpy(), np.full((3, 2), 2.0))
+    np.testing.assert_allclose(x.numpy(), np.ones((2, 3)))

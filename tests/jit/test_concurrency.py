@@ -1,0 +1,112 @@
+"""Compiled functions called from several threads at once (issue 15, items 6 and 7)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+import tracejit as tj
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _race(fn, n_threads, make_args):
+    barrier = threading.Barrier(n_threads)
+    results, errors = [None] * n_threads, []
+
+    def work(i):
+        try:
+            args = make_args()
+            barrier.wait()
+            results[i] = fn(*args)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return results
+
+
+def test_threads_making_the_same_first_call_share_one_capture():
+    def slow_double(x):
+        time.sleep(0.05)  # a capture long enough for every thread to miss together
+        return x * 2.0
+
+    f = tj.trace(slow_double, compiler="interpret", recompile_limit=8)
+    results = _race(f, 8, lambda: (tj.ones(3),))
+    for r in results:
+        np.testing.assert_allclose(r.numpy(), np.full(3, 2.0))
+    st = f.cache_stats()
+    assert st["compiles"] == 1 and st["entries"] == 1 and st["eager_fallbacks"] == 0
+    assert st["misses"] == 1
+
+
+def test_threads_with_different_signatures_each_capture_once():
+    def double(x):
+        time.sleep(0.02)
+        return x * 2.0
+
+    f = tj.trace(double, compiler="interpret", dynamic=False)
+    sizes = iter([3, 3, 4, 4, 5, 5])
+    lock = threading.Lock()
+
+    def make():
+        with lock:
+            return (tj.ones(next(sizes)),)
+    _race(f, 6, make)
+    assert f.cache_stats()["compiles"] == 3
+
+
+_WORKQUEUE_SCRIPT = r"""
+import sys, threading
+import numpy as np
+import tracejit as tj
+from tracejit.testing import kernel_cache_at
+
+with kernel_cache_at(sys.argv[1]):
+    def f(x, y):
+        return tj.tanh(x * y + 1.0).sum() + (x - y).amax()
+
+    F = tj.trace(f)
+    xs = [tj.tensor(np.linspace(-1.0, 1.0, 1 << 16, dtype=np.float32) * (i + 1)) for i in range(4)]
+    expect = [float(f(x, x)) for x in xs]
+    F(xs[0], xs[0])
+    bad = []
+
+    def work(i):
+        for _ in range(100):
+            r = float(F(xs[i], xs[i]))
+            if abs(r - expect[i]) > 1e-3 * abs(expect[i]):
+                bad.append(r)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    import numba
+    print("layer", numba.threading_layer(), "bad", len(bad))
+"""
+
+
+def test_parallel_kernels_from_threads_under_numba_workqueue(tmp_path):
+    """numba's workqueue layer aborts the process on concurrent parallel launches;
+    tracejit serializes its parallel kernels under that layer (item 7)."""
+    script = tmp_path / "wq.py"
+    script.write_text(_WORKQUEUE_SCRIPT)
+    cache = tmp_path / "kernels"
+    cache.mkdir(mode=0o700)
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, str(script), str(cache)], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "layer workqueue bad 0" in r.stdout, r.stdout + r.stderr[-2000:]
