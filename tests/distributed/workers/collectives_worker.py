@@ -126,6 +126,17 @@ assert got == [("r", k) for k in range(n)]
 dist.barrier()
 dist.barrier(async_op=True).wait()
 
+# DistributedSampler takes rank and world size from the group: equal, covering shards
+from tracejit.utils.data import DistributedSampler  # noqa: E402
+sampler = DistributedSampler(range(10), seed=5)
+sampler.set_epoch(2)
+got = [None] * n
+dist.all_gather_object(got, list(sampler))
+assert len({len(s) for s in got}) == 1 and sorted(set(i for s in got for i in s)) == list(range(10)), got
+other = DistributedSampler(range(10), n, r, seed=5)
+other.set_epoch(2)
+assert got[r] == list(other)
+
 # mismatches are detected on every rank and named; the group keeps working afterwards
 if n > 1:
     shape = (3, 4) if r == 0 else (3, 5)
