@@ -36,3 +36,11 @@ def test_ddp_without_process_group_says_what_to_call():
         pytest.skip("a process group is live in this process")
     with pytest.raises(RuntimeError, match=r"tracejit.distributed.init_process_group\(\)"):
         DistributedDataParallel(tj.nn.Linear(2, 2))
+
+
+def test_ddp_digits_example_two_ranks(mpirun):
+    pytest.importorskip("sklearn", reason="examples/ddp_digits.py needs scikit-learn's digits")
+    from pathlib import Path
+    example = Path(__file__).resolve().parents[2] / "examples" / "ddp_digits.py"
+    p = mpirun(str(example), 2, "--epochs", "3", timeout=300)
+    assert "2 rank(s)" in p.out and "checkpoint round-trip OK" in p.out, p.out
