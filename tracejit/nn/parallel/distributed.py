@@ -245,6 +245,12 @@ class DistributedDataParallel(Module):
         b.pending -= 1
         if b.pending == 0:
             self._launch_ready_buckets()
+        elif self._next_launch and self._comm is not None:
+            # MPICH advances a non-blocking collective only while some MPI call runs (no
+            # progress thread unless MPIR_CVAR_ASYNC_PROGRESS=1): poke the launched buckets
+            # so their transfer moves on during the rest of the backward.
+            self._MPI.Request.Testall([x.request for x in self._buckets[:self._next_launch]
+                                       if x.request is not None])
 
     def _launch_ready_buckets(self) -> None:
         buckets = self._buckets
