@@ -6,7 +6,8 @@ The script launches itself under ``mpiexec`` (found next to this Python, then on
 and prints a Markdown table; it is not part of ``python -m bench`` (that runs one process
 per system). Without mpi4py or mpiexec it prints what to install and exits 0.
 
-- **all-reduce**: float32 tensors of 4 MB and 25 MB (DDP's default bucket size), summed
+- **all-reduce**: float32 tensors of 64 B (latency: shows the agreement check's cost),
+  4 MB and 25 MB (DDP's default bucket size), summed
   over the ranks: ``tj.distributed.all_reduce`` (which first checks the ranks agree on
   shape and dtype), the same with ``async_op=True`` + ``wait()``, and mpi4py's
   ``Allreduce(IN_PLACE)`` on a numpy array (the floor tracejit adds to). Each sample
@@ -41,7 +42,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 TCP_ENV = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo", "MPIR_CVAR_NOLOCAL": "1"}
-SIZES_MB = (4, 25)
+SIZES = ((64, "64 B"), (4 << 20, "4 MB"), (25 << 20, "25 MB"))  # 64 B: latency, and the agreement check's cost
 
 
 def find_mpiexec():
@@ -62,11 +63,11 @@ def worker_allreduce(args) -> dict:
     comm = MPI.COMM_WORLD
     n = dist.get_world_size()
     out = {}
-    for mb in (SIZES_MB[:1] if args.quick else SIZES_MB):
-        numel = mb * 1024 * 1024 // 4
+    for nbytes, label in (SIZES[:2] if args.quick else SIZES):
+        numel = nbytes // 4
         arr = np.ones(numel, np.float32)
         t = tj.ones(numel)
-        repeat = 5 if args.quick else (30 if mb <= 4 else 12)
+        repeat = 5 if args.quick else (200 if nbytes < 1 << 20 else 30 if nbytes <= 4 << 20 else 12)
 
         def timed(fn):
             for _ in range(2):
@@ -82,9 +83,9 @@ def worker_allreduce(args) -> dict:
         row = {"mpi4py Allreduce": timed(lambda: comm.Allreduce(MPI.IN_PLACE, arr, op=MPI.SUM)),
                "tj all_reduce": timed(lambda: dist.all_reduce(t)),
                "tj all_reduce async+wait": timed(lambda: dist.all_reduce(t, async_op=True).wait())}
-        out[f"{mb} MB"] = {k: {"ms": v, "algbw_GBps": mb * 1024 * 1024 / (v * 1e-3) / 1e9,
-                               "busbw_GBps": 2 * (n - 1) / n * mb * 1024 * 1024 / (v * 1e-3) / 1e9}
-                           for k, v in row.items()}
+        out[label] = {k: {"ms": v, "algbw_GBps": nbytes / (v * 1e-3) / 1e9,
+                          "busbw_GBps": 2 * (n - 1) / n * nbytes / (v * 1e-3) / 1e9}
+                      for k, v in row.items()}
     return out
 
 
@@ -301,7 +302,8 @@ def report(res: dict) -> str:
         lines.append(f"| {ar['error']} | | | |")
     else:
         for size, row in ar.items():
-            cells = [f"{v['ms']:.2f} ({v['algbw_GBps']:.1f} / {v['busbw_GBps']:.1f})" for v in row.values()]
+            cells = [f"{v['ms'] * 1e3:.0f} us" if size == "64 B" else
+                     f"{v['ms']:.2f} ({v['algbw_GBps']:.1f} / {v['busbw_GBps']:.1f})" for v in row.values()]
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
     if "mlp" in res:
         lines += ["", f"MLP step (batch 256 split over {n} ranks, 1 thread per rank; slowest rank's median; "

@@ -30,7 +30,7 @@ def test_plain_python_is_world_size_one(mpirun):
 def test_import_does_not_load_mpi4py():
     code = ("import sys, tracejit, tracejit.distributed, tracejit.nn.parallel; "
             "assert 'mpi4py' not in sys.modules; "
-            "import tracejit.distributed as d; assert not d.is_initialized() and d.get_rank() == -1")
+            "import tracejit.distributed as d; assert not d.is_initialized()")
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120, env=env, cwd=root)
@@ -45,3 +45,5 @@ def test_collective_without_group_says_what_to_call():
         dist.all_reduce(tj.ones(2))
     with pytest.raises(RuntimeError, match=r"init_process_group\(\)"):
         dist.get_world_size()
+    with pytest.raises(RuntimeError, match=r"init_process_group\(\)"):
+        dist.get_rank()

@@ -126,8 +126,7 @@ def get_backend(group=None) -> str:
 
 
 def get_rank(group=None) -> int:
-    """This process's rank; -1 before init_process_group (no error, unlike world size)."""
-    return _group.rank if _group is not None else -1
+    return _require("get_rank").rank
 
 
 def get_world_size(group=None) -> int:
