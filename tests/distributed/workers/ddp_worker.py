@@ -122,6 +122,18 @@ for (name, p), q in zip(model.named_parameters(), ref.parameters()):
 replicas_equal([p.grad for p in model.parameters()], "gradients after the synced backward")
 print(f"rank {r}: no_sync OK", flush=True)
 
+# a second backward through the same forward would leave unaveraged gradients: it raises
+model = fresh()
+ddp = DDP(model)
+loss = F.cross_entropy(ddp(tj.tensor(X[0, lo:hi])), tj.tensor(Y[0, lo:hi]))
+loss.backward(retain_graph=True)
+try:
+    loss.backward()
+except RuntimeError as exc:
+    assert "already averaged" in str(exc), str(exc)
+else:
+    raise AssertionError("a second backward through one forward was accepted")
+
 # broadcast_buffers: each forward starts from rank 0's buffers
 model = fresh()
 ddp = DDP(model)

@@ -113,6 +113,7 @@ class DistributedDataParallel(Module):
                 self._where[pos] = (b, off)
         self._ready = [False] * len(self._params)
         self._expect_backward = False
+        self._reduced = False
         self._fired = 0
         self._next_launch = 0
         self._handles = [p.register_post_accumulate_grad_hook(self._hook_for(i))
@@ -180,6 +181,7 @@ class DistributedDataParallel(Module):
         self._check_previous_reduction()
         if self.broadcast_buffers and self._buffer_list and self.world_size > 1:
             self._sync_from_rank0(self._buffer_list)
+        self._reduced = False
         out = self._call(*inputs, **kwargs)
         if _gm.is_grad_enabled() and self.require_backward_grad_sync and self._params:
             self._prepare_for_backward(out)
@@ -189,6 +191,7 @@ class DistributedDataParallel(Module):
 
     def _prepare_for_backward(self, out) -> None:
         self._expect_backward = True
+        self._reduced = False
         self._fired = 0
         self._next_launch = 0
         self._ready = [False] * len(self._params)
@@ -226,6 +229,13 @@ class DistributedDataParallel(Module):
         def hook(p: Tensor) -> None:
             if self._expect_backward:
                 self._mark_ready(i, p)
+            elif self._reduced:
+                self._reduced = False
+                raise RuntimeError(
+                    f"DistributedDataParallel: parameter {self._param_names[i]!r} received a gradient "
+                    f"after this iteration's gradients were already averaged (a second backward "
+                    f"through the same forward); its gradient would differ across ranks. Sum the "
+                    f"losses and call backward once, or run a new forward per backward")
         return hook
 
     def _mark_ready(self, i: int, p: Tensor) -> None:
@@ -284,6 +294,7 @@ class DistributedDataParallel(Module):
                 else:
                     p.grad = Tensor._wrap(avg.astype(p._data.dtype), p.dtype, p.device)
         self._expect_backward = False
+        self._reduced = True
 
     def extra_repr(self) -> str:
         return (f"world_size={self.world_size}, buckets={len(self._buckets)}, "
