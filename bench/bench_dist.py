@@ -177,31 +177,53 @@ def worker_mlp_torch(args) -> dict:
     return {"torch DDP gloo eager": {"ms": max(got), "loss": statistics.mean(losses)}}
 
 
-def worker_single(args) -> dict:
-    """One process, whole batch: the scale the data-parallel figures compare with."""
+def _single_step(args, x, labels, compiled: bool):
     import tracejit as tj
     from bench.impls.torchlike import load_mlp, make_mlp
     from bench.workloads import MLP_LR, mlp_data
-    data = mlp_data()
-    x, labels = tj.tensor(data["x"]), tj.tensor(data["labels"])
     model = make_mlp(tj)
-    load_mlp(tj, model, data, tj.tensor)
+    load_mlp(tj, model, mlp_data(), tj.tensor)
+    fwd = tj.script(model) if compiled else model
     opt = tj.optim.Adam(model.parameters(), lr=MLP_LR)
 
     def step():
         opt.zero_grad()
-        loss = tj.nn.functional.cross_entropy(model(x), labels)
+        loss = tj.nn.functional.cross_entropy(fwd(x), labels)
         loss.backward()
         opt.step()
         return loss
 
     times, loss = _steps(step, args)
+    return {"ms": _median_ms(times), "loss": float(loss.item())}
+
+
+def worker_single(args) -> dict:
+    """One process, whole batch: the scale the data-parallel figures compare with."""
+    import tracejit as tj
+    from bench.workloads import mlp_data
+    data = mlp_data()
+    x, labels = tj.tensor(data["x"]), tj.tensor(data["labels"])
     threads = os.environ.get("NUMBA_NUM_THREADS", "?")
-    return {f"tracejit eager, 1 process x {threads} threads, whole batch": {"ms": _median_ms(times), "loss": float(loss.item())}}
+    return {f"tracejit eager, 1 process x {threads} threads, whole batch": _single_step(args, x, labels, False)}
+
+
+def worker_shard(args) -> dict:
+    """One rank's share of the work without any communication: what DDP adds is the rest."""
+    import tracejit as tj
+    from bench.workloads import mlp_data
+    x, labels = _shard(mlp_data(), 0, args.ranks)
+    x, labels = tj.tensor(x), tj.tensor(labels)
+    out = {}
+    for compiled in (False, True):
+        res = _single_step(args, x, labels, compiled)
+        res["loss"] = float("nan")  # one shard's loss: not comparable with the others
+        out[f"tracejit {'script' if compiled else 'eager'}, 1 process x 1 thread, one rank's shard, "
+            f"no communication"] = res
+    return out
 
 
 WORKERS = {"allreduce": worker_allreduce, "mlp": worker_mlp_tracejit, "torch": worker_mlp_torch,
-           "single": worker_single}
+           "single": worker_single, "shard": worker_shard}
 
 
 def worker_main(args) -> None:
@@ -222,7 +244,7 @@ def _launch(what: str, n: int, args, extra_env=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         js = os.path.join(tmp, "out.json")
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", what, "--json", js,
-               "--steps", str(args.steps), "--port", str(_free_port())] + (["--quick"] if args.quick else [])
+               "--steps", str(args.steps), "--port", str(_free_port()), "--ranks", str(args.ranks)] + (["--quick"] if args.quick else [])
         if n > 0:
             cmd = [find_mpiexec(), "-n", str(n)] + cmd
         env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", MKL_NUM_THREADS="1",
@@ -275,6 +297,7 @@ def main(argv=None) -> int:
         threads = {k: str(n) for k in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS",
                                        "OPENBLAS_NUM_THREADS")}
         mlp.update(_launch("single", 0, args, threads))
+        mlp.update(_launch("shard", 0, args))
         mlp.update(_launch("mlp", n, args, env))
         try:
             import torch  # noqa: F401
@@ -311,7 +334,8 @@ def report(res: dict) -> str:
                   "| system | ms/step | final loss |", "|---|---|---|"]
         for k, v in res["mlp"].items():
             if "ms" in v:
-                lines.append(f"| {k} | {v['ms']:.1f} | {v['loss']:.5f} |")
+                loss = "-" if v["loss"] != v["loss"] else f"{v['loss']:.5f}"
+                lines.append(f"| {k} | {v['ms']:.1f} | {loss} |")
             else:
                 lines.append(f"| {k} | {v.get('skipped') or v.get('error')} | |")
     return "\n".join(lines)
