@@ -14,9 +14,10 @@ def test_ddp_two_ranks_eager_and_compiled(mpirun, tmp_path):
         assert p.out.count(line) == 2, p.out
 
 
-def test_ddp_three_ranks_eager_and_traced(mpirun, tmp_path):
-    p = mpirun("ddp_worker.py", 3, tmp_path, "eager", "trace", timeout=300)
-    assert p.out.count("trace sgd/adam OK") == 3 and p.out.count("ddp OK") == 3, p.out
+def test_ddp_three_ranks_eager_scripted_and_traced(mpirun, tmp_path):
+    p = mpirun("ddp_worker.py", 3, tmp_path, "eager", "script", "trace", timeout=300)
+    for line in ("script sgd/adam OK", "trace sgd/adam OK", "ddp OK"):
+        assert p.out.count(line) == 3, p.out
 
 
 def test_ddp_loopback_tcp(mpirun, tmp_path):

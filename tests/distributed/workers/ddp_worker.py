@@ -61,6 +61,12 @@ def train_and_compare(mode, opt_name, cap_mb, tol):
     model.shift.copy_(tj.full((6,), float(r)))  # buffers too start from rank 0's
     wrapped = {"eager": model, "script": tj.script(model) if mode == "script" else None,
                "trace": tj.trace(model) if mode == "trace" else None}[mode]
+    launched_before_last = []
+    if mode == "eager":
+        # Registered before DDP's own hooks, so it runs just before DDP sees fc1.weight's
+        # gradient (the last to arrive): the fc2 buckets must already be on the wire.
+        model.fc1.weight.register_post_accumulate_grad_hook(
+            lambda p: launched_before_last.append(ddp._next_launch))
     ddp = DDP(wrapped, bucket_cap_mb=cap_mb)
     replicas_equal(list(model.parameters()) + [model.shift], "after construction")
     np.testing.assert_array_equal(model.shift.numpy(), np.zeros(6))
@@ -85,6 +91,8 @@ def train_and_compare(mode, opt_name, cap_mb, tol):
         for (name, p), q in zip(model.named_parameters(), ref.parameters()):
             close(p, q, f"{mode}/{opt_name} step {step}: {name}", tol)
     replicas_equal(model.parameters(), f"{mode}/{opt_name} after training")
+    if mode == "eager" and len(ddp.bucket_names()) > 1:
+        assert launched_before_last and min(launched_before_last) >= 2, launched_before_last
     return ddp, model
 
 
