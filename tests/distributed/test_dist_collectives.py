@@ -47,3 +47,10 @@ def test_collective_without_group_says_what_to_call():
         dist.get_world_size()
     with pytest.raises(RuntimeError, match=r"init_process_group\(\)"):
         dist.get_rank()
+
+
+def test_only_the_default_group():
+    import tracejit as tj
+    import tracejit.distributed as dist
+    with pytest.raises(ValueError, match="only the default process group"):
+        dist.all_reduce(tj.ones(2), group=object())

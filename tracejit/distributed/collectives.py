@@ -175,7 +175,7 @@ def _run(async_op: bool, start, finish) -> Optional[Work]:
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce `tensor` across ranks; every rank ends with the result, in place."""
     what = "all_reduce"
-    g = _require(what)
+    g = _require(what, group)
     arr = _check_tensor(tensor, what)
     op = ReduceOp(op) if not isinstance(op, ReduceOp) else op
     err = None
@@ -201,7 +201,7 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
 def broadcast(tensor: Tensor, src: int = 0, group=None, async_op: bool = False):
     """Copy rank `src`'s tensor into `tensor` on every rank."""
     what = "broadcast"
-    g = _require(what)
+    g = _require(what, group)
     arr = _check_tensor(tensor, what)
     _agree(g, what, f"{_describe(tensor)}, src {src}", _check_rank(g, src, "src"))
     buf, _ = _stage(arr, reduce=False)
@@ -223,7 +223,7 @@ def _gather_buffer(g: _Group, tensor: Tensor):
 def all_gather(tensor_list: List[Tensor], tensor: Tensor, group=None, async_op: bool = False):
     """``tensor_list[r]`` receives rank r's `tensor`, on every rank."""
     what = "all_gather"
-    g = _require(what)
+    g = _require(what, group)
     _check_tensor(tensor, what)
     err = _list_error(g, tensor_list, tensor, "tensor_list")
     _agree(g, what, _describe(tensor), err)
@@ -244,7 +244,7 @@ def all_gather(tensor_list: List[Tensor], tensor: Tensor, group=None, async_op: 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None, async_op: bool = False):
     """`output_tensor` (world_size * input's first dim, or [world_size, *input.shape]) gets every rank's input."""
     what = "all_gather_into_tensor"
-    g = _require(what)
+    g = _require(what, group)
     _check_tensor(output_tensor, what, "output_tensor")
     _check_tensor(input_tensor, what, "input_tensor")
     err = None
@@ -280,7 +280,7 @@ def reduce_scatter(output: Tensor, input_list: List[Tensor], op: ReduceOp = Redu
                    group=None, async_op: bool = False):
     """Reduce ``input_list[r]`` over all ranks into `output` on rank r."""
     what = "reduce_scatter"
-    g = _require(what)
+    g = _require(what, group)
     _check_tensor(output, what, "output")
     op = ReduceOp(op) if not isinstance(op, ReduceOp) else op
     err = _list_error(g, input_list, output, "input_list")
@@ -293,7 +293,7 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
                           group=None, async_op: bool = False):
     """Like `reduce_scatter` with the inputs concatenated along the first dimension."""
     what = "reduce_scatter_tensor"
-    g = _require(what)
+    g = _require(what, group)
     _check_tensor(output, what, "output")
     _check_tensor(input, what, "input")
     op = ReduceOp(op) if not isinstance(op, ReduceOp) else op
@@ -325,7 +325,7 @@ def _reduce_scatter(g: _Group, op: ReduceOp, send: np.ndarray, output: Tensor, a
 def reduce(tensor: Tensor, dst: int = 0, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce into `tensor` on rank `dst` only (other ranks' tensors are left as they were)."""
     what = "reduce"
-    g = _require(what)
+    g = _require(what, group)
     arr = _check_tensor(tensor, what)
     op = ReduceOp(op) if not isinstance(op, ReduceOp) else op
     _agree(g, what, f"{_describe(tensor)}, dst {dst}, op {op.name}", _check_rank(g, dst, "dst"))
@@ -353,7 +353,7 @@ def gather(tensor: Tensor, gather_list: Optional[List[Tensor]] = None, dst: int 
            group=None, async_op: bool = False):
     """``gather_list[r]`` on rank `dst` receives rank r's `tensor`; other ranks pass no list."""
     what = "gather"
-    g = _require(what)
+    g = _require(what, group)
     _check_tensor(tensor, what)
     err = _check_rank(g, dst, "dst")
     if err is None and g.rank == dst:
@@ -379,7 +379,7 @@ def scatter(tensor: Tensor, scatter_list: Optional[List[Tensor]] = None, src: in
             group=None, async_op: bool = False):
     """Rank r's `tensor` receives ``scatter_list[r]`` of rank `src`; other ranks pass no list."""
     what = "scatter"
-    g = _require(what)
+    g = _require(what, group)
     arr = _check_tensor(tensor, what)
     err = _check_rank(g, src, "src")
     if err is None and g.rank == src:
@@ -399,13 +399,13 @@ def scatter(tensor: Tensor, scatter_list: Optional[List[Tensor]] = None, src: in
 # ---------------------------------------------------------------- Python objects (pickled)
 def broadcast_object_list(object_list: list, src: int = 0, group=None) -> None:
     """Replace `object_list`'s items with rank `src`'s (pickled; for small objects)."""
-    g = _require("broadcast_object_list")
+    g = _require("broadcast_object_list", group)
     object_list[:] = g.comm.bcast(list(object_list) if g.rank == src else None, root=src)
 
 
 def all_gather_object(object_list: list, obj, group=None) -> None:
     """``object_list[r]`` becomes rank r's `obj` (pickled; for small objects)."""
-    g = _require("all_gather_object")
+    g = _require("all_gather_object", group)
     got = g.comm.allgather(obj)
     if len(object_list) != g.size:
         raise ValueError(f"all_gather_object: object_list must have {g.size} entries, got {len(object_list)}")

@@ -108,7 +108,10 @@ def abort(errorcode: int = 1) -> None:
     _require("abort").MPI.COMM_WORLD.Abort(errorcode)
 
 
-def _require(what: str) -> _Group:
+def _require(what: str, group=None) -> _Group:
+    if group is not None and group is not _group:
+        raise ValueError(f"{what}: only the default process group exists in tracejit.distributed "
+                         f"(pass group=None), got {group!r}")
     if _group is None:
         raise RuntimeError(f"{what} needs the default process group: call "
                            f"tracejit.distributed.init_process_group() first (and launch the script "
@@ -134,7 +137,7 @@ def get_world_size(group=None) -> int:
 
 
 def barrier(group=None, async_op: bool = False):
-    g = _require("barrier")
+    g = _require("barrier", group)
     if async_op:
         from .collectives import Work
         return Work(g.comm.Ibarrier())

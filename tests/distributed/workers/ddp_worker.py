@@ -56,7 +56,7 @@ def close(a, b, what, tol):
     np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=tol, atol=tol, err_msg=what)
 
 
-def train_and_compare(mode, opt_name, cap_mb, tol):
+def train_and_compare(mode, opt_name, cap_mb, tol, as_view=False):
     model = fresh()
     model.shift.copy_(tj.full((6,), float(r)))  # buffers too start from rank 0's
     wrapped = {"eager": model, "script": tj.script(model) if mode == "script" else None,
@@ -67,7 +67,7 @@ def train_and_compare(mode, opt_name, cap_mb, tol):
         # gradient (the last to arrive): the fc2 buckets must already be on the wire.
         model.fc1.weight.register_post_accumulate_grad_hook(
             lambda p: launched_before_last.append(ddp._next_launch))
-    ddp = DDP(wrapped, bucket_cap_mb=cap_mb)
+    ddp = DDP(wrapped, bucket_cap_mb=cap_mb, gradient_as_bucket_view=as_view)
     replicas_equal(list(model.parameters()) + [model.shift], "after construction")
     np.testing.assert_array_equal(model.shift.numpy(), np.zeros(6))
     ref = Net()
@@ -77,7 +77,7 @@ def train_and_compare(mode, opt_name, cap_mb, tol):
     opt, ref_opt = make(ddp.parameters()), make(ref.parameters())
     for step in range(3):
         x, y = X[step, :B], Y[step, :B]
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=not as_view)  # as_view: accumulate into the bucket's memory
         out = ddp(tj.tensor(x[lo:hi]))
         if mode != "eager":  # the compiled program ran, and its backward fired DDP's hooks
             assert out.grad_fn.name().startswith("Compiled"), out.grad_fn.name()
@@ -102,6 +102,8 @@ ddp, model = train_and_compare("eager", "sgd", 25, tol)
 assert ddp.bucket_names() == [["fc2.bias", "fc2.weight", "fc1.bias", "fc1.weight"]], ddp.bucket_names()
 ddp, _ = train_and_compare("eager", "adam", 0.0002, tol)
 assert ddp.bucket_names() == [["fc2.bias"], ["fc2.weight"], ["fc1.bias"], ["fc1.weight"]], ddp.bucket_names()
+ddp, model = train_and_compare("eager", "adam", 0.0002, tol, as_view=True)
+assert all(np.shares_memory(p.grad._data, b.buf) for p, b in zip(ddp._params, [ddp._where[i][0] for i in range(4)]))
 print(f"rank {r}: eager sgd/adam OK", flush=True)
 for mode in modes:
     if mode == "eager":
@@ -181,6 +183,14 @@ if n > 1:
         assert "fc1.weight" in msg and "(16, 6)" in msg and "(17, 6)" in msg, msg
     else:
         raise AssertionError("different models were not detected")
+
+for bad in ({"device_ids": [0]}, {"process_group": object()}, {"bucket_cap_mb": 0}):
+    try:
+        DDP(fresh(), **bad)
+    except ValueError as exc:
+        assert next(iter(bad)) in str(exc), str(exc)
+    else:
+        raise AssertionError(f"DDP accepted {bad}")
 
 # save on rank 0, load everywhere
 path = os.path.join(scratch, "ddp.pt")

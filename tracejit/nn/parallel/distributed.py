@@ -83,6 +83,12 @@ class DistributedDataParallel(Module):
         if not isinstance(inner, Module):
             raise TypeError(f"DistributedDataParallel wraps an nn.Module (or a compiled one), "
                             f"got {type(module).__name__}")
+        if device_ids not in (None, []) or output_device is not None:
+            raise ValueError("DistributedDataParallel: device_ids/output_device must be None; "
+                             "tracejit's DDP replicates CPU modules, one per process")
+        if process_group is not None and process_group is not _pg._group:
+            raise ValueError("DistributedDataParallel: only the default process group exists "
+                             "(process_group=None)")
         if bucket_cap_mb is None or bucket_cap_mb <= 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be > 0, got {bucket_cap_mb}")
         g = _pg._group
@@ -95,6 +101,9 @@ class DistributedDataParallel(Module):
         self.find_unused_parameters = find_unused_parameters
         self.bucket_cap_mb = bucket_cap_mb
         self.require_backward_grad_sync = True
+        # True: after the reduction each .grad is a view of its bucket (one copy fewer per
+        # step; the next backward writes the bucket, so keep no old .grad across steps).
+        self.gradient_as_bucket_view = gradient_as_bucket_view
 
         named = [(n, p) for n, p in inner.named_parameters()]
         self._buffer_list = [b for _, b in inner.named_buffers()]
@@ -286,7 +295,12 @@ class DistributedDataParallel(Module):
                 n = p._data.size
                 avg = b.buf[off:off + n].reshape(p._data.shape)
                 grad = p.grad
-                if grad is None:
+                if self.gradient_as_bucket_view and avg.dtype == p._data.dtype:
+                    if grad is not None and np.shares_memory(grad._data, b.buf):
+                        grad._vbox[0] += 1  # already the bucket's memory: averaged in place
+                    else:
+                        p.grad = Tensor._wrap(avg, p.dtype, p.device)
+                elif grad is None:
                     p.grad = Tensor._wrap(avg.astype(p._data.dtype), p.dtype, p.device)
                 elif grad._data.flags.writeable:
                     grad._data[...] = avg
