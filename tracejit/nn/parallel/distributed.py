@@ -168,12 +168,16 @@ class DistributedDataParallel(Module):
 
     def _make_buckets(self, cap_mb: float) -> List[_Bucket]:
         cap = int(cap_mb * 1024 * 1024)
+        # As PyTorch: the first bucket holds at most 1 MB, so that the first transfer
+        # starts early in the backward instead of after a full 25 MB of gradients.
+        first_cap = min(cap, 1024 * 1024)
         buckets: List[_Bucket] = []
         open_by_dtype: Dict[np.dtype, _Bucket] = {}
         for pos, p in enumerate(self._params):
             dt = _bucket_dtype(p)
             b = open_by_dtype.get(dt)
-            if b is None or (b.params and b.nbytes() + p._data.size * dt.itemsize > cap):
+            limit = first_cap if b is not None and b.index == 0 else cap
+            if b is None or (b.params and b.nbytes() + p._data.size * dt.itemsize > limit):
                 b = open_by_dtype[dt] = _Bucket(len(buckets), dt)
                 buckets.append(b)
             b.add(pos, p._data.size)
