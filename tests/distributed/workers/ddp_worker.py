@@ -171,7 +171,22 @@ for step in range(2):
     F.cross_entropy(ddp(tj.tensor(X[step, lo:hi])), tj.tensor(Y[step, lo:hi])).backward()
     F.cross_entropy(ref(tj.tensor(X[step, :B])), tj.tensor(Y[step, :B])).backward()
     close(model.fc1.weight.grad, ref.fc1.weight.grad, "find_unused_parameters grads", tol)
-    np.testing.assert_array_equal(model.extra.weight.grad.numpy(), 0)
+    assert model.extra.weight.grad is None  # unused on every rank: no gradient, as in PyTorch
+# used on some ranks only: the others contribute zeros, every rank gets the average
+class Sometimes(Net):
+    def forward(self, x):
+        aux = self.extra(tj.ones(1, 3)).sum() if r == 0 else tj.zeros(())
+        return super().forward(x), aux
+
+
+tj.manual_seed(1000 + r)
+model = Sometimes(unused=True)
+ddp = DDP(model, find_unused_parameters=True)
+out, aux = ddp(tj.tensor(X[0, lo:hi]))
+(F.cross_entropy(out, tj.tensor(Y[0, lo:hi])) + aux).backward()
+# d/dW sum(W @ 1 + b) = ones on rank 0, nothing elsewhere: the average is ones / n
+np.testing.assert_allclose(model.extra.weight.grad.numpy(), np.ones((3, 3)) / n, rtol=1e-6)
+np.testing.assert_allclose(model.extra.bias.grad.numpy(), np.ones(3) / n, rtol=1e-6)
 print(f"rank {r}: buffers and unused parameters OK", flush=True)
 
 # different models on different ranks: every rank raises, naming the first difference

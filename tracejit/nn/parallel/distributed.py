@@ -123,6 +123,7 @@ class DistributedDataParallel(Module):
         self._ready = [False] * len(self._params)
         self._expect_backward = False
         self._reduced = False
+        self._has_grad = None
         self._fired = 0
         self._next_launch = 0
         self._handles = [p.register_post_accumulate_grad_hook(self._hook_for(i))
@@ -211,10 +212,13 @@ class DistributedDataParallel(Module):
         for b in self._buckets:
             b.pending = len(b.params)
             b.request = None
+        self._has_grad = None
         if self.find_unused_parameters:
             used = _reachable_leaves(out)
+            self._has_grad = np.ones(len(self._params), np.uint8)
             for i, p in enumerate(self._params):
                 if id(p) not in used:
+                    self._has_grad[i] = p.grad is not None
                     self._mark_ready(i, p)
 
     def _check_previous_reduction(self) -> None:
@@ -255,8 +259,9 @@ class DistributedDataParallel(Module):
         if self._ready[i]:
             raise RuntimeError(
                 f"DistributedDataParallel: parameter {self._param_names[i]!r} received a gradient twice "
-                f"in one iteration (a second backward without a forward in between, or a parameter "
-                f"used by two graphs); run a forward per backward, or use no_sync()")
+                f"in one iteration (a second backward without a forward in between, or, with "
+                f"find_unused_parameters=True, a parameter used outside the forward's graph); run "
+                f"a forward per backward, or use no_sync()")
         self._ready[i] = True
         self._fired += 1
         b, off = self._where[i]
@@ -289,12 +294,19 @@ class DistributedDataParallel(Module):
         reqs = [b.request for b in self._buckets if b.request is not None]
         if reqs:
             self._MPI.Request.Waitall(reqs)
+        has_grad = self._has_grad
+        if has_grad is not None and self._comm is not None:
+            # Parameters no rank used keep .grad None, as in PyTorch (an optimizer then
+            # skips them instead of applying, say, weight decay to a zero gradient).
+            self._comm.Allreduce(self._MPI.IN_PLACE, has_grad, op=self._MPI.MAX)
         inv = 1.0 / self.world_size
         for b in self._buckets:
             b.request = None
             if self.world_size > 1:
                 b.buf *= b.buf.dtype.type(inv) if b.buf.dtype.kind == "f" else inv
             for pos, off in zip(b.params, b.offsets):
+                if has_grad is not None and not has_grad[pos]:
+                    continue
                 p = self._params[pos]
                 n = p._data.size
                 avg = b.buf[off:off + n].reshape(p._data.shape)
