@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import zlib
 from enum import Enum
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional
 
 import numpy as np
 
