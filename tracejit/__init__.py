@@ -54,3 +54,4 @@ from . import errors  # noqa: E402,F401
 from . import nn, optim, data, utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
+from . import distributed  # noqa: E402,F401

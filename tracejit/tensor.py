@@ -121,6 +121,16 @@ class Tensor:
         from .autograd.node import leaf_node
         return leaf_node(self)._add_tensor_hook(0, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor) runs after this leaf's ``.grad`` has been accumulated in a backward
+        (eager or compiled); its return value is ignored. DistributedDataParallel uses it."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that does not require grad")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        from .autograd.node import leaf_node
+        return leaf_node(self)._add_post_acc_hook(hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
         from .autograd import backward
         backward([self], None if gradient is None else [gradient], retain_graph, create_graph)

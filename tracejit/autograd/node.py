@@ -201,13 +201,32 @@ class PrimNode(Node):
 class AccumulateGrad(Node):
     """The node of a leaf tensor: adds incoming gradients into ``tensor.grad``."""
 
-    __slots__ = ("variable",)
+    __slots__ = ("variable", "_post_acc_hooks")
 
     def __init__(self, tensor):
         super().__init__((), 1)
         self.variable = weakref.ref(tensor)
+        self._post_acc_hooks = None  # [hook(tensor)] run after .grad is updated
+
+    def _add_post_acc_hook(self, fn):
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = []
+        self._post_acc_hooks.append(fn)
+        return _Handle(self._post_acc_hooks, fn)
 
     def apply(self, grads, create_graph, retain_graph):
+        # The accumulation lives in its own method so that `apply` holds no reference to
+        # the gradient (`_exclusive` counts them) while the hooks see the final .grad.
+        self._accumulate(grads, create_graph)
+        hooks = self._post_acc_hooks
+        if hooks:
+            t = self.variable()
+            if t is not None:
+                for h in list(hooks):
+                    h(t)
+        return []
+
+    def _accumulate(self, grads, create_graph):
         t = self.variable()
         g = grads[0]
         if t is None or g is None:

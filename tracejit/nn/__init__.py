@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import functional, init, utils  # noqa: F401
+from . import parallel  # noqa: F401
 from .containers import ModuleDict, ModuleList, ParameterList, Sequential
 from .layers import (GELU, AvgPool2d, Conv2d, Dropout, Embedding, Flatten, Identity, LayerNorm,
                      LeakyReLU, Linear, LogSoftmax, MaxPool2d, ReLU, SiLU, Sigmoid, Softmax, Softplus,

@@ -375,3 +375,4 @@ class DataLoader:
 def _index_tensor(indices: list, device) -> Tensor:
     from ..ops import tensor
     return tensor(indices, dtype=_dt.int64, device=device)
+from .distributed_sampler import DistributedSampler  # noqa: E402,F401
