@@ -9,6 +9,7 @@ from .layers import (GELU, AvgPool2d, Conv2d, Dropout, Embedding, Flatten, Ident
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module, RemovableHandle
 from .parameter import Parameter
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d  # noqa: E402
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: E402
 
 __all__ = ["Module", "Parameter", "RemovableHandle", "Sequential", "ModuleList", "ModuleDict",
@@ -17,3 +18,4 @@ __all__ = ["Module", "Parameter", "RemovableHandle", "Sequential", "ModuleList",
            "Softplus", "Softmax", "LogSoftmax", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss",
            "BCELoss", "BCEWithLogitsLoss", "functional", "init", "utils"]
 __all__ += ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ += ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d"]
