@@ -165,24 +165,24 @@ def test_errors_name_layer_and_shapes():
         nn.LSTM(3, 3, dropout=1.5)
 
 
-@pytest.mark.parametrize("capture", ["trace", "script"])
-def test_lstm_compiles(capture):
-    """A stacked bidirectional LSTM + head under tj.trace / tj.script: same values and grads as eager."""
-    torch_free_seed = np.random.default_rng(3)
+def _compiled_matches_eager(capture, rnn_cls, seq_len, **kw):
+    """A recurrent layer + head under tj.trace / tj.script: same loss and parameter grads as eager."""
+    rng = np.random.default_rng(3)
 
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
-            self.rnn = nn.LSTM(4, 5, num_layers=2, batch_first=True, bidirectional=True)
-            self.head = nn.Linear(10, 3)
+            self.rnn = rnn_cls(4, 5, batch_first=True, **kw)
+            self.head = nn.Linear(10 if kw.get("bidirectional") else 5, 3)
 
         def forward(self, x):
-            out, (h, c) = self.rnn(x)
-            return self.head(out).sum() + (h * c).sum()
+            out, state = self.rnn(x)
+            h = state[0] * state[1] if isinstance(state, tuple) else state
+            return self.head(out).sum() + h.sum()
 
     m = Model()
     compiled = getattr(tj, capture)(m)
-    x = tj.tensor(torch_free_seed.standard_normal((2, 4, 4)).astype("float32"))
+    x = tj.tensor(rng.standard_normal((2, seq_len, 4)).astype("float32"))
     ref = m(x)
     ref.backward()
     grads = {n: p.grad.numpy().copy() for n, p in m.named_parameters()}
@@ -192,3 +192,15 @@ def test_lstm_compiles(capture):
     np.testing.assert_allclose(got.item(), ref.item(), rtol=1e-5)
     for n, p in m.named_parameters():
         np.testing.assert_allclose(p.grad.numpy(), grads[n], rtol=1e-4, atol=1e-6, err_msg=n)
+
+
+def test_lstm_scripts():
+    _compiled_matches_eager("script", nn.LSTM, 3)
+
+
+# Cold (empty kernel cache) these compile 1-2 minutes of numba kernels on 2 cores.
+@pytest.mark.slow
+@pytest.mark.parametrize("capture", ["trace", "script"])
+@pytest.mark.parametrize("rnn_cls", [nn.LSTM, nn.GRU, nn.RNN], ids=["lstm", "gru", "rnn"])
+def test_stacked_bidirectional_compiles(capture, rnn_cls):
+    _compiled_matches_eager(capture, rnn_cls, 4, num_layers=2, bidirectional=True)
