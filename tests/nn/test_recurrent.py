@@ -204,3 +204,18 @@ def test_lstm_scripts():
 @pytest.mark.parametrize("rnn_cls", [nn.LSTM, nn.GRU, nn.RNN], ids=["lstm", "gru", "rnn"])
 def test_stacked_bidirectional_compiles(capture, rnn_cls):
     _compiled_matches_eager(capture, rnn_cls, 4, num_layers=2, bidirectional=True)
+
+
+def test_bad_state_dict_lists_keys_and_changes_nothing():
+    m = nn.LSTM(3, 4)
+    before = {k: v.numpy().copy() for k, v in m.state_dict().items()}
+    sd = {k: v.clone() for k, v in m.state_dict().items()}
+    del sd["bias_ih_l0"]
+    sd["weight_hh_l0"] = tj.zeros(4, 4)
+    sd["weight_ih_l0"] = tj.zeros(16, 3)
+    sd["weight_ih_l1"] = tj.zeros(16, 4)
+    with pytest.raises(RuntimeError, match=r'(?s)Missing key.*"bias_ih_l0".*Unexpected key.*"weight_ih_l1"'
+                                           r'.*size mismatch for weight_hh_l0.*\(4, 4\).*\(16, 4\)'):
+        m.load_state_dict(sd)
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k], err_msg=k)
