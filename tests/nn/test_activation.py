@@ -25,7 +25,8 @@ def test_module_matches_torch(name, kw):
     np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy(), rtol=rtol, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["ELU", "SELU", "Mish", "Hardtanh", "ReLU6", "Hardswish", "LeakyReLU"])
+@pytest.mark.parametrize("name", ["ELU", "SELU", "Mish", "Hardtanh", "ReLU6", "Hardswish", "LeakyReLU",
+                                  "SiLU", "CELU", "Hardsigmoid"])
 def test_inplace_writes_input(name):
     x = tj.tensor([-2.0, -0.5, 0.5, 7.0])
     expect = getattr(nn, name)()(x).numpy()
