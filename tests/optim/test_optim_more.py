@@ -107,16 +107,18 @@ def test_lbfgs_matches_torch(kw):
         return closure
 
     losses = []
-    for _ in range(3):
+    for k in range(3):
         lo = o.step(closure_for(o, ours, tj))
         lt = t.step(closure_for(t, theirs, torch))
         # Same iterations and evaluations (discrete: any difference in the algorithm shows)...
         so, st = o.state[ours[0]], t.state[theirs[0]]
         assert (so["func_evals"], so["n_iter"]) == (st["func_evals"], st["n_iter"])
-        # ...and the same iterates up to rounding, which Rosenbrock's conditioning amplifies
-        # (numpy's and torch's dot products sum in different orders) to about 1e-8 relative.
-        assert lo.item() == pytest.approx(lt.item(), rel=1e-6, abs=1e-12)
+        # ...and the same iterates up to rounding: about 1e-12 after the first call's 20
+        # iterations, growing ~30x per call on Rosenbrock (numpy's and torch's dot products
+        # sum in different orders) to ~1e-8 after the third.
+        rtol = 1e-10 if k == 0 else 1e-6
+        assert lo.item() == pytest.approx(lt.item(), rel=rtol, abs=1e-12)
         losses.append(lo.item())
         for a, b in zip(ours, theirs):
-            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6, atol=1e-9)
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=1e-11)
     assert losses[-1] < losses[0]
