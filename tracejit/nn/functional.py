@@ -17,6 +17,13 @@ __all__ = ["relu", "gelu", "softmax", "log_softmax", "layer_norm", "dropout", "e
            "conv2d", "max_pool2d", "avg_pool2d", "linear", "mse_loss", "l1_loss", "cross_entropy",
            "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "sigmoid", "tanh",
            "silu", "softplus", "leaky_relu", "logsigmoid", "pad", "unfold", "fold"]
+from ..ops.normalization import batch_norm, group_norm, instance_norm  # noqa: E402,F401
+__all__ += ["batch_norm", "group_norm", "instance_norm"]
+from ..ops.activation import *  # noqa: E402,F401,F403
+from ..ops.activation import __all__ as _act_all  # noqa: E402
+from ..ops.losses import *  # noqa: E402,F401,F403
+from ..ops.losses import __all__ as _loss_all  # noqa: E402
+__all__ += _act_all + _loss_all
 
 
 def relu(input, inplace: bool = False):

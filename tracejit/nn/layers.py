@@ -300,7 +300,8 @@ class SiLU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return F.silu(input)
+        out = F.silu(input)
+        return input.copy_(out) if self.inplace else out
 
 
 class LeakyReLU(Module):

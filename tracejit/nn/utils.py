@@ -17,7 +17,7 @@ def _grads(parameters) -> list[Tensor]:
 
 
 def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False) -> Tensor:
+                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
     """Scale all gradients together so their joint norm is at most `max_norm`; returns the norm before."""
     from .. import ops
     grads = _grads(parameters)
@@ -43,8 +43,11 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
     return total
 
 
-def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
-    """Clamp every gradient element into [-clip_value, clip_value], in place."""
+def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float,
+                     foreach: bool | None = None) -> None:
+    """Clamp every gradient element into [-clip_value, clip_value], in place.
+
+    ``foreach`` (PyTorch's multi-tensor switch) is accepted and ignored, as in clip_grad_norm_."""
     clip_value = float(clip_value)
     for g in _grads(parameters):
         xp = g._xp()

@@ -5,6 +5,9 @@ from .creation import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import true_divide, divide, multiply, subtract, negative  # noqa: F401
 from .indexing import *  # noqa: F401,F403
+from .activation import *  # noqa: F401,F403
+from .losses import *  # noqa: F401,F403
+from .normalization import batch_norm, group_norm, instance_norm  # noqa: F401
 from .linalg import *  # noqa: F401,F403
 from .random import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403

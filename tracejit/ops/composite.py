@@ -131,6 +131,17 @@ def embedding(input, weight, padding_idx=None):
     return getitem(weight, input)
 
 
+def _check_unit_interval(op, t, name):
+    """Eagerly (data is known) reject values outside [0, 1], as PyTorch does."""
+    from .registry import trace_state
+    if trace_state.tracer is not None or t.numel() == 0:
+        return
+    lo, hi = float(t._data.min()), float(t._data.max())
+    if not (0.0 <= lo and hi <= 1.0):  # also catches nan
+        raise ValueError(f"{op}: all elements of {name} should be between 0 and 1, got values in "
+                         f"[{lo}, {hi}]")
+
+
 def _check_index_range(op, index, n):
     """Eagerly (data is known) give a clear error for out-of-range class/row indices."""
     from .registry import trace_state
@@ -280,6 +291,13 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
     c = input.shape[cdim]
     logp = log_softmax(input, cdim)
     if target.dtype.is_floating_point:  # class probabilities
+        if tuple(input.shape) != tuple(target.shape) and target.ndim == input.ndim - 1:
+            # Shaped like class indices: the dtype, not the shape, is what is wrong.
+            raise TypeError(f"cross_entropy: target of shape {tuple(target.shape)} holds class indices "
+                            f"but has dtype {target.dtype.name}; class-index targets must be an integer "
+                            f"tensor (int64, as PyTorch expects, or int32), e.g. target.long(). "
+                            f"Floating targets are class probabilities of the input's shape "
+                            f"{tuple(input.shape)}")
         _check_same("cross_entropy", input, target)
         if label_smoothing > 0.0:
             target = target * (1.0 - label_smoothing) + label_smoothing / c
@@ -322,6 +340,11 @@ def _clamped_log(p):
 
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     _check_same("binary_cross_entropy", input, target)
+    if not target.dtype.is_floating_point:
+        raise TypeError(f"binary_cross_entropy: target must be a floating point tensor of probabilities "
+                        f"like the input ({input.dtype.name}), got {target.dtype.name}; use target.float()")
+    _check_unit_interval("binary_cross_entropy", input, "input")
+    _check_unit_interval("binary_cross_entropy", target, "target")
     # PyTorch clamps the logs at -100 so p in {0, 1} gives a finite loss. The log is
     # taken of a safe value where p is 0, so the unused branch does not make 0/0 = nan
     # in the gradient (saturated sigmoids give exact 0 and 1 in float32).

@@ -5,5 +5,10 @@ from . import lr_scheduler  # noqa: F401
 from .adam import FUSED_MIN, Adam, AdamW
 from .optimizer import Optimizer
 from .sgd import SGD
+from .adadelta import Adadelta  # noqa: E402
+from .adagrad import Adagrad  # noqa: E402
+from .lbfgs import LBFGS  # noqa: E402
+from .rmsprop import RMSprop  # noqa: E402
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "FUSED_MIN", "lr_scheduler"]
+__all__ += ["RMSprop", "Adagrad", "Adadelta", "LBFGS"]

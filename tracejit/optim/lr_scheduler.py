@@ -118,3 +118,178 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self) -> list[float]:
         c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
+
+
+__all__ += ["OneCycleLR", "ReduceLROnPlateau"]
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy: lr rises from max_lr/div_factor to max_lr over ``pct_start`` of the
+    steps, then anneals to initial_lr/final_div_factor (three_phase: back to the initial lr
+    first); momentum (or Adam's beta1) cycles inversely. Call ``step()`` after every batch."""
+
+    def __init__(self, optimizer: Optimizer, max_lr, total_steps: int | None = None,
+                 epochs: int | None = None, steps_per_epoch: int | None = None, pct_start: float = 0.3,
+                 anneal_strategy: str = "cos", cycle_momentum: bool = True, base_momentum=0.85,
+                 max_momentum=0.95, div_factor: float = 25.0, final_div_factor: float = 1e4,
+                 three_phase: bool = False, last_epoch: int = -1):
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("OneCycleLR: you must define either total_steps OR (epochs AND "
+                                 "steps_per_epoch)")
+            for name, v in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
+                if not isinstance(v, int) or v <= 0:
+                    raise ValueError(f"OneCycleLR: expected a positive integer {name}, got {v!r}")
+            total_steps = epochs * steps_per_epoch
+        if not isinstance(total_steps, int) or total_steps <= 0:
+            raise ValueError(f"OneCycleLR: expected a positive integer total_steps, got {total_steps!r}")
+        if not 0 <= pct_start <= 1:
+            raise ValueError(f"OneCycleLR: expected a float between 0 and 1 for pct_start, got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+        self.total_steps = total_steps
+        self.anneal_strategy = anneal_strategy
+        self.cycle_momentum = cycle_momentum
+        up = float(pct_start * total_steps) - 1
+        if three_phase:
+            self._phases = [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr",
+                             "base_momentum", "max_momentum"),
+                            (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            self._phases = [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        groups = optimizer.param_groups
+        max_lrs = self._per_group("max_lr", max_lr, len(groups))
+        if last_epoch == -1:
+            for g, m in zip(groups, max_lrs):
+                g["initial_lr"] = m / div_factor
+                g["max_lr"] = m
+                g["min_lr"] = g["initial_lr"] / final_div_factor
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("OneCycleLR: optimizer must support momentum or betas with "
+                                 "cycle_momentum enabled")
+            self._use_beta1 = "betas" in optimizer.defaults
+            bases = self._per_group("base_momentum", base_momentum, len(groups))
+            maxes = self._per_group("max_momentum", max_momentum, len(groups))
+            if last_epoch == -1:
+                for g, lo, hi in zip(groups, bases, maxes):
+                    self._set_momentum(g, hi)
+                    g["max_momentum"], g["base_momentum"] = hi, lo
+        super().__init__(optimizer, last_epoch)
+
+    @staticmethod
+    def _per_group(name: str, value, n: int) -> list:
+        if isinstance(value, (list, tuple)):
+            if len(value) != n:
+                raise ValueError(f"OneCycleLR: expected {n} values for {name}, got {len(value)}")
+            return list(value)
+        return [value] * n
+
+    def _set_momentum(self, group: dict, m: float) -> None:
+        if self._use_beta1:
+            group["betas"] = (m, *group["betas"][1:])
+        else:
+            group["momentum"] = m
+
+    def _anneal(self, start: float, end: float, pct: float) -> float:
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self) -> list[float]:
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"OneCycleLR: tried to step {step} times; the specified number of total "
+                             f"steps is {self.total_steps}")
+        lrs = []
+        for g in self.optimizer.param_groups:
+            start = 0.0
+            for i, (end, lr0, lr1, m0, m1) in enumerate(self._phases):
+                if step <= end or i == len(self._phases) - 1:
+                    pct = (step - start) / (end - start)
+                    lrs.append(self._anneal(g[lr0], g[lr1], pct))
+                    if self.cycle_momentum:
+                        self._set_momentum(g, self._anneal(g[m0], g[m1], pct))
+                    break
+                start = end
+        return lrs
+
+
+class ReduceLROnPlateau:
+    """Multiply the lr by ``factor`` once a metric has not improved for ``patience`` epochs.
+
+    ``step(metric)`` once per epoch. Improvement is relative (``threshold_mode='rel'``:
+    better than best * (1 -/+ threshold)) or absolute; after a reduction, ``cooldown``
+    epochs pass before bad epochs count again; lrs never go below ``min_lr``, and changes
+    smaller than ``eps`` are skipped.
+    """
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0,
+                 min_lr=0.0, eps: float = 1e-8):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"ReduceLROnPlateau: expected an Optimizer, got {type(optimizer).__name__}")
+        if factor >= 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"ReduceLROnPlateau: mode {mode!r} is unknown; use 'min' or 'max'")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"ReduceLROnPlateau: threshold mode {threshold_mode!r} is unknown; use 'rel' "
+                             f"or 'abs'")
+        n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError(f"ReduceLROnPlateau: expected {n} min_lrs, got {len(min_lr)}")
+            self.min_lrs = list(min_lr)
+        else:
+            self.min_lrs = [min_lr] * n
+        self.optimizer = optimizer
+        self.mode, self.factor, self.patience = mode, factor, patience
+        self.threshold, self.threshold_mode = threshold, threshold_mode
+        self.cooldown, self.eps = cooldown, eps
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.cooldown_counter = 0
+        self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+    def is_better(self, a: float, best: float) -> bool:
+        if self.mode == "min":
+            return a < (best * (1.0 - self.threshold) if self.threshold_mode == "rel" else best - self.threshold)
+        return a > (best * (1.0 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold)
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def step(self, metrics) -> None:
+        current = float(metrics.item() if hasattr(metrics, "item") else metrics)
+        self.last_epoch += 1
+        if self.is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0   # bad epochs during cooldown do not count
+        if self.num_bad_epochs > self.patience:
+            for g, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
+                old = float(g["lr"])
+                new = max(old * self.factor, min_lr)
+                if old - new > self.eps:
+                    g["lr"] = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self) -> list[float]:
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.__dict__.update(state_dict)

@@ -1,8 +1,8 @@
 """Datasets, samplers, ``DataLoader`` and ``default_collate``, as in ``torch.utils.data``.
 
-Loading happens in the calling process (``num_workers`` is accepted and ignored:
-numpy indexing is not where the time goes for the in-memory datasets this is
-for). Shuffling draws from tracejit's global generator, so ``tracejit.manual_seed``
+With ``num_workers=0`` loading happens in the calling process; with ``num_workers > 0``
+worker processes load and collate the batches the parent's sampler chose, so the
+batches and their order are those of ``num_workers=0`` (see `data_workers`). Shuffling draws from tracejit's global generator, so ``tracejit.manual_seed``
 makes the order reproducible. A `TensorDataset` with the default collate is batched
 by indexing each tensor once with the batch's indices instead of stacking rows one
 by one; the result is the same.
@@ -18,8 +18,9 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..tensor import Tensor
+from .data_workers import get_worker_info  # noqa: F401
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split",
+__all__ = ["get_worker_info", "Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split",
            "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler",
            "DataLoader", "default_collate", "default_convert"]
 
@@ -315,6 +316,16 @@ class DataLoader:
         elif batch_size is None and drop_last:
             raise ValueError("DataLoader: batch_size=None option disables auto-batching and is "
                              "mutually exclusive with drop_last")
+        if num_workers == 0 and ignored.get("persistent_workers"):
+            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        init_fn = ignored.get("worker_init_fn")
+        if init_fn is not None and not callable(init_fn):
+            raise TypeError(f"DataLoader: worker_init_fn must be callable, got {type(init_fn).__name__}")
+        self.worker_init_fn = init_fn
+        self.persistent_workers = bool(ignored.get("persistent_workers", False))
+        self.multiprocessing_context = ignored.get("multiprocessing_context")
+        self.prefetch_factor = ignored.get("prefetch_factor") or 2
+        self._pool = None
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -334,6 +345,9 @@ class DataLoader:
         self._fast = (collate_fn is None and self._auto_collation and type(dataset) is TensorDataset)
 
     def __iter__(self) -> Iterator:
+        if self.num_workers > 0:
+            yield from self._iter_workers()
+            return
         if self._iterable:
             yield from self._iter_stream()
             return
@@ -346,6 +360,27 @@ class DataLoader:
                 yield [t[_index_tensor(indices, t.device)] for t in self.dataset.tensors]
             else:
                 yield self.collate_fn([self.dataset[i] for i in indices])
+
+    def _iter_workers(self):
+        from .data_workers import WorkerPool, base_seed
+        pool = self._pool
+        if pool is None or not pool.alive:
+            spec = {"dataset": self.dataset, "iterable": self._iterable, "worker_init_fn": self.worker_init_fn,
+                    "fetch": _StreamFetcher(self.batch_size, self.drop_last, self.collate_fn) if self._iterable
+                    else _MapFetcher(self.dataset, self.collate_fn, self.batch_sampler is not None, self._fast)}
+            pool = WorkerPool(spec, self.num_workers, base_seed(), self.multiprocessing_context,
+                              self.prefetch_factor)
+            if self.persistent_workers:
+                self._pool = pool
+        try:
+            if self._iterable:
+                yield from pool.run_stream()
+            else:
+                yield from pool.run_indices(self.batch_sampler if self.batch_sampler is not None
+                                            else self.sampler)
+        finally:
+            if not self.persistent_workers:
+                pool.close()   # also when the caller stops early (the generator is closed)
 
     def _iter_stream(self):
         if self.batch_size is None:
@@ -370,6 +405,39 @@ class DataLoader:
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
         return len(self.sampler)
+
+
+class _MapFetcher:
+    """Loads one batch (or one sample without auto-batching) in a worker: picklable for spawn."""
+
+    def __init__(self, dataset, collate_fn, batched: bool, fast: bool):
+        self.dataset, self.collate_fn, self.batched, self.fast = dataset, collate_fn, batched, fast
+
+    def __call__(self, indices):
+        if not self.batched:
+            return self.collate_fn(self.dataset[indices])
+        if self.fast:
+            return [t[_index_tensor(indices, t.device)] for t in self.dataset.tensors]
+        return self.collate_fn([self.dataset[i] for i in indices])
+
+
+class _StreamFetcher:
+    """Takes the next batch from a worker's copy of an IterableDataset (StopIteration at the end)."""
+
+    def __init__(self, batch_size, drop_last: bool, collate_fn):
+        self.batch_size, self.drop_last, self.collate_fn = batch_size, drop_last, collate_fn
+
+    def __call__(self, stream):
+        if self.batch_size is None:
+            return self.collate_fn(next(stream))
+        batch = []
+        for item in stream:
+            batch.append(item)
+            if len(batch) == self.batch_size:
+                break
+        if not batch or (self.drop_last and len(batch) < self.batch_size):
+            raise StopIteration
+        return self.collate_fn(batch)
 
 
 def _index_tensor(indices: list, device) -> Tensor:

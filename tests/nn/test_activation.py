@@ -1,0 +1,58 @@
+"""Activation modules against PyTorch's (values, gradients, inplace=, PReLU's parameter)."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import nn
+
+torch = pytest.importorskip("torch", reason="activation modules are checked against PyTorch")
+
+CASES = [("ELU", {}), ("ELU", {"alpha": 0.3}), ("SELU", {}), ("CELU", {"alpha": 1.5}), ("Mish", {}),
+         ("Hardtanh", {"min_val": -0.5, "max_val": 2.0}), ("ReLU6", {}), ("Hardsigmoid", {}),
+         ("Hardswish", {}), ("LeakyReLU", {"negative_slope": 0.2}), ("SiLU", {}), ("Softplus", {"beta": 2.0})]
+
+
+@pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}{i}" for i, (n, _) in enumerate(CASES)])
+def test_module_matches_torch(name, kw):
+    x = np.random.default_rng(0).uniform(-8, 8, (4, 5))
+    xt, xj = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    yt, yj = getattr(torch.nn, name)(**kw)(xt), getattr(nn, name)(**kw)(xj)
+    np.testing.assert_allclose(yj.detach().numpy(), yt.detach().numpy(), rtol=1e-10, atol=1e-12)
+    (yt ** 2).sum().backward()
+    (yj ** 2).sum().backward()
+    # PyTorch's hardsigmoid backward uses the float32 constant 1.0f / 6.0f even in float64.
+    rtol = 1e-7 if name == "Hardsigmoid" else 1e-9
+    np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy(), rtol=rtol, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["ELU", "SELU", "Mish", "Hardtanh", "ReLU6", "Hardswish", "LeakyReLU",
+                                  "SiLU", "CELU", "Hardsigmoid"])
+def test_inplace_writes_input(name):
+    x = tj.tensor([-2.0, -0.5, 0.5, 7.0])
+    expect = getattr(nn, name)()(x).numpy()
+    y = getattr(nn, name)(inplace=True)(x)
+    np.testing.assert_allclose(x.numpy(), expect)
+    np.testing.assert_allclose(y.numpy(), expect)
+
+
+@pytest.mark.parametrize("num,shape", [(1, (4, 3, 2)), (3, (4, 3, 2)), (3, (2, 3)), (1, (5,))])
+def test_prelu(num, shape):
+    t = torch.nn.PReLU(num).double()
+    m = nn.PReLU(num, dtype="float64")
+    assert list(m.state_dict()) == ["weight"] and np.allclose(m.weight.detach().numpy(), 0.25)
+    with torch.no_grad():
+        t.weight.uniform_(-0.5, 0.5)
+    m.load_state_dict({"weight": tj.tensor(t.weight.detach().numpy())})
+    x = np.random.default_rng(1).standard_normal(shape)
+    xt, xj = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    yt, yj = t(xt), m(xj)
+    np.testing.assert_allclose(yj.detach().numpy(), yt.detach().numpy(), rtol=1e-12)
+    (yt ** 3).sum().backward()
+    (yj ** 3).sum().backward()
+    np.testing.assert_allclose(m.weight.grad.numpy(), t.weight.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy(), rtol=1e-10)
+
+
+def test_prelu_channel_mismatch_names_shapes():
+    with pytest.raises(tj.errors.ShapeError, match=r"weight has 3 parameters but input of shape \(2, 4\)"):
+        nn.PReLU(3)(tj.randn(2, 4))

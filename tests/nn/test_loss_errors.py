@@ -1,0 +1,42 @@
+"""Loss errors that used to mislead: class-index dtype, BCE target range and dtype, int32 targets."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+
+
+def test_float_class_indices_report_dtype_not_shape():
+    logits = tj.randn(4, 3)
+    with pytest.raises(TypeError, match=r"class indices but has dtype float32.*integer"):
+        F.cross_entropy(logits, tj.tensor([0.0, 2.0, 1.0, 1.0]))
+    with pytest.raises(TypeError, match="dtype float32"):
+        tj.nn.CrossEntropyLoss()(tj.randn(2, 3, 5), tj.zeros(2, 5))
+    # Probability targets of the input's shape still work; a wrong probability shape is a shape error.
+    p = tj.softmax(tj.randn(4, 3), 1)
+    assert F.cross_entropy(logits, p).ndim == 0
+    with pytest.raises(tj.errors.ShapeError):
+        F.cross_entropy(logits, tj.zeros(4, 2))
+
+
+def test_int32_class_targets_accepted_like_int64():
+    logits = tj.randn(5, 4)
+    t = np.array([0, 3, 1, 2, 3])
+    a = F.cross_entropy(logits, tj.tensor(t.astype(np.int32)))
+    b = F.cross_entropy(logits, tj.tensor(t.astype(np.int64)))
+    assert a.item() == b.item()
+
+
+def test_bce_rejects_integer_targets_and_out_of_range_values():
+    p = tj.sigmoid(tj.randn(6))
+    with pytest.raises(TypeError, match="binary_cross_entropy: target must be a floating point.*int64"):
+        F.binary_cross_entropy(p, tj.tensor([0, 1, 1, 0, 1, 0]))
+    with pytest.raises(ValueError, match=r"elements of target should be between 0 and 1.*\[0.0, 2.0\]"):
+        F.binary_cross_entropy(p, tj.tensor([0.0, 1.0, 2.0, 0.0, 1.0, 0.5]))
+    with pytest.raises(ValueError, match="elements of target"):
+        tj.nn.BCELoss()(p, tj.tensor([0.0, -0.5, 1.0, 0.0, 1.0, 0.5]))
+    with pytest.raises(ValueError, match="elements of input should be between 0 and 1"):
+        F.binary_cross_entropy(tj.randn(6) + 5, tj.zeros(6))
+    # The boundary values themselves are fine (PyTorch clamps the log at -100).
+    out = F.binary_cross_entropy(tj.tensor([0.0, 1.0, 0.3]), tj.tensor([0.0, 1.0, 1.0]))
+    assert np.isfinite(out.item())

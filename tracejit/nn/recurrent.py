@@ -1,0 +1,357 @@
+"""Recurrent layers: RNN (tanh/relu), LSTM, GRU and their single-step cells, as PyTorch.
+
+Everything is built from existing ops (linear, matmul, sigmoid, tanh, unbind/stack,
+cat), so eager autograd, tracing and compilation need nothing new. The input
+projection ``x @ W_ih.T + b_ih`` of a whole sequence is one matmul; only the hidden
+projection runs per time step. The per-step math of each cell kind is one function
+(`rnn_tanh_step`, `rnn_relu_step`, `lstm_step`, `gru_step`) taking that precomputed
+input projection, so a later fused kernel can replace exactly one function.
+
+Parameters, their names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), their order,
+their initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) and the gate order
+(LSTM: i, f, g, o; GRU: r, z, n) are PyTorch's, so a PyTorch state_dict loads by name.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import ops as _ops
+from ..errors import ShapeError
+from . import functional as F
+from . import init
+from .layers import _factory, _positive_int
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+           "rnn_tanh_step", "rnn_relu_step", "lstm_step", "gru_step"]
+
+
+# ---------------------------------------------------------------- per-step cell math
+# `gi` is the input projection x_t @ W_ih.T + b_ih for one step, shape (N, G*H).
+def _hidden_proj(h, w_hh, b_hh):
+    return F.linear(h, w_hh, b_hh)
+
+
+def rnn_tanh_step(gi, h, w_hh, b_hh):
+    """h' = tanh(gi + h @ W_hh.T + b_hh)."""
+    return _ops.tanh(gi + _hidden_proj(h, w_hh, b_hh))
+
+
+def rnn_relu_step(gi, h, w_hh, b_hh):
+    """h' = relu(gi + h @ W_hh.T + b_hh)."""
+    return _ops.relu(gi + _hidden_proj(h, w_hh, b_hh))
+
+
+def lstm_step(gi, h, c, w_hh, b_hh):
+    """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o."""
+    gates = gi + _hidden_proj(h, w_hh, b_hh)
+    i, f, g, o = _ops.chunk(gates, 4, -1)
+    c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
+    h = _ops.sigmoid(o) * _ops.tanh(c)
+    return h, c
+
+
+def gru_step(gi, h, w_hh, b_hh):
+    """h' of one GRU step: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1-z)*n + z*h."""
+    gh = _hidden_proj(h, w_hh, b_hh)
+    i_r, i_z, i_n = _ops.chunk(gi, 3, -1)
+    h_r, h_z, h_n = _ops.chunk(gh, 3, -1)
+    r = _ops.sigmoid(i_r + h_r)
+    z = _ops.sigmoid(i_z + h_z)
+    n = _ops.tanh(i_n + r * h_n)
+    return n + z * (h - n)
+
+
+_STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step, "GRU": gru_step}
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _shape(t) -> tuple:
+    return tuple(t.shape)
+
+
+# ---------------------------------------------------------------- full-sequence layers
+class RNNBase(Module):
+    """Shared constructor, parameters and the layer/direction loop of RNN, LSTM and GRU."""
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device=None, dtype=None):
+        super().__init__()
+        name = self._name()
+        _positive_int("input_size", name, input_size)
+        _positive_int("hidden_size", name, hidden_size)
+        _positive_int("num_layers", name, num_layers)
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
+            raise ValueError(f"{name}: dropout should be a number in range [0, 1] representing the "
+                             f"probability of an element being zeroed, got {dropout!r}")
+        if proj_size:
+            raise NotImplementedError(f"{name}: proj_size is not supported, got {proj_size}")
+        self.mode = mode
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first = bias, batch_first
+        self.dropout, self.bidirectional = float(dropout), bidirectional
+        self.proj_size = 0
+        kw = _factory(device, dtype)
+        g = _GATES[mode] * hidden_size
+        for layer in range(num_layers):
+            in_size = input_size if layer == 0 else hidden_size * self._dirs
+            for suffix in self._suffixes():
+                setattr(self, f"weight_ih_l{layer}{suffix}", Parameter(_ops.empty(g, in_size, **kw)))
+                setattr(self, f"weight_hh_l{layer}{suffix}", Parameter(_ops.empty(g, hidden_size, **kw)))
+                if bias:
+                    setattr(self, f"bias_ih_l{layer}{suffix}", Parameter(_ops.empty(g, **kw)))
+                    setattr(self, f"bias_hh_l{layer}{suffix}", Parameter(_ops.empty(g, **kw)))
+        self.reset_parameters()
+
+    def _name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def _dirs(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def _suffixes(self) -> tuple:
+        return ("", "_reverse") if self.bidirectional else ("",)
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _weights(self, layer: int, suffix: str) -> tuple:
+        get = lambda kind: getattr(self, f"{kind}_l{layer}{suffix}", None)  # noqa: E731
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+
+    # ---- checks -------------------------------------------------------------------------
+    def _check_input(self, input) -> bool:
+        """-> whether the input is batched; raises a ShapeError naming the layer otherwise."""
+        name = self._name()
+        if input.ndim not in (2, 3):
+            raise ShapeError(f"{name}: expected a 2-D (unbatched) or 3-D (batched) input, got "
+                             f"{input.ndim}-D input of shape {_shape(input)}")
+        if input.shape[-1] != self.input_size:
+            expected = ("(L, N, H_in)" if not self.batch_first else "(N, L, H_in)") if input.ndim == 3 \
+                else "(L, H_in)"
+            raise ShapeError(f"{name}: input.size(-1) must be equal to input_size. Expected "
+                             f"{self.input_size}, got {input.shape[-1]} (input shape {_shape(input)}, "
+                             f"expected {expected} with H_in={self.input_size})")
+        if not input.dtype.is_floating_point:
+            raise TypeError(f"{name}: expected a floating point input, got {input.dtype.name}")
+        return input.ndim == 3
+
+    def _check_state(self, state, which: str, batch: int, batched: bool):
+        expected = (self.num_layers * self._dirs, batch, self.hidden_size) if batched else \
+            (self.num_layers * self._dirs, self.hidden_size)
+        if _shape(state) != expected:
+            raise ShapeError(f"{self._name()}: expected {which} of shape {expected}, got "
+                             f"{_shape(state)}" + ("" if batched else " (the input is unbatched)"))
+        return state if batched else _ops.unsqueeze(state, 1)
+
+    def _initial_states(self, hx, batch: int, batched: bool, like) -> list:
+        """-> a list (one per state: h, or h and c) of (num_layers*dirs, N, H) tensors."""
+        names = ("h_0", "c_0") if self.mode == "LSTM" else ("h_0",)
+        if hx is None:
+            z = _ops.zeros(self.num_layers * self._dirs, batch, self.hidden_size,
+                           dtype=like.dtype, device=like.device)
+            return [z for _ in names]
+        states = tuple(hx) if self.mode == "LSTM" else (hx,)
+        if self.mode == "LSTM" and (not isinstance(hx, (tuple, list)) or len(states) != 2):
+            raise TypeError(f"{self._name()}: hx must be a tuple (h_0, c_0), got {type(hx).__name__}")
+        return [self._check_state(s, n, batch, batched) for s, n in zip(states, names)]
+
+    # ---- forward ------------------------------------------------------------------------
+    def forward(self, input, hx=None):
+        batched = self._check_input(input)
+        if not batched:
+            x = _ops.unsqueeze(input, 1)
+        elif self.batch_first:
+            x = _ops.transpose(input, 0, 1)
+        else:
+            x = input
+        if x.shape[0] == 0:
+            raise ShapeError(f"{self._name()}: the input sequence is empty (length 0, input shape "
+                             f"{_shape(input)})")
+        batch = x.shape[1]
+        init_states = self._initial_states(hx, batch, batched, x)
+        step = _STEPS[self.mode]
+        finals = [[] for _ in init_states]
+        for layer in range(self.num_layers):
+            outs = []
+            for d, suffix in enumerate(self._suffixes()):
+                k = layer * self._dirs + d
+                state = tuple(s[k] for s in init_states)
+                out, state = _run_direction(step, x, state, self._weights(layer, suffix), reverse=d == 1)
+                outs.append(out)
+                for f, s in zip(finals, state):
+                    f.append(s)
+            x = outs[0] if len(outs) == 1 else _ops.cat(outs, -1)
+            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        finals = [_ops.stack(f, 0) for f in finals]
+        if not batched:
+            x = _ops.squeeze(x, 1)
+            finals = [_ops.squeeze(f, 1) for f in finals]
+        elif self.batch_first:
+            x = _ops.transpose(x, 0, 1)
+        return x, (tuple(finals) if self.mode == "LSTM" else finals[0])
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
+    """Run one layer in one direction over time-major x (L, N, H_in) -> (out (L, N, H), state)."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    gi_all = F.linear(x, w_ih, b_ih)                    # all input projections in one matmul
+    steps = _ops.unbind(gi_all, 0)
+    order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
+    outs = [None] * len(steps)
+    for t in order:
+        if len(state) == 2:
+            state = step(steps[t], state[0], state[1], w_hh, b_hh)
+        else:
+            state = (step(steps[t], state[0], w_hh, b_hh),)
+        outs[t] = state[0]
+    return _ops.stack(outs, 0), state
+
+
+class RNN(RNNBase):
+    """Elman RNN: h_t = tanh or relu(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0.0, bidirectional: bool = False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size,
+                         num_layers, bias, batch_first, dropout, bidirectional, 0, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        return s + (", nonlinearity='relu'" if self.nonlinearity == "relu" else "")
+
+
+class LSTM(RNNBase):
+    """LSTM; ``forward(input, (h_0, c_0))`` returns ``output, (h_n, c_n)``."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 proj_size: int = 0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, proj_size, device, dtype)
+
+
+class GRU(RNNBase):
+    """GRU; ``forward(input, h_0)`` returns ``output, h_n``."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, 0, device, dtype)
+
+
+# ---------------------------------------------------------------- single-step cells
+class _CellBase(Module):
+    def __init__(self, mode: str, input_size: int, hidden_size: int, bias: bool, device, dtype):
+        super().__init__()
+        name = type(self).__name__
+        _positive_int("input_size", name, input_size)
+        _positive_int("hidden_size", name, hidden_size)
+        self.mode = mode
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        kw = _factory(device, dtype)
+        g = _GATES[mode] * hidden_size
+        self.weight_ih = Parameter(_ops.empty(g, input_size, **kw))
+        self.weight_hh = Parameter(_ops.empty(g, hidden_size, **kw))
+        if bias:
+            self.bias_ih = Parameter(_ops.empty(g, **kw))
+            self.bias_hh = Parameter(_ops.empty(g, **kw))
+        else:
+            self.bias_ih = None
+            self.bias_hh = None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _check(self, input, states: tuple, names: tuple) -> tuple:
+        """-> (batched, states as (N, H) tensors, zeros where None)."""
+        name = type(self).__name__
+        if input.ndim not in (1, 2):
+            raise ShapeError(f"{name}: expected a 1-D (unbatched) or 2-D (batched) input, got "
+                             f"{input.ndim}-D input of shape {_shape(input)}")
+        if input.shape[-1] != self.input_size:
+            raise ShapeError(f"{name}: input has {input.shape[-1]} features (shape {_shape(input)}), "
+                             f"expected input_size={self.input_size}")
+        batched = input.ndim == 2
+        expected = (input.shape[0], self.hidden_size) if batched else (self.hidden_size,)
+        out = []
+        for s, n in zip(states, names):
+            if s is None:
+                s = _ops.zeros(*expected, dtype=input.dtype, device=input.device)
+            elif _shape(s) != expected:
+                raise ShapeError(f"{name}: expected {n} of shape {expected}, got {_shape(s)}")
+            out.append(s if batched else _ops.unsqueeze(s, 0))
+        return batched, tuple(out)
+
+    def _step(self, input, states: tuple, names: tuple) -> tuple:
+        batched, states = self._check(input, states, names)
+        x = input if batched else _ops.unsqueeze(input, 0)
+        gi = F.linear(x, self.weight_ih, self.bias_ih)
+        out = _STEPS[self.mode](gi, *states, self.weight_hh, self.bias_hh)
+        out = out if isinstance(out, tuple) else (out,)
+        return tuple(o if batched else _ops.squeeze(o, 0) for o in out)
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        return s if self.bias else s + ", bias=False"
+
+
+class RNNCell(_CellBase):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size,
+                         bias, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        return self._step(input, (hx,), ("hx",))[0]
+
+
+class LSTMCell(_CellBase):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, bias, device, dtype)
+
+    def forward(self, input, hx=None):
+        if hx is None:
+            hx = (None, None)
+        elif not isinstance(hx, (tuple, list)) or len(hx) != 2:
+            raise TypeError(f"LSTMCell: hx must be a tuple (h_0, c_0), got {type(hx).__name__}")
+        return self._step(input, tuple(hx), ("h_0", "c_0"))
+
+
+class GRUCell(_CellBase):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, bias, device, dtype)
+
+    def forward(self, input, hx=None):
+        return self._step(input, (hx,), ("hx",))[0]

@@ -1,0 +1,84 @@
+"""Composite activations: elu, selu, celu, mish, hardtanh, relu6, hardsigmoid, hardswish, prelu.
+
+Written with primitives only (gradients, tracing and fusion come for free) and with
+PyTorch's signatures; ``inplace=True`` writes the result into the input with
+``copy_``, as PyTorch's in-place variants do.
+"""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from .composite import softplus
+from .elementwise import clamp, expm1, minimum, tanh, where
+from .shape import reshape
+
+__all__ = ["elu", "selu", "celu", "mish", "hardtanh", "relu6", "hardsigmoid", "hardswish", "prelu"]
+
+_SELU_ALPHA = 1.6732632423543772
+_SELU_SCALE = 1.0507009873554805
+
+
+def _out(input, out, inplace: bool):
+    return input.copy_(out) if inplace else out
+
+
+def _neg_expm1(x, alpha: float, scale: float = 1.0):
+    # expm1 of min(x, 0) rather than of x: the unused branch of where() then never
+    # overflows to inf, whose zero gradient would be 0 * inf = nan.
+    return alpha * expm1(minimum(x, 0.0) * scale)
+
+
+def elu(input, alpha: float = 1.0, inplace: bool = False):
+    """x for x > 0, alpha * (exp(x) - 1) otherwise."""
+    return _out(input, where(input > 0, input, _neg_expm1(input, alpha)), inplace)
+
+
+def selu(input, inplace: bool = False):
+    """scale * elu(x, alpha) with the self-normalizing constants."""
+    return _out(input, _SELU_SCALE * where(input > 0, input, _neg_expm1(input, _SELU_ALPHA)), inplace)
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    """x for x > 0, alpha * (exp(x / alpha) - 1) otherwise."""
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0")
+    return _out(input, where(input > 0, input, _neg_expm1(input, alpha, 1.0 / alpha)), inplace)
+
+
+def mish(input, inplace: bool = False):
+    """x * tanh(softplus(x))."""
+    return _out(input, input * tanh(softplus(input)), inplace)
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    """x clamped to [min_val, max_val]."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return _out(input, clamp(input, min_val, max_val), inplace)
+
+
+def relu6(input, inplace: bool = False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input, inplace: bool = False):
+    """clamp(x / 6 + 1/2, 0, 1)."""
+    return _out(input, clamp(input * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
+
+
+def hardswish(input, inplace: bool = False):
+    """x * hardsigmoid(x)."""
+    return _out(input, input * clamp(input * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
+
+
+def prelu(input, weight):
+    """x for x > 0, weight * x otherwise; weight has 1 or C (= input.shape[1]) entries."""
+    n = weight.numel()
+    if weight.ndim > 1:
+        raise ShapeError(f"prelu: weight must be 0-D or 1-D, got shape {tuple(weight.shape)}")
+    if n != 1:
+        cdim = 1 if input.ndim >= 2 else 0
+        if input.ndim == 0 or input.shape[cdim] != n:
+            raise ShapeError(f"prelu: weight has {n} parameters but input of shape {tuple(input.shape)} "
+                             f"has {input.shape[cdim] if input.ndim else 'no'} channels (dim {cdim})")
+        weight = reshape(weight, (-1,) + (1,) * (input.ndim - cdim - 1))
+    return where(input > 0, input, weight * input)

@@ -1,0 +1,133 @@
+"""Composite losses and distances beyond composite.py's core set, with PyTorch's signatures:
+
+smooth_l1_loss, huber_loss, kl_div, cosine_similarity, pairwise_distance,
+margin_ranking_loss, triplet_margin_loss, hinge_embedding_loss, cosine_embedding_loss.
+"""
+from __future__ import annotations
+
+import warnings
+
+from ..errors import ShapeError
+from .composite import _check_same, _reduce
+from .elementwise import abs, clamp, eq, exp, log, maximum, minimum, ne, relu, sqrt, where
+from .reductions import sum
+
+__all__ = ["smooth_l1_loss", "huber_loss", "kl_div", "cosine_similarity", "pairwise_distance",
+           "margin_ranking_loss", "triplet_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss"]
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0):
+    """0.5 * d^2 / beta where |d| < beta, |d| - 0.5 * beta elsewhere (plain L1 when beta == 0)."""
+    _check_same("smooth_l1_loss", input, target)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    d = abs(input - target)
+    if beta == 0:
+        return _reduce(d, reduction)
+    return _reduce(where(d < beta, (0.5 / beta) * d * d, d - 0.5 * beta), reduction)
+
+
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
+    """0.5 * d^2 where |d| < delta, delta * (|d| - 0.5 * delta) elsewhere."""
+    _check_same("huber_loss", input, target)
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    d = abs(input - target)
+    return _reduce(where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False):
+    """Pointwise target * (log(target) - input) with ``input`` log-probabilities.
+
+    ``reduction='batchmean'`` divides the sum by the batch size (the mathematically
+    correct KL divergence); 'mean' averages over every element, as PyTorch does.
+    """
+    _check_same("kl_div", input, target)
+    if log_target:
+        loss = exp(target) * (target - input)
+    else:
+        # target * log(target) is 0 where target is 0 (the limit); the log is taken of a
+        # safe value there so neither the value nor its gradient becomes nan.
+        pos = target > 0
+        loss = where(pos, target * log(where(pos, target, 1.0)), 0.0) - target * input
+    if reduction == "batchmean":
+        total = sum(loss)
+        return total / input.shape[0] if input.ndim else total
+    if reduction == "mean":
+        warnings.warn("kl_div: reduction='mean' divides the total loss by the number of elements, not "
+                      "the batch size; use reduction='batchmean' for the KL divergence", stacklevel=2)
+    return _reduce(loss, reduction)
+
+
+def _norm(x, dim: int, keepdim: bool = False):
+    return sqrt(sum(x * x, dim, keepdim=keepdim))
+
+
+def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
+    """sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps)) along ``dim`` (inputs broadcast)."""
+    n1 = maximum(_norm(x1, dim, True), eps)
+    n2 = maximum(_norm(x2, dim, True), eps)
+    return sum((x1 / n1) * (x2 / n2), dim)
+
+
+def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+    """||x1 - x2 + eps||_p along the last dim."""
+    d = x1 - x2 + eps
+    if x1.ndim == 0 and x2.ndim == 0:
+        raise ShapeError("pairwise_distance: inputs must have at least one dimension")
+    if p == 2:
+        return _norm(d, -1, keepdim)
+    if p == 1:
+        return sum(abs(d), -1, keepdim=keepdim)
+    if p <= 0:
+        raise ValueError(f"pairwise_distance: p must be positive, got {p}")
+    return sum(abs(d) ** p, -1, keepdim=keepdim) ** (1.0 / p)
+
+
+def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
+                        reduction: str = "mean"):
+    """max(0, -target * (input1 - input2) + margin)."""
+    if not (tuple(input1.shape) == tuple(input2.shape) == tuple(target.shape)):
+        raise ShapeError(f"margin_ranking_loss: input1 {tuple(input1.shape)}, input2 "
+                         f"{tuple(input2.shape)} and target {tuple(target.shape)} must have the same shape")
+    return _reduce(relu(margin - target * (input1 - input2)), reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
+                        swap: bool = False, size_average=None, reduce=None, reduction: str = "mean"):
+    """max(d(a, p) - d(a, n) + margin, 0) with the pairwise p-norm distance."""
+    if not (anchor.ndim == positive.ndim == negative.ndim) or anchor.ndim not in (1, 2):
+        raise ShapeError(f"triplet_margin_loss: anchor {tuple(anchor.shape)}, positive "
+                         f"{tuple(positive.shape)} and negative {tuple(negative.shape)} must all be "
+                         f"1-D or all 2-D")
+    d_ap = pairwise_distance(anchor, positive, p, eps)
+    d_an = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_an = minimum(d_an, pairwise_distance(positive, negative, p, eps))
+    return _reduce(clamp(d_ap - d_an + margin, 0.0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,
+                         reduction: str = "mean"):
+    """x where target == 1, max(0, margin - x) where target == -1."""
+    margin_part = where(ne(target, 1), clamp(margin - input, 0.0), 0.0)
+    self_part = where(ne(target, -1), input, 0.0)
+    return _reduce(margin_part + self_part, reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
+                          reduction: str = "mean"):
+    """1 - cos(x1, x2) where target == 1, max(0, cos(x1, x2) - margin) where target == -1."""
+    if input1.ndim not in (1, 2) or tuple(input1.shape) != tuple(input2.shape):
+        raise ShapeError(f"cosine_embedding_loss: input1 {tuple(input1.shape)} and input2 "
+                         f"{tuple(input2.shape)} must be equal-shaped 1-D or 2-D tensors")
+    dim = input1.ndim - 1
+    # PyTorch's form: a small epsilon inside each squared norm keeps 0-vectors finite.
+    eps = 1e-12
+    prod = sum(input1 * input2, dim)
+    cos = prod / sqrt((sum(input1 * input1, dim) + eps) * (sum(input2 * input2, dim) + eps))
+    pos = where(eq(target, 1), 1.0 - cos, 0.0)
+    neg = where(eq(target, -1), clamp(cos - margin, 0.0), 0.0)
+    return _reduce(pos + neg, reduction)

@@ -1,0 +1,66 @@
+"""RMSprop, following PyTorch's single-tensor implementation step for step.
+
+Per parameter with gradient g (PyTorch's operation order, so results agree to rounding):
+
+    g = g + weight_decay * p
+    v = alpha * v + (1 - alpha) * g * g
+    centered:  m = lerp(m, g, 1 - alpha);  avg = sqrt(v - m * m) + eps   else  avg = sqrt(v) + eps
+    momentum > 0:  b = momentum * b + g / avg;  p = p - lr * b     else  p = p - lr * g / avg
+"""
+from __future__ import annotations
+
+from .optimizer import Optimizer, _check_number, _new_state_tensor
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, *,
+                 maximize: bool = False):
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def _validate(self, group: dict) -> None:
+        _check_number("RMSprop", "learning rate lr", group["lr"])
+        _check_number("RMSprop", "epsilon eps", group["eps"])
+        _check_number("RMSprop", "momentum", group["momentum"])
+        _check_number("RMSprop", "weight_decay", group["weight_decay"])
+        _check_number("RMSprop", "alpha", group["alpha"])
+
+    def _update(self, p, grad, state, group) -> None:
+        lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
+        wd, momentum = group["weight_decay"], group["momentum"]
+        xp = p._xp()
+        if not state:
+            state["step"] = 0
+            state["square_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
+        if momentum > 0 and "momentum_buffer" not in state:
+            state["momentum_buffer"] = _new_state_tensor(p, xp.zeros_like(p._data))
+        if group["centered"] and "grad_avg" not in state:
+            state["grad_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
+        state["step"] += 1
+        if group["maximize"]:
+            grad = -grad
+        if wd != 0:
+            grad = grad + wd * p._data
+        v = state["square_avg"]._data
+        v *= alpha
+        v += (1 - alpha) * (grad * grad)
+        state["square_avg"]._vbox[0] += 1
+        if group["centered"]:
+            m = state["grad_avg"]._data
+            m += (1 - alpha) * (grad - m)          # lerp(m, g, 1 - alpha)
+            state["grad_avg"]._vbox[0] += 1
+            avg = xp.sqrt(v - m * m)
+        else:
+            avg = xp.sqrt(v)
+        avg += eps
+        if momentum > 0:
+            b = state["momentum_buffer"]._data
+            b *= momentum
+            b += grad / avg
+            state["momentum_buffer"]._vbox[0] += 1
+            p._data -= lr * b
+        else:
+            p._data -= lr * (grad / avg)
