@@ -139,9 +139,6 @@ def test_batchnorm_compiles_in_eval_and_without_running_stats(capture):
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, raises=tj.errors.TraceError,
-                   reason="module buffers are captured constants under trace/script; in-place running-stat "
-                          "updates of training-mode BatchNorm need buffer write-back in the JIT (lead)")
 @pytest.mark.parametrize("capture", ["trace", "script"])
 def test_batchnorm_compiled_updates_running_stats(capture):
     """Under tj.trace / tj.script, training-mode BatchNorm updates its buffers like eager."""
