@@ -20,6 +20,7 @@ from __future__ import annotations
 from ..autograd.engine import _fit
 from ..errors import CompileError
 from ..jit.ir import Eqn, Graph, Literal, Var
+from ..ops.registry import Aval
 from ..jit.tracer import TraceContext, _make_tracer
 
 __all__ = ["joint", "split", "active_vars", "loss_joint"]
@@ -73,6 +74,8 @@ def _vjp_one(ctx, e, act, ct, tracer, val) -> None:
             "reverse-mode differentiation through a `while` loop is not supported: its trip count "
             "depends on data, so the backward pass cannot be compiled. Use a `for i in range(n)` "
             "with a constant n (unrolled), or compute gradients eagerly (tracejit.eager()).")
+    elif p.name == "scan":
+        grads = _scan_vjp(ctx, e, gs, act, val)
     elif p.name == "custom_function":
         grads = _custom_vjp(ctx, e, gs)
     else:
@@ -109,6 +112,80 @@ def _cond_vjp(ctx, e, gs, act):
                           [v.aval for v, a in zip(operands, op_active) if a])
     it = iter(outs)
     return [None] + [next(it) if a else None for a in op_active]
+
+
+def _scan_vjp(ctx, e, gs, act, val):
+    """Reverse mode of a ``scan`` over carries (a for-range loop), as lax.scan's:
+
+    1. a second forward loop records the carry entering each step (the per-step
+       residuals, stacked on a leading axis of the trip count);
+    2. a reverse loop runs the body's joint graph (its forward recomputed from that
+       step's carry, then its VJP) from the last step to the first, carrying the
+       carries' cotangents and accumulating the loop constants' gradients.
+    """
+    from .. import ops
+    from ..jit.control import SCAN
+    bg = e.params["body_graph"]
+    nc, nx = e.params["n_carry"], e.params["n_xs"]
+    if nx or len(e.outs) != nc:
+        raise CompileError("internal: reverse mode of a scan with xs/ys is not supported")
+    if any(x.prim.kind == "control" for x in bg.eqns):
+        raise CompileError("reverse-mode differentiation of a loop whose body has its own control "
+                           "flow (if/while/for decided at run time) is not supported yet; unroll the "
+                           "inner loop (a constant range) or run that part eagerly")
+    length, carries, consts = e.inputs[0], e.inputs[1:1 + nc], e.inputs[1 + nc:]
+    c_act = [isinstance(a, Var) and a in act for a in carries]
+    k_act = [isinstance(a, Var) and a in act for a in consts]
+    # 1. the carries entering each step
+    hist_g = Graph(bg.inputs, bg.eqns, tuple(bg.outputs) + tuple(bg.inputs[1:1 + nc]), "scan_history")
+    with ctx:
+        n_atom = ctx.atom(val(length))
+        trip = _trip_dim(e.params.get("trip"))
+        hist_avals = [Aval((trip,) + tuple(v.aval.shape), v.aval.dtype, v.aval.device)
+                      for v in bg.inputs[1:1 + nc]]
+        outs = ctx.emit_multi(SCAN, [n_atom] + [ctx.atom(val(a)) for a in carries] + [ctx.atom(val(a)) for a in consts],
+                              {"body_graph": hist_g, "n_carry": nc, "n_xs": 0, "reverse": False, "trip": trip},
+                              [v.aval for v in bg.outputs] + hist_avals)
+        hist = outs[nc:]
+    # 2. the body's joint graph, wrapped as the reverse loop's body
+    jg = joint(bg, [False] + c_act + k_act, name="scan_vjp")
+    j_k, j_carry = jg.inputs[0], jg.inputs[1:1 + nc]
+    j_consts = jg.inputs[1 + nc:1 + nc + len(consts)]
+    j_cts = jg.inputs[1 + nc + len(consts):1 + nc + len(consts) + nc]
+    j_out = list(jg.outputs)
+    g_carry_in = j_out[:sum(c_act)]
+    g_const_step = j_out[sum(c_act):]
+    acc_in = [Var(c.aval) for c, a in zip(consts, k_act) if a]
+    rctx = TraceContext()
+    with rctx:
+        acc_out = [rctx.atom(_make_tracer(a, rctx) + _make_tracer(g, rctx) if isinstance(g, Var)
+                             else _make_tracer(a, rctx) + g.value)
+                   for a, g in zip(acc_in, g_const_step)]
+    r_inputs = ((j_k,) + tuple(ct for ct, a in zip(j_cts, c_act) if a) + tuple(acc_in)
+                + tuple(j_carry) + tuple(j_consts))
+    rg = Graph(r_inputs, tuple(jg.eqns) + tuple(rctx.eqns), tuple(g_carry_in) + tuple(acc_out), "scan_backward")
+    with ctx:
+        init_g = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
+                  for o, g, a in zip(e.outs, gs, c_act) if a]
+        init_acc = [ops.zeros(c.aval.shape, dtype=c.aval.dtype) for c, a in zip(consts, k_act) if a]
+        n_g = len(init_g) + len(init_acc)
+        res = ctx.emit_multi(SCAN, [n_atom] + [ctx.atom(t) for t in init_g + init_acc]
+                             + [ctx.atom(h) for h in hist] + [ctx.atom(val(a)) for a in consts],
+                             {"body_graph": rg, "n_carry": n_g, "n_xs": nc, "reverse": True, "trip": trip},
+                             [ctx.atom(t).aval for t in init_g + init_acc])
+    it_c, it_k = iter(res[:len(init_g)]), iter(res[len(init_g):])
+    return ([None] + [next(it_c) if a else None for a in c_act]
+            + [next(it_k) if a else None for a in k_act])
+
+
+def _trip_dim(trip):
+    """The leading dim of a loop's stacked values: the trip count when it is a size (an
+    int, or a symbolic dim), else unknown until run time, which the IR cannot express."""
+    if trip is not None:
+        return trip
+    raise CompileError("reverse-mode differentiation of a for loop whose trip count is a runtime "
+                       "scalar argument is not supported yet (its residuals would have a "
+                       "data-dependent size); make the count a size (range(x.shape[1])) or a constant")
 
 
 def _custom_vjp(ctx, e, gs):

@@ -17,7 +17,7 @@ from ..tensor import Tensor
 from .ir import Graph, Var
 from .tracer import TraceContext, Tracer
 
-__all__ = ["COND", "WHILE", "CUSTOM_FUNCTION", "trace_cond", "trace_while", "trace_for_range",
+__all__ = ["COND", "WHILE", "SCAN", "CUSTOM_FUNCTION", "trace_cond", "trace_while", "trace_for_range",
            "UNDEFINED"]
 
 
@@ -59,6 +59,13 @@ def _raised_by_user_code(exc: BaseException) -> str:
         return ""
     return f"{os.path.basename(fn)}:{tb.tb_lineno}"
 WHILE = defprim("while", _no_impl, _no_impl, kind="control")
+# ``scan``: a loop whose trip count is known when it starts (a size, a runtime scalar),
+# as lax.scan. Inputs: [length, carries..., xs..., consts...]; params: ``body_graph``
+# (k, carries..., x slices..., consts...) -> (new carries..., y slices...), ``n_carry``,
+# ``n_xs``, ``reverse`` (k runs length-1 .. 0), ``trip`` (the length as a size, or None). Outputs: final carries..., ys stacked on a
+# new leading axis (ys[k] is step k's slice, either direction). Unlike ``while`` it has a
+# reverse mode: the backward loop runs the body's VJP from the last step to the first.
+SCAN = defprim("scan", _no_impl, _no_impl, kind="control")
 CUSTOM_FUNCTION = defprim("custom_function", _no_impl, _no_impl, kind="control")
 
 
@@ -452,27 +459,100 @@ def _define_body_locals(body_fn, vals):
 
 
 def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):
-    """``for i in range(*args): vals = body_fn(i, *vals)``."""
-    if not any(_is_traced(a) for a in args):
-        vals = tuple(init)
-        for i in range(*[int(a) for a in args]):
-            vals = tuple(body_fn(i, *vals))
-        return vals
+    """``for i in range(*args): vals = body_fn(i, *vals)``.
+
+    Plain int bounds run (unroll) in Python. Bounds that are runtime scalars or symbolic
+    sizes (``range(x.shape[1])`` with a dynamic dim) become a ``scan``: its trip count is
+    known when the loop starts, so it differentiates (the backward runs the steps in
+    reverse), and a new sequence length does not recompile."""
+    from ..shapes import Sym
     if len(args) == 1:
         start, stop, step = 0, args[0], 1
     elif len(args) == 2:
         (start, stop), step = args, 1
     else:
         start, stop, step = args
+    symbolic = isinstance(stop, Sym) and isinstance(start, int) and start <= 2 and step == 1 \
+        and not isinstance(start, bool)
+    if not any(_is_traced(a) for a in args) and not symbolic:
+        vals = tuple(init)
+        for i in range(*[int(a) for a in args]):
+            vals = tuple(body_fn(i, *vals))
+        return vals
     if _is_traced(step) or not isinstance(step, int) or step == 0:
         raise ScriptError("for-range over traced bounds needs a constant non-zero integer step")
     from .. import ops
+    if symbolic:
+        length = stop - start            # a size: >= 2 - start >= 0
+    else:
+        length = ops.maximum((stop - start + (step - 1 if step > 0 else step + 1)) // step, 0)
 
-    def cond(i, *vals):
-        return ops.lt(i, stop) if step > 0 else ops.gt(i, stop)
+    def body(k, *vals):
+        return tuple(body_fn(k * step + start if (step, start) != (1, 0) else k, *vals))
 
-    def body(i, *vals):
-        return (i + step,) + tuple(body_fn(i, *vals))
+    return _graph_scan(length, body, tuple(init), names)
 
-    out = trace_while(cond, body, (start,) + tuple(init), ("<loop index>",) + tuple(names))
-    return tuple(out[1:])
+
+def _graph_scan(length, body_fn, vals, names):
+    """A ``scan`` with carries only (no xs/ys) for a for-range loop. Its ``trip`` param
+    keeps the trip count when it is a size (int or symbolic dim): reverse mode stacks
+    per-step residuals along it."""
+    from .. import ops
+    from ..shapes import Sym
+    ctx: TraceContext = _reg.trace_state.tracer
+    loc = user_location(4)
+    what = f"for loop at {loc[0]}:{loc[1]}" if loc else "for loop"
+    k_aval = Aval((), _dt.int64, weak=True)
+    vals = _define_body_locals(
+        lambda *vs: body_fn(_reg.trace_state.tracer.new_input(k_aval), *vs), vals)
+    carried = []
+    for v in vals:
+        if isinstance(v, (bool, int, float)) and not isinstance(v, Tensor):
+            carried.append(ops.full((), v, dtype=_dt.scalar_dtype(v)))
+        else:
+            carried.append(v)
+    tensor_pos = [i for i, v in enumerate(carried) if isinstance(v, Tensor)]
+    avals = []
+    for i in tensor_pos:
+        a = _aval_of(carried[i])
+        number = not isinstance(vals[i], Tensor)
+        avals.append(Aval(a.shape, a.dtype, a.device, weak=a.weak or number))
+    bsub = TraceContext(ctx)
+    with bsub:
+        k = bsub.new_input(k_aval)
+        ins = [bsub.new_input(a) for a in avals]
+        full = list(carried)
+        for p, t in zip(tensor_pos, ins):
+            full[p] = t
+        new = tuple(body_fn(k, *full))
+    body_outs = []
+    for i, p in enumerate(tensor_pos):
+        nv = new[p]
+        name = names[p] if p < len(names) else f"value {p}"
+        if not isinstance(nv, Tensor):
+            nv = _materialize(bsub, nv, avals[i])
+        at = bsub.atom(nv)
+        if at.aval.dtype is not avals[i].dtype:
+            if avals[i].dtype.category < at.aval.dtype.category:
+                raise ScriptError(f"{what}: `{name}` changes dtype from {avals[i].dtype.name} inside the loop")
+            with bsub:
+                at = bsub.atom(ops.cast(nv, avals[i].dtype))
+        if tuple(at.aval.shape) != tuple(avals[i].shape):
+            raise ScriptError(f"{what}: `{name}` changes shape from {tuple(avals[i].shape)} to "
+                              f"{tuple(at.aval.shape)} inside the loop; loop-carried tensors must keep "
+                              f"their shape")
+        body_outs.append(at)
+    for p, v in enumerate(new):
+        if p not in tensor_pos and not (v is carried[p] or v == carried[p]):
+            raise ScriptError(f"{what}: non-tensor value `{names[p] if p < len(names) else p}` changes inside the loop")
+    outer_all = _union_captures([bsub])
+    bg = _graph_with_captures(bsub, bsub.inputs, outer_all, body_outs, "body")
+    out_avals = [Aval(a.shape, a.dtype, a.device, weak=a.weak and o.aval.weak) for a, o in zip(avals, body_outs)]
+    outs = ctx.emit_multi(SCAN, [ctx.atom(length)] + [ctx.atom(carried[p]) for p in tensor_pos] + outer_all,
+                          {"body_graph": bg, "n_carry": len(tensor_pos), "n_xs": 0, "reverse": False,
+                           "trip": length if isinstance(length, (int, Sym)) else None},
+                          out_avals)
+    final = list(carried)
+    for p, o in zip(tensor_pos, outs):
+        final[p] = o
+    return tuple(final)
