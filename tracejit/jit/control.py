@@ -485,7 +485,10 @@ def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):
     if symbolic:
         length = stop - start            # a size: >= 2 - start >= 0
     else:
-        length = ops.maximum((stop - start + (step - 1 if step > 0 else step + 1)) // step, 0)
+        span = stop - start if not (isinstance(start, int) and start == 0) else stop
+        if step != 1:
+            span = (span + (step - 1 if step > 0 else step + 1)) // step
+        length = ops.maximum(span, 0)
 
     def body(k, *vals):
         return tuple(body_fn(k * step + start if (step, start) != (1, 0) else k, *vals))
