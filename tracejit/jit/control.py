@@ -17,7 +17,7 @@ from ..tensor import Tensor
 from .ir import Graph, Var
 from .tracer import TraceContext, Tracer
 
-__all__ = ["COND", "WHILE", "SCAN", "CUSTOM_FUNCTION", "trace_cond", "trace_while", "trace_for_range",
+__all__ = ["COND", "WHILE", "SCAN", "CUSTOM_FUNCTION", "scan", "trace_cond", "trace_while", "trace_for_range",
            "UNDEFINED"]
 
 
@@ -559,3 +559,87 @@ def _graph_scan(length, body_fn, vals, names):
     for p, o in zip(tensor_pos, outs):
         final[p] = o
     return tuple(final)
+
+
+def scan(f, init, xs=(), length=None):
+    """``lax.scan`` for tracejit: ``carry, y = f(carry, x)`` over the leading axis of `xs`.
+
+    `init` is a tensor or a tuple of tensors (the carry); `xs` a tensor or tuple of
+    tensors sliced along dim 0 (or ``length`` steps with no xs). Returns ``(carry, ys)``
+    with ys stacked along a new dim 0 (a tuple when `f` returns a tuple of ys, None when
+    it returns None). Eagerly, and under a capture whose trip count is a plain int, it is
+    a Python loop; when the trip count is a dynamic size (a sequence length made
+    symbolic after it changed) it is one ``scan`` equation, so new lengths reuse the
+    compiled program, and it differentiates like any op (the backward runs the steps in
+    reverse). Recurrent layers (tracejit.nn.RNN/LSTM/GRU) are written with it.
+    """
+    from .. import ops
+    from ..shapes import Sym
+    single_c = not isinstance(init, tuple)
+    carry = (init,) if single_c else tuple(init)
+    single_x = isinstance(xs, Tensor)
+    xs_t = (xs,) if single_x else tuple(xs)
+    n = length if length is not None else xs_t[0].shape[0]
+    if not isinstance(n, Sym) or _reg.trace_state.tracer is None:
+        n = int(n)
+        ys_steps = []
+        for k in range(n):
+            c_arg = carry[0] if single_c else carry
+            x_arg = xs_t[0][k] if single_x else tuple(x[k] for x in xs_t)
+            c_new, y = f(c_arg, x_arg if xs_t else None)
+            carry = (c_new,) if single_c else tuple(c_new)
+            ys_steps.append(y)
+        return (carry[0] if single_c else carry), _stack_ys(ys_steps, f, carry, xs_t, single_c, single_x)
+    return _traced_scan(f, carry, xs_t, n, single_c, single_x)
+
+
+def _stack_ys(steps, f, carry, xs_t, single_c, single_x):
+    from .. import ops
+    if not steps:
+        # zero steps: the ys' shapes come from one probe call on zeros (results dropped)
+        xz = tuple(ops.zeros(tuple(x.shape[1:]), dtype=x.dtype, device=x.device) for x in xs_t)
+        _, y = f(carry[0] if single_c else carry, (xz[0] if single_x else xz) if xs_t else None)
+        if y is None:
+            return None
+        ys = (y,) if isinstance(y, Tensor) else tuple(y)
+        empty = tuple(ops.zeros((0,) + tuple(v.shape), dtype=v.dtype, device=v.device) for v in ys)
+        return empty[0] if isinstance(y, Tensor) else empty
+    if steps[0] is None:
+        return None
+    if isinstance(steps[0], tuple):
+        return tuple(ops.stack([s[j] for s in steps]) for j in range(len(steps[0])))
+    return ops.stack(steps)
+
+
+def _traced_scan(f, carry, xs_t, n, single_c, single_x):
+    from .. import ops
+    ctx: TraceContext = _reg.trace_state.tracer
+    k_aval = Aval((), _dt.int64, weak=True)
+    c_avals = [_aval_of(c) for c in carry]
+    x_avals = [Aval(tuple(_aval_of(x).shape[1:]), x.dtype, x.device) for x in xs_t]
+    sub = TraceContext(ctx)
+    with sub:
+        sub.new_input(k_aval)
+        c_in = [sub.new_input(a, requires_grad=c.requires_grad) for a, c in zip(c_avals, carry)]
+        x_in = [sub.new_input(a, requires_grad=x.requires_grad) for a, x in zip(x_avals, xs_t)]
+        c_new, y = f(c_in[0] if single_c else tuple(c_in),
+                     (x_in[0] if single_x else tuple(x_in)) if xs_t else None)
+        c_new = (c_new,) if single_c else tuple(c_new)
+        ys = () if y is None else (y,) if isinstance(y, Tensor) else tuple(y)
+        c_out = [sub.atom(ops.cast(c, a.dtype) if sub.atom(c).aval.dtype is not a.dtype else c)
+                 for c, a in zip(c_new, c_avals)]
+        for c, a in zip(c_out, c_avals):
+            if tuple(c.aval.shape) != tuple(a.shape):
+                raise ScriptError(f"scan: the carry changes shape from {tuple(a.shape)} to {tuple(c.aval.shape)}")
+        y_out = [sub.atom(v) for v in ys]
+    outer = list(sub.captured_outer)
+    bg = _graph_with_captures(sub, sub.inputs, outer, c_out + y_out, "scan_body")
+    out_avals = c_avals + [Aval((n,) + tuple(v.aval.shape), v.aval.dtype, v.aval.device) for v in y_out]
+    outs = ctx.emit_multi(SCAN, [ctx.atom(n)] + [ctx.atom(c) for c in carry] + [ctx.atom(x) for x in xs_t] + outer,
+                          {"body_graph": bg, "n_carry": len(carry), "n_xs": len(xs_t), "reverse": False,
+                           "trip": n}, out_avals)
+    cs, ys_o = outs[:len(carry)], outs[len(carry):]
+    carry_out = cs[0] if single_c else tuple(cs)
+    if y is None:
+        return carry_out, None
+    return carry_out, (ys_o[0] if isinstance(y, Tensor) else tuple(ys_o))
