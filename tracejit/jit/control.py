@@ -567,20 +567,18 @@ def scan(f, init, xs=(), length=None):
     `init` is a tensor or a tuple of tensors (the carry); `xs` a tensor or tuple of
     tensors sliced along dim 0 (or ``length`` steps with no xs). Returns ``(carry, ys)``
     with ys stacked along a new dim 0 (a tuple when `f` returns a tuple of ys, None when
-    it returns None). Eagerly, and under a capture whose trip count is a plain int, it is
-    a Python loop; when the trip count is a dynamic size (a sequence length made
-    symbolic after it changed) it is one ``scan`` equation, so new lengths reuse the
-    compiled program, and it differentiates like any op (the backward runs the steps in
-    reverse). Recurrent layers (tracejit.nn.RNN/LSTM/GRU) are written with it.
+    it returns None). Eagerly it is a Python loop. Captured, it is one ``scan``
+    equation whatever the length (never unrolled: the graph and its kernels stay the
+    size of one step, and a dynamic length reuses the compiled program); it
+    differentiates like any op (the backward runs the steps in reverse). Recurrent
+    layers (tracejit.nn.RNN/LSTM/GRU) are written with it.
     """
-    from .. import ops
-    from ..shapes import Sym
     single_c = not isinstance(init, tuple)
     carry = (init,) if single_c else tuple(init)
     single_x = isinstance(xs, Tensor)
     xs_t = (xs,) if single_x else tuple(xs)
     n = length if length is not None else xs_t[0].shape[0]
-    if not isinstance(n, Sym) or _reg.trace_state.tracer is None:
+    if _reg.trace_state.tracer is None:
         n = int(n)
         ys_steps = []
         for k in range(n):
