@@ -86,7 +86,7 @@ def test_text_of_cond_with_both_branches_as_subgraphs():
         "}")
 
 
-def test_text_of_while_loop_from_runtime_range():
+def test_text_of_a_loop_over_a_runtime_range():
     def w(x, n: int):
         for i in range(n):
             x = x * 2
@@ -94,18 +94,13 @@ def test_text_of_while_loop_from_runtime_range():
 
     assert text(w, tj.ones(3), 2, mode="script", optimized=True) == (
         "w(%x: f32[3], %n: i64[]) {\n"
-        "  %0: i64[] = full[shape=(),value=0,dtype=i64,device=cpu]\n"
-        "  %1: i64[], %2: f32[3] = while %0 %x %n\n"
-        "    cond_graph: cond(%3: i64[], %4: f32[3], %5: i64[]) {\n"
-        "      %6: bool[] = lt %3 %5\n"
-        "      return %6\n"
+        "  %0: i64[] = maximum %n 0\n"
+        "  %1: f32[3] = scan[n_carry=1,n_xs=0,reverse=False,trip=None] %0 %x\n"
+        "    body_graph: body(%2: i64[], %3: f32[3]) {\n"
+        "      %4: f32[3] = mul %3 2.0\n"
+        "      return %4\n"
         "    }\n"
-        "    body_graph: body(%7: i64[], %8: f32[3], %9: i64[]) {\n"
-        "      %10: i64[] = add %7 1\n"
-        "      %11: f32[3] = mul %8 2.0\n"
-        "      return %10, %11\n"
-        "    }\n"
-        "  return %2\n"
+        "  return %1\n"
         "}")
 
 

@@ -405,11 +405,39 @@ class Plan:
             lines.append(f"        _w = B{k}(*_w, *_c)")
             lines.append(f"    {lhs} = _w")
             return lines
+        if name == "scan":
+            return self._emit_scan(e, ins, outs, consts, k)
         if name == "custom_function":
             fwd = Plan(e.params["forward"], f"{self.name}_{e.params['fn_cls'].__name__}", self.backend)
             consts[f"U{k}"] = fwd
             return [f"    {lhs} = U{k}({', '.join(ins)})"]
         raise CompileError(f"no lowering for control primitive {name}")
+
+    def _emit_scan(self, e, ins, outs, consts, k):
+        """A Python loop over the body's plan; ys are stacked on a new leading axis."""
+        b = Plan(e.params["body_graph"], f"{self.name}_scan", self.backend)
+        consts[f"S{k}"] = b
+        nc, nx = e.params["n_carry"], e.params["n_xs"]
+        carry, xs, caps = ins[1:1 + nc], ins[1 + nc:1 + nc + nx], ins[1 + nc + nx:]
+        ys = outs[nc:]
+        steps = "range(_n - 1, -1, -1)" if e.params["reverse"] else "range(_n)"
+        lines = [f"    _n = int({ins[0]})",
+                 f"    _w = ({', '.join(carry)}{',' if len(carry) == 1 else ''})",
+                 f"    _c = ({', '.join(caps)}{',' if len(caps) == 1 else ''})",
+                 f"    _ys = [[None] * _n for _ in range({len(ys)})]",
+                 f"    for _k in {steps}:",
+                 f"        _r = S{k}(xp.asarray(_k, dtype=xp.int64), *_w, "
+                 f"{''.join(f'{x}[_k], ' for x in xs)}*_c)",
+                 f"        _w = _r[:{nc}]",
+                 f"        for _j in range({len(ys)}):",
+                 "            _ys[_j][_k] = _r[" + str(nc) + " + _j]"]
+        if nc:
+            lines.append(f"    {', '.join(outs[:nc])}{',' if nc == 1 else ''} = _w")
+        for j, (y, o) in enumerate(zip(ys, e.outs[nc:])):
+            dt = f"D_{o.aval.dtype.name}"
+            consts[dt] = o.aval.dtype.np
+            lines.append(f"    {y} = xp.stack(_ys[{j}]) if _n else xp.zeros({_shape_code(o.aval.shape)}, dtype={dt})")
+        return lines
 
     def describe(self) -> str:
         out = []

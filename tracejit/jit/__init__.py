@@ -9,8 +9,9 @@ from . import config
 from .config import eager
 from .explain import explain
 from .function import CompiledFunction
+from .control import scan
 
-__all__ = ["trace", "script", "eager", "explain", "CompiledFunction"]
+__all__ = ["trace", "script", "eager", "explain", "CompiledFunction", "scan"]
 
 config.configure_logging()
 

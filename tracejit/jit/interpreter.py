@@ -98,4 +98,27 @@ def _run_custom(e, vals, syms):
     return list(out) if isinstance(out, tuple) else [out]
 
 
-_CONTROL = {"cond": _run_cond, "while": _run_while, "custom_function": _run_custom}
+def _run_scan(e, vals, syms):
+    from ..ops import stack, zeros
+    bg = e.params["body_graph"]
+    nc, nx = e.params["n_carry"], e.params["n_xs"]
+    length = vals[0]
+    n = int(length.item()) if isinstance(length, Tensor) else int(length)
+    carry, xs, consts = list(vals[1:1 + nc]), vals[1 + nc:1 + nc + nx], list(vals[1 + nc + nx:])
+    steps = range(n - 1, -1, -1) if e.params["reverse"] else range(n)
+    ys: dict = {}
+    for k in steps:
+        out = interpret(bg, [k] + carry + [x[k] for x in xs] + consts, syms)
+        carry = list(out[:nc])
+        ys[k] = out[nc:]
+    stacked = []
+    for j, o in enumerate(e.outs[nc:]):
+        if n:
+            stacked.append(stack([ys[k][j] for k in range(n)]))
+        else:
+            shape = tuple(d.evaluate(syms) if isinstance(d, Sym) else d for d in o.aval.shape)
+            stacked.append(zeros(shape, dtype=o.aval.dtype))
+    return carry + stacked
+
+
+_CONTROL = {"cond": _run_cond, "while": _run_while, "scan": _run_scan, "custom_function": _run_custom}

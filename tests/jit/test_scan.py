@@ -1,0 +1,97 @@
+"""``scan``: loops whose trip count is known when they start (for-range over a dynamic
+size or a runtime scalar, and ``tj.jit.scan``), compiled and differentiated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.errors import CompileError
+
+
+def _data(T, seed=0, batch=2):
+    r = np.random.default_rng(seed + T)
+    mk = lambda *s, scale=1.0: tj.tensor((r.standard_normal(s) * scale).astype(np.float32), requires_grad=True)  # noqa: E731
+    return mk(batch, T, 3), mk(3, 4, scale=0.5), mk(4, 4, scale=0.5), mk(batch, 4)
+
+
+def _grads(loss, ts):
+    for t in ts:
+        t.grad = None
+    loss.backward()
+    return [None if t.grad is None else t.grad.numpy().copy() for t in ts]
+
+
+def rnn_loop(x, w, u, h):
+    for t in range(x.shape[1]):                    # a dynamic dim once lengths vary
+        h = tj.tanh(x[:, t].mm(w) + h.mm(u))
+    return (h * h).sum()
+
+
+def rnn_scan(x, w, u, h0):
+    def step(h, xt):
+        h = tj.tanh(xt.mm(w) + h.mm(u))
+        return h, h * 2.0
+    h, ys = tj.jit.scan(step, h0, x.transpose(0, 1))   # time-major slices
+    return ys.sum() + (h * h).sum()
+
+
+@pytest.mark.parametrize("fn,mode", [(rnn_loop, "script"), (rnn_scan, "trace"), (rnn_scan, "script")])
+def test_sequences_of_varying_length_compile_at_most_three_times(fn, mode, compiler):
+    cf = getattr(tj, mode)(fn, compiler=compiler)
+    for T in (3, 5, 8, 4, 7):
+        ts = _data(T)
+        got, gg = cf(*ts), None
+        gg = _grads(got, ts)
+        exp = fn(*ts)
+        ge = _grads(exp, ts)
+        assert got.item() == pytest.approx(exp.item(), rel=1e-5)
+        for a, b in zip(gg, ge):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    st = cf.cache_stats()
+    assert st["compiles"] == 2 and st["dynamic_dims"] == [("x", 1)]
+    assert "scan" in cf.entries[0].graph.text(False) or fn is rnn_loop   # tj.jit.scan never unrolls
+    assert "scan" in cf.entries[-1].graph.text(False)
+
+
+def test_scan_eagerly_is_a_python_loop_with_stacked_ys():
+    xs = tj.arange(6.0).reshape(3, 2)
+    carry, ys = tj.jit.scan(lambda c, x: (c + x, c * 1.0), tj.zeros(2), xs)
+    assert carry.tolist() == [6.0, 9.0]
+    assert ys.tolist() == [[0.0, 0.0], [0.0, 1.0], [2.0, 4.0]]
+    carry, ys = tj.jit.scan(lambda c, x: (c + x, c * 1.0), tj.zeros(2), xs[:0])
+    assert carry.tolist() == [0.0, 0.0] and tuple(ys.shape) == (0, 2)
+
+
+def test_a_loop_over_a_runtime_scalar_runs_and_says_why_it_has_no_backward():
+    def f(x, n: int):
+        for i in range(n):
+            x = x * 1.5
+        return x.sum()
+
+    cf = tj.script(f)
+    with tj.no_grad():
+        assert cf(tj.ones(2), 3).item() == pytest.approx(6.75)
+        assert cf(tj.ones(2), 0).item() == 2.0
+    assert cf.cache_stats()["compiles"] == 1
+    with pytest.raises(CompileError, match="trip count is a runtime scalar"):
+        cf(tj.ones(2, requires_grad=True), 2)   # the compiled backward is planned at capture
+    # the reference interpreter differentiates it through eager autograd
+    x = tj.ones(2, requires_grad=True)
+    tj.script(f, compiler="interpret")(x, 2).backward()
+    assert x.grad.tolist() == [2.25, 2.25]
+
+
+def test_a_body_with_its_own_runtime_control_flow_refuses_backward_clearly():
+    def f(x):
+        h = x[:, 0] * 0
+        for t in range(x.shape[1]):
+            h = h + x[:, t] if x[:, t].sum() > 0 else h - x[:, t]
+        return h.sum()
+
+    cf = tj.script(f)
+    x = tj.ones(2, 3, requires_grad=True)
+    cf(x).backward()                       # static length: unrolled, differentiable
+    with pytest.raises(CompileError, match="own control flow"):
+        cf(tj.ones(2, 5, requires_grad=True))
