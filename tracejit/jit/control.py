@@ -561,11 +561,12 @@ def _graph_scan(length, body_fn, vals, names):
     return tuple(final)
 
 
-def scan(f, init, xs=(), length=None):
+def scan(f, init, xs=(), length=None, reverse: bool = False):
     """``lax.scan`` for tracejit: ``carry, y = f(carry, x)`` over the leading axis of `xs`.
 
     `init` is a tensor or a tuple of tensors (the carry); `xs` a tensor or tuple of
-    tensors sliced along dim 0 (or ``length`` steps with no xs). Returns ``(carry, ys)``
+    tensors sliced along dim 0 (or ``length`` steps with no xs); ``reverse=True`` runs the
+    steps from the last slice to the first (ys[k] still belongs to xs[k]). Returns ``(carry, ys)``
     with ys stacked along a new dim 0 (a tuple when `f` returns a tuple of ys, None when
     it returns None). Eagerly it is a Python loop. Captured, it is one ``scan``
     equation whatever the length (never unrolled: the graph and its kernels stay the
@@ -580,15 +581,15 @@ def scan(f, init, xs=(), length=None):
     n = length if length is not None else xs_t[0].shape[0]
     if _reg.trace_state.tracer is None:
         n = int(n)
-        ys_steps = []
-        for k in range(n):
+        ys_steps = [None] * n
+        for k in (range(n - 1, -1, -1) if reverse else range(n)):
             c_arg = carry[0] if single_c else carry
             x_arg = xs_t[0][k] if single_x else tuple(x[k] for x in xs_t)
             c_new, y = f(c_arg, x_arg if xs_t else None)
             carry = (c_new,) if single_c else tuple(c_new)
-            ys_steps.append(y)
+            ys_steps[k] = y
         return (carry[0] if single_c else carry), _stack_ys(ys_steps, f, carry, xs_t, single_c, single_x)
-    return _traced_scan(f, carry, xs_t, n, single_c, single_x)
+    return _traced_scan(f, carry, xs_t, n, single_c, single_x, reverse)
 
 
 def _stack_ys(steps, f, carry, xs_t, single_c, single_x):
@@ -609,7 +610,7 @@ def _stack_ys(steps, f, carry, xs_t, single_c, single_x):
     return ops.stack(steps)
 
 
-def _traced_scan(f, carry, xs_t, n, single_c, single_x):
+def _traced_scan(f, carry, xs_t, n, single_c, single_x, reverse):
     from .. import ops
     ctx: TraceContext = _reg.trace_state.tracer
     k_aval = Aval((), _dt.int64, weak=True)
@@ -634,7 +635,7 @@ def _traced_scan(f, carry, xs_t, n, single_c, single_x):
     bg = _graph_with_captures(sub, sub.inputs, outer, c_out + y_out, "scan_body")
     out_avals = c_avals + [Aval((n,) + tuple(v.aval.shape), v.aval.dtype, v.aval.device) for v in y_out]
     outs = ctx.emit_multi(SCAN, [ctx.atom(n)] + [ctx.atom(c) for c in carry] + [ctx.atom(x) for x in xs_t] + outer,
-                          {"body_graph": bg, "n_carry": len(carry), "n_xs": len(xs_t), "reverse": False,
+                          {"body_graph": bg, "n_carry": len(carry), "n_xs": len(xs_t), "reverse": reverse,
                            "trip": n}, out_avals)
     cs, ys_o = outs[:len(carry)], outs[len(carry):]
     carry_out = cs[0] if single_c else tuple(cs)

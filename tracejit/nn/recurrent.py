@@ -213,19 +213,21 @@ class RNNBase(Module):
 
 
 def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
-    """Run one layer in one direction over time-major x (L, N, H_in) -> (out (L, N, H), state)."""
+    """Run one layer in one direction over time-major x (L, N, H_in) -> (out (L, N, H), state).
+
+    The time loop is `tracejit.jit.scan`: a Python loop eagerly, one loop equation when
+    compiled (the graph holds one step, so a new sequence length reuses the program)."""
+    from ..jit.control import scan
     w_ih, w_hh, b_ih, b_hh = weights
     gi_all = F.linear(x, w_ih, b_ih)                    # all input projections in one matmul
-    steps = _ops.unbind(gi_all, 0)
-    order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
-    outs = [None] * len(steps)
-    for t in order:
-        if len(state) == 2:
-            state = step(steps[t], state[0], state[1], w_hh, b_hh)
-        else:
-            state = (step(steps[t], state[0], w_hh, b_hh),)
-        outs[t] = state[0]
-    return _ops.stack(outs, 0), state
+
+    def one_step(carry, gi):
+        new = step(gi, *carry, w_hh, b_hh)
+        new = new if isinstance(new, tuple) else (new,)
+        return new, new[0]
+
+    state, out = scan(one_step, tuple(state), gi_all, reverse=reverse)
+    return out, state
 
 
 class RNN(RNNBase):
