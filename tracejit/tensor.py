@@ -349,11 +349,15 @@ class Tensor:
             raise ShapeError(f"{what}: output of shape {tuple(result.shape)} doesn't match the "
                                f"in-place tensor of shape {tuple(self.shape)} (in-place ops cannot broadcast the target)")
         base = getattr(self, "_base", None)
+        positions = None
         if base is not None and (base._requires_grad or result._requires_grad):
             from .autograd.grad_mode import is_grad_enabled
-            if is_grad_enabled():
-                # PyTorch would re-derive the base's graph from the view (CopySlices);
-                # tracejit does not, and a silently stale gradient is worse than an error.
+            if is_grad_enabled() and not (base._requires_grad and base.grad_fn is None):
+                from .autograd.views import view_positions  # CopySlices, as PyTorch does
+                positions = view_positions(self, base)
+            if is_grad_enabled() and positions is None:
+                # A view of a leaf that requires grad (PyTorch refuses too), or a geometry
+                # autograd/views.py cannot rebase: a silently stale gradient is worse than an error.
                 raise RuntimeError(
                     f"{what}: in-place operation on a view (e.g. x[0], x.view(...), x.t()) of a tensor "
                     f"that is part of an autograd graph is not supported; write through the base "
@@ -375,7 +379,10 @@ class Tensor:
         xp = np if self.device is CPU else self._xp()
         xp.copyto(self._data, result._data, casting="unsafe")
         self._vbox[0] += 1
-        if result.grad_fn is not None:
+        if positions is not None:
+            from .autograd.views import rebase_view_history
+            rebase_view_history(self, base, positions, result)
+        elif result.grad_fn is not None:
             self._requires_grad = True
             self.grad_fn = result.grad_fn
             self._output_nr = result._output_nr
