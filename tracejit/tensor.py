@@ -619,6 +619,7 @@ contiguous split chunk gather scatter_add masked_fill softmax log_softmax eq ne 
 clone view_as reshape_as unbind flip repeat cumsum norm index_select logical_not
 floor_divide remainder narrow isnan isinf isfinite nan_to_num dropout expm1 logical_and logical_or
 movedim swapaxes outer dot mv take_along_dim isclose allclose
+tril triu sort argsort topk multinomial cumprod
 """.split()
 
 

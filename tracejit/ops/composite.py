@@ -195,8 +195,11 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    if ceil_mode or return_indices:
-        raise NotImplementedError("max_pool2d: ceil_mode and return_indices are not supported")
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices is not supported")
+    if ceil_mode:
+        from .spatial import max_pool2d_ext
+        return max_pool2d_ext(x, kernel_size, stride, padding, dilation, ceil_mode)
     if x.ndim == 3:  # unbatched (C, H, W)
         return squeeze(max_pool2d(unsqueeze(x, 0), kernel_size, stride, padding, dilation), 0)
     if x.ndim != 4:
@@ -214,7 +217,12 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     return reshape(amax(cols, 2), (n, c, oh, ow))
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0):
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    if ceil_mode or not count_include_pad or divisor_override is not None or x.ndim == 3:
+        from .spatial import avg_pool2d_ext
+        return avg_pool2d_ext(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                              divisor_override)
     k = _pair(kernel_size)
     s = k if stride is None else _pair(stride)
     n, c, h, w = x.shape
