@@ -11,10 +11,14 @@ from .module import Module, RemovableHandle
 from .parameter import Parameter
 from .conv import Conv1d, ConvTranspose2d
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, Dropout2d, Upsample
+from .transformer import (MultiheadAttention, Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["Module", "Parameter", "RemovableHandle", "Sequential", "ModuleList", "ModuleDict",
            "ParameterList", "Identity", "Linear", "Conv2d", "Embedding", "LayerNorm", "Dropout",
            "MaxPool2d", "AvgPool2d", "Flatten", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU",
            "Softplus", "Softmax", "LogSoftmax", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss",
            "BCELoss", "BCEWithLogitsLoss", "functional", "init", "utils"]
-__all__ += ["Conv1d", "ConvTranspose2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout2d", "Upsample"]
+__all__ += ["Conv1d", "ConvTranspose2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout2d", "Upsample",
+            "MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+            "TransformerDecoder", "Transformer"]
