@@ -13,6 +13,8 @@ import numpy as np
 from . import dtypes as _dt
 from .device import CPU, as_device, device_of_array
 from .errors import DTypeError, ShapeError
+from .formats import check_memory_format
+from .size import Size
 
 __all__ = ["Tensor"]
 
@@ -127,8 +129,8 @@ class Tensor:
 
     # ---- basic attributes --------------------------------------------------------
     @property
-    def shape(self) -> tuple:
-        return self._data.shape
+    def shape(self) -> "Size":
+        return tuple.__new__(Size, self._data.shape)  # numpy's shape is already ints
 
     def size(self, dim: int | None = None):
         s = self.shape
@@ -158,6 +160,22 @@ class Tensor:
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    is_sparse = False     # tracejit tensors are always dense and strided
+    is_quantized = False
+    is_meta = False
+
+    def is_complex(self) -> bool:
+        return False  # no complex dtypes in tracejit
+
+    def contiguous(self, memory_format=None) -> "Tensor":
+        """Row-major memory (every memory_format is accepted; see tracejit/formats.py)."""
+        check_memory_format(memory_format, "contiguous")
+        return _ops.contiguous(self)
+
+    def clone(self, *, memory_format=None) -> "Tensor":
+        check_memory_format(memory_format, "clone")
+        return _ops.clone(self)
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
@@ -244,6 +262,7 @@ class Tensor:
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
+        check_memory_format(kwargs.pop("memory_format", None), "to")
         copy = kwargs.pop("copy", False)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
@@ -659,3 +678,23 @@ _OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.bool_)
 
 
 from . import ops as _ops  # noqa: E402  (ops import Tensor; bind late to avoid the cycle)
+
+
+def _with_ndarray_operand(name):
+    # PyTorch's operators take a numpy array as the right operand (as a tensor of its dtype);
+    # like PyTorch, `ndarray op tensor` (the reflected forms) still raises a TypeError.
+    op = getattr(Tensor, name)
+
+    def method(self, o):
+        if isinstance(o, np.ndarray):
+            o = _ops.as_tensor(o, device=self.device)
+        return op(self, o)
+    method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
+    return method
+
+
+for _n in ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__pow__",
+           "__matmul__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__",
+           "__or__"):
+    setattr(Tensor, _n, _with_ndarray_operand(_n))
