@@ -215,3 +215,15 @@ def test_encoder_captures_under_script_and_trace():
 @pytest.mark.slow  # numba compiles ~40 kernels cold (about 100 s on 2 shared cores)
 def test_encoder_compiles_with_numba():
     _encoder_compiled_matches_eager(lambda enc: (tj.script(enc), tj.trace(enc)))
+
+
+def test_sdpa_traces_with_masks():
+    def attend(q, k, v, m):
+        causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return causal + F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+    q, k, v = (tj.tensor(a) for a in (Q, K[..., :5, :], V[..., :5, :]))
+    m = tj.tensor(BOOL_MASK[:, :5])
+    expect = attend(q, k, v, m)
+    for compiled in (tj.trace(attend, compiler="interpret"), tj.script(attend, compiler="interpret")):
+        np.testing.assert_allclose(compiled(q, k, v, m).numpy(), expect.numpy(), rtol=1e-12)
