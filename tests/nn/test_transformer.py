@@ -227,3 +227,21 @@ def test_sdpa_traces_with_masks():
     expect = attend(q, k, v, m)
     for compiled in (tj.trace(attend, compiler="interpret"), tj.script(attend, compiler="interpret")):
         np.testing.assert_allclose(compiled(q, k, v, m).numpy(), expect.numpy(), rtol=1e-12)
+
+
+def test_functional_mha_takes_pytorchs_positional_arguments():
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(8, 2)
+    jm = nn.MultiheadAttention(8, 2)
+    _copy(tm, jm)
+    x = R.standard_normal((4, 3, 8))
+
+    def call(lib, m, t):
+        f = (torch.nn.functional if lib is torch else F).multi_head_attention_forward
+        return f(t, t, t, 8, 2, m.in_proj_weight, m.in_proj_bias, None, None, False, 0.0,
+                 m.out_proj.weight, m.out_proj.bias)
+
+    to, tw = call(torch, tm, torch.tensor(x))
+    jo, jw = call(tj, jm, tj.tensor(x))
+    np.testing.assert_allclose(jo.detach().numpy(), to.detach().numpy(), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(jw.detach().numpy(), tw.detach().numpy(), rtol=1e-9, atol=1e-10)

@@ -107,7 +107,7 @@ class MultiheadAttention(Module):
         if self.batch_first and batched:
             query, key, value = (transpose(t, 0, 1) for t in (query, key, value))
         out, weights = multi_head_attention_forward(
-            query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
             self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
             self.out_proj.bias, training=self.training, key_padding_mask=key_padding_mask,
             need_weights=need_weights, attn_mask=attn_mask,

@@ -76,15 +76,22 @@ def _repeat_heads(x, n):
     return reshape(x, shape[:-3] + (shape[-3] * n,) + shape[-2:])
 
 
-def multi_head_attention_forward(query, key, value, num_heads: int, in_proj_weight, in_proj_bias,
-                                 bias_k, bias_v, add_zero_attn: bool, dropout_p: float,
-                                 out_proj_weight, out_proj_bias, training: bool = True,
-                                 key_padding_mask=None, need_weights: bool = True, attn_mask=None,
+def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num_heads: int,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn: bool,
+                                 dropout_p: float, out_proj_weight, out_proj_bias,
+                                 training: bool = True, key_padding_mask=None,
+                                 need_weights: bool = True, attn_mask=None,
                                  use_separate_proj_weight: bool = False, q_proj_weight=None,
-                                 k_proj_weight=None, v_proj_weight=None, average_attn_weights: bool = True,
-                                 is_causal: bool = False):
-    """PyTorch's ``F.multi_head_attention_forward``: inputs (L, N, E) / (S, N, E) (or unbatched
-    (L, E)); returns (output (L, N, E), weights (N, L, S) averaged or (N, H, L, S), or None)."""
+                                 k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
+                                 average_attn_weights: bool = True, is_causal: bool = False):
+    """PyTorch's ``F.multi_head_attention_forward`` (same arguments, same order): inputs
+    (L, N, E) / (S, N, E) (or unbatched (L, E)); returns (output (L, N, E), weights (N, L, S)
+    averaged over heads or (N, H, L, S), or None)."""
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not supported")
+    if query.shape[-1] != embed_dim_to_check:
+        raise ShapeError(f"multi_head_attention: query has {query.shape[-1]} features but "
+                         f"embed_dim_to_check is {embed_dim_to_check}")
     unbatched = query.ndim == 2
     if unbatched:
         query, key, value = unsqueeze(query, 1), unsqueeze(key, 1), unsqueeze(value, 1)
