@@ -398,6 +398,9 @@ class Tensor:
         xp = np if self.device is CPU else self._xp()
         xp.copyto(self._data, result._data, casting="unsafe")
         self._vbox[0] += 1
+        if result.grad_fn is not None:
+            from .autograd.views import ACTIVE
+            ACTIVE[0] = True  # older views of this memory must now be checked when used
         if positions is not None:
             from .autograd.views import rebase_view_history
             rebase_view_history(self, base, positions, result)

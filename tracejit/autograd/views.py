@@ -17,15 +17,27 @@ Both steps have VJPs already (index_put sends the gradient of the replaced regio
 `result` and zero to the old base there; the gather routes the view's gradient back),
 so the gradients equal PyTorch's.
 
-Limitation (documented): other views of the same base made *before* the write keep
-the history they had; PyTorch refreshes those lazily. Reading through the base or
-through the view that was written is exact.
+Other views of the same base made before an in-place write (through a view or through
+the base itself) would still carry the history of the old values. PyTorch regenerates
+a view's grad_fn when the base has changed; we do the same, lazily, when such a view
+next enters the graph (`refresh_stale_view`, called for view inputs by
+``make_prim_node`` and for backward roots): a view is fresh when its chain of view
+nodes ends at the base's current grad_fn, or when it is the view a rebase produced
+for that grad_fn. Checking starts with the first in-place write under autograd, so
+programs that never write in place pay nothing.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
-__all__ = ["view_positions", "rebase_view_history"]
+__all__ = ["view_positions", "rebase_view_history", "refresh_stale_view", "ACTIVE"]
+
+# Set by the first in-place write under autograd: from then on view inputs are checked.
+ACTIVE = [False]
+# grad_fn nodes produced for a view by a rebase/refresh -> the base grad_fn they derive from
+_DERIVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _address(arr) -> int:
@@ -67,7 +79,47 @@ def rebase_view_history(view, base, positions, result) -> None:
     base._requires_grad = True
     base.grad_fn = new_base.grad_fn
     base._output_nr = new_base._output_nr
+    _regather(view, base, idx)
+
+
+def _regather(view, base, idx) -> None:
+    """view's history := its elements gathered from the base's current history."""
+    from .. import ops
     new_view = ops.reshape(ops.getitem(ops.reshape(base, (-1,)), idx), tuple(view.shape))
     view._requires_grad = True
     view.grad_fn = new_view.grad_fn
     view._output_nr = new_view._output_nr
+    _DERIVED[new_view.grad_fn] = base.grad_fn
+
+
+def _is_fresh(view, base) -> bool:
+    node = view.grad_fn
+    target = base.grad_fn
+    if target is None or node is None:
+        return True  # a leaf base (never written in place under autograd) or no history
+    while True:
+        if node is target or _DERIVED.get(node) is target:
+            return True
+        prim = getattr(node, "prim", None)
+        if prim is None or not (prim.is_view or (prim.view_if is not None and prim.view_if(node.params))):
+            return False
+        node = node.next_functions[0][0]
+        if node is None:
+            return False
+
+
+def refresh_stale_view(view) -> None:
+    """Regenerate `view`'s history if its base was written in place since it was made."""
+    base = view._base
+    if _is_fresh(view, base):
+        return
+    positions = view_positions(view, base)
+    if positions is None:
+        raise RuntimeError(
+            "a view of a tensor that was modified in place is used after the modification, and "
+            "its history cannot be rebuilt (the base is not contiguous); take the view again "
+            "after the in-place operation")
+    from ..autograd.grad_mode import enable_grad
+    from ..tensor import Tensor
+    with enable_grad():
+        _regather(view, base, Tensor._wrap(positions.reshape(-1), None, base.device))
