@@ -39,7 +39,9 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 
-Size = tuple
+from .size import Size  # noqa: E402
+from .formats import (channels_last, channels_last_3d, contiguous_format, layout,  # noqa: E402,F401
+                      memory_format, preserve_format, strided)
 
 
 def is_tensor(x) -> "builtins.bool":  # noqa: F821
@@ -49,9 +51,25 @@ def is_tensor(x) -> "builtins.bool":  # noqa: F821
 def numel(x: Tensor):
     return x.numel()
 
+
+def is_complex(x: Tensor) -> "builtins.bool":  # noqa: F821
+    """False: tracejit has no complex dtypes."""
+    return x.is_complex()
+
+
+def is_floating_point(x: Tensor) -> "builtins.bool":  # noqa: F821
+    return x.is_floating_point()
+
+
+from .outarg import OUT_FUNCTIONS as _OUT_FUNCTIONS, with_out as _with_out  # noqa: E402
+for _name in _OUT_FUNCTIONS:  # the out= keyword on tracejit.<fn> (tensor methods stay as they are)
+    globals()[_name] = _with_out(globals()[_name], _name)
+del _name
+
 from .jit import eager, explain, script, trace  # noqa: E402,F401
 from . import errors  # noqa: E402,F401
 from . import nn, optim, data, utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
+from . import accelerator, backends, onnx  # noqa: E402,F401

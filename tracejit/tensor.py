@@ -13,6 +13,8 @@ import numpy as np
 from . import dtypes as _dt
 from .device import CPU, as_device, device_of_array
 from .errors import DTypeError, ShapeError
+from .formats import check_memory_format
+from .size import Size
 
 __all__ = ["Tensor"]
 
@@ -137,8 +139,8 @@ class Tensor:
 
     # ---- basic attributes --------------------------------------------------------
     @property
-    def shape(self) -> tuple:
-        return self._data.shape
+    def shape(self) -> "Size":
+        return tuple.__new__(Size, self._data.shape)  # numpy's shape is already ints
 
     def size(self, dim: int | None = None):
         s = self.shape
@@ -168,6 +170,22 @@ class Tensor:
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    is_sparse = False     # tracejit tensors are always dense and strided
+    is_quantized = False
+    is_meta = False
+
+    def is_complex(self) -> bool:
+        return False  # no complex dtypes in tracejit
+
+    def contiguous(self, memory_format=None) -> "Tensor":
+        """Row-major memory (every memory_format is accepted; see tracejit/formats.py)."""
+        check_memory_format(memory_format, "contiguous")
+        return _ops.contiguous(self)
+
+    def clone(self, *, memory_format=None) -> "Tensor":
+        check_memory_format(memory_format, "clone")
+        return _ops.clone(self)
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
@@ -254,6 +272,7 @@ class Tensor:
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
+        check_memory_format(kwargs.pop("memory_format", None), "to")
         copy = kwargs.pop("copy", False)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
@@ -359,11 +378,15 @@ class Tensor:
             raise ShapeError(f"{what}: output of shape {tuple(result.shape)} doesn't match the "
                                f"in-place tensor of shape {tuple(self.shape)} (in-place ops cannot broadcast the target)")
         base = getattr(self, "_base", None)
+        positions = None
         if base is not None and (base._requires_grad or result._requires_grad):
             from .autograd.grad_mode import is_grad_enabled
-            if is_grad_enabled():
-                # PyTorch would re-derive the base's graph from the view (CopySlices);
-                # tracejit does not, and a silently stale gradient is worse than an error.
+            if is_grad_enabled() and not (base._requires_grad and base.grad_fn is None):
+                from .autograd.views import view_positions  # CopySlices, as PyTorch does
+                positions = view_positions(self, base)
+            if is_grad_enabled() and positions is None:
+                # A view of a leaf that requires grad (PyTorch refuses too), or a geometry
+                # autograd/views.py cannot rebase: a silently stale gradient is worse than an error.
                 raise RuntimeError(
                     f"{what}: in-place operation on a view (e.g. x[0], x.view(...), x.t()) of a tensor "
                     f"that is part of an autograd graph is not supported; write through the base "
@@ -386,6 +409,12 @@ class Tensor:
         xp.copyto(self._data, result._data, casting="unsafe")
         self._vbox[0] += 1
         if result.grad_fn is not None:
+            from .autograd.views import ACTIVE
+            ACTIVE[0] = True  # older views of this memory must now be checked when used
+        if positions is not None:
+            from .autograd.views import rebase_view_history
+            rebase_view_history(self, base, positions, result)
+        elif result.grad_fn is not None:
             self._requires_grad = True
             self.grad_fn = result.grad_fn
             self._output_nr = result._output_nr
@@ -622,6 +651,7 @@ contiguous split chunk gather scatter_add masked_fill softmax log_softmax eq ne 
 clone view_as reshape_as unbind flip repeat cumsum norm index_select logical_not
 floor_divide remainder narrow isnan isinf isfinite nan_to_num dropout expm1 logical_and logical_or
 movedim swapaxes outer dot mv take_along_dim isclose allclose
+tril triu sort argsort topk multinomial cumprod
 """.split()
 
 
@@ -661,3 +691,23 @@ _OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.bool_)
 
 
 from . import ops as _ops  # noqa: E402  (ops import Tensor; bind late to avoid the cycle)
+
+
+def _with_ndarray_operand(name):
+    # PyTorch's operators take a numpy array as the right operand (as a tensor of its dtype);
+    # like PyTorch, `ndarray op tensor` (the reflected forms) still raises a TypeError.
+    op = getattr(Tensor, name)
+
+    def method(self, o):
+        if isinstance(o, np.ndarray):
+            o = _ops.as_tensor(o, device=self.device)
+        return op(self, o)
+    method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
+    return method
+
+
+for _n in ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__pow__",
+           "__matmul__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__",
+           "__or__"):
+    setattr(Tensor, _n, _with_ndarray_operand(_n))

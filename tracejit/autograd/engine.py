@@ -13,7 +13,12 @@ from .node import AccumulateGrad, leaf_node
 __all__ = ["run_backward"]
 
 
+from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view  # noqa: E402
+
+
 def _root_edge(t):
+    if _VIEWS_ACTIVE[0] and t._base is not None and t._requires_grad:
+        _refresh_view(t)  # a view whose base was written in place since (autograd/views.py)
     if t.grad_fn is not None:
         return t.grad_fn, t._output_nr
     return leaf_node(t), 0

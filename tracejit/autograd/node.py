@@ -298,6 +298,7 @@ def edge(t):
 
 _NO_EDGE = (None, 0)
 _Tensor = None
+from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view  # noqa: E402
 
 
 def make_prim_node(prim, args, params, result) -> None:
@@ -317,6 +318,8 @@ def make_prim_node(prim, args, params, result) -> None:
         if isinstance(a, Tensor):
             if a._requires_grad and a.dtype.is_floating_point and i not in nondiff:
                 needs.append(True)
+                if _VIEWS_ACTIVE[0] and a._base is not None:
+                    _refresh_view(a)  # its base was written in place since (autograd/views.py)
                 fn = a.grad_fn
                 nexts.append((fn, a._output_nr) if fn is not None else (leaf_node(a), 0))
             else:

@@ -215,30 +215,32 @@ class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
                  ceil_mode: bool = False):
         super().__init__()
-        if return_indices or ceil_mode:
-            raise NotImplementedError("MaxPool2d: return_indices and ceil_mode are not supported")
+        if return_indices:
+            raise NotImplementedError("MaxPool2d: return_indices is not supported")
         self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+        self.ceil_mode = ceil_mode
 
     def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation)
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode)
 
     def extra_repr(self) -> str:
         stride = self.kernel_size if self.stride is None else self.stride
         return (f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode=False")
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override=None):
         super().__init__()
-        if ceil_mode or not count_include_pad or divisor_override is not None:
-            raise NotImplementedError("AvgPool2d: only ceil_mode=False, count_include_pad=True and "
-                                      "divisor_override=None are supported")
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
 
     def extra_repr(self) -> str:
         stride = self.kernel_size if self.stride is None else self.stride

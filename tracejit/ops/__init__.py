@@ -14,3 +14,8 @@ from .reductions import *  # noqa: F401,F403
 from .registry import REGISTRY, bind  # noqa: F401
 from .shape import *  # noqa: F401,F403
 from .shape import broadcast_to  # noqa: F401
+from .tensorfns import *  # noqa: F401,F403
+from .einsum import einsum  # noqa: F401
+from .spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d, conv_transpose2d,  # noqa: F401
+                      dropout2d)
+from .attention import scaled_dot_product_attention  # noqa: F401

@@ -88,13 +88,25 @@ class Primitive:
         # params -> bool, for ops that are views only sometimes (basic vs advanced indexing)
         self.view_if = self.extra.get("view_if")
         if not self.grad_name:
-            self.grad_name = "".join(p.capitalize() for p in self.name.split("_")) + "Backward"
+            self.grad_name = _TORCH_GRAD_NAMES.get(self.name) or (
+                "".join(p.capitalize() for p in self.name.split("_")) + "Backward0")
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
 
 
 REGISTRY: dict[str, Primitive] = {}
+
+# grad_fn names as PyTorch prints them where its op is named differently (the rest are
+# the capitalised primitive name + "Backward0", e.g. MulBackward0). One name per
+# primitive: PyTorch's variants (SliceBackward0 vs SelectBackward0, BmmBackward0) differ
+# by arguments these records do not look at.
+_TORCH_GRAD_NAMES = {
+    "cast": "ToCopyBackward0", "to_device": "ToCopyBackward0", "concat": "CatBackward0",
+    "copy": "CloneBackward0", "getitem": "IndexBackward0", "matmul": "MmBackward0",
+    "reshape": "ViewBackward0", "unfold": "Im2ColBackward0", "fold": "Col2ImBackward0",
+    "clamp": "ClampBackward1",
+}
 
 
 def defprim(name: str, impl, rule, vjp=None, **kw) -> Primitive:

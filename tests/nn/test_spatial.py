@@ -1,0 +1,203 @@
+"""conv1d, conv_transpose2d, adaptive pooling, avg/max pooling modes, interpolate, pad,
+dropout2d, and their modules: forward and gradients equal PyTorch's (float64)."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit import nn
+
+torch = pytest.importorskip("torch", reason="compares with PyTorch")
+pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same'")  # torch's own notice
+TF = torch.nn.functional
+
+
+def _check(fn, *arrays):
+    """fn(lib, functional, *tensors) on both libraries: same output, same input gradients."""
+    rng = np.random.default_rng(7)
+    tt = [torch.tensor(a, requires_grad=True) for a in arrays]
+    jt = [tj.tensor(a, requires_grad=True) for a in arrays]
+    ro, jo = fn(torch, TF, *tt), fn(tj, F, *jt)
+    assert tuple(jo.shape) == tuple(ro.shape)
+    np.testing.assert_allclose(jo.detach().numpy(), ro.detach().numpy(), rtol=1e-10, atol=1e-12)
+    g = rng.standard_normal(tuple(ro.shape))
+    ro.backward(torch.tensor(g))
+    jo.backward(tj.tensor(g))
+    for a, b in zip(jt, tt):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+R = np.random.default_rng(0)
+X1 = R.standard_normal((2, 4, 9))
+X2 = R.standard_normal((2, 4, 5, 6))
+X3 = R.standard_normal((2, 3, 7, 10))
+
+
+@pytest.mark.parametrize("kw", [dict(stride=2, padding=1, dilation=2, groups=2), dict(padding="same"),
+                                dict(padding="same", dilation=3), dict(padding="valid")])
+def test_conv1d(kw):
+    w = R.standard_normal((6, 4 // kw.get("groups", 1), 4))
+    _check(lambda m, f, x, w, b: f.conv1d(x, w, b, **kw), X1, w, R.standard_normal(6))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1),
+                                dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2), groups=2,
+                                     dilation=(1, 2))])
+def test_conv_transpose2d(kw):
+    w = R.standard_normal((4, 3, 3, 2))
+    _check(lambda m, f, x, w, b: f.conv_transpose2d(x, w, b, **kw), X2, w, R.standard_normal(3 * kw.get("groups", 1)))
+
+
+@pytest.mark.parametrize("size", [(3, 4), (7, 5), 2, (None, 3), 1])
+def test_adaptive_pools(size):
+    _check(lambda m, f, x: f.adaptive_avg_pool2d(x, size), X3)
+    _check(lambda m, f, x: f.adaptive_max_pool2d(x, size), X3)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=3, stride=2, ceil_mode=True),
+                                dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+                                dict(kernel_size=2, ceil_mode=True, count_include_pad=False),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                dict(kernel_size=2, divisor_override=3)])
+def test_avg_pool2d_modes(kw):
+    _check(lambda m, f, x: f.avg_pool2d(x, **kw), X3)
+
+
+@pytest.mark.parametrize("pad", [0, 1])
+def test_max_pool2d_ceil_mode(pad):
+    _check(lambda m, f, x: f.max_pool2d(x, 3, 2, pad, ceil_mode=True), X3)
+
+
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(5, 13)), dict(scale_factor=1.7),
+                                dict(size=(9, 3), mode="nearest-exact"),
+                                dict(scale_factor=2, mode="bilinear", align_corners=False),
+                                dict(scale_factor=2, mode="bilinear", align_corners=True),
+                                dict(size=(4, 17), mode="bilinear", align_corners=False),
+                                dict(size=(4, 17), mode="bilinear", align_corners=True),
+                                dict(scale_factor=(1.5, 0.5), mode="bilinear")])
+def test_interpolate_2d(kw):
+    _check(lambda m, f, x: f.interpolate(x, **kw), X3)
+
+
+def test_interpolate_linear_1d():
+    _check(lambda m, f, x: f.interpolate(x, scale_factor=3, mode="linear", align_corners=False), X1)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_pad_modes(mode):
+    _check(lambda m, f, x: f.pad(x, (2, 3, 1, 0), mode=mode), X3)
+
+
+def test_pad_negative_crops():
+    _check(lambda m, f, x: f.pad(x, (-1, 2, 1, -2), value=1.5), X3)
+
+
+def test_bad_arguments_name_the_culprit():
+    x = tj.randn(1, 2, 5)
+    with pytest.raises(ValueError, match="reflect padding"):
+        F.pad(x, (5, 0), mode="reflect")
+    with pytest.raises(tj.errors.ShapeError, match="channels"):
+        F.conv_transpose2d(tj.randn(1, 3, 4, 4), tj.randn(2, 2, 3, 3))
+    with pytest.raises(ValueError, match="exactly one"):
+        F.interpolate(tj.randn(1, 1, 4, 4))
+    with pytest.raises(ValueError, match="output_padding"):
+        nn.ConvTranspose2d(2, 2, 3, stride=2, output_padding=2)
+
+
+def _copy_weights(tm, jm):
+    jm.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2),
+    lambda lib: lib.nn.Conv1d(4, 6, 4, padding="same", bias=False),
+    lambda lib: lib.nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1, bias=False),
+    lambda lib: lib.nn.ConvTranspose2d(4, 6, 3, stride=2, output_padding=1, groups=2, dilation=2),
+])
+def test_conv_modules_state_dict_init_and_values(make):
+    torch.manual_seed(0)
+    tm, jm = make(torch), make(tj)
+    assert list(jm.state_dict()) == list(tm.state_dict())
+    for k, v in tm.state_dict().items():
+        assert tuple(jm.state_dict()[k].shape) == tuple(v.shape)
+        # same init distribution: U(-b, b) with PyTorch's bound (compare the range)
+        bound = float(v.abs().max())
+        assert float(jm.state_dict()[k].abs().max()) <= bound * 1.6 + 1e-6
+    _copy_weights(tm, jm)
+    x = (X1 if isinstance(tm, torch.nn.Conv1d) else X2).astype(np.float32)
+    tx, jx = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    to, jo = tm(tx), jm(jx)
+    np.testing.assert_allclose(jo.detach().numpy(), to.detach().numpy(), rtol=1e-4, atol=1e-5)
+    (to * to).sum().backward()
+    (jo * jo).sum().backward()
+    np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(jm.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_transpose2d_output_size_argument():
+    torch.manual_seed(0)
+    tm = torch.nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1)
+    jm = nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1)
+    _copy_weights(tm, jm)
+    x = X2.astype(np.float32)
+    to = tm(torch.tensor(x), output_size=(10, 12))
+    jo = jm(tj.tensor(x), output_size=(10, 12))
+    np.testing.assert_allclose(jo.detach().numpy(), to.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_pooling_and_upsample_modules():
+    x = X3.astype(np.float32)
+    pairs = [(torch.nn.AdaptiveAvgPool2d((3, 4)), nn.AdaptiveAvgPool2d((3, 4))),
+             (torch.nn.AdaptiveMaxPool2d(2), nn.AdaptiveMaxPool2d(2)),
+             (torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+              nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)),
+             (torch.nn.Upsample(size=(9, 9)), nn.Upsample(size=(9, 9))),
+             (torch.nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False),
+              nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False)),
+             (torch.nn.MaxPool2d(3, 2, ceil_mode=True), nn.MaxPool2d(3, 2, ceil_mode=True))]
+    for tm, jm in pairs:
+        np.testing.assert_allclose(jm(tj.tensor(x)).numpy(), tm(torch.tensor(x)).numpy(),
+                                   rtol=1e-5, atol=1e-6, err_msg=repr(jm))
+
+
+def test_dropout2d_zeroes_whole_channels_and_scales():
+    tj.manual_seed(0)
+    m = nn.Dropout2d(0.5)
+    x = tj.ones(8, 16, 3, 3)
+    y = m(x).numpy()
+    per_channel = y.reshape(8, 16, 9)
+    assert np.all(per_channel.min(-1) == per_channel.max(-1))  # a channel is kept or dropped whole
+    assert set(np.unique(y)) == {0.0, 2.0}
+    assert 0.3 < (per_channel[..., 0] == 0).mean() < 0.7
+    m.eval()
+    assert m(x) is x
+    xg = tj.ones(2, 3, 2, 2, requires_grad=True)
+    tj.manual_seed(1)
+    out = F.dropout2d(xg, 0.5)
+    out.sum().backward()
+    np.testing.assert_array_equal(xg.grad.numpy(), out.detach().numpy())  # grad is the mask * scale
+
+
+def test_spatial_ops_under_script_and_trace():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv1d(4, 8, 3, padding="same"), nn.ReLU())
+    x = tj.tensor(X1.astype(np.float32))
+    np.testing.assert_allclose(tj.script(model)(x).detach().numpy(), model(x).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    up = nn.Sequential(nn.ConvTranspose2d(4, 2, 4, stride=2, padding=1), nn.Upsample(scale_factor=2, mode="bilinear"),
+                       nn.AdaptiveAvgPool2d((3, 5)), nn.AdaptiveMaxPool2d(2))
+    x2 = tj.tensor(X2.astype(np.float32), requires_grad=True)
+    ref = up(x2)
+    ref.sum().backward()
+    g_ref = x2.grad.numpy().copy()
+    x2.grad = None
+    got = tj.trace(up)(x2)
+    np.testing.assert_allclose(got.detach().numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    got.sum().backward()
+    np.testing.assert_allclose(x2.grad.numpy(), g_ref, rtol=1e-5, atol=1e-6)
+
+    def reflect_twice(t):
+        return F.pad(t, (1, 2), mode="reflect") * 2
+    padded = tj.script(reflect_twice)(x)
+    np.testing.assert_allclose(padded.numpy(), np.pad(X1.astype(np.float32), ((0, 0), (0, 0), (1, 2)),
+                                                       mode="reflect") * 2, rtol=1e-6)

@@ -1,0 +1,125 @@
+"""In-place writes into a view of a tensor that is part of an autograd graph.
+
+PyTorch lets ``y = conv(x)[...]`` style views (and the reshape a bias-free conv2d
+returns) be modified in place — ``nn.ReLU(inplace=True)`` after ``Conv2d(bias=False)``
+is the everyday case. It does so with ``CopySlices``: the base's history is rewritten
+as "old base with the view's region replaced by the new values", and the view's
+history becomes "that region of the new base". The region is described by the view's
+geometry (sizes, strides, storage offset) relative to the base.
+
+We do the same with existing primitives, eagerly: the view's geometry gives the
+flat positions of its elements inside the (contiguous) base, so
+
+    new_base = index_put(base.reshape(-1), positions, result.reshape(-1))
+    view     = new_base.reshape(-1)[positions].reshape(view.shape)
+
+Both steps have VJPs already (index_put sends the gradient of the replaced region to
+`result` and zero to the old base there; the gather routes the view's gradient back),
+so the gradients equal PyTorch's.
+
+Other views of the same base made before an in-place write (through a view or through
+the base itself) would still carry the history of the old values. PyTorch regenerates
+a view's grad_fn when the base has changed; we do the same, lazily, when such a view
+next enters the graph (`refresh_stale_view`, called for view inputs by
+``make_prim_node`` and for backward roots): a view is fresh when its chain of view
+nodes ends at the base's current grad_fn, or when it is the view a rebase produced
+for that grad_fn. Checking starts with the first in-place write under autograd, so
+programs that never write in place pay nothing.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+__all__ = ["view_positions", "rebase_view_history", "refresh_stale_view", "ACTIVE"]
+
+# Set by the first in-place write under autograd: from then on view inputs are checked.
+ACTIVE = [False]
+# grad_fn nodes produced for a view by a rebase/refresh -> the base grad_fn they derive from
+_DERIVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _address(arr) -> int:
+    if isinstance(arr, np.ndarray):
+        return arr.__array_interface__["data"][0]
+    return int(arr.data.ptr)  # cupy
+
+
+def view_positions(view, base):
+    """Flat element positions of `view` inside `base` (an int64 array of view's shape),
+    or None when the geometry cannot be expressed that way (non-contiguous base)."""
+    b, v = base._data, view._data
+    if not b.flags.c_contiguous or b.dtype != v.dtype:
+        return None
+    item = b.itemsize
+    offset = _address(v) - _address(b)
+    if offset % item or any(s % item for s in v.strides):
+        return None
+    xp = np if isinstance(b, np.ndarray) else view._xp()
+    pos = xp.full(v.shape, offset // item, dtype=np.int64)
+    for axis, (n, stride) in enumerate(zip(v.shape, v.strides)):
+        shape = [1] * v.ndim
+        shape[axis] = n
+        pos = pos + (xp.arange(n, dtype=np.int64) * (stride // item)).reshape(shape)
+    return pos
+
+
+def rebase_view_history(view, base, positions, result) -> None:
+    """Give `base` and `view` the histories of an in-place write of `result` into `view`.
+
+    Called after the values are already in memory: only ``grad_fn`` changes here, the
+    arrays computed on the way are thrown away.
+    """
+    from .. import ops
+    from ..tensor import Tensor
+    idx = Tensor._wrap(positions.reshape(-1), None, base.device)
+    flat_new = ops.cast(ops.reshape(result, (-1,)), base.dtype)
+    new_base = ops.reshape(ops.index_put(ops.reshape(base, (-1,)), idx, flat_new), tuple(base.shape))
+    base._requires_grad = True
+    base.grad_fn = new_base.grad_fn
+    base._output_nr = new_base._output_nr
+    _regather(view, base, idx)
+
+
+def _regather(view, base, idx) -> None:
+    """view's history := its elements gathered from the base's current history."""
+    from .. import ops
+    new_view = ops.reshape(ops.getitem(ops.reshape(base, (-1,)), idx), tuple(view.shape))
+    view._requires_grad = True
+    view.grad_fn = new_view.grad_fn
+    view._output_nr = new_view._output_nr
+    _DERIVED[new_view.grad_fn] = base.grad_fn
+
+
+def _is_fresh(view, base) -> bool:
+    node = view.grad_fn
+    target = base.grad_fn
+    if target is None or node is None:
+        return True  # a leaf base (never written in place under autograd) or no history
+    while True:
+        if node is target or _DERIVED.get(node) is target:
+            return True
+        prim = getattr(node, "prim", None)
+        if prim is None or not (prim.is_view or (prim.view_if is not None and prim.view_if(node.params))):
+            return False
+        node = node.next_functions[0][0]
+        if node is None:
+            return False
+
+
+def refresh_stale_view(view) -> None:
+    """Regenerate `view`'s history if its base was written in place since it was made."""
+    base = view._base
+    if _is_fresh(view, base):
+        return
+    positions = view_positions(view, base)
+    if positions is None:
+        raise RuntimeError(
+            "a view of a tensor that was modified in place is used after the modification, and "
+            "its history cannot be rebuilt (the base is not contiguous); take the view again "
+            "after the in-place operation")
+    from ..autograd.grad_mode import enable_grad
+    from ..tensor import Tensor
+    with enable_grad():
+        _regather(view, base, Tensor._wrap(positions.reshape(-1), None, base.device))

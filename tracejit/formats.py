@@ -1,0 +1,44 @@
+"""Memory formats and layouts PyTorch programs name (``memory_format=``, ``layout=``).
+
+tracejit tensors are dense and strided; ``contiguous()`` always gives row-major
+(C-order) memory. ``contiguous_format`` and ``preserve_format`` are therefore what
+every call gets; ``channels_last`` is accepted as a performance hint and ignored (the
+values are the same, only PyTorch's memory order would differ).
+"""
+from __future__ import annotations
+
+__all__ = ["memory_format", "contiguous_format", "preserve_format", "channels_last",
+           "channels_last_3d", "layout", "strided", "check_memory_format"]
+
+
+class memory_format:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"tj.{self.name}"
+
+
+class layout:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"tj.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+strided = layout("strided")
+
+
+def check_memory_format(fmt, what: str) -> None:
+    if fmt is not None and not isinstance(fmt, memory_format):
+        raise TypeError(f"{what}: memory_format must be a tracejit memory format (e.g. "
+                        f"tracejit.contiguous_format), got {fmt!r}")

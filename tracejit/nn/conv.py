@@ -1,0 +1,152 @@
+"""Convolution layers beyond Conv2d (which lives in layers.py): Conv1d and ConvTranspose2d.
+
+Same parameter shapes, state_dict keys and default initialisation as PyTorch; each
+``forward`` is one call into the functional op (im2col/col2im + BLAS underneath).
+"""
+from __future__ import annotations
+
+import math
+
+from ..ops import empty
+from ..ops.spatial import conv1d, conv_transpose2d
+from . import init
+from .layers import _factory, _positive_int
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["Conv1d", "ConvTranspose2d"]
+
+
+def _tuple(v, n: int, name: str, layer: str) -> tuple:
+    t = (v,) * n if isinstance(v, int) else tuple(v)
+    if len(t) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in t):
+        raise ValueError(f"{layer}: {name} must be an int or a {n}-tuple of ints, got {v!r}")
+    return t
+
+
+def _check_channels(layer, in_channels, out_channels, groups):
+    _positive_int("in_channels", layer, in_channels)
+    _positive_int("out_channels", layer, out_channels)
+    _positive_int("groups", layer, groups)
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(f"{layer}: in_channels ({in_channels}) and out_channels ({out_channels}) "
+                         f"must both be divisible by groups ({groups})")
+
+
+def _reset(weight, bias):
+    # PyTorch's default for every conv: kaiming_uniform(a=sqrt(5)) on the weight, and
+    # U(-1/sqrt(fan_in), 1/sqrt(fan_in)) on the bias with the weight's fan_in.
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in = weight.shape[1] * math.prod(weight.shape[2:])
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
+class Conv1d(Module):
+    """1-D convolution over (N, C_in, L): weight (C_out, C_in/groups, k)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        _check_channels("Conv1d", in_channels, out_channels, groups)
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"Conv1d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        if isinstance(padding, str) and padding not in ("valid", "same"):
+            raise ValueError(f"Conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _tuple(kernel_size, 1, "kernel_size", "Conv1d")
+        self.stride = _tuple(stride, 1, "stride", "Conv1d")
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, 1, "padding", "Conv1d")
+        self.dilation = _tuple(dilation, 1, "dilation", "Conv1d")
+        if padding == "same" and self.stride != (1,):
+            raise ValueError("Conv1d: padding='same' is not supported for strided convolutions")
+        self.padding_mode = padding_mode
+        kw = _factory(device, dtype)
+        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
+        self.bias = Parameter(empty(out_channels, **kw)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _reset(self.weight, self.bias)
+
+    def forward(self, input):
+        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        return conv1d(input, self.weight, self.bias, self.stride[0], padding, self.dilation[0],
+                      self.groups)
+
+    def extra_repr(self) -> str:
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding not in ((0,), "valid"):
+            s += f", padding={self.padding!r}"
+        if self.dilation != (1,):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class ConvTranspose2d(Module):
+    """Transposed 2-D convolution: weight (C_in, C_out/groups, kh, kw), as in PyTorch."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", device=None, dtype=None):
+        super().__init__()
+        _check_channels("ConvTranspose2d", in_channels, out_channels, groups)
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _tuple(kernel_size, 2, "kernel_size", "ConvTranspose2d")
+        self.stride = _tuple(stride, 2, "stride", "ConvTranspose2d")
+        self.padding = _tuple(padding, 2, "padding", "ConvTranspose2d")
+        self.output_padding = _tuple(output_padding, 2, "output_padding", "ConvTranspose2d")
+        self.dilation = _tuple(dilation, 2, "dilation", "ConvTranspose2d")
+        for a, s, d in zip(self.output_padding, self.stride, self.dilation):
+            if a >= max(s, d):
+                raise ValueError(f"ConvTranspose2d: output_padding {self.output_padding} must be "
+                                 f"smaller than stride {self.stride} or dilation {self.dilation}")
+        self.padding_mode = padding_mode
+        kw = _factory(device, dtype)
+        self.weight = Parameter(empty(in_channels, out_channels // groups, *self.kernel_size, **kw))
+        self.bias = Parameter(empty(out_channels, **kw)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _reset(self.weight, self.bias)
+
+    def forward(self, input, output_size=None):
+        output_padding = self.output_padding
+        if output_size is not None:
+            output_padding = self._output_padding_for(input, output_size)
+        return conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                output_padding, self.groups, self.dilation)
+
+    def _output_padding_for(self, input, output_size):
+        size = tuple(output_size)[-2:]
+        out = []
+        for i, n in enumerate(size):
+            lo = ((input.shape[-2 + i] - 1) * self.stride[i] - 2 * self.padding[i]
+                  + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            if not lo <= n < lo + self.stride[i]:
+                raise ValueError(f"ConvTranspose2d: requested output size {tuple(size)} is not reachable "
+                                 f"from input {tuple(input.shape)} (dim {i}: {lo}..{lo + self.stride[i] - 1})")
+            out.append(n - lo)
+        return tuple(out)
+
+    def extra_repr(self) -> str:
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.output_padding != (0, 0):
+            s += f", output_padding={self.output_padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s

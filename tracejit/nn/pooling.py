@@ -1,0 +1,76 @@
+"""Spatial layers: adaptive pooling, resizing (Upsample) and channel dropout (Dropout2d).
+
+MaxPool2d and AvgPool2d live in layers.py; the ops behind all of them are in
+``tracejit/ops/spatial.py``.
+"""
+from __future__ import annotations
+
+from ..ops.spatial import adaptive_avg_pool2d, adaptive_max_pool2d, dropout2d, interpolate
+from .module import Module
+
+__all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample", "Dropout2d"]
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average over PyTorch's adaptive bins to a fixed (H, W) (None keeps that dim)."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool2d(Module):
+    """Max over PyTorch's adaptive bins to a fixed (H, W)."""
+
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__()
+        if return_indices:
+            raise NotImplementedError("AdaptiveMaxPool2d: return_indices is not supported")
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def forward(self, input):
+        return adaptive_max_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class Upsample(Module):
+    """Resize with ``F.interpolate`` (nearest, linear, bilinear)."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, input):
+        return interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                           self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        s = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
+        return s + f", mode={self.mode!r}"
+
+
+class Dropout2d(Module):
+    """Zeroes whole channels with probability p in training mode (scaling the rest)."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):
+        return dropout2d(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"

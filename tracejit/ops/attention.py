@@ -1,0 +1,194 @@
+"""Attention as composites: ``scaled_dot_product_attention`` and the multi-head
+attention forward that ``nn.MultiheadAttention`` calls.
+
+Both are matmuls around a softmax, so the work goes to BLAS, the elementwise parts
+(scale, mask, exp, normalise) fuse when compiled, and gradients are the primitives'.
+Masks follow PyTorch: a bool mask marks with True what may be attended to in
+``scaled_dot_product_attention`` but what must *not* be attended to in
+``multi_head_attention_forward`` (attn_mask and key_padding_mask); a float mask is
+added to the scores in both.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as _dt
+from ..errors import ShapeError
+from .composite import dropout, softmax
+from .creation import ones, zeros
+from .elementwise import cast, logical_not, where
+from .indexing import masked_fill
+from .linalg import linear, matmul
+from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
+from .tensorfns import tril
+
+__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+
+def _additive(mask, dtype, *, true_means_masked: bool):
+    """A bool mask as 0 / -inf (float masks pass through, cast to the scores' dtype)."""
+    if mask.dtype is _dt.bool_:
+        blocked = mask if true_means_masked else logical_not(mask)
+        return masked_fill(zeros(tuple(mask.shape), dtype=dtype, device=mask.device), blocked, -math.inf)
+    if not mask.dtype.is_floating_point:
+        raise TypeError(f"attention mask must be bool or floating point, got {mask.dtype.name}")
+    return cast(mask, dtype)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale=None, enable_gqa: bool = False):
+    """softmax(Q K^T * scale + mask) V over the last two dims (any leading batch dims)."""
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise ShapeError(f"scaled_dot_product_attention: query, key and value need at least 2 dims, "
+                         f"got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ShapeError(f"scaled_dot_product_attention: query {tuple(query.shape)} and key "
+                         f"{tuple(key.shape)} must share the last dim, key and value "
+                         f"{tuple(value.shape)} the sequence dim")
+    if enable_gqa:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if hq % hk:
+            raise ShapeError(f"scaled_dot_product_attention: {hq} query heads are not a multiple of "
+                             f"{hk} key/value heads")
+        key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hk)
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scores = matmul(query, transpose(key, -2, -1)) * scale
+    if is_causal:
+        allowed = tril(ones(L, S, dtype=_dt.bool_, device=query.device))
+        scores = where(allowed, scores, -math.inf)
+    elif attn_mask is not None:
+        scores = scores + _additive(attn_mask, scores.dtype, true_means_masked=False)
+    weights = softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return matmul(weights, value)
+
+
+def _repeat_heads(x, n):
+    # [..., Hk, S, E] -> [..., Hk * n, S, E], each head repeated n times in place (GQA)
+    shape = tuple(x.shape)
+    x = unsqueeze(x, -3)
+    from .shape import expand
+    x = expand(x, shape[:-2] + (n,) + shape[-2:])
+    return reshape(x, shape[:-3] + (shape[-3] * n,) + shape[-2:])
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num_heads: int,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn: bool,
+                                 dropout_p: float, out_proj_weight, out_proj_bias,
+                                 training: bool = True, key_padding_mask=None,
+                                 need_weights: bool = True, attn_mask=None,
+                                 use_separate_proj_weight: bool = False, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
+                                 average_attn_weights: bool = True, is_causal: bool = False):
+    """PyTorch's ``F.multi_head_attention_forward`` (same arguments, same order): inputs
+    (L, N, E) / (S, N, E) (or unbatched (L, E)); returns (output (L, N, E), weights (N, L, S)
+    averaged over heads or (N, H, L, S), or None)."""
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not supported")
+    if query.shape[-1] != embed_dim_to_check:
+        raise ShapeError(f"multi_head_attention: query has {query.shape[-1]} features but "
+                         f"embed_dim_to_check is {embed_dim_to_check}")
+    unbatched = query.ndim == 2
+    if unbatched:
+        query, key, value = unsqueeze(query, 1), unsqueeze(key, 1), unsqueeze(value, 1)
+        if key_padding_mask is not None:
+            key_padding_mask = unsqueeze(key_padding_mask, 0)
+    if query.ndim != 3 or key.ndim != 3 or value.ndim != 3:
+        raise ShapeError(f"multi_head_attention: expected query/key/value of 3 dims (seq, batch, embed), "
+                         f"got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    L, N, E = query.shape
+    S = key.shape[0]
+    if key.shape[1] != N or value.shape[1] != N or value.shape[0] != S:
+        raise ShapeError(f"multi_head_attention: key {tuple(key.shape)} and value {tuple(value.shape)} "
+                         f"must match query {tuple(query.shape)} in batch and each other in length")
+    if E % num_heads:
+        raise ShapeError(f"multi_head_attention: embed_dim {E} is not divisible by num_heads {num_heads}")
+    if is_causal and attn_mask is None:
+        raise RuntimeError("multi_head_attention: is_causal is a hint that attn_mask is the causal "
+                           "mask; pass attn_mask too")
+    hd = E // num_heads
+    if use_separate_proj_weight:
+        bq = bk = bv = None
+        if in_proj_bias is not None:
+            bq, bk, bv = in_proj_bias[:E], in_proj_bias[E:2 * E], in_proj_bias[2 * E:]
+        q = linear(query, q_proj_weight, bq)
+        k = linear(key, k_proj_weight, bk)
+        v = linear(value, v_proj_weight, bv)
+    else:
+        w = in_proj_weight
+        b = in_proj_bias
+        q = linear(query, w[:E], None if b is None else b[:E])
+        k = linear(key, w[E:2 * E], None if b is None else b[E:2 * E])
+        v = linear(value, w[2 * E:], None if b is None else b[2 * E:])
+    mask = None
+    if attn_mask is not None:
+        mask = _additive(attn_mask, q.dtype, true_means_masked=True)
+        if mask.ndim == 2:
+            if tuple(mask.shape) != (L, S):
+                raise ShapeError(f"multi_head_attention: 2-D attn_mask should be ({L}, {S}), got "
+                                 f"{tuple(mask.shape)}")
+            mask = reshape(mask, (1, 1, L, S))
+        elif mask.ndim == 3:
+            if tuple(mask.shape) != (N * num_heads, L, S):
+                raise ShapeError(f"multi_head_attention: 3-D attn_mask should be "
+                                 f"({N * num_heads}, {L}, {S}), got {tuple(mask.shape)}")
+            mask = reshape(mask, (N, num_heads, L, S))
+        else:
+            raise ShapeError(f"multi_head_attention: attn_mask must be 2-D or 3-D, got {tuple(mask.shape)}")
+    if bias_k is not None and bias_v is not None:
+        k = cat([k, _expand_bias(bias_k, N)], 0)
+        v = cat([v, _expand_bias(bias_v, N)], 0)
+        mask = _pad_last(mask) if mask is not None else None
+        key_padding_mask = _pad_last(key_padding_mask) if key_padding_mask is not None else None
+        S += 1
+    if add_zero_attn:
+        k = cat([k, zeros((1, N, E), dtype=k.dtype, device=k.device)], 0)
+        v = cat([v, zeros((1, N, E), dtype=v.dtype, device=v.device)], 0)
+        mask = _pad_last(mask) if mask is not None else None
+        key_padding_mask = _pad_last(key_padding_mask) if key_padding_mask is not None else None
+        S += 1
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (N, S):
+            raise ShapeError(f"multi_head_attention: key_padding_mask should be ({N}, {S}), got "
+                             f"{tuple(key_padding_mask.shape)}")
+        kpm = reshape(_additive(key_padding_mask, q.dtype, true_means_masked=True), (N, 1, 1, S))
+        mask = kpm if mask is None else mask + kpm
+    # [T, N, E] -> [N, H, T, hd]
+    q = permute(reshape(q, (L, N, num_heads, hd)), (1, 2, 0, 3))
+    k = permute(reshape(k, (S, N, num_heads, hd)), (1, 2, 0, 3))
+    v = permute(reshape(v, (S, N, num_heads, hd)), (1, 2, 0, 3))
+    scores = matmul(q * (1.0 / math.sqrt(hd)), transpose(k, -2, -1))    # [N, H, L, S]
+    if mask is not None:
+        scores = scores + mask
+    weights = softmax(scores, -1)
+    if dropout_p > 0.0 and training:
+        weights = dropout(weights, dropout_p)
+    out = matmul(weights, v)                                            # [N, H, L, hd]
+    out = reshape(permute(out, (2, 0, 1, 3)), (L, N, E))
+    out = linear(out, out_proj_weight, out_proj_bias)
+    if unbatched:
+        out = squeeze(out, 1)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        from .reductions import mean
+        weights = mean(weights, 1)
+    if unbatched:
+        weights = squeeze(weights, 0)
+    return out, weights
+
+
+def _expand_bias(b, n):
+    from .shape import expand
+    return expand(reshape(b, (1, 1, b.shape[-1])), (1, n, b.shape[-1]))
+
+
+def _pad_last(mask):
+    # one more key position (bias_k / zero attention) that nothing masks
+    from .creation import zeros as _zeros
+    pad_shape = tuple(mask.shape[:-1]) + (1,)
+    return cat([mask, _zeros(pad_shape, dtype=mask.dtype, device=mask.device)], -1)

@@ -1,0 +1,379 @@
+"""Spatial composites beyond conv2d: conv1d, conv_transpose2d, adaptive pooling,
+interpolation, padding modes, average pooling with ceil_mode / count_include_pad, and
+channel dropout (dropout2d).
+
+Everything here is written with primitives that already have VJPs:
+
+- ``conv1d`` is conv2d over a height-1 image; ``conv_transpose2d`` is a matmul with the
+  weight followed by ``fold`` (col2im), which is exactly the gradient of conv2d with
+  respect to its input, so it goes through BLAS like conv2d does;
+- adaptive average pooling and linear interpolation are separable linear maps:
+  ``out = A_h @ x @ A_w^T`` with small constant matrices built in numpy, so there is
+  no per-element Python and the gradient is two matmuls;
+- nearest interpolation, reflect/replicate/circular padding and adaptive max pooling
+  are gathers with constant index vectors (getitem with an integer tensor).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError
+from .composite import conv2d, max_pool2d
+from .conv import _pair, fold, unfold
+from .creation import tensor
+from .elementwise import cast
+from .indexing import getitem
+from .linalg import matmul
+from .random import rand
+from .reductions import amax
+from .reductions import sum as _sum
+from .shape import cat, reshape, squeeze, transpose, unsqueeze
+
+__all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
+           "interpolate", "pad", "dropout2d", "avg_pool2d_ext", "max_pool2d_ext"]
+
+
+# ---------------------------------------------------------------- convolution
+def _single(v, name):
+    if isinstance(v, int):
+        return v
+    t = tuple(v)
+    if len(t) != 1:
+        raise ValueError(f"conv1d: {name} must be an int or a 1-tuple, got {v!r}")
+    return int(t[0])
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """1-D convolution of (N, C, L) (or unbatched (C, L)) with weight (O, C/groups, k)."""
+    if x.ndim == 2 and weight.ndim == 3:
+        return squeeze(conv1d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
+    if x.ndim != 3 or weight.ndim != 3:
+        raise ShapeError(f"conv1d: expected 3-D input (N, C, L) and weight (O, C/groups, k), got "
+                         f"{tuple(x.shape)} and {tuple(weight.shape)}")
+    stride, dilation = _single(stride, "stride"), _single(dilation, "dilation")
+    k = weight.shape[2]
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            if stride != 1:
+                raise ValueError("conv1d: padding='same' is not supported for strided convolutions")
+            total = dilation * (k - 1)
+            left = total // 2
+            if total - left != left:  # even kernels pad one more on the right, as PyTorch does
+                x = pad(x, (left, total - left))
+                left = 0
+            padding = left
+        else:
+            raise ValueError(f"conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
+    padding = _single(padding, "padding")
+    out = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, (1, stride), (0, padding),
+                 (1, dilation), groups)
+    return squeeze(out, 2)
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
+                     dilation=1):
+    """Transposed 2-D convolution; weight (C_in, C_out/groups, kh, kw) as in PyTorch."""
+    if x.ndim == 3 and weight.ndim == 4:
+        return squeeze(conv_transpose2d(unsqueeze(x, 0), weight, bias, stride, padding,
+                                        output_padding, groups, dilation), 0)
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ShapeError(f"conv_transpose2d: expected 4-D input and weight, got {tuple(x.shape)} "
+                         f"and {tuple(weight.shape)}")
+    n, c, h, w = x.shape
+    ci, og, kh, kw = weight.shape
+    if groups < 1 or c != ci or c % groups:
+        raise ShapeError(f"conv_transpose2d: input of shape {tuple(x.shape)} has {c} channels but "
+                         f"weight {tuple(weight.shape)} expects {ci} (groups={groups}, which must "
+                         f"divide the input channels)")
+    o = og * groups
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise ShapeError(f"conv_transpose2d: bias of shape {tuple(bias.shape)} should be ({o},)")
+    s, p, op, d = _pair(stride), _pair(padding), _pair(output_padding), _pair(dilation)
+    if op[0] >= max(s[0], d[0]) or op[1] >= max(s[1], d[1]):
+        raise ValueError(f"conv_transpose2d: output_padding {op} must be smaller than stride {s} "
+                         f"or dilation {d}")
+    oh = (h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1
+    ow = (w - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1
+    if oh <= 0 or ow <= 0:
+        raise ShapeError(f"conv_transpose2d: output size ({oh}, {ow}) is not positive")
+    cg = c // groups
+    xs = reshape(x, (n, groups, cg, h * w))
+    wg = reshape(weight, (groups, cg, og * kh * kw))
+    cols = matmul(transpose(wg, 1, 2), xs)                     # [N, G, O/G*kh*kw, H*W]
+    cols = reshape(cols, (n, o * kh * kw, h * w))
+    out = fold(cols, (oh, ow), (kh, kw), s, p, d)
+    if bias is not None:
+        out = out + reshape(bias, (1, o, 1, 1))
+    return out
+
+
+# ---------------------------------------------------------------- pooling
+def _bins(size: int, out: int):
+    """PyTorch's adaptive bins: [floor(i*size/out), ceil((i+1)*size/out))."""
+    i = np.arange(out)
+    return (i * size) // out, -((-(i + 1) * size) // out)
+
+
+def _avg_matrix(size: int, out: int, dtype, device):
+    start, end = _bins(size, out)
+    cols = np.arange(size)
+    m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+    return tensor(m.astype(dtype.np), device=device)
+
+
+def _spatial_4d(x, name):
+    if x.ndim == 3:
+        return unsqueeze(x, 0), True
+    if x.ndim != 4:
+        raise ShapeError(f"{name}: expected a 3-D or 4-D input, got shape {tuple(x.shape)}")
+    return x, False
+
+
+def _out_pair(output_size, h, w):
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    return (h if oh is None else int(oh)), (w if ow is None else int(ow))
+
+
+def adaptive_avg_pool2d(x, output_size):
+    x4, unbatched = _spatial_4d(x, "adaptive_avg_pool2d")
+    h, w = x4.shape[2], x4.shape[3]
+    oh, ow = _out_pair(output_size, h, w)
+    if h % oh == 0 and w % ow == 0:  # equal bins: one unfold + mean, like avg_pool2d
+        out = avg_pool2d_ext(x4, (h // oh, w // ow))
+    else:
+        ah = _avg_matrix(h, oh, x4.dtype, x4.device)
+        aw = _avg_matrix(w, ow, x4.dtype, x4.device)
+        out = matmul(matmul(ah, x4), transpose(aw, 0, 1))
+    return squeeze(out, 0) if unbatched else out
+
+
+def _bin_index(size: int, out: int, device):
+    """(out, kmax) indices covering each bin; short bins repeat their last index (harmless
+    for a max)."""
+    start, end = _bins(size, out)
+    kmax = int((end - start).max())
+    idx = np.minimum(start[:, None] + np.arange(kmax), end[:, None] - 1)
+    return tensor(idx.reshape(-1), device=device), kmax
+
+
+def adaptive_max_pool2d(x, output_size, return_indices: bool = False):
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
+    x4, unbatched = _spatial_4d(x, "adaptive_max_pool2d")
+    n, c, h, w = x4.shape
+    oh, ow = _out_pair(output_size, h, w)
+    if h % oh == 0 and w % ow == 0:
+        out = max_pool2d(x4, (h // oh, w // ow))
+    else:
+        ih, kh = _bin_index(h, oh, x4.device)
+        iw, kw = _bin_index(w, ow, x4.device)
+        rows = amax(reshape(getitem(x4, (slice(None), slice(None), ih)), (n, c, oh, kh, w)), 3)
+        out = amax(reshape(getitem(rows, (Ellipsis, iw)), (n, c, oh, ow, kw)), 4)
+    return squeeze(out, 0) if unbatched else out
+
+
+def _pool_geometry(size, k, s, p, ceil_mode):
+    """Output length and the extra right padding ceil_mode needs (PyTorch's rule: the last
+    window must start inside the input or the left padding)."""
+    if ceil_mode:
+        out = -(-(size + 2 * p - k) // s) + 1
+        if (out - 1) * s >= size + p:
+            out -= 1
+    else:
+        out = (size + 2 * p - k) // s + 1
+    extra = max(0, (out - 1) * s + k - (size + 2 * p))
+    return out, extra
+
+
+def _counts(size, k, s, p, out, include_pad):
+    """Divisor per output position: window cells inside the input (or the padded input)."""
+    start = np.arange(out) * s - p
+    end = np.minimum(start + k, size + p)
+    if include_pad:
+        return (end - start).astype(np.float64)
+    return (np.minimum(end, size) - np.maximum(start, 0)).astype(np.float64)
+
+
+def avg_pool2d_ext(x, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                   count_include_pad: bool = True, divisor_override=None):
+    """avg_pool2d with PyTorch's ceil_mode, count_include_pad and divisor_override."""
+    x4, unbatched = _spatial_4d(x, "avg_pool2d")
+    k = _pair(kernel_size)
+    s = k if stride is None or stride == [] else _pair(stride)
+    p = _pair(padding)
+    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
+        raise ValueError(f"avg_pool2d: padding {p} should be at most half of kernel size {k}")
+    n, c, h, w = x4.shape
+    oh, eh = _pool_geometry(h, k[0], s[0], p[0], ceil_mode)
+    ow, ew = _pool_geometry(w, k[1], s[1], p[1], ceil_mode)
+    if eh or ew:
+        x4 = pad(x4, (0, ew, 0, eh))
+    cols = reshape(unfold(x4, k, s, p), (n, c, k[0] * k[1], oh * ow))
+    total = reshape(_sum(cols, 2), (n, c, oh, ow))
+    if divisor_override is not None:
+        out = total / float(divisor_override)
+    else:
+        div = np.outer(_counts(h, k[0], s[0], p[0], oh, count_include_pad),
+                       _counts(w, k[1], s[1], p[1], ow, count_include_pad))
+        out = total * tensor((1.0 / div).astype(x4.dtype.np), device=x4.device)
+    return squeeze(out, 0) if unbatched else out
+
+
+def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+    """max_pool2d with ceil_mode (the extra windows see -inf past the input)."""
+    x4, unbatched = _spatial_4d(x, "max_pool2d")
+    k, d = _pair(kernel_size), _pair(dilation)
+    s = k if stride is None or stride == [] else _pair(stride)
+    p = _pair(padding)
+    ke = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
+    oh, eh = _pool_geometry(x4.shape[2], ke[0], s[0], p[0], ceil_mode)
+    ow, ew = _pool_geometry(x4.shape[3], ke[1], s[1], p[1], ceil_mode)
+    if eh or ew:
+        x4 = pad(x4, (0, ew, 0, eh), value=-math.inf)
+    out = max_pool2d(x4, k, s, p, d)
+    return squeeze(out, 0) if unbatched else out
+
+
+# ---------------------------------------------------------------- interpolation
+def _linear_matrix(insize, outsize, align_corners, scale):
+    dst = np.arange(outsize, dtype=np.float64)
+    if align_corners:
+        src = dst * ((insize - 1) / (outsize - 1)) if outsize > 1 else np.zeros(outsize)
+    else:
+        src = np.maximum((dst + 0.5) * scale - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), insize - 1)
+    i1 = np.minimum(i0 + 1, insize - 1)
+    frac = src - i0
+    m = np.zeros((outsize, insize))
+    np.add.at(m, (np.arange(outsize), i0), 1.0 - frac)
+    np.add.at(m, (np.arange(outsize), i1), frac)
+    return m
+
+
+def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False):
+    """Resize the spatial dims of (N, C, L) or (N, C, H, W): nearest, linear, bilinear."""
+    nsp = input.ndim - 2
+    if nsp not in (1, 2):
+        raise ShapeError(f"interpolate: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+    linear = {"linear": 1, "bilinear": 2}
+    if mode not in ("nearest", "nearest-exact") and mode not in linear:
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, "
+                                  f"nearest-exact, linear, bilinear)")
+    if mode in linear and linear[mode] != nsp:
+        raise ValueError(f"interpolate: mode {mode!r} expects a {linear[mode] + 2}-D input, got "
+                         f"shape {tuple(input.shape)}")
+    if mode not in linear and align_corners is not None:
+        raise ValueError("interpolate: align_corners only applies to linear modes")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias is not supported")
+    insz = [int(v) for v in input.shape[2:]]
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    if size is not None:
+        outsz = [int(size)] * nsp if isinstance(size, int) else [int(v) for v in size]
+        scales = [i / o for i, o in zip(insz, outsz)]
+    else:
+        sf = [float(scale_factor)] * nsp if isinstance(scale_factor, (int, float)) else \
+            [float(v) for v in scale_factor]
+        outsz = [int(math.floor(i * f)) for i, f in zip(insz, sf)]
+        scales = [i / o for i, o in zip(insz, outsz)] if recompute_scale_factor else [1.0 / f for f in sf]
+    if len(outsz) != nsp or min(outsz) <= 0:
+        raise ValueError(f"interpolate: output size {outsz} does not fit input {tuple(input.shape)}")
+    out = input
+    for axis, (i, o, sc) in enumerate(zip(insz, outsz, scales)):
+        dim = 2 + axis
+        if mode in linear:
+            m = _linear_matrix(i, o, bool(align_corners), sc)
+            mt = tensor(m.astype(input.dtype.np), device=input.device)
+            moved = transpose(out, dim, -1)                      # put the axis last
+            out = transpose(matmul(moved, transpose(mt, 0, 1)), dim, -1)
+        else:
+            dst = np.arange(o, dtype=np.float64)
+            src = np.floor((dst + 0.5) * sc) if mode == "nearest-exact" else np.floor(dst * sc)
+            idx = tensor(np.minimum(src.astype(np.int64), i - 1), device=input.device)
+            out = getitem(out, (slice(None),) * dim + (idx,))
+    return out
+
+
+# ---------------------------------------------------------------- padding
+def _pad_index(size: int, before: int, after: int, mode: str):
+    j = np.arange(-before, size + after)
+    if mode == "replicate":
+        return np.clip(j, 0, size - 1)
+    if mode == "circular":
+        return np.mod(j, size)
+    # reflect: mirror without repeating the edge
+    period = 2 * (size - 1)
+    j = np.mod(j, period) if period else np.zeros_like(j)
+    return np.where(j >= size, period - j, j)
+
+
+def pad(input, pad, mode: str = "constant", value=None):
+    """PyTorch's F.pad: ``pad`` lists (before, after) pairs starting from the last dim;
+    modes constant (negative values crop), reflect, replicate, circular."""
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: padding length must be even and at most 2 * input.ndim "
+                         f"({2 * input.ndim}), got {len(pad)}")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: mode {mode!r} is not supported (constant, reflect, "
+                                  f"replicate, circular)")
+    if mode != "constant" and value not in (None, 0, 0.0):
+        raise ValueError(f"pad: value= only applies to mode='constant', got mode={mode!r}")
+    from .creation import full
+    out = input
+    for i in range(len(pad) // 2):
+        dim = input.ndim - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        size = out.shape[dim]
+        if mode == "constant":
+            if before < 0 or after < 0:  # negative padding crops
+                out = getitem(out, (slice(None),) * dim + (slice(max(-before, 0),
+                                                                 size - max(-after, 0)),))
+                before, after = max(before, 0), max(after, 0)
+            parts = []
+            for k in (before, None, after):
+                if k is None:
+                    parts.append(out)
+                elif k > 0:
+                    shape = list(out.shape)
+                    shape[dim] = k
+                    parts.append(full(tuple(shape), 0.0 if value is None else value,
+                                      dtype=out.dtype, device=out.device))
+            if len(parts) > 1:
+                out = cat(parts, dim)
+            continue
+        if mode == "reflect" and (before >= size or after >= size):
+            raise ValueError(f"pad: reflect padding ({before}, {after}) must be smaller than the "
+                             f"padded dim {dim} of size {size}")
+        if mode == "circular" and (before > size or after > size):
+            raise ValueError(f"pad: circular padding ({before}, {after}) must be at most the size "
+                             f"{size} of dim {dim}")
+        if before or after:
+            idx = tensor(_pad_index(size, before, after, mode), device=out.device)
+            out = getitem(out, (slice(None),) * dim + (idx,))
+    return out
+
+
+# ---------------------------------------------------------------- dropout2d
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability p; scale the rest."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout2d: probability has to be between 0 and 1, got {p}")
+    if input.ndim not in (3, 4):
+        raise ShapeError(f"dropout2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        mask_shape = tuple(input.shape[:-2]) + (1, 1)
+        keep = cast(rand(*mask_shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
+        out = input * keep * (1.0 / (1.0 - p))
+    return input.copy_(out) if inplace else out
+

@@ -1,0 +1,193 @@
+"""Tensor functions programs reach for: tril/triu, sort/argsort/topk, multinomial, cumprod.
+
+``argsort``, ``multinomial`` and ``cumprod`` are primitives (a sort or a draw cannot be
+written with the other ops); everything else is a composite: ``sort`` and ``topk``
+gather the values at the sorted indices, so their gradient is gather's (scattered back
+to where each value came from), and ``tril``/``triu`` are a `where` over an index mask.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import ShapeError
+from ..shapes import normalize_dim
+from .creation import arange
+from .elementwise import where
+from .indexing import gather
+from .registry import Aval, bind, defprim
+from .shape import narrow, unsqueeze
+
+__all__ = ["tril", "triu", "argsort", "sort", "topk", "multinomial", "cumprod"]
+
+
+# ---------------------------------------------------------------- tril / triu
+def _tri_mask(a, diagonal: int, lower: bool):
+    if a.ndim < 2:
+        raise ShapeError(f"{'tril' if lower else 'triu'}: expected a tensor with at least 2 dims, "
+                         f"got shape {tuple(a.shape)}")
+    rows = unsqueeze(arange(a.shape[-2], device=a.device), 1)
+    cols = unsqueeze(arange(a.shape[-1], device=a.device), 0)
+    return (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
+
+
+def tril(a, diagonal: int = 0):
+    """Lower triangle of the last two dims (elements with col - row <= diagonal)."""
+    return where(_tri_mask(a, int(diagonal), True), a, 0)
+
+
+def triu(a, diagonal: int = 0):
+    """Upper triangle of the last two dims (elements with col - row >= diagonal)."""
+    return where(_tri_mask(a, int(diagonal), False), a, 0)
+
+
+# ---------------------------------------------------------------- sorting
+def _argsort_impl(xp, a, dim, descending, stable):
+    if not descending:
+        return xp.argsort(a, axis=dim, kind="stable")
+    # Stable descending order (ties keep their original order, NaN first as the
+    # largest): sort the reversed array ascending, then reverse the result.
+    n = a.shape[dim]
+    rev = xp.flip(a, axis=dim)
+    idx = xp.argsort(rev, axis=dim, kind="stable")
+    return (n - 1) - xp.flip(idx, axis=dim)
+
+
+def _argsort_rule(a, dim, descending, stable):
+    return Aval(a.shape, _dt.int64, a.device)
+
+
+ARGSORT = defprim("argsort", _argsort_impl, _argsort_rule, kind="other")
+
+
+def argsort(a, dim: int = -1, descending: bool = False, stable: bool = False):
+    """Indices that sort `a` along `dim` (always a stable sort: ties keep input order)."""
+    if a.ndim == 0:
+        return bind(ARGSORT, unsqueeze(a, 0), dim=0, descending=bool(descending), stable=True)[0]
+    d = normalize_dim(dim, a.ndim, "argsort")
+    return bind(ARGSORT, a, dim=d, descending=bool(descending), stable=True)
+
+
+class _ValuesIndices(tuple):
+    """(values, indices), like torch.return_types.sort / topk."""
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def sort(a, dim: int = -1, descending: bool = False, stable: bool = False):
+    """(values, indices) of `a` sorted along `dim`; gradients flow to the values."""
+    if a.ndim == 0:
+        return _ValuesIndices((a, argsort(a)))
+    d = normalize_dim(dim, a.ndim, "sort")
+    idx = argsort(a, d, descending)
+    return _ValuesIndices((gather(a, d, idx), idx))
+
+
+def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    """The k largest (or smallest) values along `dim` and their indices, best first."""
+    d = normalize_dim(dim, max(a.ndim, 1), "topk")
+    n = a.shape[d] if a.ndim else 1
+    if not 0 <= int(k) <= n:
+        raise ShapeError(f"topk: k ({k}) is out of range for dim {dim} of size {n}")
+    if a.ndim == 0:
+        return _ValuesIndices((a, argsort(a)))
+    idx = narrow(argsort(a, d, descending=largest), d, 0, int(k))
+    return _ValuesIndices((gather(a, d, idx), idx))
+
+
+# ---------------------------------------------------------------- multinomial
+def _multinomial_impl(xp, p, num_samples, replacement):
+    from . import random as R  # R._gen is rebound by manual_seed: read it at call time
+    probs = p.reshape(-1, p.shape[-1]).astype(np.float64)
+    rows, n = probs.shape
+    if probs.size and (not bool(xp.isfinite(probs).all()) or bool((probs < 0).any())):
+        raise ValueError("multinomial: probabilities must be finite and non-negative")
+    total = probs.sum(axis=1, keepdims=True)
+    if bool((total <= 0).any()):
+        raise ValueError("multinomial: every row of probabilities must have a positive sum")
+    if not replacement and num_samples > int((probs > 0).sum(axis=1).min()):
+        raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement "
+                         f"from a row with fewer non-zero probabilities")
+    draw = R._gen if xp is np else xp.random
+    if replacement:
+        # Invert each row's CDF; shifting row r by r makes one sorted array, so a single
+        # searchsorted serves all rows.
+        shift = xp.arange(rows, dtype=np.float64)[:, None]
+        cdf = xp.cumsum(probs, axis=1) / total + shift
+        u = draw.random((rows, num_samples)) + shift
+        idx = xp.searchsorted(cdf.ravel(), u.ravel(), side="right").reshape(rows, num_samples)
+        idx = xp.minimum(idx - xp.arange(rows)[:, None] * n, n - 1)
+    else:
+        # Exponential race: the k smallest E_i / p_i (E ~ Exp(1)) are a draw without
+        # replacement with probabilities proportional to p (zero-probability keys are inf).
+        with np.errstate(divide="ignore"):
+            keys = draw.standard_exponential((rows, n)) / probs
+        idx = xp.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+    return idx.reshape(p.shape[:-1] + (num_samples,)).astype(np.int64)
+
+
+def _multinomial_rule(p, num_samples, replacement):
+    if p.ndim not in (1, 2):
+        raise ShapeError(f"multinomial: expected a 1-D or 2-D tensor of probabilities, got shape "
+                         f"{tuple(p.shape)}")
+    if not p.dtype.is_floating_point:
+        raise TypeError(f"multinomial: probabilities must be floating point, got {p.dtype.name}")
+    if num_samples <= 0:
+        raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+    return Aval(tuple(p.shape[:-1]) + (num_samples,), _dt.int64, p.device)
+
+
+MULTINOMIAL = defprim("multinomial", _multinomial_impl, _multinomial_rule, kind="random")
+
+
+def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None):
+    """Indices drawn from each row of (unnormalised) probabilities `input`, from the
+    generator `tracejit.manual_seed` seeds."""
+    if generator is not None:
+        raise NotImplementedError("multinomial: generator= is not supported; seed with tracejit.manual_seed")
+    return bind(MULTINOMIAL, input, num_samples=int(num_samples), replacement=bool(replacement))
+
+
+# ---------------------------------------------------------------- cumprod
+def _cumprod_rule(a, dim):
+    dt = a.dtype if a.dtype.is_floating_point else _dt.int64
+    return Aval(a.shape, dt, a.device)
+
+
+def _rev_cumsum(x, dim):
+    from .reductions import cumsum
+    from .shape import flip
+    return flip(cumsum(flip(x, (dim,)), dim), (dim,))
+
+
+def _cumprod_vjp(g, out, a, dim):
+    # d out_j / d a_i = prod_{k<=j, k!=i} a_k (j >= i). Where a_i != 0 that is out_j / a_i,
+    # so grad_i = sum_{j>=i} g_j out_j / a_i. At the first zero z of a row the division
+    # fails; there grad_z = sum_{j>=z} g_j cumprod(a with a_z := 1)_j. Past the first zero
+    # every term has a zero factor, so the gradient is 0 (as PyTorch computes it).
+    from .reductions import cumsum
+    from .elementwise import cast
+    zero = a == 0
+    first_zero = zero & (cumsum(cast(zero, _dt.int64), dim) == 1)
+    safe_a = where(zero, 1.0, a)
+    nonzero_grad = _rev_cumsum(g * out, dim) / safe_a
+    zero_grad = _rev_cumsum(g * cumprod(where(first_zero, 1.0, a), dim), dim)
+    return (where(zero, where(first_zero, zero_grad, 0.0), nonzero_grad),)
+
+
+CUMPROD = defprim("cumprod", lambda xp, a, dim: xp.cumprod(a, axis=dim), _cumprod_rule, _cumprod_vjp,
+                  kind="other", save=lambda rq: (0,), save_out=True)
+
+
+def cumprod(a, dim: int):
+    """Cumulative product along `dim` (gradient exact also where `a` has zeros)."""
+    if a.ndim == 0:
+        from .shape import clone
+        return clone(a)
+    return bind(CUMPROD, a, dim=normalize_dim(dim, a.ndim, "cumprod"))

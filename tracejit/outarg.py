@@ -1,0 +1,52 @@
+"""The ``out=`` keyword of PyTorch's functions (``tj.add(a, b, out=c)``).
+
+The op computes out of place as usual; its result is then written into ``out``'s
+memory (``out`` is resized first when its shape differs, as PyTorch does for a
+wrongly sized ``out``). Like PyTorch, ``out=`` refuses to take part in autograd:
+with grad mode on and an input that requires grad it raises.
+"""
+from __future__ import annotations
+
+import functools
+
+__all__ = ["with_out", "OUT_FUNCTIONS"]
+
+# The functions tracejit's namespace gives an out= keyword.
+OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs", "exp", "log",
+                 "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "clamp", "maximum", "minimum",
+                 "where", "matmul", "mm", "bmm", "mv", "dot", "sum", "mean", "prod", "amax",
+                 "amin", "cumsum", "cat", "stack", "sort", "argsort", "topk", "tril", "triu")
+
+
+def _write(out, value, name):
+    from .tensor import Tensor
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(value.shape):
+        out._data = value._data.astype(out.dtype.np, copy=True)  # resize, as PyTorch does
+        out._vbox[0] += 1
+        return out
+    from .autograd.grad_mode import no_grad
+    with no_grad():
+        out.copy_(value)
+    return out
+
+
+def with_out(fn, name: str):
+    @functools.wraps(fn)
+    def call(*args, out=None, **kwargs):
+        if out is None:
+            return fn(*args, **kwargs)
+        from .autograd.grad_mode import is_grad_enabled
+        from .tensor import Tensor
+        if is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
+                                     for a in list(args) + [x for a in args if isinstance(a, (list, tuple)) for x in a]):
+            raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                               f"differentiation, but one of the arguments requires grad")
+        result = fn(*args, **kwargs)
+        if isinstance(result, tuple):  # (values, indices) pairs: out is a pair too
+            if not isinstance(out, (tuple, list)) or len(out) != len(result):
+                raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors")
+            return type(result)(_write(o, r, name) for o, r in zip(out, result))
+        return _write(out, result, name)
+    return call

@@ -1,0 +1,39 @@
+"""``tracejit.Size``: the type of ``x.shape`` and ``x.size()``, a tuple as in PyTorch.
+
+A plain tuple subclass, so it compares, hashes, unpacks and indexes like the tuple it
+holds; it prints as ``tj.Size([2, 3])``, has ``numel()``, and slicing or adding keeps
+it a Size (``x.shape[1:]``, ``x.shape[:-1] + (4,)``).
+"""
+from __future__ import annotations
+
+__all__ = ["Size"]
+
+
+class Size(tuple):
+    __slots__ = ()
+
+    def __new__(cls, sizes=()):
+        return tuple.__new__(cls, (int(s) for s in sizes))
+
+    def numel(self) -> int:
+        """The number of elements a tensor of this shape holds."""
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if isinstance(i, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, tuple(other)))
+
+    def __radd__(self, other):
+        return Size(tuple(other) + tuple(self))
+
+    def __repr__(self) -> str:
+        return f"tj.Size({list(self)})"
+
+    def __reduce__(self):
+        return (Size, (tuple(self),))
