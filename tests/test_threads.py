@@ -43,3 +43,20 @@ def test_too_late_when_libgomp_is_already_loaded():
     code = "import ctypes; ctypes.CDLL(%r)\n" % name + _PROBE
     assert _probe({}, code=code) == ["False", "None"]
 
+
+def test_too_late_is_said_once_with_the_way_out():
+    import ctypes.util
+    name = ctypes.util.find_library("gomp")
+    if name is None:
+        pytest.skip("no libgomp on this machine")
+    code = "import ctypes; ctypes.CDLL(%r)\nimport tracejit\nimport tracejit.threads\n" % name
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "TRACEJIT_THREAD_TUNING")}
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120, check=True).stderr
+    assert err.count("was loaded before `import tracejit`") == 1, err
+    assert "GOMP_SPINCOUNT=1000" in err and "Import tracejit first" in err
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=dict(env, TRACEJIT_THREAD_TUNING="0"), timeout=120, check=True).stderr
+    assert "was loaded before" not in quiet
+

@@ -14,12 +14,14 @@ What: ``import tracejit`` sets ``GOMP_SPINCOUNT=1000`` in the environment unless
 ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` is already set (yours wins). libgomp reads it once,
 when it is loaded (numba loads it at the first parallel kernel), so the setting does
 nothing if libgomp is already in the process (a library imported before tracejit may have
-loaded it): `omp_spin_tuned` says whether it was made in time. OpenMP libraries loaded
+loaded it): `omp_spin_tuned` says whether it was made in time, and a RuntimeWarning says
+so once when it was not (import order matters; the warning names the way out). OpenMP libraries loaded
 later in the same process see the same setting. ``TRACEJIT_THREAD_TUNING=0`` turns it off.
 """
 from __future__ import annotations
 
 import os
+import warnings
 
 from .envflags import ProcessTuning
 
@@ -28,18 +30,32 @@ __all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned"]
 SPINCOUNT = "1000"
 
 
-def _libgomp_loaded() -> bool:
+def _libgomp_loaded() -> str:
+    """The path of a libgomp already mapped into this process, or ""."""
     try:
         with open("/proc/self/maps") as f:
-            return "libgomp" in f.read()
+            for line in f:
+                if "libgomp" in line:
+                    return line.split()[-1]
     except OSError:
-        return False
+        pass
+    return ""
 
 
 def _set_spincount() -> bool:
     if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
         return False
-    if _libgomp_loaded():
+    loaded = _libgomp_loaded()
+    if loaded:
+        # Too late to apply, and it matters (compiled steps measured 10x slower when numba's
+        # workers spin against BLAS): say so once, with the two ways out.
+        warnings.warn(
+            f"tracejit: an OpenMP runtime ({os.path.basename(loaded)}) was loaded before "
+            f"`import tracejit` (by a library imported earlier, e.g. scikit-learn or torch), so "
+            f"tracejit cannot shorten its workers' spin-waiting; compiled code may run much "
+            f"slower while they compete with BLAS threads. Import tracejit first, or start "
+            f"Python with GOMP_SPINCOUNT=1000 in the environment (TRACEJIT_THREAD_TUNING=0 "
+            f"silences this).", RuntimeWarning, stacklevel=4)
         return False
     os.environ["GOMP_SPINCOUNT"] = SPINCOUNT
     return True
