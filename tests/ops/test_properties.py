@@ -133,3 +133,24 @@ def test_cat_split_roundtrip(dtype):
         assert tj.cat(parts, dim).tolist() == x.tolist()
         parts = x.chunk(3, dim)
         assert tj.cat(parts, dim).tolist() == x.tolist()
+
+
+def test_eager_float32_erf_is_vectorized_and_within_two_ulp():
+    """float32 erf runs the kernels' approximation with numpy (no Python call per element)."""
+    import math
+    from tracejit.ops import _special
+    calls = []
+    orig = _special._erf_u
+    _special._erf_u = lambda a: calls.append(1) or orig(a)
+    try:
+        x = np.concatenate([np.linspace(-6, 6, 200001), [0.0, -0.0, 1e-30, -1e-30, 3.9999, 4.0]]).astype(np.float32)
+        got = tj.erf(tj.tensor(x)).numpy()
+    finally:
+        _special._erf_u = orig
+    assert calls == []
+    ref = np.array([math.erf(float(v)) for v in x])
+    ulp = np.abs(got.astype(np.float64) - ref) / np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    assert ulp.max() <= 2.0
+    special = tj.erf(tj.tensor(np.array([np.nan, np.inf, -np.inf, -0.0], np.float32))).numpy()
+    assert np.isnan(special[0]) and special[1] == 1.0 and special[2] == -1.0
+    assert special[3] == 0.0 and np.signbit(special[3])
