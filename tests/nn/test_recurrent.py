@@ -220,36 +220,3 @@ def test_bad_state_dict_lists_keys_and_changes_nothing():
     for k, v in m.state_dict().items():
         np.testing.assert_array_equal(v.numpy(), before[k], err_msg=k)
 
-
-def test_scripted_lstm_on_varying_lengths_compiles_at_most_three_times_and_matches_eager():
-    """The time loop is one scan equation: a new sequence length reuses the program."""
-    rng = np.random.default_rng(11)
-
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.rnn = nn.LSTM(4, 6, batch_first=True)
-            self.head = nn.Linear(6, 2)
-
-        def forward(self, x):
-            out, (h, c) = self.rnn(x)
-            return (self.head(out) ** 2).mean() + c.sum() * 0.1
-
-    eager, model = Model(), Model()
-    model.load_state_dict(eager.state_dict())
-    compiled = tj.script(model)
-    opt_e = tj.optim.SGD(eager.parameters(), lr=0.05)
-    opt_c = tj.optim.SGD(model.parameters(), lr=0.05)
-    for T in (5, 9, 3, 12, 7, 9):
-        x = tj.tensor(rng.standard_normal((3, T, 4)).astype("float32"))
-        for m, fn, opt in ((eager, eager, opt_e), (model, compiled, opt_c)):
-            opt.zero_grad()
-            loss = fn(x)
-            loss.backward()
-            opt.step()
-            if m is eager:
-                le = loss.item()
-        assert loss.item() == pytest.approx(le, rel=1e-5)
-        for (n, p), q in zip(model.named_parameters(), eager.parameters()):
-            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=n)
-    assert compiled.forward.cache_stats()["compiles"] <= 3
