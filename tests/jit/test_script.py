@@ -560,3 +560,16 @@ def test_recursion_says_it_cannot_be_scripted():
         tj.script(_halve, compiler="interpret")(T(1.0), 3)
     # under trace the int is specialized, so the recursion ends at capture
     assert tj.trace(_halve, compiler="interpret")(T(1.0), 3).tolist() == [0.125]
+
+
+def test_a_functools_wraps_wrapper_is_scripted_as_itself():
+    def inner(x):
+        return x * 2
+
+    @functools.wraps(inner)
+    def wrapper(x):
+        return inner(x) + 1 if x.sum() > 0 else inner(x) - 1
+
+    cf = tj.script(wrapper, compiler="interpret")
+    assert cf(T(1.0)).tolist() == [3.0] and cf(T(-1.0)).tolist() == [-3.0]
+    assert cf.cache_stats()["compiles"] == 1

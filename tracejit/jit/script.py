@@ -400,8 +400,10 @@ def _function_def(target) -> tuple:
         filename = inspect.getsourcefile(target) or "<unknown>"
         if target.__name__ == "<lambda>":
             return _lambda_def(target, filename), filename
-        src = inspect.getsource(target)
-        _, first = inspect.getsourcelines(target)
+        # From the code object: inspect would follow a functools.wraps wrapper's
+        # __wrapped__ to the inner function, whose source is not this function's.
+        src = inspect.getsource(target.__code__)
+        _, first = inspect.getsourcelines(target.__code__)
     except (OSError, TypeError) as e:
         raise NoSource(f"@script needs the source of {getattr(target, '__name__', target)!r} ({e})") from None
     tree = ast.parse(textwrap.dedent(src))
