@@ -130,3 +130,25 @@ def test_scripted_lstm_on_varying_lengths_compiles_at_most_three_times_and_match
         for (n, p), q in zip(model.named_parameters(), eager.parameters()):
             np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=n)
     assert compiled.forward.cache_stats()["compiles"] <= 3
+
+
+def test_a_loop_that_fills_a_python_list_unrolls_with_its_bound_specialized():
+    """time_sequence_prediction's pattern: ``for i in range(future): outputs += [y]``."""
+    def f(x, future: int = 0):
+        outputs = []
+        h = x[:, 0] * 0
+        for t in range(x.shape[1]):
+            h = tj.tanh(h + x[:, t])
+            outputs += [h]
+        for i in range(future):
+            h = tj.tanh(h * 0.5)
+            outputs += [h]
+        return tj.stack(outputs, 1)
+
+    cf = tj.script(f, compiler="interpret")
+    for T, fut in ((3, 0), (5, 2), (5, 2), (4, 2), (5, 3)):
+        x = tj.tensor(np.random.default_rng(T).standard_normal((2, T)).astype(np.float32))
+        np.testing.assert_allclose(cf(x, fut).numpy(), f(x, fut).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 4            # (5, 2) was a hit; future=3 is new
+    guards = [d.text([x.name for x in e.descs]) for e in cf.entries for d in e.decisions]
+    assert any(g.startswith("future == 2") for g in guards), guards

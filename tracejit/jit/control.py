@@ -474,6 +474,13 @@ def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):
         start, stop, step = args
     symbolic = isinstance(stop, Sym) and isinstance(start, int) and start <= 2 and step == 1 \
         and not isinstance(start, bool)
+    if any(isinstance(v, (list, dict, set)) for v in init):
+        # The body updates a Python container (``outputs += [y]``): that is Python
+        # structure, which a graph loop cannot carry. Run the loop in Python, with its
+        # bounds specialized (a runtime scalar's value is guarded, a dynamic size becomes
+        # static), as torch.compile does for loops it cannot keep.
+        args = tuple(int(a) for a in args)
+        symbolic = False
     if not any(_is_traced(a) for a in args) and not symbolic:
         vals = tuple(init)
         for i in range(*[int(a) for a in args]):
