@@ -6,17 +6,17 @@ The default text is the Zen of Python (the ``this`` module stores it ROT13-encod
 head; the loss is cross-entropy of the next character. The script prints the loss
 falling, then a greedy sample, and exits non-zero if the loss did not at least halve.
 
-``--compile`` runs the model (embedding, the LSTM unrolled over the 48 steps, the head)
-and the loss as one ``tj.script``-compiled function, forward and backward; the optimizer
-step stays eager. The first compiled call pays for capture and kernel compilation.
+``--compile`` runs the model (embedding, the LSTM, the head) and the loss as one
+``tj.script``-compiled function, forward and backward; the optimizer step stays eager.
+The LSTM's time loop is one ``scan`` equation (``tj.jit.scan``), so the compiled program
+holds one step whatever the sequence length.
 
-Measured on a shared 2-core machine with OPENBLAS_NUM_THREADS=1 (default settings, 300
-steps): loss 3.44 -> 0.15 either way, same losses step for step; eager 0.59 s/step,
-compiled 0.29 s/step after a first call of 133 s with an empty kernel cache (16 s with a
-warm one: capturing the unrolled graph). Some fused kernels (the gradient sums over
-time steps) have as many inputs as the sequence is long, so a new --seq-len compiles new
-kernels. On a busy machine OpenBLAS's default threads made every matmul 10-50x slower
-here; OPENBLAS_NUM_THREADS=1 avoids that.
+Measured on a shared 2-core machine with OPENBLAS_NUM_THREADS=1 (30 steps): the same
+losses step for step (3.435 -> 2.647); eager 0.50 s/step, compiled 0.19 s/step; the
+first compiled call took 33 s with an empty kernel cache and 1.4 s with a warm one (it
+was 133 s and 16 s when the loop was unrolled into the graph). 300 steps take the loss
+to about 0.15. On a busy machine OpenBLAS's default threads made every matmul 10-50x
+slower here; OPENBLAS_NUM_THREADS=1 avoids that.
 
 Run:  python examples/lstm_charlm.py [--steps N] [--compile] [--module textwrap]
 """
