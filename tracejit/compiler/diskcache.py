@@ -86,7 +86,7 @@ from typing import Any
 from ..envflags import is_off
 from . import cacheload, llvmopts
 
-__all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats"]
+__all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
 
 log = logging.getLogger("tracejit")
 _cache_log = logging.getLogger("tracejit.cache")  # TRACEJIT_LOG=cache: hits, misses, rebuilds, writes
@@ -144,6 +144,25 @@ def load_module(source: str, *, name_hint: str = "kernel",
                 _stats["compiles"] += 1
         _memory[(source, llvm_options)] = module
         return module
+
+
+def entry_path(source: str, llvm_options: tuple[str, ...] = ()) -> Path | None:
+    """Where the disk entry for `source` lives (it may not exist); None with the cache off."""
+    root = cache_dir()
+    if root is None:
+        return None
+    key = _key(source, llvm_options)
+    return root / "kernels" / key[:2] / key
+
+
+def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
+    """Whether loading `source` needs no compile: it is in memory, or its disk entry
+    exists (a damaged entry is still caught, and rebuilt, by the load's manifest check)."""
+    with _lock:
+        if (source, llvm_options) in _memory:
+            return True
+    entry = entry_path(source, llvm_options)
+    return entry is not None and (entry / _MANIFEST_NAME).exists()
 
 
 def cache_dir() -> Path | None:
