@@ -6,9 +6,11 @@ numba. Its entry's executor is a `TieredExecutor`:
 - **tier 0** is the IR interpreter over the ops' eager implementations (the reference
   semantics: its results equal eager, forward and backward, because gradients flow
   through the same eager autograd);
-- at its first call it builds the plans that call needs (source generation only), finds
-  the kernel variants not yet on disk and submits them to the compile workers
-  (`workers.py`); if every variant is already cached (a warm disk) it switches at once;
+- at its first call it builds the plans that call needs (source generation only); a
+  short-lived thread finds the kernel variants not yet on disk (computing cache keys
+  imports numba, which the first call should not wait for) and submits them to the
+  compile workers (`workers.py`); with a warm disk nothing is submitted and the switch
+  comes at one of the next calls;
 - between calls, once every job has finished, it loads the kernels from the disk cache
   (a few ms each) and replaces, under the function's lock, the entry's executor and
   generated hit function: later calls run compiled. Calls already running finish on the
@@ -85,13 +87,20 @@ class TieredExecutor:
         self._lock = lock
         self._owner = weakref.ref(owner) if owner is not None else (lambda: None)
         self._submitted_at = 0.0
+        self._submit_done = threading.Event()
+        self._submit_pid = os.getpid()
+        self._specs: list = []
 
     @property
     def tier(self) -> int:
         return 1 if self.state == "compiled" else 0
 
     def pending_kernels(self) -> int:
-        return sum(1 for j, *_ in self.jobs if not j.done()) if self.state == "pending" else 0
+        if self.state != "pending":
+            return 0
+        if not self._submit_done.is_set():
+            return len(self.variants)
+        return sum(1 for j, *_ in self.jobs if not j.done())
 
     def __call__(self, ins):
         state = self.state
@@ -104,13 +113,12 @@ class TieredExecutor:
             return self.program(ins)
         elif state == "new":
             self.start(ins)
-            if self.state == "compiled":
-                return self.program(ins)
         return self.tier0(ins)
 
     # ---- background compile -----------------------------------------------------------
     def start(self, ins) -> None:
-        """Plan for `ins`, submit the variants not on disk (or switch: none is missing)."""
+        """Plan for `ins` (source generation only), then, in a short-lived thread, find the
+        variants not on disk and submit them; the entry switches once all are there."""
         with self._lock:
             if self.state != "new":
                 return
@@ -121,27 +129,49 @@ class TieredExecutor:
                         if (id(kern), layouts, parallel) not in seen:
                             seen.add((id(kern), layouts, parallel))
                             self.variants.append((kern, layouts, parallel))
-                missing = []
-                for kern, layouts, parallel in self.variants:
-                    spec = kern.spec(layouts, parallel)
-                    if not diskcache.is_cached(spec.source, spec.llvm_options):
-                        missing.append((kern, layouts, parallel, spec))
+                specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in self.variants]
             except Exception as exc:  # code generation refused the graph: stay on tier 0
                 self._fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
                 return
-            if not missing:
-                self._switch_locked()
-                return
             self._submitted_at = time.perf_counter()
-            self.jobs = [(workers.submit(spec.source, kern.label, spec.llvm_options), kern, lay, par)
-                         for kern, lay, par, spec in missing]
             self.state = "pending"
             with _pending_lock:
                 _pending.add(self)
-            log.info("%s: %d of %d kernels compiling in workers; running on tier 0 meanwhile",
-                     self.name, len(missing), len(self.variants))
+            self._start_submit(specs)
+
+    def _start_submit(self, specs) -> None:
+        # The disk check computes cache keys, which imports numba (0.5-0.8 s): not in the
+        # caller's first call. The thread only checks files and queues jobs.
+        self._submit_pid = os.getpid()
+        self._specs = specs
+        self._submit_done = threading.Event()
+        threading.Thread(target=self._submit, daemon=True, name="tracejit-compile-submit").start()
+
+    def _submit(self) -> None:
+        jobs = []
+        try:
+            for (kern, layouts, parallel), spec in zip(self.variants, self._specs):
+                if diskcache.is_cached(spec.source, spec.llvm_options):
+                    job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
+                    job._finish(True)  # nothing to compile: the switch loads it
+                else:
+                    job = workers.submit(spec.source, kern.label, spec.llvm_options)
+                jobs.append((job, kern, layouts, parallel))
+        except Exception as exc:  # never leave the entry waiting on nothing
+            job = workers.Job(0, "", "", ())
+            job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
+            jobs.append((job, None, (), False))
+        self.jobs = jobs
+        missing = sum(1 for j, *_ in jobs if j.id)
+        log.info("%s: %d of %d kernels compiling in workers; running on tier 0 meanwhile",
+                 self.name, missing, len(self.variants))
+        self._submit_done.set()
 
     def _all_done(self) -> bool:
+        if not self._submit_done.is_set():
+            if self._submit_pid != os.getpid():  # forked while the submitting thread ran
+                self._start_submit(self._specs)
+            return False
         for k, (job, kern, lay, par) in enumerate(self.jobs):
             if job.lost():  # we were forked from the process that submitted it
                 self.jobs[k] = (workers.submit(job.source, job.name_hint, job.llvm_options), kern, lay, par)
@@ -159,7 +189,7 @@ class TieredExecutor:
             if self.state != "pending" or not self._all_done():
                 return None
             for job, kern, layouts, parallel in self.jobs:
-                if job.ok:
+                if job.ok and job.id:
                     log.info("%s: kernel %s %s%s %s in a worker in %.3f s", self.name, kern.label,
                              "/".join(layouts), " parallel" if parallel else "",
                              "compiled" if job.compiled else "loaded", job.seconds)
@@ -204,6 +234,12 @@ class TieredExecutor:
     def wait(self, deadline: Optional[float]) -> bool:
         """Block until our jobs are done (or `deadline`), then switch; False on timeout."""
         while self.state == "pending":
+            if self._submit_pid == os.getpid():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if (remaining is not None and remaining <= 0) or not self._submit_done.wait(remaining):
+                    return False
+            elif not self._all_done() and not self._submit_done.is_set():
+                continue  # resubmitted in this (forked) process
             for job, *_ in list(self.jobs):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
