@@ -62,6 +62,14 @@ def background_possible(program: Any) -> bool:
     return getattr(program, "_backend", "cpu") == "cpu" and diskcache.cache_dir() is not None
 
 
+def describe_tier(executor: Any) -> str:
+    """One line for explain: which tier an entry runs on and what is pending."""
+    if isinstance(executor, TieredExecutor):
+        return executor.describe()
+    return {"interpret": "the IR interpreter (compiler='interpret')",
+            "compiled": "compiled kernels (sync mode)"}[entry_tier(executor)]
+
+
 def entry_tier(executor: Any) -> str:
     """"tier0", "compiled" or "interpret" (an entry of compiler="interpret")."""
     if isinstance(executor, TieredExecutor):
@@ -251,14 +259,16 @@ class TieredExecutor:
         return True
 
     # ---- what explain and check mode ask of an executor ---------------------------------
-    def explain_sections(self):
+    def describe(self) -> str:
         pending = self.pending_kernels()
-        text = {"new": "tier 0 (not called yet)",
-                "pending": f"tier 0 (the IR interpreter); {pending} of {len(self.jobs)} kernels "
+        return {"new": "tier 0 (not called yet)",
+                "pending": f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
                            f"still compiling in workers",
                 "compiled": "compiled kernels (switched from tier 0)",
                 "failed": f"tier 0 for good: {self.error}"}[self.state]
-        return [("tier", text)] + self.program.explain_sections()
+
+    def explain_sections(self):
+        return self.program.explain_sections()
 
     def debug_values(self, ins) -> dict:
         return self.program.debug_values(ins)

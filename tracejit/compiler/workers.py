@@ -121,16 +121,18 @@ class _Worker:
         self.proc.stdin.flush()
 
     def kill(self) -> None:
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except (OSError, ValueError):
-                pass
+        # Kill first: closing stdout while the reader thread is blocked in a read of it
+        # would wait for that read (the buffer's lock), which only the worker's death ends.
         try:
             self.proc.kill()
             self.proc.wait(timeout=5)   # reap: no zombie
         except (OSError, subprocess.TimeoutExpired):
             pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
 
     def close(self, grace: float = 1.0) -> None:
         """Ask the worker to stop (stdin EOF), kill it if it does not within `grace` s."""
@@ -141,11 +143,8 @@ class _Worker:
         try:
             self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            self.kill()
-        try:
-            self.proc.stdout.close()
-        except (OSError, ValueError):
             pass
+        self.kill()
 
 
 class CompilePool:
