@@ -241,3 +241,28 @@ def test_mode_resolution(monkeypatch):
     assert tiers.compile_mode(None) == "background"
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     assert tiers.compile_mode(None) == "sync" and tiers.compile_mode("background") == "background"
+
+
+def test_cache_cli_info_prune_clear(tmp_path):
+    env = dict(os.environ, PYTHONPATH=REPO, TRACEJIT_CACHE_DIR=str(tmp_path / "c"))
+    build = ("import numpy as np, tracejit as tj\n"
+             "tj.trace(lambda x: (x * 1.5).exp(), compile='sync')(tj.ones(4))\n"
+             "tj.trace(lambda x: (x * 2.5).exp(), compile='sync')(tj.ones(4))\n"
+             "tj.trace(lambda x: (x * 3.5).exp(), compile='sync')(tj.ones(4))\n")
+    subprocess.run([sys.executable, "-c", build], env=env, check=True, timeout=WAIT_S)
+
+    def cli(*a):
+        return subprocess.run([sys.executable, "-m", "tracejit", "cache", *a], env=env, check=True,
+                              capture_output=True, text=True, timeout=120).stdout
+    out = cli("info")
+    assert "entries: 3" in out and "numba" in out
+    assert "removed 0 entries" in cli("prune", "--max-mb", "1000")
+    # Least recently used first: make the entries' last use 1, 2, 3 and cap at the newest two.
+    from tracejit.compiler import cachetool
+    entries = sorted(cachetool._entries(tmp_path / "c"), key=lambda e: str(e[0]))
+    for k, (path, *_) in enumerate(entries):
+        os.utime(path, (1000 + k, 1000 + k))
+    cap = (entries[1][1] + entries[2][1]) / 2 ** 20
+    assert cachetool.prune(cap, root=tmp_path / "c")["removed"] == 1
+    assert not entries[0][0].exists() and entries[1][0].exists() and entries[2][0].exists()
+    assert "removed 2 entries" in cli("clear") and "entries: 0" in cli("info")

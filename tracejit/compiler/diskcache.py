@@ -366,6 +366,10 @@ def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.Modul
     else:
         _stats["disk_hits"] += 1
         _cache_log.info("disk hit: %s from %s", modname, entry)
+        try:
+            os.utime(entry)  # last use, for least-recently-used pruning (cachetool.py)
+        except OSError:
+            pass
     return module
 
 
@@ -413,6 +417,8 @@ def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.Modu
                 log.debug("tracejit disk cache: %s was built by another process first", entry)
             else:
                 _cache_log.info("wrote %s", entry)
+                from .cachetool import maybe_prune
+                maybe_prune(entry.parent.parent.parent)
                 # Code objects keep the temp path; linecache serves both names.
                 module.__file__ = str(entry / _SOURCE_NAME)
                 linecache.cache[module.__file__] = linecache.cache[str(tmp / _SOURCE_NAME)]
