@@ -62,6 +62,9 @@ def main() -> None:
         if fault == "hang":
             time.sleep(10 ** 6)
         opts = tuple(job.get("llvm_options", ()))
+        if job.get("cache_dir"):
+            os.environ["TRACEJIT_CACHE_DIR"] = job["cache_dir"]
+            os.environ.pop("TRACEJIT_CACHE", None)
         t0 = time.perf_counter()
         try:
             if fault == "error":

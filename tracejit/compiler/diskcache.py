@@ -155,6 +155,12 @@ def entry_path(source: str, llvm_options: tuple[str, ...] = ()) -> Path | None:
     return root / "kernels" / key[:2] / key
 
 
+def in_memory(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
+    """Whether `source` is already loaded in this process (a load returns at once)."""
+    with _lock:
+        return (source, llvm_options) in _memory
+
+
 def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
     """Whether loading `source` needs no compile: it is in memory, or its disk entry
     exists (a damaged entry is still caught, and rebuilt, by the load's manifest check)."""

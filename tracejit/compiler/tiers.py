@@ -41,7 +41,7 @@ from ..jit.interpreter import interpret
 from . import diskcache, workers
 
 __all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "precompile",
-           "entry_tier"]
+           "entry_tier", "module_when_ready"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
@@ -293,6 +293,34 @@ def wait(fn: Any = None, timeout: Optional[float] = None) -> bool:
     with _pending_lock:
         todo = [ex for ex in _pending if target is None or ex.owned_by(target)]
     return all([ex.wait(deadline) for ex in todo])
+
+
+_module_jobs: dict = {}
+_module_warned: set = set()
+
+
+def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
+    """For hand-written kernel modules that have an array fallback (fused Adam): the module
+    if it is loaded or ready on disk, else None while a worker compiles it (sync mode, or no
+    disk cache: compile it now). A failed compile gives None for good, with one warning."""
+    if compile_mode(None) != "background" or diskcache.in_memory(source, llvm_options) \
+            or diskcache.cache_dir() is None:
+        return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
+    key = (source, llvm_options)
+    job = _module_jobs.get(key)
+    if job is None or job.lost():
+        job = _module_jobs[key] = workers.submit(source, name_hint, llvm_options)
+        log.info("%s: compiling in a worker; the array path runs meanwhile", name_hint)
+    if not job.done():
+        return None
+    if not job.ok:
+        if key not in _module_warned:
+            _module_warned.add(key)
+            warnings.warn(f"tracejit: background compile of {name_hint} failed ({job.error}); "
+                          f"the array path keeps running", RuntimeWarning, stacklevel=3)
+        return None
+    log.info("%s: compiled in a worker in %.3f s; loading it", name_hint, job.seconds)
+    return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
 
 
 def precompile(entry, ins) -> None:

@@ -115,8 +115,12 @@ class _Worker:
         self.replies.put(None)  # EOF: the worker exited
 
     def send(self, job: Job) -> None:
+        # The cache root of the moment of sending: a worker started earlier may have
+        # another one in its environment (the parent's TRACEJIT_CACHE_DIR changed since).
+        from . import diskcache
+        root = diskcache.cache_dir()
         msg = {"id": job.id, "source": job.source, "name_hint": job.name_hint,
-               "llvm_options": list(job.llvm_options)}
+               "llvm_options": list(job.llvm_options), "cache_dir": str(root) if root else None}
         self.proc.stdin.write((json.dumps(msg) + "\n").encode())
         self.proc.stdin.flush()
 

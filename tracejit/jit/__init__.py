@@ -66,6 +66,10 @@ class CompiledModule:
     def explain(self, *args, **kwargs):
         return self.forward.explain(*args, **kwargs)
 
+    def compile(self, *args, **kwargs) -> None:
+        """Compile the forward for these example inputs now (see CompiledFunction.compile)."""
+        return self.forward.compile(*args, **kwargs)
+
     def __repr__(self) -> str:
         return f"Compiled{self._orig_mod!r}"
 
