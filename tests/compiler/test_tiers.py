@@ -266,3 +266,31 @@ def test_cache_cli_info_prune_clear(tmp_path):
     assert cachetool.prune(cap, root=tmp_path / "c")["removed"] == 1
     assert not entries[0][0].exists() and entries[1][0].exists() and entries[2][0].exists()
     assert "removed 2 entries" in cli("clear") and "entries: 0" in cli("info")
+
+
+def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
+    import numba  # noqa: F401  (fused=None uses the kernel once numba is loaded)
+    from tracejit.compiler import diskcache
+    from tracejit.optim import fused
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    monkeypatch.setattr(fused, "_modules", {})
+    monkeypatch.setattr(diskcache, "_memory", {})  # as in a fresh process
+    monkeypatch.setattr(tiers, "_module_jobs", {})
+    rng = np.random.default_rng(5)
+    w0 = rng.standard_normal(1 << 15).astype(np.float32)
+    pa, pb = tj.tensor(w0.copy(), requires_grad=True), tj.tensor(w0.copy(), requires_grad=True)
+    opt_a, opt_b = tj.optim.Adam([pa], lr=0.01), tj.optim.Adam([pb], lr=0.01, fused=False)
+
+    def step():
+        for p, opt in ((pa, opt_a), (pb, opt_b)):
+            opt.zero_grad()
+            (p * p).sum().backward()
+            opt.step()
+    step()
+    assert fused._modules == {}  # the worker is compiling: the array path ran
+    (job,) = tiers._module_jobs.values()
+    assert job.event.wait(WAIT_S) and job.ok
+    step()
+    assert len(fused._modules) == 1  # loaded from the disk cache the worker wrote
+    step()
+    np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy())  # bitwise, either path
