@@ -10,6 +10,8 @@ Probes (each a fresh process; "cold" = an empty private kernel cache):
   the rest of ``compiler_lock`` is numba's typing and lowering);
 - ``background_cold``: first step in background mode, the steps until the entry runs
   compiled (training goes on meanwhile: time to full speed), the compiled step;
+- ``background_wait``: the same, but after the first step the caller waits
+  (``tj.compiler.wait()``): the compile's own time with the workers alone on the cores;
 - ``warm_disk``: first step of a fresh process whose cache the cold run filled, both modes.
 
 The MLP step is bench's `mlp` workload (batch 256, 784-1024-1024-10, LayerNorm, GELU,
@@ -66,6 +68,10 @@ def probe(name: str) -> dict:
     fns = _fwd_fn(tj)
     if name == "sync_cold":
         out["kernels"] = _breakdown(fns)
+    if name == "background_wait":  # the same, but the caller waits instead of training on
+        tj.compiler.wait()
+        step()
+        out["full_speed_s"] = time.perf_counter() - t
     if name == "background_cold":
         steps = 1
         while any(s != "compiled" for f in fns for s in f.cache_stats()["tiers"]):
@@ -124,6 +130,7 @@ def main() -> None:
     sync_cache, bg_cache = tempfile.mkdtemp(), tempfile.mkdtemp()
     res["sync_cold"] = _run("sync_cold", sync_cache, "sync")
     res["background_cold"] = _run("background_cold", bg_cache, "background")
+    res["background_wait"] = _run("background_wait", tempfile.mkdtemp(), "background")
     res["warm_disk_background"] = _run("warm_disk", bg_cache, "background")
     res["warm_disk_sync"] = _run("warm_disk", sync_cache, "sync")
     print(json.dumps(res, indent=1))
@@ -138,6 +145,8 @@ def main() -> None:
     print(f"eager step {e * 1e3:.0f} ms; background cold first step {b['first_s'] * 1e3:.0f} ms "
           f"({b['first_s'] / e:.1f}x eager); full speed after {b['full_speed_s']:.1f} s "
           f"({b['tier0_steps']} tier-0 steps); compiled step {b['steady_step_s'] * 1e3:.0f} ms")
+    print(f"background cold, caller waiting (tj.compiler.wait()): full speed after "
+          f"{res['background_wait']['full_speed_s']:.1f} s")
     print(f"warm disk first step: background {res['warm_disk_background']['first_s'] * 1e3:.0f} ms, "
           f"sync {res['warm_disk_sync']['first_s'] * 1e3:.0f} ms")
 
