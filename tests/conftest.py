@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Tests that assert compiled kernels need them at the first call: the suite compiles in sync
+# mode; tests of background compilation (tests/compiler/test_tiers.py) ask for it explicitly.
+os.environ["TRACEJIT_COMPILE"] = "sync"
 
 import tracejit as tj  # noqa: E402
 

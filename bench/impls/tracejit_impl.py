@@ -7,10 +7,16 @@ benchmark runs at every stage of the project.
 from __future__ import annotations
 
 import importlib
+import os
 
 import numpy as np
 
-import tracejit as tj
+# The steady-state workloads time compiled steps after a few warm-up steps, and the compile
+# workload times the first call's compilation: both mean sync mode (background mode's tier 0
+# and switch are measured by bench/bench_tiers.py).
+os.environ.setdefault("TRACEJIT_COMPILE", "sync")
+
+import tracejit as tj  # noqa: E402
 
 from . import torchlike
 from ..harness import Skip

@@ -401,3 +401,26 @@ def test_fuzz_partition_is_a_valid_schedule(fuzz_dir, p):
         graphs.append(optimize(bwd))
     for gr in graphs:
         assert_valid_partition(partition(gr), gr)
+
+
+def check_program_tiered(p: Program, tmpdir: Path) -> None:
+    """Background mode: the first call runs on tier 0 (the interpreter), later calls on the
+    kernels the workers compiled; both agree with eager."""
+    fn = _function(p, tmpdir)
+    leaves, prep = _leaves_and_prep(p)
+    rtol, atol = TOLERANCES[p.dtype]
+    try:
+        with intended_fp_errors(p):
+            cf = assert_compiled_matches(fn, *leaves, prep=prep, mode=p.mode, rtol=rtol, atol=atol,
+                                         interpreter=False, calls=1, compile="background")
+            assert tj.compiler.wait(cf, timeout=180)
+            assert_compiled_matches(fn, *leaves, prep=prep, mode=p.mode, rtol=rtol, atol=atol,
+                                    interpreter=False, calls=1, compiled=cf)
+    except Mismatch as exc:
+        raise Mismatch(f"program ({p.mode}, {p.dtype}, background):\n{p.source()}\n{exc}") from None
+
+
+@settings(max_examples=int(os.environ.get("TRACEJIT_FUZZ_CI_EXAMPLES", 40)) // 8, derandomize=True, **_COMMON)
+@given(p=programs("trace"))
+def test_fuzz_background_tiers_fixed_seed(fuzz_dir, p):
+    check_program_tiered(p, fuzz_dir)

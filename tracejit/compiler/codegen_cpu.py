@@ -97,10 +97,10 @@ class Emitter:
             return f"{_BUILTIN_MATH[fn]}({', '.join(args)})"
         if not self.dtype.startswith("float"):
             raise NotImplementedError(f"{fn} on {self.dtype}")
-        # Imported here, not at the top: defining its ~40 numba functions takes 7 ms,
-        # which a warm process whose kernels need no transcendental need not pay.
-        from . import mathlib
-        name = mathlib.function_name(fn, self.dtype)
+        # Only the name: importing mathlib imports numba, which generating a kernel's
+        # source (in a background compile: before any worker finished) need not pay.
+        from .mathnames import function_name
+        name = function_name(fn, self.dtype)
         self.imports.add(name)
         return f"{name}({', '.join(args)})"
 

@@ -86,7 +86,7 @@ from typing import Any
 from ..envflags import is_off
 from . import cacheload, llvmopts
 
-__all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats"]
+__all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
 
 log = logging.getLogger("tracejit")
 _cache_log = logging.getLogger("tracejit.cache")  # TRACEJIT_LOG=cache: hits, misses, rebuilds, writes
@@ -144,6 +144,31 @@ def load_module(source: str, *, name_hint: str = "kernel",
                 _stats["compiles"] += 1
         _memory[(source, llvm_options)] = module
         return module
+
+
+def entry_path(source: str, llvm_options: tuple[str, ...] = ()) -> Path | None:
+    """Where the disk entry for `source` lives (it may not exist); None with the cache off."""
+    root = cache_dir()
+    if root is None:
+        return None
+    key = _key(source, llvm_options)
+    return root / "kernels" / key[:2] / key
+
+
+def in_memory(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
+    """Whether `source` is already loaded in this process (a load returns at once)."""
+    with _lock:
+        return (source, llvm_options) in _memory
+
+
+def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
+    """Whether loading `source` needs no compile: it is in memory, or its disk entry
+    exists (a damaged entry is still caught, and rebuilt, by the load's manifest check)."""
+    with _lock:
+        if (source, llvm_options) in _memory:
+            return True
+    entry = entry_path(source, llvm_options)
+    return entry is not None and (entry / _MANIFEST_NAME).exists()
 
 
 def cache_dir() -> Path | None:
@@ -347,6 +372,10 @@ def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.Modul
     else:
         _stats["disk_hits"] += 1
         _cache_log.info("disk hit: %s from %s", modname, entry)
+        try:
+            os.utime(entry)  # last use, for least-recently-used pruning (cachetool.py)
+        except OSError:
+            pass
     return module
 
 
@@ -394,6 +423,8 @@ def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.Modu
                 log.debug("tracejit disk cache: %s was built by another process first", entry)
             else:
                 _cache_log.info("wrote %s", entry)
+                from .cachetool import maybe_prune
+                maybe_prune(entry.parent.parent.parent)
                 # Code objects keep the temp path; linecache serves both names.
                 module.__file__ = str(entry / _SOURCE_NAME)
                 linecache.cache[module.__file__] = linecache.cache[str(tmp / _SOURCE_NAME)]

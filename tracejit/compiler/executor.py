@@ -155,6 +155,18 @@ class CompiledProgram:
             self._train[diff_idx] = t
         return t
 
+    def plans_for(self, ins, grad_enabled: bool) -> list:
+        """The plans a call with `ins` runs (built, not compiled: their kernels compile on
+        first use). What a background compile prepares, and what ``fn.compile`` loads."""
+        diff_idx = ()
+        if grad_enabled:
+            diff_idx = tuple(i for i, x in enumerate(ins)
+                             if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
+        if not diff_idx:
+            return [self.infer_plan()]
+        fwd, bwd, _ = self.train_plans(diff_idx)
+        return [fwd] if bwd is None else [fwd, bwd]
+
     def _loss_output(self, diff_idx: tuple):
         """The output whose gradients the forward computes (see `train_plans`), or None.
 

@@ -824,10 +824,8 @@ def pow_f64(x, y):
 # Registry used by the code generator
 # ==========================================================================
 
-OPS = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "erf",
-       "sin", "cos", "pow")
-DTYPES = ("float32", "float64")
-_SUFFIX = {"float32": "f32", "float64": "f64"}
+# The names live in a numba-free module so that code generation need not import numba.
+from .mathnames import DTYPES, OPS, _SUFFIX, function_name  # noqa: E402,F401
 #: ops that compute in pure arithmetic and vectorize (the rest call libm)
 VECTORIZED = frozenset(
     [(op, "float32") for op in OPS]
@@ -835,15 +833,6 @@ VECTORIZED = frozenset(
                                   "softplus")])
 #: number of arguments of each op
 ARITY = {op: (2 if op == "pow" else 1) for op in OPS}
-
-
-def function_name(op: str, dtype: str) -> str:
-    """Global name in this module of the scalar function for ``op`` on ``dtype``,
-    e.g. ``function_name('tanh', 'float32') == 'tanh_f32'``.  KeyError if absent."""
-    dtype = str(getattr(dtype, "name", dtype))
-    if op not in OPS or dtype not in _SUFFIX:
-        raise KeyError((op, dtype))
-    return "%s_%s" % (op, _SUFFIX[dtype])
 
 
 FUNCTIONS = {(op, dt): globals()[function_name(op, dt)] for op in OPS for dt in DTYPES}

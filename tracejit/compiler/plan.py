@@ -12,6 +12,7 @@ import itertools
 import linecache
 import logging
 import math
+import time
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from .kernel_errors import group_label, group_parts, register_plan_lines
 __all__ = ["Plan", "graph_backend"]
 
 log = logging.getLogger("tracejit.kernels")
+compile_log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile: time per kernel
 
 # Below this many elements a kernel runs serially: waking the thread pool costs tens of
 # microseconds here, more than the work itself.
@@ -143,12 +145,18 @@ class _Kernel:
             return fn
         if fn is None:
             spec = self.spec(layouts, parallel)
+            t0 = time.perf_counter()
+            before = diskcache.stats()["compiles"]
             try:
                 mod = diskcache.load_module(spec.source, name_hint=self.label,
                                             llvm_options=spec.llvm_options)
             except Exception as e:
                 self._specs.pop(key, None)  # a retry generates the source again
                 raise self._error(e, spec) from e
+            if compile_log.isEnabledFor(logging.INFO):
+                how = "compiled" if diskcache.stats()["compiles"] > before else "loaded"
+                compile_log.info("%s %s %s%s in-process in %.3f s", how, self.label, "/".join(layouts),
+                                 " parallel" if parallel else "", time.perf_counter() - t0)
             fn = mod.kernel
             if parallel:
                 fn = guard_parallel(fn)  # numba's workqueue layer aborts on concurrent launches
@@ -180,6 +188,10 @@ class Plan:
         self.backend = backend or graph_backend(graph)
         self.items = partition(graph)
         self.kernels: list = []
+        # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
+        # uses, and the plans of control-flow bodies: what a background compile prepares
+        self.first_variants: list = []
+        self.subplans: list = []
         self.source = ""
         self.name = name
         self.fn = self._build()
@@ -331,6 +343,7 @@ class Plan:
             twins.append((f"{kname}s", False))
         for name, parallel in twins:
             consts[name] = _compile_on_first_call(kern, static, parallel, consts, name)
+            self.first_variants.append((kern, static, parallel))
         fast = [f"{twins[0][0]}({fast_args})"]
         if len(twins) == 2:
             fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}p({fast_args})",
@@ -391,12 +404,14 @@ class Plan:
             t = Plan(e.params["true_graph"], f"{self.name}_true", self.backend)
             f = Plan(e.params["false_graph"], f"{self.name}_false", self.backend)
             consts[f"T{k}"], consts[f"F{k}"] = t, f
+            self.subplans += [t, f]
             ops = ", ".join(ins[1:])
             return [f"    {lhs} = (T{k} if {ins[0]} else F{k})({ops})"]
         if name == "while":
             c = Plan(e.params["cond_graph"], f"{self.name}_cond", self.backend)
             b = Plan(e.params["body_graph"], f"{self.name}_body", self.backend)
             consts[f"C{k}"], consts[f"B{k}"] = c, b
+            self.subplans += [c, b]
             n = len(e.outs)
             carried = ", ".join(ins[:n]) + ("," if n == 1 else "")
             caps = ", ".join(ins[n:])
@@ -410,6 +425,7 @@ class Plan:
         if name == "custom_function":
             fwd = Plan(e.params["forward"], f"{self.name}_{e.params['fn_cls'].__name__}", self.backend)
             consts[f"U{k}"] = fwd
+            self.subplans.append(fwd)
             return [f"    {lhs} = U{k}({', '.join(ins)})"]
         raise CompileError(f"no lowering for control primitive {name}")
 
@@ -449,6 +465,13 @@ class Plan:
             else:
                 out.append(f"step: {it.prim.name}")
         return "\n".join(out)
+
+    def all_first_variants(self) -> list:
+        """`first_variants` of this plan and of every control-flow body in it."""
+        out = list(self.first_variants)
+        for p in self.subplans:
+            out += p.all_first_variants()
+        return out
 
     def kernel_sources(self) -> list:
         return [src for k in self.kernels for src in k.sources.values()]

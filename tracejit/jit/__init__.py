@@ -67,6 +67,10 @@ class CompiledModule:
     def explain(self, *args, **kwargs):
         return self.forward.explain(*args, **kwargs)
 
+    def compile(self, *args, **kwargs) -> None:
+        """Compile the forward for these example inputs now (see CompiledFunction.compile)."""
+        return self.forward.compile(*args, **kwargs)
+
     def __repr__(self) -> str:
         return f"Compiled{self._orig_mod!r}"
 
@@ -119,19 +123,23 @@ class _FlagsCheck:
 
 
 def trace(fn: Optional[Callable] = None, *, eager: bool = False, check: bool = False,
-          recompile_limit: int = 8, dynamic: Optional[bool] = None, compiler: Optional[str] = "numba"):
+          recompile_limit: int = 8, dynamic: Optional[bool] = None, compiler: Optional[str] = "numba",
+          compile: Optional[str] = None):
     """Compile `fn` by tracing it; Python values are specialized under guards."""
-    kw = dict(eager=eager, check=check, recompile_limit=recompile_limit, dynamic=dynamic, compiler=compiler)
+    kw = dict(eager=eager, check=check, recompile_limit=recompile_limit, dynamic=dynamic, compiler=compiler,
+              compile=compile)
     if fn is None:
         return lambda f: _decorate("trace", f, kw)
     return _decorate("trace", fn, kw)
 
 
 def script(fn: Optional[Callable] = None, *, eager: bool = False, check: bool = False,
-           recompile_limit: int = 8, dynamic: Optional[bool] = None, compiler: Optional[str] = "numba"):
+           recompile_limit: int = 8, dynamic: Optional[bool] = None, compiler: Optional[str] = "numba",
+           compile: Optional[str] = None):
     """Compile `fn` keeping its control flow: if/while/for on tensors or scalar arguments
     become graph ops, and scalar arguments are runtime inputs."""
-    kw = dict(eager=eager, check=check, recompile_limit=recompile_limit, dynamic=dynamic, compiler=compiler)
+    kw = dict(eager=eager, check=check, recompile_limit=recompile_limit, dynamic=dynamic, compiler=compiler,
+              compile=compile)
     if fn is None:
         return lambda f: _decorate("script", f, kw)
     return _decorate("script", fn, kw)

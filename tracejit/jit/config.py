@@ -17,7 +17,7 @@ from ..envflags import FALSE as _FALSE
 
 __all__ = ["eager", "is_eager", "check_enabled", "log", "configure_logging", "TOPICS"]
 
-TOPICS = ("recompiles", "graphs", "guards", "kernels", "cache", "fallback")
+TOPICS = ("recompiles", "graphs", "guards", "kernels", "cache", "fallback", "compile")
 
 log = logging.getLogger("tracejit")
 

@@ -56,6 +56,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
     if extra is not None and hasattr(extra, "text"):
         guard_lines.append(extra.text())
     secs.append(("guards", "\n".join(guard_lines)))
+    from ..compiler.tiers import describe_tier
+    secs.append(("tier", describe_tier(entry.executor)))
     secs.append(("graph", str(entry.graph)))
     secs.append(("optimized graph", str(entry.opt_graph)))
     extra = getattr(entry.executor, "explain_sections", None)

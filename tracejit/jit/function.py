@@ -139,7 +139,8 @@ class CompiledFunction:
 
     def __init__(self, fn: Callable, *, mode: str = "trace", eager: bool = False, check: bool = False,
                  recompile_limit: int = DEFAULT_RECOMPILE_LIMIT, dynamic: Optional[bool] = None,
-                 compiler: Optional[str] = None, bound_self: Any = None, extra_guard=None):
+                 compiler: Optional[str] = None, bound_self: Any = None, extra_guard=None,
+                 compile: Optional[str] = None):
         if not callable(fn):
             raise TypeError(f"tracejit.{mode} expects a function or an nn.Module, got {type(fn).__name__}")
         self._fn = fn
@@ -150,6 +151,9 @@ class CompiledFunction:
         self._dynamic_ok = dynamic is not False
         self._force_dynamic = dynamic is True
         self._compiler = compiler
+        if compile not in (None, "background", "sync"):
+            raise ValueError(f"compile= must be 'background' or 'sync', got {compile!r}")
+        self._compile_mode = compile  # None: $TRACEJIT_COMPILE, else background (compiler/tiers.py)
         self._bound_self = bound_self
         self._extra_guard = extra_guard
         self._sig = inspect.signature(fn)
@@ -626,6 +630,8 @@ class CompiledFunction:
         executor = self._make_executor(opt, gm)
         entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes)
+        if hasattr(executor, "switch"):  # a TieredExecutor replaces the entry's executor later
+            executor.entry = entry
         return entry
 
     def _const_names(self):
@@ -638,7 +644,11 @@ class CompiledFunction:
         if compiler is None or compiler == "interpret" or not _compiler_available():
             return functools.partial(interpret, graph)
         from ..compiler import compile_graph  # the numba backend
-        return compile_graph(graph, grad_mode=gm, name=self.__name__)
+        from ..compiler import tiers
+        program = compile_graph(graph, grad_mode=gm, name=self.__name__)
+        if tiers.compile_mode(self._compile_mode) == "background" and tiers.background_possible(program):
+            return tiers.TieredExecutor(graph, program, gm, self._lock, self, self.__name__)
+        return program
 
     # ---- check mode -------------------------------------------------------------------
     def _checked(self, entry, leaves, args):
@@ -652,8 +662,33 @@ class CompiledFunction:
         s["hits"] = self._stats["hits"] + sum(e.hits for e in self._entries)
         s["recompile_reasons"] = list(s["recompile_reasons"])
         s["entries"] = len(self._entries)
+        from ..compiler.tiers import entry_tier
+        s["tiers"] = [entry_tier(e.executor) for e in self._entries]
+        s["pending_kernels"] = sum(getattr(e.executor, "pending_kernels", lambda: 0)() for e in self._entries)
         s["dynamic_dims"] = sorted(self._dynamic)
         return s
+
+    def compile(self, *args, **kwargs) -> None:
+        """Capture and compile the entry these example arguments need, now, without running
+        the function (nothing is updated): a deployment calls it at start-up so that its first
+        real call is compiled. Waits for the kernels (loads them from the disk cache when
+        they are there)."""
+        if self._eager or self._compiler in (None, "interpret"):
+            return
+        if kwargs or not self._simple or len(args) != self._nparams:
+            args = self._bind(args, kwargs)
+        gm = _gm._state.enabled
+        leaves, spec = flatten(list(args))
+        with self._lock:
+            entry = next((e for e in self._entries
+                          if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
+            if entry is None:
+                entry, _ = self._capture_for(args, leaves, spec, gm)
+        if entry is None:  # past the recompile limit: such calls run eagerly
+            return
+        ins = [leaves[i] for i in entry.input_leaf_idx] + list(entry.const_tensors)
+        from ..compiler.tiers import precompile
+        precompile(entry, ins)
 
     def reset(self) -> None:
         with self._lock:

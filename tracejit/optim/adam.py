@@ -84,10 +84,13 @@ class Adam(Optimizer):
             state[name]._vbox[0] += 1
         if _use_fused(group.get("fused"), p._data, grad, m, v, vmax):
             from .fused import adam_update
-            adam_update(p._data, grad, m, v, vmax, maximize=group["maximize"], weight_decay=wd,
-                        decoupled=self._decoupled, lr=lr, w=1 - beta1, beta2=beta2,
-                        bc2_sqrt=bias_correction2_sqrt, eps=eps, step_size=step_size)
-            return
+            # fused=None in background compile mode: the array path runs until a compile
+            # worker has built the kernel (compiler/tiers.py); fused=True waits for it.
+            if adam_update(p._data, grad, m, v, vmax, maximize=group["maximize"], weight_decay=wd,
+                           decoupled=self._decoupled, lr=lr, w=1 - beta1, beta2=beta2,
+                           bc2_sqrt=bias_correction2_sqrt, eps=eps, step_size=step_size,
+                           wait=group.get("fused") is True):
+                return
         if group["maximize"]:
             grad = -grad
         if wd != 0:

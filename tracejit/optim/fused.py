@@ -83,9 +83,10 @@ def kernel(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one
 _modules: dict = {}
 
 
-def _kernel(dtype: np.dtype, parallel: bool):
+def _kernel(dtype: np.dtype, parallel: bool, wait: bool = True):
     """The kernel for `dtype` (float32 or float64), parallel or serial, compiled or loaded
-    on first use: one module per variant, so only the variants a model uses compile."""
+    on first use: one module per variant, so only the variants a model uses compile.
+    ``wait=False`` (background compile mode): None while a compile worker builds it."""
     module = _modules.get((dtype, parallel))
     if module is None:
         fill = {"{dtype}": dtype.name, "{parallel}": str(parallel), "{loop}": "prange" if parallel else "range",
@@ -93,8 +94,15 @@ def _kernel(dtype: np.dtype, parallel: bool):
         source = _SOURCE
         for k, v in fill.items():
             source = source.replace(k, v)
-        module = _modules[(dtype, parallel)] = diskcache.load_module(
-            source, name_hint=f"adam_{dtype.name}_{fill['{variant}']}")
+        hint = f"adam_{dtype.name}_{fill['{variant}']}"
+        if wait:
+            module = diskcache.load_module(source, name_hint=hint)
+        else:
+            from ..compiler.tiers import module_when_ready
+            module = module_when_ready(source, hint)
+            if module is None:
+                return None
+        _modules[(dtype, parallel)] = module
     if parallel:
         from ..compiler.threadsafe import guard_parallel
         return guard_parallel(module.kernel)  # numba's workqueue layer aborts on concurrent launches
@@ -103,8 +111,10 @@ def _kernel(dtype: np.dtype, parallel: bool):
 
 def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, vmax: np.ndarray | None, *,
                 maximize: bool, weight_decay: float, decoupled: bool, lr: float, w: float, beta2: float,
-                bc2_sqrt: float, eps: float, step_size: float) -> None:
+                bc2_sqrt: float, eps: float, step_size: float, wait: bool = True) -> bool:
     """One Adam/AdamW step, in place on C-contiguous float arrays of one dtype and shape.
+    Returns False, changing nothing, when ``wait=False`` and the kernel is still compiling
+    in the background (the caller runs the array path: same results).
 
     `vmax` is amsgrad's running maximum (None without amsgrad); `w` is the lerp weight
     ``1 - beta1``; `bc2_sqrt` is ``sqrt(1 - beta2**t)``; `step_size` is ``lr / (1 - beta1**t)``.
@@ -116,6 +126,9 @@ def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, vmax
     amsgrad = vmax is not None
     # without amsgrad only vmax[0] is read (and ignored), never written
     vm = vmax.reshape(-1) if amsgrad else p.reshape(-1)[:1]
-    kernel = _kernel(p.dtype, p.size >= PARALLEL_MIN)
+    kernel = _kernel(p.dtype, p.size >= PARALLEL_MIN, wait)
+    if kernel is None:
+        return False
     kernel(p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), vm, bool(maximize), coupled, decay,
            wd, abs(w) < 0.5, t(w), t(1 - w), t(beta2), t(1 - beta2), amsgrad, t(bc2_sqrt), t(eps), t(-step_size))
+    return True

@@ -1,0 +1,298 @@
+"""Tiered execution (compiler/tiers.py, workers.py): tier 0 at once, kernels compiled in
+worker processes, the switch, wait(), fault handling, fork and exit hygiene.
+
+The suite runs in sync mode (tests/conftest.py); these tests ask for background mode per
+function (``compile="background"``). Each test's function has its own constant, so its
+kernel source is new to the module's temporary disk cache and really goes to a worker.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.compiler import tiers, workers
+from tracejit.testing import kernel_cache_at
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WAIT_S = 240  # generous: the machine may be shared
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_cache(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.mktemp("tiers-kernels")):
+        yield
+    workers.shutdown()
+
+
+@pytest.fixture
+def fresh_pool(monkeypatch):
+    """Workers started inside the test (they read the fault-injection env at start)."""
+    workers.shutdown()
+    yield monkeypatch
+    workers.shutdown()
+
+
+def _step(c):
+    def step(x, w):
+        return ((x @ w).tanh() * c + x.sum(1, keepdim=True)).pow(2).mean()
+    return step
+
+
+def _args(seed=0):
+    rng = np.random.default_rng(seed)
+    x = tj.tensor(rng.standard_normal((16, 8)).astype(np.float32))
+    w = tj.tensor(rng.standard_normal((8, 8)).astype(np.float32), requires_grad=True)
+    return x, w
+
+
+def _loss_and_grad(fn, x, w):
+    w.grad = None
+    loss = fn(x, w)
+    loss.backward()
+    return float(loss), w.grad.numpy().copy()
+
+
+def test_tier0_equals_eager_then_switches_to_compiled():
+    step = _step(1.25)
+    f = tj.trace(step, compile="background")
+    x, w = _args()
+    eager = _loss_and_grad(step, x, w)
+    first = _loss_and_grad(f, x, w)
+    st = f.cache_stats()
+    assert st["tiers"] == ["tier0"] and st["pending_kernels"] >= 1
+    assert first[0] == pytest.approx(eager[0], rel=1e-6)
+    np.testing.assert_allclose(first[1], eager[1], rtol=1e-6, atol=1e-7)
+    assert "tier 0" in f.explain(x, w)["tier"]
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    st = f.cache_stats()
+    assert st["tiers"] == ["compiled"] and st["pending_kernels"] == 0
+    after = _loss_and_grad(f, x, w)
+    assert after[0] == pytest.approx(eager[0], rel=1e-5)
+    np.testing.assert_allclose(after[1], eager[1], rtol=1e-4, atol=1e-5)
+    assert f.explain(x, w)["tier"].startswith("compiled kernels")
+
+
+def test_sync_option_compiles_at_the_first_call(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    f = tj.trace(_step(1.5), compile="sync")
+    x, w = _args()
+    _loss_and_grad(f, x, w)
+    assert f.cache_stats()["tiers"] == ["compiled"]
+    with pytest.raises(ValueError, match="compile="):
+        tj.trace(_step(1.0), compile="later")
+
+
+def test_env_selects_background(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    f = tj.trace(lambda x: (x * 3.25).exp())
+    f(tj.ones(4))
+    assert f.cache_stats()["tiers"] == ["tier0"]
+    assert tj.compiler.wait(timeout=WAIT_S)  # every pending function
+    assert f.cache_stats()["tiers"] == ["compiled"]
+
+
+def test_compile_ahead_without_running():
+    calls = []
+
+    def step(x, w):
+        calls.append(1)  # runs while capturing (on tracers), never for real
+        return ((x @ w).sigmoid() * 1.75).sum()
+    f = tj.trace(step, compile="background")
+    x, w = _args(1)
+    f.compile(x, w)
+    st = f.cache_stats()
+    assert st["tiers"] == ["compiled"] and st["hits"] == 0 and len(calls) == 1
+    assert float(f(x, w)) == pytest.approx(float(step(x, w)), rel=1e-5)
+
+
+def test_threads_see_consistent_results_while_it_switches():
+    step = _step(2.125)
+    f = tj.trace(step, compile="background")
+    x, w = _args(2)
+    with tj.no_grad():
+        expect = float(step(x, w))
+        assert float(f(x, w)) == pytest.approx(expect, rel=1e-6)  # tier 0; kernels now pending
+        errors = []
+
+        def worker():
+            for _ in range(200):
+                with tj.no_grad():  # grad mode is per thread
+                    got = float(f(x, w))
+                if abs(got - expect) > 1e-5 * abs(expect):
+                    errors.append(got)
+                if f.cache_stats()["tiers"] == ["compiled"]:
+                    return
+        threads = [threading.Thread(target=worker) for _ in range(3)]
+        for t in threads:
+            t.start()
+        assert tj.compiler.wait(f, timeout=WAIT_S)
+        for t in threads:
+            t.join()
+        assert errors == [] and f.cache_stats()["tiers"] == ["compiled"]
+
+
+@pytest.mark.parametrize("fault", ["crash", "hang", "error"])
+def test_failed_worker_leaves_tier0_with_one_warning(fresh_pool, fault):
+    fresh_pool.setenv("TRACEJIT_COMPILE_WORKER_FAULT", fault)
+    if fault == "hang":
+        fresh_pool.setenv("TRACEJIT_COMPILE_TIMEOUT", "3")
+    c = {"crash": 3.0625, "hang": 3.125, "error": 3.1875}[fault]
+    step = _step(c)
+    f = tj.trace(step, compile="background")
+    x, w = _args(3)
+    eager = _loss_and_grad(step, x, w)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        _loss_and_grad(f, x, w)
+        tj.compiler.wait(f, timeout=WAIT_S)
+        for _ in range(3):
+            got = _loss_and_grad(f, x, w)
+    ours = [r for r in rec if "background compile" in str(r.message)]
+    assert len(ours) == 1, [str(r.message) for r in rec]
+    assert {"crash": "crashed", "hang": "hung", "error": "injected"}[fault] in str(ours[0].message)
+    assert f.cache_stats()["tiers"] == ["tier0"]
+    assert got[0] == pytest.approx(eager[0], rel=1e-6)
+    np.testing.assert_allclose(got[1], eager[1], rtol=1e-6, atol=1e-7)
+    pids = workers.worker_pids()
+    assert all(_alive(p) for p in pids)  # a crashed or hung worker is gone, not a zombie
+
+
+def test_corrupt_entry_is_caught_and_rebuilt_in_process(fresh_pool, caplog):
+    fresh_pool.setenv("TRACEJIT_COMPILE_WORKER_FAULT", "corrupt")
+    step = _step(3.25)
+    f = tj.trace(step, compile="background")
+    x, w = _args(4)
+    eager = _loss_and_grad(step, x, w)
+    _loss_and_grad(f, x, w)
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    assert f.cache_stats()["tiers"] == ["compiled"]
+    assert any("corrupt entry" in r.getMessage() for r in caplog.records)
+    got = _loss_and_grad(f, x, w)
+    assert got[0] == pytest.approx(eager[0], rel=1e-5)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+_CHILD = textwrap.dedent("""
+    import os, signal, sys, time
+    import numpy as np
+    import tracejit as tj
+    from tracejit.compiler import workers
+    how = sys.argv[1]
+    f = tj.trace(lambda x: (x * {c!r}).tanh().sum(), compile="background")
+    x = tj.tensor(np.linspace(-1, 1, 64).astype(np.float32))
+    f(x)
+    for _ in range(600):  # until the workers have started
+        if workers.worker_pids():
+            break
+        time.sleep(0.05)
+    print("PIDS", *workers.worker_pids(), flush=True)
+    if how == "fork":
+        pid = os.fork()
+        if pid == 0:  # the child: its own pool; the parent's job is resubmitted here
+            ok = tj.compiler.wait(f, timeout={wait}) and f.cache_stats()["tiers"] == ["compiled"]
+            ok = ok and abs(float(f(x)) - float(np.tanh(x.numpy() * {c!r}).sum())) < 1e-4
+            print("CHILD", ok, *workers.worker_pids(), flush=True)
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        print("FORKED", status, flush=True)
+    elif how == "sigint":
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    elif how == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+@pytest.mark.parametrize("how", ["fork", "sigint", "sigkill"])  # fork's parent then exits normally
+def test_no_worker_outlives_the_program(tmp_path, how):
+    c = {"fork": 1.0625, "sigint": 1.1875, "sigkill": 1.25}[how]
+    env = dict(os.environ, PYTHONPATH=REPO, TRACEJIT_CACHE_DIR=str(tmp_path / "kernels"))
+    env.pop("TRACEJIT_COMPILE_WORKER_FAULT", None)
+    proc = subprocess.run([sys.executable, "-c", _CHILD.format(c=c, wait=WAIT_S), how], env=env,
+                          capture_output=True, text=True, timeout=WAIT_S + 60)
+    lines = {ln.split()[0]: ln.split()[1:] for ln in proc.stdout.splitlines() if ln.strip()}
+    pids = [int(p) for p in lines["PIDS"]]
+    assert pids, proc.stdout + proc.stderr
+    if how == "fork":
+        assert lines["CHILD"][0] == "True" and lines["FORKED"] == ["0"], proc.stdout + proc.stderr
+        pids += [int(p) for p in lines["CHILD"][1:]]
+    deadline = time.monotonic() + 15  # the watchdog polls every 0.5 s
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in pids if _alive(p)]
+
+
+def test_mode_resolution(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    assert tiers.compile_mode(None) == "background"
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    assert tiers.compile_mode(None) == "sync" and tiers.compile_mode("background") == "background"
+
+
+def test_cache_cli_info_prune_clear(tmp_path):
+    env = dict(os.environ, PYTHONPATH=REPO, TRACEJIT_CACHE_DIR=str(tmp_path / "c"))
+    build = ("import numpy as np, tracejit as tj\n"
+             "tj.trace(lambda x: (x * 1.5).exp(), compile='sync')(tj.ones(4))\n"
+             "tj.trace(lambda x: (x * 2.5).exp(), compile='sync')(tj.ones(4))\n"
+             "tj.trace(lambda x: (x * 3.5).exp(), compile='sync')(tj.ones(4))\n")
+    subprocess.run([sys.executable, "-c", build], env=env, check=True, timeout=WAIT_S)
+
+    def cli(*a):
+        return subprocess.run([sys.executable, "-m", "tracejit", "cache", *a], env=env, check=True,
+                              capture_output=True, text=True, timeout=120).stdout
+    out = cli("info")
+    assert "entries: 3" in out and "numba" in out
+    assert "removed 0 entries" in cli("prune", "--max-mb", "1000")
+    # Least recently used first: make the entries' last use 1, 2, 3 and cap at the newest two.
+    from tracejit.compiler import cachetool
+    entries = sorted(cachetool._entries(tmp_path / "c"), key=lambda e: str(e[0]))
+    for k, (path, *_) in enumerate(entries):
+        os.utime(path, (1000 + k, 1000 + k))
+    cap = (entries[1][1] + entries[2][1]) / 2 ** 20
+    assert cachetool.prune(cap, root=tmp_path / "c")["removed"] == 1
+    assert not entries[0][0].exists() and entries[1][0].exists() and entries[2][0].exists()
+    assert "removed 2 entries" in cli("clear") and "entries: 0" in cli("info")
+
+
+def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
+    import numba  # noqa: F401  (fused=None uses the kernel once numba is loaded)
+    from tracejit.compiler import diskcache
+    from tracejit.optim import fused
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    monkeypatch.setattr(fused, "_modules", {})
+    monkeypatch.setattr(diskcache, "_memory", {})  # as in a fresh process
+    monkeypatch.setattr(tiers, "_module_jobs", {})
+    rng = np.random.default_rng(5)
+    w0 = rng.standard_normal(1 << 15).astype(np.float32)
+    pa, pb = tj.tensor(w0.copy(), requires_grad=True), tj.tensor(w0.copy(), requires_grad=True)
+    opt_a, opt_b = tj.optim.Adam([pa], lr=0.01), tj.optim.Adam([pb], lr=0.01, fused=False)
+
+    def step():
+        for p, opt in ((pa, opt_a), (pb, opt_b)):
+            opt.zero_grad()
+            (p * p).sum().backward()
+            opt.step()
+    step()
+    assert fused._modules == {}  # the worker is compiling: the array path ran
+    (job,) = tiers._module_jobs.values()
+    assert job.event.wait(WAIT_S) and job.ok
+    step()
+    assert len(fused._modules) == 1  # loaded from the disk cache the worker wrote
+    step()
+    np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy())  # bitwise, either path

@@ -1,0 +1,86 @@
+"""A compile worker process: ``python -m tracejit.compiler.compile_worker``.
+
+The parent (`workers.CompilePool`) writes one JSON job per line on our stdin, a kernel
+module's source with its name hint and LLVM options; we compile it through the disk cache
+(`diskcache.load_module`, which writes a verified entry) and answer one JSON line on stdout:
+``{"id", "ok", "seconds", "compiled"}`` or ``{"id", "ok": false, "error"}``. The parent then
+loads the entry from disk (a few ms) instead of compiling (0.1-2 s, under numba's global
+lock, which would stall its own threads).
+
+We never outlive the parent: stdin closing (the parent exited, even by SIGKILL) ends the
+loop, and a watchdog thread exits when we are re-parented (the parent died while we were
+compiling). SIGINT is ignored: Ctrl-C in a terminal reaches the whole process group, and
+the parent decides when we stop (it kills us at exit).
+
+``TRACEJIT_COMPILE_WORKER_FAULT`` (tests only) injects faults: ``crash`` exits on the first
+job, ``hang`` sleeps forever, ``error`` answers with an error, ``corrupt`` damages the entry
+it wrote (the parent's manifest check must catch it).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+
+def _watch_parent(ppid: int) -> None:
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != ppid:
+            os._exit(0)
+
+
+def _corrupt_entry(source: str, llvm_options: tuple) -> None:
+    from . import diskcache
+    entry = diskcache.entry_path(source, llvm_options)
+    if entry is None:
+        return
+    for dirpath, _, files in os.walk(entry):
+        for name in files:
+            if name.endswith(".nbc"):
+                with open(os.path.join(dirpath, name), "ab") as f:
+                    f.write(b"garbage")
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ppid = int(os.environ.get("TRACEJIT_COMPILE_PARENT", os.getppid()))
+    if os.getppid() != ppid:
+        return
+    threading.Thread(target=_watch_parent, args=(ppid,), daemon=True).start()
+    out = sys.stdout
+    sys.stdout = sys.stderr  # nothing but replies goes to the parent's pipe
+    fault = os.environ.get("TRACEJIT_COMPILE_WORKER_FAULT", "")
+    from . import diskcache
+    for line in sys.stdin:
+        job = json.loads(line)
+        if fault == "crash":
+            os._exit(3)
+        if fault == "hang":
+            time.sleep(10 ** 6)
+        opts = tuple(job.get("llvm_options", ()))
+        if job.get("cache_dir"):
+            os.environ["TRACEJIT_CACHE_DIR"] = job["cache_dir"]
+            os.environ.pop("TRACEJIT_CACHE", None)
+        t0 = time.perf_counter()
+        try:
+            if fault == "error":
+                raise RuntimeError("injected compile error")
+            before = diskcache.stats()["compiles"]
+            diskcache.load_module(job["source"], name_hint=job["name_hint"], llvm_options=opts)
+            compiled = diskcache.stats()["compiles"] - before
+            if fault == "corrupt":
+                _corrupt_entry(job["source"], opts)
+            reply = {"id": job["id"], "ok": True, "seconds": time.perf_counter() - t0,
+                     "compiled": compiled}
+        except BaseException as exc:  # reported to the parent, which decides
+            reply = {"id": job["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""Compile workers: separate processes that compile kernel modules into the disk cache.
+
+Why processes: numba compiles under one global lock per process, and a compiling thread
+left the main thread ~68% of its speed (DESIGN.md). A worker compiles into the shared disk
+cache; the parent then loads the verified entry in a few ms.
+
+Why ``subprocess`` running `compile_worker`, not ``multiprocessing``: spawn and forkserver
+re-import the user's ``__main__`` in the child (a script without a ``__main__`` guard would
+start training again in the worker), and plain fork would copy numba's OpenMP/TBB thread
+pools mid-state. A fresh interpreter shares nothing with us but the cache directory, and
+speaks JSON lines over pipes.
+
+The pool is started lazily (the first background compile), holds ``min(cores, 2)`` workers
+(``TRACEJIT_COMPILE_WORKERS`` overrides), restarts a worker that crashed or hung (a job that
+takes longer than ``TRACEJIT_COMPILE_TIMEOUT`` seconds, default 300, kills its worker and
+fails), and kills its workers at exit. After ``os.fork`` the child gets a pool of its own
+(the parent's workers and threads are not the child's); jobs the parent had in flight are
+resubmitted by their owners (see `Job.lost`).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["Job", "submit", "shutdown", "pool_size", "worker_pids"]
+
+_DEFAULT_TIMEOUT_S = 300.0
+
+
+class Job:
+    """One kernel module to compile; `event` is set when it is done (`ok` says how)."""
+
+    __slots__ = ("id", "source", "name_hint", "llvm_options", "event", "ok", "error", "seconds",
+                 "compiled", "pid")
+
+    def __init__(self, jid: int, source: str, name_hint: str, llvm_options: tuple):
+        self.id = jid
+        self.source = source
+        self.name_hint = name_hint
+        self.llvm_options = tuple(llvm_options)
+        self.event = threading.Event()
+        self.ok = False
+        self.error = ""
+        self.seconds = 0.0
+        self.compiled = 0
+        self.pid = os.getpid()
+
+    def done(self) -> bool:
+        return self.event.is_set()
+
+    def lost(self) -> bool:
+        """Submitted by the process we were forked from: it will never finish here."""
+        return self.pid != os.getpid() and not self.event.is_set()
+
+    def _finish(self, ok: bool, error: str = "", seconds: float = 0.0, compiled: int = 0) -> None:
+        self.ok, self.error, self.seconds, self.compiled = ok, error, seconds, compiled
+        self.event.set()
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+def pool_size() -> int:
+    env = os.environ.get("TRACEJIT_COMPILE_WORKERS", "")
+    if env.strip().isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 2))
+
+
+def _timeout() -> float:
+    try:
+        return float(os.environ.get("TRACEJIT_COMPILE_TIMEOUT", _DEFAULT_TIMEOUT_S))
+    except ValueError:
+        return _DEFAULT_TIMEOUT_S
+
+
+class _Worker:
+    """One worker process plus the thread reading its replies."""
+
+    def __init__(self):
+        env = dict(os.environ)
+        root = _package_root()
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
+        env["TRACEJIT_COMPILE_PARENT"] = str(os.getpid())
+        # A worker runs no parallel kernels: one numba thread, no OpenMP pool to spin.
+        env.setdefault("NUMBA_NUM_THREADS", "1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tracejit.compiler.compile_worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
+        self.replies: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True, name="tracejit-compile-reader").start()
+
+    def _read(self) -> None:
+        try:
+            for line in self.proc.stdout:
+                try:
+                    self.replies.put(json.loads(line))
+                except ValueError:
+                    continue
+        except (OSError, ValueError):
+            pass
+        self.replies.put(None)  # EOF: the worker exited
+
+    def send(self, job: Job) -> None:
+        # The cache root of the moment of sending: a worker started earlier may have
+        # another one in its environment (the parent's TRACEJIT_CACHE_DIR changed since).
+        from . import diskcache
+        root = diskcache.cache_dir()
+        msg = {"id": job.id, "source": job.source, "name_hint": job.name_hint,
+               "llvm_options": list(job.llvm_options), "cache_dir": str(root) if root else None}
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        # Kill first: closing stdout while the reader thread is blocked in a read of it
+        # would wait for that read (the buffer's lock), which only the worker's death ends.
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=5)   # reap: no zombie
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+
+    def close(self, grace: float = 1.0) -> None:
+        """Ask the worker to stop (stdin EOF), kill it if it does not within `grace` s."""
+        try:
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            pass
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+
+class CompilePool:
+    """Dispatcher threads, each owning at most one worker process, fed from one queue."""
+
+    def __init__(self, size: int):
+        self.pid = os.getpid()
+        self.jobs: queue.Queue = queue.Queue()
+        self.workers: list = [None] * size
+        self.closed = False
+        self._ids = iter(range(1, 1 << 62))
+        self._lock = threading.Lock()
+        self.by_source: dict = {}  # (source, llvm options) -> Job, so entries share compiles
+        for i in range(size):
+            threading.Thread(target=self._dispatch, args=(i,), daemon=True,
+                             name=f"tracejit-compile-{i}").start()
+
+    def submit(self, source: str, name_hint: str, llvm_options: tuple) -> Job:
+        with self._lock:
+            key = (source, tuple(llvm_options))
+            job = self.by_source.get(key)
+            if job is not None and not (job.done() and not job.ok):
+                return job
+            job = Job(next(self._ids), source, name_hint, llvm_options)
+            self.by_source[key] = job
+        self.jobs.put(job)
+        return job
+
+    def _dispatch(self, i: int) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None or self.closed:
+                if job is not None:
+                    job._finish(False, "the compile pool was shut down")
+                return
+            try:
+                self._run(i, job)
+            except Exception as exc:  # never let a dispatcher die with a job unfinished
+                job._finish(False, f"{type(exc).__name__}: {exc}")
+
+    def _run(self, i: int, job: Job) -> None:
+        w = self.workers[i]
+        if w is None or w.proc.poll() is not None:
+            w = self.workers[i] = _Worker()
+        try:
+            w.send(job)
+        except (OSError, ValueError) as exc:
+            self.workers[i] = None
+            w.kill()
+            job._finish(False, f"compile worker unreachable ({exc})")
+            return
+        deadline = time.monotonic() + _timeout()
+        while True:
+            try:
+                reply = w.replies.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.workers[i] = None
+                w.kill()
+                job._finish(False, f"compile worker hung (no answer within {_timeout():g} s); killed")
+                return
+            if reply is None:
+                code = w.proc.wait()
+                self.workers[i] = None
+                w.kill()
+                job._finish(False, f"compile worker crashed (exit code {code})")
+                return
+            if reply.get("id") == job.id:
+                job._finish(bool(reply.get("ok")), reply.get("error", ""),
+                            float(reply.get("seconds", 0.0)), int(reply.get("compiled", 0)))
+                return
+
+    def shutdown(self) -> None:
+        self.closed = True
+        for _ in self.workers:
+            self.jobs.put(None)
+        live = [w for w in self.workers if w is not None]
+        for w in live:  # all at once: an exiting program waits at most ~0.5 s in total
+            try:
+                w.proc.stdin.close()
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 0.5
+        for w in live:
+            w.close(grace=max(0.0, deadline - time.monotonic()))
+        self.workers = [None] * len(self.workers)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: close our copies of the parent's pipes without touching its
+        workers (they belong to the parent, which reaps them)."""
+        for w in self.workers:
+            if w is None:
+                continue
+            for f in (w.proc.stdin, w.proc.stdout):
+                try:
+                    os.close(f.fileno())
+                except (OSError, ValueError):
+                    pass
+
+
+_pool: Optional[CompilePool] = None
+_inherited: list = []  # pools a forked child inherited: kept so their closed files are never collected
+_pool_lock = threading.Lock()
+
+
+def _get_pool() -> CompilePool:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool.pid != os.getpid():
+            _pool = CompilePool(pool_size())
+        return _pool
+
+
+def submit(source: str, name_hint: str, llvm_options: tuple = ()) -> Job:
+    """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones)."""
+    return _get_pool().submit(source, name_hint, llvm_options)
+
+
+def worker_pids() -> list:
+    """Process ids of the live workers (for tests and diagnostics)."""
+    p = _pool
+    if p is None or p.pid != os.getpid():
+        return []
+    return [w.proc.pid for w in p.workers if w is not None and w.proc.poll() is None]
+
+
+def shutdown() -> None:
+    """Stop and reap every worker (run at exit; safe to call twice)."""
+    global _pool
+    with _pool_lock:
+        p, _pool = _pool, None
+    if p is not None and p.pid == os.getpid():
+        p.shutdown()
+
+
+def _after_fork_in_child() -> None:
+    global _pool, _pool_lock
+    _pool_lock = threading.Lock()  # another thread may have held it at the fork
+    p, _pool = _pool, None
+    if p is not None:
+        p.forget_after_fork()
+        _inherited.append(p)
+
+
+atexit.register(shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
