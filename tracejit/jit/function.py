@@ -114,8 +114,12 @@ class Entry:
         if self._single:  # one tensor out, nothing written back
             return self.executor(ins)[0]
         outs = self.executor(ins)
-        for leaf_i, k in self.mutations:
-            leaves[leaf_i]._assign(outs[k], "in-place update of an input")
+        if self.mutations:
+            node = next((o.grad_fn for o in outs if getattr(o.grad_fn, "keep_input", None)), None)
+            for leaf_i, k in self.mutations:
+                if node is not None:  # its backward reads the value before the write below
+                    node.keep_input(leaves[leaf_i])
+                leaves[leaf_i]._assign(outs[k], "in-place update of an input")
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number" else x[1]
                for x in self.out_leaves]
         return unflatten(self.out_spec, res)
