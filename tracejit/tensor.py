@@ -384,7 +384,7 @@ class Tensor:
                                f"expand() or of a read-only numpy array); clone() it first")
         node = result.grad_fn
         saved = getattr(node, "saved", None) if node is not None else None
-        if saved:
+        if isinstance(saved, dict):  # (a compiled call's node keeps its inputs itself)
             # The new node may have saved self (``a.mul_(b)`` needs the old a for b's
             # gradient): give it its own copy, since self's memory is overwritten next.
             for s in saved.values():
