@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -174,7 +175,11 @@ def programs(draw, mode: str = "trace"):
         if kind == "inplace":
             # An in-place op on an argument (eager allows it: no grad, writable, no view of
             # it taken yet -- a captured function raises for views used across the write).
-            ok = [a.name for a in p.args if a.kind == "tensor" and _writable(p, a) and a.name not in g.viewed]
+            # Only arguments no earlier line read: eagerly an op may have saved the old value
+            # for its gradient, and writing it then makes backward() raise (as in PyTorch).
+            ok = [a.name for a in p.args if a.kind == "tensor" and _writable(p, a)
+                  and not any(n in g.viewed or any(re.search(rf"\b{n}\b", ln) for ln in p.lines)
+                              for n in _sharing(p, a))]
             if not ok:
                 continue
             x = draw(st.sampled_from(ok))
@@ -314,6 +319,12 @@ def programs(draw, mode: str = "trace"):
     outs = [names[-1]] + draw(st.lists(st.sampled_from(names), max_size=k - 1))
     p.outputs = list(dict.fromkeys(outs)) if draw(st.booleans()) else outs  # sometimes repeated
     return p
+
+
+def _sharing(p: Program, a: Arg) -> list:
+    """Names of the arguments sharing memory with `a` (itself included)."""
+    root = a.alias_of if a.alias_of is not None else p.args.index(a)
+    return [b.name for i, b in enumerate(p.args) if i == root or b.alias_of == root]
 
 
 def _writable(p: Program, a: Arg) -> bool:
