@@ -280,12 +280,18 @@ def normalize_dim(dim, ndim: int, op: str = "op") -> int:
 
 
 def normalize_dims(dims, ndim: int, op: str = "op") -> tuple:
-    """None means all dims; an int or a sequence of ints; result is sorted, unique."""
+    """None means all dims; an int or a sequence of ints; result is sorted. A dim given
+    twice (``x.sum((0, 0))``, ``(0, -2)`` on a matrix) raises, as in PyTorch."""
     if dims is None:
         return tuple(range(ndim))
     if isinstance(dims, int):
         dims = (dims,)
-    out = sorted({normalize_dim(d, ndim, op) for d in dims})
+    normed = [normalize_dim(d, ndim, op) for d in dims]
+    out = sorted(set(normed))
+    if len(out) != len(normed):
+        from .errors import ShapeError
+        rep = next(d for d in normed if normed.count(d) > 1)
+        raise ShapeError(f"{op}: dim {rep} appears multiple times in the list of dims {tuple(dims)!r}")
     if ndim == 0:
         return ()
     return tuple(out)

@@ -20,7 +20,7 @@ __all__ = ["Tensor"]
 
 
 class Tensor:
-    __slots__ = ("_data", "dtype", "device", "_requires_grad", "grad", "grad_fn", "_output_nr",
+    __slots__ = ("_data", "dtype", "device", "_requires_grad", "_grad", "grad_fn", "_output_nr",
                  "_vbox", "_accumulator", "_name", "_base", "__weakref__")
 
     __array_priority__ = 1000  # make numpy defer to our reflected operators
@@ -38,7 +38,7 @@ class Tensor:
         self.dtype = dt
         self.device = dev
         self._requires_grad = False
-        self.grad = None
+        self._grad = None
         self.grad_fn = None
         self._output_nr = 0
         self._vbox = [0]
@@ -53,7 +53,7 @@ class Tensor:
         t.dtype = dtype if dtype is not None else _dt.as_dtype(arr.dtype)
         t.device = dev if dev is not None else device_of_array(arr)
         t._requires_grad = False
-        t.grad = None
+        t._grad = None
         t.grad_fn = None
         t._output_nr = 0
         t._vbox = [0]
@@ -63,6 +63,25 @@ class Tensor:
         return t
 
     # ---- autograd state --------------------------------------------------------
+    @property
+    def grad(self) -> "Tensor | None":
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: "Tensor | None") -> None:
+        # Checked at assignment, as in PyTorch: a wrong .grad would otherwise surface (or
+        # not) much later, in an optimizer step or a broadcasting accumulation.
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None, got {type(value).__name__}")
+            if value is not self and (value.dtype is not self.dtype or value.device != self.device
+                                      or tuple(value.shape) != tuple(self.shape)):
+                raise RuntimeError(
+                    f"assigned grad has {value.dtype.name}{list(value.shape)} on {value.device}, but the "
+                    f"tensor is {self.dtype.name}{list(self.shape)} on {self.device}: a gradient must "
+                    f"match its tensor's shape, dtype and device")
+        self._grad = value
+
     @property
     def requires_grad(self) -> bool:
         return self._requires_grad
@@ -398,7 +417,7 @@ class Tensor:
                                f"expand() or of a read-only numpy array); clone() it first")
         node = result.grad_fn
         saved = getattr(node, "saved", None) if node is not None else None
-        if saved:
+        if isinstance(saved, dict):  # (a compiled call's node keeps its inputs itself)
             # The new node may have saved self (``a.mul_(b)`` needs the old a for b's
             # gradient): give it its own copy, since self's memory is overwritten next.
             for s in saved.values():
@@ -624,7 +643,7 @@ class Tensor:
     def view(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], (_dt.DType, type)):
             raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
-        return _ops.reshape(self, *shape)
+        return _ops.view(self, *shape)
 
     def new_tensor(self, data, dtype=None):
         return _ops.tensor(data, dtype=dtype or self.dtype, device=self.device)

@@ -200,3 +200,44 @@ def test_view_taken_after_inplace_is_fine():
     out = tj.trace(fn, compiler="interpret")(x)
     np.testing.assert_allclose(out.numpy(), np.full((3, 2), 2.0))
     np.testing.assert_allclose(x.numpy(), np.ones((2, 3)))
+
+
+def test_inplace_update_of_input_read_by_backward(compiler):
+    """The call's own write to an input must not trip its backward's version check, and
+    the backward must use the value the forward read (found by the fuzzer)."""
+    def scale_then_dot(w, s):
+        s.mul_(0.5)
+        return (w * s).sum(), w * 1.0
+
+    f = tj.trace(scale_then_dot, compiler=compiler)
+    for _ in range(2):
+        w = tj.ones(3, requires_grad=True)
+        s = tj.tensor([2.0, 4.0, 6.0])
+        loss, _ = f(w, s)
+        (loss * 2.0).backward()
+        np.testing.assert_allclose(s.numpy(), [1.0, 2.0, 3.0])
+        np.testing.assert_allclose(w.grad.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_inplace_update_of_input_with_a_value_that_requires_grad(compiler):
+    def accumulate(a, b, w):
+        a.add_(b)
+        return tj.tanh(a @ w)  # the backward needs saved values (the matmul's output)
+
+    f = tj.trace(accumulate, compiler=compiler)
+    w0 = np.linspace(-1.0, 1.0, 9).reshape(3, 3)
+    a = tj.zeros(2, 3, dtype=tj.float64)
+    b = tj.ones(2, 3, dtype=tj.float64, requires_grad=True)
+    w = tj.tensor(w0, requires_grad=True)
+    accumulate(a, b, w).sum().backward()
+    expect = (b.grad.numpy().copy(), w.grad.numpy().copy())
+    for _ in range(2):
+        a = tj.zeros(2, 3, dtype=tj.float64)
+        b = tj.ones(2, 3, dtype=tj.float64, requires_grad=True)
+        w = tj.tensor(w0, requires_grad=True)
+        out = f(a, b, w)
+        assert a.requires_grad and a.grad_fn is not None  # as eagerly: a is now in the graph
+        out.sum().backward()
+        np.testing.assert_allclose(a.detach().numpy(), np.ones((2, 3)))
+        np.testing.assert_allclose(b.grad.numpy(), expect[0])
+        np.testing.assert_allclose(w.grad.numpy(), expect[1])

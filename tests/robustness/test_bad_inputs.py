@@ -211,6 +211,71 @@ def row_rank_beyond_numpy(m):
         tj.ones(*(1,) * 65)
 
 
+# ---- issue 15, item 10: PyTorch habits that used to pass silently
+def row_int32_overflow_in_tensor(m):
+    with pytest.raises(OverflowError, match=r"1099511627776.*int32"):
+        tj.tensor([2 ** 40], dtype=tj.int32)
+
+
+def row_uint8_overflow_in_tensor(m):
+    with pytest.raises(OverflowError, match=r"300.*uint8"):
+        tj.tensor([1, 300], dtype=tj.uint8)
+
+
+def row_integer_floor_divide_by_zero(m):
+    with pytest.raises(ZeroDivisionError, match="floor_divide"):
+        tj.tensor([5, 7]) // 0
+    with pytest.raises(ZeroDivisionError, match="remainder"):
+        tj.tensor([5, 7]) % tj.tensor([1, 0])
+
+
+def row_grad_of_wrong_shape(m):
+    with pytest.raises(RuntimeError, match=r"assigned grad has float32\[3, 4\].*float32\[4, 3\]"):
+        m.w.grad = tj.zeros(3, 4)
+
+
+def row_grad_of_wrong_dtype(m):
+    with pytest.raises(RuntimeError, match=r"assigned grad has float64\[3\].*float32\[3\]"):
+        m.b.grad = tj.zeros(3, dtype=tj.float64)
+
+
+def row_grad_not_a_tensor(m):
+    with pytest.raises(TypeError, match="Tensor or None"):
+        m.b.grad = np.zeros(3, np.float32)
+
+
+def row_view_of_non_contiguous(m):
+    with pytest.raises(ShapeError, match=r"view.*reshape"):
+        m.w.detach().t().view(12)
+
+
+def row_repeated_reduction_dim(m):
+    with pytest.raises(ShapeError, match="dim 0 appears multiple times"):
+        X(2, 3).sum((0, 0))
+    with pytest.raises(ShapeError, match="dim 0 appears multiple times"):
+        X(2, 3).sum((0, -2))
+
+
+def row_inplace_on_view_inside_compiled(m):
+    def bump_row(a):
+        a[0].add_(1.0)
+        return a * 2.0
+    a = X(2, 3)
+    before = a.numpy().copy()
+    with pytest.raises(TraceError, match="in-place modification of a view"):
+        tj.trace(bump_row)(a)
+    np.testing.assert_array_equal(a.numpy(), before)
+
+
+def row_view_used_after_base_modified_inside_compiled(m):
+    def stale(a):
+        b = a.t()
+        a.mul_(2.0)
+        return b + 1.0
+    with pytest.raises(TraceError, match="modified in place"):
+        tj.trace(stale)(X(2, 3))
+
+
 ROWS = [v for k, v in dict(globals()).items() if k.startswith("row_")]
 # Rows whose call is valid under a new signature (grad mode, shape): one new capture is fine.
 VALID_NEW_SIGNATURE = {row_backward_without_grad, row_nan_inf_inputs, row_empty_batch}

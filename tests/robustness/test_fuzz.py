@@ -32,7 +32,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +44,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import tracejit as tj
-from tracejit.testing import Mismatch, assert_compiled_matches, assert_valid_partition
+from tracejit.testing import Mismatch, assert_compiled_matches, assert_same, assert_valid_partition
 
 TOLERANCES = {"float32": (2e-3, 2e-4), "float64": (1e-7, 1e-9)}
 
@@ -68,6 +70,7 @@ class Arg:
     special: bool = False          # holds inf / nan / 0
     requires_grad: bool = True
     alias_of: int | None = None    # index of the argument this one repeats
+    overlap: bool = False          # with alias_of: leaf[1:] of the other's leaf[:-1] (shares rows)
     value: float = 0.0             # for scalars
     seed: int = 0
 
@@ -79,6 +82,8 @@ class Program:
     args: list = field(default_factory=list)
     lines: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
+    mutates: bool = False          # writes to an argument in place
+    loss: bool = False             # returns one 0-d value: also checked with a scaled .backward()
 
     def source(self) -> str:
         params = ", ".join(a.name for a in self.args)
@@ -95,6 +100,8 @@ class _Gen:
         self.vals: dict = {}
         self.tensor_args = 0
         self.counter = itertools.count()
+        self.viewed: set = set()   # argument names some view was taken of (no in-place after)
+        self.view_root: dict = {}  # view value -> the argument it views
 
     def fresh(self) -> str:
         return f"v{next(self.counter)}"
@@ -135,6 +142,11 @@ def programs(draw, mode: str = "trace"):
         same = [i for i, b in enumerate(p.args) if b.kind == "tensor" and b.shape == a.shape and b.alias_of is None]
         if same and draw(st.integers(0, 3)) == 0:
             a.alias_of = same[0]
+            other = p.args[same[0]]
+            if other.layout == "contig" and len(shape) >= 1 and draw(st.booleans()):
+                # Overlapping rows of one buffer: other = base[:-1], this = base[1:].
+                other.layout = "head"
+                a.overlap = True
         p.args.append(a)
         g.vals[name] = tuple(shape)
         return name
@@ -156,11 +168,36 @@ def programs(draw, mode: str = "trace"):
 
     n_ops = draw(st.integers(1, 6))
     for _ in range(n_ops):
-        kinds = ["unary", "binary", "binary", "scalar", "reduce", "shape", "matmul"]
+        kinds = ["unary", "binary", "binary", "scalar", "reduce", "shape", "matmul", "inplace"]
         if mode == "script":
             kinds += ["cond", "cond"]
         kind = draw(st.sampled_from(kinds))
         out = g.fresh()
+        if kind == "inplace":
+            # An in-place op on an argument (eager allows it: no grad, writable, no view of
+            # it taken yet -- a captured function raises for views used across the write).
+            # Only arguments no earlier line read: eagerly an op may have saved the old value
+            # for its gradient, and writing it then makes backward() raise (as in PyTorch).
+            ok = [a.name for a in p.args if a.kind == "tensor" and _writable(p, a)
+                  and not any(n in g.viewed or any(re.search(rf"\b{n}\b", ln) for ln in p.lines)
+                              for n in _sharing(p, a))]
+            if not ok:
+                continue
+            x = draw(st.sampled_from(ok))
+            # Operands that need no gradient: the written argument stays out of the graph (a
+            # compiled function's internal values have no gradients of their own to ask for).
+            others = [a.name for a in p.args if a.kind == "tensor" and a.name != x and _writable(p, a)
+                      and _bcast(g.vals[a.name], g.vals[x]) == g.vals[x]]
+            xa = next(a for a in p.args if a.name == x)
+            if xa.overlap or (p.args[xa.alias_of] if xa.alias_of is not None else xa).layout != "contig":
+                others = []  # a view of a leaf: eager supports only writes that need no graph
+            form = draw(st.sampled_from(["mul", "add", "sub"] if others else ["mul"]))
+            if form == "mul":
+                p.lines.append(f"{x}.mul_({draw(st.sampled_from([0.5, -2.0, 1.5]))!r})")
+            else:
+                p.lines.append(f"{x}.{form}_({draw(st.sampled_from(others))})")
+            p.mutates = True
+            continue
         if kind == "unary":
             v = g.pick(recent=True)
             p.lines.append(f"{out} = {draw(st.sampled_from(UNARY)).format(v)}")
@@ -195,6 +232,10 @@ def programs(draw, mode: str = "trace"):
         elif kind == "shape":
             v = g.pick(recent=True)
             s = g.vals[v]
+            root = g.view_root.get(v, v)
+            if any(a.name == root for a in p.args):
+                g.viewed.add(root)
+                g.view_root[out] = root
             choices = ["reshape_flat", "unsqueeze"]
             if len(s) >= 2:
                 choices += ["transpose", "reshape_merge"]
@@ -253,11 +294,45 @@ def programs(draw, mode: str = "trace"):
             f_expr = draw(st.sampled_from(UNARY)).format(u)
             p.lines += [f"if {pv}.{red}() > {thr}:", f"    {out} = {t_expr}", "else:", f"    {out} = {f_expr}"]
             g.vals[out] = g.vals[u]
+    if draw(st.integers(0, 3)) == 0:
+        # A view of an argument returned as is: it must share the argument's version counter.
+        x = draw(st.sampled_from([a.name for a in p.args if a.kind == "tensor"]))
+        sh = g.vals[x]
+        views = [".unsqueeze(0)"] + ([".t()"] if len(sh) == 2 else []) + ([f".reshape({int(np.prod(sh))})"]
+                                                                          if len(sh) >= 1 else [])
+        if sh and sh[0] >= 2:
+            views.append("[1:]")
+        out = g.fresh()
+        p.lines.append(f"{out} = {x}{draw(st.sampled_from(views))}")
+        g.vals[out] = sh  # (shape unused from here on)
+        p.outputs = [out, list(g.vals)[-2]]
+        return p
     names = list(g.vals)
+    if draw(st.integers(0, 3)) == 0:
+        # A loss: one 0-d output, differentiated below with a scaled .backward() too.
+        out = g.fresh()
+        p.lines.append(f"{out} = ({names[-1]} * {names[-1]}).sum()" if draw(st.booleans())
+                       else f"{out} = {names[-1]}.sum()")
+        p.outputs = [out]
+        p.loss = True
+        return p
     k = draw(st.integers(1, min(3, len(names))))
     outs = [names[-1]] + draw(st.lists(st.sampled_from(names), max_size=k - 1))
     p.outputs = list(dict.fromkeys(outs)) if draw(st.booleans()) else outs  # sometimes repeated
     return p
+
+
+def _sharing(p: Program, a: Arg) -> list:
+    """Names of the arguments sharing memory with `a` (itself included)."""
+    root = a.alias_of if a.alias_of is not None else p.args.index(a)
+    return [b.name for i, b in enumerate(p.args) if i == root or b.alias_of == root]
+
+
+def _writable(p: Program, a: Arg) -> bool:
+    """Eager allows an in-place op on argument `a`: it does not require grad (a leaf, or a
+    view of one), is not a broadcast (read-only) view, and neither is what it repeats."""
+    src = p.args[a.alias_of] if a.alias_of is not None else a
+    return not src.requires_grad and src.layout != "expanded"
 
 
 # --------------------------------------------------------------------------- running
@@ -280,7 +355,7 @@ def _leaves_and_prep(p: Program):
             makers.append(("leaf", len(leaves) - 1, None))
             continue
         if a.alias_of is not None:
-            makers.append(("alias", a.alias_of, None))
+            makers.append(("overlap" if a.overlap else "alias", a.alias_of, None))
             continue
         rng = np.random.default_rng(a.seed * 1000 + len(leaves))
         shape = a.shape
@@ -290,6 +365,9 @@ def _leaves_and_prep(p: Program):
         elif a.layout == "strided":
             base_shape = shape[:-1] + (shape[-1] * 2,) if shape else ()
             view = (lambda t: t[..., ::2]) if shape else (lambda t: t)
+        elif a.layout == "head":  # rows [:-1] of a buffer another argument reads [1:] of
+            base_shape = (shape[0] + 1,) + shape[1:]
+            view = lambda t: t[:-1]
         elif a.layout == "expanded":
             d = next(i for i, n in enumerate(shape) if n > 1)
             base_shape = shape[:d] + (1,) + shape[d + 1:]
@@ -312,6 +390,8 @@ def _leaves_and_prep(p: Program):
         for kind, i, view in makers:
             if kind == "alias":
                 args.append(args[i])
+            elif kind == "overlap":
+                args.append(args[i]._base[1:] if args[i]._base is not None else args[i])
             elif kind == "leaf":
                 args.append(ls[i])
             else:
@@ -337,9 +417,50 @@ def check_program(p: Program, tmpdir: Path) -> None:
     rtol, atol = TOLERANCES[p.dtype]
     try:
         with intended_fp_errors(p):
-            assert_compiled_matches(fn, *leaves, prep=prep, mode=p.mode, rtol=rtol, atol=atol)
+            cf = assert_compiled_matches(fn, *leaves, prep=prep, mode=p.mode, rtol=rtol, atol=atol)
+            if p.mutates or p.loss or any(a.alias_of is not None for a in p.args) or _returns_arg_view(p):
+                check_side_effects(p, fn, cf, rtol, atol)
     except Mismatch as exc:
         raise Mismatch(f"program ({p.mode}, {p.dtype}):\n{src}\n{exc}") from None
+
+
+def _returns_arg_view(p: Program) -> bool:
+    return any(ln.startswith(f"{p.outputs[0]} = x") for ln in p.lines)
+
+
+def check_side_effects(p: Program, fn, cf, rtol, atol) -> None:
+    """What `assert_compiled_matches` does not see: the arguments after the call (in-place
+    ops, aliasing), outputs that are views of an argument (they must share its version
+    counter, as eager views do), and gradients accumulated into ``.grad`` by a scaled
+    ``.backward()`` of a 0-d loss. Runs eagerly and compiled (twice: capture, then the
+    cached entry) on fresh copies of the same inputs."""
+    runs = []
+    for label, f in [("eager", fn), ("compiled (call 1)", cf), ("compiled (call 2)", cf)]:
+        leaves, prep = _leaves_and_prep(p)
+        args = prep(*leaves)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            outs = f(*args)
+            for k, o in enumerate(outs):
+                if not isinstance(o, tj.Tensor):
+                    continue
+                for j, x in enumerate(leaves):
+                    if isinstance(x, tj.Tensor) and np.shares_memory(o._data, x._data) and o._vbox is not x._vbox:
+                        raise Mismatch(f"{label}: output {k} shares memory with input leaf {j} but not its "
+                                       f"version counter (an in-place write through it would go unseen)")
+            if p.loss and outs[0].requires_grad:
+                (outs[0] * 0.25).backward()
+        runs.append((label, leaves))
+    (_, expect), *got = runs
+    for label, leaves in got:
+        for j, (a, e) in enumerate(zip(leaves, expect)):
+            if not isinstance(e, tj.Tensor):
+                continue
+            assert_same(a.detach(), e.detach(), f"{label}: input leaf {j} after the call", rtol, atol)
+            if p.loss and (a.grad is None) != (e.grad is None):
+                raise Mismatch(f"{label}: leaf {j}.grad is {a.grad}, eager gives {e.grad}")
+            if p.loss and e.grad is not None:
+                assert_same(a.grad, e.grad, f"{label}: leaf {j}.grad after (loss * 0.25).backward()", rtol, atol)
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,14 @@ class CompiledNode(Node):
         self.diff_idx = diff_idx
         self.out_avals = out_avals
 
+    def keep_input(self, t) -> None:
+        """`t`, an input of this call, is about to be overwritten by the call's own in-place
+        update: keep the value the forward read (the backward is a function of it)."""
+        for i, x in enumerate(self.inputs):
+            if x is t:
+                self.inputs[i] = Tensor._wrap(x._data.copy(), x.dtype, x.device)
+                self.versions[i] = 0
+
     def name(self) -> str:
         return f"Compiled{self.program.name}Backward"
 

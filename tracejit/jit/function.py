@@ -125,8 +125,12 @@ class Entry:
         if self._single:  # one tensor out, nothing written back
             return self.executor(ins)[0]
         outs = self.executor(ins)
-        for leaf_i, k in self.mutations:
-            leaves[leaf_i]._assign(outs[k], "in-place update of an input")
+        if self.mutations:
+            node = next((o.grad_fn for o in outs if getattr(o.grad_fn, "keep_input", None)), None)
+            for leaf_i, k in self.mutations:
+                if node is not None:  # its backward reads the value before the write below
+                    node.keep_input(leaves[leaf_i])
+                leaves[leaf_i]._assign(outs[k], "in-place update of an input")
         if self.state_writes:
             _write_state(self.state_writes, outs)
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number" else x[1]
@@ -715,12 +719,12 @@ class CompiledFunction:
 def _write_state(writes: list, outs: list) -> None:
     """Write back the module state a compiled call updated (buffers in place, as eager
     does; attributes set to the new tensor). Not part of any autograd graph."""
-    node = next((o.grad_fn for o in outs if isinstance(o, Tensor) and hasattr(o.grad_fn, "versions")), None)
+    node = next((o.grad_fn for o in outs if getattr(o.grad_fn, "keep_input", None)), None)
     for w in writes:
         if w[0] == "buffer":
             t, new = w[1], outs[w[2]]
-            if node is not None:
-                _keep_old_value_for_backward(node, t)
+            if node is not None:   # its backward reads the value the forward saw
+                node.keep_input(t)
             xp = np if t.device.type == "cpu" else t._xp()
             xp.copyto(t._data, new._data, casting="unsafe")
             t._vbox[0] += 1
@@ -730,17 +734,6 @@ def _write_state(writes: list, outs: list) -> None:
                 obj.__dict__["_buffers"][name] = outs[k].detach()
             else:
                 object.__setattr__(obj, name, outs[k].detach())
-
-
-def _keep_old_value_for_backward(node, t: Tensor) -> None:
-    """The compiled call's backward reads its inputs when it runs; a buffer the call itself
-    updates is overwritten now, so the backward gets a copy of the value it saw."""
-    for j, x in enumerate(node.inputs):
-        if x is t:
-            old = Tensor._wrap(t._data.copy(), t.dtype, t.device)
-            node.inputs = list(node.inputs)
-            node.inputs[j] = old
-            node.versions[j] = old._vbox[0]
 
 
 def _is_buffer(obj, name: str) -> bool:

@@ -60,11 +60,30 @@ def _to_array(data, dtype, dev, copy=True):
                 raise ValueError("can't make a tensor from ragged nested sequences (every "
                                  "sub-list at one depth must have the same length)") from None
             if arr.dtype == object:
+                big = [x for x in (_flat(data) if isinstance(data, (list, tuple)) else [data])
+                       if isinstance(x, int) and not -2 ** 63 <= x < 2 ** 64]
+                if big:
+                    raise OverflowError(f"tensor: value {big[0]} does not fit in a 64-bit integer")
                 raise TypeError("can't make a tensor from ragged or non-numeric data")
         dt = _dt.as_dtype(dtype) if dtype is not None else _infer_dtype(data, arr)
+        if dtype is not None and not isinstance(data, (np.ndarray, np.generic)) and arr is not data:
+            _check_fits(arr, dt)
     xp = array_module(dev)
     arr = xp.array(arr, dtype=dt.np, copy=copy) if copy else xp.asarray(arr, dtype=dt.np)
     return arr, dt
+
+
+def _check_fits(arr, dt) -> None:
+    """Python numbers that the integer dtype cannot hold raise (PyTorch does; numpy wraps
+    ``2**40`` to 0 in int32). numpy arrays keep numpy's cast, as in ``torch.tensor``."""
+    if dt.is_floating_point or dt.is_bool or arr.size == 0 or arr.dtype.kind not in "iuf":
+        return
+    info = np.iinfo(dt.np)
+    lo, hi = arr.min(), arr.max()
+    if lo < info.min or hi > info.max or (arr.dtype.kind == "f" and not np.isfinite(arr).all()):
+        bad = lo if lo < info.min else hi
+        raise OverflowError(f"tensor: value {bad} cannot be converted to {dt.name} without overflow "
+                            f"(range [{info.min}, {info.max}])")
 
 
 def _flat(x):

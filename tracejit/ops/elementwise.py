@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..shapes import broadcast_shapes
@@ -108,10 +110,26 @@ POW = _binary("pow", lambda xp, a, b: xp.power(a, b), _pow_vjp, _pow_scalar, sav
 
 # Python's // and % (floor semantics; the remainder takes the divisor's sign), as in
 # PyTorch. Primitives rather than floor(a / b) so integers stay exact (no float round trip).
-FLOOR_DIVIDE = _binary("floor_divide", lambda xp, a, b: xp.floor_divide(a, b),
+def _int_divisor_checked(fn):
+    """Integer // and % by zero raise (as in Python and PyTorch) instead of numpy's silent 0."""
+    def impl(xp, a, b):
+        if _int_kind(a) and _int_kind(b) and not xp.all(b):
+            raise ZeroDivisionError(f"{fn.__name__}: integer division by zero")
+        return fn(a, b) if xp is np else getattr(xp, fn.__name__)(a, b)
+    return impl
+
+
+def _int_kind(x) -> bool:
+    dt = getattr(x, "dtype", None)
+    if dt is not None:
+        return dt.kind in "iub"
+    return isinstance(x, (int, np.integer))
+
+
+FLOOR_DIVIDE = _binary("floor_divide", _int_divisor_checked(np.floor_divide),
                        lambda g, out, a, b: (g * 0.0, g * 0.0),
                        lambda e, a, b: f"({a} // {b})", save=_none_rq)
-REMAINDER = _binary("remainder", lambda xp, a, b: xp.remainder(a, b),
+REMAINDER = _binary("remainder", _int_divisor_checked(np.remainder),
                     lambda g, out, a, b: (g, neg(g) * floor_divide(a, b) if b is not None else None),
                     lambda e, a, b: f"({a} % {b})", save=lambda rq: (0, 1) if rq[1] else ())
 

@@ -5,6 +5,8 @@ counter with their input, as in PyTorch.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..errors import ShapeError
 from ..shapes import Sym, normalize_dim, numel
@@ -158,14 +160,29 @@ def reshape(a, *shape):
     return bind(RESHAPE, a, shape=shape)
 
 
-view = reshape
+def view(a, *shape):
+    """``reshape`` that must not copy: a view whose strides cannot express the new shape
+    (a transposed or sliced tensor) raises, as in PyTorch, instead of copying silently
+    (writes through the copy would be lost)."""
+    new = _resolve_shape(a.shape, _shape_args(shape))
+    data = a._data
+    if isinstance(data, np.ndarray) and new != tuple(a.shape):
+        try:
+            np.reshape(data, new, copy=False)
+        except ValueError:
+            raise ShapeError(f"view: shape {new} is not compatible with the input's size and strides "
+                             f"(shape {tuple(a.shape)}, strides {tuple(data.strides)} bytes: a transposed, "
+                             f"sliced or expanded tensor); use .reshape(...), which copies when it must, "
+                             f"or .contiguous().view(...)") from None
+    return reshape(a, new)
 
 
 def view_as(a, other):
+    return view(a, other.shape)
+
+
+def reshape_as(a, other):
     return reshape(a, other.shape)
-
-
-reshape_as = view_as
 
 
 def permute(a, *dims):
