@@ -255,3 +255,19 @@ def test_python_scalar_script_arguments_are_runtime_inputs():
     with tj.no_grad():
         out = cf(x, 2, 1, 1)
         assert_same(out, script_scale(x.detach(), 2, 1, 1), "int for float argument")
+
+
+def test_integer_division_by_zero_raises_compiled_as_eagerly():
+    def f(a, b):
+        return (a // b) * 2 + a % b
+
+    a, b = tj.tensor([7, -7, 9]), tj.tensor([2, 3, 4])
+    cf = tj.trace(f)
+    assert cf(a, b).tolist() == f(a, b).tolist()
+    with pytest.raises(ZeroDivisionError, match="integer division by zero"):
+        f(a, tj.tensor([2, 0, 4]))
+    with pytest.raises(ZeroDivisionError, match="integer division by zero"):
+        cf(a, tj.tensor([2, 0, 4]))
+    x = tj.tensor([1.0, -1.0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert tj.trace(lambda x, y: x // y)(x, tj.zeros(2)).tolist() == [float("inf"), float("-inf")]

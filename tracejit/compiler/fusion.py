@@ -48,6 +48,11 @@ def _elementwise_ok(e: Eqn) -> bool:
         return e.out.aval.dtype.name in _KERNEL_DTYPES and isinstance(e.inputs[0], Var)
     if e.prim.kind != "elementwise" or e.prim.scalar is None or len(e.outs) != 1:
         return False
+    if e.prim.name in ("floor_divide", "remainder") and not e.out.aval.dtype.is_floating_point:
+        # Integer // and % by zero raise ZeroDivisionError (as in Python and PyTorch); a
+        # numba kernel would give numpy's silent 0, so they run as steps through the op's
+        # own (checked) implementation. Rare in models; floats still fuse.
+        return False
     if e.out.aval.dtype.name not in _KERNEL_DTYPES or e.out.aval.device.type != "cpu" and False:
         return False
     return all(a.aval.dtype.name in _KERNEL_DTYPES for a in e.inputs)
