@@ -363,13 +363,11 @@ def trace_while(cond_fn, body_fn, init: tuple, names: tuple = ()):
         vals = tuple(body_fn(*vals))
 
 
-def _graph_while(cond_fn, body_fn, vals, names):
+def _carried(vals):
+    """A loop's carried values: numbers become 0-d tensors (so the body can change them,
+    weakly typed as the Python numbers they were); returns (carried, positions of the
+    tensors, their avals)."""
     from .. import ops
-    ctx: TraceContext = _reg.trace_state.tracer
-    loc = user_location(3)
-    what = f"while loop at {loc[0]}:{loc[1]}" if loc else "while loop"
-    vals = _define_body_locals(body_fn, vals)
-    # Numbers carried through the loop become 0-d tensors so the body can change them.
     carried = []
     for v in vals:
         if isinstance(v, (bool, int, float)) and not isinstance(v, Tensor):
@@ -380,8 +378,44 @@ def _graph_while(cond_fn, body_fn, vals, names):
     avals = []
     for i in tensor_pos:
         a = _aval_of(carried[i])
-        number = not isinstance(vals[i], Tensor)  # a Python number: weakly typed inside the loop
+        number = not isinstance(vals[i], Tensor)
         avals.append(Aval(a.shape, a.dtype, a.device, weak=a.weak or number))
+    return carried, tensor_pos, avals
+
+
+def _body_outputs(bsub, new, carried, tensor_pos, avals, names, what):
+    """The body's new values of the carried tensors, cast back to the carried dtype;
+    a changed shape, a widened dtype or a changed non-tensor value is a ScriptError."""
+    from .. import ops
+    body_outs = []
+    for i, p in enumerate(tensor_pos):
+        nv = new[p]
+        name = names[p] if p < len(names) else f"value {p}"
+        if not isinstance(nv, Tensor):
+            nv = _materialize(bsub, nv, avals[i])
+        at = bsub.atom(nv)
+        if at.aval.dtype is not avals[i].dtype:
+            if avals[i].dtype.category < at.aval.dtype.category:
+                raise ScriptError(f"{what}: `{name}` changes dtype from {avals[i].dtype.name} inside the loop")
+            with bsub:
+                at = bsub.atom(ops.cast(nv, avals[i].dtype))
+        if tuple(at.aval.shape) != tuple(avals[i].shape):
+            raise ScriptError(f"{what}: `{name}` changes shape from {tuple(avals[i].shape)} to "
+                              f"{tuple(at.aval.shape)} inside the loop; loop-carried tensors must keep "
+                              f"their shape")
+        body_outs.append(at)
+    for p, v in enumerate(new):
+        if p not in tensor_pos and not (v is carried[p] or v == carried[p]):
+            raise ScriptError(f"{what}: non-tensor value `{names[p] if p < len(names) else p}` changes inside the loop")
+    return body_outs
+
+
+def _graph_while(cond_fn, body_fn, vals, names):
+    ctx: TraceContext = _reg.trace_state.tracer
+    loc = user_location(3)
+    what = f"while loop at {loc[0]}:{loc[1]}" if loc else "while loop"
+    vals = _define_body_locals(body_fn, vals)
+    carried, tensor_pos, avals = _carried(vals)
 
     def _run(fn, sub):
         with sub:
@@ -400,26 +434,7 @@ def _graph_while(cond_fn, body_fn, vals, names):
     bsub = TraceContext(ctx)
     bins, new = _run(body_fn, bsub)
     new = tuple(new)
-    body_outs = []
-    for i, p in enumerate(tensor_pos):
-        nv = new[p]
-        name = names[p] if p < len(names) else f"value {p}"
-        if not isinstance(nv, Tensor):
-            nv = _materialize(bsub, nv, avals[i])
-        at = bsub.atom(nv)
-        if at.aval.dtype is not avals[i].dtype:
-            with bsub:
-                at = bsub.atom(ops.cast(nv, avals[i].dtype)) if avals[i].dtype.category >= at.aval.dtype.category else None
-            if at is None:
-                raise ScriptError(f"{what}: `{name}` changes dtype from {avals[i].dtype.name} inside the loop")
-        if tuple(at.aval.shape) != tuple(avals[i].shape):
-            raise ScriptError(f"{what}: `{name}` changes shape from {tuple(avals[i].shape)} to "
-                              f"{tuple(at.aval.shape)} inside the loop; loop-carried tensors must keep "
-                              f"their shape")
-        body_outs.append(at)
-    for p, v in enumerate(new):
-        if p not in tensor_pos and not (v is carried[p] or v == carried[p]):
-            raise ScriptError(f"{what}: non-tensor value `{names[p] if p < len(names) else p}` changes inside the loop")
+    body_outs = _body_outputs(bsub, new, carried, tensor_pos, avals, names, what)
     outer_all = _union_captures([csub, bsub])
     cg = _graph_with_captures(csub, csub.inputs, outer_all, [csub.atom(c)], "cond")
     bg = _graph_with_captures(bsub, bsub.inputs, outer_all, body_outs, "body")
@@ -507,7 +522,6 @@ def _graph_scan(length, body_fn, vals, names):
     """A ``scan`` with carries only (no xs/ys) for a for-range loop. Its ``trip`` param
     keeps the trip count when it is a size (int or symbolic dim): reverse mode stacks
     per-step residuals along it."""
-    from .. import ops
     from ..shapes import Sym
     ctx: TraceContext = _reg.trace_state.tracer
     loc = user_location(4)
@@ -515,18 +529,7 @@ def _graph_scan(length, body_fn, vals, names):
     k_aval = Aval((), _dt.int64, weak=True)
     vals = _define_body_locals(
         lambda *vs: body_fn(_reg.trace_state.tracer.new_input(k_aval), *vs), vals)
-    carried = []
-    for v in vals:
-        if isinstance(v, (bool, int, float)) and not isinstance(v, Tensor):
-            carried.append(ops.full((), v, dtype=_dt.scalar_dtype(v)))
-        else:
-            carried.append(v)
-    tensor_pos = [i for i, v in enumerate(carried) if isinstance(v, Tensor)]
-    avals = []
-    for i in tensor_pos:
-        a = _aval_of(carried[i])
-        number = not isinstance(vals[i], Tensor)
-        avals.append(Aval(a.shape, a.dtype, a.device, weak=a.weak or number))
+    carried, tensor_pos, avals = _carried(vals)
     bsub = TraceContext(ctx)
     with bsub:
         k = bsub.new_input(k_aval)
@@ -535,26 +538,7 @@ def _graph_scan(length, body_fn, vals, names):
         for p, t in zip(tensor_pos, ins):
             full[p] = t
         new = tuple(body_fn(k, *full))
-    body_outs = []
-    for i, p in enumerate(tensor_pos):
-        nv = new[p]
-        name = names[p] if p < len(names) else f"value {p}"
-        if not isinstance(nv, Tensor):
-            nv = _materialize(bsub, nv, avals[i])
-        at = bsub.atom(nv)
-        if at.aval.dtype is not avals[i].dtype:
-            if avals[i].dtype.category < at.aval.dtype.category:
-                raise ScriptError(f"{what}: `{name}` changes dtype from {avals[i].dtype.name} inside the loop")
-            with bsub:
-                at = bsub.atom(ops.cast(nv, avals[i].dtype))
-        if tuple(at.aval.shape) != tuple(avals[i].shape):
-            raise ScriptError(f"{what}: `{name}` changes shape from {tuple(avals[i].shape)} to "
-                              f"{tuple(at.aval.shape)} inside the loop; loop-carried tensors must keep "
-                              f"their shape")
-        body_outs.append(at)
-    for p, v in enumerate(new):
-        if p not in tensor_pos and not (v is carried[p] or v == carried[p]):
-            raise ScriptError(f"{what}: non-tensor value `{names[p] if p < len(names) else p}` changes inside the loop")
+    body_outs = _body_outputs(bsub, new, carried, tensor_pos, avals, names, what)
     outer_all = _union_captures([bsub])
     bg = _graph_with_captures(bsub, bsub.inputs, outer_all, body_outs, "body")
     out_avals = [Aval(a.shape, a.dtype, a.device, weak=a.weak and o.aval.weak) for a, o in zip(avals, body_outs)]
