@@ -27,29 +27,9 @@ from tracejit.utils.data import DistributedSampler
 THRESHOLD = 0.95  # the single-process example's bar (it reaches 96.4-98.3% over seeds)
 
 
-def load(seed: int):
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError:
-        print("ddp_digits needs scikit-learn for its bundled dataset:\n"
-              "    pip install scikit-learn      (or: pip install -e '.[examples]')")
-        sys.exit(0)
-    X, y = load_digits(return_X_y=True)
-    X = X.astype(np.float32)
-    order = np.random.default_rng(seed).permutation(len(X))  # the same split on every rank
-    n_test = len(X) // 5
-    test, train = order[:n_test], order[n_test:]
-    mu, sd = X[train].mean(0), X[train].std(0) + 0.1
-    X = (X - mu) / sd
-    return (tj.tensor(X[train]), tj.tensor(y[train])), (tj.tensor(X[test]), tj.tensor(y[test]))
-
-
-def accuracy(model, X, y) -> float:
-    model.eval()
-    with tj.no_grad():
-        pred = model(X).argmax(dim=1)
-    model.train()
-    return (pred == y).float().mean().item()
+# The same split, standardisation and accuracy as the single-process example (the split's
+# seed makes it the same on every rank).
+from digits_mlp import accuracy, load  # noqa: E402  (examples/ is the script's directory)
 
 
 def main(argv=None) -> int:
