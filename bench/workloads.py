@@ -8,6 +8,7 @@ The per-system code lives in ``bench/impls/``; this module only says *what* to r
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -54,6 +55,14 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("overhead", "per-call overhead",
              "a=x*y+z; tanh(a)*a-z (5 ops) on 16-element float32 inputs",
              (Metric("call_us", "5-op call on 16 elems", "us"),)),
+    Workload("models", "model training steps",
+             "one step (forward, cross-entropy, backward, SGD) of each model PyTorch users port: "
+             "a LeNet-style CNN with BatchNorm (batch 64, 28x28), an LSTM language model (batch 32, "
+             "sequence 64, hidden 256, two layers), a TransformerEncoderLayer (batch 16, sequence "
+             "128, d_model 256, 4 heads); bench/impls/models.py",
+             (Metric("cnn_ms", "CNN step (BatchNorm)", "ms"),
+              Metric("lstm_ms", "LSTM language-model step", "ms"),
+              Metric("transformer_ms", "Transformer encoder step", "ms"))),
     Workload("compile", "compile latency",
              "GELU chain forward on (256, 1024): first call in a fresh process with an empty "
              "cache, first call in a fresh process with a warm disk cache, first call with a "
@@ -66,7 +75,12 @@ WORKLOADS: tuple[Workload, ...] = (
               Metric("steady_ms", "steady call (256x1024)", "ms"),
               Metric("step_cold_ms", "two-layer step: first call, cold", "ms"),
               Metric("step_warm_disk_ms", "two-layer step: first call, warm disk", "ms"),
-              Metric("step_new_batch_ms", "two-layer step: first call, new batch", "ms")),
+              Metric("step_new_batch_ms", "two-layer step: first call, new batch", "ms"),
+              Metric("mlp_cold_ms", "MLP step: first call, cold", "ms"),
+              Metric("mlp_warm_disk_ms", "MLP step: first call, warm disk", "ms"),
+              Metric("mlp_bg_cold_ms", "MLP step, background tiers: first call, cold", "ms"),
+              Metric("mlp_bg_full_speed_s", "MLP step, background tiers: time to full speed", "s"),
+              Metric("mlp_bg_warm_disk_ms", "MLP step, background tiers: first call, warm disk", "ms")),
              compiled_only=True),
     Workload("dynamic", "dynamic shapes",
              "GELU chain forward on (B, 1024) for B = 1..64 in random order, in a fresh process: "
@@ -97,6 +111,9 @@ class Config:
     mlp2_warmup: int = 20
     mlp_steps: int = 30
     mlp_warmup: int = 5
+    models_steps: int = 10
+    models_warmup: int = 3
+    models: tuple = ("cnn", "lstm", "transformer")   # bench/impls/models.py's names
     overhead_repeat: int = 15        # samples, each a loop sized to take >= sample_s
     sample_s: float = 0.02
     compile_batch: int = 256
@@ -110,7 +127,8 @@ class Config:
 
 FULL = Config(quick=False)
 QUICK = Config(quick=True, gelu_n=1024 * 1024, repeat=5, warmup=1, mlp2_steps=60, mlp2_warmup=5,
-               mlp_steps=4, mlp_warmup=1, overhead_repeat=5, sample_s=0.005,
+               mlp_steps=4, mlp_warmup=1, models_steps=1, models_warmup=1, models=("cnn",),
+               overhead_repeat=5, sample_s=0.005,
                dynamic_max_batch=8, child_timeout_s=120.0)
 
 
@@ -208,3 +226,27 @@ def mlp_param_names() -> list[str]:
         if i < n_layers:
             names += [f"g{i}", f"be{i}"]
     return names
+
+
+# ---------------------------------------------------------------- models workload
+def model_param(model: str, key: str, shape: tuple) -> np.ndarray:
+    """The shared initial value of parameter `key` of model `model` (float32).
+
+    Uniform in +-1/sqrt(fan_in) like PyTorch's default init of Linear/Conv/LSTM weights
+    (fan_in: the product of all dims but the first; 1-D parameters use their length), drawn
+    from a seed made of the model and parameter names so every system gets the same values
+    whatever order it visits the parameters in."""
+    seed = zlib.crc32(f"{model}/{key}".encode())
+    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else int(shape[0])
+    bound = 1.0 / np.sqrt(max(fan_in, 1))
+    return _rng(seed).uniform(-bound, bound, shape).astype(np.float32)
+
+
+def model_batch(model: str, xspec, tspec) -> tuple[np.ndarray, np.ndarray]:
+    """The models workload's one batch: float32 inputs or int64 token ids, int64 targets."""
+    r = _rng(zlib.crc32(model.encode()))
+    shape, kind = xspec
+    x = (r.standard_normal(shape, dtype=np.float32) if kind == "float"
+         else r.integers(0, kind, shape).astype(np.int64))
+    y = r.integers(0, tspec[1], tspec[0]).astype(np.int64)
+    return x, y

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from .. import workloads as W
+from . import models
 from ..harness import Skip, measure, run_child, step_times
 
 
@@ -119,6 +120,23 @@ class Runner:
     def mlp_step(self, data: dict):
         raise NotImplementedError
 
+    def run_models(self, cfg: W.Config) -> dict:
+        """A training step of each model in bench/impls/models.py (its own numbers per model)."""
+        self.check_available("models")
+        if cfg.quick and self.compiled:   # the smoke run: the first calls would compile for minutes
+            raise Skip("quick run: compiled model steps are left to the full run")
+        out, check = {}, {}
+        for name in cfg.models:
+            res = _train_steps(*self.model_step(name), cfg.models_steps, cfg.models_warmup, cfg.stat)
+            out[f"{name}_ms"] = res["step_s"] * 1e3
+            out[name] = res
+            check[f"{name}_first_loss"] = res["check"]["first_loss"]
+        return {**out, "check": check}
+
+    def model_step(self, name: str):
+        """(step, loss) of one models-workload model; raise NotImplementedError if absent."""
+        raise NotImplementedError(f"the {name} model is not written for this system")
+
     def run_overhead(self, cfg: W.Config) -> dict:
         self.check_available("overhead")
         f = self.compile(self.overhead_fn())
@@ -143,16 +161,43 @@ class Runner:
                 p = dict(params, what=what)
                 probes[what] = [run_child(self.system.name, "compile", p, env_extra=env,
                                           timeout_s=cfg.child_timeout_s) for _ in ("cold", "warm")]
+        for what in () if cfg.quick else self.compile_probes_extra():
+            with tempfile.TemporaryDirectory(prefix=f"bench-{self.system.name}-cache-") as cache:
+                env = {**self.cache_env(cache), **self.probe_env(what)}
+                p = dict(params, what=what)
+                probes[what] = [run_child(self.system.name, "compile", p, env_extra=env,
+                                          timeout_s=cfg.child_timeout_s * 4) for _ in ("cold", "warm")]
         (cold, warm), (scold, swarm) = probes["gelu"], probes["step"]
+        extra = {}
+        if "mlp" in probes:
+            mcold, mwarm = probes["mlp"]
+            extra.update(mlp_cold_ms=mcold["mlp_first_ms"], mlp_warm_disk_ms=mwarm["mlp_first_ms"],
+                         mlp=probes["mlp"])
+        if "mlp_tiers" in probes:
+            bcold, bwarm = probes["mlp_tiers"]
+            extra.update(mlp_bg_cold_ms=bcold["first_s"] * 1e3, mlp_bg_warm_disk_ms=bwarm["first_s"] * 1e3,
+                         mlp_bg_full_speed_s=bcold["full_speed_s"], mlp_tiers=probes["mlp_tiers"])
         return {"cold_ms": cold["first_ms"], "warm_disk_ms": warm["first_ms"],
                 "new_batch_ms": cold["new_batch_ms"], "steady_ms": cold["steady_ms"],
                 "step_cold_ms": scold.get("step_first_ms"), "step_warm_disk_ms": swarm.get("step_first_ms"),
                 "step_new_batch_ms": scold.get("step_new_batch_ms"),
-                "import_s": cold["import_s"], "cold": cold, "warm": warm, **params}
+                "import_s": cold["import_s"], "cold": cold, "warm": warm, **extra, **params}
+
+    def compile_probes_extra(self) -> tuple:
+        """Further first-call probes of the compile workload this system runs: ``"mlp"``
+        (the MLP training step, cold and warm disk) where it has the MLP step."""
+        return ("mlp",)
+
+    def probe_env(self, what: str) -> dict:
+        """Environment for a compile probe's fresh process (beyond the cache directory)."""
+        return {}
 
     def probe_compile(self, params: dict) -> dict:
         """In a fresh process: first call, steady call, first call at a new batch size (of
         the GELU chain, or with ``what="step"`` of the two-layer training step)."""
+        if params.get("what") == "mlp":   # the MLP step's first call: compiles fwd and bwd
+            step, _ = self.mlp_step(W.mlp_data())
+            return {"mlp_first_ms": _once(step) * 1e3}
         if params.get("what") == "step":
             # The two-layer training step (the issue's compile target): its first call
             # compiles forward and backward; then a batch size it has not seen.

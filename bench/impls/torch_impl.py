@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import torchlike
+from . import models, torchlike
 from .base import Runner
 
 
@@ -44,6 +44,9 @@ class TorchRunner(Runner):
     def mlp_step(self, data):
         return torchlike.mlp_step(torch, self.compile, data, self.asarray,
                                   lambda a: torch.from_numpy(np.array(a)))
+
+    def model_step(self, name):
+        return models.model_step(torch, self.compile, name)
 
 
 def make(system):

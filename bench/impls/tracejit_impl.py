@@ -18,11 +18,11 @@ os.environ.setdefault("TRACEJIT_COMPILE", "sync")
 
 import tracejit as tj  # noqa: E402
 
-from . import torchlike
+from . import models, torchlike
 from ..harness import Skip
 from .base import Runner
 
-_NEEDS_NN = {"mlp"}
+_NEEDS_NN = {"mlp", "models"}
 
 
 class TracejitRunner(Runner):
@@ -67,6 +67,24 @@ class TracejitRunner(Runner):
     def mlp_step(self, data):
         return torchlike.mlp_step(tj, self.compile, data, self.asarray,
                                   lambda a: tj.tensor(np.array(a)))
+
+
+    def model_step(self, name):
+        return models.model_step(tj, self.compile, name)
+
+    def compile_probes_extra(self) -> tuple:
+        # "mlp_tiers": the MLP step in background mode (tier 0 at once, kernels compiled by
+        # workers): first call, time to full speed, and the first call from a warm disk.
+        return ("mlp", "mlp_tiers")
+
+    def probe_env(self, what):
+        return {"TRACEJIT_COMPILE": "background"} if what == "mlp_tiers" else {}
+
+    def probe_compile(self, params):
+        if params.get("what") == "mlp_tiers":
+            from .. import bench_tiers   # the same probe bench/bench_tiers.py runs
+            return bench_tiers.probe("background_cold")
+        return super().probe_compile(params)
 
 
 def _importable(name: str) -> bool:

@@ -1,0 +1,105 @@
+"""The models PyTorch users port, written once against PyTorch's API (torch or tracejit).
+
+Three training workloads (the "models" workload of ``python -m bench`` and
+``bench/bench_models.py``):
+
+- ``cnn``: LeNet-style CNN with BatchNorm on 28x28 inputs, batch 64
+  (conv 1->32 3x3, BN, ReLU, max-pool, conv 32->64 3x3, BN, ReLU, max-pool, linear 1600->10);
+- ``lstm``: LSTM language-model step, batch 32, sequence 64, embedding and hidden 256,
+  two layers, vocabulary 64, linear head;
+- ``transformer``: one TransformerEncoderLayer step, batch 16, sequence 128, d_model 256,
+  4 heads, feed-forward 1024, dropout 0.
+
+A step is forward, cross-entropy, backward and an SGD update. Every system starts from the
+same parameters: each one is overwritten with `bench.workloads.model_param` by its
+state_dict name, so the first losses agree across systems and are reported as a check.
+"""
+from __future__ import annotations
+
+from .. import workloads as W
+
+MODELS = ("cnn", "lstm", "transformer")
+
+
+def build(T, name: str):
+    """(model, input spec, target spec) for model `name` written against module `T`.
+
+    The input spec is (shape, "float") for a float batch or (shape, vocabulary) for token
+    ids; the target spec is (shape, classes)."""
+    nn = T.nn
+    F = T.nn.functional
+    if name == "cnn":
+        class CNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c1, self.b1 = nn.Conv2d(1, 32, 3), nn.BatchNorm2d(32)
+                self.c2, self.b2 = nn.Conv2d(32, 64, 3), nn.BatchNorm2d(64)
+                self.fc = nn.Linear(1600, 10)
+
+            def forward(self, x):
+                x = F.max_pool2d(T.relu(self.b1(self.c1(x))), 2)
+                x = F.max_pool2d(T.relu(self.b2(self.c2(x))), 2)
+                return self.fc(x.reshape(x.shape[0], -1))
+        return CNN(), ((64, 1, 28, 28), "float"), ((64,), 10)
+    if name == "lstm":
+        class LM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(64, 256)
+                self.rnn = nn.LSTM(256, 256, num_layers=2, batch_first=True)
+                self.head = nn.Linear(256, 64)
+
+            def forward(self, tokens):
+                out, _ = self.rnn(self.emb(tokens))
+                return self.head(out).reshape(-1, 64)
+        return LM(), ((32, 64), 64), ((32 * 64,), 64)
+    if name == "transformer":
+        class Enc(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True)
+                self.head = nn.Linear(256, 10)
+
+            def forward(self, x):
+                return self.head(self.layer(x)).reshape(-1, 10)
+        return Enc(), ((16, 128, 256), "float"), ((16 * 128,), 10)
+    raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+
+
+def load_shared_params(T, model, name: str) -> None:
+    """Overwrite every parameter with the shared numpy init (same values in every system)."""
+    with T.no_grad():
+        for key, p in model.named_parameters():
+            p.copy_(T.from_numpy(W.model_param(name, key, tuple(p.shape))))
+
+
+def batch(T, name: str, xspec, tspec):
+    """The one batch every step uses (numpy-drawn, identical across systems)."""
+    x, y = W.model_batch(name, xspec, tspec)
+    return T.from_numpy(x), T.from_numpy(y)
+
+
+def model_step(T, compile, name: str):
+    """(step, loss) for model `name`: `compile` wraps the model (identity when eager)."""
+    if hasattr(T, "manual_seed"):
+        T.manual_seed(0)
+    net, xspec, tspec = build(T, name)
+    load_shared_params(T, net, name)
+    net.train()
+    x, y = batch(T, name, xspec, tspec)
+    opt = T.optim.SGD(net.parameters(), lr=0.01)
+    fwd = compile(net)
+    cross_entropy = T.nn.functional.cross_entropy
+    last = {}
+
+    def step():
+        opt.zero_grad()
+        loss = cross_entropy(fwd(x), y)
+        loss.backward()
+        opt.step()
+        last["loss"] = loss
+
+    return step, lambda: float(last["loss"].item())
+
+
+__all__ = ["MODELS", "build", "load_shared_params", "batch", "model_step"]
