@@ -139,6 +139,123 @@ class JaxRunner(Runner):
 
         return step, lambda: float(state["loss"])
 
+    def model_step(self, name):
+        return _model_step(self, name)
+
+
+# ---------------------------------------------------------------- models workload
+# The models of bench/impls/models.py as pure functions over a dict of parameters named
+# and shaped as PyTorch's state_dict (so `workloads.model_param` gives every system the
+# same values); the whole step (forward, loss, gradients, SGD) is one jax.jit.
+_MODEL_SHAPES = {
+    "cnn": {"c1.weight": (32, 1, 3, 3), "c1.bias": (32,), "b1.weight": (32,), "b1.bias": (32,),
+            "c2.weight": (64, 32, 3, 3), "c2.bias": (64,), "b2.weight": (64,), "b2.bias": (64,),
+            "fc.weight": (10, 1600), "fc.bias": (10,)},
+    "lstm": {"emb.weight": (64, 256),
+             **{f"rnn.{w}_l{layer}": shape for layer in (0, 1)
+                for w, shape in (("weight_ih", (1024, 256)), ("weight_hh", (1024, 256)),
+                                 ("bias_ih", (1024,)), ("bias_hh", (1024,)))},
+             "head.weight": (64, 256), "head.bias": (64,)},
+    "transformer": {"layer.self_attn.in_proj_weight": (768, 256), "layer.self_attn.in_proj_bias": (768,),
+                    "layer.self_attn.out_proj.weight": (256, 256), "layer.self_attn.out_proj.bias": (256,),
+                    "layer.linear1.weight": (1024, 256), "layer.linear1.bias": (1024,),
+                    "layer.linear2.weight": (256, 1024), "layer.linear2.bias": (256,),
+                    "layer.norm1.weight": (256,), "layer.norm1.bias": (256,),
+                    "layer.norm2.weight": (256,), "layer.norm2.bias": (256,),
+                    "head.weight": (10, 256), "head.bias": (10,)},
+}
+
+
+def _conv_bn_relu_pool(p, x, conv, bn):
+    y = jax.lax.conv_general_dilated(x, p[f"{conv}.weight"], (1, 1), "VALID",
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    y = y + p[f"{conv}.bias"][None, :, None, None]
+    mu = y.mean((0, 2, 3), keepdims=True)                      # BatchNorm, training mode
+    var = ((y - mu) ** 2).mean((0, 2, 3), keepdims=True)
+    y = (y - mu) * jax.lax.rsqrt(var + 1e-5) * p[f"{bn}.weight"][None, :, None, None] \
+        + p[f"{bn}.bias"][None, :, None, None]
+    y = jnp.maximum(y, 0)
+    return jax.lax.reduce_window(y, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
+
+def _lstm_layer(p, x, layer):
+    """x: (T, B, I) -> (T, B, H); gates in PyTorch's order i, f, g, o."""
+    wih, whh = p[f"rnn.weight_ih_l{layer}"], p[f"rnn.weight_hh_l{layer}"]
+    b = p[f"rnn.bias_ih_l{layer}"] + p[f"rnn.bias_hh_l{layer}"]
+    xw = x @ wih.T + b
+    hidden = whh.shape[1]
+
+    def cell(carry, xw_t):
+        h, c = carry
+        i, f, g, o = jnp.split(xw_t + h @ whh.T, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+
+    zeros = jnp.zeros((x.shape[1], hidden), x.dtype)
+    _, hs = jax.lax.scan(cell, (zeros, zeros), xw)
+    return hs
+
+
+def _ln(x, w, b):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) * jax.lax.rsqrt(var + 1e-5) * w + b
+
+
+def _encoder_layer(p, x, heads=4):
+    """nn.TransformerEncoderLayer(256, 4, 1024, dropout=0, batch_first=True), post-norm, ReLU."""
+    B, T, D = x.shape
+    pre = "layer.self_attn."
+    qkv = x @ p[pre + "in_proj_weight"].T + p[pre + "in_proj_bias"]
+    q, k, v = (t.reshape(B, T, heads, D // heads).transpose(0, 2, 1, 3) for t in jnp.split(qkv, 3, -1))
+    att = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(D // heads), axis=-1)
+    a = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, D)
+    a = a @ p[pre + "out_proj.weight"].T + p[pre + "out_proj.bias"]
+    x = _ln(x + a, p["layer.norm1.weight"], p["layer.norm1.bias"])
+    ff = jnp.maximum(x @ p["layer.linear1.weight"].T + p["layer.linear1.bias"], 0)
+    ff = ff @ p["layer.linear2.weight"].T + p["layer.linear2.bias"]
+    return _ln(x + ff, p["layer.norm2.weight"], p["layer.norm2.bias"])
+
+
+def _model_logits(name, p, x):
+    if name == "cnn":
+        h = _conv_bn_relu_pool(p, x, "c1", "b1")
+        h = _conv_bn_relu_pool(p, h, "c2", "b2")
+        return h.reshape(h.shape[0], -1) @ p["fc.weight"].T + p["fc.bias"]
+    if name == "lstm":
+        h = p["emb.weight"][x].transpose(1, 0, 2)          # (T, B, 256)
+        h = _lstm_layer(p, _lstm_layer(p, h, 0), 1).transpose(1, 0, 2)
+        return (h @ p["head.weight"].T + p["head.bias"]).reshape(-1, 64)
+    h = _encoder_layer(p, x)
+    return (h @ p["head.weight"].T + p["head.bias"]).reshape(-1, 10)
+
+
+def _model_step(runner, name):
+    from . import models
+    shapes = _MODEL_SHAPES[name]
+    params = {k: runner.asarray(W.model_param(name, k, s)) for k, s in shapes.items()}
+    xspec, tspec = models.SPECS[name]
+    xa, ya = W.model_batch(name, xspec, tspec)
+    x, y = runner.asarray(xa.astype(np.int32) if xa.dtype.kind == "i" else xa), jnp.asarray(ya.astype(np.int32))
+
+    def loss_fn(p, x, y):
+        logp = jax.nn.log_softmax(_model_logits(name, p, x))
+        return -jnp.take_along_axis(logp, y[:, None], axis=1).mean()
+
+    @jax.jit
+    def train(p, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        return {k: p[k] - 0.01 * g[k] for k in p}, loss
+
+    state = {"p": params}
+
+    def step():
+        p, loss = jax.block_until_ready(train(state["p"], x, y))
+        state["p"], state["loss"] = p, loss
+
+    return step, lambda: float(state["loss"])
+
 
 def make(system):
     return JaxRunner(system)

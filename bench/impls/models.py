@@ -20,12 +20,15 @@ from .. import workloads as W
 
 MODELS = ("cnn", "lstm", "transformer")
 
+# Per model: (input spec, target spec). The input spec is (shape, "float") for a float
+# batch or (shape, vocabulary) for token ids; the target spec is (shape, classes).
+SPECS = {"cnn": (((64, 1, 28, 28), "float"), ((64,), 10)),
+         "lstm": (((32, 64), 64), ((32 * 64,), 64)),
+         "transformer": (((16, 128, 256), "float"), ((16 * 128,), 10))}
+
 
 def build(T, name: str):
-    """(model, input spec, target spec) for model `name` written against module `T`.
-
-    The input spec is (shape, "float") for a float batch or (shape, vocabulary) for token
-    ids; the target spec is (shape, classes)."""
+    """(model, input spec, target spec) for model `name` written against module `T`."""
     nn = T.nn
     F = T.nn.functional
     if name == "cnn":
@@ -40,7 +43,7 @@ def build(T, name: str):
                 x = F.max_pool2d(T.relu(self.b1(self.c1(x))), 2)
                 x = F.max_pool2d(T.relu(self.b2(self.c2(x))), 2)
                 return self.fc(x.reshape(x.shape[0], -1))
-        return CNN(), ((64, 1, 28, 28), "float"), ((64,), 10)
+        return CNN(), *SPECS[name]
     if name == "lstm":
         class LM(nn.Module):
             def __init__(self):
@@ -52,7 +55,7 @@ def build(T, name: str):
             def forward(self, tokens):
                 out, _ = self.rnn(self.emb(tokens))
                 return self.head(out).reshape(-1, 64)
-        return LM(), ((32, 64), 64), ((32 * 64,), 64)
+        return LM(), *SPECS[name]
     if name == "transformer":
         class Enc(nn.Module):
             def __init__(self):
@@ -62,7 +65,7 @@ def build(T, name: str):
 
             def forward(self, x):
                 return self.head(self.layer(x)).reshape(-1, 10)
-        return Enc(), ((16, 128, 256), "float"), ((16 * 128,), 10)
+        return Enc(), *SPECS[name]
     raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
 
 
@@ -102,4 +105,4 @@ def model_step(T, compile, name: str):
     return step, lambda: float(last["loss"].item())
 
 
-__all__ = ["MODELS", "build", "load_shared_params", "batch", "model_step"]
+__all__ = ["MODELS", "SPECS", "build", "load_shared_params", "batch", "model_step"]
