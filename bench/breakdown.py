@@ -161,7 +161,9 @@ def _plans() -> list:
         from tracejit.compiler.plan import Plan
     except ImportError:
         return []
-    return [o for o in gc.get_objects() if isinstance(o, Plan) and hasattr(o, "fn")]
+    # type(), not isinstance: isinstance reads __class__, which some proxies among all the
+    # process's objects answer with a warning or a side effect
+    return [o for o in gc.get_objects() if issubclass(type(o), Plan) and hasattr(o, "fn")]
 
 
 @contextlib.contextmanager

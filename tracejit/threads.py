@@ -87,8 +87,19 @@ _BLAS_SETTERS = {
 }
 
 
+_found: dict = {}
+
+
 def _blas_function(table: dict):
-    """(library path, function) of the first loaded BLAS with one of `table`'s symbols."""
+    """(library path, function) of the first loaded BLAS with one of `table`'s symbols
+    (looked up once: the BLAS numpy loaded stays for the life of the process)."""
+    key = id(table)
+    if key not in _found or _found[key][1] is None:
+        _found[key] = _find_blas_function(table)
+    return _found[key]
+
+
+def _find_blas_function(table: dict):
     import ctypes
     try:
         with open("/proc/self/maps") as f:
@@ -107,6 +118,10 @@ def _blas_function(table: dict):
             for sym in symbols:
                 fn = getattr(lib, sym, None)
                 if fn is not None:
+                    fn.restype = ctypes.c_int
+                    if "set" in sym.lower():
+                        fn.argtypes = [ctypes.c_int]
+                        fn.restype = None
                     return path, fn
     return None, None
 
@@ -118,8 +133,6 @@ def blas_threads() -> int | None:
     _, fn = _blas_function(_BLAS_GETTERS)
     if fn is None:
         return None
-    import ctypes
-    fn.restype = ctypes.c_int
     return int(fn())
 
 
@@ -133,6 +146,5 @@ def set_blas_threads(n: int) -> bool:
     _, fn = _blas_function(_BLAS_SETTERS)
     if fn is None:
         return False
-    fn.argtypes = [ctypes.c_int]
     fn(int(n))
     return True
