@@ -10,7 +10,8 @@ layouts, seconds), every fused kernel, every non-fused primitive. What a phase s
 outside those calls is Python: the plan's own lines, guards, autograd, allocation.
 
 The GEMMs are then replayed in the same process, one shape at a time with the same
-operand layouts, to give their isolated rate, and an sgemm of the reference shape
+operand layouts, to give their isolated rate (with warm caches, and with the caches
+flushed before each call, as after the optimizer's pass), and an sgemm of the reference shape
 (256x1024 @ 1024x1024) is timed the same way: "GEMM share" is the step's GEMM rate over
 the best isolated sgemm rate measured here. ``python -m bench`` adds the rate of a fresh
 process that has loaded nothing but numpy (``machine.sgemm``), the ceiling for the
@@ -72,16 +73,24 @@ def _operand(shape: tuple, layout: str, rng) -> np.ndarray:
     return a
 
 
+FLUSH_BYTES = 64 << 20   # written before a "cold" GEMM: more than the caches hold
+
+
 def sgemm_seconds(m: int, k: int, n: int, layouts: str = "CC", repeat: int = 15,
-                  min_time: float = 0.2) -> float:
+                  min_time: float = 0.2, cold: bool = False) -> float:
     """Best seconds of ``np.matmul`` of (m, k) @ (k, n) float32 with the given operand
-    layouts, into a preallocated output (no allocation timed)."""
+    layouts, into a preallocated output (no allocation timed). ``cold``: the caches are
+    flushed (FLUSH_BYTES written) before each timed call, as in a training step where the
+    optimizer's pass over every parameter comes between one use of a weight and the next."""
     rng = np.random.default_rng(0)
     a, b = _operand((m, k), layouts[0], rng), _operand((k, n), layouts[1], rng)
     out = np.empty((m, n), np.float32)
+    flush = np.empty(FLUSH_BYTES // 4, np.float32) if cold else None
     np.matmul(a, b, out=out)
     best, spent, count = float("inf"), 0.0, 0
-    while count < repeat or (spent < min_time and count < 50 * repeat):
+    while count < repeat or (spent < min_time and count < 50 * repeat and not cold):
+        if flush is not None:
+            flush.fill(count)
         t0 = time.perf_counter()
         np.matmul(a, b, out=out)
         dt = time.perf_counter() - t0
@@ -249,10 +258,12 @@ def _gemm_table(gemms: list, steps: int, repeat: int) -> list:
         by_key[(m, k, n, lay)].append(dt)
     rows = []
     for (m, k, n, lay), ts in sorted(by_key.items(), key=lambda kv: -gemm_flops(*kv[0][:3])):
-        alone = sgemm_seconds(m, k, n, lay if "S" not in lay else lay.replace("S", "C"), repeat)
+        lay_alone = lay.replace("S", "C")
+        alone = sgemm_seconds(m, k, n, lay_alone, repeat)
+        cold = sgemm_seconds(m, k, n, lay_alone, max(3, repeat // 3), cold=True)
         step_s = statistics.median(ts)
         rows.append({"m": m, "k": k, "n": n, "layouts": lay, "per_step": len(ts) / steps,
-                     "step_ms": step_s * 1e3, "alone_ms": alone * 1e3,
+                     "step_ms": step_s * 1e3, "alone_ms": alone * 1e3, "cold_ms": cold * 1e3,
                      "step_gflops": gemm_flops(m, k, n) / step_s / 1e9,
                      "alone_gflops": gemm_flops(m, k, n) / alone / 1e9})
     return rows
@@ -292,6 +303,7 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
     gemm_ms = per_step.get("gemm", 0.0)
     res["gemm_gflops"] = flops / (gemm_ms / 1e3) / 1e9 if gemm_ms else None
     res["gemm_alone_ms"] = sum(r["alone_ms"] * r["per_step"] for r in gemms)
+    res["gemm_cold_ms"] = sum(r["cold_ms"] * r["per_step"] for r in gemms)
     res["sgemm_ref"] = ref
     res["sgemm_best_gflops"] = best
     res["gemm_share_of_best"] = res["gemm_gflops"] / best if res["gemm_gflops"] else None
@@ -347,18 +359,19 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
                  f"{res['gemm_gflops'] or 0:.0f} GFLOP/s = {share or 0:.0%} of the best sgemm rate "
                  f"measured in this process ({res['sgemm_best_gflops']:.0f} GFLOP/s; reference "
                  f"{'x'.join(map(str, ref['shape']))}: {ref['gflops']:.0f}); the same GEMMs alone: "
-                 f"{res['gemm_alone_ms']:.2f} ms")
+                 f"{res['gemm_alone_ms']:.2f} ms, {res.get('gemm_cold_ms', float('nan')):.2f} ms "
+                 f"with cold caches")
     if machine_sgemm and machine_sgemm.get("gflops"):
         lines.append(f"- sgemm {'x'.join(map(str, machine_sgemm['shape']))} in a fresh numpy-only "
                      f"process: {machine_sgemm['gflops']:.0f} GFLOP/s")
     t = res.get("threads", {})
     lines.append("- threads: " + ", ".join(f"{k}={v}" for k, v in t.items()))
-    lines += ["", "| GEMM (m×k×n, layouts) | per step | in step ms | GFLOP/s | alone ms | GFLOP/s |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| GEMM (m×k×n, layouts) | per step | in step ms | GFLOP/s | alone ms | GFLOP/s "
+              "| alone, cold caches ms |", "|---|---|---|---|---|---|---|"]
     for r in res["gemms"]:
         lines.append(f"| {r['m']}×{r['k']}×{r['n']} {r['layouts']} | {r['per_step']:.0f} | "
                      f"{r['step_ms']:.3f} | {r['step_gflops']:.0f} | {r['alone_ms']:.3f} | "
-                     f"{r['alone_gflops']:.0f} |")
+                     f"{r['alone_gflops']:.0f} | {r.get('cold_ms', float('nan')):.3f} |")
     return "\n".join(lines)
 
 

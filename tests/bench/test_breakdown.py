@@ -49,6 +49,7 @@ def test_layouts_and_replay():
         op = breakdown._operand((4, 3), lay, rng)
         assert op.shape == (4, 3) and breakdown._layout(op) == lay
     assert breakdown.sgemm_seconds(16, 8, 4, "FC", repeat=2, min_time=0) > 0
+    assert breakdown.sgemm_seconds(16, 8, 4, "CC", repeat=2, cold=True) > 0
     r = breakdown.sgemm_rate(32, 32, 32, repeat=2)
     assert r["shape"] == [32, 32, 32] and r["gflops"] == pytest.approx(
         breakdown.gemm_flops(32, 32, 32) / (r["best_ms"] / 1e3) / 1e9)
@@ -62,12 +63,12 @@ def _fake_result():
             "calls_ms": {"gemm": 5.0, "kernels": 2.0, "other ops": 0.1},
             "calls_per_step": {"gemm": 8, "kernels": 29, "other ops": 1},
             "python_ms": 0.9, "gemm_gflop_per_step": 2.45, "gemm_gflops": 490.0,
-            "gemm_alone_ms": 4.5, "sgemm_ref": {"shape": [256, 1024, 1024], "best_ms": 1.2,
+            "gemm_alone_ms": 4.5, "gemm_cold_ms": 5.5, "sgemm_ref": {"shape": [256, 1024, 1024], "best_ms": 1.2,
                                                  "gflops": 447.0},
             "sgemm_best_gflops": 500.0, "gemm_share_of_best": 0.98,
             "threads": {"cpus": 2, "blas_threads": 2},
             "gemms": [{"m": 256, "k": 1024, "n": 1024, "layouts": "CF", "per_step": 1,
-                       "step_ms": 1.1, "alone_ms": 1.0, "step_gflops": 488.0,
+                       "step_ms": 1.1, "alone_ms": 1.0, "cold_ms": 1.25, "step_gflops": 488.0,
                        "alone_gflops": 537.0}]}
 
 
@@ -77,7 +78,8 @@ def test_render_and_report_section():
     assert "GEMM 5.00 ms (8 calls)" in text and "fused kernels 2.00 ms (29)" in text
     assert "Python/plan/autograd 0.90 ms" in text and "optimizer 1.50 ms" in text
     assert "98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
-    assert "| 256×1024×1024 CF | 1 | 1.100 | 488 | 1.000 | 537 |" in text
+    assert "| 256×1024×1024 CF | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 |" in text
+    assert "4.50 ms, 5.50 ms with cold caches" in text
     data = {"machine": {"sgemm": {"shape": [256, 1024, 1024], "gflops": 420.0}},
             "results": {"mlp": {"numpy": {"step_ms": 20.0},
                                 "tracejit_compiled": {"step_ms": 10.0, "breakdown": _fake_result()}}}}
