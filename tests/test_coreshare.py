@@ -142,3 +142,17 @@ def test_matmul_is_numpy_matmul_and_small_products_use_one_thread(monkeypatch):
         assert blas_threads() == min(2, b0)       # and the count came back
     finally:
         set_blas_threads(b0)
+
+
+def test_an_error_turns_the_policy_off_once_and_never_fails_the_caller(monkeypatch):
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare, "_local", type(coreshare._local)())
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+
+    def broken(n):
+        raise OSError("no such library")
+    monkeypatch.setattr(coreshare, "_apply", broken)
+    with pytest.warns(RuntimeWarning, match="adaptive thread counts turned off.*no such library"):
+        assert coreshare.adapt() == 0
+    assert coreshare.ENABLED is False
+    assert coreshare.adapt() == 0             # off: no second warning, nothing tried

@@ -153,12 +153,22 @@ def adapt() -> int:
     """Set numba's threads (for the calling thread) and BLAS's to what the machine can
     give now; returns the count (0 when turned off). Cheap: a clock read unless a
     sample is due or the count changed."""
-    global _blas
     if not ENABLED:
         return 0
     n = core_share.threads()
     if getattr(_local, "n", None) == n:
         return n      # nothing changed here since (a count set by others meanwhile stays)
+    try:
+        _apply(n)
+    except Exception as exc:   # a tuning must never fail the kernel it runs before
+        _give_up(exc)
+        return 0
+    _local.n = n
+    return n
+
+
+def _apply(n: int) -> None:
+    global _blas
     numba_setting = getattr(_local, "numba", None)
     if numba_setting is None:
         numba_setting = _local.numba = _numba_setting()
@@ -167,8 +177,15 @@ def adapt() -> int:
         from .threads import blas_threads, set_blas_threads
         _blas = _Setting(blas_threads, set_blas_threads)
     _blas.apply(n)
-    _local.n = n
-    return n
+
+
+def _give_up(exc: Exception) -> None:
+    global ENABLED
+    ENABLED = False
+    import warnings
+    warnings.warn(f"tracejit: adaptive thread counts turned off after an error "
+                  f"({type(exc).__name__}: {exc}); thread counts stay as they are",
+                  RuntimeWarning, stacklevel=3)
 
 
 def blas_threads_for(m: int, k: int, n: int, available: int) -> int:
