@@ -274,7 +274,9 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
     """Measure the MLP step by phase and by kind of call (see the module docstring)."""
     phases, last_loss = _mlp_step(compiled)
     _run_steps(phases, warmup)
+    faults0 = _minor_faults()
     plain = _run_steps(phases, steps)
+    faults = (_minor_faults() - faults0) / steps if faults0 is not None else None
     timers = Timers()
     with instrumented(timers) as n_plans:
         inst = _run_steps(phases, steps)
@@ -284,7 +286,9 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
                  "step_ms": statistics.median(step_plain) * 1e3,
                  "step_instrumented_ms": statistics.median(step_inst) * 1e3,
                  "phases_ms": {p: statistics.median(v) * 1e3 for p, v in plain.items()},
-                 "final_loss": last_loss()}
+                 "final_loss": last_loss(),
+                 # fresh pages the allocator had to map: each costs a fault and zeroing
+                 "page_faults_per_step": faults}
     per_step = {c: s / steps * 1e3 for c, s in timers.seconds.items()}
     res["calls_ms"] = per_step
     res["calls_per_step"] = {c: n / steps for c, n in timers.calls.items()}
@@ -309,6 +313,14 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
     res["gemm_share_of_best"] = res["gemm_gflops"] / best if res["gemm_gflops"] else None
     res["threads"] = thread_settings()
     return res
+
+
+def _minor_faults() -> int | None:
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def thread_settings() -> dict:
@@ -342,7 +354,9 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
     lines = [f"MLP step breakdown, tracejit {mode}: {res['step_ms']:.2f} ms per step "
              f"(median of {res['steps']}; {res['step_instrumented_ms']:.2f} ms with every call timed)"]
     ph = res["phases_ms"]
-    lines.append("- phases: " + ", ".join(f"{p} {ph[p]:.2f}" for p in PHASES if p in ph) + " ms")
+    faults = res.get("page_faults_per_step")
+    lines.append("- phases: " + ", ".join(f"{p} {ph[p]:.2f}" for p in PHASES if p in ph) + " ms"
+                 + (f"; {faults:.0f} page faults per step" if faults is not None else ""))
     if not res["plans_found"]:
         lines.append("- no compiled plans found: no per-call breakdown")
         return "\n".join(lines)

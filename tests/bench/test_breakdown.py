@@ -62,7 +62,7 @@ def _fake_result():
                           "zero_grad": 0.01},
             "calls_ms": {"gemm": 5.0, "kernels": 2.0, "other ops": 0.1},
             "calls_per_step": {"gemm": 8, "kernels": 29, "other ops": 1},
-            "python_ms": 0.9, "gemm_gflop_per_step": 2.45, "gemm_gflops": 490.0,
+            "python_ms": 0.9, "page_faults_per_step": 3.0, "gemm_gflop_per_step": 2.45, "gemm_gflops": 490.0,
             "gemm_alone_ms": 4.5, "gemm_cold_ms": 5.5, "sgemm_ref": {"shape": [256, 1024, 1024], "best_ms": 1.2,
                                                  "gflops": 447.0},
             "sgemm_best_gflops": 500.0, "gemm_share_of_best": 0.98,
@@ -74,7 +74,7 @@ def _fake_result():
 
 def test_render_and_report_section():
     text = breakdown.render(_fake_result(), {"shape": [256, 1024, 1024], "gflops": 420.0})
-    assert "10.00 ms per step" in text
+    assert "10.00 ms per step" in text and "3 page faults per step" in text
     assert "GEMM 5.00 ms (8 calls)" in text and "fused kernels 2.00 ms (29)" in text
     assert "Python/plan/autograd 0.90 ms" in text and "optimizer 1.50 ms" in text
     assert "98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
