@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"bench: warning: other work is using {data['meta']['busy_before']:.0%} of the CPUs; "
              "figures will be inflated")
     data["machine"] = _machine(cfg, measure="gelu" in wl_names)
+    if "mlp" in wl_names:
+        data["machine"]["sgemm"] = _sgemm(cfg)
     for name in sys_names:
         note = S.availability(S.by_name(name))
         if note is None and args.quick and name in NOT_IN_QUICK and not explicit:
@@ -130,6 +132,17 @@ def _machine(cfg: W.Config, measure: bool) -> dict:
         return {**machine.describe(), "error": str(exc)}
     _log(f"  [{'machine':<17}] streaming copy {m['bandwidth_gbps']:.1f} GB/s "
          f"(numpy {m['numpy_copy_gbps']:.1f}, numba prange {m.get('numba_copy_gbps', 0):.1f})")
+    return m
+
+
+def _sgemm(cfg: W.Config) -> dict:
+    """The reference sgemm's rate in a fresh process that loads only numpy: the ceiling the
+    MLP step's GEMMs are compared with (bench/breakdown.py)."""
+    try:
+        m = run_child("machine", "sgemm", {"repeat": 3 if cfg.quick else 15}, timeout_s=120)
+    except RuntimeError as exc:
+        return {"error": str(exc)}
+    _log(f"  [{'machine':<17}] sgemm {'x'.join(map(str, m['shape']))}: {m['gflops']:.0f} GFLOP/s")
     return m
 
 

@@ -64,3 +64,10 @@ def describe() -> dict:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             "platform": platform.platform(), "numpy": np.__version__}
+
+
+def sgemm(repeat: int = 15) -> dict:
+    """The reference sgemm's best rate (GFLOP/s) in this process, which has loaded only
+    numpy: the ceiling for the GEMMs of the ``mlp`` step (see ``bench.breakdown``)."""
+    from .breakdown import sgemm_rate
+    return sgemm_rate(repeat=repeat)

@@ -208,6 +208,7 @@ def render(data: dict) -> str:
     sp = speedup_table(data)
     if sp:
         parts += ["", sp]
+    parts += breakdown_sections(data)
     n = notes(data)
     if n:
         parts += ["", "Notes:"] + n
@@ -219,6 +220,18 @@ def render(data: dict) -> str:
                                     else "MISMATCH (these systems computed something else)")]
         parts += [f"- {b}" for b in bad]
     return "\n".join(parts)
+
+
+def breakdown_sections(data: dict) -> list[str]:
+    """The MLP step's breakdown (GEMM, fused kernels, Python) of each system that has one."""
+    from .breakdown import render as render_breakdown
+    out = []
+    sgemm = (data.get("machine") or {}).get("sgemm")
+    for s, res in (data["results"].get("mlp") or {}).items():
+        bd = (res or {}).get("breakdown")
+        if bd:
+            out += ["", render_breakdown(bd, sgemm)]
+    return out
 
 
 # ---------------------------------------------------------------- files

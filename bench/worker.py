@@ -57,6 +57,9 @@ def run(system_name: str, names: list[str], quick: bool, stat: str, result_path:
 def probe(system_name: str, name: str, params: dict, result_path: str) -> None:
     if system_name == "machine":
         from . import machine
+        if name == "sgemm":
+            _write(result_path, machine.sgemm(**params))
+            return
         _write(result_path, {**machine.describe(), **machine.bandwidth(**params)})
         return
     t0 = time.perf_counter()

@@ -25,7 +25,7 @@ import warnings
 
 from .envflags import ProcessTuning
 
-__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned"]
+__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "blas_threads", "set_blas_threads"]
 
 SPINCOUNT = "1000"
 
@@ -69,3 +69,82 @@ tune_omp_spin = ProcessTuning("TRACEJIT_THREAD_TUNING", _set_spincount,
 def omp_spin_tuned() -> bool:
     """Whether `tune_omp_spin` set ``GOMP_SPINCOUNT`` before libgomp was loaded."""
     return tune_omp_spin.applied
+
+
+# ---------------------------------------------------------------- BLAS threads
+# numpy's BLAS and the functions that report or set its thread count, by library: the
+# OpenBLAS builds numpy wheels ship (scipy-openblas, 64-bit integers, symbols suffixed),
+# a system OpenBLAS, MKL.
+_BLAS_GETTERS = {
+    "openblas": ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+                 "openblas_get_num_threads64_", "openblas_get_num_threads"),
+    "mkl_rt": ("MKL_Get_Max_Threads",),
+}
+_BLAS_SETTERS = {
+    "openblas": ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                 "openblas_set_num_threads64_", "openblas_set_num_threads"),
+    "mkl_rt": ("MKL_Set_Num_Threads",),
+}
+
+
+_found: dict = {}
+
+
+def _blas_function(table: dict):
+    """(library path, function) of the first loaded BLAS with one of `table`'s symbols
+    (looked up once: the BLAS numpy loaded stays for the life of the process)."""
+    key = id(table)
+    if key not in _found or _found[key][1] is None:
+        _found[key] = _find_blas_function(table)
+    return _found[key]
+
+
+def _find_blas_function(table: dict):
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            paths = list(dict.fromkeys(line.split()[-1] for line in f if ".so" in line))
+    except OSError:
+        return None, None
+    for path in paths:
+        base = os.path.basename(path).lower()
+        for key, symbols in table.items():
+            if key not in base:
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for sym in symbols:
+                fn = getattr(lib, sym, None)
+                if fn is not None:
+                    fn.restype = ctypes.c_int
+                    if "set" in sym.lower():
+                        fn.argtypes = [ctypes.c_int]
+                        fn.restype = None
+                    return path, fn
+    return None, None
+
+
+def blas_threads() -> int | None:
+    """Threads numpy's BLAS (OpenBLAS or MKL) will use for a large product; None when
+    no such library is loaded or it cannot say (Linux only)."""
+    import numpy  # noqa: F401  (loads the BLAS)
+    _, fn = _blas_function(_BLAS_GETTERS)
+    if fn is None:
+        return None
+    return int(fn())
+
+
+def set_blas_threads(n: int) -> bool:
+    """Set the threads numpy's BLAS uses (process-wide, like ``OPENBLAS_NUM_THREADS`` at
+    start-up); False when no known BLAS is loaded."""
+    import ctypes
+    import numpy  # noqa: F401
+    if int(n) < 1:
+        raise ValueError(f"set_blas_threads: need at least 1 thread, got {n}")
+    _, fn = _blas_function(_BLAS_SETTERS)
+    if fn is None:
+        return False
+    fn(int(n))
+    return True

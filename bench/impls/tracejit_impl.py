@@ -64,6 +64,20 @@ class TracejitRunner(Runner):
     def mlp2_step(self, data, other=None):
         return torchlike.mlp2_step(tj, self.compile, data, self.asarray, other)
 
+    def run_mlp(self, cfg):
+        res = super().run_mlp(cfg)
+        if self.compiled and "step_ms" in res:
+            # Where the compiled step's time goes (GEMM, fused kernels, Python), measured
+            # after the step's own timing so it cannot disturb it (bench/breakdown.py).
+            from .. import breakdown
+            try:
+                res["breakdown"] = breakdown.mlp_breakdown(
+                    steps=cfg.mlp_steps, warmup=cfg.mlp_warmup, compiled=True,
+                    sgemm_repeat=3 if cfg.quick else 15)
+            except Exception as exc:  # the breakdown must not fail the workload
+                res["breakdown"] = {"error": f"{type(exc).__name__}: {exc}"}
+        return res
+
     def mlp_step(self, data):
         return torchlike.mlp_step(tj, self.compile, data, self.asarray,
                                   lambda a: tj.tensor(np.array(a)))

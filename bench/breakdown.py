@@ -1,0 +1,411 @@
+"""Where the time of tracejit's MLP training step goes: GEMM, fused kernels, the rest.
+
+    python -m bench.breakdown [--quick] [--eager] [--steps N] [--json FILE]
+
+The step is the ``mlp`` workload's (batch 256, 784->1024->1024->10, LayerNorm + GELU,
+cross-entropy, Adam; the same model code and weights as ``python -m bench``), run by phase:
+forward (the compiled module), loss, backward, optimizer step, zero_grad. While it runs,
+the compiled plans' calls are timed one by one: every ``xp.matmul`` (GEMM: shape, operand
+layouts, seconds), every fused kernel, every non-fused primitive. What a phase spends
+outside those calls is Python: the plan's own lines, guards, autograd, allocation.
+
+The GEMMs are then replayed in the same process, one shape at a time with the same
+operand layouts, to give their isolated rate (with warm caches, and with the caches
+flushed before each call, as after the optimizer's pass), and an sgemm of the reference shape
+(256x1024 @ 1024x1024) is timed the same way: "GEMM share" is the step's GEMM rate over
+the best isolated sgemm rate measured here. ``python -m bench`` adds the rate of a fresh
+process that has loaded nothing but numpy (``machine.sgemm``), the ceiling for the
+process.
+
+Timing the calls one by one costs about a microsecond per call (some 60 per step) and
+keeps the work in the same order; the phase totals are reported from separate,
+uninstrumented steps. How the calls are found: the plans are the objects of class
+``Plan`` reachable from the garbage collector, each a generated function whose globals
+hold ``xp`` (the array module), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
+implementations); they are swapped for timing wrappers during the instrumented steps
+and put back afterwards. If the compiler's layout changes, the breakdown says it found
+no plans instead of failing.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from typing import Callable, Iterator
+
+import numpy as np
+
+REF_SHAPE = (256, 1024, 1024)   # m, k, n of the reference sgemm (the MLP's hidden layer)
+PHASES = ("forward", "loss", "backward", "optimizer", "zero_grad")
+_KERNEL = re.compile(r"K\d+[ps]?$")
+
+
+# ---------------------------------------------------------------- GEMM rates
+def gemm_flops(m: int, k: int, n: int) -> float:
+    return 2.0 * m * k * n
+
+
+def _layout(a: np.ndarray) -> str:
+    """'C' (row-major), 'F' (a transposed row-major array: BLAS takes it with trans) or
+    'S' (other strides: numpy copies it before calling BLAS)."""
+    if a.flags.c_contiguous:
+        return "C"
+    if a.flags.f_contiguous:
+        return "F"
+    return "S"
+
+
+def _operand(shape: tuple, layout: str, rng) -> np.ndarray:
+    if layout == "F":
+        return np.ascontiguousarray(rng.standard_normal(shape[::-1], dtype=np.float32)).T
+    a = rng.standard_normal(shape, dtype=np.float32)
+    if layout == "S":
+        big = np.empty((shape[0], shape[1] * 2), np.float32)
+        big[:, ::2] = a
+        return big[:, ::2]
+    return a
+
+
+FLUSH_BYTES = 64 << 20   # written before a "cold" GEMM: more than the caches hold
+
+
+def sgemm_seconds(m: int, k: int, n: int, layouts: str = "CC", repeat: int = 15,
+                  min_time: float = 0.2, cold: bool = False) -> float:
+    """Best seconds of ``np.matmul`` of (m, k) @ (k, n) float32 with the given operand
+    layouts, into a preallocated output (no allocation timed). ``cold``: the caches are
+    flushed (FLUSH_BYTES written) before each timed call, as in a training step where the
+    optimizer's pass over every parameter comes between one use of a weight and the next."""
+    rng = np.random.default_rng(0)
+    a, b = _operand((m, k), layouts[0], rng), _operand((k, n), layouts[1], rng)
+    out = np.empty((m, n), np.float32)
+    flush = np.empty(FLUSH_BYTES // 4, np.float32) if cold else None
+    np.matmul(a, b, out=out)
+    best, spent, count = float("inf"), 0.0, 0
+    while count < repeat or (spent < min_time and count < 50 * repeat and not cold):
+        if flush is not None:
+            flush.fill(count)
+        t0 = time.perf_counter()
+        np.matmul(a, b, out=out)
+        dt = time.perf_counter() - t0
+        best, spent, count = min(best, dt), spent + dt, count + 1
+    return best
+
+
+def sgemm_rate(m: int = REF_SHAPE[0], k: int = REF_SHAPE[1], n: int = REF_SHAPE[2],
+               repeat: int = 15) -> dict:
+    """The reference sgemm's best rate in this process (GFLOP/s)."""
+    s = sgemm_seconds(m, k, n, "CC", repeat)
+    return {"shape": [m, k, n], "best_ms": s * 1e3, "gflops": gemm_flops(m, k, n) / s / 1e9}
+
+
+# ---------------------------------------------------------------- call timers
+class Timers:
+    """Seconds and call counts per category, and every GEMM's shape and time."""
+
+    def __init__(self):
+        self.seconds: dict = defaultdict(float)
+        self.calls: dict = defaultdict(int)
+        self.gemms: list = []
+
+    def timed(self, category: str, fn: Callable) -> Callable:
+        seconds, calls = self.seconds, self.calls
+
+        def call(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                seconds[category] += time.perf_counter() - t0
+                calls[category] += 1
+        return call
+
+    def matmul(self, fn: Callable) -> Callable:
+        def call(a, b, *args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(a, b, *args, **kwargs)
+            finally:
+                dt = time.perf_counter() - t0
+                self.seconds["gemm"] += dt
+                self.calls["gemm"] += 1
+                if getattr(a, "ndim", 0) == 2 and getattr(b, "ndim", 0) == 2:
+                    self.gemms.append((a.shape[0], a.shape[1], b.shape[1],
+                                       _layout(a) + _layout(b), dt))
+        return call
+
+
+class _ArrayModule:
+    """Stands in for ``xp`` in a plan: its matmul is timed, the rest passes through."""
+
+    def __init__(self, xp, timers: Timers):
+        self._xp = xp
+        self.matmul = timers.matmul(xp.matmul)
+
+    def __getattr__(self, name):
+        return getattr(self._xp, name)
+
+
+class _KernelFamily:
+    """Stands in for a kernel family (``K<n>``, whose ``get`` picks a variant)."""
+
+    def __init__(self, family, timers: Timers):
+        self._family, self._timers = family, timers
+
+    def get(self, *args, **kwargs):
+        return self._timers.timed("kernels", self._family.get(*args, **kwargs))
+
+    def __getattr__(self, name):
+        return getattr(self._family, name)
+
+
+def _plans() -> list:
+    try:
+        from tracejit.compiler.plan import Plan
+    except ImportError:
+        return []
+    # type(), not isinstance: isinstance reads __class__, which some proxies among all the
+    # process's objects answer with a warning or a side effect
+    return [o for o in gc.get_objects() if issubclass(type(o), Plan) and hasattr(o, "fn")]
+
+
+@contextlib.contextmanager
+def instrumented(timers: Timers) -> Iterator[int]:
+    """Time the calls of every compiled CPU plan in the process; yields how many plans."""
+    saved = []
+    plans = _plans()
+    try:
+        for plan in plans:
+            g = getattr(plan.fn, "__globals__", None)
+            if g is None or getattr(plan, "backend", "cpu") != "cpu":
+                continue
+            for name, value in list(g.items()):
+                if name == "xp":
+                    new = _ArrayModule(value, timers)
+                elif _KERNEL.match(name) and hasattr(value, "get"):
+                    new = _KernelFamily(value, timers)
+                elif _KERNEL.match(name) and callable(value):
+                    new = timers.timed("kernels", value)
+                elif name.startswith("I_") and callable(value):
+                    new = timers.timed("other ops", value)
+                else:
+                    continue
+                saved.append((g, name, value))
+                g[name] = new
+        yield len(plans)
+    finally:
+        for g, name, value in reversed(saved):
+            g[name] = value
+
+
+# ---------------------------------------------------------------- the step
+def _mlp_step(compiled: bool):
+    """The bench's MLP step, split into phases: returns ({phase: fn}, loss())."""
+    os.environ.setdefault("TRACEJIT_COMPILE", "sync")   # as in bench/impls/tracejit_impl.py
+    import tracejit as tj
+
+    from . import workloads as W
+    from .impls import torchlike
+    data = W.mlp_data()
+    model = torchlike.make_mlp(tj)
+    torchlike.load_mlp(tj, model, data, lambda a: tj.tensor(np.array(a)))
+    fwd = tj.script(model) if compiled else model
+    opt = tj.optim.Adam(model.parameters(), lr=W.MLP_LR)
+    x, labels = tj.tensor(np.array(data["x"])), tj.tensor(np.array(data["labels"]))
+    st: dict = {}
+
+    def forward():
+        st["out"] = fwd(x)
+
+    def loss():
+        st["loss"] = tj.nn.functional.cross_entropy(st.pop("out"), labels)
+
+    def backward():
+        st["loss"].backward()
+
+    def optimizer():
+        opt.step()
+
+    def zero_grad():
+        opt.zero_grad()
+
+    phases = dict(zip(PHASES, (forward, loss, backward, optimizer, zero_grad)))
+    return phases, lambda: float(st["loss"].item())
+
+
+def _run_steps(phases: dict, steps: int) -> dict:
+    """Per phase, the seconds of each of `steps` steps."""
+    times: dict = {p: [] for p in phases}
+    for _ in range(steps):
+        for p, fn in phases.items():
+            t0 = time.perf_counter()
+            fn()
+            times[p].append(time.perf_counter() - t0)
+    return times
+
+
+def _gemm_table(gemms: list, steps: int, repeat: int) -> list:
+    """One row per distinct GEMM of the step: calls per step, median seconds in the step,
+    best seconds replayed alone in this process."""
+    by_key: dict = defaultdict(list)
+    for m, k, n, lay, dt in gemms:
+        by_key[(m, k, n, lay)].append(dt)
+    rows = []
+    for (m, k, n, lay), ts in sorted(by_key.items(), key=lambda kv: -gemm_flops(*kv[0][:3])):
+        lay_alone = lay.replace("S", "C")
+        alone = sgemm_seconds(m, k, n, lay_alone, repeat)
+        cold = sgemm_seconds(m, k, n, lay_alone, max(3, repeat // 3), cold=True)
+        step_s = statistics.median(ts)
+        rows.append({"m": m, "k": k, "n": n, "layouts": lay, "per_step": len(ts) / steps,
+                     "step_ms": step_s * 1e3, "alone_ms": alone * 1e3, "cold_ms": cold * 1e3,
+                     "step_gflops": gemm_flops(m, k, n) / step_s / 1e9,
+                     "alone_gflops": gemm_flops(m, k, n) / alone / 1e9})
+    return rows
+
+
+def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
+                  sgemm_repeat: int = 15) -> dict:
+    """Measure the MLP step by phase and by kind of call (see the module docstring)."""
+    phases, last_loss = _mlp_step(compiled)
+    _run_steps(phases, warmup)
+    faults0 = _minor_faults()
+    plain = _run_steps(phases, steps)
+    faults = (_minor_faults() - faults0) / steps if faults0 is not None else None
+    timers = Timers()
+    with instrumented(timers) as n_plans:
+        inst = _run_steps(phases, steps)
+    step_plain = [sum(ts) for ts in zip(*plain.values())]
+    step_inst = [sum(ts) for ts in zip(*inst.values())]
+    res: dict = {"compiled": compiled, "steps": steps, "plans_found": n_plans,
+                 "step_ms": statistics.median(step_plain) * 1e3,
+                 "step_instrumented_ms": statistics.median(step_inst) * 1e3,
+                 "phases_ms": {p: statistics.median(v) * 1e3 for p, v in plain.items()},
+                 "final_loss": last_loss(),
+                 # fresh pages the allocator had to map: each costs a fault and zeroing
+                 "page_faults_per_step": faults}
+    per_step = {c: s / steps * 1e3 for c, s in timers.seconds.items()}
+    res["calls_ms"] = per_step
+    res["calls_per_step"] = {c: n / steps for c, n in timers.calls.items()}
+    inside = sum(per_step.values())
+    plan_phases = statistics.median(
+        [a + b for a, b in zip(inst["forward"], inst["backward"])]) * 1e3
+    # What forward and backward spend outside GEMMs, kernels and primitive calls: the
+    # plans' Python lines, guards, autograd, allocation, the timers' own cost.
+    res["python_ms"] = max(plan_phases - inside, 0.0)
+    gemms = _gemm_table(timers.gemms, steps, sgemm_repeat)
+    res["gemms"] = gemms
+    flops = sum(gemm_flops(r["m"], r["k"], r["n"]) * r["per_step"] for r in gemms)
+    ref = sgemm_rate(repeat=sgemm_repeat)
+    best = max([ref["gflops"]] + [r["alone_gflops"] for r in gemms])
+    res["gemm_gflop_per_step"] = flops / 1e9
+    gemm_ms = per_step.get("gemm", 0.0)
+    res["gemm_gflops"] = flops / (gemm_ms / 1e3) / 1e9 if gemm_ms else None
+    res["gemm_alone_ms"] = sum(r["alone_ms"] * r["per_step"] for r in gemms)
+    res["gemm_cold_ms"] = sum(r["cold_ms"] * r["per_step"] for r in gemms)
+    res["sgemm_ref"] = ref
+    res["sgemm_best_gflops"] = best
+    res["gemm_share_of_best"] = res["gemm_gflops"] / best if res["gemm_gflops"] else None
+    res["threads"] = thread_settings()
+    return res
+
+
+def _minor_faults() -> int | None:
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def thread_settings() -> dict:
+    """The thread counts and wait policies that decide how BLAS and numba share cores."""
+    out = {"cpus": os.cpu_count()}
+    for var in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER"):
+        if os.environ.get(var) is not None:
+            out[var] = os.environ[var]
+    try:
+        from tracejit.threads import blas_threads
+        out["blas_threads"] = blas_threads()
+    except ImportError:
+        pass
+    if "numba" in sys.modules:
+        import numba
+        out["numba_threads"] = numba.get_num_threads()
+        try:
+            out["numba_layer"] = numba.threading_layer()
+        except ValueError:      # no parallel kernel has run yet
+            out["numba_layer"] = None
+    return out
+
+
+# ---------------------------------------------------------------- text
+def render(res: dict, machine_sgemm: dict | None = None) -> str:
+    """The breakdown as Markdown (a few lines and a GEMM table)."""
+    if "error" in res or "skipped" in res:
+        return f"MLP step breakdown: {res.get('error') or res.get('skipped')}"
+    mode = "compiled (tj.script)" if res["compiled"] else "eager"
+    lines = [f"MLP step breakdown, tracejit {mode}: {res['step_ms']:.2f} ms per step "
+             f"(median of {res['steps']}; {res['step_instrumented_ms']:.2f} ms with every call timed)"]
+    ph = res["phases_ms"]
+    faults = res.get("page_faults_per_step")
+    lines.append("- phases: " + ", ".join(f"{p} {ph[p]:.2f}" for p in PHASES if p in ph) + " ms"
+                 + (f"; {faults:.0f} page faults per step" if faults is not None else ""))
+    if not res["plans_found"]:
+        lines.append("- no compiled plans found: no per-call breakdown")
+        return "\n".join(lines)
+    c, n = res["calls_ms"], res["calls_per_step"]
+    parts = [f"GEMM {c.get('gemm', 0):.2f} ms ({n.get('gemm', 0):.0f} calls)",
+             f"fused kernels {c.get('kernels', 0):.2f} ms ({n.get('kernels', 0):.0f})",
+             f"other primitives {c.get('other ops', 0):.2f} ms ({n.get('other ops', 0):.0f})",
+             f"Python/plan/autograd {res['python_ms']:.2f} ms",
+             f"optimizer {ph.get('optimizer', 0):.2f} ms", f"loss {ph.get('loss', 0):.2f} ms"]
+    lines.append("- forward + backward: " + "; ".join(parts[:4]) + "; outside them: " + "; ".join(parts[4:]))
+    ref = res["sgemm_ref"]
+    share = res.get("gemm_share_of_best")
+    lines.append(f"- GEMM: {res['gemm_gflop_per_step']:.2f} GFLOP per step at "
+                 f"{res['gemm_gflops'] or 0:.0f} GFLOP/s = {share or 0:.0%} of the best sgemm rate "
+                 f"measured in this process ({res['sgemm_best_gflops']:.0f} GFLOP/s; reference "
+                 f"{'x'.join(map(str, ref['shape']))}: {ref['gflops']:.0f}); the same GEMMs alone: "
+                 f"{res['gemm_alone_ms']:.2f} ms, {res.get('gemm_cold_ms', float('nan')):.2f} ms "
+                 f"with cold caches")
+    if machine_sgemm and machine_sgemm.get("gflops"):
+        lines.append(f"- sgemm {'x'.join(map(str, machine_sgemm['shape']))} in a fresh numpy-only "
+                     f"process: {machine_sgemm['gflops']:.0f} GFLOP/s")
+    t = res.get("threads", {})
+    lines.append("- threads: " + ", ".join(f"{k}={v}" for k, v in t.items()))
+    lines += ["", "| GEMM (m×k×n, layouts) | per step | in step ms | GFLOP/s | alone ms | GFLOP/s "
+              "| alone, cold caches ms |", "|---|---|---|---|---|---|---|"]
+    for r in res["gemms"]:
+        lines.append(f"| {r['m']}×{r['k']}×{r['n']} {r['layouts']} | {r['per_step']:.0f} | "
+                     f"{r['step_ms']:.3f} | {r['step_gflops']:.0f} | {r['alone_ms']:.3f} | "
+                     f"{r['alone_gflops']:.0f} | {r.get('cold_ms', float('nan')):.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.breakdown", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="4 steps after 1 warm-up")
+    ap.add_argument("--eager", action="store_true", help="tracejit eager instead of tj.script")
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    steps = args.steps or (4 if args.quick else 20)
+    res = mlp_breakdown(steps=steps, warmup=1 if args.quick else 5, compiled=not args.eager,
+                        sgemm_repeat=3 if args.quick else 15)
+    print(f"load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "")
+    print(render(res))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1, default=float)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""bench/breakdown.py: the compiled plans' calls are timed by kind and put back afterwards;
+GEMMs are recorded with their shapes and operand layouts; the report renders the figures."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from bench import breakdown, report
+
+
+def _layer(x, w, b):
+    return tj.tanh(x.mm(w.t()) + b)
+
+
+def _plan_globals(cf):
+    return [p.fn.__globals__ for p in breakdown._plans()]
+
+
+def test_instrumented_times_gemms_and_kernels_then_restores():
+    rng = np.random.default_rng(0)
+    x = tj.tensor(rng.standard_normal((8, 6), dtype=np.float32))
+    w = tj.tensor(rng.standard_normal((5, 6), dtype=np.float32))
+    b = tj.tensor(rng.standard_normal(5, dtype=np.float32))
+    f = tj.script(_layer)
+    want = f(x, w, b).numpy()
+    before = [dict(g) for g in _plan_globals(f)]
+    timers = breakdown.Timers()
+    with breakdown.instrumented(timers) as n_plans:
+        got = f(x, w, b).numpy()
+        f(x, w, b)
+    assert n_plans >= 1
+    np.testing.assert_array_equal(got, want)          # the wrappers change no result
+    assert timers.calls["gemm"] == 2 and timers.calls["kernels"] >= 2
+    assert timers.seconds["gemm"] > 0 and timers.seconds["kernels"] > 0
+    # x (8, 6) @ w.t() (6, 5): w.t() is a transposed row-major array, BLAS takes it as is
+    assert [g[:4] for g in timers.gemms] == [(8, 6, 5, "CF")] * 2
+    assert [dict(g) for g in _plan_globals(f)] == before   # everything put back
+    f(x, w, b)
+    assert timers.calls["gemm"] == 2                   # no longer counted
+
+
+def test_layouts_and_replay():
+    a = np.ones((4, 3), np.float32)
+    assert breakdown._layout(a) == "C" and breakdown._layout(a.T) == "F"
+    assert breakdown._layout(np.ones((4, 6), np.float32)[:, ::2]) == "S"
+    rng = np.random.default_rng(0)
+    for lay in "CFS":
+        op = breakdown._operand((4, 3), lay, rng)
+        assert op.shape == (4, 3) and breakdown._layout(op) == lay
+    assert breakdown.sgemm_seconds(16, 8, 4, "FC", repeat=2, min_time=0) > 0
+    assert breakdown.sgemm_seconds(16, 8, 4, "CC", repeat=2, cold=True) > 0
+    r = breakdown.sgemm_rate(32, 32, 32, repeat=2)
+    assert r["shape"] == [32, 32, 32] and r["gflops"] == pytest.approx(
+        breakdown.gemm_flops(32, 32, 32) / (r["best_ms"] / 1e3) / 1e9)
+
+
+def _fake_result():
+    return {"compiled": True, "steps": 3, "plans_found": 2, "step_ms": 10.0,
+            "step_instrumented_ms": 10.5,
+            "phases_ms": {"forward": 3.0, "loss": 0.5, "backward": 5.0, "optimizer": 1.5,
+                          "zero_grad": 0.01},
+            "calls_ms": {"gemm": 5.0, "kernels": 2.0, "other ops": 0.1},
+            "calls_per_step": {"gemm": 8, "kernels": 29, "other ops": 1},
+            "python_ms": 0.9, "page_faults_per_step": 3.0, "gemm_gflop_per_step": 2.45, "gemm_gflops": 490.0,
+            "gemm_alone_ms": 4.5, "gemm_cold_ms": 5.5, "sgemm_ref": {"shape": [256, 1024, 1024], "best_ms": 1.2,
+                                                 "gflops": 447.0},
+            "sgemm_best_gflops": 500.0, "gemm_share_of_best": 0.98,
+            "threads": {"cpus": 2, "blas_threads": 2},
+            "gemms": [{"m": 256, "k": 1024, "n": 1024, "layouts": "CF", "per_step": 1,
+                       "step_ms": 1.1, "alone_ms": 1.0, "cold_ms": 1.25, "step_gflops": 488.0,
+                       "alone_gflops": 537.0}]}
+
+
+def test_render_and_report_section():
+    text = breakdown.render(_fake_result(), {"shape": [256, 1024, 1024], "gflops": 420.0})
+    assert "10.00 ms per step" in text and "3 page faults per step" in text
+    assert "GEMM 5.00 ms (8 calls)" in text and "fused kernels 2.00 ms (29)" in text
+    assert "Python/plan/autograd 0.90 ms" in text and "optimizer 1.50 ms" in text
+    assert "98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
+    assert "| 256×1024×1024 CF | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 |" in text
+    assert "4.50 ms, 5.50 ms with cold caches" in text
+    data = {"machine": {"sgemm": {"shape": [256, 1024, 1024], "gflops": 420.0}},
+            "results": {"mlp": {"numpy": {"step_ms": 20.0},
+                                "tracejit_compiled": {"step_ms": 10.0, "breakdown": _fake_result()}}}}
+    sections = report.breakdown_sections(data)
+    assert len(sections) == 2 and sections[1].startswith("MLP step breakdown, tracejit compiled")
+    assert breakdown.render({"error": "boom"}) == "MLP step breakdown: boom"
+    none_found = dict(_fake_result(), plans_found=0)
+    assert "no compiled plans found" in breakdown.render(none_found)

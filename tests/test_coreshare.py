@@ -1,0 +1,158 @@
+"""tracejit.coreshare: thread counts follow the cores other processes leave free.
+
+The machine's real load is never asserted on: counters are faked, and the counts set on
+numba and BLAS are checked against what the policy was told."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numba
+import pytest
+
+from tracejit import coreshare
+from tracejit.compiler import threadsafe
+from tracejit.threads import blas_threads, set_blas_threads
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def test_count_for_gives_a_core_up_once_others_use_a_quarter_of_one():
+    cs = coreshare.CoreShare(cpus=2, machine=2)
+    assert [cs.count_for(o) for o in (0.0, 0.2, 0.3, 1.0, 1.6, 7.0)] == [2, 2, 1, 1, 1, 1]
+    # a big machine whose other CPUs are busy still leaves our 2
+    big = coreshare.CoreShare(cpus=2, machine=64)
+    assert big.count_for(40.0) == 2 and big.count_for(62.5) == 1
+    four = coreshare.CoreShare(cpus=4, machine=4)
+    assert [four.count_for(o) for o in (0.0, 1.0, 2.2, 3.9)] == [4, 3, 2, 1]
+
+
+def test_sample_reads_counters_once_per_interval(monkeypatch):
+    busy, own = [100.0], [10.0]
+    monkeypatch.setattr(coreshare, "_busy_seconds", lambda: busy[0])
+    monkeypatch.setattr(coreshare, "_own_seconds", lambda: own[0])
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25)
+    assert cs.sample(now=1.0) == 0.0 and cs._count == 2         # a baseline, no rate yet
+    busy[0], own[0] = 101.5, 10.5            # over 1 s: 1.5 CPU-s busy, 0.5 of them ours
+    assert cs.sample(now=1.1) == 0.0          # inside the interval: not read
+    assert cs.sample(now=2.0) == pytest.approx(1.0)
+    assert cs._count == 1
+    busy[0], own[0] = 102.0, 11.0             # next second: only our own work
+    assert cs.sample(now=3.0) == pytest.approx(0.0)
+    assert cs._count == 2
+
+
+@linux
+def test_sample_of_the_real_machine_is_a_number_of_cores():
+    cs = coreshare.CoreShare(interval=0.0)
+    cs.sample()
+    x = sum(range(200_000))                   # some time passes
+    assert x > 0
+    assert 0.0 <= cs.sample() <= cs.machine
+    assert 1 <= cs.threads() <= cs.cpus
+
+
+@linux
+def test_adapt_sets_numba_and_blas_and_respects_a_count_set_by_others(monkeypatch):
+    if blas_threads() is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    top = min(2, numba.config.NUMBA_NUM_THREADS)
+    n0, b0 = numba.get_num_threads(), blas_threads()
+    counts = iter([2, 1, 1, 2])
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: next(counts))
+    monkeypatch.setattr(coreshare, "_local", type(coreshare._local)())
+    monkeypatch.setattr(coreshare, "_blas", None)
+    try:
+        numba.set_num_threads(top)
+        set_blas_threads(top)
+        assert coreshare.adapt() == 2
+        assert numba.get_num_threads() == top and blas_threads() == top
+        assert coreshare.adapt() == 1         # a core taken by others: one thread each
+        assert numba.get_num_threads() == 1 and blas_threads() == 1
+        numba.set_num_threads(1)
+        set_blas_threads(1)
+        assert coreshare.adapt() == 1         # same count: nothing read or set
+        if top == 2:
+            coreshare._local.n = None         # (as if the count had changed in between)
+            coreshare.core_share.threads = lambda: 1
+            numba.set_num_threads(2)          # someone else raises numba's count
+            assert coreshare.adapt() == 1     # ... the policy still says 1 ...
+            assert numba.get_num_threads() == 1
+        counts2 = iter([2])
+        coreshare.core_share.threads = lambda: next(counts2)
+        assert coreshare.adapt() == 2         # free again: back to the ceilings
+        assert numba.get_num_threads() == top and blas_threads() == top
+    finally:
+        numba.set_num_threads(n0)
+        set_blas_threads(b0)
+
+
+def test_small_products_run_on_one_blas_thread():
+    assert coreshare.blas_threads_for(256, 1024, 10, 2) == 1
+    assert coreshare.blas_threads_for(256, 1024, 1024, 2) == 2
+    assert coreshare.blas_threads_for(256, 1024, 1024, 1) == 1
+
+
+def test_parallel_kernels_adapt_unless_switched_off():
+    def kernel(a):
+        return a + 1
+    kernel.signatures = ["sig"]
+    wrapped = threadsafe.guard_parallel(kernel)
+    if coreshare.ENABLED and not threadsafe.workqueue_active():
+        assert wrapped is not kernel and wrapped.unguarded is kernel
+        assert wrapped.signatures == ["sig"]  # the kernel's own attributes show through
+    assert wrapped(1) == 2
+    code = ("import os; from tracejit import coreshare; from tracejit.compiler import threadsafe\n"
+            "k = lambda a: a\n"
+            "print(coreshare.ENABLED, coreshare.adapt(), threadsafe.guard_parallel(k) is k "
+            "or threadsafe.workqueue_active())\n")
+    env = dict(os.environ, TRACEJIT_ADAPTIVE_THREADS="0")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["False", "0", "True"]
+
+
+@linux
+def test_matmul_is_numpy_matmul_and_small_products_use_one_thread(monkeypatch):
+    import numpy as np
+    if blas_threads() is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    seen = []
+    real = np.matmul
+
+    def spy(a, b):
+        seen.append(blas_threads())
+        return real(a, b)
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "_local", type(coreshare._local)())
+    monkeypatch.setattr(coreshare, "_blas", None)
+    b0 = blas_threads()
+    try:
+        set_blas_threads(min(2, b0))
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((8, 5), dtype=np.float32), rng.standard_normal((5, 3), dtype=np.float32)
+        monkeypatch.setattr(np, "matmul", spy)
+        out = coreshare.matmul(a, b)
+        monkeypatch.setattr(np, "matmul", real)
+        np.testing.assert_array_equal(out, real(a, b))
+        assert seen == [1]                        # the small product ran on one thread
+        assert blas_threads() == min(2, b0)       # and the count came back
+    finally:
+        set_blas_threads(b0)
+
+
+def test_an_error_turns_the_policy_off_once_and_never_fails_the_caller(monkeypatch):
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare, "_local", type(coreshare._local)())
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+
+    def broken(n):
+        raise OSError("no such library")
+    monkeypatch.setattr(coreshare, "_apply", broken)
+    with pytest.warns(RuntimeWarning, match="adaptive thread counts turned off.*no such library"):
+        assert coreshare.adapt() == 0
+    assert coreshare.ENABLED is False
+    assert coreshare.adapt() == 0             # off: no second warning, nothing tried

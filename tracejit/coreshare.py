@@ -1,0 +1,212 @@
+"""How many threads compiled code should use, given what other processes take of the CPUs.
+
+Why: numba's parallel kernels and numpy's BLAS (OpenBLAS) split each call over every
+core and then wait for the slowest thread. When another process keeps a core busy, the
+thread that lands behind it waits for a scheduler time slice (about 4 ms here), at every
+synchronisation point of the call. Measured on a 2-core machine with the other core
+busy (load average 6.6): a 256x1024 @ 1024x10 float32 product took 0.13 ms on one
+BLAS thread and 11-16 ms on two; 64x1000 @ 1000x100, 0.14 ms against 60 ms;
+256x1024 @ 1024x1024, 10 ms against 60 ms. On a quiet machine two threads are up to
+twice as fast for the large products. Neither count is right everywhere, so it follows
+the machine: this is libgomp's ``OMP_DYNAMIC`` idea (fewer threads when the load
+average says cores are taken), measured more directly.
+
+What: `CoreShare.threads()` returns the threads to use: the CPUs this process may run
+on, less the cores other processes kept busy since the previous sample (from
+``/proc/stat``, minus this process's own CPU time), rounded down once others take more
+than ``SLACK`` of a core. Samples are at least ``INTERVAL`` seconds apart, so a call
+costs a clock read almost always. `adapt()` applies the count to numba
+(``numba.set_num_threads``, which holds for the calling thread) and to BLAS
+(`threads.set_blas_threads`), changing them only when the count changes, and never above
+the counts they started with. Products small enough that a second thread cannot pay
+for its wake-up run on one BLAS thread whatever the load (`blas_threads_for`).
+
+``TRACEJIT_ADAPTIVE_THREADS=0`` (read at import) turns `adapt` into a no-op. Linux only
+(elsewhere the counts stay what the libraries chose).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from .envflags import is_off
+
+__all__ = ["CoreShare", "core_share", "adapt", "matmul", "blas_threads_for", "SMALL_GEMM_MNK"]
+
+INTERVAL = 0.25         # seconds between two readings of /proc/stat
+SLACK = 0.25            # cores others may use before we give one up
+# m*k*n below which a product runs on one BLAS thread: 256x1024x10 (2.6M) and smaller.
+SMALL_GEMM_MNK = 1 << 22
+
+
+def _affinity() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _busy_seconds() -> float | None:
+    """CPU seconds all processes spent busy since boot (/proc/stat's first line), over
+    every CPU of the machine; None where there is no /proc."""
+    try:
+        with open("/proc/stat") as f:
+            v = f.readline().split()
+    except OSError:
+        return None
+    if not v or v[0] != "cpu":
+        return None
+    ticks = [int(x) for x in v[1:]]
+    # user nice system idle iowait irq softirq steal [guest guest_nice, already in user]
+    busy = ticks[0] + ticks[1] + ticks[2] + sum(ticks[5:8])
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+class CoreShare:
+    """The cores left to this process, sampled from the whole machine's CPU time."""
+
+    def __init__(self, cpus: int | None = None, interval: float = INTERVAL, slack: float = SLACK,
+                 machine: int | None = None):
+        self.cpus = cpus or _affinity()
+        self.machine = machine or os.cpu_count() or self.cpus   # CPUs /proc/stat counts
+        self.interval = interval
+        self.slack = slack
+        self.others = 0.0          # cores other processes used over the last interval
+        self._last = None
+        self._count = self.cpus
+        self._lock = threading.Lock()
+
+    def sample(self, now: float | None = None) -> float:
+        """Read the counters if `interval` has passed; returns ``others`` (cores)."""
+        now = time.monotonic() if now is None else now
+        last = self._last
+        if last is not None and now - last[0] < self.interval:
+            return self.others
+        with self._lock:
+            busy = _busy_seconds()
+            if busy is None:
+                return self.others
+            own = _own_seconds()
+            if last is not None and now > last[0]:
+                # All CPUs' busy time less our own, per second of wall time: cores in use by
+                # others (the machine may have more CPUs than we may use: count them all).
+                others = ((busy - last[1]) - (own - last[2])) / (now - last[0])
+                # (clamped: the counters tick every 10 ms, a short interval reads coarsely)
+                self.others = min(max(0.0, others), float(self.machine))
+                self._count = self.count_for(self.others)
+            self._last = (now, busy, own)
+        return self.others
+
+    def count_for(self, others: float) -> int:
+        """Threads to use when others keep `others` cores busy."""
+        free = min(self.cpus, self.machine - others)
+        return max(1, min(self.cpus, int(free + self.slack)))
+
+    def threads(self) -> int:
+        self.sample()
+        return self._count
+
+
+core_share = CoreShare()
+
+
+class _Setting:
+    """One library's thread count as `adapt` manages it: the ceiling is the count found
+    before we changed anything, or the one someone else set since (theirs wins)."""
+
+    def __init__(self, get, put):
+        self.get, self.put = get, put
+        self.ceiling = None
+        self.ours = None          # the count we set last
+
+    def apply(self, n: int) -> None:
+        current = self.get()
+        if current is None:
+            return
+        if self.ours is None or current != self.ours:
+            self.ceiling = current   # first use, or changed by someone else: new ceiling
+        want = max(1, min(n, self.ceiling))
+        if want != current:
+            self.put(want)
+        self.ours = want
+
+
+def _numba_setting() -> _Setting:
+    import numba
+    return _Setting(numba.get_num_threads, numba.set_num_threads)
+
+
+_blas = None
+_local = threading.local()   # numba's count is per Python thread
+# Read once: `adapt` runs before every parallel kernel, an environment lookup costs 1 us.
+ENABLED = sys.platform.startswith("linux") and not is_off("TRACEJIT_ADAPTIVE_THREADS")
+
+
+def adapt() -> int:
+    """Set numba's threads (for the calling thread) and BLAS's to what the machine can
+    give now; returns the count (0 when turned off). Cheap: a clock read unless a
+    sample is due or the count changed."""
+    if not ENABLED:
+        return 0
+    n = core_share.threads()
+    if getattr(_local, "n", None) == n:
+        return n      # nothing changed here since (a count set by others meanwhile stays)
+    try:
+        _apply(n)
+    except Exception as exc:   # a tuning must never fail the kernel it runs before
+        _give_up(exc)
+        return 0
+    _local.n = n
+    return n
+
+
+def _apply(n: int) -> None:
+    global _blas
+    numba_setting = getattr(_local, "numba", None)
+    if numba_setting is None:
+        numba_setting = _local.numba = _numba_setting()
+    numba_setting.apply(n)
+    if _blas is None:
+        from .threads import blas_threads, set_blas_threads
+        _blas = _Setting(blas_threads, set_blas_threads)
+    _blas.apply(n)
+
+
+def _give_up(exc: Exception) -> None:
+    global ENABLED
+    ENABLED = False
+    import warnings
+    warnings.warn(f"tracejit: adaptive thread counts turned off after an error "
+                  f"({type(exc).__name__}: {exc}); thread counts stay as they are",
+                  RuntimeWarning, stacklevel=3)
+
+
+def blas_threads_for(m: int, k: int, n: int, available: int) -> int:
+    """BLAS threads for an (m, k) @ (k, n) product when `available` threads may run."""
+    if m * k * n < SMALL_GEMM_MNK:
+        return 1
+    return max(1, available)
+
+
+def matmul(a, b):
+    """``numpy.matmul(a, b)`` on the BLAS threads `adapt` and `blas_threads_for` choose: the
+    call a compiled plan makes for each product (a GEMM is split like a kernel, and waits
+    for a thread stuck behind another process the same way)."""
+    import numpy as np
+    n = adapt()
+    if n and a.ndim >= 2 and b.ndim >= 2 and _blas is not None and _blas.ours not in (None, 1):
+        m, k = a.shape[-2], a.shape[-1]
+        if m * k * b.shape[-1] < SMALL_GEMM_MNK:
+            _blas.put(1)
+            try:
+                return np.matmul(a, b)
+            finally:
+                _blas.put(_blas.ours)
+    return np.matmul(a, b)
