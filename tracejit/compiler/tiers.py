@@ -37,6 +37,7 @@ import warnings
 import weakref
 from typing import Any, Optional
 
+from .. import envflags
 from ..jit.interpreter import interpret
 from . import diskcache, workers
 
@@ -54,7 +55,7 @@ def compile_mode(option: Optional[str]) -> str:
     """The mode for a function: its ``compile=`` option, else $TRACEJIT_COMPILE, else background."""
     if option is not None:
         return option
-    env = os.environ.get("TRACEJIT_COMPILE", "").strip().lower()
+    env = envflags.value("TRACEJIT_COMPILE").lower()
     return env if env in MODES else "background"
 
 
