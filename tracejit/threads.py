@@ -25,7 +25,7 @@ import warnings
 
 from .envflags import ProcessTuning
 
-__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned"]
+__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "PARALLEL_MIN"]
 
 SPINCOUNT = "1000"
 
@@ -69,3 +69,9 @@ tune_omp_spin = ProcessTuning("TRACEJIT_THREAD_TUNING", _set_spincount,
 def omp_spin_tuned() -> bool:
     """Whether `tune_omp_spin` set ``GOMP_SPINCOUNT`` before libgomp was loaded."""
     return tune_omp_spin.applied
+
+# Below this many elements a kernel runs serially: waking the thread pool costs tens of
+# microseconds here, more than the work itself. The one definition: compiled plans pick
+# their serial or parallel kernel by it, fused Adam too, and Adam's default ``fused=None``
+# fuses exactly the parameters whose kernel would run parallel (optim.FUSED_MIN).
+PARALLEL_MIN = 1 << 14
