@@ -15,11 +15,11 @@ from ..autograd import grad_mode as _gm
 from ..autograd.node import Node, edge
 from ..envflags import is_off
 from ..errors import InplaceModifiedError
+from ..jit.autodiff import active_vars, joint, loss_joint, split
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
-from ..jit.passes import optimize
+from ..jit.passes import lift_symbolic_literals, optimize
 from ..tensor import Tensor
-from .autodiff import joint, loss_joint, split
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
 
@@ -73,37 +73,6 @@ class CompiledNode(Node):
             self._freed = True
         live = self.program.reached(self.taken, grads)
         return [r if i in live else None for r, i in zip(res, self.diff_idx)]
-
-
-def lift_symbolic_literals(graph: Graph) -> Graph:
-    """Literals whose value is a symbolic size (``x.sum() / x.shape[0]``) become 0-d values
-    computed by the plan from the input shapes, so kernels read them at run time instead
-    of baking in the size seen at trace time."""
-    from ..jit.ir import Eqn, Literal
-    from ..ops.registry import REGISTRY, Aval
-    from ..shapes import Sym
-    full = REGISTRY["full"]
-    eqns = []
-    changed = False
-    for e in graph.eqns:
-        ins = []
-        for a in e.inputs:
-            if isinstance(a, Literal) and isinstance(a.value, Sym):
-                v = Var(Aval((), a.aval.dtype, a.aval.device))
-                eqns.append(Eqn(full, (), (v,), {"shape": (), "value": a.value, "dtype": a.aval.dtype,
-                                                 "device": a.aval.device}, e.loc))
-                ins.append(v)
-                changed = True
-            else:
-                ins.append(a)
-        params = e.params
-        if any(isinstance(p, Graph) for p in params.values()):
-            params = {k: (lift_symbolic_literals(p) if isinstance(p, Graph) else p) for k, p in params.items()}
-            changed = changed or any(params[k] is not e.params[k] for k in params)
-        eqns.append(Eqn(e.prim, tuple(ins), e.outs, params, e.loc) if changed else e)
-    if not changed:
-        return graph
-    return Graph(graph.inputs, tuple(eqns), graph.outputs, graph.name)
 
 
 class CompiledProgram:
@@ -199,7 +168,6 @@ class CompiledProgram:
         grad, as in eager)."""
         act = self._active_outs.get(diff_idx)
         if act is None:
-            from .autodiff import active_vars
             flags = [i in diff_idx for i in range(len(self.graph.inputs))]
             av = active_vars(self.graph, flags)
             act = self._active_outs[diff_idx] = {k for k, a in enumerate(self.graph.outputs)
