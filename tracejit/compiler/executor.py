@@ -16,6 +16,7 @@ from ..autograd.node import Node, edge
 from ..envflags import is_off
 from ..errors import InplaceModifiedError
 from ..jit.autodiff import active_vars, joint, loss_joint, split
+from ..jit.backend import Executor, InputKeeper
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
@@ -63,10 +64,10 @@ class CompiledNode(Node):
         if create_graph:
             log.info("create_graph=True through compiled %s: running its backward eagerly",
                      self.program.name)
-            res = self.program.eager_backward(self.inputs, grads)
+            res = self.program.eager_backward(self.inputs, grads, self.diff_idx)
         else:
             saved, self.saved = self.saved, (self.saved if retain_graph else None)
-            res = self.program.run_backward(self.inputs, saved, grads, retain_graph)
+            res = self.program.run_backward(self.inputs, saved, grads, retain_graph, self.diff_idx)
             del saved
         if not retain_graph:
             self.saved = None
@@ -75,7 +76,7 @@ class CompiledNode(Node):
         return [r if i in live else None for r, i in zip(res, self.diff_idx)]
 
 
-class CompiledProgram:
+class CompiledProgram(Executor):
     def __init__(self, graph: Graph, name: str = "graph"):
         graph = lift_symbolic_literals(graph)
         self.graph = graph
@@ -260,8 +261,9 @@ class CompiledProgram:
             out.append(t)
         return out
 
-    def run_backward(self, inputs, saved, grads, retain_graph: bool = True):
-        diff_idx = self._diff_of(inputs)
+    def run_backward(self, inputs, saved, grads, retain_graph: bool = True, diff_idx=None):
+        if diff_idx is None:
+            diff_idx = self._diff_of(inputs)
         fwd, bwd, n_saved = self.train_plans(diff_idx)
         if bwd is None:
             return self._scale_loss_grads(diff_idx, saved, grads[self._loss_k[diff_idx]], retain_graph,
@@ -310,13 +312,14 @@ class CompiledProgram:
         return out
 
     def _diff_of(self, inputs):
-        for k in self._train:
-            return k
-        return ()
+        """The differentiable inputs of a call with `inputs` (as `__call__` decides them)."""
+        return tuple(i for i, x in enumerate(inputs)
+                     if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
 
-    def eager_backward(self, inputs, grads):
+    def eager_backward(self, inputs, grads, diff_idx=None):
         """create_graph=True: interpret the joint graph with autograd recording."""
-        diff_idx = self._diff_of(inputs)
+        if diff_idx is None:
+            diff_idx = self._diff_of(inputs)
         active = [i in diff_idx for i in range(len(self.graph.inputs))]
         j = joint(self.graph, active)
         from .. import ops
@@ -325,6 +328,27 @@ class CompiledProgram:
             gs.append(g if g is not None else ops.zeros(_concrete_shape(a, inputs, self.graph), dtype=a.aval.dtype))
         with _gm.enable_grad():
             return interpret(j, list(inputs) + gs)
+
+    # ---- the Executor interface (jit/backend.py) --------------------------------------------
+    @property
+    def tier(self) -> str:
+        return "compiled"
+
+    @property
+    def target(self) -> str:
+        """Where the plans run: "cpu" or "cuda"."""
+        return self._backend
+
+    def precompile(self, ins, grad_mode: bool) -> None:
+        for plan in self.plans_for(ins, grad_mode):
+            for kern, layouts, parallel in plan.all_first_variants():
+                kern.get(layouts, parallel)
+
+    def fast_inference(self):
+        if self._scalar_inputs or not self._simple_out or len(self.graph.outputs) != 1:
+            return None
+        (dtype, device), = self._out_types
+        return self.infer_plan().fn, dtype, device
 
     # ---- introspection ------------------------------------------------------------------
     def explain_sections(self):
@@ -364,6 +388,9 @@ class CompiledProgram:
                     pass
         del plan
         return vals
+
+
+InputKeeper.register(CompiledNode)
 
 
 def _inputs_used(g: Graph) -> set:

@@ -136,9 +136,8 @@ def _diagnose(fn, entry, leaves, got, bad) -> str:
     producer = {o: e for e in graph.eqns for o in e.outs}
 
     # 1. The compiled program against the reference interpreter on the same graph.
-    probe = getattr(entry.executor, "debug_values", None)
-    if probe is not None:
-        vals = probe(ins)
+    vals = entry.executor.debug_values(ins)
+    if vals is not None:
         for e in graph.eqns:
             for o in e.outs:
                 if o in vals and o in ref_vals and not compare(vals[o], ref_vals[o]):

@@ -25,16 +25,15 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
-from ..compiler.kernel_errors import raise_kernel_error
 from ..errors import CompileError, ScriptError, TraceError
 from ..ops import registry as _reg
 from ..shapes import Sym
 from ..tensor import Tensor
 from . import config
+from .backend import Executor, InputKeeper, executor_for, raise_kernel_error
 from .config import plain_call
 from .guards import MISS, LeafDesc, _same_value, build_guard, describe_difference
 from .ir import Graph, verify
-from .interpreter import interpret
 from .passes import optimize
 from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
@@ -71,6 +70,9 @@ class Entry:
         self.mutations = mutations      # [(leaf index, graph output index)]
         self.guard = guard
         self.guard_src = guard_src
+        if not isinstance(executor, Executor):
+            raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
+                            f"got {type(executor).__name__}")
         self.executor = executor
         self.hits = 0
         self.input_leaf_idx = [i for i, d in enumerate(descs) if d.kind in ("tensor", "scalar")]
@@ -89,16 +91,15 @@ class Entry:
         inline (the common case, one Python call per hit besides the plan's own); every
         other entry goes through `run`.
         """
-        ex = self.executor
         names = {"E": self, "C": self.const_tensors, "RUN": self.run}
         tensors = [d for d in list(self.descs) + list(self.const_descs) if d.kind == "tensor"]
         infer = not self.grad_mode or not any(d.requires_grad and d.dtype.is_floating_point
                                               for d in tensors)
         body = ["    E.hits += 1", "    return RUN(L)"]
-        if infer and self._single and hasattr(ex, "infer_plan") and not ex._scalar_inputs \
-                and ex._simple_out and len(ex.graph.outputs) == 1:
-            (d, dev), = ex._out_types
-            names.update(PLAN=ex.infer_plan().fn, WRAP=Tensor._wrap, OD=d, OV=dev)
+        fast = self.executor.fast_inference() if infer and self._single else None
+        if fast is not None:
+            plan_fn, d, dev = fast
+            names.update(PLAN=plan_fn, WRAP=Tensor._wrap, OD=d, OV=dev)
             arrays = [f"L[{i}]._data" for i in self.input_leaf_idx]
             arrays += [f"C[{i}]._data" for i in range(len(self.const_tensors))]
             body = ["    E.hits += 1", f"    return WRAP(PLAN({', '.join(arrays)})[0], OD, OV)"]
@@ -108,6 +109,15 @@ class Entry:
         hit, _ = build_guard(self.descs, self.const_descs, self.grad_mode, self.extra, on_pass=(body, names),
                              decisions=self._decided)
         return hit
+
+    def set_executor(self, executor: Executor) -> None:
+        """Run `executor` from now on (a background compile's switch to kernels). The hit
+        function is replaced in one attribute store: a caller sees the old one or the new."""
+        if not isinstance(executor, Executor):
+            raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
+                            f"got {type(executor).__name__}")
+        self.executor = executor
+        self.hit = self._build_hit()
 
     def aliased(self, leaves) -> bool:
         """Whether two of the call's tensors (arguments, captured tensors) share memory."""
@@ -126,7 +136,7 @@ class Entry:
             return self.executor(ins)[0]
         outs = self.executor(ins)
         if self.mutations:
-            node = next((o.grad_fn for o in outs if getattr(o.grad_fn, "keep_input", None)), None)
+            node = next((o.grad_fn for o in outs if isinstance(o.grad_fn, InputKeeper)), None)
             for leaf_i, k in self.mutations:
                 if node is not None:  # its backward reads the value before the write below
                     node.keep_input(leaves[leaf_i])
@@ -634,8 +644,7 @@ class CompiledFunction:
         executor = self._make_executor(opt, gm)
         entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes)
-        if hasattr(executor, "switch"):  # a TieredExecutor replaces the entry's executor later
-            executor.entry = entry
+        executor.attach(entry)  # a background compile replaces the entry's executor later
         return entry
 
     def _const_names(self):
@@ -643,16 +652,9 @@ class CompiledFunction:
         names = getattr(self, "_named_tensors", None)
         return names() if names is not None else None
 
-    def _make_executor(self, graph: Graph, gm: bool):
-        compiler = self._compiler
-        if compiler is None or compiler == "interpret" or not _compiler_available():
-            return functools.partial(interpret, graph)
-        from ..compiler import compile_graph  # the numba backend
-        from ..compiler import tiers
-        program = compile_graph(graph, grad_mode=gm, name=self.__name__)
-        if tiers.compile_mode(self._compile_mode) == "background" and tiers.background_possible(program):
-            return tiers.TieredExecutor(graph, program, gm, self._lock, self, self.__name__)
-        return program
+    def _make_executor(self, graph: Graph, gm: bool) -> Executor:
+        return executor_for(self._compiler, graph, grad_mode=gm, name=self.__name__,
+                            compile_mode=self._compile_mode, lock=self._lock, owner=self)
 
     # ---- check mode -------------------------------------------------------------------
     def _checked(self, entry, leaves, args):
@@ -666,9 +668,8 @@ class CompiledFunction:
         s["hits"] = self._stats["hits"] + sum(e.hits for e in self._entries)
         s["recompile_reasons"] = list(s["recompile_reasons"])
         s["entries"] = len(self._entries)
-        from ..compiler.tiers import entry_tier
-        s["tiers"] = [entry_tier(e.executor) for e in self._entries]
-        s["pending_kernels"] = sum(getattr(e.executor, "pending_kernels", lambda: 0)() for e in self._entries)
+        s["tiers"] = [e.executor.tier for e in self._entries]
+        s["pending_kernels"] = sum(e.executor.pending_kernels() for e in self._entries)
         s["dynamic_dims"] = sorted(self._dynamic)
         return s
 
@@ -691,8 +692,7 @@ class CompiledFunction:
         if entry is None:  # past the recompile limit: such calls run eagerly
             return
         ins = [leaves[i] for i in entry.input_leaf_idx] + list(entry.const_tensors)
-        from ..compiler.tiers import precompile
-        precompile(entry, ins)
+        entry.executor.precompile(ins, entry.grad_mode)
 
     def reset(self) -> None:
         with self._lock:
@@ -712,6 +712,18 @@ class CompiledFunction:
     def entries(self) -> list:
         return list(self._entries)
 
+    def entry_for(self, *args, **kwargs) -> Optional[Entry]:
+        """The cached entry a call with these arguments runs now (grad mode included), or
+        None when such a call would capture, or run eagerly."""
+        if kwargs or not self._simple or len(args) != self._nparams:
+            args = self._bind(args, kwargs)
+        gm = _gm._state.enabled
+        leaves, spec = flatten(list(args))
+        for e in list(self._entries):
+            if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm):
+                return e
+        return None
+
     def __repr__(self) -> str:
         return f"<tracejit.{self._mode} {self.__name__}: {len(self._entries)} entries>"
 
@@ -719,7 +731,7 @@ class CompiledFunction:
 def _write_state(writes: list, outs: list) -> None:
     """Write back the module state a compiled call updated (buffers in place, as eager
     does; attributes set to the new tensor). Not part of any autograd graph."""
-    node = next((o.grad_fn for o in outs if getattr(o.grad_fn, "keep_input", None)), None)
+    node = next((o.grad_fn for o in outs if isinstance(o.grad_fn, InputKeeper)), None)
     for w in writes:
         if w[0] == "buffer":
             t, new = w[1], outs[w[2]]
@@ -846,11 +858,3 @@ def _runtime_scalar(x, mode: str) -> bool:
 
 def _dt_like(x) -> bool:
     return isinstance(x, (_dt.DType,)) or type(x).__name__ == "device"
-
-
-def _compiler_available() -> bool:
-    try:
-        from ..compiler import compile_graph  # noqa: F401
-    except ImportError:
-        return False
-    return True
