@@ -9,7 +9,7 @@ from . import config
 from .config import eager
 from .explain import explain
 from .function import CompiledFunction
-from .control import scan
+from .loops import scan
 
 __all__ = ["trace", "script", "eager", "explain", "CompiledFunction", "scan"]
 

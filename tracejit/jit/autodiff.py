@@ -20,6 +20,7 @@ from __future__ import annotations
 from ..autograd.engine import _fit
 from ..errors import CompileError
 from ..ops.registry import Aval
+from .control import COND, SCAN
 from .ir import Eqn, Graph, Literal, Var
 from .tracer import TraceContext, _make_tracer
 
@@ -96,7 +97,6 @@ def _vjp_one(ctx, e, act, ct, tracer, val) -> None:
 
 def _cond_vjp(ctx, e, gs, act):
     from .. import ops
-    from .control import COND
     tg, fg = e.params["true_graph"], e.params["false_graph"]
     operands = e.inputs[1:]
     op_active = [isinstance(a, Var) and a in act for a in operands]
@@ -126,7 +126,6 @@ def _scan_vjp(ctx, e, gs, act, val):
        stacking the x slices' gradients.
     """
     from .. import ops
-    from .control import SCAN
     bg = e.params["body_graph"]
     nc, nx = e.params["n_carry"], e.params["n_xs"]
     ny = len(e.outs) - nc
