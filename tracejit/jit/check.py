@@ -19,10 +19,12 @@ import os
 import numpy as np
 
 from ..autograd import grad_mode as _gm
+from ..autograd import grad as _grad
 from ..errors import CheckMismatchError
 from ..tensor import Tensor
 from .interpreter import interpret
 from .ir import Literal, eqn_lines, format_param
+from .passes import optimize
 from .pytree import flatten, unflatten
 
 __all__ = ["run_checked", "compare"]
@@ -81,7 +83,6 @@ def run_checked(fn, entry, leaves, args):
     outs = [(g, r) for g, r in zip(got, exp) if isinstance(g, Tensor) and isinstance(r, Tensor)
             and g.requires_grad and r.requires_grad]
     if diff_leaves and outs and _gm.is_grad_enabled():
-        from ..autograd import grad as _grad
         gi = [leaves[i] for i in diff_leaves]
         ri = [ref_leaves[i] for i in diff_leaves]
         # One scalar per side (the sum of every output), so each side has a single root.
@@ -193,7 +194,6 @@ def _same_eqn(a, b) -> bool:
 
 
 def _recapture(fn, entry, leaves):
-    from .passes import optimize
     ctx, out_atoms, *_ = fn._trace(leaves, entry.arg_spec, entry.descs, entry.grad_mode,
                                    fn._const_names())
     return optimize(ctx.graph(out_atoms, name=fn.__name__)), ctx.const_tensors

@@ -10,8 +10,11 @@ what paths return, captured outer values). Loops are in loops.py.
 """
 from __future__ import annotations
 
+import os
+
 from .. import dtypes as _dt
-from ..errors import ScriptError, TraceError, user_location
+from .. import ops
+from ..errors import _PKG_DIR, ScriptError, TraceError, TracejitError, user_location
 from ..ops import registry as _reg
 from ..ops.registry import Aval, defprim
 from ..tensor import Tensor
@@ -46,8 +49,6 @@ def _raised_by_user_code(exc: BaseException) -> str:
     """"file:line" when `exc` came from a ``raise`` in user code (its innermost frame is
     outside tracejit), else "" (an op's own error, e.g. a shape mismatch, stays an error
     of the capture)."""
-    import os
-    from ..errors import TracejitError, _PKG_DIR
     if isinstance(exc, TracejitError):
         return ""
     tb = exc.__traceback__
@@ -132,7 +133,6 @@ def is_traced(x) -> bool:
 
 
 def as_pred(ctx: TraceContext, p) -> Tracer:
-    from .. import ops
     if not (p.dtype is _dt.bool_):
         p = ops.ne(p, 0)
     if p.ndim != 0:
@@ -200,7 +200,6 @@ def _finish(parents_outer: list, subs: list, results: list, names, what: str):
 
 def materialize(sub: TraceContext, v, like_aval=None):
     """Turn a Python number into a tensor inside `sub` (for paths that disagree)."""
-    from .. import ops
     with sub:
         if isinstance(v, Tensor):
             return v
@@ -317,7 +316,6 @@ def _raise_at_run_time(ctx: TraceContext, pred, raised: list, true_fn, false_fn)
     when the condition selects that branch, and return the other branch's function, which
     the caller runs inline (it is the only path on which the program continues). Both
     branches raised: that is what the program does, so the capture raises."""
-    from .. import ops
     if len(raised) == 2:
         raise raised[0][1]
     nm, exc, where = raised[0]
@@ -331,7 +329,6 @@ def _raise_at_run_time(ctx: TraceContext, pred, raised: list, true_fn, false_fn)
 def _cast_numbers(subs, results) -> None:
     """A runtime number on one path and a tensor on the other (``n if c else x.sum()``):
     the number takes the tensor's dtype, as it would in arithmetic with it."""
-    from .. import ops
     for i in range(len(results[0])):
         vals = [r[i] for r in results]
         if not all(isinstance(v, Tensor) for v in vals):

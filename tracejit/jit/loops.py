@@ -8,9 +8,11 @@ primitives are defined in control.py, which also holds the helpers shared with `
 from __future__ import annotations
 
 from .. import dtypes as _dt
+from .. import ops
 from ..errors import ScriptError, user_location
 from ..ops import registry as _reg
 from ..ops.registry import Aval
+from ..shapes import Sym
 from ..tensor import Tensor
 from .control import (SCAN, WHILE, as_pred, aval_of, graph_with_captures, is_traced, is_undefined, materialize,
                       union_captures)
@@ -37,7 +39,6 @@ def _carried(vals):
     """A loop's carried values: numbers become 0-d tensors (so the body can change them,
     weakly typed as the Python numbers they were); returns (carried, positions of the
     tensors, their avals)."""
-    from .. import ops
     carried = []
     for v in vals:
         if isinstance(v, (bool, int, float)) and not isinstance(v, Tensor):
@@ -56,7 +57,6 @@ def _carried(vals):
 def _body_outputs(bsub, new, carried, tensor_pos, avals, names, what):
     """The body's new values of the carried tensors, cast back to the carried dtype;
     a changed shape, a widened dtype or a changed non-tensor value is a ScriptError."""
-    from .. import ops
     body_outs = []
     for i, p in enumerate(tensor_pos):
         nv = new[p]
@@ -124,7 +124,6 @@ def _define_body_locals(body_fn, vals):
     initial value of the type the body gives them: trace the body once to learn it (that
     trace is thrown away). Python would leave such a name unbound if the loop never ran;
     here it reads as zeros."""
-    from .. import ops
     undefined = [i for i, v in enumerate(vals) if is_undefined(v)]
     if not undefined:
         return vals
@@ -150,7 +149,6 @@ def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):
     sizes (``range(x.shape[1])`` with a dynamic dim) become a ``scan``: its trip count is
     known when the loop starts, so it differentiates (the backward runs the steps in
     reverse), and a new sequence length does not recompile."""
-    from ..shapes import Sym
     if len(args) == 1:
         start, stop, step = 0, args[0], 1
     elif len(args) == 2:
@@ -173,7 +171,6 @@ def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):
         return vals
     if is_traced(step) or not isinstance(step, int) or step == 0:
         raise ScriptError("for-range over traced bounds needs a constant non-zero integer step")
-    from .. import ops
     if symbolic:
         length = stop - start            # a size: >= 2 - start >= 0
     else:
@@ -192,7 +189,6 @@ def _graph_scan(length, body_fn, vals, names):
     """A ``scan`` with carries only (no xs/ys) for a for-range loop. Its ``trip`` param
     keeps the trip count when it is a size (int or symbolic dim): reverse mode stacks
     per-step residuals along it."""
-    from ..shapes import Sym
     ctx: TraceContext = _reg.trace_state.tracer
     loc = user_location(4)
     what = f"for loop at {loc[0]}:{loc[1]}" if loc else "for loop"
@@ -254,7 +250,6 @@ def scan(f, init, xs=(), length=None, reverse: bool = False):
 
 
 def _stack_ys(steps, f, carry, xs_t, single_c, single_x):
-    from .. import ops
     if not steps:
         # zero steps: the ys' shapes come from one probe call on zeros (results dropped)
         xz = tuple(ops.zeros(tuple(x.shape[1:]), dtype=x.dtype, device=x.device) for x in xs_t)
@@ -272,7 +267,6 @@ def _stack_ys(steps, f, carry, xs_t, single_c, single_x):
 
 
 def _traced_scan(f, carry, xs_t, n, single_c, single_x, reverse):
-    from .. import ops
     ctx: TraceContext = _reg.trace_state.tracer
     k_aval = Aval((), _dt.int64, weak=True)
     c_avals = [aval_of(c) for c in carry]

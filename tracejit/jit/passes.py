@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.registry import Aval
+from ..ops.registry import REGISTRY, Aval
 from ..shapes import Sym
 from .ir import Eqn, Graph, Literal, Var
 
@@ -201,7 +201,6 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
             or uses.get(m.out, 0) != 1 or len(m.out.aval.shape) != 2
             or any(len(a.aval.shape) != 2 for a in m.inputs) or not all(isinstance(a, Var) for a in m.inputs)):
         return None
-    from ..ops.registry import REGISTRY
     permute = REGISTRY["permute"]
     new = []
 
@@ -229,7 +228,6 @@ def lift_symbolic_literals(graph: Graph) -> Graph:
     computed by the plan from the input shapes, so kernels read them at run time instead
     of baking in the size seen at trace time. Run on a graph before it is lowered (not
     part of `optimize`: the interpreter evaluates such literals from the bound sizes)."""
-    from ..ops.registry import REGISTRY
     full = REGISTRY["full"]
     eqns = []
     changed = False
