@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 from .. import envflags
 from ..jit.backend import Executor, Interpreted
+from ..jit.function import compiled_function_of
 from . import diskcache, workers
 
 __all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "module_when_ready"]
@@ -266,12 +267,9 @@ class TieredExecutor(Executor):
 
 def _resolve(fn):
     """The CompiledFunction behind `fn` (a compiled module gives its forward's)."""
-    from ..jit.function import CompiledFunction
-    if isinstance(fn, CompiledFunction):
-        return fn
-    inner = getattr(fn, "_tracejit_compiled", None) or getattr(fn, "forward", None)
-    if isinstance(inner, CompiledFunction):
-        return inner
+    cf = compiled_function_of(fn)
+    if cf is not None:
+        return cf
     raise TypeError(f"wait expects a function compiled by tracejit.trace/script, got {type(fn).__name__}")
 
 

@@ -76,17 +76,16 @@ class CompiledModule:
 
 
 def _wrap_module(mode: str, module, kw):
-    forward = type(module).forward
-    cf = CompiledFunction(forward, mode=mode, bound_self=module,
-                          extra_guard=_TrainingGuard(module), **kw)
-    cf.__name__ = type(module).__name__ + ".forward"
-    cf.__qualname__ = type(module).__qualname__ + ".forward"
-
     def named_tensors():
         names = {id(b): n for n, b in module.named_buffers()}
         names.update({id(p): n for n, p in module.named_parameters()})
         return names
-    cf._named_tensors = named_tensors
+
+    forward = type(module).forward
+    cf = CompiledFunction(forward, mode=mode, bound_self=module, extra_guard=_TrainingGuard(module),
+                          tensor_names=named_tensors, **kw)
+    cf.__name__ = type(module).__name__ + ".forward"
+    cf.__qualname__ = type(module).__qualname__ + ".forward"
     return CompiledModule(module, cf)
 
 

@@ -268,6 +268,13 @@ class Capture:
             ctx.state_writes = ctx.finish_state_writes(out_atoms)
         return ctx, out_atoms, out_leaves, out_spec, mutations
 
+    def recapture(self, entry: Entry, leaves: list) -> tuple:
+        """Trace again what `entry` captured, for these argument leaves: (optimized graph,
+        captured tensors). Check mode compares it with the entry's graph."""
+        ctx, out_atoms, *_ = self._trace(leaves, entry.arg_spec, entry.descs, entry.grad_mode,
+                                         self._const_names())
+        return optimize(ctx.graph(out_atoms, name=self.__name__)), ctx.const_tensors
+
     def _capture(self, leaves, spec, descs, gm):
         allow_symbols = True
         for attempt in range(4):
@@ -324,7 +331,7 @@ class Capture:
 
     def _const_names(self):
         """Names for captured tensors: a module's parameter and buffer names."""
-        names = getattr(self, "_named_tensors", None)
+        names = self._tensor_names
         return names() if names is not None else None
 
     def _make_executor(self, graph: Graph, gm: bool) -> Executor:

@@ -24,7 +24,6 @@ from ..errors import CheckMismatchError
 from ..tensor import Tensor
 from .interpreter import interpret
 from .ir import Literal, eqn_lines, format_param
-from .passes import optimize
 from .pytree import flatten, unflatten
 
 __all__ = ["run_checked", "compare"]
@@ -69,7 +68,7 @@ def run_checked(fn, entry, leaves, args):
     ref_leaves = _clone_leaves(leaves)
     diag_leaves = _clone_leaves(leaves)  # untouched copies: in-place updates write back to `leaves`
     result = entry.run(leaves)
-    ref = fn._call_eager_bound(unflatten(spec, ref_leaves) if spec is not None else ref_leaves)
+    ref = fn.run_eagerly(unflatten(spec, ref_leaves) if spec is not None else ref_leaves)
     got, gspec = flatten(result)
     exp, espec = flatten(ref)
     if len(got) != len(exp) or gspec != espec:
@@ -158,7 +157,7 @@ def _diagnose(fn, entry, leaves, got, bad) -> str:
     # 2. The graph itself no longer computes what the Python code does: capture again and
     #    compare the two graphs equation by equation.
     try:
-        new, new_consts = _recapture(fn, entry, leaves)
+        new, new_consts = fn.recapture(entry, leaves)
     except Exception as ex:  # the function can't even be captured now
         return (f"check mode: outputs {bad} of compiled {fn.__name__} differ from eager execution, "
                 f"and capturing it again fails ({type(ex).__name__}: {ex})")
@@ -192,8 +191,3 @@ def _same_eqn(a, b) -> bool:
     pb = {k: format_param(v) for k, v in b.params.items()}
     return pa == pb
 
-
-def _recapture(fn, entry, leaves):
-    ctx, out_atoms, *_ = fn._trace(leaves, entry.arg_spec, entry.descs, entry.grad_mode,
-                                   fn._const_names())
-    return optimize(ctx.graph(out_atoms, name=fn.__name__)), ctx.const_tensors

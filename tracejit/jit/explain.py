@@ -1,7 +1,7 @@
 """``tracejit.explain``: what a compiled function does for given inputs, as readable text."""
 from __future__ import annotations
 
-from .function import CompiledFunction
+from .function import compiled_function_of
 
 __all__ = ["explain", "Explanation"]
 
@@ -30,10 +30,9 @@ class Explanation:
 def explain(fn, *args, **kwargs) -> Explanation:
     """Call `fn` (a compiled function or module) with these arguments and describe the
     entry that ran: guards, tier, graphs, and the backend's sections (fusion, kernels)."""
-    if not isinstance(fn, CompiledFunction):
-        fn = getattr(fn, "_tracejit_compiled", None) or getattr(fn, "forward", None) or fn
-        if not isinstance(fn, CompiledFunction):
-            raise TypeError("explain expects a function decorated with @tracejit.script/@tracejit.trace")
+    fn = compiled_function_of(fn)
+    if fn is None:
+        raise TypeError("explain expects a function decorated with @tracejit.script/@tracejit.trace")
     before = fn.cache_stats()["compiles"]
     fn(*args, **kwargs)
     stats = fn.cache_stats()

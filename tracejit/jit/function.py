@@ -34,7 +34,7 @@ from .entry import Entry
 from .guards import MISS
 from .pytree import flatten
 
-__all__ = ["CompiledFunction", "Entry", "DEFAULT_RECOMPILE_LIMIT"]
+__all__ = ["CompiledFunction", "Entry", "DEFAULT_RECOMPILE_LIMIT", "compiled_function_of"]
 
 DEFAULT_RECOMPILE_LIMIT = 8
 
@@ -45,7 +45,7 @@ class CompiledFunction(Capture):
     def __init__(self, fn: Callable, *, mode: str = "trace", eager: bool = False, check: bool = False,
                  recompile_limit: int = DEFAULT_RECOMPILE_LIMIT, dynamic: Optional[bool] = None,
                  compiler: Optional[str] = None, bound_self: Any = None, extra_guard=None,
-                 compile: Optional[str] = None):
+                 compile: Optional[str] = None, tensor_names: Optional[Callable[[], dict]] = None):
         if not callable(fn):
             raise TypeError(f"tracejit.{mode} expects a function or an nn.Module, got {type(fn).__name__}")
         self._fn = fn
@@ -61,6 +61,7 @@ class CompiledFunction(Capture):
         self._compile_mode = compile  # None: $TRACEJIT_COMPILE, else background (compiler/tiers.py)
         self._bound_self = bound_self
         self._extra_guard = extra_guard
+        self._tensor_names = tensor_names  # {id(tensor): name} of a module's parameters and buffers
         self._sig = inspect.signature(fn)
         params = list(self._sig.parameters.values())
         if bound_self is not None:
@@ -94,6 +95,10 @@ class CompiledFunction(Capture):
         if self._bound_self is not None:
             return self._fn(self._bound_self, *args, **kwargs)
         return self._fn(*args, **kwargs)
+
+    def run_eagerly(self, vals):
+        """Run the Python function on per-parameter values (as `entry_for` binds them)."""
+        return self._call_eager_bound(vals)
 
     def _call_eager_bound(self, vals):
         """Call the Python function with the per-parameter values `_bind` produced."""
@@ -336,3 +341,11 @@ def _arg_stub(fn):
     stub.__code__ = stub.__code__.replace(co_name=getattr(fn, "__name__", "stub"),
                                           co_qualname=stub.__qualname__)
     return stub
+
+
+def compiled_function_of(obj: Any) -> Optional[CompiledFunction]:
+    """The CompiledFunction behind `obj`: itself, or a compiled module's forward."""
+    if isinstance(obj, CompiledFunction):
+        return obj
+    forward = getattr(obj, "forward", None)
+    return forward if isinstance(forward, CompiledFunction) else None
