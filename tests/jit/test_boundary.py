@@ -86,3 +86,10 @@ def test_importing_tracejit_and_interpreting_do_not_load_the_backend():
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TRACEJIT_CACHE": "0"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_every_jit_module_is_short_and_says_what_it_holds():
+    for path in sorted((PKG / "jit").glob("*.py")):
+        text = path.read_text()
+        assert ast.get_docstring(ast.parse(text)), f"{path.name} has no module docstring"
+        assert text.count("\n") <= 600, f"{path.name} has {text.count(chr(10))} lines (split it)"

@@ -1,4 +1,11 @@
-"""The JIT front end: ``trace``, ``script``, guards and cache, eager and check modes."""
+"""The JIT front end: ``trace``, ``script``, guards and cache, eager and check modes.
+
+Capture (tracer, script, control, loops, scalars) produces the IR (ir); IR-to-IR work
+(passes, autodiff) and the reference interpreter live beside it. A `CompiledFunction`
+(function, capture, entry, guards) caches entries whose executors come from a backend
+through backend.py, the one door to compiler/ (which imports this package, never the
+reverse). This module holds the decorators and the compiled-module wrapper.
+"""
 from __future__ import annotations
 
 import functools
