@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler import NumbaBackend, compile_graph
+from tracejit.compiler import NumbaCompiler, compile_graph
 from tracejit.compiler.executor import CompiledNode
 from tracejit.compiler.tiers import TieredExecutor
 from tracejit.jit import backend
@@ -27,7 +27,7 @@ def _graph(f, *args):
 def test_executors_declare_the_interface():
     assert issubclass(TieredExecutor, backend.Executor)
     assert issubclass(CompiledNode, backend.InputKeeper)
-    assert isinstance(backend.get("numba"), NumbaBackend)
+    assert isinstance(backend.get("numba"), NumbaCompiler)
     g = _graph(lambda x: x * 2.0, tj.ones(3))
     prog = compile_graph(g, name="double")
     assert isinstance(prog, backend.Executor) and prog.tier == "compiled" and prog.target == "cpu"
@@ -66,7 +66,7 @@ def test_backward_differentiates_the_inputs_its_forward_did():
 
 
 def test_a_backend_must_return_an_executor():
-    class Bad(backend.Backend):
+    class Bad(backend.Compiler):
         name = "bad-test-backend"
 
         def executor(self, graph, **kw):

@@ -81,7 +81,7 @@ def test_importing_tracejit_and_interpreting_do_not_load_the_backend():
         "from tracejit.jit import backend\n"
         "b = backend.get('numba')\n"
         "assert b is not None and b.name == 'numba' and 'tracejit.compiler' in sys.modules\n"
-        "assert isinstance(b, backend.Backend)\n"
+        "assert isinstance(b, backend.Compiler)\n"
     )
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TRACEJIT_CACHE": "0"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

@@ -2,7 +2,7 @@
 
 It works on the IR of `tracejit.jit` (graphs already optimized and, for training,
 differentiated by jit/autodiff.py) and serves the front end through the interface of
-jit/backend.py: importing this package registers `NumbaBackend` as ``compiler="numba"``.
+jit/backend.py: importing this package registers `NumbaCompiler` as ``compiler="numba"``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from ..jit import backend as _backend
 
-__all__ = ["compile_graph", "wait", "NumbaBackend"]
+__all__ = ["compile_graph", "wait", "NumbaCompiler"]
 
 
 def compile_graph(graph, grad_mode: bool = True, name: str = "graph"):
@@ -26,7 +26,7 @@ def wait(fn=None, timeout=None) -> bool:
     return _wait(fn, timeout)
 
 
-class NumbaBackend(_backend.Backend):
+class NumbaCompiler(_backend.Compiler):
     """Entries compiled to numba kernels: in the background (tier 0 first) or at once."""
 
     name = "numba"
@@ -44,4 +44,4 @@ class NumbaBackend(_backend.Backend):
         return kernel_error(exc)
 
 
-_backend.register(NumbaBackend())
+_backend.register(NumbaCompiler())

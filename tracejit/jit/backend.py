@@ -3,8 +3,9 @@
 What an entry runs is an `Executor`: ``executor(inputs) -> outputs`` plus the few
 questions the front end asks of it (its tier and a line for explain, kernels still
 compiling, explain's sections, per-equation values for check mode, compiling ahead of
-a call, the array function of the inference hot path). A backend is a `Backend`: it
-turns an optimized graph into an executor, and names the kernel behind an exception.
+a call, the array function of the inference hot path). What ``compiler="numba"`` names is
+a `Compiler`: it turns an optimized graph into an executor, and names the kernel behind an
+exception. (Per-device code generation inside compiler/ is that package's business.)
 
 The dependency runs one way. compiler/ imports jit/ (the IR, the passes, autodiff, the
 interpreter) and subclasses these two classes; jit/ reaches a backend only through them.
@@ -26,7 +27,7 @@ from .interpreter import interpret
 if TYPE_CHECKING:  # annotations only
     from .ir import Graph
 
-__all__ = ["Executor", "Interpreted", "Backend", "InputKeeper", "register", "get", "executor_for",
+__all__ = ["Executor", "Interpreted", "Compiler", "InputKeeper", "register", "get", "executor_for",
            "raise_kernel_error"]
 
 
@@ -100,8 +101,9 @@ class InputKeeper(abc.ABC):
     def keep_input(self, t) -> None: ...
 
 
-class Backend(abc.ABC):
-    """Turns optimized graphs into executors."""
+class Compiler(abc.ABC):
+    """Turns optimized graphs into executors; registered under `name`, the value of the
+    ``compiler=`` option of trace/script."""
 
     name: str = ""
 
@@ -122,15 +124,15 @@ _registered: dict = {}
 _lock = threading.Lock()
 
 
-def register(backend: Backend) -> None:
+def register(backend: Compiler) -> None:
     """Make `backend` available as ``compiler=backend.name``."""
-    if not isinstance(backend, Backend):
-        raise TypeError(f"register expects a tracejit.jit.backend.Backend, got {type(backend).__name__}")
+    if not isinstance(backend, Compiler):
+        raise TypeError(f"register expects a tracejit.jit.backend.Compiler, got {type(backend).__name__}")
     with _lock:
         _registered[backend.name] = backend
 
 
-def get(name: Optional[str]) -> Optional[Backend]:
+def get(name: Optional[str]) -> Optional[Compiler]:
     """The backend called `name`, or None for ``None``/``"interpret"`` and when it cannot
     be loaded (numba missing): entries then run on the interpreter."""
     if name is None or name == "interpret":
