@@ -1,25 +1,156 @@
-"""Reading tracejit's on/off environment variables, one spelling for all of them.
+"""tracejit's environment switches: one table (`SWITCHES`) and the one parser that reads them.
 
-A variable counts as *off* when set to one of ``FALSE`` (case and surrounding spaces
-ignored): ``TRACEJIT_CACHE=0``, ``TRACEJIT_LOSS_GRADS=off``, ``TRACEJIT_MALLOC_TUNING=no``.
-Imports nothing of tracejit, so any module (even one run at ``import tracejit``) can use it.
-`ProcessTuning` is the shape of the process-wide settings made at ``import tracejit``
-(`memory`, `threads`), each with a switch to turn it off.
+Every ``TRACEJIT_*`` variable tracejit reads is a row of `SWITCHES`: its name, the value
+that applies when it is unset, what it means, and where it is documented. Code reads a
+switch only through `value`, `enabled`, `is_off`, `number` or `integer`; each of them
+refuses a name that is not in the table, so a new switch cannot be read before it is
+described (tests/test_envflags.py checks the reverse: every name in the source is a row,
+and its row's documentation names it).
+
+Spelling of on/off: a flag counts as *off* when its value is one of ``FALSE`` (case and
+surrounding spaces ignored): ``TRACEJIT_CACHE=0``, ``TRACEJIT_LOSS_GRADS=off``,
+``TRACEJIT_MALLOC_TUNING=no``. Switches are read at every use, so a test or a notebook
+can flip them at any time. Imports nothing of tracejit, so any module (even one run at
+``import tracejit``) can use it. `ProcessTuning` is the shape of the process-wide
+settings made at ``import tracejit`` (`memory`, `threads`), each with a switch to turn it off.
 """
 from __future__ import annotations
 
 import os
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Optional
 
-__all__ = ["FALSE", "is_off", "ProcessTuning"]
+__all__ = ["FALSE", "Switch", "SWITCHES", "value", "enabled", "is_off", "number", "integer", "any_set",
+           "markdown_table", "ProcessTuning"]
 
 FALSE = ("", "0", "false", "no", "off")
 
 
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    default: str        # the value when unset ("" for a flag: off; "1": on)
+    meaning: str
+    documented: str     # where users read about it: a README section, or a module for internals
+
+
+_README = "README.md"
+SWITCHES: dict = {s.name: s for s in (
+    Switch("TRACEJIT_DISABLE", "", "1: every @script/@trace function runs as plain Python (eager mode)",
+           _README + ": Debugging"),
+    Switch("TRACEJIT_CHECK", "", "1: run compiled and eager side by side and compare (check mode)",
+           _README + ": Debugging"),
+    Switch("TRACEJIT_LOG", "", "comma-separated logging topics: recompiles, graphs, guards, kernels, "
+           "cache, fallback, compile, all", _README + ": Debugging"),
+    Switch("TRACEJIT_COMPILE", "background", "background (run on tier 0 while workers compile) or sync "
+           "(compile at the first call)", _README + ": Never wait for the compiler: tiered execution"),
+    Switch("TRACEJIT_COMPILE_WORKERS", "", "number of compile worker processes (default min(cores, 2))",
+           _README + ": Never wait for the compiler: tiered execution"),
+    Switch("TRACEJIT_COMPILE_TIMEOUT", "300", "seconds a worker may spend on one kernel before it is "
+           "restarted", _README + ": Never wait for the compiler: tiered execution"),
+    Switch("TRACEJIT_CACHE", "1", "0: no disk kernel cache (kernels compile in every process)",
+           _README + ": Guards, caching and dynamic shapes"),
+    Switch("TRACEJIT_CACHE_DIR", "", "root of the disk kernel cache (default $XDG_CACHE_HOME/tracejit "
+           "or ~/.cache/tracejit)", _README + ": Guards, caching and dynamic shapes"),
+    Switch("TRACEJIT_CACHE_MAX_MB", "", "size cap of the disk cache: prune least recently used entries "
+           "after writes", _README + ": Never wait for the compiler: tiered execution"),
+    Switch("TRACEJIT_LOSS_GRADS", "1", "0: a loss's forward does not compute its gradients along "
+           "(separate backward plan)", _README + ": What compilation does"),
+    Switch("TRACEJIT_MALLOC_TUNING", "1", "0: leave glibc's malloc thresholds alone at import",
+           _README + ": What compilation does"),
+    Switch("TRACEJIT_THREAD_TUNING", "1", "0: leave OpenMP's spin-wait setting alone at import",
+           _README + ": What compilation does"),
+    # Internal: set by tracejit for its own child processes, not by users.
+    Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
+           "tracejit/compiler/workers.py"),
+    Switch("TRACEJIT_COMPILE_WORKER_FAULT", "", "tests only: crash, hang, error or corrupt injects a "
+           "fault into compile workers", "tracejit/compiler/compile_worker.py"),
+)}
+
+# Switches are read on every call of a compiled function (TRACEJIT_DISABLE, TRACEJIT_CHECK).
+# ``os.environ.get`` of an unset name costs ~2.5 us (the Mapping method raises and catches
+# KeyError inside); the dict behind CPython's ``os.environ`` answers in ~0.07 us. It is the
+# same mapping ``os.environ[...] = ...`` writes to, so reading it sees every change.
+_DATA = getattr(os.environ, "_data", None)
+_ENCODE = getattr(os.environ, "encodekey", None)
+_DECODE = getattr(os.environ, "decodevalue", None)
+_KEYS: dict = {}
+if _DATA is not None and _ENCODE is not None and _DECODE is not None:
+    try:
+        _KEYS = {name: _ENCODE(name) for name in SWITCHES}
+    except Exception:  # an unusual os.environ: the public interface below always works
+        _DATA = None
+
+
+def _raw(name: str) -> Optional[str]:
+    """The variable's value, or None when unset (the only read of the environment)."""
+    key = _KEYS.get(name)
+    if key is None:
+        if name not in SWITCHES:
+            raise KeyError(f"{name} is not a tracejit switch: add it to envflags.SWITCHES")
+        return os.environ.get(name)
+    raw = _DATA.get(key)
+    return None if raw is None else _DECODE(raw)
+
+
+def value(name: str) -> str:
+    """The switch's value (stripped), or its default when unset or empty."""
+    raw = _raw(name)
+    if raw is None or not raw.strip():
+        return SWITCHES[name].default
+    return raw.strip()
+
+
+def enabled(name: str) -> bool:
+    """Whether the flag `name` is on: its value (or default) is not one of ``FALSE``."""
+    raw = _raw(name)
+    if raw is None:
+        return SWITCHES[name].default.lower() not in FALSE
+    return raw.strip().lower() not in FALSE
+
+
 def is_off(name: str) -> bool:
-    """True when the default-on switch `name` is set to a false value (unset: on)."""
-    value = os.environ.get(name)
-    return value is not None and value.strip().lower() in FALSE
+    """True when the default-on flag `name` is set to a false value (unset: on)."""
+    return not enabled(name)
+
+
+def number(name: str) -> Optional[float]:
+    """The switch as a float, or None when it is unset, empty or not a number."""
+    try:
+        return float(value(name))
+    except ValueError:
+        return None
+
+
+def integer(name: str) -> Optional[int]:
+    """The switch as an int > 0, or None when it is unset or not a positive integer."""
+    v = value(name)
+    return int(v) if v.isdigit() and int(v) > 0 else None
+
+
+def any_set(*names: str) -> Callable[[], bool]:
+    """A function telling whether any of the switches `names` is set at all: for hot paths,
+    where it costs a dict lookup per name."""
+    for name in names:
+        if name not in SWITCHES:
+            raise KeyError(f"{name} is not a tracejit switch: add it to envflags.SWITCHES")
+    if not _KEYS:
+        return lambda: any(os.environ.get(n) is not None for n in names)
+    get = _DATA.get
+    keys = tuple(_KEYS[n] for n in names)
+    if len(keys) == 2:
+        k1, k2 = keys
+        return lambda: get(k1) is not None or get(k2) is not None
+    return lambda: any(get(k) is not None for k in keys)
+
+
+def markdown_table() -> str:
+    """The table as README shows it."""
+    rows = ["| variable | default | meaning | documented in |", "|---|---|---|---|"]
+    for s in SWITCHES.values():
+        rows.append(f"| `{s.name}` | {('`' + s.default + '`') if s.default else 'unset'} | {s.meaning} "
+                    f"| {s.documented} |")
+    return "\n".join(rows)
 
 
 class ProcessTuning:
@@ -28,6 +159,8 @@ class ProcessTuning:
     the call returns `applied`."""
 
     def __init__(self, flag: str, apply: Callable[[], bool], doc: str = ""):
+        if flag not in SWITCHES:
+            raise KeyError(f"{flag} is not a tracejit switch: add it to envflags.SWITCHES")
         self.flag = flag
         self.applied = False
         self._apply = apply

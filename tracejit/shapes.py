@@ -9,15 +9,28 @@ so ``sym == 1`` is statically False. Anything that needs a symbol's concrete val
 """
 from __future__ import annotations
 
-from typing import Union
+import threading
+from typing import Callable, Optional, Union
 
 from .errors import ShapeError
 
 __all__ = ["Sym", "Dim", "Shape", "broadcast_shapes", "normalize_dim", "normalize_dims",
            "numel", "is_static", "hint"]
 
-# Called with a Sym whose concrete value user code asked for; set by the tracer.
-specialize_hook = None
+class _Hook(threading.local):
+    # Called with a Sym whose concrete value user code asked for; set by the tracer. Per
+    # thread, as the tracer itself is (ops.registry.trace_state): two threads capturing
+    # at once must each record the dims their own code needed.
+    fn: Optional[Callable] = None
+
+
+_hook = _Hook()
+
+
+def set_specialize_hook(fn: Optional[Callable]) -> Optional[Callable]:
+    """Install this thread's specialize hook; returns the one it replaces."""
+    prev, _hook.fn = _hook.fn, fn
+    return prev
 
 
 class Sym:
@@ -143,8 +156,9 @@ class Sym:
 
     # -- leaving the symbolic world -------------------------------------------
     def _specialized(self) -> int:
-        if specialize_hook is not None:
-            specialize_hook(self)
+        hook = _hook.fn
+        if hook is not None:
+            hook(self)
         return self.hint
 
     def __int__(self):

@@ -25,7 +25,8 @@ import warnings
 
 from .envflags import ProcessTuning
 
-__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "blas_threads", "set_blas_threads"]
+__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "blas_threads", "set_blas_threads",
+           "PARALLEL_MIN"]
 
 SPINCOUNT = "1000"
 
@@ -148,3 +149,10 @@ def set_blas_threads(n: int) -> bool:
         return False
     fn(int(n))
     return True
+
+
+# Below this many elements a kernel runs serially: waking the thread pool costs tens of
+# microseconds here, more than the work itself. The one definition: compiled plans pick
+# their serial or parallel kernel by it, fused Adam too, and Adam's default ``fused=None``
+# fuses exactly the parameters whose kernel would run parallel (optim.FUSED_MIN).
+PARALLEL_MIN = 1 << 14

@@ -14,7 +14,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.compiler import diskcache
-from tracejit.compiler.autodiff import split
+from tracejit.jit.autodiff import split
 from tracejit.compiler.fusion import Group, partition
 from tracejit.jit.passes import optimize
 from tracejit.testing import assert_compiled_matches, assert_valid_partition, kernel_cache_at

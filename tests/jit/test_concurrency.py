@@ -110,3 +110,45 @@ def test_parallel_kernels_from_threads_under_numba_workqueue(tmp_path):
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "layer workqueue bad 0" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_two_threads_capturing_at_once_keep_their_own_specialized_dims():
+    """Tracing state is per thread: a dim one thread's code reads as a Python int is
+    specialized in that thread's capture, not in the capture another thread has open."""
+    a_in, b_in, a_read = threading.Event(), threading.Event(), threading.Event()
+
+    def scale_by_rows(x):
+        a_in.set()
+        assert b_in.wait(10)    # B's capture is open while this one reads its size
+        n = int(x.shape[0])     # needs the concrete size: the dim must become static
+        a_read.set()
+        return x * float(n)
+
+    def plus_one(y):
+        assert a_in.wait(10)
+        b_in.set()
+        assert a_read.wait(10)  # keep this capture open until A has read its size
+        return y + 1.0
+
+    fa = tj.trace(scale_by_rows, compiler="interpret", dynamic=True)
+    fb = tj.trace(plus_one, compiler="interpret", dynamic=True)
+    out, errors = {}, []
+
+    def run(key, fn, arg):
+        try:
+            out[key] = fn(arg)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=("a", fa, tj.ones(4, 2))),
+               threading.Thread(target=run, args=("b", fb, tj.ones(3, 2)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    np.testing.assert_allclose(out["a"].numpy(), np.full((4, 2), 4.0))
+    np.testing.assert_allclose(out["b"].numpy(), np.full((3, 2), 2.0))
+    # A new row count must not reuse A's entry with 4 baked in.
+    np.testing.assert_allclose(fa(tj.ones(6, 2)).numpy(), np.full((6, 2), 6.0))
+    np.testing.assert_allclose(fb(tj.ones(5, 2)).numpy(), np.full((5, 2), 2.0))

@@ -11,6 +11,7 @@ import pytest
 import tracejit as tj
 from tracejit.errors import CheckMismatchError
 from tracejit.jit import config
+from tracejit.jit.backend import Executor
 
 
 def printing(x, n):
@@ -33,6 +34,26 @@ def test_compiled_calls_do_not_run_python(capsys):
         cf(tj.ones(2), 2)
     assert _lines(capsys) == ["inside Tracer Tracer"]  # only while capturing
 
+
+
+class _Fake(Executor):
+    """A stand-in for a backend's executor that runs `fn` (a broken "kernel")."""
+
+    tier = "compiled"
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, ins):
+        return self.fn(ins)
+
+
+def test_an_entry_refuses_an_executor_that_does_not_declare_the_interface():
+    cf = tj.trace(lambda x: x * 2, compiler="interpret")
+    cf(tj.ones(2))
+    (e,) = cf.entries
+    with pytest.raises(TypeError, match="Executor"):
+        e.set_executor(lambda ins: ins)
 
 def test_env_disable_runs_plain_python(capsys, monkeypatch):
     cf = tj.script(printing, compiler="interpret")
@@ -147,7 +168,7 @@ def test_check_mode_names_the_equation_a_wrong_backend_computes():
     cf(x)
     (e,) = cf.entries
     good = e.executor
-    e.executor = lambda ins: [good(ins)[0] + 1e-2, good(ins)[1]]  # a broken "kernel"
+    e.set_executor(_Fake(lambda ins: [good(ins)[0] + 1e-2, good(ins)[1]]))  # a broken "kernel"
     with pytest.raises(CheckMismatchError) as ei:
         cf(x)
     line = inspect.getsourcelines(f)[1] + 2
@@ -167,8 +188,10 @@ def test_check_mode_uses_the_executors_intermediate_values_when_it_has_them():
     (e,) = cf.entries
     from tracejit.jit.interpreter import interpret
 
-    class Broken:
+    class Broken(Executor):
         """An executor whose `add` is wrong, and that can report per-equation values."""
+
+        tier = "compiled"
 
         def __call__(self, ins):
             return [interpret(e.opt_graph, ins)[0] + 2.0]
@@ -182,7 +205,7 @@ def test_check_mode_uses_the_executors_intermediate_values_when_it_has_them():
             interpret(e.opt_graph, ins, record=rec)
             return vals
 
-    e.executor = Broken()
+    e.set_executor(Broken())
     with pytest.raises(CheckMismatchError, match=r"at IR equation `%1: f32\[2\] = add %0 1.0`"):
         cf(x)
 
@@ -205,7 +228,7 @@ def test_check_mode_compares_gradients():
     cf(x)  # same custom backward on both sides: passes
     (e,) = cf.entries
     # the right value, the wrong derivative (3 instead of the custom backward's 2)
-    e.executor = lambda ins: [(ins[0] * 2).sum() + (ins[0] - ins[0].detach()).sum()]
+    e.set_executor(_Fake(lambda ins: [(ins[0] * 2).sum() + (ins[0] - ins[0].detach()).sum()]))
     with pytest.raises(CheckMismatchError, match="gradient of input 'x' differs"):
         cf(x)
 
@@ -216,7 +239,7 @@ def test_check_env_var_enables_check_mode(monkeypatch):
     cf(x)
     (e,) = cf.entries
     good = e.executor
-    e.executor = lambda ins: [good(ins)[0] * 0.5]
+    e.set_executor(_Fake(lambda ins: [good(ins)[0] * 0.5]))
     assert cf(x).item() != uses_global(x).item()  # unchecked: wrong silently
     monkeypatch.setenv("TRACEJIT_CHECK", "1")
     with pytest.raises(CheckMismatchError):

@@ -510,7 +510,7 @@ def test_fuzz_soak(fuzz_dir, p):
 def test_fuzz_partition_is_a_valid_schedule(fuzz_dir, p):
     """No numba here: every random program and its backward graph partition into a valid,
     acyclic schedule (cheap, so many more programs than the differential tests)."""
-    from tracejit.compiler.autodiff import split
+    from tracejit.jit.autodiff import split
     from tracejit.compiler.fusion import partition
     from tracejit.jit.passes import optimize
     note(p.source())

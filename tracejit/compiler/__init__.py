@@ -1,7 +1,16 @@
-"""The numba backend: IR autodiff, fusion, kernel generation, plans, the disk kernel cache."""
+"""The numba backend: fusion, kernel generation, plans, the disk kernel cache, tiered compiles.
+
+It works on the IR of `tracejit.jit` (graphs already optimized and, for training,
+differentiated by jit/autodiff.py) and serves the front end through the interface of
+jit/backend.py: importing this package registers `NumbaCompiler` as ``compiler="numba"``.
+"""
 from __future__ import annotations
 
-__all__ = ["compile_graph", "wait"]
+from typing import Any, Optional
+
+from ..jit import backend as _backend
+
+__all__ = ["compile_graph", "wait", "NumbaCompiler"]
 
 
 def compile_graph(graph, grad_mode: bool = True, name: str = "graph"):
@@ -15,3 +24,24 @@ def wait(fn=None, timeout=None) -> bool:
     run compiled kernels; False if `timeout` seconds passed first (see compiler/tiers.py)."""
     from .tiers import wait as _wait
     return _wait(fn, timeout)
+
+
+class NumbaCompiler(_backend.Compiler):
+    """Entries compiled to numba kernels: in the background (tier 0 first) or at once."""
+
+    name = "numba"
+
+    def executor(self, graph, *, grad_mode: bool, name: str, compile_mode: Optional[str],
+                 lock: Any, owner: Any) -> _backend.Executor:
+        from . import tiers
+        program = compile_graph(graph, grad_mode=grad_mode, name=name)
+        if tiers.compile_mode(compile_mode) == "background" and tiers.background_possible(program):
+            return tiers.TieredExecutor(graph, program, grad_mode, lock, owner, name)
+        return program
+
+    def kernel_error(self, exc: BaseException):
+        from .kernel_errors import kernel_error
+        return kernel_error(exc)
+
+
+_backend.register(NumbaCompiler())

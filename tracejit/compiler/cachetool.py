@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
+from .. import envflags
 from . import diskcache
 
 __all__ = ["info", "clear", "prune", "maybe_prune", "max_mb"]
@@ -30,11 +31,7 @@ _PRUNE_EVERY_S = 60.0
 
 def max_mb() -> Optional[float]:
     """The size cap from ``TRACEJIT_CACHE_MAX_MB``, or None."""
-    raw = os.environ.get("TRACEJIT_CACHE_MAX_MB", "").strip()
-    try:
-        return float(raw) if raw else None
-    except ValueError:
-        return None
+    return envflags.number("TRACEJIT_CACHE_MAX_MB")
 
 
 def _entries(root: Path) -> list:

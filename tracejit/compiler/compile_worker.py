@@ -25,6 +25,8 @@ import sys
 import threading
 import time
 
+from .. import envflags
+
 
 def _watch_parent(ppid: int) -> None:
     while True:
@@ -47,13 +49,13 @@ def _corrupt_entry(source: str, llvm_options: tuple) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    ppid = int(os.environ.get("TRACEJIT_COMPILE_PARENT", os.getppid()))
+    ppid = envflags.integer("TRACEJIT_COMPILE_PARENT") or os.getppid()
     if os.getppid() != ppid:
         return
     threading.Thread(target=_watch_parent, args=(ppid,), daemon=True).start()
     out = sys.stdout
     sys.stdout = sys.stderr  # nothing but replies goes to the parent's pipe
-    fault = os.environ.get("TRACEJIT_COMPILE_WORKER_FAULT", "")
+    fault = envflags.value("TRACEJIT_COMPILE_WORKER_FAULT")
     from . import diskcache
     for line in sys.stdin:
         job = json.loads(line)

@@ -83,7 +83,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..envflags import is_off
+from .. import envflags
 from . import cacheload, llvmopts
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
@@ -216,10 +216,10 @@ def stats() -> dict[str, int]:
 
 
 def _configured_root() -> Path | None:
-    if is_off("TRACEJIT_CACHE"):
+    if envflags.is_off("TRACEJIT_CACHE"):
         return None
-    if os.environ.get("TRACEJIT_CACHE_DIR"):
-        return Path(os.environ["TRACEJIT_CACHE_DIR"]).expanduser()
+    if envflags.value("TRACEJIT_CACHE_DIR"):
+        return Path(envflags.value("TRACEJIT_CACHE_DIR")).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"  # XDG spec: ignore relative
     return base / "tracejit"

@@ -15,11 +15,12 @@ from ..autograd import grad_mode as _gm
 from ..autograd.node import Node, edge
 from ..envflags import is_off
 from ..errors import InplaceModifiedError
+from ..jit.autodiff import active_vars, joint, loss_joint, split
+from ..jit.backend import Executor, InputKeeper
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
-from ..jit.passes import optimize
+from ..jit.passes import lift_symbolic_literals, optimize
 from ..tensor import Tensor
-from .autodiff import joint, loss_joint, split
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
 
@@ -63,10 +64,10 @@ class CompiledNode(Node):
         if create_graph:
             log.info("create_graph=True through compiled %s: running its backward eagerly",
                      self.program.name)
-            res = self.program.eager_backward(self.inputs, grads)
+            res = self.program.eager_backward(self.inputs, grads, self.diff_idx)
         else:
             saved, self.saved = self.saved, (self.saved if retain_graph else None)
-            res = self.program.run_backward(self.inputs, saved, grads, retain_graph)
+            res = self.program.run_backward(self.inputs, saved, grads, retain_graph, self.diff_idx)
             del saved
         if not retain_graph:
             self.saved = None
@@ -75,38 +76,7 @@ class CompiledNode(Node):
         return [r if i in live else None for r, i in zip(res, self.diff_idx)]
 
 
-def lift_symbolic_literals(graph: Graph) -> Graph:
-    """Literals whose value is a symbolic size (``x.sum() / x.shape[0]``) become 0-d values
-    computed by the plan from the input shapes, so kernels read them at run time instead
-    of baking in the size seen at trace time."""
-    from ..jit.ir import Eqn, Literal
-    from ..ops.registry import REGISTRY, Aval
-    from ..shapes import Sym
-    full = REGISTRY["full"]
-    eqns = []
-    changed = False
-    for e in graph.eqns:
-        ins = []
-        for a in e.inputs:
-            if isinstance(a, Literal) and isinstance(a.value, Sym):
-                v = Var(Aval((), a.aval.dtype, a.aval.device))
-                eqns.append(Eqn(full, (), (v,), {"shape": (), "value": a.value, "dtype": a.aval.dtype,
-                                                 "device": a.aval.device}, e.loc))
-                ins.append(v)
-                changed = True
-            else:
-                ins.append(a)
-        params = e.params
-        if any(isinstance(p, Graph) for p in params.values()):
-            params = {k: (lift_symbolic_literals(p) if isinstance(p, Graph) else p) for k, p in params.items()}
-            changed = changed or any(params[k] is not e.params[k] for k in params)
-        eqns.append(Eqn(e.prim, tuple(ins), e.outs, params, e.loc) if changed else e)
-    if not changed:
-        return graph
-    return Graph(graph.inputs, tuple(eqns), graph.outputs, graph.name)
-
-
-class CompiledProgram:
+class CompiledProgram(Executor):
     def __init__(self, graph: Graph, name: str = "graph"):
         graph = lift_symbolic_literals(graph)
         self.graph = graph
@@ -199,7 +169,6 @@ class CompiledProgram:
         grad, as in eager)."""
         act = self._active_outs.get(diff_idx)
         if act is None:
-            from .autodiff import active_vars
             flags = [i in diff_idx for i in range(len(self.graph.inputs))]
             av = active_vars(self.graph, flags)
             act = self._active_outs[diff_idx] = {k for k, a in enumerate(self.graph.outputs)
@@ -292,8 +261,9 @@ class CompiledProgram:
             out.append(t)
         return out
 
-    def run_backward(self, inputs, saved, grads, retain_graph: bool = True):
-        diff_idx = self._diff_of(inputs)
+    def run_backward(self, inputs, saved, grads, retain_graph: bool = True, diff_idx=None):
+        if diff_idx is None:
+            diff_idx = self._diff_of(inputs)
         fwd, bwd, n_saved = self.train_plans(diff_idx)
         if bwd is None:
             return self._scale_loss_grads(diff_idx, saved, grads[self._loss_k[diff_idx]], retain_graph,
@@ -342,13 +312,14 @@ class CompiledProgram:
         return out
 
     def _diff_of(self, inputs):
-        for k in self._train:
-            return k
-        return ()
+        """The differentiable inputs of a call with `inputs` (as `__call__` decides them)."""
+        return tuple(i for i, x in enumerate(inputs)
+                     if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
 
-    def eager_backward(self, inputs, grads):
+    def eager_backward(self, inputs, grads, diff_idx=None):
         """create_graph=True: interpret the joint graph with autograd recording."""
-        diff_idx = self._diff_of(inputs)
+        if diff_idx is None:
+            diff_idx = self._diff_of(inputs)
         active = [i in diff_idx for i in range(len(self.graph.inputs))]
         j = joint(self.graph, active)
         from .. import ops
@@ -357,6 +328,27 @@ class CompiledProgram:
             gs.append(g if g is not None else ops.zeros(_concrete_shape(a, inputs, self.graph), dtype=a.aval.dtype))
         with _gm.enable_grad():
             return interpret(j, list(inputs) + gs)
+
+    # ---- the Executor interface (jit/backend.py) --------------------------------------------
+    @property
+    def tier(self) -> str:
+        return "compiled"
+
+    @property
+    def target(self) -> str:
+        """Where the plans run: "cpu" or "cuda"."""
+        return self._backend
+
+    def precompile(self, ins, grad_mode: bool) -> None:
+        for plan in self.plans_for(ins, grad_mode):
+            for kern, layouts, parallel in plan.all_first_variants():
+                kern.get(layouts, parallel)
+
+    def fast_inference(self):
+        if self._scalar_inputs or not self._simple_out or len(self.graph.outputs) != 1:
+            return None
+        (dtype, device), = self._out_types
+        return self.infer_plan().fn, dtype, device
 
     # ---- introspection ------------------------------------------------------------------
     def explain_sections(self):
@@ -396,6 +388,9 @@ class CompiledProgram:
                     pass
         del plan
         return vals
+
+
+InputKeeper.register(CompiledNode)
 
 
 def _inputs_used(g: Graph) -> set:

@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import CompileError
 from ..jit.ir import Graph, Literal, Var
 from ..shapes import Sym, contains_sym
+from ..threads import PARALLEL_MIN  # below it a kernel runs serially
 from . import diskcache
 from .codegen_cpu import generate
 from .fusion import Group, partition
@@ -30,9 +31,6 @@ __all__ = ["Plan", "graph_backend"]
 log = logging.getLogger("tracejit.kernels")
 compile_log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile: time per kernel
 
-# Below this many elements a kernel runs serially: waking the thread pool costs tens of
-# microseconds here, more than the work itself.
-PARALLEL_MIN = 1 << 14
 _ids = itertools.count()
 
 

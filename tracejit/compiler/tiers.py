@@ -28,7 +28,6 @@ the entry compiles in sync mode as before.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
@@ -37,11 +36,12 @@ import warnings
 import weakref
 from typing import Any, Optional
 
-from ..jit.interpreter import interpret
+from .. import envflags
+from ..jit.backend import Executor, Interpreted
+from ..jit.function import compiled_function_of
 from . import diskcache, workers
 
-__all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "precompile",
-           "entry_tier", "module_when_ready"]
+__all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "module_when_ready"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
@@ -54,36 +54,21 @@ def compile_mode(option: Optional[str]) -> str:
     """The mode for a function: its ``compile=`` option, else $TRACEJIT_COMPILE, else background."""
     if option is not None:
         return option
-    env = os.environ.get("TRACEJIT_COMPILE", "").strip().lower()
+    env = envflags.value("TRACEJIT_COMPILE").lower()
     return env if env in MODES else "background"
 
 
 def background_possible(program: Any) -> bool:
-    return getattr(program, "_backend", "cpu") == "cpu" and diskcache.cache_dir() is not None
+    """Whether `program` (a CompiledProgram) can compile in workers: a CPU graph, and a
+    disk cache for the kernels to travel through."""
+    return program.target == "cpu" and diskcache.cache_dir() is not None
 
 
-def describe_tier(executor: Any) -> str:
-    """One line for explain: which tier an entry runs on and what is pending."""
-    if isinstance(executor, TieredExecutor):
-        return executor.describe()
-    return {"interpret": "the IR interpreter (compiler='interpret')",
-            "compiled": "compiled kernels (sync mode)"}[entry_tier(executor)]
-
-
-def entry_tier(executor: Any) -> str:
-    """"tier0", "compiled" or "interpret" (an entry of compiler="interpret")."""
-    if isinstance(executor, TieredExecutor):
-        return "compiled" if executor.state == "compiled" else "tier0"
-    if isinstance(executor, functools.partial) and executor.func is interpret:
-        return "interpret"
-    return "compiled"
-
-
-class TieredExecutor:
+class TieredExecutor(Executor):
     """An entry's executor in background mode (see the module docstring)."""
 
     def __init__(self, graph, program, grad_mode: bool, lock, owner, name: str):
-        self.tier0 = functools.partial(interpret, graph)
+        self.tier0 = Interpreted(graph)
         self.program = program
         self.grad_mode = grad_mode
         self.name = name
@@ -100,8 +85,11 @@ class TieredExecutor:
         self._specs: list = []
 
     @property
-    def tier(self) -> int:
-        return 1 if self.state == "compiled" else 0
+    def tier(self) -> str:
+        return "compiled" if self.state == "compiled" else "tier0"
+
+    def attach(self, entry) -> None:
+        self.entry = entry
 
     def pending_kernels(self) -> int:
         if self.state != "pending":
@@ -218,8 +206,7 @@ class TieredExecutor:
         self.state = "compiled"
         entry = self.entry
         if entry is not None:
-            entry.executor = self.program
-            entry.hit = entry._build_hit()  # one attribute store: callers see old or new
+            entry.set_executor(self.program)  # callers see the old hit function or the new one
         with _pending_lock:
             _pending.discard(self)
         since = f", {time.perf_counter() - self._submitted_at:.2f} s after submitting" \
@@ -258,7 +245,11 @@ class TieredExecutor:
                 self.switch()
         return True
 
-    # ---- what explain and check mode ask of an executor ---------------------------------
+    # ---- what explain, check mode and fn.compile ask of an executor ---------------------
+    def precompile(self, ins, grad_mode: bool) -> None:
+        self.start(ins)
+        self.wait(None)
+
     def describe(self) -> str:
         pending = self.pending_kernels()
         return {"new": "tier 0 (not called yet)",
@@ -276,12 +267,9 @@ class TieredExecutor:
 
 def _resolve(fn):
     """The CompiledFunction behind `fn` (a compiled module gives its forward's)."""
-    from ..jit.function import CompiledFunction
-    if isinstance(fn, CompiledFunction):
-        return fn
-    inner = getattr(fn, "_tracejit_compiled", None) or getattr(fn, "forward", None)
-    if isinstance(inner, CompiledFunction):
-        return inner
+    cf = compiled_function_of(fn)
+    if cf is not None:
+        return cf
     raise TypeError(f"wait expects a function compiled by tracejit.trace/script, got {type(fn).__name__}")
 
 
@@ -321,18 +309,3 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
         return None
     log.info("%s: compiled in a worker in %.3f s; loading it", name_hint, job.seconds)
     return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
-
-
-def precompile(entry, ins) -> None:
-    """Compile (or load) every kernel variant a call of `entry` with `ins` uses, now."""
-    ex = entry.executor
-    if isinstance(ex, TieredExecutor):
-        ex.start(ins)
-        ex.wait(None)
-        return
-    plans_for = getattr(ex, "plans_for", None)
-    if plans_for is None:
-        return  # the interpreter compiles nothing
-    for plan in plans_for(ins, entry.grad_mode):
-        for kern, layouts, parallel in plan.all_first_variants():
-            kern.get(layouts, parallel)

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from .. import envflags
+
 __all__ = ["Job", "submit", "shutdown", "pool_size", "worker_pids"]
 
 _DEFAULT_TIMEOUT_S = 300.0
@@ -70,9 +72,9 @@ def _package_root() -> str:
 
 
 def pool_size() -> int:
-    env = os.environ.get("TRACEJIT_COMPILE_WORKERS", "")
-    if env.strip().isdigit() and int(env) > 0:
-        return int(env)
+    n = envflags.integer("TRACEJIT_COMPILE_WORKERS")
+    if n is not None:
+        return n
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -81,10 +83,8 @@ def pool_size() -> int:
 
 
 def _timeout() -> float:
-    try:
-        return float(os.environ.get("TRACEJIT_COMPILE_TIMEOUT", _DEFAULT_TIMEOUT_S))
-    except ValueError:
-        return _DEFAULT_TIMEOUT_S
+    t = envflags.number("TRACEJIT_COMPILE_TIMEOUT")
+    return _DEFAULT_TIMEOUT_S if t is None else t
 
 
 class _Worker:

@@ -1,4 +1,11 @@
-"""The JIT front end: ``trace``, ``script``, guards and cache, eager and check modes."""
+"""The JIT front end: ``trace``, ``script``, guards and cache, eager and check modes.
+
+Capture (tracer, script, control, loops, scalars) produces the IR (ir); IR-to-IR work
+(passes, autodiff) and the reference interpreter live beside it. A `CompiledFunction`
+(function, capture, entry, guards) caches entries whose executors come from a backend
+through backend.py, the one door to compiler/ (which imports this package, never the
+reverse). This module holds the decorators and the compiled-module wrapper.
+"""
 from __future__ import annotations
 
 import functools
@@ -9,7 +16,7 @@ from . import config
 from .config import eager
 from .explain import explain
 from .function import CompiledFunction
-from .control import scan
+from .loops import scan
 
 __all__ = ["trace", "script", "eager", "explain", "CompiledFunction", "scan"]
 
@@ -76,17 +83,16 @@ class CompiledModule:
 
 
 def _wrap_module(mode: str, module, kw):
-    forward = type(module).forward
-    cf = CompiledFunction(forward, mode=mode, bound_self=module,
-                          extra_guard=_TrainingGuard(module), **kw)
-    cf.__name__ = type(module).__name__ + ".forward"
-    cf.__qualname__ = type(module).__qualname__ + ".forward"
-
     def named_tensors():
         names = {id(b): n for n, b in module.named_buffers()}
         names.update({id(p): n for n, p in module.named_parameters()})
         return names
-    cf._named_tensors = named_tensors
+
+    forward = type(module).forward
+    cf = CompiledFunction(forward, mode=mode, bound_self=module, extra_guard=_TrainingGuard(module),
+                          tensor_names=named_tensors, **kw)
+    cf.__name__ = type(module).__name__ + ".forward"
+    cf.__qualname__ = type(module).__qualname__ + ".forward"
     return CompiledModule(module, cf)
 
 

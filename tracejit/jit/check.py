@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from ..autograd import grad_mode as _gm
+from ..autograd import grad as _grad
 from ..errors import CheckMismatchError
 from ..tensor import Tensor
 from .interpreter import interpret
@@ -67,7 +68,7 @@ def run_checked(fn, entry, leaves, args):
     ref_leaves = _clone_leaves(leaves)
     diag_leaves = _clone_leaves(leaves)  # untouched copies: in-place updates write back to `leaves`
     result = entry.run(leaves)
-    ref = fn._call_eager_bound(unflatten(spec, ref_leaves) if spec is not None else ref_leaves)
+    ref = fn.run_eagerly(unflatten(spec, ref_leaves) if spec is not None else ref_leaves)
     got, gspec = flatten(result)
     exp, espec = flatten(ref)
     if len(got) != len(exp) or gspec != espec:
@@ -81,7 +82,6 @@ def run_checked(fn, entry, leaves, args):
     outs = [(g, r) for g, r in zip(got, exp) if isinstance(g, Tensor) and isinstance(r, Tensor)
             and g.requires_grad and r.requires_grad]
     if diff_leaves and outs and _gm.is_grad_enabled():
-        from ..autograd import grad as _grad
         gi = [leaves[i] for i in diff_leaves]
         ri = [ref_leaves[i] for i in diff_leaves]
         # One scalar per side (the sum of every output), so each side has a single root.
@@ -136,9 +136,8 @@ def _diagnose(fn, entry, leaves, got, bad) -> str:
     producer = {o: e for e in graph.eqns for o in e.outs}
 
     # 1. The compiled program against the reference interpreter on the same graph.
-    probe = getattr(entry.executor, "debug_values", None)
-    if probe is not None:
-        vals = probe(ins)
+    vals = entry.executor.debug_values(ins)
+    if vals is not None:
         for e in graph.eqns:
             for o in e.outs:
                 if o in vals and o in ref_vals and not compare(vals[o], ref_vals[o]):
@@ -158,7 +157,7 @@ def _diagnose(fn, entry, leaves, got, bad) -> str:
     # 2. The graph itself no longer computes what the Python code does: capture again and
     #    compare the two graphs equation by equation.
     try:
-        new, new_consts = _recapture(fn, entry, leaves)
+        new, new_consts = fn.recapture(entry, leaves)
     except Exception as ex:  # the function can't even be captured now
         return (f"check mode: outputs {bad} of compiled {fn.__name__} differ from eager execution, "
                 f"and capturing it again fails ({type(ex).__name__}: {ex})")
@@ -192,9 +191,3 @@ def _same_eqn(a, b) -> bool:
     pb = {k: format_param(v) for k, v in b.params.items()}
     return pa == pb
 
-
-def _recapture(fn, entry, leaves):
-    from .passes import optimize
-    ctx, out_atoms, *_ = fn._trace(leaves, entry.arg_spec, entry.descs, entry.grad_mode,
-                                   fn._const_names())
-    return optimize(ctx.graph(out_atoms, name=fn.__name__)), ctx.const_tensors

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 
-from ..envflags import FALSE as _FALSE
+from .. import envflags as _env
 
 __all__ = ["eager", "is_eager", "check_enabled", "log", "configure_logging", "TOPICS"]
 
@@ -27,58 +26,28 @@ class _State(threading.local):
 
 
 _state = _State()
-
-
-# Flags are read on every call of a compiled function (so a test or a notebook can flip
-# them at any time). ``os.environ.get`` costs microseconds; the mapping behind it is a
-# plain dict, so look there when it is available.
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENCODE = getattr(os.environ, "encodekey", None)
-
-
-def _env_flag(name: str) -> bool:
-    if _ENV_DATA is not None and _ENCODE is not None:
-        raw = _ENV_DATA.get(_KEYS.get(name) or _key(name))
-        if raw is None:
-            return False
-        value = raw.decode() if isinstance(raw, bytes) else raw
-    else:
-        value = os.environ.get(name, "")
-    return value.strip().lower() not in _FALSE
-
-
-_KEYS: dict = {}
-
-
-def _key(name: str):
-    k = _KEYS[name] = _ENCODE(name)
-    return k
-
-
-_K_DISABLE = _key("TRACEJIT_DISABLE") if _ENCODE is not None else None
-_K_CHECK = _key("TRACEJIT_CHECK") if _ENCODE is not None else None
+_debug_switch_set = _env.any_set("TRACEJIT_DISABLE", "TRACEJIT_CHECK")
 
 
 def plain_call() -> bool:
     """True when nothing unusual is on: no eager block or env flag, no check mode.
 
-    The one test on the hot path of every compiled call, so it is written out flat.
+    The one test on the hot path of every compiled call: two dict lookups when the
+    switches are unset (see envflags.any_set).
     """
     if _state.eager_depth:
         return False
-    data = _ENV_DATA
-    if data is not None and _ENCODE is not None:
-        if data.get(_K_DISABLE) is None and data.get(_K_CHECK) is None:
-            return True
-    return not (_env_flag("TRACEJIT_DISABLE") or _env_flag("TRACEJIT_CHECK"))
+    if not _debug_switch_set():
+        return True
+    return not (_env.enabled("TRACEJIT_DISABLE") or _env.enabled("TRACEJIT_CHECK"))
 
 
 def is_eager() -> bool:
-    return _state.eager_depth > 0 or _env_flag("TRACEJIT_DISABLE")
+    return _state.eager_depth > 0 or _env.enabled("TRACEJIT_DISABLE")
 
 
 def check_enabled() -> bool:
-    return _env_flag("TRACEJIT_CHECK")
+    return _env.enabled("TRACEJIT_CHECK")
 
 
 @contextlib.contextmanager
@@ -98,7 +67,7 @@ def configure_logging(spec: str | None = None) -> None:
     configured logging (the root logger has handlers), records propagate to its handlers
     (and to pytest's ``caplog``); otherwise tracejit prints them to stderr itself.
     """
-    spec = os.environ.get("TRACEJIT_LOG", "") if spec is None else spec
+    spec = _env.value("TRACEJIT_LOG") if spec is None else spec
     topics = [t.strip() for t in spec.split(",") if t.strip()]
     if not topics:
         return

@@ -1,24 +1,28 @@
-"""Structured control flow in the IR: ``cond``, ``while`` and captured custom Functions.
+"""Structured control flow in the IR: the primitives, and ``if`` (``cond``).
 
-These primitives hold sub-graphs in their params and are executed by the
-interpreter (and later the compiler) rather than by an array implementation. The
-``trace_cond`` / ``trace_while`` / ``trace_for_range`` functions are what code
-rewritten by ``@script`` calls: with a concrete condition they run plain Python;
-with a traced condition they trace each branch/body into a sub-graph and emit one
-structured equation.
+The primitives ``cond``, ``while``, ``scan``, ``check`` and ``custom_function`` hold
+sub-graphs in their params and are executed by the interpreter (and the backends)
+rather than by an array implementation. ``trace_cond`` / ``trace_ifexp`` are what code
+rewritten by ``@script`` calls for ``if``: with a concrete condition they run plain
+Python; with a traced one they trace each branch into a sub-graph and emit one ``cond``.
+Also here: the helpers branches and loop bodies share (tracing a sub-graph, unifying
+what paths return, captured outer values). Loops are in loops.py.
 """
 from __future__ import annotations
 
+import os
+
 from .. import dtypes as _dt
-from ..errors import ScriptError, TraceError, user_location
+from .. import ops
+from ..errors import _PKG_DIR, ScriptError, TraceError, TracejitError, user_location
 from ..ops import registry as _reg
 from ..ops.registry import Aval, defprim
 from ..tensor import Tensor
 from .ir import Graph, Var
 from .tracer import TraceContext, Tracer
 
-__all__ = ["COND", "WHILE", "SCAN", "CUSTOM_FUNCTION", "scan", "trace_cond", "trace_while", "trace_for_range",
-           "UNDEFINED"]
+__all__ = ["COND", "CHECK", "WHILE", "SCAN", "CUSTOM_FUNCTION", "trace_cond", "trace_ifexp", "UNDEFINED",
+           "Unbound", "is_undefined", "is_traced"]
 
 
 def _no_impl(*a, **k):
@@ -45,8 +49,6 @@ def _raised_by_user_code(exc: BaseException) -> str:
     """"file:line" when `exc` came from a ``raise`` in user code (its innermost frame is
     outside tracejit), else "" (an op's own error, e.g. a shape mismatch, stays an error
     of the capture)."""
-    import os
-    from ..errors import TracejitError, _PKG_DIR
     if isinstance(exc, TracejitError):
         return ""
     tb = exc.__traceback__
@@ -126,12 +128,11 @@ def is_undefined(v) -> bool:
     return v is UNDEFINED or type(v) is Unbound
 
 
-def _is_traced(x) -> bool:
+def is_traced(x) -> bool:
     return isinstance(x, Tracer)
 
 
-def _as_pred(ctx: TraceContext, p) -> Tracer:
-    from .. import ops
+def as_pred(ctx: TraceContext, p) -> Tracer:
     if not (p.dtype is _dt.bool_):
         p = ops.ne(p, 0)
     if p.ndim != 0:
@@ -149,14 +150,14 @@ def _trace_branch(parent: TraceContext, fn, operands, name: str):
         args = []
         for o in operands:
             if isinstance(o, Tensor):
-                args.append(sub.new_input(_aval_of(o), requires_grad=o.requires_grad))
+                args.append(sub.new_input(aval_of(o), requires_grad=o.requires_grad))
             else:
                 args.append(o)
         out = fn(*args)
     return sub, out
 
 
-def _aval_of(t: Tensor) -> Aval:
+def aval_of(t: Tensor) -> Aval:
     return t._var.aval if isinstance(t, Tracer) else Aval(t._data.shape, t.dtype, t.device)
 
 
@@ -171,7 +172,7 @@ def _finish(parents_outer: list, subs: list, results: list, names, what: str):
         if any(is_undefined(v) for v in vals):
             kinds.append("undef")
         elif all(is_t):
-            a0 = _aval_of(vals[0]) if not isinstance(vals[0], Tracer) or vals[0]._trace is subs[0] else None
+            a0 = aval_of(vals[0]) if not isinstance(vals[0], Tracer) or vals[0]._trace is subs[0] else None
             avs = []
             for s, v in zip(subs, vals):
                 avs.append(s.atom(v).aval)
@@ -197,9 +198,8 @@ def _finish(parents_outer: list, subs: list, results: list, names, what: str):
     return kinds
 
 
-def _materialize(sub: TraceContext, v, like_aval=None):
+def materialize(sub: TraceContext, v, like_aval=None):
     """Turn a Python number into a tensor inside `sub` (for paths that disagree)."""
-    from .. import ops
     with sub:
         if isinstance(v, Tensor):
             return v
@@ -207,7 +207,7 @@ def _materialize(sub: TraceContext, v, like_aval=None):
         return ops.full((), v, dtype=dt)
 
 
-def _union_captures(subs):
+def union_captures(subs):
     outer = []
     for s in subs:
         for a in s.captured_outer:
@@ -216,7 +216,7 @@ def _union_captures(subs):
     return outer
 
 
-def _graph_with_captures(sub: TraceContext, n_inputs_vars, outer_all, outs, name):
+def graph_with_captures(sub: TraceContext, n_inputs_vars, outer_all, outs, name):
     cap_vars = []
     for a in outer_all:
         v = sub.captured.get(a)
@@ -230,7 +230,7 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = (),
     `effect` names a Python side effect in the branches (an attribute assignment): fine when
     the condition is a plain value, an error when it is traced, as both branches then run.
     """
-    if not _is_traced(pred):
+    if not is_traced(pred):
         if isinstance(pred, Tensor) and _reg.trace_state.tracer is not None:
             pred = bool(pred._data)
         return true_fn(*operands) if pred else false_fn(*operands)
@@ -242,7 +242,7 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = (),
                           f"depends on a tensor or a scalar argument): both branches are captured, so "
                           f"Python side effects cannot depend on the condition. Compute the value "
                           f"with the if/else and assign it after it.")
-    pred = _as_pred(ctx, pred)
+    pred = as_pred(ctx, pred)
     single = not isinstance(operands, tuple)
     subs, results, raised = [], [], []
     for fn, nm in ((true_fn, "true"), (false_fn, "false")):
@@ -282,13 +282,13 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = (),
             for j in range(2):
                 v = results[j][i]
                 if not isinstance(v, Tensor):
-                    results[j] = results[j][:i] + (_materialize(subs[j], v, ref),) + results[j][i + 1:]
+                    results[j] = results[j][:i] + (materialize(subs[j], v, ref),) + results[j][i + 1:]
             kinds[i] = "tensor"
-    outer_all = _union_captures(subs)
+    outer_all = union_captures(subs)
     graphs = []
     for s, r, nm in zip(subs, results, ("true", "false")):
         outs = [s.atom(r[i]) for i, k in enumerate(kinds) if k == "tensor"]
-        graphs.append(_graph_with_captures(s, s.inputs, outer_all, outs, nm))
+        graphs.append(graph_with_captures(s, s.inputs, outer_all, outs, nm))
     tensor_ops = [ctx.atom(o) for o in operands if isinstance(o, Tensor)]
     out_avals = []
     for i in (i for i, k in enumerate(kinds) if k == "tensor"):
@@ -316,21 +316,19 @@ def _raise_at_run_time(ctx: TraceContext, pred, raised: list, true_fn, false_fn)
     when the condition selects that branch, and return the other branch's function, which
     the caller runs inline (it is the only path on which the program continues). Both
     branches raised: that is what the program does, so the capture raises."""
-    from .. import ops
     if len(raised) == 2:
         raise raised[0][1]
     nm, exc, where = raised[0]
     selects = pred if nm == "true" else ops.logical_not(pred)
     ctx.emit_multi(CHECK, [ctx.atom(selects)],
                    {"exc_type": type(exc), "message": str(exc), "where": where},
-                   [Aval((), _dt.bool_, _aval_of(pred).device)])
+                   [Aval((), _dt.bool_, aval_of(pred).device)])
     return false_fn if nm == "true" else true_fn
 
 
 def _cast_numbers(subs, results) -> None:
     """A runtime number on one path and a tensor on the other (``n if c else x.sum()``):
     the number takes the tensor's dtype, as it would in arithmetic with it."""
-    from .. import ops
     for i in range(len(results[0])):
         vals = [r[i] for r in results]
         if not all(isinstance(v, Tensor) for v in vals):
@@ -347,289 +345,3 @@ def _cast_numbers(subs, results) -> None:
 
 def trace_ifexp(pred, true_thunk, false_thunk):
     return trace_cond(pred, lambda: (true_thunk(),), lambda: (false_thunk(),), (), ("value",))[0]
-
-
-def trace_while(cond_fn, body_fn, init: tuple, names: tuple = ()):
-    """``while cond_fn(*vals): vals = body_fn(*vals)``; a graph loop once the condition is traced."""
-    vals = tuple(init)
-    while True:
-        c = cond_fn(*vals)
-        if _is_traced(c):
-            return _graph_while(cond_fn, body_fn, vals, names)
-        if isinstance(c, Tensor):
-            c = bool(c._data)
-        if not c:
-            return vals
-        vals = tuple(body_fn(*vals))
-
-
-def _carried(vals):
-    """A loop's carried values: numbers become 0-d tensors (so the body can change them,
-    weakly typed as the Python numbers they were); returns (carried, positions of the
-    tensors, their avals)."""
-    from .. import ops
-    carried = []
-    for v in vals:
-        if isinstance(v, (bool, int, float)) and not isinstance(v, Tensor):
-            carried.append(ops.full((), v, dtype=_dt.scalar_dtype(v)))
-        else:
-            carried.append(v)
-    tensor_pos = [i for i, v in enumerate(carried) if isinstance(v, Tensor)]
-    avals = []
-    for i in tensor_pos:
-        a = _aval_of(carried[i])
-        number = not isinstance(vals[i], Tensor)
-        avals.append(Aval(a.shape, a.dtype, a.device, weak=a.weak or number))
-    return carried, tensor_pos, avals
-
-
-def _body_outputs(bsub, new, carried, tensor_pos, avals, names, what):
-    """The body's new values of the carried tensors, cast back to the carried dtype;
-    a changed shape, a widened dtype or a changed non-tensor value is a ScriptError."""
-    from .. import ops
-    body_outs = []
-    for i, p in enumerate(tensor_pos):
-        nv = new[p]
-        name = names[p] if p < len(names) else f"value {p}"
-        if not isinstance(nv, Tensor):
-            nv = _materialize(bsub, nv, avals[i])
-        at = bsub.atom(nv)
-        if at.aval.dtype is not avals[i].dtype:
-            if avals[i].dtype.category < at.aval.dtype.category:
-                raise ScriptError(f"{what}: `{name}` changes dtype from {avals[i].dtype.name} inside the loop")
-            with bsub:
-                at = bsub.atom(ops.cast(nv, avals[i].dtype))
-        if tuple(at.aval.shape) != tuple(avals[i].shape):
-            raise ScriptError(f"{what}: `{name}` changes shape from {tuple(avals[i].shape)} to "
-                              f"{tuple(at.aval.shape)} inside the loop; loop-carried tensors must keep "
-                              f"their shape")
-        body_outs.append(at)
-    for p, v in enumerate(new):
-        if p not in tensor_pos and not (v is carried[p] or v == carried[p]):
-            raise ScriptError(f"{what}: non-tensor value `{names[p] if p < len(names) else p}` changes inside the loop")
-    return body_outs
-
-
-def _graph_while(cond_fn, body_fn, vals, names):
-    ctx: TraceContext = _reg.trace_state.tracer
-    loc = user_location(3)
-    what = f"while loop at {loc[0]}:{loc[1]}" if loc else "while loop"
-    vals = _define_body_locals(body_fn, vals)
-    carried, tensor_pos, avals = _carried(vals)
-
-    def _run(fn, sub):
-        with sub:
-            ins = [sub.new_input(a) for a in avals]
-            full = list(carried)
-            for p, t in zip(tensor_pos, ins):
-                full[p] = t
-            return ins, fn(*full)
-
-    csub = TraceContext(ctx)
-    cins, c = _run(cond_fn, csub)
-    if not isinstance(c, Tensor):
-        raise ScriptError(f"{what}: the condition stopped depending on tensors inside the loop")
-    with csub:
-        c = _as_pred(csub, c)
-    bsub = TraceContext(ctx)
-    bins, new = _run(body_fn, bsub)
-    new = tuple(new)
-    body_outs = _body_outputs(bsub, new, carried, tensor_pos, avals, names, what)
-    outer_all = _union_captures([csub, bsub])
-    cg = _graph_with_captures(csub, csub.inputs, outer_all, [csub.atom(c)], "cond")
-    bg = _graph_with_captures(bsub, bsub.inputs, outer_all, body_outs, "body")
-    # A carried value stays a number only if the body keeps it one.
-    out_avals = [Aval(a.shape, a.dtype, a.device, weak=a.weak and o.aval.weak) for a, o in zip(avals, body_outs)]
-    outs = ctx.emit_multi(WHILE, [ctx.atom(carried[p]) for p in tensor_pos] + outer_all,
-                          {"cond_graph": cg, "body_graph": bg}, out_avals)
-    final = list(carried)
-    for p, o in zip(tensor_pos, outs):
-        final[p] = o
-    return tuple(final)
-
-
-def _define_body_locals(body_fn, vals):
-    """Names first bound inside the loop body (temporaries, ``y = x * i``) have no value
-    on entry. A loop in the graph carries every name the body binds, so give those an
-    initial value of the type the body gives them: trace the body once to learn it (that
-    trace is thrown away). Python would leave such a name unbound if the loop never ran;
-    here it reads as zeros."""
-    from .. import ops
-    undefined = [i for i, v in enumerate(vals) if is_undefined(v)]
-    if not undefined:
-        return vals
-    ctx: TraceContext = _reg.trace_state.tracer
-    probe = TraceContext(ctx)
-    with probe:
-        args = [probe.new_input(_aval_of(v), requires_grad=False) if isinstance(v, Tensor) else v
-                for v in vals]
-        out = tuple(body_fn(*args))
-    vals = list(vals)
-    for i in undefined:
-        o = out[i]
-        if isinstance(o, Tensor):
-            a = probe.atom(o).aval
-            vals[i] = ops.zeros(tuple(a.shape), dtype=a.dtype, device=a.device)
-    return tuple(vals)
-
-
-def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):
-    """``for i in range(*args): vals = body_fn(i, *vals)``.
-
-    Plain int bounds run (unroll) in Python. Bounds that are runtime scalars or symbolic
-    sizes (``range(x.shape[1])`` with a dynamic dim) become a ``scan``: its trip count is
-    known when the loop starts, so it differentiates (the backward runs the steps in
-    reverse), and a new sequence length does not recompile."""
-    from ..shapes import Sym
-    if len(args) == 1:
-        start, stop, step = 0, args[0], 1
-    elif len(args) == 2:
-        (start, stop), step = args, 1
-    else:
-        start, stop, step = args
-    symbolic = isinstance(stop, Sym) and isinstance(start, int) and start <= 2 and step == 1 \
-        and not isinstance(start, bool)
-    if any(isinstance(v, (list, dict, set)) for v in init):
-        # The body updates a Python container (``outputs += [y]``): that is Python
-        # structure, which a graph loop cannot carry. Run the loop in Python, with its
-        # bounds specialized (a runtime scalar's value is guarded, a dynamic size becomes
-        # static), as torch.compile does for loops it cannot keep.
-        args = tuple(int(a) for a in args)
-        symbolic = False
-    if not any(_is_traced(a) for a in args) and not symbolic:
-        vals = tuple(init)
-        for i in range(*[int(a) for a in args]):
-            vals = tuple(body_fn(i, *vals))
-        return vals
-    if _is_traced(step) or not isinstance(step, int) or step == 0:
-        raise ScriptError("for-range over traced bounds needs a constant non-zero integer step")
-    from .. import ops
-    if symbolic:
-        length = stop - start            # a size: >= 2 - start >= 0
-    else:
-        span = stop - start if not (isinstance(start, int) and start == 0) else stop
-        if step != 1:
-            span = (span + (step - 1 if step > 0 else step + 1)) // step
-        length = ops.maximum(span, 0)
-
-    def body(k, *vals):
-        return tuple(body_fn(k * step + start if (step, start) != (1, 0) else k, *vals))
-
-    return _graph_scan(length, body, tuple(init), names)
-
-
-def _graph_scan(length, body_fn, vals, names):
-    """A ``scan`` with carries only (no xs/ys) for a for-range loop. Its ``trip`` param
-    keeps the trip count when it is a size (int or symbolic dim): reverse mode stacks
-    per-step residuals along it."""
-    from ..shapes import Sym
-    ctx: TraceContext = _reg.trace_state.tracer
-    loc = user_location(4)
-    what = f"for loop at {loc[0]}:{loc[1]}" if loc else "for loop"
-    k_aval = Aval((), _dt.int64, weak=True)
-    vals = _define_body_locals(
-        lambda *vs: body_fn(_reg.trace_state.tracer.new_input(k_aval), *vs), vals)
-    carried, tensor_pos, avals = _carried(vals)
-    bsub = TraceContext(ctx)
-    with bsub:
-        k = bsub.new_input(k_aval)
-        ins = [bsub.new_input(a) for a in avals]
-        full = list(carried)
-        for p, t in zip(tensor_pos, ins):
-            full[p] = t
-        new = tuple(body_fn(k, *full))
-    body_outs = _body_outputs(bsub, new, carried, tensor_pos, avals, names, what)
-    outer_all = _union_captures([bsub])
-    bg = _graph_with_captures(bsub, bsub.inputs, outer_all, body_outs, "body")
-    out_avals = [Aval(a.shape, a.dtype, a.device, weak=a.weak and o.aval.weak) for a, o in zip(avals, body_outs)]
-    outs = ctx.emit_multi(SCAN, [ctx.atom(length)] + [ctx.atom(carried[p]) for p in tensor_pos] + outer_all,
-                          {"body_graph": bg, "n_carry": len(tensor_pos), "n_xs": 0, "reverse": False,
-                           "trip": length if isinstance(length, (int, Sym)) else None},
-                          out_avals)
-    final = list(carried)
-    for p, o in zip(tensor_pos, outs):
-        final[p] = o
-    return tuple(final)
-
-
-def scan(f, init, xs=(), length=None, reverse: bool = False):
-    """``lax.scan`` for tracejit: ``carry, y = f(carry, x)`` over the leading axis of `xs`.
-
-    `init` is a tensor or a tuple of tensors (the carry); `xs` a tensor or tuple of
-    tensors sliced along dim 0 (or ``length`` steps with no xs); ``reverse=True`` runs the
-    steps from the last slice to the first (ys[k] still belongs to xs[k]). Returns ``(carry, ys)``
-    with ys stacked along a new dim 0 (a tuple when `f` returns a tuple of ys, None when
-    it returns None). Eagerly it is a Python loop. Captured, it is one ``scan``
-    equation whatever the length (never unrolled: the graph and its kernels stay the
-    size of one step, and a dynamic length reuses the compiled program); it
-    differentiates like any op (the backward runs the steps in reverse). Recurrent
-    layers (tracejit.nn.RNN/LSTM/GRU) are written with it.
-    """
-    single_c = not isinstance(init, tuple)
-    carry = (init,) if single_c else tuple(init)
-    single_x = isinstance(xs, Tensor)
-    xs_t = (xs,) if single_x else tuple(xs)
-    n = length if length is not None else xs_t[0].shape[0]
-    if _reg.trace_state.tracer is None:
-        n = int(n)
-        ys_steps = [None] * n
-        for k in (range(n - 1, -1, -1) if reverse else range(n)):
-            c_arg = carry[0] if single_c else carry
-            x_arg = xs_t[0][k] if single_x else tuple(x[k] for x in xs_t)
-            c_new, y = f(c_arg, x_arg if xs_t else None)
-            carry = (c_new,) if single_c else tuple(c_new)
-            ys_steps[k] = y
-        return (carry[0] if single_c else carry), _stack_ys(ys_steps, f, carry, xs_t, single_c, single_x)
-    return _traced_scan(f, carry, xs_t, n, single_c, single_x, reverse)
-
-
-def _stack_ys(steps, f, carry, xs_t, single_c, single_x):
-    from .. import ops
-    if not steps:
-        # zero steps: the ys' shapes come from one probe call on zeros (results dropped)
-        xz = tuple(ops.zeros(tuple(x.shape[1:]), dtype=x.dtype, device=x.device) for x in xs_t)
-        _, y = f(carry[0] if single_c else carry, (xz[0] if single_x else xz) if xs_t else None)
-        if y is None:
-            return None
-        ys = (y,) if isinstance(y, Tensor) else tuple(y)
-        empty = tuple(ops.zeros((0,) + tuple(v.shape), dtype=v.dtype, device=v.device) for v in ys)
-        return empty[0] if isinstance(y, Tensor) else empty
-    if steps[0] is None:
-        return None
-    if isinstance(steps[0], tuple):
-        return tuple(ops.stack([s[j] for s in steps]) for j in range(len(steps[0])))
-    return ops.stack(steps)
-
-
-def _traced_scan(f, carry, xs_t, n, single_c, single_x, reverse):
-    from .. import ops
-    ctx: TraceContext = _reg.trace_state.tracer
-    k_aval = Aval((), _dt.int64, weak=True)
-    c_avals = [_aval_of(c) for c in carry]
-    x_avals = [Aval(tuple(_aval_of(x).shape[1:]), x.dtype, x.device) for x in xs_t]
-    sub = TraceContext(ctx)
-    with sub:
-        sub.new_input(k_aval)
-        c_in = [sub.new_input(a, requires_grad=c.requires_grad) for a, c in zip(c_avals, carry)]
-        x_in = [sub.new_input(a, requires_grad=x.requires_grad) for a, x in zip(x_avals, xs_t)]
-        c_new, y = f(c_in[0] if single_c else tuple(c_in),
-                     (x_in[0] if single_x else tuple(x_in)) if xs_t else None)
-        c_new = (c_new,) if single_c else tuple(c_new)
-        ys = () if y is None else (y,) if isinstance(y, Tensor) else tuple(y)
-        c_out = [sub.atom(ops.cast(c, a.dtype) if sub.atom(c).aval.dtype is not a.dtype else c)
-                 for c, a in zip(c_new, c_avals)]
-        for c, a in zip(c_out, c_avals):
-            if tuple(c.aval.shape) != tuple(a.shape):
-                raise ScriptError(f"scan: the carry changes shape from {tuple(a.shape)} to {tuple(c.aval.shape)}")
-        y_out = [sub.atom(v) for v in ys]
-    outer = list(sub.captured_outer)
-    bg = _graph_with_captures(sub, sub.inputs, outer, c_out + y_out, "scan_body")
-    out_avals = c_avals + [Aval((n,) + tuple(v.aval.shape), v.aval.dtype, v.aval.device) for v in y_out]
-    outs = ctx.emit_multi(SCAN, [ctx.atom(n)] + [ctx.atom(c) for c in carry] + [ctx.atom(x) for x in xs_t] + outer,
-                          {"body_graph": bg, "n_carry": len(carry), "n_xs": len(xs_t), "reverse": reverse,
-                           "trip": n}, out_avals)
-    cs, ys_o = outs[:len(carry)], outs[len(carry):]
-    carry_out = cs[0] if single_c else tuple(cs)
-    if y is None:
-        return carry_out, None
-    return carry_out, (ys_o[0] if isinstance(y, Tensor) else tuple(ys_o))

@@ -1,6 +1,8 @@
 """``tracejit.explain``: what a compiled function does for given inputs, as readable text."""
 from __future__ import annotations
 
+from .function import compiled_function_of
+
 __all__ = ["explain", "Explanation"]
 
 
@@ -26,43 +28,32 @@ class Explanation:
 
 
 def explain(fn, *args, **kwargs) -> Explanation:
-    from .function import CompiledFunction
-    if not isinstance(fn, CompiledFunction):
-        fn = getattr(fn, "_tracejit_compiled", None) or fn
-        if not isinstance(fn, CompiledFunction):
-            raise TypeError("explain expects a function decorated with @tracejit.script/@tracejit.trace")
-    before = fn._stats["compiles"]
-    from ..autograd import grad_mode
+    """Call `fn` (a compiled function or module) with these arguments and describe the
+    entry that ran: guards, tier, graphs, and the backend's sections (fusion, kernels)."""
+    fn = compiled_function_of(fn)
+    if fn is None:
+        raise TypeError("explain expects a function decorated with @tracejit.script/@tracejit.trace")
+    before = fn.cache_stats()["compiles"]
     fn(*args, **kwargs)
-    gm = grad_mode.is_grad_enabled()
-    entry = None
-    bound = fn._bind(args, kwargs) if (kwargs or not fn._simple or len(args) != fn._nparams) else args
-    from .pytree import flatten
-    leaves, spec = flatten(list(bound))
-    for e in fn._entries:
-        if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm):
-            entry = e
-            break
+    stats = fn.cache_stats()
+    reasons = stats["recompile_reasons"]
+    entry = fn.entry_for(*args, **kwargs)
     if entry is None:
-        return Explanation([("status", "the call ran eagerly (no compiled entry): "
-                             + "; ".join(fn._stats["recompile_reasons"][-3:]))])
-    secs = [("status", f"{fn.__name__}: {'captured now' if fn._stats['compiles'] > before else 'cache hit'}; "
-                       f"{len(fn._entries)} entries, {fn._stats['compiles']} compiles, {fn.cache_stats()['hits']} hits")]
+        return Explanation([("status", "the call ran eagerly (no compiled entry): " + "; ".join(reasons[-3:]))])
+    secs = [("status", f"{fn.__name__}: {'captured now' if stats['compiles'] > before else 'cache hit'}; "
+                       f"{stats['entries']} entries, {stats['compiles']} compiles, {stats['hits']} hits")]
     guard_lines = [d.text() for d in entry.descs] + [d.text() for d in entry.const_descs]
     guard_lines.append(f"grad mode is {'on' if entry.grad_mode else 'off'}")
     names = [d.name for d in entry.descs]
-    guard_lines += [d.text(names) for d in getattr(entry, "decisions", ())]
-    extra = getattr(entry, "extra", None)
+    guard_lines += [d.text(names) for d in entry.decisions]
+    extra = entry.extra
     if extra is not None and hasattr(extra, "text"):
         guard_lines.append(extra.text())
     secs.append(("guards", "\n".join(guard_lines)))
-    from ..compiler.tiers import describe_tier
-    secs.append(("tier", describe_tier(entry.executor)))
+    secs.append(("tier", entry.executor.describe()))
     secs.append(("graph", str(entry.graph)))
     secs.append(("optimized graph", str(entry.opt_graph)))
-    extra = getattr(entry.executor, "explain_sections", None)
-    if extra is not None:
-        secs.extend(extra())
-    if fn._stats["recompile_reasons"]:
-        secs.append(("recompile reasons", "\n".join(fn._stats["recompile_reasons"])))
+    secs.extend(entry.executor.explain_sections())
+    if reasons:
+        secs.append(("recompile reasons", "\n".join(reasons)))
     return Explanation(secs)

@@ -9,6 +9,7 @@ plus grad mode. Generated straight-line code keeps a hit at about a microsecond.
 """
 from __future__ import annotations
 
+import itertools
 import linecache
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,9 @@ class LeafDesc:
         return f"{self.name} == {self.value!r}"
 
 
-_counter = [0]
+# Names for the guards' pseudo-files; ``next`` on a count is atomic, so two threads
+# capturing at once never get one name (as ``n[0] += 1`` could).
+_names = itertools.count(1)
 
 
 MISS = object()  # what a hit function returns when its guard fails
@@ -120,8 +123,7 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
     lines += ["    except (AttributeError, TypeError, IndexError, ValueError):", "        return NO"]
     lines += on_pass[0] if on_pass is not None else ["    return True"]
     src = "\n".join(lines) + "\n"
-    _counter[0] += 1
-    fname = f"<tracejit-guard-{_counter[0]}>"
+    fname = f"<tracejit-guard-{next(_names)}>"
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
     exec(compile(src, fname, "exec"), g)
     return g["hit" if on_pass is not None else "guard"], src

@@ -1,4 +1,5 @@
-"""Graph passes: dead-code elimination, CSE, constant folding, algebraic simplification.
+"""Graph passes: dead-code elimination, CSE, constant folding, algebraic simplification,
+and lifting symbolic sizes out of literals (for the backends).
 
 Each pass takes a Graph and returns a new one (graphs are never mutated). They
 recurse into the sub-graphs of control-flow equations.
@@ -7,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.registry import Aval
+from ..ops.registry import REGISTRY, Aval
 from ..shapes import Sym
 from .ir import Eqn, Graph, Literal, Var
 
-__all__ = ["optimize", "dce", "cse", "fold_constants", "simplify"]
+__all__ = ["optimize", "dce", "cse", "fold_constants", "simplify", "lift_symbolic_literals"]
 
 # Primitives whose repeated execution is observable: never merged, never folded.
 _EFFECTFUL_KINDS = ("random",)
@@ -200,7 +201,6 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
             or uses.get(m.out, 0) != 1 or len(m.out.aval.shape) != 2
             or any(len(a.aval.shape) != 2 for a in m.inputs) or not all(isinstance(a, Var) for a in m.inputs)):
         return None
-    from ..ops.registry import REGISTRY
     permute = REGISTRY["permute"]
     new = []
 
@@ -221,3 +221,32 @@ def optimize(g: Graph) -> Graph:
     for p in (fold_constants, simplify, cse, dce):
         g = p(g)
     return g
+
+
+def lift_symbolic_literals(graph: Graph) -> Graph:
+    """Literals whose value is a symbolic size (``x.sum() / x.shape[0]``) become 0-d values
+    computed by the plan from the input shapes, so kernels read them at run time instead
+    of baking in the size seen at trace time. Run on a graph before it is lowered (not
+    part of `optimize`: the interpreter evaluates such literals from the bound sizes)."""
+    full = REGISTRY["full"]
+    eqns = []
+    changed = False
+    for e in graph.eqns:
+        ins = []
+        for a in e.inputs:
+            if isinstance(a, Literal) and isinstance(a.value, Sym):
+                v = Var(Aval((), a.aval.dtype, a.aval.device))
+                eqns.append(Eqn(full, (), (v,), {"shape": (), "value": a.value, "dtype": a.aval.dtype,
+                                                 "device": a.aval.device}, e.loc))
+                ins.append(v)
+                changed = True
+            else:
+                ins.append(a)
+        params = e.params
+        if any(isinstance(p, Graph) for p in params.values()):
+            params = {k: (lift_symbolic_literals(p) if isinstance(p, Graph) else p) for k, p in params.items()}
+            changed = changed or any(params[k] is not e.params[k] for k in params)
+        eqns.append(Eqn(e.prim, tuple(ins), e.outs, params, e.loc) if changed else e)
+    if not changed:
+        return graph
+    return Graph(graph.inputs, tuple(eqns), graph.outputs, graph.name)

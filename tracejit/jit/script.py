@@ -24,7 +24,7 @@ import textwrap
 import types
 
 from ..errors import ScriptError
-from . import control
+from . import control, loops
 
 __all__ = ["convert"]
 
@@ -44,13 +44,13 @@ class _Helpers:
     """What rewritten code calls, passed in as one object to keep the user's namespace clean."""
 
     cond = staticmethod(control.trace_cond)
-    while_ = staticmethod(control.trace_while)
-    for_range = staticmethod(control.trace_for_range)
+    while_ = staticmethod(loops.trace_while)
+    for_range = staticmethod(loops.trace_for_range)
     UNDEFINED = control.UNDEFINED
 
     @staticmethod
     def ifexp(pred, t, f):
-        if not control._is_traced(pred):
+        if not control.is_traced(pred):
             return t() if pred else f()
         return control.trace_ifexp(pred, t, f)
 
@@ -73,14 +73,14 @@ class _Helpers:
 
     @staticmethod
     def and_(a, b):
-        if control._is_traced(a):
+        if control.is_traced(a):
             from ..ops import logical_and
             return logical_and(a, b())
         return a and b()
 
     @staticmethod
     def or_(a, b):
-        if control._is_traced(a):
+        if control.is_traced(a):
             from ..ops import logical_or
             return logical_or(a, b())
         return a or b()
@@ -95,19 +95,19 @@ class _Helpers:
             r = getattr(operator, name)(left, right)
             if result is None:
                 result = r
-            elif control._is_traced(result) or control._is_traced(r):
+            elif control.is_traced(result) or control.is_traced(r):
                 from ..ops import logical_and
                 result = logical_and(result, r)
             else:
                 result = result and r
-            if not control._is_traced(result) and not result:
+            if not control.is_traced(result) and not result:
                 return result
             left = right
         return result
 
     @staticmethod
     def not_(a):
-        if control._is_traced(a):
+        if control.is_traced(a):
             from ..ops import logical_not
             return logical_not(a)
         return not a

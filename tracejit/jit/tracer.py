@@ -176,13 +176,12 @@ class TraceContext:
     def __enter__(self):
         self._prev = _reg.trace_state.tracer
         _reg.trace_state.tracer = self
-        self._prev_hook = _shapes.specialize_hook
-        _shapes.specialize_hook = self._on_specialize
+        self._prev_hook = _shapes.set_specialize_hook(self._on_specialize)
         return self
 
     def __exit__(self, *exc):
         _reg.trace_state.tracer = self._prev
-        _shapes.specialize_hook = self._prev_hook
+        _shapes.set_specialize_hook(self._prev_hook)
         return False
 
     def _root(self) -> "TraceContext":

@@ -217,7 +217,7 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
 
     The time loop is `tracejit.jit.scan`: a Python loop eagerly, one loop equation when
     compiled (the graph holds one step, so a new sequence length reuses the program)."""
-    from ..jit.control import scan
+    from ..jit.loops import scan
     w_ih, w_hh, b_ih, b_hh = weights
     gi_all = F.linear(x, w_ih, b_ih)                    # all input projections in one matmul
 

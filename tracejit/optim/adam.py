@@ -25,13 +25,15 @@ import sys
 import numpy as np
 
 from ..device import CPU
+from ..threads import PARALLEL_MIN
 from .optimizer import Optimizer, _check_number, _new_state_tensor
 
 __all__ = ["Adam", "AdamW", "FUSED_MIN"]
 
 # With fused=None, smaller parameters keep the array path: they save microseconds per
-# step, and a model made only of them never waits for the kernel's first compile.
-FUSED_MIN = 1 << 14
+# step, and a model made only of them never waits for the kernel's first compile. The
+# fused kernel is the default exactly where it runs parallel: one size, one definition.
+FUSED_MIN = PARALLEL_MIN
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 

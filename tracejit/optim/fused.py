@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compiler import diskcache
-from ..compiler.plan import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
+from ..threads import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
 
 __all__ = ["adam_update"]
 

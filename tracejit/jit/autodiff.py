@@ -17,11 +17,14 @@ a ``while`` loop (data-dependent trip count) is refused with a clear error.
 """
 from __future__ import annotations
 
+from .. import ops
 from ..autograd.engine import _fit
+from ..autograd.function import FunctionCtx
 from ..errors import CompileError
-from ..jit.ir import Eqn, Graph, Literal, Var
-from ..ops.registry import Aval
-from ..jit.tracer import TraceContext, _make_tracer
+from ..ops.registry import REGISTRY, Aval
+from .control import COND, SCAN
+from .ir import Eqn, Graph, Literal, Var
+from .tracer import TraceContext, _make_tracer
 
 __all__ = ["joint", "split", "active_vars", "loss_joint"]
 
@@ -95,8 +98,6 @@ def _vjp_one(ctx, e, act, ct, tracer, val) -> None:
 
 
 def _cond_vjp(ctx, e, gs, act):
-    from .. import ops
-    from ..jit.control import COND
     tg, fg = e.params["true_graph"], e.params["false_graph"]
     operands = e.inputs[1:]
     op_active = [isinstance(a, Var) and a in act for a in operands]
@@ -125,8 +126,6 @@ def _scan_vjp(ctx, e, gs, act, val):
        carrying the carries' cotangents, accumulating the loop constants' gradients and
        stacking the x slices' gradients.
     """
-    from .. import ops
-    from ..jit.control import SCAN
     bg = e.params["body_graph"]
     nc, nx = e.params["n_carry"], e.params["n_xs"]
     ny = len(e.outs) - nc
@@ -205,8 +204,6 @@ def _trip_dim(trip):
 
 
 def _custom_vjp(ctx, e, gs):
-    from .. import ops
-    from ..autograd.function import FunctionCtx
     cls = e.params["fn_cls"]
     n = e.params["n_args"]
     tensor_args = [_make_tracer(a, ctx) if isinstance(a, Var) else a.value for a in e.inputs[:n]]
@@ -234,7 +231,6 @@ def joint(graph: Graph, active_inputs, name: str = "joint") -> Graph:
 
     Inactive outputs get cotangent inputs too (ignored), so callers can pass one per output.
     """
-    from .. import ops
     act = active_vars(graph, active_inputs)
     ctx = TraceContext()
     ct_vars = [Var(a.aval) if isinstance(a, Var) else Var(a.aval) for a in graph.outputs]
@@ -328,7 +324,6 @@ def loss_joint(graph: Graph, active_inputs, k: int) -> Graph:
     gradient in one pass over memory (a GELU loss: read x, y, z once, write the three
     gradients) instead of a forward pass and a backward pass that reads them again.
     """
-    from ..ops.registry import REGISTRY
     j = joint(graph, active_inputs, "forward_and_grads")
     ct = j.inputs[len(graph.inputs) + k]
     a = ct.aval

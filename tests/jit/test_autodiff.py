@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.autodiff import joint, split
+from tracejit.jit.autodiff import joint, split
 from tracejit.errors import CompileError, GraphFreedError, InplaceModifiedError
 from tracejit.testing import Mismatch, assert_compiled_matches, assert_same, kernel_cache_at
 from inputs import T

@@ -1,0 +1,108 @@
+"""The table of environment switches (tracejit/envflags.py) against the source and the docs."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tracejit import envflags
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = re.compile(r"TRACEJIT_[A-Z0-9_]*[A-Z0-9]")
+
+
+def _names_in_package() -> dict:
+    found: dict = {}
+    for path in sorted((ROOT / "tracejit").rglob("*.py")):
+        for name in NAME.findall(path.read_text()):
+            found.setdefault(name, path.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_every_variable_in_the_source_is_a_row_of_the_table():
+    found = _names_in_package()
+    assert len(found) >= 10  # the scan itself works
+    missing = {n: where for n, where in found.items() if n not in envflags.SWITCHES}
+    assert not missing, f"TRACEJIT_ variables read but not in envflags.SWITCHES: {missing}"
+
+
+def test_every_row_is_used_and_documented_where_it_says():
+    found = _names_in_package()
+    readme = (ROOT / "README.md").read_text()
+    for s in envflags.SWITCHES.values():
+        # used somewhere besides its own row
+        uses = [p for p in (ROOT / "tracejit").rglob("*.py")
+                if p.name != "envflags.py" and s.name in p.read_text()]
+        assert uses, f"{s.name} is in the table but nothing mentions it"
+        assert s.meaning and s.documented
+        doc, _, section = s.documented.partition(": ")
+        if doc == "README.md":
+            assert section, s.name
+            m = re.search(rf"^## {re.escape(section)}\n(.*?)(?=^## |\Z)", readme, re.S | re.M)
+            assert m, f"README has no section {section!r} (row {s.name})"
+            assert s.name in m.group(1), f"README section {section!r} does not mention {s.name}"
+        else:
+            assert s.name in (ROOT / doc).read_text(), f"{doc} does not mention {s.name}"
+    assert set(found) <= set(envflags.SWITCHES)
+
+
+def test_no_module_reads_a_tracejit_variable_from_os_environ_itself():
+    """One parser: only envflags reads the switches (writes, for child processes, are fine)."""
+    read = re.compile(r"os\.environ(?:\.get\(|\[)\s*[\"'](TRACEJIT_[A-Z_]+)[\"']\s*[,)\]]")
+    offenders = []
+    for path in (ROOT / "tracejit").rglob("*.py"):
+        for line in path.read_text().splitlines():
+            m = read.search(line)
+            if m and not re.search(r"os\.environ\[[^]]+\]\s*=", line) and "_data" not in line:
+                offenders.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+            if "os.environ._data" in line or "getattr(os.environ, \"_data\"" in line:
+                if path.name != "envflags.py":
+                    offenders.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert not offenders, offenders
+
+
+def test_parser_spelling_defaults_and_unknown_names(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_CACHE", raising=False)
+    assert envflags.enabled("TRACEJIT_CACHE") and not envflags.is_off("TRACEJIT_CACHE")
+    for off in ("0", " OFF ", "no", "False", ""):
+        monkeypatch.setenv("TRACEJIT_CACHE", off)
+        assert envflags.is_off("TRACEJIT_CACHE"), off
+    monkeypatch.setenv("TRACEJIT_CACHE", "yes")
+    assert envflags.enabled("TRACEJIT_CACHE")
+    monkeypatch.delenv("TRACEJIT_CHECK", raising=False)
+    assert not envflags.enabled("TRACEJIT_CHECK")
+    monkeypatch.setenv("TRACEJIT_COMPILE_TIMEOUT", "2.5")
+    assert envflags.number("TRACEJIT_COMPILE_TIMEOUT") == 2.5
+    monkeypatch.setenv("TRACEJIT_COMPILE_TIMEOUT", "soon")
+    assert envflags.number("TRACEJIT_COMPILE_TIMEOUT") is None
+    monkeypatch.delenv("TRACEJIT_COMPILE_TIMEOUT")
+    assert envflags.number("TRACEJIT_COMPILE_TIMEOUT") == 300.0
+    monkeypatch.setenv("TRACEJIT_COMPILE_WORKERS", "-3")
+    assert envflags.integer("TRACEJIT_COMPILE_WORKERS") is None
+    monkeypatch.setenv("TRACEJIT_COMPILE_WORKERS", " 3 ")
+    assert envflags.integer("TRACEJIT_COMPILE_WORKERS") == 3
+    with pytest.raises(KeyError, match="TRACEJIT_NOPE"):
+        envflags.value("TRACEJIT_NOPE")
+    with pytest.raises(KeyError):
+        envflags.any_set("TRACEJIT_NOPE")
+
+
+def test_any_set_sees_changes_made_after_it_was_built(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_DISABLE", raising=False)
+    monkeypatch.delenv("TRACEJIT_CHECK", raising=False)
+    probe = envflags.any_set("TRACEJIT_DISABLE", "TRACEJIT_CHECK")
+    assert not probe()
+    os.environ["TRACEJIT_CHECK"] = "0"
+    try:
+        assert probe()  # set, even to off: the caller then parses the value
+    finally:
+        del os.environ["TRACEJIT_CHECK"]
+    assert not probe()
+
+
+def test_markdown_table_lists_every_switch():
+    table = envflags.markdown_table()
+    for name in envflags.SWITCHES:
+        assert f"`{name}`" in table

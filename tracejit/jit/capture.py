@@ -1,0 +1,405 @@
+"""Capturing a call into an `Entry`: the half of `CompiledFunction` that runs on a miss.
+
+`Capture` is a base class of `CompiledFunction` (function.py), holding its capture
+methods: describe the call's leaves (tensors, runtime scalars, specialized constants),
+decide which dims are dynamic, trace the function on tracers (retrying with static dims
+where user code needs sizes as Python values), optimize and verify the graph, build the
+guard, and ask the backend for the entry's executor.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import warnings
+
+from .. import dtypes as _dt
+from ..autograd import grad_mode as _gm
+from ..errors import _PKG_DIR, ScriptError, TraceError, user_frame
+from ..ops.registry import Aval
+from ..shapes import Sym
+from ..tensor import Tensor
+from . import config
+from .backend import Executor, executor_for
+from .entry import Entry
+from .guards import LeafDesc, _same_value, build_guard, describe_difference
+from .ir import Graph, verify
+from .passes import optimize
+from .pytree import flatten, unflatten
+from .scalars import describe_decisions, make_check
+from .script import NoSource, convert
+from .tracer import TraceContext, Tracer
+
+__all__ = ["Capture"]
+
+
+class Capture:
+    """Capture methods of `CompiledFunction` (they use its state: ``_entries``, ``_dynamic``,
+    ``_static``, ``_stats``, ``_lock``...)."""
+
+    def _describe(self, leaves, names):
+        descs = []
+        for i, (x, name) in enumerate(zip(leaves, names)):
+            if isinstance(x, Tensor):
+                if isinstance(x, Tracer):
+                    raise TraceError(f"argument {name!r} is a tensor being traced by an enclosing "
+                                     f"compiled function; nested compilation is not supported")
+                shape = tuple(x._data.shape)
+                descs.append(LeafDesc("tensor", name, x.dtype, x.device, x.requires_grad, shape))
+            elif _runtime_scalar(x, self._mode):
+                descs.append(LeafDesc("scalar", name, value=type(x)))
+            elif isinstance(x, (bool, int, float, str, type(None), bytes)) or _dt_like(x):
+                descs.append(LeafDesc("const", name, value=x))
+            elif self._mode == "script":
+                raise ScriptError(f"{self.__name__}: argument {name!r} has type {type(x).__name__}, which "
+                                  f"@script cannot take: pass tensors, numbers, strings, None, or "
+                                  f"tuples/lists/dicts of them")
+            else:
+                descs.append(LeafDesc("const", name, value=x))
+        return descs
+
+    def _leaf_names(self, args, spec):
+        names = []
+
+        def walk(x, s, path):
+            if s is None:
+                names.append(path)
+                return
+            if s[0] is dict:
+                for k, sub in zip(s[1], s[2]):
+                    walk(x[k], sub, f"{path}[{k!r}]")
+            else:
+                for j, sub in enumerate(s[1]):
+                    walk(x[j], sub, f"{path}[{j}]")
+        for i, (a, s) in enumerate(zip(args, spec[1])):
+            walk(a, s, self._names[i] if i < len(self._names) else f"arg{i}")
+        return names
+
+    def _capture_for(self, args, leaves, spec, gm):
+        """Capture and cache an entry for this call (under the lock): (entry, the dynamic-dim
+        state to restore if its first run fails), or (None, None) past the recompile limit."""
+        self._stats["misses"] += 1
+        names = self._leaf_names(args, spec)
+        descs = self._describe(leaves, names)
+        reasons = self._recompile_reasons(descs, spec, gm, leaves)
+        if self._stats["compiles"] >= self._limit:
+            self._note_reasons(reasons)
+            if not self._fell_back:
+                self._fell_back = True
+                self._stats["eager_fallbacks"] += 1
+                msg = (f"tracejit: {self.__name__} hit the recompile limit ({self._limit}); it now runs "
+                       f"eagerly for new input signatures. Last reasons: "
+                       f"{'; '.join(self._stats['recompile_reasons'][-3:])}. "
+                       f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
+                # One warning, attributed to the user's calling line (not to this file);
+                # the recompiles topic logs it too when enabled.
+                warnings.warn(msg, RuntimeWarning, stacklevel=_user_stacklevel())
+                config.topic("recompiles").info(msg)
+            return None, None
+        saved = (set(self._dynamic), set(self._static), self._force_dynamic)
+        if self._entries:
+            self._mark_dynamic(descs)
+        try:
+            entry = self._capture(leaves, spec, descs, gm)
+        except BaseException:
+            # Nothing is kept from a capture that failed.
+            self._dynamic, self._static, self._force_dynamic = saved
+            raise
+        self._note_reasons(reasons)
+        entry.arg_spec = spec
+        self._entries.append(entry)
+        if spec == (list, (None,) * len(spec[1])):
+            self._flat_entries.append(entry)
+        self._stats["compiles"] += 1
+        return entry, saved
+
+    def _note_reasons(self, reasons):
+        if reasons:
+            self._stats["recompile_reasons"].extend(reasons)
+            config.topic("recompiles").info("recompiling %s: %s", self.__name__, "; ".join(reasons))
+
+    def _recompile_reasons(self, descs, spec, gm, leaves=None) -> list:
+        """Why no entry matched: the differences from the closest entry (fewest reasons)."""
+        best = None
+        for e in self._entries:
+            if e.arg_spec != spec:
+                reasons = ["the structure of the arguments changed (nesting of tuples/lists/dicts)"]
+            else:
+                reasons = describe_difference(e.descs, descs, e.grad_mode, gm)
+                extra = getattr(e, "extra", None)
+                if extra is not None and not extra():
+                    describe = getattr(extra, "describe", None)
+                    reasons += describe() if describe is not None else ["a custom guard failed"]
+                # A captured tensor (parameter, closure) changed dtype/shape/requires_grad.
+                reasons += describe_difference(e.const_descs, _const_descs(e.const_tensors), gm, gm)
+                if e.decisions and leaves is not None and not reasons:
+                    reasons += describe_decisions(e.decisions, leaves, [d.name for d in e.descs])
+            if best is None or len(reasons) <= len(best):
+                best = reasons
+        return best or []
+
+    def _mark_dynamic(self, descs):
+        if not self._dynamic_ok:
+            return
+        for e in self._entries:
+            old = e.descs
+            if len(old) != len(descs):
+                continue
+            diffs = []
+            ok = True
+            for o, n in zip(old, descs):
+                if o.kind != n.kind or (o.kind == "tensor" and (o.dtype is not n.dtype or o.device != n.device
+                                                                or len(o.shape) != len(n.shape)
+                                                                or o.requires_grad != n.requires_grad)):
+                    ok = False
+                    break
+                if o.kind == "const" and not (o.value is n.value or _same_value(o.value, n.value)):
+                    ok = False
+                    break
+                if o.kind == "tensor":
+                    for j, (a, b) in enumerate(zip(o.shape, n.shape)):
+                        if (isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1)
+                                and (n.name, j) not in self._static):
+                            diffs.append((n.name, j))
+            if ok and diffs:
+                self._dynamic.update(diffs)
+                config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, diffs)
+                return
+
+    def _symbolic_descs(self, descs, allow_symbols: bool = True):
+        """Replace dynamic dims by symbols; equal sizes share a symbol (checked by the guard)."""
+        by_size: dict = {}
+        out = []
+        for d in descs:
+            if d.kind != "tensor":
+                out.append(d)
+                continue
+            shape = []
+            for j, s in enumerate(d.shape):
+                if (allow_symbols and s >= 2 and (d.name, j) not in self._static
+                        and ((d.name, j) in self._dynamic or self._force_dynamic)):
+                    sym = by_size.get(s)
+                    if sym is None:
+                        sym = by_size[s] = f"s{len(by_size)}"
+                    shape.append(sym)
+                else:
+                    shape.append(s)
+            out.append(LeafDesc("tensor", d.name, d.dtype, d.device, d.requires_grad, tuple(shape)))
+        return out
+
+    def _get_trace_fn(self):
+        if self._trace_fn is None:
+            if self._mode == "script":
+                try:
+                    self._trace_fn = convert(self._fn)
+                except NoSource as e:
+                    # Nothing to convert: tracing gives the same program, and control flow
+                    # on tensor values still raises a TraceError naming its line.
+                    config.topic("graphs").info("%s: %s; traced as it is", self.__name__, e)
+                    self._trace_fn = self._fn
+            else:
+                self._trace_fn = self._fn
+        return self._trace_fn
+
+    def _trace(self, leaves, spec, sdescs, gm, const_names=None):
+        """Run the function on tracers for `sdescs`; returns (ctx, out_atoms, out_leaves,
+        out_spec, mutations)."""
+        fn = self._get_trace_fn()
+        ctx = TraceContext()
+        ctx.capture_grad = gm
+        ctx.leaves = list(leaves)  # Python decisions on runtime scalars read their values here
+        if const_names is not None:
+            ctx.const_names = const_names
+        syms = {}
+        with ctx, _gm.set_grad_enabled(gm):
+            tracers = []
+            orig_vars = []
+            for x, d in zip(leaves, sdescs):
+                if d.kind == "tensor":
+                    shape = []
+                    for s, actual in zip(d.shape, x._data.shape):
+                        if isinstance(s, str):
+                            sym = syms.get(s)
+                            if sym is None:
+                                sym = syms[s] = Sym.symbol(s, int(actual))
+                            shape.append(sym)
+                        else:
+                            shape.append(s)
+                    t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
+                                      requires_grad=d.requires_grad)
+                    orig_vars.append((len(tracers), t._var))
+                    tracers.append(t)
+                elif d.kind == "scalar":
+                    dt = _dt.scalar_dtype(x)
+                    t = ctx.new_input(Aval((), dt, weak=True), _ident(d.name))
+                    ctx.scalar_leaves[t._var] = len(tracers)
+                    tracers.append(t)
+                else:
+                    tracers.append(x)
+            targs, tkwargs = self._unbind(unflatten(spec, tracers))
+            try:
+                if self._bound_self is not None:
+                    out = fn(self._bound_self, *targs, **tkwargs)
+                else:
+                    out = fn(*targs, **tkwargs)
+            except RecursionError as exc:
+                ctx.restore_attributes()
+                raise _recursion_error(self._mode, exc) from None
+            except BaseException:
+                ctx.restore_attributes()   # a failed capture leaves no tracer in a module
+                raise
+            out_leaves_raw, out_spec = flatten(out)
+            out_atoms, out_leaves = [], []
+            for o in out_leaves_raw:
+                if isinstance(o, Tensor):
+                    at = ctx.atom(o)
+                    number = isinstance(o, Tracer) and at.aval.weak and at.aval.shape == ()
+                    out_leaves.append(("number" if number else "graph", len(out_atoms)))
+                    out_atoms.append(at)
+                else:
+                    if type(o).__name__ == "Unbound":   # returned, but bound on one path only
+                        raise o.error(" and returned from the function")
+                    out_leaves.append(("static", o))
+            mutations = []
+            for i, v0 in orig_vars:
+                if tracers[i]._var is not v0:  # an in-place op rebound this input
+                    mutations.append((i, len(out_atoms)))
+                    out_atoms.append(tracers[i]._var)
+            ctx.state_writes = ctx.finish_state_writes(out_atoms)
+        return ctx, out_atoms, out_leaves, out_spec, mutations
+
+    def recapture(self, entry: Entry, leaves: list) -> tuple:
+        """Trace again what `entry` captured, for these argument leaves: (optimized graph,
+        captured tensors). Check mode compares it with the entry's graph."""
+        ctx, out_atoms, *_ = self._trace(leaves, entry.arg_spec, entry.descs, entry.grad_mode,
+                                         self._const_names())
+        return optimize(ctx.graph(out_atoms, name=self.__name__)), ctx.const_tensors
+
+    def _capture(self, leaves, spec, descs, gm):
+        allow_symbols = True
+        for attempt in range(4):
+            if attempt == 3:
+                allow_symbols = False  # the last try is fully static: nothing left to specialize
+            sdescs = self._symbolic_descs(descs, allow_symbols)
+            symbolic = [(d.name, j) for d in sdescs if d.kind == "tensor"
+                        for j, s in enumerate(d.shape) if isinstance(s, str)]
+            try:
+                ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
+                    leaves, spec, sdescs, gm, self._const_names())
+            except Exception:
+                if not symbolic:
+                    raise
+                # Shape logic that symbolic dims cannot express: capture with static shapes
+                # (if that fails too, its error is the user's).
+                allow_symbols = False
+                continue
+            if ctx.specialized:
+                # User code needed concrete sizes: keep those dims static from now on and
+                # capture again.
+                spec_dims = {(d.name, j) for d in sdescs if d.kind == "tensor"
+                             for j, s in enumerate(d.shape) if isinstance(s, str) and s in ctx.specialized}
+                self._static.update(spec_dims)
+                self._dynamic -= spec_dims
+                config.topic("recompiles").info("%s: dims %s are used as Python values; keeping them "
+                                                "static", self.__name__, sorted(spec_dims))
+                continue
+            break
+        if not allow_symbols:
+            self._static.update(symbolic)
+            self._dynamic -= set(symbolic)
+        graph = ctx.graph(out_atoms, name=self.__name__)
+        verify(graph)
+        opt = optimize(graph)
+        verify(opt)
+        const_descs = _const_descs(ctx.const_tensors, self._const_names())
+        extra = self._extra_guard
+        if extra is not None and hasattr(extra, "snapshot"):
+            extra = extra.snapshot()  # the state this capture saw, checked on every call
+        decisions = list(ctx.decisions)
+        guard, src = build_guard(sdescs, const_descs, gm, extra,
+                                 decisions=make_check(decisions) if decisions else None)
+        if decisions:
+            names = [d.name for d in sdescs]
+            src += "".join(f"# and {d.text(names)}\n" for d in decisions)
+        config.topic("graphs").info("captured %s:\n%s", self.__name__, opt)
+        config.topic("guards").info("guard for %s:\n%s", self.__name__, src)
+        executor = self._make_executor(opt, gm)
+        entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
+                      out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes)
+        executor.attach(entry)  # a background compile replaces the entry's executor later
+        return entry
+
+    def _const_names(self):
+        """Names for captured tensors: a module's parameter and buffer names."""
+        names = self._tensor_names
+        return names() if names is not None else None
+
+    def _make_executor(self, graph: Graph, gm: bool) -> Executor:
+        return executor_for(self._compiler, graph, grad_mode=gm, name=self.__name__,
+                            compile_mode=self._compile_mode, lock=self._lock, owner=self)
+
+
+
+def _recursion_error(mode: str, exc: RecursionError) -> Exception:
+    """A function that calls itself while being captured: name it and the line."""
+    counts: collections.Counter = collections.Counter()
+    lines = {}
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.startswith((_PKG_DIR, "<tracejit")):   # our frames are not the culprit
+            tb = tb.tb_next
+            continue
+        counts[code] += 1
+        lines.setdefault(code, tb.tb_lineno)
+        tb = tb.tb_next
+    code, _ = counts.most_common(1)[0] if counts else (None, 0)
+    who = (f"`{code.co_name}` ({os.path.basename(code.co_filename)}:{lines[code]}) calls itself"
+           if code is not None else "the function recurses")
+    msg = (f"@{mode}: recursion cannot be compiled: {who} without end while being captured, "
+           f"because its stopping condition depends on a value only known at run time (a tensor "
+           f"or a runtime scalar argument). Write it as a loop (`for`/`while`), or run it eagerly.")
+    return (ScriptError if mode == "script" else TraceError)(msg)
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points `warnings.warn`, called here, at the innermost frame
+    outside tracejit (the user's call, however many of our frames lie between)."""
+    target = user_frame(2)
+    f, level = sys._getframe(1), 1
+    while f is not None and f is not target:
+        f, level = f.f_back, level + 1
+    return level if f is not None else 1
+
+
+def _const_descs(tensors, names=None) -> list:
+    out = []
+    for t in tensors:
+        label = (names or {}).get(id(t)) or t._name or type(t).__name__
+        out.append(LeafDesc("tensor", f"<captured {label} {tuple(t._data.shape)}>", t.dtype, t.device,
+                            t.requires_grad, tuple(t._data.shape)))
+    return out
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_")
+
+
+def _runtime_scalar(x, mode: str) -> bool:
+    """Is this argument leaf a runtime input of the graph (rather than specialized)?
+
+    @trace: Python floats (a learning rate, the previous loss) are inputs; ints and bools
+    usually decide sizes and structure, and stay specialized (guarded by value).
+    @script: ints and floats are inputs (its loops and branches on them become graph
+    control flow); bools are flags that steer Python structure (``has_mask=True``) and are
+    specialized. Either way, Python code that needs an input's value (``if lr > 0.1``,
+    ``x.view(n, -1)``) gets it, and the entry is guarded on that decision (see scalars.py).
+    """
+    t = type(x)
+    if mode == "script":
+        return t is int or t is float
+    return t is float
+
+
+def _dt_like(x) -> bool:
+    return isinstance(x, (_dt.DType,)) or type(x).__name__ == "device"

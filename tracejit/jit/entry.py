@@ -1,0 +1,170 @@
+"""`Entry`: one capture of a compiled function, and how a call runs it.
+
+An entry holds what the capture produced: the descriptions its guard checks, the graph
+(as traced and optimized), the executor that runs it (jit/backend.py), how graph outputs
+map back to the function's return value, and the writes back into its arguments (in-place
+updates) and into module state (buffers, attributes). Its ``hit`` is the generated guard
+plus run of the hot path.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor import Tensor
+from .backend import Executor, InputKeeper
+from .guards import build_guard
+from .pytree import unflatten
+from .scalars import make_check
+
+__all__ = ["Entry"]
+
+
+class Entry:
+    """One capture: guard + graph + how to run it."""
+
+    def __init__(self, descs, const_tensors, const_descs, grad_mode, graph, opt_graph, out_spec,
+                 out_leaves, mutations, guard, guard_src, executor, extra=None, decisions=(),
+                 state_writes=()):
+        self.extra = extra
+        # module state the function updates: ("buffer", tensor, k) copies graph output k into
+        # the tensor's memory; ("attr", obj, name, k) sets the attribute to output k
+        self.state_writes = list(state_writes)
+        # Python decisions on runtime scalar arguments (see scalars.py), replayed by the guard
+        self.decisions = list(decisions)
+        self._decided = make_check(self.decisions) if self.decisions else None
+        self.descs = descs
+        self.const_tensors = const_tensors
+        self.const_descs = const_descs
+        self.grad_mode = grad_mode
+        self.graph = graph
+        self.opt_graph = opt_graph
+        self.out_spec = out_spec
+        # per output leaf: ("graph", k), ("number", k) (a Python number computed from runtime
+        # scalar arguments: returned as one, like the Python code does) or ("static", value)
+        self.out_leaves = out_leaves
+        self.mutations = mutations      # [(leaf index, graph output index)]
+        self.guard = guard
+        self.guard_src = guard_src
+        if not isinstance(executor, Executor):
+            raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
+                            f"got {type(executor).__name__}")
+        self.executor = executor
+        self.hits = 0
+        self.input_leaf_idx = [i for i, d in enumerate(descs) if d.kind in ("tensor", "scalar")]
+        self._single = (out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations
+                        and not self.state_writes)
+        self._direct = (not const_tensors and self.input_leaf_idx == list(range(len(descs))))
+        # An entry that writes to an input was captured for distinct buffers: a call whose
+        # tensors share memory (``g(x, x)``, overlapping slices) must not run it.
+        self.no_alias = bool(mutations)
+        self.hit = self._build_hit()
+
+    def _build_hit(self):
+        """The generated ``hit(L, gm)`` of the hot path: this entry's guard, then the run.
+
+        An inference entry with one tensor output calls its plan and wraps the result
+        inline (the common case, one Python call per hit besides the plan's own); every
+        other entry goes through `run`.
+        """
+        names = {"E": self, "C": self.const_tensors, "RUN": self.run}
+        tensors = [d for d in list(self.descs) + list(self.const_descs) if d.kind == "tensor"]
+        infer = not self.grad_mode or not any(d.requires_grad and d.dtype.is_floating_point
+                                              for d in tensors)
+        body = ["    E.hits += 1", "    return RUN(L)"]
+        fast = self.executor.fast_inference() if infer and self._single else None
+        if fast is not None:
+            plan_fn, d, dev = fast
+            names.update(PLAN=plan_fn, WRAP=Tensor._wrap, OD=d, OV=dev)
+            arrays = [f"L[{i}]._data" for i in self.input_leaf_idx]
+            arrays += [f"C[{i}]._data" for i in range(len(self.const_tensors))]
+            body = ["    E.hits += 1", f"    return WRAP(PLAN({', '.join(arrays)})[0], OD, OV)"]
+        if self.no_alias:  # aliased tensors: a miss here, and the slow path runs eagerly
+            names["ALIASED"] = self.aliased
+            body = ["    if ALIASED(L):", "        return NO"] + body
+        hit, _ = build_guard(self.descs, self.const_descs, self.grad_mode, self.extra, on_pass=(body, names),
+                             decisions=self._decided)
+        return hit
+
+    def set_executor(self, executor: Executor) -> None:
+        """Run `executor` from now on (a background compile's switch to kernels). The hit
+        function is replaced in one attribute store: a caller sees the old one or the new."""
+        if not isinstance(executor, Executor):
+            raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
+                            f"got {type(executor).__name__}")
+        self.executor = executor
+        self.hit = self._build_hit()
+
+    def aliased(self, leaves) -> bool:
+        """Whether two of the call's tensors (arguments, captured tensors) share memory."""
+        arrays = [x._data for x in leaves if isinstance(x, Tensor)]
+        arrays += [t._data for t in self.const_tensors]
+        return _any_overlap(arrays)
+
+    def run(self, leaves):
+        if self._direct:
+            ins = leaves  # every leaf is a graph input, in order, and nothing was lifted
+        else:
+            ins = [leaves[i] for i in self.input_leaf_idx]
+            if self.const_tensors:
+                ins.extend(self.const_tensors)
+        if self._single:  # one tensor out, nothing written back
+            return self.executor(ins)[0]
+        outs = self.executor(ins)
+        if self.mutations:
+            node = next((o.grad_fn for o in outs if isinstance(o.grad_fn, InputKeeper)), None)
+            for leaf_i, k in self.mutations:
+                if node is not None:  # its backward reads the value before the write below
+                    node.keep_input(leaves[leaf_i])
+                leaves[leaf_i]._assign(outs[k], "in-place update of an input")
+        if self.state_writes:
+            _write_state(self.state_writes, outs)
+        res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number" else x[1]
+               for x in self.out_leaves]
+        return unflatten(self.out_spec, res)
+
+
+def _write_state(writes: list, outs: list) -> None:
+    """Write back the module state a compiled call updated (buffers in place, as eager
+    does; attributes set to the new tensor). Not part of any autograd graph."""
+    node = next((o.grad_fn for o in outs if isinstance(o.grad_fn, InputKeeper)), None)
+    for w in writes:
+        if w[0] == "buffer":
+            t, new = w[1], outs[w[2]]
+            if node is not None:   # its backward reads the value the forward saw
+                node.keep_input(t)
+            xp = np if t.device.type == "cpu" else t._xp()
+            xp.copyto(t._data, new._data, casting="unsafe")
+            t._vbox[0] += 1
+        else:
+            _, obj, name, k = w
+            if _is_buffer(obj, name):
+                obj.__dict__["_buffers"][name] = outs[k].detach()
+            else:
+                object.__setattr__(obj, name, outs[k].detach())
+
+
+def _is_buffer(obj, name: str) -> bool:
+    bufs = getattr(obj, "__dict__", {}).get("_buffers")
+    return bufs is not None and name in bufs
+
+
+def _any_overlap(arrays) -> bool:
+    """Whether any two arrays may share memory (numpy's bounds check; identity of the
+    owning buffer for other array types)."""
+    for i in range(1, len(arrays)):
+        a = arrays[i]
+        for b in arrays[:i]:
+            if a is b:
+                return True
+            if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+                if a.size and b.size and np.may_share_memory(a, b):
+                    return True
+            elif _owner(a) is _owner(b):
+                return True
+    return False
+
+
+def _owner(a):
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
