@@ -60,6 +60,9 @@ SWITCHES: dict = {s.name: s for s in (
            _README + ": What compilation does"),
     Switch("TRACEJIT_THREAD_TUNING", "1", "0: leave OpenMP's spin-wait setting alone at import",
            _README + ": What compilation does"),
+    Switch("TRACEJIT_ADAPTIVE_THREADS", "1", "0: numba's and BLAS's thread counts stay fixed instead of "
+           "following the cores other processes leave free (tracejit.coreshare)",
+           _README + ": What compilation does"),
     # Internal: set by tracejit for its own child processes, not by users.
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
            "tracejit/compiler/workers.py"),
