@@ -32,7 +32,7 @@ silent float64 promotion).
 from __future__ import annotations
 
 from . import llvmopts
-from .emitter import Emitter, render_steps
+from .emitter import Emitter, fold, render_steps
 from .loopnest import SUM_BLOCK, LoopNest, lower
 
 __all__ = ["CpuEmitter", "Emitter", "render", "generate", "KernelSpec", "NUMBA_TYPE", "MAX_NESTED_RANK"]
@@ -123,14 +123,10 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
 
 
 def _combine(red, acc: str, r: str) -> str:
-    """The statement folding value `r` into `acc`."""
-    combine = red.combine
-    if combine in ("add", "mul"):
-        op = "+=" if combine == "add" else "*="
-        return f"{acc} {op} {r}" if red.acc_dtype != "float64" else f"{acc} {op} np.float64({r})"
-    op = ">" if combine == "max" else "<"
-    # nan wins, as in numpy: `r != r` is only true for nan.
-    return f"{acc} = {r} if ({r} {op} {acc} or {r} != {r}) else {acc}"
+    """The statement folding value `r` into `acc` (widened first where the sum is)."""
+    if red.combine in ("add", "mul") and red.acc_dtype == "float64":
+        r = f"np.float64({r})"
+    return fold(red.combine, acc, r)
 
 
 def _init(red) -> str:

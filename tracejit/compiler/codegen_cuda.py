@@ -68,7 +68,7 @@ import numpy as np
 
 from ..jit.ir import Literal
 from .cuda_launch import BLOCK, CudaKernel, launch, load, simulator_enabled
-from .emitter import Emitter, render_steps
+from .emitter import Emitter, fold, render_steps
 from .fusion import Group
 from .loopnest import LoopNest, lower, operand_layouts
 from .mathnames import FORMULAS, MATH
@@ -136,14 +136,7 @@ class CudaKernelSpec:
 
 
 def _combine(combine: str, acc: str, r: str) -> list:
-    """Statements folding value `r` into `acc` (both simple names or subscripts)."""
-    if combine == "add":
-        return [f"{acc} += {r}"]
-    if combine == "mul":
-        return [f"{acc} *= {r}"]
-    op = ">" if combine == "max" else "<"
-    # nan wins, as in numpy (and the CPU backend): `r != r` is only true for nan.
-    return [f"{acc} = {r} if ({r} {op} {acc} or {r} != {r}) else {acc}"]
+    return [fold(combine, acc, r)]
 
 
 def _cast_back(x: str, acc_dt: str, dtype: str, em: CudaEmitter) -> str:

@@ -13,7 +13,7 @@ import math
 from .loopnest import Const, LoopNest
 from .mathnames import MATH
 
-__all__ = ["Emitter", "render_steps"]
+__all__ = ["Emitter", "render_steps", "fold"]
 
 
 class Emitter:
@@ -98,3 +98,15 @@ def render_steps(nest: LoopNest, emitter_cls) -> tuple:
         emitters.append(em)
         lines.append(f"{st.name} = {expr}  # {st.note}")
     return lines, emitters
+
+
+def fold(combine: str, acc: str, r: str) -> str:
+    """The statement folding value `r` into accumulator `acc` (names or subscripts), the
+    same in every backend. max and min let nan win, as numpy does (``r != r`` is only
+    true for nan); ``cuda.atomic.max`` and a plain ``max`` would drop it."""
+    if combine == "add":
+        return f"{acc} += {r}"
+    if combine == "mul":
+        return f"{acc} *= {r}"
+    op = ">" if combine == "max" else "<"
+    return f"{acc} = {r} if ({r} {op} {acc} or {r} != {r}) else {acc}"
