@@ -32,13 +32,11 @@ silent float64 promotion).
 from __future__ import annotations
 
 from . import llvmopts
-from .emitter import Emitter, fold, render_steps
+from .emitter import NUMBA_TYPE, Emitter, fold, render_steps
 from .loopnest import SUM_BLOCK, LoopNest, lower
 
 __all__ = ["CpuEmitter", "Emitter", "render", "generate", "KernelSpec", "NUMBA_TYPE", "MAX_NESTED_RANK"]
 
-NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
-              "bool": "boolean", "int8": "int8", "uint8": "uint8"}
 _NP_NAME = {"bool": "bool_"}
 
 # Deeper iteration spaces are walked by one flat loop with index division instead of a

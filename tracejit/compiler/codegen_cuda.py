@@ -68,7 +68,7 @@ import numpy as np
 
 from ..jit.ir import Literal
 from .cuda_launch import BLOCK, CudaKernel, launch, load, simulator_enabled
-from .emitter import Emitter, fold, render_steps
+from .emitter import NUMBA_TYPE, Emitter, fold, render_steps
 from .fusion import Group
 from .loopnest import LoopNest, lower, operand_layouts
 from .mathnames import FORMULAS, MATH
@@ -76,8 +76,6 @@ from .mathnames import FORMULAS, MATH
 __all__ = ["CudaEmitter", "CudaKernelSpec", "CudaKernel", "render", "generate", "load", "launch",
            "layouts_of", "run_group", "run_graph", "compile_ptx", "BLOCK", "simulator_enabled"]
 
-NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
-              "bool": "boolean", "int8": "int8", "uint8": "uint8"}
 IND = "    "
 
 

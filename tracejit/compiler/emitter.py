@@ -13,7 +13,11 @@ import math
 from .loopnest import Const, LoopNest
 from .mathnames import MATH
 
-__all__ = ["Emitter", "render_steps", "fold"]
+__all__ = ["Emitter", "render_steps", "fold", "NUMBA_TYPE"]
+
+# numba's name of each kernel dtype (the CUDA backend's scalar types; both backends' array types)
+NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
+              "bool": "boolean", "int8": "int8", "uint8": "uint8"}
 
 
 class Emitter:

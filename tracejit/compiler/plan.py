@@ -1,10 +1,14 @@
 """The plan: a generated straight-line Python function that runs a compiled graph.
 
 It binds symbolic dims from the input shapes, allocates each kernel's outputs, calls
-the fused kernels and the non-fused primitives (matmul goes to BLAS through numpy) in
-order, and drops each buffer after its last use. The source is registered with
-linecache, so tracebacks and ``explain`` show it. Keeping the per-call path to one
+the fused kernels and the non-fused primitives (matmul goes to BLAS through the array
+module) in order, and drops each buffer after its last use. The source is registered
+with linecache, so tracebacks and ``explain`` show it. Keeping the per-call path to one
 generated function keeps the overhead of a cache hit to a few microseconds.
+
+A plan is device-agnostic: each fused group is lowered once per operand layouts into a
+`loopnest.LoopNest`, whose calling convention the plan follows, and the plan's
+`backends.Backend` supplies the array module, renders the nest and loads the kernel.
 """
 from __future__ import annotations
 
