@@ -1,4 +1,5 @@
-"""The numba backend: IR autodiff, fusion, kernel generation, plans, the disk kernel cache."""
+"""The compiler back half: IR autodiff, fusion, loop-nest lowering (loopnest.py) and its CPU and CUDA
+renderers, backends (the device object), plans, executors, the disk kernel cache."""
 from __future__ import annotations
 
 __all__ = ["compile_graph", "wait"]
