@@ -1,6 +1,8 @@
-"""The CUDA code generator's source: readable, typed, keyed by structure not size.
+"""The CUDA renderer's source: readable, typed, keyed by structure not size.
 
-Source-level checks only (no ``numba.cuda`` import here): running the kernels is
+What a kernel computes and how it is called is the loop nest's (test_loopnest.py); these
+check how the CUDA renderer writes it. Source-level checks only (no ``numba.cuda``
+import here): running the kernels is
 tests/cuda/sim_kernels.py (numba's simulator, in a subprocess), compiling them for a
 real GPU target is tests/cuda/test_cuda_ptx.py.
 """
@@ -17,6 +19,7 @@ import tracejit as tj
 from tracejit import dtypes
 from tracejit.compiler import codegen_cuda
 from tracejit.compiler.fusion import Group, partition
+from tracejit.compiler.loopnest import operand_layouts
 from tracejit.jit.passes import optimize
 from tracejit.jit.tracer import TraceContext
 from tracejit.ops.registry import Aval
@@ -36,8 +39,7 @@ def _groups(fn, *avals):
 def _spec(fn, *avals, layouts=None, **kw):
     (grp,) = _groups(fn, *avals)
     if layouts is None:
-        layouts = tuple("scalar" if not v.aval.shape else "flat" if tuple(v.aval.shape) == tuple(grp.shape)
-                        else "nd" for v in grp.inputs)
+        layouts = operand_layouts(grp)
     return codegen_cuda.generate(grp, layouts, **kw)
 
 
@@ -81,9 +83,10 @@ def test_gelu_source_is_readable_and_float32():
 
 def test_signature_follows_the_calling_convention():
     spec = _spec(gelu, ((64, 8), F32), ((64, 8), F32), ((64, 8), F32))
+    assert spec.nest.flat and spec.nest.arguments() == ["in0", "in1", "in2", "out0", "n"]
     sig = spec.signatures["kernel"]
-    assert sig == "void(float32[::1], float32[::1], float32[::1], float32[::1], int64, int64)"
-    assert "def kernel(in0, in1, in2, out0, d0, d1):" in spec.source
+    assert sig == "void(float32[::1], float32[::1], float32[::1], float32[::1], int64)"
+    assert "def kernel(in0, in1, in2, out0, n):" in spec.source
     assert spec.flatten == (True, True, True, True)
     from numba.core import sigutils
     for s in spec.signatures.values():
@@ -107,11 +110,16 @@ def test_kernels_are_keyed_by_structure_not_size():
 
 def test_broadcast_operands_use_nd_indexing():
     spec = _spec(lambda x, b, c: x * b + c, ((4, 3), F32), ((3,), F32), ((4, 1), F32))
-    src = spec.source
-    assert spec.mode == "nd"
-    assert "i1 = r % d1" in src and "x1 = in1[i1]" in src and "x2 = in2[i0, 0]" in src
+    assert spec.mode == "nd" and spec.nest.arguments()[-2:] == ["d0", "d1"]
+    assert [op.index for op in spec.nest.operands] == [(0, 1), (1,), (0, None)]
+    assert spec.nest.layouts == ("flat", "ndc", "ndc")
     assert spec.flatten == (True, False, False, True)
-    assert "float32[:]" in spec.signatures["kernel"] and "float32[:, :]" in spec.signatures["kernel"]
+    assert spec.contiguous == (True, True, True, True)
+    assert "float32[::1]" in spec.signatures["kernel"] and "float32[:, ::1]" in spec.signatures["kernel"]
+    strided = _spec(lambda x, b, c: x * b + c, ((4, 3), F32), ((3,), F32), ((4, 1), F32),
+                    layouts=("flat", "nd", "nd"))
+    assert strided.contiguous == (True, False, False, True)
+    assert "float32[:, :]" in strided.signatures["kernel"]
 
 
 def test_full_reduction_uses_block_partials_and_a_finish_kernel():
@@ -120,6 +128,7 @@ def test_full_reduction_uses_block_partials_and_a_finish_kernel():
     assert spec.reduction == "full" and spec.finish_name == "kernel_finish"
     assert f"cuda.shared.array({codegen_cuda.BLOCK}, float32)" in src
     assert "partial[cuda.blockIdx.x] = buf[0]" in src and "def kernel_finish(partial, red, nparts):" in src
+    assert spec.nest.reduction.acc_dtype == "float32"     # a tree: see loopnest.accumulation
     assert "acc = float32(0.0)" in src and "float64" not in src
     assert "atomic" not in src
     assert set(spec.signatures) == {"kernel", "kernel_finish"}
@@ -148,7 +157,7 @@ def test_partial_reduction_is_one_thread_per_output():
 
 def test_integer_and_bool_groups_stay_integer():
     spec = _spec(lambda x: (x > 0).sum(), ((100,), F32))
-    assert spec.acc_dtype == "int64" and "acc = int64(0)" in spec.source
+    assert spec.nest.reduction.acc_dtype == "int64" and "acc = int64(0)" in spec.source
     spec = _spec(lambda x: (x * 3 + 1).sum(), ((100,), "int32"))
     src = spec.source
     assert "int32(3)" in src and "float" not in _kernel_body(src)
@@ -168,8 +177,19 @@ def test_float64_groups_use_float64_constants():
 
 
 def test_run_group_calls_like_a_plan():
-    # the reference driver's bookkeeping without launching: layouts as plan.py picks them
+    # the reference driver's layouts are the plan's (loopnest.operand_layouts)
     (grp,) = _groups(lambda x, b: x * b, ((4, 3), F32), ((3,), F32))
     x, b = np.ones((4, 3), np.float32), np.ones(3, np.float32)
-    assert codegen_cuda._layouts(grp, [x, b]) == ("flat", "nd")
-    assert codegen_cuda._layouts(grp, [np.ones((3, 4), np.float32).T, b]) == ("nd", "nd")
+    assert codegen_cuda.layouts_of(grp, [x, b]) == ("flat", "ndc") == operand_layouts(grp)
+    assert codegen_cuda.layouts_of(grp, [np.ones((3, 4), np.float32).T, b]) == ("nd", "ndc")
+    assert codegen_cuda.layouts_of(grp, [x, np.ones(6, np.float32)[::2]]) == ("flat", "nd")
+
+
+def test_sigmoid_is_the_numerically_stable_formula():
+    # exp only ever sees -|x|: no overflow to inf for large negative x (1/(1+exp(-x)) has it)
+    src = _spec(lambda x: tj.sigmoid(x), ((8,), F32)).source
+    assert "exp(-abs(x0))" in src and "exp(-x0)" not in src
+    assert "float32(1.0) if x0 >= float32(0.0) else" in src
+    em = codegen_cuda.CudaEmitter("float32")         # no libdevice softplus: the formula too
+    assert em.call("softplus", "x") == "((x if x > float32(0.0) else float32(0.0)) + log1p(exp(-abs(x))))"
+    assert em.functions == {"exp", "log1p"}

@@ -189,10 +189,10 @@ def test_kernel_checks_its_arguments():
     k = codegen_cuda.load(codegen_cuda.generate(grp, ("flat",)))
     out = np.empty((4, 3), np.float32)
     with pytest.raises(TypeError):
-        k(x, out, 4)
+        k(x, out, 4, 3)                               # a flat kernel takes the element count
     with pytest.raises(ValueError, match="C-contiguous"):
-        k(np.ones((3, 4), np.float32).T, out, 4, 3)   # a "flat" operand must be C-contiguous
-    k(x, out, 4, 3)
+        k(np.ones((3, 4), np.float32).T, out, 12)     # a "flat" operand must be C-contiguous
+    k(x, out, 12)
     np.testing.assert_array_equal(out, 2 * x)
 
 

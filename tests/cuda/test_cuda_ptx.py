@@ -43,7 +43,7 @@ _F64 = re.compile(r"^\s*(?:add|sub|mul|div|fma|neg|abs|min|max|sqrt|rcp|cvt)\.\S
 
 
 def _layouts(group, arrays):
-    return codegen_cuda._layouts(group, arrays)
+    return codegen_cuda.layouts_of(group, arrays)
 
 
 def test_the_float64_check_sees_a_promotion():

@@ -1,4 +1,5 @@
-"""The numba backend: fusion, kernel generation, plans, the disk kernel cache, tiered compiles.
+"""The numba backend: fusion, loop-nest lowering (loopnest.py) and its CPU and CUDA renderers,
+backends (the device object), plans, executors, the disk kernel cache, tiered compiles.
 
 It works on the IR of `tracejit.jit` (graphs already optimized and, for training,
 differentiated by jit/autodiff.py) and serves the front end through the interface of

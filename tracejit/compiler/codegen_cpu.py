@@ -1,44 +1,48 @@
-"""Generate the numba source of one fused group (CPU backend).
+"""The numba CPU renderer: source of one fused group's kernel from its `loopnest.LoopNest`.
 
 The source depends on the group's structure, dtypes, rank, broadcast pattern and
 the layout of each operand, never on sizes: sizes arrive as arguments, so a new
-batch size reuses the compiled kernel. Two loop shapes:
+batch size reuses the compiled kernel. Every kernel has a parallel variant (``prange``
+loops, chunked reductions) and a serial twin for small sizes, where waking the thread
+pool costs more than the work; both are rendered from the same nest (`render`'s
+``parallel``). Loop shapes:
 
-- *flat*: every operand has the iteration shape and is C-contiguous (or is a
-  scalar): one ``prange`` over the flat index; this is the fast, vectorized case.
-  Flat kernels take 1-D views and the element count ``n`` instead of the dims (the
-  plan passes ``a.reshape(-1)``; ``KernelSpec.mode`` tells it), whatever the rank: a ``reshape`` inside the kernel
-  is compiled from numba's ``numba.np.arrayobj``, and a process loading such a kernel
-  from the disk cache must import that module (and its imports) to rebuild the
-  kernel's environment: 26-30 ms of a warm first call here;
+- *flat* (`LoopNest.flat`): one ``prange`` over the flat index; this is the fast,
+  vectorized case. Flat kernels take 1-D views and the element count ``n`` instead of
+  the dims (the calling convention of loopnest.py), whatever the rank: a ``reshape``
+  inside the kernel is compiled from numba's ``numba.np.arrayobj``, and a process
+  loading such a kernel from the disk cache must import that module (and its imports)
+  to rebuild the kernel's environment: 26-30 ms of a warm first call here;
 - *nested*: anything else (broadcast or strided operands, partial reductions): a loop
   nest over the iteration dims, kept dims outside (the first one a ``prange``),
   reduced dims inside, each operand read with explicit N-d indexing (index 0 on its
-  broadcast dims; numba applies the array's own strides). Past ``MAX_NESTED_RANK``
+  broadcast dims; numba applies the array's own strides). A reduction over every dim
+  but the last gets column blocks (`_leading_reduction`). Past ``MAX_NESTED_RANK``
   dims the nest becomes one flat loop over the kept dims (and one over the reduced
-  dims) that recovers each index by division.
+  dims) that recovers each index by division (`_decomposed_loops`).
 
-Reductions accumulate in float64 for float32 sums (numpy uses pairwise sums; a plain
-float32 running sum over millions of elements would drift), and use
-``fastmath={'reassoc'}`` so LLVM may vectorize the reduction. The group's elementwise
+Reductions accumulate as `loopnest.accumulation` says (float64 for float32 sums), and
+use ``fastmath={'reassoc'}`` so LLVM may vectorize the reduction. The group's elementwise
 work is then a separate ``element`` helper compiled without fastmath and inlined by
 LLVM (``alwaysinline``) with its own flags: 'reassoc' on it would let LLVM rewrite
-``x - 0.5*x`` as ``0.5*x`` and lose the nan of ``-inf - -inf``. Transcendentals come from `mathlib`,
-constants are typed in the operation's dtype (no silent float64 promotion).
+``x - 0.5*x`` as ``0.5*x`` and lose the nan of ``-inf - -inf``. Transcendentals come from
+`mathlib` (per `mathnames.MATH`), constants are typed in the operation's dtype (no
+silent float64 promotion).
 """
 from __future__ import annotations
 
-import math
-
-from ..jit.ir import Literal
-from .fusion import Group
 from . import llvmopts
+from .emitter import NUMBA_TYPE, Emitter, fold, render_steps
+from .loopnest import SUM_BLOCK, LoopNest, lower
 
-__all__ = ["Emitter", "generate", "KernelSpec", "NUMBA_TYPE"]
+__all__ = ["CpuEmitter", "Emitter", "render", "generate", "KernelSpec", "NUMBA_TYPE", "MAX_NESTED_RANK"]
 
-NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
-              "bool": "boolean", "int8": "int8", "uint8": "uint8"}
 _NP_NAME = {"bool": "bool_"}
+
+# Deeper iteration spaces are walked by one flat loop with index division instead of a
+# loop per dim (Python allows at most 20 nested blocks; numpy arrays have up to 64 dims).
+MAX_NESTED_RANK = 12
+IND = "    "
 
 
 def _np_type(dt: str) -> str:
@@ -46,55 +50,15 @@ def _np_type(dt: str) -> str:
     return f"np.{_NP_NAME.get(dt, dt)}"
 
 
-# Deeper iteration spaces are walked by one flat loop with index division instead of a
-# loop per dim (Python allows at most 20 nested blocks; numpy arrays have up to 64 dims).
-MAX_NESTED_RANK = 12
-
-# Math functions that are plain numba builtins (they vectorize as LLVM intrinsics).
-_BUILTIN_MATH = {"sqrt": "math.sqrt", "floor": "np.floor"}
-
-
-class Emitter:
-    """What a primitive's ``scalar`` rule writes against (see ops/registry.py).
-
-    The CUDA backend's `CudaEmitter` overrides how a type and a special float are
-    spelled (`_type`, `_SPECIAL`) and how math functions are called (`call`); typed
-    constants, casts and integer powers are the same code for both.
-    """
-
-    # How nan and inf are written in generated source (``np`` is imported there).
-    _SPECIAL = {"nan": "np.nan", "inf": "np.inf"}
-
-    def __init__(self, dtype: str):
-        self.dtype = dtype
-        self.imports: set = set()
-        self.literals: dict = {}
+class CpuEmitter(Emitter):
+    """numpy scalar types (``np.float32(...)``); math from `mathlib` or numba builtins."""
 
     def _type(self, dt: str) -> str:
-        """Source for the scalar type `dt` (a callable that makes a typed value)."""
         return _np_type(dt)
 
-    def const(self, v, dtype: str | None = None) -> str:
-        dt = dtype or self.dtype
-        if dt == "bool":
-            return "True" if v else "False"
-        tn = self._type(dt)
-        if dt.startswith("float"):
-            v = float(v)
-            if math.isnan(v):
-                text = f"{tn}({self._SPECIAL['nan']})"
-            elif math.isinf(v):
-                text = f"{tn}({'-' if v < 0 else ''}{self._SPECIAL['inf']})"
-            else:
-                text = f"{tn}({v!r})"
-        else:
-            text = f"{tn}({int(v)})"
-        self.literals[text] = v
-        return text
-
-    def call(self, fn: str, *args) -> str:
-        if fn in _BUILTIN_MATH:
-            return f"{_BUILTIN_MATH[fn]}({', '.join(args)})"
+    def _call(self, fn: str, spec, args: tuple) -> str:
+        if spec.cpu != "mathlib":
+            return f"{spec.cpu}({', '.join(args)})"
         if not self.dtype.startswith("float"):
             raise NotImplementedError(f"{fn} on {self.dtype}")
         # Only the name: importing mathlib imports numba, which generating a kernel's
@@ -104,52 +68,18 @@ class Emitter:
         self.imports.add(name)
         return f"{name}({', '.join(args)})"
 
-    def cast(self, x: str, dtype) -> str:
-        name = dtype.name
-        if name == "bool":
-            return f"({x} != 0)"
-        return f"{self._type(name)}({x})"
-
-    def pow(self, a: str, b: str) -> str:
-        if b in self.literals:
-            v = self.literals[b]
-            if v < 0 and not self.dtype.startswith("float"):
-                # numpy (so eager) refuses this; a kernel would silently compute 1 // a**n.
-                raise ValueError("Integers to negative integer powers are not allowed.")
-            if math.isfinite(v) and v == int(v) and abs(v) <= 4:
-                n = int(abs(v))
-                if n == 0:
-                    return self.const(1)
-                prod = " * ".join([a] * n)
-                return f"({prod})" if v > 0 else f"({self.const(1)} / ({prod}))"
-            if v == 0.5 and self.dtype.startswith("float"):
-                return self.call("sqrt", a)
-        if not self.dtype.startswith("float"):
-            return f"({a} ** {b})"
-        return self.call("pow", a, b)
-
 
 class KernelSpec:
-    """A generated kernel: its source and how the plan must call it."""
+    """A rendered kernel: its source, its nest, and the LLVM options to compile it with."""
 
-    def __init__(self, source, name, mode, arg_vars, out_vars, red_shape_kind, llvm_options=()):
+    def __init__(self, source, nest: LoopNest, parallel: bool, form: str, llvm_options=()):
         self.source = source
+        self.nest = nest
+        self.name = nest.name
+        self.mode = nest.mode         # "flat" (1-D operands and n) | "nested" (N-d and dims)
+        self.parallel = parallel
+        self.form = form              # the loop shape: see `loop_form`
         self.llvm_options = llvm_options  # set while numba compiles it (llvmopts.applied)
-        self.name = name
-        self.mode = mode              # "flat" (1-D operands and n) | "nested" (N-d and dims)
-        self.arg_vars = arg_vars      # external input Vars, in argument order
-        self.out_vars = out_vars      # output Vars, in argument order
-        self.red_shape_kind = red_shape_kind
-
-
-def _compute_dtype(e) -> str:
-    """The dtype the operation computes in (its operands', after the IR's explicit casts)."""
-    if e.prim.name == "where":
-        return e.out.aval.dtype.name
-    for a in e.inputs:
-        if not isinstance(a, Literal):
-            return a.aval.dtype.name
-    return e.out.aval.dtype.name
 
 
 def _arr_type(dtype: str, rank: int, contiguous: bool, readonly: bool = False) -> str:
@@ -165,303 +95,229 @@ def _arr_type(dtype: str, rank: int, contiguous: bool, readonly: bool = False) -
     return f"{NUMBA_TYPE[dtype]}[{', '.join(dims)}]"
 
 
-# Elements summed in float32 before each float64 accumulation (flat float32 sums).
-_SUM_BLOCK = 256
+def loop_form(nest: LoopNest, parallel: bool) -> str:
+    """Which loop shape renders `nest`: "map" (flat, no reduction), "flat_reduce",
+    "flat_blocked_sum" (float32 sums in float32 blocks), "flat_serial_reduce",
+    "nested_map", "column_blocks" (a reduction over every dim but the last),
+    "rows" (other partial reductions), "strided_full" (a full reduction of nested
+    operands) or "deep" (rank above MAX_NESTED_RANK)."""
+    red = nest.reduction
+    if nest.flat:
+        if red is None:
+            return "map"
+        if not parallel:
+            return "flat_serial_reduce"
+        return "flat_blocked_sum" if red.block_dtype else "flat_reduce"
+    if nest.rank > MAX_NESTED_RANK:
+        return "deep"
+    if red is None:
+        return "nested_map"
+    if red.leading:
+        return "column_blocks"
+    return "rows" if red.kept else "strided_full"
 
 
-def _red_info(e):
-    combine = e.prim.extra["combine"]
-    dims = e.params["dims"]
-    return combine, dims, e.params["keepdim"]
+# ----------------------------------------------------------------------------- reductions
 
 
-def _acc_dtype(combine: str, dtype: str) -> str:
-    if combine in ("add", "mul") and dtype in ("float32", "float64"):
-        return "float64"
-    if combine in ("add", "mul") and dtype in ("int32", "int64", "bool", "int8", "uint8"):
-        return "int64"
-    return dtype
+def _combine(red, acc: str, r: str) -> str:
+    """The statement folding value `r` into `acc` (widened first where the sum is)."""
+    if red.combine in ("add", "mul") and red.acc_dtype == "float64":
+        r = f"np.float64({r})"
+    return fold(red.combine, acc, r)
 
 
-def _init(combine: str, acc_dt: str, em: Emitter) -> str:
-    if combine == "add":
-        return em.const(0, acc_dt)
-    if combine == "mul":
-        return em.const(1, acc_dt)
-    if acc_dt.startswith("float"):
-        return em.const(-math.inf if combine == "max" else math.inf, acc_dt)
-    import numpy as np
-    info = np.iinfo(acc_dt) if acc_dt != "bool" else None
-    if info is None:
-        return "False" if combine == "max" else "True"
-    return em.const(info.min if combine == "max" else info.max, acc_dt)
+def _init(red) -> str:
+    return CpuEmitter(red.acc_dtype).const(red.init(), red.acc_dtype)
 
 
-def _combine(combine: str, acc: str, r: str, acc_dt: str) -> str:
-    if combine == "add":
-        return f"{acc} += {r}" if acc_dt != "float64" else f"{acc} += np.float64({r})"
-    if combine == "mul":
-        return f"{acc} *= {r}" if acc_dt != "float64" else f"{acc} *= np.float64({r})"
-    op = ">" if combine == "max" else "<"
-    return f"{acc} = {r} if ({r} {op} {acc} or {r} != {r}) else {acc}"
+def _cast_back(x: str, dtype: str) -> str:
+    if dtype == "bool":
+        return f"({x} != 0)"
+    return f"{_np_type(dtype)}({x})"
 
 
-def generate(group: Group, layouts: tuple, name: str = "kernel", parallel: bool = True) -> KernelSpec:
-    """Source for `group`; `layouts[k]` is "flat", "scalar", "nd" (a strided or broadcast
-    operand, indexed per dim) or "ndc" (the same, known C-contiguous) for input k.
+def _fold_partials(count: str, red) -> list:
+    """The end of a chunked full reduction: fold the `count` per-chunk results in
+    ``partial`` into ``red[0]``."""
+    return [f"{IND}total = {_init(red)}",
+            f"{IND}for c in range({count}):",
+            f"{IND * 2}{_combine(red, 'total', 'partial[c]')}",
+            f"{IND}red[0] = {_cast_back('total', red.out_dtype)}"]
 
-    ``parallel=False`` gives the serial twin used for small sizes, where starting the
-    thread pool costs far more than the work.
-    """
-    shape = group.shape
-    rank = len(shape)
-    inputs = group.inputs
-    red = group.reduction
-    mats = [v for v in group.outputs if red is None or v is not red.out]
-    flat = all(l in ("flat", "scalar") for l in layouts) and (red is None or len(red.params["dims"]) == rank)
-    mode = "flat" if flat else "nested"
-    imports: set = set()
-    names: dict = {}
-    for k, v in enumerate(inputs):
-        names[v] = f"x{k}"
 
-    # ---- the per-element computation (shared by both loop shapes) ----
-    comp: list = []
-    for j, e in enumerate(group.eqns):
-        em = Emitter(_compute_dtype(e))
-        args = []
-        for a in e.inputs:
-            if isinstance(a, Literal):
-                typed = e.prim.promote or e.prim.name == "where"
-                dt = _compute_dtype(e) if typed else a.aval.dtype.name
-                args.append(em.const(a.value, dt))
-            else:
-                args.append(names[a])
-        if e.prim.name == "expand":
-            expr = args[0]  # a broadcast load: the operand is read with broadcast indexing
-        else:
-            expr = e.prim.scalar(em, *args, **dict(e.params))
-        imports |= em.imports
-        vn = f"v{j}"
-        names[e.out] = vn
-        src = f"# {e.prim.name}"
-        if e.loc:
-            import os
-            src += f" ({os.path.basename(e.loc[0])}:{e.loc[1]})"
-        comp.append(f"{vn} = {expr}  {src}")
+# ----------------------------------------------------------------------------- rendering
+
+
+def _index(op) -> str:
+    return ", ".join("0" if d is None else f"i{d}" for d in op.index) or "0"
+
+
+def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
+    """The numba source of `nest`: the parallel variant, or (``parallel=False``) the
+    serial twin used for small sizes, where starting the thread pool costs far more
+    than the work."""
+    rank = nest.rank
+    red = nest.reduction
+    form = loop_form(nest, parallel)
+    loop = "prange" if parallel else "range"
+    comp, emitters = render_steps(nest, CpuEmitter)
+    imports = set().union(*(em.imports for em in emitters))
     helper: list = []
-    vector_red = red is not None and parallel
-    if vector_red:
+    if red is not None and parallel:
         # The reduction kernel needs fastmath 'reassoc' to vectorize its accumulation, but
         # on the elementwise work that flag lets LLVM rewrite e.g. x - 0.5*x as 0.5*x,
         # turning -inf - -inf = nan into -inf. So that work lives in a helper compiled
         # without fastmath and inlined by LLVM with its own instruction flags. (The serial
         # twin, for small sizes, skips both: one function compiles in half the time.)
-        ret = list(dict.fromkeys([names[v] for v in mats] + [names[red.inputs[0]]]))
+        ret = list(dict.fromkeys([o.value for o in nest.outputs] + [red.value]))
         ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
-        args_src = ", ".join(f"x{k}" for k in range(len(inputs)))
+        args_src = ", ".join(op.name for op in nest.operands)
         helper = ["@njit(cache=False, error_model='numpy', fastmath=False)",
                   f"def element({args_src}):",
                   "    _always_inline()"] + ["    " + c for c in comp] + [f"    return {ret_src}", "", ""]
         comp = [f"{ret_src} = element({args_src})"]
         imports.add("_always_inline")
 
-    arg_names = [f"in{k}" for k in range(len(inputs))]
-    out_names = [f"out{m}" for m in range(len(mats))]
-    sig_args = []
-    for k, v in enumerate(inputs):
-        lay = layouts[k]
-        r = len(v.aval.shape)
-        # Scalars arrive as 1-element 1-d arrays whatever their rank.
-        sig_args.append(_arr_type(v.aval.dtype.name, 1 if lay == "scalar" or flat else r,
-                                  lay in ("flat", "scalar", "ndc"), readonly=True))
-    for v in mats:
-        sig_args.append(_arr_type(v.aval.dtype.name, 1 if flat else rank, True))
-    red_out_rank = 0
+    sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.contiguous, readonly=True)
+                for op in nest.operands]
+    sig_args += [_arr_type(o.dtype, 1 if nest.flat else rank, True) for o in nest.outputs]
     if red is not None:
-        combine, rdims, keepdim = _red_info(red)
-        kept = [d for d in range(rank) if d not in rdims]
-        red_out_rank = max(len(kept), 1)
-        sig_args.append(_arr_type(red.out.aval.dtype.name, red_out_rank, True))
-        out_names.append("red")
-    dim_names = ["n"] if flat else [f"d{i}" for i in range(rank)]
-    sig_args += ["int64"] * len(dim_names)
-    params = arg_names + out_names + dim_names
+        sig_args.append(_arr_type(red.out_dtype, nest.red_rank, True))
+    sig_args += ["int64"] * len(nest.sizes)
     sig = f"void({', '.join(sig_args)})"
-    fastmath = ', fastmath={"reassoc", "contract"}' if vector_red else ""
+    fastmath = ', fastmath={"reassoc", "contract"}' if red is not None and parallel else ""
     header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy'{fastmath})",
-              f"def {name}({', '.join(params)}):"]
+              f"def {nest.name}({', '.join(nest.arguments())}):"]
 
-    def load(k, idx_expr):
-        if layouts[k] == "scalar":
-            return None
-        return f"x{k} = in{k}[{idx_expr}]"
-
-    body: list = []
-    ind = "    "
     # Scalars (0-d operands, passed as 1-element arrays) are read once, outside the loops.
-    for k in range(len(inputs)):
-        if layouts[k] == "scalar":
-            body.append(f"{ind}x{k} = in{k}[0]")
-    if mode == "flat":
-        def elem(i_ind, i):
-            out = [f"{i_ind}x{k} = in{k}[{i}]" for k in range(len(inputs)) if layouts[k] == "flat"]
-            out += [i_ind + c for c in comp]
-            out += [f"{i_ind}out{m}[{i}] = {names[v]}" for m, v in enumerate(mats)]
-            return out
-        if red is None:
-            body.append(f"{ind}for i in prange(n):")
-            body += elem(ind * 2, "i")
-        else:
-            combine, rdims, keepdim = _red_info(red)
-            acc_dt = _acc_dtype(combine, red.out.aval.dtype.name)
-            rvar = names[red.inputs[0]] if red.inputs[0] in names else None
-            em = Emitter(acc_dt)
-            init = _init(combine, acc_dt, em)
-            out_dt = red.out.aval.dtype.name
-            if not parallel:
-                # The serial twin (small sizes) keeps one accumulator: no partials array
-                # to allocate, and it compiles in half the time of the chunked form
-                # (0.21 s against 0.45 s: it is most of a cold first call of a small loss).
-                body.append(f"{ind}acc = {init}")
-                body.append(f"{ind}for i in range(n):")
-                body += elem(ind * 2, "i")
-                body.append(f"{ind*2}{_combine(combine, 'acc', rvar, acc_dt)}")
-                body.append(f"{ind}red[0] = {_cast_back('acc', out_dt)}")
-            elif combine == "add" and acc_dt == "float64" and red.inputs[0].aval.dtype.name == "float32":
-                # Sum float32 in blocks of _SUM_BLOCK in float32 (the vector lanes of the
-                # inner loop), then the blocks in float64: converting every element to
-                # float64 halves the vector width and made the GELU loss 2.5x slower than
-                # its map kernel. The error stays below numpy's pairwise float32 sum.
-                # (Block indices, not range(lo, hi, step): a stepped range kept LLVM from
-                # vectorizing the inner loop, 2.5x slower again.)
-                B = _SUM_BLOCK
-                body.append(f"{ind}nb = (n + {B - 1}) // {B}")
-                body.append(f"{ind}nchunk = min(64, max(1, nb // 16))")
-                body.append(f"{ind}partial = np.empty(nchunk, {_np_type(acc_dt)})")
-                body.append(f"{ind}for c in prange(nchunk):")
-                body.append(f"{ind*2}acc = {init}")
-                body.append(f"{ind*2}for b in range(c * nb // nchunk, (c + 1) * nb // nchunk):")
-                body.append(f"{ind*3}bs = b * {B}")
-                body.append(f"{ind*3}be = min(bs + {B}, n)")
-                body.append(f"{ind*3}bacc = np.float32(0.0)")
-                body.append(f"{ind*3}for i in range(bs, be):")
-                body += elem(ind * 4, "i")
-                body.append(f"{ind*4}bacc += {rvar}")
-                body.append(f"{ind*3}acc += np.float64(bacc)")
-                body.append(f"{ind*2}partial[c] = acc")
-                body += _fold_partials("nchunk", combine, acc_dt, init, out_dt)
-            else:
-                body.append(f"{ind}nchunk = min(64, max(1, n // 4096))")
-                body.append(f"{ind}partial = np.empty(nchunk, {_np_type(acc_dt)})")
-                body.append(f"{ind}for c in prange(nchunk):")
-                body.append(f"{ind*2}lo = c * n // nchunk")
-                body.append(f"{ind*2}hi = (c + 1) * n // nchunk")
-                body.append(f"{ind*2}acc = {init}")
-                body.append(f"{ind*2}for i in range(lo, hi):")
-                body += elem(ind * 3, "i")
-                body.append(f"{ind*3}{_combine(combine, 'acc', rvar, acc_dt)}")
-                body.append(f"{ind*2}partial[c] = acc")
-                body += _fold_partials("nchunk", combine, acc_dt, init, out_dt)
+    body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
+    if nest.flat:
+        body += _flat(nest, form, comp, loop)
     else:
-        rdims = ()
-        if red is not None:
-            combine, rdims, keepdim = _red_info(red)
-        kept = [d for d in range(rank) if d not in rdims]
-        order = kept + list(rdims)
-
-        def idx_parts(v, ivars):
-            """Per-dim index expressions of operand `v`: 0 on its broadcast dims."""
-            r = len(v.aval.shape)
-            parts = []
-            for j, dsz in enumerate(v.aval.shape):
-                it = rank - r + j
-                if isinstance(dsz, int) and dsz == 1 and not (isinstance(shape[it], int) and shape[it] == 1):
-                    parts.append("0")
-                else:
-                    parts.append(ivars[it])
-            return parts
-
-        def idx_for(v, ivars):
-            return ", ".join(idx_parts(v, ivars)) or "0"
-        ivars = [f"i{d}" for d in range(rank)]
-        inner: list = []
-        for k, v in enumerate(inputs):
-            if layouts[k] != "scalar":
-                inner.append(f"x{k} = in{k}[{idx_for(v, ivars)}]")
+        inner = [f"{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
         inner += comp
-        full_idx = ", ".join(ivars) if ivars else "0"
-        inner += [f"out{m}[{full_idx}] = {names[v]}" for m, v in enumerate(mats)]
-        if rank > MAX_NESTED_RANK:
-            body += _decomposed_loops(rank, rdims, inner, red, names)
-        elif red is None:
-            depth = 1
-            for lvl, d in enumerate(order):
-                loop = "prange" if lvl == 0 else "range"
-                body.append(f"{ind * depth}for i{d} in {loop}(d{d}):")
-                depth += 1
-            if rank == 0:
-                body += [ind + s for s in inner]
-            else:
-                body += [ind * depth + s for s in inner]
+        full_idx = ", ".join(f"i{d}" for d in range(rank)) or "0"
+        inner += [f"{o.array}[{full_idx}] = {o.value}" for o in nest.outputs]
+        if form == "deep":
+            body += _decomposed_loops(nest, inner, loop)
+        elif form == "column_blocks":
+            body += _leading_reduction(nest, comp, loop)
         else:
-            acc_dt = _acc_dtype(combine, red.out.aval.dtype.name)
-            em = Emitter(acc_dt)
-            init = _init(combine, acc_dt, em)
-            rvar = names[red.inputs[0]]
-            if kept == [rank - 1]:
-                loads = {k: idx_parts(v, ivars) for k, v in enumerate(inputs) if layouts[k] != "scalar"}
-                body += _leading_reduction(rank, loads, comp, len(mats), [names[v] for v in mats],
-                                           combine, acc_dt, init, rvar, red.out.aval.dtype.name)
-            elif kept:
-                depth = 1
-                for lvl, d in enumerate(kept):
-                    loop = "prange" if lvl == 0 else "range"
-                    body.append(f"{ind * depth}for i{d} in {loop}(d{d}):")
-                    depth += 1
-                body.append(f"{ind * depth}acc = {init}")
-                d0 = depth
-                for d in rdims:
-                    body.append(f"{ind * depth}for i{d} in range(d{d}):")
-                    depth += 1
-                body += [ind * depth + s for s in inner]
-                body.append(f"{ind * depth}{_combine(combine, 'acc', rvar, acc_dt)}")
-                out_idx = ", ".join(f"i{d}" for d in kept)
-                body.append(f"{ind * d0}red[{out_idx}] = {_cast_back('acc', red.out.aval.dtype.name)}")
-            else:
-                # Full reduction over strided operands: partials per first-dim index.
-                first, rest = rdims[0], rdims[1:]
-                body.append(f"{ind}partial = np.empty(d{first}, {_np_type(acc_dt)})")
-                body.append(f"{ind}for i{first} in prange(d{first}):")
-                body.append(f"{ind*2}acc = {init}")
-                depth = 2
-                for d in rest:
-                    body.append(f"{ind * depth}for i{d} in range(d{d}):")
-                    depth += 1
-                body += [ind * depth + s for s in inner]
-                body.append(f"{ind * depth}{_combine(combine, 'acc', rvar, acc_dt)}")
-                body.append(f"{ind*2}partial[i{first}] = acc")
-                body += _fold_partials(f"d{first}", combine, acc_dt, init, red.out.aval.dtype.name)
-    doc = [f'    """fused group {group.gid}: ' + ", ".join(e.prim.name for e in group.eqns)
-           + (f" -> {red.prim.name}" if red is not None else "") + f' ({mode})"""']
-    llvm_options = llvmopts.kernel_options(len(mats) + (red is not None), parallel)
+            body += _nested(nest, form, inner, loop)
+    doc = [f'    """fused group {nest.gid}: {nest.ops} ({nest.mode})"""']
+    llvm_options = llvmopts.kernel_options(len(nest.outputs) + (red is not None), parallel)
     src_lines = ["# generated by tracejit (CPU backend); sizes are arguments, never constants"]
     if llvm_options:
         src_lines.append(f"# compiled with LLVM options: {' '.join(llvm_options)}")
     src_lines += ["import math", "import numpy as np",
-                 "from numba import njit, prange" if parallel else "from numba import njit"]
+                  "from numba import njit, prange" if parallel else "from numba import njit"]
     if imports:
         src_lines.append(f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}")
     src_lines += ["", ""] + helper + header + doc + body
-    source = "\n".join(src_lines) + "\n"
-    if not parallel:
-        source = source.replace("prange(", "range(").replace("import njit, range", "import njit")
-    return KernelSpec(source, name, mode, list(inputs), list(mats) + ([red.out] if red is not None else []),
-                      red_out_rank, llvm_options)
+    return KernelSpec("\n".join(src_lines) + "\n", nest, parallel, form, llvm_options)
 
 
-def _leading_reduction(rank, loads, comp, n_out, out_vals, combine, acc_dt, init, rvar,
-                       out_dt) -> list:
+def generate(group, layouts: tuple, name: str = "kernel", parallel: bool = True) -> KernelSpec:
+    """`render` of `group`'s nest for input layouts `layouts` (see `loopnest.LAYOUTS`)."""
+    return render(lower(group, layouts, name, sequential_sums=True), parallel)
+
+
+def _flat(nest: LoopNest, form: str, comp: list, loop: str) -> list:
+    red = nest.reduction
+
+    def elem(ind, i):
+        out = [f"{ind}{op.name} = {op.array}[{i}]" for op in nest.operands if op.layout == "flat"]
+        out += [ind + c for c in comp]
+        out += [f"{ind}{o.array}[{i}] = {o.value}" for o in nest.outputs]
+        return out
+    if form == "map":
+        return [f"{IND}for i in {loop}(n):"] + elem(IND * 2, "i")
+    init, acc_np = _init(red), _np_type(red.acc_dtype)
+    if form == "flat_serial_reduce":
+        # The serial twin (small sizes) keeps one accumulator: no partials array to
+        # allocate, and it compiles in half the time of the chunked form (0.21 s against
+        # 0.45 s: it is most of a cold first call of a small loss).
+        return ([f"{IND}acc = {init}", f"{IND}for i in range(n):"] + elem(IND * 2, "i")
+                + [f"{IND * 2}{_combine(red, 'acc', red.value)}",
+                   f"{IND}red[0] = {_cast_back('acc', red.out_dtype)}"])
+    if form == "flat_blocked_sum":
+        # Sum float32 in blocks of SUM_BLOCK in float32 (the vector lanes of the inner
+        # loop), then the blocks in float64: converting every element to float64 halves
+        # the vector width and made the GELU loss 2.5x slower than its map kernel. The
+        # error stays below numpy's pairwise float32 sum. (Block indices, not range(lo,
+        # hi, step): a stepped range kept LLVM from vectorizing the inner loop, 2.5x
+        # slower again.)
+        B = SUM_BLOCK
+        body = [f"{IND}nb = (n + {B - 1}) // {B}",
+                f"{IND}nchunk = min(64, max(1, nb // 16))",
+                f"{IND}partial = np.empty(nchunk, {acc_np})",
+                f"{IND}for c in {loop}(nchunk):",
+                f"{IND * 2}acc = {init}",
+                f"{IND * 2}for b in range(c * nb // nchunk, (c + 1) * nb // nchunk):",
+                f"{IND * 3}bs = b * {B}",
+                f"{IND * 3}be = min(bs + {B}, n)",
+                f"{IND * 3}bacc = {_np_type(red.block_dtype)}(0.0)",
+                f"{IND * 3}for i in range(bs, be):"]
+        body += elem(IND * 4, "i")
+        body += [f"{IND * 4}bacc += {red.value}",
+                 f"{IND * 3}acc += {acc_np}(bacc)",
+                 f"{IND * 2}partial[c] = acc"]
+        return body + _fold_partials("nchunk", red)
+    body = [f"{IND}nchunk = min(64, max(1, n // 4096))",
+            f"{IND}partial = np.empty(nchunk, {acc_np})",
+            f"{IND}for c in {loop}(nchunk):",
+            f"{IND * 2}lo = c * n // nchunk",
+            f"{IND * 2}hi = (c + 1) * n // nchunk",
+            f"{IND * 2}acc = {init}",
+            f"{IND * 2}for i in range(lo, hi):"]
+    body += elem(IND * 3, "i")
+    body += [f"{IND * 3}{_combine(red, 'acc', red.value)}",
+             f"{IND * 2}partial[c] = acc"]
+    return body + _fold_partials("nchunk", red)
+
+
+def _nested(nest: LoopNest, form: str, inner: list, loop: str) -> list:
+    red = nest.reduction
+    body = []
+    if form == "nested_map":
+        depth = 1
+        for lvl, d in enumerate(range(nest.rank)):
+            body.append(f"{IND * depth}for i{d} in {loop if lvl == 0 else 'range'}(d{d}):")
+            depth += 1
+        return body + [IND * depth + s for s in inner]
+    init = _init(red)
+    if form == "rows":
+        depth = 1
+        for lvl, d in enumerate(red.kept):
+            body.append(f"{IND * depth}for i{d} in {loop if lvl == 0 else 'range'}(d{d}):")
+            depth += 1
+        body.append(f"{IND * depth}acc = {init}")
+        d0 = depth
+        for d in red.dims:
+            body.append(f"{IND * depth}for i{d} in range(d{d}):")
+            depth += 1
+        body += [IND * depth + s for s in inner]
+        body.append(f"{IND * depth}{_combine(red, 'acc', red.value)}")
+        out_idx = ", ".join(f"i{d}" for d in red.kept)
+        body.append(f"{IND * d0}red[{out_idx}] = {_cast_back('acc', red.out_dtype)}")
+        return body
+    # "strided_full": a full reduction over strided operands: partials per first-dim index.
+    first, rest = red.dims[0], red.dims[1:]
+    body += [f"{IND}partial = np.empty(d{first}, {_np_type(red.acc_dtype)})",
+             f"{IND}for i{first} in {loop}(d{first}):",
+             f"{IND * 2}acc = {init}"]
+    depth = 2
+    for d in rest:
+        body.append(f"{IND * depth}for i{d} in range(d{d}):")
+        depth += 1
+    body += [IND * depth + s for s in inner]
+    body.append(f"{IND * depth}{_combine(red, 'acc', red.value)}")
+    body.append(f"{IND * 2}partial[i{first}] = acc")
+    return body + _fold_partials(f"d{first}", red)
+
+
+def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
     """Loops for a reduction over every dim but the last (a bias gradient: the sum over
     the batch of a (batch, features) value).
 
@@ -470,42 +326,44 @@ def _leading_reduction(rank, loads, comp, n_out, out_vals, combine, acc_dt, init
     sweeps every row; per row, each operand is a 1-D slice of the block's columns (or
     one value, where the operand broadcasts along the last dim), and the block
     accumulates into a local array. Indexing those from 0 lets LLVM vectorize the inner
-    loop; offset indices into whole arrays (``acc[lo + j]``) kept it scalar, 6x slower.
-    `loads` maps each non-scalar input to its index parts (``idx_for`` split)."""
-    ind = "    "
-    last = rank - 1
+    loop; offset indices into whole arrays (``acc[lo + j]``) kept it scalar, 6x slower."""
+    red = nest.reduction
+    last = nest.rank - 1
     rows = list(range(last))
-    body = ["    nblk = (d%d + 255) // 256" % last,       # blocks of 256 columns
-            f"{ind}for cb in prange(nblk):",
-            f"{ind * 2}lo = cb * 256",
-            f"{ind * 2}hi = min(lo + 256, d{last})",
-            f"{ind * 2}n = hi - lo",
-            f"{ind * 2}accb = np.full(n, {init}, {_np_type(acc_dt)})"]
+    body = [f"{IND}nblk = (d{last} + 255) // 256",       # blocks of 256 columns
+            f"{IND}for cb in {loop}(nblk):",
+            f"{IND * 2}lo = cb * 256",
+            f"{IND * 2}hi = min(lo + 256, d{last})",
+            f"{IND * 2}n = hi - lo",
+            f"{IND * 2}accb = np.full(n, {_init(red)}, {_np_type(red.acc_dtype)})"]
     # Operands that do not depend on the row loops are sliced once per block.
     per_block, per_row, per_elem = [], [], []
-    for k, parts in loads.items():
-        row_dep = any(p in (f"i{d}" for d in rows) for p in parts[:-1])
-        if parts[-1] == f"i{last}":
+    for op in nest.operands:
+        if op.layout == "scalar":
+            continue
+        parts = ["0" if d is None else f"i{d}" for d in op.index]
+        row_dep = any(d is not None and d in rows for d in op.index[:-1])
+        if op.index and op.index[-1] == last:
             sl = ", ".join(parts[:-1] + ["lo:hi"])
-            (per_row if row_dep else per_block).append(f"r{k} = in{k}[{sl}]")
-            per_elem.append(f"x{k} = r{k}[j]")
+            (per_row if row_dep else per_block).append(f"r{op.k} = {op.array}[{sl}]")
+            per_elem.append(f"{op.name} = r{op.k}[j]")
         else:        # broadcast along the last dim: one value per row
-            (per_row if row_dep else per_block).append(f"x{k} = in{k}[{', '.join(parts)}]")
-    body += [ind * 2 + line for line in per_block]
+            (per_row if row_dep else per_block).append(f"{op.name} = {op.array}[{', '.join(parts)}]")
+    body += [IND * 2 + line for line in per_block]
     depth = 2
     for d in rows:
-        body.append(f"{ind * depth}for i{d} in range(d{d}):")
+        body.append(f"{IND * depth}for i{d} in range(d{d}):")
         depth += 1
     row_idx = ", ".join(f"i{d}" for d in rows)
-    body += [ind * depth + line for line in per_row]
-    body += [f"{ind * depth}o{m} = out{m}[{row_idx}, lo:hi]" for m in range(n_out)]
-    body.append(f"{ind * depth}for j in range(n):")
+    body += [IND * depth + line for line in per_row]
+    body += [f"{IND * depth}o{o.m} = {o.array}[{row_idx}, lo:hi]" for o in nest.outputs]
+    body.append(f"{IND * depth}for j in range(n):")
     depth += 1
-    body += [ind * depth + line for line in per_elem + comp]
-    body += [f"{ind * depth}o{m}[j] = {val}" for m, val in enumerate(out_vals)]
-    body.append(f"{ind * depth}{_combine(combine, 'accb[j]', rvar, acc_dt)}")
-    body.append(f"{ind * 2}for j in range(n):")
-    body.append(f"{ind * 3}red[lo + j] = {_cast_back('accb[j]', out_dt)}")
+    body += [IND * depth + line for line in per_elem + comp]
+    body += [f"{IND * depth}o{o.m}[j] = {o.value}" for o in nest.outputs]
+    body.append(f"{IND * depth}{_combine(red, 'accb[j]', red.value)}")
+    body.append(f"{IND * 2}for j in range(n):")
+    body.append(f"{IND * 3}red[lo + j] = {_cast_back('accb[j]', red.out_dtype)}")
     return body
 
 
@@ -526,60 +384,38 @@ def _decompose(flat: str, dims: list, ind: str) -> list:
     return out
 
 
-def _decomposed_loops(rank: int, rdims, inner: list, red, names) -> list:
+def _decomposed_loops(nest: LoopNest, inner: list, loop: str) -> list:
     """The nested form for ranks too deep to nest: one flat loop over the kept dims (and one
     over the reduced dims), each index recovered by division. Python refuses more than 20
     nested blocks, and numpy allows 64 dims."""
-    ind = "    "
-    kept = [d for d in range(rank) if d not in rdims]
-    body = []
+    red = nest.reduction
     if red is None:
-        body.append(f"{ind}n = {' * '.join(f'd{d}' for d in range(rank))}")
-        body.append(f"{ind}for flat in prange(n):")
-        body += _decompose("flat", list(range(rank)), ind * 2)
-        body += [ind * 2 + s for s in inner]
-        return body
-    combine, _, _ = _red_info(red)
-    acc_dt = _acc_dtype(combine, red.out.aval.dtype.name)
-    init = _init(combine, acc_dt, Emitter(acc_dt))
-    rvar = names[red.inputs[0]]
-    rd = list(rdims)
-    body.append(f"{ind}nr = {' * '.join(f'd{d}' for d in rd) or '1'}")
+        body = [f"{IND}n = {' * '.join(f'd{d}' for d in range(nest.rank))}",
+                f"{IND}for flat in {loop}(n):"]
+        body += _decompose("flat", list(range(nest.rank)), IND * 2)
+        return body + [IND * 2 + s for s in inner]
+    init = _init(red)
+    kept, rd = list(red.kept), list(red.dims)
+    body = [f"{IND}nr = {' * '.join(f'd{d}' for d in rd) or '1'}"]
     if kept:
-        body.append(f"{ind}nk = {' * '.join(f'd{d}' for d in kept)}")
-        body.append(f"{ind}for fk in prange(nk):")
-        body += _decompose("fk", kept, ind * 2)
-        body.append(f"{ind * 2}acc = {init}")
-        body.append(f"{ind * 2}for fr in range(nr):")
-        body += _decompose("fr", rd, ind * 3)
-        body += [ind * 3 + s for s in inner]
-        body.append(f"{ind * 3}{_combine(combine, 'acc', rvar, acc_dt)}")
+        body += [f"{IND}nk = {' * '.join(f'd{d}' for d in kept)}",
+                 f"{IND}for fk in {loop}(nk):"]
+        body += _decompose("fk", kept, IND * 2)
+        body += [f"{IND * 2}acc = {init}",
+                 f"{IND * 2}for fr in range(nr):"]
+        body += _decompose("fr", rd, IND * 3)
+        body += [IND * 3 + s for s in inner]
+        body.append(f"{IND * 3}{_combine(red, 'acc', red.value)}")
         out_idx = ", ".join(f"i{d}" for d in kept)
-        body.append(f"{ind * 2}red[{out_idx}] = {_cast_back('acc', red.out.aval.dtype.name)}")
+        body.append(f"{IND * 2}red[{out_idx}] = {_cast_back('acc', red.out_dtype)}")
         return body
-    body.append(f"{ind}nchunk = min(64, max(1, nr // 4096))")
-    body.append(f"{ind}partial = np.empty(nchunk, {_np_type(acc_dt)})")
-    body.append(f"{ind}for c in prange(nchunk):")
-    body.append(f"{ind * 2}acc = {init}")
-    body.append(f"{ind * 2}for fr in range(c * nr // nchunk, (c + 1) * nr // nchunk):")
-    body += _decompose("fr", rd, ind * 3)
-    body += [ind * 3 + s for s in inner]
-    body.append(f"{ind * 3}{_combine(combine, 'acc', rvar, acc_dt)}")
-    body.append(f"{ind * 2}partial[c] = acc")
-    return body + _fold_partials("nchunk", combine, acc_dt, init, red.out.aval.dtype.name)
-
-
-def _fold_partials(count: str, combine: str, acc_dt: str, init: str, out_dt: str) -> list:
-    """The end of a chunked full reduction: fold the `count` per-chunk results in
-    ``partial`` into ``red[0]``."""
-    ind = "    "
-    return [f"{ind}total = {init}",
-            f"{ind}for c in range({count}):",
-            f"{ind * 2}{_combine(combine, 'total', 'partial[c]', acc_dt)}",
-            f"{ind}red[0] = {_cast_back('total', out_dt)}"]
-
-
-def _cast_back(x: str, dtype: str) -> str:
-    if dtype == "bool":
-        return f"({x} != 0)"
-    return f"{_np_type(dtype)}({x})"
+    body += [f"{IND}nchunk = min(64, max(1, nr // 4096))",
+             f"{IND}partial = np.empty(nchunk, {_np_type(red.acc_dtype)})",
+             f"{IND}for c in {loop}(nchunk):",
+             f"{IND * 2}acc = {init}",
+             f"{IND * 2}for fr in range(c * nr // nchunk, (c + 1) * nr // nchunk):"]
+    body += _decompose("fr", rd, IND * 3)
+    body += [IND * 3 + s for s in inner]
+    body.append(f"{IND * 3}{_combine(red, 'acc', red.value)}")
+    body.append(f"{IND * 2}partial[c] = acc")
+    return body + _fold_partials("nchunk", red)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
-
 from ..autograd import grad_mode as _gm
 from ..autograd.node import Node, edge
 from ..envflags import is_off
@@ -87,8 +85,9 @@ class CompiledProgram(Executor):
         for k, a in enumerate(graph.outputs):
             if isinstance(a, Var) and a in graph.inputs:
                 self._identity[k] = graph.inputs.index(a)
-        from .plan import graph_backend
-        self._backend = graph_backend(graph)
+        from .backends import for_graph
+        self.backend = for_graph(graph)     # array module, allocation, kernels (backends.py)
+        self._backend = self.backend.name
         self._scalar_inputs = any(v.aval.weak for v in graph.inputs)
         self._diff_cached = None
         self._loss_k: dict = {}  # diff_idx -> the loss output whose gradients the forward computes
@@ -201,10 +200,7 @@ class CompiledProgram(Executor):
     # ---- calls ------------------------------------------------------------------------------
     def _arrays(self, ins):
         # Runtime Python scalars (script arguments) become 0-d arrays of their graph dtype.
-        xp = np
-        if self._backend == "cuda":
-            from ..device import cupy_module
-            xp = cupy_module()
+        xp = self.backend.array_module()
         return [x._data if isinstance(x, Tensor) else xp.asarray(x, dtype=v.aval.dtype.np)
                 for x, v in zip(ins, self.graph.inputs)]
 
@@ -271,10 +267,7 @@ class CompiledProgram(Executor):
         g_arrays = []
         for g, a in zip(grads, self.graph.outputs):
             if g is None:
-                xp = np
-                if self._backend == "cuda":
-                    from ..device import cupy_module
-                    xp = cupy_module()
+                xp = self.backend.array_module()
                 g_arrays.append(xp.zeros(_concrete_shape(a, inputs, self.graph), a.aval.dtype.np))
             else:
                 g_arrays.append(g._data)

@@ -44,7 +44,7 @@ class Group:
 
 
 def _elementwise_ok(e: Eqn) -> bool:
-    if e.prim.name == "expand":  # fused as a broadcasting read of its operand
+    if e.prim.extra.get("broadcast_read"):  # expand: fused as a broadcasting read of its operand
         return e.out.aval.dtype.name in _KERNEL_DTYPES and isinstance(e.inputs[0], Var)
     if e.prim.kind != "elementwise" or e.prim.scalar is None or len(e.outs) != 1:
         return False

@@ -1,10 +1,14 @@
 """The plan: a generated straight-line Python function that runs a compiled graph.
 
 It binds symbolic dims from the input shapes, allocates each kernel's outputs, calls
-the fused kernels and the non-fused primitives (matmul goes to BLAS through numpy) in
-order, and drops each buffer after its last use. The source is registered with
-linecache, so tracebacks and ``explain`` show it. Keeping the per-call path to one
+the fused kernels and the non-fused primitives (matmul goes to BLAS through the array
+module) in order, and drops each buffer after its last use. The source is registered
+with linecache, so tracebacks and ``explain`` show it. Keeping the per-call path to one
 generated function keeps the overhead of a cache hit to a few microseconds.
+
+A plan is device-agnostic: each fused group is lowered once per operand layouts into a
+`loopnest.LoopNest`, whose calling convention the plan follows, and the plan's
+`backends.Backend` supplies the array module, renders the nest and loads the kernel.
 """
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ import itertools
 import linecache
 import logging
 import math
-import time
 
 import numpy as np
 
@@ -20,16 +23,14 @@ from ..errors import CompileError
 from ..jit.ir import Graph, Literal, Var
 from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN  # below it a kernel runs serially
-from . import diskcache
-from .codegen_cpu import generate
+from . import backends
 from .fusion import Group, partition
-from .threadsafe import guard_parallel
 from .kernel_errors import group_label, group_parts, register_plan_lines
+from .loopnest import operand_layouts
 
 __all__ = ["Plan", "graph_backend"]
 
 log = logging.getLogger("tracejit.kernels")
-compile_log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile: time per kernel
 
 _ids = itertools.count()
 
@@ -62,116 +63,67 @@ def _dtype_const(dtype, consts: dict) -> str:
     return name
 
 
-def _fix(v, dt):
-    """numpy returns scalars for 0-d results and may pick another dtype: normalize."""
-    if type(v) is not np.ndarray or v.dtype != dt:
-        v = np.asarray(v, dtype=dt)
-    return v
-
-
-def _fix_cuda(v, dt):
-    import cupy
-    if type(v) is not cupy.ndarray or v.dtype != dt:
-        v = cupy.asarray(v, dtype=dt)
-    return v
-
-
-def _entry_point(kernel):
-    """The compiled function behind a one-signature numba CPU dispatcher.
-
-    Calling it skips the dispatcher's per-call type resolution (~0.2 us of a 16-element
-    call). Safe here because the plan only calls it with arrays of the declared dtypes
-    and ranks (guards and ``_fix`` ensure those) after checking the contiguity the
-    signature declares. Anything else (a CUDA kernel) is returned unchanged.
-    """
-    overloads = getattr(kernel, "overloads", None)
-    if overloads is None or len(overloads) != 1 or getattr(kernel, "_can_compile", False):
-        return kernel
-    return next(iter(overloads.values())).entry_point
-
-
 def _compile_on_first_call(kern: "_Kernel", layouts: tuple, parallel: bool, consts: dict, name: str):
     """A stand-in for the plan global `name`: its first call compiles (or loads) `kern`'s
-    variant for `layouts` and puts it in its place, so later calls go straight to it (the
-    serial twin's entry point, skipping numba's dispatch)."""
+    variant for `layouts` and puts it in its place, so later calls go straight to it (for
+    the CPU's serial twin, its entry point, skipping numba's dispatch)."""
     def first_call(*args):
         fn = kern.get(layouts, parallel)
-        fn = fn if parallel else _entry_point(fn)
+        fn = fn if parallel else kern.backend.fast_entry(fn)
         consts[name] = fn
         return fn(*args)
     return first_call
 
 
 def graph_backend(graph: Graph) -> str:
-    """"cuda" when the graph's values live on a GPU, else "cpu"."""
-    for v in graph.inputs:
-        if v.aval.device.type == "cuda":
-            return "cuda"
-    for e in graph.eqns:
-        for o in e.outs:
-            if o.aval.device.type == "cuda":
-                return "cuda"
-    return "cpu"
+    """The name of the backend that runs `graph` ("cuda" when its values live on a GPU)."""
+    return backends.for_graph(graph).name
 
 
 class _Kernel:
-    """A fused group with its compiled variants, keyed by operand layouts."""
+    """A fused group with its loop nests (one per operand layouts) and compiled variants,
+    keyed by (layouts, parallel)."""
 
-    def __init__(self, group: Group, label: str, backend: str = "cpu"):
+    def __init__(self, group: Group, label: str, backend="cpu"):
         self.group = group
         self.label = label
-        self.backend = backend
+        self.backend = backends.get(backend)
         self.variants: dict = {}
         self.sources: dict = {}
+        self._nests: dict = {}
         self._specs: dict = {}
 
+    def nest(self, layouts: tuple):
+        """The group's `loopnest.LoopNest` for these operand layouts (memoized)."""
+        nest = self._nests.get(layouts)
+        if nest is None:
+            nest = self._nests[layouts] = self.backend.lower(self.group, layouts, "kernel")
+        return nest
+
+    def spec(self, layouts: tuple, parallel: bool):
+        """The rendered source of a variant (memoized; rendering raises the user-facing
+        errors the lowering finds, such as an integer to a negative power, before
+        anything compiles)."""
+        key = (layouts, self.backend.variant(parallel))
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs[key] = self.backend.render(self.nest(layouts), key[1])
+        return spec
+
     def get(self, layouts: tuple, parallel: bool = False):
-        key = (layouts, parallel)
+        key = (layouts, self.backend.variant(parallel))
         fn = self.variants.get(key)
-        if fn is None and self.backend == "cuda":
-            from . import codegen_cuda
-            key = (layouts, False)  # one CUDA kernel serves every size
-            fn = self.variants.get(key)
-            if fn is None:
-                spec = codegen_cuda.generate(self.group, layouts, "kernel")
-                try:
-                    fn = codegen_cuda.load(spec, hint=self.label)
-                except Exception as e:
-                    raise self._error(e, spec) from e
-                self.variants[key] = self.variants[(layouts, True)] = fn
-                self.sources[key] = spec.source
-            return fn
         if fn is None:
             spec = self.spec(layouts, parallel)
-            t0 = time.perf_counter()
-            before = diskcache.stats()["compiles"]
             try:
-                mod = diskcache.load_module(spec.source, name_hint=self.label,
-                                            llvm_options=spec.llvm_options)
+                fn = self.backend.load(spec, self.label, key[1])
             except Exception as e:
-                self._specs.pop(key, None)  # a retry generates the source again
+                self._specs.pop(key, None)  # a retry renders the source again
                 raise self._error(e, spec) from e
-            if compile_log.isEnabledFor(logging.INFO):
-                how = "compiled" if diskcache.stats()["compiles"] > before else "loaded"
-                compile_log.info("%s %s %s%s in-process in %.3f s", how, self.label, "/".join(layouts),
-                                 " parallel" if parallel else "", time.perf_counter() - t0)
-            fn = mod.kernel
-            if parallel:
-                fn = guard_parallel(fn)  # numba's workqueue layer aborts on concurrent launches
             self.variants[key] = fn
             self.sources[key] = spec.source
             log.debug("kernel for group %d %s:\n%s", self.group.gid, layouts, spec.source)
         return fn
-
-    def spec(self, layouts: tuple, parallel: bool):
-        """The generated source of a CPU variant (memoized; generating it raises the
-        user-facing errors the code generator finds, such as an integer to a negative
-        power, before anything compiles)."""
-        key = (layouts, parallel)
-        spec = self._specs.get(key)
-        if spec is None:
-            spec = self._specs[key] = generate(self.group, layouts, "kernel", parallel=parallel)
-        return spec
 
     def _error(self, e, spec) -> CompileError:
         return CompileError(f"compiling {group_label(self.group)} failed: {type(e).__name__}: {e}\n"
@@ -181,9 +133,9 @@ class _Kernel:
 class Plan:
     """A runnable compiled graph: ``plan(*arrays) -> tuple of arrays``."""
 
-    def __init__(self, graph: Graph, name: str = "graph", backend: str | None = None):
+    def __init__(self, graph: Graph, name: str = "graph", backend=None):
         self.graph = graph
-        self.backend = backend or graph_backend(graph)
+        self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
         self.items = partition(graph)
         self.kernels: list = []
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
@@ -200,12 +152,7 @@ class Plan:
     # ---- generation ------------------------------------------------------------------
     def _build(self):
         g = self.graph
-        if self.backend == "cuda":
-            from ..device import cupy_module
-            xp = cupy_module()
-            consts: dict = {"np": np, "xp": xp, "_fix": _fix_cuda}
-        else:
-            consts = {"np": np, "xp": np, "_fix": _fix}
+        consts: dict = {"np": np, "xp": self.backend.array_module(), "_fix": self.backend.fix}
         names: dict = {}
         counter = itertools.count()
 
@@ -270,26 +217,10 @@ class Plan:
         lines = []
         shape = grp.shape
         rank = len(shape)
-        layouts = []
-        check_contig = []
-        for v in grp.inputs:
-            if all(isinstance(d, int) and d == 1 for d in v.aval.shape) and \
-                    not (tuple(v.aval.shape) == tuple(shape) and rank):
-                # One element (0-d, or all dims 1 like a summed cotangent): read once, so
-                # it does not force the whole group into the broadcasting loop nest.
-                layouts.append("scalar")
-            elif tuple(v.aval.shape) == tuple(shape):
-                layouts.append("flat")
-                # Values from kernels are C-contiguous by construction; others may be views.
-                check_contig.append(v)
-            elif self.backend == "cpu":
-                # Broadcast operands (a bias, a per-row statistic) are usually contiguous:
-                # typed so, the kernel's inner loop vectorizes (3x on a LayerNorm+GELU
-                # backward); a strided one takes the 'nd' variant.
-                layouts.append("ndc")
-                check_contig.append(v)
-            else:
-                layouts.append("nd")
+        # Layouts as the shapes say, contiguity assumed; values from kernels are
+        # C-contiguous by construction, the others are checked before the call below.
+        layouts = operand_layouts(grp)
+        check_contig = [v for v, lay in zip(grp.inputs, layouts) if lay in ("flat", "ndc")]
         red = grp.reduction
         mats = [v for v in grp.outputs if red is None or v is not red.out]
         call_args = []
@@ -317,10 +248,11 @@ class Plan:
         static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
         big = static_size is not None and static_size >= PARALLEL_MIN
         fast_args = args
-        # The source is generated now, so the code generator's own errors surface at capture.
-        if self.backend == "cpu" and kern.spec(static, big).mode == "flat":
-            # Flat CPU kernels take 1-D views and the element count (see codegen_cpu).
-            # Rank 0 and 1 buffers already are 1-D; the reduction's buffer is (1,).
+        # The source is rendered now, so the lowering's own errors surface at capture.
+        kern.spec(static, big)
+        if kern.nest(static).flat:
+            # Flat nests take 1-D views and the element count (the calling convention of
+            # loopnest.py). Rank 0 and 1 buffers already are 1-D; the reduction's is (1,).
             n_in, n_out = len(grp.inputs), len(mats)
 
             def view(a: str) -> str:
@@ -335,9 +267,9 @@ class Plan:
         # new batch size on the same side of PARALLEL_MIN compiles nothing. (A plan runs as
         # soon as it is built, so numba's errors still surface in the capturing call.)
         twins = []
-        if static_size is None or big:
+        if static_size is None or big or not self.backend.serial_twin:
             twins.append((f"{kname}p", True))
-        if not big:
+        if not big and self.backend.serial_twin:
             twins.append((f"{kname}s", False))
         for name, parallel in twins:
             consts[name] = _compile_on_first_call(kern, static, parallel, consts, name)
@@ -473,3 +405,8 @@ class Plan:
 
     def kernel_sources(self) -> list:
         return [src for k in self.kernels for src in k.sources.values()]
+
+    def kernel_specs(self) -> list:
+        """The rendered spec of every kernel variant compiled so far (``.nest`` is its
+        `loopnest.LoopNest`, ``.source`` its source)."""
+        return [k._specs[key] for k in self.kernels for key in k.variants if key in k._specs]

@@ -88,7 +88,9 @@ def _expand_rule(a, shape):
 
 EXPAND = defprim("expand", lambda xp, a, shape: xp.broadcast_to(a, shape), _expand_rule,
                  lambda g, out, a, shape: (g,), kind="shape", save=lambda rq: (),
-                 extra={"view": True})  # the engine sums g back to a's shape
+                 # in a fused kernel: a broadcasting read of its operand (compiler/fusion.py)
+                 scalar=lambda e, a, shape: a,
+                 extra={"view": True, "broadcast_read": True})  # the engine sums g back to a's shape
 
 
 def _concat_rule(*avals, dim):

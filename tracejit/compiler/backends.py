@@ -1,0 +1,173 @@
+"""Backends: what a plan needs from a device, as one object per device type.
+
+A plan (plan.py) and the executor (executor.py) never ask which device they run on;
+they ask their `Backend`: its array module (numpy, cupy), how a step's result is
+normalized, how a fused group's `loopnest.LoopNest` is rendered to source, and how that
+source is compiled, loaded and called. The loop nest itself is backend-neutral
+(loopnest.py); a backend answers one question of it, whether it folds reductions in
+long sequential runs (`Backend.sequential_sums`, see `loopnest.accumulation`).
+
+To add a backend: a renderer of `LoopNest` (like codegen_cpu.py / codegen_cuda.py,
+whose spec has ``source`` and ``llvm_options``), a `Backend` subclass below that loads
+what it renders into a callable taking the nest's calling convention, and an entry in
+`BACKENDS` keyed by the device type (``Device.type``) whose values it runs on.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from .loopnest import LoopNest, lower
+
+__all__ = ["Backend", "CpuBackend", "CudaBackend", "BACKENDS", "get", "for_graph"]
+
+compile_log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile: time per kernel
+
+
+class Backend:
+    """The device-specific part of running a compiled graph (see the module docstring)."""
+
+    name = "?"
+    #: folds long sequential runs (CPU) rather than trees of short ones (GPU)
+    sequential_sums = True
+    #: small sizes get a serial twin of each kernel (see plan.PARALLEL_MIN)
+    serial_twin = False
+
+    def array_module(self):
+        raise NotImplementedError
+
+    def fix(self, v, dt):
+        """`v` (a step's result) as an array of the array module with dtype `dt`."""
+        raise NotImplementedError
+
+    def lower(self, group, layouts: tuple, name: str = "kernel") -> LoopNest:
+        return lower(group, layouts, name, sequential_sums=self.sequential_sums)
+
+    def render(self, nest: LoopNest, parallel: bool):
+        """The kernel's spec (``.source``, ``.llvm_options``) for `nest`."""
+        raise NotImplementedError
+
+    def variant(self, parallel: bool) -> bool:
+        """The variant a call of this size class uses (without a serial twin: one for all)."""
+        return parallel if self.serial_twin else False
+
+    def load(self, spec, label: str, parallel: bool):
+        """Compile (or load from the disk cache) `spec`: a callable taking the nest's
+        calling convention."""
+        raise NotImplementedError
+
+    def fast_entry(self, fn):
+        """The cheapest callable for `fn` once loaded (skipping dispatch where safe)."""
+        return fn
+
+    def __repr__(self) -> str:
+        return f"<{self.name} backend>"
+
+
+def _fix_numpy(v, dt):
+    """numpy returns scalars for 0-d results and may pick another dtype: normalize."""
+    if type(v) is not np.ndarray or v.dtype != dt:
+        v = np.asarray(v, dtype=dt)
+    return v
+
+
+def _fix_cupy(v, dt):
+    import cupy
+    if type(v) is not cupy.ndarray or v.dtype != dt:
+        v = cupy.asarray(v, dtype=dt)
+    return v
+
+
+def _entry_point(kernel):
+    """The compiled function behind a one-signature numba CPU dispatcher.
+
+    Calling it skips the dispatcher's per-call type resolution (~0.2 us of a 16-element
+    call). Safe here because the plan only calls it with arrays of the declared dtypes
+    and ranks (guards and ``_fix`` ensure those) after checking the contiguity the
+    signature declares.
+    """
+    overloads = getattr(kernel, "overloads", None)
+    if overloads is None or len(overloads) != 1 or getattr(kernel, "_can_compile", False):
+        return kernel
+    return next(iter(overloads.values())).entry_point
+
+
+class CpuBackend(Backend):
+    """numba CPU kernels (codegen_cpu.py), numpy arrays, BLAS through numpy."""
+
+    name = "cpu"
+    sequential_sums = True
+    serial_twin = True
+
+    fix = staticmethod(_fix_numpy)  # a plain function: plans call it per step
+
+    def array_module(self):
+        return np
+
+    def render(self, nest: LoopNest, parallel: bool):
+        from .codegen_cpu import render
+        return render(nest, parallel)
+
+    def load(self, spec, label: str, parallel: bool):
+        from . import diskcache
+        from .threadsafe import guard_parallel
+        t0 = time.perf_counter()
+        before = diskcache.stats()["compiles"]
+        mod = diskcache.load_module(spec.source, name_hint=label, llvm_options=spec.llvm_options)
+        if compile_log.isEnabledFor(logging.INFO):
+            how = "compiled" if diskcache.stats()["compiles"] > before else "loaded"
+            compile_log.info("%s %s %s%s in-process in %.3f s", how, label, "/".join(spec.nest.layouts),
+                             " parallel" if parallel else "", time.perf_counter() - t0)
+        fn = mod.kernel
+        if parallel:
+            fn = guard_parallel(fn)  # numba's workqueue layer aborts on concurrent launches
+        return fn
+
+    def fast_entry(self, fn):
+        return _entry_point(fn)
+
+
+class CudaBackend(Backend):
+    """numba CUDA kernels (codegen_cuda.py, cuda_launch.py), cupy arrays."""
+
+    name = "cuda"
+    sequential_sums = False
+    serial_twin = False  # one kernel serves every size
+
+    def array_module(self):
+        from ..device import cupy_module
+        return cupy_module()
+
+    fix = staticmethod(_fix_cupy)
+
+    def render(self, nest: LoopNest, parallel: bool):
+        from .codegen_cuda import render
+        return render(nest)
+
+    def load(self, spec, label: str, parallel: bool):
+        from .cuda_launch import load
+        return load(spec, hint=label)
+
+
+BACKENDS: dict = {"cpu": CpuBackend(), "cuda": CudaBackend()}
+
+
+def get(backend) -> Backend:
+    """The `Backend` for a name ("cpu", "cuda") or a `Backend` itself."""
+    if isinstance(backend, Backend):
+        return backend
+    try:
+        return BACKENDS[backend]
+    except KeyError:
+        raise ValueError(f"no backend {backend!r} (known: {', '.join(BACKENDS)})") from None
+
+
+def for_graph(graph) -> Backend:
+    """The backend of the device the graph's values live on (the first non-CPU one seen)."""
+    for v in list(graph.inputs) + [o for e in graph.eqns for o in e.outs]:
+        t = v.aval.device.type
+        if t != "cpu" and t in BACKENDS:
+            return BACKENDS[t]
+    return BACKENDS["cpu"]

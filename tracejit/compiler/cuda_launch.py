@@ -1,0 +1,207 @@
+"""Loading and launching the CUDA backend's kernels (numba CUDA): what codegen_cuda renders.
+
+`load` compiles a rendered `codegen_cuda.CudaKernelSpec` once per source per process
+(on a GPU through the disk cache, under the simulator in memory) and returns a
+`CudaKernel`, which takes exactly the arguments of the nest's calling convention
+(loopnest.py): input arrays, per-element outputs, the reduction's output, the sizes. It
+views the "flat" operands as 1-D (no copy), checks the contiguity the signature
+declares (numba does not check arguments against an explicit signature on launch),
+picks the grid, and launches on cupy's current stream (``numba.cuda.external_stream``).
+A full reduction is two launches: per-block partials, then one block folds them.
+"""
+from __future__ import annotations
+
+import linecache
+import math
+import sys
+import threading
+import types
+
+import numpy as np
+
+__all__ = ["simulator_enabled", "load", "launch", "CudaKernel", "BLOCK"]
+
+BLOCK = 256  # threads per block; reductions fold one block through shared memory of this size
+
+
+def simulator_enabled() -> bool:
+    """True when numba's CUDA target is the simulator (``NUMBA_ENABLE_CUDASIM=1`` at import)."""
+    from numba.core import config
+    return bool(config.ENABLE_CUDASIM)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+_lock = threading.RLock()
+_memory: dict = {}      # source -> module (simulator / in-memory loads)
+_counter = [0]
+
+
+def _exec_in_memory(source: str, hint: str) -> types.ModuleType:
+    with _lock:
+        module = _memory.get(source)
+        if module is not None:
+            return module
+        _counter[0] += 1
+        modname = f"tracejit_cuda_kernels.{hint}_{_counter[0]}"
+        filename = f"<tracejit {modname}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        module = types.ModuleType(modname)
+        module.__file__ = filename
+        module.CACHE = False
+        exec(compile(source, filename, "exec"), module.__dict__)
+        _memory[source] = module
+        return module
+
+
+def _load_module(source: str, hint: str = "cuda_kernel") -> types.ModuleType:
+    if simulator_enabled():
+        return _exec_in_memory(source, hint)
+    from numba import cuda
+    from . import diskcache
+    cc = cuda.get_current_device().compute_capability
+    # The compiled code depends on the GPU: put it in the source, so it is in the cache key.
+    tagged = f"# target: cuda sm_{cc[0]}{cc[1]}\n" + source
+    return diskcache.load_module(tagged, name_hint=hint)
+
+
+def load(spec, hint: str = "cuda_kernel") -> "CudaKernel":
+    """Compile `spec` (once per source per process; on a GPU also through the disk cache)."""
+    return CudaKernel(spec, _load_module(spec.source, hint))
+
+
+# ----------------------------------------------------------------------------- launching
+
+
+_streams: dict = {}
+_max_blocks_cache: dict = {}
+
+
+def _resolve_stream(stream):
+    """A numba stream for `stream`: None -> cupy's current stream; a cupy Stream, a raw
+    pointer or a numba stream are accepted. The simulator takes 0."""
+    if simulator_enabled():
+        return 0
+    from numba import cuda
+    if stream is None:
+        cp = sys.modules["tracejit.device"]._cupy  # (tracejit.device is also the class)
+        ptr = cp.cuda.get_current_stream().ptr if cp is not None else 0
+    elif hasattr(stream, "handle") and not hasattr(stream, "ptr"):
+        return stream  # already a numba stream
+    else:
+        ptr = int(getattr(stream, "ptr", stream))
+    if ptr == 0:
+        return cuda.default_stream()  # the legacy default stream, cupy's null stream
+    s = _streams.get(ptr)
+    if s is None:
+        s = _streams[ptr] = cuda.external_stream(ptr)
+    return s
+
+
+def _max_blocks() -> int:
+    """Blocks for a grid-stride loop: enough to fill the GPU a few times over."""
+    if simulator_enabled():
+        return 2  # the simulator runs a Python thread per CUDA thread: keep grids small
+    from numba import cuda
+    dev = cuda.get_current_device()
+    n = _max_blocks_cache.get(dev.id)
+    if n is None:
+        n = _max_blocks_cache[dev.id] = dev.MULTIPROCESSOR_COUNT * 32
+    return n
+
+
+def _grid(work: int, block: int) -> int:
+    return max(1, min(-(-work // block), _max_blocks()))
+
+
+def _contiguous(shape, strides, itemsize) -> bool:
+    if strides is None or 0 in shape:
+        return True
+    expect = itemsize
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1 and s != expect:
+            return False
+        expect *= d
+    return True
+
+
+def _kernel_array(a, flat: bool, contiguous: bool | None = None):
+    """`a` as a kernel argument: device arrays (cupy, anything with the CUDA array
+    interface) become numba device views without a host sync (we launch on the stream
+    that produced them); `flat` arguments are viewed as 1-D. Both flat and `contiguous`
+    arguments must be in C order (the kernel's signature says so)."""
+    contiguous = flat if contiguous is None else contiguous or flat
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is None:  # host arrays: the simulator (on a GPU numba would copy them)
+        if contiguous and not a.flags.c_contiguous:
+            raise ValueError(f"kernel argument of shape {a.shape} must be C-contiguous")
+        return a.reshape(-1) if flat and a.ndim != 1 else a
+    cai = dict(cai)
+    # No stream: numba would wrap (and with sync=True wait on) it for every argument; the
+    # kernel is ordered after the array's producers by running on the same stream.
+    cai.pop("stream", None)
+    shape = tuple(cai["shape"])
+    if contiguous and not _contiguous(shape, cai.get("strides"), np.dtype(cai["typestr"]).itemsize):
+        raise ValueError(f"kernel argument of shape {shape} must be C-contiguous")
+    if flat:
+        cai["shape"], cai["strides"] = (math.prod(shape),), None
+    from numba import cuda
+    return cuda.from_cuda_array_interface(cai, owner=a, sync=False)
+
+
+def launch(kernel, n_elements: int, *args, block: int = BLOCK, stream=None) -> None:
+    """Launch a numba CUDA kernel written as a grid-stride loop over `n_elements`.
+
+    Picks the grid (enough blocks to cover `n_elements`, at most a few waves of the
+    GPU), converts device arrays without a host sync, and launches on `stream` (None:
+    cupy's current stream). Nothing is launched for 0 elements.
+    """
+    if n_elements <= 0:
+        return
+    args = [_kernel_array(a, False) if hasattr(a, "shape") else a for a in args]
+    kernel[_grid(n_elements, block), block, _resolve_stream(stream)](*args)
+
+
+class CudaKernel:
+    """A loaded CUDA kernel, called with its nest's calling convention (see the module docstring)."""
+
+    def __init__(self, spec, module: types.ModuleType):
+        self.spec = spec
+        self.module = module
+        self.fn = getattr(module, spec.name)
+        self.finish = getattr(module, spec.finish_name) if spec.finish_name else None
+        self.n_arrays = len(spec.flatten)
+        self.n_sizes = len(spec.nest.sizes)
+
+    def __call__(self, *args, stream=None) -> None:
+        spec = self.spec
+        if len(args) != self.n_arrays + self.n_sizes:
+            raise TypeError(f"kernel takes {self.n_arrays} arrays and {self.n_sizes} sizes "
+                            f"({', '.join(spec.nest.sizes)}), got {len(args)} arguments")
+        arrays, dims = args[:self.n_arrays], [int(d) for d in args[self.n_arrays:]]
+        n = math.prod(dims)
+        block = spec.block
+        work = math.prod(dims[d] for d in spec.kept) if spec.reduction == "partial" else n
+        if work == 0 and spec.reduction != "full":
+            return  # nothing to compute (a full reduction of nothing still writes its init)
+        s = _resolve_stream(stream)
+        kargs = [_kernel_array(a, f, c) for a, f, c in zip(arrays, spec.flatten, spec.contiguous)]
+        if spec.reduction == "full":
+            # Per-block partials, then one block folds them: deterministic, nan-correct.
+            grid = _grid(n, block)
+            red = arrays[-1]
+            xp = _array_module_of(red)
+            partial = xp.empty(grid, dtype=np.dtype(spec.acc_dtype))
+            kargs[-1] = _kernel_array(partial, True)
+            self.fn[grid, block, s](*kargs, *dims)
+            self.finish[1, block, s](kargs[-1], _kernel_array(red, True), grid)
+            return
+        self.fn[_grid(work, block), block, s](*kargs, *dims)
+
+
+def _array_module_of(a):
+    if hasattr(a, "__cuda_array_interface__"):
+        from ..device import cupy_module
+        return cupy_module()
+    return np

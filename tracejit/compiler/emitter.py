@@ -1,0 +1,116 @@
+"""What a primitive's ``scalar`` rule writes against, and the rendering of a nest's steps.
+
+`Emitter` is the interface of ops/registry.py's ``scalar(e, *names, **params)``: typed
+constants (``e.const``), casts (``e.cast``), powers (``e.pow``) and math functions
+(``e.call``, looked up in the one table `mathnames.MATH`). Typed constants, casts and
+integer powers are the same code for every backend; a backend's emitter says only how a
+type, a special float and a math function are spelled (`_type`, `_SPECIAL`, `_call`).
+"""
+from __future__ import annotations
+
+import math
+
+from .loopnest import Const, LoopNest
+from .mathnames import MATH
+
+__all__ = ["Emitter", "render_steps", "fold", "NUMBA_TYPE"]
+
+# numba's name of each kernel dtype (the CUDA backend's scalar types; both backends' array types)
+NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
+              "bool": "boolean", "int8": "int8", "uint8": "uint8"}
+
+
+class Emitter:
+    """Base of the backends' emitters (codegen_cpu.CpuEmitter, codegen_cuda.CudaEmitter)."""
+
+    # How nan and inf are written in generated source.
+    _SPECIAL = {"nan": "np.nan", "inf": "np.inf"}
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+        self.imports: set = set()
+        self.literals: dict = {}
+
+    def _type(self, dt: str) -> str:
+        """Source for the scalar type `dt` (a callable that makes a typed value)."""
+        raise NotImplementedError
+
+    def _call(self, fn: str, spec, args: tuple) -> str:
+        """Source calling math function `fn` (its `mathnames.MathFn` is `spec`)."""
+        raise NotImplementedError
+
+    def const(self, v, dtype: str | None = None) -> str:
+        dt = dtype or self.dtype
+        if dt == "bool":
+            return "True" if v else "False"
+        tn = self._type(dt)
+        if dt.startswith("float"):
+            v = float(v)
+            if math.isnan(v):
+                text = f"{tn}({self._SPECIAL['nan']})"
+            elif math.isinf(v):
+                text = f"{tn}({'-' if v < 0 else ''}{self._SPECIAL['inf']})"
+            else:
+                text = f"{tn}({v!r})"
+        else:
+            text = f"{tn}({int(v)})"
+        self.literals[text] = v
+        return text
+
+    def call(self, fn: str, *args) -> str:
+        spec = MATH.get(fn)
+        if spec is None:
+            raise NotImplementedError(f"no math function {fn!r} (see compiler/mathnames.MATH)")
+        return self._call(fn, spec, args)
+
+    def cast(self, x: str, dtype) -> str:
+        name = dtype.name
+        if name == "bool":
+            return f"({x} != 0)"
+        return f"{self._type(name)}({x})"
+
+    def pow(self, a: str, b: str) -> str:
+        if b in self.literals:
+            v = self.literals[b]
+            if v < 0 and not self.dtype.startswith("float"):
+                # numpy (so eager) refuses this; a kernel would silently compute 1 // a**n.
+                raise ValueError("Integers to negative integer powers are not allowed.")
+            if math.isfinite(v) and v == int(v) and abs(v) <= 4:
+                n = int(abs(v))
+                if n == 0:
+                    return self.const(1)
+                prod = " * ".join([a] * n)
+                return f"({prod})" if v > 0 else f"({self.const(1)} / ({prod}))"
+            if v == 0.5 and self.dtype.startswith("float"):
+                return self.call("sqrt", a)
+        if not self.dtype.startswith("float"):
+            return f"({a} ** {b})"
+        return self.call("pow", a, b)
+
+
+def render_steps(nest: LoopNest, emitter_cls) -> tuple:
+    """(lines ``v<j> = <expr>  # <op> (<file>:<line>)``, emitters used) for `nest`'s steps.
+
+    Each step's expression is its primitive's own ``scalar`` rule, written with an
+    `emitter_cls` for the step's compute dtype; the emitters are returned so a backend can
+    collect what they used (imports, math functions, type names)."""
+    lines, emitters = [], []
+    for st in nest.steps:
+        em = emitter_cls(st.dtype)
+        args = [em.const(a.value, a.dtype) if isinstance(a, Const) else a for a in st.args]
+        expr = st.prim.scalar(em, *args, **dict(st.params))
+        emitters.append(em)
+        lines.append(f"{st.name} = {expr}  # {st.note}")
+    return lines, emitters
+
+
+def fold(combine: str, acc: str, r: str) -> str:
+    """The statement folding value `r` into accumulator `acc` (names or subscripts), the
+    same in every backend. max and min let nan win, as numpy does (``r != r`` is only
+    true for nan); ``cuda.atomic.max`` and a plain ``max`` would drop it."""
+    if combine == "add":
+        return f"{acc} += {r}"
+    if combine == "mul":
+        return f"{acc} *= {r}"
+    op = ">" if combine == "max" else "<"
+    return f"{acc} = {r} if ({r} {op} {acc} or {r} != {r}) else {acc}"

@@ -1,0 +1,303 @@
+"""The backend-neutral description of one fused group's kernel, and `lower`, which makes it.
+
+A fused group (`fusion.Group`) is lowered once, here, into a `LoopNest`: everything a
+backend needs to write the kernel, decided in one place:
+
+- the *iteration space*: the group's shape (only its rank reaches a kernel: sizes are
+  arguments, never constants), and whether it is walked ``flat`` (one index over every
+  element: every operand has the iteration shape in C order, or is a single value);
+- the *operands*: for each input its layout (`LAYOUTS`) and its index expression, the
+  iteration dim each of its dims follows (None where it is broadcast: read at index 0);
+- the *scalar expression DAG*: one `Step` per equation, ``v<j> = prim(args)``, with the
+  dtype it computes in and its constants already typed (`Const`); a backend renders a
+  step by calling the primitive's own ``scalar`` rule with its emitter, so an op's
+  scalar lowering lives in its record (ops/*.py), never in a backend;
+- the *outputs* written per element, and the *reduction epilogue*: how values combine,
+  over which dims, its accumulation type (`accumulation`: the one rule), its initial
+  value;
+- the *calling convention* (`LoopNest.arguments`): inputs in ``group.inputs`` order,
+  then the per-element outputs, the reduction's output, then the sizes: the element
+  count ``n`` for a flat nest (the caller passes 1-D views of its flat operands),
+  ``d0..d<rank-1>`` otherwise. Both backends take exactly these, so a plan calls any
+  kernel the same way.
+
+Adding a backend means writing a renderer of this description (see codegen_cpu.py and
+codegen_cuda.py) and a `backends.Backend` that allocates, loads and launches; nothing
+here changes. Adding an elementwise op means giving its record a ``scalar`` rule (and
+``extra["compute_dtype"] = "out"`` if it computes in its output's dtype, like where);
+nothing here or in a backend changes.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from ..jit.ir import Literal
+
+__all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "LoopNest", "lower",
+           "accumulation", "operand_layouts", "SUM_BLOCK"]
+
+#: Operand layouts: "flat" (the iteration shape, C-contiguous: read with the flat
+#: index), "scalar" (one element: read once, before the loops), "ndc" (broadcast or of
+#: another shape, known C-contiguous: indexed per dim, typed contiguous so the inner loop
+#: vectorizes) and "nd" (the same, any strides).
+LAYOUTS = ("flat", "scalar", "ndc", "nd")
+
+# Elements summed in float32 before each float64 accumulation (see `Reduction.block_dtype`).
+SUM_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class Const:
+    """A constant operand of a step, in the dtype the kernel must type it in."""
+    value: object
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """``name = prim.scalar(emitter(dtype), *args, **params)``: one node of the DAG."""
+    name: str          # "v<j>"
+    prim: object       # the Primitive; its ``scalar`` rule writes the expression
+    args: tuple        # names of operands/earlier steps (str) or `Const`
+    params: tuple      # the equation's params, as (key, value) pairs
+    dtype: str         # the dtype the operation computes in (constants, math functions)
+    note: str          # "mul (model.py:12)": the op and the user's line, for a comment
+
+
+@dataclass(frozen=True)
+class Operand:
+    """Input k of the kernel: array argument ``in<k>``, its element value ``x<k>``."""
+    k: int
+    var: object
+    dtype: str
+    layout: str
+    index: tuple       # per dim of the operand: the iteration dim it follows, or None (broadcast)
+
+    @property
+    def name(self) -> str:
+        return f"x{self.k}"
+
+    @property
+    def array(self) -> str:
+        return f"in{self.k}"
+
+    @property
+    def rank(self) -> int:
+        return len(self.index)
+
+    @property
+    def contiguous(self) -> bool:
+        return self.layout != "nd"
+
+
+@dataclass(frozen=True)
+class Output:
+    """Per-element output m: array argument ``out<m>`` (iteration shape), set to `value`."""
+    m: int
+    var: object
+    dtype: str
+    value: str         # the step (or operand) name whose value is stored
+
+    @property
+    def array(self) -> str:
+        return f"out{self.m}"
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """The epilogue: `value` folded over `dims` with `combine`, into array ``red``."""
+    combine: str       # "add" | "mul" | "max" | "min"
+    dims: tuple        # reduced iteration dims
+    kept: tuple        # the others, in order: the output's dims
+    value: str         # the step name reduced
+    var: object        # the reduction's output Var
+    in_dtype: str
+    out_dtype: str
+    acc_dtype: str     # see `accumulation`
+    block_dtype: Optional[str]  # float32 sums: run SUM_BLOCK elements in this dtype first
+
+    @property
+    def full(self) -> bool:
+        return not self.kept
+
+    @property
+    def leading(self) -> bool:
+        """Over every dim but the last (a bias gradient: the sum over the batch)."""
+        return len(self.kept) == 1 and self.kept[0] == len(self.kept) + len(self.dims) - 1
+
+    def init(self):
+        """The fold's initial value (a Python number, or a bool)."""
+        if self.combine == "add":
+            return 0
+        if self.combine == "mul":
+            return 1
+        dt = self.acc_dtype
+        if dt.startswith("float"):
+            return -math.inf if self.combine == "max" else math.inf
+        if dt == "bool":
+            return self.combine != "max"
+        import numpy as np
+        info = np.iinfo(dt)
+        return info.min if self.combine == "max" else info.max
+
+
+@dataclass(frozen=True)
+class LoopNest:
+    name: str
+    gid: int
+    ops: str           # "mul, add -> sum": for the kernel's docstring
+    shape: tuple       # the iteration shape (ints or Syms)
+    operands: tuple    # Operand per input
+    steps: tuple       # Step per equation, in program order
+    outputs: tuple     # Output per value written per element
+    reduction: Optional[Reduction]
+    flat: bool         # one flat index over the iteration space (see the module docstring)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def layouts(self) -> tuple:
+        return tuple(op.layout for op in self.operands)
+
+    @property
+    def mode(self) -> str:
+        return "flat" if self.flat else "nested"
+
+    @property
+    def sizes(self) -> list:
+        """The size arguments: ``n`` (flat) or one per iteration dim."""
+        return ["n"] if self.flat else [f"d{i}" for i in range(self.rank)]
+
+    def arguments(self) -> list:
+        """The kernel's parameter names, in calling order (the calling convention)."""
+        out = [op.array for op in self.operands] + [o.array for o in self.outputs]
+        if self.reduction is not None:
+            out.append("red")
+        return out + self.sizes
+
+    def arg_rank(self, k: int) -> int:
+        """Rank of input k as the kernel receives it: 1 for flat nests and single values."""
+        op = self.operands[k]
+        return 1 if self.flat or op.layout == "scalar" else max(op.rank, 1)
+
+    @property
+    def red_rank(self) -> int:
+        """Rank of the reduction's output buffer (its kept dims; (1,) for a full one)."""
+        return max(len(self.reduction.kept), 1) if self.reduction is not None else 0
+
+
+def accumulation(combine: str, dtype: str, sequential: bool) -> str:
+    """The accumulator dtype of a reduction producing `dtype`: the one rule for every backend.
+
+    - integer and bool sums and products accumulate in int64 (numpy's rule; the result
+      is cast back to the output dtype);
+    - float32 sums and products accumulate in float64 where the backend folds long
+      *sequential* runs (the CPU backend: a chunk is n/64 elements, and a float32
+      running sum over millions of elements drifts by ~n*eps; numpy's pairwise sum does
+      not). Where the fold is a tree over short runs (the CUDA backend: a grid-stride
+      share of a few dozen elements per thread, then a pairwise fold through shared
+      memory) float32 keeps numpy's error bound, and float64 arithmetic runs at 1/32 to
+      1/64 of the float32 rate on most GPUs, which would make a bandwidth-bound kernel
+      compute-bound: float32 stays float32 there;
+    - max and min keep the output dtype (they are exact).
+    """
+    if combine in ("add", "mul") and dtype in ("int32", "int64", "bool", "int8", "uint8"):
+        return "int64"
+    if combine in ("add", "mul") and dtype in ("float32", "float64") and sequential:
+        return "float64"
+    return dtype
+
+
+def operand_layouts(group, contiguous=None) -> tuple:
+    """The layout of each of `group`'s inputs (see `LAYOUTS`), from shapes alone.
+
+    `contiguous[k]` (when given) says whether input k's array is C-contiguous; without
+    it, operands that need contiguity are assumed contiguous (the plan checks before the
+    call and takes the "nd" variant for those that are not).
+    """
+    shape = tuple(group.shape)
+    rank = len(shape)
+    out = []
+    for k, v in enumerate(group.inputs):
+        vs = tuple(v.aval.shape)
+        c = True if contiguous is None else contiguous[k]
+        if all(isinstance(d, int) and d == 1 for d in vs) and not (vs == shape and rank):
+            # One element (0-d, or all dims 1 like a summed cotangent): read once, so it
+            # does not force the whole group into the broadcasting loop nest.
+            out.append("scalar")
+        elif vs == shape:
+            out.append("flat" if c else "nd")
+        else:
+            # Broadcast operands (a bias, a per-row statistic) are usually contiguous:
+            # typed so, the inner loop vectorizes (3x on a LayerNorm+GELU backward).
+            out.append("ndc" if c else "nd")
+    return tuple(out)
+
+
+def _compute_dtype(e) -> str:
+    """The dtype the operation computes in (its operands', after the IR's explicit casts;
+    the output's for ops that say so, like where, whose first operand is a bool)."""
+    if e.prim.extra.get("compute_dtype") == "out":
+        return e.out.aval.dtype.name
+    for a in e.inputs:
+        if not isinstance(a, Literal):
+            return a.aval.dtype.name
+    return e.out.aval.dtype.name
+
+
+def _index(v, shape) -> tuple:
+    rank = len(shape)
+    r = len(v.aval.shape)
+    parts = []
+    for j, dsz in enumerate(v.aval.shape):
+        it = rank - r + j
+        if isinstance(dsz, int) and dsz == 1 and not (isinstance(shape[it], int) and shape[it] == 1):
+            parts.append(None)
+        else:
+            parts.append(it)
+    return tuple(parts)
+
+
+def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool = True) -> LoopNest:
+    """The `LoopNest` of `group` with input layouts `layouts` (see `operand_layouts`).
+
+    `sequential_sums` is the backend's answer to `accumulation`'s question: does it fold
+    long sequential runs (CPU) or trees of short ones (CUDA)?
+    """
+    shape = tuple(group.shape)
+    rank = len(shape)
+    red = group.reduction
+    if len(layouts) != len(group.inputs) or any(lay not in LAYOUTS for lay in layouts):
+        raise ValueError(f"layouts {layouts!r} do not fit the group's {len(group.inputs)} inputs")
+    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape))
+                     for k, v in enumerate(group.inputs))
+    names = {op.var: op.name for op in operands}
+    steps = []
+    for j, e in enumerate(group.eqns):
+        dt = _compute_dtype(e)
+        typed = e.prim.promote or e.prim.extra.get("compute_dtype") == "out"
+        args = tuple(Const(a.value, dt if typed else a.aval.dtype.name) if isinstance(a, Literal)
+                     else names[a] for a in e.inputs)
+        note = e.prim.name + (f" ({os.path.basename(e.loc[0])}:{e.loc[1]})" if e.loc else "")
+        names[e.out] = f"v{j}"
+        steps.append(Step(f"v{j}", e.prim, args, tuple(e.params.items()), dt, note))
+    mats = [v for v in group.outputs if red is None or v is not red.out]
+    outputs = tuple(Output(m, v, v.aval.dtype.name, names[v]) for m, v in enumerate(mats))
+    reduction = None
+    if red is not None:
+        combine = red.prim.extra["combine"]
+        dims = tuple(red.params["dims"])
+        out_dt = red.out.aval.dtype.name
+        in_dt = red.inputs[0].aval.dtype.name
+        acc = accumulation(combine, out_dt, sequential_sums)
+        block = "float32" if combine == "add" and acc == "float64" and in_dt == "float32" else None
+        reduction = Reduction(combine, dims, tuple(d for d in range(rank) if d not in dims),
+                              names.get(red.inputs[0]), red.out, in_dt, out_dt, acc, block)
+    flat = all(lay in ("flat", "scalar") for lay in layouts) and (reduction is None or reduction.full)
+    ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
+    return LoopNest(name, group.gid, ops, shape, operands, tuple(steps), outputs, reduction, flat)
