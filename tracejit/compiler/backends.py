@@ -62,6 +62,10 @@ class Backend:
         """The cheapest callable for `fn` once loaded (skipping dispatch where safe)."""
         return fn
 
+    def matmul(self):
+        """The function a plan calls for a matrix product (the array module's by default)."""
+        return self.array_module().matmul
+
     def __repr__(self) -> str:
         return f"<{self.name} backend>"
 
@@ -127,6 +131,15 @@ class CpuBackend(Backend):
 
     def fast_entry(self, fn):
         return _entry_point(fn)
+
+
+    def matmul(self):
+        # BLAS threads follow the cores other processes leave free, and small products
+        # run on one thread (see tracejit/coreshare.py: a 2-thread GEMM waits a scheduler
+        # slice for a thread queued behind another process; the two-layer step went
+        # from 9.7 ms to 1.8 ms under load).
+        from ..coreshare import matmul
+        return matmul
 
 
 class CudaBackend(Backend):

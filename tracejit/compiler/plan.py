@@ -313,7 +313,8 @@ class Plan:
         if p.kind == "control":
             return self._emit_control(e, ins, outs, consts)
         if p.name == "matmul":
-            return [f"    {outs[0]} = xp.matmul({ins[0]}, {ins[1]})"]
+            consts["MATMUL"] = self.backend.matmul()
+            return [f"    {outs[0]} = MATMUL({ins[0]}, {ins[1]})"]
         if p.name == "reshape":
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
         if p.name == "permute":
