@@ -5,7 +5,7 @@
 The step is the ``mlp`` workload's (batch 256, 784->1024->1024->10, LayerNorm + GELU,
 cross-entropy, Adam; the same model code and weights as ``python -m bench``), run by phase:
 forward (the compiled module), loss, backward, optimizer step, zero_grad. While it runs,
-the compiled plans' calls are timed one by one: every ``xp.matmul`` (GEMM: shape, operand
+the compiled plans' calls are timed one by one: every matrix product (GEMM: shape, operand
 layouts, seconds), every fused kernel, every non-fused primitive. What a phase spends
 outside those calls is Python: the plan's own lines, guards, autograd, allocation.
 
@@ -21,7 +21,7 @@ Timing the calls one by one costs about a microsecond per call (some 60 per step
 keeps the work in the same order; the phase totals are reported from separate,
 uninstrumented steps. How the calls are found: the plans are the objects of class
 ``Plan`` reachable from the garbage collector, each a generated function whose globals
-hold ``xp`` (the array module), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
+hold ``xp`` (the array module), ``MATMUL`` (the backend's matmul), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
 implementations); they are swapped for timing wrappers during the instrumented steps
 and put back afterwards. If the compiler's layout changes, the breakdown says it found
 no plans instead of failing.
@@ -183,11 +183,13 @@ def instrumented(timers: Timers) -> Iterator[int]:
     try:
         for plan in plans:
             g = getattr(plan.fn, "__globals__", None)
-            if g is None or getattr(plan, "backend", "cpu") != "cpu":
+            if g is None or getattr(plan.backend, "name", plan.backend) != "cpu":
                 continue
             for name, value in list(g.items()):
                 if name == "xp":
                     new = _ArrayModule(value, timers)
+                elif name == "MATMUL":          # the backend's matmul (coreshare.matmul on CPU)
+                    new = timers.matmul(value)
                 elif _KERNEL.match(name) and hasattr(value, "get"):
                     new = _KernelFamily(value, timers)
                 elif _KERNEL.match(name) and callable(value):

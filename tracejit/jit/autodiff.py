@@ -262,7 +262,7 @@ def _cheap(e: Eqn) -> bool:
     """Recomputed in the backward instead of saved: elementwise work (fused into the
     backward's kernels) and ``expand`` (a broadcast read there; saving it would write the
     full broadcast array to memory)."""
-    return (e.prim.kind == "elementwise" or e.prim.name == "expand") and len(e.outs) == 1
+    return (e.prim.kind == "elementwise" or bool(e.prim.extra.get("broadcast_read"))) and len(e.outs) == 1
 
 
 def split(graph: Graph, active_inputs):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import linecache
 import textwrap
 import types
 
@@ -402,8 +403,7 @@ def _function_def(target) -> tuple:
             return _lambda_def(target, filename), filename
         # From the code object: inspect would follow a functools.wraps wrapper's
         # __wrapped__ to the inner function, whose source is not this function's.
-        src = inspect.getsource(target.__code__)
-        _, first = inspect.getsourcelines(target.__code__)
+        src, first = _code_source(target)
     except (OSError, TypeError) as e:
         raise NoSource(f"@script needs the source of {getattr(target, '__name__', target)!r} ({e})") from None
     tree = ast.parse(textwrap.dedent(src))
@@ -416,9 +416,23 @@ def _function_def(target) -> tuple:
     return fdef, filename
 
 
+def _code_source(target) -> tuple:
+    """(source text, first line) of `target`'s code object.
+
+    Read from linecache by the code's own file and first line: `inspect.getsource` first
+    finds the function's module, which walks every module in ``sys.modules`` once per new
+    module loaded since (about 0.1 s of a warm-cache first call once numba is imported)."""
+    code = target.__code__
+    lines = linecache.getlines(code.co_filename, target.__globals__)
+    first = code.co_firstlineno
+    if not lines or first > len(lines):
+        lines, first = inspect.getsourcelines(code)    # inspect's own search and its error
+        return "".join(lines), first
+    return "".join(inspect.getblock(lines[first - 1:])), first
+
+
 def _lambda_def(target, filename: str) -> ast.FunctionDef:
     """The lambda's node, found in its file by line, parameters and column, as a def."""
-    import linecache
     lines = linecache.getlines(filename, target.__globals__)
     if not lines:
         raise OSError("the lambda's file cannot be read")
