@@ -12,6 +12,8 @@ import sys
 import weakref
 
 from ..errors import GraphFreedError, InplaceModifiedError
+from ..tensor import Tensor
+from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
 __all__ = ["Node", "PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta", "make_prim_node"]
 
@@ -40,7 +42,6 @@ class SavedTensor:
             self.output_nr = t._output_nr
 
     def unpack(self, node: "Node", index: int, create_graph: bool):
-        from ..tensor import Tensor
         if self.vbox[0] != self.version:
             what = "output" if self.is_output else f"input {index}"
             raise InplaceModifiedError(
@@ -77,7 +78,6 @@ class SavedMeta:
         self.device = t.device
 
     def unpack(self, node, index: int, create_graph: bool):
-        from ..tensor import Tensor
         xp = _array_module(self.device)
         return Tensor._wrap(xp.broadcast_to(xp.zeros((), self.dtype.np), self.shape), self.dtype, self.device)
 
@@ -297,17 +297,10 @@ def edge(t):
 
 
 _NO_EDGE = (None, 0)
-_Tensor = None
-from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view  # noqa: E402
 
 
 def make_prim_node(prim, args, params, result) -> None:
     """Attach a PrimNode to `result` (called by bind when some input requires grad)."""
-    global _Tensor
-    Tensor = _Tensor
-    if Tensor is None:
-        from ..tensor import Tensor
-        _Tensor = Tensor
     n = len(args)
     needs = []
     nexts = []

@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..shapes import broadcast_shapes
+from ..tensor import Tensor
 from .registry import Aval, bind, defprim
 
 __all__ = [
@@ -414,16 +415,11 @@ def _int_result(a, b):
     """The promoted dtype of a and b (tensors or Python numbers)."""
     dims, zero, weak = [], [], []
     for x in (a, b):
-        if isinstance(x, _Tensor()):
+        if isinstance(x, Tensor):
             (dims if x.ndim else zero).append(x.dtype)
         else:
             weak.append(_dt.scalar_dtype(x))
     return _dt.result_type(dims, weak, zero)
-
-
-def _Tensor():
-    from ..tensor import Tensor
-    return Tensor
 
 
 def maximum(a, b):
