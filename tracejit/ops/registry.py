@@ -88,9 +88,10 @@ class Primitive:
         self.is_view = bool(self.extra.get("view"))
         # params -> bool, for ops that are views only sometimes (basic vs advanced indexing)
         self.view_if = self.extra.get("view_if")
-        # eager dispatch plans by operand signature (see `_eager`); elementwise rules are
-        # pure functions of shapes, dtypes and params, so their results can be kept
-        self.plans = {} if self.kind == "elementwise" and not self.is_view and self.view_if is None else None
+        # eager dispatch plans by operand signature (see `bind`): the rules of these kinds
+        # are pure functions of shapes, dtypes and params, so their results can be kept
+        self.plans = {} if self.kind in _PLANNED_KINDS else None
+        self.inline = self.plans is not None and not self.is_view and self.view_if is None
         if not self.grad_name:
             self.grad_name = _TORCH_GRAD_NAMES.get(self.name) or (
                 "".join(p.capitalize() for p in self.name.split("_")) + "Backward0")
@@ -100,6 +101,7 @@ class Primitive:
 
 
 REGISTRY: dict[str, Primitive] = {}
+_PLANNED_KINDS = ("elementwise", "reduction", "matmul", "shape", "index")
 
 # grad_fn names as PyTorch prints them where its op is named differently (the rest are
 # the capitalised primitive name + "Backward0", e.g. MulBackward0). One name per
@@ -159,9 +161,9 @@ def bind(prim: Primitive, *args, **params):
     tracer = trace_state.tracer
     if tracer is not None:
         return tracer.record(prim, args, params)
-    plans = prim.plans
-    if plans is None or params:
+    if params or not prim.inline:
         return _eager(prim, args, params)
+    plans = prim.plans
     # The plan fast path (see above), inline for one and two operands without params:
     # nearly every call. Anything unusual (another device, a new signature, a changed
     # default dtype) goes to `_eager`.
@@ -235,18 +237,32 @@ def _signature(args):
     return tuple(key)
 
 
+_PARAM_TYPES = (int, float, bool, str, type(None), _dt.DType)
+
+
+def _param_key(params):
+    """The params as part of a plan key, or None when some value is not a plain constant
+    (a plan key must neither keep arrays alive nor compare tensors with ``==``)."""
+    for v in params.values():
+        if type(v) is tuple:
+            for x in v:
+                if type(x) not in _PARAM_TYPES:
+                    return None
+        elif type(v) not in _PARAM_TYPES:
+            return None
+    return tuple(params.items())
+
+
 def _eager(prim: Primitive, args, params):
     """Eager run of `prim`: through its plan when one fits, else the general path."""
     plans = prim.plans
     if plans is None:
         return _eager_general(prim, args, params, None)
-    try:
-        key = _signature(args)
-        if key is not None and params:
-            key = key + tuple(params.items())
-        plan = plans.get(key) if key is not None else None
-    except TypeError:  # an unhashable param: no plan for this call
-        key = plan = None
+    key = _signature(args)
+    if key is not None and params:
+        pkey = _param_key(params)
+        key = None if pkey is None else key + pkey
+    plan = plans.get(key) if key is not None else None
     if plan is None or plan.default is not _dt._default_float:
         return _eager_general(prim, args, params, key)
     casts = plan.casts
@@ -264,9 +280,17 @@ def _eager(prim: Primitive, args, params):
     if type(out) is not np.ndarray or out.dtype is not onp:
         out = np.asarray(out, dtype=onp)
     result = _wrap(out, plan.out_dtype, CPU)
+    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+        _share_memory(result, args[0])
     if grad and plan.diff and _grad_state.enabled:
         make_prim_node(prim, args, params, result)
     return result
+
+
+def _share_memory(result, src) -> None:
+    result._vbox = src._vbox  # a view shares memory, so it shares the version counter
+    base = src._base
+    result._base = src if base is None else base
 
 
 def _eager_general(prim: Primitive, args, params, key):
@@ -298,10 +322,7 @@ def _eager_general(prim: Primitive, args, params, key):
         out = xp.asarray(out, dtype=odt.np)
     result = Tensor._wrap(out, odt, dev)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
-        src = args[0]
-        result._vbox = src._vbox  # a view shares memory, so it shares the version counter
-        base = getattr(src, "_base", None)
-        result._base = src if base is None else base
+        _share_memory(result, args[0])
     if prim.vjp is not None and odt.is_floating_point and _grad_state.enabled:
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:
