@@ -11,6 +11,9 @@ from __future__ import annotations
 import sys
 import weakref
 
+import numpy as np
+
+from ..device import CPU, array_module
 from ..errors import GraphFreedError, InplaceModifiedError
 from ..tensor import Tensor
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
@@ -78,13 +81,27 @@ class SavedMeta:
         self.device = t.device
 
     def unpack(self, node, index: int, create_graph: bool):
-        xp = _array_module(self.device)
+        if self.device is CPU:
+            # np.broadcast_to's Python-level checks cost more than the rest of a small
+            # backward node; an ndarray over one zero with all strides 0 is the same view.
+            shape = self.shape
+            zeros = np.ndarray(shape, self.dtype.np, _zero_buffer(self.dtype.np), 0, (0,) * len(shape))
+            zeros.flags.writeable = False
+            return Tensor._wrap(zeros, self.dtype, CPU)
+        xp = array_module(self.device)
         return Tensor._wrap(xp.broadcast_to(xp.zeros((), self.dtype.np), self.shape), self.dtype, self.device)
 
 
-def _array_module(dev):
-    from ..device import array_module
-    return array_module(dev)
+_ZEROS: dict = {}
+
+
+def _zero_buffer(npd):
+    """One read-only zero of dtype `npd`, shared by every SavedMeta view."""
+    z = _ZEROS.get(npd)
+    if z is None:
+        z = _ZEROS[npd] = np.zeros(1, npd)
+        z.flags.writeable = False
+    return z
 
 
 class Node:
