@@ -37,6 +37,7 @@ from .. import dtypes as _dt
 from ..device import CPU
 from ..errors import DeviceMismatchError
 from ..tensor import Tensor
+from . import vectorized as _vectorized
 
 __all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim"]
 
@@ -145,15 +146,17 @@ _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 
 class _Plan:
-    __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff")
+    __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big")
 
-    def __init__(self, default, casts, out_dtype, out_shape, diff):
+    def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big):
         self.default = default      # the default float dtype the plan was made under
         self.casts = casts          # per operand: numpy dtype to cast it to, or None
         self.out_dtype = out_dtype
         self.out_np = out_dtype.np
         self.out_shape = out_shape
         self.diff = diff            # can the output need a gradient?
+        self.compute_np = compute_np
+        self.big = big              # run through a vectorized kernel (ops/vectorized.py)?
 
 
 def bind(prim: Primitive, *args, **params):
@@ -199,7 +202,11 @@ def bind(prim: Primitive, *args, **params):
             x = x.astype(c0) if x is not a else _scalar_as(x, c0)
         if c1 is not None:
             y = y.astype(c1) if y is not b else _scalar_as(y, c1)
-        out = prim.impl(np, x, y)
+        out = None
+        if plan.big:
+            out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
+        if out is None:
+            out = prim.impl(np, x, y)
     elif n == 1:
         a = args[0]
         if not isinstance(a, Tensor) or a.device is not CPU:
@@ -210,7 +217,13 @@ def bind(prim: Primitive, *args, **params):
         if plan is None or plan.default is not _dt._default_float:
             return _eager_general(prim, args, params, key)
         c0 = plan.casts[0]
-        out = prim.impl(np, x if c0 is None else x.astype(c0))
+        if c0 is not None:
+            x = x.astype(c0)
+        out = None
+        if plan.big:
+            out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
+        if out is None:
+            out = prim.impl(np, x)
         grad = a._requires_grad
     else:
         return _eager(prim, args, params)
@@ -275,7 +288,11 @@ def _eager(prim: Primitive, args, params):
             grad = grad or a._requires_grad
         else:
             arrays.append(a if c is None else _scalar_as(a, c))
-    out = prim.impl(np, *arrays, **params)
+    out = None
+    if plan.big:
+        out = _vectorized.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
+    if out is None:
+        out = prim.impl(np, *arrays, **params)
     onp = plan.out_np
     if type(out) is not np.ndarray or out.dtype is not onp:
         out = np.asarray(out, dtype=onp)
@@ -310,12 +327,16 @@ def _eager_general(prim: Primitive, args, params, key):
     if dev is None:
         dev = params.get("device") or CPU
     out_aval, arrays = prepare(prim, args, avals, params)
+    out = None
     if key is not None:
-        prim.plans[key] = _make_plan(prim, args, avals, out_aval)
+        plan = prim.plans[key] = _make_plan(prim, args, avals, out_aval)
         if len(prim.plans) > _MAX_PLANS:
             prim.plans.clear()
+        if plan.big:
+            out = _vectorized.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
     xp = np if dev is CPU else _xp(dev)
-    out = prim.impl(xp, *arrays, **params)
+    if out is None:
+        out = prim.impl(xp, *arrays, **params)
     odt = out_aval.dtype
     odn = odt.np
     if type(out) is not xp.ndarray or (out.dtype is not odn and out.dtype != odn):
@@ -346,8 +367,11 @@ def _make_plan(prim: Primitive, args, avals, out_aval) -> _Plan:
         else:
             casts.append(cd)  # ints may be out of range: _scalar_as wraps them as PyTorch does
     odt = out_aval.dtype
+    cdt = avals[0].dtype if avals else odt  # promoting ops: every operand's dtype by now
+    operands = [a._data.shape if isinstance(a, Tensor) else None for a in args]
+    big = _vectorized.eligible(prim, operands, cdt, odt, out_aval.shape)
     return _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
-                 prim.vjp is not None and odt.is_floating_point)
+                 prim.vjp is not None and odt.is_floating_point, cdt.np, big)
 
 
 _SCALAR_TYPES = (bool, int, float, np.number, np.bool_)
