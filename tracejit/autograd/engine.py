@@ -7,6 +7,10 @@ Python's recursion limit. Gradients reaching an input whose shape or dtype diffe
 """
 from __future__ import annotations
 
+import sys
+
+import numpy as np
+
 from ..ops.shape import sum_to
 from .grad_mode import _state as _grad_state
 from .node import AccumulateGrad, leaf_node
@@ -31,6 +35,22 @@ def _all_none(grads) -> bool:
         if g is not None:
             return False
     return True
+
+
+def _owned_by_engine(old, g) -> bool:
+    """Whether the gradient `old` waiting in an engine buffer can take `g` in place.
+
+    It can when the engine holds the only reference to it and to its array (expected:
+    the buffer slot, the caller's local, this parameter and getrefcount's argument; the
+    tensor's slot and getrefcount's argument for the array), the array owns its memory,
+    and `g` has its shape and dtype. A VJP that hands one tensor to two inputs (add's
+    ``(g, g)``), a retained or hooked gradient, or a view of saved data all fail this.
+    PyTorch's engine accumulates in place under the same condition (InputBuffer).
+    """
+    a = old._data
+    return (type(a) is np.ndarray and a.base is None and a.flags.writeable
+            and sys.getrefcount(old) <= 4 and sys.getrefcount(a) <= 3
+            and old.dtype is g.dtype and type(g._data) is np.ndarray and a.shape == g._data.shape)
 
 
 def _fit(g, meta):
@@ -175,7 +195,12 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                     if buf is None:
                         buf = buffers[nxt] = [None] * nxt.num_outputs
                     old = buf[nr]
-                    buf[nr] = g if old is None else old + g
+                    if old is None:
+                        buf[nr] = g
+                    elif create_graph or not _owned_by_engine(old, g):
+                        buf[nr] = old + g
+                    else:  # nobody else sees `old`: add in place, no new array per edge
+                        np.add(old._data, g._data, out=old._data)
                 c = deps[nxt] - 1
                 deps[nxt] = c
                 if c == 0:

@@ -6,6 +6,7 @@ instead of freezing a constant.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -154,6 +155,10 @@ def _full_rule(shape, value, dtype, device):
 
 
 def _full_impl(xp, shape, value, dtype, device):
+    if type(value) in (int, float, bool) and value == 0 and not (type(value) is float and math.copysign(1.0, value) < 0):
+        # zeros come from calloc: fresh zero pages, not a pass writing every element (the
+        # gradient of a slice is mostly zeros of the whole input's size)
+        return xp.zeros(shape, dtype=dtype.np)
     return xp.full(shape, value, dtype=dtype.np)
 
 
