@@ -82,7 +82,42 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
     for shape in operands:  # a shape per tensor operand, None for a Python scalar
         if shape is not None and shape != () and tuple(shape) != tuple(out_shape):
             return False
-    return enabled()
+    return enabled() and _calls_math(prim, len(operands), compute_dtype.name)
+
+
+_MATH: dict = {}
+
+
+def _calls_math(prim, n: int, dtype: str) -> bool:
+    """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...).
+
+    Only those run as kernels. Arithmetic and comparisons are one numpy loop already at
+    memory speed; measured on the shared 2-core machine, a parallel kernel for them lost
+    to numpy whenever other work held the cores, while a transcendental (numpy's float32
+    erf: 380 ms over 4M elements, sigmoid 130 ms) gained 10-35x.
+    """
+    key = (prim.name, n, dtype)
+    found = _MATH.get(key)
+    if found is None:
+        try:
+            from ..compiler.codegen_cpu import Emitter
+        except ImportError:
+            found = False
+        else:
+            class _Probe(Emitter):
+                called = False
+
+                def call(self, fn, *args):
+                    self.called = True
+                    return super().call(fn, *args)
+            probe = _Probe(dtype)
+            try:
+                prim.scalar(probe, *[f"x{k}" for k in range(n)])
+                found = probe.called
+            except Exception:  # params the probe lacks, an op the emitter refuses
+                found = False
+        _MATH[key] = found
+    return found
 
 
 def run(prim, arrays, params, compute_np, out_np, out_shape):
