@@ -170,10 +170,12 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
+        if type(self) is Tensor:
+            return self._data.ndim  # no Size object (subclasses, e.g. tracers, may override shape)
         return len(self.shape)
 
     def dim(self) -> int:
-        return len(self.shape)
+        return self.ndim
 
     def numel(self) -> int:
         n = 1
@@ -675,8 +677,13 @@ tril triu sort argsort topk multinomial cumprod
 
 
 def _forward(name):
+    fn = None
+
     def method(self, *args, **kwargs):
-        return getattr(_ops, name)(self, *args, **kwargs)
+        nonlocal fn
+        if fn is None:
+            fn = getattr(_ops, name)  # looked up once (ops are imported after this class)
+        return fn(self, *args, **kwargs)
     method.__name__ = name
     method.__qualname__ = f"Tensor.{name}"
     return method

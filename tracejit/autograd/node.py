@@ -26,21 +26,22 @@ class SavedTensor:
 
     def __init__(self, t, is_output: bool = False):
         self.data = t._data
-        self.vbox = t._vbox
-        self.version = t._vbox[0]
+        vbox = self.vbox = t._vbox
+        self.version = vbox[0]
         self.dtype = t.dtype
         self.device = t.device
         self.is_output = is_output
+        fn = t.grad_fn
         if is_output:
             self.grad_fn = None  # the node itself; filled at unpack time to avoid a cycle
             self.leaf = None
             self.output_nr = t._output_nr
-        elif t.grad_fn is None:
+        elif fn is None:
             self.grad_fn = None
-            self.leaf = t if t.requires_grad else None
+            self.leaf = t if t._requires_grad else None
             self.output_nr = 0
         else:
-            self.grad_fn = t.grad_fn
+            self.grad_fn = fn
             self.leaf = None
             self.output_nr = t._output_nr
 
@@ -188,7 +189,7 @@ class PrimNode(Node):
         self.saved = saved          # {input index: SavedTensor}
         self.saved_out = saved_out  # SavedTensor or None
         self.scalars = scalars      # {input index: python scalar}
-        self.needs = needs          # tuple[bool]: which inputs want a gradient
+        self.needs = needs          # [bool]: which inputs want a gradient
 
     def name(self) -> str:
         return self.prim.grad_name
@@ -196,22 +197,20 @@ class PrimNode(Node):
     def apply(self, grads, create_graph, retain_graph):
         if self._freed:
             self._check_not_freed()
-        g = grads[0]
-        n = len(self.next_functions)
-        scalars, saved = self.scalars, self.saved
-        inputs = []
-        for i in range(n):
-            if i in scalars:
-                inputs.append(scalars[i])
-            elif i in saved:
-                inputs.append(saved[i].unpack(self, i, create_graph))
-            else:
-                inputs.append(None)
+        inputs = [None] * len(self.needs)
+        for i, s in self.saved.items():
+            inputs[i] = s.unpack(self, i, create_graph)
+        scalars = self.scalars
+        if scalars:
+            for i, v in scalars.items():
+                inputs[i] = v
         out = self.saved_out.unpack(self, -1, create_graph) if self.saved_out is not None else None
-        result = self.prim.vjp(g, out, *inputs, **self.params)
+        result = self.prim.vjp(grads[0], out, *inputs, **self.params)
         if not retain_graph:
             self.saved = self.saved_out = None
             self._freed = True
+        if self._post_hooks is None:
+            return result  # inputs that need no gradient have no edge: the engine skips them
         return [r if need else None for r, need in zip(result, self.needs)]
 
 
@@ -318,44 +317,54 @@ _NO_EDGE = (None, 0)
 
 def make_prim_node(prim, args, params, result) -> None:
     """Attach a PrimNode to `result` (called by bind when some input requires grad)."""
-    n = len(args)
+    # One call per recorded op: written for speed (no enumerate, attributes read once).
     needs = []
     nexts = []
-    scalars = None
     meta = []
+    scalars = _EMPTY
     nondiff = prim.nondiff
-    for i, a in enumerate(args):
+    views = _VIEWS_ACTIVE[0]
+    i = 0
+    for a in args:
         if isinstance(a, Tensor):
-            if a._requires_grad and a.dtype.is_floating_point and i not in nondiff:
+            dt = a.dtype
+            if a._requires_grad and dt.is_floating_point and (not nondiff or i not in nondiff):
                 needs.append(True)
-                if _VIEWS_ACTIVE[0] and a._base is not None:
+                if views and a._base is not None:
                     _refresh_view(a)  # its base was written in place since (autograd/views.py)
                 fn = a.grad_fn
-                nexts.append((fn, a._output_nr) if fn is not None else (leaf_node(a), 0))
+                if fn is None:
+                    fn = a._accumulator
+                    nexts.append((fn if fn is not None else leaf_node(a), 0))
+                else:
+                    nexts.append((fn, a._output_nr))
             else:
                 needs.append(False)
                 nexts.append(_NO_EDGE)
-            meta.append((a._data.shape, a.dtype))
+            meta.append((a._data.shape, dt))
         else:
             needs.append(False)
             nexts.append(_NO_EDGE)
-            if scalars is None:
+            if scalars is _EMPTY:
                 scalars = {}
             scalars[i] = a
             meta.append(None)
-    scalars = scalars or _EMPTY
-    save_idx = range(n) if prim.save is None else prim.save(needs)
+        i += 1
+    save = prim.save
     saved = {}
-    for i in save_idx:
-        if i not in scalars and args[i] is not None:
-            saved[i] = SavedTensor(args[i])
+    for i in (range(len(args)) if save is None else save(needs)):
+        if i not in scalars:
+            a = args[i]
+            if a is not None:
+                saved[i] = SavedTensor(a)
     meta_idx = prim.extra.get("meta")
     if meta_idx is not None:
         # Inputs whose shape (not values) the VJP reads: keep metadata only.
+        n = len(args)
         for i in (meta_idx(needs) if callable(meta_idx) else meta_idx):
             if i < n and i not in saved and i not in scalars and args[i] is not None:
                 saved[i] = SavedMeta(args[i])
-    node = PrimNode(prim, params, tuple(nexts), saved, None, scalars, tuple(needs))
+    node = PrimNode(prim, params, tuple(nexts), saved, None, scalars, needs)
     node._meta = meta
     result._requires_grad = True
     result.grad_fn = node

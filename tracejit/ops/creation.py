@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..device import CPU, array_module, as_device
-from .registry import Aval, bind, defprim
+from ..tensor import Tensor
+from .registry import Aval, bind, defprim, trace_state
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
            "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like", "empty_like",
@@ -140,6 +141,9 @@ def _size(size):
         size = tuple(size[0])
     out = []
     for d in size:
+        if type(d) is int and d >= 0:  # the common case, without the ABC checks below
+            out.append(d)
+            continue
         if isinstance(d, bool) or not isinstance(d, (numbers.Integral,)) and not hasattr(d, "terms"):
             raise TypeError(f"size must be a sequence of ints, got {d!r}")
         if isinstance(d, numbers.Integral):
@@ -178,8 +182,6 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
 
 
 def _bind_creation(prim, **params):
-    from ..tensor import Tensor
-    from .registry import trace_state
     if trace_state.tracer is not None:
         return bind(prim, **params)
     dev = params["device"]
