@@ -178,6 +178,8 @@ class Tensor:
         return self.ndim
 
     def numel(self) -> int:
+        if type(self) is Tensor:
+            return self._data.size
         n = 1
         for d in self.shape:
             n = n * d
