@@ -718,7 +718,9 @@ def _no_grad():
 _OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.bool_)
 
 
-from . import ops as _ops  # noqa: E402  (ops import Tensor; bind late to avoid the cycle)
+# The tail import that closes the tensor/ops/autograd cycle (the one idiom for it, see
+# ops/registry.py): ops and autograd import Tensor, defined above, at their tops.
+from . import ops as _ops  # noqa: E402
 
 
 # Operators that are exactly one op call: the operator calls the op function itself

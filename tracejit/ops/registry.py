@@ -24,6 +24,10 @@ for ops that are views only sometimes, like basic vs advanced indexing).
 
 `bind` runs a primitive: under an active tracer it records an equation, otherwise it
 runs the implementation and, if gradients are needed, attaches an autograd node.
+
+Imports: the cycle tensor -> ops -> autograd -> tensor is closed with one idiom, tail
+imports (see the end of this module and of tracejit/tensor.py): Tensor is defined before
+anything imports it, and every other name crosses the cycle at the top of a module.
 """
 from __future__ import annotations
 
