@@ -24,6 +24,10 @@ def kernels(monkeypatch, tmp_path):
     _forget_plans()
     monkeypatch.setattr(V, "_entries", {})
     monkeypatch.setattr(V, "_stats", dict.fromkeys(V._stats, 0))
+    # Kernels an earlier test loaded from the user's cache stay in this process (keyed by
+    # source): forget them, so a first call here really finds nothing to load.
+    from tracejit.compiler import diskcache
+    diskcache.clear_memory_cache()
     yield
     _forget_plans()
 

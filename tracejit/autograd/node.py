@@ -318,6 +318,9 @@ _NO_EDGE = (None, 0)
 def make_prim_node(prim, args, params, result) -> None:
     """Attach a PrimNode to `result` (called by bind when some input requires grad)."""
     # One call per recorded op: written for speed (no enumerate, attributes read once).
+    if len(args) == 2 and not prim.nondiff and not _VIEWS_ACTIVE[0]:
+        _binary_node(prim, args, params, result)
+        return
     needs = []
     nexts = []
     meta = []
@@ -366,6 +369,67 @@ def make_prim_node(prim, args, params, result) -> None:
                 saved[i] = SavedMeta(args[i])
     node = PrimNode(prim, params, tuple(nexts), saved, None, scalars, needs)
     node._meta = meta
+    result._requires_grad = True
+    result.grad_fn = node
+    result._output_nr = 0
+    if prim.save_out:
+        node.saved_out = SavedTensor(result, is_output=True)
+
+
+def _binary_node(prim, args, params, result) -> None:
+    """make_prim_node for two operands (most recorded ops), with tuples built directly."""
+    a, b = args
+    scalars = _EMPTY
+    if isinstance(a, Tensor):
+        da = a.dtype
+        ra = a._requires_grad and da.is_floating_point
+        if ra:
+            fn = a.grad_fn
+            if fn is None:
+                fn = a._accumulator
+                ea = (fn if fn is not None else leaf_node(a), 0)
+            else:
+                ea = (fn, a._output_nr)
+        else:
+            ea = _NO_EDGE
+        ma = (a._data.shape, da)
+    else:
+        ra, ea, ma = False, _NO_EDGE, None
+        scalars = {0: a}
+    if isinstance(b, Tensor):
+        db = b.dtype
+        rb = b._requires_grad and db.is_floating_point
+        if rb:
+            fn = b.grad_fn
+            if fn is None:
+                fn = b._accumulator
+                eb = (fn if fn is not None else leaf_node(b), 0)
+            else:
+                eb = (fn, b._output_nr)
+        else:
+            eb = _NO_EDGE
+        mb = (b._data.shape, db)
+    else:
+        rb, eb, mb = False, _NO_EDGE, None
+        if scalars is _EMPTY:
+            scalars = {1: b}
+        else:
+            scalars[1] = b
+    needs = [ra, rb]
+    save = prim.save
+    saved = {}
+    for i in ((0, 1) if save is None else save(needs)):
+        if i not in scalars:
+            t = args[i]
+            if t is not None:
+                saved[i] = SavedTensor(t)
+    meta_idx = prim.extra.get("meta")
+    if meta_idx is not None:
+        for i in (meta_idx(needs) if callable(meta_idx) else meta_idx):
+            if i < 2 and i not in saved and i not in scalars and args[i] is not None:
+                saved[i] = SavedMeta(args[i])
+    node = PrimNode(prim, params, (ea, eb), saved, None, scalars, needs)
+    node._meta = [ma, mb]
     result._requires_grad = True
     result.grad_fn = node
     result._output_nr = 0
