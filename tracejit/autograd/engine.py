@@ -120,12 +120,13 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
         if needed is None or r in needed:
             deps[r] = 0
     stack = list(deps)
+    get = deps.get
     while stack:
         n = stack.pop()
         for nxt, _ in n.next_functions:
             if nxt is None or (needed is not None and nxt not in needed):
                 continue
-            c = deps.get(nxt)
+            c = get(nxt)
             if c is None:
                 deps[nxt] = 1
                 stack.append(nxt)
@@ -135,6 +136,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
     ready = [r for r in dict.fromkeys(roots) if r in deps and deps[r] == 0]
     d = None
 
+    filtered = needed is not None
     prev_mode = _grad_state.enabled
     _grad_state.enabled = create_graph
     try:
@@ -167,7 +169,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                         nxt is not None and nxt in needed for nxt, _ in node.next_functions):
                     continue
             nexts = node.next_functions
-            if _all_none(grads):
+            if (grads[0] is None) if len(grads) == 1 else _all_none(grads):
                 outs = _NONES
             else:
                 outs = node.apply(grads, create_graph, retain_graph)
@@ -180,7 +182,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
             n_outs = len(outs)
             i = 0
             for nxt, nr in nexts:
-                if nxt is None or (needed is not None and nxt not in needed):
+                if nxt is None or (filtered and nxt not in needed):
                     i += 1
                     continue
                 g = outs[i] if i < n_outs else None
