@@ -75,7 +75,7 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None, got {type(value).__name__}")
             if value is not self and (value.dtype is not self.dtype or value.device != self.device
-                                      or tuple(value.shape) != tuple(self.shape)):
+                                      or not _same_shape(value, self)):
                 raise RuntimeError(
                     f"assigned grad has {value.dtype.name}{list(value.shape)} on {value.device}, but the "
                     f"tensor is {self.dtype.name}{list(self.shape)} on {self.device}: a gradient must "
@@ -694,6 +694,13 @@ def _forward(name):
 for _n in _FORWARDED:
     if not hasattr(Tensor, _n):
         setattr(Tensor, _n, _forward(_n))
+
+
+def _same_shape(a: Tensor, b: Tensor) -> bool:
+    da, db = getattr(a, "_data", None), getattr(b, "_data", None)
+    if da is not None and db is not None:
+        return da.shape == db.shape  # (no Size objects: this runs per leaf per backward)
+    return tuple(a.shape) == tuple(b.shape)
 
 
 def _float_mode(a) -> str:
