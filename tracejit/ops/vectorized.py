@@ -25,9 +25,9 @@ eager stays on numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as
 test suite) only kernels already on disk are used; ``TRACEJIT_EAGER_KERNELS=0`` turns the
 kernels off.
 
-Results can differ from numpy's in the last bits for transcendentals (mathlib's float32
-functions are within a few ulps of the correctly rounded result); basic arithmetic and
-comparisons are identical.
+Only ops whose scalar rule calls a math function run here (`_calls_math`); their results
+can differ from numpy's in the last bits (mathlib's float32 functions are within a few
+ulps of the correctly rounded result).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["MIN_ELEMENTS", "enabled", "eligible", "run", "ready", "stats"]
+__all__ = ["MIN_ELEMENTS", "enabled", "eligible", "run", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
@@ -246,24 +246,6 @@ def _source(prim, layout, params, compute_np, out_np):
               f"def kernel({', '.join(names + ['out'])}):",
               "    for i in range(out.shape[0]):"] + loads + [f"        out[i] = {body}", ""]
     return "\n".join(lines)
-
-
-def ready(prim, arrays, params, compute_np, out_np, timeout: float = 600.0) -> bool:
-    """Wait until the kernel for this call's signature is loaded (tests, warm-up).
-    False if it cannot be (no scalar rule, a failed compile, no disk cache)."""
-    import time
-    prepared = _prepare(prim, arrays, params, compute_np, out_np)
-    if prepared is None:
-        return False
-    key, layout, _ = prepared
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _obtain(key, prim, layout, params, compute_np, out_np) is not None:
-            return True
-        if _entries[key].failed:
-            return False
-        time.sleep(0.05)
-    return False
 
 
 def stats() -> dict:
