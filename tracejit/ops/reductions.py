@@ -41,8 +41,8 @@ def _red_rule(name, out_dtype=None):
 
 def _keep(g, a_shape, dims, keepdim):
     """Reshape a reduced gradient so it broadcasts against the input."""
-    if keepdim or not dims or (g.ndim == 0 and len(dims) == len(a_shape)):
-        return g  # (a full reduction's 0-d gradient broadcasts against the input as it is)
+    if keepdim or not dims:
+        return g
     return reshape(g, _reduced_shape(a_shape, dims, True))
 
 
