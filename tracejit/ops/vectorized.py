@@ -93,6 +93,28 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
 _MATH: dict = {}
 
 
+class _Probe:
+    """Stands in for the kernel generator's emitter to see whether a scalar rule calls a
+    math function, without importing the compiler (a plan for ``a * b`` must not)."""
+
+    called = False
+
+    def const(self, v, dtype=None):
+        return repr(v)
+
+    def call(self, fn, *args):
+        self.called = True
+        return f"{fn}({', '.join(args)})"
+
+    def cast(self, x, dtype):
+        return x
+
+    def pow(self, a, b):
+        # The general power is a math call (a plan does not know the exponent's value).
+        self.called = True
+        return f"{a} ** {b}"
+
+
 def _calls_math(prim, n: int, dtype: str) -> bool:
     """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...).
 
@@ -104,23 +126,12 @@ def _calls_math(prim, n: int, dtype: str) -> bool:
     key = (prim.name, n, dtype)
     found = _MATH.get(key)
     if found is None:
+        probe = _Probe()
         try:
-            from ..compiler.codegen_cpu import Emitter
-        except ImportError:
+            prim.scalar(probe, *[f"x{k}" for k in range(n)])
+            found = probe.called
+        except Exception:  # params the probe lacks (clamp's bounds): not a math op anyway
             found = False
-        else:
-            class _Probe(Emitter):
-                called = False
-
-                def call(self, fn, *args):
-                    self.called = True
-                    return super().call(fn, *args)
-            probe = _Probe(dtype)
-            try:
-                prim.scalar(probe, *[f"x{k}" for k in range(n)])
-                found = probe.called
-            except Exception:  # params the probe lacks, an op the emitter refuses
-                found = False
         _MATH[key] = found
     return found
 
