@@ -63,6 +63,14 @@ WORKLOADS: tuple[Workload, ...] = (
              (Metric("cnn_ms", "CNN step (BatchNorm)", "ms"),
               Metric("lstm_ms", "LSTM language-model step", "ms"),
               Metric("transformer_ms", "Transformer encoder step", "ms"))),
+    Workload("opcost", "eager per-op cost",
+             "chains of y*1.001 / y+0.5: 100 ops on 16 float32 elements (no grad, with graph "
+             "recording, with backward) and 10 ops on 1M elements (256K quick); per op",
+             (Metric("small_op_us", "eager op, 16 elems, no grad", "us"),
+              Metric("small_op_grad_us", "eager op, 16 elems, recording", "us"),
+              Metric("small_node_bwd_us", "backward per node, 16 elems", "us"),
+              Metric("large_op_us", "eager op, 1M elems", "us"),
+              Metric("large_fwdbwd_us", "eager op fwd+bwd, 1M elems", "us"))),
     Workload("compile", "compile latency",
              "GELU chain forward on (256, 1024): first call in a fresh process with an empty "
              "cache, first call in a fresh process with a warm disk cache, first call with a "

@@ -17,15 +17,7 @@ from . import dtypes as _dtypes
 from .dtypes import (DType, bool_, float16, float32, float64, get_default_dtype, int8, int16, int32,
                      int64, set_default_dtype, uint8)
 from .device import device
-from .tensor import Tensor
-from .ops import registry as _registry
-from .autograd import grad_mode as _grad_mode
-from .autograd.node import make_prim_node as _make_prim_node
-
-# Wire the late-bound pieces of the dispatcher (kept out of registry.py to avoid import cycles).
-_registry._Tensor = Tensor
-_registry._make_node = _make_prim_node
-_registry._grad_enabled = _grad_mode.is_grad_enabled
+from .tensor import Tensor  # first: it closes the tensor/ops/autograd import cycle (see its end)
 
 from .ops import *  # noqa: E402,F401,F403
 from .ops import true_divide, divide, multiply, subtract, negative, broadcast_to  # noqa: E402,F401

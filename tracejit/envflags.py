@@ -63,6 +63,9 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_ADAPTIVE_THREADS", "1", "0: numba's and BLAS's thread counts stay fixed instead of "
            "following the cores other processes leave free (tracejit.coreshare)",
            _README + ": What compilation does"),
+    Switch("TRACEJIT_EAGER_KERNELS", "1", "0: large eager elementwise math runs on numpy instead of "
+           "numba kernels made from the op's scalar rule (tracejit/ops/vectorized.py)",
+           _README + ": Eager mode performance"),
     # Internal: set by tracejit for its own child processes, not by users.
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
            "tracejit/compiler/workers.py"),

@@ -75,7 +75,7 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None, got {type(value).__name__}")
             if value is not self and (value.dtype is not self.dtype or value.device != self.device
-                                      or tuple(value.shape) != tuple(self.shape)):
+                                      or not _same_shape(value, self)):
                 raise RuntimeError(
                     f"assigned grad has {value.dtype.name}{list(value.shape)} on {value.device}, but the "
                     f"tensor is {self.dtype.name}{list(self.shape)} on {self.device}: a gradient must "
@@ -170,12 +170,16 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
+        if type(self) is Tensor:
+            return self._data.ndim  # no Size object (subclasses, e.g. tracers, may override shape)
         return len(self.shape)
 
     def dim(self) -> int:
-        return len(self.shape)
+        return self.ndim
 
     def numel(self) -> int:
+        if type(self) is Tensor:
+            return self._data.size
         n = 1
         for d in self.shape:
             n = n * d
@@ -675,8 +679,13 @@ tril triu sort argsort topk multinomial cumprod
 
 
 def _forward(name):
+    fn = None
+
     def method(self, *args, **kwargs):
-        return getattr(_ops, name)(self, *args, **kwargs)
+        nonlocal fn
+        if fn is None:
+            fn = getattr(_ops, name)  # looked up once (ops are imported after this class)
+        return fn(self, *args, **kwargs)
     method.__name__ = name
     method.__qualname__ = f"Tensor.{name}"
     return method
@@ -685,6 +694,13 @@ def _forward(name):
 for _n in _FORWARDED:
     if not hasattr(Tensor, _n):
         setattr(Tensor, _n, _forward(_n))
+
+
+def _same_shape(a: Tensor, b: Tensor) -> bool:
+    da, db = getattr(a, "_data", None), getattr(b, "_data", None)
+    if da is not None and db is not None:
+        return da.shape == db.shape  # (no Size objects: this runs per leaf per backward)
+    return tuple(a.shape) == tuple(b.shape)
 
 
 def _float_mode(a) -> str:
@@ -709,16 +725,27 @@ def _no_grad():
 _OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.bool_)
 
 
-from . import ops as _ops  # noqa: E402  (ops import Tensor; bind late to avoid the cycle)
+# The tail import that closes the tensor/ops/autograd cycle (the one idiom for it, see
+# ops/registry.py): ops and autograd import Tensor, defined above, at their tops.
+from . import ops as _ops  # noqa: E402
+
+
+# Operators that are exactly one op call: the operator calls the op function itself
+# rather than through the method above (one Python call less on every `a * b`).
+_OPERATOR_OPS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div",
+                 "__floordiv__": "floor_divide", "__mod__": "remainder", "__pow__": "pow",
+                 "__matmul__": "matmul", "__lt__": "lt", "__le__": "le", "__gt__": "gt",
+                 "__ge__": "ge", "__and__": "logical_and", "__or__": "logical_or"}
 
 
 def _with_ndarray_operand(name):
     # PyTorch's operators take a numpy array as the right operand (as a tensor of its dtype);
     # like PyTorch, `ndarray op tensor` (the reflected forms) still raises a TypeError.
-    op = getattr(Tensor, name)
+    op = getattr(_ops, _OPERATOR_OPS[name]) if name in _OPERATOR_OPS else getattr(Tensor, name)
+    ndarray = np.ndarray
 
     def method(self, o):
-        if isinstance(o, np.ndarray):
+        if isinstance(o, ndarray):
             o = _ops.as_tensor(o, device=self.device)
         return op(self, o)
     method.__name__ = name

@@ -148,6 +148,10 @@ class Runner:
                 "timing": t.as_dict(),
                 "check": {"sum": float(np.sum(self.tonumpy(out), dtype=np.float64))}}
 
+    def run_opcost(self, cfg: W.Config) -> dict:
+        from ..opcost import run  # per-op eager cost (bench/opcost.py)
+        return run(self, cfg)
+
     def run_compile(self, cfg: W.Config) -> dict:
         if not self.compiled:
             raise Skip("eager: nothing to compile")

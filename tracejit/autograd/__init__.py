@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from ..ops.creation import as_tensor, ones_like
+from ..tensor import Tensor
 from .engine import run_backward
 from .function import Function, FunctionCtx
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
@@ -14,14 +16,12 @@ __all__ = ["grad", "backward", "Function", "FunctionCtx", "no_grad", "enable_gra
 def _as_list(x):
     if x is None:
         return None
-    from ..tensor import Tensor
     if isinstance(x, Tensor):
         return [x]
     return list(x)
 
 
 def _default_grads(outputs, grad_outputs, what: str):
-    from .. import ops
     grads = _as_list(grad_outputs) or [None] * len(outputs)
     if len(grads) != len(outputs):
         raise ValueError(f"{what}: got {len(outputs)} outputs but {len(grads)} grad_outputs")
@@ -36,9 +36,9 @@ def _default_grads(outputs, grad_outputs, what: str):
                 raise RuntimeError(f"{what}: grad can be implicitly created only for scalar outputs; "
                                    f"output {i} has shape {tuple(o.shape)}: pass gradient= "
                                    f"(grad_outputs=) with that shape")
-            g = ops.ones_like(o)
+            g = ones_like(o)
         elif not hasattr(g, "_data"):
-            g = ops.as_tensor(g, dtype=o.dtype, device=o.device)
+            g = as_tensor(g, dtype=o.dtype, device=o.device)
         elif tuple(g.shape) != tuple(o.shape):
             raise RuntimeError(f"{what}: gradient of shape {tuple(g.shape)} does not match output "
                                f"{i} of shape {tuple(o.shape)}")

@@ -7,13 +7,16 @@ Python's recursion limit. Gradients reaching an input whose shape or dtype diffe
 """
 from __future__ import annotations
 
+import sys
+
+import numpy as np
+
+from ..ops.shape import sum_to
 from .grad_mode import _state as _grad_state
 from .node import AccumulateGrad, leaf_node
+from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
 __all__ = ["run_backward"]
-
-
-from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view  # noqa: E402
 
 
 def _root_edge(t):
@@ -24,13 +27,36 @@ def _root_edge(t):
     return leaf_node(t), 0
 
 
+_NONES = ()  # the outputs of a node that received no gradient at all
+
+
+def _all_none(grads) -> bool:
+    for g in grads:
+        if g is not None:
+            return False
+    return True
+
+
+def _owned_by_engine(old, g) -> bool:
+    """Whether the gradient `old` waiting in an engine buffer can take `g` in place.
+
+    It can when the engine holds the only reference to it and to its array (expected:
+    the buffer slot, the caller's local, this parameter and getrefcount's argument; the
+    tensor's slot and getrefcount's argument for the array), the array owns its memory,
+    and `g` has its shape and dtype. A VJP that hands one tensor to two inputs (add's
+    ``(g, g)``), a retained or hooked gradient, or a view of saved data all fail this.
+    PyTorch's engine accumulates in place under the same condition (InputBuffer).
+    """
+    a = old._data
+    return (type(a) is np.ndarray and a.base is None and a.flags.writeable
+            and sys.getrefcount(old) <= 4 and sys.getrefcount(a) <= 3
+            and old.dtype is g.dtype and type(g._data) is np.ndarray and a.shape == g._data.shape)
+
+
 def _fit(g, meta):
     """Sum a broadcast gradient back to its input's shape and dtype."""
-    if meta is None:
-        return g
     shape, dtype = meta
     if tuple(g.shape) != tuple(shape):
-        from ..ops.shape import sum_to
         g = sum_to(g, shape)
     if g.dtype is not dtype:
         g = g.to(dtype)
@@ -87,27 +113,30 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
     else:
         needed = None
 
-    # Dependency counts over the part of the graph that will run.
+    # Dependency counts over the part of the graph that will run: a node is a key of
+    # `deps` once it has been visited (roots start at 0), so one dict does both jobs.
     deps: dict = {}
-    seen = set()
-    stack = list(dict.fromkeys(r for r in roots if needed is None or r in needed))  # roots may repeat
-    for r in stack:
-        seen.add(r)
+    for r in roots:
+        if needed is None or r in needed:
+            deps[r] = 0
+    stack = list(deps)
+    get = deps.get
     while stack:
         n = stack.pop()
         for nxt, _ in n.next_functions:
             if nxt is None or (needed is not None and nxt not in needed):
                 continue
-            deps[nxt] = deps.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
+            c = get(nxt)
+            if c is None:
+                deps[nxt] = 1
                 stack.append(nxt)
+            else:
+                deps[nxt] = c + 1
 
-    ready = []
-    for r in dict.fromkeys(roots):
-        if (needed is None or r in needed) and deps.get(r, 0) == 0:
-            ready.append(r)
+    ready = [r for r in dict.fromkeys(roots) if r in deps and deps[r] == 0]
+    d = None
 
+    filtered = needed is not None
     prev_mode = _grad_state.enabled
     _grad_state.enabled = create_graph
     try:
@@ -139,8 +168,9 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                 if isinstance(node, AccumulateGrad) or not any(
                         nxt is not None and nxt in needed for nxt, _ in node.next_functions):
                     continue
-            if grads.count(None) == len(grads):
-                outs = [None] * len(node.next_functions)
+            nexts = node.next_functions
+            if (grads[0] is None) if len(grads) == 1 else _all_none(grads):
+                outs = _NONES
             else:
                 outs = node.apply(grads, create_graph, retain_graph)
                 if node._post_hooks:
@@ -149,22 +179,38 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                         if r is not None:
                             outs = list(r)
             meta = node._meta
-            for i, (nxt, nr) in enumerate(node.next_functions):
-                if nxt is None or (needed is not None and nxt not in needed):
+            n_outs = len(outs)
+            i = 0
+            for nxt, nr in nexts:
+                if nxt is None or (filtered and nxt not in needed):
+                    i += 1
                     continue
-                g = outs[i] if i < len(outs) else None
+                g = outs[i] if i < n_outs else None
                 if g is not None:
-                    g = _fit(g, meta[i] if meta is not None else None)
+                    if meta is not None:
+                        m = meta[i]
+                        if m is not None:
+                            d = g._data  # (None for a tracer, when a backward is being traced)
+                            if d is None or d.shape != m[0] or g.dtype is not m[1]:
+                                g = _fit(g, m)
                     buf = buffers.get(nxt)
                     if buf is None:
                         buf = buffers[nxt] = [None] * nxt.num_outputs
-                    buf[nr] = g if buf[nr] is None else buf[nr] + g
-                deps[nxt] -= 1
-                if deps[nxt] == 0:
+                    old = buf[nr]
+                    if old is None:
+                        buf[nr] = g
+                    elif create_graph or not _owned_by_engine(old, g):
+                        buf[nr] = old + g
+                    else:  # nobody else sees `old`: add in place, no new array per edge
+                        np.add(old._data, g._data, out=old._data)
+                c = deps[nxt] - 1
+                deps[nxt] = c
+                if c == 0:
                     ready.append(nxt)
+                i += 1
             # Hold no stale references: AccumulateGrad takes a gradient's memory only
             # when the engine's buffer is its sole holder.
-            outs = g = buf = grads = None
+            outs = g = d = buf = old = grads = None
     finally:
         _grad_state.enabled = prev_mode
 

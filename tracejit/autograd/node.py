@@ -11,7 +11,12 @@ from __future__ import annotations
 import sys
 import weakref
 
+import numpy as np
+
+from ..device import CPU, array_module
 from ..errors import GraphFreedError, InplaceModifiedError
+from ..tensor import Tensor
+from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
 __all__ = ["Node", "PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta", "make_prim_node"]
 
@@ -21,26 +26,26 @@ class SavedTensor:
 
     def __init__(self, t, is_output: bool = False):
         self.data = t._data
-        self.vbox = t._vbox
-        self.version = t._vbox[0]
+        vbox = self.vbox = t._vbox
+        self.version = vbox[0]
         self.dtype = t.dtype
         self.device = t.device
         self.is_output = is_output
+        fn = t.grad_fn
         if is_output:
             self.grad_fn = None  # the node itself; filled at unpack time to avoid a cycle
             self.leaf = None
             self.output_nr = t._output_nr
-        elif t.grad_fn is None:
+        elif fn is None:
             self.grad_fn = None
-            self.leaf = t if t.requires_grad else None
+            self.leaf = t if t._requires_grad else None
             self.output_nr = 0
         else:
-            self.grad_fn = t.grad_fn
+            self.grad_fn = fn
             self.leaf = None
             self.output_nr = t._output_nr
 
     def unpack(self, node: "Node", index: int, create_graph: bool):
-        from ..tensor import Tensor
         if self.vbox[0] != self.version:
             what = "output" if self.is_output else f"input {index}"
             raise InplaceModifiedError(
@@ -77,14 +82,27 @@ class SavedMeta:
         self.device = t.device
 
     def unpack(self, node, index: int, create_graph: bool):
-        from ..tensor import Tensor
-        xp = _array_module(self.device)
+        if self.device is CPU:
+            # np.broadcast_to's Python-level checks cost more than the rest of a small
+            # backward node; an ndarray over one zero with all strides 0 is the same view.
+            shape = self.shape
+            zeros = np.ndarray(shape, self.dtype.np, _zero_buffer(self.dtype.np), 0, (0,) * len(shape))
+            zeros.flags.writeable = False
+            return Tensor._wrap(zeros, self.dtype, CPU)
+        xp = array_module(self.device)
         return Tensor._wrap(xp.broadcast_to(xp.zeros((), self.dtype.np), self.shape), self.dtype, self.device)
 
 
-def _array_module(dev):
-    from ..device import array_module
-    return array_module(dev)
+_ZEROS: dict = {}
+
+
+def _zero_buffer(npd):
+    """One read-only zero of dtype `npd`, shared by every SavedMeta view."""
+    z = _ZEROS.get(npd)
+    if z is None:
+        z = _ZEROS[npd] = np.zeros(1, npd)
+        z.flags.writeable = False
+    return z
 
 
 class Node:
@@ -171,7 +189,7 @@ class PrimNode(Node):
         self.saved = saved          # {input index: SavedTensor}
         self.saved_out = saved_out  # SavedTensor or None
         self.scalars = scalars      # {input index: python scalar}
-        self.needs = needs          # tuple[bool]: which inputs want a gradient
+        self.needs = needs          # [bool]: which inputs want a gradient
 
     def name(self) -> str:
         return self.prim.grad_name
@@ -179,22 +197,20 @@ class PrimNode(Node):
     def apply(self, grads, create_graph, retain_graph):
         if self._freed:
             self._check_not_freed()
-        g = grads[0]
-        n = len(self.next_functions)
-        scalars, saved = self.scalars, self.saved
-        inputs = []
-        for i in range(n):
-            if i in scalars:
-                inputs.append(scalars[i])
-            elif i in saved:
-                inputs.append(saved[i].unpack(self, i, create_graph))
-            else:
-                inputs.append(None)
+        inputs = [None] * len(self.needs)
+        for i, s in self.saved.items():
+            inputs[i] = s.unpack(self, i, create_graph)
+        scalars = self.scalars
+        if scalars:
+            for i, v in scalars.items():
+                inputs[i] = v
         out = self.saved_out.unpack(self, -1, create_graph) if self.saved_out is not None else None
-        result = self.prim.vjp(g, out, *inputs, **self.params)
+        result = self.prim.vjp(grads[0], out, *inputs, **self.params)
         if not retain_graph:
             self.saved = self.saved_out = None
             self._freed = True
+        if self._post_hooks is None:
+            return result  # inputs that need no gradient have no edge: the engine skips them
         return [r if need else None for r, need in zip(result, self.needs)]
 
 
@@ -297,56 +313,123 @@ def edge(t):
 
 
 _NO_EDGE = (None, 0)
-_Tensor = None
-from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view  # noqa: E402
 
 
 def make_prim_node(prim, args, params, result) -> None:
     """Attach a PrimNode to `result` (called by bind when some input requires grad)."""
-    global _Tensor
-    Tensor = _Tensor
-    if Tensor is None:
-        from ..tensor import Tensor
-        _Tensor = Tensor
-    n = len(args)
+    # One call per recorded op: written for speed (no enumerate, attributes read once).
+    if len(args) == 2 and not prim.nondiff and not _VIEWS_ACTIVE[0]:
+        _binary_node(prim, args, params, result)
+        return
     needs = []
     nexts = []
-    scalars = None
     meta = []
+    scalars = _EMPTY
     nondiff = prim.nondiff
-    for i, a in enumerate(args):
+    views = _VIEWS_ACTIVE[0]
+    i = 0
+    for a in args:
         if isinstance(a, Tensor):
-            if a._requires_grad and a.dtype.is_floating_point and i not in nondiff:
+            dt = a.dtype
+            if a._requires_grad and dt.is_floating_point and (not nondiff or i not in nondiff):
                 needs.append(True)
-                if _VIEWS_ACTIVE[0] and a._base is not None:
+                if views and a._base is not None:
                     _refresh_view(a)  # its base was written in place since (autograd/views.py)
                 fn = a.grad_fn
-                nexts.append((fn, a._output_nr) if fn is not None else (leaf_node(a), 0))
+                if fn is None:
+                    fn = a._accumulator
+                    nexts.append((fn if fn is not None else leaf_node(a), 0))
+                else:
+                    nexts.append((fn, a._output_nr))
             else:
                 needs.append(False)
                 nexts.append(_NO_EDGE)
-            meta.append((a._data.shape, a.dtype))
+            meta.append((a._data.shape, dt))
         else:
             needs.append(False)
             nexts.append(_NO_EDGE)
-            if scalars is None:
+            if scalars is _EMPTY:
                 scalars = {}
             scalars[i] = a
             meta.append(None)
-    scalars = scalars or _EMPTY
-    save_idx = range(n) if prim.save is None else prim.save(needs)
+        i += 1
+    save = prim.save
     saved = {}
-    for i in save_idx:
-        if i not in scalars and args[i] is not None:
-            saved[i] = SavedTensor(args[i])
+    for i in (range(len(args)) if save is None else save(needs)):
+        if i not in scalars:
+            a = args[i]
+            if a is not None:
+                saved[i] = SavedTensor(a)
     meta_idx = prim.extra.get("meta")
     if meta_idx is not None:
         # Inputs whose shape (not values) the VJP reads: keep metadata only.
+        n = len(args)
         for i in (meta_idx(needs) if callable(meta_idx) else meta_idx):
             if i < n and i not in saved and i not in scalars and args[i] is not None:
                 saved[i] = SavedMeta(args[i])
-    node = PrimNode(prim, params, tuple(nexts), saved, None, scalars, tuple(needs))
+    node = PrimNode(prim, params, tuple(nexts), saved, None, scalars, needs)
     node._meta = meta
+    result._requires_grad = True
+    result.grad_fn = node
+    result._output_nr = 0
+    if prim.save_out:
+        node.saved_out = SavedTensor(result, is_output=True)
+
+
+def _binary_node(prim, args, params, result) -> None:
+    """make_prim_node for two operands (most recorded ops), with tuples built directly."""
+    a, b = args
+    scalars = _EMPTY
+    if isinstance(a, Tensor):
+        da = a.dtype
+        ra = a._requires_grad and da.is_floating_point
+        if ra:
+            fn = a.grad_fn
+            if fn is None:
+                fn = a._accumulator
+                ea = (fn if fn is not None else leaf_node(a), 0)
+            else:
+                ea = (fn, a._output_nr)
+        else:
+            ea = _NO_EDGE
+        ma = (a._data.shape, da)
+    else:
+        ra, ea, ma = False, _NO_EDGE, None
+        scalars = {0: a}
+    if isinstance(b, Tensor):
+        db = b.dtype
+        rb = b._requires_grad and db.is_floating_point
+        if rb:
+            fn = b.grad_fn
+            if fn is None:
+                fn = b._accumulator
+                eb = (fn if fn is not None else leaf_node(b), 0)
+            else:
+                eb = (fn, b._output_nr)
+        else:
+            eb = _NO_EDGE
+        mb = (b._data.shape, db)
+    else:
+        rb, eb, mb = False, _NO_EDGE, None
+        if scalars is _EMPTY:
+            scalars = {1: b}
+        else:
+            scalars[1] = b
+    needs = [ra, rb]
+    save = prim.save
+    saved = {}
+    for i in ((0, 1) if save is None else save(needs)):
+        if i not in scalars:
+            t = args[i]
+            if t is not None:
+                saved[i] = SavedTensor(t)
+    meta_idx = prim.extra.get("meta")
+    if meta_idx is not None:
+        for i in (meta_idx(needs) if callable(meta_idx) else meta_idx):
+            if i < 2 and i not in saved and i not in scalars and args[i] is not None:
+                saved[i] = SavedMeta(args[i])
+    node = PrimNode(prim, params, (ea, eb), saved, None, scalars, needs)
+    node._meta = [ma, mb]
     result._requires_grad = True
     result.grad_fn = node
     result._output_nr = 0

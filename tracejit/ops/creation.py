@@ -6,13 +6,15 @@ instead of freezing a constant.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..device import CPU, array_module, as_device
-from .registry import Aval, bind, defprim
+from ..tensor import Tensor
+from .registry import Aval, bind, defprim, trace_state
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
            "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like", "empty_like",
@@ -139,6 +141,9 @@ def _size(size):
         size = tuple(size[0])
     out = []
     for d in size:
+        if type(d) is int and d >= 0:  # the common case, without the ABC checks below
+            out.append(d)
+            continue
         if isinstance(d, bool) or not isinstance(d, (numbers.Integral,)) and not hasattr(d, "terms"):
             raise TypeError(f"size must be a sequence of ints, got {d!r}")
         if isinstance(d, numbers.Integral):
@@ -154,6 +159,10 @@ def _full_rule(shape, value, dtype, device):
 
 
 def _full_impl(xp, shape, value, dtype, device):
+    if type(value) in (int, float, bool) and value == 0 and not (type(value) is float and math.copysign(1.0, value) < 0):
+        # zeros come from calloc: fresh zero pages, not a pass writing every element (the
+        # gradient of a slice is mostly zeros of the whole input's size)
+        return xp.zeros(shape, dtype=dtype.np)
     return xp.full(shape, value, dtype=dtype.np)
 
 
@@ -173,8 +182,6 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
 
 
 def _bind_creation(prim, **params):
-    from ..tensor import Tensor
-    from .registry import trace_state
     if trace_state.tracer is not None:
         return bind(prim, **params)
     dev = params["device"]

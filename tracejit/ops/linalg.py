@@ -21,9 +21,22 @@ def _mT(x):
     return transpose(x, -2, -1)
 
 
-MATMUL = defprim("matmul", lambda xp, a, b: xp.matmul(a, b), _matmul_rule,
-                 lambda g, out, a, b: (matmul(g, _mT(b)) if b is not None else None,
-                                       matmul(_mT(a), g) if a is not None else None),
+def _matmul_impl(xp, a, b):
+    if a.ndim > 2 and b.ndim == 2:
+        # (..., k) @ (k, n) is one GEMM over the flattened leading dims; numpy's stacked
+        # matmul runs a small GEMM per leading index (3.6x slower for a (128, 16, 256)
+        # activation times a 256x256 weight).
+        lead = a.shape[:-1]
+        return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(lead + (b.shape[-1],))
+    return xp.matmul(a, b)
+
+
+def _matmul_vjp(g, out, a, b):
+    return (matmul(g, _mT(b)) if b is not None else None,
+            matmul(_mT(a), g) if a is not None else None)
+
+
+MATMUL = defprim("matmul", _matmul_impl, _matmul_rule, _matmul_vjp,
                  kind="matmul", save=lambda rq: tuple(i for i in (0, 1) if rq[1 - i]))  # the other operand
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..shapes import normalize_dims, normalize_dim
+from .elementwise import cast, eq, mul, where
 from .registry import Aval, bind, defprim
+from .shape import expand, reshape
 
 __all__ = ["sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
            "logsumexp", "prod", "all", "any", "norm", "cumsum"]
@@ -39,18 +43,18 @@ def _keep(g, a_shape, dims, keepdim):
     """Reshape a reduced gradient so it broadcasts against the input."""
     if keepdim or not dims:
         return g
-    from .shape import reshape
     return reshape(g, _reduced_shape(a_shape, dims, True))
 
 
 def _sum_vjp(g, out, a, dims, keepdim):
-    from .shape import expand
     return (expand(_keep(g, a.shape, dims, keepdim), a.shape),)
 
 
 def _np_sum(xp, a, dims, keepdim):
     if a.dtype.kind in "biu":
         return xp.sum(a, axis=dims, keepdims=keepdim, dtype=xp.int64)
+    if xp is np:
+        return np.add.reduce(a, axis=dims, keepdims=keepdim)  # np.sum's wrapper costs µs
     return xp.sum(a, axis=dims, keepdims=keepdim)
 
 
@@ -59,8 +63,6 @@ SUM = defprim("sum", _np_sum, _red_rule("sum"), _sum_vjp, kind="reduction",
 
 
 def _minmax_vjp(g, out, a, dims, keepdim):
-    from .elementwise import cast, eq, mul
-    from .shape import expand
     o = expand(_keep(out, a.shape, dims, keepdim), a.shape)
     mask = cast(eq(a, o), a.dtype)
     # Ties share the gradient evenly, so the total stays g.
@@ -77,9 +79,7 @@ AMIN = defprim("amin", lambda xp, a, dims, keepdim: xp.amin(a, axis=dims, keepdi
 
 
 def _prod_vjp(g, out, a, dims, keepdim):
-    from .shape import expand
     # out / a is exact when a has no zeros; zeros get the product of the others.
-    from .elementwise import eq, where
     o = expand(_keep(out, a.shape, dims, keepdim), a.shape)
     safe = where(eq(a, 0.0), 1.0, a)
     others = where(eq(a, 0.0), _prod_except_zero(a, dims), o / safe)
@@ -87,8 +87,6 @@ def _prod_vjp(g, out, a, dims, keepdim):
 
 
 def _prod_except_zero(a, dims):
-    from .elementwise import eq, where
-    from .shape import expand
     nonzero = where(eq(a, 0.0), 1.0, a)
     p = expand(prod_(nonzero, dims, True), a.shape)
     nzeros = expand(sum(eq(a, 0.0), dims, keepdim=True), a.shape)
@@ -135,7 +133,6 @@ def _dims(a, dim, op):
 
 def sum(a, dim=None, keepdim: bool = False, *, dtype=None):
     if dtype is not None:
-        from .elementwise import cast
         a = cast(a, dtype)
     return bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim)
 
@@ -238,8 +235,7 @@ def logsumexp(a, dim=None, keepdim: bool = False):
     m = where(isinf(m), 0.0, m)
     out = log(sum(exp(a - m), dims, keepdim=True)) + m
     if not keepdim:
-        from .shape import reshape
-        out = reshape(out, _reduced_shape(a.shape, dims, False))
+            out = reshape(out, _reduced_shape(a.shape, dims, False))
     return out
 
 

@@ -24,6 +24,10 @@ for ops that are views only sometimes, like basic vs advanced indexing).
 
 `bind` runs a primitive: under an active tracer it records an equation, otherwise it
 runs the implementation and, if gradients are needed, attaches an autograd node.
+
+Imports: the cycle tensor -> ops -> autograd -> tensor is closed with one idiom, tail
+imports (see the end of this module and of tracejit/tensor.py): Tensor is defined before
+anything imports it, and every other name crosses the cycle at the top of a module.
 """
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ import numpy as np
 from .. import dtypes as _dt
 from ..device import CPU
 from ..errors import DeviceMismatchError
+from ..tensor import Tensor
+from . import vectorized as _vectorized
 
 __all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim"]
 
@@ -87,6 +93,10 @@ class Primitive:
         self.is_view = bool(self.extra.get("view"))
         # params -> bool, for ops that are views only sometimes (basic vs advanced indexing)
         self.view_if = self.extra.get("view_if")
+        # eager dispatch plans by operand signature (see `bind`): the rules of these kinds
+        # are pure functions of shapes, dtypes and params, so their results can be kept
+        self.plans = {} if self.kind in _PLANNED_KINDS else None
+        self.inline = self.plans is not None and not self.is_view and self.view_if is None
         if not self.grad_name:
             self.grad_name = _TORCH_GRAD_NAMES.get(self.name) or (
                 "".join(p.capitalize() for p in self.name.split("_")) + "Backward0")
@@ -96,6 +106,7 @@ class Primitive:
 
 
 REGISTRY: dict[str, Primitive] = {}
+_PLANNED_KINDS = ("elementwise", "reduction", "matmul", "shape", "index")
 
 # grad_fn names as PyTorch prints them where its op is named differently (the rest are
 # the capitalised primitive name + "Backward0", e.g. MulBackward0). One name per
@@ -122,11 +133,34 @@ class _TraceState(threading.local):
 
 
 trace_state = _TraceState()
+_wrap = Tensor._wrap
 
-# Filled in by tracejit.tensor / tracejit.autograd to avoid import cycles.
-_Tensor = None
-_make_node = None
-_grad_enabled = None
+
+# ---------------------------------------------------------------- eager dispatch
+# Every eager op comes through `_eager`, so its cost is the per-op overhead users see.
+# The rule and the promotion it implies depend only on the operands' (shape, dtype) /
+# scalar types, the params and the default float dtype, so `_eager` keeps, per primitive,
+# a *plan* for each signature it has met: the output dtype and shape the record's rule
+# gave, and the dtype each operand is cast to. A call whose signature has a plan skips
+# the Aval objects, promotion and rule entirely; a new signature takes the general path
+# once (which raises the record's user-facing errors; failures are never cached). So the
+# fast path is derived from the op record, not written per op.
+
+_MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
+
+
+class _Plan:
+    __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big")
+
+    def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big):
+        self.default = default      # the default float dtype the plan was made under
+        self.casts = casts          # per operand: numpy dtype to cast it to, or None
+        self.out_dtype = out_dtype
+        self.out_np = out_dtype.np
+        self.out_shape = out_shape
+        self.diff = diff            # can the output need a gradient?
+        self.compute_np = compute_np
+        self.big = big              # run through a vectorized kernel (ops/vectorized.py)?
 
 
 def bind(prim: Primitive, *args, **params):
@@ -134,12 +168,153 @@ def bind(prim: Primitive, *args, **params):
     tracer = trace_state.tracer
     if tracer is not None:
         return tracer.record(prim, args, params)
-    return _eager(prim, args, params)
+    if params or not prim.inline:
+        return _eager(prim, args, params)
+    plans = prim.plans
+    # The plan fast path (see above), inline for one and two operands without params:
+    # nearly every call. Anything unusual (another device, a new signature, a changed
+    # default dtype) goes to `_eager`.
+    n = len(args)
+    if n == 2:
+        a, b = args
+        if isinstance(a, Tensor):
+            x = a._data
+            if isinstance(b, Tensor):
+                y = b._data
+                key = (x.shape, a.dtype, y.shape, b.dtype)
+                grad = a._requires_grad or b._requires_grad
+                if b.device is not CPU:
+                    key = None
+            else:
+                y = b
+                key = (x.shape, a.dtype, type(b))
+                grad = a._requires_grad
+            if a.device is not CPU:
+                key = None
+        elif isinstance(b, Tensor) and b.device is CPU:
+            x = a
+            y = b._data
+            key = (type(a), y.shape, b.dtype)
+            grad = b._requires_grad
+        else:
+            key = None
+        plan = plans.get(key) if key is not None else None
+        if plan is None or plan.default is not _dt._default_float:
+            return _eager_general(prim, args, params, key)
+        c0, c1 = plan.casts
+        if c0 is not None:
+            x = x.astype(c0) if x is not a else _scalar_as(x, c0)
+        if c1 is not None:
+            y = y.astype(c1) if y is not b else _scalar_as(y, c1)
+        out = None
+        if plan.big:
+            out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
+        if out is None:
+            out = prim.impl(np, x, y)
+    elif n == 1:
+        a = args[0]
+        if not isinstance(a, Tensor) or a.device is not CPU:
+            return _eager(prim, args, params)
+        x = a._data
+        key = (x.shape, a.dtype)
+        plan = plans.get(key)
+        if plan is None or plan.default is not _dt._default_float:
+            return _eager_general(prim, args, params, key)
+        c0 = plan.casts[0]
+        if c0 is not None:
+            x = x.astype(c0)
+        out = None
+        if plan.big:
+            out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
+        if out is None:
+            out = prim.impl(np, x)
+        grad = a._requires_grad
+    else:
+        return _eager(prim, args, params)
+    onp = plan.out_np
+    if type(out) is not np.ndarray or out.dtype is not onp:
+        out = np.asarray(out, dtype=onp)
+    result = _wrap(out, plan.out_dtype, CPU)
+    if grad and plan.diff and _grad_state.enabled:
+        make_prim_node(prim, args, params, result)
+    return result
+
+
+def _signature(args):
+    """Hashable key of the operands (None if some operand is not a CPU tensor/number)."""
+    key = []
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.device is not CPU:
+                return None
+            key.append(a._data.shape)
+            key.append(a.dtype)
+        else:
+            key.append(type(a))
+    return tuple(key)
+
+
+_PARAM_TYPES = (int, float, bool, str, type(None), _dt.DType)
+
+
+def _param_key(params):
+    """The params as part of a plan key, or None when some value is not a plain constant
+    (a plan key must neither keep arrays alive nor compare tensors with ``==``)."""
+    for v in params.values():
+        if type(v) is tuple:
+            for x in v:
+                if type(x) not in _PARAM_TYPES:
+                    return None
+        elif type(v) not in _PARAM_TYPES:
+            return None
+    return tuple(params.items())
 
 
 def _eager(prim: Primitive, args, params):
-    # Hot path: every eager op comes through here, so it avoids generic helpers.
-    Tensor = _Tensor
+    """Eager run of `prim`: through its plan when one fits, else the general path."""
+    plans = prim.plans
+    if plans is None:
+        return _eager_general(prim, args, params, None)
+    key = _signature(args)
+    if key is not None and params:
+        pkey = _param_key(params)
+        key = None if pkey is None else key + pkey
+    plan = plans.get(key) if key is not None else None
+    if plan is None or plan.default is not _dt._default_float:
+        return _eager_general(prim, args, params, key)
+    casts = plan.casts
+    arrays = []
+    grad = False
+    for a, c in zip(args, casts):
+        if isinstance(a, Tensor):
+            d = a._data
+            arrays.append(d if c is None else d.astype(c))
+            grad = grad or a._requires_grad
+        else:
+            arrays.append(a if c is None else _scalar_as(a, c))
+    out = None
+    if plan.big:
+        out = _vectorized.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
+    if out is None:
+        out = prim.impl(np, *arrays, **params)
+    onp = plan.out_np
+    if type(out) is not np.ndarray or out.dtype is not onp:
+        out = np.asarray(out, dtype=onp)
+    result = _wrap(out, plan.out_dtype, CPU)
+    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+        _share_memory(result, args[0])
+    if grad and plan.diff and _grad_state.enabled:
+        make_prim_node(prim, args, params, result)
+    return result
+
+
+def _share_memory(result, src) -> None:
+    result._vbox = src._vbox  # a view shares memory, so it shares the version counter
+    base = src._base
+    result._base = src if base is None else base
+
+
+def _eager_general(prim: Primitive, args, params, key):
     avals = []
     dev = None
     for a in args:
@@ -156,24 +331,51 @@ def _eager(prim: Primitive, args, params):
     if dev is None:
         dev = params.get("device") or CPU
     out_aval, arrays = prepare(prim, args, avals, params)
+    out = None
+    if key is not None:
+        plan = prim.plans[key] = _make_plan(prim, args, avals, out_aval)
+        if len(prim.plans) > _MAX_PLANS:
+            prim.plans.clear()
+        if plan.big:
+            out = _vectorized.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
     xp = np if dev is CPU else _xp(dev)
-    out = prim.impl(xp, *arrays, **params)
+    if out is None:
+        out = prim.impl(xp, *arrays, **params)
     odt = out_aval.dtype
     odn = odt.np
     if type(out) is not xp.ndarray or (out.dtype is not odn and out.dtype != odn):
         out = xp.asarray(out, dtype=odt.np)
     result = Tensor._wrap(out, odt, dev)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
-        src = args[0]
-        result._vbox = src._vbox  # a view shares memory, so it shares the version counter
-        base = getattr(src, "_base", None)
-        result._base = src if base is None else base
-    if prim.vjp is not None and odt.is_floating_point and _grad_enabled():
+        _share_memory(result, args[0])
+    if prim.vjp is not None and odt.is_floating_point and _grad_state.enabled:
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:
-                _make_node(prim, args, params, result)
+                make_prim_node(prim, args, params, result)
                 break
     return result
+
+
+def _make_plan(prim: Primitive, args, avals, out_aval) -> _Plan:
+    """The plan of one signature, from what `prepare` and the rule just computed."""
+    casts = []
+    for a, av in zip(args, avals):
+        cd = av.dtype.np
+        if not prim.promote:
+            casts.append(None)
+        elif isinstance(a, Tensor):
+            casts.append(None if a._data.dtype == cd else cd)
+        elif type(a) is float and cd.kind == "f":
+            # numpy (>= 2) computes `f32_array * 2.0` in float32, as a cast scalar would
+            casts.append(None if _NUMPY_WEAK_SCALARS else cd)
+        else:
+            casts.append(cd)  # ints may be out of range: _scalar_as wraps them as PyTorch does
+    odt = out_aval.dtype
+    cdt = avals[0].dtype if avals else odt  # promoting ops: every operand's dtype by now
+    operands = [a._data.shape if isinstance(a, Tensor) else None for a in args]
+    big = _vectorized.eligible(prim, operands, cdt, odt, out_aval.shape)
+    return _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
+                 prim.vjp is not None and odt.is_floating_point, cdt.np, big)
 
 
 _SCALAR_TYPES = (bool, int, float, np.number, np.bool_)
@@ -219,7 +421,6 @@ def compute_dtype(prim: Primitive, avals) -> "_dt.DType":
 
 def prepare(prim: Primitive, args, avals, params):
     """Apply dtype promotion; returns the output aval and the operand arrays."""
-    Tensor = _Tensor
     if prim.promote:
         cd = compute_dtype(prim, avals)
         npd = cd.np
@@ -239,6 +440,9 @@ def prepare(prim: Primitive, args, avals, params):
     return prim.rule(*avals, **params), arrays
 
 
+_NUMPY_WEAK_SCALARS = int(np.__version__.split(".")[0]) >= 2  # NEP 50
+
+
 def _scalar_as(a, npd):
     """A Python scalar in the compute dtype; an out-of-range int wraps around as in
     PyTorch (``uint8 tensor + 300``) instead of numpy's OverflowError."""
@@ -251,3 +455,14 @@ def _scalar_as(a, npd):
 def _xp(dev):
     from ..device import array_module
     return array_module(dev)
+
+
+# The import cycle tensor -> ops -> autograd -> tensor is closed by tail imports, one idiom
+# for the whole package: `tracejit.tensor` (always imported first, by tracejit/__init__)
+# defines Tensor and then imports `tracejit.ops` at its tail; every module of ops/ and
+# autograd/ imports Tensor at its top. This module imports autograd at its tail, after
+# every name the ops modules take from it is defined, because autograd's engine imports
+# ops (sum_to) in turn. The names below are read only when an op runs.
+from ..autograd.grad_mode import _state as _grad_state  # noqa: E402
+from ..autograd.grad_mode import is_grad_enabled as _grad_enabled  # noqa: E402,F401  (jit/tracer.py)
+from ..autograd.node import make_prim_node  # noqa: E402

@@ -86,7 +86,20 @@ def _expand_rule(a, shape):
     return Aval(shape, a.dtype, a.device)
 
 
-EXPAND = defprim("expand", lambda xp, a, shape: xp.broadcast_to(a, shape), _expand_rule,
+def _expand_impl(xp, a, shape):
+    if xp is np and a.flags.c_contiguous and a.size:
+        # The same read-only view np.broadcast_to makes, without its Python-level checks
+        # (which cost more than the rest of a small op): stride 0 on broadcast dims.
+        lead = len(shape) - a.ndim
+        strides = [0] * lead + [0 if n == 1 and m != 1 else st
+                                for n, m, st in zip(a.shape, shape[lead:], a.strides)]
+        out = np.ndarray(shape, a.dtype, a, 0, tuple(strides))
+        out.flags.writeable = False
+        return out
+    return xp.broadcast_to(a, shape)
+
+
+EXPAND = defprim("expand", _expand_impl, _expand_rule,
                  lambda g, out, a, shape: (g,), kind="shape", save=lambda rq: (),
                  # in a fused kernel: a broadcasting read of its operand (compiler/fusion.py)
                  scalar=lambda e, a, shape: a,

@@ -1,0 +1,131 @@
+"""Large eager elementwise ops through kernels made from the op record (tracejit/ops/vectorized.py).
+
+The size threshold is lowered so the arrays stay small; kernels compile in the compile
+workers into a private disk cache, as they would for a user (never on the caller's time).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.ops import vectorized as V
+from tracejit.ops.registry import REGISTRY
+
+N = 4096
+
+
+@pytest.fixture
+def kernels(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
+    monkeypatch.setattr(V, "MIN_ELEMENTS", 1024)
+    _forget_plans()
+    monkeypatch.setattr(V, "_entries", {})
+    monkeypatch.setattr(V, "_stats", dict.fromkeys(V._stats, 0))
+    # Kernels an earlier test loaded from the user's cache stay in this process (keyed by
+    # source): forget them, so a first call here really finds nothing to load.
+    from tracejit.compiler import diskcache
+    diskcache.clear_memory_cache()
+    yield
+    _forget_plans()
+
+
+def _forget_plans():
+    for p in REGISTRY.values():
+        if p.plans:
+            p.plans.clear()
+
+
+def _wait_and_run(fn, timeout=600.0):
+    """Call fn until its kernel launches (the first calls use numpy while it compiles)."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = V.stats()["launches"]
+        out = fn()
+        if V.stats()["launches"] > before:
+            return out
+        time.sleep(0.1)
+    raise AssertionError("the eager kernel never became available")
+
+
+def _x(dtype=np.float32, n=N, seed=0):
+    return np.random.default_rng(seed).standard_normal(n).astype(dtype)
+
+
+@pytest.mark.parametrize("name,fn,exact", [
+    ("tanh", lambda t: tj.tanh(t), False),
+    ("erf", lambda t: tj.erf(t), False),
+    ("sqrt", lambda t: tj.sqrt(tj.abs(t)), True),
+    ("cube", lambda t: t ** 3, True),
+    ("pow", lambda t: tj.abs(t) ** 1.7, False),
+])
+def test_kernel_matches_numpy_path(kernels, name, fn, exact):
+    x = tj.tensor(_x())
+    first = fn(x)  # numpy result; the kernel is only submitted
+    assert V.stats()["launches"] == 0
+    got = _wait_and_run(lambda: fn(x))
+    assert got.dtype is first.dtype and got.shape == first.shape
+    if exact:
+        np.testing.assert_array_equal(got.numpy(), first.numpy())
+    else:  # mathlib's float32 functions are within a few ulps of numpy's
+        np.testing.assert_allclose(got.numpy(), first.numpy(), rtol=2e-6, atol=2e-7)
+
+
+def test_first_call_never_waits_for_a_compile(kernels):
+    x = tj.tensor(_x(seed=1))
+    before = V.stats()
+    y = tj.sigmoid(x)  # new signature: the plan is made and the compile submitted
+    after = V.stats()
+    assert after["submitted"] == before["submitted"] + 1
+    assert after["launches"] == before["launches"]  # this call ran on numpy
+    np.testing.assert_allclose(y.numpy(), 1 / (1 + np.exp(-x.numpy())), rtol=1e-6)
+
+
+def test_gradients_through_kernels(kernels):
+    xa = _x(np.float64, seed=2)
+    x = tj.tensor(xa, requires_grad=True)
+
+    def step():
+        x.grad = None
+        tj.tanh(x * 0.5).sum().backward()
+        return x.grad
+    ref = step().numpy().copy()
+    got = _wait_and_run(step)
+    np.testing.assert_allclose(got.numpy(), 0.5 * (1 - np.tanh(0.5 * xa) ** 2), rtol=1e-12)
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", ["small", "broadcast", "int", "noncontiguous", "arithmetic"])
+def test_ineligible_calls_stay_on_numpy(kernels, case):
+    if case == "small":
+        a, b = tj.tensor(_x(n=512)), 2.0
+    elif case == "broadcast":
+        a, b = tj.tensor(_x().reshape(64, 64)), tj.tensor(_x(n=64))
+    elif case == "int":
+        a, b = tj.tensor(np.arange(N)), 3
+    elif case == "noncontiguous":
+        a, b = tj.tensor(_x().reshape(64, 64)).t(), 2.0
+    else:  # arithmetic only (no math function in the scalar rule): numpy's loop is as fast
+        a, b = tj.tensor(_x()), tj.tensor(_x(seed=5))
+    for _ in range(3):
+        out = tj.pow(a, b) if case != "arithmetic" else a * b + a
+        cmp = (a > b) if case == "arithmetic" else None
+    with np.errstate(invalid="ignore"):  # negative bases to fractional powers: nan, as in numpy
+        want = (a.numpy() ** (b.numpy() if hasattr(b, "numpy") else b) if case != "arithmetic"
+                else a.numpy() * b.numpy() + a.numpy())
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
+    if cmp is not None:
+        np.testing.assert_array_equal(cmp.numpy(), a.numpy() > b.numpy())
+    assert V.stats()["submitted"] == 0 and V.stats()["launches"] == 0
+
+
+def test_switched_off(kernels, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+    _forget_plans()
+    x = tj.tensor(_x(seed=3))
+    for _ in range(3):
+        tj.exp(x)
+    assert V.stats()["submitted"] == 0 and V.stats()["launches"] == 0

@@ -1,0 +1,265 @@
+"""Large eager elementwise ops through numba kernels made from the op's own record.
+
+numpy runs each elementwise op on one core, and its transcendental loops are as fast as
+the installed numpy's (float32 ``erf`` has no numpy loop at all: ops/_special.py builds
+it from ~30 array passes). PyTorch eager runs them multi-threaded and vectorized. So an
+eager elementwise op over many elements (``MIN_ELEMENTS``) runs a numba kernel
+generated from the primitive's ``scalar`` rule, the same rule and the same vectorizable
+math (compiler/mathlib.py, through the kernel generator's `Emitter`) the compiled path
+uses: one definition per op, no per-op shortcut.
+
+The kernels are single-threaded, like numpy's loops: a parallel kernel starts numba's
+OpenMP pool, whose spinning workers made the next multi-threaded BLAS call up to 50x
+slower on the shared 2-core machine (a transformer step's ``q @ k.T``: 2 ms alone, 120 ms
+after an eager parallel ``exp``). The gain is the vectorized math, not threads.
+
+The first call must not pay a compile (0.2-1 s per kernel, seconds under load): a kernel
+is used only once it can be *loaded*. When its disk-cache entry exists (any earlier
+process compiled it) it is loaded on the spot, in a few ms. Otherwise the op runs with
+numpy now and the kernel is handed to the compile workers (compiler/workers.py: separate
+processes, so the compile holds neither the GIL nor numba's lock in this process); a
+later call of the same op and signature picks it up from the disk cache. Small ops never
+get here: the eager dispatcher decides per signature plan (ops/registry.py), so they pay
+nothing. With the disk cache off (``TRACEJIT_CACHE=0``) there is no background path and
+eager stays on numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as in the
+test suite) only kernels already on disk are used; ``TRACEJIT_EAGER_KERNELS=0`` turns the
+kernels off.
+
+Only ops whose scalar rule calls a math function run here (`_calls_math`); their results
+can differ from numpy's in the last bits (mathlib's float32 functions are within a few
+ulps of the correctly rounded result).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .. import envflags
+
+__all__ = ["MIN_ELEMENTS", "enabled", "eligible", "run", "stats"]
+
+# Below this many output elements the kernel call and dispatch cost more than they save.
+MIN_ELEMENTS = 1 << 15
+
+_NUMBA_TYPES = {"float32": "float32", "float64": "float64", "bool": "boolean"}
+_SMALL_INT_POWERS = frozenset(float(v) for v in range(-4, 5))
+
+_lock = threading.Lock()
+_entries: dict = {}   # kernel key -> _Entry
+_stats = {"launches": 0, "submitted": 0, "loaded": 0, "unsupported": 0}
+
+
+class _Entry:
+    __slots__ = ("fn", "job", "source", "failed")
+
+    def __init__(self, source):
+        self.source = source
+        self.fn = None
+        self.job = None
+        self.failed = source is None
+
+
+def enabled() -> bool:
+    return envflags.enabled("TRACEJIT_EAGER_KERNELS")
+
+
+def _sync_mode() -> bool:
+    """TRACEJIT_COMPILE=sync asks for no background compiles (compiler/tiers.py); eager
+    never compiles on the caller's time, so then it only loads kernels already on disk."""
+    return envflags.value("TRACEJIT_COMPILE").strip().lower() == "sync"
+
+
+def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
+    """Whether a plan (one signature of `prim`) may run through a kernel: an elementwise
+    op with a scalar rule, computing in float32/float64, over at least MIN_ELEMENTS, whose
+    array operands all have the output's shape (no broadcasting: a flat loop)."""
+    if prim.scalar is None or prim.kind != "elementwise" or not prim.promote:
+        return False
+    if compute_dtype.name not in ("float32", "float64") or out_dtype.name not in _NUMBA_TYPES:
+        return False
+    n = 1
+    for d in out_shape:
+        if not isinstance(d, int):
+            return False
+        n *= d
+    if n < MIN_ELEMENTS:
+        return False
+    for shape in operands:  # a shape per tensor operand, None for a Python scalar
+        if shape is not None and shape != () and tuple(shape) != tuple(out_shape):
+            return False
+    return enabled() and _calls_math(prim, len(operands), compute_dtype.name)
+
+
+_MATH: dict = {}
+
+
+class _Probe:
+    """Stands in for the kernel generator's emitter to see whether a scalar rule calls a
+    math function, without importing the compiler (a plan for ``a * b`` must not)."""
+
+    called = False
+
+    def const(self, v, dtype=None):
+        return repr(v)
+
+    def call(self, fn, *args):
+        self.called = True
+        return f"{fn}({', '.join(args)})"
+
+    def cast(self, x, dtype):
+        return x
+
+    def pow(self, a, b):
+        # The general power is a math call (a plan does not know the exponent's value).
+        self.called = True
+        return f"{a} ** {b}"
+
+
+def _calls_math(prim, n: int, dtype: str) -> bool:
+    """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...).
+
+    Only those run as kernels. Arithmetic and comparisons are one numpy loop already at
+    memory speed; measured on the shared 2-core machine, a parallel kernel for them lost
+    to numpy whenever other work held the cores, while a transcendental (numpy's float32
+    erf: 380 ms over 4M elements, sigmoid 130 ms) gained 10-35x.
+    """
+    key = (prim.name, n, dtype)
+    found = _MATH.get(key)
+    if found is None:
+        probe = _Probe()
+        try:
+            prim.scalar(probe, *[f"x{k}" for k in range(n)])
+            found = probe.called
+        except Exception:  # params the probe lacks (clamp's bounds): not a math op anyway
+            found = False
+        _MATH[key] = found
+    return found
+
+
+def run(prim, arrays, params, compute_np, out_np, out_shape):
+    """The op's result from its kernel, or None (not loadable yet: the caller uses numpy)."""
+    prepared = _prepare(prim, arrays, params, compute_np, out_np)
+    if prepared is None:
+        return None
+    key, layout, flat = prepared
+    entry = _entries.get(key)
+    fn = entry.fn if entry is not None else None
+    if fn is None:
+        fn = _obtain(key, prim, layout, params, compute_np, out_np)
+        if fn is None:
+            return None
+    out = np.empty(out_shape, out_np)
+    fn(*[x for x, lay in zip(flat, layout) if lay[0] != "c"], out.reshape(-1))
+    _stats["launches"] += 1
+    return out
+
+
+def _prepare(prim, arrays, params, compute_np, out_np):
+    """(kernel key, operand layout, flat operands), or None for a non-contiguous operand."""
+    flat = []
+    layout = []
+    for a in arrays:
+        if isinstance(a, np.ndarray) and a.ndim:
+            if not a.flags.c_contiguous:
+                return None
+            flat.append(a.reshape(-1))
+            layout.append("a")
+        else:
+            v = compute_np.type(a)
+            fv = float(v)
+            # Small integer constants are written into the kernel (``x ** 3`` becomes
+            # ``x * x * x``, as the kernel generator does); other scalars are arguments.
+            layout.append(f"c{fv!r}" if fv in _SMALL_INT_POWERS else "s")
+            flat.append(v)
+    key = (prim.name, np.dtype(compute_np).name, np.dtype(out_np).name, tuple(layout),
+           tuple(sorted(params.items())))
+    return key, layout, flat
+
+
+def _obtain(key, prim, layout, params, compute_np, out_np):
+    """Load the kernel when it can be loaded without compiling here; else start its
+    compile in the workers (once) and return None."""
+    with _lock:
+        entry = _entries.get(key)
+        if entry is None:
+            entry = _entries[key] = _Entry(_source(prim, layout, params, compute_np, out_np))
+        if entry.failed:
+            return None
+        if entry.fn is not None:
+            return entry.fn
+        from ..compiler import diskcache, workers
+        if entry.job is None or entry.job.lost():
+            if diskcache.is_cached(entry.source):
+                return _load(entry)
+            if diskcache.cache_dir() is None:
+                entry.failed = True  # nowhere to compile in the background
+                return None
+            if _sync_mode():
+                return None  # no background compiles wanted: only what is on disk is used
+            entry.job = workers.submit(entry.source, f"eager_{prim.name}")
+            _stats["submitted"] += 1
+            return None
+        if not entry.job.done():
+            return None
+        if not entry.job.ok:
+            entry.failed = True
+            return None
+        return _load(entry)
+
+
+def _load(entry):
+    from ..compiler import diskcache
+    try:
+        module = diskcache.load_module(entry.source, name_hint="eager_kernel")
+    except Exception:  # a kernel that does not build stays on numpy, never breaks the op
+        entry.failed = True
+        return None
+    entry.fn = module.kernel
+    _stats["loaded"] += 1
+    return entry.fn
+
+
+def _source(prim, layout, params, compute_np, out_np):
+    """The kernel module's source, or None when the op's scalar rule cannot be emitted."""
+    try:
+        from ..compiler.codegen_cpu import Emitter
+    except ImportError:
+        _stats["unsupported"] += 1
+        return None
+    cd = np.dtype(compute_np).name
+    e = Emitter(cd)
+    names, sig, exprs = [], [], []
+    for k, lay in enumerate(layout):
+        if lay == "a":
+            names.append(f"in{k}")
+            sig.append(f"Array({_NUMBA_TYPES[cd]}, 1, 'C', readonly=True)")
+            exprs.append(f"x{k}")
+        elif lay == "s":
+            names.append(f"s{k}")
+            sig.append(_NUMBA_TYPES[cd])
+            exprs.append(f"s{k}")
+        else:
+            exprs.append(e.const(float(lay[1:])))
+    try:
+        body = prim.scalar(e, *exprs, **params)
+    except (NotImplementedError, KeyError, ValueError, TypeError):
+        _stats["unsupported"] += 1
+        return None
+    od = np.dtype(out_np).name
+    sig.append(f"{_NUMBA_TYPES[od]}[::1]")
+    loads = [f"        x{k} = in{k}[i]" for k, lay in enumerate(layout) if lay == "a"]
+    lines = [f"# generated by tracejit (eager kernel: {prim.name}, {cd} -> {od}, operands {''.join(layout)})",
+             "import math", "import numpy as np", "from numba import njit"]
+    if e.imports:
+        lines.append(f"from tracejit.compiler.mathlib import {', '.join(sorted(e.imports))}")
+    lines += ["", "",
+              f"@njit({'void(' + ', '.join(sig) + ')'!r}, cache=CACHE, error_model='numpy')",
+              f"def kernel({', '.join(names + ['out'])}):",
+              "    for i in range(out.shape[0]):"] + loads + [f"        out[i] = {body}", ""]
+    return "\n".join(lines)
+
+
+def stats() -> dict:
+    """Counters: kernel launches, compiles submitted, kernels loaded, unsupported ops."""
+    return dict(_stats)
