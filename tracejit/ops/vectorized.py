@@ -223,7 +223,7 @@ def _load(entry):
 def _source(prim, layout, params, compute_np, out_np):
     """The kernel module's source, or None when the op's scalar rule cannot be emitted."""
     try:
-        from ..compiler.codegen_cpu import Emitter
+        from ..compiler.codegen_cpu import CpuEmitter as Emitter
     except ImportError:
         _stats["unsupported"] += 1
         return None
