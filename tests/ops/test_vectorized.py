@@ -39,14 +39,20 @@ def _forget_plans():
 
 
 def _wait_and_run(fn, timeout=600.0):
-    """Call fn until its kernel launches (the first calls use numpy while it compiles)."""
+    """Call fn until its kernel launches (the first calls use numpy while it compiles);
+    fail at once when it will never come: since the fixture zeroed the counters, an op
+    whose scalar rule could not be emitted (``unsupported``) or a kernel given up (a
+    failed compile or load) means no launch is coming, however long we wait."""
     import time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         before = V.stats()["launches"]
         out = fn()
-        if V.stats()["launches"] > before:
+        after = V.stats()
+        if after["launches"] > before:
             return out
+        if after["failed"] or after["unsupported"]:
+            raise AssertionError(f"the eager kernel will not come: {after}")
         time.sleep(0.1)
     raise AssertionError("the eager kernel never became available")
 

@@ -47,7 +47,7 @@ _SMALL_INT_POWERS = frozenset(float(v) for v in range(-4, 5))
 
 _lock = threading.Lock()
 _entries: dict = {}   # kernel key -> _Entry
-_stats = {"launches": 0, "submitted": 0, "loaded": 0, "unsupported": 0}
+_stats = {"launches": 0, "submitted": 0, "loaded": 0, "unsupported": 0, "failed": 0}
 
 
 class _Entry:
@@ -193,8 +193,7 @@ def _obtain(key, prim, layout, params, compute_np, out_np):
             if diskcache.is_cached(entry.source):
                 return _load(entry)
             if diskcache.cache_dir() is None:
-                entry.failed = True  # nowhere to compile in the background
-                return None
+                return _give_up(entry)  # nowhere to compile in the background
             if _sync_mode():
                 return None  # no background compiles wanted: only what is on disk is used
             entry.job = workers.submit(entry.source, f"eager_{prim.name}")
@@ -203,9 +202,15 @@ def _obtain(key, prim, layout, params, compute_np, out_np):
         if not entry.job.done():
             return None
         if not entry.job.ok:
-            entry.failed = True
-            return None
+            return _give_up(entry)
         return _load(entry)
+
+
+def _give_up(entry) -> None:
+    """This kernel stays on numpy for the life of the process (counted in `stats`)."""
+    entry.failed = True
+    _stats["failed"] += 1
+    return None
 
 
 def _load(entry):
@@ -213,8 +218,7 @@ def _load(entry):
     try:
         module = diskcache.load_module(entry.source, name_hint="eager_kernel")
     except Exception:  # a kernel that does not build stays on numpy, never breaks the op
-        entry.failed = True
-        return None
+        return _give_up(entry)
     entry.fn = module.kernel
     _stats["loaded"] += 1
     return entry.fn
@@ -261,5 +265,6 @@ def _source(prim, layout, params, compute_np, out_np):
 
 
 def stats() -> dict:
-    """Counters: kernel launches, compiles submitted, kernels loaded, unsupported ops."""
+    """Counters: kernel launches, compiles submitted, kernels loaded, unsupported ops,
+    kernels given up (no cache directory, a failed compile or load)."""
     return dict(_stats)
