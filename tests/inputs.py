@@ -1,6 +1,7 @@
-"""Inputs the compiler tests share: seeded random tensors and the GELU chain of the issue.
+"""Inputs the compiler tests share: seeded random tensors, the GELU chain of the issue, and
+the fused groups a function captures into.
 
-``from inputs import T, gelu`` (the tests directory is on ``sys.path``, see conftest).
+``from inputs import T, gelu, fused_groups`` (the tests directory is on ``sys.path``, see conftest).
 """
 from __future__ import annotations
 
@@ -23,3 +24,20 @@ def gelu(x, y, z):
     """The issue's GELU chain: a = x*y + z; 0.5*a*(1 + tanh(0.79788456*(a + 0.044715*a**3)))."""
     a = x * y + z
     return 0.5 * a * (1 + tj.tanh(0.79788456 * (a + 0.044715 * a ** 3)))
+
+
+def fused_groups(fn, *avals):
+    """The fused groups of `fn` captured on abstract inputs, each ``(shape, dtype name)``,
+    after the IR passes: what the loop nest and the renderers are given."""
+    from tracejit import dtypes
+    from tracejit.compiler.fusion import Group, partition
+    from tracejit.jit.passes import optimize
+    from tracejit.jit.tracer import TraceContext
+    from tracejit.ops.registry import Aval
+    ctx = TraceContext()
+    with ctx:
+        ts = [ctx.new_input(Aval(s, dtypes.as_dtype(dt)), f"a{i}") for i, (s, dt) in enumerate(avals)]
+        out = fn(*ts)
+    outs = out if isinstance(out, tuple) else (out,)
+    g = optimize(ctx.graph([ctx.atom(o) for o in outs]))
+    return [i for i in partition(g) if isinstance(i, Group)]

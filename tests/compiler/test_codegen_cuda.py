@@ -16,28 +16,15 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit import dtypes
 from tracejit.compiler import codegen_cuda
-from tracejit.compiler.fusion import Group, partition
 from tracejit.compiler.loopnest import operand_layouts
-from tracejit.jit.passes import optimize
-from tracejit.jit.tracer import TraceContext
-from tracejit.ops.registry import Aval
-from inputs import gelu
+from inputs import fused_groups, gelu
 
 
-def _groups(fn, *avals):
-    ctx = TraceContext()
-    with ctx:
-        ts = [ctx.new_input(Aval(s, dtypes.as_dtype(dt)), f"a{i}") for i, (s, dt) in enumerate(avals)]
-        out = fn(*ts)
-    outs = out if isinstance(out, tuple) else (out,)
-    g = optimize(ctx.graph([ctx.atom(o) for o in outs]))
-    return [i for i in partition(g) if isinstance(i, Group)]
 
 
 def _spec(fn, *avals, layouts=None, **kw):
-    (grp,) = _groups(fn, *avals)
+    (grp,) = fused_groups(fn, *avals)
     if layouts is None:
         layouts = operand_layouts(grp)
     return codegen_cuda.generate(grp, layouts, **kw)
@@ -178,7 +165,7 @@ def test_float64_groups_use_float64_constants():
 
 def test_run_group_calls_like_a_plan():
     # the reference driver's layouts are the plan's (loopnest.operand_layouts)
-    (grp,) = _groups(lambda x, b: x * b, ((4, 3), F32), ((3,), F32))
+    (grp,) = fused_groups(lambda x, b: x * b, ((4, 3), F32), ((3,), F32))
     x, b = np.ones((4, 3), np.float32), np.ones(3, np.float32)
     assert codegen_cuda.layouts_of(grp, [x, b]) == ("flat", "ndc") == operand_layouts(grp)
     assert codegen_cuda.layouts_of(grp, [np.ones((3, 4), np.float32).T, b]) == ("nd", "ndc")

@@ -8,27 +8,17 @@ import math
 import pytest
 
 import tracejit as tj
-from tracejit import dtypes
 from tracejit.compiler import codegen_cpu, codegen_cuda
 from tracejit.compiler.emitter import render_steps
-from tracejit.compiler.fusion import Group, partition
 from tracejit.compiler.loopnest import Const, accumulation, lower, operand_layouts
 from tracejit.compiler.mathnames import FORMULAS, MATH, OPS
-from tracejit.jit.passes import optimize
-from tracejit.jit.tracer import TraceContext
-from tracejit.ops.registry import Aval
+from inputs import fused_groups
 
 F32 = "float32"
 
 
 def _group(fn, *avals):
-    ctx = TraceContext()
-    with ctx:
-        ts = [ctx.new_input(Aval(s, dtypes.as_dtype(dt)), f"a{i}") for i, (s, dt) in enumerate(avals)]
-        out = fn(*ts)
-    outs = out if isinstance(out, tuple) else (out,)
-    g = optimize(ctx.graph([ctx.atom(o) for o in outs]))
-    (grp,) = [i for i in partition(g) if isinstance(i, Group)]
+    (grp,) = fused_groups(fn, *avals)
     return grp
 
 
