@@ -17,6 +17,7 @@ state_dict name, so the first losses agree across systems and are reported as a 
 from __future__ import annotations
 
 from .. import workloads as W
+from .torchlike import train_step
 
 MODELS = ("cnn", "lstm", "transformer")
 
@@ -92,17 +93,7 @@ def model_step(T, compile, name: str):
     x, y = batch(T, name, xspec, tspec)
     opt = T.optim.SGD(net.parameters(), lr=0.01)
     fwd = compile(net)
-    cross_entropy = T.nn.functional.cross_entropy
-    last = {}
-
-    def step():
-        opt.zero_grad()
-        loss = cross_entropy(fwd(x), y)
-        loss.backward()
-        opt.step()
-        last["loss"] = loss
-
-    return step, lambda: float(last["loss"].item())
+    return train_step(opt, fwd, T.nn.functional.cross_entropy, x, y)
 
 
 __all__ = ["MODELS", "SPECS", "build", "load_shared_params", "batch", "model_step"]

@@ -102,11 +102,17 @@ def mlp_step(T, compile, data: dict, tensor, labels_tensor):
     cross_entropy = F.cross_entropy if hasattr(F, "cross_entropy") else T.cross_entropy
     opt = T.optim.Adam(model.parameters(), lr=W.MLP_LR)
     x, labels = tensor(data["x"]), labels_tensor(data["labels"])
+    return train_step(opt, fwd, cross_entropy, x, labels)
+
+
+def train_step(opt, fwd, loss_fn, x, y):
+    """(step, loss) for the usual training step: zero grads, forward, loss, backward,
+    optimizer step; `loss()` reads the last step's loss as a float."""
     last = {}
 
     def step():
         opt.zero_grad()
-        loss = cross_entropy(fwd(x), labels)
+        loss = loss_fn(fwd(x), y)
         loss.backward()
         opt.step()
         last["loss"] = loss
