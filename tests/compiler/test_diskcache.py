@@ -193,6 +193,83 @@ def test_key_covers_versions_and_helpers(root, monkeypatch):
     assert digest == __import__("hashlib").sha256(Path(diskcache.__file__).read_bytes()).hexdigest()
 
 
+@pytest.fixture
+def fresh_closure():
+    """importclosure's per-module caches emptied before and after (a test that fakes the
+    package tree must not leave its files' hashes behind under real module names)."""
+    from tracejit.compiler import importclosure
+    cached = (importclosure.file_hash, importclosure._imports)  # a test may patch the names
+    for fn in cached:
+        fn.cache_clear()
+    yield importclosure
+    for fn in cached:
+        fn.cache_clear()
+
+
+def test_key_covers_helpers_imported_indirectly(tmp_path, monkeypatch, fresh_closure):
+    """A kernel imports `mathlib`, whose functions are defined in other modules, which call
+    helpers of a third: editing that third module (never named by the kernel) must give a
+    new key, since numba baked its code into the cached kernel."""
+    pkg = tmp_path / "tracejit"
+    files = {
+        "__init__.py": "",
+        "compiler/__init__.py": "from ..jit import backend  # the package's own imports\n",
+        "jit/__init__.py": "", "jit/backend.py": "",
+        "compiler/mathlib.py": "from . import mathbits\nfrom .math_act import (act_f32,  # comment\n    other)\n",
+        "compiler/mathbits.py": "BITS = 1\n",
+        "compiler/math_act.py": "from .math_core import core\nfrom ..ops.coeffs import C\n",
+        "compiler/math_core.py": "def core(x):\n    return x\n",
+        "ops/__init__.py": "", "ops/coeffs.py": "C = 1.0\n",
+    }
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    monkeypatch.setattr(fresh_closure, "_ROOT", pkg)
+    assert fresh_closure.closure(["tracejit.compiler.mathlib"]) == (
+        "tracejit.compiler.math_act", "tracejit.compiler.math_core", "tracejit.compiler.mathbits",
+        "tracejit.compiler.mathlib", "tracejit.ops.coeffs")  # not the packages' __init__ files
+    src = "from tracejit.compiler.mathlib import act_f32\n" + make_source("indirect")
+    before = diskcache._key(src)
+    for rel in ("compiler/math_core.py", "ops/coeffs.py"):  # two and three imports away
+        (pkg / rel).write_text((pkg / rel).read_text() + "# edited\n")
+        fresh_closure.file_hash.cache_clear()
+        after = diskcache._key(src)
+        assert after != before, rel
+        before = after
+    (pkg / "jit/backend.py").write_text("# edited: not reachable from the kernel\n")
+    fresh_closure.file_hash.cache_clear()
+    assert diskcache._key(src) == before
+
+
+def test_key_follows_mathlib_into_the_modules_defining_its_functions(monkeypatch, fresh_closure):
+    reached = fresh_closure.closure(["tracejit.compiler.mathlib"])
+    for part in ("math_exp_log", "math_tanh_erf", "math_trig_pow", "mathbits"):
+        assert f"tracejit.compiler.{part}" in reached
+    assert "tracejit.ops._erf_coeffs" in reached          # erf's coefficients
+    assert "tracejit.compiler" not in reached             # nor the package (it imports everything)
+    src = "from tracejit.compiler.mathlib import tanh_f32\n" + make_source("mathlib-parts")
+    before = diskcache._key(src)
+    real = fresh_closure.file_hash
+    monkeypatch.setattr(fresh_closure, "file_hash",
+                        lambda name: "edited" if name == "tracejit.compiler.math_exp_log" else real(name))
+    assert diskcache._key(src) != before
+
+
+def test_kernel_calling_mathlib_helpers_loads_from_disk_in_another_process(tmp_path, root):
+    """numba's own stamps and our manifest stay valid for a kernel whose helpers are
+    defined across mathlib's modules: built once, then a disk hit, same values."""
+    src = ("from tracejit.compiler.mathlib import tanh_f64, sigmoid_f64\n"
+           + make_source("mathlib-helpers", expr="tanh_f64(x[i]) + sigmoid_f64(x[i])"))
+    first = _result(_spawn(tmp_path, src))
+    second = _result(_spawn(tmp_path, src))
+    assert first["stats"]["compiles"] == 1 and first["stats"]["disk_hits"] == 0
+    assert second["stats"]["disk_hits"] == 1 and second["stats"]["compiles"] == 0
+    assert second["stats"]["corrupt_entries"] == 0
+    x = np.arange(4.0)
+    np.testing.assert_allclose(second["out"], np.tanh(x) + 1 / (1 + np.exp(-x)), rtol=1e-15)
+    assert second["out"] == first["out"]
+
+
 def test_source_without_cache_flag_is_not_stored(root, caplog):
     src = make_source("nocache").replace("cache=CACHE", "cache=False")
     with caplog.at_level(logging.WARNING, logger="tracejit"):

@@ -135,3 +135,42 @@ def test_switched_off(kernels, monkeypatch):
     for _ in range(3):
         tj.exp(x)
     assert V.stats()["submitted"] == 0 and V.stats()["launches"] == 0
+
+
+def _entry_of(name):
+    (entry,) = [e for k, e in V._entries.items() if k[0] == name]
+    return entry
+
+
+def test_large_op_kernel_is_the_compiled_kernels_rendering(kernels):
+    """One lowering: the eager kernel is the CPU backend's rendering of the op as a group
+    of one equation, and at PARALLEL_MIN elements it is the parallel variant."""
+    from tracejit.compiler import codegen_cpu, loopnest
+    from tracejit.threads import PARALLEL_MIN
+    x = tj.tensor(_x(n=PARALLEL_MIN, seed=6))
+    first = tj.tanh(x)
+    spec = _entry_of("tanh").spec
+    nest = loopnest.lower_op(REGISTRY["tanh"], ["array"], {}, "float32", "float32")
+    assert spec.parallel and spec.source == codegen_cpu.render(nest, parallel=True).source
+    assert "prange(n)" in spec.source and "tanh_f32(x0)" in spec.source
+    got = _wait_and_run(lambda: tj.tanh(x))
+    np.testing.assert_allclose(got.numpy(), first.numpy(), rtol=2e-6, atol=2e-7)
+    # loaded by the CPU backend, as a compiled plan's parallel kernel is
+    # Loaded by the CPU backend like a compiled plan's parallel kernel: wrapped by
+    # threadsafe.guard_parallel (its threads follow coreshare), unless neither applies.
+    from tracejit import coreshare
+    from tracejit.compiler import threadsafe
+    fn = _entry_of("tanh").fn
+    assert hasattr(fn, "unguarded") or not (coreshare.ENABLED or threadsafe.workqueue_active())
+
+
+def test_below_parallel_min_runs_the_serial_twin(kernels):
+    """Smaller sizes (only with a lowered MIN_ELEMENTS) get the serial twin of the same
+    nest, as compiled plans do; a Python scalar is a one-element operand."""
+    from tracejit.compiler import codegen_cpu, loopnest
+    x = tj.tensor(np.abs(_x(seed=7)))
+    tj.pow(x, 1.7)
+    spec = _entry_of("pow").spec
+    nest = loopnest.lower_op(REGISTRY["pow"], ["array", "scalar"], {}, "float32", "float32")
+    assert not spec.parallel and spec.source == codegen_cpu.render(nest, parallel=False).source
+    assert "prange" not in spec.source and "x1 = in1[0]" in spec.source

@@ -7,10 +7,16 @@ source is compiled, loaded and called. The loop nest itself is backend-neutral
 (loopnest.py); a backend answers one question of it, whether it folds reductions in
 long sequential runs (`Backend.sequential_sums`, see `loopnest.accumulation`).
 
-To add a backend: a renderer of `LoopNest` (like codegen_cpu.py / codegen_cuda.py,
-whose spec has ``source`` and ``llvm_options``), a `Backend` subclass below that loads
-what it renders into a callable taking the nest's calling convention, and an entry in
-`BACKENDS` keyed by the device type (``Device.type``) whose values it runs on.
+To add a backend (one place: a renderer and a `Backend`): a renderer of `LoopNest`
+(like codegen_cpu.py / codegen_cuda.py, whose spec has ``source`` and
+``llvm_options``) that writes the steps with `emitter.render_steps` and an
+`emitter.Emitter` subclass spelling types, special floats and math functions (a
+column of `mathnames.MATH` says how the backend provides each math function); a
+`Backend` subclass below that loads what it renders into a callable taking the nest's
+calling convention (`LoopNest.arguments`); and an entry in `BACKENDS` keyed by the
+device type (``Device.type``) whose values it runs on. Ops need nothing per backend:
+their ``scalar`` rules are written against the emitter (how to add an op:
+ops/registry.py).
 """
 from __future__ import annotations
 

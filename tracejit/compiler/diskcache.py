@@ -23,8 +23,10 @@ Layout of the disk cache (``cache_dir()``, private to the user, mode 0o700)::
 
 ``key`` is a sha256 over the source, the tracejit/numba/llvmlite/python versions,
 the CPU (name, features, triple), and the source files of the ``tracejit.*``
-modules the source imports (numba bakes called helpers into the cached machine
-code, so an edited helper must give a new key).
+modules the source imports and of every tracejit module those import,
+transitively (numba bakes called helpers into the cached machine code, and a
+helper may call one defined elsewhere, so an edited helper must give a new key:
+importclosure.py).
 
 How an entry is used
     numba itself does the caching: with ``cache=True`` it looks for index/data
@@ -84,7 +86,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import envflags
-from . import cacheload, llvmopts
+from . import cacheload, importclosure, llvmopts
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
 
@@ -266,17 +268,13 @@ def _versions() -> dict[str, str]:
 _IMPORT_RE = re.compile(r"^\s*(?:from|import)\s+(tracejit(?:\.\w+)*)", re.MULTILINE)
 
 
-@functools.lru_cache(maxsize=None)
 def _module_file_hash(name: str) -> str:
-    try:
-        spec = importlib.util.find_spec(name)
-        return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
-    except Exception:  # not found / not a file: running the source will say so
-        return "?"
+    return importclosure.file_hash(name)  # "?" when not found: running the source will say so
 
 
 def _key(source: str, llvm_options: tuple[str, ...] = ()) -> str:
-    helpers = {name: _module_file_hash(name) for name in sorted(set(_IMPORT_RE.findall(source)))}
+    # the imported tracejit modules and all they import (see importclosure.py)
+    helpers = importclosure.hashes(sorted(set(_IMPORT_RE.findall(source))))
     h = hashlib.sha256(json.dumps([_versions(), helpers, list(llvm_options)], sort_keys=True).encode())
     h.update(source.encode())
     return h.hexdigest()

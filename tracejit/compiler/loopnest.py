@@ -21,6 +21,10 @@ backend needs to write the kernel, decided in one place:
   ``d0..d<rank-1>`` otherwise. Both backends take exactly these, so a plan calls any
   kernel the same way.
 
+`lower_op` describes one elementwise op alone (a group of one equation) the same way:
+the eager path's kernels for large elementwise math (ops/vectorized.py) are rendered
+from it by the same renderer as the compiled kernels.
+
 Adding a backend means writing a renderer of this description (see codegen_cpu.py and
 codegen_cuda.py) and a `backends.Backend` that allocates, loads and launches; nothing
 here changes. Adding an elementwise op means giving its record a ``scalar`` rule (and
@@ -35,9 +39,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..jit.ir import Literal
+from ..ops.registry import Aval
 
 __all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "LoopNest", "lower",
-           "accumulation", "operand_layouts", "SUM_BLOCK"]
+           "lower_op", "accumulation", "operand_layouts", "SUM_BLOCK"]
 
 #: Operand layouts: "flat" (the iteration shape, C-contiguous: read with the flat
 #: index), "scalar" (one element: read once, before the loops), "ndc" (broadcast or of
@@ -301,3 +306,36 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     flat = all(lay in ("flat", "scalar") for lay in layouts) and (reduction is None or reduction.full)
     ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
     return LoopNest(name, group.gid, ops, shape, operands, tuple(steps), outputs, reduction, flat)
+
+
+def lower_op(prim, operands, params: dict, dtype: str, out_dtype: str,
+             name: str = "kernel") -> LoopNest:
+    """The flat `LoopNest` of elementwise primitive `prim` applied on its own: the group of
+    one equation ``out = prim[params](operands)``, lowered by `lower`.
+
+    Each entry of `operands` is "array" (an array of the output's shape and dtype
+    `dtype`: layout "flat"), "scalar" (one value of `dtype`, passed as a 1-element array:
+    layout "scalar") or a number (a constant typed in `dtype` and written into the
+    kernel, as a traced Python scalar is). The output has dtype `out_dtype`. The size is
+    an argument (``n``), so one nest serves every size.
+    """
+    from .. import dtypes
+    from ..jit.ir import Eqn, Var
+    from ..shapes import Sym
+    from .fusion import Group
+
+    dt = dtypes.as_dtype(dtype)
+    shape = (Sym.symbol("n", 0),)
+    inputs, atoms, layouts = [], [], []
+    for kind in operands:
+        if kind in ("array", "scalar"):
+            v = Var(Aval(shape if kind == "array" else (), dt))
+            inputs.append(v)
+            atoms.append(v)
+            layouts.append("flat" if kind == "array" else "scalar")
+        else:
+            atoms.append(Literal(kind, Aval((), dt, weak=True)))
+    out = Var(Aval(shape, dtypes.as_dtype(out_dtype)))
+    eqn = Eqn(prim, tuple(atoms), (out,), dict(params))
+    group = Group(0, shape, [eqn], None, inputs, [out])
+    return lower(group, tuple(layouts), name, sequential_sums=True)

@@ -25,6 +25,20 @@ for ops that are views only sometimes, like basic vs advanced indexing).
 `bind` runs a primitive: under an active tracer it records an equation, otherwise it
 runs the implementation and, if gradients are needed, attaches an autograd node.
 
+How to add an op (one place: its record). First try a composite: a plain function of
+existing ops (ops/composite.py and friends); it gets eager, traced, compiled and
+gradient behaviour for free. Otherwise define a primitive with `defprim` in the ops
+module of its kind (ops/elementwise.py, reductions.py, shape.py, ...): ``impl``,
+``rule``, ``vjp`` written with tracejit ops, ``kind``, and for an elementwise op the
+``scalar`` rule; then a public function that calls `bind`, and an op-database record
+in ``tests/opdb_<area>.py`` (which drives the forward, gradient, torch, traced and
+compiled checks). The ``scalar`` rule is all the compiler needs: fusion fuses the op,
+every backend renders it (compiler/loopnest.py, codegen_cpu.py, codegen_cuda.py), and
+large eager calls run it as a kernel (ops/vectorized.py); nothing in ``jit/`` or
+``compiler/`` changes. A math function the emitter does not know yet is one row of
+``compiler/mathnames.MATH`` (plus its ``mathlib`` function for the CPU). How to add a
+backend: compiler/backends.py.
+
 Imports: the cycle tensor -> ops -> autograd -> tensor is closed with one idiom, tail
 imports (see the end of this module and of tracejit/tensor.py): Tensor is defined before
 anything imports it, and every other name crosses the cycle at the top of a module.

@@ -3,15 +3,21 @@
 numpy runs each elementwise op on one core, and its transcendental loops are as fast as
 the installed numpy's (float32 ``erf`` has no numpy loop at all: ops/_special.py builds
 it from ~30 array passes). PyTorch eager runs them multi-threaded and vectorized. So an
-eager elementwise op over many elements (``MIN_ELEMENTS``) runs a numba kernel
-generated from the primitive's ``scalar`` rule, the same rule and the same vectorizable
-math (compiler/mathlib.py, through the kernel generator's `Emitter`) the compiled path
-uses: one definition per op, no per-op shortcut.
+eager elementwise op over many elements (``MIN_ELEMENTS``) runs a numba kernel made
+from the primitive's ``scalar`` rule by the compiler's one lowering: the op is described
+as a fused group of one equation (`compiler.loopnest.lower_op`) and rendered by the CPU
+backend (compiler/codegen_cpu.py), exactly as a compiled group is, with the same
+vectorizable math (compiler/mathlib.py). There is no second kernel generator here.
 
-The kernels are single-threaded, like numpy's loops: a parallel kernel starts numba's
-OpenMP pool, whose spinning workers made the next multi-threaded BLAS call up to 50x
-slower on the shared 2-core machine (a transformer step's ``q @ k.T``: 2 ms alone, 120 ms
-after an eager parallel ``exp``). The gain is the vectorized math, not threads.
+Threads follow the compiled kernels' policy: at ``threads.PARALLEL_MIN`` elements and
+more (every size that gets here at the default ``MIN_ELEMENTS``) the parallel variant
+(``prange``) runs, loaded by the CPU backend (`backends.CpuBackend.load`), which wraps it
+in `threadsafe.guard_parallel`: its thread count follows the cores other processes leave
+free (tracejit/coreshare.py), and numba's workers stop spinning soon after it
+(threads.py's ``GOMP_SPINCOUNT``). (A first version, before that thread policy existed,
+ran parallel eager kernels whose spinning workers made the next multi-threaded BLAS call
+up to 50x slower; the kernels were made serial then.) Smaller sizes, reachable only with
+a lowered ``MIN_ELEMENTS``, run the serial twin.
 
 The first call must not pay a compile (0.2-1 s per kernel, seconds under load): a kernel
 is used only once it can be *loaded*. When its disk-cache entry exists (any earlier
@@ -25,24 +31,28 @@ eager stays on numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as
 test suite) only kernels already on disk are used; ``TRACEJIT_EAGER_KERNELS=0`` turns the
 kernels off.
 
-Only ops whose scalar rule calls a math function run here (`_calls_math`); their results
+Only ops whose scalar rule calls a math function run here (`_calls_math`, answered
+without importing the compiler: a plan for ``a * b`` must not import it); their results
 can differ from numpy's in the last bits (mathlib's float32 functions are within a few
 ulps of the correctly rounded result).
 """
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
 
 from .. import envflags
+from ..threads import PARALLEL_MIN
 
 __all__ = ["MIN_ELEMENTS", "enabled", "eligible", "run", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
 
-_NUMBA_TYPES = {"float32": "float32", "float64": "float64", "bool": "boolean"}
+# Output dtypes an eligible op may have (a filter: the renderer spells every type itself).
+_OUT_DTYPES = ("float32", "float64", "bool")
 _SMALL_INT_POWERS = frozenset(float(v) for v in range(-4, 5))
 
 _lock = threading.Lock()
@@ -51,13 +61,13 @@ _stats = {"launches": 0, "submitted": 0, "loaded": 0, "unsupported": 0, "failed"
 
 
 class _Entry:
-    __slots__ = ("fn", "job", "source", "failed")
+    __slots__ = ("fn", "job", "spec", "failed")
 
-    def __init__(self, source):
-        self.source = source
+    def __init__(self, spec):
+        self.spec = spec          # codegen_cpu.KernelSpec (.source, .llvm_options), or None
         self.fn = None
         self.job = None
-        self.failed = source is None
+        self.failed = spec is None
 
 
 def enabled() -> bool:
@@ -76,7 +86,7 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
     array operands all have the output's shape (no broadcasting: a flat loop)."""
     if prim.scalar is None or prim.kind != "elementwise" or not prim.promote:
         return False
-    if compute_dtype.name not in ("float32", "float64") or out_dtype.name not in _NUMBA_TYPES:
+    if compute_dtype.name not in ("float32", "float64") or out_dtype.name not in _OUT_DTYPES:
         return False
     n = 1
     for d in out_shape:
@@ -142,68 +152,83 @@ def run(prim, arrays, params, compute_np, out_np, out_shape):
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
-    key, layout, flat = prepared
+    key, layout, args = prepared
+    n = math.prod(out_shape)
+    parallel = n >= PARALLEL_MIN  # the compiled kernels' rule (threads.PARALLEL_MIN)
+    key = key + (parallel,)
     entry = _entries.get(key)
     fn = entry.fn if entry is not None else None
     if fn is None:
-        fn = _obtain(key, prim, layout, params, compute_np, out_np)
+        fn = _obtain(key, prim, layout, params, compute_np, out_np, parallel)
         if fn is None:
             return None
     out = np.empty(out_shape, out_np)
-    fn(*[x for x, lay in zip(flat, layout) if lay[0] != "c"], out.reshape(-1))
+    # The nest's calling convention (loopnest.LoopNest.arguments): inputs, output, n.
+    fn(*args, out.reshape(-1), n)
     _stats["launches"] += 1
     return out
 
 
 def _prepare(prim, arrays, params, compute_np, out_np):
-    """(kernel key, operand layout, flat operands), or None for a non-contiguous operand."""
-    flat = []
+    """(kernel key, operand layout, kernel arguments), or None for a non-contiguous operand.
+
+    Layout per operand: "a" (an array: a flat view is passed), "s" (a scalar: passed as a
+    1-element array, the nest's "scalar" layout) or "c<value>" (a small integer constant,
+    written into the kernel: ``x ** 3`` becomes ``x * x * x``, as in a compiled kernel)."""
+    args = []
     layout = []
     for a in arrays:
         if isinstance(a, np.ndarray) and a.ndim:
             if not a.flags.c_contiguous:
                 return None
-            flat.append(a.reshape(-1))
+            args.append(a.reshape(-1))
             layout.append("a")
         else:
             v = compute_np.type(a)
             fv = float(v)
-            # Small integer constants are written into the kernel (``x ** 3`` becomes
-            # ``x * x * x``, as the kernel generator does); other scalars are arguments.
-            layout.append(f"c{fv!r}" if fv in _SMALL_INT_POWERS else "s")
-            flat.append(v)
+            if fv in _SMALL_INT_POWERS:
+                layout.append(f"c{fv!r}")
+            else:
+                layout.append("s")
+                args.append(np.full(1, v, compute_np))
     key = (prim.name, np.dtype(compute_np).name, np.dtype(out_np).name, tuple(layout),
            tuple(sorted(params.items())))
-    return key, layout, flat
+    return key, layout, args
 
 
-def _obtain(key, prim, layout, params, compute_np, out_np):
+def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
     """Load the kernel when it can be loaded without compiling here; else start its
     compile in the workers (once) and return None."""
     with _lock:
         entry = _entries.get(key)
         if entry is None:
-            entry = _entries[key] = _Entry(_source(prim, layout, params, compute_np, out_np))
+            spec = _render(prim, layout, params, compute_np, out_np, parallel)
+            entry = _entries[key] = _Entry(spec)
         if entry.failed:
             return None
         if entry.fn is not None:
             return entry.fn
         from ..compiler import diskcache, workers
+        spec = entry.spec
         if entry.job is None or entry.job.lost():
-            if diskcache.is_cached(entry.source):
-                return _load(entry)
+            if diskcache.is_cached(spec.source, spec.llvm_options):
+                return _load(entry, prim)
             if diskcache.cache_dir() is None:
                 return _give_up(entry)  # nowhere to compile in the background
             if _sync_mode():
                 return None  # no background compiles wanted: only what is on disk is used
-            entry.job = workers.submit(entry.source, f"eager_{prim.name}")
+            entry.job = workers.submit(spec.source, _label(prim), spec.llvm_options)
             _stats["submitted"] += 1
             return None
         if not entry.job.done():
             return None
         if not entry.job.ok:
             return _give_up(entry)
-        return _load(entry)
+        return _load(entry, prim)
+
+
+def _label(prim) -> str:
+    return f"eager_{prim.name}"
 
 
 def _give_up(entry) -> None:
@@ -213,55 +238,39 @@ def _give_up(entry) -> None:
     return None
 
 
-def _load(entry):
-    from ..compiler import diskcache
+def _load(entry, prim):
+    """Load the entry's kernel through the CPU backend (which wraps a parallel one in
+    `threadsafe.guard_parallel`, as it does for compiled plans)."""
+    from ..compiler import backends
+    spec = entry.spec
     try:
-        module = diskcache.load_module(entry.source, name_hint="eager_kernel")
+        fn = backends.get("cpu").load(spec, _label(prim), spec.parallel)
     except Exception:  # a kernel that does not build stays on numpy, never breaks the op
         return _give_up(entry)
-    entry.fn = module.kernel
+    entry.fn = fn
     _stats["loaded"] += 1
-    return entry.fn
+    return fn
 
 
-def _source(prim, layout, params, compute_np, out_np):
-    """The kernel module's source, or None when the op's scalar rule cannot be emitted."""
+def _render(prim, layout, params, compute_np, out_np, parallel):
+    """The kernel of `prim` over operands laid out as `layout` (see `_prepare`): the op
+    lowered as a group of one equation (`loopnest.lower_op`) and rendered by the CPU
+    backend, exactly as a compiled group's kernel. None when the op's scalar rule cannot
+    be rendered (counted as ``unsupported``)."""
     try:
-        from ..compiler.codegen_cpu import CpuEmitter as Emitter
+        from ..compiler import backends, loopnest
     except ImportError:
         _stats["unsupported"] += 1
         return None
-    cd = np.dtype(compute_np).name
-    e = Emitter(cd)
-    names, sig, exprs = [], [], []
-    for k, lay in enumerate(layout):
-        if lay == "a":
-            names.append(f"in{k}")
-            sig.append(f"Array({_NUMBA_TYPES[cd]}, 1, 'C', readonly=True)")
-            exprs.append(f"x{k}")
-        elif lay == "s":
-            names.append(f"s{k}")
-            sig.append(_NUMBA_TYPES[cd])
-            exprs.append(f"s{k}")
-        else:
-            exprs.append(e.const(float(lay[1:])))
+    operands = ["array" if lay == "a" else "scalar" if lay == "s" else float(lay[1:])
+                for lay in layout]
     try:
-        body = prim.scalar(e, *exprs, **params)
+        nest = loopnest.lower_op(prim, operands, params, np.dtype(compute_np).name,
+                                 np.dtype(out_np).name)
+        return backends.get("cpu").render(nest, parallel)
     except (NotImplementedError, KeyError, ValueError, TypeError):
         _stats["unsupported"] += 1
         return None
-    od = np.dtype(out_np).name
-    sig.append(f"{_NUMBA_TYPES[od]}[::1]")
-    loads = [f"        x{k} = in{k}[i]" for k, lay in enumerate(layout) if lay == "a"]
-    lines = [f"# generated by tracejit (eager kernel: {prim.name}, {cd} -> {od}, operands {''.join(layout)})",
-             "import math", "import numpy as np", "from numba import njit"]
-    if e.imports:
-        lines.append(f"from tracejit.compiler.mathlib import {', '.join(sorted(e.imports))}")
-    lines += ["", "",
-              f"@njit({'void(' + ', '.join(sig) + ')'!r}, cache=CACHE, error_model='numpy')",
-              f"def kernel({', '.join(names + ['out'])}):",
-              "    for i in range(out.shape[0]):"] + loads + [f"        out[i] = {body}", ""]
-    return "\n".join(lines)
 
 
 def stats() -> dict:

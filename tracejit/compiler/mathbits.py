@@ -1,0 +1,128 @@
+"""Building blocks of the kernel math functions (compiler/mathlib.py and its parts).
+
+The numba options every math function is compiled with (`_JIT`), the LLVM intrinsics
+they are written with (bit casts between a float and its integer bit pattern, which
+vectorize to nothing; C ``pow`` without numba's checks; `_always_inline`, which every
+function calls first so LLVM inlines it into the kernel's loop with its own flags), and
+the constants several of them share. Nothing here is called by generated kernels
+except `_always_inline` (re-exported by mathlib: the CPU renderer's ``element`` helper
+calls it).
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+# --------------------------------------------------------------------------
+# Compilation options shared by every function of this module.  Every function
+# also calls ``_always_inline()`` so that LLVM inlines it into the caller's
+# loop after linking, with these flags kept on its instructions (numba-IR
+# ``inline='always'`` would re-lower it with the *caller's* flags instead).
+_JIT = dict(cache=False, nogil=True, error_model="numpy", fastmath={"contract"})
+
+F = np.float32
+D = np.float64
+
+
+# --------------------------------------------------------------------------
+# Bit casts (vectorize to nothing: they are register reinterpretations).
+
+@intrinsic
+def _f2i(typingctx, x):
+    """float32 -> its int32 bit pattern."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _i2f(typingctx, x):
+    """Any integer (low 32 bits taken) -> float32 with that bit pattern."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        v = args[0]
+        if x.bitwidth > 32:
+            v = builder.trunc(v, ir.IntType(32))
+        elif x.bitwidth < 32:
+            v = builder.sext(v, ir.IntType(32))
+        return builder.bitcast(v, ir.FloatType())
+    return types.float32(x), codegen
+
+
+@intrinsic
+def _d2i(typingctx, x):
+    """float64 -> its int64 bit pattern."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _i2d(typingctx, x):
+    """Any integer (sign-extended to 64 bits) -> float64 with that bit pattern."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        v = args[0]
+        if x.bitwidth < 64:
+            v = builder.sext(v, ir.IntType(64))
+        return builder.bitcast(v, ir.DoubleType())
+    return types.float64(x), codegen
+
+
+@intrinsic
+def _libm_pow_f64(typingctx, x, y):
+    """C pow() semantics (llvm.pow -> libm), without numba's Python checks."""
+    if x != types.float64 or y != types.float64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType(), ir.DoubleType()])
+        fn = builder.module.declare_intrinsic("llvm.pow", [ir.DoubleType()], fnty)
+        return builder.call(fn, args)
+    return types.float64(types.float64, types.float64), codegen
+
+
+@intrinsic
+def _always_inline(typingctx):
+    """Mark the numba function that calls this as LLVM ``alwaysinline``.
+
+    Called first in every function here: the bigger ones (sin/cos, softplus,
+    pow) exceed LLVM's inlining threshold, and a call left in the caller's loop
+    blocks its vectorization.  Unlike numba-IR ``inline='always'`` this keeps
+    the function's own fastmath/error_model flags."""
+    def codegen(context, builder, sig, args):
+        builder.function.attributes.add("alwaysinline")
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+# --------------------------------------------------------------------------
+# Constants shared by several modules.  float32 ones are np.float32 globals:
+# numba freezes them as float32 constants, so no float64 promotion can sneak in.
+
+_INF32 = F(np.inf)
+_NAN32 = F(np.nan)
+_ZERO32 = F(0.0)
+_ONE32 = F(1.0)
+_TWO32 = F(2.0)
+_HALF32 = F(0.5)
+_SHIFT32 = F(12582912.0)          # 1.5 * 2**23: x + SHIFT rounds x to an integer
+_SHIFT32_BITS = 0x4B400000
+
+_INF64 = np.inf
+_NAN64 = np.nan
+_SHIFT64 = 6755399441055744.0      # 1.5 * 2**52
+_SHIFT64_BITS = 0x4338000000000000
+_SQRTHALF64_BITS = 0x3FE6A09E667F3BCD
