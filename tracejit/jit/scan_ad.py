@@ -122,31 +122,134 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
     n_gc, n_gx = sum(c_loop), sum(x_act)
     outs = list(bb.outputs)
     g_c, g_x, g_k = outs[:n_gc], outs[n_gc:n_gc + n_gx], outs[n_gc + n_gx:]
-    acc_in = [Var(c.aval) for c, a in zip(consts, k_act) if a]
+    # Loop constants' gradients that are a sum over steps of A_t^T @ B_t (a weight's
+    # gradient) become one GEMM after the loop over the stacked A and B (see `_hoistable`).
+    stacked_of = {}   # bb input -> the stacked tensor outside the loop its slices come from
+    for v, r in zip(tuple(b_c) + tuple(b_saved), res):
+        stacked_of[v] = ("res", r)
+    for v, x in zip(b_x, xs):
+        stacked_of[v] = ("val", x)
+    variant = _variant(bb, {b_k, *b_c, *b_x, *b_saved, *b_cts})
+    hoist = [_hoistable(bb, g, variant) for g in g_k]
+    extra_ys = []     # per-step values the reverse loop stacks for hoisted GEMMs
+    for h in hoist:
+        if h is not None:
+            for v in h[0:2]:
+                if v not in stacked_of and v not in extra_ys:
+                    extra_ys.append(v)
+    acc_in = []
+    it_h = iter(hoist)
+    for c, a in zip(consts, k_act):
+        if a:
+            h = next(it_h)
+            if h is None:
+                acc_in.append(Var(c.aval))
+    acc_g = [g for g, h in zip(g_k, hoist) if h is None]
     rctx = TraceContext()
     with rctx:
         acc_out = [rctx.atom(_make_tracer(a, rctx) + (_make_tracer(g, rctx) if isinstance(g, Var) else g.value))
-                   for a, g in zip(acc_in, g_k)]
+                   for a, g in zip(acc_in, acc_g)]
     r_inputs = ((b_k,) + tuple(ct for ct, a in zip(b_cts[:nc], c_loop) if a) + tuple(acc_in)
                 + tuple(b_c) + tuple(b_saved) + tuple(b_x) + tuple(b_cts[nc:]) + tuple(b_consts))
-    rg = Graph(r_inputs, tuple(bb.eqns) + tuple(rctx.eqns), tuple(g_c) + tuple(acc_out) + tuple(g_x),
-               "scan_backward")
+    r_outputs = tuple(g_c) + tuple(acc_out) + tuple(g_x) + tuple(extra_ys)
+    rg = Graph(r_inputs, _live(tuple(bb.eqns) + tuple(rctx.eqns), r_outputs), r_outputs, "scan_backward")
     with ctx:
         n_atom = ctx.atom(val(length))
         init_g = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
                   for o, g, a in zip(e.outs[:nc], gs[:nc], c_loop) if a]
-        init_acc = [ops.zeros(c.aval.shape, dtype=c.aval.dtype) for c, a in zip(consts, k_act) if a]
+        init_acc = [ops.zeros(v.aval.shape, dtype=v.aval.dtype) for v in acc_in]
         g_ys = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
                 for o, g in zip(e.outs[nc:nc + ny], gs[nc:nc + ny])]
         n_g = len(init_g) + len(init_acc)
-        gx_avals = [_stacked(trip, v) for v in g_x]
+        ys_avals = [_stacked(trip, v) for v in tuple(g_x) + tuple(extra_ys)]
         out = ctx.emit_multi(SCAN, [n_atom] + [ctx.atom(t) for t in init_g + init_acc]
                              + [ctx.atom(_make_tracer(r, ctx)) for r in res] + [ctx.atom(val(a)) for a in xs]
                              + [ctx.atom(t) for t in g_ys] + [ctx.atom(val(a)) for a in consts],
                              {"body_graph": rg, "n_carry": n_g, "n_xs": n_res + nx + ny,
                               "reverse": not e.params["reverse"], "trip": trip},
-                             [ctx.atom(t).aval for t in init_g + init_acc] + gx_avals)
-    it_c, it_k, it_x = iter(out[:len(init_g)]), iter(out[len(init_g):n_g]), iter(out[n_g:])
+                             [ctx.atom(t).aval for t in init_g + init_acc] + ys_avals)
+        extra_out = dict(zip(extra_ys, out[n_g + n_gx:]))
+
+        def stacked(v):
+            if v in extra_out:
+                return extra_out[v]
+            kind, s = stacked_of[v]
+            return _make_tracer(s, ctx) if kind == "res" else val(s)
+        hoisted = []
+        for h in hoist:
+            if h is None:
+                hoisted.append(None)
+                continue
+            a_v, b_v, post = h
+            r = ops.matmul(ops.transpose(ops.flatten(stacked(a_v), 0, 1), 0, 1), ops.flatten(stacked(b_v), 0, 1))
+            for pe in post:
+                r = ops.permute(r, pe.params["dims"]) if pe.prim.name == "permute" else \
+                    ops.reshape(r, pe.params["shape"])
+            hoisted.append(r)
+    it_acc = iter(out[len(init_g):n_g])
+    grad_k = [next(it_acc) if h is None else h for h in hoisted]
+    out = out[:n_g] + out[n_g:n_g + n_gx]
+    it_c, it_x, it_k = iter(out[:len(init_g)]), iter(out[n_g:]), iter(grad_k)
     grad_c = [next(it_c) if loop else None for loop in c_loop]
     return ([None] + [g if a else None for g, a in zip(grad_c, c_act)] + [next(it_x) if a else None for a in x_act]
             + [next(it_k) if a else None for a in k_act])
+
+
+def _variant(g: Graph, seeds: set) -> set:
+    """Values of `g` that depend on `seeds` (the per-step inputs of a loop body)."""
+    out = set(seeds)
+    for e in g.eqns:
+        if any(isinstance(a, Var) and a in out for a in e.inputs):
+            out.update(e.outs)
+    return out
+
+
+def _hoistable(g: Graph, v, variant: set):
+    """If the loop constant's per-step gradient `v` is ``post(matmul(permute(A), B))`` with
+    A, B 2-D per-step values (A^T B: a weight's gradient, contracting over the batch) and
+    `post` a chain of permutes/reshapes used by nothing else, -> (A, B, post eqns in
+    order); else None. The sum over steps of A_t^T B_t is then one GEMM of the stacked A
+    and B flattened over (step, batch): one large GEMM instead of T small ones."""
+    if not isinstance(v, Var):
+        return None
+    prod = {o: e for e in g.eqns for o in e.outs}
+    uses: dict = {}
+    for e in g.eqns:
+        for a in e.inputs:
+            if isinstance(a, Var):
+                uses[a] = uses.get(a, 0) + 1
+    for a in g.outputs:
+        if isinstance(a, Var):
+            uses[a] = uses.get(a, 0) + 1
+    post = []
+    while True:
+        e = prod.get(v)
+        if e is None or uses.get(v, 0) != 1:
+            return None
+        if e.prim.name in ("permute", "reshape"):
+            post.append(e)
+            v = e.inputs[0]
+            continue
+        break
+    if e.prim.name != "matmul" or len(e.inputs) != 2:
+        return None
+    x, b = e.inputs
+    t = prod.get(x)
+    if t is None or t.prim.name != "permute" or tuple(t.params["dims"]) != (1, 0):
+        return None
+    a = t.inputs[0]
+    if not (isinstance(a, Var) and isinstance(b, Var) and a in variant and b in variant
+            and len(a.aval.shape) == 2 and len(b.aval.shape) == 2):
+        return None
+    return a, b, tuple(reversed(post))
+
+
+def _live(eqns: tuple, outputs: tuple) -> tuple:
+    """`eqns` without those no output depends on (a hoisted GEMM's per-step matmul)."""
+    need = {a for a in outputs if isinstance(a, Var)}
+    keep = []
+    for e in reversed(eqns):
+        if any(o in need for o in e.outs):
+            keep.append(e)
+            need.update(a for a in e.inputs if isinstance(a, Var))
+    return tuple(reversed(keep))
