@@ -1,0 +1,96 @@
+"""Eager recurrent layers: the hidden weights' gradient as one GEMM over all time steps.
+
+Run step by step under eager autograd, a recurrent layer's backward computes at every
+step both ``dh = dgates @ W_hh`` (needed by the previous step) and the step's share of
+the weight gradient ``dgates^T @ h`` (plus ``dgates.sum(0)`` for the bias): 2T small
+GEMMs for T steps. Only the first kind is sequential. Here the per-step hidden
+projection is `_HiddenProj`, which in backward computes ``dh`` and keeps ``dgates``;
+`_HiddenWeights`, a node every step's projection depends on, runs after all of them
+(the engine orders nodes by dependency) and computes the weight and bias gradients as
+one GEMM and one reduction over the stacked steps. The compiled scan's VJP does the
+same rewrite on the IR (`tracejit.jit.scan_ad`).
+
+Both backwards are written with tracejit ops on the real weight and hidden states, so
+``create_graph=True`` records a differentiable backward as the per-step form would.
+"""
+from __future__ import annotations
+
+from .. import ops as _ops
+from ..autograd.function import Function
+from ..autograd.grad_mode import is_grad_enabled
+from ..ops import registry as _reg
+
+__all__ = ["DeferredHiddenGrad"]
+
+
+class _HiddenWeights(Function):
+    """A 0-d anchor whose backward turns the per-step gradients kept by `_HiddenProj`
+    into the gradients of W_hh (and b_hh)."""
+
+    @staticmethod
+    def forward(ctx, w, b, store):
+        ctx.store = store
+        return _ops.zeros((), dtype=w.dtype, device=w.device)
+
+    @staticmethod
+    def backward(ctx, _g):
+        st = ctx.store
+        hs, gs = st.hs, st.gs
+        st.gs = [None] * len(hs)        # ready for another backward over a retained graph
+        n_out = st.w.shape[0]
+        zero = None
+        parts = []
+        for h, g in zip(hs, gs):
+            if g is None:               # a step the loss does not depend on
+                if zero is None:
+                    zero = _ops.zeros((h.shape[0], n_out), dtype=h.dtype, device=h.device)
+                g = zero
+            parts.append(g)
+        G = _ops.cat(parts, 0)                      # (T*N, G*H)
+        H = _ops.cat(list(hs), 0)                   # (T*N, H)
+        dw = _ops.matmul(_ops.transpose(G, 0, 1), H)
+        db = G.sum(0) if st.has_bias else None
+        return dw, db, None
+
+
+class _HiddenProj(Function):
+    """``h @ W^T + b`` for one step; its backward returns ``dh`` and keeps the step's
+    output gradient for `_HiddenWeights` (which it feeds a zero, so that node runs after
+    every step's)."""
+
+    @staticmethod
+    def forward(ctx, h, w, b, anchor, store, k):
+        ctx.store, ctx.k = store, k
+        ctx.save_for_backward(w)
+        return _ops.linear(h, w, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        (w,) = ctx.saved_tensors
+        ctx.store.gs[ctx.k] = g
+        dh = _ops.matmul(g, w) if ctx.needs_input_grad[0] else None
+        return dh, None, None, _ops.zeros((), dtype=g.dtype, device=g.device), None, None
+
+
+class DeferredHiddenGrad:
+    """The hidden projection ``h @ W_hh^T + b_hh`` of one layer and direction over a
+    sequence, with the weight gradient deferred to one GEMM (see the module docstring).
+    Call it once per step with the step's incoming hidden state. Falls back to plain ops
+    when no gradient of the weights is recorded (no_grad, frozen weights, tracing)."""
+
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+        self.has_bias = b is not None
+        self.hs: list = []
+        self.gs: list = []
+        needs = w.requires_grad or (b is not None and b.requires_grad)
+        self.active = needs and is_grad_enabled() and _reg.trace_state.tracer is None
+        self.anchor = _HiddenWeights.apply(w, b, self) if self.active else None
+
+    def __call__(self, h):
+        if not self.active:
+            return _ops.linear(h, self.w, self.b)
+        k = len(self.hs)
+        self.hs.append(h)
+        self.gs.append(None)
+        return _HiddenProj.apply(h, self.w, self.b, self.anchor, self, k)
