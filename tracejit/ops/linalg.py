@@ -24,12 +24,16 @@ def _mT(x):
     return transpose(x, -2, -1)
 
 
+def _blas_matmul(a, b):
+    return _coreshare.matmul(a, b, blas_only=True)
+
+
 def _matmul_impl(xp, a, b):
     # numpy: on the BLAS threads the machine can give now, as compiled plans call it
     # (coreshare.matmul). With another process on one of 2 cores, a 2-thread GEMM waits
     # for the thread stuck behind it: the eager LSTM LM step took 5-14 s on 2 BLAS
     # threads against 1.3 s on one, in the same process.
-    mm = _coreshare.matmul if xp is _np else xp.matmul
+    mm = _blas_matmul if xp is _np else xp.matmul
     if a.ndim > 2 and b.ndim == 2:
         # (..., k) @ (k, n) is one GEMM over the flattened leading dims; numpy's stacked
         # matmul runs a small GEMM per leading index (3.6x slower for a (128, 16, 256)
