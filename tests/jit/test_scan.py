@@ -201,3 +201,56 @@ def test_eager_scan_gradients_match_torch():
     ((ysp[1:] * 1.5).sum() + hp.sum()).backward()
     for a, b in ((tx, px), (tw, pw), (th, ph)):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_backward_reads_forward_residuals_and_hoists_weight_gradients():
+    """The differentiated scan's forward loop returns the per-step residuals (no second
+    forward loop in the backward, no matmul recomputed per step), and the weights'
+    gradients are one matmul each after the reverse loop, not one per step."""
+    from tracejit.jit.autodiff import split
+    cf = tj.trace(rnn_scan)
+    ts = _data(4)
+    cf(*ts)
+    g = cf.entries[0].graph
+    fwd, bwd, n_saved = split(g, [True] * len(g.inputs))
+
+    def count(graph, name):
+        return sum(e.prim.name == name for e in graph.eqns)
+    (fscan,) = [e for e in fwd.eqns if e.prim.name == "scan"]
+    assert fscan.params["n_res"] == 3          # the carry entering, both matmul outputs
+    assert count(bwd, "scan") == 1             # the reverse loop only
+    (rscan,) = [e for e in bwd.eqns if e.prim.name == "scan"]
+    body = rscan.params["body_graph"]
+    assert count(body, "matmul") == 2          # dh and dx per step; dW, dU hoisted
+    assert count(bwd, "matmul") == 2           # ... here, over all steps at once
+    assert rscan.params["n_carry"] == 1        # only dh is carried: no per-step accumulators
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_hoisted_gradient_of_a_weight_applied_to_a_per_step_value(reverse, compiler):
+    """v's per-step gradient is tanh(..)^T @ g, with tanh(..) recomputed in the reverse loop
+    (not a stacked input): the loop stacks it for the hoisted GEMM; bias-like constants
+    (b) keep their per-step accumulator. Compiled equals eager, for varying lengths."""
+    def f(x, u, v, b, h0):
+        def step(h, xt):
+            y = tj.tanh(h.mm(u) + xt)
+            h = y.mm(v) + b
+            return h, y
+        h, ys = tj.jit.scan(step, h0, x, reverse=reverse)
+        return (h * h).sum() + (ys * ys).sum()
+
+    cf = tj.trace(f, compiler=compiler)
+    r = np.random.default_rng(7)
+    for T in (3, 5):
+        vals = [r.standard_normal(s).astype(np.float32) * 0.5 for s in ((T, 2, 4), (4, 4), (4, 4), (4,), (2, 4))]
+        ts = [tj.tensor(v, requires_grad=True) for v in vals]
+        got = _grads(cf(*ts), ts)
+        exp = _grads(f(*ts), ts)
+        for a, b in zip(got, exp):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    from tracejit.jit.autodiff import split
+    g = cf.entries[0].graph
+    _, bwd, _ = split(g, [True] * len(g.inputs))
+    (rscan,) = [e for e in bwd.eqns if e.prim.name == "scan"]
+    assert sum(e.prim.name == "matmul" for e in rscan.params["body_graph"].eqns) == 2   # dh, dy
+    assert rscan.params["n_carry"] == 2                                                 # dh, acc of b
