@@ -26,6 +26,7 @@ from . import init
 from .layers import _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
+from .recurrent_grad import chunk_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "rnn_tanh_step", "rnn_relu_step", "lstm_step", "gru_step"]
@@ -52,7 +53,7 @@ def rnn_relu_step(gi, h, w_hh, b_hh, proj=None):
 def lstm_step(gi, h, c, w_hh, b_hh, proj=None):
     """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o."""
     gates = gi + _hidden_proj(h, w_hh, b_hh, proj)
-    i, f, g, o = _ops.chunk(gates, 4, -1)
+    i, f, g, o = chunk_gates(gates, 4)
     c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
     h = _ops.sigmoid(o) * _ops.tanh(c)
     return h, c
@@ -61,8 +62,8 @@ def lstm_step(gi, h, c, w_hh, b_hh, proj=None):
 def gru_step(gi, h, w_hh, b_hh, proj=None):
     """h' of one GRU step: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1-z)*n + z*h."""
     gh = _hidden_proj(h, w_hh, b_hh, proj)
-    i_r, i_z, i_n = _ops.chunk(gi, 3, -1)
-    h_r, h_z, h_n = _ops.chunk(gh, 3, -1)
+    i_r, i_z, i_n = chunk_gates(gi, 3)
+    h_r, h_z, h_n = chunk_gates(gh, 3)
     r = _ops.sigmoid(i_r + h_r)
     z = _ops.sigmoid(i_z + h_z)
     n = _ops.tanh(i_n + r * h_n)

@@ -20,7 +20,7 @@ from ..autograd.function import Function
 from ..autograd.grad_mode import is_grad_enabled
 from ..ops import registry as _reg
 
-__all__ = ["DeferredHiddenGrad"]
+__all__ = ["DeferredHiddenGrad", "chunk_gates"]
 
 
 class _HiddenWeights(Function):
@@ -94,3 +94,30 @@ class DeferredHiddenGrad:
         self.hs.append(h)
         self.gs.append(None)
         return _HiddenProj.apply(h, self.w, self.b, self.anchor, self, k)
+
+
+class _ChunkGates(Function):
+    """``chunk(gates, n, -1)`` as one node whose backward is one ``cat`` of the pieces'
+    gradients. `ops.chunk` makes n `getitem`s, each of whose backward writes a full-size
+    zero tensor with one slice filled, then summed: per step, n index_adds and n-1 adds."""
+
+    @staticmethod
+    def forward(ctx, gates, n):
+        ctx.set_materialize_grads(False)
+        ctx.meta = (tuple(gates.shape), gates.dtype, gates.device, n)
+        return _ops.chunk(gates, n, -1)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        shape, dtype, device, n = ctx.meta
+        piece = shape[:-1] + (shape[-1] // n,)
+        parts = [g if g is not None else _ops.zeros(piece, dtype=dtype, device=device) for g in grads]
+        return _ops.cat(parts, -1), None
+
+
+def chunk_gates(gates, n: int) -> tuple:
+    """The n equal gate blocks of `gates` along the last dim (eager: one autograd node)."""
+    if (_reg.trace_state.tracer is None and gates.requires_grad and is_grad_enabled()
+            and gates.shape[-1] % n == 0):
+        return _ChunkGates.apply(gates, n)
+    return _ops.chunk(gates, n, -1)
