@@ -96,3 +96,26 @@ def test_one_weight_gradient_gemm_per_layer_and_direction():
     assert sum(1 for a, b in calls if a == (2, 16) and b == (16, 4)) == 6
     assert ((16, 14), (14, 4)) in calls
     assert len(calls) == 6 + 2, calls
+
+
+def test_a_pass_that_skips_the_weights_leaves_nothing_stale_for_the_next():
+    """autograd.grad of the input alone (the weights' node does not run) over a retained
+    graph reaching both steps, then a backward reaching only the first step: W's gradient
+    must be that of the second loss alone (not the first pass's step-2 gradient too)."""
+    r = np.random.default_rng(5)
+    wv, bv, hv = r.standard_normal((4, 4)), r.standard_normal(4), r.standard_normal((2, 4))
+
+    def run(proj_of):
+        w, b = tj.tensor(wv, requires_grad=True), tj.tensor(bv, requires_grad=True)
+        h0 = tj.tensor(hv, requires_grad=True)
+        proj = proj_of(w, b)
+        h1 = proj(h0)
+        h2 = proj(tj.tanh(h1))
+        g0 = tj.autograd.grad((h2 * h2).sum(), [h0], retain_graph=True)[0]
+        (h1 * 3.0).sum().backward()
+        return g0.numpy(), w.grad.numpy(), b.grad.numpy()
+
+    deferred = run(lambda w, b: DeferredHiddenGrad(w, b))
+    plain = run(lambda w, b: (lambda h: tj.nn.functional.linear(h, w, b)))
+    for a, e in zip(deferred, plain):
+        np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-14)

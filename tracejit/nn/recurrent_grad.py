@@ -33,15 +33,22 @@ class _HiddenWeights(Function):
         return _ops.zeros((), dtype=w.dtype, device=w.device)
 
     @staticmethod
-    def backward(ctx, _g):
+    def backward(ctx, count):
         st = ctx.store
         hs, gs = st.hs, st.gs
+        # `count` is the number of steps whose backward ran in this pass (each feeds a 1):
+        # they are the last `count` entries of `st.ran`. Gradients kept by an earlier pass
+        # that did not reach this node (``autograd.grad`` of other inputs over a retained
+        # graph) are not this pass's.
+        c = int(round(float(count.detach().numpy())))
+        fresh = set(st.ran[len(st.ran) - c:]) if c else set()
         st.gs = [None] * len(hs)        # ready for another backward over a retained graph
+        st.ran = []
         n_out = st.w.shape[0]
         zero = None
         parts = []
-        for h, g in zip(hs, gs):
-            if g is None:               # a step the loss does not depend on
+        for k, (h, g) in enumerate(zip(hs, gs)):
+            if g is None or k not in fresh:   # a step the loss does not depend on
                 if zero is None:
                     zero = _ops.zeros((h.shape[0], n_out), dtype=h.dtype, device=h.device)
                 g = zero
@@ -55,8 +62,8 @@ class _HiddenWeights(Function):
 
 class _HiddenProj(Function):
     """``h @ W^T + b`` for one step; its backward returns ``dh`` and keeps the step's
-    output gradient for `_HiddenWeights` (which it feeds a zero, so that node runs after
-    every step's)."""
+    output gradient for `_HiddenWeights` (which it feeds a 1, so that node runs after
+    every step's and learns how many ran)."""
 
     @staticmethod
     def forward(ctx, h, w, b, anchor, store, k):
@@ -68,8 +75,9 @@ class _HiddenProj(Function):
     def backward(ctx, g):
         (w,) = ctx.saved_tensors
         ctx.store.gs[ctx.k] = g
+        ctx.store.ran.append(ctx.k)
         dh = _ops.matmul(g, w) if ctx.needs_input_grad[0] else None
-        return dh, None, None, _ops.zeros((), dtype=g.dtype, device=g.device), None, None
+        return dh, None, None, _ops.ones((), dtype=g.dtype, device=g.device), None, None
 
 
 class DeferredHiddenGrad:
@@ -83,6 +91,7 @@ class DeferredHiddenGrad:
         self.has_bias = b is not None
         self.hs: list = []
         self.gs: list = []
+        self.ran: list = []             # steps whose backward ran since the anchor's last
         needs = w.requires_grad or (b is not None and b.requires_grad)
         self.active = needs and is_grad_enabled() and _reg.trace_state.tracer is None
         self.anchor = _HiddenWeights.apply(w, b, self) if self.active else None
