@@ -119,3 +119,15 @@ def test_a_pass_that_skips_the_weights_leaves_nothing_stale_for_the_next():
     plain = run(lambda w, b: (lambda h: tj.nn.functional.linear(h, w, b)))
     for a, e in zip(deferred, plain):
         np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-14)
+
+
+def test_the_deferred_state_holds_no_tensors_between_passes():
+    """Between backward passes the state the steps share is empty (it only carries the
+    steps' (h, dgates) from their backwards to the weights' node within one pass)."""
+    h0 = tj.tensor(_x(6, (2, 4)), requires_grad=True)
+    w = tj.tensor(_x(7, (4, 4)), requires_grad=True)
+    proj = DeferredHiddenGrad(w, None)
+    y = proj(tj.tanh(proj(h0)))
+    assert proj.pending.steps == []
+    y.sum().backward()
+    assert proj.pending.steps == [] and w.grad is not None

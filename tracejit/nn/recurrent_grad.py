@@ -23,61 +23,63 @@ from ..ops import registry as _reg
 __all__ = ["DeferredHiddenGrad", "chunk_gates"]
 
 
+class _Pending:
+    """What the steps' backwards hand to `_HiddenWeights` in one backward pass: per step
+    that ran, its incoming hidden state and output gradient. Holds no tensors between
+    passes, so the graph keeps no reference cycle through it (it is freed by reference
+    counting as soon as the loss is dropped, as the per-step form is)."""
+
+    __slots__ = ("has_bias", "steps")
+
+    def __init__(self, has_bias: bool):
+        self.has_bias = has_bias
+        self.steps: list = []           # (h, g) in the order the steps' backwards ran
+
+
 class _HiddenWeights(Function):
     """A 0-d anchor whose backward turns the per-step gradients kept by `_HiddenProj`
     into the gradients of W_hh (and b_hh)."""
 
     @staticmethod
-    def forward(ctx, w, b, store):
-        ctx.store = store
+    def forward(ctx, w, b, pending):
+        ctx.pending = pending
         return _ops.zeros((), dtype=w.dtype, device=w.device)
 
     @staticmethod
     def backward(ctx, count):
-        st = ctx.store
-        hs, gs = st.hs, st.gs
+        p = ctx.pending
         # `count` is the number of steps whose backward ran in this pass (each feeds a 1):
-        # they are the last `count` entries of `st.ran`. Gradients kept by an earlier pass
-        # that did not reach this node (``autograd.grad`` of other inputs over a retained
-        # graph) are not this pass's.
+        # the last `count` entries. Entries left by an earlier pass that did not reach this
+        # node (``autograd.grad`` of other inputs over a retained graph) are not this pass's.
         c = int(round(float(count.detach().numpy())))
-        fresh = set(st.ran[len(st.ran) - c:]) if c else set()
-        st.gs = [None] * len(hs)        # ready for another backward over a retained graph
-        st.ran = []
-        n_out = st.w.shape[0]
-        zero = None
-        parts = []
-        for k, (h, g) in enumerate(zip(hs, gs)):
-            if g is None or k not in fresh:   # a step the loss does not depend on
-                if zero is None:
-                    zero = _ops.zeros((h.shape[0], n_out), dtype=h.dtype, device=h.device)
-                g = zero
-            parts.append(g)
-        G = _ops.cat(parts, 0)                      # (T*N, G*H)
-        H = _ops.cat(list(hs), 0)                   # (T*N, H)
+        steps = p.steps[len(p.steps) - c:] if c else []
+        p.steps = []
+        if not steps:
+            return None, None, None
+        G = _ops.cat([g for _, g in steps], 0)      # (T*N, G*H)
+        H = _ops.cat([h for h, _ in steps], 0)      # (T*N, H)
         dw = _ops.matmul(_ops.transpose(G, 0, 1), H)
-        db = G.sum(0) if st.has_bias else None
+        db = G.sum(0) if p.has_bias else None
         return dw, db, None
 
 
 class _HiddenProj(Function):
-    """``h @ W^T + b`` for one step; its backward returns ``dh`` and keeps the step's
-    output gradient for `_HiddenWeights` (which it feeds a 1, so that node runs after
-    every step's and learns how many ran)."""
+    """``h @ W^T + b`` for one step; its backward returns ``dh`` and hands ``(h, dgates)``
+    to `_HiddenWeights` (which it feeds a 1, so that node runs after every step's and
+    learns how many ran)."""
 
     @staticmethod
-    def forward(ctx, h, w, b, anchor, store, k):
-        ctx.store, ctx.k = store, k
-        ctx.save_for_backward(w)
+    def forward(ctx, h, w, b, anchor, pending):
+        ctx.pending = pending
+        ctx.save_for_backward(h, w)
         return _ops.linear(h, w, b)
 
     @staticmethod
     def backward(ctx, g):
-        (w,) = ctx.saved_tensors
-        ctx.store.gs[ctx.k] = g
-        ctx.store.ran.append(ctx.k)
+        h, w = ctx.saved_tensors
+        ctx.pending.steps.append((h, g))
         dh = _ops.matmul(g, w) if ctx.needs_input_grad[0] else None
-        return dh, None, None, _ops.ones((), dtype=g.dtype, device=g.device), None, None
+        return dh, None, None, _ops.ones((), dtype=g.dtype, device=g.device), None
 
 
 class DeferredHiddenGrad:
@@ -88,21 +90,15 @@ class DeferredHiddenGrad:
 
     def __init__(self, w, b):
         self.w, self.b = w, b
-        self.has_bias = b is not None
-        self.hs: list = []
-        self.gs: list = []
-        self.ran: list = []             # steps whose backward ran since the anchor's last
         needs = w.requires_grad or (b is not None and b.requires_grad)
         self.active = needs and is_grad_enabled() and _reg.trace_state.tracer is None
-        self.anchor = _HiddenWeights.apply(w, b, self) if self.active else None
+        self.pending = _Pending(b is not None)
+        self.anchor = _HiddenWeights.apply(w, b, self.pending) if self.active else None
 
     def __call__(self, h):
         if not self.active:
             return _ops.linear(h, self.w, self.b)
-        k = len(self.hs)
-        self.hs.append(h)
-        self.gs.append(None)
-        return _HiddenProj.apply(h, self.w, self.b, self.anchor, self, k)
+        return _HiddenProj.apply(h, self.w, self.b, self.anchor, self.pending)
 
 
 class _ChunkGates(Function):
