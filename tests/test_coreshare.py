@@ -156,3 +156,17 @@ def test_an_error_turns_the_policy_off_once_and_never_fails_the_caller(monkeypat
         assert coreshare.adapt() == 0
     assert coreshare.ENABLED is False
     assert coreshare.adapt() == 0             # off: no second warning, nothing tried
+
+
+@linux
+def test_eager_matmul_adapts_blas_only_without_numba():
+    """Eager products take the BLAS count from the machine (`adapt_blas`) but never
+    import numba or start its thread pool (0.5 s on the first eager product)."""
+    code = ("import sys, numpy as np, tracejit as tj\n"
+            "from tracejit import coreshare\n"
+            "a = tj.tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64))\n"
+            "ok = np.allclose((a @ a).numpy(), a.numpy() @ a.numpy())\n"
+            "print(ok, 'numba' in sys.modules, coreshare._blas_n is not None or not coreshare.ENABLED)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=120, check=True).stdout.split()
+    assert out == ["True", "False", "True"]

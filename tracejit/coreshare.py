@@ -33,7 +33,7 @@ import time
 
 from .envflags import is_off
 
-__all__ = ["CoreShare", "core_share", "adapt", "matmul", "blas_threads_for", "SMALL_GEMM_MNK"]
+__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "SMALL_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 SLACK = 0.25            # cores others may use before we give one up
@@ -179,6 +179,30 @@ def _apply(n: int) -> None:
     _blas.apply(n)
 
 
+_blas_n = None
+
+
+def adapt_blas() -> int:
+    """`adapt` for BLAS alone: what eager matmul calls (it must not import numba or start
+    its thread pool: 0.5 s on the first eager product)."""
+    global _blas, _blas_n
+    if not ENABLED:
+        return 0
+    n = core_share.threads()
+    if _blas_n == n and _blas is not None:
+        return n
+    try:
+        if _blas is None:
+            from .threads import blas_threads, set_blas_threads
+            _blas = _Setting(blas_threads, set_blas_threads)
+        _blas.apply(n)
+    except Exception as exc:
+        _give_up(exc)
+        return 0
+    _blas_n = n
+    return n
+
+
 def _give_up(exc: Exception) -> None:
     global ENABLED
     ENABLED = False
@@ -195,12 +219,13 @@ def blas_threads_for(m: int, k: int, n: int, available: int) -> int:
     return max(1, available)
 
 
-def matmul(a, b):
+def matmul(a, b, blas_only: bool = False):
     """``numpy.matmul(a, b)`` on the BLAS threads `adapt` and `blas_threads_for` choose: the
     call a compiled plan makes for each product (a GEMM is split like a kernel, and waits
-    for a thread stuck behind another process the same way)."""
+    for a thread stuck behind another process the same way). ``blas_only``: adapt BLAS's
+    count only (`adapt_blas`; eager matmul)."""
     import numpy as np
-    n = adapt()
+    n = adapt_blas() if blas_only else adapt()
     if n and a.ndim >= 2 and b.ndim >= 2 and _blas is not None and _blas.ours not in (None, 1):
         m, k = a.shape[-2], a.shape[-1]
         if m * k * b.shape[-1] < SMALL_GEMM_MNK:

@@ -78,7 +78,11 @@ def _vjp_one(ctx, e, act, ct, tracer, val) -> None:
             "depends on data, so the backward pass cannot be compiled. Use a `for i in range(n)` "
             "with a constant n (unrolled), or compute gradients eagerly (tracejit.eager()).")
     elif p.name == "scan":
-        grads = _scan_vjp(ctx, e, gs, act, val)
+        if "vjp_graph" in e.params:     # residuals saved by the forward loop (scan_ad.py)
+            from .scan_ad import scan_vjp
+            grads = scan_vjp(ctx, e, gs, act, val)
+        else:
+            grads = _scan_vjp(ctx, e, gs, act, val)
     elif p.name == "custom_function":
         grads = _custom_vjp(ctx, e, gs)
     else:
@@ -232,6 +236,8 @@ def joint(graph: Graph, active_inputs, name: str = "joint") -> Graph:
     Inactive outputs get cotangent inputs too (ignored), so callers can pass one per output.
     """
     act = active_vars(graph, active_inputs)
+    from .scan_ad import add_residuals
+    graph = add_residuals(graph, act)   # differentiated loops also return their residuals
     ctx = TraceContext()
     ct_vars = [Var(a.aval) if isinstance(a, Var) else Var(a.aval) for a in graph.outputs]
     cts = {}
@@ -265,15 +271,16 @@ def _cheap(e: Eqn) -> bool:
     return (e.prim.kind == "elementwise" or bool(e.prim.extra.get("broadcast_read"))) and len(e.outs) == 1
 
 
-def split(graph: Graph, active_inputs):
+def split(graph: Graph, active_inputs, cheap=_cheap):
     """-> (forward graph, backward graph, n_saved).
 
     forward: inputs -> outputs + saved values.
     backward: inputs + saved + cotangents (one per output) -> grads of active inputs.
+    `cheap(eqn)` says which forward equations the backward recomputes instead of saving.
     """
     j = joint(graph, active_inputs, "backward")
     n_in, n_out = len(graph.inputs), len(graph.outputs)
-    fwd_eqns = list(graph.eqns)
+    fwd_eqns = list(j.eqns[:len(graph.eqns)])   # joint's forward: loops there also return residuals
     fwd_defined = {o: e for e in fwd_eqns for o in e.outs}
     bwd_eqns = list(j.eqns[len(fwd_eqns):])
     needed = []
@@ -293,7 +300,7 @@ def split(graph: Graph, active_inputs):
         e = fwd_defined.get(v)
         if e is None or id(e) in recompute or v in saved:
             continue
-        if _cheap(e):
+        if cheap(e):
             recompute.add(id(e))
             stack.extend(a for a in e.inputs if isinstance(a, Var) and a in fwd_defined)
         else:
@@ -311,7 +318,7 @@ def split(graph: Graph, active_inputs):
     ct_inputs = j.inputs[n_in:n_in + n_out]
     bwd = Graph(tuple(graph.inputs) + tuple(saved_in) + tuple(ct_inputs),
                 tuple(re(e) for e in rec_eqns + bwd_eqns), tuple(sub(a) for a in j.outputs), "backward")
-    fwd = Graph(graph.inputs, graph.eqns, tuple(graph.outputs) + tuple(saved), "forward")
+    fwd = Graph(graph.inputs, tuple(fwd_eqns), tuple(graph.outputs) + tuple(saved), "forward")
     return fwd, bwd, len(saved)
 
 

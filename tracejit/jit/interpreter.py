@@ -100,6 +100,7 @@ def _run_custom(e, vals, syms):
 
 def _run_scan(e, vals, syms):
     from ..ops import stack, zeros
+    from .loops import unbind_steps
     bg = e.params["body_graph"]
     nc, nx = e.params["n_carry"], e.params["n_xs"]
     length = vals[0]
@@ -107,8 +108,9 @@ def _run_scan(e, vals, syms):
     carry, xs, consts = list(vals[1:1 + nc]), vals[1 + nc:1 + nc + nx], list(vals[1 + nc + nx:])
     steps = range(n - 1, -1, -1) if e.params["reverse"] else range(n)
     ys: dict = {}
+    slices = [unbind_steps(x) if isinstance(x, Tensor) else x for x in xs]   # one backward node per xs
     for k in steps:
-        out = interpret(bg, [k] + carry + [x[k] for x in xs] + consts, syms)
+        out = interpret(bg, [k] + carry + [x[k] for x in slices] + consts, syms)
         carry = list(out[:nc])
         ys[k] = out[nc:]
     stacked = []

@@ -12,13 +12,15 @@ from .. import ops
 from ..errors import ScriptError, user_location
 from ..ops import registry as _reg
 from ..ops.registry import Aval
+from ..autograd.function import Function
+from ..autograd.grad_mode import is_grad_enabled
 from ..shapes import Sym
 from ..tensor import Tensor
 from .control import (SCAN, WHILE, as_pred, aval_of, graph_with_captures, is_traced, is_undefined, materialize,
                       union_captures)
 from .tracer import TraceContext
 
-__all__ = ["trace_while", "trace_for_range", "scan"]
+__all__ = ["trace_while", "trace_for_range", "scan", "unbind_steps"]
 
 
 def trace_while(cond_fn, body_fn, init: tuple, names: tuple = ()):
@@ -239,9 +241,10 @@ def scan(f, init, xs=(), length=None, reverse: bool = False):
     if _reg.trace_state.tracer is None:
         n = int(n)
         ys_steps = [None] * n
+        slices = [unbind_steps(x) for x in xs_t]
         for k in (range(n - 1, -1, -1) if reverse else range(n)):
             c_arg = carry[0] if single_c else carry
-            x_arg = xs_t[0][k] if single_x else tuple(x[k] for x in xs_t)
+            x_arg = slices[0][k] if single_x else tuple(s[k] for s in slices)
             c_new, y = f(c_arg, x_arg if xs_t else None)
             carry = (c_new,) if single_c else tuple(c_new)
             ys_steps[k] = y
@@ -297,3 +300,37 @@ def _traced_scan(f, carry, xs_t, n, single_c, single_x, reverse):
     if y is None:
         return carry_out, None
     return carry_out, (ys_o[0] if isinstance(y, Tensor) else tuple(ys_o))
+
+
+class _UnbindSteps(Function):
+    """The slices ``x[0], x[1], ...`` of a scan's xs as one autograd node whose backward is
+    one ``stack`` of the slices' gradients (zeros where a slice got none). Slicing with
+    ``x[k]`` instead would make each step's backward a full-size zero tensor with one
+    slice filled in, summed over the steps: O(T^2) memory traffic for T steps."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        ctx.meta = (tuple(x.shape[1:]), x.dtype, x.device)
+        return tuple(x[k] for k in range(x.shape[0]))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        shape, dtype, device = ctx.meta
+        zero = None
+        parts = []
+        for g in grads:
+            if g is None:
+                if zero is None:
+                    zero = ops.zeros(shape, dtype=dtype, device=device)
+                g = zero
+            parts.append(g)
+        return ops.stack(parts)
+
+
+def unbind_steps(x: Tensor) -> tuple:
+    """``tuple(x[k] for k in range(len(x)))`` for an eager scan: when `x` needs gradients the
+    slices share one backward node that stacks their gradients (see `_UnbindSteps`)."""
+    if x.shape[0] and x.requires_grad and x.dtype.is_floating_point and is_grad_enabled():
+        return _UnbindSteps.apply(x)
+    return tuple(x[k] for k in range(x.shape[0]))

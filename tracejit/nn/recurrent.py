@@ -7,6 +7,10 @@ projection runs per time step. The per-step math of each cell kind is one functi
 (`rnn_tanh_step`, `rnn_relu_step`, `lstm_step`, `gru_step`) taking that precomputed
 input projection, so a later fused kernel can replace exactly one function.
 
+Eagerly, the hidden projection goes through `recurrent_grad.DeferredHiddenGrad`: the
+backward computes W_hh's and b_hh's gradients once, as one GEMM over all time steps,
+instead of a small GEMM per step. Compiled, the scan's VJP does the same (jit/scan_ad.py).
+
 Parameters, their names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), their order,
 their initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) and the gate order
 (LSTM: i, f, g, o; GRU: r, z, n) are PyTorch's, so a PyTorch state_dict loads by name.
@@ -22,6 +26,7 @@ from . import init
 from .layers import _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
+from .recurrent_grad import chunk_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "rnn_tanh_step", "rnn_relu_step", "lstm_step", "gru_step"]
@@ -29,34 +34,36 @@ __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
 
 # ---------------------------------------------------------------- per-step cell math
 # `gi` is the input projection x_t @ W_ih.T + b_ih for one step, shape (N, G*H).
-def _hidden_proj(h, w_hh, b_hh):
-    return F.linear(h, w_hh, b_hh)
+# `proj`, when given, computes h @ W_hh.T + b_hh instead (the eager layers pass a
+# `recurrent_grad.DeferredHiddenGrad`, whose weight gradient is one GEMM over all steps).
+def _hidden_proj(h, w_hh, b_hh, proj=None):
+    return proj(h) if proj is not None else F.linear(h, w_hh, b_hh)
 
 
-def rnn_tanh_step(gi, h, w_hh, b_hh):
+def rnn_tanh_step(gi, h, w_hh, b_hh, proj=None):
     """h' = tanh(gi + h @ W_hh.T + b_hh)."""
-    return _ops.tanh(gi + _hidden_proj(h, w_hh, b_hh))
+    return _ops.tanh(gi + _hidden_proj(h, w_hh, b_hh, proj))
 
 
-def rnn_relu_step(gi, h, w_hh, b_hh):
+def rnn_relu_step(gi, h, w_hh, b_hh, proj=None):
     """h' = relu(gi + h @ W_hh.T + b_hh)."""
-    return _ops.relu(gi + _hidden_proj(h, w_hh, b_hh))
+    return _ops.relu(gi + _hidden_proj(h, w_hh, b_hh, proj))
 
 
-def lstm_step(gi, h, c, w_hh, b_hh):
+def lstm_step(gi, h, c, w_hh, b_hh, proj=None):
     """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o."""
-    gates = gi + _hidden_proj(h, w_hh, b_hh)
-    i, f, g, o = _ops.chunk(gates, 4, -1)
+    gates = gi + _hidden_proj(h, w_hh, b_hh, proj)
+    i, f, g, o = chunk_gates(gates, 4)
     c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
     h = _ops.sigmoid(o) * _ops.tanh(c)
     return h, c
 
 
-def gru_step(gi, h, w_hh, b_hh):
+def gru_step(gi, h, w_hh, b_hh, proj=None):
     """h' of one GRU step: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1-z)*n + z*h."""
-    gh = _hidden_proj(h, w_hh, b_hh)
-    i_r, i_z, i_n = _ops.chunk(gi, 3, -1)
-    h_r, h_z, h_n = _ops.chunk(gh, 3, -1)
+    gh = _hidden_proj(h, w_hh, b_hh, proj)
+    i_r, i_z, i_n = chunk_gates(gi, 3)
+    h_r, h_z, h_n = chunk_gates(gh, 3)
     r = _ops.sigmoid(i_r + h_r)
     z = _ops.sigmoid(i_z + h_z)
     n = _ops.tanh(i_n + r * h_n)
@@ -218,11 +225,14 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
     The time loop is `tracejit.jit.scan`: a Python loop eagerly, one loop equation when
     compiled (the graph holds one step, so a new sequence length reuses the program)."""
     from ..jit.loops import scan
+    from .recurrent_grad import DeferredHiddenGrad
     w_ih, w_hh, b_ih, b_hh = weights
     gi_all = F.linear(x, w_ih, b_ih)                    # all input projections in one matmul
+    proj = DeferredHiddenGrad(w_hh, b_hh)               # eager: W_hh's gradient in one GEMM
+    proj = proj if proj.active else None
 
     def one_step(carry, gi):
-        new = step(gi, *carry, w_hh, b_hh)
+        new = step(gi, *carry, w_hh, b_hh, proj)
         new = new if isinstance(new, tuple) else (new,)
         return new, new[0]
 

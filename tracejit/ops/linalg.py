@@ -1,6 +1,9 @@
 """Matrix multiplication (to BLAS through numpy/cupy) and its composites."""
 from __future__ import annotations
 
+import numpy as _np
+
+from .. import coreshare as _coreshare
 from ..errors import DTypeError, ShapeError
 from ..shapes import broadcast_shapes
 from .registry import Aval, bind, defprim
@@ -21,14 +24,23 @@ def _mT(x):
     return transpose(x, -2, -1)
 
 
+def _blas_matmul(a, b):
+    return _coreshare.matmul(a, b, blas_only=True)
+
+
 def _matmul_impl(xp, a, b):
+    # numpy: on the BLAS threads the machine can give now, as compiled plans call it
+    # (coreshare.matmul). With another process on one of 2 cores, a 2-thread GEMM waits
+    # for the thread stuck behind it: the eager LSTM LM step took 5-14 s on 2 BLAS
+    # threads against 1.3 s on one, in the same process.
+    mm = _blas_matmul if xp is _np else xp.matmul
     if a.ndim > 2 and b.ndim == 2:
         # (..., k) @ (k, n) is one GEMM over the flattened leading dims; numpy's stacked
         # matmul runs a small GEMM per leading index (3.6x slower for a (128, 16, 256)
         # activation times a 256x256 weight).
         lead = a.shape[:-1]
-        return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(lead + (b.shape[-1],))
-    return xp.matmul(a, b)
+        return mm(a.reshape(-1, a.shape[-1]), b).reshape(lead + (b.shape[-1],))
+    return mm(a, b)
 
 
 def _matmul_vjp(g, out, a, b):
