@@ -41,7 +41,8 @@ from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
 from . import diskcache, workers
 
-__all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "module_when_ready"]
+__all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "graph_on_cpu",
+           "module_when_ready"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
@@ -58,6 +59,13 @@ def compile_mode(option: Optional[str]) -> str:
     return env if env in MODES else "background"
 
 
+def graph_on_cpu(graph: Any) -> bool:
+    """Whether every value of `graph` lives on the CPU (then its program's target is "cpu",
+    known without building the program)."""
+    return all(v.aval.device.type == "cpu"
+               for v in list(graph.inputs) + [o for e in graph.eqns for o in e.outs])
+
+
 def background_possible(program: Any) -> bool:
     """Whether `program` (a CompiledProgram) can compile in workers: a CPU graph, and a
     disk cache for the kernels to travel through."""
@@ -67,9 +75,14 @@ def background_possible(program: Any) -> bool:
 class TieredExecutor(Executor):
     """An entry's executor in background mode (see the module docstring)."""
 
-    def __init__(self, graph, program, grad_mode: bool, lock, owner, name: str):
+    def __init__(self, graph, program, grad_mode: bool, lock, owner, name: str, make_program=None):
         self.tier0 = Interpreted(graph)
-        self.program = program
+        # The CompiledProgram, or None until `program` is first read: `make_program` builds
+        # it (importing the code generator and planning cost ~0.1-0.2 s, which the
+        # background thread pays rather than the first call).
+        self._program = program
+        self._make_program = make_program
+        self._program_lock = threading.Lock()
         self.grad_mode = grad_mode
         self.name = name
         self.entry = None           # the Entry this executor serves (set once it exists)
@@ -80,9 +93,25 @@ class TieredExecutor(Executor):
         self._lock = lock
         self._owner = weakref.ref(owner) if owner is not None else (lambda: None)
         self._submitted_at = 0.0
-        self._submit_done = threading.Event()
-        self._submit_pid = os.getpid()
-        self._specs: list = []
+        self._ins = None            # the first call's inputs (what the plans are for)
+        self._planned = False       # variants known (the background thread planned them)
+        self._submit_done = threading.Event()   # every variant is on disk or queued
+        self._ready = threading.Event()         # ... and loaded, or the entry failed
+        self._work_pid = os.getpid()
+        self._failure = ""          # why the background work failed (the switch reports it)
+        # Set when the first call has run: until then the background thread waits, so it
+        # does not take the GIL (and a core) from the call it is meant to spare.
+        self._go = threading.Event()
+
+    @property
+    def program(self):
+        p = self._program
+        if p is None:
+            with self._program_lock:
+                if self._program is None:
+                    self._program = self._make_program()
+                p = self._program
+        return p
 
     @property
     def tier(self) -> str:
@@ -95,13 +124,14 @@ class TieredExecutor(Executor):
         if self.state != "pending":
             return 0
         if not self._submit_done.is_set():
-            return len(self.variants)
-        return sum(1 for j, *_ in self.jobs if not j.done())
+            return max(1, len(self.variants))  # still planning (count unknown: at least 1)
+        n = sum(1 for j, *_ in self.jobs if not j.done())
+        return n if n or self._ready.is_set() else max(1, len(self.variants))  # loading
 
     def __call__(self, ins):
         state = self.state
         if state == "pending":
-            if self._all_done():
+            if self._ready_here():
                 ex = self.switch()
                 if ex is not None:
                     return ex(ins)
@@ -109,39 +139,78 @@ class TieredExecutor(Executor):
             return self.program(ins)
         elif state == "new":
             self.start(ins)
+            try:
+                return self.tier0(ins)
+            finally:
+                self._go.set()  # the background work starts once this call is done
         return self.tier0(ins)
 
     # ---- background compile -----------------------------------------------------------
     def start(self, ins) -> None:
-        """Plan for `ins` (source generation only), then, in a short-lived thread, find the
-        variants not on disk and submit them; the entry switches once all are there."""
+        """Hand everything but tier 0 to a background thread: plan for `ins` (autodiff,
+        fusion, source generation), find the variants not on disk and submit them to the
+        workers, wait for them, and load them (numba's import and the loads happen there,
+        not in a call); the entry switches at the first call after that."""
         with self._lock:
             if self.state != "new":
                 return
-            try:
-                seen = set()
-                for plan in self.program.plans_for(ins, self.grad_mode):
-                    for kern, layouts, parallel in plan.all_first_variants():
-                        if (id(kern), layouts, parallel) not in seen:
-                            seen.add((id(kern), layouts, parallel))
-                            self.variants.append((kern, layouts, parallel))
-                specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in self.variants]
-            except Exception as exc:  # code generation refused the graph: stay on tier 0
-                self._fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
-                return
+            self._ins = ins
             self._submitted_at = time.perf_counter()
             self.state = "pending"
             with _pending_lock:
                 _pending.add(self)
-            self._start_submit(specs)
+            self._start_work()
 
-    def _start_submit(self, specs) -> None:
-        # The disk check computes cache keys, which imports numba (0.5-0.8 s): not in the
-        # caller's first call. The thread only checks files and queues jobs.
-        self._submit_pid = os.getpid()
-        self._specs = specs
+    def _start_work(self) -> None:
+        self._work_pid = os.getpid()
         self._submit_done = threading.Event()
-        threading.Thread(target=self._submit, daemon=True, name="tracejit-compile-submit").start()
+        self._ready = threading.Event()
+        threading.Thread(target=self._work, daemon=True, name="tracejit-compile-submit").start()
+
+    def _ready_here(self) -> bool:
+        """Whether the background work is done; in a forked child whose copy of the work
+        thread is gone, starts it again (lost jobs are resubmitted there)."""
+        if self._ready.is_set():
+            return True
+        if self._work_pid != os.getpid():
+            with self._lock:
+                if self._work_pid != os.getpid() and self.state == "pending":
+                    self._start_work()
+        return False
+
+    def _work(self) -> None:
+        self._go.wait(5.0)
+        try:
+            if not self._planned:
+                self._plan()
+            if not self._failure and not self.jobs:
+                self._submit()
+            if not self._failure:
+                self._wait_jobs()
+            if not self._failure:
+                self._load()
+        except BaseException as exc:  # never leave the entry waiting on nothing
+            self._bg_fail(f"{type(exc).__name__}: {exc}")
+        finally:
+            self._submit_done.set()
+            self._ready.set()
+
+    def _plan(self) -> None:
+        ins = self._ins
+        try:
+            variants, seen = [], set()
+            for plan in self.program.plans_for(ins, self.grad_mode):
+                for kern, layouts, parallel in plan.all_first_variants():
+                    if (id(kern), layouts, parallel) not in seen:
+                        seen.add((id(kern), layouts, parallel))
+                        variants.append((kern, layouts, parallel))
+            self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+        except Exception as exc:  # code generation refused the graph: stay on tier 0
+            self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
+            return
+        self.variants = variants
+        self._planned = True
+        self._ins = None
 
     def _submit(self) -> None:
         jobs = []
@@ -149,11 +218,11 @@ class TieredExecutor(Executor):
             for (kern, layouts, parallel), spec in zip(self.variants, self._specs):
                 if diskcache.is_cached(spec.source, spec.llvm_options):
                     job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
-                    job._finish(True)  # nothing to compile: the switch loads it
+                    job._finish(True)  # nothing to compile: loaded below
                 else:
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
-        except Exception as exc:  # never leave the entry waiting on nothing
+        except Exception as exc:
             job = workers.Job(0, "", "", ())
             job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
             jobs.append((job, None, (), False))
@@ -163,57 +232,67 @@ class TieredExecutor(Executor):
                  self.name, missing, len(self.variants))
         self._submit_done.set()
 
-    def _all_done(self) -> bool:
-        if not self._submit_done.is_set():
-            if self._submit_pid != os.getpid():  # forked while the submitting thread ran
-                self._start_submit(self._specs)
-            return False
-        for k, (job, kern, lay, par) in enumerate(self.jobs):
+    def _wait_jobs(self) -> None:
+        k = 0
+        while k < len(self.jobs):
+            job, kern, lay, par = self.jobs[k]
             if job.lost():  # we were forked from the process that submitted it
                 self.jobs[k] = (workers.submit(job.source, job.name_hint, job.llvm_options), kern, lay, par)
-                return False
-            if not job.done():
-                return False
-        return True
+                continue
+            job.event.wait()  # a hung worker is killed by its dispatcher's timeout
+            k += 1
+        for job, kern, layouts, parallel in self.jobs:
+            if job.ok and job.id:
+                log.info("%s: kernel %s %s%s %s in a worker in %.3f s", self.name, kern.label,
+                         "/".join(layouts), " parallel" if parallel else "",
+                         "compiled" if job.compiled else "loaded", job.seconds)
+        bad = [job for job, *_ in self.jobs if not job.ok]
+        if bad:
+            self._bg_fail(f"{len(bad)} of {len(self.jobs)} kernels failed: {bad[0].error}")
+
+    def _load(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            for kern, layouts, parallel in self.variants:
+                kern.get(layouts, parallel)  # from the disk cache (verified by its manifest)
+        except Exception as exc:
+            self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
+            return
+        log.info("%s: %d kernels loaded in %.3f s (in the background)", self.name,
+                 len(self.variants), time.perf_counter() - t0)
+
+    def _all_done(self) -> bool:
+        return self._ready_here()
 
     def switch(self):
-        """Load the compiled kernels and make the entry run them; the program, or None
-        when the entry stays on tier 0."""
+        """Make the entry run its compiled kernels (loaded by the background thread); the
+        program, or None when the entry stays on tier 0."""
         with self._lock:
             if self.state == "compiled":
                 return self.program
-            if self.state != "pending" or not self._all_done():
+            if self.state != "pending" or not self._ready.is_set():
                 return None
-            for job, kern, layouts, parallel in self.jobs:
-                if job.ok and job.id:
-                    log.info("%s: kernel %s %s%s %s in a worker in %.3f s", self.name, kern.label,
-                             "/".join(layouts), " parallel" if parallel else "",
-                             "compiled" if job.compiled else "loaded", job.seconds)
-            bad = [job for job, *_ in self.jobs if not job.ok]
-            if bad:
-                self._fail(f"{len(bad)} of {len(self.jobs)} kernels failed: {bad[0].error}")
+            if self._failure:  # reported here, in a caller's thread: one warning
+                self._fail(self._failure)
                 return None
             return self._switch_locked()
 
     def _switch_locked(self):
-        t0 = time.perf_counter()
-        try:
-            for kern, layouts, parallel in self.variants:
-                kern.get(layouts, parallel)  # from the disk cache: a few ms each
-        except Exception as exc:
-            self._fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
-            return None
         self.state = "compiled"
         entry = self.entry
         if entry is not None:
             entry.set_executor(self.program)  # callers see the old hit function or the new one
         with _pending_lock:
             _pending.discard(self)
-        since = f", {time.perf_counter() - self._submitted_at:.2f} s after submitting" \
+        since = f" {time.perf_counter() - self._submitted_at:.2f} s after the first call" \
             if self._submitted_at else ""
-        log.info("%s: switched to compiled kernels (%d loaded in %.3f s%s)", self.name,
-                 len(self.variants), time.perf_counter() - t0, since)
+        log.info("%s: switched to compiled kernels (%d variants)%s", self.name,
+                 len(self.variants), since)
         return self.program
+
+    def _bg_fail(self, why: str) -> None:
+        if not self._failure:
+            self._failure = why
 
     def _fail(self, why: str) -> None:
         self.state = "failed"
@@ -227,26 +306,21 @@ class TieredExecutor(Executor):
         return self._owner() is fn
 
     def wait(self, deadline: Optional[float]) -> bool:
-        """Block until our jobs are done (or `deadline`), then switch; False on timeout."""
+        """Block until the background work is done (or `deadline`), then switch; False on
+        timeout."""
         while self.state == "pending":
-            if self._submit_pid == os.getpid():
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if (remaining is not None and remaining <= 0) or not self._submit_done.wait(remaining):
-                    return False
-            elif not self._all_done() and not self._submit_done.is_set():
-                continue  # resubmitted in this (forked) process
-            for job, *_ in list(self.jobs):
+            if not self._ready_here():
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                if not job.lost() and not job.event.wait(remaining):
-                    return False
-            if self._all_done():
-                self.switch()
+                self._ready.wait(1.0 if remaining is None else min(remaining, 1.0))
+                continue
+            self.switch()
         return True
 
     # ---- what explain, check mode and fn.compile ask of an executor ---------------------
     def precompile(self, ins, grad_mode: bool) -> None:
+        self._go.set()
         self.start(ins)
         self.wait(None)
 
@@ -287,18 +361,45 @@ _module_jobs: dict = {}
 _module_warned: set = set()
 
 
+def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "workers.Job":
+    """A job done once `source`'s module is loaded in this process: a thread checks the
+    disk, has a worker compile it if it is not there, then loads it (numba's import and
+    the load are not a caller's wait)."""
+    job = workers.Job(0, source, name_hint, llvm_options)
+
+    def run():
+        t0 = time.perf_counter()
+        try:
+            if not diskcache.is_cached(source, llvm_options):
+                log.info("%s: compiling in a worker; the array path runs meanwhile", name_hint)
+                wjob = workers.submit(source, name_hint, llvm_options)
+                wjob.event.wait()
+                if not wjob.ok:
+                    job._finish(False, wjob.error)
+                    return
+            diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
+        except Exception as exc:
+            job._finish(False, f"{type(exc).__name__}: {exc}")
+            return
+        log.info("%s: ready after %.3f s (in the background)", name_hint, time.perf_counter() - t0)
+        job._finish(True, seconds=time.perf_counter() - t0)
+
+    threading.Thread(target=run, daemon=True, name="tracejit-module-prepare").start()
+    return job
+
+
 def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
     """For hand-written kernel modules that have an array fallback (fused Adam): the module
-    if it is loaded or ready on disk, else None while a worker compiles it (sync mode, or no
-    disk cache: compile it now). A failed compile gives None for good, with one warning."""
+    if it is loaded, else None while a background thread loads it from disk or has a worker
+    compile it first (sync mode, or no disk cache: compile it now). A failed compile gives
+    None for good, with one warning."""
     if compile_mode(None) != "background" or diskcache.in_memory(source, llvm_options) \
             or diskcache.cache_dir() is None:
         return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
     key = (source, llvm_options)
     job = _module_jobs.get(key)
     if job is None or job.lost():
-        job = _module_jobs[key] = workers.submit(source, name_hint, llvm_options)
-        log.info("%s: compiling in a worker; the array path runs meanwhile", name_hint)
+        job = _module_jobs[key] = _prepare_module(source, name_hint, llvm_options)
     if not job.done():
         return None
     if not job.ok:
@@ -307,5 +408,4 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
             warnings.warn(f"tracejit: background compile of {name_hint} failed ({job.error}); "
                           f"the array path keeps running", RuntimeWarning, stacklevel=3)
         return None
-    log.info("%s: compiled in a worker in %.3f s; loading it", name_hint, job.seconds)
     return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
