@@ -215,7 +215,13 @@ class TieredExecutor(Executor):
     def _submit(self) -> None:
         jobs = []
         try:
-            for (kern, layouts, parallel), spec in zip(self.variants, self._specs):
+            # Longest first (parallel variants cost numba 3-10x a serial one, and more
+            # operands more): with 2 workers the last job to finish is then a short one,
+            # which is what the switch waits for (longest-processing-time-first scheduling).
+            order = sorted(range(len(self.variants)), key=lambda k: (
+                not self.variants[k][2], -len(self._specs[k].source)))
+            for k in order:
+                (kern, layouts, parallel), spec = self.variants[k], self._specs[k]
                 if diskcache.is_cached(spec.source, spec.llvm_options):
                     job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
                     job._finish(True)  # nothing to compile: loaded below
@@ -241,6 +247,13 @@ class TieredExecutor(Executor):
                 continue
             job.event.wait()  # a hung worker is killed by its dispatcher's timeout
             k += 1
+            if job.ok and kern is not None and not self._failure:
+                # Load it now, while the workers compile the rest (a load is a few ms of
+                # the main process; the switch then waits only for the last job).
+                try:
+                    kern.get(lay, par)
+                except Exception as exc:
+                    self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
         for job, kern, layouts, parallel in self.jobs:
             if job.ok and job.id:
                 log.info("%s: kernel %s %s%s %s in a worker in %.3f s", self.name, kern.label,
