@@ -6,15 +6,20 @@ numba. Its entry's executor is a `TieredExecutor`:
 - **tier 0** is the IR interpreter over the ops' eager implementations (the reference
   semantics: its results equal eager, forward and backward, because gradients flow
   through the same eager autograd);
-- at its first call it builds the plans that call needs (source generation only); a
-  short-lived thread finds the kernel variants not yet on disk (computing cache keys
-  imports numba, which the first call should not wait for) and submits them to the
-  compile workers (`workers.py`); with a warm disk nothing is submitted and the switch
-  comes at one of the next calls;
-- between calls, once every job has finished, it loads the kernels from the disk cache
-  (a few ms each) and replaces, under the function's lock, the entry's executor and
-  generated hit function: later calls run compiled. Calls already running finish on the
-  tier they started on; each call sees one consistent tier.
+- its first call runs tier 0 and nothing else; a background thread (started when that
+  call returns) builds the program and the plans that call needs (autodiff, fusion,
+  source generation), finds the kernel variants not yet on disk and submits them to the
+  compile workers (`workers.py`), longest first; computing cache keys, numba's import
+  and the loads all happen in that thread, so a first call with a warm disk costs a
+  capture plus an eager call;
+- when the program has parallel kernels, a second program over the same graph whose
+  plans call serial kernels only (`plan.serial_kernels`) is compiled first: a parallel
+  variant costs numba 3-10x a serial one, so the entry runs compiled ("serial" tier,
+  stage 1) long before the parallel variants are in;
+- the same thread loads each kernel as its job finishes; once all are in, the next call
+  replaces, under the function's lock, the entry's executor and generated hit function:
+  later calls run compiled. Calls already running finish on the tier they started on;
+  each call sees one consistent tier.
 
 A failed job (worker crash, hang past its timeout, compile error) leaves the entry on
 tier 0 with one warning. A damaged entry on disk is caught by the load's manifest check
@@ -99,6 +104,14 @@ class TieredExecutor(Executor):
         self._ready = threading.Event()         # ... and loaded, or the entry failed
         self._work_pid = os.getpid()
         self._failure = ""          # why the background work failed (the switch reports it)
+        # Stage 1: a second program over the same graph whose plans call serial kernels only
+        # (plan.serial_kernels), compiled first; the entry runs it ("serial" tier) until
+        # the parallel variants of the full program are in. None when nothing is parallel.
+        self._serial_program = None
+        self._serial_variants: list = []
+        self._serial_specs: list = []
+        self._n_serial = 0
+        self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
         # Set when the first call has run: until then the background thread waits, so it
         # does not take the GIL (and a core) from the call it is meant to spare.
         self._go = threading.Event()
@@ -115,7 +128,9 @@ class TieredExecutor(Executor):
 
     @property
     def tier(self) -> str:
-        return "compiled" if self.state == "compiled" else "tier0"
+        if self.state == "compiled":
+            return "compiled"
+        return "serial" if self.state == "pending" and self._serial.is_set() else "tier0"
 
     def attach(self, entry) -> None:
         self.entry = entry
@@ -135,6 +150,10 @@ class TieredExecutor(Executor):
                 ex = self.switch()
                 if ex is not None:
                     return ex(ins)
+            else:
+                serial = self._serial_program
+                if serial is not None and self._serial.is_set() and not self._failure:
+                    return serial(ins)
         elif state == "compiled":
             return self.program(ins)
         elif state == "new":
@@ -205,6 +224,8 @@ class TieredExecutor(Executor):
                         seen.add((id(kern), layouts, parallel))
                         variants.append((kern, layouts, parallel))
             self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+            if any(par and kern.backend.serial_twin for kern, _, par in variants):
+                self._plan_serial(ins)
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
             return
@@ -212,22 +233,46 @@ class TieredExecutor(Executor):
         self._planned = True
         self._ins = None
 
+    def _plan_serial(self, ins) -> None:
+        from .executor import CompiledProgram
+        from .plan import serial_kernels
+        program = self.program
+        serial = CompiledProgram(program.graph, name=program.name)
+        variants, seen = [], set()
+        with serial_kernels():
+            for plan in serial.plans_for(ins, self.grad_mode):
+                for kern, layouts, parallel in plan.all_first_variants():
+                    if (id(kern), layouts, parallel) not in seen:
+                        seen.add((id(kern), layouts, parallel))
+                        variants.append((kern, layouts, parallel))
+            specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+        if any(par for _, _, par in variants):  # not serial after all: no stage 1
+            return
+        self._serial_specs = specs
+        self._serial_variants = variants
+        self._serial_program = serial
+
     def _submit(self) -> None:
         jobs = []
         try:
             # Longest first (parallel variants cost numba 3-10x a serial one, and more
             # operands more): with 2 workers the last job to finish is then a short one,
             # which is what the switch waits for (longest-processing-time-first scheduling).
+            # The serial stage's variants come first (the entry runs compiled once they
+            # are in); the full program's serial variants have the same sources (the pool
+            # shares their jobs).
+            todo = sorted(zip(self._serial_variants, self._serial_specs), key=lambda t: -len(t[1].source))
             order = sorted(range(len(self.variants)), key=lambda k: (
                 not self.variants[k][2], -len(self._specs[k].source)))
-            for k in order:
-                (kern, layouts, parallel), spec = self.variants[k], self._specs[k]
+            todo += [(self.variants[k], self._specs[k]) for k in order]
+            for (kern, layouts, parallel), spec in todo:
                 if diskcache.is_cached(spec.source, spec.llvm_options):
                     job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
                     job._finish(True)  # nothing to compile: loaded below
                 else:
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
+            self._n_serial = len(self._serial_variants)
         except Exception as exc:
             job = workers.Job(0, "", "", ())
             job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
@@ -254,6 +299,11 @@ class TieredExecutor(Executor):
                     kern.get(lay, par)
                 except Exception as exc:
                     self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
+            if k == self._n_serial and k and not self._failure and not self._serial.is_set() \
+                    and all(j.ok for j, *_ in self.jobs[:k]):
+                log.info("%s: serial kernels in after %.2f s; running them while the parallel "
+                         "ones compile", self.name, time.perf_counter() - self._submitted_at)
+                self._serial.set()
         for job, kern, layouts, parallel in self.jobs:
             if job.ok and job.id:
                 log.info("%s: kernel %s %s%s %s in a worker in %.3f s", self.name, kern.label,
@@ -292,6 +342,7 @@ class TieredExecutor(Executor):
 
     def _switch_locked(self):
         self.state = "compiled"
+        self._serial_program = None  # its kernels stay loaded (shared sources); its plans go
         entry = self.entry
         if entry is not None:
             entry.set_executor(self.program)  # callers see the old hit function or the new one
@@ -340,8 +391,10 @@ class TieredExecutor(Executor):
     def describe(self) -> str:
         pending = self.pending_kernels()
         return {"new": "tier 0 (not called yet)",
-                "pending": f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
-                           f"still compiling in workers",
+                "pending": (f"compiled serial kernels (stage 1); {pending} parallel kernels still "
+                            f"compiling in workers" if self.tier == "serial" else
+                            f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
+                            f"still compiling in workers"),
                 "compiled": "compiled kernels (switched from tier 0)",
                 "failed": f"tier 0 for good: {self.error}"}[self.state]
 
