@@ -6,8 +6,8 @@ numba. Its entry's executor is a `TieredExecutor`:
 - **tier 0** is the IR interpreter over the ops' eager implementations (the reference
   semantics: its results equal eager, forward and backward, because gradients flow
   through the same eager autograd);
-- its first call runs tier 0 and nothing else; a background thread (started when that
-  call returns) builds the program and the plans that call needs (autodiff, fusion,
+- its first call runs tier 0 and nothing else; a background thread (working from the
+  second call on, or a second after the first: not during the user's first step) builds the program and the plans that call needs (autodiff, fusion,
   source generation), finds the kernel variants not yet on disk and submits them to the
   compile workers (`workers.py`), longest first; computing cache keys, numba's import
   and the loads all happen in that thread, so a first call with a warm disk costs a
@@ -52,6 +52,7 @@ __all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "gra
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
 
+_GO_AFTER_S = 1.0  # the background work starts at the second call, or this long after the first
 _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
 _pending_lock = threading.Lock()
 
@@ -112,8 +113,10 @@ class TieredExecutor(Executor):
         self._serial_specs: list = []
         self._n_serial = 0
         self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
-        # Set when the first call has run: until then the background thread waits, so it
-        # does not take the GIL (and a core) from the call it is meant to spare.
+        # Set at the second call (or by wait/compile): until then, or for at most
+        # `_GO_AFTER_S`, the background thread waits, so it does not take the GIL (and a core)
+        # from the first call and the rest of the user's first step (its backward, the
+        # optimizer) that it is meant to spare.
         self._go = threading.Event()
 
     @property
@@ -146,6 +149,7 @@ class TieredExecutor(Executor):
     def __call__(self, ins):
         state = self.state
         if state == "pending":
+            self._go.set()
             if self._ready_here():
                 ex = self.switch()
                 if ex is not None:
@@ -158,10 +162,6 @@ class TieredExecutor(Executor):
             return self.program(ins)
         elif state == "new":
             self.start(ins)
-            try:
-                return self.tier0(ins)
-            finally:
-                self._go.set()  # the background work starts once this call is done
         return self.tier0(ins)
 
     # ---- background compile -----------------------------------------------------------
@@ -198,7 +198,7 @@ class TieredExecutor(Executor):
         return False
 
     def _work(self) -> None:
-        self._go.wait(5.0)
+        self._go.wait(_GO_AFTER_S)
         try:
             if not self._planned:
                 self._plan()
@@ -372,6 +372,7 @@ class TieredExecutor(Executor):
     def wait(self, deadline: Optional[float]) -> bool:
         """Block until the background work is done (or `deadline`), then switch; False on
         timeout."""
+        self._go.set()
         while self.state == "pending":
             if not self._ready_here():
                 remaining = None if deadline is None else deadline - time.monotonic()
