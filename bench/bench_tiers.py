@@ -221,6 +221,8 @@ def report(step: str, res: dict) -> None:
         w = res["background_wait"]
         print(f"background cold, caller waiting (tj.compiler.wait()): serial kernels after "
               f"{w.get('compiled_serial_s', float('nan')):.1f} s, full speed after {w['full_speed_s']:.1f} s")
+    if "fill" in res:
+        print(f"sync mode, empty cache (filling the warm-disk cache): first step {res['fill']['first_s']:.2f} s")
     if "warm_disk_background_1" in res:
         bg = [res[f"warm_disk_background_{k}"]["first_s"] * 1e3 for k in (1, 2)]
         sy = [res[f"warm_disk_sync_{k}"]["first_s"] * 1e3 for k in (1, 2)]
