@@ -112,6 +112,7 @@ class TieredExecutor(Executor):
         self._serial_variants: list = []
         self._serial_specs: list = []
         self._n_serial = 0
+        self._stage1 = True  # False for fn.compile: the caller waits for the full program anyway
         self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
         # Set at the second call (or by wait/compile): until then, or for at most
         # `_GO_AFTER_S`, the background thread waits, so it does not take the GIL (and a core)
@@ -224,7 +225,7 @@ class TieredExecutor(Executor):
                         seen.add((id(kern), layouts, parallel))
                         variants.append((kern, layouts, parallel))
             self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
-            if any(par and kern.backend.serial_twin for kern, _, par in variants):
+            if self._stage1 and any(par and kern.backend.serial_twin for kern, _, par in variants):
                 self._plan_serial(ins)
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
@@ -385,6 +386,7 @@ class TieredExecutor(Executor):
 
     # ---- what explain, check mode and fn.compile ask of an executor ---------------------
     def precompile(self, ins, grad_mode: bool) -> None:
+        self._stage1 = False
         self._go.set()
         self.start(ins)
         self.wait(None)
