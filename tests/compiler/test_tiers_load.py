@@ -136,3 +136,32 @@ def test_fused_module_on_disk_loads_in_a_thread_without_workers(tmp_path):
     assert _python(code.format(fill=True), cache)["v"] == 5.0
     got = _python(code.format(fill=False), cache, TRACEJIT_COMPILE="background")
     assert got == {"first": True, "ok": True, "v": 5.0, "pool": False, "compiles": 0}
+
+
+def test_a_slow_tier0_makes_the_next_process_load_at_once(tmp_path):
+    # A run records its tier-0 call's time and its loads' (tierhints.py); the next process
+    # loads the kernels in its first call when tier 0 was the slower, else runs tier 0.
+    cache = tmp_path / "kernels"
+    cache.mkdir(mode=0o700)
+    run = _STEP + """
+    f = tj.script(loss_fn, compile="background")
+    first = step(f)
+    tiers_first = f.cache_stats()["tiers"]
+    tj.compiler.wait(f, timeout=300)
+    print(json.dumps({"tiers_first": tiers_first, "first": first, "eager": step(loss_fn),
+                      "tiers": f.cache_stats()["tiers"]}))
+    """
+    got = _python(run, cache)
+    assert got["tiers_first"] == ["tier0"] and got["tiers"] == ["compiled"]
+    (hint,) = list((cache / "hints").iterdir())
+    figures = json.loads(hint.read_text())
+    assert set(figures) == {"tier0_s", "load_s"}
+    hint.write_text(json.dumps({"tier0_s": 100.0, "load_s": 0.001}))   # tier 0 was slow
+    got = _python(run, cache)
+    assert got["tiers_first"] == ["compiled"]
+    assert got["first"][0] == pytest.approx(got["eager"][0], rel=1e-5)
+    np.testing.assert_allclose(got["first"][1], got["eager"][1], rtol=1e-4, atol=1e-6)
+    hint.write_text(json.dumps({"tier0_s": 0.001, "load_s": 100.0}))   # tier 0 was fast
+    assert _python(run, cache)["tiers_first"] == ["tier0"]
+    hint.write_text("not json")                                       # only advice
+    assert _python(run, cache)["tiers_first"] == ["tier0"]

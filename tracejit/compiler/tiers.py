@@ -44,7 +44,7 @@ from typing import Any, Optional
 from .. import envflags
 from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
-from . import diskcache, workers
+from . import diskcache, tierhints, workers
 
 __all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "graph_on_cpu",
            "module_when_ready"]
@@ -113,6 +113,9 @@ class TieredExecutor(Executor):
         self._serial_specs: list = []
         self._n_serial = 0
         self._stage1 = True  # False for fn.compile: the caller waits for the full program anyway
+        self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time:
+        self._load_s = 0.0         # recorded for the next process (tierhints.py)
+        self._hint_key = None
         self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
         # Set at the second call (or by wait/compile): until then, or for at most
         # `_GO_AFTER_S`, the background thread waits, so it does not take the GIL (and a core)
@@ -162,8 +165,41 @@ class TieredExecutor(Executor):
         elif state == "compiled":
             return self.program(ins)
         elif state == "new":
+            if self._load_at_once(ins):
+                return self.program(ins)
             self.start(ins)
+            t0 = time.perf_counter()
+            out = self.tier0(ins)
+            self._tier0_s = time.perf_counter() - t0
+            return out
         return self.tier0(ins)
+
+    def _load_at_once(self, ins) -> bool:
+        """Load the kernels in this call, when a previous process found its tier-0 call
+        slower than loading them and they are all on disk (tierhints.py); else False."""
+        try:
+            self._hint_key = tierhints.key(self.tier0.graph, self.grad_mode)
+            if not tierhints.prefer_loading(tierhints.read(self._hint_key)):
+                return False
+        except Exception:  # a hint is only advice
+            return False
+        with self._lock:
+            if self.state != "new":
+                return False
+            self._ins, self._stage1 = ins, False
+            self._plan()
+            if self._failure or not all(diskcache.is_cached(sp.source, sp.llvm_options)
+                                        for sp in self._specs):
+                return False  # tier 0 as usual; the thread reuses the plans
+            self._load()
+            if self._failure:
+                return False
+            self.state = "compiled"
+            if self.entry is not None:
+                self.entry.set_executor(self.program)
+        log.info("%s: loaded its %d kernels in the first call (%.3f s; a previous run's tier-0 "
+                 "call was slower)", self.name, len(self.variants), self._load_s)
+        return True
 
     # ---- background compile -----------------------------------------------------------
     def start(self, ins) -> None:
@@ -209,6 +245,7 @@ class TieredExecutor(Executor):
                 self._wait_jobs()
             if not self._failure:
                 self._load()
+
         except BaseException as exc:  # never leave the entry waiting on nothing
             self._bg_fail(f"{type(exc).__name__}: {exc}")
         finally:
@@ -297,7 +334,9 @@ class TieredExecutor(Executor):
                 # Load it now, while the workers compile the rest (a load is a few ms of
                 # the main process; the switch then waits only for the last job).
                 try:
+                    t0 = time.perf_counter()
                     kern.get(lay, par)
+                    self._load_s += time.perf_counter() - t0
                 except Exception as exc:
                     self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             if k == self._n_serial and k and not self._failure and not self._serial.is_set() \
@@ -322,6 +361,7 @@ class TieredExecutor(Executor):
         except Exception as exc:
             self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             return
+        self._load_s += time.perf_counter() - t0
         log.info("%s: %d kernels loaded in %.3f s (in the background)", self.name,
                  len(self.variants), time.perf_counter() - t0)
 
@@ -342,6 +382,11 @@ class TieredExecutor(Executor):
             return self._switch_locked()
 
     def _switch_locked(self):
+        if self._tier0_s is not None and self._hint_key:
+            # For the next process (tierhints.py). A cold run's load time overlaps compiles
+            # and the GIL with the caller's calls: it overstates a warm load, on the side
+            # of keeping tier 0.
+            tierhints.write(self._hint_key, self._tier0_s, self._load_s)
         self.state = "compiled"
         self._serial_program = None  # its kernels stay loaded (shared sources); its plans go
         entry = self.entry
