@@ -262,7 +262,10 @@ class TieredExecutor(Executor):
                         seen.add((id(kern), layouts, parallel))
                         variants.append((kern, layouts, parallel))
             self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
-            if self._stage1 and any(par and kern.backend.serial_twin for kern, _, par in variants):
+            # Stage 1 only when a parallel variant must compile (a warm disk has them all:
+            # its serial-only twins would be compiled for nothing).
+            if self._stage1 and any(par and kern.backend.serial_twin and not diskcache.is_cached(
+                    spec.source, spec.llvm_options) for (kern, _, par), spec in zip(variants, self._specs)):
                 self._plan_serial(ins)
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
