@@ -76,7 +76,7 @@ def write(k: str, tier0_s: float, load_s: float) -> None:
 
 def prefer_loading(hint: Optional[dict]) -> bool:
     """Whether a first call should load the kernels at once rather than run tier 0."""
-    # Even: the calls after a tier-0 first call run on tier 0 too until the thread has
-    # loaded the kernels (slower than `load_s` while they compete for the GIL), so a tie
-    # already favours loading.
-    return hint is not None and hint["tier0_s"] > hint["load_s"]
+    # `load_s` was measured in a thread competing with the tier-0 calls for the GIL and the
+    # cores (about twice a load's cost alone), and the calls after a tier-0 first call run
+    # on tier 0 too until the loads are done: load when tier 0 took over half of it.
+    return hint is not None and hint["tier0_s"] > 0.5 * hint["load_s"]
