@@ -1,22 +1,31 @@
-"""Tiered execution and cold-compile cost of the MLP training step, in fresh processes.
+"""Tiered execution and cold-compile cost of training steps, in fresh processes.
 
-    python bench/bench_tiers.py            # all probes, a table at the end (a few minutes)
+    python bench/bench_tiers.py                      # MLP step, all probes (several minutes)
+    python bench/bench_tiers.py --step mlp2 --probes eager,warm_disk
+    python bench/bench_tiers.py --step cnn,lstm,transformer
 
-Probes (each a fresh process; "cold" = an empty private kernel cache):
+Steps (``--step``, comma-separated): ``mlp`` (bench's `mlp` workload: batch 256,
+784-1024-1024-10, LayerNorm, GELU, cross-entropy, Adam; the model's forward is compiled),
+``mlp2`` (the two-layer step: 64x1000-100-10, the loss function compiled, SGD by hand),
+``cnn``, ``lstm``, ``transformer`` (bench/impls/models.py, the model compiled, SGD).
 
-- ``eager``: median eager step (tracejit, no JIT);
-- ``sync_cold``: first step in sync mode (today's serial cold compile), with a per-kernel
+Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cache):
+
+- ``eager``: first and median eager step (tracejit, no JIT): the scale for the others;
+- ``sync_cold``: first step in sync mode (the serial cold compile), with a per-kernel
   breakdown of where the seconds go (numba's own timers: ``llvm_lock`` is time in LLVM,
   the rest of ``compiler_lock`` is numba's typing and lowering);
 - ``background_cold``: first step in background mode, the steps until the entry runs
-  compiled (training goes on meanwhile: time to full speed), the compiled step;
+  serial kernels (stage 1) and until it runs compiled (training goes on meanwhile: time
+  to full speed), the compiled step;
 - ``background_wait``: the same, but after the first step the caller waits
   (``tj.compiler.wait()``): the compile's own time with the workers alone on the cores;
-- ``warm_disk``: first step of a fresh process whose cache the cold run filled, both modes.
+- ``warm_disk``: first step of a fresh process whose cache a cold run filled, in both
+  modes (``warm_disk_background``, ``warm_disk_sync``); the cache comes from the
+  ``sync_cold`` probe, or from an extra sync run when that probe is not selected.
 
-The MLP step is bench's `mlp` workload (batch 256, 784-1024-1024-10, LayerNorm, GELU,
-cross-entropy, Adam; the model's forward is compiled). The figures depend on the load of
-the machine: report them with it.
+Every figure depends on the load of the machine: the table prints ``uptime`` with them;
+compare figures of one run only.
 """
 from __future__ import annotations
 
@@ -30,15 +39,28 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+STEPS = ("mlp", "mlp2", "cnn", "lstm", "transformer")
+PROBES = ("eager", "sync_cold", "background_cold", "background_wait", "warm_disk")
+
+
 def _step():
     import numpy as np
     import tracejit as tj
     from bench import workloads as W
     from bench.impls import torchlike
     mode = os.environ.get("BENCH_MODE", "jit")
+    which = os.environ.get("BENCH_STEP", "mlp")
     compile_hook = (lambda m: m) if mode == "eager" else tj.script
-    step, loss = torchlike.mlp_step(tj, compile_hook, W.mlp_data(), lambda a: tj.tensor(np.array(a)),
-                                    lambda a: tj.tensor(np.array(a)))
+
+    def tensor(a, requires_grad=False):
+        return tj.tensor(np.array(a), requires_grad=requires_grad)
+    if which == "mlp":
+        step, loss = torchlike.mlp_step(tj, compile_hook, W.mlp_data(), tensor, tensor)
+    elif which == "mlp2":
+        step, loss = torchlike.mlp2_step(tj, compile_hook, W.mlp2_data(), tensor)
+    else:
+        from bench.impls import models
+        step, loss = models.model_step(tj, compile_hook, which)
     return tj, step, loss
 
 
@@ -54,7 +76,9 @@ def probe(name: str) -> dict:
     setup = time.perf_counter() - t0
     out = {"setup_s": setup}
     if name == "eager":
+        t = time.perf_counter()
         step()
+        out["first_s"] = time.perf_counter() - t
         ts = []
         for _ in range(7):
             t = time.perf_counter()
@@ -69,18 +93,28 @@ def probe(name: str) -> dict:
     if name == "sync_cold":
         out["kernels"] = _breakdown(fns)
     if name == "background_wait":  # the same, but the caller waits instead of training on
+        while not all(s in ("serial", "compiled") for f in fns for s in f.cache_stats()["tiers"]):
+            time.sleep(0.05)
+            if time.perf_counter() - t > 600:
+                break
+        out["compiled_serial_s"] = time.perf_counter() - t  # stage 1: serial kernels
         tj.compiler.wait()
         step()
         out["full_speed_s"] = time.perf_counter() - t
     if name == "background_cold":
         steps = 1
         while any(s != "compiled" for f in fns for s in f.cache_stats()["tiers"]):
+            if "compiled_serial_s" not in out and all(
+                    s in ("serial", "compiled") for f in fns for s in f.cache_stats()["tiers"]):
+                out["compiled_serial_s"] = time.perf_counter() - t
+                out["tier0_steps"] = steps
             step()
             steps += 1
             if time.perf_counter() - t > 600:
                 break
         out["full_speed_s"] = time.perf_counter() - t
-        out["tier0_steps"] = steps
+        out["steps_to_full_speed"] = steps
+        out.setdefault("tier0_steps", steps)
     step()
     ts = []
     for _ in range(5):
@@ -114,9 +148,9 @@ def _breakdown(fns) -> list:
     return rows
 
 
-def _run(name: str, cache: str, mode: str) -> dict:
+def _run(step: str, name: str, cache: str, mode: str) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT, TRACEJIT_CACHE_DIR=cache, TRACEJIT_COMPILE=mode,
-               BENCH_MODE="eager" if name == "eager" else "jit")
+               BENCH_MODE="eager" if name == "eager" else "jit", BENCH_STEP=step)
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "probe", name], env=env,
                        capture_output=True, text=True, timeout=1200)
     if r.returncode:
@@ -124,31 +158,97 @@ def _run(name: str, cache: str, mode: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    res = {}
-    res["eager"] = _run("eager", tempfile.mkdtemp(), "sync")
-    sync_cache, bg_cache = tempfile.mkdtemp(), tempfile.mkdtemp()
-    res["sync_cold"] = _run("sync_cold", sync_cache, "sync")
-    res["background_cold"] = _run("background_cold", bg_cache, "background")
-    res["background_wait"] = _run("background_wait", tempfile.mkdtemp(), "background")
-    res["warm_disk_background"] = _run("warm_disk", bg_cache, "background")
-    res["warm_disk_sync"] = _run("warm_disk", sync_cache, "sync")
-    print(json.dumps(res, indent=1))
-    k = res["sync_cold"]["kernels"]
-    tot = sum(r["compiler_lock_s"] for r in k)
-    llvm = sum(r["llvm_lock_s"] for r in k)
-    print(f"\nsync cold: {len(k)} kernel variants, {tot:.2f} s in numba "
-          f"({llvm:.2f} s LLVM, {tot - llvm:.2f} s typing+lowering); first step "
-          f"{res['sync_cold']['first_s']:.2f} s")
-    e = res["eager"]["step_s"]
-    b = res["background_cold"]
-    print(f"eager step {e * 1e3:.0f} ms; background cold first step {b['first_s'] * 1e3:.0f} ms "
-          f"({b['first_s'] / e:.1f}x eager); full speed after {b['full_speed_s']:.1f} s "
-          f"({b['tier0_steps']} tier-0 steps); compiled step {b['steady_step_s'] * 1e3:.0f} ms")
-    print(f"background cold, caller waiting (tj.compiler.wait()): full speed after "
-          f"{res['background_wait']['full_speed_s']:.1f} s")
-    print(f"warm disk first step: background {res['warm_disk_background']['first_s'] * 1e3:.0f} ms, "
-          f"sync {res['warm_disk_sync']['first_s'] * 1e3:.0f} ms")
+def _uptime() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return "load average " + " ".join(f.read().split()[:3])
+    except OSError:
+        return "load average unknown"
+
+
+def run_step(step: str, probes: tuple) -> dict:
+    res = {"load_before": _uptime()}
+    if "eager" in probes:
+        res["eager"] = _run(step, "eager", _private_dir(), "sync")
+    sync_cache = None
+    if "sync_cold" in probes:
+        sync_cache = _private_dir()
+        res["sync_cold"] = _run(step, "sync_cold", sync_cache, "sync")
+    if "background_cold" in probes:
+        res["background_cold"] = _run(step, "background_cold", _private_dir(), "background")
+    if "background_wait" in probes:
+        res["background_wait"] = _run(step, "background_wait", _private_dir(), "background")
+    if "warm_disk" in probes:
+        if sync_cache is None:  # fill a cache first (not a figure)
+            sync_cache = _private_dir()
+            res["fill"] = _run(step, "warm_disk", sync_cache, "sync")
+        # side by side, twice each, alternating: the load changes by the minute
+        for k in (1, 2):
+            res[f"warm_disk_background_{k}"] = _run(step, "warm_disk", sync_cache, "background")
+            res[f"warm_disk_sync_{k}"] = _run(step, "warm_disk", sync_cache, "sync")
+    res["load_after"] = _uptime()
+    return res
+
+
+def _private_dir() -> str:
+    d = tempfile.mkdtemp(prefix="bench-tiers-")
+    os.chmod(d, 0o700)
+    return d
+
+
+def report(step: str, res: dict) -> None:
+    print(f"\n== {step} ({res['load_before']} .. {res['load_after']})")
+    e = res.get("eager")
+    if e:
+        print(f"eager step: first {e['first_s'] * 1e3:.0f} ms, median {e['step_s'] * 1e3:.0f} ms")
+    if "sync_cold" in res:
+        k = res["sync_cold"]["kernels"]
+        tot = sum(r["compiler_lock_s"] for r in k)
+        llvm = sum(r["llvm_lock_s"] for r in k)
+        npar = sum(1 for r in k if r["parallel"])
+        par_s = sum(r["compiler_lock_s"] for r in k if r["parallel"])
+        print(f"sync cold: first step {res['sync_cold']['first_s']:.2f} s; {len(k)} kernel variants "
+              f"({npar} parallel: {par_s:.2f} s), {tot:.2f} s in numba ({llvm:.2f} s LLVM, "
+              f"{tot - llvm:.2f} s typing+lowering)")
+    b = res.get("background_cold")
+    if b:
+        ratio = f" ({b['first_s'] / e['step_s']:.1f}x the eager step)" if e else ""
+        print(f"background cold, training on: first step {b['first_s'] * 1e3:.0f} ms{ratio}; "
+              f"serial kernels after {b.get('compiled_serial_s', float('nan')):.1f} s "
+              f"({b['tier0_steps']} tier-0 steps); full speed after {b['full_speed_s']:.1f} s "
+              f"({b['steps_to_full_speed']} steps); compiled step {b['steady_step_s'] * 1e3:.0f} ms")
+    if "background_wait" in res:
+        w = res["background_wait"]
+        print(f"background cold, caller waiting (tj.compiler.wait()): serial kernels after "
+              f"{w.get('compiled_serial_s', float('nan')):.1f} s, full speed after {w['full_speed_s']:.1f} s")
+    if "fill" in res:
+        print(f"sync mode, empty cache (filling the warm-disk cache): first step {res['fill']['first_s']:.2f} s")
+    if "warm_disk_background_1" in res:
+        bg = [res[f"warm_disk_background_{k}"]["first_s"] * 1e3 for k in (1, 2)]
+        sy = [res[f"warm_disk_sync_{k}"]["first_s"] * 1e3 for k in (1, 2)]
+        print(f"warm disk first step: background {bg[0]:.0f} / {bg[1]:.0f} ms, "
+              f"sync {sy[0]:.0f} / {sy[1]:.0f} ms")
+
+
+def main(argv=None) -> None:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python bench/bench_tiers.py")
+    ap.add_argument("--step", default="mlp", help=f"comma-separated, of {', '.join(STEPS)}")
+    ap.add_argument("--probes", default=",".join(PROBES), help=f"comma-separated, of {', '.join(PROBES)}")
+    ap.add_argument("--json", help="also write the raw results here")
+    args = ap.parse_args(argv)
+    steps = [s for s in args.step.split(",") if s]
+    probes = tuple(p for p in args.probes.split(",") if p)
+    bad = [s for s in steps if s not in STEPS] + [p for p in probes if p not in PROBES]
+    if bad:
+        ap.error(f"unknown step or probe: {', '.join(bad)}")
+    allres = {}
+    for step in steps:
+        allres[step] = run_step(step, probes)
+        report(step, allres[step])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(allres, f, indent=1)
 
 
 if __name__ == "__main__":

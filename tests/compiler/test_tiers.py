@@ -296,3 +296,46 @@ def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
     assert len(fused._modules) == 1  # loaded from the disk cache the worker wrote
     step()
     np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy())  # bitwise, either path
+
+
+def test_serial_stage_runs_compiled_while_parallel_kernels_compile(monkeypatch):
+    # Parallel variants (prange) are held back until `gate` opens: the entry must run the
+    # serial-kernel program meanwhile (tier "serial"), then switch to the full one; the
+    # results agree with eager on every tier.
+    gate = threading.Event()
+    real_submit = workers.submit
+
+    def submit(source, name_hint, llvm_options=()):
+        if "prange" not in source:
+            return real_submit(source, name_hint, llvm_options)
+        job = workers.Job(-1, source, name_hint, llvm_options)
+
+        def later():
+            gate.wait()
+            done = real_submit(source, name_hint, llvm_options)
+            done.event.wait()
+            job._finish(done.ok, done.error, done.seconds, done.compiled)
+        threading.Thread(target=later, daemon=True).start()
+        return job
+    monkeypatch.setattr(tiers.workers, "submit", submit)
+
+    def step(x, w):  # 256 x 128 elements: above PARALLEL_MIN, so the full plan goes parallel
+        return ((x @ w).tanh() * 1.4375 + x.sum(1, keepdim=True)).pow(2).mean()
+    rng = np.random.default_rng(6)
+    x = tj.tensor(rng.standard_normal((256, 128)).astype(np.float32))
+    w = tj.tensor(rng.standard_normal((128, 128)).astype(np.float32) * 0.1, requires_grad=True)
+    eager = _loss_and_grad(step, x, w)
+    f = tj.trace(step, compile="background")
+    seen = [_loss_and_grad(f, x, w)]
+    (ex,) = [e.executor for e in f._entries]
+    assert ex._serial.wait(WAIT_S), ex._failure
+    assert f.cache_stats()["tiers"] == ["serial"] and f.cache_stats()["pending_kernels"] >= 1
+    assert "serial kernels" in f.explain(x, w)["tier"]
+    seen.append(_loss_and_grad(f, x, w))   # compiled, serial kernels
+    gate.set()
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    assert f.cache_stats()["tiers"] == ["compiled"]
+    seen.append(_loss_and_grad(f, x, w))   # compiled, parallel kernels
+    for loss, grad in seen:
+        assert loss == pytest.approx(eager[0], rel=1e-5)
+        np.testing.assert_allclose(grad, eager[1], rtol=1e-4, atol=1e-6)

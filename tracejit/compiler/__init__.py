@@ -35,6 +35,12 @@ class NumbaCompiler(_backend.Compiler):
     def executor(self, graph, *, grad_mode: bool, name: str, compile_mode: Optional[str],
                  lock: Any, owner: Any) -> _backend.Executor:
         from . import tiers
+        if tiers.compile_mode(compile_mode) == "background" and tiers.graph_on_cpu(graph):
+            from .diskcache import cache_dir
+            if cache_dir() is not None:  # the program is built by the background thread
+                return tiers.TieredExecutor(
+                    graph, None, grad_mode, lock, owner, name,
+                    make_program=lambda: compile_graph(graph, grad_mode=grad_mode, name=name))
         program = compile_graph(graph, grad_mode=grad_mode, name=name)
         if tiers.compile_mode(compile_mode) == "background" and tiers.background_possible(program):
             return tiers.TieredExecutor(graph, program, grad_mode, lock, owner, name)

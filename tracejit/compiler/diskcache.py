@@ -159,16 +159,16 @@ def entry_path(source: str, llvm_options: tuple[str, ...] = ()) -> Path | None:
 
 def in_memory(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
     """Whether `source` is already loaded in this process (a load returns at once)."""
-    with _lock:
-        return (source, llvm_options) in _memory
+    # No `_lock`: a dict lookup is atomic, and the lock is held for a whole load or
+    # build (a background thread's, seconds with numba's import), which this must not wait for.
+    return (source, llvm_options) in _memory
 
 
 def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
     """Whether loading `source` needs no compile: it is in memory, or its disk entry
     exists (a damaged entry is still caught, and rebuilt, by the load's manifest check)."""
-    with _lock:
-        if (source, llvm_options) in _memory:
-            return True
+    if (source, llvm_options) in _memory:  # no lock: see in_memory
+        return True
     entry = entry_path(source, llvm_options)
     return entry is not None and (entry / _MANIFEST_NAME).exists()
 
@@ -243,26 +243,56 @@ def _identifier(name: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _versions() -> dict[str, str]:
-    """Everything besides the source that changes what numba produces."""
+    """Everything besides the source that changes what numba produces.
+
+    Computed without importing numba when it is not loaded yet (importing it costs
+    0.5-1 s; a warm-disk first call in background mode, and the eager kernels' disk check,
+    must not wait for it): the same values, read where numba reads them."""
     import llvmlite
     import llvmlite.binding as ll
-    import numba
 
     try:
         tracejit_version = str(importlib.import_module("tracejit").__version__)
     except Exception:  # not importable yet, or no __version__
         tracejit_version = "0"
+    numba_version, cpu_name, features = _numba_facts()
     # Same inputs as numba's own cache key (codegen.magic_tuple).
-    features = numba.config.CPU_FEATURES
     return {
         "tracejit": tracejit_version,
-        "numba": numba.__version__,
+        "numba": numba_version,
         "llvmlite": llvmlite.__version__,
         "python": sys.version,
-        "cpu": numba.config.CPU_NAME or ll.get_host_cpu_name(),
+        "cpu": cpu_name or ll.get_host_cpu_name(),
         "cpu_features": features if features is not None else ll.get_host_cpu_features().flatten(),
         "triple": ll.get_process_triple(),
     }
+
+
+_NUMBA_VERSION_RE = re.compile(r'"version":\s*"([^"]+)"')
+
+
+def _numba_facts() -> tuple[str, Any, Any]:
+    """(numba.__version__, numba.config.CPU_NAME, numba.config.CPU_FEATURES).
+
+    Without numba loaded: the version from numba/_version.py (what ``numba.__version__``
+    returns) and the CPU settings from the environment as numba.config reads them. A
+    ``.numba_config.yaml`` in the working directory (numba reads settings from it too), or
+    anything unexpected, falls back to importing numba."""
+    if "numba" not in sys.modules and not os.path.exists(".numba_config.yaml"):
+        try:
+            spec = importlib.util.find_spec("numba")
+            text = Path(spec.origin).with_name("_version.py").read_text(encoding="utf-8")
+            version = _NUMBA_VERSION_RE.search(text).group(1)
+            cpu_name = os.environ.get("NUMBA_CPU_NAME")
+            features = os.environ.get("NUMBA_CPU_FEATURES")
+            if features is None and str(cpu_name).lower() == "generic":
+                features = ""
+            return version, cpu_name, features
+        except Exception:  # an unusual install: ask numba itself
+            pass
+    import numba
+
+    return numba.__version__, numba.config.CPU_NAME, numba.config.CPU_FEATURES
 
 
 _IMPORT_RE = re.compile(r"^\s*(?:from|import)\s+(tracejit(?:\.\w+)*)", re.MULTILINE)
@@ -566,3 +596,21 @@ def _register_locator() -> bool:
     if not any(c.__name__ == "_EntryLocator" for c in current):
         CompileResultCacheImpl._locator_classes = [_EntryLocator, *current]
     return True
+
+
+# ----------------------------------------------------------------------------- fork safety
+
+
+def _before_fork() -> None:
+    # Loads also run in background threads (compiler/tiers.py): a fork in the middle of
+    # one would leave `_lock` (and numba's compiler lock, only taken under it) held by a
+    # thread the child does not have. Wait for the load to finish instead.
+    _lock.acquire()
+
+
+def _after_fork() -> None:
+    _lock.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)

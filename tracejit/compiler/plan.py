@@ -12,10 +12,12 @@ A plan is device-agnostic: each fused group is lowered once per operand layouts 
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import linecache
 import logging
 import math
+import threading
 
 import numpy as np
 
@@ -33,6 +35,23 @@ __all__ = ["Plan", "graph_backend"]
 log = logging.getLogger("tracejit.kernels")
 
 _ids = itertools.count()
+
+# Plans built inside `serial_kernels()` (in that thread) call serial kernels only: the
+# first stage of a background compile (compiler/tiers.py), which runs compiled while the
+# slow parallel variants (3-10x a serial one in numba) are still compiling.
+_serial_only = threading.local()
+
+
+@contextlib.contextmanager
+def serial_kernels():
+    """Plans built in this block (by this thread) use the serial variant of every kernel
+    (on backends with serial twins)."""
+    prev = getattr(_serial_only, "on", False)
+    _serial_only.on = True
+    try:
+        yield
+    finally:
+        _serial_only.on = prev
 
 
 def _shape_code(shape) -> str:
@@ -246,7 +265,8 @@ class Plan:
         static = tuple(layouts)
         args = ", ".join(call_args + dim_args)
         static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
-        big = static_size is not None and static_size >= PARALLEL_MIN
+        serial_only = self.backend.serial_twin and getattr(_serial_only, "on", False)
+        big = static_size is not None and static_size >= PARALLEL_MIN and not serial_only
         fast_args = args
         # The source is rendered now, so the lowering's own errors surface at capture.
         kern.spec(static, big)
@@ -267,7 +287,7 @@ class Plan:
         # new batch size on the same side of PARALLEL_MIN compiles nothing. (A plan runs as
         # soon as it is built, so numba's errors still surface in the capturing call.)
         twins = []
-        if static_size is None or big or not self.backend.serial_twin:
+        if (static_size is None or big or not self.backend.serial_twin) and not serial_only:
             twins.append((f"{kname}p", True))
         if not big and self.backend.serial_twin:
             twins.append((f"{kname}s", False))
@@ -278,7 +298,7 @@ class Plan:
         if len(twins) == 2:
             fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}p({fast_args})",
                     "else:", f"    {kname}s({fast_args})"]
-        consts["PARALLEL_MIN"] = PARALLEL_MIN
+        consts["PARALLEL_MIN"] = PARALLEL_MIN if not serial_only else 1 << 62
         not_internal = [v for v in check_contig if not self._from_kernel(v)]
         if not_internal:
             cond = " and ".join(f"{nm(v)}.flags.c_contiguous" for v in not_internal)

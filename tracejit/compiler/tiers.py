@@ -6,15 +6,20 @@ numba. Its entry's executor is a `TieredExecutor`:
 - **tier 0** is the IR interpreter over the ops' eager implementations (the reference
   semantics: its results equal eager, forward and backward, because gradients flow
   through the same eager autograd);
-- at its first call it builds the plans that call needs (source generation only); a
-  short-lived thread finds the kernel variants not yet on disk (computing cache keys
-  imports numba, which the first call should not wait for) and submits them to the
-  compile workers (`workers.py`); with a warm disk nothing is submitted and the switch
-  comes at one of the next calls;
-- between calls, once every job has finished, it loads the kernels from the disk cache
-  (a few ms each) and replaces, under the function's lock, the entry's executor and
-  generated hit function: later calls run compiled. Calls already running finish on the
-  tier they started on; each call sees one consistent tier.
+- its first call runs tier 0 and nothing else; a background thread (working from the
+  second call on, or a second after the first: not during the user's first step) builds the program and the plans that call needs (autodiff, fusion,
+  source generation), finds the kernel variants not yet on disk and submits them to the
+  compile workers (`workers.py`), longest first; computing cache keys, numba's import
+  and the loads all happen in that thread, so a first call with a warm disk costs a
+  capture plus an eager call;
+- when the program has parallel kernels, a second program over the same graph whose
+  plans call serial kernels only (`plan.serial_kernels`) is compiled first: a parallel
+  variant costs numba 3-10x a serial one, so the entry runs compiled ("serial" tier,
+  stage 1) long before the parallel variants are in;
+- the same thread loads each kernel as its job finishes; once all are in, the next call
+  replaces, under the function's lock, the entry's executor and generated hit function:
+  later calls run compiled. Calls already running finish on the tier they started on;
+  each call sees one consistent tier.
 
 A failed job (worker crash, hang past its timeout, compile error) leaves the entry on
 tier 0 with one warning. A damaged entry on disk is caught by the load's manifest check
@@ -39,13 +44,15 @@ from typing import Any, Optional
 from .. import envflags
 from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
-from . import diskcache, workers
+from . import diskcache, tierhints, workers
 
-__all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "module_when_ready"]
+__all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "graph_on_cpu",
+           "module_when_ready"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
 
+_GO_AFTER_S = 1.0  # the background work starts at the second call, or this long after the first
 _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
 _pending_lock = threading.Lock()
 
@@ -58,6 +65,13 @@ def compile_mode(option: Optional[str]) -> str:
     return env if env in MODES else "background"
 
 
+def graph_on_cpu(graph: Any) -> bool:
+    """Whether every value of `graph` lives on the CPU (then its program's target is "cpu",
+    known without building the program)."""
+    return all(v.aval.device.type == "cpu"
+               for v in list(graph.inputs) + [o for e in graph.eqns for o in e.outs])
+
+
 def background_possible(program: Any) -> bool:
     """Whether `program` (a CompiledProgram) can compile in workers: a CPU graph, and a
     disk cache for the kernels to travel through."""
@@ -67,9 +81,14 @@ def background_possible(program: Any) -> bool:
 class TieredExecutor(Executor):
     """An entry's executor in background mode (see the module docstring)."""
 
-    def __init__(self, graph, program, grad_mode: bool, lock, owner, name: str):
+    def __init__(self, graph, program, grad_mode: bool, lock, owner, name: str, make_program=None):
         self.tier0 = Interpreted(graph)
-        self.program = program
+        # The CompiledProgram, or None until `program` is first read: `make_program` builds
+        # it (importing the code generator and planning cost ~0.1-0.2 s, which the
+        # background thread pays rather than the first call).
+        self._program = program
+        self._make_program = make_program
+        self._program_lock = threading.Lock()
         self.grad_mode = grad_mode
         self.name = name
         self.entry = None           # the Entry this executor serves (set once it exists)
@@ -80,13 +99,45 @@ class TieredExecutor(Executor):
         self._lock = lock
         self._owner = weakref.ref(owner) if owner is not None else (lambda: None)
         self._submitted_at = 0.0
-        self._submit_done = threading.Event()
-        self._submit_pid = os.getpid()
-        self._specs: list = []
+        self._ins = None            # the first call's inputs (what the plans are for)
+        self._planned = False       # variants known (the background thread planned them)
+        self._submit_done = threading.Event()   # every variant is on disk or queued
+        self._ready = threading.Event()         # ... and loaded, or the entry failed
+        self._work_pid = os.getpid()
+        self._failure = ""          # why the background work failed (the switch reports it)
+        # Stage 1: a second program over the same graph whose plans call serial kernels only
+        # (plan.serial_kernels), compiled first; the entry runs it ("serial" tier) until
+        # the parallel variants of the full program are in. None when nothing is parallel.
+        self._serial_program = None
+        self._serial_variants: list = []
+        self._serial_specs: list = []
+        self._n_serial = 0
+        self._stage1 = True  # False for fn.compile: the caller waits for the full program anyway
+        self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time:
+        self._load_s = 0.0         # recorded for the next process (tierhints.py)
+        self._hint_key = None
+        self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
+        # Set at the second call (or by wait/compile): until then, or for at most
+        # `_GO_AFTER_S`, the background thread waits, so it does not take the GIL (and a core)
+        # from the first call and the rest of the user's first step (its backward, the
+        # optimizer) that it is meant to spare.
+        self._go = threading.Event()
+
+    @property
+    def program(self):
+        p = self._program
+        if p is None:
+            with self._program_lock:
+                if self._program is None:
+                    self._program = self._make_program()
+                p = self._program
+        return p
 
     @property
     def tier(self) -> str:
-        return "compiled" if self.state == "compiled" else "tier0"
+        if self.state == "compiled":
+            return "compiled"
+        return "serial" if self.state == "pending" and self._serial.is_set() else "tier0"
 
     def attach(self, entry) -> None:
         self.entry = entry
@@ -95,65 +146,175 @@ class TieredExecutor(Executor):
         if self.state != "pending":
             return 0
         if not self._submit_done.is_set():
-            return len(self.variants)
-        return sum(1 for j, *_ in self.jobs if not j.done())
+            return max(1, len(self.variants))  # still planning (count unknown: at least 1)
+        n = sum(1 for j, *_ in self.jobs if not j.done())
+        return n if n or self._ready.is_set() else max(1, len(self.variants))  # loading
 
     def __call__(self, ins):
         state = self.state
         if state == "pending":
-            if self._all_done():
+            self._go.set()
+            if self._ready_here():
                 ex = self.switch()
                 if ex is not None:
                     return ex(ins)
+            else:
+                serial = self._serial_program
+                if serial is not None and self._serial.is_set() and not self._failure:
+                    return serial(ins)
         elif state == "compiled":
             return self.program(ins)
         elif state == "new":
+            if self._load_at_once(ins):
+                return self.program(ins)
             self.start(ins)
+            t0 = time.perf_counter()
+            out = self.tier0(ins)
+            self._tier0_s = time.perf_counter() - t0
+            return out
         return self.tier0(ins)
+
+    def _load_at_once(self, ins) -> bool:
+        """Load the kernels in this call, when a previous process found its tier-0 call
+        slower than loading them and they are all on disk (tierhints.py); else False."""
+        try:
+            self._hint_key = tierhints.key(self.tier0.graph, self.grad_mode)
+            if not tierhints.prefer_loading(tierhints.read(self._hint_key)):
+                return False
+        except Exception:  # a hint is only advice
+            return False
+        with self._lock:
+            if self.state != "new":
+                return False
+            self._ins, self._stage1 = ins, False
+            self._plan()
+            if self._failure or not all(diskcache.is_cached(sp.source, sp.llvm_options)
+                                        for sp in self._specs):
+                return False  # tier 0 as usual; the thread reuses the plans
+            self._load()
+            if self._failure:
+                return False
+            self.state = "compiled"
+            if self.entry is not None:
+                self.entry.set_executor(self.program)
+        log.info("%s: loaded its %d kernels in the first call (%.3f s; a previous run's tier-0 "
+                 "call was slower)", self.name, len(self.variants), self._load_s)
+        return True
 
     # ---- background compile -----------------------------------------------------------
     def start(self, ins) -> None:
-        """Plan for `ins` (source generation only), then, in a short-lived thread, find the
-        variants not on disk and submit them; the entry switches once all are there."""
+        """Hand everything but tier 0 to a background thread: plan for `ins` (autodiff,
+        fusion, source generation), find the variants not on disk and submit them to the
+        workers, wait for them, and load them (numba's import and the loads happen there,
+        not in a call); the entry switches at the first call after that."""
         with self._lock:
             if self.state != "new":
                 return
-            try:
-                seen = set()
-                for plan in self.program.plans_for(ins, self.grad_mode):
-                    for kern, layouts, parallel in plan.all_first_variants():
-                        if (id(kern), layouts, parallel) not in seen:
-                            seen.add((id(kern), layouts, parallel))
-                            self.variants.append((kern, layouts, parallel))
-                specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in self.variants]
-            except Exception as exc:  # code generation refused the graph: stay on tier 0
-                self._fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
-                return
+            self._ins = ins
             self._submitted_at = time.perf_counter()
             self.state = "pending"
             with _pending_lock:
                 _pending.add(self)
-            self._start_submit(specs)
+            self._start_work()
 
-    def _start_submit(self, specs) -> None:
-        # The disk check computes cache keys, which imports numba (0.5-0.8 s): not in the
-        # caller's first call. The thread only checks files and queues jobs.
-        self._submit_pid = os.getpid()
-        self._specs = specs
+    def _start_work(self) -> None:
+        self._work_pid = os.getpid()
         self._submit_done = threading.Event()
-        threading.Thread(target=self._submit, daemon=True, name="tracejit-compile-submit").start()
+        self._ready = threading.Event()
+        threading.Thread(target=self._work, daemon=True, name="tracejit-compile-submit").start()
+
+    def _ready_here(self) -> bool:
+        """Whether the background work is done; in a forked child whose copy of the work
+        thread is gone, starts it again (lost jobs are resubmitted there)."""
+        if self._ready.is_set():
+            return True
+        if self._work_pid != os.getpid():
+            with self._lock:
+                if self._work_pid != os.getpid() and self.state == "pending":
+                    self._start_work()
+        return False
+
+    def _work(self) -> None:
+        self._go.wait(_GO_AFTER_S)
+        try:
+            if not self._planned:
+                self._plan()
+            if not self._failure and not self.jobs:
+                self._submit()
+            if not self._failure:
+                self._wait_jobs()
+            if not self._failure:
+                self._load()
+
+        except BaseException as exc:  # never leave the entry waiting on nothing
+            self._bg_fail(f"{type(exc).__name__}: {exc}")
+        finally:
+            self._submit_done.set()
+            self._ready.set()
+
+    def _plan(self) -> None:
+        ins = self._ins
+        try:
+            variants, seen = [], set()
+            for plan in self.program.plans_for(ins, self.grad_mode):
+                for kern, layouts, parallel in plan.all_first_variants():
+                    if (id(kern), layouts, parallel) not in seen:
+                        seen.add((id(kern), layouts, parallel))
+                        variants.append((kern, layouts, parallel))
+            self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+            # Stage 1 only when a parallel variant must compile (a warm disk has them all:
+            # its serial-only twins would be compiled for nothing).
+            if self._stage1 and any(par and kern.backend.serial_twin and not diskcache.is_cached(
+                    spec.source, spec.llvm_options) for (kern, _, par), spec in zip(variants, self._specs)):
+                self._plan_serial(ins)
+        except Exception as exc:  # code generation refused the graph: stay on tier 0
+            self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
+            return
+        self.variants = variants
+        self._planned = True
+        self._ins = None
+
+    def _plan_serial(self, ins) -> None:
+        from .executor import CompiledProgram
+        from .plan import serial_kernels
+        program = self.program
+        serial = CompiledProgram(program.graph, name=program.name)
+        variants, seen = [], set()
+        with serial_kernels():
+            for plan in serial.plans_for(ins, self.grad_mode):
+                for kern, layouts, parallel in plan.all_first_variants():
+                    if (id(kern), layouts, parallel) not in seen:
+                        seen.add((id(kern), layouts, parallel))
+                        variants.append((kern, layouts, parallel))
+            specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+        if any(par for _, _, par in variants):  # not serial after all: no stage 1
+            return
+        self._serial_specs = specs
+        self._serial_variants = variants
+        self._serial_program = serial
 
     def _submit(self) -> None:
         jobs = []
         try:
-            for (kern, layouts, parallel), spec in zip(self.variants, self._specs):
+            # Longest first (parallel variants cost numba 3-10x a serial one, and more
+            # operands more): with 2 workers the last job to finish is then a short one,
+            # which is what the switch waits for (longest-processing-time-first scheduling).
+            # The serial stage's variants come first (the entry runs compiled once they
+            # are in); the full program's serial variants have the same sources (the pool
+            # shares their jobs).
+            todo = sorted(zip(self._serial_variants, self._serial_specs), key=lambda t: -len(t[1].source))
+            order = sorted(range(len(self.variants)), key=lambda k: (
+                not self.variants[k][2], -len(self._specs[k].source)))
+            todo += [(self.variants[k], self._specs[k]) for k in order]
+            for (kern, layouts, parallel), spec in todo:
                 if diskcache.is_cached(spec.source, spec.llvm_options):
                     job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
-                    job._finish(True)  # nothing to compile: the switch loads it
+                    job._finish(True)  # nothing to compile: loaded below
                 else:
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
-        except Exception as exc:  # never leave the entry waiting on nothing
+            self._n_serial = len(self._serial_variants)
+        except Exception as exc:
             job = workers.Job(0, "", "", ())
             job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
             jobs.append((job, None, (), False))
@@ -163,57 +324,88 @@ class TieredExecutor(Executor):
                  self.name, missing, len(self.variants))
         self._submit_done.set()
 
-    def _all_done(self) -> bool:
-        if not self._submit_done.is_set():
-            if self._submit_pid != os.getpid():  # forked while the submitting thread ran
-                self._start_submit(self._specs)
-            return False
-        for k, (job, kern, lay, par) in enumerate(self.jobs):
+    def _wait_jobs(self) -> None:
+        k = 0
+        while k < len(self.jobs):
+            job, kern, lay, par = self.jobs[k]
             if job.lost():  # we were forked from the process that submitted it
                 self.jobs[k] = (workers.submit(job.source, job.name_hint, job.llvm_options), kern, lay, par)
-                return False
-            if not job.done():
-                return False
-        return True
+                continue
+            job.event.wait()  # a hung worker is killed by its dispatcher's timeout
+            k += 1
+            if job.ok and kern is not None and not self._failure:
+                # Load it now, while the workers compile the rest (a load is a few ms of
+                # the main process; the switch then waits only for the last job).
+                try:
+                    t0 = time.perf_counter()
+                    kern.get(lay, par)
+                    self._load_s += time.perf_counter() - t0
+                except Exception as exc:
+                    self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
+            if k == self._n_serial and k and not self._failure and not self._serial.is_set() \
+                    and all(j.ok for j, *_ in self.jobs[:k]):
+                log.info("%s: serial kernels in after %.2f s; running them while the parallel "
+                         "ones compile", self.name, time.perf_counter() - self._submitted_at)
+                self._serial.set()
+        for job, kern, layouts, parallel in self.jobs:
+            if job.ok and job.id:
+                log.info("%s: kernel %s %s%s %s in a worker in %.3f s", self.name, kern.label,
+                         "/".join(layouts), " parallel" if parallel else "",
+                         "compiled" if job.compiled else "loaded", job.seconds)
+        bad = [job for job, *_ in self.jobs if not job.ok]
+        if bad:
+            self._bg_fail(f"{len(bad)} of {len(self.jobs)} kernels failed: {bad[0].error}")
+
+    def _load(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            for kern, layouts, parallel in self.variants:
+                kern.get(layouts, parallel)  # from the disk cache (verified by its manifest)
+        except Exception as exc:
+            self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
+            return
+        self._load_s += time.perf_counter() - t0
+        log.info("%s: %d kernels loaded in %.3f s (in the background)", self.name,
+                 len(self.variants), time.perf_counter() - t0)
+
+    def _all_done(self) -> bool:
+        return self._ready_here()
 
     def switch(self):
-        """Load the compiled kernels and make the entry run them; the program, or None
-        when the entry stays on tier 0."""
+        """Make the entry run its compiled kernels (loaded by the background thread); the
+        program, or None when the entry stays on tier 0."""
         with self._lock:
             if self.state == "compiled":
                 return self.program
-            if self.state != "pending" or not self._all_done():
+            if self.state != "pending" or not self._ready.is_set():
                 return None
-            for job, kern, layouts, parallel in self.jobs:
-                if job.ok and job.id:
-                    log.info("%s: kernel %s %s%s %s in a worker in %.3f s", self.name, kern.label,
-                             "/".join(layouts), " parallel" if parallel else "",
-                             "compiled" if job.compiled else "loaded", job.seconds)
-            bad = [job for job, *_ in self.jobs if not job.ok]
-            if bad:
-                self._fail(f"{len(bad)} of {len(self.jobs)} kernels failed: {bad[0].error}")
+            if self._failure:  # reported here, in a caller's thread: one warning
+                self._fail(self._failure)
                 return None
             return self._switch_locked()
 
     def _switch_locked(self):
-        t0 = time.perf_counter()
-        try:
-            for kern, layouts, parallel in self.variants:
-                kern.get(layouts, parallel)  # from the disk cache: a few ms each
-        except Exception as exc:
-            self._fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
-            return None
+        if self._tier0_s is not None and self._hint_key:
+            # For the next process (tierhints.py). A cold run's load time overlaps compiles
+            # and the GIL with the caller's calls: it overstates a warm load, on the side
+            # of keeping tier 0.
+            tierhints.write(self._hint_key, self._tier0_s, self._load_s)
         self.state = "compiled"
+        self._serial_program = None  # its kernels stay loaded (shared sources); its plans go
         entry = self.entry
         if entry is not None:
             entry.set_executor(self.program)  # callers see the old hit function or the new one
         with _pending_lock:
             _pending.discard(self)
-        since = f", {time.perf_counter() - self._submitted_at:.2f} s after submitting" \
+        since = f" {time.perf_counter() - self._submitted_at:.2f} s after the first call" \
             if self._submitted_at else ""
-        log.info("%s: switched to compiled kernels (%d loaded in %.3f s%s)", self.name,
-                 len(self.variants), time.perf_counter() - t0, since)
+        log.info("%s: switched to compiled kernels (%d variants)%s", self.name,
+                 len(self.variants), since)
         return self.program
+
+    def _bg_fail(self, why: str) -> None:
+        if not self._failure:
+            self._failure = why
 
     def _fail(self, why: str) -> None:
         self.state = "failed"
@@ -227,34 +419,33 @@ class TieredExecutor(Executor):
         return self._owner() is fn
 
     def wait(self, deadline: Optional[float]) -> bool:
-        """Block until our jobs are done (or `deadline`), then switch; False on timeout."""
+        """Block until the background work is done (or `deadline`), then switch; False on
+        timeout."""
+        self._go.set()
         while self.state == "pending":
-            if self._submit_pid == os.getpid():
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if (remaining is not None and remaining <= 0) or not self._submit_done.wait(remaining):
-                    return False
-            elif not self._all_done() and not self._submit_done.is_set():
-                continue  # resubmitted in this (forked) process
-            for job, *_ in list(self.jobs):
+            if not self._ready_here():
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                if not job.lost() and not job.event.wait(remaining):
-                    return False
-            if self._all_done():
-                self.switch()
+                self._ready.wait(1.0 if remaining is None else min(remaining, 1.0))
+                continue
+            self.switch()
         return True
 
     # ---- what explain, check mode and fn.compile ask of an executor ---------------------
     def precompile(self, ins, grad_mode: bool) -> None:
+        self._stage1 = False
+        self._go.set()
         self.start(ins)
         self.wait(None)
 
     def describe(self) -> str:
         pending = self.pending_kernels()
         return {"new": "tier 0 (not called yet)",
-                "pending": f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
-                           f"still compiling in workers",
+                "pending": (f"compiled serial kernels (stage 1); {pending} parallel kernels still "
+                            f"compiling in workers" if self.tier == "serial" else
+                            f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
+                            f"still compiling in workers"),
                 "compiled": "compiled kernels (switched from tier 0)",
                 "failed": f"tier 0 for good: {self.error}"}[self.state]
 
@@ -287,18 +478,45 @@ _module_jobs: dict = {}
 _module_warned: set = set()
 
 
+def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "workers.Job":
+    """A job done once `source`'s module is loaded in this process: a thread checks the
+    disk, has a worker compile it if it is not there, then loads it (numba's import and
+    the load are not a caller's wait)."""
+    job = workers.Job(0, source, name_hint, llvm_options)
+
+    def run():
+        t0 = time.perf_counter()
+        try:
+            if not diskcache.is_cached(source, llvm_options):
+                log.info("%s: compiling in a worker; the array path runs meanwhile", name_hint)
+                wjob = workers.submit(source, name_hint, llvm_options)
+                wjob.event.wait()
+                if not wjob.ok:
+                    job._finish(False, wjob.error)
+                    return
+            diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
+        except Exception as exc:
+            job._finish(False, f"{type(exc).__name__}: {exc}")
+            return
+        log.info("%s: ready after %.3f s (in the background)", name_hint, time.perf_counter() - t0)
+        job._finish(True, seconds=time.perf_counter() - t0)
+
+    threading.Thread(target=run, daemon=True, name="tracejit-module-prepare").start()
+    return job
+
+
 def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
     """For hand-written kernel modules that have an array fallback (fused Adam): the module
-    if it is loaded or ready on disk, else None while a worker compiles it (sync mode, or no
-    disk cache: compile it now). A failed compile gives None for good, with one warning."""
+    if it is loaded, else None while a background thread loads it from disk or has a worker
+    compile it first (sync mode, or no disk cache: compile it now). A failed compile gives
+    None for good, with one warning."""
     if compile_mode(None) != "background" or diskcache.in_memory(source, llvm_options) \
             or diskcache.cache_dir() is None:
         return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
     key = (source, llvm_options)
     job = _module_jobs.get(key)
     if job is None or job.lost():
-        job = _module_jobs[key] = workers.submit(source, name_hint, llvm_options)
-        log.info("%s: compiling in a worker; the array path runs meanwhile", name_hint)
+        job = _module_jobs[key] = _prepare_module(source, name_hint, llvm_options)
     if not job.done():
         return None
     if not job.ok:
@@ -307,5 +525,4 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
             warnings.warn(f"tracejit: background compile of {name_hint} failed ({job.error}); "
                           f"the array path keeps running", RuntimeWarning, stacklevel=3)
         return None
-    log.info("%s: compiled in a worker in %.3f s; loading it", name_hint, job.seconds)
     return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)

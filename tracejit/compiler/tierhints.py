@@ -1,0 +1,82 @@
+"""What a previous process learned about a graph's tiers: its tier-0 call's cost and the
+cost of loading its kernels from a warm disk (compiler/tiers.py decides with it).
+
+Background mode runs a first call on tier 0 (an eager call) and loads the kernels in a
+thread. That is the right choice when an eager call is cheap (the two-layer step: 0.09 s
+against 0.5-0.7 s for numba's import and the loads), the wrong one when it is not (an
+LSTM whose eager step costs 20 s loads its kernels in 2-3 s). Which one holds is only
+known after a run, so a run records both figures, keyed by the captured graph's text, in
+``<cache root>/hints/<key>.json``; the next process's first call loads the kernels at
+once when its tier-0 call took longer than the loads.
+
+A hint is only advice: JSON (never pickle) in the private cache root, read defensively;
+a missing kernel still goes the tier-0 way, and every kernel is loaded through the disk
+cache's manifest check.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+from . import diskcache
+
+__all__ = ["key", "read", "write"]
+
+_DIR = "hints"
+
+
+def key(graph, grad_mode: bool) -> str:
+    """A key for `graph` (its text form: ops, shapes, dtypes) in this tracejit/Python."""
+    try:
+        import tracejit
+        version = str(tracejit.__version__)
+    except Exception:
+        version = "0"
+    text = f"{version}\n{sys.version}\n{grad_mode}\n{graph}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _path(k: str) -> Optional[Path]:
+    root = diskcache.cache_dir()
+    return None if root is None else root / _DIR / f"{k}.json"
+
+
+def read(k: str) -> Optional[dict]:
+    """The hint recorded for key `k`, or None (none, unreadable, malformed)."""
+    path = _path(k)
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not all(
+            isinstance(data.get(f), (int, float)) for f in ("tier0_s", "load_s")):
+        return None
+    return data
+
+
+def write(k: str, tier0_s: float, load_s: float) -> None:
+    """Record the figures for key `k` (atomically; errors are ignored: it is a hint)."""
+    path = _path(k)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps({"tier0_s": tier0_s, "load_s": load_s}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def prefer_loading(hint: Optional[dict]) -> bool:
+    """Whether a first call should load the kernels at once rather than run tier 0."""
+    # `load_s` was measured in a thread competing with the tier-0 calls for the GIL and the
+    # cores (about twice a load's cost alone), and the calls after a tier-0 first call run
+    # on tier 0 too until the loads are done: load when tier 0 took over half of it.
+    return hint is not None and hint["tier0_s"] > 0.5 * hint["load_s"]
