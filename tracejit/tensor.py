@@ -21,8 +21,16 @@ __all__ = ["Tensor"]
 
 
 class Tensor:
-    __slots__ = ("_data", "dtype", "device", "_requires_grad", "_grad", "grad_fn", "_output_nr",
-                 "_vbox", "_accumulator", "_name", "_base", "__weakref__")
+    # Every op result sets the slots below (so `_wrap` is the cost of each op's Tensor);
+    # fields most tensors never set are class-level defaults, stored in the instance
+    # __dict__ (made on first use) by the few that do: a leaf's .grad and accumulator, a
+    # traced constant's name, the output index of a multi-output node.
+    __slots__ = ("_data", "dtype", "device", "_requires_grad", "grad_fn", "_vbox", "_base",
+                 "__dict__", "__weakref__")
+    _grad = None
+    _accumulator = None
+    _name = None
+    _output_nr = 0
 
     __array_priority__ = 1000  # make numpy defer to our reflected operators
 
@@ -39,12 +47,8 @@ class Tensor:
         self.dtype = dt
         self.device = dev
         self._requires_grad = False
-        self._grad = None
         self.grad_fn = None
-        self._output_nr = 0
         self._vbox = [0]
-        self._accumulator = None
-        self._name = None
         self._base = None  # for views made by ops: the tensor whose memory this is
 
     @classmethod
@@ -54,12 +58,8 @@ class Tensor:
         t.dtype = dtype if dtype is not None else _dt.as_dtype(arr.dtype)
         t.device = dev if dev is not None else device_of_array(arr)
         t._requires_grad = False
-        t._grad = None
         t.grad_fn = None
-        t._output_nr = 0
         t._vbox = [0]
-        t._accumulator = None
-        t._name = None
         t._base = None
         return t
 
@@ -124,15 +124,12 @@ class Tensor:
             raise RuntimeError("can't retain_grad on a tensor that does not require grad")
         if self.grad_fn is None:
             return  # leaves always keep .grad
-        node = self.grad_fn
-        if node._retain is None:
-            node._retain = {}
-        node._retain[self._output_nr] = weakref.ref(self)
+        self.grad_fn._retain_output(self._output_nr, weakref.ref(self))
 
     @property
     def retains_grad(self) -> bool:
         n = self.grad_fn
-        return n is not None and bool(n._retain) and self._output_nr in n._retain
+        return n is not None and n._retains(self._output_nr)
 
     def register_hook(self, hook):
         """hook(grad) -> new grad or None, called when this tensor's gradient is computed."""

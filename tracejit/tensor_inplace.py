@@ -14,6 +14,7 @@ from .device import CPU
 from .errors import DTypeError, ShapeError
 from .tensor import Tensor, _install_methods
 from . import ops as _ops
+from .autograd.node import PrimNode
 
 
 class InPlaceMethods:
@@ -59,14 +60,10 @@ class InPlaceMethods:
             raise RuntimeError(f"{what}: this tensor's memory is read-only (e.g. the result of "
                                f"expand() or of a read-only numpy array); clone() it first")
         node = result.grad_fn
-        saved = getattr(node, "saved", None) if node is not None else None
-        if isinstance(saved, dict):  # (a compiled call's node keeps its inputs itself)
+        if type(node) is PrimNode:  # (a compiled call's node keeps its inputs itself)
             # The new node may have saved self (``a.mul_(b)`` needs the old a for b's
             # gradient): give it its own copy, since self's memory is overwritten next.
-            for s in saved.values():
-                if getattr(s, "vbox", None) is self._vbox:
-                    s.data = s.data.copy()
-                    s.vbox = [s.version]
+            node.keep_input(self)
         xp = np if self.device is CPU else self._xp()
         xp.copyto(self._data, result._data, casting="unsafe")
         self._vbox[0] += 1
