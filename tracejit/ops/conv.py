@@ -45,10 +45,22 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value):
         xpad = x
     oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
-    cols = xp.empty((n, c, kernel[0], kernel[1], oh, ow), dtype=x.dtype)
-    for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
-        cols[:, :, i, j] = xpad[:, :, rs, cs]
-    return cols.reshape(n, c * kernel[0] * kernel[1], oh * ow)
+    kh, kw = kernel
+    cols = xp.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
+    if _tiles(kernel, stride, dilation):
+        # Windows side by side (pooling): the columns are a permutation of the covered
+        # input, one copy instead of kh*kw strided ones.
+        cover = xpad[:, :, :oh * kh, :ow * kw].reshape(n, c, oh, kh, ow, kw)
+        cols[...] = cover.transpose(0, 1, 3, 5, 2, 4)
+    else:
+        for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
+            cols[:, :, i, j] = xpad[:, :, rs, cs]
+    return cols.reshape(n, c * kh * kw, oh * ow)
+
+
+def _tiles(kernel, stride, dilation) -> bool:
+    """Do the windows sit side by side, neither overlapping nor leaving gaps between them?"""
+    return tuple(stride) == tuple(kernel) and tuple(dilation) == (1, 1)
 
 
 def _fold_rule(cols, output_size, kernel, stride, padding, dilation):
@@ -63,7 +75,14 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation):
     ph, pw = padding
     oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
-    cols = cols.reshape(n, c, kernel[0], kernel[1], oh, ow)
+    kh, kw = kernel
+    cols = cols.reshape(n, c, kh, kw, oh, ow)
+    if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0) and (oh * kh, ow * kw) == (h, w):
+        # Windows tile the whole output (pooling's gradient): each element comes from
+        # exactly one column entry, so this is one permuting copy, no zeros, no sums.
+        out = xp.empty((n, c, oh, kh, ow, kw), dtype=cols.dtype)
+        out[...] = cols.transpose(0, 1, 4, 2, 5, 3)
+        return out.reshape(n, c, h, w)
     out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
     for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
         out[:, :, rs, cs] += cols[:, :, i, j]
