@@ -1,10 +1,11 @@
 """The Tensor: an array (numpy or cupy) plus autograd state.
 
-Methods are thin: each forwards to the op function of the same name in
-``tracejit.ops``, so eager calls, traced calls and compiled code share one
-definition per op. In-place methods compute out of place, then write the result
-into this tensor's memory, bump its version counter and take over the new
-``grad_fn`` (which is how ``x[i] = v`` and ``y.mul_(2)`` stay differentiable).
+This module holds the class core: construction, autograd state (requires_grad,
+grad, hooks, backward), attributes, conversions and printing. Two method groups are
+installed on the class by the tail imports at the end of this file:
+``tensor_operators.py`` (operators and the methods that forward to the op of the same
+name in ``tracejit.ops``, so eager calls, traced calls and compiled code share one
+definition per op) and ``tensor_inplace.py`` (``add_``, ``x[i] = v``, ...).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .device import CPU, as_device, device_of_array
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError
 from .formats import check_memory_format
 from .size import Size
 
@@ -20,8 +21,16 @@ __all__ = ["Tensor"]
 
 
 class Tensor:
-    __slots__ = ("_data", "dtype", "device", "_requires_grad", "_grad", "grad_fn", "_output_nr",
-                 "_vbox", "_accumulator", "_name", "_base", "__weakref__")
+    # Every op result sets the slots below (so `_wrap` is the cost of each op's Tensor);
+    # fields most tensors never set are class-level defaults, stored in the instance
+    # __dict__ (made on first use) by the few that do: a leaf's .grad and accumulator, a
+    # traced constant's name, the output index of a multi-output node.
+    __slots__ = ("_data", "dtype", "device", "_requires_grad", "grad_fn", "_vbox", "_base",
+                 "__dict__", "__weakref__")
+    _grad = None
+    _accumulator = None
+    _name = None
+    _output_nr = 0
 
     __array_priority__ = 1000  # make numpy defer to our reflected operators
 
@@ -38,12 +47,8 @@ class Tensor:
         self.dtype = dt
         self.device = dev
         self._requires_grad = False
-        self._grad = None
         self.grad_fn = None
-        self._output_nr = 0
         self._vbox = [0]
-        self._accumulator = None
-        self._name = None
         self._base = None  # for views made by ops: the tensor whose memory this is
 
     @classmethod
@@ -53,12 +58,8 @@ class Tensor:
         t.dtype = dtype if dtype is not None else _dt.as_dtype(arr.dtype)
         t.device = dev if dev is not None else device_of_array(arr)
         t._requires_grad = False
-        t._grad = None
         t.grad_fn = None
-        t._output_nr = 0
         t._vbox = [0]
-        t._accumulator = None
-        t._name = None
         t._base = None
         return t
 
@@ -123,15 +124,12 @@ class Tensor:
             raise RuntimeError("can't retain_grad on a tensor that does not require grad")
         if self.grad_fn is None:
             return  # leaves always keep .grad
-        node = self.grad_fn
-        if node._retain is None:
-            node._retain = {}
-        node._retain[self._output_nr] = weakref.ref(self)
+        self.grad_fn._retain_output(self._output_nr, weakref.ref(self))
 
     @property
     def retains_grad(self) -> bool:
         n = self.grad_fn
-        return n is not None and bool(n._retain) and self._output_nr in n._retain
+        return n is not None and n._retains(self._output_nr)
 
     def register_hook(self, hook):
         """hook(grad) -> new grad or None, called when this tensor's gradient is computed."""
@@ -379,322 +377,6 @@ class Tensor:
             return format(self.item(), spec)
         return repr(self)
 
-    # ---- in-place machinery ---------------------------------------------------------
-    def _check_inplace(self, what: str) -> None:
-        from .autograd.grad_mode import is_grad_enabled
-        if self.requires_grad and self.grad_fn is None and is_grad_enabled():
-            raise RuntimeError(
-                f"{what}: a leaf tensor that requires grad is being used in an in-place operation; "
-                f"wrap the update in `with tracejit.no_grad():` (as optimizers do)")
-
-    def _assign(self, result: "Tensor", what: str) -> "Tensor":
-        """Make `result` the new value of self, in self's memory."""
-        self._check_inplace(what)
-        from .ops.registry import trace_state
-        if trace_state.tracer is not None:
-            return trace_state.tracer.assign(self, result, what)
-        if result.dtype is not self.dtype:
-            if self.dtype.category < result.dtype.category:
-                raise DTypeError(f"{what}: result type {result.dtype.name} can't be cast to the "
-                                 f"in-place output type {self.dtype.name}")
-        if tuple(result.shape) != tuple(self.shape):
-            raise ShapeError(f"{what}: output of shape {tuple(result.shape)} doesn't match the "
-                               f"in-place tensor of shape {tuple(self.shape)} (in-place ops cannot broadcast the target)")
-        base = getattr(self, "_base", None)
-        positions = None
-        if base is not None and (base._requires_grad or result._requires_grad):
-            from .autograd.grad_mode import is_grad_enabled
-            if is_grad_enabled() and not (base._requires_grad and base.grad_fn is None):
-                from .autograd.views import view_positions  # CopySlices, as PyTorch does
-                positions = view_positions(self, base)
-            if is_grad_enabled() and positions is None:
-                # A view of a leaf that requires grad (PyTorch refuses too), or a geometry
-                # autograd/views.py cannot rebase: a silently stale gradient is worse than an error.
-                raise RuntimeError(
-                    f"{what}: in-place operation on a view (e.g. x[0], x.view(...), x.t()) of a tensor "
-                    f"that is part of an autograd graph is not supported; write through the base "
-                    f"instead (x[idx] = value, or x = x.index_put/where(...)), or do it under "
-                    f"tracejit.no_grad()")
-        flags = getattr(self._data, "flags", None)
-        if flags is not None and not getattr(flags, "writeable", True):
-            raise RuntimeError(f"{what}: this tensor's memory is read-only (e.g. the result of "
-                               f"expand() or of a read-only numpy array); clone() it first")
-        node = result.grad_fn
-        saved = getattr(node, "saved", None) if node is not None else None
-        if isinstance(saved, dict):  # (a compiled call's node keeps its inputs itself)
-            # The new node may have saved self (``a.mul_(b)`` needs the old a for b's
-            # gradient): give it its own copy, since self's memory is overwritten next.
-            for s in saved.values():
-                if getattr(s, "vbox", None) is self._vbox:
-                    s.data = s.data.copy()
-                    s.vbox = [s.version]
-        xp = np if self.device is CPU else self._xp()
-        xp.copyto(self._data, result._data, casting="unsafe")
-        self._vbox[0] += 1
-        if result.grad_fn is not None:
-            from .autograd.views import ACTIVE
-            ACTIVE[0] = True  # older views of this memory must now be checked when used
-        if positions is not None:
-            from .autograd.views import rebase_view_history
-            rebase_view_history(self, base, positions, result)
-        elif result.grad_fn is not None:
-            self._requires_grad = True
-            self.grad_fn = result.grad_fn
-            self._output_nr = result._output_nr
-        return self
-
-    def _xp(self):
-        from .device import array_module
-        return array_module(self.device)
-
-    def add_(self, other, *, alpha=1):
-        return self._assign(_ops.add(self, other, alpha=alpha), "add_")
-
-    def sub_(self, other, *, alpha=1):
-        return self._assign(_ops.sub(self, other, alpha=alpha), "sub_")
-
-    def mul_(self, other):
-        return self._assign(_ops.mul(self, other), "mul_")
-
-    def div_(self, other):
-        return self._assign(_ops.div(self, other), "div_")
-
-    def pow_(self, other):
-        return self._assign(_ops.pow(self, other), "pow_")
-
-    def clamp_(self, min=None, max=None):
-        return self._assign(_ops.clamp(self, min, max), "clamp_")
-
-    def neg_(self):
-        return self._assign(_ops.neg(self), "neg_")
-
-    def exp_(self):
-        return self._assign(_ops.exp(self), "exp_")
-
-    def sqrt_(self):
-        return self._assign(_ops.sqrt(self), "sqrt_")
-
-    def relu_(self):
-        return self._assign(_ops.relu(self), "relu_")
-
-    def masked_fill_(self, mask, value):
-        return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
-
-    def addcmul_(self, t1, t2, value=1):
-        return self._assign(self + value * t1 * t2, "addcmul_")
-
-    def addcdiv_(self, t1, t2, value=1):
-        return self._assign(self + value * t1 / t2, "addcdiv_")
-
-    def lerp_(self, end, weight):
-        return self._assign(self + weight * (end - self), "lerp_")
-
-    def zero_(self):
-        return self.fill_(0)
-
-    def fill_(self, value):
-        if isinstance(value, Tensor):
-            value = value.item()
-        new = _ops.full(self.shape, value, dtype=self.dtype, device=self.device)
-        return self._assign(self._overwrite(new), "fill_")
-
-    def copy_(self, src):
-        src = src if isinstance(src, Tensor) else _ops.as_tensor(src)
-        if src.device != self.device:
-            src = src.to(self.device)
-        new = _ops.expand(_ops.cast(src, self.dtype), self.shape)
-        return self._assign(self._overwrite(new), "copy_")
-
-    def _overwrite(self, new: "Tensor") -> "Tensor":
-        """`new` as the in-place result replacing all of self: when self is part of a graph,
-        route it through where() so self's old value gets a zero gradient (rather than
-        keeping self's old grad_fn)."""
-        if self.grad_fn is not None and self._requires_grad:
-            from .autograd.grad_mode import is_grad_enabled
-            if is_grad_enabled():
-                everywhere = _ops.full(self.shape, True, dtype=_dt.bool_, device=self.device)
-                return _ops.where(everywhere, new, self)
-        return new
-
-    def uniform_(self, a=0.0, b=1.0):
-        from .ops import random as R
-        with _no_grad():
-            return self._assign(R.rand(*self.shape, dtype=self.dtype, device=self.device) * (b - a) + a, "uniform_")
-
-    def normal_(self, mean=0.0, std=1.0):
-        from .ops import random as R
-        with _no_grad():
-            return self._assign(R.randn(*self.shape, dtype=self.dtype, device=self.device) * std + mean, "normal_")
-
-    __iadd__ = add_
-    __isub__ = sub_
-    __imul__ = mul_
-    __itruediv__ = div_
-
-    def __setitem__(self, index, value):
-        self._assign(_ops.index_put(self, index, value), "__setitem__")
-
-    # ---- operators ------------------------------------------------------------------------
-    def __add__(self, o):
-        return _ops.add(self, o)
-
-    def __radd__(self, o):
-        return _ops.add(o, self)
-
-    def __sub__(self, o):
-        return _ops.sub(self, o)
-
-    def __rsub__(self, o):
-        return _ops.sub(o, self)
-
-    def __mul__(self, o):
-        return _ops.mul(self, o)
-
-    def __rmul__(self, o):
-        return _ops.mul(o, self)
-
-    def __truediv__(self, o):
-        return _ops.div(self, o)
-
-    def __rtruediv__(self, o):
-        return _ops.div(o, self)
-
-    def __floordiv__(self, o):
-        return _ops.floor_divide(self, o)
-
-    def __rfloordiv__(self, o):
-        return _ops.floor_divide(o, self)
-
-    def __mod__(self, o):
-        return _ops.remainder(self, o)
-
-    def __rmod__(self, o):
-        return _ops.remainder(o, self)
-
-    def __pow__(self, o):
-        return _ops.pow(self, o)
-
-    def __rpow__(self, o):
-        return _ops.pow(o, self)
-
-    def __matmul__(self, o):
-        return _ops.matmul(self, o)
-
-    def __rmatmul__(self, o):
-        return _ops.matmul(o, self)
-
-    def __neg__(self):
-        return _ops.neg(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return _ops.abs(self)
-
-    def __invert__(self):
-        return _ops.logical_not(self)
-
-    def __and__(self, o):
-        return _ops.logical_and(self, o)
-
-    def __or__(self, o):
-        return _ops.logical_or(self, o)
-
-    __rand__ = __and__
-    __ror__ = __or__
-
-    def __eq__(self, o):
-        if o is None or not isinstance(o, _OPERAND_TYPES):
-            return NotImplemented  # `t == None` is False, as for any other object
-        return _ops.eq(self, o)
-
-    def __ne__(self, o):
-        if o is None or not isinstance(o, _OPERAND_TYPES):
-            return NotImplemented
-        return _ops.ne(self, o)
-
-    def __lt__(self, o):
-        return _ops.lt(self, o)
-
-    def __le__(self, o):
-        return _ops.le(self, o)
-
-    def __gt__(self, o):
-        return _ops.gt(self, o)
-
-    def __ge__(self, o):
-        return _ops.ge(self, o)
-
-    def __getitem__(self, index):
-        return _ops.getitem(self, index)
-
-    def where(self, condition, other):
-        """``x.where(cond, y)`` is ``where(cond, x, y)``, as in PyTorch."""
-        return _ops.where(condition, self, other)
-
-    def nonzero(self, *, as_tuple: bool = False):
-        return _ops.nonzero(self, as_tuple=as_tuple)
-
-    @property
-    def T(self) -> "Tensor":
-        return _ops.permute(self, tuple(range(self.ndim))[::-1])
-
-    @property
-    def mT(self) -> "Tensor":
-        return _ops.transpose(self, -2, -1)
-
-    def view(self, *shape):
-        if len(shape) == 1 and isinstance(shape[0], (_dt.DType, type)):
-            raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
-        return _ops.view(self, *shape)
-
-    def new_tensor(self, data, dtype=None):
-        return _ops.tensor(data, dtype=dtype or self.dtype, device=self.device)
-
-    def new_zeros(self, *size, dtype=None):
-        return _ops.zeros(*size, dtype=dtype or self.dtype, device=self.device)
-
-    def new_ones(self, *size, dtype=None):
-        return _ops.ones(*size, dtype=dtype or self.dtype, device=self.device)
-
-    def new_full(self, size, fill_value, dtype=None):
-        return _ops.full(size, fill_value, dtype=dtype or self.dtype, device=self.device)
-
-    def new_empty(self, *size, dtype=None):
-        return _ops.empty(*size, dtype=dtype or self.dtype, device=self.device)
-
-
-# Methods that forward unchanged to the op of the same name.
-_FORWARDED = """
-add sub mul div pow neg abs exp log log1p sqrt rsqrt sin cos tanh sigmoid relu gelu erf sign floor
-square clamp clip maximum minimum sum mean var std max min amax amin argmax argmin logsumexp prod
-all any mm matmul bmm reshape transpose permute t squeeze unsqueeze expand expand_as flatten
-contiguous split chunk gather scatter_add masked_fill softmax log_softmax eq ne lt le gt ge
-clone view_as reshape_as unbind flip repeat cumsum norm index_select logical_not
-floor_divide remainder narrow isnan isinf isfinite nan_to_num dropout expm1 logical_and logical_or
-movedim swapaxes outer dot mv take_along_dim isclose allclose
-tril triu sort argsort topk multinomial cumprod
-""".split()
-
-
-def _forward(name):
-    fn = None
-
-    def method(self, *args, **kwargs):
-        nonlocal fn
-        if fn is None:
-            fn = getattr(_ops, name)  # looked up once (ops are imported after this class)
-        return fn(self, *args, **kwargs)
-    method.__name__ = name
-    method.__qualname__ = f"Tensor.{name}"
-    return method
-
-
-for _n in _FORWARDED:
-    if not hasattr(Tensor, _n):
-        setattr(Tensor, _n, _forward(_n))
-
 
 def _same_shape(a: Tensor, b: Tensor) -> bool:
     da, db = getattr(a, "_data", None), getattr(b, "_data", None)
@@ -717,43 +399,25 @@ def _float_mode(a) -> str:
     return "maxprec" if whole and not sci else "fixed"
 
 
-def _no_grad():
-    from .autograd.grad_mode import no_grad
-    return no_grad()
+# Class attributes of an empty class (__module__, __dict__, ...): not methods to install.
+_CLASS_MACHINERY = frozenset(vars(type("_Empty", (), {})))
 
 
-_OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.bool_)
+def _install_methods(holder: type) -> None:
+    """Copy the methods defined on `holder` (a method-group class in tensor_inplace.py or
+    tensor_operators.py) onto Tensor. Those modules need ``tracejit.ops``, which needs
+    Tensor, so they cannot be Tensor's base classes; JAX attaches its array methods the
+    same way. Subclasses (Parameter, the tracer) still override them as usual."""
+    for name, value in vars(holder).items():
+        if name in _CLASS_MACHINERY or (name == "__hash__" and value is None):
+            continue  # (a class defining __eq__ gets __hash__ = None; Tensor hashes by id)
+        if getattr(value, "__name__", None) == name:  # (not for aliases: __iadd__ = add_)
+            value.__qualname__ = f"Tensor.{name}"
+        setattr(Tensor, name, value)
 
 
-# The tail import that closes the tensor/ops/autograd cycle (the one idiom for it, see
-# ops/registry.py): ops and autograd import Tensor, defined above, at their tops.
+# The tail imports that close the tensor/ops/autograd cycle (the one idiom for it, see
+# ops/registry.py): ops and autograd import Tensor, defined above, at their tops; the
+# method groups need both, and install their methods on Tensor when imported.
 from . import ops as _ops  # noqa: E402
-
-
-# Operators that are exactly one op call: the operator calls the op function itself
-# rather than through the method above (one Python call less on every `a * b`).
-_OPERATOR_OPS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div",
-                 "__floordiv__": "floor_divide", "__mod__": "remainder", "__pow__": "pow",
-                 "__matmul__": "matmul", "__lt__": "lt", "__le__": "le", "__gt__": "gt",
-                 "__ge__": "ge", "__and__": "logical_and", "__or__": "logical_or"}
-
-
-def _with_ndarray_operand(name):
-    # PyTorch's operators take a numpy array as the right operand (as a tensor of its dtype);
-    # like PyTorch, `ndarray op tensor` (the reflected forms) still raises a TypeError.
-    op = getattr(_ops, _OPERATOR_OPS[name]) if name in _OPERATOR_OPS else getattr(Tensor, name)
-    ndarray = np.ndarray
-
-    def method(self, o):
-        if isinstance(o, ndarray):
-            o = _ops.as_tensor(o, device=self.device)
-        return op(self, o)
-    method.__name__ = name
-    method.__qualname__ = f"Tensor.{name}"
-    return method
-
-
-for _n in ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__pow__",
-           "__matmul__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__",
-           "__or__"):
-    setattr(Tensor, _n, _with_ndarray_operand(_n))
+from . import tensor_inplace, tensor_operators  # noqa: E402,F401

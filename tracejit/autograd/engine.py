@@ -63,6 +63,29 @@ def _fit(g, meta):
     return g
 
 
+def _run_pre_hooks(hooks, grads: list, create_graph: bool) -> list:
+    """A node's tensor hooks, retain_grad copies and pre-hooks, in PyTorch's order."""
+    if hooks.tensor:
+        for nr, fns in hooks.tensor.items():
+            for h in list(fns):
+                if grads[nr] is not None:
+                    r = h(grads[nr])
+                    if r is not None:
+                        grads[nr] = r
+    if hooks.retain:
+        for nr, ref in hooks.retain.items():
+            t = ref()
+            if t is not None and grads[nr] is not None:
+                g = grads[nr] if create_graph else grads[nr].detach()
+                t.grad = g if t.grad is None else t.grad + g
+    if hooks.pre:
+        for h in list(hooks.pre):
+            r = h(tuple(grads))
+            if r is not None:
+                grads = list(r)
+    return grads
+
+
 def _reachable_to(roots, targets: set) -> set:
     """Nodes from which some target node can be reached (including the targets)."""
     order, seen, stack = [], set(), list(roots)
@@ -143,24 +166,8 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None) or [None] * node.num_outputs
-            if node._tensor_hooks:
-                for nr, hooks in node._tensor_hooks.items():
-                    for h in list(hooks):
-                        if grads[nr] is not None:
-                            r = h(grads[nr])
-                            if r is not None:
-                                grads[nr] = r
-            if node._retain:
-                for nr, ref in node._retain.items():
-                    t = ref()
-                    if t is not None and grads[nr] is not None:
-                        g = grads[nr] if create_graph else grads[nr].detach()
-                        t.grad = g if t.grad is None else t.grad + g
-            if node._pre_hooks:
-                for h in list(node._pre_hooks):
-                    r = h(tuple(grads))
-                    if r is not None:
-                        grads = list(r)
+            if node._hooks is not None:
+                grads = _run_pre_hooks(node._hooks, grads, create_graph)
             if targets is not None and node in targets:
                 for nr, i in targets[node]:
                     g = grads[nr]
@@ -173,8 +180,9 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                 outs = _NONES
             else:
                 outs = node.apply(grads, create_graph, retain_graph)
-                if node._post_hooks:
-                    for h in list(node._post_hooks):
+                hooks = node._hooks
+                if hooks is not None and hooks.post:
+                    for h in list(hooks.post):
                         r = h(tuple(outs), tuple(grads))
                         if r is not None:
                             outs = list(r)

@@ -2,9 +2,11 @@
 
 A node maps gradients of its outputs to gradients of its inputs; ``next_functions``
 points at the nodes that produced those inputs (an `AccumulateGrad` for leaves).
-Saved tensors are snapshots (data, version at save time, producer) rather than the
-Tensor objects, so a later in-place op that rebinds a tensor's ``grad_fn`` cannot
-corrupt the graph, and modifying saved data is detected by the version counter.
+A primitive's node keeps each input its VJP reads as the pair (tensor, version at
+save time), as PyTorch's SavedVariable keeps a non-output input itself: any in-place
+write bumps the version counter, so a changed value (or a ``grad_fn`` rebound by an
+in-place op) is detected when the backward unpacks it. The node's own output is kept
+as a snapshot without the tensor (which points back at the node: no cycle).
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ __all__ = ["Node", "PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta", "ma
 
 
 class SavedTensor:
+    """A snapshot of a tensor for a custom Function's ``ctx.save_for_backward``."""
+
     __slots__ = ("data", "vbox", "version", "grad_fn", "output_nr", "leaf", "dtype", "device", "is_output")
 
     def __init__(self, t, is_output: bool = False):
@@ -47,12 +51,7 @@ class SavedTensor:
 
     def unpack(self, node: "Node", index: int, create_graph: bool):
         if self.vbox[0] != self.version:
-            what = "output" if self.is_output else f"input {index}"
-            raise InplaceModifiedError(
-                f"one of the tensors needed for gradient computation has been modified by an "
-                f"in-place operation: {what} of {node.name()} was saved at version {self.version} "
-                f"and is now at version {self.vbox[0]}. Clone it before modifying it in place "
-                f"(x = x.clone()), or use the out-of-place op.")
+            raise _modified(node, "output" if self.is_output else f"input {index}", self.version, self.vbox[0])
         if self.leaf is not None:
             return self.leaf if create_graph else self.leaf.detach()
         t = Tensor._wrap(self.data, self.dtype, self.device)
@@ -105,19 +104,27 @@ def _zero_buffer(npd):
     return z
 
 
+class _Hooks:
+    """A node's hooks, made at the first registration (most nodes never get one)."""
+
+    __slots__ = ("pre", "post", "tensor", "retain")
+
+    def __init__(self):
+        self.pre = None     # [hook(grad_outputs) -> new grad_outputs or None]
+        self.post = None    # [hook(grad_inputs, grad_outputs) -> new grad_inputs or None]
+        self.tensor = None  # {output_nr: [hook(grad) -> grad or None]}
+        self.retain = None  # {output_nr: weakref to the tensor} for retain_grad
+
+
 class Node:
     """Base class of every grad_fn."""
 
-    __slots__ = ("next_functions", "_pre_hooks", "_post_hooks", "_tensor_hooks",
-                 "_retain", "num_outputs", "__weakref__", "_freed", "_meta")
+    __slots__ = ("next_functions", "num_outputs", "_hooks", "__weakref__", "_freed", "_meta")
 
     def __init__(self, next_functions: tuple, num_outputs: int = 1):
         self.next_functions = next_functions
         self.num_outputs = num_outputs
-        self._pre_hooks = None
-        self._post_hooks = None
-        self._tensor_hooks = None  # {output_nr: [hook(grad) -> grad|None]}
-        self._retain = None        # {output_nr: weakref to tensor} for retain_grad
+        self._hooks = None         # _Hooks, or None while no hook is registered
         self._freed = False
         self._meta = None          # [(shape, dtype)] per input, for summing broadcast grads
 
@@ -127,26 +134,46 @@ class Node:
     def __repr__(self) -> str:
         return f"<{self.name()}>"
 
+    def _hook_lists(self) -> _Hooks:
+        h = self._hooks
+        if h is None:
+            h = self._hooks = _Hooks()
+        return h
+
     def register_hook(self, fn):
         """fn(grad_inputs, grad_outputs) -> new grad_inputs or None; runs after the node."""
-        if self._post_hooks is None:
-            self._post_hooks = []
-        self._post_hooks.append(fn)
-        return _Handle(self._post_hooks, fn)
+        h = self._hook_lists()
+        if h.post is None:
+            h.post = []
+        h.post.append(fn)
+        return _Handle(h.post, fn)
 
     def register_prehook(self, fn):
         """fn(grad_outputs) -> new grad_outputs or None; runs before the node."""
-        if self._pre_hooks is None:
-            self._pre_hooks = []
-        self._pre_hooks.append(fn)
-        return _Handle(self._pre_hooks, fn)
+        h = self._hook_lists()
+        if h.pre is None:
+            h.pre = []
+        h.pre.append(fn)
+        return _Handle(h.pre, fn)
 
     def _add_tensor_hook(self, output_nr: int, fn):
-        if self._tensor_hooks is None:
-            self._tensor_hooks = {}
-        lst = self._tensor_hooks.setdefault(output_nr, [])
+        h = self._hook_lists()
+        if h.tensor is None:
+            h.tensor = {}
+        lst = h.tensor.setdefault(output_nr, [])
         lst.append(fn)
         return _Handle(lst, fn)
+
+    def _retain_output(self, output_nr: int, ref) -> None:
+        """Keep the gradient of output `output_nr` in the tensor `ref()` (retain_grad)."""
+        h = self._hook_lists()
+        if h.retain is None:
+            h.retain = {}
+        h.retain[output_nr] = ref
+
+    def _retains(self, output_nr: int) -> bool:
+        h = self._hooks
+        return h is not None and bool(h.retain) and output_nr in h.retain
 
     def apply(self, grads: list, create_graph: bool, retain_graph: bool) -> list:
         raise NotImplementedError
@@ -173,23 +200,15 @@ class _Handle:
 
 
 class PrimNode(Node):
-    """grad_fn of a primitive op: applies the primitive's VJP to saved snapshots."""
+    """grad_fn of a primitive op: applies the primitive's VJP to the saved inputs.
 
-    __slots__ = ("prim", "params", "saved", "saved_out", "scalars", "needs")
+    Made only by `_attach` below (one per recorded op), which sets Node's fields and:
+    ``prim``, ``params``; ``saved``: {input index: (tensor, version) or SavedMeta, and
+    -1: the output's snapshot}; ``scalars``: {input index: Python scalar operand}.
+    ``next_functions`` has one edge per operand, (None, 0) for those without gradient.
+    """
 
-    def __init__(self, prim, params, next_functions, saved, saved_out, scalars, needs):
-        # Node.__init__ inlined: one PrimNode is made per recorded op.
-        self.next_functions = next_functions
-        self.num_outputs = 1
-        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain = None
-        self._freed = False
-        self._meta = None
-        self.prim = prim
-        self.params = params
-        self.saved = saved          # {input index: SavedTensor}
-        self.saved_out = saved_out  # SavedTensor or None
-        self.scalars = scalars      # {input index: python scalar}
-        self.needs = needs          # [bool]: which inputs want a gradient
+    __slots__ = ("prim", "params", "saved", "scalars")
 
     def name(self) -> str:
         return self.prim.grad_name
@@ -197,21 +216,68 @@ class PrimNode(Node):
     def apply(self, grads, create_graph, retain_graph):
         if self._freed:
             self._check_not_freed()
-        inputs = [None] * len(self.needs)
+        nexts = self.next_functions
+        inputs = [None] * len(nexts)
+        out = None
         for i, s in self.saved.items():
-            inputs[i] = s.unpack(self, i, create_graph)
+            if type(s) is not tuple:
+                inputs[i] = s.unpack(self, i, create_graph)  # SavedMeta
+            elif i >= 0:
+                t, version = s
+                if t._vbox[0] != version:
+                    raise _modified(self, f"input {i}", version, t._vbox[0])
+                inputs[i] = t if create_graph else t.detach()
+            else:
+                out = _unpack_output(self, s, create_graph)
         scalars = self.scalars
         if scalars:
             for i, v in scalars.items():
                 inputs[i] = v
-        out = self.saved_out.unpack(self, -1, create_graph) if self.saved_out is not None else None
         result = self.prim.vjp(grads[0], out, *inputs, **self.params)
         if not retain_graph:
-            self.saved = self.saved_out = None
+            self.saved = None
             self._freed = True
-        if self._post_hooks is None:
+        hooks = self._hooks
+        if hooks is None or not hooks.post:
             return result  # inputs that need no gradient have no edge: the engine skips them
-        return [r if need else None for r, need in zip(result, self.needs)]
+        return [r if nxt is not None else None for r, (nxt, _) in zip(result, nexts)]
+
+    def keep_input(self, t) -> None:
+        """`t`'s memory is about to be overwritten by an in-place op whose own node this is
+        (``a.mul_(b)`` saves the old a for b's gradient): keep a copy of the old value."""
+        saved = self.saved
+        if not saved:
+            return
+        for i, s in saved.items():
+            if i >= 0 and type(s) is tuple and s[0]._vbox is t._vbox:
+                old, version = s
+                copy = Tensor._wrap(old._data.copy(), old.dtype, old.device)
+                copy._vbox = [version]
+                if old.grad_fn is not None:
+                    copy._requires_grad = True
+                    copy.grad_fn = old.grad_fn
+                    copy._output_nr = old._output_nr
+                saved[i] = (copy, version)
+
+
+def _unpack_output(node, s, create_graph):
+    data, vbox, version, dtype, device = s
+    if vbox[0] != version:
+        raise _modified(node, "output", version, vbox[0])
+    t = Tensor._wrap(data, dtype, device)
+    t._vbox = vbox
+    if create_graph:
+        t._requires_grad = True
+        t.grad_fn = node
+    return t
+
+
+def _modified(node, what: str, version: int, now: int) -> InplaceModifiedError:
+    return InplaceModifiedError(
+        f"one of the tensors needed for gradient computation has been modified by an "
+        f"in-place operation: {what} of {node.name()} was saved at version {version} "
+        f"and is now at version {now}. Clone it before modifying it in place "
+        f"(x = x.clone()), or use the out-of-place op.")
 
 
 class AccumulateGrad(Node):
@@ -315,18 +381,54 @@ def edge(t):
 _NO_EDGE = (None, 0)
 
 
-def make_prim_node(prim, args, params, result) -> None:
-    """Attach a PrimNode to `result` (called by bind when some input requires grad)."""
-    # One call per recorded op: written for speed (no enumerate, attributes read once).
-    if len(args) == 2 and not prim.nondiff and not _VIEWS_ACTIVE[0]:
-        _binary_node(prim, args, params, result)
+def _records(prim, needs: tuple):
+    """(inputs to save, inputs to keep the metadata of) for one requires_grad pattern.
+
+    They are functions of the flags alone (the record's ``save`` and ``extra["meta"]``),
+    so each primitive keeps them per pattern instead of calling the rules per op.
+    """
+    recs = prim.records
+    rec = recs.get(needs)
+    if rec is None:
+        save = prim.save
+        keep = tuple(range(len(needs)) if save is None else save(needs))
+        meta_idx = prim.extra.get("meta")
+        if meta_idx is None:
+            meta_idx = ()
+        elif callable(meta_idx):
+            meta_idx = meta_idx(needs)
+        shapes = tuple(i for i in meta_idx if i < len(needs) and i not in keep)
+        rec = recs[needs] = (keep, shapes)
+    return rec
+
+
+def make_prim_node(prim, args, params, result, meta=None) -> None:
+    """Attach a PrimNode to `result` (called by bind when some input requires grad).
+
+    `meta` is the (shape, dtype) per operand when the caller already has it (bind's
+    dispatch plan keeps it per operand signature); otherwise it is built here.
+    """
+    n = len(args)
+    if n == 2:
+        record_binary(prim, args[0], args[1], params, result, meta)
         return
+    if n == 1:
+        record_unary(prim, args[0], params, result, meta)
+        return
+    _record(prim, args, params, result, meta)
+
+
+def _record(prim, args, params, result, meta) -> None:
+    """The general case of make_prim_node: any operands, non-differentiable positions,
+    views whose base was written in place."""
     needs = []
     nexts = []
-    meta = []
     scalars = _EMPTY
     nondiff = prim.nondiff
     views = _VIEWS_ACTIVE[0]
+    build_meta = meta is None
+    if build_meta:
+        meta = []
     i = 0
     for a in args:
         if isinstance(a, Tensor):
@@ -344,45 +446,68 @@ def make_prim_node(prim, args, params, result) -> None:
             else:
                 needs.append(False)
                 nexts.append(_NO_EDGE)
-            meta.append((a._data.shape, dt))
+            if build_meta:
+                meta.append((a._data.shape, dt))
         else:
             needs.append(False)
             nexts.append(_NO_EDGE)
             if scalars is _EMPTY:
                 scalars = {}
             scalars[i] = a
-            meta.append(None)
+            if build_meta:
+                meta.append(None)
         i += 1
-    save = prim.save
+    keep, shapes = _records(prim, tuple(needs))
     saved = {}
-    for i in (range(len(args)) if save is None else save(needs)):
-        if i not in scalars:
-            a = args[i]
-            if a is not None:
-                saved[i] = SavedTensor(a)
-    meta_idx = prim.extra.get("meta")
-    if meta_idx is not None:
-        # Inputs whose shape (not values) the VJP reads: keep metadata only.
-        n = len(args)
-        for i in (meta_idx(needs) if callable(meta_idx) else meta_idx):
-            if i < n and i not in saved and i not in scalars and args[i] is not None:
-                saved[i] = SavedMeta(args[i])
-    node = PrimNode(prim, params, tuple(nexts), saved, None, scalars, needs)
-    node._meta = meta
-    result._requires_grad = True
-    result.grad_fn = node
-    result._output_nr = 0
-    if prim.save_out:
-        node.saved_out = SavedTensor(result, is_output=True)
+    for i in keep:
+        a = args[i]
+        if isinstance(a, Tensor):
+            saved[i] = (a, a._vbox[0])
+    for i in shapes:
+        a = args[i]
+        if isinstance(a, Tensor):
+            saved[i] = SavedMeta(a)
+    _attach(prim, params, tuple(nexts), saved, scalars, meta, result)
 
 
-def _binary_node(prim, args, params, result) -> None:
-    """make_prim_node for two operands (most recorded ops), with tuples built directly."""
-    a, b = args
+# The one- and two-operand cases (nearly every recorded op) are spelled out below, so a
+# recorded op costs about what PyTorch's does: bind calls them directly.
+
+def record_unary(prim, a, params, result, meta) -> None:
+    """make_prim_node for one operand."""
+    if not (isinstance(a, Tensor) and a._requires_grad and a.dtype.is_floating_point
+            and not prim.nondiff) or (_VIEWS_ACTIVE[0] and a._base is not None):
+        _record(prim, (a,), params, result, meta)
+        return
+    fn = a.grad_fn
+    if fn is None:
+        fn = a._accumulator
+        edge = (fn if fn is not None else leaf_node(a), 0)
+    else:
+        edge = (fn, a._output_nr)
+    if meta is None:
+        meta = ((a._data.shape, a.dtype),)
+    rec = prim.records.get(_NEEDS_ONE)
+    keep, shapes = rec if rec is not None else _records(prim, _NEEDS_ONE)
+    saved = {}
+    if keep:
+        saved[0] = (a, a._vbox[0])
+    elif shapes:
+        saved[0] = SavedMeta(a)
+    _attach(prim, params, (edge,), saved, _EMPTY, meta, result)
+
+
+_NEEDS_ONE = (True,)
+
+
+def record_binary(prim, a, b, params, result, meta) -> None:
+    """make_prim_node for two operands (tensors or Python scalars)."""
+    if prim.nondiff or _VIEWS_ACTIVE[0]:
+        _record(prim, (a, b), params, result, meta)
+        return
     scalars = _EMPTY
     if isinstance(a, Tensor):
-        da = a.dtype
-        ra = a._requires_grad and da.is_floating_point
+        ra = a._requires_grad and a.dtype.is_floating_point
         if ra:
             fn = a.grad_fn
             if fn is None:
@@ -392,13 +517,11 @@ def _binary_node(prim, args, params, result) -> None:
                 ea = (fn, a._output_nr)
         else:
             ea = _NO_EDGE
-        ma = (a._data.shape, da)
     else:
-        ra, ea, ma = False, _NO_EDGE, None
+        ra, ea = False, _NO_EDGE
         scalars = {0: a}
     if isinstance(b, Tensor):
-        db = b.dtype
-        rb = b._requires_grad and db.is_floating_point
+        rb = b._requires_grad and b.dtype.is_floating_point
         if rb:
             fn = b.grad_fn
             if fn is None:
@@ -408,33 +531,50 @@ def _binary_node(prim, args, params, result) -> None:
                 eb = (fn, b._output_nr)
         else:
             eb = _NO_EDGE
-        mb = (b._data.shape, db)
     else:
-        rb, eb, mb = False, _NO_EDGE, None
+        rb, eb = False, _NO_EDGE
         if scalars is _EMPTY:
             scalars = {1: b}
         else:
             scalars[1] = b
-    needs = [ra, rb]
-    save = prim.save
+    if meta is None:
+        meta = ((a._data.shape, a.dtype) if isinstance(a, Tensor) else None,
+                (b._data.shape, b.dtype) if isinstance(b, Tensor) else None)
+    rec = prim.records.get((ra, rb))
+    keep, shapes = rec if rec is not None else _records(prim, (ra, rb))
     saved = {}
-    for i in ((0, 1) if save is None else save(needs)):
-        if i not in scalars:
-            t = args[i]
-            if t is not None:
-                saved[i] = SavedTensor(t)
-    meta_idx = prim.extra.get("meta")
-    if meta_idx is not None:
-        for i in (meta_idx(needs) if callable(meta_idx) else meta_idx):
-            if i < 2 and i not in saved and i not in scalars and args[i] is not None:
-                saved[i] = SavedMeta(args[i])
-    node = PrimNode(prim, params, (ea, eb), saved, None, scalars, needs)
-    node._meta = [ma, mb]
+    for i in keep:
+        t = b if i else a
+        if isinstance(t, Tensor):
+            saved[i] = (t, t._vbox[0])
+    for i in shapes:
+        t = b if i else a
+        if isinstance(t, Tensor):
+            saved[i] = SavedMeta(t)
+    _attach(prim, params, (ea, eb), saved, scalars, meta, result)
+
+
+_new = object.__new__
+
+
+def _attach(prim, params, nexts, saved, scalars, meta, result) -> None:
+    """Make the PrimNode (fields set here rather than by __init__: one Python frame
+    less per recorded op) and make it `result`'s grad_fn."""
+    node = _new(PrimNode)
+    node.next_functions = nexts
+    node.num_outputs = 1
+    node._hooks = None
+    node._freed = False
+    node._meta = meta
+    node.prim = prim
+    node.params = params
+    node.saved = saved
+    node.scalars = scalars
     result._requires_grad = True
     result.grad_fn = node
-    result._output_nr = 0
     if prim.save_out:
-        node.saved_out = SavedTensor(result, is_output=True)
+        vbox = result._vbox
+        saved[-1] = (result._data, vbox, vbox[0], result.dtype, result.device)
 
 
 _EMPTY: dict = {}

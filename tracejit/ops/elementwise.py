@@ -289,7 +289,44 @@ def _where_rule(c, a, b):
 
 
 def _where_impl(xp, c, a, b):
+    if xp is np:
+        out = _select_or_zero(c, a, b)
+        if out is not None:
+            return out
     return xp.where(c, a, b)
+
+
+_INT_OF_WIDTH = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def _is_plus_zero(v) -> bool:
+    return type(v) in (int, float) and v == 0 and math.copysign(1.0, v) > 0
+
+
+def _select_or_zero(c, a, b):
+    """``where(c, a, 0)`` or ``where(c, 0, b)`` for a float array (ReLU's and where's own
+    gradients) as a bit mask: numpy's where branches per element, ~4 ns each on a random
+    mask, against two branch-free passes here. Exact: the selected elements keep their
+    bits (nan, inf, -0.0), the others are +0.0. None when the call is not of that form."""
+    if type(c) is not np.ndarray or c.dtype != np.bool_:
+        return None
+    if _is_plus_zero(b) and type(a) is np.ndarray and a.dtype.kind == "f":
+        x, keep_where_true = a, True
+    elif _is_plus_zero(a) and type(b) is np.ndarray and b.dtype.kind == "f":
+        x, keep_where_true = b, False
+    else:
+        return None
+    ity = _INT_OF_WIDTH.get(x.dtype.itemsize)
+    if ity is None:
+        return None
+    flags = c.view(np.int8)  # 1 where c is true
+    # all ones where x is kept, zeros elsewhere
+    mask = np.negative(flags, dtype=ity) if keep_where_true else np.subtract(flags, 1, dtype=ity)
+    bits = x.view(ity)
+    out = None  # (mask is a numpy scalar for 0-d operands)
+    if type(mask) is np.ndarray and mask.shape == np.broadcast_shapes(mask.shape, bits.shape):
+        out = mask
+    return np.bitwise_and(bits, mask, out=out).view(x.dtype)
 
 
 WHERE = defprim("where", _where_impl, _where_rule,

@@ -68,11 +68,24 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             _update_running(running_mean, reshape(mu, (c,)), momentum)
         if training and running_var is not None:
             _update_running(running_var, reshape(var, (c,)) * (n / (n - 1)), momentum)
-        y = d * rsqrt(var + eps)
-    else:
-        y = (input - _channel_view(running_mean, input.ndim)) * \
-            _channel_view(rsqrt(running_var + eps), input.ndim)
-    return _affine(y, weight, bias)
+        # The weight joins the per-channel factor before touching the big tensor: one
+        # full-size product forward and two fewer backward than (d * rstd) * weight.
+        scale = rsqrt(var + eps)
+        if weight is not None:
+            scale = scale * _channel_view(weight, input.ndim)
+        y = d * scale
+        if bias is not None:
+            y = y + _channel_view(bias, input.ndim)
+        return y
+    # Inference, as PyTorch computes it: y = x * alpha + beta with per-channel
+    # alpha = weight / sqrt(running_var + eps) and beta = bias - running_mean * alpha.
+    alpha = rsqrt(running_var + eps)
+    if weight is not None:
+        alpha = alpha * weight
+    beta = -running_mean * alpha
+    if bias is not None:
+        beta = beta + bias
+    return input * _channel_view(alpha, input.ndim) + _channel_view(beta, input.ndim)
 
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):

@@ -65,9 +65,10 @@ SUM = defprim("sum", _np_sum, _red_rule("sum"), _sum_vjp, kind="reduction",
 def _minmax_vjp(g, out, a, dims, keepdim):
     o = expand(_keep(out, a.shape, dims, keepdim), a.shape)
     mask = cast(eq(a, o), a.dtype)
-    # Ties share the gradient evenly, so the total stays g.
+    # Ties share the gradient evenly, so the total stays g. The division happens on the
+    # reduced shape: one full-size pass (the product with the mask), not two.
     count = sum(mask, dims, keepdim=True)
-    return (mul(expand(_keep(g, a.shape, dims, keepdim), a.shape), mask / count),)
+    return (mul(mask, _keep(g, a.shape, dims, keepdim) / count),)
 
 
 AMAX = defprim("amax", lambda xp, a, dims, keepdim: xp.amax(a, axis=dims, keepdims=keepdim),

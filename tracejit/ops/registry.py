@@ -111,6 +111,8 @@ class Primitive:
         # are pure functions of shapes, dtypes and params, so their results can be kept
         self.plans = {} if self.kind in _PLANNED_KINDS else None
         self.inline = self.plans is not None and not self.is_view and self.view_if is None
+        # what autograd keeps per requires_grad pattern (autograd/node.py `_records`)
+        self.records = {}
         if not self.grad_name:
             self.grad_name = _TORCH_GRAD_NAMES.get(self.name) or (
                 "".join(p.capitalize() for p in self.name.split("_")) + "Backward0")
@@ -164,9 +166,10 @@ _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 
 class _Plan:
-    __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big")
+    __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big",
+                 "meta")
 
-    def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big):
+    def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big, meta):
         self.default = default      # the default float dtype the plan was made under
         self.casts = casts          # per operand: numpy dtype to cast it to, or None
         self.out_dtype = out_dtype
@@ -175,6 +178,7 @@ class _Plan:
         self.diff = diff            # can the output need a gradient?
         self.compute_np = compute_np
         self.big = big              # run through a vectorized kernel (ops/vectorized.py)?
+        self.meta = meta            # per operand (shape, dtype) or None: autograd's node._meta
 
 
 def bind(prim: Primitive, *args, **params):
@@ -250,7 +254,10 @@ def bind(prim: Primitive, *args, **params):
         out = np.asarray(out, dtype=onp)
     result = _wrap(out, plan.out_dtype, CPU)
     if grad and plan.diff and _grad_state.enabled:
-        make_prim_node(prim, args, params, result)
+        if n == 2:
+            record_binary(prim, a, b, params, result, plan.meta)
+        else:
+            record_unary(prim, a, params, result, plan.meta)
     return result
 
 
@@ -318,7 +325,7 @@ def _eager(prim: Primitive, args, params):
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, args[0])
     if grad and plan.diff and _grad_state.enabled:
-        make_prim_node(prim, args, params, result)
+        make_prim_node(prim, args, params, result, plan.meta)
     return result
 
 
@@ -388,8 +395,9 @@ def _make_plan(prim: Primitive, args, avals, out_aval) -> _Plan:
     cdt = avals[0].dtype if avals else odt  # promoting ops: every operand's dtype by now
     operands = [a._data.shape if isinstance(a, Tensor) else None for a in args]
     big = _vectorized.eligible(prim, operands, cdt, odt, out_aval.shape)
+    meta = tuple((a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args)
     return _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
-                 prim.vjp is not None and odt.is_floating_point, cdt.np, big)
+                 prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta)
 
 
 _SCALAR_TYPES = (bool, int, float, np.number, np.bool_)
@@ -479,4 +487,4 @@ def _xp(dev):
 # ops (sum_to) in turn. The names below are read only when an op runs.
 from ..autograd.grad_mode import _state as _grad_state  # noqa: E402
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled  # noqa: E402,F401  (jit/tracer.py)
-from ..autograd.node import make_prim_node  # noqa: E402
+from ..autograd.node import make_prim_node, record_binary, record_unary  # noqa: E402

@@ -1,0 +1,45 @@
+"""where(c, x, 0) / where(c, 0, x) take a bit-mask path on numpy (ops/elementwise.py
+`_select_or_zero`): its results must be bit-identical to numpy's where, special values included."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.ops.elementwise import _select_or_zero
+
+SPECIAL = [1.5, -0.0, 0.0, np.nan, np.inf, -np.inf, -2.25, 1e-40]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("x_first", [True, False])
+def test_bits_equal_numpy_where(dtype, x_first):
+    x = np.array(SPECIAL * 2, dtype=dtype)
+    c = np.array([True, False] * len(SPECIAL))
+    got = _select_or_zero(c, x, 0.0) if x_first else _select_or_zero(c, 0.0, x)
+    want = np.where(c, x, dtype(0)) if x_first else np.where(c, dtype(0), x)
+    assert got.dtype == want.dtype
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_broadcasting_and_0d():
+    c = np.array([[True], [False]])
+    x = np.arange(6, dtype=np.float32).reshape(1, 6) - 2.5
+    np.testing.assert_array_equal(_select_or_zero(c, x, 0.0), np.where(c, x, 0.0))
+    np.testing.assert_array_equal(_select_or_zero(np.array(True), np.array(3.0, np.float32), 0.0), 3.0)
+    np.testing.assert_array_equal(_select_or_zero(np.array(False), np.array(3.0, np.float32), 0.0), 0.0)
+
+
+def test_other_forms_are_left_to_numpy():
+    c = np.array([True, False])
+    x = np.array([1.0, 2.0], np.float32)
+    assert _select_or_zero(c, x, -0.0) is None          # -0.0 fill: numpy's where keeps its sign
+    assert _select_or_zero(c, x, 1.0) is None
+    assert _select_or_zero(c, x, x) is None
+    assert _select_or_zero(c, np.array([1, 2]), 0) is None  # integers: numpy's where
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in the forward product
+def test_relu_gradient_through_where_matches_mask():
+    x = tj.tensor(np.array([-1.0, 0.0, 2.0, 3.0], np.float32), requires_grad=True)
+    (tj.relu(x) * tj.tensor(np.array([np.inf, 5.0, np.nan, -7.0], np.float32))).sum().backward()
+    g = x.grad.numpy()
+    assert g[0] == 0.0 and g[1] == 0.0 and np.isnan(g[2]) and g[3] == -7.0

@@ -1,0 +1,179 @@
+"""Tensor's in-place methods: ``add_``, ``mul_``, ``fill_``, ``copy_``, ``x[i] = v``, ...
+
+Each computes its result out of place with the op of the same name, then ``_assign``
+writes it into the tensor's memory, bumps the version counter and takes over the new
+``grad_fn`` (which is how ``x[i] = v`` and ``y.mul_(2)`` stay differentiable). The methods
+are installed on :class:`tracejit.tensor.Tensor` by that module's tail import.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as _dt
+from .device import CPU
+from .errors import DTypeError, ShapeError
+from .tensor import Tensor, _install_methods
+from . import ops as _ops
+from .autograd.node import PrimNode
+
+
+class InPlaceMethods:
+    """Holder of the in-place methods (copied onto Tensor below; never instantiated)."""
+
+    def _check_inplace(self, what: str) -> None:
+        from .autograd.grad_mode import is_grad_enabled
+        if self.requires_grad and self.grad_fn is None and is_grad_enabled():
+            raise RuntimeError(
+                f"{what}: a leaf tensor that requires grad is being used in an in-place operation; "
+                f"wrap the update in `with tracejit.no_grad():` (as optimizers do)")
+
+    def _assign(self, result: "Tensor", what: str) -> "Tensor":
+        """Make `result` the new value of self, in self's memory."""
+        self._check_inplace(what)
+        from .ops.registry import trace_state
+        if trace_state.tracer is not None:
+            return trace_state.tracer.assign(self, result, what)
+        if result.dtype is not self.dtype:
+            if self.dtype.category < result.dtype.category:
+                raise DTypeError(f"{what}: result type {result.dtype.name} can't be cast to the "
+                                 f"in-place output type {self.dtype.name}")
+        if tuple(result.shape) != tuple(self.shape):
+            raise ShapeError(f"{what}: output of shape {tuple(result.shape)} doesn't match the "
+                               f"in-place tensor of shape {tuple(self.shape)} (in-place ops cannot broadcast the target)")
+        base = getattr(self, "_base", None)
+        positions = None
+        if base is not None and (base._requires_grad or result._requires_grad):
+            from .autograd.grad_mode import is_grad_enabled
+            if is_grad_enabled() and not (base._requires_grad and base.grad_fn is None):
+                from .autograd.views import view_positions  # CopySlices, as PyTorch does
+                positions = view_positions(self, base)
+            if is_grad_enabled() and positions is None:
+                # A view of a leaf that requires grad (PyTorch refuses too), or a geometry
+                # autograd/views.py cannot rebase: a silently stale gradient is worse than an error.
+                raise RuntimeError(
+                    f"{what}: in-place operation on a view (e.g. x[0], x.view(...), x.t()) of a tensor "
+                    f"that is part of an autograd graph is not supported; write through the base "
+                    f"instead (x[idx] = value, or x = x.index_put/where(...)), or do it under "
+                    f"tracejit.no_grad()")
+        flags = getattr(self._data, "flags", None)
+        if flags is not None and not getattr(flags, "writeable", True):
+            raise RuntimeError(f"{what}: this tensor's memory is read-only (e.g. the result of "
+                               f"expand() or of a read-only numpy array); clone() it first")
+        node = result.grad_fn
+        if type(node) is PrimNode:  # (a compiled call's node keeps its inputs itself)
+            # The new node may have saved self (``a.mul_(b)`` needs the old a for b's
+            # gradient): give it its own copy, since self's memory is overwritten next.
+            node.keep_input(self)
+        xp = np if self.device is CPU else self._xp()
+        xp.copyto(self._data, result._data, casting="unsafe")
+        self._vbox[0] += 1
+        if result.grad_fn is not None:
+            from .autograd.views import ACTIVE
+            ACTIVE[0] = True  # older views of this memory must now be checked when used
+        if positions is not None:
+            from .autograd.views import rebase_view_history
+            rebase_view_history(self, base, positions, result)
+        elif result.grad_fn is not None:
+            self._requires_grad = True
+            self.grad_fn = result.grad_fn
+            self._output_nr = result._output_nr
+        return self
+
+    def _xp(self):
+        from .device import array_module
+        return array_module(self.device)
+
+    def add_(self, other, *, alpha=1):
+        return self._assign(_ops.add(self, other, alpha=alpha), "add_")
+
+    def sub_(self, other, *, alpha=1):
+        return self._assign(_ops.sub(self, other, alpha=alpha), "sub_")
+
+    def mul_(self, other):
+        return self._assign(_ops.mul(self, other), "mul_")
+
+    def div_(self, other):
+        return self._assign(_ops.div(self, other), "div_")
+
+    def pow_(self, other):
+        return self._assign(_ops.pow(self, other), "pow_")
+
+    def clamp_(self, min=None, max=None):
+        return self._assign(_ops.clamp(self, min, max), "clamp_")
+
+    def neg_(self):
+        return self._assign(_ops.neg(self), "neg_")
+
+    def exp_(self):
+        return self._assign(_ops.exp(self), "exp_")
+
+    def sqrt_(self):
+        return self._assign(_ops.sqrt(self), "sqrt_")
+
+    def relu_(self):
+        return self._assign(_ops.relu(self), "relu_")
+
+    def masked_fill_(self, mask, value):
+        return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
+
+    def addcmul_(self, t1, t2, value=1):
+        return self._assign(self + value * t1 * t2, "addcmul_")
+
+    def addcdiv_(self, t1, t2, value=1):
+        return self._assign(self + value * t1 / t2, "addcdiv_")
+
+    def lerp_(self, end, weight):
+        return self._assign(self + weight * (end - self), "lerp_")
+
+    def zero_(self):
+        return self.fill_(0)
+
+    def fill_(self, value):
+        if isinstance(value, Tensor):
+            value = value.item()
+        new = _ops.full(self.shape, value, dtype=self.dtype, device=self.device)
+        return self._assign(self._overwrite(new), "fill_")
+
+    def copy_(self, src):
+        src = src if isinstance(src, Tensor) else _ops.as_tensor(src)
+        if src.device != self.device:
+            src = src.to(self.device)
+        new = _ops.expand(_ops.cast(src, self.dtype), self.shape)
+        return self._assign(self._overwrite(new), "copy_")
+
+    def _overwrite(self, new: "Tensor") -> "Tensor":
+        """`new` as the in-place result replacing all of self: when self is part of a graph,
+        route it through where() so self's old value gets a zero gradient (rather than
+        keeping self's old grad_fn)."""
+        if self.grad_fn is not None and self._requires_grad:
+            from .autograd.grad_mode import is_grad_enabled
+            if is_grad_enabled():
+                everywhere = _ops.full(self.shape, True, dtype=_dt.bool_, device=self.device)
+                return _ops.where(everywhere, new, self)
+        return new
+
+    def uniform_(self, a=0.0, b=1.0):
+        from .ops import random as R
+        with _no_grad():
+            return self._assign(R.rand(*self.shape, dtype=self.dtype, device=self.device) * (b - a) + a, "uniform_")
+
+    def normal_(self, mean=0.0, std=1.0):
+        from .ops import random as R
+        with _no_grad():
+            return self._assign(R.randn(*self.shape, dtype=self.dtype, device=self.device) * std + mean, "normal_")
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+
+    def __setitem__(self, index, value):
+        self._assign(_ops.index_put(self, index, value), "__setitem__")
+
+
+def _no_grad():
+    from .autograd.grad_mode import no_grad
+    return no_grad()
+
+
+_install_methods(InPlaceMethods)

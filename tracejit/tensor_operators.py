@@ -1,0 +1,212 @@
+"""Tensor's operators (``+``, ``*``, ``@``, comparisons, ``x[i]``) and the methods that
+forward unchanged to the op of the same name in ``tracejit.ops`` (``x.sum()``, ``x.exp()``).
+
+They are installed on :class:`tracejit.tensor.Tensor` by that module's tail import, so
+eager calls, traced calls and compiled code share one definition per op.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as _dt
+from .tensor import Tensor, _install_methods
+from . import ops as _ops
+
+
+class OperatorMethods:
+    """Holder of the operator methods (copied onto Tensor below; never instantiated)."""
+
+    def __add__(self, o):
+        return _ops.add(self, o)
+
+    def __radd__(self, o):
+        return _ops.add(o, self)
+
+    def __sub__(self, o):
+        return _ops.sub(self, o)
+
+    def __rsub__(self, o):
+        return _ops.sub(o, self)
+
+    def __mul__(self, o):
+        return _ops.mul(self, o)
+
+    def __rmul__(self, o):
+        return _ops.mul(o, self)
+
+    def __truediv__(self, o):
+        return _ops.div(self, o)
+
+    def __rtruediv__(self, o):
+        return _ops.div(o, self)
+
+    def __floordiv__(self, o):
+        return _ops.floor_divide(self, o)
+
+    def __rfloordiv__(self, o):
+        return _ops.floor_divide(o, self)
+
+    def __mod__(self, o):
+        return _ops.remainder(self, o)
+
+    def __rmod__(self, o):
+        return _ops.remainder(o, self)
+
+    def __pow__(self, o):
+        return _ops.pow(self, o)
+
+    def __rpow__(self, o):
+        return _ops.pow(o, self)
+
+    def __matmul__(self, o):
+        return _ops.matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return _ops.matmul(o, self)
+
+    def __neg__(self):
+        return _ops.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _ops.abs(self)
+
+    def __invert__(self):
+        return _ops.logical_not(self)
+
+    def __and__(self, o):
+        return _ops.logical_and(self, o)
+
+    def __or__(self, o):
+        return _ops.logical_or(self, o)
+
+    __rand__ = __and__
+    __ror__ = __or__
+
+    def __eq__(self, o):
+        if o is None or not isinstance(o, _OPERAND_TYPES):
+            return NotImplemented  # `t == None` is False, as for any other object
+        return _ops.eq(self, o)
+
+    def __ne__(self, o):
+        if o is None or not isinstance(o, _OPERAND_TYPES):
+            return NotImplemented
+        return _ops.ne(self, o)
+
+    def __lt__(self, o):
+        return _ops.lt(self, o)
+
+    def __le__(self, o):
+        return _ops.le(self, o)
+
+    def __gt__(self, o):
+        return _ops.gt(self, o)
+
+    def __ge__(self, o):
+        return _ops.ge(self, o)
+
+    def __getitem__(self, index):
+        return _ops.getitem(self, index)
+
+    def where(self, condition, other):
+        """``x.where(cond, y)`` is ``where(cond, x, y)``, as in PyTorch."""
+        return _ops.where(condition, self, other)
+
+    def nonzero(self, *, as_tuple: bool = False):
+        return _ops.nonzero(self, as_tuple=as_tuple)
+
+    @property
+    def T(self) -> "Tensor":
+        return _ops.permute(self, tuple(range(self.ndim))[::-1])
+
+    @property
+    def mT(self) -> "Tensor":
+        return _ops.transpose(self, -2, -1)
+
+    def view(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (_dt.DType, type)):
+            raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
+        return _ops.view(self, *shape)
+
+    def new_tensor(self, data, dtype=None):
+        return _ops.tensor(data, dtype=dtype or self.dtype, device=self.device)
+
+    def new_zeros(self, *size, dtype=None):
+        return _ops.zeros(*size, dtype=dtype or self.dtype, device=self.device)
+
+    def new_ones(self, *size, dtype=None):
+        return _ops.ones(*size, dtype=dtype or self.dtype, device=self.device)
+
+    def new_full(self, size, fill_value, dtype=None):
+        return _ops.full(size, fill_value, dtype=dtype or self.dtype, device=self.device)
+
+    def new_empty(self, *size, dtype=None):
+        return _ops.empty(*size, dtype=dtype or self.dtype, device=self.device)
+
+
+_OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.bool_)
+
+
+_install_methods(OperatorMethods)
+
+
+# Methods that forward unchanged to the op of the same name.
+_FORWARDED = """
+add sub mul div pow neg abs exp log log1p sqrt rsqrt sin cos tanh sigmoid relu gelu erf sign floor
+square clamp clip maximum minimum sum mean var std max min amax amin argmax argmin logsumexp prod
+all any mm matmul bmm reshape transpose permute t squeeze unsqueeze expand expand_as flatten
+contiguous split chunk gather scatter_add masked_fill softmax log_softmax eq ne lt le gt ge
+clone view_as reshape_as unbind flip repeat cumsum norm index_select logical_not
+floor_divide remainder narrow isnan isinf isfinite nan_to_num dropout expm1 logical_and logical_or
+movedim swapaxes outer dot mv take_along_dim isclose allclose
+tril triu sort argsort topk multinomial cumprod
+""".split()
+
+
+def _forward(name):
+    fn = None
+
+    def method(self, *args, **kwargs):
+        nonlocal fn
+        if fn is None:
+            fn = getattr(_ops, name)  # looked up once, at the first call
+        return fn(self, *args, **kwargs)
+    method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
+    return method
+
+
+for _n in _FORWARDED:
+    if not hasattr(Tensor, _n):
+        setattr(Tensor, _n, _forward(_n))
+
+
+# Operators that are exactly one op call: the operator calls the op function itself
+# rather than through the method above (one Python call less on every `a * b`).
+_OPERATOR_OPS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div",
+                 "__floordiv__": "floor_divide", "__mod__": "remainder", "__pow__": "pow",
+                 "__matmul__": "matmul", "__lt__": "lt", "__le__": "le", "__gt__": "gt",
+                 "__ge__": "ge", "__and__": "logical_and", "__or__": "logical_or"}
+
+
+def _with_ndarray_operand(name):
+    # PyTorch's operators take a numpy array as the right operand (as a tensor of its dtype);
+    # like PyTorch, `ndarray op tensor` (the reflected forms) still raises a TypeError.
+    op = getattr(_ops, _OPERATOR_OPS[name]) if name in _OPERATOR_OPS else getattr(Tensor, name)
+    ndarray = np.ndarray
+
+    def method(self, o):
+        if isinstance(o, ndarray):
+            o = _ops.as_tensor(o, device=self.device)
+        return op(self, o)
+    method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
+    return method
+
+
+for _n in ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__pow__",
+           "__matmul__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__",
+           "__or__"):
+    setattr(Tensor, _n, _with_ndarray_operand(_n))
