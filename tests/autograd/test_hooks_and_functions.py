@@ -150,6 +150,26 @@ def test_custom_function_saved_tensors_freed_and_inplace_detected():
         z.sum().backward()
 
 
+
+def test_custom_function_graph_is_freed_without_the_cycle_collector():
+    """ctx and its node hold no reference cycle: the graph goes when its output goes
+    (the recurrent layers make such nodes every step)."""
+    import gc
+    import weakref
+    x = tj.tensor([0.5, 1.5], requires_grad=True)
+    gc.disable()
+    try:
+        y = Exp.apply(x * 2.0)
+        node = weakref.ref(y.grad_fn)
+        ctx = weakref.ref(y.grad_fn.ctx)
+        del y
+        assert node() is None and ctx() is None
+    finally:
+        gc.enable()
+    y = Exp.apply(x * 2.0)  # and the saved output still unpacks for backward
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp([1.0, 3.0]), rtol=1e-6)
+
 # --------------------------------------------------------------------------- higher order
 def test_second_derivative_of_cube():
     x = tj.tensor(2.0, requires_grad=True)

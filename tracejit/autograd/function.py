@@ -1,6 +1,8 @@
 """User-defined differentiable functions: ``class Exp(tracejit.autograd.Function)``."""
 from __future__ import annotations
 
+import weakref
+
 from ..ops import registry as _reg
 from .grad_mode import is_grad_enabled, no_grad
 from .node import Node, SavedTensor, edge
@@ -28,11 +30,14 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self) -> tuple:
-        node = self._node
-        if node is not None and node._freed:
-            node._check_not_freed()
-        if node is None:  # forward still running, or no graph was recorded
+        ref = self._node
+        if ref is None:  # forward still running, or no graph was recorded
             return tuple(getattr(self, "_raw", ()))
+        node = ref()
+        if node is None:
+            raise RuntimeError("saved_tensors: the graph this ctx belonged to has been freed")
+        if node._freed:
+            node._check_not_freed()
         return tuple(None if s is None else s.unpack(node, i, node._create_graph)
                      for i, s in enumerate(self._saved))
 
@@ -105,7 +110,10 @@ class Function:
         meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else ((), None, None) for o in outs]
         node = FunctionNode(cls, ctx, nexts, len(outs), meta)
         node._meta = [(a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args]
-        ctx._node = node
+        # ctx and node must not hold each other (nor ctx the outputs, whose grad_fn is the
+        # node): a reference cycle would leave every graph through a Function to the cycle
+        # collector instead of freeing it when the last output goes.
+        ctx._node = weakref.ref(node)
         ids = {id(a) for a in args if isinstance(a, Tensor)}
         wrapped = []
         for i, o in enumerate(outs):
@@ -126,4 +134,5 @@ class Function:
                     if r is o and wrapped[i].grad_fn is node:
                         saved[j] = SavedTensor(wrapped[i], is_output=True)
             ctx._saved = tuple(saved)
+            ctx._raw = ()
         return tuple(wrapped) if isinstance(out, tuple) else wrapped[0]

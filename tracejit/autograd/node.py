@@ -89,10 +89,31 @@ class SavedMeta:
             zeros.flags.writeable = False
             return Tensor._wrap(zeros, self.dtype, CPU)
         xp = array_module(self.device)
-        return Tensor._wrap(xp.broadcast_to(xp.zeros((), self.dtype.np), self.shape), self.dtype, self.device)
+        key = (self.device, self.dtype.np)
+        zero = _ZEROS.get(key)
+        if zero is None:
+            zero = _ZEROS[key] = xp.zeros((), self.dtype.np)
+        return Tensor._wrap(xp.broadcast_to(zero, self.shape), self.dtype, self.device)
 
 
 _ZEROS: dict = {}
+
+
+def shape_only(t) -> bool:
+    """Whether `t` is a SavedMeta stand-in (shape and dtype right, values not kept).
+
+    A VJP gets one for an input listed in ``extra["meta"]``; it must not compute another
+    input's gradient from it: that input needs none (else this one's values would have
+    been saved), so the product would be thrown away (matmul's input gradient when only
+    the weight needs one). Recognized by the shared zero the stand-ins are views of, which
+    no user tensor can be backed by."""
+    data = t._data
+    base = getattr(data, "base", None)
+    if base is None:
+        return False
+    if isinstance(data, np.ndarray):
+        return base is _ZEROS.get(data.dtype)
+    return base is _ZEROS.get((t.device, data.dtype))
 
 
 def _zero_buffer(npd):

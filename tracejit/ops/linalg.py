@@ -7,6 +7,7 @@ from .. import coreshare as _coreshare
 from ..errors import DTypeError, ShapeError
 from ..shapes import broadcast_shapes
 from .registry import Aval, bind, defprim
+from ..autograd.node import shape_only
 
 __all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
 
@@ -44,7 +45,9 @@ def _matmul_impl(xp, a, b):
 
 
 def _matmul_vjp(g, out, a, b):
-    ga = matmul(g, _mT(b)) if b is not None else None
+    # b arrives as a shape-only stand-in when only b needs a gradient (its rank decides
+    # gb's form below): then a needs none, and g @ b.T would be computed and thrown away.
+    ga = matmul(g, _mT(b)) if b is not None and not shape_only(b) else None
     if a is None:
         gb = None
     elif a.ndim > 2 and b.ndim == 2:

@@ -18,7 +18,8 @@ A `Primitive` is the single definition of an op:
 Eager autograd keeps for each node only what the VJP reads: ``save(requires_grad
 flags) -> input positions`` whose values it needs, ``save_out`` for the output, and
 ``extra["meta"]`` (positions, or a function of the flags) for inputs whose shape,
-dtype and device (not values) it needs; every other input reaches the VJP as None.
+dtype and device (not values) it needs (a stand-in of zeros: ``autograd.node.shape_only``
+tells it apart, so a VJP never multiplies by it); every other input reaches the VJP as None.
 ``extra["view"]`` marks ops whose output aliases input 0 (``extra["view_if"](params)``
 for ops that are views only sometimes, like basic vs advanced indexing).
 
