@@ -24,6 +24,7 @@ from ..errors import CompileError
 from ..ops.registry import REGISTRY, Aval
 from .control import COND, SCAN
 from .ir import Eqn, Graph, Literal, Var
+from .slice_grads import SliceGrads
 from .tracer import TraceContext, _make_tracer
 
 __all__ = ["joint", "split", "active_vars", "loss_joint"]
@@ -49,13 +50,24 @@ def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):
         return a.value if isinstance(a, Literal) else tracer(a)
 
     ct = dict(cotangents)  # Var -> Tracer
+    # Blocks cut from one value (chunk, split, unbind) get one concat as their gradient,
+    # assembled when the value's own equation is reached (slice_grads.py).
+    blocks = SliceGrads()
+
+    def vjp_one(e):
+        # The gradient's equations carry the line of the equation they differentiate:
+        # tracebacks and kernel comments point at the user's op, and the kernels'
+        # source (their cache key) does not depend on where .backward() was called.
+        ctx.loc_override = e.loc
+        _vjp_one(ctx, e, act, ct, tracer, val)
     try:
         for e in reversed(graph.eqns):
-            # The gradient's equations carry the line of the equation they differentiate:
-            # tracebacks and kernel comments point at the user's op, and the kernels'
-            # source (their cache key) does not depend on where .backward() was called.
-            ctx.loc_override = e.loc
-            _vjp_one(ctx, e, act, ct, tracer, val)
+            for o in e.outs:
+                blocks.flush(o, ctx, ct, vjp_one)
+            if not blocks.take(e, act, ct):
+                vjp_one(e)
+        for a in list(blocks.pending):
+            blocks.flush(a, ctx, ct, vjp_one)
     finally:
         ctx.loc_override = None
     return ct

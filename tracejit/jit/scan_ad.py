@@ -131,11 +131,13 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
         stacked_of[v] = ("val", x)
     variant = _variant(bb, {b_k, *b_c, *b_x, *b_saved, *b_cts})
     hoist = [_hoistable(bb, g, variant) for g in g_k]
+    # an xs' gradient is stacked by the reverse loop anyway (the LSTM's gate gradients)
+    gx_index = {v: j for j, v in enumerate(g_x) if isinstance(v, Var)}
     extra_ys = []     # per-step values the reverse loop stacks for hoisted GEMMs
     for h in hoist:
         if h is not None:
             for v in h[0:2]:
-                if v not in stacked_of and v not in extra_ys:
+                if v not in stacked_of and v not in gx_index and v not in extra_ys:
                     extra_ys.append(v)
     acc_in = []
     it_h = iter(hoist)
@@ -158,7 +160,7 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
         init_g = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
                   for o, g, a in zip(e.outs[:nc], gs[:nc], c_loop) if a]
         init_acc = [ops.zeros(v.aval.shape, dtype=v.aval.dtype) for v in acc_in]
-        g_ys = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
+        g_ys = [_dense(ctx, g) if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
                 for o, g in zip(e.outs[nc:nc + ny], gs[nc:nc + ny])]
         n_g = len(init_g) + len(init_acc)
         ys_avals = [_stacked(trip, v) for v in tuple(g_x) + tuple(extra_ys)]
@@ -173,6 +175,8 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
         def stacked(v):
             if v in extra_out:
                 return extra_out[v]
+            if v in gx_index:
+                return out[n_g + gx_index[v]]
             kind, s = stacked_of[v]
             return _make_tracer(s, ctx) if kind == "res" else val(s)
         hoisted = []
@@ -180,8 +184,12 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
             if h is None:
                 hoisted.append(None)
                 continue
-            a_v, b_v, post = h
-            r = ops.matmul(ops.transpose(ops.flatten(stacked(a_v), 0, 1), 0, 1), ops.flatten(stacked(b_v), 0, 1))
+            a_v, b_v, post, form = h
+            if form == "tn":    # sum_t A_t^T B_t: contract over (step, batch rows)
+                r = ops.matmul(ops.transpose(ops.flatten(stacked(a_v), 0, 1), 0, 1),
+                               ops.flatten(stacked(b_v), 0, 1))
+            else:               # sum_t A_t B_t^T: contract over (step, columns)
+                r = ops.matmul(_steps_last(stacked(a_v)), ops.transpose(_steps_last(stacked(b_v)), 0, 1))
             for pe in post:
                 r = ops.permute(r, pe.params["dims"]) if pe.prim.name == "permute" else \
                     ops.reshape(r, pe.params["shape"])
@@ -195,6 +203,27 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
             + [next(it_k) if a else None for a in k_act])
 
 
+def _dense(ctx: TraceContext, g):
+    """`g`, copied to a dense array if it is a transposed view. A ys' cotangent is sliced
+    per step by the reverse loop, whose kernels read a step's slice of a transposed
+    array element by element (unvectorized: an LSTM's feature-major output, permuted back
+    to (L, N, H), gets a transposed cotangent: its gate-gradient kernel took 700 instead
+    of ~70 us per step)."""
+    from .. import ops
+    v = ctx.atom(g)
+    for eq in reversed(ctx.eqns):
+        if v in eq.outs:
+            return ops.contiguous(g) if eq.prim.name == "permute" else g
+    return g
+
+
+def _steps_last(s):
+    """(T, M, N) stacked per-step matrices -> (M, T*N): the steps side by side."""
+    from .. import ops
+    t, m, n = s.shape
+    return ops.reshape(ops.contiguous(ops.permute(s, (1, 0, 2))), (m, t * n))
+
+
 def _variant(g: Graph, seeds: set) -> set:
     """Values of `g` that depend on `seeds` (the per-step inputs of a loop body)."""
     out = set(seeds)
@@ -206,9 +235,10 @@ def _variant(g: Graph, seeds: set) -> set:
 
 def _hoistable(g: Graph, v, variant: set):
     """If the loop constant's per-step gradient `v` is ``post(matmul(permute(A), B))`` with
-    A, B 2-D per-step values (A^T B: a weight's gradient, contracting over the batch) and
+    A, B 2-D per-step values (A^T B: a weight's gradient, contracting over the batch) or
+    ``post(matmul(A, permute(B)))`` (A B^T: the same in a feature-major layout) and
     `post` a chain of permutes/reshapes used by nothing else, -> (A, B, post eqns in
-    order); else None. The sum over steps of A_t^T B_t is then one GEMM of the stacked A
+    order, "tn" or "nt"); else None. The sum over steps of A_t^T B_t is then one GEMM of the stacked A
     and B flattened over (step, batch): one large GEMM instead of T small ones."""
     if not isinstance(v, Var):
         return None
@@ -233,15 +263,24 @@ def _hoistable(g: Graph, v, variant: set):
         break
     if e.prim.name != "matmul" or len(e.inputs) != 2:
         return None
-    x, b = e.inputs
-    t = prod.get(x)
-    if t is None or t.prim.name != "permute" or tuple(t.params["dims"]) != (1, 0):
-        return None
-    a = t.inputs[0]
-    if not (isinstance(a, Var) and isinstance(b, Var) and a in variant and b in variant
-            and len(a.aval.shape) == 2 and len(b.aval.shape) == 2):
-        return None
-    return a, b, tuple(reversed(post))
+
+    def transposed(x):
+        t = prod.get(x)
+        if t is None or t.prim.name != "permute" or tuple(t.params["dims"]) != (1, 0):
+            return None
+        return t.inputs[0]
+
+    def per_step_2d(*vs):
+        return all(isinstance(v, Var) and v in variant and len(v.aval.shape) == 2 for v in vs)
+    x, y = e.inputs
+    a = transposed(x)
+    if a is not None and per_step_2d(a, y):
+        return a, y, tuple(reversed(post)), "tn"
+    # A_t @ B_t^T (the layout-transposed form, W @ h^T: both contract over their 2nd dim)
+    b = transposed(y)
+    if b is not None and per_step_2d(x, b):
+        return x, b, tuple(reversed(post)), "nt"
+    return None
 
 
 def _live(eqns: tuple, outputs: tuple) -> tuple:

@@ -225,7 +225,10 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
     The time loop is `tracejit.jit.scan`: a Python loop eagerly, one loop equation when
     compiled (the graph holds one step, so a new sequence length reuses the program)."""
     from ..jit.loops import scan
+    from ..ops.registry import trace_state
     from .recurrent_grad import DeferredHiddenGrad
+    if step is lstm_step and trace_state.tracer is not None:
+        return _lstm_feature_major(x, state, weights, reverse)
     w_ih, w_hh, b_ih, b_hh = weights
     gi_all = F.linear(x, w_ih, b_ih)                    # all input projections in one matmul
     proj = DeferredHiddenGrad(w_hh, b_hh)               # eager: W_hh's gradient in one GEMM
@@ -238,6 +241,40 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
 
     state, out = scan(one_step, tuple(state), gi_all, reverse=reverse)
     return out, state
+
+
+def _lstm_feature_major(x, state: tuple, weights: tuple, reverse: bool):
+    """`_run_direction` of an LSTM as captured for compilation, feature-major.
+
+    The loop works on transposed states (H, N): the hidden projection is
+    ``W_hh @ h^T`` (4H, N), whose gate blocks i, f, g, o are row blocks, i.e. contiguous,
+    so the step's gate math (with the input projection's add) is one vectorized kernel
+    over plain arrays; in the (N, 4H) layout every gate is a strided column block, which a
+    kernel reads element by element (measured 7x slower: 185 vs 25 us for batch 32, hidden
+    256). The (4H, 256) @ (256, N) product is also the faster GEMM for small N on OpenBLAS.
+    The backward concatenates the gate gradients (jit/slice_grads.py) and the weight's
+    gradient is hoisted out of the reverse loop as one GEMM (jit/scan_ad.py, form A B^T).
+    Both biases join the input projection before the loop."""
+    from ..jit.loops import scan
+    w_ih, w_hh, b_ih, b_hh = weights
+    hidden = w_hh.shape[1]
+    gi = F.linear(x, w_ih, b_ih)                                    # (L, N, 4H)
+    if b_hh is not None:
+        gi = gi + b_hh
+    gi = _ops.contiguous(_ops.permute(gi, (0, 2, 1)))               # (L, 4H, N)
+    h0, c0 = (_ops.contiguous(_ops.transpose(s, 0, 1)) for s in state)
+
+    def one_step(carry, g_t):
+        h, c = carry
+        m = _ops.matmul(w_hh, h)                                     # (4H, N)
+        i, f, g, o = (g_t[k * hidden:(k + 1) * hidden] + m[k * hidden:(k + 1) * hidden] for k in range(4))
+        c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
+        h = _ops.sigmoid(o) * _ops.tanh(c)
+        return (h, c), h
+
+    (h, c), out = scan(one_step, (h0, c0), gi, reverse=reverse)
+    out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))             # (L, N, H)
+    return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 
 
 class RNN(RNNBase):

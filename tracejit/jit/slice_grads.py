@@ -1,0 +1,111 @@
+"""Gradients of a value split into slices, as one concatenation.
+
+A value cut into blocks along one axis (``chunk``/``split``/``unbind``: an LSTM's four
+gate blocks, attention's q, k, v) gets one ``getitem`` per block. Each getitem's own VJP
+writes its block's gradient into a full-size zero tensor (``index_add``), and the
+engine sums them: per LSTM step four full-size zero fills, four copies with an add and
+a sum kernel, where one ``concat`` of the blocks' gradients is the whole answer.
+
+`SliceGrads` collects, during reverse-mode differentiation (`autodiff._backward_eqns`),
+the cotangents of such getitems per sliced value; when the value's own equation is
+reached (all its uses have been seen) it emits one ``concat`` of the blocks along the
+axis, zeros filling the gaps. Blocks that overlap or cut along different axes take the
+getitems' own VJPs, as before.
+"""
+from __future__ import annotations
+
+from .ir import Eqn, Var
+
+__all__ = ["SliceGrads"]
+
+
+def _block(e: Eqn):
+    """(axis, lo, hi, is_int) if getitem `e` takes one block along one axis of its operand
+    (every other index a full slice; static sizes), else None."""
+    a = e.inputs[0]
+    if len(e.inputs) != 1 or not isinstance(a, Var):
+        return None
+    shape = a.aval.shape
+    spec = e.params["spec"]
+    if len(spec) > len(shape):
+        return None
+    cut = None
+    for axis, x in enumerate(spec):
+        if x == ("s", None, None, None):
+            continue
+        if cut is not None or x[0] not in ("s", "i"):
+            return None
+        d = shape[axis]
+        if not isinstance(d, int):
+            return None
+        if x[0] == "i":
+            if not isinstance(x[1], int) or not -d <= x[1] < d:
+                return None
+            k = x[1] % d
+            cut = (axis, k, k + 1, True)
+            continue
+        start, stop, step = x[1:]
+        if step not in (None, 1) or not all(v is None or type(v) is int for v in (start, stop)):
+            return None
+        lo, hi, _ = slice(start, stop, 1).indices(d)
+        if hi <= lo:
+            return None
+        cut = (axis, lo, hi, False)
+    return cut
+
+
+class SliceGrads:
+    """Getitem cotangents held back until their operand's gradient is assembled."""
+
+    def __init__(self):
+        self.pending: dict = {}     # operand Var -> [(axis, lo, hi, is_int, eqn)]
+
+    def take(self, e: Eqn, act: set, ct: dict) -> bool:
+        """Hold back getitem `e`'s gradient if it is a block of its operand; -> taken?"""
+        if e.prim.name != "getitem" or ct.get(e.out) is None:
+            return False
+        a = e.inputs[0]
+        if not (isinstance(a, Var) and a in act):
+            return False
+        blk = _block(e)
+        if blk is None:
+            return False
+        self.pending.setdefault(a, []).append(blk + (e,))
+        return True
+
+    def flush(self, a, ctx, ct: dict, vjp_one) -> None:
+        """Add the held-back blocks' gradient to ``ct[a]`` (one concat where they tile
+        along one axis without overlap; else each getitem's own VJP via `vjp_one`)."""
+        from .. import ops
+        from ..autograd.engine import _fit
+        blocks = self.pending.pop(a, None)
+        if not blocks:
+            return
+        blocks.sort(key=lambda b: b[1])
+        axis = blocks[0][0]
+        tiled = all(b[0] == axis for b in blocks) and all(
+            p[2] <= q[1] for p, q in zip(blocks, blocks[1:]))
+        if len(blocks) < 2 or not tiled:
+            for b in blocks:
+                vjp_one(b[4])
+            return
+        shape = tuple(a.aval.shape)
+        dtype = a.aval.dtype
+        prev_loc = ctx.loc_override
+        ctx.loc_override = blocks[0][4].loc
+        try:
+            with ctx:
+                parts, at = [], 0
+                for _, lo, hi, is_int, e in blocks:
+                    if lo > at:
+                        parts.append(ops.zeros(shape[:axis] + (lo - at,) + shape[axis + 1:], dtype=dtype))
+                    g = ct[e.out]
+                    parts.append(ops.unsqueeze(g, axis) if is_int else g)
+                    at = hi
+                if at < shape[axis]:
+                    parts.append(ops.zeros(shape[:axis] + (shape[axis] - at,) + shape[axis + 1:], dtype=dtype))
+                gr = _fit(ops.cat(parts, axis), (shape, dtype))
+                prev = ct.get(a)
+                ct[a] = gr if prev is None else prev + gr
+        finally:
+            ctx.loc_override = prev_loc
