@@ -13,10 +13,10 @@ import copy
 from typing import Callable, Optional, Union
 
 from ..ops import empty, zeros
-from ..ops.attention import multi_head_attention_forward
+from ..ops.attention import _mha
 from ..ops.composite import gelu
 from ..ops.elementwise import relu
-from ..ops.shape import transpose
+from ..ops.shape import reshape, transpose
 from ..ops.tensorfns import triu
 from . import init
 from .containers import ModuleList
@@ -104,17 +104,20 @@ class MultiheadAttention(Module):
             raise ValueError(f"MultiheadAttention: key/value features ({key.shape[-1]}, "
                              f"{value.shape[-1]}) do not match kdim={self.kdim}, vdim={self.vdim}")
         batched = query.ndim == 3
-        if self.batch_first and batched:
+        # batch-first inputs stay batch-first: the projections then read the tokens as they
+        # lie in memory (a transposed view made numpy run one small GEMM per position)
+        native = self.batch_first and batched and self.bias_k is None and not self.add_zero_attn
+        if self.batch_first and batched and not native:
             query, key, value = (transpose(t, 0, 1) for t in (query, key, value))
-        out, weights = multi_head_attention_forward(
+        out, weights = _mha(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
             self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
             self.out_proj.bias, training=self.training, key_padding_mask=key_padding_mask,
             need_weights=need_weights, attn_mask=attn_mask,
             use_separate_proj_weight=not self._qkv_same_embed_dim, q_proj_weight=self.q_proj_weight,
             k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
-            average_attn_weights=average_attn_weights, is_causal=is_causal)
-        if self.batch_first and batched:
+            average_attn_weights=average_attn_weights, is_causal=is_causal, batch_first=native)
+        if self.batch_first and batched and not native:
             out = transpose(out, 0, 1)
         return out, weights
 
@@ -170,7 +173,7 @@ class TransformerEncoderLayer(Module):
         return self.dropout1(x)
 
     def _ff_block(self, x):
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return _per_token(lambda t: self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(t))))), x)
 
 
 class TransformerDecoderLayer(Module):
@@ -223,7 +226,18 @@ class TransformerDecoderLayer(Module):
         return self.dropout2(x)
 
     def _ff_block(self, x):
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return _per_token(lambda t: self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(t))))), x)
+
+
+def _per_token(fn, x):
+    """`fn` (position-wise: the feed-forward block) applied to a 3-D x as a 2-D (tokens,
+    features) batch: numpy runs a 3-D product as one GEMM per leading index (batch 16 x
+    seq 128 x 256 @ 256 x 1024: 16 GEMMs, 15.4 ms against 11.7 ms as one, one thread)."""
+    if x.ndim != 3:
+        return fn(x)
+    a, b, e = x.shape
+    y = fn(reshape(x, (a * b, e)))
+    return reshape(y, (a, b, y.shape[-1]))
 
 
 def _clones(layer: Module, n: int) -> ModuleList:

@@ -87,6 +87,35 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
     """PyTorch's ``F.multi_head_attention_forward`` (same arguments, same order): inputs
     (L, N, E) / (S, N, E) (or unbatched (L, E)); returns (output (L, N, E), weights (N, L, S)
     averaged over heads or (N, H, L, S), or None)."""
+    return _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training,
+                key_padding_mask, need_weights, attn_mask, use_separate_proj_weight, q_proj_weight,
+                k_proj_weight, v_proj_weight, static_k, static_v, average_attn_weights, is_causal)
+
+
+def _proj(x, w, b):
+    """``linear`` of a 3-D x as one 2-D GEMM over all tokens. numpy runs a 3-D product as
+    one GEMM per leading index: for a (L, N, E) view of batch-first data (N, L, E) that is
+    L GEMMs of N rows with strided rows (measured, TransformerEncoderLayer d_model 256,
+    batch 16, seq 128: 7.8 ms against 3.5 ms for the same product on the batch-first
+    layout, one thread)."""
+    if x.ndim != 3:
+        return linear(x, w, b)
+    a, c, e = x.shape
+    return reshape(linear(reshape(x, (a * c, e)), w, b), (a, c, w.shape[0]))
+
+
+def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k,
+         bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True,
+         key_padding_mask=None, need_weights=True, attn_mask=None, use_separate_proj_weight=False,
+         q_proj_weight=None, k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
+         average_attn_weights=True, is_causal=False, batch_first: bool = False):
+    """`multi_head_attention_forward`; ``batch_first``: batched inputs and output are
+    (N, L, E) (nn.MultiheadAttention(batch_first=True) passes its inputs as they come,
+    so the projections run on the tokens as they lie in memory, not on a transposed
+    view). Not with bias_k/bias_v or add_zero_attn (they extend the sequence axis)."""
+    if batch_first and (bias_k is not None or add_zero_attn):
+        raise ValueError("multi_head_attention: batch_first with bias_k/add_zero_attn is not supported")
     if static_k is not None or static_v is not None:
         raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not supported")
     if query.shape[-1] != embed_dim_to_check:
@@ -100,9 +129,10 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
     if query.ndim != 3 or key.ndim != 3 or value.ndim != 3:
         raise ShapeError(f"multi_head_attention: expected query/key/value of 3 dims (seq, batch, embed), "
                          f"got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-    L, N, E = query.shape
-    S = key.shape[0]
-    if key.shape[1] != N or value.shape[1] != N or value.shape[0] != S:
+    seq = 1 if batch_first and not unbatched else 0     # the sequence axis of the inputs
+    L, N, E = (query.shape[1], query.shape[0], query.shape[2]) if seq else query.shape
+    S = key.shape[seq]
+    if key.shape[1 - seq] != N or value.shape[1 - seq] != N or value.shape[seq] != S:
         raise ShapeError(f"multi_head_attention: key {tuple(key.shape)} and value {tuple(value.shape)} "
                          f"must match query {tuple(query.shape)} in batch and each other in length")
     if E % num_heads:
@@ -115,15 +145,15 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
         bq = bk = bv = None
         if in_proj_bias is not None:
             bq, bk, bv = in_proj_bias[:E], in_proj_bias[E:2 * E], in_proj_bias[2 * E:]
-        q = linear(query, q_proj_weight, bq)
-        k = linear(key, k_proj_weight, bk)
-        v = linear(value, v_proj_weight, bv)
+        q = _proj(query, q_proj_weight, bq)
+        k = _proj(key, k_proj_weight, bk)
+        v = _proj(value, v_proj_weight, bv)
     else:
         w = in_proj_weight
         b = in_proj_bias
-        q = linear(query, w[:E], None if b is None else b[:E])
-        k = linear(key, w[E:2 * E], None if b is None else b[E:2 * E])
-        v = linear(value, w[2 * E:], None if b is None else b[2 * E:])
+        q = _proj(query, w[:E], None if b is None else b[:E])
+        k = _proj(key, w[E:2 * E], None if b is None else b[E:2 * E])
+        v = _proj(value, w[2 * E:], None if b is None else b[2 * E:])
     mask = None
     if attn_mask is not None:
         mask = _additive(attn_mask, q.dtype, true_means_masked=True)
@@ -157,10 +187,15 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
                              f"{tuple(key_padding_mask.shape)}")
         kpm = reshape(_additive(key_padding_mask, q.dtype, true_means_masked=True), (N, 1, 1, S))
         mask = kpm if mask is None else mask + kpm
-    # [T, N, E] -> [N, H, T, hd]
-    q = permute(reshape(q, (L, N, num_heads, hd)), (1, 2, 0, 3))
-    k = permute(reshape(k, (S, N, num_heads, hd)), (1, 2, 0, 3))
-    v = permute(reshape(v, (S, N, num_heads, hd)), (1, 2, 0, 3))
+    # [T, N, E] (or [N, T, E]) -> [N, H, T, hd]
+    if seq:
+        q = permute(reshape(q, (N, L, num_heads, hd)), (0, 2, 1, 3))
+        k = permute(reshape(k, (N, S, num_heads, hd)), (0, 2, 1, 3))
+        v = permute(reshape(v, (N, S, num_heads, hd)), (0, 2, 1, 3))
+    else:
+        q = permute(reshape(q, (L, N, num_heads, hd)), (1, 2, 0, 3))
+        k = permute(reshape(k, (S, N, num_heads, hd)), (1, 2, 0, 3))
+        v = permute(reshape(v, (S, N, num_heads, hd)), (1, 2, 0, 3))
     scores = matmul(q * (1.0 / math.sqrt(hd)), transpose(k, -2, -1))    # [N, H, L, S]
     if mask is not None:
         scores = scores + mask
@@ -168,8 +203,11 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
     if dropout_p > 0.0 and training:
         weights = dropout(weights, dropout_p)
     out = matmul(weights, v)                                            # [N, H, L, hd]
-    out = reshape(permute(out, (2, 0, 1, 3)), (L, N, E))
-    out = linear(out, out_proj_weight, out_proj_bias)
+    if seq:
+        out = reshape(permute(out, (0, 2, 1, 3)), (N, L, E))
+    else:
+        out = reshape(permute(out, (2, 0, 1, 3)), (L, N, E))
+    out = _proj(out, out_proj_weight, out_proj_bias)
     if unbatched:
         out = squeeze(out, 1)
     if not need_weights:
