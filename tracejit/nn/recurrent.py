@@ -219,6 +219,15 @@ class RNNBase(Module):
         return s
 
 
+def _input_proj(x, w_ih, b_ih):
+    """``x @ W_ih.T + b_ih`` for the whole (L, N, H_in) sequence as one 2-D GEMM over the
+    L*N rows: numpy runs a 3-D product as L GEMMs of N rows (batch 32, seq 64, 256 ->
+    1024: 31-39 ms against ~13 ms, one thread, loaded machine)."""
+    L, N, h_in = x.shape
+    gi = F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih)
+    return _ops.reshape(gi, (L, N, gi.shape[-1]))
+
+
 def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
     """Run one layer in one direction over time-major x (L, N, H_in) -> (out (L, N, H), state).
 
@@ -230,7 +239,7 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
     if step is lstm_step and trace_state.tracer is not None:
         return _lstm_feature_major(x, state, weights, reverse)
     w_ih, w_hh, b_ih, b_hh = weights
-    gi_all = F.linear(x, w_ih, b_ih)                    # all input projections in one matmul
+    gi_all = _input_proj(x, w_ih, b_ih)                 # all input projections in one matmul
     proj = DeferredHiddenGrad(w_hh, b_hh)               # eager: W_hh's gradient in one GEMM
     proj = proj if proj.active else None
 
@@ -258,7 +267,7 @@ def _lstm_feature_major(x, state: tuple, weights: tuple, reverse: bool):
     from ..jit.loops import scan
     w_ih, w_hh, b_ih, b_hh = weights
     hidden = w_hh.shape[1]
-    gi = F.linear(x, w_ih, b_ih)                                    # (L, N, 4H)
+    gi = _input_proj(x, w_ih, b_ih)                                 # (L, N, 4H)
     if b_hh is not None:
         gi = gi + b_hh
     gi = _ops.contiguous(_ops.permute(gi, (0, 2, 1)))               # (L, 4H, N)
