@@ -189,7 +189,7 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
                 r = ops.matmul(ops.transpose(ops.flatten(stacked(a_v), 0, 1), 0, 1),
                                ops.flatten(stacked(b_v), 0, 1))
             else:               # sum_t A_t B_t^T: contract over (step, columns)
-                r = ops.matmul(_steps_last(stacked(a_v)), ops.transpose(_steps_last(stacked(b_v)), 0, 1))
+                r = ops.matmul(ops.transpose(_step_rows(stacked(a_v)), 0, 1), _step_rows(stacked(b_v)))
             for pe in post:
                 r = ops.permute(r, pe.params["dims"]) if pe.prim.name == "permute" else \
                     ops.reshape(r, pe.params["shape"])
@@ -217,11 +217,13 @@ def _dense(ctx: TraceContext, g):
     return g
 
 
-def _steps_last(s):
-    """(T, M, N) stacked per-step matrices -> (M, T*N): the steps side by side."""
+def _step_rows(s):
+    """(T, M, N) stacked per-step matrices -> (T*N, M): each step's columns as rows. (The
+    same expression as the gradient of a feature-major scan's xs read back in (L, N, F)
+    layout, so CSE leaves one copy of the stacked gate gradients, not two.)"""
     from .. import ops
     t, m, n = s.shape
-    return ops.reshape(ops.contiguous(ops.permute(s, (1, 0, 2))), (m, t * n))
+    return ops.reshape(ops.permute(s, (0, 2, 1)), (t * n, m))
 
 
 def _variant(g: Graph, seeds: set) -> set:

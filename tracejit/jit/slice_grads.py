@@ -59,6 +59,10 @@ class SliceGrads:
 
     def __init__(self):
         self.pending: dict = {}     # operand Var -> [(axis, lo, hi, is_int, eqn)]
+        # Values cut the same way whose blocks get the same gradients (an LSTM step's
+        # input projection and hidden projection, added block by block) share one concat:
+        # later passes then see one value (a scan stacks it once, not twice).
+        self._made: dict = {}
 
     def take(self, e: Eqn, act: set, ct: dict) -> bool:
         """Hold back getitem `e`'s gradient if it is a block of its operand; -> taken?"""
@@ -93,8 +97,15 @@ class SliceGrads:
         dtype = a.aval.dtype
         prev_loc = ctx.loc_override
         ctx.loc_override = blocks[0][4].loc
+        key = (axis, shape, dtype, tuple((lo, hi, is_int, id(ct[e.out])) for _, lo, hi, is_int, e in blocks))
         try:
             with ctx:
+                made = self._made.get(key)
+                if made is not None:
+                    gr = made[0]
+                    prev = ct.get(a)
+                    ct[a] = gr if prev is None else prev + gr
+                    return
                 parts, at = [], 0
                 for _, lo, hi, is_int, e in blocks:
                     if lo > at:
@@ -105,6 +116,7 @@ class SliceGrads:
                 if at < shape[axis]:
                     parts.append(ops.zeros(shape[:axis] + (shape[axis] - at,) + shape[axis + 1:], dtype=dtype))
                 gr = _fit(ops.cat(parts, axis), (shape, dtype))
+                self._made[key] = (gr, [ct[b[4].out] for b in blocks])   # keeps the ids valid
                 prev = ct.get(a)
                 ct[a] = gr if prev is None else prev + gr
         finally:
