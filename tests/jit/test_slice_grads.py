@@ -1,0 +1,81 @@
+"""The gradient of a value cut into blocks (chunk, split, unbind, slices) is one concat
+of the blocks' gradients in captured programs (jit/slice_grads.py), and equals eager's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.jit.autodiff import split
+from tracejit.testing import assert_compiled_matches, kernel_cache_at
+from inputs import T
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+def _backward(fn, *ts):
+    cf = tj.trace(fn)
+    cf(*ts)
+    g = cf.entries[0].graph
+    return split(g, [True] * len(g.inputs))[1]
+
+
+def _count(graph, name):
+    return sum(e.prim.name == name for e in graph.eqns)
+
+
+def gates(x, w):
+    g = x @ w
+    i, f, c, o = g.chunk(4, -1)
+    return (tj.sigmoid(i) * tj.tanh(c) + tj.sigmoid(f) * o).sum()
+
+
+def test_chunked_value_gets_one_concat_and_no_index_add():
+    x, w = T(5, 6, seed=1, rg=True), T(6, 8, seed=2, rg=True)
+    assert_compiled_matches(gates, x, w)
+    bwd = _backward(gates, x, w)
+    assert _count(bwd, "concat") == 1
+    assert _count(bwd, "index_add") == 0
+
+
+def pieces(x):
+    a, b = x[:, 1:3], x[:, 4:]              # a gap (0, 3) and an unused column: zeros
+    rows = tj.unbind(x, 0)                  # int selects along another axis: not tiled
+    return (a * a).sum() + (b * 3.0).sum() + rows[1].sum() * 2.0
+
+
+def overlapping(x):
+    return (x[:, 0:3] * x[:, 2:5]).sum() + x[1:, :].sum()
+
+
+@pytest.mark.parametrize("fn", [pieces, overlapping], ids=["gaps-and-mixed-axes", "overlapping"])
+def test_gaps_mixed_axes_and_overlaps_match_eager(fn):
+    assert_compiled_matches(fn, T(4, 6, seed=3, rg=True))
+
+
+def unbound(x):
+    r0, r1, r2 = tj.unbind(x, 1)
+    return (r0 * r1 - r2 * 2.0).sum()
+
+
+def test_unbind_gradient_is_one_concat_of_the_selected_rows():
+    x = T(3, 3, 4, seed=4, rg=True)
+    assert_compiled_matches(unbound, x)
+    bwd = _backward(unbound, x)
+    assert _count(bwd, "concat") == 1 and _count(bwd, "index_add") == 0
+
+
+def shared(x, y):
+    a1, a2 = x.chunk(2, 0)
+    b1, b2 = y.chunk(2, 0)
+    return (tj.tanh(a1 + b1) * (a2 + b2)).sum()
+
+
+def test_values_cut_alike_with_equal_block_gradients_share_one_concat():
+    x, y = T(4, 3, seed=5, rg=True), T(4, 3, seed=6, rg=True)
+    assert_compiled_matches(shared, x, y)
+    assert _count(_backward(shared, x, y), "concat") == 1
