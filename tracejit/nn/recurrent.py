@@ -241,6 +241,8 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
     from .recurrent_grad import DeferredHiddenGrad
     if step is lstm_step and trace_state.tracer is not None:
         return _lstm_feature_major(x, state, weights, reverse)
+    if step is gru_step and trace_state.tracer is not None:
+        return _gru_feature_major(x, state, weights, reverse)
     w_ih, w_hh, b_ih, b_hh = weights
     gi_all = _input_proj(x, w_ih, b_ih)                 # all input projections in one matmul
     proj = DeferredHiddenGrad(w_hh, b_hh)               # eager: W_hh's gradient in one GEMM
@@ -285,6 +287,39 @@ def _lstm_feature_major(x, state: tuple, weights: tuple, reverse: bool):
     (h, c), out = scan(one_step, (h0, c0), gi, reverse=reverse)
     out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))             # (L, N, H)
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
+
+
+def _gru_feature_major(x, state: tuple, weights: tuple, reverse: bool):
+    """`_run_direction` of a GRU as captured for compilation, feature-major as the LSTM's
+    (`_lstm_feature_major`): gate blocks r, z, n are contiguous row blocks of
+    ``W_hh @ h^T`` (3H, N). b_hr and b_hz join the input projection before the loop; b_hn
+    stays in the step (it is inside ``r * (W_hn h + b_hn)``)."""
+    from ..jit.loops import scan
+    w_ih, w_hh, b_ih, b_hh = weights
+    hidden = w_hh.shape[1]
+    b_n = None
+    if b_hh is not None:
+        b_rz = _ops.cat([b_hh[:2 * hidden], _ops.zeros(hidden, dtype=b_hh.dtype, device=b_hh.device)], 0)
+        b_n = _ops.reshape(b_hh[2 * hidden:], (hidden, 1))
+        gi = _input_proj(x, w_ih, b_ih, b_rz)
+    else:
+        gi = _input_proj(x, w_ih, b_ih)
+    gi = _ops.contiguous(_ops.permute(gi, (0, 2, 1)))               # (L, 3H, N)
+    h0 = _ops.contiguous(_ops.transpose(state[0], 0, 1))
+
+    def one_step(h, g_t):
+        m = _ops.matmul(w_hh, h)                                     # (3H, N)
+        blk = [(g_t[k * hidden:(k + 1) * hidden], m[k * hidden:(k + 1) * hidden]) for k in range(3)]
+        r = _ops.sigmoid(blk[0][0] + blk[0][1])
+        z = _ops.sigmoid(blk[1][0] + blk[1][1])
+        hn = blk[2][1] if b_n is None else blk[2][1] + b_n
+        n = _ops.tanh(blk[2][0] + r * hn)
+        h = n + z * (h - n)
+        return h, h
+
+    h, out = scan(one_step, h0, gi, reverse=reverse)
+    out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))             # (L, N, H)
+    return out, (_ops.transpose(h, 0, 1),)
 
 
 class RNN(RNNBase):
