@@ -106,15 +106,17 @@ class SliceGrads:
                     prev = ct.get(a)
                     ct[a] = gr if prev is None else prev + gr
                     return
+                def gap(n):
+                    return ops.zeros(shape[:axis] + (n,) + shape[axis + 1:], dtype=dtype)
                 parts, at = [], 0
                 for _, lo, hi, is_int, e in blocks:
                     if lo > at:
-                        parts.append(ops.zeros(shape[:axis] + (lo - at,) + shape[axis + 1:], dtype=dtype))
+                        parts.append(gap(lo - at))
                     g = ct[e.out]
                     parts.append(ops.unsqueeze(g, axis) if is_int else g)
                     at = hi
                 if at < shape[axis]:
-                    parts.append(ops.zeros(shape[:axis] + (shape[axis] - at,) + shape[axis + 1:], dtype=dtype))
+                    parts.append(gap(shape[axis] - at))
                 gr = _fit(ops.cat(parts, axis), (shape, dtype))
                 self._made[key] = (gr, [ct[b[4].out] for b in blocks])   # keeps the ids valid
                 prev = ct.get(a)

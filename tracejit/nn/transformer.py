@@ -173,7 +173,9 @@ class TransformerEncoderLayer(Module):
         return self.dropout1(x)
 
     def _ff_block(self, x):
-        return _per_token(lambda t: self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(t))))), x)
+        def block(t):
+            return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(t)))))
+        return _per_token(block, x)
 
 
 class TransformerDecoderLayer(Module):
@@ -226,7 +228,9 @@ class TransformerDecoderLayer(Module):
         return self.dropout2(x)
 
     def _ff_block(self, x):
-        return _per_token(lambda t: self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(t))))), x)
+        def block(t):
+            return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(t)))))
+        return _per_token(block, x)
 
 
 def _per_token(fn, x):
