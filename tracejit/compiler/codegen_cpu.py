@@ -43,6 +43,8 @@ _NP_NAME = {"bool": "bool_"}
 # loop per dim (Python allows at most 20 nested blocks; numpy arrays have up to 64 dims).
 MAX_NESTED_RANK = 12
 IND = "    "
+# Columns per task of a reduction over every dim but the last (`_leading_reduction`).
+COLUMN_BLOCK = 4096
 
 
 def _np_type(dt: str) -> str:
@@ -328,21 +330,31 @@ def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
     the batch of a (batch, features) value).
 
     Kept-outer loops read each column with the row stride, one cache line per element,
-    and do not vectorize. Instead each ``prange`` block owns a range of columns and
-    sweeps every row; per row, each operand is a 1-D slice of the block's columns (or
-    one value, where the operand broadcasts along the last dim), and the block
-    accumulates into a local array. Indexing those from 0 lets LLVM vectorize the inner
-    loop; offset indices into whole arrays (``acc[lo + j]``) kept it scalar, 6x slower."""
+    and do not vectorize. Instead the rows are split into a few chunks (by the first dim)
+    and the columns into blocks of 4096; each (row chunk, column block) task sweeps its
+    rows, reading each operand as a 1-D slice of the row (or one value, where the
+    operand broadcasts along the last dim), and accumulates into its own row of
+    ``partial``; the chunks' rows are folded at the end. Indexing slices from 0 lets LLVM
+    vectorize the inner loop (offset indices into whole arrays, ``acc[lo + j]``, kept it
+    scalar: numba's negative-index wraparound). Whole rows rather than 256-column blocks
+    of every row: long contiguous runs for the prefetcher (a (256, 1024) sum of products
+    took 95 us instead of 127 us on one thread). The chunk count depends on sizes only,
+    never on the thread count, so results do not either."""
     red = nest.reduction
     last = nest.rank - 1
     rows = list(range(last))
-    body = [f"{IND}nblk = (d{last} + 255) // 256",       # blocks of 256 columns
-            f"{IND}for cb in {loop}(nblk):",
-            f"{IND * 2}lo = cb * 256",
-            f"{IND * 2}hi = min(lo + 256, d{last})",
+    init, acc_np = _init(red), _np_type(red.acc_dtype)
+    body = [f"{IND}nblk = (d{last} + {COLUMN_BLOCK - 1}) // {COLUMN_BLOCK}",
+            # row chunks: up to 8, fewer where the partial sums would exceed 1M elements
+            f"{IND}nrc = max(1, min(8, d0, {1 << 20} // max(d{last}, 1)))",
+            f"{IND}partial = np.full((nrc, d{last}), {init}, {acc_np})",
+            f"{IND}for task in {loop}(nrc * nblk):",
+            f"{IND * 2}rc = task // nblk",
+            f"{IND * 2}lo = (task % nblk) * {COLUMN_BLOCK}",
+            f"{IND * 2}hi = min(lo + {COLUMN_BLOCK}, d{last})",
             f"{IND * 2}n = hi - lo",
-            f"{IND * 2}accb = np.full(n, {_init(red)}, {_np_type(red.acc_dtype)})"]
-    # Operands that do not depend on the row loops are sliced once per block.
+            f"{IND * 2}accb = partial[rc, lo:hi]"]
+    # Operands that do not depend on the row loops are sliced once per task.
     per_block, per_row, per_elem = [], [], []
     for op in nest.operands:
         if op.layout == "scalar":
@@ -356,8 +368,9 @@ def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
         else:        # broadcast along the last dim: one value per row
             (per_row if row_dep else per_block).append(f"{op.name} = {op.array}[{', '.join(parts)}]")
     body += [IND * 2 + line for line in per_block]
-    depth = 2
-    for d in rows:
+    body.append(f"{IND * 2}for i0 in range(rc * d0 // nrc, (rc + 1) * d0 // nrc):")
+    depth = 3
+    for d in rows[1:]:
         body.append(f"{IND * depth}for i{d} in range(d{d}):")
         depth += 1
     row_idx = ", ".join(f"i{d}" for d in rows)
@@ -368,8 +381,11 @@ def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
     body += [IND * depth + line for line in per_elem + comp]
     body += [f"{IND * depth}o{o.m}[j] = {o.value}" for o in nest.outputs]
     body.append(f"{IND * depth}{_combine(red, 'accb[j]', red.value)}")
-    body.append(f"{IND * 2}for j in range(n):")
-    body.append(f"{IND * 3}red[lo + j] = {_cast_back('accb[j]', red.out_dtype)}")
+    body += [f"{IND}for j in range(d{last}):",
+             f"{IND * 2}total = {init}",
+             f"{IND * 2}for c in range(nrc):",
+             f"{IND * 3}{_combine(red, 'total', 'partial[c, j]')}",
+             f"{IND * 2}red[j] = {_cast_back('total', red.out_dtype)}"]
     return body
 
 
