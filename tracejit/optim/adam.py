@@ -110,16 +110,15 @@ class Adam(Optimizer):
             else:
                 self._apply(p, grad, m, v, vmax, step_size, bc2, group)
         for batch in batches.values():
-            if fused is None and sum(item[0]._data.size for item in batch) < FUSED_MIN:
-                ran = False   # a model of small parameters only: never waits for a compile
-            else:
+            ran = False   # fused=None and small parameters only: they never wait for a compile
+            if fused is not None or sum(item[0]._data.size for item in batch) >= FUSED_MIN:
                 from .fused import adam_update_many
-                ps, gs, ms, vs, vmaxs = ([item[k] for item in batch] for k in range(5))
-                ps = [p._data for p in ps]
+                params, grads, ms, vs, vmaxs = zip(*(item[:5] for item in batch))
                 # fused=None in background compile mode: the array path runs until a compile
                 # worker has built the kernel (compiler/tiers.py); fused=True waits for it.
-                ran = adam_update_many(ps, gs, ms, vs, vmaxs if group["amsgrad"] else None,
-                                       wait=fused is True, **self._hyper(group, *batch[0][5:]))
+                ran = adam_update_many([p._data for p in params], grads, ms, vs,
+                                       vmaxs if group["amsgrad"] else None, wait=fused is True,
+                                       **self._hyper(group, *batch[0][5:]))
             if not ran:
                 for item in batch:
                     self._apply(*item, group)
