@@ -11,8 +11,8 @@ a table of chunks (tensor, start, stop) of at most CHUNK elements splits the wor
 the threads share big and small tensors alike. It replaced one launch per parameter and
 the array path for the small ones (biases, LayerNorm's weights). The bytes cannot shrink
 (p, g, m, v read, p, m, v written: 52 MB per step for the MLP benchmark's 1.9M
-parameters), so the gain is the launches and the small tensors' passes: 21.6 -> 20.7 ms
-median on one thread at load 3-4 for those parameters, where memory was the limit.
+parameters), so the gain is the launches and the small tensors' passes: 3.46 -> 2.94 ms
+(min; medians 4.01 -> 3.29) for those parameters on one thread.
 
 Same arithmetic, same results: `_adam_element` performs the numpy path's operations in
 the same order and in the parameter's dtype, with every hyperparameter converted to that
