@@ -113,6 +113,24 @@ class Timers:
         self.seconds: dict = defaultdict(float)
         self.calls: dict = defaultdict(int)
         self.gemms: list = []
+        # fused kernel label -> [seconds, calls, bytes of its array arguments]
+        self.kernels: dict = defaultdict(lambda: [0.0, 0, 0])
+
+    def kernel(self, label: str, fn: Callable) -> Callable:
+        """`fn` (a fused kernel) timed under "kernels" and recorded under `label` with the
+        bytes of its array arguments (what it reads and writes, at the least)."""
+        timed = self.timed("kernels", fn)
+        rec = self.kernels[label]
+
+        def call(*args):
+            t0 = time.perf_counter()
+            try:
+                return timed(*args)
+            finally:
+                rec[0] += time.perf_counter() - t0
+                rec[1] += 1
+                rec[2] += sum(a.nbytes for a in args if isinstance(a, np.ndarray))
+        return call
 
     def timed(self, category: str, fn: Callable) -> Callable:
         seconds, calls = self.seconds, self.calls
@@ -159,7 +177,7 @@ class _KernelFamily:
         self._family, self._timers = family, timers
 
     def get(self, *args, **kwargs):
-        return self._timers.timed("kernels", self._family.get(*args, **kwargs))
+        return self._timers.kernel(self._family.label, self._family.get(*args, **kwargs))
 
     def __getattr__(self, name):
         return getattr(self._family, name)
@@ -193,7 +211,8 @@ def instrumented(timers: Timers) -> Iterator[int]:
                 elif _KERNEL.match(name) and hasattr(value, "get"):
                     new = _KernelFamily(value, timers)
                 elif _KERNEL.match(name) and callable(value):
-                    new = timers.timed("kernels", value)
+                    family = g.get(name.rstrip("ps"))
+                    new = timers.kernel(getattr(family, "label", name), value)
                 elif name.startswith("I_") and callable(value):
                     new = timers.timed("other ops", value)
                 else:
@@ -314,7 +333,28 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
     res["sgemm_best_gflops"] = best
     res["gemm_share_of_best"] = res["gemm_gflops"] / best if res["gemm_gflops"] else None
     res["threads"] = thread_settings()
+    res["kernels"] = _kernel_table(timers.kernels, steps)
+    res["kernel_mb_per_step"] = sum(r["mb"] for r in res["kernels"])
+    res["store_bandwidth"] = _store_bandwidth()
     return res
+
+
+def _kernel_table(kernels: dict, steps: int) -> list:
+    """One row per fused kernel: calls, ms and MB (its array arguments) per step, GB/s."""
+    rows = [{"label": label, "per_step": calls / steps, "ms": sec / steps * 1e3, "mb": nbytes / steps / 1e6,
+             "gbps": nbytes / sec / 1e9 if sec else 0.0}
+            for label, (sec, calls, nbytes) in kernels.items()]
+    return sorted(rows, key=lambda r: -r["ms"])
+
+
+def _store_bandwidth() -> dict:
+    """The machine's copy and computed-store rates, in this process (bench/machine.py):
+    what the kernels' GB/s compare with."""
+    try:
+        from .machine import bandwidth
+        return bandwidth(repeat=5)
+    except Exception as exc:   # a yardstick must not fail the breakdown
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _minor_faults() -> int | None:
@@ -382,6 +422,16 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
                      f"process: {machine_sgemm['gflops']:.0f} GFLOP/s")
     t = res.get("threads", {})
     lines.append("- threads: " + ", ".join(f"{k}={v}" for k, v in t.items()))
+    kern = res.get("kernels")
+    if kern:
+        ms = sum(r["ms"] for r in kern)
+        bw = res.get("store_bandwidth") or {}
+        yard = (f" (this process: copy {bw['bandwidth_gbps']:.1f} GB/s, computed stores "
+                f"{bw.get('numba_scale_gbps', 0):.1f} GB/s)" if bw.get("bandwidth_gbps") else "")
+        lines.append(f"- fused kernels: {res['kernel_mb_per_step']:.1f} MB of arguments per step in "
+                     f"{ms:.2f} ms = {res['kernel_mb_per_step'] / ms if ms else 0:.1f} GB/s{yard}; "
+                     f"slowest: " + ", ".join(f"{r['label']} {r['ms']:.2f} ms ({r['gbps']:.1f} GB/s)"
+                                              for r in kern[:4]))
     lines += ["", "| GEMM (m×k×n, layouts) | per step | in step ms | GFLOP/s | alone ms | GFLOP/s "
               "| alone, cold caches ms |", "|---|---|---|---|---|---|---|"]
     for r in res["gemms"]:

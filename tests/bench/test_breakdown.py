@@ -32,6 +32,9 @@ def test_instrumented_times_gemms_and_kernels_then_restores():
     assert n_plans >= 1
     np.testing.assert_array_equal(got, want)          # the wrappers change no result
     assert timers.calls["gemm"] == 2 and timers.calls["kernels"] >= 2
+    # every kernel call is also recorded under its group's label, with its arguments' bytes
+    assert sum(r[1] for r in timers.kernels.values()) == timers.calls["kernels"]
+    assert all(label.startswith("_layer") and r[2] >= 8 * 5 * 4 for label, r in timers.kernels.items())
     assert timers.seconds["gemm"] > 0 and timers.seconds["kernels"] > 0
     # x (8, 6) @ w.t() (6, 5): w.t() is a transposed row-major array, BLAS takes it as is
     assert [g[:4] for g in timers.gemms] == [(8, 6, 5, "CF")] * 2
@@ -67,6 +70,10 @@ def _fake_result():
                                                  "gflops": 447.0},
             "sgemm_best_gflops": 500.0, "gemm_share_of_best": 0.98,
             "threads": {"cpus": 2, "blas_threads": 2},
+            "kernels": [{"label": "MLP.forward_bwd_g3", "per_step": 1, "ms": 1.5, "mb": 12.0, "gbps": 8.0},
+                        {"label": "MLP.forward_fwd_g4", "per_step": 1, "ms": 0.5, "mb": 4.0, "gbps": 8.0}],
+            "kernel_mb_per_step": 16.0,
+            "store_bandwidth": {"bandwidth_gbps": 30.0, "numba_scale_gbps": 16.0},
             "gemms": [{"m": 256, "k": 1024, "n": 1024, "layouts": "CF", "per_step": 1,
                        "step_ms": 1.1, "alone_ms": 1.0, "cold_ms": 1.25, "step_gflops": 488.0,
                        "alone_gflops": 537.0}]}
@@ -80,6 +87,8 @@ def test_render_and_report_section():
     assert "98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
     assert "| 256×1024×1024 CF | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 |" in text
     assert "4.50 ms, 5.50 ms with cold caches" in text
+    assert ("fused kernels: 16.0 MB of arguments per step in 2.00 ms = 8.0 GB/s (this process: copy 30.0 "
+            "GB/s, computed stores 16.0 GB/s); slowest: MLP.forward_bwd_g3 1.50 ms (8.0 GB/s)") in text
     data = {"machine": {"sgemm": {"shape": [256, 1024, 1024], "gflops": 420.0}},
             "results": {"mlp": {"numpy": {"step_ms": 20.0},
                                 "tracejit_compiled": {"step_ms": 10.0, "breakdown": _fake_result()}}}}

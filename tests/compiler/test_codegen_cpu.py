@@ -64,6 +64,21 @@ def test_sum_over_leading_dim_matches_eager_and_uses_column_blocks(n, c):
     assert any(s.nest.outputs for s in blocks)
 
 
+def test_column_sum_over_many_rows_and_wide_rows_stays_accurate():
+    """Row chunks, several float32 blocks of SUM_BLOCK rows per chunk, and more than one
+    4096-column block: the sums match float64 within float32 rounding of the result."""
+    from tracejit.compiler.codegen_cpu import COLUMN_BLOCK
+    from tracejit.compiler.loopnest import SUM_BLOCK
+    for n, c in [(8 * SUM_BLOCK + 37, 3), (9, COLUMN_BLOCK + 5)]:
+        x = np.random.default_rng(n).standard_normal((n, c)).astype(np.float32) + np.float32(3.0)
+        f = tj.trace(lambda a: (a * a).sum(dim=0))
+        got = f(tj.tensor(x)).numpy()
+        want = (x.astype(np.float64) ** 2).sum(axis=0)
+        np.testing.assert_allclose(got, want, rtol=2e-7 * 4)
+        (spec,) = [s for s in _specs(f) if s.nest.reduction is not None]
+        assert spec.form == "column_blocks" and ("bacc" in spec.source) == (spec.nest.reduction.block_dtype is not None)
+
+
 @pytest.mark.parametrize("op", ["sum", "amax", "amin", "mean"])
 def test_reductions_over_several_leading_dims(op):
     x, b = _t(3, 4, 513, grad=op != "amax" and op != "amin"), _t(513, seed=1)

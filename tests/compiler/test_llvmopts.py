@@ -33,6 +33,10 @@ def test_kernel_options_follow_stores_and_parallelism():
     assert llvmopts.kernel_options(3, True) == ("-force-vector-interleave=2",)
     assert llvmopts.kernel_options(4, True) == ("-force-vector-interleave=2",)
     assert llvmopts.kernel_options(1, False) == ()
+    # column reductions keep their sums in memory: 4 whatever they store
+    assert llvmopts.kernel_options(5, True, "column_blocks") == ("-force-vector-interleave=4",)
+    assert llvmopts.kernel_options(5, True, "rows") == ("-force-vector-interleave=2",)
+    assert llvmopts.kernel_options(5, False, "column_blocks") == ()
 
 
 def test_unknown_option_is_refused_before_anything_is_set():

@@ -198,31 +198,67 @@ def test_fused_default_covers_big_parameters_unless_eager(monkeypatch):
     import numba  # noqa: F401  (the default fuses once numba is loaded)
     from tracejit.optim import fused
     calls = []
-    real = fused.adam_update
-    monkeypatch.setattr(fused, "adam_update", lambda p, *a, **k: (calls.append(p.size), real(p, *a, **k)))
+    real = fused.adam_update_many
+    monkeypatch.setattr(fused, "adam_update_many",
+                        lambda ps, *a, **k: (calls.append([p.size for p in ps]), real(ps, *a, **k))[1])
     big = nn.Parameter(tj.zeros(optim.FUSED_MIN))
     small = nn.Parameter(tj.zeros(10))
     opt = optim.Adam([big, small], lr=0.1)
     big.grad, small.grad = tj.ones(optim.FUSED_MIN), tj.ones(10)
     opt.step()
-    assert calls == [optim.FUSED_MIN]
+    assert calls == [[optim.FUSED_MIN, 10]]        # one launch; the small one joins the big one
     np.testing.assert_allclose(big.detach().numpy(), -0.1, rtol=1e-6)
     np.testing.assert_allclose(small.detach().numpy(), -0.1, rtol=1e-6)
     with tj.eager():                               # the debugging mode compiles nothing
         opt.step()
-    assert calls == [optim.FUSED_MIN]
+    assert len(calls) == 1
     optim.Adam([big], lr=0.1, fused=False).step()
-    assert calls == [optim.FUSED_MIN]
+    optim.Adam([small], lr=0.1).step()             # small in all: the array path by default
+    assert len(calls) == 1
     monkeypatch.delitem(sys.modules, "numba")     # a process that never compiled anything
     opt.step()
-    assert calls == [optim.FUSED_MIN]
-    optim.Adam([big], lr=0.1, fused=True).step()
-    assert calls == [optim.FUSED_MIN] * 2
+    assert len(calls) == 1
+    optim.Adam([small], lr=0.1, fused=True).step()
+    assert calls == [[optim.FUSED_MIN, 10], [10]]
+
+
+def test_fused_batches_parameters_by_dtype_and_step():
+    """Parameters at different step counts (one had no gradient for a step) or of
+    different dtypes take separate launches, each with its own bias corrections."""
+    rng = np.random.default_rng(3)
+    p0 = {k: rng.standard_normal(n).astype(dt) for k, n, dt in
+          [("a", 300, "float32"), ("b", 40, "float32"), ("c", 50, "float64"), ("d", 20000, "float32")]}
+    grads = [{k: rng.standard_normal(v.size).astype(v.dtype) for k, v in p0.items()} for _ in range(4)]
+
+    def run(fused):
+        ps = {k: nn.Parameter(tj.tensor(v.copy())) for k, v in p0.items()}
+        opt = optim.AdamW(list(ps.values()), lr=0.01, fused=fused)
+        for step, g in enumerate(grads):
+            for k, p in ps.items():
+                p.grad = None if (k == "b" and step == 1) else tj.tensor(g[k])
+            opt.step()
+        return {k: p.detach().numpy() for k, p in ps.items()}, opt
+    got, opt = run(True)
+    want, _ = run(False)
+    for k in p0:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    assert [opt.state[p]["step"] for p in opt.param_groups[0]["params"]] == [4, 3, 4, 4]
+
+
+def test_chunk_table_covers_every_element_once():
+    from tracejit.optim import fused
+    sizes = (fused.CHUNK * 2 + 5, 1, fused.CHUNK, 7)
+    table = fused.chunk_table(sizes)
+    assert table.dtype == np.int64 and table.shape[1] == 3
+    for t, n in enumerate(sizes):
+        rows = table[table[:, 0] == t]
+        assert rows[0, 1] == 0 and rows[-1, 2] == n
+        assert (rows[1:, 1] == rows[:-1, 2]).all() and ((rows[:, 2] - rows[:, 1]) <= fused.CHUNK).all()
 
 
 def test_fused_takes_the_array_path_for_a_strided_gradient(monkeypatch):
     from tracejit.optim import fused
-    monkeypatch.setattr(fused, "adam_update", lambda *a, **k: pytest.fail("fused kernel on a strided array"))
+    monkeypatch.setattr(fused, "adam_update_many", lambda *a, **k: pytest.fail("fused kernel on a strided array"))
     g = np.arange(1.0, 13.0).reshape(3, 4)
     p = nn.Parameter(tj.zeros((4, 3), dtype=tj.float64))
     p.grad = tj.tensor(g).t()                      # a transposed view

@@ -40,16 +40,24 @@ __all__ = ["kernel_options", "applied"]
 MANY_STORES = 3
 
 
-def kernel_options(stores: int, parallel: bool) -> tuple[str, ...]:
+def kernel_options(stores: int, parallel: bool, form: str = "") -> tuple[str, ...]:
     """LLVM options for a CPU kernel that stores `stores` values per element (outputs,
-    plus one for a reduction's accumulator).
+    plus one for a reduction's accumulator), rendered in loop shape `form`
+    (`codegen_cpu.loop_form`).
 
     Serial twins (small sizes, see plan.PARALLEL_MIN) keep LLVM's own choice: their
     loops are short, and the bigger body would add compile time (the GELU kernel's
     compile went from 0.33 to 0.44 s with 4) where a first call matters most.
+
+    Column reductions ("column_blocks") take 4 whatever they store: their sums live in
+    memory (a partial-sum row), not in registers. The MLP's LayerNorm+GELU backward groups
+    (4 outputs and a column sum) took 538 / 739 us with 2 and 413 / 615 us with 4 (one
+    thread); the small column sums did not change, nor did row reductions with either count.
     """
     if not parallel:
         return ()
+    if form == "column_blocks":
+        return ("-force-vector-interleave=4",)
     return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",)
 
 

@@ -8,10 +8,11 @@ PyTorch's, so float32 results agree with it to rounding):
     v_hat = max(v_hat, v) if amsgrad else v
     p = p - lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
 
-``fused`` (PyTorch's argument): the update of a CPU float parameter can run as one
-numba kernel, one pass over p, g, m and v instead of eleven array operations
-(`fused.py`); its results are bitwise those of the array path. ``None`` (default):
-fused for parameters of at least ``FUSED_MIN`` elements once numba is loaded in the
+``fused`` (PyTorch's argument): the update of a group's CPU float parameters can run as
+one numba kernel, one pass over every p, g, m and v instead of eleven array operations
+per parameter (`fused.py`); its results are bitwise those of the array path. ``None``
+(default): fused when the parameters eligible (C-contiguous numpy arrays of one dtype
+and step count) hold at least ``FUSED_MIN`` elements together, once numba is loaded in the
 process (something was compiled: a script that stays eager never pays numba's start-up,
 about 0.4 s) and unless compilation is off (``TRACEJIT_DISABLE=1``, ``tracejit.eager()``).
 ``True``: fused for every parameter (CPU parameters only, checked at construction).
@@ -30,9 +31,10 @@ from .optimizer import Optimizer, _check_number, _new_state_tensor
 
 __all__ = ["Adam", "AdamW", "FUSED_MIN"]
 
-# With fused=None, smaller parameters keep the array path: they save microseconds per
-# step, and a model made only of them never waits for the kernel's first compile. The
-# fused kernel is the default exactly where it runs parallel: one size, one definition.
+# With fused=None, a group whose parameters hold fewer elements in all keeps the array
+# path: it saves microseconds per step, and a small model never waits for the kernel's
+# first compile. The fused kernel is the default exactly where it runs parallel: one
+# size, one definition.
 FUSED_MIN = PARALLEL_MIN
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -66,8 +68,9 @@ class Adam(Optimizer):
                     raise ValueError(f"{name}: fused=True supports parameters on the CPU only; "
                                      f"parameter {k} is on {p.device}")
 
-    def _update(self, p, grad, state, group) -> None:
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+    def _prepare(self, p, state: dict, group: dict) -> tuple:
+        """Start parameter `p`'s step: create its state on the first one, count the step,
+        bump the moments' versions; returns (m, v, vmax or None, step_size, bc2_sqrt)."""
         beta1, beta2 = group["betas"]
         xp = p._xp()
         if not state:
@@ -78,21 +81,56 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = _new_state_tensor(p, xp.zeros_like(p._data))
         state["step"] += 1
         step = state["step"]
-        step_size = lr / (1 - beta1 ** step)
+        step_size = group["lr"] / (1 - beta1 ** step)
         bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
         m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
         vmax = state["max_exp_avg_sq"]._data if group["amsgrad"] else None
         for name in ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ()):
             state[name]._vbox[0] += 1
-        if _use_fused(group.get("fused"), p._data, grad, m, v, vmax):
-            from .fused import adam_update
-            # fused=None in background compile mode: the array path runs until a compile
-            # worker has built the kernel (compiler/tiers.py); fused=True waits for it.
-            if adam_update(p._data, grad, m, v, vmax, maximize=group["maximize"], weight_decay=wd,
-                           decoupled=self._decoupled, lr=lr, w=1 - beta1, beta2=beta2,
-                           bc2_sqrt=bias_correction2_sqrt, eps=eps, step_size=step_size,
-                           wait=group.get("fused") is True):
-                return
+        return m, v, vmax, step_size, bias_correction2_sqrt
+
+    def _hyper(self, group: dict, step_size: float, bc2_sqrt: float) -> dict:
+        """The fused kernels' keyword arguments for `group` at this step."""
+        beta1, beta2 = group["betas"]
+        return dict(maximize=group["maximize"], weight_decay=group["weight_decay"], decoupled=self._decoupled,
+                    lr=group["lr"], w=1 - beta1, beta2=beta2, bc2_sqrt=bc2_sqrt, eps=group["eps"],
+                    step_size=step_size)
+
+    def _update_group(self, todo: list, group: dict) -> None:
+        """Every parameter of `group` that has a gradient, with one kernel launch per dtype
+        and step count where the fused kernel applies (`fused.adam_update_many`: small
+        parameters join the big ones instead of taking the array path), the others one by one."""
+        fused = group.get("fused")
+        batches: dict = {}     # (dtype, step) -> [(p, grad, m, v, vmax, step_size, bc2_sqrt), ...]
+        for p, grad in todo:
+            state = self.state[p]
+            m, v, vmax, step_size, bc2 = self._prepare(p, state, group)
+            if _use_fused(fused, p._data, grad, m, v, vmax):
+                batches.setdefault((grad.dtype, state["step"]), []).append((p, grad, m, v, vmax, step_size, bc2))
+            else:
+                self._apply(p, grad, m, v, vmax, step_size, bc2, group)
+        for batch in batches.values():
+            ran = False   # fused=None and small parameters only: they never wait for a compile
+            if fused is not None or sum(item[0]._data.size for item in batch) >= FUSED_MIN:
+                from .fused import adam_update_many
+                params, grads, ms, vs, vmaxs = zip(*(item[:5] for item in batch))
+                # fused=None in background compile mode: the array path runs until a compile
+                # worker has built the kernel (compiler/tiers.py); fused=True waits for it.
+                ran = adam_update_many([p._data for p in params], grads, ms, vs,
+                                       vmaxs if group["amsgrad"] else None, wait=fused is True,
+                                       **self._hyper(group, *batch[0][5:]))
+            if not ran:
+                for item in batch:
+                    self._apply(*item, group)
+
+    def _update(self, p, grad, state, group) -> None:
+        self._update_group([(p, grad)], group)
+
+    def _apply(self, p, grad, m, v, vmax, step_size: float, bias_correction2_sqrt: float, group: dict) -> None:
+        """The array path: the update as array operations (numpy or cupy)."""
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        xp = p._xp()
         if group["maximize"]:
             grad = -grad
         if wd != 0:
@@ -115,7 +153,8 @@ class Adam(Optimizer):
 
 
 def _use_fused(fused: bool | None, *arrays) -> bool:
-    """Whether this step runs the fused kernel (see the module docstring)."""
+    """Whether this parameter's step may join the fused kernel (see the module docstring;
+    with ``fused=None`` the size of the whole batch decides too)."""
     if fused is False:
         return False
     arrays = [a for a in arrays if a is not None]
@@ -125,7 +164,7 @@ def _use_fused(fused: bool | None, *arrays) -> bool:
         return False   # a strided view, cupy arrays: the array path, same results
     if fused is None:
         from ..jit.config import is_eager
-        return first.size >= FUSED_MIN and "numba" in sys.modules and not is_eager()
+        return "numba" in sys.modules and not is_eager()
     return True
 
 

@@ -120,6 +120,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            todo = []
             for p in group["params"]:
                 g = p.grad
                 if g is None:
@@ -127,9 +128,17 @@ class Optimizer:
                 if tuple(g.shape) != tuple(p.shape):
                     raise RuntimeError(f"{type(self).__name__}: gradient of shape {tuple(g.shape)} does "
                                        f"not match its parameter of shape {tuple(p.shape)}")
-                self._update(p, g._data, self.state[p], group)
+                todo.append((p, g._data))
+            self._update_group(todo, group)
+            for p, _ in todo:
                 p._vbox[0] += 1
         return loss
+
+    def _update_group(self, todo: list, group: dict) -> None:
+        """Update the (parameter, gradient array) pairs of `group` that have gradients: one
+        `_update` each, unless a subclass updates many in one pass (Adam's multi-tensor kernel)."""
+        for p, grad in todo:
+            self._update(p, grad, self.state[p], group)
 
     def _update(self, p: Tensor, grad, state: dict, group: dict) -> None:
         raise NotImplementedError
