@@ -25,9 +25,9 @@ in background mode (the default) that happens in a thread of its own (`_Preparat
 it renders the kernel, and loads it when its disk-cache entry exists (any earlier
 process compiled it), else has the compile workers build it first
 (compiler/workers.py: separate processes, so the compile holds neither the GIL nor
-numba's lock in this process). Calls use numpy until then. The thread starts at the
-op's next call (a next step) or a second after its first: numba's import holds the GIL,
-and in the user's first step it would slow every op. Small ops never get here: the eager
+numba's lock in this process). Calls use numpy until then. The thread starts a second
+after the op's first call: numba's import holds the GIL, and in the user's first step it
+would slow every op. Small ops never get here: the eager
 dispatcher decides per signature plan (ops/registry.py), so they pay nothing. With the
 disk cache off (``TRACEJIT_CACHE=0``) there is no background path and eager stays on
 numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as in the test suite) a
@@ -220,10 +220,9 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             return entry.fn
         job = entry.job
         if isinstance(job, _Preparation) and not job.done() and not job.lost():
-            job.nudge()
             return None  # being prepared: the preparation sets fn (or failed)
         if not _sync_mode():
-            entry.job = _Preparation(entry, _entries, key)
+            entry.job = _Preparation(entry)
             entry.job.start(prim, layout, params, compute_np, out_np, parallel)
             return None
         if entry.spec is None:
@@ -231,22 +230,15 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             if entry.spec is None:
                 return _give_up(entry, counted=False)  # `_render` counted it as unsupported
         from ..compiler import diskcache
-        spec = entry.spec
-        if isinstance(job, _Preparation) or job is None or job.lost():
-            if diskcache.is_cached(spec.source, spec.llvm_options):
-                return _load(entry, prim)
-            return None  # sync mode wants no background compiles: only what is on disk is used
-        if not job.done():
-            return None
-        if not job.ok:
-            return _give_up(entry)
-        return _load(entry, prim)
+        if diskcache.is_cached(entry.spec.source, entry.spec.llvm_options):
+            return _load(entry, prim)
+        return None  # sync mode wants no background compiles: only what is on disk is used
 
 
-# The preparation thread waits for the op's next call at least this long after its first
-# (a training loop's next step), or this long after the first: numba's import is Python
-# work that holds the GIL, and in the user's first step it would slow every op by as much.
-_GO_AGAIN_S = 0.2
+# The preparation thread starts this long after the op's first call: numba's import (and
+# a worker's compile) would compete with the user's first step for the GIL and the cores.
+# (Starting at the op's next call 0.2 s later was too early: an LSTM step calls the same
+# op every time step, and its first warm-disk step went from ~0.9 s to 2.7-3.2 s.)
 _GO_AFTER_S = 1.0
 
 
@@ -255,14 +247,10 @@ class _Preparation:
     a load, or a worker's compile and then a load. Sets the entry's ``fn`` (or
     ``failed``); ``done()`` after that."""
 
-    __slots__ = ("entry", "entries", "key", "first", "go", "event", "pid")
+    __slots__ = ("entry", "event", "pid")
 
-    def __init__(self, entry, entries, key):
+    def __init__(self, entry):
         self.entry = entry
-        self.entries = entries  # the dict of its time (tests swap in fresh ones)
-        self.key = key
-        self.first = time.monotonic()
-        self.go = threading.Event()
         self.event = threading.Event()
         self.pid = os.getpid()
 
@@ -273,10 +261,6 @@ class _Preparation:
         """Started by the process we were forked from: its thread is not ours."""
         return self.pid != os.getpid() and not self.event.is_set()
 
-    def nudge(self) -> None:
-        if not self.go.is_set() and time.monotonic() - self.first >= _GO_AGAIN_S:
-            self.go.set()
-
     def start(self, *render_args) -> None:
         threading.Thread(target=self._run, args=render_args, daemon=True,
                          name="tracejit-eager-kernel").start()
@@ -284,7 +268,7 @@ class _Preparation:
     def _run(self, prim, layout, params, compute_np, out_np, parallel) -> None:
         entry = self.entry
         try:
-            self.go.wait(_GO_AFTER_S)
+            time.sleep(_GO_AFTER_S)
             spec = entry.spec
             if spec is None:
                 spec = entry.spec = _render(prim, layout, params, compute_np, out_np, parallel)
