@@ -25,9 +25,9 @@ in background mode (the default) that happens in a thread of its own (`_Preparat
 it renders the kernel, and loads it when its disk-cache entry exists (any earlier
 process compiled it), else has the compile workers build it first
 (compiler/workers.py: separate processes, so the compile holds neither the GIL nor
-numba's lock in this process). Calls use numpy until then. The thread starts a second
-after the op's first call: numba's import holds the GIL, and in the user's first step it
-would slow every op. Small ops never get here: the eager
+numba's lock in this process). Calls use numpy until then. The thread starts at the
+op's first call a second or more after its first: numba's import holds the GIL, and in
+the user's first step it would slow every op. Small ops never get here: the eager
 dispatcher decides per signature plan (ops/registry.py), so they pay nothing. With the
 disk cache off (``TRACEJIT_CACHE=0``) there is no background path and eager stays on
 numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as in the test suite) a
@@ -220,10 +220,13 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             return entry.fn
         job = entry.job
         if isinstance(job, _Preparation) and not job.done() and not job.lost():
+            if not job.started and time.monotonic() - job.first >= _GO_AFTER_S:
+                job.start(prim, layout, params, compute_np, out_np, parallel)
             return None  # being prepared: the preparation sets fn (or failed)
         if not _sync_mode():
             entry.job = _Preparation(entry)
-            entry.job.start(prim, layout, params, compute_np, out_np, parallel)
+            if _GO_AFTER_S <= 0:
+                entry.job.start(prim, layout, params, compute_np, out_np, parallel)
             return None
         if entry.spec is None:
             entry.spec = _render(prim, layout, params, compute_np, out_np, parallel)
@@ -235,8 +238,10 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
         return None  # sync mode wants no background compiles: only what is on disk is used
 
 
-# The preparation thread starts this long after the op's first call: numba's import (and
-# a worker's compile) would compete with the user's first step for the GIL and the cores.
+# The preparation thread starts at the op's first call this long after its first (not
+# before: numba's import, or a worker's compile, would compete with the user's first step
+# for the GIL and the cores; and starting a thread in the first call cost it up to a
+# scheduler slice under load).
 # (Starting at the op's next call 0.2 s later was too early: an LSTM step calls the same
 # op every time step, and its first warm-disk step went from ~0.9 s to 2.7-3.2 s.)
 _GO_AFTER_S = 1.0
@@ -247,12 +252,14 @@ class _Preparation:
     a load, or a worker's compile and then a load. Sets the entry's ``fn`` (or
     ``failed``); ``done()`` after that."""
 
-    __slots__ = ("entry", "event", "pid")
+    __slots__ = ("entry", "event", "pid", "first", "started")
 
     def __init__(self, entry):
         self.entry = entry
         self.event = threading.Event()
         self.pid = os.getpid()
+        self.first = time.monotonic()   # the op's first call
+        self.started = False
 
     def done(self) -> bool:
         return self.event.is_set()
@@ -262,13 +269,13 @@ class _Preparation:
         return self.pid != os.getpid() and not self.event.is_set()
 
     def start(self, *render_args) -> None:
+        self.started = True
         threading.Thread(target=self._run, args=render_args, daemon=True,
                          name="tracejit-eager-kernel").start()
 
     def _run(self, prim, layout, params, compute_np, out_np, parallel) -> None:
         entry = self.entry
         try:
-            time.sleep(_GO_AFTER_S)
             spec = entry.spec
             if spec is None:
                 spec = entry.spec = _render(prim, layout, params, compute_np, out_np, parallel)
