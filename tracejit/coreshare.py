@@ -147,6 +147,12 @@ _blas = None
 _local = threading.local()   # numba's count is per Python thread
 # Read once: `adapt` runs before every parallel kernel, an environment lookup costs 1 us.
 ENABLED = sys.platform.startswith("linux") and not is_off("TRACEJIT_ADAPTIVE_THREADS")
+if ENABLED:
+    # A first reading at import: the first product (a user's first step, typically a
+    # second later) then already knows what other processes take. Without it the first
+    # samples only start the clock, and under load a first MLP step ran its products and
+    # BLAS's spinning threads on two cores others held: 480-510 ms against 170-350 ms.
+    core_share.sample()
 
 
 def adapt() -> int:

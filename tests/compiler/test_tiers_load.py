@@ -165,3 +165,19 @@ def test_a_slow_tier0_makes_the_next_process_load_at_once(tmp_path):
     assert _python(run, cache)["tiers_first"] == ["tier0"]
     hint.write_text("not json")                                       # only advice
     assert _python(run, cache)["tiers_first"] == ["tier0"]
+
+
+def test_hint_keeps_the_least_of_each_figure(tmp_path, monkeypatch):
+    """A run on a busy machine must not flip the next process's choice: each figure keeps
+    the least recorded (tierhints.write)."""
+    from tracejit.compiler import tierhints
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "c"))
+    tierhints.write("k", 0.2, 0.8)
+    tierhints.write("k", 0.77, 0.83)      # a slow tier-0 call: would say "load at once"
+    assert tierhints.read("k") == {"tier0_s": 0.2, "load_s": 0.8}
+    assert not tierhints.prefer_loading(tierhints.read("k"))
+    tierhints.write("k", 5.0, 0.5)        # loads got cheaper: the least of each
+    assert tierhints.read("k") == {"tier0_s": 0.2, "load_s": 0.5}
+    assert not tierhints.prefer_loading(tierhints.read("k"))
+    tierhints.write("k2", 20.0, 2.5)      # an LSTM-like step: tier 0 is the slower
+    assert tierhints.prefer_loading(tierhints.read("k2"))

@@ -24,6 +24,8 @@ def kernels(monkeypatch, tmp_path):
     _forget_plans()
     monkeypatch.setattr(V, "_entries", {})
     monkeypatch.setattr(V, "_stats", dict.fromkeys(V._stats, 0))
+    # The preparation thread starts at once (not a second later, as for a user's first step).
+    monkeypatch.setattr(V, "_GO_AFTER_S", 0.0)
     # Kernels an earlier test loaded from the user's cache stay in this process (keyed by
     # source): forget them, so a first call here really finds nothing to load.
     from tracejit.compiler import diskcache
@@ -57,6 +59,15 @@ def _wait_and_run(fn, timeout=600.0):
     raise AssertionError("the eager kernel never became available")
 
 
+def _settle(pred, timeout=120.0):
+    """Wait until `pred()` holds: the kernel's preparation runs in a thread of its own."""
+    import time
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "the kernel's preparation did not finish"
+        time.sleep(0.02)
+
+
 def _x(dtype=np.float32, n=N, seed=0):
     return np.random.default_rng(seed).standard_normal(n).astype(dtype)
 
@@ -83,11 +94,39 @@ def test_kernel_matches_numpy_path(kernels, name, fn, exact):
 def test_first_call_never_waits_for_a_compile(kernels):
     x = tj.tensor(_x(seed=1))
     before = V.stats()
-    y = tj.sigmoid(x)  # new signature: the plan is made and the compile submitted
-    after = V.stats()
-    assert after["submitted"] == before["submitted"] + 1
-    assert after["launches"] == before["launches"]  # this call ran on numpy
+    y = tj.sigmoid(x)  # new signature: a thread renders the kernel and submits its compile
+    assert V.stats()["launches"] == before["launches"]  # this call ran on numpy
     np.testing.assert_allclose(y.numpy(), 1 / (1 + np.exp(-x.numpy())), rtol=1e-6)
+    _settle(lambda: V.stats()["submitted"] == before["submitted"] + 1)
+
+
+def test_kernel_on_disk_loads_off_the_callers_thread(kernels, monkeypatch):
+    """Background mode: a kernel on disk is loaded by a thread (numba's import is not the
+    first call's wait), calls use numpy meanwhile; sync mode loads it in the call."""
+    from tracejit.compiler import diskcache
+    x = tj.tensor(_x(seed=8))
+    want = tj.exp(x).numpy()
+    _wait_and_run(lambda: tj.exp(x))  # compiled by a worker into the disk cache
+    for mode in ("background", "sync"):
+        monkeypatch.setenv("TRACEJIT_COMPILE", mode)
+        monkeypatch.setattr(V, "_entries", {})
+        monkeypatch.setattr(V, "_stats", dict.fromkeys(V._stats, 0))
+        diskcache.clear_memory_cache()
+        _forget_plans()
+        if mode == "background":
+            gate = __import__("threading").Event()
+            load = V._load
+            monkeypatch.setattr(V, "_load", lambda e, p: gate.wait(30) and load(e, p))
+            got = tj.exp(x)  # the load is held back: this call must not wait for it
+            assert V.stats()["launches"] == 0
+            gate.set()
+            got = _wait_and_run(lambda: tj.exp(x))
+            monkeypatch.setattr(V, "_load", load)
+        else:
+            got = tj.exp(x)  # on disk: loaded in the call
+            assert V.stats()["launches"] == 1
+        assert V.stats()["submitted"] == 0 and V.stats()["loaded"] == 1
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-6, atol=2e-7)
 
 
 def test_gradients_through_kernels(kernels):
@@ -139,6 +178,7 @@ def test_switched_off(kernels, monkeypatch):
 
 def _entry_of(name):
     (entry,) = [e for k, e in V._entries.items() if k[0] == name]
+    _settle(lambda: entry.spec is not None or entry.failed)  # rendered by its preparation
     return entry
 
 

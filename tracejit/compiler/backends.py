@@ -118,6 +118,12 @@ class CpuBackend(Backend):
 
     def render(self, nest: LoopNest, parallel: bool):
         from .codegen_cpu import render
+        if parallel:
+            from . import codegen_chunks
+            if codegen_chunks.enabled():  # TRACEJIT_PARALLEL=chunks: no parfor pass
+                spec = codegen_chunks.render(nest)
+                if spec is not None:
+                    return spec
         return render(nest, parallel)
 
     def load(self, spec, label: str, parallel: bool):
@@ -131,6 +137,9 @@ class CpuBackend(Backend):
             compile_log.info("%s %s %s%s in-process in %.3f s", how, label, "/".join(spec.nest.layouts),
                              " parallel" if parallel else "", time.perf_counter() - t0)
         fn = mod.kernel
+        if getattr(spec, "chunked", False):  # a chunk kernel: launched on chunkpool's threads
+            from .chunkpool import ChunkKernel
+            return ChunkKernel(fn, _entry_point(fn), spec.partial_dtype, serial=not parallel)
         if parallel:
             fn = guard_parallel(fn)  # numba's workqueue layer aborts on concurrent launches
         return fn

@@ -262,10 +262,12 @@ class TieredExecutor(Executor):
                         seen.add((id(kern), layouts, parallel))
                         variants.append((kern, layouts, parallel))
             self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
-            # Stage 1 only when a parallel variant must compile (a warm disk has them all:
-            # its serial-only twins would be compiled for nothing).
-            if self._stage1 and any(par and kern.backend.serial_twin and not diskcache.is_cached(
-                    spec.source, spec.llvm_options) for (kern, _, par), spec in zip(variants, self._specs)):
+            # Stage 1 only when a parfor variant must compile (a warm disk has them all:
+            # its serial-only twins would be compiled for nothing; a chunk kernel,
+            # codegen_chunks.py, compiles about as fast as its serial twin).
+            if self._stage1 and any(par and kern.backend.serial_twin and not getattr(spec, "chunked", False)
+                                    and not diskcache.is_cached(spec.source, spec.llvm_options)
+                                    for (kern, _, par), spec in zip(variants, self._specs)):
                 self._plan_serial(ins)
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")

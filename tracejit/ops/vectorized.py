@@ -19,17 +19,20 @@ ran parallel eager kernels whose spinning workers made the next multi-threaded B
 up to 50x slower; the kernels were made serial then.) Smaller sizes, reachable only with
 a lowered ``MIN_ELEMENTS``, run the serial twin.
 
-The first call must not pay a compile (0.2-1 s per kernel, seconds under load): a kernel
-is used only once it can be *loaded*. When its disk-cache entry exists (any earlier
-process compiled it) it is loaded on the spot, in a few ms. Otherwise the op runs with
-numpy now and the kernel is handed to the compile workers (compiler/workers.py: separate
-processes, so the compile holds neither the GIL nor numba's lock in this process); a
-later call of the same op and signature picks it up from the disk cache. Small ops never
-get here: the eager dispatcher decides per signature plan (ops/registry.py), so they pay
-nothing. With the disk cache off (``TRACEJIT_CACHE=0``) there is no background path and
-eager stays on numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as in the
-test suite) only kernels already on disk are used; ``TRACEJIT_EAGER_KERNELS=0`` turns the
-kernels off.
+The first call must not pay a compile (0.2-1 s per kernel, seconds under load), nor
+numba's import (0.5-1.7 s) and a load: a kernel is used only once it is *loaded*, and
+in background mode (the default) that happens in a thread of its own (`_Preparation`):
+it renders the kernel, and loads it when its disk-cache entry exists (any earlier
+process compiled it), else has the compile workers build it first
+(compiler/workers.py: separate processes, so the compile holds neither the GIL nor
+numba's lock in this process). Calls use numpy until then. The thread starts at the
+op's first call a second or more after its first: numba's import holds the GIL, and in
+the user's first step it would slow every op. Small ops never get here: the eager
+dispatcher decides per signature plan (ops/registry.py), so they pay nothing. With the
+disk cache off (``TRACEJIT_CACHE=0``) there is no background path and eager stays on
+numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as in the test suite) a
+kernel already on disk is loaded in the call, and nothing is compiled;
+``TRACEJIT_EAGER_KERNELS=0`` turns the kernels off.
 
 Only ops whose scalar rule calls a math function run here (`_calls_math`, answered
 without importing the compiler: a plan for ``a * b`` must not import it); their results
@@ -39,7 +42,9 @@ ulps of the correctly rounded result).
 from __future__ import annotations
 
 import math
+import os
 import threading
+import time
 
 import numpy as np
 
@@ -197,50 +202,122 @@ def _prepare(prim, arrays, params, compute_np, out_np):
 
 
 def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
-    """Load the kernel when it can be loaded without compiling here; else start its
-    compile in the workers (once) and return None."""
+    """The kernel when it is loaded; else None (the caller uses numpy this time).
+
+    Background mode (the default): nothing happens on the caller's thread but
+    bookkeeping. A `_Preparation` thread renders the kernel, checks the disk, loads it
+    (numba's import, 0.5-1.7 s, and the load happen there) or has a worker compile it
+    first; calls use numpy until it is loaded. Sync mode: a kernel on disk is loaded on
+    the spot, nothing is compiled."""
     with _lock:
         entry = _entries.get(key)
         if entry is None:
-            spec = _render(prim, layout, params, compute_np, out_np, parallel)
-            entry = _entries[key] = _Entry(spec)
+            entry = _entries[key] = _Entry(None)
+            entry.failed = False  # no spec yet: rendered below or by the preparation
         if entry.failed:
             return None
         if entry.fn is not None:
             return entry.fn
-        from ..compiler import diskcache, workers
-        spec = entry.spec
-        if entry.job is None or entry.job.lost():
-            if diskcache.is_cached(spec.source, spec.llvm_options):
-                return _load(entry, prim)
-            if diskcache.cache_dir() is None:
-                return _give_up(entry)  # nowhere to compile in the background
-            if _sync_mode():
-                return None  # no background compiles wanted: only what is on disk is used
-            entry.job = workers.submit(spec.source, _label(prim), spec.llvm_options)
-            _stats["submitted"] += 1
+        job = entry.job
+        if isinstance(job, _Preparation) and not job.done() and not job.lost():
+            if not job.started and time.monotonic() - job.first >= _GO_AFTER_S:
+                job.start(prim, layout, params, compute_np, out_np, parallel)
+            return None  # being prepared: the preparation sets fn (or failed)
+        if not _sync_mode():
+            entry.job = _Preparation(entry)
+            if _GO_AFTER_S <= 0:
+                entry.job.start(prim, layout, params, compute_np, out_np, parallel)
             return None
-        if not entry.job.done():
-            return None
-        if not entry.job.ok:
-            return _give_up(entry)
-        return _load(entry, prim)
+        if entry.spec is None:
+            entry.spec = _render(prim, layout, params, compute_np, out_np, parallel)
+            if entry.spec is None:
+                return _give_up(entry, counted=False)  # `_render` counted it as unsupported
+        from ..compiler import diskcache
+        if diskcache.is_cached(entry.spec.source, entry.spec.llvm_options):
+            return _load(entry, prim)
+        return None  # sync mode wants no background compiles: only what is on disk is used
+
+
+# The preparation thread starts at the op's first call this long after its first (not
+# before: numba's import, or a worker's compile, would compete with the user's first step
+# for the GIL and the cores; and starting a thread in the first call cost it up to a
+# scheduler slice under load).
+# (Starting at the op's next call 0.2 s later was too early: an LSTM step calls the same
+# op every time step, and its first warm-disk step went from ~0.9 s to 2.7-3.2 s.)
+_GO_AFTER_S = 1.0
+
+
+class _Preparation:
+    """Makes one entry's kernel ready in a thread of its own: render, disk check, then
+    a load, or a worker's compile and then a load. Sets the entry's ``fn`` (or
+    ``failed``); ``done()`` after that."""
+
+    __slots__ = ("entry", "event", "pid", "first", "started")
+
+    def __init__(self, entry):
+        self.entry = entry
+        self.event = threading.Event()
+        self.pid = os.getpid()
+        self.first = time.monotonic()   # the op's first call
+        self.started = False
+
+    def done(self) -> bool:
+        return self.event.is_set()
+
+    def lost(self) -> bool:
+        """Started by the process we were forked from: its thread is not ours."""
+        return self.pid != os.getpid() and not self.event.is_set()
+
+    def start(self, *render_args) -> None:
+        self.started = True
+        threading.Thread(target=self._run, args=render_args, daemon=True,
+                         name="tracejit-eager-kernel").start()
+
+    def _run(self, prim, layout, params, compute_np, out_np, parallel) -> None:
+        entry = self.entry
+        try:
+            spec = entry.spec
+            if spec is None:
+                spec = entry.spec = _render(prim, layout, params, compute_np, out_np, parallel)
+            if spec is None:
+                _give_up(entry, counted=False)
+                return
+            from ..compiler import diskcache, workers
+            if not diskcache.is_cached(spec.source, spec.llvm_options):
+                if diskcache.cache_dir() is None:
+                    _give_up(entry)  # nowhere to compile in the background
+                    return
+                job = workers.submit(spec.source, _label(prim), spec.llvm_options)
+                with _lock:
+                    _stats["submitted"] += 1
+                job.event.wait()  # the pool fails a job that hangs past its timeout
+                if not job.ok:
+                    _give_up(entry)
+                    return
+            _load(entry, prim)
+        except Exception:  # never let a kernel break the op: it stays on numpy
+            if entry.fn is None and not entry.failed:
+                _give_up(entry)
+        finally:
+            self.event.set()
 
 
 def _label(prim) -> str:
     return f"eager_{prim.name}"
 
 
-def _give_up(entry) -> None:
+def _give_up(entry, counted: bool = True) -> None:
     """This kernel stays on numpy for the life of the process (counted in `stats`)."""
     entry.failed = True
-    _stats["failed"] += 1
+    if counted:
+        _stats["failed"] += 1
     return None
 
 
 def _load(entry, prim):
     """Load the entry's kernel through the CPU backend (which wraps a parallel one in
-    `threadsafe.guard_parallel`, as it does for compiled plans)."""
+    `threadsafe.guard_parallel`, as it does for compiled plans, and starts numba's
+    threads: `threadsafe.threading_layer`)."""
     from ..compiler import backends
     spec = entry.spec
     try:

@@ -1,0 +1,119 @@
+"""Chunk kernels (tracejit/compiler/codegen_chunks.py, chunkpool.py): parallel CPU kernels
+without numba's parfor pass, behind ``TRACEJIT_PARALLEL=chunks``.
+
+Each loop shape the rewriting knows runs through a chunk kernel split over two shares
+(whatever the machine's cores: the share count is forced) and matches eager; a shape it
+does not know keeps its parfor kernel; a full reduction folds its partials once.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.compiler import chunkpool, codegen_chunks, loopnest
+from tracejit.ops.registry import REGISTRY
+
+
+@pytest.fixture
+def chunks(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRACEJIT_PARALLEL", "chunks")
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
+    launches = []
+    run = chunkpool._run_shares
+
+    def counted(fn, args, tail, nt):
+        launches.append(nt)
+        return run(fn, args, tail, nt)
+    monkeypatch.setattr(chunkpool, "_run_shares", counted)
+    return launches
+
+
+def _x(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+CASES = {
+    # name: (function, input shapes); every output has at least PARALLEL_MIN elements
+    "map": (lambda x: tj.tanh(x * 0.5) + x, [(128, 256)]),
+    "nested_map": (lambda x, b: tj.tanh(x + b), [(128, 256), (256,)]),
+    "rows": (lambda x: (x * x).sum(1), [(128, 256)]),
+    "column_blocks": (lambda x: (x + 1.0).sum(0), [(128, 600)]),
+    "flat_blocked_sum": (lambda x: (x * 2.0).sum(), [(128, 256)]),
+    "flat_reduce": (lambda x: tj.tanh(x).amax(), [(128, 256)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_chunk_kernel_matches_eager(chunks, name):
+    fn, shapes = CASES[name]
+    args = [tj.tensor(_x(s, seed=k)) for k, s in enumerate(shapes)]
+    want = fn(*args).numpy()
+    f = tj.trace(fn)
+    got = f(*args).numpy()
+    assert chunks and all(nt == 2 for nt in chunks)  # ran split over two shares
+    assert (name, True) in _forms(f)                   # through the loop shape named
+    if name == "flat_blocked_sum":
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+def _nest(form):
+    """A nest of the given loop form, lowered as the eager path does for one op or as a
+    compiled group (for the shapes the eager lowering does not make)."""
+    if form == "map":
+        return loopnest.lower_op(REGISTRY["tanh"], ["array"], {}, "float32", "float32")
+    raise AssertionError(form)
+
+
+def test_rewritten_source_has_no_prange_and_takes_the_share():
+    spec = codegen_chunks.render(_nest("map"))
+    assert spec.chunked and spec.partial_dtype is None
+    assert "prange" not in spec.source and "parallel=False, nogil=True" in spec.source
+    assert "def kernel(in0, out0, n, chunk_t, chunk_nt):" in spec.source
+    assert "np.uintp(chunk_i)" in spec.source
+
+
+def test_shares_give_the_same_result_as_one(chunks, monkeypatch):
+    """Chunk bounds do not depend on the share count: 1, 2 or 3 shares, the same sum."""
+    x = tj.tensor(_x((300, 301), seed=3))
+    f = tj.trace(lambda x: (x * 3.0).sum())
+    results = []
+    for nt in (1, 2, 3):
+        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        results.append(float(f(x).numpy()))
+    assert results[0] == results[1] == results[2]
+
+
+def test_unknown_loop_shape_keeps_its_parfor_kernel(chunks):
+    """A full reduction over strided operands ("strided_full") is not rewritten."""
+    x = tj.tensor(_x((256, 128), seed=4))
+    f = tj.trace(lambda x: (x.t() * 2.0).sum())
+    np.testing.assert_allclose(f(x).numpy(), (x.numpy() * 2.0).sum(), rtol=1e-5)
+    assert ("strided_full", False) in _forms(f)
+
+
+def test_a_failing_share_raises_in_the_caller():
+    def boom(*args):
+        if args[-2] == 1:   # share 1 of 2 (runs on a pool thread)
+            raise ValueError("share 1 failed")
+    with pytest.raises(ValueError, match="share 1 failed"):
+        chunkpool._run_shares(boom, (), (), 2)
+    chunkpool._run_shares(lambda *a: None, (), (), 2)   # the pool still works
+
+
+def _forms(f) -> list:
+    """(loop form, chunked) of every rendered kernel variant of `f`."""
+    return [(s.form, getattr(s, "chunked", False))
+            for e in f.entries for p in _plans(e.executor) for k in p.kernels
+            for s in k._specs.values()]
+
+
+def _plans(ex):
+    plans = [ex._infer] if getattr(ex, "_infer", None) else []
+    for fwd, bwd, _ in getattr(ex, "_train", {}).values():
+        plans += [p for p in (fwd, bwd) if p is not None]
+    return plans

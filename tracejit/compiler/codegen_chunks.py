@@ -1,0 +1,117 @@
+"""Parallel CPU kernels without numba's parfor pass: one serial ``nogil`` kernel per group
+that runs a share of the chunks, launched on a few threads (compiler/chunkpool.py).
+
+Why: a ``parallel=True`` kernel costs numba 3-10x its serial twin to compile (the parfor
+pass, gufunc outlining, the threading layer's scheduling code): the MLP step's 16
+parallel variants were 25.6 of its 27.9 s in numba. The generated loops already split
+their work into independent chunks (``for c in prange(nchunk)`` over explicit chunk
+bounds, or a ``prange`` over rows, or column blocks: codegen_cpu.py). Here that one
+``prange`` loop becomes ``range`` over the share of chunk ``chunk_t`` of ``chunk_nt``,
+the kernel is compiled serial with ``nogil=True``, and the launcher runs the shares on
+its threads at once (each share releases the GIL while it runs).
+
+``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` (the default) keeps numba's parallel
+kernels. The rendering is the CPU backend's parallel variant (codegen_cpu.render),
+rewritten in four places: the decorator (``parallel=False, nogil=True`` and the extra
+arguments in the signature), the ``prange`` line, and for full reductions the
+per-chunk ``partial`` array (passed in by the launcher, one for all shares) and the
+fold of the partials (run once, by the ``chunk_fold`` call after every share is done).
+Chunk bounds do not depend on the thread count, so the result does not either. A loop
+shape this rewriting does not know (``strided_full``, ``deep``: see `FORMS`) keeps its
+parfor kernel, as does anything whose source does not have the expected shape.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from .. import envflags
+from .codegen_cpu import KernelSpec, render as render_cpu
+from .emitter import NUMBA_TYPE
+
+__all__ = ["enabled", "render", "ChunkSpec", "FORMS"]
+
+# Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
+FORMS = ("map", "nested_map", "rows", "column_blocks", "flat_reduce", "flat_blocked_sum")
+_FOLDED = ("flat_reduce", "flat_blocked_sum")   # full reductions: partials, then a fold
+PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
+
+_DECO = re.compile(r"""^@njit\((["'])void\((.*)\)\1, parallel=True, (.*)$""")
+_PRANGE = re.compile(r"^(\s*)for (\w+) in prange\((.+)\):$")
+_PARTIAL = re.compile(r"^\s*partial = np\.empty\(nchunk, np\.(\w+)\)$")
+
+
+def enabled() -> bool:
+    """Whether parallel CPU kernels are chunk kernels (``TRACEJIT_PARALLEL=chunks``)."""
+    return envflags.value("TRACEJIT_PARALLEL").lower() == "chunks"
+
+
+class ChunkSpec(KernelSpec):
+    """A chunk kernel's spec: the kernel takes the nest's arguments, then (full reductions
+    only) ``partial`` (`partial_dtype`, `PARTIALS` long) and then ``chunk_t, chunk_nt``
+    (and ``chunk_fold`` for full reductions)."""
+
+    chunked = True
+
+    def __init__(self, source, nest, form, llvm_options, partial_dtype):
+        super().__init__(source, nest, True, form, llvm_options)
+        self.partial_dtype = partial_dtype   # numpy dtype name, or None (no fold)
+
+
+def render(nest) -> Optional[ChunkSpec]:
+    """The chunk kernel of `nest`, or None where its loop shape keeps a parfor kernel."""
+    spec = render_cpu(nest, parallel=True)
+    if spec.form not in FORMS:
+        return None
+    lines = spec.source.split("\n")
+    try:
+        head = next(k for k, ln in enumerate(lines) if ln.startswith("def kernel("))
+    except StopIteration:
+        return None
+    deco = _DECO.match(lines[head - 1])
+    loops = [k for k, ln in enumerate(lines) if "prange(" in ln and k > head]
+    if deco is None or len(loops) != 1:
+        return None
+    m = _PRANGE.match(lines[loops[0]])
+    if m is None:
+        return None
+    ind, var, count = m.groups()
+    folded = spec.form in _FOLDED
+    partial_dtype = None
+    extra_types, extra_args = ["int64", "int64"], ["chunk_t", "chunk_nt"]
+    if folded:
+        found = [(k, _PARTIAL.match(ln)) for k, ln in enumerate(lines) if _PARTIAL.match(ln)]
+        if len(found) != 1:
+            return None
+        k_partial, pm = found[0]
+        partial_dtype = "bool" if pm.group(1) == "bool_" else pm.group(1)
+        extra_types = [f"{NUMBA_TYPE[partial_dtype]}[::1]"] + extra_types + ["int64"]
+        extra_args = ["partial"] + extra_args + ["chunk_fold"]
+    # The share of this call: chunks [t*count//nt, (t+1)*count//nt); empty for t == nt
+    # (the fold-only call).
+    lo = f"chunk_t * {count} // chunk_nt"
+    hi = f"min((chunk_t + 1) * {count} // chunk_nt, {count})"
+    loop = [f"{ind}for {var} in range({lo}, {hi}):"]
+    if spec.form == "map":
+        # A flat map indexes with the loop variable: unsigned, so numba adds no
+        # negative-index wraparound (with it LLVM vectorized this loop with gathers and
+        # scatters; codegen_cpu's flat reductions do the same).
+        loop = [f"{ind}for chunk_i in range({lo}, {hi}):", f"{ind}    {var} = np.uintp(chunk_i)"]
+    out = lines[:loops[0]] + loop + lines[loops[0] + 1:]
+    if folded:
+        out.pop(k_partial)
+        # The fold of the partials (codegen_cpu._fold_partials: the body's last lines,
+        # from "total = ..."): only in the call with chunk_fold set.
+        starts = [k for k, ln in enumerate(out) if ln.startswith("    total = ")]
+        if len(starts) != 1:
+            return None
+        k = starts[0]
+        out = out[:k] + ["    if chunk_fold:"] + ["    " + ln if ln else ln for ln in out[k:]]
+    quote, args_sig, rest = deco.groups()
+    sig = f"void({args_sig}, {', '.join(extra_types)})"
+    out[head - 1] = f"@njit({quote}{sig}{quote}, parallel=False, nogil=True, {rest}"
+    out[head] = out[head].replace("):", ", " + ", ".join(extra_args) + "):", 1)
+    source = "\n".join(out).replace("from numba import njit, prange\n", "from numba import njit\n")
+    source = source.replace("# generated by tracejit (CPU backend)",
+                            "# generated by tracejit (CPU backend, chunk kernel)", 1)
+    return ChunkSpec(source, nest, spec.form, spec.llvm_options, partial_dtype)
