@@ -48,7 +48,7 @@ SWITCHES: dict = {s.name: s for s in (
            _README + ": Never wait for the compiler: tiered execution"),
     Switch("TRACEJIT_PARALLEL", "parfor", "chunks: parallel CPU kernels are serial nogil kernels run "
            "in chunks on a few threads (no parfor pass: faster to compile); parfor: numba's parallel "
-           "kernels", "tracejit/compiler/codegen_chunks.py"),
+           "kernels", "README.md: Never wait for the compiler: tiered execution"),
     Switch("TRACEJIT_COMPILE_TIMEOUT", "300", "seconds a worker may spend on one kernel before it is "
            "restarted", _README + ": Never wait for the compiler: tiered execution"),
     Switch("TRACEJIT_CACHE", "1", "0: no disk kernel cache (kernels compile in every process)",
