@@ -114,7 +114,7 @@ def test_ineligible_calls_stay_on_numpy(kernels, case):
         a, b = tj.tensor(np.arange(N)), 3
     elif case == "noncontiguous":
         a, b = tj.tensor(_x().reshape(64, 64)).t(), 2.0
-    else:  # arithmetic only (no math function in the scalar rule): numpy's loop is as fast
+    else:  # arithmetic below ARITH_MIN_ELEMENTS: numpy's one loop is as fast
         a, b = tj.tensor(_x()), tj.tensor(_x(seed=5))
     for _ in range(3):
         out = tj.pow(a, b) if case != "arithmetic" else a * b + a
@@ -174,3 +174,56 @@ def test_below_parallel_min_runs_the_serial_twin(kernels):
     nest = loopnest.lower_op(REGISTRY["pow"], ["array", "scalar"], {}, "float32", "float32")
     assert not spec.parallel and spec.source == codegen_cpu.render(nest, parallel=False).source
     assert "prange" not in spec.source and "x1 = in1[0]" in spec.source
+
+
+def _special(n, seed):
+    x = _x(n=n, seed=seed)
+    x[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3.0, 3.0]
+    return x
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("mul", lambda a, b: a * b),
+    ("add", lambda a, b: a + b),
+    ("sub", lambda a, b: 2.5 - a),
+    ("div", lambda a, b: a / b),
+    ("maximum", lambda a, b: tj.maximum(a, b)),
+    ("gt", lambda a, b: a > b),
+    ("neg", lambda a, b: -a),
+])
+def test_large_arithmetic_runs_a_kernel_bitwise_as_numpy(kernels, monkeypatch, name, fn):
+    """Arithmetic from ARITH_MIN_ELEMENTS (lowered here) runs the op's kernel, on the
+    cores left free: IEEE operations without fastmath, so bitwise numpy's result,
+    special values included."""
+    monkeypatch.setattr(V, "ARITH_MIN_ELEMENTS", 2048)
+    monkeypatch.setattr(V, "_CPUS", 2)
+    a, b = tj.tensor(_special(N, 8)), tj.tensor(_special(N, 9)[::-1].copy())
+    with np.errstate(all="ignore"):
+        first = fn(a, b)
+        got = _wait_and_run(lambda: fn(a, b))
+    assert got.dtype is first.dtype and got.shape == first.shape
+    np.testing.assert_array_equal(got.numpy(), first.numpy())
+    assert np.signbit(got.numpy()).tolist() == np.signbit(first.numpy()).tolist()
+
+
+def test_broadcast_value_operand_is_a_scalar_to_the_kernel(kernels, monkeypatch):
+    """A gradient expanded from one value (sum's backward) meets the kernel as a scalar
+    operand instead of sending the op back to numpy."""
+    monkeypatch.setattr(V, "ARITH_MIN_ELEMENTS", 2048)
+    monkeypatch.setattr(V, "_CPUS", 2)
+    x = tj.tensor(_x(seed=10))
+    g = tj.tensor(np.array([1.5], np.float32)).expand(N)
+    assert not g.numpy().flags.c_contiguous
+    first = g * x
+    got = _wait_and_run(lambda: g * x)
+    np.testing.assert_array_equal(got.numpy(), first.numpy())
+    np.testing.assert_array_equal(got.numpy(), 1.5 * x.numpy())
+
+
+def test_arithmetic_stays_on_numpy_with_one_cpu(kernels, monkeypatch):
+    monkeypatch.setattr(V, "ARITH_MIN_ELEMENTS", 2048)
+    monkeypatch.setattr(V, "_CPUS", 1)
+    a = tj.tensor(_x(seed=11))
+    for _ in range(3):
+        a * 3.5
+    assert V.stats()["submitted"] == 0 and V.stats()["launches"] == 0

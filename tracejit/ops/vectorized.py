@@ -31,10 +31,13 @@ eager stays on numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as
 test suite) only kernels already on disk are used; ``TRACEJIT_EAGER_KERNELS=0`` turns the
 kernels off.
 
-Only ops whose scalar rule calls a math function run here (`_calls_math`, answered
-without importing the compiler: a plan for ``a * b`` must not import it); their results
-can differ from numpy's in the last bits (mathlib's float32 functions are within a few
-ulps of the correctly rounded result).
+Which ops run here, by what the scalar rule computes (`_calls_math`, answered without
+importing the compiler: a plan for ``a * b`` must not import it): an op that calls a math
+function from ``MIN_ELEMENTS``; arithmetic and comparisons (one numpy loop at memory
+speed on one core) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the cores
+coreshare leaves free pays for the launch (see `eligible`). Arithmetic results are
+bitwise numpy's (IEEE operations, no fastmath); math functions can differ in the last
+bits (mathlib's float32 functions are within a few ulps of the correctly rounded result).
 """
 from __future__ import annotations
 
@@ -50,6 +53,12 @@ __all__ = ["MIN_ELEMENTS", "enabled", "eligible", "run", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
+# Arithmetic (no math function in the scalar rule) gains only from the second core: numpy's
+# loop is already at one core's memory speed. A parallel launch costs ~5-10 us (more when
+# a core is busy elsewhere), so it pays from about 1 MB of float32 output. Measured on 2
+# cores: mul of 4M float32, 6.1 ms numpy vs 5.3 ms kernel with the other core busy
+# (load 1.9); the GELU chain (4M, 10 ops) 40 -> 27 ms, as PyTorch's 26 ms.
+ARITH_MIN_ELEMENTS = 1 << 18
 
 # Output dtypes an eligible op may have (a filter: the renderer spells every type itself).
 _OUT_DTYPES = ("float32", "float64", "bool")
@@ -98,7 +107,23 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
     for shape in operands:  # a shape per tensor operand, None for a Python scalar
         if shape is not None and shape != () and tuple(shape) != tuple(out_shape):
             return False
-    return enabled() and _calls_math(prim, len(operands), compute_dtype.name)
+    if not enabled():
+        return False
+    if _calls_math(prim, len(operands), compute_dtype.name):
+        return True
+    # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS).
+    return n >= ARITH_MIN_ELEMENTS and _CPUS > 1
+
+
+def _cpu_count() -> int:
+    import os
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_CPUS = _cpu_count()
 
 
 _MATH: dict = {}
@@ -129,10 +154,12 @@ class _Probe:
 def _calls_math(prim, n: int, dtype: str) -> bool:
     """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...).
 
-    Only those run as kernels. Arithmetic and comparisons are one numpy loop already at
-    memory speed; measured on the shared 2-core machine, a parallel kernel for them lost
-    to numpy whenever other work held the cores, while a transcendental (numpy's float32
-    erf: 380 ms over 4M elements, sigmoid 130 ms) gained 10-35x.
+    Those run as kernels from MIN_ELEMENTS: a transcendental (numpy's float32 erf: 380 ms
+    over 4M elements, sigmoid 130 ms) gains 10-35x even on one core. Arithmetic and
+    comparisons are one numpy loop already at one core's memory speed: they run here only
+    from ARITH_MIN_ELEMENTS, for the second core. (Before the thread count followed the
+    free cores, tracejit/coreshare.py, a 2-thread kernel for them lost to numpy whenever
+    other work held a core: 7.4 vs 3.6 ms over 4M.)
     """
     key = (prim.name, n, dtype)
     found = _MATH.get(key)
@@ -170,7 +197,8 @@ def run(prim, arrays, params, compute_np, out_np, out_shape):
 
 
 def _prepare(prim, arrays, params, compute_np, out_np):
-    """(kernel key, operand layout, kernel arguments), or None for a non-contiguous operand.
+    """(kernel key, operand layout, kernel arguments), or None for a non-contiguous operand
+    (other than one value broadcast to the output).
 
     Layout per operand: "a" (an array: a flat view is passed), "s" (a scalar: passed as a
     1-element array, the nest's "scalar" layout) or "c<value>" (a small integer constant,
@@ -179,20 +207,25 @@ def _prepare(prim, arrays, params, compute_np, out_np):
     layout = []
     for a in arrays:
         if isinstance(a, np.ndarray) and a.ndim:
-            if not a.flags.c_contiguous:
+            if a.flags.c_contiguous:
+                args.append(a.reshape(-1))
+                layout.append("a")
+                continue
+            if any(a.strides) or not a.size:
                 return None
-            args.append(a.reshape(-1))
-            layout.append("a")
+            # One value broadcast to the output (every stride 0: a sum's gradient
+            # expanded): the operand is that value, a scalar to the kernel.
+            a = a[(0,) * a.ndim]
+        v = compute_np.type(a)
+        fv = float(v)
+        if fv in _SMALL_INT_POWERS:
+            layout.append(f"c{fv!r}")
         else:
-            v = compute_np.type(a)
-            fv = float(v)
-            if fv in _SMALL_INT_POWERS:
-                layout.append(f"c{fv!r}")
-            else:
-                layout.append("s")
-                args.append(np.full(1, v, compute_np))
-    key = (prim.name, np.dtype(compute_np).name, np.dtype(out_np).name, tuple(layout),
-           tuple(sorted(params.items())))
+            layout.append("s")
+            args.append(np.full(1, v, compute_np))
+    # dtype objects compare and hash by value: no `.name` lookups per call
+    key = (prim.name, compute_np, out_np, tuple(layout),
+           tuple(sorted(params.items())) if params else ())
     return key, layout, args
 
 
