@@ -227,3 +227,13 @@ def test_arithmetic_stays_on_numpy_with_one_cpu(kernels, monkeypatch):
     for _ in range(3):
         a * 3.5
     assert V.stats()["submitted"] == 0 and V.stats()["launches"] == 0
+
+
+def test_settle_waits_for_submitted_compiles(kernels):
+    x = tj.tensor(_x(seed=12))
+    tj.exp(x)                       # submits the compile, runs on numpy
+    assert V.stats()["submitted"] == 1
+    assert V.settle(timeout=600.0)
+    before = V.stats()["launches"]
+    tj.exp(x)
+    assert V.stats()["launches"] == before + 1

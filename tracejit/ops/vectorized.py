@@ -49,7 +49,7 @@ import numpy as np
 from .. import envflags
 from ..threads import PARALLEL_MIN
 
-__all__ = ["MIN_ELEMENTS", "enabled", "eligible", "run", "stats"]
+__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "enabled", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
@@ -304,6 +304,24 @@ def _render(prim, layout, params, compute_np, out_np, parallel):
     except (NotImplementedError, KeyError, ValueError, TypeError):
         _stats["unsupported"] += 1
         return None
+
+
+def settle(timeout: float = 300.0) -> bool:
+    """Wait until every eager kernel compile submitted so far has finished, so that the
+    next call of each op loads its kernel. For measurements of steady-state eager speed
+    (bench/impls/tracejit_impl.py) and tests; a user's program never needs it. True when
+    nothing is pending any more, False at the timeout."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = [e for e in list(_entries.values())
+                   if e.job is not None and e.fn is None and not e.failed
+                   and not e.job.done() and not e.job.lost()]
+        if not pending:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        pending[0].job.event.wait(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
 def stats() -> dict:
