@@ -203,6 +203,7 @@ def test_large_arithmetic_runs_a_kernel_bitwise_as_numpy(kernels, monkeypatch, n
     special values included."""
     monkeypatch.setattr(V, "ARITH_MIN_ELEMENTS", 2048)
     monkeypatch.setattr(V, "_CPUS", 2)
+    monkeypatch.setattr(V, "_one_core_free", lambda: False)
     a, b = tj.tensor(_special(N, 8)), tj.tensor(_special(N, 9)[::-1].copy())
     with np.errstate(all="ignore"):
         first = fn(a, b)
@@ -217,6 +218,7 @@ def test_broadcast_value_operand_is_a_scalar_to_the_kernel(kernels, monkeypatch)
     operand instead of sending the op back to numpy."""
     monkeypatch.setattr(V, "ARITH_MIN_ELEMENTS", 2048)
     monkeypatch.setattr(V, "_CPUS", 2)
+    monkeypatch.setattr(V, "_one_core_free", lambda: False)
     x = tj.tensor(_x(seed=10))
     g = tj.tensor(np.array([1.5], np.float32)).expand(N)
     assert not g.numpy().flags.c_contiguous
@@ -243,3 +245,18 @@ def test_settle_waits_for_submitted_compiles(kernels):
     before = V.stats()["launches"]
     tj.exp(x)
     assert V.stats()["launches"] == before + 1
+
+
+def test_arithmetic_goes_to_numpy_while_one_core_is_free(kernels, monkeypatch):
+    """With other processes on all but one core, a parallel launch cannot gain over
+    numpy's loop for arithmetic: the op stays on numpy (math ops keep their kernels)."""
+    monkeypatch.setattr(V, "ARITH_MIN_ELEMENTS", 2048)
+    monkeypatch.setattr(V, "_CPUS", 2)
+    monkeypatch.setattr(V, "_one_core_free", lambda: True)
+    a = tj.tensor(_x(seed=13))
+    for _ in range(3):
+        out = a * 2.5
+    np.testing.assert_array_equal(out.numpy(), a.numpy() * np.float32(2.5))
+    assert V.stats()["submitted"] == 0 and V.stats()["launches"] == 0
+    tj.exp(a)
+    assert V.stats()["submitted"] == 1

@@ -46,7 +46,7 @@ import threading
 
 import numpy as np
 
-from .. import envflags
+from .. import coreshare, envflags
 from ..threads import PARALLEL_MIN
 
 __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "enabled", "eligible", "run", "settle", "stats"]
@@ -111,8 +111,15 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
         return False
     if _calls_math(prim, len(operands), compute_dtype.name):
         return True
-    # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS).
-    return n >= ARITH_MIN_ELEMENTS and _CPUS > 1
+    # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
+    # leaves it to numpy while other processes hold all but one core).
+    if n >= ARITH_MIN_ELEMENTS and _CPUS > 1:
+        _ARITH.add(prim.name)
+        return True
+    return False
+
+
+_ARITH: set = set()   # names of the arithmetic ops some plan sent here
 
 
 def _cpu_count() -> int:
@@ -175,7 +182,10 @@ def _calls_math(prim, n: int, dtype: str) -> bool:
 
 
 def run(prim, arrays, params, compute_np, out_np, out_shape):
-    """The op's result from its kernel, or None (not loadable yet: the caller uses numpy)."""
+    """The op's result from its kernel, or None (not loadable yet, or arithmetic while
+    only one core is free: the caller uses numpy)."""
+    if prim.name in _ARITH and _one_core_free():
+        return None  # numpy's loop on this core is as fast, without the launch
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
@@ -194,6 +204,12 @@ def run(prim, arrays, params, compute_np, out_np, out_shape):
     fn(*args, out.reshape(-1), n)
     _stats["launches"] += 1
     return out
+
+
+def _one_core_free() -> bool:
+    """Whether coreshare (tracejit/coreshare.py) would give a parallel kernel one thread
+    now; False when it is turned off (the kernel then runs on numba's own count)."""
+    return coreshare.ENABLED and coreshare.core_share.threads() < 2
 
 
 def _prepare(prim, arrays, params, compute_np, out_np):
