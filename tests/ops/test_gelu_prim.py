@@ -97,3 +97,11 @@ def test_forward_is_the_composite_formula_bitwise():
 def test_bad_approximate_names_the_argument():
     with pytest.raises(ValueError, match="approximate"):
         F.gelu(tj.ones(3), approximate="fast")
+
+
+def test_integer_input_computes_in_the_default_float_dtype():
+    # as the composite's 0.5 * x did
+    y = F.gelu(tj.tensor([1, -2, 3]), approximate="tanh")
+    assert y.dtype == tj.get_default_dtype()
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    np.testing.assert_allclose(y.numpy(), F.gelu(tj.tensor(x), approximate="tanh").numpy())

@@ -49,9 +49,11 @@ def _gelu_vjp(g, out, x, approximate="none"):
     return (gelu_backward(g, x, approximate),)
 
 
-GELU = defprim("gelu", _gelu_impl, _ew_rule("gelu", float_only=True), _gelu_vjp,
-               kind="elementwise", scalar=_gelu_scalar, promote=True, save=lambda rq: (0,),
-               grad_name="GeluBackward0")
+# int_to_float: an integer input computes in the default float dtype, as the composite's
+# ``0.5 * x`` did.
+GELU = defprim("gelu", _gelu_impl, _ew_rule("gelu"), _gelu_vjp,
+               kind="elementwise", scalar=_gelu_scalar, promote=True, int_to_float=True,
+               save=lambda rq: (0,), grad_name="GeluBackward0")
 
 
 # ---------------------------------------------------------------- derivative
@@ -92,9 +94,9 @@ def _gelu_backward_vjp(gg, out, g, x, approximate="none"):
     return (gg_g, gg_x)
 
 
-GELU_BACKWARD = defprim("gelu_backward", _gelu_backward_impl, _ew_rule("gelu_backward", float_only=True),
+GELU_BACKWARD = defprim("gelu_backward", _gelu_backward_impl, _ew_rule("gelu_backward"),
                         _gelu_backward_vjp, kind="elementwise", scalar=_gelu_backward_scalar,
-                        promote=True, grad_name="GeluBackwardBackward0")
+                        promote=True, int_to_float=True, grad_name="GeluBackwardBackward0")
 
 
 def _check(approximate):
