@@ -260,3 +260,41 @@ def test_arithmetic_goes_to_numpy_while_one_core_is_free(kernels, monkeypatch):
     assert V.stats()["submitted"] == 0 and V.stats()["launches"] == 0
     tj.exp(a)
     assert V.stats()["submitted"] == 1
+
+
+def test_engine_accumulates_large_gradients_through_add_kernel(kernels, monkeypatch):
+    """The backward engine's in-place accumulation (a tensor used three times) runs add's
+    kernel into the buffer it owns: the values of numpy's in-place add."""
+    monkeypatch.setattr(V, "ARITH_MIN_ELEMENTS", 2048)
+    monkeypatch.setattr(V, "_CPUS", 2)
+    monkeypatch.setattr(V, "_one_core_free", lambda: False)
+    xa = _x(seed=14)
+    x = tj.tensor(xa, requires_grad=True)
+
+    def step():
+        x.grad = None
+        a = x * 1.0
+        (a * 2.0 + a * 3.0 + a * a).sum().backward()
+        return x.grad
+    first = step().numpy().copy()           # numpy accumulation (kernels not built yet)
+    _wait_and_run(lambda: x.detach() + x.detach())   # add's kernel for this size
+    into = []
+    real = V.run
+    monkeypatch.setattr(V, "run", lambda *a, **kw: (into.append(kw.get("out") is not None), real(*a, **kw))[1])
+    got = step()
+    assert any(into)
+    np.testing.assert_allclose(got.numpy(), 5.0 + 2.0 * xa.astype(np.float64), rtol=1e-6)
+    np.testing.assert_array_equal(got.numpy(), first)
+
+
+def test_add_into_writes_in_place(kernels, monkeypatch):
+    monkeypatch.setattr(V, "ARITH_MIN_ELEMENTS", 2048)
+    monkeypatch.setattr(V, "_CPUS", 2)
+    monkeypatch.setattr(V, "_one_core_free", lambda: False)
+    a, b = _x(seed=15), _x(seed=16)
+    _wait_and_run(lambda: tj.tensor(a) + tj.tensor(b))
+    dst = a.copy()
+    before = V.stats()["launches"]
+    V.add_into(REGISTRY["add"], dst, b)
+    assert V.stats()["launches"] == before + 1
+    np.testing.assert_array_equal(dst, a + b)

@@ -49,7 +49,7 @@ import numpy as np
 from .. import coreshare, envflags
 from ..threads import PARALLEL_MIN
 
-__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "enabled", "eligible", "run", "settle", "stats"]
+__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "enabled", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
@@ -62,6 +62,7 @@ ARITH_MIN_ELEMENTS = 1 << 18
 
 # Output dtypes an eligible op may have (a filter: the renderer spells every type itself).
 _OUT_DTYPES = ("float32", "float64", "bool")
+_FLOAT_NAMES = ("float32", "float64")
 _SMALL_INT_POWERS = frozenset(float(v) for v in range(-4, 5))
 
 _lock = threading.Lock()
@@ -181,9 +182,11 @@ def _calls_math(prim, n: int, dtype: str) -> bool:
     return found
 
 
-def run(prim, arrays, params, compute_np, out_np, out_shape):
+def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     """The op's result from its kernel, or None (not loadable yet, or arithmetic while
-    only one core is free: the caller uses numpy)."""
+    only one core is free: the caller uses numpy). ``out``: a C-contiguous array of the
+    output's shape and dtype to write into (it may be one of the inputs: every element
+    is read before it is written, at the same index)."""
     if prim.name in _ARITH and _one_core_free():
         return None  # numpy's loop on this core is as fast, without the launch
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
@@ -199,11 +202,24 @@ def run(prim, arrays, params, compute_np, out_np, out_shape):
         fn = _obtain(key, prim, layout, params, compute_np, out_np, parallel)
         if fn is None:
             return None
-    out = np.empty(out_shape, out_np)
+    if out is None:
+        out = np.empty(out_shape, out_np)
     # The nest's calling convention (loopnest.LoopNest.arguments): inputs, output, n.
     fn(*args, out.reshape(-1), n)
     _stats["launches"] += 1
     return out
+
+
+def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst += src`` for the backward engine's in-place gradient accumulation: through
+    `prim`'s (add's) kernel where a large eager add would run one, else numpy's loop.
+    Both arrays are C-contiguous, of one float dtype and shape (the engine checks)."""
+    dt = dst.dtype
+    if (dst.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
+            and src.dtype == dt and src.flags.c_contiguous and enabled() and not _one_core_free()
+            and run(prim, (dst, src), {}, dt, dt, dst.shape, out=dst) is not None):
+        return
+    np.add(dst, src, out=dst)
 
 
 def _one_core_free() -> bool:
