@@ -187,8 +187,6 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     only one core is free: the caller uses numpy). ``out``: a C-contiguous array of the
     output's shape and dtype to write into (it may be one of the inputs: every element
     is read before it is written, at the same index)."""
-    if prim.name in _ARITH and _one_core_free():
-        return None  # numpy's loop on this core is as fast, without the launch
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
@@ -202,6 +200,10 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
         fn = _obtain(key, prim, layout, params, compute_np, out_np, parallel)
         if fn is None:
             return None
+    if prim.name in _ARITH and _one_core_free():
+        # numpy's loop on this core is as fast, without the launch (the kernel is kept, or
+        # its compile started above, for when the cores are free again)
+        return None
     if out is None:
         out = np.empty(out_shape, out_np)
     # The nest's calling convention (loopnest.LoopNest.arguments): inputs, output, n.
