@@ -54,11 +54,12 @@ __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "enabled", "eligibl
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
 # Arithmetic (no math function in the scalar rule) gains only from the second core: numpy's
-# loop is already at one core's memory speed. A parallel launch costs ~5-10 us (more when
-# a core is busy elsewhere), so it pays from about 1 MB of float32 output. Measured on 2
-# cores: mul of 4M float32, 6.1 ms numpy vs 5.3 ms kernel with the other core busy
-# (load 1.9); the GELU chain (4M, 10 ops) 40 -> 27 ms, as PyTorch's 26 ms.
-ARITH_MIN_ELEMENTS = 1 << 18
+# loop is already at one core's memory speed, and a 2-thread launch waits for the second
+# thread to wake (longer when another process holds part of a core). Measured on 2 shared
+# cores at load 1.3, `x * 1.001` float32, kernel path vs numpy: 256K 121-155 vs 77-89 us
+# (loses), 1M 344-557 vs 393-464 us (even), 4M 2.7-3.3 vs 4.2 ms (wins); the GELU chain
+# (4M, 10 ops) 47 -> 26 ms at load 2.1, PyTorch 30 ms.
+ARITH_MIN_ELEMENTS = 1 << 20
 
 # Output dtypes an eligible op may have (a filter: the renderer spells every type itself).
 _OUT_DTYPES = ("float32", "float64", "bool")
