@@ -69,6 +69,7 @@ WORKLOADS: tuple[Workload, ...] = (
              (Metric("small_op_us", "eager op, 16 elems, no grad", "us"),
               Metric("small_op_grad_us", "eager op, 16 elems, recording", "us"),
               Metric("small_node_bwd_us", "backward per node, 16 elems", "us"),
+              Metric("small_fwdbwd_us", "eager op fwd+bwd, 16 elems", "us"),
               Metric("large_op_us", "eager op, 1M elems", "us"),
               Metric("large_fwdbwd_us", "eager op fwd+bwd, 1M elems", "us"))),
     Workload("compile", "compile latency",

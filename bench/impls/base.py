@@ -50,6 +50,10 @@ class Runner:
         """Compile ``fn`` (compiled systems); eager systems return it unchanged."""
         return fn
 
+    def settle(self) -> None:
+        """Wait for background work a workload's first call started (tracejit eager: its
+        kernels compiling in the compile workers), so that the timed calls are steady state."""
+
     def compile_count(self, compiled_fn) -> int:
         return 0
 
@@ -67,10 +71,12 @@ class Runner:
         fwd = self.compile(self.gelu_fn())
         x, y, z = (self.asarray(a) for a in xs)
         out = self.sync(fwd(x, y, z))
+        self.settle()
         check = {"fwd_sum": float(np.sum(self.tonumpy(out), dtype=np.float64))}
         t_fwd = measure(lambda: self.sync(fwd(x, y, z)), warmup=cfg.warmup, repeat=cfg.repeat)
         step, grads = self.gelu_fwdbwd(xs)
         g = grads()
+        self.settle()
         check.update({f"grad_{k}_sum": float(np.sum(self.tonumpy(v), dtype=np.float64))
                       for k, v in zip("xyz", g)})
         t_bwd = measure(step, warmup=cfg.warmup, repeat=cfg.repeat)
@@ -104,12 +110,14 @@ class Runner:
 
     def run_mlp2(self, cfg: W.Config) -> dict:
         self.check_available("mlp2")
-        res = _train_steps(*self.mlp2_step(W.mlp2_data()), cfg.mlp2_steps, cfg.mlp2_warmup, cfg.stat)
+        res = _train_steps(*self.mlp2_step(W.mlp2_data()), cfg.mlp2_steps, cfg.mlp2_warmup, cfg.stat,
+                           settle=self.settle)
         return {"step_us": res.pop("step_s") * 1e6, **res}
 
     def run_mlp(self, cfg: W.Config) -> dict:
         self.check_available("mlp")
-        res = _train_steps(*self.mlp_step(W.mlp_data()), cfg.mlp_steps, cfg.mlp_warmup, cfg.stat)
+        res = _train_steps(*self.mlp_step(W.mlp_data()), cfg.mlp_steps, cfg.mlp_warmup, cfg.stat,
+                           settle=self.settle)
         return {"step_ms": res.pop("step_s") * 1e3, **res}
 
     def mlp2_step(self, data: dict, other: dict | None = None):
@@ -127,7 +135,8 @@ class Runner:
             raise Skip("quick run: compiled model steps are left to the full run")
         out, check = {}, {}
         for name in cfg.models:
-            res = _train_steps(*self.model_step(name), cfg.models_steps, cfg.models_warmup, cfg.stat)
+            res = _train_steps(*self.model_step(name), cfg.models_steps, cfg.models_warmup, cfg.stat,
+                               settle=self.settle)
             out[f"{name}_ms"] = res["step_s"] * 1e3
             out[name] = res
             check[f"{name}_first_loss"] = res["check"]["first_loss"]
@@ -242,11 +251,13 @@ class Runner:
                 "slowest_ms": max(times) * 1e3}
 
 
-def _train_steps(step, loss, steps: int, warmup: int, stat: str) -> dict:
+def _train_steps(step, loss, steps: int, warmup: int, stat: str, settle=None) -> dict:
     """Time ``steps`` training steps after ``warmup`` (the first of which records the
-    first loss, for the cross-system check)."""
+    first loss, for the cross-system check; `settle` runs after it)."""
     step()
     first = loss()
+    if settle is not None:
+        settle()
     t = step_times(step, steps, warmup - 1)
     return {"steps": steps, "step_s": t.value(stat), "timing": t.as_dict(),
             "check": {"first_loss": first, "final_loss": loss()}}

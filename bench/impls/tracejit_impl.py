@@ -14,6 +14,7 @@ import numpy as np
 # The steady-state workloads time compiled steps after a few warm-up steps, and the compile
 # workload times the first call's compilation: both mean sync mode (background mode's tier 0
 # and switch are measured by bench/bench_tiers.py).
+_COMPILE_MODE_SET = "TRACEJIT_COMPILE" in os.environ
 os.environ.setdefault("TRACEJIT_COMPILE", "sync")
 
 import tracejit as tj  # noqa: E402
@@ -26,6 +27,19 @@ _NEEDS_NN = {"mlp", "models"}
 
 
 class TracejitRunner(Runner):
+    def __init__(self, system):
+        super().__init__(system)
+        if not self.compiled and not _COMPILE_MODE_SET:
+            # Eager: large elementwise ops run kernels compiled in the compile workers
+            # (ops/vectorized.py), as for a user; sync mode would leave them to numpy
+            # unless an earlier process put them on disk. `settle` waits for them.
+            os.environ["TRACEJIT_COMPILE"] = "background"
+
+    def settle(self):
+        if not self.compiled:
+            from tracejit.ops import vectorized
+            vectorized.settle()
+
     def versions(self) -> dict:
         import numba
         return {"tracejit": tj.__version__, "numba": numba.__version__,

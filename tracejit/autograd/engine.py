@@ -11,7 +11,9 @@ import sys
 
 import numpy as np
 
+from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import sum_to
+from ..ops.vectorized import add_into as _add_into
 from .grad_mode import _state as _grad_state
 from .node import AccumulateGrad, leaf_node
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
@@ -210,7 +212,8 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                     elif create_graph or not _owned_by_engine(old, g):
                         buf[nr] = old + g
                     else:  # nobody else sees `old`: add in place, no new array per edge
-                        np.add(old._data, g._data, out=old._data)
+                        # (large float gradients through add's eager kernel, ops/vectorized.py)
+                        _add_into(_ADD, old._data, g._data)
                 c = deps[nxt] - 1
                 deps[nxt] = c
                 if c == 0:

@@ -73,12 +73,17 @@ class SavedMeta:
     (as in PyTorch, where e.g. SumBackward stores only the input's sizes).
     """
 
-    __slots__ = ("shape", "dtype", "device")
+    __slots__ = ("shape", "dtype", "device", "column_major")
 
     def __init__(self, t):
-        self.shape = t._data.shape
+        data = t._data
+        self.shape = data.shape
         self.dtype = t.dtype
         self.device = t.device
+        # The layout too, as PyTorch's MmBackward keeps mat2's strides: a transposed weight's
+        # gradient is then produced in the layout that makes the weight's own gradient
+        # contiguous (see `column_major`).
+        self.column_major = _is_column_major(data)
 
     def unpack(self, node, index: int, create_graph: bool):
         if self.device is CPU:
@@ -87,7 +92,10 @@ class SavedMeta:
             shape = self.shape
             zeros = np.ndarray(shape, self.dtype.np, _zero_buffer(self.dtype.np), 0, (0,) * len(shape))
             zeros.flags.writeable = False
-            return Tensor._wrap(zeros, self.dtype, CPU)
+            t = Tensor._wrap(zeros, self.dtype, CPU)
+            if self.column_major:
+                t._column_major = True
+            return t
         xp = array_module(self.device)
         key = (self.device, self.dtype.np)
         zero = _ZEROS.get(key)
@@ -114,6 +122,22 @@ def shape_only(t) -> bool:
     if isinstance(data, np.ndarray):
         return base is _ZEROS.get(data.dtype)
     return base is _ZEROS.get((t.device, data.dtype))
+
+
+def _is_column_major(data) -> bool:
+    flags = getattr(data, "flags", None)
+    return (flags is not None and getattr(data, "ndim", 0) == 2 and flags.f_contiguous
+            and not flags.c_contiguous)
+
+
+def column_major(t) -> bool:
+    """Whether `t` (an input handed to a VJP: saved or a `SavedMeta` stand-in) is a 2-D
+    array in column-major order, e.g. ``weight.T``. matmul's VJP then computes the
+    gradient for it as ``(g.T @ a).T``, which is ``weight``'s gradient in row-major order:
+    the leaf takes it without a copy (a (1024, 1024) copy per Linear layer otherwise)."""
+    if shape_only(t):
+        return getattr(t, "_column_major", False)
+    return _is_column_major(t._data)
 
 
 def _zero_buffer(npd):
@@ -372,10 +396,18 @@ def _exclusive(g) -> bool:
     base = arr.base
     if base is None:
         return True
-    # A reshaped view of a whole buffer held by nothing else (a reduction's result, as
-    # ``bias.grad``): the view's .base, `base` and getrefcount's argument are its three
-    # references, and the view covers it all in the same order.
-    return (sys.getrefcount(base) <= 3 and type(base) is type(arr) and base.base is None
+    # A view of a whole buffer held by nothing else (a reduction's result reshaped, as
+    # ``bias.grad``; a product transposed back, a transposed weight's gradient): the
+    # view's .base, `base` and getrefcount's argument are its three references, plus the
+    # tensor the view was made from when `g` keeps it as its `_base` (and nothing else
+    # keeps that tensor), and the view covers it all in the same order.
+    refs = 3
+    owner = g._base
+    if owner is not None:
+        if owner._data is not base or sys.getrefcount(owner) > 3:  # g's slot, local, argument
+            return False
+        refs = 4
+    return (sys.getrefcount(base) <= refs and type(base) is type(arr) and base.base is None
             and base.size == arr.size and base.flags.c_contiguous)
 
 

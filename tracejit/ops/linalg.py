@@ -7,7 +7,7 @@ from .. import coreshare as _coreshare
 from ..errors import DTypeError, ShapeError
 from ..shapes import broadcast_shapes
 from .registry import Aval, bind, defprim
-from ..autograd.node import shape_only
+from ..autograd.node import column_major, shape_only
 
 __all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
 
@@ -56,6 +56,11 @@ def _matmul_vjp(g, out, a, b):
         # (a (128, 16, 256) activation: 14 ms of matmuls + 7 ms of sum -> 1 ms).
         from .shape import reshape
         gb = matmul(_mT(reshape(a, (-1, a.shape[-1]))), reshape(g, (-1, g.shape[-1])))
+    elif a.ndim == 2 and column_major(b):
+        # b is a transposed weight (``x @ w.T``, linear): (g.T @ a).T is its gradient
+        # with w's gradient row-major, so w's leaf takes it without a copy (PyTorch's
+        # mm_mat2_backward picks the layout from mat2's strides the same way).
+        gb = _mT(matmul(_mT(g), a))
     else:
         gb = matmul(_mT(a), g)
     return ga, gb

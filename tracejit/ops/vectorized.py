@@ -34,10 +34,13 @@ numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as in the test su
 kernel already on disk is loaded in the call, and nothing is compiled;
 ``TRACEJIT_EAGER_KERNELS=0`` turns the kernels off.
 
-Only ops whose scalar rule calls a math function run here (`_calls_math`, answered
-without importing the compiler: a plan for ``a * b`` must not import it); their results
-can differ from numpy's in the last bits (mathlib's float32 functions are within a few
-ulps of the correctly rounded result).
+Which ops run here, by what the scalar rule computes (`_calls_math`, answered without
+importing the compiler: a plan for ``a * b`` must not import it): an op that calls a math
+function from ``MIN_ELEMENTS``; arithmetic and comparisons (one numpy loop at memory
+speed on one core) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the cores
+coreshare leaves free pays for the launch (see `eligible`). Arithmetic results are
+bitwise numpy's (IEEE operations, no fastmath); math functions can differ in the last
+bits (mathlib's float32 functions are within a few ulps of the correctly rounded result).
 """
 from __future__ import annotations
 
@@ -48,16 +51,24 @@ import time
 
 import numpy as np
 
-from .. import envflags
+from .. import coreshare, envflags
 from ..threads import PARALLEL_MIN
 
-__all__ = ["MIN_ELEMENTS", "enabled", "eligible", "run", "stats"]
+__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "enabled", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
+# Arithmetic (no math function in the scalar rule) gains only from the second core: numpy's
+# loop is already at one core's memory speed, and a 2-thread launch waits for the second
+# thread to wake (longer when another process holds part of a core). Measured on 2 shared
+# cores at load 1.3, `x * 1.001` float32, kernel path vs numpy: 256K 121-155 vs 77-89 us
+# (loses), 1M 344-557 vs 393-464 us (even), 4M 2.7-3.3 vs 4.2 ms (wins); the GELU chain
+# (4M, 10 ops) 47 -> 26 ms at load 2.1, PyTorch 30 ms.
+ARITH_MIN_ELEMENTS = 1 << 20
 
 # Output dtypes an eligible op may have (a filter: the renderer spells every type itself).
 _OUT_DTYPES = ("float32", "float64", "bool")
+_FLOAT_NAMES = ("float32", "float64")
 _SMALL_INT_POWERS = frozenset(float(v) for v in range(-4, 5))
 
 _lock = threading.Lock()
@@ -103,7 +114,30 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
     for shape in operands:  # a shape per tensor operand, None for a Python scalar
         if shape is not None and shape != () and tuple(shape) != tuple(out_shape):
             return False
-    return enabled() and _calls_math(prim, len(operands), compute_dtype.name)
+    if not enabled():
+        return False
+    if _calls_math(prim, len(operands), compute_dtype.name):
+        return True
+    # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
+    # leaves it to numpy while other processes hold all but one core).
+    if n >= ARITH_MIN_ELEMENTS and _CPUS > 1:
+        _ARITH.add(prim.name)
+        return True
+    return False
+
+
+_ARITH: set = set()   # names of the arithmetic ops some plan sent here
+
+
+def _cpu_count() -> int:
+    import os
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_CPUS = _cpu_count()
 
 
 _MATH: dict = {}
@@ -134,10 +168,12 @@ class _Probe:
 def _calls_math(prim, n: int, dtype: str) -> bool:
     """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...).
 
-    Only those run as kernels. Arithmetic and comparisons are one numpy loop already at
-    memory speed; measured on the shared 2-core machine, a parallel kernel for them lost
-    to numpy whenever other work held the cores, while a transcendental (numpy's float32
-    erf: 380 ms over 4M elements, sigmoid 130 ms) gained 10-35x.
+    Those run as kernels from MIN_ELEMENTS: a transcendental (numpy's float32 erf: 380 ms
+    over 4M elements, sigmoid 130 ms) gains 10-35x even on one core. Arithmetic and
+    comparisons are one numpy loop already at one core's memory speed: they run here only
+    from ARITH_MIN_ELEMENTS, for the second core. (Before the thread count followed the
+    free cores, tracejit/coreshare.py, a 2-thread kernel for them lost to numpy whenever
+    other work held a core: 7.4 vs 3.6 ms over 4M.)
     """
     key = (prim.name, n, dtype)
     found = _MATH.get(key)
@@ -152,8 +188,11 @@ def _calls_math(prim, n: int, dtype: str) -> bool:
     return found
 
 
-def run(prim, arrays, params, compute_np, out_np, out_shape):
-    """The op's result from its kernel, or None (not loadable yet: the caller uses numpy)."""
+def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
+    """The op's result from its kernel, or None (not loadable yet, or arithmetic while
+    only one core is free: the caller uses numpy). ``out``: a C-contiguous array of the
+    output's shape and dtype to write into (it may be one of the inputs: every element
+    is read before it is written, at the same index)."""
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
@@ -167,15 +206,39 @@ def run(prim, arrays, params, compute_np, out_np, out_shape):
         fn = _obtain(key, prim, layout, params, compute_np, out_np, parallel)
         if fn is None:
             return None
-    out = np.empty(out_shape, out_np)
+    if prim.name in _ARITH and _one_core_free():
+        # numpy's loop on this core is as fast, without the launch (the kernel is kept, or
+        # its compile started above, for when the cores are free again)
+        return None
+    if out is None:
+        out = np.empty(out_shape, out_np)
     # The nest's calling convention (loopnest.LoopNest.arguments): inputs, output, n.
     fn(*args, out.reshape(-1), n)
     _stats["launches"] += 1
     return out
 
 
+def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst += src`` for the backward engine's in-place gradient accumulation: through
+    `prim`'s (add's) kernel where a large eager add would run one, else numpy's loop.
+    Both arrays are C-contiguous, of one float dtype and shape (the engine checks)."""
+    dt = dst.dtype
+    if (dst.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
+            and src.dtype == dt and src.flags.c_contiguous and enabled() and not _one_core_free()
+            and run(prim, (dst, src), {}, dt, dt, dst.shape, out=dst) is not None):
+        return
+    np.add(dst, src, out=dst)
+
+
+def _one_core_free() -> bool:
+    """Whether coreshare (tracejit/coreshare.py) would give a parallel kernel one thread
+    now; False when it is turned off (the kernel then runs on numba's own count)."""
+    return coreshare.ENABLED and coreshare.core_share.threads() < 2
+
+
 def _prepare(prim, arrays, params, compute_np, out_np):
-    """(kernel key, operand layout, kernel arguments), or None for a non-contiguous operand.
+    """(kernel key, operand layout, kernel arguments), or None for a non-contiguous operand
+    (other than one value broadcast to the output).
 
     Layout per operand: "a" (an array: a flat view is passed), "s" (a scalar: passed as a
     1-element array, the nest's "scalar" layout) or "c<value>" (a small integer constant,
@@ -184,20 +247,25 @@ def _prepare(prim, arrays, params, compute_np, out_np):
     layout = []
     for a in arrays:
         if isinstance(a, np.ndarray) and a.ndim:
-            if not a.flags.c_contiguous:
+            if a.flags.c_contiguous:
+                args.append(a.reshape(-1))
+                layout.append("a")
+                continue
+            if any(a.strides) or not a.size:
                 return None
-            args.append(a.reshape(-1))
-            layout.append("a")
+            # One value broadcast to the output (every stride 0: a sum's gradient
+            # expanded): the operand is that value, a scalar to the kernel.
+            a = a[(0,) * a.ndim]
+        v = compute_np.type(a)
+        fv = float(v)
+        if fv in _SMALL_INT_POWERS:
+            layout.append(f"c{fv!r}")
         else:
-            v = compute_np.type(a)
-            fv = float(v)
-            if fv in _SMALL_INT_POWERS:
-                layout.append(f"c{fv!r}")
-            else:
-                layout.append("s")
-                args.append(np.full(1, v, compute_np))
-    key = (prim.name, np.dtype(compute_np).name, np.dtype(out_np).name, tuple(layout),
-           tuple(sorted(params.items())))
+            layout.append("s")
+            args.append(np.full(1, v, compute_np))
+    # dtype objects compare and hash by value: no `.name` lookups per call
+    key = (prim.name, compute_np, out_np, tuple(layout),
+           tuple(sorted(params.items())) if params else ())
     return key, layout, args
 
 
@@ -348,6 +416,24 @@ def _render(prim, layout, params, compute_np, out_np, parallel):
     except (NotImplementedError, KeyError, ValueError, TypeError):
         _stats["unsupported"] += 1
         return None
+
+
+def settle(timeout: float = 300.0) -> bool:
+    """Wait until every eager kernel compile submitted so far has finished, so that the
+    next call of each op loads its kernel. For measurements of steady-state eager speed
+    (bench/impls/tracejit_impl.py) and tests; a user's program never needs it. True when
+    nothing is pending any more, False at the timeout."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = [e for e in list(_entries.values())
+                   if e.job is not None and e.fn is None and not e.failed
+                   and not e.job.done() and not e.job.lost()]
+        if not pending:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        pending[0].job.event.wait(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
 def stats() -> dict:
