@@ -279,9 +279,9 @@ def test_arithmetic_stays_on_numpy_with_one_cpu(kernels, monkeypatch):
 
 def test_settle_waits_for_submitted_compiles(kernels):
     x = tj.tensor(_x(seed=12))
-    tj.exp(x)                       # submits the compile, runs on numpy
+    tj.exp(x)                       # runs on numpy; its preparation thread submits the compile
+    assert V.settle(timeout=600.0)  # waits for the preparation: compile, then load
     assert V.stats()["submitted"] == 1
-    assert V.settle(timeout=600.0)
     before = V.stats()["launches"]
     tj.exp(x)
     assert V.stats()["launches"] == before + 1
@@ -297,14 +297,16 @@ def test_arithmetic_goes_to_numpy_while_one_core_is_free(kernels, monkeypatch):
     for _ in range(3):
         out = a * 2.5
     np.testing.assert_array_equal(out.numpy(), a.numpy() * np.float32(2.5))
-    # the kernel's compile is started, for when cores are free again, but never launched
-    assert V.stats()["submitted"] == 1
+    # the kernel's compile is started (by its preparation thread), for when cores are free
+    # again, but never launched
     assert V.settle(timeout=600.0)
+    assert V.stats()["submitted"] == 1
     for _ in range(2):
         out = a * 2.5
     np.testing.assert_array_equal(out.numpy(), a.numpy() * np.float32(2.5))
     assert V.stats()["launches"] == 0
     tj.exp(a)
+    assert V.settle(timeout=600.0)
     assert V.stats()["submitted"] == 2
 
 

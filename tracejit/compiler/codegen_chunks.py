@@ -17,8 +17,8 @@ arguments in the signature), the ``prange`` line, and for full reductions the
 per-chunk ``partial`` array (passed in by the launcher, one for all shares) and the
 fold of the partials (run once, by the ``chunk_fold`` call after every share is done).
 Chunk bounds do not depend on the thread count, so the result does not either. A loop
-shape this rewriting does not know (``strided_full``, ``deep``: see `FORMS`) keeps its
-parfor kernel, as does anything whose source does not have the expected shape.
+shape this rewriting does not know (``strided_full``, ``deep``, ``column_blocks``: see
+`FORMS`) keeps its parfor kernel, as does anything whose source does not have the expected shape.
 """
 from __future__ import annotations
 
@@ -32,13 +32,17 @@ from .emitter import NUMBA_TYPE
 __all__ = ["enabled", "render", "ChunkSpec", "FORMS"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
-FORMS = ("map", "nested_map", "rows", "column_blocks", "flat_reduce", "flat_blocked_sum")
+# ("column_blocks", the sums over every dim but the last, keeps parfor: its row-chunk
+# partial sums are allocated and folded inside the kernel, so shares run separately would
+# each fold only their own rows.)
+FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum")
 _FOLDED = ("flat_reduce", "flat_blocked_sum")   # full reductions: partials, then a fold
 PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
 
 _DECO = re.compile(r"""^@njit\((["'])void\((.*)\)\1, parallel=True, (.*)$""")
 _PRANGE = re.compile(r"^(\s*)for (\w+) in prange\((.+)\):$")
 _PARTIAL = re.compile(r"^\s*partial = np\.empty\(nchunk, np\.(\w+)\)$")
+_LOCAL_PARTIAL = re.compile(r"^\s*partial = ")
 
 
 def enabled() -> bool:
@@ -77,6 +81,10 @@ def render(nest) -> Optional[ChunkSpec]:
         return None
     ind, var, count = m.groups()
     folded = spec.form in _FOLDED
+    if not folded and any(_LOCAL_PARTIAL.match(ln) for ln in lines):
+        # Partial results made and folded inside the kernel: a share would fold only its
+        # own part (a form that changed under this rewriting): keep the parfor kernel.
+        return None
     partial_dtype = None
     extra_types, extra_args = ["int64", "int64"], ["chunk_t", "chunk_nt"]
     if folded:

@@ -392,8 +392,8 @@ def _load(entry, prim):
         fn = backends.get("cpu").load(spec, _label(prim), spec.parallel)
     except Exception:  # a kernel that does not build stays on numpy, never breaks the op
         return _give_up(entry)
-    entry.fn = fn
     _stats["loaded"] += 1
+    entry.fn = fn   # published last: whoever sees it loaded also sees it counted
     return fn
 
 
