@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
+
 from ..ops.creation import as_tensor, ones_like
 from ..tensor import Tensor
 from .engine import run_backward
@@ -36,7 +38,13 @@ def _default_grads(outputs, grad_outputs, what: str):
                 raise RuntimeError(f"{what}: grad can be implicitly created only for scalar outputs; "
                                    f"output {i} has shape {tuple(o.shape)}: pass gradient= "
                                    f"(grad_outputs=) with that shape")
-            g = ones_like(o)
+            d = o._data
+            if type(d) is np.ndarray:
+                # The root gradient of a CPU output: one fresh array (ones_like's dispatch
+                # costs several times more than the rest of a small backward's root).
+                g = Tensor._wrap(np.ones(d.shape, d.dtype), o.dtype, o.device)
+            else:
+                g = ones_like(o)
         elif not hasattr(g, "_data"):
             g = as_tensor(g, dtype=o.dtype, device=o.device)
         elif tuple(g.shape) != tuple(o.shape):

@@ -358,6 +358,14 @@ class AccumulateGrad(Node):
         g = grads[0]
         if t is None or g is None:
             return []
+        old = t._grad
+        if old is not None and not create_graph and not old._requires_grad:
+            # The common step after the first: add into .grad's own memory (no detached
+            # copy of `g` made first; the engine checked shape and dtype already).
+            old._data += g._data
+            old._vbox[0] += 1
+            return []
+        old = None  # `_exclusive` counts the references to the gradient, not to .grad
         if t.grad is None and not create_graph and _exclusive(g):
             # Nobody else can see this gradient's memory: take it instead of copying.
             t.grad = g._wrap(g._data, g.dtype, g.device)  # a fresh leaf over the same memory

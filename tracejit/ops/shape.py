@@ -90,10 +90,13 @@ def _expand_impl(xp, a, shape):
     if xp is np and a.flags.c_contiguous and a.size:
         # The same read-only view np.broadcast_to makes, without its Python-level checks
         # (which cost more than the rest of a small op): stride 0 on broadcast dims.
-        lead = len(shape) - a.ndim
-        strides = [0] * lead + [0 if n == 1 and m != 1 else st
-                                for n, m, st in zip(a.shape, shape[lead:], a.strides)]
-        out = np.ndarray(shape, a.dtype, a, 0, tuple(strides))
+        if a.ndim == 0:  # a 0-d value (a full reduction's gradient): every stride 0
+            strides = (0,) * len(shape)
+        else:
+            lead = len(shape) - a.ndim
+            strides = tuple([0] * lead + [0 if n == 1 and m != 1 else st
+                                          for n, m, st in zip(a.shape, shape[lead:], a.strides)])
+        out = np.ndarray(shape, a.dtype, a, 0, strides)
         out.flags.writeable = False
         return out
     return xp.broadcast_to(a, shape)
