@@ -35,7 +35,35 @@ def make(variant, compiled):
     return step, loss
 
 
+def ops(rounds):
+    """Pooling alone, fwd and fwd+bwd, at the CNN's two shapes (ReLU'd: ties at zero)."""
+    import numpy as np
+    for shape in ((64, 32, 26, 26), (64, 64, 11, 11)):
+        x = np.maximum(np.random.default_rng(0).standard_normal(shape), 0).astype(np.float32)
+        a = tj.tensor(x, requires_grad=True)
+        best = {}
+        for _ in range(rounds):
+            for name, f in (("composite", _composite), ("prim", _prim)):
+                P.max_pool2d = f
+                o = tj.max_pool2d(a, 2)
+                g = tj.tensor(np.ones(o.shape, np.float32))
+                t0 = time.perf_counter()
+                o = tj.max_pool2d(a, 2)
+                t1 = time.perf_counter()
+                o.backward(g)
+                t2 = time.perf_counter()
+                f0, b0 = best.get(name, (1e9, 1e9))
+                best[name] = (min(f0, t1 - t0), min(b0, t2 - t1))
+        P.max_pool2d = _prim
+        for name, (f, b) in best.items():
+            print(f"max_pool2d {shape} {name:9s} fwd {1e3 * f:6.2f} ms  bwd {1e3 * b:6.2f} ms")
+
+
 def main():
+    if "--ops" in sys.argv:
+        ops(20)
+        print("uptime:", os.popen("uptime").read().strip())
+        return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     order = ("prim", "composite") if os.environ.get("AB_PRIM_FIRST") else ("composite", "prim")
     cases = [(v, c) for c in (False, True) for v in order]
