@@ -1,7 +1,6 @@
 """Composite ops: written with primitives only, so gradients and fusion come for free."""
 from __future__ import annotations
 
-import math
 
 from .. import dtypes as _dt
 from ..errors import ShapeError
@@ -11,6 +10,7 @@ from .creation import arange
 from .elementwise import (abs, cast, eq, erf, exp, log, log1p, maximum, minimum, ne, neg, sigmoid,
                           tanh, where)
 from .gelu_prim import gelu as _gelu_prim
+from . import pooling_prim as _pool_prim
 from .indexing import gather, getitem
 from .linalg import matmul
 from .random import rand_like
@@ -211,13 +211,17 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices is not supported")
+    if return_indices and ceil_mode:
+        raise NotImplementedError("max_pool2d: return_indices is not supported with ceil_mode")
     if ceil_mode:
         from .spatial import max_pool2d_ext
         return max_pool2d_ext(x, kernel_size, stride, padding, dilation, ceil_mode)
     if x.ndim == 3:  # unbatched (C, H, W)
-        return squeeze(max_pool2d(unsqueeze(x, 0), kernel_size, stride, padding, dilation), 0)
+        out = max_pool2d(unsqueeze(x, 0), kernel_size, stride, padding, dilation,
+                         return_indices=return_indices)
+        if return_indices:
+            return squeeze(out[0], 0), squeeze(out[1], 0)
+        return squeeze(out, 0)
     if x.ndim != 4:
         raise ShapeError(f"max_pool2d: expected a 3-D or 4-D input, got shape {tuple(x.shape)}")
     k = _pair(kernel_size)
@@ -228,9 +232,12 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     n, c, h, w = x.shape
     oh = conv_out_size(h, k[0], s[0], p[0], d[0])
     ow = conv_out_size(w, k[1], s[1], p[1], d[1])
-    cols = unfold(x, k, s, p, d, pad_value=-math.inf)
-    cols = reshape(cols, (n, c, k[0] * k[1], oh * ow))
-    return reshape(amax(cols, 2), (n, c, oh, ow))
+    # One primitive pair over the window offsets (ops/pooling_prim.py): unfold + amax and
+    # its fold backward cost ~10 ms per LeNet step; the gradient goes to the first maximum.
+    out = _pool_prim.max_pool2d(x, k, s, p, d)
+    if return_indices:
+        return out, _pool_prim.max_pool2d_indices(x, k, s, p, d)
+    return out
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
@@ -244,8 +251,8 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     n, c, h, w = x.shape
     oh = conv_out_size(h, k[0], s[0], _pair(padding)[0], 1)
     ow = conv_out_size(w, k[1], s[1], _pair(padding)[1], 1)
-    cols = reshape(unfold(x, k, s, padding), (n, c, k[0] * k[1], oh * ow))
-    return reshape(mean(cols, 2), (n, c, oh, ow))
+    # Sum of window-offset views (ops/pooling_prim.py), not unfold + mean + fold.
+    return _pool_prim.avg_pool2d(x, k, s, _pair(padding), (1, 1))
 
 
 # ---------------------------------------------------------------- losses
