@@ -32,6 +32,9 @@ def kernels(monkeypatch, tmp_path):
     from tracejit.compiler import diskcache
     diskcache.clear_memory_cache()
     yield
+    # No preparation thread of this test may outlive it: a late one would count its load
+    # in the next test's counters.
+    V.settle(timeout=600.0)
     _forget_plans()
 
 
@@ -346,3 +349,18 @@ def test_add_into_writes_in_place(kernels, monkeypatch):
     V.add_into(REGISTRY["add"], dst, b)
     assert V.stats()["launches"] == before + 1
     np.testing.assert_array_equal(dst, a + b)
+
+
+def test_settle_starts_a_preparation_that_waits_for_the_next_call(kernels, monkeypatch):
+    """A user's first call only records the op (its preparation starts at a call a second
+    later); `settle` must start it rather than wait for a call that never comes."""
+    monkeypatch.setattr(V, "_GO_AFTER_S", 3600.0)
+    x = tj.tensor(_x(seed=15))
+    tj.exp(x)                          # recorded, preparation not started
+    assert V.stats()["submitted"] == 0
+    assert V.settle(timeout=600.0)     # starts it, then waits for compile and load
+    assert V.stats()["submitted"] == 1
+    assert [e.fn is not None for e in V._entries.values()] == [True]   # exp's kernel is in
+    before = V.stats()["launches"]
+    tj.exp(x)
+    assert V.stats()["launches"] == before + 1

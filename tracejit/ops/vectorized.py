@@ -72,6 +72,7 @@ _FLOAT_NAMES = ("float32", "float64")
 _SMALL_INT_POWERS = frozenset(float(v) for v in range(-4, 5))
 
 _lock = threading.Lock()
+_start_lock = threading.Lock()
 _entries: dict = {}   # kernel key -> _Entry
 _stats = {"launches": 0, "submitted": 0, "loaded": 0, "unsupported": 0, "failed": 0}
 
@@ -289,12 +290,12 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
         job = entry.job
         if isinstance(job, _Preparation) and not job.done() and not job.lost():
             if not job.started and time.monotonic() - job.first >= _GO_AFTER_S:
-                job.start(prim, layout, params, compute_np, out_np, parallel)
+                job.start()
             return None  # being prepared: the preparation sets fn (or failed)
         if not _sync_mode():
-            entry.job = _Preparation(entry)
+            entry.job = _Preparation(entry, (prim, layout, params, compute_np, out_np, parallel))
             if _GO_AFTER_S <= 0:
-                entry.job.start(prim, layout, params, compute_np, out_np, parallel)
+                entry.job.start()
             return None
         if entry.spec is None:
             entry.spec = _render(prim, layout, params, compute_np, out_np, parallel)
@@ -320,10 +321,11 @@ class _Preparation:
     a load, or a worker's compile and then a load. Sets the entry's ``fn`` (or
     ``failed``); ``done()`` after that."""
 
-    __slots__ = ("entry", "event", "pid", "first", "started")
+    __slots__ = ("entry", "args", "event", "pid", "first", "started")
 
-    def __init__(self, entry):
+    def __init__(self, entry, render_args):
         self.entry = entry
+        self.args = render_args   # (prim, layout, params, compute_np, out_np, parallel)
         self.event = threading.Event()
         self.pid = os.getpid()
         self.first = time.monotonic()   # the op's first call
@@ -336,9 +338,12 @@ class _Preparation:
         """Started by the process we were forked from: its thread is not ours."""
         return self.pid != os.getpid() and not self.event.is_set()
 
-    def start(self, *render_args) -> None:
-        self.started = True
-        threading.Thread(target=self._run, args=render_args, daemon=True,
+    def start(self) -> None:
+        with _start_lock:   # once, whether a call (holding _lock) or `settle` starts it
+            if self.started:
+                return
+            self.started = True
+        threading.Thread(target=self._run, args=self.args, daemon=True,
                          name="tracejit-eager-kernel").start()
 
     def _run(self, prim, layout, params, compute_np, out_np, parallel) -> None:
@@ -429,6 +434,11 @@ def settle(timeout: float = 300.0) -> bool:
         pending = [e for e in list(_entries.values())
                    if e.job is not None and e.fn is None and not e.failed
                    and not e.job.done() and not e.job.lost()]
+        for e in pending:
+            # A preparation waiting for the op's next call (`_GO_AFTER_S`) starts now:
+            # nothing else would start it while we wait.
+            if isinstance(e.job, _Preparation) and not e.job.started:
+                e.job.start()
         if not pending:
             return True
         if time.monotonic() >= deadline:
