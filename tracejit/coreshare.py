@@ -32,6 +32,7 @@ import threading
 import time
 
 from .envflags import is_off
+from .threads import usable_cpus
 
 __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "SMALL_GEMM_MNK"]
 
@@ -39,13 +40,6 @@ INTERVAL = 0.25         # seconds between two readings of /proc/stat
 SLACK = 0.25            # cores others may use before we give one up
 # m*k*n below which a product runs on one BLAS thread: 256x1024x10 (2.6M) and smaller.
 SMALL_GEMM_MNK = 1 << 22
-
-
-def _affinity() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _busy_seconds() -> float | None:
@@ -74,7 +68,7 @@ class CoreShare:
 
     def __init__(self, cpus: int | None = None, interval: float = INTERVAL, slack: float = SLACK,
                  machine: int | None = None):
-        self.cpus = cpus or _affinity()
+        self.cpus = cpus or usable_cpus()
         self.machine = machine or os.cpu_count() or self.cpus   # CPUs /proc/stat counts
         self.interval = interval
         self.slack = slack

@@ -26,7 +26,16 @@ import warnings
 from .envflags import ProcessTuning
 
 __all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "blas_threads", "set_blas_threads",
-           "PARALLEL_MIN"]
+           "PARALLEL_MIN", "usable_cpus"]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; the machine's count where the
+    platform has no mask)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 SPINCOUNT = "1000"
 

@@ -17,6 +17,8 @@ import numpy as np
 
 from ..device import CPU, array_module
 from ..errors import GraphFreedError, InplaceModifiedError
+from ..ops.elementwise import ADD as _ADD
+from ..ops.vectorized import add_into as _add_into
 from ..tensor import Tensor
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
@@ -361,8 +363,9 @@ class AccumulateGrad(Node):
         old = t._grad
         if old is not None and not create_graph and not old._requires_grad:
             # The common step after the first: add into .grad's own memory (no detached
-            # copy of `g` made first; the engine checked shape and dtype already).
-            old._data += g._data
+            # copy of `g` made first; the engine checked shape and dtype already), large
+            # float gradients through add's eager kernel, as the engine's own buffers.
+            _add_into(_ADD, old._data, g._data)
             old._vbox[0] += 1
             return []
         old = None  # `_exclusive` counts the references to the gradient, not to .grad
@@ -370,17 +373,13 @@ class AccumulateGrad(Node):
             # Nobody else can see this gradient's memory: take it instead of copying.
             t.grad = g._wrap(g._data, g.dtype, g.device)  # a fresh leaf over the same memory
             return []
-        if not create_graph:
-            g = g.detach()
         if t.grad is None:
             # Own the memory: a gradient may alias an array the graph still uses.
-            t.grad = g if create_graph else g.clone()
-        elif create_graph or t.grad.requires_grad:
-            # Out of place: an in-place add would corrupt a .grad that is part of a graph.
-            t.grad = t.grad + g
+            t.grad = g if create_graph else g.detach().clone()
         else:
-            t.grad._data += g._data
-            t.grad._vbox[0] += 1
+            # Out of place (create_graph, or a .grad that is part of a graph): an in-place
+            # add would corrupt a .grad a graph uses.
+            t.grad = t.grad + (g if create_graph else g.detach())
         return []
 
 

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .. import coreshare
+from ..threads import usable_cpus
 from .codegen_chunks import PARTIALS
 
 __all__ = ["ChunkKernel", "pool_threads"]
@@ -72,10 +73,7 @@ def pool_threads() -> int:
     """Shares a launch may use now: the cores other processes leave this one."""
     global _cpus
     if _cpus is None:
-        try:
-            _cpus = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            _cpus = os.cpu_count() or 1
+        _cpus = usable_cpus()
     if coreshare.ENABLED:
         return max(1, min(_cpus, coreshare.core_share.threads()))
     return _cpus

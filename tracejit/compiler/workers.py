@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import envflags
+from ..threads import usable_cpus
 
 __all__ = ["Job", "submit", "shutdown", "pool_size", "worker_pids"]
 
@@ -75,11 +76,7 @@ def pool_size() -> int:
     n = envflags.integer("TRACEJIT_COMPILE_WORKERS")
     if n is not None:
         return n
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 2))
+    return max(1, min(usable_cpus(), 2))
 
 
 def _timeout() -> float:

@@ -9,7 +9,9 @@ from .conv import _pair, conv_out_size, unfold
 from .creation import arange
 from .elementwise import (abs, cast, eq, erf, exp, log, log1p, maximum, minimum, ne, neg, sigmoid,
                           tanh, where)
-from .gelu_prim import gelu as _gelu_prim
+# GELU is a primitive (ops/gelu_prim.py: as a composite, eager mode made ~27 passes per GELU
+# forward and backward where PyTorch makes two); re-exported here with the activations.
+from .gelu_prim import gelu
 from . import pooling_prim as _pool_prim
 from .indexing import gather, getitem
 from .linalg import matmul
@@ -21,15 +23,6 @@ __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding
            "conv2d", "max_pool2d", "avg_pool2d", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "silu", "softplus",
            "leaky_relu", "logsigmoid", "isclose", "allclose"]
-
-_SQRT_2_OVER_PI = 0.7978845608028654
-
-
-def gelu(x, approximate: str = "none"):
-    # One primitive (ops/gelu_prim.py): as a composite, eager mode made ~27 passes per
-    # GELU forward and backward where PyTorch makes two.
-    return _gelu_prim(x, approximate)
-
 
 def silu(x):
     return x * sigmoid(x)
@@ -227,13 +220,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     k = _pair(kernel_size)
     s = k if stride is None else _pair(stride)
     p, d = _pair(padding), _pair(dilation)
-    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
-        raise ValueError(f"max_pool2d: padding {p} should be at most half of kernel size {k}")
-    n, c, h, w = x.shape
-    oh = conv_out_size(h, k[0], s[0], p[0], d[0])
-    ow = conv_out_size(w, k[1], s[1], p[1], d[1])
-    # One primitive pair over the window offsets (ops/pooling_prim.py): unfold + amax and
-    # its fold backward cost ~10 ms per LeNet step; the gradient goes to the first maximum.
+    # One primitive pair over the window offsets (ops/pooling_prim.py, whose shape rule
+    # checks padding and size): unfold + amax and its fold backward cost ~10 ms per LeNet
+    # step; the gradient goes to the first maximum.
     out = _pool_prim.max_pool2d(x, k, s, p, d)
     if return_indices:
         return out, _pool_prim.max_pool2d_indices(x, k, s, p, d)
@@ -248,9 +237,6 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
                               divisor_override)
     k = _pair(kernel_size)
     s = k if stride is None else _pair(stride)
-    n, c, h, w = x.shape
-    oh = conv_out_size(h, k[0], s[0], _pair(padding)[0], 1)
-    ow = conv_out_size(w, k[1], s[1], _pair(padding)[1], 1)
     # Sum of window-offset views (ops/pooling_prim.py), not unfold + mean + fold.
     return _pool_prim.avg_pool2d(x, k, s, _pair(padding), (1, 1))
 

@@ -236,7 +236,7 @@ def _avg_pool_backward_impl(xp, g, input_shape, kernel, stride, padding, dilatio
 
 
 def _avg_pool_backward_vjp(gg, out, g, input_shape, kernel, stride, padding, dilation):
-    return (avg_pool2d_prim(gg, kernel, stride, padding, dilation),)
+    return (avg_pool2d(gg, kernel, stride, padding, dilation),)
 
 
 AVG_POOL2D = defprim("avg_pool2d", _avg_pool_impl, _pool_rule("avg_pool2d"), _avg_pool_vjp,
@@ -266,12 +266,9 @@ def max_pool2d_indices(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
                 dilation=dilation)
 
 
-def avg_pool2d_prim(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
+def avg_pool2d(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
     """Mean over each window, padding counted as zeros (avg_pool2d's default path)."""
     return bind(AVG_POOL2D, x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
-
-
-avg_pool2d = avg_pool2d_prim
 
 
 def avg_pool2d_backward(g, input_shape, kernel, stride, padding=(0, 0), dilation=(1, 1)):

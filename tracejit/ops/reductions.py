@@ -8,7 +8,6 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import DTypeError
-from ..tensor import Tensor
 from ..shapes import normalize_dims, normalize_dim
 from .elementwise import cast, eq, mul, where
 from .registry import Aval, bind, defprim
@@ -48,10 +47,10 @@ def _keep(g, a_shape, dims, keepdim):
 
 
 def _sum_vjp(g, out, a, dims, keepdim):
-    if type(g) is Tensor and g.ndim == 0:
-        # Eager: a full reduction's 0-d cotangent broadcasts to any shape as it is, so one
-        # expand (a stride-0 view) instead of a reshape to (1, ..., 1) and then the expand.
-        # Traced graphs keep the reshape (the fused backward takes the (1, 1) cotangent).
+    if g.ndim == 0:
+        # A full reduction's 0-d cotangent broadcasts to any shape as it is: one expand (a
+        # stride-0 view; in a compiled kernel a 0-d operand) instead of a reshape to
+        # (1, ..., 1) first.
         return (expand(g, a.shape),)
     return (expand(_keep(g, a.shape, dims, keepdim), a.shape),)
 

@@ -52,7 +52,7 @@ import time
 import numpy as np
 
 from .. import coreshare, envflags
-from ..threads import PARALLEL_MIN
+from ..threads import PARALLEL_MIN, usable_cpus
 
 __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "enabled", "eligible", "run", "settle", "stats"]
 
@@ -130,15 +130,7 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
 _ARITH: set = set()   # names of the arithmetic ops some plan sent here
 
 
-def _cpu_count() -> int:
-    import os
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-_CPUS = _cpu_count()
+_CPUS = usable_cpus()
 
 
 _MATH: dict = {}
@@ -220,9 +212,10 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
 
 
 def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst += src`` for the backward engine's in-place gradient accumulation: through
-    `prim`'s (add's) kernel where a large eager add would run one, else numpy's loop.
-    Both arrays are C-contiguous, of one float dtype and shape (the engine checks)."""
+    """``dst += src`` for in-place gradient accumulation (the backward engine's buffers, a
+    leaf's ``.grad``): through `prim`'s (add's) kernel where a large eager add would run
+    one, else numpy's loop. Both arrays have one shape (the callers check); a
+    non-contiguous or differently typed pair takes numpy's loop."""
     dt = dst.dtype
     if (dst.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
             and src.dtype == dt and src.flags.c_contiguous and enabled() and not _one_core_free()
