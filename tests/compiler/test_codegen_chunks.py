@@ -120,7 +120,7 @@ def test_a_failing_share_raises_in_the_caller():
 
 def _forms(f) -> list:
     """(loop form, chunked) of every rendered kernel variant of `f`."""
-    return [(s.form, getattr(s, "chunked", False))
+    return [(s.form, s.chunked)
             for e in f.entries for p in _plans(e.executor) for k in p.kernels
             for s in k._specs.values()]
 

@@ -137,7 +137,7 @@ class CpuBackend(Backend):
             compile_log.info("%s %s %s%s in-process in %.3f s", how, label, "/".join(spec.nest.layouts),
                              " parallel" if parallel else "", time.perf_counter() - t0)
         fn = mod.kernel
-        if getattr(spec, "chunked", False):  # a chunk kernel: launched on chunkpool's threads
+        if spec.chunked:  # a chunk kernel: launched on chunkpool's threads
             from .chunkpool import ChunkKernel
             return ChunkKernel(fn, _entry_point(fn), spec.partial_dtype, serial=not parallel)
         if parallel:

@@ -265,7 +265,7 @@ class TieredExecutor(Executor):
             # Stage 1 only when a parfor variant must compile (a warm disk has them all:
             # its serial-only twins would be compiled for nothing; a chunk kernel,
             # codegen_chunks.py, compiles about as fast as its serial twin).
-            if self._stage1 and any(par and kern.backend.serial_twin and not getattr(spec, "chunked", False)
+            if self._stage1 and any(par and kern.backend.serial_twin and not spec.chunked
                                     and not diskcache.is_cached(spec.source, spec.llvm_options)
                                     for (kern, _, par), spec in zip(variants, self._specs)):
                 self._plan_serial(ins)
