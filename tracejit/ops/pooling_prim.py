@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from . import pool_kernels as _kernels
 from .conv import _tiles, _windows, conv_out_size
 from .registry import Aval, bind, defprim
 
@@ -104,9 +105,18 @@ def _first_hits(xp, x, out, kernel, stride, padding, dilation):
 
 
 # ---------------------------------------------------------------- max_pool2d
+def _native(xp, *arrays) -> bool:
+    """Can the one-loop kernels (ops/pool_kernels.py) take these arrays?"""
+    return xp is np and all(type(a) is np.ndarray and a.flags.c_contiguous for a in arrays)
+
+
 def _max_pool_impl(xp, x, kernel, stride, padding, dilation):
     n, c, h, w = x.shape
     oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
+    if _native(xp, x):
+        out = np.empty((n, c, oh, ow), dtype=x.dtype)
+        if _kernels.forward(x, out, kernel, stride, padding, dilation):
+            return out
     xpad = _padded(xp, x, padding, _fill_low(x.dtype))
     out = None
     for v in _views(xpad, kernel, stride, dilation, oh, ow):
@@ -134,6 +144,10 @@ def _max_pool_backward_impl(xp, g, x, out, kernel, stride, padding, dilation):
     n, c, h, w = x.shape
     ph, pw = padding
     oh, ow = out.shape[2], out.shape[3]
+    if _native(xp, g, x):
+        gx = _kernels.backward(g, x, kernel, stride, padding, dilation)
+        if gx is not None:
+            return gx
     if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0):
         # Windows side by side (the usual 2x2/2): every input element is in at most one
         # window, so each offset writes its share once: no accumulation, and zeros only

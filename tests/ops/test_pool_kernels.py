@@ -1,0 +1,72 @@
+"""Max-pooling's numba kernels (ops/pool_kernels.py) give exactly the numpy forms' results.
+
+The kernels run in the primitives' eager implementations when loaded (the test suite runs
+in TRACEJIT_COMPILE=sync mode, where the first call loads them); the numpy forms are what
+runs without them. Both must agree bit for bit: values, the first-maximum rule for ties,
+NaN windows, padding and dilation, float32 and float64 (overlapping windows' gradients add
+in another order: equal up to rounding there).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from tracejit.ops import pool_kernels, pooling_prim as P  # noqa: E402
+
+GEOMETRIES = [((2, 2), (2, 2), (0, 0), (1, 1)),    # tiles (LeNet)
+              ((3, 3), (2, 2), (1, 1), (1, 1)),    # overlap + padding
+              ((3, 2), (1, 2), (1, 1), (2, 1)),    # rectangular, dilation
+              ((2, 2), (2, 2), (0, 0), (1, 1))]
+
+
+def _both(monkeypatch, fn):
+    """fn() with the kernels, then with the numpy forms."""
+    with_kernel = fn()
+    monkeypatch.setattr(pool_kernels, "_get", lambda *a: None)
+    without = fn()
+    monkeypatch.undo()
+    return with_kernel, without
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", GEOMETRIES)
+@pytest.mark.parametrize("data", ["normal", "ties", "nan", "-inf"])
+def test_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 4, 9, 11)).astype(dtype)
+    if data == "ties":
+        x = np.maximum(np.round(x), 0)         # many equal maxima (ReLU'd integers)
+    elif data == "nan":
+        x[0, 1, 2, 3] = x[1, 2, 4, 4] = x[1, 2, 4, 5] = np.nan
+    elif data == "-inf":
+        x[:, :, :4, :] = -np.inf
+    kernel, stride, padding, dilation = geo
+    fwd = lambda: P._max_pool_impl(np, x, kernel, stride, padding, dilation)  # noqa: E731
+    out, out_np = _both(monkeypatch, fwd)
+    np.testing.assert_array_equal(out, out_np)
+    g = rng.standard_normal(out.shape).astype(dtype)
+    bwd = lambda: P._max_pool_backward_impl(np, g, x, out_np, kernel, stride, padding, dilation)  # noqa: E731
+    gx, gx_np = _both(monkeypatch, bwd)
+    if pool_kernels.tiles(kernel, stride, padding, dilation):
+        np.testing.assert_array_equal(gx, gx_np)
+    else:  # overlapping windows add in another order: equal up to rounding
+        np.testing.assert_allclose(gx, gx_np, rtol=1e-6 if dtype == np.float32 else 1e-14)
+    assert gx.dtype == dtype and gx.shape == x.shape
+
+
+def test_kernels_ran():
+    """The comparison above is not numpy against itself: in sync mode the kernels load."""
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    out = np.empty((1, 1, 2, 2), np.float32)
+    assert pool_kernels.forward(x, out, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert pool_kernels.backward(out, x, (2, 2), (2, 2), (0, 0), (1, 1)) is not None
+
+
+def test_large_windows_and_other_dtypes_stay_on_numpy():
+    x = np.zeros((1, 1, 9, 9), np.float32)
+    out = np.empty((1, 1, 1, 1), np.float32)
+    assert not pool_kernels.forward(x, out, (9, 9), (9, 9), (0, 0), (1, 1))   # 81 > MAX_WINDOW
+    xi = np.zeros((1, 1, 4, 4), np.int32)
+    assert not pool_kernels.forward(xi, np.empty((1, 1, 2, 2), np.int32), (2, 2), (2, 2), (0, 0), (1, 1))

@@ -1,0 +1,109 @@
+"""Hand-written numba kernels for eager ops whose numpy form makes many passes.
+
+Why: some ops are not elementwise, so ops/vectorized.py (kernels made from a scalar rule)
+cannot run them, and their numpy implementations make one pass per window offset or per
+statistic (max-pooling's backward: ~16 array ops over strided views, 12-16 ms per LeNet
+step where PyTorch's loop takes ~2 ms; batch norm: three passes forward, four backward).
+A kernel here is the op's own loop written once in numba source; the primitive's eager
+implementation calls it when it is ready and uses its numpy form otherwise (another array
+module, float16/integer dtypes, numba missing, a kernel that failed to build), so results
+never depend on whether the kernel ran (the tests run both).
+
+When a kernel is ready follows ops/vectorized.py's policy, for the same reasons: the first
+call never pays a compile (0.2-1 s per kernel) or numba's import. In background mode (the
+default) the kernel is compiled by the compile workers (compiler/workers.py: other
+processes) into the disk cache and loaded in a thread of its own, started at the first
+call a second or more after the op's first; calls use numpy until then. With
+``TRACEJIT_COMPILE=sync`` (the test suite, benchmarks) the first call loads it on the spot,
+compiling it in this process if the disk cache does not hold it yet: sync mode is asked for
+so that later calls run at full speed. ``TRACEJIT_EAGER_KERNELS=0`` turns these kernels off,
+as it does ops/vectorized.py's.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from . import vectorized as _vec
+
+__all__ = ["NativeKernel"]
+
+# A kernel's loader starts at the op's first call this long after its first (see
+# ops/vectorized.py `_GO_AFTER_S`: numba's import must not compete with the first step).
+_GO_AFTER_S = 1.0
+
+
+class NativeKernel:
+    """One kernel source (a module defining ``kernel``, decorated with
+    ``@njit("<signature>", cache=CACHE)``), loaded on demand; ``get()`` is the callable or None."""
+
+    __slots__ = ("source", "label", "fn", "failed", "first", "thread", "lock")
+
+    def __init__(self, source: str, label: str):
+        self.source = source
+        self.label = label
+        self.fn = None
+        self.failed = False
+        self.first = None
+        self.thread = None
+        self.lock = threading.Lock()
+
+    def get(self):
+        """The loaded kernel, or None (the caller runs its numpy form this time)."""
+        fn = self.fn
+        if fn is not None:
+            return fn
+        if self.failed or not _vec.enabled():
+            return None
+        if _vec._sync_mode():
+            with self.lock:
+                if self.fn is None and not self.failed:
+                    self._load()
+            return self.fn
+        now = time.monotonic()
+        with self.lock:
+            if self.first is None:
+                self.first = now
+            elif self.thread is None and now - self.first >= _GO_AFTER_S:
+                self.thread = threading.Thread(target=self._prepare, daemon=True,
+                                               name="tracejit-native-kernel")
+                self.thread.start()
+        return None
+
+    def _load(self) -> None:
+        try:
+            from ..compiler import diskcache
+            self.fn = diskcache.load_module(self.source, name_hint=self.label).kernel
+        except Exception:  # never let a kernel break the op: it stays on numpy
+            self.failed = True
+
+    def _prepare(self) -> None:
+        try:
+            from ..compiler import diskcache, workers
+            if not diskcache.is_cached(self.source):
+                if diskcache.cache_dir() is None:
+                    self.failed = True  # nowhere to compile in the background
+                    return
+                job = workers.submit(self.source, self.label, ())
+                job.event.wait()
+                if not job.ok:
+                    self.failed = True
+                    return
+            self._load()
+        except Exception:
+            self.failed = True
+
+
+_kernels: dict = {}
+_kernels_lock = threading.Lock()
+
+
+def kernel(key: tuple, make_source) -> NativeKernel:
+    """The `NativeKernel` for `key` (made once from ``make_source()``)."""
+    k = _kernels.get(key)
+    if k is None:
+        with _kernels_lock:
+            k = _kernels.get(key)
+            if k is None:
+                k = _kernels[key] = NativeKernel(make_source(), "native_" + "_".join(map(str, key)))
+    return k

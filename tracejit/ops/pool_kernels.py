@@ -1,0 +1,152 @@
+"""Max-pooling's forward and backward as one loop over the windows (numba, ops/native.py).
+
+The numpy forms in ops/pooling_prim.py make a pass per window offset over strided views
+(the backward about four per offset: compare, mark the first hit, multiply, store): 12-16 ms
+for LeNet's first pooling gradient, (64, 32, 26, 26) float32, where one loop over the
+windows reads the input once. These kernels keep the numpy forms' exact rules: the
+gradient goes to the first maximum in row-major window order; a NaN makes the output NaN
+and takes the gradient at the window's first NaN; a padding position counts as -inf.
+
+Each kernel's source is generated for one window geometry and dtype (the window unrolled:
+see `_get`); windows of more than `MAX_WINDOW` positions stay on numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .native import kernel as _kernel
+
+__all__ = ["forward", "backward", "MAX_WINDOW"]
+
+MAX_WINDOW = 64   # positions per window up to which a kernel is generated
+
+
+def _window_loads(lines, kernel, stride, padding, dilation):
+    """Source lines loading the window of output (oy, ox) as v0..v{kh*kw-1} (padding:
+    -inf), with positions y<k>, x<k> and, under padding, in<k> (inside the input)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    add = lines.append
+    add(f"            y0 = oy * {sh} - {ph}")
+    add("            for ox in range(ow):")
+    add(f"                x0 = ox * {sw} - {pw}")
+    count = 0
+    for i in range(kh):
+        for j in range(kw):
+            k = count
+            add(f"                y{k} = y0 + {i * dh}")
+            add(f"                x{k} = x0 + {j * dw}")
+            if ph or pw:
+                add(f"                in{k} = (y{k} >= 0) & (y{k} < h) & (x{k} >= 0) & (x{k} < w)")
+                add(f"                v{k} = x[p, y{k}, x{k}] if in{k} else low")
+            else:
+                add(f"                v{k} = x[p, y{k}, x{k}]")
+            count += 1
+    # The maximum ignoring NaN, and whether the window holds one; selects, not branches.
+    add("                m = v0")
+    for k in range(1, count):
+        add(f"                m = v{k} if v{k} > m else m")
+    add("                nan = " + " | ".join(f"(v{k} != v{k})" for k in range(count)))
+    return count
+
+
+def _header(dtype, args, name):
+    arrays = {"x": f"Array({dtype}, 3, 'C', readonly=True)", "g": f"Array({dtype}, 3, 'C', readonly=True)",
+              "out": f"{dtype}[:, :, ::1]", "gx": f"{dtype}[:, :, ::1]"}
+    sig = ", ".join(arrays[a] for a in args)
+    return ["import numpy as np", "from numba import njit", "", "",
+            f'@njit("void({sig})", cache=CACHE, error_model=\'numpy\', boundscheck=False)',
+            f"def kernel({', '.join(args)}):",
+            f'    """{name}"""',
+            "    planes, h, w = x.shape",
+            f"    low = np.{dtype}(-np.inf)",
+            f"    zero = np.{dtype}(0)",
+            f"    nanv = np.{dtype}(np.nan)"]
+
+
+def forward_source(dtype, kernel, stride, padding, dilation) -> str:
+    """max over each window; NaN propagates."""
+    lines = _header(dtype, ("x", "out"), f"max_pool2d {kernel} {stride} {padding} {dilation}")
+    lines += ["    oh, ow = out.shape[1], out.shape[2]",
+              "    for p in range(planes):",
+              "        for oy in range(oh):"]
+    _window_loads(lines, kernel, stride, padding, dilation)
+    lines.append("                out[p, oy, ox] = nanv if nan else m")
+    return "\n".join(lines) + "\n"
+
+
+def backward_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> str:
+    """g at each window's first maximum (first NaN in a NaN window); with `tiles` every
+    input position in a window is written (0 or g), else added into a zeroed gx."""
+    lines = _header(dtype, ("g", "x", "gx"),
+                    f"max_pool2d_backward {kernel} {stride} {padding} {dilation}")
+    lines += ["    oh, ow = g.shape[1], g.shape[2]",
+              "    for p in range(planes):",
+              "        for oy in range(oh):"]
+    count = _window_loads(lines, kernel, stride, padding, dilation)
+    add = lines.append
+    add("                gv = g[p, oy, ox]")
+    add("                taken = False")
+    add("                normal = not nan")
+    for k in range(count):
+        # first position equal to the maximum (or first NaN): bitwise ops, no branches
+        add(f"                hit = (((v{k} == m) & normal) | (v{k} != v{k})) & (not taken)")
+        if k < count - 1:
+            add("                taken = taken | hit")
+        store = f"gx[p, y{k}, x{k}] {'=' if tiles else '+='} gv if hit else zero"
+        if padding[0] or padding[1]:
+            add(f"                if in{k}:")
+            add(f"                    {store}")
+        else:
+            add(f"                {store}")
+    return "\n".join(lines) + "\n"
+
+
+def _get(name, make, dtype, *geometry):
+    # The window's geometry is written into the source (offsets unrolled, padding tests
+    # only with padding): with it as arguments and loops over the window, the backward
+    # ran 6 ms at LeNet's first pool, as slow as numpy's passes; unrolled, 1.6 ms. One
+    # compile per geometry and dtype, never per size.
+    if dtype not in ("float32", "float64") or geometry[0][0] * geometry[0][1] > MAX_WINDOW:
+        return None
+    key = ("maxpool", name, dtype) + tuple(v for pair in geometry for v in pair)
+    return _kernel(key, lambda: make(dtype, *geometry)).get()
+
+
+def tiles(kernel, stride, padding, dilation) -> bool:
+    """Do the windows sit side by side without padding (each input in at most one)?"""
+    return tuple(stride) == tuple(kernel) and tuple(dilation) == (1, 1) and tuple(padding) == (0, 0)
+
+
+def forward(x, out, kernel, stride, padding, dilation) -> bool:
+    """Write max_pool2d of the C-contiguous numpy array `x` (N, C, H, W) into `out`
+    (N, C, OH, OW); False when no kernel runs (the caller uses numpy)."""
+    fn = _get("fwd", forward_source, x.dtype.name, kernel, stride, padding, dilation)
+    if fn is None:
+        return False
+    n, c, h, w = x.shape
+    fn(x.reshape(n * c, h, w), out.reshape(n * c, out.shape[2], out.shape[3]))
+    return True
+
+
+def backward(g, x, kernel, stride, padding, dilation):
+    """The input gradient: `g` (N, C, OH, OW) at each window's first maximum of `x`, or
+    None when no kernel runs. Both C-contiguous numpy arrays of one dtype."""
+    if g.dtype != x.dtype:
+        return None
+    tile = tiles(kernel, stride, padding, dilation)
+    fn = _get("bwd_tiles" if tile else "bwd", lambda *a: backward_source(*a, tile), x.dtype.name,
+              kernel, stride, padding, dilation)
+    if fn is None:
+        return None
+    n, c, h, w = x.shape
+    oh, ow = g.shape[2], g.shape[3]
+    if tile:
+        # every position inside a window is written; only rows/columns past the last
+        # window need zeros
+        gx = np.empty(x.shape, dtype=x.dtype)
+        gx[:, :, oh * kernel[0]:, :] = 0
+        gx[:, :, :, ow * kernel[1]:] = 0
+    else:
+        gx = np.zeros(x.shape, dtype=x.dtype)
+    fn(g.reshape(n * c, oh, ow), x.reshape(n * c, h, w), gx.reshape(n * c, h, w))
+    return gx
