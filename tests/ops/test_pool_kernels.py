@@ -32,7 +32,7 @@ def _both(monkeypatch, fn):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("geo", GEOMETRIES)
-@pytest.mark.parametrize("data", ["normal", "ties", "nan", "-inf"])
+@pytest.mark.parametrize("data", ["normal", "ties", "nan", "-inf", "channel-major"])
 def test_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((3, 4, 9, 11)).astype(dtype)
@@ -42,6 +42,8 @@ def test_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
         x[0, 1, 2, 3] = x[1, 2, 4, 4] = x[1, 2, 4, 5] = np.nan
     elif data == "-inf":
         x[:, :, :4, :] = -np.inf
+    elif data == "channel-major":   # eager conv outputs: (C, N, H, W) memory, NCHW view
+        x = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
     kernel, stride, padding, dilation = geo
     fwd = lambda: P._max_pool_impl(np, x, kernel, stride, padding, dilation)  # noqa: E731
     out, out_np = _both(monkeypatch, fwd)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
 from ..errors import ShapeError
+from . import batchnorm_prim as _bn
 from .elementwise import rsqrt
+from .indexing import getitem
 from .reductions import mean
 from .shape import reshape
 
@@ -63,6 +65,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if training and n <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got "
                              f"input of shape {tuple(input.shape)}")
+        if weight is not None and bias is not None:
+            # The affine case through primitives (ops/batchnorm_prim.py): one pass for the
+            # statistics, one to normalize, two for the gradient.
+            stats = _bn.batch_norm_stats(input)
+            if training and running_mean is not None:
+                _update_running(running_mean, getitem(stats, 0), momentum)
+            if training and running_var is not None:
+                _update_running(running_var, getitem(stats, 1) * (n / (n - 1)), momentum)
+            return _bn.batch_norm_train(input, stats, weight, bias, eps)
         mu, d, var = _stats(input, dims)
         if training and running_mean is not None:
             _update_running(running_mean, reshape(mu, (c,)), momentum)

@@ -26,20 +26,20 @@ def _window_loads(lines, kernel, stride, padding, dilation):
     -inf), with positions y<k>, x<k> and, under padding, in<k> (inside the input)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     add = lines.append
-    add(f"            y0 = oy * {sh} - {ph}")
+    add(f"            ry = oy * {sh} - {ph}")
     add("            for ox in range(ow):")
-    add(f"                x0 = ox * {sw} - {pw}")
+    add(f"                rx = ox * {sw} - {pw}")
     count = 0
     for i in range(kh):
         for j in range(kw):
             k = count
-            add(f"                y{k} = y0 + {i * dh}")
-            add(f"                x{k} = x0 + {j * dw}")
+            add(f"                y{k} = ry + {i * dh}")
+            add(f"                x{k} = rx + {j * dw}")
             if ph or pw:
                 add(f"                in{k} = (y{k} >= 0) & (y{k} < h) & (x{k} >= 0) & (x{k} < w)")
-                add(f"                v{k} = x[p, y{k}, x{k}] if in{k} else low")
+                add(f"                v{k} = x[b, p, y{k}, x{k}] if in{k} else low")
             else:
-                add(f"                v{k} = x[p, y{k}, x{k}]")
+                add(f"                v{k} = x[b, p, y{k}, x{k}]")
             count += 1
     # The maximum ignoring NaN, and whether the window holds one; selects, not branches.
     add("                m = v0")
@@ -50,14 +50,16 @@ def _window_loads(lines, kernel, stride, padding, dilation):
 
 
 def _header(dtype, args, name):
-    arrays = {"x": f"Array({dtype}, 3, 'C', readonly=True)", "g": f"Array({dtype}, 3, 'C', readonly=True)",
-              "out": f"{dtype}[:, :, ::1]", "gx": f"{dtype}[:, :, ::1]"}
+    # Any strides in (eager activations are often channel-major, the conv GEMM's order);
+    # outputs are C-contiguous.
+    arrays = {"x": f"Array({dtype}, 4, 'A', readonly=True)", "g": f"Array({dtype}, 4, 'A', readonly=True)",
+              "out": f"{dtype}[:, :, :, ::1]", "gx": f"{dtype}[:, :, :, ::1]"}
     sig = ", ".join(arrays[a] for a in args)
     return ["import numpy as np", "from numba import njit", "", "",
             f'@njit("void({sig})", cache=CACHE, error_model=\'numpy\', boundscheck=False)',
             f"def kernel({', '.join(args)}):",
             f'    """{name}"""',
-            "    planes, h, w = x.shape",
+            "    nb, planes, h, w = x.shape",
             f"    low = np.{dtype}(-np.inf)",
             f"    zero = np.{dtype}(0)",
             f"    nanv = np.{dtype}(np.nan)"]
@@ -66,11 +68,12 @@ def _header(dtype, args, name):
 def forward_source(dtype, kernel, stride, padding, dilation) -> str:
     """max over each window; NaN propagates."""
     lines = _header(dtype, ("x", "out"), f"max_pool2d {kernel} {stride} {padding} {dilation}")
-    lines += ["    oh, ow = out.shape[1], out.shape[2]",
-              "    for p in range(planes):",
+    lines += ["    oh, ow = out.shape[2], out.shape[3]",
+              "    for b in range(nb):",
+              "     for p in range(planes):",
               "        for oy in range(oh):"]
     _window_loads(lines, kernel, stride, padding, dilation)
-    lines.append("                out[p, oy, ox] = nanv if nan else m")
+    lines.append("                out[b, p, oy, ox] = nanv if nan else m")
     return "\n".join(lines) + "\n"
 
 
@@ -79,12 +82,13 @@ def backward_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> st
     input position in a window is written (0 or g), else added into a zeroed gx."""
     lines = _header(dtype, ("g", "x", "gx"),
                     f"max_pool2d_backward {kernel} {stride} {padding} {dilation}")
-    lines += ["    oh, ow = g.shape[1], g.shape[2]",
-              "    for p in range(planes):",
+    lines += ["    oh, ow = g.shape[2], g.shape[3]",
+              "    for b in range(nb):",
+              "     for p in range(planes):",
               "        for oy in range(oh):"]
     count = _window_loads(lines, kernel, stride, padding, dilation)
     add = lines.append
-    add("                gv = g[p, oy, ox]")
+    add("                gv = g[b, p, oy, ox]")
     add("                taken = False")
     add("                normal = not nan")
     for k in range(count):
@@ -92,7 +96,7 @@ def backward_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> st
         add(f"                hit = (((v{k} == m) & normal) | (v{k} != v{k})) & (not taken)")
         if k < count - 1:
             add("                taken = taken | hit")
-        store = f"gx[p, y{k}, x{k}] {'=' if tiles else '+='} gv if hit else zero"
+        store = f"gx[b, p, y{k}, x{k}] {'=' if tiles else '+='} gv if hit else zero"
         if padding[0] or padding[1]:
             add(f"                if in{k}:")
             add(f"                    {store}")
@@ -118,19 +122,18 @@ def tiles(kernel, stride, padding, dilation) -> bool:
 
 
 def forward(x, out, kernel, stride, padding, dilation) -> bool:
-    """Write max_pool2d of the C-contiguous numpy array `x` (N, C, H, W) into `out`
-    (N, C, OH, OW); False when no kernel runs (the caller uses numpy)."""
+    """Write max_pool2d of the numpy array `x` (N, C, H, W, any strides) into the
+    C-contiguous `out` (N, C, OH, OW); False when no kernel runs (the caller uses numpy)."""
     fn = _get("fwd", forward_source, x.dtype.name, kernel, stride, padding, dilation)
     if fn is None:
         return False
-    n, c, h, w = x.shape
-    fn(x.reshape(n * c, h, w), out.reshape(n * c, out.shape[2], out.shape[3]))
+    fn(x, out)
     return True
 
 
 def backward(g, x, kernel, stride, padding, dilation):
     """The input gradient: `g` (N, C, OH, OW) at each window's first maximum of `x`, or
-    None when no kernel runs. Both C-contiguous numpy arrays of one dtype."""
+    None when no kernel runs. Numpy arrays of one dtype, any strides; gx is C-contiguous."""
     if g.dtype != x.dtype:
         return None
     tile = tiles(kernel, stride, padding, dilation)
@@ -138,7 +141,6 @@ def backward(g, x, kernel, stride, padding, dilation):
               kernel, stride, padding, dilation)
     if fn is None:
         return None
-    n, c, h, w = x.shape
     oh, ow = g.shape[2], g.shape[3]
     if tile:
         # every position inside a window is written; only rows/columns past the last
@@ -148,5 +150,5 @@ def backward(g, x, kernel, stride, padding, dilation):
         gx[:, :, :, ow * kernel[1]:] = 0
     else:
         gx = np.zeros(x.shape, dtype=x.dtype)
-    fn(g.reshape(n * c, oh, ow), x.reshape(n * c, h, w), gx.reshape(n * c, h, w))
+    fn(g, x, gx)
     return gx
