@@ -148,10 +148,13 @@ def _flat(a):
     return flat, sn, sc
 
 
-def _out_like(x):
-    """An output of x's shape in x's memory order (channel-major conv outputs stay so),
-    with its flat buffer and strides (written through the buffer)."""
-    out = np.empty_like(x)
+def _out_like(x, channel_major: bool = False):
+    """An output of x's shape in x's memory order (channel-major conv outputs stay so), or
+    channel-major, with its flat buffer and strides (written through the buffer)."""
+    if channel_major:
+        out = np.empty((x.shape[1], x.shape[0]) + x.shape[2:], x.dtype).swapaxes(0, 1)
+    else:
+        out = np.empty_like(x)
     flat, sn, sc = _flat(out)
     return out, np.lib.stride_tricks.as_strided(out, flat.shape, flat.strides), sn, sc
 
@@ -296,7 +299,9 @@ def _input_impl(xp, g, x, stats, weight, red, eps):
     if _native(xp, g, x) and x.size:
         fn = _run(_AFFINE, "affine", x.dtype.name)
         if fn is not None:
-            out, buf, on, oc = _out_like(x)
+            # Channel-major (C, N, ...) memory: what a convolution's backward multiplies
+            # ((C, N*L) rows of its GEMM), so the transposing copy before it disappears.
+            out, buf, on, oc = _out_like(x, channel_major=x.ndim > 2)
             fn(*_flat(g), *_flat(x), *_ncl_shape(x), a, b, d, buf, on, oc)
             return out
     view = (1, c) + (1,) * (x.ndim - 2)

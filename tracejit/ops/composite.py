@@ -183,6 +183,13 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     stride, padding = _pair(stride), _pair(padding)
     oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
+    if groups == 1:
+        # im2col straight into the GEMM's layout [C*kh*kw, N*L] (ops/conv.py): no
+        # transposing copy of the columns forward, nor of their gradient backward.
+        cols = unfold(x, (kh, kw), stride, padding, dilation, layout="gemm")
+        out = matmul(reshape(weight, (o, cg * kh * kw)), cols)      # [O, N*L]
+        out = permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3))
+        return out + reshape(bias, (1, o, 1, 1)) if bias is not None else out
     cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]
     # One GEMM per group over all images: [O/G, Cg*kh*kw] @ [Cg*kh*kw, N*L]. A weight
     # broadcast against [N, ., L] instead makes numpy run N small matmuls outside BLAS

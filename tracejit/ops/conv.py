@@ -1,7 +1,13 @@
 """im2col (``unfold``) and col2im (``fold``) primitives, each the other's VJP.
 
-Convolution and max-pooling are composites over these plus matmul/amax, so they
-get gradients and tracing for free and the heavy lifting goes to BLAS.
+Convolution is a composite over these plus matmul, so it gets gradients and tracing for
+free and the heavy lifting goes to BLAS.
+
+Two column layouts: ``"batch"`` (N, C*kh*kw, L), PyTorch's ``F.unfold``, and ``"gemm"``
+(C*kh*kw, N*L), the right operand of the convolution's one GEMM over all images. conv2d
+uses "gemm": in "batch" layout the columns were copied once to build and once more
+(transposed, 8.9 MB for LeNet's second conv) for the GEMM, and the backward made the
+same transposing copy of the GEMM's column gradient before col2im.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ def conv_out_size(size, k, s, p, d):
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def _unfold_rule(x, kernel, stride, padding, dilation, pad_value):
+def _unfold_rule(x, kernel, stride, padding, dilation, pad_value, layout="batch"):
     if x.ndim != 4:
         raise ShapeError(f"unfold: expected a 4-D input (N, C, H, W), got shape {x.shape}")
     n, c, h, w = x.shape
@@ -24,6 +30,8 @@ def _unfold_rule(x, kernel, stride, padding, dilation, pad_value):
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"unfold: kernel {kernel} with padding {padding} and dilation {dilation} is "
                          f"larger than the input of spatial size ({h}, {w})")
+    if layout == "gemm":
+        return Aval((c * kernel[0] * kernel[1], n * oh * ow), x.dtype, x.device)
     return Aval((n, c * kernel[0] * kernel[1], oh * ow), x.dtype, x.device)
 
 
@@ -35,7 +43,7 @@ def _windows(kernel, stride, dilation, oh, ow):
                 slice(c0, c0 + stride[1] * (ow - 1) + 1, stride[1])
 
 
-def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value):
+def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="batch"):
     n, c, h, w = x.shape
     ph, pw = padding
     if ph or pw:
@@ -50,6 +58,13 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value):
     # 2.3x faster than kh*kw strided slice copies (rows of ow elements) for a 3x3 conv
     # over (64, 32, 13, 13). The view is only read, and never escapes.
     sn, sc, sh, sw = xpad.strides
+    if layout == "gemm":
+        windows = xp.lib.stride_tricks.as_strided(
+            xpad, (c, kh, kw, n, oh, ow),
+            (sc, sh * dilation[0], sw * dilation[1], sn, sh * stride[0], sw * stride[1]))
+        cols = xp.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+        cols[...] = windows
+        return cols.reshape(c * kh * kw, n * oh * ow)
     windows = xp.lib.stride_tricks.as_strided(
         xpad, (n, c, kh, kw, oh, ow),
         (sn, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]))
@@ -63,19 +78,44 @@ def _tiles(kernel, stride, dilation) -> bool:
     return tuple(stride) == tuple(kernel) and tuple(dilation) == (1, 1)
 
 
-def _fold_rule(cols, output_size, kernel, stride, padding, dilation):
+def _fold_count(cols, output_size, kernel, stride, padding, dilation, layout):
+    """(N, C) of the image that columns `cols` fold into."""
+    if layout == "gemm":
+        ckk, nl = cols.shape
+        oh = conv_out_size(output_size[0], kernel[0], stride[0], padding[0], dilation[0])
+        ow = conv_out_size(output_size[1], kernel[1], stride[1], padding[1], dilation[1])
+        return nl // (oh * ow), ckk // (kernel[0] * kernel[1])
     n, ckk, _ = cols.shape
-    return Aval((n, ckk // (kernel[0] * kernel[1])) + tuple(output_size), cols.dtype, cols.device)
+    return n, ckk // (kernel[0] * kernel[1])
 
 
-def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation):
-    n, ckk, _ = cols.shape
-    c = ckk // (kernel[0] * kernel[1])
+def _fold_rule(cols, output_size, kernel, stride, padding, dilation, layout="batch"):
+    if layout == "gemm":
+        oh = conv_out_size(output_size[0], kernel[0], stride[0], padding[0], dilation[0])
+        ow = conv_out_size(output_size[1], kernel[1], stride[1], padding[1], dilation[1])
+        kk = kernel[0] * kernel[1]
+        if cols.ndim != 2 or oh <= 0 or ow <= 0 or cols.shape[1] % (oh * ow) or cols.shape[0] % kk:
+            raise ShapeError(f"fold: columns of shape {cols.shape} in 'gemm' layout should be "
+                             f"(C*{kk}, N*{max(oh, 0) * max(ow, 0)}) for output size {output_size}")
+    n, c = _fold_count(cols, output_size, kernel, stride, padding, dilation, layout)
+    return Aval((n, c) + tuple(output_size), cols.dtype, cols.device)
+
+
+def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout="batch"):
+    n, c = _fold_count(cols, output_size, kernel, stride, padding, dilation, layout)
     h, w = output_size
     ph, pw = padding
     oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
+    if layout == "gemm":
+        # (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW); the image is written
+        # channel-major, (C, N, H, W) memory, the order those column rows come in.
+        cols = cols.reshape(c, kh, kw, n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
+        out = xp.zeros((c, n, h + 2 * ph, w + 2 * pw), dtype=cols.dtype).transpose(1, 0, 2, 3)
+        for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
+            out[:, :, rs, cs] += cols[:, :, i, j]
+        return out[:, :, ph:ph + h, pw:pw + w]
     cols = cols.reshape(n, c, kh, kw, oh, ow)
     if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0) and (oh * kh, ow * kw) == (h, w):
         # Windows tile the whole output (pooling's gradient): each element comes from
@@ -92,12 +132,12 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation):
 
 
 UNFOLD = defprim("unfold", _unfold_impl, _unfold_rule,
-                 lambda g, out, x, kernel, stride, padding, dilation, pad_value: (
-                     fold(g, tuple(x.shape[2:]), kernel, stride, padding, dilation),),
+                 lambda g, out, x, kernel, stride, padding, dilation, pad_value, layout="batch": (
+                     fold(g, tuple(x.shape[2:]), kernel, stride, padding, dilation, layout),),
                  kind="other", save=lambda rq: (), extra={"meta": (0,)})
 FOLD = defprim("fold", _fold_impl, _fold_rule,
-               lambda g, out, cols, output_size, kernel, stride, padding, dilation: (
-                   unfold(g, kernel, stride, padding, dilation),),
+               lambda g, out, cols, output_size, kernel, stride, padding, dilation, layout="batch": (
+                   unfold(g, kernel, stride, padding, dilation, layout=layout),),
                kind="other", save=lambda rq: ())
 
 
@@ -105,11 +145,26 @@ def _pair(v):
     return (int(v), int(v)) if isinstance(v, int) else tuple(int(x) for x in v)
 
 
-def unfold(x, kernel_size, stride=1, padding=0, dilation=1, pad_value=0.0):
-    return bind(UNFOLD, x, kernel=_pair(kernel_size), stride=_pair(stride), padding=_pair(padding),
-                dilation=_pair(dilation), pad_value=float(pad_value))
+_LAYOUTS = ("batch", "gemm")
 
 
-def fold(cols, output_size, kernel_size, stride=1, padding=0, dilation=1):
-    return bind(FOLD, cols, output_size=_pair(output_size), kernel=_pair(kernel_size),
-                stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation))
+def unfold(x, kernel_size, stride=1, padding=0, dilation=1, pad_value=0.0, layout: str = "batch"):
+    """im2col: (N, C*kh*kw, L) columns, or (C*kh*kw, N*L) with ``layout="gemm"``."""
+    if layout not in _LAYOUTS:
+        raise ValueError(f"unfold: layout must be one of {_LAYOUTS}, got {layout!r}")
+    params = dict(kernel=_pair(kernel_size), stride=_pair(stride), padding=_pair(padding),
+                  dilation=_pair(dilation), pad_value=float(pad_value))
+    if layout != "batch":   # the default stays out of the params (and of existing IR text)
+        params["layout"] = layout
+    return bind(UNFOLD, x, **params)
+
+
+def fold(cols, output_size, kernel_size, stride=1, padding=0, dilation=1, layout: str = "batch"):
+    """col2im, summing overlaps: columns in `unfold`'s `layout` back to (N, C, H, W)."""
+    if layout not in _LAYOUTS:
+        raise ValueError(f"fold: layout must be one of {_LAYOUTS}, got {layout!r}")
+    params = dict(output_size=_pair(output_size), kernel=_pair(kernel_size), stride=_pair(stride),
+                  padding=_pair(padding), dilation=_pair(dilation))
+    if layout != "batch":
+        params["layout"] = layout
+    return bind(FOLD, cols, **params)
