@@ -61,14 +61,23 @@ def test_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
 def test_kernels_ran():
     """The comparison above is not numpy against itself: in sync mode the kernels load."""
     x = np.zeros((1, 1, 4, 4), np.float32)
-    out = np.empty((1, 1, 2, 2), np.float32)
-    assert pool_kernels.forward(x, out, (2, 2), (2, 2), (0, 0), (1, 1))
+    out = pool_kernels.forward(x, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert out is not None and out.shape == (1, 1, 2, 2)
     assert pool_kernels.backward(out, x, (2, 2), (2, 2), (0, 0), (1, 1)) is not None
+
+
+def test_channel_major_stays_channel_major():
+    """Eager activations are (C, N, H, W) in memory: results keep that order."""
+    x = np.random.default_rng(0).standard_normal((3, 5, 6, 6)).astype(np.float32).swapaxes(0, 1)
+    out = pool_kernels.forward(x, (2, 2), (2, 2), (0, 0), (1, 1))
+    gx = pool_kernels.backward(np.ones_like(out), x, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert pool_kernels.channel_major(out) and pool_kernels.channel_major(gx)
+    np.testing.assert_array_equal(out, P._max_pool_impl(np, np.ascontiguousarray(x), (2, 2), (2, 2),
+                                                        (0, 0), (1, 1)))
 
 
 def test_large_windows_and_other_dtypes_stay_on_numpy():
     x = np.zeros((1, 1, 9, 9), np.float32)
-    out = np.empty((1, 1, 1, 1), np.float32)
-    assert not pool_kernels.forward(x, out, (9, 9), (9, 9), (0, 0), (1, 1))   # 81 > MAX_WINDOW
+    assert pool_kernels.forward(x, (9, 9), (9, 9), (0, 0), (1, 1)) is None   # 81 > MAX_WINDOW
     xi = np.zeros((1, 1, 4, 4), np.int32)
-    assert not pool_kernels.forward(xi, np.empty((1, 1, 2, 2), np.int32), (2, 2), (2, 2), (0, 0), (1, 1))
+    assert pool_kernels.forward(xi, (2, 2), (2, 2), (0, 0), (1, 1)) is None
