@@ -51,10 +51,11 @@ def _window_loads(lines, kernel, stride, padding, dilation):
 
 
 def _header(dtype, args, name):
-    # Any strides in (eager activations are often channel-major, the conv GEMM's order);
-    # the output is C-contiguous, the input gradient in x's order (see `backward`).
-    arrays = {"x": f"Array({dtype}, 4, 'A', readonly=True)", "g": f"Array({dtype}, 4, 'A', readonly=True)",
-              "out": f"{dtype}[:, :, :, ::1]", "gx": f"Array({dtype}, 4, 'A')"}
+    # C-contiguous operands only: with 'A' arrays (strides unknown to LLVM) the backward
+    # ran 3-4x slower. Channel-major data is passed as its (C, N, ...) view (the kernels
+    # are symmetric in the first two dims; see `_order`).
+    arrays = {"x": f"Array({dtype}, 4, 'C', readonly=True)", "g": f"Array({dtype}, 4, 'C', readonly=True)",
+              "out": f"{dtype}[:, :, :, ::1]", "gx": f"{dtype}[:, :, :, ::1]"}
     sig = ", ".join(arrays[a] for a in args)
     return ["import numpy as np", "from numba import njit", "", "",
             f'@njit("void({sig})", cache=CACHE, error_model=\'numpy\', boundscheck=False)',
@@ -127,35 +128,34 @@ def channel_major(x) -> bool:
     return not x.flags.c_contiguous and x.swapaxes(0, 1).flags.c_contiguous
 
 
+def _order(x):
+    """(swap, x as the kernels take it): swap when x is channel-major, then its (C, N, ...)
+    view is C-contiguous; any other non-contiguous x is copied."""
+    if channel_major(x):
+        return True, x.swapaxes(0, 1)
+    return False, np.ascontiguousarray(x)
+
+
 def forward(x, kernel, stride, padding, dilation):
-    """max_pool2d of the numpy array `x` (N, C, H, W, any strides), in x's memory order
-    when that is channel-major, else C-contiguous; None when no kernel runs (the caller
-    uses numpy)."""
+    """max_pool2d of the numpy array `x` (N, C, H, W), in x's memory order when that is
+    channel-major, else C-contiguous; None when no kernel runs (the caller uses numpy)."""
     fn = _get("fwd", forward_source, x.dtype.name, kernel, stride, padding, dilation)
     if fn is None:
         return None
     n, c, h, w = x.shape
     oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    if channel_major(x):
-        # The kernel is symmetric in the first two dims: walk them in memory order.
-        out = np.empty((c, n, oh, ow), dtype=x.dtype)
-        fn(x.swapaxes(0, 1), out)
-        return out.swapaxes(0, 1)
-    out = np.empty((n, c, oh, ow), dtype=x.dtype)
-    fn(x, out)
-    return out
-
-
-def _channel_major_empty(shape, dtype):
-    return np.empty((shape[1], shape[0]) + tuple(shape[2:]), dtype).swapaxes(0, 1)
+    swap, xk = _order(x)
+    out = np.empty(xk.shape[:2] + (oh, ow), dtype=x.dtype)
+    fn(xk, out)
+    return out.swapaxes(0, 1) if swap else out
 
 
 def backward(g, x, kernel, stride, padding, dilation):
     """The input gradient: `g` (N, C, OH, OW) at each window's first maximum of `x`, or
-    None when no kernel runs. Numpy arrays of one dtype, any strides. gx has x's memory
-    order when x is channel-major (an eager activation): the ReLU backward that follows
-    reads both, and numpy's elementwise ops over mixed orders ran 2-3x slower."""
+    None when no kernel runs. gx has x's memory order when that is channel-major (an
+    eager activation: the ReLU backward that follows reads both, and numpy's elementwise
+    ops over mixed orders ran 2-3x slower), else is C-contiguous."""
     if g.dtype != x.dtype:
         return None
     tile = tiles(kernel, stride, padding, dilation)
@@ -164,19 +164,15 @@ def backward(g, x, kernel, stride, padding, dilation):
     if fn is None:
         return None
     oh, ow = g.shape[2], g.shape[3]
-    cm = channel_major(x)
-    empty = _channel_major_empty if cm else np.empty
+    swap, xk = _order(x)
+    gk = np.ascontiguousarray(g.swapaxes(0, 1) if swap else g)
     if tile:
         # every position inside a window is written; only rows/columns past the last
         # window need zeros
-        gx = empty(x.shape, dtype=x.dtype)
+        gx = np.empty(xk.shape, dtype=x.dtype)
         gx[:, :, oh * kernel[0]:, :] = 0
         gx[:, :, :, ow * kernel[1]:] = 0
     else:
-        gx = empty(x.shape, dtype=x.dtype)
-        gx[...] = 0
-    if cm:   # walk the first two dims in x's memory order (the kernel is symmetric in them)
-        fn(g.swapaxes(0, 1), x.swapaxes(0, 1), gx.swapaxes(0, 1))
-        return gx
-    fn(g, x, gx)
-    return gx
+        gx = np.zeros(xk.shape, dtype=x.dtype)
+    fn(gk, xk, gx)
+    return gx.swapaxes(0, 1) if swap else gx
