@@ -149,12 +149,12 @@ def _flat(a):
 
 
 def _out_like(x, channel_major: bool = False):
-    """An output of x's shape in x's memory order (channel-major conv outputs stay so), or
-    channel-major, with its flat buffer and strides (written through the buffer)."""
+    """An output of x's shape and dtype, C-contiguous or channel-major ((C, N, ...)
+    memory), with its flat buffer and strides (written through the buffer)."""
     if channel_major:
         out = np.empty((x.shape[1], x.shape[0]) + x.shape[2:], x.dtype).swapaxes(0, 1)
     else:
-        out = np.empty_like(x)
+        out = np.empty(x.shape, x.dtype)
     flat, sn, sc = _flat(out)
     return out, np.lib.stride_tricks.as_strided(out, flat.shape, flat.strides), sn, sc
 
@@ -216,6 +216,8 @@ def _train_impl(xp, x, stats, weight, bias, eps):
     if _native(xp, x) and x.size:
         fn = _run(_AFFINE, "affine", x.dtype.name)
         if fn is not None:
+            # C-contiguous whatever x's order: the elementwise ops after it (ReLU) then
+            # run on their flat fast path, compiled or eager.
             out, buf, on, oc = _out_like(x)
             xf = _flat(x)
             fn(*xf, *xf, *_ncl_shape(x), a, np.zeros(c), d, buf, on, oc)

@@ -188,8 +188,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         # transposing copy of the columns forward, nor of their gradient backward.
         cols = unfold(x, (kh, kw), stride, padding, dilation, layout="gemm")
         out = matmul(reshape(weight, (o, cg * kh * kw)), cols)      # [O, N*L]
-        out = permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3))
-        return out + reshape(bias, (1, o, 1, 1)) if bias is not None else out
+        if bias is not None:   # added in the GEMM's layout: contiguous rows, not a strided view
+            out = out + reshape(bias, (o, 1))
+        return permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3))
     cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]
     # One GEMM per group over all images: [O/G, Cg*kh*kw] @ [Cg*kh*kw, N*L]. A weight
     # broadcast against [N, ., L] instead makes numpy run N small matmuls outside BLAS
