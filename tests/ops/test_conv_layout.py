@@ -1,0 +1,78 @@
+"""unfold/fold in the GEMM layout (C*kh*kw, N*L) that conv2d uses (ops/conv.py).
+
+The "gemm" columns are the "batch" ones (PyTorch's F.unfold layout) transposed; fold in
+either layout is unfold's adjoint; the numba col2im kernel equals the numpy form.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.errors import ShapeError
+from tracejit.ops import conv as C
+
+GEOMETRIES = [((3, 3), (1, 1), (0, 0), (1, 1)),
+              ((3, 2), (2, 1), (1, 1), (1, 2)),
+              ((2, 2), (2, 2), (1, 0), (1, 1))]
+
+
+def _gemm_from_batch(cols_b, n, ckk):
+    # (N, CKK, L) -> (CKK, N*L)
+    return np.ascontiguousarray(cols_b.transpose(1, 0, 2)).reshape(ckk, -1)
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES)
+@pytest.mark.parametrize("channel_major", [False, True])
+def test_unfold_gemm_is_batch_transposed(geo, channel_major):
+    kernel, stride, padding, dilation = geo
+    x = np.random.default_rng(0).standard_normal((3, 4, 9, 8)).astype(np.float32)
+    if channel_major:
+        x = np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1)
+    b = C.unfold(tj.tensor(x), kernel, stride, padding, dilation).numpy()
+    g = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, layout="gemm").numpy()
+    np.testing.assert_array_equal(g, _gemm_from_batch(b, 3, b.shape[1]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", GEOMETRIES)
+def test_fold_gemm_matches_batch_and_numpy_form(monkeypatch, dtype, geo):
+    kernel, stride, padding, dilation = geo
+    h, w = 9, 8
+    oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
+    ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    ckk = 4 * kernel[0] * kernel[1]
+    cols_b = np.random.default_rng(1).standard_normal((3, ckk, oh * ow)).astype(dtype)
+    ref = C.fold(tj.tensor(cols_b), (h, w), kernel, stride, padding, dilation).numpy()
+    cols_g = _gemm_from_batch(cols_b, 3, ckk)
+    got = C.fold(tj.tensor(cols_g), (h, w), kernel, stride, padding, dilation, layout="gemm").numpy()
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    monkeypatch.setattr(C, "_col2im_native", lambda *a: None)   # the numpy form
+    numpy_form = C.fold(tj.tensor(cols_g), (h, w), kernel, stride, padding, dilation,
+                        layout="gemm").numpy()
+    np.testing.assert_allclose(got, numpy_form, rtol=tol, atol=tol)
+
+
+def test_col2im_kernel_ran():
+    pytest.importorskip("numba")
+    cols = np.ones((9, 2 * 4), np.float32)
+    img = C._col2im_native(np, cols, 2, 1, (4, 4), (3, 3), (1, 1), (0, 0), (1, 1))
+    assert img is not None and img.shape == (2, 1, 4, 4)
+    assert img[0, 0, 1, 1] == 4.0 and img[0, 0, 0, 0] == 1.0   # overlaps add
+
+
+def test_fold_unfold_gemm_are_adjoint_under_autograd():
+    x = tj.randn(2, 3, 6, 5, requires_grad=True)
+    cols = C.unfold(x, (3, 2), 1, 1, 1, layout="gemm")
+    g = tj.randn(*cols.shape)
+    (cols * g).sum().backward()
+    expect = C.fold(g, (6, 5), (3, 2), 1, 1, 1, layout="gemm")
+    np.testing.assert_allclose(x.grad.numpy(), expect.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_layout_errors():
+    with pytest.raises(ValueError, match="layout must be one of"):
+        C.unfold(tj.randn(1, 1, 4, 4), 2, layout="nchw")
+    with pytest.raises(ShapeError, match="'gemm' layout should be"):
+        C.fold(tj.randn(9, 7), (4, 4), 3, layout="gemm")
