@@ -192,7 +192,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
             out = out + reshape(bias, (o, 1))
         return permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3))
     cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]
-    # One GEMM per group over all images: [O/G, Cg*kh*kw] @ [Cg*kh*kw, N*L]. A weight
+    # Groups: one GEMM per group over all images: [O/G, Cg*kh*kw] @ [Cg*kh*kw, N*L]. A weight
     # broadcast against [N, ., L] instead makes numpy run N small matmuls outside BLAS
     # (measured 930 ms vs 59 ms + a 36 ms transpose on LeNet's second conv, batch 64).
     # (numpy's stacked matmul also leaves BLAS for transposed operands, as the backward
@@ -200,10 +200,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     cols = permute(reshape(cols, (n, groups, cg * kh * kw, oh * ow)), (1, 2, 0, 3))
     cols = reshape(cols, (groups, cg * kh * kw, n * oh * ow))
     wg = reshape(weight, (groups, o // groups, cg * kh * kw))
-    if groups == 1:
-        out = matmul(squeeze(wg, 0), squeeze(cols, 0))               # [O, N*L]
-    else:
-        out = matmul(wg, cols)                                       # [G, O/G, N*L]
+    out = matmul(wg, cols)                                           # [G, O/G, N*L]
     out = permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3))
     if bias is not None:
         out = out + reshape(bias, (1, o, 1, 1))
