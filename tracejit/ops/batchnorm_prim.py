@@ -6,8 +6,8 @@ passes forward and about 12 backward (LeNet's first one, (64, 32, 26, 26) float3
 of a ~100 ms step, where PyTorch's two kernels take ~9 ms). Here:
 
 - ``batch_norm_stats(x)`` -> (2, C): per-channel mean and biased variance, one pass
-  (float64 sums of ``x - shift``, shift = the channel's first element, so the variance
-  does not cancel); no gradient (its users below carry the full derivative);
+  (sums of ``x - shift``, shift = the channel's first element, so the variance does not
+  cancel; float64 across blocks); no gradient (its users below carry the full derivative);
 - ``batch_norm_train(x, stats, weight, bias, eps)``: ``(x - mean) * rstd * weight + bias``,
   one pass. Its VJP is the derivative of the whole normalization *including the batch
   statistics' dependence on x* (stats is a non-differentiable input computed from x: the
@@ -24,7 +24,10 @@ own: a traced program differentiating its own gradient again is not supported.
 
 Each pass is a numba kernel (ops/native.py) over (N, C, L) views of any strides (eager
 activations are often channel-major, the conv GEMM's order); the numpy forms (other array
-modules, other dtypes, numba absent or not ready) compute the same formulas.
+modules, other dtypes, numba absent or not ready) compute the same formulas. Output memory
+order is chosen for the next op: the normalized output is C-contiguous (the ReLU after it
+runs on its flat path), the input gradient channel-major (the rows of the convolution
+backward's GEMM, so no transposing copy there).
 """
 from __future__ import annotations
 

@@ -14,6 +14,10 @@ order, as PyTorch's (the composite split it evenly between ties): the backward m
 offset, the outputs equal to the view and not yet taken by an earlier offset.
 Known edge: a window whose real entries are all -inf and that starts in the padding keeps
 its gradient on the padding (dropped) where PyTorch gives it to the first real entry.
+
+For numpy float32/float64 arrays, max-pooling's forward and backward run as one loop over
+the windows instead (ops/pool_kernels.py, same rules); the numpy passes below are what
+runs without those kernels (other array modules and dtypes, kernels not loaded yet).
 """
 from __future__ import annotations
 
