@@ -50,10 +50,12 @@ class NativeKernel:
 
     def get(self):
         """The loaded kernel, or None (the caller runs its numpy form this time)."""
+        if not _vec.enabled():
+            return None
         fn = self.fn
         if fn is not None:
             return fn
-        if self.failed or not _vec.enabled():
+        if self.failed:
             return None
         if _vec._sync_mode():
             with self.lock:
