@@ -17,10 +17,11 @@ of a ~100 ms step, where PyTorch's two kernels take ~9 ms). Here:
   gradient ``w*rstd*(g - sum g/n - xhat*sum(g*xhat)/n)``, one pass. Two passes backward,
   as PyTorch's native_batch_norm_backward.
 
-Second derivatives: a backward run with ``create_graph=True`` (grad mode on while the VJP
-runs, eagerly) takes the same formula written with differentiable ops (`_composite_vjp`),
-so higher-order gradients work as before. The two backward primitives have no VJP of their
-own: a traced program differentiating its own gradient again is not supported.
+Higher derivatives: the two backward primitives have VJPs of their own, written with
+differentiable ops that recompute the statistics from x (`_moments`), so they carry the
+statistics' dependence on x that the non-differentiable `stats` operand does not; every
+order of derivative is right, eagerly (``create_graph=True``) and through a compiled
+module's eager backward (compiler/executor.py interprets the traced backward then).
 
 Each pass is a numba kernel (ops/native.py) over (N, C, L) views of any strides (eager
 activations are often channel-major, the conv GEMM's order); the numpy forms (other array
@@ -33,9 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.grad_mode import is_grad_enabled
 from .native import kernel as _kernel
-from .registry import Aval, bind, defprim, trace_state
+from .registry import Aval, bind, defprim
 
 __all__ = ["batch_norm_stats", "batch_norm_train"]
 
@@ -230,35 +230,29 @@ def _train_impl(xp, x, stats, weight, bias, eps):
 
 
 def _train_vjp(g, out, x, stats, weight, bias, eps):
-    if trace_state.tracer is None and is_grad_enabled():
-        return _composite_vjp(g, x, weight, eps)   # create_graph: differentiable ops
     from .indexing import getitem
-    red = bind(BN_BACKWARD_REDUCE, g, x, stats)
+    red = bind(BN_BACKWARD_REDUCE, g, x, stats, eps=eps)
     gx = bind(BN_BACKWARD_INPUT, g, x, stats, weight, red, eps=eps)
-    rstd = _rstd(stats, eps)
-    return gx, None, getitem(red, 1) * rstd, getitem(red, 0)
+    return gx, None, getitem(red, 1), getitem(red, 0)
 
 
-def _rstd(stats, eps):
+def _moments(x, eps):
+    """(dims, view shape, n, x - mean, rstd) from differentiable ops: the backward
+    primitives' own VJPs use these, so every order of derivative sees the statistics'
+    dependence on x (the `stats` operand is non-differentiable)."""
     from .elementwise import rsqrt
-    from .indexing import getitem
-    return rsqrt(getitem(stats, 1) + eps)
-
-
-def _composite_vjp(g, x, weight, eps):
-    """The same gradients from differentiable ops (for create_graph=True)."""
-    from .elementwise import rsqrt
-    from .reductions import mean, sum
-    from .shape import reshape
+    from .reductions import mean
     dims = (0,) + tuple(range(2, x.ndim))
     view = (1, -1) + (1,) * (x.ndim - 2)
-    mu = mean(x, dims, keepdim=True)
-    xc = x - mu
+    xc = x - mean(x, dims, keepdim=True)
     rstd = rsqrt(mean(xc * xc, dims, keepdim=True) + eps)
-    xhat = xc * rstd
-    gw = g * reshape(weight, view)
-    gx = rstd * (gw - mean(gw, dims, keepdim=True) - xhat * mean(gw * xhat, dims, keepdim=True))
-    return gx, None, sum(g * xhat, dims), sum(g, dims)
+    return dims, view, _count(tuple(x.shape)), xc, rstd
+
+
+def _rows(t, view):
+    from .indexing import getitem
+    from .shape import reshape
+    return reshape(getitem(t, 0), view), reshape(getitem(t, 1), view)
 
 
 BATCH_NORM_TRAIN = defprim("batch_norm_train", _train_impl, _train_rule, _train_vjp,
@@ -267,24 +261,37 @@ BATCH_NORM_TRAIN = defprim("batch_norm_train", _train_impl, _train_rule, _train_
 
 
 # ---------------------------------------------------------------- backward
-def _reduce_rule(g, x, stats):
+def _reduce_rule(g, x, stats, eps):
     if tuple(g.shape) != tuple(x.shape):
         raise ValueError(f"batch_norm_backward_reduce: gradient {g.shape} and input {x.shape} differ")
     return Aval((2, x.shape[1]), x.dtype, x.device)
 
 
-def _reduce_impl(xp, g, x, stats):
+def _reduce_impl(xp, g, x, stats, eps):
+    # (sum g, sum g*xhat) = (sum g, rstd * sum g*(x - mean))
     mean = stats[0].astype(np.float64)
+    rstd = 1.0 / xp.sqrt(stats[1].astype(np.float64) + eps)
     if _native(xp, g, x) and x.size:
         fn = _run(_REDUCE, "reduce", x.dtype.name)
         if fn is not None:
             out = np.empty((2, x.shape[1]), np.float64)
             fn(*_flat(g), *_flat(x), *_ncl_shape(x), np.ascontiguousarray(mean), out)
+            out[1] *= rstd
             return out.astype(x.dtype)
     dims = (0,) + tuple(range(2, x.ndim))
     view = (1, -1) + (1,) * (x.ndim - 2)
     xc = x - mean.astype(x.dtype).reshape(view)
-    return xp.stack([g.sum(dims), (g * xc).sum(dims)]).astype(x.dtype)
+    return xp.stack([g.sum(dims), (g * xc).sum(dims) * rstd]).astype(x.dtype)
+
+
+def _reduce_vjp(r, out, g, x, stats, eps):
+    from .reductions import mean, sum
+    dims, view, n, xc, rstd = _moments(x, eps)
+    r0, r1 = _rows(r, view)
+    gxhat = sum(g * xc, dims, keepdim=True) * rstd
+    d_g = r0 + r1 * (xc * rstd)
+    d_x = r1 * (rstd * (g - mean(g, dims, keepdim=True)) - gxhat * (rstd * rstd) * xc * (1.0 / n))
+    return d_g, d_x, None
 
 
 def _input_rule(g, x, stats, weight, red, eps):
@@ -293,13 +300,13 @@ def _input_rule(g, x, stats, weight, red, eps):
 
 def _input_impl(xp, g, x, stats, weight, red, eps):
     # gx = w*rstd*(g - sum_g/n - xhat*sum(g*xhat)/n) = a*g + b*x + d per channel, with
-    # sum(g*xhat) = rstd * red[1].
+    # red = (sum g, sum g*xhat).
     c = x.shape[1]
     n = _count(x.shape)
     mean, var = stats[0].astype(np.float64), stats[1].astype(np.float64)
     rstd = 1.0 / xp.sqrt(var + eps)
     a = _channels(weight, xp, c) * rstd
-    b = -a * rstd * rstd * red[1].astype(np.float64) / n
+    b = -a * rstd * red[1].astype(np.float64) / n
     d = -a * red[0].astype(np.float64) / n - b * mean
     if _native(xp, g, x) and x.size:
         fn = _run(_AFFINE, "affine", x.dtype.name)
@@ -314,10 +321,34 @@ def _input_impl(xp, g, x, stats, weight, red, eps):
     return g * a.astype(dt).reshape(view) + x * b.astype(dt).reshape(view) + d.astype(dt).reshape(view)
 
 
-BN_BACKWARD_REDUCE = defprim("batch_norm_backward_reduce", _reduce_impl, _reduce_rule, None,
-                             kind="other")
-BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rule, None,
-                            kind="other")
+def _input_vjp(u, out, g, x, stats, weight, red, eps):
+    # gx = a*(g - red0/n) + b*(x - mean), a = w*rstd, b = -w*rstd^2*red1/n; mean and rstd
+    # depend on x (d rstd/dx_i = -rstd^3 (x_i - mean)/n), red is an operand of its own.
+    from .reductions import sum
+    from .shape import reshape, stack
+    dims, view, n, xc, rstd = _moments(x, eps)
+    c = x.shape[1]
+    w = reshape(weight, view)
+    red0, red1 = _rows(red, view)
+    r2 = rstd * rstd
+    a = w * rstd
+    b = -(w * r2 * red1) * (1.0 / n)
+    gc = g - red0 * (1.0 / n)
+    su = sum(u, dims, keepdim=True)
+    su_gc = sum(u * gc, dims, keepdim=True)
+    su_xc = sum(u * xc, dims, keepdim=True)
+    d_x = b * (u - su * (1.0 / n)) + xc * (
+        -(w * r2 * rstd * su_gc) * (1.0 / n) + (w * red1 * r2 * r2 * su_xc) * (2.0 / (n * n)))
+    d_g = a * u
+    d_w = reshape(sum(u * (rstd * gc - (r2 * red1) * (1.0 / n) * xc), dims), (c,))
+    d_red = stack([reshape(-(a * su) * (1.0 / n), (c,)), reshape(-(w * r2 * su_xc) * (1.0 / n), (c,))])
+    return d_g, d_x, None, d_w, d_red
+
+
+BN_BACKWARD_REDUCE = defprim("batch_norm_backward_reduce", _reduce_impl, _reduce_rule,
+                             _reduce_vjp, kind="other", save=lambda rq: (0, 1), nondiff=(2,))
+BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rule, _input_vjp,
+                            kind="other", save=lambda rq: (0, 1, 3, 4), nondiff=(2,))
 
 
 # ---------------------------------------------------------------- public functions
