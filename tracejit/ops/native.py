@@ -21,6 +21,7 @@ as it does ops/vectorized.py's.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -37,7 +38,7 @@ class NativeKernel:
     """One kernel source (a module defining ``kernel``, decorated with
     ``@njit("<signature>", cache=CACHE)``), loaded on demand; ``get()`` is the callable or None."""
 
-    __slots__ = ("source", "label", "fn", "failed", "first", "thread", "lock")
+    __slots__ = ("source", "label", "fn", "failed", "first", "thread", "pid", "lock")
 
     def __init__(self, source: str, label: str):
         self.source = source
@@ -46,6 +47,7 @@ class NativeKernel:
         self.failed = False
         self.first = None
         self.thread = None
+        self.pid = os.getpid()   # whose thread `thread` is (a forked child starts its own)
         self.lock = threading.Lock()
 
     def get(self):
@@ -64,6 +66,8 @@ class NativeKernel:
             return self.fn
         now = time.monotonic()
         with self.lock:
+            if self.pid != os.getpid():
+                self.pid, self.thread = os.getpid(), None
             if self.first is None:
                 self.first = now
             elif self.thread is None and now - self.first >= _GO_AFTER_S:
