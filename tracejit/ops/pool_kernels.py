@@ -67,13 +67,17 @@ def _header(dtype, args, name):
             f"    nanv = np.{dtype}(np.nan)"]
 
 
+# every (n, c) image plane, then its output rows
+_PLANES = ["    for bp in range(nb * planes):",
+           "        b = bp // planes",
+           "        p = bp - b * planes",
+           "        for oy in range(oh):"]
+
+
 def forward_source(dtype, kernel, stride, padding, dilation) -> str:
     """max over each window; NaN propagates."""
     lines = _header(dtype, ("x", "out"), f"max_pool2d {kernel} {stride} {padding} {dilation}")
-    lines += ["    oh, ow = out.shape[2], out.shape[3]",
-              "    for b in range(nb):",
-              "     for p in range(planes):",
-              "        for oy in range(oh):"]
+    lines += ["    oh, ow = out.shape[2], out.shape[3]"] + _PLANES
     _window_loads(lines, kernel, stride, padding, dilation)
     lines.append("                out[b, p, oy, ox] = nanv if nan else m")
     return "\n".join(lines) + "\n"
@@ -84,10 +88,7 @@ def backward_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> st
     input position in a window is written (0 or g), else added into a zeroed gx."""
     lines = _header(dtype, ("g", "x", "gx"),
                     f"max_pool2d_backward {kernel} {stride} {padding} {dilation}")
-    lines += ["    oh, ow = g.shape[2], g.shape[3]",
-              "    for b in range(nb):",
-              "     for p in range(planes):",
-              "        for oy in range(oh):"]
+    lines += ["    oh, ow = g.shape[2], g.shape[3]"] + _PLANES
     count = _window_loads(lines, kernel, stride, padding, dilation)
     add = lines.append
     add("                gv = g[b, p, oy, ox]")
