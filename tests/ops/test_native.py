@@ -48,3 +48,18 @@ def test_a_source_that_does_not_build_stays_on_numpy(monkeypatch):
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     k = native.NativeKernel("this is not python", "test_native_bad")
     assert k.get() is None and k.failed
+
+
+def test_settle_loads_a_kernel_waiting_for_its_next_call(monkeypatch):
+    # A benchmark settles before timing: a kernel whose op ran once (its loader waits for
+    # the op's next call) must be started and loaded by `vectorized.settle`, not left on numpy.
+    from tracejit.ops import vectorized
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    k = native.kernel(("test_settle", 3.0), lambda: _SOURCE.replace("+= 1.0", "+= 3.0"))
+    assert k.get() is None and k.thread is None
+    assert vectorized.settle(timeout=240.0)
+    fn = k.get()
+    assert fn is not None
+    a = np.zeros(2)
+    fn(a)
+    assert a.tolist() == [3.0, 3.0]

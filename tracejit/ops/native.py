@@ -66,15 +66,20 @@ class NativeKernel:
             return self.fn
         now = time.monotonic()
         with self.lock:
-            if self.pid != os.getpid():
-                self.pid, self.thread = os.getpid(), None
             if self.first is None:
                 self.first = now
-            elif self.thread is None and now - self.first >= _GO_AFTER_S:
-                self.thread = threading.Thread(target=self._prepare, daemon=True,
-                                               name="tracejit-native-kernel")
-                self.thread.start()
+            elif now - self.first >= _GO_AFTER_S:
+                self._start()
         return None
+
+    def _start(self) -> None:
+        """Start the loader thread (under `lock`), once per process."""
+        if self.pid != os.getpid():
+            self.pid, self.thread = os.getpid(), None
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._prepare, daemon=True,
+                                           name="tracejit-native-kernel")
+            self.thread.start()
 
     def _load(self) -> None:
         try:
@@ -113,3 +118,20 @@ def kernel(key: tuple, make_source) -> NativeKernel:
             if k is None:
                 k = _kernels[key] = NativeKernel(make_source(), "native_" + "_".join(map(str, key)))
     return k
+
+
+def settle(deadline: float) -> bool:
+    """Load every kernel an op has asked for (starting loaders that wait for the op's next
+    call), waiting until `deadline` (time.monotonic()); ops/vectorized.py's `settle` calls
+    it so steady-state measurements and tests see these kernels too. True when none is left."""
+    for k in list(_kernels.values()):
+        if k.first is None or k.fn is not None or k.failed:
+            continue
+        with k.lock:
+            k._start()
+        thread = k.thread
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                return False
+    return True
