@@ -79,16 +79,38 @@ def _none_rq(rq):
 _SAVE_OTHER = {(True, True): (0, 1), (True, False): (1,), (False, True): (0,), (False, False): ()}
 
 
+def _ufunc1(name):
+    """The impl of a unary op that is exactly the array module's ufunc `name`. Marked with
+    ``.ufunc`` (numpy's), so an in-place method can write the result straight into the
+    tensor's memory (`registry.run_into`: PyTorch's ``out=`` kernels) from this one definition."""
+    u = getattr(np, name)
+
+    def impl(xp, a):
+        return u(a) if xp is np else getattr(xp, name)(a)
+    impl.ufunc = u
+    return impl
+
+
+def _ufunc2(name):
+    """`_ufunc1` for a binary op."""
+    u = getattr(np, name)
+
+    def impl(xp, a, b):
+        return u(a, b) if xp is np else getattr(xp, name)(a, b)
+    impl.ufunc = u
+    return impl
+
+
 # ---------------------------------------------------------------- arithmetic
-ADD = _binary("add", lambda xp, a, b: xp.add(a, b), lambda g, out, a, b: (g, g),
+ADD = _binary("add", _ufunc2("add"), lambda g, out, a, b: (g, g),
               lambda e, a, b: f"({a} + {b})", save=_none_rq)
-SUB = _binary("sub", lambda xp, a, b: xp.subtract(a, b), lambda g, out, a, b: (g, neg(g)),
+SUB = _binary("sub", _ufunc2("subtract"), lambda g, out, a, b: (g, neg(g)),
               lambda e, a, b: f"({a} - {b})", save=_none_rq)
-MUL = _binary("mul", lambda xp, a, b: xp.multiply(a, b),
+MUL = _binary("mul", _ufunc2("multiply"),
               lambda g, out, a, b: (g * b if b is not None else None, g * a if a is not None else None),
               lambda e, a, b: f"({a} * {b})",
               save=lambda rq: _SAVE_OTHER[rq[0], rq[1]])
-DIV = _binary("div", lambda xp, a, b: xp.true_divide(a, b),
+DIV = _binary("div", _ufunc2("true_divide"),
               lambda g, out, a, b: (g / b, neg(g) * out / b),
               lambda e, a, b: f"({a} / {b})", save=lambda rq: (1,), save_out=True, int_to_float=True)
 
@@ -164,18 +186,18 @@ MINIMUM = _binary(
     lambda e, a, b: f"({a} if ({a} < {b} or {a} != {a}) else {b})")
 
 # ---------------------------------------------------------------- unary math
-NEG = _unary("neg", lambda xp, a: xp.negative(a), lambda g, out, a: (neg(g),),
+NEG = _unary("neg", _ufunc1("negative"), lambda g, out, a: (neg(g),),
              lambda e, a: f"(-{a})", save_in=False, int_to_float=False)
 ABS = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),),
              lambda e, a: f"abs({a})", int_to_float=False)
-EXP = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * out,),
+EXP = _unary("exp", _ufunc1("exp"), lambda g, out, a: (g * out,),
              lambda e, a: e.call("exp", a), save_out=True, save_in=False)
 EXPM1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * (out + 1.0),),
                lambda e, a: e.call("expm1", a), save_out=True, save_in=False)
 LOG = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / a,), lambda e, a: e.call("log", a))
 LOG1P = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / (a + 1.0),),
                lambda e, a: e.call("log1p", a))
-SQRT = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (out * 2.0),),
+SQRT = _unary("sqrt", _ufunc1("sqrt"), lambda g, out, a: (g / (out * 2.0),),
               lambda e, a: e.call("sqrt", a), save_out=True, save_in=False)
 RSQRT = _unary("rsqrt", lambda xp, a: 1.0 / xp.sqrt(a), lambda g, out, a: (g * (out * out * out) * -0.5,),
                lambda e, a: f"({e.const(1.0)} / {e.call('sqrt', a)})", save_out=True, save_in=False)
