@@ -241,10 +241,21 @@ FLOOR = _unary("floor", lambda xp, a: xp.floor(a), lambda g, out, a: (g * 0.0,),
 def _clamp_impl(xp, a, min=None, max=None):
     out = a
     if min is not None:
-        out = xp.where(out < min, a.dtype.type(min), out)
+        out = _clamp_side(xp, out < min, a, out, min)
     if max is not None:
-        out = xp.where(out > max, a.dtype.type(max), out)
+        out = _clamp_side(xp, out > max, a, out, max)
     return out
+
+
+def _clamp_side(xp, beyond, a, out, bound):
+    """`out` with `bound` where `beyond`. A +0 bound on a float array (ReLU as
+    ``clamp(min=0)``) takes `where`'s branch-free select (`_select_or_zero`): bitwise the
+    same result (kept elements keep their bits, -0.0 and nan included), 2x faster."""
+    if xp is np and _is_plus_zero(bound):
+        sel = _select_or_zero(beyond, 0, out)
+        if sel is not None:
+            return sel
+    return xp.where(beyond, a.dtype.type(bound), out)
 
 
 def _clamp_vjp(g, out, a, min=None, max=None):
