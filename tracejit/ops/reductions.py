@@ -136,6 +136,8 @@ ARGMIN = defprim("argmin", lambda xp, a, dim, keepdim: _arg_impl(xp.argmin)(xp, 
 
 
 def _dims(a, dim, op):
+    if dim is None:  # every dim (a loss's .sum()/.mean()): nothing to check
+        return tuple(range(a.ndim))
     return normalize_dims(dim, a.ndim, op)
 
 
