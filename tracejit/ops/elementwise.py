@@ -175,12 +175,12 @@ REMAINDER = _binary("remainder", _int_divisor_checked(np.remainder),
                     lambda e, a, b: f"({a} % {b})", save=lambda rq: (0, 1) if rq[1] else ())
 
 MAXIMUM = _binary(
-    "maximum", lambda xp, a, b: xp.maximum(a, b),
+    "maximum", _ufunc2("maximum"),
     lambda g, out, a, b: (where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
                           where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
     lambda e, a, b: f"({a} if ({a} > {b} or {a} != {a}) else {b})")
 MINIMUM = _binary(
-    "minimum", lambda xp, a, b: xp.minimum(a, b),
+    "minimum", _ufunc2("minimum"),
     lambda g, out, a, b: (where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
                           where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
     lambda e, a, b: f"({a} if ({a} < {b} or {a} != {a}) else {b})")
@@ -188,22 +188,22 @@ MINIMUM = _binary(
 # ---------------------------------------------------------------- unary math
 NEG = _unary("neg", _ufunc1("negative"), lambda g, out, a: (neg(g),),
              lambda e, a: f"(-{a})", save_in=False, int_to_float=False)
-ABS = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),),
+ABS = _unary("abs", _ufunc1("absolute"), lambda g, out, a: (g * sign(a),),
              lambda e, a: f"abs({a})", int_to_float=False)
 EXP = _unary("exp", _ufunc1("exp"), lambda g, out, a: (g * out,),
              lambda e, a: e.call("exp", a), save_out=True, save_in=False)
-EXPM1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * (out + 1.0),),
+EXPM1 = _unary("expm1", _ufunc1("expm1"), lambda g, out, a: (g * (out + 1.0),),
                lambda e, a: e.call("expm1", a), save_out=True, save_in=False)
-LOG = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / a,), lambda e, a: e.call("log", a))
-LOG1P = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / (a + 1.0),),
+LOG = _unary("log", _ufunc1("log"), lambda g, out, a: (g / a,), lambda e, a: e.call("log", a))
+LOG1P = _unary("log1p", _ufunc1("log1p"), lambda g, out, a: (g / (a + 1.0),),
                lambda e, a: e.call("log1p", a))
 SQRT = _unary("sqrt", _ufunc1("sqrt"), lambda g, out, a: (g / (out * 2.0),),
               lambda e, a: e.call("sqrt", a), save_out=True, save_in=False)
 RSQRT = _unary("rsqrt", lambda xp, a: 1.0 / xp.sqrt(a), lambda g, out, a: (g * (out * out * out) * -0.5,),
                lambda e, a: f"({e.const(1.0)} / {e.call('sqrt', a)})", save_out=True, save_in=False)
-SIN = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cos(a),), lambda e, a: e.call("sin", a))
-COS = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (neg(g) * sin(a),), lambda e, a: e.call("cos", a))
-TANH = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (g * (1.0 - out * out),),
+SIN = _unary("sin", _ufunc1("sin"), lambda g, out, a: (g * cos(a),), lambda e, a: e.call("sin", a))
+COS = _unary("cos", _ufunc1("cos"), lambda g, out, a: (neg(g) * sin(a),), lambda e, a: e.call("cos", a))
+TANH = _unary("tanh", _ufunc1("tanh"), lambda g, out, a: (g * (1.0 - out * out),),
               lambda e, a: e.call("tanh", a), save_out=True, save_in=False)
 
 
@@ -231,10 +231,10 @@ def _erf_impl(xp, a):
 
 ERF = _unary("erf", _erf_impl, lambda g, out, a: (g * exp(neg(a * a)) * (2.0 / math.sqrt(math.pi)),),
              lambda e, a: e.call("erf", a))
-SIGN = _unary("sign", lambda xp, a: xp.sign(a), None,
+SIGN = _unary("sign", _ufunc1("sign"), None,
               lambda e, a: f"({e.const(1)} if {a} > {e.const(0)} else ({e.const(-1)} if {a} < {e.const(0)} else {a}))",
               int_to_float=False)
-FLOOR = _unary("floor", lambda xp, a: xp.floor(a), lambda g, out, a: (g * 0.0,),
+FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (g * 0.0,),
                lambda e, a: e.call("floor", a), int_to_float=False, save_in=False)
 
 
@@ -285,13 +285,13 @@ def _cmp(name, impl, op):
     return _binary(name, impl, None, lambda e, a, b: f"({a} {op} {b})", out_bool=True)
 
 
-EQ = _cmp("eq", lambda xp, a, b: xp.equal(a, b), "==")
-NE = _cmp("ne", lambda xp, a, b: xp.not_equal(a, b), "!=")
-LT = _cmp("lt", lambda xp, a, b: xp.less(a, b), "<")
-LE = _cmp("le", lambda xp, a, b: xp.less_equal(a, b), "<=")
-GT = _cmp("gt", lambda xp, a, b: xp.greater(a, b), ">")
-GE = _cmp("ge", lambda xp, a, b: xp.greater_equal(a, b), ">=")
-ISNAN = _unary("isnan", lambda xp, a: xp.isnan(a), None, lambda e, a: f"({a} != {a})",
+EQ = _cmp("eq", _ufunc2("equal"), "==")
+NE = _cmp("ne", _ufunc2("not_equal"), "!=")
+LT = _cmp("lt", _ufunc2("less"), "<")
+LE = _cmp("le", _ufunc2("less_equal"), "<=")
+GT = _cmp("gt", _ufunc2("greater"), ">")
+GE = _cmp("ge", _ufunc2("greater_equal"), ">=")
+ISNAN = _unary("isnan", _ufunc1("isnan"), None, lambda e, a: f"({a} != {a})",
                int_to_float=False)
 ISNAN.rule = _ew_rule("isnan", out_bool=True)
 
@@ -304,11 +304,11 @@ def _bool_rule(name, n):
     return rule
 
 
-LOGICAL_NOT = defprim("logical_not", lambda xp, a: xp.logical_not(a), _bool_rule("logical_not", 1),
+LOGICAL_NOT = defprim("logical_not", _ufunc1("logical_not"), _bool_rule("logical_not", 1),
                       kind="elementwise", scalar=lambda e, a: f"(not {a})")
-LOGICAL_AND = defprim("logical_and", lambda xp, a, b: xp.logical_and(a, b), _bool_rule("logical_and", 2),
+LOGICAL_AND = defprim("logical_and", _ufunc2("logical_and"), _bool_rule("logical_and", 2),
                       kind="elementwise", scalar=lambda e, a, b: f"({a} and {b})")
-LOGICAL_OR = defprim("logical_or", lambda xp, a, b: xp.logical_or(a, b), _bool_rule("logical_or", 2),
+LOGICAL_OR = defprim("logical_or", _ufunc2("logical_or"), _bool_rule("logical_or", 2),
                      kind="elementwise", scalar=lambda e, a, b: f"({a} or {b})")
 
 

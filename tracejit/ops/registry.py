@@ -232,7 +232,8 @@ def bind(prim: Primitive, *args, **params):
         if plan.big:
             out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
         if out is None:
-            out = prim.impl(np, x, y)
+            u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
+            out = u(x, y) if u is not None else prim.impl(np, x, y)
     elif n == 1:
         a = args[0]
         if not isinstance(a, Tensor) or a.device is not CPU:
@@ -249,7 +250,8 @@ def bind(prim: Primitive, *args, **params):
         if plan.big:
             out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
         if out is None:
-            out = prim.impl(np, x)
+            u = prim.ufunc
+            out = u(x) if u is not None else prim.impl(np, x)
         grad = a._requires_grad
     else:
         return _eager(prim, args, params)
