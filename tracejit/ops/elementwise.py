@@ -203,8 +203,31 @@ RSQRT = _unary("rsqrt", lambda xp, a: 1.0 / xp.sqrt(a), lambda g, out, a: (g * (
                lambda e, a: f"({e.const(1.0)} / {e.call('sqrt', a)})", save_out=True, save_in=False)
 SIN = _unary("sin", _ufunc1("sin"), lambda g, out, a: (g * cos(a),), lambda e, a: e.call("sin", a))
 COS = _unary("cos", _ufunc1("cos"), lambda g, out, a: (neg(g) * sin(a),), lambda e, a: e.call("cos", a))
-TANH = _unary("tanh", _ufunc1("tanh"), lambda g, out, a: (g * (1.0 - out * out),),
+TANH = _unary("tanh", _ufunc1("tanh"), lambda g, out, a: (tanh_backward(g, out),),
               lambda e, a: e.call("tanh", a), save_out=True, save_in=False)
+
+
+def _tanh_backward_vjp(gg, out, g, y):
+    # d/dg [g (1 - y^2)] = 1 - y^2 (tanh_backward again); d/dy = -2 g y
+    return (tanh_backward(gg, y) if y is not None else None,
+            gg * g * y * -2.0 if g is not None and y is not None else None)
+
+
+# tanh's input gradient g * (1 - y*y) from its output y, as PyTorch's tanh_backward: one
+# op, so a large eager backward is one kernel pass (three numpy passes as a composite)
+# and a compiled one fuses it as before. The numpy impl is the composite's evaluation
+# order, so results are bitwise those of the three ops it replaces.
+def _tanh_backward_impl(xp, g, y):
+    t = y * y
+    if isinstance(t, xp.ndarray) and t.ndim:
+        xp.subtract(1.0, t, out=t)  # in t's memory: one large temporary instead of two
+    else:
+        t = 1.0 - t
+    return g * t
+
+
+TANH_BACKWARD = _binary("tanh_backward", _tanh_backward_impl, _tanh_backward_vjp,
+                        lambda e, g, y: f"({g} * ({e.const(1.0)} - {y} * {y}))")
 
 
 def _sigmoid_impl(xp, a):
@@ -466,6 +489,11 @@ def tanh(a):
 
 def sigmoid(a):
     return bind(SIGMOID, a)
+
+
+def tanh_backward(g, y):
+    """``g * (1 - y * y)``: the gradient of tanh at the input whose tanh is `y`."""
+    return bind(TANH_BACKWARD, g, y)
 
 
 def relu(a):
