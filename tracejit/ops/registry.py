@@ -190,9 +190,13 @@ def bind(prim: Primitive, *args, **params):
     tracer = trace_state.tracer
     if tracer is not None:
         return tracer.record(prim, args, params)
-    if params or not prim.inline:
-        return _eager(prim, args, params)
     plans = prim.plans
+    if params or not prim.inline:
+        if plans is not None and len(args) == 1:
+            a = args[0]
+            if isinstance(a, Tensor) and a.device is CPU:
+                return _eager_one(prim, plans, a, params)  # (what `_eager` would call)
+        return _eager(prim, args, params)
     # The plan fast path (see above), inline for one and two operands without params:
     # nearly every call. Anything unusual (another device, a new signature, a changed
     # default dtype) goes to `_eager`.
