@@ -2,7 +2,9 @@
 
 Each computes its result out of place with the op of the same name, then ``_assign``
 writes it into the tensor's memory, bumps the version counter and takes over the new
-``grad_fn`` (which is how ``x[i] = v`` and ``y.mul_(2)`` stay differentiable). The methods
+``grad_fn`` (which is how ``x[i] = v`` and ``y.mul_(2)`` stay differentiable). Updates
+autograd never sees (``w -= lr * w.grad`` under no_grad) skip the result array and the
+copy: the op's ufunc writes into the tensor's memory (``_into``). The methods
 are installed on :class:`tracejit.tensor.Tensor` by that module's tail import.
 """
 from __future__ import annotations
@@ -15,6 +17,9 @@ from .errors import DTypeError, ShapeError
 from .tensor import Tensor, _install_methods
 from . import ops as _ops
 from .autograd.node import PrimNode
+from .autograd.grad_mode import _state as _grad_state
+from .ops import elementwise as _EW
+from .ops.registry import run_into as _run_into, trace_state as _trace_state
 
 
 class InPlaceMethods:
@@ -83,16 +88,50 @@ class InPlaceMethods:
         from .device import array_module
         return array_module(self.device)
 
+    def _into(self, prim, other=None) -> bool:
+        """The result of `prim` on self (and `other`) written straight into self's memory
+        (`registry.run_into`), for updates autograd never sees: under no_grad, or with no
+        operand requiring grad (optimizer steps, ``w -= lr * w.grad``). Exactly what
+        `_assign` would have stored, without the result array and the copy; False when
+        `_assign`'s path must run (recording, tracing, another device, a read-only or
+        cast result, a signature seen for the first time)."""
+        if self.device is not CPU or _trace_state.tracer is not None:
+            return False
+        if _grad_state.enabled:
+            base = self._base
+            if (self._requires_grad or (isinstance(other, Tensor) and other._requires_grad)
+                    or (base is not None and base._requires_grad)):
+                return False
+        data = self._data
+        if type(data) is not np.ndarray or not data.flags.writeable:
+            return False
+        if not _run_into(prim, self, (self,) if other is None else (self, other)):
+            return False
+        self._vbox[0] += 1
+        return True
+
     def add_(self, other, *, alpha=1):
-        return self._assign(_ops.add(self, other, alpha=alpha), "add_")
+        if alpha != 1:
+            other = _ops.mul(other, alpha)
+        if self._into(_EW.ADD, other):
+            return self
+        return self._assign(_ops.add(self, other), "add_")
 
     def sub_(self, other, *, alpha=1):
-        return self._assign(_ops.sub(self, other, alpha=alpha), "sub_")
+        if alpha != 1:
+            other = _ops.mul(other, alpha)
+        if self._into(_EW.SUB, other):
+            return self
+        return self._assign(_ops.sub(self, other), "sub_")
 
     def mul_(self, other):
+        if self._into(_EW.MUL, other):
+            return self
         return self._assign(_ops.mul(self, other), "mul_")
 
     def div_(self, other):
+        if self._into(_EW.DIV, other):
+            return self
         return self._assign(_ops.div(self, other), "div_")
 
     def pow_(self, other):
@@ -102,12 +141,18 @@ class InPlaceMethods:
         return self._assign(_ops.clamp(self, min, max), "clamp_")
 
     def neg_(self):
+        if self._into(_EW.NEG):
+            return self
         return self._assign(_ops.neg(self), "neg_")
 
     def exp_(self):
+        if self._into(_EW.EXP):
+            return self
         return self._assign(_ops.exp(self), "exp_")
 
     def sqrt_(self):
+        if self._into(_EW.SQRT):
+            return self
         return self._assign(_ops.sqrt(self), "sqrt_")
 
     def relu_(self):

@@ -11,6 +11,8 @@ import numpy as np
 from . import dtypes as _dt
 from .tensor import Tensor, _install_methods
 from . import ops as _ops
+from .ops import elementwise as _elementwise
+from .ops.registry import bind as _bind
 
 
 class OperatorMethods:
@@ -20,25 +22,25 @@ class OperatorMethods:
         return _ops.add(self, o)
 
     def __radd__(self, o):
-        return _ops.add(o, self)
+        return _bind(_elementwise.ADD, o, self)  # = _ops.add(o, self) (see _OPERATOR_PRIMS)
 
     def __sub__(self, o):
         return _ops.sub(self, o)
 
     def __rsub__(self, o):
-        return _ops.sub(o, self)
+        return _bind(_elementwise.SUB, o, self)  # = _ops.sub(o, self) (see _OPERATOR_PRIMS)
 
     def __mul__(self, o):
         return _ops.mul(self, o)
 
     def __rmul__(self, o):
-        return _ops.mul(o, self)
+        return _bind(_elementwise.MUL, o, self)  # = _ops.mul(o, self) (see _OPERATOR_PRIMS)
 
     def __truediv__(self, o):
         return _ops.div(self, o)
 
     def __rtruediv__(self, o):
-        return _ops.div(o, self)
+        return _bind(_elementwise.DIV, o, self)  # = _ops.div(o, self) (see _OPERATOR_PRIMS)
 
     def __floordiv__(self, o):
         return _ops.floor_divide(self, o)
@@ -191,11 +193,30 @@ _OPERATOR_OPS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truedi
                  "__ge__": "ge", "__and__": "logical_and", "__or__": "logical_or"}
 
 
+# Of those, the ones whose op function is exactly ``bind(<its primitive>, a, b)`` (add and
+# sub at their default alpha): their operators bind the primitive themselves, one more
+# Python call less per op (the op function stays the one definition of what they do).
+_OPERATOR_PRIMS = {"__add__": "ADD", "__sub__": "SUB", "__mul__": "MUL", "__truediv__": "DIV",
+                   "__floordiv__": "FLOOR_DIVIDE", "__mod__": "REMAINDER", "__pow__": "POW",
+                   "__lt__": "LT", "__le__": "LE", "__gt__": "GT", "__ge__": "GE",
+                   "__and__": "LOGICAL_AND", "__or__": "LOGICAL_OR"}
+
+
 def _with_ndarray_operand(name):
     # PyTorch's operators take a numpy array as the right operand (as a tensor of its dtype);
     # like PyTorch, `ndarray op tensor` (the reflected forms) still raises a TypeError.
-    op = getattr(_ops, _OPERATOR_OPS[name]) if name in _OPERATOR_OPS else getattr(Tensor, name)
     ndarray = np.ndarray
+    if name in _OPERATOR_PRIMS:
+        prim = getattr(_elementwise, _OPERATOR_PRIMS[name])
+
+        def method(self, o):
+            if isinstance(o, ndarray):
+                o = _ops.as_tensor(o, device=self.device)
+            return _bind(prim, self, o)
+        method.__name__ = name
+        method.__qualname__ = f"Tensor.{name}"
+        return method
+    op = getattr(_ops, _OPERATOR_OPS[name]) if name in _OPERATOR_OPS else getattr(Tensor, name)
 
     def method(self, o):
         if isinstance(o, ndarray):

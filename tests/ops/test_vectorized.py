@@ -11,6 +11,7 @@ import pytest
 import tracejit as tj
 from tracejit.ops import vectorized as V
 from tracejit.ops.gelu_prim import gelu_backward as _gelu_backward
+from tracejit.ops.elementwise import sigmoid_backward, tanh_backward
 from tracejit.ops.registry import REGISTRY
 
 N = 4096
@@ -239,6 +240,8 @@ def _special(n, seed):
     ("maximum", lambda a, b: tj.maximum(a, b)),
     ("gt", lambda a, b: a > b),
     ("neg", lambda a, b: -a),
+    ("tanh_backward", lambda a, b: tanh_backward(a, b)),
+    ("sigmoid_backward", lambda a, b: sigmoid_backward(a, b)),
 ])
 def test_large_arithmetic_runs_a_kernel_bitwise_as_numpy(kernels, monkeypatch, name, fn):
     """Arithmetic from ARITH_MIN_ELEMENTS (lowered here) runs the op's kernel, on the

@@ -43,3 +43,21 @@ def test_relu_gradient_through_where_matches_mask():
     (tj.relu(x) * tj.tensor(np.array([np.inf, 5.0, np.nan, -7.0], np.float32))).sum().backward()
     g = x.grad.numpy()
     assert g[0] == 0.0 and g[1] == 0.0 and np.isnan(g[2]) and g[3] == -7.0
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("bounds", [(0, None), (0.0, None), (None, 0), (0, 0.0), (-1.0, 0), (0, 2.0)])
+def test_clamp_at_zero_bits_equal_numpy_where(dtype, bounds):
+    # clamp(min=0) (ReLU) and clamp(max=0) take the same select; the kept elements keep
+    # their bits (-0.0 stays -0.0, nan stays nan), as with clamp's two-sided where
+    lo, hi = bounds
+    x = np.array(SPECIAL * 2, dtype=dtype)
+    want = x
+    if lo is not None:
+        want = np.where(want < lo, dtype(lo), want)
+    if hi is not None:
+        want = np.where(want > hi, dtype(hi), want)
+    got = tj.tensor(x).clamp(lo, hi).numpy()
+    assert got.dtype == want.dtype
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert tj.tensor(np.array(-0.0, dtype)).clamp(min=0).numpy().tobytes() == np.array(-0.0, dtype).tobytes()

@@ -23,6 +23,9 @@ def _as_list(x):
     return list(x)
 
 
+_ONES: dict = {}  # dtype -> a 0-d one, copied for each scalar output's root gradient
+
+
 def _default_grads(outputs, grad_outputs, what: str):
     grads = _as_list(grad_outputs) or [None] * len(outputs)
     if len(grads) != len(outputs):
@@ -41,8 +44,14 @@ def _default_grads(outputs, grad_outputs, what: str):
             d = o._data
             if type(d) is np.ndarray:
                 # The root gradient of a CPU output: one fresh array (ones_like's dispatch
-                # costs several times more than the rest of a small backward's root).
-                g = Tensor._wrap(np.ones(d.shape, d.dtype), o.dtype, o.device)
+                # costs several times more than the rest of a small backward's root; a
+                # scalar loss's is a copy of a kept 0-d one, 5x cheaper than np.ones).
+                one = _ONES.get(d.dtype) if not d.shape else None
+                if one is None:
+                    one = np.ones(d.shape, d.dtype)
+                    if not d.shape:
+                        _ONES[d.dtype] = one
+                g = Tensor._wrap(one.copy(), o.dtype, o.device)
             else:
                 g = ones_like(o)
         elif not hasattr(g, "_data"):

@@ -92,8 +92,8 @@ class SavedMeta:
             # np.broadcast_to's Python-level checks cost more than the rest of a small
             # backward node; an ndarray over one zero with all strides 0 is the same view.
             shape = self.shape
+            # (read-only, as the buffer it views is)
             zeros = np.ndarray(shape, self.dtype.np, _zero_buffer(self.dtype.np), 0, (0,) * len(shape))
-            zeros.flags.writeable = False
             t = Tensor._wrap(zeros, self.dtype, CPU)
             if self.column_major:
                 t._column_major = True
@@ -266,21 +266,27 @@ class PrimNode(Node):
         nexts = self.next_functions
         inputs = [None] * len(nexts)
         out = None
-        for i, s in self.saved.items():
-            if type(s) is not tuple:
-                inputs[i] = s.unpack(self, i, create_graph)  # SavedMeta
-            elif i >= 0:
-                t, version = s
-                if t._vbox[0] != version:
-                    raise _modified(self, f"input {i}", version, t._vbox[0])
-                inputs[i] = t if create_graph else t.detach()
-            else:
-                out = _unpack_output(self, s, create_graph)
+        saved = self.saved
+        if saved:
+            for i, s in saved.items():
+                if type(s) is not tuple:
+                    inputs[i] = s.unpack(self, i, create_graph)  # SavedMeta
+                elif i >= 0:
+                    t, version = s
+                    if t._vbox[0] != version:
+                        raise _modified(self, f"input {i}", version, t._vbox[0])
+                    inputs[i] = t if create_graph else t.detach()
+                else:
+                    out = _unpack_output(self, s, create_graph)
         scalars = self.scalars
         if scalars:
             for i, v in scalars.items():
                 inputs[i] = v
-        result = self.prim.vjp(grads[0], out, *inputs, **self.params)
+        params = self.params
+        if params:
+            result = self.prim.vjp(grads[0], out, *inputs, **params)
+        else:
+            result = self.prim.vjp(grads[0], out, *inputs)
         if not retain_graph:
             self.saved = None
             self._freed = True

@@ -79,16 +79,38 @@ def _none_rq(rq):
 _SAVE_OTHER = {(True, True): (0, 1), (True, False): (1,), (False, True): (0,), (False, False): ()}
 
 
+def _ufunc1(name):
+    """The impl of a unary op that is exactly the array module's ufunc `name`. Marked with
+    ``.ufunc`` (numpy's), so an in-place method can write the result straight into the
+    tensor's memory (`registry.run_into`: PyTorch's ``out=`` kernels) from this one definition."""
+    u = getattr(np, name)
+
+    def impl(xp, a):
+        return u(a) if xp is np else getattr(xp, name)(a)
+    impl.ufunc = u
+    return impl
+
+
+def _ufunc2(name):
+    """`_ufunc1` for a binary op."""
+    u = getattr(np, name)
+
+    def impl(xp, a, b):
+        return u(a, b) if xp is np else getattr(xp, name)(a, b)
+    impl.ufunc = u
+    return impl
+
+
 # ---------------------------------------------------------------- arithmetic
-ADD = _binary("add", lambda xp, a, b: xp.add(a, b), lambda g, out, a, b: (g, g),
+ADD = _binary("add", _ufunc2("add"), lambda g, out, a, b: (g, g),
               lambda e, a, b: f"({a} + {b})", save=_none_rq)
-SUB = _binary("sub", lambda xp, a, b: xp.subtract(a, b), lambda g, out, a, b: (g, neg(g)),
+SUB = _binary("sub", _ufunc2("subtract"), lambda g, out, a, b: (g, neg(g)),
               lambda e, a, b: f"({a} - {b})", save=_none_rq)
-MUL = _binary("mul", lambda xp, a, b: xp.multiply(a, b),
+MUL = _binary("mul", _ufunc2("multiply"),
               lambda g, out, a, b: (g * b if b is not None else None, g * a if a is not None else None),
               lambda e, a, b: f"({a} * {b})",
               save=lambda rq: _SAVE_OTHER[rq[0], rq[1]])
-DIV = _binary("div", lambda xp, a, b: xp.true_divide(a, b),
+DIV = _binary("div", _ufunc2("true_divide"),
               lambda g, out, a, b: (g / b, neg(g) * out / b),
               lambda e, a, b: f"({a} / {b})", save=lambda rq: (1,), save_out=True, int_to_float=True)
 
@@ -153,36 +175,59 @@ REMAINDER = _binary("remainder", _int_divisor_checked(np.remainder),
                     lambda e, a, b: f"({a} % {b})", save=lambda rq: (0, 1) if rq[1] else ())
 
 MAXIMUM = _binary(
-    "maximum", lambda xp, a, b: xp.maximum(a, b),
+    "maximum", _ufunc2("maximum"),
     lambda g, out, a, b: (where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
                           where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
     lambda e, a, b: f"({a} if ({a} > {b} or {a} != {a}) else {b})")
 MINIMUM = _binary(
-    "minimum", lambda xp, a, b: xp.minimum(a, b),
+    "minimum", _ufunc2("minimum"),
     lambda g, out, a, b: (where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
                           where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
     lambda e, a, b: f"({a} if ({a} < {b} or {a} != {a}) else {b})")
 
 # ---------------------------------------------------------------- unary math
-NEG = _unary("neg", lambda xp, a: xp.negative(a), lambda g, out, a: (neg(g),),
+NEG = _unary("neg", _ufunc1("negative"), lambda g, out, a: (neg(g),),
              lambda e, a: f"(-{a})", save_in=False, int_to_float=False)
-ABS = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),),
+ABS = _unary("abs", _ufunc1("absolute"), lambda g, out, a: (g * sign(a),),
              lambda e, a: f"abs({a})", int_to_float=False)
-EXP = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * out,),
+EXP = _unary("exp", _ufunc1("exp"), lambda g, out, a: (g * out,),
              lambda e, a: e.call("exp", a), save_out=True, save_in=False)
-EXPM1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * (out + 1.0),),
+EXPM1 = _unary("expm1", _ufunc1("expm1"), lambda g, out, a: (g * (out + 1.0),),
                lambda e, a: e.call("expm1", a), save_out=True, save_in=False)
-LOG = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / a,), lambda e, a: e.call("log", a))
-LOG1P = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / (a + 1.0),),
+LOG = _unary("log", _ufunc1("log"), lambda g, out, a: (g / a,), lambda e, a: e.call("log", a))
+LOG1P = _unary("log1p", _ufunc1("log1p"), lambda g, out, a: (g / (a + 1.0),),
                lambda e, a: e.call("log1p", a))
-SQRT = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (out * 2.0),),
+SQRT = _unary("sqrt", _ufunc1("sqrt"), lambda g, out, a: (g / (out * 2.0),),
               lambda e, a: e.call("sqrt", a), save_out=True, save_in=False)
 RSQRT = _unary("rsqrt", lambda xp, a: 1.0 / xp.sqrt(a), lambda g, out, a: (g * (out * out * out) * -0.5,),
                lambda e, a: f"({e.const(1.0)} / {e.call('sqrt', a)})", save_out=True, save_in=False)
-SIN = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cos(a),), lambda e, a: e.call("sin", a))
-COS = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (neg(g) * sin(a),), lambda e, a: e.call("cos", a))
-TANH = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (g * (1.0 - out * out),),
+SIN = _unary("sin", _ufunc1("sin"), lambda g, out, a: (g * cos(a),), lambda e, a: e.call("sin", a))
+COS = _unary("cos", _ufunc1("cos"), lambda g, out, a: (neg(g) * sin(a),), lambda e, a: e.call("cos", a))
+TANH = _unary("tanh", _ufunc1("tanh"), lambda g, out, a: (tanh_backward(g, out),),
               lambda e, a: e.call("tanh", a), save_out=True, save_in=False)
+
+
+def _tanh_backward_vjp(gg, out, g, y):
+    # d/dg [g (1 - y^2)] = 1 - y^2 (tanh_backward again); d/dy = -2 g y
+    return (tanh_backward(gg, y) if y is not None else None,
+            gg * g * y * -2.0 if g is not None and y is not None else None)
+
+
+# tanh's input gradient g * (1 - y*y) from its output y, as PyTorch's tanh_backward: one
+# op, so a large eager backward is one kernel pass (three numpy passes as a composite)
+# and a compiled one fuses it as before. The numpy impl is the composite's evaluation
+# order, so results are bitwise those of the three ops it replaces.
+def _tanh_backward_impl(xp, g, y):
+    t = y * y
+    if isinstance(t, xp.ndarray) and t.ndim:
+        xp.subtract(1.0, t, out=t)  # in t's memory: one large temporary instead of two
+    else:
+        t = 1.0 - t
+    return g * t
+
+
+TANH_BACKWARD = _binary("tanh_backward", _tanh_backward_impl, _tanh_backward_vjp,
+                        lambda e, g, y: f"({g} * ({e.const(1.0)} - {y} * {y}))")
 
 
 def _sigmoid_impl(xp, a):
@@ -191,8 +236,29 @@ def _sigmoid_impl(xp, a):
     return xp.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
 
 
-SIGMOID = _unary("sigmoid", _sigmoid_impl, lambda g, out, a: (g * out * (1.0 - out),),
+SIGMOID = _unary("sigmoid", _sigmoid_impl, lambda g, out, a: (sigmoid_backward(g, out),),
                  lambda e, a: e.call("sigmoid", a), save_out=True, save_in=False)
+
+
+def _sigmoid_backward_vjp(gg, out, g, y):
+    # d/dg [g y (1 - y)] = y (1 - y) (sigmoid_backward again); d/dy = g (1 - 2y)
+    return (sigmoid_backward(gg, y) if y is not None else None,
+            gg * g * (1.0 - 2.0 * y) if g is not None and y is not None else None)
+
+
+def _sigmoid_backward_impl(xp, g, y):
+    t = g * y
+    u = 1.0 - y
+    if isinstance(t, xp.ndarray) and t.shape == u.shape and t.ndim:
+        return xp.multiply(t, u, out=t)  # one large temporary less
+    return t * u
+
+
+# sigmoid's input gradient (g * y) * (1 - y) from its output y, as PyTorch's
+# sigmoid_backward: one op (one kernel pass when large) instead of three; the numpy impl
+# keeps the composite's evaluation order, so results are bitwise the same.
+SIGMOID_BACKWARD = _binary("sigmoid_backward", _sigmoid_backward_impl, _sigmoid_backward_vjp,
+                           lambda e, g, y: f"(({g} * {y}) * ({e.const(1.0)} - {y}))")
 RELU = _unary("relu", lambda xp, a: xp.where(a > 0, a, xp.zeros((), a.dtype)) if a.dtype.kind != "f" else xp.maximum(a, a.dtype.type(0)),
               lambda g, out, a: (where(gt(out, 0.0), g, 0.0),),
               lambda e, a: f"({e.const(0)} if {a} <= {e.const(0)} else {a})",
@@ -209,20 +275,31 @@ def _erf_impl(xp, a):
 
 ERF = _unary("erf", _erf_impl, lambda g, out, a: (g * exp(neg(a * a)) * (2.0 / math.sqrt(math.pi)),),
              lambda e, a: e.call("erf", a))
-SIGN = _unary("sign", lambda xp, a: xp.sign(a), None,
+SIGN = _unary("sign", _ufunc1("sign"), None,
               lambda e, a: f"({e.const(1)} if {a} > {e.const(0)} else ({e.const(-1)} if {a} < {e.const(0)} else {a}))",
               int_to_float=False)
-FLOOR = _unary("floor", lambda xp, a: xp.floor(a), lambda g, out, a: (g * 0.0,),
+FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (g * 0.0,),
                lambda e, a: e.call("floor", a), int_to_float=False, save_in=False)
 
 
 def _clamp_impl(xp, a, min=None, max=None):
     out = a
     if min is not None:
-        out = xp.where(out < min, a.dtype.type(min), out)
+        out = _clamp_side(xp, out < min, a, out, min)
     if max is not None:
-        out = xp.where(out > max, a.dtype.type(max), out)
+        out = _clamp_side(xp, out > max, a, out, max)
     return out
+
+
+def _clamp_side(xp, beyond, a, out, bound):
+    """`out` with `bound` where `beyond`. A +0 bound on a float array (ReLU as
+    ``clamp(min=0)``) takes `where`'s branch-free select (`_select_or_zero`): bitwise the
+    same result (kept elements keep their bits, -0.0 and nan included), 2x faster."""
+    if xp is np and _is_plus_zero(bound):
+        sel = _select_or_zero(beyond, 0, out)
+        if sel is not None:
+            return sel
+    return xp.where(beyond, a.dtype.type(bound), out)
 
 
 def _clamp_vjp(g, out, a, min=None, max=None):
@@ -252,13 +329,13 @@ def _cmp(name, impl, op):
     return _binary(name, impl, None, lambda e, a, b: f"({a} {op} {b})", out_bool=True)
 
 
-EQ = _cmp("eq", lambda xp, a, b: xp.equal(a, b), "==")
-NE = _cmp("ne", lambda xp, a, b: xp.not_equal(a, b), "!=")
-LT = _cmp("lt", lambda xp, a, b: xp.less(a, b), "<")
-LE = _cmp("le", lambda xp, a, b: xp.less_equal(a, b), "<=")
-GT = _cmp("gt", lambda xp, a, b: xp.greater(a, b), ">")
-GE = _cmp("ge", lambda xp, a, b: xp.greater_equal(a, b), ">=")
-ISNAN = _unary("isnan", lambda xp, a: xp.isnan(a), None, lambda e, a: f"({a} != {a})",
+EQ = _cmp("eq", _ufunc2("equal"), "==")
+NE = _cmp("ne", _ufunc2("not_equal"), "!=")
+LT = _cmp("lt", _ufunc2("less"), "<")
+LE = _cmp("le", _ufunc2("less_equal"), "<=")
+GT = _cmp("gt", _ufunc2("greater"), ">")
+GE = _cmp("ge", _ufunc2("greater_equal"), ">=")
+ISNAN = _unary("isnan", _ufunc1("isnan"), None, lambda e, a: f"({a} != {a})",
                int_to_float=False)
 ISNAN.rule = _ew_rule("isnan", out_bool=True)
 
@@ -271,11 +348,11 @@ def _bool_rule(name, n):
     return rule
 
 
-LOGICAL_NOT = defprim("logical_not", lambda xp, a: xp.logical_not(a), _bool_rule("logical_not", 1),
+LOGICAL_NOT = defprim("logical_not", _ufunc1("logical_not"), _bool_rule("logical_not", 1),
                       kind="elementwise", scalar=lambda e, a: f"(not {a})")
-LOGICAL_AND = defprim("logical_and", lambda xp, a, b: xp.logical_and(a, b), _bool_rule("logical_and", 2),
+LOGICAL_AND = defprim("logical_and", _ufunc2("logical_and"), _bool_rule("logical_and", 2),
                       kind="elementwise", scalar=lambda e, a, b: f"({a} and {b})")
-LOGICAL_OR = defprim("logical_or", lambda xp, a, b: xp.logical_or(a, b), _bool_rule("logical_or", 2),
+LOGICAL_OR = defprim("logical_or", _ufunc2("logical_or"), _bool_rule("logical_or", 2),
                      kind="elementwise", scalar=lambda e, a, b: f"({a} or {b})")
 
 
@@ -433,6 +510,16 @@ def tanh(a):
 
 def sigmoid(a):
     return bind(SIGMOID, a)
+
+
+def sigmoid_backward(g, y):
+    """``g * y * (1 - y)``: the gradient of sigmoid at the input whose sigmoid is `y`."""
+    return bind(SIGMOID_BACKWARD, g, y)
+
+
+def tanh_backward(g, y):
+    """``g * (1 - y * y)``: the gradient of tanh at the input whose tanh is `y`."""
+    return bind(TANH_BACKWARD, g, y)
 
 
 def relu(a):

@@ -11,7 +11,7 @@ from ..errors import DTypeError
 from ..shapes import normalize_dims, normalize_dim
 from .elementwise import cast, eq, mul, where
 from .registry import Aval, bind, defprim
-from .shape import expand, reshape
+from .shape import EXPAND, expand, reshape
 
 __all__ = ["sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
            "logsumexp", "prod", "all", "any", "norm", "cumsum"]
@@ -50,8 +50,10 @@ def _sum_vjp(g, out, a, dims, keepdim):
     if g.ndim == 0:
         # A full reduction's 0-d cotangent broadcasts to any shape as it is: one expand (a
         # stride-0 view; in a compiled kernel a 0-d operand) instead of a reshape to
-        # (1, ..., 1) first.
-        return (expand(g, a.shape),)
+        # (1, ..., 1) first. Bound directly: a's shape is a valid target by construction
+        # (expand()'s argument checks cost as much as the op).
+        shape = tuple(a.shape)
+        return (bind(EXPAND, g, shape=shape) if shape else g,)
     return (expand(_keep(g, a.shape, dims, keepdim), a.shape),)
 
 
@@ -134,6 +136,8 @@ ARGMIN = defprim("argmin", lambda xp, a, dim, keepdim: _arg_impl(xp.argmin)(xp, 
 
 
 def _dims(a, dim, op):
+    if dim is None:  # every dim (a loss's .sum()/.mean()): nothing to check
+        return tuple(range(a.ndim))
     return normalize_dims(dim, a.ndim, op)
 
 

@@ -58,7 +58,7 @@ from ..errors import DeviceMismatchError
 from ..tensor import Tensor
 from . import vectorized as _vectorized
 
-__all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim"]
+__all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim", "run_into"]
 
 
 class Aval:
@@ -112,6 +112,9 @@ class Primitive:
         # are pure functions of shapes, dtypes and params, so their results can be kept
         self.plans = {} if self.kind in _PLANNED_KINDS else None
         self.inline = self.plans is not None and not self.is_view and self.view_if is None
+        # numpy's ufunc when the impl is exactly one (ops/elementwise.py `_ufunc1/2`): then
+        # an in-place method writes the result into the tensor's memory (`run_into`)
+        self.ufunc = getattr(self.impl, "ufunc", None)
         # what autograd keeps per requires_grad pattern (autograd/node.py `_records`)
         self.records = {}
         if not self.grad_name:
@@ -187,9 +190,13 @@ def bind(prim: Primitive, *args, **params):
     tracer = trace_state.tracer
     if tracer is not None:
         return tracer.record(prim, args, params)
-    if params or not prim.inline:
-        return _eager(prim, args, params)
     plans = prim.plans
+    if params or not prim.inline:
+        if plans is not None and len(args) == 1:
+            a = args[0]
+            if isinstance(a, Tensor) and a.device is CPU:
+                return _eager_one(prim, plans, a, params)  # (what `_eager` would call)
+        return _eager(prim, args, params)
     # The plan fast path (see above), inline for one and two operands without params:
     # nearly every call. Anything unusual (another device, a new signature, a changed
     # default dtype) goes to `_eager`.
@@ -229,7 +236,8 @@ def bind(prim: Primitive, *args, **params):
         if plan.big:
             out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
         if out is None:
-            out = prim.impl(np, x, y)
+            u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
+            out = u(x, y) if u is not None else prim.impl(np, x, y)
     elif n == 1:
         a = args[0]
         if not isinstance(a, Tensor) or a.device is not CPU:
@@ -246,7 +254,8 @@ def bind(prim: Primitive, *args, **params):
         if plan.big:
             out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
         if out is None:
-            out = prim.impl(np, x)
+            u = prim.ufunc
+            out = u(x) if u is not None else prim.impl(np, x)
         grad = a._requires_grad
     else:
         return _eager(prim, args, params)
@@ -260,6 +269,75 @@ def bind(prim: Primitive, *args, **params):
         else:
             record_unary(prim, a, params, result, plan.meta)
     return result
+
+
+def run_into(prim: Primitive, dst, args) -> bool:
+    """``dst = prim(*args)`` computed straight into the CPU tensor `dst`'s memory, as
+    PyTorch's in-place (``out=``) kernels do, for an in-place method whose result needs no
+    autograd node (`dst -= lr * g` under no_grad): no result array, no copy back. The
+    caller (tensor_inplace.py) has checked that nothing records or traces and that `dst` is
+    writable; True when done. False, having changed nothing, when the op's impl is not a
+    ufunc, an operand is not a CPU tensor or number, the signature has no plan yet (its
+    first call takes the out-of-place path, which makes one) or the plan's result dtype or
+    shape is not `dst`'s (that path then casts or raises as it always did).
+
+    Values are those of the out-of-place op: the same plan (casts, compute dtype) and the
+    same ufunc or, for large operands, the same kernel (`vectorized.run` with ``out=``,
+    only when no operand overlaps `dst` other than `dst` itself; numpy's ufuncs handle
+    any overlap)."""
+    u = prim.ufunc
+    if u is None:
+        return False
+    n = len(args)
+    if n == 2:
+        a, b = args
+        if isinstance(b, Tensor):
+            if b.device is not CPU:
+                return False
+            y = b._data
+            key = (a._data.shape, a.dtype, y.shape, b.dtype)
+        else:
+            y = b
+            key = (a._data.shape, a.dtype, type(b))
+    elif n == 1:
+        a = args[0]
+        key = (a._data.shape, a.dtype)
+    else:
+        return False
+    plan = prim.plans.get(key)
+    if (plan is None or plan.default is not _dt._default_float or plan.out_dtype is not dst.dtype
+            or plan.out_shape != dst._data.shape):
+        return False
+    x = a._data
+    c0 = plan.casts[0]
+    if c0 is not None:
+        x = x.astype(c0)
+    out = dst._data
+    if n == 2:
+        c1 = plan.casts[1]
+        if c1 is not None:
+            y = y.astype(c1) if y is not b else _scalar_as(y, c1)
+        arrays = (x, y)
+    else:
+        arrays = (x,)
+    if plan.big and out.flags.c_contiguous and _apart(arrays, out):
+        if _vectorized.run(prim, arrays, {}, plan.compute_np, plan.out_np, plan.out_shape,
+                           out=out) is not None:
+            return True
+    u(*arrays, out=out)
+    return True
+
+
+def _apart(arrays, out) -> bool:
+    """Whether a kernel may write `out` while reading `arrays`: each is `out` itself (read
+    at the index it is written) or shares no memory with it (the kernel, unlike numpy's
+    ufuncs, does not buffer an operand that overlaps its output elsewhere)."""
+    for x in arrays:
+        if isinstance(x, np.ndarray) and x is not out and np.may_share_memory(x, out):
+            if not (x.shape == out.shape and x.strides == out.strides
+                    and x.__array_interface__["data"][0] == out.__array_interface__["data"][0]):
+                return False
+    return True
 
 
 def _signature(args):
@@ -297,6 +375,10 @@ def _eager(prim: Primitive, args, params):
     plans = prim.plans
     if plans is None:
         return _eager_general(prim, args, params, None)
+    if len(args) == 1:
+        a = args[0]
+        if isinstance(a, Tensor) and a.device is CPU:
+            return _eager_one(prim, plans, a, params)
     key = _signature(args)
     if key is not None and params:
         pkey = _param_key(params)
@@ -327,6 +409,46 @@ def _eager(prim: Primitive, args, params):
         _share_memory(result, args[0])
     if grad and plan.diff and _grad_state.enabled:
         make_prim_node(prim, args, params, result, plan.meta)
+    return result
+
+
+def _eager_one(prim: Primitive, plans, a, params):
+    """`_eager` for one CPU tensor operand (with or without params): the shape ops,
+    reductions and unary ops with params, which every backward calls (sum's expand, the
+    reshape and permute of matmul's and view ops' VJPs). The same plan as `_eager`'s,
+    keyed by (shape, dtype, params), with the signature and the params' check inline."""
+    x = a._data
+    if params:
+        for v in params.values():
+            t = type(v)
+            if t is tuple:
+                for e in v:
+                    if type(e) not in _PARAM_TYPES:
+                        return _eager_general(prim, (a,), params, None)
+            elif t not in _PARAM_TYPES:
+                return _eager_general(prim, (a,), params, None)
+        key = (x.shape, a.dtype, tuple(params.items()))
+    else:
+        key = (x.shape, a.dtype)
+    plan = plans.get(key)
+    if plan is None or plan.default is not _dt._default_float:
+        return _eager_general(prim, (a,), params, key)
+    c0 = plan.casts[0]
+    if c0 is not None:
+        x = x.astype(c0)
+    out = None
+    if plan.big:
+        out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
+    if out is None:
+        out = prim.impl(np, x, **params)
+    onp = plan.out_np
+    if type(out) is not np.ndarray or out.dtype is not onp:
+        out = np.asarray(out, dtype=onp)
+    result = _wrap(out, plan.out_dtype, CPU)
+    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+        _share_memory(result, a)
+    if a._requires_grad and plan.diff and _grad_state.enabled:
+        record_unary(prim, a, params, result, plan.meta)
     return result
 
 

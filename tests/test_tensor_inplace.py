@@ -1,0 +1,131 @@
+"""In-place methods written straight into the tensor's memory (tensor_inplace.py `_into`,
+ops/registry.py `run_into`): the same values, versions and errors as the out-of-place
+result copied back (`_assign`), which still handles everything autograd or tracing sees."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.errors import DTypeError, ShapeError
+from tracejit.ops import registry
+
+
+def _twice(fn):
+    """Run `fn` twice: the first call of a signature makes its plan (out-of-place path),
+    the second takes the in-place path."""
+    fn()
+    fn()
+
+
+def test_sgd_style_update_writes_into_the_same_memory():
+    r = np.random.default_rng(0)
+    w0 = r.standard_normal((50, 20)).astype(np.float32)
+    g = r.standard_normal((50, 20)).astype(np.float32)
+    w = tj.tensor(w0.copy(), requires_grad=True)
+    w.grad = tj.tensor(g)
+    data = w._data
+    expected = w0.copy()
+    with tj.no_grad():
+        for _ in range(3):
+            w -= 0.01 * w.grad
+            expected = expected - np.float32(0.01) * g
+    assert w._data is data                      # no new array, nothing rebound
+    np.testing.assert_array_equal(w.detach().numpy(), expected)  # bitwise the out-of-place result
+    assert w._version == 3
+    assert w.requires_grad and w.grad_fn is None
+
+
+@pytest.mark.parametrize("method, other, ref", [
+    ("add_", 2.5, lambda x: x + np.float32(2.5)),
+    ("sub_", 3, lambda x: x - np.float32(3)),
+    ("mul_", -1.5, lambda x: x * np.float32(-1.5)),
+    ("div_", 7.0, lambda x: x / np.float32(7.0)),
+    ("neg_", None, lambda x: -x),
+    ("exp_", None, np.exp),
+    ("sqrt_", None, lambda x: np.sqrt(np.abs(x))),
+])
+def test_each_method_matches_the_out_of_place_op(method, other, ref):
+    r = np.random.default_rng(1)
+    base = r.standard_normal(33).astype(np.float32)
+    if method == "sqrt_":
+        base = np.abs(base)
+    for _ in range(2):   # plan first, then the in-place path
+        x = tj.tensor(base.copy())
+        data = x._data
+        getattr(x, method)(*(() if other is None else (other,)))
+        assert x._data is data
+        np.testing.assert_array_equal(x.numpy(), ref(base))
+
+
+def test_tensor_operand_broadcast_and_alpha():
+    x0 = np.arange(12, dtype=np.float64).reshape(3, 4)
+    b = np.array([1.0, -2.0, 0.5, 4.0])
+    for _ in range(2):
+        x = tj.tensor(x0.copy())
+        x.add_(tj.tensor(b), alpha=3)
+        np.testing.assert_array_equal(x.numpy(), x0 + 3 * b)
+        x.sub_(tj.tensor(b))
+        np.testing.assert_array_equal(x.numpy(), x0 + 2 * b)
+
+
+def test_overlapping_operand_reads_the_old_values():
+    # x[1:] += x[:-1]: the result is computed from the old values, as out of place
+    for _ in range(2):
+        x = tj.arange(8).float()
+        with tj.no_grad():
+            x[1:].add_(x[:-1])
+        np.testing.assert_array_equal(x.numpy(), [0, 1, 3, 5, 7, 9, 11, 13])
+
+
+def test_kernel_path_refuses_partial_overlap():
+    x = np.arange(10.0)
+    assert registry._apart((x, 2.0), x)
+    assert registry._apart((np.ones(10),), x)
+    assert not registry._apart((x[:-1],), x[1:])
+
+
+def test_errors_unchanged():
+    for _ in range(2):
+        i = tj.tensor(np.arange(4))
+        with pytest.raises(DTypeError):
+            i.add_(0.5)                          # int result type can't hold a float
+        assert i.numpy().tolist() == [0, 1, 2, 3]
+        x = tj.zeros(3)
+        with pytest.raises(ShapeError):
+            x.add_(tj.ones(2, 3))               # in-place ops cannot broadcast the target
+        e = tj.ones(1).expand(4)
+        with pytest.raises(RuntimeError, match="read-only"):
+            e.mul_(2.0)
+        leaf = tj.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="leaf"):
+            leaf.mul_(2.0)
+
+
+def test_wider_operand_casts_back_as_before():
+    # float32 tensor += float64 tensor: the result type is float64, stored as float32
+    for _ in range(2):
+        x = tj.ones(3)
+        x.add_(tj.tensor(np.full(3, 0.1)))
+        assert x.dtype is tj.float32
+        np.testing.assert_array_equal(x.numpy(), np.float32(1.0 + 0.1))
+
+
+def test_recorded_update_still_differentiable():
+    for _ in range(2):
+        a = tj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = a * 2.0
+        y.mul_(a)                                   # recorded: y = 2a * a
+        assert y.grad_fn is not None
+        y.sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), 4 * np.array([1.0, 2.0, 3.0]))
+
+
+def test_view_of_leaf_refused_with_grad_and_allowed_without():
+    for _ in range(2):
+        leaf = tj.zeros(4, requires_grad=True)
+        with tj.no_grad():
+            v = leaf[1:3]
+        with pytest.raises(RuntimeError):
+            v.add_(1.0)
+        with tj.no_grad():
+            v.add_(1.0)
+        np.testing.assert_array_equal(leaf.detach().numpy(), [0, 1, 1, 0])
