@@ -239,8 +239,10 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool):
     from ..jit.loops import scan
     from ..ops.registry import trace_state
     from .recurrent_grad import DeferredHiddenGrad
-    if step is lstm_step and trace_state.tracer is not None:
-        return _lstm_feature_major(x, state, weights, reverse)
+    if step is lstm_step:
+        if trace_state.tracer is not None:
+            return _lstm_feature_major(x, state, weights, reverse)
+        return _lstm_eager(x, state, weights, reverse)
     if step is gru_step and trace_state.tracer is not None:
         return _gru_feature_major(x, state, weights, reverse)
     w_ih, w_hh, b_ih, b_hh = weights
@@ -287,6 +289,28 @@ def _lstm_feature_major(x, state: tuple, weights: tuple, reverse: bool):
     (h, c), out = scan(one_step, (h0, c0), gi, reverse=reverse)
     out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))             # (L, N, H)
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
+
+
+def _lstm_eager(x, state: tuple, weights: tuple, reverse: bool):
+    """`_run_direction` of an eager LSTM: the whole time loop as one autograd node
+    (nn/lstm_layer.py), feature-major as `_lstm_feature_major` and for the same reasons
+    (contiguous gate blocks; the faster GEMM orientation for small batches: batch 32,
+    hidden 256, one thread, ``W @ h^T`` 0.20 ms against 0.29 ms for ``h @ W^T`` and 0.41 ms
+    on the transposed weight view; backward ``W^T @ g`` 0.20 against ``g @ W`` 0.26 ms).
+    The input projection of the whole sequence is one GEMM ``W_ih @ X^T`` (4H, L*N), both
+    biases added once; the layer reads it as (L, 4H, N), a view."""
+    from .lstm_layer import lstm_layer_fm
+    w_ih, w_hh, b_ih, b_hh = weights
+    L, N, h_in = x.shape
+    four = w_ih.shape[0]
+    gi = _ops.matmul(w_ih, _ops.transpose(_ops.reshape(x, (L * N, h_in)), 0, 1))     # (4H, L*N)
+    bias = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
+    if bias is not None:
+        gi = gi + _ops.reshape(bias, (four, 1))
+    gi = _ops.permute(_ops.reshape(gi, (four, L, N)), (1, 0, 2))        # (L, 4H, N), a view
+    h0, c0 = (_ops.transpose(s, 0, 1) for s in state)
+    out, h, c = lstm_layer_fm(gi, w_hh, h0, c0, reverse)
+    return _ops.permute(out, (0, 2, 1)), (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 
 
 def _gru_feature_major(x, state: tuple, weights: tuple, reverse: bool):
