@@ -4,7 +4,7 @@ Run step by step, an eager LSTM records a graph node or three per time step and 
 (hidden projection, gate math, state split) and each step's backward goes through the
 engine, with the per-step slicing, stacking and accumulation around it: for a 2-layer,
 64-step LM step that per-step bookkeeping cost more than the gate math itself. Here the
-forward and backward time loops are one primitive each (`tracejit.ops.rnn_cell_prim`:
+forward and backward time loops are one primitive each (`tracejit.ops.lstm_prim`:
 ``lstm_layer``, ``lstm_layer_backward``), like PyTorch's CPU LSTM (oneDNN's layer
 forward/backward), and this Function makes the pair differentiable:
 
@@ -14,7 +14,7 @@ forward/backward), and this Function makes the pair differentiable:
 - ``create_graph=True`` recomputes the forward with tracejit ops from the saved inputs
   and runs the backward recurrence with tracejit ops, so higher derivatives are exact.
 
-Layout (feature-major; see ops/rnn_cell_prim.py): gi (L, 4H, N), w_hh (4H, H), h0 and
+Layout (feature-major; see ops.lstm_prim.py): gi (L, 4H, N), w_hh (4H, H), h0 and
 c0 (H, N); outputs: h of every step (L, H, N), h_n and c_n (H, N). Captured (traced or
 scripted) layers do not come here: nn/recurrent.py runs them as a `scan`.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..autograd.grad_mode import is_grad_enabled
-from ..ops.rnn_cell_prim import lstm_layer, lstm_layer_backward
+from ..ops.lstm_prim import lstm_layer, lstm_layer_backward
 
 __all__ = ["lstm_layer_fm"]
 
