@@ -13,6 +13,7 @@ from .elementwise import (abs, cast, eq, erf, exp, log, log1p, maximum, minimum,
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
 from . import pooling_prim as _pool_prim
+from . import softmax_prim as _softmax_prim
 from .indexing import gather, getitem
 from .linalg import matmul
 from .random import rand_like
@@ -67,6 +68,9 @@ def softmax(x, dim: int = -1, dtype=None):
         x = cast(x, dtype)
     if x.ndim and isinstance(x.shape[dim], int) and x.shape[dim] == 0:
         return x * 1.0  # nothing to normalize (and no max to subtract)
+    from .registry import trace_state
+    if trace_state.tracer is None and x.dtype.is_floating_point:
+        return _softmax_prim.softmax(x, dim)    # eager: one op forward, one backward
     # Subtracting the (constant) max keeps exp from overflowing; it cancels in the ratio.
     e = exp(x - amax(x, dim, keepdim=True).detach())
     return e / sum(e, dim, keepdim=True)
