@@ -31,20 +31,23 @@ __all__ = ["lstm_layer_fm"]
 class _LSTMLayer(Function):
 
     @staticmethod
-    def forward(ctx, gi, w, h0, c0, reverse):
+    def forward(ctx, gi, w, b, h0, c0, reverse):
         ctx.set_materialize_grads(False)
-        Z = lstm_layer(gi, w, h0, c0, reverse)
+        ctx.has_bias = b is not None
+        if b is None:
+            b = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
+        Z = lstm_layer(gi, w, b, h0, c0, reverse)
         ctx.reverse = reverse
-        ctx.save_for_backward(gi, w, h0, c0, Z)
+        ctx.save_for_backward(gi, w, b, h0, c0, Z)
         H = w.shape[1]
         last = 0 if reverse else gi.shape[0] - 1
         return Z[:, :H], Z[last, :H], Z[last, H:2 * H]
 
     @staticmethod
     def backward(ctx, d_out, d_hn, d_cn):
-        gi, w, h0, c0, Z = ctx.saved_tensors
+        gi, w, b, h0, c0, Z = ctx.saved_tensors
         if is_grad_enabled():
-            return _recorded_backward(gi, w, h0, c0, ctx.reverse, d_out, d_hn, d_cn)
+            return _recorded_backward(gi, w, b, h0, c0, ctx.reverse, d_out, d_hn, d_cn, ctx.has_bias)
         L, four, N = gi.shape
         H = four // 4
         zeros = lambda *s: _ops.zeros(s, dtype=gi.dtype, device=gi.device)  # noqa: E731
@@ -55,12 +58,14 @@ class _LSTMLayer(Function):
         n_g, n_w = four * L * N, four * H
         d_gi = _ops.permute(_ops.reshape(res[:n_g], (four, L, N)), (1, 0, 2))
         d_w = _ops.reshape(res[n_g:n_g + n_w], (four, H))
-        d_h0 = _ops.reshape(res[n_g + n_w:n_g + n_w + H * N], (H, N))
-        d_c0 = _ops.reshape(res[n_g + n_w + H * N:], (H, N))
-        return d_gi, d_w, d_h0, d_c0, None
+        d_b = res[n_g + n_w:n_g + n_w + four] if ctx.has_bias else None
+        n_g += n_w + four
+        d_h0 = _ops.reshape(res[n_g:n_g + H * N], (H, N))
+        d_c0 = _ops.reshape(res[n_g + H * N:], (H, N))
+        return d_gi, d_w, d_b, d_h0, d_c0, None
 
 
-def _recorded_backward(gi, w, h0, c0, reverse, d_out, d_hn, d_cn):
+def _recorded_backward(gi, w, b, h0, c0, reverse, d_out, d_hn, d_cn, has_bias):
     """The layer's VJP with tracejit ops (create_graph=True): the forward recomputed
     from the saved inputs, then the backward recurrence, both recorded."""
     L = gi.shape[0]
@@ -68,7 +73,7 @@ def _recorded_backward(gi, w, h0, c0, reverse, d_out, d_hn, d_cn):
     saved = {}
     h, c = h0, c0
     for t in order:
-        i, f, g, o = _ops.chunk(gi[t] + _ops.matmul(w, h), 4, 0)
+        i, f, g, o = _ops.chunk(gi[t] + _ops.matmul(w, h) + _ops.reshape(b, (b.shape[0], 1)), 4, 0)
         i, f, g, o = _ops.sigmoid(i), _ops.sigmoid(f), _ops.tanh(g), _ops.sigmoid(o)
         saved[t] = (i, f, g, o, h, c)
         c = f * c + i * g
@@ -96,11 +101,14 @@ def _recorded_backward(gi, w, h0, c0, reverse, d_out, d_hn, d_cn):
         d_w = d_wt if d_w is None else d_w + d_wt
         dc = dct * f
         dh = _ops.matmul(wt, dg)
-    return _ops.stack(d_gi, 0), d_w, dh, dc, None
+    G = _ops.stack(d_gi, 0)
+    d_b = _ops.sum(G, (0, 2)) if has_bias else None
+    return G, d_w, d_b, dh, dc, None
 
 
-def lstm_layer_fm(gi, w, h0, c0, reverse: bool = False) -> tuple:
+def lstm_layer_fm(gi, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
     """One eager LSTM layer and direction, feature-major: gi (L, 4H, N) is the input
-    projection with both biases, w the hidden weights (4H, H), h0 and c0 (H, N).
-    Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
-    return _LSTMLayer.apply(gi, w, h0, c0, bool(reverse))
+    projection, w the hidden weights (4H, H), h0 and c0 (H, N), bias (4H,) or None (the
+    sum of both biases, added at each step). Returns (h of every step (L, H, N), h_n
+    (H, N), c_n (H, N))."""
+    return _LSTMLayer.apply(gi, w, bias, h0, c0, bool(reverse))
