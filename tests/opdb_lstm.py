@@ -21,7 +21,7 @@ def _ref(gi, w, b, h0, c0, reverse=False):
     outs = [None] * L
     h, c = h0, c0
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        a = gi[t] + w @ h + b[:, None]
+        a = gi[t].T + w @ h + b[:, None]
         i, f, g, o = _sig(a[:H]), _sig(a[H:2 * H]), np.tanh(a[2 * H:3 * H]), _sig(a[3 * H:])
         c = f * c + i * g
         h = o * np.tanh(c)
@@ -36,7 +36,7 @@ def _f(m, gi, w, b, h0, c0, reverse=False):
     outs = [None] * L
     h, c = h0, c0
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        i, f, g, o = (gi[t] + w @ h + b[:, None]).chunk(4, 0)
+        i, f, g, o = (gi[t].T + w @ h + b[:, None]).chunk(4, 0)
         c = m.sigmoid(f) * c + m.sigmoid(i) * m.tanh(g)
         h = m.sigmoid(o) * m.tanh(c)
         outs[t] = h
@@ -45,11 +45,11 @@ def _f(m, gi, w, b, h0, c0, reverse=False):
 
 def _samples(d, r):
     H, N = 3, 2
-    return [Sample((arr(r, (4, 4 * H, N), d), arr(r, (4 * H, H), d, -1.0, 1.0), arr(r, (4 * H,), d),
+    return [Sample((arr(r, (4, N, 4 * H), d), arr(r, (4 * H, H), d, -1.0, 1.0), arr(r, (4 * H,), d),
                     arr(r, (H, N), d), arr(r, (H, N), d)), {}),
-            Sample((arr(r, (3, 4 * H, N), d), arr(r, (4 * H, H), d, -1.0, 1.0), arr(r, (4 * H,), d),
+            Sample((arr(r, (3, N, 4 * H), d), arr(r, (4 * H, H), d, -1.0, 1.0), arr(r, (4 * H,), d),
                     arr(r, (H, N), d), arr(r, (H, N), d)), {"reverse": True}, desc="reverse"),
-            Sample((arr(r, (1, 8, 1), d), arr(r, (8, 2), d), arr(r, (8,), d), arr(r, (2, 1), d),
+            Sample((arr(r, (1, 1, 8), d), arr(r, (8, 2), d), arr(r, (8,), d), arr(r, (2, 1), d),
                     arr(r, (2, 1), d)), {}, desc="one step, batch 1")]
 
 

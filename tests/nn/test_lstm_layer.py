@@ -109,10 +109,10 @@ def test_saturated_gates_stay_finite():
 
 
 def test_shape_errors_name_the_operands():
-    gi, w, b = tj.zeros(3, 8, 2), tj.zeros(8, 2), tj.zeros(8)
+    gi, w, b = tj.zeros(3, 2, 8), tj.zeros(8, 2), tj.zeros(8)
     with pytest.raises(ShapeError, match=r"h0 \(3, 2\)"):
         lstm_prim.lstm_layer(gi, w, b, tj.zeros(3, 2), tj.zeros(2, 2))
-    with pytest.raises(ShapeError, match="gi \\(3, 8, 2\\), w \\(8, 3\\)"):
+    with pytest.raises(ShapeError, match="gi \\(3, 2, 8\\), w \\(8, 3\\)"):
         lstm_prim.lstm_layer(gi, tj.zeros(8, 3), b, tj.zeros(2, 2), tj.zeros(2, 2))
     with pytest.raises(ShapeError, match=r"b \(4,\)"):
         lstm_prim.lstm_layer(gi, w, tj.zeros(4), tj.zeros(2, 2), tj.zeros(2, 2))

@@ -9,13 +9,13 @@ forward and backward time loops are one primitive each (`tracejit.ops.lstm_prim`
 forward/backward), and this Function makes the pair differentiable:
 
 - a plain backward (no graph recorded) calls ``lstm_layer_backward``: the gate
-  gradients of all steps are written into one (4H, L, N) buffer, which is both the input
+  gradients of all steps are written into one (L, N, 4H) buffer, which is both the input
   projection's gradient and, in one GEMM, the hidden weights' gradient;
 - ``create_graph=True`` recomputes the forward with tracejit ops from the saved inputs
   and runs the backward recurrence with tracejit ops, so higher derivatives are exact.
 
-Layout (feature-major; see ops.lstm_prim.py): gi (L, 4H, N), w_hh (4H, H), h0 and
-c0 (H, N); outputs: h of every step (L, H, N), h_n and c_n (H, N). Captured (traced or
+Layout (see ops/lstm_prim.py): gi (L, N, 4H), w_hh (4H, H); feature-major states h0
+and c0 (H, N); outputs: h of every step (L, H, N), h_n and c_n (H, N). Captured (traced or
 scripted) layers do not come here: nn/recurrent.py runs them as a `scan`.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class _LSTMLayer(Function):
         gi, w, b, h0, c0, Z = ctx.saved_tensors
         if is_grad_enabled():
             return _recorded_backward(gi, w, b, h0, c0, ctx.reverse, d_out, d_hn, d_cn, ctx.has_bias)
-        L, four, N = gi.shape
+        L, N, four = gi.shape
         H = four // 4
         zeros = lambda *s: _ops.zeros(s, dtype=gi.dtype, device=gi.device)  # noqa: E731
         d_out = zeros(L, H, N) if d_out is None else d_out
@@ -56,7 +56,7 @@ class _LSTMLayer(Function):
         d_cn = zeros(H, N) if d_cn is None else d_cn
         res = lstm_layer_backward(d_out, d_hn, d_cn, Z, w, h0, c0, ctx.reverse)
         n_g, n_w = four * L * N, four * H
-        d_gi = _ops.permute(_ops.reshape(res[:n_g], (four, L, N)), (1, 0, 2))
+        d_gi = _ops.reshape(res[:n_g], (L, N, four))
         d_w = _ops.reshape(res[n_g:n_g + n_w], (four, H))
         d_b = res[n_g + n_w:n_g + n_w + four] if ctx.has_bias else None
         n_g += n_w + four
@@ -73,7 +73,8 @@ def _recorded_backward(gi, w, b, h0, c0, reverse, d_out, d_hn, d_cn, has_bias):
     saved = {}
     h, c = h0, c0
     for t in order:
-        i, f, g, o = _ops.chunk(gi[t] + _ops.matmul(w, h) + _ops.reshape(b, (b.shape[0], 1)), 4, 0)
+        gates = _ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + _ops.reshape(b, (b.shape[0], 1))
+        i, f, g, o = _ops.chunk(gates, 4, 0)
         i, f, g, o = _ops.sigmoid(i), _ops.sigmoid(f), _ops.tanh(g), _ops.sigmoid(o)
         saved[t] = (i, f, g, o, h, c)
         c = f * c + i * g
@@ -96,19 +97,18 @@ def _recorded_backward(gi, w, b, h0, c0, reverse, d_out, d_hn, d_cn, has_bias):
             dct = _ops.zeros_like(c_t)
         d_o = dh * tc * o * (1.0 - o) if dh is not None else _ops.zeros_like(o)
         dg = _ops.cat([dct * g * i * (1.0 - i), dct * c_prev * f * (1.0 - f), dct * i * (1.0 - g * g), d_o], 0)
-        d_gi[t] = dg
+        d_gi[t] = _ops.transpose(dg, 0, 1)
         d_wt = _ops.matmul(dg, _ops.transpose(h_prev, 0, 1))
         d_w = d_wt if d_w is None else d_w + d_wt
         dc = dct * f
         dh = _ops.matmul(wt, dg)
     G = _ops.stack(d_gi, 0)
-    d_b = _ops.sum(G, (0, 2)) if has_bias else None
+    d_b = _ops.sum(G, (0, 1)) if has_bias else None
     return G, d_w, d_b, dh, dc, None
 
 
 def lstm_layer_fm(gi, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
-    """One eager LSTM layer and direction, feature-major: gi (L, 4H, N) is the input
-    projection, w the hidden weights (4H, H), h0 and c0 (H, N), bias (4H,) or None (the
+    """One eager LSTM layer and direction: gi (L, N, 4H) is the input projection, w the hidden weights (4H, H), h0 and c0 (H, N), bias (4H,) or None (the
     sum of both biases, added at each step). Returns (h of every step (L, H, N), h_n
     (H, N), c_n (H, N))."""
     return _LSTMLayer.apply(gi, w, bias, h0, c0, bool(reverse))
