@@ -39,18 +39,19 @@ def _sigmoid_(xp, a):
 
 
 # Layouts: gi (L, N, 4H), the input projection of the sequence as one GEMM lays it out;
-# w (4H, H); b (4H,), the
-# sum of both biases (added per step: one small pass instead of one over all of gi);
-# h0, c0 (H, N). The forward's result Z is (L, 6H, N): per step h_t (rows 0:H), c_t (H:2H) and
-# the activated gates i, f, g, o (2H:6H), which the backward reads instead of
-# recomputing the step's GEMM. Feature-major because OpenBLAS runs the small per-step
-# products faster that way round (batch 32, hidden 256, one thread: ``W @ h`` 0.20 ms
-# against 0.29 ms for ``h^T @ W^T`` on a contiguous transpose and 0.41 ms on the transposed
-# view; backward ``W^T @ g`` 0.20 against ``g^T @ W`` 0.26 ms) and every gate is then a
-# contiguous row block. Each step reads its (N, 4H) block of gi transposed (a 128 KB block:
-# cache-friendly), where a feature-major (4H, L*N) projection made it read 1024 rows of
-# 128 bytes 8 KB apart (10 of the forward's 37 ms); the backward writes its gate gradients
-# back the same way, so they form the (L*N, 4H) gradient the projection's GEMMs take.
+# w (4H, H); b (4H,), the sum of both biases (added per step: one small pass instead of
+# one over all of gi); h0, c0 (H, N). The forward's result Z is (L, 6H, N): per step h_t
+# (rows 0:H), c_t (H:2H) and the activated gates i, f, g, o (2H:6H), which the backward
+# reads instead of recomputing the step's GEMM.
+#
+# Feature-major states because OpenBLAS runs the small per-step products faster that way
+# round (batch 32, hidden 256, one thread: ``W @ h`` 0.20 ms against 0.29 ms for
+# ``h^T @ W^T`` on a contiguous transpose and 0.41 ms on the transposed view; backward
+# ``W^T @ g`` 0.20 against ``g^T @ W`` 0.26 ms), and every gate is then a contiguous row
+# block. Each step reads its (N, 4H) block of gi transposed (one 128 KB block: cache-
+# friendly; a feature-major (4H, L*N) projection made each step read 1024 rows of 128 bytes
+# 8 KB apart: 10 of the forward's 37 ms). The backward writes its gate gradients back the
+# same way, so they form the (L*N, 4H) gradient the projection's GEMMs take as it is.
 
 def _matmul(xp, a, b):
     if xp.__name__ == "numpy":
@@ -110,8 +111,7 @@ LSTM_LAYER = defprim("lstm_layer", _lstm_layer_impl, _lstm_layer_rule, None, kin
 
 
 def _lstm_layer_backward_impl(xp, d_out, d_hn, d_cn, Z, w, h0, c0, reverse=False):
-    """-> one flat array: d gi (L, N, 4H) | d w
-    (4H, H) | d b (4H) | d h0 (H, N) | d c0 (H, N)."""
+    """-> one flat array: d gi (L, N, 4H) | d w (4H, H) | d b (4H) | d h0 (H, N) | d c0 (H, N)."""
     L, six, N = Z.shape
     H = six // 6
     n_g = 4 * H * L * N
