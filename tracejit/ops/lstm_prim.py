@@ -131,30 +131,29 @@ def _lstm_layer_backward_impl(xp, d_out, d_hn, d_cn, Z, w, h0, c0, reverse=False
         c_prev = c0 if k == 0 else Z[order[k - 1], H:2 * H]
         dh = dh + d_out[t]
         tc = xp.tanh(c_t)
-        # do = dh * tanh(c) * o * (1 - o)
+        dh_o = dh * o
+        # do = dh * o * tanh(c) * (1 - o)
         xp.subtract(1, o, out=do)
-        do *= o
-        do *= dh
+        do *= dh_o
         do *= tc
         # dct = dc + dh * o * (1 - tanh(c)^2)
         tc *= tc
         xp.subtract(1, tc, out=tc)
-        tc *= o
-        tc *= dh
+        tc *= dh_o
         tc += dc
         dct = tc
-        xp.subtract(1, i, out=di)           # di = dct * g * i * (1 - i)
-        di *= i
+        # di = dct * g * i * (1 - i) and df = dct * c_prev * f * (1 - f): i and f are one
+        # block in Z and in dg, so their sigmoid derivative is one pass
+        d_if, s_if = dg[:2 * H], z[2 * H:4 * H]
+        xp.subtract(1, s_if, out=d_if)
+        d_if *= s_if
         di *= g
-        di *= dct
+        df *= c_prev
+        d_if.reshape(2, H, N)[...] *= dct
         xp.multiply(g, g, out=dgg)          # dg = dct * i * (1 - g^2)
         xp.subtract(1, dgg, out=dgg)
         dgg *= i
         dgg *= dct
-        xp.subtract(1, f, out=df)           # df = dct * c_prev * f * (1 - f)
-        df *= f
-        df *= c_prev
-        df *= dct
         G[t] = dg.T
         dc = dct * f
         dh = _matmul(xp, wt, dg)
