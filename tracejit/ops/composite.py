@@ -70,7 +70,7 @@ def softmax(x, dim: int = -1, dtype=None):
     if x.ndim and isinstance(x.shape[dim], int) and x.shape[dim] == 0:
         return x * 1.0  # nothing to normalize (and no max to subtract)
     from .registry import trace_state
-    if trace_state.tracer is None and x.dtype.is_floating_point:
+    if trace_state.tracer is None and x.dtype.is_floating_point and x.ndim:
         return _softmax_prim.softmax(x, dim)    # eager: one op forward, one backward
     # Subtracting the (constant) max keeps exp from overflowing; it cancels in the ratio.
     e = exp(x - amax(x, dim, keepdim=True).detach())
