@@ -13,6 +13,8 @@ from .elementwise import (abs, cast, eq, erf, exp, log, log1p, maximum, minimum,
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
 from . import pooling_prim as _pool_prim
+from . import softmax_prim as _softmax_prim
+from . import layer_norm_prim as _ln_prim
 from .indexing import gather, getitem
 from .linalg import matmul
 from .random import rand_like
@@ -67,6 +69,9 @@ def softmax(x, dim: int = -1, dtype=None):
         x = cast(x, dtype)
     if x.ndim and isinstance(x.shape[dim], int) and x.shape[dim] == 0:
         return x * 1.0  # nothing to normalize (and no max to subtract)
+    from .registry import trace_state
+    if trace_state.tracer is None and x.dtype.is_floating_point and x.ndim:
+        return _softmax_prim.softmax(x, dim)    # eager: one op forward, one backward
     # Subtracting the (constant) max keeps exp from overflowing; it cancels in the ratio.
     e = exp(x - amax(x, dim, keepdim=True).detach())
     return e / sum(e, dim, keepdim=True)
@@ -84,6 +89,10 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     if tuple(x.shape[x.ndim - len(ns):]) != ns:
         raise ShapeError(f"layer_norm: normalized_shape {ns} does not match the last dims of input "
                          f"shape {tuple(x.shape)}")
+    from .registry import trace_state
+    if trace_state.tracer is None and x.dtype.is_floating_point and all(
+            t is None or t.dtype is x.dtype for t in (weight, bias)):
+        return _ln_prim.layer_norm(x, len(ns), weight, bias, eps)   # eager: one op each way
     dims = tuple(range(x.ndim - len(ns), x.ndim))
     mu = mean(x, dims, keepdim=True)
     d = x - mu

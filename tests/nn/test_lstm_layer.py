@@ -1,0 +1,118 @@
+"""The eager LSTM's whole-sequence layer node (tracejit/nn/lstm_layer.py, ops/lstm_prim.py)
+against PyTorch: structure (two op calls per layer and direction, no per-step GEMM of
+the weights' gradient), values and gradients of every input in float64, in-place
+modification of an output, saturated gates, shape errors."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import nn
+from tracejit.errors import ShapeError
+from tracejit.ops import linalg, lstm_prim
+
+torch = pytest.importorskip("torch", reason="the LSTM layer is checked against PyTorch")
+
+
+def _pair(**kw):
+    torch.manual_seed(3)
+    t = torch.nn.LSTM(3, 4, **kw).double()
+    m = nn.LSTM(3, 4, dtype="float64", **kw)
+    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    return m, t
+
+
+def _count_calls(monkeypatch):
+    calls = {"lstm_layer": 0, "lstm_layer_backward": 0, "matmul": []}
+    for prim in (lstm_prim.LSTM_LAYER, lstm_prim.LSTM_LAYER_BACKWARD):
+        orig = prim.impl
+
+        def counted(xp, *a, _orig=orig, _name=prim.name, **kw):
+            calls[_name] += 1
+            return _orig(xp, *a, **kw)
+        monkeypatch.setattr(prim, "impl", counted)
+    orig_mm = linalg.MATMUL.impl
+    monkeypatch.setattr(linalg.MATMUL, "impl",
+                        lambda xp, a, b: calls["matmul"].append((a.shape, b.shape)) or orig_mm(xp, a, b))
+    return calls
+
+
+def test_a_layer_is_one_op_forward_and_one_backward(monkeypatch):
+    m, _ = _pair(num_layers=2, bidirectional=True)
+    x = tj.tensor(np.random.default_rng(0).standard_normal((9, 2, 3)), requires_grad=True)
+    calls = _count_calls(monkeypatch)
+    out, _ = m(x)
+    assert calls["lstm_layer"] == 4 and calls["lstm_layer_backward"] == 0
+    assert len(calls["matmul"]) == 4           # the input projections, one GEMM each
+    out.sum().backward()
+    assert calls["lstm_layer_backward"] == 4
+    # backward: per layer and direction d W_ih and d x (the per-step products and d W_hh
+    # are inside lstm_layer_backward)
+    assert len(calls["matmul"]) == 4 + 8
+
+
+@pytest.mark.parametrize("kw", [dict(num_layers=2), dict(bidirectional=True, batch_first=True),
+                                dict(bias=False)], ids=["2 layers", "bidirectional batch_first", "no bias"])
+def test_values_and_gradients_match_torch(kw):
+    m, t = _pair(**kw)
+    r = np.random.default_rng(1)
+    dirs = 2 if kw.get("bidirectional") else 1
+    layers = kw.get("num_layers", 1)
+    xv = r.standard_normal((2, 6, 3) if kw.get("batch_first") else (6, 2, 3))
+    hv, cv = (r.standard_normal((layers * dirs, 2, 4)) for _ in range(2))
+    ours = [tj.tensor(v, requires_grad=True) for v in (xv, hv, cv)]
+    theirs = [torch.tensor(v, requires_grad=True) for v in (xv, hv, cv)]
+    o, (h, c) = m(ours[0], (ours[1], ours[2]))
+    ot, (ht, ct) = t(theirs[0], (theirs[1], theirs[2]))
+    for a, b in ((o, ot), (h, ht), (c, ct)):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-13)
+    go, gh, gc = (r.standard_normal(tuple(v.shape)) for v in (o, h, c))
+    ((o * tj.tensor(go)).sum() + (h * tj.tensor(gh)).sum() + (c * tj.tensor(gc)).sum()).backward()
+    ((ot * torch.tensor(go)).sum() + (ht * torch.tensor(gh)).sum() + (ct * torch.tensor(gc)).sum()).backward()
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+    for name, p in m.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), getattr(t, name).grad.numpy(), rtol=1e-10, atol=1e-12,
+                                   err_msg=name)
+
+
+def test_only_the_final_state_used():
+    """Outputs without a gradient (here: the sequence output) count as zeros."""
+    m, t = _pair()
+    xv = np.random.default_rng(2).standard_normal((5, 3, 3))
+    x, xt = tj.tensor(xv, requires_grad=True), torch.tensor(xv, requires_grad=True)
+    m(x)[1][1].sum().backward()
+    t(xt)[1][1].sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-13)
+
+
+def test_modifying_an_output_in_place_is_reported():
+    m, _ = _pair()
+    x = tj.tensor(np.random.default_rng(3).standard_normal((4, 2, 3)), requires_grad=True)
+    out, (h, c) = m(x)
+    loss = (out * out).sum() + c.sum()
+    with tj.no_grad():
+        out.mul_(2.0)               # a view of the layer's saved result
+    with pytest.raises(RuntimeError, match="modified by an inplace operation|in-place"):
+        loss.backward()
+
+
+def test_saturated_gates_stay_finite():
+    m = nn.LSTM(2, 3)
+    with tj.no_grad():
+        for p in m.parameters():
+            p.fill_(40.0)
+    x = tj.tensor(np.array([[[5.0, -5.0]], [[-9.0, 9.0]]], np.float32) * 20, requires_grad=True)
+    with np.errstate(all="raise"):
+        out, (h, c) = m(x)
+        (out.sum() + c.sum()).backward()
+    assert np.isfinite(out.detach().numpy()).all() and np.isfinite(x.grad.numpy()).all()
+
+
+def test_shape_errors_name_the_operands():
+    gi, w, b = tj.zeros(3, 2, 8), tj.zeros(8, 2), tj.zeros(8)
+    with pytest.raises(ShapeError, match=r"h0 \(3, 2\)"):
+        lstm_prim.lstm_layer(gi, w, b, tj.zeros(3, 2), tj.zeros(2, 2))
+    with pytest.raises(ShapeError, match="gi \\(3, 2, 8\\), w \\(8, 3\\)"):
+        lstm_prim.lstm_layer(gi, tj.zeros(8, 3), b, tj.zeros(2, 2), tj.zeros(2, 2))
+    with pytest.raises(ShapeError, match=r"b \(4,\)"):
+        lstm_prim.lstm_layer(gi, w, tj.zeros(4), tj.zeros(2, 2), tj.zeros(2, 2))

@@ -1,0 +1,56 @@
+"""Op record for the eager LSTM layer (tracejit/nn/lstm_layer.py `lstm_layer_fm`: the
+``lstm_layer`` / ``lstm_layer_backward`` primitives of tracejit/ops/lstm_prim.py made
+differentiable). Checked like every op: forward against a numpy loop, float64 finite
+differences (the fused backward) and second derivatives (the recorded backward), traced
+and compiled runs. The PyTorch side is the same recurrence written with torch ops."""
+from __future__ import annotations
+
+import numpy as np
+
+from opdb import FLOATS, Sample, arr, register
+
+from tracejit.nn.lstm_layer import lstm_layer_fm
+
+
+def _sig(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _ref(gi, w, b, h0, c0, reverse=False):
+    L, H = gi.shape[0], w.shape[1]
+    outs = [None] * L
+    h, c = h0, c0
+    for t in (range(L - 1, -1, -1) if reverse else range(L)):
+        a = gi[t].T + w @ h + b[:, None]
+        i, f, g, o = _sig(a[:H]), _sig(a[H:2 * H]), np.tanh(a[2 * H:3 * H]), _sig(a[3 * H:])
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        outs[t] = h
+    return np.stack(outs), h, c
+
+
+def _f(m, gi, w, b, h0, c0, reverse=False):
+    if m.__name__ != "torch":
+        return lstm_layer_fm(gi, w, h0, c0, reverse, b)
+    L, H = gi.shape[0], w.shape[1]
+    outs = [None] * L
+    h, c = h0, c0
+    for t in (range(L - 1, -1, -1) if reverse else range(L)):
+        i, f, g, o = (gi[t].T + w @ h + b[:, None]).chunk(4, 0)
+        c = m.sigmoid(f) * c + m.sigmoid(i) * m.tanh(g)
+        h = m.sigmoid(o) * m.tanh(c)
+        outs[t] = h
+    return m.stack(outs), h, c
+
+
+def _samples(d, r):
+    H, N = 3, 2
+    return [Sample((arr(r, (4, N, 4 * H), d), arr(r, (4 * H, H), d, -1.0, 1.0), arr(r, (4 * H,), d),
+                    arr(r, (H, N), d), arr(r, (H, N), d)), {}),
+            Sample((arr(r, (3, N, 4 * H), d), arr(r, (4 * H, H), d, -1.0, 1.0), arr(r, (4 * H,), d),
+                    arr(r, (H, N), d), arr(r, (H, N), d)), {"reverse": True}, desc="reverse"),
+            Sample((arr(r, (1, 1, 8), d), arr(r, (8, 2), d), arr(r, (8,), d), arr(r, (2, 1), d),
+                    arr(r, (2, 1), d)), {}, desc="one step, batch 1")]
+
+
+register("lstm_layer", _f, _ref, _samples, dtypes=FLOATS)
