@@ -235,11 +235,51 @@ def _index_add_impl(xp, a, v, *idx, spec):
     if _is_basic(spec):
         view[key] += v
     elif xp is np:
-        np.add.at(view, key, v)  # repeated indices accumulate
+        if not _add_rows(view, key, v):
+            np.add.at(view, key, v)  # repeated indices accumulate
     else:  # pragma: no cover - GPU only
         import cupyx
         cupyx.scatter_add(view, key, v)
     return out
+
+
+def _add_rows(view, key, v) -> bool:
+    """``view[key] += v`` with repeated rows accumulating, for one integer index array on
+    the first dim (an embedding's backward), in rounds: round k adds every row's k-th
+    update (in order of appearance) with one fancy-indexed add, whose rows are distinct.
+    Each row gets exactly np.add.at's additions in np.add.at's order (bitwise its result),
+    but with one numpy call per round instead of np.add.at's slow per-row loop: 2048 rows
+    of 256 into 64 rows, 15 ms -> ~1 ms (np.add.at was 7-11 ms of the eager LSTM step).
+    (np.add.reduceat would be one call, but it sums pairwise: not np.add.at's rounding.)
+    False (nothing done) for any other index, or when one row repeats so often that the
+    rounds would cost more than np.add.at."""
+    if len(key) != 1:
+        return False
+    idx = key[0]
+    if (type(idx) is not np.ndarray or idx.dtype.kind not in "iu" or idx.size < 32
+            or v.shape != idx.shape + view.shape[1:]):
+        return False
+    n, m = view.shape[0], idx.size
+    flat = idx.reshape(-1)
+    if flat.dtype.kind == "i" and flat.min() < 0:
+        flat = np.where(flat < 0, flat + n, flat)   # -1 and n-1 are one row
+    if flat.max() >= n or flat.min() < 0:
+        return False   # out of range: np.add.at raises numpy's IndexError
+    counts = np.bincount(flat, minlength=n)
+    if counts.max() * 8 > m:
+        return False
+    order = np.argsort(flat, kind="stable")          # by row, each row's updates in order
+    starts = np.cumsum(counts) - counts              # where each row's run begins
+    rank = np.arange(m) - starts[flat[order]]        # k: the k-th update of its row
+    by_round = order[np.argsort(rank, kind="stable")]
+    ends = np.cumsum(np.bincount(rank))
+    rows = v.reshape((m,) + view.shape[1:])
+    lo = 0
+    for hi in ends.tolist():
+        sel = by_round[lo:hi]
+        view[flat[sel]] += rows[sel]
+        lo = hi
+    return True
 
 
 def _index_add_vjp(g, out, a, v, *idx, spec):

@@ -1,0 +1,45 @@
+"""index_add's row rounds (ops/indexing.py `_add_rows`): an embedding's backward, bitwise np.add.at."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.ops.indexing import _add_rows
+
+
+@pytest.mark.parametrize("shape,n,negative", [((2048,), 64, False), ((32, 64), 64, True),
+                                              ((33,), 40, False), ((8, 5), 40, True)])
+@pytest.mark.parametrize("base", ["zeros", "values"])
+def test_rounds_give_np_add_at_bitwise(shape, n, negative, base):
+    rng = np.random.default_rng(n)
+    idx = rng.integers(0, n, shape)
+    if negative:
+        idx = np.where(rng.random(shape) < 0.5, idx - n, idx)
+    v = rng.standard_normal(shape + (7,)).astype(np.float32)
+    a = np.zeros((n, 7), np.float32) if base == "zeros" else rng.standard_normal((n, 7)).astype(np.float32)
+    want = a.copy()
+    np.add.at(want, (idx,), v)
+    assert _add_rows(a, (idx,), v)
+    assert np.array_equal(a, want)
+
+
+def test_other_indices_are_left_to_np_add_at():
+    a = np.zeros((4, 3), np.float32)
+    v = np.ones((40, 3), np.float32)
+    assert not _add_rows(a, (np.zeros(40, np.int64),), v)                  # one row 40 times
+    assert not _add_rows(a, (np.arange(40) % 4, np.arange(40) % 3), v[:, 0])  # two index arrays
+    assert not _add_rows(a, (np.arange(40) % 5,), v)                        # row 4 out of range
+    assert not _add_rows(a, (np.arange(40) % 4,), np.ones(3, np.float32))  # broadcast update
+    assert not a.any()
+
+
+def test_embedding_gradient_equals_a_one_hot_product():
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, 50, (16, 12))
+    emb = tj.nn.Embedding(50, 8)
+    g = rng.standard_normal((16, 12, 8)).astype(np.float32)
+    (emb(tj.tensor(ids)) * tj.tensor(g)).sum().backward()
+    onehot = np.eye(50, dtype=np.float64)[ids.reshape(-1)]
+    np.testing.assert_allclose(emb.weight.grad.numpy(), onehot.T @ g.reshape(-1, 8).astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
