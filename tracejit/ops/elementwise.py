@@ -259,8 +259,31 @@ def _sigmoid_backward_impl(xp, g, y):
 # keeps the composite's evaluation order, so results are bitwise the same.
 SIGMOID_BACKWARD = _binary("sigmoid_backward", _sigmoid_backward_impl, _sigmoid_backward_vjp,
                            lambda e, g, y: f"(({g} * {y}) * ({e.const(1.0)} - {y}))")
+def _relu_backward_impl(xp, g, y):
+    keep = y > 0
+    if xp is np and keep.shape == g.shape:
+        sel = _select_or_zero(keep, g, 0)
+        if sel is not None:
+            return sel
+    return xp.where(keep, g, xp.zeros((), g.dtype))
+
+
+def _relu_backward_vjp(gg, out, g, y):
+    # d/dg = the same mask (relu_backward again); the mask's own derivative is 0 a.e.:
+    # zeros, as PyTorch gives (a tensor, so eager and compiled gradients agree).
+    from .creation import zeros_like
+    return (relu_backward(gg, y) if y is not None else None,
+            zeros_like(y) if y is not None else None)
+
+
+# ReLU's input gradient `g where y > 0 else 0` from its output y, as PyTorch's
+# threshold_backward: one op, so a large eager backward is one kernel pass (the
+# composite was a comparison pass and a select pass); a compiled one fuses it as before.
+# The numpy impl is where's own select: bitwise the composite's result.
+RELU_BACKWARD = _binary("relu_backward", _relu_backward_impl, _relu_backward_vjp,
+                        lambda e, g, y: f"({g} if {y} > {e.const(0)} else {e.const(0)})")
 RELU = _unary("relu", lambda xp, a: xp.where(a > 0, a, xp.zeros((), a.dtype)) if a.dtype.kind != "f" else xp.maximum(a, a.dtype.type(0)),
-              lambda g, out, a: (where(gt(out, 0.0), g, 0.0),),
+              lambda g, out, a: (relu_backward(g, out),),
               lambda e, a: f"({e.const(0)} if {a} <= {e.const(0)} else {a})",
               save_out=True, save_in=False, int_to_float=False)
 
@@ -524,6 +547,11 @@ def tanh_backward(g, y):
 
 def relu(a):
     return bind(RELU, a)
+
+
+def relu_backward(g, y):
+    """ReLU's input gradient from its output `y` (PyTorch's ``threshold_backward(g, y, 0)``)."""
+    return bind(RELU_BACKWARD, g, y)
 
 
 def erf(a):
