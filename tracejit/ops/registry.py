@@ -191,83 +191,59 @@ def bind(prim: Primitive, *args, **params):
     if tracer is not None:
         return tracer.record(prim, args, params)
     plans = prim.plans
-    if params or not prim.inline:
-        if plans is not None and len(args) == 1:
-            a = args[0]
-            if isinstance(a, Tensor) and a.device is CPU:
-                return _eager_one(prim, plans, a, params)  # (what `_eager` would call)
-        return _eager(prim, args, params)
-    # The plan fast path (see above), inline for one and two operands without params:
-    # nearly every call. Anything unusual (another device, a new signature, a changed
-    # default dtype) goes to `_eager`.
     n = len(args)
-    if n == 2:
-        a, b = args
-        if isinstance(a, Tensor):
-            x = a._data
-            if isinstance(b, Tensor):
-                y = b._data
-                key = (x.shape, a.dtype, y.shape, b.dtype)
-                grad = a._requires_grad or b._requires_grad
-                if b.device is not CPU:
-                    key = None
-            else:
-                y = b
-                key = (x.shape, a.dtype, type(b))
-                grad = a._requires_grad
-            if a.device is not CPU:
-                key = None
-        elif isinstance(b, Tensor) and b.device is CPU:
-            x = a
-            y = b._data
-            key = (type(a), y.shape, b.dtype)
-            grad = b._requires_grad
-        else:
-            key = None
-        plan = plans.get(key) if key is not None else None
-        if plan is None or plan.default is not _dt._default_float:
-            return _eager_general(prim, args, params, key)
-        c0, c1 = plan.casts
-        if c0 is not None:
-            x = x.astype(c0) if x is not a else _scalar_as(x, c0)
-        if c1 is not None:
-            y = y.astype(c1) if y is not b else _scalar_as(y, c1)
-        out = None
-        if plan.big:
-            out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
-        if out is None:
-            u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
-            out = u(x, y) if u is not None else prim.impl(np, x, y)
-    elif n == 1:
+    if n == 1:
         a = args[0]
-        if not isinstance(a, Tensor) or a.device is not CPU:
-            return _eager(prim, args, params)
-        x = a._data
-        key = (x.shape, a.dtype)
-        plan = plans.get(key)
-        if plan is None or plan.default is not _dt._default_float:
-            return _eager_general(prim, args, params, key)
-        c0 = plan.casts[0]
-        if c0 is not None:
-            x = x.astype(c0)
-        out = None
-        if plan.big:
-            out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
-        if out is None:
-            u = prim.ufunc
-            out = u(x) if u is not None else prim.impl(np, x)
-        grad = a._requires_grad
-    else:
+        if plans is not None and isinstance(a, Tensor) and a.device is CPU:
+            return _eager_one(prim, plans, a, params)  # (what `_eager` would call)
         return _eager(prim, args, params)
+    if params or not prim.inline or n != 2:
+        return _eager(prim, args, params)
+    # The plan fast path (see above), inline for two operands without params: nearly every
+    # binary call. Anything unusual (another device, a new signature, a changed default
+    # dtype) goes to `_eager`.
+    a, b = args
+    if isinstance(a, Tensor):
+        x = a._data
+        if isinstance(b, Tensor):
+            y = b._data
+            key = (x.shape, a.dtype, y.shape, b.dtype)
+            grad = a._requires_grad or b._requires_grad
+            if b.device is not CPU:
+                key = None
+        else:
+            y = b
+            key = (x.shape, a.dtype, type(b))
+            grad = a._requires_grad
+        if a.device is not CPU:
+            key = None
+    elif isinstance(b, Tensor) and b.device is CPU:
+        x = a
+        y = b._data
+        key = (type(a), y.shape, b.dtype)
+        grad = b._requires_grad
+    else:
+        key = None
+    plan = plans.get(key) if key is not None else None
+    if plan is None or plan.default is not _dt._default_float:
+        return _eager_general(prim, args, params, key)
+    c0, c1 = plan.casts
+    if c0 is not None:
+        x = x.astype(c0) if x is not a else _scalar_as(x, c0)
+    if c1 is not None:
+        y = y.astype(c1) if y is not b else _scalar_as(y, c1)
+    out = None
+    if plan.big:
+        out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
+    if out is None:
+        u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
+        out = u(x, y) if u is not None else prim.impl(np, x, y)
     onp = plan.out_np
     if type(out) is not np.ndarray or out.dtype is not onp:
         out = np.asarray(out, dtype=onp)
     result = _wrap(out, plan.out_dtype, CPU)
     if grad and plan.diff and _grad_state.enabled:
-        if n == 2:
-            record_binary(prim, a, b, params, result, plan.meta)
-        else:
-            record_unary(prim, a, params, result, plan.meta)
+        record_binary(prim, a, b, params, result, plan.meta)
     return result
 
 
@@ -440,7 +416,8 @@ def _eager_one(prim: Primitive, plans, a, params):
     if plan.big:
         out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
     if out is None:
-        out = prim.impl(np, x, **params)
+        u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
+        out = u(x) if u is not None else prim.impl(np, x, **params)
     onp = plan.out_np
     if type(out) is not np.ndarray or out.dtype is not onp:
         out = np.asarray(out, dtype=onp)
