@@ -60,18 +60,47 @@ def test_chunk_kernel_matches_eager(chunks, name):
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
 
 
-def test_column_sums_keep_their_parfor_kernel_and_match_eager(chunks):
-    """A sum over every dim but the last folds per-row-chunk partial sums inside its kernel
-    (codegen_cpu._leading_reduction): split into shares, each would fold only its own rows
-    (that gave wrong sums once the form changed). It keeps numba's parallel kernel."""
-    x = tj.tensor(_x((128, 600), seed=3))
-    fn = lambda x: (x + 1.0).sum(0)
+COLUMN_CASES = {
+    # name: (function, input); sums over every dim but the last, split into row chunks x
+    # column blocks (codegen_cpu._leading_reduction) that 2 or 3 shares divide unevenly
+    "bias_grad": (lambda x: (x + 1.0).sum(0), _x((128, 600), seed=3)),
+    "odd_two_blocks": (lambda x: (x * x).sum(0), _x((67, 5001), seed=5)),
+    "three_d": (lambda x: (x * 0.5).sum((0, 1)), _x((5, 13, 301), seed=6)),
+    "float64_max": (lambda x: (x - 2.0).amax(0), _x((129, 257), seed=7).astype(np.float64)),
+}
+
+
+@pytest.mark.parametrize("name", list(COLUMN_CASES))
+def test_column_sums_run_as_chunk_kernels_and_match_eager(chunks, monkeypatch, name):
+    """A sum over every dim but the last keeps per-row-chunk partial sums: the launcher
+    passes one array for all shares and the fold runs once after them, so every share
+    count gives the same result, equal to eager (before, each share folded only its own
+    rows)."""
+    fn, a = COLUMN_CASES[name]
+    x = tj.tensor(a)
     want = fn(x).numpy()
     f = tj.trace(fn)
-    got = f(x).numpy()
-    assert _forms(f) == [("column_blocks", False)]     # rendered, but not as a chunk kernel
-    assert not chunks                                  # no share was launched
-    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    results = []
+    for nt in (1, 2, 3):
+        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        results.append(f(x).numpy())
+    assert _forms(f) == [("column_blocks", True)]        # a chunk kernel
+    assert chunks and set(chunks) == {2, 3}               # launched in 2 and 3 shares
+    assert want.shape == results[0].shape
+    for got in results:
+        np.testing.assert_array_equal(got, results[0])   # the share count changes nothing
+        np.testing.assert_allclose(got, want, rtol=2e-5 if a.dtype == np.float32 else 1e-12,
+                                   atol=1e-4 if a.dtype == np.float32 else 0)
+
+
+def test_column_partials_fit_every_row_count():
+    """The launcher sizes a column sum's partials from the column count alone: enough for
+    the row chunks the kernel picks for any row count."""
+    from tracejit.compiler.codegen_cpu import PARTIAL_CAP, ROW_CHUNKS, column_partial_len
+    for cols in (0, 1, 7, 1000, PARTIAL_CAP // 8, PARTIAL_CAP, 3 * PARTIAL_CAP):
+        for rows in (0, 1, 5, 8, 1000):
+            nrc = max(1, min(ROW_CHUNKS, rows, PARTIAL_CAP // max(cols, 1)))  # the kernel's
+            assert nrc * cols <= column_partial_len(cols)
 
 
 def _nest(form):

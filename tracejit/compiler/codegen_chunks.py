@@ -13,12 +13,13 @@ its threads at once (each share releases the GIL while it runs).
 ``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` (the default) keeps numba's parallel
 kernels. The rendering is the CPU backend's parallel variant (codegen_cpu.render),
 rewritten in four places: the decorator (``parallel=False, nogil=True`` and the extra
-arguments in the signature), the ``prange`` line, and for full reductions the
-per-chunk ``partial`` array (passed in by the launcher, one for all shares) and the
-fold of the partials (run once, by the ``chunk_fold`` call after every share is done).
-Chunk bounds do not depend on the thread count, so the result does not either. A loop
-shape this rewriting does not know (``strided_full``, ``deep``, ``column_blocks``: see
-`FORMS`) keeps its parfor kernel, as does anything whose source does not have the expected shape.
+arguments in the signature), the ``prange`` line, and for reductions folded from
+per-chunk results (full reductions, and sums over every dim but the last) the
+``partial`` array (passed in by the launcher, one for all shares) and the fold of the
+partials (run once, by the ``chunk_fold`` call after every share is done). Chunk bounds
+do not depend on the thread count, so the result does not either. A loop shape this
+rewriting does not know (``strided_full``, ``deep``: see `FORMS`) keeps its parfor
+kernel, as does anything whose source does not have the expected shape.
 """
 from __future__ import annotations
 
@@ -26,22 +27,21 @@ import re
 from typing import Optional
 
 from .. import envflags
-from .codegen_cpu import KernelSpec, render as render_cpu
+from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
 __all__ = ["enabled", "render", "ChunkSpec", "FORMS"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
-# ("column_blocks", the sums over every dim but the last, keeps parfor: its row-chunk
-# partial sums are allocated and folded inside the kernel, so shares run separately would
-# each fold only their own rows.)
-FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum")
-_FOLDED = ("flat_reduce", "flat_blocked_sum")   # full reductions: partials, then a fold
+FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks")
+# Partial results per chunk, then a fold: full reductions (at most PARTIALS chunks) and
+# column sums (row chunks x columns: codegen_cpu.column_partial_len of the last size).
+_FOLDED = ("flat_reduce", "flat_blocked_sum", "column_blocks")
 PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
 
 _DECO = re.compile(r"""^@njit\((["'])void\((.*)\)\1, parallel=True, (.*)$""")
 _PRANGE = re.compile(r"^(\s*)for (\w+) in prange\((.+)\):$")
-_PARTIAL = re.compile(r"^\s*partial = np\.empty\(nchunk, np\.(\w+)\)$")
+_PARTIAL = re.compile(r"^\s*partial = np\.empty\((?:nchunk|nrc \* d\d+), np\.(\w+)\)$")
 _LOCAL_PARTIAL = re.compile(r"^\s*partial = ")
 
 
@@ -51,15 +51,18 @@ def enabled() -> bool:
 
 
 class ChunkSpec(KernelSpec):
-    """A chunk kernel's spec: the kernel takes the nest's arguments, then (full reductions
-    only) ``partial`` (`partial_dtype`, `PARTIALS` long) and then ``chunk_t, chunk_nt``
-    (and ``chunk_fold`` for full reductions)."""
+    """A chunk kernel's spec: the kernel takes the nest's arguments, then (folded
+    reductions only) ``partial`` (`partial_dtype`; `PARTIALS` long, or for a column sum
+    ``codegen_cpu.column_partial_len`` of the last size argument) and then ``chunk_t,
+    chunk_nt`` (and ``chunk_fold`` for folded reductions)."""
 
     chunked = True
 
     def __init__(self, source, nest, form, llvm_options, partial_dtype):
         super().__init__(source, nest, True, form, llvm_options)
         self.partial_dtype = partial_dtype   # numpy dtype name, or None (no fold)
+        # the partial array's length follows the column count (the last size argument)
+        self.partial_columns = form == "column_blocks"
 
 
 def render(nest) -> Optional[ChunkSpec]:
@@ -108,9 +111,9 @@ def render(nest) -> Optional[ChunkSpec]:
     out = lines[:loops[0]] + loop + lines[loops[0] + 1:]
     if folded:
         out.pop(k_partial)
-        # The fold of the partials (codegen_cpu._fold_partials: the body's last lines,
-        # from "total = ..."): only in the call with chunk_fold set.
-        starts = [k for k, ln in enumerate(out) if ln.startswith("    total = ")]
+        # The fold of the partials (the body's last lines, after codegen_cpu's FOLD_MARK
+        # comment): only in the call with chunk_fold set.
+        starts = [k for k, ln in enumerate(out) if ln == "    " + FOLD_MARK]
         if len(starts) != 1:
             return None
         k = starts[0]
