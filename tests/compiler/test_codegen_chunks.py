@@ -3,7 +3,7 @@ without numba's parfor pass, behind ``TRACEJIT_PARALLEL=chunks``.
 
 Each loop shape the rewriting knows runs through a chunk kernel split over two shares
 (whatever the machine's cores: the share count is forced) and matches eager; a shape it
-does not know keeps its parfor kernel; a full reduction folds its partials once.
+does not know keeps its parfor kernel; a reduction folds its partials once.
 """
 from __future__ import annotations
 
@@ -130,12 +130,27 @@ def test_shares_give_the_same_result_as_one(chunks, monkeypatch):
     assert results[0] == results[1] == results[2]
 
 
-def test_unknown_loop_shape_keeps_its_parfor_kernel(chunks):
-    """A full reduction over strided operands ("strided_full") is not rewritten."""
-    x = tj.tensor(_x((256, 128), seed=4))
+def test_strided_full_reduction_folds_once_after_every_share(chunks, monkeypatch):
+    """A full reduction over strided operands ("strided_full": one partial per index of
+    the first dim, sized by that dim's argument): every share count gives the same sum."""
+    x = tj.tensor(_x((257, 131), seed=4))
     f = tj.trace(lambda x: (x.t() * 2.0).sum())
-    np.testing.assert_allclose(f(x).numpy(), (x.numpy() * 2.0).sum(), rtol=1e-5)
-    assert ("strided_full", False) in _forms(f)
+    results = []
+    for nt in (1, 2, 3):
+        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        results.append(float(f(x).numpy()))
+    assert ("strided_full", True) in _forms(f) and set(chunks) == {2, 3}
+    assert results[0] == results[1] == results[2]
+    np.testing.assert_allclose(results[0], (x.numpy().astype(np.float64) * 2.0).sum(), rtol=1e-5)
+
+
+def test_unknown_loop_shape_keeps_its_parfor_kernel(chunks):
+    """A nest deeper than codegen_cpu.MAX_NESTED_RANK ("deep") is not rewritten."""
+    x = tj.tensor(_x((2,) * 12 + (4,), seed=4))
+    b = tj.tensor(_x((4,), seed=5))
+    f = tj.trace(lambda x, b: tj.tanh(x + b))
+    np.testing.assert_allclose(f(x, b).numpy(), np.tanh(x.numpy() + b.numpy()), rtol=2e-6, atol=2e-6)
+    assert ("deep", False) in _forms(f)
 
 
 def test_a_failing_share_raises_in_the_caller():

@@ -106,24 +106,24 @@ def _run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
 class ChunkKernel:
     """A chunk kernel as the plan calls it: with the nest's calling convention."""
 
-    __slots__ = ("kernel", "entry", "partial_dtype", "partial_columns", "serial", "unguarded")
+    __slots__ = ("kernel", "entry", "partial_dtype", "partial_size", "serial", "unguarded")
 
     def __init__(self, kernel: Callable, entry: Callable, partial_dtype: Optional[str], serial: bool,
-                 partial_columns: bool = False):
+                 partial_size: tuple = ("fixed", PARTIALS)):
         self.kernel = kernel            # the numba dispatcher (for its metadata)
         self.unguarded = kernel
         self.entry = entry              # its compiled entry point (no type dispatch)
         self.partial_dtype = None if partial_dtype is None else np.dtype(
             "bool" if partial_dtype == "bool" else partial_dtype)
         self.serial = serial            # the serial-variant call: always one share
-        # a column sum's partials: row chunks x columns (the last argument), else PARTIALS
-        self.partial_columns = partial_columns
+        self.partial_size = partial_size  # codegen_chunks.ChunkSpec.partial_size
 
     def __call__(self, *args):
         nt = 1 if self.serial else pool_threads()
         fold = self.partial_dtype is not None
         if fold:
-            size = column_partial_len(args[-1]) if self.partial_columns else PARTIALS
+            kind, v = self.partial_size
+            size = v if kind == "fixed" else column_partial_len(args[v]) if kind == "columns" else args[v]
             args = args + (np.empty(size, self.partial_dtype),)
         if nt == 1 or not _launch.acquire(blocking=False):
             # one share (also when another thread is launching: no waiting for it)
