@@ -343,6 +343,11 @@ def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, ke
     stage = ex._serial_program
     chunked = [s.chunked for p in _program_plans(stage) for k in p.kernels for s in k._specs.values()]
     assert any(chunked) == (kind == "chunks")
+    if kind == "chunks":   # a variant a later call renders is a chunk kernel too
+        kernels = [k for p in _program_plans(stage) for k in p.kernels]
+        assert all(k.backend is codegen_chunks.chunk_backend() for k in kernels)
+        spec = kernels[0].backend.render(kernels[0].nest(next(iter(kernels[0]._specs))[0]), True)
+        assert spec.chunked
     seen.append(_loss_and_grad(f, x, w))   # compiled, stage 1
     gate.set()
     assert tj.compiler.wait(f, timeout=WAIT_S)

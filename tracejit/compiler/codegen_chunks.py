@@ -32,7 +32,7 @@ from .. import envflags
 from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
-__all__ = ["enabled", "forced", "render", "ChunkSpec", "FORMS"]
+__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
@@ -68,6 +68,25 @@ def forced():
         yield
     finally:
         _forced.on = prev
+
+
+_CHUNK_BACKEND = None
+
+
+def chunk_backend():
+    """A CPU backend (backends.CpuBackend) that renders every parallel variant as a chunk
+    kernel where the loop shape allows, whatever ``TRACEJIT_PARALLEL`` says: the backend
+    of a background compile's chunk stage (compiler/tiers.py)."""
+    global _CHUNK_BACKEND
+    if _CHUNK_BACKEND is None:
+        from .backends import CpuBackend
+
+        class ChunkCpuBackend(CpuBackend):
+            def render(self, nest, parallel: bool):
+                with forced():
+                    return super().render(nest, parallel)
+        _CHUNK_BACKEND = ChunkCpuBackend()
+    return _CHUNK_BACKEND
 
 
 class ChunkSpec(KernelSpec):

@@ -300,7 +300,7 @@ class TieredExecutor(Executor):
             if all(spec.chunked for (_, _, par), spec in zip(variants, specs) if par):
                 # A variant a later call of this program renders (another size class)
                 # must be a chunk kernel too, whichever thread renders it.
-                backend = _chunk_backend()
+                backend = codegen_chunks.chunk_backend()
                 for kern, _, _ in variants:
                     kern.backend = backend
                 self._set_stage("chunks", program, variants, specs)
@@ -533,25 +533,6 @@ class TieredExecutor(Executor):
 
     def debug_values(self, ins) -> dict:
         return self.program.debug_values(ins)
-
-
-_CHUNK_BACKEND = None
-
-
-def _chunk_backend():
-    """The CPU backend rendering every parallel variant as a chunk kernel (where its loop
-    shape allows): the backend of a chunk stage's kernels."""
-    global _CHUNK_BACKEND
-    if _CHUNK_BACKEND is None:
-        from . import codegen_chunks
-        from .backends import CpuBackend
-
-        class ChunkCpuBackend(CpuBackend):
-            def render(self, nest, parallel: bool):
-                with codegen_chunks.forced():
-                    return super().render(nest, parallel)
-        _CHUNK_BACKEND = ChunkCpuBackend()
-    return _CHUNK_BACKEND
 
 
 def _resolve(fn):
