@@ -314,17 +314,18 @@ def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, ke
     gate = threading.Event()
     real_submit = workers.submit
 
-    def submit(source, name_hint, llvm_options=()):
+    def submit(source, name_hint, llvm_options=(), later=False):
         if "prange" not in source:
             return real_submit(source, name_hint, llvm_options)
+        assert later == (kind == "chunks")   # after a chunk stage parfor jobs queue last
         job = workers.Job(-1, source, name_hint, llvm_options)
 
-        def later():
+        def later_run():
             gate.wait()
             done = real_submit(source, name_hint, llvm_options)
             done.event.wait()
             job._finish(done.ok, done.error, done.seconds, done.compiled)
-        threading.Thread(target=later, daemon=True).start()
+        threading.Thread(target=later_run, daemon=True).start()
         return job
     monkeypatch.setattr(tiers.workers, "submit", submit)
 
@@ -367,3 +368,13 @@ def _program_plans(program) -> list:
     for fwd, bwd, *_ in program._train.values():
         plans += [p for p in (fwd, bwd) if p is not None]
     return plans
+
+
+def test_later_jobs_queue_after_the_others():
+    """A parfor upgrade (``later``) queued first still runs after a job submitted later
+    (the optimizer's kernel a caller's array path waits for); shutdown jumps the queue."""
+    pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
+    upgrade = pool.submit("# upgrade", "up", (), later=True)
+    needed = pool.submit("# needed", "need", ())
+    pool.jobs.put((-1, 0, None))
+    assert [pool.jobs.get()[2] for _ in range(3)] == [None, needed, upgrade]

@@ -348,6 +348,11 @@ class TieredExecutor(Executor):
                 if diskcache.is_cached(spec.source, spec.llvm_options):
                     job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
                     job._finish(True)  # nothing to compile: loaded below
+                elif self._stage_kind == "chunks" and self._serial_program is not None \
+                        and parallel and not spec.chunked:
+                    # After a chunk stage the parfor kernels are an upgrade: other
+                    # functions' and the optimizer's kernels go to the workers first.
+                    job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True)
                 else:
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
