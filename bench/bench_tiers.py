@@ -16,8 +16,9 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
   breakdown of where the seconds go (numba's own timers: ``llvm_lock`` is time in LLVM,
   the rest of ``compiler_lock`` is numba's typing and lowering);
 - ``background_cold``: first step in background mode, the steps until the entry runs
-  serial kernels (stage 1) and until it runs compiled (training goes on meanwhile: time
-  to full speed), the compiled step;
+  its stage-1 kernels (chunk kernels, or serial kernels where a loop shape has no chunk
+  kernel) and until it runs its final kernels (after the parfor kernels are in and timed
+  against the chunk kernels; training goes on meanwhile), the compiled step;
 - ``background_wait``: the same, but after the first step the caller waits
   (``tj.compiler.wait()``): the compile's own time with the workers alone on the cores;
 - ``warm_disk``: first step of a fresh process whose cache a cold run filled, in both
@@ -93,26 +94,35 @@ def probe(name: str) -> dict:
     if name == "sync_cold":
         out["kernels"] = _breakdown(fns)
     if name == "background_wait":  # the same, but the caller waits instead of training on
-        # Until stage 1 (serial kernels) runs, or every kernel is in when there is no
-        # stage 1 (chunk kernels, TRACEJIT_PARALLEL=chunks; the switch is at the next call).
-        while not all(s in ("serial", "compiled") for f in fns for s in f.cache_stats()["tiers"]):
+        # Until stage 1 runs, or every kernel is in when there is no stage 1 (chunk
+        # kernels, TRACEJIT_PARALLEL=chunks; the switch is at the next call).
+        while not all(s in STAGED for f in fns for s in f.cache_stats()["tiers"]):
             if not any(f.cache_stats()["pending_kernels"] for f in fns):
                 break
             time.sleep(0.05)
             if time.perf_counter() - t > 600:
                 break
-        if any(s == "serial" for f in fns for s in f.cache_stats()["tiers"]):
-            out["compiled_serial_s"] = time.perf_counter() - t  # stage 1: serial kernels
+        kinds = [s for f in fns for s in f.cache_stats()["tiers"] if s in ("serial", "chunks")]
+        if kinds:
+            out["stage1_s"] = time.perf_counter() - t  # stage 1: chunk or serial kernels
+            out["stage1"] = kinds[0]
+            if kinds[0] == "chunks":  # the stage's steps (the workers compile meanwhile)
+                out["stage1_step_s"] = _median_step(step)
         tj.compiler.wait()
         step()
-        out["full_speed_s"] = time.perf_counter() - t
+        out["all_in_s"] = time.perf_counter() - t
+        for _ in range(8):  # a trial of parfor against chunk kernels takes a few calls
+            step()
+        out["full_speed_s"] = out["all_in_s"]
+        out["kept"] = _kept(fns)
     if name == "background_cold":
         steps = 1
-        while any(s != "compiled" for f in fns for s in f.cache_stats()["tiers"]):
-            if "compiled_serial_s" not in out and all(
-                    s in ("serial", "compiled") for f in fns for s in f.cache_stats()["tiers"]):
-                out["compiled_serial_s"] = time.perf_counter() - t
+        while any(s != "compiled" for f in fns for s in f.cache_stats()["tiers"]) or _in_trial(fns):
+            if "stage1_s" not in out and all(
+                    s in STAGED for f in fns for s in f.cache_stats()["tiers"]):
+                out["stage1_s"] = time.perf_counter() - t
                 out["tier0_steps"] = steps
+                out["stage1"] = ",".join(f.cache_stats()["tiers"][0] for f in fns)
             step()
             steps += 1
             if time.perf_counter() - t > 600:
@@ -120,6 +130,7 @@ def probe(name: str) -> dict:
         out["full_speed_s"] = time.perf_counter() - t
         out["steps_to_full_speed"] = steps
         out.setdefault("tier0_steps", steps)
+        out["kept"] = _kept(fns)
     step()
     ts = []
     for _ in range(5):
@@ -131,16 +142,47 @@ def probe(name: str) -> dict:
     return out
 
 
+STAGED = ("serial", "chunks", "compiled")
+
+
+def _median_step(step, n=5) -> float:
+    ts = []
+    for _ in range(n):
+        t1 = time.perf_counter()
+        step()
+        ts.append(time.perf_counter() - t1)
+    return sorted(ts)[n // 2]
+
+
+def _in_trial(fns) -> bool:
+    """Whether an entry still times parfor against chunk kernels (compiler/tiers.py)."""
+    return any(getattr(e.executor, "state", "") == "trial" for f in fns for e in f.entries)
+
+
+def _kept(fns) -> list:
+    """Per entry, the kernels it runs at the end: "chunks" or "parfor"/"serial" plans."""
+    out = []
+    for f in fns:
+        for e in f.entries:
+            specs = [s for p in _plans(e.executor) for k in p.kernels for s in k._specs.values()]
+            out.append("chunks" if any(s.chunked for s in specs) else
+                       "parfor" if any(s.parallel for s in specs) else "serial")
+    return out
+
+
+def _plans(ex) -> list:
+    plans = [ex._infer] if getattr(ex, "_infer", None) else []
+    for fwd, bwd, _ in getattr(ex, "_train", {}).values():
+        plans += [p for p in (fwd, bwd) if p is not None]
+    return plans
+
+
 def _breakdown(fns) -> list:
     """Per kernel variant: numba's compile timers (seconds)."""
     rows = []
     for f in fns:
         for e in f.entries:
-            ex = e.executor
-            plans = [ex._infer] if getattr(ex, "_infer", None) else []
-            for fwd, bwd, _ in getattr(ex, "_train", {}).values():
-                plans += [p for p in (fwd, bwd) if p is not None]
-            for p in plans:
+            for p in _plans(e.executor):
                 for kern in p.kernels:
                     for (layouts, parallel), disp in kern.variants.items():
                         disp = getattr(disp, "unguarded", disp)
@@ -219,13 +261,16 @@ def report(step: str, res: dict) -> None:
     if b:
         ratio = f" ({b['first_s'] / e['step_s']:.1f}x the eager step)" if e else ""
         print(f"background cold, training on: first step {b['first_s'] * 1e3:.0f} ms{ratio}; "
-              f"serial kernels after {b.get('compiled_serial_s', float('nan')):.1f} s "
-              f"({b['tier0_steps']} tier-0 steps); full speed after {b['full_speed_s']:.1f} s "
-              f"({b['steps_to_full_speed']} steps); compiled step {b['steady_step_s'] * 1e3:.0f} ms")
+              f"stage 1 ({b.get('stage1', '-')}) after {b.get('stage1_s', float('nan')):.1f} s "
+              f"({b['tier0_steps']} tier-0 steps); final kernels ({b['kept']}) after "
+              f"{b['full_speed_s']:.1f} s ({b['steps_to_full_speed']} steps); compiled step "
+              f"{b['steady_step_s'] * 1e3:.0f} ms")
     if "background_wait" in res:
         w = res["background_wait"]
-        print(f"background cold, caller waiting (tj.compiler.wait()): serial kernels after "
-              f"{w.get('compiled_serial_s', float('nan')):.1f} s, full speed after {w['full_speed_s']:.1f} s")
+        st = f" (its step {w['stage1_step_s'] * 1e3:.0f} ms, workers busy)" if "stage1_step_s" in w else ""
+        print(f"background cold, caller waiting (tj.compiler.wait()): stage 1 ({w.get('stage1', '-')}) "
+              f"after {w.get('stage1_s', float('nan')):.1f} s{st}, every kernel in after "
+              f"{w['all_in_s']:.1f} s; kept {w['kept']}, compiled step {w['steady_step_s'] * 1e3:.0f} ms")
     if "fill" in res:
         print(f"sync mode, empty cache (filling the warm-disk cache): first step {res['fill']['first_s']:.2f} s")
     if "warm_disk_background_1" in res:

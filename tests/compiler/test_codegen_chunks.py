@@ -3,7 +3,7 @@ without numba's parfor pass, behind ``TRACEJIT_PARALLEL=chunks``.
 
 Each loop shape the rewriting knows runs through a chunk kernel split over two shares
 (whatever the machine's cores: the share count is forced) and matches eager; a shape it
-does not know keeps its parfor kernel; a full reduction folds its partials once.
+does not know keeps its parfor kernel; a reduction folds its partials once.
 """
 from __future__ import annotations
 
@@ -60,18 +60,47 @@ def test_chunk_kernel_matches_eager(chunks, name):
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
 
 
-def test_column_sums_keep_their_parfor_kernel_and_match_eager(chunks):
-    """A sum over every dim but the last folds per-row-chunk partial sums inside its kernel
-    (codegen_cpu._leading_reduction): split into shares, each would fold only its own rows
-    (that gave wrong sums once the form changed). It keeps numba's parallel kernel."""
-    x = tj.tensor(_x((128, 600), seed=3))
-    fn = lambda x: (x + 1.0).sum(0)
+COLUMN_CASES = {
+    # name: (function, input); sums over every dim but the last, split into row chunks x
+    # column blocks (codegen_cpu._leading_reduction) that 2 or 3 shares divide unevenly
+    "bias_grad": (lambda x: (x + 1.0).sum(0), _x((128, 600), seed=3)),
+    "odd_two_blocks": (lambda x: (x * x).sum(0), _x((67, 5001), seed=5)),
+    "three_d": (lambda x: (x * 0.5).sum((0, 1)), _x((5, 13, 301), seed=6)),
+    "float64_max": (lambda x: (x - 2.0).amax(0), _x((129, 257), seed=7).astype(np.float64)),
+}
+
+
+@pytest.mark.parametrize("name", list(COLUMN_CASES))
+def test_column_sums_run_as_chunk_kernels_and_match_eager(chunks, monkeypatch, name):
+    """A sum over every dim but the last keeps per-row-chunk partial sums: the launcher
+    passes one array for all shares and the fold runs once after them, so every share
+    count gives the same result, equal to eager (before, each share folded only its own
+    rows)."""
+    fn, a = COLUMN_CASES[name]
+    x = tj.tensor(a)
     want = fn(x).numpy()
     f = tj.trace(fn)
-    got = f(x).numpy()
-    assert _forms(f) == [("column_blocks", False)]     # rendered, but not as a chunk kernel
-    assert not chunks                                  # no share was launched
-    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    results = []
+    for nt in (1, 2, 3):
+        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        results.append(f(x).numpy())
+    assert _forms(f) == [("column_blocks", True)]        # a chunk kernel
+    assert chunks and set(chunks) == {2, 3}               # launched in 2 and 3 shares
+    assert want.shape == results[0].shape
+    for got in results:
+        np.testing.assert_array_equal(got, results[0])   # the share count changes nothing
+        np.testing.assert_allclose(got, want, rtol=2e-5 if a.dtype == np.float32 else 1e-12,
+                                   atol=1e-4 if a.dtype == np.float32 else 0)
+
+
+def test_column_partials_fit_every_row_count():
+    """The launcher sizes a column sum's partials from the column count alone: enough for
+    the row chunks the kernel picks for any row count."""
+    from tracejit.compiler.codegen_cpu import PARTIAL_CAP, ROW_CHUNKS, column_partial_len
+    for cols in (0, 1, 7, 1000, PARTIAL_CAP // 8, PARTIAL_CAP, 3 * PARTIAL_CAP):
+        for rows in (0, 1, 5, 8, 1000):
+            nrc = max(1, min(ROW_CHUNKS, rows, PARTIAL_CAP // max(cols, 1)))  # the kernel's
+            assert nrc * cols <= column_partial_len(cols)
 
 
 def _nest(form):
@@ -101,12 +130,34 @@ def test_shares_give_the_same_result_as_one(chunks, monkeypatch):
     assert results[0] == results[1] == results[2]
 
 
-def test_unknown_loop_shape_keeps_its_parfor_kernel(chunks):
-    """A full reduction over strided operands ("strided_full") is not rewritten."""
-    x = tj.tensor(_x((256, 128), seed=4))
+def test_strided_full_reduction_folds_once_after_every_share(chunks, monkeypatch):
+    """A full reduction over strided operands ("strided_full": one partial per index of
+    the first dim, sized by that dim's argument): every share count gives the same sum."""
+    x = tj.tensor(_x((257, 131), seed=4))
     f = tj.trace(lambda x: (x.t() * 2.0).sum())
-    np.testing.assert_allclose(f(x).numpy(), (x.numpy() * 2.0).sum(), rtol=1e-5)
-    assert ("strided_full", False) in _forms(f)
+    results = []
+    for nt in (1, 2, 3):
+        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        results.append(float(f(x).numpy()))
+    assert ("strided_full", True) in _forms(f) and set(chunks) == {2, 3}
+    assert results[0] == results[1] == results[2]
+    np.testing.assert_allclose(results[0], (x.numpy().astype(np.float64) * 2.0).sum(), rtol=1e-5)
+
+
+def test_unknown_loop_shape_keeps_its_parfor_kernel():
+    """A nest deeper than codegen_cpu.MAX_NESTED_RANK ("deep") is not rewritten (checked on
+    the rendering: compiling a rank-13 parfor kernel takes ~30 s)."""
+    from tracejit import dtypes
+    from tracejit.compiler.fusion import Group
+    from tracejit.jit.ir import Eqn, Var
+    from tracejit.ops.registry import Aval
+    shape = (2,) * 12 + (4,)
+    x = Var(Aval(shape, dtypes.as_dtype("float32")))
+    out = Var(Aval(shape, dtypes.as_dtype("float32")))
+    group = Group(0, shape, [Eqn(REGISTRY["tanh"], (x,), (out,), {})], None, [x], [out])
+    nest = loopnest.lower(group, ("nd",), "kernel", sequential_sums=True)
+    assert codegen_chunks.render_cpu(nest, True).form == "deep"
+    assert codegen_chunks.render(nest) is None
 
 
 def test_a_failing_share_raises_in_the_caller():

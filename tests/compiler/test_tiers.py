@@ -298,29 +298,39 @@ def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
     np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy())  # bitwise, either path
 
 
-def test_serial_stage_runs_compiled_while_parallel_kernels_compile(monkeypatch):
-    # Parallel variants (prange) are held back until `gate` opens: the entry must run the
-    # serial-kernel program meanwhile (tier "serial"), then switch to the full one; the
-    # results agree with eager on every tier.
+@pytest.mark.parametrize("kind, keep, c", [("chunks", "parfor", 1.4375), ("chunks", "chunk", 1.5625),
+                                          ("serial", "parfor", 1.6875)])
+def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, keep, c):
+    # Parfor variants (prange) are held back until `gate` opens: the entry must run the
+    # stage-1 program meanwhile (chunk kernels, or serial kernels only where a loop shape
+    # has no chunk kernel: here FORMS emptied), then switch to the full one; after a
+    # chunk stage the next calls time both programs and keep one (TRIAL_MARGIN forces
+    # which). Results agree with eager on every tier. (Each case has its own constant:
+    # a parfor variant already on disk means no stage 1.)
+    from tracejit.compiler import codegen_chunks
+    if kind == "serial":
+        monkeypatch.setattr(codegen_chunks, "FORMS", ())
+    monkeypatch.setattr(tiers, "TRIAL_MARGIN", -1e9 if keep == "parfor" else 1.0)
     gate = threading.Event()
     real_submit = workers.submit
 
-    def submit(source, name_hint, llvm_options=()):
+    def submit(source, name_hint, llvm_options=(), later=False):
         if "prange" not in source:
             return real_submit(source, name_hint, llvm_options)
+        assert later == (kind == "chunks")   # after a chunk stage parfor jobs queue last
         job = workers.Job(-1, source, name_hint, llvm_options)
 
-        def later():
+        def later_run():
             gate.wait()
             done = real_submit(source, name_hint, llvm_options)
             done.event.wait()
             job._finish(done.ok, done.error, done.seconds, done.compiled)
-        threading.Thread(target=later, daemon=True).start()
+        threading.Thread(target=later_run, daemon=True).start()
         return job
     monkeypatch.setattr(tiers.workers, "submit", submit)
 
     def step(x, w):  # 256 x 128 elements: above PARALLEL_MIN, so the full plan goes parallel
-        return ((x @ w).tanh() * 1.4375 + x.sum(1, keepdim=True)).pow(2).mean()
+        return ((x @ w).tanh() * c + x.sum(1, keepdim=True)).pow(2).mean()
     rng = np.random.default_rng(6)
     x = tj.tensor(rng.standard_normal((256, 128)).astype(np.float32))
     w = tj.tensor(rng.standard_normal((128, 128)).astype(np.float32) * 0.1, requires_grad=True)
@@ -329,13 +339,42 @@ def test_serial_stage_runs_compiled_while_parallel_kernels_compile(monkeypatch):
     seen = [_loss_and_grad(f, x, w)]
     (ex,) = [e.executor for e in f._entries]
     assert ex._serial.wait(WAIT_S), ex._failure
-    assert f.cache_stats()["tiers"] == ["serial"] and f.cache_stats()["pending_kernels"] >= 1
-    assert "serial kernels" in f.explain(x, w)["tier"]
-    seen.append(_loss_and_grad(f, x, w))   # compiled, serial kernels
+    assert f.cache_stats()["tiers"] == [kind] and f.cache_stats()["pending_kernels"] >= 1
+    assert f"{kind} kernels" in f.explain(x, w)["tier"]
+    stage = ex._serial_program
+    chunked = [s.chunked for p in _program_plans(stage) for k in p.kernels for s in k._specs.values()]
+    assert any(chunked) == (kind == "chunks")
+    if kind == "chunks":   # a variant a later call renders is a chunk kernel too
+        kernels = [k for p in _program_plans(stage) for k in p.kernels]
+        assert all(k.backend is codegen_chunks.chunk_backend() for k in kernels)
+        spec = kernels[0].backend.render(kernels[0].nest(next(iter(kernels[0]._specs))[0]), True)
+        assert spec.chunked
+    seen.append(_loss_and_grad(f, x, w))   # compiled, stage 1
     gate.set()
     assert tj.compiler.wait(f, timeout=WAIT_S)
     assert f.cache_stats()["tiers"] == ["compiled"]
-    seen.append(_loss_and_grad(f, x, w))   # compiled, parallel kernels
+    for _ in range(2 * tiers.TRIAL_CALLS + 1):
+        seen.append(_loss_and_grad(f, x, w))   # compiled: the trial, then the program kept
+    assert ex.state == "compiled"
+    assert (ex.program is stage) == (keep == "chunk")
+    assert f._entries[0].executor is ex.program     # the entry runs the program kept
     for loss, grad in seen:
         assert loss == pytest.approx(eager[0], rel=1e-5)
         np.testing.assert_allclose(grad, eager[1], rtol=1e-4, atol=1e-6)
+
+
+def _program_plans(program) -> list:
+    plans = [program._infer] if program._infer is not None else []
+    for fwd, bwd, *_ in program._train.values():
+        plans += [p for p in (fwd, bwd) if p is not None]
+    return plans
+
+
+def test_later_jobs_queue_after_the_others():
+    """A parfor upgrade (``later``) queued first still runs after a job submitted later
+    (the optimizer's kernel a caller's array path waits for); shutdown jumps the queue."""
+    pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
+    upgrade = pool.submit("# upgrade", "up", (), later=True)
+    needed = pool.submit("# needed", "need", ())
+    pool.jobs.put((-1, 0, None))
+    assert [pool.jobs.get()[2] for _ in range(3)] == [None, needed, upgrade]

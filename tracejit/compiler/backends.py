@@ -139,7 +139,8 @@ class CpuBackend(Backend):
         fn = mod.kernel
         if spec.chunked:  # a chunk kernel: launched on chunkpool's threads
             from .chunkpool import ChunkKernel
-            return ChunkKernel(fn, _entry_point(fn), spec.partial_dtype, serial=not parallel)
+            return ChunkKernel(fn, _entry_point(fn), spec.partial_dtype, serial=not parallel,
+                               partial_size=spec.partial_size)
         if parallel:
             fn = guard_parallel(fn)  # numba's workqueue layer aborts on concurrent launches
         return fn

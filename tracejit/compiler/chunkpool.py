@@ -4,7 +4,8 @@ A chunk kernel is a serial ``nogil`` numba function that runs share ``t`` of ``n
 its chunks. `ChunkKernel` is what a plan calls: it picks the share count (the cores
 other processes leave us, as for numba's parallel kernels and BLAS: coreshare.py), hands
 shares 1.. to the pool's threads, runs share 0 itself, waits, and for a full reduction
-makes the one fold call. Each share unboxes its arguments under the GIL (a few us) and
+makes the one fold call (the partial results are an array it allocates per launch, so
+a reduction's shares all write into one and the fold sees every share's chunks). Each share unboxes its arguments under the GIL (a few us) and
 releases it for the loop, so the shares run at once.
 
 Threads block on a lock between launches (no spinning: numba's OpenMP workers spin
@@ -23,6 +24,7 @@ import numpy as np
 from .. import coreshare
 from ..threads import usable_cpus
 from .codegen_chunks import PARTIALS
+from .codegen_cpu import column_partial_len
 
 __all__ = ["ChunkKernel", "pool_threads"]
 
@@ -104,21 +106,25 @@ def _run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
 class ChunkKernel:
     """A chunk kernel as the plan calls it: with the nest's calling convention."""
 
-    __slots__ = ("kernel", "entry", "partial_dtype", "serial", "unguarded")
+    __slots__ = ("kernel", "entry", "partial_dtype", "partial_size", "serial", "unguarded")
 
-    def __init__(self, kernel: Callable, entry: Callable, partial_dtype: Optional[str], serial: bool):
+    def __init__(self, kernel: Callable, entry: Callable, partial_dtype: Optional[str], serial: bool,
+                 partial_size: tuple = ("fixed", PARTIALS)):
         self.kernel = kernel            # the numba dispatcher (for its metadata)
         self.unguarded = kernel
         self.entry = entry              # its compiled entry point (no type dispatch)
         self.partial_dtype = None if partial_dtype is None else np.dtype(
             "bool" if partial_dtype == "bool" else partial_dtype)
         self.serial = serial            # the serial-variant call: always one share
+        self.partial_size = partial_size  # codegen_chunks.ChunkSpec.partial_size
 
     def __call__(self, *args):
         nt = 1 if self.serial else pool_threads()
         fold = self.partial_dtype is not None
         if fold:
-            args = args + (np.empty(PARTIALS, self.partial_dtype),)
+            kind, v = self.partial_size
+            size = v if kind == "fixed" else column_partial_len(args[v]) if kind == "columns" else args[v]
+            args = args + (np.empty(size, self.partial_dtype),)
         if nt == 1 or not _launch.acquire(blocking=False):
             # one share (also when another thread is launching: no waiting for it)
             return self.entry(*args, 0, 1, 1) if fold else self.entry(*args, 0, 1)

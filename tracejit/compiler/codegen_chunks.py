@@ -13,53 +13,101 @@ its threads at once (each share releases the GIL while it runs).
 ``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` (the default) keeps numba's parallel
 kernels. The rendering is the CPU backend's parallel variant (codegen_cpu.render),
 rewritten in four places: the decorator (``parallel=False, nogil=True`` and the extra
-arguments in the signature), the ``prange`` line, and for full reductions the
-per-chunk ``partial`` array (passed in by the launcher, one for all shares) and the
-fold of the partials (run once, by the ``chunk_fold`` call after every share is done).
-Chunk bounds do not depend on the thread count, so the result does not either. A loop
-shape this rewriting does not know (``strided_full``, ``deep``, ``column_blocks``: see
-`FORMS`) keeps its parfor kernel, as does anything whose source does not have the expected shape.
+arguments in the signature), the ``prange`` line, and for reductions folded from
+per-chunk results (full reductions, and sums over every dim but the last) the
+``partial`` array (passed in by the launcher, one for all shares) and the fold of the
+partials (run once, by the ``chunk_fold`` call after every share is done). Chunk bounds
+do not depend on the thread count, so the result does not either. A loop shape this
+rewriting does not know (``deep``: see `FORMS`) keeps its parfor kernel, as does
+anything whose source does not have the expected shape.
 """
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 from typing import Optional
 
 from .. import envflags
-from .codegen_cpu import KernelSpec, render as render_cpu
+from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
-__all__ = ["enabled", "render", "ChunkSpec", "FORMS"]
+__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
-# ("column_blocks", the sums over every dim but the last, keeps parfor: its row-chunk
-# partial sums are allocated and folded inside the kernel, so shares run separately would
-# each fold only their own rows.)
-FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum")
-_FOLDED = ("flat_reduce", "flat_blocked_sum")   # full reductions: partials, then a fold
+FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
+         "strided_full")
+# Partial results per chunk, then a fold: flat full reductions (at most PARTIALS chunks),
+# column sums (row chunks x columns: codegen_cpu.column_partial_len of the last size) and
+# full reductions of nested operands (one per index of the first dim).
+_FOLDED = ("flat_reduce", "flat_blocked_sum", "column_blocks", "strided_full")
 PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
 
 _DECO = re.compile(r"""^@njit\((["'])void\((.*)\)\1, parallel=True, (.*)$""")
 _PRANGE = re.compile(r"^(\s*)for (\w+) in prange\((.+)\):$")
-_PARTIAL = re.compile(r"^\s*partial = np\.empty\(nchunk, np\.(\w+)\)$")
+_PARTIAL = re.compile(r"^\s*partial = np\.empty\((?:nchunk|nrc \* d\d+|d\d+), np\.(\w+)\)$")
 _LOCAL_PARTIAL = re.compile(r"^\s*partial = ")
 
 
+_forced = threading.local()
+
+
 def enabled() -> bool:
-    """Whether parallel CPU kernels are chunk kernels (``TRACEJIT_PARALLEL=chunks``)."""
-    return envflags.value("TRACEJIT_PARALLEL").lower() == "chunks"
+    """Whether parallel CPU kernels are chunk kernels (``TRACEJIT_PARALLEL=chunks``, or
+    inside `forced` in this thread)."""
+    return getattr(_forced, "on", False) or envflags.value("TRACEJIT_PARALLEL").lower() == "chunks"
+
+
+@contextlib.contextmanager
+def forced():
+    """Kernels rendered in this block (by this thread) are chunk kernels where their loop
+    shape allows: the first stage of a background compile (compiler/tiers.py)."""
+    prev = getattr(_forced, "on", False)
+    _forced.on = True
+    try:
+        yield
+    finally:
+        _forced.on = prev
+
+
+_CHUNK_BACKEND = None
+
+
+def chunk_backend():
+    """A CPU backend (backends.CpuBackend) that renders every parallel variant as a chunk
+    kernel where the loop shape allows, whatever ``TRACEJIT_PARALLEL`` says: the backend
+    of a background compile's chunk stage (compiler/tiers.py)."""
+    global _CHUNK_BACKEND
+    if _CHUNK_BACKEND is None:
+        from .backends import CpuBackend
+
+        class ChunkCpuBackend(CpuBackend):
+            def render(self, nest, parallel: bool):
+                with forced():
+                    return super().render(nest, parallel)
+        _CHUNK_BACKEND = ChunkCpuBackend()
+    return _CHUNK_BACKEND
 
 
 class ChunkSpec(KernelSpec):
-    """A chunk kernel's spec: the kernel takes the nest's arguments, then (full reductions
-    only) ``partial`` (`partial_dtype`, `PARTIALS` long) and then ``chunk_t, chunk_nt``
-    (and ``chunk_fold`` for full reductions)."""
+    """A chunk kernel's spec: the kernel takes the nest's arguments, then (folded
+    reductions only) ``partial`` (`partial_dtype`, `partial_size` long) and then
+    ``chunk_t, chunk_nt`` (and ``chunk_fold`` for folded reductions)."""
 
     chunked = True
 
     def __init__(self, source, nest, form, llvm_options, partial_dtype):
         super().__init__(source, nest, True, form, llvm_options)
         self.partial_dtype = partial_dtype   # numpy dtype name, or None (no fold)
+        # How the launcher sizes ``partial`` (chunkpool.ChunkKernel): ("fixed", n),
+        # ("columns", -1): codegen_cpu.column_partial_len of the last argument (the column
+        # count), or ("arg", k): the value of argument k (the first reduced dim's size).
+        if form == "column_blocks":
+            self.partial_size = ("columns", -1)
+        elif form == "strided_full":
+            self.partial_size = ("arg", nest.reduction.dims[0] - nest.rank)
+        else:
+            self.partial_size = ("fixed", PARTIALS)
 
 
 def render(nest) -> Optional[ChunkSpec]:
@@ -108,9 +156,9 @@ def render(nest) -> Optional[ChunkSpec]:
     out = lines[:loops[0]] + loop + lines[loops[0] + 1:]
     if folded:
         out.pop(k_partial)
-        # The fold of the partials (codegen_cpu._fold_partials: the body's last lines,
-        # from "total = ..."): only in the call with chunk_fold set.
-        starts = [k for k, ln in enumerate(out) if ln.startswith("    total = ")]
+        # The fold of the partials (the body's last lines, after codegen_cpu's FOLD_MARK
+        # comment): only in the call with chunk_fold set.
+        starts = [k for k, ln in enumerate(out) if ln == "    " + FOLD_MARK]
         if len(starts) != 1:
             return None
         k = starts[0]

@@ -45,6 +45,20 @@ MAX_NESTED_RANK = 12
 IND = "    "
 # Columns per task of a reduction over every dim but the last (`_leading_reduction`).
 COLUMN_BLOCK = 4096
+# Its row chunks: at most this many, and fewer where the partial sums (row chunks x
+# columns) would pass PARTIAL_CAP elements.
+ROW_CHUNKS = 8
+PARTIAL_CAP = 1 << 20
+# The comment line before the fold of a chunked reduction's partial results: where a
+# chunk kernel (codegen_chunks.py) puts that fold under ``if chunk_fold:``.
+FOLD_MARK = "# fold the chunks' partial results"
+
+
+def column_partial_len(columns: int) -> int:
+    """Elements a column reduction's ``partial`` needs at most for `columns` columns (its
+    row chunks times the columns; `_leading_reduction`): what a chunk kernel's launcher
+    allocates without knowing the row count."""
+    return min(ROW_CHUNKS * columns, max(PARTIAL_CAP, columns))
 
 
 def _np_type(dt: str) -> str:
@@ -144,7 +158,8 @@ def _cast_back(x: str, dtype: str) -> str:
 def _fold_partials(count: str, red) -> list:
     """The end of a chunked full reduction: fold the `count` per-chunk results in
     ``partial`` into ``red[0]``."""
-    return [f"{IND}total = {_init(red)}",
+    return [f"{IND}{FOLD_MARK}",
+            f"{IND}total = {_init(red)}",
             f"{IND}for c in range({count}):",
             f"{IND * 2}{_combine(red, 'total', 'partial[c]')}",
             f"{IND}red[0] = {_cast_back('total', red.out_dtype)}"]
@@ -346,16 +361,21 @@ def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
     last = nest.rank - 1
     rows = list(range(last))
     init, acc_np = _init(red), _np_type(red.acc_dtype)
+    # The partial sums are one flat array (row chunk rc's columns at rc * d_last), each
+    # task setting its own slice first: a chunk kernel (codegen_chunks.py) gets that
+    # array from its launcher, sized by `column_partial_len`, runs its share of the tasks,
+    # and folds once after every share.
     body = [f"{IND}nblk = (d{last} + {COLUMN_BLOCK - 1}) // {COLUMN_BLOCK}",
-            # row chunks: up to 8, fewer where the partial sums would exceed 1M elements
-            f"{IND}nrc = max(1, min(8, d0, {1 << 20} // max(d{last}, 1)))",
-            f"{IND}partial = np.full((nrc, d{last}), {init}, {acc_np})",
+            f"{IND}nrc = max(1, min({ROW_CHUNKS}, d0, {PARTIAL_CAP} // max(d{last}, 1)))",
+            f"{IND}partial = np.empty(nrc * d{last}, {acc_np})",
             f"{IND}for task in {loop}(nrc * nblk):",
             f"{IND * 2}rc = task // nblk",
             f"{IND * 2}lo = (task % nblk) * {COLUMN_BLOCK}",
             f"{IND * 2}hi = min(lo + {COLUMN_BLOCK}, d{last})",
             f"{IND * 2}n = hi - lo",
-            f"{IND * 2}accb = partial[rc, lo:hi]"]
+            f"{IND * 2}accb = partial[rc * d{last} + lo:rc * d{last} + hi]",
+            f"{IND * 2}for j in range(n):",
+            f"{IND * 3}accb[j] = {init}"]
     # Operands that do not depend on the row loops are sliced once per task.
     per_block, per_row, per_elem = [], [], []
     for op in nest.operands:
@@ -401,10 +421,11 @@ def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
                  f"{IND * 4}accb[j] += {acc_np}(bacc[j])"]
     else:
         body.append(f"{IND * depth}{_combine(red, 'accb[j]', red.value)}")
-    body += [f"{IND}for j in range(d{last}):",
+    body += [f"{IND}{FOLD_MARK}",
+             f"{IND}for j in range(d{last}):",
              f"{IND * 2}total = {init}",
              f"{IND * 2}for c in range(nrc):",
-             f"{IND * 3}{_combine(red, 'total', 'partial[c, j]')}",
+             f"{IND * 3}{_combine(red, 'total', f'partial[c * d{last} + j]')}",
              f"{IND * 2}red[j] = {_cast_back('total', red.out_dtype)}"]
     return body
 

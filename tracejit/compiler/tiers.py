@@ -12,14 +12,19 @@ numba. Its entry's executor is a `TieredExecutor`:
   compile workers (`workers.py`), longest first; computing cache keys, numba's import
   and the loads all happen in that thread, so a first call with a warm disk costs a
   capture plus an eager call;
-- when the program has parallel kernels, a second program over the same graph whose
-  plans call serial kernels only (`plan.serial_kernels`) is compiled first: a parallel
-  variant costs numba 3-10x a serial one, so the entry runs compiled ("serial" tier,
-  stage 1) long before the parallel variants are in;
+- when the program has parfor kernels to compile, a second program over the same graph
+  is compiled first (stage 1): a parfor variant costs numba 3-10x a serial one. On the
+  CPU stage 1 is the program with chunk kernels (codegen_chunks.py: serial ``nogil``
+  kernels run in shares on a few threads; "chunks" tier), which runs in parallel, about
+  as fast as the parfor kernels; where a loop shape has no chunk kernel, stage 1 calls
+  serial kernels only (`plan.serial_kernels`; "serial" tier);
 - the same thread loads each kernel as its job finishes; once all are in, the next call
   replaces, under the function's lock, the entry's executor and generated hit function:
   later calls run compiled. Calls already running finish on the tier they started on;
-  each call sees one consistent tier.
+  each call sees one consistent tier. After a chunk stage the switch is a trial first:
+  the next calls alternate between the chunk program and the parfor program
+  (`TRIAL_CALLS` each, timed), and the parfor program is kept only when it is
+  measurably faster (`TRIAL_MARGIN`); else the chunk program stays.
 
 A failed job (worker crash, hang past its timeout, compile error) leaves the entry on
 tier 0 with one warning. A damaged entry on disk is caught by the load's manifest check
@@ -53,6 +58,10 @@ log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
 
 _GO_AFTER_S = 1.0  # the background work starts at the second call, or this long after the first
+# After a chunk stage: calls of each program timed before keeping one, and how much faster
+# (fraction of the chunk program's best call) the parfor program must be to be kept.
+TRIAL_CALLS = 3
+TRIAL_MARGIN = 0.05
 _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
 _pending_lock = threading.Lock()
 
@@ -92,7 +101,7 @@ class TieredExecutor(Executor):
         self.grad_mode = grad_mode
         self.name = name
         self.entry = None           # the Entry this executor serves (set once it exists)
-        self.state = "new"          # new -> pending -> compiled | failed
+        self.state = "new"          # new -> pending [-> trial] -> compiled | failed
         self.jobs: list = []        # [(workers.Job, kernel, layouts, parallel)]
         self.variants: list = []    # [(kernel, layouts, parallel)] the first call needs
         self.error = ""
@@ -105,10 +114,13 @@ class TieredExecutor(Executor):
         self._ready = threading.Event()         # ... and loaded, or the entry failed
         self._work_pid = os.getpid()
         self._failure = ""          # why the background work failed (the switch reports it)
-        # Stage 1: a second program over the same graph whose plans call serial kernels only
-        # (plan.serial_kernels), compiled first; the entry runs it ("serial" tier) until
-        # the parallel variants of the full program are in. None when nothing is parallel.
+        # Stage 1: a second program over the same graph, compiled first, whose plans call
+        # chunk kernels (`_stage_kind` "chunks") or serial kernels only ("serial"); the
+        # entry runs it until the parfor variants of the full program are in. None when
+        # no parfor variant must compile. (The names say "serial" for either kind.)
         self._serial_program = None
+        self._stage_kind = "serial"
+        self._trial = ([], [])     # call times in the trial: (full program, chunk program)
         self._serial_variants: list = []
         self._serial_specs: list = []
         self._n_serial = 0
@@ -135,9 +147,9 @@ class TieredExecutor(Executor):
 
     @property
     def tier(self) -> str:
-        if self.state == "compiled":
+        if self.state in ("compiled", "trial"):
             return "compiled"
-        return "serial" if self.state == "pending" and self._serial.is_set() else "tier0"
+        return self._stage_kind if self.state == "pending" and self._serial.is_set() else "tier0"
 
     def attach(self, entry) -> None:
         self.entry = entry
@@ -155,16 +167,17 @@ class TieredExecutor(Executor):
         if state == "pending":
             self._go.set()
             if self._ready_here():
-                ex = self.switch()
-                if ex is not None:
-                    return ex(ins)
+                self.switch()
+                state = self.state
             else:
                 serial = self._serial_program
                 if serial is not None and self._serial.is_set() and not self._failure:
                     return serial(ins)
-        elif state == "compiled":
+        if state == "compiled":
             return self.program(ins)
-        elif state == "new":
+        if state == "trial":
+            return self._trial_call(ins)
+        if state == "new":
             if self._load_at_once(ins):
                 return self.program(ins)
             self.start(ins)
@@ -268,7 +281,7 @@ class TieredExecutor(Executor):
             if self._stage1 and any(par and kern.backend.serial_twin and not spec.chunked
                                     and not diskcache.is_cached(spec.source, spec.llvm_options)
                                     for (kern, _, par), spec in zip(variants, self._specs)):
-                self._plan_serial(ins)
+                self._plan_stage1(ins)
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
             return
@@ -276,24 +289,47 @@ class TieredExecutor(Executor):
         self._planned = True
         self._ins = None
 
-    def _plan_serial(self, ins) -> None:
-        from .executor import CompiledProgram
+    def _plan_stage1(self, ins) -> None:
+        """Stage 1: the program with chunk kernels where every parallel variant has one
+        (they compile about as fast as serial kernels and run in parallel), else the
+        program with serial kernels only."""
+        from . import codegen_chunks
         from .plan import serial_kernels
+        if self.program.backend.name == "cpu":
+            program, variants, specs = self._stage_program(ins, codegen_chunks.forced())
+            if all(spec.chunked for (_, _, par), spec in zip(variants, specs) if par):
+                # A variant a later call of this program renders (another size class)
+                # must be a chunk kernel too, whichever thread renders it.
+                backend = codegen_chunks.chunk_backend()
+                for kern, _, _ in variants:
+                    kern.backend = backend
+                self._set_stage("chunks", program, variants, specs)
+                return
+        program, variants, specs = self._stage_program(ins, serial_kernels())
+        if not any(par for _, _, par in variants):  # else not serial after all: no stage 1
+            self._set_stage("serial", program, variants, specs)
+
+    def _stage_program(self, ins, context):
+        """A program over the same graph planned (and its first call's kernels rendered)
+        inside `context`: (program, variants, specs)."""
+        from .executor import CompiledProgram
         program = self.program
-        serial = CompiledProgram(program.graph, name=program.name)
+        stage = CompiledProgram(program.graph, name=program.name)
         variants, seen = [], set()
-        with serial_kernels():
-            for plan in serial.plans_for(ins, self.grad_mode):
+        with context:
+            for plan in stage.plans_for(ins, self.grad_mode):
                 for kern, layouts, parallel in plan.all_first_variants():
                     if (id(kern), layouts, parallel) not in seen:
                         seen.add((id(kern), layouts, parallel))
                         variants.append((kern, layouts, parallel))
             specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
-        if any(par for _, _, par in variants):  # not serial after all: no stage 1
-            return
+        return stage, variants, specs
+
+    def _set_stage(self, kind: str, program, variants: list, specs: list) -> None:
+        self._stage_kind = kind
         self._serial_specs = specs
         self._serial_variants = variants
-        self._serial_program = serial
+        self._serial_program = program
 
     def _submit(self) -> None:
         jobs = []
@@ -312,6 +348,11 @@ class TieredExecutor(Executor):
                 if diskcache.is_cached(spec.source, spec.llvm_options):
                     job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
                     job._finish(True)  # nothing to compile: loaded below
+                elif self._stage_kind == "chunks" and self._serial_program is not None \
+                        and parallel and not spec.chunked:
+                    # After a chunk stage the parfor kernels are an upgrade: other
+                    # functions' and the optimizer's kernels go to the workers first.
+                    job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True)
                 else:
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
@@ -346,8 +387,9 @@ class TieredExecutor(Executor):
                     self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             if k == self._n_serial and k and not self._failure and not self._serial.is_set() \
                     and all(j.ok for j, *_ in self.jobs[:k]):
-                log.info("%s: serial kernels in after %.2f s; running them while the parallel "
-                         "ones compile", self.name, time.perf_counter() - self._submitted_at)
+                log.info("%s: %s kernels in after %.2f s; running them while the parfor "
+                         "ones compile", self.name, self._stage_kind,
+                         time.perf_counter() - self._submitted_at)
                 self._serial.set()
         for job, kern, layouts, parallel in self.jobs:
             if job.ok and job.id:
@@ -387,6 +429,45 @@ class TieredExecutor(Executor):
             return self._switch_locked()
 
     def _switch_locked(self):
+        if self._stage_kind == "chunks" and self._serial_program is not None \
+                and self._serial.is_set():
+            # Both programs are loaded: the next calls time them (`_trial_call`).
+            self.state = "trial"
+            log.info("%s: parfor kernels in after %.2f s; timing them against the chunk "
+                     "kernels", self.name, time.perf_counter() - self._submitted_at)
+            return None
+        return self._finish_switch()
+
+    def _trial_call(self, ins):
+        """A call in the trial: runs the program with fewer timed calls so far; once each
+        has `TRIAL_CALLS`, keeps the parfor program if it is measurably faster, else the
+        chunk program."""
+        with self._lock:
+            if self.state != "trial":
+                prog = None
+            else:
+                k = 0 if len(self._trial[0]) <= len(self._trial[1]) else 1
+                prog = self.program if k == 0 else self._serial_program
+        if prog is None:
+            return self(ins)   # decided meanwhile
+        t0 = time.perf_counter()
+        out = prog(ins)
+        dt = time.perf_counter() - t0
+        with self._lock:
+            if self.state == "trial":
+                self._trial[k].append(dt)
+                if min(len(t) for t in self._trial) >= TRIAL_CALLS:
+                    full, chunks = (min(t) for t in self._trial)
+                    keep_full = full < chunks * (1.0 - TRIAL_MARGIN)
+                    log.info("%s: best call %.2f ms with parfor kernels, %.2f ms with chunk "
+                             "kernels: keeping the %s kernels", self.name, full * 1e3,
+                             chunks * 1e3, "parfor" if keep_full else "chunk")
+                    if not keep_full:
+                        self._program = self._serial_program
+                    self._finish_switch()
+        return out
+
+    def _finish_switch(self):
         if self._tier0_s is not None and self._hint_key:
             # For the next process (tierhints.py). A cold run's load time overlaps compiles
             # and the GIL with the caller's calls: it overstates a warm load, on the side
@@ -444,11 +525,12 @@ class TieredExecutor(Executor):
     def describe(self) -> str:
         pending = self.pending_kernels()
         return {"new": "tier 0 (not called yet)",
-                "pending": (f"compiled serial kernels (stage 1); {pending} parallel kernels still "
-                            f"compiling in workers" if self.tier == "serial" else
+                "pending": (f"compiled {self._stage_kind} kernels (stage 1); {pending} parfor "
+                            f"kernels still compiling in workers" if self.tier != "tier0" else
                             f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
                             f"still compiling in workers"),
                 "compiled": "compiled kernels (switched from tier 0)",
+                "trial": "compiled kernels (timing the parfor kernels against the chunk kernels)",
                 "failed": f"tier 0 for good: {self.error}"}[self.state]
 
     def explain_sections(self):

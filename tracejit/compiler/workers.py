@@ -153,7 +153,10 @@ class CompilePool:
 
     def __init__(self, size: int):
         self.pid = os.getpid()
-        self.jobs: queue.Queue = queue.Queue()
+        # (rank, sequence, job): rank 0 first, then "later" jobs (rank 1: a background
+        # compile's parfor upgrade, which must not hold back kernels a caller waits for,
+        # such as the optimizer's or eager ops' kernels submitted after it); -1 stops.
+        self.jobs: queue.PriorityQueue = queue.PriorityQueue()
         self.workers: list = [None] * size
         self.closed = False
         self._ids = iter(range(1, 1 << 62))
@@ -163,7 +166,7 @@ class CompilePool:
             threading.Thread(target=self._dispatch, args=(i,), daemon=True,
                              name=f"tracejit-compile-{i}").start()
 
-    def submit(self, source: str, name_hint: str, llvm_options: tuple) -> Job:
+    def submit(self, source: str, name_hint: str, llvm_options: tuple, later: bool = False) -> Job:
         with self._lock:
             key = (source, tuple(llvm_options))
             job = self.by_source.get(key)
@@ -171,12 +174,12 @@ class CompilePool:
                 return job
             job = Job(next(self._ids), source, name_hint, llvm_options)
             self.by_source[key] = job
-        self.jobs.put(job)
+        self.jobs.put((1 if later else 0, job.id, job))
         return job
 
     def _dispatch(self, i: int) -> None:
         while True:
-            job = self.jobs.get()
+            job = self.jobs.get()[2]
             if job is None or self.closed:
                 if job is not None:
                     job._finish(False, "the compile pool was shut down")
@@ -220,7 +223,7 @@ class CompilePool:
     def shutdown(self) -> None:
         self.closed = True
         for _ in self.workers:
-            self.jobs.put(None)
+            self.jobs.put((-1, next(self._ids), None))
         live = [w for w in self.workers if w is not None]
         for w in live:  # all at once: an exiting program waits at most ~0.5 s in total
             try:
@@ -258,9 +261,10 @@ def _get_pool() -> CompilePool:
         return _pool
 
 
-def submit(source: str, name_hint: str, llvm_options: tuple = ()) -> Job:
-    """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones)."""
-    return _get_pool().submit(source, name_hint, llvm_options)
+def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = False) -> Job:
+    """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
+    A `later` job waits until no other job is queued (an upgrade nobody waits for)."""
+    return _get_pool().submit(source, name_hint, llvm_options, later)
 
 
 def worker_pids() -> list:
