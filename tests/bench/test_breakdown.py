@@ -34,7 +34,8 @@ def test_instrumented_times_gemms_and_kernels_then_restores():
     assert timers.calls["gemm"] == 2 and timers.calls["kernels"] >= 2
     # every kernel call is also recorded under its group's label, with its arguments' bytes
     assert sum(r[1] for r in timers.kernels.values()) == timers.calls["kernels"]
-    assert all(label.startswith("_layer") and r[2] >= 8 * 5 * 4 for label, r in timers.kernels.items())
+    assert all(label.startswith("_layer") and r[2] >= 8 * 5 * 4
+               for label, r in timers.kernels.items()), timers.kernels   # (say which, if not)
     assert timers.seconds["gemm"] > 0 and timers.seconds["kernels"] > 0
     # x (8, 6) @ w.t() (6, 5): w.t() is a transposed row-major array, BLAS takes it as is
     assert [g[:4] for g in timers.gemms] == [(8, 6, 5, "CF")] * 2
