@@ -120,13 +120,17 @@ class Timers:
         """`fn` (a fused kernel) timed under "kernels" and recorded under `label` with the
         bytes of its array arguments (what it reads and writes, at the least)."""
         timed = self.timed("kernels", fn)
-        rec = self.kernels[label]
+        kernels = self.kernels
 
         def call(*args):
             t0 = time.perf_counter()
             try:
                 return timed(*args)
             finally:
+                # The record is made at the first call, not here: every plan still in
+                # memory is wrapped (dead ones the garbage collector has not freed yet
+                # too), and only kernels that ran belong in the table.
+                rec = kernels[label]
                 rec[0] += time.perf_counter() - t0
                 rec[1] += 1
                 rec[2] += sum(a.nbytes for a in args if isinstance(a, np.ndarray))
