@@ -60,3 +60,19 @@ def test_too_late_is_said_once_with_the_way_out():
                            env=dict(env, TRACEJIT_THREAD_TUNING="0"), timeout=120, check=True).stderr
     assert "was loaded before" not in quiet
 
+
+
+def test_thread_flag_is_per_thread_and_nests():
+    import threading as _threading
+    from tracejit.threads import ThreadFlag
+    flag = ThreadFlag()
+    seen = []
+    assert not flag
+    with flag.setting():
+        with flag.setting():
+            assert flag
+        assert flag                      # the inner block restores the outer's value
+        t = _threading.Thread(target=lambda: seen.append(bool(flag)))
+        t.start()
+        t.join()
+    assert not flag and seen == [False]  # another thread never saw it on

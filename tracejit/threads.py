@@ -20,7 +20,9 @@ later in the same process see the same setting. ``TRACEJIT_THREAD_TUNING=0`` tur
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import warnings
 
 from .envflags import ProcessTuning
@@ -165,3 +167,24 @@ def set_blas_threads(n: int) -> bool:
 # their serial or parallel kernel by it, fused Adam too, and Adam's default ``fused=None``
 # fuses exactly the parameters whose kernel would run parallel (optim.FUSED_MIN).
 PARALLEL_MIN = 1 << 14
+
+
+class ThreadFlag:
+    """A switch that is on for the current thread inside ``with flag.setting():`` (nestable)
+    and off everywhere else: how a compile stage asks the code it calls for another kind of
+    kernel without passing the choice through every call (compiler/plan.py, codegen_chunks.py)."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def __bool__(self) -> bool:
+        return getattr(self._local, "on", False)
+
+    @contextlib.contextmanager
+    def setting(self):
+        prev = bool(self)
+        self._local.on = True
+        try:
+            yield
+        finally:
+            self._local.on = prev

@@ -23,12 +23,11 @@ anything whose source does not have the expected shape.
 """
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
 from typing import Optional
 
 from .. import envflags
+from ..threads import ThreadFlag
 from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
@@ -49,25 +48,19 @@ _PARTIAL = re.compile(r"^\s*partial = np\.empty\((?:nchunk|nrc \* d\d+|d\d+), np
 _LOCAL_PARTIAL = re.compile(r"^\s*partial = ")
 
 
-_forced = threading.local()
+_forced = ThreadFlag()
 
 
 def enabled() -> bool:
     """Whether parallel CPU kernels are chunk kernels (``TRACEJIT_PARALLEL=chunks``, or
     inside `forced` in this thread)."""
-    return getattr(_forced, "on", False) or envflags.value("TRACEJIT_PARALLEL").lower() == "chunks"
+    return bool(_forced) or envflags.value("TRACEJIT_PARALLEL").lower() == "chunks"
 
 
-@contextlib.contextmanager
 def forced():
     """Kernels rendered in this block (by this thread) are chunk kernels where their loop
     shape allows: the first stage of a background compile (compiler/tiers.py)."""
-    prev = getattr(_forced, "on", False)
-    _forced.on = True
-    try:
-        yield
-    finally:
-        _forced.on = prev
+    return _forced.setting()
 
 
 _CHUNK_BACKEND = None

@@ -12,19 +12,17 @@ A plan is device-agnostic: each fused group is lowered once per operand layouts 
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import linecache
 import logging
 import math
-import threading
 
 import numpy as np
 
 from ..errors import CompileError
 from ..jit.ir import Graph, Literal, Var
 from ..shapes import Sym, contains_sym
-from ..threads import PARALLEL_MIN  # below it a kernel runs serially
+from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends
 from .fusion import Group, partition
 from .kernel_errors import group_label, group_parts, register_plan_lines
@@ -39,19 +37,13 @@ _ids = itertools.count()
 # Plans built inside `serial_kernels()` (in that thread) call serial kernels only: the
 # first stage of a background compile (compiler/tiers.py), which runs compiled while the
 # slow parallel variants (3-10x a serial one in numba) are still compiling.
-_serial_only = threading.local()
+_serial_only = ThreadFlag()
 
 
-@contextlib.contextmanager
 def serial_kernels():
     """Plans built in this block (by this thread) use the serial variant of every kernel
     (on backends with serial twins)."""
-    prev = getattr(_serial_only, "on", False)
-    _serial_only.on = True
-    try:
-        yield
-    finally:
-        _serial_only.on = prev
+    return _serial_only.setting()
 
 
 def _shape_code(shape) -> str:
@@ -265,7 +257,7 @@ class Plan:
         static = tuple(layouts)
         args = ", ".join(call_args + dim_args)
         static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
-        serial_only = self.backend.serial_twin and getattr(_serial_only, "on", False)
+        serial_only = self.backend.serial_twin and bool(_serial_only)
         big = static_size is not None and static_size >= PARALLEL_MIN and not serial_only
         fast_args = args
         # The source is rendered now, so the lowering's own errors surface at capture.

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .native import kernel as _kernel
+from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 
 __all__ = ["batch_norm_stats", "batch_norm_train"]
@@ -166,9 +166,6 @@ def _ncl_shape(x):
     return x.shape[0], x.shape[1], (x.size // (x.shape[0] * x.shape[1]))
 
 
-def _native(xp, *arrays) -> bool:
-    return xp is np and all(type(a) is np.ndarray for a in arrays) and \
-        len({a.dtype for a in arrays}) == 1
 
 
 def _count(shape) -> int:
@@ -183,7 +180,7 @@ def _stats_rule(x):
 
 
 def _stats_impl(xp, x):
-    if _native(xp, x) and x.size:
+    if _takes(xp, x) and x.size:
         fn = _run(_STATS, "stats", x.dtype.name)
         if fn is not None:
             out = np.empty((2, x.shape[1]), np.float64)
@@ -216,7 +213,7 @@ def _train_impl(xp, x, stats, weight, bias, eps):
     mean, var = stats[0].astype(np.float64), stats[1].astype(np.float64)
     a = _channels(weight, xp, c) / xp.sqrt(var + eps)
     d = _channels(bias, xp, c) - mean * a
-    if _native(xp, x) and x.size:
+    if _takes(xp, x) and x.size:
         fn = _run(_AFFINE, "affine", x.dtype.name)
         if fn is not None:
             # C-contiguous whatever x's order: the elementwise ops after it (ReLU) then
@@ -271,7 +268,7 @@ def _reduce_impl(xp, g, x, stats, eps):
     # (sum g, sum g*xhat) = (sum g, rstd * sum g*(x - mean))
     mean = stats[0].astype(np.float64)
     rstd = 1.0 / xp.sqrt(stats[1].astype(np.float64) + eps)
-    if _native(xp, g, x) and x.size:
+    if _takes(xp, g, x) and x.size:
         fn = _run(_REDUCE, "reduce", x.dtype.name)
         if fn is not None:
             out = np.empty((2, x.shape[1]), np.float64)
@@ -308,7 +305,7 @@ def _input_impl(xp, g, x, stats, weight, red, eps):
     a = _channels(weight, xp, c) * rstd
     b = -a * rstd * red[1].astype(np.float64) / n
     d = -a * red[0].astype(np.float64) / n - b * mean
-    if _native(xp, g, x) and x.size:
+    if _takes(xp, g, x) and x.size:
         fn = _run(_AFFINE, "affine", x.dtype.name)
         if fn is not None:
             # Channel-major (C, N, ...) memory: what a convolution's backward multiplies

@@ -169,11 +169,10 @@ _MAX_UNROLL = 64   # window positions up to which col2im gets an unrolled kernel
 def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation):
     """fold in "gemm" layout by a numba kernel, or None (numpy does it)."""
     import numpy as np
-    from .native import kernel as native_kernel
-    dt = cols.dtype.name
-    if (xp is not np or type(cols) is not np.ndarray or dt not in ("float32", "float64")
-            or kernel[0] * kernel[1] > _MAX_UNROLL):
+    from .native import kernel as native_kernel, takes
+    if not takes(xp, cols) or kernel[0] * kernel[1] > _MAX_UNROLL:
         return None
+    dt = cols.dtype.name
     key = ("col2im", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
     fn = native_kernel(key, lambda: _col2im_source(dt, kernel, stride, padding, dilation)).get()
     if fn is None:

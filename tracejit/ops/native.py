@@ -25,13 +25,28 @@ import os
 import threading
 import time
 
+import numpy as np
+
 from . import vectorized as _vec
 
-__all__ = ["NativeKernel"]
+__all__ = ["NativeKernel", "takes"]
 
 # A kernel's loader starts at the op's first call this long after its first (see
 # ops/vectorized.py `_GO_AFTER_S`: numba's import must not compete with the first step).
 _GO_AFTER_S = 1.0
+
+
+def takes(xp, *arrays) -> bool:
+    """Can a hand-written kernel take these arrays: plain numpy arrays of one dtype, float32
+    or float64 (the kernels are typed for those). Anything else runs the op's numpy form."""
+    if xp is not np:
+        return False
+    dtype = None
+    for a in arrays:
+        if type(a) is not np.ndarray or (dtype is not None and a.dtype != dtype):
+            return False
+        dtype = a.dtype
+    return dtype is not None and dtype.name in ("float32", "float64")
 
 
 class NativeKernel:

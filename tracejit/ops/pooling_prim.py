@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from . import pool_kernels as _kernels
+from .native import takes as _takes
 from .conv import _tiles, _windows, conv_out_size
 from .registry import Aval, bind, defprim
 
@@ -109,15 +110,10 @@ def _first_hits(xp, x, out, kernel, stride, padding, dilation):
 
 
 # ---------------------------------------------------------------- max_pool2d
-def _native(xp, *arrays) -> bool:
-    """Can the one-loop kernels (ops/pool_kernels.py) take these arrays?"""
-    return xp is np and all(type(a) is np.ndarray for a in arrays)
-
-
 def _max_pool_impl(xp, x, kernel, stride, padding, dilation):
     n, c, h, w = x.shape
     oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
-    if _native(xp, x):
+    if _takes(xp, x):
         out = _kernels.forward(x, kernel, stride, padding, dilation)
         if out is not None:
             return out
@@ -148,7 +144,7 @@ def _max_pool_backward_impl(xp, g, x, out, kernel, stride, padding, dilation):
     n, c, h, w = x.shape
     ph, pw = padding
     oh, ow = out.shape[2], out.shape[3]
-    if _native(xp, g, x):
+    if _takes(xp, g, x):
         gx = _kernels.backward(g, x, kernel, stride, padding, dilation)
         if gx is not None:
             return gx
