@@ -31,9 +31,15 @@ def test_sync_mode_loads_on_first_call(monkeypatch):
 
 def test_background_mode_never_waits_on_the_first_call(monkeypatch):
     monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    # however long the machine stalls between the two calls below
+    monkeypatch.setattr(native, "_GO_AFTER_S", 1e9)
     k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 2.0"), "test_native_bg")
     assert k.get() is None and k.thread is None      # first call: numpy, nothing started
     assert k.get() is None and k.thread is None      # within _GO_AFTER_S: still nothing
+    monkeypatch.setattr(native, "_GO_AFTER_S", 0.0)
+    assert k.get() is None and k.thread is not None  # after it: the loader starts
+    k.thread.join(240)
+    assert k.get() is not None
 
 
 def test_switched_off_even_when_loaded(monkeypatch):
