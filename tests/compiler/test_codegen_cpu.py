@@ -136,3 +136,42 @@ def test_contiguous_broadcast_operands_are_typed_contiguous_strided_ones_are_not
     assert "'A'" in str(f.explain(x, s, strided))      # ... typed with any strides
     np.testing.assert_allclose(contiguous.numpy(), np.tanh(x.numpy() * s.numpy() + wide.numpy()[:512]),
                                rtol=1e-6, atol=1e-6)
+
+
+def _innermost_loop(source: str) -> list:
+    """The lines of the kernel function's innermost ``for`` loop body."""
+    lines = source.split("def kernel(", 1)[1].splitlines()
+    depth = [len(ln) - len(ln.lstrip()) for ln in lines]
+    loops = [k for k, ln in enumerate(lines) if ln.lstrip().startswith("for ")]
+    k = max(loops, key=lambda k: depth[k])
+    body = []
+    for ln, d in zip(lines[k + 1:], depth[k + 1:]):
+        if ln.strip() and d <= depth[k]:
+            break
+        body.append(ln)
+    return [lines[k]] + body
+
+
+# Rank 13 (past MAX_NESTED_RANK): a map with a broadcast operand, a reduction over the last
+# dim only, and one over middle dims; small sizes so only the serial twin runs.
+@pytest.mark.parametrize("dims", [None, (12,), (3, 7)])
+def test_deep_rank_loops_keep_divisions_out_of_the_innermost_loop(dims):
+    from tracejit.compiler.codegen_cpu import MAX_NESTED_RANK
+    shape = (2, 1, 3) + (1,) * 8 + (2, 3)
+    assert len(shape) > MAX_NESTED_RANK
+    x, y = _t(*shape, grad=True), _t(3, 1, 3, seed=1, grad=True)  # x is transposed (0, 12)
+
+    def f(x, y):
+        z = tj.exp(x * 0.5) * y[:, :, :, None, None, None, None, None, None, None, None, None, None]
+        return z if dims is None else z.sum(dims)
+
+    cf = assert_compiled_matches(f, x, y, prep=lambda x, y: (x.transpose(0, 12), y))
+    deep = [s for s in _specs(cf) if s.form == "deep"]
+    assert deep, _forms(cf)
+    for spec in deep:
+        # The last dim is a plain loop of its own: index division runs once per row, and
+        # LLVM's vectorizer never sees a division chain (a rank-14 backward map took minutes
+        # to compile with one).
+        body = _innermost_loop(spec.source)
+        assert body[0].lstrip().startswith("for i") and "range(d" in body[0], body
+        assert not any("//" in ln or "%" in ln for ln in body[1:]), "\n".join(body)
