@@ -245,9 +245,7 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_m
     from ..ops.registry import trace_state
     from .recurrent_grad import DeferredHiddenGrad
     if step is lstm_step:
-        if trace_state.tracer is not None:
-            return _lstm_feature_major(x, state, weights, reverse)
-        return _lstm_eager(x, state, weights, reverse, batch_major)
+        return _lstm_layer(x, state, weights, reverse, batch_major)
     if step is gru_step and trace_state.tracer is not None:
         return _gru_feature_major(x, state, weights, reverse)
     w_ih, w_hh, b_ih, b_hh = weights
@@ -264,44 +262,13 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_m
     return out, state
 
 
-def _lstm_feature_major(x, state: tuple, weights: tuple, reverse: bool):
-    """`_run_direction` of an LSTM as captured for compilation, feature-major.
-
-    The loop works on transposed states (H, N): the hidden projection is
-    ``W_hh @ h^T`` (4H, N), whose gate blocks i, f, g, o are row blocks, i.e. contiguous,
-    so the step's gate math (with the input projection's add) is one vectorized kernel
-    over plain arrays; in the (N, 4H) layout every gate is a strided column block, which a
-    kernel reads element by element (measured 7x slower: 185 vs 25 us for batch 32, hidden
-    256). The (4H, 256) @ (256, N) product is also the faster GEMM for small N on OpenBLAS.
-    The backward concatenates the gate gradients (jit/slice_grads.py) and the weight's
-    gradient is hoisted out of the reverse loop as one GEMM (jit/scan_ad.py, form A B^T).
-    Both biases join the input projection before the loop."""
-    from ..jit.loops import scan
-    w_ih, w_hh, b_ih, b_hh = weights
-    hidden = w_hh.shape[1]
-    gi = _input_proj(x, w_ih, b_ih, b_hh)                           # (L, N, 4H)
-    gi = _ops.contiguous(_ops.permute(gi, (0, 2, 1)))               # (L, 4H, N)
-    h0, c0 = (_ops.contiguous(_ops.transpose(s, 0, 1)) for s in state)
-
-    def one_step(carry, g_t):
-        h, c = carry
-        m = _ops.matmul(w_hh, h)                                     # (4H, N)
-        i, f, g, o = (g_t[k * hidden:(k + 1) * hidden] + m[k * hidden:(k + 1) * hidden] for k in range(4))
-        c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
-        h = _ops.sigmoid(o) * _ops.tanh(c)
-        return (h, c), h
-
-    (h, c), out = scan(one_step, (h0, c0), gi, reverse=reverse)
-    out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))             # (L, N, H)
-    return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
-
-
-def _lstm_eager(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
-    """`_run_direction` of an eager LSTM: the whole time loop as one autograd node
-    (nn/lstm_layer.py), feature-major as `_lstm_feature_major` and for the same reasons
-    (contiguous gate blocks; the faster GEMM orientation for small batches: batch 32,
-    hidden 256, one thread, ``W @ h^T`` 0.20 ms against 0.29 ms for ``h @ W^T`` and 0.41 ms
-    on the transposed weight view; backward ``W^T @ g`` 0.20 against ``g @ W`` 0.26 ms).
+def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
+    """`_run_direction` of an LSTM, eager or captured: the whole time loop as one op
+    forward and one backward (nn/lstm_layer.py), feature-major: the gate blocks are
+    contiguous row blocks of ``W_hh @ h^T`` (4H, N), and that is the faster GEMM
+    orientation for small batches (batch 32, hidden 256, one thread, ``W @ h^T`` 0.20 ms
+    against 0.29 ms for ``h @ W^T`` and 0.41 ms on the transposed weight view; backward
+    ``W^T @ g`` 0.20 against ``g @ W`` 0.26 ms).
     The input projection of the whole sequence is one GEMM ``X @ W_ih^T`` (L*N, 4H); the
     layer reads each step's block transposed and adds the biases at each step."""
     from .lstm_layer import lstm_layer_fm
@@ -323,8 +290,8 @@ def _lstm_eager(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
 
 
 def _gru_feature_major(x, state: tuple, weights: tuple, reverse: bool):
-    """`_run_direction` of a GRU as captured for compilation, feature-major as the LSTM's
-    (`_lstm_feature_major`): gate blocks r, z, n are contiguous row blocks of
+    """`_run_direction` of a GRU as captured for compilation, feature-major as the LSTM layer
+    (`_lstm_layer`): gate blocks r, z, n are contiguous row blocks of
     ``W_hh @ h^T`` (3H, N). b_hr and b_hz join the input projection before the loop; b_hn
     stays in the step (it is inside ``r * (W_hn h + b_hn)``)."""
     from ..jit.loops import scan
