@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 
 from ..errors import DTypeError, ShapeError
+from . import lstm_kernels as _kernels
+from .native import takes as _takes
 from .registry import Aval, bind, defprim
 
 __all__ = ["lstm_layer", "lstm_layer_backward", "unpack_backward"]
@@ -72,6 +74,17 @@ def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
     L, N, four = gi.shape
     H = four // 4
     Z = xp.empty((L, 6 * H, N), dtype=gi.dtype)
+    step = _kernels.forward_step(gi.dtype.name) if _takes(xp, gi, w, b, h0, c0) else None
+    if step is not None:
+        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        ro = _kernels.readonly
+        gi, b, c = ro(gi), ro(b), ro(c0)
+        h = xp.ascontiguousarray(h0)
+        for t in _order(L, reverse):
+            m = xp.ascontiguousarray(_matmul(xp, w, h))
+            step(gi[t], b, m, c, Z[t])
+            h, c = Z[t, :H], ro(Z[t, H:2 * H])
+        return Z
     h, c = h0, c0
     b = b.reshape(4 * H, 1)
     with _errstate(xp):
@@ -140,8 +153,23 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     G = res[off[4]:].reshape(L, N, 4 * H)
     wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
-    dh, dc = d_hn, d_cn
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
+    step = _kernels.backward_step(Z.dtype.name) if _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0) else None
+    if step is not None:
+        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        ro = _kernels.readonly
+        Zr, d_y, dh, dc, c0r = ro(Z), ro(d_y), ro(d_hn), ro(d_cn), ro(c0)
+        bufs = [xp.empty((H, N), dtype=Z.dtype), xp.empty((H, N), dtype=Z.dtype)]
+        for k in range(L - 1, -1, -1):
+            t = order[k]
+            c_prev = c0r if k == 0 else Zr[order[k - 1], H:2 * H]
+            out = bufs[k % 2]
+            step(Zr[t], c_prev, dh, dc, d_y[t], dg, out)
+            G[t] = dg.T
+            dc = ro(out)
+            dh = ro(_matmul(xp, wt, dg))
+        return _finish(xp, res, off, G, Z, h0, dh, dc, order)
+    dh, dc = d_hn, d_cn
     di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
     for k in range(L - 1, -1, -1):
         t = order[k]
@@ -183,6 +211,13 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         G[t] = dg.T
         dc = dct * f
         dh = _matmul(xp, wt, dg)
+    return _finish(xp, res, off, G, Z, h0, dh, dc, order)
+
+
+def _finish(xp, res, off, G, Z, h0, dh, dc, order):
+    """Fill in d w, d b, d h0 and d c0 once every step's gate gradient is in G."""
+    L, six, N = Z.shape
+    H = six // 6
     # d w = sum_t dg_t @ h_{t-1}^T: one GEMM over all steps, h_{t-1} gathered in G's order
     hprev = xp.empty((L, N, H), dtype=Z.dtype)
     for k, t in enumerate(order):
