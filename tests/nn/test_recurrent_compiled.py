@@ -49,8 +49,9 @@ def test_compiled_lstm_and_gru_gradients_match_torch(cfg, kind):
 
 
 def test_a_compiled_lstm_layer_is_the_eager_layers_two_ops():
-    """Captured, an LSTM layer is one ``lstm_layer`` equation, differentiated by its
-    record's VJP into one ``lstm_layer_backward``: no loop in either graph."""
+    """Captured, an LSTM layer is one ``lstm_layer`` equation (and ``lstm_layer_states``,
+    its h and c rows), differentiated by the record's VJP into one ``lstm_layer_backward``:
+    no loop in either graph; the states' gradient is one concat, no index_add."""
     m = tj.nn.LSTM(5, 4, num_layers=2)
     cf = tj.trace(lambda x: _loss(tj, m, x))
     cf(tj.tensor(np.ones((6, 2, 5), np.float32), requires_grad=True))
@@ -58,9 +59,13 @@ def test_a_compiled_lstm_layer_is_the_eager_layers_two_ops():
     fwd, bwd, _ = split(g, [True] * len(g.inputs))
     names_f = [e.prim.name for e in fwd.eqns]
     names_b = [e.prim.name for e in bwd.eqns]
-    assert names_f.count("lstm_layer") == 2 and "scan" not in names_f
+    assert names_f.count("lstm_layer") == 2 and names_f.count("lstm_layer_states") == 2
+    assert "scan" not in names_f
     assert names_b.count("lstm_layer_backward") == 2 and "scan" not in names_b
     assert "lstm_layer" not in names_b                         # the forward's result is saved
+    # the (L, 2H, N) states' gradient: one concat of h's and c's blocks per layer; the
+    # final h and c (single steps) each add into their block
+    assert names_b.count("concat") == 2 and names_b.count("index_add") == 4
     # per layer: the input projection forward; d W_ih and d x backward (d W_hh and the
     # per-step products are inside the layer's ops)
     assert names_f.count("matmul") == 2 and names_b.count("matmul") == 4

@@ -11,9 +11,10 @@ forward/backward):
 - eagerly, `_LSTMLayer` (an autograd Function) runs ``lstm_layer`` and gives the
   backward the cotangents of the outputs it returns (each step's h, the final h and c),
   so no cotangent of the whole (L, 6H, N) result is ever assembled;
-- captured (traced or scripted), the layer is the ``lstm_layer`` equation itself, whose
-  VJP (the primitive's record) is ``lstm_layer_backward``: compiled graphs run the same
-  two loops as eager, and a symbolic sequence length stays symbolic;
+- captured (traced or scripted), the layer is the ``lstm_layer`` equation and
+  ``lstm_layer_states`` (its h and c rows, differentiable: its record's VJP is
+  ``lstm_layer_backward``): compiled graphs run the same two loops as eager, and a
+  symbolic sequence length stays symbolic;
 - higher derivatives: ``lstm_layer_backward``'s own VJP (`backward_vjp`) recomputes the
   layer with the one definition of the cell math below (`lstm_cell_fm`, tracejit ops) and
   lets autograd differentiate that twice; no derivative of the cell is written by hand.
@@ -26,7 +27,7 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..errors import CompileError
-from ..ops.lstm_prim import lstm_layer, lstm_layer_backward, unpack_backward
+from ..ops.lstm_prim import lstm_layer, lstm_layer_backward, lstm_layer_states, unpack_backward
 from ..ops.registry import trace_state
 
 __all__ = ["lstm_layer_fm", "lstm_cell_fm", "backward_vjp"]
@@ -85,23 +86,29 @@ def lstm_layer_fm(gi, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
     if trace_state.tracer is not None:
-        # captured: the primitive is the equation (its VJP is the record's), so compiled
-        # graphs run the same loops as eager and keep a symbolic length symbolic
-        return _outputs(lstm_layer(gi, w, bias, h0, c0, reverse), w.shape[1], reverse)
+        # captured: the primitives are the equations (differentiated by their records),
+        # so compiled graphs run the same loops as eager and keep a symbolic length
+        # symbolic. h_n and c_n are cut from the h and c blocks, so the gradient of
+        # the (L, 2H, N) states is one concat of two blocks (jit/slice_grads.py).
+        H = w.shape[1]
+        Z = lstm_layer(gi, w, bias, h0, c0, reverse)
+        hc = lstm_layer_states(Z, gi, w, bias, h0, c0, reverse)
+        hs, cs = hc[:, :H], hc[:, H:]
+        last = 0 if reverse else -1
+        return hs, hs[last], cs[last]
     return _LSTMLayer.apply(gi, w, bias, h0, c0, bool(reverse))
 
 
 # ---------------------------------------------------------------- higher derivatives
 def _recompute(gi, w, b, h0, c0, reverse: bool) -> list:
-    """The layer's forward with tracejit ops (recorded): per step, in time order,
-    (h, c, activated gates (4H, N))."""
+    """The layer's forward with tracejit ops (recorded): per step, in time order, (h, c)."""
     L = gi.shape[0]
     steps = [None] * L
     h, c = h0, c0
     bcol = _ops.reshape(b, (b.shape[0], 1))
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        h, c, gates = lstm_cell_fm(_ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + bcol, c)
-        steps[t] = (h, c, _ops.cat(gates, 0))
+        h, c, _ = lstm_cell_fm(_ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + bcol, c)
+        steps[t] = (h, c)
     return steps
 
 
@@ -135,15 +142,15 @@ def _backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse: bool) -> tuple:
     ds = [_requiring(t) for t in (d_y, d_hn, d_cn)]
     steps = _recompute(*ins, reverse)
     last = _last(reverse, L)
-    full = d_y.shape[1] == 6 * H
+    full = d_y.shape[1] == 2 * H       # the cotangent of h and c (else of h only)
     outs, cts = [], []
-    for t, (h, c, gates) in enumerate(steps):
+    for t, (h, c) in enumerate(steps):
         dy = ds[0][t]
         outs.append(h)
         cts.append(dy[:H])
         if full:
-            outs += [c, gates]
-            cts += [dy[H:2 * H], dy[2 * H:]]
+            outs.append(c)
+            cts.append(dy[H:])
     outs += [steps[last][0], steps[last][1]]
     cts += [ds[1], ds[2]]
     first = grad(outs, ins, cts, create_graph=True, allow_unused=True)

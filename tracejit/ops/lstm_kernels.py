@@ -78,8 +78,8 @@ from tracejit.compiler.mathlib import tanh_{s} as tanh
       cache=CACHE, error_model='numpy', boundscheck=False)
 def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out):
     """one backward step: from Z's step block z (6H, N) = (h, c, i, f, g, o), c_prev, the
-    carried dh, dc (H, N) and the step's output cotangent dy ((H, N): of h; (6H, N): of
-    all of z), the gates' pre-activation gradient dg (4H, N) and the next dc"""
+    carried dh, dc (H, N) and the step's output cotangent dy ((H, N): of h; (2H, N): of
+    h and c), the gates' pre-activation gradient dg (4H, N) and the next dc"""
     s = c_prev.size
     full = dy.shape[0] != c_prev.shape[0]
     one = np.{t}(1)
@@ -90,34 +90,21 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out):
     for k in range(s):                                 # dct = dc + dh o (1 - tanh(c)^2)
         tc = tanh(zf[s + k])
         dco[k] = dcf[k] + g_[3 * s + k] * zf[5 * s + k] * (one - tc * tc)
-    if full:
+    if full:                                           # the cotangent of c
         for k in range(s):
             dco[k] += y[s + k]
-        for k in range(s):
-            o = zf[5 * s + k]
-            g_[3 * s + k] = (g_[3 * s + k] * tanh(zf[s + k]) + y[5 * s + k]) * o * (one - o)
-        for k in range(s):
-            i = zf[2 * s + k]
-            g_[k] = (dco[k] * zf[4 * s + k] + y[2 * s + k]) * i * (one - i)
-        for k in range(s):
-            f = zf[3 * s + k]
-            g_[s + k] = (dco[k] * cp[k] + y[3 * s + k]) * f * (one - f)
-        for k in range(s):
-            g = zf[4 * s + k]
-            g_[2 * s + k] = (dco[k] * zf[2 * s + k] + y[4 * s + k]) * (one - g * g)
-    else:
-        for k in range(s):
-            o = zf[5 * s + k]
-            g_[3 * s + k] = g_[3 * s + k] * tanh(zf[s + k]) * o * (one - o)
-        for k in range(s):
-            i = zf[2 * s + k]
-            g_[k] = dco[k] * zf[4 * s + k] * i * (one - i)
-        for k in range(s):
-            f = zf[3 * s + k]
-            g_[s + k] = dco[k] * cp[k] * f * (one - f)
-        for k in range(s):
-            g = zf[4 * s + k]
-            g_[2 * s + k] = dco[k] * zf[2 * s + k] * (one - g * g)
+    for k in range(s):
+        o = zf[5 * s + k]
+        g_[3 * s + k] = g_[3 * s + k] * tanh(zf[s + k]) * o * (one - o)
+    for k in range(s):
+        i = zf[2 * s + k]
+        g_[k] = dco[k] * zf[4 * s + k] * i * (one - i)
+    for k in range(s):
+        f = zf[3 * s + k]
+        g_[s + k] = dco[k] * cp[k] * f * (one - f)
+    for k in range(s):
+        g = zf[4 * s + k]
+        g_[2 * s + k] = dco[k] * zf[2 * s + k] * (one - g * g)
     for k in range(s):                                 # the next dc = dct f
         dco[k] *= zf[3 * s + k]
 '''

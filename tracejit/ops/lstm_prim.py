@@ -9,9 +9,9 @@ itself. Here each time loop runs inside one op (one GEMM plus ~12 in-place numpy
 per step forward, ~25 backward), as PyTorch's CPU LSTM is one oneDNN layer call forward
 and one backward.
 
-``lstm_layer``'s VJP is ``lstm_layer_backward`` (the record below), so a captured layer
-is one equation each way and compiled graphs run the same loops as eager (the sequence
-length may be a symbolic dim). ``lstm_layer_backward``'s own VJP (second derivatives)
+Captured, a layer is ``lstm_layer`` plus ``lstm_layer_states`` (its h and c rows, the
+differentiable result, whose VJP is ``lstm_layer_backward``), so compiled graphs run the
+same loops as eager (the sequence length may be a symbolic dim). ``lstm_layer_backward``'s own VJP (second derivatives)
 recomputes the layer with tracejit ops and lets autograd differentiate it
 (`tracejit.nn.lstm_layer.backward_vjp`): the cell's derivative is written once, here, for
 speed, and its higher derivatives come from the one op definition of the cell.
@@ -27,7 +27,7 @@ from . import lstm_kernels as _kernels
 from .native import takes as _takes
 from .registry import Aval, bind, defprim
 
-__all__ = ["lstm_layer", "lstm_layer_backward", "unpack_backward"]
+__all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward"]
 
 
 def _errstate(xp):
@@ -124,9 +124,8 @@ def _lstm_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=Fal
     return Aval((L, 6 * H, N), gi.dtype, gi.device)
 
 
-LSTM_LAYER = defprim("lstm_layer", _lstm_layer_impl, _lstm_layer_rule,
-                     lambda g, out, *a, **kw: _lstm_layer_vjp(g, out, *a, **kw), kind="other",
-                     save=lambda rq: (0, 1, 2, 3, 4), save_out=True)
+# No VJP: see `lstm_layer_states` below, the layer's differentiable result.
+LSTM_LAYER = defprim("lstm_layer", _lstm_layer_impl, _lstm_layer_rule, None, kind="other")
 
 
 # The backward's result is one flat array with its fixed-size parts first, so that only
@@ -142,12 +141,12 @@ def _parts(H: int, N: int) -> tuple:
 
 
 def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):
-    """d_y is the cotangent of each step's output rows: (L, H, N) (of h only) or
-    (L, 6H, N) (of all of Z: h, c and the activated gates); d_hn, d_cn are added at the
-    last step. gi and b are operands for the VJP of this op (second derivatives) only."""
+    """d_y is the cotangent of each step's output rows: (L, H, N) (of h) or (L, 2H, N)
+    (of h and c); d_hn, d_cn are added at the last step. gi and b are operands for the
+    VJP of this op (second derivatives) only."""
     L, six, N = Z.shape
     H = six // 6
-    full = d_y.shape[1] == six
+    full = d_y.shape[1] == 2 * H
     off = _parts(H, N)
     res = xp.empty(off[4] + 4 * H * L * N, dtype=Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
@@ -183,10 +182,8 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
             dc = dc + dy[H:2 * H]
         tc = xp.tanh(c_t)
         dh_o = dh * o
-        # do = (dh * tanh(c) [+ the cotangent of o]) * o * (1 - o)
+        # do = dh * tanh(c) * o * (1 - o)
         xp.multiply(dh, tc, out=do)
-        if full:
-            do += dy[5 * H:]
         xp.subtract(1, o, out=dg[:H])         # (di as scratch)
         do *= dg[:H]
         do *= o
@@ -196,12 +193,10 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         tc *= dh_o
         tc += dc
         dct = tc
-        # the cotangents of the activated i, f, g: dct * (g, c_prev, i) [+ their own]
+        # the cotangents of the activated i, f, g: dct * (g, c_prev, i)
         xp.multiply(dct, g, out=di)
         xp.multiply(dct, c_prev, out=df)
         xp.multiply(dct, i, out=dgg)
-        if full:
-            dg[:3 * H] += dy[2 * H:5 * H]
         # through the activations: sigmoid' = s (1 - s) for i and f (one block in Z and
         # in dg, so one pass each), tanh' = 1 - g^2
         s_if = z[2 * H:4 * H]
@@ -234,7 +229,7 @@ def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, gi: Aval, w: Av
                               c0: Aval, Z: Aval, reverse=False):
     L, six, N = Z.shape
     H = six // 6
-    if (d_y.shape not in ((L, H, N), (L, six, N)) or d_hn.shape != (H, N) or d_cn.shape != (H, N)):
+    if (d_y.shape not in ((L, H, N), (L, 2 * H, N)) or d_hn.shape != (H, N) or d_cn.shape != (H, N)):
         raise ShapeError(f"lstm_layer_backward: gradients {d_y.shape}, {d_hn.shape}, {d_cn.shape} do "
                          f"not fit the layer's (L, H, N) = {(L, H, N)}")
     return Aval((_parts(H, N)[4] + 4 * H * L * N,), Z.dtype, Z.device)
@@ -248,12 +243,34 @@ def _unpack(res, L, N: int, H: int) -> tuple:
             res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)), reshape(res[off[3]:off[4]], (H, N)))
 
 
-def _lstm_layer_vjp(gZ, Z, gi, w, b, h0, c0, reverse=False):
+# ``lstm_layer_states(Z, gi, w, b, h0, c0)``: the h and c rows of Z, (L, 2H, N), as the
+# differentiable result of the layer (Z itself has no VJP: it is a non-differentiable
+# operand here, as batch_norm_stats' result is to batch_norm_train). Its VJP is
+# ``lstm_layer_backward`` with respect to the layer's inputs, given alongside Z. So a
+# captured layer's graph differentiates a (L, 2H, N) value: the cotangent assembled for
+# it is a third of Z's size, and holds no gate rows the backward would have to read.
+def _states_impl(xp, Z, gi, w, b, h0, c0, reverse=False):
+    return xp.ascontiguousarray(Z[:, :2 * (Z.shape[1] // 6)])
+
+
+def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False):
+    L, six, N = Z.shape
+    if gi.shape[0] != L or w.shape[0] * 6 != six * 4 or h0.shape != (six // 6, N):
+        raise ShapeError(f"lstm_layer_states: Z {Z.shape} is not the result of lstm_layer on gi {gi.shape}, "
+                         f"w {w.shape}, h0 {h0.shape}")
+    return Aval((L, 2 * (six // 6), N), Z.dtype, Z.device)
+
+
+def _states_vjp(g, out, Z, gi, w, b, h0, c0, reverse=False):
     from .creation import zeros
     H, N = h0.shape
     z = zeros((H, N), dtype=Z.dtype, device=Z.device)
-    res = lstm_layer_backward(gZ, z, z, gi, w, b, h0, c0, Z, reverse)
-    return _unpack(res, gi.shape[0], N, H)
+    res = lstm_layer_backward(g, z, z, gi, w, b, h0, c0, Z, reverse)
+    return (None,) + _unpack(res, gi.shape[0], N, H)
+
+
+LSTM_LAYER_STATES = defprim("lstm_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
+                            save=lambda rq: (0, 1, 2, 3, 4, 5), nondiff=(0,))
 
 
 def _lstm_layer_backward_vjp(u, out, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):
@@ -267,9 +284,16 @@ LSTM_LAYER_BACKWARD = defprim("lstm_layer_backward", _lstm_layer_backward_impl, 
 
 
 def lstm_layer(gi, w, b, h0, c0, reverse: bool = False):
-    """The forward time loop of one LSTM layer (see above): -> Z (L, 6H, N). Its VJP is
-    `lstm_layer_backward`; `tracejit.nn.lstm_layer.lstm_layer_fm` is the layer users reach."""
+    """The forward time loop of one LSTM layer (see above): -> Z (L, 6H, N), not
+    differentiable by itself (`lstm_layer_states` is); `tracejit.nn.lstm_layer.lstm_layer_fm`
+    is the layer users reach."""
     return bind(LSTM_LAYER, gi, w, b, h0, c0, reverse=bool(reverse))
+
+
+def lstm_layer_states(Z, gi, w, b, h0, c0, reverse: bool = False):
+    """Every step's h and c (L, 2H, N) from `lstm_layer`'s result Z on these operands,
+    differentiable in them (its VJP is `lstm_layer_backward`)."""
+    return bind(LSTM_LAYER_STATES, Z, gi, w, b, h0, c0, reverse=bool(reverse))
 
 
 def lstm_layer_backward(d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse: bool = False):
