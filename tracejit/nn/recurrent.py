@@ -26,6 +26,7 @@ from . import init
 from .layers import _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
+from .gru_layer import gru_cell_fm
 from .recurrent_grad import chunk_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
@@ -189,7 +190,7 @@ class RNNBase(Module):
             for d, suffix in enumerate(self._suffixes()):
                 k = layer * self._dirs + d
                 state = tuple(s[k] for s in init_states)
-                # the last layer of a one-direction batch_first LSTM keeps its output batch-major
+                # the last layer of a one-direction batch_first LSTM/GRU keeps its output batch-major
                 batch_major = batched and self.batch_first and layer == self.num_layers - 1 and self._dirs == 1
                 out, state = _run_direction(step, x, state, self._weights(layer, suffix), reverse=d == 1,
                                             batch_major=batch_major)
@@ -246,8 +247,10 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_m
     from .recurrent_grad import DeferredHiddenGrad
     if step is lstm_step:
         return _lstm_layer(x, state, weights, reverse, batch_major)
-    if step is gru_step and trace_state.tracer is not None:
-        return _gru_feature_major(x, state, weights, reverse)
+    if step is gru_step:
+        if trace_state.tracer is not None:
+            return _gru_feature_major(x, state, weights, reverse)
+        return _gru_eager(x, state, weights, reverse, batch_major)
     w_ih, w_hh, b_ih, b_hh = weights
     gi_all = _input_proj(x, w_ih, b_ih)                 # all input projections in one matmul
     proj = DeferredHiddenGrad(w_hh, b_hh)               # eager: W_hh's gradient in one GEMM
@@ -308,17 +311,28 @@ def _gru_feature_major(x, state: tuple, weights: tuple, reverse: bool):
     h0 = _ops.contiguous(_ops.transpose(state[0], 0, 1))
 
     def one_step(h, g_t):
-        m = _ops.matmul(w_hh, h)                                     # (3H, N)
-        blk = [(g_t[k * hidden:(k + 1) * hidden], m[k * hidden:(k + 1) * hidden]) for k in range(3)]
-        r = _ops.sigmoid(blk[0][0] + blk[0][1])
-        z = _ops.sigmoid(blk[1][0] + blk[1][1])
-        hn = blk[2][1] if b_n is None else blk[2][1] + b_n
-        n = _ops.tanh(blk[2][0] + r * hn)
-        h = n + z * (h - n)
+        h = gru_cell_fm(g_t, _ops.matmul(w_hh, h), h, b_n)          # W_hh h: (3H, N)
         return h, h
 
     h, out = scan(one_step, h0, gi, reverse=reverse)
     out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))             # (L, N, H)
+    return out, (_ops.transpose(h, 0, 1),)
+
+
+def _gru_eager(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
+    """`_run_direction` of an eager GRU: the whole time loop as one autograd node
+    (nn/gru_layer.py), feature-major as `_lstm_layer`; the input projection with b_ih is
+    one GEMM over the L*N rows."""
+    from .gru_layer import gru_layer_fm
+    w_ih, w_hh, b_ih, b_hh = weights
+    L, N, h_in = x.shape
+    three = w_ih.shape[0]
+    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, three))
+    out, h = gru_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh)
+    if batch_major:
+        out = _ops.transpose(_ops.contiguous(_ops.permute(out, (2, 0, 1))), 0, 1)
+    else:
+        out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))
     return out, (_ops.transpose(h, 0, 1),)
 
 
