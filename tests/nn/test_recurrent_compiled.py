@@ -1,7 +1,6 @@
-"""Captured recurrent layers: an LSTM layer is the eager layer's ``lstm_layer`` op and its
-VJP ``lstm_layer_backward`` (nn/lstm_layer.py); a GRU runs its loop as a feature-major
-`scan` (contiguous gate blocks, one GEMM and one fused gate kernel per step, the weight
-gradients hoisted). Compiled gradients equal PyTorch's."""
+"""Captured recurrent layers: an LSTM (GRU) layer is the eager layer's ``lstm_layer``
+(``gru_layer``) op and, differentiated, ``lstm_layer_backward`` (``gru_layer_backward``):
+nn/lstm_layer.py, nn/gru_layer.py. Compiled gradients equal PyTorch's."""
 from __future__ import annotations
 
 import numpy as np
@@ -69,3 +68,15 @@ def test_a_compiled_lstm_layer_is_the_eager_layers_two_ops():
     # per layer: the input projection forward; d W_ih and d x backward (d W_hh and the
     # per-step products are inside the layer's ops)
     assert names_f.count("matmul") == 2 and names_b.count("matmul") == 4
+
+
+def test_a_compiled_gru_layer_is_the_eager_layers_two_ops():
+    m = tj.nn.GRU(5, 4, num_layers=2)
+    cf = tj.trace(lambda x: _loss(tj, m, x))
+    cf(tj.tensor(np.ones((6, 2, 5), np.float32), requires_grad=True))
+    g = cf.entries[0].graph
+    fwd, bwd, _ = split(g, [True] * len(g.inputs))
+    names_f = [e.prim.name for e in fwd.eqns]
+    names_b = [e.prim.name for e in bwd.eqns]
+    assert names_f.count("gru_layer") == 2 and names_f.count("gru_layer_states") == 2
+    assert names_b.count("gru_layer_backward") == 2 and "scan" not in names_f + names_b

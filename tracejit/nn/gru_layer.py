@@ -1,12 +1,14 @@
-"""One eager GRU layer (one direction) over a whole sequence: one op forward, one backward.
+"""One GRU layer (one direction) over a whole sequence: one op forward, one backward.
 
 As `tracejit.nn.lstm_layer` for the LSTM: the time loops are the ``gru_layer`` and
-``gru_layer_backward`` primitives (ops/gru_prim.py) and `_GRULayer`, an autograd
-Function, runs the pair eagerly, instead of a graph node or three per step with the
-per-step slicing, stacking and accumulation around them. Second derivatives:
-``gru_layer_backward``'s VJP (`backward_vjp`) recomputes the layer with the one
-definition of the cell math (`gru_cell_fm`, tracejit ops, which the captured `scan`
-form in nn/recurrent.py runs too) and lets autograd differentiate it twice.
+``gru_layer_backward`` primitives (ops/gru_prim.py). Eagerly `_GRULayer`, an autograd
+Function, runs the pair, instead of a graph node or three per step with the per-step
+slicing, stacking and accumulation around them; captured, the layer is ``gru_layer`` and
+``gru_layer_states`` (differentiated by its record: ``gru_layer_backward``), so compiled
+graphs run the same loops. Second derivatives: ``gru_layer_backward``'s VJP
+(`backward_vjp`) recomputes the layer with the one definition of the cell math
+(`gru_cell_fm`, tracejit ops; nn.GRUCell's `gru_step` is the same math on batch-major
+blocks) and lets autograd differentiate it twice.
 
 Layout (see ops/gru_prim.py): gi (L, N, 3H) with b_ih added; w_hh (3H, H); b_hh (3H,);
 feature-major h0 (H, N); outputs: h of every step (L, H, N) and h_n (H, N).
@@ -16,23 +18,22 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..errors import CompileError
-from ..ops.gru_prim import gru_layer, gru_layer_backward, unpack_backward
+from ..ops.gru_prim import gru_layer, gru_layer_backward, gru_layer_states, unpack_backward
 from ..ops.registry import trace_state
 from .lstm_layer import _requiring
 
 __all__ = ["gru_layer_fm", "gru_cell_fm", "backward_vjp"]
 
 
-def gru_cell_fm(g, m, h, b_n=None):
+def gru_cell_fm(g, m, h):
     """One GRU step, feature-major: g (3H, N) is the input projection (with b_ih), m (3H,
-    N) the hidden projection ``W_hh h`` (with b_hh, or with only b_hr and b_hz when b_n,
-    the n gate's hidden bias (H, 1), is given apart), h (H, N) the state. Gate order r, z,
-    n as PyTorch's: n = tanh(g_n + r * (m_n + b_hn)), h' = n + z * (h - n)."""
+    N) the hidden projection ``W_hh h + b_hh``, h (H, N) the state. Gate order r, z, n as
+    PyTorch's: n = tanh(g_n + r * m_n), h' = n + z * (h - n)."""
     g_r, g_z, g_n = _ops.chunk(g, 3, 0)
     m_r, m_z, m_n = _ops.chunk(m, 3, 0)
     r = _ops.sigmoid(g_r + m_r)
     z = _ops.sigmoid(g_z + m_z)
-    n = _ops.tanh(g_n + r * (m_n if b_n is None else m_n + b_n))
+    n = _ops.tanh(g_n + r * m_n)
     return n + z * (h - n)
 
 
@@ -64,6 +65,11 @@ def gru_layer_fm(gi, w, h0, reverse: bool = False, bias=None) -> tuple:
     step (L, H, N), h_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
+    if trace_state.tracer is not None:
+        # captured: the primitives are the equations, differentiated by their records
+        Z = gru_layer(gi, w, bias, h0, reverse)
+        hs = gru_layer_states(Z, gi, w, bias, h0, reverse)
+        return hs, hs[0 if reverse else -1]
     return _GRULayer.apply(gi, w, bias, h0, bool(reverse))
 
 

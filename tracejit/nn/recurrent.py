@@ -7,9 +7,12 @@ projection runs per time step. The per-step math of each cell kind is one functi
 (`rnn_tanh_step`, `rnn_relu_step`, `lstm_step`, `gru_step`) taking that precomputed
 input projection, so a later fused kernel can replace exactly one function.
 
-Eagerly, the hidden projection goes through `recurrent_grad.DeferredHiddenGrad`: the
-backward computes W_hh's and b_hh's gradients once, as one GEMM over all time steps,
-instead of a small GEMM per step. Compiled, the scan's VJP does the same (jit/scan_ad.py).
+LSTM and GRU layers run each time loop inside one op (nn/lstm_layer.py, nn/gru_layer.py:
+primitives with their own backward, eager and compiled). RNN layers run the per-step
+function in a `scan`; eagerly, their hidden projection goes through
+`recurrent_grad.DeferredHiddenGrad`: the backward computes W_hh's and b_hh's gradients
+once, as one GEMM over all time steps, instead of a small GEMM per step. Compiled, the
+scan's VJP does the same (jit/scan_ad.py).
 
 Parameters, their names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), their order,
 their initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) and the gate order
@@ -26,7 +29,6 @@ from . import init
 from .layers import _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
-from .gru_layer import gru_cell_fm
 from .recurrent_grad import chunk_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
@@ -237,20 +239,19 @@ def _input_proj(x, w_ih, b_ih, b_hh=None):
 
 def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
     """Run one layer in one direction over time-major x (L, N, H_in) -> (out (L, N, H), state).
-    ``batch_major``: the caller will transpose out to (N, L, H); the eager LSTM then makes
-    that its memory order (the transposed view is then contiguous).
+    ``batch_major``: the caller will transpose out to (N, L, H); the LSTM and GRU layers
+    then make that their memory order (the transposed view is then contiguous).
 
-    The time loop is `tracejit.jit.scan`: a Python loop eagerly, one loop equation when
-    compiled (the graph holds one step, so a new sequence length reuses the program)."""
+    LSTM and GRU layers run their time loops inside one op each way, eager and captured
+    (`_lstm_layer`, `_gru_layer`). RNN layers run them as `tracejit.jit.scan`: a Python loop
+    eagerly, one loop equation when compiled (the graph holds one step, so a new sequence
+    length reuses the program)."""
     from ..jit.loops import scan
-    from ..ops.registry import trace_state
     from .recurrent_grad import DeferredHiddenGrad
     if step is lstm_step:
         return _lstm_layer(x, state, weights, reverse, batch_major)
     if step is gru_step:
-        if trace_state.tracer is not None:
-            return _gru_feature_major(x, state, weights, reverse)
-        return _gru_eager(x, state, weights, reverse, batch_major)
+        return _gru_layer(x, state, weights, reverse, batch_major)
     w_ih, w_hh, b_ih, b_hh = weights
     gi_all = _input_proj(x, w_ih, b_ih)                 # all input projections in one matmul
     proj = DeferredHiddenGrad(w_hh, b_hh)               # eager: W_hh's gradient in one GEMM
@@ -292,37 +293,10 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 
 
-def _gru_feature_major(x, state: tuple, weights: tuple, reverse: bool):
-    """`_run_direction` of a GRU as captured for compilation, feature-major as the LSTM layer
-    (`_lstm_layer`): gate blocks r, z, n are contiguous row blocks of
-    ``W_hh @ h^T`` (3H, N). b_hr and b_hz join the input projection before the loop; b_hn
-    stays in the step (it is inside ``r * (W_hn h + b_hn)``)."""
-    from ..jit.loops import scan
-    w_ih, w_hh, b_ih, b_hh = weights
-    hidden = w_hh.shape[1]
-    b_n = None
-    if b_hh is not None:
-        b_rz = _ops.cat([b_hh[:2 * hidden], _ops.zeros(hidden, dtype=b_hh.dtype, device=b_hh.device)], 0)
-        b_n = _ops.reshape(b_hh[2 * hidden:], (hidden, 1))
-        gi = _input_proj(x, w_ih, b_ih, b_rz)
-    else:
-        gi = _input_proj(x, w_ih, b_ih)
-    gi = _ops.contiguous(_ops.permute(gi, (0, 2, 1)))               # (L, 3H, N)
-    h0 = _ops.contiguous(_ops.transpose(state[0], 0, 1))
-
-    def one_step(h, g_t):
-        h = gru_cell_fm(g_t, _ops.matmul(w_hh, h), h, b_n)          # W_hh h: (3H, N)
-        return h, h
-
-    h, out = scan(one_step, h0, gi, reverse=reverse)
-    out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))             # (L, N, H)
-    return out, (_ops.transpose(h, 0, 1),)
-
-
-def _gru_eager(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
-    """`_run_direction` of an eager GRU: the whole time loop as one autograd node
-    (nn/gru_layer.py), feature-major as `_lstm_layer`; the input projection with b_ih is
-    one GEMM over the L*N rows."""
+def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
+    """`_run_direction` of a GRU, eager or captured: the whole time loop as one op forward
+    and one backward (nn/gru_layer.py), feature-major as `_lstm_layer`; the input
+    projection with b_ih is one GEMM over the L*N rows."""
     from .gru_layer import gru_layer_fm
     w_ih, w_hh, b_ih, b_hh = weights
     L, N, h_in = x.shape

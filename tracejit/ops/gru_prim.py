@@ -4,9 +4,10 @@ Why: as for the LSTM (ops/lstm_prim.py), a GRU run step by step records graph no
 time step and layer, and the per-step slicing, stacking and accumulation cost more than
 the gate math. Here each time loop runs inside one op (one GEMM plus a dozen numpy passes
 per step). `tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
-autograd Function); ``gru_layer_backward``'s own VJP (second derivatives) recomputes the
-layer with tracejit ops and differentiates it with autograd. Captured GRUs keep their
-`scan` form (nn/recurrent.py `_gru_feature_major`), which the compiler fuses per step.
+autograd Function); captured, a layer is ``gru_layer`` plus ``gru_layer_states`` (its h
+rows, differentiable: VJP ``gru_layer_backward``), so compiled graphs run the same loops.
+``gru_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
+ops and differentiates it with autograd.
 
 Layouts, feature-major as the LSTM layer's and for the same reasons (contiguous gate row
 blocks, the faster GEMM orientation for small batches): gi (L, N, 3H), the input
@@ -21,7 +22,7 @@ import contextlib
 from ..errors import DTypeError, ShapeError
 from .registry import Aval, bind, defprim
 
-__all__ = ["gru_layer", "gru_layer_backward", "unpack_backward"]
+__all__ = ["gru_layer", "gru_layer_states", "gru_layer_backward", "unpack_backward"]
 
 
 def _errstate(xp):
@@ -92,6 +93,7 @@ def _gru_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False):
     return Aval((L, 5 * H, N), gi.dtype, gi.device)
 
 
+# No VJP: `gru_layer_states` (below) is the layer's differentiable result in captured graphs.
 GRU_LAYER = defprim("gru_layer", _gru_layer_impl, _gru_layer_rule, None, kind="other")
 
 
@@ -173,6 +175,38 @@ def _gru_layer_backward_vjp(u, out, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
 GRU_LAYER_BACKWARD = defprim("gru_layer_backward", _gru_layer_backward_impl, _gru_layer_backward_rule,
                              _gru_layer_backward_vjp, kind="other", save=lambda rq: tuple(range(7)),
                              nondiff=(6,))
+
+
+# ``gru_layer_states(Z, gi, w, b, h0)``: every step's h (L, H, N), the h rows of Z, as the
+# differentiable result of a captured layer (Z a non-differentiable operand, as in
+# ops/lstm_prim.py); its VJP is ``gru_layer_backward`` with respect to the layer's inputs.
+def _states_impl(xp, Z, gi, w, b, h0, reverse=False):
+    return xp.ascontiguousarray(Z[:, :Z.shape[1] // 5])
+
+
+def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False):
+    L, five, N = Z.shape
+    if gi.shape[0] != L or w.shape[0] * 5 != five * 3 or h0.shape != (five // 5, N):
+        raise ShapeError(f"gru_layer_states: Z {Z.shape} is not the result of gru_layer on gi {gi.shape}, "
+                         f"w {w.shape}, h0 {h0.shape}")
+    return Aval((L, five // 5, N), Z.dtype, Z.device)
+
+
+def _states_vjp(g, out, Z, gi, w, b, h0, reverse=False):
+    from .creation import zeros
+    H, N = h0.shape
+    res = gru_layer_backward(g, zeros((H, N), dtype=Z.dtype, device=Z.device), gi, w, b, h0, Z, reverse)
+    return (None,) + unpack_backward(res, gi.shape[0], N, H)
+
+
+GRU_LAYER_STATES = defprim("gru_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
+                           save=lambda rq: (0, 1, 2, 3, 4), nondiff=(0,))
+
+
+def gru_layer_states(Z, gi, w, b, h0, reverse: bool = False):
+    """Every step's h (L, H, N) from `gru_layer`'s result Z on these operands,
+    differentiable in them (its VJP is `gru_layer_backward`)."""
+    return bind(GRU_LAYER_STATES, Z, gi, w, b, h0, reverse=bool(reverse))
 
 
 def gru_layer(gi, w, b, h0, reverse: bool = False):
