@@ -29,6 +29,8 @@ from . import init
 from .layers import _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
+from .gru_layer import gru_layer_fm
+from .lstm_layer import lstm_layer_fm
 from .recurrent_grad import chunk_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
@@ -275,7 +277,6 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     ``W^T @ g`` 0.20 against ``g @ W`` 0.26 ms).
     The input projection of the whole sequence is one GEMM ``X @ W_ih^T`` (L*N, 4H); the
     layer reads each step's block transposed and adds the biases at each step."""
-    from .lstm_layer import lstm_layer_fm
     w_ih, w_hh, b_ih, b_hh = weights
     L, N, h_in = x.shape
     four = w_ih.shape[0]
@@ -297,7 +298,6 @@ def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool
     """`_run_direction` of a GRU, eager or captured: the whole time loop as one op forward
     and one backward (nn/gru_layer.py), feature-major as `_lstm_layer`; the input
     projection with b_ih is one GEMM over the L*N rows."""
-    from .gru_layer import gru_layer_fm
     w_ih, w_hh, b_ih, b_hh = weights
     L, N, h_in = x.shape
     three = w_ih.shape[0]
