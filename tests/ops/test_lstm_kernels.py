@@ -1,11 +1,11 @@
-"""The LSTM layer's per-step numba kernels (tracejit/ops/lstm_kernels.py) against the
-layer primitives' numpy forms (ops/lstm_prim.py, TRACEJIT_EAGER_KERNELS=0): forward,
+"""The LSTM and GRU layers' per-step numba kernels (tracejit/ops/lstm_kernels.py) against the
+layer primitives' numpy forms (ops/lstm_prim.py, ops/gru_prim.py, TRACEJIT_EAGER_KERNELS=0): forward,
 and backward with the cotangent of h only (eager) or of h and c (the compiled VJP),
 both directions, float32 and float64, saturated gates."""
 import numpy as np
 import pytest
 
-from tracejit.ops import lstm_kernels, lstm_prim
+from tracejit.ops import gru_prim, lstm_kernels, lstm_prim
 
 pytest.importorskip("numba", reason="the kernels are numba code")
 
@@ -64,3 +64,24 @@ def test_strided_operands_are_taken(monkeypatch):
     np.testing.assert_allclose(_run(monkeypatch, True, lstm_prim._lstm_layer_backward_impl, *args),
                                _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse):
+    assert lstm_kernels.gru_forward_step(dtype) is not None and lstm_kernels.gru_backward_step(dtype) is not None
+    r = np.random.default_rng(7)
+    L, N, H = 5, 3, 4
+    a = lambda *s: (r.standard_normal(s) * 3.0).astype(dtype)   # noqa: E731
+    gi, w, b = a(L, N, 3 * H), a(3 * H, H) * 0.3, a(3 * H)
+    h0 = a(N, H).T                       # a transposed view, as the layer passes it
+    gi[0, 0, 0] = 200.0
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    zk = _run(monkeypatch, True, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
+    zn = _run(monkeypatch, False, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
+    assert np.isfinite(zk).all()
+    np.testing.assert_allclose(zk, zn, **tol)
+    args = (a(L, H, N), a(H, N), gi, w, b, h0, zn)
+    rk = _run(monkeypatch, True, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
+    rn = _run(monkeypatch, False, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
+    np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())

@@ -3,7 +3,7 @@
 Why: as for the LSTM (ops/lstm_prim.py), a GRU run step by step records graph nodes per
 time step and layer, and the per-step slicing, stacking and accumulation cost more than
 the gate math. Here each time loop runs inside one op (one GEMM plus a dozen numpy passes
-per step). `tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
+per step, the gate math one numba kernel when loaded: ops/lstm_kernels.py). `tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
 autograd Function); captured, a layer is ``gru_layer`` plus ``gru_layer_states`` (its h
 rows, differentiable: VJP ``gru_layer_backward``), so compiled graphs run the same loops.
 ``gru_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 
 from ..errors import DTypeError, ShapeError
+from . import lstm_kernels as _kernels
+from .native import takes as _takes
 from .registry import Aval, bind, defprim
 
 __all__ = ["gru_layer", "gru_layer_states", "gru_layer_backward", "unpack_backward"]
@@ -52,6 +54,16 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
     L, N, three = gi.shape
     H = three // 3
     Z = xp.empty((L, 5 * H, N), dtype=gi.dtype)
+    step = _kernels.gru_forward_step(gi.dtype.name) if _takes(xp, gi, w, b, h0) else None
+    if step is not None:
+        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        ro = _kernels.readonly
+        gi, b, h = ro(gi), ro(b), ro(h0)
+        for t in _order(L, reverse):
+            m = xp.ascontiguousarray(_matmul(xp, w, h))
+            step(gi[t], b, m, h, Z[t])
+            h = ro(Z[t, :H])
+        return Z
     h = h0
     b = b.reshape(3 * H, 1)
     with _errstate(xp):
@@ -114,8 +126,25 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     M = xp.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
     wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
-    dh = d_hn
     dm = xp.empty((3 * H, N), dtype=Z.dtype)
+    step = _kernels.gru_backward_step(Z.dtype.name) if _takes(xp, d_y, d_hn, Z, w, h0) else None
+    if step is not None:
+        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        ro = _kernels.readonly
+        Zr, d_y, dh, h0r = ro(Z), ro(d_y), ro(d_hn), ro(h0)
+        dg = xp.empty((3 * H, N), dtype=Z.dtype)
+        dhz = xp.empty((H, N), dtype=Z.dtype)
+        for k in range(L - 1, -1, -1):
+            t = order[k]
+            h_prev = h0r if k == 0 else Zr[order[k - 1], :H]
+            step(Zr[t], h_prev, dh, d_y[t], dg, dm, dhz)
+            G[t] = dg.T
+            M[t] = dm.T
+            dh_new = _matmul(xp, wt, dm)
+            dh_new += dhz
+            dh = ro(dh_new)
+        return _finish(xp, res, off, M, Z, h0, dh, order)
+    dh = d_hn
     tmp = xp.empty((H, N), dtype=Z.dtype)
     for k in range(L - 1, -1, -1):
         t = order[k]
@@ -147,6 +176,13 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
         dh_new = _matmul(xp, wt, dm)
         dh_new += dh * z
         dh = dh_new
+    return _finish(xp, res, off, M, Z, h0, dh, order)
+
+
+def _finish(xp, res, off, M, Z, h0, dh, order):
+    """Fill in d w, d b and d h0 once every step's d (W h + b) is in M."""
+    L, five, N = Z.shape
+    H = five // 5
     hprev = xp.empty((L, N, H), dtype=Z.dtype)
     for k, t in enumerate(order):
         hprev[t] = (h0 if k == 0 else Z[order[k - 1], :H]).T

@@ -1,13 +1,15 @@
-"""The LSTM layer's per-step gate math as one numba loop each way (ops/native.py).
+"""The LSTM and GRU layers' per-step gate math as one numba kernel each way (ops/native.py).
 
 In numpy, one step of ops/lstm_prim.py's forward is ~12 passes over (H, N) blocks (three
-sigmoids of four passes each, two tanh, the cell update) and one of its backward ~25:
-for the LM workload (batch 32, hidden 256, 64 steps, float32, one thread) ~18 ms of a
-layer's 38 ms forward and ~18 of its 52 ms backward, the rest being the GEMMs. Here each
-step's gate math is one loop over the block, its sigmoid and tanh the pure-arithmetic
-float32/float64 functions of compiler/mathlib.py, so the loop vectorizes.
+sigmoids of four passes each, two tanh, the cell update) and one of its backward ~25
+(ops/gru_prim.py's: ~12 and ~15): for the LSTM LM workload (batch 32, hidden 256, 64 steps,
+float32, one thread) ~18 ms of a layer's 38 ms forward and ~18 of its 52 ms backward, the
+rest being the GEMMs. Here each step's gate math is one kernel call: a few passes over
+blocks that stay in cache, with tanh from compiler/mathlib.py (pure arithmetic), so
+the loops vectorize (forward 73 us against 116-130 us of numpy per LSTM step, backward
+22-25 us against ~150 us).
 
-Operands are C-contiguous (H, N) / (4H, N) / (6H, N) blocks (the caller makes them so),
+Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
 typed read-only where they are read, so the loops run over plain rows. Not all the
 layer's work is here: the GEMMs stay with BLAS, and the transposed read of each step's
 input projection block is a separate loop (a strided read inside the vectorized loop
@@ -19,14 +21,14 @@ import numpy as np
 
 from .native import kernel as _kernel
 
-__all__ = ["forward_step", "backward_step", "readonly"]
+__all__ = ["forward_step", "backward_step", "gru_forward_step", "gru_backward_step", "readonly"]
 
 _RO2 = "Array({t}, 2, 'C', readonly=True)"
 
 # Each loop below writes one array and reads few: with more, LLVM's runtime alias checks
 # give up and the loop stays scalar (one loop doing all of a step's gate math ran ~10x
 # slower than these passes over blocks that stay in cache).
-_FORWARD = '''
+_SIGMOID_HEAD = '''
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import tanh_{s} as tanh
@@ -39,6 +41,9 @@ def sigmoid(x):
     # through tanh (a rational function here, ~4x cheaper than mathlib's exp-based
     # sigmoid): absolute error within an ulp of 0.5, so a gate of 1e-30 may come out 0
     return HALF + HALF * tanh(HALF * x)
+'''
+
+_FORWARD = _SIGMOID_HEAD + '''
 
 
 @njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
@@ -110,6 +115,71 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out):
 '''
 
 
+# The GRU's steps (ops/gru_prim.py; Z's step block (5H, N) = (h, r, z, n, hn) with
+# hn = W_hn h + b_hn).
+_GRU_FORWARD = _SIGMOID_HEAD + '''
+
+@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False)
+def kernel(gi, b, m, h_prev, z):
+    """one GRU forward step: m (3H, N) = W h (overwritten); gi (N, 3H) the step's input
+    projection; z (5H, N) = (h, r, z, n, hn)"""
+    three, n = m.shape
+    hh = three // 3
+    s = h_prev.size
+    for j in range(2 * hh):        # r, z pre-activations: the transposed read of gi
+        bj = b[j]
+        row = m[j]
+        for k in range(n):
+            row[k] += gi[k, j] + bj
+    for j in range(hh):            # hn = m_n + b_n; gi_n parked in n's rows
+        bj = b[2 * hh + j]
+        row, zn, zg = m[2 * hh + j], z[4 * hh + j], z[3 * hh + j]
+        for k in range(n):
+            zn[k] = row[k] + bj
+            zg[k] = gi[k, 2 * hh + j]
+    p = m.reshape(-1)
+    zf = z.reshape(-1)
+    hp = h_prev.reshape(-1)
+    for k in range(2 * s):
+        zf[s + k] = sigmoid(p[k])                      # r, z
+    for k in range(s):
+        zf[3 * s + k] = tanh(zf[3 * s + k] + zf[s + k] * zf[4 * s + k])
+    for k in range(s):
+        zf[k] = zf[3 * s + k] + zf[2 * s + k] * (hp[k] - zf[3 * s + k])
+'''
+
+_GRU_BACKWARD = _SIGMOID_HEAD + '''
+
+@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])",
+      cache=CACHE, error_model='numpy', boundscheck=False)
+def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
+    """one GRU backward step: the pre-activation gradients dg (3H, N) (= the input
+    projection's), dm (3H, N) (= that of W h + b) and dh z (the direct part of dh_prev)"""
+    s = h_prev.size
+    one = np.{t}(1)
+    zf, hp, dhf, y = z.reshape(-1), h_prev.reshape(-1), dh_in.reshape(-1), dy.reshape(-1)
+    g_, m_, d = dg.reshape(-1), dm.reshape(-1), dhz.reshape(-1)
+    for k in range(s):
+        d[k] = dhf[k] + y[k]                           # dh
+    for k in range(s):                                 # dz_pre = dh (h_prev - n) z (1 - z)
+        zz = zf[2 * s + k]
+        g_[s + k] = d[k] * (hp[k] - zf[3 * s + k]) * zz * (one - zz)
+    for k in range(s):                                 # dn_pre = dh (1 - z) (1 - n^2)
+        nn = zf[3 * s + k]
+        g_[2 * s + k] = d[k] * (one - zf[2 * s + k]) * (one - nn * nn)
+    for k in range(s):                                 # dr_pre = dn_pre hn r (1 - r)
+        r = zf[s + k]
+        g_[k] = g_[2 * s + k] * zf[4 * s + k] * r * (one - r)
+    for k in range(2 * s):
+        m_[k] = g_[k]
+    for k in range(s):                                 # d hn = dn_pre r
+        m_[2 * s + k] = g_[2 * s + k] * zf[s + k]
+    for k in range(s):
+        d[k] *= zf[2 * s + k]
+'''
+
+
 def _get(template: str, name: str, dtype: str):
     if dtype not in ("float32", "float64"):
         return None
@@ -126,6 +196,16 @@ def forward_step(dtype: str):
 def backward_step(dtype: str):
     """The loaded backward-step kernel for `dtype`, or None (run the numpy form)."""
     return _get(_BACKWARD, "backward", dtype)
+
+
+def gru_forward_step(dtype: str):
+    """The loaded GRU forward-step kernel for `dtype`, or None (run the numpy form)."""
+    return _get(_GRU_FORWARD, "gru_forward", dtype)
+
+
+def gru_backward_step(dtype: str):
+    """The loaded GRU backward-step kernel for `dtype`, or None (run the numpy form)."""
+    return _get(_GRU_BACKWARD, "gru_backward", dtype)
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
