@@ -17,7 +17,8 @@ forward/backward):
   symbolic sequence length stays symbolic;
 - higher derivatives: ``lstm_layer_backward``'s own VJP (`backward_vjp`) recomputes the
   layer with the one definition of the cell math below (`lstm_cell_fm`, tracejit ops) and
-  lets autograd differentiate that twice; no derivative of the cell is written by hand.
+  lets autograd differentiate that twice: only the first derivative (the fast backward
+  loop) is written by hand.
 
 Layout (see ops/lstm_prim.py): gi (L, N, 4H), w_hh (4H, H); feature-major states h0
 and c0 (H, N); outputs: h of every step (L, H, N), h_n and c_n (H, N).
@@ -36,12 +37,13 @@ __all__ = ["lstm_layer_fm", "lstm_cell_fm", "backward_vjp"]
 def lstm_cell_fm(pre, c) -> tuple:
     """One LSTM step, feature-major: `pre` (4H, N) is the gates' pre-activation
     (x W_ih^T + h W_hh^T + biases, transposed), c (H, N) the cell state. Gate order i, f,
-    g, o as PyTorch's. -> (h, c, (i, f, g, o) activated)."""
+    g, o as PyTorch's (nn.LSTMCell's `lstm_step` is the same math on batch-major blocks).
+    -> (h, c)."""
     i, f, g, o = _ops.chunk(pre, 4, 0)
     i, f, g, o = _ops.sigmoid(i), _ops.sigmoid(f), _ops.tanh(g), _ops.sigmoid(o)
     c = f * c + i * g
     h = o * _ops.tanh(c)
-    return h, c, (i, f, g, o)
+    return h, c
 
 
 def _last(reverse: bool, L):
@@ -107,7 +109,7 @@ def _recompute(gi, w, b, h0, c0, reverse: bool) -> list:
     h, c = h0, c0
     bcol = _ops.reshape(b, (b.shape[0], 1))
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        h, c, _ = lstm_cell_fm(_ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + bcol, c)
+        h, c = lstm_cell_fm(_ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + bcol, c)
         steps[t] = (h, c)
     return steps
 

@@ -1,22 +1,25 @@
-"""An eager LSTM layer's time loops as two primitives: ``lstm_layer`` and ``lstm_layer_backward``.
+"""An LSTM layer's time loops as primitives: ``lstm_layer``, ``lstm_layer_states``,
+``lstm_layer_backward``.
 
 Why primitives: run step by step, an eager LSTM records a graph node or three per time
 step and layer, and its gate math is ~13 elementwise op calls forward and ~25 backward per
 step (three sigmoids, two tanh, the cell update), each with dispatch and graph bookkeeping,
 plus the slicing, stacking and accumulation around the steps. For the 2-layer, 64-step LM
 step (batch 32, hidden 256) that was ~6000 op calls and more time than the gate math
-itself. Here each time loop runs inside one op (one GEMM plus ~12 in-place numpy passes
-per step forward, ~25 backward), as PyTorch's CPU LSTM is one oneDNN layer call forward
-and one backward.
+itself. Here each time loop runs inside one op (per step one GEMM and the gate math: one
+numba kernel call when loaded, ops/lstm_kernels.py, else ~12 in-place numpy passes
+forward and ~25 backward), as PyTorch's CPU LSTM is one oneDNN layer call forward and one
+backward.
 
-Captured, a layer is ``lstm_layer`` plus ``lstm_layer_states`` (its h and c rows, the
-differentiable result, whose VJP is ``lstm_layer_backward``), so compiled graphs run the
-same loops as eager (the sequence length may be a symbolic dim). ``lstm_layer_backward``'s own VJP (second derivatives)
-recomputes the layer with tracejit ops and lets autograd differentiate it
-(`tracejit.nn.lstm_layer.backward_vjp`): the cell's derivative is written once, here, for
-speed, and its higher derivatives come from the one op definition of the cell.
-Eagerly, `tracejit.nn.lstm_layer` runs the pair as an autograd Function, which hands the
-backward the cotangents of each step's h and the final h and c (not of all of Z).
+Eagerly, `tracejit.nn.lstm_layer` runs ``lstm_layer`` / ``lstm_layer_backward`` as an
+autograd Function, which hands the backward the cotangents of each step's h and the final
+h and c. Captured, a layer is ``lstm_layer`` plus ``lstm_layer_states`` (its h and c
+rows, the differentiable result, whose VJP is ``lstm_layer_backward``), so compiled
+graphs run the same loops as eager (the sequence length may be a symbolic dim).
+``lstm_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
+ops and lets autograd differentiate it (`tracejit.nn.lstm_layer.backward_vjp`): the
+cell's derivative is written by hand once, here, for speed; its higher derivatives come
+from the one op definition of the cell.
 """
 from __future__ import annotations
 
