@@ -1,8 +1,9 @@
 """Op record for the eager LSTM layer (tracejit/nn/lstm_layer.py `lstm_layer_fm`: the
 ``lstm_layer`` / ``lstm_layer_backward`` primitives of tracejit/ops/lstm_prim.py made
 differentiable). Checked like every op: forward against a numpy loop, float64 finite
-differences (the fused backward) and second derivatives (the recorded backward), traced
-and compiled runs. The PyTorch side is the same recurrence written with torch ops."""
+differences (the fused backward) and second derivatives (``lstm_layer_backward``'s VJP:
+autograd over the layer recomputed with tracejit ops), traced and compiled runs (captured,
+the layer is ``lstm_layer`` + ``lstm_layer_states``). The PyTorch side is the same recurrence written with torch ops."""
 from __future__ import annotations
 
 import numpy as np

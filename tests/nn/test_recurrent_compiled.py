@@ -1,6 +1,6 @@
-"""A captured LSTM runs its loop feature-major (nn/recurrent.py `_lstm_feature_major`):
-gate blocks are contiguous row blocks, one GEMM and one fused gate kernel per step, the
-gate gradients one concat, the weight gradients hoisted; gradients equal PyTorch's."""
+"""Captured recurrent layers: an LSTM (GRU) layer is the eager layer's ``lstm_layer``
+(``gru_layer``) op and, differentiated, ``lstm_layer_backward`` (``gru_layer_backward``):
+nn/lstm_layer.py, nn/gru_layer.py. Compiled gradients equal PyTorch's."""
 from __future__ import annotations
 
 import numpy as np
@@ -47,18 +47,36 @@ def test_compiled_lstm_and_gru_gradients_match_torch(cfg, kind):
             np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-def test_compiled_lstm_step_is_one_gemm_and_one_kernel_each_way():
-    m = tj.nn.LSTM(5, 4)
+def test_a_compiled_lstm_layer_is_the_eager_layers_two_ops():
+    """Captured, an LSTM layer is one ``lstm_layer`` equation (and ``lstm_layer_states``,
+    its h and c rows), differentiated by the record's VJP into one ``lstm_layer_backward``:
+    no loop in either graph; the states' gradient is one concat, no index_add."""
+    m = tj.nn.LSTM(5, 4, num_layers=2)
     cf = tj.trace(lambda x: _loss(tj, m, x))
     cf(tj.tensor(np.ones((6, 2, 5), np.float32), requires_grad=True))
     g = cf.entries[0].graph
     fwd, bwd, _ = split(g, [True] * len(g.inputs))
-    (fscan,) = [e for e in fwd.eqns if e.prim.name == "scan"]
-    (rscan,) = [e for e in bwd.eqns if e.prim.name == "scan"]
-    fbody, rbody = fscan.params["body_graph"], rscan.params["body_graph"]
-    names = [e.prim.name for e in rbody.eqns]
-    assert [e.prim.name for e in fbody.eqns].count("matmul") == 1       # W_hh @ h^T
-    assert names.count("matmul") == 1                                  # dh only: dW_hh hoisted
-    assert names.count("concat") == 1 and "index_add" not in names     # gate gradients
-    assert rscan.params["n_carry"] == 2                                # dh, dc: no accumulators
-    assert sum(e.prim.name == "matmul" for e in bwd.eqns) >= 2         # dW_hh, dW_ih after the loop
+    names_f = [e.prim.name for e in fwd.eqns]
+    names_b = [e.prim.name for e in bwd.eqns]
+    assert names_f.count("lstm_layer") == 2 and names_f.count("lstm_layer_states") == 2
+    assert "scan" not in names_f
+    assert names_b.count("lstm_layer_backward") == 2 and "scan" not in names_b
+    assert "lstm_layer" not in names_b                         # the forward's result is saved
+    # the (L, 2H, N) states' gradient: one concat of h's and c's blocks per layer; the
+    # final h and c (single steps) each add into their block
+    assert names_b.count("concat") == 2 and names_b.count("index_add") == 4
+    # per layer: the input projection forward; d W_ih and d x backward (d W_hh and the
+    # per-step products are inside the layer's ops)
+    assert names_f.count("matmul") == 2 and names_b.count("matmul") == 4
+
+
+def test_a_compiled_gru_layer_is_the_eager_layers_two_ops():
+    m = tj.nn.GRU(5, 4, num_layers=2)
+    cf = tj.trace(lambda x: _loss(tj, m, x))
+    cf(tj.tensor(np.ones((6, 2, 5), np.float32), requires_grad=True))
+    g = cf.entries[0].graph
+    fwd, bwd, _ = split(g, [True] * len(g.inputs))
+    names_f = [e.prim.name for e in fwd.eqns]
+    names_b = [e.prim.name for e in bwd.eqns]
+    assert names_f.count("gru_layer") == 2 and names_f.count("gru_layer_states") == 2
+    assert names_b.count("gru_layer_backward") == 2 and "scan" not in names_f + names_b

@@ -81,9 +81,10 @@ def test_frozen_hidden_weights_and_no_grad_use_plain_ops():
 
 def test_one_weight_gradient_gemm_per_layer_and_direction():
     """The point of the deferred gradient: W_hh's gradient is one matmul, not one per step
-    (GRU; the eager LSTM runs its whole time loop as one op, tests/nn/test_lstm_layer.py)."""
+    (RNN; the eager LSTM and GRU run their whole time loop as one op, tests/nn/test_lstm_layer.py
+    and test_gru_layer.py)."""
     from tracejit.ops import linalg
-    m, _ = _pair("gru")
+    m, _ = _pair("rnn")
     out = m(tj.tensor(_x(3, (7, 2, 3))))[0].sum()
     calls = []
     orig = linalg.MATMUL.impl
@@ -94,8 +95,8 @@ def test_one_weight_gradient_gemm_per_layer_and_direction():
         linalg.MATMUL.impl = orig
     # per step: dh = dgates @ W_hh (6: h_0 is a constant zero state); once: dW_hh over
     # the 7*2 stacked rows, and dW_ih (x needs no gradient)
-    assert sum(1 for a, b in calls if a == (2, 12) and b == (12, 4)) == 6
-    assert ((12, 14), (14, 4)) in calls
+    assert sum(1 for a, b in calls if a == (2, 4) and b == (4, 4)) == 6
+    assert ((4, 14), (14, 4)) in calls
     assert len(calls) == 6 + 2, calls
 
 

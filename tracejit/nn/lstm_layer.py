@@ -1,4 +1,4 @@
-"""An eager LSTM layer (one direction) as one autograd node over the whole sequence.
+"""One LSTM layer (one direction) over a whole sequence: one op forward, one backward.
 
 Run step by step, an eager LSTM records a graph node or three per time step and layer
 (hidden projection, gate math, state split) and each step's backward goes through the
@@ -6,26 +6,48 @@ engine, with the per-step slicing, stacking and accumulation around it: for a 2-
 64-step LM step that per-step bookkeeping cost more than the gate math itself. Here the
 forward and backward time loops are one primitive each (`tracejit.ops.lstm_prim`:
 ``lstm_layer``, ``lstm_layer_backward``), like PyTorch's CPU LSTM (oneDNN's layer
-forward/backward), and this Function makes the pair differentiable:
+forward/backward):
 
-- a plain backward (no graph recorded) calls ``lstm_layer_backward``: the gate
-  gradients of all steps are written into one (L, N, 4H) buffer, which is both the input
-  projection's gradient and, in one GEMM, the hidden weights' gradient;
-- ``create_graph=True`` recomputes the forward with tracejit ops from the saved inputs
-  and runs the backward recurrence with tracejit ops, so higher derivatives are exact.
+- eagerly, `_LSTMLayer` (an autograd Function) runs ``lstm_layer`` and gives the
+  backward the cotangents of the outputs it returns (each step's h, the final h and c),
+  so no cotangent of the whole (L, 6H, N) result is ever assembled;
+- captured (traced or scripted), the layer is the ``lstm_layer`` equation and
+  ``lstm_layer_states`` (its h and c rows, differentiable: its record's VJP is
+  ``lstm_layer_backward``): compiled graphs run the same two loops as eager, and a
+  symbolic sequence length stays symbolic;
+- higher derivatives: ``lstm_layer_backward``'s own VJP (`backward_vjp`) recomputes the
+  layer with the one definition of the cell math below (`lstm_cell_fm`, tracejit ops) and
+  lets autograd differentiate that twice: only the first derivative (the fast backward
+  loop) is written by hand.
 
 Layout (see ops/lstm_prim.py): gi (L, N, 4H), w_hh (4H, H); feature-major states h0
-and c0 (H, N); outputs: h of every step (L, H, N), h_n and c_n (H, N). Captured (traced or
-scripted) layers do not come here: nn/recurrent.py runs them as a `scan`.
+and c0 (H, N); outputs: h of every step (L, H, N), h_n and c_n (H, N).
 """
 from __future__ import annotations
 
 from .. import ops as _ops
 from ..autograd.function import Function
-from ..autograd.grad_mode import is_grad_enabled
-from ..ops.lstm_prim import lstm_layer, lstm_layer_backward
+from ..errors import CompileError
+from ..ops.lstm_prim import lstm_layer, lstm_layer_backward, lstm_layer_states, unpack_backward
+from ..ops.registry import trace_state
 
-__all__ = ["lstm_layer_fm"]
+__all__ = ["lstm_layer_fm", "lstm_cell_fm", "backward_vjp"]
+
+
+def lstm_cell_fm(pre, c) -> tuple:
+    """One LSTM step, feature-major: `pre` (4H, N) is the gates' pre-activation
+    (x W_ih^T + h W_hh^T + biases, transposed), c (H, N) the cell state. Gate order i, f,
+    g, o as PyTorch's (nn.LSTMCell's `lstm_step` is the same math on batch-major blocks).
+    -> (h, c)."""
+    i, f, g, o = _ops.chunk(pre, 4, 0)
+    i, f, g, o = _ops.sigmoid(i), _ops.sigmoid(f), _ops.tanh(g), _ops.sigmoid(o)
+    c = f * c + i * g
+    h = o * _ops.tanh(c)
+    return h, c
+
+
+def _last(reverse: bool, L):
+    return 0 if reverse else L - 1
 
 
 class _LSTMLayer(Function):
@@ -33,82 +55,113 @@ class _LSTMLayer(Function):
     @staticmethod
     def forward(ctx, gi, w, b, h0, c0, reverse):
         ctx.set_materialize_grads(False)
-        ctx.has_bias = b is not None
-        if b is None:
-            b = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
         Z = lstm_layer(gi, w, b, h0, c0, reverse)
         ctx.reverse = reverse
         ctx.save_for_backward(gi, w, b, h0, c0, Z)
-        H = w.shape[1]
-        last = 0 if reverse else gi.shape[0] - 1
-        return Z[:, :H], Z[last, :H], Z[last, H:2 * H]
+        return _outputs(Z, w.shape[1], reverse)
 
     @staticmethod
     def backward(ctx, d_out, d_hn, d_cn):
         gi, w, b, h0, c0, Z = ctx.saved_tensors
-        if is_grad_enabled():
-            return _recorded_backward(gi, w, b, h0, c0, ctx.reverse, d_out, d_hn, d_cn, ctx.has_bias)
         L, N, four = gi.shape
         H = four // 4
         zeros = lambda *s: _ops.zeros(s, dtype=gi.dtype, device=gi.device)  # noqa: E731
         d_out = zeros(L, H, N) if d_out is None else d_out
         d_hn = zeros(H, N) if d_hn is None else d_hn
         d_cn = zeros(H, N) if d_cn is None else d_cn
-        res = lstm_layer_backward(d_out, d_hn, d_cn, Z, w, h0, c0, ctx.reverse)
-        n_g, n_w = four * L * N, four * H
-        d_gi = _ops.reshape(res[:n_g], (L, N, four))
-        d_w = _ops.reshape(res[n_g:n_g + n_w], (four, H))
-        d_b = res[n_g + n_w:n_g + n_w + four] if ctx.has_bias else None
-        n_g += n_w + four
-        d_h0 = _ops.reshape(res[n_g:n_g + H * N], (H, N))
-        d_c0 = _ops.reshape(res[n_g + H * N:], (H, N))
+        # Under create_graph this op is recorded too; its VJP is `backward_vjp`.
+        res = lstm_layer_backward(d_out, d_hn, d_cn, gi, w, b, h0, c0, Z, ctx.reverse)
+        d_gi, d_w, d_b, d_h0, d_c0 = unpack_backward(res, L, N, H)
         return d_gi, d_w, d_b, d_h0, d_c0, None
 
 
-def _recorded_backward(gi, w, b, h0, c0, reverse, d_out, d_hn, d_cn, has_bias):
-    """The layer's VJP with tracejit ops (create_graph=True): the forward recomputed
-    from the saved inputs, then the backward recurrence, both recorded."""
-    L = gi.shape[0]
-    order = range(L - 1, -1, -1) if reverse else range(L)
-    saved = {}
-    h, c = h0, c0
-    for t in order:
-        gates = _ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + _ops.reshape(b, (b.shape[0], 1))
-        i, f, g, o = _ops.chunk(gates, 4, 0)
-        i, f, g, o = _ops.sigmoid(i), _ops.sigmoid(f), _ops.tanh(g), _ops.sigmoid(o)
-        saved[t] = (i, f, g, o, h, c)
-        c = f * c + i * g
-        h = o * _ops.tanh(c)
-        saved[t] += (c,)
-    dh, dc = d_hn, d_cn
-    d_gi = [None] * L
-    d_w = None
-    wt = _ops.transpose(w, 0, 1)
-    for t in reversed(list(order)):
-        i, f, g, o, h_prev, c_prev, c_t = saved[t]
-        if d_out is not None:
-            dh = d_out[t] if dh is None else dh + d_out[t]
-        tc = _ops.tanh(c_t)
-        dct = dc
-        if dh is not None:
-            dct_h = dh * o * (1.0 - tc * tc)
-            dct = dct_h if dct is None else dct + dct_h
-        if dct is None:
-            dct = _ops.zeros_like(c_t)
-        d_o = dh * tc * o * (1.0 - o) if dh is not None else _ops.zeros_like(o)
-        dg = _ops.cat([dct * g * i * (1.0 - i), dct * c_prev * f * (1.0 - f), dct * i * (1.0 - g * g), d_o], 0)
-        d_gi[t] = _ops.transpose(dg, 0, 1)
-        d_wt = _ops.matmul(dg, _ops.transpose(h_prev, 0, 1))
-        d_w = d_wt if d_w is None else d_w + d_wt
-        dc = dct * f
-        dh = _ops.matmul(wt, dg)
-    G = _ops.stack(d_gi, 0)
-    d_b = _ops.sum(G, (0, 1)) if has_bias else None
-    return G, d_w, d_b, dh, dc, None
+def _outputs(Z, H: int, reverse: bool) -> tuple:
+    """(h of every step (L, H, N), h_n, c_n) from the layer's result Z (L, 6H, N)."""
+    last = 0 if reverse else -1
+    return Z[:, :H], Z[last, :H], Z[last, H:2 * H]
 
 
 def lstm_layer_fm(gi, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
-    """One eager LSTM layer and direction: gi (L, N, 4H) is the input projection, w the hidden weights (4H, H), h0 and c0 (H, N), bias (4H,) or None (the
-    sum of both biases, added at each step). Returns (h of every step (L, H, N), h_n
-    (H, N), c_n (H, N))."""
+    """One LSTM layer and direction: gi (L, N, 4H) is the input projection, w the hidden
+    weights (4H, H), h0 and c0 (H, N), bias (4H,) or None (the sum of both biases, added at
+    each step). Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
+    if bias is None:
+        bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
+    if trace_state.tracer is not None:
+        # captured: the primitives are the equations (differentiated by their records),
+        # so compiled graphs run the same loops as eager and keep a symbolic length
+        # symbolic. h_n and c_n are cut from the h and c blocks, so the gradient of
+        # the (L, 2H, N) states is one concat of two blocks (jit/slice_grads.py).
+        H = w.shape[1]
+        Z = lstm_layer(gi, w, bias, h0, c0, reverse)
+        hc = lstm_layer_states(Z, gi, w, bias, h0, c0, reverse)
+        hs, cs = hc[:, :H], hc[:, H:]
+        last = 0 if reverse else -1
+        return hs, hs[last], cs[last]
     return _LSTMLayer.apply(gi, w, bias, h0, c0, bool(reverse))
+
+
+# ---------------------------------------------------------------- higher derivatives
+def _recompute(gi, w, b, h0, c0, reverse: bool) -> list:
+    """The layer's forward with tracejit ops (recorded): per step, in time order, (h, c)."""
+    L = gi.shape[0]
+    steps = [None] * L
+    h, c = h0, c0
+    bcol = _ops.reshape(b, (b.shape[0], 1))
+    for t in (range(L - 1, -1, -1) if reverse else range(L)):
+        h, c = lstm_cell_fm(_ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + bcol, c)
+        steps[t] = (h, c)
+    return steps
+
+
+def _requiring(t):
+    """A stand-in for `t` whose gradient autograd.grad can ask for: an alias in t's graph
+    (so what is computed from it stays differentiable in t), or a detached copy when t
+    needs no gradient."""
+    return t * 1.0 if t.requires_grad else t.detach().requires_grad_(True)
+
+
+def backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse: bool) -> tuple:
+    """VJP of ``lstm_layer_backward`` (second derivatives of the layer), eagerly: its result
+    is J^T d (J the layer's Jacobian in (gi, w, b, h0, c0), d the output cotangents), so
+    its VJP with u is (J u for d, and the derivative of <J^T d, u> for the inputs). Both
+    come from autograd run twice over the recomputed forward (`_recompute`), recorded, so
+    every higher order is exact too. -> gradients of (d_y, d_hn, d_cn, gi, w, b, h0, c0)."""
+    from ..autograd import enable_grad
+    if trace_state.tracer is not None:
+        raise CompileError("second derivatives of an LSTM layer inside a compiled function are not "
+                           "supported; take them eagerly (tracejit.eager()) or with create_graph=True "
+                           "on the compiled function's output")
+    with enable_grad():    # also when this backward itself runs without create_graph
+        return _backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse)
+
+
+def _backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse: bool) -> tuple:
+    from ..autograd import grad
+    L, N, four = gi.shape
+    H = four // 4
+    ins = [_requiring(t) for t in (gi, w, b, h0, c0)]
+    ds = [_requiring(t) for t in (d_y, d_hn, d_cn)]
+    steps = _recompute(*ins, reverse)
+    last = _last(reverse, L)
+    full = d_y.shape[1] == 2 * H       # the cotangent of h and c (else of h only)
+    outs, cts = [], []
+    for t, (h, c) in enumerate(steps):
+        dy = ds[0][t]
+        outs.append(h)
+        cts.append(dy[:H])
+        if full:
+            outs.append(c)
+            cts.append(dy[H:])
+    outs += [steps[last][0], steps[last][1]]
+    cts += [ds[1], ds[2]]
+    first = grad(outs, ins, cts, create_graph=True, allow_unused=True)
+    # u's parts in the order of `first` (gi, w, b, h0, c0)
+    u_gi, u_w, u_b, u_h0, u_c0 = unpack_backward(u, L, N, H)
+    pairs = [(f, v) for f, v in zip(first, (u_gi, u_w, u_b, u_h0, u_c0)) if f is not None]
+    targets = ds + ins
+    second = grad([f for f, _ in pairs], targets, [v for _, v in pairs], create_graph=True,
+                  allow_unused=True)
+    # every input's gradient: the engine hands a VJP detached inputs when the graph is not
+    # being recorded, so requires_grad does not say which are wanted (it drops the rest)
+    return tuple(second)

@@ -7,9 +7,12 @@ projection runs per time step. The per-step math of each cell kind is one functi
 (`rnn_tanh_step`, `rnn_relu_step`, `lstm_step`, `gru_step`) taking that precomputed
 input projection, so a later fused kernel can replace exactly one function.
 
-Eagerly, the hidden projection goes through `recurrent_grad.DeferredHiddenGrad`: the
-backward computes W_hh's and b_hh's gradients once, as one GEMM over all time steps,
-instead of a small GEMM per step. Compiled, the scan's VJP does the same (jit/scan_ad.py).
+LSTM and GRU layers run each time loop inside one op (nn/lstm_layer.py, nn/gru_layer.py:
+primitives with their own backward, eager and compiled). RNN layers run the per-step
+function in a `scan`; eagerly, their hidden projection goes through
+`recurrent_grad.DeferredHiddenGrad`: the backward computes W_hh's and b_hh's gradients
+once, as one GEMM over all time steps, instead of a small GEMM per step. Compiled, the
+scan's VJP does the same (jit/scan_ad.py).
 
 Parameters, their names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), their order,
 their initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) and the gate order
@@ -26,6 +29,8 @@ from . import init
 from .layers import _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
+from .gru_layer import gru_layer_fm
+from .lstm_layer import lstm_layer_fm
 from .recurrent_grad import chunk_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
@@ -189,7 +194,7 @@ class RNNBase(Module):
             for d, suffix in enumerate(self._suffixes()):
                 k = layer * self._dirs + d
                 state = tuple(s[k] for s in init_states)
-                # the last layer of a one-direction batch_first LSTM keeps its output batch-major
+                # the last layer of a one-direction batch_first LSTM/GRU keeps its output batch-major
                 batch_major = batched and self.batch_first and layer == self.num_layers - 1 and self._dirs == 1
                 out, state = _run_direction(step, x, state, self._weights(layer, suffix), reverse=d == 1,
                                             batch_major=batch_major)
@@ -236,20 +241,19 @@ def _input_proj(x, w_ih, b_ih, b_hh=None):
 
 def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
     """Run one layer in one direction over time-major x (L, N, H_in) -> (out (L, N, H), state).
-    ``batch_major``: the caller will transpose out to (N, L, H); the eager LSTM then makes
-    that its memory order (the transposed view is then contiguous).
+    ``batch_major``: the caller will transpose out to (N, L, H); the LSTM and GRU layers
+    then make that their memory order (the transposed view is then contiguous).
 
-    The time loop is `tracejit.jit.scan`: a Python loop eagerly, one loop equation when
-    compiled (the graph holds one step, so a new sequence length reuses the program)."""
+    LSTM and GRU layers run their time loops inside one op each way, eager and captured
+    (`_lstm_layer`, `_gru_layer`). RNN layers run them as `tracejit.jit.scan`: a Python loop
+    eagerly, one loop equation when compiled (the graph holds one step, so a new sequence
+    length reuses the program)."""
     from ..jit.loops import scan
-    from ..ops.registry import trace_state
     from .recurrent_grad import DeferredHiddenGrad
     if step is lstm_step:
-        if trace_state.tracer is not None:
-            return _lstm_feature_major(x, state, weights, reverse)
-        return _lstm_eager(x, state, weights, reverse, batch_major)
-    if step is gru_step and trace_state.tracer is not None:
-        return _gru_feature_major(x, state, weights, reverse)
+        return _lstm_layer(x, state, weights, reverse, batch_major)
+    if step is gru_step:
+        return _gru_layer(x, state, weights, reverse, batch_major)
     w_ih, w_hh, b_ih, b_hh = weights
     gi_all = _input_proj(x, w_ih, b_ih)                 # all input projections in one matmul
     proj = DeferredHiddenGrad(w_hh, b_hh)               # eager: W_hh's gradient in one GEMM
@@ -264,47 +268,15 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_m
     return out, state
 
 
-def _lstm_feature_major(x, state: tuple, weights: tuple, reverse: bool):
-    """`_run_direction` of an LSTM as captured for compilation, feature-major.
-
-    The loop works on transposed states (H, N): the hidden projection is
-    ``W_hh @ h^T`` (4H, N), whose gate blocks i, f, g, o are row blocks, i.e. contiguous,
-    so the step's gate math (with the input projection's add) is one vectorized kernel
-    over plain arrays; in the (N, 4H) layout every gate is a strided column block, which a
-    kernel reads element by element (measured 7x slower: 185 vs 25 us for batch 32, hidden
-    256). The (4H, 256) @ (256, N) product is also the faster GEMM for small N on OpenBLAS.
-    The backward concatenates the gate gradients (jit/slice_grads.py) and the weight's
-    gradient is hoisted out of the reverse loop as one GEMM (jit/scan_ad.py, form A B^T).
-    Both biases join the input projection before the loop."""
-    from ..jit.loops import scan
-    w_ih, w_hh, b_ih, b_hh = weights
-    hidden = w_hh.shape[1]
-    gi = _input_proj(x, w_ih, b_ih, b_hh)                           # (L, N, 4H)
-    gi = _ops.contiguous(_ops.permute(gi, (0, 2, 1)))               # (L, 4H, N)
-    h0, c0 = (_ops.contiguous(_ops.transpose(s, 0, 1)) for s in state)
-
-    def one_step(carry, g_t):
-        h, c = carry
-        m = _ops.matmul(w_hh, h)                                     # (4H, N)
-        i, f, g, o = (g_t[k * hidden:(k + 1) * hidden] + m[k * hidden:(k + 1) * hidden] for k in range(4))
-        c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
-        h = _ops.sigmoid(o) * _ops.tanh(c)
-        return (h, c), h
-
-    (h, c), out = scan(one_step, (h0, c0), gi, reverse=reverse)
-    out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))             # (L, N, H)
-    return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
-
-
-def _lstm_eager(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
-    """`_run_direction` of an eager LSTM: the whole time loop as one autograd node
-    (nn/lstm_layer.py), feature-major as `_lstm_feature_major` and for the same reasons
-    (contiguous gate blocks; the faster GEMM orientation for small batches: batch 32,
-    hidden 256, one thread, ``W @ h^T`` 0.20 ms against 0.29 ms for ``h @ W^T`` and 0.41 ms
-    on the transposed weight view; backward ``W^T @ g`` 0.20 against ``g @ W`` 0.26 ms).
+def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
+    """`_run_direction` of an LSTM, eager or captured: the whole time loop as one op
+    forward and one backward (nn/lstm_layer.py), feature-major: the gate blocks are
+    contiguous row blocks of ``W_hh @ h^T`` (4H, N), and that is the faster GEMM
+    orientation for small batches (batch 32, hidden 256, one thread, ``W @ h^T`` 0.20 ms
+    against 0.29 ms for ``h @ W^T`` and 0.41 ms on the transposed weight view; backward
+    ``W^T @ g`` 0.20 against ``g @ W`` 0.26 ms).
     The input projection of the whole sequence is one GEMM ``X @ W_ih^T`` (L*N, 4H); the
     layer reads each step's block transposed and adds the biases at each step."""
-    from .lstm_layer import lstm_layer_fm
     w_ih, w_hh, b_ih, b_hh = weights
     L, N, h_in = x.shape
     four = w_ih.shape[0]
@@ -322,36 +294,19 @@ def _lstm_eager(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 
 
-def _gru_feature_major(x, state: tuple, weights: tuple, reverse: bool):
-    """`_run_direction` of a GRU as captured for compilation, feature-major as the LSTM's
-    (`_lstm_feature_major`): gate blocks r, z, n are contiguous row blocks of
-    ``W_hh @ h^T`` (3H, N). b_hr and b_hz join the input projection before the loop; b_hn
-    stays in the step (it is inside ``r * (W_hn h + b_hn)``)."""
-    from ..jit.loops import scan
+def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
+    """`_run_direction` of a GRU, eager or captured: the whole time loop as one op forward
+    and one backward (nn/gru_layer.py), feature-major as `_lstm_layer`; the input
+    projection with b_ih is one GEMM over the L*N rows."""
     w_ih, w_hh, b_ih, b_hh = weights
-    hidden = w_hh.shape[1]
-    b_n = None
-    if b_hh is not None:
-        b_rz = _ops.cat([b_hh[:2 * hidden], _ops.zeros(hidden, dtype=b_hh.dtype, device=b_hh.device)], 0)
-        b_n = _ops.reshape(b_hh[2 * hidden:], (hidden, 1))
-        gi = _input_proj(x, w_ih, b_ih, b_rz)
+    L, N, h_in = x.shape
+    three = w_ih.shape[0]
+    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, three))
+    out, h = gru_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh)
+    if batch_major:
+        out = _ops.transpose(_ops.contiguous(_ops.permute(out, (2, 0, 1))), 0, 1)
     else:
-        gi = _input_proj(x, w_ih, b_ih)
-    gi = _ops.contiguous(_ops.permute(gi, (0, 2, 1)))               # (L, 3H, N)
-    h0 = _ops.contiguous(_ops.transpose(state[0], 0, 1))
-
-    def one_step(h, g_t):
-        m = _ops.matmul(w_hh, h)                                     # (3H, N)
-        blk = [(g_t[k * hidden:(k + 1) * hidden], m[k * hidden:(k + 1) * hidden]) for k in range(3)]
-        r = _ops.sigmoid(blk[0][0] + blk[0][1])
-        z = _ops.sigmoid(blk[1][0] + blk[1][1])
-        hn = blk[2][1] if b_n is None else blk[2][1] + b_n
-        n = _ops.tanh(blk[2][0] + r * hn)
-        h = n + z * (h - n)
-        return h, h
-
-    h, out = scan(one_step, h0, gi, reverse=reverse)
-    out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))             # (L, N, H)
+        out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))
     return out, (_ops.transpose(h, 0, 1),)
 
 

@@ -1,27 +1,36 @@
-"""An eager LSTM layer's time loops as two primitives: ``lstm_layer`` and ``lstm_layer_backward``.
+"""An LSTM layer's time loops as primitives: ``lstm_layer``, ``lstm_layer_states``,
+``lstm_layer_backward``.
 
 Why primitives: run step by step, an eager LSTM records a graph node or three per time
 step and layer, and its gate math is ~13 elementwise op calls forward and ~25 backward per
 step (three sigmoids, two tanh, the cell update), each with dispatch and graph bookkeeping,
 plus the slicing, stacking and accumulation around the steps. For the 2-layer, 64-step LM
 step (batch 32, hidden 256) that was ~6000 op calls and more time than the gate math
-itself. Here each time loop runs inside one op (one GEMM plus ~12 in-place numpy passes
-per step forward, ~25 backward), as PyTorch's CPU LSTM is one oneDNN layer call forward
-and one backward.
+itself. Here each time loop runs inside one op (per step one GEMM and the gate math: one
+numba kernel call when loaded, ops/lstm_kernels.py, else ~12 in-place numpy passes
+forward and ~25 backward), as PyTorch's CPU LSTM is one oneDNN layer call forward and one
+backward.
 
-`tracejit.nn.lstm_layer` makes the pair differentiable (an autograd Function whose
-create_graph path is written with tracejit ops), so neither primitive has a VJP of its
-own. Captured LSTM layers do not use them: nn/recurrent.py runs those as a `scan`, which
-the compiler fuses into one kernel per step.
+Eagerly, `tracejit.nn.lstm_layer` runs ``lstm_layer`` / ``lstm_layer_backward`` as an
+autograd Function, which hands the backward the cotangents of each step's h and the final
+h and c. Captured, a layer is ``lstm_layer`` plus ``lstm_layer_states`` (its h and c
+rows, the differentiable result, whose VJP is ``lstm_layer_backward``), so compiled
+graphs run the same loops as eager (the sequence length may be a symbolic dim).
+``lstm_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
+ops and lets autograd differentiate it (`tracejit.nn.lstm_layer.backward_vjp`): the
+cell's derivative is written by hand once, here, for speed; its higher derivatives come
+from the one op definition of the cell.
 """
 from __future__ import annotations
 
 import contextlib
 
 from ..errors import DTypeError, ShapeError
+from . import lstm_kernels as _kernels
+from .native import takes as _takes
 from .registry import Aval, bind, defprim
 
-__all__ = ["lstm_layer", "lstm_layer_backward"]
+__all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward"]
 
 
 def _errstate(xp):
@@ -68,6 +77,17 @@ def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
     L, N, four = gi.shape
     H = four // 4
     Z = xp.empty((L, 6 * H, N), dtype=gi.dtype)
+    step = _kernels.forward_step(gi.dtype.name) if _takes(xp, gi, w, b, h0, c0) else None
+    if step is not None:
+        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        ro = _kernels.readonly
+        gi, b, c = ro(gi), ro(b), ro(c0)
+        h = xp.ascontiguousarray(h0)
+        for t in _order(L, reverse):
+            m = xp.ascontiguousarray(_matmul(xp, w, h))
+            step(gi[t], b, m, c, Z[t])
+            h, c = Z[t, :H], ro(Z[t, H:2 * H])
+        return Z
     h, c = h0, c0
     b = b.reshape(4 * H, 1)
     with _errstate(xp):
@@ -107,21 +127,51 @@ def _lstm_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=Fal
     return Aval((L, 6 * H, N), gi.dtype, gi.device)
 
 
+# No VJP: see `lstm_layer_states` below, the layer's differentiable result.
 LSTM_LAYER = defprim("lstm_layer", _lstm_layer_impl, _lstm_layer_rule, None, kind="other")
 
 
-def _lstm_layer_backward_impl(xp, d_out, d_hn, d_cn, Z, w, h0, c0, reverse=False):
-    """-> one flat array: d gi (L, N, 4H) | d w (4H, H) | d b (4H) | d h0 (H, N) | d c0 (H, N)."""
+# The backward's result is one flat array with its fixed-size parts first, so that only
+# the last part has a size that depends on the sequence length (a symbolic dim when
+# compiled): d w (4H*H) | d b (4H) | d h0 (H*N) | d c0 (H*N) | d gi (L*N*4H).
+def _parts(H: int, N: int) -> tuple:
+    """Offsets of d w, d b, d h0, d c0 and d gi in the backward's flat result."""
+    a = 4 * H * H
+    b = a + 4 * H
+    c = b + H * N
+    d = c + H * N
+    return 0, a, b, c, d
+
+
+def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):
+    """d_y is the cotangent of each step's output rows: (L, H, N) (of h) or (L, 2H, N)
+    (of h and c); d_hn, d_cn are added at the last step. gi and b are operands for the
+    VJP of this op (second derivatives) only."""
     L, six, N = Z.shape
     H = six // 6
-    n_g = 4 * H * L * N
-    n_w = 4 * H * H
-    res = xp.empty(n_g + n_w + 4 * H + 2 * H * N, dtype=Z.dtype)
-    G = res[:n_g].reshape(L, N, 4 * H)
+    full = d_y.shape[1] == 2 * H
+    off = _parts(H, N)
+    res = xp.empty(off[4] + 4 * H * L * N, dtype=Z.dtype)
+    G = res[off[4]:].reshape(L, N, 4 * H)
     wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
-    dh, dc = d_hn, d_cn
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
+    step = _kernels.backward_step(Z.dtype.name) if _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0) else None
+    if step is not None:
+        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        ro = _kernels.readonly
+        Zr, d_y, dh, dc, c0r = ro(Z), ro(d_y), ro(d_hn), ro(d_cn), ro(c0)
+        bufs = [xp.empty((H, N), dtype=Z.dtype), xp.empty((H, N), dtype=Z.dtype)]
+        for k in range(L - 1, -1, -1):
+            t = order[k]
+            c_prev = c0r if k == 0 else Zr[order[k - 1], H:2 * H]
+            out = bufs[k % 2]
+            step(Zr[t], c_prev, dh, dc, d_y[t], dg, out)
+            G[t] = dg.T
+            dc = ro(out)
+            dh = ro(_matmul(xp, wt, dg))
+        return _finish(xp, res, off, G, Z, h0, dh, dc, order)
+    dh, dc = d_hn, d_cn
     di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
     for k in range(L - 1, -1, -1):
         t = order[k]
@@ -129,67 +179,132 @@ def _lstm_layer_backward_impl(xp, d_out, d_hn, d_cn, Z, w, h0, c0, reverse=False
         c_t = z[H:2 * H]
         i, f, g, o = z[2 * H:3 * H], z[3 * H:4 * H], z[4 * H:5 * H], z[5 * H:]
         c_prev = c0 if k == 0 else Z[order[k - 1], H:2 * H]
-        dh = dh + d_out[t]
+        dy = d_y[t]
+        dh = dh + dy[:H]
+        if full:
+            dc = dc + dy[H:2 * H]
         tc = xp.tanh(c_t)
         dh_o = dh * o
-        # do = dh * o * tanh(c) * (1 - o)
-        xp.subtract(1, o, out=do)
-        do *= dh_o
-        do *= tc
+        # do = dh * tanh(c) * o * (1 - o)
+        xp.multiply(dh, tc, out=do)
+        xp.subtract(1, o, out=dg[:H])         # (di as scratch)
+        do *= dg[:H]
+        do *= o
         # dct = dc + dh * o * (1 - tanh(c)^2)
         tc *= tc
         xp.subtract(1, tc, out=tc)
         tc *= dh_o
         tc += dc
         dct = tc
-        # di = dct * g * i * (1 - i) and df = dct * c_prev * f * (1 - f): i and f are one
-        # block in Z and in dg, so their sigmoid derivative is one pass
-        d_if, s_if = dg[:2 * H], z[2 * H:4 * H]
-        xp.subtract(1, s_if, out=d_if)
-        d_if *= s_if
-        di *= g
-        df *= c_prev
-        d_if.reshape(2, H, N)[...] *= dct
-        xp.multiply(g, g, out=dgg)          # dg = dct * i * (1 - g^2)
-        xp.subtract(1, dgg, out=dgg)
-        dgg *= i
-        dgg *= dct
+        # the cotangents of the activated i, f, g: dct * (g, c_prev, i)
+        xp.multiply(dct, g, out=di)
+        xp.multiply(dct, c_prev, out=df)
+        xp.multiply(dct, i, out=dgg)
+        # through the activations: sigmoid' = s (1 - s) for i and f (one block in Z and
+        # in dg, so one pass each), tanh' = 1 - g^2
+        s_if = z[2 * H:4 * H]
+        dg[:2 * H] *= s_if
+        dg[:2 * H] *= 1 - s_if
+        dgg *= 1 - g * g
         G[t] = dg.T
         dc = dct * f
         dh = _matmul(xp, wt, dg)
+    return _finish(xp, res, off, G, Z, h0, dh, dc, order)
+
+
+def _finish(xp, res, off, G, Z, h0, dh, dc, order):
+    """Fill in d w, d b, d h0 and d c0 once every step's gate gradient is in G."""
+    L, six, N = Z.shape
+    H = six // 6
     # d w = sum_t dg_t @ h_{t-1}^T: one GEMM over all steps, h_{t-1} gathered in G's order
     hprev = xp.empty((L, N, H), dtype=Z.dtype)
     for k, t in enumerate(order):
         hprev[t] = (h0 if k == 0 else Z[order[k - 1], :H]).T
     G2 = G.reshape(L * N, 4 * H)
-    dw = _matmul(xp, G2.T, hprev.reshape(L * N, H))
-    res[n_g:n_g + n_w] = dw.reshape(-1)
-    res[n_g + n_w:n_g + n_w + 4 * H] = G2.sum(axis=0)
-    res[n_g + n_w + 4 * H:n_g + n_w + 4 * H + H * N] = dh.reshape(-1)
-    res[n_g + n_w + 4 * H + H * N:] = dc.reshape(-1)
+    res[off[0]:off[1]] = _matmul(xp, G2.T, hprev.reshape(L * N, H)).reshape(-1)
+    res[off[1]:off[2]] = G2.sum(axis=0)
+    res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
+    res[off[3]:off[4]] = xp.asarray(dc).reshape(-1)
     return res
 
 
-def _lstm_layer_backward_rule(d_out: Aval, d_hn: Aval, d_cn: Aval, Z: Aval, w: Aval, h0: Aval, c0: Aval,
-                              reverse=False):
+def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval,
+                              c0: Aval, Z: Aval, reverse=False):
     L, six, N = Z.shape
     H = six // 6
-    if d_out.shape != (L, H, N) or d_hn.shape != (H, N) or d_cn.shape != (H, N):
-        raise ShapeError(f"lstm_layer_backward: gradients {d_out.shape}, {d_hn.shape}, {d_cn.shape} do "
+    if (d_y.shape not in ((L, H, N), (L, 2 * H, N)) or d_hn.shape != (H, N) or d_cn.shape != (H, N)):
+        raise ShapeError(f"lstm_layer_backward: gradients {d_y.shape}, {d_hn.shape}, {d_cn.shape} do "
                          f"not fit the layer's (L, H, N) = {(L, H, N)}")
-    return Aval((4 * H * L * N + 4 * H * H + 4 * H + 2 * H * N,), Z.dtype, Z.device)
+    return Aval((_parts(H, N)[4] + 4 * H * L * N,), Z.dtype, Z.device)
+
+
+def _unpack(res, L, N: int, H: int) -> tuple:
+    """(d gi, d w, d b, d h0, d c0) from `lstm_layer_backward`'s flat result."""
+    from .shape import reshape
+    off = _parts(H, N)
+    return (reshape(res[off[4]:], (L, N, 4 * H)), reshape(res[off[0]:off[1]], (4 * H, H)),
+            res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)), reshape(res[off[3]:off[4]], (H, N)))
+
+
+# ``lstm_layer_states(Z, gi, w, b, h0, c0)``: the h and c rows of Z, (L, 2H, N), as the
+# differentiable result of the layer (Z itself has no VJP: it is a non-differentiable
+# operand here, as batch_norm_stats' result is to batch_norm_train). Its VJP is
+# ``lstm_layer_backward`` with respect to the layer's inputs, given alongside Z. So a
+# captured layer's graph differentiates a (L, 2H, N) value: the cotangent assembled for
+# it is a third of Z's size, and holds no gate rows the backward would have to read.
+def _states_impl(xp, Z, gi, w, b, h0, c0, reverse=False):
+    return xp.ascontiguousarray(Z[:, :2 * (Z.shape[1] // 6)])
+
+
+def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False):
+    L, six, N = Z.shape
+    if gi.shape[0] != L or w.shape[0] * 6 != six * 4 or h0.shape != (six // 6, N):
+        raise ShapeError(f"lstm_layer_states: Z {Z.shape} is not the result of lstm_layer on gi {gi.shape}, "
+                         f"w {w.shape}, h0 {h0.shape}")
+    return Aval((L, 2 * (six // 6), N), Z.dtype, Z.device)
+
+
+def _states_vjp(g, out, Z, gi, w, b, h0, c0, reverse=False):
+    from .creation import zeros
+    H, N = h0.shape
+    z = zeros((H, N), dtype=Z.dtype, device=Z.device)
+    res = lstm_layer_backward(g, z, z, gi, w, b, h0, c0, Z, reverse)
+    return (None,) + _unpack(res, gi.shape[0], N, H)
+
+
+LSTM_LAYER_STATES = defprim("lstm_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
+                            save=lambda rq: (0, 1, 2, 3, 4, 5), nondiff=(0,))
+
+
+def _lstm_layer_backward_vjp(u, out, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):
+    from ..nn.lstm_layer import backward_vjp   # the layer's forward written with tracejit ops
+    return backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse) + (None,)
 
 
 LSTM_LAYER_BACKWARD = defprim("lstm_layer_backward", _lstm_layer_backward_impl, _lstm_layer_backward_rule,
-                              None, kind="other")
+                              _lstm_layer_backward_vjp, kind="other", save=lambda rq: tuple(range(9)),
+                              nondiff=(8,))
 
 
 def lstm_layer(gi, w, b, h0, c0, reverse: bool = False):
-    """The forward time loop of one LSTM layer (see above): -> Z (L, 6H, N). Not
-    differentiable by itself: `tracejit.nn.lstm_layer.lstm_layer_fm` is."""
+    """The forward time loop of one LSTM layer (see above): -> Z (L, 6H, N), not
+    differentiable by itself (`lstm_layer_states` is); `tracejit.nn.lstm_layer.lstm_layer_fm`
+    is the layer users reach."""
     return bind(LSTM_LAYER, gi, w, b, h0, c0, reverse=bool(reverse))
 
 
-def lstm_layer_backward(d_out, d_hn, d_cn, Z, w, h0, c0, reverse: bool = False):
-    """The backward time loop of `lstm_layer`: -> the flat (d gi | d w | d b | d h0 | d c0)."""
-    return bind(LSTM_LAYER_BACKWARD, d_out, d_hn, d_cn, Z, w, h0, c0, reverse=bool(reverse))
+def lstm_layer_states(Z, gi, w, b, h0, c0, reverse: bool = False):
+    """Every step's h and c (L, 2H, N) from `lstm_layer`'s result Z on these operands,
+    differentiable in them (its VJP is `lstm_layer_backward`)."""
+    return bind(LSTM_LAYER_STATES, Z, gi, w, b, h0, c0, reverse=bool(reverse))
+
+
+def lstm_layer_backward(d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse: bool = False):
+    """The backward time loop of `lstm_layer` (Z its result): -> the flat
+    (d w | d b | d h0 | d c0 | d gi); `unpack_backward` splits it."""
+    return bind(LSTM_LAYER_BACKWARD, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=bool(reverse))
+
+
+def unpack_backward(res, L, N: int, H: int) -> tuple:
+    """(d gi (L, N, 4H), d w, d b, d h0, d c0) from `lstm_layer_backward`'s result."""
+    return _unpack(res, L, N, H)

@@ -1,0 +1,87 @@
+"""The LSTM and GRU layers' per-step numba kernels (tracejit/ops/lstm_kernels.py) against the
+layer primitives' numpy forms (ops/lstm_prim.py, ops/gru_prim.py, TRACEJIT_EAGER_KERNELS=0): forward,
+and backward with the cotangent of h only (eager) or of h and c (the compiled VJP),
+both directions, float32 and float64, saturated gates."""
+import numpy as np
+import pytest
+
+from tracejit.ops import gru_prim, lstm_kernels, lstm_prim
+
+pytest.importorskip("numba", reason="the kernels are numba code")
+
+
+@pytest.fixture(autouse=True)
+def _sync(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # load the kernels at their first call
+
+
+def _run(monkeypatch, kernels: bool, fn, *a, **kw):
+    if kernels:
+        monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
+    else:
+        monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+    return fn(np, *a, **kw)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
+def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full):
+    assert lstm_kernels.forward_step(dtype) is not None and lstm_kernels.backward_step(dtype) is not None
+    r = np.random.default_rng(5)
+    L, N, H = 5, 3, 4
+    scale = 4.0                     # pre-activations of a few units: some gates near 0 or 1
+    a = lambda *s: (r.standard_normal(s) * scale).astype(dtype)   # noqa: E731
+    gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.3, a(4 * H), a(H, N), a(H, N)
+    gi[0, 0, 0] = 200.0             # saturated: sigmoid exactly 1, no overflow
+    gi[1, 1, H] = -200.0
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    zk = _run(monkeypatch, True, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
+    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
+    assert np.isfinite(zk).all()
+    np.testing.assert_allclose(zk, zn, **tol)
+    d_y = a(L, 2 * H if full else H, N)
+    args = (d_y, a(H, N), a(H, N), gi, w, b, h0, c0, zn)
+    rk = _run(monkeypatch, True, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
+
+
+def test_strided_operands_are_taken(monkeypatch):
+    """Views (a transposed state, a strided cotangent) go through the kernels too."""
+    r = np.random.default_rng(6)
+    L, N, H = 3, 2, 3
+    gi = r.standard_normal((L, N, 4 * H))
+    w = r.standard_normal((4 * H, H))
+    b = r.standard_normal(4 * H)
+    h0 = r.standard_normal((N, H)).T
+    c0 = r.standard_normal((N, H)).T
+    zk = _run(monkeypatch, True, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0)
+    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0)
+    np.testing.assert_allclose(zk, zn, rtol=1e-12, atol=1e-13)
+    d_y = r.standard_normal((L, N, H)).transpose(0, 2, 1)
+    args = (d_y, r.standard_normal((N, H)).T, r.standard_normal((H, N)), gi, w, b, h0, c0, zn)
+    np.testing.assert_allclose(_run(monkeypatch, True, lstm_prim._lstm_layer_backward_impl, *args),
+                               _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse):
+    assert lstm_kernels.gru_forward_step(dtype) is not None and lstm_kernels.gru_backward_step(dtype) is not None
+    r = np.random.default_rng(7)
+    L, N, H = 5, 3, 4
+    a = lambda *s: (r.standard_normal(s) * 3.0).astype(dtype)   # noqa: E731
+    gi, w, b = a(L, N, 3 * H), a(3 * H, H) * 0.3, a(3 * H)
+    h0 = a(N, H).T                       # a transposed view, as the layer passes it
+    gi[0, 0, 0] = 200.0
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    zk = _run(monkeypatch, True, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
+    zn = _run(monkeypatch, False, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
+    assert np.isfinite(zk).all()
+    np.testing.assert_allclose(zk, zn, **tol)
+    args = (a(L, H, N), a(H, N), gi, w, b, h0, zn)
+    rk = _run(monkeypatch, True, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
+    rn = _run(monkeypatch, False, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
+    np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())

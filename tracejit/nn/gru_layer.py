@@ -1,0 +1,102 @@
+"""One GRU layer (one direction) over a whole sequence: one op forward, one backward.
+
+As `tracejit.nn.lstm_layer` for the LSTM: the time loops are the ``gru_layer`` and
+``gru_layer_backward`` primitives (ops/gru_prim.py). Eagerly `_GRULayer`, an autograd
+Function, runs the pair, instead of a graph node or three per step with the per-step
+slicing, stacking and accumulation around them; captured, the layer is ``gru_layer`` and
+``gru_layer_states`` (differentiated by its record: ``gru_layer_backward``), so compiled
+graphs run the same loops. Second derivatives: ``gru_layer_backward``'s VJP
+(`backward_vjp`) recomputes the layer with the one definition of the cell math
+(`gru_cell_fm`, tracejit ops; nn.GRUCell's `gru_step` is the same math on batch-major
+blocks) and lets autograd differentiate it twice.
+
+Layout (see ops/gru_prim.py): gi (L, N, 3H) with b_ih added; w_hh (3H, H); b_hh (3H,);
+feature-major h0 (H, N); outputs: h of every step (L, H, N) and h_n (H, N).
+"""
+from __future__ import annotations
+
+from .. import ops as _ops
+from ..autograd.function import Function
+from ..errors import CompileError
+from ..ops.gru_prim import gru_layer, gru_layer_backward, gru_layer_states, unpack_backward
+from ..ops.registry import trace_state
+from .lstm_layer import _requiring
+
+__all__ = ["gru_layer_fm", "gru_cell_fm", "backward_vjp"]
+
+
+def gru_cell_fm(g, m, h):
+    """One GRU step, feature-major: g (3H, N) is the input projection (with b_ih), m (3H,
+    N) the hidden projection ``W_hh h + b_hh``, h (H, N) the state. Gate order r, z, n as
+    PyTorch's: n = tanh(g_n + r * m_n), h' = n + z * (h - n)."""
+    g_r, g_z, g_n = _ops.chunk(g, 3, 0)
+    m_r, m_z, m_n = _ops.chunk(m, 3, 0)
+    r = _ops.sigmoid(g_r + m_r)
+    z = _ops.sigmoid(g_z + m_z)
+    n = _ops.tanh(g_n + r * m_n)
+    return n + z * (h - n)
+
+
+class _GRULayer(Function):
+
+    @staticmethod
+    def forward(ctx, gi, w, b, h0, reverse):
+        ctx.set_materialize_grads(False)
+        Z = gru_layer(gi, w, b, h0, reverse)
+        ctx.reverse = reverse
+        ctx.save_for_backward(gi, w, b, h0, Z)
+        H = w.shape[1]
+        return Z[:, :H], Z[0 if reverse else -1, :H]
+
+    @staticmethod
+    def backward(ctx, d_out, d_hn):
+        gi, w, b, h0, Z = ctx.saved_tensors
+        L, N, three = gi.shape
+        H = three // 3
+        d_out = _ops.zeros((L, H, N), dtype=gi.dtype, device=gi.device) if d_out is None else d_out
+        d_hn = _ops.zeros((H, N), dtype=gi.dtype, device=gi.device) if d_hn is None else d_hn
+        res = gru_layer_backward(d_out, d_hn, gi, w, b, h0, Z, ctx.reverse)
+        return unpack_backward(res, L, N, H) + (None,)
+
+
+def gru_layer_fm(gi, w, h0, reverse: bool = False, bias=None) -> tuple:
+    """One eager GRU layer and direction: gi (L, N, 3H) the input projection with b_ih, w
+    the hidden weights (3H, H), h0 (H, N), bias b_hh (3H,) or None. Returns (h of every
+    step (L, H, N), h_n (H, N))."""
+    if bias is None:
+        bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
+    if trace_state.tracer is not None:
+        # captured: the primitives are the equations, differentiated by their records
+        Z = gru_layer(gi, w, bias, h0, reverse)
+        hs = gru_layer_states(Z, gi, w, bias, h0, reverse)
+        return hs, hs[0 if reverse else -1]
+    return _GRULayer.apply(gi, w, bias, h0, bool(reverse))
+
+
+def backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse: bool) -> tuple:
+    """VJP of ``gru_layer_backward`` (second derivatives), eagerly, as
+    `tracejit.nn.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
+    -> gradients of (d_y, d_hn, gi, w, b, h0)."""
+    from ..autograd import enable_grad, grad
+    if trace_state.tracer is not None:
+        raise CompileError("second derivatives of a GRU layer inside a compiled function are not "
+                           "supported; take them eagerly (tracejit.eager())")
+    with enable_grad():
+        L, N, three = gi.shape
+        H = three // 3
+        ins = [_requiring(t) for t in (gi, w, b, h0)]
+        ds = [_requiring(t) for t in (d_y, d_hn)]
+        gi_, w_, b_, h = ins
+        bcol = _ops.reshape(b_, (3 * H, 1))
+        hs = [None] * L
+        for t in (range(L - 1, -1, -1) if reverse else range(L)):
+            h = gru_cell_fm(_ops.transpose(gi_[t], 0, 1), _ops.matmul(w_, h) + bcol, h)
+            hs[t] = h
+        outs = hs + [hs[0 if reverse else L - 1]]
+        cts = [ds[0][t] for t in range(L)] + [ds[1]]
+        first = grad(outs, ins, cts, create_graph=True, allow_unused=True)
+        us = unpack_backward(u, L, N, H)
+        pairs = [(f, v) for f, v in zip(first, us) if f is not None]
+        second = grad([f for f, _ in pairs], ds + ins, [v for _, v in pairs], create_graph=True,
+                      allow_unused=True)
+    return tuple(second)

@@ -1,0 +1,264 @@
+"""An eager GRU layer's time loops as two primitives: ``gru_layer`` and ``gru_layer_backward``.
+
+Why: as for the LSTM (ops/lstm_prim.py), a GRU run step by step records graph nodes per
+time step and layer, and the per-step slicing, stacking and accumulation cost more than
+the gate math. Here each time loop runs inside one op (one GEMM plus a dozen numpy passes
+per step, the gate math one numba kernel when loaded: ops/lstm_kernels.py). `tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
+autograd Function); captured, a layer is ``gru_layer`` plus ``gru_layer_states`` (its h
+rows, differentiable: VJP ``gru_layer_backward``), so compiled graphs run the same loops.
+``gru_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
+ops and differentiates it with autograd.
+
+Layouts, feature-major as the LSTM layer's and for the same reasons (contiguous gate row
+blocks, the faster GEMM orientation for small batches): gi (L, N, 3H), the input
+projection with b_ih (gate order r, z, n as PyTorch's); w (3H, H) = W_hh; b (3H,) = b_hh;
+h0 (H, N). The forward's result Z is (L, 5H, N): per step h_t, r, z, n and
+``W_hn h_{t-1} + b_hn`` (the backward reads these instead of recomputing the GEMM).
+"""
+from __future__ import annotations
+
+import contextlib
+
+from ..errors import DTypeError, ShapeError
+from . import lstm_kernels as _kernels
+from .native import takes as _takes
+from .registry import Aval, bind, defprim
+
+__all__ = ["gru_layer", "gru_layer_states", "gru_layer_backward", "unpack_backward"]
+
+
+def _errstate(xp):
+    return xp.errstate(over="ignore", under="ignore") if hasattr(xp, "errstate") else contextlib.nullcontext()
+
+
+def _sigmoid_(xp, a):
+    xp.negative(a, out=a)
+    xp.exp(a, out=a)
+    a += 1
+    xp.reciprocal(a, out=a)
+    return a
+
+
+def _matmul(xp, a, b):
+    if xp.__name__ == "numpy":
+        from .linalg import _blas_matmul
+        return _blas_matmul(a, b)
+    return xp.matmul(a, b)
+
+
+def _order(L: int, reverse: bool):
+    return range(L - 1, -1, -1) if reverse else range(L)
+
+
+def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
+    L, N, three = gi.shape
+    H = three // 3
+    Z = xp.empty((L, 5 * H, N), dtype=gi.dtype)
+    step = _kernels.gru_forward_step(gi.dtype.name) if _takes(xp, gi, w, b, h0) else None
+    if step is not None:
+        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        ro = _kernels.readonly
+        gi, b, h = ro(gi), ro(b), ro(h0)
+        for t in _order(L, reverse):
+            m = xp.ascontiguousarray(_matmul(xp, w, h))
+            step(gi[t], b, m, h, Z[t])
+            h = ro(Z[t, :H])
+        return Z
+    h = h0
+    b = b.reshape(3 * H, 1)
+    with _errstate(xp):
+        for t in _order(L, reverse):
+            z_ = Z[t]
+            m = _matmul(xp, w, h)
+            m += b
+            g = gi[t].T
+            rz = z_[H:3 * H]
+            xp.add(g[:2 * H], m[:2 * H], out=rz)
+            _sigmoid_(xp, rz)
+            r, z = z_[H:2 * H], z_[2 * H:3 * H]
+            hn = z_[4 * H:]
+            hn[...] = m[2 * H:]
+            n = z_[3 * H:4 * H]
+            xp.multiply(r, hn, out=n)
+            n += g[2 * H:]
+            xp.tanh(n, out=n)
+            h_new = z_[:H]
+            xp.subtract(h, n, out=h_new)     # h' = n + z (h - n)
+            h_new *= z
+            h_new += n
+            h = h_new
+    return Z
+
+
+def _gru_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False):
+    if len(gi.shape) != 3 or len(w.shape) != 2:
+        raise ShapeError(f"gru_layer: expected gi (L, N, 3H) and w (3H, H), got {gi.shape} and {w.shape}")
+    L, N, three = gi.shape
+    H = w.shape[1]
+    if three != 3 * H or w.shape[0] != 3 * H or b.shape != (3 * H,) or h0.shape != (H, N):
+        raise ShapeError(f"gru_layer: gi {gi.shape}, w {w.shape}, b {b.shape} and h0 {h0.shape} do not "
+                         f"fit gi (L, N, 3H), w (3H, H), b (3H,), h0 (H, N)")
+    for name, a in (("w", w), ("b", b), ("h0", h0)):
+        if a.dtype is not gi.dtype or not a.dtype.is_floating_point:
+            raise DTypeError(f"gru_layer: expected floating point operands of one dtype, got {name} "
+                             f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
+    return Aval((L, 5 * H, N), gi.dtype, gi.device)
+
+
+# No VJP: `gru_layer_states` (below) is the layer's differentiable result in captured graphs.
+GRU_LAYER = defprim("gru_layer", _gru_layer_impl, _gru_layer_rule, None, kind="other")
+
+
+# The backward's flat result, fixed-size parts first (see ops/lstm_prim.py):
+# d w (3H*H) | d b (3H) | d h0 (H*N) | d gi (L*N*3H).
+def _parts(H: int, N: int) -> tuple:
+    a = 3 * H * H
+    return 0, a, a + 3 * H, a + 3 * H + H * N
+
+
+def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
+    """d_y (L, H, N) is the cotangent of every step's h, d_hn added at the last step."""
+    L, five, N = Z.shape
+    H = five // 5
+    off = _parts(H, N)
+    res = xp.empty(off[3] + 3 * H * L * N, dtype=Z.dtype)
+    G = res[off[3]:].reshape(L, N, 3 * H)         # d gi, in the projection's layout
+    M = xp.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
+    wt = xp.ascontiguousarray(w.T)
+    order = list(_order(L, reverse))
+    dm = xp.empty((3 * H, N), dtype=Z.dtype)
+    step = _kernels.gru_backward_step(Z.dtype.name) if _takes(xp, d_y, d_hn, Z, w, h0) else None
+    if step is not None:
+        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        ro = _kernels.readonly
+        Zr, d_y, dh, h0r = ro(Z), ro(d_y), ro(d_hn), ro(h0)
+        dg = xp.empty((3 * H, N), dtype=Z.dtype)
+        dhz = xp.empty((H, N), dtype=Z.dtype)
+        for k in range(L - 1, -1, -1):
+            t = order[k]
+            h_prev = h0r if k == 0 else Zr[order[k - 1], :H]
+            step(Zr[t], h_prev, dh, d_y[t], dg, dm, dhz)
+            G[t] = dg.T
+            M[t] = dm.T
+            dh_new = _matmul(xp, wt, dm)
+            dh_new += dhz
+            dh = ro(dh_new)
+        return _finish(xp, res, off, M, Z, h0, dh, order)
+    dh = d_hn
+    tmp = xp.empty((H, N), dtype=Z.dtype)
+    for k in range(L - 1, -1, -1):
+        t = order[k]
+        z_ = Z[t]
+        r, z, n, hn = z_[H:2 * H], z_[2 * H:3 * H], z_[3 * H:4 * H], z_[4 * H:]
+        h_prev = h0 if k == 0 else Z[order[k - 1], :H]
+        dh = dh + d_y[t]
+        dr, dz, dn = dm[:H], dm[H:2 * H], dm[2 * H:]
+        # dz_pre = dh (h_prev - n) z (1 - z)
+        xp.subtract(h_prev, n, out=dz)
+        dz *= dh
+        xp.subtract(1, z, out=tmp)
+        tmp *= z
+        dz *= tmp
+        # dn_pre = dh (1 - z) (1 - n^2)
+        xp.subtract(1, z, out=dn)
+        dn *= dh
+        xp.multiply(n, n, out=tmp)
+        xp.subtract(1, tmp, out=tmp)
+        dn *= tmp
+        # dr_pre = dn_pre hn r (1 - r)
+        xp.multiply(dn, hn, out=dr)
+        xp.subtract(1, r, out=tmp)
+        tmp *= r
+        dr *= tmp
+        G[t] = dm.T                                # d gi: (dr_pre, dz_pre, dn_pre)
+        dn *= r                                    # d hn = dn_pre r
+        M[t] = dm.T
+        dh_new = _matmul(xp, wt, dm)
+        dh_new += dh * z
+        dh = dh_new
+    return _finish(xp, res, off, M, Z, h0, dh, order)
+
+
+def _finish(xp, res, off, M, Z, h0, dh, order):
+    """Fill in d w, d b and d h0 once every step's d (W h + b) is in M."""
+    L, five, N = Z.shape
+    H = five // 5
+    hprev = xp.empty((L, N, H), dtype=Z.dtype)
+    for k, t in enumerate(order):
+        hprev[t] = (h0 if k == 0 else Z[order[k - 1], :H]).T
+    M2 = M.reshape(L * N, 3 * H)
+    res[off[0]:off[1]] = _matmul(xp, M2.T, hprev.reshape(L * N, H)).reshape(-1)
+    res[off[1]:off[2]] = M2.sum(axis=0)
+    res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
+    return res
+
+
+def _gru_layer_backward_rule(d_y: Aval, d_hn: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, Z: Aval,
+                             reverse=False):
+    L, five, N = Z.shape
+    H = five // 5
+    if d_y.shape != (L, H, N) or d_hn.shape != (H, N):
+        raise ShapeError(f"gru_layer_backward: gradients {d_y.shape}, {d_hn.shape} do not fit the "
+                         f"layer's (L, H, N) = {(L, H, N)}")
+    return Aval((_parts(H, N)[3] + 3 * H * L * N,), Z.dtype, Z.device)
+
+
+def _gru_layer_backward_vjp(u, out, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
+    from ..nn.gru_layer import backward_vjp   # the layer's forward written with tracejit ops
+    return backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse) + (None,)
+
+
+GRU_LAYER_BACKWARD = defprim("gru_layer_backward", _gru_layer_backward_impl, _gru_layer_backward_rule,
+                             _gru_layer_backward_vjp, kind="other", save=lambda rq: tuple(range(7)),
+                             nondiff=(6,))
+
+
+# ``gru_layer_states(Z, gi, w, b, h0)``: every step's h (L, H, N), the h rows of Z, as the
+# differentiable result of a captured layer (Z a non-differentiable operand, as in
+# ops/lstm_prim.py); its VJP is ``gru_layer_backward`` with respect to the layer's inputs.
+def _states_impl(xp, Z, gi, w, b, h0, reverse=False):
+    return xp.ascontiguousarray(Z[:, :Z.shape[1] // 5])
+
+
+def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False):
+    L, five, N = Z.shape
+    if gi.shape[0] != L or w.shape[0] * 5 != five * 3 or h0.shape != (five // 5, N):
+        raise ShapeError(f"gru_layer_states: Z {Z.shape} is not the result of gru_layer on gi {gi.shape}, "
+                         f"w {w.shape}, h0 {h0.shape}")
+    return Aval((L, five // 5, N), Z.dtype, Z.device)
+
+
+def _states_vjp(g, out, Z, gi, w, b, h0, reverse=False):
+    from .creation import zeros
+    H, N = h0.shape
+    res = gru_layer_backward(g, zeros((H, N), dtype=Z.dtype, device=Z.device), gi, w, b, h0, Z, reverse)
+    return (None,) + unpack_backward(res, gi.shape[0], N, H)
+
+
+GRU_LAYER_STATES = defprim("gru_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
+                           save=lambda rq: (0, 1, 2, 3, 4), nondiff=(0,))
+
+
+def gru_layer_states(Z, gi, w, b, h0, reverse: bool = False):
+    """Every step's h (L, H, N) from `gru_layer`'s result Z on these operands,
+    differentiable in them (its VJP is `gru_layer_backward`)."""
+    return bind(GRU_LAYER_STATES, Z, gi, w, b, h0, reverse=bool(reverse))
+
+
+def gru_layer(gi, w, b, h0, reverse: bool = False):
+    """The forward time loop of one GRU layer: -> Z (L, 5H, N) (see above)."""
+    return bind(GRU_LAYER, gi, w, b, h0, reverse=bool(reverse))
+
+
+def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse: bool = False):
+    """The backward time loop of `gru_layer` (Z its result): -> the flat
+    (d w | d b | d h0 | d gi); `unpack_backward` splits it."""
+    return bind(GRU_LAYER_BACKWARD, d_y, d_hn, gi, w, b, h0, Z, reverse=bool(reverse))
+
+
+def unpack_backward(res, L, N: int, H: int) -> tuple:
+    """(d gi (L, N, 3H), d w (3H, H), d b (3H,), d h0 (H, N)) from `gru_layer_backward`'s result."""
+    from .shape import reshape
+    off = _parts(H, N)
+    return (reshape(res[off[3]:], (L, N, 3 * H)), reshape(res[off[0]:off[1]], (3 * H, H)),
+            res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)))
