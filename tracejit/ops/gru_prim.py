@@ -17,37 +17,13 @@ h0 (H, N). The forward's result Z is (L, 5H, N): per step h_t, r, z, n and
 """
 from __future__ import annotations
 
-import contextlib
-
 from ..errors import DTypeError, ShapeError
 from . import lstm_kernels as _kernels
+from .lstm_prim import _errstate, _matmul, _order, _sigmoid_  # the LSTM's layer helpers
 from .native import takes as _takes
 from .registry import Aval, bind, defprim
 
 __all__ = ["gru_layer", "gru_layer_states", "gru_layer_backward", "unpack_backward"]
-
-
-def _errstate(xp):
-    return xp.errstate(over="ignore", under="ignore") if hasattr(xp, "errstate") else contextlib.nullcontext()
-
-
-def _sigmoid_(xp, a):
-    xp.negative(a, out=a)
-    xp.exp(a, out=a)
-    a += 1
-    xp.reciprocal(a, out=a)
-    return a
-
-
-def _matmul(xp, a, b):
-    if xp.__name__ == "numpy":
-        from .linalg import _blas_matmul
-        return _blas_matmul(a, b)
-    return xp.matmul(a, b)
-
-
-def _order(L: int, reverse: bool):
-    return range(L - 1, -1, -1) if reverse else range(L)
 
 
 def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
