@@ -64,7 +64,7 @@ def test_row_kernels_match_the_numpy_forms(dtype, monkeypatch):
         g = r.standard_normal((5, k)).astype(dtype)
         for xv in (x, np.asfortranarray(x)):
             monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
-            y0 = softmax_prim._softmax_impl(np, xv, 1)
+            y0 = softmax_prim._softmax_impl(np, xv, dim=1)
             b0 = softmax_prim._softmax_backward_impl(np, g, y0, 1)
             monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
             y1 = row_kernels.softmax_rows(np, xv)

@@ -38,45 +38,73 @@ from tracejit.compiler.mathlib import exp_{s} as EXP
 _RO2 = "Array({t}, 2, 'C', readonly=True)"
 _RO1 = "Array({t}, 1, 'C', readonly=True)"
 
-_SOFTMAX = _HEAD + '''
-@njit("void(" + RO2 + ", {t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False,
-      fastmath={'reassoc'})
-def kernel(x, out):
-    """out[i] = exp(x[i] - max(x[i])) / sum(exp(x[i] - max(x[i])))"""
-    acc = np.empty(16, x.dtype)
-    for i in range(x.shape[0]):
-        row = x[i]
-        o = out[i]
-        n = row.shape[0]
-        # the row's max in 16 lanes (a plain running max does not vectorize). nan: a row
-        # holding one comes out all nan whatever its max, through exp and the sum
+# The row's max in 16 lanes (a plain running max does not vectorize). nan: a row holding
+# one comes out all nan whatever its max, through exp and the sum, as numpy's form does.
+_ROW_MAX = '''
         n16 = n - n % 16
         for j in range(16):
-            acc[j] = row[0]
+            acc[j] = z[0]
         for k0 in range(0, n16, 16):
             for j in range(16):
-                v = row[k0 + j]
+                v = z[k0 + j]
                 a = acc[j]
                 acc[j] = v if v > a else a
-        mi = row[0]
+        mi = z[0]
         for j in range(16):
             mi = acc[j] if acc[j] > mi else mi
         for k in range(n16, n):
-            mi = row[k] if row[k] > mi else mi
+            mi = z[k] if z[k] > mi else mi'''
+
+_SOFTMAX = _HEAD + '''
+@njit("void(" + RO2 + ", float64, {t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False,
+      fastmath={'reassoc'})
+def kernel(x, scale, out):
+    """out[i] = softmax(x[i] * scale) = exp((x[i] - max) * scale) / sum(...), scale > 0"""
+    acc = np.empty(16, x.dtype)
+    sc = np.{t}(scale)
+    for i in range(x.shape[0]):
+        z = x[i]
+        o = out[i]
+        n = z.shape[0]
+ROWMAX
         s = np.{t}(0)
         for k in range(n):
-            e = EXP(row[k] - mi)
+            e = EXP((z[k] - mi) * sc)
             o[k] = e
             s += e
         for k in range(n):
             o[k] = o[k] / s
 '''
 
+_SOFTMAX_MASKED = _HEAD + '''
+@njit("void(" + RO2 + ", float64, " + RO2 + ", Array(int64, 1, 'C', readonly=True), {t}[:, ::1])",
+      cache=CACHE, error_model='numpy', boundscheck=False, fastmath={'reassoc'})
+def kernel(x, scale, mask, rows, out):
+    """out[i] = softmax(x[i] * scale + mask[rows[i]])"""
+    acc = np.empty(16, x.dtype)
+    sc = np.{t}(scale)
+    for i in range(x.shape[0]):
+        row = x[i]
+        mrow = mask[rows[i]]
+        z = out[i]
+        n = z.shape[0]
+        for k in range(n):
+            z[k] = row[k] * sc + mrow[k]
+ROWMAX
+        s = np.{t}(0)
+        for k in range(n):
+            e = EXP(z[k] - mi)
+            z[k] = e
+            s += e
+        for k in range(n):
+            z[k] = z[k] / s
+'''
+
 _SOFTMAX_BACKWARD = _HEAD + '''
-@njit("void(" + RO2 + ", " + RO2 + ", {t}[:, ::1])", cache=CACHE, error_model='numpy',
+@njit("void(" + RO2 + ", " + RO2 + ", float64, {t}[:, ::1])", cache=CACHE, error_model='numpy',
       boundscheck=False, fastmath={'reassoc'})
-def kernel(g, y, out):
-    """out[i] = (g[i] - sum(g[i] * y[i])) * y[i]"""
+def kernel(g, y, scale, out):
+    """out[i] = scale * (g[i] - sum(g[i] * y[i])) * y[i]"""
     for i in range(g.shape[0]):
         gr = g[i]
         yr = y[i]
@@ -85,8 +113,9 @@ def kernel(g, y, out):
         for k in range(gr.shape[0]):
             s += gr[k] * yr[k]
         st = np.{t}(s)
+        sc = np.{t}(scale)
         for k in range(gr.shape[0]):
-            o[k] = (gr[k] - st) * yr[k]
+            o[k] = sc * ((gr[k] - st) * yr[k])
 '''
 
 # mean and 1/sqrt(var + eps) of `row`, float64 sums rounded to the data's dtype (inlined
@@ -155,7 +184,7 @@ _SUFFIX = {"float32": "f32", "float64": "f64"}
 
 def _get(template, name, dtype):
     return _kernel(("rows", name, dtype), lambda: template.replace('" + RO2 + "', _RO2).replace(
-        '" + RO1 + "', _RO1).replace("STATS", _ROW_STATS).replace("{t}", dtype).replace("{s}", _SUFFIX[dtype])).get()
+        '" + RO1 + "', _RO1).replace("STATS", _ROW_STATS).replace("ROWMAX", _ROW_MAX).replace("{t}", dtype).replace("{s}", _SUFFIX[dtype])).get()
 
 
 def _rows(a, k):
@@ -163,20 +192,38 @@ def _rows(a, k):
     return np.ascontiguousarray(a).reshape(-1, k)
 
 
-def softmax_rows(xp, x):
-    """softmax over the last dim by the kernel, or None (the caller's numpy form runs)."""
-    if not _takes(xp, x) or x.ndim == 0 or x.size == 0:
+def _mask_rows(mask, shape):
+    """(the mask's distinct rows as a C-contiguous (R, K) array, the row of it each of the
+    (M, K) rows of `shape` adds): a broadcast mask is not copied out to full size."""
+    k = shape[-1]
+    m = mask.reshape((1,) * (len(shape) - mask.ndim) + mask.shape)
+    if m.shape[-1] != k:
+        m = np.broadcast_to(m, m.shape[:-1] + (k,))
+    m2 = np.ascontiguousarray(m).reshape(-1, k)
+    ids = np.arange(m2.shape[0], dtype=np.int64).reshape(m.shape[:-1])
+    return m2, np.ascontiguousarray(np.broadcast_to(ids, tuple(shape[:-1]))).reshape(-1)
+
+
+def softmax_rows(xp, x, scale=1.0, mask=None):
+    """softmax(x * scale + mask) over the last dim by the kernel (mask: None or an array
+    that broadcasts to x), or None (the caller's numpy form runs)."""
+    arrays = (x,) if mask is None else (x, mask)
+    if not _takes(xp, *arrays) or x.ndim == 0 or x.size == 0 or not scale > 0:
         return None
-    fn = _get(_SOFTMAX, "softmax", x.dtype.name)
+    fn = _get(_SOFTMAX if mask is None else _SOFTMAX_MASKED,
+              "softmax" if mask is None else "softmax_masked", x.dtype.name)
     if fn is None:
         return None
     x2 = _rows(x, x.shape[-1])
     out = np.empty(x2.shape, x.dtype)
-    fn(x2, out)
+    if mask is None:
+        fn(x2, float(scale), out)
+    else:
+        fn(x2, float(scale), *_mask_rows(mask, x.shape), out)
     return out.reshape(x.shape)
 
 
-def softmax_backward_rows(xp, g, y):
+def softmax_backward_rows(xp, g, y, scale=1.0):
     """softmax's input gradient over the last dim by the kernel, or None."""
     if not _takes(xp, g, y) or y.ndim == 0 or y.size == 0 or g.shape != y.shape:
         return None
@@ -186,7 +233,7 @@ def softmax_backward_rows(xp, g, y):
     k = y.shape[-1]
     g2, y2 = _rows(g, k), _rows(y, k)
     out = np.empty(y2.shape, y.dtype)
-    fn(g2, y2, out)
+    fn(g2, y2, float(scale), out)
     return out.reshape(y.shape)
 
 
