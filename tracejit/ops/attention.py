@@ -118,7 +118,10 @@ def _proj(x, w, b):
     if x.ndim != 3:
         return linear(x, w, b)
     a, c, e = x.shape
-    return reshape(linear(reshape(x, (a * c, e)), w, b), (a, c, w.shape[0]))
+    # the bias is added to the 3-D result: a residual add after it (the encoder layer's)
+    # then has its shape and fuses with it when compiled
+    y = reshape(linear(reshape(x, (a * c, e)), w, None), (a, c, w.shape[0]))
+    return y if b is None else y + b
 
 
 def _packed_self_projection(x, w, b, num_heads: int, seq: int) -> tuple:
