@@ -245,3 +245,34 @@ def test_functional_mha_takes_pytorchs_positional_arguments():
     jo, jw = call(tj, jm, tj.tensor(x))
     np.testing.assert_allclose(jo.detach().numpy(), to.detach().numpy(), rtol=1e-9, atol=1e-10)
     np.testing.assert_allclose(jw.detach().numpy(), tw.detach().numpy(), rtol=1e-9, atol=1e-10)
+
+
+def test_sdpa_fused_softmax_compiled_gradients_match_eager_and_torch():
+    # scale and the additive mask are part of the softmax op (ops/softmax_prim.py): the
+    # mask's own gradient (a learned bias) flows back, eagerly and compiled with numba,
+    # and a mask that broadcasts the scores to a larger shape still works.
+    fmask = R.standard_normal((5, 6))
+
+    def attend(q, k, v, m):
+        return (F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.7)
+                + F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+    def torch_attend(q, k, v, m):
+        return (torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.7)
+                + torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+    args = (Q, K, V[..., :6, :], fmask)
+    ta = [torch.tensor(a, requires_grad=True) for a in args]
+    torch_attend(*ta).pow(2).sum().backward()
+    for f in (attend, tj.trace(attend)):
+        ja = [tj.tensor(a, requires_grad=True) for a in args]
+        out = f(*ja)
+        np.testing.assert_allclose(out.detach().numpy(), torch_attend(*ta).detach().numpy(), rtol=1e-9, atol=1e-10)
+        out.pow(2).sum().backward()
+        for j, t in zip(ja, ta):
+            np.testing.assert_allclose(j.grad.numpy(), t.grad.numpy(), rtol=1e-8, atol=1e-10)
+    wide = R.standard_normal((4, 2, 3, 5, 6))      # broadcasts the scores up (PyTorch refuses)
+    got = F.scaled_dot_product_attention(tj.tensor(Q), tj.tensor(K), tj.tensor(V), attn_mask=tj.tensor(wide))
+    z = Q @ K.swapaxes(-1, -2) / np.sqrt(8) + wide
+    w = np.exp(z - z.max(-1, keepdims=True))
+    np.testing.assert_allclose(got.numpy(), (w / w.sum(-1, keepdims=True)) @ V, rtol=1e-9, atol=1e-10)

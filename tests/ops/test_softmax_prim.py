@@ -1,63 +1,168 @@
-"""Eager softmax and LayerNorm primitives (ops/softmax_prim.py, ops/layer_norm_prim.py)
-against the composites they replace eagerly: the same values (softmax: bitwise), edge
-cases the composite handled, and the composites still used when traced."""
+"""softmax and LayerNorm as primitives (ops/softmax_prim.py, ops/layer_norm_prim.py) with
+their row kernels (ops/row_kernels.py): values and gradients against the formulas, the
+kernels against the numpy forms (edge sizes, strides, special values), the same
+primitives recorded when traced, compiled gradients equal to eager ones, and LayerNorm's
+second derivatives (its backward's own VJP) against PyTorch."""
 import numpy as np
+import pytest
 
 import tracejit as tj
-from tracejit.ops import composite
+from tracejit.ops import layer_norm_prim, row_kernels, softmax_prim
 
 
-def _composite_softmax(x, dim):
-    e = tj.exp(x - tj.amax(x, dim, keepdim=True))
-    return e / tj.sum(e, dim, keepdim=True)
+@pytest.fixture(params=["kernel", "numpy"])
+def path(request, monkeypatch):
+    """Run a test with the row kernels (sync mode loads them at once) and without."""
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1" if request.param == "kernel" else "0")
+    return request.param
 
 
-def test_softmax_is_bitwise_the_composite():
-    x = tj.tensor(np.random.default_rng(0).standard_normal((3, 7, 5)).astype(np.float32))
-    for dim in (0, 1, 2):
-        got = tj.softmax(x, dim)
-        assert got.grad_fn is None and np.array_equal(got.numpy(), _composite_softmax(x, dim).numpy())
+def _np_softmax(x, dim):
+    e = np.exp(x - x.max(dim, keepdims=True))
+    return e / e.sum(dim, keepdims=True)
 
 
-def test_softmax_edge_cases_behave_as_before():
-    x = tj.tensor(1.5, requires_grad=True)          # 0-d: the composite's path
+def test_softmax_values_and_gradients(path):
+    r = np.random.default_rng(0)
+    for dt, tol in ((np.float32, 2e-6), (np.float64, 1e-14)):
+        xv = (r.standard_normal((3, 7, 19)) * 4).astype(dt)
+        gv = r.standard_normal(xv.shape).astype(dt)
+        for dim in (0, 1, 2):
+            x = tj.tensor(xv, requires_grad=True)
+            y = tj.softmax(x, dim)
+            assert y.grad_fn.name() == "SoftmaxBackward0"
+            ref = _np_softmax(xv.astype(np.float64), dim)
+            np.testing.assert_allclose(y.detach().numpy(), ref, rtol=tol, atol=tol)
+            (y * tj.tensor(gv)).sum().backward()
+            gref = ref * (gv - (gv * ref).sum(dim, keepdims=True))
+            np.testing.assert_allclose(x.grad.numpy(), gref, rtol=20 * tol, atol=20 * tol)
+
+
+def test_softmax_edge_cases(path):
+    x = tj.tensor(1.5, requires_grad=True)          # 0-d: a one-element row
     y = tj.softmax(x, 0)
     y.backward()
     assert y.item() == 1.0 and x.grad.item() == 0.0
     with np.errstate(invalid="ignore"):
-        rows = tj.softmax(tj.tensor([[1.0, -np.inf], [-np.inf, -np.inf]]), -1).numpy()
-    assert rows[0].tolist() == [1.0, 0.0] and np.isnan(rows[1]).all()     # as PyTorch
+        rows = tj.softmax(tj.tensor([[1.0, -np.inf], [-np.inf, -np.inf], [0.0, np.nan],
+                                     [np.inf, 1.0]]), -1).numpy()
+    assert rows[0].tolist() == [1.0, 0.0]
+    assert np.isnan(rows[1:]).all()                 # as numpy's formula (and PyTorch for the first)
     assert tj.softmax(tj.zeros(2, 0), -1).shape == (2, 0)
+    big = tj.tensor(np.array([[1000.0, 0.0, -1000.0]], np.float32))
+    assert tj.softmax(big, -1).numpy().tolist() == [[1.0, 0.0, 0.0]]
 
 
-def test_traced_softmax_and_layer_norm_keep_the_composites():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_kernels_match_the_numpy_forms(dtype, monkeypatch):
+    """Kernel vs numpy form on edge row lengths (the kernels' 16-lane max has a tail) and a
+    non-contiguous input (the kernels take a contiguous copy)."""
+    r = np.random.default_rng(3)
+    tol = 3e-6 if dtype is np.float32 else 1e-13
+    for k in (1, 2, 15, 16, 17, 33, 300):
+        x = (r.standard_normal((5, k)) * 3).astype(dtype)
+        g = r.standard_normal((5, k)).astype(dtype)
+        for xv in (x, np.asfortranarray(x)):
+            monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+            y0 = softmax_prim._softmax_impl(np, xv, dim=1)
+            b0 = softmax_prim._softmax_backward_impl(np, g, y0, 1)
+            monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
+            y1 = row_kernels.softmax_rows(np, xv)
+            b1 = row_kernels.softmax_backward_rows(np, g, y0)
+            assert y1 is not None and b1 is not None, "the row kernels did not load"
+            np.testing.assert_allclose(y1, y0, rtol=tol, atol=tol)
+            np.testing.assert_allclose(b1, b0, rtol=tol, atol=tol)
+        w = r.standard_normal(k).astype(dtype)
+        b = r.standard_normal(k).astype(dtype)
+        for wb in ((w, b), (w, None), (None, b), (None, None)):
+            args = tuple(a for a in wb if a is not None)
+            affine = (wb[0] is not None, wb[1] is not None)
+            monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+            o0 = layer_norm_prim._layer_norm_impl(np, x + 5, *args, n=1, eps=1e-5, affine=affine)
+            d0 = layer_norm_prim._layer_norm_backward_impl(np, g, x + 5, *args[:affine[0]], n=1, eps=1e-5,
+                                                           has_w=affine[0])
+            monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
+            o1 = row_kernels.layer_norm_rows(np, x + 5, k, wb[0], wb[1], 1e-5)
+            d1 = row_kernels.layer_norm_backward_rows(np, g, x + 5, k, wb[0], 1e-5)
+            np.testing.assert_allclose(o1, o0, rtol=10 * tol, atol=10 * tol)
+            np.testing.assert_allclose(d1, d0, rtol=10 * tol, atol=10 * tol * max(1, k))
+
+
+def test_layer_norm_values_and_gradients(path):
+    r = np.random.default_rng(1)
+    xv, wv, bv = r.standard_normal((6, 3, 8)), r.standard_normal((3, 8)), r.standard_normal((3, 8))
+    x, w, b = (tj.tensor(v, requires_grad=True) for v in (xv, wv, bv))
+    y = tj.nn.functional.layer_norm(x, (3, 8), w, b)
+    mu = xv.mean((-2, -1), keepdims=True)
+    rstd = 1 / np.sqrt(((xv - mu) ** 2).mean((-2, -1), keepdims=True) + 1e-5)
+    xh = (xv - mu) * rstd
+    np.testing.assert_allclose(y.detach().numpy(), xh * wv + bv, rtol=1e-12, atol=1e-12)
+    g = r.standard_normal(y.shape)
+    (y * tj.tensor(g)).sum().backward()
+    gw = g * wv
+    dx = rstd * (gw - gw.mean((-2, -1), keepdims=True) - xh * (gw * xh).mean((-2, -1), keepdims=True))
+    np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), (g * xh).sum(0), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), g.sum(0), rtol=1e-10, atol=1e-12)
+
+
+def test_layer_norm_mixed_float_dtypes_compute_in_the_widest():
+    x = tj.randn(4, 5)
+    w = tj.randn(5, dtype=tj.float64)
+    y = tj.nn.functional.layer_norm(x, (5,), w, None)
+    assert y.dtype is tj.float64
+    ref = tj.nn.functional.layer_norm(x.to(tj.float64), (5,), w, None)
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-12)
+
+
+def test_traced_programs_record_the_primitives():
     from tracejit.jit.tracer import trace_graph
     from tracejit.ops.registry import Aval
 
     def f(x, w):
-        return tj.softmax(x, -1) + composite.layer_norm(x, (4,), w, None)
+        return tj.softmax(x, -1) + tj.nn.functional.layer_norm(x, (4,), w, None)
     ctx, out = trace_graph(f, [Aval((3, 4), tj.float32), Aval((4,), tj.float32)])
     names = {e.prim.name for e in ctx.eqns}
-    assert "exp" in names and "rsqrt" in names          # the composites' ops, fusable
-    assert "softmax" not in names and "layer_norm" not in names
-    traced = tj.trace(f, compiler="interpret")
-    x, w = tj.randn(3, 4), tj.randn(4)
-    np.testing.assert_allclose(traced(x, w).numpy(), f(x, w).numpy(), rtol=1e-5, atol=1e-6)
+    assert {"softmax", "layer_norm"} <= names and not names & {"exp", "rsqrt", "amax"}
 
 
-def test_layer_norm_matches_the_composite_formula():
-    r = np.random.default_rng(1)
-    xv, wv, bv = r.standard_normal((6, 3, 8)), r.standard_normal(8), r.standard_normal(8)
-    x, w, b = (tj.tensor(v, requires_grad=True) for v in (xv, wv, bv))
-    y = tj.nn.functional.layer_norm(x, (8,), w, b)
-    mu = xv.mean(-1, keepdims=True)
-    ref = (xv - mu) / np.sqrt(((xv - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * wv + bv
-    np.testing.assert_allclose(y.detach().numpy(), ref, rtol=1e-12, atol=1e-12)
-    g = r.standard_normal(y.shape)
-    (y * tj.tensor(g)).sum().backward()
-    xc, wc, bc = (tj.tensor(v, requires_grad=True) for v in (xv, wv, bv))
-    d = xc - tj.mean(xc, -1, keepdim=True)
-    yc = d * tj.rsqrt(tj.mean(d * d, -1, keepdim=True) + 1e-5) * wc + bc
-    (yc * tj.tensor(g)).sum().backward()
-    for a, c in ((x, xc), (w, wc), (b, bc)):
-        np.testing.assert_allclose(a.grad.numpy(), c.grad.numpy(), rtol=1e-10, atol=1e-12)
+def _grads(f, args):
+    ts = [tj.tensor(a, requires_grad=True) for a in args]
+    out = f(*ts)
+    (out * tj.tensor(np.linspace(-1, 1, out.numel()).reshape(out.shape))).sum().backward()
+    return out.detach().numpy(), [t.grad.numpy() for t in ts]
+
+
+def test_compiled_gradients_equal_eager():
+    r = np.random.default_rng(2)
+
+    def f(x, w, b):
+        h = tj.nn.functional.layer_norm(x, (8,), w, b)
+        return tj.softmax(h * 2.0, -1) * h
+    args = [r.standard_normal((4, 5, 8)), r.standard_normal(8), r.standard_normal(8)]
+    y0, g0 = _grads(f, args)
+    y1, g1 = _grads(tj.trace(f), args)
+    np.testing.assert_allclose(y1, y0, rtol=1e-12, atol=1e-13)
+    for a, c in zip(g1, g0):
+        np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
+
+
+def test_layer_norm_second_derivatives_vs_torch():
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(4)
+    xv, wv, bv, gv = (r.standard_normal(s) for s in ((5, 6), (6,), (6,), (5, 6)))
+    vx, vw = r.standard_normal((5, 6)), r.standard_normal(6)
+
+    def second(T, f):
+        x, w, b = (T.tensor(v, requires_grad=True) for v in (xv, wv, bv))
+        y = f(x, w, b)
+        gx, gw, gb = T.autograd.grad((y * T.tensor(gv)).sum(), (x, w, b), create_graph=True)
+        total = (gx * T.tensor(vx)).sum() + (gw * T.tensor(vw)).sum() + gb.sum()
+        return [t.detach().numpy() for t in T.autograd.grad(total, (x, w))]
+
+    ref = second(torch, lambda x, w, b: torch.nn.functional.layer_norm(x, (6,), w, b))
+    got = second(tj, lambda x, w, b: tj.nn.functional.layer_norm(x, (6,), w, b))
+    compiled = second(tj, tj.trace(lambda x, w, b: tj.nn.functional.layer_norm(x, (6,), w, b)))
+    for a, c, d in zip(got, compiled, ref):
+        np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(c, d, rtol=1e-9, atol=1e-11)

@@ -161,11 +161,9 @@ class TransformerEncoderLayer(Module):
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-            x = x + self._ff_block(self.norm2(x))
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
-            x = self.norm2(x + self._ff_block(x))
-        return x
+        return _ff_residual(x, self._ff_block, self.norm2, self.norm_first)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
@@ -210,12 +208,10 @@ class TransformerDecoderLayer(Module):
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask)
             x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask)
-            x = x + self._ff_block(self.norm3(x))
         else:
             x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask))
             x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask))
-            x = self.norm3(x + self._ff_block(x))
-        return x
+        return _ff_residual(x, self._ff_block, self.norm3, self.norm_first)
 
     def _sa_block(self, x, attn_mask, key_padding_mask):
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
@@ -231,6 +227,17 @@ class TransformerDecoderLayer(Module):
         def block(t):
             return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(t)))))
         return _per_token(block, x)
+
+
+def _ff_residual(x, ff, norm, norm_first: bool):
+    """``x + ff(norm(x))`` (norm_first) or ``norm(x + ff(x))``, for a 3-D x on its
+    (tokens, features) rows: the feed-forward block's last bias add and the residual add
+    then have one shape, so a compiled layer makes them one pass (on the (N, L, E) view
+    they were two kernels: the reshape between them splits the fused group). Same values:
+    LayerNorm normalizes each token's features either way."""
+    def step(t):
+        return t + ff(norm(t)) if norm_first else norm(t + ff(t))
+    return _per_token(step, x)
 
 
 def _per_token(fn, x):

@@ -1,8 +1,10 @@
 """Attention as composites: ``scaled_dot_product_attention`` and the multi-head
 attention forward that ``nn.MultiheadAttention`` calls.
 
-Both are matmuls around a softmax, so the work goes to BLAS, the elementwise parts
-(scale, mask, exp, normalise) fuse when compiled, and gradients are the primitives'.
+Both are batched matmuls (one GEMM per batch and head, all heads in one call) around a
+softmax whose scale and additive mask are part of the softmax op itself
+(ops/softmax_prim.py: one row kernel forward, one backward, eager and compiled), and
+gradients are the primitives'.
 Masks follow PyTorch: a bool mask marks with True what may be attended to in
 ``scaled_dot_product_attention`` but what must *not* be attended to in
 ``multi_head_attention_forward`` (attn_mask and key_padding_mask); a float mask is
@@ -16,10 +18,11 @@ from .. import dtypes as _dt
 from ..errors import ShapeError
 from .composite import dropout, softmax
 from .creation import ones, zeros
-from .elementwise import cast, logical_not, where
+from .elementwise import cast, logical_not
 from .indexing import masked_fill
 from .linalg import linear, matmul
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
+from .softmax_prim import softmax as _scaled_softmax
 from .tensorfns import tril
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
@@ -55,16 +58,29 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    scores = matmul(query, transpose(key, -2, -1)) * scale
+    scores = matmul(query, transpose(key, -2, -1))
+    mask = None
     if is_causal:
-        allowed = tril(ones(L, S, dtype=_dt.bool_, device=query.device))
-        scores = where(allowed, scores, -math.inf)
+        allowed = cast(tril(ones(L, S, dtype=_dt.bool_, device=query.device)), _dt.bool_)
+        mask = _additive(allowed, scores.dtype, true_means_masked=False)
     elif attn_mask is not None:
-        scores = scores + _additive(attn_mask, scores.dtype, true_means_masked=False)
-    weights = softmax(scores, -1)
+        mask = _additive(attn_mask, scores.dtype, true_means_masked=False)
+    weights = _masked_softmax(scores, scale, mask)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return matmul(weights, value)
+
+
+def _masked_softmax(scores, scale: float, mask):
+    """softmax(scores * scale + mask) over the last dim as one op (ops/softmax_prim.py: the
+    scale and mask in the normalization's pass, forward and backward). A mask that would
+    broadcast the scores to a larger shape is added first, as PyTorch's math does."""
+    if not scores.dtype.is_floating_point:
+        return softmax(scores * scale + (mask if mask is not None else 0.0), -1)
+    if mask is not None and (mask.ndim > scores.ndim or any(
+            m != 1 and m != s for m, s in zip(tuple(mask.shape)[::-1], tuple(scores.shape)[::-1]))):
+        return softmax(scores * scale + mask, -1)
+    return _scaled_softmax(scores, scores.ndim - 1, scale, mask)
 
 
 def _repeat_heads(x, n):
@@ -102,7 +118,10 @@ def _proj(x, w, b):
     if x.ndim != 3:
         return linear(x, w, b)
     a, c, e = x.shape
-    return reshape(linear(reshape(x, (a * c, e)), w, b), (a, c, w.shape[0]))
+    # the bias is added to the 3-D result: a residual add after it (the encoder layer's)
+    # then has its shape and fuses with it when compiled
+    y = reshape(linear(reshape(x, (a * c, e)), w, None), (a, c, w.shape[0]))
+    return y if b is None else y + b
 
 
 def _packed_self_projection(x, w, b, num_heads: int, seq: int) -> tuple:
@@ -216,10 +235,8 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
         q = permute(reshape(q, (L, N, num_heads, hd)), (1, 2, 0, 3))
         k = permute(reshape(k, (S, N, num_heads, hd)), (1, 2, 0, 3))
         v = permute(reshape(v, (S, N, num_heads, hd)), (1, 2, 0, 3))
-    scores = matmul(q * (1.0 / math.sqrt(hd)), transpose(k, -2, -1))    # [N, H, L, S]
-    if mask is not None:
-        scores = scores + mask
-    weights = softmax(scores, -1)
+    scores = matmul(q, transpose(k, -2, -1))                            # [N, H, L, S]
+    weights = _masked_softmax(scores, 1.0 / math.sqrt(hd), mask)
     if dropout_p > 0.0 and training:
         weights = dropout(weights, dropout_p)
     out = matmul(weights, v)                                            # [N, H, L, hd]

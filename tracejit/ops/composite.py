@@ -69,12 +69,9 @@ def softmax(x, dim: int = -1, dtype=None):
         x = cast(x, dtype)
     if x.ndim and isinstance(x.shape[dim], int) and x.shape[dim] == 0:
         return x * 1.0  # nothing to normalize (and no max to subtract)
-    from .registry import trace_state
-    if trace_state.tracer is None and x.dtype.is_floating_point and x.ndim:
-        return _softmax_prim.softmax(x, dim)    # eager: one op forward, one backward
-    # Subtracting the (constant) max keeps exp from overflowing; it cancels in the ratio.
-    e = exp(x - amax(x, dim, keepdim=True).detach())
-    return e / sum(e, dim, keepdim=True)
+    if x.ndim == 0:     # one element: softmax over a 1-element row
+        return reshape(_softmax_prim.softmax(reshape(x, (1,)), 0), ())
+    return _softmax_prim.softmax(x, dim)    # one op forward, one backward, eager and traced
 
 
 def log_softmax(x, dim: int = -1, dtype=None):
@@ -89,21 +86,13 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     if tuple(x.shape[x.ndim - len(ns):]) != ns:
         raise ShapeError(f"layer_norm: normalized_shape {ns} does not match the last dims of input "
                          f"shape {tuple(x.shape)}")
-    from .registry import trace_state
-    if trace_state.tracer is None and x.dtype.is_floating_point and all(
-            t is None or t.dtype is x.dtype for t in (weight, bias)):
-        return _ln_prim.layer_norm(x, len(ns), weight, bias, eps)   # eager: one op each way
-    dims = tuple(range(x.ndim - len(ns), x.ndim))
-    mu = mean(x, dims, keepdim=True)
-    d = x - mu
-    var = mean(d * d, dims, keepdim=True)
-    from .elementwise import rsqrt
-    y = d * rsqrt(var + eps)
-    if weight is not None:
-        y = y * weight
-    if bias is not None:
-        y = y + bias
-    return y
+    if x.dtype.is_floating_point:   # mixed float dtypes compute in the widest, as they promote
+        dt = x.dtype
+        for t in (weight, bias):
+            if t is not None and t.dtype.is_floating_point and t.dtype.itemsize > dt.itemsize:
+                dt = t.dtype
+        x, weight, bias = (t if t is None or t.dtype is dt else cast(t, dt) for t in (x, weight, bias))
+    return _ln_prim.layer_norm(x, len(ns), weight, bias, eps)   # one op each way, eager and traced
 
 
 def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):

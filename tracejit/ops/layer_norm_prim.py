@@ -1,27 +1,30 @@
-"""LayerNorm as one primitive for eager mode, and its backward as another.
+"""LayerNorm as a primitive, and its backward as another: the one definition of the op,
+eager and captured.
 
-Why: the composite (``mean``, ``x - mu``, ``mean(d * d)``, ``rsqrt``, ``* rstd``, ``* w``,
-``+ b``) is seven eager op calls forward and through their VJPs about fifteen full-size
-passes backward; in the Transformer encoder step (16x128 tokens, d_model 256, two
-LayerNorms) forward+backward took 9.7 ms per LayerNorm against PyTorch's 3.2 (one
-thread). Here the forward is one op (the same formula with the squared deviations summed
-by one ``einsum`` pass) and the backward one op computing the gradients of x, weight and
-bias together; as the registry's primitives have one output, it returns them stacked as
-one ``(M + 2, K)`` array (rows: dx, then dweight, dbias), which the VJP cuts apart.
+Why: as a composite (``mean``, ``x - mu``, ``mean(d * d)``, ``rsqrt``, ``* rstd``, ``* w``,
+``+ b``) LayerNorm is seven eager op calls forward and through their VJPs about fifteen
+full-size passes backward; in the Transformer encoder step (16x128 tokens, d_model 256, two
+LayerNorms) forward+backward took 9.7 ms per LayerNorm against PyTorch's 3.2 (one thread),
+and captured, the compiler made five fused groups forward and six backward of it. Here the
+forward is one op and the backward one op computing the gradients of x, weight and bias
+together; as the registry's primitives have one output, it returns them stacked as one
+``(M + 2, K)`` array (rows: dx, then dweight, dbias), which the VJP cuts apart. Each runs a
+row kernel (ops/row_kernels.py: one read and one write of the rows) when it can, else the
+same formulas as numpy passes. Traced programs record the same two primitives (compiled
+plans call these implementations), so eager and compiled share one definition.
 
-Only eager calls use it (``composite.layer_norm`` checks for a tracer): captured programs
-keep the composite, which the compiler fuses. When the backward itself is recorded
-(``create_graph=True``) or traced, the VJP is the composite's gradient formula written with
-tracejit ops, so higher derivatives are exact; ``layer_norm_backward`` is then never
-recorded and has no VJP of its own.
+``layer_norm_backward`` has a VJP of its own (second derivatives, eagerly under
+``create_graph=True`` and in compiled graphs), written with differentiable ops that
+recompute the row statistics from x, so every higher order is exact too.
 """
 from __future__ import annotations
 
-from ..autograd.grad_mode import is_grad_enabled
 from ..errors import DTypeError, ShapeError
 from .elementwise import rsqrt
 from .reductions import mean, sum as _sum
-from .registry import Aval, bind, defprim, trace_state
+from .registry import Aval, bind, defprim
+from .row_kernels import layer_norm_backward_rows, layer_norm_rows
+from .shape import reshape
 
 __all__ = ["layer_norm"]
 
@@ -38,6 +41,11 @@ def _layer_norm_impl(xp, x, *wb, n, eps, affine):
     K = 1
     for s in x.shape[x.ndim - n:]:
         K *= s
+    w = wb[0] if affine[0] else None
+    b = wb[-1] if affine[1] else None
+    out = layer_norm_rows(xp, x, K, w, b, eps)
+    if out is not None:
+        return out
     d, rstd = _stats(xp, x.reshape(-1, K), eps)
     d *= rstd
     wb = list(wb)
@@ -65,6 +73,9 @@ def _layer_norm_backward_impl(xp, g, x, *w, n, eps, has_w):
     K = 1
     for s in x.shape[x.ndim - n:]:
         K *= s
+    out = layer_norm_backward_rows(xp, g, x, K, w[0] if has_w else None, eps)
+    if out is not None:
+        return out
     g2 = g.reshape(-1, K)
     xhat, rstd = _stats(xp, x.reshape(-1, K), eps)
     xhat *= rstd
@@ -96,39 +107,57 @@ def _layer_norm_backward_rule(g: Aval, x: Aval, *w, n, eps, has_w):
     return Aval((M + 2, K), x.dtype, x.device)
 
 
-LAYER_NORM_BACKWARD = defprim("layer_norm_backward", _layer_norm_backward_impl, _layer_norm_backward_rule,
-                              None, kind="other")
-
-
-def _composite_vjp(g, x, w, n, eps, affine):
-    """The gradients of (x, weight, bias) with tracejit ops (recorded / traced backward)."""
+def _layer_norm_backward_vjp(v, out, g, x, *w, n, eps, has_w):
+    """VJP of ``(dx, dweight, dbias) = layer_norm_backward(g, x, w)`` for the cotangents
+    (vx, vw, vb) (the rows of `v`). Per row, with xhat = (x - mean) * r and the projection
+    P(u) = u - mean(u) - xhat * mean(u * xhat) (symmetric; LayerNorm's Jacobian is r P):
+    dx = r P(g w), dweight = sum of g xhat, dbias = sum of g. So
+      d/dg = w r P(vx) + vw xhat + vb,   d/dw = sum of g r P(vx),
+      d/dx = r P(vw g) - r^2 (xhat (a - b c) + c P(vx) + b P(g w)),
+    a = mean(vx g w) - mean(vx) mean(g w), b = mean(xhat vx), c = mean(xhat g w)
+    (r's derivative is -r^2 xhat / K; those of b and c are r P(vx) / K and r P(g w) / K)."""
     dims = tuple(range(x.ndim - n, x.ndim))
     lead = tuple(range(x.ndim - n))
+    ns = tuple(x.shape[x.ndim - n:])
+    shape = tuple(x.shape)
     d = x - mean(x, dims, keepdim=True)
-    rstd = rsqrt(mean(d * d, dims, keepdim=True) + eps)
-    xhat = d * rstd
-    gw = g * w if affine[0] else g
-    dx = rstd * (gw - mean(gw, dims, keepdim=True) - xhat * mean(gw * xhat, dims, keepdim=True))
-    grads = [dx]
-    if affine[0]:
-        grads.append(_sum(g * xhat, lead) if lead else g * xhat)
-    if affine[1]:
-        grads.append(_sum(g, lead) if lead else g)
-    return tuple(grads)
+    r = rsqrt(mean(d * d, dims, keepdim=True) + eps)
+    xh = d * r
+
+    def P(u):
+        return u - mean(u, dims, keepdim=True) - xh * mean(u * xh, dims, keepdim=True)
+
+    def rowsum(t):
+        return _sum(t, lead) if lead else t
+
+    vx = reshape(v[:-2], shape)
+    vw = reshape(v[-2], ns)
+    vb = reshape(v[-1], ns)
+    u = g * w[0] if has_w else g
+    pv = P(vx)
+    d_g = r * (pv * w[0] if has_w else pv) + vw * xh + vb
+    d_w = rowsum(g * r * pv) if has_w else None
+    a = mean(vx * u, dims, keepdim=True) - mean(vx, dims, keepdim=True) * mean(u, dims, keepdim=True)
+    b = mean(xh * vx, dims, keepdim=True)
+    c = mean(xh * u, dims, keepdim=True)
+    d_x = r * P(vw * g) - r * r * (xh * (a - b * c) + c * pv + b * P(u))
+    return (d_g, d_x) + ((d_w,) if has_w else ())
+
+
+LAYER_NORM_BACKWARD = defprim("layer_norm_backward", _layer_norm_backward_impl, _layer_norm_backward_rule,
+                              _layer_norm_backward_vjp, kind="other",
+                              grad_name="NativeLayerNormBackwardBackward0")
 
 
 def _layer_norm_vjp(g, out, x, *wb, n, eps, affine):
     w = wb[0] if affine[0] else None
-    if is_grad_enabled() or trace_state.tracer is not None:
-        return _composite_vjp(g, x, w, n, eps, affine)
     res = bind(LAYER_NORM_BACKWARD, g, x, *((w,) if affine[0] else ()), n=n, eps=eps, has_w=affine[0])
-    M = res.shape[0] - 2
     ns = tuple(x.shape[x.ndim - n:])
-    grads = [res[:M].reshape(tuple(x.shape))]
+    grads = [reshape(res[:-2], tuple(x.shape))]
     if affine[0]:
-        grads.append(res[M].reshape(ns))
+        grads.append(reshape(res[-2], ns))
     if affine[1]:
-        grads.append(res[M + 1].reshape(ns))
+        grads.append(reshape(res[-1], ns))
     return tuple(grads)
 
 

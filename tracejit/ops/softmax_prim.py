@@ -1,65 +1,105 @@
-"""Softmax as one primitive for eager mode, and its input gradient as another.
+"""Softmax as one primitive, and its input gradient as another: the one definition of
+the op, eager and captured.
 
 Why: as a composite (``e = exp(x - amax(x)); e / sum(e)``) an eager softmax is five op
 calls forward and, through their VJPs, about ten full-size passes backward (the
 division's two-operand rule, the broadcast sum, exp's product, ...). In the Transformer
 encoder step (batch 16, 4 heads, 128x128 scores: 1M elements) softmax forward+backward
-took 20 ms against PyTorch's 5.7 (one thread). As a primitive the forward is the same
-numpy passes in place (bitwise the composite's result: same operations, same order) and
-the backward is ``y * (g - sum(g * y))``: four passes.
+took 20 ms against PyTorch's 5.7 (one thread). As a primitive the forward is one row
+kernel over the last dim (ops/row_kernels.py: max, exp and sum while the row is in
+cache, then the division) or, for other dims, array modules and dtypes, the same numpy
+passes in place; the backward is ``y * (g - sum(g * y))``, one kernel or four passes.
 
-Only eager calls use it (``composite.softmax`` checks for a tracer): captured programs
-keep the composite, whose elementwise parts and reductions the compiler fuses.
-``softmax_backward``'s own VJP (second derivatives) is written with tracejit ops.
+Traced programs record these same primitives (compiled plans call these
+implementations: a captured softmax used to be the composite, three fused groups and a
+numpy max forward, two groups backward). ``softmax_backward``'s own VJP (second
+derivatives) is written with tracejit ops.
 """
 from __future__ import annotations
 
-from ..errors import DTypeError
+from ..errors import DTypeError, ShapeError
 from .registry import Aval, bind, defprim
 from .reductions import sum as _sum
+from .row_kernels import softmax_backward_rows, softmax_rows
 
 __all__ = ["softmax", "softmax_backward"]
 
 
-def _softmax_impl(xp, x, dim):
-    e = x - x.max(axis=dim, keepdims=True)
+def _softmax_impl(xp, x, *mask, dim, scale=1.0):
+    m = mask[0] if mask else None
+    if dim == x.ndim - 1:
+        out = softmax_rows(xp, x, scale, m)
+        if out is not None:
+            return out
+    if scale != 1.0 or m is not None:
+        x = x * x.dtype.type(scale) if scale != 1.0 else x.copy()
+        if m is not None:
+            x += m
+        e = x
+        e -= x.max(axis=dim, keepdims=True)
+    else:
+        e = x - x.max(axis=dim, keepdims=True)
     xp.exp(e, out=e)
     e /= e.sum(axis=dim, keepdims=True)
     return e
 
 
-def _rule(x: Aval, dim):
+def _rule(x: Aval, *mask, dim, scale=1.0):
     if not x.dtype.is_floating_point:
         raise DTypeError(f"softmax: expected a floating point tensor, got {x.dtype.name}")
+    if mask:
+        m = mask[0]
+        if m.dtype is not x.dtype:
+            raise DTypeError(f"softmax: the additive mask has dtype {m.dtype.name}, the scores "
+                             f"{x.dtype.name}")
+        shape = tuple(x.shape)
+        ms = (1,) * (len(shape) - len(m.shape)) + tuple(m.shape)
+        if len(m.shape) > len(shape) or any(a != 1 and a != b for a, b in zip(ms, shape)):
+            raise ShapeError(f"softmax: an additive mask of shape {tuple(m.shape)} does not "
+                             f"broadcast to the scores' shape {shape}")
     return Aval(x.shape, x.dtype, x.device)
 
 
-def _softmax_vjp(g, out, x, dim):
-    return (softmax_backward(g, out, dim),)
+def _softmax_vjp(g, out, x, *mask, dim, scale=1.0):
+    # y = softmax(x * scale + mask): dx = scale * B(g, y), dmask = B(g, y) (summed to the
+    # mask's shape by the engine); the mask reaches here only when it needs a gradient
+    d_x = softmax_backward(g, out, dim, scale)
+    if not mask or mask[0] is None:
+        return (d_x,) + ((None,) if mask else ())
+    return d_x, (d_x if scale == 1.0 else softmax_backward(g, out, dim))
 
 
 SOFTMAX = defprim("softmax", _softmax_impl, _rule, _softmax_vjp, kind="other",
-                  save=lambda rq: (), save_out=True, grad_name="SoftmaxBackward0")
+                  save=lambda rq: (1,) if len(rq) > 1 and rq[1] else (), save_out=True,
+                  grad_name="SoftmaxBackward0")
 
 
-def _softmax_backward_impl(xp, g, y, dim):
+def _softmax_backward_impl(xp, g, y, dim, scale=1.0):
+    if dim == y.ndim - 1:
+        out = softmax_backward_rows(xp, g, y, scale)
+        if out is not None:
+            return out
     gy = g * y
     out = g - gy.sum(axis=dim, keepdims=True)
     out *= y
+    if scale != 1.0:
+        out *= out.dtype.type(scale)
     return out
 
 
-def _softmax_backward_rule(g: Aval, y: Aval, dim):
+def _softmax_backward_rule(g: Aval, y: Aval, dim, scale=1.0):
     return Aval(y.shape, y.dtype, y.device)
 
 
-def _softmax_backward_vjp(v, out, g, y, dim):
-    # B(g, y) = y * (g - <g, y>) along dim:  v^T dB/dg = y * (v - <v, y>) = B(v, y);
-    # v^T dB/dy = v * (g - <g, y>) - g * <v, y>.
-    d_g = softmax_backward(v, y, dim) if g is not None else None
+def _softmax_backward_vjp(v, out, g, y, dim, scale=1.0):
+    # B(g, y) = scale * y * (g - <g, y>) along dim:  v^T dB/dg = B(v, y);
+    # v^T dB/dy = scale * (v * (g - <g, y>) - g * <v, y>).
+    d_g = softmax_backward(v, y, dim, scale) if g is not None else None
     d_y = None
     if y is not None and g is not None:
         d_y = v * (g - _sum(g * y, dim, keepdim=True)) - g * _sum(v * y, dim, keepdim=True)
+        if scale != 1.0:
+            d_y = d_y * scale
     return d_g, d_y
 
 
@@ -68,11 +108,18 @@ SOFTMAX_BACKWARD = defprim("softmax_backward", _softmax_backward_impl, _softmax_
                            grad_name="SoftmaxBackwardDataBackward0")
 
 
-def softmax(x, dim: int):
-    """softmax of `x` along `dim` (a normalized, non-negative dim index)."""
-    return bind(SOFTMAX, x, dim=dim)
+def softmax(x, dim: int, scale: float = 1.0, mask=None):
+    """softmax of ``x * scale + mask`` along `dim` (a normalized, non-negative dim index):
+    attention's scale and additive mask (0 / -inf, or any float bias broadcasting to x, of
+    x's dtype) in the same pass as the normalization."""
+    if mask is None:
+        return bind(SOFTMAX, x, dim=dim, scale=float(scale)) if scale != 1.0 else bind(SOFTMAX, x, dim=dim)
+    return bind(SOFTMAX, x, mask, dim=dim, scale=float(scale))
 
 
-def softmax_backward(g, y, dim: int):
-    """``y * (g - sum(g * y, dim))``: softmax's input gradient for output `y`, output gradient `g`."""
+def softmax_backward(g, y, dim: int, scale: float = 1.0):
+    """``scale * y * (g - sum(g * y, dim))``: the input gradient of ``softmax(x * scale)`` for
+    output `y`, output gradient `g`."""
+    if scale != 1.0:
+        return bind(SOFTMAX_BACKWARD, g, y, dim=dim, scale=float(scale))
     return bind(SOFTMAX_BACKWARD, g, y, dim=dim)
