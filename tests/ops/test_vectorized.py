@@ -11,7 +11,7 @@ import pytest
 import tracejit as tj
 from tracejit.ops import vectorized as V
 from tracejit.ops.gelu_prim import gelu_backward as _gelu_backward
-from tracejit.ops.elementwise import sigmoid_backward, tanh_backward
+from tracejit.ops.elementwise import pow_backward, sigmoid_backward, tanh_backward
 from tracejit.ops.registry import REGISTRY
 
 N = 4096
@@ -242,6 +242,8 @@ def _special(n, seed):
     ("neg", lambda a, b: -a),
     ("tanh_backward", lambda a, b: tanh_backward(a, b)),
     ("sigmoid_backward", lambda a, b: sigmoid_backward(a, b)),
+    ("pow_backward3", lambda a, b: pow_backward(a, b, 3)),
+    ("pow_backward2", lambda a, b: pow_backward(a, b, 2.0)),
 ])
 def test_large_arithmetic_runs_a_kernel_bitwise_as_numpy(kernels, monkeypatch, name, fn):
     """Arithmetic from ARITH_MIN_ELEMENTS (lowered here) runs the op's kernel, on the

@@ -97,10 +97,11 @@ def _sync_mode() -> bool:
     return envflags.value("TRACEJIT_COMPILE").strip().lower() == "sync"
 
 
-def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
-    """Whether a plan (one signature of `prim`) may run through a kernel: an elementwise
-    op with a scalar rule, computing in float32/float64, over at least MIN_ELEMENTS, whose
-    array operands all have the output's shape (no broadcasting: a flat loop)."""
+def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -> bool:
+    """Whether a plan (one signature of `prim`, with its params) may run through a kernel:
+    an elementwise op with a scalar rule, computing in float32/float64, over at least
+    MIN_ELEMENTS, whose array operands all have the output's shape (no broadcasting: a flat
+    loop)."""
     if prim.scalar is None or prim.kind != "elementwise" or not prim.promote:
         return False
     if compute_dtype.name not in ("float32", "float64") or out_dtype.name not in _OUT_DTYPES:
@@ -117,7 +118,7 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
             return False
     if not enabled():
         return False
-    if _calls_math(prim, len(operands), compute_dtype.name):
+    if _calls_math(prim, len(operands), compute_dtype.name, params):
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core).
@@ -158,7 +159,7 @@ class _Probe:
         return f"{a} ** {b}"
 
 
-def _calls_math(prim, n: int, dtype: str) -> bool:
+def _calls_math(prim, n: int, dtype: str, params=None) -> bool:
     """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...).
 
     Those run as kernels from MIN_ELEMENTS: a transcendental (numpy's float32 erf: 380 ms
@@ -168,15 +169,20 @@ def _calls_math(prim, n: int, dtype: str) -> bool:
     free cores, tracejit/coreshare.py, a 2-thread kernel for them lost to numpy whenever
     other work held a core: 7.4 vs 3.6 ms over 4M.)
     """
-    key = (prim.name, n, dtype)
+    # The params are part of the question (pow_backward's exponent is one: its rule
+    # calls the power function); a rule that needs params gets them.
+    pkey = tuple(sorted(params.items())) if params else ()
+    key = (prim.name, n, dtype, pkey)
     found = _MATH.get(key)
     if found is None:
         probe = _Probe()
         try:
-            prim.scalar(probe, *[f"x{k}" for k in range(n)])
+            prim.scalar(probe, *[f"x{k}" for k in range(n)], **(params or {}))
             found = probe.called
-        except Exception:  # params the probe lacks (clamp's bounds): not a math op anyway
+        except Exception:  # a rule the probe cannot run: not taken for a math op
             found = False
+        if len(_MATH) > 4096:   # (params of many values, e.g. a fuzzer's)
+            _MATH.clear()
         _MATH[key] = found
     return found
 
