@@ -160,8 +160,9 @@ POW = _binary("pow", _pow_impl, _pow_vjp, _pow_scalar, save_out=True)
 # results are bitwise the composite's.
 def _pow_backward_impl(xp, g, a, exponent):
     t = g * g.dtype.type(exponent)
-    p = _pow_impl(xp, a, a.dtype.type(exponent - 1))
-    if isinstance(t, xp.ndarray) and t.ndim and t.shape == xp.broadcast_shapes(t.shape, p.shape):
+    # a ** 1 is a itself (pow's impl would copy it: b = 2, the square's gradient)
+    p = a if exponent == 2 else _pow_impl(xp, a, a.dtype.type(exponent - 1))
+    if isinstance(t, xp.ndarray) and t.ndim and t.shape == p.shape:
         return xp.multiply(t, p, out=t)  # in t's memory: one large temporary less
     return t * p
 
