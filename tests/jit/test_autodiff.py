@@ -45,7 +45,8 @@ def test_cond_differentiates_branchwise(sign):
 def test_cond_untaken_branch_inputs_get_none_like_eager():
     cf = tj.script(branchy)
     y, z = T(3, 4, seed=2), T(3, 4, seed=3)
-    for sign, used, unused in ((1.0, y, z), (-1.0, z, y)):
+    # (the first branch again last: the answer kept per branch pattern must be its own)
+    for sign, used, unused in ((1.0, y, z), (-1.0, z, y), (1.0, y, z), (-1.0, z, y)):
         x = tj.tensor(sign * (np.abs(T(3, 4, seed=1).detach().numpy()) + 0.1)).requires_grad_()
         out = cf(x, y, z)
         gx, gu, gn = tj.autograd.grad(out.sum(), [x, used, unused], allow_unused=True)

@@ -11,7 +11,7 @@ import pytest
 import tracejit as tj
 from tracejit.ops import vectorized as V
 from tracejit.ops.gelu_prim import gelu_backward as _gelu_backward
-from tracejit.ops.elementwise import sigmoid_backward, tanh_backward
+from tracejit.ops.elementwise import pow_backward, sigmoid_backward, tanh_backward
 from tracejit.ops.registry import REGISTRY
 
 N = 4096
@@ -242,6 +242,8 @@ def _special(n, seed):
     ("neg", lambda a, b: -a),
     ("tanh_backward", lambda a, b: tanh_backward(a, b)),
     ("sigmoid_backward", lambda a, b: sigmoid_backward(a, b)),
+    ("pow_backward3", lambda a, b: pow_backward(a, b, 3)),
+    ("pow_backward2", lambda a, b: pow_backward(a, b, 2.0)),
 ])
 def test_large_arithmetic_runs_a_kernel_bitwise_as_numpy(kernels, monkeypatch, name, fn):
     """Arithmetic from ARITH_MIN_ELEMENTS (lowered here) runs the op's kernel, on the
@@ -367,3 +369,24 @@ def test_settle_starts_a_preparation_that_waits_for_the_next_call(kernels, monke
     before = V.stats()["launches"]
     tj.exp(x)
     assert V.stats()["launches"] == before + 1
+
+
+def test_sync_mode_asks_the_disk_for_a_missing_kernel_only_now_and_then(kernels, monkeypatch):
+    """Sync mode with the kernel not on disk: numpy, and the disk is asked again only after
+    `_RECHECK_S` (the look cost ~350 us a call); a kernel put there later is still found."""
+    from tracejit.compiler import diskcache
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    looks = []
+    real = diskcache.is_cached
+    monkeypatch.setattr(diskcache, "is_cached", lambda *a, **k: looks.append(1) or False)
+    monkeypatch.setattr(V, "_RECHECK_S", 3600.0)  # no second look within this test's time
+    x = tj.tensor(_x(seed=11))
+    want = np.sin(x.numpy())
+    for _ in range(5):
+        np.testing.assert_array_equal(tj.sin(x).numpy(), want)   # numpy's own result
+    assert len(looks) == 1 and V.stats()["launches"] == 0
+    (entry,) = [e for k, e in V._entries.items() if k[0] == "sin"]
+    entry.checked -= V._RECHECK_S  # as if the interval had passed
+    tj.sin(x)
+    assert len(looks) == 2
+    monkeypatch.setattr(diskcache, "is_cached", real)

@@ -92,6 +92,7 @@ class CompiledProgram(Executor):
         self._diff_cached = None
         self._loss_k: dict = {}  # diff_idx -> the loss output whose gradients the forward computes
         self._active_outs: dict = {}
+        self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         # Outputs that may be views of an input (a chain of movement ops): a view must share
         # its input's version counter, or an in-place write through it goes unseen.
         self._view_outs = _possible_views(graph)
@@ -177,7 +178,20 @@ class CompiledProgram(Executor):
     def reached(self, taken: list, grads=None) -> set:
         """Graph inputs that the outputs given a gradient depend on, given the branch each
         cond took. Inputs returned as-is are the caller's own tensors: nothing flows through
-        this node for them."""
+        this node for them.
+
+        The answer depends only on the branches taken and on which outputs got a gradient,
+        so it is kept per such pattern: every backward of a training step asks the same
+        question (a walk over the graph's equations: ~17 us for a two-layer step's graph)."""
+        key = (tuple(taken), None if grads is None else tuple(x is None for x in grads))
+        live = self._reached.get(key)
+        if live is None:
+            if len(self._reached) > 64:
+                self._reached.clear()
+            live = self._reached[key] = frozenset(self._reached_walk(taken, grads))
+        return live
+
+    def _reached_walk(self, taken: list, grads) -> set:
         g = self.graph
         live = {a for k, a in enumerate(g.outputs)
                 if isinstance(a, Var) and a.aval.dtype.is_floating_point and k not in self._identity

@@ -119,6 +119,8 @@ def _pow_vjp(g, out, a, b):
     if isinstance(b, (int, float)):
         if b == 0:
             return (mul(g, 0.0), None)
+        if type(b) in (int, float) and a.dtype.is_floating_point and g.dtype is a.dtype:
+            return (pow_backward(g, a, b), None)  # one op (one kernel pass) for the three below
         return (g * b * pow(a, b - 1) if b != 2 else g * 2.0 * a, None)
     ga = g * b * pow(a, b - 1.0) if not isinstance(a, (int, float)) else None
     # d/db a**b = out * log(a); where a == 0 the limit is 0 (for b > 0), not nan.
@@ -148,6 +150,43 @@ def _pow_impl(xp, a, b):
 
 
 POW = _binary("pow", _pow_impl, _pow_vjp, _pow_scalar, save_out=True)
+
+
+# pow's input gradient for a constant exponent b, ``(g * b) * a ** (b - 1)``, as one op
+# (PyTorch's pow_backward is the same formula in three kernels): a large eager backward
+# makes one kernel pass where the composite made three (``x ** 3`` in the GELU chain); a
+# compiled backward fuses either. The numpy impl keeps the composite's evaluation order
+# and casts (the exponent is cast to the compute dtype, as a Python scalar operand is), so
+# results are bitwise the composite's.
+def _pow_backward_impl(xp, g, a, exponent):
+    t = g * g.dtype.type(exponent)
+    # a ** 1 is a itself (pow's impl would copy it: b = 2, the square's gradient)
+    p = a if exponent == 2 else _pow_impl(xp, a, a.dtype.type(exponent - 1))
+    if isinstance(t, xp.ndarray) and t.ndim and t.shape == p.shape:
+        return xp.multiply(t, p, out=t)  # in t's memory: one large temporary less
+    return t * p
+
+
+def _pow_backward_vjp(gg, out, g, a, exponent):
+    # d/dg = b a^(b-1) (pow_backward again); d/da = g b (b-1) a^(b-2)
+    gg_g = pow_backward(gg, a, exponent) if g is not None else None
+    if a is None:
+        ga = None
+    elif exponent == 1:
+        ga = mul(gg, 0.0)  # a ** 0 is constant (pow's own rule for b == 0)
+    else:
+        ga = pow_backward(gg * g * exponent, a, exponent - 1)
+    return (gg_g, ga)
+
+
+def _pow_backward_scalar(e, g, a, exponent):
+    return f"(({g} * {e.const(exponent)}) * {e.pow(a, e.const(exponent - 1))})"
+
+
+POW_BACKWARD = defprim("pow_backward", _pow_backward_impl, _ew_rule("pow_backward", float_only=True),
+                       _pow_backward_vjp,
+                       kind="elementwise", scalar=_pow_backward_scalar, promote=True,
+                       save=lambda rq: (0, 1))
 
 # Python's // and % (floor semantics; the remainder takes the divisor's sign), as in
 # PyTorch. Primitives rather than floor(a / b) so integers stay exact (no float round trip).
@@ -424,7 +463,11 @@ def _select_or_zero(c, a, b):
     mask = np.negative(flags, dtype=ity) if keep_where_true else np.subtract(flags, 1, dtype=ity)
     bits = x.view(ity)
     out = None  # (mask is a numpy scalar for 0-d operands)
-    if type(mask) is np.ndarray and mask.shape == np.broadcast_shapes(mask.shape, bits.shape):
+    # The mask is the result's buffer when it has the result's shape. Equal shapes are the
+    # common case and are checked first: np.broadcast_shapes costs ~7 us a call, more than
+    # the three passes over a 64x100 ReLU.
+    if type(mask) is np.ndarray and (mask.shape == bits.shape
+                                     or mask.shape == np.broadcast_shapes(mask.shape, bits.shape)):
         out = mask
     return np.bitwise_and(bits, mask, out=out).view(x.dtype)
 
@@ -538,6 +581,12 @@ def sigmoid(a):
 def sigmoid_backward(g, y):
     """``g * y * (1 - y)``: the gradient of sigmoid at the input whose sigmoid is `y`."""
     return bind(SIGMOID_BACKWARD, g, y)
+
+
+def pow_backward(g, a, exponent: float):
+    """``(g * exponent) * a ** (exponent - 1)``: the gradient of ``a ** exponent`` (a
+    constant exponent) for the cotangent `g`. `g` and `a` share one floating dtype."""
+    return bind(POW_BACKWARD, g, a, exponent=exponent)
 
 
 def tanh_backward(g, y):

@@ -7,6 +7,7 @@ from .. import coreshare as _coreshare
 from ..errors import DTypeError, ShapeError
 from ..shapes import broadcast_shapes
 from .registry import Aval, bind, defprim
+from . import shape as _shape
 from ..autograd.node import column_major, shape_only
 
 __all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
@@ -21,8 +22,17 @@ def _matmul_rule(a, b):
 
 
 def _mT(x):
-    from .shape import transpose
-    return transpose(x, -2, -1)
+    """`x` with its last two dims swapped (callers pass 2-D or more): PERMUTE bound
+    directly, as transpose(x, -2, -1) would bind it. matmul's VJP calls this once or twice
+    per product; transpose()'s argument normalization cost as much as the op (~5 us)."""
+    n = x.ndim
+    dims = _MT_DIMS.get(n)
+    if dims is None:
+        dims = _MT_DIMS[n] = tuple(range(n - 2)) + (n - 1, n - 2)
+    return bind(_shape.PERMUTE, x, dims=dims)
+
+
+_MT_DIMS: dict = {}
 
 
 def _blas_matmul(a, b):
@@ -47,7 +57,7 @@ def _matmul_impl(xp, a, b):
 def _matmul_vjp(g, out, a, b):
     # b arrives as a shape-only stand-in when only b needs a gradient (its rank decides
     # gb's form below): then a needs none, and g @ b.T would be computed and thrown away.
-    ga = matmul(g, _mT(b)) if b is not None and not shape_only(b) else None
+    ga = _mm(g, _mT(b)) if b is not None and not shape_only(b) else None
     if a is None:
         gb = None
     elif a.ndim > 2 and b.ndim == 2:
@@ -55,15 +65,21 @@ def _matmul_vjp(g, out, a, b):
         # dims, (k, M) @ (M, n), not a stacked matmul per leading index summed afterwards
         # (a (128, 16, 256) activation: 14 ms of matmuls + 7 ms of sum -> 1 ms).
         from .shape import reshape
-        gb = matmul(_mT(reshape(a, (-1, a.shape[-1]))), reshape(g, (-1, g.shape[-1])))
+        gb = _mm(_mT(reshape(a, (-1, a.shape[-1]))), reshape(g, (-1, g.shape[-1])))
     elif a.ndim == 2 and column_major(b):
         # b is a transposed weight (``x @ w.T``, linear): (g.T @ a).T is its gradient
         # with w's gradient row-major, so w's leaf takes it without a copy (PyTorch's
         # mm_mat2_backward picks the layout from mat2's strides the same way).
-        gb = _mT(matmul(_mT(g), a))
+        gb = _mT(_mm(_mT(g), a))
     else:
-        gb = matmul(_mT(a), g)
+        gb = _mm(_mT(a), g)
     return ga, gb
+
+
+def _mm(a, b):
+    # The VJP's products are of 2-D-or-more operands by construction: MATMUL bound
+    # directly (matmul()'s rank dispatch is for user calls).
+    return bind(MATMUL, a, b)
 
 
 MATMUL = defprim("matmul", _matmul_impl, _matmul_rule, _matmul_vjp,
@@ -72,12 +88,12 @@ MATMUL = defprim("matmul", _matmul_impl, _matmul_rule, _matmul_vjp,
 
 
 def matmul(a, b):
-    from .shape import unsqueeze, reshape
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes "
                          f"{tuple(a.shape)} and {tuple(b.shape)}")
     if a.ndim >= 2 and b.ndim >= 2:
         return bind(MATMUL, a, b)
+    from .shape import unsqueeze, reshape
     k_a = a.shape[-1]
     k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if not (k_a == k_b):

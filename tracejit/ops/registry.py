@@ -454,7 +454,7 @@ def _eager_general(prim: Primitive, args, params, key):
     out_aval, arrays = prepare(prim, args, avals, params)
     out = None
     if key is not None:
-        plan = prim.plans[key] = _make_plan(prim, args, avals, out_aval)
+        plan = prim.plans[key] = _make_plan(prim, args, avals, out_aval, params)
         if len(prim.plans) > _MAX_PLANS:
             prim.plans.clear()
         if plan.big:
@@ -477,7 +477,7 @@ def _eager_general(prim: Primitive, args, params, key):
     return result
 
 
-def _make_plan(prim: Primitive, args, avals, out_aval) -> _Plan:
+def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
     """The plan of one signature, from what `prepare` and the rule just computed."""
     casts = []
     for a, av in zip(args, avals):
@@ -494,7 +494,7 @@ def _make_plan(prim: Primitive, args, avals, out_aval) -> _Plan:
     odt = out_aval.dtype
     cdt = avals[0].dtype if avals else odt  # promoting ops: every operand's dtype by now
     operands = [a._data.shape if isinstance(a, Tensor) else None for a in args]
-    big = _vectorized.eligible(prim, operands, cdt, odt, out_aval.shape)
+    big = _vectorized.eligible(prim, operands, cdt, odt, out_aval.shape, params)
     meta = tuple((a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args)
     return _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
                  prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta)

@@ -78,13 +78,14 @@ _stats = {"launches": 0, "submitted": 0, "loaded": 0, "unsupported": 0, "failed"
 
 
 class _Entry:
-    __slots__ = ("fn", "job", "spec", "failed")
+    __slots__ = ("fn", "job", "spec", "failed", "checked")
 
     def __init__(self, spec):
         self.spec = spec          # codegen_cpu.KernelSpec (.source, .llvm_options), or None
         self.fn = None
         self.job = None
         self.failed = spec is None
+        self.checked = -math.inf  # sync mode: when the disk was last found without it
 
 
 def enabled() -> bool:
@@ -97,10 +98,11 @@ def _sync_mode() -> bool:
     return envflags.value("TRACEJIT_COMPILE").strip().lower() == "sync"
 
 
-def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
-    """Whether a plan (one signature of `prim`) may run through a kernel: an elementwise
-    op with a scalar rule, computing in float32/float64, over at least MIN_ELEMENTS, whose
-    array operands all have the output's shape (no broadcasting: a flat loop)."""
+def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -> bool:
+    """Whether a plan (one signature of `prim`, with its params) may run through a kernel:
+    an elementwise op with a scalar rule, computing in float32/float64, over at least
+    MIN_ELEMENTS, whose array operands all have the output's shape (no broadcasting: a flat
+    loop)."""
     if prim.scalar is None or prim.kind != "elementwise" or not prim.promote:
         return False
     if compute_dtype.name not in ("float32", "float64") or out_dtype.name not in _OUT_DTYPES:
@@ -117,7 +119,7 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape) -> bool:
             return False
     if not enabled():
         return False
-    if _calls_math(prim, len(operands), compute_dtype.name):
+    if _calls_math(prim, len(operands), compute_dtype.name, params):
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core).
@@ -158,7 +160,7 @@ class _Probe:
         return f"{a} ** {b}"
 
 
-def _calls_math(prim, n: int, dtype: str) -> bool:
+def _calls_math(prim, n: int, dtype: str, params=None) -> bool:
     """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...).
 
     Those run as kernels from MIN_ELEMENTS: a transcendental (numpy's float32 erf: 380 ms
@@ -168,15 +170,20 @@ def _calls_math(prim, n: int, dtype: str) -> bool:
     free cores, tracejit/coreshare.py, a 2-thread kernel for them lost to numpy whenever
     other work held a core: 7.4 vs 3.6 ms over 4M.)
     """
-    key = (prim.name, n, dtype)
+    # The params are part of the question (pow_backward's exponent is one: its rule
+    # calls the power function); a rule that needs params gets them.
+    pkey = tuple(sorted(params.items())) if params else ()
+    key = (prim.name, n, dtype, pkey)
     found = _MATH.get(key)
     if found is None:
         probe = _Probe()
         try:
-            prim.scalar(probe, *[f"x{k}" for k in range(n)])
+            prim.scalar(probe, *[f"x{k}" for k in range(n)], **(params or {}))
             found = probe.called
-        except Exception:  # params the probe lacks (clamp's bounds): not a math op anyway
+        except Exception:  # a rule the probe cannot run: not taken for a math op
             found = False
+        if len(_MATH) > 4096:   # (params of many values, e.g. a fuzzer's)
+            _MATH.clear()
         _MATH[key] = found
     return found
 
@@ -290,6 +297,9 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             if _GO_AFTER_S <= 0:
                 entry.job.start()
             return None
+        now = time.monotonic()
+        if now - entry.checked < _RECHECK_S:
+            return None  # looked a moment ago: numpy, without asking the disk again
         if entry.spec is None:
             entry.spec = _render(prim, layout, params, compute_np, out_np, parallel)
             if entry.spec is None:
@@ -297,7 +307,15 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
         from ..compiler import diskcache
         if diskcache.is_cached(entry.spec.source, entry.spec.llvm_options):
             return _load(entry, prim)
+        entry.checked = now
         return None  # sync mode wants no background compiles: only what is on disk is used
+
+
+# Sync mode looks for a kernel that is not on disk again only after this long: the look
+# (the source's hash and a file check) cost ~350 us, on every call of the op (float64 sin
+# over 100K elements: 2.07 ms a call against numpy's 1.72 ms). Another process may put
+# it there meanwhile, so the disk is asked again now and then.
+_RECHECK_S = 1.0
 
 
 # The preparation thread starts at the op's first call this long after its first (not
