@@ -378,3 +378,55 @@ def test_later_jobs_queue_after_the_others():
     needed = pool.submit("# needed", "need", ())
     pool.jobs.put((-1, 0, None))
     assert [pool.jobs.get()[2] for _ in range(3)] == [None, needed, upgrade]
+
+
+def test_prestart_starts_the_workers_once_and_they_take_jobs(fresh_pool):
+    """`workers.prestart` starts every worker before any job (each pays its start-up while
+    the parent plans); a second call starts nothing more; a job then runs on them."""
+    workers.prestart()
+    pids = workers.worker_pids()
+    assert len(pids) == workers.pool_size()
+    workers.prestart()
+    assert workers.worker_pids() == pids
+    job = workers.submit("import numba\n\n@numba.njit('int64(int64)', cache=True)\n"
+                         "def k(a):\n    return a * 3 + 1\n# prestart test\n", "prestart", ())
+    assert job.event.wait(WAIT_S) and job.ok, job.error
+    assert job.compiled == 1
+    assert set(workers.worker_pids()) == set(pids)   # no process started for the job
+
+
+def test_background_work_waits_for_the_first_call_to_end(monkeypatch):
+    """The planning thread starts after the first call's tier-0 run (plus a quiet time),
+    never during it: a long first step is not shared with autodiff and code generation."""
+    from tracejit.jit import backend
+    monkeypatch.setattr(tiers, "_GO_AFTER_S", 0.0)
+    monkeypatch.setattr(tiers, "_GO_AFTER_TIER0", 0.0)
+    started, in_call = [], [False]
+    real_plan, real_run = tiers.TieredExecutor._plan, backend.Interpreted.__call__
+    real_start = tiers.TieredExecutor.start
+
+    def start(self, ins):   # the thread is started here, in the first call
+        in_call[0] = True
+        return real_start(self, ins)
+
+    def plan(self, prestart=True):
+        started.append(in_call[0])
+        return real_plan(self, prestart)
+
+    def slow_tier0(self, ins):
+        try:
+            time.sleep(0.3)   # the old rule (1 s from the call's start; here 0) planned now
+            return real_run(self, ins)
+        finally:
+            in_call[0] = False
+    monkeypatch.setattr(tiers.TieredExecutor, "start", start)
+    monkeypatch.setattr(tiers.TieredExecutor, "_plan", plan)
+    monkeypatch.setattr(backend.Interpreted, "__call__", slow_tier0)
+    f = tj.trace(_step(1.3125), compile="background")
+    x, w = _args(3)
+    eager = _loss_and_grad(_step(1.3125), x, w)
+    first = _loss_and_grad(f, x, w)
+    assert first[0] == pytest.approx(eager[0], rel=1e-6)
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    assert started == [False]
+    assert f.cache_stats()["tiers"] == ["compiled"]

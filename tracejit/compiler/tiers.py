@@ -57,7 +57,11 @@ __all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "gra
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
 
-_GO_AFTER_S = 1.0  # the background work starts at the second call, or this long after the first
+# The background work starts at the second call, or `_GO_AFTER_S` after the first call's
+# tier-0 run ended, or `_GO_AFTER_TIER0` times that run's length after it if that is later
+# (the user's step goes on after the forward: its backward costs about twice the forward).
+_GO_AFTER_S = 1.0
+_GO_AFTER_TIER0 = 2.0
 # After a chunk stage: calls of each program timed before keeping one, and how much faster
 # (fraction of the chunk program's best call) the parfor program must be to be kept.
 TRIAL_CALLS = 3
@@ -134,6 +138,7 @@ class TieredExecutor(Executor):
         # from the first call and the rest of the user's first step (its backward, the
         # optimizer) that it is meant to spare.
         self._go = threading.Event()
+        self._go_at: Optional[float] = None  # time.monotonic() when the thread may start anyway
 
     @property
     def program(self):
@@ -182,8 +187,11 @@ class TieredExecutor(Executor):
                 return self.program(ins)
             self.start(ins)
             t0 = time.perf_counter()
-            out = self.tier0(ins)
-            self._tier0_s = time.perf_counter() - t0
+            try:
+                out = self.tier0(ins)
+            finally:
+                self._tier0_s = time.perf_counter() - t0
+                self._go_at = time.monotonic() + max(_GO_AFTER_S, _GO_AFTER_TIER0 * self._tier0_s)
             return out
         return self.tier0(ins)
 
@@ -200,7 +208,7 @@ class TieredExecutor(Executor):
             if self.state != "new":
                 return False
             self._ins, self._stage1 = ins, False
-            self._plan()
+            self._plan(prestart=False)  # (in the caller's call: no process start here)
             if self._failure or not all(diskcache.is_cached(sp.source, sp.llvm_options)
                                         for sp in self._specs):
                 return False  # tier 0 as usual; the thread reuses the plans
@@ -247,8 +255,22 @@ class TieredExecutor(Executor):
                     self._start_work()
         return False
 
+    def _wait_for_go(self) -> None:
+        """Until the second call (or wait/compile), or the quiet time after the first call
+        (`_GO_AFTER_S`): counted from the end of its tier-0 run, so that a long first step
+        (an LSTM's, or any step on a busy machine) is not shared with the planning."""
+        while not self._go.is_set():
+            at = self._go_at
+            if at is None:           # the first call is still on tier 0 (or was never made)
+                self._go.wait(0.05)
+                continue
+            left = at - time.monotonic()
+            if left <= 0:
+                return
+            self._go.wait(left)
+
     def _work(self) -> None:
-        self._go.wait(_GO_AFTER_S)
+        self._wait_for_go()
         try:
             if not self._planned:
                 self._plan()
@@ -265,9 +287,10 @@ class TieredExecutor(Executor):
             self._submit_done.set()
             self._ready.set()
 
-    def _plan(self) -> None:
+    def _plan(self, prestart: bool = True) -> None:
         ins = self._ins
         try:
+            t0 = time.perf_counter()
             variants, seen = [], set()
             for plan in self.program.plans_for(ins, self.grad_mode):
                 for kern, layouts, parallel in plan.all_first_variants():
@@ -275,13 +298,22 @@ class TieredExecutor(Executor):
                         seen.add((id(kern), layouts, parallel))
                         variants.append((kern, layouts, parallel))
             self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+            on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
+            log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
+                     len(variants), time.perf_counter() - t0, on_disk.count(False))
+            if prestart and not all(on_disk):
+                # Workers take 1-3 s to start (Python, numba, a first compile): start
+                # them now, while stage 1 is planned and the jobs are submitted.
+                workers.prestart()
             # Stage 1 only when a parfor variant must compile (a warm disk has them all:
             # its serial-only twins would be compiled for nothing; a chunk kernel,
             # codegen_chunks.py, compiles about as fast as its serial twin).
-            if self._stage1 and any(par and kern.backend.serial_twin and not spec.chunked
-                                    and not diskcache.is_cached(spec.source, spec.llvm_options)
-                                    for (kern, _, par), spec in zip(variants, self._specs)):
+            if self._stage1 and any(par and kern.backend.serial_twin and not spec.chunked and not ok
+                                    for (kern, _, par), spec, ok in zip(variants, self._specs, on_disk)):
+                t1 = time.perf_counter()
                 self._plan_stage1(ins)
+                log.info("%s: planned stage 1 (%s kernels) in %.2f s", self.name, self._stage_kind,
+                         time.perf_counter() - t1)
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
             return
@@ -362,9 +394,10 @@ class TieredExecutor(Executor):
             job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
             jobs.append((job, None, (), False))
         self.jobs = jobs
-        missing = sum(1 for j, *_ in jobs if j.id)
-        log.info("%s: %d of %d kernels compiling in workers; running on tier 0 meanwhile",
-                 self.name, missing, len(self.variants))
+        missing = sum(1 for j, *_ in jobs if j.id and not j.done())
+        log.info("%s: %d of %d kernel jobs compiling in workers (%d variants, %d of stage 1); "
+                 "running on tier 0 meanwhile", self.name, missing, len(jobs), len(self.variants),
+                 self._n_serial)
         self._submit_done.set()
 
     def _wait_jobs(self) -> None:

@@ -10,7 +10,8 @@ start training again in the worker), and plain fork would copy numba's OpenMP/TB
 pools mid-state. A fresh interpreter shares nothing with us but the cache directory, and
 speaks JSON lines over pipes.
 
-The pool is started lazily (the first background compile), holds ``min(cores, 2)`` workers
+The pool is started lazily (the first background compile, or `prestart` when a background
+compile has just found kernels missing from the disk and is still planning the rest), holds ``min(cores, 2)`` workers
 (``TRACEJIT_COMPILE_WORKERS`` overrides), restarts a worker that crashed or hung (a job that
 takes longer than ``TRACEJIT_COMPILE_TIMEOUT`` seconds, default 300, kills its worker and
 fails), and kills its workers at exit. After ``os.fork`` the child gets a pool of its own
@@ -33,7 +34,7 @@ from typing import Optional
 from .. import envflags
 from ..threads import usable_cpus
 
-__all__ = ["Job", "submit", "shutdown", "pool_size", "worker_pids"]
+__all__ = ["Job", "submit", "prestart", "shutdown", "pool_size", "worker_pids"]
 
 _DEFAULT_TIMEOUT_S = 300.0
 
@@ -189,10 +190,23 @@ class CompilePool:
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
 
+    def worker(self, i: int) -> "_Worker":
+        """Worker `i`, started if it is not running (under the lock: `prestart` and a
+        dispatcher may ask at once, and only one process may be started for a slot)."""
+        with self._lock:
+            w = self.workers[i]
+            if w is None or w.proc.poll() is not None:
+                if self.closed:
+                    raise OSError("the compile pool was shut down")
+                w = self.workers[i] = _Worker()
+            return w
+
     def _run(self, i: int, job: Job) -> None:
-        w = self.workers[i]
-        if w is None or w.proc.poll() is not None:
-            w = self.workers[i] = _Worker()
+        try:
+            w = self.worker(i)
+        except (OSError, ValueError) as exc:
+            job._finish(False, f"compile worker could not start ({exc})")
+            return
         try:
             w.send(job)
         except (OSError, ValueError) as exc:
@@ -265,6 +279,19 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
     """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
     A `later` job waits until no other job is queued (an upgrade nobody waits for)."""
     return _get_pool().submit(source, name_hint, llvm_options, later)
+
+
+def prestart() -> None:
+    """Start the workers now, before any job: each pays its start-up (Python, tracejit,
+    numba's import and first compile: 1-3 s, most of a first job's time) while the caller
+    goes on (a background compile plans its remaining kernels meanwhile). A no-op for
+    workers already running."""
+    pool = _get_pool()
+    for i in range(len(pool.workers)):
+        try:
+            pool.worker(i)
+        except (OSError, ValueError):
+            return  # the dispatcher will try again (and report) with the first job
 
 
 def worker_pids() -> list:
