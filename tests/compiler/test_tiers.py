@@ -430,3 +430,43 @@ def test_background_work_waits_for_the_first_call_to_end(monkeypatch):
     assert tj.compiler.wait(f, timeout=WAIT_S)
     assert started == [False]
     assert f.cache_stats()["tiers"] == ["compiled"]
+
+
+def test_release_idle_stops_only_workers_without_a_job(fresh_pool):
+    """Workers started ahead for a compile that found everything on disk are stopped
+    (their start-up would only take CPU from the caller); a worker with a job is kept."""
+    workers.prestart()
+    assert len(workers.worker_pids()) == workers.pool_size()
+    workers.release_idle()
+    assert workers.worker_pids() == []
+    job = workers.submit("import numba\n\n@numba.njit('int64(int64)', cache=True)\n"
+                         "def k(a):\n    return a * 5 + 2\n# release test\n", "release", ())
+    assert job.event.wait(WAIT_S) and job.ok, job.error
+    busy = workers.worker_pids()
+    assert len(busy) == 1
+    workers.prestart()   # fills the other slots only
+    workers.release_idle()
+    assert workers.worker_pids() == busy
+
+
+def test_on_disk_record_decides_whether_workers_start_ahead(monkeypatch):
+    """A graph never seen complete on disk starts the workers before planning; once its
+    kernels are all on disk (compiled here), it is recorded, and a new entry for the
+    same graph (as in a warm process) starts no worker ahead."""
+    from tracejit.compiler import tierhints
+    calls = []
+    monkeypatch.setattr(tiers.workers, "prestart", lambda: calls.append("prestart"))
+    monkeypatch.setattr(tiers.workers, "release_idle", lambda: calls.append("release"))
+    step = _step(1.4140625)
+    f = tj.trace(step, compile="background")
+    x, w = _args(4)
+    _loss_and_grad(f, x, w)
+    (ex,) = [e.executor for e in f._entries]   # the tiered executor (the switch replaces it)
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    assert calls and calls[0] == "prestart" and "release" not in calls
+    assert tierhints.on_disk(ex._graph_key())
+    calls.clear()
+    g = tj.trace(_step(1.4140625), compile="background")   # the same graph, all on disk
+    _loss_and_grad(g, x, w)
+    assert tj.compiler.wait(g, timeout=WAIT_S)
+    assert calls == [] and g.cache_stats()["tiers"] == ["compiled"]

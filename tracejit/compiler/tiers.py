@@ -68,6 +68,10 @@ TRIAL_CALLS = 3
 TRIAL_MARGIN = 0.05
 _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
 _pending_lock = threading.Lock()
+# Held while a background thread plans (autodiff, fusion, code generation: imports and
+# locks of their own): `os.fork` waits for it, so a child never inherits a lock or a
+# module import held by a thread it does not have (its own thread plans again).
+_planning = threading.RLock()
 
 
 def compile_mode(option: Optional[str]) -> str:
@@ -132,6 +136,7 @@ class TieredExecutor(Executor):
         self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time:
         self._load_s = 0.0         # recorded for the next process (tierhints.py)
         self._hint_key = None
+        self._prestarted = False    # the workers were started ahead (no on-disk record)
         self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
         # Set at the second call (or by wait/compile): until then, or for at most
         # `_GO_AFTER_S`, the background thread waits, so it does not take the GIL (and a core)
@@ -269,11 +274,24 @@ class TieredExecutor(Executor):
                 return
             self._go.wait(left)
 
+    def _graph_key(self) -> Optional[str]:
+        if self._hint_key is None:
+            try:
+                self._hint_key = tierhints.key(self.tier0.graph, self.grad_mode)
+            except Exception:  # a hint is only advice
+                return None
+        return self._hint_key
+
     def _work(self) -> None:
         self._wait_for_go()
         try:
+            if not self._planned and not tierhints.on_disk(self._graph_key()):
+                # Probably a cold compile: the workers start (1-3 s) while we plan.
+                workers.prestart()
+                self._prestarted = True
             if not self._planned:
-                self._plan()
+                with _planning:
+                    self._plan()
             if not self._failure and not self.jobs:
                 self._submit()
             if not self._failure:
@@ -301,9 +319,13 @@ class TieredExecutor(Executor):
             on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
             log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
                      len(variants), time.perf_counter() - t0, on_disk.count(False))
-            if prestart and not all(on_disk):
+            if all(on_disk):
+                tierhints.mark_on_disk(self._graph_key())
+                if self._prestarted:  # started ahead for nothing: give their CPU back
+                    workers.release_idle()
+            elif prestart:
                 # Workers take 1-3 s to start (Python, numba, a first compile): start
-                # them now, while stage 1 is planned and the jobs are submitted.
+                # them now (if not yet), while stage 1 is planned and the jobs are submitted.
                 workers.prestart()
             # Stage 1 only when a parfor variant must compile (a warm disk has them all:
             # its serial-only twins would be compiled for nothing; a chunk kernel,
@@ -432,6 +454,8 @@ class TieredExecutor(Executor):
         bad = [job for job, *_ in self.jobs if not job.ok]
         if bad:
             self._bg_fail(f"{len(bad)} of {len(self.jobs)} kernels failed: {bad[0].error}")
+        else:
+            tierhints.mark_on_disk(self._graph_key())
 
     def _load(self) -> None:
         t0 = time.perf_counter()
@@ -643,3 +667,8 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
                           f"the array path keeps running", RuntimeWarning, stacklevel=3)
         return None
     return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_planning.acquire, after_in_parent=_planning.release,
+                        after_in_child=_planning.release)

@@ -34,7 +34,7 @@ from typing import Optional
 from .. import envflags
 from ..threads import usable_cpus
 
-__all__ = ["Job", "submit", "prestart", "shutdown", "pool_size", "worker_pids"]
+__all__ = ["Job", "submit", "prestart", "release_idle", "shutdown", "pool_size", "worker_pids"]
 
 _DEFAULT_TIMEOUT_S = 300.0
 
@@ -99,6 +99,7 @@ class _Worker:
             [sys.executable, "-m", "tracejit.compiler.compile_worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
         self.replies: queue.Queue = queue.Queue()
+        self.used = False  # has been given a job (a worker started ahead may never be)
         threading.Thread(target=self._read, daemon=True, name="tracejit-compile-reader").start()
 
     def _read(self) -> None:
@@ -190,16 +191,27 @@ class CompilePool:
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
 
-    def worker(self, i: int) -> "_Worker":
+    def worker(self, i: int, use: bool = True) -> "_Worker":
         """Worker `i`, started if it is not running (under the lock: `prestart` and a
-        dispatcher may ask at once, and only one process may be started for a slot)."""
+        dispatcher may ask at once, and only one process may be started for a slot).
+        `use`: the caller gives it a job (`release_idle` then leaves it alone)."""
         with self._lock:
             w = self.workers[i]
             if w is None or w.proc.poll() is not None:
                 if self.closed:
                     raise OSError("the compile pool was shut down")
                 w = self.workers[i] = _Worker()
+            w.used = w.used or use
             return w
+
+    def release_idle(self) -> None:
+        """Stop the workers that never had a job (started ahead for a compile that found
+        everything on disk after all): their start-up would only take CPU from the caller."""
+        with self._lock:
+            idle = [w for w in self.workers if w is not None and not w.used]
+            self.workers = [None if w in idle else w for w in self.workers]
+        for w in idle:
+            w.kill()
 
     def _run(self, i: int, job: Job) -> None:
         try:
@@ -289,9 +301,16 @@ def prestart() -> None:
     pool = _get_pool()
     for i in range(len(pool.workers)):
         try:
-            pool.worker(i)
+            pool.worker(i, use=False)
         except (OSError, ValueError):
             return  # the dispatcher will try again (and report) with the first job
+
+
+def release_idle() -> None:
+    """Stop the workers `prestart` started that have had no job yet (see CompilePool)."""
+    p = _pool
+    if p is not None and p.pid == os.getpid():
+        p.release_idle()
 
 
 def worker_pids() -> list:
