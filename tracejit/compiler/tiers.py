@@ -57,9 +57,10 @@ __all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "gra
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
 
-# The background work starts at the second call, or `_GO_AFTER_S` after the first call's
-# tier-0 run ended, or `_GO_AFTER_TIER0` times that run's length after it if that is later
-# (the user's step goes on after the forward: its backward costs about twice the forward).
+# The background work starts at the second call, or `_GO_AFTER_S` after the first call
+# began, or -- when that is later -- `_GO_AFTER_TIER0` times its tier-0 run's length after
+# that run ended: about when the user's first step ends (the backward and the optimizer
+# update follow the forward; a backward costs about twice the forward).
 _GO_AFTER_S = 1.0
 _GO_AFTER_TIER0 = 2.0
 # After a chunk stage: calls of each program timed before keeping one, and how much faster
@@ -191,12 +192,13 @@ class TieredExecutor(Executor):
             if self._load_at_once(ins):
                 return self.program(ins)
             self.start(ins)
-            t0 = time.perf_counter()
+            t0, began = time.perf_counter(), time.monotonic()
             try:
                 out = self.tier0(ins)
             finally:
                 self._tier0_s = time.perf_counter() - t0
-                self._go_at = time.monotonic() + max(_GO_AFTER_S, _GO_AFTER_TIER0 * self._tier0_s)
+                self._go_at = max(began + _GO_AFTER_S,
+                                  time.monotonic() + _GO_AFTER_TIER0 * self._tier0_s)
             return out
         return self.tier0(ins)
 
@@ -261,9 +263,10 @@ class TieredExecutor(Executor):
         return False
 
     def _wait_for_go(self) -> None:
-        """Until the second call (or wait/compile), or the quiet time after the first call
-        (`_GO_AFTER_S`): counted from the end of its tier-0 run, so that a long first step
-        (an LSTM's, or any step on a busy machine) is not shared with the planning."""
+        """Until the second call (or wait/compile), or about the end of the user's first
+        step (`_GO_AFTER_S`, `_GO_AFTER_TIER0`), so that a long first step (an LSTM's, or
+        any step on a busy machine) is not shared with the planning; never while the first
+        call itself runs."""
         while not self._go.is_set():
             at = self._go_at
             if at is None:           # the first call is still on tier 0 (or was never made)
