@@ -7,11 +7,13 @@ numba. Its entry's executor is a `TieredExecutor`:
   semantics: its results equal eager, forward and backward, because gradients flow
   through the same eager autograd);
 - its first call runs tier 0 and nothing else; a background thread (working from the
-  second call on, or a second after the first: not during the user's first step) builds the program and the plans that call needs (autodiff, fusion,
-  source generation), finds the kernel variants not yet on disk and submits them to the
-  compile workers (`workers.py`), longest first; computing cache keys, numba's import
-  and the loads all happen in that thread, so a first call with a warm disk costs a
-  capture plus an eager call;
+  second call on, or about when the user's first step has ended: never during it) builds
+  the program and the plans that call needs (autodiff, fusion, source generation), finds
+  the kernel variants not yet on disk and submits them to the compile workers
+  (`workers.py`), longest first; computing cache keys, numba's import and the loads all
+  happen in that thread, so a first call with a warm disk costs a capture plus an eager
+  call. For a graph whose kernels were never all on disk (tierhints.on_disk) the workers
+  are started before the planning, which hides most of their 1-3 s start-up;
 - when the program has parfor kernels to compile, a second program over the same graph
   is compiled first (stage 1): a parfor variant costs numba 3-10x a serial one. On the
   CPU stage 1 is the program with chunk kernels (codegen_chunks.py: serial ``nogil``

@@ -10,8 +10,9 @@ start training again in the worker), and plain fork would copy numba's OpenMP/TB
 pools mid-state. A fresh interpreter shares nothing with us but the cache directory, and
 speaks JSON lines over pipes.
 
-The pool is started lazily (the first background compile, or `prestart` when a background
-compile has just found kernels missing from the disk and is still planning the rest), holds ``min(cores, 2)`` workers
+The pool is started lazily: by the first job, or ahead of it by `prestart` (a background
+compile that is about to plan kernels probably missing from the disk; `release_idle` stops
+such workers again when none was missing). It holds ``min(cores, 2)`` workers
 (``TRACEJIT_COMPILE_WORKERS`` overrides), restarts a worker that crashed or hung (a job that
 takes longer than ``TRACEJIT_COMPILE_TIMEOUT`` seconds, default 300, kills its worker and
 fails), and kills its workers at exit. After ``os.fork`` the child gets a pool of its own
