@@ -470,3 +470,17 @@ def test_on_disk_record_decides_whether_workers_start_ahead(monkeypatch):
     _loss_and_grad(g, x, w)
     assert tj.compiler.wait(g, timeout=WAIT_S)
     assert calls == [] and g.cache_stats()["tiers"] == ["compiled"]
+
+
+def test_stage1_only_when_it_compiles_less():
+    """A cold disk compiles stage 1 first (chunk kernels cost about a serial kernel, a parfor
+    variant ~2.5x); a nearly warm one (a parfor variant or two missing, as a cache filled by
+    another process's first call leaves) compiles those two rather than every kernel of the
+    stage-1 program (a warm Transformer step: 2 small parfor variants against 28 chunk kernels)."""
+    cold_full = [(3000, False), (4000, True), (5000, True)]
+    cold_stage = [(3000, False), (4200, False), (5300, False)]
+    assert tiers.stage1_pays(cold_full, cold_stage)
+    nearly_warm_full = [(507, True)]
+    nearly_warm_stage = [(2500, False)] * 28
+    assert not tiers.stage1_pays(nearly_warm_full, nearly_warm_stage)
+    assert not tiers.stage1_pays([], [])
