@@ -77,9 +77,10 @@ def probe(name: str) -> dict:
     setup = time.perf_counter() - t0
     out = {"setup_s": setup}
     if name == "eager":
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         step()
         out["first_s"] = time.perf_counter() - t
+        out["first_cpu_s"] = time.thread_time() - c
         ts = []
         for _ in range(7):
             t = time.perf_counter()
@@ -87,10 +88,17 @@ def probe(name: str) -> dict:
             ts.append(time.perf_counter() - t)
         out["step_s"] = sorted(ts)[len(ts) // 2]
         return out
-    t = time.perf_counter()
+    capture_s = _time_captures()
+    t, c = time.perf_counter(), time.thread_time()
     step()
     out["first_s"] = time.perf_counter() - t
+    out["first_cpu_s"] = time.thread_time() - c  # the calling thread's CPU time alone
+    out["capture_s"] = sum(capture_s)
     fns = _fwd_fn(tj)
+    tier0 = [e.executor._tier0_s for f in fns for e in f.entries
+             if getattr(e.executor, "_tier0_s", None) is not None]
+    if tier0:
+        out["tier0_fwd_s"] = sum(tier0)  # the forward call on tier 0 (the step's rest is eager)
     if name == "sync_cold":
         out["kernels"] = _breakdown(fns)
     if name == "background_wait":  # the same, but the caller waits instead of training on
@@ -140,6 +148,21 @@ def probe(name: str) -> dict:
     out["steady_step_s"] = sorted(ts)[2]
     out["tiers"] = [s for f in fns for s in f.cache_stats()["tiers"]]
     return out
+
+
+def _time_captures() -> list:
+    """Wrap capture (tracing, passes, guards) to time it: the list fills per capture."""
+    from tracejit.jit.capture import Capture
+    times, orig = [], Capture._capture
+
+    def timed(self, *a, **k):
+        t = time.perf_counter()
+        try:
+            return orig(self, *a, **k)
+        finally:
+            times.append(time.perf_counter() - t)
+    Capture._capture = timed
+    return times
 
 
 STAGED = ("serial", "chunks", "compiled")
@@ -247,7 +270,8 @@ def report(step: str, res: dict) -> None:
     print(f"\n== {step} ({res['load_before']} .. {res['load_after']})")
     e = res.get("eager")
     if e:
-        print(f"eager step: first {e['first_s'] * 1e3:.0f} ms, median {e['step_s'] * 1e3:.0f} ms")
+        print(f"eager step: first {e['first_s'] * 1e3:.0f} ms (caller CPU {e['first_cpu_s'] * 1e3:.0f}), "
+              f"median {e['step_s'] * 1e3:.0f} ms")
     if "sync_cold" in res:
         k = res["sync_cold"]["kernels"]
         tot = sum(r["compiler_lock_s"] for r in k)
@@ -278,6 +302,17 @@ def report(step: str, res: dict) -> None:
         sy = [res[f"warm_disk_sync_{k}"]["first_s"] * 1e3 for k in (1, 2)]
         print(f"warm disk first step: background {bg[0]:.0f} / {bg[1]:.0f} ms, "
               f"sync {sy[0]:.0f} / {sy[1]:.0f} ms")
+        print("  background first step, parts: " + "; ".join(
+            _parts(res[f"warm_disk_background_{k}"]) for k in (1, 2)))
+    if b:
+        print(f"  cold first step, parts: {_parts(b)}")
+
+
+def _parts(r: dict) -> str:
+    """A first step's parts (ms): its caller's CPU time, capture, the tier-0 forward."""
+    tier0 = f", tier-0 forward {r['tier0_fwd_s'] * 1e3:.0f}" if "tier0_fwd_s" in r else ""
+    return (f"wall {r['first_s'] * 1e3:.0f}, caller CPU {r['first_cpu_s'] * 1e3:.0f}, capture "
+            f"{r['capture_s'] * 1e3:.0f}{tier0}")
 
 
 def main(argv=None) -> None:

@@ -378,3 +378,109 @@ def test_later_jobs_queue_after_the_others():
     needed = pool.submit("# needed", "need", ())
     pool.jobs.put((-1, 0, None))
     assert [pool.jobs.get()[2] for _ in range(3)] == [None, needed, upgrade]
+
+
+def test_prestart_starts_the_workers_once_and_they_take_jobs(fresh_pool):
+    """`workers.prestart` starts every worker before any job (each pays its start-up while
+    the parent plans); a second call starts nothing more; a job then runs on them."""
+    workers.prestart()
+    pids = workers.worker_pids()
+    assert len(pids) == workers.pool_size()
+    workers.prestart()
+    assert workers.worker_pids() == pids
+    job = workers.submit("import numba\n\n@numba.njit('int64(int64)', cache=True)\n"
+                         "def k(a):\n    return a * 3 + 1\n# prestart test\n", "prestart", ())
+    assert job.event.wait(WAIT_S) and job.ok, job.error
+    assert job.compiled == 1
+    assert set(workers.worker_pids()) == set(pids)   # no process started for the job
+
+
+def test_background_work_waits_for_the_first_call_to_end(monkeypatch):
+    """The planning thread starts after the first call's tier-0 run (plus a quiet time),
+    never during it: a long first step is not shared with autodiff and code generation."""
+    from tracejit.jit import backend
+    monkeypatch.setattr(tiers, "_GO_AFTER_S", 0.0)
+    monkeypatch.setattr(tiers, "_GO_AFTER_TIER0", 0.0)
+    started, in_call = [], [False]
+    real_plan, real_run = tiers.TieredExecutor._plan, backend.Interpreted.__call__
+    real_start = tiers.TieredExecutor.start
+
+    def start(self, ins):   # the thread is started here, in the first call
+        in_call[0] = True
+        return real_start(self, ins)
+
+    def plan(self, prestart=True):
+        started.append(in_call[0])
+        return real_plan(self, prestart)
+
+    def slow_tier0(self, ins):
+        try:
+            time.sleep(0.3)   # the old rule (1 s from the call's start; here 0) planned now
+            return real_run(self, ins)
+        finally:
+            in_call[0] = False
+    monkeypatch.setattr(tiers.TieredExecutor, "start", start)
+    monkeypatch.setattr(tiers.TieredExecutor, "_plan", plan)
+    monkeypatch.setattr(backend.Interpreted, "__call__", slow_tier0)
+    f = tj.trace(_step(1.3125), compile="background")
+    x, w = _args(3)
+    eager = _loss_and_grad(_step(1.3125), x, w)
+    first = _loss_and_grad(f, x, w)
+    assert first[0] == pytest.approx(eager[0], rel=1e-6)
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    assert started == [False]
+    assert f.cache_stats()["tiers"] == ["compiled"]
+
+
+def test_release_idle_stops_only_workers_without_a_job(fresh_pool):
+    """Workers started ahead for a compile that found everything on disk are stopped
+    (their start-up would only take CPU from the caller); a worker with a job is kept."""
+    workers.prestart()
+    assert len(workers.worker_pids()) == workers.pool_size()
+    workers.release_idle()
+    assert workers.worker_pids() == []
+    job = workers.submit("import numba\n\n@numba.njit('int64(int64)', cache=True)\n"
+                         "def k(a):\n    return a * 5 + 2\n# release test\n", "release", ())
+    assert job.event.wait(WAIT_S) and job.ok, job.error
+    busy = workers.worker_pids()
+    assert len(busy) == 1
+    workers.prestart()   # fills the other slots only
+    workers.release_idle()
+    assert workers.worker_pids() == busy
+
+
+def test_on_disk_record_decides_whether_workers_start_ahead(monkeypatch):
+    """A graph never seen complete on disk starts the workers before planning; once its
+    kernels are all on disk (compiled here), it is recorded, and a new entry for the
+    same graph (as in a warm process) starts no worker ahead."""
+    from tracejit.compiler import tierhints
+    calls = []
+    monkeypatch.setattr(tiers.workers, "prestart", lambda: calls.append("prestart"))
+    monkeypatch.setattr(tiers.workers, "release_idle", lambda: calls.append("release"))
+    step = _step(1.4140625)
+    f = tj.trace(step, compile="background")
+    x, w = _args(4)
+    _loss_and_grad(f, x, w)
+    (ex,) = [e.executor for e in f._entries]   # the tiered executor (the switch replaces it)
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    assert calls and calls[0] == "prestart" and "release" not in calls
+    assert tierhints.on_disk(ex._graph_key())
+    calls.clear()
+    g = tj.trace(_step(1.4140625), compile="background")   # the same graph, all on disk
+    _loss_and_grad(g, x, w)
+    assert tj.compiler.wait(g, timeout=WAIT_S)
+    assert calls == [] and g.cache_stats()["tiers"] == ["compiled"]
+
+
+def test_stage1_only_when_it_compiles_less():
+    """A cold disk compiles stage 1 first (chunk kernels cost about a serial kernel, a parfor
+    variant ~2.5x); a nearly warm one (a parfor variant or two missing, as a cache filled by
+    another process's first call leaves) compiles those two rather than every kernel of the
+    stage-1 program (a warm Transformer step: 2 small parfor variants against 28 chunk kernels)."""
+    cold_full = [(3000, False), (4000, True), (5000, True)]
+    cold_stage = [(3000, False), (4200, False), (5300, False)]
+    assert tiers.stage1_pays(cold_full, cold_stage)
+    nearly_warm_full = [(507, True)]
+    nearly_warm_stage = [(2500, False)] * 28
+    assert not tiers.stage1_pays(nearly_warm_full, nearly_warm_stage)
+    assert not tiers.stage1_pays([], [])

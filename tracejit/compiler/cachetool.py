@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -90,6 +91,8 @@ def clear(root: Optional[Path] = None) -> int:
     entries = _entries(root)
     for entry, *_ in entries:
         diskcache._discard(entry)
+    # The per-graph hints (tierhints.py) describe what was on disk: they go too.
+    shutil.rmtree(root / "hints", ignore_errors=True)
     return len(entries)
 
 

@@ -9,6 +9,11 @@ known after a run, so a run records both figures, keyed by the captured graph's 
 ``<cache root>/hints/<key>.json``; the next process's first call loads the kernels at
 once when its tier-0 call took longer than the loads.
 
+A second, smaller record says that a graph's kernels have all been on disk once
+(``<key>.ondisk``, empty): a background compile whose graph has none starts its compile
+workers at once, before planning (they take 1-3 s to start), and one whose graph has it
+does not start them for nothing in a warm process.
+
 A hint is only advice: JSON (never pickle) in the private cache root, read defensively;
 a missing kernel still goes the tier-0 way, and every kernel is loaded through the disk
 cache's manifest check.
@@ -24,7 +29,7 @@ from typing import Optional
 
 from . import diskcache
 
-__all__ = ["key", "read", "write"]
+__all__ = ["key", "read", "write", "prefer_loading", "mark_on_disk", "on_disk"]
 
 _DIR = "hints"
 
@@ -89,3 +94,22 @@ def prefer_loading(hint: Optional[dict]) -> bool:
     # cores (about twice a load's cost alone), and the calls after a tier-0 first call run
     # on tier 0 too until the loads are done: load when tier 0 took over half of it.
     return hint is not None and hint["tier0_s"] > 0.5 * hint["load_s"]
+
+
+def mark_on_disk(k: Optional[str]) -> None:
+    """Record that every kernel of the graph with key `k` is on disk (errors are ignored)."""
+    path = _path(k) if k else None
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        path.with_suffix(".ondisk").touch()
+    except OSError:
+        pass
+
+
+def on_disk(k: Optional[str]) -> bool:
+    """Whether a previous run found or put every kernel of graph `k` on disk (the cache may
+    have been pruned since: this is advice, the disk check decides)."""
+    path = _path(k) if k else None
+    return path is not None and path.with_suffix(".ondisk").exists()

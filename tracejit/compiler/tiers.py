@@ -7,11 +7,13 @@ numba. Its entry's executor is a `TieredExecutor`:
   semantics: its results equal eager, forward and backward, because gradients flow
   through the same eager autograd);
 - its first call runs tier 0 and nothing else; a background thread (working from the
-  second call on, or a second after the first: not during the user's first step) builds the program and the plans that call needs (autodiff, fusion,
-  source generation), finds the kernel variants not yet on disk and submits them to the
-  compile workers (`workers.py`), longest first; computing cache keys, numba's import
-  and the loads all happen in that thread, so a first call with a warm disk costs a
-  capture plus an eager call;
+  second call on, or about when the user's first step has ended: never during it) builds
+  the program and the plans that call needs (autodiff, fusion, source generation), finds
+  the kernel variants not yet on disk and submits them to the compile workers
+  (`workers.py`), longest first; computing cache keys, numba's import and the loads all
+  happen in that thread, so a first call with a warm disk costs a capture plus an eager
+  call. For a graph whose kernels were never all on disk (tierhints.on_disk) the workers
+  are started before the planning, which hides most of their 1-3 s start-up;
 - when the program has parfor kernels to compile, a second program over the same graph
   is compiled first (stage 1): a parfor variant costs numba 3-10x a serial one. On the
   CPU stage 1 is the program with chunk kernels (codegen_chunks.py: serial ``nogil``
@@ -57,13 +59,22 @@ __all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "gra
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
 
-_GO_AFTER_S = 1.0  # the background work starts at the second call, or this long after the first
+# The background work starts at the second call, or `_GO_AFTER_S` after the first call
+# began, or -- when that is later -- `_GO_AFTER_TIER0` times its tier-0 run's length after
+# that run ended: about when the user's first step ends (the backward and the optimizer
+# update follow the forward; a backward costs about twice the forward).
+_GO_AFTER_S = 1.0
+_GO_AFTER_TIER0 = 2.0
 # After a chunk stage: calls of each program timed before keeping one, and how much faster
 # (fraction of the chunk program's best call) the parfor program must be to be kept.
 TRIAL_CALLS = 3
 TRIAL_MARGIN = 0.05
 _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
 _pending_lock = threading.Lock()
+# Held while a background thread plans (autodiff, fusion, code generation: imports and
+# locks of their own): `os.fork` waits for it, so a child never inherits a lock or a
+# module import held by a thread it does not have (its own thread plans again).
+_planning = threading.RLock()
 
 
 def compile_mode(option: Optional[str]) -> str:
@@ -72,6 +83,20 @@ def compile_mode(option: Optional[str]) -> str:
         return option
     env = envflags.value("TRACEJIT_COMPILE").lower()
     return env if env in MODES else "background"
+
+
+# numba's cost of a parfor variant against a serial or chunk kernel of the same source
+# size: 2.2-2.6x measured (the MLP backward's largest group: 1.8-2.3 s against 4.71 s).
+PARFOR_COST = 2.5
+
+
+def stage1_pays(full_missing: list, stage_missing: list) -> bool:
+    """Whether compiling stage 1's missing kernels is cheaper than compiling the full
+    program's missing ones: each list holds (source length, is a parfor variant) per
+    kernel to compile; compile cost ~ source length, `PARFOR_COST` times for parfor."""
+    def cost(kernels):
+        return sum(n * (PARFOR_COST if parfor else 1.0) for n, parfor in kernels)
+    return cost(stage_missing) < cost(full_missing)
 
 
 def graph_on_cpu(graph: Any) -> bool:
@@ -128,12 +153,14 @@ class TieredExecutor(Executor):
         self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time:
         self._load_s = 0.0         # recorded for the next process (tierhints.py)
         self._hint_key = None
+        self._prestarted = False    # the workers were started ahead (no on-disk record)
         self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
         # Set at the second call (or by wait/compile): until then, or for at most
         # `_GO_AFTER_S`, the background thread waits, so it does not take the GIL (and a core)
         # from the first call and the rest of the user's first step (its backward, the
         # optimizer) that it is meant to spare.
         self._go = threading.Event()
+        self._go_at: Optional[float] = None  # time.monotonic() when the thread may start anyway
 
     @property
     def program(self):
@@ -181,9 +208,13 @@ class TieredExecutor(Executor):
             if self._load_at_once(ins):
                 return self.program(ins)
             self.start(ins)
-            t0 = time.perf_counter()
-            out = self.tier0(ins)
-            self._tier0_s = time.perf_counter() - t0
+            t0, began = time.perf_counter(), time.monotonic()
+            try:
+                out = self.tier0(ins)
+            finally:
+                self._tier0_s = time.perf_counter() - t0
+                self._go_at = max(began + _GO_AFTER_S,
+                                  time.monotonic() + _GO_AFTER_TIER0 * self._tier0_s)
             return out
         return self.tier0(ins)
 
@@ -200,7 +231,7 @@ class TieredExecutor(Executor):
             if self.state != "new":
                 return False
             self._ins, self._stage1 = ins, False
-            self._plan()
+            self._plan(prestart=False)  # (in the caller's call: no process start here)
             if self._failure or not all(diskcache.is_cached(sp.source, sp.llvm_options)
                                         for sp in self._specs):
                 return False  # tier 0 as usual; the thread reuses the plans
@@ -247,11 +278,39 @@ class TieredExecutor(Executor):
                     self._start_work()
         return False
 
+    def _wait_for_go(self) -> None:
+        """Until the second call (or wait/compile), or about the end of the user's first
+        step (`_GO_AFTER_S`, `_GO_AFTER_TIER0`), so that a long first step (an LSTM's, or
+        any step on a busy machine) is not shared with the planning; never while the first
+        call itself runs."""
+        while not self._go.is_set():
+            at = self._go_at
+            if at is None:           # the first call is still on tier 0 (or was never made)
+                self._go.wait(0.05)
+                continue
+            left = at - time.monotonic()
+            if left <= 0:
+                return
+            self._go.wait(left)
+
+    def _graph_key(self) -> Optional[str]:
+        if self._hint_key is None:
+            try:
+                self._hint_key = tierhints.key(self.tier0.graph, self.grad_mode)
+            except Exception:  # a hint is only advice
+                return None
+        return self._hint_key
+
     def _work(self) -> None:
-        self._go.wait(_GO_AFTER_S)
+        self._wait_for_go()
         try:
+            if not self._planned and not tierhints.on_disk(self._graph_key()):
+                # Probably a cold compile: the workers start (1-3 s) while we plan.
+                workers.prestart()
+                self._prestarted = True
             if not self._planned:
-                self._plan()
+                with _planning:
+                    self._plan()
             if not self._failure and not self.jobs:
                 self._submit()
             if not self._failure:
@@ -265,9 +324,10 @@ class TieredExecutor(Executor):
             self._submit_done.set()
             self._ready.set()
 
-    def _plan(self) -> None:
+    def _plan(self, prestart: bool = True) -> None:
         ins = self._ins
         try:
+            t0 = time.perf_counter()
             variants, seen = [], set()
             for plan in self.program.plans_for(ins, self.grad_mode):
                 for kern, layouts, parallel in plan.all_first_variants():
@@ -275,13 +335,36 @@ class TieredExecutor(Executor):
                         seen.add((id(kern), layouts, parallel))
                         variants.append((kern, layouts, parallel))
             self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+            on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
+            log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
+                     len(variants), time.perf_counter() - t0, on_disk.count(False))
+            if all(on_disk):
+                tierhints.mark_on_disk(self._graph_key())
+                if self._prestarted:  # started ahead for nothing: give their CPU back
+                    workers.release_idle()
+            elif prestart:
+                # Workers take 1-3 s to start (Python, numba, a first compile): start
+                # them now (if not yet), while stage 1 is planned and the jobs are submitted.
+                workers.prestart()
             # Stage 1 only when a parfor variant must compile (a warm disk has them all:
             # its serial-only twins would be compiled for nothing; a chunk kernel,
             # codegen_chunks.py, compiles about as fast as its serial twin).
-            if self._stage1 and any(par and kern.backend.serial_twin and not spec.chunked
-                                    and not diskcache.is_cached(spec.source, spec.llvm_options)
-                                    for (kern, _, par), spec in zip(variants, self._specs)):
+            if self._stage1 and any(par and kern.backend.serial_twin and not spec.chunked and not ok
+                                    for (kern, _, par), spec, ok in zip(variants, self._specs, on_disk)):
+                t1 = time.perf_counter()
                 self._plan_stage1(ins)
+                log.info("%s: planned stage 1 (%s kernels) in %.2f s", self.name, self._stage_kind,
+                         time.perf_counter() - t1)
+                full = [(len(sp.source), par and kern.backend.serial_twin and not sp.chunked)
+                        for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk) if not ok]
+                stage = [(len(sp.source), False) for sp in {sp.source: sp for sp in self._serial_specs
+                         if not diskcache.is_cached(sp.source, sp.llvm_options)}.values()]
+                if self._serial_program is not None and not stage1_pays(full, stage):
+                    # A nearly warm disk (a parfor variant or two missing): compiling them
+                    # costs less than the whole stage-1 program's kernels.
+                    log.info("%s: no stage 1: %d missing kernels compile faster than its %d",
+                             self.name, len(full), len(stage))
+                    self._set_stage("serial", None, [], [])
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
             return
@@ -362,9 +445,10 @@ class TieredExecutor(Executor):
             job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
             jobs.append((job, None, (), False))
         self.jobs = jobs
-        missing = sum(1 for j, *_ in jobs if j.id)
-        log.info("%s: %d of %d kernels compiling in workers; running on tier 0 meanwhile",
-                 self.name, missing, len(self.variants))
+        missing = sum(1 for j, *_ in jobs if j.id and not j.done())
+        log.info("%s: %d of %d kernel jobs compiling in workers (%d variants, %d of stage 1); "
+                 "running on tier 0 meanwhile", self.name, missing, len(jobs), len(self.variants),
+                 self._n_serial)
         self._submit_done.set()
 
     def _wait_jobs(self) -> None:
@@ -399,6 +483,8 @@ class TieredExecutor(Executor):
         bad = [job for job, *_ in self.jobs if not job.ok]
         if bad:
             self._bg_fail(f"{len(bad)} of {len(self.jobs)} kernels failed: {bad[0].error}")
+        else:
+            tierhints.mark_on_disk(self._graph_key())
 
     def _load(self) -> None:
         t0 = time.perf_counter()
@@ -610,3 +696,8 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
                           f"the array path keeps running", RuntimeWarning, stacklevel=3)
         return None
     return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_planning.acquire, after_in_parent=_planning.release,
+                        after_in_child=_planning.release)

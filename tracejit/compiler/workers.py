@@ -10,7 +10,9 @@ start training again in the worker), and plain fork would copy numba's OpenMP/TB
 pools mid-state. A fresh interpreter shares nothing with us but the cache directory, and
 speaks JSON lines over pipes.
 
-The pool is started lazily (the first background compile), holds ``min(cores, 2)`` workers
+The pool is started lazily: by the first job, or ahead of it by `prestart` (a background
+compile that is about to plan kernels probably missing from the disk; `release_idle` stops
+such workers again when none was missing). It holds ``min(cores, 2)`` workers
 (``TRACEJIT_COMPILE_WORKERS`` overrides), restarts a worker that crashed or hung (a job that
 takes longer than ``TRACEJIT_COMPILE_TIMEOUT`` seconds, default 300, kills its worker and
 fails), and kills its workers at exit. After ``os.fork`` the child gets a pool of its own
@@ -33,7 +35,7 @@ from typing import Optional
 from .. import envflags
 from ..threads import usable_cpus
 
-__all__ = ["Job", "submit", "shutdown", "pool_size", "worker_pids"]
+__all__ = ["Job", "submit", "prestart", "release_idle", "shutdown", "pool_size", "worker_pids"]
 
 _DEFAULT_TIMEOUT_S = 300.0
 
@@ -98,6 +100,7 @@ class _Worker:
             [sys.executable, "-m", "tracejit.compiler.compile_worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
         self.replies: queue.Queue = queue.Queue()
+        self.used = False  # has been given a job (a worker started ahead may never be)
         threading.Thread(target=self._read, daemon=True, name="tracejit-compile-reader").start()
 
     def _read(self) -> None:
@@ -189,10 +192,34 @@ class CompilePool:
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
 
+    def worker(self, i: int, use: bool = True) -> "_Worker":
+        """Worker `i`, started if it is not running (under the lock: `prestart` and a
+        dispatcher may ask at once, and only one process may be started for a slot).
+        `use`: the caller gives it a job (`release_idle` then leaves it alone)."""
+        with self._lock:
+            w = self.workers[i]
+            if w is None or w.proc.poll() is not None:
+                if self.closed:
+                    raise OSError("the compile pool was shut down")
+                w = self.workers[i] = _Worker()
+            w.used = w.used or use
+            return w
+
+    def release_idle(self) -> None:
+        """Stop the workers that never had a job (started ahead for a compile that found
+        everything on disk after all): their start-up would only take CPU from the caller."""
+        with self._lock:
+            idle = [w for w in self.workers if w is not None and not w.used]
+            self.workers = [None if w in idle else w for w in self.workers]
+        for w in idle:
+            w.kill()
+
     def _run(self, i: int, job: Job) -> None:
-        w = self.workers[i]
-        if w is None or w.proc.poll() is not None:
-            w = self.workers[i] = _Worker()
+        try:
+            w = self.worker(i)
+        except (OSError, ValueError) as exc:
+            job._finish(False, f"compile worker could not start ({exc})")
+            return
         try:
             w.send(job)
         except (OSError, ValueError) as exc:
@@ -265,6 +292,26 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
     """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
     A `later` job waits until no other job is queued (an upgrade nobody waits for)."""
     return _get_pool().submit(source, name_hint, llvm_options, later)
+
+
+def prestart() -> None:
+    """Start the workers now, before any job: each pays its start-up (Python, tracejit,
+    numba's import and first compile: 1-3 s, most of a first job's time) while the caller
+    goes on (a background compile plans its remaining kernels meanwhile). A no-op for
+    workers already running."""
+    pool = _get_pool()
+    for i in range(len(pool.workers)):
+        try:
+            pool.worker(i, use=False)
+        except (OSError, ValueError):
+            return  # the dispatcher will try again (and report) with the first job
+
+
+def release_idle() -> None:
+    """Stop the workers `prestart` started that have had no job yet (see CompilePool)."""
+    p = _pool
+    if p is not None and p.pid == os.getpid():
+        p.release_idle()
 
 
 def worker_pids() -> list:
