@@ -26,10 +26,11 @@ def _run(monkeypatch, kernels: bool, fn, *a, **kw):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
-def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full):
+@pytest.mark.parametrize("H", [4, 9], ids=["4H=16", "4H=36"])   # the kernels' tiles of 16 rows, and a rest
+def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H):
     assert lstm_kernels.forward_step(dtype) is not None and lstm_kernels.backward_step(dtype) is not None
     r = np.random.default_rng(5)
-    L, N, H = 5, 3, 4
+    L, N = 5, 3
     scale = 4.0                     # pre-activations of a few units: some gates near 0 or 1
     a = lambda *s: (r.standard_normal(s) * scale).astype(dtype)   # noqa: E731
     gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.3, a(4 * H), a(H, N), a(H, N)
