@@ -69,10 +69,11 @@ def test_strided_operands_are_taken(monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse):
+@pytest.mark.parametrize("H", [4, 7], ids=["3H=12", "3H=21"])   # the transposes' tiles of 16 rows, and a rest
+def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H):
     assert lstm_kernels.gru_forward_step(dtype) is not None and lstm_kernels.gru_backward_step(dtype) is not None
     r = np.random.default_rng(7)
-    L, N, H = 5, 3, 4
+    L, N = 5, 3
     a = lambda *s: (r.standard_normal(s) * 3.0).astype(dtype)   # noqa: E731
     gi, w, b = a(L, N, 3 * H), a(3 * H, H) * 0.3, a(3 * H)
     h0 = a(N, H).T                       # a transposed view, as the layer passes it
