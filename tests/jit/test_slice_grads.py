@@ -79,3 +79,29 @@ def test_values_cut_alike_with_equal_block_gradients_share_one_concat():
     x, y = T(4, 3, seed=5, rg=True), T(4, 3, seed=6, rg=True)
     assert_compiled_matches(shared, x, y)
     assert _count(_backward(shared, x, y), "concat") == 1
+
+
+def one_block(x):
+    h = x[:, :3]                             # only one block has a gradient (an LSTM's h, not c)
+    return (h * h).sum()
+
+
+def one_row(x):
+    return (tj.unbind(x, 0)[1] * 3.0).sum()
+
+
+@pytest.mark.parametrize("fn", [one_block, one_row], ids=["slice", "int-select"])
+def test_a_lone_block_is_a_concat_with_zero_gaps_not_an_index_add(fn):
+    x = T(4, 6, seed=7, rg=True)
+    assert_compiled_matches(fn, x)
+    bwd = _backward(fn, x)
+    assert _count(bwd, "concat") == 1 and _count(bwd, "index_add") == 0
+    cf = tj.trace(fn)
+    xs = tj.tensor(x.detach().numpy(), requires_grad=True)
+    cf(xs).backward()
+    want = np.zeros((4, 6), np.float32)
+    if fn is one_block:
+        want[:, :3] = 2.0 * x.detach().numpy()[:, :3]
+    else:
+        want[1] = 3.0
+    np.testing.assert_allclose(xs.grad.numpy(), want, rtol=1e-6)

@@ -63,8 +63,8 @@ def test_a_compiled_lstm_layer_is_the_eager_layers_two_ops():
     assert names_b.count("lstm_layer_backward") == 2 and "scan" not in names_b
     assert "lstm_layer" not in names_b                         # the forward's result is saved
     # the (L, 2H, N) states' gradient: one concat of h's and c's blocks per layer; the
-    # final h and c (single steps) each add into their block
-    assert names_b.count("concat") == 2 and names_b.count("index_add") == 4
+    # final h and c (single steps) are each a concat with a zero gap added into their block
+    assert names_b.count("concat") == 6 and names_b.count("index_add") == 0
     # per layer: the input projection forward; d W_ih and d x backward (d W_hh and the
     # per-step products are inside the layer's ops)
     assert names_f.count("matmul") == 2 and names_b.count("matmul") == 4
@@ -80,3 +80,27 @@ def test_a_compiled_gru_layer_is_the_eager_layers_two_ops():
     names_b = [e.prim.name for e in bwd.eqns]
     assert names_f.count("gru_layer") == 2 and names_f.count("gru_layer_states") == 2
     assert names_b.count("gru_layer_backward") == 2 and "scan" not in names_f + names_b
+
+
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
+def test_a_compiled_rnn_layer_is_the_eager_layers_op(nonlinearity):
+    """Captured, an RNN layer is one ``rnn_layer`` equation, differentiated by its record's
+    VJP into one ``rnn_layer_backward`` (no loop); compiled gradients equal PyTorch's."""
+    tm = torch.nn.RNN(5, 4, num_layers=2, nonlinearity=nonlinearity)
+    m = tj.nn.RNN(5, 4, num_layers=2, nonlinearity=nonlinearity)
+    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x0 = np.random.default_rng(4).standard_normal((6, 2, 5)).astype(np.float32)
+    cf = tj.trace(lambda x: _loss(tj, m, x))
+    x = tj.tensor(x0, requires_grad=True)
+    cf(x).backward()
+    tx = torch.tensor(x0, requires_grad=True)
+    _loss(torch, tm, tx).backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    for (name, p), tp in zip(m.named_parameters(), tm.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    g = cf.entries[0].graph
+    fwd, bwd, _ = split(g, [True] * len(g.inputs))
+    names_f = [e.prim.name for e in fwd.eqns]
+    names_b = [e.prim.name for e in bwd.eqns]
+    assert names_f.count("rnn_layer") == 2 and names_b.count("rnn_layer_backward") == 2
+    assert "scan" not in names_f + names_b and "rnn_layer" not in names_b

@@ -1,12 +1,11 @@
-"""The eager recurrent layers' deferred hidden-weight gradient (one GEMM over all steps)
-against PyTorch: first and second order, retained graphs, steps the loss does not reach,
-frozen weights."""
+"""The eager recurrent layers' gradients (each layer's time loop is one op each way:
+nn/rnn_layer.py, lstm_layer.py, gru_layer.py) against PyTorch: first and second order,
+retained graphs, steps the loss does not reach, frozen weights."""
 import numpy as np
 import pytest
 
 import tracejit as tj
 from tracejit import nn
-from tracejit.nn.recurrent_grad import DeferredHiddenGrad
 
 torch = pytest.importorskip("torch", reason="the recurrent layers are checked against PyTorch")
 
@@ -63,73 +62,34 @@ def test_retained_graph_and_steps_the_loss_does_not_reach():
                                    err_msg=name)
 
 
-def test_frozen_hidden_weights_and_no_grad_use_plain_ops():
-    m, t = _pair("gru")
+@pytest.mark.parametrize("kind", ["gru", "rnn"])
+def test_frozen_hidden_weights(kind):
+    m, t = _pair(kind)
     m.weight_hh_l0.requires_grad_(False)
     m.bias_hh_l0.requires_grad_(False)
     t.weight_hh_l0.requires_grad_(False)
     t.bias_hh_l0.requires_grad_(False)
-    assert not DeferredHiddenGrad(m.weight_hh_l0, m.bias_hh_l0).active
     xv = _x(2)
     m(tj.tensor(xv))[0].sum().backward()
     t(torch.tensor(xv))[0].sum().backward()
-    assert m.weight_hh_l0.grad is None
+    assert m.weight_hh_l0.grad is None and m.bias_hh_l0.grad is None
     np.testing.assert_allclose(m.weight_ih_l0.grad.numpy(), t.weight_ih_l0.grad.numpy(), rtol=1e-10)
-    with tj.no_grad():
-        assert not DeferredHiddenGrad(m.weight_ih_l0, None).active
 
 
 def test_one_weight_gradient_gemm_per_layer_and_direction():
-    """The point of the deferred gradient: W_hh's gradient is one matmul, not one per step
-    (RNN; the eager LSTM and GRU run their whole time loop as one op, tests/nn/test_lstm_layer.py
-    and test_gru_layer.py)."""
-    from tracejit.ops import linalg
+    """An RNN layer's backward is one op: per step one GEMM dh = W_hh^T dpre, and W_hh's
+    gradient one GEMM over all steps (as the LSTM's and GRU's: tests/nn/test_lstm_layer.py,
+    test_gru_layer.py)."""
+    from tracejit.ops import rnn_prim
     m, _ = _pair("rnn")
     out = m(tj.tensor(_x(3, (7, 2, 3))))[0].sum()
     calls = []
-    orig = linalg.MATMUL.impl
-    linalg.MATMUL.impl = lambda xp, a, b: calls.append((a.shape, b.shape)) or orig(xp, a, b)
+    orig = rnn_prim._matmul
+    rnn_prim._matmul = lambda xp, a, b: calls.append((a.shape, b.shape)) or orig(xp, a, b)
     try:
         out.backward()
     finally:
-        linalg.MATMUL.impl = orig
-    # per step: dh = dgates @ W_hh (6: h_0 is a constant zero state); once: dW_hh over
-    # the 7*2 stacked rows, and dW_ih (x needs no gradient)
-    assert sum(1 for a, b in calls if a == (2, 4) and b == (4, 4)) == 6
-    assert ((4, 14), (14, 4)) in calls
-    assert len(calls) == 6 + 2, calls
-
-
-def test_a_pass_that_skips_the_weights_leaves_nothing_stale_for_the_next():
-    """autograd.grad of the input alone (the weights' node does not run) over a retained
-    graph reaching both steps, then a backward reaching only the first step: W's gradient
-    must be that of the second loss alone (not the first pass's step-2 gradient too)."""
-    r = np.random.default_rng(5)
-    wv, bv, hv = r.standard_normal((4, 4)), r.standard_normal(4), r.standard_normal((2, 4))
-
-    def run(proj_of):
-        w, b = tj.tensor(wv, requires_grad=True), tj.tensor(bv, requires_grad=True)
-        h0 = tj.tensor(hv, requires_grad=True)
-        proj = proj_of(w, b)
-        h1 = proj(h0)
-        h2 = proj(tj.tanh(h1))
-        g0 = tj.autograd.grad((h2 * h2).sum(), [h0], retain_graph=True)[0]
-        (h1 * 3.0).sum().backward()
-        return g0.numpy(), w.grad.numpy(), b.grad.numpy()
-
-    deferred = run(lambda w, b: DeferredHiddenGrad(w, b))
-    plain = run(lambda w, b: (lambda h: tj.nn.functional.linear(h, w, b)))
-    for a, e in zip(deferred, plain):
-        np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-14)
-
-
-def test_the_deferred_state_holds_no_tensors_between_passes():
-    """Between backward passes the state the steps share is empty (it only carries the
-    steps' (h, dgates) from their backwards to the weights' node within one pass)."""
-    h0 = tj.tensor(_x(6, (2, 4)), requires_grad=True)
-    w = tj.tensor(_x(7, (4, 4)), requires_grad=True)
-    proj = DeferredHiddenGrad(w, None)
-    y = proj(tj.tanh(proj(h0)))
-    assert proj.pending.steps == []
-    y.sum().backward()
-    assert proj.pending.steps == [] and w.grad is not None
+        rnn_prim._matmul = orig
+    assert calls.count(((4, 4), (4, 2))) == 7               # one per step (d h0 included)
+    assert calls.count(((4, 14), (14, 4))) == 1             # d W_hh over the 7*2 stacked rows
+    assert len(calls) == 8, calls

@@ -1,4 +1,6 @@
-"""index_add's row rounds (ops/indexing.py `_add_rows`): an embedding's backward, bitwise np.add.at."""
+"""index_add's rows with repeats (ops/indexing.py `_add_rows`): an embedding's backward, bitwise
+np.add.at, in numpy rounds (TRACEJIT_EAGER_KERNELS=0) and with the numba loop of
+ops/index_kernels.py (tests/ops/test_index_kernels.py checks it further)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +13,9 @@ from tracejit.ops.indexing import _add_rows
 @pytest.mark.parametrize("shape,n,negative", [((2048,), 64, False), ((32, 64), 64, True),
                                               ((33,), 40, False), ((8, 5), 40, True)])
 @pytest.mark.parametrize("base", ["zeros", "values"])
-def test_rounds_give_np_add_at_bitwise(shape, n, negative, base):
+@pytest.mark.parametrize("kernels", [False, True], ids=["rounds", "kernel"])
+def test_rounds_give_np_add_at_bitwise(monkeypatch, shape, n, negative, base, kernels):
+    _kernels(monkeypatch, kernels)
     rng = np.random.default_rng(n)
     idx = rng.integers(0, n, shape)
     if negative:
@@ -24,7 +28,17 @@ def test_rounds_give_np_add_at_bitwise(shape, n, negative, base):
     assert np.array_equal(a, want)
 
 
-def test_other_indices_are_left_to_np_add_at():
+def _kernels(monkeypatch, on: bool):
+    if on:
+        pytest.importorskip("numba", reason="the kernel is numba code")
+        monkeypatch.setenv("TRACEJIT_COMPILE", "sync")      # load it at the first call
+        monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
+    else:
+        monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+
+
+def test_other_indices_are_left_to_np_add_at(monkeypatch):
+    _kernels(monkeypatch, False)
     a = np.zeros((4, 3), np.float32)
     v = np.ones((40, 3), np.float32)
     assert not _add_rows(a, (np.zeros(40, np.int64),), v)                  # one row 40 times
@@ -32,6 +46,18 @@ def test_other_indices_are_left_to_np_add_at():
     assert not _add_rows(a, (np.arange(40) % 5,), v)                        # row 4 out of range
     assert not _add_rows(a, (np.arange(40) % 4,), np.ones(3, np.float32))  # broadcast update
     assert not a.any()
+
+
+def test_the_kernel_also_takes_one_row_repeated(monkeypatch):
+    """Many repeats of one row make the rounds slower than np.add.at; the loop does not care."""
+    _kernels(monkeypatch, True)
+    a = np.zeros((4, 3), np.float32)
+    v = np.random.default_rng(3).standard_normal((40, 3)).astype(np.float32)
+    idx = np.zeros(40, np.int64)
+    want = a.copy()
+    np.add.at(want, (idx,), v)
+    assert _add_rows(a, (idx,), v)
+    assert np.array_equal(a, want)
 
 
 def test_embedding_gradient_equals_a_one_hot_product():

@@ -26,10 +26,11 @@ def _run(monkeypatch, kernels: bool, fn, *a, **kw):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
-def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full):
+@pytest.mark.parametrize("H", [4, 9], ids=["4H=16", "4H=36"])   # the kernels' tiles of 16 rows, and a rest
+def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H):
     assert lstm_kernels.forward_step(dtype) is not None and lstm_kernels.backward_step(dtype) is not None
     r = np.random.default_rng(5)
-    L, N, H = 5, 3, 4
+    L, N = 5, 3
     scale = 4.0                     # pre-activations of a few units: some gates near 0 or 1
     a = lambda *s: (r.standard_normal(s) * scale).astype(dtype)   # noqa: E731
     gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.3, a(4 * H), a(H, N), a(H, N)
@@ -68,10 +69,11 @@ def test_strided_operands_are_taken(monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse):
+@pytest.mark.parametrize("H", [4, 7], ids=["3H=12", "3H=21"])   # the transposes' tiles of 16 rows, and a rest
+def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H):
     assert lstm_kernels.gru_forward_step(dtype) is not None and lstm_kernels.gru_backward_step(dtype) is not None
     r = np.random.default_rng(7)
-    L, N, H = 5, 3, 4
+    L, N = 5, 3
     a = lambda *s: (r.standard_normal(s) * 3.0).astype(dtype)   # noqa: E731
     gi, w, b = a(L, N, 3 * H), a(3 * H, H) * 0.3, a(3 * H)
     h0 = a(N, H).T                       # a transposed view, as the layer passes it

@@ -10,7 +10,7 @@ a sum kernel, where one ``concat`` of the blocks' gradients is the whole answer.
 the cotangents of such getitems per sliced value; when the value's own equation is
 reached (all its uses have been seen) it emits one ``concat`` of the blocks along the
 axis, zeros filling the gaps. Blocks that overlap or cut along different axes take the
-getitems' own VJPs, as before.
+getitems' own VJPs, as before. A lone block is a concat with zero gaps as well.
 """
 from __future__ import annotations
 
@@ -89,7 +89,10 @@ class SliceGrads:
         axis = blocks[0][0]
         tiled = all(b[0] == axis for b in blocks) and all(
             p[2] <= q[1] for p, q in zip(blocks, blocks[1:]))
-        if len(blocks) < 2 or not tiled:
+        # A single block takes the concat path too (an LSTM's states of which only h has a
+        # gradient): one concat with a zero gap writes the value once, where the getitem
+        # VJP fills a full-size zero tensor and then index_adds the block into it.
+        if not tiled:
             for b in blocks:
                 vjp_one(b[4])
             return

@@ -1,18 +1,14 @@
 """Recurrent layers: RNN (tanh/relu), LSTM, GRU and their single-step cells, as PyTorch.
 
-Everything is built from existing ops (linear, matmul, sigmoid, tanh, unbind/stack,
-cat), so eager autograd, tracing and compilation need nothing new. The input
-projection ``x @ W_ih.T + b_ih`` of a whole sequence is one matmul; only the hidden
-projection runs per time step. The per-step math of each cell kind is one function
-(`rnn_tanh_step`, `rnn_relu_step`, `lstm_step`, `gru_step`) taking that precomputed
-input projection, so a later fused kernel can replace exactly one function.
+The input projection ``x @ W_ih.T + b_ih`` of a whole sequence is one matmul; only the
+hidden projection runs per time step. The per-step math of each cell kind is one
+function (`rnn_tanh_step`, `rnn_relu_step`, `lstm_step`, `gru_step`) taking that
+precomputed input projection.
 
-LSTM and GRU layers run each time loop inside one op (nn/lstm_layer.py, nn/gru_layer.py:
-primitives with their own backward, eager and compiled). RNN layers run the per-step
-function in a `scan`; eagerly, their hidden projection goes through
-`recurrent_grad.DeferredHiddenGrad`: the backward computes W_hh's and b_hh's gradients
-once, as one GEMM over all time steps, instead of a small GEMM per step. Compiled, the
-scan's VJP does the same (jit/scan_ad.py).
+RNN, LSTM and GRU layers run each time loop inside one op (nn/rnn_layer.py,
+nn/lstm_layer.py, nn/gru_layer.py: primitives with their own backward, eager and
+compiled); the hidden weights' gradient is one GEMM over all time steps there. The cells
+(RNNCell, LSTMCell, GRUCell) run the step functions.
 
 Parameters, their names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), their order,
 their initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) and the gate order
@@ -31,6 +27,7 @@ from .module import Module
 from .parameter import Parameter
 from .gru_layer import gru_layer_fm
 from .lstm_layer import lstm_layer_fm
+from .rnn_layer import rnn_layer_fm
 from .recurrent_grad import chunk_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
@@ -39,34 +36,32 @@ __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
 
 # ---------------------------------------------------------------- per-step cell math
 # `gi` is the input projection x_t @ W_ih.T + b_ih for one step, shape (N, G*H).
-# `proj`, when given, computes h @ W_hh.T + b_hh instead (the eager layers pass a
-# `recurrent_grad.DeferredHiddenGrad`, whose weight gradient is one GEMM over all steps).
-def _hidden_proj(h, w_hh, b_hh, proj=None):
-    return proj(h) if proj is not None else F.linear(h, w_hh, b_hh)
+def _hidden_proj(h, w_hh, b_hh):
+    return F.linear(h, w_hh, b_hh)
 
 
-def rnn_tanh_step(gi, h, w_hh, b_hh, proj=None):
+def rnn_tanh_step(gi, h, w_hh, b_hh):
     """h' = tanh(gi + h @ W_hh.T + b_hh)."""
-    return _ops.tanh(gi + _hidden_proj(h, w_hh, b_hh, proj))
+    return _ops.tanh(gi + _hidden_proj(h, w_hh, b_hh))
 
 
-def rnn_relu_step(gi, h, w_hh, b_hh, proj=None):
+def rnn_relu_step(gi, h, w_hh, b_hh):
     """h' = relu(gi + h @ W_hh.T + b_hh)."""
-    return _ops.relu(gi + _hidden_proj(h, w_hh, b_hh, proj))
+    return _ops.relu(gi + _hidden_proj(h, w_hh, b_hh))
 
 
-def lstm_step(gi, h, c, w_hh, b_hh, proj=None):
+def lstm_step(gi, h, c, w_hh, b_hh):
     """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o."""
-    gates = gi + _hidden_proj(h, w_hh, b_hh, proj)
+    gates = gi + _hidden_proj(h, w_hh, b_hh)
     i, f, g, o = chunk_gates(gates, 4)
     c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
     h = _ops.sigmoid(o) * _ops.tanh(c)
     return h, c
 
 
-def gru_step(gi, h, w_hh, b_hh, proj=None):
+def gru_step(gi, h, w_hh, b_hh):
     """h' of one GRU step: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1-z)*n + z*h."""
-    gh = _hidden_proj(h, w_hh, b_hh, proj)
+    gh = _hidden_proj(h, w_hh, b_hh)
     i_r, i_z, i_n = chunk_gates(gi, 3)
     h_r, h_z, h_n = chunk_gates(gh, 3)
     r = _ops.sigmoid(i_r + h_r)
@@ -227,45 +222,32 @@ class RNNBase(Module):
         return s
 
 
-def _input_proj(x, w_ih, b_ih, b_hh=None):
-    """``x @ W_ih.T + b_ih (+ b_hh)`` for the whole (L, N, H_in) sequence as one 2-D GEMM
-    over the L*N rows: numpy runs a 3-D product as L GEMMs of N rows (batch 32, seq 64,
-    256 -> 1024: 31-39 ms against ~13 ms, one thread, loaded machine). Both biases are
-    added on the same 2-D rows, so their gradients are one reduction (CSE)."""
-    L, N, h_in = x.shape
-    gi = F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih)
-    if b_hh is not None:
-        gi = gi + b_hh
-    return _ops.reshape(gi, (L, N, gi.shape[-1]))
-
-
 def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
     """Run one layer in one direction over time-major x (L, N, H_in) -> (out (L, N, H), state).
-    ``batch_major``: the caller will transpose out to (N, L, H); the LSTM and GRU layers
-    then make that their memory order (the transposed view is then contiguous).
+    ``batch_major``: the caller will transpose out to (N, L, H); the layers then make that
+    their memory order (the transposed view is then contiguous).
 
-    LSTM and GRU layers run their time loops inside one op each way, eager and captured
-    (`_lstm_layer`, `_gru_layer`). RNN layers run them as `tracejit.jit.scan`: a Python loop
-    eagerly, one loop equation when compiled (the graph holds one step, so a new sequence
-    length reuses the program)."""
-    from ..jit.loops import scan
-    from .recurrent_grad import DeferredHiddenGrad
+    Every layer kind runs its time loops inside one op each way, eager and captured
+    (`_lstm_layer`, `_gru_layer`, `_rnn_layer`: nn/lstm_layer.py, gru_layer.py,
+    rnn_layer.py); the step functions above are the cells' math."""
     if step is lstm_step:
         return _lstm_layer(x, state, weights, reverse, batch_major)
     if step is gru_step:
         return _gru_layer(x, state, weights, reverse, batch_major)
-    w_ih, w_hh, b_ih, b_hh = weights
-    gi_all = _input_proj(x, w_ih, b_ih)                 # all input projections in one matmul
-    proj = DeferredHiddenGrad(w_hh, b_hh)               # eager: W_hh's gradient in one GEMM
-    proj = proj if proj.active else None
+    return _rnn_layer(x, state, weights, reverse, batch_major, "tanh" if step is rnn_tanh_step else "relu")
 
-    def one_step(carry, gi):
-        new = step(gi, *carry, w_hh, b_hh, proj)
-        new = new if isinstance(new, tuple) else (new,)
-        return new, new[0]
 
-    state, out = scan(one_step, tuple(state), gi_all, reverse=reverse)
-    return out, state
+def _time_major_rows(out, batch_major: bool):
+    """A layer's feature-major output (L, H, N) as (L, N, H) rows of H: contiguous, or for a
+    batch_first output a (L, N, H) view of a contiguous (N, L, H). The next layer's or the
+    model's GEMMs read it as rows of H (a strided view made each of them gather it: ~2-4 ms
+    per read, forward and again for the weight's gradient). The (N, L, H) order is made in
+    two copies, (L, N, H) first: one copy straight from (L, H, N) reads each step's 32 KB
+    block once per batch row, 2 MB per row (LM step: 3.3 ms, against 1.0 + 0.3 ms)."""
+    out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))
+    if batch_major:
+        out = _ops.transpose(_ops.contiguous(_ops.transpose(out, 0, 1)), 0, 1)
+    return out
 
 
 def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
@@ -284,13 +266,7 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     bias = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
     h0, c0 = (_ops.transpose(s, 0, 1) for s in state)
     out, h, c = lstm_layer_fm(gi, w_hh, h0, c0, reverse, bias)
-    # (L, H, N) -> (L, N, H) as one copy (or (N, L, H) for a batch_first output): the next
-    # layer's or the model's GEMMs read it as rows of H (a strided view made each of them
-    # gather it: ~2-4 ms per read here, forward and again for the weight's gradient)
-    if batch_major:
-        out = _ops.transpose(_ops.contiguous(_ops.permute(out, (2, 0, 1))), 0, 1)
-    else:
-        out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))
+    out = _time_major_rows(out, batch_major)
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 
 
@@ -303,10 +279,20 @@ def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool
     three = w_ih.shape[0]
     gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, three))
     out, h = gru_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh)
-    if batch_major:
-        out = _ops.transpose(_ops.contiguous(_ops.permute(out, (2, 0, 1))), 0, 1)
-    else:
-        out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))
+    out = _time_major_rows(out, batch_major)
+    return out, (_ops.transpose(h, 0, 1),)
+
+
+def _rnn_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool, nonlinearity: str):
+    """`_run_direction` of an Elman RNN, eager or captured: the whole time loop as one op
+    forward and one backward (nn/rnn_layer.py), feature-major as `_lstm_layer`; the input
+    projection with b_ih is one GEMM over the L*N rows."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    L, N, h_in = x.shape
+    H = w_ih.shape[0]
+    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, H))
+    out, h = rnn_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, nonlinearity)
+    out = _time_major_rows(out, batch_major)
     return out, (_ops.transpose(h, 0, 1),)
 
 

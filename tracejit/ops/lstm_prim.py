@@ -166,8 +166,7 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
             t = order[k]
             c_prev = c0r if k == 0 else Zr[order[k - 1], H:2 * H]
             out = bufs[k % 2]
-            step(Zr[t], c_prev, dh, dc, d_y[t], dg, out)
-            G[t] = dg.T
+            step(Zr[t], c_prev, dh, dc, d_y[t], dg, out, G[t])   # G[t] = dg.T too
             dc = ro(out)
             dh = ro(_matmul(xp, wt, dg))
         return _finish(xp, res, off, G, Z, h0, dh, dc, order)

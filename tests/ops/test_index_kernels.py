@@ -1,0 +1,62 @@
+"""The row-add kernel of ``index_add`` with repeated rows (an embedding's backward:
+tracejit/ops/index_kernels.py) against np.add.at, bitwise (the same additions in the
+same order), and against the rounds of ops/indexing.py's numpy form (TRACEJIT_EAGER_KERNELS=0)."""
+import numpy as np
+import pytest
+
+from tracejit.ops import index_kernels, indexing
+
+pytest.importorskip("numba", reason="the kernel is numba code")
+
+
+@pytest.fixture(autouse=True)
+def _sync(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # load the kernel at its first call
+
+
+def _index_add(monkeypatch, kernels: bool, a, v, idx):
+    if kernels:
+        monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
+    else:
+        monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+    return indexing._index_add_impl(np, a, v, idx, spec=(("t", 0),))
+
+
+CASES = {
+    # (table shape, index shape, strided v): an LM's embedding gradient is a transposed view
+    "lm-transposed": ((64, 16), (8, 12), True),
+    "1-d-index": ((10, 5), (40,), False),
+    "3-d-index,trailing-dims": ((7, 3, 2), (2, 4, 5), False),
+    "vector-table": ((9,), (6, 7), True),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_rows_add_as_np_add_at_does(monkeypatch, dtype, case):
+    assert index_kernels.add_rows(dtype) is not None
+    shape, ishape, strided = CASES[case]
+    r = np.random.default_rng(len(case))
+    idx = r.integers(-shape[0], shape[0], ishape)   # negative rows too, many repeats
+    vshape = ishape + shape[1:]
+    if strided:        # the same values laid out with the first two axes swapped
+        v = np.ascontiguousarray(r.standard_normal((vshape[1], vshape[0]) + vshape[2:]).astype(dtype))
+        v = v.swapaxes(0, 1)
+        assert not v.flags.c_contiguous
+    else:
+        v = r.standard_normal(vshape).astype(dtype)
+    a = r.standard_normal(shape).astype(dtype)
+    want = a.copy()
+    np.add.at(want, idx, v)
+    got = _index_add(monkeypatch, True, a, v, idx)
+    assert got.dtype == a.dtype and not np.shares_memory(got, a)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(_index_add(monkeypatch, False, a, v, idx), want)
+
+
+def test_out_of_range_rows_raise_as_numpy_does(monkeypatch):
+    a = np.zeros((4, 3), np.float32)
+    idx = np.arange(40).reshape(5, 8) % 4
+    idx[3, 2] = 4
+    with pytest.raises(IndexError):
+        _index_add(monkeypatch, True, a, np.ones((5, 8, 3), np.float32), idx)

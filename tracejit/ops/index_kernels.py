@@ -1,0 +1,55 @@
+"""An embedding's backward (``index_add`` of rows with repeats) as one numba loop (ops/native.py).
+
+ops/indexing.py's numpy form adds the updates in rounds of distinct rows (one fancy-indexed
+add per round, bitwise np.add.at's result): for the LSTM LM (2048 tokens of 256 into 64
+rows, so ~32 rounds, each a gather, an add and a scatter) that is ~1.8-2 ms a step, eager
+and compiled alike. Here the updates are added one after another in their order of
+appearance, as np.add.at does (so the result is bitwise the same), each row of E values as
+one vectorized loop: one pass over the updates.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .native import kernel as _kernel
+
+__all__ = ["add_rows"]
+
+_ADD_ROWS = '''
+from numba import njit
+
+
+@njit("void({t}[:, ::1], int64[:, ::1], Array({t}, 3, 'A', readonly=True))", cache=CACHE,
+      error_model='numpy', boundscheck=False)
+def kernel(out, rows, v):
+    """out[rows[i, j]] += v[i, j] for (i, j) in C order (rows in range: the caller checked).
+    v may be a strided view (an embedding's gradient often is a transposed one): reading
+    it in place costs less than copying it first (0.39 against 0.74 ms for 2048 x 256)."""
+    e = out.shape[1]
+    p, q = rows.shape
+    for i in range(p):
+        for j in range(q):
+            dst = out[rows[i, j]]
+            src = v[i, j]
+            for k in range(e):
+                dst[k] += src[k]
+'''
+
+
+def add_rows(dtype: str):
+    """The loaded row-add kernel for `dtype` (float32/float64), or None (run numpy)."""
+    if dtype not in ("float32", "float64"):
+        return None
+    return _kernel(("index", "add_rows", dtype), lambda: _ADD_ROWS.replace("{t}", dtype)).get()
+
+
+def run_add_rows(add, view: np.ndarray, flat: np.ndarray, v: np.ndarray, index_shape: tuple) -> None:
+    """``view[index] += v`` in order with kernel `add`: view C-contiguous (n, ...), flat the
+    in-range row of each update (the index in C order, of `index_shape`, no zero dim), v of
+    shape index_shape + view.shape[1:]."""
+    q = index_shape[-1]
+    p = flat.size // q
+    rows = np.ascontiguousarray(flat.reshape(p, q), dtype=np.int64)
+    v3 = v.reshape(p, q, -1).view()     # a view where v's strides allow, else a copy
+    v3.flags.writeable = False
+    add(view.reshape(view.shape[0], -1), rows, v3)

@@ -1,0 +1,169 @@
+"""An Elman RNN layer's time loops (tanh or relu) as primitives: ``rnn_layer``,
+``rnn_layer_backward``.
+
+As ops/lstm_prim.py and ops/gru_prim.py for the LSTM and GRU: run step by step, an RNN
+layer records a graph node or two per step (eagerly a scan over the cell, with a deferred
+weight gradient; compiled a loop equation and its VJP), where each step is one small GEMM
+and one elementwise pass. Here each time loop is one op (per step the GEMM ``W h`` and
+two or three in-place numpy passes), eager and compiled alike. Unlike the LSTM's and
+GRU's, the layer's result is its states themselves (every step's h, nothing else to keep
+for the backward), so ``rnn_layer`` is differentiable as it is: its VJP is
+``rnn_layer_backward``, which reads the saved output. ``rnn_layer_backward``'s own VJP
+(second derivatives) recomputes the layer with tracejit ops and lets autograd
+differentiate it (`tracejit.nn.rnn_layer.backward_vjp`).
+
+Layouts as the LSTM's: gi (L, N, H) the input projection (with b_ih); w (H, H) = W_hh;
+b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
+"""
+from __future__ import annotations
+
+from ..errors import DTypeError, ShapeError
+from .registry import Aval, bind, defprim
+
+__all__ = ["rnn_layer", "rnn_layer_backward", "unpack_backward"]
+
+NONLINEARITIES = ("tanh", "relu")
+
+
+def _matmul(xp, a, b):
+    if xp.__name__ == "numpy":
+        from .linalg import _blas_matmul   # the BLAS thread policy of every eager product
+        return _blas_matmul(a, b)
+    return xp.matmul(a, b)
+
+
+def _order(L: int, reverse: bool):
+    return range(L - 1, -1, -1) if reverse else range(L)
+
+
+def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
+    L, N, H = gi.shape
+    hs = xp.empty((L, H, N), dtype=gi.dtype)
+    bcol = b.reshape(H, 1)
+    h = h0
+    for t in _order(L, reverse):
+        p = hs[t]
+        xp.add(gi[t].T, _matmul(xp, w, h), out=p)
+        p += bcol
+        if nonlinearity == "tanh":
+            xp.tanh(p, out=p)
+        else:
+            xp.maximum(p, 0, out=p)
+        h = p
+    return hs
+
+
+def _check(name: str, gi: Aval, w: Aval, b: Aval, h0: Aval, nonlinearity) -> None:
+    if nonlinearity not in NONLINEARITIES:
+        raise ValueError(f"{name}: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
+    if len(gi.shape) != 3 or len(w.shape) != 2:
+        raise ShapeError(f"{name}: expected gi (L, N, H) and w (H, H), got {gi.shape} and {w.shape}")
+    L, N, H = gi.shape
+    if w.shape != (H, H) or b.shape != (H,) or h0.shape != (H, N):
+        raise ShapeError(f"{name}: gi {gi.shape}, w {w.shape}, b {b.shape} and h0 {h0.shape} do not fit "
+                         f"gi (L, N, H), w (H, H), b (H,), h0 (H, N)")
+    for arg, a in (("w", w), ("b", b), ("h0", h0)):
+        if a.dtype is not gi.dtype or not a.dtype.is_floating_point:
+            raise DTypeError(f"{name}: expected floating point operands of one dtype, got {arg} "
+                             f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
+
+
+def _rnn_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False, nonlinearity="tanh"):
+    _check("rnn_layer", gi, w, b, h0, nonlinearity)
+    L, N, H = gi.shape
+    return Aval((L, H, N), gi.dtype, gi.device)
+
+
+def _rnn_layer_vjp(g, out, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
+    res = rnn_layer_backward(g, gi, w, b, h0, out, reverse, nonlinearity)
+    return unpack_backward(res, gi.shape[0], h0.shape[1], h0.shape[0])
+
+
+RNN_LAYER = defprim("rnn_layer", _rnn_layer_impl, _rnn_layer_rule, _rnn_layer_vjp, kind="other",
+                    save=lambda rq: (0, 1, 2, 3), save_out=True)
+
+
+# The backward's result is one flat array, fixed-size parts first (only the last depends
+# on the sequence length, which may be a symbolic dim when compiled):
+# d w (H*H) | d b (H) | d h0 (H*N) | d gi (L*N*H).
+def _parts(H: int, N: int) -> tuple:
+    a = H * H
+    b = a + H
+    c = b + H * N
+    return 0, a, b, c
+
+
+def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"):
+    """d_y (L, H, N): the cotangent of every step's h (the last step's h_n included).
+    gi and b are operands for this op's VJP (second derivatives) only."""
+    L, H, N = hs.shape
+    off = _parts(H, N)
+    res = xp.empty(off[3] + H * L * N, dtype=hs.dtype)
+    G = res[off[3]:].reshape(L, N, H)
+    wt = xp.ascontiguousarray(w.T)
+    order = list(_order(L, reverse))
+    dp = xp.empty((H, N), dtype=hs.dtype)
+    dh = None
+    for k in range(L - 1, -1, -1):
+        t = order[k]
+        h = hs[t]
+        if dh is None:
+            dp[...] = d_y[t]
+        else:
+            xp.add(dh, d_y[t], out=dp)
+        # through the nonlinearity, from its output: tanh' = 1 - h^2; relu' = (h > 0)
+        if nonlinearity == "tanh":
+            dp *= 1 - h * h
+        else:
+            dp *= h > 0
+        G[t] = dp.T
+        dh = _matmul(xp, wt, dp)
+    hprev = xp.empty((L, N, H), dtype=hs.dtype)
+    for k, t in enumerate(order):
+        hprev[t] = (h0 if k == 0 else hs[order[k - 1]]).T
+    G2 = G.reshape(L * N, H)
+    res[off[0]:off[1]] = _matmul(xp, G2.T, hprev.reshape(L * N, H)).reshape(-1)
+    res[off[1]:off[2]] = G2.sum(axis=0)
+    res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
+    return res
+
+
+def _rnn_layer_backward_rule(d_y: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, hs: Aval, reverse=False,
+                             nonlinearity="tanh"):
+    _check("rnn_layer_backward", gi, w, b, h0, nonlinearity)
+    L, N, H = gi.shape
+    if d_y.shape != (L, H, N) or hs.shape != (L, H, N):
+        raise ShapeError(f"rnn_layer_backward: gradient {d_y.shape} and states {hs.shape} do not fit the "
+                         f"layer's (L, H, N) = {(L, H, N)}")
+    return Aval((_parts(H, N)[3] + H * L * N,), hs.dtype, hs.device)
+
+
+def _rnn_layer_backward_vjp(u, out, d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"):
+    from ..nn.rnn_layer import backward_vjp   # the layer's forward written with tracejit ops
+    return backward_vjp(u, d_y, gi, w, b, h0, reverse, nonlinearity) + (None,)
+
+
+RNN_LAYER_BACKWARD = defprim("rnn_layer_backward", _rnn_layer_backward_impl, _rnn_layer_backward_rule,
+                             _rnn_layer_backward_vjp, kind="other", save=lambda rq: tuple(range(6)),
+                             nondiff=(5,))
+
+
+def rnn_layer(gi, w, b, h0, reverse: bool = False, nonlinearity: str = "tanh"):
+    """The time loop of one Elman RNN layer and direction: -> every step's h (L, H, N),
+    differentiable (its VJP is `rnn_layer_backward`); `tracejit.nn.rnn_layer.rnn_layer_fm`
+    is the layer users reach."""
+    return bind(RNN_LAYER, gi, w, b, h0, reverse=bool(reverse), nonlinearity=nonlinearity)
+
+
+def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse: bool = False, nonlinearity: str = "tanh"):
+    """The backward time loop of `rnn_layer` (hs its result): -> the flat
+    (d w | d b | d h0 | d gi); `unpack_backward` splits it."""
+    return bind(RNN_LAYER_BACKWARD, d_y, gi, w, b, h0, hs, reverse=bool(reverse), nonlinearity=nonlinearity)
+
+
+def unpack_backward(res, L, N: int, H: int) -> tuple:
+    """(d gi (L, N, H), d w (H, H), d b (H,), d h0 (H, N)) from `rnn_layer_backward`'s result."""
+    from .shape import reshape
+    off = _parts(H, N)
+    return (reshape(res[off[3]:], (L, N, H)), reshape(res[off[0]:off[1]], (H, H)),
+            res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)))
