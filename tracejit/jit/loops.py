@@ -230,8 +230,9 @@ def scan(f, init, xs=(), length=None, reverse: bool = False):
     it returns None). Eagerly it is a Python loop. Captured, it is one ``scan``
     equation whatever the length (never unrolled: the graph and its kernels stay the
     size of one step, and a dynamic length reuses the compiled program); it
-    differentiates like any op (the backward runs the steps in reverse). Recurrent
-    layers (tracejit.nn.RNN/LSTM/GRU) are written with it.
+    differentiates like any op (the backward runs the steps in reverse). User loops over
+    recurrent cells are written with it; the layers (tracejit.nn.RNN/LSTM/GRU) are one
+    whole-layer op each way instead (ops/lstm_prim.py, gru_prim.py, rnn_prim.py).
     """
     single_c = not isinstance(init, tuple)
     carry = (init,) if single_c else tuple(init)
