@@ -10,26 +10,19 @@ from tracejit import nn
 from tracejit.errors import ShapeError
 from tracejit.ops import gru_prim, linalg
 
+from layer_pairs import check_final_state_only, check_values_and_gradients, count_calls, torch_pair
+
 torch = pytest.importorskip("torch", reason="the GRU layer is checked against PyTorch")
 
 
 def _pair(**kw):
-    torch.manual_seed(4)
-    t = torch.nn.GRU(3, 4, **kw).double()
-    m = nn.GRU(3, 4, dtype="float64", **kw)
-    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
-    return m, t
+    return torch_pair(torch, "GRU", 4, **kw)
 
 
 def test_a_layer_is_one_op_forward_and_one_backward(monkeypatch):
     m, _ = _pair(num_layers=2, bidirectional=True)
     x = tj.tensor(np.random.default_rng(0).standard_normal((9, 2, 3)), requires_grad=True)
-    calls = {"gru_layer": 0, "gru_layer_backward": 0, "matmul": 0}
-    for prim in (gru_prim.GRU_LAYER, gru_prim.GRU_LAYER_BACKWARD, linalg.MATMUL):
-        def counted(xp, *a, _orig=prim.impl, _name=prim.name, **kw):
-            calls[_name] += 1
-            return _orig(xp, *a, **kw)
-        monkeypatch.setattr(prim, "impl", counted)
+    calls = count_calls(monkeypatch, (gru_prim.GRU_LAYER, gru_prim.GRU_LAYER_BACKWARD, linalg.MATMUL))
     out, _ = m(x)
     assert calls == {"gru_layer": 4, "gru_layer_backward": 0, "matmul": 4}   # + the input projections
     out.sum().backward()
@@ -41,34 +34,11 @@ def test_a_layer_is_one_op_forward_and_one_backward(monkeypatch):
                                 dict(bias=False)], ids=["2 layers", "bidirectional batch_first", "no bias"])
 def test_values_and_gradients_match_torch(kw):
     m, t = _pair(**kw)
-    r = np.random.default_rng(1)
-    dirs = 2 if kw.get("bidirectional") else 1
-    layers = kw.get("num_layers", 1)
-    xv = r.standard_normal((2, 6, 3) if kw.get("batch_first") else (6, 2, 3))
-    hv = r.standard_normal((layers * dirs, 2, 4))
-    ours = [tj.tensor(v, requires_grad=True) for v in (xv, hv)]
-    theirs = [torch.tensor(v, requires_grad=True) for v in (xv, hv)]
-    o, h = m(ours[0], ours[1])
-    ot, ht = t(theirs[0], theirs[1])
-    for a, b in ((o, ot), (h, ht)):
-        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-13)
-    go, gh = (r.standard_normal(tuple(v.shape)) for v in (o, h))
-    ((o * tj.tensor(go)).sum() + (h * tj.tensor(gh)).sum()).backward()
-    ((ot * torch.tensor(go)).sum() + (ht * torch.tensor(gh)).sum()).backward()
-    for a, b in zip(ours, theirs):
-        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
-    for name, p in m.named_parameters():
-        np.testing.assert_allclose(p.grad.numpy(), getattr(t, name).grad.numpy(), rtol=1e-10, atol=1e-12,
-                                   err_msg=name)
+    check_values_and_gradients(torch, m, t, kw)
 
 
 def test_only_the_final_state_used():
-    m, t = _pair()
-    xv = np.random.default_rng(2).standard_normal((5, 3, 3))
-    x, xt = tj.tensor(xv, requires_grad=True), torch.tensor(xv, requires_grad=True)
-    m(x)[1].sum().backward()
-    t(xt)[1].sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-13)
+    check_final_state_only(torch, *_pair())
 
 
 def test_saturated_gates_stay_finite():

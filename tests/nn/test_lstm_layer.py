@@ -10,15 +10,13 @@ from tracejit import nn
 from tracejit.errors import ShapeError
 from tracejit.ops import linalg, lstm_prim
 
+from layer_pairs import check_final_state_only, check_values_and_gradients, torch_pair
+
 torch = pytest.importorskip("torch", reason="the LSTM layer is checked against PyTorch")
 
 
 def _pair(**kw):
-    torch.manual_seed(3)
-    t = torch.nn.LSTM(3, 4, **kw).double()
-    m = nn.LSTM(3, 4, dtype="float64", **kw)
-    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
-    return m, t
+    return torch_pair(torch, "LSTM", 3, **kw)
 
 
 def _count_calls(monkeypatch):
@@ -54,35 +52,12 @@ def test_a_layer_is_one_op_forward_and_one_backward(monkeypatch):
                                 dict(bias=False)], ids=["2 layers", "bidirectional batch_first", "no bias"])
 def test_values_and_gradients_match_torch(kw):
     m, t = _pair(**kw)
-    r = np.random.default_rng(1)
-    dirs = 2 if kw.get("bidirectional") else 1
-    layers = kw.get("num_layers", 1)
-    xv = r.standard_normal((2, 6, 3) if kw.get("batch_first") else (6, 2, 3))
-    hv, cv = (r.standard_normal((layers * dirs, 2, 4)) for _ in range(2))
-    ours = [tj.tensor(v, requires_grad=True) for v in (xv, hv, cv)]
-    theirs = [torch.tensor(v, requires_grad=True) for v in (xv, hv, cv)]
-    o, (h, c) = m(ours[0], (ours[1], ours[2]))
-    ot, (ht, ct) = t(theirs[0], (theirs[1], theirs[2]))
-    for a, b in ((o, ot), (h, ht), (c, ct)):
-        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-13)
-    go, gh, gc = (r.standard_normal(tuple(v.shape)) for v in (o, h, c))
-    ((o * tj.tensor(go)).sum() + (h * tj.tensor(gh)).sum() + (c * tj.tensor(gc)).sum()).backward()
-    ((ot * torch.tensor(go)).sum() + (ht * torch.tensor(gh)).sum() + (ct * torch.tensor(gc)).sum()).backward()
-    for a, b in zip(ours, theirs):
-        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
-    for name, p in m.named_parameters():
-        np.testing.assert_allclose(p.grad.numpy(), getattr(t, name).grad.numpy(), rtol=1e-10, atol=1e-12,
-                                   err_msg=name)
+    check_values_and_gradients(torch, m, t, kw)
 
 
 def test_only_the_final_state_used():
     """Outputs without a gradient (here: the sequence output) count as zeros."""
-    m, t = _pair()
-    xv = np.random.default_rng(2).standard_normal((5, 3, 3))
-    x, xt = tj.tensor(xv, requires_grad=True), torch.tensor(xv, requires_grad=True)
-    m(x)[1][1].sum().backward()
-    t(xt)[1][1].sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-13)
+    check_final_state_only(torch, *_pair())
 
 
 def test_modifying_an_output_in_place_is_reported():

@@ -18,22 +18,12 @@ b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
 from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
+from .lstm_prim import _matmul, _order  # the LSTM's layer helpers
 from .registry import Aval, bind, defprim
 
 __all__ = ["rnn_layer", "rnn_layer_backward", "unpack_backward"]
 
 NONLINEARITIES = ("tanh", "relu")
-
-
-def _matmul(xp, a, b):
-    if xp.__name__ == "numpy":
-        from .linalg import _blas_matmul   # the BLAS thread policy of every eager product
-        return _blas_matmul(a, b)
-    return xp.matmul(a, b)
-
-
-def _order(L: int, reverse: bool):
-    return range(L - 1, -1, -1) if reverse else range(L)
 
 
 def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
