@@ -326,6 +326,12 @@ class Plan:
             return self._emit_control(e, ins, outs, consts)
         if p.name == "matmul":
             consts["MATMUL"] = self.backend.matmul()
+            if len(e.inputs[0].aval.shape) > 2 and len(e.inputs[1].aval.shape) == 2:
+                # (..., k) @ (k, n): one GEMM over the flattened leading dims, as the eager
+                # impl runs it (the array module's stacked matmul runs one per leading index)
+                from ..ops.linalg import matmul_rows
+                consts["MATMUL_ROWS"] = matmul_rows
+                return [f"    {outs[0]} = MATMUL_ROWS(MATMUL, {ins[0]}, {ins[1]})"]
             return [f"    {outs[0]} = MATMUL({ins[0]}, {ins[1]})"]
         if p.name == "reshape":
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]

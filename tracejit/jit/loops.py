@@ -310,14 +310,15 @@ class _UnbindSteps(Function):
     slice filled in, summed over the steps: O(T^2) memory traffic for T steps."""
 
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, dim=0):
         ctx.set_materialize_grads(False)
-        ctx.meta = (tuple(x.shape[1:]), x.dtype, x.device)
-        return tuple(x[k] for k in range(x.shape[0]))
+        ctx.meta = (tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), x.dtype, x.device, dim)
+        lead = (slice(None),) * dim
+        return tuple(x[lead + (k,)] for k in range(x.shape[dim]))
 
     @staticmethod
     def backward(ctx, *grads):
-        shape, dtype, device = ctx.meta
+        shape, dtype, device, dim = ctx.meta
         zero = None
         parts = []
         for g in grads:
@@ -326,12 +327,15 @@ class _UnbindSteps(Function):
                     zero = ops.zeros(shape, dtype=dtype, device=device)
                 g = zero
             parts.append(g)
-        return ops.stack(parts)
+        return ops.stack(parts, dim), None
 
 
-def unbind_steps(x: Tensor) -> tuple:
-    """``tuple(x[k] for k in range(len(x)))`` for an eager scan: when `x` needs gradients the
-    slices share one backward node that stacks their gradients (see `_UnbindSteps`)."""
-    if x.shape[0] and x.requires_grad and x.dtype.is_floating_point and is_grad_enabled():
-        return _UnbindSteps.apply(x)
-    return tuple(x[k] for k in range(x.shape[0]))
+def unbind_steps(x: Tensor, dim: int = 0) -> tuple:
+    """``x.unbind(dim)`` for an eager scan: when `x` needs gradients the slices share one
+    backward node that stacks their gradients along `dim` (see `_UnbindSteps`). ``dim``
+    (>= 0): attention's packed q/k/v are cut along axis 2 of [N, T, 3, H, hd], so their
+    gradient is stacked straight into the layout of the projection's GEMM."""
+    if x.shape[dim] and x.requires_grad and x.dtype.is_floating_point and is_grad_enabled():
+        return _UnbindSteps.apply(x, dim)
+    lead = (slice(None),) * dim
+    return tuple(x[lead + (k,)] for k in range(x.shape[dim]))

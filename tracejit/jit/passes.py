@@ -149,7 +149,7 @@ def simplify(g: Graph) -> Graph:
         n = e.prim.name
         repl = None
         if n == "permute":
-            swapped = _transposed_matmul(e, producer, uses)
+            swapped = _transposed_matmul(e, producer, uses) or _permuted_concat(e, producer, uses)
             if swapped is not None:
                 for q in swapped:
                     eqns.append(q)
@@ -214,6 +214,35 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
     a, b = m.inputs
     bt, at = t(b), t(a)
     new.append(Eqn(m.prim, (bt, at), e.outs, dict(m.params), m.loc))
+    return new
+
+
+def _permuted_concat(e: Eqn, producer: dict, uses: dict):
+    """``permute(concat(xs, d))`` (the concat used only here) as ``concat(permute(x) for x
+    in xs)`` along d's new position: the concat writes its C-contiguous result in the
+    permuted order, reading its inputs through strided views (free), so whatever needs the
+    permuted value contiguous (a reshape before a GEMM) does not copy it a second time.
+
+    The gradient of attention's packed q/k/v projection is such a value: the three heads
+    gradients, concatenated along the leading axis of the [3, N, H, T, hd] view
+    (jit/slice_grads.py), permuted back to [N, T, 3, H, hd] and reshaped to (N*T, 3E) for
+    the weight-gradient GEMM: two full copies, now one.
+    """
+    m = producer.get(e.inputs[0])
+    if (m is None or m.prim.name != "concat" or uses.get(m.out, 0) != 1
+            or not all(isinstance(a, Var) and a.aval.dtype == m.out.aval.dtype for a in m.inputs)):
+        return None
+    rank = len(m.out.aval.shape)
+    dims = tuple(k % rank for k in e.params["dims"])
+    d = m.params["dim"] % rank
+    permute = REGISTRY["permute"]
+    new = []
+    parts = []
+    for a in m.inputs:
+        v = Var(Aval(tuple(a.aval.shape[k] for k in dims), a.aval.dtype, a.aval.device))
+        new.append(Eqn(permute, (a,), (v,), {"dims": dims}, e.loc))
+        parts.append(v)
+    new.append(Eqn(m.prim, tuple(parts), e.outs, dict(m.params, dim=dims.index(d)), m.loc))
     return new
 
 

@@ -136,8 +136,13 @@ def _packed_self_projection(x, w, b, num_heads: int, seq: int) -> tuple:
     a, c, e = x.shape
     hd = e // num_heads
     qkv = reshape(linear(reshape(x, (a * c, e)), w, b), (a, c, 3, num_heads, hd))
-    # seq-first [T, N, 3, H, hd] or batch-first [N, T, 3, H, hd] -> [3, N, H, T, hd]
-    return unbind_steps(permute(qkv, (2, 0, 3, 1, 4) if seq else (2, 1, 3, 0, 4)))
+    # seq-first [T, N, 3, H, hd] or batch-first [N, T, 3, H, hd], cut along its axis 2 and
+    # each part permuted to [N, H, T, hd]: the gradients are stacked (concatenated when
+    # traced) straight into the (tokens, 3E) layout of the projection's weight GEMM, where
+    # cutting a [3, N, H, T, hd] permutation stacked them in that order and the reshape
+    # copied them a second time (eager packed gradient: stack 1.6 ms + a ~3 ms copy)
+    heads = (0, 2, 1, 3) if seq else (1, 2, 0, 3)
+    return tuple(permute(p, heads) for p in unbind_steps(qkv, 2))
 
 
 def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k,

@@ -299,6 +299,10 @@ def _sigmoid_backward_impl(xp, g, y):
 SIGMOID_BACKWARD = _binary("sigmoid_backward", _sigmoid_backward_impl, _sigmoid_backward_vjp,
                            lambda e, g, y: f"(({g} * {y}) * ({e.const(1.0)} - {y}))")
 def _relu_backward_impl(xp, g, y):
+    from .select_kernels import relu_backward_flat
+    flat = relu_backward_flat(xp, g, y)   # one pass (a kernel) for large operands
+    if flat is not None:
+        return flat
     keep = y > 0
     if xp is np and keep.shape == g.shape:
         sel = _select_or_zero(keep, g, 0)

@@ -46,12 +46,22 @@ def _matmul_impl(xp, a, b):
     # threads against 1.3 s on one, in the same process.
     mm = _blas_matmul if xp is _np else xp.matmul
     if a.ndim > 2 and b.ndim == 2:
-        # (..., k) @ (k, n) is one GEMM over the flattened leading dims; numpy's stacked
-        # matmul runs a small GEMM per leading index (3.6x slower for a (128, 16, 256)
-        # activation times a 256x256 weight).
-        lead = a.shape[:-1]
-        return mm(a.reshape(-1, a.shape[-1]), b).reshape(lead + (b.shape[-1],))
+        return matmul_rows(mm, a, b)
     return mm(a, b)
+
+
+def matmul_rows(mm, a, b):
+    """``a @ b`` for an N-d `a` and a 2-D `b` as one GEMM over a's flattened leading dims
+    (``mm``: the 2-D product to call), shaped back. numpy's stacked matmul runs a small
+    GEMM per leading index (3.6x slower for a (128, 16, 256) activation times a 256x256
+    weight). The eager impl and compiled plans (compiler/plan.py) both call this. A
+    non-contiguous `a` is copied once by the reshape (numpy's stacked loop would have
+    copied or run its non-BLAS loop per slice)."""
+    lead = a.shape[:-1]
+    m = 1
+    for d in lead:
+        m *= d
+    return mm(a.reshape(m, a.shape[-1]), b).reshape(lead + (b.shape[-1],))
 
 
 def _matmul_vjp(g, out, a, b):
