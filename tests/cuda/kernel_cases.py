@@ -76,6 +76,9 @@ SPECIAL_CASES = {
                     (lambda x: x ** 2, [floats()]), (lambda x: x ** 3.0, [floats()]),
                     (lambda x: x ** -1, [floats()]), (lambda x: x ** 0.5, [floats()]),
                     (lambda x: x ** 1.5, [floats()])],
+    # the gradient of a ** e (cotangent, base) for the exponents pow's cases use
+    "pow_backward": lambda: [(bind("pow_backward", exponent=e), [floats(seed=1), floats()])
+                             for e in (2.0, 3.0, -1.0, 0.5, 1.5)],
 }
 # Integer variants, for the ops that compute in integers.
 INT_OPS = ("add", "sub", "mul", "maximum", "minimum", "neg", "abs", "relu", "sign", "floor",
