@@ -49,6 +49,25 @@ def test_instrumented_times_gemms_and_kernels_then_restores():
     assert timers.calls["gemm"] == 2                   # no longer counted
 
 
+def test_other_ops_get_the_array_module_itself(monkeypatch):
+    """Op impls timed as "other primitives" are called with numpy, not the stand-in that
+    times matmul: impls with hand-written kernels take them only for numpy (ops/native.py)."""
+    from tracejit.ops import layer_norm_prim
+    seen = []
+    orig = layer_norm_prim.LAYER_NORM.impl
+    monkeypatch.setattr(layer_norm_prim.LAYER_NORM, "impl",
+                        lambda xp, *a, **k: seen.append(xp) or orig(xp, *a, **k))
+    x = tj.tensor(np.random.default_rng(1).standard_normal((4, 8), dtype=np.float32))
+    f = tj.script(lambda x: tj.nn.functional.layer_norm(x, (8,)) * 2.0)
+    want = f(x).numpy()
+    timers = breakdown.Timers()
+    with breakdown.instrumented(timers):
+        got = f(x).numpy()
+    np.testing.assert_array_equal(got, want)
+    assert timers.calls["other ops"] == 1
+    assert seen[-1] is np
+
+
 def test_layouts_and_replay():
     a = np.ones((4, 3), np.float32)
     assert breakdown._layout(a) == "C" and breakdown._layout(a.T) == "F"
