@@ -69,3 +69,19 @@ def check_final_state_only(torch, m, t):
     last(m(x)).sum().backward()
     last(t(xt)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-13)
+
+
+def check_saturated_gates_stay_finite(kind: str):
+    """Weights and inputs that drive every gate far into saturation: no overflow warning
+    raised as an error, finite outputs and input gradients (the last state joins the loss:
+    an LSTM's c, the others' h)."""
+    m = getattr(nn, kind)(2, 3)
+    with tj.no_grad():
+        for p in m.parameters():
+            p.fill_(40.0)
+    x = tj.tensor(np.array([[[5.0, -5.0]], [[-9.0, 9.0]]], np.float32) * 20, requires_grad=True)
+    with np.errstate(all="raise"):
+        out, state = m(x)
+        last = state[1] if kind == "LSTM" else state
+        (out.sum() + last.sum()).backward()
+    assert np.isfinite(out.detach().numpy()).all() and np.isfinite(x.grad.numpy()).all()

@@ -47,6 +47,13 @@ def test_compiled_lstm_and_gru_gradients_match_torch(cfg, kind):
             np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+def _fwd_bwd_names(cf) -> tuple:
+    """The primitive names of the forward and backward graphs `cf`'s first entry splits into."""
+    g = cf.entries[0].graph
+    fwd, bwd, _ = split(g, [True] * len(g.inputs))
+    return [e.prim.name for e in fwd.eqns], [e.prim.name for e in bwd.eqns]
+
+
 def test_a_compiled_lstm_layer_is_the_eager_layers_two_ops():
     """Captured, an LSTM layer is one ``lstm_layer`` equation (and ``lstm_layer_states``,
     its h and c rows), differentiated by the record's VJP into one ``lstm_layer_backward``:
@@ -54,10 +61,7 @@ def test_a_compiled_lstm_layer_is_the_eager_layers_two_ops():
     m = tj.nn.LSTM(5, 4, num_layers=2)
     cf = tj.trace(lambda x: _loss(tj, m, x))
     cf(tj.tensor(np.ones((6, 2, 5), np.float32), requires_grad=True))
-    g = cf.entries[0].graph
-    fwd, bwd, _ = split(g, [True] * len(g.inputs))
-    names_f = [e.prim.name for e in fwd.eqns]
-    names_b = [e.prim.name for e in bwd.eqns]
+    names_f, names_b = _fwd_bwd_names(cf)
     assert names_f.count("lstm_layer") == 2 and names_f.count("lstm_layer_states") == 2
     assert "scan" not in names_f
     assert names_b.count("lstm_layer_backward") == 2 and "scan" not in names_b
@@ -74,10 +78,7 @@ def test_a_compiled_gru_layer_is_the_eager_layers_two_ops():
     m = tj.nn.GRU(5, 4, num_layers=2)
     cf = tj.trace(lambda x: _loss(tj, m, x))
     cf(tj.tensor(np.ones((6, 2, 5), np.float32), requires_grad=True))
-    g = cf.entries[0].graph
-    fwd, bwd, _ = split(g, [True] * len(g.inputs))
-    names_f = [e.prim.name for e in fwd.eqns]
-    names_b = [e.prim.name for e in bwd.eqns]
+    names_f, names_b = _fwd_bwd_names(cf)
     assert names_f.count("gru_layer") == 2 and names_f.count("gru_layer_states") == 2
     assert names_b.count("gru_layer_backward") == 2 and "scan" not in names_f + names_b
 
@@ -98,9 +99,6 @@ def test_a_compiled_rnn_layer_is_the_eager_layers_op(nonlinearity):
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
     for (name, p), tp in zip(m.named_parameters(), tm.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
-    g = cf.entries[0].graph
-    fwd, bwd, _ = split(g, [True] * len(g.inputs))
-    names_f = [e.prim.name for e in fwd.eqns]
-    names_b = [e.prim.name for e in bwd.eqns]
+    names_f, names_b = _fwd_bwd_names(cf)
     assert names_f.count("rnn_layer") == 2 and names_b.count("rnn_layer_backward") == 2
     assert "scan" not in names_f + names_b and "rnn_layer" not in names_b

@@ -17,9 +17,10 @@ h0 (H, N). The forward's result Z is (L, 5H, N): per step h_t, r, z, n and
 """
 from __future__ import annotations
 
-from ..errors import DTypeError, ShapeError
+from ..errors import ShapeError
 from . import lstm_kernels as _kernels
-from .lstm_prim import _errstate, _matmul, _order, _sigmoid_  # the LSTM's layer helpers
+# the LSTM layer's helpers
+from .lstm_prim import _errstate, _matmul, _order, _sigmoid_, check_float_operands
 from .native import takes as _takes
 from .registry import Aval, bind, defprim
 
@@ -74,10 +75,7 @@ def _gru_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False):
     if three != 3 * H or w.shape[0] != 3 * H or b.shape != (3 * H,) or h0.shape != (H, N):
         raise ShapeError(f"gru_layer: gi {gi.shape}, w {w.shape}, b {b.shape} and h0 {h0.shape} do not "
                          f"fit gi (L, N, 3H), w (3H, H), b (3H,), h0 (H, N)")
-    for name, a in (("w", w), ("b", b), ("h0", h0)):
-        if a.dtype is not gi.dtype or not a.dtype.is_floating_point:
-            raise DTypeError(f"gru_layer: expected floating point operands of one dtype, got {name} "
-                             f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
+    check_float_operands("gru_layer", gi, w=w, b=b, h0=h0)
     return Aval((L, 5 * H, N), gi.dtype, gi.device)
 
 

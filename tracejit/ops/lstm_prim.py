@@ -69,6 +69,15 @@ def _matmul(xp, a, b):
     return xp.matmul(a, b)
 
 
+def check_float_operands(op: str, gi: Aval, **others: Aval) -> None:
+    """A recurrent layer op's operands share gi's floating dtype; the error names the first
+    that does not (its keyword)."""
+    for name, a in others.items():
+        if a.dtype is not gi.dtype or not a.dtype.is_floating_point:
+            raise DTypeError(f"{op}: expected floating point operands of one dtype, got {name} "
+                             f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
+
+
 def _order(L: int, reverse: bool):
     return range(L - 1, -1, -1) if reverse else range(L)
 
@@ -120,10 +129,7 @@ def _lstm_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=Fal
             or c0.shape != (H, N)):
         raise ShapeError(f"lstm_layer: gi {gi.shape}, w {w.shape}, b {b.shape}, h0 {h0.shape} and c0 "
                          f"{c0.shape} do not fit gi (L, N, 4H), w (4H, H), b (4H,), h0 and c0 (H, N)")
-    for name, a in (("w", w), ("b", b), ("h0", h0), ("c0", c0)):
-        if a.dtype is not gi.dtype or not a.dtype.is_floating_point:
-            raise DTypeError(f"lstm_layer: expected floating point operands of one dtype, got {name} "
-                             f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
+    check_float_operands("lstm_layer", gi, w=w, b=b, h0=h0, c0=c0)
     return Aval((L, 6 * H, N), gi.dtype, gi.device)
 
 

@@ -17,8 +17,8 @@ b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
 """
 from __future__ import annotations
 
-from ..errors import DTypeError, ShapeError
-from .lstm_prim import _matmul, _order  # the LSTM's layer helpers
+from ..errors import ShapeError
+from .lstm_prim import _matmul, _order, check_float_operands  # the LSTM's layer helpers
 from .registry import Aval, bind, defprim
 
 __all__ = ["rnn_layer", "rnn_layer_backward", "unpack_backward"]
@@ -52,10 +52,7 @@ def _check(name: str, gi: Aval, w: Aval, b: Aval, h0: Aval, nonlinearity) -> Non
     if w.shape != (H, H) or b.shape != (H,) or h0.shape != (H, N):
         raise ShapeError(f"{name}: gi {gi.shape}, w {w.shape}, b {b.shape} and h0 {h0.shape} do not fit "
                          f"gi (L, N, H), w (H, H), b (H,), h0 (H, N)")
-    for arg, a in (("w", w), ("b", b), ("h0", h0)):
-        if a.dtype is not gi.dtype or not a.dtype.is_floating_point:
-            raise DTypeError(f"{name}: expected floating point operands of one dtype, got {arg} "
-                             f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
+    check_float_operands(name, gi, w=w, b=b, h0=h0)
 
 
 def _rnn_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False, nonlinearity="tanh"):
