@@ -71,6 +71,9 @@ def test_warm_disk_first_call_needs_no_numba_and_switches(tmp_path):
     eager = step(loss_fn)
     first = step(f)
     out = {"numba_after_first": "numba" in sys.modules,
+           # the disk cache's and the workers' modules are the background thread's imports
+           "imported_first": [m for m in ("tracejit.compiler.diskcache", "tracejit.compiler.workers",
+                                          "tracejit.compiler.executor") if m in sys.modules],
            "program_built": any(e.executor._program is not None for e in f._entries),
            "tiers_first": f.cache_stats()["tiers"], "first": first, "eager": eager}
     gate.set()
@@ -83,6 +86,7 @@ def test_warm_disk_first_call_needs_no_numba_and_switches(tmp_path):
     print(json.dumps(out))
     """, cache)
     assert got["numba_after_first"] is False and got["program_built"] is False
+    assert got["imported_first"] == []
     assert got["tiers_first"] == ["tier0"] and got["first"] == got["eager"]  # tier 0 is eager
     assert got["waited"] and got["tiers"] == ["compiled"]
     assert got["compiles"] == 0 and got["workers"] == []  # all loaded from disk, no worker

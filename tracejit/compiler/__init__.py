@@ -36,8 +36,8 @@ class NumbaCompiler(_backend.Compiler):
                  lock: Any, owner: Any) -> _backend.Executor:
         from . import tiers
         if tiers.compile_mode(compile_mode) == "background" and tiers.graph_on_cpu(graph):
-            from .diskcache import cache_dir
-            if cache_dir() is not None:  # the program is built by the background thread
+            from .cacheroot import root  # (not diskcache: its imports are the thread's)
+            if root() is not None:  # the program is built by the background thread
                 return tiers.TieredExecutor(
                     graph, None, grad_mode, lock, owner, name,
                     make_program=lambda: compile_graph(graph, grad_mode=grad_mode, name=name))

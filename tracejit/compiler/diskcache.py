@@ -84,7 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import envflags
-from . import cacheload, importclosure, llvmopts
+from . import cacheload, cacheroot, importclosure, llvmopts
 from .buildfacts import versions as _versions  # a module global: tests patch it
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
@@ -173,26 +173,10 @@ def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
 
 
 def cache_dir() -> Path | None:
-    """The disk cache root, created if needed; None when disabled or unusable."""
-    root = _configured_root()
-    if root is None:
-        return None
-    try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = root.stat()
-    except OSError as exc:
-        _warn_once("unusable", root, "tracejit disk cache disabled: cannot create %s (%s)", root, exc)
-        return None
-    # A directory others can write into could hand us pickles: refuse it.
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        _warn_once("owner", root, "tracejit disk cache disabled: %s is owned by uid %d, not us",
-                   root, st.st_uid)
-        return None
-    if st.st_mode & 0o077:
-        _warn_once("mode", root, "tracejit disk cache disabled: %s has group/other permissions "
-                   "(mode %o); expected 0o700", root, stat.S_IMODE(st.st_mode))
-        return None
-    return root
+    """The disk cache root, created if needed; None when disabled or unusable
+    (cacheroot.py: the checks, with `os` alone, for callers that must not import us)."""
+    root = cacheroot.root()
+    return None if root is None else Path(root)
 
 
 def clear_memory_cache() -> None:
@@ -203,6 +187,7 @@ def clear_memory_cache() -> None:
             sys.modules.pop(module.__name__, None)
         _memory.clear()
         _warned.clear()
+        cacheroot._warned.clear()
         _swept.clear()
         _reset_stats()
 
@@ -214,16 +199,6 @@ def stats() -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------------- configuration
-
-
-def _configured_root() -> Path | None:
-    if envflags.is_off("TRACEJIT_CACHE"):
-        return None
-    if envflags.value("TRACEJIT_CACHE_DIR"):
-        return Path(envflags.value("TRACEJIT_CACHE_DIR")).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"  # XDG spec: ignore relative
-    return base / "tracejit"
 
 
 def _warn_once(kind: str, where: Path, msg: str, *args: Any) -> None:

@@ -24,10 +24,9 @@ import hashlib
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Optional
 
-from . import diskcache
+from . import cacheroot  # (not diskcache: a first call reads a hint; see cacheroot.py)
 
 __all__ = ["key", "read", "write", "prefer_loading", "mark_on_disk", "on_disk"]
 
@@ -45,9 +44,13 @@ def key(graph, grad_mode: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _path(k: str) -> Optional[Path]:
-    root = diskcache.cache_dir()
-    return None if root is None else root / _DIR / f"{k}.json"
+def _path(k: str) -> Optional[str]:
+    root = cacheroot.root()
+    return None if root is None else os.path.join(root, _DIR, f"{k}.json")
+
+
+def _mkdir(path: str) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
 
 
 def read(k: str) -> Optional[dict]:
@@ -56,7 +59,8 @@ def read(k: str) -> Optional[dict]:
     if path is None:
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as f:
+            data = json.loads(f.read())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not all(
@@ -80,9 +84,10 @@ def write(k: str, tier0_s: float, load_s: float) -> None:
     if old is not None:
         tier0_s, load_s = min(tier0_s, old["tier0_s"]), min(load_s, old["load_s"])
     try:
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps({"tier0_s": tier0_s, "load_s": load_s}), encoding="utf-8")
+        _mkdir(path)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"tier0_s": tier0_s, "load_s": load_s}))
         os.replace(tmp, path)
     except OSError:
         pass
@@ -102,8 +107,9 @@ def mark_on_disk(k: Optional[str]) -> None:
     if path is None:
         return
     try:
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        path.with_suffix(".ondisk").touch()
+        _mkdir(path)
+        with open(_ondisk(path), "a"):
+            pass
     except OSError:
         pass
 
@@ -112,4 +118,8 @@ def on_disk(k: Optional[str]) -> bool:
     """Whether a previous run found or put every kernel of graph `k` on disk (the cache may
     have been pruned since: this is advice, the disk check decides)."""
     path = _path(k) if k else None
-    return path is not None and path.with_suffix(".ondisk").exists()
+    return path is not None and os.path.exists(_ondisk(path))
+
+
+def _ondisk(json_path: str) -> str:
+    return json_path[:-len(".json")] + ".ondisk"

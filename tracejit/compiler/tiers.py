@@ -51,7 +51,18 @@ from typing import Any, Optional
 from .. import envflags
 from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
-from . import diskcache, tierhints, workers
+from . import cacheroot, tierhints
+# diskcache and workers are imported where used: a first call (tier 0) needs neither,
+# and their imports (pathlib, subprocess, the cache key's helpers: 15-30 ms in a fresh
+# process) belong to the background thread, after the user's first step.
+
+
+def __getattr__(name: str):
+    """``tiers.diskcache`` / ``tiers.workers`` as before (imported on first use)."""
+    if name in ("diskcache", "workers"):
+        import importlib
+        return importlib.import_module(f"{__package__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "graph_on_cpu",
            "module_when_ready"]
@@ -109,7 +120,7 @@ def graph_on_cpu(graph: Any) -> bool:
 def background_possible(program: Any) -> bool:
     """Whether `program` (a CompiledProgram) can compile in workers: a CPU graph, and a
     disk cache for the kernels to travel through."""
-    return program.target == "cpu" and diskcache.cache_dir() is not None
+    return program.target == "cpu" and cacheroot.root() is not None
 
 
 class TieredExecutor(Executor):
@@ -227,6 +238,7 @@ class TieredExecutor(Executor):
                 return False
         except Exception:  # a hint is only advice
             return False
+        from . import diskcache
         with self._lock:
             if self.state != "new":
                 return False
@@ -304,6 +316,7 @@ class TieredExecutor(Executor):
     def _work(self) -> None:
         self._wait_for_go()
         try:
+            from . import workers  # (after the wait: the import is not the first call's)
             if not self._planned and not tierhints.on_disk(self._graph_key()):
                 # Probably a cold compile: the workers start (1-3 s) while we plan.
                 workers.prestart()
@@ -325,6 +338,7 @@ class TieredExecutor(Executor):
             self._ready.set()
 
     def _plan(self, prestart: bool = True) -> None:
+        from . import diskcache, workers
         ins = self._ins
         try:
             t0 = time.perf_counter()
@@ -415,6 +429,7 @@ class TieredExecutor(Executor):
         self._serial_program = program
 
     def _submit(self) -> None:
+        from . import diskcache, workers
         jobs = []
         try:
             # Longest first (parallel variants cost numba 3-10x a serial one, and more
@@ -452,6 +467,7 @@ class TieredExecutor(Executor):
         self._submit_done.set()
 
     def _wait_jobs(self) -> None:
+        from . import workers
         k = 0
         while k < len(self.jobs):
             job, kern, lay, par = self.jobs[k]
@@ -652,6 +668,7 @@ def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "worker
     """A job done once `source`'s module is loaded in this process: a thread checks the
     disk, has a worker compile it if it is not there, then loads it (numba's import and
     the load are not a caller's wait)."""
+    from . import diskcache, workers
     job = workers.Job(0, source, name_hint, llvm_options)
 
     def run():
@@ -680,6 +697,7 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
     if it is loaded, else None while a background thread loads it from disk or has a worker
     compile it first (sync mode, or no disk cache: compile it now). A failed compile gives
     None for good, with one warning."""
+    from . import diskcache
     if compile_mode(None) != "background" or diskcache.in_memory(source, llvm_options) \
             or diskcache.cache_dir() is None:
         return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)

@@ -218,14 +218,33 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
             raise VerifyError(f"graph output {a!r} is undefined")
 
 
-def _check_arity(i: int, e: Eqn) -> None:
-    """The number of operands the primitive's implementation takes (params aside)."""
+_impl_params: dict = {}   # impl -> its parameters after `xp` (None: no signature)
+
+
+def _params_of(impl):
+    """`impl`'s parameters after `xp`, once per impl (inspect.signature costs ~20 us a
+    call: a capture verifies every equation twice)."""
+    try:
+        return _impl_params[impl]
+    except (KeyError, TypeError):
+        pass
     import inspect
     try:
-        sig = inspect.signature(e.prim.impl)
+        ps = list(inspect.signature(impl).parameters.values())[1:]
     except (TypeError, ValueError):
+        ps = None
+    try:
+        _impl_params[impl] = ps
+    except TypeError:  # unhashable: ask again next time
+        pass
+    return ps
+
+
+def _check_arity(i: int, e: Eqn) -> None:
+    """The number of operands the primitive's implementation takes (params aside)."""
+    ps = _params_of(e.prim.impl)
+    if ps is None:
         return
-    ps = list(sig.parameters.values())[1:]  # after `xp`
     if any(p.kind == p.VAR_POSITIONAL for p in ps):
         return
     pos = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in e.params]

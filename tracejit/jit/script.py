@@ -25,7 +25,7 @@ import textwrap
 import types
 
 from ..errors import ScriptError
-from . import control, loops
+from . import control, loops, sourcelines
 
 __all__ = ["convert"]
 
@@ -428,7 +428,7 @@ def _code_source(target) -> tuple:
     if not lines or first > len(lines):
         lines, first = inspect.getsourcelines(code)    # inspect's own search and its error
         return "".join(lines), first
-    return "".join(inspect.getblock(lines[first - 1:])), first
+    return sourcelines.block(code, lines), first  # (without the tokenizer: sourcelines.py)
 
 
 def _lambda_def(target, filename: str) -> ast.FunctionDef:
