@@ -155,6 +155,13 @@ def simplify(g: Graph) -> Graph:
                     eqns.append(q)
                     producer[q.out] = q
                 continue
+        if n == "max_pool2d":
+            swapped = _pooled_relu(e, producer, uses)
+            if swapped is not None:
+                for q in swapped:
+                    eqns.append(q)
+                    producer[q.out] = q
+                continue
         same = lambda a: isinstance(a, Var) and a.aval == e.out.aval  # noqa: E731 - no broadcast/promotion change
         if n in ("mul",):
             if _is_lit(ins[1], 1) and same(ins[0]):
@@ -244,6 +251,27 @@ def _permuted_concat(e: Eqn, producer: dict, uses: dict):
         parts.append(v)
     new.append(Eqn(m.prim, tuple(parts), e.outs, dict(m.params, dim=dims.index(d)), m.loc))
     return new
+
+
+def _pooled_relu(e: Eqn, producer: dict, uses: dict):
+    """``max_pool2d(relu(x))`` (the relu used only here) as ``relu(max_pool2d(x))``.
+
+    ReLU is monotone, so the maximum of a window of relu(x) is relu of its maximum, and
+    the gradient reaches the same element: where the window's maximum is positive, the
+    first maximum of x is the first maximum of relu(x); where it is not, ReLU's gradient
+    is zero either way (a NaN window: NaN both ways, and a zero gradient). The ReLU then
+    runs on the pooled value, a quarter of the activation for 2x2 pooling, forward and
+    backward (LeNet's CNN: three passes over each conv activation fewer per step: the
+    ReLU, its recomputation in the backward and ReLU's gradient). Only the sign of a zero
+    can differ (relu(-0.0) against a window's max of relu values).
+    """
+    r = producer.get(e.inputs[0])
+    if (r is None or r.prim.name != "relu" or uses.get(r.out, 0) != 1
+            or not isinstance(r.inputs[0], Var) or not r.out.aval.dtype.is_floating_point):
+        return None
+    pooled = Var(e.out.aval)
+    return [Eqn(e.prim, (r.inputs[0],), (pooled,), dict(e.params), e.loc),
+            Eqn(r.prim, (pooled,), e.outs, dict(r.params), r.loc)]
 
 
 def optimize(g: Graph) -> Graph:
