@@ -58,7 +58,7 @@ def test_col2im_kernel_ran():
     pytest.importorskip("numba")
     cols = np.ones((9, 2 * 4), np.float32)
     img = C._col2im_native(np, cols, 2, 1, (4, 4), (3, 3), (1, 1), (0, 0), (1, 1))
-    assert img is not None and img.shape == (2, 1, 4, 4)
+    assert img is not None and img.shape == (2, 1, 4, 4) and img.flags.c_contiguous
     assert img[0, 0, 1, 1] == 4.0 and img[0, 0, 0, 0] == 1.0   # overlaps add
 
 

@@ -113,9 +113,10 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
     if layout == "gemm":
-        # The image is written channel-major, (C, N, H, W) memory, the order the column
-        # rows come in: by one numba loop where it runs (ops/native.py), else by numpy's
-        # adds of (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW), one per offset.
+        # By one numba loop where it runs (ops/native.py), writing a C-contiguous image,
+        # else by numpy's adds of (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW),
+        # one per offset, into a channel-major one ((C, N, H, W) memory, the order the
+        # column rows come in).
         img = _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation)
         if img is not None:
             return img
@@ -140,17 +141,21 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
 
 
 def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
-    """col2im from (C*kh*kw, N*OH*OW) rows into a zeroed (C, N, H, W) image, the window
-    offsets unrolled (numpy's 9 strided adds of 11-element rows for LeNet's second conv
-    took 5.1 ms, a loop over the offsets with the geometry as arguments as long; this
-    1.4 ms). One source per geometry and dtype, never per size."""
+    """col2im from (C*kh*kw, N*OH*OW) rows into a zeroed C-contiguous (N, C, H, W) image,
+    the window offsets unrolled (numpy's 9 strided adds of 11-element rows for LeNet's second
+    conv took 5.1 ms, a loop over the offsets with the geometry as arguments as long; this
+    1.4 ms). The image is C-contiguous because what follows a convolution's input gradient
+    is elementwise (ReLU's gradient, max-pooling's): a channel-major one sent compiled ReLU
+    gradients down their strided path and was copied by the pooling kernel. Each plane is
+    still written whole before the next (channel by channel, image by image). One source per
+    geometry and dtype, never per size."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     lines = ["from numba import njit", "", "",
              f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
              f"int64)\", cache=CACHE, error_model='numpy', boundscheck=False)",
              "def kernel(cols, out, oh, ow):",
              f'    """col2im {kernel} {stride} {padding} {dilation}"""',
-             "    c, n, h, w = out.shape",
+             "    n, c, h, w = out.shape",
              "    for ch in range(c):",
              "        for b in range(n):",
              "            for oy in range(oh):",
@@ -162,7 +167,7 @@ def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
         for j in range(kw):
             col = f"ox * {sw} - {pw} + {j * dw}"
             guard = f"if y{i} >= 0 and y{i} < h and {col} >= 0 and {col} < w: " if ph or pw else ""
-            lines.append(f"                    {guard}out[ch, b, y{i}, {col}] += "
+            lines.append(f"                    {guard}out[b, ch, y{i}, {col}] += "
                          f"cols[(ch * {kh} + {i}) * {kw} + {j}, base + ox]")
     return "\n".join(lines) + "\n"
 
@@ -240,9 +245,9 @@ def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilatio
     h, w = output_size
     oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    img = np.zeros((c, n, h, w), dtype=cols.dtype)
+    img = np.zeros((n, c, h, w), dtype=cols.dtype)
     fn(np.ascontiguousarray(cols), img, oh, ow)
-    return img.transpose(1, 0, 2, 3)
+    return img
 
 
 UNFOLD = defprim("unfold", _unfold_impl, _unfold_rule,
