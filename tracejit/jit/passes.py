@@ -162,6 +162,8 @@ def simplify(g: Graph) -> Graph:
                     eqns.append(q)
                     producer[q.out] = q
                 continue
+        if n == "lstm_layer_backward":
+            e = _lstm_h_cotangent(e, producer, uses)
         same = lambda a: isinstance(a, Var) and a.aval == e.out.aval  # noqa: E731 - no broadcast/promotion change
         if n in ("mul",):
             if _is_lit(ins[1], 1) and same(ins[0]):
@@ -272,6 +274,29 @@ def _pooled_relu(e: Eqn, producer: dict, uses: dict):
     pooled = Var(e.out.aval)
     return [Eqn(e.prim, (r.inputs[0],), (pooled,), dict(e.params), e.loc),
             Eqn(r.prim, (pooled,), e.outs, dict(r.params), r.loc)]
+
+
+def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict) -> Eqn:
+    """``lstm_layer_backward(concat([dh, zeros], 1), ...)`` as ``lstm_layer_backward(dh, ...)``.
+
+    A captured LSTM's differentiable result holds every step's h and c, (L, 2H, N); when
+    only h is used (a language model reads the outputs, not the cell states), its
+    cotangent is assembled as h's gradient next to a block of zeros (jit/slice_grads.py).
+    The backward op takes the cotangent of h alone as well, so the zero block, the concat
+    writing twice h's size and the backward's reading and adding those zeros are skipped.
+    """
+    dy = e.inputs[0]
+    cat = producer.get(dy)
+    if (cat is None or cat.prim.name != "concat" or uses.get(dy, 0) != 1 or len(cat.inputs) != 2
+            or cat.params.get("dim") not in (1, -2)):
+        return e
+    h, zero = cat.inputs
+    fill = producer.get(zero)
+    H = e.inputs[8].aval.shape[1] // 6          # Z (L, 6H, N)
+    if (fill is None or fill.prim.name != "full" or fill.params.get("value") != 0
+            or not isinstance(h, Var) or h.aval.shape[1] != H or h.aval.dtype != dy.aval.dtype):
+        return e
+    return Eqn(e.prim, (h,) + tuple(e.inputs[1:]), e.outs, e.params, e.loc)
 
 
 def optimize(g: Graph) -> Graph:
