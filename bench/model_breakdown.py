@@ -105,10 +105,29 @@ def _unwrap_xp(impl, stand_in: type):
     return call
 
 
+def _kernel_label(family, fallback: str = "?") -> str:
+    """"kernel (op, op, ...)": the fused group's ops (the first six)."""
+    from tracejit.compiler.kernel_errors import group_parts
+    ops = group_parts(family.group)[0] if hasattr(family, "group") else [fallback]
+    return "kernel (" + ", ".join(ops[:6]) + (", ..." if len(ops) > 6 else "") + ")"
+
+
+class _Family:
+    """Stands in for a kernel family (``K<n>``, whose ``get`` picks a variant): the variant
+    it returns is timed under the family's label."""
+
+    def __init__(self, family, label: str, timers: OpTimers):
+        self._family, self._label, self._timers = family, label, timers
+
+    def get(self, *args, **kwargs):
+        return self._timers.wrap(self._label, self._family.get(*args, **kwargs))
+
+    def __getattr__(self, name):
+        return getattr(self._family, name)
+
+
 def _instrument(timers: OpTimers) -> list:
     """Swap every CPU plan's calls for timed ones; returns what to put back."""
-    from tracejit.compiler.kernel_errors import group_parts
-
     from .breakdown import _plans, _KERNEL
     saved = []
 
@@ -141,27 +160,11 @@ def _instrument(timers: OpTimers) -> list:
             elif name == "MATMUL":
                 new = timed_matmul(value)
             elif name == "MATMUL_ROWS":
-                new = value          # its inner MATMUL is timed
+                continue             # the MATMUL it is given is timed
             elif _KERNEL.match(name) and hasattr(value, "group"):
-                fam = value
-                ops, _ = group_parts(fam.group)
-                label = "kernel (" + ", ".join(ops[:6]) + (", ..." if len(ops) > 6 else "") + ")"
-
-                class Fam:
-                    def __init__(self, fam, label):
-                        self._fam, self._label = fam, label
-
-                    def get(self, *a, **k):
-                        return timers.wrap(self._label, self._fam.get(*a, **k))
-
-                    def __getattr__(self, n):
-                        return getattr(self._fam, n)
-                new = Fam(fam, label)
+                new = _Family(value, _kernel_label(value), timers)
             elif _KERNEL.match(name) and callable(value):
-                fam = g.get(name.rstrip("ps"))
-                ops, _ = group_parts(fam.group) if hasattr(fam, "group") else ([name], [])
-                label = "kernel (" + ", ".join(ops[:6]) + (", ..." if len(ops) > 6 else "") + ")"
-                new = timers.wrap(label, value)
+                new = timers.wrap(_kernel_label(g.get(name.rstrip("ps")), name), value)
             elif name.startswith("I_") and callable(value):
                 new = timers.wrap("op " + name[2:], _unwrap_xp(value, XP))
             else:
