@@ -13,8 +13,9 @@ Python (plan lines, guards, autograd, allocation). With ``--torch`` the same ste
 PyTorch eager (one thread) is timed in the same process, alternating with tracejit's, for
 the ratio.
 
-The figures are per step, the minimum over the steps for the phase totals and the mean
-for the per-call table (a call's minimum over steps would undercount calls that vary).
+The figures are per step: the minimum over the steps for the step and phase totals, the
+mean for the per-call table and the forward+backward split (a call's minimum over steps would
+undercount calls that vary).
 """
 from __future__ import annotations
 
@@ -209,7 +210,8 @@ def breakdown(name: str, steps: int = 6, compiled: bool = True, with_torch: bool
     gemm = sum(v for k, v in per.items() if k.startswith("gemm"))
     kern = sum(v for k, v in per.items() if k.startswith("kernel"))
     ops = sum(v for k, v in per.items() if k.startswith("op "))
-    fb = min(r["forward"] + r["backward"] for r in inst) * 1e3
+    # the mean, as the per-call figures are (the min would make "rest" negative)
+    fb = sum(r["forward"] + r["backward"] for r in inst) / steps * 1e3
     lines.append(f"forward+backward {fb:.2f} ms: GEMM {gemm:.2f}, kernels {kern:.2f}, "
                  f"primitives {ops:.2f}, rest (Python/plan/autograd) {fb - gemm - kern - ops:.2f}")
     lines.append("")
