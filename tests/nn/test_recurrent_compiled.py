@@ -102,3 +102,38 @@ def test_a_compiled_rnn_layer_is_the_eager_layers_op(nonlinearity):
     names_f, names_b = _fwd_bwd_names(cf)
     assert names_f.count("rnn_layer") == 2 and names_b.count("rnn_layer_backward") == 2
     assert "scan" not in names_f + names_b and "rnn_layer" not in names_b
+
+
+def test_an_lstm_whose_states_are_unused_gets_h_gradient_alone():
+    """A language model reads the outputs only: the (L, 2H, N) states' cotangent would be
+    h's gradient next to zeros; the optimized backward hands h's gradient to
+    ``lstm_layer_backward`` alone (jit/passes.py `_lstm_h_cotangent`). Gradients as PyTorch's."""
+    from tracejit.jit import passes
+    tm = torch.nn.LSTM(5, 4, num_layers=2, batch_first=True)
+    m = tj.nn.LSTM(5, 4, num_layers=2, batch_first=True)
+    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x0 = np.random.default_rng(4).standard_normal((3, 7, 5)).astype(np.float32)
+
+    def lm_loss(lib, m, x):
+        out, _ = m(x)
+        return (out * out).sum()
+
+    tx = torch.tensor(x0, requires_grad=True)
+    lm_loss(torch, tm, tx).backward()
+    f = tj.script(lambda x: lm_loss(tj, m, x))
+    for _ in range(2):
+        for p in m.parameters():
+            p.grad = None
+        x = tj.tensor(x0, requires_grad=True)
+        f(x).backward()
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+        for (name, p), tp in zip(m.named_parameters(), tm.parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    g = f.entries[0].graph
+    _, bwd, _ = split(g, [True] * len(g.inputs))
+    before = [e.prim.name for e in bwd.eqns]
+    opt = passes.optimize(bwd)
+    after = [e.prim.name for e in opt.eqns]
+    assert before.count("concat") == 2 and after.count("concat") == 0, after
+    backs = [e for e in opt.eqns if e.prim.name == "lstm_layer_backward"]
+    assert len(backs) == 2 and all(e.inputs[0].aval.shape == (7, 4, 3) for e in backs)

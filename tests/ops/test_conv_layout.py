@@ -58,8 +58,32 @@ def test_col2im_kernel_ran():
     pytest.importorskip("numba")
     cols = np.ones((9, 2 * 4), np.float32)
     img = C._col2im_native(np, cols, 2, 1, (4, 4), (3, 3), (1, 1), (0, 0), (1, 1))
-    assert img is not None and img.shape == (2, 1, 4, 4)
+    assert img is not None and img.shape == (2, 1, 4, 4) and img.flags.c_contiguous
     assert img[0, 0, 1, 1] == 4.0 and img[0, 0, 0, 0] == 1.0   # overlaps add
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", GEOMETRIES)
+@pytest.mark.parametrize("pad_value", [0.0, -np.inf])
+def test_unfold_gemm_kernel_matches_numpy_form(monkeypatch, dtype, geo, pad_value):
+    kernel, stride, padding, dilation = geo
+    x = np.random.default_rng(2).standard_normal((3, 4, 9, 8)).astype(dtype)
+    x = np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1)   # channel-major, as conv outputs
+    got = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, pad_value, layout="gemm").numpy()
+    monkeypatch.setattr(C, "_im2col_native", lambda *a: None)   # the numpy form
+    want = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, pad_value, layout="gemm").numpy()
+    assert got.dtype == want.dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+
+
+def test_im2col_kernel_ran():
+    pytest.importorskip("numba")
+    x = np.arange(2 * 1 * 4 * 4, dtype=np.float32).reshape(2, 1, 4, 4)
+    cols = C._im2col_native(np, x, (3, 3), (1, 1), (1, 1), (1, 1), -5.0, 4, 4)
+    assert cols is not None and cols.shape == (9, 2 * 16)
+    # row (i=0, j=0) of output (b=0, oy=0, ox=0) is the padding; (i=1, j=1) is x itself
+    assert cols[0, 0] == -5.0 and cols[4, 16 + 5] == x[1, 0, 1, 1]
+    np.testing.assert_array_equal(cols[4].reshape(2, 4, 4), x[:, 0])
 
 
 def test_fold_unfold_gemm_are_adjoint_under_autograd():

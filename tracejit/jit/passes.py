@@ -155,6 +155,15 @@ def simplify(g: Graph) -> Graph:
                     eqns.append(q)
                     producer[q.out] = q
                 continue
+        if n == "max_pool2d":
+            swapped = _pooled_relu(e, producer, uses)
+            if swapped is not None:
+                for q in swapped:
+                    eqns.append(q)
+                    producer[q.out] = q
+                continue
+        if n == "lstm_layer_backward":
+            e = _lstm_h_cotangent(e, producer, uses)
         same = lambda a: isinstance(a, Var) and a.aval == e.out.aval  # noqa: E731 - no broadcast/promotion change
         if n in ("mul",):
             if _is_lit(ins[1], 1) and same(ins[0]):
@@ -244,6 +253,50 @@ def _permuted_concat(e: Eqn, producer: dict, uses: dict):
         parts.append(v)
     new.append(Eqn(m.prim, tuple(parts), e.outs, dict(m.params, dim=dims.index(d)), m.loc))
     return new
+
+
+def _pooled_relu(e: Eqn, producer: dict, uses: dict):
+    """``max_pool2d(relu(x))`` (the relu used only here) as ``relu(max_pool2d(x))``.
+
+    ReLU is monotone, so the maximum of a window of relu(x) is relu of its maximum, and
+    the gradient reaches the same element: where the window's maximum is positive, the
+    first maximum of x is the first maximum of relu(x); where it is not, ReLU's gradient
+    is zero either way (a NaN window: NaN both ways, and a zero gradient). The ReLU then
+    runs on the pooled value, a quarter of the activation for 2x2 pooling, forward and
+    backward (LeNet's CNN: three passes over each conv activation fewer per step: the
+    ReLU, its recomputation in the backward and ReLU's gradient). Only the sign of a zero
+    can differ (relu(-0.0) against a window's max of relu values).
+    """
+    r = producer.get(e.inputs[0])
+    if (r is None or r.prim.name != "relu" or uses.get(r.out, 0) != 1
+            or not isinstance(r.inputs[0], Var) or not r.out.aval.dtype.is_floating_point):
+        return None
+    pooled = Var(e.out.aval)
+    return [Eqn(e.prim, (r.inputs[0],), (pooled,), dict(e.params), e.loc),
+            Eqn(r.prim, (pooled,), e.outs, dict(r.params), r.loc)]
+
+
+def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict) -> Eqn:
+    """``lstm_layer_backward(concat([dh, zeros], 1), ...)`` as ``lstm_layer_backward(dh, ...)``.
+
+    A captured LSTM's differentiable result holds every step's h and c, (L, 2H, N); when
+    only h is used (a language model reads the outputs, not the cell states), its
+    cotangent is assembled as h's gradient next to a block of zeros (jit/slice_grads.py).
+    The backward op takes the cotangent of h alone as well, so the zero block, the concat
+    writing twice h's size and the backward's reading and adding those zeros are skipped.
+    """
+    dy = e.inputs[0]
+    cat = producer.get(dy)
+    if (cat is None or cat.prim.name != "concat" or uses.get(dy, 0) != 1 or len(cat.inputs) != 2
+            or cat.params.get("dim") not in (1, -2)):
+        return e
+    h, zero = cat.inputs
+    fill = producer.get(zero)
+    H = e.inputs[8].aval.shape[1] // 6          # Z (L, 6H, N)
+    if (fill is None or fill.prim.name != "full" or fill.params.get("value") != 0
+            or not isinstance(h, Var) or h.aval.shape[1] != H or h.aval.dtype != dy.aval.dtype):
+        return e
+    return Eqn(e.prim, (h,) + tuple(e.inputs[1:]), e.outs, e.params, e.loc)
 
 
 def optimize(g: Graph) -> Graph:

@@ -188,7 +188,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         out = matmul(reshape(weight, (o, cg * kh * kw)), cols)      # [O, N*L]
         if bias is not None:   # added in the GEMM's layout: contiguous rows, not a strided view
             out = out + reshape(bias, (o, 1))
-        return permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3))
+        return _own_value(permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3)))
     cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]
     # Groups: one GEMM per group over all images: [O/G, Cg*kh*kw] @ [Cg*kh*kw, N*L]. A weight
     # broadcast against [N, ., L] instead makes numpy run N small matmuls outside BLAS
@@ -202,7 +202,18 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     out = permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3))
     if bias is not None:
         out = out + reshape(bias, (1, o, 1, 1))
-    return out
+    return _own_value(out)
+
+
+def _own_value(t):
+    """`t`, which may view an intermediate nothing else holds (conv2d's output is a permuted
+    view of its GEMM's result), as a value of its own when captured: a captured in-place op
+    on it (``nn.ReLU(inplace=True)`` after a convolution) then rebinds it as any value, where
+    a view's in-place write is refused (it could not reach the base). PyTorch's convolution
+    returns a fresh tensor; nothing can observe the base here. Eager tensors are unchanged."""
+    if getattr(t, "_view_src", None) is not None:
+        t._view_src = None
+    return t
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

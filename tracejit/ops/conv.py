@@ -49,6 +49,10 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="ba
     oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
+    if layout == "gemm":
+        cols = _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow)
+        if cols is not None:
+            return cols
     if ph or pw:
         xpad = xp.full((n, c, h + 2 * ph, w + 2 * pw), pad_value, dtype=x.dtype)
         xpad[:, :, ph:ph + h, pw:pw + w] = x
@@ -109,9 +113,10 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
     if layout == "gemm":
-        # The image is written channel-major, (C, N, H, W) memory, the order the column
-        # rows come in: by one numba loop where it runs (ops/native.py), else by numpy's
-        # adds of (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW), one per offset.
+        # By one numba loop where it runs (ops/native.py), writing a C-contiguous image,
+        # else by numpy's adds of (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW),
+        # one per offset, into a channel-major one ((C, N, H, W) memory, the order the
+        # column rows come in).
         img = _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation)
         if img is not None:
             return img
@@ -136,17 +141,21 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
 
 
 def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
-    """col2im from (C*kh*kw, N*OH*OW) rows into a zeroed (C, N, H, W) image, the window
-    offsets unrolled (numpy's 9 strided adds of 11-element rows for LeNet's second conv
-    took 5.1 ms, a loop over the offsets with the geometry as arguments as long; this
-    1.4 ms). One source per geometry and dtype, never per size."""
+    """col2im from (C*kh*kw, N*OH*OW) rows into a zeroed C-contiguous (N, C, H, W) image,
+    the window offsets unrolled (numpy's 9 strided adds of 11-element rows for LeNet's second
+    conv took 5.1 ms, a loop over the offsets with the geometry as arguments as long; this
+    1.4 ms). The image is C-contiguous because what follows a convolution's input gradient
+    is elementwise (ReLU's gradient, max-pooling's): a channel-major one sent compiled ReLU
+    gradients down their strided path and was copied by the pooling kernel. Each plane is
+    still written whole before the next (channel by channel, image by image). One source per
+    geometry and dtype, never per size."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     lines = ["from numba import njit", "", "",
              f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
              f"int64)\", cache=CACHE, error_model='numpy', boundscheck=False)",
              "def kernel(cols, out, oh, ow):",
              f'    """col2im {kernel} {stride} {padding} {dilation}"""',
-             "    c, n, h, w = out.shape",
+             "    n, c, h, w = out.shape",
              "    for ch in range(c):",
              "        for b in range(n):",
              "            for oy in range(oh):",
@@ -158,12 +167,68 @@ def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
         for j in range(kw):
             col = f"ox * {sw} - {pw} + {j * dw}"
             guard = f"if y{i} >= 0 and y{i} < h and {col} >= 0 and {col} < w: " if ph or pw else ""
-            lines.append(f"                    {guard}out[ch, b, y{i}, {col}] += "
+            lines.append(f"                    {guard}out[b, ch, y{i}, {col}] += "
                          f"cols[(ch * {kh} + {i}) * {kw} + {j}, base + ox]")
     return "\n".join(lines) + "\n"
 
 
 _MAX_UNROLL = 64   # window positions up to which col2im gets an unrolled kernel
+
+
+def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
+    """im2col into (C*kh*kw, N*OH*OW) rows from a C-contiguous (N, C, H, W) image, one
+    output row after the other (each written once, in order; the image's channel plane it
+    reads stays in cache for the kh*kw rows that use it). numpy's one copy of a 6-D
+    strided view, whose innermost run is OW elements (11 for LeNet's second conv), wrote
+    its 8.9 MB of columns at ~4 GB/s. One source per geometry and dtype."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    pad = bool(ph or pw)
+    lines = ["import numpy as np",
+             "from numba import njit", "", "",
+             f"@njit(\"void(Array({dtype}, 4, 'C', readonly=True), {dtype}[:, ::1], int64, int64, "
+             f"float64)\", cache=CACHE, error_model='numpy', boundscheck=False)",
+             "def kernel(x, cols, oh, ow, pad_value):",
+             f'    """im2col {kernel} {stride} {padding} {dilation}"""',
+             "    n, c, h, w = x.shape",
+             f"    fill = np.{dtype}(pad_value)",
+             "    for ch in range(c):",
+             f"        for i in range({kh}):",
+             f"            for j in range({kw}):",
+             f"                row = cols[(ch * {kh} + i) * {kw} + j]",
+             "                for b in range(n):",
+             "                    for oy in range(oh):",
+             "                        base = (b * oh + oy) * ow",
+             f"                        y = oy * {sh} - {ph} + i * {dh}"]
+    if pad:
+        lines += ["                        if y < 0 or y >= h:",
+                  "                            for ox in range(ow):",
+                  "                                row[base + ox] = fill",
+                  "                            continue"]
+    lines += ["                        src = x[b, ch, y]",
+              "                        for ox in range(ow):",
+              f"                            xx = ox * {sw} - {pw} + j * {dw}"]
+    if pad:
+        lines.append("                            row[base + ox] = src[xx] if xx >= 0 and xx < w else fill")
+    else:
+        lines.append("                            row[base + ox] = src[xx]")
+    return "\n".join(lines) + "\n"
+
+
+def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow):
+    """unfold in "gemm" layout by a numba kernel, or None (numpy does it)."""
+    import numpy as np
+    from .native import kernel as native_kernel, takes
+    if not takes(xp, x):
+        return None
+    dt = x.dtype.name
+    key = ("im2col", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
+    fn = native_kernel(key, lambda: _im2col_source(dt, kernel, stride, padding, dilation)).get()
+    if fn is None:
+        return None
+    n, c = x.shape[:2]
+    cols = np.empty((c * kernel[0] * kernel[1], n * oh * ow), dtype=x.dtype)
+    fn(np.ascontiguousarray(x), cols, oh, ow, float(pad_value))
+    return cols
 
 
 def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation):
@@ -180,9 +245,9 @@ def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilatio
     h, w = output_size
     oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    img = np.zeros((c, n, h, w), dtype=cols.dtype)
+    img = np.zeros((n, c, h, w), dtype=cols.dtype)
     fn(np.ascontiguousarray(cols), img, oh, ow)
-    return img.transpose(1, 0, 2, 3)
+    return img
 
 
 UNFOLD = defprim("unfold", _unfold_impl, _unfold_rule,

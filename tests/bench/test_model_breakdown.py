@@ -1,0 +1,44 @@
+"""bench/model_breakdown.py: a compiled step's calls are timed one by one under labels that
+say what they are (a GEMM's shapes and operand layouts, a fused kernel's ops, a primitive's
+name), primitives get the array module itself, and the plans are put back afterwards."""
+from __future__ import annotations
+
+import numpy as np
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from bench import breakdown, model_breakdown
+
+
+def _f(x, w, b, g):
+    return F.layer_norm(tj.tanh(x.mm(w.t()) + b), (5,), g, None)
+
+
+def test_calls_are_labelled_timed_and_put_back(monkeypatch):
+    from tracejit.ops import layer_norm_prim
+    seen = []
+    orig = layer_norm_prim.LAYER_NORM.impl
+    monkeypatch.setattr(layer_norm_prim.LAYER_NORM, "impl",
+                        lambda xp, *a, **k: seen.append(xp) or orig(xp, *a, **k))
+    rng = np.random.default_rng(0)
+    args = [tj.tensor(rng.standard_normal(s, dtype=np.float32)) for s in ((8, 6), (5, 6), (5,), (5,))]
+    f = tj.script(_f)
+    want = f(*args).numpy()
+    before = [dict(p.fn.__globals__) for p in breakdown._plans()]
+    timers = model_breakdown.OpTimers()
+    saved = model_breakdown._instrument(timers)
+    try:
+        seen.clear()
+        got = f(*args).numpy()
+    finally:
+        for g, name, value in reversed(saved):
+            g[name] = value
+    np.testing.assert_array_equal(got, want)                  # the wrappers change no result
+    assert seen and all(xp is np for xp in seen)               # the real array module
+    labels = set(timers.calls)
+    assert "gemm 8x6 @ 6x5 CF" in labels, labels               # x @ w.t(): w.t() is F
+    assert any(k.startswith("kernel (") and "tanh" in k for k in labels), labels
+    assert timers.calls["op layer_norm"] == 1 and timers.sec["op layer_norm"] >= 0
+    assert [dict(p.fn.__globals__) for p in breakdown._plans()] == before
+    f(*args)
+    assert timers.calls["op layer_norm"] == 1                  # no longer counted
