@@ -60,7 +60,7 @@ def test_large_flat_map_has_a_streaming_path_from_the_policy_size(monkeypatch, c
     par, ser = codegen_cpu.render(nest, True), codegen_cpu.render(nest, False)
     assert par.form == "blocked_map" and ser.form == "map"
     assert f"stream = n >= {4 << 20}" in par.source
-    assert "stream_block(out0, lo, buf0, hi - lo)" in par.source and "stream_fence()" in par.source
+    assert "stream_block(out0, lo, buf0[c], hi - lo)" in par.source and "stream_fence()" in par.source
     assert ntstores.IMPORT in par.source
     # the serial twin (small sizes) never streams
     assert "stream" not in ser.source
