@@ -60,7 +60,7 @@ def test_large_flat_map_has_a_streaming_path_from_the_policy_size(monkeypatch, c
     par, ser = codegen_cpu.render(nest, True), codegen_cpu.render(nest, False)
     assert par.form == "blocked_map" and ser.form == "map"
     assert f"stream = n >= {4 << 20}" in par.source
-    assert "stream_block(out0, lo, buf0[c], hi - lo)" in par.source and "stream_fence()" in par.source
+    assert "stream_block(out0, lo, buf0, hi - lo)" in par.source and "stack_buffer(out0, 1024)" in par.source and "stream_fence()" in par.source
     assert ntstores.IMPORT in par.source
     # the serial twin (small sizes) never streams
     assert "stream" not in ser.source
@@ -88,7 +88,14 @@ def test_reductions_nested_loops_and_the_switch_keep_ordinary_stores(monkeypatch
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.bool_])
 def test_stream_block_writes_exactly_the_range_for_every_alignment(dtype):
-    from tracejit.compiler.ntstores_llvm import stream_block
+    from numba import njit
+
+    from tracejit.compiler.ntstores_llvm import stream_block as block, stream_fence
+
+    @njit(cache=False)
+    def stream_block(dst, lo, buf, m):
+        block(dst, lo, buf, m)
+        stream_fence()
     per_line = 64 // np.dtype(dtype).itemsize
     rng = np.random.default_rng(0)
     base = np.empty(8 * per_line + 64, dtype)

@@ -267,7 +267,7 @@ def generate(group, layouts: tuple, name: str = "kernel", parallel: bool = True)
 
 
 def _stream_flush(nest: LoopNest, ind: str, lo: str, hi: str) -> list:
-    return [f"{ind}if stream:"] + [f"{ind}{IND}stream_block({o.array}, {lo}, buf{o.m}[c], {hi} - {lo})"
+    return [f"{ind}if stream:"] + [f"{ind}{IND}stream_block({o.array}, {lo}, buf{o.m}, {hi} - {lo})"
                                    for o in nest.outputs]
 
 
@@ -293,18 +293,18 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list
     if form == "blocked_map":
         # At most 64 chunks of whole blocks of B elements (equal contiguous shares per
         # thread, as the flat map's prange). Streaming, each chunk computes a block into
-        # its row of ``buf<m>`` (allocated once per call, only when streaming) and streams
-        # it; otherwise it runs its whole range in one loop writing the output (per-block
-        # work and a buffer per chunk cost 3-5% at 256K elements, in the cache).
+        # ``buf<m>`` (a buffer on the thread's stack: ntstores_llvm.stack_buffer) and
+        # streams it; otherwise it runs its whole range in one loop writing the output
+        # (per-block work and a heap buffer per chunk cost 3-5% at 256K elements).
         # Unsigned indices, as in the blocked sum below: numba's negative-index wraparound
         # otherwise.
         body = [f"{IND}stream = n >= {stream}  # streaming stores from this size on (ntstores.py)",
                 f"{IND}nblk = (n + {B - 1}) // {B}",
                 f"{IND}nchunk = min(64, nblk)"]
-        body += [f"{IND}buf{o.m} = np.empty((nchunk if stream else 0, {B}), {_np_type(o.dtype)})"
-                 for o in nest.outputs]
         body.append(f"{IND}for c in {loop}(nchunk):")
-        body += [f"{IND * 2}t{o.m} = buf{o.m}[c] if stream else {o.array}" for o in nest.outputs]
+        body += [line for o in nest.outputs for line in (
+            f"{IND * 2}buf{o.m} = stack_buffer({o.array}, {B})",
+            f"{IND * 2}t{o.m} = buf{o.m} if stream else {o.array}")]
         body += [f"{IND * 2}clo = c * nblk // nchunk * {B}",
                  f"{IND * 2}chi = min((c + 1) * nblk // nchunk * {B}, n)",
                  f"{IND * 2}step = {B} if stream else chi - clo",

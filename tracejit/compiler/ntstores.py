@@ -38,7 +38,7 @@ bytes travel through changes.
 
 How (ntstores_llvm.py)
 ----------------------
-`_store_line` is a numba intrinsic emitting one 64-byte LLVM vector store with
+`stream_block` is a numba intrinsic whose lines are 64-byte LLVM vector stores with
 ``!nontemporal`` metadata and 64-byte alignment (``vmovntps`` on x86: one zmm or two
 ymm stores; ``stnp`` on AArch64). LLVM's loop vectorizer does not help here: it refuses
 to vectorize a non-temporal scalar store whose alignment it cannot prove to be the vector
@@ -67,7 +67,7 @@ BLOCK = 1024
 DEFAULT_LLC = 32 << 20    # when sysfs does not say
 # What a streaming kernel's source imports (the intrinsics: ntstores_llvm.py, which
 # imports numba; this module does not, so rendering a kernel's source need not).
-IMPORT = "from tracejit.compiler.ntstores_llvm import stream_block, stream_fence"
+IMPORT = "from tracejit.compiler.ntstores_llvm import stack_buffer, stream_block, stream_fence"
 
 
 def llc_bytes() -> int:
