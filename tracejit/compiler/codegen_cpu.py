@@ -12,7 +12,10 @@ pool costs more than the work; both are rendered from the same nest (`render`'s
   the dims (the calling convention of loopnest.py), whatever the rank: a ``reshape``
   inside the kernel is compiled from numba's ``numba.np.arrayobj``, and a process
   loading such a kernel from the disk cache must import that module (and its imports)
-  to rebuild the kernel's environment: 26-30 ms of a warm first call here;
+  to rebuild the kernel's environment: 26-30 ms of a warm first call here. The parallel
+  flat map is rendered in blocks ("blocked_map") whose outputs a call touching more
+  bytes than the last-level cache sends to memory with streaming stores (`stream_min`,
+  ntstores.py);
 - *nested*: anything else (broadcast or strided operands, partial reductions): a loop
   nest over the iteration dims, kept dims outside (the first one a ``prange``),
   reduced dims inside, each operand read with explicit N-d indexing (index 0 on its
