@@ -1,5 +1,5 @@
-"""Streaming (non-temporal) stores for the outputs of large fused CPU kernels: the
-intrinsics generated kernels call, and the policy saying when a kernel uses them.
+"""Streaming (non-temporal) stores for the outputs of large fused CPU kernels: the policy
+saying when a kernel uses them (the intrinsics it calls are in ntstores_llvm.py).
 
 Why
 ---
@@ -23,7 +23,11 @@ with other work, load 2.7-3.8; min of 6 rounds, variants alternating in one proc
   0.35 -> 0.47 ms for the pair: the consumer then reads ``o`` from memory instead of the
   cache) and wins from 1M elements (16 MiB: 3.20 -> 2.94 ms; 4M: 12.6 -> 11.3 ms); with
   two threads, 1M elements still lost (1.74 -> 1.94 ms), 2M-3M (32-48 MiB) broke even,
-  and 4M won (GELU producer 7.0 -> 5.5 ms).
+  and 4M won (GELU producer 7.0 -> 5.5 ms);
+- the compiled GELU forward (tj.script, 4M float32, this module's kernels against
+  ``TRACEJIT_STREAM_STORES=0`` in one process, load 4.4-5.2): 5.35-6.11 ms instead of
+  5.60-6.33 ms on one thread, 2.96-5.74 instead of 3.33-5.76 ms on two; at 256K elements
+  (below the threshold) 0.18-0.21 ms either way.
 
 Hence the policy (`stream_min`): a kernel streams when the bytes it touches (every
 array operand and output, per element, times the element count) reach the last-level
@@ -32,17 +36,19 @@ outputs in the cache for the next kernel of the step, larger ones would have had
 evicted before anyone read them anyway. ``TRACEJIT_STREAM_STORES=0`` renders kernels
 without streaming stores (the plain loops).
 
-Results never depend on it: a streamed value has the same bits as a stored one, and the
-kernel's loop structure (its reduction blocks) is the same either way; only where the
-bytes travel through changes.
+Results never depend on it: a streamed value has the same bits as a stored one, computed
+by the same loop body; only the way the bytes travel to memory changes. (Reductions keep
+ordinary stores: see codegen_cpu.stream_min.)
 
 How (ntstores_llvm.py)
 ----------------------
 `stream_block` is a numba intrinsic whose lines are 64-byte LLVM vector stores with
 ``!nontemporal`` metadata and 64-byte alignment (``vmovntps`` on x86: one zmm or two
-ymm stores; ``stnp`` on AArch64). LLVM's loop vectorizer does not help here: it refuses
-to vectorize a non-temporal scalar store whose alignment it cannot prove to be the vector
-width (X86's ``isLegalNTStore``), and a misaligned non-temporal vector store faults.
+ymm stores; ``stnp`` on AArch64). Marking the kernel's own scalar stores non-temporal
+would not do: LLVM's loop vectorizer vectorizes a non-temporal store only where the target
+calls the vector store legal, which on x86 needs the vector's full alignment
+(``isLegalNTStore``), unknown for a store into a numpy array; and a misaligned
+non-temporal vector store faults.
 `stream_block` therefore peels the elements before the output's first 64-byte boundary
 and after its last whole line to ordinary stores, and streams the lines between. The
 non-temporal stores are weakly ordered: `stream_fence` (``sfence`` on x86) at the end of
