@@ -25,9 +25,10 @@ with other work, load 2.7-3.8; min of 6 rounds, variants alternating in one proc
   two threads, 1M elements still lost (1.74 -> 1.94 ms), 2M-3M (32-48 MiB) broke even,
   and 4M won (GELU producer 7.0 -> 5.5 ms);
 - the compiled GELU forward (tj.script, 4M float32, this module's kernels against
-  ``TRACEJIT_STREAM_STORES=0`` in one process, load 4.4-5.2): 5.35-6.11 ms instead of
-  5.60-6.33 ms on one thread, 2.96-5.74 instead of 3.33-5.76 ms on two; at 256K elements
-  (below the threshold) 0.18-0.21 ms either way.
+  ``TRACEJIT_STREAM_STORES=0`` in one process, five runs, load 3.3-5.2): 5.35-6.11 ms
+  instead of 5.60-6.78 ms on one thread (2-13% less in every run), 2.96-6.20 instead of
+  3.33-6.45 ms on two (+12% to -31% per run, with the other core busy or not); at 256K
+  elements (below the threshold) 0.18-0.21 ms either way.
 
 Hence the policy (`stream_min`): a kernel streams when the bytes it touches (every
 array operand and output, per element, times the element count) reach the last-level
