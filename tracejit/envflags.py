@@ -69,6 +69,8 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_EAGER_KERNELS", "1", "0: large eager elementwise math runs on numpy instead of "
            "numba kernels made from the op's scalar rule (tracejit/ops/vectorized.py)",
            _README + ": Eager mode performance"),
+    Switch("TRACEJIT_STREAM_STORES", "1", "0: fused CPU kernels never use streaming (non-temporal) "
+           "stores for large outputs", "tracejit/compiler/ntstores.py"),
     # Internal: set by tracejit for its own child processes, not by users.
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
            "tracejit/compiler/workers.py"),

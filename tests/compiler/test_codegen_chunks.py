@@ -38,6 +38,7 @@ def _x(shape, seed=0):
 CASES = {
     # name: (function, input shapes); every output has at least PARALLEL_MIN elements
     "map": (lambda x: tj.tanh(x * 0.5) + x, [(128, 256)]),
+    "blocked_map": (lambda x: tj.tanh(x * 0.5) + x, [(128, 256)]),
     "nested_map": (lambda x, b: tj.tanh(x + b), [(128, 256), (256,)]),
     "rows": (lambda x: (x * x).sum(1), [(128, 256)]),
     "flat_blocked_sum": (lambda x: (x * 2.0).sum(), [(128, 256)]),
@@ -46,8 +47,13 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_chunk_kernel_matches_eager(chunks, name):
+def test_chunk_kernel_matches_eager(chunks, monkeypatch, name):
     fn, shapes = CASES[name]
+    if name == "map":   # the plain flat map: parallel kernels without streaming stores
+        monkeypatch.setenv("TRACEJIT_STREAM_STORES", "0")
+    elif name == "blocked_map":   # streaming from the smallest size (compiler/ntstores.py)
+        from tracejit.compiler import ntstores
+        monkeypatch.setattr(ntstores, "_LLC", 1)
     args = [tj.tensor(_x(s, seed=k)) for k, s in enumerate(shapes)]
     want = fn(*args).numpy()
     f = tj.trace(fn)
@@ -111,7 +117,8 @@ def _nest(form):
     raise AssertionError(form)
 
 
-def test_rewritten_source_has_no_prange_and_takes_the_share():
+def test_rewritten_source_has_no_prange_and_takes_the_share(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_STREAM_STORES", "0")   # the plain flat map
     spec = codegen_chunks.render(_nest("map"))
     assert spec.chunked and spec.partial_dtype is None
     assert "prange" not in spec.source and "parallel=False, nogil=True" in spec.source

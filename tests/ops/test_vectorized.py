@@ -202,7 +202,7 @@ def test_large_op_kernel_is_the_compiled_kernels_rendering(kernels):
     spec = _entry_of("tanh").spec
     nest = loopnest.lower_op(REGISTRY["tanh"], ["array"], {}, "float32", "float32")
     assert spec.parallel and spec.source == codegen_cpu.render(nest, parallel=True).source
-    assert "prange(n)" in spec.source and "tanh_f32(x0)" in spec.source
+    assert "prange(" in spec.source and "tanh_f32(x0)" in spec.source
     got = _wait_and_run(lambda: tj.tanh(x))
     np.testing.assert_allclose(got.numpy(), first.numpy(), rtol=2e-6, atol=2e-7)
     # loaded by the CPU backend, as a compiled plan's parallel kernel is

@@ -35,7 +35,7 @@ __all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
-         "strided_full")
+         "strided_full", "blocked_map")
 # Partial results per chunk, then a fold: flat full reductions (at most PARTIALS chunks),
 # column sums (row chunks x columns: codegen_cpu.column_partial_len of the last size) and
 # full reductions of nested operands (one per index of the first dim).

@@ -12,7 +12,10 @@ pool costs more than the work; both are rendered from the same nest (`render`'s
   the dims (the calling convention of loopnest.py), whatever the rank: a ``reshape``
   inside the kernel is compiled from numba's ``numba.np.arrayobj``, and a process
   loading such a kernel from the disk cache must import that module (and its imports)
-  to rebuild the kernel's environment: 26-30 ms of a warm first call here;
+  to rebuild the kernel's environment: 26-30 ms of a warm first call here. The parallel
+  flat map is rendered in blocks ("blocked_map") whose outputs a call touching more
+  bytes than the last-level cache sends to memory with streaming stores (`stream_min`,
+  ntstores.py);
 - *nested*: anything else (broadcast or strided operands, partial reductions): a loop
   nest over the iteration dims, kept dims outside (the first one a ``prange``),
   reduced dims inside, each operand read with explicit N-d indexing (index 0 on its
@@ -31,7 +34,7 @@ silent float64 promotion).
 """
 from __future__ import annotations
 
-from . import llvmopts
+from . import llvmopts, ntstores
 from .emitter import NUMBA_TYPE, Emitter, fold, render_steps
 from .loopnest import SUM_BLOCK, LoopNest, lower
 
@@ -114,15 +117,16 @@ def _arr_type(dtype: str, rank: int, contiguous: bool, readonly: bool = False) -
 
 
 def loop_form(nest: LoopNest, parallel: bool) -> str:
-    """Which loop shape renders `nest`: "map" (flat, no reduction), "flat_reduce",
-    "flat_blocked_sum" (float32 sums in float32 blocks), "flat_serial_reduce",
-    "nested_map", "column_blocks" (a reduction over every dim but the last),
-    "rows" (other partial reductions), "strided_full" (a full reduction of nested
-    operands) or "deep" (rank above MAX_NESTED_RANK)."""
+    """Which loop shape renders `nest`: "map" (flat, no reduction), "blocked_map" (the
+    same in blocks of ntstores.BLOCK, streaming its outputs from a size on: the parallel
+    variant, see `stream_min`), "flat_reduce", "flat_blocked_sum" (float32 sums in
+    float32 blocks), "flat_serial_reduce", "nested_map", "column_blocks" (a reduction over
+    every dim but the last), "rows" (other partial reductions), "strided_full" (a full
+    reduction of nested operands) or "deep" (rank above MAX_NESTED_RANK)."""
     red = nest.reduction
     if nest.flat:
         if red is None:
-            return "map"
+            return "blocked_map" if stream_min(nest, parallel) is not None else "map"
         if not parallel:
             return "flat_serial_reduce"
         return "flat_blocked_sum" if red.block_dtype else "flat_reduce"
@@ -133,6 +137,26 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
     if red.leading:
         return "column_blocks"
     return "rows" if red.kept else "strided_full"
+
+
+def stream_min(nest: LoopNest, parallel: bool):
+    """The element count from which `nest`'s kernel sends its outputs to memory with
+    streaming stores (ntstores.py: when the bytes it touches reach the last-level cache),
+    or None where its source has no streaming path: serial twins (small sizes), nested
+    loops, reductions, or ``TRACEJIT_STREAM_STORES=0``.
+
+    Reductions keep ordinary stores: the GELU loss kernel (three gradient outputs and a
+    float32 blocked sum) streaming its outputs through 1024-element buffers took 9.9-12.5
+    ms against 9.7-10.1 ms with ordinary stores (4M float32, one thread, min of 48 calls
+    alternating in one process, load 2.3-3.0): no gain to pay for a second loop form."""
+    if not parallel or not nest.flat or not nest.outputs or nest.reduction is not None:
+        return None
+    per_element = sum(_ITEMSIZE[op.dtype] for op in nest.operands if op.layout == "flat")
+    per_element += sum(_ITEMSIZE[o.dtype] for o in nest.outputs)
+    return ntstores.stream_min(per_element)
+
+
+_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int32": 4, "float32": 4, "int64": 8, "float64": 8}
 
 
 # ----------------------------------------------------------------------------- reductions
@@ -211,8 +235,9 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
 
     # Scalars (0-d operands, passed as 1-element arrays) are read once, outside the loops.
     body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
+    stream = stream_min(nest, parallel) if nest.flat else None
     if nest.flat:
-        body += _flat(nest, form, comp, loop)
+        body += _flat(nest, form, comp, loop, stream)
     else:
         inner = [f"{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
         inner += comp
@@ -233,6 +258,8 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
                   "from numba import njit, prange" if parallel else "from numba import njit"]
     if imports:
         src_lines.append(f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}")
+    if stream is not None:
+        src_lines.append(ntstores.IMPORT)
     src_lines += ["", ""] + helper + header + doc + body
     return KernelSpec("\n".join(src_lines) + "\n", nest, parallel, form, llvm_options)
 
@@ -242,16 +269,58 @@ def generate(group, layouts: tuple, name: str = "kernel", parallel: bool = True)
     return render(lower(group, layouts, name, sequential_sums=True), parallel)
 
 
-def _flat(nest: LoopNest, form: str, comp: list, loop: str) -> list:
+def _stream_flush(nest: LoopNest, ind: str, lo: str, hi: str) -> list:
+    return [f"{ind}if stream:"] + [f"{ind}{IND}stream_block({o.array}, {lo}, buf{o.m}, {hi} - {lo})"
+                                   for o in nest.outputs]
+
+
+def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list:
+    """Loops of a flat nest. With `stream` (an element count, `stream_min`), the outputs
+    of a call of at least that size are computed block by block into small buffers
+    (``buf<m>``) that `ntstores_llvm.stream_block` sends to memory with streaming stores;
+    smaller calls run the same loop writing the outputs directly (``t<m>`` is either, and
+    ``w`` the index into it): one loop body, so one compile of the element work."""
     red = nest.reduction
 
-    def elem(ind, i):
+    def elem(ind, i, w=None):
         out = [f"{ind}{op.name} = {op.array}[{i}]" for op in nest.operands if op.layout == "flat"]
         out += [ind + c for c in comp]
-        out += [f"{ind}{o.array}[{i}] = {o.value}" for o in nest.outputs]
+        if w is None:
+            out += [f"{ind}{o.array}[{i}] = {o.value}" for o in nest.outputs]
+        else:
+            out += [f"{ind}t{o.m}[{w}] = {o.value}" for o in nest.outputs]
         return out
     if form == "map":
         return [f"{IND}for i in {loop}(n):"] + elem(IND * 2, "i")
+    B = ntstores.BLOCK
+    if form == "blocked_map":
+        # At most 64 chunks of whole blocks of B elements (equal contiguous shares per
+        # thread, as the flat map's prange). Streaming, each chunk computes a block into
+        # ``buf<m>`` (a buffer on the thread's stack: ntstores_llvm.stack_buffer) and
+        # streams it; otherwise it runs its whole range in one loop writing the output
+        # (per-block work and a heap buffer per chunk cost 3-5% at 256K elements).
+        # Unsigned indices, as in the blocked sum below: numba's negative-index wraparound
+        # otherwise.
+        body = [f"{IND}stream = n >= {stream}  # streaming stores from this size on (ntstores.py)",
+                f"{IND}nblk = (n + {B - 1}) // {B}",
+                f"{IND}nchunk = min(64, nblk)"]
+        body.append(f"{IND}for c in {loop}(nchunk):")
+        body += [line for o in nest.outputs for line in (
+            f"{IND * 2}buf{o.m} = stack_buffer({o.array}, {B})",
+            f"{IND * 2}t{o.m} = buf{o.m} if stream else {o.array}")]
+        body += [f"{IND * 2}clo = c * nblk // nchunk * {B}",
+                 f"{IND * 2}chi = min((c + 1) * nblk // nchunk * {B}, n)",
+                 f"{IND * 2}step = {B} if stream else chi - clo",
+                 f"{IND * 2}for b in range((chi - clo + step - 1) // step):",
+                 f"{IND * 3}lo = clo + b * step",
+                 f"{IND * 3}hi = min(lo + step, chi)",
+                 f"{IND * 3}off = lo if stream else 0",
+                 f"{IND * 3}for i in range(lo, hi):",
+                 f"{IND * 4}u = np.uintp(i)",
+                 f"{IND * 4}w = np.uintp(i - off)"]
+        body += elem(IND * 4, "u", "w")
+        body += _stream_flush(nest, IND * 3, "lo", "hi")
+        return body + [f"{IND * 2}if stream:", f"{IND * 3}stream_fence()"]
     init, acc_np = _init(red), _np_type(red.acc_dtype)
     if form == "flat_serial_reduce":
         # The serial twin (small sizes) keeps one accumulator: no partials array to
