@@ -1,0 +1,242 @@
+"""Source of a fused row kernel (a `rowfuse.RowGroup`), and the plan lines that call it.
+
+The kernel is the row op's loop from ops/row_kernels.py (its statistics, LayerNorm's
+output formula and backward, filled in by `row_kernels.source`) with the fused groups'
+work spliced in per element:
+
+- each fused group becomes a helper ``pro_x`` / ``pro_g`` / ``epi`` whose body is the
+  group's steps as every fused kernel writes them (`emitter.render_steps`: each op's own
+  scalar rule), compiled without fastmath and inlined by LLVM with its own instruction
+  flags (as codegen_cpu's ``element``): the row loop's ``fastmath={'reassoc'}`` (which
+  its sums need to vectorize) never reaches the elementwise arithmetic;
+- a prologue fills a row buffer (``xb``: the row op's ``x``; ``gb``: layer_norm_backward's
+  incoming gradient) that the row op then reads instead of an array in memory;
+- the epilogue runs on each output element ``y`` as the row op makes it.
+
+Operands are read per role (`rowfuse.role`): "rows" through the row's view
+(``r<j>[k]``), "col" by column (``in<j>[k]``), "scalar" once (``s<j>``). Sizes are
+arguments (``m`` rows of ``cols``), so one kernel serves every batch size.
+"""
+from __future__ import annotations
+
+from ..ops import row_kernels
+from . import llvmopts
+from .codegen_cpu import CpuEmitter
+from .emitter import NUMBA_TYPE, render_steps
+from .loopnest import lower
+from .rowfuse import ROW_PRIMS, RowGroup
+
+__all__ = ["RowSpec", "render", "emit"]
+
+I2, I3 = " " * 8, " " * 12
+
+
+class RowSpec:
+    """A rendered row kernel, shaped like codegen_cpu.KernelSpec where the plan, the tiers
+    and the backend's loader look (``source``, ``llvm_options``, ``chunked``, ``nest.layouts``)."""
+
+    chunked = False
+    parallel = False
+    mode = "rows"
+    form = "rows"
+
+    class _Nest:
+        layouts = ("rows",)
+
+    def __init__(self, source: str, name: str, llvm_options: tuple):
+        self.source = source
+        self.name = name
+        self.nest = self._Nest()
+        self.llvm_options = llvm_options
+
+
+def _helper(group, name: str) -> tuple:
+    """(source lines of helper `name` computing `group`'s outputs from its inputs, imports)."""
+    layouts = tuple("scalar" if all(isinstance(d, int) and d == 1 for d in v.aval.shape)
+                    and tuple(v.aval.shape) != tuple(group.shape) else
+                    "flat" if tuple(v.aval.shape) == tuple(group.shape) else "ndc" for v in group.inputs)
+    nest = lower(group, layouts, name)
+    comp, emitters = render_steps(nest, CpuEmitter)
+    imports = set().union(*(em.imports for em in emitters)) if emitters else set()
+    rets = [o.value for o in nest.outputs]
+    lines = ["@njit(cache=False, error_model='numpy', fastmath=False)",
+             f"def {name}({', '.join(op.name for op in nest.operands)}):",
+             "    _always_inline()"] + ["    " + c for c in comp]
+    lines += [f"    return ({', '.join(rets)},)", "", ""]
+    return lines, imports
+
+
+def render(rg: RowGroup) -> RowSpec:
+    """The numba source of `rg`'s kernel (calling convention: `arguments`)."""
+    e = rg.eqn
+    dt = e.out.aval.dtype.name
+    nt = NUMBA_TYPE[dt]
+    backward = e.prim.name == "layer_norm_backward"
+    xv = e.inputs[ROW_PRIMS[e.prim.name]]
+    ins, outs = rg.inputs, rg.outputs
+    idx_in = {v: j for j, v in enumerate(ins)}
+    idx_out = {v: j for j, v in enumerate(outs)}
+    helpers, imports = [], {"_always_inline"}
+
+    def read(v, local: dict) -> str:
+        """Source reading value `v` at element k of row i."""
+        if v in local:
+            return local[v]
+        role = rg.roles[v]
+        j = idx_in[v]
+        return {"rows": f"r{j}[k]", "col": f"in{j}[k]", "scalar": f"s{j}"}[role]
+
+    def splice(group, name, local: dict, ind: str) -> list:
+        """Lines calling `group`'s helper at element k and storing what must be written;
+        `local` gets the group's values the row op reads."""
+        lines, imp = _helper(group, name)
+        helpers.extend(lines)
+        imports.update(imp)
+        args = ", ".join(read(a, local) for a in group.inputs)
+        body = [f"{ind}t = {name}({args})"]
+        for m, v in enumerate(group.outputs):
+            if v in idx_out:
+                body.append(f"{ind}p{idx_out[v]}[k] = t[{m}]")
+        return body, {v: f"t[{m}]" for m, v in enumerate(group.outputs)}
+
+    body = [f"    s{j} = in{j}[0]" for j, v in enumerate(ins) if rg.roles[v] == "scalar"]
+    if rg.x_pro is not None:
+        body.append(f"    xb = np.empty(cols, np.{dt})")
+    if rg.g_pro is not None:
+        body.append(f"    gb = np.empty(cols, np.{dt})")
+    if backward:
+        body.append(row_kernels.LN_BACKWARD_INIT)
+    body.append("    for i in range(m):")
+    body += [f"{I2}r{j} = in{j}[i]" for j, v in enumerate(ins) if rg.roles[v] == "rows"]
+    body += [f"{I2}p{j} = out{j}[i]" for j, v in enumerate(outs) if not (backward and v is e.out)]
+    local: dict = {}
+    if rg.x_pro is not None:
+        calls, vals = splice(rg.x_pro, "pro_x", {}, I3)
+        body += [f"{I2}for k in range(cols):"] + calls + [f"{I3}xb[k] = {vals[xv]}", f"{I2}row = xb"]
+    else:
+        body.append(f"{I2}row = r{idx_in[xv]}")
+    local[xv] = "row[k]"
+    if backward:
+        gv = e.inputs[0]
+        if rg.g_pro is not None:
+            calls, vals = splice(rg.g_pro, "pro_g", local, I3)
+            body += [f"{I2}for k in range(cols):"] + calls + [f"{I3}gb[k] = {vals[gv]}", f"{I2}gr = gb"]
+        else:
+            body.append(f"{I2}gr = r{idx_in[gv]}")
+        body += [f"{I2}o = out{idx_out[e.out]}[i]", row_kernels.LN_BACKWARD_ROW,
+                 row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")]
+    else:
+        body += ["STATS", f"{I2}for k in range(n):", f"{I3}y = LN_Y"]
+        if e.out in idx_out:
+            body.append(f"{I3}p{idx_out[e.out]}[k] = y")
+        if rg.epi is not None:
+            local[e.out] = "y"
+            calls, _ = splice(rg.epi, "epi", local, I3)
+            body += calls
+    ro2, ro1 = f"Array({nt}, 2, 'C', readonly=True)", f"Array({nt}, 1, 'C', readonly=True)"
+    sig = [ro2 if rg.roles[v] == "rows" else ro1 for v in ins] + [f"{nt}[:, ::1]"] * len(outs)
+    sig += [ro1] * (1 if backward else 2) + ["int64", "int64", "float64"]
+    args = arguments(rg)
+    stores = len(outs) + (0 if backward else 0)
+    options = llvmopts.kernel_options(stores, True, "map")
+    src = ["# generated by tracejit (CPU backend, row kernel); sizes are arguments, never constants"]
+    if options:
+        src.append(f"# compiled with LLVM options: {' '.join(options)}")
+    src += ["import numpy as np", "from numba import njit",
+            f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}", "", ""]
+    src += helpers
+    src += [f"@njit({'void(' + ', '.join(sig) + ')'!r}, cache=CACHE, error_model='numpy', boundscheck=False,",
+            "      fastmath={'reassoc'})",
+            f"def kernel({', '.join(args)}):",
+            f'    """row kernel: {rg.describe()}"""']
+    src += body
+    text = row_kernels.source("\n".join(src) + "\n", dt)
+    return RowSpec(text, "kernel", options)
+
+
+def arguments(rg: RowGroup) -> list:
+    """The kernel's parameters: inputs, outputs, the row op's weight (and bias), sizes, eps."""
+    backward = rg.eqn.prim.name == "layer_norm_backward"
+    return ([f"in{j}" for j in range(len(rg.inputs))] + [f"out{j}" for j in range(len(rg.outputs))]
+            + (["w"] if backward else ["w", "b"]) + ["m", "cols", "eps"])
+
+
+class RowKernel:
+    """A row group's kernel: the interface of plan._Kernel (one variant, serial)."""
+
+    def __init__(self, rg: RowGroup, label: str, backend):
+        self.group = rg
+        self.label = label
+        self.backend = backend
+        self.variants: dict = {}
+        self.sources: dict = {}
+        self._spec = None
+
+    def spec(self, layouts=(), parallel=False) -> RowSpec:
+        if self._spec is None:
+            self._spec = render(self.group)
+        return self._spec
+
+    def get(self, layouts=(), parallel=False):
+        fn = self.variants.get(())
+        if fn is None:
+            spec = self.spec()
+            from ..errors import CompileError
+            try:
+                fn = self.backend.load(spec, self.label, False)
+            except Exception as exc:
+                raise CompileError(f"compiling the row kernel {self.label} ({self.group.describe()}) "
+                                   f"failed: {type(exc).__name__}: {exc}\ngenerated source:\n{spec.source}") from exc
+            self.variants[((), False)] = fn
+            self.sources[((), False)] = spec.source
+        return fn
+
+
+def _dims(shape) -> str:
+    from ..shapes import Sym
+    parts = [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
+    return " * ".join(parts) or "1"
+
+
+def emit(plan, rg: RowGroup, nm, consts, shape_code, dtype_const) -> list:
+    """The plan's lines running `rg` (allocating its outputs), registering its kernel."""
+    import numpy as np
+    k = len(plan.kernels)
+    kern = RowKernel(rg, f"{plan.name}_r{k}", plan.backend)
+    plan.kernels.append(kern)
+    kname = f"K{k}"
+    consts[kname] = kern
+    e = rg.eqn
+    shape, n = rg.rows_shape, rg.n
+    cols = _dims(shape[len(shape) - n:])
+    rows = _dims(shape[:len(shape) - n])
+    consts["ROWS2"] = row_kernels._rows
+    consts["VEC"] = np.ravel
+    dt = dtype_const(e.out.aval.dtype, consts)
+    lines = []
+    for v in rg.outputs:
+        lines.append(f"    {nm(v)} = xp.empty({shape_code(v.aval.shape)}, {dtype_const(v.aval.dtype, consts)})")
+    args = []
+    for v in rg.inputs:
+        role = rg.roles[v]
+        args.append(f"ROWS2({nm(v)}, {cols})" if role == "rows" else f"VEC({nm(v)})")
+    args += [f"{nm(v)}.reshape(-1, {cols})" for v in rg.outputs]
+    own = list(e.inputs[ROW_PRIMS[e.prim.name] + 1:])
+    if e.prim.name == "layer_norm_backward":
+        args.append(f"VEC({nm(own[0])})" if e.params["has_w"] else f"np.ones({cols}, {dt})")
+    else:
+        aff = e.params["affine"]
+        wb = list(own)
+        args.append(f"VEC({nm(wb.pop(0))})" if aff[0] else f"np.ones({cols}, {dt})")
+        args.append(f"VEC({nm(wb.pop(0))})" if aff[1] else f"np.zeros({cols}, {dt})")
+    args += [rows, cols, repr(float(e.params["eps"]))]
+
+    def first_call(*a):
+        fn = plan.backend.fast_entry(kern.get())
+        consts[f"{kname}s"] = fn
+        return fn(*a)
+    consts[f"{kname}s"] = first_call
+    plan.first_variants.append((kern, (), False))
+    kern.spec()   # rendered now: generator errors surface at capture
+    lines.append(f"    {kname}s({', '.join(args)})")
+    return lines
