@@ -14,7 +14,8 @@ work spliced in per element:
 - the epilogue runs on each output element ``y`` as the row op makes it.
 
 Operands are read per role (`rowfuse.role`): "rows" through the row's view
-(``r<j>[k]``), "col" by column (``in<j>[k]``), "scalar" once (``s<j>``). Sizes are
+(``r<j>[k]``), "col" by column (``in<j>[k]``), "scalar" once (``sc<j>``: the row code
+uses ``s1``, ``s2``). Sizes are
 arguments (``m`` rows of ``cols``), so one kernel serves every batch size.
 """
 from __future__ import annotations
@@ -84,7 +85,7 @@ def render(rg: RowGroup) -> RowSpec:
             return local[v]
         role = rg.roles[v]
         j = idx_in[v]
-        return {"rows": f"r{j}[k]", "col": f"in{j}[k]", "scalar": f"s{j}"}[role]
+        return {"rows": f"r{j}[k]", "col": f"in{j}[k]", "scalar": f"sc{j}"}[role]
 
     def splice(group, name, local: dict, ind: str) -> list:
         """Lines calling `group`'s helper at element k and storing what must be written;
@@ -99,7 +100,7 @@ def render(rg: RowGroup) -> RowSpec:
                 body.append(f"{ind}p{idx_out[v]}[k] = t[{m}]")
         return body, {v: f"t[{m}]" for m, v in enumerate(group.outputs)}
 
-    body = [f"    s{j} = in{j}[0]" for j, v in enumerate(ins) if rg.roles[v] == "scalar"]
+    body = [f"    sc{j} = in{j}[0]" for j, v in enumerate(ins) if rg.roles[v] == "scalar"]
     if rg.x_pro is not None:
         body.append(f"    xb = np.empty(cols, np.{dt})")
     if rg.g_pro is not None:
