@@ -63,11 +63,12 @@ def test_bias_layer_norm_gelu_is_one_row_kernel_each_way():
     assert rg.outputs[0] is rg.eqn.out and len(rg.outputs) == 2
     assert rg.roles == {v: r for v, r in zip(rg.inputs, ("rows", "col", "col", "col"))}
     # backward: the recomputed sum and gelu_backward(g) * ... feed layer_norm_backward
-    # from the row buffers; no group is left
+    # from the row buffers, and b's gradient (dx summed over the rows) is summed by the same
+    # kernel; no group and no sum step is left
     kinds = _kinds(bwd)
-    assert kinds[0] == "row:add -> gelu_backward -> layer_norm_backward", bwd.describe()
+    assert kinds[0] == "row:add -> gelu_backward -> layer_norm_backward -> sum over rows", bwd.describe()
     assert not any(k.startswith("group:") for k in kinds), kinds
-    assert "layer_norm_backward" not in kinds
+    assert "layer_norm_backward" not in kinds and "sum" not in kinds
 
 
 def test_results_are_those_of_the_unfused_plan(monkeypatch):

@@ -109,7 +109,9 @@ def render(rg: RowGroup) -> RowSpec:
         body.append(row_kernels.LN_BACKWARD_INIT)
     body.append("    for i in range(m):")
     body += [f"{I2}r{j} = in{j}[i]" for j, v in enumerate(ins) if rg.roles[v] == "rows"]
-    body += [f"{I2}p{j} = out{j}[i]" for j, v in enumerate(outs) if not (backward and v is e.out)]
+    cs = rg.col_sum
+    body += [f"{I2}p{j} = out{j}[i]" for j, v in enumerate(outs)
+             if not (backward and v is e.out) and not (cs is not None and v is cs.out)]
     local: dict = {}
     if rg.x_pro is not None:
         calls, vals = splice(rg.x_pro, "pro_x", {}, I3)
@@ -124,8 +126,19 @@ def render(rg: RowGroup) -> RowSpec:
             body += [f"{I2}for k in range(cols):"] + calls + [f"{I3}gb[k] = {vals[gv]}", f"{I2}gr = gb"]
         else:
             body.append(f"{I2}gr = r{idx_in[gv]}")
-        body += [f"{I2}o = out{idx_out[e.out]}[i]", row_kernels.LN_BACKWARD_ROW,
-                 row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")]
+        body += [f"{I2}o = out{idx_out[e.out]}[i]", row_kernels.LN_BACKWARD_ROW]
+        fold = row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")
+        if cs is not None:
+            # dx summed over the rows as it is made: in the data's dtype over the same
+            # blocks of rows as dweight and dbias, in float64 across blocks
+            body.insert(body.index("    for i in range(m):"),
+                        f"    dxs = np.zeros(cols, np.float64)\n    dxsb = np.zeros(cols, np.{dt})")
+            body += [f"{I2}for k in range(n):", f"{I3}dxsb[k] += o[k]"]
+            fold = fold.replace("                dbb[k] = 0\n",
+                                "                dbb[k] = 0\n                dxs[k] += dxsb[k]\n"
+                                "                dxsb[k] = 0\n")
+            fold += f"\n    for k in range(cols):\n        out{idx_out[cs.out]}[0, k] = dxs[k]"
+        body.append(fold)
     else:
         body += ["STATS", f"{I2}for k in range(n):", f"{I3}y = LN_Y"]
         if e.out in idx_out:
@@ -221,7 +234,8 @@ def emit(plan, rg: RowGroup, nm, consts, shape_code, dtype_const) -> list:
     for v in rg.inputs:
         role = rg.roles[v]
         args.append(f"ROWS2({nm(v)}, {cols})" if role == "rows" else f"VEC({nm(v)})")
-    args += [f"{nm(v)}.reshape(-1, {cols})" for v in rg.outputs]
+    args += [f"{nm(v)}.reshape(1, {cols})" if rg.col_sum is not None and v is rg.col_sum.out
+             else f"{nm(v)}.reshape(-1, {cols})" for v in rg.outputs]
     own = list(e.inputs[ROW_PRIMS[e.prim.name] + 1:])
     if e.prim.name == "layer_norm_backward":
         args.append(f"VEC({nm(own[0])})" if e.params["has_w"] else f"np.ones({cols}, {dt})")

@@ -53,6 +53,7 @@ class RowGroup:
     x_pro: Group | None = None     # computes the row op's `x`
     g_pro: Group | None = None     # computes layer_norm_backward's incoming gradient
     epi: Group | None = None       # consumes layer_norm's output
+    col_sum: Eqn | None = None     # sums layer_norm_backward's dx over the rows (a bias gradient)
     inputs: list = field(default_factory=list)   # external Vars, in calling order
     outputs: list = field(default_factory=list)  # Vars written (the row op's output first when written)
     roles: dict = field(default_factory=dict)    # input Var -> "rows" | "col" | "scalar"
@@ -69,7 +70,7 @@ class RowGroup:
 
     @property
     def defined(self) -> set:
-        return {e.out for e in self.members}
+        return {e.out for e in self.members} | ({self.col_sum.out} if self.col_sum is not None else set())
 
     @property
     def outs(self) -> list:
@@ -89,6 +90,8 @@ class RowGroup:
         parts.append(self.eqn.prim.name)
         if self.epi is not None:
             parts.append("+".join(e.prim.name for e in self.epi.eqns))
+        if self.col_sum is not None:
+            parts.append("sum over rows")
         return " -> ".join(parts)
 
 
@@ -177,9 +180,13 @@ def fuse_rows(items: list, graph) -> list:
                 setattr(rg, part, None)
         if not rg.groups or _cyclic(rg, producer):
             continue
+        if e.prim.name == "layer_norm_backward":
+            rg.col_sum = _column_sum(e, readers, shape, n)
         _finish(rg, readers, results)
         for g in rg.groups:
             taken.add(id(g))
+        if rg.col_sum is not None:
+            taken.add(id(rg.col_sum))
         replace[id(e)] = rg
         count += 1
     if not replace:
@@ -190,6 +197,27 @@ def fuse_rows(items: list, graph) -> list:
             continue
         out.append(replace.get(id(it), it))
     return _schedule(out, graph)
+
+
+def _column_sum(e, readers, shape, n):
+    """The `sum` step adding layer_norm_backward's dx over its rows (the gradient of a bias
+    added before the LayerNorm), if there is one: dx is ``getitem(out, :-2)``, (M, K), or
+    that reshaped to x's shape. The row kernel then sums each row of dx as it makes it,
+    instead of a pass reading dx back."""
+    views = [r for r in readers.get(e.out, ()) if isinstance(r, Eqn) and r.prim.name == "getitem"
+             and r.params.get("spec") == (("s", None, -2, None),)]
+    for v in views:
+        cands = [(v.out, (0,))]
+        for r in readers.get(v.out, ()):
+            if isinstance(r, Eqn) and r.prim.name == "reshape" and tuple(r.out.aval.shape) == shape:
+                cands.append((r.out, tuple(range(len(shape) - n))))
+        for val, dims in cands:
+            for r in readers.get(val, ()):
+                if (isinstance(r, Eqn) and r.prim.name == "sum" and r.inputs[0] is val
+                        and tuple(r.params.get("dims", ())) == dims and dims
+                        and r.out.aval.dtype is val.aval.dtype):
+                    return r
+    return None
 
 
 def _reads_ok(rg, part) -> bool:
@@ -255,4 +283,6 @@ def _finish(rg, readers, results) -> None:
     if e.prim.name == "layer_norm_backward" or e.out in results or any(
             id(r) not in members for r in readers.get(e.out, ())):
         outs.insert(0, e.out)
+    if rg.col_sum is not None:
+        outs.append(rg.col_sum.out)
     rg.outputs = outs
