@@ -191,3 +191,20 @@ def test_dynamic_batch_reuses_the_kernel():
     (rg,) = _rows(fwd)
     assert not isinstance(rg.rows_shape[0], int)
     assert len(fwd.kernels[0].variants) == 1
+
+
+def test_parallel_variant_above_the_parallel_threshold():
+    # 200 x 96 = 19200 elements >= PARALLEL_MIN: a prange over chunks of rows, each with its
+    # own row buffers and partial sums of the weight/bias gradients (4 chunks of >= 64 rows
+    # backward, 12 of >= 16 forward: not a multiple of the row count, so chunk edges fall
+    # mid-block)
+    from tracejit.threads import PARALLEL_MIN
+    assert 200 * 96 >= PARALLEL_MIN
+    x, b, w, c = T(200, 96, seed=11), T(96, seed=12), T(96, seed=13), T(96, seed=14)
+    cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
+    fwd, bwd, _ = _train(cf)
+    for plan in (fwd, bwd):
+        (rg,) = _rows(plan)
+        kern = [k for k in plan.kernels if getattr(k, "group", None) is rg][0]
+        assert list(kern.variants) == [((), True)], plan.source
+        assert "prange(nchunk)" in kern.sources[((), True)]

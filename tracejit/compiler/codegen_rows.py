@@ -67,8 +67,9 @@ def _helper(group, name: str) -> tuple:
     return lines, imports
 
 
-def render(rg: RowGroup) -> RowSpec:
-    """The numba source of `rg`'s kernel (calling convention: `arguments`)."""
+def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
+    """The numba source of `rg`'s kernel (calling convention: `arguments`): a loop over the
+    rows, or (``parallel``) over chunks of rows on numba's threads."""
     e = rg.eqn
     dt = e.out.aval.dtype.name
     nt = NUMBA_TYPE[dt]
@@ -100,72 +101,131 @@ def render(rg: RowGroup) -> RowSpec:
                 body.append(f"{ind}p{idx_out[v]}[k] = t[{m}]")
         return body, {v: f"t[{m}]" for m, v in enumerate(group.outputs)}
 
-    body = [f"    sc{j} = in{j}[0]" for j, v in enumerate(ins) if rg.roles[v] == "scalar"]
-    if rg.x_pro is not None:
-        body.append(f"    xb = np.empty(cols, np.{dt})")
-    if rg.g_pro is not None:
-        body.append(f"    gb = np.empty(cols, np.{dt})")
-    if backward:
-        body.append(row_kernels.LN_BACKWARD_INIT)
-    body.append("    for i in range(m):")
-    body += [f"{I2}r{j} = in{j}[i]" for j, v in enumerate(ins) if rg.roles[v] == "rows"]
     cs = rg.col_sum
-    body += [f"{I2}p{j} = out{j}[i]" for j, v in enumerate(outs)
-             if not (backward and v is e.out) and not (cs is not None and v is cs.out)]
+    # The work on row i, at the row loop's indentation (I2): its operands' row views, the
+    # prologues into the row buffers, the row op, the epilogue.
+    rowbody = [f"{I2}r{j} = in{j}[i]" for j, v in enumerate(ins) if rg.roles[v] == "rows"]
+    rowbody += [f"{I2}p{j} = out{j}[i]" for j, v in enumerate(outs)
+                if not (backward and v is e.out) and not (cs is not None and v is cs.out)]
     local: dict = {}
     if rg.x_pro is not None:
         calls, vals = splice(rg.x_pro, "pro_x", {}, I3)
-        body += [f"{I2}for k in range(cols):"] + calls + [f"{I3}xb[k] = {vals[xv]}", f"{I2}row = xb"]
+        rowbody += [f"{I2}for k in range(cols):"] + calls + [f"{I3}xb[k] = {vals[xv]}", f"{I2}row = xb"]
     else:
-        body.append(f"{I2}row = r{idx_in[xv]}")
+        rowbody.append(f"{I2}row = r{idx_in[xv]}")
     local[xv] = "row[k]"
     if backward:
         gv = e.inputs[0]
         if rg.g_pro is not None:
             calls, vals = splice(rg.g_pro, "pro_g", local, I3)
-            body += [f"{I2}for k in range(cols):"] + calls + [f"{I3}gb[k] = {vals[gv]}", f"{I2}gr = gb"]
+            rowbody += [f"{I2}for k in range(cols):"] + calls + [f"{I3}gb[k] = {vals[gv]}", f"{I2}gr = gb"]
         else:
-            body.append(f"{I2}gr = r{idx_in[gv]}")
-        body += [f"{I2}o = out{idx_out[e.out]}[i]", row_kernels.LN_BACKWARD_ROW]
-        fold = row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")
+            rowbody.append(f"{I2}gr = r{idx_in[gv]}")
+        rowbody += [f"{I2}o = out{idx_out[e.out]}[i]", row_kernels.LN_BACKWARD_ROW]
         if cs is not None:
             # dx summed over the rows as it is made: in the data's dtype over the same
             # blocks of rows as dweight and dbias, in float64 across blocks
-            body.insert(body.index("    for i in range(m):"),
-                        f"    dxs = np.zeros(cols, np.float64)\n    dxsb = np.zeros(cols, np.{dt})")
-            body += [f"{I2}for k in range(n):", f"{I3}dxsb[k] += o[k]"]
-            fold = fold.replace("                dbb[k] = 0\n",
-                                "                dbb[k] = 0\n                dxs[k] += dxsb[k]\n"
-                                "                dxsb[k] = 0\n")
-            fold += f"\n    for k in range(cols):\n        out{idx_out[cs.out]}[0, k] = dxs[k]"
-        body.append(fold)
+            rowbody += [f"{I2}for k in range(n):", f"{I3}dxsb[k] += o[k]"]
     else:
-        body += ["STATS", f"{I2}for k in range(n):", f"{I3}y = LN_Y"]
+        rowbody += ["STATS", f"{I2}for k in range(n):", f"{I3}y = LN_Y"]
         if e.out in idx_out:
-            body.append(f"{I3}p{idx_out[e.out]}[k] = y")
+            rowbody.append(f"{I3}p{idx_out[e.out]}[k] = y")
         if rg.epi is not None:
             local[e.out] = "y"
             calls, _ = splice(rg.epi, "epi", local, I3)
-            body += calls
+            rowbody += calls
+    rowtext = row_kernels.source("\n".join(rowbody), dt)
+    body = [f"    sc{j} = in{j}[0]" for j, v in enumerate(ins) if rg.roles[v] == "scalar"]
+    body += _serial_loop(rg, rowtext, dt, idx_out) if not parallel else _parallel_loop(rg, rowtext, dt, idx_out)
     ro2, ro1 = f"Array({nt}, 2, 'C', readonly=True)", f"Array({nt}, 1, 'C', readonly=True)"
     sig = [ro2 if rg.roles[v] == "rows" else ro1 for v in ins] + [f"{nt}[:, ::1]"] * len(outs)
     sig += [ro1] * (1 if backward else 2) + ["int64", "int64", "float64"]
     args = arguments(rg)
-    stores = len(outs) + (0 if backward else 0)
-    options = llvmopts.kernel_options(stores, True, "map")
+    options = llvmopts.kernel_options(len(outs), True, "map")
     src = ["# generated by tracejit (CPU backend, row kernel); sizes are arguments, never constants"]
     if options:
         src.append(f"# compiled with LLVM options: {' '.join(options)}")
-    src += ["import numpy as np", "from numba import njit",
+    src += ["import numpy as np", "from numba import njit, prange" if parallel else "from numba import njit",
             f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}", "", ""]
     src += helpers
-    src += [f"@njit({'void(' + ', '.join(sig) + ')'!r}, cache=CACHE, error_model='numpy', boundscheck=False,",
-            "      fastmath={'reassoc'})",
+    src += [f"@njit({'void(' + ', '.join(sig) + ')'!r}, parallel={parallel}, cache=CACHE, error_model='numpy',",
+            "      boundscheck=False, fastmath={'reassoc'})",
             f"def kernel({', '.join(args)}):",
             f'    """row kernel: {rg.describe()}"""']
     src += body
     text = row_kernels.source("\n".join(src) + "\n", dt)
     return RowSpec(text, "kernel", options)
+
+
+# Chunks of rows of a parallel row kernel: at most CHUNKS, of at least CHUNK_ROWS rows
+# (chosen from the sizes alone, so results never depend on the thread count).
+CHUNKS = 16
+CHUNK_ROWS = 16
+
+
+def _serial_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
+    """One loop over the rows; the backward's weight/bias gradients as the eager kernel
+    sums them (row_kernels' text)."""
+    e, cs = rg.eqn, rg.col_sum
+    out = []
+    if rg.x_pro is not None:
+        out.append(f"    xb = np.empty(cols, np.{dt})")
+    if rg.g_pro is not None:
+        out.append(f"    gb = np.empty(cols, np.{dt})")
+    if e.prim.name != "layer_norm_backward":
+        return out + ["    for i in range(m):", rowtext]
+    fold = row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")
+    out.append(row_kernels.LN_BACKWARD_INIT)
+    if cs is not None:
+        out += ["    dxs = np.zeros(cols, np.float64)", f"    dxsb = np.zeros(cols, np.{dt})"]
+        fold = fold.replace("                dbb[k] = 0\n", "                dbb[k] = 0\n"
+                            "                dxs[k] += dxsb[k]\n                dxsb[k] = 0\n")
+        fold += f"\n    for k in range(cols):\n        out{idx_out[cs.out]}[0, k] = dxs[k]"
+    return out + ["    for i in range(m):", rowtext, row_kernels.source(fold, dt)]
+
+
+def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
+    """A ``prange`` over chunks of rows; each chunk has its own row buffers and (backward)
+    its own float64 partial sums of the weight/bias gradients, added in chunk order after."""
+    e, cs = rg.eqn, rg.col_sum
+    backward = e.prim.name == "layer_norm_backward"
+    rows = row_kernels.ROWS if backward else CHUNK_ROWS
+    out = [f"    nchunk = max(1, min({CHUNKS}, m // {rows}))"]
+    if rg.x_pro is not None:
+        out.append(f"    xbs = np.empty((nchunk, cols), np.{dt})")
+    if rg.g_pro is not None:
+        out.append(f"    gbs = np.empty((nchunk, cols), np.{dt})")
+    sums = 3 if cs is not None else 2
+    if backward:
+        out += [f"    part = np.zeros((nchunk, {sums}, cols), np.float64)",
+                f"    blocks = np.zeros((nchunk, {sums}, cols), np.{dt})"]
+    out += ["    for ch in prange(nchunk):", "        lo = ch * m // nchunk", "        hi = (ch + 1) * m // nchunk"]
+    if rg.x_pro is not None:
+        out.append("        xb = xbs[ch]")
+    if rg.g_pro is not None:
+        out.append("        gb = gbs[ch]")
+    if backward:
+        out += ["        dwb = blocks[ch, 0]", "        dbb = blocks[ch, 1]"]
+        if cs is not None:
+            out.append("        dxsb = blocks[ch, 2]")
+    out += ["        for i in range(lo, hi):", "\n".join("    " + x if x else x for x in rowtext.split("\n"))]
+    if not backward:
+        return out
+    # the eager kernel's blocks of ROWS rows (counted from the chunk's first row), each
+    # added to the chunk's float64 partial sums
+    out += [f"            if (i - lo) % {row_kernels.ROWS} == {row_kernels.ROWS - 1} or i == hi - 1:",
+            f"                for q in range({sums}):",
+            "                    for k in range(cols):",
+            "                        part[ch, q, k] += blocks[ch, q, k]",
+            "                        blocks[ch, q, k] = 0"]
+    j = idx_out[e.out]
+    out += ["    for k in range(cols):"]
+    out += [f"        acc{q} = 0.0" for q in range(sums)]
+    out += ["        for ch in range(nchunk):"] + [f"            acc{q} += part[ch, {q}, k]" for q in range(sums)]
+    out += [f"        out{j}[m, k] = acc0", f"        out{j}[m + 1, k] = acc1"]
+    if cs is not None:
+        out.append(f"        out{idx_out[cs.out]}[0, k] = acc2")
+    return out
 
 
 def arguments(rg: RowGroup) -> list:
@@ -184,25 +244,27 @@ class RowKernel:
         self.backend = backend
         self.variants: dict = {}
         self.sources: dict = {}
-        self._spec = None
+        self._specs: dict = {}
 
     def spec(self, layouts=(), parallel=False) -> RowSpec:
-        if self._spec is None:
-            self._spec = render(self.group)
-        return self._spec
+        spec = self._specs.get(parallel)
+        if spec is None:
+            spec = self._specs[parallel] = render(self.group, parallel)
+        return spec
 
     def get(self, layouts=(), parallel=False):
-        fn = self.variants.get(())
+        key = ((), parallel)
+        fn = self.variants.get(key)
         if fn is None:
-            spec = self.spec()
+            spec = self.spec(layouts, parallel)
             from ..errors import CompileError
             try:
-                fn = self.backend.load(spec, self.label, False)
+                fn = self.backend.load(spec, self.label, parallel)
             except Exception as exc:
                 raise CompileError(f"compiling the row kernel {self.label} ({self.group.describe()}) "
                                    f"failed: {type(exc).__name__}: {exc}\ngenerated source:\n{spec.source}") from exc
-            self.variants[((), False)] = fn
-            self.sources[((), False)] = spec.source
+            self.variants[key] = fn
+            self.sources[key] = spec.source
         return fn
 
 
@@ -246,12 +308,34 @@ def emit(plan, rg: RowGroup, nm, consts, shape_code, dtype_const) -> list:
         args.append(f"VEC({nm(wb.pop(0))})" if aff[1] else f"np.zeros({cols}, {dt})")
     args += [rows, cols, repr(float(e.params["eps"]))]
 
-    def first_call(*a):
-        fn = plan.backend.fast_entry(kern.get())
-        consts[f"{kname}s"] = fn
-        return fn(*a)
-    consts[f"{kname}s"] = first_call
-    plan.first_variants.append((kern, (), False))
-    kern.spec()   # rendered now: generator errors surface at capture
-    lines.append(f"    {kname}s({', '.join(args)})")
+    # serial below PARALLEL_MIN elements, a prange over row chunks above (as fused groups)
+    from .plan import PARALLEL_MIN, _serial_only
+    static = None if any(not isinstance(d, int) for d in shape) else int(np.prod(shape))
+    serial_only = bool(_serial_only)
+    twins = []
+    if (static is None or static >= PARALLEL_MIN) and not serial_only:
+        twins.append((f"{kname}p", True))
+    if static is None or static < PARALLEL_MIN or serial_only:
+        twins.append((f"{kname}s", False))
+    for name, parallel in twins:
+        consts[name] = _first_call(kern, parallel, consts, name)
+        plan.first_variants.append((kern, (), parallel))
+        kern.spec((), parallel)   # rendered now: generator errors surface at capture
+    call = ", ".join(args)
+    if len(twins) == 1:
+        lines.append(f"    {twins[0][0]}({call})")
+    else:
+        consts["PARALLEL_MIN"] = PARALLEL_MIN
+        lines += [f"    if {rows} * {cols} >= PARALLEL_MIN:", f"        {kname}p({call})",
+                  "    else:", f"        {kname}s({call})"]
     return lines
+
+
+def _first_call(kern, parallel: bool, consts: dict, name: str):
+    """The plan global `name` until its first call loads the kernel (then the kernel)."""
+    def first_call(*a):
+        fn = kern.get((), parallel)
+        fn = fn if parallel else kern.backend.fast_entry(fn)
+        consts[name] = fn
+        return fn(*a)
+    return first_call
