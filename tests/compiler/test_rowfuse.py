@@ -208,3 +208,17 @@ def test_parallel_variant_above_the_parallel_threshold():
         kern = [k for k in plan.kernels if getattr(k, "group", None) is rg][0]
         assert list(kern.variants) == [((), True)], plan.source
         assert "prange(nchunk)" in kern.sources[((), True)]
+
+
+def test_epilogue_reading_a_value_computed_from_the_output_stays_a_group():
+    # tanh(y) + y @ m: the group needs the GEMM of y, which needs y: fusing it into the row
+    # kernel would make the kernel wait for itself, so it stays a group (the bias add still
+    # joins as the prologue)
+    def f(x, b, m):
+        y = F.layer_norm(x + b, (16,))
+        return tj.tanh(y) + y @ m
+    cf = assert_compiled_matches(f, T(10, 16, seed=1), T(16, seed=2), T(16, 16, seed=3), rtol=2e-5, atol=2e-5)
+    fwd, _, _ = _train(cf)
+    (rg,) = _rows(fwd)
+    assert rg.epi is None and rg.x_pro is not None and rg.outputs[0] is rg.eqn.out
+    assert any(isinstance(it, Group) and "tanh" in [e.prim.name for e in it.eqns] for it in fwd.items)

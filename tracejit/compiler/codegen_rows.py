@@ -37,15 +37,15 @@ class RowSpec:
     and the backend's loader look (``source``, ``llvm_options``, ``chunked``, ``nest.layouts``)."""
 
     chunked = False
-    parallel = False
     mode = "rows"
     form = "rows"
 
     class _Nest:
         layouts = ("rows",)
 
-    def __init__(self, source: str, name: str, llvm_options: tuple):
+    def __init__(self, source: str, name: str, llvm_options: tuple, parallel: bool):
         self.source = source
+        self.parallel = parallel
         self.name = name
         self.nest = self._Nest()
         self.llvm_options = llvm_options
@@ -154,7 +154,7 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             f'    """row kernel: {rg.describe()}"""']
     src += body
     text = row_kernels.source("\n".join(src) + "\n", dt)
-    return RowSpec(text, "kernel", options)
+    return RowSpec(text, "kernel", options, parallel)
 
 
 # Chunks of rows of a parallel row kernel: at most CHUNKS, of at least CHUNK_ROWS rows
@@ -247,9 +247,9 @@ class RowKernel:
         self._specs: dict = {}
 
     def spec(self, layouts=(), parallel=False) -> RowSpec:
-        spec = self._specs.get(parallel)
+        spec = self._specs.get(((), parallel))
         if spec is None:
-            spec = self._specs[parallel] = render(self.group, parallel)
+            spec = self._specs[((), parallel)] = render(self.group, parallel)
         return spec
 
     def get(self, layouts=(), parallel=False):
