@@ -191,33 +191,29 @@ def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
     backward = e.prim.name == "layer_norm_backward"
     rows = row_kernels.ROWS if backward else CHUNK_ROWS
     out = [f"    nchunk = max(1, min({CHUNKS}, m // {rows}))"]
-    if rg.x_pro is not None:
-        out.append(f"    xbs = np.empty((nchunk, cols), np.{dt})")
-    if rg.g_pro is not None:
-        out.append(f"    gbs = np.empty((nchunk, cols), np.{dt})")
     sums = 3 if cs is not None else 2
     if backward:
-        out += [f"    part = np.zeros((nchunk, {sums}, cols), np.float64)",
-                f"    blocks = np.zeros((nchunk, {sums}, cols), np.{dt})"]
+        out.append(f"    part = np.zeros((nchunk, {sums}, cols), np.float64)")
     out += ["    for ch in prange(nchunk):", "        lo = ch * m // nchunk", "        hi = (ch + 1) * m // nchunk"]
+    # Buffers allocated per chunk (numba gives each thread its own): as views of one shared
+    # array LLVM could not tell them apart from the rows written, and the backward's
+    # accumulation loops stopped vectorizing (1.03 against 0.86 ms serial, 256x1024).
     if rg.x_pro is not None:
-        out.append("        xb = xbs[ch]")
+        out.append(f"        xb = np.empty(cols, np.{dt})")
     if rg.g_pro is not None:
-        out.append("        gb = gbs[ch]")
+        out.append(f"        gb = np.empty(cols, np.{dt})")
+    names = ["dwb", "dbb", "dxsb"][:sums]
     if backward:
-        out += ["        dwb = blocks[ch, 0]", "        dbb = blocks[ch, 1]"]
-        if cs is not None:
-            out.append("        dxsb = blocks[ch, 2]")
+        out += [f"        {nm} = np.zeros(cols, np.{dt})" for nm in names]
     out += ["        for i in range(lo, hi):", "\n".join("    " + x if x else x for x in rowtext.split("\n"))]
     if not backward:
         return out
     # the eager kernel's blocks of ROWS rows (counted from the chunk's first row), each
     # added to the chunk's float64 partial sums
     out += [f"            if (i - lo) % {row_kernels.ROWS} == {row_kernels.ROWS - 1} or i == hi - 1:",
-            f"                for q in range({sums}):",
-            "                    for k in range(cols):",
-            "                        part[ch, q, k] += blocks[ch, q, k]",
-            "                        blocks[ch, q, k] = 0"]
+            "                for k in range(cols):"]
+    for q, nm in enumerate(names):
+        out += [f"                    part[ch, {q}, k] += {nm}[k]", f"                    {nm}[k] = 0"]
     j = idx_out[e.out]
     out += ["    for k in range(cols):"]
     out += [f"        acc{q} = 0.0" for q in range(sums)]
