@@ -222,3 +222,23 @@ def test_epilogue_reading_a_value_computed_from_the_output_stays_a_group():
     (rg,) = _rows(fwd)
     assert rg.epi is None and rg.x_pro is not None and rg.outputs[0] is rg.eqn.out
     assert any(isinstance(it, Group) and "tanh" in [e.prim.name for e in it.eqns] for it in fwd.items)
+
+
+def test_loss_with_its_gradients_in_one_plan():
+    # a 0-d loss: forward and gradients are one plan (executor's loss joint); the forward
+    # row kernel and the backward one sit in the same plan. (Without the GEMM after the
+    # layer, the GELU, the loss and its gradient form one group closed by the loss's sum,
+    # which stays a group: a reduction group does not join a row kernel.)
+    def loss(x, b, w, c, m, t):
+        return ((mlp_layer(x, b, w, c) @ m - t) ** 2).mean()
+    args = (T(24, 32, seed=1), T(32, seed=2), T(32, seed=3), T(32, seed=4), T(32, 8, seed=5),
+            T(24, 8, seed=6, rg=False))
+    cf = assert_compiled_matches(loss, *args, rtol=2e-5, atol=2e-5)
+    plan = _train(cf)[0]
+    kinds = [k for k in _kinds(plan) if k.startswith("row:")]
+    # the bias add joins the forward's kernel only (a group joins one row kernel), which
+    # then writes the sum for layer_norm_backward
+    assert kinds == ["row:add -> layer_norm -> gelu",
+                     "row:gelu_backward -> layer_norm_backward -> sum over rows"], plan.describe()
+    fwd_rows = _rows(plan)[0]
+    assert fwd_rows.x_pro.eqns[0].out in fwd_rows.outputs
