@@ -116,12 +116,24 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
     local[xv] = "row[k]"
     if backward:
         gv = e.inputs[0]
+        rest = row_kernels.LN_BACKWARD_ROW
+        ye = rg.y_eqn
+        if ye is not None:
+            # the statistics first: the gradient's chain reads LayerNorm's output, made here
+            # by its own formula from them (the forward kernel's value, bit for bit)
+            assert rest.startswith("STATS\n")
+            rowbody.append("STATS")
+            rest = rest[len("STATS\n"):]
+            local[ye.out] = "yv"
         if rg.g_pro is not None:
             calls, vals = splice(rg.g_pro, "pro_g", local, I3)
-            rowbody += [f"{I2}for k in range(cols):"] + calls + [f"{I3}gb[k] = {vals[gv]}", f"{I2}gr = gb"]
+            head = [f"{I2}for k in range(cols):"]
+            if ye is not None:
+                head.append(f"{I3}yv = {_ln_y(ye, idx_in)}")
+            rowbody += head + calls + [f"{I3}gb[k] = {vals[gv]}", f"{I2}gr = gb"]
         else:
             rowbody.append(f"{I2}gr = r{idx_in[gv]}")
-        rowbody += [f"{I2}o = out{idx_out[e.out]}[i]", row_kernels.LN_BACKWARD_ROW]
+        rowbody += [f"{I2}o = out{idx_out[e.out]}[i]", rest]
         if cs is not None:
             # dx summed over the rows as it is made: in the data's dtype over the same
             # blocks of rows as dweight and dbias, in float64 across blocks
@@ -155,6 +167,15 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
     src += body
     text = row_kernels.source("\n".join(src) + "\n", dt)
     return RowSpec(text, "kernel", options, parallel)
+
+
+def _ln_y(ye, idx_in: dict) -> str:
+    """LayerNorm's output formula (row_kernels.LN_Y) with `ye`'s own weight and bias."""
+    w, b = ye.params["affine"]
+    wb = list(ye.inputs[1:])
+    y = row_kernels.LN_Y
+    y = y.replace(" * w[k]", f" * in{idx_in[wb.pop(0)]}[k]" if w else "")
+    return y.replace(" + b[k]", f" + in{idx_in[wb.pop(0)]}[k]" if b else "")
 
 
 # Chunks of rows of a parallel row kernel: at most CHUNKS, of at least CHUNK_ROWS rows

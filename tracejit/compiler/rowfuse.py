@@ -54,6 +54,8 @@ class RowGroup:
     g_pro: Group | None = None     # computes layer_norm_backward's incoming gradient
     epi: Group | None = None       # consumes layer_norm's output
     col_sum: Eqn | None = None     # sums layer_norm_backward's dx over the rows (a bias gradient)
+    y_eqn: Eqn | None = None       # (backward) the layer_norm of the same x whose output g_pro reads:
+                                   # recomputed from the row's statistics instead of read
     inputs: list = field(default_factory=list)   # external Vars, in calling order
     outputs: list = field(default_factory=list)  # Vars written (the row op's output first when written)
     roles: dict = field(default_factory=dict)    # input Var -> "rows" | "col" | "scalar"
@@ -65,7 +67,8 @@ class RowGroup:
     @property
     def members(self) -> list:
         """Every equation of the item, in program order of its parts."""
-        out = list(self.x_pro.eqns if self.x_pro else []) + list(self.g_pro.eqns if self.g_pro else [])
+        out = list(self.x_pro.eqns if self.x_pro else []) + ([self.y_eqn] if self.y_eqn else [])
+        out += list(self.g_pro.eqns if self.g_pro else [])
         return out + [self.eqn] + list(self.epi.eqns if self.epi else [])
 
     @property
@@ -87,6 +90,8 @@ class RowGroup:
 
     def describe(self) -> str:
         parts = [("+".join(e.prim.name for e in g.eqns)) for g in (self.x_pro, self.g_pro) if g is not None]
+        if self.y_eqn is not None:
+            parts.insert(len(parts) - (self.g_pro is not None), "layer_norm (recomputed)")
         parts.append(self.eqn.prim.name)
         if self.epi is not None:
             parts.append("+".join(e.prim.name for e in self.epi.eqns))
@@ -139,8 +144,12 @@ def fuse_rows(items: list, graph) -> list:
     taken: set = set()      # ids of items already fused
     replace: dict = {}      # id(row eqn) -> RowGroup
     count = 0
-    for it in items:
-        if isinstance(it, Group) or it.prim.name not in ROW_PRIMS or id(it) in taken:
+    # layer_norm_backward first: it may take a recomputed layer_norm of its own x (see
+    # `_recomputed_output`), which must not become a forward row kernel of its own
+    order = sorted((it for it in items if not isinstance(it, Group) and it.prim.name in ROW_PRIMS),
+                   key=lambda it: it.prim.name != "layer_norm_backward")
+    for it in order:
+        if id(it) in taken:
             continue
         e = it
         xv = e.inputs[ROW_PRIMS[e.prim.name]]
@@ -163,6 +172,7 @@ def fuse_rows(items: list, graph) -> list:
             pg = producer.get(gv) if isinstance(gv, Var) else None
             if pg is not rg.x_pro and only_for(gv, pg):
                 rg.g_pro = pg
+                rg.y_eqn = _recomputed_output(e, pg, xv, producer, readers, results, taken)
         else:
             for r in readers.get(e.out, ()):
                 if isinstance(r, Group) and id(r) not in taken and _fusible_group(r, shape, n, dt):
@@ -173,11 +183,24 @@ def fuse_rows(items: list, graph) -> list:
                 setattr(rg, part, None)
         if not rg.groups:
             continue
-        # Drop parts that would make a cycle: a part reading (through other items) a value
-        # the merged item computes.
+        # Drop parts that would make a cycle (a part reading, through other items, a value
+        # the merged item computes): one part if that is enough, the gradient's chain kept
+        # over the recomputed input (in a graph holding forward and backward, the gradient
+        # reads the forward LayerNorm's output, which reads x), else one by one.
+        if _cyclic(rg, producer):
+            for part in ("epi", "x_pro", "g_pro"):
+                kept = getattr(rg, part)
+                if kept is None:
+                    continue
+                setattr(rg, part, None)
+                if not _cyclic(rg, producer):
+                    break
+                setattr(rg, part, kept)
         for part in ("epi", "g_pro", "x_pro"):
             if getattr(rg, part) is not None and _cyclic(rg, producer):
                 setattr(rg, part, None)
+        if rg.g_pro is None:
+            rg.y_eqn = None
         if not rg.groups or _cyclic(rg, producer):
             continue
         if e.prim.name == "layer_norm_backward":
@@ -185,8 +208,9 @@ def fuse_rows(items: list, graph) -> list:
         _finish(rg, readers, results)
         for g in rg.groups:
             taken.add(id(g))
-        if rg.col_sum is not None:
-            taken.add(id(rg.col_sum))
+        for x in (rg.col_sum, rg.y_eqn):
+            if x is not None:
+                taken.add(id(x))
         replace[id(e)] = rg
         count += 1
     if not replace:
@@ -220,6 +244,21 @@ def _column_sum(e, readers, shape, n):
     return None
 
 
+def _recomputed_output(e, pg, xv, producer, readers, results, taken):
+    """The `layer_norm` of layer_norm_backward `e`'s own x (same dims and eps) whose output
+    only the incoming gradient's group `pg` reads (GELU's gradient reads GELU's input), if
+    there is one: the backward row kernel recomputes that output from the statistics it
+    computes anyway instead of reading it (compiler/saving.py lets the backward recompute
+    it rather than the forward write it)."""
+    for a in pg.inputs:
+        p = producer.get(a)
+        if (isinstance(p, Eqn) and p.prim.name == "layer_norm" and id(p) not in taken
+                and p.inputs[0] is xv and p.params["n"] == e.params["n"] and p.params["eps"] == e.params["eps"]
+                and a not in results and all(r is pg for r in readers.get(a, ()))):
+            return p
+    return None
+
+
 def _reads_ok(rg, part) -> bool:
     """A part reads, of what the other parts and the row op compute, only the row op's
     `x` (held in the row while the part runs) and, for the epilogue, the row op's output."""
@@ -246,7 +285,7 @@ def _external(rg) -> list:
 
 def _cyclic(rg, producer) -> bool:
     """Does some value the merged item reads depend on one it computes?"""
-    mine = {id(g) for g in rg.groups} | {id(rg.eqn)}
+    mine = {id(g) for g in rg.groups} | {id(rg.eqn)} | ({id(rg.y_eqn)} if rg.y_eqn is not None else set())
     stack = list(_external(rg))
     seen: set = set()
     while stack:
@@ -268,11 +307,13 @@ def _finish(rg, readers, results) -> None:
     shape, n = rg.rows_shape, rg.n
     e = rg.eqn
     own = [a for a in e.inputs[ROW_PRIMS[e.prim.name] + 1:]]   # weight, bias
+    if rg.y_eqn is not None:
+        own += list(rg.y_eqn.inputs[1:])
     rg.inputs = _external(rg)
     for a in rg.inputs:
         # the row op's own weight and bias are vectors along the normalized dims
         rg.roles[a] = "col" if a in own else role(a, shape, n)
-    members = {id(g) for g in rg.groups} | {id(e)}
+    members = {id(g) for g in rg.groups} | {id(e)} | ({id(rg.y_eqn)} if rg.y_eqn is not None else set())
     outs = []
     for g in rg.groups:
         for v in g.outputs:

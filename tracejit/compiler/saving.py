@@ -13,7 +13,12 @@ the backward (as PyTorch's autograd does). Here such values are saved.
 as a plan step (a matmul, a reshape, any non-fused primitive) must be in memory. Readers
 that fuse do not count: elementwise ops, expand, the reductions fusion closes groups with,
 and, with row fusion on, LayerNorm (compiler/rowfuse.py computes its input inside its
-kernel). ``TRACEJIT_SAVE_WRITTEN=0`` restores plain recomputation.
+kernel).
+
+The other way round, with row fusion on, a LayerNorm whose output only fused elementwise
+work reads is recomputed by the backward instead of saved: its backward's row kernel
+recomputes it from the row statistics it computes anyway (compiler/rowfuse.py), so the
+forward need not write it. ``TRACEJIT_SAVE_WRITTEN=0`` restores plain recomputation.
 """
 from __future__ import annotations
 
@@ -42,6 +47,14 @@ def recompute_unless_written(graph: Graph):
             continue
         written.update(a for a in e.inputs if isinstance(a, Var))
 
+    results = {a for a in graph.outputs if isinstance(a, Var)}
+
     def cheap(e) -> bool:
+        if row_fusion and e.prim.name == "layer_norm":
+            # LayerNorm's output read only by fused elementwise work (the GELU after it)
+            # is not written by its row kernel, and the backward's row kernel recomputes it
+            # from the statistics it computes anyway (rowfuse `_recomputed_output`): saving
+            # it would add a write and a read of the whole array
+            return e.out not in written and e.out not in results
         return _cheap(e) and e.out not in written
     return cheap
