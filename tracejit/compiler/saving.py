@@ -26,7 +26,7 @@ import os
 
 from ..jit.autodiff import _cheap
 from ..jit.ir import Graph, Var
-from . import rowfuse
+from . import backends, rowfuse
 from .fusion import FUSIBLE_REDUCTIONS
 
 __all__ = ["recompute_unless_written"]
@@ -37,7 +37,8 @@ def recompute_unless_written(graph: Graph):
     to memory anyway (see the module docstring)."""
     if os.environ.get("TRACEJIT_SAVE_WRITTEN", "1") == "0":
         return _cheap
-    row_fusion = rowfuse.enabled()
+    # row fusion runs in CPU plans only (rowfuse.py); elsewhere LayerNorm stays a step
+    row_fusion = rowfuse.enabled() and backends.for_graph(graph).name == "cpu"
     written: set = set()
     for e in graph.eqns:
         p = e.prim
