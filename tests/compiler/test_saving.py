@@ -61,3 +61,22 @@ def test_mlp_layer_backward_is_gemms_and_row_kernels_only():
     assert sum(isinstance(it, RowGroup) for it in bwd.items) == 1
     kinds = {it.prim.name for it in bwd.items if not isinstance(it, (Group, RowGroup))}
     assert kinds <= {"matmul", "permute", "getitem", "reshape", "sum"}, kinds
+
+
+@pytest.mark.parametrize("flag", ["1", "0"])
+def test_layer_norm_output_read_only_by_fused_work_is_recomputed(monkeypatch, flag):
+    # GELU's gradient reads LayerNorm's output: recomputed by the backward's row kernel from
+    # its statistics (flag 1), or saved and written by the forward (flag 0)
+    monkeypatch.setenv("TRACEJIT_SAVE_WRITTEN", flag)
+
+    def f(x, w, c):
+        return F.gelu(F.layer_norm(x, (16,), w, c), approximate="tanh")
+    cf = assert_compiled_matches(f, T(8, 16, seed=1), T(16, seed=2), T(16, seed=3), rtol=2e-5, atol=2e-5)
+    fwd, bwd, _ = _train(cf)
+    (frow,) = [it for it in fwd.items if isinstance(it, RowGroup)]
+    (brow,) = [it for it in bwd.items if isinstance(it, RowGroup)]
+    if flag == "1":
+        assert frow.eqn.out not in frow.outputs and brow.y_eqn is not None
+        assert "yv = (row[k] - mu) * rstd * in" in bwd.kernels[0].spec().source
+    else:
+        assert frow.eqn.out in frow.outputs and brow.y_eqn is None
