@@ -14,7 +14,12 @@ back. Here those groups are moved into the row kernel:
   group's values are written to memory only when something else reads them;
 - an *epilogue* (a group consuming LayerNorm's output) is computed from each output
   element as it is made; LayerNorm's output itself is written only when something else
-  (a backward, another op) reads it.
+  (a backward, another op) reads it;
+- backward only: a `sum` of layer_norm_backward's dx over the rows (the gradient of the
+  bias added before the LayerNorm) is summed by the kernel as dx is made, and a recomputed
+  `layer_norm` of the same x whose output the gradient's chain reads (GELU's gradient reads
+  GELU's input; compiler/saving.py has the backward recompute it rather than the forward
+  write it) is made from the row statistics the kernel computes anyway.
 
 A fused group's other operands must be read the same way in every row: arrays of the
 row op's shape ("rows"), vectors along the normalized dims broadcast over the rows
