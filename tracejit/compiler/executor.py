@@ -21,6 +21,7 @@ from ..jit.passes import lift_symbolic_literals, optimize
 from ..tensor import Tensor
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
+from .saving import recompute_unless_written
 
 __all__ = ["CompiledProgram"]
 
@@ -126,7 +127,8 @@ class CompiledProgram(Executor):
                 t = (Plan(fwd, self.name + "_fwd_grads"), None, n_saved)
                 self._loss_k[diff_idx] = k
             else:
-                fwd, bwd, n_saved = split(self.graph, active)
+                # elementwise values the forward writes anyway are saved, not recomputed
+                fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
                 bwd = lift_symbolic_literals(optimize(bwd))
                 t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)

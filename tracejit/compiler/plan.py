@@ -25,6 +25,7 @@ from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends
 from .fusion import Group, partition
+from .rowfuse import RowGroup, fuse_rows
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
 
@@ -148,6 +149,9 @@ class Plan:
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
         self.items = partition(graph)
+        if self.backend.name == "cpu":
+            # LayerNorm's row kernels take the elementwise groups around them (rowfuse.py)
+            self.items = fuse_rows(self.items, graph)
         self.kernels: list = []
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
         # uses, and the plans of control-flow bodies: what a background compile prepares
@@ -204,6 +208,9 @@ class Plan:
                 first = len(lines) + 1                 # 1-based line numbers of the source
                 lines += self._emit_group(it, nm, consts, input_set)
                 group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
+            elif isinstance(it, RowGroup):
+                from .codegen_rows import emit
+                lines += emit(self, it, nm, consts, _shape_code, _dtype_const)
             else:
                 lines += self._emit_eqn(it, atom, nm, consts)
             dead = [x for x, li in last.items() if li == idx and x not in outs and x not in input_set]
@@ -411,6 +418,8 @@ class Plan:
                 ops, locs = group_parts(it)
                 out.append(f"group {it.gid}: {', '.join(ops)}  [{', '.join(locs)}]  "
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
+            elif isinstance(it, RowGroup):
+                out.append(f"row kernel: {it.describe()}  reads {len(it.inputs)}, writes {len(it.outputs)}")
             else:
                 out.append(f"step: {it.prim.name}")
         return "\n".join(out)

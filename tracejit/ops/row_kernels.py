@@ -153,8 +153,11 @@ def kernel(x, w, b, eps, out):
         o = out[i]
 STATS
         for k in range(n):
-            o[k] = (row[k] - mu) * rstd * w[k] + b[k]
+            o[k] = LN_Y
 '''
+# LayerNorm's output element k of the row (`row`, its `mu` and `rstd`, the affine `w`, `b`):
+# the one formula, also used by the compiler's fused row kernels (compiler/codegen_rows.py)
+LN_Y = "(row[k] - mu) * rstd * w[k] + b[k]"
 
 _LAYER_NORM_BACKWARD = _HEAD + '''
 @njit("void(" + RO2 + ", " + RO2 + ", " + RO1 + ", float64, {t}[:, ::1])", cache=CACHE,
@@ -164,17 +167,34 @@ def kernel(g, x, w, eps, out):
     row M: dweight = sum over rows of g * xhat; row M + 1: dbias = sum over rows of g"""
     m = x.shape[0]
     cols = x.shape[1]
-    # weight/bias gradients: summed in the data's dtype over blocks of ROWS rows, in
-    # float64 across blocks (float64 accumulators per element made this kernel 1.5x slower)
-    dw = np.zeros(cols, np.float64)
-    db = np.zeros(cols, np.float64)
-    dwb = np.zeros(cols, x.dtype)
-    dbb = np.zeros(cols, x.dtype)
+LNBWDINIT
     for i in range(m):
         row = x[i]
         gr = g[i]
         o = out[i]
-STATS
+LNBWDROW
+LNBWDFOLD
+'''
+ROWS = 64
+# The backward's work on one row (`row` of x, `gr` of the incoming gradient, `o` the row of
+# dx; `dwb`, `dbb` the weight/bias gradient blocks): shared with compiler/codegen_rows.py.
+# Before the rows (`cols`: the row length) and after each (`m` rows, `out` the stacked result):
+LN_BACKWARD_INIT = '''    # weight/bias gradients: summed in the data's dtype over blocks of ROWS rows, in
+    # float64 across blocks (float64 accumulators per element made this kernel 1.5x slower)
+    dw = np.zeros(cols, np.float64)
+    db = np.zeros(cols, np.float64)
+    dwb = np.zeros(cols, np.{t})
+    dbb = np.zeros(cols, np.{t})'''
+LN_BACKWARD_FOLD = '''        if i % ROWS == ROWS - 1 or i == m - 1:
+            for k in range(cols):
+                dw[k] += dwb[k]
+                db[k] += dbb[k]
+                dwb[k] = 0
+                dbb[k] = 0
+    for k in range(cols):
+        out[m, k] = dw[k]
+        out[m + 1, k] = db[k]'''
+LN_BACKWARD_ROW = '''STATS
         for k in range(n):
             gv = gr[k]
             dbb[k] += gv
@@ -189,25 +209,24 @@ STATS
         ct = c / np.{t}(n)
         for k in range(n):
             xh = (row[k] - mu) * rstd
-            o[k] = rstd * (gr[k] * w[k] - at - xh * ct)
-        if i % ROWS == ROWS - 1 or i == m - 1:
-            for k in range(cols):
-                dw[k] += dwb[k]
-                db[k] += dbb[k]
-                dwb[k] = 0
-                dbb[k] = 0
-    for k in range(cols):
-        out[m, k] = dw[k]
-        out[m + 1, k] = db[k]
-'''
-ROWS = 64
+            o[k] = rstd * (gr[k] * w[k] - at - xh * ct)'''
 
 _SUFFIX = {"float32": "f32", "float64": "f64"}
 
 
+def source(template: str, dtype: str) -> str:
+    """`template` with the shared pieces (row statistics, LayerNorm's formulas, block
+    sizes, the dtype) filled in: how these kernels, and the compiler's fused row kernels
+    (compiler/codegen_rows.py), are written from one text."""
+    return (template.replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
+            .replace("LNBWDINIT", LN_BACKWARD_INIT).replace("LNBWDFOLD", LN_BACKWARD_FOLD)
+            .replace("LNBWDROW", LN_BACKWARD_ROW).replace("LN_Y", LN_Y).replace("STATS", _ROW_STATS)
+            .replace("ROWMAX", _ROW_MAX).replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS))
+            .replace("{t}", dtype).replace("{s}", _SUFFIX[dtype]))
+
+
 def _get(template, name, dtype):
-    return _kernel(("rows", name, dtype), lambda: template.replace('" + RO2 + "', _RO2).replace(
-        '" + RO1 + "', _RO1).replace("STATS", _ROW_STATS).replace("ROWMAX", _ROW_MAX).replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS)).replace("{t}", dtype).replace("{s}", _SUFFIX[dtype])).get()
+    return _kernel(("rows", name, dtype), lambda: source(template, dtype)).get()
 
 
 def _rows(a, k):

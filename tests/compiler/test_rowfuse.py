@@ -1,0 +1,244 @@
+"""Row fusion (compiler/rowfuse.py, codegen_rows.py): elementwise groups around LayerNorm
+run inside its row kernel.
+
+Every program is checked against eager and the IR interpreter (values and gradients,
+`assert_compiled_matches`), and its plans for the fusion that must (or must not) happen:
+one row kernel where there were a row step and fused groups.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.compiler.fusion import Group
+from tracejit.compiler.rowfuse import RowGroup, role
+from tracejit.testing import assert_compiled_matches, kernel_cache_at
+from inputs import T
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+def _train(cf):
+    prog = cf._entries[-1].executor
+    assert len(prog._train) == 1, "expected one training variant"
+    return next(iter(prog._train.values()))
+
+
+def _kinds(plan):
+    out = []
+    for it in plan.items:
+        if isinstance(it, RowGroup):
+            out.append("row:" + it.describe())
+        elif isinstance(it, Group):
+            out.append("group:" + ",".join(e.prim.name for e in it.eqns))
+        else:
+            out.append(it.prim.name)
+    return out
+
+
+def _rows(plan):
+    return [it for it in plan.items if isinstance(it, RowGroup)]
+
+
+def mlp_layer(x, b, w, c):
+    """Linear's bias add, LayerNorm, GELU: the MLP workload's hidden layer after its GEMM."""
+    return F.gelu(F.layer_norm(x + b, (x.shape[-1],), w, c), approximate="tanh")
+
+
+def test_bias_layer_norm_gelu_is_one_row_kernel_each_way():
+    x, b, w, c = T(37, 48, seed=1), T(48, seed=2), T(48, seed=3), T(48, seed=4)
+    cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
+    fwd, bwd, _ = _train(cf)
+    # forward: bias add, LayerNorm and GELU in one kernel, which writes only the GELU: the
+    # backward recomputes the sum x + b and LayerNorm's output (compiler/saving.py)
+    assert _kinds(fwd) == ["row:add -> layer_norm -> gelu"], fwd.describe()
+    (rg,) = _rows(fwd)
+    assert rg.eqn.out not in rg.outputs and len(rg.outputs) == 1
+    assert rg.roles == {v: r for v, r in zip(rg.inputs, ("rows", "col", "col", "col"))}
+    # backward: the recomputed sum and gelu_backward(g) * ... feed layer_norm_backward
+    # from the row buffers, and b's gradient (dx summed over the rows) is summed by the same
+    # kernel; no group and no sum step is left
+    kinds = _kinds(bwd)
+    assert kinds[0] == ("row:add -> layer_norm (recomputed) -> gelu_backward -> layer_norm_backward"
+                        " -> sum over rows"), bwd.describe()
+    assert not any(k.startswith("group:") for k in kinds), kinds
+    assert "layer_norm_backward" not in kinds and "sum" not in kinds
+
+
+def test_results_are_those_of_the_unfused_plan(monkeypatch):
+    # The kernel computes LayerNorm with the row kernel's own text and the chains with the
+    # scalar rules every fused kernel uses: the same arithmetic as the plan without row
+    # fusion, so the forward is bitwise the same.
+    x, b, w, c = T(64, 96, seed=5), T(96, seed=6), T(96, seed=7), T(96, seed=8)
+    g = np.random.default_rng(3).standard_normal((64, 96)).astype(np.float32)
+    got = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("TRACEJIT_ROW_FUSION", flag)
+        cf = tj.trace(mlp_layer)
+        leaves = [t.detach().clone().requires_grad_() for t in (x, b, w, c)]
+        y = cf(*leaves)
+        y.backward(tj.tensor(g))
+        got[flag] = [y.detach().numpy()] + [t.grad.numpy() for t in leaves]
+        assert bool(_rows(_train(cf)[0])) == (flag == "1")
+    np.testing.assert_array_equal(got["0"][0], got["1"][0])
+    for a, e in zip(got["1"][1:], got["0"][1:]):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, False)])
+def test_layer_norm_without_affine_parts(affine):
+    def f(x, s, *wb):
+        w = wb[0] if affine[0] else None
+        c = wb[-1] if affine[1] else None
+        return tj.tanh(F.layer_norm(x * s, (16,), w, c)) * 2.0 + s
+    x, s = T(9, 16, seed=1), T(seed=2)           # s: one value, read once
+    wb = [T(16, seed=3 + i) for i, a in enumerate(affine) if a]
+    cf = assert_compiled_matches(f, x, s, *wb, rtol=2e-5, atol=2e-5)
+    fwd, bwd, _ = _train(cf)
+    (rg,) = _rows(fwd)
+    assert rg.x_pro is not None and rg.epi is not None
+    assert rg.roles[rg.inputs[1]] == "scalar"
+
+
+def test_residual_sum_needed_later_is_written_by_the_row_kernel():
+    # the Transformer's norm(x + sublayer(x)): the residual stream is read again after the
+    # LayerNorm (here by a GEMM), so the kernel writes it as well as the epilogue's result;
+    # the epilogue reads it from the row buffer
+    def f(x, y, w, c, m):
+        h = x + y
+        z = F.layer_norm(h, (32,), w, c)
+        return F.relu(z) + h, h @ m
+    args = T(4, 8, 32, seed=1), T(4, 8, 32, seed=2), T(32, seed=3), T(32, seed=4), T(32, 5, seed=5)
+    cf = assert_compiled_matches(f, *args, rtol=2e-5, atol=2e-5)
+    fwd, _, _ = _train(cf)
+    (rg,) = _rows(fwd)
+    h = rg.x_pro.eqns[0].out
+    assert h in rg.outputs and rg.epi is not None and h not in rg.inputs
+    assert "row[k]" in fwd.kernels[0].spec().source.split("def kernel")[1].split("t = epi(")[1].split(")")[0]
+
+    def g(x, y, w, c):
+        h = x + y
+        return F.relu(F.layer_norm(h, (32,), w, c)) + h
+    cf = assert_compiled_matches(g, *args[:4], rtol=2e-5, atol=2e-5)
+    (rg,) = _rows(_train(cf)[0])
+    assert rg.x_pro.eqns[0].out not in rg.outputs   # read only inside the kernel: not written
+
+
+def test_layer_norm_over_two_dims_float64():
+    def f(x, b, w):
+        return F.gelu(F.layer_norm(x - b, (5, 6), w), approximate="none")
+    args = T(3, 4, 5, 6, seed=1, dtype=np.float64), T(6, seed=2, dtype=np.float64), \
+        T(5, 6, seed=3, dtype=np.float64)
+    cf = assert_compiled_matches(f, *args, rtol=1e-10, atol=1e-10)
+    fwd, bwd, _ = _train(cf)
+    (rg,) = _rows(fwd)
+    assert rg.roles[rg.inputs[1]] == "col" and rg.epi is not None
+    assert any(isinstance(it, RowGroup) for it in bwd.items), bwd.describe()
+
+
+def test_operands_a_row_kernel_cannot_read_keep_their_group():
+    # a per-row operand (M, 1) is not one of the roles: the epilogue stays a fused group
+    def f(x, r):
+        return F.layer_norm(x, (12,)) * r
+    cf = assert_compiled_matches(f, T(7, 12, seed=1), T(7, 1, seed=2), rtol=2e-5, atol=2e-5)
+    fwd, _, _ = _train(cf)
+    assert not _rows(fwd) and any(isinstance(it, Group) for it in fwd.items), fwd.describe()
+
+
+def test_roles():
+    from tracejit import dtypes
+    from tracejit.jit.ir import Var
+    from tracejit.ops.registry import Aval
+
+    def v(*s):
+        return Var(Aval(s, dtypes.as_dtype("float32")))
+    shape = (4, 5, 6)
+    assert role(v(4, 5, 6), shape, 1) == "rows"
+    assert role(v(6), shape, 1) == role(v(1, 1, 6), shape, 1) == "col"
+    assert role(v(), shape, 1) == role(v(1, 1), shape, 1) == "scalar"
+    assert role(v(5, 6), shape, 2) == "col" and role(v(5, 6), shape, 1) is None
+    assert role(v(4, 5, 1), shape, 1) is None and role(v(2, 4, 5, 6), shape, 1) is None
+
+
+def test_generated_source_is_readable_and_names_the_ops():
+    x, b, w, c = T(8, 16, seed=1), T(16, seed=2), T(16, seed=3), T(16, seed=4)
+    cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
+    fwd, bwd, _ = _train(cf)
+    src = fwd.kernels[0].spec().source
+    for part in ("def pro_x(", "def epi(", "# add (test_rowfuse.py", "# gelu (test_rowfuse.py",
+                 "y = (row[k] - mu) * rstd * w[k] + b[k]", "fastmath=False"):
+        assert part in src, src
+    bsrc = [k for k in bwd.kernels if hasattr(k, "group") and isinstance(k.group, RowGroup)][0].spec().source
+    assert "def pro_g(" in bsrc and "# gelu_backward (test_rowfuse.py" in bsrc, bsrc
+    assert "row kernel: add -> layer_norm -> gelu" in fwd.describe()
+
+
+def test_dynamic_batch_reuses_the_kernel():
+    # a symbolic batch size: the sizes are the kernel's arguments, one kernel for all
+    cf = tj.trace(mlp_layer, dynamic=True)
+    w, b, c = T(24, seed=3), T(24, seed=2), T(24, seed=4)
+    for n in (5, 11, 3):
+        assert_compiled_matches(mlp_layer, T(n, 24, seed=n), b, w, c, compiled=cf, rtol=2e-5, atol=2e-5,
+                                interpreter=False)
+    assert len(cf._entries) == 1
+    fwd, _, _ = _train(cf)
+    (rg,) = _rows(fwd)
+    assert not isinstance(rg.rows_shape[0], int)
+    assert len(fwd.kernels[0].variants) == 1
+
+
+def test_parallel_variant_above_the_parallel_threshold():
+    # 200 x 96 = 19200 elements >= PARALLEL_MIN: a prange over chunks of rows, each with its
+    # own row buffers and partial sums of the weight/bias gradients (4 chunks of >= 64 rows
+    # backward, 12 of >= 16 forward: not a multiple of the row count, so chunk edges fall
+    # mid-block)
+    from tracejit.threads import PARALLEL_MIN
+    assert 200 * 96 >= PARALLEL_MIN
+    x, b, w, c = T(200, 96, seed=11), T(96, seed=12), T(96, seed=13), T(96, seed=14)
+    cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
+    fwd, bwd, _ = _train(cf)
+    for plan in (fwd, bwd):
+        (rg,) = _rows(plan)
+        kern = [k for k in plan.kernels if getattr(k, "group", None) is rg][0]
+        assert list(kern.variants) == [((), True)], plan.source
+        assert "prange(nchunk)" in kern.sources[((), True)]
+
+
+def test_epilogue_reading_a_value_computed_from_the_output_stays_a_group():
+    # tanh(y) + y @ m: the group needs the GEMM of y, which needs y: fusing it into the row
+    # kernel would make the kernel wait for itself, so it stays a group (the bias add still
+    # joins as the prologue)
+    def f(x, b, m):
+        y = F.layer_norm(x + b, (16,))
+        return tj.tanh(y) + y @ m
+    cf = assert_compiled_matches(f, T(10, 16, seed=1), T(16, seed=2), T(16, 16, seed=3), rtol=2e-5, atol=2e-5)
+    fwd, _, _ = _train(cf)
+    (rg,) = _rows(fwd)
+    assert rg.epi is None and rg.x_pro is not None and rg.outputs[0] is rg.eqn.out
+    assert any(isinstance(it, Group) and "tanh" in [e.prim.name for e in it.eqns] for it in fwd.items)
+
+
+def test_loss_with_its_gradients_in_one_plan():
+    # a 0-d loss: forward and gradients are one plan (executor's loss joint); the forward
+    # row kernel and the backward one sit in the same plan. (Without the GEMM after the
+    # layer, the GELU, the loss and its gradient form one group closed by the loss's sum,
+    # which stays a group: a reduction group does not join a row kernel.)
+    def loss(x, b, w, c, m, t):
+        return ((mlp_layer(x, b, w, c) @ m - t) ** 2).mean()
+    args = (T(24, 32, seed=1), T(32, seed=2), T(32, seed=3), T(32, seed=4), T(32, 8, seed=5),
+            T(24, 8, seed=6, rg=False))
+    cf = assert_compiled_matches(loss, *args, rtol=2e-5, atol=2e-5)
+    plan = _train(cf)[0]
+    kinds = [k for k in _kinds(plan) if k.startswith("row:")]
+    # the bias add joins the forward's kernel only (a group joins one row kernel), which
+    # then writes the sum for layer_norm_backward
+    assert kinds == ["row:add -> layer_norm -> gelu",
+                     "row:gelu_backward -> layer_norm_backward -> sum over rows"], plan.describe()
+    fwd_rows = _rows(plan)[0]
+    assert fwd_rows.x_pro.eqns[0].out in fwd_rows.outputs

@@ -1,0 +1,82 @@
+"""What compiled training saves (compiler/saving.py): an elementwise value the forward writes
+anyway (read by a matmul) is saved, not recomputed by the backward."""
+from __future__ import annotations
+
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.compiler.fusion import Group
+from tracejit.compiler.rowfuse import RowGroup
+from tracejit.testing import assert_compiled_matches, kernel_cache_at
+from inputs import T
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+def _train(cf):
+    prog = cf._entries[-1].executor
+    return next(iter(prog._train.values()))
+
+
+def two_layers(x, w1, w2):
+    return tj.tanh(x @ w1) @ w2
+
+
+def _recomputes_tanh(plan) -> bool:
+    return any(isinstance(it, Group) and any(e.prim.name == "tanh" for e in it.eqns) for it in plan.items)
+
+
+@pytest.mark.parametrize("flag", ["1", "0"])
+def test_activation_read_by_a_matmul_is_saved(monkeypatch, flag):
+    monkeypatch.setenv("TRACEJIT_SAVE_WRITTEN", flag)
+    cf = assert_compiled_matches(two_layers, T(6, 5, seed=1), T(5, 7, seed=2), T(7, 3, seed=3),
+                                 rtol=1e-5, atol=1e-5)
+    fwd, bwd, n_saved = _train(cf)
+    saved = [v.aval.shape for v in fwd.graph.outputs[1:1 + n_saved]]
+    if flag == "1":
+        # tanh(x @ w1) is written for the second matmul: saved, and the backward reads it
+        # (for w2's gradient and tanh's) instead of recomputing it from x @ w1
+        assert not _recomputes_tanh(bwd), bwd.describe()
+        assert (6, 7) in saved
+    else:
+        assert _recomputes_tanh(bwd), bwd.describe()
+
+
+def test_mlp_layer_backward_is_gemms_and_row_kernels_only():
+    # the MLP workload's hidden layers: the backward recomputes nothing on its own; the
+    # LayerNorm input (bias add) is not saved (its kernel recomputes it), its output and
+    # the GELU (the next GEMM's operand) are
+    def f(x, w1, b1, g1, c1, w2):
+        h = F.gelu(F.layer_norm(x @ w1 + b1, (16,), g1, c1), approximate="tanh")
+        return h @ w2
+    args = T(8, 12, seed=1), T(12, 16, seed=2), T(16, seed=3), T(16, seed=4), T(16, seed=5), T(16, 4, seed=6)
+    cf = assert_compiled_matches(f, *args, rtol=2e-5, atol=2e-5)
+    fwd, bwd, n_saved = _train(cf)
+    assert not any(isinstance(it, Group) for it in bwd.items), bwd.describe()
+    assert sum(isinstance(it, RowGroup) for it in bwd.items) == 1
+    kinds = {it.prim.name for it in bwd.items if not isinstance(it, (Group, RowGroup))}
+    assert kinds <= {"matmul", "permute", "getitem", "reshape", "sum"}, kinds
+
+
+@pytest.mark.parametrize("flag", ["1", "0"])
+def test_layer_norm_output_read_only_by_fused_work_is_recomputed(monkeypatch, flag):
+    # GELU's gradient reads LayerNorm's output: recomputed by the backward's row kernel from
+    # its statistics (flag 1), or saved and written by the forward (flag 0)
+    monkeypatch.setenv("TRACEJIT_SAVE_WRITTEN", flag)
+
+    def f(x, w, c):
+        return F.gelu(F.layer_norm(x, (16,), w, c), approximate="tanh")
+    cf = assert_compiled_matches(f, T(8, 16, seed=1), T(16, seed=2), T(16, seed=3), rtol=2e-5, atol=2e-5)
+    fwd, bwd, _ = _train(cf)
+    (frow,) = [it for it in fwd.items if isinstance(it, RowGroup)]
+    (brow,) = [it for it in bwd.items if isinstance(it, RowGroup)]
+    if flag == "1":
+        assert frow.eqn.out not in frow.outputs and brow.y_eqn is not None
+        assert "yv = (row[k] - mu) * rstd * in" in bwd.kernels[0].spec().source
+    else:
+        assert frow.eqn.out in frow.outputs and brow.y_eqn is None

@@ -1,0 +1,358 @@
+"""Source of a fused row kernel (a `rowfuse.RowGroup`), and the plan lines that call it.
+
+The kernel is the row op's loop from ops/row_kernels.py (its statistics, LayerNorm's
+output formula and backward, filled in by `row_kernels.source`) with the fused groups'
+work spliced in per element:
+
+- each fused group becomes a helper ``pro_x`` / ``pro_g`` / ``epi`` whose body is the
+  group's steps as every fused kernel writes them (`emitter.render_steps`: each op's own
+  scalar rule), compiled without fastmath and inlined by LLVM with its own instruction
+  flags (as codegen_cpu's ``element``): the row loop's ``fastmath={'reassoc'}`` (which
+  its sums need to vectorize) never reaches the elementwise arithmetic;
+- a prologue fills a row buffer (``xb``: the row op's ``x``; ``gb``: layer_norm_backward's
+  incoming gradient) that the row op then reads instead of an array in memory;
+- the epilogue runs on each output element ``y`` as the row op makes it.
+
+Operands are read per role (`rowfuse.role`): "rows" through the row's view
+(``r<j>[k]``), "col" by column (``in<j>[k]``), "scalar" once (``sc<j>``: the row code
+uses ``s1``, ``s2``). Sizes are
+arguments (``m`` rows of ``cols``), so one kernel serves every batch size.
+"""
+from __future__ import annotations
+
+from ..ops import row_kernels
+from . import llvmopts
+from .codegen_cpu import CpuEmitter
+from .emitter import NUMBA_TYPE, render_steps
+from .loopnest import lower
+from .rowfuse import ROW_PRIMS, RowGroup
+
+__all__ = ["RowSpec", "render", "emit"]
+
+I2, I3 = " " * 8, " " * 12
+
+
+class RowSpec:
+    """A rendered row kernel, shaped like codegen_cpu.KernelSpec where the plan, the tiers
+    and the backend's loader look (``source``, ``llvm_options``, ``chunked``, ``nest.layouts``)."""
+
+    chunked = False
+    mode = "rows"
+    form = "rows"
+
+    class _Nest:
+        layouts = ("rows",)
+
+    def __init__(self, source: str, name: str, llvm_options: tuple, parallel: bool):
+        self.source = source
+        self.parallel = parallel
+        self.name = name
+        self.nest = self._Nest()
+        self.llvm_options = llvm_options
+
+
+def _helper(group, name: str) -> tuple:
+    """(source lines of helper `name` computing `group`'s outputs from its inputs, imports)."""
+    layouts = tuple("scalar" if all(isinstance(d, int) and d == 1 for d in v.aval.shape)
+                    and tuple(v.aval.shape) != tuple(group.shape) else
+                    "flat" if tuple(v.aval.shape) == tuple(group.shape) else "ndc" for v in group.inputs)
+    nest = lower(group, layouts, name)
+    comp, emitters = render_steps(nest, CpuEmitter)
+    imports = set().union(*(em.imports for em in emitters)) if emitters else set()
+    rets = [o.value for o in nest.outputs]
+    lines = ["@njit(cache=False, error_model='numpy', fastmath=False)",
+             f"def {name}({', '.join(op.name for op in nest.operands)}):",
+             "    _always_inline()"] + ["    " + c for c in comp]
+    lines += [f"    return ({', '.join(rets)},)", "", ""]
+    return lines, imports
+
+
+def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
+    """The numba source of `rg`'s kernel (calling convention: `arguments`): a loop over the
+    rows, or (``parallel``) over chunks of rows on numba's threads."""
+    e = rg.eqn
+    dt = e.out.aval.dtype.name
+    nt = NUMBA_TYPE[dt]
+    backward = e.prim.name == "layer_norm_backward"
+    xv = e.inputs[ROW_PRIMS[e.prim.name]]
+    ins, outs = rg.inputs, rg.outputs
+    idx_in = {v: j for j, v in enumerate(ins)}
+    idx_out = {v: j for j, v in enumerate(outs)}
+    helpers, imports = [], {"_always_inline"}
+
+    def read(v, local: dict) -> str:
+        """Source reading value `v` at element k of row i."""
+        if v in local:
+            return local[v]
+        role = rg.roles[v]
+        j = idx_in[v]
+        return {"rows": f"r{j}[k]", "col": f"in{j}[k]", "scalar": f"sc{j}"}[role]
+
+    def splice(group, name, local: dict, ind: str) -> list:
+        """Lines calling `group`'s helper at element k and storing what must be written;
+        `local` gets the group's values the row op reads."""
+        lines, imp = _helper(group, name)
+        helpers.extend(lines)
+        imports.update(imp)
+        args = ", ".join(read(a, local) for a in group.inputs)
+        body = [f"{ind}t = {name}({args})"]
+        for m, v in enumerate(group.outputs):
+            if v in idx_out:
+                body.append(f"{ind}p{idx_out[v]}[k] = t[{m}]")
+        return body, {v: f"t[{m}]" for m, v in enumerate(group.outputs)}
+
+    cs = rg.col_sum
+    # The work on row i, at the row loop's indentation (I2): its operands' row views, the
+    # prologues into the row buffers, the row op, the epilogue.
+    rowbody = [f"{I2}r{j} = in{j}[i]" for j, v in enumerate(ins) if rg.roles[v] == "rows"]
+    rowbody += [f"{I2}p{j} = out{j}[i]" for j, v in enumerate(outs)
+                if not (backward and v is e.out) and not (cs is not None and v is cs.out)]
+    local: dict = {}
+    if rg.x_pro is not None:
+        calls, vals = splice(rg.x_pro, "pro_x", {}, I3)
+        rowbody += [f"{I2}for k in range(cols):"] + calls + [f"{I3}xb[k] = {vals[xv]}", f"{I2}row = xb"]
+    else:
+        rowbody.append(f"{I2}row = r{idx_in[xv]}")
+    local[xv] = "row[k]"
+    if backward:
+        gv = e.inputs[0]
+        rest = row_kernels.LN_BACKWARD_ROW
+        ye = rg.y_eqn
+        if ye is not None:
+            # the statistics first: the gradient's chain reads LayerNorm's output, made here
+            # by its own formula from them (the forward kernel's value, bit for bit)
+            assert rest.startswith("STATS\n")
+            rowbody.append("STATS")
+            rest = rest[len("STATS\n"):]
+            local[ye.out] = "yv"
+        if rg.g_pro is not None:
+            calls, vals = splice(rg.g_pro, "pro_g", local, I3)
+            head = [f"{I2}for k in range(cols):"]
+            if ye is not None:
+                head.append(f"{I3}yv = {_ln_y(ye, idx_in)}")
+            rowbody += head + calls + [f"{I3}gb[k] = {vals[gv]}", f"{I2}gr = gb"]
+        else:
+            rowbody.append(f"{I2}gr = r{idx_in[gv]}")
+        rowbody += [f"{I2}o = out{idx_out[e.out]}[i]", rest]
+        if cs is not None:
+            # dx summed over the rows as it is made: in the data's dtype over the same
+            # blocks of rows as dweight and dbias, in float64 across blocks
+            rowbody += [f"{I2}for k in range(n):", f"{I3}dxsb[k] += o[k]"]
+    else:
+        rowbody += ["STATS", f"{I2}for k in range(n):", f"{I3}y = LN_Y"]
+        if e.out in idx_out:
+            rowbody.append(f"{I3}p{idx_out[e.out]}[k] = y")
+        if rg.epi is not None:
+            local[e.out] = "y"
+            calls, _ = splice(rg.epi, "epi", local, I3)
+            rowbody += calls
+    rowtext = row_kernels.source("\n".join(rowbody), dt)
+    body = [f"    sc{j} = in{j}[0]" for j, v in enumerate(ins) if rg.roles[v] == "scalar"]
+    body += _serial_loop(rg, rowtext, dt, idx_out) if not parallel else _parallel_loop(rg, rowtext, dt, idx_out)
+    ro2, ro1 = f"Array({nt}, 2, 'C', readonly=True)", f"Array({nt}, 1, 'C', readonly=True)"
+    sig = [ro2 if rg.roles[v] == "rows" else ro1 for v in ins] + [f"{nt}[:, ::1]"] * len(outs)
+    sig += [ro1] * (1 if backward else 2) + ["int64", "int64", "float64"]
+    args = arguments(rg)
+    options = llvmopts.kernel_options(len(outs), True, "map")
+    src = ["# generated by tracejit (CPU backend, row kernel); sizes are arguments, never constants"]
+    if options:
+        src.append(f"# compiled with LLVM options: {' '.join(options)}")
+    src += ["import numpy as np", "from numba import njit, prange" if parallel else "from numba import njit",
+            f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}", "", ""]
+    src += helpers
+    src += [f"@njit({'void(' + ', '.join(sig) + ')'!r}, parallel={parallel}, cache=CACHE, error_model='numpy',",
+            "      boundscheck=False, fastmath={'reassoc'})",
+            f"def kernel({', '.join(args)}):",
+            f'    """row kernel: {rg.describe()}"""']
+    src += body
+    text = row_kernels.source("\n".join(src) + "\n", dt)
+    return RowSpec(text, "kernel", options, parallel)
+
+
+def _ln_y(ye, idx_in: dict) -> str:
+    """LayerNorm's output formula (row_kernels.LN_Y) with `ye`'s own weight and bias."""
+    w, b = ye.params["affine"]
+    wb = list(ye.inputs[1:])
+    y = row_kernels.LN_Y
+    y = y.replace(" * w[k]", f" * in{idx_in[wb.pop(0)]}[k]" if w else "")
+    return y.replace(" + b[k]", f" + in{idx_in[wb.pop(0)]}[k]" if b else "")
+
+
+# Chunks of rows of a parallel row kernel: at most CHUNKS, of at least CHUNK_ROWS rows
+# (chosen from the sizes alone, so results never depend on the thread count).
+CHUNKS = 16
+CHUNK_ROWS = 16
+
+
+def _serial_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
+    """One loop over the rows; the backward's weight/bias gradients as the eager kernel
+    sums them (row_kernels' text)."""
+    e, cs = rg.eqn, rg.col_sum
+    out = []
+    if rg.x_pro is not None:
+        out.append(f"    xb = np.empty(cols, np.{dt})")
+    if rg.g_pro is not None:
+        out.append(f"    gb = np.empty(cols, np.{dt})")
+    if e.prim.name != "layer_norm_backward":
+        return out + ["    for i in range(m):", rowtext]
+    fold = row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")
+    out.append(row_kernels.LN_BACKWARD_INIT)
+    if cs is not None:
+        out += ["    dxs = np.zeros(cols, np.float64)", f"    dxsb = np.zeros(cols, np.{dt})"]
+        fold = fold.replace("                dbb[k] = 0\n", "                dbb[k] = 0\n"
+                            "                dxs[k] += dxsb[k]\n                dxsb[k] = 0\n")
+        fold += f"\n    for k in range(cols):\n        out{idx_out[cs.out]}[0, k] = dxs[k]"
+    return out + ["    for i in range(m):", rowtext, row_kernels.source(fold, dt)]
+
+
+def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
+    """A ``prange`` over chunks of rows; each chunk has its own row buffers and (backward)
+    its own float64 partial sums of the weight/bias gradients, added in chunk order after."""
+    e, cs = rg.eqn, rg.col_sum
+    backward = e.prim.name == "layer_norm_backward"
+    rows = row_kernels.ROWS if backward else CHUNK_ROWS
+    out = [f"    nchunk = max(1, min({CHUNKS}, m // {rows}))"]
+    sums = 3 if cs is not None else 2
+    if backward:
+        out.append(f"    part = np.zeros((nchunk, {sums}, cols), np.float64)")
+    out += ["    for ch in prange(nchunk):", "        lo = ch * m // nchunk", "        hi = (ch + 1) * m // nchunk"]
+    # Buffers allocated per chunk (numba gives each thread its own): as views of one shared
+    # array LLVM could not tell them apart from the rows written, and the backward's
+    # accumulation loops stopped vectorizing (1.03 against 0.86 ms serial, 256x1024).
+    if rg.x_pro is not None:
+        out.append(f"        xb = np.empty(cols, np.{dt})")
+    if rg.g_pro is not None:
+        out.append(f"        gb = np.empty(cols, np.{dt})")
+    names = ["dwb", "dbb", "dxsb"][:sums]
+    if backward:
+        out += [f"        {nm} = np.zeros(cols, np.{dt})" for nm in names]
+    out += ["        for i in range(lo, hi):", "\n".join("    " + x if x else x for x in rowtext.split("\n"))]
+    if not backward:
+        return out
+    # the eager kernel's blocks of ROWS rows (counted from the chunk's first row), each
+    # added to the chunk's float64 partial sums
+    out += [f"            if (i - lo) % {row_kernels.ROWS} == {row_kernels.ROWS - 1} or i == hi - 1:",
+            "                for k in range(cols):"]
+    for q, nm in enumerate(names):
+        out += [f"                    part[ch, {q}, k] += {nm}[k]", f"                    {nm}[k] = 0"]
+    j = idx_out[e.out]
+    out += ["    for k in range(cols):"]
+    out += [f"        acc{q} = 0.0" for q in range(sums)]
+    out += ["        for ch in range(nchunk):"] + [f"            acc{q} += part[ch, {q}, k]" for q in range(sums)]
+    out += [f"        out{j}[m, k] = acc0", f"        out{j}[m + 1, k] = acc1"]
+    if cs is not None:
+        out.append(f"        out{idx_out[cs.out]}[0, k] = acc2")
+    return out
+
+
+def arguments(rg: RowGroup) -> list:
+    """The kernel's parameters: inputs, outputs, the row op's weight (and bias), sizes, eps."""
+    backward = rg.eqn.prim.name == "layer_norm_backward"
+    return ([f"in{j}" for j in range(len(rg.inputs))] + [f"out{j}" for j in range(len(rg.outputs))]
+            + (["w"] if backward else ["w", "b"]) + ["m", "cols", "eps"])
+
+
+class RowKernel:
+    """A row group's kernel: the interface of plan._Kernel (one variant, serial)."""
+
+    def __init__(self, rg: RowGroup, label: str, backend):
+        self.group = rg
+        self.label = label
+        self.backend = backend
+        self.variants: dict = {}
+        self.sources: dict = {}
+        self._specs: dict = {}
+
+    def spec(self, layouts=(), parallel=False) -> RowSpec:
+        spec = self._specs.get(((), parallel))
+        if spec is None:
+            spec = self._specs[((), parallel)] = render(self.group, parallel)
+        return spec
+
+    def get(self, layouts=(), parallel=False):
+        key = ((), parallel)
+        fn = self.variants.get(key)
+        if fn is None:
+            spec = self.spec(layouts, parallel)
+            from ..errors import CompileError
+            try:
+                fn = self.backend.load(spec, self.label, parallel)
+            except Exception as exc:
+                raise CompileError(f"compiling the row kernel {self.label} ({self.group.describe()}) "
+                                   f"failed: {type(exc).__name__}: {exc}\ngenerated source:\n{spec.source}") from exc
+            self.variants[key] = fn
+            self.sources[key] = spec.source
+        return fn
+
+
+def _dims(shape) -> str:
+    from ..shapes import Sym
+    parts = [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
+    return " * ".join(parts) or "1"
+
+
+def emit(plan, rg: RowGroup, nm, consts, shape_code, dtype_const) -> list:
+    """The plan's lines running `rg` (allocating its outputs), registering its kernel."""
+    import numpy as np
+    k = len(plan.kernels)
+    kern = RowKernel(rg, f"{plan.name}_r{k}", plan.backend)
+    plan.kernels.append(kern)
+    kname = f"K{k}"
+    consts[kname] = kern
+    e = rg.eqn
+    shape, n = rg.rows_shape, rg.n
+    cols = _dims(shape[len(shape) - n:])
+    rows = _dims(shape[:len(shape) - n])
+    consts["ROWS2"] = row_kernels._rows
+    consts["VEC"] = np.ravel
+    dt = dtype_const(e.out.aval.dtype, consts)
+    lines = []
+    for v in rg.outputs:
+        lines.append(f"    {nm(v)} = xp.empty({shape_code(v.aval.shape)}, {dtype_const(v.aval.dtype, consts)})")
+    args = []
+    for v in rg.inputs:
+        role = rg.roles[v]
+        args.append(f"ROWS2({nm(v)}, {cols})" if role == "rows" else f"VEC({nm(v)})")
+    args += [f"{nm(v)}.reshape(1, {cols})" if rg.col_sum is not None and v is rg.col_sum.out
+             else f"{nm(v)}.reshape(-1, {cols})" for v in rg.outputs]
+    own = list(e.inputs[ROW_PRIMS[e.prim.name] + 1:])
+    if e.prim.name == "layer_norm_backward":
+        args.append(f"VEC({nm(own[0])})" if e.params["has_w"] else f"np.ones({cols}, {dt})")
+    else:
+        aff = e.params["affine"]
+        wb = list(own)
+        args.append(f"VEC({nm(wb.pop(0))})" if aff[0] else f"np.ones({cols}, {dt})")
+        args.append(f"VEC({nm(wb.pop(0))})" if aff[1] else f"np.zeros({cols}, {dt})")
+    args += [rows, cols, repr(float(e.params["eps"]))]
+
+    # serial below PARALLEL_MIN elements, a prange over row chunks above (as fused groups)
+    from .plan import PARALLEL_MIN, _serial_only
+    static = None if any(not isinstance(d, int) for d in shape) else int(np.prod(shape))
+    serial_only = bool(_serial_only)
+    twins = []
+    if (static is None or static >= PARALLEL_MIN) and not serial_only:
+        twins.append((f"{kname}p", True))
+    if static is None or static < PARALLEL_MIN or serial_only:
+        twins.append((f"{kname}s", False))
+    for name, parallel in twins:
+        consts[name] = _first_call(kern, parallel, consts, name)
+        plan.first_variants.append((kern, (), parallel))
+        kern.spec((), parallel)   # rendered now: generator errors surface at capture
+    call = ", ".join(args)
+    if len(twins) == 1:
+        lines.append(f"    {twins[0][0]}({call})")
+    else:
+        consts["PARALLEL_MIN"] = PARALLEL_MIN
+        lines += [f"    if {rows} * {cols} >= PARALLEL_MIN:", f"        {kname}p({call})",
+                  "    else:", f"        {kname}s({call})"]
+    return lines
+
+
+def _first_call(kern, parallel: bool, consts: dict, name: str):
+    """The plan global `name` until its first call loads the kernel (then the kernel)."""
+    def first_call(*a):
+        fn = kern.get((), parallel)
+        fn = fn if parallel else kern.backend.fast_entry(fn)
+        consts[name] = fn
+        return fn(*a)
+    return first_call
