@@ -70,7 +70,13 @@ SWITCHES: dict = {s.name: s for s in (
            "numba kernels made from the op's scalar rule (tracejit/ops/vectorized.py)",
            _README + ": Eager mode performance"),
     Switch("TRACEJIT_STREAM_STORES", "1", "0: fused CPU kernels never use streaming (non-temporal) "
-           "stores for large outputs", "tracejit/compiler/ntstores.py"),
+           "stores for large outputs (tracejit/compiler/ntstores.py)", _README + ": What compilation does"),
+    Switch("TRACEJIT_ROW_FUSION", "1", "0: elementwise work around a LayerNorm stays separate kernels "
+           "instead of joining its row kernel in compiled CPU plans (tracejit/compiler/rowfuse.py)",
+           _README + ": What compilation does"),
+    Switch("TRACEJIT_SAVE_WRITTEN", "1", "0: the backward recomputes cheap elementwise values even "
+           "when the forward writes them to memory anyway (tracejit/compiler/saving.py)",
+           _README + ": What compilation does"),
     # Internal: set by tracejit for its own child processes, not by users.
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
            "tracejit/compiler/workers.py"),

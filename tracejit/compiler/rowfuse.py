@@ -33,7 +33,7 @@ turns it off (the plan then calls the row ops as steps, as before).
 """
 from __future__ import annotations
 
-import os
+from .. import envflags
 from dataclasses import dataclass, field
 
 from ..jit.ir import Eqn, Var
@@ -47,7 +47,7 @@ _DTYPES = ("float32", "float64")
 
 
 def enabled() -> bool:
-    return os.environ.get("TRACEJIT_ROW_FUSION", "1") != "0"
+    return not envflags.is_off("TRACEJIT_ROW_FUSION")
 
 
 @dataclass(eq=False)

@@ -22,7 +22,7 @@ forward need not write it. ``TRACEJIT_SAVE_WRITTEN=0`` restores plain recomputat
 """
 from __future__ import annotations
 
-import os
+from .. import envflags
 
 from ..jit.autodiff import _cheap
 from ..jit.ir import Graph, Var
@@ -35,7 +35,7 @@ __all__ = ["recompute_unless_written"]
 def recompute_unless_written(graph: Graph):
     """`split`'s ``cheap`` for `graph`: autodiff's rule, less the values the forward writes
     to memory anyway (see the module docstring)."""
-    if os.environ.get("TRACEJIT_SAVE_WRITTEN", "1") == "0":
+    if envflags.is_off("TRACEJIT_SAVE_WRITTEN"):
         return _cheap
     # row fusion runs in CPU plans only (rowfuse.py); elsewhere LayerNorm stays a step
     row_fusion = rowfuse.enabled() and backends.for_graph(graph).name == "cpu"
