@@ -33,20 +33,79 @@ def _write(out, value, name):
 
 
 def with_out(fn, name: str):
-    @functools.wraps(fn)
-    def call(*args, out=None, **kwargs):
-        if out is None:
-            return fn(*args, **kwargs)
-        from .autograd.grad_mode import is_grad_enabled
-        from .tensor import Tensor
-        if is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
-                                     for a in list(args) + [x for a in args if isinstance(a, (list, tuple)) for x in a]):
-            raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
-                               f"differentiation, but one of the arguments requires grad")
-        result = fn(*args, **kwargs)
-        if isinstance(result, tuple):  # (values, indices) pairs: out is a pair too
-            if not isinstance(out, (tuple, list)) or len(out) != len(result):
-                raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors")
-            return type(result)(_write(o, r, name) for o, r in zip(out, result))
-        return _write(out, result, name)
-    return call
+    """`fn` with an ``out=`` keyword. Where `fn`'s signature is plain (named parameters, no
+    ``*args``/``**kwargs``), the wrapper has that signature plus ``out`` and passes the
+    arguments on by name (`_exact`): no argument tuple and dict are packed and unpacked on
+    every call (~0.4 µs of a ~2.5 µs small ``tj.tanh(x)``). Otherwise it is generic."""
+    call = _exact(fn, name)
+    if call is None:
+        def call(*args, out=None, **kwargs):
+            if out is None:
+                return fn(*args, **kwargs)
+            return _call_out(fn, name, args, kwargs, out)
+    return functools.wraps(fn)(call)
+
+
+def _call_out(fn, name, args, kwargs, out):
+    from .autograd.grad_mode import is_grad_enabled
+    from .tensor import Tensor
+    if is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
+                                 for a in list(args) + [x for a in args if isinstance(a, (list, tuple)) for x in a]):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                           f"differentiation, but one of the arguments requires grad")
+    result = fn(*args, **kwargs)
+    if isinstance(result, tuple):  # (values, indices) pairs: out is a pair too
+        if not isinstance(out, (tuple, list)) or len(out) != len(result):
+            raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors")
+        return type(result)(_write(o, r, name) for o, r in zip(out, result))
+    return _write(out, result, name)
+
+
+def _exact(fn, name):
+    """The out= wrapper with `fn`'s own signature (so a wrong call raises fn's own
+    TypeError text), made from that signature's parameter names; None when the
+    signature is not plain named parameters."""
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    P = inspect.Parameter
+    params, pos, kw, ns = [], [], [], {"_fn": fn, "_name": name, "_call_out": _call_out}
+    seen_kwonly = seen_posonly = False
+    for i, p in enumerate(sig.parameters.values()):
+        if p.kind not in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY) \
+                or p.name == "out" or not p.name.isidentifier() or p.name.startswith("_"):
+            return None
+        text = p.name
+        if p.default is not P.empty:
+            ns[f"_d{i}"] = p.default
+            text += f"=_d{i}"
+        if p.kind is P.KEYWORD_ONLY:
+            if not seen_kwonly:
+                params.append("*")
+                seen_kwonly = True
+            kw.append(p.name)
+        else:
+            if p.kind is P.POSITIONAL_ONLY:
+                seen_posonly = True
+            elif seen_posonly:
+                params.append("/")
+                seen_posonly = False
+            pos.append(p.name)
+        params.append(text)
+    if seen_posonly:
+        params.append("/")
+    if not seen_kwonly:
+        params.append("*")
+    params.append("out=None")
+    args = ", ".join(pos + [f"{k}={k}" for k in kw])
+    kwargs = ", ".join(f"{k!r}: {k}" for k in kw)
+    src = (f"def {fn.__name__}({', '.join(params)}):\n"
+           f"    if out is None:\n"
+           f"        return _fn({args})\n"
+           f"    return _call_out(_fn, _name, ({''.join(p + ', ' for p in pos)}), {{{kwargs}}}, out)\n")
+    if not fn.__name__.isidentifier():
+        return None
+    exec(src, ns)  # the source is made of fn's own parameter names only
+    return ns[fn.__name__]
