@@ -65,3 +65,14 @@ def test_varargs_functions_keep_the_generic_wrapper():
     out = tj.empty(3)
     assert g(x, scale=2.0, out=out) is out and out.tolist() == [2.0, 2.0, 2.0]
     assert g(x).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_forwarded_tensor_methods_pass_arguments_and_errors_through():
+    # tensor_operators.py: after its first call a forwarded method has the op's signature
+    x = tj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for _ in range(2):  # the first call (generic, then replaced) and the exact forwarder
+        assert np.array_equal(x.sum(1, keepdim=True).numpy(), ops.sum(x, 1, True).numpy())
+        assert np.array_equal(x.clamp(max=2.0).numpy(), ops.clamp(x, None, 2.0).numpy())
+        assert x.reshape(3, 2).shape == (3, 2) and x.permute(1, 0).shape == (3, 2)
+        assert _message(x.tanh, 1) == _message(ops.tanh, x, 1)
+        assert _message(x.sum, foo=1) == _message(ops.sum, x, foo=1)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 
+from . import exactcall as _exactcall
+
 __all__ = ["with_out", "OUT_FUNCTIONS"]
 
 # The functions tracejit's namespace gives an out= keyword.
@@ -62,50 +64,5 @@ def _call_out(fn, name, args, kwargs, out):
 
 
 def _exact(fn, name):
-    """The out= wrapper with `fn`'s own signature (so a wrong call raises fn's own
-    TypeError text), made from that signature's parameter names; None when the
-    signature is not plain named parameters."""
-    import inspect
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    P = inspect.Parameter
-    params, pos, kw, ns = [], [], [], {"_fn": fn, "_name": name, "_call_out": _call_out}
-    seen_kwonly = seen_posonly = False
-    for i, p in enumerate(sig.parameters.values()):
-        if p.kind not in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY) \
-                or p.name == "out" or not p.name.isidentifier() or p.name.startswith("_"):
-            return None
-        text = p.name
-        if p.default is not P.empty:
-            ns[f"_d{i}"] = p.default
-            text += f"=_d{i}"
-        if p.kind is P.KEYWORD_ONLY:
-            if not seen_kwonly:
-                params.append("*")
-                seen_kwonly = True
-            kw.append(p.name)
-        else:
-            if p.kind is P.POSITIONAL_ONLY:
-                seen_posonly = True
-            elif seen_posonly:
-                params.append("/")
-                seen_posonly = False
-            pos.append(p.name)
-        params.append(text)
-    if seen_posonly:
-        params.append("/")
-    if not seen_kwonly:
-        params.append("*")
-    params.append("out=None")
-    args = ", ".join(pos + [f"{k}={k}" for k in kw])
-    kwargs = ", ".join(f"{k!r}: {k}" for k in kw)
-    src = (f"def {fn.__name__}({', '.join(params)}):\n"
-           f"    if out is None:\n"
-           f"        return _fn({args})\n"
-           f"    return _call_out(_fn, _name, ({''.join(p + ', ' for p in pos)}), {{{kwargs}}}, out)\n")
-    if not fn.__name__.isidentifier():
-        return None
-    exec(src, ns)  # the source is made of fn's own parameter names only
-    return ns[fn.__name__]
+    """The out= wrapper with `fn`'s own signature (tracejit/exactcall.py), or None."""
+    return _exactcall.forwarder(fn, out=(_call_out, name))
