@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 
+from . import exactcall as _exactcall
+
 __all__ = ["with_out", "OUT_FUNCTIONS"]
 
 # The functions tracejit's namespace gives an out= keyword.
@@ -33,20 +35,34 @@ def _write(out, value, name):
 
 
 def with_out(fn, name: str):
-    @functools.wraps(fn)
-    def call(*args, out=None, **kwargs):
-        if out is None:
-            return fn(*args, **kwargs)
-        from .autograd.grad_mode import is_grad_enabled
-        from .tensor import Tensor
-        if is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
-                                     for a in list(args) + [x for a in args if isinstance(a, (list, tuple)) for x in a]):
-            raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
-                               f"differentiation, but one of the arguments requires grad")
-        result = fn(*args, **kwargs)
-        if isinstance(result, tuple):  # (values, indices) pairs: out is a pair too
-            if not isinstance(out, (tuple, list)) or len(out) != len(result):
-                raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors")
-            return type(result)(_write(o, r, name) for o, r in zip(out, result))
-        return _write(out, result, name)
-    return call
+    """`fn` with an ``out=`` keyword. Where `fn`'s signature is plain (named parameters, no
+    ``*args``/``**kwargs``), the wrapper has that signature plus ``out`` and passes the
+    arguments on by name (`_exact`): no argument tuple and dict are packed and unpacked on
+    every call (~0.4 µs of a ~2.5 µs small ``tj.tanh(x)``). Otherwise it is generic."""
+    call = _exact(fn, name)
+    if call is None:
+        def call(*args, out=None, **kwargs):
+            if out is None:
+                return fn(*args, **kwargs)
+            return _call_out(fn, name, args, kwargs, out)
+    return functools.wraps(fn)(call)
+
+
+def _call_out(fn, name, args, kwargs, out):
+    from .autograd.grad_mode import is_grad_enabled
+    from .tensor import Tensor
+    if is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
+                                 for a in list(args) + [x for a in args if isinstance(a, (list, tuple)) for x in a]):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                           f"differentiation, but one of the arguments requires grad")
+    result = fn(*args, **kwargs)
+    if isinstance(result, tuple):  # (values, indices) pairs: out is a pair too
+        if not isinstance(out, (tuple, list)) or len(out) != len(result):
+            raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors")
+        return type(result)(_write(o, r, name) for o, r in zip(out, result))
+    return _write(out, result, name)
+
+
+def _exact(fn, name):
+    """The out= wrapper with `fn`'s own signature (tracejit/exactcall.py), or None."""
+    return _exactcall.forwarder(fn, out=(_call_out, name))

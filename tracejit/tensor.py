@@ -19,6 +19,8 @@ from .size import Size
 
 __all__ = ["Tensor"]
 
+_new_object = object.__new__
+
 
 class Tensor:
     # Every op result sets the slots below (so `_wrap` is the cost of each op's Tensor);
@@ -51,9 +53,9 @@ class Tensor:
         self._vbox = [0]
         self._base = None  # for views made by ops: the tensor whose memory this is
 
-    @classmethod
-    def _wrap(cls, arr, dtype=None, dev=None) -> "Tensor":
-        t = object.__new__(Tensor)
+    @staticmethod  # a plain function: every eager op result comes here, and a plain call
+    def _wrap(arr, dtype=None, dev=None) -> "Tensor":  # costs less than a classmethod's
+        t = _new_object(Tensor)
         t._data = arr
         t.dtype = dtype if dtype is not None else _dt.as_dtype(arr.dtype)
         t.device = dev if dev is not None else device_of_array(arr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dt
+from . import exactcall as _exactcall
 from .tensor import Tensor, _install_methods
 from . import ops as _ops
 from .ops import elementwise as _elementwise
@@ -168,16 +169,32 @@ tril triu sort argsort topk multinomial cumprod
 
 
 def _forward(name):
-    fn = None
+    fwd = None
 
     def method(self, *args, **kwargs):
-        nonlocal fn
-        if fn is None:
-            fn = getattr(_ops, name)  # looked up once, at the first call
-        return fn(self, *args, **kwargs)
+        # The op is looked up once, at the first call: the method then replaces itself
+        # with a forwarder of the op's own signature (exactcall.py: no argument tuple and
+        # dict per call, the op's own TypeError texts), or the generic one below. (Kept
+        # here too, for code that took the method before its first call.)
+        nonlocal fwd
+        if fwd is None:
+            fwd = _forwarder(getattr(_ops, name), name)
+            setattr(Tensor, name, fwd)
+        return fwd(self, *args, **kwargs)
     method.__name__ = name
     method.__qualname__ = f"Tensor.{name}"
     return method
+
+
+def _forwarder(fn, name):
+    m = _exactcall.forwarder(fn)  # its __qualname__ stays the op's: TypeError texts use it
+    if m is None:
+        def m(self, *args, **kwargs):
+            return fn(self, *args, **kwargs)
+        m.__qualname__ = f"Tensor.{name}"
+    m.__name__ = name
+    m.__doc__ = fn.__doc__
+    return m
 
 
 for _n in _FORWARDED:

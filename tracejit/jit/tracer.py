@@ -176,11 +176,13 @@ class TraceContext:
     def __enter__(self):
         self._prev = _reg.trace_state.tracer
         _reg.trace_state.tracer = self
+        _reg.tracer_entered()
         self._prev_hook = _shapes.set_specialize_hook(self._on_specialize)
         return self
 
     def __exit__(self, *exc):
         _reg.trace_state.tracer = self._prev
+        _reg.tracer_exited()
         _shapes.set_specialize_hook(self._prev_hook)
         return False
 

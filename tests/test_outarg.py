@@ -1,0 +1,78 @@
+"""tracejit.<fn>'s out= wrappers (tracejit/outarg.py): the wrapper made with the op
+function's own signature passes every argument form on unchanged and raises the op
+function's own TypeError text; functions with *args/**kwargs keep the generic wrapper."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.ops as ops
+from tracejit.outarg import OUT_FUNCTIONS, _exact, with_out
+
+
+def test_every_out_function_gets_the_exact_wrapper_and_its_signature():
+    import inspect
+    for name in OUT_FUNCTIONS:
+        f = getattr(tj, name)
+        assert f.__wrapped__ is getattr(ops, name)
+        assert f.__name__ == getattr(ops, name).__name__
+        assert inspect.signature(f) == inspect.signature(f.__wrapped__)
+        assert _exact(f.__wrapped__, name) is not None, name  # all are plain signatures
+
+
+def test_argument_forms_give_the_op_functions_results():
+    x = tj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    same = lambda a, b: a.dtype is b.dtype and a.shape == b.shape and np.array_equal(a.numpy(), b.numpy())
+    assert same(tj.add(x, x, alpha=2), ops.add(x, x, alpha=2))
+    assert same(tj.sum(x, dim=1, keepdim=True), ops.sum(x, 1, True))
+    assert same(tj.sum(x, 1), ops.sum(x, dim=1))
+    assert same(tj.clamp(x, max=2.5), ops.clamp(x, None, 2.5))
+    assert same(tj.tanh(a=x), ops.tanh(x))
+    assert same(tj.where(x > 2, x, -x), ops.where(x > 2, x, -x))
+    assert same(tj.div(x, 2.0, rounding_mode="floor"), ops.div(x, 2.0, rounding_mode="floor"))
+    out = tj.empty(2, 3)
+    assert tj.add(x, x, alpha=3, out=out) is out and same(out, ops.add(x, x, alpha=3))
+    v, i = tj.empty(2, 3), tj.empty(2, 3, dtype=tj.int64)
+    tj.sort(x, 1, True, out=(v, i))
+    assert same(v, ops.sort(x, 1, True)[0])
+
+
+def _message(fn, *args, **kwargs):
+    with pytest.raises(TypeError) as e:
+        fn(*args, **kwargs)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("call", [
+    ("tanh", (), {}), ("tanh", (1, 2), {}), ("tanh", (1,), {"foo": 1}),
+    ("add", (1, 2, 3), {}), ("sum", (), {"dim": 0}), ("clamp", (1, 2, 3, 4), {}),
+])
+def test_wrong_calls_raise_the_op_functions_own_message(call):
+    name, args, kwargs = call
+    assert _message(getattr(tj, name), *args, **kwargs) == _message(getattr(ops, name), *args, **kwargs)
+
+
+def test_out_with_grad_still_refused():
+    with pytest.raises(RuntimeError, match="out=.*automatic differentiation"):
+        tj.tanh(tj.ones(2, requires_grad=True), out=tj.empty(2))
+
+
+def test_varargs_functions_keep_the_generic_wrapper():
+    def f(*xs, scale=1.0):
+        return ops.mul(xs[0], scale)
+    assert _exact(f, "f") is None
+    g = with_out(f, "f")
+    x = tj.ones(3)
+    out = tj.empty(3)
+    assert g(x, scale=2.0, out=out) is out and out.tolist() == [2.0, 2.0, 2.0]
+    assert g(x).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_forwarded_tensor_methods_pass_arguments_and_errors_through():
+    # tensor_operators.py: after its first call a forwarded method has the op's signature
+    x = tj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for _ in range(2):  # the first call (generic, then replaced) and the exact forwarder
+        assert np.array_equal(x.sum(1, keepdim=True).numpy(), ops.sum(x, 1, True).numpy())
+        assert np.array_equal(x.clamp(max=2.0).numpy(), ops.clamp(x, None, 2.0).numpy())
+        assert x.reshape(3, 2).shape == (3, 2) and x.permute(1, 0).shape == (3, 2)
+        assert _message(x.tanh, 1) == _message(ops.tanh, x, 1)
+        assert _message(x.sum, foo=1) == _message(ops.sum, x, foo=1)
