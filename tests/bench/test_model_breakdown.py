@@ -16,6 +16,7 @@ def _f(x, w, b, g):
 
 def test_calls_are_labelled_timed_and_put_back(monkeypatch):
     from tracejit.ops import layer_norm_prim
+    monkeypatch.setenv("TRACEJIT_ROW_FUSION", "0")   # LayerNorm as a primitive call of its own
     seen = []
     orig = layer_norm_prim.LAYER_NORM.impl
     monkeypatch.setattr(layer_norm_prim.LAYER_NORM, "impl",
@@ -42,3 +43,23 @@ def test_calls_are_labelled_timed_and_put_back(monkeypatch):
     assert [dict(p.fn.__globals__) for p in breakdown._plans()] == before
     f(*args)
     assert timers.calls["op layer_norm"] == 1                  # no longer counted
+
+
+def test_a_row_kernel_is_labelled_with_the_work_fused_into_it():
+    """With row fusion (the default) the bias add, tanh and LayerNorm are one row kernel,
+    timed under a label naming them all."""
+    rng = np.random.default_rng(1)
+    args = [tj.tensor(rng.standard_normal(s, dtype=np.float32)) for s in ((8, 6), (5, 6), (5,), (5,))]
+    f = tj.script(_f)
+    want = f(*args).numpy()
+    timers = model_breakdown.OpTimers()
+    saved = model_breakdown._instrument(timers)
+    try:
+        got = f(*args).numpy()
+    finally:
+        for g, name, value in reversed(saved):
+            g[name] = value
+    np.testing.assert_array_equal(got, want)
+    rows = [k for k in timers.calls if k.startswith("kernel (") and "layer_norm" in k]
+    assert len(rows) == 1 and "tanh" in rows[0] and "add" in rows[0], set(timers.calls)
+    assert "op layer_norm" not in timers.calls

@@ -23,8 +23,9 @@ def group_parts(grp) -> tuple:
     """(ops, source locations) of a fused group, for explain and for errors."""
     locs = sorted({f"{os.path.basename(e.loc[0])}:{e.loc[1]}" for e in grp.eqns if e.loc})
     ops = [e.prim.name for e in grp.eqns]
-    if grp.reduction is not None:
-        ops.append(f"{grp.reduction.prim.name} (epilogue)")
+    red = getattr(grp, "reduction", None)   # a row kernel (rowfuse.RowGroup) has none
+    if red is not None:
+        ops.append(f"{red.prim.name} (epilogue)")
     return ops, locs
 
 

@@ -77,6 +77,12 @@ class RowGroup:
         return out + [self.eqn] + list(self.epi.eqns if self.epi else [])
 
     @property
+    def eqns(self) -> list:
+        """Every equation the kernel computes (`members` and the row sum): what a fused
+        group's ``eqns`` are to kernel_errors.group_parts (labels, explain, the benches)."""
+        return self.members + ([self.col_sum] if self.col_sum is not None else [])
+
+    @property
     def defined(self) -> set:
         return {e.out for e in self.members} | ({self.col_sum.out} if self.col_sum is not None else set())
 
