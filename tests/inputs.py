@@ -41,3 +41,25 @@ def fused_groups(fn, *avals):
     outs = out if isinstance(out, tuple) else (out,)
     g = optimize(ctx.graph([ctx.atom(o) for o in outs]))
     return [i for i in partition(g) if isinstance(i, Group)]
+
+
+def captured_graph(fn, *args):
+    """The IR graph `fn` captures (traced on `args`, after the passes)."""
+    cf = tj.trace(fn, compiler="interpret")
+    cf(*args)
+    (entry,) = cf.entries
+    return entry.graph
+
+
+def op_names(g) -> list:
+    """The primitive names of `g`'s equations, in order."""
+    return [e.prim.name for e in g.eqns]
+
+
+def training_variant(cf, only: bool = True):
+    """The compiled training variant (forward plan, backward plan, ...) of `cf`'s last entry;
+    with `only`, asserting there is exactly one."""
+    prog = cf._entries[-1].executor
+    if only:
+        assert len(prog._train) == 1, "expected one training variant"
+    return next(iter(prog._train.values()))

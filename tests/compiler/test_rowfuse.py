@@ -15,7 +15,7 @@ import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group
 from tracejit.compiler.rowfuse import RowGroup, role
 from tracejit.testing import assert_compiled_matches, kernel_cache_at
-from inputs import T
+from inputs import T, training_variant
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -24,10 +24,7 @@ def _kernels_in_session_tmp(tmp_path_factory):
         yield
 
 
-def _train(cf):
-    prog = cf._entries[-1].executor
-    assert len(prog._train) == 1, "expected one training variant"
-    return next(iter(prog._train.values()))
+_train = training_variant
 
 
 def _kinds(plan):

@@ -9,7 +9,7 @@ import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group
 from tracejit.compiler.rowfuse import RowGroup
 from tracejit.testing import assert_compiled_matches, kernel_cache_at
-from inputs import T
+from inputs import T, training_variant
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -19,8 +19,7 @@ def _kernels_in_session_tmp(tmp_path_factory):
 
 
 def _train(cf):
-    prog = cf._entries[-1].executor
-    return next(iter(prog._train.values()))
+    return training_variant(cf, only=False)
 
 
 def two_layers(x, w1, w2):

@@ -10,17 +10,9 @@ import tracejit as tj
 from tracejit.jit import passes
 from tracejit.jit.interpreter import interpret
 from tracejit.testing import assert_compiled_matches
+from inputs import captured_graph, op_names
 
-
-def _graph(fn, *args):
-    cf = tj.trace(fn, compiler="interpret")
-    cf(*args)
-    (entry,) = cf.entries
-    return entry.graph
-
-
-def _names(g):
-    return [e.prim.name for e in g.eqns]
+_graph, _names = captured_graph, op_names
 
 
 def test_permute_of_a_concat_becomes_a_concat_of_permutes():

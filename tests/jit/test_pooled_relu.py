@@ -9,17 +9,9 @@ import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.jit import passes
 from tracejit.jit.interpreter import interpret
+from inputs import captured_graph, op_names
 
-
-def _graph(fn, *args):
-    cf = tj.trace(fn, compiler="interpret")
-    cf(*args)
-    (entry,) = cf.entries
-    return entry.graph
-
-
-def _names(g):
-    return [e.prim.name for e in g.eqns]
+_graph, _names = captured_graph, op_names
 
 
 def _data(shape, seed=0):
