@@ -76,3 +76,18 @@ def test_forwarded_tensor_methods_pass_arguments_and_errors_through():
         assert x.reshape(3, 2).shape == (3, 2) and x.permute(1, 0).shape == (3, 2)
         assert _message(x.tanh, 1) == _message(ops.tanh, x, 1)
         assert _message(x.sum, foo=1) == _message(ops.sum, x, foo=1)
+
+
+def test_captured_ops_through_forwarders_record_the_users_line():
+    """The forwarders (tj.tanh with its out=, Tensor methods) are tracejit frames: a captured
+    op's location is the caller's line, not the forwarder's generated code."""
+    from inputs import captured_graph
+
+    def f(x):
+        a = tj.tanh(x)          # an out= wrapper
+        return a.exp().sum()    # Tensor methods
+
+    g = captured_graph(f, tj.ones(3))
+    assert len(g.eqns) >= 3
+    here = __file__
+    assert all(e.loc is not None and e.loc[0] == here for e in g.eqns), [e.loc for e in g.eqns]

@@ -66,5 +66,8 @@ def forwarder(fn, out=None):
         body = (f"    if out is None:\n    {body}"
                 f"    return _call_out(_fn, _name, ({''.join(p + ', ' for p in pos)}), {{{kwargs}}}, out)\n")
     # The source is made of `fn`'s own parameter names (checked identifiers) only.
-    exec(f"def {name}({', '.join(params)}):\n{body}", ns)
+    # Compiled under a "<tracejit ...>" file name: errors.user_frame skips such frames, so
+    # the locations recorded at capture and in error messages stay the user's line.
+    src = f"def {name}({', '.join(params)}):\n{body}"
+    exec(compile(src, f"<tracejit forwarder {name}>", "exec"), ns)
     return ns[name]
