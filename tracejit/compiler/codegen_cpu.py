@@ -34,6 +34,8 @@ silent float64 promotion).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from . import llvmopts, ntstores
 from .emitter import NUMBA_TYPE, Emitter, fold, render_steps
 from .loopnest import SUM_BLOCK, LoopNest, lower
@@ -151,12 +153,9 @@ def stream_min(nest: LoopNest, parallel: bool):
     alternating in one process, load 2.3-3.0): no gain to pay for a second loop form."""
     if not parallel or not nest.flat or not nest.outputs or nest.reduction is not None:
         return None
-    per_element = sum(_ITEMSIZE[op.dtype] for op in nest.operands if op.layout == "flat")
-    per_element += sum(_ITEMSIZE[o.dtype] for o in nest.outputs)
+    per_element = sum(np.dtype(op.dtype).itemsize for op in nest.operands if op.layout == "flat")
+    per_element += sum(np.dtype(o.dtype).itemsize for o in nest.outputs)
     return ntstores.stream_min(per_element)
-
-
-_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int32": 4, "float32": 4, "int64": 8, "float64": 8}
 
 
 # ----------------------------------------------------------------------------- reductions

@@ -148,20 +148,16 @@ def simplify(g: Graph) -> Graph:
         e = Eqn(e.prim, ins, e.outs, _map_graphs(e.params, simplify), e.loc)
         n = e.prim.name
         repl = None
-        if n == "permute":
-            swapped = _transposed_matmul(e, producer, uses) or _permuted_concat(e, producer, uses)
+        swapped = None
+        for rewrite in _REORDERINGS.get(n, ()):
+            swapped = rewrite(e, producer, uses)
             if swapped is not None:
-                for q in swapped:
-                    eqns.append(q)
-                    producer[q.out] = q
-                continue
-        if n == "max_pool2d":
-            swapped = _pooled_relu(e, producer, uses)
-            if swapped is not None:
-                for q in swapped:
-                    eqns.append(q)
-                    producer[q.out] = q
-                continue
+                break
+        if swapped is not None:
+            for q in swapped:
+                eqns.append(q)
+                producer[q.out] = q
+            continue
         if n == "lstm_layer_backward":
             e = _lstm_h_cotangent(e, producer, uses)
         same = lambda a: isinstance(a, Var) and a.aval == e.out.aval  # noqa: E731 - no broadcast/promotion change
@@ -297,6 +293,14 @@ def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict) -> Eqn:
             or not isinstance(h, Var) or h.aval.shape[1] != H or h.aval.dtype != dy.aval.dtype):
         return e
     return Eqn(e.prim, (h,) + tuple(e.inputs[1:]), e.outs, e.params, e.loc)
+
+
+# Rewrites that replace an equation by a reordered sequence (or return None to leave it),
+# tried in this order per primitive name.
+_REORDERINGS = {
+    "permute": (_transposed_matmul, _permuted_concat),
+    "max_pool2d": (_pooled_relu,),
+}
 
 
 def optimize(g: Graph) -> Graph:
