@@ -27,7 +27,7 @@ from .. import envflags
 from ..jit.autodiff import _cheap
 from ..jit.ir import Graph, Var
 from . import backends, rowfuse
-from .fusion import FUSIBLE_REDUCTIONS
+from .fusion import FUSIBLE_REDUCTIONS, _elementwise_ok
 
 __all__ = ["recompute_unless_written"]
 
@@ -42,7 +42,7 @@ def recompute_unless_written(graph: Graph):
     written: set = set()
     for e in graph.eqns:
         p = e.prim
-        if p.kind == "elementwise" or p.extra.get("broadcast_read") or p.name in FUSIBLE_REDUCTIONS:
+        if _elementwise_ok(e) or p.name in FUSIBLE_REDUCTIONS:   # fusion's own rule
             continue
         if row_fusion and p.name in rowfuse.ROW_PRIMS:
             continue
