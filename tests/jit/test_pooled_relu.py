@@ -1,4 +1,5 @@
-"""``max_pool2d(relu(x))`` captured as ``relu(max_pool2d(x))`` (jit/passes.py `_pooled_relu`):
+"""``max_pool2d(relu(x))`` captured as ``relu(max_pool2d(x))`` (jit/passes.py `_pooled_relu`,
+and `_pooled_relu_record` for floating max-pooling's record + values pair, ops/pool_offsets.py):
 the ReLU runs on the pooled value, forward and backward, with the same values and gradients."""
 from __future__ import annotations
 
@@ -33,17 +34,36 @@ def test_pool_of_a_relu_becomes_a_relu_of_the_pool():
     g = _graph(f, x)
     opt = passes.dce(passes.simplify(g))
     names = _names(opt)
-    assert names.count("relu") == 2 and names.count("max_pool2d") == 2, opt.text(with_locations=False)
-    # the first output is now a relu of a max_pool2d of the graph input
+    assert names.count("relu") == 2 and names.count("max_pool2d_values") == 2, opt.text(with_locations=False)
+    assert names.count("max_pool2d_with_offsets") == 2     # the relu's record is gone
+    # the first output is now a relu of the pooled values of the graph input
     prod = {o: e for e in opt.eqns for o in e.outs}
     first = prod[opt.outputs[0]]
-    assert first.prim.name == "relu" and prod[first.inputs[0]].prim.name == "max_pool2d"
-    assert prod[first.inputs[0]].inputs[0] is opt.inputs[0]
-    assert prod[opt.outputs[1]].prim.name == "max_pool2d"
+    assert first.prim.name == "relu" and prod[first.inputs[0]].prim.name == "max_pool2d_values"
+    rec, src = prod[first.inputs[0]].inputs
+    assert src is opt.inputs[0] and prod[rec].inputs[0] is opt.inputs[0]
+    assert prod[opt.outputs[1]].prim.name == "max_pool2d_values"
     want = [t.numpy() for t in interpret(g, [x])]
     got = [t.numpy() for t in interpret(opt, [x])]
     for w, v in zip(want, got):
         np.testing.assert_array_equal(v, w)
+
+
+def test_pool_primitive_of_a_relu_becomes_a_relu_of_the_pool():
+    # the max_pool2d primitive (other dtypes, windows past the record's limit) gets the same
+    from tracejit.ops import pooling_prim as P
+
+    def f(x):
+        return P.max_pool2d(tj.relu(x), (2, 2), (2, 2))
+
+    x = tj.tensor(_data((2, 3, 6, 6)))
+    g = _graph(f, x)
+    opt = passes.dce(passes.simplify(g))
+    prod = {o: e for e in opt.eqns for o in e.outs}
+    first = prod[opt.outputs[0]]
+    assert first.prim.name == "relu" and prod[first.inputs[0]].prim.name == "max_pool2d"
+    assert prod[first.inputs[0]].inputs[0] is opt.inputs[0]
+    np.testing.assert_array_equal(interpret(opt, [x])[0].numpy(), interpret(g, [x])[0].numpy())
 
 
 @pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
@@ -67,7 +87,7 @@ def test_gradient_compiled_matches_eager(geometry):
         np.testing.assert_array_equal(xc.grad.numpy(), xe.grad.numpy())
     (entry,) = cf.entries
     names = _names(entry.opt_graph)
-    assert names.index("max_pool2d") < names.index("relu"), names
+    assert names.index("max_pool2d_values") < names.index("relu"), names
 
 
 def test_cnn_block_compiled_matches_torch():

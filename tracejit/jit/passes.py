@@ -272,6 +272,28 @@ def _pooled_relu(e: Eqn, producer: dict, uses: dict):
             Eqn(r.prim, (pooled,), e.outs, dict(r.params), r.loc)]
 
 
+def _pooled_relu_record(e: Eqn, producer: dict, uses: dict):
+    """``max_pool2d_values(max_pool2d_with_offsets(relu(x)), relu(x))`` (floating max-pooling,
+    ops/pool_offsets.py; the relu and the record used only here) as ``relu(max_pool2d_values(
+    max_pool2d_with_offsets(x), x))``: `_pooled_relu`'s rewrite, for the same reasons. The
+    recorded offsets of x and of relu(x) differ only in windows whose maximum is not positive
+    (relu(x) ties them at 0), where ReLU's gradient is zero either way. The relu and the
+    record of it are left unused (dead code elimination removes them)."""
+    rec, r_in = e.inputs
+    rp = producer.get(rec)
+    r = producer.get(r_in)
+    if (rp is None or rp.prim.name != "max_pool2d_with_offsets" or rp.inputs[0] is not r_in
+            or uses.get(rec, 0) != 1 or r is None or r.prim.name != "relu"
+            or uses.get(r_in, 0) != 2 or not isinstance(r.inputs[0], Var)
+            or not r.out.aval.dtype.is_floating_point):
+        return None
+    x = r.inputs[0]
+    rec2, pooled = Var(rec.aval), Var(e.out.aval)
+    return [Eqn(rp.prim, (x,), (rec2,), dict(rp.params), rp.loc),
+            Eqn(e.prim, (rec2, x), (pooled,), dict(e.params), e.loc),
+            Eqn(r.prim, (pooled,), e.outs, dict(r.params), r.loc)]
+
+
 def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict) -> Eqn:
     """``lstm_layer_backward(concat([dh, zeros], 1), ...)`` as ``lstm_layer_backward(dh, ...)``.
 
@@ -300,6 +322,7 @@ def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict) -> Eqn:
 _REORDERINGS = {
     "permute": (_transposed_matmul, _permuted_concat),
     "max_pool2d": (_pooled_relu,),
+    "max_pool2d_values": (_pooled_relu_record,),
 }
 
 

@@ -13,6 +13,7 @@ from .elementwise import (abs, cast, eq, erf, exp, log, log1p, maximum, minimum,
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
 from . import pooling_prim as _pool_prim
+from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
 from . import layer_norm_prim as _ln_prim
 from .indexing import gather, getitem
@@ -237,7 +238,10 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     # One primitive pair over the window offsets (ops/pooling_prim.py, whose shape rule
     # checks padding and size): unfold + amax and its fold backward cost ~10 ms per LeNet
     # step; the gradient goes to the first maximum.
-    out = _pool_prim.max_pool2d(x, k, s, p, d)
+    if _pool_offsets.applies(x, k):   # floating: the forward records offsets for the backward
+        out = _pool_offsets.max_pool2d(x, k, s, p, d)
+    else:
+        out = _pool_prim.max_pool2d(x, k, s, p, d)
     if return_indices:
         return out, _pool_prim.max_pool2d_indices(x, k, s, p, d)
     return out

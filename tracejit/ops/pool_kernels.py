@@ -17,14 +17,18 @@ import numpy as np
 from .conv import conv_out_size
 from .native import kernel as _kernel
 
-__all__ = ["forward", "backward", "MAX_WINDOW"]
+__all__ = ["forward", "backward", "forward_offsets", "scatter", "MAX_WINDOW"]
 
 MAX_WINDOW = 64   # positions per window up to which a kernel is generated
 
 
-def _window_loads(lines, kernel, stride, padding, dilation):
+def _window_loads(lines, kernel, stride, padding, dilation, argmax: str = ""):
     """Source lines loading the window of output (oy, ox) as v0..v{kh*kw-1} (padding:
-    -inf), with positions y<k>, x<k> and, under padding, in<k> (inside the input)."""
+    -inf), with positions y<k>, x<k> and, under padding, in<k> (inside the input); the
+    maximum ignoring NaN as m, NaN-ness as nan, and with `argmax` the offset of the first
+    maximum as a (of the first NaN when nan) when `argmax` names the dtype to hold it."""
+    cast = f"np.{argmax}"
+    zero = f"{cast}(0)"
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     add = lines.append
     add(f"            ry = oy * {sh} - {ph}")
@@ -44,9 +48,25 @@ def _window_loads(lines, kernel, stride, padding, dilation):
             count += 1
     # The maximum ignoring NaN, and whether the window holds one; selects, not branches.
     add("                m = v0")
+    if not argmax:
+        for k in range(1, count):
+            add(f"                m = v{k} if v{k} > m else m")
+        add("                nan = " + " | ".join(f"(v{k} != v{k})" for k in range(count)))
+        return count
+    # The offset `a` (in the data's dtype: an integer here made the selects branches) of
+    # the first maximum, strictly greater keeping the first of equal maxima; q the first
+    # NaN's (count when none), chosen from the last down. No branch: an `if nan:` around
+    # the NaN search made the whole loop branchy (4 ms against 1 for LeNet's first pool).
+    add(f"                a = {zero}")
     for k in range(1, count):
-        add(f"                m = v{k} if v{k} > m else m")
-    add("                nan = " + " | ".join(f"(v{k} != v{k})" for k in range(count)))
+        add(f"                c = v{k} > m")
+        add(f"                m = v{k} if c else m")
+        add(f"                a = {cast}({k}) if c else a")
+    add(f"                q = {cast}({count})")
+    for k in range(count - 1, -1, -1):
+        add(f"                q = {cast}({k}) if v{k} != v{k} else q")
+    add(f"                nan = q < {cast}({count})")
+    add("                a = q if nan else a")
     return count
 
 
@@ -55,7 +75,8 @@ def _header(dtype, args, name):
     # ran 3-4x slower. Channel-major data is passed as its (C, N, ...) view (the kernels
     # are symmetric in the first two dims; see `_order`).
     arrays = {"x": f"Array({dtype}, 4, 'C', readonly=True)", "g": f"Array({dtype}, 4, 'C', readonly=True)",
-              "out": f"{dtype}[:, :, :, ::1]", "gx": f"{dtype}[:, :, :, ::1]"}
+              "out": f"{dtype}[:, :, :, ::1]", "gx": f"{dtype}[:, :, :, ::1]",
+              "rec": f"{dtype}[:, :, :, :, ::1]"}
     sig = ", ".join(arrays[a] for a in args)
     return ["import numpy as np", "from numba import njit", "", "",
             f'@njit("void({sig})", cache=CACHE, error_model=\'numpy\', boundscheck=False)',
@@ -105,6 +126,56 @@ def backward_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> st
             add(f"                    {store}")
         else:
             add(f"                {store}")
+    return "\n".join(lines) + "\n"
+
+
+def forward_offsets_source(dtype, kernel, stride, padding, dilation) -> str:
+    """max over each window into rec[0] and the first maximum's window offset into rec[1]
+    (ops/pool_offsets.py's record); NaN propagates and its first position is recorded."""
+    lines = _header(dtype, ("x", "rec"), f"max_pool2d_with_offsets {kernel} {stride} {padding} {dilation}")
+    lines += ["    oh, ow = rec.shape[3], rec.shape[4]"] + _PLANES
+    _window_loads(lines, kernel, stride, padding, dilation, argmax=dtype)
+    lines.append("                rec[0, b, p, oy, ox] = nanv if nan else m")
+    lines.append("                rec[1, b, p, oy, ox] = a")
+    return "\n".join(lines) + "\n"
+
+
+_BITS = {"float32": "int32", "float64": "int64"}
+
+
+def scatter_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> str:
+    """g at each window's recorded offset. With `tiles` every input position in a window is
+    written, as the bits of g masked by ``-(offset == k)`` (g and gx come as integer views:
+    a select on the offset became a branch, mispredicted on real data, 2.5 ms against 1.2
+    for LeNet's first pool); else g is added at the one recorded position of a zeroed gx."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    it = _BITS[dtype]
+    kind = it if tiles else dtype
+    lines = ["import numpy as np", "from numba import njit", "", "",
+             f"@njit(\"void(Array({kind}, 4, 'C', readonly=True), Array({dtype}, 5, 'C', readonly=True), "
+             f"{kind}[:, :, :, ::1])\", cache=CACHE, error_model='numpy', boundscheck=False)",
+             "def kernel(g, rec, gx):",
+             f'    """max_pool2d_scatter {kernel} {stride} {padding} {dilation}"""',
+             "    nb, planes, h, w = gx.shape",
+             "    oh, ow = g.shape[2], g.shape[3]"] + _PLANES
+    add = lines.append
+    if tiles:
+        add(f"            r0 = oy * {sh}")
+        add("            for ox in range(ow):")
+        add(f"                c0 = ox * {sw}")
+        add(f"                k = np.{it}(rec[1, b, p, oy, ox])")
+        add("                gv = g[b, p, oy, ox]")
+        for i in range(kh):
+            for j in range(kw):
+                add(f"                gx[b, p, r0 + {i}, c0 + {j}] = gv & -np.{it}(k == {i * kw + j})")
+    else:
+        add("            for ox in range(ow):")
+        add("                k = np.int64(rec[1, b, p, oy, ox])")
+        add(f"                i = k // {kw}")
+        add(f"                y = oy * {sh} - {ph} + i * {dh}")
+        add(f"                xx = ox * {sw} - {pw} + (k - i * {kw}) * {dw}")
+        guard = "if y >= 0 and y < h and xx >= 0 and xx < w: " if ph or pw else ""
+        add(f"                {guard}gx[b, p, y, xx] += g[b, p, oy, ox]")
     return "\n".join(lines) + "\n"
 
 
@@ -176,4 +247,48 @@ def backward(g, x, kernel, stride, padding, dilation):
     else:
         gx = np.zeros(xk.shape, dtype=x.dtype)
     fn(gk, xk, gx)
+    return gx.swapaxes(0, 1) if swap else gx
+
+
+def forward_offsets(x, kernel, stride, padding, dilation):
+    """max_pool2d_with_offsets' record (2, N, C, OH, OW) of the numpy array `x`, in x's
+    memory order when that is channel-major (so is the record's), or None (numpy runs)."""
+    fn = _get("fwd_offsets", forward_offsets_source, x.dtype.name, kernel, stride, padding, dilation)
+    if fn is None:
+        return None
+    n, c, h, w = x.shape
+    oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
+    ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    swap, xk = _order(x)
+    rec = np.empty((2,) + xk.shape[:2] + (oh, ow), dtype=x.dtype)
+    fn(xk, rec)
+    return rec.swapaxes(1, 2) if swap else rec
+
+
+def scatter(g, rec, input_shape, kernel, stride, padding, dilation):
+    """max_pool2d_scatter of numpy arrays, or None (numpy runs). gx is channel-major when
+    the record is (an eager activation's; see `backward`), else C-contiguous."""
+    if g.dtype != rec.dtype:
+        return None
+    tile = tiles(kernel, stride, padding, dilation)
+    fn = _get("scatter_tiles" if tile else "scatter", lambda *a: scatter_source(*a, tile),
+              g.dtype.name, kernel, stride, padding, dilation)
+    if fn is None:
+        return None
+    oh, ow = g.shape[2], g.shape[3]
+    swap = not rec.flags.c_contiguous and rec.swapaxes(1, 2).flags.c_contiguous
+    reck = rec.swapaxes(1, 2) if swap else np.ascontiguousarray(rec)
+    gk = np.ascontiguousarray(g.swapaxes(0, 1) if swap else g)
+    shape = (input_shape[1], input_shape[0]) + tuple(input_shape[2:]) if swap else tuple(input_shape)
+    if tile:
+        # every position inside a window is written; only rows/columns past the last
+        # window need zeros
+        gx = np.empty(shape, dtype=g.dtype)
+        gx[:, :, oh * kernel[0]:, :] = 0
+        gx[:, :, :, ow * kernel[1]:] = 0
+        bits = np.dtype(_BITS[g.dtype.name])
+        fn(gk.view(bits), reck, gx.view(bits))
+    else:
+        gx = np.zeros(shape, dtype=g.dtype)
+        fn(gk, reck, gx)
     return gx.swapaxes(0, 1) if swap else gx

@@ -1,0 +1,164 @@
+"""Floating max-pooling through its record (ops/pool_offsets.py): the forward records each
+window's first-maximum offset, the backward scatters g there without reading the input.
+
+Checked: the record's kernels equal their numpy forms (values, offsets, gradients; ties,
+NaN, -inf, padding, dilation, channel-major eager activations); the scatter from the
+record equals the old ``max_pool2d_backward`` (which re-reads the input) bit for bit;
+ties and gradients against PyTorch, second derivatives included; eager vs compiled; the
+compiled backward keeps the record, not the pooled input; the shape rules' errors.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.errors import ShapeError
+from tracejit.jit.autodiff import split
+from tracejit.ops import pool_kernels, pool_offsets as O, pooling_prim as P
+
+GEOMETRIES = [((2, 2), (2, 2), (0, 0), (1, 1)),    # tiles (LeNet)
+              ((3, 3), (2, 2), (1, 1), (1, 1)),    # overlap + padding
+              ((3, 2), (1, 2), (1, 1), (2, 1)),    # rectangular, dilation
+              ((2, 3), (2, 3), (0, 0), (1, 1))]    # rectangular tiles, rows/columns left over
+
+
+def _data(kind, dtype, shape=(3, 4, 9, 11), seed=7):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(dtype)
+    if kind == "ties":
+        x = np.maximum(np.round(x), 0)         # many equal maxima (ReLU'd integers)
+    elif kind == "nan":
+        x[0, 1, 2, 3] = x[1, 2, 4, 4] = x[1, 2, 4, 5] = np.nan
+    elif kind == "-inf":
+        x[:, :, :4, :] = -np.inf
+    elif kind == "channel-major":   # eager conv outputs: (C, N, H, W) memory, NCHW view
+        x = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+    return x
+
+
+def _numpy_forms(monkeypatch):
+    monkeypatch.setattr(pool_kernels, "_get", lambda *a: None)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", GEOMETRIES)
+@pytest.mark.parametrize("kind", ["normal", "ties", "nan", "-inf", "channel-major"])
+def test_record_and_scatter_equal_numpy_forms_and_the_old_backward(monkeypatch, dtype, geo, kind):
+    pytest.importorskip("numba")
+    x = _data(kind, dtype)
+    rec = O._record_impl(np, x, *geo)
+    out_old = P._max_pool_impl(np, x, *geo)
+    g = np.random.default_rng(3).standard_normal(out_old.shape).astype(dtype)
+    gx = O._scatter_impl(np, g, rec, x.shape, *geo)
+    gx_old = P._max_pool_backward_impl(np, g, x, out_old, *geo)
+    with monkeypatch.context() as m:
+        _numpy_forms(m)
+        rec_np = O._record_impl(np, x, *geo)
+        gx_np = O._scatter_impl(np, g, rec_np, x.shape, *geo)
+        gx_old_np = P._max_pool_backward_impl(np, g, x, out_old, *geo)
+    assert rec.shape == (2,) + out_old.shape and rec.dtype == dtype
+    np.testing.assert_array_equal(rec, rec_np)             # values and offsets (NaN == NaN)
+    np.testing.assert_array_equal(rec[0], out_old)
+    np.testing.assert_array_equal(O._values_impl(np, rec, x, *geo), out_old)
+    # the scatter from the record is the old backward's result, bit for bit
+    np.testing.assert_array_equal(gx, gx_old)
+    if pool_kernels.tiles(*geo):
+        np.testing.assert_array_equal(gx_np, gx_old_np)
+        np.testing.assert_array_equal(gx_np, gx)
+    else:   # overlapping windows add in another order in the numpy form: equal up to rounding
+        np.testing.assert_array_equal(gx_np, gx_old_np)
+        np.testing.assert_allclose(gx_np, gx, rtol=1e-6 if dtype == np.float32 else 1e-14)
+    assert gx.dtype == dtype and gx.shape == x.shape
+    if kind == "channel-major":   # eager activations keep their order (the ReLU after reads both)
+        assert pool_kernels.channel_major(rec[0]) and pool_kernels.channel_major(gx)
+
+
+def test_kernels_ran():
+    """The comparison above is not numpy against itself: in sync mode the kernels load."""
+    pytest.importorskip("numba")
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    rec = pool_kernels.forward_offsets(x, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert rec is not None and rec.shape == (2, 1, 1, 2, 2)
+    assert pool_kernels.scatter(rec[0], rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1)) is not None
+
+
+def test_offsets_are_the_first_maximum_and_the_first_nan():
+    x = np.array([[[[1., 3., 3., 0.],
+                    [3., 2., 1., 1.],
+                    [np.nan, 0., 5., 5.],
+                    [1., np.nan, 5., 5.]]]], np.float32)
+    for run in (lambda: O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1)),):
+        rec = run()
+        np.testing.assert_array_equal(rec[0, 0, 0], [[3., 3.], [np.nan, 5.]])
+        np.testing.assert_array_equal(rec[1, 0, 0], [[1., 0.], [0., 0.]])
+
+
+def test_gradients_and_ties_match_torch_with_second_derivatives():
+    torch = pytest.importorskip("torch")
+    # ties at a positive maximum and ReLU zeros, overlapping windows and padding
+    for kw in (dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+               dict(kernel_size=(2, 3), stride=1, dilation=(2, 1))):
+        x0 = np.maximum(np.round(np.random.default_rng(5).standard_normal((2, 3, 8, 9)) * 2), 0)
+        w0 = np.random.default_rng(6).standard_normal(F.max_pool2d(tj.tensor(x0), **kw).shape)
+        xt = torch.tensor(x0, requires_grad=True)
+        yt = torch.nn.functional.max_pool2d(xt, **kw)
+        (gt,) = torch.autograd.grad((yt * torch.tensor(w0)).sum(), xt, create_graph=True)
+        (ggt,) = torch.autograd.grad((gt * gt).sum(), xt, allow_unused=True)
+        x = tj.tensor(x0, requires_grad=True)
+        y = F.max_pool2d(x, **kw)
+        np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+        (g,) = tj.autograd.grad((y * tj.tensor(w0)).sum(), x, create_graph=True)
+        np.testing.assert_array_equal(g.detach().numpy(), gt.detach().numpy())
+        # grad of grad w.r.t. the cotangent path: d/dw of sum(g^2) through take/scatter
+        wv = tj.tensor(w0, requires_grad=True)
+        (g2,) = tj.autograd.grad((F.max_pool2d(x, **kw) * wv).sum(), x, create_graph=True)
+        (gw,) = tj.autograd.grad((g2 * g2).sum(), wv)
+        wt = torch.tensor(w0, requires_grad=True)
+        (g2t,) = torch.autograd.grad((torch.nn.functional.max_pool2d(xt, **kw) * wt).sum(), xt,
+                                     create_graph=True)
+        (gwt,) = torch.autograd.grad((g2t * g2t).sum(), wt)
+        np.testing.assert_allclose(gw.numpy(), gwt.numpy(), rtol=1e-12, atol=1e-12)
+        assert ggt is None or not ggt.any()   # zero w.r.t. x in both
+
+
+def test_compiled_matches_eager_and_keeps_the_record_not_the_input():
+    def loss(x, w):
+        return (F.max_pool2d(tj.relu(x * 1.5), 2) * w).sum()
+
+    x0 = np.random.default_rng(0).standard_normal((4, 3, 10, 10)).astype(np.float32)
+    w = tj.tensor(np.random.default_rng(1).standard_normal((4, 3, 5, 5)).astype(np.float32))
+    xe = tj.tensor(x0, requires_grad=True)
+    loss(xe, w).backward()
+    cf = tj.script(loss)
+    for _ in range(2):
+        xc = tj.tensor(x0, requires_grad=True)
+        cf(xc, w).backward()
+        np.testing.assert_array_equal(xc.grad.numpy(), xe.grad.numpy())
+    (entry,) = cf.entries
+    g = entry.opt_graph
+    fwd, bwd, n_saved = split(g, [True, False])
+    names = [e.prim.name for e in bwd.eqns]
+    assert "max_pool2d_scatter" in names and "max_pool2d_backward" not in names, names
+    saved = fwd.outputs[len(fwd.outputs) - n_saved:]
+    shapes = [tuple(v.aval.shape) for v in saved]
+    assert (2, 4, 3, 5, 5) in shapes and (4, 3, 10, 10) not in shapes, shapes
+
+
+def test_integer_inputs_keep_the_max_pool2d_primitive():
+    x = tj.tensor(np.arange(16, dtype=np.int32).reshape(1, 1, 4, 4))
+    out = F.max_pool2d(x, 2)
+    np.testing.assert_array_equal(out.numpy()[0, 0], [[5, 7], [13, 15]])
+    assert out.dtype == tj.int32
+
+
+def test_rules_name_the_mismatch():
+    x = tj.zeros(1, 1, 4, 4)
+    rec = O.max_pool2d_with_offsets(x, (2, 2), (2, 2))
+    with pytest.raises(ShapeError, match="max_pool2d_values: record of shape"):
+        O.max_pool2d_values(rec, tj.zeros(1, 1, 6, 6), (2, 2), (2, 2))
+    with pytest.raises(ShapeError, match="max_pool2d_scatter: gradient shape"):
+        O.max_pool2d_scatter(tj.zeros(1, 1, 3, 3), rec, (1, 1, 4, 4), (2, 2), (2, 2))
+    with pytest.raises(TypeError, match="floating point input, got int32"):
+        O.max_pool2d_with_offsets(tj.zeros(1, 1, 4, 4, dtype=tj.int32), (2, 2), (2, 2))

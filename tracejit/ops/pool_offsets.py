@@ -1,0 +1,191 @@
+"""Max-pooling that records each window's argmax: the backward scatters, never reads the input.
+
+``F.max_pool2d`` on floating inputs is two primitives (the pattern of ops/lstm_prim.py's
+``lstm_layer`` + ``lstm_layer_states``: one op computes a record, a second is the
+differentiable result read from it):
+
+- ``max_pool2d_with_offsets(x)`` -> R, (2, N, C, OH, OW) of x's dtype: R[0] the maxima,
+  R[1] each window's offset of its first maximum (row-major within the window, ``i*kw + j``;
+  a NaN window: its first NaN), stored as values of x's dtype (exact: the composite takes
+  this path only for windows of at most 2048 positions, float16's exact integers). One pass
+  over x. Not differentiable (no VJP): the result below carries the derivative.
+- ``max_pool2d_values(R, x)`` -> R[0] (a copy: nothing aliases the record). Its VJP is
+  ``max_pool2d_scatter(g, R)``; x is an operand for its shape and its place in the graph
+  only, its values are never read (so a compiled step does not keep the pooled activation
+  for the backward, only R).
+- ``max_pool2d_scatter(g, R, input_shape)`` -> gx: g at each window's recorded position
+  (overlapping windows add), zero elsewhere. Linear in g; its VJP is ``max_pool2d_take``.
+- ``max_pool2d_take(a, R)`` -> a at each window's recorded position (a padding position
+  gives 0, the adjoint of scatter's dropping it). Linear in a; its VJP is the scatter.
+
+Why (models7's profile of the compiled LeNet step): the old backward
+(``max_pool2d_backward(g, x, out)``) re-read the 5.5 MB input to find each window's first
+maximum again, ~25 cycles a window in scalar compare-and-select code, 5.6-6.4 ms of a step.
+The scatter reads g and the offsets only, and for side-by-side windows stores each position's
+value as ``bits(g) & -(offset == k)`` (integer views of g and gx): no data-dependent select
+for LLVM to turn into a mispredicted branch (pool_kernels.py).
+
+The rules are the old primitive's, so results are bitwise the same: the gradient goes to
+the first maximum in row-major window order (PyTorch's CPU kernel: ``val > max`` keeps the
+first of equal maxima); a NaN window's output is NaN and its gradient goes to its first NaN
+(PyTorch's: the last); a window whose real entries are all -inf and that starts in the
+padding records a padding position, whose gradient is dropped (PyTorch: the first real one).
+ops/pooling_prim.py's ``max_pool2d`` / ``max_pool2d_backward`` remain for the other dtypes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from . import pool_kernels as _kernels
+from .native import takes as _takes
+from .pooling_prim import _fill_low, _first_hits, _out_hw, _padded, _pool_rule, _views
+from .registry import Aval, bind, defprim
+
+__all__ = ["max_pool2d_with_offsets", "max_pool2d_values", "max_pool2d_scatter", "max_pool2d_take",
+           "MAX_OFFSETS"]
+
+MAX_OFFSETS = 2048   # window positions whose offsets every float dtype holds exactly (float16)
+
+
+def _record_rule(x, kernel, stride, padding, dilation):
+    a = _pool_rule("max_pool2d")(x, kernel, stride, padding, dilation)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"max_pool2d_with_offsets: expected a floating point input, got {x.dtype.name}")
+    return Aval((2,) + a.shape, x.dtype, x.device)
+
+
+def _record_impl(xp, x, kernel, stride, padding, dilation):
+    if _takes(xp, x):
+        rec = _kernels.forward_offsets(x, kernel, stride, padding, dilation)
+        if rec is not None:
+            return rec
+    n, c, h, w = x.shape
+    oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
+    rec = xp.empty((2, n, c, oh, ow), dtype=x.dtype)
+    out, off = rec[0], rec[1]
+    xpad = _padded(xp, x, padding, _fill_low(x.dtype))
+    for o, v in enumerate(_views(xpad, kernel, stride, dilation, oh, ow)):
+        if o == 0:
+            out[...] = v
+        else:
+            xp.maximum(out, v, out=out)  # propagates NaN, as PyTorch's max_pool2d
+    off[...] = 0
+    for o, hit in _first_hits(xp, x, out, kernel, stride, padding, dilation):
+        if o:
+            off[hit] = o
+    return rec
+
+
+def _check_record(op, rec, shape, kernel, stride, padding, dilation):
+    expect = _pool_rule(op)(Aval(shape, rec.dtype, rec.device), kernel, stride, padding, dilation)
+    if tuple(rec.shape) != (2,) + expect.shape:
+        raise ShapeError(f"{op}: record of shape {tuple(rec.shape)} is not max_pool2d_with_offsets' "
+                         f"record (2,) + {expect.shape} for an input of shape {tuple(shape)}")
+    return expect
+
+
+def _values_rule(rec, x, kernel, stride, padding, dilation):
+    return _check_record("max_pool2d_values", rec, x.shape, kernel, stride, padding, dilation)
+
+
+def _values_impl(xp, rec, x, kernel, stride, padding, dilation):
+    return rec[0].copy(order="K")   # keeps a channel-major record's order (eager activations)
+
+
+def _values_vjp(g, out, rec, x, kernel, stride, padding, dilation):
+    return (None, max_pool2d_scatter(g, rec, tuple(x.shape), kernel, stride, padding, dilation))
+
+
+def _scatter_rule(g, rec, input_shape, kernel, stride, padding, dilation):
+    expect = _check_record("max_pool2d_scatter", rec, input_shape, kernel, stride, padding, dilation)
+    if tuple(g.shape) != expect.shape:
+        raise ShapeError(f"max_pool2d_scatter: gradient shape {tuple(g.shape)} must be the pooled "
+                         f"output shape {expect.shape}")
+    return Aval(input_shape, g.dtype, g.device)
+
+
+def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
+    if _takes(xp, g, rec):
+        gx = _kernels.scatter(g, rec, input_shape, kernel, stride, padding, dilation)
+        if gx is not None:
+            return gx
+    n, c, h, w = input_shape
+    ph, pw = padding
+    oh, ow = g.shape[2], g.shape[3]
+    off = rec[1]
+    gx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=g.dtype)
+    for o, view in enumerate(_views(gx, kernel, stride, dilation, oh, ow)):
+        view += xp.where(off == o, g, 0)   # overlapping windows accumulate
+    return gx[:, :, ph:ph + h, pw:pw + w] if (ph or pw) else gx
+
+
+def _scatter_vjp(gg, out, g, rec, input_shape, kernel, stride, padding, dilation):
+    return (max_pool2d_take(gg, rec, kernel, stride, padding, dilation), None)
+
+
+def _take_rule(a, rec, kernel, stride, padding, dilation):
+    return _check_record("max_pool2d_take", rec, a.shape, kernel, stride, padding, dilation)
+
+
+def _take_impl(xp, a, rec, kernel, stride, padding, dilation):
+    # Only higher derivatives run this: numpy passes per window offset.
+    oh, ow = rec.shape[3], rec.shape[4]
+    off = rec[1]
+    apad = _padded(xp, a, padding, 0)   # a padding position takes 0 (scatter drops it)
+    out = xp.zeros(off.shape, dtype=a.dtype)
+    for o, view in enumerate(_views(apad, kernel, stride, dilation, oh, ow)):
+        out = xp.where(off == o, view, out)
+    return out
+
+
+def _take_vjp(g, out, a, rec, kernel, stride, padding, dilation):
+    return (max_pool2d_scatter(g, rec, tuple(a.shape), kernel, stride, padding, dilation), None)
+
+
+MAX_POOL2D_WITH_OFFSETS = defprim("max_pool2d_with_offsets", _record_impl, _record_rule, None,
+                                  kind="other")
+MAX_POOL2D_VALUES = defprim("max_pool2d_values", _values_impl, _values_rule, _values_vjp,
+                            kind="other", save=lambda rq: (0,), nondiff=(0,),
+                            extra={"meta": (1,)}, grad_name="MaxPool2DWithIndicesBackward0")
+MAX_POOL2D_SCATTER = defprim("max_pool2d_scatter", _scatter_impl, _scatter_rule, _scatter_vjp,
+                             kind="other", save=lambda rq: (1,), nondiff=(1,),
+                             grad_name="MaxPool2DWithIndicesBackwardBackward0")
+MAX_POOL2D_TAKE = defprim("max_pool2d_take", _take_impl, _take_rule, _take_vjp, kind="other",
+                          save=lambda rq: (1,), nondiff=(1,), extra={"meta": (0,)})
+
+
+def max_pool2d_with_offsets(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
+    """(2, N, C, OH, OW): the maxima of each window and the window offset of the first
+    maximum (see the module docstring); not differentiable."""
+    return bind(MAX_POOL2D_WITH_OFFSETS, x, kernel=kernel, stride=stride, padding=padding,
+                dilation=dilation)
+
+
+def max_pool2d_values(rec, x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
+    """max_pool2d of `x` read from its record `rec`: differentiable w.r.t. x."""
+    return bind(MAX_POOL2D_VALUES, rec, x, kernel=kernel, stride=stride, padding=padding,
+                dilation=dilation)
+
+
+def max_pool2d_scatter(g, rec, input_shape, kernel, stride, padding=(0, 0), dilation=(1, 1)):
+    """An `input_shape` array with `g` added at each window's recorded position."""
+    return bind(MAX_POOL2D_SCATTER, g, rec, input_shape=tuple(input_shape), kernel=kernel,
+                stride=stride, padding=padding, dilation=dilation)
+
+
+def max_pool2d_take(a, rec, kernel, stride, padding=(0, 0), dilation=(1, 1)):
+    """`a` (the input's shape) at each window's recorded position."""
+    return bind(MAX_POOL2D_TAKE, a, rec, kernel=kernel, stride=stride, padding=padding,
+                dilation=dilation)
+
+
+def max_pool2d(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
+    """max_pool2d of a floating `x` through its record (the composite's path)."""
+    rec = max_pool2d_with_offsets(x, kernel, stride, padding, dilation)
+    return max_pool2d_values(rec, x, kernel, stride, padding, dilation)
+
+
+def applies(x, kernel) -> bool:
+    """Does max_pool2d of `x` go through the record (a floating dtype, offsets exact)?"""
+    return x.dtype.is_floating_point and kernel[0] * kernel[1] <= MAX_OFFSETS
