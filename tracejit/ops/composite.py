@@ -21,6 +21,7 @@ from .linalg import matmul
 from .random import rand_like
 from .reductions import amax, logsumexp, mean, sum
 from .shape import permute, reshape, squeeze, unsqueeze
+from .shape import concat as _concat
 
 __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
            "conv2d", "max_pool2d", "avg_pool2d", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
@@ -185,8 +186,15 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     if groups == 1:
         # im2col straight into the GEMM's layout [C*kh*kw, N*L] (ops/conv.py): no
         # transposing copy of the columns forward, nor of their gradient backward.
+        w2 = reshape(weight, (o, cg * kh * kw))
+        if bias is not None and bias.dtype == weight.dtype == x.dtype:
+            # the bias as the weight's last column against a row of ones (ops/conv.py
+            # "gemm_bias"): the GEMM adds it, the weight gradient's GEMM sums its gradient
+            cols = unfold(x, (kh, kw), stride, padding, dilation, layout="gemm_bias")
+            out = matmul(_concat([w2, reshape(bias, (o, 1))], 1), cols)
+            return _own_value(permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3)))
         cols = unfold(x, (kh, kw), stride, padding, dilation, layout="gemm")
-        out = matmul(reshape(weight, (o, cg * kh * kw)), cols)      # [O, N*L]
+        out = matmul(w2, cols)      # [O, N*L]
         if bias is not None:   # added in the GEMM's layout: contiguous rows, not a strided view
             out = out + reshape(bias, (o, 1))
         return _own_value(permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3)))

@@ -8,6 +8,12 @@ Two column layouts: ``"batch"`` (N, C*kh*kw, L), PyTorch's ``F.unfold``, and ``"
 uses "gemm": in "batch" layout the columns were copied once to build and once more
 (transposed, 8.9 MB for LeNet's second conv) for the GEMM, and the backward made the
 same transposing copy of the GEMM's column gradient before col2im.
+
+``"gemm_bias"`` is "gemm" with one more row, of ones, last: a convolution with a bias
+appends the bias to the weight as its last column, so the GEMM adds it (no pass over the
+output to add it) and the weight-gradient GEMM gives its gradient (the ones row's
+products: no reduction over the output gradient). Its VJP folds the column gradient's
+"gemm" rows (a contiguous view) and drops the ones row's.
 """
 from __future__ import annotations
 
@@ -30,8 +36,9 @@ def _unfold_rule(x, kernel, stride, padding, dilation, pad_value, layout="batch"
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"unfold: kernel {kernel} with padding {padding} and dilation {dilation} is "
                          f"larger than the input of spatial size ({h}, {w})")
-    if layout == "gemm":
-        return Aval((c * kernel[0] * kernel[1], n * oh * ow), x.dtype, x.device)
+    if layout in ("gemm", "gemm_bias"):
+        return Aval((c * kernel[0] * kernel[1] + (layout == "gemm_bias"), n * oh * ow), x.dtype,
+                    x.device)
     return Aval((n, c * kernel[0] * kernel[1], oh * ow), x.dtype, x.device)
 
 
@@ -49,8 +56,9 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="ba
     oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
-    if layout == "gemm":
-        cols = _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow)
+    ones = layout == "gemm_bias"
+    if layout in ("gemm", "gemm_bias"):
+        cols = _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, ones)
         if cols is not None:
             return cols
     if ph or pw:
@@ -62,13 +70,16 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="ba
     # 2.3x faster than kh*kw strided slice copies (rows of ow elements) for a 3x3 conv
     # over (64, 32, 13, 13). The view is only read, and never escapes.
     sn, sc, sh, sw = xpad.strides
-    if layout == "gemm":
+    if layout in ("gemm", "gemm_bias"):
         windows = xp.lib.stride_tricks.as_strided(
             xpad, (c, kh, kw, n, oh, ow),
             (sc, sh * dilation[0], sw * dilation[1], sn, sh * stride[0], sw * stride[1]))
-        cols = xp.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
-        cols[...] = windows
-        return cols.reshape(c * kh * kw, n * oh * ow)
+        rows = c * kh * kw
+        cols = xp.empty((rows + ones, n * oh * ow), dtype=x.dtype)
+        cols[:rows].reshape(c, kh, kw, n, oh, ow)[...] = windows
+        if ones:
+            cols[rows] = 1
+        return cols
     windows = xp.lib.stride_tricks.as_strided(
         xpad, (n, c, kh, kw, oh, ow),
         (sn, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]))
@@ -214,8 +225,9 @@ def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow):
-    """unfold in "gemm" layout by a numba kernel, or None (numpy does it)."""
+def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, ones=False):
+    """unfold in "gemm" layout (with `ones`: "gemm_bias") by a numba kernel, or None (numpy
+    does it). The kernel writes the "gemm" rows; the ones row is one fill."""
     import numpy as np
     from .native import kernel as native_kernel, takes
     if not takes(xp, x):
@@ -226,8 +238,11 @@ def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow):
     if fn is None:
         return None
     n, c = x.shape[:2]
-    cols = np.empty((c * kernel[0] * kernel[1], n * oh * ow), dtype=x.dtype)
+    rows = c * kernel[0] * kernel[1]
+    cols = np.empty((rows + ones, n * oh * ow), dtype=x.dtype)
     fn(np.ascontiguousarray(x), cols, oh, ow, float(pad_value))
+    if ones:
+        cols[rows] = 1
     return cols
 
 
@@ -250,10 +265,16 @@ def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilatio
     return img
 
 
-UNFOLD = defprim("unfold", _unfold_impl, _unfold_rule,
-                 lambda g, out, x, kernel, stride, padding, dilation, pad_value, layout="batch": (
-                     fold(g, tuple(x.shape[2:]), kernel, stride, padding, dilation, layout),),
-                 kind="other", save=lambda rq: (), extra={"meta": (0,)})
+def _unfold_vjp(g, out, x, kernel, stride, padding, dilation, pad_value, layout="batch"):
+    if layout == "gemm_bias":   # the ones row's gradient is dropped
+        from .shape import narrow
+        g = narrow(g, 0, 0, g.shape[0] - 1)
+        layout = "gemm"
+    return (fold(g, tuple(x.shape[2:]), kernel, stride, padding, dilation, layout),)
+
+
+UNFOLD = defprim("unfold", _unfold_impl, _unfold_rule, _unfold_vjp, kind="other",
+                 save=lambda rq: (), extra={"meta": (0,)})
 FOLD = defprim("fold", _fold_impl, _fold_rule,
                lambda g, out, cols, output_size, kernel, stride, padding, dilation, layout="batch": (
                    unfold(g, kernel, stride, padding, dilation, layout=layout),),
@@ -268,8 +289,9 @@ _LAYOUTS = ("batch", "gemm")
 
 
 def unfold(x, kernel_size, stride=1, padding=0, dilation=1, pad_value=0.0, layout: str = "batch"):
-    """im2col: (N, C*kh*kw, L) columns, or (C*kh*kw, N*L) with ``layout="gemm"``."""
-    if layout not in _LAYOUTS:
+    """im2col: (N, C*kh*kw, L) columns, or (C*kh*kw, N*L) with ``layout="gemm"``, or those
+    and a last row of ones with ``layout="gemm_bias"``."""
+    if layout not in _LAYOUTS + ("gemm_bias",):
         raise ValueError(f"unfold: layout must be one of {_LAYOUTS}, got {layout!r}")
     params = dict(kernel=_pair(kernel_size), stride=_pair(stride), padding=_pair(padding),
                   dilation=_pair(dilation), pad_value=float(pad_value))
