@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .blas_gemm import GEMM_SOURCE, gemm_address
 from .native import kernel as _kernel
 
-__all__ = ["forward_step", "backward_step", "gru_forward_step", "gru_backward_step", "readonly"]
-
-_RO2 = "Array({t}, 2, 'C', readonly=True)"
+__all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_step", "gru_backward_step", "readonly"]
 
 # Each loop below writes one array and reads few: with more, LLVM's runtime alias checks
 # give up and the loop stays scalar (one loop doing all of a step's gate math ran ~10x
@@ -44,16 +43,16 @@ def sigmoid(x):
     return HALF + HALF * tanh(HALF * x)
 '''
 
-_FORWARD = _SIGMOID_HEAD + '''
+_FORWARD_GATES = _SIGMOID_HEAD + """
 
 
-@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False)
-def kernel(gi, b, m, c_prev, z):
-    """one forward step: m (4H, N) = W h, overwritten with the gates' pre-activation
-    m + gi^T + b (gi (N, 4H): the step's input projection); z (6H, N) = (h, c, i, f, g, o)"""
+@njit(inline='always')
+def gates(gi, b, m, cp, zf):
+    # one forward step's gate math: m (4H, N) = W h, overwritten with the gates'
+    # pre-activation m + gi^T + b (gi (N, 4H): the step's input projection); zf the flat
+    # (6H, N) block (h, c, i, f, g, o); cp the flat previous c
     four, n = m.shape
-    s = c_prev.size
+    s = cp.size
     # the transposed read, as its own loop, in tiles of 16 gate rows: each batch row's 16
     # contiguous values go to 16 rows of m (34 against 41 us a step read column by column)
     top = four - four % 16
@@ -71,8 +70,6 @@ def kernel(gi, b, m, c_prev, z):
         for k in range(n):
             row[k] += bj
     p = m.reshape(-1)
-    zf = z.reshape(-1)
-    cp = c_prev.reshape(-1)
     for k in range(2 * s):
         zf[2 * s + k] = sigmoid(p[k])                  # i, f
     for k in range(s):
@@ -83,7 +80,42 @@ def kernel(gi, b, m, c_prev, z):
         zf[s + k] = zf[3 * s + k] * cp[k] + zf[2 * s + k] * zf[4 * s + k]
     for k in range(s):
         zf[k] = zf[5 * s + k] * tanh(zf[s + k])
-'''
+"""
+
+_FORWARD = _FORWARD_GATES + """
+
+@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False)
+def kernel(gi, b, m, c_prev, z):
+    \"\"\"one forward step: m (4H, N) = W h, overwritten with the gates' pre-activation
+    m + gi^T + b (gi (N, 4H): the step's input projection); z (6H, N) = (h, c, i, f, g, o)\"\"\"
+    gates(gi, b, m, c_prev.reshape(-1), z.reshape(-1))
+"""
+
+# The whole forward time loop: per step the GEMM m = W h_prev (numpy's BLAS through
+# ops/blas_gemm.py) and `gates`, so the loop over time is one call.
+_FORWARD_LAYER = _FORWARD_GATES + GEMM_SOURCE + """
+
+@njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
+      "{t}[:, ::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False)
+def kernel(fn, gi, w, b, h0, c0, Z, m, reverse):
+    \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from gi (L, N, 4H), w (4H, H),
+    b (4H,), h0 and c0 (H, N); m (4H, N) scratch; fn the address of cblas_?gemm\"\"\"
+    L = gi.shape[0]
+    four, hh = w.shape
+    n = m.shape[1]
+    s = hh * n
+    Zf = Z.reshape(L, 6 * s)
+    for k in range(L):
+        t = L - 1 - k if reverse else k
+        if k == 0:
+            gemm(fn, False, four, n, hh, w, hh, h0, n, m, n, 0.0)
+            gates(gi[t], b, m, c0.reshape(-1), Zf[t])
+        else:
+            p = t + 1 if reverse else t - 1
+            gemm(fn, False, four, n, hh, w, hh, Zf[p], n, m, n, 0.0)    # h_prev: Zf[p]'s first rows
+            gates(gi[t], b, m, Zf[p, s:2 * s], Zf[t])
+"""
 
 _TRANSPOSE = '''
 
@@ -103,24 +135,21 @@ def transpose_into(src, dst):
             dst[k, j] = src[j, k]
 '''
 
-_BACKWARD = '''
+_BACKWARD_STEP = """
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import tanh_{s} as tanh
-''' + _TRANSPOSE + '''
+""" + _TRANSPOSE + """
 
-@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], "
-      "{t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False)
-def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
-    """one backward step: from Z's step block z (6H, N) = (h, c, i, f, g, o), c_prev, the
-    carried dh, dc (H, N) and the step's output cotangent dy ((H, N): of h; (2H, N): of
-    h and c), the gates' pre-activation gradient dg (4H, N), the same transposed dg_t
-    (N, 4H: the step's block of the input projection's gradient) and the next dc"""
-    s = c_prev.size
-    full = dy.shape[0] != c_prev.shape[0]
+@njit(inline='always')
+def step_back(zf, cp, dhf, dcf, y, full, dg, dco, dg_t):
+    # one backward step on flat (H, N) blocks: from Z's step block zf (h, c, i, f, g, o),
+    # c_prev, the carried dh, dc and the step's output cotangent y (of h; with `full`, of h
+    # and c), the gates' pre-activation gradient dg (4H, N), the same transposed dg_t
+    # (N, 4H: the step's block of the input projection's gradient) and the next dc
+    s = cp.size
     one = np.{t}(1)
-    zf, cp, dhf, dcf, y = z.reshape(-1), c_prev.reshape(-1), dh_in.reshape(-1), dc_in.reshape(-1), dy.reshape(-1)
-    g_, dco = dg.reshape(-1), dc_out.reshape(-1)
+    g_ = dg.reshape(-1)
     for k in range(s):                                 # dh (kept in do's rows for now)
         g_[3 * s + k] = dhf[k] + y[k]
     for k in range(s):                                 # dct = dc + dh o (1 - tanh(c)^2)
@@ -144,7 +173,56 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
     for k in range(s):                                 # the next dc = dct f
         dco[k] *= zf[3 * s + k]
     transpose_into(dg, dg_t)
-'''
+"""
+
+_BACKWARD = _BACKWARD_STEP + """
+
+@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], "
+      "{t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False)
+def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
+    \"\"\"one backward step (`step_back` on the (H, N) / (G*H, N) blocks); dy (H, N): the
+    cotangent of h, (2H, N): of h and c\"\"\"
+    step_back(z.reshape(-1), c_prev.reshape(-1), dh_in.reshape(-1), dc_in.reshape(-1), dy.reshape(-1),
+              dy.shape[0] != c_prev.shape[0], dg, dc_out.reshape(-1), dg_t)
+"""
+
+# The whole backward time loop: per step `step_back`, the bias gradient's share (dg's
+# row sums, while dg is in cache: no pass over the (L*N, 4H) gradient afterwards) and
+# the GEMM dh = W^T dg, so the loop over time is one call.
+_BACKWARD_LAYER = _BACKWARD_STEP + GEMM_SOURCE + """
+
+@njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False)
+def kernel(fn, Z, d_y, c0, w, dh, dcs, dg, G, db, reverse):
+    \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N) and d_y (L, H, N)
+    or (L, 2H, N), with dh = d h_n and dcs[0] = d c_n on entry: every step's gate gradient
+    G (L, N, 4H), db (4H,), and d h0 in dh, d c0 in dcs[L % 2]; dg (4H, N) scratch\"\"\"
+    L = Z.shape[0]
+    four, hh = w.shape
+    n = dg.shape[1]
+    s = hh * n
+    full = d_y.shape[1] != hh
+    Zf = Z.reshape(L, 6 * s)
+    dhf = dh.reshape(-1)
+    db[:] = 0
+    for r in range(L):
+        k = L - 1 - r                                  # the step's place in time order
+        t = L - 1 - k if reverse else k
+        dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
+        y = d_y[t].reshape(-1)
+        if k == 0:
+            step_back(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, G[t])
+        else:
+            p = t + 1 if reverse else t - 1
+            step_back(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, G[t])
+        for j in range(four):
+            row = dg[j]
+            acc = np.{t}(0)
+            for q in range(n):
+                acc += row[q]
+            db[j] += acc
+        gemm(fn, True, hh, n, four, w, hh, dg, n, dh, n, 0.0)   # dh = W^T dg
+"""
 
 
 # The GRU's steps (ops/gru_prim.py; Z's step block (5H, N) = (h, r, z, n, hn) with
@@ -212,12 +290,28 @@ def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
 '''
 
 
+def _source(template: str, dtype: str, bits: int = 64) -> str:
+    s = "f32" if dtype == "float32" else "f64"
+    for n in (1, 2, 3):
+        template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
+    return template.replace("{t}", dtype).replace("{s}", s).replace("{bits}", str(bits))
+
+
 def _get(template: str, name: str, dtype: str):
     if dtype not in ("float32", "float64"):
         return None
-    s = "f32" if dtype == "float32" else "f64"
-    return _kernel(("lstm", name, dtype), lambda: template.replace('" + RO2 + "', _RO2).replace(
-        '" + RO1 + "', "Array({t}, 1, 'C', readonly=True)").replace("{t}", dtype).replace("{s}", s)).get()
+    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype)).get()
+
+
+def _get_layer(template: str, name: str, dtype: str):
+    """(kernel, GEMM address) for a whole-loop kernel, or None (no kernel, or numpy's BLAS
+    GEMM not found: run the step kernels)."""
+    found = gemm_address(dtype)
+    if found is None:
+        return None
+    address, bits = found
+    fn = _kernel(("lstm", name, dtype, bits), lambda: _source(template, dtype, bits)).get()
+    return None if fn is None else (fn, address)
 
 
 def forward_step(dtype: str):
@@ -228,6 +322,16 @@ def forward_step(dtype: str):
 def backward_step(dtype: str):
     """The loaded backward-step kernel for `dtype`, or None (run the numpy form)."""
     return _get(_BACKWARD, "backward", dtype)
+
+
+def forward_layer(dtype: str):
+    """(kernel, GEMM address) of the whole forward loop for `dtype`, or None."""
+    return _get_layer(_FORWARD_LAYER, "forward_layer", dtype)
+
+
+def backward_layer(dtype: str):
+    """(kernel, GEMM address) of the whole backward loop for `dtype`, or None."""
+    return _get_layer(_BACKWARD_LAYER, "backward_layer", dtype)
 
 
 def gru_forward_step(dtype: str):

@@ -78,6 +78,13 @@ def check_float_operands(op: str, gi: Aval, **others: Aval) -> None:
                              f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
 
 
+def _blas_threads() -> None:
+    # a layer kernel calls numpy's BLAS directly: give it the thread count eager
+    # products get (coreshare.adapt_blas, as `_matmul` below does per call)
+    from ..coreshare import adapt_blas
+    adapt_blas()
+
+
 def _order(L: int, reverse: bool):
     return range(L - 1, -1, -1) if reverse else range(L)
 
@@ -86,7 +93,16 @@ def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
     L, N, four = gi.shape
     H = four // 4
     Z = xp.empty((L, 6 * H, N), dtype=gi.dtype)
-    step = _kernels.forward_step(gi.dtype.name) if _takes(xp, gi, w, b, h0, c0) else None
+    ok = _takes(xp, gi, w, b, h0, c0)
+    layer = _kernels.forward_layer(gi.dtype.name) if ok else None
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
+        kernel, gemm = layer
+        ro = _kernels.readonly
+        _blas_threads()
+        kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, xp.empty((4 * H, N), dtype=gi.dtype), bool(reverse))
+        return Z
+    step = _kernels.forward_step(gi.dtype.name) if ok else None
     if step is not None:
         # one kernel per step for the gate math (ops/lstm_kernels.py)
         ro = _kernels.readonly
@@ -159,10 +175,23 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     off = _parts(H, N)
     res = xp.empty(off[4] + 4 * H * L * N, dtype=Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
-    wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
-    step = _kernels.backward_step(Z.dtype.name) if _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0) else None
+    ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
+    layer = _kernels.backward_layer(Z.dtype.name) if ok else None
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs and the bias gradient included (ops/lstm_kernels.py)
+        kernel, gemm = layer
+        ro = _kernels.readonly
+        dh = xp.array(d_hn, dtype=Z.dtype, order="C")
+        dcs = xp.empty((2, H, N), dtype=Z.dtype)
+        dcs[0] = d_cn
+        db = res[off[1]:off[2]]
+        _blas_threads()
+        kernel(gemm, ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, dg, G, db, bool(reverse))
+        return _finish(xp, res, off, G, Z, h0, dh, dcs[L % 2], order, db_done=True)
+    wt = xp.ascontiguousarray(w.T)
+    step = _kernels.backward_step(Z.dtype.name) if ok else None
     if step is not None:
         # one kernel per step for the gate math (ops/lstm_kernels.py)
         ro = _kernels.readonly
@@ -217,8 +246,9 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     return _finish(xp, res, off, G, Z, h0, dh, dc, order)
 
 
-def _finish(xp, res, off, G, Z, h0, dh, dc, order):
-    """Fill in d w, d b, d h0 and d c0 once every step's gate gradient is in G."""
+def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False):
+    """Fill in d w, d b (unless `db_done`), d h0 and d c0 once every step's gate gradient
+    is in G."""
     L, six, N = Z.shape
     H = six // 6
     # d w = sum_t dg_t @ h_{t-1}^T: one GEMM over all steps, h_{t-1} gathered in G's order
@@ -227,7 +257,8 @@ def _finish(xp, res, off, G, Z, h0, dh, dc, order):
         hprev[t] = (h0 if k == 0 else Z[order[k - 1], :H]).T
     G2 = G.reshape(L * N, 4 * H)
     res[off[0]:off[1]] = _matmul(xp, G2.T, hprev.reshape(L * N, H)).reshape(-1)
-    res[off[1]:off[2]] = G2.sum(axis=0)
+    if not db_done:
+        res[off[1]:off[2]] = G2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
     res[off[3]:off[4]] = xp.asarray(dc).reshape(-1)
     return res
