@@ -193,12 +193,13 @@ _BACKWARD_LAYER = _BACKWARD_STEP + GEMM_SOURCE + """
 
 @njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
       "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False)
-def kernel(fn, Z, d_y, c0, w, dh, dcs, dg, G, db, reverse):
-    \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N) and d_y (L, H, N)
-    or (L, 2H, N), with dh = d h_n and dcs[0] = d c_n on entry: every step's gate gradient
-    G (L, N, 4H), db (4H,), and d h0 in dh, d c0 in dcs[L % 2]; dg (4H, N) scratch\"\"\"
+def kernel(fn, Z, d_y, c0, wt, dh, dcs, dg, G, db, reverse):
+    \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
+    or (L, 2H, N) and wt = W^T (H, 4H), with dh = d h_n and dcs[0] = d c_n on entry:
+    every step's gate gradient G (L, N, 4H), db (4H,), and d h0 in dh, d c0 in
+    dcs[L % 2]; dg (4H, N) scratch\"\"\"
     L = Z.shape[0]
-    four, hh = w.shape
+    hh, four = wt.shape
     n = dg.shape[1]
     s = hh * n
     full = d_y.shape[1] != hh
@@ -221,7 +222,9 @@ def kernel(fn, Z, d_y, c0, w, dh, dcs, dg, G, db, reverse):
             for q in range(n):
                 acc += row[q]
             db[j] += acc
-        gemm(fn, True, hh, n, four, w, hh, dg, n, dh, n, 0.0)   # dh = W^T dg
+        # dh = W^T dg, on a transposed copy of W (W^T through the GEMM's trans flag: 290
+        # against 261 us a step)
+        gemm(fn, False, hh, n, four, wt, four, dg, n, dh, n, 0.0)
 """
 
 

@@ -188,7 +188,7 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         dcs[0] = d_cn
         db = res[off[1]:off[2]]
         _blas_threads()
-        kernel(gemm, ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, dg, G, db, bool(reverse))
+        kernel(gemm, ro(Z), ro(d_y), ro(c0), ro(w.T), dh, dcs, dg, G, db, bool(reverse))
         return _finish(xp, res, off, G, Z, h0, dh, dcs[L % 2], order, db_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None
@@ -251,12 +251,19 @@ def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False):
     is in G."""
     L, six, N = Z.shape
     H = six // 6
-    # d w = sum_t dg_t @ h_{t-1}^T: one GEMM over all steps, h_{t-1} gathered in G's order
-    hprev = xp.empty((L, N, H), dtype=Z.dtype)
-    for k, t in enumerate(order):
-        hprev[t] = (h0 if k == 0 else Z[order[k - 1], :H]).T
+    # d w = sum_t dg_t @ h_{t-1}^T: one GEMM over all steps, (4H, L*N) @ (L*N, H), both
+    # operands transposed views: G's rows, and the h_{t-1} gathered as (H, L, N) (one
+    # copy of (H, N) blocks, rows of N values: 0.58 against 0.94 ms for transposing each
+    # into an (L, N, H) buffer)
+    hprev = xp.empty((H, L, N), dtype=Z.dtype)
+    if order[0] == 0:                  # forward in time: step t follows t - 1
+        hprev[:, 0] = h0
+        hprev[:, 1:] = Z[:-1, :H].transpose(1, 0, 2)
+    else:
+        hprev[:, -1] = h0
+        hprev[:, :-1] = Z[1:, :H].transpose(1, 0, 2)
     G2 = G.reshape(L * N, 4 * H)
-    res[off[0]:off[1]] = _matmul(xp, G2.T, hprev.reshape(L * N, H)).reshape(-1)
+    res[off[0]:off[1]].reshape(4 * H, H)[...] = _matmul(xp, G2.T, hprev.reshape(H, L * N).T)
     if not db_done:
         res[off[1]:off[2]] = G2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
