@@ -1,7 +1,7 @@
 """The LSTM and GRU layers' numba kernels (tracejit/ops/lstm_kernels.py) against the layer
 primitives' numpy forms (ops/lstm_prim.py, ops/gru_prim.py, TRACEJIT_EAGER_KERNELS=0): the LSTM's
 whole-loop kernels (GEMMs through numpy's BLAS, ops/blas_gemm.py) and its per-step kernels (what
-runs when that BLAS is not found), the GRU's per-step kernels; forward, and backward with the
+runs when that BLAS is not found), the GRU's likewise; forward, and backward with the
 cotangent of h only (eager) or of h and c (the compiled VJP), both directions, float32 and
 float64, saturated gates."""
 import numpy as np
@@ -18,28 +18,30 @@ def _sync(monkeypatch):
 
 
 def _run(monkeypatch, kernels, fn, *a, **kw):
-    """fn's result with the kernels on (True or "layer": the whole-loop LSTM kernels where
-    they load; "step": the LSTM's per-step kernels) or off (False: the numpy forms)."""
+    """fn's result with the kernels on ("layer": the whole-loop kernels where they load;
+    "step": the per-step kernels) or off (False: the numpy forms)."""
     if kernels:
         monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
     else:
         monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
     with monkeypatch.context() as m:
         if kernels == "step":
-            m.setattr(lstm_kernels, "forward_layer", lambda dtype: None)
-            m.setattr(lstm_kernels, "backward_layer", lambda dtype: None)
+            for name in ("forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer"):
+                m.setattr(lstm_kernels, name, lambda dtype: None)
         return fn(np, *a, **kw)
 
 
-def _loaded(mode: str, dtype: str) -> None:
-    """Assert the kernels `mode` names load (skip the whole-loop ones where numpy's BLAS
-    exports no cblas GEMM ops/blas_gemm.py knows)."""
+def _loaded(mode: str, dtype: str, layer: str = "") -> None:
+    """Assert the kernels `mode` names load for the LSTM (`layer` "") or GRU ("gru_"); skip the
+    whole-loop ones where numpy's BLAS exports no cblas GEMM ops/blas_gemm.py knows."""
     if mode == "step":
-        assert lstm_kernels.forward_step(dtype) is not None and lstm_kernels.backward_step(dtype) is not None
-        return
-    if blas_gemm.gemm_address(dtype) is None:
+        names = ("forward_step", "backward_step")
+    elif blas_gemm.gemm_address(dtype) is None:
         pytest.skip("numpy's BLAS exports no cblas GEMM that ops/blas_gemm.py knows")
-    assert lstm_kernels.forward_layer(dtype) is not None and lstm_kernels.backward_layer(dtype) is not None
+    else:
+        names = ("forward_layer", "backward_layer")
+    for name in names:
+        assert getattr(lstm_kernels, layer + name)(dtype) is not None
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -124,8 +126,9 @@ def test_whole_loop_kernels_run_and_take_one_step(monkeypatch, reverse):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("H", [4, 7], ids=["3H=12", "3H=21"])   # the transposes' tiles of 16 rows, and a rest
-def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H):
-    assert lstm_kernels.gru_forward_step(dtype) is not None and lstm_kernels.gru_backward_step(dtype) is not None
+@pytest.mark.parametrize("mode", ["layer", "step"])
+def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H, mode):
+    _loaded(mode, dtype, "gru_")
     r = np.random.default_rng(7)
     L, N = 5, 3
     a = lambda *s: (r.standard_normal(s) * 3.0).astype(dtype)   # noqa: E731
@@ -133,11 +136,11 @@ def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H):
     h0 = a(N, H).T                       # a transposed view, as the layer passes it
     gi[0, 0, 0] = 200.0
     tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    zk = _run(monkeypatch, True, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
+    zk = _run(monkeypatch, mode, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
     zn = _run(monkeypatch, False, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
     assert np.isfinite(zk).all()
     np.testing.assert_allclose(zk, zn, **tol)
     args = (a(L, H, N), a(H, N), gi, w, b, h0, zn)
-    rk = _run(monkeypatch, True, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
+    rk = _run(monkeypatch, mode, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
     rn = _run(monkeypatch, False, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())

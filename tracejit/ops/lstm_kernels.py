@@ -23,7 +23,8 @@ import numpy as np
 from .blas_gemm import GEMM_SOURCE, gemm_address
 from .native import kernel as _kernel
 
-__all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_step", "gru_backward_step", "readonly"]
+__all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
+           "gru_backward_layer", "gru_forward_step", "gru_backward_step", "readonly"]
 
 # Each loop below writes one array and reads few: with more, LLVM's runtime alias checks
 # give up and the loop stays scalar (one loop doing all of a step's gate math ran ~10x
@@ -230,16 +231,16 @@ def kernel(fn, Z, d_y, c0, wt, dh, dcs, dg, G, db, reverse):
 
 # The GRU's steps (ops/gru_prim.py; Z's step block (5H, N) = (h, r, z, n, hn) with
 # hn = W_hn h + b_hn).
-_GRU_FORWARD = _SIGMOID_HEAD + '''
+_GRU_FORWARD_GATES = _SIGMOID_HEAD + """
 
-@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False)
-def kernel(gi, b, m, h_prev, z):
-    """one GRU forward step: m (3H, N) = W h (overwritten); gi (N, 3H) the step's input
-    projection; z (5H, N) = (h, r, z, n, hn)"""
+
+@njit(inline='always')
+def gru_gates(gi, b, m, hp, z):
+    # one GRU forward step's gate math: m (3H, N) = W h (overwritten); gi (N, 3H) the
+    # step's input projection; z (5H, N) = (h, r, z, n, hn); hp the flat previous h
     three, n = m.shape
     hh = three // 3
-    s = h_prev.size
+    s = hp.size
     for j in range(2 * hh):        # r, z pre-activations: the transposed read of gi
         bj = b[j]
         row = m[j]
@@ -253,26 +254,59 @@ def kernel(gi, b, m, h_prev, z):
             zg[k] = gi[k, 2 * hh + j]
     p = m.reshape(-1)
     zf = z.reshape(-1)
-    hp = h_prev.reshape(-1)
     for k in range(2 * s):
         zf[s + k] = sigmoid(p[k])                      # r, z
     for k in range(s):
         zf[3 * s + k] = tanh(zf[3 * s + k] + zf[s + k] * zf[4 * s + k])
     for k in range(s):
         zf[k] = zf[3 * s + k] + zf[2 * s + k] * (hp[k] - zf[3 * s + k])
-'''
+"""
 
-_GRU_BACKWARD = _SIGMOID_HEAD + '''
+_GRU_FORWARD = _GRU_FORWARD_GATES + """
 
-@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])",
+@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False)
+def kernel(gi, b, m, h_prev, z):
+    \"\"\"one GRU forward step (`gru_gates`)\"\"\"
+    gru_gates(gi, b, m, h_prev.reshape(-1), z)
+"""
+
+# The GRU's whole forward loop, as `_FORWARD_LAYER`'s.
+_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + GEMM_SOURCE + """
+
+@njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], boolean)",
       cache=CACHE, error_model='numpy', boundscheck=False)
-def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
-    """one GRU backward step: the pre-activation gradients dg (3H, N) (= the input
-    projection's), dm (3H, N) (= that of W h + b) and dh z (the direct part of dh_prev)"""
-    s = h_prev.size
+def kernel(fn, gi, w, b, h0, Z, m, reverse):
+    \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
+    b (3H,), h0 (H, N); m (3H, N) scratch; fn the address of cblas_?gemm\"\"\"
+    L = gi.shape[0]
+    three, hh = w.shape
+    n = m.shape[1]
+    s = hh * n
+    Zf = Z.reshape(L, 5 * s)
+    for k in range(L):
+        t = L - 1 - k if reverse else k
+        if k == 0:
+            gemm(fn, False, three, n, hh, w, hh, h0, n, m, n, 0.0)
+            gru_gates(gi[t], b, m, h0.reshape(-1), Z[t])
+        else:
+            p = t + 1 if reverse else t - 1
+            gemm(fn, False, three, n, hh, w, hh, Zf[p], n, m, n, 0.0)
+            gru_gates(gi[t], b, m, Zf[p, :s], Z[t])
+"""
+
+_GRU_BACKWARD_STEP = """
+import numpy as np
+from numba import njit
+""" + _TRANSPOSE + """
+
+@njit(inline='always')
+def gru_step_back(zf, hp, dhf, y, g_, m_, d):
+    # one GRU backward step on flat blocks: the pre-activation gradients g_ (3H, N) (= the
+    # input projection's), m_ (3H, N) (= that of W h + b) and d = dh z (the direct part of
+    # dh_prev), from Z's step block zf, the previous h, the carried dh and the step's y
+    s = hp.size
     one = np.{t}(1)
-    zf, hp, dhf, y = z.reshape(-1), h_prev.reshape(-1), dh_in.reshape(-1), dy.reshape(-1)
-    g_, m_, d = dg.reshape(-1), dm.reshape(-1), dhz.reshape(-1)
     for k in range(s):
         d[k] = dhf[k] + y[k]                           # dh
     for k in range(s):                                 # dz_pre = dh (h_prev - n) z (1 - z)
@@ -290,7 +324,50 @@ def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
         m_[2 * s + k] = g_[2 * s + k] * zf[s + k]
     for k in range(s):
         d[k] *= zf[2 * s + k]
-'''
+"""
+
+_GRU_BACKWARD = _GRU_BACKWARD_STEP + """
+
+@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])",
+      cache=CACHE, error_model='numpy', boundscheck=False)
+def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
+    \"\"\"one GRU backward step (`gru_step_back` on the blocks)\"\"\"
+    gru_step_back(z.reshape(-1), h_prev.reshape(-1), dh_in.reshape(-1), dy.reshape(-1), dg.reshape(-1),
+                  dm.reshape(-1), dhz.reshape(-1))
+"""
+
+# The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
+# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1).
+_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + GEMM_SOURCE + """
+
+@njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], boolean)", cache=CACHE, error_model='numpy',
+      boundscheck=False)
+def kernel(fn, Z, d_y, h0, wt, dhs, dg, dm, G, M, reverse):
+    \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
+    wt = W^T (H, 3H), with dhs[0] = d h_n on entry: G and M (L, N, 3H) and d h0 in
+    dhs[L % 2]; dg, dm (3H, N) scratch\"\"\"
+    L = Z.shape[0]
+    hh, three = wt.shape
+    n = dg.shape[1]
+    s = hh * n
+    Zf = Z.reshape(L, 5 * s)
+    for r in range(L):
+        k = L - 1 - r
+        t = L - 1 - k if reverse else k
+        dh_in, d = dhs[r % 2], dhs[(r + 1) % 2]
+        y = d_y[t].reshape(-1)
+        if k == 0:
+            gru_step_back(Zf[t], h0.reshape(-1), dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1),
+                          d.reshape(-1))
+        else:
+            p = t + 1 if reverse else t - 1
+            gru_step_back(Zf[t], Zf[p, :s], dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1),
+                          d.reshape(-1))
+        transpose_into(dg, G[t])
+        transpose_into(dm, M[t])
+        gemm(fn, False, hh, n, three, wt, three, dm, n, d, n, 1.0)
+"""
 
 
 def _source(template: str, dtype: str, bits: int = 64) -> str:
@@ -335,6 +412,16 @@ def forward_layer(dtype: str):
 def backward_layer(dtype: str):
     """(kernel, GEMM address) of the whole backward loop for `dtype`, or None."""
     return _get_layer(_BACKWARD_LAYER, "backward_layer", dtype)
+
+
+def gru_forward_layer(dtype: str):
+    """(kernel, GEMM address) of the GRU's whole forward loop for `dtype`, or None."""
+    return _get_layer(_GRU_FORWARD_LAYER, "gru_forward_layer", dtype)
+
+
+def gru_backward_layer(dtype: str):
+    """(kernel, GEMM address) of the GRU's whole backward loop for `dtype`, or None."""
+    return _get_layer(_GRU_BACKWARD_LAYER, "gru_backward_layer", dtype)
 
 
 def gru_forward_step(dtype: str):
