@@ -3,7 +3,8 @@
 Why: as for the LSTM (ops/lstm_prim.py), a GRU run step by step records graph nodes per
 time step and layer, and the per-step slicing, stacking and accumulation cost more than
 the gate math. Here each time loop runs inside one op (one GEMM plus a dozen numpy passes
-per step, the gate math one numba kernel when loaded: ops/lstm_kernels.py). `tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
+per step; the whole loop one numba kernel when loaded, GEMMs included: ops/lstm_kernels.py).
+`tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
 autograd Function); captured, a layer is ``gru_layer`` plus ``gru_layer_states`` (its h
 rows, differentiable: VJP ``gru_layer_backward``), so compiled graphs run the same loops.
 ``gru_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
@@ -20,8 +21,8 @@ from __future__ import annotations
 from ..errors import ShapeError
 from . import lstm_kernels as _kernels
 # the LSTM layer's helpers
-from .lstm_prim import (_blas_threads, _errstate, _matmul, _order, _sigmoid_, check_float_operands,
-                        hidden_weight_grad)
+from .lstm_prim import (_errstate, _matmul, _order, _sigmoid_, blas_threads,
+                        check_float_operands, hidden_weight_grad)
 from .native import takes as _takes
 from .registry import Aval, bind, defprim
 
@@ -38,8 +39,8 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
         # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
         kernel, gemm = layer
         ro = _kernels.readonly
-        _blas_threads()
-        kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), Z, xp.empty((3 * H, N), dtype=gi.dtype), bool(reverse))
+        with blas_threads(3 * H, H, N):
+            kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), Z, xp.empty((3 * H, N), dtype=gi.dtype), bool(reverse))
         return Z
     step = _kernels.gru_forward_step(gi.dtype.name) if ok else None
     if step is not None:
@@ -119,9 +120,9 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
         ro = _kernels.readonly
         dhs = xp.empty((2, H, N), dtype=Z.dtype)
         dhs[0] = d_hn
-        _blas_threads()
-        kernel(gemm, ro(Z), ro(d_y), ro(h0), wt, dhs, xp.empty((3 * H, N), dtype=Z.dtype), dm, G, M,
-               bool(reverse))
+        with blas_threads(H, 3 * H, N):
+            kernel(gemm, ro(Z), ro(d_y), ro(h0), wt, dhs, xp.empty((3 * H, N), dtype=Z.dtype), dm, G, M,
+                   bool(reverse))
         return _finish(xp, res, off, M, Z, h0, dhs[L % 2], order)
     step = _kernels.gru_backward_step(Z.dtype.name) if ok else None
     if step is not None:

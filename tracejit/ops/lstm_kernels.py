@@ -1,20 +1,27 @@
-"""The LSTM and GRU layers' per-step gate math as one numba kernel each way (ops/native.py).
+"""The LSTM and GRU layers' time loops as numba kernels (ops/native.py): the whole loop
+each way, or (where numpy's BLAS GEMM is not found) one step's gate math.
 
 In numpy, one step of ops/lstm_prim.py's forward is ~12 passes over (H, N) blocks (three
 sigmoids of four passes each, two tanh, the cell update) and one of its backward ~25
 (ops/gru_prim.py's: ~12 and ~15): for the LSTM LM workload (batch 32, hidden 256, 64 steps,
 float32, one thread) ~18 ms of a layer's 38 ms forward and ~18 of its 52 ms backward, the
-rest being the GEMMs. Here each step's gate math is one kernel call: a few passes over
-blocks that stay in cache, with tanh from compiler/mathlib.py (pure arithmetic), so
-the loops vectorize (forward 73 us against 116-130 us of numpy per LSTM step, backward
-22-25 us against ~150 us).
+rest being the GEMMs. A step's gate math here is a few passes over blocks that stay in
+cache, with tanh from compiler/mathlib.py (pure arithmetic), so the loops vectorize
+(forward 73 us against 116-130 us of numpy per LSTM step, backward 22-25 us against
+~150 us).
+
+The whole-loop kernels (``forward_layer`` ...) also call each step's GEMM, numpy's own
+BLAS through its address (ops/blas_gemm.py), so a layer is one call each way: no
+Python, numpy call setup or out-array handling per step (LSTM LM layer, one thread:
+forward 25.9 -> 19.8 ms, backward 43.9 -> 38.3 ms against the per-step kernels driven
+from Python). The per-step kernels (``forward_step`` ...) share their gate math
+(``gates``, ``step_back``, ...) and run when that BLAS is not found.
 
 Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
-typed read-only where they are read, so the loops run over plain rows. Not all the
-layer's work is here: the GEMMs stay with BLAS. The transposed read of each step's input
-projection block (forward) and the transposed write of its gradient (backward) are
-loops of their own, in tiles (a strided access inside the vectorized loops would make
-them gathers).
+typed read-only where they are read, so the loops run over plain rows. The transposed
+read of each step's input projection block (forward) and the transposed write of its
+gradient (backward) are loops of their own, in tiles (a strided access inside the
+vectorized loops would make them gathers).
 """
 from __future__ import annotations
 
@@ -98,7 +105,7 @@ def kernel(gi, b, m, c_prev, z):
 _FORWARD_LAYER = _FORWARD_GATES + GEMM_SOURCE + """
 
 @njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
-      "{t}[:, ::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False)
+      "{t}[:, ::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
 def kernel(fn, gi, w, b, h0, c0, Z, m, reverse):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from gi (L, N, 4H), w (4H, H),
     b (4H,), h0 and c0 (H, N); m (4H, N) scratch; fn the address of cblas_?gemm\"\"\"
@@ -193,7 +200,8 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 _BACKWARD_LAYER = _BACKWARD_STEP + GEMM_SOURCE + """
 
 @njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False)
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False,
+      nogil=True)
 def kernel(fn, Z, d_y, c0, wt, dh, dcs, dg, G, db, reverse):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
     or (L, 2H, N) and wt = W^T (H, 4H), with dh = d h_n and dcs[0] = d c_n on entry:
@@ -275,7 +283,7 @@ def kernel(gi, b, m, h_prev, z):
 _GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + GEMM_SOURCE + """
 
 @njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], boolean)",
-      cache=CACHE, error_model='numpy', boundscheck=False)
+      cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
 def kernel(fn, gi, w, b, h0, Z, m, reverse):
     \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
     b (3H,), h0 (H, N); m (3H, N) scratch; fn the address of cblas_?gemm\"\"\"
@@ -342,7 +350,7 @@ _GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + GEMM_SOURCE + """
 
 @njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
       "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], boolean)", cache=CACHE, error_model='numpy',
-      boundscheck=False)
+      boundscheck=False, nogil=True)
 def kernel(fn, Z, d_y, h0, wt, dhs, dg, dm, G, M, reverse):
     \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
     wt = W^T (H, 3H), with dhs[0] = d h_n on entry: G and M (L, N, 3H) and d h0 in

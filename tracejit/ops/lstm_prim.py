@@ -6,10 +6,10 @@ step and layer, and its gate math is ~13 elementwise op calls forward and ~25 ba
 step (three sigmoids, two tanh, the cell update), each with dispatch and graph bookkeeping,
 plus the slicing, stacking and accumulation around the steps. For the 2-layer, 64-step LM
 step (batch 32, hidden 256) that was ~6000 op calls and more time than the gate math
-itself. Here each time loop runs inside one op (per step one GEMM and the gate math: one
-numba kernel call when loaded, ops/lstm_kernels.py, else ~12 in-place numpy passes
-forward and ~25 backward), as PyTorch's CPU LSTM is one oneDNN layer call forward and one
-backward.
+itself. Here each time loop runs inside one op (per step one GEMM and the gate math: the
+whole loop one numba kernel call when loaded, GEMMs included, ops/lstm_kernels.py; else
+~12 in-place numpy passes forward and ~25 backward), as PyTorch's CPU LSTM is one oneDNN
+layer call forward and one backward.
 
 Eagerly, `tracejit.nn.lstm_layer` runs ``lstm_layer`` / ``lstm_layer_backward`` as an
 autograd Function, which hands the backward the cotangents of each step's h and the final
@@ -78,11 +78,22 @@ def check_float_operands(op: str, gi: Aval, **others: Aval) -> None:
                              f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
 
 
-def _blas_threads() -> None:
-    # a layer kernel calls numpy's BLAS directly: give it the thread count eager
-    # products get (coreshare.adapt_blas, as `_matmul` below does per call)
-    from ..coreshare import adapt_blas
-    adapt_blas()
+@contextlib.contextmanager
+def blas_threads(m: int, k: int, n: int):
+    """BLAS's thread count for a layer kernel's per-step (m, k) @ (k, n) products: the
+    kernels call numpy's BLAS directly, so they get here what `_matmul` below gives each
+    product (coreshare: the count the machine can give now, one thread for a small GEMM,
+    where waking the pool costs more than it saves)."""
+    from .. import coreshare
+    setting = coreshare._blas if coreshare.adapt_blas() else None
+    if setting is None or setting.ours in (None, 1) or m * k * n >= coreshare.SMALL_GEMM_MNK:
+        yield
+        return
+    setting.put(1)
+    try:
+        yield
+    finally:
+        setting.put(setting.ours)
 
 
 def _order(L: int, reverse: bool):
@@ -99,8 +110,9 @@ def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
         # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
         kernel, gemm = layer
         ro = _kernels.readonly
-        _blas_threads()
-        kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, xp.empty((4 * H, N), dtype=gi.dtype), bool(reverse))
+        with blas_threads(4 * H, H, N):
+            kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, xp.empty((4 * H, N), dtype=gi.dtype),
+                   bool(reverse))
         return Z
     step = _kernels.forward_step(gi.dtype.name) if ok else None
     if step is not None:
@@ -187,8 +199,8 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         dcs = xp.empty((2, H, N), dtype=Z.dtype)
         dcs[0] = d_cn
         db = res[off[1]:off[2]]
-        _blas_threads()
-        kernel(gemm, ro(Z), ro(d_y), ro(c0), ro(w.T), dh, dcs, dg, G, db, bool(reverse))
+        with blas_threads(H, 4 * H, N):
+            kernel(gemm, ro(Z), ro(d_y), ro(c0), ro(w.T), dh, dcs, dg, G, db, bool(reverse))
         return _finish(xp, res, off, G, Z, h0, dh, dcs[L % 2], order, db_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None
