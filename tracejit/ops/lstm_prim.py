@@ -273,13 +273,15 @@ def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False):
 
 
 def hidden_weight_grad(xp, G2, Z, h0, order):
-    """d W = sum_t dg_t @ h_{t-1}^T for a recurrent layer (LSTM, GRU): G2 (L*N, G*H) every
+    """d W = sum_t dg_t @ h_{t-1}^T for a recurrent layer (LSTM, GRU, RNN): G2 (L*N, G*H) every
     step's gate gradient as rows, Z (L, kH, N) the forward's result with each step's h in
     its first H rows, h0 (H, N); `order` the steps in time order. One GEMM over all steps,
     (G*H, L*N) @ (L*N, H), both operands transposed views: G2's rows, and the h_{t-1}
     gathered as (H, L, N) (one copy of (H, N) blocks, rows of N values: 0.58 against
     0.94 ms for transposing each into an (L, N, H) buffer, LSTM LM layer)."""
     L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
+    if L == 0:
+        return xp.zeros((G2.shape[1], H), dtype=Z.dtype)
     hprev = xp.empty((H, L, N), dtype=Z.dtype)
     if order[0] == 0:                  # forward in time: step t follows t - 1
         hprev[:, 0] = h0
