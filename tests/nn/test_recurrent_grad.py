@@ -76,20 +76,21 @@ def test_frozen_hidden_weights(kind):
     np.testing.assert_allclose(m.weight_ih_l0.grad.numpy(), t.weight_ih_l0.grad.numpy(), rtol=1e-10)
 
 
-def test_one_weight_gradient_gemm_per_layer_and_direction():
+def test_one_weight_gradient_gemm_per_layer_and_direction(monkeypatch):
     """An RNN layer's backward is one op: per step one GEMM dh = W_hh^T dpre, and W_hh's
     gradient one GEMM over all steps (as the LSTM's and GRU's: tests/nn/test_lstm_layer.py,
-    test_gru_layer.py)."""
-    from tracejit.ops import rnn_prim
+    test_gru_layer.py). Counted on the numpy form (the whole-loop kernel, ops/rnn_kernels.py,
+    makes the per-step GEMMs inside numba: tests/ops/test_rnn_kernels.py)."""
+    from tracejit.ops import lstm_prim, rnn_prim
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
     m, _ = _pair("rnn")
     out = m(tj.tensor(_x(3, (7, 2, 3))))[0].sum()
     calls = []
     orig = rnn_prim._matmul
-    rnn_prim._matmul = lambda xp, a, b: calls.append((a.shape, b.shape)) or orig(xp, a, b)
-    try:
-        out.backward()
-    finally:
-        rnn_prim._matmul = orig
+    counted = lambda xp, a, b: calls.append((a.shape, b.shape)) or orig(xp, a, b)   # noqa: E731
+    monkeypatch.setattr(rnn_prim, "_matmul", counted)
+    monkeypatch.setattr(lstm_prim, "_matmul", counted)    # hidden_weight_grad's GEMM
+    out.backward()
     assert calls.count(((4, 4), (4, 2))) == 7               # one per step (d h0 included)
     assert calls.count(((4, 14), (14, 4))) == 1             # d W_hh over the 7*2 stacked rows
     assert len(calls) == 8, calls

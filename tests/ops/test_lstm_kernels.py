@@ -1,11 +1,13 @@
-"""The LSTM and GRU layers' per-step numba kernels (tracejit/ops/lstm_kernels.py) against the
-layer primitives' numpy forms (ops/lstm_prim.py, ops/gru_prim.py, TRACEJIT_EAGER_KERNELS=0): forward,
-and backward with the cotangent of h only (eager) or of h and c (the compiled VJP),
-both directions, float32 and float64, saturated gates."""
+"""The LSTM and GRU layers' numba kernels (tracejit/ops/lstm_kernels.py) against the layer
+primitives' numpy forms (ops/lstm_prim.py, ops/gru_prim.py, TRACEJIT_EAGER_KERNELS=0): the LSTM's
+whole-loop kernels (GEMMs through numpy's BLAS, ops/blas_gemm.py) and its per-step kernels (what
+runs when that BLAS is not found), the GRU's likewise; forward, and backward with the
+cotangent of h only (eager) or of h and c (the compiled VJP), both directions, float32 and
+float64, saturated gates."""
 import numpy as np
 import pytest
 
-from tracejit.ops import gru_prim, lstm_kernels, lstm_prim
+from tracejit.ops import blas_gemm, gru_prim, lstm_kernels, lstm_prim
 
 pytest.importorskip("numba", reason="the kernels are numba code")
 
@@ -15,20 +17,40 @@ def _sync(monkeypatch):
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # load the kernels at their first call
 
 
-def _run(monkeypatch, kernels: bool, fn, *a, **kw):
+def _run(monkeypatch, kernels, fn, *a, **kw):
+    """fn's result with the kernels on ("layer": the whole-loop kernels where they load;
+    "step": the per-step kernels) or off (False: the numpy forms)."""
     if kernels:
         monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
     else:
         monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
-    return fn(np, *a, **kw)
+    with monkeypatch.context() as m:
+        if kernels == "step":
+            for name in ("forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer"):
+                m.setattr(lstm_kernels, name, lambda dtype: None)
+        return fn(np, *a, **kw)
+
+
+def _loaded(mode: str, dtype: str, layer: str = "") -> None:
+    """Assert the kernels `mode` names load for the LSTM (`layer` "") or GRU ("gru_"); skip the
+    whole-loop ones where numpy's BLAS exports no cblas GEMM ops/blas_gemm.py knows."""
+    if mode == "step":
+        names = ("forward_step", "backward_step")
+    elif blas_gemm.gemm_address(dtype) is None:
+        pytest.skip("numpy's BLAS exports no cblas GEMM that ops/blas_gemm.py knows")
+    else:
+        names = ("forward_layer", "backward_layer")
+    for name in names:
+        assert getattr(lstm_kernels, layer + name)(dtype) is not None
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
 @pytest.mark.parametrize("H", [4, 9], ids=["4H=16", "4H=36"])   # the kernels' tiles of 16 rows, and a rest
-def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H):
-    assert lstm_kernels.forward_step(dtype) is not None and lstm_kernels.backward_step(dtype) is not None
+@pytest.mark.parametrize("mode", ["layer", "step"])
+def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, mode):
+    _loaded(mode, dtype)
     r = np.random.default_rng(5)
     L, N = 5, 3
     scale = 4.0                     # pre-activations of a few units: some gates near 0 or 1
@@ -37,19 +59,21 @@ def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H):
     gi[0, 0, 0] = 200.0             # saturated: sigmoid exactly 1, no overflow
     gi[1, 1, H] = -200.0
     tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    zk = _run(monkeypatch, True, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
+    zk = _run(monkeypatch, mode, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
     zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
     assert np.isfinite(zk).all()
     np.testing.assert_allclose(zk, zn, **tol)
     d_y = a(L, 2 * H if full else H, N)
     args = (d_y, a(H, N), a(H, N), gi, w, b, h0, c0, zn)
-    rk = _run(monkeypatch, True, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    rk = _run(monkeypatch, mode, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
     rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
 
-def test_strided_operands_are_taken(monkeypatch):
+@pytest.mark.parametrize("mode", ["layer", "step"])
+def test_strided_operands_are_taken(monkeypatch, mode):
     """Views (a transposed state, a strided cotangent) go through the kernels too."""
+    _loaded(mode, "float64")
     r = np.random.default_rng(6)
     L, N, H = 3, 2, 3
     gi = r.standard_normal((L, N, 4 * H))
@@ -57,21 +81,54 @@ def test_strided_operands_are_taken(monkeypatch):
     b = r.standard_normal(4 * H)
     h0 = r.standard_normal((N, H)).T
     c0 = r.standard_normal((N, H)).T
-    zk = _run(monkeypatch, True, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0)
+    zk = _run(monkeypatch, mode, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0)
     zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0)
     np.testing.assert_allclose(zk, zn, rtol=1e-12, atol=1e-13)
     d_y = r.standard_normal((L, N, H)).transpose(0, 2, 1)
     args = (d_y, r.standard_normal((N, H)).T, r.standard_normal((H, N)), gi, w, b, h0, c0, zn)
-    np.testing.assert_allclose(_run(monkeypatch, True, lstm_prim._lstm_layer_backward_impl, *args),
+    np.testing.assert_allclose(_run(monkeypatch, mode, lstm_prim._lstm_layer_backward_impl, *args),
                                _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args),
                                rtol=1e-12, atol=1e-12)
+
+
+def _recording(real, name, calls):
+    def get(dtype):
+        found = real(dtype)
+        if found is not None:
+            calls.append(name)
+        return found
+    return get
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_whole_loop_kernels_run_and_take_one_step(monkeypatch, reverse):
+    """The layer ops call the whole-loop kernels (not the per-step ones) when they load, and a
+    sequence of one step (no h_{t-1} from Z: only h0) matches the numpy form."""
+    _loaded("layer", "float32")
+    calls = []
+    for name in ("forward_layer", "backward_layer"):
+        real = getattr(lstm_kernels, name)
+        monkeypatch.setattr(lstm_kernels, name, _recording(real, name, calls))
+    r = np.random.default_rng(8)
+    H, N = 5, 4
+    a = lambda *s: r.standard_normal(s).astype("float32")   # noqa: E731
+    gi, w, b, h0, c0 = a(1, N, 4 * H), a(4 * H, H), a(4 * H), a(H, N), a(H, N)
+    zk = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
+    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
+    np.testing.assert_allclose(zk, zn, rtol=2e-5, atol=2e-6)
+    args = (a(1, H, N), a(H, N), a(H, N), gi, w, b, h0, c0, zn)
+    rk = _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    np.testing.assert_allclose(rk, rn, rtol=2e-5, atol=2e-6 * np.abs(rn).max())
+    assert calls == ["forward_layer", "backward_layer"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("H", [4, 7], ids=["3H=12", "3H=21"])   # the transposes' tiles of 16 rows, and a rest
-def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H):
-    assert lstm_kernels.gru_forward_step(dtype) is not None and lstm_kernels.gru_backward_step(dtype) is not None
+@pytest.mark.parametrize("mode", ["layer", "step"])
+def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H, mode):
+    _loaded(mode, dtype, "gru_")
     r = np.random.default_rng(7)
     L, N = 5, 3
     a = lambda *s: (r.standard_normal(s) * 3.0).astype(dtype)   # noqa: E731
@@ -79,11 +136,11 @@ def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H):
     h0 = a(N, H).T                       # a transposed view, as the layer passes it
     gi[0, 0, 0] = 200.0
     tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    zk = _run(monkeypatch, True, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
+    zk = _run(monkeypatch, mode, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
     zn = _run(monkeypatch, False, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
     assert np.isfinite(zk).all()
     np.testing.assert_allclose(zk, zn, **tol)
     args = (a(L, H, N), a(H, N), gi, w, b, h0, zn)
-    rk = _run(monkeypatch, True, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
+    rk = _run(monkeypatch, mode, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
     rn = _run(monkeypatch, False, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())

@@ -3,7 +3,8 @@
 Why: as for the LSTM (ops/lstm_prim.py), a GRU run step by step records graph nodes per
 time step and layer, and the per-step slicing, stacking and accumulation cost more than
 the gate math. Here each time loop runs inside one op (one GEMM plus a dozen numpy passes
-per step, the gate math one numba kernel when loaded: ops/lstm_kernels.py). `tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
+per step; the whole loop one numba kernel when loaded, GEMMs included: ops/lstm_kernels.py).
+`tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
 autograd Function); captured, a layer is ``gru_layer`` plus ``gru_layer_states`` (its h
 rows, differentiable: VJP ``gru_layer_backward``), so compiled graphs run the same loops.
 ``gru_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
@@ -20,7 +21,8 @@ from __future__ import annotations
 from ..errors import ShapeError
 from . import lstm_kernels as _kernels
 # the LSTM layer's helpers
-from .lstm_prim import _errstate, _matmul, _order, _sigmoid_, check_float_operands
+from .lstm_prim import (_errstate, _matmul, _order, _sigmoid_, blas_threads,
+                        check_float_operands, hidden_weight_grad)
 from .native import takes as _takes
 from .registry import Aval, bind, defprim
 
@@ -31,7 +33,16 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
     L, N, three = gi.shape
     H = three // 3
     Z = xp.empty((L, 5 * H, N), dtype=gi.dtype)
-    step = _kernels.gru_forward_step(gi.dtype.name) if _takes(xp, gi, w, b, h0) else None
+    ok = _takes(xp, gi, w, b, h0)
+    layer = _kernels.gru_forward_layer(gi.dtype.name) if ok else None
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
+        kernel, gemm = layer
+        ro = _kernels.readonly
+        with blas_threads(3 * H, H, N):
+            kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), Z, xp.empty((3 * H, N), dtype=gi.dtype), bool(reverse))
+        return Z
+    step = _kernels.gru_forward_step(gi.dtype.name) if ok else None
     if step is not None:
         # one kernel per step for the gate math (ops/lstm_kernels.py)
         ro = _kernels.readonly
@@ -101,7 +112,19 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
     dm = xp.empty((3 * H, N), dtype=Z.dtype)
-    step = _kernels.gru_backward_step(Z.dtype.name) if _takes(xp, d_y, d_hn, Z, w, h0) else None
+    ok = _takes(xp, d_y, d_hn, Z, w, h0)
+    layer = _kernels.gru_backward_layer(Z.dtype.name) if ok else None
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
+        kernel, gemm = layer
+        ro = _kernels.readonly
+        dhs = xp.empty((2, H, N), dtype=Z.dtype)
+        dhs[0] = d_hn
+        with blas_threads(H, 3 * H, N):
+            kernel(gemm, ro(Z), ro(d_y), ro(h0), wt, dhs, xp.empty((3 * H, N), dtype=Z.dtype), dm, G, M,
+                   bool(reverse))
+        return _finish(xp, res, off, M, Z, h0, dhs[L % 2], order)
+    step = _kernels.gru_backward_step(Z.dtype.name) if ok else None
     if step is not None:
         # one kernel per step for the gate math (ops/lstm_kernels.py)
         ro = _kernels.readonly
@@ -157,11 +180,8 @@ def _finish(xp, res, off, M, Z, h0, dh, order):
     """Fill in d w, d b and d h0 once every step's d (W h + b) is in M."""
     L, five, N = Z.shape
     H = five // 5
-    hprev = xp.empty((L, N, H), dtype=Z.dtype)
-    for k, t in enumerate(order):
-        hprev[t] = (h0 if k == 0 else Z[order[k - 1], :H]).T
     M2 = M.reshape(L * N, 3 * H)
-    res[off[0]:off[1]] = _matmul(xp, M2.T, hprev.reshape(L * N, H)).reshape(-1)
+    res[off[0]:off[1]].reshape(3 * H, H)[...] = hidden_weight_grad(xp, M2, Z, h0, order)
     res[off[1]:off[2]] = M2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
     return res

@@ -1,30 +1,37 @@
-"""The LSTM and GRU layers' per-step gate math as one numba kernel each way (ops/native.py).
+"""The LSTM and GRU layers' time loops as numba kernels (ops/native.py): the whole loop
+each way, or (where numpy's BLAS GEMM is not found) one step's gate math.
 
 In numpy, one step of ops/lstm_prim.py's forward is ~12 passes over (H, N) blocks (three
 sigmoids of four passes each, two tanh, the cell update) and one of its backward ~25
 (ops/gru_prim.py's: ~12 and ~15): for the LSTM LM workload (batch 32, hidden 256, 64 steps,
 float32, one thread) ~18 ms of a layer's 38 ms forward and ~18 of its 52 ms backward, the
-rest being the GEMMs. Here each step's gate math is one kernel call: a few passes over
-blocks that stay in cache, with tanh from compiler/mathlib.py (pure arithmetic), so
-the loops vectorize (forward 73 us against 116-130 us of numpy per LSTM step, backward
-22-25 us against ~150 us).
+rest being the GEMMs. A step's gate math here is a few passes over blocks that stay in
+cache, with tanh from compiler/mathlib.py (pure arithmetic), so the loops vectorize
+(forward 73 us against 116-130 us of numpy per LSTM step, backward 22-25 us against
+~150 us).
+
+The whole-loop kernels (``forward_layer`` ...) also call each step's GEMM, numpy's own
+BLAS through its address (ops/blas_gemm.py), so a layer is one call each way: no
+Python, numpy call setup or out-array handling per step (LSTM LM layer, one thread:
+forward 25.9 -> 19.8 ms, backward 43.9 -> 38.3 ms against the per-step kernels driven
+from Python). The per-step kernels (``forward_step`` ...) share their gate math
+(``gates``, ``step_back``, ...) and run when that BLAS is not found.
 
 Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
-typed read-only where they are read, so the loops run over plain rows. Not all the
-layer's work is here: the GEMMs stay with BLAS. The transposed read of each step's input
-projection block (forward) and the transposed write of its gradient (backward) are
-loops of their own, in tiles (a strided access inside the vectorized loops would make
-them gathers).
+typed read-only where they are read, so the loops run over plain rows. The transposed
+read of each step's input projection block (forward) and the transposed write of its
+gradient (backward) are loops of their own, in tiles (a strided access inside the
+vectorized loops would make them gathers).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .blas_gemm import GEMM_SOURCE, gemm_address
 from .native import kernel as _kernel
 
-__all__ = ["forward_step", "backward_step", "gru_forward_step", "gru_backward_step", "readonly"]
-
-_RO2 = "Array({t}, 2, 'C', readonly=True)"
+__all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
+           "gru_backward_layer", "gru_forward_step", "gru_backward_step", "readonly"]
 
 # Each loop below writes one array and reads few: with more, LLVM's runtime alias checks
 # give up and the loop stays scalar (one loop doing all of a step's gate math ran ~10x
@@ -44,16 +51,16 @@ def sigmoid(x):
     return HALF + HALF * tanh(HALF * x)
 '''
 
-_FORWARD = _SIGMOID_HEAD + '''
+_FORWARD_GATES = _SIGMOID_HEAD + """
 
 
-@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False)
-def kernel(gi, b, m, c_prev, z):
-    """one forward step: m (4H, N) = W h, overwritten with the gates' pre-activation
-    m + gi^T + b (gi (N, 4H): the step's input projection); z (6H, N) = (h, c, i, f, g, o)"""
+@njit(inline='always')
+def gates(gi, b, m, cp, zf):
+    # one forward step's gate math: m (4H, N) = W h, overwritten with the gates'
+    # pre-activation m + gi^T + b (gi (N, 4H): the step's input projection); zf the flat
+    # (6H, N) block (h, c, i, f, g, o); cp the flat previous c
     four, n = m.shape
-    s = c_prev.size
+    s = cp.size
     # the transposed read, as its own loop, in tiles of 16 gate rows: each batch row's 16
     # contiguous values go to 16 rows of m (34 against 41 us a step read column by column)
     top = four - four % 16
@@ -71,8 +78,6 @@ def kernel(gi, b, m, c_prev, z):
         for k in range(n):
             row[k] += bj
     p = m.reshape(-1)
-    zf = z.reshape(-1)
-    cp = c_prev.reshape(-1)
     for k in range(2 * s):
         zf[2 * s + k] = sigmoid(p[k])                  # i, f
     for k in range(s):
@@ -83,7 +88,42 @@ def kernel(gi, b, m, c_prev, z):
         zf[s + k] = zf[3 * s + k] * cp[k] + zf[2 * s + k] * zf[4 * s + k]
     for k in range(s):
         zf[k] = zf[5 * s + k] * tanh(zf[s + k])
-'''
+"""
+
+_FORWARD = _FORWARD_GATES + """
+
+@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False)
+def kernel(gi, b, m, c_prev, z):
+    \"\"\"one forward step: m (4H, N) = W h, overwritten with the gates' pre-activation
+    m + gi^T + b (gi (N, 4H): the step's input projection); z (6H, N) = (h, c, i, f, g, o)\"\"\"
+    gates(gi, b, m, c_prev.reshape(-1), z.reshape(-1))
+"""
+
+# The whole forward time loop: per step the GEMM m = W h_prev (numpy's BLAS through
+# ops/blas_gemm.py) and `gates`, so the loop over time is one call.
+_FORWARD_LAYER = _FORWARD_GATES + GEMM_SOURCE + """
+
+@njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
+      "{t}[:, ::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def kernel(fn, gi, w, b, h0, c0, Z, m, reverse):
+    \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from gi (L, N, 4H), w (4H, H),
+    b (4H,), h0 and c0 (H, N); m (4H, N) scratch; fn the address of cblas_?gemm\"\"\"
+    L = gi.shape[0]
+    four, hh = w.shape
+    n = m.shape[1]
+    s = hh * n
+    Zf = Z.reshape(L, 6 * s)
+    for k in range(L):
+        t = L - 1 - k if reverse else k
+        if k == 0:
+            gemm(fn, False, four, n, hh, w, hh, h0, n, m, n, 0.0)
+            gates(gi[t], b, m, c0.reshape(-1), Zf[t])
+        else:
+            p = t + 1 if reverse else t - 1
+            gemm(fn, False, four, n, hh, w, hh, Zf[p], n, m, n, 0.0)    # h_prev: Zf[p]'s first rows
+            gates(gi[t], b, m, Zf[p, s:2 * s], Zf[t])
+"""
 
 _TRANSPOSE = '''
 
@@ -103,24 +143,21 @@ def transpose_into(src, dst):
             dst[k, j] = src[j, k]
 '''
 
-_BACKWARD = '''
+_BACKWARD_STEP = """
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import tanh_{s} as tanh
-''' + _TRANSPOSE + '''
+""" + _TRANSPOSE + """
 
-@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], "
-      "{t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False)
-def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
-    """one backward step: from Z's step block z (6H, N) = (h, c, i, f, g, o), c_prev, the
-    carried dh, dc (H, N) and the step's output cotangent dy ((H, N): of h; (2H, N): of
-    h and c), the gates' pre-activation gradient dg (4H, N), the same transposed dg_t
-    (N, 4H: the step's block of the input projection's gradient) and the next dc"""
-    s = c_prev.size
-    full = dy.shape[0] != c_prev.shape[0]
+@njit(inline='always')
+def step_back(zf, cp, dhf, dcf, y, full, dg, dco, dg_t):
+    # one backward step on flat (H, N) blocks: from Z's step block zf (h, c, i, f, g, o),
+    # c_prev, the carried dh, dc and the step's output cotangent y (of h; with `full`, of h
+    # and c), the gates' pre-activation gradient dg (4H, N), the same transposed dg_t
+    # (N, 4H: the step's block of the input projection's gradient) and the next dc
+    s = cp.size
     one = np.{t}(1)
-    zf, cp, dhf, dcf, y = z.reshape(-1), c_prev.reshape(-1), dh_in.reshape(-1), dc_in.reshape(-1), dy.reshape(-1)
-    g_, dco = dg.reshape(-1), dc_out.reshape(-1)
+    g_ = dg.reshape(-1)
     for k in range(s):                                 # dh (kept in do's rows for now)
         g_[3 * s + k] = dhf[k] + y[k]
     for k in range(s):                                 # dct = dc + dh o (1 - tanh(c)^2)
@@ -144,21 +181,74 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
     for k in range(s):                                 # the next dc = dct f
         dco[k] *= zf[3 * s + k]
     transpose_into(dg, dg_t)
-'''
+"""
+
+_BACKWARD = _BACKWARD_STEP + """
+
+@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], "
+      "{t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False)
+def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
+    \"\"\"one backward step (`step_back` on the (H, N) / (G*H, N) blocks); dy (H, N): the
+    cotangent of h, (2H, N): of h and c\"\"\"
+    step_back(z.reshape(-1), c_prev.reshape(-1), dh_in.reshape(-1), dc_in.reshape(-1), dy.reshape(-1),
+              dy.shape[0] != c_prev.shape[0], dg, dc_out.reshape(-1), dg_t)
+"""
+
+# The whole backward time loop: per step `step_back`, the bias gradient's share (dg's
+# row sums, while dg is in cache: no pass over the (L*N, 4H) gradient afterwards) and
+# the GEMM dh = W^T dg, so the loop over time is one call.
+_BACKWARD_LAYER = _BACKWARD_STEP + GEMM_SOURCE + """
+
+@njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False,
+      nogil=True)
+def kernel(fn, Z, d_y, c0, wt, dh, dcs, dg, G, db, reverse):
+    \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
+    or (L, 2H, N) and wt = W^T (H, 4H), with dh = d h_n and dcs[0] = d c_n on entry:
+    every step's gate gradient G (L, N, 4H), db (4H,), and d h0 in dh, d c0 in
+    dcs[L % 2]; dg (4H, N) scratch\"\"\"
+    L = Z.shape[0]
+    hh, four = wt.shape
+    n = dg.shape[1]
+    s = hh * n
+    full = d_y.shape[1] != hh
+    Zf = Z.reshape(L, 6 * s)
+    dhf = dh.reshape(-1)
+    db[:] = 0
+    for r in range(L):
+        k = L - 1 - r                                  # the step's place in time order
+        t = L - 1 - k if reverse else k
+        dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
+        y = d_y[t].reshape(-1)
+        if k == 0:
+            step_back(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, G[t])
+        else:
+            p = t + 1 if reverse else t - 1
+            step_back(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, G[t])
+        for j in range(four):
+            row = dg[j]
+            acc = np.{t}(0)
+            for q in range(n):
+                acc += row[q]
+            db[j] += acc
+        # dh = W^T dg, on a transposed copy of W (W^T through the GEMM's trans flag: 290
+        # against 261 us a step)
+        gemm(fn, False, hh, n, four, wt, four, dg, n, dh, n, 0.0)
+"""
 
 
 # The GRU's steps (ops/gru_prim.py; Z's step block (5H, N) = (h, r, z, n, hn) with
 # hn = W_hn h + b_hn).
-_GRU_FORWARD = _SIGMOID_HEAD + '''
+_GRU_FORWARD_GATES = _SIGMOID_HEAD + """
 
-@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False)
-def kernel(gi, b, m, h_prev, z):
-    """one GRU forward step: m (3H, N) = W h (overwritten); gi (N, 3H) the step's input
-    projection; z (5H, N) = (h, r, z, n, hn)"""
+
+@njit(inline='always')
+def gru_gates(gi, b, m, hp, z):
+    # one GRU forward step's gate math: m (3H, N) = W h (overwritten); gi (N, 3H) the
+    # step's input projection; z (5H, N) = (h, r, z, n, hn); hp the flat previous h
     three, n = m.shape
     hh = three // 3
-    s = h_prev.size
+    s = hp.size
     for j in range(2 * hh):        # r, z pre-activations: the transposed read of gi
         bj = b[j]
         row = m[j]
@@ -172,26 +262,59 @@ def kernel(gi, b, m, h_prev, z):
             zg[k] = gi[k, 2 * hh + j]
     p = m.reshape(-1)
     zf = z.reshape(-1)
-    hp = h_prev.reshape(-1)
     for k in range(2 * s):
         zf[s + k] = sigmoid(p[k])                      # r, z
     for k in range(s):
         zf[3 * s + k] = tanh(zf[3 * s + k] + zf[s + k] * zf[4 * s + k])
     for k in range(s):
         zf[k] = zf[3 * s + k] + zf[2 * s + k] * (hp[k] - zf[3 * s + k])
-'''
+"""
 
-_GRU_BACKWARD = _SIGMOID_HEAD + '''
+_GRU_FORWARD = _GRU_FORWARD_GATES + """
 
-@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])",
-      cache=CACHE, error_model='numpy', boundscheck=False)
-def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
-    """one GRU backward step: the pre-activation gradients dg (3H, N) (= the input
-    projection's), dm (3H, N) (= that of W h + b) and dh z (the direct part of dh_prev)"""
-    s = h_prev.size
+@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False)
+def kernel(gi, b, m, h_prev, z):
+    \"\"\"one GRU forward step (`gru_gates`)\"\"\"
+    gru_gates(gi, b, m, h_prev.reshape(-1), z)
+"""
+
+# The GRU's whole forward loop, as `_FORWARD_LAYER`'s.
+_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + GEMM_SOURCE + """
+
+@njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], boolean)",
+      cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def kernel(fn, gi, w, b, h0, Z, m, reverse):
+    \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
+    b (3H,), h0 (H, N); m (3H, N) scratch; fn the address of cblas_?gemm\"\"\"
+    L = gi.shape[0]
+    three, hh = w.shape
+    n = m.shape[1]
+    s = hh * n
+    Zf = Z.reshape(L, 5 * s)
+    for k in range(L):
+        t = L - 1 - k if reverse else k
+        if k == 0:
+            gemm(fn, False, three, n, hh, w, hh, h0, n, m, n, 0.0)
+            gru_gates(gi[t], b, m, h0.reshape(-1), Z[t])
+        else:
+            p = t + 1 if reverse else t - 1
+            gemm(fn, False, three, n, hh, w, hh, Zf[p], n, m, n, 0.0)
+            gru_gates(gi[t], b, m, Zf[p, :s], Z[t])
+"""
+
+_GRU_BACKWARD_STEP = """
+import numpy as np
+from numba import njit
+""" + _TRANSPOSE + """
+
+@njit(inline='always')
+def gru_step_back(zf, hp, dhf, y, g_, m_, d):
+    # one GRU backward step on flat blocks: the pre-activation gradients g_ (3H, N) (= the
+    # input projection's), m_ (3H, N) (= that of W h + b) and d = dh z (the direct part of
+    # dh_prev), from Z's step block zf, the previous h, the carried dh and the step's y
+    s = hp.size
     one = np.{t}(1)
-    zf, hp, dhf, y = z.reshape(-1), h_prev.reshape(-1), dh_in.reshape(-1), dy.reshape(-1)
-    g_, m_, d = dg.reshape(-1), dm.reshape(-1), dhz.reshape(-1)
     for k in range(s):
         d[k] = dhf[k] + y[k]                           # dh
     for k in range(s):                                 # dz_pre = dh (h_prev - n) z (1 - z)
@@ -209,15 +332,74 @@ def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
         m_[2 * s + k] = g_[2 * s + k] * zf[s + k]
     for k in range(s):
         d[k] *= zf[2 * s + k]
-'''
+"""
+
+_GRU_BACKWARD = _GRU_BACKWARD_STEP + """
+
+@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])",
+      cache=CACHE, error_model='numpy', boundscheck=False)
+def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
+    \"\"\"one GRU backward step (`gru_step_back` on the blocks)\"\"\"
+    gru_step_back(z.reshape(-1), h_prev.reshape(-1), dh_in.reshape(-1), dy.reshape(-1), dg.reshape(-1),
+                  dm.reshape(-1), dhz.reshape(-1))
+"""
+
+# The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
+# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1).
+_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + GEMM_SOURCE + """
+
+@njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], boolean)", cache=CACHE, error_model='numpy',
+      boundscheck=False, nogil=True)
+def kernel(fn, Z, d_y, h0, wt, dhs, dg, dm, G, M, reverse):
+    \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
+    wt = W^T (H, 3H), with dhs[0] = d h_n on entry: G and M (L, N, 3H) and d h0 in
+    dhs[L % 2]; dg, dm (3H, N) scratch\"\"\"
+    L = Z.shape[0]
+    hh, three = wt.shape
+    n = dg.shape[1]
+    s = hh * n
+    Zf = Z.reshape(L, 5 * s)
+    for r in range(L):
+        k = L - 1 - r
+        t = L - 1 - k if reverse else k
+        dh_in, d = dhs[r % 2], dhs[(r + 1) % 2]
+        y = d_y[t].reshape(-1)
+        if k == 0:
+            gru_step_back(Zf[t], h0.reshape(-1), dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1),
+                          d.reshape(-1))
+        else:
+            p = t + 1 if reverse else t - 1
+            gru_step_back(Zf[t], Zf[p, :s], dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1),
+                          d.reshape(-1))
+        transpose_into(dg, G[t])
+        transpose_into(dm, M[t])
+        gemm(fn, False, hh, n, three, wt, three, dm, n, d, n, 1.0)
+"""
+
+
+def _source(template: str, dtype: str, bits: int = 64) -> str:
+    s = "f32" if dtype == "float32" else "f64"
+    for n in (1, 2, 3):
+        template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
+    return template.replace("{t}", dtype).replace("{s}", s).replace("{bits}", str(bits))
 
 
 def _get(template: str, name: str, dtype: str):
     if dtype not in ("float32", "float64"):
         return None
-    s = "f32" if dtype == "float32" else "f64"
-    return _kernel(("lstm", name, dtype), lambda: template.replace('" + RO2 + "', _RO2).replace(
-        '" + RO1 + "', "Array({t}, 1, 'C', readonly=True)").replace("{t}", dtype).replace("{s}", s)).get()
+    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype)).get()
+
+
+def _get_layer(template: str, name: str, dtype: str):
+    """(kernel, GEMM address) for a whole-loop kernel, or None (no kernel, or numpy's BLAS
+    GEMM not found: run the step kernels)."""
+    found = gemm_address(dtype)
+    if found is None:
+        return None
+    address, bits = found
+    fn = _kernel(("lstm", name, dtype, bits), lambda: _source(template, dtype, bits)).get()
+    return None if fn is None else (fn, address)
 
 
 def forward_step(dtype: str):
@@ -228,6 +410,26 @@ def forward_step(dtype: str):
 def backward_step(dtype: str):
     """The loaded backward-step kernel for `dtype`, or None (run the numpy form)."""
     return _get(_BACKWARD, "backward", dtype)
+
+
+def forward_layer(dtype: str):
+    """(kernel, GEMM address) of the whole forward loop for `dtype`, or None."""
+    return _get_layer(_FORWARD_LAYER, "forward_layer", dtype)
+
+
+def backward_layer(dtype: str):
+    """(kernel, GEMM address) of the whole backward loop for `dtype`, or None."""
+    return _get_layer(_BACKWARD_LAYER, "backward_layer", dtype)
+
+
+def gru_forward_layer(dtype: str):
+    """(kernel, GEMM address) of the GRU's whole forward loop for `dtype`, or None."""
+    return _get_layer(_GRU_FORWARD_LAYER, "gru_forward_layer", dtype)
+
+
+def gru_backward_layer(dtype: str):
+    """(kernel, GEMM address) of the GRU's whole backward loop for `dtype`, or None."""
+    return _get_layer(_GRU_BACKWARD_LAYER, "gru_backward_layer", dtype)
 
 
 def gru_forward_step(dtype: str):

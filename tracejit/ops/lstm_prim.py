@@ -6,10 +6,10 @@ step and layer, and its gate math is ~13 elementwise op calls forward and ~25 ba
 step (three sigmoids, two tanh, the cell update), each with dispatch and graph bookkeeping,
 plus the slicing, stacking and accumulation around the steps. For the 2-layer, 64-step LM
 step (batch 32, hidden 256) that was ~6000 op calls and more time than the gate math
-itself. Here each time loop runs inside one op (per step one GEMM and the gate math: one
-numba kernel call when loaded, ops/lstm_kernels.py, else ~12 in-place numpy passes
-forward and ~25 backward), as PyTorch's CPU LSTM is one oneDNN layer call forward and one
-backward.
+itself. Here each time loop runs inside one op (per step one GEMM and the gate math: the
+whole loop one numba kernel call when loaded, GEMMs included, ops/lstm_kernels.py; else
+~12 in-place numpy passes forward and ~25 backward), as PyTorch's CPU LSTM is one oneDNN
+layer call forward and one backward.
 
 Eagerly, `tracejit.nn.lstm_layer` runs ``lstm_layer`` / ``lstm_layer_backward`` as an
 autograd Function, which hands the backward the cotangents of each step's h and the final
@@ -78,6 +78,24 @@ def check_float_operands(op: str, gi: Aval, **others: Aval) -> None:
                              f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
 
 
+@contextlib.contextmanager
+def blas_threads(m: int, k: int, n: int):
+    """BLAS's thread count for a layer kernel's per-step (m, k) @ (k, n) products: the
+    kernels call numpy's BLAS directly, so they get here what `_matmul` below gives each
+    product (coreshare: the count the machine can give now, one thread for a small GEMM,
+    where waking the pool costs more than it saves)."""
+    from .. import coreshare
+    setting = coreshare._blas if coreshare.adapt_blas() else None
+    if setting is None or setting.ours in (None, 1) or m * k * n >= coreshare.SMALL_GEMM_MNK:
+        yield
+        return
+    setting.put(1)
+    try:
+        yield
+    finally:
+        setting.put(setting.ours)
+
+
 def _order(L: int, reverse: bool):
     return range(L - 1, -1, -1) if reverse else range(L)
 
@@ -86,7 +104,17 @@ def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
     L, N, four = gi.shape
     H = four // 4
     Z = xp.empty((L, 6 * H, N), dtype=gi.dtype)
-    step = _kernels.forward_step(gi.dtype.name) if _takes(xp, gi, w, b, h0, c0) else None
+    ok = _takes(xp, gi, w, b, h0, c0)
+    layer = _kernels.forward_layer(gi.dtype.name) if ok else None
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
+        kernel, gemm = layer
+        ro = _kernels.readonly
+        with blas_threads(4 * H, H, N):
+            kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, xp.empty((4 * H, N), dtype=gi.dtype),
+                   bool(reverse))
+        return Z
+    step = _kernels.forward_step(gi.dtype.name) if ok else None
     if step is not None:
         # one kernel per step for the gate math (ops/lstm_kernels.py)
         ro = _kernels.readonly
@@ -159,10 +187,23 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     off = _parts(H, N)
     res = xp.empty(off[4] + 4 * H * L * N, dtype=Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
-    wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
-    step = _kernels.backward_step(Z.dtype.name) if _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0) else None
+    ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
+    layer = _kernels.backward_layer(Z.dtype.name) if ok else None
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs and the bias gradient included (ops/lstm_kernels.py)
+        kernel, gemm = layer
+        ro = _kernels.readonly
+        dh = xp.array(d_hn, dtype=Z.dtype, order="C")
+        dcs = xp.empty((2, H, N), dtype=Z.dtype)
+        dcs[0] = d_cn
+        db = res[off[1]:off[2]]
+        with blas_threads(H, 4 * H, N):
+            kernel(gemm, ro(Z), ro(d_y), ro(c0), ro(w.T), dh, dcs, dg, G, db, bool(reverse))
+        return _finish(xp, res, off, G, Z, h0, dh, dcs[L % 2], order, db_done=True)
+    wt = xp.ascontiguousarray(w.T)
+    step = _kernels.backward_step(Z.dtype.name) if ok else None
     if step is not None:
         # one kernel per step for the gate math (ops/lstm_kernels.py)
         ro = _kernels.readonly
@@ -217,20 +258,38 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     return _finish(xp, res, off, G, Z, h0, dh, dc, order)
 
 
-def _finish(xp, res, off, G, Z, h0, dh, dc, order):
-    """Fill in d w, d b, d h0 and d c0 once every step's gate gradient is in G."""
+def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False):
+    """Fill in d w, d b (unless `db_done`), d h0 and d c0 once every step's gate gradient
+    is in G."""
     L, six, N = Z.shape
     H = six // 6
-    # d w = sum_t dg_t @ h_{t-1}^T: one GEMM over all steps, h_{t-1} gathered in G's order
-    hprev = xp.empty((L, N, H), dtype=Z.dtype)
-    for k, t in enumerate(order):
-        hprev[t] = (h0 if k == 0 else Z[order[k - 1], :H]).T
     G2 = G.reshape(L * N, 4 * H)
-    res[off[0]:off[1]] = _matmul(xp, G2.T, hprev.reshape(L * N, H)).reshape(-1)
-    res[off[1]:off[2]] = G2.sum(axis=0)
+    res[off[0]:off[1]].reshape(4 * H, H)[...] = hidden_weight_grad(xp, G2, Z, h0, order)
+    if not db_done:
+        res[off[1]:off[2]] = G2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
     res[off[3]:off[4]] = xp.asarray(dc).reshape(-1)
     return res
+
+
+def hidden_weight_grad(xp, G2, Z, h0, order):
+    """d W = sum_t dg_t @ h_{t-1}^T for a recurrent layer (LSTM, GRU, RNN): G2 (L*N, G*H) every
+    step's gate gradient as rows, Z (L, kH, N) the forward's result with each step's h in
+    its first H rows, h0 (H, N); `order` the steps in time order. One GEMM over all steps,
+    (G*H, L*N) @ (L*N, H), both operands transposed views: G2's rows, and the h_{t-1}
+    gathered as (H, L, N) (one copy of (H, N) blocks, rows of N values: 0.58 against
+    0.94 ms for transposing each into an (L, N, H) buffer, LSTM LM layer)."""
+    L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
+    if L == 0:
+        return xp.zeros((G2.shape[1], H), dtype=Z.dtype)
+    hprev = xp.empty((H, L, N), dtype=Z.dtype)
+    if order[0] == 0:                  # forward in time: step t follows t - 1
+        hprev[:, 0] = h0
+        hprev[:, 1:] = Z[:-1, :H].transpose(1, 0, 2)
+    else:
+        hprev[:, -1] = h0
+        hprev[:, :-1] = Z[1:, :H].transpose(1, 0, 2)
+    return _matmul(xp, G2.T, hprev.reshape(H, L * N).T)
 
 
 def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval,

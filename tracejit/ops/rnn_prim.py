@@ -5,7 +5,8 @@ As ops/lstm_prim.py and ops/gru_prim.py for the LSTM and GRU: run step by step, 
 layer records a graph node or two per step (eagerly a scan over the cell, with a deferred
 weight gradient; compiled a loop equation and its VJP), where each step is one small GEMM
 and one elementwise pass. Here each time loop is one op (per step the GEMM ``W h`` and
-two or three in-place numpy passes), eager and compiled alike. Unlike the LSTM's and
+one pass: the whole loop one numba kernel when loaded, GEMMs included, ops/rnn_kernels.py;
+else two or three in-place numpy passes), eager and compiled alike. Unlike the LSTM's and
 GRU's, the layer's result is its states themselves (every step's h, nothing else to keep
 for the backward), so ``rnn_layer`` is differentiable as it is: its VJP is
 ``rnn_layer_backward``, which reads the saved output. ``rnn_layer_backward``'s own VJP
@@ -18,7 +19,10 @@ b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .lstm_prim import _matmul, _order, check_float_operands  # the LSTM's layer helpers
+from . import lstm_kernels as _lstm_kernels, rnn_kernels as _kernels
+from .lstm_prim import (_matmul, _order, blas_threads, check_float_operands,  # the LSTM's helpers
+                        hidden_weight_grad)
+from .native import takes as _takes
 from .registry import Aval, bind, defprim
 
 __all__ = ["rnn_layer", "rnn_layer_backward", "unpack_backward"]
@@ -29,6 +33,14 @@ NONLINEARITIES = ("tanh", "relu")
 def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
     L, N, H = gi.shape
     hs = xp.empty((L, H, N), dtype=gi.dtype)
+    layer = _kernels.forward_layer(gi.dtype.name) if _takes(xp, gi, w, b, h0) else None
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs included (ops/rnn_kernels.py)
+        kernel, gemm = layer
+        ro = _lstm_kernels.readonly
+        with blas_threads(H, H, N):
+            kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), hs, bool(reverse), nonlinearity == "relu")
+        return hs
     bcol = b.reshape(H, 1)
     h = h0
     for t in _order(L, reverse):
@@ -90,6 +102,19 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
     wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
     dp = xp.empty((H, N), dtype=hs.dtype)
+    G2 = G.reshape(L * N, H)
+    layer = _kernels.backward_layer(hs.dtype.name) if _takes(xp, d_y, hs, w, h0) else None
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs and the bias gradient included (ops/rnn_kernels.py)
+        kernel, gemm = layer
+        ro = _lstm_kernels.readonly
+        dh = xp.zeros((H, N), dtype=hs.dtype)
+        with blas_threads(H, H, N):
+            kernel(gemm, ro(hs), ro(d_y), wt, dh, dp, G, res[off[1]:off[2]], bool(reverse),
+                   nonlinearity == "relu")
+        res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(xp, G2, hs, h0, order)
+        res[off[2]:off[3]] = dh.reshape(-1)
+        return res
     dh = None
     for k in range(L - 1, -1, -1):
         t = order[k]
@@ -105,11 +130,7 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
             dp *= h > 0
         G[t] = dp.T
         dh = _matmul(xp, wt, dp)
-    hprev = xp.empty((L, N, H), dtype=hs.dtype)
-    for k, t in enumerate(order):
-        hprev[t] = (h0 if k == 0 else hs[order[k - 1]]).T
-    G2 = G.reshape(L * N, H)
-    res[off[0]:off[1]] = _matmul(xp, G2.T, hprev.reshape(L * N, H)).reshape(-1)
+    res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(xp, G2, hs, h0, order)
     res[off[1]:off[2]] = G2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
     return res

@@ -1,0 +1,50 @@
+"""The Elman RNN layer's whole-loop numba kernels (tracejit/ops/rnn_kernels.py) against the layer
+primitives' numpy forms (ops/rnn_prim.py, TRACEJIT_EAGER_KERNELS=0): forward and backward, tanh
+and relu, both directions, float32 and float64, hidden sizes with and without a rest after the
+transposed read's tiles of 16 rows."""
+import numpy as np
+import pytest
+
+from tracejit.ops import blas_gemm, rnn_kernels, rnn_prim
+
+pytest.importorskip("numba", reason="the kernels are numba code")
+
+
+@pytest.fixture(autouse=True)
+def _sync(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # load the kernels at their first call
+
+
+def _run(monkeypatch, kernels: bool, fn, *a, **kw):
+    if kernels:
+        monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
+    else:
+        monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+    return fn(np, *a, **kw)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
+@pytest.mark.parametrize("H", [16, 21], ids=["H=16", "H=21"])
+def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, nonlinearity, H):
+    if blas_gemm.gemm_address(dtype) is None:
+        pytest.skip("numpy's BLAS exports no cblas GEMM that ops/blas_gemm.py knows")
+    assert rnn_kernels.forward_layer(dtype) is not None and rnn_kernels.backward_layer(dtype) is not None
+    r = np.random.default_rng(9)
+    L, N = 6, 3
+    a = lambda *s: r.standard_normal(s).astype(dtype)   # noqa: E731
+    gi, w, b = a(L, N, H), a(H, H) * 0.4, a(H)
+    h0 = a(N, H).T                       # a transposed view, as the layer passes it
+    kw = dict(reverse=reverse, nonlinearity=nonlinearity)
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    hk = _run(monkeypatch, True, rnn_prim._rnn_layer_impl, gi, w, b, h0, **kw)
+    hn = _run(monkeypatch, False, rnn_prim._rnn_layer_impl, gi, w, b, h0, **kw)
+    assert np.isfinite(hk).all()
+    if nonlinearity == "relu":
+        assert (hn == 0).any() and (hn > 0).any()      # both sides of the kink are reached
+    np.testing.assert_allclose(hk, hn, **tol)
+    args = (a(L, H, N), gi, w, b, h0, hn)
+    rk = _run(monkeypatch, True, rnn_prim._rnn_layer_backward_impl, *args, **kw)
+    rn = _run(monkeypatch, False, rnn_prim._rnn_layer_backward_impl, *args, **kw)
+    np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
