@@ -467,18 +467,12 @@ def _select_or_zero(c, a, b):
     ity = _INT_OF_WIDTH.get(x.dtype.itemsize)
     if ity is None:
         return None
-    flags = c.view(np.int8)  # 1 where c is true
-    # all ones where x is kept, zeros elsewhere
-    mask = np.negative(flags, dtype=ity) if keep_where_true else np.subtract(flags, 1, dtype=ity)
-    bits = x.view(ity)
-    out = None  # (mask is a numpy scalar for 0-d operands)
-    # The mask is the result's buffer when it has the result's shape. Equal shapes are the
-    # common case and are checked first: np.broadcast_shapes costs ~7 us a call, more than
-    # the three passes over a 64x100 ReLU.
-    if type(mask) is np.ndarray and (mask.shape == bits.shape
-                                     or mask.shape == np.broadcast_shapes(mask.shape, bits.shape)):
-        out = mask
-    return np.bitwise_and(bits, mask, out=out).view(x.dtype)
+    # x's bits times the mask as integers (True keeps them, False gives +0.0's): one
+    # integer pass, no nan/inf/sign cases (a float product would make -0.0 and nan). It
+    # was a mask widened to all-ones/zeros and a bitwise and: one ufunc call and pass
+    # more (64x100: 7.6 -> 5.0 us; 16 elements 4.0 -> 2.3 us).
+    keep = c if keep_where_true else np.logical_not(c)
+    return np.multiply(x.view(ity), keep).view(x.dtype)
 
 
 WHERE = defprim("where", _where_impl, _where_rule,
@@ -664,7 +658,8 @@ def clamp(a, min=None, max=None):
         raise ValueError("clamp: at least one of min and max must be given")
     if not a.dtype.is_floating_point and any(isinstance(v, float) for v in (min, max)):
         a = cast(a, _dt.get_default_dtype())  # int tensor, float bound: result is float
-    if hasattr(min, "_data") or hasattr(max, "_data"):
+    if ((type(min) not in _PLAIN_BOUNDS or type(max) not in _PLAIN_BOUNDS)  # (hasattr on a
+            and (hasattr(min, "_data") or hasattr(max, "_data"))):         # number: ~0.3 us)
         out = a
         if min is not None:
             out = maximum(out, min)
@@ -675,6 +670,7 @@ def clamp(a, min=None, max=None):
 
 
 clip = clamp
+_PLAIN_BOUNDS = (int, float, type(None))
 
 
 def where(cond, a=None, b=None):
