@@ -17,7 +17,7 @@ from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
-from .registry import Aval, bind, defprim
+from .registry import _NUMPY_WEAK_SCALARS, Aval, _scalar_as, bind, defprim
 from .clamp_kernels import clamp_numpy as _clamp_numpy
 
 __all__ = [
@@ -374,13 +374,9 @@ def _clamp_side(xp, beyond, a, out, bound):
 
 
 def _clamp_vjp(g, out, a, min=None, max=None):
-    mask = None
-    if min is not None:
-        mask = ge(a, min)
-    if max is not None:
-        m2 = le(a, max)
-        mask = m2 if mask is None else logical_and(mask, m2)
-    return (g if mask is None else where(mask, g, 0.0),)
+    if min is None and max is None:
+        return (g,)
+    return (clamp_backward(g, a, min, max),)
 
 
 def _clamp_scalar(e, a, min=None, max=None):
@@ -394,6 +390,54 @@ def _clamp_scalar(e, a, min=None, max=None):
 
 CLAMP = defprim("clamp", _clamp_impl, _ew_rule("clamp"), _clamp_vjp, kind="elementwise",
                 scalar=_clamp_scalar, promote=True, save=lambda rq: (0,))
+
+
+# clamp's input gradient ``where(min <= a <= max, g, 0)`` as one op, as PyTorch's
+# clamp_backward: a comparison (two and a logical_and for two bounds) and a select were
+# two to four ops; now one bind, one kernel pass when large. The numpy impl is the
+# composite's own evaluation (the comparisons with the bound cast as bind casts a scalar
+# operand, then where's select), so results are bitwise the same.
+def _clamp_backward_impl(xp, g, a, min=None, max=None):
+    mask = None
+    if min is not None:
+        mask = a >= _bound_operand(min, a.dtype)
+    if max is not None:
+        m2 = a <= _bound_operand(max, a.dtype)
+        mask = m2 if mask is None else xp.logical_and(mask, m2)
+    return _where_impl(xp, mask, g, 0.0)
+
+
+def _bound_operand(v, npd):
+    # as `bind` passes a Python scalar operand of a promoting op (registry._make_plan):
+    # a float as it is (numpy's weak scalars), other numbers cast to the compute dtype
+    return v if type(v) is float and _NUMPY_WEAK_SCALARS else _scalar_as(v, npd)
+
+
+def _clamp_backward_vjp(gg, out, g, a, min=None, max=None):
+    # d/dg = the same mask (clamp_backward again); the mask is piecewise constant in a
+    # (the composite's comparisons had no gradient either)
+    return (clamp_backward(gg, a, min, max) if a is not None else None, None)
+
+
+def _clamp_backward_scalar(e, g, a, min=None, max=None):
+    conds = []
+    if min is not None:
+        conds.append(f"{a} >= {e.const(min)}")
+    if max is not None:
+        conds.append(f"{a} <= {e.const(max)}")
+    return f"({g} if ({' and '.join(conds)}) else {e.const(0)})"
+
+
+CLAMP_BACKWARD = defprim("clamp_backward", _clamp_backward_impl,
+                         _ew_rule("clamp_backward", float_only=True), _clamp_backward_vjp,
+                         kind="elementwise", scalar=_clamp_backward_scalar, promote=True,
+                         save=lambda rq: (1,), nondiff=(1,))
+
+
+def clamp_backward(g, a, min=None, max=None):
+    """``g`` where ``min <= a <= max`` (a bound of None is no bound), else 0: clamp's
+    input gradient (PyTorch's clamp_backward)."""
+    return bind(CLAMP_BACKWARD, g, a, min=min, max=max)
 
 # ---------------------------------------------------------------- comparisons and logic
 def _cmp(name, impl, op):
