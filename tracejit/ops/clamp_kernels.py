@@ -76,7 +76,7 @@ def _operand(v, x):
     if view is None:
         buf = _bound_arrays.get((x.dtype, bits))
         if buf is None:
-            if len(_bound_arrays) >= 32:
+            if len(_bound_arrays) >= 8:   # (at most 8 x 512 KiB kept)
                 _bound_arrays.clear()
             buf = np.full(_ARRAY_BOUND_MAX, v)
             buf.flags.writeable = False
