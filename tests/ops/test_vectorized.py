@@ -356,6 +356,32 @@ def test_add_into_writes_in_place(kernels, monkeypatch):
     np.testing.assert_array_equal(dst, a + b)
 
 
+def test_leaf_gradient_copy_runs_copy_kernel(kernels, monkeypatch):
+    """A gradient a leaf cannot take as it is (add's VJP hands one tensor to both inputs:
+    z's in ``x * y + z``) is copied by copy's kernel: the same values, z.grad its own
+    memory (the other input's gradient and z's do not share it)."""
+    monkeypatch.setattr(V, "ARITH_MIN_ELEMENTS", 2048)
+    monkeypatch.setattr(V, "_CPUS", 2)
+    monkeypatch.setattr(V, "_one_core_free", lambda: False)
+    xs = [_x(seed=s) for s in (17, 18, 19)]
+    x, y, z = (tj.tensor(a, requires_grad=True) for a in xs)
+
+    def step():
+        x.grad = y.grad = z.grad = None
+        (x * y + z).sum().backward()
+    step()                                        # numpy's copy (kernel not built yet)
+    _wait_and_run(lambda: V.copy_of(REGISTRY["copy"], xs[0]))
+    before = V.stats()["launches"]
+    step()
+    assert V.stats()["launches"] > before
+    np.testing.assert_array_equal(z.grad.numpy(), np.ones_like(xs[2]))
+    np.testing.assert_array_equal(x.grad.numpy(), xs[1])
+    assert not np.shares_memory(z.grad.numpy(), x.grad.numpy())
+    got = V.copy_of(REGISTRY["copy"], xs[0])
+    assert got is not None and got.flags.c_contiguous and not np.shares_memory(got, xs[0])
+    np.testing.assert_array_equal(got, xs[0])
+
+
 def test_settle_starts_a_preparation_that_waits_for_the_next_call(kernels, monkeypatch):
     """A user's first call only records the op (its preparation starts at a call a second
     later); `settle` must start it rather than wait for a call that never comes."""

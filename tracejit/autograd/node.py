@@ -18,7 +18,8 @@ import numpy as np
 from ..device import CPU, array_module
 from ..errors import GraphFreedError, InplaceModifiedError
 from ..ops.elementwise import ADD as _ADD
-from ..ops.vectorized import add_into as _add_into
+from ..ops.shape import COPY as _COPY
+from ..ops.vectorized import add_into as _add_into, copy_of as _copy_of
 from ..tensor import Tensor
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
@@ -381,12 +382,23 @@ class AccumulateGrad(Node):
             return []
         if t.grad is None:
             # Own the memory: a gradient may alias an array the graph still uses.
-            t.grad = g if create_graph else g.detach().clone()
+            t.grad = g if create_graph else _own_copy(g)
         else:
             # Out of place (create_graph, or a .grad that is part of a graph): an in-place
             # add would corrupt a .grad a graph uses.
             t.grad = t.grad + (g if create_graph else g.detach())
         return []
+
+
+def _own_copy(g):
+    """``g.detach().clone()``; a large float gradient through copy's eager kernel on the
+    free cores (ops/vectorized.py `copy_of`), as the engine's accumulations go through add's."""
+    d = g._data
+    if type(d) is np.ndarray:
+        out = _copy_of(_COPY, d)
+        if out is not None:
+            return Tensor._wrap(out, g.dtype, g.device)
+    return g.detach().clone()
 
 
 def _exclusive(g) -> bool:

@@ -10,6 +10,7 @@ from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..shapes import normalize_dims, normalize_dim
 from .elementwise import cast, eq, mul, where
+from ..tensor import Tensor
 from .registry import Aval, bind, defprim
 from .shape import EXPAND, expand, reshape
 
@@ -52,7 +53,8 @@ def _sum_vjp(g, out, a, dims, keepdim):
         # stride-0 view; in a compiled kernel a 0-d operand) instead of a reshape to
         # (1, ..., 1) first. Bound directly: a's shape is a valid target by construction
         # (expand()'s argument checks cost as much as the op).
-        shape = tuple(a.shape)
+        # (a tensor's own numpy shape is a plain tuple of ints already: no Size made)
+        shape = a._data.shape if type(a) is Tensor else tuple(a.shape)
         return (bind(EXPAND, g, shape=shape) if shape else g,)
     return (expand(_keep(g, a.shape, dims, keepdim), a.shape),)
 
@@ -137,8 +139,15 @@ ARGMIN = defprim("argmin", lambda xp, a, dim, keepdim: _arg_impl(xp.argmin)(xp, 
 
 def _dims(a, dim, op):
     if dim is None:  # every dim (a loss's .sum()/.mean()): nothing to check
-        return tuple(range(a.ndim))
+        n = a.ndim
+        dims = _ALL_DIMS.get(n)
+        if dims is None:
+            dims = _ALL_DIMS[n] = tuple(range(n))
+        return dims
     return normalize_dims(dim, a.ndim, op)
+
+
+_ALL_DIMS: dict = {}   # rank -> (0, ..., rank - 1)
 
 
 def sum(a, dim=None, keepdim: bool = False, *, dtype=None):

@@ -54,7 +54,7 @@ import numpy as np
 from .. import coreshare, envflags
 from ..threads import PARALLEL_MIN, usable_cpus
 
-__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "enabled", "eligible", "run", "settle", "stats"]
+__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "enabled", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
@@ -229,6 +229,20 @@ def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
             and run(prim, (dst, src), {}, dt, dt, dst.shape, out=dst) is not None):
         return
     np.add(dst, src, out=dst)
+
+
+def copy_of(prim, src: np.ndarray):
+    """A C-contiguous copy of `src` through `prim`'s (copy's) kernel where a large eager
+    add would run one (2 threads over the free cores), else None (the caller copies with
+    numpy, on one core). For the backward's copies of gradients a leaf cannot take as
+    they are (AccumulateGrad: add's VJP hands one tensor to both its inputs, so z's
+    gradient in ``x * y + z`` is a 16 MB copy per step of the GELU chain over 4M floats).
+    A copy is bitwise whatever copies it."""
+    dt = src.dtype
+    if (src.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
+            and src.flags.c_contiguous and enabled() and not _one_core_free()):
+        return run(prim, (src,), {}, dt, dt, src.shape)
+    return None
 
 
 def _one_core_free() -> bool:
