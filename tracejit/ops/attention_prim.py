@@ -34,6 +34,7 @@ from ..errors import DTypeError, ShapeError
 from .linalg import matmul
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
+from .row_kernels import softmax_backward_rows
 from .softmax_prim import SOFTMAX_BACKWARD, _softmax_backward_impl, softmax_backward
 
 __all__ = ["attention_context", "attention_backward"]
@@ -76,7 +77,10 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
     oq, ok, ov = (out[:, :, i].transpose(perm) for i in range(3))
     xp.matmul(xp.swapaxes(w, -1, -2), gh, out=ov)                   # dv = w^T g
     dw = xp.matmul(gh, xp.swapaxes(v, -1, -2))                      # dw = g v^T
-    ds = _softmax_backward_impl(xp, dw, w, w.ndim - 1, scale)        # through softmax
+    # through softmax, in place in dw's buffer (no second 4 MB array per step)
+    ds = softmax_backward_rows(xp, dw, w, scale, out=dw)
+    if ds is None:
+        ds = _softmax_backward_impl(xp, dw, w, w.ndim - 1, scale)
     xp.matmul(ds, k, out=oq)                                         # dq = ds k
     xp.matmul(xp.swapaxes(ds, -1, -2), q, out=ok)                    # dk = ds^T q
     return out.reshape(a * c, 3 * e)

@@ -265,8 +265,10 @@ def softmax_rows(xp, x, scale=1.0, mask=None):
     return out.reshape(x.shape)
 
 
-def softmax_backward_rows(xp, g, y, scale=1.0):
-    """softmax's input gradient over the last dim by the kernel, or None."""
+def softmax_backward_rows(xp, g, y, scale=1.0, out=None):
+    """softmax's input gradient over the last dim by the kernel, or None. ``out``: a
+    C-contiguous array of y's shape to write (it may be `g` itself: each element is
+    written after its row's sum is taken, from the same element of g)."""
     if not _takes(xp, g, y) or y.ndim == 0 or y.size == 0 or g.shape != y.shape:
         return None
     fn = _get(_SOFTMAX_BACKWARD, "softmax_backward", y.dtype.name)
@@ -274,7 +276,10 @@ def softmax_backward_rows(xp, g, y, scale=1.0):
         return None
     k = y.shape[-1]
     g2, y2 = _rows(g, k), _rows(y, k)
-    out = np.empty(y2.shape, y.dtype)
+    if out is not None and out.flags.c_contiguous and out.shape == y.shape and out.dtype == y.dtype:
+        out = out.reshape(y2.shape)
+    else:
+        out = np.empty(y2.shape, y.dtype)
     fn(g2, y2, float(scale), out)
     return out.reshape(y.shape)
 
