@@ -159,7 +159,9 @@ def test_roles():
     assert role(v(4, 5, 6), shape, 1) == "rows"
     assert role(v(6), shape, 1) == role(v(1, 1, 6), shape, 1) == "col"
     assert role(v(), shape, 1) == role(v(1, 1), shape, 1) == "scalar"
-    assert role(v(5, 6), shape, 2) == "col" and role(v(5, 6), shape, 1) is None
+    assert role(v(5, 6), shape, 2) == "col"
+    # whole along the row, broadcast along some leading dims: an attention mask
+    assert role(v(5, 6), shape, 1) == role(v(4, 1, 6), shape, 1) == "bcast"
     assert role(v(4, 5, 1), shape, 1) is None and role(v(2, 4, 5, 6), shape, 1) is None
 
 

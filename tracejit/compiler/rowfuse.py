@@ -37,12 +37,15 @@ from .. import envflags
 from dataclasses import dataclass, field
 
 from ..jit.ir import Eqn, Var
+from .emitter import NUMBA_TYPE
 from .fusion import Group, _schedule
 
 __all__ = ["RowGroup", "fuse_rows", "enabled", "ROW_PRIMS"]
 
 # The row primitives whose kernels take fused work, and which input is the row data `x`.
-ROW_PRIMS = {"layer_norm": 0, "layer_norm_backward": 1}
+# softmax (over the last dim, without the mask operand attention gives it) takes a prologue:
+# the scale and additive mask a program writes before it (``softmax(q @ k.T * c + mask)``)
+ROW_PRIMS = {"layer_norm": 0, "layer_norm_backward": 1, "softmax": 0}
 _DTYPES = ("float32", "float64")
 
 
@@ -97,7 +100,7 @@ class RowGroup:
 
     @property
     def n(self) -> int:
-        return self.eqn.params["n"]
+        return _row_dims(self.eqn)
 
     def describe(self) -> str:
         parts = [("+".join(e.prim.name for e in g.eqns)) for g in (self.x_pro, self.g_pro) if g is not None]
@@ -111,10 +114,17 @@ class RowGroup:
         return " -> ".join(parts)
 
 
+def _row_dims(e) -> int:
+    """How many trailing dims make a row of row primitive `e` (softmax: its last)."""
+    return e.params["n"] if "n" in e.params else 1
+
+
 def role(v, shape: tuple, n: int) -> str | None:
     """How a row kernel reads operand `v` against row data of `shape` normalized over its
     last `n` dims: "rows" (the same shape), "col" (broadcast over the leading dims, whole
-    along the normalized ones), "scalar" (one element), or None (it cannot)."""
+    along the normalized ones), "scalar" (one element), "bcast" (whole along the normalized
+    dims, broadcast along some leading ones: an attention mask (T, S) over (N, H, T, S)
+    scores; the kernel reads row ``ix[i]`` of its distinct rows), or None (it cannot)."""
     vs = tuple(v.aval.shape)
     if vs == shape:
         return "rows"
@@ -124,8 +134,12 @@ def role(v, shape: tuple, n: int) -> str | None:
         return None
     padded = (1,) * (len(shape) - len(vs)) + vs
     lead, tail = padded[:len(shape) - n], padded[len(shape) - n:]
-    if all(isinstance(d, int) and d == 1 for d in lead) and tail == shape[len(shape) - n:]:
+    if tail != shape[len(shape) - n:]:
+        return None
+    if all(isinstance(d, int) and d == 1 for d in lead):
         return "col"
+    if all((isinstance(d, int) and d == 1) or d == s for d, s in zip(lead, shape)):
+        return "bcast"
     return None
 
 
@@ -135,7 +149,9 @@ def _fusible_group(g, shape, n, dtype) -> bool:
         return False
     if any(v.aval.dtype.name != dtype for v in g.outputs):
         return False
-    return all(role(a, shape, n) is not None and a.aval.dtype.name == dtype for a in g.inputs)
+    # operands of other dtypes (a bool mask read by `where`) are read as they are: the
+    # group's ops do their own casts, as in any fused kernel
+    return all(role(a, shape, n) is not None and a.aval.dtype.name in NUMBA_TYPE for a in g.inputs)
 
 
 def fuse_rows(items: list, graph) -> list:
@@ -166,8 +182,10 @@ def fuse_rows(items: list, graph) -> list:
         xv = e.inputs[ROW_PRIMS[e.prim.name]]
         if not isinstance(xv, Var) or xv.aval.dtype.name not in _DTYPES or xv.aval.device.type != "cpu":
             continue
-        shape, n, dt = tuple(xv.aval.shape), e.params["n"], xv.aval.dtype.name
+        shape, n, dt = tuple(xv.aval.shape), _row_dims(e), xv.aval.dtype.name
         if not shape or n < 1 or n > len(shape):
+            continue
+        if e.prim.name == "softmax" and (len(e.inputs) != 1 or e.params["dim"] != len(shape) - 1):
             continue
         rg = RowGroup(1000 + count, e)
 
@@ -184,7 +202,7 @@ def fuse_rows(items: list, graph) -> list:
             if pg is not rg.x_pro and only_for(gv, pg):
                 rg.g_pro = pg
                 rg.y_eqn = _recomputed_output(e, pg, xv, producer, readers, results, taken)
-        else:
+        elif e.prim.name == "layer_norm":
             for r in readers.get(e.out, ()):
                 if isinstance(r, Group) and id(r) not in taken and _fusible_group(r, shape, n, dt):
                     rg.epi = r

@@ -67,14 +67,17 @@ def kernel(x, scale, out):
         o = out[i]
         n = z.shape[0]
 ROWMAX
-        s = np.{t}(0)
+SOFTMAXEXP
+'''
+# softmax's row after its max `mi` (row `z` of `n` elements, output row `o`, scale `sc`):
+# shared with compiler/codegen_rows.py's fused row kernels
+SOFTMAX_EXP = '''        s = np.{t}(0)
         for k in range(n):
             e = EXP((z[k] - mi) * sc)
             o[k] = e
             s += e
         for k in range(n):
-            o[k] = o[k] / s
-'''
+            o[k] = o[k] / s'''
 
 _SOFTMAX_MASKED = _HEAD + '''
 @njit("void(" + RO2 + ", float64, " + RO2 + ", Array(int64, 1, 'C', readonly=True), {t}[:, ::1])",
@@ -218,7 +221,7 @@ def source(template: str, dtype: str) -> str:
     """`template` with the shared pieces (row statistics, LayerNorm's formulas, block
     sizes, the dtype) filled in: how these kernels, and the compiler's fused row kernels
     (compiler/codegen_rows.py), are written from one text."""
-    return (template.replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
+    return (template.replace("SOFTMAXEXP", SOFTMAX_EXP).replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
             .replace("LNBWDINIT", LN_BACKWARD_INIT).replace("LNBWDFOLD", LN_BACKWARD_FOLD)
             .replace("LNBWDROW", LN_BACKWARD_ROW).replace("LN_Y", LN_Y).replace("STATS", _ROW_STATS)
             .replace("ROWMAX", _ROW_MAX).replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS))
