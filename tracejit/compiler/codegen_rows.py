@@ -1,8 +1,8 @@
 """Source of a fused row kernel (a `rowfuse.RowGroup`), and the plan lines that call it.
 
 The kernel is the row op's loop from ops/row_kernels.py (its statistics, LayerNorm's
-output formula and backward, filled in by `row_kernels.source`) with the fused groups'
-work spliced in per element:
+output formula and backward, softmax's max and exponentials, filled in by
+`row_kernels.source`) with the fused groups' work spliced in per element:
 
 - each fused group becomes a helper ``pro_x`` / ``pro_g`` / ``epi`` whose body is the
   group's steps as every fused kernel writes them (`emitter.render_steps`: each op's own
@@ -14,8 +14,8 @@ work spliced in per element:
 - the epilogue runs on each output element ``y`` as the row op makes it.
 
 Operands are read per role (`rowfuse.role`): "rows" through the row's view
-(``r<j>[k]``), "col" by column (``in<j>[k]``), "scalar" once (``sc<j>``: the row code
-uses ``s1``, ``s2``). Sizes are
+(``r<j>[k]``), "bcast" through the view of its row ``ix<j>[i]`` (`bcast_rows`), "col" by
+column (``in<j>[k]``), "scalar" once (``sc<j>``: the row code uses ``s1``, ``s2``). Sizes are
 arguments (``m`` rows of ``cols``), so one kernel serves every batch size.
 """
 from __future__ import annotations
@@ -128,6 +128,8 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             rest = rest[len("STATS\n"):]
             local[ye.out] = "yv"
         if rg.g_pro is not None:
+            if rg.g_view is not None:       # the group's value, before the reshape to x's shape
+                gv = rg.g_view.inputs[0]
             calls, vals = splice(rg.g_pro, "pro_g", local, I3)
             head = [f"{I2}for k in range(cols):"]
             if ye is not None:
