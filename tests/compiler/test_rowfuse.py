@@ -257,3 +257,16 @@ def test_gradient_summed_on_token_rows_joins_the_backward_row_kernel():
     assert len(viewed) == 1 and viewed[0].rows_shape == (4, 5, 12), bwd.describe()
     assert tuple(viewed[0].g_pro.shape) == (20, 12)
     assert "add -> layer_norm_backward" in viewed[0].describe()
+
+
+def test_positional_add_broadcast_over_the_batch_joins_layer_norm():
+    # x + pos, pos (T, E) over (N, T, E) rows: a "bcast" operand, read through a row index
+    # (its T distinct rows are not copied out to N * T), forward and backward
+    def f(x, pos, w, b):
+        return F.layer_norm(x + pos, (12,), w, b)
+    cf = assert_compiled_matches(f, T(4, 5, 12, seed=1), T(5, 12, seed=2), T(12, seed=3), T(12, seed=4),
+                                 rtol=2e-5, atol=2e-5)
+    fwd, bwd, _ = _train(cf)
+    (rg,) = _rows(fwd)
+    assert rg.describe() == "add -> layer_norm" and "bcast" in rg.roles.values(), fwd.describe()
+    assert not any(isinstance(it, Group) for it in fwd.items), fwd.describe()

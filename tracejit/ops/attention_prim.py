@@ -30,6 +30,8 @@ sequence-first (T, N) (``seq_first``) — each token's row [q | k | v], each par
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import DTypeError, ShapeError
 from .linalg import matmul
 from .registry import Aval, bind, defprim
@@ -59,12 +61,21 @@ def _parts(xp, qkv, tokens, heads, seq_first):
     return p5, tuple(p5[:, :, i].transpose(perm) for i in range(3))
 
 
+def _matmul_into(xp, a, b, out) -> None:
+    """``out[...] = a @ b``: numpy's matmul writes a strided `out` directly (its BLAS calls
+    take the row stride); other array modules get a product and a copy."""
+    if xp is np:
+        np.matmul(a, b, out=out)
+    else:
+        out[...] = xp.matmul(a, b)
+
+
 def _context_impl(xp, qkv, w, *, tokens, heads, seq_first, scale):
     # (scale: only the VJP reads it)
     a, c, e, hd = _split(qkv.shape, tokens, heads)
     _, (_, _, v) = _parts(xp, qkv, tokens, heads, seq_first)
     out = xp.empty((a, c, heads, hd), dtype=qkv.dtype)
-    xp.matmul(w, v, out=out.transpose(_TO_HEADS[seq_first]))
+    _matmul_into(xp, w, v, out.transpose(_TO_HEADS[seq_first]))
     return out.reshape(a, c, e)
 
 
@@ -75,14 +86,14 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
     gh = xp.reshape(g, (a, c, heads, hd)).transpose(perm)
     out = xp.empty((a, c, 3, heads, hd), dtype=qkv.dtype)
     oq, ok, ov = (out[:, :, i].transpose(perm) for i in range(3))
-    xp.matmul(xp.swapaxes(w, -1, -2), gh, out=ov)                   # dv = w^T g
+    _matmul_into(xp, xp.swapaxes(w, -1, -2), gh, ov)                # dv = w^T g
     dw = xp.matmul(gh, xp.swapaxes(v, -1, -2))                      # dw = g v^T
     # through softmax, in place in dw's buffer (no second 4 MB array per step)
     ds = softmax_backward_rows(xp, dw, w, scale, out=dw)
     if ds is None:
         ds = _softmax_backward_impl(xp, dw, w, w.ndim - 1, scale)
-    xp.matmul(ds, k, out=oq)                                         # dq = ds k
-    xp.matmul(xp.swapaxes(ds, -1, -2), q, out=ok)                    # dk = ds^T q
+    _matmul_into(xp, ds, k, oq)                                      # dq = ds k
+    _matmul_into(xp, xp.swapaxes(ds, -1, -2), q, ok)                 # dk = ds^T q
     return out.reshape(a * c, 3 * e)
 
 
