@@ -107,3 +107,15 @@ def test_parallel_variant_above_the_parallel_threshold():
     kern = [k for k in fwd.kernels if getattr(k, "group", None) is rg][0]
     assert list(kern.variants) == [((), True)]
     assert "prange(nchunk)" in kern.sources[((), True)]
+
+
+def test_dynamic_batch_reuses_the_kernel_and_mask_rows():
+    # a symbolic batch: the causal mask's row index is built from the call's sizes
+    cf = tj.trace(scaled_masked, dynamic=True)
+    m = _causal(5, 7)
+    for n in (2, 4, 3):
+        assert_compiled_matches(scaled_masked, T(n, 3, 5, 7, seed=n), m, compiled=cf, rtol=2e-5,
+                                atol=2e-6, interpreter=False)
+    assert len(cf._entries) == 1
+    (rg,), fwd = _fwd_rows(cf)
+    assert not isinstance(rg.rows_shape[0], int) and rg.roles[rg.inputs[1]] == "bcast"
