@@ -159,7 +159,9 @@ def test_roles():
     assert role(v(4, 5, 6), shape, 1) == "rows"
     assert role(v(6), shape, 1) == role(v(1, 1, 6), shape, 1) == "col"
     assert role(v(), shape, 1) == role(v(1, 1), shape, 1) == "scalar"
-    assert role(v(5, 6), shape, 2) == "col" and role(v(5, 6), shape, 1) is None
+    assert role(v(5, 6), shape, 2) == "col"
+    # whole along the row, broadcast along some leading dims: an attention mask
+    assert role(v(5, 6), shape, 1) == role(v(4, 1, 6), shape, 1) == "bcast"
     assert role(v(4, 5, 1), shape, 1) is None and role(v(2, 4, 5, 6), shape, 1) is None
 
 
@@ -239,3 +241,32 @@ def test_loss_with_its_gradients_in_one_plan():
                      "row:gelu_backward -> layer_norm_backward -> sum over rows"], plan.describe()
     fwd_rows = _rows(plan)[0]
     assert fwd_rows.x_pro.eqns[0].out in fwd_rows.outputs
+
+
+def test_gradient_summed_on_token_rows_joins_the_backward_row_kernel():
+    # the encoder layer's shape: LayerNorm on (N, T, E), the next block on (tokens, E) rows;
+    # its input gradient (residual + feed-forward) is added on the tokens and reshaped to
+    # (N, T, E): the add runs in the first LayerNorm's backward kernel, the reshape is gone
+    def f(x, w1, w2):
+        t = F.layer_norm(x, (12,)).reshape(20, 12)
+        return F.layer_norm(t + F.relu(t @ w1) @ w2, (12,))
+    cf = assert_compiled_matches(f, T(4, 5, 12, seed=1), T(12, 16, seed=2), T(16, 12, seed=3),
+                                 rtol=2e-5, atol=2e-5)
+    _, bwd, _ = _train(cf)
+    viewed = [rg for rg in _rows(bwd) if rg.g_view is not None]
+    assert len(viewed) == 1 and viewed[0].rows_shape == (4, 5, 12), bwd.describe()
+    assert tuple(viewed[0].g_pro.shape) == (20, 12)
+    assert "add -> layer_norm_backward" in viewed[0].describe()
+
+
+def test_positional_add_broadcast_over_the_batch_joins_layer_norm():
+    # x + pos, pos (T, E) over (N, T, E) rows: a "bcast" operand, read through a row index
+    # (its T distinct rows are not copied out to N * T), forward and backward
+    def f(x, pos, w, b):
+        return F.layer_norm(x + pos, (12,), w, b)
+    cf = assert_compiled_matches(f, T(4, 5, 12, seed=1), T(5, 12, seed=2), T(12, seed=3), T(12, seed=4),
+                                 rtol=2e-5, atol=2e-5)
+    fwd, bwd, _ = _train(cf)
+    (rg,) = _rows(fwd)
+    assert rg.describe() == "add -> layer_norm" and "bcast" in rg.roles.values(), fwd.describe()
+    assert not any(isinstance(it, Group) for it in fwd.items), fwd.describe()

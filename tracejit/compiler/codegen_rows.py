@@ -1,8 +1,8 @@
 """Source of a fused row kernel (a `rowfuse.RowGroup`), and the plan lines that call it.
 
 The kernel is the row op's loop from ops/row_kernels.py (its statistics, LayerNorm's
-output formula and backward, filled in by `row_kernels.source`) with the fused groups'
-work spliced in per element:
+output formula and backward, softmax's max and exponentials, filled in by
+`row_kernels.source`) with the fused groups' work spliced in per element:
 
 - each fused group becomes a helper ``pro_x`` / ``pro_g`` / ``epi`` whose body is the
   group's steps as every fused kernel writes them (`emitter.render_steps`: each op's own
@@ -14,8 +14,8 @@ work spliced in per element:
 - the epilogue runs on each output element ``y`` as the row op makes it.
 
 Operands are read per role (`rowfuse.role`): "rows" through the row's view
-(``r<j>[k]``), "col" by column (``in<j>[k]``), "scalar" once (``sc<j>``: the row code
-uses ``s1``, ``s2``). Sizes are
+(``r<j>[k]``), "bcast" through the view of its row ``ix<j>[i]`` (`bcast_rows`), "col" by
+column (``in<j>[k]``), "scalar" once (``sc<j>``: the row code uses ``s1``, ``s2``). Sizes are
 arguments (``m`` rows of ``cols``), so one kernel serves every batch size.
 """
 from __future__ import annotations
@@ -74,6 +74,7 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
     dt = e.out.aval.dtype.name
     nt = NUMBA_TYPE[dt]
     backward = e.prim.name == "layer_norm_backward"
+    softmax = e.prim.name == "softmax"
     xv = e.inputs[ROW_PRIMS[e.prim.name]]
     ins, outs = rg.inputs, rg.outputs
     idx_in = {v: j for j, v in enumerate(ins)}
@@ -86,7 +87,7 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             return local[v]
         role = rg.roles[v]
         j = idx_in[v]
-        return {"rows": f"r{j}[k]", "col": f"in{j}[k]", "scalar": f"sc{j}"}[role]
+        return {"rows": f"r{j}[k]", "bcast": f"r{j}[k]", "col": f"in{j}[k]", "scalar": f"sc{j}"}[role]
 
     def splice(group, name, local: dict, ind: str) -> list:
         """Lines calling `group`'s helper at element k and storing what must be written;
@@ -105,8 +106,9 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
     # The work on row i, at the row loop's indentation (I2): its operands' row views, the
     # prologues into the row buffers, the row op, the epilogue.
     rowbody = [f"{I2}r{j} = in{j}[i]" for j, v in enumerate(ins) if rg.roles[v] == "rows"]
+    rowbody += [f"{I2}r{j} = in{j}[ix{j}[i]]" for j, v in enumerate(ins) if rg.roles[v] == "bcast"]
     rowbody += [f"{I2}p{j} = out{j}[i]" for j, v in enumerate(outs)
-                if not (backward and v is e.out) and not (cs is not None and v is cs.out)]
+                if not ((backward or softmax) and v is e.out) and not (cs is not None and v is cs.out)]
     local: dict = {}
     if rg.x_pro is not None:
         calls, vals = splice(rg.x_pro, "pro_x", {}, I3)
@@ -126,6 +128,8 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             rest = rest[len("STATS\n"):]
             local[ye.out] = "yv"
         if rg.g_pro is not None:
+            if rg.g_view is not None:       # the group's value, before the reshape to x's shape
+                gv = rg.g_view.inputs[0]
             calls, vals = splice(rg.g_pro, "pro_g", local, I3)
             head = [f"{I2}for k in range(cols):"]
             if ye is not None:
@@ -138,6 +142,9 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             # dx summed over the rows as it is made: in the data's dtype over the same
             # blocks of rows as dweight and dbias, in float64 across blocks
             rowbody += [f"{I2}for k in range(n):", f"{I3}dxsb[k] += o[k]"]
+    elif softmax:
+        # row_kernels' softmax on the row buffer: its max, then SOFTMAX_EXP's two passes
+        rowbody += [f"{I2}z = row", f"{I2}o = out{idx_out[e.out]}[i]", f"{I2}n = cols", "ROWMAX", "SOFTMAXEXP"]
     else:
         rowbody += ["STATS", f"{I2}for k in range(n):", f"{I3}y = LN_Y"]
         if e.out in idx_out:
@@ -148,17 +155,28 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             rowbody += calls
     rowtext = row_kernels.source("\n".join(rowbody), dt)
     body = [f"    sc{j} = in{j}[0]" for j, v in enumerate(ins) if rg.roles[v] == "scalar"]
+    if softmax:
+        body.append(f"    sc = np.{dt}(scale)")
     body += _serial_loop(rg, rowtext, dt, idx_out) if not parallel else _parallel_loop(rg, rowtext, dt, idx_out)
     ro2, ro1 = f"Array({nt}, 2, 'C', readonly=True)", f"Array({nt}, 1, 'C', readonly=True)"
-    sig = [ro2 if rg.roles[v] == "rows" else ro1 for v in ins] + [f"{nt}[:, ::1]"] * len(outs)
-    sig += [ro1] * (1 if backward else 2) + ["int64", "int64", "float64"]
+    ix = "Array(int64, 1, 'C', readonly=True)"
+    sig = []
+    for v in ins:
+        vt = NUMBA_TYPE[v.aval.dtype.name]       # (a bool mask: its own dtype)
+        a2, a1 = f"Array({vt}, 2, 'C', readonly=True)", f"Array({vt}, 1, 'C', readonly=True)"
+        sig += [a2] if rg.roles[v] == "rows" else [a2, ix] if rg.roles[v] == "bcast" else [a1]
+    sig += [f"{nt}[:, ::1]"] * len(outs)
+    sig += [ro1] * (0 if softmax else 1 if backward else 2) + ["int64", "int64", "float64"]
     args = arguments(rg)
     options = llvmopts.kernel_options(len(outs), True, "map")
     src = ["# generated by tracejit (CPU backend, row kernel); sizes are arguments, never constants"]
     if options:
         src.append(f"# compiled with LLVM options: {' '.join(options)}")
     src += ["import numpy as np", "from numba import njit, prange" if parallel else "from numba import njit",
-            f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}", "", ""]
+            f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}"]
+    if softmax:
+        src.append("from tracejit.compiler.mathlib import exp_{s} as EXP")
+    src += ["", ""]
     src += helpers
     src += [f"@njit({'void(' + ', '.join(sig) + ')'!r}, parallel={parallel}, cache=CACHE, error_model='numpy',",
             "      boundscheck=False, fastmath={'reassoc'})",
@@ -193,6 +211,8 @@ def _serial_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
         out.append(f"    xb = np.empty(cols, np.{dt})")
     if rg.g_pro is not None:
         out.append(f"    gb = np.empty(cols, np.{dt})")
+    if e.prim.name == "softmax":
+        out.append(f"    acc = np.empty(16, np.{dt})")
     if e.prim.name != "layer_norm_backward":
         return out + ["    for i in range(m):", rowtext]
     fold = row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")
@@ -223,6 +243,8 @@ def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
         out.append(f"        xb = np.empty(cols, np.{dt})")
     if rg.g_pro is not None:
         out.append(f"        gb = np.empty(cols, np.{dt})")
+    if e.prim.name == "softmax":
+        out.append(f"        acc = np.empty(16, np.{dt})")
     names = ["dwb", "dbb", "dxsb"][:sums]
     if backward:
         out += [f"        {nm} = np.zeros(cols, np.{dt})" for nm in names]
@@ -246,10 +268,27 @@ def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
 
 
 def arguments(rg: RowGroup) -> list:
-    """The kernel's parameters: inputs, outputs, the row op's weight (and bias), sizes, eps."""
-    backward = rg.eqn.prim.name == "layer_norm_backward"
-    return ([f"in{j}" for j in range(len(rg.inputs))] + [f"out{j}" for j in range(len(rg.outputs))]
-            + (["w"] if backward else ["w", "b"]) + ["m", "cols", "eps"])
+    """The kernel's parameters: inputs (a "bcast" one with its row index), outputs, the row
+    op's weight (and bias), sizes, eps (softmax: its scale)."""
+    name = rg.eqn.prim.name
+    ins = []
+    for j, v in enumerate(rg.inputs):
+        ins += [f"in{j}", f"ix{j}"] if rg.roles[v] == "bcast" else [f"in{j}"]
+    own = {"layer_norm": ["w", "b"], "layer_norm_backward": ["w"], "softmax": []}[name]
+    return (ins + [f"out{j}" for j in range(len(rg.outputs))] + own
+            + ["m", "cols", "scale" if name == "softmax" else "eps"])
+
+
+def bcast_rows(a, shape: tuple, n: int) -> tuple:
+    """(distinct rows of `a`, C-contiguous (R, K), and the row of them each of the (M, K)
+    rows of `shape` reads): a "bcast" operand (whole along the last `n` dims, broadcast
+    along leading ones) is not copied out to full size."""
+    import numpy as np
+    a = a.reshape((1,) * (len(shape) - a.ndim) + tuple(a.shape))
+    lead = a.shape[:len(shape) - n]
+    rows = np.ascontiguousarray(a).reshape(-1, int(np.prod(shape[len(shape) - n:], dtype=np.int64)))
+    ids = np.arange(rows.shape[0], dtype=np.int64).reshape(lead)
+    return rows, np.ascontiguousarray(np.broadcast_to(ids, tuple(shape[:len(shape) - n]))).reshape(-1)
 
 
 class RowKernel:
@@ -305,6 +344,7 @@ def emit(plan, rg: RowGroup, nm, consts, shape_code, dtype_const) -> list:
     rows = _dims(shape[:len(shape) - n])
     consts["ROWS2"] = row_kernels._rows
     consts["VEC"] = np.ravel
+    consts["BROWS"] = bcast_rows
     dt = dtype_const(e.out.aval.dtype, consts)
     lines = []
     for v in rg.outputs:
@@ -312,18 +352,22 @@ def emit(plan, rg: RowGroup, nm, consts, shape_code, dtype_const) -> list:
     args = []
     for v in rg.inputs:
         role = rg.roles[v]
-        args.append(f"ROWS2({nm(v)}, {cols})" if role == "rows" else f"VEC({nm(v)})")
+        args.append(f"ROWS2({nm(v)}, {cols})" if role == "rows" else
+                    f"*BROWS({nm(v)}, {shape_code(shape)}, {n})" if role == "bcast" else f"VEC({nm(v)})")
     args += [f"{nm(v)}.reshape(1, {cols})" if rg.col_sum is not None and v is rg.col_sum.out
              else f"{nm(v)}.reshape(-1, {cols})" for v in rg.outputs]
     own = list(e.inputs[ROW_PRIMS[e.prim.name] + 1:])
-    if e.prim.name == "layer_norm_backward":
+    if e.prim.name == "softmax":
+        pass
+    elif e.prim.name == "layer_norm_backward":
         args.append(f"VEC({nm(own[0])})" if e.params["has_w"] else f"np.ones({cols}, {dt})")
     else:
         aff = e.params["affine"]
         wb = list(own)
         args.append(f"VEC({nm(wb.pop(0))})" if aff[0] else f"np.ones({cols}, {dt})")
         args.append(f"VEC({nm(wb.pop(0))})" if aff[1] else f"np.zeros({cols}, {dt})")
-    args += [rows, cols, repr(float(e.params["eps"]))]
+    last = e.params.get("scale", 1.0) if e.prim.name == "softmax" else e.params["eps"]
+    args += [rows, cols, repr(float(last))]
 
     # serial below PARALLEL_MIN elements, a prange over row chunks above (as fused groups)
     from .plan import PARALLEL_MIN, _serial_only

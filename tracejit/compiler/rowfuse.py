@@ -1,4 +1,5 @@
-"""Row fusion: elementwise groups around LayerNorm's row kernels become part of them.
+"""Row fusion: elementwise groups around the row kernels of LayerNorm (and softmax's
+prologue) become part of them.
 
 Why: LayerNorm (forward and backward) is a primitive run by a row kernel
 (ops/row_kernels.py), which a plan calls as an opaque step. Around it sit elementwise
@@ -21,10 +22,19 @@ back. Here those groups are moved into the row kernel:
   GELU's input; compiler/saving.py has the backward recompute it rather than the forward
   write it) is made from the row statistics the kernel computes anyway.
 
+Softmax over the last dim takes a prologue only: the scale and additive mask (or a
+``masked_fill``) a program writes before it, ``softmax(q @ k.T * c + mask)``, are computed
+per row into its row buffer; the scores are written once, as the softmax's output.
+
+A gradient group may sit behind a `reshape` to the row op's shape with the same rows
+(the encoder layer adds its residual gradient on (tokens, E) rows and reshapes it to the
+(N, T, E) LayerNorm's): it joins the kernel and the reshape goes (`RowGroup.g_view`).
+
 A fused group's other operands must be read the same way in every row: arrays of the
 row op's shape ("rows"), vectors along the normalized dims broadcast over the rows
-("col": a bias, a LayerNorm weight), or single values ("scalar"); a group with anything
-else stays a group. The kernel's source (compiler/codegen_rows.py) is written from the
+("col": a bias, a LayerNorm weight), whole rows broadcast along some leading dims
+("bcast": an attention mask (T, S) over (N, H, T, S) scores, read through a row index),
+or single values ("scalar"); a group with anything else stays a group. The kernel's source (compiler/codegen_rows.py) is written from the
 row op's own text in ops/row_kernels.py and the groups' ops' scalar rules, the ones every
 fused kernel uses: no op is written twice.
 
@@ -37,12 +47,15 @@ from .. import envflags
 from dataclasses import dataclass, field
 
 from ..jit.ir import Eqn, Var
+from .emitter import NUMBA_TYPE
 from .fusion import Group, _schedule
 
 __all__ = ["RowGroup", "fuse_rows", "enabled", "ROW_PRIMS"]
 
 # The row primitives whose kernels take fused work, and which input is the row data `x`.
-ROW_PRIMS = {"layer_norm": 0, "layer_norm_backward": 1}
+# softmax (over the last dim, without the mask operand attention gives it) takes a prologue:
+# the scale and additive mask a program writes before it (``softmax(q @ k.T * c + mask)``)
+ROW_PRIMS = {"layer_norm": 0, "layer_norm_backward": 1, "softmax": 0}
 _DTYPES = ("float32", "float64")
 
 
@@ -61,6 +74,8 @@ class RowGroup:
     col_sum: Eqn | None = None     # sums layer_norm_backward's dx over the rows (a bias gradient)
     y_eqn: Eqn | None = None       # (backward) the layer_norm of the same x whose output g_pro reads:
                                    # recomputed from the row's statistics instead of read
+    g_view: Eqn | None = None      # a reshape between g_pro's value and the gradient (same rows:
+                                   # a (tokens, E) group feeding a (N, T, E) LayerNorm)
     inputs: list = field(default_factory=list)   # external Vars, in calling order
     outputs: list = field(default_factory=list)  # Vars written (the row op's output first when written)
     roles: dict = field(default_factory=dict)    # input Var -> "rows" | "col" | "scalar"
@@ -73,7 +88,7 @@ class RowGroup:
     def members(self) -> list:
         """Every equation of the item, in program order of its parts."""
         out = list(self.x_pro.eqns if self.x_pro else []) + ([self.y_eqn] if self.y_eqn else [])
-        out += list(self.g_pro.eqns if self.g_pro else [])
+        out += list(self.g_pro.eqns if self.g_pro else []) + ([self.g_view] if self.g_view else [])
         return out + [self.eqn] + list(self.epi.eqns if self.epi else [])
 
     @property
@@ -97,7 +112,7 @@ class RowGroup:
 
     @property
     def n(self) -> int:
-        return self.eqn.params["n"]
+        return _row_dims(self.eqn)
 
     def describe(self) -> str:
         parts = [("+".join(e.prim.name for e in g.eqns)) for g in (self.x_pro, self.g_pro) if g is not None]
@@ -111,10 +126,17 @@ class RowGroup:
         return " -> ".join(parts)
 
 
+def _row_dims(e) -> int:
+    """How many trailing dims make a row of row primitive `e` (softmax: its last)."""
+    return e.params["n"] if "n" in e.params else 1
+
+
 def role(v, shape: tuple, n: int) -> str | None:
     """How a row kernel reads operand `v` against row data of `shape` normalized over its
     last `n` dims: "rows" (the same shape), "col" (broadcast over the leading dims, whole
-    along the normalized ones), "scalar" (one element), or None (it cannot)."""
+    along the normalized ones), "scalar" (one element), "bcast" (whole along the normalized
+    dims, broadcast along some leading ones: an attention mask (T, S) over (N, H, T, S)
+    scores; the kernel reads row ``ix[i]`` of its distinct rows), or None (it cannot)."""
     vs = tuple(v.aval.shape)
     if vs == shape:
         return "rows"
@@ -124,8 +146,12 @@ def role(v, shape: tuple, n: int) -> str | None:
         return None
     padded = (1,) * (len(shape) - len(vs)) + vs
     lead, tail = padded[:len(shape) - n], padded[len(shape) - n:]
-    if all(isinstance(d, int) and d == 1 for d in lead) and tail == shape[len(shape) - n:]:
+    if tail != shape[len(shape) - n:]:
+        return None
+    if all(isinstance(d, int) and d == 1 for d in lead):
         return "col"
+    if all((isinstance(d, int) and d == 1) or d == s for d, s in zip(lead, shape)):
+        return "bcast"
     return None
 
 
@@ -135,7 +161,9 @@ def _fusible_group(g, shape, n, dtype) -> bool:
         return False
     if any(v.aval.dtype.name != dtype for v in g.outputs):
         return False
-    return all(role(a, shape, n) is not None and a.aval.dtype.name == dtype for a in g.inputs)
+    # operands of other dtypes (a bool mask read by `where`) are read as they are: the
+    # group's ops do their own casts, as in any fused kernel
+    return all(role(a, shape, n) is not None and a.aval.dtype.name in NUMBA_TYPE for a in g.inputs)
 
 
 def fuse_rows(items: list, graph) -> list:
@@ -166,14 +194,16 @@ def fuse_rows(items: list, graph) -> list:
         xv = e.inputs[ROW_PRIMS[e.prim.name]]
         if not isinstance(xv, Var) or xv.aval.dtype.name not in _DTYPES or xv.aval.device.type != "cpu":
             continue
-        shape, n, dt = tuple(xv.aval.shape), e.params["n"], xv.aval.dtype.name
+        shape, n, dt = tuple(xv.aval.shape), _row_dims(e), xv.aval.dtype.name
         if not shape or n < 1 or n > len(shape):
+            continue
+        if e.prim.name == "softmax" and (len(e.inputs) != 1 or e.params["dim"] != len(shape) - 1):
             continue
         rg = RowGroup(1000 + count, e)
 
-        def only_for(value, group) -> bool:
+        def only_for(value, group, gshape=shape) -> bool:
             """`group` computes `value` and fusing it moves no read of `value` elsewhere."""
-            return (group is not None and id(group) not in taken and _fusible_group(group, shape, n, dt)
+            return (group is not None and id(group) not in taken and _fusible_group(group, gshape, n, dt)
                     and value in group.outputs)
         px = producer.get(xv)
         if only_for(xv, px):
@@ -181,10 +211,16 @@ def fuse_rows(items: list, graph) -> list:
         if e.prim.name == "layer_norm_backward":
             gv = e.inputs[0]
             pg = producer.get(gv) if isinstance(gv, Var) else None
-            if pg is not rg.x_pro and only_for(gv, pg):
+            view = _row_view(pg, gv, shape, n, producer, readers, results, taken)
+            if view is not None:
+                rg.g_view, gv, pg = view, view.inputs[0], producer.get(view.inputs[0])
+            else:
+                pg = pg if isinstance(pg, Group) else None
+            gshape = tuple(pg.shape) if rg.g_view is not None else shape
+            if pg is not rg.x_pro and only_for(gv, pg, gshape):
                 rg.g_pro = pg
                 rg.y_eqn = _recomputed_output(e, pg, xv, producer, readers, results, taken)
-        else:
+        elif e.prim.name == "layer_norm":
             for r in readers.get(e.out, ()):
                 if isinstance(r, Group) and id(r) not in taken and _fusible_group(r, shape, n, dt):
                     rg.epi = r
@@ -211,7 +247,7 @@ def fuse_rows(items: list, graph) -> list:
             if getattr(rg, part) is not None and _cyclic(rg, producer):
                 setattr(rg, part, None)
         if rg.g_pro is None:
-            rg.y_eqn = None
+            rg.y_eqn = rg.g_view = None
         if not rg.groups or _cyclic(rg, producer):
             continue
         if e.prim.name == "layer_norm_backward":
@@ -219,7 +255,7 @@ def fuse_rows(items: list, graph) -> list:
         _finish(rg, readers, results)
         for g in rg.groups:
             taken.add(id(g))
-        for x in (rg.col_sum, rg.y_eqn):
+        for x in (rg.col_sum, rg.y_eqn, rg.g_view):
             if x is not None:
                 taken.add(id(x))
         replace[id(e)] = rg
@@ -232,6 +268,30 @@ def fuse_rows(items: list, graph) -> list:
             continue
         out.append(replace.get(id(it), it))
     return _schedule(out, graph)
+
+
+def _row_view(p, v, shape, n, producer, readers, results, taken):
+    """The `reshape` step `p` making value `v` (read only by the row op) from a value with
+    the same rows (same trailing `n` dims, same count) that a group computes: the group can
+    then run in the row kernel, the reshape gone. The encoder layer's residual gradient is
+    added on (tokens, E) rows and reshaped to the (N, T, E) LayerNorm's."""
+    if not (isinstance(p, Eqn) and p.prim.name == "reshape" and id(p) not in taken
+            and v not in results and len(readers.get(v, ())) == 1):
+        return None
+    src = p.inputs[0]
+    if not isinstance(src, Var) or not isinstance(producer.get(src), Group):
+        return None
+    ss = tuple(src.aval.shape)
+    if len(ss) < n or any(not isinstance(d, int) for d in ss + shape):
+        return None
+    if ss[len(ss) - n:] != shape[len(shape) - n:]:
+        return None
+    rows = want = 1
+    for d in ss[:len(ss) - n]:
+        rows *= d
+    for d in shape[:len(shape) - n]:
+        want *= d
+    return p if rows == want else None
 
 
 def _column_sum(e, readers, shape, n):
@@ -296,7 +356,7 @@ def _external(rg) -> list:
 
 def _cyclic(rg, producer) -> bool:
     """Does some value the merged item reads depend on one it computes?"""
-    mine = {id(g) for g in rg.groups} | {id(rg.eqn)} | ({id(rg.y_eqn)} if rg.y_eqn is not None else set())
+    mine = {id(g) for g in rg.groups} | {id(rg.eqn)} | {id(x) for x in (rg.y_eqn, rg.g_view) if x is not None}
     stack = list(_external(rg))
     seen: set = set()
     while stack:
@@ -321,10 +381,12 @@ def _finish(rg, readers, results) -> None:
     if rg.y_eqn is not None:
         own += list(rg.y_eqn.inputs[1:])
     rg.inputs = _external(rg)
+    gshape = tuple(rg.g_pro.shape) if rg.g_view is not None else shape
     for a in rg.inputs:
-        # the row op's own weight and bias are vectors along the normalized dims
-        rg.roles[a] = "col" if a in own else role(a, shape, n)
-    members = {id(g) for g in rg.groups} | {id(e)} | ({id(rg.y_eqn)} if rg.y_eqn is not None else set())
+        # the row op's own weight and bias are vectors along the normalized dims; a
+        # reshaped gradient group's operands are read per its own (same-rows) shape
+        rg.roles[a] = "col" if a in own else (role(a, shape, n) or role(a, gshape, n))
+    members = {id(g) for g in rg.groups} | {id(e)} | {id(x) for x in (rg.y_eqn, rg.g_view) if x is not None}
     outs = []
     for g in rg.groups:
         for v in g.outputs:

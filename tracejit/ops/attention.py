@@ -22,6 +22,7 @@ from .elementwise import cast, logical_not
 from .indexing import masked_fill
 from .linalg import linear, matmul
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
+from .attention_prim import attention_context
 from .softmax_prim import softmax as _scaled_softmax
 from .tensorfns import tril
 
@@ -83,6 +84,14 @@ def _masked_softmax(scores, scale: float, mask):
     return _scaled_softmax(scores, scores.ndim - 1, scale, mask)
 
 
+def _context_takes(weights, scores, mask) -> bool:
+    """attention_context's precondition: weights = softmax(scores * scale + mask) of this
+    shape, float, and a mask that needs no gradient (its gradient would come only through
+    the weights' graph, which attention_context's VJP leaves idle)."""
+    return (weights.dtype.is_floating_point and tuple(weights.shape) == tuple(scores.shape)
+            and (mask is None or not mask.requires_grad))
+
+
 def _repeat_heads(x, n):
     # [..., Hk, S, E] -> [..., Hk * n, S, E], each head repeated n times in place (GQA)
     shape = tuple(x.shape)
@@ -125,7 +134,7 @@ def _proj(x, w, b):
 
 
 def _packed_self_projection(x, w, b, num_heads: int, seq: int) -> tuple:
-    """q, k, v of self-attention, each [N, H, T, hd], from ONE GEMM of the tokens with the
+    """(packed (T*N, 3E) projection, (q, k, v)) of self-attention, each [N, H, T, hd], from ONE GEMM of the tokens with the
     packed (3E, E) in_proj_weight: three (T*N, E) @ (E, E) products run at ~60% of the
     speed of one (T*N, E) @ (E, 3E) (TransformerEncoderLayer d_model 256, batch 16, seq
     128, one thread, forward and both gradients: 36 -> 28 ms). The three heads-layout views
@@ -135,14 +144,15 @@ def _packed_self_projection(x, w, b, num_heads: int, seq: int) -> tuple:
     from ..jit.loops import unbind_steps
     a, c, e = x.shape
     hd = e // num_heads
-    qkv = reshape(linear(reshape(x, (a * c, e)), w, b), (a, c, 3, num_heads, hd))
+    packed = linear(reshape(x, (a * c, e)), w, b)
+    qkv = reshape(packed, (a, c, 3, num_heads, hd))
     # seq-first [T, N, 3, H, hd] or batch-first [N, T, 3, H, hd], cut along its axis 2 and
     # each part permuted to [N, H, T, hd]: the gradients are stacked (concatenated when
     # traced) straight into the (tokens, 3E) layout of the projection's weight GEMM, where
     # cutting a [3, N, H, T, hd] permutation stacked them in that order and the reshape
     # copied them a second time (eager packed gradient: stack 1.6 ms + a ~3 ms copy)
     heads = (0, 2, 1, 3) if seq else (1, 2, 0, 3)
-    return tuple(permute(p, heads) for p in unbind_steps(qkv, 2))
+    return packed, tuple(permute(p, heads) for p in unbind_steps(qkv, 2))
 
 
 def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k,
@@ -230,8 +240,9 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
         kpm = reshape(_additive(key_padding_mask, query.dtype, true_means_masked=True), (N, 1, 1, S))
         mask = kpm if mask is None else mask + kpm
     # [T, N, E] (or [N, T, E]) -> [N, H, T, hd]
+    packed = None
     if q is None:
-        q, k, v = _packed_self_projection(query, in_proj_weight, in_proj_bias, num_heads, seq)
+        packed, (q, k, v) = _packed_self_projection(query, in_proj_weight, in_proj_bias, num_heads, seq)
     elif seq:
         q = permute(reshape(q, (N, L, num_heads, hd)), (0, 2, 1, 3))
         k = permute(reshape(k, (N, S, num_heads, hd)), (0, 2, 1, 3))
@@ -241,14 +252,22 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
         k = permute(reshape(k, (S, N, num_heads, hd)), (1, 2, 0, 3))
         v = permute(reshape(v, (S, N, num_heads, hd)), (1, 2, 0, 3))
     scores = matmul(q, transpose(k, -2, -1))                            # [N, H, L, S]
-    weights = _masked_softmax(scores, 1.0 / math.sqrt(hd), mask)
-    if dropout_p > 0.0 and training:
-        weights = dropout(weights, dropout_p)
-    out = matmul(weights, v)                                            # [N, H, L, hd]
-    if seq:
-        out = reshape(permute(out, (0, 2, 1, 3)), (N, L, E))
+    scale = 1.0 / math.sqrt(hd)
+    weights = _masked_softmax(scores, scale, mask)
+    dropped = dropout_p > 0.0 and training
+    if packed is not None and not dropped and _context_takes(weights, scores, mask):
+        # W @ V written in token layout; its backward makes the packed q/k/v gradient in
+        # one buffer (ops/attention_prim.py)
+        out = attention_context(packed, weights, tokens=(query.shape[0], query.shape[1]),
+                                heads=num_heads, seq_first=not seq, scale=scale)
     else:
-        out = reshape(permute(out, (2, 0, 1, 3)), (L, N, E))
+        if dropped:
+            weights = dropout(weights, dropout_p)
+        out = matmul(weights, v)                                        # [N, H, L, hd]
+        if seq:
+            out = reshape(permute(out, (0, 2, 1, 3)), (N, L, E))
+        else:
+            out = reshape(permute(out, (2, 0, 1, 3)), (L, N, E))
     out = _proj(out, out_proj_weight, out_proj_bias)
     if unbatched:
         out = squeeze(out, 1)

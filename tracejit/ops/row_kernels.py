@@ -67,14 +67,17 @@ def kernel(x, scale, out):
         o = out[i]
         n = z.shape[0]
 ROWMAX
-        s = np.{t}(0)
+SOFTMAXEXP
+'''
+# softmax's row after its max `mi` (row `z` of `n` elements, output row `o`, scale `sc`):
+# shared with compiler/codegen_rows.py's fused row kernels
+SOFTMAX_EXP = '''        s = np.{t}(0)
         for k in range(n):
             e = EXP((z[k] - mi) * sc)
             o[k] = e
             s += e
         for k in range(n):
-            o[k] = o[k] / s
-'''
+            o[k] = o[k] / s'''
 
 _SOFTMAX_MASKED = _HEAD + '''
 @njit("void(" + RO2 + ", float64, " + RO2 + ", Array(int64, 1, 'C', readonly=True), {t}[:, ::1])",
@@ -218,7 +221,7 @@ def source(template: str, dtype: str) -> str:
     """`template` with the shared pieces (row statistics, LayerNorm's formulas, block
     sizes, the dtype) filled in: how these kernels, and the compiler's fused row kernels
     (compiler/codegen_rows.py), are written from one text."""
-    return (template.replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
+    return (template.replace("SOFTMAXEXP", SOFTMAX_EXP).replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
             .replace("LNBWDINIT", LN_BACKWARD_INIT).replace("LNBWDFOLD", LN_BACKWARD_FOLD)
             .replace("LNBWDROW", LN_BACKWARD_ROW).replace("LN_Y", LN_Y).replace("STATS", _ROW_STATS)
             .replace("ROWMAX", _ROW_MAX).replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS))
@@ -265,8 +268,10 @@ def softmax_rows(xp, x, scale=1.0, mask=None):
     return out.reshape(x.shape)
 
 
-def softmax_backward_rows(xp, g, y, scale=1.0):
-    """softmax's input gradient over the last dim by the kernel, or None."""
+def softmax_backward_rows(xp, g, y, scale=1.0, out=None):
+    """softmax's input gradient over the last dim by the kernel, or None. ``out``: a
+    C-contiguous array of y's shape to write (it may be `g` itself: each element is
+    written after its row's sum is taken, from the same element of g)."""
     if not _takes(xp, g, y) or y.ndim == 0 or y.size == 0 or g.shape != y.shape:
         return None
     fn = _get(_SOFTMAX_BACKWARD, "softmax_backward", y.dtype.name)
@@ -274,7 +279,10 @@ def softmax_backward_rows(xp, g, y, scale=1.0):
         return None
     k = y.shape[-1]
     g2, y2 = _rows(g, k), _rows(y, k)
-    out = np.empty(y2.shape, y.dtype)
+    if out is not None and out.flags.c_contiguous and out.shape == y.shape and out.dtype == y.dtype:
+        out = out.reshape(y2.shape)
+    else:
+        out = np.empty(y2.shape, y.dtype)
     fn(g2, y2, float(scale), out)
     return out.reshape(y.shape)
 

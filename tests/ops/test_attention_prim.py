@@ -1,0 +1,195 @@
+"""attention_context / attention_backward (ops/attention_prim.py): self-attention's context
+from the packed q/k/v projection, whose backward writes dq, dk, dv into one packed buffer.
+Checked against PyTorch (weights copied by state_dict name, float64): values, first
+derivatives, second derivatives (create_graph), masks, returned weights; the fallbacks
+(a learned mask, dropout) and the primitive against its numpy definition."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import nn
+from tracejit.ops import attention_prim as AP
+
+torch = pytest.importorskip("torch", reason="compares with PyTorch")
+
+R = np.random.default_rng(3)
+E, H, N, T = 8, 2, 3, 5
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    old_t, old_j = torch.get_default_dtype(), tj.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    tj.set_default_dtype(tj.float64)
+    yield
+    torch.set_default_dtype(old_t)
+    tj.set_default_dtype(old_j)
+
+
+def _pair(batch_first):
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(E, H, batch_first=batch_first)
+    jm = nn.MultiheadAttention(E, H, batch_first=batch_first)
+    jm.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    return tm, jm
+
+
+def _node_names(t):
+    seen, todo, names = set(), [t.grad_fn], []
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        names.append(type(n).__name__ if not hasattr(n, "name") else n.name())
+        todo += [nx for nx, _ in n.next_functions]
+    return names
+
+
+def _close(a, b, **kw):
+    np.testing.assert_allclose(a, b, **({"rtol": 1e-8, "atol": 1e-10} | kw))
+
+
+CALLS = {
+    "plain": {"need_weights": False},
+    "weights_averaged": {},
+    "weights_per_head": {"average_attn_weights": False},
+    "key_padding_mask": {"key_padding_mask": np.array([[0, 0, 0, 1, 1], [0] * 5, [0, 0, 0, 0, 1]], bool),
+                         "need_weights": False},
+    "float_mask_no_grad": {"attn_mask": R.standard_normal((T, T)), "need_weights": False},
+}
+
+
+@pytest.mark.parametrize("call", list(CALLS))
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_self_attention_matches_torch_with_one_packed_gradient(batch_first, call):
+    tm, jm = _pair(batch_first)
+    x = R.standard_normal((N, T, E) if batch_first else (T, N, E))
+    kw = CALLS[call]
+    tk = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+    jk = {k: tj.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+    tx, jx = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    to, tw = tm(tx, tx, tx, **tk)
+    jo, jw = jm(jx, jx, jx, **jk)
+    assert "AttentionBackward0" in _node_names(jo)
+    _close(jo.detach().numpy(), to.detach().numpy())
+    go = R.standard_normal(to.shape)
+    tl, jl = (to * torch.tensor(go)).sum(), (jo * tj.tensor(go)).sum()
+    if tw is not None:           # the returned weights' gradient goes through their own graph
+        gw = R.standard_normal(tw.shape)
+        _close(jw.detach().numpy(), tw.detach().numpy())
+        tl, jl = tl + (tw * torch.tensor(gw)).sum(), jl + (jw * tj.tensor(gw)).sum()
+    tl.backward()
+    jl.backward()
+    _close(jx.grad.numpy(), tx.grad.numpy())
+    jp = dict(jm.named_parameters())
+    for name, p in tm.named_parameters():
+        _close(jp[name].grad.numpy(), p.grad.numpy(), err_msg=name)
+
+
+def test_unbatched_self_attention():
+    tm, jm = _pair(False)
+    x = R.standard_normal((T, E))
+    tx, jx = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    to, jo = tm(tx, tx, tx)[0], jm(jx, jx, jx)[0]      # (three unsqueezes: the composite path)
+    _close(jo.detach().numpy(), to.detach().numpy())
+    to.pow(2).sum().backward()
+    jo.pow(2).sum().backward()
+    _close(jx.grad.numpy(), tx.grad.numpy())
+
+
+def test_learned_mask_and_dropout_take_the_composite_path():
+    # a mask needing a gradient gets it only through the weights' graph: no attention_context
+    tm, jm = _pair(True)
+    x, m = R.standard_normal((N, T, E)), R.standard_normal((T, T))
+    tmask, jmask = torch.tensor(m, requires_grad=True), tj.tensor(m, requires_grad=True)
+    tx, jx = torch.tensor(x), tj.tensor(x)
+    to = tm(tx, tx, tx, attn_mask=tmask, need_weights=False)[0]
+    jo = jm(jx, jx, jx, attn_mask=jmask, need_weights=False)[0]
+    assert "AttentionBackward0" not in _node_names(jo)
+    to.pow(2).sum().backward()
+    jo.pow(2).sum().backward()
+    _close(jmask.grad.numpy(), tmask.grad.numpy())
+    drop = nn.MultiheadAttention(E, H, dropout=0.5, batch_first=True)
+    y = drop(jx, jx, jx, need_weights=False)[0]
+    assert "AttentionBackward0" not in _node_names(y)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_second_derivatives_match_torch(batch_first):
+    """attention_backward's own VJP: d/dtheta of |d loss / dx|^2, with the returned weights
+    in the loss too (their graph carries the weights' dependence on q and k)."""
+    tm, jm = _pair(batch_first)
+    x = R.standard_normal((N, T, E) if batch_first else (T, N, E))
+    gw = R.standard_normal((N, T, T))
+    res = []
+    for lib, m in ((torch, tm), (tj, jm)):
+        xt = lib.tensor(x, requires_grad=True)
+        out, w = m(xt, xt, xt)
+        loss = out.pow(2).sum() + (w * lib.tensor(gw)).sum()
+        (gx,) = (torch.autograd.grad if lib is torch else tj.autograd.grad)(loss, [xt], create_graph=True)
+        gx.pow(2).sum().backward()
+        res.append((xt.grad.numpy(), {n: p.grad.numpy() for n, p in m.named_parameters()}))
+    (tgx, tgp), (jgx, jgp) = res
+    _close(jgx, tgx, rtol=1e-7)
+    for name in tgp:
+        _close(jgp[name], tgp[name], rtol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("seq_first", [False, True])
+def test_primitive_against_its_numpy_definition(seq_first):
+    a, c = (T, N) if seq_first else (N, T)
+    qkv = R.standard_normal((a * c, 3 * E))
+    p5 = qkv.reshape(a, c, 3, H, E // H)
+    perm = (1, 2, 0, 3) if seq_first else (0, 2, 1, 3)
+    q, k, v = (p5[:, :, i].transpose(perm) for i in range(3))
+    s = q @ k.swapaxes(-1, -2) * 0.3
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    g = R.standard_normal((a, c, E))
+    kw = dict(tokens=(a, c), heads=H, seq_first=seq_first, scale=0.3)
+    out = AP.attention_context(tj.tensor(qkv), tj.tensor(w), **kw).numpy()
+    inv = (2, 0, 1, 3) if seq_first else (0, 2, 1, 3)
+    _close(out, (w @ v).transpose(inv).reshape(a, c, E), rtol=1e-12)
+    got = AP.attention_backward(tj.tensor(g), tj.tensor(qkv), tj.tensor(w), **kw).numpy()
+    gh = g.reshape(a, c, H, E // H).transpose(perm)
+    dw = gh @ v.swapaxes(-1, -2)
+    ds = w * (dw - (dw * w).sum(-1, keepdims=True)) * 0.3
+    want = np.stack([p.transpose(inv) for p in (ds @ k, ds.swapaxes(-1, -2) @ q, w.swapaxes(-1, -2) @ gh)], 2)
+    _close(got, want.reshape(a * c, 3 * E), rtol=1e-12)
+
+
+def test_bad_shapes_name_the_op():
+    qkv, w = tj.zeros(15, 24), tj.zeros(3, 2, 5, 5)
+    with pytest.raises(Exception, match="attention_context.*weights"):
+        AP.attention_context(qkv, tj.zeros(3, 2, 5, 4), tokens=(3, 5), heads=2, seq_first=False, scale=1.0)
+    with pytest.raises(Exception, match="attention_context.*packed"):
+        AP.attention_context(tj.zeros(15, 20), w, tokens=(3, 5), heads=2, seq_first=False, scale=1.0)
+    with pytest.raises(Exception, match="attention_backward"):
+        AP.attention_backward(tj.zeros(3, 5, 7), qkv, w, tokens=(3, 5), heads=2, seq_first=False, scale=1.0)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_compiled_matches_eager_and_has_no_concat(batch_first):
+    from tracejit.jit import passes
+    from tracejit.jit.autodiff import split
+    tm, jm = _pair(batch_first)
+    x = R.standard_normal((N, T, E) if batch_first else (T, N, E))
+
+    def loss(x):
+        return jm(x, x, x, need_weights=False)[0].pow(2).sum()
+
+    grads = []
+    for f in (loss, tj.trace(loss)):
+        jm.zero_grad()
+        xt = tj.tensor(x, requires_grad=True)
+        f(xt).backward()
+        grads.append([xt.grad.numpy()] + [p.grad.numpy() for p in jm.parameters()])
+    for a, b in zip(*grads):
+        _close(b, a, rtol=1e-10)
+    cf = tj.trace(loss, compiler="interpret")
+    cf(tj.tensor(x, requires_grad=True))
+    g = cf.entries[0].graph
+    bwd = passes.optimize(split(g, [True] * len(g.inputs))[1])
+    names = [e.prim.name for e in bwd.eqns]
+    assert "attention_backward" in names and "concat" not in names and "softmax_backward" not in names
