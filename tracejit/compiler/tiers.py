@@ -51,7 +51,8 @@ from typing import Any, Optional
 from .. import envflags
 from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
-from . import cacheroot, tierhints
+from ..jit.interpreter import interpret, last_uses
+from . import cacheroot, gilshare, tierhints
 # diskcache and workers are imported where used: a first call (tier 0) needs neither,
 # and their imports (pathlib, subprocess, the cache key's helpers: 15-30 ms in a fresh
 # process) belong to the background thread, after the user's first step.
@@ -64,7 +65,7 @@ def __getattr__(name: str):
         return importlib.import_module(f"{__package__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "graph_on_cpu",
+__all__ = ["TieredExecutor", "Tier0", "wait", "compile_mode", "background_possible", "graph_on_cpu",
            "module_when_ready"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
@@ -123,11 +124,28 @@ def background_possible(program: Any) -> bool:
     return program.target == "cpu" and cacheroot.root() is not None
 
 
+class Tier0(Interpreted):
+    """The IR interpreter, letting each value go after its last use (as the eager code it
+    stands for does): holding every intermediate until the graph ends made the
+    Transformer step's tier-0 call fault in ~3,000 more fresh pages (12 MB) than the
+    eager forward, and keeps that memory from being reused by the next call."""
+
+    def __init__(self, graph):
+        super().__init__(graph)
+        self._drops = None
+
+    def __call__(self, ins: list) -> list:
+        drops = self._drops
+        if drops is None:
+            drops = self._drops = last_uses(self.graph)
+        return interpret(self.graph, ins, drops=drops)
+
+
 class TieredExecutor(Executor):
     """An entry's executor in background mode (see the module docstring)."""
 
     def __init__(self, graph, program, grad_mode: bool, lock, owner, name: str, make_program=None):
-        self.tier0 = Interpreted(graph)
+        self.tier0 = Tier0(graph)
         # The CompiledProgram, or None until `program` is first read: `make_program` builds
         # it (importing the code generator and planning cost ~0.1-0.2 s, which the
         # background thread pays rather than the first call).
@@ -233,6 +251,8 @@ class TieredExecutor(Executor):
         """Load the kernels in this call, when a previous process found its tier-0 call
         slower than loading them and they are all on disk (tierhints.py); else False."""
         try:
+            if not tierhints.any_prefers_loading():
+                return False  # (the key, the graph's text hashed, is the thread's to compute)
             self._hint_key = tierhints.key(self.tier0.graph, self.grad_mode)
             if not tierhints.prefer_loading(tierhints.read(self._hint_key)):
                 return False
@@ -322,10 +342,12 @@ class TieredExecutor(Executor):
                 workers.prestart()
                 self._prestarted = True
             if not self._planned:
-                with _planning:
+                # (shorter GIL switches while this thread runs Python: gilshare.py)
+                with _planning, gilshare.shorter_switches():
                     self._plan()
             if not self._failure and not self.jobs:
-                self._submit()
+                with gilshare.shorter_switches():
+                    self._submit()
             if not self._failure:
                 self._wait_jobs()
             if not self._failure:
@@ -481,7 +503,8 @@ class TieredExecutor(Executor):
                 # the main process; the switch then waits only for the last job).
                 try:
                     t0 = time.perf_counter()
-                    kern.get(lay, par)
+                    with gilshare.shorter_switches():
+                        kern.get(lay, par)
                     self._load_s += time.perf_counter() - t0
                 except Exception as exc:
                     self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
@@ -505,8 +528,9 @@ class TieredExecutor(Executor):
     def _load(self) -> None:
         t0 = time.perf_counter()
         try:
-            for kern, layouts, parallel in self.variants:
-                kern.get(layouts, parallel)  # from the disk cache (verified by its manifest)
+            with gilshare.shorter_switches():
+                for kern, layouts, parallel in self.variants:
+                    kern.get(layouts, parallel)  # from the disk cache (verified by its manifest)
         except Exception as exc:
             self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             return
@@ -681,7 +705,8 @@ def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "worker
                 if not wjob.ok:
                     job._finish(False, wjob.error)
                     return
-            diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
+            with gilshare.shorter_switches():
+                diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
         except Exception as exc:
             job._finish(False, f"{type(exc).__name__}: {exc}")
             return
