@@ -5,14 +5,16 @@ numba. Its entry's executor is a `TieredExecutor`:
 
 - **tier 0** is the IR interpreter over the ops' eager implementations (the reference
   semantics: its results equal eager, forward and backward, because gradients flow
-  through the same eager autograd);
+  through the same eager autograd), run as eager code runs (`Tier0`: values go after
+  their last use; a value cut into all its slices is cut by one autograd node);
 - its first call runs tier 0 and nothing else; a background thread (working from the
   second call on, or about when the user's first step has ended: never during it) builds
   the program and the plans that call needs (autodiff, fusion, source generation), finds
   the kernel variants not yet on disk and submits them to the compile workers
   (`workers.py`), longest first; computing cache keys, numba's import and the loads all
   happen in that thread, so a first call with a warm disk costs a capture plus an eager
-  call. For a graph whose kernels were never all on disk (tierhints.on_disk) the workers
+  call; while that thread runs Python the GIL switch interval is shorter (gilshare.py), so
+  the caller waits less for the GIL after each numpy/BLAS call. For a graph whose kernels were never all on disk (tierhints.on_disk) the workers
   are started before the planning, which hides most of their 1-3 s start-up;
 - when the program has parfor kernels to compile, a second program over the same graph
   is compiled first (stage 1): a parfor variant costs numba 3-10x a serial one. On the
