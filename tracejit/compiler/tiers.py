@@ -14,8 +14,9 @@ numba. Its entry's executor is a `TieredExecutor`:
   (`workers.py`), longest first; computing cache keys, numba's import and the loads all
   happen in that thread, so a first call with a warm disk costs a capture plus an eager
   call; while that thread runs Python the GIL switch interval is shorter (gilshare.py), so
-  the caller waits less for the GIL after each numpy/BLAS call. For a graph whose kernels were never all on disk (tierhints.on_disk) the workers
-  are started before the planning, which hides most of their 1-3 s start-up;
+  the caller waits less for the GIL after each numpy/BLAS call. For a graph whose
+  kernels were never all on disk (tierhints.on_disk) the workers are started before the
+  planning, which hides most of their 1-3 s start-up;
 - when the program has parfor kernels to compile, a second program over the same graph
   is compiled first (stage 1): a parfor variant costs numba 3-10x a serial one. On the
   CPU stage 1 is the program with chunk kernels (codegen_chunks.py: serial ``nogil``
