@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,11 +82,8 @@ def probe(name: str) -> dict:
         step()
         out["first_s"] = time.perf_counter() - t
         out["first_cpu_s"] = time.thread_time() - c
-        ts = []
-        for _ in range(7):
-            t = time.perf_counter()
-            step()
-            ts.append(time.perf_counter() - t)
+        ts = _walls(step, STEPS_AFTER)
+        out["steps_after_s"] = ts   # steps 2..N (N = 1 + STEPS_AFTER)
         out["step_s"] = sorted(ts)[len(ts) // 2]
         return out
     capture_s = _time_captures()
@@ -101,6 +99,12 @@ def probe(name: str) -> dict:
         out["tier0_fwd_s"] = sum(tier0)  # the forward call on tier 0 (the step's rest is eager)
     if name == "sync_cold":
         out["kernels"] = _breakdown(fns)
+    if name == "warm_disk":
+        # Steps 2..N as they come (a background process plans, imports numba and loads
+        # its kernels meanwhile): against the eager probe's steps 2..N.
+        out["steps_after_s"] = _walls(step, STEPS_AFTER)
+    if os.environ.get("BENCH_FIRST_ONLY") and name == "background_cold":
+        return out
     if name == "background_wait":  # the same, but the caller waits instead of training on
         # Until stage 1 runs, or every kernel is in when there is no stage 1 (chunk
         # kernels, TRACEJIT_PARALLEL=chunks; the switch is at the next call).
@@ -148,6 +152,18 @@ def probe(name: str) -> dict:
     out["steady_step_s"] = sorted(ts)[2]
     out["tiers"] = [s for f in fns for s in f.cache_stats()["tiers"]]
     return out
+
+
+STEPS_AFTER = 9   # steps 2..10 of the eager and warm_disk probes
+
+
+def _walls(step, n: int) -> list:
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        step()
+        ts.append(time.perf_counter() - t)
+    return ts
 
 
 def _time_captures() -> list:
@@ -218,9 +234,15 @@ def _breakdown(fns) -> list:
     return rows
 
 
+WARM_CACHE = ""     # --warm-cache DIR: DIR/<step> holds a filled cache for warm_disk
+FIRST_ONLY = False   # --first-only: the background_cold probe stops after its first step
+
+
 def _run(step: str, name: str, cache: str, mode: str) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT, TRACEJIT_CACHE_DIR=cache, TRACEJIT_COMPILE=mode,
                BENCH_MODE="eager" if name == "eager" else "jit", BENCH_STEP=step)
+    if FIRST_ONLY:
+        env["BENCH_FIRST_ONLY"] = "1"
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "probe", name], env=env,
                        capture_output=True, text=True, timeout=1200)
     if r.returncode:
@@ -249,6 +271,9 @@ def run_step(step: str, probes: tuple) -> dict:
     if "background_wait" in probes:
         res["background_wait"] = _run(step, "background_wait", _private_dir(), "background")
     if "warm_disk" in probes:
+        if WARM_CACHE:   # --warm-cache: a copy of a filled cache (hints stay with the copy)
+            sync_cache = _private_dir()
+            shutil.copytree(os.path.join(WARM_CACHE, step), sync_cache, dirs_exist_ok=True)
         if sync_cache is None:  # fill a cache first (not a figure)
             sync_cache = _private_dir()
             res["fill"] = _run(step, "warm_disk", sync_cache, "sync")
@@ -282,6 +307,11 @@ def report(step: str, res: dict) -> None:
               f"({npar} parallel: {par_s:.2f} s), {tot:.2f} s in numba ({llvm:.2f} s LLVM, "
               f"{tot - llvm:.2f} s typing+lowering)")
     b = res.get("background_cold")
+    if b and "tier0_steps" not in b:   # --first-only
+        ratio = f" ({b['first_s'] / e['step_s']:.1f}x the eager step)" if e else ""
+        print(f"background cold: first step {b['first_s'] * 1e3:.0f} ms{ratio}")
+        b = None
+        print(f"  cold first step, parts: {_parts(res['background_cold'])}")
     if b:
         ratio = f" ({b['first_s'] / e['step_s']:.1f}x the eager step)" if e else ""
         print(f"background cold, training on: first step {b['first_s'] * 1e3:.0f} ms{ratio}; "
@@ -304,6 +334,11 @@ def report(step: str, res: dict) -> None:
               f"sync {sy[0]:.0f} / {sy[1]:.0f} ms")
         print("  background first step, parts: " + "; ".join(
             _parts(res[f"warm_disk_background_{k}"]) for k in (1, 2)))
+        later = [sum(res[f"warm_disk_background_{k}"]["steps_after_s"]) * 1e3 for k in (1, 2)]
+        n = len(res["warm_disk_background_1"]["steps_after_s"])
+        ref = f"; eager {sum(e['steps_after_s']) * 1e3:.0f} ms" if e and "steps_after_s" in e else ""
+        print(f"  steps 2..{n + 1} of the warm background process, wall in all: "
+              f"{later[0]:.0f} / {later[1]:.0f} ms{ref}")
     if b:
         print(f"  cold first step, parts: {_parts(b)}")
 
@@ -321,7 +356,13 @@ def main(argv=None) -> None:
     ap.add_argument("--step", default="mlp", help=f"comma-separated, of {', '.join(STEPS)}")
     ap.add_argument("--probes", default=",".join(PROBES), help=f"comma-separated, of {', '.join(PROBES)}")
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--first-only", action="store_true",
+                    help="background_cold: time the first step only (not the way to full speed)")
+    ap.add_argument("--warm-cache", metavar="DIR",
+                    help="warm_disk: copy DIR/<step> (a filled cache) instead of filling one")
     args = ap.parse_args(argv)
+    global FIRST_ONLY, WARM_CACHE
+    FIRST_ONLY, WARM_CACHE = args.first_only, args.warm_cache or ""
     steps = [s for s in args.step.split(",") if s]
     probes = tuple(p for p in args.probes.split(",") if p)
     bad = [s for s in steps if s not in STEPS] + [p for p in probes if p not in PROBES]

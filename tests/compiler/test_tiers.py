@@ -398,11 +398,10 @@ def test_prestart_starts_the_workers_once_and_they_take_jobs(fresh_pool):
 def test_background_work_waits_for_the_first_call_to_end(monkeypatch):
     """The planning thread starts after the first call's tier-0 run (plus a quiet time),
     never during it: a long first step is not shared with autodiff and code generation."""
-    from tracejit.jit import backend
     monkeypatch.setattr(tiers, "_GO_AFTER_S", 0.0)
     monkeypatch.setattr(tiers, "_GO_AFTER_TIER0", 0.0)
     started, in_call = [], [False]
-    real_plan, real_run = tiers.TieredExecutor._plan, backend.Interpreted.__call__
+    real_plan, real_run = tiers.TieredExecutor._plan, tiers.Tier0.__call__
     real_start = tiers.TieredExecutor.start
 
     def start(self, ins):   # the thread is started here, in the first call
@@ -421,7 +420,7 @@ def test_background_work_waits_for_the_first_call_to_end(monkeypatch):
             in_call[0] = False
     monkeypatch.setattr(tiers.TieredExecutor, "start", start)
     monkeypatch.setattr(tiers.TieredExecutor, "_plan", plan)
-    monkeypatch.setattr(backend.Interpreted, "__call__", slow_tier0)
+    monkeypatch.setattr(tiers.Tier0, "__call__", slow_tier0)
     f = tj.trace(_step(1.3125), compile="background")
     x, w = _args(3)
     eager = _loss_and_grad(_step(1.3125), x, w)
@@ -484,3 +483,77 @@ def test_stage1_only_when_it_compiles_less():
     nearly_warm_stage = [(2500, False)] * 28
     assert not tiers.stage1_pays(nearly_warm_full, nearly_warm_stage)
     assert not tiers.stage1_pays([], [])
+
+
+def test_first_call_skips_the_hint_key_unless_a_hint_prefers_loading(monkeypatch):
+    """The hint's key (the graph's text, hashed) costs a first call 1-5 ms: it is computed
+    there only when some hint in the cache has preferred loading (tierhints.LOAD_MARK)."""
+    from tracejit.compiler import cacheroot, tierhints
+    keys = []
+    real_key = tierhints.key
+    monkeypatch.setattr(tierhints, "key", lambda *a: keys.append(1) or real_key(*a))
+    mark = os.path.join(cacheroot.root(), "hints", tierhints.LOAD_MARK)
+
+    def keys_in_first_call(c):
+        f = tj.trace(_step(c), compile="background")
+        x, w = _args()
+        n = len(keys)
+        _loss_and_grad(f, x, w)
+        got = len(keys) - n
+        assert tj.compiler.wait(f, timeout=WAIT_S)
+        return got
+    try:
+        if os.path.exists(mark):   # an earlier test's graph left a "load" hint: start without
+            os.remove(mark)
+        assert keys_in_first_call(1.0625) == 0
+        tierhints.write("some-other-graph", 20.0, 2.5)   # its hint prefers loading
+        assert os.path.exists(mark)
+        assert keys_in_first_call(1.0625) == 1           # now first calls look theirs up
+    finally:
+        if os.path.exists(mark):
+            os.remove(mark)
+
+
+def test_tier0_runs_as_eager_code_does():
+    """Tier 0 lets values go after their last use and cuts a value taken apart by int
+    selects with one node (as eager attention's q, k, v): same values and gradients as the
+    plain interpreter, and the cut's backward is one stack, not index_adds."""
+    from tracejit.jit.interpreter import interpret, last_uses
+
+    def fn(x, w):
+        y = (x @ w).reshape(16, 2, 4)
+        return (y[:, 0].tanh() * y[:, 1] + y[:, 0]).sum()
+    f = tj.trace(fn, compile="background")
+    x, w = _args(5)
+    eager = _loss_and_grad(fn, x, w)
+    first = _loss_and_grad(f, x, w)
+    (entry,) = f.entries
+    tier0 = entry.executor.tier0
+    assert isinstance(tier0, tiers.Tier0)
+    graph = tier0.graph
+    assert len(tier0._steps) == 2     # the two selects of y along axis 1
+    drops = last_uses(graph)
+    assert sum(len(d) for d in drops) > 0
+    kept = set(graph.outputs)
+    assert not any(v in kept for d in drops for v in d)
+    assert first[0] == pytest.approx(eager[0], rel=1e-6)
+    np.testing.assert_allclose(first[1], eager[1], rtol=1e-6, atol=1e-7)
+    # the same graph through the plain interpreter: the same loss and gradient
+    w.grad = None
+    (plain,) = interpret(graph, [x, w])
+    plain.backward()
+    assert float(plain) == pytest.approx(first[0], rel=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), first[1], rtol=1e-6, atol=1e-7)
+    # the cut is one autograd node (its backward stacks the slices' gradients)
+    w.grad = None
+    (out,) = tier0([x, w])
+    names, todo, seen = set(), [out.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.add(getattr(getattr(node, "fn_cls", None), "__name__", type(node).__name__))
+        todo.extend(n for n, *_ in getattr(node, "next_functions", ()))
+    assert any("UnbindSteps" in n for n in names), names
+    assert tj.compiler.wait(f, timeout=WAIT_S)

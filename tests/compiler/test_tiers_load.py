@@ -143,6 +143,7 @@ def test_fused_module_on_disk_loads_in_a_thread_without_workers(tmp_path):
 
 
 def test_a_slow_tier0_makes_the_next_process_load_at_once(tmp_path):
+    from tracejit.compiler import tierhints
     # A run records its tier-0 call's time and its loads' (tierhints.py); the next process
     # loads the kernels in its first call when tier 0 was the slower, else runs tier 0.
     cache = tmp_path / "kernels"
@@ -161,7 +162,11 @@ def test_a_slow_tier0_makes_the_next_process_load_at_once(tmp_path):
     assert hint.with_suffix(".ondisk").exists()   # its kernels are all on disk now
     figures = json.loads(hint.read_text())
     assert set(figures) == {"tier0_s", "load_s"}
+    assert not (cache / "hints" / tierhints.LOAD_MARK).exists()  # no hint prefers loading
     hint.write_text(json.dumps({"tier0_s": 100.0, "load_s": 0.001}))   # tier 0 was slow
+    assert _python(run, cache)["tiers_first"] == ["tier0"]   # unread: no marker yet
+    (cache / "hints" / tierhints.LOAD_MARK).touch()   # (tierhints.write makes it for such a hint)
+    hint.write_text(json.dumps({"tier0_s": 100.0, "load_s": 0.001}))
     got = _python(run, cache)
     assert got["tiers_first"] == ["compiled"]
     assert got["first"][0] == pytest.approx(got["eager"][0], rel=1e-5)
@@ -184,5 +189,8 @@ def test_hint_keeps_the_least_of_each_figure(tmp_path, monkeypatch):
     tierhints.write("k", 5.0, 0.5)        # loads got cheaper: the least of each
     assert tierhints.read("k") == {"tier0_s": 0.2, "load_s": 0.5}
     assert not tierhints.prefer_loading(tierhints.read("k"))
+    assert not tierhints.any_prefers_loading()   # no hint so far says "load"
     tierhints.write("k2", 20.0, 2.5)      # an LSTM-like step: tier 0 is the slower
     assert tierhints.prefer_loading(tierhints.read("k2"))
+    assert tierhints.any_prefers_loading()       # now first calls look their hint up
+

@@ -9,6 +9,11 @@ known after a run, so a run records both figures, keyed by the captured graph's 
 ``<cache root>/hints/<key>.json``; the next process's first call loads the kernels at
 once when its tier-0 call took longer than the loads.
 
+Such a hint is rare (the benchmark steps all prefer tier 0), and finding a graph's one
+costs its key (the graph's text, hashed: 1-5 ms of the first call): a marker file
+(``hints/load-first``, empty) says that some graph's hint has ever preferred loading, and
+a first call looks for its own hint only then (`any_prefers_loading`).
+
 A second, smaller record says that a graph's kernels have all been on disk once
 (``<key>.ondisk``, empty): a background compile whose graph has none starts its compile
 workers at once, before planning (they take 1-3 s to start), and one whose graph has it
@@ -28,9 +33,11 @@ from typing import Optional
 
 from . import cacheroot  # (not diskcache: a first call reads a hint; see cacheroot.py)
 
-__all__ = ["key", "read", "write", "prefer_loading", "mark_on_disk", "on_disk"]
+__all__ = ["key", "read", "write", "prefer_loading", "any_prefers_loading", "mark_on_disk",
+           "on_disk", "LOAD_MARK"]
 
 _DIR = "hints"
+LOAD_MARK = "load-first"   # in <root>/hints: some graph's hint prefers loading
 
 
 def key(graph, grad_mode: bool) -> str:
@@ -89,6 +96,9 @@ def write(k: str, tier0_s: float, load_s: float) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(json.dumps({"tier0_s": tier0_s, "load_s": load_s}))
         os.replace(tmp, path)
+        if prefer_loading({"tier0_s": tier0_s, "load_s": load_s}):
+            with open(os.path.join(os.path.dirname(path), LOAD_MARK), "a"):
+                pass
     except OSError:
         pass
 
@@ -99,6 +109,14 @@ def prefer_loading(hint: Optional[dict]) -> bool:
     # cores (about twice a load's cost alone), and the calls after a tier-0 first call run
     # on tier 0 too until the loads are done: load when tier 0 took over half of it.
     return hint is not None and hint["tier0_s"] > 0.5 * hint["load_s"]
+
+
+def any_prefers_loading() -> bool:
+    """Whether any graph's hint has preferred loading in this cache (the marker exists):
+    one stat, so that a first call computes its graph's key only when a hint could say
+    "load"; False with the cache off."""
+    root = cacheroot.root()
+    return root is not None and os.path.exists(os.path.join(root, _DIR, LOAD_MARK))
 
 
 def mark_on_disk(k: Optional[str]) -> None:

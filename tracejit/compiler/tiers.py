@@ -5,15 +5,18 @@ numba. Its entry's executor is a `TieredExecutor`:
 
 - **tier 0** is the IR interpreter over the ops' eager implementations (the reference
   semantics: its results equal eager, forward and backward, because gradients flow
-  through the same eager autograd);
+  through the same eager autograd), run as eager code runs (`Tier0`: values go after
+  their last use; a value cut into all its slices is cut by one autograd node);
 - its first call runs tier 0 and nothing else; a background thread (working from the
   second call on, or about when the user's first step has ended: never during it) builds
   the program and the plans that call needs (autodiff, fusion, source generation), finds
   the kernel variants not yet on disk and submits them to the compile workers
   (`workers.py`), longest first; computing cache keys, numba's import and the loads all
   happen in that thread, so a first call with a warm disk costs a capture plus an eager
-  call. For a graph whose kernels were never all on disk (tierhints.on_disk) the workers
-  are started before the planning, which hides most of their 1-3 s start-up;
+  call; while that thread runs Python the GIL switch interval is shorter (gilshare.py), so
+  the caller waits less for the GIL after each numpy/BLAS call. For a graph whose
+  kernels were never all on disk (tierhints.on_disk) the workers are started before the
+  planning, which hides most of their 1-3 s start-up;
 - when the program has parfor kernels to compile, a second program over the same graph
   is compiled first (stage 1): a parfor variant costs numba 3-10x a serial one. On the
   CPU stage 1 is the program with chunk kernels (codegen_chunks.py: serial ``nogil``
@@ -51,7 +54,8 @@ from typing import Any, Optional
 from .. import envflags
 from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
-from . import cacheroot, tierhints
+from ..jit.interpreter import interpret, last_uses
+from . import cacheroot, gilshare, tierhints
 # diskcache and workers are imported where used: a first call (tier 0) needs neither,
 # and their imports (pathlib, subprocess, the cache key's helpers: 15-30 ms in a fresh
 # process) belong to the background thread, after the user's first step.
@@ -64,7 +68,7 @@ def __getattr__(name: str):
         return importlib.import_module(f"{__package__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["TieredExecutor", "wait", "compile_mode", "background_possible", "graph_on_cpu",
+__all__ = ["TieredExecutor", "Tier0", "wait", "compile_mode", "background_possible", "graph_on_cpu",
            "module_when_ready"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
@@ -123,11 +127,69 @@ def background_possible(program: Any) -> bool:
     return program.target == "cpu" and cacheroot.root() is not None
 
 
+class Tier0(Interpreted):
+    """The IR interpreter, run as the eager code it stands for would run:
+
+    - each value goes after its last use: holding every intermediate until the graph
+      ended made the Transformer step's tier-0 call fault in ~3,000 more fresh pages
+      (12 MB) than the eager forward, and kept that memory from the next call;
+    - a value cut into all its slices along one axis by int selects (attention's packed
+      q, k, v: ``getitem`` x3 in the graph) is cut by one `unbind_steps` node, as eager
+      attention does: its backward is one ``stack``, where three getitem nodes made three
+      full-size zero tensors and ``index_add``s (9-12 ms of the Transformer's tier-0 step
+      against eager's 3 ms). Same values either way."""
+
+    def __init__(self, graph):
+        super().__init__(graph)
+        self._drops = None
+        self._steps = None
+
+    def __call__(self, ins: list) -> list:
+        drops = self._drops
+        if drops is None:
+            drops = self._drops = last_uses(self.graph)
+            self._steps = _unbind_steps(self.graph)
+        return interpret(self.graph, ins, drops=drops, steps=self._steps)
+
+
+def _unbind_steps(graph) -> Optional[dict]:
+    """`interpret`'s ``steps`` for the getitems that select every index of one axis of a
+    value once (jit/slice_grads.py's blocks), or None when there are none."""
+    from ..jit.ir import Var
+    from ..jit.slice_grads import _block   # (the one definition of "a block of a value")
+    cuts: dict = {}
+    for i, e in enumerate(graph.eqns):
+        if e.prim.name == "getitem":
+            blk = _block(e)
+            if blk is not None and blk[3]:
+                cuts.setdefault(e.inputs[0], []).append((blk[0], blk[1], i))
+    steps = {}
+    for v, sel in cuts.items():
+        axis = sel[0][0]
+        d = v.aval.shape[axis] if isinstance(v, Var) else None
+        if all(a == axis for a, _, _ in sel) and sorted(k for _, k, _ in sel) == list(range(d or 0)) \
+                and d:
+            for _, k, i in sel:
+                steps[i] = _unbound(v, axis, k)
+    return steps or None
+
+
+def _unbound(v, axis: int, k: int):
+    from ..jit.loops import unbind_steps
+
+    def step(vals, state):
+        parts = state.get(v)
+        if parts is None:
+            parts = state[v] = unbind_steps(vals[0], axis)
+        return [parts[k]]
+    return step
+
+
 class TieredExecutor(Executor):
     """An entry's executor in background mode (see the module docstring)."""
 
     def __init__(self, graph, program, grad_mode: bool, lock, owner, name: str, make_program=None):
-        self.tier0 = Interpreted(graph)
+        self.tier0 = Tier0(graph)
         # The CompiledProgram, or None until `program` is first read: `make_program` builds
         # it (importing the code generator and planning cost ~0.1-0.2 s, which the
         # background thread pays rather than the first call).
@@ -233,6 +295,8 @@ class TieredExecutor(Executor):
         """Load the kernels in this call, when a previous process found its tier-0 call
         slower than loading them and they are all on disk (tierhints.py); else False."""
         try:
+            if not tierhints.any_prefers_loading():
+                return False  # (the key, the graph's text hashed, is the thread's to compute)
             self._hint_key = tierhints.key(self.tier0.graph, self.grad_mode)
             if not tierhints.prefer_loading(tierhints.read(self._hint_key)):
                 return False
@@ -322,10 +386,12 @@ class TieredExecutor(Executor):
                 workers.prestart()
                 self._prestarted = True
             if not self._planned:
-                with _planning:
+                # (shorter GIL switches while this thread runs Python: gilshare.py)
+                with _planning, gilshare.shorter_switches():
                     self._plan()
             if not self._failure and not self.jobs:
-                self._submit()
+                with gilshare.shorter_switches():
+                    self._submit()
             if not self._failure:
                 self._wait_jobs()
             if not self._failure:
@@ -481,7 +547,8 @@ class TieredExecutor(Executor):
                 # the main process; the switch then waits only for the last job).
                 try:
                     t0 = time.perf_counter()
-                    kern.get(lay, par)
+                    with gilshare.shorter_switches():
+                        kern.get(lay, par)
                     self._load_s += time.perf_counter() - t0
                 except Exception as exc:
                     self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
@@ -505,8 +572,9 @@ class TieredExecutor(Executor):
     def _load(self) -> None:
         t0 = time.perf_counter()
         try:
-            for kern, layouts, parallel in self.variants:
-                kern.get(layouts, parallel)  # from the disk cache (verified by its manifest)
+            with gilshare.shorter_switches():
+                for kern, layouts, parallel in self.variants:
+                    kern.get(layouts, parallel)  # from the disk cache (verified by its manifest)
         except Exception as exc:
             self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             return
@@ -681,7 +749,8 @@ def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "worker
                 if not wjob.ok:
                     job._finish(False, wjob.error)
                     return
-            diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
+            with gilshare.shorter_switches():
+                diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
         except Exception as exc:
             job._finish(False, f"{type(exc).__name__}: {exc}")
             return

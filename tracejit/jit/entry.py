@@ -8,6 +8,8 @@ plus run of the hot path.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..tensor import Tensor
@@ -17,6 +19,8 @@ from .pytree import unflatten
 from .scalars import make_check
 
 __all__ = ["Entry"]
+
+_hit_lock = threading.Lock()   # building an entry's hit function (`_first_hit`, `set_executor`)
 
 
 class Entry:
@@ -57,7 +61,10 @@ class Entry:
         # An entry that writes to an input was captured for distinct buffers: a call whose
         # tensors share memory (``g(x, x)``, overlapping slices) must not run it.
         self.no_alias = bool(mutations)
-        self.hit = self._build_hit()
+        # The generated hit is built at the first call that checks it: the capture's own
+        # call runs `run` directly, and generating and compiling it is 1-2 ms of that
+        # first call (a background-mode first call is otherwise a capture + an eager call).
+        self.hit = self._first_hit
 
     def _build_hit(self):
         """The generated ``hit(L, gm)`` of the hot path: this entry's guard, then the run.
@@ -85,14 +92,23 @@ class Entry:
                              decisions=self._decided)
         return hit
 
+    def _first_hit(self, L, gm):
+        """The hit before it is generated: generate it (once), then run it."""
+        with _hit_lock:  # (set_executor must not be overtaken by a hit built before it)
+            hit = self.hit
+            if hit == self._first_hit:
+                hit = self.hit = self._build_hit()
+        return hit(L, gm)
+
     def set_executor(self, executor: Executor) -> None:
         """Run `executor` from now on (a background compile's switch to kernels). The hit
         function is replaced in one attribute store: a caller sees the old one or the new."""
         if not isinstance(executor, Executor):
             raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
                             f"got {type(executor).__name__}")
-        self.executor = executor
-        self.hit = self._build_hit()
+        with _hit_lock:
+            self.executor = executor
+            self.hit = self._build_hit()
 
     def aliased(self, leaves) -> bool:
         """Whether two of the call's tensors (arguments, captured tensors) share memory."""

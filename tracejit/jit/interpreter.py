@@ -14,7 +14,7 @@ from ..tensor import Tensor
 from ..shapes import Sym, contains_sym
 from .ir import Graph, Literal
 
-__all__ = ["interpret", "bind_symbols", "eval_params"]
+__all__ = ["interpret", "bind_symbols", "eval_params", "last_uses"]
 
 _PY_SCALARS = (bool, int, float)
 
@@ -40,8 +40,14 @@ def eval_params(params: dict, syms: dict) -> dict:
     return {k: (v if isinstance(v, Graph) else _eval(v, syms)) for k, v in params.items()}
 
 
-def interpret(graph: Graph, args, syms: dict | None = None, record=None) -> list:
-    """Run `graph` on `args` (Tensors / numbers). `record(eqn, outs)` observes each step."""
+def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=None,
+              steps=None) -> list:
+    """Run `graph` on `args` (Tensors / numbers). `record(eqn, outs)` observes each step.
+    `drops` (from `last_uses(graph)`) lets each value go after its last use, as eager
+    code's temporaries do; without it every value lives until the graph ends. `steps`
+    maps an equation's index to ``fn(vals, state) -> outs`` run in place of its primitive
+    (same values; `state` is one dict per call), e.g. to give its outputs the autograd
+    graph eager code makes."""
     env: dict = {}
     for v, a in zip(graph.inputs, args):
         if type(a) in _PY_SCALARS:
@@ -58,12 +64,15 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None) -> list
             return v.evaluate(syms) if type(v) is Sym else v
         return env[a]
 
-    for e in graph.eqns:
+    state: dict = {}
+    for i, e in enumerate(graph.eqns):
         vals = [read(a) for a in e.inputs]
         params = e.params
         if syms and any(contains_sym(p) for p in params.values()):
             params = eval_params(params, syms)
-        if e.prim.kind == "control":
+        if steps is not None and i in steps:
+            outs = steps[i](vals, state)
+        elif e.prim.kind == "control":
             outs = _CONTROL[e.prim.name](e, vals, syms)
         else:
             outs = [bind(e.prim, *vals, **params)]
@@ -71,7 +80,28 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None) -> list
             env[o] = val
         if record is not None:
             record(e, outs)
+        if drops is not None:
+            for v in drops[i]:
+                del env[v]
     return [read(a) for a in graph.outputs]
+
+
+def last_uses(graph: Graph) -> list:
+    """Per equation of `graph`, the values (Vars in the interpreter's env) no later
+    equation nor the outputs read: `interpret(..., drops=)` lets them go there."""
+    keep = {a for a in graph.outputs if not isinstance(a, Literal)}
+    last: dict = {v: -1 for v in graph.inputs}   # an unread input goes before the first
+    for i, e in enumerate(graph.eqns):
+        for a in e.inputs:
+            if not isinstance(a, Literal):
+                last[a] = i
+        for o in e.outs:
+            last[o] = i
+    drops: list = [[] for _ in graph.eqns]
+    for v, i in last.items():
+        if v not in keep and i >= 0:
+            drops[i].append(v)
+    return drops
 
 
 def _run_cond(e, vals, syms):
