@@ -127,6 +127,56 @@ def kernel(u, un, uc, v, vn, vc, n, c, l, a, b, d, out, on, oc):
             for k in range(l):
                 orow[k] = ac * urow[k] + bc * vrow[k] + dc
 '''
+# The whole backward in one kernel (batch_norm_backward): per channel, the two sums, then
+# the input gradient from the same (g, x) run while it is still in cache (one channel of
+# LeNet's first activation, g and x: ~350 KB). Reading g and x once from memory instead of
+# twice (reduce, then input) is most of the gain: the passes are bandwidth bound.
+_BACKWARD = _HEAD + '''
+@njit("void(" + RO + ", int64, int64, " + RO + ", int64, int64, int64, int64, int64, "
+      "float64[::1], float64[::1], float64[::1], {t}[:, ::1])", cache=CACHE, error_model='numpy',
+      boundscheck=False, fastmath={'reassoc'})
+def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out):
+    """per channel ch: out[ch, n*l] = sum g, out[ch, n*l + 1] = sum g*xhat (rounded to the
+    data's dtype, as the two-primitive form stores them), out[ch, :n*l] = the input
+    gradient a*g + b*x + d in (N, L) order"""
+    count = n * l
+    for ch in range(c):
+        mu = np.{t}(mean[ch])
+        s1 = 0.0
+        s2 = 0.0
+        for i in range(n):
+            gb = i * gn + ch * gc
+            xb = i * sn + ch * sc
+            for k0 in range(0, l, BLOCK):
+                k1 = min(l, k0 + BLOCK)
+                grow = g[gb + k0:gb + k1]
+                xrow = x[xb + k0:xb + k1]
+                a1 = np.{t}(0)
+                a2 = np.{t}(0)
+                for k in range(grow.shape[0]):
+                    gv = grow[k]
+                    a1 += gv
+                    a2 += gv * (xrow[k] - mu)
+                s1 += a1
+                s2 += a2
+        r0 = np.{t}(s1)
+        r1 = np.{t}(s2 * rstd[ch])
+        orow = out[ch]
+        orow[count] = r0
+        orow[count + 1] = r1
+        a = weight[ch] * rstd[ch]
+        b = -a * rstd[ch] * np.float64(r1) / count
+        d = -a * np.float64(r0) / count - b * mean[ch]
+        ac = np.{t}(a)
+        bc = np.{t}(b)
+        dc = np.{t}(d)
+        for i in range(n):
+            grow = g[i * gn + ch * gc:i * gn + ch * gc + l]
+            xrow = x[i * sn + ch * sc:i * sn + ch * sc + l]
+            o = orow[i * l:i * l + l]
+            for k in range(l):
+                o[k] = ac * grow[k] + bc * xrow[k] + dc
+'''
 BLOCK = 4096
 
 
@@ -228,8 +278,7 @@ def _train_impl(xp, x, stats, weight, bias, eps):
 
 def _train_vjp(g, out, x, stats, weight, bias, eps):
     from .indexing import getitem
-    red = bind(BN_BACKWARD_REDUCE, g, x, stats, eps=eps)
-    gx = bind(BN_BACKWARD_INPUT, g, x, stats, weight, red, eps=eps)
+    gx, red = _backward_parts(bind(BN_BACKWARD, g, x, stats, weight, eps=eps), tuple(x.shape))
     return gx, None, getitem(red, 1), getitem(red, 0)
 
 
@@ -346,6 +395,67 @@ BN_BACKWARD_REDUCE = defprim("batch_norm_backward_reduce", _reduce_impl, _reduce
                              _reduce_vjp, kind="other", save=lambda rq: (0, 1), nondiff=(2,))
 BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rule, _input_vjp,
                             kind="other", save=lambda rq: (0, 1, 3, 4), nondiff=(2,))
+
+
+
+# ---------------------------------------------------------------- the backward as one pass
+# batch_norm_backward(g, x, stats, weight) -> record (C, N*L + 2): per channel, the input
+# gradient in (N, L) order (so the record's first N*L columns are the channel-major input
+# gradient the convolution backward's GEMM reads), then sum g and sum g*xhat (the bias and
+# weight gradients). The IR's primitives have one output, so the three results share one
+# array and are taken out as views (`_backward_parts`); nothing writes into a gradient in
+# place, and the parts do not overlap. Same values as batch_norm_backward_reduce followed
+# by batch_norm_backward_input (its numpy form is those two), one read of g and x.
+def _backward_rule(g, x, stats, weight, eps):
+    if tuple(g.shape) != tuple(x.shape):
+        raise ValueError(f"batch_norm_backward: gradient {g.shape} and input {x.shape} differ")
+    c = x.shape[1]
+    return Aval((c, _count(tuple(x.shape)) + 2), x.dtype, x.device)
+
+
+def _backward_impl(xp, g, x, stats, weight, eps):
+    c = x.shape[1]
+    count = _count(x.shape)
+    if _takes(xp, g, x) and x.size:
+        fn = _run(_BACKWARD, "backward", x.dtype.name)
+        if fn is not None:
+            mean = np.ascontiguousarray(stats[0], np.float64)
+            rstd = 1.0 / np.sqrt(stats[1].astype(np.float64) + eps)
+            out = np.empty((c, count + 2), x.dtype)
+            fn(*_flat(g), *_flat(x), *_ncl_shape(x), mean, rstd,
+               np.ascontiguousarray(_channels(weight, xp, c)), out)
+            return out
+    red = _reduce_impl(xp, g, x, stats, eps)
+    gx = _input_impl(xp, g, x, stats, weight, red, eps)
+    out = xp.empty((c, count + 2), x.dtype)
+    out[:, :count] = xp.swapaxes(gx, 0, 1).reshape(c, count)
+    out[:, count:] = red.T
+    return out
+
+
+def _backward_parts(rec, shape):
+    """(input gradient of x's shape, (2, C) = (sum g, sum g*xhat)) as views of the record."""
+    from .indexing import getitem
+    from .shape import permute, reshape, transpose
+    c, count = shape[1], _count(tuple(shape))
+    gx = reshape(getitem(rec, (slice(None), slice(0, count))), (c, shape[0]) + tuple(shape[2:]))
+    gx = permute(gx, (1, 0) + tuple(range(2, len(shape))))
+    return gx, transpose(getitem(rec, (slice(None), slice(count, count + 2))), 0, 1)
+
+
+def _backward_vjp(u, out, g, x, stats, weight, eps):
+    # The record is input(g, x, stats, weight, red) beside red = reduce(g, x, stats): the
+    # chain rule through the two primitives' own VJPs (red's cotangent gets the input
+    # part's d_red added).
+    u_gx, u_red = _backward_parts(u, tuple(x.shape))
+    _, red = _backward_parts(out, tuple(x.shape))
+    d_g1, d_x1, _, d_w, d_red = _input_vjp(u_gx, None, g, x, stats, weight, red, eps)
+    d_g2, d_x2, _ = _reduce_vjp(u_red + d_red, None, g, x, stats, eps)
+    return d_g1 + d_g2, d_x1 + d_x2, None, d_w
+
+
+BN_BACKWARD = defprim("batch_norm_backward", _backward_impl, _backward_rule, _backward_vjp,
+                      kind="other", save=lambda rq: (0, 1, 3), save_out=True, nondiff=(2,))
 
 
 # ---------------------------------------------------------------- public functions
