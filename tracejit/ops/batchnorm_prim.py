@@ -408,7 +408,7 @@ BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rul
 # by batch_norm_backward_input (its numpy form is those two), one read of g and x.
 def _backward_rule(g, x, stats, weight, eps):
     if tuple(g.shape) != tuple(x.shape):
-        raise ValueError(f"batch_norm_backward: gradient {g.shape} and input {x.shape} differ")
+        raise ValueError(f"batch_norm_backward: gradient {tuple(g.shape)} and input {tuple(x.shape)} differ")
     c = x.shape[1]
     return Aval((c, _count(tuple(x.shape)) + 2), x.dtype, x.device)
 
