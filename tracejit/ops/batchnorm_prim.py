@@ -17,6 +17,19 @@ of a ~100 ms step, where PyTorch's two kernels take ~9 ms). Here:
   gradient ``w*rstd*(g - sum g/n - xhat*sum(g*xhat)/n)``, one pass. Two passes backward,
   as PyTorch's native_batch_norm_backward.
 
+What batch_norm (ops/normalization.py) runs: two fused passes, one forward and one
+backward, each doing per channel what two of the primitives above do, while the channel's
+run of x (and g) is still in cache (the passes are memory bound: LeNet's first activation
+is 5.5 MB, one channel of it 173 KB):
+
+- ``batch_norm_forward(x, weight, bias)`` -> (output, stats): a record primitive
+  (``batch_norm_forward``: output then statistics in one flat array, no gradient) and
+  ``batch_norm_values(rec, x, stats, weight, bias)``, the record's head in x's shape with
+  batch_norm_train's VJP;
+- that VJP is ``batch_norm_backward(g, x, stats, weight)`` -> record (C, N*L + 2): per
+  channel the input gradient (channel-major), then sum g and sum g*xhat; the gradients are
+  views of it. Its numpy form and its VJP are those of backward_reduce + backward_input.
+
 Higher derivatives: the two backward primitives have VJPs of their own, written with
 differentiable ops that recompute the statistics from x (`_moments`), so they carry the
 statistics' dependence on x that the non-differentiable `stats` operand does not; every
