@@ -53,11 +53,14 @@ class NativeKernel:
     """One kernel source (a module defining ``kernel``, decorated with
     ``@njit("<signature>", cache=CACHE)``), loaded on demand; ``get()`` is the callable or None."""
 
-    __slots__ = ("source", "label", "fn", "failed", "first", "thread", "pid", "lock")
+    __slots__ = ("source", "label", "fn", "failed", "first", "thread", "pid", "lock", "parallel")
 
-    def __init__(self, source: str, label: str):
+    def __init__(self, source: str, label: str, parallel: bool = False):
         self.source = source
         self.label = label
+        # a ``parallel=True`` (prange) kernel: loaded through `threadsafe.guard_parallel`,
+        # as the compiled and ops/vectorized.py kernels are (thread count from coreshare)
+        self.parallel = parallel
         self.fn = None
         self.failed = False
         self.first = None
@@ -99,7 +102,11 @@ class NativeKernel:
     def _load(self) -> None:
         try:
             from ..compiler import diskcache
-            self.fn = diskcache.load_module(self.source, name_hint=self.label).kernel
+            fn = diskcache.load_module(self.source, name_hint=self.label).kernel
+            if self.parallel:
+                from ..compiler.threadsafe import guard_parallel
+                fn = guard_parallel(fn)
+            self.fn = fn
         except Exception:  # never let a kernel break the op: it stays on numpy
             self.failed = True
 
@@ -124,14 +131,18 @@ _kernels: dict = {}
 _kernels_lock = threading.Lock()
 
 
-def kernel(key: tuple, make_source) -> NativeKernel:
-    """The `NativeKernel` for `key` (made once from ``make_source()``)."""
+def kernel(key: tuple, make_source, parallel: bool = False) -> NativeKernel:
+    """The `NativeKernel` for `key` (made once from ``make_source()``; `parallel`: the
+    source is a prange kernel, part of the key)."""
+    if parallel:
+        key = key + ("parallel",)
     k = _kernels.get(key)
     if k is None:
         with _kernels_lock:
             k = _kernels.get(key)
             if k is None:
-                k = _kernels[key] = NativeKernel(make_source(), "native_" + "_".join(map(str, key)))
+                k = _kernels[key] = NativeKernel(make_source(), "native_" + "_".join(map(str, key)),
+                                                 parallel)
     return k
 
 
