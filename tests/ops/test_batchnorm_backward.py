@@ -12,6 +12,7 @@ from tracejit.ops import batchnorm_prim as B
 from tracejit.ops import native
 
 pytest.importorskip("numba")
+SEED = 0
 
 
 def _inputs(shape, dtype, channel_major, seed=0):
@@ -113,9 +114,10 @@ def test_conv_bn_relu_pool_block_matches_torch(compiled):
                              nn.Conv2d(4, 5, 3), nn.BatchNorm2d(5), nn.ReLU())
 
     tm = block(torch.nn)
+    gen = torch.Generator().manual_seed(SEED)
     with torch.no_grad():
         for p in tm.parameters():
-            p.copy_(torch.randn(p.shape))
+            p.copy_(torch.randn(p.shape, generator=gen))
     m = block(tj.nn)
     m.load_state_dict({k: tj.tensor(v.numpy()) for k, v in tm.state_dict().items()})
     fwd = tj.script(m) if compiled else m

@@ -602,9 +602,11 @@ def batch_norm_forward(x, weight, bias, eps: float):
     biased variance (no gradient), output = ``batch_norm_train(x, stats, weight, bias, eps)``
     (differentiable, its gradient including the statistics' dependence on x)."""
     from .indexing import getitem
-    from .shape import reshape
+    from .shape import clone, reshape
     eps = float(eps)
     rec = bind(BATCH_NORM_FORWARD, x, weight, bias, eps=eps)
     c = x.shape[1]
-    stats = reshape(getitem(rec, slice(rec.shape[0] - 2 * c, None)), (2, c))
+    # A copy of the 2*C statistics: a view would keep the whole record (the output's
+    # memory) alive while the backward holds them, after the output itself is gone.
+    stats = clone(reshape(getitem(rec, slice(rec.shape[0] - 2 * c, None)), (2, c)))
     return bind(BATCH_NORM_VALUES, rec, x, stats, weight, bias, eps=eps), stats
