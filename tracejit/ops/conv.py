@@ -151,7 +151,7 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
     return out[:, :, ph:ph + h, pw:pw + w]
 
 
-def _col2im_source(dtype, kernel, stride, padding, dilation, parallel=False) -> str:
+def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
     """col2im from (C*kh*kw, N*OH*OW) rows into a zeroed C-contiguous (N, C, H, W) image,
     the window offsets unrolled (numpy's 9 strided adds of 11-element rows for LeNet's second
     conv took 5.1 ms, a loop over the offsets with the geometry as arguments as long; this
@@ -161,14 +161,13 @@ def _col2im_source(dtype, kernel, stride, padding, dilation, parallel=False) -> 
     still written whole before the next (channel by channel, image by image). One source per
     geometry and dtype, never per size."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    # parallel: channels split over numba's threads (each writes its own planes)
-    lines = ["from numba import njit, prange", "", "",
+    lines = ["from numba import njit", "", "",
              f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
-             f"int64)\", parallel={parallel}, cache=CACHE, error_model='numpy', boundscheck=False)",
+             f"int64)\", cache=CACHE, error_model='numpy', boundscheck=False)",
              "def kernel(cols, out, oh, ow):",
              f'    """col2im {kernel} {stride} {padding} {dilation}"""',
              "    n, c, h, w = out.shape",
-             f"    for ch in {'prange' if parallel else 'range'}(c):",
+             "    for ch in range(c):",
              "        for b in range(n):",
              "            for oy in range(oh):",
              "                base = (b * oh + oy) * ow"]
@@ -187,14 +186,7 @@ def _col2im_source(dtype, kernel, stride, padding, dilation, parallel=False) -> 
 _MAX_UNROLL = 64   # window positions up to which col2im gets an unrolled kernel
 
 
-def _parallel_min() -> int:
-    """Elements from which the im2col / col2im kernels split channels over threads (the
-    compiled kernels' rule; one channel, as a first convolution's input, stays serial)."""
-    from ..threads import PARALLEL_MIN
-    return PARALLEL_MIN
-
-
-def _im2col_source(dtype, kernel, stride, padding, dilation, parallel=False) -> str:
+def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
     """im2col into (C*kh*kw, N*OH*OW) rows from a C-contiguous (N, C, H, W) image, one
     output row after the other (each written once, in order; the image's channel plane it
     reads stays in cache for the kh*kw rows that use it). numpy's one copy of a 6-D
@@ -202,16 +194,15 @@ def _im2col_source(dtype, kernel, stride, padding, dilation, parallel=False) -> 
     its 8.9 MB of columns at ~4 GB/s. One source per geometry and dtype."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     pad = bool(ph or pw)
-    # parallel: channels split over numba's threads (each writes its own kh*kw rows)
     lines = ["import numpy as np",
-             "from numba import njit, prange", "", "",
+             "from numba import njit", "", "",
              f"@njit(\"void(Array({dtype}, 4, 'C', readonly=True), {dtype}[:, ::1], int64, int64, "
-             f"float64)\", parallel={parallel}, cache=CACHE, error_model='numpy', boundscheck=False)",
+             f"float64)\", cache=CACHE, error_model='numpy', boundscheck=False)",
              "def kernel(x, cols, oh, ow, pad_value):",
              f'    """im2col {kernel} {stride} {padding} {dilation}"""',
              "    n, c, h, w = x.shape",
              f"    fill = np.{dtype}(pad_value)",
-             f"    for ch in {'prange' if parallel else 'range'}(c):",
+             "    for ch in range(c):",
              f"        for i in range({kh}):",
              f"            for j in range({kw}):",
              f"                row = cols[(ch * {kh} + i) * {kw} + j]",
@@ -242,14 +233,12 @@ def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, 
     if not takes(xp, x):
         return None
     dt = x.dtype.name
-    n, c = x.shape[:2]
-    rows = c * kernel[0] * kernel[1]
-    par = c > 1 and rows * n * oh * ow >= _parallel_min()
     key = ("im2col", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
-    fn = native_kernel(key, lambda: _im2col_source(dt, kernel, stride, padding, dilation, par),
-                       par).get()
+    fn = native_kernel(key, lambda: _im2col_source(dt, kernel, stride, padding, dilation)).get()
     if fn is None:
         return None
+    n, c = x.shape[:2]
+    rows = c * kernel[0] * kernel[1]
     cols = np.empty((rows + ones, n * oh * ow), dtype=x.dtype)
     fn(np.ascontiguousarray(x), cols, oh, ow, float(pad_value))
     if ones:
@@ -264,10 +253,8 @@ def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilatio
     if not takes(xp, cols) or kernel[0] * kernel[1] > _MAX_UNROLL:
         return None
     dt = cols.dtype.name
-    par = c > 1 and cols.size >= _parallel_min()
     key = ("col2im", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
-    fn = native_kernel(key, lambda: _col2im_source(dt, kernel, stride, padding, dilation, par),
-                       par).get()
+    fn = native_kernel(key, lambda: _col2im_source(dt, kernel, stride, padding, dilation)).get()
     if fn is None:
         return None
     h, w = output_size
