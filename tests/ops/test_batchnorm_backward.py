@@ -142,22 +142,3 @@ def test_conv_bn_relu_pool_block_matches_torch(compiled):
     tb = dict(tm.named_buffers())
     for name, buf in m.named_buffers():
         np.testing.assert_allclose(buf.numpy(), tb[name].numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
-
-
-def test_parallel_variants_equal_the_serial_ones(monkeypatch):
-    """From PARALLEL_MIN elements the fused forward and backward kernels run over channels in
-    parallel (prange): the same per-channel loops, so the same values, and loaded through
-    the parallel guard."""
-    import tracejit.threads as threads
-    x, g, w = _inputs((6, 5, 4, 4), np.float32, True, seed=3)
-    b = w[::-1].copy()
-    st = B._stats_impl(np, x)
-    results = []
-    for minimum in (1 << 40, 1):
-        monkeypatch.setattr(threads, "PARALLEL_MIN", minimum)
-        results.append((B._forward_impl(np, x, w, b, 1e-5), B._backward_impl(np, g, x, st, w, 1e-5)))
-    for serial, parallel in zip(*results):
-        np.testing.assert_array_equal(parallel, serial)
-    par = {k[1] for k, v in native._kernels.items()
-           if k[0] == "batchnorm" and k[-1] == "parallel" and v.fn is not None and v.parallel}
-    assert par >= {"forward", "backward"}

@@ -146,14 +146,14 @@ def kernel(u, un, uc, v, vn, vc, n, c, l, a, b, d, out, on, oc):
 # twice (reduce, then input) is most of the gain: the passes are bandwidth bound.
 _BACKWARD = _HEAD + '''
 @njit("void(" + RO + ", int64, int64, " + RO + ", int64, int64, int64, int64, int64, "
-      "float64[::1], float64[::1], float64[::1], {t}[:, ::1])", parallel=PARALLEL, cache=CACHE, error_model='numpy',
+      "float64[::1], float64[::1], float64[::1], {t}[:, ::1])", cache=CACHE, error_model='numpy',
       boundscheck=False, fastmath={'reassoc'})
 def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out):
     """per channel ch: out[ch, n*l] = sum g, out[ch, n*l + 1] = sum g*xhat (rounded to the
     data's dtype, as the two-primitive form stores them), out[ch, :n*l] = the input
     gradient a*g + b*x + d in (N, L) order"""
     count = n * l
-    for ch in RANGE(c):
+    for ch in range(c):
         mu = np.{t}(mean[ch])
         s1 = 0.0
         s2 = 0.0
@@ -195,13 +195,13 @@ def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out):
 # LeNet's first activation: 173 KB), so x is read once from memory instead of twice.
 _FORWARD = _HEAD + '''
 @njit("void(" + RO + ", int64, int64, int64, int64, int64, float64[::1], float64[::1], float64, "
-      "{t}[::1], int64, int64, {t}[:, ::1])", parallel=PARALLEL, cache=CACHE, error_model='numpy', boundscheck=False,
+      "{t}[::1], int64, int64, {t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False,
       fastmath={'reassoc'})
 def kernel(x, sn, sc, n, c, l, weight, bias, eps, out, on, oc, stats):
     """per channel: stats[:, ch] = mean and biased variance (rounded to the data's dtype, as
     batch_norm_stats stores them), then out = (x - mean) * rsqrt(var + eps) * weight + bias"""
     count = n * l
-    for ch in RANGE(c):
+    for ch in range(c):
         shift = x[ch * sc]
         s1 = 0.0
         s2 = 0.0
@@ -235,24 +235,11 @@ def kernel(x, sn, sc, n, c, l, weight, bias, eps, out, on, oc, stats):
 BLOCK = 4096
 
 
-def _run(template, name, dtype, size=0):
-    """The kernel of `template` for `dtype`, or None. Templates with a ``RANGE(c)`` channel
-    loop get a parallel (prange) variant from `PARALLEL_MIN` elements (the compiled
-    kernels' rule, tracejit/threads.py), a serial one below."""
+def _run(template, name, dtype):
     if dtype not in ("float32", "float64"):
         return None
-    parallel = "RANGE(" in template and size >= _parallel_min()
-
-    def source():
-        src = template.replace('" + RO + "', _RO).replace("{t}", dtype).replace("BLOCK", str(BLOCK))
-        src = src.replace("PARALLEL", str(parallel)).replace("RANGE(", "prange(" if parallel else "range(")
-        return src.replace("from numba import njit", "from numba import njit, prange") if parallel else src
-    return _kernel(("batchnorm", name, dtype), source, parallel).get()
-
-
-def _parallel_min() -> int:
-    from ..threads import PARALLEL_MIN
-    return PARALLEL_MIN
+    return _kernel(("batchnorm", name, dtype), lambda: template.replace(
+        '" + RO + "', _RO).replace("{t}", dtype).replace("BLOCK", str(BLOCK))).get()
 
 
 def _flat(a):
@@ -485,7 +472,7 @@ def _backward_impl(xp, g, x, stats, weight, eps):
     c = x.shape[1]
     count = _count(x.shape)
     if _takes(xp, g, x) and x.size:
-        fn = _run(_BACKWARD, "backward", x.dtype.name, x.size)
+        fn = _run(_BACKWARD, "backward", x.dtype.name)
         if fn is not None:
             mean = np.ascontiguousarray(stats[0], np.float64)
             rstd = 1.0 / np.sqrt(stats[1].astype(np.float64) + eps)
@@ -549,7 +536,7 @@ def _forward_rule(x, weight, bias, eps):
 def _forward_impl(xp, x, weight, bias, eps):
     c, size = x.shape[1], x.size
     if _takes(xp, x) and size:
-        fn = _run(_FORWARD, "forward", x.dtype.name, size)
+        fn = _run(_FORWARD, "forward", x.dtype.name)
         if fn is not None:
             rec = np.empty(size + 2 * c, x.dtype)
             n, _, l = _ncl_shape(x)

@@ -53,14 +53,11 @@ class NativeKernel:
     """One kernel source (a module defining ``kernel``, decorated with
     ``@njit("<signature>", cache=CACHE)``), loaded on demand; ``get()`` is the callable or None."""
 
-    __slots__ = ("source", "label", "fn", "failed", "first", "thread", "pid", "lock", "parallel")
+    __slots__ = ("source", "label", "fn", "failed", "first", "thread", "pid", "lock")
 
-    def __init__(self, source: str, label: str, parallel: bool = False):
+    def __init__(self, source: str, label: str):
         self.source = source
         self.label = label
-        # a ``parallel=True`` (prange) kernel: loaded through `threadsafe.guard_parallel`,
-        # as the compiled and ops/vectorized.py kernels are (thread count from coreshare)
-        self.parallel = parallel
         self.fn = None
         self.failed = False
         self.first = None
@@ -102,11 +99,7 @@ class NativeKernel:
     def _load(self) -> None:
         try:
             from ..compiler import diskcache
-            fn = diskcache.load_module(self.source, name_hint=self.label).kernel
-            if self.parallel:
-                from ..compiler.threadsafe import guard_parallel
-                fn = guard_parallel(fn)
-            self.fn = fn
+            self.fn = diskcache.load_module(self.source, name_hint=self.label).kernel
         except Exception:  # never let a kernel break the op: it stays on numpy
             self.failed = True
 
@@ -131,18 +124,14 @@ _kernels: dict = {}
 _kernels_lock = threading.Lock()
 
 
-def kernel(key: tuple, make_source, parallel: bool = False) -> NativeKernel:
-    """The `NativeKernel` for `key` (made once from ``make_source()``; `parallel`: the
-    source is a prange kernel, part of the key)."""
-    if parallel:
-        key = key + ("parallel",)
+def kernel(key: tuple, make_source) -> NativeKernel:
+    """The `NativeKernel` for `key` (made once from ``make_source()``)."""
     k = _kernels.get(key)
     if k is None:
         with _kernels_lock:
             k = _kernels.get(key)
             if k is None:
-                k = _kernels[key] = NativeKernel(make_source(), "native_" + "_".join(map(str, key)),
-                                                 parallel)
+                k = _kernels[key] = NativeKernel(make_source(), "native_" + "_".join(map(str, key)))
     return k
 
 
