@@ -26,9 +26,9 @@ is 5.5 MB, one channel of it 173 KB):
   (``batch_norm_forward``: output then statistics in one flat array, no gradient) and
   ``batch_norm_values(rec, x, stats, weight, bias)``, the record's head in x's shape with
   batch_norm_train's VJP;
-- that VJP is ``batch_norm_backward(g, x, stats, weight)`` -> record (C, N*L + 2): per
-  channel the input gradient (channel-major), then sum g and sum g*xhat; the gradients are
-  views of it. Its numpy form and its VJP are those of backward_reduce + backward_input.
+- that VJP is ``batch_norm_backward(g, x, stats, weight)`` -> flat record: the input
+  gradient (channel-major), then (sum g, sum g*xhat) per channel; the gradients are views
+  of it. Its numpy form and its VJP are those of backward_reduce + backward_input.
 
 Higher derivatives: the two backward primitives have VJPs of their own, written with
 differentiable ops that recompute the statistics from x (`_moments`), so they carry the
@@ -146,12 +146,12 @@ def kernel(u, un, uc, v, vn, vc, n, c, l, a, b, d, out, on, oc):
 # twice (reduce, then input) is most of the gain: the passes are bandwidth bound.
 _BACKWARD = _HEAD + '''
 @njit("void(" + RO + ", int64, int64, " + RO + ", int64, int64, int64, int64, int64, "
-      "float64[::1], float64[::1], float64[::1], {t}[:, ::1])", cache=CACHE, error_model='numpy',
+      "float64[::1], float64[::1], float64[::1], {t}[::1])", cache=CACHE, error_model='numpy',
       boundscheck=False, fastmath={'reassoc'})
 def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out):
-    """per channel ch: out[ch, n*l] = sum g, out[ch, n*l + 1] = sum g*xhat (rounded to the
-    data's dtype, as the two-primitive form stores them), out[ch, :n*l] = the input
-    gradient a*g + b*x + d in (N, L) order"""
+    """per channel ch: out[c*n*l + ch] = sum g, out[c*n*l + c + ch] = sum g*xhat (rounded to
+    the data's dtype, as the two-primitive form stores them), out[ch*n*l:(ch+1)*n*l] = the
+    input gradient a*g + b*x + d in (N, L) order"""
     count = n * l
     for ch in range(c):
         mu = np.{t}(mean[ch])
@@ -174,9 +174,9 @@ def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out):
                 s2 += a2
         r0 = np.{t}(s1)
         r1 = np.{t}(s2 * rstd[ch])
-        orow = out[ch]
-        orow[count] = r0
-        orow[count + 1] = r1
+        orow = out[ch * count:(ch + 1) * count]
+        out[c * count + ch] = r0
+        out[c * count + c + ch] = r1
         a = weight[ch] * rstd[ch]
         b = -a * rstd[ch] * np.float64(r1) / count
         d = -a * np.float64(r0) / count - b * mean[ch]
@@ -454,10 +454,11 @@ BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rul
 
 
 # ---------------------------------------------------------------- the backward as one pass
-# batch_norm_backward(g, x, stats, weight) -> record (C, N*L + 2): per channel, the input
-# gradient in (N, L) order (so the record's first N*L columns are the channel-major input
-# gradient the convolution backward's GEMM reads), then sum g and sum g*xhat (the bias and
-# weight gradients). The IR's primitives have one output, so the three results share one
+# batch_norm_backward(g, x, stats, weight) -> flat record (C*N*L + 2*C,): the input gradient
+# channel-major ((C, N, L) memory: the rows the convolution backward's GEMM reads, each
+# starting where a contiguous (C, N*L) array's would: a record of (C, N*L + 2) rows, each
+# with its two sums, made those rows misaligned and the GEMMs ~0.1-0.4 ms slower), then
+# (2, C) = (sum g, sum g*xhat) (the bias and weight gradients). The IR's primitives have one output, so the three results share one
 # array and are taken out as views (`_backward_parts`); nothing writes into a gradient in
 # place, and the parts do not overlap. Same values as batch_norm_backward_reduce followed
 # by batch_norm_backward_input (its numpy form is those two), one read of g and x.
@@ -465,7 +466,7 @@ def _backward_rule(g, x, stats, weight, eps):
     if tuple(g.shape) != tuple(x.shape):
         raise ValueError(f"batch_norm_backward: gradient {tuple(g.shape)} and input {tuple(x.shape)} differ")
     c = x.shape[1]
-    return Aval((c, _count(tuple(x.shape)) + 2), x.dtype, x.device)
+    return Aval((c * _count(tuple(x.shape)) + 2 * c,), x.dtype, x.device)
 
 
 def _backward_impl(xp, g, x, stats, weight, eps):
@@ -476,26 +477,26 @@ def _backward_impl(xp, g, x, stats, weight, eps):
         if fn is not None:
             mean = np.ascontiguousarray(stats[0], np.float64)
             rstd = 1.0 / np.sqrt(stats[1].astype(np.float64) + eps)
-            out = np.empty((c, count + 2), x.dtype)
+            out = np.empty(c * count + 2 * c, x.dtype)
             fn(*_flat(g), *_flat(x), *_ncl_shape(x), mean, rstd,
                np.ascontiguousarray(_channels(weight, xp, c)), out)
             return out
     red = _reduce_impl(xp, g, x, stats, eps)
     gx = _input_impl(xp, g, x, stats, weight, red, eps)
-    out = xp.empty((c, count + 2), x.dtype)
-    out[:, :count] = xp.swapaxes(gx, 0, 1).reshape(c, count)
-    out[:, count:] = red.T
+    out = xp.empty(c * count + 2 * c, x.dtype)
+    out[:c * count] = xp.swapaxes(gx, 0, 1).reshape(-1)
+    out[c * count:] = red.reshape(-1)
     return out
 
 
 def _backward_parts(rec, shape):
     """(input gradient of x's shape, (2, C) = (sum g, sum g*xhat)) as views of the record."""
     from .indexing import getitem
-    from .shape import permute, reshape, transpose
+    from .shape import permute, reshape
     c, count = shape[1], _count(tuple(shape))
-    gx = reshape(getitem(rec, (slice(None), slice(0, count))), (c, shape[0]) + tuple(shape[2:]))
+    gx = reshape(getitem(rec, slice(0, c * count)), (c, shape[0]) + tuple(shape[2:]))
     gx = permute(gx, (1, 0) + tuple(range(2, len(shape))))
-    return gx, transpose(getitem(rec, (slice(None), slice(count, count + 2))), 0, 1)
+    return gx, reshape(getitem(rec, slice(c * count, None)), (2, c))
 
 
 def _backward_vjp(u, out, g, x, stats, weight, eps):
