@@ -452,19 +452,20 @@ BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rul
                             kind="other", save=lambda rq: (0, 1, 3, 4), nondiff=(2,))
 
 
-
 # ---------------------------------------------------------------- the backward as one pass
 # batch_norm_backward(g, x, stats, weight) -> flat record (C*N*L + 2*C,): the input gradient
 # channel-major ((C, N, L) memory: the rows the convolution backward's GEMM reads, each
 # starting where a contiguous (C, N*L) array's would: a record of (C, N*L + 2) rows, each
 # with its two sums, made those rows misaligned and the GEMMs ~0.1-0.4 ms slower), then
-# (2, C) = (sum g, sum g*xhat) (the bias and weight gradients). The IR's primitives have one output, so the three results share one
-# array and are taken out as views (`_backward_parts`); nothing writes into a gradient in
-# place, and the parts do not overlap. Same values as batch_norm_backward_reduce followed
-# by batch_norm_backward_input (its numpy form is those two), one read of g and x.
+# (2, C) = (sum g, sum g*xhat) (the bias and weight gradients). The IR's primitives have
+# one output, so the three results share one array and are taken out as views
+# (`_backward_parts`); nothing writes into a gradient in place, and the parts do not overlap.
+# Same values as batch_norm_backward_reduce followed by batch_norm_backward_input (its numpy
+# form is those two), one read of g and x.
 def _backward_rule(g, x, stats, weight, eps):
     if tuple(g.shape) != tuple(x.shape):
-        raise ValueError(f"batch_norm_backward: gradient {tuple(g.shape)} and input {tuple(x.shape)} differ")
+        raise ValueError(f"batch_norm_backward: gradient {tuple(g.shape)} and input "
+                         f"{tuple(x.shape)} differ")
     c = x.shape[1]
     return Aval((c * _count(tuple(x.shape)) + 2 * c,), x.dtype, x.device)
 
@@ -514,7 +515,6 @@ BN_BACKWARD = defprim("batch_norm_backward", _backward_impl, _backward_rule, _ba
                       kind="other", save=lambda rq: (0, 1, 3), save_out=True, nondiff=(2,))
 
 
-
 # ---------------------------------------------------------------- the forward as one pass
 # batch_norm_forward(x, weight, bias) -> flat record (N*C*L + 2*C,): the normalized output
 # (C-contiguous, x's shape), then the (2, C) statistics; no gradient (like batch_norm_stats).
@@ -526,7 +526,8 @@ BN_BACKWARD = defprim("batch_norm_backward", _backward_impl, _backward_rule, _ba
 # the output (ReLU(inplace=True)) then bumps no saved tensor's version.
 def _forward_rule(x, weight, bias, eps):
     if x.ndim < 2:
-        raise ValueError(f"batch_norm_forward: expected an input of at least 2 dims, got {tuple(x.shape)}")
+        raise ValueError(f"batch_norm_forward: expected an input of at least 2 dims, got "
+                         f"{tuple(x.shape)}")
     c = x.shape[1]
     for t, name in ((weight, "weight"), (bias, "bias")):
         if tuple(t.shape) != (c,):
