@@ -17,6 +17,19 @@ of a ~100 ms step, where PyTorch's two kernels take ~9 ms). Here:
   gradient ``w*rstd*(g - sum g/n - xhat*sum(g*xhat)/n)``, one pass. Two passes backward,
   as PyTorch's native_batch_norm_backward.
 
+What batch_norm (ops/normalization.py) runs: two fused passes, one forward and one
+backward, each doing per channel what two of the primitives above do, while the channel's
+run of x (and g) is still in cache (the passes are memory bound: LeNet's first activation
+is 5.5 MB, one channel of it 173 KB):
+
+- ``batch_norm_forward(x, weight, bias)`` -> (output, stats): a record primitive
+  (``batch_norm_forward``: output then statistics in one flat array, no gradient) and
+  ``batch_norm_values(rec, x, stats, weight, bias)``, the record's head in x's shape with
+  batch_norm_train's VJP;
+- that VJP is ``batch_norm_backward(g, x, stats, weight)`` -> flat record: the input
+  gradient (channel-major), then (sum g, sum g*xhat) per channel; the gradients are views
+  of it. Its numpy form and its VJP are those of backward_reduce + backward_input.
+
 Higher derivatives: the two backward primitives have VJPs of their own, written with
 differentiable ops that recompute the statistics from x (`_moments`), so they carry the
 statistics' dependence on x that the non-differentiable `stats` operand does not; every
@@ -37,7 +50,7 @@ import numpy as np
 from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 
-__all__ = ["batch_norm_stats", "batch_norm_train"]
+__all__ = ["batch_norm_stats", "batch_norm_train", "batch_norm_forward"]
 
 
 # ---------------------------------------------------------------- kernels
@@ -126,6 +139,98 @@ def kernel(u, un, uc, v, vn, vc, n, c, l, a, b, d, out, on, oc):
             orow = out[i * on + ch * oc:i * on + ch * oc + l]
             for k in range(l):
                 orow[k] = ac * urow[k] + bc * vrow[k] + dc
+'''
+# The whole backward in one kernel (batch_norm_backward): per channel, the two sums, then
+# the input gradient from the same (g, x) run while it is still in cache (one channel of
+# LeNet's first activation, g and x: ~350 KB). Reading g and x once from memory instead of
+# twice (reduce, then input) is most of the gain: the passes are bandwidth bound.
+_BACKWARD = _HEAD + '''
+@njit("void(" + RO + ", int64, int64, " + RO + ", int64, int64, int64, int64, int64, "
+      "float64[::1], float64[::1], float64[::1], {t}[::1])", cache=CACHE, error_model='numpy',
+      boundscheck=False, fastmath={'reassoc'})
+def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out):
+    """per channel ch: out[c*n*l + ch] = sum g, out[c*n*l + c + ch] = sum g*xhat (rounded to
+    the data's dtype, as the two-primitive form stores them), out[ch*n*l:(ch+1)*n*l] = the
+    input gradient a*g + b*x + d in (N, L) order"""
+    count = n * l
+    for ch in range(c):
+        mu = np.{t}(mean[ch])
+        s1 = 0.0
+        s2 = 0.0
+        for i in range(n):
+            gb = i * gn + ch * gc
+            xb = i * sn + ch * sc
+            for k0 in range(0, l, BLOCK):
+                k1 = min(l, k0 + BLOCK)
+                grow = g[gb + k0:gb + k1]
+                xrow = x[xb + k0:xb + k1]
+                a1 = np.{t}(0)
+                a2 = np.{t}(0)
+                for k in range(grow.shape[0]):
+                    gv = grow[k]
+                    a1 += gv
+                    a2 += gv * (xrow[k] - mu)
+                s1 += a1
+                s2 += a2
+        r0 = np.{t}(s1)
+        r1 = np.{t}(s2 * rstd[ch])
+        orow = out[ch * count:(ch + 1) * count]
+        out[c * count + ch] = r0
+        out[c * count + c + ch] = r1
+        a = weight[ch] * rstd[ch]
+        b = -a * rstd[ch] * np.float64(r1) / count
+        d = -a * np.float64(r0) / count - b * mean[ch]
+        ac = np.{t}(a)
+        bc = np.{t}(b)
+        dc = np.{t}(d)
+        for i in range(n):
+            grow = g[i * gn + ch * gc:i * gn + ch * gc + l]
+            xrow = x[i * sn + ch * sc:i * sn + ch * sc + l]
+            o = orow[i * l:i * l + l]
+            for k in range(l):
+                o[k] = ac * grow[k] + bc * xrow[k] + dc
+'''
+# Statistics and normalization in one kernel (batch_norm_forward): per channel, the sums,
+# then the normalized output from the same run of x while it is in cache (one channel of
+# LeNet's first activation: 173 KB), so x is read once from memory instead of twice.
+_FORWARD = _HEAD + '''
+@njit("void(" + RO + ", int64, int64, int64, int64, int64, float64[::1], float64[::1], float64, "
+      "{t}[::1], int64, int64, {t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False,
+      fastmath={'reassoc'})
+def kernel(x, sn, sc, n, c, l, weight, bias, eps, out, on, oc, stats):
+    """per channel: stats[:, ch] = mean and biased variance (rounded to the data's dtype, as
+    batch_norm_stats stores them), then out = (x - mean) * rsqrt(var + eps) * weight + bias"""
+    count = n * l
+    for ch in range(c):
+        shift = x[ch * sc]
+        s1 = 0.0
+        s2 = 0.0
+        for i in range(n):
+            base = i * sn + ch * sc
+            for k0 in range(0, l, BLOCK):
+                row = x[base + k0:base + min(l, k0 + BLOCK)]
+                a1 = np.{t}(0)
+                a2 = np.{t}(0)
+                for k in range(row.shape[0]):
+                    d = row[k] - shift
+                    a1 += d
+                    a2 += d * d
+                s1 += a1
+                s2 += a2
+        m = s1 / count
+        mean = np.{t}(shift + m)
+        var = np.{t}(max(s2 / count - m * m, 0.0))
+        stats[0, ch] = mean
+        stats[1, ch] = var
+        a = weight[ch] / np.sqrt(np.float64(var) + eps)
+        dd = bias[ch] - np.float64(mean) * a
+        ac = np.{t}(a)
+        dc = np.{t}(dd)
+        for i in range(n):
+            xrow = x[i * sn + ch * sc:i * sn + ch * sc + l]
+            orow = out[i * on + ch * oc:i * on + ch * oc + l]
+            for k in range(l):
+                orow[k] = ac * xrow[k] + dc
 '''
 BLOCK = 4096
 
@@ -228,8 +333,7 @@ def _train_impl(xp, x, stats, weight, bias, eps):
 
 def _train_vjp(g, out, x, stats, weight, bias, eps):
     from .indexing import getitem
-    red = bind(BN_BACKWARD_REDUCE, g, x, stats, eps=eps)
-    gx = bind(BN_BACKWARD_INPUT, g, x, stats, weight, red, eps=eps)
+    gx, red = _backward_parts(bind(BN_BACKWARD, g, x, stats, weight, eps=eps), tuple(x.shape))
     return gx, None, getitem(red, 1), getitem(red, 0)
 
 
@@ -348,6 +452,128 @@ BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rul
                             kind="other", save=lambda rq: (0, 1, 3, 4), nondiff=(2,))
 
 
+# ---------------------------------------------------------------- the backward as one pass
+# batch_norm_backward(g, x, stats, weight) -> flat record (C*N*L + 2*C,): the input gradient
+# channel-major ((C, N, L) memory: the rows the convolution backward's GEMM reads, each
+# starting where a contiguous (C, N*L) array's would: a record of (C, N*L + 2) rows, each
+# with its two sums, made those rows misaligned and the GEMMs ~0.1-0.4 ms slower), then
+# (2, C) = (sum g, sum g*xhat) (the bias and weight gradients). The IR's primitives have
+# one output, so the three results share one array and are taken out as views
+# (`_backward_parts`); nothing writes into a gradient in place, and the parts do not overlap.
+# Same values as batch_norm_backward_reduce followed by batch_norm_backward_input (its numpy
+# form is those two), one read of g and x.
+def _backward_rule(g, x, stats, weight, eps):
+    if tuple(g.shape) != tuple(x.shape):
+        raise ValueError(f"batch_norm_backward: gradient {tuple(g.shape)} and input "
+                         f"{tuple(x.shape)} differ")
+    c = x.shape[1]
+    return Aval((c * _count(tuple(x.shape)) + 2 * c,), x.dtype, x.device)
+
+
+def _backward_impl(xp, g, x, stats, weight, eps):
+    c = x.shape[1]
+    count = _count(x.shape)
+    if _takes(xp, g, x) and x.size:
+        fn = _run(_BACKWARD, "backward", x.dtype.name)
+        if fn is not None:
+            mean = np.ascontiguousarray(stats[0], np.float64)
+            rstd = 1.0 / np.sqrt(stats[1].astype(np.float64) + eps)
+            out = np.empty(c * count + 2 * c, x.dtype)
+            fn(*_flat(g), *_flat(x), *_ncl_shape(x), mean, rstd,
+               np.ascontiguousarray(_channels(weight, xp, c)), out)
+            return out
+    red = _reduce_impl(xp, g, x, stats, eps)
+    gx = _input_impl(xp, g, x, stats, weight, red, eps)
+    out = xp.empty(c * count + 2 * c, x.dtype)
+    out[:c * count] = xp.swapaxes(gx, 0, 1).reshape(-1)
+    out[c * count:] = red.reshape(-1)
+    return out
+
+
+def _backward_parts(rec, shape):
+    """(input gradient of x's shape, (2, C) = (sum g, sum g*xhat)) as views of the record."""
+    from .indexing import getitem
+    from .shape import permute, reshape
+    c, count = shape[1], _count(tuple(shape))
+    gx = reshape(getitem(rec, slice(0, c * count)), (c, shape[0]) + tuple(shape[2:]))
+    gx = permute(gx, (1, 0) + tuple(range(2, len(shape))))
+    return gx, reshape(getitem(rec, slice(c * count, None)), (2, c))
+
+
+def _backward_vjp(u, out, g, x, stats, weight, eps):
+    # The record is input(g, x, stats, weight, red) beside red = reduce(g, x, stats): the
+    # chain rule through the two primitives' own VJPs (red's cotangent gets the input
+    # part's d_red added).
+    u_gx, u_red = _backward_parts(u, tuple(x.shape))
+    _, red = _backward_parts(out, tuple(x.shape))
+    d_g1, d_x1, _, d_w, d_red = _input_vjp(u_gx, None, g, x, stats, weight, red, eps)
+    d_g2, d_x2, _ = _reduce_vjp(u_red + d_red, None, g, x, stats, eps)
+    return d_g1 + d_g2, d_x1 + d_x2, None, d_w
+
+
+BN_BACKWARD = defprim("batch_norm_backward", _backward_impl, _backward_rule, _backward_vjp,
+                      kind="other", save=lambda rq: (0, 1, 3), save_out=True, nondiff=(2,))
+
+
+# ---------------------------------------------------------------- the forward as one pass
+# batch_norm_forward(x, weight, bias) -> flat record (N*C*L + 2*C,): the normalized output
+# (C-contiguous, x's shape), then the (2, C) statistics; no gradient (like batch_norm_stats).
+# batch_norm_values(rec, x, stats, weight, bias) is the differentiable output: the record's
+# head seen in x's shape (no copy: 1 ms for LeNet's first activation), with
+# batch_norm_train's VJP (rec is an operand for the graph only; x, stats and weight are
+# what the gradient reads). The output is not marked a view of the record: nothing reads the
+# record's head but it, the statistics (its tail) do not overlap it, and an in-place op on
+# the output (ReLU(inplace=True)) then bumps no saved tensor's version.
+def _forward_rule(x, weight, bias, eps):
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm_forward: expected an input of at least 2 dims, got "
+                         f"{tuple(x.shape)}")
+    c = x.shape[1]
+    for t, name in ((weight, "weight"), (bias, "bias")):
+        if tuple(t.shape) != (c,):
+            raise ValueError(f"batch_norm_forward: {name} of shape {tuple(t.shape)} should be ({c},)")
+    return Aval((int(np.prod(x.shape)) + 2 * c,), x.dtype, x.device)
+
+
+def _forward_impl(xp, x, weight, bias, eps):
+    c, size = x.shape[1], x.size
+    if _takes(xp, x) and size:
+        fn = _run(_FORWARD, "forward", x.dtype.name)
+        if fn is not None:
+            rec = np.empty(size + 2 * c, x.dtype)
+            n, _, l = _ncl_shape(x)
+            fn(*_flat(x), n, c, l, np.ascontiguousarray(_channels(weight, xp, c)),
+               np.ascontiguousarray(_channels(bias, xp, c)), float(eps), rec[:size], c * l, l,
+               rec[size:].reshape(2, c))
+            return rec
+    stats = _stats_impl(xp, x)
+    rec = xp.empty(size + 2 * c, x.dtype)
+    rec[:size] = _train_impl(xp, x, stats, weight, bias, eps).reshape(-1)
+    rec[size:] = stats.reshape(-1)
+    return rec
+
+
+def _values_rule(rec, x, stats, weight, bias, eps):
+    if tuple(rec.shape) != (int(np.prod(x.shape)) + 2 * x.shape[1],):
+        raise ValueError(f"batch_norm_values: record of shape {tuple(rec.shape)} is not "
+                         f"batch_norm_forward's for an input of shape {tuple(x.shape)}")
+    return _train_rule(x, stats, weight, bias, eps)
+
+
+def _values_impl(xp, rec, x, stats, weight, bias, eps):
+    return rec[:x.size].reshape(x.shape)
+
+
+def _values_vjp(g, out, rec, x, stats, weight, bias, eps):
+    return (None,) + _train_vjp(g, out, x, stats, weight, bias, eps)
+
+
+BATCH_NORM_FORWARD = defprim("batch_norm_forward", _forward_impl, _forward_rule, None, kind="other")
+BATCH_NORM_VALUES = defprim("batch_norm_values", _values_impl, _values_rule, _values_vjp,
+                            kind="other", save=lambda rq: (1, 2, 3), nondiff=(0, 2),
+                            grad_name="NativeBatchNormBackward0")
+
+
 # ---------------------------------------------------------------- public functions
 def batch_norm_stats(x):
     """(2, C): per-channel mean and biased variance over every dim but 1 (no gradient)."""
@@ -358,3 +584,18 @@ def batch_norm_train(x, stats, weight, bias, eps: float):
     """``(x - mean) * rsqrt(var + eps) * weight + bias`` with ``stats = batch_norm_stats(x)``;
     its gradient includes the statistics' dependence on x."""
     return bind(BATCH_NORM_TRAIN, x, stats, weight, bias, eps=float(eps))
+
+
+def batch_norm_forward(x, weight, bias, eps: float):
+    """Training-mode batch norm in one pass: ``(output, stats)``, stats = (2, C) mean and
+    biased variance (no gradient), output = ``batch_norm_train(x, stats, weight, bias, eps)``
+    (differentiable, its gradient including the statistics' dependence on x)."""
+    from .indexing import getitem
+    from .shape import clone, reshape
+    eps = float(eps)
+    rec = bind(BATCH_NORM_FORWARD, x, weight, bias, eps=eps)
+    c = x.shape[1]
+    # A copy of the 2*C statistics: a view would keep the whole record (the output's
+    # memory) alive while the backward holds them, after the output itself is gone.
+    stats = clone(reshape(getitem(rec, slice(rec.shape[0] - 2 * c, None)), (2, c)))
+    return bind(BATCH_NORM_VALUES, rec, x, stats, weight, bias, eps=eps), stats

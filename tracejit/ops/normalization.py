@@ -67,13 +67,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                              f"input of shape {tuple(input.shape)}")
         if weight is not None and bias is not None:
             # The affine case through primitives (ops/batchnorm_prim.py): one pass for the
-            # statistics, one to normalize, two for the gradient.
-            stats = _bn.batch_norm_stats(input)
+            # statistics and the normalization, one for the gradient.
+            y, stats = _bn.batch_norm_forward(input, weight, bias, eps)
             if training and running_mean is not None:
                 _update_running(running_mean, getitem(stats, 0), momentum)
             if training and running_var is not None:
                 _update_running(running_var, getitem(stats, 1) * (n / (n - 1)), momentum)
-            return _bn.batch_norm_train(input, stats, weight, bias, eps)
+            return y
         mu, d, var = _stats(input, dims)
         if training and running_mean is not None:
             _update_running(running_mean, reshape(mu, (c,)), momentum)
