@@ -30,7 +30,7 @@ def _kernels_in_session_tmp(tmp_path_factory):
 def test_kernel_options_follow_stores_and_parallelism():
     assert llvmopts.kernel_options(1, True) == ("-force-vector-interleave=4",)
     assert llvmopts.kernel_options(2, True) == ("-force-vector-interleave=4",)
-    assert llvmopts.kernel_options(3, True) == ("-force-vector-interleave=2",)
+    assert llvmopts.kernel_options(3, True) == ("-force-vector-interleave=4",)
     assert llvmopts.kernel_options(4, True) == ("-force-vector-interleave=2",)
     assert llvmopts.kernel_options(1, False) == ()
     # column reductions keep their sums in memory: 4 whatever they store
@@ -39,7 +39,8 @@ def test_kernel_options_follow_stores_and_parallelism():
     assert llvmopts.kernel_options(4, True, "flat_blocked_sum") == ("-force-vector-interleave=4",)
     assert llvmopts.kernel_options(4, True, "flat_reduce") == ("-force-vector-interleave=4",)
     assert llvmopts.kernel_options(4, False, "flat_serial_reduce") == ()
-    assert llvmopts.kernel_options(3, True, "map") == ("-force-vector-interleave=2",)
+    assert llvmopts.kernel_options(3, True, "map") == ("-force-vector-interleave=4",)
+    assert llvmopts.kernel_options(4, True, "map") == ("-force-vector-interleave=2",)
     assert llvmopts.kernel_options(5, True, "rows") == ("-force-vector-interleave=2",)
     assert llvmopts.kernel_options(5, False, "column_blocks") == ()
 

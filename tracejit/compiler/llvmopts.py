@@ -18,7 +18,7 @@ measured on these kernels (ms, 4M float32, 2 threads; LLVM's choice / 2 / 4):
     GELU backward, dx only   1 store   2.81 / 2.20 / 1.95
     sum((x - y)**2)          1 store   0.55 / 0.64 / 0.45
     exp(x)*y, exp(x)+y       2 stores  1.80 / 1.41 / 1.28
-    GELU backward, dx dy dz  3 stores  3.59 / 3.01 / 3.17
+    GELU backward, dx dy dz  3 stores  3.59 / 3.01 / 3.17  (now 4: see MANY_STORES)
     the same and the loss    4 stores  2.97 / 2.97 / 4.79  (signed-index gathers then:
                                        with contiguous accesses 4 is now the faster,
                                        see `_FOUR_ALWAYS`)
@@ -39,7 +39,10 @@ __all__ = ["kernel_options", "applied"]
 
 # Vectors interleaved per loop iteration: 4 for kernels storing up to MANY_STORES - 1
 # values per element, 2 from there on (8 gained nothing over 4 on the GELU forward).
-MANY_STORES = 3
+# Was 3: three-output maps (GELU backward dx, dy, dz) are faster with 4 too, in AVX-512
+# and AVX2 code (4M float32, ms, 2 vectors -> 4: one thread 9.85 -> 9.29 / 9.82 -> 8.73,
+# two threads 6.72 -> 5.98 / 6.22 -> 6.08; notes/avx9-note.md).
+MANY_STORES = 4
 
 
 def kernel_options(stores: int, parallel: bool, form: str = "") -> tuple[str, ...]:
