@@ -41,7 +41,7 @@ __all__ = ["kernel_options", "applied"]
 # values per element, 2 from there on (8 gained nothing over 4 on the GELU forward).
 # Was 3: three-output maps (GELU backward dx, dy, dz) are faster with 4 too, in AVX-512
 # and AVX2 code (4M float32, ms, 2 vectors -> 4: one thread 9.85 -> 9.29 / 9.82 -> 8.73,
-# two threads 6.72 -> 5.98 / 6.22 -> 6.08; notes/avx9-note.md).
+# two threads 6.26 -> 5.60 / 6.22 -> 5.43 at load 1; notes/avx9-note.md).
 MANY_STORES = 4
 
 
@@ -56,8 +56,8 @@ def kernel_options(stores: int, parallel: bool, form: str = "") -> tuple[str, ..
 
     Column reductions ("column_blocks") and flat full reductions ("flat_blocked_sum",
     "flat_reduce") take 4 whatever they store (see `_FOUR_ALWAYS`). The MLP's
-    LayerNorm+GELU backward groups (4 outputs and a column sum) took 538 / 739 us with 2 and 413 / 615 us with 4 (one
-    thread); the small column sums did not change, nor did row reductions with either count.
+    LayerNorm+GELU backward groups (4 outputs and a column sum) took 538 / 739 us with 2
+    and 413 / 615 us with 4 (one thread); the small column sums did not change, nor did row reductions with either count.
     """
     if not parallel:
         return ()
