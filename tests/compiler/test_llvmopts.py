@@ -30,11 +30,17 @@ def _kernels_in_session_tmp(tmp_path_factory):
 def test_kernel_options_follow_stores_and_parallelism():
     assert llvmopts.kernel_options(1, True) == ("-force-vector-interleave=4",)
     assert llvmopts.kernel_options(2, True) == ("-force-vector-interleave=4",)
-    assert llvmopts.kernel_options(3, True) == ("-force-vector-interleave=2",)
+    assert llvmopts.kernel_options(3, True) == ("-force-vector-interleave=4",)
     assert llvmopts.kernel_options(4, True) == ("-force-vector-interleave=2",)
     assert llvmopts.kernel_options(1, False) == ()
     # column reductions keep their sums in memory: 4 whatever they store
     assert llvmopts.kernel_options(5, True, "column_blocks") == ("-force-vector-interleave=4",)
+    # flat full reductions too (the GELU loss: three outputs and the sum)
+    assert llvmopts.kernel_options(4, True, "flat_blocked_sum") == ("-force-vector-interleave=4",)
+    assert llvmopts.kernel_options(4, True, "flat_reduce") == ("-force-vector-interleave=4",)
+    assert llvmopts.kernel_options(4, False, "flat_serial_reduce") == ()
+    assert llvmopts.kernel_options(3, True, "map") == ("-force-vector-interleave=4",)
+    assert llvmopts.kernel_options(4, True, "map") == ("-force-vector-interleave=2",)
     assert llvmopts.kernel_options(5, True, "rows") == ("-force-vector-interleave=2",)
     assert llvmopts.kernel_options(5, False, "column_blocks") == ()
 
@@ -143,13 +149,14 @@ def test_compiled_gelu_kernel_is_interleaved_and_matches_eager():
     assert _vector_divides(kernel) >= 4
 
 
-def test_many_outputs_and_a_sum_get_interleave_two():
+def test_many_outputs_and_a_sum_get_interleave_four():
     xs = [tj.tensor(np.random.default_rng(s).standard_normal(1 << 15).astype(np.float32), requires_grad=True)
           for s in range(3)]
     cf = assert_compiled_matches(lambda x, y, z: gelu(x, y, z).sum(), *xs)
     src = str(cf.explain(*xs))
-    # the backward: dx, dy, dz and the loss in one kernel
-    assert "# compiled with LLVM options: -force-vector-interleave=2" in src
+    # the backward: dx, dy, dz and the loss in one kernel (a flat blocked sum: 4 vectors)
+    assert "# compiled with LLVM options: -force-vector-interleave=4" in src
+    assert "-force-vector-interleave=2" not in src
 
 
 def _gathers_scatters(dispatcher) -> int:

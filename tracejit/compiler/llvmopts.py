@@ -18,8 +18,10 @@ measured on these kernels (ms, 4M float32, 2 threads; LLVM's choice / 2 / 4):
     GELU backward, dx only   1 store   2.81 / 2.20 / 1.95
     sum((x - y)**2)          1 store   0.55 / 0.64 / 0.45
     exp(x)*y, exp(x)+y       2 stores  1.80 / 1.41 / 1.28
-    GELU backward, dx dy dz  3 stores  3.59 / 3.01 / 3.17
-    the same and the loss    4 stores  2.97 / 2.97 / 4.79
+    GELU backward, dx dy dz  3 stores  3.59 / 3.01 / 3.17  (now 4: see MANY_STORES)
+    the same and the loss    4 stores  2.97 / 2.97 / 4.79  (signed-index gathers then:
+                                       with contiguous accesses 4 is now the faster,
+                                       see `_FOUR_ALWAYS`)
 
 How: numba has no per-function switch for this and never attaches loop metadata we
 could set, so the option is LLVM's process-wide ``-force-vector-interleave``. It is set
@@ -37,7 +39,10 @@ __all__ = ["kernel_options", "applied"]
 
 # Vectors interleaved per loop iteration: 4 for kernels storing up to MANY_STORES - 1
 # values per element, 2 from there on (8 gained nothing over 4 on the GELU forward).
-MANY_STORES = 3
+# Was 3: three-output maps (GELU backward dx, dy, dz) are faster with 4 too, in AVX-512
+# and AVX2 code (4M float32, ms, 2 vectors -> 4: one thread 9.85 -> 9.29 / 9.82 -> 8.73,
+# two threads 6.26 -> 5.60 / 6.22 -> 5.43 at load 1; notes/avx9-note.md).
+MANY_STORES = 4
 
 
 def kernel_options(stores: int, parallel: bool, form: str = "") -> tuple[str, ...]:
@@ -49,17 +54,27 @@ def kernel_options(stores: int, parallel: bool, form: str = "") -> tuple[str, ..
     loops are short, and the bigger body would add compile time (the GELU kernel's
     compile went from 0.33 to 0.44 s with 4) where a first call matters most.
 
-    Column reductions ("column_blocks") take 4 whatever they store: their sums live in
-    memory (a partial-sum row), not in registers. The MLP's LayerNorm+GELU backward groups
-    (4 outputs and a column sum) took 538 / 739 us with 2 and 413 / 615 us with 4 (one
-    thread); the small column sums did not change, nor did row reductions with either count.
+    Column reductions ("column_blocks") and flat full reductions ("flat_blocked_sum",
+    "flat_reduce") take 4 whatever they store (see `_FOUR_ALWAYS`). The MLP's
+    LayerNorm+GELU backward groups (4 outputs and a column sum) took 538 / 739 us with 2
+    and 413 / 615 us with 4 (one thread); the small column sums did not change, nor did row reductions with either count.
     """
     if not parallel:
         return ()
-    if form == "column_blocks":
+    if form in _FOUR_ALWAYS:
         return ("-force-vector-interleave=4",)
     return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",)
 
+
+# Loop shapes that take 4 whatever they store. Column reductions: their sums live in
+# memory (a partial-sum row), not in registers. Flat full reductions (the GELU loss:
+# dx, dy, dz and the loss sum in one pass): the "many stores -> 2" rule came from this
+# kernel while its block loop still indexed with a signed int (gathers and scatters on
+# AVX-512: hwlimit note), which made 4 copies of the body spill. With contiguous
+# accesses 4 is faster on AVX-512 and AVX2 code alike: operands in cache, one thread,
+# ns per element with 2 / 4 vectors: AVX-512 2.30 / 1.80, AVX2 (NUMBA_CPU_NAME=haswell)
+# 2.56 / 2.10; 4M float32 11.5 / 10.3-10.8 ms (AVX-512; notes/avx9-note.md).
+_FOUR_ALWAYS = ("column_blocks", "flat_blocked_sum", "flat_reduce")
 
 # LLVM's own value for each option we set: restored after our compile.
 _DEFAULTS = {"-force-vector-interleave": "0"}
