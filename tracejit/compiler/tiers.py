@@ -6,7 +6,7 @@ numba. Its entry's executor is a `TieredExecutor`:
 - **tier 0** is the IR interpreter over the ops' eager implementations (the reference
   semantics: its results equal eager, forward and backward, because gradients flow
   through the same eager autograd), run as eager code runs (`Tier0`: values go after
-  their last use; a value cut into all its slices is cut by one autograd node);
+  their last use);
 - its first call runs tier 0 and nothing else; a background thread (working from the
   second call on, or about when the user's first step has ended: never during it) builds
   the program and the plans that call needs (autodiff, fusion, source generation), finds
