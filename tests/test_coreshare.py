@@ -144,6 +144,31 @@ def test_matmul_is_numpy_matmul_and_small_products_use_one_thread(monkeypatch):
         set_blas_threads(b0)
 
 
+
+@linux
+def test_gemm_threads_gives_a_small_product_one_thread_then_restores(monkeypatch):
+    """The block the recurrent layers' loop kernels call BLAS in: the same policy as matmul
+    (one thread for a small product, the count back afterwards; a large product keeps it)."""
+    if blas_threads() is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "_blas", None)
+    monkeypatch.setattr(coreshare, "_blas_n", None)
+    b0 = blas_threads()
+    try:
+        set_blas_threads(2)
+        if blas_threads() != 2:
+            pytest.skip("this BLAS runs one thread at most here")
+        with coreshare.gemm_threads(32, 256, 32):
+            assert blas_threads() == 1
+        assert blas_threads() == 2
+        with coreshare.gemm_threads(1024, 1024, 1024):
+            assert blas_threads() == 2
+        assert blas_threads() == 2
+    finally:
+        set_blas_threads(b0)
+
 def test_an_error_turns_the_policy_off_once_and_never_fails_the_caller(monkeypatch):
     monkeypatch.setattr(coreshare, "ENABLED", True)
     monkeypatch.setattr(coreshare, "_local", type(coreshare._local)())

@@ -26,6 +26,7 @@ for its wake-up run on one BLAS thread whatever the load (`blas_threads_for`).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -34,7 +35,8 @@ import time
 from .envflags import is_off
 from .threads import usable_cpus
 
-__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "SMALL_GEMM_MNK"]
+__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "gemm_threads",
+           "SMALL_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 SLACK = 0.25            # cores others may use before we give one up
@@ -219,6 +221,12 @@ def blas_threads_for(m: int, k: int, n: int, available: int) -> int:
     return max(1, available)
 
 
+def _one_thread(m: int, k: int, n: int) -> bool:
+    """Whether an (m, k) @ (k, n) product runs on one BLAS thread where several are ours
+    (`blas_threads_for`: waking the pool costs a small product more than it saves)."""
+    return _blas is not None and _blas.ours not in (None, 1) and m * k * n < SMALL_GEMM_MNK
+
+
 def matmul(a, b, blas_only: bool = False):
     """``numpy.matmul(a, b)`` on the BLAS threads `adapt` and `blas_threads_for` choose: the
     call a compiled plan makes for each product (a GEMM is split like a kernel, and waits
@@ -226,12 +234,25 @@ def matmul(a, b, blas_only: bool = False):
     count only (`adapt_blas`; eager matmul)."""
     import numpy as np
     n = adapt_blas() if blas_only else adapt()
-    if n and a.ndim >= 2 and b.ndim >= 2 and _blas is not None and _blas.ours not in (None, 1):
-        m, k = a.shape[-2], a.shape[-1]
-        if m * k * b.shape[-1] < SMALL_GEMM_MNK:
-            _blas.put(1)
-            try:
-                return np.matmul(a, b)
-            finally:
-                _blas.put(_blas.ours)
+    if n and a.ndim >= 2 and b.ndim >= 2 and _one_thread(a.shape[-2], a.shape[-1], b.shape[-1]):
+        _blas.put(1)
+        try:
+            return np.matmul(a, b)
+        finally:
+            _blas.put(_blas.ours)
     return np.matmul(a, b)
+
+
+@contextlib.contextmanager
+def gemm_threads(m: int, k: int, n: int):
+    """BLAS's thread count for (m, k) @ (k, n) products made inside the block by code that
+    calls numpy's BLAS itself (the recurrent layers' loop kernels, ops/blas_gemm.py): what
+    eager `matmul` gives each such product."""
+    if not (adapt_blas() and _one_thread(m, k, n)):
+        yield
+        return
+    _blas.put(1)
+    try:
+        yield
+    finally:
+        _blas.put(_blas.ours)

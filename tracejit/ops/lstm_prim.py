@@ -78,22 +78,12 @@ def check_float_operands(op: str, gi: Aval, **others: Aval) -> None:
                              f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
 
 
-@contextlib.contextmanager
 def blas_threads(m: int, k: int, n: int):
     """BLAS's thread count for a layer kernel's per-step (m, k) @ (k, n) products: the
-    kernels call numpy's BLAS directly, so they get here what `_matmul` below gives each
-    product (coreshare: the count the machine can give now, one thread for a small GEMM,
-    where waking the pool costs more than it saves)."""
-    from .. import coreshare
-    setting = coreshare._blas if coreshare.adapt_blas() else None
-    if setting is None or setting.ours in (None, 1) or m * k * n >= coreshare.SMALL_GEMM_MNK:
-        yield
-        return
-    setting.put(1)
-    try:
-        yield
-    finally:
-        setting.put(setting.ours)
+    kernels call numpy's BLAS directly, so they get here what eager products get
+    (coreshare.gemm_threads)."""
+    from ..coreshare import gemm_threads
+    return gemm_threads(m, k, n)
 
 
 def _order(L: int, reverse: bool):
