@@ -58,6 +58,60 @@ _HEAD = '''
 import numpy as np
 from numba import njit
 
+
+@njit(inline='always', fastmath={'reassoc'})
+def moments(x, sn, sc, n, l, ch, shift):
+    """channel ch's sums of x - shift and (x - shift)**2"""
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(n):
+        base = i * sn + ch * sc
+        for k0 in range(0, l, BLOCK):
+            row = x[base + k0:base + min(l, k0 + BLOCK)]
+            a1 = np.{t}(0)
+            a2 = np.{t}(0)
+            for k in range(row.shape[0]):
+                d = row[k] - shift
+                a1 += d
+                a2 += d * d
+            s1 += a1
+            s2 += a2
+    return s1, s2
+
+
+@njit(inline='always', fastmath={'reassoc'})
+def grad_sums(g, gn, gc, x, sn, sc, n, l, ch, mu):
+    """channel ch's sums of g and g * (x - mu)"""
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(n):
+        gb = i * gn + ch * gc
+        xb = i * sn + ch * sc
+        for k0 in range(0, l, BLOCK):
+            k1 = min(l, k0 + BLOCK)
+            grow = g[gb + k0:gb + k1]
+            xrow = x[xb + k0:xb + k1]
+            a1 = np.{t}(0)
+            a2 = np.{t}(0)
+            for k in range(grow.shape[0]):
+                gv = grow[k]
+                a1 += gv
+                a2 += gv * (xrow[k] - mu)
+            s1 += a1
+            s2 += a2
+    return s1, s2
+
+
+@njit(inline='always')
+def affine(u, un, uc, v, vn, vc, n, l, ch, ac, bc, dc, out, on, oc):
+    """channel ch of out = ac*u + bc*v + dc"""
+    for i in range(n):
+        urow = u[i * un + ch * uc:i * un + ch * uc + l]
+        vrow = v[i * vn + ch * vc:i * vn + ch * vc + l]
+        orow = out[i * on + ch * oc:i * on + ch * oc + l]
+        for k in range(l):
+            orow[k] = ac * urow[k] + bc * vrow[k] + dc
+
 '''
 # Operands reach the kernels as flat buffers plus the element strides of N and C: each
 # (n, c) run of L elements is contiguous and taken as a slice, so the inner loops vectorize
@@ -75,20 +129,7 @@ def kernel(x, sn, sc, n, c, l, out):
     count = n * l
     for ch in range(c):
         shift = x[ch * sc]
-        s1 = 0.0
-        s2 = 0.0
-        for i in range(n):
-            base = i * sn + ch * sc
-            for k0 in range(0, l, BLOCK):
-                row = x[base + k0:base + min(l, k0 + BLOCK)]
-                a1 = np.{t}(0)
-                a2 = np.{t}(0)
-                for k in range(row.shape[0]):
-                    d = row[k] - shift
-                    a1 += d
-                    a2 += d * d
-                s1 += a1
-                s2 += a2
+        s1, s2 = moments(x, sn, sc, n, l, ch, shift)
         m = s1 / count
         out[0, ch] = shift + m
         out[1, ch] = max(s2 / count - m * m, 0.0)
@@ -101,24 +142,7 @@ _REDUCE = _HEAD + '''
 def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, out):
     """per channel: sum of g, sum of g * (x - mean)"""
     for ch in range(c):
-        mu = np.{t}(mean[ch])
-        s1 = 0.0
-        s2 = 0.0
-        for i in range(n):
-            gb = i * gn + ch * gc
-            xb = i * sn + ch * sc
-            for k0 in range(0, l, BLOCK):
-                k1 = min(l, k0 + BLOCK)
-                grow = g[gb + k0:gb + k1]
-                xrow = x[xb + k0:xb + k1]
-                a1 = np.{t}(0)
-                a2 = np.{t}(0)
-                for k in range(grow.shape[0]):
-                    gv = grow[k]
-                    a1 += gv
-                    a2 += gv * (xrow[k] - mu)
-                s1 += a1
-                s2 += a2
+        s1, s2 = grad_sums(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
         out[0, ch] = s1
         out[1, ch] = s2
 '''
@@ -130,15 +154,7 @@ _AFFINE = _HEAD + '''
 def kernel(u, un, uc, v, vn, vc, n, c, l, a, b, d, out, on, oc):
     """out = a*u + b*v + d per channel (coefficients rounded to the data's dtype)"""
     for ch in range(c):
-        ac = np.{t}(a[ch])
-        bc = np.{t}(b[ch])
-        dc = np.{t}(d[ch])
-        for i in range(n):
-            urow = u[i * un + ch * uc:i * un + ch * uc + l]
-            vrow = v[i * vn + ch * vc:i * vn + ch * vc + l]
-            orow = out[i * on + ch * oc:i * on + ch * oc + l]
-            for k in range(l):
-                orow[k] = ac * urow[k] + bc * vrow[k] + dc
+        affine(u, un, uc, v, vn, vc, n, l, ch, np.{t}(a[ch]), np.{t}(b[ch]), np.{t}(d[ch]), out, on, oc)
 '''
 # The whole backward in one kernel (batch_norm_backward): per channel, the two sums, then
 # the input gradient from the same (g, x) run while it is still in cache (one channel of
@@ -154,41 +170,16 @@ def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out):
     input gradient a*g + b*x + d in (N, L) order"""
     count = n * l
     for ch in range(c):
-        mu = np.{t}(mean[ch])
-        s1 = 0.0
-        s2 = 0.0
-        for i in range(n):
-            gb = i * gn + ch * gc
-            xb = i * sn + ch * sc
-            for k0 in range(0, l, BLOCK):
-                k1 = min(l, k0 + BLOCK)
-                grow = g[gb + k0:gb + k1]
-                xrow = x[xb + k0:xb + k1]
-                a1 = np.{t}(0)
-                a2 = np.{t}(0)
-                for k in range(grow.shape[0]):
-                    gv = grow[k]
-                    a1 += gv
-                    a2 += gv * (xrow[k] - mu)
-                s1 += a1
-                s2 += a2
+        s1, s2 = grad_sums(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
         r0 = np.{t}(s1)
         r1 = np.{t}(s2 * rstd[ch])
-        orow = out[ch * count:(ch + 1) * count]
         out[c * count + ch] = r0
         out[c * count + c + ch] = r1
         a = weight[ch] * rstd[ch]
         b = -a * rstd[ch] * np.float64(r1) / count
         d = -a * np.float64(r0) / count - b * mean[ch]
-        ac = np.{t}(a)
-        bc = np.{t}(b)
-        dc = np.{t}(d)
-        for i in range(n):
-            grow = g[i * gn + ch * gc:i * gn + ch * gc + l]
-            xrow = x[i * sn + ch * sc:i * sn + ch * sc + l]
-            o = orow[i * l:i * l + l]
-            for k in range(l):
-                o[k] = ac * grow[k] + bc * xrow[k] + dc
+        # the input gradient channel-major: channel ch's (N, L) block at ch * count
+        affine(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(a), np.{t}(b), np.{t}(d), out, l, count)
 '''
 # Statistics and normalization in one kernel (batch_norm_forward): per channel, the sums,
 # then the normalized output from the same run of x while it is in cache (one channel of
@@ -203,20 +194,7 @@ def kernel(x, sn, sc, n, c, l, weight, bias, eps, out, on, oc, stats):
     count = n * l
     for ch in range(c):
         shift = x[ch * sc]
-        s1 = 0.0
-        s2 = 0.0
-        for i in range(n):
-            base = i * sn + ch * sc
-            for k0 in range(0, l, BLOCK):
-                row = x[base + k0:base + min(l, k0 + BLOCK)]
-                a1 = np.{t}(0)
-                a2 = np.{t}(0)
-                for k in range(row.shape[0]):
-                    d = row[k] - shift
-                    a1 += d
-                    a2 += d * d
-                s1 += a1
-                s2 += a2
+        s1, s2 = moments(x, sn, sc, n, l, ch, shift)
         m = s1 / count
         mean = np.{t}(shift + m)
         var = np.{t}(max(s2 / count - m * m, 0.0))
