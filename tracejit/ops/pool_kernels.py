@@ -208,17 +208,20 @@ def _order(x):
     return False, np.ascontiguousarray(x)
 
 
+
+def _pooled_hw(x, kernel, stride, padding, dilation) -> tuple:
+    """(OH, OW) of pooling the (N, C, H, W) array `x`."""
+    return (conv_out_size(x.shape[2], kernel[0], stride[0], padding[0], dilation[0]),
+            conv_out_size(x.shape[3], kernel[1], stride[1], padding[1], dilation[1]))
+
 def forward(x, kernel, stride, padding, dilation):
     """max_pool2d of the numpy array `x` (N, C, H, W), in x's memory order when that is
     channel-major, else C-contiguous; None when no kernel runs (the caller uses numpy)."""
     fn = _get("fwd", forward_source, x.dtype.name, kernel, stride, padding, dilation)
     if fn is None:
         return None
-    n, c, h, w = x.shape
-    oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
-    ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
     swap, xk = _order(x)
-    out = np.empty(xk.shape[:2] + (oh, ow), dtype=x.dtype)
+    out = np.empty(xk.shape[:2] + _pooled_hw(x, kernel, stride, padding, dilation), dtype=x.dtype)
     fn(xk, out)
     return out.swapaxes(0, 1) if swap else out
 
@@ -256,11 +259,8 @@ def forward_offsets(x, kernel, stride, padding, dilation):
     fn = _get("fwd_offsets", forward_offsets_source, x.dtype.name, kernel, stride, padding, dilation)
     if fn is None:
         return None
-    n, c, h, w = x.shape
-    oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
-    ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
     swap, xk = _order(x)
-    rec = np.empty((2,) + xk.shape[:2] + (oh, ow), dtype=x.dtype)
+    rec = np.empty((2,) + xk.shape[:2] + _pooled_hw(x, kernel, stride, padding, dilation), dtype=x.dtype)
     fn(xk, rec)
     return rec.swapaxes(1, 2) if swap else rec
 
