@@ -63,3 +63,12 @@ def training_variant(cf, only: bool = True):
     if only:
         assert len(prog._train) == 1, "expected one training variant"
     return next(iter(prog._train.values()))
+
+
+def activation(rng, shape, dtype, channel_major: bool = False):
+    """A BatchNorm-style input (mean ~5, std ~3) of `shape`; ``channel_major``: in (C, N, ...)
+    memory seen as (N, C, ...), as convolution outputs are."""
+    x = (rng.standard_normal(shape) * 3 + 5).astype(dtype)
+    if channel_major:
+        x = np.ascontiguousarray(np.swapaxes(x, 0, 1)).swapaxes(0, 1)
+    return x

@@ -10,6 +10,7 @@ import pytest
 import tracejit as tj
 from tracejit.ops import batchnorm_prim as B
 from tracejit.ops import native
+from inputs import activation
 
 pytest.importorskip("numba")
 SEED = 0
@@ -17,9 +18,7 @@ SEED = 0
 
 def _inputs(shape, dtype, channel_major, seed=0):
     rng = np.random.default_rng(seed)
-    x = (rng.standard_normal(shape) * 3 + 5).astype(dtype)
-    if channel_major:   # conv outputs: (C, N, ...) memory seen as (N, C, ...)
-        x = np.ascontiguousarray(np.swapaxes(x, 0, 1)).swapaxes(0, 1)
+    x = activation(rng, shape, dtype, channel_major)
     c = shape[1]
     g = rng.standard_normal(shape).astype(dtype)
     w = rng.standard_normal(c).astype(dtype)
