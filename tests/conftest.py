@@ -30,3 +30,16 @@ def _seed_and_restore():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def float64_with_torch():
+    """float64 as the default dtype of both tracejit and PyTorch for the test (module tests
+    that compare with PyTorch at float64; the caller has imported torch or skipped)."""
+    import torch
+    old_t, old_j = torch.get_default_dtype(), tj.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    tj.set_default_dtype(tj.float64)
+    yield
+    torch.set_default_dtype(old_t)
+    tj.set_default_dtype(old_j)

@@ -10,19 +10,10 @@ from tracejit import nn
 
 torch = pytest.importorskip("torch", reason="compares with PyTorch")
 pytestmark = [pytest.mark.filterwarnings("ignore:Support for mismatched"),  # torch notices
-              pytest.mark.filterwarnings("ignore:enable_nested_tensor")]
+              pytest.mark.filterwarnings("ignore:enable_nested_tensor"),
+              pytest.mark.usefixtures("float64_with_torch")]
 
 R = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    old_t, old_j = torch.get_default_dtype(), tj.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    tj.set_default_dtype(tj.float64)
-    yield
-    torch.set_default_dtype(old_t)
-    tj.set_default_dtype(old_j)
 
 
 def _copy(tm, jm):

@@ -12,18 +12,9 @@ from tracejit.ops import attention_prim as AP
 
 torch = pytest.importorskip("torch", reason="compares with PyTorch")
 
+pytestmark = pytest.mark.usefixtures("float64_with_torch")
 R = np.random.default_rng(3)
 E, H, N, T = 8, 2, 3, 5
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    old_t, old_j = torch.get_default_dtype(), tj.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    tj.set_default_dtype(tj.float64)
-    yield
-    torch.set_default_dtype(old_t)
-    tj.set_default_dtype(old_j)
 
 
 def _pair(batch_first):
