@@ -51,7 +51,27 @@ def sigmoid(x):
     return HALF + HALF * tanh(HALF * x)
 '''
 
-_FORWARD_GATES = _SIGMOID_HEAD + """
+# dst (G*H, N) += src (N, G*H)^T, the transposed read as its own loop, in tiles of 16 rows of
+# dst: each batch row's 16 contiguous values go to 16 rows (34 against 41 us an LSTM step
+# read column by column). The LSTM's gates and the RNN's loop (ops/rnn_kernels.py) use it.
+ADD_TRANSPOSED = '''
+
+
+@njit(inline='always')
+def add_transposed(src, dst):
+    rows, n = dst.shape
+    top = rows - rows % 16
+    for jb in range(0, top, 16):
+        for k in range(n):
+            row = src[k]
+            for jj in range(16):
+                dst[jb + jj, k] += row[jb + jj]
+    for j in range(top, rows):
+        for k in range(n):
+            dst[j, k] += src[k, j]
+'''
+
+_FORWARD_GATES = _SIGMOID_HEAD + ADD_TRANSPOSED + """
 
 
 @njit(inline='always')
@@ -61,17 +81,7 @@ def gates(gi, b, m, cp, zf):
     # (6H, N) block (h, c, i, f, g, o); cp the flat previous c
     four, n = m.shape
     s = cp.size
-    # the transposed read, as its own loop, in tiles of 16 gate rows: each batch row's 16
-    # contiguous values go to 16 rows of m (34 against 41 us a step read column by column)
-    top = four - four % 16
-    for jb in range(0, top, 16):
-        for k in range(n):
-            src = gi[k]
-            for jj in range(16):
-                m[jb + jj, k] += src[jb + jj]
-    for j in range(top, four):
-        for k in range(n):
-            m[j, k] += gi[k, j]
+    add_transposed(gi, m)
     for j in range(four):
         bj = b[j]
         row = m[j]

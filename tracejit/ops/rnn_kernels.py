@@ -10,7 +10,7 @@ compiler/mathlib.py's (pure arithmetic, so the pass vectorizes).
 from __future__ import annotations
 
 from .blas_gemm import GEMM_SOURCE
-from .lstm_kernels import _TRANSPOSE, _get_layer
+from .lstm_kernels import ADD_TRANSPOSED, _TRANSPOSE, _get_layer
 
 __all__ = ["forward_layer", "backward_layer"]
 
@@ -18,7 +18,7 @@ _HEAD = """
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import tanh_{s} as tanh
-""" + _TRANSPOSE + GEMM_SOURCE
+""" + _TRANSPOSE + ADD_TRANSPOSED + GEMM_SOURCE
 
 _FORWARD = _HEAD + """
 
@@ -31,7 +31,6 @@ def kernel(fn, gi, w, b, h0, hs, reverse, relu):
     hh = w.shape[0]
     n = h0.shape[1]
     zero = np.{t}(0)
-    top = hh - hh % 16
     for k in range(L):
         t = L - 1 - k if reverse else k
         p = hs[t]
@@ -39,15 +38,7 @@ def kernel(fn, gi, w, b, h0, hs, reverse, relu):
             gemm(fn, False, hh, n, hh, w, hh, h0, n, p, n, 0.0)
         else:
             gemm(fn, False, hh, n, hh, w, hh, hs[t + 1 if reverse else t - 1], n, p, n, 0.0)
-        g = gi[t]
-        for jb in range(0, top, 16):        # + gi[t]^T, in tiles of 16 rows (the LSTM's read)
-            for q in range(n):
-                src = g[q]
-                for jj in range(16):
-                    p[jb + jj, q] += src[jb + jj]
-        for j in range(top, hh):
-            for q in range(n):
-                p[j, q] += g[q, j]
+        add_transposed(gi[t], p)            # + gi[t]^T (the LSTM's tiled read)
         for j in range(hh):
             bj = b[j]
             row = p[j]
