@@ -10,10 +10,14 @@ layouts, seconds), every fused kernel, every non-fused primitive. What a phase s
 outside those calls is Python: the plan's own lines, guards, autograd, allocation.
 
 The GEMMs are then replayed in the same process, one shape at a time with the same
-operand layouts, to give their isolated rate (with warm caches, and with the caches
-flushed before each call, as after the optimizer's pass), and an sgemm of the reference shape
-(256x1024 @ 1024x1024) is timed the same way: "GEMM share" is the step's GEMM rate over
-the best isolated sgemm rate measured here. ``python -m bench`` adds the rate of a fresh
+operand layouts and on the BLAS threads each had in the step, to give their isolated rate
+(with warm caches, and with the caches flushed before each call, as after the optimizer's
+pass), and an sgemm of the reference shape (256x1024 @ 1024x1024) is timed the same way on
+BLAS's full thread count: "GEMM share" is the step's GEMM rate over the best isolated sgemm
+rate measured here on all threads. Where tracejit's load policy (tracejit/coreshare.py) ran
+products on fewer threads because other processes held a core, the table's threads column
+and a line say so: such a step cannot reach the all-threads rate, and the first thing to
+read is that count, not the GEMMs. ``python -m bench`` adds the rate of a fresh
 process that has loaded nothing but numpy (``machine.sgemm``), the ceiling for the
 process.
 
@@ -76,12 +80,46 @@ def _operand(shape: tuple, layout: str, rng) -> np.ndarray:
 FLUSH_BYTES = 64 << 20   # written before a "cold" GEMM: more than the caches hold
 
 
+@contextlib.contextmanager
+def blas_threads_set(n: int | None) -> Iterator[None]:
+    """numpy's BLAS on `n` threads inside the block (None: as it is), the count back after."""
+    try:
+        from tracejit.threads import blas_threads, set_blas_threads
+    except ImportError:
+        yield
+        return
+    before = blas_threads()
+    if n is None or before is None or n == before:
+        yield
+        return
+    set_blas_threads(n)
+    try:
+        yield
+    finally:
+        set_blas_threads(before)
+
+
+def full_blas_threads() -> int | None:
+    """BLAS's count before tracejit's load policy lowered it (coreshare.blas_ceiling)."""
+    try:
+        from tracejit.coreshare import blas_ceiling
+    except ImportError:
+        return None
+    return blas_ceiling()
+
+
 def sgemm_seconds(m: int, k: int, n: int, layouts: str = "CC", repeat: int = 15,
-                  min_time: float = 0.2, cold: bool = False) -> float:
+                  min_time: float = 0.2, cold: bool = False, threads: int | None = None) -> float:
     """Best seconds of ``np.matmul`` of (m, k) @ (k, n) float32 with the given operand
     layouts, into a preallocated output (no allocation timed). ``cold``: the caches are
     flushed (FLUSH_BYTES written) before each timed call, as in a training step where the
-    optimizer's pass over every parameter comes between one use of a weight and the next."""
+    optimizer's pass over every parameter comes between one use of a weight and the next.
+    ``threads``: BLAS's thread count for the calls (None: as it is now)."""
+    with blas_threads_set(threads):
+        return _sgemm_seconds(m, k, n, layouts, repeat, min_time, cold)
+
+
+def _sgemm_seconds(m, k, n, layouts, repeat, min_time, cold) -> float:
     rng = np.random.default_rng(0)
     a, b = _operand((m, k), layouts[0], rng), _operand((k, n), layouts[1], rng)
     out = np.empty((m, n), np.float32)
@@ -99,10 +137,12 @@ def sgemm_seconds(m: int, k: int, n: int, layouts: str = "CC", repeat: int = 15,
 
 
 def sgemm_rate(m: int = REF_SHAPE[0], k: int = REF_SHAPE[1], n: int = REF_SHAPE[2],
-               repeat: int = 15) -> dict:
-    """The reference sgemm's best rate in this process (GFLOP/s)."""
-    s = sgemm_seconds(m, k, n, "CC", repeat)
-    return {"shape": [m, k, n], "best_ms": s * 1e3, "gflops": gemm_flops(m, k, n) / s / 1e9}
+               repeat: int = 15, threads: int | None = None) -> dict:
+    """The reference sgemm's best rate in this process (GFLOP/s) on `threads` BLAS threads
+    (None: the count BLAS has now)."""
+    s = sgemm_seconds(m, k, n, "CC", repeat, threads=threads)
+    return {"shape": [m, k, n], "best_ms": s * 1e3, "gflops": gemm_flops(m, k, n) / s / 1e9,
+            "threads": threads}
 
 
 # ---------------------------------------------------------------- call timers
@@ -148,7 +188,12 @@ class Timers:
                 calls[category] += 1
         return call
 
-    def matmul(self, fn: Callable) -> Callable:
+    def matmul(self, fn: Callable, policy: bool = False) -> Callable:
+        """`fn` (a matmul) timed under "gemm"; each 2-D product is recorded as (m, k, n,
+        layouts, seconds, BLAS threads). ``policy``: `fn` is coreshare.matmul, which may run
+        a product on fewer threads than BLAS's count (read after the call, outside the time)."""
+        count = _policy_threads if policy else _blas_count
+
         def call(a, b, *args, **kwargs):
             t0 = time.perf_counter()
             try:
@@ -158,9 +203,25 @@ class Timers:
                 self.seconds["gemm"] += dt
                 self.calls["gemm"] += 1
                 if getattr(a, "ndim", 0) == 2 and getattr(b, "ndim", 0) == 2:
-                    self.gemms.append((a.shape[0], a.shape[1], b.shape[1],
-                                       _layout(a) + _layout(b), dt))
+                    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+                    self.gemms.append((m, k, n, _layout(a) + _layout(b), dt, count(m, k, n)))
         return call
+
+
+def _blas_count(m: int, k: int, n: int) -> int | None:
+    try:
+        from tracejit.threads import blas_threads
+    except ImportError:
+        return None
+    return blas_threads()
+
+
+def _policy_threads(m: int, k: int, n: int) -> int | None:
+    try:
+        from tracejit.coreshare import gemm_thread_count
+    except ImportError:
+        return _blas_count(m, k, n)
+    return gemm_thread_count(m, k, n)
 
 
 class _ArrayModule:
@@ -221,7 +282,7 @@ def instrumented(timers: Timers) -> Iterator[int]:
                 if name == "xp":
                     new = _ArrayModule(value, timers)
                 elif name == "MATMUL":          # the backend's matmul (coreshare.matmul on CPU)
-                    new = timers.matmul(value)
+                    new = timers.matmul(value, policy=True)
                 elif _KERNEL.match(name) and hasattr(value, "get"):
                     new = _KernelFamily(value, timers)
                 elif _KERNEL.match(name) and callable(value):
@@ -285,22 +346,29 @@ def _run_steps(phases: dict, steps: int) -> dict:
     return times
 
 
-def _gemm_table(gemms: list, steps: int, repeat: int) -> list:
-    """One row per distinct GEMM of the step: calls per step, median seconds in the step,
-    best seconds replayed alone in this process."""
+def _gemm_table(gemms: list, steps: int, repeat: int, full: int | None = None) -> list:
+    """One row per distinct GEMM of the step (shape, layouts, BLAS threads it ran on): calls
+    per step, median seconds in the step, best seconds replayed alone in this process on the
+    same threads (warm and cold caches) and, where that was fewer than `full`, on `full`."""
     by_key: dict = defaultdict(list)
-    for m, k, n, lay, dt in gemms:
-        by_key[(m, k, n, lay)].append(dt)
+    for m, k, n, lay, dt, threads in gemms:
+        by_key[(m, k, n, lay, threads)].append(dt)
     rows = []
-    for (m, k, n, lay), ts in sorted(by_key.items(), key=lambda kv: -gemm_flops(*kv[0][:3])):
+    for (m, k, n, lay, threads), ts in sorted(by_key.items(),
+                                              key=lambda kv: (-gemm_flops(*kv[0][:3]), kv[0][3:])):
         lay_alone = lay.replace("S", "C")
-        alone = sgemm_seconds(m, k, n, lay_alone, repeat)
-        cold = sgemm_seconds(m, k, n, lay_alone, max(3, repeat // 3), cold=True)
+        alone = sgemm_seconds(m, k, n, lay_alone, repeat, threads=threads)
+        cold = sgemm_seconds(m, k, n, lay_alone, max(3, repeat // 3), cold=True, threads=threads)
+        fewer = full is not None and threads is not None and threads < full
+        alone_full = sgemm_seconds(m, k, n, lay_alone, repeat, threads=full) if fewer else alone
         step_s = statistics.median(ts)
-        rows.append({"m": m, "k": k, "n": n, "layouts": lay, "per_step": len(ts) / steps,
+        flop = gemm_flops(m, k, n)
+        rows.append({"m": m, "k": k, "n": n, "layouts": lay, "threads": threads,
+                     "per_step": len(ts) / steps,
                      "step_ms": step_s * 1e3, "alone_ms": alone * 1e3, "cold_ms": cold * 1e3,
-                     "step_gflops": gemm_flops(m, k, n) / step_s / 1e9,
-                     "alone_gflops": gemm_flops(m, k, n) / alone / 1e9})
+                     "alone_full_ms": alone_full * 1e3,
+                     "step_gflops": flop / step_s / 1e9, "alone_gflops": flop / alone / 1e9,
+                     "alone_full_gflops": flop / alone_full / 1e9})
     return rows
 
 
@@ -333,11 +401,16 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
     # What forward and backward spend outside GEMMs, kernels and primitive calls: the
     # plans' Python lines, guards, autograd, allocation, the timers' own cost.
     res["python_ms"] = max(plan_phases - inside, 0.0)
-    gemms = _gemm_table(timers.gemms, steps, sgemm_repeat)
+    # The yardstick runs on BLAS's full count: where the load policy gave a core away
+    # (coreshare), the step's products ran on fewer threads, and the table says so.
+    full = full_blas_threads()
+    gemms = _gemm_table(timers.gemms, steps, sgemm_repeat, full)
     res["gemms"] = gemms
     flops = sum(gemm_flops(r["m"], r["k"], r["n"]) * r["per_step"] for r in gemms)
-    ref = sgemm_rate(repeat=sgemm_repeat)
-    best = max([ref["gflops"]] + [r["alone_gflops"] for r in gemms])
+    ref = sgemm_rate(repeat=sgemm_repeat, threads=full)
+    best = max([ref["gflops"]] + [r["alone_full_gflops"] for r in gemms])
+    res["gemm_fewer_threads_per_step"] = sum(
+        r["per_step"] for r in gemms if full and r["threads"] is not None and r["threads"] < full)
     res["gemm_gflop_per_step"] = flops / 1e9
     gemm_ms = per_step.get("gemm", 0.0)
     res["gemm_gflops"] = flops / (gemm_ms / 1e3) / 1e9 if gemm_ms else None
@@ -346,6 +419,8 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
     res["sgemm_ref"] = ref
     res["sgemm_best_gflops"] = best
     res["gemm_share_of_best"] = res["gemm_gflops"] / best if res["gemm_gflops"] else None
+    # the same products alone on the threads they had in the step: what the step itself costs them
+    res["gemm_share_of_alone"] = res["gemm_alone_ms"] / gemm_ms if gemm_ms else None
     res["threads"] = thread_settings()
     res["kernels"] = _kernel_table(timers.kernels, steps)
     res["kernel_mb_per_step"] = sum(r["mb"] for r in res["kernels"])
@@ -391,6 +466,16 @@ def thread_settings() -> dict:
         out["blas_threads"] = blas_threads()
     except ImportError:
         pass
+    try:
+        from tracejit import coreshare
+        if coreshare.ENABLED:
+            # cores other processes kept busy at the last sample: from SLACK (0.25) of one,
+            # products and kernels run on one thread fewer
+            out["others_cores"] = round(coreshare.core_share.others, 2)
+        else:
+            out["adaptive"] = "off"
+    except ImportError:
+        pass
     if "numba" in sys.modules:
         import numba
         out["numba_threads"] = numba.get_num_threads()
@@ -425,12 +510,22 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
     lines.append("- forward + backward: " + "; ".join(parts[:4]) + "; outside them: " + "; ".join(parts[4:]))
     ref = res["sgemm_ref"]
     share = res.get("gemm_share_of_best")
+    on = f" on {ref['threads']} threads" if ref.get("threads") else ""
     lines.append(f"- GEMM: {res['gemm_gflop_per_step']:.2f} GFLOP per step at "
                  f"{res['gemm_gflops'] or 0:.0f} GFLOP/s = {share or 0:.0%} of the best sgemm rate "
-                 f"measured in this process ({res['sgemm_best_gflops']:.0f} GFLOP/s; reference "
+                 f"measured in this process{on} ({res['sgemm_best_gflops']:.0f} GFLOP/s; reference "
                  f"{'x'.join(map(str, ref['shape']))}: {ref['gflops']:.0f}); the same GEMMs alone: "
                  f"{res['gemm_alone_ms']:.2f} ms, {res.get('gemm_cold_ms', float('nan')):.2f} ms "
-                 f"with cold caches")
+                 f"with cold caches" + (f" ({res['gemm_share_of_alone']:.0%} of the step's GEMM time)"
+                                         if res.get("gemm_share_of_alone") else ""))
+    fewer = res.get("gemm_fewer_threads_per_step")
+    if fewer:
+        t = res.get("threads", {})
+        why = (f": other processes kept {t['others_cores']:.2f} cores busy at the last sample"
+               if "others_cores" in t else "")
+        lines.append(f"- {fewer:.0f} of {n.get('gemm', 0):.0f} GEMMs per step ran on fewer BLAS threads "
+                     f"than the yardstick's {ref.get('threads')} (tracejit.coreshare's load policy"
+                     f"{why}; small products always run on one)")
     if machine_sgemm and machine_sgemm.get("gflops"):
         lines.append(f"- sgemm {'x'.join(map(str, machine_sgemm['shape']))} in a fresh numpy-only "
                      f"process: {machine_sgemm['gflops']:.0f} GFLOP/s")
@@ -446,12 +541,13 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
                      f"{ms:.2f} ms = {res['kernel_mb_per_step'] / ms if ms else 0:.1f} GB/s{yard}; "
                      f"slowest: " + ", ".join(f"{r['label']} {r['ms']:.2f} ms ({r['gbps']:.1f} GB/s)"
                                               for r in kern[:4]))
-    lines += ["", "| GEMM (m×k×n, layouts) | per step | in step ms | GFLOP/s | alone ms | GFLOP/s "
-              "| alone, cold caches ms |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| GEMM (m×k×n, layouts) | threads | per step | in step ms | GFLOP/s | alone ms | GFLOP/s "
+              "| alone, cold caches ms | alone, all threads ms |", "|---|---|---|---|---|---|---|---|---|"]
     for r in res["gemms"]:
-        lines.append(f"| {r['m']}×{r['k']}×{r['n']} {r['layouts']} | {r['per_step']:.0f} | "
+        lines.append(f"| {r['m']}×{r['k']}×{r['n']} {r['layouts']} | {r.get('threads')} | {r['per_step']:.0f} | "
                      f"{r['step_ms']:.3f} | {r['step_gflops']:.0f} | {r['alone_ms']:.3f} | "
-                     f"{r['alone_gflops']:.0f} | {r.get('cold_ms', float('nan')):.3f} |")
+                     f"{r['alone_gflops']:.0f} | {r.get('cold_ms', float('nan')):.3f} | "
+                     f"{r.get('alone_full_ms', r['alone_ms']):.3f} |")
     return "\n".join(lines)
 
 

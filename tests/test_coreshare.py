@@ -146,6 +146,32 @@ def test_matmul_is_numpy_matmul_and_small_products_use_one_thread(monkeypatch):
 
 
 @linux
+def test_gemm_thread_count_and_ceiling_say_what_matmul_uses(monkeypatch):
+    """What a profiler records beside a product's time: one thread for a small product while
+    the policy holds several, BLAS's count otherwise; the ceiling is the count before adapt."""
+    if blas_threads() is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "_blas", None)
+    monkeypatch.setattr(coreshare, "_blas_n", None)
+    b0 = blas_threads()
+    try:
+        set_blas_threads(2)
+        if blas_threads() != 2:
+            pytest.skip("this BLAS runs one thread at most here")
+        assert coreshare.blas_ceiling() == 2              # nothing adapted yet: BLAS's own count
+        coreshare.adapt_blas()
+        assert coreshare.gemm_thread_count(256, 1024, 10) == 1
+        assert coreshare.gemm_thread_count(256, 1024, 1024) == 2
+        monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+        coreshare.adapt_blas()                            # a core taken: one thread, ceiling kept
+        assert coreshare.gemm_thread_count(256, 1024, 1024) == 1 and coreshare.blas_ceiling() == 2
+    finally:
+        set_blas_threads(b0)
+
+
+@linux
 def test_gemm_threads_gives_a_small_product_one_thread_then_restores(monkeypatch):
     """The block the recurrent layers' loop kernels call BLAS in: the same policy as matmul
     (one thread for a small product, the count back afterwards; a large product keeps it)."""

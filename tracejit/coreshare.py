@@ -36,7 +36,7 @@ from .envflags import is_off
 from .threads import usable_cpus
 
 __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "gemm_threads",
-           "SMALL_GEMM_MNK"]
+           "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 SLACK = 0.25            # cores others may use before we give one up
@@ -241,6 +241,27 @@ def matmul(a, b, blas_only: bool = False):
         finally:
             _blas.put(_blas.ours)
     return np.matmul(a, b)
+
+
+def gemm_thread_count(m: int, k: int, n: int) -> int | None:
+    """The BLAS threads `matmul` gives an (m, k) @ (k, n) product at this moment (as set by
+    the last `adapt`): what a profiler records beside the product's time (bench/breakdown.py),
+    since a step's GEMMs run at about half speed when the policy has given a core away. None
+    where no known BLAS is loaded."""
+    if _one_thread(m, k, n):
+        return 1
+    from .threads import blas_threads
+    return blas_threads()
+
+
+def blas_ceiling() -> int | None:
+    """BLAS's thread count before `adapt` lowered it (the count it started with, or the one
+    someone else set since): the count a quiet machine gives every large product. None
+    where no known BLAS is loaded."""
+    if _blas is not None and _blas.ceiling is not None:
+        return _blas.ceiling
+    from .threads import blas_threads
+    return blas_threads()
 
 
 @contextlib.contextmanager

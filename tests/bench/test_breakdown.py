@@ -46,6 +46,9 @@ def test_instrumented_times_gemms_and_kernels_then_restores():
     assert timers.seconds["gemm"] > 0 and timers.seconds["kernels"] > 0
     # x (8, 6) @ w.t() (6, 5): w.t() is a transposed row-major array, BLAS takes it as is
     assert [g[:4] for g in timers.gemms] == [(8, 6, 5, "CF")] * 2
+    # and with the BLAS threads the load policy gave it (coreshare.matmul is the plan's MATMUL)
+    from tracejit import coreshare
+    assert [g[5] for g in timers.gemms] == [coreshare.gemm_thread_count(8, 6, 5)] * 2
     after = _plan_globals()
     for key, (plan, globs) in before.items():   # everything put back
         assert after[key][1] == globs, sorted(k for k in globs if after[key][1].get(k) is not globs[k])
@@ -73,6 +76,31 @@ def test_other_ops_get_the_array_module_itself(monkeypatch):
     assert seen[-1] is np
 
 
+def test_replay_on_given_blas_threads_puts_the_count_back():
+    from tracejit.threads import blas_threads
+    b0 = blas_threads()
+    if b0 is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    seen = []
+    with breakdown.blas_threads_set(1):
+        seen.append(blas_threads())
+    assert seen == [1] and blas_threads() == b0
+    assert breakdown.sgemm_seconds(16, 8, 4, "CC", repeat=2, min_time=0, threads=1) > 0
+    assert blas_threads() == b0
+    assert breakdown.sgemm_rate(32, 32, 32, repeat=2, threads=1)["threads"] == 1
+
+
+def test_gemm_table_keeps_thread_counts_apart():
+    """A product that ran on one thread in some steps and two in others makes two rows, each
+    replayed on its own count (and on the full count, for the yardstick)."""
+    gemms = [(16, 8, 4, "CC", 1e-3, 1), (16, 8, 4, "CC", 2e-3, 2), (16, 8, 4, "CC", 4e-3, 2)]
+    rows = breakdown._gemm_table(gemms, steps=2, repeat=2, full=2)
+    assert [(r["threads"], r["per_step"]) for r in rows] == [(1, 0.5), (2, 1.0)]
+    assert rows[1]["step_ms"] == pytest.approx(3.0)
+    assert all(r["alone_ms"] > 0 and r["alone_full_ms"] > 0 for r in rows)
+    assert rows[1]["alone_full_ms"] == rows[1]["alone_ms"]   # already on all threads: one replay
+
+
 def test_layouts_and_replay():
     a = np.ones((4, 3), np.float32)
     assert breakdown._layout(a) == "C" and breakdown._layout(a.T) == "F"
@@ -97,16 +125,17 @@ def _fake_result():
             "calls_per_step": {"gemm": 8, "kernels": 29, "other ops": 1},
             "python_ms": 0.9, "page_faults_per_step": 3.0, "gemm_gflop_per_step": 2.45, "gemm_gflops": 490.0,
             "gemm_alone_ms": 4.5, "gemm_cold_ms": 5.5, "sgemm_ref": {"shape": [256, 1024, 1024], "best_ms": 1.2,
-                                                 "gflops": 447.0},
-            "sgemm_best_gflops": 500.0, "gemm_share_of_best": 0.98,
-            "threads": {"cpus": 2, "blas_threads": 2},
+                                                 "gflops": 447.0, "threads": 2},
+            "sgemm_best_gflops": 500.0, "gemm_share_of_best": 0.98, "gemm_share_of_alone": 0.9,
+            "gemm_fewer_threads_per_step": 0,
+            "threads": {"cpus": 2, "blas_threads": 2, "others_cores": 0.1},
             "kernels": [{"label": "MLP.forward_bwd_g3", "per_step": 1, "ms": 1.5, "mb": 12.0, "gbps": 8.0},
                         {"label": "MLP.forward_fwd_g4", "per_step": 1, "ms": 0.5, "mb": 4.0, "gbps": 8.0}],
             "kernel_mb_per_step": 16.0,
             "store_bandwidth": {"bandwidth_gbps": 30.0, "numba_scale_gbps": 16.0},
-            "gemms": [{"m": 256, "k": 1024, "n": 1024, "layouts": "CF", "per_step": 1,
-                       "step_ms": 1.1, "alone_ms": 1.0, "cold_ms": 1.25, "step_gflops": 488.0,
-                       "alone_gflops": 537.0}]}
+            "gemms": [{"m": 256, "k": 1024, "n": 1024, "layouts": "CF", "threads": 2, "per_step": 1,
+                       "step_ms": 1.1, "alone_ms": 1.0, "cold_ms": 1.25, "alone_full_ms": 1.0,
+                       "step_gflops": 488.0, "alone_gflops": 537.0, "alone_full_gflops": 537.0}]}
 
 
 def test_render_and_report_section():
@@ -115,8 +144,15 @@ def test_render_and_report_section():
     assert "GEMM 5.00 ms (8 calls)" in text and "fused kernels 2.00 ms (29)" in text
     assert "Python/plan/autograd 0.90 ms" in text and "optimizer 1.50 ms" in text
     assert "98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
-    assert "| 256×1024×1024 CF | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 |" in text
-    assert "4.50 ms, 5.50 ms with cold caches" in text
+    assert "| 256×1024×1024 CF | 2 | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 | 1.000 |" in text
+    assert "4.50 ms, 5.50 ms with cold caches (90% of the step's GEMM time)" in text
+    assert "on 2 threads (500 GFLOP/s" in text and "fewer BLAS threads" not in text
+    # a step whose products the load policy put on one thread says so, and why
+    one = _fake_result()
+    one["gemm_fewer_threads_per_step"] = 8
+    one["threads"]["others_cores"] = 1.02
+    assert ("8 of 8 GEMMs per step ran on fewer BLAS threads than the yardstick's 2 (tracejit.coreshare's "
+            "load policy: other processes kept 1.02 cores busy at the last sample") in breakdown.render(one)
     assert ("fused kernels: 16.0 MB of arguments per step in 2.00 ms = 8.0 GB/s (this process: copy 30.0 "
             "GB/s, computed stores 16.0 GB/s); slowest: MLP.forward_bwd_g3 1.50 ms (8.0 GB/s)") in text
     data = {"machine": {"sgemm": {"shape": [256, 1024, 1024], "gflops": 420.0}},
