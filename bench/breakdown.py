@@ -469,7 +469,7 @@ def thread_settings() -> dict:
     try:
         from tracejit import coreshare
         if coreshare.ENABLED:
-            # cores other processes kept busy at the last sample: from SLACK (0.25) of one,
+            # cores other processes kept busy at the last sample: from more than SLACK of one,
             # products and kernels run on one thread fewer
             out["others_cores"] = round(coreshare.core_share.others, 2)
         else:

@@ -18,12 +18,12 @@ from tracejit.threads import blas_threads, set_blas_threads
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
-def test_count_for_gives_a_core_up_once_others_use_a_quarter_of_one():
+def test_count_for_gives_a_core_up_once_others_use_more_than_half_of_one():
     cs = coreshare.CoreShare(cpus=2, machine=2)
-    assert [cs.count_for(o) for o in (0.0, 0.2, 0.3, 1.0, 1.6, 7.0)] == [2, 2, 1, 1, 1, 1]
+    assert [cs.count_for(o) for o in (0.0, 0.2, 0.45, 0.6, 1.0, 1.6, 7.0)] == [2, 2, 2, 1, 1, 1, 1]
     # a big machine whose other CPUs are busy still leaves our 2
     big = coreshare.CoreShare(cpus=2, machine=64)
-    assert big.count_for(40.0) == 2 and big.count_for(62.5) == 1
+    assert big.count_for(40.0) == 2 and big.count_for(62.7) == 1
     four = coreshare.CoreShare(cpus=4, machine=4)
     assert [four.count_for(o) for o in (0.0, 1.0, 2.2, 3.9)] == [4, 3, 2, 1]
 

@@ -39,7 +39,11 @@ __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_thr
            "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
-SLACK = 0.25            # cores others may use before we give one up
+# Cores others may use before we give one up. Half a core: with a competitor at our
+# priority taking 40% of one core, the MLP step on 2 threads was 20.6 ms (median) against
+# 22.6 on one; at 50-60% the two were even (22.5 / 22.6 ms), at a whole core one thread won
+# (one process, alternating, notes of session 14). 0.25 had given a core up at 40%.
+SLACK = 0.5
 # m*k*n below which a product runs on one BLAS thread: 256x1024x10 (2.6M) and smaller.
 SMALL_GEMM_MNK = 1 << 22
 
