@@ -90,7 +90,8 @@ def test_adapt_sets_numba_and_blas_and_respects_a_count_set_by_others(monkeypatc
 
 
 def test_small_products_run_on_one_blas_thread():
-    assert coreshare.blas_threads_for(256, 1024, 10, 2) == 1
+    assert coreshare.blas_threads_for(64, 1000, 10, 2) == 1
+    assert coreshare.blas_threads_for(256, 1024, 10, 2) == 2
     assert coreshare.blas_threads_for(256, 1024, 1024, 2) == 2
     assert coreshare.blas_threads_for(256, 1024, 1024, 1) == 1
 
@@ -162,7 +163,7 @@ def test_gemm_thread_count_and_ceiling_say_what_matmul_uses(monkeypatch):
             pytest.skip("this BLAS runs one thread at most here")
         assert coreshare.blas_ceiling() == 2              # nothing adapted yet: BLAS's own count
         coreshare.adapt_blas()
-        assert coreshare.gemm_thread_count(256, 1024, 10) == 1
+        assert coreshare.gemm_thread_count(64, 1000, 10) == 1
         assert coreshare.gemm_thread_count(256, 1024, 1024) == 2
         monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
         coreshare.adapt_blas()                            # a core taken: one thread, ceiling kept

@@ -44,8 +44,13 @@ INTERVAL = 0.25         # seconds between two readings of /proc/stat
 # 22.6 on one; at 50-60% the two were even (22.5 / 22.6 ms), at a whole core one thread won
 # (one process, alternating, notes of session 14). 0.25 had given a core up at 40%.
 SLACK = 0.5
-# m*k*n below which a product runs on one BLAS thread: 256x1024x10 (2.6M) and smaller.
-SMALL_GEMM_MNK = 1 << 22
+# m*k*n below which a product runs on one BLAS thread even when the policy gives two (a
+# guard for the samples' lag: a load that starts between two samples costs a small product
+# 100x on two threads, a large one ~6x). 1M: on a near-quiet 2-core machine two threads ran
+# 256x1024x10 in 71 us against 127, 128x1024x8 (1M) in 28 against 46, 64x1000x10 (0.64M)
+# the same (OpenBLAS keeps such products on one thread itself); the MLP step with its three
+# 2.6M products on two threads: 14.43 ms median against 14.65 (4M, 25 alternating rounds).
+SMALL_GEMM_MNK = 1 << 20
 
 
 def _busy_seconds() -> float | None:
