@@ -134,12 +134,16 @@ def test_matmul_is_numpy_matmul_and_small_products_use_one_thread(monkeypatch):
     try:
         set_blas_threads(min(2, b0))
         rng = np.random.default_rng(0)
-        a, b = rng.standard_normal((8, 5), dtype=np.float32), rng.standard_normal((5, 3), dtype=np.float32)
+        # small (64x64x100: 0.4M) and tiny (8x5x3: BLAS keeps it on one thread by itself)
+        a, b = rng.standard_normal((64, 64), dtype=np.float32), rng.standard_normal((64, 100), dtype=np.float32)
+        c, d = rng.standard_normal((8, 5), dtype=np.float32), rng.standard_normal((5, 3), dtype=np.float32)
         monkeypatch.setattr(np, "matmul", spy)
-        out = coreshare.matmul(a, b)
+        out, tiny = coreshare.matmul(a, b), coreshare.matmul(c, d)
         monkeypatch.setattr(np, "matmul", real)
         np.testing.assert_array_equal(out, real(a, b))
-        assert seen == [1]                        # the small product ran on one thread
+        np.testing.assert_array_equal(tiny, real(c, d))
+        # the small product ran on one thread; the tiny one was left to BLAS (count untouched)
+        assert seen == [1, min(2, b0)]
         assert blas_threads() == min(2, b0)       # and the count came back
     finally:
         set_blas_threads(b0)
@@ -164,6 +168,7 @@ def test_gemm_thread_count_and_ceiling_say_what_matmul_uses(monkeypatch):
         assert coreshare.blas_ceiling() == 2              # nothing adapted yet: BLAS's own count
         coreshare.adapt_blas()
         assert coreshare.gemm_thread_count(64, 1000, 10) == 1
+        assert coreshare.gemm_thread_count(8, 5, 3) == 1      # tiny: BLAS's own choice, one
         assert coreshare.gemm_thread_count(256, 1024, 1024) == 2
         monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
         coreshare.adapt_blas()                            # a core taken: one thread, ceiling kept

@@ -36,7 +36,7 @@ from .envflags import is_off
 from .threads import usable_cpus
 
 __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "gemm_threads",
-           "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK"]
+           "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK", "TINY_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 # Cores others may use before we give one up. Half a core: with a competitor at our
@@ -51,6 +51,12 @@ SLACK = 0.5
 # the same (OpenBLAS keeps such products on one thread itself); the MLP step with its three
 # 2.6M products on two threads: 14.43 ms median against 14.65 (4M, 25 alternating rounds).
 SMALL_GEMM_MNK = 1 << 20
+# m*k*n below which OpenBLAS runs a product on one thread by itself (interface/gemm.c: up to
+# SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4; measured the same on one and two
+# threads here up to 0.64M): `matmul` leaves the count alone for them. Setting it to one and
+# back costs 3.5 us a product (6.7 against 3.1 us for 64x100x10), and the two-layer step has
+# three such products.
+TINY_GEMM_MNK = 1 << 18
 
 
 def _busy_seconds() -> float | None:
@@ -236,6 +242,12 @@ def _one_thread(m: int, k: int, n: int) -> bool:
     return _blas is not None and _blas.ours not in (None, 1) and m * k * n < SMALL_GEMM_MNK
 
 
+def _set_one(m: int, k: int, n: int) -> bool:
+    """Whether `matmul` must set BLAS's count to one around the product: `_one_thread`,
+    unless the product is so small that BLAS keeps it on one thread by itself."""
+    return _one_thread(m, k, n) and m * k * n >= TINY_GEMM_MNK
+
+
 def matmul(a, b, blas_only: bool = False):
     """``numpy.matmul(a, b)`` on the BLAS threads `adapt` and `blas_threads_for` choose: the
     call a compiled plan makes for each product (a GEMM is split like a kernel, and waits
@@ -243,7 +255,7 @@ def matmul(a, b, blas_only: bool = False):
     count only (`adapt_blas`; eager matmul)."""
     import numpy as np
     n = adapt_blas() if blas_only else adapt()
-    if n and a.ndim >= 2 and b.ndim >= 2 and _one_thread(a.shape[-2], a.shape[-1], b.shape[-1]):
+    if n and a.ndim >= 2 and b.ndim >= 2 and _set_one(a.shape[-2], a.shape[-1], b.shape[-1]):
         _blas.put(1)
         try:
             return np.matmul(a, b)
@@ -278,7 +290,7 @@ def gemm_threads(m: int, k: int, n: int):
     """BLAS's thread count for (m, k) @ (k, n) products made inside the block by code that
     calls numpy's BLAS itself (the recurrent layers' loop kernels, ops/blas_gemm.py): what
     eager `matmul` gives each such product."""
-    if not (adapt_blas() and _one_thread(m, k, n)):
+    if not (adapt_blas() and _set_one(m, k, n)):
         yield
         return
     _blas.put(1)
