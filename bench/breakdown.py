@@ -83,13 +83,16 @@ FLUSH_BYTES = 64 << 20   # written before a "cold" GEMM: more than the caches ho
 @contextlib.contextmanager
 def blas_threads_set(n: int | None) -> Iterator[None]:
     """numpy's BLAS on `n` threads inside the block (None: as it is), the count back after."""
+    if n is None:   # (nothing imported: machine.sgemm's process must load only numpy)
+        yield
+        return
     try:
         from tracejit.threads import blas_threads, set_blas_threads
     except ImportError:
         yield
         return
     before = blas_threads()
-    if n is None or before is None or n == before:
+    if before is None or n == before:
         yield
         return
     set_blas_threads(n)

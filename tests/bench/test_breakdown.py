@@ -2,6 +2,10 @@
 GEMMs are recorded with their shapes and operand layouts; the report renders the figures."""
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -163,3 +167,13 @@ def test_render_and_report_section():
     assert breakdown.render({"error": "boom"}) == "MLP step breakdown: boom"
     none_found = dict(_fake_result(), plans_found=0)
     assert "no compiled plans found" in breakdown.render(none_found)
+
+
+def test_machine_sgemm_process_loads_only_numpy():
+    """The fresh-process yardstick must stay free of tracejit (and numba's threads)."""
+    code = ("import sys; from bench import machine; r = machine.sgemm(repeat=1); "
+            "print(r['gflops'] > 0, 'tracejit' in sys.modules, 'numba' in sys.modules)")
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         check=True, cwd=repo).stdout.split()
+    assert out == ["True", "False", "False"]
