@@ -150,56 +150,51 @@ def test_matmul_is_numpy_matmul_and_small_products_use_one_thread(monkeypatch):
 
 
 
+@pytest.fixture
+def two_blas_threads(monkeypatch):
+    """BLAS on 2 threads with the policy on and the machine free (coreshare's state fresh);
+    BLAS's count back afterwards."""
+    if blas_threads() is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "_blas", None)
+    monkeypatch.setattr(coreshare, "_blas_n", None)
+    b0 = blas_threads()
+    try:
+        set_blas_threads(2)
+        if blas_threads() != 2:
+            pytest.skip("this BLAS runs one thread at most here")
+        yield
+    finally:
+        set_blas_threads(b0)
+
+
 @linux
-def test_gemm_thread_count_and_ceiling_say_what_matmul_uses(monkeypatch):
+def test_gemm_thread_count_and_ceiling_say_what_matmul_uses(monkeypatch, two_blas_threads):
     """What a profiler records beside a product's time: one thread for a small product while
     the policy holds several, BLAS's count otherwise; the ceiling is the count before adapt."""
-    if blas_threads() is None:
-        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
-    monkeypatch.setattr(coreshare, "ENABLED", True)
-    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
-    monkeypatch.setattr(coreshare, "_blas", None)
-    monkeypatch.setattr(coreshare, "_blas_n", None)
-    b0 = blas_threads()
-    try:
-        set_blas_threads(2)
-        if blas_threads() != 2:
-            pytest.skip("this BLAS runs one thread at most here")
-        assert coreshare.blas_ceiling() == 2              # nothing adapted yet: BLAS's own count
-        coreshare.adapt_blas()
-        assert coreshare.gemm_thread_count(64, 1000, 10) == 1
-        assert coreshare.gemm_thread_count(8, 5, 3) == 1      # tiny: BLAS's own choice, one
-        assert coreshare.gemm_thread_count(256, 1024, 1024) == 2
-        monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
-        coreshare.adapt_blas()                            # a core taken: one thread, ceiling kept
-        assert coreshare.gemm_thread_count(256, 1024, 1024) == 1 and coreshare.blas_ceiling() == 2
-    finally:
-        set_blas_threads(b0)
+    assert coreshare.blas_ceiling() == 2              # nothing adapted yet: BLAS's own count
+    coreshare.adapt_blas()
+    assert coreshare.gemm_thread_count(64, 1000, 10) == 1
+    assert coreshare.gemm_thread_count(8, 5, 3) == 1      # tiny: BLAS's own choice, one
+    assert coreshare.gemm_thread_count(256, 1024, 1024) == 2
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+    coreshare.adapt_blas()                            # a core taken: one thread, ceiling kept
+    assert coreshare.gemm_thread_count(256, 1024, 1024) == 1 and coreshare.blas_ceiling() == 2
 
 
 @linux
-def test_gemm_threads_gives_a_small_product_one_thread_then_restores(monkeypatch):
+def test_gemm_threads_gives_a_small_product_one_thread_then_restores(two_blas_threads):
     """The block the recurrent layers' loop kernels call BLAS in: the same policy as matmul
     (one thread for a small product, the count back afterwards; a large product keeps it)."""
-    if blas_threads() is None:
-        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
-    monkeypatch.setattr(coreshare, "ENABLED", True)
-    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
-    monkeypatch.setattr(coreshare, "_blas", None)
-    monkeypatch.setattr(coreshare, "_blas_n", None)
-    b0 = blas_threads()
-    try:
-        set_blas_threads(2)
-        if blas_threads() != 2:
-            pytest.skip("this BLAS runs one thread at most here")
-        with coreshare.gemm_threads(32, 256, 32):
-            assert blas_threads() == 1
+    with coreshare.gemm_threads(32, 256, 32):
+        assert blas_threads() == 1
+    assert blas_threads() == 2
+    with coreshare.gemm_threads(1024, 1024, 1024):
         assert blas_threads() == 2
-        with coreshare.gemm_threads(1024, 1024, 1024):
-            assert blas_threads() == 2
-        assert blas_threads() == 2
-    finally:
-        set_blas_threads(b0)
+    assert blas_threads() == 2
+
 
 def test_an_error_turns_the_policy_off_once_and_never_fails_the_caller(monkeypatch):
     monkeypatch.setattr(coreshare, "ENABLED", True)
