@@ -11,8 +11,8 @@ outside those calls is Python: the plan's own lines, guards, autograd, allocatio
 
 The GEMMs are then replayed in the same process, one shape at a time with the same
 operand layouts and on the BLAS threads each had in the step, to give their isolated rate
-(with warm caches, and with the caches flushed before each call, as after the optimizer's
-pass), and an sgemm of the reference shape (256x1024 @ 1024x1024) is timed the same way on
+(with warm caches, and with the caches flushed before each call, as the rest of a step
+leaves them), and an sgemm of the reference shape (256x1024 @ 1024x1024) is timed the same way on
 BLAS's full thread count: "GEMM share" is the step's GEMM rate over the best isolated sgemm
 rate measured here on all threads. Where tracejit's load policy (tracejit/coreshare.py) ran
 products on fewer threads because other processes held a core, the table's threads column
@@ -115,8 +115,10 @@ def sgemm_seconds(m: int, k: int, n: int, layouts: str = "CC", repeat: int = 15,
                   min_time: float = 0.2, cold: bool = False, threads: int | None = None) -> float:
     """Best seconds of ``np.matmul`` of (m, k) @ (k, n) float32 with the given operand
     layouts, into a preallocated output (no allocation timed). ``cold``: the caches are
-    flushed (FLUSH_BYTES written) before each timed call, as in a training step where the
-    optimizer's pass over every parameter comes between one use of a weight and the next.
+    flushed (FLUSH_BYTES written) before each timed call, as in a training step, whose
+    other products, kernels and optimizer pass come between two uses of a weight (the MLP
+    step's weights and activations alone outgrow a 2 MB L2: its GEMMs took the same time
+    with the optimizer left out)
     ``threads``: BLAS's thread count for the calls (None: as it is now)."""
     with blas_threads_set(threads):
         return _sgemm_seconds(m, k, n, layouts, repeat, min_time, cold)
