@@ -53,6 +53,12 @@ class _Thread:
                 fn(*args)
             except BaseException as exc:  # raised again in the launching thread
                 self.error = exc
+            # Drop the job before waiting for the next: a thread that kept `args` until
+            # then would hold the launch's arrays alive (memory) and add a reference the
+            # autograd engine reads when it decides whether a gradient buffer is exclusive
+            # (autograd/node.py `_exclusive`): a leaf's .grad would be copied or not
+            # depending on whether the last launch had two shares.
+            del fn, args
             self.done.release()
 
 
