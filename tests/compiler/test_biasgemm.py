@@ -13,7 +13,7 @@ import pytest
 import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler import biasgemm
-from tracejit.compiler.biasgemm import BiasGemm, matmul_bias
+from tracejit.compiler.biasgemm import BiasGemm, ColumnSum, column_sum, matmul_bias
 from tracejit.compiler.fusion import Group
 from tracejit.testing import assert_compiled_matches, kernel_cache_at
 from inputs import T, training_variant
@@ -112,3 +112,41 @@ def test_matmul_bias_runtime_nd_and_empty():
     b = rng.standard_normal(5).astype(np.float32)
     np.testing.assert_allclose(matmul_bias(np, x, w, b), x @ w + b, rtol=1e-5, atol=1e-6)
     assert matmul_bias(np, x[:0], w, b).shape == (0, 3, 5)
+
+
+def test_bias_gradient_sum_is_a_gemv_step():
+    # the linear's output gradient comes from a GEMM (through the `@ y`), so no kernel reads
+    # it elementwise: the bias gradient, its sum over the (2, 6) rows, is a plan step
+    def f(x, w, b, y):
+        return F.linear(x, w, b) @ y
+    cf = assert_compiled_matches(f, T(2, 6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3), T(12, 5, seed=4),
+                                 rtol=2e-5, atol=2e-5)
+    bwd = training_variant(cf)[1]
+    (step,) = [it for it in bwd.items if isinstance(it, ColumnSum)]
+    assert step.eqn.inputs[0].aval.shape == (2, 6, 12) and step.eqn.out.aval.shape == (1, 1, 12)
+
+
+@pytest.mark.parametrize("dims", [(0,), (0, 1)], ids=["2-D rows", "3-D leading dims"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_leading_dims_sum_step_matches_eager(dims, keepdim):
+    def f(x, y):
+        return (x @ y).sum(dim=dims, keepdim=keepdim)
+    shape = (9, 4) if dims == (0,) else (3, 9, 4)
+    cf = assert_compiled_matches(f, T(*shape, seed=1), T(4, 7, seed=2), rtol=2e-5, atol=2e-5)
+    (step,) = [it for it in training_variant(cf)[0].items if isinstance(it, ColumnSum)]
+    assert step.eqn.out.aval.shape == ((1,) * (len(shape) - 1) + (7,) if keepdim else (7,))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_column_sum_runtime_matches_numpy(dtype):
+    rng = np.random.default_rng(2)
+    g = (rng.standard_normal((5, 33, 9)) * 4).astype(dtype)
+    want = g.sum(axis=(0, 1))
+    exact = g.astype(np.float64).sum(axis=(0, 1))
+    # float32 sums of 165 terms: within a few ulps of the sum of magnitudes
+    atol = (1e-5 if dtype == np.float32 else 1e-12) * np.abs(g).sum(axis=(0, 1)).max()
+    for a in (g, np.asfortranarray(g)):        # C: the GEMV; strided: numpy's sum
+        got = column_sum(np, a, (1, 1, 9))
+        assert got.shape == (1, 1, 9) and got.dtype == want.dtype
+        np.testing.assert_allclose(got.reshape(9), exact, rtol=0, atol=atol)
+    assert column_sum(np, g[:0], (9,)).tolist() == [0] * 9
