@@ -26,6 +26,7 @@ from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kerne
 from . import backends
 from .fusion import Group, partition
 from .rowfuse import RowGroup, fuse_rows
+from .biasgemm import BiasGemm, ColumnSum, fold_bias
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
 
@@ -152,6 +153,9 @@ class Plan:
         if self.backend.name == "cpu":
             # LayerNorm's row kernels take the elementwise groups around them (rowfuse.py)
             self.items = fuse_rows(self.items, graph)
+            # a bias add left alone after its matmul goes into the GEMM, a bias gradient's
+            # sum into a GEMV (biasgemm.py)
+            self.items = fold_bias(self.items, graph)
         self.kernels: list = []
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
         # uses, and the plans of control-flow bodies: what a background compile prepares
@@ -211,6 +215,8 @@ class Plan:
             elif isinstance(it, RowGroup):
                 from .codegen_rows import emit
                 lines += emit(self, it, nm, consts, _shape_code, _dtype_const)
+            elif isinstance(it, (BiasGemm, ColumnSum)):
+                lines += it.emit(nm, consts)
             else:
                 lines += self._emit_eqn(it, atom, nm, consts)
             dead = [x for x, li in last.items() if li == idx and x not in outs and x not in input_set]
@@ -420,6 +426,8 @@ class Plan:
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
             elif isinstance(it, RowGroup):
                 out.append(f"row kernel: {it.describe()}  reads {len(it.inputs)}, writes {len(it.outputs)}")
+            elif isinstance(it, (BiasGemm, ColumnSum)):
+                out.append(f"step: {it.describe()}")
             else:
                 out.append(f"step: {it.prim.name}")
         return "\n".join(out)

@@ -1,0 +1,179 @@
+"""Bias adds folded into their GEMM (compiler/biasgemm.py): a lone ``x @ w + b`` group after
+a matmul step becomes one `BiasGemm` step (output filled with b, one GEMM with beta=1);
+an add that fuses with other elementwise work stays a kernel.
+
+Programs are checked against eager and the IR interpreter (values and gradients), the
+runtime `matmul_bias` against numpy on every operand layout it takes or falls back on.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.compiler import biasgemm
+from tracejit.compiler.biasgemm import BiasGemm, ColumnSum, column_sum, matmul_bias
+from tracejit.compiler.fusion import Group
+from tracejit.testing import assert_compiled_matches, kernel_cache_at
+from inputs import T, training_variant
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+def _steps(cf):
+    fwd = training_variant(cf)[0]
+    return [it for it in fwd.items if isinstance(it, BiasGemm)], fwd
+
+
+def linear(x, w, b):
+    return F.linear(x, w, b)
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+@pytest.mark.parametrize("xshape", [(6, 8), (2, 5, 8)], ids=["2-D", "3-D"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_bias_is_one_gemm_step(xshape, dtype, mode):
+    x, w, b = T(*xshape, seed=1, dtype=dtype), T(12, 8, seed=2, dtype=dtype), T(12, seed=3, dtype=dtype)
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else {}
+    cf = assert_compiled_matches(linear, x, w, b, mode=mode, **tol)
+    (step,), fwd = _steps(cf)
+    assert step.bias.aval.shape == (12,)
+    assert not any(isinstance(it, Group) for it in fwd.items), fwd.describe()
+
+
+def test_bias_on_the_left_and_a_row_vector_bias():
+    def f(x, w, b):
+        return b + x @ w
+    cf = assert_compiled_matches(f, T(6, 8, seed=1), T(8, 5, seed=2), T(1, 5, seed=3), rtol=2e-5, atol=2e-6)
+    (step,), _ = _steps(cf)
+    assert step.bias.aval.shape == (1, 5)
+
+
+def test_add_fused_with_relu_stays_a_kernel():
+    def f(x, w, b):
+        return tj.relu(F.linear(x, w, b))
+    cf = assert_compiled_matches(f, T(6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3), rtol=2e-5, atol=2e-6)
+    steps, fwd = _steps(cf)
+    assert not steps and any(isinstance(it, Group) for it in fwd.items), fwd.describe()
+
+
+def test_product_read_twice_or_a_full_addend_is_not_folded():
+    def twice(x, w, b):
+        m = x @ w
+        return m + b, m * 2.0
+
+    def full(x, w, c):
+        return x @ w + c
+    for fn, third in ((twice, T(5, seed=3)), (full, T(6, 5, seed=3))):
+        cf = assert_compiled_matches(fn, T(6, 8, seed=1), T(8, 5, seed=2), third, rtol=2e-5, atol=2e-6)
+        assert not _steps(cf)[0]
+
+
+def test_switched_off_keeps_the_add():
+    biasgemm.ENABLED = False
+    try:
+        cf = assert_compiled_matches(linear, T(6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3),
+                                     rtol=2e-5, atol=2e-6)
+    finally:
+        biasgemm.ENABLED = True
+    assert not _steps(cf)[0]
+
+
+LAYOUTS = {
+    "x C, w C": lambda x, w: (x, w),
+    "x C, w transposed": lambda x, w: (x, np.ascontiguousarray(w.T).T),
+    "x strided (fallback)": lambda x, w: (np.asfortranarray(x), w),
+    "w strided (fallback)": lambda x, w: (x, np.repeat(w, 2, axis=1)[:, ::2]),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_matmul_bias_runtime_matches_numpy(layout, dtype):
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((33, 17)) * 4).astype(dtype)
+    w = (rng.standard_normal((17, 9)) * 4).astype(dtype)
+    b = (rng.standard_normal(9) * 4).astype(dtype)
+    x, w = LAYOUTS[layout](x, w)
+    got = matmul_bias(np, x, w, b.reshape(1, 9))
+    want = x @ w + b
+    assert got.dtype == want.dtype and got.shape == (33, 9)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_matmul_bias_runtime_nd_and_empty():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 5)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    np.testing.assert_allclose(matmul_bias(np, x, w, b), x @ w + b, rtol=1e-5, atol=1e-6)
+    assert matmul_bias(np, x[:0], w, b).shape == (0, 3, 5)
+
+
+def test_bias_gradient_sum_is_a_gemv_step():
+    # the linear's output gradient comes from a GEMM (through the `@ y`), so no kernel reads
+    # it elementwise: the bias gradient, its sum over the (2, 6) rows, is a plan step
+    def f(x, w, b, y):
+        return F.linear(x, w, b) @ y
+    cf = assert_compiled_matches(f, T(2, 6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3), T(12, 5, seed=4),
+                                 rtol=2e-5, atol=2e-5)
+    bwd = training_variant(cf)[1]
+    (step,) = [it for it in bwd.items if isinstance(it, ColumnSum)]
+    assert step.eqn.inputs[0].aval.shape == (2, 6, 12) and step.eqn.out.aval.shape == (1, 1, 12)
+
+
+@pytest.mark.parametrize("dims", [(0,), (0, 1)], ids=["2-D rows", "3-D leading dims"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_leading_dims_sum_step_matches_eager(dims, keepdim):
+    def f(x, y):
+        return (x @ y).sum(dim=dims, keepdim=keepdim)
+    shape = (9, 4) if dims == (0,) else (3, 9, 4)
+    cf = assert_compiled_matches(f, T(*shape, seed=1), T(4, 7, seed=2), rtol=2e-5, atol=2e-5)
+    (step,) = [it for it in training_variant(cf)[0].items if isinstance(it, ColumnSum)]
+    assert step.eqn.out.aval.shape == ((1,) * (len(shape) - 1) + (7,) if keepdim else (7,))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_column_sum_runtime_matches_numpy(dtype):
+    rng = np.random.default_rng(2)
+    g = (rng.standard_normal((5, 33, 9)) * 4).astype(dtype)
+    want = g.sum(axis=(0, 1))
+    exact = g.astype(np.float64).sum(axis=(0, 1))
+    # float32 sums of 165 terms: within a few ulps of the sum of magnitudes
+    atol = (1e-5 if dtype == np.float32 else 1e-12) * np.abs(g).sum(axis=(0, 1)).max()
+    for a in (g, np.asfortranarray(g)):        # C: the GEMV; strided: numpy's sum
+        got = column_sum(np, a, (1, 1, 9))
+        assert got.shape == (1, 1, 9) and got.dtype == want.dtype
+        np.testing.assert_allclose(got.reshape(9), exact, rtol=0, atol=atol)
+    assert column_sum(np, g[:0], (9,)).tolist() == [0] * 9
+
+
+def test_self_attention_projection_and_its_bias_gradient():
+    # the packed q/k/v projection's bias add has nothing to fuse with (the heads are cut out
+    # of it by views): one GEMM step; its bias gradient, summed over the packed gradient
+    # attention_backward writes, a GEMV step
+    tj.manual_seed(0)
+    mha = tj.nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def f(x):
+        return mha(x, x, x, need_weights=False)[0] * 1.5
+    cf = assert_compiled_matches(f, T(3, 5, 16, seed=1), rtol=2e-5, atol=2e-5)
+    fwd, bwd = training_variant(cf)[:2]
+    steps = [it for it in fwd.items if isinstance(it, BiasGemm)]
+    assert [tuple(s.bias.aval.shape) for s in steps] == [(48,)], fwd.describe()
+    sums = [it for it in bwd.items if isinstance(it, ColumnSum)]
+    assert any(s.eqn.inputs[0].aval.shape == (15, 48) for s in sums), bwd.describe()
+    # the parameters' gradients (captured, not leaves of the helper) against eager's
+    x = T(3, 5, 16, seed=2)
+    grads = []
+    for fn in (f, cf):
+        mha.zero_grad()
+        (fn(x) * T(3, 5, 16, seed=3, rg=False)).sum().backward()
+        grads.append([p.grad.numpy().copy() for p in (mha.in_proj_bias, mha.in_proj_weight)])
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
