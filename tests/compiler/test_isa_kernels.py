@@ -62,11 +62,26 @@ _CHILD = """
 import json, sys
 import numpy as np
 sys.path.insert(0, {tests!r})
-from test_isa_kernels import _run_gelu
+from test_isa_kernels import _run_gelu, _vector_registers
 out, val, grads, opts = _run_gelu()
 np.savez({npz!r}, out=out, dx=grads[0], dy=grads[1], dz=grads[2])
-print(json.dumps({{"loss": val, "opts": opts}}))
+print(json.dumps({{"loss": val, "opts": opts, "registers": _vector_registers()}}))
 """
+
+
+def _vector_registers() -> list[str]:
+    """The vector register kinds (xmm, ymm, zmm) in the machine code of the parallel GELU
+    forward kernel, compiled in this process (the child's kernel cache starts empty)."""
+    import re
+    import warnings
+    xs = [tj.tensor(np.ones(_N, np.float32) * (s + 1)) for s in range(3)]
+    cf = tj.script(gelu)
+    cf(*xs)
+    kernel = cf.entries[0].executor.infer_plan().kernels[0].get(("flat", "flat", "flat"), True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                  # a cached kernel shows no asm: fail
+        asm = kernel.inspect_asm(kernel.signatures[0])
+    return sorted(set(re.findall(r"%([xyz]mm)\d", asm)))
 
 
 def _host_runs_haswell_code() -> bool:
@@ -89,6 +104,8 @@ def test_gelu_kernels_give_the_same_results_compiled_for_avx2(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     child = json.loads(proc.stdout.strip().splitlines()[-1])
     assert child["opts"], "no parallel kernel compiled in the child"
+    # the child really compiled AVX2 code: 256-bit registers, no AVX-512 ones
+    assert "ymm" in child["registers"] and "zmm" not in child["registers"], child["registers"]
     got = np.load(npz)
     out, val, grads, opts = _run_gelu()
     # the same loop shapes and options (forward: 4 vectors; loss with three gradients: 4)
