@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .blas_gemm import GEMM_SOURCE, gemm_address
+from .packed_gemm import PACKED_SOURCE as PACKED, tile_shape
 from .native import kernel as _kernel
 
 __all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
@@ -110,29 +111,31 @@ def kernel(gi, b, m, c_prev, z):
     gates(gi, b, m, c_prev.reshape(-1), z.reshape(-1))
 """
 
-# The whole forward time loop: per step the GEMM m = W h_prev (numpy's BLAS through
-# ops/blas_gemm.py) and `gates`, so the loop over time is one call.
-_FORWARD_LAYER = _FORWARD_GATES + GEMM_SOURCE + """
+# The whole forward time loop: per step the GEMM m = W h_prev on W packed once
+# (ops/packed_gemm.py) and `gates`, so the loop over time is one call.
+_FORWARD_LAYER = _FORWARD_GATES + PACKED + """
 
-@njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
-      "{t}[:, ::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(fn, gi, w, b, h0, c0, Z, m, reverse):
+@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
+      "{t}[:, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def kernel(gi, w, b, h0, c0, Z, m, wp, reverse):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from gi (L, N, 4H), w (4H, H),
-    b (4H,), h0 and c0 (H, N); m (4H, N) scratch; fn the address of cblas_?gemm\"\"\"
+    b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H, H)) scratch\"\"\"
     L = gi.shape[0]
     four, hh = w.shape
     n = m.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 6 * s)
+    pack_rows(w, wp)
+    mg = m[:four]
     for k in range(L):
         t = L - 1 - k if reverse else k
         if k == 0:
-            gemm(fn, False, four, n, hh, w, hh, h0, n, m, n, 0.0)
-            gates(gi[t], b, m, c0.reshape(-1), Zf[t])
+            packed_gemm(wp, four, hh, h0, m, False)
+            gates(gi[t], b, mg, c0.reshape(-1), Zf[t])
         else:
             p = t + 1 if reverse else t - 1
-            gemm(fn, False, four, n, hh, w, hh, Zf[p], n, m, n, 0.0)    # h_prev: Zf[p]'s first rows
-            gates(gi[t], b, m, Zf[p, s:2 * s], Zf[t])
+            packed_gemm(wp, four, hh, Z[p, :hh], m, False)    # h_prev: Z[p]'s first rows
+            gates(gi[t], b, mg, Zf[p, s:2 * s], Zf[t])
 """
 
 _TRANSPOSE = '''
@@ -206,17 +209,17 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 
 # The whole backward time loop: per step `step_back`, the bias gradient's share (dg's
 # row sums, while dg is in cache: no pass over the (L*N, 4H) gradient afterwards) and
-# the GEMM dh = W^T dg, so the loop over time is one call.
-_BACKWARD_LAYER = _BACKWARD_STEP + GEMM_SOURCE + """
+# the GEMM dh = W^T dg (W^T packed once, ops/packed_gemm.py), so the loop over time is one call.
+_BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
 
-@njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False,
-      nogil=True)
-def kernel(fn, Z, d_y, c0, wt, dh, dcs, dg, G, db, reverse):
+@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy',
+      boundscheck=False, nogil=True)
+def kernel(Z, d_y, c0, wt, dh, dcs, dg, G, db, wp, reverse):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
-    or (L, 2H, N) and wt = W^T (H, 4H), with dh = d h_n and dcs[0] = d c_n on entry:
-    every step's gate gradient G (L, N, 4H), db (4H,), and d h0 in dh, d c0 in
-    dcs[L % 2]; dg (4H, N) scratch\"\"\"
+    or (L, 2H, N) and wt = W^T (H, 4H), with dh[:H] = d h_n (dh: padded_rows(H) rows) and
+    dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
+    d h0 in dh[:H], d c0 in dcs[L % 2]; dg (4H, N) and wp (packed_size(H, 4H)) scratch\"\"\"
     L = Z.shape[0]
     hh, four = wt.shape
     n = dg.shape[1]
@@ -225,6 +228,7 @@ def kernel(fn, Z, d_y, c0, wt, dh, dcs, dg, G, db, reverse):
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
     db[:] = 0
+    pack_rows(wt, wp)
     for r in range(L):
         k = L - 1 - r                                  # the step's place in time order
         t = L - 1 - k if reverse else k
@@ -241,9 +245,7 @@ def kernel(fn, Z, d_y, c0, wt, dh, dcs, dg, G, db, reverse):
             for q in range(n):
                 acc += row[q]
             db[j] += acc
-        # dh = W^T dg, on a transposed copy of W (W^T through the GEMM's trans flag: 290
-        # against 261 us a step)
-        gemm(fn, False, hh, n, four, wt, four, dg, n, dh, n, 0.0)
+        packed_gemm(wp, hh, four, dg, dh, False)        # dh = W^T dg
 """
 
 
@@ -392,6 +394,9 @@ def _source(template: str, dtype: str, bits: int = 64) -> str:
     s = "f32" if dtype == "float32" else "f64"
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
+    if "{V}" in template:       # the packed GEMM's register tile (ops/packed_gemm.py)
+        V, MR, _ = tile_shape(dtype)
+        template = template.replace("{V}", str(V)).replace("{MR}", str(MR))
     return template.replace("{t}", dtype).replace("{s}", s).replace("{bits}", str(bits))
 
 
@@ -423,13 +428,13 @@ def backward_step(dtype: str):
 
 
 def forward_layer(dtype: str):
-    """(kernel, GEMM address) of the whole forward loop for `dtype`, or None."""
-    return _get_layer(_FORWARD_LAYER, "forward_layer", dtype)
+    """The whole forward loop's kernel for `dtype` (packed GEMMs: no BLAS needed), or None."""
+    return _get(_FORWARD_LAYER, "forward_layer_packed", dtype)
 
 
 def backward_layer(dtype: str):
-    """(kernel, GEMM address) of the whole backward loop for `dtype`, or None."""
-    return _get_layer(_BACKWARD_LAYER, "backward_layer", dtype)
+    """The whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
+    return _get(_BACKWARD_LAYER, "backward_layer_packed", dtype)
 
 
 def gru_forward_layer(dtype: str):

@@ -28,6 +28,7 @@ import contextlib
 from ..errors import DTypeError, ShapeError
 from . import lstm_kernels as _kernels
 from .native import takes as _takes
+from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
 
 __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward"]
@@ -97,12 +98,11 @@ def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
     ok = _takes(xp, gi, w, b, h0, c0)
     layer = _kernels.forward_layer(gi.dtype.name) if ok else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
-        kernel, gemm = layer
-        ro = _kernels.readonly
-        with blas_threads(4 * H, H, N):
-            kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, xp.empty((4 * H, N), dtype=gi.dtype),
-                   bool(reverse))
+        # the whole loop in one kernel, GEMMs (on W packed once) included (ops/lstm_kernels.py)
+        ro, dt = _kernels.readonly, gi.dtype
+        m = xp.empty((padded_rows(4 * H, dt.name), N), dtype=dt)
+        layer(ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, m, xp.empty(packed_size(4 * H, H, dt.name), dtype=dt),
+              bool(reverse))
         return Z
     step = _kernels.forward_step(gi.dtype.name) if ok else None
     if step is not None:
@@ -182,16 +182,17 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
     layer = _kernels.backward_layer(Z.dtype.name) if ok else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs and the bias gradient included (ops/lstm_kernels.py)
-        kernel, gemm = layer
-        ro = _kernels.readonly
-        dh = xp.array(d_hn, dtype=Z.dtype, order="C")
-        dcs = xp.empty((2, H, N), dtype=Z.dtype)
+        # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient
+        # included (ops/lstm_kernels.py)
+        ro, dt = _kernels.readonly, Z.dtype
+        dh = xp.empty((padded_rows(H, dt.name), N), dtype=dt)
+        dh[:H] = d_hn
+        dcs = xp.empty((2, H, N), dtype=dt)
         dcs[0] = d_cn
         db = res[off[1]:off[2]]
-        with blas_threads(H, 4 * H, N):
-            kernel(gemm, ro(Z), ro(d_y), ro(c0), ro(w.T), dh, dcs, dg, G, db, bool(reverse))
-        return _finish(xp, res, off, G, Z, h0, dh, dcs[L % 2], order, db_done=True)
+        layer(ro(Z), ro(d_y), ro(c0), ro(w.T), dh, dcs, dg, G, db,
+              xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse))
+        return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None
     if step is not None:
