@@ -80,9 +80,15 @@ def gates(gi, b, m, cp, zf):
     # one forward step's gate math: m (4H, N) = W h, overwritten with the gates'
     # pre-activation m + gi^T + b (gi (N, 4H): the step's input projection); zf the flat
     # (6H, N) block (h, c, i, f, g, o); cp the flat previous c
+    add_transposed(gi, m)
+    gate_math(b, m, cp, zf)
+
+
+@njit(inline='always')
+def gate_math(b, m, cp, zf):
+    # `gates` once m holds W h + gi^T
     four, n = m.shape
     s = cp.size
-    add_transposed(gi, m)
     for j in range(four):
         bj = b[j]
         row = m[j]
@@ -131,11 +137,13 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse):
         t = L - 1 - k if reverse else k
         if k == 0:
             packed_gemm(wp, four, hh, h0, m, False)
-            gates(gi[t], b, mg, c0.reshape(-1), Zf[t])
+            transpose_blocks(gi[t], mg, True)              # + gi^T, in register blocks
+            gate_math(b, mg, c0.reshape(-1), Zf[t])
         else:
             p = t + 1 if reverse else t - 1
             packed_gemm(wp, four, hh, Z[p, :hh], m, False)    # h_prev: Z[p]'s first rows
-            gates(gi[t], b, mg, Zf[p, s:2 * s], Zf[t])
+            transpose_blocks(gi[t], mg, True)
+            gate_math(b, mg, Zf[p, s:2 * s], Zf[t])
 """
 
 _TRANSPOSE = '''
@@ -163,11 +171,11 @@ from tracejit.compiler.mathlib import tanh_{s} as tanh
 """ + _TRANSPOSE + """
 
 @njit(inline='always')
-def step_back(zf, cp, dhf, dcf, y, full, dg, dco, dg_t):
+def step_back(zf, cp, dhf, dcf, y, full, dg, dco):
     # one backward step on flat (H, N) blocks: from Z's step block zf (h, c, i, f, g, o),
     # c_prev, the carried dh, dc and the step's output cotangent y (of h; with `full`, of h
-    # and c), the gates' pre-activation gradient dg (4H, N), the same transposed dg_t
-    # (N, 4H: the step's block of the input projection's gradient) and the next dc
+    # and c), the gates' pre-activation gradient dg (4H, N) and the next dc (the caller
+    # writes dg transposed, (N, 4H), into the input projection's gradient)
     s = cp.size
     one = np.{t}(1)
     g_ = dg.reshape(-1)
@@ -193,7 +201,6 @@ def step_back(zf, cp, dhf, dcf, y, full, dg, dco, dg_t):
         g_[2 * s + k] = dco[k] * zf[2 * s + k] * (one - g * g)
     for k in range(s):                                 # the next dc = dct f
         dco[k] *= zf[3 * s + k]
-    transpose_into(dg, dg_t)
 """
 
 _BACKWARD = _BACKWARD_STEP + """
@@ -204,11 +211,12 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
     \"\"\"one backward step (`step_back` on the (H, N) / (G*H, N) blocks); dy (H, N): the
     cotangent of h, (2H, N): of h and c\"\"\"
     step_back(z.reshape(-1), c_prev.reshape(-1), dh_in.reshape(-1), dc_in.reshape(-1), dy.reshape(-1),
-              dy.shape[0] != c_prev.shape[0], dg, dc_out.reshape(-1), dg_t)
+              dy.shape[0] != c_prev.shape[0], dg, dc_out.reshape(-1))
+    transpose_into(dg, dg_t)
 """
 
-# The whole backward time loop: per step `step_back`, the bias gradient's share (dg's
-# row sums, while dg is in cache: no pass over the (L*N, 4H) gradient afterwards) and
+# The whole backward time loop: per step `step_back`, the bias gradient's share (the
+# rows of dg^T, while in cache: no pass over the (L*N, 4H) gradient afterwards) and
 # the GEMM dh = W^T dg (W^T packed once, ops/packed_gemm.py), so the loop over time is one call.
 _BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
 
@@ -235,16 +243,16 @@ def kernel(Z, d_y, c0, wt, dh, dcs, dg, G, db, wp, reverse):
         dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
         y = d_y[t].reshape(-1)
         if k == 0:
-            step_back(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, G[t])
+            step_back(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out)
         else:
             p = t + 1 if reverse else t - 1
-            step_back(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, G[t])
-        for j in range(four):
-            row = dg[j]
-            acc = np.{t}(0)
-            for q in range(n):
-                acc += row[q]
-            db[j] += acc
+            step_back(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out)
+        gt = G[t]
+        transpose_blocks(dg, gt, False)                # in register blocks
+        for q in range(n):                             # db += the rows of dg^T (vector adds)
+            row = gt[q]
+            for j in range(four):
+                db[j] += row[j]
         packed_gemm(wp, hh, four, dg, dh, False)        # dh = W^T dg
 """
 

@@ -119,8 +119,74 @@ def _make_tile(nv):
     return tile
 
 
+
 _tile_2 = _make_tile(2)
 _tile_1 = _make_tile(1)
+
+
+@_pintrinsic
+def _tr_block(typingctx, src, soff, lds, dst, doff, ldd, add):
+    # a PV x PV block in registers: dst row i (+)= src column i, by log2(PV) rounds of
+    # two-vector shuffles (row i and i + s trade their odd s-blocks)
+    sig = _pt.void(src, soff, lds, dst, doff, ldd, add)
+
+    def codegen(context, builder, sig, args):
+        ft = _pir.FloatType() if "{t}" == "float32" else _pir.DoubleType()
+        vt = _pir.VectorType(ft, PV)
+        tys = sig.args
+
+        def ptr(i, off):
+            base = builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data, ft.as_pointer())
+            return builder.gep(base, [context.cast(builder, args[off], tys[off], _pt.int64)])
+
+        def int_(i):
+            return context.cast(builder, args[i], tys[i], _pt.int64)
+
+        S, D, lds, ldd = ptr(0, 1), ptr(3, 4), int_(2), int_(5)
+        i64 = _pir.IntType(64)
+
+        def row(base, ld, i):
+            return builder.bitcast(builder.gep(base, [builder.mul(_pir.Constant(i64, i), ld)]), vt.as_pointer())
+
+        r = [builder.load(row(S, lds, i), align=4) for i in range(PV)]
+        s = 1
+        while s < PV:
+            lo = [e if (e & s) == 0 else PV + e - s for e in range(PV)]
+            hi = [e + s if (e & s) == 0 else PV + e for e in range(PV)]
+            for i in range(PV):
+                if i & s:
+                    continue
+                a, c = r[i], r[i + s]
+                r[i] = builder.shuffle_vector(a, c, _pir.Constant(_pir.VectorType(_pir.IntType(32), PV), lo))
+                r[i + s] = builder.shuffle_vector(a, c, _pir.Constant(_pir.VectorType(_pir.IntType(32), PV), hi))
+            s *= 2
+        keep = context.cast(builder, args[6], tys[6], _pt.boolean)
+        for i in range(PV):
+            p = row(D, ldd, i)
+            with builder.if_else(keep) as (then, other):
+                with then:
+                    builder.store(builder.fadd(r[i], builder.load(p, align=4)), p, align=4)
+                with other:
+                    builder.store(r[i], p, align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(inline='always')
+def transpose_blocks(src, dst, add):
+    # dst (C, R) (+)= src (R, C)^T, both C-contiguous: whole PV x PV blocks in registers,
+    # the edges element by element
+    rows, cols = src.shape
+    rt, ct = rows - rows % PV, cols - cols % PV
+    for i in range(0, rt, PV):
+        for j in range(0, ct, PV):
+            _tr_block(src, i * cols + j, cols, dst, j * rows + i, rows, add)
+    for j in range(ct, cols):
+        for i in range(rows):
+            dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
+    for j in range(ct):
+        for i in range(rt, rows):
+            dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
 
 
 @njit(inline='always')
