@@ -1,7 +1,7 @@
 """The LSTM and GRU layers' numba kernels (tracejit/ops/lstm_kernels.py) against the layer
 primitives' numpy forms (ops/lstm_prim.py, ops/gru_prim.py, TRACEJIT_EAGER_KERNELS=0): the LSTM's
-whole-loop kernels (GEMMs through numpy's BLAS, ops/blas_gemm.py) and its per-step kernels (what
-runs when that BLAS is not found), the GRU's likewise; forward, and backward with the
+whole-loop kernels (GEMMs on packed weights, ops/packed_gemm.py) and its per-step kernels, the
+GRU's likewise (whole-loop GEMMs through numpy's BLAS, ops/blas_gemm.py); forward, and backward with the
 cotangent of h only (eager) or of h and c (the compiled VJP), both directions, float32 and
 float64, saturated gates."""
 import numpy as np
@@ -36,7 +36,7 @@ def _loaded(mode: str, dtype: str, layer: str = "") -> None:
     whole-loop ones where numpy's BLAS exports no cblas GEMM ops/blas_gemm.py knows."""
     if mode == "step":
         names = ("forward_step", "backward_step")
-    elif blas_gemm.gemm_address(dtype) is None:
+    elif layer and blas_gemm.gemm_address(dtype) is None:   # the LSTM's packs its own GEMMs
         pytest.skip("numpy's BLAS exports no cblas GEMM that ops/blas_gemm.py knows")
     else:
         names = ("forward_layer", "backward_layer")
@@ -49,10 +49,11 @@ def _loaded(mode: str, dtype: str, layer: str = "") -> None:
 @pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
 @pytest.mark.parametrize("H", [4, 9], ids=["4H=16", "4H=36"])   # the kernels' tiles of 16 rows, and a rest
 @pytest.mark.parametrize("mode", ["layer", "step"])
-def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, mode):
+@pytest.mark.parametrize("N", [3, 61])   # 61: the packed GEMM's vector tiles and register transposes too
+def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, mode, N):
     _loaded(mode, dtype)
     r = np.random.default_rng(5)
-    L, N = 5, 3
+    L = 5
     scale = 4.0                     # pre-activations of a few units: some gates near 0 or 1
     a = lambda *s: (r.standard_normal(s) * scale).astype(dtype)   # noqa: E731
     gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.3, a(4 * H), a(H, N), a(H, N)
