@@ -89,22 +89,21 @@ def gate_math(b, m, cp, zf):
     # `gates` once m holds W h + gi^T
     four, n = m.shape
     s = cp.size
-    for j in range(four):
+    hh = four // 4
+    for j in range(four):                              # + b, in the activations' pass
         bj = b[j]
         row = m[j]
-        for k in range(n):
-            row[k] += bj
-    p = m.reshape(-1)
-    for k in range(2 * s):
-        zf[2 * s + k] = sigmoid(p[k])                  # i, f
+        o = (2 * hh + j) * n
+        if j < 2 * hh or j >= 3 * hh:                  # i, f, o
+            for k in range(n):
+                zf[o + k] = sigmoid(row[k] + bj)
+        else:                                          # g
+            for k in range(n):
+                zf[o + k] = tanh(row[k] + bj)
     for k in range(s):
-        zf[4 * s + k] = tanh(p[2 * s + k])             # g
-    for k in range(s):
-        zf[5 * s + k] = sigmoid(p[3 * s + k])          # o
-    for k in range(s):
-        zf[s + k] = zf[3 * s + k] * cp[k] + zf[2 * s + k] * zf[4 * s + k]
-    for k in range(s):
-        zf[k] = zf[5 * s + k] * tanh(zf[s + k])
+        c = zf[3 * s + k] * cp[k] + zf[2 * s + k] * zf[4 * s + k]
+        zf[s + k] = c
+        zf[k] = zf[5 * s + k] * tanh(c)
 """
 
 _FORWARD = _FORWARD_GATES + """
@@ -179,28 +178,21 @@ def step_back(zf, cp, dhf, dcf, y, full, dg, dco):
     s = cp.size
     one = np.{t}(1)
     g_ = dg.reshape(-1)
-    for k in range(s):                                 # dh (kept in do's rows for now)
-        g_[3 * s + k] = dhf[k] + y[k]
     for k in range(s):                                 # dct = dc + dh o (1 - tanh(c)^2)
         tc = tanh(zf[s + k])
-        dco[k] = dcf[k] + g_[3 * s + k] * zf[5 * s + k] * (one - tc * tc)
+        dh = dhf[k] + y[k]
+        o = zf[5 * s + k]
+        dco[k] = dcf[k] + dh * o * (one - tc * tc)
+        g_[3 * s + k] = dh * tc * o * (one - o)        # do
     if full:                                           # the cotangent of c
         for k in range(s):
             dco[k] += y[s + k]
-    for k in range(s):
-        o = zf[5 * s + k]
-        g_[3 * s + k] = g_[3 * s + k] * tanh(zf[s + k]) * o * (one - o)
-    for k in range(s):
-        i = zf[2 * s + k]
-        g_[k] = dco[k] * zf[4 * s + k] * i * (one - i)
-    for k in range(s):
-        f = zf[3 * s + k]
-        g_[s + k] = dco[k] * cp[k] * f * (one - f)
-    for k in range(s):
-        g = zf[4 * s + k]
-        g_[2 * s + k] = dco[k] * zf[2 * s + k] * (one - g * g)
-    for k in range(s):                                 # the next dc = dct f
-        dco[k] *= zf[3 * s + k]
+    for k in range(s):                                 # di, df, dg; the next dc = dct f
+        i, f, g, d = zf[2 * s + k], zf[3 * s + k], zf[4 * s + k], dco[k]
+        g_[k] = d * g * i * (one - i)
+        g_[s + k] = d * cp[k] * f * (one - f)
+        g_[2 * s + k] = d * i * (one - g * g)
+        dco[k] = d * f
 """
 
 _BACKWARD = _BACKWARD_STEP + """

@@ -178,8 +178,8 @@ def transpose_blocks(src, dst, add):
     # the edges element by element
     rows, cols = src.shape
     rt, ct = rows - rows % PV, cols - cols % PV
-    for i in range(0, rt, PV):
-        for j in range(0, ct, PV):
+    for j in range(0, ct, PV):          # dst's rows in groups of PV, each written in order
+        for i in range(0, rt, PV):
             _tr_block(src, i * cols + j, cols, dst, j * rows + i, rows, add)
     for j in range(ct, cols):
         for i in range(rows):
