@@ -101,9 +101,9 @@ def gate_math(b, m, cp, zf):
             for k in range(n):
                 zf[o + k] = tanh(row[k] + bj)
     for k in range(s):
-        c = zf[3 * s + k] * cp[k] + zf[2 * s + k] * zf[4 * s + k]
-        zf[s + k] = c
-        zf[k] = zf[5 * s + k] * tanh(c)
+        zf[s + k] = zf[3 * s + k] * cp[k] + zf[2 * s + k] * zf[4 * s + k]
+    for k in range(s):
+        zf[k] = zf[5 * s + k] * tanh(zf[s + k])
 """
 
 _FORWARD = _FORWARD_GATES + """
