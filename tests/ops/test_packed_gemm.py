@@ -33,8 +33,7 @@ _mods: dict = {}
 
 def _mod(dtype: str) -> dict:
     if dtype not in _mods:
-        V, MR, _ = packed_gemm.tile_shape(dtype)
-        src = _DRIVERS.replace("{V}", str(V)).replace("{MR}", str(MR)).replace("{t}", dtype)
+        src = packed_gemm.with_tile(_DRIVERS, dtype).replace("{t}", dtype)
         ns: dict = {}
         exec(compile(src, f"<packed_gemm {dtype}>", "exec"), ns)
         _mods[dtype] = ns

@@ -10,12 +10,12 @@ cache, with tanh from compiler/mathlib.py (pure arithmetic), so the loops vector
 (forward 73 us against 116-130 us of numpy per LSTM step, backward 22-25 us against
 ~150 us).
 
-The whole-loop kernels (``forward_layer`` ...) also call each step's GEMM, numpy's own
-BLAS through its address (ops/blas_gemm.py), so a layer is one call each way: no
-Python, numpy call setup or out-array handling per step (LSTM LM layer, one thread:
-forward 25.9 -> 19.8 ms, backward 43.9 -> 38.3 ms against the per-step kernels driven
-from Python). The per-step kernels (``forward_step`` ...) share their gate math
-(``gates``, ``step_back``, ...) and run when that BLAS is not found.
+The whole-loop kernels (``forward_layer`` ...) also run each step's GEMM, on the weights
+packed once per call (ops/packed_gemm.py: a register tile in LLVM vector IR, 100 us
+against OpenBLAS's 153 us for the LSTM LM's 1024x256 @ 256x32 on one thread), so a
+layer is one call each way: no Python, numpy call setup or BLAS packing per step. The
+per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step_back``,
+...) and run the numpy GEMM from Python (tests and the kernels' reference).
 
 Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
 typed read-only where they are read, so the loops run over plain rows. The transposed
@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .blas_gemm import GEMM_SOURCE, gemm_address
-from .packed_gemm import PACKED_SOURCE as PACKED, tile_shape
+from .packed_gemm import PACKED_SOURCE as PACKED, with_tile
 from .native import kernel as _kernel
 
 __all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
@@ -291,28 +290,30 @@ def kernel(gi, b, m, h_prev, z):
     gru_gates(gi, b, m, h_prev.reshape(-1), z)
 """
 
-# The GRU's whole forward loop, as `_FORWARD_LAYER`'s.
-_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + GEMM_SOURCE + """
+# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, ops/packed_gemm.py).
+_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + PACKED + """
 
-@njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], boolean)",
+@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], boolean)",
       cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(fn, gi, w, b, h0, Z, m, reverse):
+def kernel(gi, w, b, h0, Z, m, wp, reverse):
     \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
-    b (3H,), h0 (H, N); m (3H, N) scratch; fn the address of cblas_?gemm\"\"\"
+    b (3H,), h0 (H, N); m (padded_rows(3H), N) and wp (packed_size(3H, H)) scratch\"\"\"
     L = gi.shape[0]
     three, hh = w.shape
     n = m.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 5 * s)
+    pack_rows(w, wp)
+    mg = m[:three]
     for k in range(L):
         t = L - 1 - k if reverse else k
         if k == 0:
-            gemm(fn, False, three, n, hh, w, hh, h0, n, m, n, 0.0)
-            gru_gates(gi[t], b, m, h0.reshape(-1), Z[t])
+            packed_gemm(wp, three, hh, h0, m, False)
+            gru_gates(gi[t], b, mg, h0.reshape(-1), Z[t])
         else:
             p = t + 1 if reverse else t - 1
-            gemm(fn, False, three, n, hh, w, hh, Zf[p], n, m, n, 0.0)
-            gru_gates(gi[t], b, m, Zf[p, :s], Z[t])
+            packed_gemm(wp, three, hh, Z[p, :hh], m, False)
+            gru_gates(gi[t], b, mg, Zf[p, :s], Z[t])
 """
 
 _GRU_BACKWARD_STEP = """
@@ -357,21 +358,23 @@ def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
 """
 
 # The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
-# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1).
-_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + GEMM_SOURCE + """
+# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1; W^T
+# packed once, ops/packed_gemm.py).
+_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + PACKED + """
 
-@njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
-      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], boolean)", cache=CACHE, error_model='numpy',
+@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy',
       boundscheck=False, nogil=True)
-def kernel(fn, Z, d_y, h0, wt, dhs, dg, dm, G, M, reverse):
+def kernel(Z, d_y, h0, wt, dhs, dg, dm, G, M, wp, reverse):
     \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
-    wt = W^T (H, 3H), with dhs[0] = d h_n on entry: G and M (L, N, 3H) and d h0 in
-    dhs[L % 2]; dg, dm (3H, N) scratch\"\"\"
+    wt = W^T (H, 3H), with dhs[0, :H] = d h_n on entry (dhs (2, padded_rows(H), N)): G and
+    M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (packed_size(H, 3H)) scratch\"\"\"
     L = Z.shape[0]
     hh, three = wt.shape
     n = dg.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 5 * s)
+    pack_rows(wt, wp)
     for r in range(L):
         k = L - 1 - r
         t = L - 1 - k if reverse else k
@@ -384,37 +387,23 @@ def kernel(fn, Z, d_y, h0, wt, dhs, dg, dm, G, M, reverse):
             p = t + 1 if reverse else t - 1
             gru_step_back(Zf[t], Zf[p, :s], dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1),
                           d.reshape(-1))
-        transpose_into(dg, G[t])
-        transpose_into(dm, M[t])
-        gemm(fn, False, hh, n, three, wt, three, dm, n, d, n, 1.0)
+        transpose_blocks(dg, G[t], False)
+        transpose_blocks(dm, M[t], False)
+        packed_gemm(wp, hh, three, dm, d, True)
 """
 
 
-def _source(template: str, dtype: str, bits: int = 64) -> str:
+def _source(template: str, dtype: str) -> str:
     s = "f32" if dtype == "float32" else "f64"
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
-    if "{V}" in template:       # the packed GEMM's register tile (ops/packed_gemm.py)
-        V, MR, _ = tile_shape(dtype)
-        template = template.replace("{V}", str(V)).replace("{MR}", str(MR))
-    return template.replace("{t}", dtype).replace("{s}", s).replace("{bits}", str(bits))
+    return with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
 
 
 def _get(template: str, name: str, dtype: str):
     if dtype not in ("float32", "float64"):
         return None
     return _kernel(("lstm", name, dtype), lambda: _source(template, dtype)).get()
-
-
-def _get_layer(template: str, name: str, dtype: str):
-    """(kernel, GEMM address) for a whole-loop kernel, or None (no kernel, or numpy's BLAS
-    GEMM not found: run the step kernels)."""
-    found = gemm_address(dtype)
-    if found is None:
-        return None
-    address, bits = found
-    fn = _kernel(("lstm", name, dtype, bits), lambda: _source(template, dtype, bits)).get()
-    return None if fn is None else (fn, address)
 
 
 def forward_step(dtype: str):
@@ -438,13 +427,13 @@ def backward_layer(dtype: str):
 
 
 def gru_forward_layer(dtype: str):
-    """(kernel, GEMM address) of the GRU's whole forward loop for `dtype`, or None."""
-    return _get_layer(_GRU_FORWARD_LAYER, "gru_forward_layer", dtype)
+    """The GRU's whole forward loop's kernel for `dtype` (packed GEMMs), or None."""
+    return _get(_GRU_FORWARD_LAYER, "gru_forward_layer_packed", dtype)
 
 
 def gru_backward_layer(dtype: str):
-    """(kernel, GEMM address) of the GRU's whole backward loop for `dtype`, or None."""
-    return _get_layer(_GRU_BACKWARD_LAYER, "gru_backward_layer", dtype)
+    """The GRU's whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
+    return _get(_GRU_BACKWARD_LAYER, "gru_backward_layer_packed", dtype)
 
 
 def gru_forward_step(dtype: str):

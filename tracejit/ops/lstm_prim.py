@@ -79,14 +79,6 @@ def check_float_operands(op: str, gi: Aval, **others: Aval) -> None:
                              f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
 
 
-def blas_threads(m: int, k: int, n: int):
-    """BLAS's thread count for a layer kernel's per-step (m, k) @ (k, n) products: the
-    kernels call numpy's BLAS directly, so they get here what eager products get
-    (coreshare.gemm_threads)."""
-    from ..coreshare import gemm_threads
-    return gemm_threads(m, k, n)
-
-
 def _order(L: int, reverse: bool):
     return range(L - 1, -1, -1) if reverse else range(L)
 

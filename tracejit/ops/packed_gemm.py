@@ -18,7 +18,7 @@ between thread counts.
 """
 from __future__ import annotations
 
-__all__ = ["PACKED_SOURCE", "tile_shape", "packed_source"]
+__all__ = ["PACKED_SOURCE", "tile_shape", "with_tile", "padded_rows", "packed_size"]
 
 
 def _has_avx512() -> bool:
@@ -229,10 +229,11 @@ def packed_gemm(wp, m, kd, b, c, beta):
 '''
 
 
-def packed_source(dtype: str) -> str:
-    """PACKED_SOURCE for `dtype` with this CPU's tile (``{t}`` left for the kernel template)."""
+def with_tile(source: str, dtype: str) -> str:
+    """`source` (which includes PACKED_SOURCE) with this CPU's tile for `dtype` filled in
+    (``{t}`` is left for the kernel template)."""
     V, MR, _ = tile_shape(dtype)
-    return PACKED_SOURCE.replace("{V}", str(V)).replace("{MR}", str(MR))
+    return source.replace("{V}", str(V)).replace("{MR}", str(MR))
 
 
 def padded_rows(m: int, dtype: str) -> int:
