@@ -1,5 +1,6 @@
 """ops/packed_gemm.py's numba helpers against numpy: the per-step GEMM on packed weights
-(whole register tiles of both widths, the scalar column rest, row padding, beta 0 and 1)
+(whole register tiles of both widths, the scalar column rest, row padding, beta 0 and 1;
+weights packed from their rows or their transpose's)
 and the register-block transpose (whole blocks and both edges, written and added)."""
 import numpy as np
 import pytest
@@ -17,6 +18,11 @@ CACHE = False
 @njit
 def pack(w, wp):
     pack_rows(w, wp)
+
+
+@njit
+def pack_t(w, wp):
+    pack_cols(w, wp)
 
 
 @njit
@@ -64,6 +70,9 @@ def test_packed_gemm_equals_numpy(dtype, m, k, n):
     c1 = c0.copy()
     ns["gemm"](wp, m, k, b, c1, True)
     np.testing.assert_allclose(c1[:m], ref + c0[:m], **_tol(dtype, k))
+    wtp = np.empty_like(wp)                        # the same panels from w^T's rows
+    ns["pack_t"](np.ascontiguousarray(w.T), wtp)
+    np.testing.assert_array_equal(wtp, wp)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

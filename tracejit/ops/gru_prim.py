@@ -109,7 +109,6 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     res = xp.empty(off[3] + 3 * H * L * N, dtype=Z.dtype)
     G = res[off[3]:].reshape(L, N, 3 * H)         # d gi, in the projection's layout
     M = xp.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
-    wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
     dm = xp.empty((3 * H, N), dtype=Z.dtype)
     ok = _takes(xp, d_y, d_hn, Z, w, h0)
@@ -119,9 +118,10 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
         ro, dt = _kernels.readonly, Z.dtype
         dhs = xp.empty((2, padded_rows(H, dt.name), N), dtype=dt)
         dhs[0, :H] = d_hn
-        layer(ro(Z), ro(d_y), ro(h0), ro(wt), dhs, xp.empty((3 * H, N), dtype=dt), dm, G, M,
+        layer(ro(Z), ro(d_y), ro(h0), ro(w), dhs, xp.empty((3 * H, N), dtype=dt), dm, G, M,
               xp.empty(packed_size(H, 3 * H, dt.name), dtype=dt), bool(reverse))
         return _finish(xp, res, off, M, Z, h0, dhs[L % 2, :H], order)
+    wt = xp.ascontiguousarray(w.T)
     step = _kernels.gru_backward_step(Z.dtype.name) if ok else None
     if step is not None:
         # one kernel per step for the gate math (ops/lstm_kernels.py)

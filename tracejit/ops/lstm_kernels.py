@@ -214,20 +214,20 @@ _BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
       "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy',
       boundscheck=False, nogil=True)
-def kernel(Z, d_y, c0, wt, dh, dcs, dg, G, db, wp, reverse):
+def kernel(Z, d_y, c0, w, dh, dcs, dg, G, db, wp, reverse):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
-    or (L, 2H, N) and wt = W^T (H, 4H), with dh[:H] = d h_n (dh: padded_rows(H) rows) and
+    or (L, 2H, N) and w = W (4H, H), with dh[:H] = d h_n (dh: padded_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
     d h0 in dh[:H], d c0 in dcs[L % 2]; dg (4H, N) and wp (packed_size(H, 4H)) scratch\"\"\"
     L = Z.shape[0]
-    hh, four = wt.shape
+    four, hh = w.shape
     n = dg.shape[1]
     s = hh * n
     full = d_y.shape[1] != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
     db[:] = 0
-    pack_rows(wt, wp)
+    pack_cols(w, wp)                                   # W^T's panels
     for r in range(L):
         k = L - 1 - r                                  # the step's place in time order
         t = L - 1 - k if reverse else k
@@ -365,16 +365,16 @@ _GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + PACKED + """
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
       "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy',
       boundscheck=False, nogil=True)
-def kernel(Z, d_y, h0, wt, dhs, dg, dm, G, M, wp, reverse):
+def kernel(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse):
     \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
-    wt = W^T (H, 3H), with dhs[0, :H] = d h_n on entry (dhs (2, padded_rows(H), N)): G and
+    w = W (3H, H), with dhs[0, :H] = d h_n on entry (dhs (2, padded_rows(H), N)): G and
     M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (packed_size(H, 3H)) scratch\"\"\"
     L = Z.shape[0]
-    hh, three = wt.shape
+    three, hh = w.shape
     n = dg.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 5 * s)
-    pack_rows(wt, wp)
+    pack_cols(w, wp)                                   # W^T's panels
     for r in range(L):
         k = L - 1 - r
         t = L - 1 - k if reverse else k

@@ -182,7 +182,7 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         dcs = xp.empty((2, H, N), dtype=dt)
         dcs[0] = d_cn
         db = res[off[1]:off[2]]
-        layer(ro(Z), ro(d_y), ro(c0), ro(w.T), dh, dcs, dg, G, db,
+        layer(ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, dg, G, db,
               xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse))
         return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
     wt = xp.ascontiguousarray(w.T)

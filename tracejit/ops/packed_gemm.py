@@ -203,6 +203,21 @@ def pack_rows(w, wp):
 
 
 @njit(inline='always')
+def pack_cols(w, wp):
+    # pack_rows of w^T (w (K, M)): wp[(p*K + k)*MR + r] = w[k, p*MR + r], read along w's
+    # rows (no transposed copy of w first)
+    kd, m = w.shape
+    panels = (m + PMR - 1) // PMR
+    for p in range(panels):
+        for k in range(kd):
+            base = (p * kd + k) * PMR
+            row = w[k]
+            for r in range(PMR):
+                i = p * PMR + r
+                wp[base + r] = row[i] if i < m else 0
+
+
+@njit(inline='always')
 def packed_gemm(wp, m, kd, b, c, beta):
     # c[:P*MR] = w b (+ c with beta): b (K, N) and c C-contiguous
     n = b.shape[1]

@@ -56,17 +56,17 @@ _BACKWARD = _HEAD + """
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, :, ::1], "
       "{t}[::1], {t}[::1], boolean, boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(hs, d_y, wt, dh, dp, G, db, wp, reverse, relu):
-    \"\"\"the layer's backward loop (ops/rnn_prim.py): from hs and d_y (L, H, N) and wt = W^T,
+def kernel(hs, d_y, w, dh, dp, G, db, wp, reverse, relu):
+    \"\"\"the layer's backward loop (ops/rnn_prim.py): from hs and d_y (L, H, N) and w = W (H, H),
     with dh = 0 on entry (dh: padded_rows(H) rows): every step's pre-activation gradient
     G (L, N, H), db (H,) and d h0 in dh[:H]; dp (H, N) and wp (packed_size(H, H)) scratch\"\"\"
     L = hs.shape[0]
-    hh = wt.shape[0]
+    hh = w.shape[0]
     n = dh.shape[1]
     one, zero = np.{t}(1), np.{t}(0)
     dhf, dpf = dh.reshape(-1), dp.reshape(-1)
     db[:] = 0
-    pack_rows(wt, wp)
+    pack_cols(w, wp)                                # W^T's panels
     for r in range(L):
         k = L - 1 - r
         t = L - 1 - k if reverse else k

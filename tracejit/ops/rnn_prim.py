@@ -99,7 +99,6 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
     off = _parts(H, N)
     res = xp.empty(off[3] + H * L * N, dtype=hs.dtype)
     G = res[off[3]:].reshape(L, N, H)
-    wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
     dp = xp.empty((H, N), dtype=hs.dtype)
     G2 = G.reshape(L * N, H)
@@ -108,11 +107,12 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
         # the whole loop in one kernel, GEMMs and the bias gradient included (ops/rnn_kernels.py)
         ro, dt = _lstm_kernels.readonly, hs.dtype
         dh = xp.zeros((padded_rows(H, dt.name), N), dtype=dt)
-        layer(ro(hs), ro(d_y), ro(wt), dh, dp, G, res[off[1]:off[2]], xp.empty(packed_size(H, H, dt.name), dtype=dt),
+        layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], xp.empty(packed_size(H, H, dt.name), dtype=dt),
               bool(reverse), nonlinearity == "relu")
         res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(xp, G2, hs, h0, order)
         res[off[2]:off[3]] = dh[:H].reshape(-1)
         return res
+    wt = xp.ascontiguousarray(w.T)
     dh = None
     for k in range(L - 1, -1, -1):
         t = order[k]
