@@ -16,13 +16,8 @@ CACHE = False
 ''' + packed_gemm.PACKED_SOURCE + '''
 
 @njit
-def pack(w, wp):
-    pack_rows(w, wp)
-
-
-@njit
-def pack_t(w, wp):
-    pack_cols(w, wp)
+def pack(w, wp, trans):
+    pack_panels(w, wp, trans)
 
 
 @njit
@@ -59,7 +54,7 @@ def test_packed_gemm_equals_numpy(dtype, m, k, n):
     r = np.random.default_rng(0)
     w, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
     wp = np.empty(packed_gemm.packed_size(m, k, dtype), dtype)
-    ns["pack"](w, wp)
+    ns["pack"](w, wp, False)
     rows = packed_gemm.padded_rows(m, dtype)
     assert rows % packed_gemm.tile_shape(dtype)[1] == 0 and rows >= m
     c = np.full((rows, n), np.nan, dtype)          # beta 0 ignores what c held
@@ -71,7 +66,7 @@ def test_packed_gemm_equals_numpy(dtype, m, k, n):
     ns["gemm"](wp, m, k, b, c1, True)
     np.testing.assert_allclose(c1[:m], ref + c0[:m], **_tol(dtype, k))
     wtp = np.empty_like(wp)                        # the same panels from w^T's rows
-    ns["pack_t"](np.ascontiguousarray(w.T), wtp)
+    ns["pack"](np.ascontiguousarray(w.T), wtp, True)
     np.testing.assert_array_equal(wtp, wp)
 
 

@@ -129,7 +129,7 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse):
     n = m.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 6 * s)
-    pack_rows(w, wp)
+    pack_panels(w, wp, False)
     mg = m[:four]
     for k in range(L):
         t = L - 1 - k if reverse else k
@@ -227,7 +227,7 @@ def kernel(Z, d_y, c0, w, dh, dcs, dg, G, db, wp, reverse):
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
     db[:] = 0
-    pack_cols(w, wp)                                   # W^T's panels
+    pack_panels(w, wp, True)                           # W^T's panels
     for r in range(L):
         k = L - 1 - r                                  # the step's place in time order
         t = L - 1 - k if reverse else k
@@ -303,7 +303,7 @@ def kernel(gi, w, b, h0, Z, m, wp, reverse):
     n = m.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 5 * s)
-    pack_rows(w, wp)
+    pack_panels(w, wp, False)
     mg = m[:three]
     for k in range(L):
         t = L - 1 - k if reverse else k
@@ -374,7 +374,7 @@ def kernel(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse):
     n = dg.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 5 * s)
-    pack_cols(w, wp)                                   # W^T's panels
+    pack_panels(w, wp, True)                           # W^T's panels
     for r in range(L):
         k = L - 1 - r
         t = L - 1 - k if reverse else k

@@ -6,7 +6,7 @@ step (LSTM LM: (4H, H) = 1024 x 256 by (H, N) = 256 x 32). A BLAS GEMM packs bot
 at each call, and packing the 1 MB weight matrix is a third of the call: numpy's OpenBLAS
 takes 150 us for that product on one thread, PyTorch's MKL ~100 us (near the core's FMA
 peak). Here the weights are packed once per layer call into panels of MR rows, k-major
-(``pack_rows``: panel p holds rows p*MR .. p*MR+MR-1, each k's MR values adjacent), and
+(``pack_panels``: panel p holds rows p*MR .. p*MR+MR-1, each k's MR values adjacent), and
 each step runs a register tile (MR rows x NV vectors of columns, accumulated over all of
 K in registers) written as LLVM vector IR (``_tile_NV``): one broadcast weight and NV
 FMAs per row and k. The state block is read in place (its rows are the k rows), so a
@@ -43,8 +43,8 @@ def tile_shape(dtype: str) -> tuple:
     return 32 // bytes_, 4, 2
 
 
-# {V}, {MR}: the tile; ``{t}`` the dtype. ``pack_rows(w, wp)``: wp (P*MR*K,) the rows of
-# w (M, K) in panels (rows past M are zero); ``packed_gemm(wp, M, K, b, c, beta)``:
+# {V}, {MR}: the tile; ``{t}`` the dtype. ``pack_panels(w, wp, trans)``: wp (P*MR*K,) the
+# rows of w (M, K) (or of w^T) in panels (rows past M are zero); ``packed_gemm(wp, M, K, b, c, beta)``:
 # c (M.., N) = w b + beta c for b (K, N), c with at least ceil(M/MR)*MR rows (the
 # padding rows are written too: callers give scratch room for them).
 PACKED_SOURCE = '''
@@ -190,31 +190,24 @@ def transpose_blocks(src, dst, add):
 
 
 @njit(inline='always')
-def pack_rows(w, wp):
-    # wp[(p*K + k)*MR + r] = w[p*MR + r, k]; rows past M zero
-    m, kd = w.shape
+def pack_panels(w, wp, trans):
+    # the rows of w (M, K), or with `trans` of w^T (w (K, M), read along its rows: no
+    # transposed copy first), in panels: wp[(p*K + k)*MR + r] = row p*MR + r's k-th value;
+    # rows past M zero
+    if trans:
+        kd, m = w.shape
+    else:
+        m, kd = w.shape
     panels = (m + PMR - 1) // PMR
     for p in range(panels):
         for k in range(kd):
             base = (p * kd + k) * PMR
             for r in range(PMR):
                 i = p * PMR + r
-                wp[base + r] = w[i, k] if i < m else 0
-
-
-@njit(inline='always')
-def pack_cols(w, wp):
-    # pack_rows of w^T (w (K, M)): wp[(p*K + k)*MR + r] = w[k, p*MR + r], read along w's
-    # rows (no transposed copy of w first)
-    kd, m = w.shape
-    panels = (m + PMR - 1) // PMR
-    for p in range(panels):
-        for k in range(kd):
-            base = (p * kd + k) * PMR
-            row = w[k]
-            for r in range(PMR):
-                i = p * PMR + r
-                wp[base + r] = row[i] if i < m else 0
+                if i >= m:
+                    wp[base + r] = 0
+                else:
+                    wp[base + r] = w[k, i] if trans else w[i, k]
 
 
 @njit(inline='always')

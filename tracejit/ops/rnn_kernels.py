@@ -30,7 +30,7 @@ def kernel(gi, w, b, h0, hs, m, wp, reverse, relu):
     hh = w.shape[0]
     n = h0.shape[1]
     zero = np.{t}(0)
-    pack_rows(w, wp)
+    pack_panels(w, wp, False)
     mg = m[:hh]
     for k in range(L):
         t = L - 1 - k if reverse else k
@@ -66,7 +66,7 @@ def kernel(hs, d_y, w, dh, dp, G, db, wp, reverse, relu):
     one, zero = np.{t}(1), np.{t}(0)
     dhf, dpf = dh.reshape(-1), dp.reshape(-1)
     db[:] = 0
-    pack_cols(w, wp)                                # W^T's panels
+    pack_panels(w, wp, True)                        # W^T's panels
     for r in range(L):
         k = L - 1 - r
         t = L - 1 - k if reverse else k
