@@ -1,13 +1,13 @@
 """The LSTM and GRU layers' numba kernels (tracejit/ops/lstm_kernels.py) against the layer
 primitives' numpy forms (ops/lstm_prim.py, ops/gru_prim.py, TRACEJIT_EAGER_KERNELS=0): the LSTM's
-whole-loop kernels (GEMMs through numpy's BLAS, ops/blas_gemm.py) and its per-step kernels (what
-runs when that BLAS is not found), the GRU's likewise; forward, and backward with the
+whole-loop kernels (GEMMs on packed weights, ops/packed_gemm.py) and its per-step kernels, the
+GRU's likewise; forward, and backward with the
 cotangent of h only (eager) or of h and c (the compiled VJP), both directions, float32 and
 float64, saturated gates."""
 import numpy as np
 import pytest
 
-from tracejit.ops import blas_gemm, gru_prim, lstm_kernels, lstm_prim
+from tracejit.ops import gru_prim, lstm_kernels, lstm_prim
 
 pytest.importorskip("numba", reason="the kernels are numba code")
 
@@ -32,14 +32,8 @@ def _run(monkeypatch, kernels, fn, *a, **kw):
 
 
 def _loaded(mode: str, dtype: str, layer: str = "") -> None:
-    """Assert the kernels `mode` names load for the LSTM (`layer` "") or GRU ("gru_"); skip the
-    whole-loop ones where numpy's BLAS exports no cblas GEMM ops/blas_gemm.py knows."""
-    if mode == "step":
-        names = ("forward_step", "backward_step")
-    elif blas_gemm.gemm_address(dtype) is None:
-        pytest.skip("numpy's BLAS exports no cblas GEMM that ops/blas_gemm.py knows")
-    else:
-        names = ("forward_layer", "backward_layer")
+    """Assert the kernels `mode` names load for the LSTM (`layer` "") or GRU ("gru_")."""
+    names = ("forward_step", "backward_step") if mode == "step" else ("forward_layer", "backward_layer")
     for name in names:
         assert getattr(lstm_kernels, layer + name)(dtype) is not None
 
@@ -49,10 +43,11 @@ def _loaded(mode: str, dtype: str, layer: str = "") -> None:
 @pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
 @pytest.mark.parametrize("H", [4, 9], ids=["4H=16", "4H=36"])   # the kernels' tiles of 16 rows, and a rest
 @pytest.mark.parametrize("mode", ["layer", "step"])
-def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, mode):
+@pytest.mark.parametrize("N", [3, 61])   # 61: the packed GEMM's vector tiles and register transposes too
+def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, mode, N):
     _loaded(mode, dtype)
     r = np.random.default_rng(5)
-    L, N = 5, 3
+    L = 5
     scale = 4.0                     # pre-activations of a few units: some gates near 0 or 1
     a = lambda *s: (r.standard_normal(s) * scale).astype(dtype)   # noqa: E731
     gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.3, a(4 * H), a(H, N), a(H, N)
@@ -127,15 +122,18 @@ def test_whole_loop_kernels_run_and_take_one_step(monkeypatch, reverse):
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("H", [4, 7], ids=["3H=12", "3H=21"])   # the transposes' tiles of 16 rows, and a rest
 @pytest.mark.parametrize("mode", ["layer", "step"])
-def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H, mode):
+@pytest.mark.parametrize("N", [3, 61])   # 61: the packed GEMM's vector tiles and register transposes too
+def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H, mode, N):
     _loaded(mode, dtype, "gru_")
     r = np.random.default_rng(7)
-    L, N = 5, 3
+    L = 5
     a = lambda *s: (r.standard_normal(s) * 3.0).astype(dtype)   # noqa: E731
     gi, w, b = a(L, N, 3 * H), a(3 * H, H) * 0.3, a(3 * H)
     h0 = a(N, H).T                       # a transposed view, as the layer passes it
     gi[0, 0, 0] = 200.0
-    tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    # float32: the kernel's GEMM sums in another order than numpy's BLAS, and the gates of
+    # this scale (pre-activations of ~10) amplify a last-bit difference over the steps
+    tol = dict(rtol=5e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
     zk = _run(monkeypatch, mode, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
     zn = _run(monkeypatch, False, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
     assert np.isfinite(zk).all()

@@ -1,11 +1,11 @@
 """The Elman RNN layer's whole-loop numba kernels (tracejit/ops/rnn_kernels.py) against the layer
 primitives' numpy forms (ops/rnn_prim.py, TRACEJIT_EAGER_KERNELS=0): forward and backward, tanh
 and relu, both directions, float32 and float64, hidden sizes with and without a rest after the
-transposed read's tiles of 16 rows."""
+register tiles, batches below and above the vector width."""
 import numpy as np
 import pytest
 
-from tracejit.ops import blas_gemm, rnn_kernels, rnn_prim
+from tracejit.ops import rnn_kernels, rnn_prim
 
 pytest.importorskip("numba", reason="the kernels are numba code")
 
@@ -27,12 +27,11 @@ def _run(monkeypatch, kernels: bool, fn, *a, **kw):
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
 @pytest.mark.parametrize("H", [16, 21], ids=["H=16", "H=21"])
-def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, nonlinearity, H):
-    if blas_gemm.gemm_address(dtype) is None:
-        pytest.skip("numpy's BLAS exports no cblas GEMM that ops/blas_gemm.py knows")
+@pytest.mark.parametrize("N", [3, 61])   # 61: the packed GEMM's vector tiles and register transposes too
+def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, nonlinearity, H, N):
     assert rnn_kernels.forward_layer(dtype) is not None and rnn_kernels.backward_layer(dtype) is not None
     r = np.random.default_rng(9)
-    L, N = 6, 3
+    L = 6
     a = lambda *s: r.standard_normal(s).astype(dtype)   # noqa: E731
     gi, w, b = a(L, N, H), a(H, H) * 0.4, a(H)
     h0 = a(N, H).T                       # a transposed view, as the layer passes it

@@ -21,9 +21,10 @@ from __future__ import annotations
 from ..errors import ShapeError
 from . import lstm_kernels as _kernels
 # the LSTM layer's helpers
-from .lstm_prim import (_errstate, _matmul, _order, _sigmoid_, blas_threads,
-                        check_float_operands, hidden_weight_grad)
+from .lstm_prim import (_errstate, _matmul, _order, _sigmoid_, check_float_operands,
+                        hidden_weight_grad)
 from .native import takes as _takes
+from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
 
 __all__ = ["gru_layer", "gru_layer_states", "gru_layer_backward", "unpack_backward"]
@@ -36,11 +37,10 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
     ok = _takes(xp, gi, w, b, h0)
     layer = _kernels.gru_forward_layer(gi.dtype.name) if ok else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
-        kernel, gemm = layer
-        ro = _kernels.readonly
-        with blas_threads(3 * H, H, N):
-            kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), Z, xp.empty((3 * H, N), dtype=gi.dtype), bool(reverse))
+        # the whole loop in one kernel, GEMMs (on W packed once) included (ops/lstm_kernels.py)
+        ro, dt = _kernels.readonly, gi.dtype
+        layer(ro(gi), ro(w), ro(b), ro(h0), Z, xp.empty((padded_rows(3 * H, dt.name), N), dtype=dt),
+              xp.empty(packed_size(3 * H, H, dt.name), dtype=dt), bool(reverse))
         return Z
     step = _kernels.gru_forward_step(gi.dtype.name) if ok else None
     if step is not None:
@@ -109,21 +109,19 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     res = xp.empty(off[3] + 3 * H * L * N, dtype=Z.dtype)
     G = res[off[3]:].reshape(L, N, 3 * H)         # d gi, in the projection's layout
     M = xp.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
-    wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
     dm = xp.empty((3 * H, N), dtype=Z.dtype)
     ok = _takes(xp, d_y, d_hn, Z, w, h0)
     layer = _kernels.gru_backward_layer(Z.dtype.name) if ok else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
-        kernel, gemm = layer
-        ro = _kernels.readonly
-        dhs = xp.empty((2, H, N), dtype=Z.dtype)
-        dhs[0] = d_hn
-        with blas_threads(H, 3 * H, N):
-            kernel(gemm, ro(Z), ro(d_y), ro(h0), wt, dhs, xp.empty((3 * H, N), dtype=Z.dtype), dm, G, M,
-                   bool(reverse))
-        return _finish(xp, res, off, M, Z, h0, dhs[L % 2], order)
+        # the whole loop in one kernel, GEMMs (on W^T packed once) included (ops/lstm_kernels.py)
+        ro, dt = _kernels.readonly, Z.dtype
+        dhs = xp.empty((2, padded_rows(H, dt.name), N), dtype=dt)
+        dhs[0, :H] = d_hn
+        layer(ro(Z), ro(d_y), ro(h0), ro(w), dhs, xp.empty((3 * H, N), dtype=dt), dm, G, M,
+              xp.empty(packed_size(H, 3 * H, dt.name), dtype=dt), bool(reverse))
+        return _finish(xp, res, off, M, Z, h0, dhs[L % 2, :H], order)
+    wt = xp.ascontiguousarray(w.T)
     step = _kernels.gru_backward_step(Z.dtype.name) if ok else None
     if step is not None:
         # one kernel per step for the gate math (ops/lstm_kernels.py)

@@ -10,12 +10,12 @@ cache, with tanh from compiler/mathlib.py (pure arithmetic), so the loops vector
 (forward 73 us against 116-130 us of numpy per LSTM step, backward 22-25 us against
 ~150 us).
 
-The whole-loop kernels (``forward_layer`` ...) also call each step's GEMM, numpy's own
-BLAS through its address (ops/blas_gemm.py), so a layer is one call each way: no
-Python, numpy call setup or out-array handling per step (LSTM LM layer, one thread:
-forward 25.9 -> 19.8 ms, backward 43.9 -> 38.3 ms against the per-step kernels driven
-from Python). The per-step kernels (``forward_step`` ...) share their gate math
-(``gates``, ``step_back``, ...) and run when that BLAS is not found.
+The whole-loop kernels (``forward_layer`` ...) also run each step's GEMM, on the weights
+packed once per call (ops/packed_gemm.py: a register tile in LLVM vector IR, 100 us
+against OpenBLAS's 153 us for the LSTM LM's 1024x256 @ 256x32 on one thread), so a
+layer is one call each way: no Python, numpy call setup or BLAS packing per step. The
+per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step_back``,
+...) and run the numpy GEMM from Python (tests and the kernels' reference).
 
 Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
 typed read-only where they are read, so the loops run over plain rows. The transposed
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .blas_gemm import GEMM_SOURCE, gemm_address
+from .packed_gemm import PACKED_SOURCE as PACKED, with_tile
 from .native import kernel as _kernel
 
 __all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
@@ -79,21 +79,26 @@ def gates(gi, b, m, cp, zf):
     # one forward step's gate math: m (4H, N) = W h, overwritten with the gates'
     # pre-activation m + gi^T + b (gi (N, 4H): the step's input projection); zf the flat
     # (6H, N) block (h, c, i, f, g, o); cp the flat previous c
+    add_transposed(gi, m)
+    gate_math(b, m, cp, zf)
+
+
+@njit(inline='always')
+def gate_math(b, m, cp, zf):
+    # `gates` once m holds W h + gi^T
     four, n = m.shape
     s = cp.size
-    add_transposed(gi, m)
-    for j in range(four):
+    hh = four // 4
+    for j in range(four):                              # + b, in the activations' pass
         bj = b[j]
         row = m[j]
-        for k in range(n):
-            row[k] += bj
-    p = m.reshape(-1)
-    for k in range(2 * s):
-        zf[2 * s + k] = sigmoid(p[k])                  # i, f
-    for k in range(s):
-        zf[4 * s + k] = tanh(p[2 * s + k])             # g
-    for k in range(s):
-        zf[5 * s + k] = sigmoid(p[3 * s + k])          # o
+        o = (2 * hh + j) * n
+        if j < 2 * hh or j >= 3 * hh:                  # i, f, o
+            for k in range(n):
+                zf[o + k] = sigmoid(row[k] + bj)
+        else:                                          # g
+            for k in range(n):
+                zf[o + k] = tanh(row[k] + bj)
     for k in range(s):
         zf[s + k] = zf[3 * s + k] * cp[k] + zf[2 * s + k] * zf[4 * s + k]
     for k in range(s):
@@ -110,29 +115,33 @@ def kernel(gi, b, m, c_prev, z):
     gates(gi, b, m, c_prev.reshape(-1), z.reshape(-1))
 """
 
-# The whole forward time loop: per step the GEMM m = W h_prev (numpy's BLAS through
-# ops/blas_gemm.py) and `gates`, so the loop over time is one call.
-_FORWARD_LAYER = _FORWARD_GATES + GEMM_SOURCE + """
+# The whole forward time loop: per step the GEMM m = W h_prev on W packed once
+# (ops/packed_gemm.py) and `gates`, so the loop over time is one call.
+_FORWARD_LAYER = _FORWARD_GATES + PACKED + """
 
-@njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
-      "{t}[:, ::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(fn, gi, w, b, h0, c0, Z, m, reverse):
+@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
+      "{t}[:, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def kernel(gi, w, b, h0, c0, Z, m, wp, reverse):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from gi (L, N, 4H), w (4H, H),
-    b (4H,), h0 and c0 (H, N); m (4H, N) scratch; fn the address of cblas_?gemm\"\"\"
+    b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H, H)) scratch\"\"\"
     L = gi.shape[0]
     four, hh = w.shape
     n = m.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 6 * s)
+    pack_panels(w, wp, False)
+    mg = m[:four]
     for k in range(L):
         t = L - 1 - k if reverse else k
         if k == 0:
-            gemm(fn, False, four, n, hh, w, hh, h0, n, m, n, 0.0)
-            gates(gi[t], b, m, c0.reshape(-1), Zf[t])
+            packed_gemm(wp, four, hh, h0, m, False)
+            transpose_blocks(gi[t], mg, True)              # + gi^T, in register blocks
+            gate_math(b, mg, c0.reshape(-1), Zf[t])
         else:
             p = t + 1 if reverse else t - 1
-            gemm(fn, False, four, n, hh, w, hh, Zf[p], n, m, n, 0.0)    # h_prev: Zf[p]'s first rows
-            gates(gi[t], b, m, Zf[p, s:2 * s], Zf[t])
+            packed_gemm(wp, four, hh, Z[p, :hh], m, False)    # h_prev: Z[p]'s first rows
+            transpose_blocks(gi[t], mg, True)
+            gate_math(b, mg, Zf[p, s:2 * s], Zf[t])
 """
 
 _TRANSPOSE = '''
@@ -160,37 +169,29 @@ from tracejit.compiler.mathlib import tanh_{s} as tanh
 """ + _TRANSPOSE + """
 
 @njit(inline='always')
-def step_back(zf, cp, dhf, dcf, y, full, dg, dco, dg_t):
+def step_back(zf, cp, dhf, dcf, y, full, dg, dco):
     # one backward step on flat (H, N) blocks: from Z's step block zf (h, c, i, f, g, o),
     # c_prev, the carried dh, dc and the step's output cotangent y (of h; with `full`, of h
-    # and c), the gates' pre-activation gradient dg (4H, N), the same transposed dg_t
-    # (N, 4H: the step's block of the input projection's gradient) and the next dc
+    # and c), the gates' pre-activation gradient dg (4H, N) and the next dc (the caller
+    # writes dg transposed, (N, 4H), into the input projection's gradient)
     s = cp.size
     one = np.{t}(1)
     g_ = dg.reshape(-1)
-    for k in range(s):                                 # dh (kept in do's rows for now)
-        g_[3 * s + k] = dhf[k] + y[k]
     for k in range(s):                                 # dct = dc + dh o (1 - tanh(c)^2)
         tc = tanh(zf[s + k])
-        dco[k] = dcf[k] + g_[3 * s + k] * zf[5 * s + k] * (one - tc * tc)
+        dh = dhf[k] + y[k]
+        o = zf[5 * s + k]
+        dco[k] = dcf[k] + dh * o * (one - tc * tc)
+        g_[3 * s + k] = dh * tc * o * (one - o)        # do
     if full:                                           # the cotangent of c
         for k in range(s):
             dco[k] += y[s + k]
-    for k in range(s):
-        o = zf[5 * s + k]
-        g_[3 * s + k] = g_[3 * s + k] * tanh(zf[s + k]) * o * (one - o)
-    for k in range(s):
-        i = zf[2 * s + k]
-        g_[k] = dco[k] * zf[4 * s + k] * i * (one - i)
-    for k in range(s):
-        f = zf[3 * s + k]
-        g_[s + k] = dco[k] * cp[k] * f * (one - f)
-    for k in range(s):
-        g = zf[4 * s + k]
-        g_[2 * s + k] = dco[k] * zf[2 * s + k] * (one - g * g)
-    for k in range(s):                                 # the next dc = dct f
-        dco[k] *= zf[3 * s + k]
-    transpose_into(dg, dg_t)
+    for k in range(s):                                 # di, df, dg; the next dc = dct f
+        i, f, g, d = zf[2 * s + k], zf[3 * s + k], zf[4 * s + k], dco[k]
+        g_[k] = d * g * i * (one - i)
+        g_[s + k] = d * cp[k] * f * (one - f)
+        g_[2 * s + k] = d * i * (one - g * g)
+        dco[k] = d * f
 """
 
 _BACKWARD = _BACKWARD_STEP + """
@@ -201,49 +202,49 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
     \"\"\"one backward step (`step_back` on the (H, N) / (G*H, N) blocks); dy (H, N): the
     cotangent of h, (2H, N): of h and c\"\"\"
     step_back(z.reshape(-1), c_prev.reshape(-1), dh_in.reshape(-1), dc_in.reshape(-1), dy.reshape(-1),
-              dy.shape[0] != c_prev.shape[0], dg, dc_out.reshape(-1), dg_t)
+              dy.shape[0] != c_prev.shape[0], dg, dc_out.reshape(-1))
+    transpose_into(dg, dg_t)
 """
 
-# The whole backward time loop: per step `step_back`, the bias gradient's share (dg's
-# row sums, while dg is in cache: no pass over the (L*N, 4H) gradient afterwards) and
-# the GEMM dh = W^T dg, so the loop over time is one call.
-_BACKWARD_LAYER = _BACKWARD_STEP + GEMM_SOURCE + """
+# The whole backward time loop: per step `step_back`, the bias gradient's share (the
+# rows of dg^T, while in cache: no pass over the (L*N, 4H) gradient afterwards) and
+# the GEMM dh = W^T dg (W^T packed once, ops/packed_gemm.py), so the loop over time is one call.
+_BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
 
-@njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False,
-      nogil=True)
-def kernel(fn, Z, d_y, c0, wt, dh, dcs, dg, G, db, reverse):
+@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy',
+      boundscheck=False, nogil=True)
+def kernel(Z, d_y, c0, w, dh, dcs, dg, G, db, wp, reverse):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
-    or (L, 2H, N) and wt = W^T (H, 4H), with dh = d h_n and dcs[0] = d c_n on entry:
-    every step's gate gradient G (L, N, 4H), db (4H,), and d h0 in dh, d c0 in
-    dcs[L % 2]; dg (4H, N) scratch\"\"\"
+    or (L, 2H, N) and w = W (4H, H), with dh[:H] = d h_n (dh: padded_rows(H) rows) and
+    dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
+    d h0 in dh[:H], d c0 in dcs[L % 2]; dg (4H, N) and wp (packed_size(H, 4H)) scratch\"\"\"
     L = Z.shape[0]
-    hh, four = wt.shape
+    four, hh = w.shape
     n = dg.shape[1]
     s = hh * n
     full = d_y.shape[1] != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
     db[:] = 0
+    pack_panels(w, wp, True)                           # W^T's panels
     for r in range(L):
         k = L - 1 - r                                  # the step's place in time order
         t = L - 1 - k if reverse else k
         dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
         y = d_y[t].reshape(-1)
         if k == 0:
-            step_back(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, G[t])
+            step_back(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out)
         else:
             p = t + 1 if reverse else t - 1
-            step_back(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, G[t])
-        for j in range(four):
-            row = dg[j]
-            acc = np.{t}(0)
-            for q in range(n):
-                acc += row[q]
-            db[j] += acc
-        # dh = W^T dg, on a transposed copy of W (W^T through the GEMM's trans flag: 290
-        # against 261 us a step)
-        gemm(fn, False, hh, n, four, wt, four, dg, n, dh, n, 0.0)
+            step_back(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out)
+        gt = G[t]
+        transpose_blocks(dg, gt, False)                # in register blocks
+        for q in range(n):                             # db += the rows of dg^T (vector adds)
+            row = gt[q]
+            for j in range(four):
+                db[j] += row[j]
+        packed_gemm(wp, hh, four, dg, dh, False)        # dh = W^T dg
 """
 
 
@@ -289,28 +290,30 @@ def kernel(gi, b, m, h_prev, z):
     gru_gates(gi, b, m, h_prev.reshape(-1), z)
 """
 
-# The GRU's whole forward loop, as `_FORWARD_LAYER`'s.
-_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + GEMM_SOURCE + """
+# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, ops/packed_gemm.py).
+_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + PACKED + """
 
-@njit("void(int64, " + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], boolean)",
+@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], boolean)",
       cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(fn, gi, w, b, h0, Z, m, reverse):
+def kernel(gi, w, b, h0, Z, m, wp, reverse):
     \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
-    b (3H,), h0 (H, N); m (3H, N) scratch; fn the address of cblas_?gemm\"\"\"
+    b (3H,), h0 (H, N); m (padded_rows(3H), N) and wp (packed_size(3H, H)) scratch\"\"\"
     L = gi.shape[0]
     three, hh = w.shape
     n = m.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 5 * s)
+    pack_panels(w, wp, False)
+    mg = m[:three]
     for k in range(L):
         t = L - 1 - k if reverse else k
         if k == 0:
-            gemm(fn, False, three, n, hh, w, hh, h0, n, m, n, 0.0)
-            gru_gates(gi[t], b, m, h0.reshape(-1), Z[t])
+            packed_gemm(wp, three, hh, h0, m, False)
+            gru_gates(gi[t], b, mg, h0.reshape(-1), Z[t])
         else:
             p = t + 1 if reverse else t - 1
-            gemm(fn, False, three, n, hh, w, hh, Zf[p], n, m, n, 0.0)
-            gru_gates(gi[t], b, m, Zf[p, :s], Z[t])
+            packed_gemm(wp, three, hh, Z[p, :hh], m, False)
+            gru_gates(gi[t], b, mg, Zf[p, :s], Z[t])
 """
 
 _GRU_BACKWARD_STEP = """
@@ -355,21 +358,23 @@ def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
 """
 
 # The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
-# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1).
-_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + GEMM_SOURCE + """
+# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1; W^T
+# packed once, ops/packed_gemm.py).
+_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + PACKED + """
 
-@njit("void(int64, " + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
-      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], boolean)", cache=CACHE, error_model='numpy',
+@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy',
       boundscheck=False, nogil=True)
-def kernel(fn, Z, d_y, h0, wt, dhs, dg, dm, G, M, reverse):
+def kernel(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse):
     \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
-    wt = W^T (H, 3H), with dhs[0] = d h_n on entry: G and M (L, N, 3H) and d h0 in
-    dhs[L % 2]; dg, dm (3H, N) scratch\"\"\"
+    w = W (3H, H), with dhs[0, :H] = d h_n on entry (dhs (2, padded_rows(H), N)): G and
+    M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (packed_size(H, 3H)) scratch\"\"\"
     L = Z.shape[0]
-    hh, three = wt.shape
+    three, hh = w.shape
     n = dg.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 5 * s)
+    pack_panels(w, wp, True)                           # W^T's panels
     for r in range(L):
         k = L - 1 - r
         t = L - 1 - k if reverse else k
@@ -382,34 +387,23 @@ def kernel(fn, Z, d_y, h0, wt, dhs, dg, dm, G, M, reverse):
             p = t + 1 if reverse else t - 1
             gru_step_back(Zf[t], Zf[p, :s], dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1),
                           d.reshape(-1))
-        transpose_into(dg, G[t])
-        transpose_into(dm, M[t])
-        gemm(fn, False, hh, n, three, wt, three, dm, n, d, n, 1.0)
+        transpose_blocks(dg, G[t], False)
+        transpose_blocks(dm, M[t], False)
+        packed_gemm(wp, hh, three, dm, d, True)
 """
 
 
-def _source(template: str, dtype: str, bits: int = 64) -> str:
+def _source(template: str, dtype: str) -> str:
     s = "f32" if dtype == "float32" else "f64"
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
-    return template.replace("{t}", dtype).replace("{s}", s).replace("{bits}", str(bits))
+    return with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
 
 
 def _get(template: str, name: str, dtype: str):
     if dtype not in ("float32", "float64"):
         return None
     return _kernel(("lstm", name, dtype), lambda: _source(template, dtype)).get()
-
-
-def _get_layer(template: str, name: str, dtype: str):
-    """(kernel, GEMM address) for a whole-loop kernel, or None (no kernel, or numpy's BLAS
-    GEMM not found: run the step kernels)."""
-    found = gemm_address(dtype)
-    if found is None:
-        return None
-    address, bits = found
-    fn = _kernel(("lstm", name, dtype, bits), lambda: _source(template, dtype, bits)).get()
-    return None if fn is None else (fn, address)
 
 
 def forward_step(dtype: str):
@@ -423,23 +417,23 @@ def backward_step(dtype: str):
 
 
 def forward_layer(dtype: str):
-    """(kernel, GEMM address) of the whole forward loop for `dtype`, or None."""
-    return _get_layer(_FORWARD_LAYER, "forward_layer", dtype)
+    """The whole forward loop's kernel for `dtype` (packed GEMMs: no BLAS needed), or None."""
+    return _get(_FORWARD_LAYER, "forward_layer_packed", dtype)
 
 
 def backward_layer(dtype: str):
-    """(kernel, GEMM address) of the whole backward loop for `dtype`, or None."""
-    return _get_layer(_BACKWARD_LAYER, "backward_layer", dtype)
+    """The whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
+    return _get(_BACKWARD_LAYER, "backward_layer_packed", dtype)
 
 
 def gru_forward_layer(dtype: str):
-    """(kernel, GEMM address) of the GRU's whole forward loop for `dtype`, or None."""
-    return _get_layer(_GRU_FORWARD_LAYER, "gru_forward_layer", dtype)
+    """The GRU's whole forward loop's kernel for `dtype` (packed GEMMs), or None."""
+    return _get(_GRU_FORWARD_LAYER, "gru_forward_layer_packed", dtype)
 
 
 def gru_backward_layer(dtype: str):
-    """(kernel, GEMM address) of the GRU's whole backward loop for `dtype`, or None."""
-    return _get_layer(_GRU_BACKWARD_LAYER, "gru_backward_layer", dtype)
+    """The GRU's whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
+    return _get(_GRU_BACKWARD_LAYER, "gru_backward_layer_packed", dtype)
 
 
 def gru_forward_step(dtype: str):

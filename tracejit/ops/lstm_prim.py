@@ -28,6 +28,7 @@ import contextlib
 from ..errors import DTypeError, ShapeError
 from . import lstm_kernels as _kernels
 from .native import takes as _takes
+from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
 
 __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward"]
@@ -78,14 +79,6 @@ def check_float_operands(op: str, gi: Aval, **others: Aval) -> None:
                              f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
 
 
-def blas_threads(m: int, k: int, n: int):
-    """BLAS's thread count for a layer kernel's per-step (m, k) @ (k, n) products: the
-    kernels call numpy's BLAS directly, so they get here what eager products get
-    (coreshare.gemm_threads)."""
-    from ..coreshare import gemm_threads
-    return gemm_threads(m, k, n)
-
-
 def _order(L: int, reverse: bool):
     return range(L - 1, -1, -1) if reverse else range(L)
 
@@ -97,12 +90,11 @@ def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
     ok = _takes(xp, gi, w, b, h0, c0)
     layer = _kernels.forward_layer(gi.dtype.name) if ok else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs included (ops/lstm_kernels.py)
-        kernel, gemm = layer
-        ro = _kernels.readonly
-        with blas_threads(4 * H, H, N):
-            kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, xp.empty((4 * H, N), dtype=gi.dtype),
-                   bool(reverse))
+        # the whole loop in one kernel, GEMMs (on W packed once) included (ops/lstm_kernels.py)
+        ro, dt = _kernels.readonly, gi.dtype
+        m = xp.empty((padded_rows(4 * H, dt.name), N), dtype=dt)
+        layer(ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, m, xp.empty(packed_size(4 * H, H, dt.name), dtype=dt),
+              bool(reverse))
         return Z
     step = _kernels.forward_step(gi.dtype.name) if ok else None
     if step is not None:
@@ -182,16 +174,17 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
     layer = _kernels.backward_layer(Z.dtype.name) if ok else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs and the bias gradient included (ops/lstm_kernels.py)
-        kernel, gemm = layer
-        ro = _kernels.readonly
-        dh = xp.array(d_hn, dtype=Z.dtype, order="C")
-        dcs = xp.empty((2, H, N), dtype=Z.dtype)
+        # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient
+        # included (ops/lstm_kernels.py)
+        ro, dt = _kernels.readonly, Z.dtype
+        dh = xp.empty((padded_rows(H, dt.name), N), dtype=dt)
+        dh[:H] = d_hn
+        dcs = xp.empty((2, H, N), dtype=dt)
         dcs[0] = d_cn
         db = res[off[1]:off[2]]
-        with blas_threads(H, 4 * H, N):
-            kernel(gemm, ro(Z), ro(d_y), ro(c0), ro(w.T), dh, dcs, dg, G, db, bool(reverse))
-        return _finish(xp, res, off, G, Z, h0, dh, dcs[L % 2], order, db_done=True)
+        layer(ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, dg, G, db,
+              xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse))
+        return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None
     if step is not None:
@@ -306,8 +299,11 @@ def _unpack(res, L, N: int, H: int) -> tuple:
 # ``lstm_layer_backward`` with respect to the layer's inputs, given alongside Z. So a
 # captured layer's graph differentiates a (L, 2H, N) value: the cotangent assembled for
 # it is a third of Z's size, and holds no gate rows the backward would have to read.
+#
+# The result is a view of Z's first 2H rows per step (no 4 MB copy per layer in the LM
+# step), so the op is marked a view of its operand 0.
 def _states_impl(xp, Z, gi, w, b, h0, c0, reverse=False):
-    return xp.ascontiguousarray(Z[:, :2 * (Z.shape[1] // 6)])
+    return Z[:, :2 * (Z.shape[1] // 6)]
 
 
 def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False):
@@ -327,7 +323,7 @@ def _states_vjp(g, out, Z, gi, w, b, h0, c0, reverse=False):
 
 
 LSTM_LAYER_STATES = defprim("lstm_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
-                            save=lambda rq: (0, 1, 2, 3, 4, 5), nondiff=(0,))
+                            save=lambda rq: (0, 1, 2, 3, 4, 5), nondiff=(0,), extra={"view": True})
 
 
 def _lstm_layer_backward_vjp(u, out, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from . import lstm_kernels as _lstm_kernels, rnn_kernels as _kernels
-from .lstm_prim import (_matmul, _order, blas_threads, check_float_operands,  # the LSTM's helpers
+from .lstm_prim import (_matmul, _order, check_float_operands,  # the LSTM's helpers
                         hidden_weight_grad)
 from .native import takes as _takes
+from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
 
 __all__ = ["rnn_layer", "rnn_layer_backward", "unpack_backward"]
@@ -35,11 +36,10 @@ def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
     hs = xp.empty((L, H, N), dtype=gi.dtype)
     layer = _kernels.forward_layer(gi.dtype.name) if _takes(xp, gi, w, b, h0) else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs included (ops/rnn_kernels.py)
-        kernel, gemm = layer
-        ro = _lstm_kernels.readonly
-        with blas_threads(H, H, N):
-            kernel(gemm, ro(gi), ro(w), ro(b), ro(h0), hs, bool(reverse), nonlinearity == "relu")
+        # the whole loop in one kernel, GEMMs (on W packed once) included (ops/rnn_kernels.py)
+        ro, dt = _lstm_kernels.readonly, gi.dtype
+        layer(ro(gi), ro(w), ro(b), ro(h0), hs, xp.empty((padded_rows(H, dt.name), N), dtype=dt),
+              xp.empty(packed_size(H, H, dt.name), dtype=dt), bool(reverse), nonlinearity == "relu")
         return hs
     bcol = b.reshape(H, 1)
     h = h0
@@ -99,22 +99,20 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
     off = _parts(H, N)
     res = xp.empty(off[3] + H * L * N, dtype=hs.dtype)
     G = res[off[3]:].reshape(L, N, H)
-    wt = xp.ascontiguousarray(w.T)
     order = list(_order(L, reverse))
     dp = xp.empty((H, N), dtype=hs.dtype)
     G2 = G.reshape(L * N, H)
     layer = _kernels.backward_layer(hs.dtype.name) if _takes(xp, d_y, hs, w, h0) else None
     if layer is not None:
         # the whole loop in one kernel, GEMMs and the bias gradient included (ops/rnn_kernels.py)
-        kernel, gemm = layer
-        ro = _lstm_kernels.readonly
-        dh = xp.zeros((H, N), dtype=hs.dtype)
-        with blas_threads(H, H, N):
-            kernel(gemm, ro(hs), ro(d_y), wt, dh, dp, G, res[off[1]:off[2]], bool(reverse),
-                   nonlinearity == "relu")
+        ro, dt = _lstm_kernels.readonly, hs.dtype
+        dh = xp.zeros((padded_rows(H, dt.name), N), dtype=dt)
+        layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], xp.empty(packed_size(H, H, dt.name), dtype=dt),
+              bool(reverse), nonlinearity == "relu")
         res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(xp, G2, hs, h0, order)
-        res[off[2]:off[3]] = dh.reshape(-1)
+        res[off[2]:off[3]] = dh[:H].reshape(-1)
         return res
+    wt = xp.ascontiguousarray(w.T)
     dh = None
     for k in range(L - 1, -1, -1):
         t = order[k]

@@ -1,0 +1,255 @@
+"""A recurrent layer's per-step GEMM on weights packed once per layer call: numba source
+that kernel modules include (``PACKED_SOURCE``), with its register tile chosen for the CPU.
+
+Why: a layer's time loop multiplies the same weights by a new small state block at every
+step (LSTM LM: (4H, H) = 1024 x 256 by (H, N) = 256 x 32). A BLAS GEMM packs both operands
+at each call, and packing the 1 MB weight matrix is a third of the call: numpy's OpenBLAS
+takes 150 us for that product on one thread, PyTorch's MKL ~100 us (near the core's FMA
+peak). Here the weights are packed once per layer call into panels of MR rows, k-major
+(``pack_panels``: panel p holds rows p*MR .. p*MR+MR-1, each k's MR values adjacent), and
+each step runs a register tile (MR rows x NV vectors of columns, accumulated over all of
+K in registers) written as LLVM vector IR (``_tile_NV``): one broadcast weight and NV
+FMAs per row and k. The state block is read in place (its rows are the k rows), so a
+step packs nothing. Columns left over (N not a multiple of the vector width) run a
+scalar loop.
+
+Results differ from BLAS's in the last bits (another summation order), as BLAS's own do
+between thread counts.
+"""
+from __future__ import annotations
+
+__all__ = ["PACKED_SOURCE", "tile_shape", "with_tile", "padded_rows", "packed_size"]
+
+
+def _has_avx512() -> bool:
+    try:
+        from ..compiler.buildfacts import numba_facts
+        features = numba_facts()[2]
+        if isinstance(features, str) and features:
+            return "+avx512f" in features
+        import llvmlite.binding as ll
+        return bool(ll.get_host_cpu_features().get("avx512f", False))
+    except Exception:   # unknown CPU: the tile that fits 16 vector registers
+        return False
+
+
+def tile_shape(dtype: str) -> tuple:
+    """(V, MR, NV): vector width in elements, rows and vectors of columns of the register
+    tile: MR*NV accumulators and NV+1 vectors in flight fit the register file (32 vector
+    registers with AVX-512, 16 without)."""
+    bytes_ = 4 if dtype == "float32" else 8
+    if _has_avx512():
+        return 64 // bytes_, 8, 2
+    return 32 // bytes_, 4, 2
+
+
+# {V}, {MR}: the tile; ``{t}`` the dtype. ``pack_panels(w, wp, trans)``: wp (P*MR*K,) the
+# rows of w (M, K) (or of w^T) in panels (rows past M are zero); ``packed_gemm(wp, M, K, b, c, beta)``:
+# c (M.., N) = w b + beta c for b (K, N), c with at least ceil(M/MR)*MR rows (the
+# padding rows are written too: callers give scratch room for them).
+PACKED_SOURCE = '''
+from numba import types as _pt
+from numba.extending import intrinsic as _pintrinsic
+from llvmlite import ir as _pir
+
+PV, PMR = {V}, {MR}
+
+
+def _make_tile(nv):
+    @_pintrinsic
+    def tile(typingctx, wp, woff, b, boff, ldb, c, coff, ldc, k, beta):
+        sig = _pt.void(wp, woff, b, boff, ldb, c, coff, ldc, k, beta)
+
+        def codegen(context, builder, sig, args):
+            from numba.core import cgutils
+            ft = _pir.FloatType() if "{t}" == "float32" else _pir.DoubleType()
+            vt = _pir.VectorType(ft, PV)
+            i64 = _pir.IntType(64)
+            tys = sig.args
+
+            def data(i):
+                return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
+                                       ft.as_pointer())
+
+            def int_(i):
+                return context.cast(builder, args[i], tys[i], _pt.int64)
+
+            W = builder.gep(data(0), [int_(1)])
+            B = builder.gep(data(2), [int_(3)])
+            C = builder.gep(data(5), [int_(6)])
+            ldb, ldc, K = int_(4), int_(7), int_(8)
+            zero = _pir.Constant(vt, None)
+            accs = []
+            for r in range(PMR):
+                row = []
+                for v in range(nv):
+                    a = cgutils.alloca_once(builder, vt)
+                    builder.store(zero, a)
+                    row.append(a)
+                accs.append(row)
+            name = "llvm.fma.v%d%s" % (PV, "f32" if "{t}" == "float32" else "f64")
+            fma = cgutils.get_or_insert_function(builder.module, _pir.FunctionType(vt, [vt, vt, vt]), name)
+            mask = _pir.Constant(_pir.VectorType(_pir.IntType(32), PV), [0] * PV)
+            with cgutils.for_range(builder, K) as loop:
+                kk = loop.index
+                brow = builder.gep(B, [builder.mul(kk, ldb)])
+                bv = []
+                for v in range(nv):
+                    p = builder.bitcast(builder.gep(brow, [_pir.Constant(i64, v * PV)]), vt.as_pointer())
+                    bv.append(builder.load(p, align=4))
+                wrow = builder.gep(W, [builder.mul(kk, _pir.Constant(i64, PMR))])
+                for r in range(PMR):
+                    w = builder.load(builder.gep(wrow, [_pir.Constant(i64, r)]))
+                    ws = builder.shuffle_vector(builder.insert_element(_pir.Constant(vt, _pir.Undefined), w,
+                                                                       _pir.Constant(_pir.IntType(32), 0)),
+                                                _pir.Constant(vt, _pir.Undefined), mask)
+                    for v in range(nv):
+                        builder.store(builder.call(fma, [ws, bv[v], builder.load(accs[r][v])]), accs[r][v])
+            keep = context.cast(builder, args[9], tys[9], _pt.boolean)
+            for r in range(PMR):
+                crow = builder.gep(C, [builder.mul(_pir.Constant(i64, r), ldc)])
+                for v in range(nv):
+                    p = builder.bitcast(builder.gep(crow, [_pir.Constant(i64, v * PV)]), vt.as_pointer())
+                    acc = builder.load(accs[r][v])
+                    with builder.if_then(keep):
+                        builder.store(builder.fadd(acc, builder.load(p, align=4)), accs[r][v])
+                    builder.store(builder.load(accs[r][v]), p, align=4)
+            return context.get_dummy_value()
+        return sig, codegen
+    return tile
+
+
+
+_tile_2 = _make_tile(2)
+_tile_1 = _make_tile(1)
+
+
+@_pintrinsic
+def _tr_block(typingctx, src, soff, lds, dst, doff, ldd, add):
+    # a PV x PV block in registers: dst row i (+)= src column i, by log2(PV) rounds of
+    # two-vector shuffles (row i and i + s trade their odd s-blocks)
+    sig = _pt.void(src, soff, lds, dst, doff, ldd, add)
+
+    def codegen(context, builder, sig, args):
+        ft = _pir.FloatType() if "{t}" == "float32" else _pir.DoubleType()
+        vt = _pir.VectorType(ft, PV)
+        tys = sig.args
+
+        def ptr(i, off):
+            base = builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data, ft.as_pointer())
+            return builder.gep(base, [context.cast(builder, args[off], tys[off], _pt.int64)])
+
+        def int_(i):
+            return context.cast(builder, args[i], tys[i], _pt.int64)
+
+        S, D, lds, ldd = ptr(0, 1), ptr(3, 4), int_(2), int_(5)
+        i64 = _pir.IntType(64)
+
+        def row(base, ld, i):
+            return builder.bitcast(builder.gep(base, [builder.mul(_pir.Constant(i64, i), ld)]), vt.as_pointer())
+
+        r = [builder.load(row(S, lds, i), align=4) for i in range(PV)]
+        s = 1
+        while s < PV:
+            lo = [e if (e & s) == 0 else PV + e - s for e in range(PV)]
+            hi = [e + s if (e & s) == 0 else PV + e for e in range(PV)]
+            for i in range(PV):
+                if i & s:
+                    continue
+                a, c = r[i], r[i + s]
+                r[i] = builder.shuffle_vector(a, c, _pir.Constant(_pir.VectorType(_pir.IntType(32), PV), lo))
+                r[i + s] = builder.shuffle_vector(a, c, _pir.Constant(_pir.VectorType(_pir.IntType(32), PV), hi))
+            s *= 2
+        keep = context.cast(builder, args[6], tys[6], _pt.boolean)
+        for i in range(PV):
+            p = row(D, ldd, i)
+            with builder.if_else(keep) as (then, other):
+                with then:
+                    builder.store(builder.fadd(r[i], builder.load(p, align=4)), p, align=4)
+                with other:
+                    builder.store(r[i], p, align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(inline='always')
+def transpose_blocks(src, dst, add):
+    # dst (C, R) (+)= src (R, C)^T, both C-contiguous: whole PV x PV blocks in registers,
+    # the edges element by element
+    rows, cols = src.shape
+    rt, ct = rows - rows % PV, cols - cols % PV
+    for j in range(0, ct, PV):          # dst's rows in groups of PV, each written in order
+        for i in range(0, rt, PV):
+            _tr_block(src, i * cols + j, cols, dst, j * rows + i, rows, add)
+    for j in range(ct, cols):
+        for i in range(rows):
+            dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
+    for j in range(ct):
+        for i in range(rt, rows):
+            dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
+
+
+@njit(inline='always')
+def pack_panels(w, wp, trans):
+    # the rows of w (M, K), or with `trans` of w^T (w (K, M), read along its rows: no
+    # transposed copy first), in panels: wp[(p*K + k)*MR + r] = row p*MR + r's k-th value;
+    # rows past M zero
+    if trans:
+        kd, m = w.shape
+    else:
+        m, kd = w.shape
+    panels = (m + PMR - 1) // PMR
+    for p in range(panels):
+        for k in range(kd):
+            base = (p * kd + k) * PMR
+            for r in range(PMR):
+                i = p * PMR + r
+                if i >= m:
+                    wp[base + r] = 0
+                else:
+                    wp[base + r] = w[k, i] if trans else w[i, k]
+
+
+@njit(inline='always')
+def packed_gemm(wp, m, kd, b, c, beta):
+    # c[:P*MR] = w b (+ c with beta): b (K, N) and c C-contiguous
+    n = b.shape[1]
+    panels = (m + PMR - 1) // PMR
+    j = 0
+    while j + 2 * PV <= n:
+        for p in range(panels):
+            _tile_2(wp, p * kd * PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
+        j += 2 * PV
+    while j + PV <= n:
+        for p in range(panels):
+            _tile_1(wp, p * kd * PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
+        j += PV
+    if j < n:
+        for p in range(panels):
+            for r in range(PMR):
+                i = p * PMR + r
+                crow = c[i]
+                for q in range(j, n):
+                    s = np.{t}(0)
+                    for k in range(kd):
+                        s += wp[(p * kd + k) * PMR + r] * b[k, q]
+                    crow[q] = s + crow[q] if beta else s
+'''
+
+
+def with_tile(source: str, dtype: str) -> str:
+    """`source` (which includes PACKED_SOURCE) with this CPU's tile for `dtype` filled in
+    (``{t}`` is left for the kernel template)."""
+    V, MR, _ = tile_shape(dtype)
+    return source.replace("{V}", str(V)).replace("{MR}", str(MR))
+
+
+def padded_rows(m: int, dtype: str) -> int:
+    """Rows of a ``packed_gemm`` output for m rows of weights (a multiple of MR)."""
+    mr = tile_shape(dtype)[1]
+    return -(-m // mr) * mr
+
+
+def packed_size(m: int, k: int, dtype: str) -> int:
+    """Elements of the packed weights of an (m, k) matrix."""
+    return padded_rows(m, dtype) * k
