@@ -111,10 +111,12 @@ class Primitive:
         # eager dispatch plans by operand signature (see `bind`): the rules of these kinds
         # are pure functions of shapes, dtypes and params, so their results can be kept
         self.plans = {} if self.kind in _PLANNED_KINDS else None
-        self.inline = self.plans is not None and not self.is_view and self.view_if is None
         # numpy's ufunc when the impl is exactly one (ops/elementwise.py `_ufunc1/2`): then
         # an in-place method writes the result into the tensor's memory (`run_into`)
         self.ufunc = getattr(self.impl, "ufunc", None)
+        # two operands without params: the plan fast path as a closure (`_make_binary`)
+        inline = self.plans is not None and not self.is_view and self.view_if is None
+        self.binary = _make_binary(self) if inline else None
         # what autograd keeps per requires_grad pattern (autograd/node.py `_records`)
         self.records = {}
         if not self.grad_name:
@@ -210,61 +212,83 @@ def bind(prim: Primitive, *args, **params):
         tracer = trace_state.tracer
         if tracer is not None:
             return tracer.record(prim, args, params)
-    plans = prim.plans
     n = len(args)
     if n == 1:
         a = args[0]
+        plans = prim.plans
         if plans is not None and isinstance(a, Tensor) and a.device is CPU:
             return _eager_one(prim, plans, a, params)  # (what `_eager` would call)
         return _eager(prim, args, params)
-    if params or not prim.inline or n != 2:
+    if params or n != 2:
         return _eager(prim, args, params)
-    # The plan fast path (see above), inline for two operands without params: nearly every
-    # binary call. Anything unusual (another device, a new signature, a changed default
-    # dtype) goes to `_eager`.
-    a, b = args
-    if isinstance(a, Tensor):
-        x = a._data
-        if isinstance(b, Tensor):
-            y = b._data
-            key = (x.shape, a.dtype, y.shape, b.dtype)
-            grad = a._requires_grad or b._requires_grad
-            if b.device is not CPU:
+    binary = prim.binary
+    if binary is None:
+        return _eager(prim, args, params)
+    return binary(args[0], args[1])
+
+
+def _make_binary(prim: Primitive, miss=None):
+    """The plan fast path (see above) of `prim` for two operands without params: nearly
+    every binary call. A closure over the record's plans and ufunc, so a call reads them
+    as cell variables; `bind` calls it, and the Tensor operators (``a * b``) are such
+    closures themselves (tensor_operators.py), one Python call and no argument tuple and
+    dict less per operator. Anything unusual (another device, a new signature, a changed
+    default dtype) goes to ``miss(a, b, key)`` (the general path when None; an operator
+    passes its own, which first takes a numpy array operand as a tensor)."""
+    plans = prim.plans
+    if miss is None:
+        def miss(a, b, key):
+            return _eager_general(prim, (a, b), {}, key)
+
+    def binary(a, b):
+        if _tracers_active:
+            tracer = trace_state.tracer
+            if tracer is not None:
+                return tracer.record(prim, (a, b), {})
+        if isinstance(a, Tensor):
+            x = a._data
+            if isinstance(b, Tensor):
+                y = b._data
+                key = (x.shape, a.dtype, y.shape, b.dtype)
+                grad = a._requires_grad or b._requires_grad
+                if b.device is not CPU:
+                    key = None
+            else:
+                y = b
+                key = (x.shape, a.dtype, type(b))
+                grad = a._requires_grad
+            if a.device is not CPU:
                 key = None
+        elif isinstance(b, Tensor) and b.device is CPU:
+            x = a
+            y = b._data
+            key = (type(a), y.shape, b.dtype)
+            grad = b._requires_grad
         else:
-            y = b
-            key = (x.shape, a.dtype, type(b))
-            grad = a._requires_grad
-        if a.device is not CPU:
             key = None
-    elif isinstance(b, Tensor) and b.device is CPU:
-        x = a
-        y = b._data
-        key = (type(a), y.shape, b.dtype)
-        grad = b._requires_grad
-    else:
-        key = None
-    plan = plans.get(key) if key is not None else None
-    if plan is None or plan.default is not _dt._default_float:
-        return _eager_general(prim, args, params, key)
-    c0, c1 = plan.casts
-    if c0 is not None:
-        x = x.astype(c0) if x is not a else _scalar_as(x, c0)
-    if c1 is not None:
-        y = y.astype(c1) if y is not b else _scalar_as(y, c1)
-    out = None
-    if plan.big:
-        out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
-    if out is None:
-        u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
-        out = u(x, y) if u is not None else prim.impl(np, x, y)
-    onp = plan.out_np
-    if type(out) is not np.ndarray or out.dtype is not onp:
-        out = np.asarray(out, dtype=onp)
-    result = _wrap(out, plan.out_dtype, CPU)
-    if grad and plan.diff and _grad_state.enabled:
-        record_binary(prim, a, b, params, result, plan.meta)
-    return result
+        plan = plans.get(key)  # (None is never a key)
+        if plan is None or plan.default is not _dt._default_float:
+            return miss(a, b, key)
+        c0, c1 = plan.casts
+        if c0 is not None:
+            x = x.astype(c0) if x is not a else _scalar_as(x, c0)
+        if c1 is not None:
+            y = y.astype(c1) if y is not b else _scalar_as(y, c1)
+        out = None
+        if plan.big:
+            out = _vectorized.run(prim, (x, y), {}, plan.compute_np, plan.out_np, plan.out_shape)
+        if out is None:
+            u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
+            out = u(x, y) if u is not None else prim.impl(np, x, y)
+        onp = plan.out_np
+        if type(out) is not np.ndarray or out.dtype is not onp:
+            out = np.asarray(out, dtype=onp)
+        result = _wrap(out, plan.out_dtype, CPU)
+        if grad and plan.diff and _grad_state.enabled:
+            record_binary(prim, a, b, {}, result, plan.meta)
+        return result
+    binary.__name__ = binary.__qualname__ = prim.name
+    return binary
 
 
 def run_into(prim: Primitive, dst, args) -> bool:
