@@ -579,14 +579,16 @@ _NEEDS_ONE = (True,)
 
 
 def record_binary(prim, a, b, params, result, meta) -> None:
-    """make_prim_node for two operands (tensors or Python scalars)."""
+    """make_prim_node for two operands (tensors or Python scalars): nearly every recorded
+    op, so the node is made here (`_attach`'s work without its call)."""
     if prim.nondiff or _VIEWS_ACTIVE[0]:
         _record(prim, (a, b), params, result, meta)
         return
     scalars = _EMPTY
+    saved = {}
     if isinstance(a, Tensor):
-        ra = a._requires_grad and a.dtype.is_floating_point
-        if ra:
+        if a._requires_grad and a.dtype.is_floating_point:
+            ra = True
             fn = a.grad_fn
             if fn is None:
                 fn = a._accumulator
@@ -594,13 +596,13 @@ def record_binary(prim, a, b, params, result, meta) -> None:
             else:
                 ea = (fn, a._output_nr)
         else:
-            ea = _NO_EDGE
+            ra, ea = False, _NO_EDGE
     else:
         ra, ea = False, _NO_EDGE
         scalars = {0: a}
     if isinstance(b, Tensor):
-        rb = b._requires_grad and b.dtype.is_floating_point
-        if rb:
+        if b._requires_grad and b.dtype.is_floating_point:
+            rb = True
             fn = b.grad_fn
             if fn is None:
                 fn = b._accumulator
@@ -608,28 +610,41 @@ def record_binary(prim, a, b, params, result, meta) -> None:
             else:
                 eb = (fn, b._output_nr)
         else:
-            eb = _NO_EDGE
+            rb, eb = False, _NO_EDGE
     else:
         rb, eb = False, _NO_EDGE
         if scalars is _EMPTY:
             scalars = {1: b}
         else:
             scalars[1] = b
-    if meta is None:
-        meta = ((a._data.shape, a.dtype) if isinstance(a, Tensor) else None,
-                (b._data.shape, b.dtype) if isinstance(b, Tensor) else None)
     rec = prim.records.get((ra, rb))
     keep, shapes = rec if rec is not None else _records(prim, (ra, rb))
-    saved = {}
     for i in keep:
         t = b if i else a
         if isinstance(t, Tensor):
             saved[i] = (t, t._vbox[0])
-    for i in shapes:
-        t = b if i else a
-        if isinstance(t, Tensor):
-            saved[i] = SavedMeta(t)
-    _attach(prim, params, (ea, eb), saved, scalars, meta, result)
+    if shapes:
+        for i in shapes:
+            t = b if i else a
+            if isinstance(t, Tensor):
+                saved[i] = SavedMeta(t)
+    node = _new(PrimNode)
+    node.next_functions = (ea, eb)
+    node.num_outputs = 1
+    node._hooks = None
+    node._freed = False
+    node._meta = meta if meta is not None else (
+        (a._data.shape, a.dtype) if isinstance(a, Tensor) else None,
+        (b._data.shape, b.dtype) if isinstance(b, Tensor) else None)
+    node.prim = prim
+    node.params = params
+    node.saved = saved
+    node.scalars = scalars
+    result._requires_grad = True
+    result.grad_fn = node
+    if prim.save_out:
+        vbox = result._vbox
+        saved[-1] = (result._data, vbox, vbox[0], result.dtype, result.device)
 
 
 _new = object.__new__

@@ -187,6 +187,7 @@ _wrap = Tensor._wrap
 # once (which raises the record's user-facing errors; failures are never cached). So the
 # fast path is derived from the op record, not written per op.
 
+_NO_PARAMS: dict = {}  # the params of a call without any (shared: nothing writes it)
 _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 
@@ -285,7 +286,7 @@ def _make_binary(prim: Primitive, miss=None):
             out = np.asarray(out, dtype=onp)
         result = _wrap(out, plan.out_dtype, CPU)
         if grad and plan.diff and _grad_state.enabled:
-            record_binary(prim, a, b, {}, result, plan.meta)
+            record_binary(prim, a, b, _NO_PARAMS, result, plan.meta)
         return result
     binary.__name__ = binary.__qualname__ = prim.name
     return binary
