@@ -617,8 +617,11 @@ def record_binary(prim, a, b, params, result, meta) -> None:
             scalars = {1: b}
         else:
             scalars[1] = b
-    rec = prim.records.get((ra, rb))
-    keep, shapes = rec if rec is not None else _records(prim, (ra, rb))
+    k = ra + ra + rb
+    rec = prim.records2[k]
+    if rec is None:
+        rec = prim.records2[k] = _records(prim, (ra, rb))
+    keep, shapes = rec
     for i in keep:
         t = b if i else a
         if isinstance(t, Tensor):

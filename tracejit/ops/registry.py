@@ -117,8 +117,10 @@ class Primitive:
         # two operands without params: the plan fast path as a closure (`_make_binary`)
         inline = self.plans is not None and not self.is_view and self.view_if is None
         self.binary = _make_binary(self) if inline else None
-        # what autograd keeps per requires_grad pattern (autograd/node.py `_records`)
+        # what autograd keeps per requires_grad pattern (autograd/node.py `_records`); for
+        # two operands also by 2 * (a requires grad) + (b requires grad), a list index
         self.records = {}
+        self.records2 = [None] * 4
         if not self.grad_name:
             self.grad_name = _TORCH_GRAD_NAMES.get(self.name) or (
                 "".join(p.capitalize() for p in self.name.split("_")) + "Backward0")
@@ -285,7 +287,7 @@ def _make_binary(prim: Primitive, miss=None):
         if type(out) is not np.ndarray or out.dtype is not onp:
             out = np.asarray(out, dtype=onp)
         result = _wrap(out, plan.out_dtype, CPU)
-        if grad and plan.diff and _grad_state.enabled:
+        if grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
             record_binary(prim, a, b, _NO_PARAMS, result, plan.meta)
         return result
     binary.__name__ = binary.__qualname__ = prim.name
@@ -428,7 +430,7 @@ def _eager(prim: Primitive, args, params):
     result = _wrap(out, plan.out_dtype, CPU)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, args[0])
-    if grad and plan.diff and _grad_state.enabled:
+    if grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
         make_prim_node(prim, args, params, result, plan.meta)
     return result
 
@@ -469,7 +471,7 @@ def _eager_one(prim: Primitive, plans, a, params):
     result = _wrap(out, plan.out_dtype, CPU)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, a)
-    if a._requires_grad and plan.diff and _grad_state.enabled:
+    if a._requires_grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
         record_unary(prim, a, params, result, plan.meta)
     return result
 
@@ -514,7 +516,7 @@ def _eager_general(prim: Primitive, args, params, key):
     result = Tensor._wrap(out, odt, dev)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, args[0])
-    if prim.vjp is not None and odt.is_floating_point and _grad_state.enabled:
+    if prim.vjp is not None and odt.is_floating_point and (not _GRAD_OFF[0] or _grad_state.enabled):
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:
                 make_prim_node(prim, args, params, result)
@@ -630,6 +632,6 @@ def _xp(dev):
 # autograd/ imports Tensor at its top. This module imports autograd at its tail, after
 # every name the ops modules take from it is defined, because autograd's engine imports
 # ops (sum_to) in turn. The names below are read only when an op runs.
-from ..autograd.grad_mode import _state as _grad_state  # noqa: E402
+from ..autograd.grad_mode import OFF as _GRAD_OFF, _state as _grad_state  # noqa: E402
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled  # noqa: E402,F401  (jit/tracer.py)
 from ..autograd.node import make_prim_node, record_binary, record_unary  # noqa: E402
