@@ -226,7 +226,7 @@ def _with_ndarray_operand(name):
     if name in _OPERATOR_PRIMS:
         prim = getattr(_elementwise, _OPERATOR_PRIMS[name])
 
-        def miss(self, o, key):
+        def miss(self, o, key, params):
             if isinstance(o, ndarray):
                 o = _ops.as_tensor(o, device=self.device)
             return _bind(prim, self, o)

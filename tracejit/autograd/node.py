@@ -284,6 +284,8 @@ class PrimNode(Node):
             for i, v in scalars.items():
                 inputs[i] = v
         params = self.params
+        if self.prim.needs:  # (registry.py: which inputs get a gradient, for the VJP)
+            params = dict(params, needs=tuple(nxt is not None for nxt, _ in nexts))
         if params:
             result = self.prim.vjp(grads[0], out, *inputs, **params)
         else:

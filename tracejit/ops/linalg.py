@@ -135,7 +135,7 @@ def _checked(op, check):
     without a dispatch plan. A plan exists only for (shapes, dtypes) that MATMUL's rule
     accepted, which is all `check` verifies past the rank test the caller makes: the
     check's ~1 µs (four Size objects) is not paid on every product."""
-    def miss(a, b, key):
+    def miss(a, b, key, params):
         check(op, a, b)
         return bind(MATMUL, a, b)
     return _make_binary(MATMUL, miss)

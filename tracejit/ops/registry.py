@@ -20,7 +20,11 @@ flags) -> input positions`` whose values it needs, ``save_out`` for the output, 
 ``extra["meta"]`` (positions, or a function of the flags) for inputs whose shape,
 dtype and device (not values) it needs (a stand-in of zeros: ``autograd.node.shape_only``
 tells it apart, so a VJP never multiplies by it); every other input reaches the VJP as None.
-``extra["view"]`` marks ops whose output aliases input 0 (``extra["view_if"](params)``
+``extra["needs"]`` marks a VJP that takes ``needs=`` (per input: does it get a gradient?)
+from eager autograd, so it computes nothing for an input without one (``x - y`` with
+only x requiring grad: no ``neg(g)``, as PyTorch's SubBackward0 checks
+should_compute_output); its default must be all True (traced backward graphs drop unused
+gradients themselves). ``extra["view"]`` marks ops whose output aliases input 0 (``extra["view_if"](params)``
 for ops that are views only sometimes, like basic vs advanced indexing).
 
 `bind` runs a primitive: under an active tracer it records an equation, otherwise it
@@ -121,6 +125,7 @@ class Primitive:
         # two operands also by 2 * (a requires grad) + (b requires grad), a list index
         self.records = {}
         self.records2 = [None] * 4
+        self.needs = bool(self.extra.get("needs"))  # the VJP takes needs= (see the top)
         if not self.grad_name:
             self.grad_name = _TORCH_GRAD_NAMES.get(self.name) or (
                 "".join(p.capitalize() for p in self.name.split("_")) + "Backward0")
@@ -222,32 +227,32 @@ def bind(prim: Primitive, *args, **params):
         if plans is not None and isinstance(a, Tensor) and a.device is CPU:
             return _eager_one(prim, plans, a, params)  # (what `_eager` would call)
         return _eager(prim, args, params)
-    if params or n != 2:
-        return _eager(prim, args, params)
     binary = prim.binary
-    if binary is None:
+    if n != 2 or binary is None:
         return _eager(prim, args, params)
-    return binary(args[0], args[1])
+    return binary(args[0], args[1], params)
 
 
 def _make_binary(prim: Primitive, miss=None):
-    """The plan fast path (see above) of `prim` for two operands without params: nearly
-    every binary call. A closure over the record's plans and ufunc, so a call reads them
-    as cell variables; `bind` calls it, and the Tensor operators (``a * b``) are such
-    closures themselves (tensor_operators.py), one Python call and no argument tuple and
-    dict less per operator. Anything unusual (another device, a new signature, a changed
-    default dtype) goes to ``miss(a, b, key)`` (the general path when None; an operator
-    passes its own, which first takes a numpy array operand as a tensor)."""
+    """The plan fast path (see above) of `prim` for two operands: nearly every binary
+    call (the backward's ``clamp_backward(g, a, min=0)`` and ``pow_backward`` have params).
+    A closure over the record's plans, so a call reads them as a cell variable; `bind`
+    calls it, and the Tensor operators (``a * b``) are such closures themselves
+    (tensor_operators.py), one Python call and no argument tuple and dict less per
+    operator. Anything unusual (another device, a new signature, a changed default dtype,
+    a param that is not a plain constant) goes to ``miss(a, b, key, params)`` (the general
+    path when None; an operator passes its own, which first takes a numpy array operand
+    as a tensor)."""
     plans = prim.plans
     if miss is None:
-        def miss(a, b, key):
-            return _eager_general(prim, (a, b), {}, key)
+        def miss(a, b, key, params):
+            return _eager_general(prim, (a, b), params, key)
 
-    def binary(a, b):
+    def binary(a, b, params=_NO_PARAMS):
         if _tracers_active:
             tracer = trace_state.tracer
             if tracer is not None:
-                return tracer.record(prim, (a, b), {})
+                return tracer.record(prim, (a, b), params if params else {})
         if isinstance(a, Tensor):
             x = a._data
             if isinstance(b, Tensor):
@@ -269,9 +274,12 @@ def _make_binary(prim: Primitive, miss=None):
             grad = b._requires_grad
         else:
             key = None
+        if params and key is not None:
+            pkey = _param_key(params)  # (the key `_eager` makes: operands, then params)
+            key = None if pkey is None else key + pkey
         plan = plans.get(key)  # (None is never a key)
         if plan is None or plan.default is not _dt._default_float:
-            return miss(a, b, key)
+            return miss(a, b, key, params)
         c0, c1 = plan.casts
         if c0 is not None:
             x = x.astype(c0) if x is not a else _scalar_as(x, c0)
@@ -279,16 +287,19 @@ def _make_binary(prim: Primitive, miss=None):
             y = y.astype(c1) if y is not b else _scalar_as(y, c1)
         out = None
         if plan.big:
-            out = _vectorized.run(prim, (x, y), {}, plan.compute_np, plan.out_np, plan.out_shape)
+            out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
         if out is None:
-            u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
-            out = u(x, y) if u is not None else prim.impl(np, x, y)
+            if params:
+                out = prim.impl(np, x, y, **params)
+            else:
+                u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
+                out = u(x, y) if u is not None else prim.impl(np, x, y)
         onp = plan.out_np
         if type(out) is not np.ndarray or out.dtype is not onp:
             out = np.asarray(out, dtype=onp)
         result = _wrap(out, plan.out_dtype, CPU)
         if grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
-            record_binary(prim, a, b, _NO_PARAMS, result, plan.meta)
+            record_binary(prim, a, b, params, result, plan.meta)
         return result
     binary.__name__ = binary.__qualname__ = prim.name
     return binary
