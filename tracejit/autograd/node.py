@@ -581,8 +581,7 @@ _NEEDS_ONE = (True,)
 
 
 def record_binary(prim, a, b, params, result, meta) -> None:
-    """make_prim_node for two operands (tensors or Python scalars): nearly every recorded
-    op, so the node is made here (`_attach`'s work without its call)."""
+    """make_prim_node for two operands (tensors or Python scalars)."""
     if prim.nondiff or _VIEWS_ACTIVE[0]:
         _record(prim, (a, b), params, result, meta)
         return
@@ -633,23 +632,10 @@ def record_binary(prim, a, b, params, result, meta) -> None:
             t = b if i else a
             if isinstance(t, Tensor):
                 saved[i] = SavedMeta(t)
-    node = _new(PrimNode)
-    node.next_functions = (ea, eb)
-    node.num_outputs = 1
-    node._hooks = None
-    node._freed = False
-    node._meta = meta if meta is not None else (
-        (a._data.shape, a.dtype) if isinstance(a, Tensor) else None,
-        (b._data.shape, b.dtype) if isinstance(b, Tensor) else None)
-    node.prim = prim
-    node.params = params
-    node.saved = saved
-    node.scalars = scalars
-    result._requires_grad = True
-    result.grad_fn = node
-    if prim.save_out:
-        vbox = result._vbox
-        saved[-1] = (result._data, vbox, vbox[0], result.dtype, result.device)
+    if meta is None:
+        meta = ((a._data.shape, a.dtype) if isinstance(a, Tensor) else None,
+                (b._data.shape, b.dtype) if isinstance(b, Tensor) else None)
+    _attach(prim, params, (ea, eb), saved, scalars, meta, result)
 
 
 _new = object.__new__
