@@ -92,9 +92,16 @@ class SavedMeta:
         if self.device is CPU:
             # np.broadcast_to's Python-level checks cost more than the rest of a small
             # backward node; an ndarray over one zero with all strides 0 is the same view.
+            # Read-only (as the buffer it views is), so one per (shape, dtype) serves every
+            # node: a lookup instead of ~0.6 µs of building it.
             shape = self.shape
-            # (read-only, as the buffer it views is)
-            zeros = np.ndarray(shape, self.dtype.np, _zero_buffer(self.dtype.np), 0, (0,) * len(shape))
+            npd = self.dtype.np
+            key = (shape, npd)
+            zeros = _STAND_INS.get(key)
+            if zeros is None:
+                if len(_STAND_INS) >= 256:
+                    _STAND_INS.clear()
+                zeros = _STAND_INS[key] = np.ndarray(shape, npd, _zero_buffer(npd), 0, (0,) * len(shape))
             t = Tensor._wrap(zeros, self.dtype, CPU)
             if self.column_major:
                 t._column_major = True
@@ -108,6 +115,7 @@ class SavedMeta:
 
 
 _ZEROS: dict = {}
+_STAND_INS: dict = {}  # (shape, numpy dtype) -> the read-only stride-0 view over _ZEROS's zero
 
 
 def shape_only(t) -> bool:
