@@ -293,8 +293,10 @@ class PrimNode(Node):
                 inputs[i] = v
         params = self.params
         if self.prim.needs:  # (registry.py: which inputs get a gradient, for the VJP)
-            params = dict(params, needs=tuple(nxt is not None for nxt, _ in nexts))
-        if params:
+            needs = ((nexts[0][0] is not None, nexts[1][0] is not None) if len(nexts) == 2
+                     else tuple([nxt is not None for nxt, _ in nexts]))
+            result = self.prim.vjp(grads[0], out, *inputs, needs=needs, **params)
+        elif params:
             result = self.prim.vjp(grads[0], out, *inputs, **params)
         else:
             result = self.prim.vjp(grads[0], out, *inputs)
