@@ -224,9 +224,46 @@ def bind(prim: Primitive, *args, **params):
     if n == 1:
         a = args[0]
         plans = prim.plans
-        if plans is not None and isinstance(a, Tensor) and a.device is CPU:
-            return _eager_one(prim, plans, a, params)  # (what `_eager` would call)
-        return _eager(prim, args, params)
+        if plans is None or not isinstance(a, Tensor) or a.device is not CPU:
+            return _eager(prim, args, params)
+        # One CPU tensor operand, with or without params (unary ops, the shape ops and
+        # reductions every backward calls: sum's expand, matmul's permutes): the plan keyed
+        # by (shape, dtype, params), the params' check inline, here in `bind` (one Python
+        # call less per op).
+        x = a._data
+        if params:
+            for v in params.values():
+                t = type(v)
+                if t is tuple:
+                    for e in v:
+                        if type(e) not in _PARAM_TYPES:
+                            return _eager_general(prim, (a,), params, None)
+                elif t not in _PARAM_TYPES:
+                    return _eager_general(prim, (a,), params, None)
+            key = (x.shape, a.dtype, tuple(params.items()))
+        else:
+            key = (x.shape, a.dtype)
+        plan = plans.get(key)
+        if plan is None or plan.default is not _dt._default_float:
+            return _eager_general(prim, (a,), params, key)
+        c0 = plan.casts[0]
+        if c0 is not None:
+            x = x.astype(c0)
+        out = None
+        if plan.big:
+            out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
+        if out is None:
+            u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
+            out = u(x) if u is not None else prim.impl(np, x, **params)
+        onp = plan.out_np
+        if type(out) is not np.ndarray or out.dtype is not onp:
+            out = np.asarray(out, dtype=onp)
+        result = _wrap(out, plan.out_dtype, CPU)
+        if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+            _share_memory(result, a)
+        if a._requires_grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
+            record_unary(prim, a, params, result, plan.meta)
+        return result
     binary = prim.binary
     if n != 2 or binary is None:
         return _eager(prim, args, params)
@@ -409,10 +446,6 @@ def _eager(prim: Primitive, args, params):
     plans = prim.plans
     if plans is None:
         return _eager_general(prim, args, params, None)
-    if len(args) == 1:
-        a = args[0]
-        if isinstance(a, Tensor) and a.device is CPU:
-            return _eager_one(prim, plans, a, params)
     key = _signature(args)
     if key is not None and params:
         pkey = _param_key(params)
@@ -443,47 +476,6 @@ def _eager(prim: Primitive, args, params):
         _share_memory(result, args[0])
     if grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
         make_prim_node(prim, args, params, result, plan.meta)
-    return result
-
-
-def _eager_one(prim: Primitive, plans, a, params):
-    """`_eager` for one CPU tensor operand (with or without params): the shape ops,
-    reductions and unary ops with params, which every backward calls (sum's expand, the
-    reshape and permute of matmul's and view ops' VJPs). The same plan as `_eager`'s,
-    keyed by (shape, dtype, params), with the signature and the params' check inline."""
-    x = a._data
-    if params:
-        for v in params.values():
-            t = type(v)
-            if t is tuple:
-                for e in v:
-                    if type(e) not in _PARAM_TYPES:
-                        return _eager_general(prim, (a,), params, None)
-            elif t not in _PARAM_TYPES:
-                return _eager_general(prim, (a,), params, None)
-        key = (x.shape, a.dtype, tuple(params.items()))
-    else:
-        key = (x.shape, a.dtype)
-    plan = plans.get(key)
-    if plan is None or plan.default is not _dt._default_float:
-        return _eager_general(prim, (a,), params, key)
-    c0 = plan.casts[0]
-    if c0 is not None:
-        x = x.astype(c0)
-    out = None
-    if plan.big:
-        out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
-    if out is None:
-        u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
-        out = u(x) if u is not None else prim.impl(np, x, **params)
-    onp = plan.out_np
-    if type(out) is not np.ndarray or out.dtype is not onp:
-        out = np.asarray(out, dtype=onp)
-    result = _wrap(out, plan.out_dtype, CPU)
-    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
-        _share_memory(result, a)
-    if a._requires_grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
-        record_unary(prim, a, params, result, plan.meta)
     return result
 
 
