@@ -69,7 +69,9 @@ def _inverse(dims):
     return tuple(inv)
 
 
-PERMUTE = defprim("permute", lambda xp, a, dims: xp.transpose(a, dims), _permute_rule,
+# (the array's own method, numpy's or cupy's: np.transpose's Python wrapper costs 0.5 µs, the
+# method 0.14; matmul's backward permutes every weight gradient)
+PERMUTE = defprim("permute", lambda xp, a, dims: a.transpose(dims), _permute_rule,
                   lambda g, out, a, dims: (permute(g, _inverse(dims)),), kind="shape",
                   save=lambda rq: (), extra={"view": True})
 
