@@ -99,7 +99,7 @@ def _expand_impl(xp, a, shape):
             strides = tuple([0] * lead + [0 if n == 1 and m != 1 else st
                                           for n, m, st in zip(a.shape, shape[lead:], a.strides)])
         out = np.ndarray(shape, a.dtype, a, 0, strides)
-        out.flags.writeable = False
+        out.setflags(write=False)  # (half the cost of assigning flags.writeable)
         return out
     return xp.broadcast_to(a, shape)
 
