@@ -388,9 +388,13 @@ class AccumulateGrad(Node):
             old._vbox[0] += 1
             return []
         old = None  # `_exclusive` counts the references to the gradient, not to .grad
-        if t.grad is None and not create_graph and _exclusive(g):
+        if t._grad is None and not create_graph and _exclusive(g):
             # Nobody else can see this gradient's memory: take it instead of copying.
-            t.grad = g._wrap(g._data, g.dtype, g.device)  # a fresh leaf over the same memory
+            new = g._wrap(g._data, g.dtype, g.device)  # a fresh leaf over the same memory
+            if g.dtype is t.dtype and g.device is t.device and g._data.shape == t._data.shape:
+                t._grad = new  # (what the .grad setter checks, inline: 0.5 µs less per leaf)
+            else:
+                t.grad = new   # (a leaf changed since it was recorded: the setter's error)
             return []
         if t.grad is None:
             # Own the memory: a gradient may alias an array the graph still uses.
