@@ -302,9 +302,17 @@ def _sigmoid_backward_impl(xp, g, y):
 # keeps the composite's evaluation order, so results are bitwise the same.
 SIGMOID_BACKWARD = _binary("sigmoid_backward", _sigmoid_backward_impl, _sigmoid_backward_vjp,
                            lambda e, g, y: f"(({g} * {y}) * ({e.const(1.0)} - {y}))")
+
+
+_select_kernels = None  # ops/select_kernels, imported at the first ReLU backward (it loads numba)
+
+
 def _relu_backward_impl(xp, g, y):
-    from .select_kernels import relu_backward_flat
-    flat = relu_backward_flat(xp, g, y)   # one pass (a kernel) for large operands
+    global _select_kernels
+    if _select_kernels is None:  # (then kept: an import statement per call cost 0.4 µs)
+        from . import select_kernels
+        _select_kernels = select_kernels
+    flat = _select_kernels.relu_backward_flat(xp, g, y)   # one pass (a kernel) for large operands
     if flat is not None:
         return flat
     keep = y > 0
