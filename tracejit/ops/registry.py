@@ -236,7 +236,7 @@ def bind(prim: Primitive, *args, **params):
                 t = type(v)
                 if t is tuple:
                     for e in v:
-                        if type(e) not in _PARAM_TYPES:
+                        if type(e) not in _PARAM_TYPES and not _plain_tuple(e):
                             return _eager_general(prim, (a,), params, None)
                 elif t not in _PARAM_TYPES:
                     return _eager_general(prim, (a,), params, None)
@@ -428,13 +428,25 @@ def _signature(args):
 _PARAM_TYPES = (int, float, bool, str, type(None), _dt.DType)
 
 
+def _plain_tuple(t) -> bool:
+    """Whether `t` is a tuple of plain constants: the items of an index spec (getitem's
+    ``spec=(("i", 1), ("s", 0, None, 2))``), so basic indexing has a plan too."""
+    if type(t) is not tuple:
+        return False
+    for x in t:
+        if type(x) not in _PARAM_TYPES:
+            return False
+    return True
+
+
 def _param_key(params):
     """The params as part of a plan key, or None when some value is not a plain constant
-    (a plan key must neither keep arrays alive nor compare tensors with ``==``)."""
+    or a tuple of those, one level deep (a plan key must neither keep arrays alive nor
+    compare tensors with ``==``)."""
     for v in params.values():
         if type(v) is tuple:
             for x in v:
-                if type(x) not in _PARAM_TYPES:
+                if type(x) not in _PARAM_TYPES and not _plain_tuple(x):
                     return None
         elif type(v) not in _PARAM_TYPES:
             return None
