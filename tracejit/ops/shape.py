@@ -421,19 +421,31 @@ def repeat(a, *sizes):
     return reshape(contiguous(y), tuple(final))
 
 
+_reductions = None  # ops/reductions, which imports this module: bound at sum_to's first use
+
+
 def sum_to(g, shape):
     """Sum `g` over broadcast dims so it has `shape` (the central broadcast-gradient rule)."""
-    from .reductions import sum as _sum
+    global _reductions
     shape = tuple(shape)
-    lead = g.ndim - len(shape)
+    gshape = g.shape
+    lead = len(gshape) - len(shape)
     dims = list(range(lead))
     for i, d in enumerate(shape):
-        gd = g.shape[lead + i]
+        gd = gshape[lead + i]
         if isinstance(d, int) and d == 1 and not (isinstance(gd, int) and gd == 1):
             dims.append(lead + i)
     if dims:
-        g = _sum(g, tuple(dims), keepdim=True)
-    return reshape(g, shape)
+        if _reductions is None:  # (then kept: an import statement per call cost 0.4 µs)
+            from . import reductions
+            _reductions = reductions
+        # SUM and RESHAPE bound directly: the dims are valid and the element counts agree by
+        # construction (sum()'s and reshape()'s argument checks cost as much as the ops)
+        g = bind(_reductions.SUM, g, dims=tuple(dims), keepdim=True)
+        gshape = g.shape
+    if shape == tuple(gshape):
+        return g
+    return bind(RESHAPE, g, shape=shape)
 
 
 def to_device(a, device):
