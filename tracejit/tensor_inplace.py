@@ -26,8 +26,7 @@ class InPlaceMethods:
     """Holder of the in-place methods (copied onto Tensor below; never instantiated)."""
 
     def _check_inplace(self, what: str) -> None:
-        from .autograd.grad_mode import is_grad_enabled
-        if self.requires_grad and self.grad_fn is None and is_grad_enabled():
+        if self._requires_grad and self.grad_fn is None and _grad_state.enabled:
             raise RuntimeError(
                 f"{what}: a leaf tensor that requires grad is being used in an in-place operation; "
                 f"wrap the update in `with tracejit.no_grad():` (as optimizers do)")
@@ -35,9 +34,8 @@ class InPlaceMethods:
     def _assign(self, result: "Tensor", what: str) -> "Tensor":
         """Make `result` the new value of self, in self's memory."""
         self._check_inplace(what)
-        from .ops.registry import trace_state
-        if trace_state.tracer is not None:
-            return trace_state.tracer.assign(self, result, what)
+        if _trace_state.tracer is not None:
+            return _trace_state.tracer.assign(self, result, what)
         if result.dtype is not self.dtype:
             if self.dtype.category < result.dtype.category:
                 raise DTypeError(f"{what}: result type {result.dtype.name} can't be cast to the "

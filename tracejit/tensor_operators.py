@@ -13,7 +13,7 @@ from . import exactcall as _exactcall
 from .tensor import Tensor, _install_methods
 from . import ops as _ops
 from .ops import elementwise as _elementwise
-from .ops.registry import bind as _bind
+from .ops.registry import bind as _bind, _make_binary
 
 
 class OperatorMethods:
@@ -226,10 +226,13 @@ def _with_ndarray_operand(name):
     if name in _OPERATOR_PRIMS:
         prim = getattr(_elementwise, _OPERATOR_PRIMS[name])
 
-        def method(self, o):
+        def miss(self, o, key, params):
             if isinstance(o, ndarray):
                 o = _ops.as_tensor(o, device=self.device)
             return _bind(prim, self, o)
+        # The operator is the primitive's dispatch-plan fast path itself (registry.py
+        # `_make_binary`); a signature without a plan (or a numpy operand) takes `miss`.
+        method = _make_binary(prim, miss)
         method.__name__ = name
         method.__qualname__ = f"Tensor.{name}"
         return method

@@ -111,3 +111,32 @@ def test_backward_restores_grad_mode():
         assert not tj.is_grad_enabled()
     assert tj.is_grad_enabled()
     assert x.grad.tolist() == [5.0, 5.0]
+
+
+def test_grad_mode_off_in_another_thread_leaves_this_one_recording():
+    # The per-op check reads a process-wide count of threads with grad mode off before
+    # the thread-local flag: another thread's no_grad must not stop this one recording,
+    # and this thread's no_grad must stop it however many other threads record.
+    from tracejit.autograd.grad_mode import OFF
+    x = tj.ones(2, requires_grad=True)
+    start = OFF[0]
+    inside, release, seen = threading.Event(), threading.Event(), []
+
+    def worker():
+        with tj.no_grad():
+            seen.append(_records(x))
+            inside.set()
+            release.wait(10)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    assert inside.wait(10)
+    assert OFF[0] == start + 1 and _records(x)
+    with tj.no_grad():
+        assert OFF[0] == start + 2 and not _records(x)
+    release.set()
+    t.join()
+    assert seen == [False] and OFF[0] == start and _records(x)
+    with tj.set_grad_enabled(False):
+        assert not _records(x)
+    assert OFF[0] == start and _records(x)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tracejit as tj
 
@@ -96,3 +97,19 @@ def test_a_reshaped_whole_buffer_is_taken_but_a_partial_view_is_not():
     arr = x.grad.numpy()
     np.testing.assert_array_equal(arr, [2.0, 2.0, 2.0])
     assert arr.base is None                              # copied out
+
+
+def test_a_taken_gradient_still_has_to_fit_a_leaf_changed_since_recording():
+    # The exclusive gradient becomes .grad without the setter only when it matches the
+    # leaf; a leaf whose data was replaced after the graph was recorded gets the setter's
+    # error, not a .grad of the old shape.
+    x = tj.ones(2, requires_grad=True)
+    loss = (x * 2).sum()
+    x.data = tj.ones(3)
+    with pytest.raises(RuntimeError, match=r"assigned grad has float32\[2\].*float32\[3\]"):
+        loss.backward()
+    assert x.grad is None
+    y = tj.ones(2, requires_grad=True)
+    (y * 2).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [2.0, 2.0])
+    assert y.grad.shape == (2,) and y.grad.dtype is tj.float32

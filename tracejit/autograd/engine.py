@@ -14,7 +14,7 @@ import numpy as np
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import sum_to
 from ..ops.vectorized import add_into as _add_into
-from .grad_mode import _state as _grad_state
+from .grad_mode import _state as _grad_state, set_mode as _set_grad_mode
 from .node import AccumulateGrad, leaf_node
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
@@ -163,7 +163,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
 
     filtered = needed is not None
     prev_mode = _grad_state.enabled
-    _grad_state.enabled = create_graph
+    _set_grad_mode(create_graph)
     try:
         while ready:
             node = ready.pop()
@@ -223,7 +223,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
             # when the engine's buffer is its sole holder.
             outs = g = d = buf = old = grads = None
     finally:
-        _grad_state.enabled = prev_mode
+        _set_grad_mode(prev_mode)
 
     if inputs is not None:
         for i, g in enumerate(captured):

@@ -13,6 +13,23 @@ class _State(threading.local):
 
 _state = _State()
 
+# How many threads have grad mode off right now. While none has, the per-op checks
+# (ops/registry.py: ``not OFF[0] or _state.enabled``) know grad mode is on without
+# reading the thread-local (~50 ns a read, a list item ~10). Every switch goes through
+# `set_mode`; a thread that ends with grad mode off leaves the count up, which only
+# sends the checks to the thread-local again.
+OFF = [0]
+_off_lock = threading.Lock()
+
+
+def set_mode(mode) -> None:
+    """Set this thread's grad mode (every writer of ``_state.enabled`` calls this)."""
+    mode = bool(mode)
+    if mode is not _state.enabled:
+        with _off_lock:
+            OFF[0] += -1 if mode else 1
+    _state.enabled = mode
+
 
 def is_grad_enabled() -> bool:
     return _state.enabled
@@ -25,11 +42,11 @@ class _GradModeContext:
 
     def __enter__(self):
         self._prev = _state.enabled
-        _state.enabled = self._mode
+        set_mode(self._mode)
         return self
 
     def __exit__(self, *exc):
-        _state.enabled = self._prev
+        set_mode(self._prev)
         return False
 
     def __call__(self, fn):
@@ -38,11 +55,11 @@ class _GradModeContext:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             prev = _state.enabled
-            _state.enabled = mode
+            set_mode(mode)
             try:
                 return fn(*args, **kwargs)
             finally:
-                _state.enabled = prev
+                set_mode(prev)
         return wrapper
 
 
@@ -93,16 +110,16 @@ class set_grad_enabled(_GradModeContext):
             raise TypeError(f"set_grad_enabled expects a bool, got {type(mode).__name__}")
         self._prev = _state.enabled
         self._mode = mode
-        _state.enabled = mode
+        set_mode(mode)
 
     def __call__(self, fn):
         # Used as a decorator: the switch made by __init__ must not leak out.
-        _state.enabled = self._prev
+        set_mode(self._prev)
         return super().__call__(fn)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        _state.enabled = self._prev
+        set_mode(self._prev)
         return False

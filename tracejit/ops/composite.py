@@ -19,6 +19,7 @@ from . import layer_norm_prim as _ln_prim
 from .indexing import gather, getitem
 from .linalg import matmul
 from .random import rand_like
+from .registry import trace_state
 from .reductions import amax, logsumexp, mean, sum
 from .shape import permute, reshape, squeeze, unsqueeze
 from .shape import concat as _concat
@@ -125,7 +126,6 @@ def embedding(input, weight, padding_idx=None):
 
 def _check_unit_interval(op, t, name):
     """Eagerly (data is known) reject values outside [0, 1], as PyTorch does."""
-    from .registry import trace_state
     if trace_state.tracer is not None or t.numel() == 0:
         return
     lo, hi = float(t._data.min()), float(t._data.max())
@@ -136,7 +136,6 @@ def _check_unit_interval(op, t, name):
 
 def _check_index_range(op, index, n):
     """Eagerly (data is known) give a clear error for out-of-range class/row indices."""
-    from .registry import trace_state
     if trace_state.tracer is not None or index.numel() == 0:
         return
     lo, hi = int(index._data.min()), int(index._data.max())

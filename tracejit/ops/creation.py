@@ -37,7 +37,6 @@ def _infer_dtype(data, arr) -> "_dt.DType":
 
 def _untensor(x):
     """Nested lists that may hold Tensors -> nested lists of numbers."""
-    from ..tensor import Tensor
     if isinstance(x, Tensor):
         return x.tolist()
     if isinstance(x, (list, tuple)):
@@ -46,7 +45,6 @@ def _untensor(x):
 
 
 def _to_array(data, dtype, dev, copy=True):
-    from ..tensor import Tensor
     if isinstance(data, Tensor):
         arr = data._host() if dev is CPU else data._data
         dt = _dt.as_dtype(dtype) if dtype is not None else data.dtype
@@ -98,7 +96,6 @@ def _flat(x):
 
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False):
     """A new tensor holding a copy of `data` (nested lists, numbers, arrays)."""
-    from ..tensor import Tensor
     dev = as_device(device)
     arr, dt = _to_array(data, dtype, dev, copy=True)
     t = Tensor._wrap(arr, dt, dev)
@@ -109,7 +106,6 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False):
 
 def as_tensor(data, dtype=None, device=None):
     """Like tensor() but shares memory with a numpy array (or returns a Tensor) when it can."""
-    from ..tensor import Tensor
     if isinstance(data, Tensor):
         return data.to(device=device if device is not None else data.device,
                        dtype=dtype if dtype is not None else data.dtype)
@@ -120,14 +116,12 @@ def as_tensor(data, dtype=None, device=None):
 
 def from_numpy(a: np.ndarray):
     """A tensor sharing memory with `a`."""
-    from ..tensor import Tensor
     if not isinstance(a, np.ndarray):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(a).__name__}")
     return Tensor._wrap(a, _dt.as_dtype(a.dtype), CPU)
 
 
 def from_dlpack(obj):
-    from ..tensor import Tensor
     if hasattr(obj, "__dlpack_device__") and obj.__dlpack_device__()[0] != 1:  # not kDLCPU
         cp = array_module(as_device("cuda"))
         arr = cp.from_dlpack(obj)

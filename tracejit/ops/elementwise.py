@@ -105,15 +105,18 @@ def _ufunc2(name):
 # ---------------------------------------------------------------- arithmetic
 ADD = _binary("add", _ufunc2("add"), lambda g, out, a, b: (g, g),
               lambda e, a, b: f"({a} + {b})", save=_none_rq)
-SUB = _binary("sub", _ufunc2("subtract"), lambda g, out, a, b: (g, neg(g)),
-              lambda e, a, b: f"({a} - {b})", save=_none_rq)
+SUB = _binary("sub", _ufunc2("subtract"),
+              lambda g, out, a, b, needs=(True, True): (g, neg(g) if needs[1] else None),
+              lambda e, a, b: f"({a} - {b})", save=_none_rq, extra={"needs": True})
 MUL = _binary("mul", _ufunc2("multiply"),
               lambda g, out, a, b: (g * b if b is not None else None, g * a if a is not None else None),
               lambda e, a, b: f"({a} * {b})",
               save=lambda rq: _SAVE_OTHER[rq[0], rq[1]])
 DIV = _binary("div", _ufunc2("true_divide"),
-              lambda g, out, a, b: (g / b, neg(g) * out / b),
-              lambda e, a, b: f"({a} / {b})", save=lambda rq: (1,), save_out=True, int_to_float=True)
+              lambda g, out, a, b, needs=(True, True): (g / b if needs[0] else None,
+                                                        neg(g) * out / b if needs[1] else None),
+              lambda e, a, b: f"({a} / {b})", save=lambda rq: (1,), save_out=True, int_to_float=True,
+              extra={"needs": True})
 
 
 def _pow_vjp(g, out, a, b):
@@ -299,9 +302,17 @@ def _sigmoid_backward_impl(xp, g, y):
 # keeps the composite's evaluation order, so results are bitwise the same.
 SIGMOID_BACKWARD = _binary("sigmoid_backward", _sigmoid_backward_impl, _sigmoid_backward_vjp,
                            lambda e, g, y: f"(({g} * {y}) * ({e.const(1.0)} - {y}))")
+
+
+_select_kernels = None  # ops/select_kernels, imported at the first ReLU backward (it loads numba)
+
+
 def _relu_backward_impl(xp, g, y):
-    from .select_kernels import relu_backward_flat
-    flat = relu_backward_flat(xp, g, y)   # one pass (a kernel) for large operands
+    global _select_kernels
+    if _select_kernels is None:  # (then kept: an import statement per call cost 0.4 µs)
+        from . import select_kernels
+        _select_kernels = select_kernels
+    flat = _select_kernels.relu_backward_flat(xp, g, y)   # one pass (a kernel) for large operands
     if flat is not None:
         return flat
     keep = y > 0

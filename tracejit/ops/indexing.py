@@ -13,6 +13,8 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import DTypeError, ShapeError, TraceError
 from ..shapes import Sym, broadcast_shapes
+from ..tensor import Tensor
+from . import creation
 from . import index_kernels as _index_kernels
 from .native import takes as _takes
 from .registry import Aval, bind, defprim, trace_state
@@ -24,8 +26,6 @@ __all__ = ["getitem", "index_put", "gather", "scatter_add", "masked_fill",
 # ---------------------------------------------------------------- index normalization
 def _normalize(a, index):
     """-> (spec, index tensors)."""
-    from ..tensor import Tensor
-    from . import creation
     if not isinstance(index, tuple):
         index = (index,)
     tensors = []
@@ -317,7 +317,6 @@ def getitem(a, index):
 
 def index_put(a, index, value):
     spec, tensors = _normalize(a, index)
-    from ..tensor import Tensor
     if isinstance(value, Tensor) and value.dtype is not a.dtype:
         from .elementwise import cast
         value = cast(value, a.dtype)
@@ -337,7 +336,6 @@ def index_select(a, dim: int, index):
 
 
 def nonzero(a, as_tuple: bool = False):
-    from ..tensor import Tensor
     if trace_state.tracer is not None:
         raise TraceError("nonzero gives a shape that depends on the data, so it cannot be traced")
     xp = np if a.device.type == "cpu" else a._xp()

@@ -80,10 +80,12 @@ def _minmax_vjp(g, out, a, dims, keepdim):
     return (mul(mask, _keep(g, a.shape, dims, keepdim) / count),)
 
 
-AMAX = defprim("amax", lambda xp, a, dims, keepdim: xp.amax(a, axis=dims, keepdims=keepdim),
+# amax, amin, prod: the array's own method (numpy's or cupy's), the same reduction without
+# np.amax's Python wrapper (2.6 -> 1.1 µs on 16 elements; softmax and max call amax)
+AMAX = defprim("amax", lambda xp, a, dims, keepdim: a.max(axis=dims, keepdims=keepdim),
                _red_rule("amax"), _minmax_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
                extra={"combine": "max", "init": -math.inf})
-AMIN = defprim("amin", lambda xp, a, dims, keepdim: xp.amin(a, axis=dims, keepdims=keepdim),
+AMIN = defprim("amin", lambda xp, a, dims, keepdim: a.min(axis=dims, keepdims=keepdim),
                _red_rule("amin"), _minmax_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
                extra={"combine": "min", "init": math.inf})
 
@@ -103,7 +105,7 @@ def _prod_except_zero(a, dims):
     return where(eq(nzeros, 1), p, 0.0)
 
 
-PROD = defprim("prod", lambda xp, a, dims, keepdim: xp.prod(a, axis=dims, keepdims=keepdim),
+PROD = defprim("prod", lambda xp, a, dims, keepdim: a.prod(axis=dims, keepdims=keepdim),
                _red_rule("prod"), _prod_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
                extra={"combine": "mul", "init": 1.0})
 

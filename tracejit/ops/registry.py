@@ -20,7 +20,11 @@ flags) -> input positions`` whose values it needs, ``save_out`` for the output, 
 ``extra["meta"]`` (positions, or a function of the flags) for inputs whose shape,
 dtype and device (not values) it needs (a stand-in of zeros: ``autograd.node.shape_only``
 tells it apart, so a VJP never multiplies by it); every other input reaches the VJP as None.
-``extra["view"]`` marks ops whose output aliases input 0 (``extra["view_if"](params)``
+``extra["needs"]`` marks a VJP that takes ``needs=`` (per input: does it get a gradient?)
+from eager autograd, so it computes nothing for an input without one (``x - y`` with
+only x requiring grad: no ``neg(g)``, as PyTorch's SubBackward0 checks
+should_compute_output); its default must be all True (traced backward graphs drop unused
+gradients themselves). ``extra["view"]`` marks ops whose output aliases input 0 (``extra["view_if"](params)``
 for ops that are views only sometimes, like basic vs advanced indexing).
 
 `bind` runs a primitive: under an active tracer it records an equation, otherwise it
@@ -111,12 +115,17 @@ class Primitive:
         # eager dispatch plans by operand signature (see `bind`): the rules of these kinds
         # are pure functions of shapes, dtypes and params, so their results can be kept
         self.plans = {} if self.kind in _PLANNED_KINDS else None
-        self.inline = self.plans is not None and not self.is_view and self.view_if is None
         # numpy's ufunc when the impl is exactly one (ops/elementwise.py `_ufunc1/2`): then
         # an in-place method writes the result into the tensor's memory (`run_into`)
         self.ufunc = getattr(self.impl, "ufunc", None)
-        # what autograd keeps per requires_grad pattern (autograd/node.py `_records`)
+        # two operands without params: the plan fast path as a closure (`_make_binary`)
+        inline = self.plans is not None and not self.is_view and self.view_if is None
+        self.binary = _make_binary(self) if inline else None
+        # what autograd keeps per requires_grad pattern (autograd/node.py `_records`); for
+        # two operands also by 2 * (a requires grad) + (b requires grad), a list index
         self.records = {}
+        self.records2 = [None] * 4
+        self.needs = bool(self.extra.get("needs"))  # the VJP takes needs= (see the top)
         if not self.grad_name:
             self.grad_name = _TORCH_GRAD_NAMES.get(self.name) or (
                 "".join(p.capitalize() for p in self.name.split("_")) + "Backward0")
@@ -185,6 +194,7 @@ _wrap = Tensor._wrap
 # once (which raises the record's user-facing errors; failures are never cached). So the
 # fast path is derived from the op record, not written per op.
 
+_NO_PARAMS: dict = {}  # the params of a call without any (shared: nothing writes it)
 _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 
@@ -210,61 +220,126 @@ def bind(prim: Primitive, *args, **params):
         tracer = trace_state.tracer
         if tracer is not None:
             return tracer.record(prim, args, params)
-    plans = prim.plans
     n = len(args)
     if n == 1:
         a = args[0]
-        if plans is not None and isinstance(a, Tensor) and a.device is CPU:
-            return _eager_one(prim, plans, a, params)  # (what `_eager` would call)
-        return _eager(prim, args, params)
-    if params or not prim.inline or n != 2:
-        return _eager(prim, args, params)
-    # The plan fast path (see above), inline for two operands without params: nearly every
-    # binary call. Anything unusual (another device, a new signature, a changed default
-    # dtype) goes to `_eager`.
-    a, b = args
-    if isinstance(a, Tensor):
+        plans = prim.plans
+        if plans is None or not isinstance(a, Tensor) or a.device is not CPU:
+            return _eager(prim, args, params)
+        # One CPU tensor operand, with or without params (unary ops, the shape ops and
+        # reductions every backward calls: sum's expand, matmul's permutes): the plan keyed
+        # by (shape, dtype, params), the params' check inline, here in `bind` (one Python
+        # call less per op).
         x = a._data
-        if isinstance(b, Tensor):
-            y = b._data
-            key = (x.shape, a.dtype, y.shape, b.dtype)
-            grad = a._requires_grad or b._requires_grad
-            if b.device is not CPU:
-                key = None
+        if params:
+            for v in params.values():
+                t = type(v)
+                if t is tuple:
+                    for e in v:
+                        if type(e) not in _PARAM_TYPES and not _plain_tuple(e):
+                            return _eager_general(prim, (a,), params, None)
+                elif t not in _PARAM_TYPES:
+                    return _eager_general(prim, (a,), params, None)
+            key = (x.shape, a.dtype, tuple(params.items()))
         else:
-            y = b
-            key = (x.shape, a.dtype, type(b))
-            grad = a._requires_grad
-        if a.device is not CPU:
+            key = (x.shape, a.dtype)
+        plan = plans.get(key)
+        if plan is None or plan.default is not _dt._default_float:
+            return _eager_general(prim, (a,), params, key)
+        c0 = plan.casts[0]
+        if c0 is not None:
+            x = x.astype(c0)
+        out = None
+        if plan.big:
+            out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
+        if out is None:
+            u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
+            out = u(x) if u is not None else prim.impl(np, x, **params)
+        onp = plan.out_np
+        if type(out) is not np.ndarray or out.dtype is not onp:
+            out = np.asarray(out, dtype=onp)
+        result = _wrap(out, plan.out_dtype, CPU)
+        if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+            _share_memory(result, a)
+        if a._requires_grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
+            record_unary(prim, a, params, result, plan.meta)
+        return result
+    binary = prim.binary
+    if n != 2 or binary is None:
+        return _eager(prim, args, params)
+    return binary(args[0], args[1], params)
+
+
+def _make_binary(prim: Primitive, miss=None):
+    """The plan fast path (see above) of `prim` for two operands: nearly every binary
+    call (the backward's ``clamp_backward(g, a, min=0)`` and ``pow_backward`` have params).
+    A closure over the record's plans, so a call reads them as a cell variable; `bind`
+    calls it, and the Tensor operators (``a * b``) are such closures themselves
+    (tensor_operators.py), one Python call and no argument tuple and dict less per
+    operator. Anything unusual (another device, a new signature, a changed default dtype,
+    a param that is not a plain constant) goes to ``miss(a, b, key, params)`` (the general
+    path when None; an operator passes its own, which first takes a numpy array operand
+    as a tensor)."""
+    plans = prim.plans
+    if miss is None:
+        def miss(a, b, key, params):
+            return _eager_general(prim, (a, b), params, key)
+
+    def binary(a, b, params=_NO_PARAMS):
+        if _tracers_active:
+            tracer = trace_state.tracer
+            if tracer is not None:
+                return tracer.record(prim, (a, b), params if params else {})
+        if isinstance(a, Tensor):
+            x = a._data
+            if isinstance(b, Tensor):
+                y = b._data
+                key = (x.shape, a.dtype, y.shape, b.dtype)
+                grad = a._requires_grad or b._requires_grad
+                if b.device is not CPU:
+                    key = None
+            else:
+                y = b
+                key = (x.shape, a.dtype, type(b))
+                grad = a._requires_grad
+            if a.device is not CPU:
+                key = None
+        elif isinstance(b, Tensor) and b.device is CPU:
+            x = a
+            y = b._data
+            key = (type(a), y.shape, b.dtype)
+            grad = b._requires_grad
+        else:
             key = None
-    elif isinstance(b, Tensor) and b.device is CPU:
-        x = a
-        y = b._data
-        key = (type(a), y.shape, b.dtype)
-        grad = b._requires_grad
-    else:
-        key = None
-    plan = plans.get(key) if key is not None else None
-    if plan is None or plan.default is not _dt._default_float:
-        return _eager_general(prim, args, params, key)
-    c0, c1 = plan.casts
-    if c0 is not None:
-        x = x.astype(c0) if x is not a else _scalar_as(x, c0)
-    if c1 is not None:
-        y = y.astype(c1) if y is not b else _scalar_as(y, c1)
-    out = None
-    if plan.big:
-        out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
-    if out is None:
-        u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
-        out = u(x, y) if u is not None else prim.impl(np, x, y)
-    onp = plan.out_np
-    if type(out) is not np.ndarray or out.dtype is not onp:
-        out = np.asarray(out, dtype=onp)
-    result = _wrap(out, plan.out_dtype, CPU)
-    if grad and plan.diff and _grad_state.enabled:
-        record_binary(prim, a, b, params, result, plan.meta)
-    return result
+        if params and key is not None:
+            pkey = _param_key(params)  # (the key `_eager` makes: operands, then params)
+            key = None if pkey is None else key + pkey
+        plan = plans.get(key)  # (None is never a key)
+        if plan is None or plan.default is not _dt._default_float:
+            return miss(a, b, key, params)
+        c0, c1 = plan.casts
+        if c0 is not None:
+            x = x.astype(c0) if x is not a else _scalar_as(x, c0)
+        if c1 is not None:
+            y = y.astype(c1) if y is not b else _scalar_as(y, c1)
+        out = None
+        if plan.big:
+            out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
+        if out is None:
+            if params:
+                out = prim.impl(np, x, y, **params)
+            else:
+                u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
+                out = u(x, y) if u is not None else prim.impl(np, x, y)
+        onp = plan.out_np
+        if type(out) is not np.ndarray or out.dtype is not onp:
+            out = np.asarray(out, dtype=onp)
+        result = _wrap(out, plan.out_dtype, CPU)
+        if grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
+            record_binary(prim, a, b, params, result, plan.meta)
+        return result
+    binary.__name__ = binary.__qualname__ = prim.name
+    return binary
 
 
 def run_into(prim: Primitive, dst, args) -> bool:
@@ -353,13 +428,25 @@ def _signature(args):
 _PARAM_TYPES = (int, float, bool, str, type(None), _dt.DType)
 
 
+def _plain_tuple(t) -> bool:
+    """Whether `t` is a tuple of plain constants: the items of an index spec (getitem's
+    ``spec=(("i", 1), ("s", 0, None, 2))``), so basic indexing has a plan too."""
+    if type(t) is not tuple:
+        return False
+    for x in t:
+        if type(x) not in _PARAM_TYPES:
+            return False
+    return True
+
+
 def _param_key(params):
     """The params as part of a plan key, or None when some value is not a plain constant
-    (a plan key must neither keep arrays alive nor compare tensors with ``==``)."""
+    or a tuple of those, one level deep (a plan key must neither keep arrays alive nor
+    compare tensors with ``==``)."""
     for v in params.values():
         if type(v) is tuple:
             for x in v:
-                if type(x) not in _PARAM_TYPES:
+                if type(x) not in _PARAM_TYPES and not _plain_tuple(x):
                     return None
         elif type(v) not in _PARAM_TYPES:
             return None
@@ -371,10 +458,6 @@ def _eager(prim: Primitive, args, params):
     plans = prim.plans
     if plans is None:
         return _eager_general(prim, args, params, None)
-    if len(args) == 1:
-        a = args[0]
-        if isinstance(a, Tensor) and a.device is CPU:
-            return _eager_one(prim, plans, a, params)
     key = _signature(args)
     if key is not None and params:
         pkey = _param_key(params)
@@ -403,49 +486,8 @@ def _eager(prim: Primitive, args, params):
     result = _wrap(out, plan.out_dtype, CPU)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, args[0])
-    if grad and plan.diff and _grad_state.enabled:
+    if grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
         make_prim_node(prim, args, params, result, plan.meta)
-    return result
-
-
-def _eager_one(prim: Primitive, plans, a, params):
-    """`_eager` for one CPU tensor operand (with or without params): the shape ops,
-    reductions and unary ops with params, which every backward calls (sum's expand, the
-    reshape and permute of matmul's and view ops' VJPs). The same plan as `_eager`'s,
-    keyed by (shape, dtype, params), with the signature and the params' check inline."""
-    x = a._data
-    if params:
-        for v in params.values():
-            t = type(v)
-            if t is tuple:
-                for e in v:
-                    if type(e) not in _PARAM_TYPES:
-                        return _eager_general(prim, (a,), params, None)
-            elif t not in _PARAM_TYPES:
-                return _eager_general(prim, (a,), params, None)
-        key = (x.shape, a.dtype, tuple(params.items()))
-    else:
-        key = (x.shape, a.dtype)
-    plan = plans.get(key)
-    if plan is None or plan.default is not _dt._default_float:
-        return _eager_general(prim, (a,), params, key)
-    c0 = plan.casts[0]
-    if c0 is not None:
-        x = x.astype(c0)
-    out = None
-    if plan.big:
-        out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
-    if out is None:
-        u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
-        out = u(x) if u is not None else prim.impl(np, x, **params)
-    onp = plan.out_np
-    if type(out) is not np.ndarray or out.dtype is not onp:
-        out = np.asarray(out, dtype=onp)
-    result = _wrap(out, plan.out_dtype, CPU)
-    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
-        _share_memory(result, a)
-    if a._requires_grad and plan.diff and _grad_state.enabled:
-        record_unary(prim, a, params, result, plan.meta)
     return result
 
 
@@ -489,7 +531,7 @@ def _eager_general(prim: Primitive, args, params, key):
     result = Tensor._wrap(out, odt, dev)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, args[0])
-    if prim.vjp is not None and odt.is_floating_point and _grad_state.enabled:
+    if prim.vjp is not None and odt.is_floating_point and (not _GRAD_OFF[0] or _grad_state.enabled):
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:
                 make_prim_node(prim, args, params, result)
@@ -605,6 +647,6 @@ def _xp(dev):
 # autograd/ imports Tensor at its top. This module imports autograd at its tail, after
 # every name the ops modules take from it is defined, because autograd's engine imports
 # ops (sum_to) in turn. The names below are read only when an op runs.
-from ..autograd.grad_mode import _state as _grad_state  # noqa: E402
+from ..autograd.grad_mode import OFF as _GRAD_OFF, _state as _grad_state  # noqa: E402
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled  # noqa: E402,F401  (jit/tracer.py)
 from ..autograd.node import make_prim_node, record_binary, record_unary  # noqa: E402

@@ -69,7 +69,9 @@ def _inverse(dims):
     return tuple(inv)
 
 
-PERMUTE = defprim("permute", lambda xp, a, dims: xp.transpose(a, dims), _permute_rule,
+# (the array's own method, numpy's or cupy's: np.transpose's Python wrapper costs 0.5 µs, the
+# method 0.14; matmul's backward permutes every weight gradient)
+PERMUTE = defprim("permute", lambda xp, a, dims: a.transpose(dims), _permute_rule,
                   lambda g, out, a, dims: (permute(g, _inverse(dims)),), kind="shape",
                   save=lambda rq: (), extra={"view": True})
 
@@ -97,7 +99,7 @@ def _expand_impl(xp, a, shape):
             strides = tuple([0] * lead + [0 if n == 1 and m != 1 else st
                                           for n, m, st in zip(a.shape, shape[lead:], a.strides)])
         out = np.ndarray(shape, a.dtype, a, 0, strides)
-        out.flags.writeable = False
+        out.setflags(write=False)  # (half the cost of assigning flags.writeable)
         return out
     return xp.broadcast_to(a, shape)
 
@@ -419,19 +421,31 @@ def repeat(a, *sizes):
     return reshape(contiguous(y), tuple(final))
 
 
+_reductions = None  # ops/reductions, which imports this module: bound at sum_to's first use
+
+
 def sum_to(g, shape):
     """Sum `g` over broadcast dims so it has `shape` (the central broadcast-gradient rule)."""
-    from .reductions import sum as _sum
+    global _reductions
     shape = tuple(shape)
-    lead = g.ndim - len(shape)
+    gshape = g.shape
+    lead = len(gshape) - len(shape)
     dims = list(range(lead))
     for i, d in enumerate(shape):
-        gd = g.shape[lead + i]
+        gd = gshape[lead + i]
         if isinstance(d, int) and d == 1 and not (isinstance(gd, int) and gd == 1):
             dims.append(lead + i)
     if dims:
-        g = _sum(g, tuple(dims), keepdim=True)
-    return reshape(g, shape)
+        if _reductions is None:  # (then kept: an import statement per call cost 0.4 µs)
+            from . import reductions
+            _reductions = reductions
+        # SUM and RESHAPE bound directly: the dims are valid and the element counts agree by
+        # construction (sum()'s and reshape()'s argument checks cost as much as the ops)
+        g = bind(_reductions.SUM, g, dims=tuple(dims), keepdim=True)
+        gshape = g.shape
+    if shape == tuple(gshape):
+        return g
+    return bind(RESHAPE, g, shape=shape)
 
 
 def to_device(a, device):
