@@ -557,3 +557,30 @@ def test_tier0_runs_as_eager_code_does():
         todo.extend(n for n, *_ in getattr(node, "next_functions", ()))
     assert any("UnbindSteps" in n for n in names), names
     assert tj.compiler.wait(f, timeout=WAIT_S)
+
+
+def test_hint_records_cpu_time_not_the_waits(monkeypatch):
+    """The figures a run leaves for the next process (tierhints.py) are CPU seconds of
+    the threads that did the work: a tier-0 call that waited (for a core, the GIL; a
+    sleep here) records what it ran, so a busy machine cannot make the next processes
+    load every kernel in their first call."""
+    import time as _time
+    from tracejit.compiler import tierhints
+    real = tiers.Tier0.__call__
+
+    def waiting(self, ins):
+        _time.sleep(0.6)            # off-CPU, as a call behind other processes waits
+        return real(self, ins)
+    monkeypatch.setattr(tiers.Tier0, "__call__", waiting)
+    step = _step(1.6796875)
+    f = tj.trace(step, compile="background")
+    x, w = _args(6)
+    first = _loss_and_grad(f, x, w)
+    (ex,) = [e.executor for e in f._entries]
+    assert ex._tier0_s >= 0.6                   # the wall time, waits included
+    assert ex._tier0_cpu_s < 0.3 < ex._tier0_s
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    assert _loss_and_grad(f, x, w)[0] == pytest.approx(first[0], rel=1e-5)
+    hint = tierhints.read(ex._graph_key())
+    assert hint is not None and hint["tier0_s"] == pytest.approx(ex._tier0_cpu_s)
+    assert 0 < hint["load_s"] and not tierhints.prefer_loading(hint)

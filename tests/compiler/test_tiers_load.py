@@ -183,7 +183,7 @@ def test_hint_keeps_the_least_of_each_figure(tmp_path, monkeypatch):
     from tracejit.compiler import tierhints
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "c"))
     tierhints.write("k", 0.2, 0.8)
-    tierhints.write("k", 0.77, 0.83)      # a slow tier-0 call: would say "load at once"
+    tierhints.write("k", 0.9, 0.83)       # a slow tier-0 call: would say "load at once"
     assert tierhints.read("k") == {"tier0_s": 0.2, "load_s": 0.8}
     assert not tierhints.prefer_loading(tierhints.read("k"))
     tierhints.write("k", 5.0, 0.5)        # loads got cheaper: the least of each

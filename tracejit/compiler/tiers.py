@@ -223,8 +223,15 @@ class TieredExecutor(Executor):
         self._serial_specs: list = []
         self._n_serial = 0
         self._stage1 = True  # False for fn.compile: the caller waits for the full program anyway
-        self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time:
-        self._load_s = 0.0         # recorded for the next process (tierhints.py)
+        self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time
+        self._load_s = 0.0         # (wall: logs, bench_tiers)
+        # The same as CPU time of the thread each ran on, recorded for the next process
+        # (tierhints.py): a wall figure counts the waits for a core and for the GIL, which
+        # follow the machine's load, not the work (a Transformer step's tier-0 call read
+        # 1.14 s at load 5 where its thread ran 0.46 s, and the hint then made the next
+        # processes load every kernel in their first call).
+        self._tier0_cpu_s = None
+        self._load_cpu_s = 0.0
         self._hint_key = None
         self._prestarted = False    # the workers were started ahead (no on-disk record)
         self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
@@ -281,11 +288,12 @@ class TieredExecutor(Executor):
             if self._load_at_once(ins):
                 return self.program(ins)
             self.start(ins)
-            t0, began = time.perf_counter(), time.monotonic()
+            t0, began, c0 = time.perf_counter(), time.monotonic(), time.thread_time()
             try:
                 out = self.tier0(ins)
             finally:
                 self._tier0_s = time.perf_counter() - t0
+                self._tier0_cpu_s = time.thread_time() - c0
                 self._go_at = max(began + _GO_AFTER_S,
                                   time.monotonic() + _GO_AFTER_TIER0 * self._tier0_s)
             return out
@@ -546,10 +554,11 @@ class TieredExecutor(Executor):
                 # Load it now, while the workers compile the rest (a load is a few ms of
                 # the main process; the switch then waits only for the last job).
                 try:
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.thread_time()
                     with gilshare.shorter_switches():
                         kern.get(lay, par)
                     self._load_s += time.perf_counter() - t0
+                    self._load_cpu_s += time.thread_time() - c0
                 except Exception as exc:
                     self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             if k == self._n_serial and k and not self._failure and not self._serial.is_set() \
@@ -570,7 +579,7 @@ class TieredExecutor(Executor):
             tierhints.mark_on_disk(self._graph_key())
 
     def _load(self) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             with gilshare.shorter_switches():
                 for kern, layouts, parallel in self.variants:
@@ -579,6 +588,7 @@ class TieredExecutor(Executor):
             self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             return
         self._load_s += time.perf_counter() - t0
+        self._load_cpu_s += time.thread_time() - c0
         log.info("%s: %d kernels loaded in %.3f s (in the background)", self.name,
                  len(self.variants), time.perf_counter() - t0)
 
@@ -638,11 +648,11 @@ class TieredExecutor(Executor):
         return out
 
     def _finish_switch(self):
-        if self._tier0_s is not None and self._hint_key:
-            # For the next process (tierhints.py). A cold run's load time overlaps compiles
-            # and the GIL with the caller's calls: it overstates a warm load, on the side
-            # of keeping tier 0.
-            tierhints.write(self._hint_key, self._tier0_s, self._load_s)
+        if self._tier0_cpu_s is not None and self._hint_key:
+            # For the next process (tierhints.py), in CPU seconds of the threads that did
+            # the work. A cold run's loads are each a job's load: the same work as a warm
+            # process's.
+            tierhints.write(self._hint_key, self._tier0_cpu_s, self._load_cpu_s)
         self.state = "compiled"
         self._serial_program = None  # its kernels stay loaded (shared sources); its plans go
         entry = self.entry
