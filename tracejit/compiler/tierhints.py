@@ -7,7 +7,8 @@ against 0.5-0.7 s for numba's import and the loads), the wrong one when it is no
 LSTM whose eager step costs 20 s loads its kernels in 2-3 s). Which one holds is only
 known after a run, so a run records both figures, keyed by the captured graph's text, in
 ``<cache root>/hints/<key>.json``; the next process's first call loads the kernels at
-once when its tier-0 call took longer than the loads. Both are CPU seconds of the thread
+once when its tier-0 call took longer than the loads (what such a first call does: plan,
+import numba, load; at least `NUMBA_IMPORT_CPU_S` for the import). Both are CPU seconds of the thread
 that did the work (``time.thread_time``), not wall time: on a busy machine a call's wall
 time is mostly waiting for a core (a Transformer step's tier-0 call: 1.14 s wall, 0.46 s
 CPU at load 5), and a wall hint from one busy run made every later process load its
@@ -42,6 +43,12 @@ __all__ = ["key", "read", "write", "prefer_loading", "any_prefers_loading", "mar
 
 _DIR = "hints"
 LOAD_MARK = "load-first"   # in <root>/hints: some graph's hint prefers loading
+# numba's import in CPU seconds (0.17-0.18 s measured here, .pyc files written): a first
+# call that loads its kernels at once pays it; the hint's load figure counts at least this
+# much for it, since a background thread often finds numba imported by another thread (an
+# eager kernel's loader) and its loads alone then read 65 ms for the Transformer step,
+# whose tier-0 call (0.30 s CPU on a busy machine) then looked the slower.
+NUMBA_IMPORT_CPU_S = 0.15
 
 
 def key(graph, grad_mode: bool) -> str:

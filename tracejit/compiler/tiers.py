@@ -232,6 +232,8 @@ class TieredExecutor(Executor):
         # processes load every kernel in their first call).
         self._tier0_cpu_s = None
         self._load_cpu_s = 0.0
+        self._numba_cpu_s = 0.0    # numba's import, when this thread made it
+        self._plan_cpu_s = 0.0     # planning (a first call that loads at once plans too)
         self._hint_key = None
         self._prestarted = False    # the workers were started ahead (no on-disk record)
         self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
@@ -389,14 +391,17 @@ class TieredExecutor(Executor):
         self._wait_for_go()
         try:
             from . import workers  # (after the wait: the import is not the first call's)
+            self._import_numba()
             if not self._planned and not tierhints.on_disk(self._graph_key()):
                 # Probably a cold compile: the workers start (1-3 s) while we plan.
                 workers.prestart()
                 self._prestarted = True
             if not self._planned:
                 # (shorter GIL switches while this thread runs Python: gilshare.py)
+                c0 = time.thread_time()
                 with _planning, gilshare.shorter_switches():
                     self._plan()
+                self._plan_cpu_s = time.thread_time() - c0
             if not self._failure and not self.jobs:
                 with gilshare.shorter_switches():
                     self._submit()
@@ -410,6 +415,17 @@ class TieredExecutor(Executor):
         finally:
             self._submit_done.set()
             self._ready.set()
+
+    def _import_numba(self) -> None:
+        """Import numba here, timed apart from the loads: a first call that loads its
+        kernels at once pays the import too, which the hint must count (tierhints.py)."""
+        import sys
+        if "numba" in sys.modules:
+            return   # (another thread did it: the hint counts tierhints' estimate instead)
+        c0 = time.thread_time()
+        with gilshare.shorter_switches():
+            import numba  # noqa: F401
+        self._numba_cpu_s = time.thread_time() - c0
 
     def _plan(self, prestart: bool = True) -> None:
         from . import diskcache, workers
@@ -652,7 +668,10 @@ class TieredExecutor(Executor):
             # For the next process (tierhints.py), in CPU seconds of the threads that did
             # the work. A cold run's loads are each a job's load: the same work as a warm
             # process's.
-            tierhints.write(self._hint_key, self._tier0_cpu_s, self._load_cpu_s)
+            # The load figure is what a first call that loads at once does: plan, import
+            # numba, load.
+            tierhints.write(self._hint_key, self._tier0_cpu_s, self._plan_cpu_s + self._load_cpu_s
+                            + max(self._numba_cpu_s, tierhints.NUMBA_IMPORT_CPU_S))
         self.state = "compiled"
         self._serial_program = None  # its kernels stay loaded (shared sources); its plans go
         entry = self.entry
