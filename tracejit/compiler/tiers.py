@@ -391,17 +391,19 @@ class TieredExecutor(Executor):
         self._wait_for_go()
         try:
             from . import workers  # (after the wait: the import is not the first call's)
-            self._import_numba()
             if not self._planned and not tierhints.on_disk(self._graph_key()):
                 # Probably a cold compile: the workers start (1-3 s) while we plan.
                 workers.prestart()
                 self._prestarted = True
             if not self._planned:
                 # (shorter GIL switches while this thread runs Python: gilshare.py)
-                c0 = time.thread_time()
                 with _planning, gilshare.shorter_switches():
+                    # (numba's import under _planning too: os.fork waits for that lock, so a
+                    # child never inherits a half-done import)
+                    self._import_numba()
+                    c0 = time.thread_time()
                     self._plan()
-                self._plan_cpu_s = time.thread_time() - c0
+                    self._plan_cpu_s = time.thread_time() - c0
             if not self._failure and not self.jobs:
                 with gilshare.shorter_switches():
                     self._submit()
@@ -423,8 +425,7 @@ class TieredExecutor(Executor):
         if "numba" in sys.modules:
             return   # (another thread did it: the hint counts tierhints' estimate instead)
         c0 = time.thread_time()
-        with gilshare.shorter_switches():
-            import numba  # noqa: F401
+        import numba  # noqa: F401
         self._numba_cpu_s = time.thread_time() - c0
 
     def _plan(self, prestart: bool = True) -> None:
