@@ -24,6 +24,10 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
 - ``warm_disk``: first step of a fresh process whose cache a cold run filled, in both
   modes (``warm_disk_background``, ``warm_disk_sync``); the cache comes from the
   ``sync_cold`` probe, or from an extra sync run when that probe is not selected.
+  Steps 2..10 of the background process are timed against the eager probe's (wall and
+  CPU), and steps 1..10 in all: the eager process pays numba's import and its eager
+  kernels' loads in its first step (from the warm cache too with ``--warm-cache``),
+  the background process in its later steps' threads.
 
 Every figure depends on the load of the machine: the table prints ``uptime`` with them;
 compare figures of one run only.
@@ -82,7 +86,7 @@ def probe(name: str) -> dict:
         step()
         out["first_s"] = time.perf_counter() - t
         out["first_cpu_s"] = time.thread_time() - c
-        ts = _walls(step, STEPS_AFTER)
+        ts = _walls(step, STEPS_AFTER, out)
         out["steps_after_s"] = ts   # steps 2..N (N = 1 + STEPS_AFTER)
         out["step_s"] = sorted(ts)[len(ts) // 2]
         return out
@@ -102,7 +106,7 @@ def probe(name: str) -> dict:
     if name == "warm_disk":
         # Steps 2..N as they come (a background process plans, imports numba and loads
         # its kernels meanwhile): against the eager probe's steps 2..N.
-        out["steps_after_s"] = _walls(step, STEPS_AFTER)
+        out["steps_after_s"] = _walls(step, STEPS_AFTER, out)
     if os.environ.get("BENCH_FIRST_ONLY") and name == "background_cold":
         return out
     if name == "background_wait":  # the same, but the caller waits instead of training on
@@ -157,12 +161,19 @@ def probe(name: str) -> dict:
 STEPS_AFTER = 9   # steps 2..10 of the eager and warm_disk probes
 
 
-def _walls(step, n: int) -> list:
+def _walls(step, n: int, out: dict | None = None) -> list:
+    """`n` steps' wall times; `out` gets the CPU time they took: the calling thread's
+    (``after_cpu_s``) and the whole process's (``after_proc_cpu_s``: a background
+    process's loader threads too), figures the machine's load changes less than walls."""
     ts = []
+    c, pc = time.thread_time(), time.process_time()
     for _ in range(n):
         t = time.perf_counter()
         step()
         ts.append(time.perf_counter() - t)
+    if out is not None:
+        out["after_cpu_s"] = time.thread_time() - c
+        out["after_proc_cpu_s"] = time.process_time() - pc
     return ts
 
 
@@ -261,7 +272,10 @@ def _uptime() -> str:
 def run_step(step: str, probes: tuple) -> dict:
     res = {"load_before": _uptime()}
     if "eager" in probes:
-        res["eager"] = _run(step, "eager", _private_dir(), "sync")
+        eager_cache = _private_dir()
+        if WARM_CACHE:   # its eager kernels (ops/native.py) load from disk, as the warm process's do
+            shutil.copytree(os.path.join(WARM_CACHE, step), eager_cache, dirs_exist_ok=True)
+        res["eager"] = _run(step, "eager", eager_cache, "sync")
     sync_cache = None
     if "sync_cold" in probes:
         sync_cache = _private_dir()
@@ -339,6 +353,20 @@ def report(step: str, res: dict) -> None:
         ref = f"; eager {sum(e['steps_after_s']) * 1e3:.0f} ms" if e and "steps_after_s" in e else ""
         print(f"  steps 2..{n + 1} of the warm background process, wall in all: "
               f"{later[0]:.0f} / {later[1]:.0f} ms{ref}")
+        cpu = [(res[f"warm_disk_background_{k}"].get("after_cpu_s"),
+                res[f"warm_disk_background_{k}"].get("after_proc_cpu_s")) for k in (1, 2)]
+        if all(a is not None for a, _ in cpu):
+            eref = (f"; eager {e['after_cpu_s'] * 1e3:.0f} / {e['after_proc_cpu_s'] * 1e3:.0f} ms"
+                    if e and "after_cpu_s" in e else "")
+            print(f"  the same steps' CPU, calling thread / whole process: "
+                  f"{cpu[0][0] * 1e3:.0f} / {cpu[0][1] * 1e3:.0f} and {cpu[1][0] * 1e3:.0f} / "
+                  f"{cpu[1][1] * 1e3:.0f} ms{eref}")
+        if e and "steps_after_s" in e:
+            # The eager process pays numba's import and its eager kernels' loads in its
+            # first step; the background process moves them to its later steps' threads.
+            total = [res[f"warm_disk_background_{k}"]["first_s"] * 1e3 + later[k - 1] for k in (1, 2)]
+            print(f"  steps 1..{n + 1} in all, wall: background {total[0]:.0f} / {total[1]:.0f} ms, "
+                  f"eager {(e['first_s'] + sum(e['steps_after_s'])) * 1e3:.0f} ms")
     if b:
         print(f"  cold first step, parts: {_parts(b)}")
 

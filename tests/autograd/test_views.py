@@ -109,3 +109,43 @@ def test_older_view_as_backward_root():
             mine = t.grad.numpy()
         else:
             np.testing.assert_allclose(mine, t.grad.numpy())
+
+
+@pytest.fixture
+def views_checked():
+    """Views checked at each use, as after any in-place write under autograd."""
+    from tracejit.autograd import views
+    old = views.ACTIVE[0]
+    views.ACTIVE[0] = True
+    yield
+    views.ACTIVE[0] = old
+
+
+def test_function_made_views_keep_their_node_after_an_in_place_write_elsewhere(views_checked):
+    """Once any in-place write under autograd has happened in the process, views are checked
+    at each use; a view a `Function` made (unbind_steps' slices) whose base was never
+    written keeps its one node, and one whose base was written gets the write's values."""
+    from tracejit.jit.loops import unbind_steps
+    x = np.arange(12.0).reshape(2, 3, 2) + 1
+    t = tj.tensor(x, requires_grad=True)
+    a, b, c = unbind_steps(t * 1.0, 1)
+    node = a.grad_fn
+    assert type(node).__name__ == "FunctionNode"
+    out = (a.tanh() * b + c).sum()
+    assert a.grad_fn is node and b.grad_fn is node and c.grad_fn is node  # not regathered
+    out.backward()
+    a_, b_, c_ = x[:, 0], x[:, 1], x[:, 2]
+    np.testing.assert_allclose(t.grad.numpy()[:, 0], (1 - np.tanh(a_) ** 2) * b_, rtol=1e-12)
+    np.testing.assert_allclose(t.grad.numpy()[:, 1], np.tanh(a_), rtol=1e-12)
+    np.testing.assert_allclose(t.grad.numpy()[:, 2], 1.0)
+    # written in place after the cut: the older slice is regathered from the new values
+    # (PyTorch refuses this for unbind's views; the values say what it must be: v = s**2)
+    s = tj.tensor(x, requires_grad=True)
+    h = s * 1.0
+    v = unbind_steps(h, 1)[0]
+    h.mul_(s)
+    (v * v).sum().backward()
+    assert type(v.grad_fn).__name__ != "FunctionNode"
+    want = np.zeros_like(x)
+    want[:, 0] = 4 * x[:, 0] ** 3
+    np.testing.assert_allclose(s.grad.numpy(), want, rtol=1e-12)

@@ -512,3 +512,77 @@ def test_first_call_skips_the_hint_key_unless_a_hint_prefers_loading(monkeypatch
     finally:
         if os.path.exists(mark):
             os.remove(mark)
+
+
+def test_tier0_runs_as_eager_code_does():
+    """Tier 0 lets values go after their last use and cuts a value taken apart by int
+    selects with one node (as eager attention's q, k, v): same values and gradients as the
+    plain interpreter, and the cut's backward is one stack, not index_adds."""
+    from tracejit.jit.interpreter import interpret, last_uses
+
+    def fn(x, w):
+        y = (x @ w).reshape(16, 2, 4)
+        return (y[:, 0].tanh() * y[:, 1] + y[:, 0]).sum()
+    f = tj.trace(fn, compile="background")
+    x, w = _args(5)
+    eager = _loss_and_grad(fn, x, w)
+    first = _loss_and_grad(f, x, w)
+    (entry,) = f.entries
+    tier0 = entry.executor.tier0
+    assert isinstance(tier0, tiers.Tier0)
+    graph = tier0.graph
+    assert len(tier0._steps) == 2     # the two selects of y along axis 1
+    drops = last_uses(graph)
+    assert sum(len(d) for d in drops) > 0
+    kept = set(graph.outputs)
+    assert not any(v in kept for d in drops for v in d)
+    assert first[0] == pytest.approx(eager[0], rel=1e-6)
+    np.testing.assert_allclose(first[1], eager[1], rtol=1e-6, atol=1e-7)
+    # the same graph through the plain interpreter: the same loss and gradient
+    w.grad = None
+    (plain,) = interpret(graph, [x, w])
+    plain.backward()
+    assert float(plain) == pytest.approx(first[0], rel=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), first[1], rtol=1e-6, atol=1e-7)
+    # the cut is one autograd node (its backward stacks the slices' gradients)
+    w.grad = None
+    (out,) = tier0([x, w])
+    names, todo, seen = set(), [out.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.add(getattr(getattr(node, "fn_cls", None), "__name__", type(node).__name__))
+        todo.extend(n for n, *_ in getattr(node, "next_functions", ()))
+    assert any("UnbindSteps" in n for n in names), names
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+
+
+def test_hint_records_cpu_time_not_the_waits(monkeypatch):
+    """The figures a run leaves for the next process (tierhints.py) are CPU seconds of
+    the threads that did the work: a tier-0 call that waited (for a core, the GIL; a
+    sleep here) records what it ran, so a busy machine cannot make the next processes
+    load every kernel in their first call."""
+    import time as _time
+    from tracejit.compiler import tierhints
+    real = tiers.Tier0.__call__
+
+    def waiting(self, ins):
+        _time.sleep(0.6)            # off-CPU, as a call behind other processes waits
+        return real(self, ins)
+    monkeypatch.setattr(tiers.Tier0, "__call__", waiting)
+    step = _step(1.6796875)
+    f = tj.trace(step, compile="background")
+    x, w = _args(6)
+    first = _loss_and_grad(f, x, w)
+    (ex,) = [e.executor for e in f._entries]
+    assert ex._tier0_s >= 0.6                   # the wall time, waits included
+    assert ex._tier0_cpu_s < 0.3 < ex._tier0_s
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    assert _loss_and_grad(f, x, w)[0] == pytest.approx(first[0], rel=1e-5)
+    hint = tierhints.read(ex._graph_key())
+    assert hint is not None and hint["tier0_s"] == pytest.approx(ex._tier0_cpu_s)
+    # the load figure: planning, numba's import (at least its estimate) and the loads
+    assert hint["load_s"] >= tierhints.NUMBA_IMPORT_CPU_S + ex._load_cpu_s
+    assert not tierhints.prefer_loading(hint)

@@ -183,7 +183,7 @@ def test_hint_keeps_the_least_of_each_figure(tmp_path, monkeypatch):
     from tracejit.compiler import tierhints
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "c"))
     tierhints.write("k", 0.2, 0.8)
-    tierhints.write("k", 0.77, 0.83)      # a slow tier-0 call: would say "load at once"
+    tierhints.write("k", 0.9, 0.83)       # a slow tier-0 call: would say "load at once"
     assert tierhints.read("k") == {"tier0_s": 0.2, "load_s": 0.8}
     assert not tierhints.prefer_loading(tierhints.read("k"))
     tierhints.write("k", 5.0, 0.5)        # loads got cheaper: the least of each
@@ -194,3 +194,16 @@ def test_hint_keeps_the_least_of_each_figure(tmp_path, monkeypatch):
     assert tierhints.prefer_loading(tierhints.read("k2"))
     assert tierhints.any_prefers_loading()       # now first calls look their hint up
 
+
+
+def test_a_close_call_stays_on_tier0(tmp_path, monkeypatch):
+    """A first call loads at once only when tier 0 cost LOAD_MARGIN times the loads: a
+    process that loads at once never measures tier 0 again, so a close call must not
+    decide for every later process."""
+    from tracejit.compiler import tierhints
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "c"))
+    tierhints.write("k", 0.291, 0.287)    # the Transformer step on a busy machine
+    assert not tierhints.prefer_loading(tierhints.read("k"))
+    assert not tierhints.any_prefers_loading()
+    tierhints.write("k3", 0.30, 0.14)
+    assert tierhints.prefer_loading(tierhints.read("k3"))

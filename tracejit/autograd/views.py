@@ -92,20 +92,40 @@ def _regather(view, base, idx) -> None:
     _DERIVED[new_view.grad_fn] = base.grad_fn
 
 
+_FRESH_WALK = 64  # nodes `_is_fresh` looks at before it calls a view stale
+
+
 def _is_fresh(view, base) -> bool:
+    """Whether `view`'s history derives from `base`'s current one.
+
+    The walk goes back from the view's grad_fn through view primitives (their first edge)
+    and through nodes that are not primitives (a `Function`'s node, a compiled call's
+    node: every edge), which make views too -- `unbind_steps`' slices of attention's
+    q/k/v, a compiled program returning a view of its input. It stops at any other
+    primitive. Reaching base's current grad_fn proves freshness: an in-place write gives
+    the base a new node, made after the view, which the view's history cannot reach. A
+    walk that stopped at the first non-view node called every `Function`-made view stale
+    once any in-place write had happened in the process, and re-gathered it from its
+    base at each use (a pytest run after one setitem test turned tier 0's one-node q/k/v
+    cut back into reshape/getitem/reshape chains)."""
     node = view.grad_fn
     target = base.grad_fn
     if target is None or node is None:
         return True  # a leaf base (never written in place under autograd) or no history
-    while True:
+    todo, seen = [node], set()
+    while todo and len(seen) < _FRESH_WALK:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
         if node is target or _DERIVED.get(node) is target:
             return True
+        seen.add(id(node))
         prim = getattr(node, "prim", None)
-        if prim is None or not (prim.is_view or (prim.view_if is not None and prim.view_if(node.params))):
-            return False
-        node = node.next_functions[0][0]
-        if node is None:
-            return False
+        if prim is None:
+            todo.extend(n for n, *_ in getattr(node, "next_functions", ()))
+        elif prim.is_view or (prim.view_if is not None and prim.view_if(node.params)):
+            todo.append(node.next_functions[0][0])
+    return False
 
 
 def refresh_stale_view(view) -> None:

@@ -65,6 +65,7 @@ Environment (read at every call): ``TRACEJIT_CACHE=0`` turns the disk cache off;
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -84,7 +85,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import envflags
-from . import cacheload, cacheroot, importclosure, llvmopts
+from . import cacheload, cacheroot, gilshare, importclosure, llvmopts
 from .buildfacts import versions as _versions  # a module global: tests patch it
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
@@ -134,17 +135,30 @@ def load_module(source: str, *, name_hint: str = "kernel",
             _stats["memory_hits"] += 1
             _cache_log.debug("memory hit: %s", name_hint)
             return module
-        key = _key(source, llvm_options)
-        modname = f"{_PACKAGE}.{_identifier(name_hint)}_{key[:20]}"
-        root = cache_dir()
-        with llvmopts.applied(llvm_options):
-            module = _load_via_disk(root, key, source, modname) if root is not None else None
-            if module is None:
-                _cache_log.info("compiling %s in memory (disk cache off or unusable)", modname)
-                module = _exec_module(source, modname, f"<tracejit {modname}>", cache=False)
-                _stats["compiles"] += 1
+        with _switches():
+            key = _key(source, llvm_options)
+            modname = f"{_PACKAGE}.{_identifier(name_hint)}_{key[:20]}"
+            root = cache_dir()
+            with llvmopts.applied(llvm_options):
+                module = _load_via_disk(root, key, source, modname) if root is not None else None
+                if module is None:
+                    _cache_log.info("compiling %s in memory (disk cache off or unusable)", modname)
+                    module = _exec_module(source, modname, f"<tracejit {modname}>", cache=False)
+                    _stats["compiles"] += 1
         _memory[(source, llvm_options)] = module
         return module
+
+
+def _switches():
+    """Shorter GIL switches (gilshare.py) while a thread other than the main one loads:
+    the eager kernels' loader threads (ops/native.py, ops/vectorized.py) import numba and
+    load entries there, 0.3-1 s of Python beside the user's steps, whose every numpy or
+    BLAS call then waits up to the 5 ms default interval to get the GIL back. (The main
+    thread loading -- sync mode -- has no one to share with; the tier loader already
+    holds a shorter interval, and nested blocks count.)"""
+    if threading.current_thread() is threading.main_thread():
+        return contextlib.nullcontext()
+    return gilshare.shorter_switches()
 
 
 def entry_path(source: str, llvm_options: tuple[str, ...] = ()) -> Path | None:

@@ -7,7 +7,12 @@ against 0.5-0.7 s for numba's import and the loads), the wrong one when it is no
 LSTM whose eager step costs 20 s loads its kernels in 2-3 s). Which one holds is only
 known after a run, so a run records both figures, keyed by the captured graph's text, in
 ``<cache root>/hints/<key>.json``; the next process's first call loads the kernels at
-once when its tier-0 call took longer than the loads.
+once when its tier-0 call took longer than the loads (what such a first call does: plan,
+import numba, load; at least `NUMBA_IMPORT_CPU_S` for the import). Both are CPU seconds of the thread
+that did the work (``time.thread_time``), not wall time: on a busy machine a call's wall
+time is mostly waiting for a core (a Transformer step's tier-0 call: 1.14 s wall, 0.46 s
+CPU at load 5), and a wall hint from one busy run made every later process load its
+kernels in the first call (numba's import alone is 0.3-0.5 s: past the 0.25 s goal).
 
 Such a hint is rare (the benchmark steps all prefer tier 0), and finding a graph's one
 costs its key (the graph's text, hashed: 1-5 ms of the first call): a marker file
@@ -38,6 +43,14 @@ __all__ = ["key", "read", "write", "prefer_loading", "any_prefers_loading", "mar
 
 _DIR = "hints"
 LOAD_MARK = "load-first"   # in <root>/hints: some graph's hint prefers loading
+# numba's import in CPU seconds (0.17-0.18 s measured here, .pyc files written): a first
+# call that loads its kernels at once pays it; the hint's load figure counts at least this
+# much for it, since a background thread often finds numba imported by another thread (an
+# eager kernel's loader) and its loads alone then read 65 ms for the Transformer step,
+# whose tier-0 call (0.30 s CPU on a busy machine) then looked the slower.
+NUMBA_IMPORT_CPU_S = 0.15
+# How much more a tier-0 call must cost than the loads for a first call to load at once.
+LOAD_MARGIN = 2.0
 
 
 def key(graph, grad_mode: bool) -> str:
@@ -105,10 +118,14 @@ def write(k: str, tier0_s: float, load_s: float) -> None:
 
 def prefer_loading(hint: Optional[dict]) -> bool:
     """Whether a first call should load the kernels at once rather than run tier 0."""
-    # `load_s` was measured in a thread competing with the tier-0 calls for the GIL and the
-    # cores (about twice a load's cost alone), and the calls after a tier-0 first call run
-    # on tier 0 too until the loads are done: load when tier 0 took over half of it.
-    return hint is not None and hint["tier0_s"] > 0.5 * hint["load_s"]
+    # CPU seconds both (write): the waits for the GIL and the cores that inflated a load
+    # measured in wall time beside the tier-0 calls are not in them. The first call loads
+    # only when its tier-0 call costs `LOAD_MARGIN` times the loads: a process that loads
+    # at once makes no tier-0 call, so its hint is never measured again, and a close call
+    # (the Transformer step at load 3-4: tier 0 0.291 s, loads 0.287 s; tier 0 is 0.11 s
+    # on a quiet machine) must stay on tier 0. The cases the hint is for differ by far
+    # more (an LSTM whose eager step took 20 s against 2-3 s of loads).
+    return hint is not None and hint["tier0_s"] > LOAD_MARGIN * hint["load_s"]
 
 
 def any_prefers_loading() -> bool:

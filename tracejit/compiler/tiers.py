@@ -128,20 +128,61 @@ def background_possible(program: Any) -> bool:
 
 
 class Tier0(Interpreted):
-    """The IR interpreter, letting each value go after its last use (as the eager code it
-    stands for does): holding every intermediate until the graph ends made the
-    Transformer step's tier-0 call fault in ~3,000 more fresh pages (12 MB) than the
-    eager forward, and keeps that memory from being reused by the next call."""
+    """The IR interpreter, run as the eager code it stands for would run:
+
+    - each value goes after its last use: holding every intermediate until the graph
+      ended made the Transformer step's tier-0 call fault in ~3,000 more fresh pages
+      (12 MB) than the eager forward, and kept that memory from the next call;
+    - a value cut into all its slices along one axis by int selects (attention's packed
+      q, k, v: ``getitem`` x3 in the graph) is cut by one `unbind_steps` node, as eager
+      attention does: its backward is one ``stack``, where three getitem nodes made three
+      full-size zero tensors and ``index_add``s (9-12 ms of the Transformer's tier-0 step
+      against eager's 3 ms). Same values either way."""
 
     def __init__(self, graph):
         super().__init__(graph)
         self._drops = None
+        self._steps = None
 
     def __call__(self, ins: list) -> list:
         drops = self._drops
         if drops is None:
             drops = self._drops = last_uses(self.graph)
-        return interpret(self.graph, ins, drops=drops)
+            self._steps = _unbind_steps(self.graph)
+        return interpret(self.graph, ins, drops=drops, steps=self._steps)
+
+
+def _unbind_steps(graph) -> Optional[dict]:
+    """`interpret`'s ``steps`` for the getitems that select every index of one axis of a
+    value once (jit/slice_grads.py's blocks), or None when there are none."""
+    from ..jit.ir import Var
+    from ..jit.slice_grads import _block   # (the one definition of "a block of a value")
+    cuts: dict = {}
+    for i, e in enumerate(graph.eqns):
+        if e.prim.name == "getitem":
+            blk = _block(e)
+            if blk is not None and blk[3]:
+                cuts.setdefault(e.inputs[0], []).append((blk[0], blk[1], i))
+    steps = {}
+    for v, sel in cuts.items():
+        axis = sel[0][0]
+        d = v.aval.shape[axis] if isinstance(v, Var) else None
+        if all(a == axis for a, _, _ in sel) and sorted(k for _, k, _ in sel) == list(range(d or 0)) \
+                and d:
+            for _, k, i in sel:
+                steps[i] = _unbound(v, axis, k)
+    return steps or None
+
+
+def _unbound(v, axis: int, k: int):
+    from ..jit.loops import unbind_steps
+
+    def step(vals, state):
+        parts = state.get(v)
+        if parts is None:
+            parts = state[v] = unbind_steps(vals[0], axis)
+        return [parts[k]]
+    return step
 
 
 class TieredExecutor(Executor):
@@ -182,8 +223,17 @@ class TieredExecutor(Executor):
         self._serial_specs: list = []
         self._n_serial = 0
         self._stage1 = True  # False for fn.compile: the caller waits for the full program anyway
-        self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time:
-        self._load_s = 0.0         # recorded for the next process (tierhints.py)
+        self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time
+        self._load_s = 0.0         # (wall: logs, bench_tiers)
+        # The same as CPU time of the thread each ran on, recorded for the next process
+        # (tierhints.py): a wall figure counts the waits for a core and for the GIL, which
+        # follow the machine's load, not the work (a Transformer step's tier-0 call read
+        # 1.14 s at load 5 where its thread ran 0.46 s, and the hint then made the next
+        # processes load every kernel in their first call).
+        self._tier0_cpu_s = None
+        self._load_cpu_s = 0.0
+        self._numba_cpu_s = 0.0    # numba's import, when this thread made it
+        self._plan_cpu_s = 0.0     # planning (a first call that loads at once plans too)
         self._hint_key = None
         self._prestarted = False    # the workers were started ahead (no on-disk record)
         self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
@@ -240,11 +290,12 @@ class TieredExecutor(Executor):
             if self._load_at_once(ins):
                 return self.program(ins)
             self.start(ins)
-            t0, began = time.perf_counter(), time.monotonic()
+            t0, began, c0 = time.perf_counter(), time.monotonic(), time.thread_time()
             try:
                 out = self.tier0(ins)
             finally:
                 self._tier0_s = time.perf_counter() - t0
+                self._tier0_cpu_s = time.thread_time() - c0
                 self._go_at = max(began + _GO_AFTER_S,
                                   time.monotonic() + _GO_AFTER_TIER0 * self._tier0_s)
             return out
@@ -347,7 +398,12 @@ class TieredExecutor(Executor):
             if not self._planned:
                 # (shorter GIL switches while this thread runs Python: gilshare.py)
                 with _planning, gilshare.shorter_switches():
+                    # (numba's import under _planning too: os.fork waits for that lock, so a
+                    # child never inherits a half-done import)
+                    self._import_numba()
+                    c0 = time.thread_time()
                     self._plan()
+                    self._plan_cpu_s = time.thread_time() - c0
             if not self._failure and not self.jobs:
                 with gilshare.shorter_switches():
                     self._submit()
@@ -361,6 +417,16 @@ class TieredExecutor(Executor):
         finally:
             self._submit_done.set()
             self._ready.set()
+
+    def _import_numba(self) -> None:
+        """Import numba here, timed apart from the loads: a first call that loads its
+        kernels at once pays the import too, which the hint must count (tierhints.py)."""
+        import sys
+        if "numba" in sys.modules:
+            return   # (another thread did it: the hint counts tierhints' estimate instead)
+        c0 = time.thread_time()
+        import numba  # noqa: F401
+        self._numba_cpu_s = time.thread_time() - c0
 
     def _plan(self, prestart: bool = True) -> None:
         from . import diskcache, workers
@@ -505,10 +571,11 @@ class TieredExecutor(Executor):
                 # Load it now, while the workers compile the rest (a load is a few ms of
                 # the main process; the switch then waits only for the last job).
                 try:
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.thread_time()
                     with gilshare.shorter_switches():
                         kern.get(lay, par)
                     self._load_s += time.perf_counter() - t0
+                    self._load_cpu_s += time.thread_time() - c0
                 except Exception as exc:
                     self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             if k == self._n_serial and k and not self._failure and not self._serial.is_set() \
@@ -529,7 +596,7 @@ class TieredExecutor(Executor):
             tierhints.mark_on_disk(self._graph_key())
 
     def _load(self) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             with gilshare.shorter_switches():
                 for kern, layouts, parallel in self.variants:
@@ -538,6 +605,7 @@ class TieredExecutor(Executor):
             self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             return
         self._load_s += time.perf_counter() - t0
+        self._load_cpu_s += time.thread_time() - c0
         log.info("%s: %d kernels loaded in %.3f s (in the background)", self.name,
                  len(self.variants), time.perf_counter() - t0)
 
@@ -597,11 +665,14 @@ class TieredExecutor(Executor):
         return out
 
     def _finish_switch(self):
-        if self._tier0_s is not None and self._hint_key:
-            # For the next process (tierhints.py). A cold run's load time overlaps compiles
-            # and the GIL with the caller's calls: it overstates a warm load, on the side
-            # of keeping tier 0.
-            tierhints.write(self._hint_key, self._tier0_s, self._load_s)
+        if self._tier0_cpu_s is not None and self._hint_key:
+            # For the next process (tierhints.py), in CPU seconds of the threads that did
+            # the work. A cold run's loads are each a job's load: the same work as a warm
+            # process's.
+            # The load figure is what a first call that loads at once does: plan, import
+            # numba, load.
+            tierhints.write(self._hint_key, self._tier0_cpu_s, self._plan_cpu_s + self._load_cpu_s
+                            + max(self._numba_cpu_s, tierhints.NUMBA_IMPORT_CPU_S))
         self.state = "compiled"
         self._serial_program = None  # its kernels stay loaded (shared sources); its plans go
         entry = self.entry

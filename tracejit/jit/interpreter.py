@@ -40,10 +40,14 @@ def eval_params(params: dict, syms: dict) -> dict:
     return {k: (v if isinstance(v, Graph) else _eval(v, syms)) for k, v in params.items()}
 
 
-def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=None) -> list:
+def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=None,
+              steps=None) -> list:
     """Run `graph` on `args` (Tensors / numbers). `record(eqn, outs)` observes each step.
     `drops` (from `last_uses(graph)`) lets each value go after its last use, as eager
-    code's temporaries do; without it every value lives until the graph ends."""
+    code's temporaries do; without it every value lives until the graph ends. `steps`
+    maps an equation's index to ``fn(vals, state) -> outs`` run in place of its primitive
+    (same values; `state` is one dict per call), e.g. to give its outputs the autograd
+    graph eager code makes."""
     env: dict = {}
     for v, a in zip(graph.inputs, args):
         if type(a) in _PY_SCALARS:
@@ -60,12 +64,15 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=N
             return v.evaluate(syms) if type(v) is Sym else v
         return env[a]
 
+    state: dict = {}
     for i, e in enumerate(graph.eqns):
         vals = [read(a) for a in e.inputs]
         params = e.params
         if syms and any(contains_sym(p) for p in params.values()):
             params = eval_params(params, syms)
-        if e.prim.kind == "control":
+        if steps is not None and i in steps:
+            outs = steps[i](vals, state)
+        elif e.prim.kind == "control":
             outs = _CONTROL[e.prim.name](e, vals, syms)
         else:
             outs = [bind(e.prim, *vals, **params)]
