@@ -226,26 +226,17 @@ def _serial_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
 
 
 def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
-    """A ``prange`` over lanes, one per chunk of rows, that share the chunks: lane ``l``
-    runs the first unclaimed chunks of ``l, l-1, ..., l+1`` (cyclically). Each thread's
-    lanes thus run their own chunks first and then take over, from the far end, the
-    chunks of a thread that has not started (its core held by a spinning BLAS worker
-    after a GEMM): a late thread costs no more than running on one thread, where the
-    static split of numba's prange waited for it (MLP step on 2 numba threads: row kernels
-    1.25-2x their one-thread time). Claims are plain stores (numba has no atomics): two
-    lanes that claim a chunk at once both run it and write the same values. Each lane has
-    its own row buffers and (backward) float64 sums of the weight/bias gradients over its
-    chunk, copied to the chunk's partial sums when it is done and added in chunk order
-    after: results depend neither on the thread count nor on which lane ran a chunk."""
+    """A ``prange`` over chunks of rows; each chunk has its own row buffers and (backward)
+    its own float64 partial sums of the weight/bias gradients, added in chunk order after."""
     e, cs = rg.eqn, rg.col_sum
     backward = e.prim.name == "layer_norm_backward"
     rows = row_kernels.ROWS if backward else CHUNK_ROWS
-    out = [f"    nchunk = max(1, min({CHUNKS}, m // {rows}))", "    claim = np.zeros(nchunk, np.uint8)"]
+    out = [f"    nchunk = max(1, min({CHUNKS}, m // {rows}))"]
     sums = 3 if cs is not None else 2
     if backward:
-        out.append(f"    part = np.empty((nchunk, {sums}, cols), np.float64)")
-    out.append("    for lane in prange(nchunk):")
-    # Buffers allocated per lane (numba gives each thread its own): as views of one shared
+        out.append(f"    part = np.zeros((nchunk, {sums}, cols), np.float64)")
+    out += ["    for ch in prange(nchunk):", "        lo = ch * m // nchunk", "        hi = (ch + 1) * m // nchunk"]
+    # Buffers allocated per chunk (numba gives each thread its own): as views of one shared
     # array LLVM could not tell them apart from the rows written, and the backward's
     # accumulation loops stopped vectorizing (1.03 against 0.86 ms serial, 256x1024).
     if rg.x_pro is not None:
@@ -257,26 +248,15 @@ def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
     names = ["dwb", "dbb", "dxsb"][:sums]
     if backward:
         out += [f"        {nm} = np.zeros(cols, np.{dt})" for nm in names]
-        out.append(f"        csum = np.empty(({sums}, cols), np.float64)")
-    out += ["        for v in range(nchunk):",
-            "            ch = (lane - v + nchunk) % nchunk",
-            "            if claim[ch] != 0:",
-            "                continue",
-            "            claim[ch] = 1",
-            "            lo = ch * m // nchunk",
-            "            hi = (ch + 1) * m // nchunk"]
-    if backward:
-        out += ["            for k in range(cols):"] + [f"                csum[{q}, k] = 0.0" for q in range(sums)]
-    out += ["            for i in range(lo, hi):", "\n".join("        " + x if x else x for x in rowtext.split("\n"))]
+    out += ["        for i in range(lo, hi):", "\n".join("    " + x if x else x for x in rowtext.split("\n"))]
     if not backward:
         return out
     # the eager kernel's blocks of ROWS rows (counted from the chunk's first row), each
-    # added to the chunk's float64 sums
-    out += [f"                if (i - lo) % {row_kernels.ROWS} == {row_kernels.ROWS - 1} or i == hi - 1:",
-            "                    for k in range(cols):"]
+    # added to the chunk's float64 partial sums
+    out += [f"            if (i - lo) % {row_kernels.ROWS} == {row_kernels.ROWS - 1} or i == hi - 1:",
+            "                for k in range(cols):"]
     for q, nm in enumerate(names):
-        out += [f"                        csum[{q}, k] += {nm}[k]", f"                        {nm}[k] = 0"]
-    out += ["            for k in range(cols):"] + [f"                part[ch, {q}, k] = csum[{q}, k]" for q in range(sums)]
+        out += [f"                    part[ch, {q}, k] += {nm}[k]", f"                    {nm}[k] = 0"]
     j = idx_out[e.out]
     out += ["    for k in range(cols):"]
     out += [f"        acc{q} = 0.0" for q in range(sums)]
