@@ -151,9 +151,7 @@ def stream_min(nest: LoopNest, parallel: bool):
     float32 blocked sum) streaming its outputs through 1024-element buffers took 9.9-12.5
     ms against 9.7-10.1 ms with ordinary stores (4M float32, one thread, min of 48 calls
     alternating in one process, load 2.3-3.0): no gain to pay for a second loop form."""
-    if not parallel or not nest.flat or not nest.outputs:
-        return None
-    if nest.reduction is not None and not nest.reduction.block_dtype:
+    if not parallel or not nest.flat or not nest.outputs or nest.reduction is not None:
         return None
     per_element = sum(np.dtype(op.dtype).itemsize for op in nest.operands if op.layout == "flat")
     per_element += sum(np.dtype(o.dtype).itemsize for o in nest.outputs)
@@ -342,36 +340,21 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list
                 f"{IND}nchunk = min(64, max(1, nb // 16))",
                 f"{IND}partial = np.empty(nchunk, {acc_np})",
                 f"{IND}for c in {loop}(nchunk):",
-                f"{IND * 2}acc = {init}"]
-        if stream is not None:
-            # From `stream` elements on, each block's outputs are computed into buffers
-            # on the stack and streamed to memory (as blocked_map, with blocks of B)
-            body[0:0] = [f"{IND}stream = n >= {stream}  # streaming stores from this size on (ntstores.py)"]
-            body += [line for o in nest.outputs for line in (
-                f"{IND * 2}buf{o.m} = stack_buffer({o.array}, {B})",
-                f"{IND * 2}t{o.m} = buf{o.m} if stream else {o.array}")]
-        body += [f"{IND * 2}for b in range(c * nb // nchunk, (c + 1) * nb // nchunk):",
-                 f"{IND * 3}bs = b * {B}",
-                 f"{IND * 3}be = min(bs + {B}, n)",
-                 f"{IND * 3}bacc = {_np_type(red.block_dtype)}(0.0)"]
-        if stream is not None:
-            body.append(f"{IND * 3}off = bs if stream else 0")
-        body += [f"{IND * 3}for i in range(bs, be):",
-                 # Unsigned index: numba wraps a signed index that may be negative
-                 # (a[i + len] if i < 0); LLVM cannot prove bs >= 0, and on AVX-512 it
-                 # then vectorized this loop with gathers and scatters, 3x slower (the
-                 # GELU loss kernel at 2.8x the bandwidth bound; 0.9x with this).
-                 f"{IND * 4}u = np.uintp(i)"]
-        if stream is not None:
-            body.append(f"{IND * 4}w = np.uintp(i - off)")
-        body += elem(IND * 4, "u", "w" if stream is not None else None)
-        body += [f"{IND * 4}bacc += {red.value}"]
-        if stream is not None:
-            body += _stream_flush(nest, IND * 3, "bs", "be")
-        body += [f"{IND * 3}acc += {acc_np}(bacc)",
+                f"{IND * 2}acc = {init}",
+                f"{IND * 2}for b in range(c * nb // nchunk, (c + 1) * nb // nchunk):",
+                f"{IND * 3}bs = b * {B}",
+                f"{IND * 3}be = min(bs + {B}, n)",
+                f"{IND * 3}bacc = {_np_type(red.block_dtype)}(0.0)",
+                f"{IND * 3}for i in range(bs, be):",
+                # Unsigned index: numba wraps a signed index that may be negative
+                # (a[i + len] if i < 0); LLVM cannot prove bs >= 0, and on AVX-512 it
+                # then vectorized this loop with gathers and scatters, 3x slower (the
+                # GELU loss kernel at 2.8x the bandwidth bound; 0.9x with this).
+                f"{IND * 4}u = np.uintp(i)"]
+        body += elem(IND * 4, "u")
+        body += [f"{IND * 4}bacc += {red.value}",
+                 f"{IND * 3}acc += {acc_np}(bacc)",
                  f"{IND * 2}partial[c] = acc"]
-        if stream is not None:
-            body += [f"{IND * 2}if stream:", f"{IND * 3}stream_fence()"]
         return body + _fold_partials("nchunk", red)
     body = [f"{IND}nchunk = min(64, max(1, n // 4096))",
             f"{IND}partial = np.empty(nchunk, {acc_np})",
