@@ -202,14 +202,22 @@ def test_parallel_variant_above_the_parallel_threshold(monkeypatch):
     from tracejit.threads import PARALLEL_MIN
     monkeypatch.setattr(codegen_rows, "ROW_PARALLEL_MIN", 0)
     assert 200 * 96 >= PARALLEL_MIN and codegen_rows.parallel_min() == PARALLEL_MIN
-    x, b, w, c = T(200, 96, seed=11), T(96, seed=12), T(96, seed=13), T(96, seed=14)
+    for kern in _layer_row_kernels(200, 96, seed=11):
+        assert list(kern.variants) == [((), True)]
+        assert "prange(nchunk)" in kern.sources[((), True)]
+
+
+def _layer_row_kernels(rows: int, cols: int, seed: int) -> list:
+    """The forward and backward row kernels of a compiled `mlp_layer` of (rows, cols),
+    after checking its values and gradients."""
+    x, b, w, c = T(rows, cols, seed=seed), T(cols, seed=seed + 1), T(cols, seed=seed + 2), T(cols, seed=seed + 3)
     cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
     fwd, bwd, _ = _train(cf)
+    out = []
     for plan in (fwd, bwd):
         (rg,) = _rows(plan)
-        kern = [k for k in plan.kernels if getattr(k, "group", None) is rg][0]
-        assert list(kern.variants) == [((), True)], plan.source
-        assert "prange(nchunk)" in kern.sources[((), True)]
+        out.append([k for k in plan.kernels if getattr(k, "group", None) is rg][0])
+    return out
 
 
 def test_row_kernels_after_a_gemm_run_serially_below_row_parallel_min():
@@ -218,13 +226,8 @@ def test_row_kernels_after_a_gemm_run_serially_below_row_parallel_min():
     from tracejit.compiler import codegen_rows
     from tracejit.threads import PARALLEL_MIN
     assert PARALLEL_MIN <= 256 * 1024 < codegen_rows.parallel_min()
-    x, b, w, c = T(256, 1024, seed=21), T(1024, seed=22), T(1024, seed=23), T(1024, seed=24)
-    cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
-    fwd, bwd, _ = _train(cf)
-    for plan in (fwd, bwd):
-        (rg,) = _rows(plan)
-        kern = [k for k in plan.kernels if getattr(k, "group", None) is rg][0]
-        assert list(kern.variants) == [((), False)], plan.source
+    for kern in _layer_row_kernels(256, 1024, seed=21):
+        assert list(kern.variants) == [((), False)]
 
 
 def test_epilogue_reading_a_value_computed_from_the_output_stays_a_group():
