@@ -192,21 +192,42 @@ def test_dynamic_batch_reuses_the_kernel():
     assert len(fwd.kernels[0].variants) == 1
 
 
-def test_parallel_variant_above_the_parallel_threshold():
-    # 200 x 96 = 19200 elements >= PARALLEL_MIN: a prange over chunks of rows, each with its
-    # own row buffers and partial sums of the weight/bias gradients (4 chunks of >= 64 rows
-    # backward, 12 of >= 16 forward: not a multiple of the row count, so chunk edges fall
-    # mid-block)
+def test_parallel_variant_above_the_parallel_threshold(monkeypatch):
+    # 200 x 96 = 19200 elements >= PARALLEL_MIN, with row kernels made parallel from there
+    # (by default from codegen_rows.ROW_PARALLEL_MIN): a prange over chunks of rows, each
+    # with its own row buffers and partial sums of the weight/bias gradients (4 chunks of
+    # >= 64 rows backward, 12 of >= 16 forward: not a multiple of the row count, so chunk
+    # edges fall mid-block)
+    from tracejit.compiler import codegen_rows
     from tracejit.threads import PARALLEL_MIN
-    assert 200 * 96 >= PARALLEL_MIN
-    x, b, w, c = T(200, 96, seed=11), T(96, seed=12), T(96, seed=13), T(96, seed=14)
+    monkeypatch.setattr(codegen_rows, "ROW_PARALLEL_MIN", 0)
+    assert 200 * 96 >= PARALLEL_MIN and codegen_rows.parallel_min() == PARALLEL_MIN
+    for kern in _layer_row_kernels(200, 96, seed=11):
+        assert list(kern.variants) == [((), True)]
+        assert "prange(nchunk)" in kern.sources[((), True)]
+
+
+def _layer_row_kernels(rows: int, cols: int, seed: int) -> list:
+    """The forward and backward row kernels of a compiled `mlp_layer` of (rows, cols),
+    after checking its values and gradients."""
+    x, b, w, c = T(rows, cols, seed=seed), T(cols, seed=seed + 1), T(cols, seed=seed + 2), T(cols, seed=seed + 3)
     cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
     fwd, bwd, _ = _train(cf)
+    out = []
     for plan in (fwd, bwd):
         (rg,) = _rows(plan)
-        kern = [k for k in plan.kernels if getattr(k, "group", None) is rg][0]
-        assert list(kern.variants) == [((), True)], plan.source
-        assert "prange(nchunk)" in kern.sources[((), True)]
+        out.append([k for k in plan.kernels if getattr(k, "group", None) is rg][0])
+    return out
+
+
+def test_row_kernels_after_a_gemm_run_serially_below_row_parallel_min():
+    # An MLP layer of 256 x 1024 (above PARALLEL_MIN, below ROW_PARALLEL_MIN): the row
+    # kernels come right after the layer's GEMMs and get only their serial twins
+    from tracejit.compiler import codegen_rows
+    from tracejit.threads import PARALLEL_MIN
+    assert PARALLEL_MIN <= 256 * 1024 < codegen_rows.parallel_min()
+    for kern in _layer_row_kernels(256, 1024, seed=21):
+        assert list(kern.variants) == [((), False)]
 
 
 def test_epilogue_reading_a_value_computed_from_the_output_stays_a_group():

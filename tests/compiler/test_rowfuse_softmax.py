@@ -98,8 +98,11 @@ def test_softmax_over_an_inner_dim_stays_a_step():
     assert not rows and "softmax" in [getattr(it, "prim", None) and it.prim.name for it in fwd.items]
 
 
-def test_parallel_variant_above_the_parallel_threshold():
+def test_parallel_variant_above_the_parallel_threshold(monkeypatch):
+    # row kernels made parallel from PARALLEL_MIN (by default from ROW_PARALLEL_MIN)
+    from tracejit.compiler import codegen_rows
     from tracejit.threads import PARALLEL_MIN
+    monkeypatch.setattr(codegen_rows, "ROW_PARALLEL_MIN", 0)
     shape = (4, 2, 48, 64)
     assert np.prod(shape) >= PARALLEL_MIN
     cf = assert_compiled_matches(scaled_masked, T(*shape, seed=8), _causal(48, 64), rtol=2e-5, atol=2e-6)

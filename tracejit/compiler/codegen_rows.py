@@ -201,6 +201,26 @@ def _ln_y(ye, idx_in: dict) -> str:
 CHUNKS = 16
 CHUNK_ROWS = 16
 
+# Row kernels run serially below this many elements (fused elementwise kernels: from
+# threads.PARALLEL_MIN, 16K, on). A row kernel comes right after a GEMM (the bias add ->
+# LayerNorm -> GELU after x @ W, its backward after the weight gradient's product) whose
+# BLAS threads keep spinning for a while on the other cores: numba's worker woken there
+# starts late and the prange's join waits for it. In the MLP step on 2 cores (numba and
+# BLAS on 2 threads, near-quiet emulation, load 4.1-4.6) the four row kernels took per
+# step, parallel on 1 thread / parallel on 2 / serial (min/median ms): batch 256 (256K
+# elements each) 1.47/1.54, 1.76/1.77, 1.43/1.46; batch 512 3.01/3.08, 3.26/3.34,
+# 2.92/3.02; batch 1024 (1M) 6.39/6.53, 6.68/6.71, 6.27/6.37; alone, without the GEMM
+# before them, the same kernels ran 2x faster on 2 threads (256K: 218 -> 109 us). A
+# dynamic split of the chunks between the threads (a late thread's chunks taken over)
+# did not help: the join still waits for the late thread. Parallel from 2M on (unmeasured).
+ROW_PARALLEL_MIN = 1 << 21
+
+
+def parallel_min() -> int:
+    """The element count from which a row kernel runs its parallel variant."""
+    from ..threads import PARALLEL_MIN
+    return max(PARALLEL_MIN, ROW_PARALLEL_MIN)
+
 
 def _serial_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
     """One loop over the rows; the backward's weight/bias gradients as the eager kernel
@@ -369,14 +389,15 @@ def emit(plan, rg: RowGroup, nm, consts, shape_code, dtype_const) -> list:
     last = e.params.get("scale", 1.0) if e.prim.name == "softmax" else e.params["eps"]
     args += [rows, cols, repr(float(last))]
 
-    # serial below PARALLEL_MIN elements, a prange over row chunks above (as fused groups)
-    from .plan import PARALLEL_MIN, _serial_only
+    # serial below `parallel_min()` elements, a prange over row chunks above
+    from .plan import _serial_only
+    least = parallel_min()
     static = None if any(not isinstance(d, int) for d in shape) else int(np.prod(shape))
     serial_only = bool(_serial_only)
     twins = []
-    if (static is None or static >= PARALLEL_MIN) and not serial_only:
+    if (static is None or static >= least) and not serial_only:
         twins.append((f"{kname}p", True))
-    if static is None or static < PARALLEL_MIN or serial_only:
+    if static is None or static < least or serial_only:
         twins.append((f"{kname}s", False))
     for name, parallel in twins:
         consts[name] = _first_call(kern, parallel, consts, name)
@@ -386,8 +407,8 @@ def emit(plan, rg: RowGroup, nm, consts, shape_code, dtype_const) -> list:
     if len(twins) == 1:
         lines.append(f"    {twins[0][0]}({call})")
     else:
-        consts["PARALLEL_MIN"] = PARALLEL_MIN
-        lines += [f"    if {rows} * {cols} >= PARALLEL_MIN:", f"        {kname}p({call})",
+        consts["ROW_PARALLEL_MIN"] = least
+        lines += [f"    if {rows} * {cols} >= ROW_PARALLEL_MIN:", f"        {kname}p({call})",
                   "    else:", f"        {kname}s({call})"]
     return lines
 
