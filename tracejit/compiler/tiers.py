@@ -473,6 +473,8 @@ class TieredExecutor(Executor):
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
             return
+        for kern, _, _ in variants + self._serial_variants:
+            kern.defer = True   # a variant no plan listed: prepared off the caller's thread
         self.variants = variants
         self._planned = True
         self._ins = None
@@ -762,33 +764,54 @@ _module_jobs: dict = {}
 _module_warned: set = set()
 
 
-def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "workers.Job":
-    """A job done once `source`'s module is loaded in this process: a thread checks the
-    disk, has a worker compile it if it is not there, then loads it (numba's import and
-    the load are not a caller's wait)."""
+def _prepare(name_hint: str, source_of, load) -> "workers.Job":
+    """A job done once a kernel module is loaded in this process: a thread gets its
+    (source, llvm_options) from `source_of`, checks the disk, has a worker compile it if
+    it is not there, then calls `load` (numba's import and the load are not a caller's
+    wait)."""
     from . import diskcache, workers
-    job = workers.Job(0, source, name_hint, llvm_options)
+    job = workers.Job(0, "", name_hint, ())
 
     def run():
         t0 = time.perf_counter()
+        compiled = 0
         try:
+            source, llvm_options = source_of()
             if not diskcache.is_cached(source, llvm_options):
-                log.info("%s: compiling in a worker; the array path runs meanwhile", name_hint)
+                log.info("%s: compiling in a worker; the caller runs what is loaded meanwhile",
+                         name_hint)
                 wjob = workers.submit(source, name_hint, llvm_options)
                 wjob.event.wait()
                 if not wjob.ok:
                     job._finish(False, wjob.error)
                     return
+                compiled = 1
             with gilshare.shorter_switches():
-                diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
+                load()
         except Exception as exc:
             job._finish(False, f"{type(exc).__name__}: {exc}")
             return
         log.info("%s: ready after %.3f s (in the background)", name_hint, time.perf_counter() - t0)
-        job._finish(True, seconds=time.perf_counter() - t0)
+        job._finish(True, seconds=time.perf_counter() - t0, compiled=compiled)
 
     threading.Thread(target=run, daemon=True, name="tracejit-module-prepare").start()
     return job
+
+
+def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "workers.Job":
+    from . import diskcache
+    return _prepare(name_hint, lambda: (source, llvm_options), lambda: diskcache.load_module(
+        source, name_hint=name_hint, llvm_options=llvm_options))
+
+
+def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
+    """For `plan._Kernel.ready`: a job done once `kern`'s variant for `layouts` is loaded
+    (rendered, compiled by a worker when not on disk, and loaded by a thread)."""
+    def source_of():
+        spec = kern.spec(layouts, parallel)
+        return spec.source, spec.llvm_options
+    return _prepare(f"{kern.label} {'/'.join(layouts)}{' parallel' if parallel else ''}",
+                    source_of, lambda: kern.get(layouts, parallel))
 
 
 def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
