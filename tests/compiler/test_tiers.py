@@ -586,3 +586,39 @@ def test_hint_records_cpu_time_not_the_waits(monkeypatch):
     # the load figure: planning, numba's import (at least its estimate) and the loads
     assert hint["load_s"] >= tierhints.NUMBA_IMPORT_CPU_S + ex._load_cpu_s
     assert not tierhints.prefer_loading(hint)
+
+
+@pytest.mark.parametrize("mode", ["background", "sync"])
+def test_a_strided_input_never_compiles_in_the_call_in_background_mode(monkeypatch, mode):
+    """A compiled entry meeting a strided operand needs a variant no plan listed ('nd'):
+    background mode runs the loaded contiguous variant on a copy while a worker compiles
+    it and a thread loads it; sync mode compiles it in the call (today's behaviour)."""
+    from tracejit.compiler import diskcache
+
+    c = 1.93 if mode == "background" else 1.97   # (a source new to the disk in each)
+
+    def f(x):
+        return ((x * c + 0.5).tanh() * x).sum()
+    g = tj.trace(f, compile=mode)
+    a = np.random.default_rng(3).standard_normal((40, 24)).astype(np.float32)
+    assert float(g(tj.tensor(a))) == pytest.approx(float(f(tj.tensor(a))), rel=1e-5)
+    assert tj.compiler.wait(g, timeout=WAIT_S) and g.cache_stats()["tiers"] == ["compiled"]
+    jobs = []
+    real = tiers.prepare_variant
+    monkeypatch.setattr(tiers, "prepare_variant", lambda *a: jobs.append(real(*a)) or jobs[-1])
+    xt = tj.tensor(np.asfortranarray(a))       # same shape and values, strided
+    assert not xt.numpy().flags.c_contiguous
+    want = float(f(xt))
+    before = diskcache.stats()["compiles"]
+    got = float(g(xt))
+    assert got == pytest.approx(want, rel=1e-5)
+    if mode == "sync":
+        assert diskcache.stats()["compiles"] == before + 1 and not jobs
+        return
+    assert diskcache.stats()["compiles"] == before   # nothing compiled in this process
+    assert len(jobs) == 1 and jobs[0].event.wait(WAIT_S) and jobs[0].ok and jobs[0].compiled == 1
+    hits = diskcache.stats()["disk_hits"] + diskcache.stats()["memory_hits"]
+    after = float(g(xt))                            # now the nd variant itself, loaded
+    assert after == pytest.approx(want, rel=1e-5)
+    assert diskcache.stats()["compiles"] == before and len(jobs) == 1
+    assert diskcache.stats()["disk_hits"] + diskcache.stats()["memory_hits"] == hits
