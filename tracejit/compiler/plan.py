@@ -107,10 +107,11 @@ class _Kernel:
         self.sources: dict = {}
         self._nests: dict = {}
         self._specs: dict = {}
-        # Set by a background compile (compiler/tiers.py) for the kernels it planned: a
-        # variant no plan listed (a strided input's) is then prepared off the caller's
-        # thread (`ready`), never compiled in a call.
-        self.defer = False
+        # Set by a background compile (compiler/tiers.py) for the kernels it planned, to
+        # a callable it calls once such a variant is loaded (it records it for the next
+        # process): a variant no plan listed (a strided input's) is then prepared off the
+        # caller's thread (`ready`), never compiled in a call.
+        self.defer = None
         self._jobs: dict = {}
 
     def nest(self, layouts: tuple):

@@ -433,12 +433,7 @@ class TieredExecutor(Executor):
         ins = self._ins
         try:
             t0 = time.perf_counter()
-            variants, seen = [], set()
-            for plan in self.program.plans_for(ins, self.grad_mode):
-                for kern, layouts, parallel in plan.all_first_variants():
-                    if (id(kern), layouts, parallel) not in seen:
-                        seen.add((id(kern), layouts, parallel))
-                        variants.append((kern, layouts, parallel))
+            variants = self._variants_of(self.program.plans_for(ins, self.grad_mode))
             self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
             on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
             log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
@@ -473,8 +468,6 @@ class TieredExecutor(Executor):
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
             return
-        for kern, _, _ in variants + self._serial_variants:
-            kern.defer = True   # a variant no plan listed: prepared off the caller's thread
         self.variants = variants
         self._planned = True
         self._ins = None
@@ -505,15 +498,41 @@ class TieredExecutor(Executor):
         from .executor import CompiledProgram
         program = self.program
         stage = CompiledProgram(program.graph, name=program.name)
-        variants, seen = [], set()
         with context:
-            for plan in stage.plans_for(ins, self.grad_mode):
-                for kern, layouts, parallel in plan.all_first_variants():
-                    if (id(kern), layouts, parallel) not in seen:
-                        seen.add((id(kern), layouts, parallel))
-                        variants.append((kern, layouts, parallel))
+            variants = self._variants_of(stage.plans_for(ins, self.grad_mode))
             specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
         return stage, variants, specs
+
+    def _variants_of(self, plans: list) -> list:
+        """[(kernel, layouts, parallel)]: the variants the first call of `plans` uses, and
+        those a previous run of this graph needed later (tierhints.variants: a strided
+        operand's), each once. Marks the kernels `defer` (plan._Kernel.ready)."""
+        variants, seen, kernels = [], set(), {}
+        recorded = tierhints.variants(self._graph_key())
+
+        def walk(plan):
+            for kern in plan.kernels:
+                kernels.setdefault(kern.label, kern)
+                kern.defer = self._note_variant
+            for sub in plan.subplans:
+                walk(sub)
+        for plan in plans:
+            walk(plan)
+            wanted = plan.all_first_variants()
+            for kern, layouts, parallel in wanted:
+                if (id(kern), layouts, parallel) not in seen:
+                    seen.add((id(kern), layouts, parallel))
+                    variants.append((kern, layouts, parallel))
+        for label, layouts, parallel in recorded:
+            kern = kernels.get(label)
+            if kern is not None and (id(kern), layouts, parallel) not in seen:
+                seen.add((id(kern), layouts, parallel))
+                variants.append((kern, layouts, parallel))
+        return variants
+
+    def _note_variant(self, kern, layouts: tuple, parallel: bool) -> None:
+        """A variant no plan listed was needed (and is now loaded): the next process plans it."""
+        tierhints.add_variant(self._graph_key(), kern.label, layouts, parallel)
 
     def _set_stage(self, kind: str, program, variants: list, specs: list) -> None:
         self._stage_kind = kind
@@ -810,8 +829,12 @@ def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
     def source_of():
         spec = kern.spec(layouts, parallel)
         return spec.source, spec.llvm_options
+    def load():
+        kern.get(layouts, parallel)
+        if callable(kern.defer):
+            kern.defer(kern, layouts, parallel)   # recorded for the next process
     return _prepare(f"{kern.label} {'/'.join(layouts)}{' parallel' if parallel else ''}",
-                    source_of, lambda: kern.get(layouts, parallel))
+                    source_of, load)
 
 
 def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
