@@ -628,3 +628,28 @@ def test_a_strided_input_never_compiles_in_the_call_in_background_mode(monkeypat
     assert tj.compiler.wait(g2, timeout=WAIT_S) and g2.cache_stats()["tiers"] == ["compiled"]
     assert float(g2(xt)) == pytest.approx(want, rel=1e-5)
     assert len(jobs) == 1 and diskcache.stats()["compiles"] == before
+
+
+def test_a_strided_input_in_a_training_step_gives_eager_values_without_compiling(monkeypatch):
+    """Forward and backward plans both meet the strided operand: the loss and the gradient
+    equal eager's on the copies, then on the variants the workers compiled."""
+    from tracejit.compiler import diskcache
+    def step(x, w):
+        return ((x * 1.41).tanh() @ w + x).pow(2).mean()
+    f = tj.trace(step, compile="background")
+    x, w = _args(5)
+    _loss_and_grad(f, x, w)
+    assert tj.compiler.wait(f, timeout=WAIT_S) and f.cache_stats()["tiers"] == ["compiled"]
+    jobs = []
+    real = tiers.prepare_variant
+    monkeypatch.setattr(tiers, "prepare_variant", lambda *a: jobs.append(real(*a)) or jobs[-1])
+    xs = tj.tensor(np.asfortranarray(x.numpy()))
+    eager = _loss_and_grad(step, xs, w)
+    before = diskcache.stats()["compiles"]
+    for _ in range(2):   # on copies, then (once the jobs are done) on the nd variants
+        got = _loss_and_grad(f, xs, w)
+        assert got[0] == pytest.approx(eager[0], rel=1e-5)
+        np.testing.assert_allclose(got[1], eager[1], rtol=1e-4, atol=1e-5)
+        assert diskcache.stats()["compiles"] == before
+        assert jobs and all(j.event.wait(WAIT_S) and j.ok for j in jobs)
+    assert f.cache_stats()["entries"] == 1
