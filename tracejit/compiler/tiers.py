@@ -31,6 +31,12 @@ numba. Its entry's executor is a `TieredExecutor`:
   (`TRIAL_CALLS` each, timed), and the parfor program is kept only when it is
   measurably faster (`TRIAL_MARGIN`); else the chunk program stays.
 
+A compiled entry that meets an operand in a layout no plan listed (a strided input: its
+``nd`` variant) does not compile it in the call: `prepare_variant` has a worker compile it
+(when not on disk) and a thread load it, while the call runs the loaded contiguous variant
+on a copy of the operand (plan.py, `_Kernel.ready`); the variant is recorded for the graph
+(tierhints.variants), so the next process plans and loads it ahead.
+
 A failed job (worker crash, hang past its timeout, compile error) leaves the entry on
 tier 0 with one warning. A damaged entry on disk is caught by the load's manifest check
 and rebuilt in-process (diskcache warns). ``wait(fn=None, timeout=None)`` blocks until
