@@ -16,7 +16,9 @@ import itertools
 import linecache
 import logging
 import math
+import os
 import re
+import threading
 import warnings
 
 import numpy as np
@@ -37,6 +39,16 @@ __all__ = ["Plan", "graph_backend"]
 log = logging.getLogger("tracejit.kernels")
 
 _ids = itertools.count()
+_jobs_lock = threading.Lock()   # _Kernel.ready's job creation
+
+
+def _new_jobs_lock() -> None:
+    global _jobs_lock
+    _jobs_lock = threading.Lock()   # a forked child never inherits it held
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_jobs_lock)
 
 # Plans built inside `serial_kernels()` (in that thread) call serial kernels only: the
 # first stage of a background compile (compiler/tiers.py), which runs compiled while the
@@ -158,7 +170,10 @@ class _Kernel:
         job = self._jobs.get(key)
         if job is None or job.lost():
             from .tiers import prepare_variant
-            job = self._jobs[key] = prepare_variant(self, layouts, parallel)
+            with _jobs_lock:   # (two threads calling at once start one job)
+                job = self._jobs.get(key)
+                if job is None or job.lost():
+                    job = self._jobs[key] = prepare_variant(self, layouts, parallel)
         elif job.done() and not job.ok and job.error:
             # (once: the copies keep running, with the same values)
             warnings.warn(f"tracejit: preparing kernel {self.label} {'/'.join(layouts)} failed "
