@@ -586,3 +586,70 @@ def test_hint_records_cpu_time_not_the_waits(monkeypatch):
     # the load figure: planning, numba's import (at least its estimate) and the loads
     assert hint["load_s"] >= tierhints.NUMBA_IMPORT_CPU_S + ex._load_cpu_s
     assert not tierhints.prefer_loading(hint)
+
+
+@pytest.mark.parametrize("mode", ["background", "sync"])
+def test_a_strided_input_never_compiles_in_the_call_in_background_mode(monkeypatch, mode):
+    """A compiled entry meeting a strided operand needs a variant no plan listed ('nd'):
+    background mode runs the loaded contiguous variant on a copy while a worker compiles
+    it and a thread loads it; sync mode compiles it in the call (today's behaviour)."""
+    from tracejit.compiler import diskcache
+
+    c = 1.93 if mode == "background" else 1.97   # (a source new to the disk in each)
+
+    def f(x):
+        return ((x * c + 0.5).tanh() * x).sum()
+    g = tj.trace(f, compile=mode)
+    a = np.random.default_rng(3).standard_normal((40, 24)).astype(np.float32)
+    assert float(g(tj.tensor(a))) == pytest.approx(float(f(tj.tensor(a))), rel=1e-5)
+    assert tj.compiler.wait(g, timeout=WAIT_S) and g.cache_stats()["tiers"] == ["compiled"]
+    jobs = []
+    real = tiers.prepare_variant
+    monkeypatch.setattr(tiers, "prepare_variant", lambda *a: jobs.append(real(*a)) or jobs[-1])
+    xt = tj.tensor(np.asfortranarray(a))       # same shape and values, strided
+    assert not xt.numpy().flags.c_contiguous
+    want = float(f(xt))
+    before = diskcache.stats()["compiles"]
+    got = float(g(xt))
+    assert got == pytest.approx(want, rel=1e-5)
+    if mode == "sync":
+        assert diskcache.stats()["compiles"] == before + 1 and not jobs
+        return
+    assert diskcache.stats()["compiles"] == before   # nothing compiled in this process
+    assert len(jobs) == 1 and jobs[0].event.wait(WAIT_S) and jobs[0].ok and jobs[0].compiled == 1
+    hits = diskcache.stats()["disk_hits"] + diskcache.stats()["memory_hits"]
+    after = float(g(xt))                            # now the nd variant itself, loaded
+    assert after == pytest.approx(want, rel=1e-5)
+    assert diskcache.stats()["compiles"] == before and len(jobs) == 1
+    assert diskcache.stats()["disk_hits"] + diskcache.stats()["memory_hits"] == hits
+    # recorded for the graph: the next entry of it (the next process) loads it ahead
+    g2 = tj.trace(f, compile="background")
+    g2(tj.tensor(a))
+    assert tj.compiler.wait(g2, timeout=WAIT_S) and g2.cache_stats()["tiers"] == ["compiled"]
+    assert float(g2(xt)) == pytest.approx(want, rel=1e-5)
+    assert len(jobs) == 1 and diskcache.stats()["compiles"] == before
+
+
+def test_a_strided_input_in_a_training_step_gives_eager_values_without_compiling(monkeypatch):
+    """Forward and backward plans both meet the strided operand: the loss and the gradient
+    equal eager's on the copies, then on the variants the workers compiled."""
+    from tracejit.compiler import diskcache
+    def step(x, w):
+        return ((x * 1.41).tanh() @ w + x).pow(2).mean()
+    f = tj.trace(step, compile="background")
+    x, w = _args(5)
+    _loss_and_grad(f, x, w)
+    assert tj.compiler.wait(f, timeout=WAIT_S) and f.cache_stats()["tiers"] == ["compiled"]
+    jobs = []
+    real = tiers.prepare_variant
+    monkeypatch.setattr(tiers, "prepare_variant", lambda *a: jobs.append(real(*a)) or jobs[-1])
+    xs = tj.tensor(np.asfortranarray(x.numpy()))
+    eager = _loss_and_grad(step, xs, w)
+    before = diskcache.stats()["compiles"]
+    for _ in range(2):   # on copies, then (once the jobs are done) on the nd variants
+        got = _loss_and_grad(f, xs, w)
+        assert got[0] == pytest.approx(eager[0], rel=1e-5)
+        np.testing.assert_allclose(got[1], eager[1], rtol=1e-4, atol=1e-5)
+        assert diskcache.stats()["compiles"] == before
+        assert jobs and all(j.event.wait(WAIT_S) and j.ok for j in jobs)
+    assert f.cache_stats()["entries"] == 1

@@ -24,6 +24,11 @@ A second, smaller record says that a graph's kernels have all been on disk once
 workers at once, before planning (they take 1-3 s to start), and one whose graph has it
 does not start them for nothing in a warm process.
 
+A third records the kernel variants a run needed that no plan lists (``<key>.variants``,
+JSON: a strided operand's ``nd`` variant, which a background entry prepares off the
+caller's thread when a call first meets it): the next process's background compile plans
+them with the others, so they are loaded (or compiled) before its switch, not after it.
+
 A hint is only advice: JSON (never pickle) in the private cache root, read defensively;
 a missing kernel still goes the tier-0 way, and every kernel is loaded through the disk
 cache's manifest check.
@@ -39,7 +44,7 @@ from typing import Optional
 from . import cacheroot  # (not diskcache: a first call reads a hint; see cacheroot.py)
 
 __all__ = ["key", "read", "write", "prefer_loading", "any_prefers_loading", "mark_on_disk",
-           "on_disk", "LOAD_MARK"]
+           "on_disk", "LOAD_MARK", "variants", "add_variant"]
 
 _DIR = "hints"
 LOAD_MARK = "load-first"   # in <root>/hints: some graph's hint prefers loading
@@ -158,3 +163,42 @@ def on_disk(k: Optional[str]) -> bool:
 
 def _ondisk(json_path: str) -> str:
     return json_path[:-len(".json")] + ".ondisk"
+
+
+def _variants_path(k: Optional[str]) -> Optional[str]:
+    path = _path(k) if k else None
+    return None if path is None else path[:-len(".json")] + ".variants"
+
+
+def variants(k: Optional[str]) -> list:
+    """The variants recorded for graph `k` by `add_variant`: [(kernel label, layouts,
+    parallel)]; [] when none or unreadable."""
+    path = _variants_path(k)
+    if path is None:
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.loads(f.read())
+        return [(str(label), tuple(str(x) for x in layouts), bool(par)) for label, layouts, par in data]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def add_variant(k: Optional[str], label: str, layouts: tuple, parallel: bool) -> None:
+    """Record that a run of graph `k` needed kernel `label`'s variant for `layouts`
+    (atomically; errors are ignored)."""
+    path = _variants_path(k)
+    if path is None:
+        return
+    have = variants(k)
+    item = (label, tuple(layouts), bool(parallel))
+    if item in have:
+        return
+    try:
+        _mkdir(path)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps([list(v[:1]) + [list(v[1]), v[2]] for v in have + [item]]))
+        os.replace(tmp, path)
+    except OSError:
+        pass

@@ -31,6 +31,12 @@ numba. Its entry's executor is a `TieredExecutor`:
   (`TRIAL_CALLS` each, timed), and the parfor program is kept only when it is
   measurably faster (`TRIAL_MARGIN`); else the chunk program stays.
 
+A compiled entry that meets an operand in a layout no plan listed (a strided input: its
+``nd`` variant) does not compile it in the call: `prepare_variant` has a worker compile it
+(when not on disk) and a thread load it, while the call runs the loaded contiguous variant
+on a copy of the operand (plan.py, `_Kernel.ready`); the variant is recorded for the graph
+(tierhints.variants), so the next process plans and loads it ahead.
+
 A failed job (worker crash, hang past its timeout, compile error) leaves the entry on
 tier 0 with one warning. A damaged entry on disk is caught by the load's manifest check
 and rebuilt in-process (diskcache warns). ``wait(fn=None, timeout=None)`` blocks until
@@ -433,12 +439,7 @@ class TieredExecutor(Executor):
         ins = self._ins
         try:
             t0 = time.perf_counter()
-            variants, seen = [], set()
-            for plan in self.program.plans_for(ins, self.grad_mode):
-                for kern, layouts, parallel in plan.all_first_variants():
-                    if (id(kern), layouts, parallel) not in seen:
-                        seen.add((id(kern), layouts, parallel))
-                        variants.append((kern, layouts, parallel))
+            variants = self._variants_of(self.program.plans_for(ins, self.grad_mode))
             self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
             on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
             log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
@@ -503,15 +504,41 @@ class TieredExecutor(Executor):
         from .executor import CompiledProgram
         program = self.program
         stage = CompiledProgram(program.graph, name=program.name)
-        variants, seen = [], set()
         with context:
-            for plan in stage.plans_for(ins, self.grad_mode):
-                for kern, layouts, parallel in plan.all_first_variants():
-                    if (id(kern), layouts, parallel) not in seen:
-                        seen.add((id(kern), layouts, parallel))
-                        variants.append((kern, layouts, parallel))
+            variants = self._variants_of(stage.plans_for(ins, self.grad_mode))
             specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
         return stage, variants, specs
+
+    def _variants_of(self, plans: list) -> list:
+        """[(kernel, layouts, parallel)]: the variants the first call of `plans` uses, and
+        those a previous run of this graph needed later (tierhints.variants: a strided
+        operand's), each once. Marks the kernels `defer` (plan._Kernel.ready)."""
+        variants, seen, kernels = [], set(), {}
+        recorded = tierhints.variants(self._graph_key())
+
+        def walk(plan):
+            for kern in plan.kernels:
+                kernels.setdefault(kern.label, kern)
+                kern.defer = self._note_variant
+            for sub in plan.subplans:
+                walk(sub)
+        for plan in plans:
+            walk(plan)
+            wanted = plan.all_first_variants()
+            for kern, layouts, parallel in wanted:
+                if (id(kern), layouts, parallel) not in seen:
+                    seen.add((id(kern), layouts, parallel))
+                    variants.append((kern, layouts, parallel))
+        for label, layouts, parallel in recorded:
+            kern = kernels.get(label)
+            if kern is not None and (id(kern), layouts, parallel) not in seen:
+                seen.add((id(kern), layouts, parallel))
+                variants.append((kern, layouts, parallel))
+        return variants
+
+    def _note_variant(self, kern, layouts: tuple, parallel: bool) -> None:
+        """A variant no plan listed was needed (and is now loaded): the next process plans it."""
+        tierhints.add_variant(self._graph_key(), kern.label, layouts, parallel)
 
     def _set_stage(self, kind: str, program, variants: list, specs: list) -> None:
         self._stage_kind = kind
@@ -762,33 +789,58 @@ _module_jobs: dict = {}
 _module_warned: set = set()
 
 
-def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "workers.Job":
-    """A job done once `source`'s module is loaded in this process: a thread checks the
-    disk, has a worker compile it if it is not there, then loads it (numba's import and
-    the load are not a caller's wait)."""
+def _prepare(name_hint: str, source_of, load) -> "workers.Job":
+    """A job done once a kernel module is loaded in this process: a thread gets its
+    (source, llvm_options) from `source_of`, checks the disk, has a worker compile it if
+    it is not there, then calls `load` (numba's import and the load are not a caller's
+    wait)."""
     from . import diskcache, workers
-    job = workers.Job(0, source, name_hint, llvm_options)
+    job = workers.Job(0, "", name_hint, ())
 
     def run():
         t0 = time.perf_counter()
+        compiled = 0
         try:
+            source, llvm_options = source_of()
             if not diskcache.is_cached(source, llvm_options):
-                log.info("%s: compiling in a worker; the array path runs meanwhile", name_hint)
+                log.info("%s: compiling in a worker; the caller runs what is loaded meanwhile",
+                         name_hint)
                 wjob = workers.submit(source, name_hint, llvm_options)
                 wjob.event.wait()
                 if not wjob.ok:
                     job._finish(False, wjob.error)
                     return
+                compiled = 1
             with gilshare.shorter_switches():
-                diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
+                load()
         except Exception as exc:
             job._finish(False, f"{type(exc).__name__}: {exc}")
             return
         log.info("%s: ready after %.3f s (in the background)", name_hint, time.perf_counter() - t0)
-        job._finish(True, seconds=time.perf_counter() - t0)
+        job._finish(True, seconds=time.perf_counter() - t0, compiled=compiled)
 
     threading.Thread(target=run, daemon=True, name="tracejit-module-prepare").start()
     return job
+
+
+def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "workers.Job":
+    from . import diskcache
+    return _prepare(name_hint, lambda: (source, llvm_options), lambda: diskcache.load_module(
+        source, name_hint=name_hint, llvm_options=llvm_options))
+
+
+def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
+    """For `plan._Kernel.ready`: a job done once `kern`'s variant for `layouts` is loaded
+    (rendered, compiled by a worker when not on disk, and loaded by a thread)."""
+    def source_of():
+        spec = kern.spec(layouts, parallel)
+        return spec.source, spec.llvm_options
+    def load():
+        kern.get(layouts, parallel)
+        if callable(kern.defer):
+            kern.defer(kern, layouts, parallel)   # recorded for the next process
+    return _prepare(f"{kern.label} {'/'.join(layouts)}{' parallel' if parallel else ''}",
+                    source_of, load)
 
 
 def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
