@@ -9,10 +9,12 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..shapes import normalize_dims, normalize_dim
-from .elementwise import cast, eq, mul, where
+from .creation import full
+from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_not, maximum,
+                          minimum, mul, pow as _pow, sqrt, where)
 from ..tensor import Tensor
 from .registry import Aval, bind, defprim
-from .shape import EXPAND, expand, reshape
+from .shape import EXPAND, clone, expand, flip, reshape
 
 __all__ = ["sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
            "logsumexp", "prod", "all", "any", "norm", "cumsum"]
@@ -192,7 +194,6 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
 
 
 def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-    from .elementwise import sqrt
     return sqrt(var(a, dim, unbiased, keepdim, correction=correction))
 
 
@@ -217,7 +218,6 @@ class _MinMax(tuple):
 
 
 def max(a, dim=None, keepdim: bool = False):
-    from .elementwise import maximum
     if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
         return maximum(a, dim)
     if dim is None:
@@ -226,7 +226,6 @@ def max(a, dim=None, keepdim: bool = False):
 
 
 def min(a, dim=None, keepdim: bool = False):
-    from .elementwise import minimum
     if hasattr(dim, "_data"):
         return minimum(a, dim)
     if dim is None:
@@ -245,10 +244,9 @@ def argmin(a, dim=None, keepdim: bool = False):
 
 
 def logsumexp(a, dim=None, keepdim: bool = False):
-    from .elementwise import exp, log, where, isinf
     dims = _dims(a, dim, "logsumexp")
     if builtins.any(isinstance(a.shape[d], int) and a.shape[d] == 0 for d in dims):
-        from .creation import full  # log of an empty sum
+        # log of an empty sum
         dt = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
         return full(_reduced_shape(a.shape, dims, keepdim), -math.inf, dtype=dt, device=a.device)
     m = amax(a, dims, keepdim=True).detach()
@@ -262,24 +260,21 @@ def logsumexp(a, dim=None, keepdim: bool = False):
 
 def all(a, dim=None, keepdim: bool = False):
     # Counting (not amin) so an empty reduction gives True, as in PyTorch.
-    from .elementwise import cast, eq, logical_not
     return eq(sum(logical_not(cast(a, _dt.bool_)), dim, keepdim), 0)
 
 
 def any(a, dim=None, keepdim: bool = False):
-    from .elementwise import cast, gt
     return gt(sum(cast(a, _dt.bool_), dim, keepdim), 0)
 
 
 def norm(a, p=2, dim=None, keepdim: bool = False):
-    from .elementwise import abs as _abs, sqrt, pow
     if p == 2 or p == "fro":
         return sqrt(sum(a * a, dim, keepdim))
     if p == 1:
         return sum(_abs(a), dim, keepdim)
     if p == math.inf:
         return amax(_abs(a), dim, keepdim)
-    return pow(sum(pow(_abs(a), p), dim, keepdim), 1.0 / p)
+    return _pow(sum(_pow(_abs(a), p), dim, keepdim), 1.0 / p)
 
 
 def _cumsum_rule(a, dim):
@@ -289,7 +284,6 @@ def _cumsum_rule(a, dim):
 
 
 def _cumsum_vjp(g, out, a, dim):
-    from .shape import flip
     return (flip(cumsum(flip(g, (dim,)), dim), (dim,)),)
 
 
@@ -299,6 +293,5 @@ CUMSUM = defprim("cumsum", lambda xp, a, dim: xp.cumsum(a, axis=dim), _cumsum_ru
 
 def cumsum(a, dim: int):
     if a.ndim == 0:
-        from .shape import clone
         return clone(a) if a.dtype.is_floating_point else clone(a).to(_dt.int64)
     return bind(CUMSUM, a, dim=normalize_dim(dim, a.ndim, "cumsum"))
