@@ -78,7 +78,7 @@ def _minmax_vjp(g, out, a, dims, keepdim):
     mask = cast(eq(a, o), a.dtype)
     # Ties share the gradient evenly, so the total stays g. The division happens on the
     # reduced shape: one full-size pass (the product with the mask), not two.
-    count = sum(mask, dims, keepdim=True)
+    count = sum_(mask, dims, True)
     return (mul(mask, _keep(g, a.shape, dims, keepdim) / count),)
 
 
@@ -103,7 +103,7 @@ def _prod_vjp(g, out, a, dims, keepdim):
 def _prod_except_zero(a, dims):
     nonzero = where(eq(a, 0.0), 1.0, a)
     p = expand(prod_(nonzero, dims, True), a.shape)
-    nzeros = expand(sum(eq(a, 0.0), dims, keepdim=True), a.shape)
+    nzeros = expand(sum_(eq(a, 0.0), dims, True), a.shape)
     return where(eq(nzeros, 1), p, 0.0)
 
 
@@ -160,6 +160,12 @@ def sum(a, dim=None, keepdim: bool = False, *, dtype=None):
     return bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim)
 
 
+def sum_(a, dims, keepdim):
+    """`sum` over dims already normalized (a tuple of valid, distinct dims): what mean, var
+    and the VJPs here call, without sum()'s normalization of `dim` (as `prod_`)."""
+    return bind(SUM, a, dims=dims, keepdim=keepdim)
+
+
 def prod_(a, dims, keepdim):
     return bind(PROD, a, dims=dims, keepdim=keepdim)
 
@@ -170,27 +176,33 @@ def prod(a, dim=None, keepdim: bool = False):
 
 def _count(a, dims):
     n = 1
+    shape = a.shape   # (one Size, not one per dim)
     for d in dims:
-        n = n * a.shape[d]
+        n = n * shape[d]
     return n
 
 
 def mean(a, dim=None, keepdim: bool = False):
     if not a.dtype.is_floating_point:
-        raise DTypeError(f"mean: expected a floating-point tensor, got {a.dtype.name}; "
-                         f"cast with .float() first")
+        _not_float(a)
     dims = _dims(a, dim, "mean")
-    return sum(a, dims, keepdim) / _count(a, dims)
+    return sum_(a, dims, keepdim) / _count(a, dims)
+
+
+def _not_float(a):
+    raise DTypeError(f"mean: expected a floating-point tensor, got {a.dtype.name}; "
+                     f"cast with .float() first")
 
 
 def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
+    if not a.dtype.is_floating_point:
+        _not_float(a)   # (mean's error, as when var called mean())
     dims = _dims(a, dim, "var")
-    mu = mean(a, dims, keepdim=True)
-    d = a - mu
     n = _count(a, dims)
-    return sum(d * d, dims, keepdim) / (n - correction)
+    d = a - sum_(a, dims, True) / n   # the mean, over dims var normalized already
+    return sum_(d * d, dims, keepdim) / (n - correction)
 
 
 def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
@@ -252,7 +264,7 @@ def logsumexp(a, dim=None, keepdim: bool = False):
     m = amax(a, dims, keepdim=True).detach()
     # A row that is all -inf has max -inf; shift by 0 there to avoid inf - inf.
     m = where(isinf(m), 0.0, m)
-    out = log(sum(exp(a - m), dims, keepdim=True)) + m
+    out = log(sum_(exp(a - m), dims, True)) + m
     if not keepdim:
             out = reshape(out, _reduced_shape(a.shape, dims, False))
     return out
