@@ -55,3 +55,12 @@ def test_an_error_is_raised_every_time_and_the_shape_decides():
     assert tj.tensor(np.zeros((1, 4), np.float32)).expand(4, 4).shape == (4, 4)
     with pytest.raises(ShapeError):
         tj.tensor(np.zeros((3, 4), np.float32)).expand(4, 4)
+
+
+def test_view_keeps_reshapes_params_and_still_refuses_to_copy():
+    x = _x()
+    for _ in range(2):
+        assert x.view(2, -1).shape == (2, 8) and x.view(4, 4) is x
+        with pytest.raises(ShapeError, match="view: shape \\(16,\\) is not compatible"):
+            x.t().view(16)          # same shape, kept params: the stride check still runs
+        assert x.view(16).tolist() == list(range(16))

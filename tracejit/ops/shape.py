@@ -244,9 +244,11 @@ def view(a, *shape):
     """``reshape`` that must not copy: a view whose strides cannot express the new shape
     (a transposed or sliced tensor) raises, as in PyTorch, instead of copying silently
     (writes through the copy would be lost)."""
-    new = _resolve_shape(a.shape, _shape_args(shape))
+    new = _normalized(_reshape_params, a, shape)   # (reshape's own normalization, kept)
+    if new is _IDENTITY:
+        return a
     data = a._data
-    if isinstance(data, np.ndarray) and new != tuple(a.shape):
+    if isinstance(data, np.ndarray):
         try:
             np.reshape(data, new, copy=False)
         except ValueError:
@@ -254,7 +256,7 @@ def view(a, *shape):
                              f"(shape {tuple(a.shape)}, strides {tuple(data.strides)} bytes: a transposed, "
                              f"sliced or expanded tensor); use .reshape(...), which copies when it must, "
                              f"or .contiguous().view(...)") from None
-    return reshape(a, new)
+    return bind(RESHAPE, a, shape=new)
 
 
 def view_as(a, other):
