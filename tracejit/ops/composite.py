@@ -7,8 +7,8 @@ from ..errors import ShapeError
 from ..shapes import normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .creation import arange
-from .elementwise import (abs, cast, eq, erf, exp, log, log1p, maximum, minimum, ne, neg, sigmoid,
-                          tanh, where)
+from .elementwise import (abs, cast, eq, erf, exp, isnan, le, log, log1p, logical_and, logical_or,
+                          maximum, minimum, ne, neg, sigmoid, tanh, where)
 # GELU is a primitive (ops/gelu_prim.py: as a composite, eager mode made ~27 passes per GELU
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
@@ -20,7 +20,7 @@ from .indexing import gather, getitem
 from .linalg import matmul
 from .random import rand_like
 from .registry import trace_state
-from .reductions import amax, logsumexp, mean, sum
+from .reductions import all as _all, amax, logsumexp, mean, sum
 from .shape import permute, reshape, squeeze, unsqueeze
 from .shape import concat as _concat
 
@@ -53,7 +53,6 @@ def logsigmoid(x):
 
 def isclose(a, b, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False):
     """|a - b| <= atol + rtol * |b| elementwise (infinities equal only to themselves)."""
-    from .elementwise import isnan, le, logical_and, logical_or
     close = le(abs(a - b), atol + rtol * abs(b))
     close = logical_or(close, eq(a, b))  # inf == inf, where inf - inf would be nan
     if equal_nan:
@@ -62,7 +61,6 @@ def isclose(a, b, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = Fals
 
 
 def allclose(a, b, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
-    from .reductions import all as _all
     return bool(_all(isclose(a, b, rtol, atol, equal_nan)).item())
 
 

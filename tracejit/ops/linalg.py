@@ -8,6 +8,7 @@ from ..errors import DTypeError, ShapeError
 from ..shapes import broadcast_shapes
 from .registry import Aval, _make_binary, bind, defprim
 from . import shape as _shape
+from .shape import reshape, unsqueeze
 from ..autograd.node import column_major, shape_only
 
 __all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
@@ -74,7 +75,6 @@ def _matmul_vjp(g, out, a, b):
         # (..., k) @ (k, n): the weight's gradient is one GEMM over the flattened leading
         # dims, (k, M) @ (M, n), not a stacked matmul per leading index summed afterwards
         # (a (128, 16, 256) activation: 14 ms of matmuls + 7 ms of sum -> 1 ms).
-        from .shape import reshape
         gb = _mm(_mT(reshape(a, (-1, a.shape[-1]))), reshape(g, (-1, g.shape[-1])))
     elif a.ndim == 2 and column_major(b):
         # b is a transposed weight (``x @ w.T``, linear): (g.T @ a).T is its gradient
@@ -103,7 +103,6 @@ def matmul(a, b):
                          f"{tuple(a.shape)} and {tuple(b.shape)}")
     if a.ndim >= 2 and b.ndim >= 2:
         return MATMUL.binary(a, b)  # (= bind(MATMUL, a, b), one call less)
-    from .shape import unsqueeze, reshape
     k_a = a.shape[-1]
     k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if not (k_a == k_b):
@@ -174,7 +173,6 @@ def dot(a, b):
 
 
 def outer(a, b):
-    from .shape import unsqueeze
     return unsqueeze(a, 1) * unsqueeze(b, 0)
 
 

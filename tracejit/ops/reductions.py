@@ -9,10 +9,12 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..shapes import normalize_dims, normalize_dim
-from .elementwise import cast, eq, mul, where
+from .creation import full
+from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_not, maximum,
+                          minimum, mul, pow as _pow, sqrt, where)
 from ..tensor import Tensor
 from .registry import Aval, bind, defprim
-from .shape import EXPAND, expand, reshape
+from .shape import EXPAND, clone, expand, flip, reshape
 
 __all__ = ["sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
            "logsumexp", "prod", "all", "any", "norm", "cumsum"]
@@ -76,7 +78,7 @@ def _minmax_vjp(g, out, a, dims, keepdim):
     mask = cast(eq(a, o), a.dtype)
     # Ties share the gradient evenly, so the total stays g. The division happens on the
     # reduced shape: one full-size pass (the product with the mask), not two.
-    count = sum(mask, dims, keepdim=True)
+    count = sum_(mask, dims, True)
     return (mul(mask, _keep(g, a.shape, dims, keepdim) / count),)
 
 
@@ -101,7 +103,7 @@ def _prod_vjp(g, out, a, dims, keepdim):
 def _prod_except_zero(a, dims):
     nonzero = where(eq(a, 0.0), 1.0, a)
     p = expand(prod_(nonzero, dims, True), a.shape)
-    nzeros = expand(sum(eq(a, 0.0), dims, keepdim=True), a.shape)
+    nzeros = expand(sum_(eq(a, 0.0), dims, True), a.shape)
     return where(eq(nzeros, 1), p, 0.0)
 
 
@@ -158,6 +160,12 @@ def sum(a, dim=None, keepdim: bool = False, *, dtype=None):
     return bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim)
 
 
+def sum_(a, dims, keepdim):
+    """`sum` over dims already normalized (a tuple of valid, distinct dims): what mean, var
+    and the VJPs here call, without sum()'s normalization of `dim` (as `prod_`)."""
+    return bind(SUM, a, dims=dims, keepdim=keepdim)
+
+
 def prod_(a, dims, keepdim):
     return bind(PROD, a, dims=dims, keepdim=keepdim)
 
@@ -168,31 +176,36 @@ def prod(a, dim=None, keepdim: bool = False):
 
 def _count(a, dims):
     n = 1
+    shape = a.shape   # (one Size, not one per dim)
     for d in dims:
-        n = n * a.shape[d]
+        n = n * shape[d]
     return n
 
 
 def mean(a, dim=None, keepdim: bool = False):
     if not a.dtype.is_floating_point:
-        raise DTypeError(f"mean: expected a floating-point tensor, got {a.dtype.name}; "
-                         f"cast with .float() first")
+        _not_float(a)
     dims = _dims(a, dim, "mean")
-    return sum(a, dims, keepdim) / _count(a, dims)
+    return sum_(a, dims, keepdim) / _count(a, dims)
+
+
+def _not_float(a):
+    raise DTypeError(f"mean: expected a floating-point tensor, got {a.dtype.name}; "
+                     f"cast with .float() first")
 
 
 def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
+    if not a.dtype.is_floating_point:
+        _not_float(a)   # (mean's error, as when var called mean())
     dims = _dims(a, dim, "var")
-    mu = mean(a, dims, keepdim=True)
-    d = a - mu
     n = _count(a, dims)
-    return sum(d * d, dims, keepdim) / (n - correction)
+    d = a - sum_(a, dims, True) / n   # the mean, over dims var normalized already
+    return sum_(d * d, dims, keepdim) / (n - correction)
 
 
 def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-    from .elementwise import sqrt
     return sqrt(var(a, dim, unbiased, keepdim, correction=correction))
 
 
@@ -217,7 +230,6 @@ class _MinMax(tuple):
 
 
 def max(a, dim=None, keepdim: bool = False):
-    from .elementwise import maximum
     if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
         return maximum(a, dim)
     if dim is None:
@@ -226,7 +238,6 @@ def max(a, dim=None, keepdim: bool = False):
 
 
 def min(a, dim=None, keepdim: bool = False):
-    from .elementwise import minimum
     if hasattr(dim, "_data"):
         return minimum(a, dim)
     if dim is None:
@@ -245,16 +256,15 @@ def argmin(a, dim=None, keepdim: bool = False):
 
 
 def logsumexp(a, dim=None, keepdim: bool = False):
-    from .elementwise import exp, log, where, isinf
     dims = _dims(a, dim, "logsumexp")
     if builtins.any(isinstance(a.shape[d], int) and a.shape[d] == 0 for d in dims):
-        from .creation import full  # log of an empty sum
+        # log of an empty sum
         dt = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
         return full(_reduced_shape(a.shape, dims, keepdim), -math.inf, dtype=dt, device=a.device)
     m = amax(a, dims, keepdim=True).detach()
     # A row that is all -inf has max -inf; shift by 0 there to avoid inf - inf.
     m = where(isinf(m), 0.0, m)
-    out = log(sum(exp(a - m), dims, keepdim=True)) + m
+    out = log(sum_(exp(a - m), dims, True)) + m
     if not keepdim:
             out = reshape(out, _reduced_shape(a.shape, dims, False))
     return out
@@ -262,24 +272,21 @@ def logsumexp(a, dim=None, keepdim: bool = False):
 
 def all(a, dim=None, keepdim: bool = False):
     # Counting (not amin) so an empty reduction gives True, as in PyTorch.
-    from .elementwise import cast, eq, logical_not
     return eq(sum(logical_not(cast(a, _dt.bool_)), dim, keepdim), 0)
 
 
 def any(a, dim=None, keepdim: bool = False):
-    from .elementwise import cast, gt
     return gt(sum(cast(a, _dt.bool_), dim, keepdim), 0)
 
 
 def norm(a, p=2, dim=None, keepdim: bool = False):
-    from .elementwise import abs as _abs, sqrt, pow
     if p == 2 or p == "fro":
         return sqrt(sum(a * a, dim, keepdim))
     if p == 1:
         return sum(_abs(a), dim, keepdim)
     if p == math.inf:
         return amax(_abs(a), dim, keepdim)
-    return pow(sum(pow(_abs(a), p), dim, keepdim), 1.0 / p)
+    return _pow(sum(_pow(_abs(a), p), dim, keepdim), 1.0 / p)
 
 
 def _cumsum_rule(a, dim):
@@ -289,7 +296,6 @@ def _cumsum_rule(a, dim):
 
 
 def _cumsum_vjp(g, out, a, dim):
-    from .shape import flip
     return (flip(cumsum(flip(g, (dim,)), dim), (dim,)),)
 
 
@@ -299,6 +305,5 @@ CUMSUM = defprim("cumsum", lambda xp, a, dim: xp.cumsum(a, axis=dim), _cumsum_ru
 
 def cumsum(a, dim: int):
     if a.ndim == 0:
-        from .shape import clone
         return clone(a) if a.dtype.is_floating_point else clone(a).to(_dt.int64)
     return bind(CUMSUM, a, dim=normalize_dim(dim, a.ndim, "cumsum"))

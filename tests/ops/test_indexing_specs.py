@@ -1,0 +1,53 @@
+"""Indexes of plain ints, None and Ellipsis keep their spec per (rank, index)
+(ops/indexing.py `_plain_spec`): the kept spec must give the first call's values, an
+out-of-range or too-long index must raise every time, and other index types
+(bool, numpy ints, slices, tensors) keep their own handling."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+
+def test_int_indexes_give_numpys_values_every_time():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = tj.tensor(a)
+    for _ in range(2):
+        np.testing.assert_array_equal(x[1].numpy(), a[1])
+        np.testing.assert_array_equal(x[-1, 2].numpy(), a[-1, 2])
+        assert x[1, -1, 3].item() == a[1, -1, 3]
+        np.testing.assert_array_equal(x[None, ..., 0].numpy(), a[None, ..., 0])
+        np.testing.assert_array_equal(x[..., 1].numpy(), a[..., 1])
+        assert x[...] is x and x[()] is x
+    # the same index on another rank gets that rank's spec
+    y = tj.tensor(np.arange(4, dtype=np.float32))
+    assert y[..., 1].item() == 1.0 and x[..., 1].shape == (2, 3)
+
+
+def test_bad_int_indexes_raise_every_time():
+    x = tj.tensor(np.zeros((2, 3), np.float32))
+    for _ in range(2):
+        with pytest.raises(IndexError, match="too many indices"):
+            x[0, 0, 0]
+        with pytest.raises(IndexError, match="out of bounds"):
+            x[2]
+        with pytest.raises(IndexError, match="single ellipsis"):
+            x[..., 0, ...]
+
+
+def test_other_index_types_keep_their_handling():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = tj.tensor(a)
+    assert x[1].shape == (3,)                       # (1,) kept for rank 2
+    np.testing.assert_array_equal(x[np.int64(1)].numpy(), a[1])
+    with pytest.raises(IndexError, match="unsupported index True"):
+        x[True]                                     # a bool is not index 1
+    np.testing.assert_array_equal(x[1, 0:2].numpy(), a[1, 0:2])
+
+
+def test_gradient_through_a_kept_spec():
+    x = tj.tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    for _ in range(2):
+        x.grad = None
+        (x[1, 2] * 3).backward()
+        g = np.zeros((2, 3), np.float32); g[1, 2] = 3
+        np.testing.assert_array_equal(x.grad.numpy(), g)

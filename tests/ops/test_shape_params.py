@@ -1,0 +1,66 @@
+"""The user-level shape functions keep their normalized params per (input shape,
+arguments) (ops/shape.py `_normalized`): a kept entry must give the same result as the
+first call and never let through an argument the function itself rejects."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.errors import ShapeError
+
+
+def _x():
+    return tj.tensor(np.arange(16, dtype=np.float32).reshape(4, 4))
+
+
+def test_repeated_calls_give_the_first_calls_result():
+    x = _x()
+    for _ in range(3):
+        np.testing.assert_array_equal(x.permute(1, 0).numpy(), np.arange(16).reshape(4, 4).T)
+        np.testing.assert_array_equal(x.transpose(-1, 0).numpy(), np.arange(16).reshape(4, 4).T)
+        assert x.reshape(2, -1).shape == (2, 8) and x.reshape((8, 2)).shape == (8, 2)
+        assert x.reshape(-1).shape == (16,)
+        assert tj.tensor(np.float32(3)).expand(2, 3).tolist() == [[3.0] * 3] * 2
+        assert x[0:1].expand(3, -1).shape == (3, 4)
+
+
+def test_identity_calls_return_the_input_itself():
+    x = _x()
+    for _ in range(2):
+        assert x.permute(0, 1) is x and x.transpose(1, 1) is x
+        assert x.reshape(4, 4) is x and x.expand(4, 4) is x
+
+
+def test_an_equal_argument_of_another_type_still_gets_the_functions_error():
+    x = _x()
+    assert x.reshape(2, 8).shape == (2, 8)      # (2, 8) kept
+    with pytest.raises(TypeError, match="shape entries must be ints, got 2.0"):
+        x.reshape(2.0, 8)                       # equal to 2 and hashes as 2
+    with pytest.raises(TypeError, match="shape entries must be ints"):
+        x.reshape(np.int64(2), 8)
+    assert x.permute(1, 0).shape == (4, 4)
+    with pytest.raises(TypeError, match="permute: dim must be an int"):
+        x.permute(np.int64(1), 0)
+
+
+def test_an_error_is_raised_every_time_and_the_shape_decides():
+    x = _x()
+    for _ in range(2):
+        with pytest.raises(ShapeError):
+            x.reshape(3, 5)
+        with pytest.raises(ShapeError):
+            x.expand(2, 4)
+    # the same arguments on another shape are normalized for that shape
+    assert tj.tensor(np.zeros((2, 8), np.float32)).reshape(-1, 4).shape == (4, 4)
+    assert x.reshape(-1, 4).shape == (4, 4)
+    assert tj.tensor(np.zeros((1, 4), np.float32)).expand(4, 4).shape == (4, 4)
+    with pytest.raises(ShapeError):
+        tj.tensor(np.zeros((3, 4), np.float32)).expand(4, 4)
+
+
+def test_view_keeps_reshapes_params_and_still_refuses_to_copy():
+    x = _x()
+    for _ in range(2):
+        assert x.view(2, -1).shape == (2, 8) and x.view(4, 4) is x
+        with pytest.raises(ShapeError, match="view: shape \\(16,\\) is not compatible"):
+            x.t().view(16)          # same shape, kept params: the stride check still runs
+        assert x.view(16).tolist() == list(range(16))
