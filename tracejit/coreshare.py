@@ -54,13 +54,14 @@ SLACK = 0.5
 # the same (OpenBLAS keeps such products on one thread itself); the MLP step with its three
 # 2.6M products on two threads: 14.43 ms median against 14.65 (4M, 25 alternating rounds).
 SMALL_GEMM_MNK = 1 << 20
-# The same bound for eager products (`matmul` with ``blas_only``): after a 2-thread product
-# OpenBLAS's worker spins for ~0.1 s on the other core, and an eager step's Python between
-# its products (dispatch, autograd) ran 50% slower beside it on this 2-vCPU machine; the
-# product itself gained only ~25% (64x1000x100: 90 against 113 us). The eager two-layer
-# step (two 6.4M products, ~230 us of Python) took 510-540 us on two threads against
-# 440-460 on one (bench worker, load 1.7, thr12 notes). Compiled steps have little Python
-# between products and keep `SMALL_GEMM_MNK`.
+# The same bound for eager products (`matmul` with ``blas_only``). After a 2-thread product,
+# writing in place to an array it read costs far more: the SGD update ``w -= lr * w.grad`` of a
+# 1000x100 float32 weight took 124-131 us after the 64x1000x100 forward product ran on two
+# threads, 20 us after one (plain numpy: 119-128 against 15 us; likely the other core's cached
+# lines of w taken back for writing), while the second thread saved ~25 us on the product. An
+# eager step updates its weights right after its products: the two-layer step (two 6.4M
+# products) took 528-543 us with them on two threads, 458-471 on one (numpy by hand 366-376,
+# load 0.7; thr12 notes). Compiled steps keep `SMALL_GEMM_MNK`.
 EAGER_SMALL_GEMM_MNK = 1 << 23
 # m*k*n below which OpenBLAS runs a product on one thread by itself (interface/gemm.c: up to
 # SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4; measured the same on one and two
