@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numba
+import numpy as np
 import pytest
 
 from tracejit import coreshare
@@ -94,6 +95,10 @@ def test_small_products_run_on_one_blas_thread():
     assert coreshare.blas_threads_for(256, 1024, 10, 2) == 2
     assert coreshare.blas_threads_for(256, 1024, 1024, 2) == 2
     assert coreshare.blas_threads_for(256, 1024, 1024, 1) == 1
+    # eager products: up to EAGER_SMALL_GEMM_MNK (the two-layer step's 64x1000x100) on one
+    assert coreshare.blas_threads_for(64, 1000, 100, 2) == 2
+    assert coreshare.blas_threads_for(64, 1000, 100, 2, eager=True) == 1
+    assert coreshare.blas_threads_for(256, 1024, 1024, 2, eager=True) == 2
 
 
 def test_parallel_kernels_adapt_unless_switched_off():
@@ -182,6 +187,35 @@ def test_gemm_thread_count_and_ceiling_say_what_matmul_uses(monkeypatch, two_bla
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
     coreshare.adapt_blas()                            # a core taken: one thread, ceiling kept
     assert coreshare.gemm_thread_count(256, 1024, 1024) == 1 and coreshare.blas_ceiling() == 2
+
+
+@linux
+def test_eager_matmul_runs_a_mid_sized_product_on_one_thread(monkeypatch, two_blas_threads):
+    """An eager 64x1000x100 product (6.4M) runs on one BLAS thread where a compiled plan's
+    runs on two; a large one runs on two either way; the count is restored after each."""
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    seen = []
+    real = np.matmul
+
+    class _Np:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        def matmul(self, a, b):
+            seen.append(blas_threads())
+            return real(a, b)
+
+    monkeypatch.setattr(coreshare, "np", _Np())
+    a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
+    big = np.ones((256, 1024), np.float32), np.ones((1024, 1024), np.float32)
+    assert np.array_equal(coreshare.matmul(a, b, blas_only=True), real(a, b))
+    coreshare.matmul(a, b)
+    coreshare.matmul(*big, blas_only=True)
+    assert seen == [1, 2, 2]
+    assert blas_threads() == 2
+    assert coreshare.gemm_thread_count(64, 1000, 100, eager=True) == 1
+    assert coreshare.gemm_thread_count(64, 1000, 100) == 2
 
 
 @linux
