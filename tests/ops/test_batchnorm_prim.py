@@ -165,3 +165,33 @@ def test_third_derivative_matches_the_composite():
     want = third(composite)
     for a, e in zip(got, want):
         np.testing.assert_allclose(a.detach().numpy(), e.detach().numpy(), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channel-major"])
+def test_numpy_forms_float16_and_record_forms(monkeypatch, layout):
+    """The numpy forms' per-channel sums (in the array's memory order) against float64 numpy,
+    float16 included (its sums accumulate in float32, as numpy's mean of float16); the
+    one-pass records' numpy forms hold what the two-primitive forms give, bit for bit."""
+    monkeypatch.setattr(B, "_run", lambda *a: None)
+    for dtype, tol in ((np.float16, 2e-3), (np.float32, 2e-6)):
+        x, g, w, b = _inputs((6, 3, 7, 5), dtype, layout, seed=4)
+        st = B._stats_impl(np, x)
+        x64 = x.astype(np.float64)
+        assert st.dtype == dtype
+        np.testing.assert_allclose(st[0], x64.mean((0, 2, 3)), rtol=tol)
+        np.testing.assert_allclose(st[1], x64.var((0, 2, 3)), rtol=20 * tol)
+        red = B._reduce_impl(np, g, x, st, 1e-5)
+        xc = x64 - st[0].astype(np.float64).reshape(1, -1, 1, 1)
+        rstd = 1 / np.sqrt(st[1].astype(np.float64) + 1e-5)
+        np.testing.assert_allclose(red[0], g.astype(np.float64).sum((0, 2, 3)), rtol=tol, atol=tol)
+        np.testing.assert_allclose(red[1], (g * xc).sum((0, 2, 3)) * rstd, rtol=20 * tol,
+                                   atol=20 * tol)
+        y = B._train_impl(np, x, st, w, b, 1e-5)
+        assert y.flags.c_contiguous
+        rec = B._forward_impl(np, x, w, b, 1e-5)
+        assert rec[:x.size].tobytes() == y.tobytes() and rec[x.size:].tobytes() == st.tobytes()
+        gx = B._input_impl(np, g, x, st, w, red, 1e-5)
+        bw = B._backward_impl(np, g, x, st, w, 1e-5)
+        c = x.shape[1]
+        assert bw[:-2 * c].tobytes() == np.ascontiguousarray(np.swapaxes(gx, 0, 1)).tobytes()
+        assert bw[-2 * c:].tobytes() == red.tobytes()

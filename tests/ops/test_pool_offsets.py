@@ -162,3 +162,22 @@ def test_rules_name_the_mismatch():
         O.max_pool2d_scatter(tj.zeros(1, 1, 3, 3), rec, (1, 1, 4, 4), (2, 2), (2, 2))
     with pytest.raises(TypeError, match="floating point input, got int32"):
         O.max_pool2d_with_offsets(tj.zeros(1, 1, 4, 4, dtype=tj.int32), (2, 2), (2, 2))
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES)
+def test_numpy_scatter_gives_negative_zero_as_positive_zero_and_float16(monkeypatch, geo):
+    """The numpy scatter adds g to zeros, as PyTorch's backward: a -0.0 gradient lands as
+    +0.0 (bitwise) whether windows overlap or not; float16 (numpy form only) equals float32."""
+    _numpy_forms(monkeypatch)
+    x = _data("ties", np.float32)
+    rec = O._record_impl(np, x, *geo)
+    g = np.random.default_rng(5).standard_normal(rec.shape[1:]).astype(np.float32)
+    g[..., ::2] = -0.0
+    gx = O._scatter_impl(np, g, rec, x.shape, *geo)
+    assert not np.signbit(gx[gx == 0]).any()
+    np.testing.assert_array_equal(gx, P._max_pool_backward_impl(np, g, x, rec[0], *geo))
+    rec16 = O._record_impl(np, x.astype(np.float16), *geo)
+    np.testing.assert_array_equal(rec16, rec.astype(np.float16))
+    gx16 = O._scatter_impl(np, g.astype(np.float16), rec16, x.shape, *geo)
+    np.testing.assert_allclose(gx16, gx, rtol=2e-3, atol=2e-3)
+    assert gx16.dtype == np.float16
