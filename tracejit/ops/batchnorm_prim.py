@@ -273,7 +273,7 @@ def _stats_rule(x):
     return Aval((2, x.shape[1]), x.dtype, x.device)
 
 
-def _stats_impl(xp, x):
+def _stats_impl(xp, x, scratch=None):
     if _takes(xp, x) and x.size:
         fn = _run(_STATS, "stats", x.dtype.name)
         if fn is not None:
@@ -284,7 +284,9 @@ def _stats_impl(xp, x):
     count = _count(x.shape)
     x3 = x.reshape(n, c, -1)
     mu = (_channel_sums(xp, x3) / count).astype(x.dtype)
-    d = x3 - mu.reshape(1, c, 1)
+    # scratch: x's size in x's memory order (batch_norm_forward: its record's head, written
+    # after) so the first step does not fault in a fresh temporary's pages
+    d = xp.subtract(x3, mu.reshape(1, c, 1), out=scratch)
     xp.multiply(d, d, out=d)
     return xp.stack([mu, _channel_sums(xp, d) / count]).astype(x.dtype)
 
@@ -376,7 +378,7 @@ def _reduce_rule(g, x, stats, eps):
     return Aval((2, x.shape[1]), x.dtype, x.device)
 
 
-def _reduce_impl(xp, g, x, stats, eps):
+def _reduce_impl(xp, g, x, stats, eps, scratch=None):
     # (sum g, sum g*xhat) = (sum g, rstd * sum g*(x - mean))
     mean = stats[0].astype(np.float64)
     rstd = 1.0 / xp.sqrt(stats[1].astype(np.float64) + eps)
@@ -389,7 +391,7 @@ def _reduce_impl(xp, g, x, stats, eps):
             return out.astype(x.dtype)
     n, c = x.shape[0], x.shape[1]
     g3 = g.reshape(n, c, -1)
-    gxc = x.reshape(n, c, -1) - mean.astype(x.dtype).reshape(1, c, 1)
+    gxc = xp.subtract(x.reshape(n, c, -1), mean.astype(x.dtype).reshape(1, c, 1), out=scratch)
     xp.multiply(gxc, g3, out=gxc)
     return xp.stack([_channel_sums(xp, g3), _channel_sums(xp, gxc) * rstd]).astype(x.dtype)
 
@@ -505,9 +507,9 @@ def _backward_impl(xp, g, x, stats, weight, eps):
             fn(*_flat(g), *_flat(x), *_ncl_shape(x), mean, rstd,
                np.ascontiguousarray(_channels(weight, xp, c)), out)
             return out
-    red = _reduce_impl(xp, g, x, stats, eps)
     out = xp.empty(c * count + 2 * c, x.dtype)
     gx = xp.swapaxes(out[:c * count].reshape((c, x.shape[0]) + tuple(x.shape[2:])), 0, 1)
+    red = _reduce_impl(xp, g, x, stats, eps, scratch=_scratch_like(xp, x, out[:c * count]))
     _input_impl(xp, g, x, stats, weight, red, eps, out=gx)
     out[c * count:] = red.reshape(-1)
     return out
@@ -569,11 +571,20 @@ def _forward_impl(xp, x, weight, bias, eps):
                np.ascontiguousarray(_channels(bias, xp, c)), float(eps), rec[:size], c * l, l,
                rec[size:].reshape(2, c))
             return rec
-    stats = _stats_impl(xp, x)
     rec = xp.empty(size + 2 * c, x.dtype)
+    stats = _stats_impl(xp, x, scratch=_scratch_like(xp, x, rec[:size]))
     _train_impl(xp, x, stats, weight, bias, eps, out=rec[:size].reshape(x.shape))
     rec[size:] = stats.reshape(-1)
     return rec
+
+
+def _scratch_like(xp, x, buf):
+    """buf (x's size) seen as x's (N, C, L) in x's memory order: channel-major when x is."""
+    n, c = x.shape[0], x.shape[1]
+    x3 = x.reshape(n, c, -1)
+    if xp is np and x3.strides[1] > x3.strides[0]:
+        return buf.reshape(c, n, -1).swapaxes(0, 1)
+    return buf.reshape(n, c, -1)
 
 
 def _values_rule(rec, x, stats, weight, bias, eps):
