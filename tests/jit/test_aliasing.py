@@ -61,32 +61,26 @@ def test_unit_cotangent_grads_do_not_share_memory(retain):
     np.testing.assert_allclose(x.grad.numpy(), np.full(3, 10.0))
 
 
-def test_scaled_loss_leaves_inputs_alone():
-    def dot(a, b):  # the gradient of a is b itself: scaling it must not scale b
+@pytest.mark.parametrize("scale", [0.25, None])
+def test_scaled_loss_leaves_inputs_alone(scale):
+    # The gradient of a is b itself: neither scaling it (a cotangent of 0.25) nor handing it
+    # over (a unit cotangent's last backward), nor scaling x.grad in place afterwards, may
+    # change w.
+    def dot(a, b):
         return (a * b).sum()
 
     f = tj.trace(dot)
     x = tj.ones(3, requires_grad=True)
     w = tj.full((3,), 2.0)
-    for _ in range(2):
-        x.grad = None
-        (f(x, w) * 0.25).backward()
-        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 0.5))
-        np.testing.assert_allclose(w.numpy(), np.full(3, 2.0))
-
-
-def test_unit_cotangent_never_hands_over_an_input():
-    # Whatever buffer the plan returns for x's gradient (here a copy of w), scaling x.grad
-    # in place after a unit-cotangent backward must leave w alone.
-    f = tj.trace(lambda a, b: (a * b).sum())
-    x = tj.ones(3, requires_grad=True)
-    w = tj.full((3,), 2.0)
     for _ in range(2):  # the capture call and a cache hit
         x.grad = None
-        f(x, w).backward()
+        loss = f(x, w)
+        (loss if scale is None else loss * scale).backward()
+        expect = 2.0 * (1.0 if scale is None else scale)
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, expect))
         with tj.no_grad():
             x.grad.mul_(10.0)
-        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 20.0))
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 10 * expect))
         np.testing.assert_allclose(w.numpy(), np.full(3, 2.0))
 
 
