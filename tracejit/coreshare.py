@@ -62,11 +62,11 @@ SMALL_GEMM_MNK = 1 << 20
 # two products and then ``w -= lr * g`` (1000x100 float32) took 282-300 us (min) with both
 # products on two threads (the update 114-132 us), 237-241 us with both on one (update 29
 # us), 208-210 us with the forward product (64 rows) on one and the weight gradient's (1000
-# rows) on two (update 35 us; 3 rounds, near-quiet, gemm15 notes). Measured on the two-layer
-# step, policy at 2 threads, one process alternating (3 x 20 rounds, load 6.9-8.7): eager
-# 453-458 -> 419-422 us median (min 373-386 -> 350-352), compiled 322-325 -> 320-322 us
-# (min 274-299 -> 266-279). This replaced an eager-only bound (8M: every eager product of the
-# two-layer step on one thread, thr12's notes), which left the weight gradient's product on one.
+# rows) on two (update 35 us; 3 rounds, near-quiet, gemm15 notes). The two-layer step, policy
+# at 2 threads, fresh processes alternating with the rule before (3 rounds, load 5.6-6.4): compiled
+# 404-419 -> 323-325 us median, eager 454-457 -> 420-441 (PyTorch 296-302); the MLP step
+# unchanged. It replaced an eager-only bound (8M: every eager product of the two-layer step on
+# one thread, thr12's notes), which also kept the weight gradient's product on one.
 FEW_ROWS = 128
 FEW_ROWS_GEMM_MNK = 1 << 23
 # m*k*n below which OpenBLAS runs a product on one thread by itself (interface/gemm.c: up to
