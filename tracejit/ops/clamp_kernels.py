@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-__all__ = ["clamp_numpy"]
+__all__ = ["clamp_numpy", "clamp_fast"]
 
 _FLOATS = (np.float16, np.float32, np.float64)
 _checked: dict = {}   # numpy dtype -> bool: maximum/minimum(bound, x) return x on ties and nan
@@ -55,6 +55,40 @@ def clamp_numpy(a: np.ndarray, min=None, max=None):
     return out
 
 
+def clamp_fast(shape, dt, min=None, max=None):
+    """`clamp_numpy` decided once for a (shape, dtype, bounds) signature (the dispatch
+    plan's numpy call, registry ``extra["fast"]``): a function of the array alone making
+    the same ``maximum``/``minimum`` call(s) with the same bound operands, or None where
+    `clamp_numpy` would not apply. The bound's kept array view fits only a C-contiguous
+    operand, which a plan's key (shape and dtype) does not tell: other layouts take the
+    scalar bound, as `_operand` gives them."""
+    if dt.type not in _FLOATS or not (_checked.get(dt) or _check(dt)):
+        return None
+    lo = hi = None
+    if min is not None:
+        lo = _exact(dt, min)
+        if lo is None:
+            return None
+    if max is not None:
+        hi = _exact(dt, max)
+        if hi is None:
+            return None
+    n = math.prod(shape)
+    mid = _ARRAY_BOUND_MIN <= n <= _ARRAY_BOUND_MAX
+    maximum, minimum = np.maximum, np.minimum
+    if hi is None:
+        if not mid:
+            return lambda x: maximum(lo, x)
+        lo_view = _bound_view(lo, shape, dt, n)
+        return lambda x: maximum(lo_view if x.flags.c_contiguous else lo, x)
+    if lo is None:
+        if not mid:
+            return lambda x: minimum(hi, x)
+        hi_view = _bound_view(hi, shape, dt, n)
+        return lambda x: minimum(hi_view if x.flags.c_contiguous else hi, x)
+    return lambda x: clamp_numpy(x, min, max)   # both bounds: the general form
+
+
 # numpy's maximum/minimum with a scalar operand run a scalar loop (5.8 us over 6400
 # float32 here) where two arrays run its SIMD loop (2.3 us): mid-sized arrays take the
 # bound as a read-only array of it (views of one kept buffer per dtype and bound).
@@ -70,20 +104,25 @@ def _operand(v, x):
     n = x.size
     if n < _ARRAY_BOUND_MIN or n > _ARRAY_BOUND_MAX or not x.flags.c_contiguous:
         return v
+    return _bound_view(v, x.shape, x.dtype, n)
+
+
+def _bound_view(v, shape, dtype, n):
+    """A read-only array of `v` of this shape, `n` elements (a view of a kept buffer)."""
     bits = v.tobytes()   # +0.0 and -0.0 are different bounds
-    key = (x.shape, x.dtype, bits)
+    key = (shape, dtype, bits)
     view = _bound_views.get(key)
     if view is None:
-        buf = _bound_arrays.get((x.dtype, bits))
+        buf = _bound_arrays.get((dtype, bits))
         if buf is None:
             if len(_bound_arrays) >= 8:   # (at most 8 x 512 KiB kept)
                 _bound_arrays.clear()
             buf = np.full(_ARRAY_BOUND_MAX, v)
             buf.flags.writeable = False
-            _bound_arrays[(x.dtype, bits)] = buf
+            _bound_arrays[(dtype, bits)] = buf
         if len(_bound_views) >= 256:
             _bound_views.clear()
-        view = _bound_views[key] = buf[:n].reshape(x.shape)
+        view = _bound_views[key] = buf[:n].reshape(shape)
     return view
 
 

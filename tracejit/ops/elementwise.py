@@ -18,7 +18,7 @@ from ..errors import DTypeError
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from .registry import _NUMPY_WEAK_SCALARS, Aval, _scalar_as, bind, defprim
-from .clamp_kernels import clamp_numpy as _clamp_numpy
+from .clamp_kernels import clamp_fast as _clamp_fast_numpy, clamp_numpy as _clamp_numpy
 
 __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin",
@@ -137,23 +137,40 @@ def _pow_scalar(e, a, b):
 
 
 def _pow_impl(xp, a, b):
-    # A constant small integer exponent is a few multiplications, as in PyTorch's and in
-    # the kernel generator's pow (Emitter.pow): numpy's float32 power calls powf per
-    # element, ~50x slower (`a ** 3` over 4M float32 took 600 ms).
     if getattr(b, "ndim", 0) == 0 and getattr(a, "dtype", None) is not None and a.dtype.kind == "f":
-        v = float(b)
-        if math.isfinite(v) and v == int(v) and 1 <= builtins.abs(v) <= 4:
-            n = int(builtins.abs(v))
-            out = a * a if n > 1 else a.copy()
-            for _ in range(n - 2):
-                out *= a
-            return out if v > 0 else xp.true_divide(a.dtype.type(1), out, out=out)
-        if v == 0.5:
-            return xp.sqrt(a)
+        return _pow_by_number(a, b, xp)
     return xp.power(a, b)
 
 
-POW = _binary("pow", _pow_impl, _pow_vjp, _pow_scalar, save_out=True)
+def _pow_by_number(a, b, xp=np):
+    """A float array `a` to a number `b`. A constant small integer exponent is a few
+    multiplications, as in PyTorch's and in the kernel generator's pow (Emitter.pow):
+    numpy's float32 power calls powf per element, ~50x slower (`a ** 3` over 4M float32
+    took 600 ms)."""
+    v = float(b)
+    n = _MULTIPLIED.get(v)   # (a nan exponent is no key: nan != nan)
+    if n is not None:
+        out = a * a if n > 1 else a.copy()
+        for _ in range(n - 2):
+            out *= a
+        return out if v > 0 else xp.true_divide(a.dtype.type(1), out, out=out)
+    if v == 0.5:
+        return xp.sqrt(a)
+    return xp.power(a, b)
+
+
+_MULTIPLIED = {float(v): builtins.abs(v) for v in (-4, -3, -2, -1, 1, 2, 3, 4)}  # exponent -> factors
+
+
+def _pow_fast(shapes, dtype, params):
+    # the plan's numpy call (registry ``extra["fast"]``): a float array to a number takes
+    # `_pow_by_number` without the impl's operand checks
+    if shapes[0] is not None and shapes[1] is None and dtype.kind == "f":
+        return _pow_by_number
+    return None
+
+
+POW = _binary("pow", _pow_impl, _pow_vjp, _pow_scalar, save_out=True, extra={"fast": _pow_fast})
 
 
 # pow's input gradient for a constant exponent b, ``(g * b) * a ** (b - 1)``, as one op
@@ -399,8 +416,15 @@ def _clamp_scalar(e, a, min=None, max=None):
     return expr
 
 
+def _clamp_fast(shapes, dtype, params):
+    # the plan's numpy call (registry ``extra["fast"]``): clamp_numpy's decisions made
+    # once per signature (bound exactness, the bound's kept array operand)
+    return _clamp_fast_numpy(shapes[0], dtype, params["min"], params["max"])
+
+
 CLAMP = defprim("clamp", _clamp_impl, _ew_rule("clamp"), _clamp_vjp, kind="elementwise",
-                scalar=_clamp_scalar, promote=True, save=lambda rq: (0,))
+                scalar=_clamp_scalar, promote=True, save=lambda rq: (0,),
+                extra={"fast": _clamp_fast})
 
 
 # clamp's input gradient ``where(min <= a <= max, g, 0)`` as one op, as PyTorch's

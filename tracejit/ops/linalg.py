@@ -92,9 +92,23 @@ def _mm(a, b):
     return MATMUL.binary(a, b)
 
 
+def _matmul_fast(shapes, dtype, params):
+    """The plan's numpy call (registry ``extra["fast"]``): `_matmul_impl`'s choice for
+    these shapes, made once. A product below coreshare's TINY_GEMM_MNK is numpy's matmul
+    itself (coreshare.matmul leaves BLAS's threads alone for it): the small products of
+    an eager step skip two Python frames."""
+    sa, sb = shapes
+    if len(sa) > 2 and len(sb) == 2:
+        return None   # matmul_rows: one GEMM over the flattened leading dims
+    if sa[-2] * sa[-1] * sb[-1] < _coreshare.TINY_GEMM_MNK:
+        return _np.matmul
+    return _blas_matmul
+
+
 MATMUL = defprim("matmul", _matmul_impl, _matmul_rule, _matmul_vjp,
                  kind="matmul", save=lambda rq: tuple(i for i in (0, 1) if rq[1 - i]),  # the other operand
-                 extra={"meta": lambda rq: (1,) if rq[1] else ()})  # b's rank, for its gradient
+                 extra={"meta": lambda rq: (1,) if rq[1] else (),  # b's rank, for its gradient
+                        "fast": _matmul_fast})
 
 
 def matmul(a, b):

@@ -51,6 +51,7 @@ anything imports it, and every other name crosses the cycle at the top of a modu
 from __future__ import annotations
 
 import threading
+from math import copysign as _copysign
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -118,6 +119,7 @@ class Primitive:
         # numpy's ufunc when the impl is exactly one (ops/elementwise.py `_ufunc1/2`): then
         # an in-place method writes the result into the tensor's memory (`run_into`)
         self.ufunc = getattr(self.impl, "ufunc", None)
+        self.fast = self.extra.get("fast")  # the plan's numpy call (see the top)
         # two operands without params: the plan fast path as a closure (`_make_binary`)
         inline = self.plans is not None and not self.is_view and self.view_if is None
         self.binary = _make_binary(self) if inline else None
@@ -129,6 +131,19 @@ class Primitive:
         if not self.grad_name:
             self.grad_name = _TORCH_GRAD_NAMES.get(self.name) or (
                 "".join(p.capitalize() for p in self.name.split("_")) + "Backward0")
+        self._impl0 = self.impl  # the impl `ufunc` and `fast` describe
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name in ("impl", "ufunc") and "_impl0" in self.__dict__:
+            # A replaced impl (tests count an op's calls so) is what runs from now on: its
+            # own ufunc mark, no `fast` call (that describes the record's impl) and none of
+            # the plans made before, which hold the old impl's numpy call.
+            if name == "impl":
+                object.__setattr__(self, "ufunc", getattr(value, "ufunc", None))
+                object.__setattr__(self, "fast", self.extra.get("fast") if value is self._impl0 else None)
+            if self.plans:
+                self.plans.clear()
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -200,9 +215,9 @@ _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 class _Plan:
     __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big",
-                 "meta")
+                 "meta", "fn")
 
-    def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big, meta):
+    def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big, meta, fn):
         self.default = default      # the default float dtype the plan was made under
         self.casts = casts          # per operand: numpy dtype to cast it to, or None
         self.out_dtype = out_dtype
@@ -212,6 +227,7 @@ class _Plan:
         self.compute_np = compute_np
         self.big = big              # run through a vectorized kernel (ops/vectorized.py)?
         self.meta = meta            # per operand (shape, dtype) or None: autograd's node._meta
+        self.fn = fn                # the impl's numpy call on the cast arrays, or None
 
 
 def bind(prim: Primitive, *args, **params):
@@ -229,7 +245,7 @@ def bind(prim: Primitive, *args, **params):
         # One CPU tensor operand, with or without params (unary ops, the shape ops and
         # reductions every backward calls: sum's expand, matmul's permutes): the plan keyed
         # by (shape, dtype, params), the params' check inline, here in `bind` (one Python
-        # call less per op).
+        # call less per op). A -0.0 param takes the general path: as a key it equals 0.
         x = a._data
         if params:
             for v in params.values():
@@ -238,7 +254,7 @@ def bind(prim: Primitive, *args, **params):
                     for e in v:
                         if type(e) not in _PARAM_TYPES and not _plain_tuple(e):
                             return _eager_general(prim, (a,), params, None)
-                elif t not in _PARAM_TYPES:
+                elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
                     return _eager_general(prim, (a,), params, None)
             key = (x.shape, a.dtype, tuple(params.items()))
         else:
@@ -253,8 +269,8 @@ def bind(prim: Primitive, *args, **params):
         if plan.big:
             out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
         if out is None:
-            u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
-            out = u(x) if u is not None else prim.impl(np, x, **params)
+            fn = plan.fn  # the impl's numpy call for this signature (a ufunc, `extra["fast"]`)
+            out = fn(x) if fn is not None else prim.impl(np, x, **params)
         onp = plan.out_np
         if type(out) is not np.ndarray or out.dtype is not onp:
             out = np.asarray(out, dtype=onp)
@@ -326,11 +342,13 @@ def _make_binary(prim: Primitive, miss=None):
         if plan.big:
             out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
         if out is None:
-            if params:
+            fn = plan.fn  # the impl's numpy call for this signature (a ufunc, `extra["fast"]`)
+            if fn is not None:
+                out = fn(x, y)
+            elif params:
                 out = prim.impl(np, x, y, **params)
             else:
-                u = prim.ufunc  # the impl is exactly this ufunc: call it without the wrapper
-                out = u(x, y) if u is not None else prim.impl(np, x, y)
+                out = prim.impl(np, x, y)
         onp = plan.out_np
         if type(out) is not np.ndarray or out.dtype is not onp:
             out = np.asarray(out, dtype=onp)
@@ -444,13 +462,15 @@ def _plain_tuple(t) -> bool:
 def _param_key(params):
     """The params as part of a plan key, or None when some value is not a plain constant
     or a tuple of those, one level deep (a plan key must neither keep arrays alive nor
-    compare tensors with ``==``)."""
+    compare tensors with ``==``). A -0.0 is not a plain constant here: it equals 0 and
+    0.0 as a key, and a plan's `extra["fast"]` call may depend on the sign (clamp's bound)."""
     for v in params.values():
-        if type(v) is tuple:
+        t = type(v)
+        if t is tuple:
             for x in v:
                 if type(x) not in _PARAM_TYPES and not _plain_tuple(x):
                     return None
-        elif type(v) not in _PARAM_TYPES:
+        elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
             return None
     return tuple(params.items())
 
@@ -560,8 +580,13 @@ def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
     operands = [a._data.shape if isinstance(a, Tensor) else None for a in args]
     big = _vectorized.eligible(prim, operands, cdt, odt, out_aval.shape, params)
     meta = tuple((a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args)
+    # the impl's numpy call: its ufunc itself (the impl is exactly that), or the record's
+    # `extra["fast"]` for this signature
+    fn = prim.ufunc
+    if fn is None and prim.fast is not None:
+        fn = prim.fast(tuple(operands), cdt.np, params or _NO_PARAMS)
     return _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
-                 prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta)
+                 prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta, fn)
 
 
 _SCALAR_TYPES = (bool, int, float, np.number, np.bool_)
