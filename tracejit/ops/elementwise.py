@@ -204,10 +204,25 @@ def _pow_backward_scalar(e, g, a, exponent):
     return f"(({g} * {e.const(exponent)}) * {e.pow(a, e.const(exponent - 1))})"
 
 
+def _pow_backward_fast(shapes, dtype, params):
+    # the plan's numpy call (registry ``extra["fast"]``) for the square's gradient of
+    # same-shaped operands: the impl's two products, its shape tests made once
+    sg, sa = shapes
+    if params["exponent"] != 2 or sg is None or not sg or sg != sa:
+        return None
+    factor = dtype.type(params["exponent"])
+    multiply = np.multiply
+
+    def square_backward(g, a):
+        t = multiply(g, factor)
+        return multiply(t, a, out=t)
+    return square_backward
+
+
 POW_BACKWARD = defprim("pow_backward", _pow_backward_impl, _ew_rule("pow_backward", float_only=True),
                        _pow_backward_vjp,
                        kind="elementwise", scalar=_pow_backward_scalar, promote=True,
-                       save=lambda rq: (0, 1))
+                       save=lambda rq: (0, 1), extra={"fast": _pow_backward_fast})
 
 # Python's // and % (floor semantics; the remainder takes the divisor's sign), as in
 # PyTorch. Primitives rather than floor(a / b) so integers stay exact (no float round trip).
@@ -463,10 +478,29 @@ def _clamp_backward_scalar(e, g, a, min=None, max=None):
     return f"({g} if ({' and '.join(conds)}) else {e.const(0)})"
 
 
+def _clamp_backward_fast(shapes, dtype, params):
+    # the plan's numpy call (registry ``extra["fast"]``) for one bound (ReLU's gradient):
+    # the impl's comparison and `_select_or_zero`'s integer product, the bound operand and
+    # the integer type chosen once per signature
+    lo, hi = params["min"], params["max"]
+    ity = _INT_OF_WIDTH.get(dtype.itemsize)
+    if (lo is None) == (hi is None) or shapes[0] is None or not shapes[1] or ity is None:
+        return None
+    if lo is not None:
+        bound, compare = _bound_operand(lo, dtype), np.greater_equal
+    else:
+        bound, compare = _bound_operand(hi, dtype), np.less_equal
+    multiply = np.multiply
+
+    def clamp_backward_one_bound(g, a):
+        return multiply(g.view(ity), compare(a, bound)).view(dtype)
+    return clamp_backward_one_bound
+
+
 CLAMP_BACKWARD = defprim("clamp_backward", _clamp_backward_impl,
                          _ew_rule("clamp_backward", float_only=True), _clamp_backward_vjp,
                          kind="elementwise", scalar=_clamp_backward_scalar, promote=True,
-                         save=lambda rq: (1,), nondiff=(1,))
+                         save=lambda rq: (1,), nondiff=(1,), extra={"fast": _clamp_backward_fast})
 
 
 def clamp_backward(g, a, min=None, max=None):
