@@ -35,18 +35,10 @@ def clamp_numpy(a: np.ndarray, min=None, max=None):
     """``clamp(a, min, max)`` for a float numpy array and Python-number bounds, in one
     ``maximum`` (and/or ``minimum``) call, bitwise the select form; None when that is not
     known to be exact here (the caller's select form runs)."""
-    dt = a.dtype
-    if dt.type not in _FLOATS or not (_checked.get(dt) or _check(dt)):
+    bounds = _exact_bounds(a.dtype, min, max)
+    if bounds is None:
         return None
-    lo = hi = None
-    if min is not None:
-        lo = _exact(dt, min)
-        if lo is None:
-            return None
-    if max is not None:
-        hi = _exact(dt, max)
-        if hi is None:
-            return None
+    lo, hi = bounds
     out = a
     if lo is not None:
         out = np.maximum(_operand(lo, a), out)
@@ -58,10 +50,27 @@ def clamp_numpy(a: np.ndarray, min=None, max=None):
 def clamp_fast(shape, dt, min=None, max=None):
     """`clamp_numpy` decided once for a (shape, dtype, bounds) signature (the dispatch
     plan's numpy call, registry ``extra["fast"]``): a function of the array alone making
-    the same ``maximum``/``minimum`` call(s) with the same bound operands, or None where
+    the same ``maximum``/``minimum`` call with the same bound operand, or None where
     `clamp_numpy` would not apply. The bound's kept array view fits only a C-contiguous
     operand, which a plan's key (shape and dtype) does not tell: other layouts take the
     scalar bound, as `_operand` gives them."""
+    bounds = _exact_bounds(dt, min, max)
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    if lo is not None and hi is not None:
+        return lambda x: clamp_numpy(x, min, max)   # two calls: the general form
+    bound, select = (lo, np.maximum) if hi is None else (hi, np.minimum)
+    n = math.prod(shape)
+    if not _ARRAY_BOUND_MIN <= n <= _ARRAY_BOUND_MAX:
+        return lambda x: select(bound, x)
+    view = _bound_view(bound, shape, dt, n)
+    return lambda x: select(view if x.flags.c_contiguous else bound, x)
+
+
+def _exact_bounds(dt, min, max):
+    """(lo, hi): the bounds as scalars of dtype `dt` (None where not given) when clamp's
+    one-call form is exact for them, else None."""
     if dt.type not in _FLOATS or not (_checked.get(dt) or _check(dt)):
         return None
     lo = hi = None
@@ -73,20 +82,7 @@ def clamp_fast(shape, dt, min=None, max=None):
         hi = _exact(dt, max)
         if hi is None:
             return None
-    n = math.prod(shape)
-    mid = _ARRAY_BOUND_MIN <= n <= _ARRAY_BOUND_MAX
-    maximum, minimum = np.maximum, np.minimum
-    if hi is None:
-        if not mid:
-            return lambda x: maximum(lo, x)
-        lo_view = _bound_view(lo, shape, dt, n)
-        return lambda x: maximum(lo_view if x.flags.c_contiguous else lo, x)
-    if lo is None:
-        if not mid:
-            return lambda x: minimum(hi, x)
-        hi_view = _bound_view(hi, shape, dt, n)
-        return lambda x: minimum(hi_view if x.flags.c_contiguous else hi, x)
-    return lambda x: clamp_numpy(x, min, max)   # both bounds: the general form
+    return lo, hi
 
 
 # numpy's maximum/minimum with a scalar operand run a scalar loop (5.8 us over 6400
