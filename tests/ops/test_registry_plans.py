@@ -41,3 +41,44 @@ def test_indexing_through_a_plan_records_its_gradient(grad):
     if grad:
         (y * 2).sum().backward()
         np.testing.assert_array_equal(x.grad.numpy(), [[0, 0, 0], [2, 2, 2]])
+
+
+def test_a_plan_keeps_the_records_numpy_call():
+    # clamp's record gives its plans the one numpy call of that signature (extra["fast"]):
+    # the second call takes it and gives what the impl gives, here bitwise (-0.0 and nan kept)
+    from tracejit.ops import elementwise
+    a = np.array([-1.0, -0.0, 0.0, np.nan, 2.0] * 60, np.float32).reshape(20, 15)
+    want = elementwise._clamp_impl(np, a, 0, None)
+    elementwise.CLAMP.plans.clear()
+    x = tj.tensor(a)
+    results = [x.clamp(min=0).numpy() for _ in range(2)]
+    (plan,) = elementwise.CLAMP.plans.values()
+    assert plan.fn is not None
+    for r in results:
+        assert np.array_equal(r.view(np.int32), want.view(np.int32))
+
+
+def test_a_negative_zero_param_does_not_share_the_plan_of_zero():
+    # -0.0 == 0 as a dict key; clamp's bound decides the sign of the result where x is below it
+    x = tj.tensor(np.array([-1.0, 2.0], np.float32))
+    for _ in range(2):
+        assert not np.signbit(x.clamp(min=0).numpy()[0])
+        assert np.signbit(x.clamp(min=-0.0).numpy()[0])
+        assert np.signbit(x.clamp(max=-0.0).numpy()[0]) and x.clamp(max=-0.0).numpy()[1] == 0.0
+
+
+def test_replacing_an_impl_drops_the_plans_made_with_the_old_one(monkeypatch):
+    # Tests count an op's calls by replacing its impl: plans made before (with the record's
+    # numpy call) must not bypass the replacement; putting the impl back restores the call.
+    from tracejit.ops import linalg
+    a, b = tj.tensor(np.ones((3, 4), np.float32)), tj.tensor(np.ones((4, 2), np.float32))
+    a @ b  # a plan with the record's numpy call
+    calls = []
+    impl = linalg.MATMUL.impl
+    monkeypatch.setattr(linalg.MATMUL, "impl", lambda xp, x, y: calls.append(x.shape) or impl(xp, x, y))
+    assert np.array_equal((a @ b).numpy(), np.full((3, 2), 4.0, np.float32))
+    assert calls == [(3, 4)]
+    monkeypatch.undo()
+    a @ b
+    assert calls == [(3, 4)] and linalg.MATMUL.fast is not None
+    assert next(iter(linalg.MATMUL.plans.values())).fn is not None
