@@ -62,3 +62,22 @@ def test_tensor_clamp_keeps_bits_strided_and_0d(dtype):
     for v in (-0.0, np.nan, -3.0):
         z = np.array(v, dtype)
         assert _bits(tj.tensor(z).clamp(min=0).numpy()).tobytes() == _bits(_select(z, 0, None)).tobytes()
+
+
+def test_many_bounds_keep_at_most_eight_buffers(monkeypatch):
+    # Dispatch plans hold their bound's kept view (clamp_fast), so kept buffers are never
+    # dropped for new ones (that would leave plans holding any number of them): a ninth
+    # bound is passed as a scalar, with the same result.
+    from tracejit.ops import elementwise
+    monkeypatch.setattr(ck, "_bound_arrays", {})
+    monkeypatch.setattr(ck, "_bound_views", {})
+    elementwise.CLAMP.plans.clear()
+    x = tj.tensor(np.linspace(-1, 1, 6400, dtype=np.float32).reshape(64, 100))
+    bounds = [i * 0.25 - 2 for i in range(20)]
+    for b in bounds:
+        for _ in range(2):   # the second call through the plan
+            np.testing.assert_array_equal(x.clamp(min=b).numpy(), np.maximum(x.numpy(), np.float32(b)))
+            np.testing.assert_array_equal(x.clamp(max=b).numpy(), np.minimum(x.numpy(), np.float32(b)))
+    kept = {bits for _, bits in ck._bound_arrays}
+    assert kept == {np.float32(b).tobytes() for b in bounds[:ck._MAX_BOUND_ARRAYS]}
+    elementwise.CLAMP.plans.clear()   # (their views are of this test's buffers)

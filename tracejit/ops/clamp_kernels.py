@@ -62,9 +62,9 @@ def clamp_fast(shape, dt, min=None, max=None):
         return lambda x: clamp_numpy(x, min, max)   # two calls: the general form
     bound, select = (lo, np.maximum) if hi is None else (hi, np.minimum)
     n = math.prod(shape)
-    if not _ARRAY_BOUND_MIN <= n <= _ARRAY_BOUND_MAX:
+    view = _bound_view(bound, shape, dt, n) if _ARRAY_BOUND_MIN <= n <= _ARRAY_BOUND_MAX else None
+    if view is None:
         return lambda x: select(bound, x)
-    view = _bound_view(bound, shape, dt, n)
     return lambda x: select(view if x.flags.c_contiguous else bound, x)
 
 
@@ -91,6 +91,7 @@ def _exact_bounds(dt, min, max):
 _ARRAY_BOUND_MIN = 256
 _ARRAY_BOUND_MAX = 1 << 16
 _bound_arrays: dict = {}
+_MAX_BOUND_ARRAYS = 8
 
 
 def _operand(v, x):
@@ -100,19 +101,23 @@ def _operand(v, x):
     n = x.size
     if n < _ARRAY_BOUND_MIN or n > _ARRAY_BOUND_MAX or not x.flags.c_contiguous:
         return v
-    return _bound_view(v, x.shape, x.dtype, n)
+    view = _bound_view(v, x.shape, x.dtype, n)
+    return v if view is None else view
 
 
 def _bound_view(v, shape, dtype, n):
-    """A read-only array of `v` of this shape, `n` elements (a view of a kept buffer)."""
+    """A read-only array of `v` of this shape, `n` elements (a view of a kept buffer), or
+    None once `_MAX_BOUND_ARRAYS` other bounds have buffers: the first ones are kept for
+    good (dispatch plans hold their views, `clamp_fast`), so at most 8 x 512 KiB; a bound
+    without one is passed as a scalar (the same result, numpy's slower scalar loop)."""
     bits = v.tobytes()   # +0.0 and -0.0 are different bounds
     key = (shape, dtype, bits)
     view = _bound_views.get(key)
     if view is None:
         buf = _bound_arrays.get((dtype, bits))
         if buf is None:
-            if len(_bound_arrays) >= 8:   # (at most 8 x 512 KiB kept)
-                _bound_arrays.clear()
+            if len(_bound_arrays) >= _MAX_BOUND_ARRAYS:
+                return None
             buf = np.full(_ARRAY_BOUND_MAX, v)
             buf.flags.writeable = False
             _bound_arrays[(dtype, bits)] = buf
