@@ -3,7 +3,7 @@
 Why: the array-at-a-time update in `adam.Adam._apply` is eleven numpy operations, each
 a full pass over the parameter, its gradient or a moment, most allocating a temporary.
 For the MLP benchmark's 1.9M parameters that took 5.7-6.0 ms of a 26 ms training step;
-one parallel pass reads p, g, m, v and writes p, m, v once.
+one pass, in shares on tracejit's chunk threads, reads p, g, m, v and writes p, m, v once.
 
 One launch updates every parameter of a group ("multi-tensor", as PyTorch's fused and
 _foreach Adam): the parameters, gradients and moments arrive as tuples of 1-D views, and
@@ -123,7 +123,8 @@ def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True):
     model and dtype), serial code either way: numba compiled the former ``prange`` variant
     in 2.8x the CPU time of the serial one (2.9-3.7 s against 1.05-1.3 s for 10-12
     tensors), and the second core gained the update nothing measurable on 2 cores (1.75
-    against 1.76 ms for the MLP benchmark's parameters, session 14). Each chunk is updated
+    against 1.76 ms for the MLP benchmark's parameters, session 14; the share form runs
+    1.19-1.27 ms against the parfor form's 1.27-1.31, min, load ~6). Each chunk is updated
     by one share, whatever the share count: the same results on any number of threads.
     ``wait=False`` (background compile mode): None while a compile worker builds it."""
     module = _modules.get((dtype, count))
