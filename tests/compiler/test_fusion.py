@@ -327,4 +327,4 @@ def test_generated_sources_are_in_linecache_and_explain_names_groups_and_lines()
     text = str(cf.explain(x, x, x))
     assert re.search(rf"group 0: mul, add, mul, pow, mul, add, mul, tanh, add, mul  "
                      rf"\[{where}:{a_line}, {where}:{ret_line}\]", text), text
-    assert "fused group 0" in text and "tanh_f32(" in text      # the kernel source itself
+    assert "\"\"\"fused group: " in text and "tanh_f32(" in text      # the kernel source itself

@@ -126,3 +126,27 @@ def test_math_table_is_the_one_list():
             assert hasattr(math, name), name        # numba's math.<name>: libdevice on the device
     with pytest.raises(NotImplementedError, match="no math function"):
         codegen_cpu.CpuEmitter(F32).call("gamma", "x")
+
+
+def test_groups_of_one_structure_at_two_lines_have_one_source_and_compile_once():
+    """A kernel's source is its disk-cache key and its compile job: it names each step's
+    op, not the user's line, so the same structure written twice (an MLP's two LayerNorms)
+    compiles once; errors and explain name the lines from the group."""
+    import numpy as np
+    from tracejit.compiler import diskcache
+
+    def f(x, w):
+        a = (x * 1.8359375).tanh()
+        b = a @ w
+        return (b * 1.8359375).tanh()
+    cf = tj.trace(f, compile="sync")
+    rng = np.random.default_rng(2)
+    x, w = (tj.tensor(rng.standard_normal((5, 5)).astype(np.float32)) for _ in range(2))
+    before = diskcache.stats()["compiles"]
+    np.testing.assert_allclose(cf(x, w).numpy(), f(x, w).numpy(), rtol=1e-5, atol=1e-6)
+    plan = cf._entries[-1].executor.infer_plan()
+    srcs = plan.kernel_sources()
+    assert len(plan.kernels) == 2 and len(srcs) == 2 and srcs[0] == srcs[1]
+    assert "# mul" in srcs[0] and "test_loopnest.py" not in srcs[0]
+    assert diskcache.stats()["compiles"] - before <= 1        # the second is the first's module
+    assert "test_loopnest.py:" in cf.explain(x, w)["fusion groups (inference)"]

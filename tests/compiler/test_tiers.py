@@ -314,7 +314,7 @@ def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, ke
     gate = threading.Event()
     real_submit = workers.submit
 
-    def submit(source, name_hint, llvm_options=(), later=False):
+    def submit(source, name_hint, llvm_options=(), later=False, rank=None):
         if "prange" not in source:
             return real_submit(source, name_hint, llvm_options)
         assert later == (kind == "chunks")   # after a chunk stage parfor jobs queue last
@@ -372,12 +372,39 @@ def _program_plans(program) -> list:
 
 def test_later_jobs_queue_after_the_others():
     """A parfor upgrade (``later``) queued first still runs after a job submitted later
-    (the optimizer's kernel a caller's array path waits for); shutdown jumps the queue."""
+    (the optimizer's kernel a caller's array path waits for), and an eager op's kernel
+    between the two; shutdown jumps the queue."""
     pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
     upgrade = pool.submit("# upgrade", "up", (), later=True)
+    eager = pool.submit("# eager relu", "eager", (), rank=workers.EAGER)
     needed = pool.submit("# needed", "need", ())
     pool.jobs.put((-1, 0, None))
-    assert [pool.jobs.get()[2] for _ in range(3)] == [None, needed, upgrade]
+    assert [pool.jobs.get()[2] for _ in range(4)] == [None, needed, eager, upgrade]
+
+
+def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
+    """ops/vectorized.py submits an eager op's kernel with rank EAGER: a background
+    compile's stage-1 kernels (FIRST) queued after it still go to the workers first."""
+    from tracejit.compiler import diskcache
+    from tracejit.ops import vectorized
+    ranks = []
+    real = workers.submit
+
+    def submit(source, name_hint, llvm_options=(), later=False, rank=None):
+        ranks.append((name_hint, rank))
+        return real(source, name_hint, llvm_options, later, rank)
+    monkeypatch.setattr(workers, "submit", submit)
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    monkeypatch.setattr(vectorized, "_entries", {})        # as in a fresh process
+    monkeypatch.setattr(vectorized, "_GO_AFTER_S", 0.0)    # prepared from the first call on
+    monkeypatch.setattr(diskcache, "is_cached", lambda *a, **k: False)
+    x = tj.tensor(np.linspace(-1.0, 1.0, 1 << 16).astype(np.float32))
+    want = np.tanh(x.numpy())
+    np.testing.assert_allclose(x.tanh().numpy(), want, rtol=1e-6)   # numpy meanwhile
+    (entry,) = vectorized._entries.values()
+    assert entry.job.event.wait(WAIT_S)
+    assert ("eager_tanh", workers.EAGER) in ranks, ranks
+    np.testing.assert_allclose(x.tanh().numpy(), want, rtol=1e-5, atol=1e-6)
 
 
 def test_prestart_starts_the_workers_once_and_they_take_jobs(fresh_pool):
@@ -653,3 +680,44 @@ def test_a_strided_input_in_a_training_step_gives_eager_values_without_compiling
         assert diskcache.stats()["compiles"] == before
         assert jobs and all(j.event.wait(WAIT_S) and j.ok for j in jobs)
     assert f.cache_stats()["entries"] == 1
+
+
+def test_new_size_classes_of_a_symbolic_entry_never_compile_in_the_call(monkeypatch):
+    """After the switch, a symbolic entry's calls with sizes on both sides of PARALLEL_MIN
+    (its plans' serial and parallel twins, chunk kernels here: the trial keeps the chunk
+    program) and the size-1 entry a later call adds compile nothing in this process:
+    every variant was planned, compiled by a worker and loaded by the background thread.
+    Loss and gradient equal eager's throughout."""
+    from tracejit.compiler import diskcache
+    from tracejit.threads import PARALLEL_MIN
+    monkeypatch.setattr(tiers, "TRIAL_MARGIN", 1.0)   # the chunk program is kept
+
+    def step(x, w):
+        h = (x @ w * 1.8125 + 0.5).tanh() * x.sum(1, keepdim=True)
+        return (h * h).mean()
+    f = tj.trace(step, compile="background")
+    rng = np.random.default_rng(11)
+    w = tj.tensor(rng.standard_normal((24, 8)).astype(np.float32) * 0.2, requires_grad=True)
+    big = 2 * PARALLEL_MIN // 8                        # (big, 8) groups run their parallel twin
+
+    def check(n):
+        x = tj.tensor(rng.standard_normal((n, 24)).astype(np.float32))
+        want, got = _loss_and_grad(step, x, w), _loss_and_grad(f, x, w)
+        assert got[0] == pytest.approx(want[0], rel=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-6)
+    before = diskcache.stats()["compiles"]
+    check(40)
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    check(41)                                          # a second entry, its dim symbolic
+    assert f.cache_stats()["dynamic_dims"] and f.cache_stats()["tiers"] == ["compiled", "tier0"]
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    for n in (42, big, 3, big + 5, 7, 2 * big, 9):    # the trial, then the program it kept
+        check(n)
+    symbolic = f._entries[1].executor
+    assert f.cache_stats()["tiers"] == ["compiled", "compiled"] and getattr(symbolic, "state", "") == ""
+    assert any(s.chunked for p in _program_plans(symbolic) for k in p.kernels for s in k._specs.values())
+    check(1)                                           # size 1 stays special: a third entry
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    check(1)
+    assert f.cache_stats()["tiers"] == ["compiled"] * 3
+    assert diskcache.stats()["compiles"] == before

@@ -256,6 +256,40 @@ def test_chunk_table_covers_every_element_once():
         assert (rows[1:, 1] == rows[:-1, 2]).all() and ((rows[:, 2] - rows[:, 1]) <= fused.CHUNK).all()
 
 
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_fused_kernel_shares_give_the_same_bits_whatever_their_count(amsgrad):
+    """The kernel runs its chunks in shares on tracejit's chunk threads: share t of nt
+    updates chunks t, t + nt, ...; 1, 2 and 3 shares (each run by hand, and the launcher
+    on whatever threads the machine gives) give the serial kernel's bits, which are the
+    array path's (test above)."""
+    from tracejit.optim import fused
+    rng = np.random.default_rng(7)
+    sizes = (fused.CHUNK * 2 + 5, 7, fused.CHUNK + 3)      # 3, 1 and 2 chunks
+    p0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    g = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    hyper = fused._hyper(np.dtype(np.float32), amsgrad, maximize=False, weight_decay=0.1,
+                         decoupled=False, lr=0.01, w=0.1, beta2=0.999, bc2_sqrt=0.0447, eps=1e-8,
+                         step_size=0.1)
+
+    def run(shares=None):
+        ps, ms = [a.copy() for a in p0], [np.full_like(a, 0.5) for a in p0]
+        vs = [np.full_like(a, 0.25) for a in p0]
+        vm = tuple(np.full_like(a, 0.3) for a in p0) if amsgrad else tuple(ps)
+        args = (tuple(ps), tuple(g), tuple(ms), tuple(vs), vm, fused.chunk_table(sizes)) + hyper
+        launcher = fused._kernel(np.dtype(np.float32), shares is None, len(sizes))
+        if shares is None:
+            launcher(*args)
+        else:
+            for t in range(shares):
+                launcher.entry(*args, t, shares)
+        return [np.concatenate(x) for x in (ps, ms, vs, vm)]
+    want = run(1)
+    assert not np.array_equal(want[0], np.concatenate(p0))     # it did update
+    for got in (run(2), run(3), run(None)):
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_fused_takes_the_array_path_for_a_strided_gradient(monkeypatch):
     from tracejit.optim import fused
     monkeypatch.setattr(fused, "adam_update_many", lambda *a, **k: pytest.fail("fused kernel on a strided array"))

@@ -273,7 +273,7 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
 
     lines = [f"@cuda.jit({sig!r}, cache=CACHE)",
              f"def {name}({', '.join(params)}):",
-             f'    """fused group {nest.gid}: {nest.ops} ({mode})"""'] + body
+             f'    """fused group: {nest.ops} ({mode})"""'] + body
     if red is not None and red.full:
         fsig = f"void({_arr_type(acc_dt, 1, True)}, {_arr_type(out_dt, 1, True)}, int64)"
         signatures[f"{name}_finish"] = fsig

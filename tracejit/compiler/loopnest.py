@@ -34,7 +34,6 @@ nothing here or in a backend changes.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -69,7 +68,7 @@ class Step:
     args: tuple        # names of operands/earlier steps (str) or `Const`
     params: tuple      # the equation's params, as (key, value) pairs
     dtype: str         # the dtype the operation computes in (constants, math functions)
-    note: str          # "mul (model.py:12)": the op and the user's line, for a comment
+    note: str          # "mul": the op, for a comment (not the user's line: see `lower`)
 
 
 @dataclass(frozen=True)
@@ -288,9 +287,13 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         typed = e.prim.promote or e.prim.extra.get("compute_dtype") == "out"
         args = tuple(Const(a.value, dt if typed else a.aval.dtype.name) if isinstance(a, Literal)
                      else names[a] for a in e.inputs)
-        note = e.prim.name + (f" ({os.path.basename(e.loc[0])}:{e.loc[1]})" if e.loc else "")
         names[e.out] = f"v{j}"
-        steps.append(Step(f"v{j}", e.prim, args, tuple(e.params.items()), dt, note))
+        # The comment names the op only, not the user's line: a kernel's source is its
+        # disk-cache key and a compile job's identity, so two groups of one structure at
+        # different lines (an MLP's two LayerNorms: their row kernels differed in one
+        # comment) compile once, and editing the user's file above a model recompiles
+        # nothing. Errors and `explain` name the lines from the group (kernel_errors.py).
+        steps.append(Step(f"v{j}", e.prim, args, tuple(e.params.items()), dt, e.prim.name))
     mats = [v for v in group.outputs if red is None or v is not red.out]
     outputs = tuple(Output(m, v, v.aval.dtype.name, names[v]) for m, v in enumerate(mats))
     reduction = None

@@ -151,14 +151,24 @@ class _Worker:
         self.kill()
 
 
+# Queue ranks, lowest first. FIRST: kernels a switch or a caller's array path waits for
+# (a background compile's stage-1 and serial kernels, the optimizer's, pooling and
+# BatchNorm kernels, a run-time variant). EAGER: eager ops' elementwise kernels
+# (ops/vectorized.py): numpy runs those ops meanwhile, and in a process whose compiled
+# function runs tier 0 they mostly serve tier 0, which the FIRST jobs end: a Transformer
+# step's two eager ReLU kernels (parfor variants, the slowest kind) took a worker for
+# seconds while its stage-1 kernels queued. LATER: a background compile's parfor upgrade,
+# which must not hold back either of the others, even when submitted before them.
+FIRST, EAGER, LATER = 0, 1, 2
+
+
 class CompilePool:
     """Dispatcher threads, each owning at most one worker process, fed from one queue."""
 
     def __init__(self, size: int):
         self.pid = os.getpid()
-        # (rank, sequence, job): rank 0 first, then "later" jobs (rank 1: a background
-        # compile's parfor upgrade, which must not hold back kernels a caller waits for,
-        # such as the optimizer's or eager ops' kernels submitted after it); -1 stops.
+        # (rank, sequence, job): `FIRST` jobs first, then `EAGER`, then `LATER` (see
+        # there); -1 stops.
         self.jobs: queue.PriorityQueue = queue.PriorityQueue()
         self.workers: list = [None] * size
         self.closed = False
@@ -169,7 +179,8 @@ class CompilePool:
             threading.Thread(target=self._dispatch, args=(i,), daemon=True,
                              name=f"tracejit-compile-{i}").start()
 
-    def submit(self, source: str, name_hint: str, llvm_options: tuple, later: bool = False) -> Job:
+    def submit(self, source: str, name_hint: str, llvm_options: tuple, later: bool = False,
+               rank: int | None = None) -> Job:
         with self._lock:
             key = (source, tuple(llvm_options))
             job = self.by_source.get(key)
@@ -177,7 +188,7 @@ class CompilePool:
                 return job
             job = Job(next(self._ids), source, name_hint, llvm_options)
             self.by_source[key] = job
-        self.jobs.put((1 if later else 0, job.id, job))
+        self.jobs.put((rank if rank is not None else LATER if later else FIRST, job.id, job))
         return job
 
     def _dispatch(self, i: int) -> None:
@@ -288,10 +299,12 @@ def _get_pool() -> CompilePool:
         return _pool
 
 
-def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = False) -> Job:
+def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = False,
+           rank: int | None = None) -> Job:
     """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
-    A `later` job waits until no other job is queued (an upgrade nobody waits for)."""
-    return _get_pool().submit(source, name_hint, llvm_options, later)
+    A `later` job (rank `LATER`) waits until no other job is queued (an upgrade nobody
+    waits for); `rank` places it explicitly (`FIRST`, `EAGER`, `LATER`)."""
+    return _get_pool().submit(source, name_hint, llvm_options, later, rank)
 
 
 def prestart() -> None:

@@ -385,7 +385,7 @@ class _Preparation:
                 if diskcache.cache_dir() is None:
                     _give_up(entry)  # nowhere to compile in the background
                     return
-                job = workers.submit(spec.source, _label(prim), spec.llvm_options)
+                job = workers.submit(spec.source, _label(prim), spec.llvm_options, rank=workers.EAGER)
                 with _lock:
                     _stats["submitted"] += 1
                 job.event.wait()  # the pool fails a job that hangs past its timeout

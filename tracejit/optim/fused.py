@@ -3,7 +3,7 @@
 Why: the array-at-a-time update in `adam.Adam._apply` is eleven numpy operations, each
 a full pass over the parameter, its gradient or a moment, most allocating a temporary.
 For the MLP benchmark's 1.9M parameters that took 5.7-6.0 ms of a 26 ms training step;
-one parallel pass reads p, g, m, v and writes p, m, v once.
+one pass, in shares on tracejit's chunk threads, reads p, g, m, v and writes p, m, v once.
 
 One launch updates every parameter of a group ("multi-tensor", as PyTorch's fused and
 _foreach Adam): the parameters, gradients and moments arrive as tuples of 1-D views, and
@@ -35,9 +35,9 @@ from ..threads import PARALLEL_MIN  # below it the serial kernel runs, as for fu
 __all__ = ["adam_update_many", "chunk_table"]
 
 _SOURCE = '''\
-# tracejit's fused Adam/AdamW update for {dtype}, {count} tensors in one launch, {variant} (tracejit/optim/fused.py)
+# tracejit's fused Adam/AdamW update for {dtype}, {count} tensors in one launch, in shares (tracejit/optim/fused.py)
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 _JIT = dict(cache=CACHE, nogil=True, error_model="numpy")
 
@@ -73,11 +73,12 @@ def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_smal
 
 # ps, gs (read only), ms, vs, vmaxs: tuples of {count} 1-D arrays; chunks: rows of
 # (tensor, start, stop); then maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
-# beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size
+# beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size; share, shares (this call
+# updates the chunks share, share + shares, ...)
 SIGNATURE = ("void(UniTuple({dtype}[::1], {count}), UniTuple(Array({dtype}, 1, 'C', readonly=True), {count}), "
              "UniTuple({dtype}[::1], {count}), UniTuple({dtype}[::1], {count}), UniTuple({dtype}[::1], {count}), "
              "Array(int64, 2, 'C', readonly=True), boolean, boolean, boolean, {dtype}, boolean, {dtype}, {dtype}, "
-             "{dtype}, {dtype}, boolean, {dtype}, {dtype}, {dtype})")
+             "{dtype}, {dtype}, boolean, {dtype}, {dtype}, {dtype}, int64, int64)")
 
 
 @njit(nogil=True, error_model="numpy")
@@ -94,10 +95,10 @@ def _update_range(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small,
             vmax[i] = vm
 
 
-@njit(SIGNATURE, parallel={parallel}, **_JIT)
+@njit(SIGNATURE, **_JIT)
 def kernel(ps, gs, ms, vs, vmaxs, chunks, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
-           beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
-    for c in {loop}(chunks.shape[0]):
+           beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size, share, shares):
+    for c in range(share, chunks.shape[0], shares):
         t, lo, hi = chunks[c, 0], chunks[c, 1], chunks[c, 2]
         vlo, vhi = (lo, hi) if amsgrad else (0, 1)
         _update_range(ps[t][lo:hi], gs[t][lo:hi], ms[t][lo:hi], vs[t][lo:hi], vmaxs[t][vlo:vhi], maximize,
@@ -109,24 +110,30 @@ def kernel(ps, gs, ms, vs, vmaxs, chunks, maximize, coupled_wd, decay, wd, lerp_
 # tensors (the threads share the work), few enough rows that the table costs nothing.
 CHUNK = 1 << 16
 
-_modules: dict = {}
+_modules: dict = {}       # (dtype, count) -> the kernel's module
+_launchers: dict = {}     # (dtype, count, parallel) -> its chunkpool.ChunkKernel
 _chunk_tables: dict = {}
 
 
 def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True):
-    """The kernel for `count` tensors of `dtype` (float32 or float64), parallel or serial,
-    compiled or loaded on first use: one module per variant, so only the variants a model
-    uses compile (a model's parameter count is fixed: one kernel per model and dtype).
+    """The kernel for `count` tensors of `dtype` (float32 or float64), compiled or loaded
+    on first use, as a launcher: ``parallel`` runs its shares on tracejit's chunk threads
+    (compiler/chunkpool.py: as many as the cores other processes leave), else one share.
+    One module per dtype and count (a model's parameter count is fixed: one kernel per
+    model and dtype), serial code either way: numba compiled the former ``prange`` variant
+    in 2.8x the CPU time of the serial one (2.9-3.7 s against 1.05-1.3 s for 10-12
+    tensors), and the second core gained the update nothing measurable on 2 cores (1.75
+    against 1.76 ms for the MLP benchmark's parameters, session 14; the share form runs
+    1.19-1.27 ms against the parfor form's 1.27-1.31, min, load ~6). Each chunk is updated
+    by one share, whatever the share count: the same results on any number of threads.
     ``wait=False`` (background compile mode): None while a compile worker builds it."""
-    module = _modules.get((dtype, parallel, count))
+    module = _modules.get((dtype, count))
     if module is None:
-        variant = "parallel" if parallel else "serial"
-        fill = {"{dtype}": dtype.name, "{parallel}": str(parallel), "{loop}": "prange" if parallel else "range",
-                "{variant}": variant, "{count}": str(count)}
+        fill = {"{dtype}": dtype.name, "{count}": str(count)}
         source = _SOURCE
         for k, v in fill.items():
             source = source.replace(k, v)
-        hint = f"adam_{dtype.name}_{variant}_x{count}"
+        hint = f"adam_{dtype.name}_x{count}"
         if wait:
             module = diskcache.load_module(source, name_hint=hint)
         else:
@@ -134,11 +141,13 @@ def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True):
             module = module_when_ready(source, hint)
             if module is None:
                 return None
-        _modules[(dtype, parallel, count)] = module
-    if parallel:
-        from ..compiler.threadsafe import guard_parallel
-        return guard_parallel(module.kernel)  # numba's workqueue layer aborts on concurrent launches
-    return module.kernel
+        _modules[(dtype, count)] = module
+    launcher = _launchers.get((dtype, count, parallel))
+    if launcher is None or launcher.kernel is not module.kernel:
+        from ..compiler.chunkpool import ChunkKernel
+        launcher = _launchers[(dtype, count, parallel)] = ChunkKernel(module.kernel, module.kernel, None,
+                                                                      serial=not parallel)
+    return launcher
 
 
 def chunk_table(sizes: tuple) -> np.ndarray:
