@@ -70,9 +70,11 @@ def allocator_tuned() -> bool:
 # 2.15-2.29 ms; 64-byte aligned at page offsets 64/128/192 above the inputs 2.10-2.12;
 # aligned and 1-3 KiB away 1.91-1.95; 16 bytes off a line 1 KiB away 2.05-2.06. With
 # 512-bit vectors the split accesses cost more: 2.26 ms numpy-placed against 1.82 aligned
-# and apart. Only large buffers are placed (ALIGN_MIN): the padding is one page, and a
-# small array's accesses stay in the core's caches.
-ALIGN_MIN = 4 << 20       # bytes: buffers from this size on are placed
+# and apart. Only large buffers are placed (ALIGN_MIN): at 2M float32 elements (8 MiB
+# buffers) the loss kernel still gained (1.16 -> 1.02 ms, forward unchanged), at 1M (4 MiB,
+# operands in L2/L3) neither gained and the forward lost 2-4% (0.33-0.34 -> 0.34-0.36 ms:
+# placing costs ~4 us a buffer in Python).
+ALIGN_MIN = 8 << 20       # bytes: buffers from this size on are placed
 PAGE = 4096
 LINE = 64
 

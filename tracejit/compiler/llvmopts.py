@@ -77,7 +77,7 @@ def kernel_options(stores: int, parallel: bool, form: str = "") -> tuple[str, ..
 # load 3.6-10): the forward kernel 1.37-1.41 -> 1.18-1.24 ms. Tried in session 14 (vec11)
 # and reverted then, because at 4M on one thread the loss kernel lost (8.13 -> 8.56 ms):
 # numpy's arrays sit 16-48 bytes off a 64-byte line, so every 512-bit access of them
-# splits across two lines. Kernel outputs of 4 MiB and more are now placed on lines
+# splits across two lines. Kernel outputs of 8 MiB and more are now placed on lines
 # (memory.placed_empty); with that the loss kernel gains on two threads (2.15-2.26 ->
 # 1.82-1.84 ms) and breaks even on one (fwd+bwd 6.08-6.54 ms with 256-bit vectors,
 # 6.28-6.37 with 512; 6.69-6.71 and 7.60-7.71 unplaced).
