@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import tracejit as tj
@@ -48,3 +49,72 @@ def test_opt_out_leaves_the_allocator_alone():
     tuned, faults = _probe({"TRACEJIT_MALLOC_TUNING": "0"})
     assert not tuned
     assert faults > 2000, faults          # what the tuning saves (glibc default thresholds)
+
+
+# ---------------------------------------------------------------- placed kernel outputs
+def _addr(a) -> int:
+    return a.__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 5])
+def test_placed_outputs_sit_on_lines_apart_from_the_operand(slots):
+    n = memory.ALIGN_MIN // 4
+    for shift in (0, 4, 16, 52, 1000):          # the operand anywhere in its page
+        raw = np.empty(n + 1024, np.float32)
+        ref = raw[shift:shift + n]
+        outs = [memory.placed_empty((n,), np.float32, ref, m, slots) for m in range(slots)]
+        offs = [_addr(a) % memory.PAGE for a in outs]
+        assert all(o % memory.LINE == 0 for o in offs), offs
+        for m, o in enumerate(offs):   # (m + 1) / (slots + 1) of a page past the operand
+            want = (_addr(ref) + memory.PAGE * (m + 1) // (slots + 1)) % memory.PAGE
+            assert 0 <= (want - o) % memory.PAGE < memory.LINE, (m, o, want)
+        for a in outs:
+            assert a.shape == (n,) and a.dtype == np.float32 and a.flags.c_contiguous
+            assert a.flags.writeable and memory.sole_padded_view(a)
+            a[:] = 7.0                  # the whole view is usable memory
+            assert a[0] == a[-1] == 7.0
+        assert len({_addr(a) // memory.PAGE for a in outs}) == slots   # distinct buffers
+
+
+def test_small_or_unreferenced_placements_are_plain_arrays():
+    small = memory.placed_empty((3, 5), np.float64)
+    assert small.shape == (3, 5) and small.dtype == np.float64 and small.base is None
+    big = memory.placed_empty((memory.ALIGN_MIN // 8, 2), np.float32)     # no operand: offset 0 + half a page
+    assert big.shape == (memory.ALIGN_MIN // 8, 2) and big.flags.c_contiguous
+    assert _addr(big) % memory.PAGE == memory.PAGE // 2
+
+
+def test_a_second_view_makes_the_buffer_shared():
+    a = memory.placed_empty((memory.ALIGN_MIN // 4,), np.float32)
+    assert memory.sole_padded_view(a)
+    b = a[::2]                                  # any other view holds the buffer too
+    assert not memory.sole_padded_view(a)
+    del b
+    assert memory.sole_padded_view(a)
+    c = np.empty(memory.ALIGN_MIN // 4, np.float32)
+    assert not memory.sole_padded_view(c)       # owns its memory: no buffer at all
+    part = np.empty(memory.ALIGN_MIN, np.uint8)[: memory.ALIGN_MIN // 2].view(np.float32)
+    assert not memory.sole_padded_view(part)    # a view of a buffer twice its size
+
+
+def test_compiled_loss_gradients_are_placed_and_taken_without_a_copy():
+    n = memory.ALIGN_MIN // 4
+    r = np.random.default_rng(0)
+    xs = [tj.tensor(r.standard_normal(n).astype(np.float32), requires_grad=True) for _ in range(2)]
+
+    @tj.script
+    def loss(x, y):
+        return (x * y + x).sum()
+
+    for _ in range(2):
+        for t in xs:
+            t.grad = None
+        loss(*xs).backward()
+        for t in xs:
+            g = t.grad.numpy()
+            assert _addr(g) % memory.LINE == 0          # the kernel's placed output itself
+            assert memory.sole_padded_view(g)           # taken, not copied into a fresh array
+        np.testing.assert_allclose(xs[0].grad.numpy(), xs[1].detach().numpy() + 1.0, rtol=1e-6)
+        np.testing.assert_allclose(xs[1].grad.numpy(), xs[0].detach().numpy(), rtol=1e-6)
+    xs[0].grad.add_(1.0)                                 # in place, still its own memory
+    np.testing.assert_allclose(xs[0].grad.numpy(), xs[1].detach().numpy() + 2.0, rtol=1e-6)

@@ -28,26 +28,30 @@ def _kernels_in_session_tmp(tmp_path_factory):
 
 
 def test_kernel_options_follow_stores_and_parallelism():
-    assert llvmopts.kernel_options(1, True) == ("-force-vector-interleave=4",)
-    assert llvmopts.kernel_options(2, True) == ("-force-vector-interleave=4",)
-    assert llvmopts.kernel_options(3, True) == ("-force-vector-interleave=4",)
-    assert llvmopts.kernel_options(4, True) == ("-force-vector-interleave=2",)
+    wide = ("prefer-vector-width=512",)
+    assert llvmopts.kernel_options(1, True) == ("-force-vector-interleave=4",) + wide
+    assert llvmopts.kernel_options(2, True) == ("-force-vector-interleave=4",) + wide
+    assert llvmopts.kernel_options(3, True) == ("-force-vector-interleave=4",) + wide
+    assert llvmopts.kernel_options(4, True) == ("-force-vector-interleave=2",) + wide
     assert llvmopts.kernel_options(1, False) == ()
     # column reductions keep their sums in memory: 4 whatever they store
-    assert llvmopts.kernel_options(5, True, "column_blocks") == ("-force-vector-interleave=4",)
+    assert llvmopts.kernel_options(5, True, "column_blocks") == ("-force-vector-interleave=4",) + wide
     # flat full reductions too (the GELU loss: three outputs and the sum)
-    assert llvmopts.kernel_options(4, True, "flat_blocked_sum") == ("-force-vector-interleave=4",)
-    assert llvmopts.kernel_options(4, True, "flat_reduce") == ("-force-vector-interleave=4",)
+    assert llvmopts.kernel_options(4, True, "flat_blocked_sum") == ("-force-vector-interleave=4",) + wide
+    assert llvmopts.kernel_options(4, True, "flat_reduce") == ("-force-vector-interleave=4",) + wide
     assert llvmopts.kernel_options(4, False, "flat_serial_reduce") == ()
-    assert llvmopts.kernel_options(3, True, "map") == ("-force-vector-interleave=4",)
-    assert llvmopts.kernel_options(4, True, "map") == ("-force-vector-interleave=2",)
-    assert llvmopts.kernel_options(5, True, "rows") == ("-force-vector-interleave=2",)
+    assert llvmopts.kernel_options(3, True, "map") == ("-force-vector-interleave=4",) + wide
+    assert llvmopts.kernel_options(4, True, "map") == ("-force-vector-interleave=2",) + wide
+    assert llvmopts.kernel_options(5, True, "rows") == ("-force-vector-interleave=2",) + wide
     assert llvmopts.kernel_options(5, False, "column_blocks") == ()
 
 
 def test_unknown_option_is_refused_before_anything_is_set():
     with pytest.raises(ValueError, match="-no-such-option"):
         with llvmopts.applied(("-force-vector-interleave=4", "-no-such-option=1")):
+            pass
+    with pytest.raises(ValueError, match="no-such-attribute"):
+        with llvmopts.applied(("prefer-vector-width=512", "no-such-attribute=1")):
             pass
 
 
@@ -119,6 +123,44 @@ def test_options_are_reset_when_the_compile_fails():
     assert _vector_divides(plain) < 4
 
 
+def _widest_divide(dispatcher) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # a cached kernel shows no asm: fail, do not pass
+        asm = dispatcher.inspect_asm(dispatcher.signatures[0])
+    return max((_WIDTH[r] for r in re.findall(r"\bv?divps\s+[^\n]*?%([xyz]mm)", asm)), default=0)
+
+
+def _host_has_avx512() -> bool:
+    import llvmlite.binding as ll
+    return "+avx512f" in ll.get_host_cpu_features().flatten().split(",")
+
+
+@x86
+def test_vector_width_attribute_applies_to_our_kernel_only(capfd):
+    from numba import njit
+    from numba.core import codegen
+    plain = _load("llvmopts-w-plain", ())
+    wide = _load("llvmopts-w-wide", ("prefer-vector-width=512",))
+    assert codegen.CPUCodeLibrary.add_ir_module.__module__ == "numba.core.codegen"  # hook removed
+
+    def user(a, out, n):                     # user code compiled afterwards: LLVM's own choice
+        for i in range(n):
+            out[i] = (a[i] * a[i] + np.float32(2.0)) / (a[i] + np.float32(9.0))
+    user = njit("void(float32[::1], float32[::1], int64)", error_model="numpy")(user)
+    assert _widest_divide(plain) >= 128, "the divide loop was not vectorized"
+    if _host_has_avx512():
+        assert _widest_divide(wide) == 512
+    else:                                    # AVX2 and older: 512 bits is no width they have
+        assert _widest_divide(wide) == _widest_divide(plain)
+    assert _widest_divide(user) == _widest_divide(plain)
+    assert capfd.readouterr().err == ""      # no LLVM remarks at compile
+    a = np.linspace(-3, 3, 1001, dtype=np.float32)
+    o1, o2 = np.empty_like(a), np.empty_like(a)
+    plain(a, o1, a.size)
+    wide(a, o2, a.size)
+    np.testing.assert_array_equal(o1, o2)     # the same arithmetic on wider vectors
+
+
 def test_options_are_part_of_the_cache_key(tmp_path):
     src = "import numpy as np\n" + _DIV_LOOP
     with kernel_cache_at(tmp_path):
@@ -126,8 +168,9 @@ def test_options_are_part_of_the_cache_key(tmp_path):
         m0 = diskcache.load_module(src, name_hint="llvmopts-key")
         m4 = diskcache.load_module(src, name_hint="llvmopts-key", llvm_options=("-force-vector-interleave=4",))
         again = diskcache.load_module(src, name_hint="llvmopts-key", llvm_options=("-force-vector-interleave=4",))
-    assert m0 is not m4 and again is m4
-    assert len(list((tmp_path / "kernels").glob("*/*"))) == 2
+        wide = diskcache.load_module(src, name_hint="llvmopts-key", llvm_options=("prefer-vector-width=512",))
+    assert m0 is not m4 and again is m4 and wide not in (m0, m4)
+    assert len(list((tmp_path / "kernels").glob("*/*"))) == 3
 
 
 def gelu(x, y, z):
@@ -143,7 +186,7 @@ def test_compiled_gelu_kernel_is_interleaved_and_matches_eager():
     with kernel_cache_at(None):
         cf = assert_compiled_matches(gelu, *xs)
     src = str(cf.explain(*xs))
-    assert "# compiled with LLVM options: -force-vector-interleave=4" in src
+    assert "# compiled with LLVM options: -force-vector-interleave=4 prefer-vector-width=512" in src
     plan = cf.entries[0].executor.infer_plan()
     kernel = plan.kernels[0].get(("flat", "flat", "flat"), True)
     assert _vector_divides(kernel) >= 4
@@ -155,7 +198,7 @@ def test_many_outputs_and_a_sum_get_interleave_four():
     cf = assert_compiled_matches(lambda x, y, z: gelu(x, y, z).sum(), *xs)
     src = str(cf.explain(*xs))
     # the backward: dx, dy, dz and the loss in one kernel (a flat blocked sum: 4 vectors)
-    assert "# compiled with LLVM options: -force-vector-interleave=4" in src
+    assert "# compiled with LLVM options: -force-vector-interleave=4 prefer-vector-width=512" in src
     assert "-force-vector-interleave=2" not in src
 
 

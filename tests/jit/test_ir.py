@@ -289,6 +289,36 @@ def test_simplify_keeps_broadcasting_and_promoting_identities():
     assert "cast[dtype=f64]" in out  # a real cast stays
 
 
+def test_simplify_drops_products_with_computed_ones():
+    def f(x):
+        e = x.exp()
+        return e * tj.ones(2), tj.full((2,), 1.0).expand(2) * e, e * tj.full((2,), 2.0)
+
+    out = passes.dce(passes.simplify(graph_of(f, tj.ones(2)))).text(with_locations=False)
+    assert out.count("mul") == 1 and "full[shape=(2,),value=2.0" in out, out   # only 2.0 stays
+    assert out.count("exp") == 1 and "value=1" not in out, out
+
+
+def test_a_loss_gradient_kernel_never_multiplies_by_its_unit_cotangent():
+    from tracejit.jit.autodiff import loss_joint
+
+    def f(x, y):
+        a = x * y
+        return (a * a.tanh()).sum()
+
+    g = graph_of(f, tj.ones(4), tj.ones(4))
+    joint = passes.optimize(loss_joint(g, [True, True], 0))
+    names = [e.prim.name for e in joint.eqns]
+    assert "full" not in names and "expand" not in names, joint.text(with_locations=False)
+    x, y = tj.randn(4, requires_grad=True), tj.randn(4, requires_grad=True)
+    loss = tj.script(f)(x, y)
+    loss.backward()
+    xe, ye = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+    f(xe, ye).backward()
+    np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(y.grad.numpy(), ye.grad.numpy(), rtol=1e-6)
+
+
 def test_simplify_writes_the_transpose_of_a_product_as_a_product_of_transposes():
     from tracejit.jit.interpreter import interpret
 

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 
+from ..memory import sole_padded_view
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import sum_to
 from ..ops.vectorized import add_into as _add_into
@@ -50,7 +51,7 @@ def _owned_by_engine(old, g) -> bool:
     PyTorch's engine accumulates in place under the same condition (InputBuffer).
     """
     a = old._data
-    return (type(a) is np.ndarray and a.base is None and a.flags.writeable
+    return (type(a) is np.ndarray and (a.base is None or sole_padded_view(a)) and a.flags.writeable
             and sys.getrefcount(old) <= 4 and sys.getrefcount(a) <= 3
             and old.dtype is g.dtype and type(g._data) is np.ndarray and a.shape == g._data.shape)
 

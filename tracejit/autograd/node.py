@@ -17,6 +17,7 @@ import numpy as np
 
 from ..device import CPU, array_module
 from ..errors import GraphFreedError, InplaceModifiedError
+from ..memory import sole_padded_view
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import COPY as _COPY
 from ..ops.vectorized import add_into as _add_into, copy_of as _copy_of
@@ -435,7 +436,9 @@ def _exclusive(g) -> bool:
     if not (arr.flags.writeable and arr.flags.c_contiguous):
         return False
     base = arr.base
-    if base is None:
+    if base is None or sole_padded_view(arr, extra_refs=1):   # (+1: `base` here)
+        # (a large compiled-kernel output is a view of a buffer one page larger that only
+        # it holds: memory.placed_empty)
         return True
     # A view of a whole buffer held by nothing else (a reduction's result reshaped, as
     # ``bias.grad``; a product transposed back, a transposed weight's gradient): the

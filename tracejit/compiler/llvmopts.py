@@ -33,6 +33,7 @@ are part of the disk cache key (`diskcache.load_module`), since they change the 
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Iterator
 
 __all__ = ["kernel_options", "applied"]
@@ -62,8 +63,25 @@ def kernel_options(stores: int, parallel: bool, form: str = "") -> tuple[str, ..
     if not parallel:
         return ()
     if form in _FOUR_ALWAYS:
-        return ("-force-vector-interleave=4",)
-    return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",)
+        return ("-force-vector-interleave=4",) + WIDE_VECTORS
+    return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",) + WIDE_VECTORS
+
+
+# Vector width for parallel kernels: LLVM's tuning for Intel AVX-512 cores prefers 256-bit
+# vectors ("prefer-256-bit"); the function attribute lets its vectorizer use 512-bit ones
+# where the CPU has AVX-512. On AVX2 CPUs it changes nothing (256 bits is their widest).
+# On two threads the GELU kernels are compute-bound (forward 0.66 ns per element on one
+# core with its operands in cache: 1.38 ms of arithmetic for 4M elements over two cores,
+# more than the memory traffic takes), and 512-bit vectors do that arithmetic in fewer
+# instructions: 4M float32, two threads, one process alternating (session 15, gelu15,
+# load 3.6-10): the forward kernel 1.37-1.41 -> 1.18-1.24 ms. Tried in session 14 (vec11)
+# and reverted then, because at 4M on one thread the loss kernel lost (8.13 -> 8.56 ms):
+# numpy's arrays sit 16-48 bytes off a 64-byte line, so every 512-bit access of them
+# splits across two lines. Kernel outputs of 8 MiB and more are now placed on lines
+# (memory.placed_empty); with that the loss kernel gains on two threads (2.15-2.26 ->
+# 1.82-1.84 ms) and breaks even on one (fwd+bwd 6.08-6.54 ms with 256-bit vectors,
+# 6.28-6.37 with 512; 6.69-6.71 and 7.60-7.71 unplaced).
+WIDE_VECTORS = ("prefer-vector-width=512",)
 
 
 # Loop shapes that take 4 whatever they store. Column reductions: their sums live in
@@ -79,10 +97,21 @@ _FOUR_ALWAYS = ("column_blocks", "flat_blocked_sum", "flat_reduce")
 # LLVM's own value for each option we set: restored after our compile.
 _DEFAULTS = {"-force-vector-interleave": "0"}
 
+# Function attributes (options written without a leading "-": ``name=value``) that
+# `applied` sets on the kernel's own functions, and only those (`_OURS`).
+_ATTRIBUTES = ("prefer-vector-width",)
+
+# Names of the functions a kernel compile defines that are the kernel's own: its module's
+# (generated modules live under diskcache's "tracejit_kernels" package) and the parfor
+# bodies numba outlines from its prange loops (named "<dynamic>.__numba_parfor_gufunc_...").
+# numba's own helpers compiled for the first time inside the block (an ``ol_min`` impl, NRT)
+# are linked into user code later: they keep their attributes untouched.
+_OURS = ("tracejit_kernels", "__numba_parfor_gufunc_")
+
 
 def _name(option: str) -> str:
     name = option.split("=", 1)[0]
-    if name not in _DEFAULTS:
+    if name not in _DEFAULTS and name not in _ATTRIBUTES:
         raise ValueError(f"llvmopts: no known default to restore for LLVM option {name!r}")
     return name
 
@@ -94,14 +123,73 @@ def applied(options: tuple[str, ...]) -> Iterator[None]:
         yield
         return
     names = [_name(o) for o in options]  # unknown options fail before anything is set
+    flags = [o for o in options if o.startswith("-")]
+    attrs = tuple(tuple(o.split("=", 1)) for o in options if not o.startswith("-"))
     import llvmlite.binding as ll
     from numba.core.compiler_lock import global_compiler_lock
 
     with global_compiler_lock:
         try:
-            for option in options:
+            for option in flags:
                 ll.set_option("tracejit", option)
-            yield
+            with _function_attributes(attrs):
+                yield
         finally:
             for name in names:
-                ll.set_option("tracejit", f"{name}={_DEFAULTS[name]}")
+                if name in _DEFAULTS:
+                    ll.set_option("tracejit", f"{name}={_DEFAULTS[name]}")
+
+
+@contextlib.contextmanager
+def _function_attributes(attrs: tuple[tuple[str, ...], ...]) -> Iterator[None]:
+    """Give the functions of tracejit's kernels compiled inside the block the string
+    attributes `attrs` ((name, value) pairs), before LLVM optimizes them.
+
+    How: numba has no hook between lowering a function and optimizing it, so
+    ``CPUCodeLibrary.add_ir_module`` (where a lowered module enters LLVM) is wrapped for
+    the block's duration; the caller holds numba's compiler lock, so only our compiles
+    pass through it. llvmlite.ir models only LLVM's enum attributes: `_Attributes` adds
+    the string ones to what a function's prototype prints (`_attributes_class`).
+    """
+    if not attrs:
+        yield
+        return
+    from numba.core import codegen
+
+    cls = codegen.CPUCodeLibrary
+    plain = cls.__dict__["add_ir_module"]
+    attributes = _attributes_class()
+
+    def add_ir_module(self, ir_module):
+        for fn in ir_module.functions:
+            if fn.blocks and any(mark in fn.name for mark in _OURS):
+                fn.attributes = attributes(fn.attributes, attrs)
+        return plain(self, ir_module)
+
+    cls.add_ir_module = add_ir_module
+    try:
+        yield
+    finally:
+        cls.add_ir_module = plain
+
+
+@functools.lru_cache(maxsize=None)
+def _attributes_class():
+    from llvmlite.ir.values import FunctionAttributes
+
+    class _Attributes(FunctionAttributes):
+        """A function's llvmlite.ir attributes plus LLVM string attributes ("name"="value")."""
+
+        def __init__(self, base: FunctionAttributes, strings: tuple[tuple[str, ...], ...]):
+            super().__init__(base)
+            self.alignstack = base.alignstack
+            self.personality = base.personality
+            self.strings = strings
+
+        def __bool__(self) -> bool:  # printed even with no enum attribute
+            return True
+
+        def _to_list(self, ret_type):
+            return super()._to_list(ret_type) + [f'"{k}"="{v}"' for k, v in self.strings]
+
+    return _Attributes

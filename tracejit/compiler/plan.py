@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..jit.ir import Graph, Literal, Var
+from ..memory import ALIGN_MIN, placed_empty
 from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends
@@ -297,10 +298,19 @@ class Plan:
             if lay == "scalar":
                 a = f"{a}.reshape(1)"
             call_args.append(a)
-        for v in mats:
+        static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
+        ref = next((a for a, lay in zip(call_args, layouts) if lay != "scalar"), "None")
+        for m, v in enumerate(mats):
             # Rank-0 values live in 1-element buffers inside kernels.
-            lines.append(f"    {nm(v)} = xp.empty({_shape_code(shape) if rank else '(1,)'}, "
-                         f"{_dtype_const(v.aval.dtype, consts)})")
+            dt = _dtype_const(v.aval.dtype, consts)
+            if self.backend.name == "cpu" and (static_size is None
+                                               or static_size * v.aval.dtype.np.itemsize >= ALIGN_MIN):
+                # a large output: on a cache line, apart from the first operand modulo a
+                # page (memory.placed_empty; a size known only at run time decides there)
+                consts["PLACED"] = placed_empty
+                lines.append(f"    {nm(v)} = PLACED({_shape_code(shape)}, {dt}, {ref}, {m}, {len(mats)})")
+            else:
+                lines.append(f"    {nm(v)} = xp.empty({_shape_code(shape) if rank else '(1,)'}, {dt})")
             call_args.append(nm(v))
         if red is not None:
             dims = red.params["dims"]
@@ -313,7 +323,6 @@ class Plan:
         size = " * ".join(dim_args) or "1"
         static = tuple(layouts)
         args = ", ".join(call_args + dim_args)
-        static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
         serial_only = self.backend.serial_twin and bool(_serial_only)
         big = static_size is not None and static_size >= PARALLEL_MIN and not serial_only
         fast_args = args

@@ -125,8 +125,23 @@ def _is_lit(a, v) -> bool:
     return (isinstance(a, Literal) and not isinstance(a.value, (bool, Sym)) and a.value == v)
 
 
+def _is_one(a, producer: dict) -> bool:
+    """`a` is the number 1: a literal, or a value of ``full`` with value 1 (the unit
+    cotangent of a loss's gradients: autodiff.loss_joint) or an ``expand`` of one."""
+    if _is_lit(a, 1):
+        return True
+    p = producer.get(a) if isinstance(a, Var) else None
+    if p is not None and p.prim.name == "expand":
+        return _is_one(p.inputs[0], producer)
+    v = p.params.get("value") if p is not None and p.prim.name == "full" else None
+    return v is not None and not isinstance(v, (bool, Sym)) and v == 1
+
+
 def simplify(g: Graph) -> Graph:
     """x*1, 1*x, x+0, 0+x, x-0, x/1, x**1, --x, cast to the same dtype, identity reshapes.
+    The 1 of x*1 may be a computed tensor of ones (`_is_one`): x*1 is x exactly in IEEE
+    arithmetic, and the GELU loss kernel multiplied every element twice by its unit
+    cotangent (2 of its ~40 operations per element).
 
     An output is not replaced by a graph input: the caller would get its own argument
     back (the same tensor object) where the Python code returns a new tensor.
@@ -162,9 +177,9 @@ def simplify(g: Graph) -> Graph:
             e = _lstm_h_cotangent(e, producer, uses)
         same = lambda a: isinstance(a, Var) and a.aval == e.out.aval  # noqa: E731 - no broadcast/promotion change
         if n in ("mul",):
-            if _is_lit(ins[1], 1) and same(ins[0]):
+            if _is_one(ins[1], producer) and same(ins[0]):
                 repl = ins[0]
-            elif _is_lit(ins[0], 1) and same(ins[1]):
+            elif _is_one(ins[0], producer) and same(ins[1]):
                 repl = ins[1]
         elif n == "add":
             if _is_lit(ins[1], 0) and same(ins[0]):
