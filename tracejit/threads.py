@@ -27,7 +27,7 @@ import warnings
 
 from .envflags import ProcessTuning
 
-__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "blas_threads", "set_blas_threads",
+__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "blas_threads", "set_blas_threads", "blas_threads_set",
            "PARALLEL_MIN", "usable_cpus"]
 
 
@@ -173,6 +173,21 @@ def set_blas_threads(n: int) -> bool:
         return False
     fn(int(n))
     return True
+
+
+@contextlib.contextmanager
+def blas_threads_set(n: int):
+    """numpy's BLAS on `n` threads inside the block and on its count before after it
+    (nothing changes where no known BLAS is loaded or the count already is `n`)."""
+    before = blas_threads()
+    if before is None or before == n:
+        yield
+        return
+    set_blas_threads(n)
+    try:
+        yield
+    finally:
+        set_blas_threads(before)
 
 
 # Below this many elements a kernel runs serially: waking the thread pool costs tens of

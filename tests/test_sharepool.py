@@ -1,0 +1,119 @@
+"""tracejit/sharepool.py: shares of work on the pool's threads, and `split` (a batch of
+small BLAS products or kernel rows in parts, each on one BLAS thread) with its users:
+coreshare.matmul's batched products and softmax's row kernels. The share count is forced
+(whatever this machine's cores), so every path runs everywhere."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tracejit import coreshare, sharepool
+from tracejit.threads import blas_threads
+
+
+@pytest.fixture
+def shares(monkeypatch):
+    """`split` forced onto 3 shares at any size; returns the share counts launched."""
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 3)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 3)
+    monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
+    launches = []
+    run = sharepool.run_shares
+
+    def counted(fn, args, tail, nt):
+        launches.append(nt)
+        return run(fn, args, tail, nt)
+    monkeypatch.setattr(sharepool, "run_shares", counted)
+    return launches
+
+
+def test_split_covers_the_range_once_in_contiguous_parts(shares):
+    seen = []
+    lock = threading.Lock()
+
+    def part(lo, hi):
+        with lock:
+            seen.append((lo, hi, threading.get_ident()))
+    sharepool.split(part, 10, 1)
+    assert shares == [3]
+    assert sorted((lo, hi) for lo, hi, _ in seen) == [(0, 3), (3, 6), (6, 10)]
+    assert len({t for *_, t in seen}) == 3           # three threads, this one among them
+    assert threading.get_ident() in {t for *_, t in seen}
+
+
+def test_split_runs_at_once_below_its_work_bound_or_on_one_core(monkeypatch):
+    calls = []
+    sharepool.split(lambda lo, hi: calls.append((lo, hi)), 10, sharepool.SPLIT_MIN_WORK - 1)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
+    sharepool.split(lambda lo, hi: calls.append((lo, hi)), 10, sharepool.SPLIT_MIN_WORK)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 4)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 1)   # a process kept on one BLAS thread
+    sharepool.split(lambda lo, hi: calls.append((lo, hi)), 10, sharepool.SPLIT_MIN_WORK)
+    assert calls == [(0, 10)] * 3
+
+
+def test_shares_run_on_one_blas_thread_and_the_count_comes_back(shares):
+    before = blas_threads()
+    if before is None:
+        pytest.skip("no known BLAS (OpenBLAS/MKL) to set")
+    counts = []
+    sharepool.split(lambda lo, hi: counts.append(blas_threads()), 4, 1)
+    assert counts == [1, 1, 1]
+    assert blas_threads() == before
+
+
+def test_a_failing_part_raises_in_the_caller_and_the_pool_still_works(shares):
+    def part(lo, hi):
+        if lo > 0:
+            raise ValueError(f"part {lo}:{hi} failed")
+    with pytest.raises(ValueError, match="part .* failed"):
+        sharepool.split(part, 6, 1)
+    seen = []
+    sharepool.split(lambda lo, hi: seen.append(lo), 6, 1)
+    assert sorted(seen) == [0, 2, 4]
+
+
+def test_a_split_inside_a_share_runs_at_once(shares):
+    inner = []
+    sharepool.split(lambda lo, hi: sharepool.split(lambda a, b: inner.append((lo + a, lo + b)), hi - lo, 1), 6, 1)
+    assert shares == [3]
+    assert sorted(inner) == [(0, 2), (2, 4), (4, 6)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_products_split_by_batch_match_numpy(shares, dtype):
+    rng = np.random.default_rng(0)
+    # attention's layout: q and k^T as strided views of one packed projection
+    qkv = rng.standard_normal((5, 128, 3, 2, 32)).astype(dtype)   # products of 2^19 m*k*n
+    q = qkv[:, :, 0].transpose(0, 2, 1, 3)
+    kt = qkv[:, :, 1].transpose(0, 2, 3, 1)
+    got = coreshare.matmul(q, kt)
+    want = np.matmul(q.astype(np.float64), kt.astype(np.float64))
+    assert got.dtype == dtype and got.shape == (5, 2, 128, 128)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    assert shares == [3]
+    # a broadcast batch or mixed dtypes stay numpy's own call
+    coreshare.matmul(q, kt[:1])
+    coreshare.matmul(q.astype(np.float64), kt.astype(np.float32))
+    assert shares == [3]
+
+
+def test_softmax_rows_split_over_shares_match_numpy(shares, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    from tracejit.ops.row_kernels import softmax_backward_rows, softmax_rows
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 3, 7, 33)).astype(np.float32)
+    mask = np.where(rng.random((7, 33)) < 0.2, -np.inf, 0).astype(np.float32)
+    z = x * 0.5 + mask
+    want = np.exp(z - z.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    got = softmax_rows(np, x, 0.5, mask)
+    if got is None:
+        pytest.skip("row kernels are off here (TRACEJIT_EAGER_KERNELS=0)")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    back = softmax_backward_rows(np, g, want, 0.5)
+    np.testing.assert_allclose(back, 0.5 * want * (g - (g * want).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)
+    assert shares == [3, 3]
