@@ -35,12 +35,35 @@ def test_split_covers_the_range_once_in_contiguous_parts(shares):
 
     def part(lo, hi):
         with lock:
-            seen.append((lo, hi, threading.get_ident()))
-    sharepool.split(part, 10, 1)
+            seen.append((lo, hi))
+    sharepool.split(part, 30, 1)
     assert shares == [3]
-    assert sorted((lo, hi) for lo, hi, _ in seen) == [(0, 3), (3, 6), (6, 10)]
-    assert len({t for *_, t in seen}) == 3           # three threads, this one among them
-    assert threading.get_ident() in {t for *_, t in seen}
+    # 3 shares take PARTS_PER_SHARE * 3 parts in turn
+    parts = sorted(seen)
+    assert len(parts) == sharepool.PARTS_PER_SHARE * 3
+    assert parts[0][0] == 0 and parts[-1][1] == 30
+    assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(parts, parts[1:]))
+
+
+def test_a_share_that_starts_late_leaves_its_parts_to_the_others(shares):
+    # the caller's share runs parts while share 1 is held back: the caller does not wait
+    # for share 1 to do "its half"
+    gate = threading.Event()
+    took = {}
+    lock = threading.Lock()
+
+    def part(lo, hi):
+        me = threading.get_ident()
+        if me != main and not gate.is_set():
+            gate.wait(5)
+        with lock:
+            took.setdefault(me, []).append(lo)
+        if me == main and len(took[me]) >= 8:
+            gate.set()
+    main = threading.get_ident()
+    sharepool.split(part, 12, 1)
+    assert sorted(lo for los in took.values() for lo in los) == list(range(12))
+    assert len(took[main]) >= 8
 
 
 def test_split_runs_at_once_below_its_work_bound_or_on_one_core(monkeypatch):
@@ -60,7 +83,7 @@ def test_shares_run_on_one_blas_thread_and_the_count_comes_back(shares):
         pytest.skip("no known BLAS (OpenBLAS/MKL) to set")
     counts = []
     sharepool.split(lambda lo, hi: counts.append(blas_threads()), 4, 1)
-    assert counts == [1, 1, 1]
+    assert counts == [1] * 4
     assert blas_threads() == before
 
 
@@ -72,14 +95,14 @@ def test_a_failing_part_raises_in_the_caller_and_the_pool_still_works(shares):
         sharepool.split(part, 6, 1)
     seen = []
     sharepool.split(lambda lo, hi: seen.append(lo), 6, 1)
-    assert sorted(seen) == [0, 2, 4]
+    assert sorted(seen) == [0, 1, 2, 3, 4, 5]
 
 
 def test_a_split_inside_a_share_runs_at_once(shares):
     inner = []
     sharepool.split(lambda lo, hi: sharepool.split(lambda a, b: inner.append((lo + a, lo + b)), hi - lo, 1), 6, 1)
     assert shares == [3]
-    assert sorted(inner) == [(0, 2), (2, 4), (4, 6)]
+    assert sorted(inner) == [(i, i + 1) for i in range(6)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

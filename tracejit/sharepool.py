@@ -18,6 +18,7 @@ other, with no meeting between them.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from typing import Callable, Optional
@@ -25,7 +26,8 @@ from typing import Callable, Optional
 from . import coreshare
 from .threads import blas_threads_set, usable_cpus
 
-__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "split", "SPLIT_MIN_WORK"]
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "split", "SPLIT_MIN_WORK",
+           "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
 # share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
@@ -124,17 +126,29 @@ def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
         raise error
 
 
-def _part(fn: Callable, n: int, t: int, nt: int) -> None:
-    fn(n * t // nt, n * (t + 1) // nt)
+# Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose
+# thread starts late (its core was busy: on a shared machine a woken thread can wait
+# milliseconds for it) takes fewer, and the caller's own share does the rest instead of
+# waiting; a part costs a few microseconds of Python.
+PARTS_PER_SHARE = 4
+
+
+def _take_parts(fn: Callable, n: int, parts: int, next_part: Callable, t: int, nt: int) -> None:
+    while True:
+        p = next_part()          # itertools.count's __next__: atomic under the GIL
+        if p >= parts:
+            return
+        fn(n * p // parts, n * (p + 1) // parts)
 
 
 def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
-    """``fn(lo, hi)`` over ``[0, n)``: in contiguous parts on the pool, one per core the
-    machine gives now (`pool_threads`, never more than BLAS's own ceiling, so a process
-    kept on one BLAS thread stays on one) with BLAS on one thread meanwhile; or as
-    ``fn(0, n)`` on this thread when one core is given, ``work`` (multiply-adds) is below
-    `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn`` must release the GIL for
-    its work (numpy's BLAS calls, nogil kernels) and its parts must be independent."""
+    """``fn(lo, hi)`` over ``[0, n)``: in contiguous parts taken in turn by shares on the
+    pool, one per core the machine gives now (`pool_threads`, never more than BLAS's own
+    ceiling, so a process kept on one BLAS thread stays on one) with BLAS on one thread
+    meanwhile; or as ``fn(0, n)`` on this thread when one core is given, ``work``
+    (multiply-adds) is below `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn``
+    must release the GIL for its work (numpy's BLAS calls, nogil kernels) and its parts
+    must be independent."""
     nt = min(n, pool_threads()) if n > 1 and work >= SPLIT_MIN_WORK else 1
     if nt > 1:
         nt = min(nt, coreshare.blas_ceiling() or 1)
@@ -142,7 +156,8 @@ def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
         fn(0, n)
         return
     try:
+        parts = min(n, PARTS_PER_SHARE * nt)
         with blas_threads_set(1):
-            run_shares(_part, (fn, n), (), nt)
+            run_shares(_take_parts, (fn, n, parts, itertools.count().__next__), (), nt)
     finally:
         end_launch()
