@@ -14,19 +14,8 @@ from tracejit.threads import blas_threads
 
 
 @pytest.fixture
-def shares(monkeypatch):
-    """`split` forced onto 3 shares at any size; returns the share counts launched."""
-    monkeypatch.setattr(sharepool, "pool_threads", lambda: 3)
-    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 3)
-    monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
-    launches = []
-    run = sharepool.run_shares
-
-    def counted(fn, args, tail, nt):
-        launches.append(nt)
-        return run(fn, args, tail, nt)
-    monkeypatch.setattr(sharepool, "run_shares", counted)
-    return launches
+def shares(forced_split):
+    return forced_split   # (conftest.py: 3 shares at any size)
 
 
 def test_split_covers_the_range_once_in_contiguous_parts(shares):

@@ -128,22 +128,11 @@ def test_second_derivatives_match_torch(batch_first):
 
 
 @pytest.fixture(params=["at once", "split"])
-def batch_split(request, monkeypatch):
-    """"split": every batch split forced over 3 shares of the pool (tracejit/sharepool.py),
-    whatever this machine's cores; returns the share counts launched."""
-    from tracejit import coreshare, sharepool
-    launches = []
+def batch_split(request):
+    """"split": every batch split forced over 3 shares (conftest.py `forced_split`)."""
     if request.param == "split":
-        monkeypatch.setattr(sharepool, "pool_threads", lambda: 3)
-        monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 3)
-        monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
-        run = sharepool.run_shares
-
-        def counted(fn, args, tail, nt):
-            launches.append(nt)
-            return run(fn, args, tail, nt)
-        monkeypatch.setattr(sharepool, "run_shares", counted)
-    return request.param, launches
+        return request.param, request.getfixturevalue("forced_split")
+    return request.param, []
 
 
 @pytest.mark.parametrize("seq_first", [False, True])
