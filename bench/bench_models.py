@@ -24,11 +24,13 @@ SYSTEMS = ("torch_eager", "tracejit_eager", "tracejit_compiled")
 
 
 def run_system(system: str, model: str, steps: int) -> dict:
-    from bench.impls import models
+    # the library first, as its users import it: `import tracejit` before numpy sets the
+    # thread tunings OpenBLAS reads when numpy loads it (tracejit/threads.py)
     if system == "torch_eager":
         import torch as m
     else:
         import tracejit as m
+    from bench.impls import models
     compile_hook = m.script if system == "tracejit_compiled" else (lambda f: f)
     step, loss = models.model_step(m, compile_hook, model)   # TRACEJIT_COMPILE=sync: the first call compiles
     t0 = time.perf_counter()

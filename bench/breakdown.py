@@ -87,19 +87,12 @@ def blas_threads_set(n: int | None) -> Iterator[None]:
         yield
         return
     try:
-        from tracejit.threads import blas_threads, set_blas_threads
+        from tracejit.threads import blas_threads_set as _set
     except ImportError:
         yield
         return
-    before = blas_threads()
-    if before is None or n == before:
+    with _set(n):
         yield
-        return
-    set_blas_threads(n)
-    try:
-        yield
-    finally:
-        set_blas_threads(before)
 
 
 def full_blas_threads() -> int | None:

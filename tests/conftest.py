@@ -43,3 +43,27 @@ def float64_with_torch():
     yield
     torch.set_default_dtype(old_t)
     tj.set_default_dtype(old_j)
+
+
+def count_launches(monkeypatch, module, name: str = "run_shares") -> list:
+    """Wrap `module`'s pool launcher (tracejit/sharepool.py's ``run_shares`` or a name
+    bound to it) so each launch's share count is recorded; returns that list."""
+    launches = []
+    run = getattr(module, name)
+
+    def counted(fn, args, tail, nt):
+        launches.append(nt)
+        return run(fn, args, tail, nt)
+    monkeypatch.setattr(module, name, counted)
+    return launches
+
+
+@pytest.fixture
+def forced_split(monkeypatch):
+    """tracejit/sharepool.py's `split` on 3 shares at any size, whatever this machine's
+    cores (so the split paths run everywhere); returns the share counts launched."""
+    from tracejit import coreshare, sharepool
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 3)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 3)
+    monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
+    return count_launches(monkeypatch, sharepool)

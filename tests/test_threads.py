@@ -1,4 +1,4 @@
-"""tracejit.threads: the OpenMP spin setting made at import, and when it is left alone."""
+"""tracejit.threads: the OpenMP and OpenBLAS spin settings made at import, and when they are left alone."""
 from __future__ import annotations
 
 import os
@@ -60,6 +60,20 @@ def test_too_late_is_said_once_with_the_way_out():
                            env=dict(env, TRACEJIT_THREAD_TUNING="0"), timeout=120, check=True).stderr
     assert "was loaded before" not in quiet
 
+
+
+_BLAS_PROBE = ("{first}import os, tracejit\n"
+               "print(tracejit.threads.tune_blas_spin.applied, os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n")
+
+
+def test_openblas_spin_timeout_set_before_numpy_loads_it():
+    # set when tracejit comes first; left alone when the user set it, opted out, or numpy
+    # (so OpenBLAS, which reads it once at load) was imported first
+    drop = ("OPENBLAS_THREAD_TIMEOUT",)
+    assert _probe({}, drop, _BLAS_PROBE.format(first="")) == ["True", "20"]
+    assert _probe({"OPENBLAS_THREAD_TIMEOUT": "7"}, (), _BLAS_PROBE.format(first="")) == ["False", "7"]
+    assert _probe({"TRACEJIT_THREAD_TUNING": "0"}, drop, _BLAS_PROBE.format(first="")) == ["False", "None"]
+    assert _probe({}, drop, _BLAS_PROBE.format(first="import numpy\n")) == ["False", "None"]
 
 
 def test_thread_flag_is_per_thread_and_nests():

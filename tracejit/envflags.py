@@ -61,7 +61,7 @@ SWITCHES: dict = {s.name: s for s in (
            "(separate backward plan)", _README + ": What compilation does"),
     Switch("TRACEJIT_MALLOC_TUNING", "1", "0: leave glibc's malloc thresholds alone at import",
            _README + ": What compilation does"),
-    Switch("TRACEJIT_THREAD_TUNING", "1", "0: leave OpenMP's spin-wait setting alone at import",
+    Switch("TRACEJIT_THREAD_TUNING", "1", "0: leave OpenMP's and OpenBLAS's spin-wait settings alone at import",
            _README + ": What compilation does"),
     Switch("TRACEJIT_ADAPTIVE_THREADS", "1", "0: numba's and BLAS's thread counts stay fixed instead of "
            "following the cores other processes leave free (tracejit.coreshare)",

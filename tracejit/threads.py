@@ -17,17 +17,25 @@ nothing if libgomp is already in the process (a library imported before tracejit
 loaded it): `omp_spin_tuned` says whether it was made in time, and a RuntimeWarning says
 so once when it was not (import order matters; the warning names the way out). OpenMP libraries loaded
 later in the same process see the same setting. ``TRACEJIT_THREAD_TUNING=0`` turns it off.
+
+OpenBLAS's workers spin the same way after each multi-threaded product (about 0.1 s by
+default), on the core our own parallel work between products wants (tracejit/sharepool.py's
+shares, numba's kernels). ``import tracejit`` sets ``OPENBLAS_THREAD_TIMEOUT`` (read once,
+when numpy loads OpenBLAS) to `BLAS_THREAD_TIMEOUT` unless it is set already or numpy was
+imported first (then nothing changes: import tracejit before numpy to have it);
+`tune_blas_spin.applied` says whether it was set. The same switch turns it off.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import warnings
 
 from .envflags import ProcessTuning
 
-__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "blas_threads", "set_blas_threads",
+__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "tune_blas_spin", "BLAS_THREAD_TIMEOUT", "blas_threads", "set_blas_threads", "blas_threads_set",
            "PARALLEL_MIN", "usable_cpus"]
 
 
@@ -76,6 +84,30 @@ def _set_spincount() -> bool:
 tune_omp_spin = ProcessTuning("TRACEJIT_THREAD_TUNING", _set_spincount,
                               "Set ``GOMP_SPINCOUNT`` as described above; True if it was set "
                               "in time to apply.")
+
+
+# OpenBLAS's workers spin this long after each multi-threaded product before they sleep:
+# 2^20 cycles (~0.4 ms) where OpenBLAS's own default is 2^28 (~0.1 s). A spinning worker
+# holds a core from the threads that run our other parallel work between products
+# (sharepool's shares, numba's kernels): on 2 cores the Transformer encoder step's attention
+# split over both (sharepool.split) ran its backward at 8.5-9.0 ms with the worker spinning
+# and 4.7 ms without (wall, one process each). Back-to-back products (well under 0.4 ms
+# apart) still find the worker awake; 2^4 (sleep at once) made every 128x128x64 product on
+# two BLAS threads wait for the wake-up (that step 58-61 ms instead of 50-53).
+BLAS_THREAD_TIMEOUT = "20"
+
+
+def _set_blas_timeout() -> bool:
+    # read once, when OpenBLAS is loaded (numpy's import): too late once numpy is in
+    if "OPENBLAS_THREAD_TIMEOUT" in os.environ or "numpy" in sys.modules:
+        return False
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT
+    return True
+
+
+tune_blas_spin = ProcessTuning("TRACEJIT_THREAD_TUNING", _set_blas_timeout,
+                               "Set ``OPENBLAS_THREAD_TIMEOUT`` as described above, unless set "
+                               "or numpy is loaded already; True if it was set.")
 
 
 def omp_spin_tuned() -> bool:
@@ -173,6 +205,21 @@ def set_blas_threads(n: int) -> bool:
         return False
     fn(int(n))
     return True
+
+
+@contextlib.contextmanager
+def blas_threads_set(n: int):
+    """numpy's BLAS on `n` threads inside the block and on its count before after it
+    (nothing changes where no known BLAS is loaded or the count already is `n`)."""
+    before = blas_threads()
+    if before is None or before == n:
+        yield
+        return
+    set_blas_threads(n)
+    try:
+        yield
+    finally:
+        set_blas_threads(before)
 
 
 # Below this many elements a kernel runs serially: waking the thread pool costs tens of

@@ -14,6 +14,8 @@ import tracejit as tj
 from tracejit.compiler import chunkpool, codegen_chunks, loopnest
 from tracejit.ops.registry import REGISTRY
 
+from conftest import count_launches
+
 
 @pytest.fixture
 def chunks(monkeypatch, tmp_path):
@@ -21,14 +23,7 @@ def chunks(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
-    launches = []
-    run = chunkpool._run_shares
-
-    def counted(fn, args, tail, nt):
-        launches.append(nt)
-        return run(fn, args, tail, nt)
-    monkeypatch.setattr(chunkpool, "_run_shares", counted)
-    return launches
+    return count_launches(monkeypatch, chunkpool, "_run_shares")
 
 
 def _x(shape, seed=0):

@@ -127,8 +127,16 @@ def test_second_derivatives_match_torch(batch_first):
         _close(jgp[name], tgp[name], rtol=1e-7, err_msg=name)
 
 
+@pytest.fixture(params=["at once", "split"])
+def batch_split(request):
+    """"split": every batch split forced over 3 shares (conftest.py `forced_split`)."""
+    if request.param == "split":
+        return request.param, request.getfixturevalue("forced_split")
+    return request.param, []
+
+
 @pytest.mark.parametrize("seq_first", [False, True])
-def test_primitive_against_its_numpy_definition(seq_first):
+def test_primitive_against_its_numpy_definition(seq_first, batch_split):
     a, c = (T, N) if seq_first else (N, T)
     qkv = R.standard_normal((a * c, 3 * E))
     p5 = qkv.reshape(a, c, 3, H, E // H)
@@ -148,6 +156,9 @@ def test_primitive_against_its_numpy_definition(seq_first):
     ds = w * (dw - (dw * w).sum(-1, keepdims=True)) * 0.3
     want = np.stack([p.transpose(inv) for p in (ds @ k, ds.swapaxes(-1, -2) @ q, w.swapaxes(-1, -2) @ gh)], 2)
     _close(got, want.reshape(a * c, 3 * E), rtol=1e-12)
+    mode, launches = batch_split
+    # split: the context and the backward each over the N = 3 batch entries, one a share
+    assert launches == ([3, 3] if mode == "split" else [])
 
 
 def test_bad_shapes_name_the_op():

@@ -8,105 +8,22 @@ makes the one fold call (the partial results are an array it allocates per launc
 a reduction's shares all write into one and the fold sees every share's chunks). Each share unboxes its arguments under the GIL (a few us) and
 releases it for the loop, so the shares run at once.
 
-Threads block on a lock between launches (no spinning: numba's OpenMP workers spin
-after each kernel and took the next BLAS call's cores). One launch at a time: a second
-Python thread launching meanwhile runs its kernel on one thread instead of waiting. A
-forked child starts a pool of its own.
+The threads are tracejit/sharepool.py's (they block on a lock between launches, no
+spinning). One launch at a time: a second Python thread launching meanwhile runs its
+kernel on one thread instead of waiting.
 """
 from __future__ import annotations
 
-import os
-import threading
 from typing import Callable, Optional
 
 import numpy as np
 
-from .. import coreshare
-from ..threads import usable_cpus
+from .. import sharepool
+from ..sharepool import pool_threads, run_shares as _run_shares
 from .codegen_chunks import PARTIALS
 from .codegen_cpu import column_partial_len
 
 __all__ = ["ChunkKernel", "pool_threads"]
-
-
-class _Thread:
-    """One pool thread: runs ``fn(*args, t, nt, ...)`` when released."""
-
-    __slots__ = ("go", "done", "job", "error", "thread")
-
-    def __init__(self):
-        self.go = threading.Lock()
-        self.done = threading.Lock()
-        self.go.acquire()
-        self.done.acquire()
-        self.job = None
-        self.error: Optional[BaseException] = None
-        self.thread = threading.Thread(target=self._loop, daemon=True, name="tracejit-chunks")
-        self.thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            self.go.acquire()
-            fn, args = self.job
-            self.job = None
-            try:
-                fn(*args)
-            except BaseException as exc:  # raised again in the launching thread
-                self.error = exc
-            # Drop the job before waiting for the next: a thread that kept `args` until
-            # then would hold the launch's arrays alive (memory) and add a reference the
-            # autograd engine reads when it decides whether a gradient buffer is exclusive
-            # (autograd/node.py `_exclusive`): a leaf's .grad would be copied or not
-            # depending on whether the last launch had two shares.
-            del fn, args
-            self.done.release()
-
-
-_threads: list = []
-_launch = threading.Lock()
-_cpus = None
-
-
-def _reset_after_fork() -> None:
-    global _threads, _launch
-    _threads = []
-    _launch = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-def pool_threads() -> int:
-    """Shares a launch may use now: the cores other processes leave this one."""
-    global _cpus
-    if _cpus is None:
-        _cpus = usable_cpus()
-    if coreshare.ENABLED:
-        return max(1, min(_cpus, coreshare.core_share.threads()))
-    return _cpus
-
-
-def _run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
-    """fn(*args, t, nt, *tail) for t in 0..nt-1, share 0 on this thread."""
-    while len(_threads) < nt - 1:
-        _threads.append(_Thread())
-    used = _threads[:nt - 1]
-    for t, th in enumerate(used, 1):
-        th.job = (fn, args + (t, nt) + tail)
-        th.go.release()
-    error = None
-    try:
-        fn(*args, 0, nt, *tail)
-    except BaseException as exc:
-        error = exc
-    for th in used:
-        th.done.acquire()
-        if th.error is not None and error is None:
-            error = th.error
-        th.error = None
-    if error is not None:
-        raise error
 
 
 class ChunkKernel:
@@ -131,12 +48,12 @@ class ChunkKernel:
             kind, v = self.partial_size
             size = v if kind == "fixed" else column_partial_len(args[v]) if kind == "columns" else args[v]
             args = args + (np.empty(size, self.partial_dtype),)
-        if nt == 1 or not _launch.acquire(blocking=False):
+        if nt == 1 or not sharepool.try_launch():
             # one share (also when another thread is launching: no waiting for it)
             return self.entry(*args, 0, 1, 1) if fold else self.entry(*args, 0, 1)
         try:
             _run_shares(self.entry, args, (0,) if fold else (), nt)
         finally:
-            _launch.release()
+            sharepool.end_launch()
         if fold:
             self.entry(*args, nt, nt, 1)   # no chunks of its own: the fold only

@@ -70,12 +70,29 @@ def _matmul_into(xp, a, b, out) -> None:
         out[...] = xp.matmul(a, b)
 
 
+def _split_batch(xp, part, n: int, work: int) -> None:
+    """``part(lo, hi)`` over the batch ``[0, n)``: for numpy arrays split over the cores the
+    machine gives (tracejit/sharepool.py: each share runs its heads' products on one BLAS
+    thread; the (batch, head) products are too small for BLAS's own threads to pay), else
+    at once. The parts write disjoint slices of the outputs."""
+    if xp is np:
+        from ..sharepool import split
+        split(part, n, work)
+    else:
+        part(0, n)
+
+
 def _context_impl(xp, qkv, w, *, tokens, heads, seq_first, scale):
     # (scale: only the VJP reads it)
     a, c, e, hd = _split(qkv.shape, tokens, heads)
     _, (_, _, v) = _parts(xp, qkv, tokens, heads, seq_first)
     out = xp.empty((a, c, heads, hd), dtype=qkv.dtype)
-    _matmul_into(xp, w, v, out.transpose(_TO_HEADS[seq_first]))
+    oh = out.transpose(_TO_HEADS[seq_first])
+
+    def part(lo, hi):
+        _matmul_into(xp, w[lo:hi], v[lo:hi], oh[lo:hi])
+    n, _, t, s = w.shape
+    _split_batch(xp, part, n, n * heads * t * s * hd)
     return out.reshape(a, c, e)
 
 
@@ -86,14 +103,22 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
     gh = xp.reshape(g, (a, c, heads, hd)).transpose(perm)
     out = xp.empty((a, c, 3, heads, hd), dtype=qkv.dtype)
     oq, ok, ov = (out[:, :, i].transpose(perm) for i in range(3))
-    _matmul_into(xp, xp.swapaxes(w, -1, -2), gh, ov)                # dv = w^T g
-    dw = xp.matmul(gh, xp.swapaxes(v, -1, -2))                      # dw = g v^T
-    # through softmax, in place in dw's buffer (no second 4 MB array per step)
-    ds = softmax_backward_rows(xp, dw, w, scale, out=dw)
-    if ds is None:
-        ds = _softmax_backward_impl(xp, dw, w, w.ndim - 1, scale)
-    _matmul_into(xp, ds, k, oq)                                      # dq = ds k
-    _matmul_into(xp, xp.swapaxes(ds, -1, -2), q, ok)                 # dk = ds^T q
+
+    def part(lo, hi):
+        # one slice of the batch: its four products and softmax's gradient, whose
+        # (T, T) weights stay in cache between them
+        b = slice(lo, hi)
+        wb, gb = w[b], gh[b]
+        _matmul_into(xp, xp.swapaxes(wb, -1, -2), gb, ov[b])          # dv = w^T g
+        dw = xp.matmul(gb, xp.swapaxes(v[b], -1, -2))                 # dw = g v^T
+        # through softmax, in place in dw's buffer (no second array)
+        ds = softmax_backward_rows(xp, dw, wb, scale, out=dw)
+        if ds is None:
+            ds = _softmax_backward_impl(xp, dw, wb, wb.ndim - 1, scale)
+        _matmul_into(xp, ds, k[b], oq[b])                             # dq = ds k
+        _matmul_into(xp, xp.swapaxes(ds, -1, -2), q[b], ok[b])        # dk = ds^T q
+    n, _, t, s = w.shape
+    _split_batch(xp, part, n, 4 * n * heads * t * s * hd)
     return out.reshape(a * c, 3 * e)
 
 

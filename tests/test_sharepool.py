@@ -1,0 +1,131 @@
+"""tracejit/sharepool.py: shares of work on the pool's threads, and `split` (a batch of
+small BLAS products or kernel rows in parts, each on one BLAS thread) with its users:
+coreshare.matmul's batched products and softmax's row kernels. The share count is forced
+(whatever this machine's cores), so every path runs everywhere."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tracejit import coreshare, sharepool
+from tracejit.threads import blas_threads
+
+
+@pytest.fixture
+def shares(forced_split):
+    return forced_split   # (conftest.py: 3 shares at any size)
+
+
+def test_split_covers_the_range_once_in_contiguous_parts(shares):
+    seen = []
+    lock = threading.Lock()
+
+    def part(lo, hi):
+        with lock:
+            seen.append((lo, hi))
+    sharepool.split(part, 30, 1)
+    assert shares == [3]
+    # 3 shares take PARTS_PER_SHARE * 3 parts in turn
+    parts = sorted(seen)
+    assert len(parts) == sharepool.PARTS_PER_SHARE * 3
+    assert parts[0][0] == 0 and parts[-1][1] == 30
+    assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(parts, parts[1:]))
+
+
+def test_a_share_that_starts_late_leaves_its_parts_to_the_others(shares):
+    # the caller's share runs parts while share 1 is held back: the caller does not wait
+    # for share 1 to do "its half"
+    gate = threading.Event()
+    took = {}
+    lock = threading.Lock()
+
+    def part(lo, hi):
+        me = threading.get_ident()
+        if me != main and not gate.is_set():
+            gate.wait(5)
+        with lock:
+            took.setdefault(me, []).append(lo)
+        if me == main and len(took[me]) >= 8:
+            gate.set()
+    main = threading.get_ident()
+    sharepool.split(part, 12, 1)
+    assert sorted(lo for los in took.values() for lo in los) == list(range(12))
+    assert len(took[main]) >= 8
+
+
+def test_split_runs_at_once_below_its_work_bound_or_on_one_core(monkeypatch):
+    calls = []
+    sharepool.split(lambda lo, hi: calls.append((lo, hi)), 10, sharepool.SPLIT_MIN_WORK - 1)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
+    sharepool.split(lambda lo, hi: calls.append((lo, hi)), 10, sharepool.SPLIT_MIN_WORK)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 4)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 1)   # a process kept on one BLAS thread
+    sharepool.split(lambda lo, hi: calls.append((lo, hi)), 10, sharepool.SPLIT_MIN_WORK)
+    assert calls == [(0, 10)] * 3
+
+
+def test_shares_run_on_one_blas_thread_and_the_count_comes_back(shares):
+    before = blas_threads()
+    if before is None:
+        pytest.skip("no known BLAS (OpenBLAS/MKL) to set")
+    counts = []
+    sharepool.split(lambda lo, hi: counts.append(blas_threads()), 4, 1)
+    assert counts == [1] * 4
+    assert blas_threads() == before
+
+
+def test_a_failing_part_raises_in_the_caller_and_the_pool_still_works(shares):
+    def part(lo, hi):
+        if lo > 0:
+            raise ValueError(f"part {lo}:{hi} failed")
+    with pytest.raises(ValueError, match="part .* failed"):
+        sharepool.split(part, 6, 1)
+    seen = []
+    sharepool.split(lambda lo, hi: seen.append(lo), 6, 1)
+    assert sorted(seen) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_split_inside_a_share_runs_at_once(shares):
+    inner = []
+    sharepool.split(lambda lo, hi: sharepool.split(lambda a, b: inner.append((lo + a, lo + b)), hi - lo, 1), 6, 1)
+    assert shares == [3]
+    assert sorted(inner) == [(i, i + 1) for i in range(6)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_products_split_by_batch_match_numpy(shares, dtype):
+    rng = np.random.default_rng(0)
+    # attention's layout: q and k^T as strided views of one packed projection
+    qkv = rng.standard_normal((5, 128, 3, 2, 32)).astype(dtype)   # products of 2^19 m*k*n
+    q = qkv[:, :, 0].transpose(0, 2, 1, 3)
+    kt = qkv[:, :, 1].transpose(0, 2, 3, 1)
+    got = coreshare.matmul(q, kt)
+    want = np.matmul(q.astype(np.float64), kt.astype(np.float64))
+    assert got.dtype == dtype and got.shape == (5, 2, 128, 128)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    assert shares == [3]
+    # a broadcast batch or mixed dtypes stay numpy's own call
+    coreshare.matmul(q, kt[:1])
+    coreshare.matmul(q.astype(np.float64), kt.astype(np.float32))
+    assert shares == [3]
+
+
+def test_softmax_rows_split_over_shares_match_numpy(shares, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    from tracejit.ops.row_kernels import softmax_backward_rows, softmax_rows
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 3, 7, 33)).astype(np.float32)
+    mask = np.where(rng.random((7, 33)) < 0.2, -np.inf, 0).astype(np.float32)
+    z = x * 0.5 + mask
+    want = np.exp(z - z.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    got = softmax_rows(np, x, 0.5, mask)
+    if got is None:
+        pytest.skip("row kernels are off here (TRACEJIT_EAGER_KERNELS=0)")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    back = softmax_backward_rows(np, g, want, 0.5)
+    np.testing.assert_allclose(back, 0.5 * want * (g - (g * want).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)
+    assert shares == [3, 3]

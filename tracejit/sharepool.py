@@ -1,0 +1,163 @@
+"""A few persistent threads that run shares of one piece of work: compiled chunk kernels
+(compiler/chunkpool.py) and batched BLAS work split by its batch (`split`).
+
+Why a pool of our own: numba's OpenMP workers spin after each kernel and took the next
+BLAS call's cores; these threads block on a lock between launches (no spinning), and a
+launch hands each one its share through that lock (tens of microseconds). Shares release
+the GIL for their loops (nogil numba kernels, numpy's BLAS calls), so they run at once.
+
+One launch at a time: a second Python thread launching meanwhile runs its work on one
+thread instead of waiting. A forked child starts a pool of its own.
+
+`split(fn, n)` is for work made of many small independent BLAS products, such as
+attention's per-(batch, head) products (16 x 4 products of 128 x 128 x 64 in the
+Transformer encoder step): each is one BLAS call too small for BLAS's own threads to pay
+(both threads meet at every call), so on two threads they ran no faster than on one.
+Split by batch instead, each share runs its products on one BLAS thread, one after the
+other, with no meeting between them.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from typing import Callable, Optional
+
+from . import coreshare
+from .threads import blas_threads_set, usable_cpus
+
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "split", "SPLIT_MIN_WORK",
+           "PARTS_PER_SHARE"]
+
+# Multiply-adds below which `split` runs its work on the calling thread alone: handing a
+# share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
+# product about 30 (one thread).
+SPLIT_MIN_WORK = 1 << 22
+
+
+class _Thread:
+    """One pool thread: runs ``fn(*args)`` when released."""
+
+    __slots__ = ("go", "done", "job", "error", "thread")
+
+    def __init__(self):
+        self.go = threading.Lock()
+        self.done = threading.Lock()
+        self.go.acquire()
+        self.done.acquire()
+        self.job = None
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="tracejit-chunks")
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self.go.acquire()
+            fn, args = self.job
+            self.job = None
+            try:
+                fn(*args)
+            except BaseException as exc:  # raised again in the launching thread
+                self.error = exc
+            # Drop the job before waiting for the next: a thread that kept `args` until
+            # then would hold the launch's arrays alive (memory) and add a reference the
+            # autograd engine reads when it decides whether a gradient buffer is exclusive
+            # (autograd/node.py `_exclusive`): a leaf's .grad would be copied or not
+            # depending on whether the last launch had two shares.
+            del fn, args
+            self.done.release()
+
+
+_threads: list = []
+_launch = threading.Lock()
+_cpus = None
+
+
+def _reset_after_fork() -> None:
+    global _threads, _launch
+    _threads = []
+    _launch = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def pool_threads() -> int:
+    """Shares a launch may use now: the cores other processes leave this one."""
+    global _cpus
+    if _cpus is None:
+        _cpus = usable_cpus()
+    if coreshare.ENABLED:
+        return max(1, min(_cpus, coreshare.core_share.threads()))
+    return _cpus
+
+
+def try_launch() -> bool:
+    """Take the pool for one launch; False when another thread holds it (run on one
+    thread then, do not wait). `end_launch` gives it back."""
+    return _launch.acquire(blocking=False)
+
+
+def end_launch() -> None:
+    _launch.release()
+
+
+def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
+    """fn(*args, t, nt, *tail) for t in 0..nt-1, share 0 on this thread (the caller holds
+    the launch: `try_launch`). An exception in any share is raised here, after all ended."""
+    while len(_threads) < nt - 1:
+        _threads.append(_Thread())
+    used = _threads[:nt - 1]
+    for t, th in enumerate(used, 1):
+        th.job = (fn, args + (t, nt) + tail)
+        th.go.release()
+    error = None
+    try:
+        fn(*args, 0, nt, *tail)
+    except BaseException as exc:
+        error = exc
+    for th in used:
+        th.done.acquire()
+        if th.error is not None and error is None:
+            error = th.error
+        th.error = None
+    if error is not None:
+        raise error
+
+
+# Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose
+# thread starts late (its core was busy: on a shared machine a woken thread can wait
+# milliseconds for it) takes fewer, and the caller's own share does the rest instead of
+# waiting; a part costs a few microseconds of Python.
+PARTS_PER_SHARE = 4
+
+
+def _take_parts(fn: Callable, n: int, parts: int, next_part: Callable, t: int, nt: int) -> None:
+    while True:
+        p = next_part()          # itertools.count's __next__: atomic under the GIL
+        if p >= parts:
+            return
+        fn(n * p // parts, n * (p + 1) // parts)
+
+
+def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
+    """``fn(lo, hi)`` over ``[0, n)``: in contiguous parts taken in turn by shares on the
+    pool, one per core the machine gives now (`pool_threads`, never more than BLAS's own
+    ceiling, so a process kept on one BLAS thread stays on one) with BLAS on one thread
+    meanwhile; or as ``fn(0, n)`` on this thread when one core is given, ``work``
+    (multiply-adds) is below `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn``
+    must release the GIL for its work (numpy's BLAS calls, nogil kernels) and its parts
+    must be independent."""
+    nt = min(n, pool_threads()) if n > 1 and work >= SPLIT_MIN_WORK else 1
+    if nt > 1:
+        nt = min(nt, coreshare.blas_ceiling() or 1)
+    if nt < 2 or not try_launch():
+        fn(0, n)
+        return
+    try:
+        parts = min(n, PARTS_PER_SHARE * nt)
+        with blas_threads_set(1):
+            run_shares(_take_parts, (fn, n, parts, itertools.count().__next__), (), nt)
+    finally:
+        end_launch()
