@@ -6,13 +6,16 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .memory import tune_allocator as _tune_allocator
-
+# threads first: its tunings are environment variables the libraries read when they load,
+# and every other module imports numpy (so OpenBLAS)
 from .threads import tune_blas_spin as _tune_blas_spin, tune_omp_spin as _tune_omp_spin
 
-_tune_allocator()  # keep freed array memory for reuse (see tracejit/memory.py)
 _tune_omp_spin()   # numba's OpenMP workers stop spinning soon (see tracejit/threads.py)
 _tune_blas_spin()  # and OpenBLAS's (before numpy loads it)
+
+from .memory import tune_allocator as _tune_allocator  # noqa: E402
+
+_tune_allocator()  # keep freed array memory for reuse (see tracejit/memory.py)
 
 from . import dtypes as _dtypes
 from .dtypes import (DType, bool_, float16, float32, float64, get_default_dtype, int8, int16, int32,
