@@ -1,6 +1,7 @@
 """ops/loop_split.py: the per-step barrier of split loop kernels (the threads see each
-other's writes after it; a failed partner ends every wait), the runner (helper thread,
-fallback to one thread when it is busy), the thread policy, and the hidden-unit split."""
+other's writes after it; a failed partner ends every wait), the runner with either partner
+(OpenBLAS's pool worker where numpy's BLAS has one, else our helper thread; the fallback to
+one thread when it is busy), the thread policy, and the hidden-unit split."""
 import threading
 
 import numpy as np
@@ -45,24 +46,38 @@ def _mod() -> dict:
     return _ns
 
 
-def test_threads_see_each_others_writes_after_the_barrier():
+@pytest.fixture(params=["blas-pool", "helper-thread"])
+def partner(request, monkeypatch):
+    """Both partners: OpenBLAS's worker (where this numpy's BLAS has a pool of two or more)
+    and our own helper thread."""
+    use_pool = request.param == "blas-pool"
+    if use_pool and loop_split._pool.find() is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")
+    monkeypatch.setattr(loop_split, "_use_blas_pool", use_pool)
+    return request.param
+
+
+def test_threads_see_each_others_writes_after_the_barrier(partner):
     ns = _mod()
-    steps = 2000
+    steps = 200
     slots = np.full((2, 2), -1, dtype=np.int64)
     seen = np.zeros(2, dtype=np.int64)
     calls = []
+    threads = set()
 
     def kernel(*args):
         calls.append(args[-3:-1])
+        threads.add(threading.get_native_id())
         ns["exchange"](*args)
 
     loop_split.run(kernel, (slots, seen, steps), 2)
-    assert sorted(calls) == [(0, 2), (1, 2)]          # both halves ran, one on the helper thread
+    assert sorted(calls) == [(0, 2), (1, 2)]          # both halves ran, on two threads
+    assert len(threads) == 2
     assert seen.tolist() == [0, 0]                    # no stale value after any barrier
     assert slots.tolist() == [[steps - 2] * 2, [steps - 1] * 2]
 
 
-def test_a_failed_partner_ends_the_wait_and_its_error_is_raised():
+def test_a_failed_partner_ends_the_wait_and_its_error_is_raised(partner):
     ns = _mod()
 
     def kernel(steps, q, nth, sync):
