@@ -93,7 +93,9 @@ def gate_math(b, m, cp, zf):
 @njit(inline='always')
 def gate_math_units(b, m, cp, zf, u0, u1):
     # `gate_math` for hidden units u0..u1-1 (their rows of each gate block: one thread's
-    # share of a split loop)
+    # share of a split loop). The loops run over views from index 0: an index from a
+    # range with an unknown start may be negative to numba (wraparound selects in the
+    # loop), which made the forward kernel 40% slower.
     four, n = m.shape
     s = cp.size
     hh = four // 4
@@ -102,16 +104,20 @@ def gate_math_units(b, m, cp, zf, u0, u1):
             bj = b[j]
             row = m[j]
             o = (2 * hh + j) * n
+            zr = zf[o:o + n]
             if blk != 2:                               # i, f, o
                 for k in range(n):
-                    zf[o + k] = sigmoid(row[k] + bj)
+                    zr[k] = sigmoid(row[k] + bj)
             else:                                      # g
                 for k in range(n):
-                    zf[o + k] = tanh(row[k] + bj)
-    for k in range(u0 * n, u1 * n):
-        zf[s + k] = zf[3 * s + k] * cp[k] + zf[2 * s + k] * zf[4 * s + k]
-    for k in range(u0 * n, u1 * n):
-        zf[k] = zf[5 * s + k] * tanh(zf[s + k])
+                    zr[k] = tanh(row[k] + bj)
+    a, e = u0 * n, u1 * n
+    zh, zc, zi, zff, zg, zo, cpu = (zf[a:e], zf[s + a:s + e], zf[2 * s + a:2 * s + e], zf[3 * s + a:3 * s + e],
+                                    zf[4 * s + a:4 * s + e], zf[5 * s + a:5 * s + e], cp[a:e])
+    for k in range(e - a):
+        zc[k] = zff[k] * cpu[k] + zi[k] * zg[k]
+    for k in range(e - a):
+        zh[k] = zo[k] * tanh(zc[k])
 """
 
 _FORWARD = _FORWARD_GATES + """
@@ -213,25 +219,30 @@ def step_back(zf, cp, dhf, dcf, y, full, dg, dco):
 @njit(inline='always')
 def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
     # `step_back` for the flat block positions k0..k1-1 (hidden units k0/N..k1/N-1: one
-    # thread's share of a split loop)
+    # thread's share of a split loop), on views from index 0 (see `gate_math_units`)
     s = cp.size
     one = np.{t}(1)
     g_ = dg.reshape(-1)
-    for k in range(k0, k1):                            # dct = dc + dh o (1 - tanh(c)^2)
-        tc = tanh(zf[s + k])
-        dh = dhf[k] + y[k]
-        o = zf[5 * s + k]
-        dco[k] = dcf[k] + dh * o * (one - tc * tc)
-        g_[3 * s + k] = dh * tc * o * (one - o)        # do
+    zc, zi, zf_, zg, zo = (zf[s + k0:s + k1], zf[2 * s + k0:2 * s + k1], zf[3 * s + k0:3 * s + k1],
+                           zf[4 * s + k0:4 * s + k1], zf[5 * s + k0:5 * s + k1])
+    gi, gf, gg, go = g_[k0:k1], g_[s + k0:s + k1], g_[2 * s + k0:2 * s + k1], g_[3 * s + k0:3 * s + k1]
+    dhp, dcp, yh, cpp, dc = dhf[k0:k1], dcf[k0:k1], y[k0:k1], cp[k0:k1], dco[k0:k1]
+    for k in range(k1 - k0):                           # dct = dc + dh o (1 - tanh(c)^2)
+        tc = tanh(zc[k])
+        dh = dhp[k] + yh[k]
+        o = zo[k]
+        dc[k] = dcp[k] + dh * o * (one - tc * tc)
+        go[k] = dh * tc * o * (one - o)                # do
     if full:                                           # the cotangent of c
-        for k in range(k0, k1):
-            dco[k] += y[s + k]
-    for k in range(k0, k1):                            # di, df, dg; the next dc = dct f
-        i, f, g, d = zf[2 * s + k], zf[3 * s + k], zf[4 * s + k], dco[k]
-        g_[k] = d * g * i * (one - i)
-        g_[s + k] = d * cp[k] * f * (one - f)
-        g_[2 * s + k] = d * i * (one - g * g)
-        dco[k] = d * f
+        yc = y[s + k0:s + k1]
+        for k in range(k1 - k0):
+            dc[k] += yc[k]
+    for k in range(k1 - k0):                           # di, df, dg; the next dc = dct f
+        i, f, g, d = zi[k], zf_[k], zg[k], dc[k]
+        gi[k] = d * g * i * (one - i)
+        gf[k] = d * cpp[k] * f * (one - f)
+        gg[k] = d * i * (one - g * g)
+        dc[k] = d * f
 """
 
 _BACKWARD = _BACKWARD_STEP + """
