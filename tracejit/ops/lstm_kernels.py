@@ -314,10 +314,11 @@ def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
             for blk in range(4):
                 r0, r1 = blk * hh + u0, blk * hh + u1
                 transpose_part(dg, r0, r1, 0, n, gt, False)
+                dbv = db[r0:r1]                        # views from 0 (see `gate_math_units`)
                 for q_ in range(n):
-                    row = gt[q_]
-                    for j in range(r0, r1):
-                        db[j] += row[j]
+                    row = gt[q_, r0:r1]
+                    for j in range(r1 - r0):
+                        dbv[j] += row[j]
             barrier(sync, r + 1, nth)                  # all of dg written
             packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dg, dh, False)
 """

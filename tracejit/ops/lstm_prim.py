@@ -168,12 +168,14 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     H = six // 6
     full = d_y.shape[1] == 2 * H
     off = _parts(H, N)
-    res = xp.empty(off[4] + 4 * H * L * N, dtype=Z.dtype)
+    ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
+    layer = _kernels.backward_layer(Z.dtype.name) if ok else None
+    size = off[4] + 4 * H * L * N
+    # on a cache line: the split loop's threads write neighbouring blocks of G's rows and db
+    res = _split.aligned_empty(size, Z.dtype) if layer is not None else xp.empty(size, dtype=Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
     order = list(_order(L, reverse))
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
-    ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
-    layer = _kernels.backward_layer(Z.dtype.name) if ok else None
     if layer is not None:
         # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient
         # included (ops/lstm_kernels.py)
