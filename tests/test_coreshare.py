@@ -95,10 +95,13 @@ def test_small_products_run_on_one_blas_thread():
     assert coreshare.blas_threads_for(256, 1024, 10, 2) == 2
     assert coreshare.blas_threads_for(256, 1024, 1024, 2) == 2
     assert coreshare.blas_threads_for(256, 1024, 1024, 1) == 1
-    # eager products: up to EAGER_SMALL_GEMM_MNK (the two-layer step's 64x1000x100) on one
-    assert coreshare.blas_threads_for(64, 1000, 100, 2) == 2
-    assert coreshare.blas_threads_for(64, 1000, 100, 2, eager=True) == 1
-    assert coreshare.blas_threads_for(256, 1024, 1024, 2, eager=True) == 2
+    # few rows below FEW_ROWS_GEMM_MNK (the two-layer step's forward, 64x1000x100) on one;
+    # its weight gradient's product (1000 rows), or few rows of a larger product, on two
+    assert coreshare.blas_threads_for(64, 1000, 100, 2) == 1
+    assert coreshare.blas_threads_for(127, 1000, 16, 2) == 1
+    assert coreshare.blas_threads_for(128, 1000, 16, 2) == 2
+    assert coreshare.blas_threads_for(1000, 64, 100, 2) == 2
+    assert coreshare.blas_threads_for(64, 1000, 1000, 2) == 2
 
 
 def test_parallel_kernels_adapt_unless_switched_off():
@@ -190,9 +193,10 @@ def test_gemm_thread_count_and_ceiling_say_what_matmul_uses(monkeypatch, two_bla
 
 
 @linux
-def test_eager_matmul_runs_a_mid_sized_product_on_one_thread(monkeypatch, two_blas_threads):
-    """An eager 64x1000x100 product (6.4M) runs on one BLAS thread where a compiled plan's
-    runs on two; a large one runs on two either way; the count is restored after each."""
+def test_matmul_runs_few_rows_on_one_thread_eager_or_compiled(monkeypatch, two_blas_threads):
+    """A 64x1000x100 product (few rows, 6.4M) runs on one BLAS thread and a 1000x64x100 one
+    on two, from eager matmul and from a plan's alike; a large one on two either way; the
+    count is restored after each."""
     monkeypatch.setattr(coreshare, "ENABLED", True)
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     seen = []
@@ -208,14 +212,17 @@ def test_eager_matmul_runs_a_mid_sized_product_on_one_thread(monkeypatch, two_bl
 
     monkeypatch.setattr(coreshare, "np", _Np())
     a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
+    tall = np.ones((1000, 64), np.float32), np.ones((64, 100), np.float32)
     big = np.ones((256, 1024), np.float32), np.ones((1024, 1024), np.float32)
     assert np.array_equal(coreshare.matmul(a, b, blas_only=True), real(a, b))
     coreshare.matmul(a, b)
+    coreshare.matmul(*tall, blas_only=True)
+    coreshare.matmul(*tall)
     coreshare.matmul(*big, blas_only=True)
-    assert seen == [1, 2, 2]
+    assert seen == [1, 1, 2, 2, 2]
     assert blas_threads() == 2
-    assert coreshare.gemm_thread_count(64, 1000, 100, eager=True) == 1
-    assert coreshare.gemm_thread_count(64, 1000, 100) == 2
+    assert coreshare.gemm_thread_count(64, 1000, 100) == 1
+    assert coreshare.gemm_thread_count(1000, 64, 100) == 2
 
 
 @linux

@@ -38,7 +38,7 @@ from .envflags import is_off
 from .threads import usable_cpus
 
 __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "gemm_threads",
-           "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK", "EAGER_SMALL_GEMM_MNK",
+           "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS", "FEW_ROWS_GEMM_MNK",
            "TINY_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
@@ -54,15 +54,21 @@ SLACK = 0.5
 # the same (OpenBLAS keeps such products on one thread itself); the MLP step with its three
 # 2.6M products on two threads: 14.43 ms median against 14.65 (4M, 25 alternating rounds).
 SMALL_GEMM_MNK = 1 << 20
-# The same bound for eager products (`matmul` with ``blas_only``). After a 2-thread product,
-# writing in place to an array it read costs far more: the SGD update ``w -= lr * w.grad`` of a
-# 1000x100 float32 weight took 124-131 us after the 64x1000x100 forward product ran on two
-# threads, 20 us after one (plain numpy: 119-128 against 15 us; likely the other core's cached
-# lines of w taken back for writing), while the second thread saved ~25 us on the product. An
-# eager step updates its weights right after its products: the two-layer step (two 6.4M
-# products) took 528-543 us with them on two threads, 458-471 on one (numpy by hand 366-376,
-# load 0.7; thr12 notes). Compiled steps keep `SMALL_GEMM_MNK`.
-EAGER_SMALL_GEMM_MNK = 1 << 23
+# Products of fewer than `FEW_ROWS` rows below `FEW_ROWS_GEMM_MNK` run on one BLAS thread too,
+# eager or compiled. OpenBLAS gains little from a second thread on them (64x1000x100: 84-90
+# us on two threads against 104-110 on one, where 1000x64x100 takes 54-63 against 93-102),
+# and both threads read all of B: the weights, which the update right after writes in place.
+# Those writes must first take the lines back from the other core: numpy alone, the step's
+# two products and then ``w -= lr * g`` (1000x100 float32) took 282-300 us (min) with both
+# products on two threads (the update 114-132 us), 237-241 us with both on one (update 29
+# us), 208-210 us with the forward product (64 rows) on one and the weight gradient's (1000
+# rows) on two (update 35 us; 3 rounds, near-quiet, gemm15 notes). The two-layer step, policy
+# at 2 threads, fresh processes alternating with the rule before (3 rounds, load 5.6-6.4): compiled
+# 404-419 -> 323-325 us median, eager 454-457 -> 420-441 (PyTorch 296-302); the MLP step
+# unchanged. It replaced an eager-only bound (8M: every eager product of the two-layer step on
+# one thread, thr12's notes), which also kept the weight gradient's product on one.
+FEW_ROWS = 128
+FEW_ROWS_GEMM_MNK = 1 << 23
 # m*k*n below which OpenBLAS runs a product on one thread by itself (interface/gemm.c: up to
 # SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4; measured the same on one and two
 # threads here up to 0.64M): `matmul` leaves the count alone for them. Setting it to one and
@@ -241,25 +247,30 @@ def _give_up(exc: Exception) -> None:
                   RuntimeWarning, stacklevel=3)
 
 
-def blas_threads_for(m: int, k: int, n: int, available: int, eager: bool = False) -> int:
-    """BLAS threads for an (m, k) @ (k, n) product when `available` threads may run
-    (``eager``: an eager product, `EAGER_SMALL_GEMM_MNK`)."""
-    if m * k * n < (EAGER_SMALL_GEMM_MNK if eager else SMALL_GEMM_MNK):
+def _single(m: int, k: int, n: int) -> bool:
+    """Whether an (m, k) @ (k, n) product runs on one BLAS thread whatever the policy gives
+    (`SMALL_GEMM_MNK`; `FEW_ROWS` below `FEW_ROWS_GEMM_MNK`)."""
+    mnk = m * k * n
+    return mnk < SMALL_GEMM_MNK or (m < FEW_ROWS and mnk < FEW_ROWS_GEMM_MNK)
+
+
+def blas_threads_for(m: int, k: int, n: int, available: int) -> int:
+    """BLAS threads for an (m, k) @ (k, n) product when `available` threads may run."""
+    if _single(m, k, n):
         return 1
     return max(1, available)
 
 
-def _one_thread(m: int, k: int, n: int, eager: bool = False) -> bool:
+def _one_thread(m: int, k: int, n: int) -> bool:
     """Whether an (m, k) @ (k, n) product runs on one BLAS thread where several are ours
     (`blas_threads_for`: waking the pool costs a small product more than it saves)."""
-    return (_blas is not None and _blas.ours not in (None, 1)
-            and m * k * n < (EAGER_SMALL_GEMM_MNK if eager else SMALL_GEMM_MNK))
+    return _blas is not None and _blas.ours not in (None, 1) and _single(m, k, n)
 
 
-def _set_one(m: int, k: int, n: int, eager: bool = False) -> bool:
+def _set_one(m: int, k: int, n: int) -> bool:
     """Whether `matmul` must set BLAS's count to one around the product: `_one_thread`,
     unless the product is so small that BLAS keeps it on one thread by itself."""
-    return _one_thread(m, k, n, eager) and m * k * n >= TINY_GEMM_MNK
+    return _one_thread(m, k, n) and m * k * n >= TINY_GEMM_MNK
 
 
 def matmul(a, b, blas_only: bool = False):
@@ -277,7 +288,7 @@ def matmul(a, b, blas_only: bool = False):
         if m * k * n < TINY_GEMM_MNK:
             return np.matmul(a, b)
         threads = adapt_blas() if blas_only else adapt()
-        if threads and _set_one(m, k, n, blas_only):
+        if threads and _set_one(m, k, n):
             _blas.put(1)
             try:
                 return np.matmul(a, b)
@@ -288,12 +299,12 @@ def matmul(a, b, blas_only: bool = False):
     return np.matmul(a, b)
 
 
-def gemm_thread_count(m: int, k: int, n: int, eager: bool = False) -> int | None:
+def gemm_thread_count(m: int, k: int, n: int) -> int | None:
     """The BLAS threads `matmul` gives an (m, k) @ (k, n) product at this moment (as set by
     the last `adapt`): what a profiler records beside the product's time (bench/breakdown.py),
     since a step's GEMMs run at about half speed when the policy has given a core away. None
-    where no known BLAS is loaded. ``eager``: an eager product's count."""
-    if _one_thread(m, k, n, eager):
+    where no known BLAS is loaded."""
+    if _one_thread(m, k, n):
         return 1
     from .threads import blas_threads
     return blas_threads()

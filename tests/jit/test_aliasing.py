@@ -61,18 +61,65 @@ def test_unit_cotangent_grads_do_not_share_memory(retain):
     np.testing.assert_allclose(x.grad.numpy(), np.full(3, 10.0))
 
 
-def test_scaled_loss_leaves_inputs_alone():
-    def dot(a, b):  # the gradient of a is b itself: scaling it must not scale b
+@pytest.mark.parametrize("scale", [0.25, None])
+def test_scaled_loss_leaves_inputs_alone(scale):
+    # The gradient of a is b itself: neither scaling it (a cotangent of 0.25) nor handing it
+    # over (a unit cotangent's last backward), nor scaling x.grad in place afterwards, may
+    # change w.
+    def dot(a, b):
         return (a * b).sum()
 
     f = tj.trace(dot)
     x = tj.ones(3, requires_grad=True)
     w = tj.full((3,), 2.0)
-    for _ in range(2):
+    for _ in range(2):  # the capture call and a cache hit
         x.grad = None
-        (f(x, w) * 0.25).backward()
-        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 0.5))
+        loss = f(x, w)
+        (loss if scale is None else loss * scale).backward()
+        expect = 2.0 * (1.0 if scale is None else scale)
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, expect))
+        with tj.no_grad():
+            x.grad.mul_(10.0)
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 10 * expect))
         np.testing.assert_allclose(w.numpy(), np.full(3, 2.0))
+
+
+def test_hand_over_takes_only_buffers_nobody_else_holds():
+    # The fast path of a unit cotangent's last backward (executor `_hand_over`) hands the
+    # plan's buffers to .grad as they are; an input's array, a view or a buffer returned
+    # twice must go the general way (None), which copies them.
+    f = tj.trace(lambda a, b: (a * b).sum())
+    x = tj.ones(3, requires_grad=True)
+    w = tj.full((3,), 2.0)
+    loss = f(x, w)
+    node = loss.grad_fn
+    prog, idx, ins = node.program, node.diff_idx, node.inputs
+    own = np.ones(3, np.float32)
+    (g,) = prog._hand_over(idx, [own], ins)
+    assert g.numpy() is own or np.shares_memory(g.numpy(), own)
+    assert prog._hand_over(idx, [w.numpy()], [x, w]) is None        # an input's array
+    big = np.ones(6, np.float32)
+    assert prog._hand_over(idx, [big[:3]], ins) is None             # a view
+    assert prog._hand_over((0, 1), [own, own], ins) is None         # one buffer twice
+    assert prog._hand_over(idx, [big.reshape(2, 3)[0]], [x, tj.tensor(big)]) is None
+
+
+def test_unit_cotangent_hands_over_owned_buffers():
+    # The usual step: each gradient is a fresh buffer of the plan, taken by .grad as it is;
+    # the values are the eager ones.
+    f = tj.trace(lambda x, w1, w2: (x.mm(w1).clamp(min=0).mm(w2)).pow(2).sum())
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((4, 5)).astype(np.float32)
+    a1 = rng.standard_normal((5, 3)).astype(np.float32)
+    a2 = rng.standard_normal((3, 2)).astype(np.float32)
+    for _ in range(2):
+        w1, w2 = tj.tensor(a1, requires_grad=True), tj.tensor(a2, requires_grad=True)
+        f(tj.tensor(xs), w1, w2).backward()
+        e1, e2 = tj.tensor(a1, requires_grad=True), tj.tensor(a2, requires_grad=True)
+        (tj.tensor(xs).mm(e1).clamp(min=0).mm(e2)).pow(2).sum().backward()
+        np.testing.assert_allclose(w1.grad.numpy(), e1.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(w2.grad.numpy(), e2.grad.numpy(), rtol=1e-5, atol=1e-6)
+        assert not np.shares_memory(w1.grad.numpy(), w2.grad.numpy())
 
 
 # ---- item 2: view outputs share their input's version counter --------------------------

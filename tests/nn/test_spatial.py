@@ -201,3 +201,17 @@ def test_spatial_ops_under_script_and_trace():
     padded = tj.script(reflect_twice)(x)
     np.testing.assert_allclose(padded.numpy(), np.pad(X1.astype(np.float32), ((0, 0), (0, 0), (1, 2)),
                                                        mode="reflect") * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,args,kw", [
+    ("Conv2d", (3, 8, 3), {}),
+    ("Conv2d", (3, 8, 3), dict(padding=1, bias=False, dilation=2)),
+    ("Conv2d", (4, 8, 3), dict(padding="same", groups=2)),
+    ("Conv2d", (4, 8, 3), dict(padding="valid")),
+    ("Conv1d", (3, 8, 3), dict(padding=2, stride=2, bias=False)),
+    ("Conv1d", (4, 8, 3), dict(padding="valid", groups=4)),
+    ("ConvTranspose2d", (3, 8, 3), dict(stride=2, padding=1, output_padding=1)),
+    ("ConvTranspose2d", (3, 8, 3), dict(bias=False, dilation=2)),
+])
+def test_conv_layers_print_as_pytorch(name, args, kw):
+    assert repr(getattr(nn, name)(*args, **kw)) == repr(getattr(torch.nn, name)(*args, **kw))

@@ -181,3 +181,17 @@ def test_numpy_scatter_gives_negative_zero_as_positive_zero_and_float16(monkeypa
     gx16 = O._scatter_impl(np, g.astype(np.float16), rec16, x.shape, *geo)
     np.testing.assert_allclose(gx16, gx, rtol=2e-3, atol=2e-3)
     assert gx16.dtype == np.float16
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", GEOMETRIES)
+def test_kernels_give_negative_zero_as_positive_zero(dtype, geo):
+    """The numba scatter and backward (tiled windows write g's bits instead of adding to
+    zeros) give a -0.0 gradient as +0.0 too, as PyTorch and the numpy forms do."""
+    x = _data("ties", dtype)
+    rec = pool_kernels.forward_offsets(x, *geo)
+    g = np.random.default_rng(5).standard_normal(rec.shape[1:]).astype(dtype)
+    g[..., ::2] = -0.0
+    for gx in (pool_kernels.scatter(g, rec, x.shape, *geo), pool_kernels.backward(g, x, *geo)):
+        assert gx is not None
+        assert (gx == 0).any() and not np.signbit(gx[gx == 0]).any()

@@ -32,9 +32,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ctypes
+
 import numpy as np
 
+from ..coreshare import adapt, gemm_threads, matmul
 from ..jit.ir import Eqn, Var
+from ..ops.blas_gemm import gemm_address
+from ..ops.linalg import matmul_rows
 from .fusion import Group
 
 __all__ = ["BiasGemm", "ColumnSum", "fold_bias", "matmul_bias", "column_sum", "ENABLED"]
@@ -177,11 +182,9 @@ _gemms: dict = {}
 def _cblas(dtype: str):
     """ctypes function of numpy's BLAS cblas_?gemm for `dtype`, or None."""
     if dtype not in _gemms:
-        from ..ops.blas_gemm import gemm_address
         found = gemm_address(dtype)
         fn = None
         if found is not None:
-            import ctypes
             addr, bits = found
             i = ctypes.c_int64 if bits == 64 else ctypes.c_int
             f = ctypes.c_float if dtype == "float32" else ctypes.c_double
@@ -198,15 +201,12 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 def matmul_bias(xp, x, w, b):
     """``x @ w + b`` (x: (..., k), w: (k, n), b: n values in any shape (1, ..., n)): the
     output filled with b, then one GEMM with beta=1; the product and an add otherwise."""
-    from ..coreshare import adapt, gemm_threads
     n = w.shape[1]
     k = x.shape[-1]
     fn = _cblas(x.dtype.name) if xp is np and x.dtype == w.dtype == b.dtype else None
     w_trans = w.T.flags.c_contiguous and not w.flags.c_contiguous
     if (fn is None or not x.flags.c_contiguous or not (w.flags.c_contiguous or w_trans)
             or w.shape[0] != k or k == 0 or n == 0):
-        from ..coreshare import matmul
-        from ..ops.linalg import matmul_rows
         out = matmul_rows(matmul, x, w) if x.ndim > 2 else matmul(x, w)
         return xp.add(out, b.reshape(n), out=out)
     lead = x.shape[:-1]
@@ -228,6 +228,5 @@ def column_sum(xp, g, shape: tuple):
     n = g.shape[-1]
     if xp is np and g.flags.c_contiguous and g.dtype.name in _DTYPES:
         m = g.size // n if n else 0
-        from ..coreshare import matmul
         return matmul(np.ones(m, dtype=g.dtype), g.reshape(m, n)).reshape(shape)
     return xp.sum(g.reshape(-1, n), axis=0).reshape(shape)

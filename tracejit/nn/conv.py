@@ -5,12 +5,9 @@ Same parameter shapes, state_dict keys and default initialisation as PyTorch; ea
 """
 from __future__ import annotations
 
-import math
-
 from ..ops import empty
 from ..ops.spatial import conv1d, conv_transpose2d
-from . import init
-from .layers import _factory, _positive_int
+from .layers import _factory, _positive_int, conv_repr, conv_reset
 from .module import Module
 from .parameter import Parameter
 
@@ -31,16 +28,6 @@ def _check_channels(layer, in_channels, out_channels, groups):
     if in_channels % groups or out_channels % groups:
         raise ValueError(f"{layer}: in_channels ({in_channels}) and out_channels ({out_channels}) "
                          f"must both be divisible by groups ({groups})")
-
-
-def _reset(weight, bias):
-    # PyTorch's default for every conv: kaiming_uniform(a=sqrt(5)) on the weight, and
-    # U(-1/sqrt(fan_in), 1/sqrt(fan_in)) on the bias with the weight's fan_in.
-    init.kaiming_uniform_(weight, a=math.sqrt(5))
-    if bias is not None:
-        fan_in = weight.shape[1] * math.prod(weight.shape[2:])
-        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-        init.uniform_(bias, -bound, bound)
 
 
 class Conv1d(Module):
@@ -69,7 +56,7 @@ class Conv1d(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        _reset(self.weight, self.bias)
+        conv_reset(self.weight, self.bias)
 
     def forward(self, input):
         padding = self.padding if isinstance(self.padding, str) else self.padding[0]
@@ -77,16 +64,7 @@ class Conv1d(Module):
                       self.groups)
 
     def extra_repr(self) -> str:
-        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding not in ((0,), "valid"):
-            s += f", padding={self.padding!r}"
-        if self.dilation != (1,):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
+        return conv_repr(self)
 
 
 class ConvTranspose2d(Module):
@@ -116,7 +94,7 @@ class ConvTranspose2d(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        _reset(self.weight, self.bias)
+        conv_reset(self.weight, self.bias)
 
     def forward(self, input, output_size=None):
         output_padding = self.output_padding
@@ -138,15 +116,4 @@ class ConvTranspose2d(Module):
         return tuple(out)
 
     def extra_repr(self) -> str:
-        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0, 0):
-            s += f", padding={self.padding}"
-        if self.output_padding != (0, 0):
-            s += f", output_padding={self.output_padding}"
-        if self.dilation != (1, 1):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
+        return conv_repr(self)

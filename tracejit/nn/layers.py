@@ -74,6 +74,35 @@ def _pair(v, name: str):
     return t
 
 
+def conv_reset(weight, bias) -> None:
+    """PyTorch's default for every convolution: kaiming_uniform(a=sqrt(5)) on the weight,
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) on the bias with the weight's fan_in."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in = weight.shape[1] * math.prod(weight.shape[2:])
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
+def conv_repr(m) -> str:
+    """A convolution layer's extra_repr: the arguments that differ from their defaults,
+    as PyTorch prints them."""
+    ones = (1,) * len(m.kernel_size)
+    zeros = (0,) * len(ones)
+    s = f"{m.in_channels}, {m.out_channels}, kernel_size={m.kernel_size}, stride={m.stride}"
+    if m.padding != zeros:
+        s += f", padding={m.padding}"
+    if getattr(m, "output_padding", zeros) != zeros:
+        s += f", output_padding={m.output_padding}"
+    if m.dilation != ones:
+        s += f", dilation={m.dilation}"
+    if m.groups != 1:
+        s += f", groups={m.groups}"
+    if m.bias is None:
+        s += ", bias=False"
+    return s
+
+
 class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
@@ -102,26 +131,13 @@ class Conv2d(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.shape[1] * self.kernel_size[0] * self.kernel_size[1]
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        conv_reset(self.weight, self.bias)
 
     def forward(self, input):
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
-        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding not in ((0, 0), "valid"):
-            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
+        return conv_repr(self)
 
 
 class Embedding(Module):

@@ -112,7 +112,8 @@ def backward_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> st
     lines += ["    oh, ow = g.shape[2], g.shape[3]"] + _PLANES
     count = _window_loads(lines, kernel, stride, padding, dilation)
     add = lines.append
-    add("                gv = g[b, p, oy, ox]")
+    # + zero: a -0.0 gradient lands as +0.0, as in PyTorch's zeroed-then-added gradient
+    add("                gv = g[b, p, oy, ox] + zero")
     add("                taken = False")
     add("                normal = not nan")
     for k in range(count):
@@ -165,6 +166,9 @@ def scatter_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> str
         add(f"                c0 = ox * {sw}")
         add(f"                k = np.{it}(rec[1, b, p, oy, ox])")
         add("                gv = g[b, p, oy, ox]")
+        # -0.0's bits (the sign bit alone) become +0.0's, as in PyTorch's zeroed-then-added
+        # gradient
+        add(f"                gv = gv & -np.{it}(gv != np.{it}({-2 ** (np.dtype(it).itemsize * 8 - 1)}))")
         for i in range(kh):
             for j in range(kw):
                 add(f"                gx[b, p, r0 + {i}, c0 + {j}] = gv & -np.{it}(k == {i * kw + j})")

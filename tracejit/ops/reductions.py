@@ -217,8 +217,8 @@ def amin(a, dim=None, keepdim: bool = False):
     return bind(AMIN, a, dims=_dims(a, dim, "amin"), keepdim=keepdim)
 
 
-class _MinMax(tuple):
-    """(values, indices), like torch.return_types.max."""
+class ValuesIndices(tuple):
+    """(values, indices), like torch.return_types.max / sort / topk."""
 
     @property
     def values(self):
@@ -234,7 +234,7 @@ def max(a, dim=None, keepdim: bool = False):
         return maximum(a, dim)
     if dim is None:
         return amax(a)
-    return _MinMax((amax(a, dim, keepdim), argmax(a, dim, keepdim)))
+    return ValuesIndices((amax(a, dim, keepdim), argmax(a, dim, keepdim)))
 
 
 def min(a, dim=None, keepdim: bool = False):
@@ -242,7 +242,7 @@ def min(a, dim=None, keepdim: bool = False):
         return minimum(a, dim)
     if dim is None:
         return amin(a)
-    return _MinMax((amin(a, dim, keepdim), argmin(a, dim, keepdim)))
+    return ValuesIndices((amin(a, dim, keepdim), argmin(a, dim, keepdim)))
 
 
 def argmax(a, dim=None, keepdim: bool = False):

@@ -15,6 +15,7 @@ from ..shapes import normalize_dim
 from .creation import arange
 from .elementwise import where
 from .indexing import gather
+from .reductions import ValuesIndices
 from .registry import Aval, bind, defprim
 from .shape import narrow, unsqueeze
 
@@ -68,25 +69,13 @@ def argsort(a, dim: int = -1, descending: bool = False, stable: bool = False):
     return bind(ARGSORT, a, dim=d, descending=bool(descending), stable=True)
 
 
-class _ValuesIndices(tuple):
-    """(values, indices), like torch.return_types.sort / topk."""
-
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
-
-
 def sort(a, dim: int = -1, descending: bool = False, stable: bool = False):
     """(values, indices) of `a` sorted along `dim`; gradients flow to the values."""
     if a.ndim == 0:
-        return _ValuesIndices((a, argsort(a)))
+        return ValuesIndices((a, argsort(a)))
     d = normalize_dim(dim, a.ndim, "sort")
     idx = argsort(a, d, descending)
-    return _ValuesIndices((gather(a, d, idx), idx))
+    return ValuesIndices((gather(a, d, idx), idx))
 
 
 def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
@@ -96,9 +85,9 @@ def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     if not 0 <= int(k) <= n:
         raise ShapeError(f"topk: k ({k}) is out of range for dim {dim} of size {n}")
     if a.ndim == 0:
-        return _ValuesIndices((a, argsort(a)))
+        return ValuesIndices((a, argsort(a)))
     idx = narrow(argsort(a, d, descending=largest), d, 0, int(k))
-    return _ValuesIndices((gather(a, d, idx), idx))
+    return ValuesIndices((gather(a, d, idx), idx))
 
 
 # ---------------------------------------------------------------- multinomial
