@@ -123,3 +123,16 @@ def test_threads_follows_the_blas_count_and_the_layer_size(monkeypatch):
     assert loop_split.threads(256) == 1
     monkeypatch.setattr(threads, "blas_threads", lambda: None)   # no known BLAS
     assert loop_split.threads(256) == 1
+
+
+def test_only_a_pthreads_openblas_lends_its_pool():
+    """An OpenMP build of OpenBLAS may run both shares of gotoblas_pthread on one thread (the
+    first would wait for the second forever), a sequential one has no pool: neither is used."""
+    class Lib:
+        def __init__(self, parallel):
+            self.openblas_get_parallel = lambda: parallel
+
+    assert loop_split._pthreads_build(Lib(1)) is True
+    assert loop_split._pthreads_build(Lib(2)) is False      # OpenMP
+    assert loop_split._pthreads_build(Lib(0)) is False      # sequential
+    assert loop_split._pthreads_build(object()) is False    # cannot tell

@@ -227,6 +227,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
+def _pthreads_build(lib) -> bool:
+    """Whether this OpenBLAS runs its pool on its own pthreads (openblas_get_parallel() == 1).
+    An OpenMP build runs gotoblas_pthread's shares as an OpenMP loop, which may put both on
+    one thread: the first would wait at the barrier for the second forever."""
+    import ctypes
+    for name in ("scipy_openblas_get_parallel64_", "scipy_openblas_get_parallel", "openblas_get_parallel64_",
+                 "openblas_get_parallel"):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = ctypes.c_int
+            fn.argtypes = []
+            return fn() == 1
+    return False
+
+
 class _BlasPool:
     """OpenBLAS's own worker thread as the partner (``gotoblas_pthread``: OpenBLAS runs a
     function on its pool, the calling thread doing the first share).
@@ -257,7 +272,7 @@ class _BlasPool:
                 if setter is not None and "openblas" in os.path.basename(path).lower():
                     lib = ctypes.CDLL(path)
                     fn = getattr(lib, "gotoblas_pthread", None)
-                    if fn is not None:
+                    if fn is not None and _pthreads_build(lib):
                         fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
                         fn.restype = ctypes.c_int
                         self.pool = ctypes.c_int.in_dll(lib, "blas_num_threads")
