@@ -1,15 +1,20 @@
 """A recurrent layer's time loop on two threads: a per-step barrier for numba kernels
-(``BARRIER_SOURCE``) and the runner that calls a loop kernel on two threads at once.
+(`barrier_source`) and the runner that calls a loop kernel on two threads at once (`run`).
 
 Why: the whole-loop kernels (ops/lstm_kernels.py) run every step's small GEMM and gate
 math on one thread; for the LSTM LM (batch 32, hidden 256, 2 layers, 64 steps) the loops
-are ~48 ms of an 85 ms two-thread training step, while PyTorch's oneDNN loops use both
+were ~48 ms of an 85 ms two-thread training step, while PyTorch's oneDNN loops use both
 cores. A step's work splits by hidden units: thread q owns units u0..u1 (their rows of the
 four gate blocks of W, their gate math, their rows of dh), and the threads meet once per
 step, where the next step's GEMM reads the whole state the other thread wrote. One
-parallel launch per step (numba's prange) cost more than the split saved (lstm10 notes);
+parallel launch per step (numba's prange) cost more than the split saved (session 14);
 here the kernel is called once per layer on each thread and the threads meet at a
 spinning barrier on a shared counter (a few hundred ns when both run).
+
+Who runs the second share: OpenBLAS's own pool worker where numpy's BLAS is a pthreads
+OpenBLAS with a pool of two or more (`_BlasPool`: that worker busy-waits on the second
+core after every threaded product anyway, and a thread of ours would get half of that
+core), else a helper thread of ours (`_Partner`).
 
 A spinning barrier is only good while both threads have a core: a thread whose partner
 waits behind another process spins for a scheduler time slice at every step. So the
@@ -18,10 +23,10 @@ split is used only when `threads` says so: tracejit.coreshare's count for large 
 BLAS to one thread), and the barrier calls ``sched_yield`` after a few microseconds of
 spinning so that a descheduled partner gets a core sooner.
 
-``BARRIER_SOURCE`` (numba source a kernel module includes): ``barrier(sync, k, nth)``
+`barrier_source()` (numba source a kernel module includes): ``barrier(sync, k, nth)``
 waits until all `nth` threads have passed their k-th barrier (``sync[0]`` counts arrivals;
 a nonzero ``sync[ABORT]`` ends every wait: the runner sets it when the other thread's
-call failed, so no thread spins forever).
+call failed, so no thread spins forever); ``split_units(hh, q, nth)`` is thread q's units.
 """
 from __future__ import annotations
 
@@ -145,8 +150,8 @@ def split_units(hh, q, nth):
 
 
 def barrier_source() -> str:
-    """``BARRIER_SOURCE`` for this CPU (the pause hint is part of the kernel source, so the
-    disk cache keys on it)."""
+    """The barrier's numba source for this CPU (``barrier``, ``split_units``; the pause hint
+    is part of the kernel source, so the disk cache keys on it)."""
     return (_BARRIER.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
             .replace("{quantum}", str(QUANTUM)).replace("{pause}", _pause_name()))
 

@@ -17,6 +17,10 @@ layer is one call each way: no Python, numpy call setup or BLAS packing per step
 per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step_back``,
 ...) and run the numpy GEMM from Python (tests and the kernels' reference).
 
+The LSTM's whole-loop kernels can run split over two threads by hidden units
+(ops/loop_split.py: one call per thread, a barrier per step); with one thread they run
+the whole range, as before.
+
 Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
 typed read-only where they are read, so the loops run over plain rows. The transposed
 read of each step's input projection block (forward) and the transposed write of its
