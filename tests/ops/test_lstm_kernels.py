@@ -86,6 +86,47 @@ def test_strided_operands_are_taken(monkeypatch, mode):
                                rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
+@pytest.mark.parametrize("H", [32, 48], ids=["16+16 units", "16+32 units"])
+@pytest.mark.parametrize("N", [3, 61])
+def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, reverse, full, H, N):
+    """The whole-loop kernels split over two threads by hidden units (ops/loop_split.py): the
+    same bits as on one thread (each thread sums its rows in the same order), and the numpy
+    forms' values."""
+    from tracejit.ops import loop_split
+    _loaded("layer", dtype)
+    r = np.random.default_rng(9)
+    L = 6
+    a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
+    gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
+    d_y = a(L, 2 * H if full else H, N)
+    seen = []
+
+    def run(count):
+        def threads(hidden, quantum=loop_split.QUANTUM):
+            seen.append(count)
+            return count
+        with monkeypatch.context() as m:
+            m.setattr(loop_split, "threads", threads)
+            z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
+            args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), gi, w, b, h0, c0, z)
+            return z, _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+
+    z1, r1 = run(1)
+    z2, r2 = run(2)
+    assert seen == [1, 1, 2, 2]
+    np.testing.assert_array_equal(z2, z1)
+    np.testing.assert_array_equal(r2, r1)
+    tol = dict(rtol=5e-5, atol=5e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(z2, _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0,
+                                        reverse=reverse), **tol)
+    args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), gi, w, b, h0, c0, z1)
+    rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    np.testing.assert_allclose(r2, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
+
+
 def _recording(real, name, calls):
     def get(dtype):
         found = real(dtype)

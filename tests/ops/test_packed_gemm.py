@@ -1,7 +1,9 @@
 """ops/packed_gemm.py's numba helpers against numpy: the per-step GEMM on packed weights
 (whole register tiles of both widths, the scalar column rest, row padding, beta 0 and 1;
 weights packed from their rows or their transpose's)
-and the register-block transpose (whole blocks and both edges, written and added)."""
+and the register-block transpose (whole blocks and both edges, written and added); and the
+parts of both one thread of a split loop does (a range of panels, a rectangle of the
+transpose), which touch nothing outside their part."""
 import numpy as np
 import pytest
 
@@ -28,6 +30,21 @@ def gemm(wp, m, k, b, c, beta):
 @njit
 def transpose(src, dst, add):
     transpose_blocks(src, dst, add)
+
+
+@njit
+def pack_range(w, wp, trans, p0, p1):
+    pack_panel_range(w, wp, trans, p0, p1)
+
+
+@njit
+def gemm_panels(wp, p0, p1, k, b, c, beta):
+    packed_gemm_panels(wp, p0, p1, k, b, c, beta)
+
+
+@njit
+def transpose_part_(src, i0, i1, j0, j1, dst, add):
+    transpose_part(src, i0, i1, j0, j1, dst, add)
 '''
 _mods: dict = {}
 
@@ -92,3 +109,41 @@ def test_transpose_blocks_equals_numpy(dtype, rows, cols, tile):
     np.testing.assert_array_equal(dst, before + src.T)
     ns["transpose"](src, dst, False)
     np.testing.assert_array_equal(dst, src.T)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_panel_ranges_pack_and_multiply_only_their_rows(dtype, tile):
+    """A thread's panels p0..p1 (packing and GEMM) give exactly those rows of the whole."""
+    ns = _mod(dtype)
+    mr = packed_gemm.tile_shape(dtype)[1]
+    m, k, n = 6 * mr, 19, 61
+    r = np.random.default_rng(2)
+    w, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
+    whole = np.empty(packed_gemm.packed_size(m, k, dtype), dtype)
+    ns["pack"](w, whole, False)
+    c_whole = np.empty((m, n), dtype)
+    ns["gemm"](whole, m, k, b, c_whole, False)
+    for trans in (False, True):
+        wp = np.full_like(whole, np.nan)
+        ns["pack_range"](np.ascontiguousarray(w.T) if trans else w, wp, trans, 2, 5)
+        part = slice(2 * mr * k, 5 * mr * k)
+        np.testing.assert_array_equal(wp[part], whole[part])
+        assert np.isnan(np.delete(wp, np.arange(part.start, part.stop))).all()   # nothing else written
+    c = np.full((m, n), np.nan, dtype)
+    ns["gemm_panels"](whole, 2, 5, k, b, c, False)
+    np.testing.assert_array_equal(c[2 * mr:5 * mr], c_whole[2 * mr:5 * mr])
+    assert np.isnan(c[:2 * mr]).all() and np.isnan(c[5 * mr:]).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("i0,i1,j0,j1", [(0, 32, 16, 48), (16, 48, 0, 32), (3, 21, 5, 40), (16, 64, 32, 53)])
+def test_transpose_part_writes_only_its_rectangle(dtype, i0, i1, j0, j1, tile):
+    ns = _mod(dtype)
+    r = np.random.default_rng(3)
+    src = r.standard_normal((64, 64)).astype(dtype)
+    for add in (False, True):
+        dst = r.standard_normal((64, 64)).astype(dtype)
+        want = dst.copy()
+        want[j0:j1, i0:i1] = src[i0:i1, j0:j1].T + (want[j0:j1, i0:i1] if add else 0)
+        ns["transpose_part_"](src, i0, i1, j0, j1, dst, add)
+        np.testing.assert_array_equal(dst, want)

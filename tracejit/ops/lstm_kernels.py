@@ -17,6 +17,10 @@ layer is one call each way: no Python, numpy call setup or BLAS packing per step
 per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step_back``,
 ...) and run the numpy GEMM from Python (tests and the kernels' reference).
 
+The LSTM's whole-loop kernels can run split over two threads by hidden units
+(ops/loop_split.py: one call per thread, a barrier per step); with one thread they run
+the whole range, as before.
+
 Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
 typed read-only where they are read, so the loops run over plain rows. The transposed
 read of each step's input projection block (forward) and the transposed write of its
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .loop_split import barrier_source
 from .packed_gemm import PACKED_SOURCE as PACKED, with_tile
 from .native import kernel as _kernel
 
@@ -86,23 +91,37 @@ def gates(gi, b, m, cp, zf):
 @njit(inline='always')
 def gate_math(b, m, cp, zf):
     # `gates` once m holds W h + gi^T
+    gate_math_units(b, m, cp, zf, 0, m.shape[0] // 4)
+
+
+@njit(inline='always')
+def gate_math_units(b, m, cp, zf, u0, u1):
+    # `gate_math` for hidden units u0..u1-1 (their rows of each gate block: one thread's
+    # share of a split loop). The loops run over views from index 0: an index from a
+    # range with an unknown start may be negative to numba (wraparound selects in the
+    # loop), which made the forward kernel 40% slower.
     four, n = m.shape
     s = cp.size
     hh = four // 4
-    for j in range(four):                              # + b, in the activations' pass
-        bj = b[j]
-        row = m[j]
-        o = (2 * hh + j) * n
-        if j < 2 * hh or j >= 3 * hh:                  # i, f, o
-            for k in range(n):
-                zf[o + k] = sigmoid(row[k] + bj)
-        else:                                          # g
-            for k in range(n):
-                zf[o + k] = tanh(row[k] + bj)
-    for k in range(s):
-        zf[s + k] = zf[3 * s + k] * cp[k] + zf[2 * s + k] * zf[4 * s + k]
-    for k in range(s):
-        zf[k] = zf[5 * s + k] * tanh(zf[s + k])
+    for blk in range(4):                               # + b, in the activations' pass
+        for j in range(blk * hh + u0, blk * hh + u1):
+            bj = b[j]
+            row = m[j]
+            o = (2 * hh + j) * n
+            zr = zf[o:o + n]
+            if blk != 2:                               # i, f, o
+                for k in range(n):
+                    zr[k] = sigmoid(row[k] + bj)
+            else:                                      # g
+                for k in range(n):
+                    zr[k] = tanh(row[k] + bj)
+    a, e = u0 * n, u1 * n
+    zh, zc, zi, zff, zg, zo, cpu = (zf[a:e], zf[s + a:s + e], zf[2 * s + a:2 * s + e], zf[3 * s + a:3 * s + e],
+                                    zf[4 * s + a:4 * s + e], zf[5 * s + a:5 * s + e], cp[a:e])
+    for k in range(e - a):
+        zc[k] = zff[k] * cpu[k] + zi[k] * zg[k]
+    for k in range(e - a):
+        zh[k] = zo[k] * tanh(zc[k])
 """
 
 _FORWARD = _FORWARD_GATES + """
@@ -116,32 +135,56 @@ def kernel(gi, b, m, c_prev, z):
 """
 
 # The whole forward time loop: per step the GEMM m = W h_prev on W packed once
-# (ops/packed_gemm.py) and `gates`, so the loop over time is one call.
+# (ops/packed_gemm.py) and `gates`, so the loop over time is one call. Split over nth
+# threads (ops/loop_split.py), thread q does the rows of its hidden units u0..u1-1 in each
+# gate block (their GEMM rows, the transposed gi add, the gate math) and the threads meet
+# after each step: the next step's GEMM reads all of h.
 _FORWARD_LAYER = _FORWARD_GATES + PACKED + """
+# {barrier}
+
+
+@njit(inline='always')
+def forward_step_units(wp, gi_t, hp, cp, b, m, mg, zt, hh, u0, u1, nth):
+    four = 4 * hh
+    if nth == 1:
+        packed_gemm(wp, four, hh, hp, m, False)
+        transpose_blocks(gi_t, mg, True)               # + gi^T, in register blocks
+    else:
+        for blk in range(4):
+            r0, r1 = blk * hh + u0, blk * hh + u1
+            packed_gemm_panels(wp, r0 // PMR, r1 // PMR, hh, hp, m, False)
+            transpose_part(gi_t, 0, gi_t.shape[0], r0, r1, mg, True)
+    gate_math_units(b, mg, cp, zt, u0, u1)
+
 
 @njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
-      "{t}[:, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(gi, w, b, h0, c0, Z, m, wp, reverse):
+      "{t}[:, ::1], {t}[::1], boolean, int64, int64, int64[::1])", cache=CACHE, error_model='numpy',
+      boundscheck=False, nogil=True)
+def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from gi (L, N, 4H), w (4H, H),
-    b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H, H)) scratch\"\"\"
+    b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H, H)) scratch;
+    thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the barrier's state)\"\"\"
     L = gi.shape[0]
     four, hh = w.shape
     n = m.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 6 * s)
-    pack_panels(w, wp, False)
+    u0, u1 = split_units(hh, q, nth)
+    if nth == 1:
+        pack_panels(w, wp, False)
+    else:
+        for blk in range(4):                           # this thread's panels only
+            pack_panel_range(w, wp, False, (blk * hh + u0) // PMR, (blk * hh + u1) // PMR)
     mg = m[:four]
     for k in range(L):
         t = L - 1 - k if reverse else k
         if k == 0:
-            packed_gemm(wp, four, hh, h0, m, False)
-            transpose_blocks(gi[t], mg, True)              # + gi^T, in register blocks
-            gate_math(b, mg, c0.reshape(-1), Zf[t])
+            forward_step_units(wp, gi[t], h0, c0.reshape(-1), b, m, mg, Zf[t], hh, u0, u1, nth)
         else:
-            p = t + 1 if reverse else t - 1
-            packed_gemm(wp, four, hh, Z[p, :hh], m, False)    # h_prev: Z[p]'s first rows
-            transpose_blocks(gi[t], mg, True)
-            gate_math(b, mg, Zf[p, s:2 * s], Zf[t])
+            p = t + 1 if reverse else t - 1            # h_prev: Z[p]'s first rows
+            forward_step_units(wp, gi[t], Z[p, :hh], Zf[p, s:2 * s], b, m, mg, Zf[t], hh, u0, u1, nth)
+        if nth > 1 and k + 1 < L:
+            barrier(sync, k + 1, nth)                  # all of h_t written
 """
 
 _TRANSPOSE = '''
@@ -174,24 +217,36 @@ def step_back(zf, cp, dhf, dcf, y, full, dg, dco):
     # c_prev, the carried dh, dc and the step's output cotangent y (of h; with `full`, of h
     # and c), the gates' pre-activation gradient dg (4H, N) and the next dc (the caller
     # writes dg transposed, (N, 4H), into the input projection's gradient)
+    step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, 0, cp.size)
+
+
+@njit(inline='always')
+def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
+    # `step_back` for the flat block positions k0..k1-1 (hidden units k0/N..k1/N-1: one
+    # thread's share of a split loop), on views from index 0 (see `gate_math_units`)
     s = cp.size
     one = np.{t}(1)
     g_ = dg.reshape(-1)
-    for k in range(s):                                 # dct = dc + dh o (1 - tanh(c)^2)
-        tc = tanh(zf[s + k])
-        dh = dhf[k] + y[k]
-        o = zf[5 * s + k]
-        dco[k] = dcf[k] + dh * o * (one - tc * tc)
-        g_[3 * s + k] = dh * tc * o * (one - o)        # do
+    zc, zi, zf_, zg, zo = (zf[s + k0:s + k1], zf[2 * s + k0:2 * s + k1], zf[3 * s + k0:3 * s + k1],
+                           zf[4 * s + k0:4 * s + k1], zf[5 * s + k0:5 * s + k1])
+    gi, gf, gg, go = g_[k0:k1], g_[s + k0:s + k1], g_[2 * s + k0:2 * s + k1], g_[3 * s + k0:3 * s + k1]
+    dhp, dcp, yh, cpp, dc = dhf[k0:k1], dcf[k0:k1], y[k0:k1], cp[k0:k1], dco[k0:k1]
+    for k in range(k1 - k0):                           # dct = dc + dh o (1 - tanh(c)^2)
+        tc = tanh(zc[k])
+        dh = dhp[k] + yh[k]
+        o = zo[k]
+        dc[k] = dcp[k] + dh * o * (one - tc * tc)
+        go[k] = dh * tc * o * (one - o)                # do
     if full:                                           # the cotangent of c
-        for k in range(s):
-            dco[k] += y[s + k]
-    for k in range(s):                                 # di, df, dg; the next dc = dct f
-        i, f, g, d = zf[2 * s + k], zf[3 * s + k], zf[4 * s + k], dco[k]
-        g_[k] = d * g * i * (one - i)
-        g_[s + k] = d * cp[k] * f * (one - f)
-        g_[2 * s + k] = d * i * (one - g * g)
-        dco[k] = d * f
+        yc = y[s + k0:s + k1]
+        for k in range(k1 - k0):
+            dc[k] += yc[k]
+    for k in range(k1 - k0):                           # di, df, dg; the next dc = dct f
+        i, f, g, d = zi[k], zf_[k], zg[k], dc[k]
+        gi[k] = d * g * i * (one - i)
+        gf[k] = d * cpp[k] * f * (one - f)
+        gg[k] = d * i * (one - g * g)
+        dc[k] = d * f
 """
 
 _BACKWARD = _BACKWARD_STEP + """
@@ -208,43 +263,68 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 
 # The whole backward time loop: per step `step_back`, the bias gradient's share (the
 # rows of dg^T, while in cache: no pass over the (L*N, 4H) gradient afterwards) and
-# the GEMM dh = W^T dg (W^T packed once, ops/packed_gemm.py), so the loop over time is one call.
+# the GEMM dh = W^T dg (W^T packed once, ops/packed_gemm.py), so the loop over time is one
+# call. Split over nth threads as the forward: thread q does its hidden units' gate
+# gradients (their rows of each block of dg, their columns of G and db), the threads meet,
+# then it does its rows of dh = W^T dg, which read all of dg (double-buffered: the next
+# step's gate gradients go to the other buffer while the partner may still read this one).
 _BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
+# {barrier}
+
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[:, ::1], {t}[:, :, ::1], {t}[::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy',
-      boundscheck=False, nogil=True)
-def kernel(Z, d_y, c0, w, dh, dcs, dg, G, db, wp, reverse):
+      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[::1], boolean, int64, int64, int64[::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, nogil=True)
+def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
     or (L, 2H, N) and w = W (4H, H), with dh[:H] = d h_n (dh: padded_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
-    d h0 in dh[:H], d c0 in dcs[L % 2]; dg (4H, N) and wp (packed_size(H, 4H)) scratch\"\"\"
+    d h0 in dh[:H], d c0 in dcs[L % 2]; dgs (2, 4H, N) and wp (packed_size(H, 4H)) scratch;
+    thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the barrier's state)\"\"\"
     L = Z.shape[0]
     four, hh = w.shape
-    n = dg.shape[1]
+    n = dgs.shape[2]
     s = hh * n
     full = d_y.shape[1] != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
-    db[:] = 0
-    pack_panels(w, wp, True)                           # W^T's panels
+    u0, u1 = split_units(hh, q, nth)
+    for blk in range(4):
+        db[blk * hh + u0:blk * hh + u1] = 0
+    if nth == 1:
+        pack_panels(w, wp, True)                       # W^T's panels
+    else:
+        pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)
     for r in range(L):
         k = L - 1 - r                                  # the step's place in time order
         t = L - 1 - k if reverse else k
         dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
         y = d_y[t].reshape(-1)
+        dg = dgs[r % 2] if nth > 1 else dgs[0]
         if k == 0:
-            step_back(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out)
+            step_back_part(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
         else:
             p = t + 1 if reverse else t - 1
-            step_back(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out)
+            step_back_part(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
         gt = G[t]
-        transpose_blocks(dg, gt, False)                # in register blocks
-        for q in range(n):                             # db += the rows of dg^T (vector adds)
-            row = gt[q]
-            for j in range(four):
-                db[j] += row[j]
-        packed_gemm(wp, hh, four, dg, dh, False)        # dh = W^T dg
+        if nth == 1:
+            transpose_blocks(dg, gt, False)            # in register blocks
+            for q_ in range(n):                        # db += the rows of dg^T (vector adds)
+                row = gt[q_]
+                for j in range(four):
+                    db[j] += row[j]
+            packed_gemm(wp, hh, four, dg, dh, False)   # dh = W^T dg
+        else:
+            for blk in range(4):
+                r0, r1 = blk * hh + u0, blk * hh + u1
+                transpose_part(dg, r0, r1, 0, n, gt, False)
+                dbv = db[r0:r1]                        # views from 0 (see `gate_math_units`)
+                for q_ in range(n):
+                    row = gt[q_, r0:r1]
+                    for j in range(r1 - r0):
+                        dbv[j] += row[j]
+            barrier(sync, r + 1, nth)                  # all of dg written
+            packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dg, dh, False)
 """
 
 
@@ -395,6 +475,7 @@ def kernel(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse):
 
 def _source(template: str, dtype: str) -> str:
     s = "f32" if dtype == "float32" else "f64"
+    template = template.replace("# {barrier}", barrier_source())
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
     return with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)

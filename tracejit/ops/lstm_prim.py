@@ -27,6 +27,7 @@ import contextlib
 
 from ..errors import DTypeError, ShapeError
 from . import lstm_kernels as _kernels
+from . import loop_split as _split
 from .native import takes as _takes
 from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
@@ -93,8 +94,8 @@ def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
         # the whole loop in one kernel, GEMMs (on W packed once) included (ops/lstm_kernels.py)
         ro, dt = _kernels.readonly, gi.dtype
         m = xp.empty((padded_rows(4 * H, dt.name), N), dtype=dt)
-        layer(ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, m, xp.empty(packed_size(4 * H, H, dt.name), dtype=dt),
-              bool(reverse))
+        _split.run(layer, (ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, m,
+                           xp.empty(packed_size(4 * H, H, dt.name), dtype=dt), bool(reverse)), _split.threads(H))
         return Z
     step = _kernels.forward_step(gi.dtype.name) if ok else None
     if step is not None:
@@ -167,12 +168,14 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     H = six // 6
     full = d_y.shape[1] == 2 * H
     off = _parts(H, N)
-    res = xp.empty(off[4] + 4 * H * L * N, dtype=Z.dtype)
+    ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
+    layer = _kernels.backward_layer(Z.dtype.name) if ok else None
+    size = off[4] + 4 * H * L * N
+    # on a cache line: the split loop's threads write neighbouring blocks of G's rows and db
+    res = _split.aligned_empty(size, Z.dtype) if layer is not None else xp.empty(size, dtype=Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
     order = list(_order(L, reverse))
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
-    ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
-    layer = _kernels.backward_layer(Z.dtype.name) if ok else None
     if layer is not None:
         # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient
         # included (ops/lstm_kernels.py)
@@ -182,8 +185,8 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         dcs = xp.empty((2, H, N), dtype=dt)
         dcs[0] = d_cn
         db = res[off[1]:off[2]]
-        layer(ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, dg, G, db,
-              xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse))
+        _split.run(layer, (ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
+                           xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse)), _split.threads(H))
         return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None

@@ -177,15 +177,24 @@ def transpose_blocks(src, dst, add):
     # dst (C, R) (+)= src (R, C)^T, both C-contiguous: whole PV x PV blocks in registers,
     # the edges element by element
     rows, cols = src.shape
-    rt, ct = rows - rows % PV, cols - cols % PV
-    for j in range(0, ct, PV):          # dst's rows in groups of PV, each written in order
-        for i in range(0, rt, PV):
+    transpose_part(src, 0, rows, 0, cols, dst, add)
+
+
+@njit(inline='always')
+def transpose_part(src, i0, i1, j0, j1, dst, add):
+    # dst[j, i] (+)= src[i, j] for rows i0..i1-1 and columns j0..j1-1 of src (R, C), dst
+    # (C, R), both C-contiguous: one thread's share of `transpose_blocks`, whole blocks
+    # from (i0, j0)
+    rows, cols = src.shape
+    it, jt = i1 - (i1 - i0) % PV, j1 - (j1 - j0) % PV
+    for j in range(j0, jt, PV):         # dst's rows in groups of PV, each written in order
+        for i in range(i0, it, PV):
             _tr_block(src, i * cols + j, cols, dst, j * rows + i, rows, add)
-    for j in range(ct, cols):
-        for i in range(rows):
+    for j in range(jt, j1):
+        for i in range(i0, i1):
             dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
-    for j in range(ct):
-        for i in range(rt, rows):
+    for j in range(j0, jt):
+        for i in range(it, i1):
             dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
 
 
@@ -194,12 +203,18 @@ def pack_panels(w, wp, trans):
     # the rows of w (M, K), or with `trans` of w^T (w (K, M), read along its rows: no
     # transposed copy first), in panels: wp[(p*K + k)*MR + r] = row p*MR + r's k-th value;
     # rows past M zero
+    m = w.shape[1] if trans else w.shape[0]
+    pack_panel_range(w, wp, trans, 0, (m + PMR - 1) // PMR)
+
+
+@njit(inline='always')
+def pack_panel_range(w, wp, trans, p0, p1):
+    # panels p0 .. p1-1 of `pack_panels` (one thread's share)
     if trans:
         kd, m = w.shape
     else:
         m, kd = w.shape
-    panels = (m + PMR - 1) // PMR
-    for p in range(panels):
+    for p in range(p0, p1):
         for k in range(kd):
             base = (p * kd + k) * PMR
             for r in range(PMR):
@@ -213,19 +228,24 @@ def pack_panels(w, wp, trans):
 @njit(inline='always')
 def packed_gemm(wp, m, kd, b, c, beta):
     # c[:P*MR] = w b (+ c with beta): b (K, N) and c C-contiguous
+    packed_gemm_panels(wp, 0, (m + PMR - 1) // PMR, kd, b, c, beta)
+
+
+@njit(inline='always')
+def packed_gemm_panels(wp, p0, p1, kd, b, c, beta):
+    # rows p0*MR .. p1*MR-1 of `packed_gemm` (one thread's share)
     n = b.shape[1]
-    panels = (m + PMR - 1) // PMR
     j = 0
     while j + 2 * PV <= n:
-        for p in range(panels):
+        for p in range(p0, p1):
             _tile_2(wp, p * kd * PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
         j += 2 * PV
     while j + PV <= n:
-        for p in range(panels):
+        for p in range(p0, p1):
             _tile_1(wp, p * kd * PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
         j += PV
     if j < n:
-        for p in range(panels):
+        for p in range(p0, p1):
             for r in range(PMR):
                 i = p * PMR + r
                 crow = c[i]
