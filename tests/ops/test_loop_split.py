@@ -1,7 +1,7 @@
 """ops/loop_split.py: the per-step barrier of split loop kernels (the threads see each
 other's writes after it; a failed partner ends every wait), the runner with either partner
-(OpenBLAS's pool worker where numpy's BLAS has one, else our helper thread; the fallback to
-one thread when it is busy), the thread policy, and the hidden-unit split."""
+(OpenBLAS's pool worker where numpy's BLAS has one, else a thread of tracejit.sharepool; the fallback to
+one thread when the pool is busy), the thread policy, and the hidden-unit split."""
 import threading
 
 import numpy as np
@@ -46,10 +46,10 @@ def _mod() -> dict:
     return _ns
 
 
-@pytest.fixture(params=["blas-pool", "helper-thread"])
+@pytest.fixture(params=["blas-pool", "sharepool"])
 def partner(request, monkeypatch):
     """Both partners: OpenBLAS's worker (where this numpy's BLAS has a pool of two or more)
-    and our own helper thread."""
+    and a thread of tracejit's pool (tracejit/sharepool.py)."""
     use_pool = request.param == "blas-pool"
     if use_pool and loop_split._pool.find() is None:
         pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")
@@ -87,15 +87,19 @@ def test_a_failed_partner_ends_the_wait_and_its_error_is_raised(partner):
 
     with pytest.raises(ValueError, match="partner failed"):
         loop_split.run(kernel, (100,), 2)
-    seen = []                                          # the helper is free again afterwards
+    seen = []                                          # the pool is free again afterwards
     loop_split.run(lambda q, nth, sync: seen.append((q, nth)), (), 2)
     assert sorted(seen) == [(0, 2), (1, 2)]
 
 
-def test_a_busy_helper_means_one_thread():
+def test_a_busy_pool_means_one_thread():
+    from tracejit import sharepool
     seen = []
-    with loop_split._partner.busy:                     # another call holds the helper
+    assert sharepool.try_launch()                      # another launch holds the pool
+    try:
         loop_split.run(lambda q, nth, sync: seen.append((q, nth, threading.current_thread())), (), 2)
+    finally:
+        sharepool.end_launch()
     assert seen == [(0, 1, threading.current_thread())]
     seen.clear()
     loop_split.run(lambda q, nth, sync: seen.append((q, nth)), (), 1)

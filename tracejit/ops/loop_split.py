@@ -14,7 +14,7 @@ spinning barrier on a shared counter (a few hundred ns when both run).
 Who runs the second share: OpenBLAS's own pool worker where numpy's BLAS is a pthreads
 OpenBLAS with a pool of two or more (`_BlasPool`: that worker busy-waits on the second
 core after every threaded product anyway, and a thread of ours would get half of that
-core), else a helper thread of ours (`_Partner`).
+core), else a thread of tracejit's pool (tracejit/sharepool.py, the chunk kernels' threads).
 
 A spinning barrier is only good while both threads have a core: a thread whose partner
 waits behind another process spins for a scheduler time slice at every step. So the
@@ -31,9 +31,10 @@ call failed, so no thread spins forever); ``split_units(hh, q, nth)`` is thread 
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
+
+from .. import sharepool
 
 __all__ = ["barrier_source", "ABORT", "QUANTUM", "new_sync", "aligned_empty", "threads", "run"]
 
@@ -185,51 +186,16 @@ def threads(hidden: int, quantum: int = QUANTUM) -> int:
     return 2 if (blas_threads() or 1) >= 2 else 1
 
 
-class _Partner:
-    """One helper thread that runs the second half of split loop calls (a persistent
-    thread: starting one per call costs ~50-100 us)."""
-
-    def __init__(self):
-        self.busy = threading.Lock()      # one split call at a time; others run on one thread
-        self.go = threading.Semaphore(0)
-        self.done = threading.Semaphore(0)
-        self.job = None
-        self.error = None
-        self.thread = None
-        self.pid = None
-
-    def _loop(self) -> None:
-        while True:
-            self.go.acquire()
-            fn, args, sync = self.job
-            try:
-                fn(*args)
-            except BaseException as exc:   # the caller re-raises it; never leave it spinning
-                sync[ABORT] = 1
-                self.error = exc
-            finally:
-                self.job = None
-                self.done.release()
-
-    def start(self) -> None:
-        if self.pid != os.getpid() or self.thread is None or not self.thread.is_alive():
-            self.go, self.done = threading.Semaphore(0), threading.Semaphore(0)
-            self.pid = os.getpid()
-            self.thread = threading.Thread(target=self._loop, daemon=True, name="tracejit-loop-split")
-            self.thread.start()
+_use_blas_pool = True    # tests turn it off to run the shares on tracejit's own pool
 
 
-_partner = _Partner()
-_use_blas_pool = True    # tests turn it off to run our own helper thread
-
-
-def _after_fork() -> None:
-    global _partner
-    _partner = _Partner()   # the parent's helper thread does not exist in the child
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+def _share(kernel, args: tuple, sync, q: int, nth: int) -> None:
+    """Share q of a split call (tracejit/sharepool.py runs share 1 on its thread)."""
+    try:
+        kernel(*args, q, nth, sync)
+    except BaseException:
+        sync[ABORT] = 1        # never leave the other share spinning at the barrier
+        raise
 
 
 def _pthreads_build(lib) -> bool:
@@ -255,7 +221,7 @@ class _BlasPool:
     (2^28 cycles, ~0.1 s, unless ``OPENBLAS_THREAD_TIMEOUT`` was set before numpy loaded
     it), and a training step's large products come every few ms, so a worker always spins
     on the second core. A partner thread of ours then gets half of that core: the LSTM LM
-    step with the loops split on our own helper thread took 105.8 ms against 94.5 on one
+    step with the loops split on a thread of our own took 105.8 ms against 94.5 on one
     thread (near-idle machine), 77 ms with ``OPENBLAS_THREAD_TIMEOUT=4``. Handing the
     second share to that worker puts the spinning core to work instead."""
 
@@ -284,7 +250,7 @@ class _BlasPool:
                         self.qs = (ctypes.c_int64 * 2)(0, 1)
                         self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
                         self.fn = fn
-            except Exception:   # any doubt: our own helper thread
+            except Exception:   # any doubt: tracejit's own pool
                 self.fn = None
         return self.fn if self.fn is not None and self.pool.value >= 2 else None
 
@@ -315,31 +281,18 @@ _pool = _BlasPool()
 
 def run(kernel, args: tuple, nth: int) -> None:
     """``kernel(*args, q, nth, sync)`` for q = 0 .. nth-1 at once (nth 1 or 2): q = 0 on
-    this thread, q = 1 on OpenBLAS's worker (`_BlasPool`) or else our helper thread. Runs
-    ``kernel(*args, 0, 1, sync)`` alone when nth is 1 or the helper is busy with another
-    call."""
+    this thread, q = 1 on OpenBLAS's worker (`_BlasPool`) or else on tracejit's thread pool
+    (tracejit/sharepool.py). Runs ``kernel(*args, 0, 1, sync)`` alone when nth is 1 or
+    another launch holds the pool."""
     sync = new_sync()
-    p = _partner
-    if nth < 2 or not p.busy.acquire(blocking=False):
+    if nth < 2 or not sharepool.try_launch():
         kernel(*args, 0, 1, sync)
         return
     try:
         fn = _pool.find() if _use_blas_pool else None
         if fn is not None:
             _pool.run(fn, kernel, args, sync)
-            return
-        p.start()
-        p.error = None
-        p.job = (kernel, args + (1, 2, sync), sync)
-        p.go.release()
-        try:
-            kernel(*args, 0, 2, sync)
-        except BaseException:
-            sync[ABORT] = 1
-            raise
-        finally:
-            p.done.acquire()
-        if p.error is not None:
-            raise p.error
+        else:
+            sharepool.run_shares(_share, (kernel, args, sync), (), 2)
     finally:
-        p.busy.release()
+        sharepool.end_launch()
