@@ -82,3 +82,15 @@ def test_replacing_an_impl_drops_the_plans_made_with_the_old_one(monkeypatch):
     a @ b
     assert calls == [(3, 4)] and linalg.MATMUL.fast is not None
     assert next(iter(linalg.MATMUL.plans.values())).fn is not None
+
+
+@pytest.mark.parametrize("name,arity", [("clamp", 1), ("clamp_backward", 2)])
+def test_a_record_fast_call_takes_the_impls_defaults_for_params_not_given(name, arity):
+    """bind(prim, ...) without params runs the impl with its defaults (min = max = None);
+    the record's fast call must accept that too (it read params["min"]: KeyError)."""
+    from tracejit.ops import registry
+    prim = registry.REGISTRY[name]
+    arrays = [np.random.default_rng(s).standard_normal(64).astype(np.float32) for s in range(arity)]
+    for _ in range(2):                                  # the second call takes the plan
+        out = registry.bind(prim, *[tj.tensor(a) for a in arrays])
+        np.testing.assert_array_equal(out.numpy(), prim.impl(np, *arrays))

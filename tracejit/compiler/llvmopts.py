@@ -46,7 +46,7 @@ __all__ = ["kernel_options", "applied"]
 MANY_STORES = 4
 
 
-def kernel_options(stores: int, parallel: bool, form: str = "") -> tuple[str, ...]:
+def kernel_options(stores: int, parallel: bool, form: str = "", wide: bool = True) -> tuple[str, ...]:
     """LLVM options for a CPU kernel that stores `stores` values per element (outputs,
     plus one for a reduction's accumulator), rendered in loop shape `form`
     (`codegen_cpu.loop_form`).
@@ -59,12 +59,15 @@ def kernel_options(stores: int, parallel: bool, form: str = "") -> tuple[str, ..
     "flat_reduce") take 4 whatever they store (see `_FOUR_ALWAYS`). The MLP's
     LayerNorm+GELU backward groups (4 outputs and a column sum) took 538 / 739 us with 2
     and 413 / 615 us with 4 (one thread); the small column sums did not change, nor did row reductions with either count.
+
+    `wide=False` leaves out `WIDE_VECTORS` (row kernels: see codegen_rows).
     """
     if not parallel:
         return ()
+    vectors = WIDE_VECTORS if wide else ()
     if form in _FOUR_ALWAYS:
-        return ("-force-vector-interleave=4",) + WIDE_VECTORS
-    return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",) + WIDE_VECTORS
+        return ("-force-vector-interleave=4",) + vectors
+    return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",) + vectors
 
 
 # Vector width for parallel kernels: LLVM's tuning for Intel AVX-512 cores prefers 256-bit

@@ -54,6 +54,8 @@ def clamp_fast(shape, dt, min=None, max=None):
     `clamp_numpy` would not apply. The bound's kept array view fits only a C-contiguous
     operand, which a plan's key (shape and dtype) does not tell: other layouts take the
     scalar bound, as `_operand` gives them."""
+    if min is None and max is None:
+        return None          # no bound: the impl's general path (it returns the operand)
     bounds = _exact_bounds(dt, min, max)
     if bounds is None:
         return None

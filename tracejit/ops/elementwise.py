@@ -434,7 +434,7 @@ def _clamp_scalar(e, a, min=None, max=None):
 def _clamp_fast(shapes, dtype, params):
     # the plan's numpy call (registry ``extra["fast"]``): clamp_numpy's decisions made
     # once per signature (bound exactness, the bound's kept array operand)
-    return _clamp_fast_numpy(shapes[0], dtype, params["min"], params["max"])
+    return _clamp_fast_numpy(shapes[0], dtype, params.get("min"), params.get("max"))
 
 
 CLAMP = defprim("clamp", _clamp_impl, _ew_rule("clamp"), _clamp_vjp, kind="elementwise",
@@ -482,7 +482,7 @@ def _clamp_backward_fast(shapes, dtype, params):
     # the plan's numpy call (registry ``extra["fast"]``) for one bound (ReLU's gradient):
     # the impl's comparison and `_select_or_zero`'s integer product, the bound operand and
     # the integer type chosen once per signature
-    lo, hi = params["min"], params["max"]
+    lo, hi = params.get("min"), params.get("max")   # (defaults: the impl's None)
     ity = _INT_OF_WIDTH.get(dtype.itemsize)
     if (lo is None) == (hi is None) or shapes[0] is None or not shapes[1] or ity is None:
         return None
