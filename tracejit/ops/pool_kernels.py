@@ -79,8 +79,9 @@ def _header(dtype, args, name):
               "rec": f"{dtype}[:, :, :, :, ::1]"}
     sig = ", ".join(arrays[a] for a in args)
     return ["import numpy as np", "from numba import njit", "", "",
-            f'@njit("void({sig})", cache=CACHE, error_model=\'numpy\', boundscheck=False)',
-            f"def kernel({', '.join(args)}):",
+            f'@njit("void({sig}, int64, int64)", cache=CACHE, error_model=\'numpy\', boundscheck=False, '
+            'nogil=True)',
+            f"def kernel({', '.join(args)}, lo, hi):",
             f'    """{name}"""',
             "    nb, planes, h, w = x.shape",
             f"    low = np.{dtype}(-np.inf)",
@@ -88,8 +89,9 @@ def _header(dtype, args, name):
             f"    nanv = np.{dtype}(np.nan)"]
 
 
-# every (n, c) image plane, then its output rows
-_PLANES = ["    for bp in range(nb * planes):",
+# the (n, c) image planes lo..hi-1 (of nb * planes, in memory order), then their output
+# rows: a call does a range of planes, so `_run` can split one over the cores
+_PLANES = ["    for bp in range(lo, hi):",
            "        b = bp // planes",
            "        p = bp - b * planes",
            "        for oy in range(oh):"]
@@ -154,24 +156,38 @@ def scatter_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> str
     kind = it if tiles else dtype
     lines = ["import numpy as np", "from numba import njit", "", "",
              f"@njit(\"void(Array({kind}, 4, 'C', readonly=True), Array({dtype}, 5, 'C', readonly=True), "
-             f"{kind}[:, :, :, ::1])\", cache=CACHE, error_model='numpy', boundscheck=False)",
-             "def kernel(g, rec, gx):",
+             f"{kind}[:, :, :, ::1], int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
+             "nogil=True)",
+             "def kernel(g, rec, gx, lo, hi):",
              f'    """max_pool2d_scatter {kernel} {stride} {padding} {dilation}"""',
              "    nb, planes, h, w = gx.shape",
              "    oh, ow = g.shape[2], g.shape[3]"] + _PLANES
     add = lines.append
     if tiles:
-        add(f"            r0 = oy * {sh}")
+        # Per output row two loops: the row's offsets as integers and its gradient bits
+        # into small buffers, then the stores from those. With the float-to-integer
+        # conversion inside the storing loop, LeNet's first pool took 3.3 ms, split 0.6
+        # (second pool 0.9 -> 0.3); hoisting the rows alone gained nothing.
+        lines.insert(lines.index("    oh, ow = g.shape[2], g.shape[3]") + 1,
+                     f"    kb = np.empty(ow, np.{it})")
+        lines.insert(lines.index(f"    kb = np.empty(ow, np.{it})") + 1, f"    gb = np.empty(ow, np.{it})")
+        add("            krow = rec[1, b, p, oy]")
+        add("            grow = g[b, p, oy]")
         add("            for ox in range(ow):")
-        add(f"                c0 = ox * {sw}")
-        add(f"                k = np.{it}(rec[1, b, p, oy, ox])")
-        add("                gv = g[b, p, oy, ox]")
+        add(f"                kb[ox] = np.{it}(krow[ox])")
+        add("                gv = grow[ox]")
         # -0.0's bits (the sign bit alone) become +0.0's, as in PyTorch's zeroed-then-added
         # gradient
-        add(f"                gv = gv & -np.{it}(gv != np.{it}({-2 ** (np.dtype(it).itemsize * 8 - 1)}))")
+        add(f"                gb[ox] = gv & -np.{it}(gv != np.{it}({-2 ** (np.dtype(it).itemsize * 8 - 1)}))")
+        for i in range(kh):
+            add(f"            x{i} = gx[b, p, oy * {sh} + {i}]")
+        add("            for ox in range(ow):")
+        add("                k = kb[ox]")
+        add("                gv = gb[ox]")
+        add(f"                c0 = ox * {sw}")
         for i in range(kh):
             for j in range(kw):
-                add(f"                gx[b, p, r0 + {i}, c0 + {j}] = gv & -np.{it}(k == {i * kw + j})")
+                add(f"                x{i}[c0 + {j}] = gv & -np.{it}(k == {i * kw + j})")
     else:
         add("            for ox in range(ow):")
         add("                k = np.int64(rec[1, b, p, oy, ox])")
@@ -213,6 +229,21 @@ def _order(x):
 
 
 
+# An input element of a pooling kernel costs about what this many multiply-adds of a BLAS
+# product do (LeNet's first pool, 1.4M elements: ~1-2.5 ms per kernel on one thread): the
+# unit of sharepool.split's threshold, so both of LeNet's pools split over two cores.
+_ELEMENT_WORK = 16
+
+
+def _run(fn, arrays, size: int) -> None:
+    """``fn(*arrays, lo, hi)`` over all (n, c) planes of the 4-D first array's leading two
+    dims, split over the cores the machine gives (tracejit/sharepool.py; the kernels are
+    nogil and planes are independent). `size`: the input's elements (the work)."""
+    from ..sharepool import split
+    planes = arrays[0].shape[0] * arrays[0].shape[1]
+    split(lambda lo, hi: fn(*arrays, lo, hi), planes, _ELEMENT_WORK * size)
+
+
 def _pooled_hw(x, kernel, stride, padding, dilation) -> tuple:
     """(OH, OW) of pooling the (N, C, H, W) array `x`."""
     return (conv_out_size(x.shape[2], kernel[0], stride[0], padding[0], dilation[0]),
@@ -226,7 +257,7 @@ def forward(x, kernel, stride, padding, dilation):
         return None
     swap, xk = _order(x)
     out = np.empty(xk.shape[:2] + _pooled_hw(x, kernel, stride, padding, dilation), dtype=x.dtype)
-    fn(xk, out)
+    _run(fn, (xk, out), xk.size)
     return out.swapaxes(0, 1) if swap else out
 
 
@@ -253,7 +284,7 @@ def backward(g, x, kernel, stride, padding, dilation):
         gx[:, :, :, ow * kernel[1]:] = 0
     else:
         gx = np.zeros(xk.shape, dtype=x.dtype)
-    fn(gk, xk, gx)
+    _run(fn, (gk, xk, gx), xk.size)
     return gx.swapaxes(0, 1) if swap else gx
 
 
@@ -265,7 +296,7 @@ def forward_offsets(x, kernel, stride, padding, dilation):
         return None
     swap, xk = _order(x)
     rec = np.empty((2,) + xk.shape[:2] + _pooled_hw(x, kernel, stride, padding, dilation), dtype=x.dtype)
-    fn(xk, rec)
+    _run(fn, (xk, rec), xk.size)
     return rec.swapaxes(1, 2) if swap else rec
 
 
@@ -291,8 +322,8 @@ def scatter(g, rec, input_shape, kernel, stride, padding, dilation):
         gx[:, :, oh * kernel[0]:, :] = 0
         gx[:, :, :, ow * kernel[1]:] = 0
         bits = np.dtype(_BITS[g.dtype.name])
-        fn(gk.view(bits), reck, gx.view(bits))
+        _run(fn, (gk.view(bits), reck, gx.view(bits)), gx.size)
     else:
         gx = np.zeros(shape, dtype=g.dtype)
-        fn(gk, reck, gx)
+        _run(fn, (gk, reck, gx), gx.size)
     return gx.swapaxes(0, 1) if swap else gx
