@@ -162,14 +162,14 @@ def kernel(u, un, uc, v, vn, vc, n, c, l, a, b, d, out, on, oc):
 # twice (reduce, then input) is most of the gain: the passes are bandwidth bound.
 _BACKWARD = _HEAD + '''
 @njit("void(" + RO + ", int64, int64, " + RO + ", int64, int64, int64, int64, int64, "
-      "float64[::1], float64[::1], float64[::1], {t}[::1])", cache=CACHE, error_model='numpy',
-      boundscheck=False, fastmath={'reassoc'})
-def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out):
+      "float64[::1], float64[::1], float64[::1], {t}[::1], int64, int64)", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out, c0, c1):
     """per channel ch: out[c*n*l + ch] = sum g, out[c*n*l + c + ch] = sum g*xhat (rounded to
     the data's dtype, as the two-primitive form stores them), out[ch*n*l:(ch+1)*n*l] = the
-    input gradient a*g + b*x + d in (N, L) order"""
+    input gradient a*g + b*x + d in (N, L) order; channels c0..c1-1"""
     count = n * l
-    for ch in range(c):
+    for ch in range(c0, c1):
         s1, s2 = grad_sums(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
         r0 = np.{t}(s1)
         r1 = np.{t}(s2 * rstd[ch])
@@ -186,13 +186,14 @@ def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out):
 # LeNet's first activation: 173 KB), so x is read once from memory instead of twice.
 _FORWARD = _HEAD + '''
 @njit("void(" + RO + ", int64, int64, int64, int64, int64, float64[::1], float64[::1], float64, "
-      "{t}[::1], int64, int64, {t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False,
-      fastmath={'reassoc'})
-def kernel(x, sn, sc, n, c, l, weight, bias, eps, out, on, oc, stats):
+      "{t}[::1], int64, int64, {t}[:, ::1], int64, int64)", cache=CACHE, error_model='numpy',
+      boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(x, sn, sc, n, c, l, weight, bias, eps, out, on, oc, stats, c0, c1):
     """per channel: stats[:, ch] = mean and biased variance (rounded to the data's dtype, as
-    batch_norm_stats stores them), then out = (x - mean) * rsqrt(var + eps) * weight + bias"""
+    batch_norm_stats stores them), then out = (x - mean) * rsqrt(var + eps) * weight + bias;
+    channels c0..c1-1"""
     count = n * l
-    for ch in range(c):
+    for ch in range(c0, c1):
         shift = x[ch * sc]
         s1, s2 = moments(x, sn, sc, n, l, ch, shift)
         m = s1 / count
@@ -211,6 +212,19 @@ def kernel(x, sn, sc, n, c, l, weight, bias, eps, out, on, oc, stats):
                 orow[k] = ac * xrow[k] + dc
 '''
 BLOCK = 4096
+
+# The one-pass forward and backward kernels do a range of channels (each channel's sums,
+# statistics and outputs are its own), so `_split_channels` shares a call over the cores
+# (tracejit/sharepool.py; the kernels are nogil). An element costs about what this many
+# multiply-adds of a BLAS product do (sharepool.split's unit): LeNet's two BatchNorms
+# (1.4M and 0.5M elements, ~0.5-1 ms a pass on one thread) both split.
+_ELEMENT_WORK = 16
+
+
+def _split_channels(run, c: int, size: int) -> None:
+    """``run(c0, c1)`` over channel ranges of [0, c), over the cores the machine gives."""
+    from ..sharepool import split
+    split(run, c, _ELEMENT_WORK * size)
 
 
 def _run(template, name, dtype):
@@ -504,8 +518,9 @@ def _backward_impl(xp, g, x, stats, weight, eps):
             mean = np.ascontiguousarray(stats[0], np.float64)
             rstd = 1.0 / np.sqrt(stats[1].astype(np.float64) + eps)
             out = np.empty(c * count + 2 * c, x.dtype)
-            fn(*_flat(g), *_flat(x), *_ncl_shape(x), mean, rstd,
-               np.ascontiguousarray(_channels(weight, xp, c)), out)
+            args = (*_flat(g), *_flat(x), *_ncl_shape(x), mean, rstd,
+                    np.ascontiguousarray(_channels(weight, xp, c)), out)
+            _split_channels(lambda c0, c1: fn(*args, c0, c1), c, x.size)
             return out
     out = xp.empty(c * count + 2 * c, x.dtype)
     gx = xp.swapaxes(out[:c * count].reshape((c, x.shape[0]) + tuple(x.shape[2:])), 0, 1)
@@ -567,9 +582,10 @@ def _forward_impl(xp, x, weight, bias, eps):
         if fn is not None:
             rec = np.empty(size + 2 * c, x.dtype)
             n, _, l = _ncl_shape(x)
-            fn(*_flat(x), n, c, l, np.ascontiguousarray(_channels(weight, xp, c)),
-               np.ascontiguousarray(_channels(bias, xp, c)), float(eps), rec[:size], c * l, l,
-               rec[size:].reshape(2, c))
+            args = (*_flat(x), n, c, l, np.ascontiguousarray(_channels(weight, xp, c)),
+                    np.ascontiguousarray(_channels(bias, xp, c)), float(eps), rec[:size], c * l, l,
+                    rec[size:].reshape(2, c))
+            _split_channels(lambda c0, c1: fn(*args, c0, c1), c, size)
             return rec
     rec = xp.empty(size + 2 * c, x.dtype)
     stats = _stats_impl(xp, x, scratch=_scratch_like(xp, x, rec[:size]))
