@@ -163,11 +163,11 @@ def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     lines = ["from numba import njit", "", "",
              f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
-             f"int64)\", cache=CACHE, error_model='numpy', boundscheck=False)",
-             "def kernel(cols, out, oh, ow):",
-             f'    """col2im {kernel} {stride} {padding} {dilation}"""',
+             f"int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)",
+             "def kernel(cols, out, oh, ow, c0, c1):",
+             f'    """col2im {kernel} {stride} {padding} {dilation}, channels c0..c1-1"""',
              "    n, c, h, w = out.shape",
-             "    for ch in range(c):",
+             "    for ch in range(c0, c1):",
              "        for b in range(n):",
              "            for oy in range(oh):",
              "                base = (b * oh + oy) * ow"]
@@ -197,12 +197,12 @@ def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
     lines = ["import numpy as np",
              "from numba import njit", "", "",
              f"@njit(\"void(Array({dtype}, 4, 'C', readonly=True), {dtype}[:, ::1], int64, int64, "
-             f"float64)\", cache=CACHE, error_model='numpy', boundscheck=False)",
-             "def kernel(x, cols, oh, ow, pad_value):",
-             f'    """im2col {kernel} {stride} {padding} {dilation}"""',
+             f"float64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)",
+             "def kernel(x, cols, oh, ow, pad_value, c0, c1):",
+             f'    """im2col {kernel} {stride} {padding} {dilation}, channels c0..c1-1"""',
              "    n, c, h, w = x.shape",
              f"    fill = np.{dtype}(pad_value)",
-             "    for ch in range(c):",
+             "    for ch in range(c0, c1):",
              f"        for i in range({kh}):",
              f"            for j in range({kw}):",
              f"                row = cols[(ch * {kh} + i) * {kw} + j]",
@@ -225,6 +225,20 @@ def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
     return "\n".join(lines) + "\n"
 
 
+# im2col and col2im do a range of input channels (a channel's rows and image planes are its
+# own), so a call is shared over the cores the machine gives (tracejit/sharepool.py; the
+# kernels are nogil). A column element costs about what this many multiply-adds of a BLAS
+# product do (sharepool.split's unit): LeNet's second conv, 2.2M column elements (~1 ms
+# each way on one thread), splits; its first (one input channel) cannot.
+_COLUMN_WORK = 8
+
+
+def _split_channels(run, c: int, size: int) -> None:
+    """``run(c0, c1)`` over channel ranges of [0, c), over the cores the machine gives."""
+    from ..sharepool import split
+    split(run, c, _COLUMN_WORK * size)
+
+
 def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, ones=False):
     """unfold in "gemm" layout (with `ones`: "gemm_bias") by a numba kernel, or None (numpy
     does it). The kernel writes the "gemm" rows; the ones row is one fill."""
@@ -240,7 +254,8 @@ def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, 
     n, c = x.shape[:2]
     rows = c * kernel[0] * kernel[1]
     cols = np.empty((rows + ones, n * oh * ow), dtype=x.dtype)
-    fn(np.ascontiguousarray(x), cols, oh, ow, float(pad_value))
+    xc = np.ascontiguousarray(x)
+    _split_channels(lambda c0, c1: fn(xc, cols, oh, ow, float(pad_value), c0, c1), c, cols.size)
     if ones:
         cols[rows] = 1
     return cols
@@ -261,7 +276,8 @@ def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilatio
     oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
     img = np.zeros((n, c, h, w), dtype=cols.dtype)
-    fn(np.ascontiguousarray(cols), img, oh, ow)
+    cc = np.ascontiguousarray(cols)
+    _split_channels(lambda c0, c1: fn(cc, img, oh, ow, c0, c1), c, cols.size)
     return img
 
 
