@@ -72,3 +72,25 @@ def activation(rng, shape, dtype, channel_major: bool = False):
     if channel_major:
         x = np.ascontiguousarray(np.swapaxes(x, 0, 1)).swapaxes(0, 1)
     return x
+
+
+def same_bits_under_uneven_split(monkeypatch, run, cuts, calls: int) -> None:
+    """``run()`` (a tuple of float32 arrays) gives the same bits when sharepool.split is
+    replaced by a fixed uneven cut of its range: `cuts` maps the range's length n to the
+    (lo, hi) parts, which may be empty. Kernels that split their work over the cores must
+    not depend on where it is cut, so this holds whatever the core count. `calls`: how
+    many splits `run` makes (each kernel went through the cut)."""
+    from tracejit import sharepool
+    whole = run()
+    seen = []
+
+    def uneven(fn, n, work):
+        seen.append(n)
+        for lo, hi in cuts(n):
+            fn(lo, hi)
+    monkeypatch.setattr(sharepool, "split", uneven)
+    parts = run()
+    monkeypatch.undo()
+    assert len(seen) == calls, seen
+    for a, b in zip(whole, parts):
+        np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))

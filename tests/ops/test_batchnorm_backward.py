@@ -146,24 +146,12 @@ def test_conv_bn_relu_pool_block_matches_torch(compiled):
 @pytest.mark.parametrize("channel_major", [False, True])
 def test_forward_and_backward_split_over_channels_give_the_same_bits(monkeypatch, channel_major):
     """The one-pass kernels run channel ranges so that sharepool.split can share a call
-    over the cores: any cut of the channels gives the bits of one whole call (split is
-    replaced by a fixed uneven cut, so this holds whatever the core count)."""
-    from tracejit import sharepool
+    over the cores: any cut of the channels gives the bits of one whole call."""
+    from inputs import same_bits_under_uneven_split
     x, g, w = _inputs((6, 5, 7, 4), np.float32, channel_major, seed=2)
     b = np.linspace(-1, 1, 5).astype(np.float32)
     st = B._stats_impl(np, x)
 
     def run():
         return (B._forward_impl(np, x, w, b, 1e-5), B._backward_impl(np, g, x, st, w, 1e-5))
-    whole = run()
-    cuts = []
-
-    def uneven(fn, n, work):
-        cuts.append(n)
-        for lo, hi in ((0, 1), (1, 3), (3, 3), (3, n)):
-            fn(lo, hi)
-    monkeypatch.setattr(sharepool, "split", uneven)
-    parts = run()
-    assert cuts == [5, 5]           # both kernels went through the cut
-    for a, c in zip(whole, parts):
-        np.testing.assert_array_equal(a.view(np.int32), c.view(np.int32))
+    same_bits_under_uneven_split(monkeypatch, run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=2)

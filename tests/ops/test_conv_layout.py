@@ -105,10 +105,9 @@ def test_layout_errors():
 @pytest.mark.parametrize("geo", GEOMETRIES)
 def test_im2col_and_col2im_split_over_channels_give_the_same_bits(monkeypatch, geo):
     """The kernels run channel ranges so that sharepool.split can share a call over the
-    cores: any cut of the channels gives the bits of one whole call (split is replaced by
-    a fixed uneven cut, so this holds whatever the core count)."""
+    cores: any cut of the channels gives the bits of one whole call."""
     pytest.importorskip("numba")
-    from tracejit import sharepool
+    from inputs import same_bits_under_uneven_split
     kernel, stride, padding, dilation = geo
     x = np.random.default_rng(4).standard_normal((3, 5, 9, 8)).astype(np.float32)
     oh = C.conv_out_size(9, kernel[0], stride[0], padding[0], dilation[0])
@@ -117,15 +116,4 @@ def test_im2col_and_col2im_split_over_channels_give_the_same_bits(monkeypatch, g
     def run():
         cols = C._im2col_native(np, x, kernel, stride, padding, dilation, 0.0, oh, ow)
         return cols, C._col2im_native(np, cols, 3, 5, (9, 8), kernel, stride, padding, dilation)
-    whole = run()
-    cuts = []
-
-    def uneven(fn, n, work):
-        cuts.append(n)
-        for lo, hi in ((0, 2), (2, 2), (2, 3), (3, n)):
-            fn(lo, hi)
-    monkeypatch.setattr(sharepool, "split", uneven)
-    parts = run()
-    assert cuts == [5, 5]           # both kernels went through the cut
-    for a, b in zip(whole, parts):
-        np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
+    same_bits_under_uneven_split(monkeypatch, run, lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=2)

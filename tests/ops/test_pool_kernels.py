@@ -86,9 +86,8 @@ def test_large_windows_and_other_dtypes_stay_on_numpy():
 @pytest.mark.parametrize("geo", GEOMETRIES[:3])
 def test_kernels_split_over_planes_give_the_same_bits(monkeypatch, geo):
     """Each kernel runs a range of (n, c) planes so that sharepool.split can share a call
-    over the cores: any cut of the planes into parts gives the bits of one whole call
-    (split is replaced by a fixed uneven cut, so this holds whatever the core count)."""
-    from tracejit import sharepool
+    over the cores: any cut of the planes gives the bits of one whole call."""
+    from inputs import same_bits_under_uneven_split
     rng = np.random.default_rng(3)
     x = rng.standard_normal((3, 5, 9, 11)).astype(np.float32)
     x[1, 2, 3, 4] = np.nan
@@ -100,16 +99,5 @@ def test_kernels_split_over_planes_give_the_same_bits(monkeypatch, geo):
         rec = pool_kernels.forward_offsets(x, kernel, stride, padding, dilation)
         return (out, rec, pool_kernels.backward(g, x, kernel, stride, padding, dilation),
                 pool_kernels.scatter(g, rec, x.shape, kernel, stride, padding, dilation))
-    whole = run()
-    cuts = []
-
-    def uneven(fn, n, work):
-        bounds = [0, 1, n // 2, n - 1, n]
-        cuts.append(n)
-        for lo, hi in zip(bounds, bounds[1:]):
-            fn(lo, hi)
-    monkeypatch.setattr(sharepool, "split", uneven)
-    parts = run()
-    assert cuts == [15, 15, 15, 15]          # every kernel went through the cut
-    for a, b in zip(whole, parts):
-        np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
+    same_bits_under_uneven_split(monkeypatch, run, lambda n: [(0, 1), (1, n // 2), (n // 2, n - 1),
+                                                              (n - 1, n)], calls=4)
