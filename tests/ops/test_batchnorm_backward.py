@@ -144,7 +144,7 @@ def test_conv_bn_relu_pool_block_matches_torch(compiled):
 
 
 @pytest.mark.parametrize("channel_major", [False, True])
-def test_forward_and_backward_split_over_channels_give_the_same_bits(monkeypatch, channel_major):
+def test_forward_and_backward_split_over_channels_give_the_same_bits(channel_major):
     """The one-pass kernels run channel ranges so that sharepool.split can share a call
     over the cores: any cut of the channels gives the bits of one whole call."""
     from inputs import same_bits_under_uneven_split
@@ -154,4 +154,4 @@ def test_forward_and_backward_split_over_channels_give_the_same_bits(monkeypatch
 
     def run():
         return (B._forward_impl(np, x, w, b, 1e-5), B._backward_impl(np, g, x, st, w, 1e-5))
-    same_bits_under_uneven_split(monkeypatch, run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=2)
+    same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=2)

@@ -84,7 +84,7 @@ def test_large_windows_and_other_dtypes_stay_on_numpy():
 
 
 @pytest.mark.parametrize("geo", GEOMETRIES[:3])
-def test_kernels_split_over_planes_give_the_same_bits(monkeypatch, geo):
+def test_kernels_split_over_planes_give_the_same_bits(geo):
     """Each kernel runs a range of (n, c) planes so that sharepool.split can share a call
     over the cores: any cut of the planes gives the bits of one whole call."""
     from inputs import same_bits_under_uneven_split
@@ -99,5 +99,5 @@ def test_kernels_split_over_planes_give_the_same_bits(monkeypatch, geo):
         rec = pool_kernels.forward_offsets(x, kernel, stride, padding, dilation)
         return (out, rec, pool_kernels.backward(g, x, kernel, stride, padding, dilation),
                 pool_kernels.scatter(g, rec, x.shape, kernel, stride, padding, dilation))
-    same_bits_under_uneven_split(monkeypatch, run, lambda n: [(0, 1), (1, n // 2), (n // 2, n - 1),
+    same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, n // 2), (n // 2, n - 1),
                                                               (n - 1, n)], calls=4)
