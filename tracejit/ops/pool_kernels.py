@@ -161,16 +161,16 @@ def scatter_source(dtype, kernel, stride, padding, dilation, tiles: bool) -> str
              "def kernel(g, rec, gx, lo, hi):",
              f'    """max_pool2d_scatter {kernel} {stride} {padding} {dilation}"""',
              "    nb, planes, h, w = gx.shape",
-             "    oh, ow = g.shape[2], g.shape[3]"] + _PLANES
+             "    oh, ow = g.shape[2], g.shape[3]"]
+    if tiles:   # one output row's offsets and gradient bits (see below)
+        lines += [f"    kb = np.empty(ow, np.{it})", f"    gb = np.empty(ow, np.{it})"]
+    lines += _PLANES
     add = lines.append
     if tiles:
         # Per output row two loops: the row's offsets as integers and its gradient bits
         # into small buffers, then the stores from those. With the float-to-integer
-        # conversion inside the storing loop, LeNet's first pool took 3.3 ms, split 0.6
-        # (second pool 0.9 -> 0.3); hoisting the rows alone gained nothing.
-        lines.insert(lines.index("    oh, ow = g.shape[2], g.shape[3]") + 1,
-                     f"    kb = np.empty(ow, np.{it})")
-        lines.insert(lines.index(f"    kb = np.empty(ow, np.{it})") + 1, f"    gb = np.empty(ow, np.{it})")
+        # conversion inside the storing loop, LeNet's first pool took 3.3 ms, in two loops
+        # 0.6 (second pool 0.9 -> 0.3; one thread); hoisting the rows alone gained nothing.
         add("            krow = rec[1, b, p, oy]")
         add("            grow = g[b, p, oy]")
         add("            for ox in range(ow):")
@@ -230,7 +230,7 @@ def _order(x):
 
 
 # An input element of a pooling kernel costs about what this many multiply-adds of a BLAS
-# product do (LeNet's first pool, 1.4M elements: ~1-2.5 ms per kernel on one thread): the
+# product do (LeNet's first pool, 1.4M elements: ~0.6-0.7 ms per kernel on one thread): the
 # unit of sharepool.split's threshold, so both of LeNet's pools split over two cores.
 _ELEMENT_WORK = 16
 
