@@ -101,3 +101,19 @@ def test_kernels_split_over_planes_give_the_same_bits(geo):
                 pool_kernels.scatter(g, rec, x.shape, kernel, stride, padding, dilation))
     same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, n // 2), (n // 2, n - 1),
                                                               (n - 1, n)], calls=4)
+
+
+def test_tiles_scatter_writes_every_position():
+    """The side-by-side scatter writes into an uninitialized array: positions past the
+    last window (odd H and W) must get zeros from the kernel itself."""
+    x = np.random.default_rng(0).standard_normal((3, 4, 9, 11)).astype(np.float32)
+    k = (2, 2)
+    rec = pool_kernels.forward_offsets(x, k, k, (0, 0), (1, 1))
+    g = np.ones(rec.shape[1:], np.float32)
+    fn = pool_kernels._get("scatter_tiles", lambda *a: pool_kernels.scatter_source(*a, True),
+                           "float32", k, k, (0, 0), (1, 1))
+    gx = np.full(x.shape, np.nan, np.float32)
+    fn(g.view(np.int32), rec, gx.view(np.int32), 0, 12)
+    assert not np.isnan(gx).any()
+    assert not gx[:, :, 8, :].any() and not gx[:, :, :, 10].any()
+    assert gx.sum() == g.size          # one 1 per window
