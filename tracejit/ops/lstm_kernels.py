@@ -145,15 +145,15 @@ _FORWARD_LAYER = _FORWARD_GATES + PACKED + """
 
 @njit(inline='always')
 def forward_step_units(wp, gi_t, hp, cp, b, m, mg, zt, hh, u0, u1, nth):
+    # this thread's rows of each gate block (nth > 1: whole panels, H a multiple of
+    # SPLIT_Q), or all 4H rows as one range (nth == 1: any H); one code path for both, as
+    # every inlined copy of the GEMM tile costs LLVM compile time
     four = 4 * hh
-    if nth == 1:
-        packed_gemm(wp, four, hh, hp, m, False)
-        transpose_blocks(gi_t, mg, True)               # + gi^T, in register blocks
-    else:
-        for blk in range(4):
-            r0, r1 = blk * hh + u0, blk * hh + u1
-            packed_gemm_panels(wp, r0 // PMR, r1 // PMR, hh, hp, m, False)
-            transpose_part(gi_t, 0, gi_t.shape[0], r0, r1, mg, True)
+    for blk in range(4 if nth > 1 else 1):
+        r0 = blk * hh + u0
+        r1 = blk * hh + u1 if nth > 1 else four
+        packed_gemm_panels(wp, r0 // PMR, (r1 + PMR - 1) // PMR, hh, hp, m, False)
+        transpose_part(gi_t, 0, gi_t.shape[0], r0, r1, mg, True)   # + gi^T, register blocks
     gate_math_units(b, mg, cp, zt, u0, u1)
 
 
@@ -170,19 +170,25 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
     s = hh * n
     Zf = Z.reshape(L, 6 * s)
     u0, u1 = split_units(hh, q, nth)
-    if nth == 1:
-        pack_panels(w, wp, False)
-    else:
-        for blk in range(4):                           # this thread's panels only
-            pack_panel_range(w, wp, False, (blk * hh + u0) // PMR, (blk * hh + u1) // PMR)
+    for blk in range(4 if nth > 1 else 1):             # this thread's panels (all: nth == 1)
+        r0 = blk * hh + u0
+        r1 = blk * hh + u1 if nth > 1 else four
+        pack_panel_range(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR)
     mg = m[:four]
+    # h0 and c0 where a step block of Z holds h_prev and c_prev, so that the step below has
+    # one call site: inlined twice (a first step apart, on h0's read-only type), the
+    # step's two GEMM paths doubled the kernel's LLVM compile (3.5 -> 9.1 s CPU)
+    Zi = np.empty((1, 6 * s), Z.dtype)
+    Zi[0, :s] = h0.reshape(-1)
+    Zi[0, s:2 * s] = c0.reshape(-1)
     for k in range(L):
         t = L - 1 - k if reverse else k
         if k == 0:
-            forward_step_units(wp, gi[t], h0, c0.reshape(-1), b, m, mg, Zf[t], hh, u0, u1, nth)
+            src, p = Zi, 0
         else:
-            p = t + 1 if reverse else t - 1            # h_prev: Z[p]'s first rows
-            forward_step_units(wp, gi[t], Z[p, :hh], Zf[p, s:2 * s], b, m, mg, Zf[t], hh, u0, u1, nth)
+            src, p = Zf, t + 1 if reverse else t - 1   # h_prev: Z[p]'s first rows
+        forward_step_units(wp, gi[t], src[p, :s].reshape(hh, n), src[p, s:2 * s], b, m, mg, Zf[t],
+                           hh, u0, u1, nth)
         if nth > 1 and k + 1 < L:
             barrier(sync, k + 1, nth)                  # all of h_t written
 """
@@ -291,10 +297,7 @@ def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
     u0, u1 = split_units(hh, q, nth)
     for blk in range(4):
         db[blk * hh + u0:blk * hh + u1] = 0
-    if nth == 1:
-        pack_panels(w, wp, True)                       # W^T's panels
-    else:
-        pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)
+    pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)   # W^T's panels (this thread's)
     for r in range(L):
         k = L - 1 - r                                  # the step's place in time order
         t = L - 1 - k if reverse else k
@@ -307,24 +310,20 @@ def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
             p = t + 1 if reverse else t - 1
             step_back_part(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
         gt = G[t]
-        if nth == 1:
-            transpose_blocks(dg, gt, False)            # in register blocks
-            for q_ in range(n):                        # db += the rows of dg^T (vector adds)
-                row = gt[q_]
-                for j in range(four):
-                    db[j] += row[j]
-            packed_gemm(wp, hh, four, dg, dh, False)   # dh = W^T dg
-        else:
-            for blk in range(4):
-                r0, r1 = blk * hh + u0, blk * hh + u1
-                transpose_part(dg, r0, r1, 0, n, gt, False)
-                dbv = db[r0:r1]                        # views from 0 (see `gate_math_units`)
-                for q_ in range(n):
-                    row = gt[q_, r0:r1]
-                    for j in range(r1 - r0):
-                        dbv[j] += row[j]
+        # this thread's rows of each block (all 4H rows as one range when nth == 1): one
+        # code path, as in the forward
+        for blk in range(4 if nth > 1 else 1):
+            r0 = blk * hh + u0
+            r1 = blk * hh + u1 if nth > 1 else four
+            transpose_part(dg, r0, r1, 0, n, gt, False)   # G's rows, in register blocks
+            dbv = db[r0:r1]                            # db += the rows of dg^T; views from 0
+            for q_ in range(n):                        # (see `gate_math_units`)
+                row = gt[q_, r0:r1]
+                for j in range(r1 - r0):
+                    dbv[j] += row[j]
+        if nth > 1:
             barrier(sync, r + 1, nth)                  # all of dg written
-            packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dg, dh, False)
+        packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dg, dh, False)   # dh = W^T dg
 """
 
 
