@@ -118,3 +118,14 @@ def test_compiled_loss_gradients_are_placed_and_taken_without_a_copy():
         np.testing.assert_allclose(xs[1].grad.numpy(), xs[0].detach().numpy(), rtol=1e-6)
     xs[0].grad.add_(1.0)                                 # in place, still its own memory
     np.testing.assert_allclose(xs[0].grad.numpy(), xs[1].detach().numpy() + 2.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [1, 1000, 300_001])
+def test_line_empty_starts_on_a_cache_line_at_any_size(dtype, n):
+    a = memory.line_empty((n,), dtype)
+    assert memory.sole_padded_view(a)            # autograd may take it as its own
+    assert a.ctypes.data % 64 == 0
+    assert a.shape == (n,) and a.dtype == np.dtype(dtype) and a.flags.c_contiguous and a.flags.writeable
+    a[:] = 7                                           # the whole length is ours to write
+    assert (a == 7).all()

@@ -23,7 +23,7 @@ import numpy as np
 
 from .envflags import ProcessTuning
 
-__all__ = ["tune_allocator", "allocator_tuned", "placed_empty", "sole_padded_view", "ALIGN_MIN"]
+__all__ = ["tune_allocator", "allocator_tuned", "placed_empty", "line_empty", "sole_padded_view", "ALIGN_MIN"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -103,8 +103,22 @@ def placed_empty(shape: tuple, dtype, ref=None, slot: int = 0, slots: int = 1):
     return np.ndarray(shape, dtype, raw, start)
 
 
+def line_empty(shape: tuple, dtype) -> np.ndarray:
+    """An uninitialized C-contiguous array like ``numpy.empty(shape, dtype)`` that starts on
+    a 64-byte line at any size (a view of a byte buffer one line larger that only it holds:
+    `sole_padded_view` recognizes it too). For arrays two threads write in neighbouring
+    blocks: numpy's large arrays start 16 bytes past a line, so the blocks' edge lines pass
+    back and forth between the cores at every write."""
+    dtype = np.dtype(dtype)
+    nbytes = dtype.itemsize
+    for d in shape:
+        nbytes *= d
+    raw = np.empty(nbytes + LINE, np.uint8)
+    return np.ndarray(shape, dtype, raw, (-raw.ctypes.data) % LINE)
+
+
 def sole_padded_view(arr, extra_refs: int = 0) -> bool:
-    """Whether `arr` is a `placed_empty` array whose byte buffer nothing else holds: its
+    """Whether `arr` is a `placed_empty` or `line_empty` array whose byte buffer nothing else holds: its
     memory is then as much its own as an array's without a base (`arr.base`, this
     function's local and getrefcount's argument are the buffer's references; plus
     `extra_refs`)."""

@@ -140,13 +140,3 @@ def test_only_a_pthreads_openblas_lends_its_pool():
     assert loop_split._pthreads_build(Lib(2)) is False      # OpenMP
     assert loop_split._pthreads_build(Lib(0)) is False      # sequential
     assert loop_split._pthreads_build(object()) is False    # cannot tell
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("n", [1, 1000, 300_001])
-def test_aligned_empty_starts_on_a_cache_line(dtype, n):
-    a = loop_split.aligned_empty(n, dtype)
-    assert a.ctypes.data % 64 == 0
-    assert a.shape == (n,) and a.dtype == np.dtype(dtype) and a.flags.c_contiguous and a.flags.writeable
-    a[:] = 7                                           # the whole length is ours to write
-    assert (a == 7).all()

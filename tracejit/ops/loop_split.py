@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import sharepool
 
-__all__ = ["barrier_source", "ABORT", "QUANTUM", "new_sync", "aligned_empty", "threads", "run"]
+__all__ = ["barrier_source", "ABORT", "QUANTUM", "new_sync", "threads", "run"]
 
 ABORT = 8          # sync's abort flag, a cache line away from the counter
 # Hidden units per thread come in multiples of this: whole register-transpose blocks (16
@@ -160,17 +160,6 @@ def barrier_source() -> str:
 def new_sync() -> np.ndarray:
     """A fresh barrier state for one split call."""
     return np.zeros(2 * ABORT, dtype=np.int64)
-
-
-def aligned_empty(n: int, dtype) -> np.ndarray:
-    """An uninitialised 1-D array of `n` elements starting on a cache line. numpy's large
-    arrays start 16 bytes past one, so two threads writing neighbouring blocks of a row
-    (each thread's columns of a gate gradient row, its entries of the bias gradient)
-    share the line at every block edge and pass it back and forth at every write."""
-    dtype = np.dtype(dtype)
-    buf = np.empty(n * dtype.itemsize + 64, dtype=np.uint8)
-    start = (-buf.ctypes.data) % 64
-    return buf[start:start + n * dtype.itemsize].view(dtype)
 
 
 def threads(hidden: int, quantum: int = QUANTUM) -> int:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 
 from ..errors import DTypeError, ShapeError
+from ..memory import line_empty
 from . import lstm_kernels as _kernels
 from . import loop_split as _split
 from .native import takes as _takes
@@ -172,7 +173,7 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     layer = _kernels.backward_layer(Z.dtype.name) if ok else None
     size = off[4] + 4 * H * L * N
     # on a cache line: the split loop's threads write neighbouring blocks of G's rows and db
-    res = _split.aligned_empty(size, Z.dtype) if layer is not None else xp.empty(size, dtype=Z.dtype)
+    res = line_empty((size,), Z.dtype) if layer is not None else xp.empty(size, dtype=Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
     order = list(_order(L, reverse))
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
