@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from .. import sharepool as _sharepool
 from .linalg import matmul
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
@@ -76,8 +77,7 @@ def _split_batch(xp, part, n: int, work: int) -> None:
     thread; the (batch, head) products are too small for BLAS's own threads to pay), else
     at once. The parts write disjoint slices of the outputs."""
     if xp is np:
-        from ..sharepool import split
-        split(part, n, work)
+        _sharepool.split(part, n, work)
     else:
         part(0, n)
 

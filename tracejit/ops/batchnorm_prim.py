@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import sharepool as _sharepool
 from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 
@@ -214,17 +215,11 @@ def kernel(x, sn, sc, n, c, l, weight, bias, eps, out, on, oc, stats, c0, c1):
 BLOCK = 4096
 
 # The one-pass forward and backward kernels do a range of channels (each channel's sums,
-# statistics and outputs are its own), so `_split_channels` shares a call over the cores
+# statistics and outputs are its own), so `sharepool.split` shares a call over the cores
 # (tracejit/sharepool.py; the kernels are nogil). An element costs about what this many
 # multiply-adds of a BLAS product do (sharepool.split's unit): LeNet's two BatchNorms
 # (1.4M and 0.5M elements, ~0.5-1 ms a pass on one thread) both split.
 _ELEMENT_WORK = 16
-
-
-def _split_channels(run, c: int, size: int) -> None:
-    """``run(c0, c1)`` over channel ranges of [0, c), over the cores the machine gives."""
-    from ..sharepool import split
-    split(run, c, _ELEMENT_WORK * size)
 
 
 def _run(template, name, dtype):
@@ -520,7 +515,7 @@ def _backward_impl(xp, g, x, stats, weight, eps):
             out = np.empty(c * count + 2 * c, x.dtype)
             args = (*_flat(g), *_flat(x), *_ncl_shape(x), mean, rstd,
                     np.ascontiguousarray(_channels(weight, xp, c)), out)
-            _split_channels(lambda c0, c1: fn(*args, c0, c1), c, x.size)
+            _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _ELEMENT_WORK * x.size)
             return out
     out = xp.empty(c * count + 2 * c, x.dtype)
     gx = xp.swapaxes(out[:c * count].reshape((c, x.shape[0]) + tuple(x.shape[2:])), 0, 1)
@@ -585,7 +580,7 @@ def _forward_impl(xp, x, weight, bias, eps):
             args = (*_flat(x), n, c, l, np.ascontiguousarray(_channels(weight, xp, c)),
                     np.ascontiguousarray(_channels(bias, xp, c)), float(eps), rec[:size], c * l, l,
                     rec[size:].reshape(2, c))
-            _split_channels(lambda c0, c1: fn(*args, c0, c1), c, size)
+            _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _ELEMENT_WORK * size)
             return rec
     rec = xp.empty(size + 2 * c, x.dtype)
     stats = _stats_impl(xp, x, scratch=_scratch_like(xp, x, rec[:size]))

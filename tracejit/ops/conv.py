@@ -18,6 +18,7 @@ products: no reduction over the output gradient). Its VJP folds the column gradi
 from __future__ import annotations
 
 from ..errors import ShapeError
+from .. import sharepool as _sharepool
 from .registry import Aval, bind, defprim
 
 __all__ = ["unfold", "fold", "conv_out_size"]
@@ -233,12 +234,6 @@ def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
 _COLUMN_WORK = 8
 
 
-def _split_channels(run, c: int, size: int) -> None:
-    """``run(c0, c1)`` over channel ranges of [0, c), over the cores the machine gives."""
-    from ..sharepool import split
-    split(run, c, _COLUMN_WORK * size)
-
-
 def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, ones=False):
     """unfold in "gemm" layout (with `ones`: "gemm_bias") by a numba kernel, or None (numpy
     does it). The kernel writes the "gemm" rows; the ones row is one fill."""
@@ -255,7 +250,8 @@ def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, 
     rows = c * kernel[0] * kernel[1]
     cols = np.empty((rows + ones, n * oh * ow), dtype=x.dtype)
     xc = np.ascontiguousarray(x)
-    _split_channels(lambda c0, c1: fn(xc, cols, oh, ow, float(pad_value), c0, c1), c, cols.size)
+    _sharepool.split(lambda c0, c1: fn(xc, cols, oh, ow, float(pad_value), c0, c1), c,
+                     _COLUMN_WORK * cols.size)
     if ones:
         cols[rows] = 1
     return cols
@@ -277,7 +273,7 @@ def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilatio
     ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
     img = np.zeros((n, c, h, w), dtype=cols.dtype)
     cc = np.ascontiguousarray(cols)
-    _split_channels(lambda c0, c1: fn(cc, img, oh, ow, c0, c1), c, cols.size)
+    _sharepool.split(lambda c0, c1: fn(cc, img, oh, ow, c0, c1), c, _COLUMN_WORK * cols.size)
     return img
 
 

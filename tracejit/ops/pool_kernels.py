@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import sharepool as _sharepool
 from .conv import conv_out_size
 from .native import kernel as _kernel
 
@@ -248,9 +249,8 @@ def _run(fn, arrays, size: int) -> None:
     """``fn(*arrays, lo, hi)`` over all (n, c) planes of the 4-D first array's leading two
     dims, split over the cores the machine gives (tracejit/sharepool.py; the kernels are
     nogil and planes are independent). `size`: the input's elements (the work)."""
-    from ..sharepool import split
     planes = arrays[0].shape[0] * arrays[0].shape[1]
-    split(lambda lo, hi: fn(*arrays, lo, hi), planes, _ELEMENT_WORK * size)
+    _sharepool.split(lambda lo, hi: fn(*arrays, lo, hi), planes, _ELEMENT_WORK * size)
 
 
 def _pooled_hw(x, kernel, stride, padding, dilation) -> tuple:

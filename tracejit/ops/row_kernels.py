@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import sharepool as _sharepool
 from .native import kernel as _kernel, takes as _takes
 
 __all__ = ["softmax_rows", "softmax_backward_rows", "layer_norm_rows", "layer_norm_backward_rows"]
@@ -258,8 +259,7 @@ _ROW_WORK = 32
 def _split_rows(run, out) -> None:
     """``run(lo, hi)`` over the rows of `out` (M, K), split over the cores the machine
     gives (tracejit/sharepool.py; the kernels are nogil): rows are independent."""
-    from ..sharepool import split
-    split(run, out.shape[0], _ROW_WORK * out.size)
+    _sharepool.split(run, out.shape[0], _ROW_WORK * out.size)
 
 
 def softmax_rows(xp, x, scale=1.0, mask=None):
