@@ -56,6 +56,7 @@ def test_product_takes_only_what_it_can_run(monkeypatch):
         def get(self):
             return lambda *args: calls.append(args)
     monkeypatch.setattr(rows_gemm, "_kernel", lambda *a, **k: Loaded())
+    monkeypatch.setattr(rows_gemm, "_loaded", {})
     m, k, n = 64, rows_gemm.MIN_DEPTH * 2, rows_gemm.MIN_COLUMNS + 4
     a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
     assert rows_gemm.product(a, b) is not None and len(calls) == 1
