@@ -12,7 +12,8 @@ broadcasts A's values from where they are, A row-major or a transposed view alik
 same products took 84-86 and 88-90 us (the whole of B's column panel, K x GNV*GV, stays
 in L2; blocking K for L1 ran no faster).
 
-Columns left over past the whole panels run tiles of one vector, then of narrower powers
+The kernel releases the GIL (``nogil``), as numpy's product does, so other Python threads
+run meanwhile. Columns left over past the whole panels run tiles of one vector, then of narrower powers
 of two (a rest of 4 columns: one 4-wide vector per row). Results differ from BLAS's in the
 last bits (another summation order), as BLAS's own do between thread counts.
 
@@ -77,7 +78,7 @@ _one1 = _make_tile(1, (GV,))
 
 
 @njit("void(Array({t}, 1, 'C', readonly=True), int64, int64, int64, int64, "
-      "Array({t}, 1, 'C', readonly=True), int64, {t}[::1])", cache=CACHE, boundscheck=False)
+      "Array({t}, 1, 'C', readonly=True), int64, {t}[::1])", cache=CACHE, boundscheck=False, nogil=True)
 def kernel(a, ars, aks, m, kd, b, n, c):
     mt = m - m % GMR
     j = 0
