@@ -233,17 +233,19 @@ class _NoRowsKernel:
         return None
 
 
-def test_matmul_gives_one_thread_products_to_the_rows_kernel(monkeypatch):
+@linux
+def test_matmul_gives_one_thread_products_to_the_rows_kernel(monkeypatch, two_blas_threads):
     """Products that run on one thread whatever the policy (few rows, or small) are offered
-    to ops/rows_gemm.py first, eager or compiled, and its result is returned; others, and
-    products it declines, go to numpy."""
+    to ops/rows_gemm.py first, eager or compiled, and its result is returned; a 1000-row
+    product only when the policy gives one thread, and never a product past
+    FEW_ROWS_GEMM_MNK; products it declines go to numpy."""
     offered = []
 
     class _Rows:
         @staticmethod
         def product(a, b):
             offered.append(a.shape + b.shape[1:])
-            return "kernel" if a.shape[0] == 64 else None
+            return "kernel" if a.shape[0] in (64, 1000) else None
     monkeypatch.setattr(coreshare, "_rows_module", _Rows)
     a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
     assert coreshare.matmul(a, b, blas_only=True) == "kernel"
@@ -251,8 +253,13 @@ def test_matmul_gives_one_thread_products_to_the_rows_kernel(monkeypatch):
     small = np.ones((100, 600), np.float32), np.ones((600, 10), np.float32)     # 0.6M: one thread
     assert np.array_equal(coreshare.matmul(*small), small[0] @ small[1])
     tall = np.ones((1000, 64), np.float32), np.ones((64, 100), np.float32)      # 6.4M, 1000 rows
-    assert np.array_equal(coreshare.matmul(*tall), tall[0] @ tall[1])
+    assert np.array_equal(coreshare.matmul(*tall), tall[0] @ tall[1])           # two threads: BLAS
     assert offered == [(64, 1000, 100), (64, 1000, 100), (100, 600, 10)]
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)             # the policy gives one
+    assert coreshare.matmul(*tall, blas_only=True) == "kernel" and coreshare.matmul(*tall) == "kernel"
+    big = np.ones((256, 256), np.float32), np.ones((256, 256), np.float32)      # 16.8M
+    coreshare.matmul(*big)
+    assert offered[3:] == [(1000, 64, 100), (1000, 64, 100)]
 
 
 @linux

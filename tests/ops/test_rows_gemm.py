@@ -57,12 +57,15 @@ def test_product_takes_only_what_it_can_run(monkeypatch):
             return lambda *args: calls.append(args)
     monkeypatch.setattr(rows_gemm, "_kernel", lambda *a, **k: Loaded())
     monkeypatch.setattr(rows_gemm, "_loaded", {})
-    m, k, n = 64, rows_gemm.MIN_DEPTH * 2, rows_gemm.MIN_COLUMNS + 4
+    n = rows_gemm.MIN_COLUMNS + 4
+    m, k = 64, rows_gemm.MIN_MNK // (64 * n) + 2
     a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
     assert rows_gemm.product(a, b) is not None and len(calls) == 1
     assert rows_gemm.product(np.asfortranarray(a), b) is not None and calls[-1][1:3] == (1, m)
+    shallow = rows_gemm.MIN_DEPTH - 1                  # K too small, m*k*n past MIN_MNK
+    deep = np.ones((rows_gemm.MIN_MNK // (shallow * n) + 1, shallow), np.float32)
     for a2, b2 in [(a.astype(np.int32), b.astype(np.int32)), (a, b.astype(np.float64)),
-                   (a[:, ::2], b[::2]), (a, np.asfortranarray(b)), (a[:, :k // 4], b[:k // 4]),
+                   (a[:, ::2], b[::2]), (a, np.asfortranarray(b)), (deep, b[:shallow]),
                    (a, b[:, :rows_gemm.MIN_COLUMNS - 1]), (a[:8], b)]:
         assert rows_gemm.product(a2, b2) is None
     assert len(calls) == 2

@@ -35,13 +35,15 @@ __all__ = ["product", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK"]
 
 # Where the kernel beats one OpenBLAS thread (min us, near-quiet, session 16, AVX-512,
 # float32 / float64): 64x1000x100 82 / 184 against 104 / 250, 32x1024x200 86 / 221 against
-# 122 / 263, 16x2048x200 (a transposed) 126 / 294 against 180 / 403. It ties or loses on
-# smaller or narrower ones, where its call and the column rest weigh more: 64x512x128
-# 60 / 97 against 61 / 150, 100x800x64 95 / 192 against 84 / 187, 100x256x64 35 / 68
-# against 26 / 60, 64x100x100 17 / 24 against 9 / 17. So: at least MIN_MNK multiply-adds,
-# MIN_DEPTH of K and MIN_COLUMNS columns (two whole panels of the AVX-512 tile).
+# 122 / 263, 16x2048x200 (a transposed) 126 / 294 against 180 / 403, 1000x64x100 (a
+# transposed) 80 / 160 against 83 / 226, 784x64x128 (a transposed) 77 / 172 against 89 / 205,
+# 256x128x200 75 / 145 against 87 / 183. It ties or loses on smaller or narrower ones, where
+# its call and the column rest weigh more: 64x512x128 60 / 97 against 61 / 150, 100x800x64
+# 95 / 192 against 84 / 187, 100x256x64 35 / 68 against 26 / 60, 64x100x100 17 / 24 against
+# 9 / 17. So: at least MIN_MNK multiply-adds, MIN_DEPTH of K (the smallest measured) and
+# MIN_COLUMNS columns (two whole panels of the AVX-512 tile).
 MIN_MNK = 1 << 22
-MIN_DEPTH = 512
+MIN_DEPTH = 64
 MIN_COLUMNS = 96
 
 
