@@ -35,6 +35,10 @@ import os
 import numpy as np
 
 from .. import sharepool
+# whether an OpenBLAS runs its pool on its own pthreads: an OpenMP build runs gotoblas_pthread's
+# shares as an OpenMP loop, which may put both on one thread (the first would wait at the
+# barrier for the second forever)
+from ..threads import openblas_pthreads as _pthreads_build
 
 __all__ = ["barrier_source", "ABORT", "QUANTUM", "new_sync", "threads", "run"]
 
@@ -185,21 +189,6 @@ def _share(kernel, args: tuple, sync, q: int, nth: int) -> None:
     except BaseException:
         sync[ABORT] = 1        # never leave the other share spinning at the barrier
         raise
-
-
-def _pthreads_build(lib) -> bool:
-    """Whether this OpenBLAS runs its pool on its own pthreads (openblas_get_parallel() == 1).
-    An OpenMP build runs gotoblas_pthread's shares as an OpenMP loop, which may put both on
-    one thread: the first would wait at the barrier for the second forever."""
-    import ctypes
-    for name in ("scipy_openblas_get_parallel64_", "scipy_openblas_get_parallel", "openblas_get_parallel64_",
-                 "openblas_get_parallel"):
-        fn = getattr(lib, name, None)
-        if fn is not None:
-            fn.restype = ctypes.c_int
-            fn.argtypes = []
-            return fn() == 1
-    return False
 
 
 class _BlasPool:
