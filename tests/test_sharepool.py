@@ -129,3 +129,47 @@ def test_softmax_rows_split_over_shares_match_numpy(shares, monkeypatch):
     back = softmax_backward_rows(np, g, want, 0.5)
     np.testing.assert_allclose(back, 0.5 * want * (g - (g * want).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)
     assert shares == [3, 3]
+
+
+@pytest.fixture(params=["blas-pool", "sharepool"])
+def pair_partner(request, monkeypatch):
+    """`run_pair`'s two partners for share 1: OpenBLAS's worker (where this numpy's BLAS has
+    a pool of two or more) and a thread of tracejit's pool."""
+    from tracejit.ops import loop_split
+    use_pool = request.param == "blas-pool"
+    if use_pool and loop_split._pool.find() is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")
+    monkeypatch.setattr(loop_split, "_use_blas_pool", use_pool)
+    return request.param
+
+
+def test_run_pair_runs_both_shares_on_two_threads_with_the_tail(pair_partner):
+    seen = {}
+    lock = threading.Lock()
+
+    def share(a, b, t, nt, c):
+        with lock:
+            seen[t] = (a, b, nt, c, threading.get_ident())
+    assert sharepool.try_launch()
+    try:
+        sharepool.run_pair(share, (1, 2), ("tail",))
+    finally:
+        sharepool.end_launch()
+    assert sorted(seen) == [0, 1]
+    assert all(v[:4] == (1, 2, 2, "tail") for v in seen.values())
+    assert seen[0][4] == threading.get_ident() and seen[1][4] != seen[0][4]
+
+
+def test_run_pair_raises_a_failing_share_in_the_caller(pair_partner):
+    def share(t, nt):
+        if t == 1:
+            raise ValueError("share 1 failed")
+    assert sharepool.try_launch()
+    try:
+        with pytest.raises(ValueError, match="share 1 failed"):
+            sharepool.run_pair(share, ())
+        ran = []
+        sharepool.run_pair(lambda t, nt: ran.append(t), ())     # the partner still works
+        assert sorted(ran) == [0, 1]
+    finally:
+        sharepool.end_launch()

@@ -26,7 +26,7 @@ from typing import Callable, Optional
 from . import coreshare
 from .threads import blas_threads_set, usable_cpus
 
-__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "split", "SPLIT_MIN_WORK",
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "split", "SPLIT_MIN_WORK",
            "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
@@ -124,6 +124,23 @@ def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
         th.error = None
     if error is not None:
         raise error
+
+
+def run_pair(fn: Callable, args: tuple, tail: tuple = ()) -> None:
+    """fn(*args, t, 2, *tail) for t = 0, 1 at once, share 1 on OpenBLAS's own pool worker
+    where numpy's BLAS has one (ops/loop_split.py's `_BlasPool`, the recurrent loops'
+    partner), else on this pool's thread (`run_shares`). Why: after each threaded product
+    that worker busy-waits on the other core, so a thread of ours woken right after a GEMM
+    gets half of that core (the second share of fused Adam, which follows the backward's
+    last GEMM, ran as late as the first share's whole run). Only for shares that call no
+    BLAS (nogil kernels). The caller holds the launch (`try_launch`)."""
+    from .ops import loop_split
+    blas = loop_split._pool.find() if loop_split._use_blas_pool else None
+    if blas is None:
+        run_shares(fn, args, tail, 2)
+        return
+    # the worker's convention is kernel(*args, q, 2, sync): the barrier state goes unused here
+    loop_split._pool.run(blas, lambda *a: fn(*a[:-1], *tail), args, loop_split.new_sync())
 
 
 # Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose
