@@ -14,12 +14,12 @@ the array path for the small ones (biases, LayerNorm's weights). The bytes canno
 parameters), so the gain is the launches and the small tensors' passes: 3.46 -> 2.94 ms
 (min; medians 4.01 -> 3.29) for those parameters on one thread.
 
-What bounds it: not memory but the divider. Each element takes a square root and two
-divisions, which must be IEEE-rounded to give the array path's bits; at ~2 cycles per
-element on one core the MLP's 1.9M parameters take ~1.2-1.4 ms on one thread whether their
-arrays are in cache or not (warm 1.37-1.40 ms, caches flushed 1.45 ms at best). So the
-second core is the one lever, and the update runs where the backward's last GEMM leaves
-it: with OpenBLAS's worker still busy-waiting on that core. Two shares go through
+What bounds it: one core's rate of moving data. The MLP's 1.9M parameters take 1.37-1.40
+ms on one thread warm (52 MB at ~38 GB/s; ~1.45 ms at best with the caches flushed), and
+the same loop with multiplications in place of the square root and two divisions takes
+1.08-1.10 against 1.19-1.23 ms (one thread, min; notes: adam16/divbound.py): the divider
+costs ~10%, the bytes the rest. So the second core is the lever, and the update runs
+where the backward's last GEMM leaves it: with OpenBLAS's worker still busy-waiting on that core. Two shares go through
 `sharepool.run_pair` (share 1 on that worker, not on a thread of ours that would get half
 the core), and shares claim chunks from a counter (`compiler/claim.py`) instead of fixed
 stripes, so a share that starts late takes less instead of holding the launch back. In the
