@@ -173,3 +173,22 @@ def test_run_pair_raises_a_failing_share_in_the_caller(pair_partner):
         assert sorted(ran) == [0, 1]
     finally:
         sharepool.end_launch()
+
+
+@pytest.mark.parametrize("nt", [1, 2, 3])
+def test_launch_runs_every_share_once_or_one_alone_when_the_pool_is_taken(nt):
+    seen = []
+    lock = threading.Lock()
+
+    def share(a, t, n):
+        with lock:
+            seen.append((a, t, n))
+    sharepool.launch(share, ("x",), nt)
+    assert sorted(seen) == [("x", t, nt) for t in range(nt)]
+    seen.clear()
+    assert sharepool.try_launch()          # another launch holds the pool: one share, here
+    try:
+        sharepool.launch(share, ("y",), nt)
+    finally:
+        sharepool.end_launch()
+    assert seen == [("y", 0, 1)]

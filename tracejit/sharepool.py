@@ -26,7 +26,7 @@ from typing import Callable, Optional
 from . import coreshare
 from .threads import blas_threads_set, usable_cpus
 
-__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "split", "SPLIT_MIN_WORK",
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch", "split", "SPLIT_MIN_WORK",
            "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
@@ -141,6 +141,23 @@ def run_pair(fn: Callable, args: tuple, tail: tuple = ()) -> None:
         return
     # the worker's convention is kernel(*args, q, 2, sync): the barrier state goes unused here
     loop_split._pool.run(blas, lambda *a: fn(*a[:-1], *tail), args, loop_split.new_sync())
+
+
+def launch(fn: Callable, args: tuple, nt: int) -> None:
+    """fn(*args, t, nt) for t in 0..nt-1 at once: two shares through `run_pair`, more
+    through `run_shares`; ``fn(*args, 0, 1)`` on this thread alone when `nt` is 1 or another
+    launch holds the pool. For nogil kernels that call no BLAS and whose shares take their
+    work from a shared counter (compiler/claim.py), so a share that ran alone does all."""
+    if nt < 2 or not try_launch():
+        fn(*args, 0, 1)
+        return
+    try:
+        if nt == 2:
+            run_pair(fn, args)
+        else:
+            run_shares(fn, args, (), nt)
+    finally:
+        end_launch()
 
 
 # Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose

@@ -89,7 +89,7 @@ def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_smal
 # (tensor, start, stop); next_chunk: the launch's counter (one int64, zeroed): each share
 # claims chunks from it until none is left; then maximize, coupled_wd, decay, wd, lerp_small,
 # w, one_minus_w, beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size; share,
-# shares (the launcher's convention, chunkpool.ChunkKernel; which chunks a share updates is
+# shares (the launch convention, sharepool.launch; which chunks a share updates is
 # decided by the counter alone)
 SIGNATURE = ("void(UniTuple({dtype}[::1], {count}), UniTuple(Array({dtype}, 1, 'C', readonly=True), {count}), "
              "UniTuple({dtype}[::1], {count}), UniTuple({dtype}[::1], {count}), UniTuple({dtype}[::1], {count}), "
@@ -130,15 +130,14 @@ def kernel(ps, gs, ms, vs, vmaxs, chunks, next_chunk, maximize, coupled_wd, deca
 CHUNK = 1 << 16
 
 _modules: dict = {}       # (dtype, count) -> the kernel's module
-_launchers: dict = {}     # (dtype, count, parallel) -> its chunkpool.ChunkKernel
+_launchers: dict = {}     # (dtype, count, parallel) -> its _Launch
 _chunk_tables: dict = {}
 
 
 def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True):
     """The kernel for `count` tensors of `dtype` (float32 or float64), compiled or loaded
-    on first use, as a launcher: ``parallel`` runs its shares on tracejit's chunk threads
-    (compiler/chunkpool.py: as many as the cores other processes leave; with two, share 1
-    on OpenBLAS's worker, `_launcher_class`), else one share.
+    on first use, as a launcher (`_Launch`): ``parallel`` runs its shares on as many cores
+    as other processes leave (with two, share 1 on OpenBLAS's worker), else one share.
     One module per dtype and count (a model's parameter count is fixed: one kernel per
     model and dtype), serial code either way: numba compiled the former ``prange`` variant
     in 2.8x the CPU time of the serial one (2.9-3.7 s against 1.05-1.3 s for 10-12
@@ -166,37 +165,24 @@ def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True):
         _modules[(dtype, count)] = module
     launcher = _launchers.get((dtype, count, parallel))
     if launcher is None or launcher.kernel is not module.kernel:
-        launcher = _launchers[(dtype, count, parallel)] = _launcher_class()(module.kernel, module.kernel, None,
-                                                                            serial=not parallel)
+        launcher = _launchers[(dtype, count, parallel)] = _Launch(module.kernel, not parallel)
     return launcher
 
 
-_launcher_type = None
+class _Launch:
+    """The kernel as a launcher: its shares on the cores other processes leave
+    (`sharepool.launch`: with two, share 1 on OpenBLAS's worker), or one share (``serial``)."""
 
+    __slots__ = ("kernel", "entry", "serial")
 
-def _launcher_class():
-    """`chunkpool.ChunkKernel` whose two-share launches go through `sharepool.run_pair`:
-    the update comes right after the backward's last GEMM, whose OpenBLAS worker still
-    busy-waits on the second core (imported on first use: numba's modules load with it)."""
-    global _launcher_type
-    if _launcher_type is None:
+    def __init__(self, kernel, serial: bool):
+        self.kernel = kernel            # the numba dispatcher
+        self.entry = kernel
+        self.serial = serial
+
+    def __call__(self, *args):
         from .. import sharepool
-        from ..compiler import chunkpool
-        from ..compiler.chunkpool import ChunkKernel
-
-        class AdamLaunch(ChunkKernel):
-            __slots__ = ()
-
-            def __call__(self, *args):
-                if not self.serial and chunkpool.pool_threads() == 2 and sharepool.try_launch():
-                    try:
-                        sharepool.run_pair(self.entry, args)
-                    finally:
-                        sharepool.end_launch()
-                    return
-                super().__call__(*args)
-        _launcher_type = AdamLaunch
-    return _launcher_type
+        sharepool.launch(self.entry, args, 1 if self.serial else sharepool.pool_threads())
 
 
 def chunk_table(sizes: tuple) -> np.ndarray:
