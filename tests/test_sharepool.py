@@ -131,19 +131,7 @@ def test_softmax_rows_split_over_shares_match_numpy(shares, monkeypatch):
     assert shares == [3, 3]
 
 
-@pytest.fixture(params=["blas-pool", "sharepool"])
-def pair_partner(request, monkeypatch):
-    """`run_pair`'s two partners for share 1: OpenBLAS's worker (where this numpy's BLAS has
-    a pool of two or more) and a thread of tracejit's pool."""
-    from tracejit.ops import loop_split
-    use_pool = request.param == "blas-pool"
-    if use_pool and loop_split._pool.find() is None:
-        pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")
-    monkeypatch.setattr(loop_split, "_use_blas_pool", use_pool)
-    return request.param
-
-
-def test_run_pair_runs_both_shares_on_two_threads_with_the_tail(pair_partner):
+def test_run_pair_runs_both_shares_on_two_threads_with_the_tail(partner):
     seen = {}
     lock = threading.Lock()
 
@@ -160,7 +148,7 @@ def test_run_pair_runs_both_shares_on_two_threads_with_the_tail(pair_partner):
     assert seen[0][4] == threading.get_ident() and seen[1][4] != seen[0][4]
 
 
-def test_run_pair_raises_a_failing_share_in_the_caller(pair_partner):
+def test_run_pair_raises_a_failing_share_in_the_caller(partner):
     def share(t, nt):
         if t == 1:
             raise ValueError("share 1 failed")
