@@ -171,12 +171,12 @@ def test_launch_runs_every_share_once_or_one_alone_when_the_pool_is_taken(nt):
     def share(a, t, n):
         with lock:
             seen.append((a, t, n))
-    sharepool.launch(share, ("x",), nt)
+    assert sharepool.launch(share, ("x",), nt) == nt
     assert sorted(seen) == [("x", t, nt) for t in range(nt)]
     seen.clear()
     assert sharepool.try_launch()          # another launch holds the pool: one share, here
     try:
-        sharepool.launch(share, ("y",), nt)
+        assert sharepool.launch(share, ("y",), nt) == 1
     finally:
         sharepool.end_launch()
     assert seen == [("y", 0, 1)]

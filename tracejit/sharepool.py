@@ -143,14 +143,15 @@ def run_pair(fn: Callable, args: tuple, tail: tuple = ()) -> None:
     loop_split._pool.run(blas, lambda *a: fn(*a[:-1], *tail), args, loop_split.new_sync())
 
 
-def launch(fn: Callable, args: tuple, nt: int) -> None:
+def launch(fn: Callable, args: tuple, nt: int) -> int:
     """fn(*args, t, nt) for t in 0..nt-1 at once: two shares through `run_pair`, more
     through `run_shares`; ``fn(*args, 0, 1)`` on this thread alone when `nt` is 1 or another
-    launch holds the pool. For nogil kernels that call no BLAS and whose shares take their
-    work from a shared counter (compiler/claim.py), so a share that ran alone does all."""
+    launch holds the pool. Returns the share count it ran. For nogil kernels that call no
+    BLAS and whose shares take their work from a shared counter (compiler/claim.py), so a
+    share that ran alone does all."""
     if nt < 2 or not try_launch():
         fn(*args, 0, 1)
-        return
+        return 1
     try:
         if nt == 2:
             run_pair(fn, args)
@@ -158,6 +159,7 @@ def launch(fn: Callable, args: tuple, nt: int) -> None:
             run_shares(fn, args, (), nt)
     finally:
         end_launch()
+    return nt
 
 
 # Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose

@@ -269,29 +269,33 @@ def _serial_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
 
 def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
     """The share form: chunks of rows claimed one at a time from the launch's counter
-    (``next_chunk``, compiler/claim.py) by each share of the launch (`RowShares`); each chunk
-    has its own row buffers and (backward) its own float64 partial sums of the weight/bias
-    gradients in ``part``, which the launch's last call (share == shares) adds in chunk
-    order. Which share runs a chunk changes nothing: the same results on any thread count."""
+    (``next_chunk``, compiler/claim.py) by each share of the launch (`RowShares`); each share
+    has its own row buffers and each chunk (backward) its own float64 partial sums of the
+    weight/bias gradients in ``part``, which the launch's last call (share == shares) adds in chunk
+    order (a share that ran alone folds at once). Which share runs a chunk changes nothing:
+    the same results on any thread count."""
     e, cs = rg.eqn, rg.col_sum
     backward = e.prim.name == "layer_norm_backward"
     rows = row_kernels.ROWS if backward else CHUNK_ROWS
     out = [f"    nchunk = max(1, min({CHUNKS}, m // {rows}))"]
     sums = 3 if cs is not None else 2
-    out += ["    while share < shares:", "        ch = claim(next_chunk)", "        if ch >= nchunk:",
-            "            return", "        lo = ch * m // nchunk", "        hi = (ch + 1) * m // nchunk"]
-    # Buffers allocated per chunk: as views of one shared array LLVM could not tell them
-    # apart from the rows written, and the backward's accumulation loops stopped
-    # vectorizing (1.03 against 0.86 ms serial, 256x1024).
+    # Buffers: this call's own (a share's), reused by its chunks; the gradients' block sums
+    # are zero again at the end of each chunk (each block is added to part and cleared).
+    # (Views of one array shared by the chunks kept LLVM from telling them apart from the
+    # rows written, and the backward's accumulation loops stopped vectorizing: 1.03 against
+    # 0.86 ms serial, 256x1024.)
     if rg.x_pro is not None:
-        out.append(f"        xb = np.empty(cols, np.{dt})")
+        out.append(f"    xb = np.empty(cols, np.{dt})")
     if rg.g_pro is not None:
-        out.append(f"        gb = np.empty(cols, np.{dt})")
+        out.append(f"    gb = np.empty(cols, np.{dt})")
     if e.prim.name == "softmax":
-        out.append(f"        acc = np.empty(16, np.{dt})")
+        out.append(f"    acc = np.empty(16, np.{dt})")
     names = ["dwb", "dbb", "dxsb"][:sums]
     if backward:
-        out += [f"        {nm} = np.zeros(cols, np.{dt})" for nm in names]
+        out += [f"    {nm} = np.zeros(cols, np.{dt})" for nm in names]
+    out += ["    while share < shares:", "        ch = claim(next_chunk)", "        if ch >= nchunk:",
+            "            break", "        lo = ch * m // nchunk", "        hi = (ch + 1) * m // nchunk"]
+    if backward:
         out.append("        part[ch] = 0.0")
     out += ["        for i in range(lo, hi):", "\n".join("    " + x if x else x for x in rowtext.split("\n"))]
     if not backward:
@@ -302,9 +306,10 @@ def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
             "                for k in range(cols):"]
     for q, nm in enumerate(names):
         out += [f"                    part[ch, {q}, k] += {nm}[k]", f"                    {nm}[k] = 0"]
-    # the fold: the launch's last call, after every share ended
+    # the fold: by a share that ran alone (shares == 1) right after its chunks, else by
+    # the launch's last call (share == shares), after every share ended
     j = idx_out[e.out]
-    out += ["    for k in range(cols):"]
+    out += ["    if share < shares and shares > 1:", "        return", "    for k in range(cols):"]
     out += [f"        acc{q} = 0.0" for q in range(sums)]
     out += ["        for ch in range(nchunk):"] + [f"            acc{q} += part[ch, {q}, k]" for q in range(sums)]
     out += [f"        out{j}[m, k] = acc0", f"        out{j}[m + 1, k] = acc1"]
@@ -324,7 +329,7 @@ class RowShares:
     """A row kernel's share form as the plan calls it (the kernel's own arguments): its
     shares on the cores other processes leave (`sharepool.launch`: with two, share 1 on
     OpenBLAS's worker, which busy-waits on that core after the GEMM a row kernel follows),
-    then, for a backward, the fold call."""
+    then, for a backward run in more than one share, the fold call."""
 
     __slots__ = ("kernel", "entry", "sums")
 
@@ -337,12 +342,16 @@ class RowShares:
         from .. import sharepool
         counter = np.zeros(1, np.int64)
         if self.sums:
-            args += (np.empty((CHUNKS, self.sums, args[-2]), np.float64), counter)
+            # sized to the kernel's chunk count (`_parallel_loop`'s nchunk): the 16-chunk
+            # bound's 393 KB for 1024 columns was a fresh mmap and its page faults per call
+            m, cols = args[-3], args[-2]
+            nchunk = max(1, min(CHUNKS, m // row_kernels.ROWS))
+            args += (np.empty((nchunk, self.sums, cols), np.float64), counter)
         else:
             args += (counter,)
-        sharepool.launch(self.entry, args, sharepool.pool_threads())
-        if self.sums:
-            self.entry(*args, 1, 1)
+        shares = sharepool.launch(self.entry, args, sharepool.pool_threads())
+        if self.sums and shares > 1:
+            self.entry(*args, shares, shares)     # the fold, after every share ended
 
 
 def arguments(rg: RowGroup) -> list:
