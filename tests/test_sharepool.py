@@ -142,7 +142,7 @@ def pair(request, monkeypatch):
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
-    monkeypatch.setattr(sharepool, "SPLIT_ON_BLAS_WORKER", on_worker)
+    monkeypatch.setattr(sharepool, "PAIR_ON_BLAS_WORKER", on_worker)
     return request.param
 
 
@@ -208,3 +208,54 @@ def test_batched_products_on_two_shares_match_numpy(pair):
     b = rng.standard_normal((6, 4, 32, 64)).astype(np.float32)
     got = coreshare.matmul(a, b)
     np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b.astype(np.float64)), rtol=1e-5, atol=1e-5)
+
+
+def test_run_pair_runs_both_shares_on_two_threads(partner):
+    seen = {}
+    lock = threading.Lock()
+
+    def share(a, b, t, nt):
+        with lock:
+            seen[t] = (a, b, nt, threading.get_ident())
+    assert sharepool.try_launch()
+    try:
+        sharepool.run_pair(share, (1, 2))
+    finally:
+        sharepool.end_launch()
+    assert sorted(seen) == [0, 1]
+    assert all(v[:3] == (1, 2, 2) for v in seen.values())
+    assert seen[0][3] == threading.get_ident() and seen[1][3] != seen[0][3]
+
+
+def test_run_pair_raises_a_failing_share_in_the_caller(partner):
+    def share(t, nt):
+        if t == 1:
+            raise ValueError("share 1 failed")
+    assert sharepool.try_launch()
+    try:
+        with pytest.raises(ValueError, match="share 1 failed"):
+            sharepool.run_pair(share, ())
+        ran = []
+        sharepool.run_pair(lambda t, nt: ran.append(t), ())     # the partner still works
+        assert sorted(ran) == [0, 1]
+    finally:
+        sharepool.end_launch()
+
+
+@pytest.mark.parametrize("nt", [1, 2, 3])
+def test_launch_runs_every_share_once_or_one_alone_when_the_pool_is_taken(nt):
+    seen = []
+    lock = threading.Lock()
+
+    def share(a, t, n):
+        with lock:
+            seen.append((a, t, n))
+    assert sharepool.launch(share, ("x",), nt) == nt
+    assert sorted(seen) == [("x", t, nt) for t in range(nt)]
+    seen.clear()
+    assert sharepool.try_launch()          # another launch holds the pool: one share, here
+    try:
+        assert sharepool.launch(share, ("y",), nt) == 1
+    finally:
+        sharepool.end_launch()
+    assert seen == [("y", 0, 1)]

@@ -27,8 +27,8 @@ from typing import Callable, Optional
 from . import coreshare
 from .threads import blas_threads_set, usable_cpus
 
-__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "BlasWorker",
-           "blas_worker", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch",
+           "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
 # share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
@@ -200,16 +200,45 @@ class BlasWorker:
 blas_worker = BlasWorker()
 
 
-def run_pair(fn: Callable, args: tuple, on_blas_worker: bool = True) -> None:
+# Whether a pair's second share runs on OpenBLAS's worker (`run_pair`'s default); tests turn
+# it off to have tracejit's own thread run it.
+PAIR_ON_BLAS_WORKER = True
+
+
+def run_pair(fn: Callable, args: tuple, on_blas_worker: Optional[bool] = None) -> None:
     """fn(*args, q, 2) for q = 0, 1 at once: q = 0 on this thread, q = 1 on OpenBLAS's worker
-    (`BlasWorker`, where numpy's BLAS is a pthreads OpenBLAS with a pool and `on_blas_worker`)
-    or else on a thread of this pool. The caller holds the launch (`try_launch`); an exception
-    in either share is raised here, after both ended."""
+    (`BlasWorker`, where numpy's BLAS is a pthreads OpenBLAS with a pool and `on_blas_worker`,
+    by default `PAIR_ON_BLAS_WORKER`) or else on a thread of this pool. The caller holds the
+    launch (`try_launch`); an exception in either share is raised here, after both ended.
+    Users: `split`, `launch` (fused Adam, LayerNorm's backward rows: their second share, right
+    after the backward's last product, ran as late as the first share's whole run on a thread
+    of ours) and the recurrent loops (ops/loop_split.py)."""
+    if on_blas_worker is None:
+        on_blas_worker = PAIR_ON_BLAS_WORKER
     gotoblas_pthread = blas_worker.find() if on_blas_worker else None
     if gotoblas_pthread is not None:
         blas_worker.run(gotoblas_pthread, fn, args)
     else:
         run_shares(fn, args, (), 2)
+
+
+def launch(fn: Callable, args: tuple, nt: int) -> int:
+    """fn(*args, t, nt) for t in 0..nt-1 at once: two shares through `run_pair`, more
+    through `run_shares`; ``fn(*args, 0, 1)`` on this thread alone when `nt` is 1 or another
+    launch holds the pool. Returns the share count it ran. For nogil kernels that call no
+    BLAS and whose shares take their work from a shared counter (compiler/claim.py), so a
+    share that ran alone does all."""
+    if nt < 2 or not try_launch():
+        fn(*args, 0, 1)
+        return 1
+    try:
+        if nt == 2:
+            run_pair(fn, args)
+        else:
+            run_shares(fn, args, (), nt)
+    finally:
+        end_launch()
+    return nt
 
 
 # Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose
@@ -225,11 +254,6 @@ def _take_parts(fn: Callable, n: int, parts: int, next_part: Callable, t: int, n
         if p >= parts:
             return
         fn(n * p // parts, n * (p + 1) // parts)
-
-
-# Whether `split`'s second share of two runs on OpenBLAS's worker (`run_pair`); tests turn
-# it off to have tracejit's own thread run it.
-SPLIT_ON_BLAS_WORKER = True
 
 
 def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
@@ -251,7 +275,7 @@ def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
         args = (fn, n, parts, itertools.count().__next__)
         with blas_threads_set(1):
             if nt == 2:
-                run_pair(_take_parts, args, on_blas_worker=SPLIT_ON_BLAS_WORKER)
+                run_pair(_take_parts, args)
             else:
                 run_shares(_take_parts, args, (), nt)
     finally:

@@ -196,17 +196,45 @@ def test_dynamic_batch_reuses_the_kernel():
 
 def test_parallel_variant_above_the_parallel_threshold(monkeypatch):
     # 200 x 96 = 19200 elements >= PARALLEL_MIN, with row kernels made parallel from there
-    # (by default from codegen_rows.ROW_PARALLEL_MIN): a prange over chunks of rows, each
-    # with its own row buffers and partial sums of the weight/bias gradients (4 chunks of
-    # >= 64 rows backward, 12 of >= 16 forward: not a multiple of the row count, so chunk
-    # edges fall mid-block)
+    # (by default from codegen_rows.ROW_PARALLEL_MIN): the share form, chunks of rows claimed
+    # from a counter by the launch's shares, each with its own row buffers and partial sums
+    # of the weight/bias gradients (3 chunks of >= 64 rows backward, 12 of >= 16 forward: not
+    # a multiple of the row count, so chunk edges fall mid-block), no prange
     from tracejit.compiler import codegen_rows
     from tracejit.threads import PARALLEL_MIN
     monkeypatch.setattr(codegen_rows, "ROW_PARALLEL_MIN", 0)
     assert 200 * 96 >= PARALLEL_MIN and codegen_rows.parallel_min() == PARALLEL_MIN
     for kern in _layer_row_kernels(200, 96, seed=11):
         assert list(kern.variants) == [((), True)]
-        assert "prange(nchunk)" in kern.sources[((), True)]
+        assert isinstance(kern.variants[((), True)], codegen_rows.RowShares)
+        source = kern.sources[((), True)]
+        assert "claim(next_chunk)" in source and "prange" not in source
+
+
+@pytest.mark.parametrize("rows", [256, 200])
+def test_share_form_results_do_not_depend_on_the_share_count(monkeypatch, rows):
+    # the layer's forward and backward row kernels (share form) on 1, 2 and 3 shares: the
+    # same bits (each chunk is the same work whoever claims it; the backward's partial sums
+    # are folded in chunk order)
+    from tracejit import sharepool
+    from tracejit.compiler import codegen_rows
+    monkeypatch.setattr(codegen_rows, "ROW_PARALLEL_MIN", 0)
+    x, b, w, c = T(rows, 96, seed=31), T(96, seed=32), T(96, seed=33), T(96, seed=34)
+    g = np.random.default_rng(35).standard_normal((rows, 96)).astype(np.float32)
+    cf = tj.trace(mlp_layer)
+    got = []
+    for shares in (1, 2, 3, 1):
+        monkeypatch.setattr(sharepool, "pool_threads", lambda: shares)
+        leaves = [t.detach().clone().requires_grad_() for t in (x, b, w, c)]
+        y = cf(*leaves)
+        y.backward(tj.tensor(g))
+        got.append([y.detach().numpy()] + [t.grad.numpy() for t in leaves])
+    fwd, bwd, _ = _train(cf)
+    for plan in (fwd, bwd):
+        assert any(isinstance(v, codegen_rows.RowShares) for v in plan.fn.__globals__.values())
+    for other in got[1:]:
+        for a, e in zip(other, got[0]):
+            np.testing.assert_array_equal(a, e)
 
 
 def _layer_row_kernels(rows: int, cols: int, seed: int) -> list:
@@ -222,14 +250,15 @@ def _layer_row_kernels(rows: int, cols: int, seed: int) -> list:
     return out
 
 
-def test_row_kernels_after_a_gemm_run_serially_below_row_parallel_min():
-    # An MLP layer of 256 x 1024 (above PARALLEL_MIN, below ROW_PARALLEL_MIN): the row
-    # kernels come right after the layer's GEMMs and get only their serial twins
+def test_row_kernels_of_an_mlp_layer_backward_in_shares_forward_serial():
+    # An MLP layer of 256 x 1024 (above LN_BACKWARD_PARALLEL_MIN, below ROW_PARALLEL_MIN):
+    # the row kernels come right after the layer's GEMMs; the backward gets only its share
+    # form, the forward only its serial twin
     from tracejit.compiler import codegen_rows
-    from tracejit.threads import PARALLEL_MIN
-    assert PARALLEL_MIN <= 256 * 1024 < codegen_rows.parallel_min()
-    for kern in _layer_row_kernels(256, 1024, seed=21):
-        assert list(kern.variants) == [((), False)]
+    assert codegen_rows.parallel_min("layer_norm_backward") <= 256 * 1024 < codegen_rows.parallel_min("layer_norm")
+    fwd, bwd = _layer_row_kernels(256, 1024, seed=21)
+    assert list(fwd.variants) == [((), False)]
+    assert list(bwd.variants) == [((), True)]
 
 
 def test_epilogue_reading_a_value_computed_from_the_output_stays_a_group():

@@ -109,7 +109,7 @@ def test_parallel_variant_above_the_parallel_threshold(monkeypatch):
     (rg,), fwd = _fwd_rows(cf)
     kern = [k for k in fwd.kernels if getattr(k, "group", None) is rg][0]
     assert list(kern.variants) == [((), True)]
-    assert "prange(nchunk)" in kern.sources[((), True)]
+    assert "claim(next_chunk)" in kern.sources[((), True)]
 
 
 def test_dynamic_batch_reuses_the_kernel_and_mask_rows():

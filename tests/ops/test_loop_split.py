@@ -46,17 +46,6 @@ def _mod() -> dict:
     return _ns
 
 
-@pytest.fixture(params=["blas-pool", "sharepool"])
-def partner(request, monkeypatch):
-    """Both partners: OpenBLAS's worker (where this numpy's BLAS has a pool of two or more)
-    and a thread of tracejit's pool (tracejit/sharepool.py)."""
-    use_pool = request.param == "blas-pool"
-    if use_pool and loop_split._pool.find() is None:
-        pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")
-    monkeypatch.setattr(loop_split, "_use_blas_pool", use_pool)
-    return request.param
-
-
 def test_threads_see_each_others_writes_after_the_barrier(partner):
     ns = _mod()
     steps = 200

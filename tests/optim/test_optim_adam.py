@@ -1,6 +1,7 @@
 """Adam / AdamW: values against hand-computed formulas and (when installed) PyTorch, state, validation."""
 import math
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -256,38 +257,71 @@ def test_chunk_table_covers_every_element_once():
         assert (rows[1:, 1] == rows[:-1, 2]).all() and ((rows[:, 2] - rows[:, 1]) <= fused.CHUNK).all()
 
 
-@pytest.mark.parametrize("amsgrad", [False, True])
-def test_fused_kernel_shares_give_the_same_bits_whatever_their_count(amsgrad):
-    """The kernel runs its chunks in shares on tracejit's chunk threads: share t of nt
-    updates chunks t, t + nt, ...; 1, 2 and 3 shares (each run by hand, and the launcher
-    on whatever threads the machine gives) give the serial kernel's bits, which are the
-    array path's (test above)."""
+def _shares_case(amsgrad: bool):
+    """Three tensors of 3, 1 and 2 chunks, and `run(shares, counter_start)`: the fused kernel
+    on fresh copies, its shares (None: the launcher on whatever threads the machine gives;
+    n: n Python threads at once, one counter) claiming chunks from a counter that starts at
+    `counter_start`; returns p, m, v, vmax concatenated."""
     from tracejit.optim import fused
     rng = np.random.default_rng(7)
-    sizes = (fused.CHUNK * 2 + 5, 7, fused.CHUNK + 3)      # 3, 1 and 2 chunks
+    sizes = (fused.CHUNK * 2 + 5, 7, fused.CHUNK + 3)
     p0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
     g = [rng.standard_normal(n).astype(np.float32) for n in sizes]
     hyper = fused._hyper(np.dtype(np.float32), amsgrad, maximize=False, weight_decay=0.1,
                          decoupled=False, lr=0.01, w=0.1, beta2=0.999, bc2_sqrt=0.0447, eps=1e-8,
                          step_size=0.1)
 
-    def run(shares=None):
+    def run(shares=None, counter_start=0, alone=False):
         ps, ms = [a.copy() for a in p0], [np.full_like(a, 0.5) for a in p0]
         vs = [np.full_like(a, 0.25) for a in p0]
         vm = tuple(np.full_like(a, 0.3) for a in p0) if amsgrad else tuple(ps)
-        args = (tuple(ps), tuple(g), tuple(ms), tuple(vs), vm, fused.chunk_table(sizes)) + hyper
+        counter = np.array([counter_start], np.int64)
+        args = (tuple(ps), tuple(g), tuple(ms), tuple(vs), vm, fused.chunk_table(sizes), counter) + hyper
         launcher = fused._kernel(np.dtype(np.float32), shares is None, len(sizes))
         if shares is None:
             launcher(*args)
+        elif alone:    # share 0 of `shares`, its partners never started
+            launcher.entry(*args, 0, shares)
         else:
-            for t in range(shares):
-                launcher.entry(*args, t, shares)
-        return [np.concatenate(x) for x in (ps, ms, vs, vm)]
-    want = run(1)
+            threads = [threading.Thread(target=launcher.entry, args=args + (t, shares)) for t in range(shares)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+        return [np.concatenate(x) for x in (ps, ms, vs, vm)], p0, sizes
+    return run
+
+
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_fused_kernel_shares_give_the_same_bits_whatever_their_count(amsgrad):
+    """The kernel runs its chunks in shares on tracejit's chunk threads, each share claiming
+    chunks from one counter: 1, 2 and 3 shares at once (Python threads; the kernel releases
+    the GIL) and the launcher on whatever threads the machine gives give the serial
+    kernel's bits, which are the array path's (test above)."""
+    run = _shares_case(amsgrad)
+    want, p0, _ = run(1)
     assert not np.array_equal(want[0], np.concatenate(p0))     # it did update
-    for got in (run(2), run(3), run(None)):
+    for got in (run(2)[0], run(3)[0], run(None)[0]):
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a, b)
+
+
+def test_fused_kernel_shares_claim_their_chunks_from_the_counter():
+    """A share updates the chunks it claims, not a fixed stripe: one share of two whose
+    partner never started updates every chunk (a late partner leaves nothing undone), and a
+    counter that others advanced past chunk 2 leaves chunks 0 and 1 as they were."""
+    from tracejit.optim import fused
+    run = _shares_case(False)
+    want, p0, sizes = run(1)
+    got = run(2, alone=True)[0]
+    np.testing.assert_array_equal(got[0], want[0])
+    part, _, _ = run(1, counter_start=2)
+    start = np.concatenate(p0)
+    rows = fused.chunk_table(sizes)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    for c, (t, lo, hi) in enumerate(rows):
+        a, b = offsets[t] + lo, offsets[t] + hi
+        np.testing.assert_array_equal(part[0][a:b], start[a:b] if c < 2 else want[0][a:b])
 
 
 def test_fused_takes_the_array_path_for_a_strided_gradient(monkeypatch):

@@ -14,6 +14,18 @@ the array path for the small ones (biases, LayerNorm's weights). The bytes canno
 parameters), so the gain is the launches and the small tensors' passes: 3.46 -> 2.94 ms
 (min; medians 4.01 -> 3.29) for those parameters on one thread.
 
+What bounds it: one core's rate of moving data. The MLP's 1.9M parameters take 1.37-1.40
+ms on one thread warm (52 MB at ~38 GB/s; ~1.45 ms at best with the caches flushed), and
+the same loop with multiplications in place of the square root and two divisions takes
+1.08-1.10 against 1.19-1.23 ms (one thread, min; notes: adam16/divbound.py): the divider
+costs ~10%, the bytes the rest. So the second core is the lever, and the update runs
+where the backward's last GEMM leaves it: with OpenBLAS's worker still busy-waiting on that core. Two shares go through
+`sharepool.run_pair` (share 1 on that worker, not on a thread of ours that would get half
+the core), and shares claim chunks from a counter (`compiler/claim.py`) instead of fixed
+stripes, so a share that starts late takes less instead of holding the launch back. In the
+MLP step (two cores forced, one process alternating, load ~5): optimizer phase 0.86 / 1.10
+ms (min / median of round medians) against 1.38 / 1.62 with stripes on tracejit's thread.
+
 Same arithmetic, same results: `_adam_element` performs the numpy path's operations in
 the same order and in the parameter's dtype, with every hyperparameter converted to that
 dtype first, as numpy converts a Python float next to a float32 array. numba contracts
@@ -38,6 +50,8 @@ _SOURCE = '''\
 # tracejit's fused Adam/AdamW update for {dtype}, {count} tensors in one launch, in shares (tracejit/optim/fused.py)
 import numpy as np
 from numba import njit
+
+from tracejit.compiler.claim import claim
 
 _JIT = dict(cache=CACHE, nogil=True, error_model="numpy")
 
@@ -72,12 +86,14 @@ def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_smal
 
 
 # ps, gs (read only), ms, vs, vmaxs: tuples of {count} 1-D arrays; chunks: rows of
-# (tensor, start, stop); then maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
-# beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size; share, shares (this call
-# updates the chunks share, share + shares, ...)
+# (tensor, start, stop); next_chunk: the launch's counter (one int64, zeroed): each share
+# claims chunks from it until none is left; then maximize, coupled_wd, decay, wd, lerp_small,
+# w, one_minus_w, beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size; share,
+# shares (the launch convention, sharepool.launch; which chunks a share updates is
+# decided by the counter alone)
 SIGNATURE = ("void(UniTuple({dtype}[::1], {count}), UniTuple(Array({dtype}, 1, 'C', readonly=True), {count}), "
              "UniTuple({dtype}[::1], {count}), UniTuple({dtype}[::1], {count}), UniTuple({dtype}[::1], {count}), "
-             "Array(int64, 2, 'C', readonly=True), boolean, boolean, boolean, {dtype}, boolean, {dtype}, {dtype}, "
+             "Array(int64, 2, 'C', readonly=True), int64[::1], boolean, boolean, boolean, {dtype}, boolean, {dtype}, {dtype}, "
              "{dtype}, {dtype}, boolean, {dtype}, {dtype}, {dtype}, int64, int64)")
 
 
@@ -96,9 +112,12 @@ def _update_range(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small,
 
 
 @njit(SIGNATURE, **_JIT)
-def kernel(ps, gs, ms, vs, vmaxs, chunks, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
-           beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size, share, shares):
-    for c in range(share, chunks.shape[0], shares):
+def kernel(ps, gs, ms, vs, vmaxs, chunks, next_chunk, maximize, coupled_wd, decay, wd, lerp_small, w,
+           one_minus_w, beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size, share, shares):
+    while True:
+        c = claim(next_chunk)
+        if c >= chunks.shape[0]:
+            return
         t, lo, hi = chunks[c, 0], chunks[c, 1], chunks[c, 2]
         vlo, vhi = (lo, hi) if amsgrad else (0, 1)
         _update_range(ps[t][lo:hi], gs[t][lo:hi], ms[t][lo:hi], vs[t][lo:hi], vmaxs[t][vlo:vhi], maximize,
@@ -111,21 +130,23 @@ def kernel(ps, gs, ms, vs, vmaxs, chunks, maximize, coupled_wd, decay, wd, lerp_
 CHUNK = 1 << 16
 
 _modules: dict = {}       # (dtype, count) -> the kernel's module
-_launchers: dict = {}     # (dtype, count, parallel) -> its chunkpool.ChunkKernel
+_launchers: dict = {}     # (dtype, count, parallel) -> its _Launch
 _chunk_tables: dict = {}
 
 
 def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True):
     """The kernel for `count` tensors of `dtype` (float32 or float64), compiled or loaded
-    on first use, as a launcher: ``parallel`` runs its shares on tracejit's chunk threads
-    (compiler/chunkpool.py: as many as the cores other processes leave), else one share.
+    on first use, as a launcher (`_Launch`): ``parallel`` runs its shares on as many cores
+    as other processes leave (with two, share 1 on OpenBLAS's worker), else one share.
     One module per dtype and count (a model's parameter count is fixed: one kernel per
     model and dtype), serial code either way: numba compiled the former ``prange`` variant
     in 2.8x the CPU time of the serial one (2.9-3.7 s against 1.05-1.3 s for 10-12
     tensors), and the second core gained the update nothing measurable on 2 cores (1.75
     against 1.76 ms for the MLP benchmark's parameters, session 14; the share form runs
-    1.19-1.27 ms against the parfor form's 1.27-1.31, min, load ~6). Each chunk is updated
-    by one share, whatever the share count: the same results on any number of threads.
+    1.19-1.27 ms against the parfor form's 1.27-1.31, min, load ~6; those shares were fixed
+    stripes on a thread of ours, see the module docstring for what changed that). Each chunk
+    is updated by the one share that claims it, the same way whoever that is: the same
+    results on any number of threads.
     ``wait=False`` (background compile mode): None while a compile worker builds it."""
     module = _modules.get((dtype, count))
     if module is None:
@@ -144,10 +165,24 @@ def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True):
         _modules[(dtype, count)] = module
     launcher = _launchers.get((dtype, count, parallel))
     if launcher is None or launcher.kernel is not module.kernel:
-        from ..compiler.chunkpool import ChunkKernel
-        launcher = _launchers[(dtype, count, parallel)] = ChunkKernel(module.kernel, module.kernel, None,
-                                                                      serial=not parallel)
+        launcher = _launchers[(dtype, count, parallel)] = _Launch(module.kernel, not parallel)
     return launcher
+
+
+class _Launch:
+    """The kernel as a launcher: its shares on the cores other processes leave
+    (`sharepool.launch`: with two, share 1 on OpenBLAS's worker), or one share (``serial``)."""
+
+    __slots__ = ("kernel", "entry", "serial")
+
+    def __init__(self, kernel, serial: bool):
+        self.kernel = kernel            # the numba dispatcher
+        self.entry = kernel
+        self.serial = serial
+
+    def __call__(self, *args):
+        from .. import sharepool
+        sharepool.launch(self.entry, args, 1 if self.serial else sharepool.pool_threads())
 
 
 def chunk_table(sizes: tuple) -> np.ndarray:
@@ -193,7 +228,7 @@ def adam_update_many(ps: list, gs: list, ms: list, vs: list, vmaxs: list | None,
     kernel = _kernel(dtype, sum(sizes) >= PARALLEL_MIN, len(sizes), wait)
     if kernel is None:
         return False
-    kernel(*flat, vm, chunk_table(sizes),
+    kernel(*flat, vm, chunk_table(sizes), np.zeros(1, np.int64),
            *_hyper(dtype, amsgrad, maximize=maximize, weight_decay=weight_decay, decoupled=decoupled,
                    lr=lr, w=w, beta2=beta2, bc2_sqrt=bc2_sqrt, eps=eps, step_size=step_size))
     return True
