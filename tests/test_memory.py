@@ -120,6 +120,59 @@ def test_compiled_loss_gradients_are_placed_and_taken_without_a_copy():
     np.testing.assert_allclose(xs[0].grad.numpy(), xs[1].detach().numpy() + 2.0, rtol=1e-6)
 
 
+# ---------------------------------------------------------------- output slots
+def test_output_slot_reuses_its_buffer_only_when_no_array_holds_it():
+    n = memory.ALIGN_MIN // 4
+    ref = np.empty(n, np.float32)
+    slot = memory.OutputSlot(1, 3)
+    dt = np.dtype(np.float32)
+    a = slot.take((n,), dt, ref)
+    first = _addr(a)
+    want = (_addr(ref) + memory.PAGE * 2 // 4) % memory.PAGE   # placed as placed_empty places it
+    assert 0 <= (want - _addr(a) % memory.PAGE) % memory.PAGE < memory.LINE
+    assert memory.sole_padded_view(a)          # the slot's own reference is not a sharer
+    a[:] = 1.0
+    b = slot.take((n,), dt, ref)                # `a` is alive: another buffer
+    assert _addr(b) != first and not np.shares_memory(a, b)
+    assert (a == 1.0).all()
+    assert memory.sole_padded_view(a) and memory.sole_padded_view(b)
+    second = _addr(b)
+    del a                                        # the slot now keeps b's buffer, not a's
+    view = b[::2]
+    c = slot.take((n,), dt, ref)                 # a view holds b's buffer: not reused
+    assert _addr(c) != second
+    del view, b
+    d = slot.take((n,), dt, ref)                 # c alive; b's buffer is no longer kept
+    assert not np.shares_memory(c, d)
+    del d
+    e = slot.take((n,), dt, ref)                 # d was the kept one and is free again
+    f_shape = slot.take((n // 2, 2), dt, ref)     # another shape: a buffer of its own
+    assert not np.shares_memory(e, f_shape) and f_shape.shape == (n // 2, 2)
+    small = memory.OutputSlot().take((3, 4), np.dtype(np.float64), ref)
+    assert small.base is None and small.shape == (3, 4)
+
+
+def test_output_slot_reuse_in_a_compiled_call():
+    n = memory.ALIGN_MIN // 4
+    x = tj.tensor(np.arange(n, dtype=np.float32))
+
+    @tj.script
+    def f(x):
+        return x * 2.0 + 1.0
+
+    out = f(x)
+    kept = _addr(out.numpy())
+    out2 = f(x)                                 # out alive: a new buffer, out unchanged
+    assert _addr(out2.numpy()) != kept
+    np.testing.assert_array_equal(out.numpy(), out2.numpy())
+    del out
+    k2 = _addr(out2.numpy())
+    del out2
+    out3 = f(x)                                 # dropped: its buffer is written again
+    assert _addr(out3.numpy()) == k2
+    np.testing.assert_array_equal(out3.numpy()[:4], [1.0, 3.0, 5.0, 7.0])
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("n", [1, 1000, 300_001])
 def test_line_empty_starts_on_a_cache_line_at_any_size(dtype, n):

@@ -23,7 +23,8 @@ import numpy as np
 
 from .envflags import ProcessTuning
 
-__all__ = ["tune_allocator", "allocator_tuned", "placed_empty", "line_empty", "sole_padded_view", "ALIGN_MIN"]
+__all__ = ["tune_allocator", "allocator_tuned", "placed_empty", "line_empty", "sole_padded_view", "ALIGN_MIN",
+           "OutputSlot"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -93,14 +94,81 @@ def placed_empty(shape: tuple, dtype, ref=None, slot: int = 0, slots: int = 1):
     if nbytes < ALIGN_MIN:
         return np.empty(shape, dtype)
     raw = np.empty(nbytes + PAGE, np.uint8)
+    start = _placed_start(raw, dtype, ref, slot, slots)
+    if start is None:
+        return np.empty(shape, dtype)
+    return np.ndarray(shape, dtype, raw, start)
+
+
+def _placed_start(raw, dtype, ref, slot: int, slots: int):
+    """The byte offset in `raw` (one page longer than the array) where `placed_empty`'s
+    output `slot` of `slots` starts for operand `ref`; None where no offset fits."""
     # (addresses through .ctypes: half the cost of __array_interface__, 1.2 against 2.5 us)
     ref_off = ref.ctypes.data if isinstance(ref, np.ndarray) else 0
     step = PAGE * (slot + 1) // (slots + 1)
     target = (ref_off + step) % PAGE // LINE * LINE
     start = (target - raw.ctypes.data) % PAGE
     if start % dtype.itemsize:       # (a heap block is at least 16-byte aligned: never)
-        return np.empty(shape, dtype)
-    return np.ndarray(shape, dtype, raw, start)
+        return None
+    return start
+
+
+# Ids of the byte buffers `OutputSlot`s keep between calls: the slot's reference is not
+# one that shares the memory (it is handed out again only once no array holds it), so
+# `sole_padded_view` does not count it.
+_KEPT: set = set()
+
+
+class OutputSlot:
+    """One large output of one kernel call in a compiled plan: `placed_empty`, except that
+    the byte buffer of the slot's previous call is handed out again once no array holds
+    it any more (the caller dropped the output, or set the ``.grad`` that took it to
+    None), instead of a new one from the allocator.
+
+    Why: right after a kernel has streamed tens of MiB through the caches, the Python
+    around it runs cold, and a new 16 MiB buffer (malloc's bins, numpy's ``.ctypes``,
+    the view) cost 30-40 us there, against ~3 us for a check of the kept buffer's
+    reference count and a view of it (GELU over 4M float32; session 16, notes gelu16).
+    Whether the buffer is free is read from its reference count: every array over that
+    memory (the output, its views, a ``.grad`` that took it) holds the buffer, and so
+    does a local in a thread that has just read it (two threads at once: neither reuses).
+    The slot keeps up to one buffer (of its last call) alive between calls."""
+
+    __slots__ = ("slot", "slots", "raw", "key", "start", "ref_id")
+
+    def __init__(self, slot: int = 0, slots: int = 1):
+        self.slot = slot
+        self.slots = slots
+        self.raw = None
+        self.key = None       # (shape, dtype) of the kept buffer's array
+        self.start = 0
+        self.ref_id = 0       # id of the operand its placement was computed for
+
+    def take(self, shape: tuple, dtype, ref=None):
+        """An uninitialized array as ``placed_empty(shape, dtype, ref, slot, slots)``."""
+        raw = self.raw
+        if raw is not None and sys.getrefcount(raw) == 3 and self.key == (shape, dtype):
+            # (3: the slot, this local and getrefcount's argument: no array holds it)
+            if id(ref) != self.ref_id:
+                start = _placed_start(raw, dtype, ref, self.slot, self.slots)
+                if start is None:
+                    return np.empty(shape, dtype)
+                self.start, self.ref_id = start, id(ref)
+            return np.ndarray(shape, dtype, raw, self.start)
+        out = placed_empty(shape, dtype, ref, self.slot, self.slots)
+        base = out.base
+        if base is not None:          # placed (large): keep its buffer for the next call
+            if raw is not None:
+                _KEPT.discard(id(raw))
+            _KEPT.add(id(base))
+            self.raw, self.key = base, (shape, dtype)
+            self.start = out.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+            self.ref_id = id(ref)
+        return out
+
+    def __del__(self):
+        if self.raw is not None:
+            _KEPT.discard(id(self.raw))
 
 
 def line_empty(shape: tuple, dtype) -> np.ndarray:
@@ -121,8 +189,8 @@ def sole_padded_view(arr, extra_refs: int = 0) -> bool:
     """Whether `arr` is a `placed_empty` or `line_empty` array whose byte buffer nothing else holds: its
     memory is then as much its own as an array's without a base (`arr.base`, this
     function's local and getrefcount's argument are the buffer's references; plus
-    `extra_refs`)."""
+    `extra_refs`, and an `OutputSlot`'s when one keeps the buffer for reuse)."""
     base = arr.base
     return (type(base) is np.ndarray and base.base is None and base.dtype == np.uint8
             and base.ndim == 1 and 0 <= base.nbytes - arr.nbytes <= PAGE
-            and sys.getrefcount(base) <= 3 + extra_refs)
+            and sys.getrefcount(base) <= 3 + extra_refs + (id(base) in _KEPT))
