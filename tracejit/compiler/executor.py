@@ -187,7 +187,10 @@ class CompiledProgram(Executor):
         The answer depends only on the branches taken and on which outputs got a gradient,
         so it is kept per such pattern: every backward of a training step asks the same
         question (a walk over the graph's equations: ~17 us for a two-layer step's graph)."""
-        key = (tuple(taken), None if grads is None else tuple(x is None for x in grads))
+        # (a loss's one gradient without a generator: each new frame costs microseconds
+        # on the caches a large kernel has just swept)
+        key = (tuple(taken), None if grads is None else (grads[0] is None,) if len(grads) == 1
+               else tuple([x is None for x in grads]))
         live = self._reached.get(key)
         if live is None:
             if len(self._reached) > 64:
