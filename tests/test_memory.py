@@ -106,7 +106,8 @@ def test_compiled_loss_gradients_are_placed_and_taken_without_a_copy():
     def loss(x, y):
         return (x * y + x).sum()
 
-    for _ in range(2):
+    addrs = []
+    for _ in range(3):
         for t in xs:
             t.grad = None
         loss(*xs).backward()
@@ -114,42 +115,50 @@ def test_compiled_loss_gradients_are_placed_and_taken_without_a_copy():
             g = t.grad.numpy()
             assert _addr(g) % memory.LINE == 0          # the kernel's placed output itself
             assert memory.sole_padded_view(g)           # taken, not copied into a fresh array
+        addrs.append([_addr(t.grad.numpy()) for t in xs])
+        g = None                    # (holding a gradient's array keeps its slot from reusing it)
         np.testing.assert_allclose(xs[0].grad.numpy(), xs[1].detach().numpy() + 1.0, rtol=1e-6)
         np.testing.assert_allclose(xs[1].grad.numpy(), xs[0].detach().numpy(), rtol=1e-6)
+    assert addrs[1] == addrs[2]     # .grad set to None: the plan's output slots write them again
     xs[0].grad.add_(1.0)                                 # in place, still its own memory
     np.testing.assert_allclose(xs[0].grad.numpy(), xs[1].detach().numpy() + 2.0, rtol=1e-6)
 
 
 # ---------------------------------------------------------------- output slots
-def test_output_slot_reuses_its_buffer_only_when_no_array_holds_it():
+def test_output_slot_reuses_its_array_only_when_nothing_holds_it_or_its_memory():
     n = memory.ALIGN_MIN // 4
     ref = np.empty(n, np.float32)
     slot = memory.OutputSlot(1, 3)
     dt = np.dtype(np.float32)
     a = slot.take((n,), dt, ref)
-    first = _addr(a)
     want = (_addr(ref) + memory.PAGE * 2 // 4) % memory.PAGE   # placed as placed_empty places it
     assert 0 <= (want - _addr(a) % memory.PAGE) % memory.PAGE < memory.LINE
-    assert memory.sole_padded_view(a)          # the slot's own reference is not a sharer
+    assert memory.sole_padded_view(a) and memory.kept_refs(a) == 1
     a[:] = 1.0
     b = slot.take((n,), dt, ref)                # `a` is alive: another buffer
-    assert _addr(b) != first and not np.shares_memory(a, b)
-    assert (a == 1.0).all()
+    assert not np.shares_memory(a, b) and (a == 1.0).all()
+    assert memory.kept_refs(a) == 0 and memory.kept_refs(b) == 1   # the slot keeps the last one
     assert memory.sole_padded_view(a) and memory.sole_padded_view(b)
-    second = _addr(b)
-    del a                                        # the slot now keeps b's buffer, not a's
-    view = b[::2]
-    c = slot.take((n,), dt, ref)                 # a view holds b's buffer: not reused
-    assert _addr(c) != second
-    del view, b
-    d = slot.take((n,), dt, ref)                 # c alive; b's buffer is no longer kept
-    assert not np.shares_memory(c, d)
-    del d
-    e = slot.take((n,), dt, ref)                 # d was the kept one and is free again
-    f_shape = slot.take((n // 2, 2), dt, ref)     # another shape: a buffer of its own
+    del a
+    view = b[::2]                                # only a view of b is left: b's memory is held
+    del b
+    c = slot.take((n,), dt, ref)
+    assert not np.shares_memory(view, c)
+    del view
+    c_addr = _addr(c)
+    del c
+    assert _addr(slot.take((n,), dt, ref)) == c_addr     # nothing holds it: the same array
+    d = slot.take((n,), dt, ref)
+    assert _addr(d) == c_addr
+    assert not np.shares_memory(slot.take((n,), dt, ref), d)     # d alive: not handed out twice
+    other = np.empty(n + 4096, np.float32)[3:n + 3]        # another operand: placed for it
+    e = slot.take((n,), dt, other)
+    want = (_addr(other) + memory.PAGE * 2 // 4) % memory.PAGE
+    assert 0 <= (want - _addr(e) % memory.PAGE) % memory.PAGE < memory.LINE
+    f_shape = slot.take((n // 2, 2), dt, ref)     # another shape: an array of its own
     assert not np.shares_memory(e, f_shape) and f_shape.shape == (n // 2, 2)
     small = memory.OutputSlot().take((3, 4), np.dtype(np.float64), ref)
-    assert small.base is None and small.shape == (3, 4)
+    assert small.base is None and small.shape == (3, 4) and memory.kept_refs(small) == 0
 
 
 def test_output_slot_reuse_in_a_compiled_call():

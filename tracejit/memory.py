@@ -24,7 +24,7 @@ import numpy as np
 from .envflags import ProcessTuning
 
 __all__ = ["tune_allocator", "allocator_tuned", "placed_empty", "line_empty", "sole_padded_view", "ALIGN_MIN",
-           "OutputSlot"]
+           "OutputSlot", "kept_refs"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -114,62 +114,70 @@ def _placed_start(raw, dtype, ref, slot: int, slots: int):
     return start
 
 
-# Ids of the byte buffers `OutputSlot`s keep between calls: the slot's reference is not
-# one that shares the memory (it is handed out again only once no array holds it), so
-# `sole_padded_view` does not count it.
+# Ids of the arrays `OutputSlot`s keep between calls: the slot's reference to such an
+# array is not one that shares its memory (the slot hands it out again only once nothing
+# else holds it), so the checks that let autograd take or add into a gradient's memory
+# (`kept_refs`) do not count it.
 _KEPT: set = set()
+
+
+def kept_refs(arr) -> int:
+    """1 when an `OutputSlot` keeps `arr` for reuse (a reference of no consequence), else 0."""
+    return id(arr) in _KEPT
 
 
 class OutputSlot:
     """One large output of one kernel call in a compiled plan: `placed_empty`, except that
-    the byte buffer of the slot's previous call is handed out again once no array holds
-    it any more (the caller dropped the output, or set the ``.grad`` that took it to
+    the array of the slot's previous call is handed out again once nothing else holds it
+    or its memory (the caller dropped the output, or set the ``.grad`` that took it to
     None), instead of a new one from the allocator.
 
     Why: right after a kernel has streamed tens of MiB through the caches, the Python
-    around it runs cold, and a new 16 MiB buffer (malloc's bins, numpy's ``.ctypes``,
-    the view) cost 30-40 us there, against ~3 us for a check of the kept buffer's
-    reference count and a view of it (GELU over 4M float32; session 16, notes gelu16).
-    Whether the buffer is free is read from its reference count: every array over that
-    memory (the output, its views, a ``.grad`` that took it) holds the buffer, and so
-    does a local in a thread that has just read it (two threads at once: neither reuses).
-    The slot keeps up to one buffer (of its last call) alive between calls."""
+    around it runs cold, and a new 16 MiB placed buffer (malloc's bins, numpy's
+    ``.ctypes``, the view) cost 30-40 us there, against ~6 us for checking the kept
+    array's reference counts (GELU over 4M float32; session 16, notes gelu16).
+    Whether it is free is read from those counts: a tensor or any other holder of the
+    array holds it, every view of it holds its byte buffer, and so does a local in a
+    thread that has just read it (two threads at once: neither reuses). The slot keeps up
+    to one array (of its last call) alive between calls."""
 
-    __slots__ = ("slot", "slots", "raw", "key", "start", "ref_id")
+    __slots__ = ("slot", "slots", "out", "key", "ref_id")
 
     def __init__(self, slot: int = 0, slots: int = 1):
         self.slot = slot
         self.slots = slots
-        self.raw = None
-        self.key = None       # (shape, dtype) of the kept buffer's array
-        self.start = 0
+        self.out = None
+        self.key = None       # (shape, dtype) of the kept array
         self.ref_id = 0       # id of the operand its placement was computed for
 
     def take(self, shape: tuple, dtype, ref=None):
         """An uninitialized array as ``placed_empty(shape, dtype, ref, slot, slots)``."""
-        raw = self.raw
-        if raw is not None and sys.getrefcount(raw) == 3 and self.key == (shape, dtype):
-            # (3: the slot, this local and getrefcount's argument: no array holds it)
-            if id(ref) != self.ref_id:
+        out = self.out
+        # (3: the slot, this local and getrefcount's argument; the buffer's: out.base too)
+        if out is not None and sys.getrefcount(out) == 3 and self.key == (shape, dtype):
+            raw = out.base
+            if sys.getrefcount(raw) == 3:
+                if id(ref) == self.ref_id:
+                    return out
                 start = _placed_start(raw, dtype, ref, self.slot, self.slots)
-                if start is None:
-                    return np.empty(shape, dtype)
-                self.start, self.ref_id = start, id(ref)
-            return np.ndarray(shape, dtype, raw, self.start)
-        out = placed_empty(shape, dtype, ref, self.slot, self.slots)
-        base = out.base
-        if base is not None:          # placed (large): keep its buffer for the next call
-            if raw is not None:
-                _KEPT.discard(id(raw))
-            _KEPT.add(id(base))
-            self.raw, self.key = base, (shape, dtype)
-            self.start = out.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-            self.ref_id = id(ref)
-        return out
+                if start is not None:       # placed for this operand, in the same buffer
+                    return self._keep(np.ndarray(shape, dtype, raw, start), shape, dtype, ref)
+            raw = None
+        new = placed_empty(shape, dtype, ref, self.slot, self.slots)
+        if new.base is None:        # small: not placed, not kept
+            return new
+        return self._keep(new, shape, dtype, ref)
+
+    def _keep(self, new, shape, dtype, ref):
+        if self.out is not None:
+            _KEPT.discard(id(self.out))
+        _KEPT.add(id(new))
+        self.out, self.key, self.ref_id = new, (shape, dtype), id(ref)
+        return new
 
     def __del__(self):
-        if self.raw is not None:
-            _KEPT.discard(id(self.raw))
+        if self.out is not None:
+            _KEPT.discard(id(self.out))
 
 
 def line_empty(shape: tuple, dtype) -> np.ndarray:
@@ -190,10 +198,10 @@ def sole_padded_view(arr, extra_refs: int = 0) -> bool:
     """Whether `arr` is a `placed_empty` or `line_empty` array whose byte buffer nothing else holds: its
     memory is then as much its own as an array's without a base (`arr.base`, this
     function's local and getrefcount's argument are the buffer's references; plus
-    `extra_refs`, and an `OutputSlot`'s when one keeps the buffer for reuse)."""
+    `extra_refs`)."""
     base = arr.base
     # (``dtype is``: ``== np.uint8`` converts the type first, ~6 us on caches a kernel has
     # just swept; numpy's built-in dtypes are singletons)
     return (type(base) is np.ndarray and base.dtype is _U8 and base.base is None
             and base.ndim == 1 and 0 <= base.nbytes - arr.nbytes <= PAGE
-            and sys.getrefcount(base) <= 3 + extra_refs + (id(base) in _KEPT))
+            and sys.getrefcount(base) <= 3 + extra_refs)

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from ..memory import sole_padded_view
+from ..memory import kept_refs, sole_padded_view
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import sum_to
 from ..ops.vectorized import add_into as _add_into
@@ -52,7 +52,7 @@ def _owned_by_engine(old, g) -> bool:
     """
     a = old._data
     return (type(a) is np.ndarray and (a.base is None or sole_padded_view(a)) and a.flags.writeable
-            and sys.getrefcount(old) <= 4 and sys.getrefcount(a) <= 3
+            and sys.getrefcount(old) <= 4 and sys.getrefcount(a) <= 3 + kept_refs(a)
             and old.dtype is g.dtype and type(g._data) is np.ndarray and a.shape == g._data.shape)
 
 
