@@ -348,7 +348,7 @@ class CompiledProgram(Executor):
                 return None
         ins = self.graph.inputs
         wrap = Tensor._wrap
-        return [wrap(a, ins[i].aval.dtype) for a, i in zip(saved, diff_idx)]
+        return [wrap(a, ins[i].aval.dtype, ins[i].aval.device) for a, i in zip(saved, diff_idx)]
 
     def _diff_of(self, inputs):
         """The differentiable inputs of a call with `inputs` (as `__call__` decides them)."""
