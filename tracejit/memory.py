@@ -175,9 +175,9 @@ class OutputSlot:
         self.out, self.key, self.ref_id = new, (shape, dtype), id(ref)
         return new
 
-    def __del__(self):
+    def __del__(self, _kept=_KEPT):   # (bound here: module globals may be gone at exit)
         if self.out is not None:
-            _KEPT.discard(id(self.out))
+            _kept.discard(id(self.out))
 
 
 def line_empty(shape: tuple, dtype) -> np.ndarray:
