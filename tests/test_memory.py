@@ -161,6 +161,20 @@ def test_output_slot_reuses_its_array_only_when_nothing_holds_it_or_its_memory()
     assert small.base is None and small.shape == (3, 4) and memory.kept_refs(small) == 0
 
 
+def test_output_slots_keep_at_most_keep_max_bytes(monkeypatch):
+    n = memory.ALIGN_MIN // 4
+    monkeypatch.setattr(memory, "KEEP_MAX", memory._kept_bytes[0] + memory.ALIGN_MIN)
+    dt = np.dtype(np.float32)
+    one, two = memory.OutputSlot(), memory.OutputSlot()
+    a = one.take((n,), dt)
+    b = two.take((n,), dt)                 # no room left: b is its caller's alone
+    assert memory.kept_refs(a) == 1 and memory.kept_refs(b) == 0
+    del one                                # a slot that goes frees its room
+    assert memory.kept_refs(a) == 0
+    c = two.take((n,), dt)
+    assert memory.kept_refs(c) == 1 and not np.shares_memory(b, c)
+
+
 def test_output_slot_reuse_in_a_compiled_call():
     n = memory.ALIGN_MIN // 4
     x = tj.tensor(np.arange(n, dtype=np.float32))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 
 import numpy as np
 
@@ -114,11 +115,16 @@ def _placed_start(raw, dtype, ref, slot: int, slots: int):
     return start
 
 
-# Ids of the arrays `OutputSlot`s keep between calls: the slot's reference to such an
-# array is not one that shares its memory (the slot hands it out again only once nothing
-# else holds it), so the checks that let autograd take or add into a gradient's memory
-# (`kept_refs`) do not count it.
-_KEPT: set = set()
+# The arrays `OutputSlot`s keep between calls, id -> bytes: the slot's reference to such
+# an array is not one that shares its memory (the slot hands it out again only once
+# nothing else holds it), so the checks that let autograd take or add into a gradient's
+# memory (`kept_refs`) do not count it. At most KEEP_MAX bytes are kept in all (beyond
+# it a slot allocates per call, as before): what glibc keeps of freed heap memory anyway
+# (`TRIM_THRESHOLD`), not more.
+_KEPT: dict = {}
+_kept_bytes = [0]
+_kept_lock = threading.Lock()
+KEEP_MAX = TRIM_THRESHOLD
 
 
 def kept_refs(arr) -> int:
@@ -169,15 +175,25 @@ class OutputSlot:
         return self._keep(new, shape, dtype, ref)
 
     def _keep(self, new, shape, dtype, ref):
-        if self.out is not None:
-            _KEPT.discard(id(self.out))
-        _KEPT.add(id(new))
+        self._drop()
+        with _kept_lock:
+            if _kept_bytes[0] + new.nbytes > KEEP_MAX:
+                return new          # no room: this call's array is the caller's alone
+            _KEPT[id(new)] = new.nbytes
+            _kept_bytes[0] += new.nbytes
         self.out, self.key, self.ref_id = new, (shape, dtype), id(ref)
         return new
 
-    def __del__(self, _kept=_KEPT):   # (bound here: module globals may be gone at exit)
-        if self.out is not None:
-            _kept.discard(id(self.out))
+    def _drop(self, _kept=_KEPT, _total=_kept_bytes, _lock=_kept_lock):
+        # (bound as defaults: `__del__` may run at exit, when module globals are gone)
+        out = self.out
+        if out is not None:
+            self.out = None
+            with _lock:
+                _total[0] -= _kept.pop(id(out), 0)
+
+    def __del__(self):
+        self._drop()
 
 
 def line_empty(shape: tuple, dtype) -> np.ndarray:
