@@ -145,7 +145,8 @@ class OutputSlot:
     Whether it is free is read from those counts: a tensor or any other holder of the
     array holds it, every view of it holds its byte buffer, and so does a local in a
     thread that has just read it (two threads at once: neither reuses). The slot keeps up
-    to one array (of its last call) alive between calls."""
+    to one array (of its last call) alive between calls; all slots together at most
+    `KEEP_MAX` bytes."""
 
     __slots__ = ("slot", "slots", "out", "key", "ref_id")
 
@@ -168,7 +169,6 @@ class OutputSlot:
                 start = _placed_start(raw, dtype, ref, self.slot, self.slots)
                 if start is not None:       # placed for this operand, in the same buffer
                     return self._keep(np.ndarray(shape, dtype, raw, start), shape, dtype, ref)
-            raw = None
         new = placed_empty(shape, dtype, ref, self.slot, self.slots)
         if new.base is None:        # small: not placed, not kept
             return new
