@@ -161,6 +161,26 @@ def test_output_slot_reuses_its_array_only_when_nothing_holds_it_or_its_memory()
     assert small.base is None and small.shape == (3, 4) and memory.kept_refs(small) == 0
 
 
+def test_a_reshape_of_a_kept_output_still_owns_its_memory():
+    n = memory.ALIGN_MIN // 4
+    slot = memory.OutputSlot()
+    dt = np.dtype(np.float32)
+    a = slot.take((n,), dt)
+    w = a.reshape(2, -1)          # what a plan returns for a reshape of the kernel's output
+    del a                         # the slot keeps `a`: no sharer of w's memory
+    assert memory.sole_padded_view(w)
+    v = w[::2]
+    assert not memory.sole_padded_view(w)           # a real second view
+    del v
+    assert memory.sole_padded_view(w)
+    b = slot.take((n,), dt)                          # w holds the buffer: not handed out
+    assert not np.shares_memory(b, w)
+    del b
+    kept = slot.take((n,), dt)                       # (b dropped: the kept one again)
+    w2 = kept.reshape(4, -1)
+    assert not memory.sole_padded_view(kept)         # the kept array itself, with w2 alive
+
+
 def test_output_slots_keep_at_most_keep_max_bytes(monkeypatch):
     n = memory.ALIGN_MIN // 4
     monkeypatch.setattr(memory, "KEEP_MAX", memory._kept_bytes[0] + memory.ALIGN_MIN)

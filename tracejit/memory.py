@@ -122,6 +122,7 @@ def _placed_start(raw, dtype, ref, slot: int, slots: int):
 # it a slot allocates per call, as before): what glibc keeps of freed heap memory anyway
 # (`TRIM_THRESHOLD`), not more.
 _KEPT: dict = {}
+_KEPT_BASE: dict = {}      # id of a kept array's byte buffer -> id of the kept array
 _kept_bytes = [0]
 _kept_lock = threading.Lock()
 KEEP_MAX = TRIM_THRESHOLD
@@ -180,17 +181,19 @@ class OutputSlot:
             if _kept_bytes[0] + new.nbytes > KEEP_MAX:
                 return new          # no room: this call's array is the caller's alone
             _KEPT[id(new)] = new.nbytes
+            _KEPT_BASE[id(new.base)] = id(new)
             _kept_bytes[0] += new.nbytes
         self.out, self.key, self.ref_id = new, (shape, dtype), id(ref)
         return new
 
-    def _drop(self, _kept=_KEPT, _total=_kept_bytes, _lock=_kept_lock):
+    def _drop(self, _kept=_KEPT, _bases=_KEPT_BASE, _total=_kept_bytes, _lock=_kept_lock):
         # (bound as defaults: `__del__` may run at exit, when module globals are gone)
         out = self.out
         if out is not None:
             self.out = None
             with _lock:
                 _total[0] -= _kept.pop(id(out), 0)
+                _bases.pop(id(out.base), None)
 
     def __del__(self):
         self._drop()
@@ -214,10 +217,18 @@ def sole_padded_view(arr, extra_refs: int = 0) -> bool:
     """Whether `arr` is a `placed_empty` or `line_empty` array whose byte buffer nothing else holds: its
     memory is then as much its own as an array's without a base (`arr.base`, this
     function's local and getrefcount's argument are the buffer's references; plus
-    `extra_refs`)."""
+    `extra_refs`; and an `OutputSlot`'s kept array over the same buffer when `arr` is
+    another view of it)."""
     base = arr.base
     # (``dtype is``: ``== np.uint8`` converts the type first, ~6 us on caches a kernel has
     # just swept; numpy's built-in dtypes are singletons)
     return (type(base) is np.ndarray and base.dtype is _U8 and base.base is None
             and base.ndim == 1 and 0 <= base.nbytes - arr.nbytes <= PAGE
-            and sys.getrefcount(base) <= 3 + extra_refs)
+            and sys.getrefcount(base) <= 3 + extra_refs + _kept_other(base, arr))
+
+
+def _kept_other(base, arr) -> int:
+    """1 when an `OutputSlot` keeps an array over `base` other than `arr` (a plan returned a
+    reshape of its kept output: the kept array is no sharer of the reshape), else 0."""
+    k = _KEPT_BASE.get(id(base))
+    return k is not None and k != id(arr)
