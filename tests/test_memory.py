@@ -106,7 +106,8 @@ def test_compiled_loss_gradients_are_placed_and_taken_without_a_copy():
     def loss(x, y):
         return (x * y + x).sum()
 
-    for _ in range(2):
+    addrs = []
+    for _ in range(3):
         for t in xs:
             t.grad = None
         loss(*xs).backward()
@@ -114,10 +115,105 @@ def test_compiled_loss_gradients_are_placed_and_taken_without_a_copy():
             g = t.grad.numpy()
             assert _addr(g) % memory.LINE == 0          # the kernel's placed output itself
             assert memory.sole_padded_view(g)           # taken, not copied into a fresh array
+        addrs.append([_addr(t.grad.numpy()) for t in xs])
+        g = None                    # (holding a gradient's array keeps its slot from reusing it)
         np.testing.assert_allclose(xs[0].grad.numpy(), xs[1].detach().numpy() + 1.0, rtol=1e-6)
         np.testing.assert_allclose(xs[1].grad.numpy(), xs[0].detach().numpy(), rtol=1e-6)
+    assert addrs[1] == addrs[2]     # .grad set to None: the plan's output slots write them again
     xs[0].grad.add_(1.0)                                 # in place, still its own memory
     np.testing.assert_allclose(xs[0].grad.numpy(), xs[1].detach().numpy() + 2.0, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- output slots
+def test_output_slot_reuses_its_array_only_when_nothing_holds_it_or_its_memory():
+    n = memory.ALIGN_MIN // 4
+    ref = np.empty(n, np.float32)
+    slot = memory.OutputSlot(1, 3)
+    dt = np.dtype(np.float32)
+    a = slot.take((n,), dt, ref)
+    want = (_addr(ref) + memory.PAGE * 2 // 4) % memory.PAGE   # placed as placed_empty places it
+    assert 0 <= (want - _addr(a) % memory.PAGE) % memory.PAGE < memory.LINE
+    assert memory.sole_padded_view(a) and memory.kept_refs(a) == 1
+    a[:] = 1.0
+    b = slot.take((n,), dt, ref)                # `a` is alive: another buffer
+    assert not np.shares_memory(a, b) and (a == 1.0).all()
+    assert memory.kept_refs(a) == 0 and memory.kept_refs(b) == 1   # the slot keeps the last one
+    assert memory.sole_padded_view(a) and memory.sole_padded_view(b)
+    del a
+    view = b[::2]                                # only a view of b is left: b's memory is held
+    del b
+    c = slot.take((n,), dt, ref)
+    assert not np.shares_memory(view, c)
+    del view
+    c_addr = _addr(c)
+    del c
+    assert _addr(slot.take((n,), dt, ref)) == c_addr     # nothing holds it: the same array
+    d = slot.take((n,), dt, ref)
+    assert _addr(d) == c_addr
+    assert not np.shares_memory(slot.take((n,), dt, ref), d)     # d alive: not handed out twice
+    other = np.empty(n + 4096, np.float32)[3:n + 3]        # another operand: placed for it
+    e = slot.take((n,), dt, other)
+    want = (_addr(other) + memory.PAGE * 2 // 4) % memory.PAGE
+    assert 0 <= (want - _addr(e) % memory.PAGE) % memory.PAGE < memory.LINE
+    f_shape = slot.take((n // 2, 2), dt, ref)     # another shape: an array of its own
+    assert not np.shares_memory(e, f_shape) and f_shape.shape == (n // 2, 2)
+    small = memory.OutputSlot().take((3, 4), np.dtype(np.float64), ref)
+    assert small.base is None and small.shape == (3, 4) and memory.kept_refs(small) == 0
+
+
+def test_a_reshape_of_a_kept_output_still_owns_its_memory():
+    n = memory.ALIGN_MIN // 4
+    slot = memory.OutputSlot()
+    dt = np.dtype(np.float32)
+    a = slot.take((n,), dt)
+    w = a.reshape(2, -1)          # what a plan returns for a reshape of the kernel's output
+    del a                         # the slot keeps `a`: no sharer of w's memory
+    assert memory.sole_padded_view(w)
+    v = w[::2]
+    assert not memory.sole_padded_view(w)           # a real second view
+    del v
+    assert memory.sole_padded_view(w)
+    b = slot.take((n,), dt)                          # w holds the buffer: not handed out
+    assert not np.shares_memory(b, w)
+    del b
+    kept = slot.take((n,), dt)                       # (b dropped: the kept one again)
+    w2 = kept.reshape(4, -1)
+    assert not memory.sole_padded_view(kept)         # the kept array itself, with w2 alive
+
+
+def test_output_slots_keep_at_most_keep_max_bytes(monkeypatch):
+    n = memory.ALIGN_MIN // 4
+    monkeypatch.setattr(memory, "KEEP_MAX", memory._kept_bytes[0] + memory.ALIGN_MIN)
+    dt = np.dtype(np.float32)
+    one, two = memory.OutputSlot(), memory.OutputSlot()
+    a = one.take((n,), dt)
+    b = two.take((n,), dt)                 # no room left: b is its caller's alone
+    assert memory.kept_refs(a) == 1 and memory.kept_refs(b) == 0
+    del one                                # a slot that goes frees its room
+    assert memory.kept_refs(a) == 0
+    c = two.take((n,), dt)
+    assert memory.kept_refs(c) == 1 and not np.shares_memory(b, c)
+
+
+def test_output_slot_reuse_in_a_compiled_call():
+    n = memory.ALIGN_MIN // 4
+    x = tj.tensor(np.arange(n, dtype=np.float32))
+
+    @tj.script
+    def f(x):
+        return x * 2.0 + 1.0
+
+    out = f(x)
+    kept = _addr(out.numpy())
+    out2 = f(x)                                 # out alive: a new buffer, out unchanged
+    assert _addr(out2.numpy()) != kept
+    np.testing.assert_array_equal(out.numpy(), out2.numpy())
+    del out
+    k2 = _addr(out2.numpy())
+    del out2
+    out3 = f(x)                                 # dropped: its buffer is written again
+    assert _addr(out3.numpy()) == k2
+    np.testing.assert_array_equal(out3.numpy()[:4], [1.0, 3.0, 5.0, 7.0])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

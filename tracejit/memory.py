@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 
 import numpy as np
 
 from .envflags import ProcessTuning
 
-__all__ = ["tune_allocator", "allocator_tuned", "placed_empty", "line_empty", "sole_padded_view", "ALIGN_MIN"]
+__all__ = ["tune_allocator", "allocator_tuned", "placed_empty", "line_empty", "sole_padded_view", "ALIGN_MIN",
+           "OutputSlot", "kept_refs"]
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -77,6 +79,7 @@ def allocator_tuned() -> bool:
 ALIGN_MIN = 8 << 20       # bytes: buffers from this size on are placed
 PAGE = 4096
 LINE = 64
+_U8 = np.dtype(np.uint8)
 
 
 def placed_empty(shape: tuple, dtype, ref=None, slot: int = 0, slots: int = 1):
@@ -93,14 +96,107 @@ def placed_empty(shape: tuple, dtype, ref=None, slot: int = 0, slots: int = 1):
     if nbytes < ALIGN_MIN:
         return np.empty(shape, dtype)
     raw = np.empty(nbytes + PAGE, np.uint8)
+    start = _placed_start(raw, dtype, ref, slot, slots)
+    if start is None:
+        return np.empty(shape, dtype)
+    return np.ndarray(shape, dtype, raw, start)
+
+
+def _placed_start(raw, dtype, ref, slot: int, slots: int):
+    """The byte offset in `raw` (one page longer than the array) where `placed_empty`'s
+    output `slot` of `slots` starts for operand `ref`; None where no offset fits."""
     # (addresses through .ctypes: half the cost of __array_interface__, 1.2 against 2.5 us)
     ref_off = ref.ctypes.data if isinstance(ref, np.ndarray) else 0
     step = PAGE * (slot + 1) // (slots + 1)
     target = (ref_off + step) % PAGE // LINE * LINE
     start = (target - raw.ctypes.data) % PAGE
     if start % dtype.itemsize:       # (a heap block is at least 16-byte aligned: never)
-        return np.empty(shape, dtype)
-    return np.ndarray(shape, dtype, raw, start)
+        return None
+    return start
+
+
+# The arrays `OutputSlot`s keep between calls, id -> bytes: the slot's reference to such
+# an array is not one that shares its memory (the slot hands it out again only once
+# nothing else holds it), so the checks that let autograd take or add into a gradient's
+# memory (`kept_refs`) do not count it. At most KEEP_MAX bytes are kept in all (beyond
+# it a slot allocates per call, as before): what glibc keeps of freed heap memory anyway
+# (`TRIM_THRESHOLD`), not more.
+_KEPT: dict = {}
+_KEPT_BASE: dict = {}      # id of a kept array's byte buffer -> id of the kept array
+_kept_bytes = [0]
+_kept_lock = threading.Lock()
+KEEP_MAX = TRIM_THRESHOLD
+
+
+def kept_refs(arr) -> int:
+    """1 when an `OutputSlot` keeps `arr` for reuse (a reference of no consequence), else 0."""
+    return id(arr) in _KEPT
+
+
+class OutputSlot:
+    """One large output of one kernel call in a compiled plan: `placed_empty`, except that
+    the array of the slot's previous call is handed out again once nothing else holds it
+    or its memory (the caller dropped the output, or set the ``.grad`` that took it to
+    None), instead of a new one from the allocator.
+
+    Why: right after a kernel has streamed tens of MiB through the caches, the Python
+    around it runs cold, and a new 16 MiB placed buffer (malloc's bins, numpy's
+    ``.ctypes``, the view) cost 30-40 us there, against ~6 us for checking the kept
+    array's reference counts (GELU over 4M float32; session 16, notes gelu16).
+    Whether it is free is read from those counts: a tensor or any other holder of the
+    array holds it, every view of it holds its byte buffer, and so does a local in a
+    thread that has just read it (two threads at once: neither reuses). The slot keeps up
+    to one array (of its last call) alive between calls; all slots together at most
+    `KEEP_MAX` bytes."""
+
+    __slots__ = ("slot", "slots", "out", "key", "ref_id")
+
+    def __init__(self, slot: int = 0, slots: int = 1):
+        self.slot = slot
+        self.slots = slots
+        self.out = None
+        self.key = None       # (shape, dtype) of the kept array
+        self.ref_id = 0       # id of the operand its placement was computed for
+
+    def take(self, shape: tuple, dtype, ref=None):
+        """An uninitialized array as ``placed_empty(shape, dtype, ref, slot, slots)``."""
+        out = self.out
+        # (3: the slot, this local and getrefcount's argument; the buffer's: out.base too)
+        if out is not None and sys.getrefcount(out) == 3 and self.key == (shape, dtype):
+            raw = out.base
+            if sys.getrefcount(raw) == 3:
+                if id(ref) == self.ref_id:
+                    return out
+                start = _placed_start(raw, dtype, ref, self.slot, self.slots)
+                if start is not None:       # placed for this operand, in the same buffer
+                    return self._keep(np.ndarray(shape, dtype, raw, start), shape, dtype, ref)
+        new = placed_empty(shape, dtype, ref, self.slot, self.slots)
+        if new.base is None:        # small: not placed, not kept
+            return new
+        return self._keep(new, shape, dtype, ref)
+
+    def _keep(self, new, shape, dtype, ref):
+        self._drop()
+        with _kept_lock:
+            if _kept_bytes[0] + new.nbytes > KEEP_MAX:
+                return new          # no room: this call's array is the caller's alone
+            _KEPT[id(new)] = new.nbytes
+            _KEPT_BASE[id(new.base)] = id(new)
+            _kept_bytes[0] += new.nbytes
+        self.out, self.key, self.ref_id = new, (shape, dtype), id(ref)
+        return new
+
+    def _drop(self, _kept=_KEPT, _bases=_KEPT_BASE, _total=_kept_bytes, _lock=_kept_lock):
+        # (bound as defaults: `__del__` may run at exit, when module globals are gone)
+        out = self.out
+        if out is not None:
+            self.out = None
+            with _lock:
+                _total[0] -= _kept.pop(id(out), 0)
+                _bases.pop(id(out.base), None)
+
+    def __del__(self):
+        self._drop()
 
 
 def line_empty(shape: tuple, dtype) -> np.ndarray:
@@ -121,8 +217,18 @@ def sole_padded_view(arr, extra_refs: int = 0) -> bool:
     """Whether `arr` is a `placed_empty` or `line_empty` array whose byte buffer nothing else holds: its
     memory is then as much its own as an array's without a base (`arr.base`, this
     function's local and getrefcount's argument are the buffer's references; plus
-    `extra_refs`)."""
+    `extra_refs`; and an `OutputSlot`'s kept array over the same buffer when `arr` is
+    another view of it)."""
     base = arr.base
-    return (type(base) is np.ndarray and base.base is None and base.dtype == np.uint8
+    # (``dtype is``: ``== np.uint8`` converts the type first, ~6 us on caches a kernel has
+    # just swept; numpy's built-in dtypes are singletons)
+    return (type(base) is np.ndarray and base.dtype is _U8 and base.base is None
             and base.ndim == 1 and 0 <= base.nbytes - arr.nbytes <= PAGE
-            and sys.getrefcount(base) <= 3 + extra_refs)
+            and sys.getrefcount(base) <= 3 + extra_refs + _kept_other(base, arr))
+
+
+def _kept_other(base, arr) -> int:
+    """1 when an `OutputSlot` keeps an array over `base` other than `arr` (a plan returned a
+    reshape of its kept output: the kept array is no sharer of the reshape), else 0."""
+    k = _KEPT_BASE.get(id(base))
+    return k is not None and k != id(arr)

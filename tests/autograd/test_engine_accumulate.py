@@ -51,3 +51,36 @@ def test_create_graph_keeps_accumulations_differentiable():
     np.testing.assert_allclose(g.detach().numpy(), 8 * x.detach().numpy())
     g.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [8.0, 8.0])
+
+
+def test_a_root_over_leaves_takes_the_short_path_with_the_same_results(monkeypatch):
+    short = []
+    real = engine._backward_to_leaves
+    monkeypatch.setattr(engine, "_backward_to_leaves", lambda *a: short.append(1) or real(*a))
+    x = tj.tensor([1.0, 2.0], requires_grad=True)
+    w = tj.tensor([3.0, 5.0], requires_grad=True)
+    (x * w).backward(tj.tensor([1.0, 10.0]))          # mul's node, then two leaves
+    assert short == [1]
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 50.0])
+    np.testing.assert_array_equal(w.grad.numpy(), [1.0, 20.0])
+    (x * w).backward(tj.tensor([1.0, 1.0]))           # accumulates into .grad
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 55.0])
+    # the same leaf twice (x * x), a hook on a leaf, a broadcast input: the general walk
+    y = tj.tensor([1.0, 2.0], requires_grad=True)
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [2.0, 4.0])
+    seen = []
+    b = tj.tensor([4.0], requires_grad=True)
+    b.register_hook(lambda g: seen.append(g.numpy().copy()))
+    (x * b).sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), [3.0])
+    assert len(seen) == 1 and seen[0].tolist() == [3.0]
+    assert len(short) == 2     # (y * y).sum() reaches mul's node first: not a root over leaves
+
+
+def test_the_short_path_sums_a_broadcast_input_and_lets_the_leaf_take_its_gradient():
+    x = tj.tensor(np.ones((3, 2), np.float32), requires_grad=True)
+    b = tj.tensor(np.ones(2, np.float32), requires_grad=True)
+    (x + b).backward(tj.tensor(np.arange(6, dtype=np.float32).reshape(3, 2)))
+    np.testing.assert_array_equal(b.grad.numpy(), [6.0, 9.0])      # summed to b's shape
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(6).reshape(3, 2))

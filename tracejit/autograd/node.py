@@ -17,7 +17,7 @@ import numpy as np
 
 from ..device import CPU, array_module
 from ..errors import GraphFreedError, InplaceModifiedError
-from ..memory import sole_padded_view
+from ..memory import kept_refs, sole_padded_view
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import COPY as _COPY
 from ..ops.vectorized import add_into as _add_into, copy_of as _copy_of
@@ -431,7 +431,8 @@ def _exclusive(g) -> bool:
     gradient whose use count allows it.
     """
     arr = g._data
-    if sys.getrefcount(g) > 4 or sys.getrefcount(arr) > 3:
+    if sys.getrefcount(g) > 4 or sys.getrefcount(arr) > 3 + kept_refs(arr):
+        # (a compiled plan's `memory.OutputSlot` keeping the array is no sharer)
         return False
     if not (arr.flags.writeable and arr.flags.c_contiguous):
         return False

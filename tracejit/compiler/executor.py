@@ -18,6 +18,7 @@ from ..jit.backend import Executor, InputKeeper
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
+from ..memory import sole_padded_view
 from ..tensor import Tensor
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
@@ -99,6 +100,7 @@ class CompiledProgram(Executor):
         self._view_outs = _possible_views(graph)
         self._simple_out = not self._identity and not self._view_outs
         self._out_types = [(a.aval.dtype, a.aval.device) for a in graph.outputs]
+        self._out_avals = [a.aval for a in graph.outputs]
 
     # ---- plans ----------------------------------------------------------------------
     def infer_plan(self) -> Plan:
@@ -185,7 +187,10 @@ class CompiledProgram(Executor):
         The answer depends only on the branches taken and on which outputs got a gradient,
         so it is kept per such pattern: every backward of a training step asks the same
         question (a walk over the graph's equations: ~17 us for a two-layer step's graph)."""
-        key = (tuple(taken), None if grads is None else tuple(x is None for x in grads))
+        # (a loss's one gradient without a generator: each new frame costs microseconds
+        # on the caches a large kernel has just swept)
+        key = (tuple(taken), None if grads is None else (grads[0] is None,) if len(grads) == 1
+               else tuple([x is None for x in grads]))
         live = self._reached.get(key)
         if live is None:
             if len(self._reached) > 64:
@@ -245,8 +250,9 @@ class CompiledProgram(Executor):
         res = fwd.fn(*arrays)
         n_out = len(self.graph.outputs)
         outs, saved, taken = res[:n_out], res[n_out:n_out + n_saved], res[n_out + n_saved:]
-        node = CompiledNode(self, list(ins), saved, diff_idx, [a.aval for a in self.graph.outputs])
-        node.taken = [bool(t) for t in taken]
+        node = CompiledNode(self, list(ins), saved, diff_idx, self._out_avals)
+        # (no comprehension without a cond: after a large kernel each new frame runs cold)
+        node.taken = [bool(t) for t in taken] if taken else []
         return self._wrap(ins, outs, node)
 
     def _wrap(self, ins, arrays, node):
@@ -298,7 +304,7 @@ class CompiledProgram(Executor):
     def _scale_loss_grads(self, diff_idx, saved, g, retain_graph, inputs=()):
         """Gradients for cotangent `g` from the ones the forward computed for 1."""
         c = g._data
-        unit = bool(c == 1)
+        unit = c.item() == 1 if c.ndim == 0 else bool(c == 1)
         if unit and not retain_graph:
             fast = self._hand_over(diff_idx, saved, inputs)
             if fast is not None:
@@ -331,15 +337,18 @@ class CompiledProgram(Executor):
         walk's lists and sets cost ~6 us a call, a tenth of a small step's backward.)"""
         seen = set()
         for a in saved:
-            if a.base is not None or id(a) in seen:
+            # (a large kernel output is a view of a padded buffer only it holds:
+            # memory.placed_empty; that buffer is then its memory)
+            root = a if a.base is None else a.base if sole_padded_view(a) else None
+            if root is None or id(root) in seen:
                 return None
-            seen.add(id(a))
+            seen.add(id(root))
         for x in inputs:
             if isinstance(x, Tensor) and id(_root_array(x._data)) in seen:
                 return None
         ins = self.graph.inputs
         wrap = Tensor._wrap
-        return [wrap(a, ins[i].aval.dtype) for a, i in zip(saved, diff_idx)]
+        return [wrap(a, ins[i].aval.dtype, ins[i].aval.device) for a, i in zip(saved, diff_idx)]
 
     def _diff_of(self, inputs):
         """The differentiable inputs of a call with `inputs` (as `__call__` decides them)."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..jit.ir import Graph, Literal, Var
-from ..memory import ALIGN_MIN, placed_empty
+from ..memory import ALIGN_MIN, OutputSlot
 from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends
@@ -306,9 +306,12 @@ class Plan:
             if self.backend.name == "cpu" and (static_size is None
                                                or static_size * v.aval.dtype.np.itemsize >= ALIGN_MIN):
                 # a large output: on a cache line, apart from the first operand modulo a
-                # page (memory.placed_empty; a size known only at run time decides there)
-                consts["PLACED"] = placed_empty
-                lines.append(f"    {nm(v)} = PLACED({_shape_code(shape)}, {dt}, {ref}, {m}, {len(mats)})")
+                # page (memory.placed_empty; a size known only at run time decides there),
+                # in the buffer of this output's previous call when nothing holds it now
+                # (memory.OutputSlot)
+                slot = f"OUT{k}_{m}"
+                consts[slot] = OutputSlot(m, len(mats))
+                lines.append(f"    {nm(v)} = {slot}.take({_shape_code(shape)}, {dt}, {ref})")
             else:
                 lines.append(f"    {nm(v)} = xp.empty({_shape_code(shape) if rank else '(1,)'}, {dt})")
             call_args.append(nm(v))
