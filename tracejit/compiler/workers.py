@@ -13,7 +13,8 @@ speaks JSON lines over pipes.
 The pool is started lazily: by the first job, or ahead of it by `prestart` (a background
 compile that is about to plan kernels probably missing from the disk; `release_idle` stops
 such workers again when none was missing). It holds ``min(cores, 2)`` workers
-(``TRACEJIT_COMPILE_WORKERS`` overrides), restarts a worker that crashed or hung (a job that
+(``TRACEJIT_COMPILE_WORKERS`` overrides), of which only the first starts at once: another
+starts when jobs wait and the machine has a core to spare (`spare_core`), restarts a worker that crashed or hung (a job that
 takes longer than ``TRACEJIT_COMPILE_TIMEOUT`` seconds, default 300, kills its worker and
 fails), and kills its workers at exit. After ``os.fork`` the child gets a pool of its own
 (the parent's workers and threads are not the child's); jobs the parent had in flight are
@@ -38,6 +39,18 @@ from ..threads import usable_cpus
 __all__ = ["Job", "submit", "prestart", "release_idle", "shutdown", "pool_size", "worker_pids"]
 
 _DEFAULT_TIMEOUT_S = 300.0
+
+# A worker beyond the first starts only when jobs wait and this much of the machine's CPU
+# time was idle over the last `SPARE_WINDOW_S` seconds (in cores, our own process's use
+# counted as busy). Why: with training on, a 2-core machine leaves the compile one core,
+# and two workers starting at once there each paid their start-up (Python, tracejit,
+# numba: 0.7-1.5 s of CPU) and compiled the same numba helpers (np.empty/np.zeros
+# implementations, tanh, ...: 0.3 s in a first row kernel) on that one core. MLP step,
+# empty cache, training on (load 6-7): the workers used 5.2-7.3 s of CPU with two, 3.7-4.1
+# with one; caller waiting, everything was in after 2.1-4.5 s with two against 2.3-2.6 s
+# with one. With a core idle (the caller waits on a quiet machine) the second one pays.
+SPARE_WINDOW_S = 0.25
+SPARE_IDLE_CORES = 0.75
 
 
 class Job:
@@ -79,6 +92,19 @@ def pool_size() -> int:
     if n is not None:
         return n
     return max(1, min(usable_cpus(), 2))
+
+
+def spare_core(window: float = SPARE_WINDOW_S) -> bool:
+    """Whether the machine had a core idle over the next `window` seconds (it sleeps that
+    long); True where /proc/stat cannot tell."""
+    from ..coreshare import _busy_seconds
+    t0, b0 = time.monotonic(), _busy_seconds()
+    if b0 is None:
+        return True
+    time.sleep(window)
+    t1, b1 = time.monotonic(), _busy_seconds()
+    cpus = os.cpu_count() or 1
+    return cpus - (b1 - b0) / max(t1 - t0, 1e-3) >= SPARE_IDLE_CORES
 
 
 def _timeout() -> float:
@@ -193,7 +219,7 @@ class CompilePool:
 
     def _dispatch(self, i: int) -> None:
         while True:
-            job = self.jobs.get()[2]
+            job = (self._get_spare() if i and not self._running(i) else self.jobs.get())[2]
             if job is None or self.closed:
                 if job is not None:
                     job._finish(False, "the compile pool was shut down")
@@ -202,6 +228,23 @@ class CompilePool:
                 self._run(i, job)
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
+
+    def _running(self, i: int) -> bool:
+        w = self.workers[i]
+        return w is not None and w.proc.poll() is None
+
+    def _get_spare(self) -> tuple:
+        """The next job for a slot whose worker is not running: taken only while a core is
+        spare to start it (the running workers take the jobs meanwhile); a stop at once."""
+        while True:
+            if self.closed:
+                return (-1, 0, None)
+            if self.jobs.qsize() and spare_core():
+                try:
+                    return self.jobs.get_nowait()
+                except queue.Empty:
+                    continue
+            time.sleep(SPARE_WINDOW_S)
 
     def worker(self, i: int, use: bool = True) -> "_Worker":
         """Worker `i`, started if it is not running (under the lock: `prestart` and a
@@ -308,16 +351,14 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
 
 
 def prestart() -> None:
-    """Start the workers now, before any job: each pays its start-up (Python, tracejit,
+    """Start the first worker now, before any job: it pays its start-up (Python, tracejit,
     numba's import and first compile: 1-3 s, most of a first job's time) while the caller
-    goes on (a background compile plans its remaining kernels meanwhile). A no-op for
-    workers already running."""
-    pool = _get_pool()
-    for i in range(len(pool.workers)):
-        try:
-            pool.worker(i, use=False)
-        except (OSError, ValueError):
-            return  # the dispatcher will try again (and report) with the first job
+    goes on (a background compile plans its remaining kernels meanwhile). The others start
+    with jobs, when a core is spare (`spare_core`). A no-op when it is running."""
+    try:
+        _get_pool().worker(0, use=False)
+    except (OSError, ValueError):
+        pass  # the dispatcher will try again (and report) with the first job
 
 
 def release_idle() -> None:
