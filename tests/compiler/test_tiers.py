@@ -446,7 +446,7 @@ def test_an_idle_slot_takes_a_job_only_when_a_core_is_spare(monkeypatch):
     monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
     monkeypatch.setattr(workers, "spare_core", lambda window=0.0: False)
     got = []
-    t = threading.Thread(target=lambda: got.append(pool._get_spare()), daemon=True)
+    t = threading.Thread(target=lambda: got.append(pool._wait_spare(1)), daemon=True)
     t.start()
     t.join(0.3)
     assert t.is_alive() and not got and pool.jobs.qsize() == 1   # left in the queue
@@ -455,7 +455,19 @@ def test_an_idle_slot_takes_a_job_only_when_a_core_is_spare(monkeypatch):
     assert got == [(-1, 0, None)]
     pool.closed = False
     monkeypatch.setattr(workers, "spare_core", lambda window=0.0: True)
-    assert pool._get_spare()[2] is job and pool.jobs.qsize() == 0
+    assert pool._wait_spare(1)[2] is job and pool.jobs.qsize() == 0
+
+
+def test_prestart_starts_the_second_worker_ahead_when_a_core_is_spare(fresh_pool):
+    """With the main thread leaving a core idle (a caller waiting), `prestart` has the other
+    slots start their workers ahead of any job, as the first one's."""
+    fresh_pool.setenv("TRACEJIT_COMPILE_WORKERS", "2")
+    fresh_pool.setattr(workers, "spare_core", lambda window=0.0: True)
+    workers.prestart()
+    deadline = time.monotonic() + WAIT_S
+    while len(workers.worker_pids()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(workers.worker_pids()) == 2
 
 
 def test_background_work_waits_for_the_first_call_to_end(monkeypatch):

@@ -14,9 +14,9 @@ The pool is started lazily: by the first job, or ahead of it by `prestart` (a ba
 compile that is about to plan kernels probably missing from the disk; `release_idle` stops
 such workers again when none was missing). It holds ``min(cores, 2)`` workers
 (``TRACEJIT_COMPILE_WORKERS`` overrides), of which only the first starts at once: another
-starts when jobs wait and the machine has a core to spare (`spare_core`), restarts a worker that crashed or hung (a job that
-takes longer than ``TRACEJIT_COMPILE_TIMEOUT`` seconds, default 300, kills its worker and
-fails), and kills its workers at exit. After ``os.fork`` the child gets a pool of its own
+starts when jobs wait and this program leaves a core idle (`spare_core`). It restarts a
+worker that crashed or hung (a job that takes longer than ``TRACEJIT_COMPILE_TIMEOUT``
+seconds, default 300, kills its worker and fails), and kills its workers at exit. After ``os.fork`` the child gets a pool of its own
 (the parent's workers and threads are not the child's); jobs the parent had in flight are
 resubmitted by their owners (see `Job.lost`).
 """
@@ -40,15 +40,17 @@ __all__ = ["Job", "submit", "prestart", "release_idle", "shutdown", "pool_size",
 
 _DEFAULT_TIMEOUT_S = 300.0
 
-# A worker beyond the first starts only when jobs wait and this much of the machine's CPU
-# time was idle over the last `SPARE_WINDOW_S` seconds (in cores, our own process's use
-# counted as busy). Why: with training on, a 2-core machine leaves the compile one core,
-# and two workers starting at once there each paid their start-up (Python, tracejit,
-# numba: 0.7-1.5 s of CPU) and compiled the same numba helpers (np.empty/np.zeros
-# implementations, tanh, ...: 0.3 s in a first row kernel) on that one core. MLP step,
-# empty cache, training on (load 6-7): the workers used 5.2-7.3 s of CPU with two, 3.7-4.1
-# with one; caller waiting, everything was in after 2.1-4.5 s with two against 2.3-2.6 s
-# with one. With a core idle (the caller waits on a quiet machine) the second one pays.
+# A worker beyond the first starts only while the program's main thread leaves a core idle:
+# over `SPARE_WINDOW_S` seconds its CPU time plus a core per live worker came to at least
+# `SPARE_IDLE_CORES` less than the CPUs we may use; ahead of the jobs when `prestart` asked
+# for the workers (its start-up then overlaps the planning, as the first one's does), else
+# when jobs wait. Why: with training on, a 2-core machine leaves the compile one core, where
+# two workers starting at once each paid their start-up (Python, tracejit, numba: 0.7-1.5 s
+# of CPU) and compiled the same numba helpers (np.empty/np.zeros implementations, tanh, ...:
+# 0.3 s in a first row kernel). MLP step, empty cache, training on (alternating, load 6-10):
+# the workers used 5.3-5.8 s of CPU with two, 3.7-3.8 s with one. When the caller waits,
+# the second core is ours and a second worker pays. Our background threads (planning,
+# loads) and other processes are not counted: they pass, or share the cores with both.
 SPARE_WINDOW_S = 0.25
 SPARE_IDLE_CORES = 0.75
 
@@ -95,16 +97,19 @@ def pool_size() -> int:
 
 
 def spare_core(window: float = SPARE_WINDOW_S) -> bool:
-    """Whether the machine had a core idle over the next `window` seconds (it sleeps that
-    long); True where /proc/stat cannot tell."""
-    from ..coreshare import _busy_seconds
-    t0, b0 = time.monotonic(), _busy_seconds()
-    if b0 is None:
-        return True
+    """Whether the main thread leaves a core idle: its CPU over the next `window` seconds
+    (this sleeps that long) plus a core per live worker, against the CPUs we may use. (A
+    program whose work runs on another thread looks idle here: two workers, as before.)"""
+    try:
+        clock = time.pthread_getcpuclockid(threading.main_thread().ident)
+        read = lambda: time.clock_gettime(clock)  # noqa: E731
+        read()
+    except (AttributeError, OSError, TypeError):   # no such clock here: the whole process
+        read = time.process_time
+    c0, t0 = read(), time.monotonic()
     time.sleep(window)
-    t1, b1 = time.monotonic(), _busy_seconds()
-    cpus = os.cpu_count() or 1
-    return cpus - (b1 - b0) / max(t1 - t0, 1e-3) >= SPARE_IDLE_CORES
+    busy = (read() - c0) / max(time.monotonic() - t0, 1e-3)
+    return usable_cpus() - busy - len(worker_pids()) >= SPARE_IDLE_CORES
 
 
 def _timeout() -> float:
@@ -201,6 +206,7 @@ class CompilePool:
         self._ids = iter(range(1, 1 << 62))
         self._lock = threading.Lock()
         self.by_source: dict = {}  # (source, llvm options) -> Job, so entries share compiles
+        self.ahead = False   # `prestart` asked: the other slots start ahead of jobs when spare
         for i in range(size):
             threading.Thread(target=self._dispatch, args=(i,), daemon=True,
                              name=f"tracejit-compile-{i}").start()
@@ -219,7 +225,13 @@ class CompilePool:
 
     def _dispatch(self, i: int) -> None:
         while True:
-            job = (self._get_spare() if i and not self._running(i) else self.jobs.get())[2]
+            if i and not self._running(i):
+                item = self._wait_spare(i)
+                if item is None:   # started ahead: take jobs as the others do
+                    continue
+            else:
+                item = self.jobs.get()
+            job = item[2]
             if job is None or self.closed:
                 if job is not None:
                     job._finish(False, "the compile pool was shut down")
@@ -233,17 +245,26 @@ class CompilePool:
         w = self.workers[i]
         return w is not None and w.proc.poll() is None
 
-    def _get_spare(self) -> tuple:
-        """The next job for a slot whose worker is not running: taken only while a core is
-        spare to start it (the running workers take the jobs meanwhile); a stop at once."""
+    def _wait_spare(self, i: int) -> Optional[tuple]:
+        """For slot `i`, whose worker is not running: wait until the main thread leaves a
+        core idle and jobs wait (then take the next one) or `prestart` asked for workers
+        (then start ours ahead and return None); the running workers take the jobs
+        meanwhile. A stop at once when the pool closes."""
         while True:
             if self.closed:
                 return (-1, 0, None)
-            if self.jobs.qsize() and spare_core():
+            if (self.jobs.qsize() or self.ahead) and spare_core():
+                if self.jobs.qsize():
+                    try:
+                        return self.jobs.get_nowait()
+                    except queue.Empty:
+                        continue
+                self.ahead = False
                 try:
-                    return self.jobs.get_nowait()
-                except queue.Empty:
-                    continue
+                    self.worker(i, use=False)
+                except (OSError, ValueError):
+                    pass   # tried again (and reported) with a job
+                return None
             time.sleep(SPARE_WINDOW_S)
 
     def worker(self, i: int, use: bool = True) -> "_Worker":
@@ -263,6 +284,7 @@ class CompilePool:
         """Stop the workers that never had a job (started ahead for a compile that found
         everything on disk after all): their start-up would only take CPU from the caller."""
         with self._lock:
+            self.ahead = False
             idle = [w for w in self.workers if w is not None and not w.used]
             self.workers = [None if w in idle else w for w in self.workers]
         for w in idle:
@@ -354,9 +376,11 @@ def prestart() -> None:
     """Start the first worker now, before any job: it pays its start-up (Python, tracejit,
     numba's import and first compile: 1-3 s, most of a first job's time) while the caller
     goes on (a background compile plans its remaining kernels meanwhile). The others start
-    with jobs, when a core is spare (`spare_core`). A no-op when it is running."""
+    as soon as the main thread leaves a core idle (`spare_core`). A no-op when they run."""
+    pool = _get_pool()
+    pool.ahead = len(pool.workers) > 1
     try:
-        _get_pool().worker(0, use=False)
+        pool.worker(0, use=False)
     except (OSError, ValueError):
         pass  # the dispatcher will try again (and report) with the first job
 
