@@ -437,6 +437,25 @@ def test_a_second_worker_starts_only_while_a_core_is_spare(fresh_pool):
     assert len(workers.worker_pids()) == 1
 
 
+def test_jobs_submitted_while_a_worker_starts_go_by_rank(fresh_pool):
+    """A worker takes its first job once its start-up is done, the best one queued by then:
+    a FIRST job submitted after a LATER one (both while the worker warms up) runs first."""
+    fresh_pool.setattr(workers, "spare_core", lambda window=0.0: False)
+    workers.prestart()
+    later = workers.submit(_TINY % 21, "later", (), later=True)
+    first = workers.submit(_TINY % 22, "first", ())
+    done = []
+    for job in (later, first):
+        threading.Thread(target=lambda j=job: (j.event.wait(WAIT_S), done.append(j.name_hint)),
+                         daemon=True).start()
+    assert later.event.wait(WAIT_S) and first.event.wait(WAIT_S)
+    assert later.ok and first.ok, (later.error, first.error)
+    deadline = time.monotonic() + WAIT_S
+    while len(done) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done == ["first", "later"]
+
+
 def test_an_idle_slot_takes_a_job_only_when_a_core_is_spare(monkeypatch):
     """A slot without a running worker leaves queued jobs to the running workers while no
     core is spare, takes the next one when one is, and stops when the pool closes."""
