@@ -270,6 +270,14 @@ def _uptime() -> str:
 
 
 def run_step(step: str, probes: tuple) -> dict:
+    try:
+        return _run_step(step, probes)
+    finally:   # the probes' private caches (a few MB each, one per probe and step)
+        while _PRIVATE:
+            shutil.rmtree(_PRIVATE.pop(), ignore_errors=True)
+
+
+def _run_step(step: str, probes: tuple) -> dict:
     res = {"load_before": _uptime()}
     if "eager" in probes:
         eager_cache = _private_dir()
@@ -299,9 +307,13 @@ def run_step(step: str, probes: tuple) -> dict:
     return res
 
 
+_PRIVATE: list = []   # the private cache directories of the step being run
+
+
 def _private_dir() -> str:
     d = tempfile.mkdtemp(prefix="bench-tiers-")
     os.chmod(d, 0o700)
+    _PRIVATE.append(d)
     return d
 
 

@@ -407,12 +407,13 @@ def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     np.testing.assert_allclose(x.tanh().numpy(), want, rtol=1e-5, atol=1e-6)
 
 
-def test_prestart_starts_the_workers_once_and_they_take_jobs(fresh_pool):
-    """`workers.prestart` starts every worker before any job (each pays its start-up while
-    the parent plans); a second call starts nothing more; a job then runs on them."""
+def test_prestart_starts_the_first_worker_once_and_it_takes_jobs(fresh_pool):
+    """`workers.prestart` starts the first worker before any job (it pays its start-up while
+    the parent plans); a second call starts nothing more; a job then runs on it."""
+    fresh_pool.setattr(workers, "spare_core", lambda window=0.0: False)
     workers.prestart()
     pids = workers.worker_pids()
-    assert len(pids) == workers.pool_size()
+    assert len(pids) == 1
     workers.prestart()
     assert workers.worker_pids() == pids
     job = workers.submit("import numba\n\n@numba.njit('int64(int64)', cache=True)\n"
@@ -420,6 +421,72 @@ def test_prestart_starts_the_workers_once_and_they_take_jobs(fresh_pool):
     assert job.event.wait(WAIT_S) and job.ok, job.error
     assert job.compiled == 1
     assert set(workers.worker_pids()) == set(pids)   # no process started for the job
+
+
+_TINY = "import numba\n\n@numba.njit('int64(int64)', cache=True)\ndef k(a):\n    return a * %d + 1\n"
+
+
+def test_a_second_worker_starts_only_while_a_core_is_spare(fresh_pool):
+    """Workers beyond the first start only when jobs wait and a core is idle
+    (`workers.spare_core`): with none spare every job runs on the first worker."""
+    fresh_pool.setenv("TRACEJIT_COMPILE_WORKERS", "2")
+    fresh_pool.setattr(workers, "spare_core", lambda window=0.0: False)
+    jobs = [workers.submit(_TINY % (k + 11), f"spare{k}", ()) for k in range(4)]
+    for job in jobs:
+        assert job.event.wait(WAIT_S) and job.ok, job.error
+    assert len(workers.worker_pids()) == 1
+
+
+def test_jobs_submitted_while_a_worker_starts_go_by_rank(fresh_pool):
+    """A worker takes its first job once its start-up is done, the best one queued by then:
+    a FIRST job submitted after a LATER one (both while the worker warms up) runs first."""
+    fresh_pool.setattr(workers, "spare_core", lambda window=0.0: False)
+    workers.prestart()
+    later = workers.submit(_TINY % 21, "later", (), later=True)
+    first = workers.submit(_TINY % 22, "first", ())
+    done = []
+    for job in (later, first):
+        threading.Thread(target=lambda j=job: (j.event.wait(WAIT_S), done.append(j.name_hint)),
+                         daemon=True).start()
+    assert later.event.wait(WAIT_S) and first.event.wait(WAIT_S)
+    assert later.ok and first.ok, (later.error, first.error)
+    deadline = time.monotonic() + WAIT_S
+    while len(done) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done == ["first", "later"]
+
+
+def test_an_idle_slot_takes_a_job_only_when_a_core_is_spare(monkeypatch):
+    """A slot without a running worker leaves queued jobs to the running workers while no
+    core is spare, takes the next one when one is, and stops when the pool closes."""
+    pool = workers.CompilePool(0)   # no dispatcher threads: the test takes the jobs itself
+    job = workers.Job(1, "source", "spare", ())
+    pool.jobs.put((workers.FIRST, job.id, job))
+    monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
+    monkeypatch.setattr(workers, "spare_core", lambda window=0.0: False)
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool._wait_spare(1)), daemon=True)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and not got and pool.jobs.qsize() == 1   # left in the queue
+    pool.closed = True
+    t.join(WAIT_S)
+    assert got == [(-1, 0, None)]
+    pool.closed = False
+    monkeypatch.setattr(workers, "spare_core", lambda window=0.0: True)
+    assert pool._wait_spare(1)[2] is job and pool.jobs.qsize() == 0
+
+
+def test_prestart_starts_the_second_worker_ahead_when_a_core_is_spare(fresh_pool):
+    """With the main thread leaving a core idle (a caller waiting), `prestart` has the other
+    slots start their workers ahead of any job, as the first one's."""
+    fresh_pool.setenv("TRACEJIT_COMPILE_WORKERS", "2")
+    fresh_pool.setattr(workers, "spare_core", lambda window=0.0: True)
+    workers.prestart()
+    deadline = time.monotonic() + WAIT_S
+    while len(workers.worker_pids()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(workers.worker_pids()) == 2
 
 
 def test_background_work_waits_for_the_first_call_to_end(monkeypatch):
@@ -461,8 +528,9 @@ def test_background_work_waits_for_the_first_call_to_end(monkeypatch):
 def test_release_idle_stops_only_workers_without_a_job(fresh_pool):
     """Workers started ahead for a compile that found everything on disk are stopped
     (their start-up would only take CPU from the caller); a worker with a job is kept."""
+    fresh_pool.setattr(workers, "spare_core", lambda window=0.0: False)
     workers.prestart()
-    assert len(workers.worker_pids()) == workers.pool_size()
+    assert len(workers.worker_pids()) == 1
     workers.release_idle()
     assert workers.worker_pids() == []
     job = workers.submit("import numba\n\n@numba.njit('int64(int64)', cache=True)\n"
@@ -470,7 +538,7 @@ def test_release_idle_stops_only_workers_without_a_job(fresh_pool):
     assert job.event.wait(WAIT_S) and job.ok, job.error
     busy = workers.worker_pids()
     assert len(busy) == 1
-    workers.prestart()   # fills the other slots only
+    workers.prestart()   # starts nothing: the first slot has its worker
     workers.release_idle()
     assert workers.worker_pids() == busy
 

@@ -3,9 +3,10 @@
 The parent (`workers.CompilePool`) writes one JSON job per line on our stdin, a kernel
 module's source with its name hint and LLVM options; we compile it through the disk cache
 (`diskcache.load_module`, which writes a verified entry) and answer one JSON line on stdout:
-``{"id", "ok", "seconds", "compiled"}`` or ``{"id", "ok": false, "error"}``. The parent then
-loads the entry from disk (a few ms) instead of compiling (0.1-2 s, under numba's global
-lock, which would stall its own threads).
+``{"id", "ok", "seconds", "compiled"}`` or ``{"id", "ok": false, "error"}`` (and one
+``{"ready": true}`` line first, once our start-up is done: numba's import, a warm-up
+compile). The parent then loads the entry from disk (a few ms) instead of compiling (0.1-2
+s, under numba's global lock, which would stall its own threads).
 
 We never outlive the parent: stdin closing (the parent exited, even by SIGKILL) ends the
 loop, and a watchdog thread exits when we are re-parented (the parent died while we were
@@ -77,6 +78,10 @@ def main() -> None:
     from . import diskcache
     if fault not in ("crash", "hang"):  # (those faults hit the first job: no need to wait)
         _warm_up()
+    # Ready: the parent sends our first job now, the best one queued by then (jobs submitted
+    # during our start-up go by their rank, not by who came first).
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
     for line in sys.stdin:
         job = json.loads(line)
         if fault == "crash":

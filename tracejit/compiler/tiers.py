@@ -789,7 +789,7 @@ _module_jobs: dict = {}
 _module_warned: set = set()
 
 
-def _prepare(name_hint: str, source_of, load) -> "workers.Job":
+def _prepare(name_hint: str, source_of, load, rank: Optional[int] = None) -> "workers.Job":
     """A job done once a kernel module is loaded in this process: a thread gets its
     (source, llvm_options) from `source_of`, checks the disk, has a worker compile it if
     it is not there, then calls `load` (numba's import and the load are not a caller's
@@ -805,7 +805,7 @@ def _prepare(name_hint: str, source_of, load) -> "workers.Job":
             if not diskcache.is_cached(source, llvm_options):
                 log.info("%s: compiling in a worker; the caller runs what is loaded meanwhile",
                          name_hint)
-                wjob = workers.submit(source, name_hint, llvm_options)
+                wjob = workers.submit(source, name_hint, llvm_options, rank=rank)
                 wjob.event.wait()
                 if not wjob.ok:
                     job._finish(False, wjob.error)
@@ -824,9 +824,13 @@ def _prepare(name_hint: str, source_of, load) -> "workers.Job":
 
 
 def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "workers.Job":
-    from . import diskcache
+    # Rank EAGER: the module's array path runs meanwhile (fused Adam's numpy update), so a
+    # background compile's plan kernels, whose switch ends tier 0, go first. MLP step, one
+    # worker while training: Adam's job came 0.05 s before the row kernels and held the
+    # entry's switch back by its whole compile (~1 s of CPU).
+    from . import diskcache, workers
     return _prepare(name_hint, lambda: (source, llvm_options), lambda: diskcache.load_module(
-        source, name_hint=name_hint, llvm_options=llvm_options))
+        source, name_hint=name_hint, llvm_options=llvm_options), rank=workers.EAGER)
 
 
 def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":

@@ -13,11 +13,13 @@ speaks JSON lines over pipes.
 The pool is started lazily: by the first job, or ahead of it by `prestart` (a background
 compile that is about to plan kernels probably missing from the disk; `release_idle` stops
 such workers again when none was missing). It holds ``min(cores, 2)`` workers
-(``TRACEJIT_COMPILE_WORKERS`` overrides), restarts a worker that crashed or hung (a job that
-takes longer than ``TRACEJIT_COMPILE_TIMEOUT`` seconds, default 300, kills its worker and
-fails), and kills its workers at exit. After ``os.fork`` the child gets a pool of its own
-(the parent's workers and threads are not the child's); jobs the parent had in flight are
-resubmitted by their owners (see `Job.lost`).
+(``TRACEJIT_COMPILE_WORKERS`` overrides), of which only the first starts at once: another
+starts when this program leaves a core idle (`spare_core`). A worker takes its first job
+once its start-up is done, the best one queued by then (by rank). The pool restarts a
+worker that crashed or hung (a job that takes longer than ``TRACEJIT_COMPILE_TIMEOUT``
+seconds, default 300, kills its worker and fails), and kills its workers at exit. After
+``os.fork`` the child gets a pool of its own (the parent's workers and threads are not the
+child's); jobs the parent had in flight are resubmitted by their owners (see `Job.lost`).
 """
 from __future__ import annotations
 
@@ -38,6 +40,22 @@ from ..threads import usable_cpus
 __all__ = ["Job", "submit", "prestart", "release_idle", "shutdown", "pool_size", "worker_pids"]
 
 _DEFAULT_TIMEOUT_S = 300.0
+
+# A worker beyond the first starts only while the program leaves a core idle: over
+# `SPARE_WINDOW_S` seconds its CPU time (BLAS's threads included, tracejit's own background
+# threads not) plus a core per live worker came to at least `SPARE_IDLE_CORES` less than the
+# CPUs we may use; ahead of the jobs when `prestart` asked for the workers (its start-up then
+# overlaps the planning, as the first one's does), else when jobs wait. Why: with training
+# on, a 2-core machine leaves the compile one core, where two workers starting at once each
+# paid their start-up (Python, tracejit, numba: 0.7-1.5 s of CPU) and compiled the same numba
+# helpers (np.empty/np.zeros implementations, tanh, ...: 0.3 s in a first row kernel). MLP
+# step, empty cache, training on (alternating, load 6-10): the workers used 5.3-5.8 s of CPU
+# with two, 3.6-3.8 s with one. When the caller waits, the second core is ours and a second
+# worker pays. Not the main thread alone: a tier-0 MLP step's main thread used 0.2-0.5 of a
+# core, its BLAS threads the rest. Other processes are not counted: at equal priority they
+# share the cores with one worker as with two.
+SPARE_WINDOW_S = 0.25
+SPARE_IDLE_CORES = 0.75
 
 
 class Job:
@@ -81,6 +99,33 @@ def pool_size() -> int:
     return max(1, min(usable_cpus(), 2))
 
 
+def _thread_clocks() -> dict:
+    """CPU seconds so far of tracejit's own background threads (planning, loads, compile
+    dispatch: the threads named ``tracejit-...`` but the chunk kernels' shares, which run
+    the program's work)."""
+    out = {}
+    for t in threading.enumerate():
+        if t.name.startswith("tracejit-") and t.name != "tracejit-chunks" and t.ident:
+            try:
+                out[t.ident] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+            except (AttributeError, OSError, TypeError, ValueError):
+                continue
+    return out
+
+
+def spare_core(window: float = SPARE_WINDOW_S) -> bool:
+    """Whether the program leaves a core idle: over the next `window` seconds (this sleeps
+    that long) the process's CPU time less tracejit's own background threads' (the
+    program's threads and BLAS's count), plus a core per live worker, against the CPUs we
+    may use."""
+    p0, c0, t0 = time.process_time(), _thread_clocks(), time.monotonic()
+    time.sleep(window)
+    p1, c1, t1 = time.process_time(), _thread_clocks(), time.monotonic()
+    ours = sum(c1[k] - c0[k] for k in c0.keys() & c1.keys())
+    busy = max(0.0, (p1 - p0) - ours) / max(t1 - t0, 1e-3)
+    return usable_cpus() - busy - len(worker_pids()) >= SPARE_IDLE_CORES
+
+
 def _timeout() -> float:
     t = envflags.number("TRACEJIT_COMPILE_TIMEOUT")
     return _DEFAULT_TIMEOUT_S if t is None else t
@@ -100,6 +145,7 @@ class _Worker:
             [sys.executable, "-m", "tracejit.compiler.compile_worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
         self.replies: queue.Queue = queue.Queue()
+        self.ready = threading.Event()   # its start-up is done (or it exited)
         self.used = False  # has been given a job (a worker started ahead may never be)
         threading.Thread(target=self._read, daemon=True, name="tracejit-compile-reader").start()
 
@@ -107,11 +153,16 @@ class _Worker:
         try:
             for line in self.proc.stdout:
                 try:
-                    self.replies.put(json.loads(line))
+                    reply = json.loads(line)
                 except ValueError:
                     continue
+                if isinstance(reply, dict) and reply.get("ready"):
+                    self.ready.set()
+                else:
+                    self.replies.put(reply)
         except (OSError, ValueError):
             pass
+        self.ready.set()
         self.replies.put(None)  # EOF: the worker exited
 
     def send(self, job: Job) -> None:
@@ -175,6 +226,7 @@ class CompilePool:
         self._ids = iter(range(1, 1 << 62))
         self._lock = threading.Lock()
         self.by_source: dict = {}  # (source, llvm options) -> Job, so entries share compiles
+        self.ahead = False   # `prestart` asked: the other slots start ahead of jobs when spare
         for i in range(size):
             threading.Thread(target=self._dispatch, args=(i,), daemon=True,
                              name=f"tracejit-compile-{i}").start()
@@ -193,7 +245,14 @@ class CompilePool:
 
     def _dispatch(self, i: int) -> None:
         while True:
-            job = self.jobs.get()[2]
+            if i and not self._running(i):
+                item = self._wait_spare(i)
+                if item is None:   # started ahead: take jobs as the others do
+                    continue
+            else:
+                item = self.jobs.get()
+            item = self._best_when_ready(i, item)
+            job = item[2]
             if job is None or self.closed:
                 if job is not None:
                     job._finish(False, "the compile pool was shut down")
@@ -202,6 +261,48 @@ class CompilePool:
                 self._run(i, job)
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
+
+    def _best_when_ready(self, i: int, item: tuple) -> tuple:
+        """Hold a taken job until worker `i` has started up (1-2 s), then take the best one
+        queued by then: the jobs submitted meanwhile go by rank (a background compile's plan
+        kernels before fused Adam's, submitted a moment earlier)."""
+        if item[2] is None or self.closed:
+            return item
+        try:
+            w = self.worker(i)
+        except (OSError, ValueError):
+            return item   # `_run` reports it
+        if w.ready.is_set():
+            return item
+        w.ready.wait(_timeout())
+        self.jobs.put(item)
+        return self.jobs.get()
+
+    def _running(self, i: int) -> bool:
+        w = self.workers[i]
+        return w is not None and w.proc.poll() is None
+
+    def _wait_spare(self, i: int) -> Optional[tuple]:
+        """For slot `i`, whose worker is not running: wait until the program leaves a core
+        idle (`spare_core`) and jobs wait (then take the next one) or `prestart` asked for
+        workers (then start ours ahead and return None); the running workers take the jobs
+        meanwhile. A stop at once when the pool closes."""
+        while True:
+            if self.closed:
+                return (-1, 0, None)
+            if (self.jobs.qsize() or self.ahead) and spare_core():
+                if self.jobs.qsize():
+                    try:
+                        return self.jobs.get_nowait()
+                    except queue.Empty:
+                        continue
+                self.ahead = False
+                try:
+                    self.worker(i, use=False)
+                except (OSError, ValueError):
+                    pass   # tried again (and reported) with a job
+                return None
+            time.sleep(SPARE_WINDOW_S)
 
     def worker(self, i: int, use: bool = True) -> "_Worker":
         """Worker `i`, started if it is not running (under the lock: `prestart` and a
@@ -220,6 +321,7 @@ class CompilePool:
         """Stop the workers that never had a job (started ahead for a compile that found
         everything on disk after all): their start-up would only take CPU from the caller."""
         with self._lock:
+            self.ahead = False
             idle = [w for w in self.workers if w is not None and not w.used]
             self.workers = [None if w in idle else w for w in self.workers]
         for w in idle:
@@ -308,16 +410,16 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
 
 
 def prestart() -> None:
-    """Start the workers now, before any job: each pays its start-up (Python, tracejit,
+    """Start the first worker now, before any job: it pays its start-up (Python, tracejit,
     numba's import and first compile: 1-3 s, most of a first job's time) while the caller
-    goes on (a background compile plans its remaining kernels meanwhile). A no-op for
-    workers already running."""
+    goes on (a background compile plans its remaining kernels meanwhile). The others start
+    as soon as the program leaves a core idle (`spare_core`). A no-op when they run."""
     pool = _get_pool()
-    for i in range(len(pool.workers)):
-        try:
-            pool.worker(i, use=False)
-        except (OSError, ValueError):
-            return  # the dispatcher will try again (and report) with the first job
+    pool.ahead = len(pool.workers) > 1
+    try:
+        pool.worker(0, use=False)
+    except (OSError, ValueError):
+        pass  # the dispatcher will try again (and report) with the first job
 
 
 def release_idle() -> None:
