@@ -188,8 +188,12 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
         # (ops/loop_split.py); one call site for the step: every inlined copy of the GEMM
         # tile costs LLVM compile time
         took = False
-        half = next_half(sync, k, q, nth, True, absent)
-        while half >= 0:
+        first = True
+        while True:
+            half = next_half(sync, k, q, nth, first, absent)   # one call site: it is inlined
+            if half < 0:
+                break
+            first = False
             u0, u1 = split_units(hh, half, nth)
             if k == 0:
                 for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
@@ -200,7 +204,6 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
                                hh, u0, u1, nth)
             half_done(sync, nth)                       # its rows of h_t written
             took = took or half != q
-            half = next_half(sync, k, q, nth, False, absent)
         absent = took
 """
 
@@ -311,8 +314,12 @@ def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
     # units; r = 0 packs its panels of W^T first, r = L only multiplies
     for r in range(L + 1):
         took = False
-        half = next_half(sync, r, q, nth, True, absent)
-        while half >= 0:
+        first = True
+        while True:
+            half = next_half(sync, r, q, nth, first, absent)   # one call site: it is inlined
+            if half < 0:
+                break
+            first = False
             u0, u1 = split_units(hh, half, nth)
             if r == 0:
                 for blk in range(4):
@@ -348,7 +355,6 @@ def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
                             dbv[j] += row[j]
             half_done(sync, nth)
             took = took or half != q
-            half = next_half(sync, r, q, nth, False, absent)
         absent = took
 """
 
