@@ -22,8 +22,9 @@ def exchange(slots, seen, steps, q, nth, sync):
     # thread may run ahead past a partner that has left its half (after the step it may
     # take the partner's halves), but no half of step k + 1 begins before all of step k
     # is written, so the last step's buffer is written again only after this half.
+    st = thread_state()
     for k in range(steps):
-        half = next_half(sync, k, q, nth, True, False)
+        half = next_half(sync, k, q, nth, st)
         while half >= 0:
             if k > 0:
                 for p in range(nth):
@@ -31,16 +32,17 @@ def exchange(slots, seen, steps, q, nth, sync):
                         seen[q] += 1
             slots[k % 2, half] = k
             half_done(sync, nth)
-            half = next_half(sync, k, q, nth, False, False)
+            half = next_half(sync, k, q, nth, st)
 
 
 @njit(nogil=True)
 def wait_all(steps, q, nth, sync):
+    st = thread_state()
     for k in range(steps):
-        half = next_half(sync, k, q, nth, True, False)
+        half = next_half(sync, k, q, nth, st)
         while half >= 0:
             half_done(sync, nth)
-            half = next_half(sync, k, q, nth, False, False)
+            half = next_half(sync, k, q, nth, st)
 
 
 @njit

@@ -34,7 +34,8 @@ tracejit.coreshare's count for large products (the BLAS count it gives; 1 when o
 processes keep a core busy, or when the user set BLAS to one thread).
 
 `barrier_source()` (numba source a kernel module includes): ``next_half(sync, k, q, nth,
-first, absent)`` gives the half of step k thread q does next (-1: the step is done),
+st)`` gives the half of step k thread q does next (-1: the step is done; ``st`` from
+``thread_state()``, once per call),
 ``half_done(sync, nth)`` marks a half written (`next_half` documents the protocol; a
 nonzero ``sync[ABORT]`` ends every wait: the runner sets it when the other thread's call
 failed, so no thread spins forever); ``split_units(hh, q, nth)`` is half q's units.
@@ -77,6 +78,7 @@ _BARRIER = '''
 from numba import njit as _bnjit, types as _bt
 from numba.extending import intrinsic as _bintrinsic
 from llvmlite import ir as _bir
+import numpy as np
 
 _BABORT, _BSPINS, _BPAUSE = {abort}, {spins}, "{pause}"
 _BCLAIM, _BTAKEN, _BLATE_NS, _BCLOCK = {claim}, {taken}, {late}, {clock}
@@ -178,33 +180,53 @@ def _now_ns(typingctx):
 
 
 @_bnjit(inline='always')
-def next_half(sync, k, q, nth, first, absent):
-    # The half of step k (k = 0, 1, ...) this thread does next, or -1 once every half of
-    # step k is done. A half is done by the one thread that claims it (sync[_BCLAIM + 8 h]
-    # holds the first step whose half h is unclaimed). `first`: this thread's first ask
-    # for step k: it claims its own half q. Then it waits for the step; if the partner has
+def thread_state():
+    # a thread's state across steps for `next_half`: [absent, took, first]
+    st = np.zeros(3, dtype=np.int64)
+    st[2] = 1
+    return st
+
+
+@_bnjit(inline='always')
+def _step_end(st):
+    # step over: the partner was absent if this thread did its half
+    st[0] = st[1]
+    st[1] = 0
+    st[2] = 1
+    return -1
+
+
+@_bnjit(inline='always')
+def next_half(sync, k, q, nth, st):
+    # The half of step k (k = 0, 1, ...) this thread (q) does next, or -1 once every half of
+    # step k is done; st: this thread's `thread_state`. A half is done by the one thread
+    # that claims it (sync[_BCLAIM + 8 h] holds the first step whose half h is unclaimed).
+    # First this thread claims its own half. Then it waits for the step; if the partner has
     # not claimed its half _BLATE_NS after this thread began to wait (its thread is
     # descheduled: another process took its core), this thread claims and does that half
-    # too, and does so without waiting while `absent` (the partner missed the last step),
-    # so a late partner costs one wait, not one per step. A partner that comes back finds
-    # its claims gone up to the current step and joins there. Results do not depend on
-    # who does a half: each half's rows are computed the same way on either thread.
+    # too, and does so without waiting while the partner stays absent (it missed the last
+    # step), so a late partner costs one wait, not one per step. A partner that comes back
+    # finds its claims gone up to the current step and joins there. Results do not depend
+    # on who does a half: each half's rows are computed the same way on either thread.
+    first = st[2] != 0
+    st[2] = 0
     if nth == 1:
-        return 0 if first else -1
+        return 0 if first else _step_end(st)
     if first and _cas(sync, _BCLAIM + 8 * q, k, k + 1):
         return q
     p = 1 - q
     target = 2 * (k + 1)
     if _atomic_load(sync, 0) >= target:
-        return -1
-    if absent and _cas(sync, _BCLAIM + 8 * p, k, k + 1):
+        return _step_end(st)
+    if st[0] != 0 and _cas(sync, _BCLAIM + 8 * p, k, k + 1):
         _atomic_add(sync, _BTAKEN, 1)
+        st[1] = 1
         return p
     start = _now_ns()
     spins = 0
     while _atomic_load(sync, 0) < target:
         if _atomic_load(sync, _BABORT) != 0:
-            return -1
+            break
         _spin_pause()
         spins += 1
         if spins % 64 == 0:
@@ -212,12 +234,13 @@ def next_half(sync, k, q, nth, first, absent):
                 # the partner has not begun its half
                 if _now_ns() - start > _BLATE_NS and _cas(sync, _BCLAIM + 8 * p, k, k + 1):
                     _atomic_add(sync, _BTAKEN, 1)
+                    st[1] = 1
                     return p
             elif spins >= _BSPINS:
                 # the partner is at work on its half: if it shares this core, let it run
                 _sched_yield()
                 spins = 0
-    return -1
+    return _step_end(st)
 
 
 @_bnjit(inline='always')

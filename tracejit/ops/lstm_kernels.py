@@ -177,7 +177,7 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
     Zi = np.empty((1, 6 * s), Z.dtype)
     Zi[0, :s] = h0.reshape(-1)
     Zi[0, s:2 * s] = c0.reshape(-1)
-    absent = False
+    st = thread_state()
     for k in range(L):
         t = L - 1 - k if reverse else k
         if k == 0:
@@ -187,13 +187,10 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
         # this thread's half of the step, then (if the partner is late) the partner's
         # (ops/loop_split.py); one call site for the step: every inlined copy of the GEMM
         # tile costs LLVM compile time
-        took = False
-        first = True
         while True:
-            half = next_half(sync, k, q, nth, first, absent)   # one call site: it is inlined
+            half = next_half(sync, k, q, nth, st)       # one call site: it is inlined
             if half < 0:
                 break
-            first = False
             u0, u1 = split_units(hh, half, nth)
             if k == 0:
                 for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
@@ -203,8 +200,6 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
             forward_step_units(wp, gi[t], src[p, :s].reshape(hh, n), src[p, s:2 * s], b, m, mg, Zf[t],
                                hh, u0, u1, nth)
             half_done(sync, nth)                       # its rows of h_t written
-            took = took or half != q
-        absent = took
 """
 
 _TRANSPOSE = '''
@@ -308,28 +303,25 @@ def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
     full = d_y.shape[1] != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
-    absent = False
+    st = thread_state()
     # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
     # of dg: after the previous unit of both halves), then step r's gate gradients for its
     # units; r = 0 packs its panels of W^T first, r = L only multiplies
     for r in range(L + 1):
-        took = False
-        first = True
         while True:
-            half = next_half(sync, r, q, nth, first, absent)   # one call site: it is inlined
+            half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
             if half < 0:
                 break
-            first = False
             u0, u1 = split_units(hh, half, nth)
-            if r == 0:
-                for blk in range(4):
-                    db[blk * hh + u0:blk * hh + u1] = 0
-                pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)   # W^T's panels
-            else:
+            if r > 0:
                 # double-buffered dg: the partner may still read step r - 1's while this
                 # thread writes step r's
                 dgp = dgs[(r - 1) % 2] if nth > 1 else dgs[0]
                 packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dgp, dh, False)
+            else:
+                for blk in range(4):
+                    db[blk * hh + u0:blk * hh + u1] = 0
+                pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)   # W^T's panels
             if r < L:
                 k = L - 1 - r                          # the step's place in time order
                 t = L - 1 - k if reverse else k
@@ -354,8 +346,6 @@ def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
                         for j in range(r1 - r0):
                             dbv[j] += row[j]
             half_done(sync, nth)
-            took = took or half != q
-        absent = took
 """
 
 
