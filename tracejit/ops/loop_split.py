@@ -268,7 +268,7 @@ def barrier_source() -> str:
     import time
     return (_BARRIER.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
             .replace("{claim}", str(CLAIM)).replace("{taken}", str(TAKEN)).replace("{late}", str(LATE_NS))
-            .replace("{clock}", str(time.CLOCK_MONOTONIC))
+            .replace("{clock}", str(getattr(time, "CLOCK_MONOTONIC", 1)))   # POSIX (Linux: 1)
             .replace("{quantum}", str(QUANTUM)).replace("{pause}", _pause_name()))
 
 
