@@ -196,7 +196,8 @@ def test_gemm_thread_count_and_ceiling_say_what_matmul_uses(monkeypatch, two_bla
 def test_matmul_runs_few_rows_on_one_thread_eager_or_compiled(monkeypatch, two_blas_threads):
     """A 64x1000x100 product (few rows, 6.4M) runs on one BLAS thread and a 1000x64x100 one
     on two, from eager matmul and from a plan's alike; a large one on two either way; the
-    count is restored after each."""
+    count is restored after each. (BLAS runs them: the register-tile kernel is declined.)"""
+    monkeypatch.setattr(coreshare, "_rows_module", _NoRowsKernel)
     monkeypatch.setattr(coreshare, "ENABLED", True)
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     seen = []
@@ -223,6 +224,42 @@ def test_matmul_runs_few_rows_on_one_thread_eager_or_compiled(monkeypatch, two_b
     assert blas_threads() == 2
     assert coreshare.gemm_thread_count(64, 1000, 100) == 1
     assert coreshare.gemm_thread_count(1000, 64, 100) == 2
+
+
+class _NoRowsKernel:
+    """ops/rows_gemm.py as where its kernel cannot run."""
+    @staticmethod
+    def product(a, b):
+        return None
+
+
+@linux
+def test_matmul_gives_one_thread_products_to_the_rows_kernel(monkeypatch, two_blas_threads):
+    """Products that run on one thread whatever the policy (few rows, or small) are offered
+    to ops/rows_gemm.py first, eager or compiled, and its result is returned; a 1000-row
+    product only when the policy gives one thread, and never a product past
+    FEW_ROWS_GEMM_MNK; products it declines go to numpy."""
+    offered = []
+
+    class _Rows:
+        @staticmethod
+        def product(a, b):
+            offered.append(a.shape + b.shape[1:])
+            return "kernel" if a.shape[0] in (64, 1000) else None
+    monkeypatch.setattr(coreshare, "_rows_module", _Rows)
+    a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
+    assert coreshare.matmul(a, b, blas_only=True) == "kernel"
+    assert coreshare.matmul(a, b) == "kernel"
+    small = np.ones((100, 600), np.float32), np.ones((600, 10), np.float32)     # 0.6M: one thread
+    assert np.array_equal(coreshare.matmul(*small), small[0] @ small[1])
+    tall = np.ones((1000, 64), np.float32), np.ones((64, 100), np.float32)      # 6.4M, 1000 rows
+    assert np.array_equal(coreshare.matmul(*tall), tall[0] @ tall[1])           # two threads: BLAS
+    assert offered == [(64, 1000, 100), (64, 1000, 100), (100, 600, 10)]
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)             # the policy gives one
+    assert coreshare.matmul(*tall, blas_only=True) == "kernel" and coreshare.matmul(*tall) == "kernel"
+    big = np.ones((256, 256), np.float32), np.ones((256, 256), np.float32)      # 16.8M
+    coreshare.matmul(*big)
+    assert offered[3:] == [(1000, 64, 100), (1000, 64, 100)]
 
 
 @linux

@@ -129,3 +129,82 @@ def test_softmax_rows_split_over_shares_match_numpy(shares, monkeypatch):
     back = softmax_backward_rows(np, g, want, 0.5)
     np.testing.assert_allclose(back, 0.5 * want * (g - (g * want).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)
     assert shares == [3, 3]
+
+
+@pytest.fixture(params=["blas-worker", "own-thread"])
+def pair(request, monkeypatch):
+    """`split` on 2 shares at any size, the second on OpenBLAS's worker (where numpy's BLAS
+    is a pthreads OpenBLAS with a pool) or on a thread of tracejit's pool; returns the name
+    of the thread the second share should run on."""
+    on_worker = request.param == "blas-worker"
+    if on_worker and sharepool.blas_worker.find() is None:
+        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two or more")
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
+    monkeypatch.setattr(sharepool, "SPLIT_ON_BLAS_WORKER", on_worker)
+    return request.param
+
+
+def test_two_shares_cover_the_range_on_the_second_thread_with_one_blas_thread(pair):
+    main = threading.get_ident()
+    before = blas_threads()
+    seen, lock = [], threading.Lock()
+
+    def part(lo, hi):
+        with lock:
+            seen.append((lo, hi, threading.get_ident() == main, threading.current_thread().name,
+                         blas_threads()))
+    meet = _both_shares(main)
+
+    def slow_part(lo, hi):
+        meet()
+        part(lo, hi)
+    sharepool.split(slow_part, 40, 1)
+    parts = sorted(s[:2] for s in seen)
+    assert len(parts) == 2 * sharepool.PARTS_PER_SHARE
+    assert parts[0][0] == 0 and parts[-1][1] == 40
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    others = {s[3] for s in seen if not s[2]}
+    if pair == "own-thread":
+        assert others <= {"tracejit-chunks"}
+    else:   # OpenBLAS's thread: ctypes names a foreign thread "Dummy-N"
+        assert "tracejit-chunks" not in others and all(o.startswith("Dummy") for o in others)
+    if before is not None:
+        assert {s[4] for s in seen} == {1} and blas_threads() == before
+
+
+def _both_shares(main):
+    """A part wrapper that holds each share at its first part until the other share has
+    taken one too (the caller's parts are quick enough to take them all otherwise)."""
+    met = {True: threading.Event(), False: threading.Event()}
+
+    def meet():
+        mine = threading.get_ident() == main
+        met[mine].set()
+        met[not mine].wait(5)
+    return meet
+
+
+def test_a_failing_part_on_either_thread_raises_in_the_caller(pair):
+    main = threading.get_ident()
+    for fail_on_main in (True, False):
+        meet = _both_shares(main)
+
+        def part(lo, hi):
+            meet()
+            if (threading.get_ident() == main) == fail_on_main:
+                raise ValueError(f"part {lo}:{hi} failed")
+        with pytest.raises(ValueError, match="part .* failed"):
+            sharepool.split(part, 8, 1)
+    seen = []
+    sharepool.split(lambda lo, hi: seen.append(lo), 8, 1)
+    assert sorted(seen) == list(range(8))
+
+
+def test_batched_products_on_two_shares_match_numpy(pair):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((6, 4, 64, 32)).astype(np.float32)
+    b = rng.standard_normal((6, 4, 32, 64)).astype(np.float32)
+    got = coreshare.matmul(a, b)
+    np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b.astype(np.float64)), rtol=1e-5, atol=1e-5)

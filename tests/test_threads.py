@@ -67,13 +67,45 @@ _BLAS_PROBE = ("{first}import os, tracejit\n"
 
 
 def test_openblas_spin_timeout_set_before_numpy_loads_it():
-    # set when tracejit comes first; left alone when the user set it, opted out, or numpy
-    # (so OpenBLAS, which reads it once at load) was imported first
+    # set when tracejit comes first; left alone when the user set it or opted out
     drop = ("OPENBLAS_THREAD_TIMEOUT",)
     assert _probe({}, drop, _BLAS_PROBE.format(first="")) == ["True", "20"]
     assert _probe({"OPENBLAS_THREAD_TIMEOUT": "7"}, (), _BLAS_PROBE.format(first="")) == ["False", "7"]
     assert _probe({"TRACEJIT_THREAD_TUNING": "0"}, drop, _BLAS_PROBE.format(first="")) == ["False", "None"]
-    assert _probe({}, drop, _BLAS_PROBE.format(first="import numpy\n")) == ["False", "None"]
+    assert _probe({"TRACEJIT_THREAD_TUNING": "0"}, drop, _BLAS_PROBE.format(first="import numpy\n")) \
+        == ["False", "None"]
+
+
+# numpy first: OpenBLAS has read its environment; tracejit makes it read it again and restarts
+# its pool. Prints what OpenBLAS itself read before and after, and whether a product large
+# enough for its threads still comes out right after the restart.
+_LATE_PROBE = """
+import ctypes, os
+import numpy as np
+a = np.random.default_rng(0).standard_normal((512, 512))
+a @ a                                   # OpenBLAS's pool has run
+paths = [line.split()[-1] for line in open("/proc/self/maps") if "openblas" in line.lower()]
+lib = ctypes.CDLL(paths[0]) if paths else None
+if lib is None or not hasattr(lib, "openblas_thread_timeout"):
+    print("skip")
+    raise SystemExit
+lib.openblas_thread_timeout.restype = ctypes.c_uint
+before = lib.openblas_thread_timeout()
+import tracejit
+from tracejit.threads import blas_threads, openblas_pthreads
+if not openblas_pthreads(lib):
+    print("skip")
+    raise SystemExit
+ok = np.allclose(a @ a.T, np.einsum("ik,jk->ij", a, a))
+print(tracejit.threads.tune_blas_spin.applied, before, lib.openblas_thread_timeout(), ok)
+"""
+
+
+def test_openblas_spin_timeout_reaches_openblas_loaded_before_tracejit():
+    out = _probe({}, ("OPENBLAS_THREAD_TIMEOUT",), _LATE_PROBE)
+    if out == ["skip"]:
+        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS exporting openblas_thread_timeout")
+    assert out == ["True", "0", "20", "True"]
 
 
 def test_thread_flag_is_per_thread_and_nests():

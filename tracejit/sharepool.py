@@ -14,7 +14,8 @@ attention's per-(batch, head) products (16 x 4 products of 128 x 128 x 64 in the
 Transformer encoder step): each is one BLAS call too small for BLAS's own threads to pay
 (both threads meet at every call), so on two threads they ran no faster than on one.
 Split by batch instead, each share runs its products on one BLAS thread, one after the
-other, with no meeting between them.
+other, with no meeting between them. Of two shares, the second runs on OpenBLAS's own worker
+where it can (`BlasWorker`: that worker is awake on the second core right after a product).
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from typing import Callable, Optional
 from . import coreshare
 from .threads import blas_threads_set, usable_cpus
 
-__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "split", "SPLIT_MIN_WORK",
-           "PARTS_PER_SHARE"]
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "BlasWorker",
+           "blas_worker", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
 # share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
@@ -126,6 +127,91 @@ def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
         raise error
 
 
+class BlasWorker:
+    """OpenBLAS's own worker thread as a launch's second share (``gotoblas_pthread``:
+    OpenBLAS runs a function on its pool, the calling thread doing the first share).
+
+    Why: after each multi-threaded product OpenBLAS's worker busy-waits for the next one
+    (2^28 cycles, ~0.1 s, by default; ~0.4 ms with the ``OPENBLAS_THREAD_TIMEOUT`` that
+    `import tracejit` sets, tracejit/threads.py), and a training step's large products come
+    every few ms, so the work after a product finds that worker spinning on the second core.
+    A thread of ours then gets half of that core: the LSTM LM step with its loops split on a
+    thread of our own took 105.8 ms against 94.5 on one thread (near-idle machine, default
+    spin), 77 ms with ``OPENBLAS_THREAD_TIMEOUT=4`` (ops/loop_split.py). Handing the second
+    share to that worker puts the spinning core to work instead: attention's split parts right
+    after a 2-thread product (session 16, 2 threads forced, medians of 125 calls, load 7):
+    backward 4.32 -> 3.90 ms, context 1.28 -> 1.12, scores 1.02 -> 0.94, softmax 0.94 -> 0.87.
+
+    Only a pthreads OpenBLAS (`threads.openblas_pthreads`): an OpenMP build runs
+    gotoblas_pthread's shares as an OpenMP loop, which may put both on one thread (a share
+    waiting for the other, as loop_split's barrier does, would wait forever)."""
+
+    def __init__(self):
+        self.fn = None        # gotoblas_pthread, or None: not an OpenBLAS with a thread pool
+        self.pool = None      # its blas_num_threads (threads in the pool, the caller included)
+        self.job = None
+        self.found = False
+
+    def find(self):
+        """gotoblas_pthread where numpy's BLAS is an OpenBLAS with a pool of 2 or more."""
+        if not self.found:
+            self.found = True
+            try:
+                import ctypes
+
+                from .threads import _BLAS_SETTERS, _blas_function, openblas_pthreads
+                path, setter = _blas_function(_BLAS_SETTERS)
+                if setter is not None and "openblas" in os.path.basename(path).lower():
+                    lib = ctypes.CDLL(path)
+                    fn = getattr(lib, "gotoblas_pthread", None)
+                    if fn is not None and openblas_pthreads(lib):
+                        fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+                        fn.restype = ctypes.c_int
+                        self.pool = ctypes.c_int.in_dll(lib, "blas_num_threads")
+                        self.qs = (ctypes.c_int64 * 2)(0, 1)
+                        self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
+                        self.fn = fn
+            except Exception:   # any doubt: tracejit's own pool
+                self.fn = None
+        return self.fn if self.fn is not None and self.pool.value >= 2 else None
+
+    def _share(self, ptr) -> None:
+        import ctypes
+        q = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_int64))[0]
+        fn, args, errors = self.job
+        try:
+            fn(*args, q, 2)
+        except BaseException as exc:   # raised by `run` once both shares ended
+            errors.append(exc)
+
+    def run(self, gotoblas_pthread, fn: Callable, args: tuple) -> None:
+        """fn(*args, q, 2) for q = 0 (this thread) and 1 (OpenBLAS's worker) at once."""
+        import ctypes
+        errors: list = []
+        self.job = (fn, args, errors)
+        try:
+            gotoblas_pthread(2, self.share, ctypes.addressof(self.qs), ctypes.sizeof(ctypes.c_int64))
+        finally:
+            self.job = None
+        if errors:
+            raise errors[0]
+
+
+blas_worker = BlasWorker()
+
+
+def run_pair(fn: Callable, args: tuple, on_blas_worker: bool = True) -> None:
+    """fn(*args, q, 2) for q = 0, 1 at once: q = 0 on this thread, q = 1 on OpenBLAS's worker
+    (`BlasWorker`, where numpy's BLAS is a pthreads OpenBLAS with a pool and `on_blas_worker`)
+    or else on a thread of this pool. The caller holds the launch (`try_launch`); an exception
+    in either share is raised here, after both ended."""
+    gotoblas_pthread = blas_worker.find() if on_blas_worker else None
+    if gotoblas_pthread is not None:
+        blas_worker.run(gotoblas_pthread, fn, args)
+    else:
+        run_shares(fn, args, (), 2)
+
+
 # Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose
 # thread starts late (its core was busy: on a shared machine a woken thread can wait
 # milliseconds for it) takes fewer, and the caller's own share does the rest instead of
@@ -141,9 +227,14 @@ def _take_parts(fn: Callable, n: int, parts: int, next_part: Callable, t: int, n
         fn(n * p // parts, n * (p + 1) // parts)
 
 
+# Whether `split`'s second share of two runs on OpenBLAS's worker (`run_pair`); tests turn
+# it off to have tracejit's own thread run it.
+SPLIT_ON_BLAS_WORKER = True
+
+
 def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
     """``fn(lo, hi)`` over ``[0, n)``: in contiguous parts taken in turn by shares on the
-    pool, one per core the machine gives now (`pool_threads`, never more than BLAS's own
+    pool (the second of two on OpenBLAS's worker: `run_pair`), one per core the machine gives now (`pool_threads`, never more than BLAS's own
     ceiling, so a process kept on one BLAS thread stays on one) with BLAS on one thread
     meanwhile; or as ``fn(0, n)`` on this thread when one core is given, ``work``
     (multiply-adds) is below `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn``
@@ -157,7 +248,11 @@ def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
         return
     try:
         parts = min(n, PARTS_PER_SHARE * nt)
+        args = (fn, n, parts, itertools.count().__next__)
         with blas_threads_set(1):
-            run_shares(_take_parts, (fn, n, parts, itertools.count().__next__), (), nt)
+            if nt == 2:
+                run_pair(_take_parts, args, on_blas_worker=SPLIT_ON_BLAS_WORKER)
+            else:
+                run_shares(_take_parts, args, (), nt)
     finally:
         end_launch()

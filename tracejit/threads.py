@@ -20,9 +20,10 @@ later in the same process see the same setting. ``TRACEJIT_THREAD_TUNING=0`` tur
 
 OpenBLAS's workers spin the same way after each multi-threaded product (about 0.1 s by
 default), on the core our own parallel work between products wants (tracejit/sharepool.py's
-shares, numba's kernels). ``import tracejit`` sets ``OPENBLAS_THREAD_TIMEOUT`` (read once,
-when numpy loads OpenBLAS) to `BLAS_THREAD_TIMEOUT` unless it is set already or numpy was
-imported first (then nothing changes: import tracejit before numpy to have it);
+shares, numba's kernels). ``import tracejit`` sets ``OPENBLAS_THREAD_TIMEOUT`` (read when
+numpy loads OpenBLAS) to `BLAS_THREAD_TIMEOUT` unless it is set already; when numpy was
+imported first, a pthreads OpenBLAS is made to read it again and its pool restarted
+(`_restart_openblas_pool`), so the order of imports does not matter.
 `tune_blas_spin.applied` says whether it was set. The same switch turns it off.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ import warnings
 from .envflags import ProcessTuning
 
 __all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "tune_blas_spin", "BLAS_THREAD_TIMEOUT", "blas_threads", "set_blas_threads", "blas_threads_set",
-           "PARALLEL_MIN", "usable_cpus"]
+           "openblas_pthreads", "PARALLEL_MIN", "usable_cpus"]
 
 
 def usable_cpus() -> int:
@@ -98,16 +99,63 @@ BLAS_THREAD_TIMEOUT = "20"
 
 
 def _set_blas_timeout() -> bool:
-    # read once, when OpenBLAS is loaded (numpy's import): too late once numpy is in
-    if "OPENBLAS_THREAD_TIMEOUT" in os.environ or "numpy" in sys.modules:
+    if "OPENBLAS_THREAD_TIMEOUT" in os.environ:
+        return False                      # the user's
+    if "numpy" not in sys.modules:
+        # OpenBLAS reads it when numpy loads it, next
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT
+        return True
+    return _restart_openblas_pool()
+
+
+def openblas_pthreads(lib) -> bool:
+    """Whether this OpenBLAS (a ctypes library) runs its pool on its own pthreads
+    (``openblas_get_parallel() == 1``), not OpenMP, nor sequential; False when it cannot say."""
+    import ctypes
+    for name in ("scipy_openblas_get_parallel64_", "scipy_openblas_get_parallel", "openblas_get_parallel64_",
+                 "openblas_get_parallel"):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = ctypes.c_int
+            fn.argtypes = []
+            return fn() == 1
+    return False
+
+
+def _restart_openblas_pool() -> bool:
+    """numpy was imported before tracejit, so OpenBLAS has read its environment already and
+    its workers spin ~0.1 s after each product. Set the timeout anyway, have OpenBLAS read its
+    environment again (``openblas_read_env``) and shut its pool down (``blas_thread_shutdown_``,
+    what OpenBLAS itself does in a forked child): the next multi-threaded product starts the
+    pool again (~0.1 ms, once) with the new timeout, read when the pool starts. Only for a
+    pthreads OpenBLAS exporting those three functions; True when OpenBLAS reads the new value.
+    Why bother: ``python -m bench``'s workers and most scripts import numpy first, and there
+    the Transformer step's attention split gained nothing (52.2 against 48.3-48.9 ms)."""
+    import ctypes
+    path, setter = _blas_function(_BLAS_SETTERS)
+    if setter is None or "openblas" not in os.path.basename(path).lower():
         return False
-    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT
+    try:
+        lib = ctypes.CDLL(path)
+        read_env, timeout = lib.openblas_read_env, lib.openblas_thread_timeout
+        shutdown = lib.blas_thread_shutdown_
+    except (OSError, AttributeError):
+        return False
+    if not openblas_pthreads(lib):
+        return False
+    timeout.restype = ctypes.c_uint
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT   # child processes read it too
+    read_env()
+    if timeout() != int(BLAS_THREAD_TIMEOUT):
+        return False
+    shutdown()
     return True
 
 
 tune_blas_spin = ProcessTuning("TRACEJIT_THREAD_TUNING", _set_blas_timeout,
-                               "Set ``OPENBLAS_THREAD_TIMEOUT`` as described above, unless set "
-                               "or numpy is loaded already; True if it was set.")
+                               "Set ``OPENBLAS_THREAD_TIMEOUT`` as described above (restarting "
+                               "OpenBLAS's pool when numpy was loaded first), unless set; True "
+                               "if it was set.")
 
 
 def omp_spin_tuned() -> bool:

@@ -13,7 +13,7 @@ here the kernel is called once per layer on each thread and the threads meet at 
 spinning wait on a shared counter (a few hundred ns when both run).
 
 Who runs the second share: OpenBLAS's own pool worker where numpy's BLAS is a pthreads
-OpenBLAS with a pool of two or more (`_BlasPool`: that worker busy-waits on the second
+OpenBLAS with a pool of two or more (`sharepool.BlasWorker`: that worker busy-waits on the second
 core after every threaded product anyway, and a thread of ours would get half of that
 core), else a thread of tracejit's pool (tracejit/sharepool.py, the chunk kernels' threads).
 
@@ -42,11 +42,10 @@ failed, so no thread spins forever); ``split_units(hh, q, nth)`` is half q's uni
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from .. import sharepool
+from ..threads import openblas_pthreads as _pthreads_build  # noqa: F401  (tests read it here)
 
 __all__ = ["barrier_source", "ABORT", "CLAIM", "TAKEN", "LATE_NS", "QUANTUM", "new_sync", "threads", "run", "counts"]
 
@@ -294,7 +293,8 @@ _use_blas_pool = True    # tests turn it off to run the shares on tracejit's own
 
 
 def _share(kernel, args: tuple, sync, q: int, nth: int) -> None:
-    """Share q of a split call (tracejit/sharepool.py runs share 1 on its thread)."""
+    """Share q of a split call (tracejit/sharepool.py `run_pair` runs share 1 on OpenBLAS's
+    worker or on a thread of its pool)."""
     try:
         kernel(*args, q, nth, sync)
     except BaseException:
@@ -302,85 +302,8 @@ def _share(kernel, args: tuple, sync, q: int, nth: int) -> None:
         raise
 
 
-def _pthreads_build(lib) -> bool:
-    """Whether this OpenBLAS runs its pool on its own pthreads (openblas_get_parallel() == 1).
-    An OpenMP build runs gotoblas_pthread's shares as an OpenMP loop, which may put both on
-    one thread: the first would wait at the barrier for the second forever."""
-    import ctypes
-    for name in ("scipy_openblas_get_parallel64_", "scipy_openblas_get_parallel", "openblas_get_parallel64_",
-                 "openblas_get_parallel"):
-        fn = getattr(lib, name, None)
-        if fn is not None:
-            fn.restype = ctypes.c_int
-            fn.argtypes = []
-            return fn() == 1
-    return False
-
-
-class _BlasPool:
-    """OpenBLAS's own worker thread as the partner (``gotoblas_pthread``: OpenBLAS runs a
-    function on its pool, the calling thread doing the first share).
-
-    Why: after each multi-threaded product OpenBLAS's workers busy-wait for the next one
-    (2^28 cycles, ~0.1 s, unless ``OPENBLAS_THREAD_TIMEOUT`` was set before numpy loaded
-    it), and a training step's large products come every few ms, so a worker always spins
-    on the second core. A partner thread of ours then gets half of that core: the LSTM LM
-    step with the loops split on a thread of our own took 105.8 ms against 94.5 on one
-    thread (near-idle machine), 77 ms with ``OPENBLAS_THREAD_TIMEOUT=4``. Handing the
-    second share to that worker puts the spinning core to work instead."""
-
-    def __init__(self):
-        self.fn = None        # gotoblas_pthread, or None: not an OpenBLAS with a thread pool
-        self.pool = None      # its blas_num_threads (threads in the pool, the caller included)
-        self.job = None
-        self.found = False
-
-    def find(self):
-        """gotoblas_pthread where numpy's BLAS is an OpenBLAS with a pool of 2 or more."""
-        if not self.found:
-            self.found = True
-            try:
-                import ctypes
-
-                from ..threads import _BLAS_SETTERS, _blas_function
-                path, setter = _blas_function(_BLAS_SETTERS)
-                if setter is not None and "openblas" in os.path.basename(path).lower():
-                    lib = ctypes.CDLL(path)
-                    fn = getattr(lib, "gotoblas_pthread", None)
-                    if fn is not None and _pthreads_build(lib):
-                        fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-                        fn.restype = ctypes.c_int
-                        self.pool = ctypes.c_int.in_dll(lib, "blas_num_threads")
-                        self.qs = (ctypes.c_int64 * 2)(0, 1)
-                        self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
-                        self.fn = fn
-            except Exception:   # any doubt: tracejit's own pool
-                self.fn = None
-        return self.fn if self.fn is not None and self.pool.value >= 2 else None
-
-    def _share(self, ptr) -> None:
-        import ctypes
-        q = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_int64))[0]
-        kernel, args, sync, errors = self.job
-        try:
-            kernel(*args, q, 2, sync)
-        except BaseException as exc:   # raised by `run`; never leave the other share waiting
-            sync[ABORT] = 1
-            errors.append(exc)
-
-    def run(self, fn, kernel, args: tuple, sync) -> None:
-        import ctypes
-        errors: list = []
-        self.job = (kernel, args, sync, errors)
-        try:
-            fn(2, self.share, ctypes.addressof(self.qs), ctypes.sizeof(ctypes.c_int64))
-        finally:
-            self.job = None
-        if errors:
-            raise errors[0]
-
-
-_pool = _BlasPool()
+# OpenBLAS's worker as the partner (tracejit/sharepool.py `BlasWorker`; tests call its `find`)
+_pool = sharepool.blas_worker
 
 # Split calls made and halves a thread did for its late partner (sync[TAKEN]) in this
 # process: how often the partner was late (tests, measurements).
@@ -389,7 +312,7 @@ counts = {"split": 0, "taken": 0}
 
 def run(kernel, args: tuple, nth: int) -> None:
     """``kernel(*args, q, nth, sync)`` for q = 0 .. nth-1 at once (nth 1 or 2): q = 0 on
-    this thread, q = 1 on OpenBLAS's worker (`_BlasPool`) or else on tracejit's thread pool
+    this thread, q = 1 on OpenBLAS's worker (`sharepool.run_pair`) or else on tracejit's thread pool
     (tracejit/sharepool.py). Runs ``kernel(*args, 0, 1, sync)`` alone when nth is 1 or
     another launch holds the pool."""
     sync = new_sync()
@@ -397,11 +320,7 @@ def run(kernel, args: tuple, nth: int) -> None:
         kernel(*args, 0, 1, sync)
         return
     try:
-        fn = _pool.find() if _use_blas_pool else None
-        if fn is not None:
-            _pool.run(fn, kernel, args, sync)
-        else:
-            sharepool.run_shares(_share, (kernel, args, sync), (), 2)
+        sharepool.run_pair(_share, (kernel, args, sync), on_blas_worker=_use_blas_pool)
     finally:
         sharepool.end_launch()
     counts["split"] += 1

@@ -51,12 +51,19 @@ def takes(xp, *arrays) -> bool:
 
 class NativeKernel:
     """One kernel source (a module defining ``kernel``, decorated with
-    ``@njit("<signature>", cache=CACHE)``), loaded on demand; ``get()`` is the callable or None."""
+    ``@njit("<signature>", cache=CACHE)``), loaded on demand; ``get()`` is the callable or None.
+    `source` may be a function making it: it runs when the kernel is loaded, not in the op's
+    first call (a source that depends on the CPU asks llvmlite, whose import took 1.5-4.8 s
+    under load). ``sync_compiles=False``: sync mode loads the kernel only from the disk cache
+    (looked up once) and never compiles it in the call; for a kernel that merely speeds up
+    what BLAS does already (ops/rows_gemm.py), whose 0.5-0.8 s compile would otherwise land
+    in a compiled function's first call."""
 
-    __slots__ = ("source", "label", "fn", "failed", "first", "thread", "pid", "lock")
+    __slots__ = ("_source", "label", "fn", "failed", "first", "thread", "pid", "lock", "sync_compiles")
 
-    def __init__(self, source: str, label: str):
-        self.source = source
+    def __init__(self, source, label: str, sync_compiles: bool = True):
+        self._source = source
+        self.sync_compiles = sync_compiles
         self.label = label
         self.fn = None
         self.failed = False
@@ -64,6 +71,12 @@ class NativeKernel:
         self.thread = None
         self.pid = os.getpid()   # whose thread `thread` is (a forked child starts its own)
         self.lock = threading.Lock()
+
+    @property
+    def source(self) -> str:
+        if callable(self._source):
+            self._source = self._source()
+        return self._source
 
     def get(self):
         """The loaded kernel, or None (the caller runs its numpy form this time)."""
@@ -77,7 +90,10 @@ class NativeKernel:
         if _vec._sync_mode():
             with self.lock:
                 if self.fn is None and not self.failed:
-                    self._load()
+                    if self.sync_compiles or self._on_disk():
+                        self._load()
+                    else:
+                        self.failed = True   # not in this process: numpy's form runs
             return self.fn
         now = time.monotonic()
         with self.lock:
@@ -103,6 +119,13 @@ class NativeKernel:
         except Exception:  # never let a kernel break the op: it stays on numpy
             self.failed = True
 
+    def _on_disk(self) -> bool:
+        try:
+            from ..compiler import diskcache
+            return diskcache.is_cached(self.source)
+        except Exception:
+            return False
+
     def _prepare(self) -> None:
         try:
             from ..compiler import diskcache, workers
@@ -124,14 +147,15 @@ _kernels: dict = {}
 _kernels_lock = threading.Lock()
 
 
-def kernel(key: tuple, make_source) -> NativeKernel:
-    """The `NativeKernel` for `key` (made once from ``make_source()``)."""
+def kernel(key: tuple, make_source, sync_compiles: bool = True) -> NativeKernel:
+    """The `NativeKernel` for `key`, its source made by ``make_source()`` when it is loaded."""
     k = _kernels.get(key)
     if k is None:
         with _kernels_lock:
             k = _kernels.get(key)
             if k is None:
-                k = _kernels[key] = NativeKernel(make_source(), "native_" + "_".join(map(str, key)))
+                k = _kernels[key] = NativeKernel(make_source, "native_" + "_".join(map(str, key)),
+                                                      sync_compiles)
     return k
 
 

@@ -55,15 +55,19 @@ from llvmlite import ir as _pir
 PV, PMR = {V}, {MR}
 
 
-def _make_tile(nv):
+def _make_tile(mr, widths):
+    # c (mr rows x sum(widths) columns) (+)= a @ b over k: a's element (r, k) at
+    # a + aoff + r*ars + k*aks (packed weights: ars 1, aks PMR; a row-major matrix: ars
+    # its row length, aks 1; a transposed one's: the other way round), b's row k at
+    # b + boff + k*ldb. One vector accumulator per row and width (widths of PV, or of a
+    # narrower power of two for a column rest), one broadcast a value per row and k.
     @_pintrinsic
-    def tile(typingctx, wp, woff, b, boff, ldb, c, coff, ldc, k, beta):
-        sig = _pt.void(wp, woff, b, boff, ldb, c, coff, ldc, k, beta)
+    def tile(typingctx, a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k, beta):
+        sig = _pt.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k, beta)
 
         def codegen(context, builder, sig, args):
             from numba.core import cgutils
             ft = _pir.FloatType() if "{t}" == "float32" else _pir.DoubleType()
-            vt = _pir.VectorType(ft, PV)
             i64 = _pir.IntType(64)
             tys = sig.args
 
@@ -74,42 +78,44 @@ def _make_tile(nv):
             def int_(i):
                 return context.cast(builder, args[i], tys[i], _pt.int64)
 
-            W = builder.gep(data(0), [int_(1)])
-            B = builder.gep(data(2), [int_(3)])
-            C = builder.gep(data(5), [int_(6)])
-            ldb, ldc, K = int_(4), int_(7), int_(8)
-            zero = _pir.Constant(vt, None)
+            A = builder.gep(data(0), [int_(1)])
+            ars, aks = int_(2), int_(3)
+            B = builder.gep(data(4), [int_(5)])
+            C = builder.gep(data(7), [int_(8)])
+            ldb, ldc, K = int_(6), int_(9), int_(10)
+            vts = [_pir.VectorType(ft, w) for w in widths]
+            offs = [sum(widths[:v]) for v in range(len(widths))]
             accs = []
-            for r in range(PMR):
+            for r in range(mr):
                 row = []
-                for v in range(nv):
-                    a = cgutils.alloca_once(builder, vt)
-                    builder.store(zero, a)
-                    row.append(a)
+                for vt in vts:
+                    acc = cgutils.alloca_once(builder, vt)
+                    builder.store(_pir.Constant(vt, None), acc)
+                    row.append(acc)
                 accs.append(row)
-            name = "llvm.fma.v%d%s" % (PV, "f32" if "{t}" == "float32" else "f64")
-            fma = cgutils.get_or_insert_function(builder.module, _pir.FunctionType(vt, [vt, vt, vt]), name)
-            mask = _pir.Constant(_pir.VectorType(_pir.IntType(32), PV), [0] * PV)
+            fmas = [cgutils.get_or_insert_function(
+                builder.module, _pir.FunctionType(vt, [vt, vt, vt]),
+                "llvm.fma.v%d%s" % (vt.count, "f32" if "{t}" == "float32" else "f64")) for vt in vts]
+            arows = [builder.gep(A, [builder.mul(_pir.Constant(i64, r), ars)]) for r in range(mr)]
             with cgutils.for_range(builder, K) as loop:
                 kk = loop.index
                 brow = builder.gep(B, [builder.mul(kk, ldb)])
-                bv = []
-                for v in range(nv):
-                    p = builder.bitcast(builder.gep(brow, [_pir.Constant(i64, v * PV)]), vt.as_pointer())
-                    bv.append(builder.load(p, align=4))
-                wrow = builder.gep(W, [builder.mul(kk, _pir.Constant(i64, PMR))])
-                for r in range(PMR):
-                    w = builder.load(builder.gep(wrow, [_pir.Constant(i64, r)]))
-                    ws = builder.shuffle_vector(builder.insert_element(_pir.Constant(vt, _pir.Undefined), w,
-                                                                       _pir.Constant(_pir.IntType(32), 0)),
-                                                _pir.Constant(vt, _pir.Undefined), mask)
-                    for v in range(nv):
-                        builder.store(builder.call(fma, [ws, bv[v], builder.load(accs[r][v])]), accs[r][v])
-            keep = context.cast(builder, args[9], tys[9], _pt.boolean)
-            for r in range(PMR):
+                bv = [builder.load(builder.bitcast(builder.gep(brow, [_pir.Constant(i64, o)]), vt.as_pointer()),
+                                   align=4) for vt, o in zip(vts, offs)]
+                ko = builder.mul(kk, aks)
+                for r in range(mr):
+                    w = builder.load(builder.gep(arows[r], [ko]))
+                    for v, vt in enumerate(vts):
+                        mask = _pir.Constant(_pir.VectorType(_pir.IntType(32), vt.count), [0] * vt.count)
+                        ws = builder.shuffle_vector(builder.insert_element(_pir.Constant(vt, _pir.Undefined), w,
+                                                                           _pir.Constant(_pir.IntType(32), 0)),
+                                                    _pir.Constant(vt, _pir.Undefined), mask)
+                        builder.store(builder.call(fmas[v], [ws, bv[v], builder.load(accs[r][v])]), accs[r][v])
+            keep = context.cast(builder, args[11], tys[11], _pt.boolean)
+            for r in range(mr):
                 crow = builder.gep(C, [builder.mul(_pir.Constant(i64, r), ldc)])
-                for v in range(nv):
-                    p = builder.bitcast(builder.gep(crow, [_pir.Constant(i64, v * PV)]), vt.as_pointer())
+                for v, vt in enumerate(vts):
+                    p = builder.bitcast(builder.gep(crow, [_pir.Constant(i64, offs[v])]), vt.as_pointer())
                     acc = builder.load(accs[r][v])
                     with builder.if_then(keep):
                         builder.store(builder.fadd(acc, builder.load(p, align=4)), accs[r][v])
@@ -120,8 +126,8 @@ def _make_tile(nv):
 
 
 
-_tile_2 = _make_tile(2)
-_tile_1 = _make_tile(1)
+_tile_2 = _make_tile(PMR, (PV, PV))
+_tile_1 = _make_tile(PMR, (PV,))
 
 
 @_pintrinsic
@@ -238,11 +244,11 @@ def packed_gemm_panels(wp, p0, p1, kd, b, c, beta):
     j = 0
     while j + 2 * PV <= n:
         for p in range(p0, p1):
-            _tile_2(wp, p * kd * PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
+            _tile_2(wp, p * kd * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
         j += 2 * PV
     while j + PV <= n:
         for p in range(p0, p1):
-            _tile_1(wp, p * kd * PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
+            _tile_1(wp, p * kd * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
         j += PV
     if j < n:
         for p in range(p0, p1):

@@ -1,0 +1,89 @@
+"""ops/rows_gemm.py: the register-tile product against numpy (whole panels, one-vector
+tiles, every narrower column rest, rows past the tile's, a transposed a; both tiles on
+every machine), which products it takes, and that sync mode never compiles it in a call."""
+import numpy as np
+import pytest
+
+from tracejit.ops import native, packed_gemm, rows_gemm
+
+pytest.importorskip("numba", reason="the kernel is numba code")
+
+_mods: dict = {}
+
+
+def _kernel(dtype: str):
+    """The kernel compiled with the tile `rows_gemm` picks now (see the `tile` fixture)."""
+    key = (dtype, rows_gemm.tile_shape(dtype))
+    if key not in _mods:
+        ns: dict = {"CACHE": False}
+        exec(compile(rows_gemm.source(dtype), f"<rows_gemm {dtype}>", "exec"), ns)
+        _mods[key] = ns["kernel"]
+    return _mods[key]
+
+
+@pytest.fixture(params=[True, False], ids=["avx512-tile", "avx2-tile"])
+def tile(request, monkeypatch):
+    """Both register tiles on every machine (LLVM splits or joins the vectors for the CPU)."""
+    monkeypatch.setattr(packed_gemm, "_has_avx512", lambda: request.param)
+    return request.param
+
+
+def _tol(dtype, k):
+    return dict(rtol=1e-5, atol=1e-5 * k) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12 * k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n,trans", [(17, 40, 127, False), (9, 33, 100, True), (3, 7, 1, False),
+                                         (8, 5, 48, True), (1, 64, 31, False)])
+def test_kernel_equals_numpy(dtype, m, k, n, trans, tile):
+    """n = 127 and 31: whole panels (if any), one-vector tiles and a rest of every narrower
+    width; m = 17, 9, 3, 1: rows past the tile's run one-row tiles; a transposed view of a."""
+    r = np.random.default_rng(0)
+    a = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
+    a = a.T if trans else a
+    b = r.standard_normal((k, n)).astype(dtype)
+    flat, ars, aks = rows_gemm._strides(a)
+    c = np.full((m, n), np.nan, dtype)
+    _kernel(dtype)(flat, ars, aks, m, k, b.reshape(-1), n, c.reshape(-1))
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, **_tol(dtype, k))
+
+
+def test_product_takes_only_what_it_can_run(monkeypatch):
+    """Other dtypes, a strided a, a transposed b, shapes below the bounds: None (numpy runs)."""
+    calls = []
+
+    class Loaded:
+        def get(self):
+            return lambda *args: calls.append(args)
+    monkeypatch.setattr(rows_gemm, "_kernel", lambda *a, **k: Loaded())
+    monkeypatch.setattr(rows_gemm, "_loaded", {})
+    n = rows_gemm.MIN_COLUMNS + 4
+    m, k = 64, rows_gemm.MIN_MNK // (64 * n) + 2
+    a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+    assert rows_gemm.product(a, b) is not None and len(calls) == 1
+    assert rows_gemm.product(np.asfortranarray(a), b) is not None and calls[-1][1:3] == (1, m)
+    shallow = rows_gemm.MIN_DEPTH - 1                  # K too small, m*k*n past MIN_MNK
+    deep = np.ones((rows_gemm.MIN_MNK // (shallow * n) + 1, shallow), np.float32)
+    for a2, b2 in [(a.astype(np.int32), b.astype(np.int32)), (a, b.astype(np.float64)),
+                   (a[:, ::2], b[::2]), (a, np.asfortranarray(b)), (deep, b[:shallow]),
+                   (a, b[:, :rows_gemm.MIN_COLUMNS - 1]), (a[:8], b)]:
+        assert rows_gemm.product(a2, b2) is None
+    assert len(calls) == 2
+
+
+def test_sync_mode_loads_only_from_disk(monkeypatch, tmp_path):
+    """A kernel made with sync_compiles=False is not compiled in a sync-mode call (its source
+    is not even made), and stays on numpy in this process; the default kernel compiles."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    made = []
+
+    def make():
+        made.append(1)
+        return "this is not python"
+    k = native.NativeKernel(make, "test_rows_no_compile", sync_compiles=False)
+    assert made == []                     # the source is made when the kernel is loaded
+    monkeypatch.setattr(native.NativeKernel, "_on_disk", lambda self: False)
+    assert k.get() is None and k.failed
+    k2 = native.NativeKernel(make, "test_rows_compile")
+    assert k2.get() is None and k2.failed and made == [1]   # it tried (and this source fails)

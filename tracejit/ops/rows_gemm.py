@@ -1,0 +1,167 @@
+"""Products of few rows on one thread by a register-tile kernel that packs nothing.
+
+Why: coreshare runs a product of fewer than ``FEW_ROWS`` rows (or a small one) on one BLAS
+thread (a second thread reads all of B, the weights the update right after writes). On
+one thread numpy's OpenBLAS takes 108-111 us for the two-layer step's 64x1000 @ 1000x100
+float32 product and 99-102 us for its 1000x64 @ 64x100 weight gradient, PyTorch's MKL
+88-91 us for both (near-quiet, min of 9 x 400 calls, session 16). BLAS packs both operands
+into panels on every call, which costs such small products a good share of their time.
+Here nothing is packed: each register tile (GMR rows x GNV vectors of columns, summed
+over all of K in registers: ops/packed_gemm.py's `_make_tile`) reads B's rows in place and
+broadcasts A's values from where they are, A row-major or a transposed view alike. The
+same products took 84-86 and 88-90 us (the whole of B's column panel, K x GNV*GV, stays
+in L2; blocking K for L1 ran no faster).
+
+The kernel releases the GIL (``nogil``), as numpy's product does, so other Python threads
+run meanwhile. Columns left over past the whole panels run tiles of one vector, then of narrower powers
+of two (a rest of 4 columns: one 4-wide vector per row). Results differ from BLAS's in the
+last bits (another summation order), as BLAS's own do between thread counts.
+
+Loaded with ops/native.py's policy (no compile or numba import in a first call; numpy
+until the kernel is loaded), except that sync mode (``TRACEJIT_COMPILE=sync``: the tests,
+the bench's compiled runner) only loads it from the disk cache and never compiles it in the
+call: its compile (0.5-0.8 s) would land in a compiled function's cold first call, for
+~20 us a product. `product` returns None when it cannot run (the caller runs numpy's
+product).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import packed_gemm
+from .native import kernel as _kernel
+
+__all__ = ["product", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK"]
+
+# Where the kernel beats one OpenBLAS thread (min us, near-quiet, session 16, AVX-512,
+# float32 / float64): 64x1000x100 82 / 184 against 104 / 250, 32x1024x200 86 / 221 against
+# 122 / 263, 16x2048x200 (a transposed) 126 / 294 against 180 / 403, 1000x64x100 (a
+# transposed) 80 / 160 against 83 / 226, 784x64x128 (a transposed) 77 / 172 against 89 / 205,
+# 256x128x200 75 / 145 against 87 / 183. It ties or loses on smaller or narrower ones, where
+# its call and the column rest weigh more: 64x512x128 60 / 97 against 61 / 150, 100x800x64
+# 95 / 192 against 84 / 187, 100x256x64 35 / 68 against 26 / 60, 64x100x100 17 / 24 against
+# 9 / 17. So: at least MIN_MNK multiply-adds, MIN_DEPTH of K (the smallest measured) and
+# MIN_COLUMNS columns (two whole panels of the AVX-512 tile).
+MIN_MNK = 1 << 22
+MIN_DEPTH = 64
+MIN_COLUMNS = 96
+
+
+def tile_shape(dtype: str) -> tuple:
+    """(GV, GMR, GNV): vector width in elements, rows and vectors of columns of the tile.
+    GMR*GNV accumulators, GNV vectors of B and a broadcast fit the register file: 8 x 3
+    in 32 vector registers (AVX-512), 4 x 3 in 16 (AVX2). Measured for 64x1000x100
+    float32 with AVX-512: 8 x 3 86 us, 7 x 3 98, 6 x 4 103, 4 x 6 and 10 x 2 115, 12 x 2
+    113, 14 x 2 137."""
+    bytes_ = 4 if dtype == "float32" else 8
+    if packed_gemm._has_avx512():
+        return 64 // bytes_, 8, 3
+    return 32 // bytes_, 4, 3
+
+
+def _rest_widths(gv: int) -> list:
+    """The narrower vectors a column rest is made of: powers of two below GV, widest first."""
+    out, w = [], gv // 2
+    while w >= 1:
+        out.append(w)
+        w //= 2
+    return out
+
+
+# a (flat): A's element (i, k) at i*ars + k*aks; b (K, N) and c (M, N) C-contiguous, flat.
+_DRIVER = '''
+
+GV, GMR, GNV = {GV}, {GMR}, {GNV}
+_main = _make_tile(GMR, (GV,) * GNV)
+_main1 = _make_tile(1, (GV,) * GNV)
+_one = _make_tile(GMR, (GV,))
+_one1 = _make_tile(1, (GV,))
+# {rest_tiles}
+
+
+@njit("void(Array({t}, 1, 'C', readonly=True), int64, int64, int64, int64, "
+      "Array({t}, 1, 'C', readonly=True), int64, {t}[::1])", cache=CACHE, boundscheck=False, nogil=True)
+def kernel(a, ars, aks, m, kd, b, n, c):
+    mt = m - m % GMR
+    j = 0
+    while j + GNV * GV <= n:
+        for i in range(0, mt, GMR):
+            _main(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+        for i in range(mt, m):
+            _main1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+        j += GNV * GV
+    while j + GV <= n:
+        for i in range(0, mt, GMR):
+            _one(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+        for i in range(mt, m):
+            _one1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+        j += GV
+    # {rest_loops}
+'''
+
+_REST_TILES = '''
+_rest{w} = _make_tile(GMR, ({w},))
+_rest{w}_1 = _make_tile(1, ({w},))'''
+
+_REST_LOOP = '''
+    if n - j >= {w}:
+        for i in range(0, mt, GMR):
+            _rest{w}(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+        for i in range(mt, m):
+            _rest{w}_1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+        j += {w}'''
+
+
+def source(dtype: str) -> str:
+    """The kernel module's source for `dtype` with this CPU's tile."""
+    gv, gmr, gnv = tile_shape(dtype)
+    rests = _rest_widths(gv)
+    driver = (_DRIVER.replace("# {rest_tiles}", "".join(_REST_TILES.replace("{w}", str(w)) for w in rests))
+              .replace("    # {rest_loops}", "".join(_REST_LOOP.replace("{w}", str(w)) for w in rests))
+              .replace("{GV}", str(gv)).replace("{GMR}", str(gmr)).replace("{GNV}", str(gnv)))
+    head = "import numpy as np\nfrom numba import njit\n"
+    return packed_gemm.with_tile(head + packed_gemm.PACKED_SOURCE + driver, dtype).replace("{t}", dtype)
+
+
+def _strides(a) -> tuple | None:
+    """(flat a, ars, aks) for a row-major `a` or a transposed view of one, else None."""
+    m, k = a.shape
+    if a.flags.c_contiguous:
+        return a.reshape(-1), k, 1
+    if a.flags.f_contiguous:
+        return a.T.reshape(-1), 1, m
+    return None
+
+
+def product(a, b):
+    """``a @ b`` by the register-tile kernel, or None (run numpy's product): 2-D float32 or
+    float64 numpy arrays of one dtype, b C-contiguous, a C- or F-contiguous (a transposed
+    view), the shape past `MIN_MNK`, `MIN_DEPTH` and `MIN_COLUMNS`, and the kernel loaded.
+    (The checks are written out: native.takes and ``dtype.name`` cost 2.4 us of a call.)"""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    m, kd = a.shape
+    n = b.shape[1]
+    if n < MIN_COLUMNS or kd < MIN_DEPTH or m * kd * n < MIN_MNK or not b.flags.c_contiguous:
+        return None
+    dtype = a.dtype
+    t = _NAMES.get(dtype)
+    if t is None or b.dtype != dtype:
+        return None
+    flat = _strides(a)
+    if flat is None:
+        return None
+    fn = _loaded.get(t)
+    if fn is None:
+        fn = _kernel(("rows_gemm", t), lambda: source(t), sync_compiles=False).get()
+        if fn is None:
+            return None
+        _loaded[t] = fn
+    af, ars, aks = flat
+    out = np.empty((m, n), dtype)
+    fn(af, ars, aks, m, kd, b.reshape(-1), n, out.reshape(-1))
+    return out
+
+
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+_loaded: dict = {}   # dtype name -> the loaded kernel
