@@ -298,7 +298,7 @@ def _share(kernel, args: tuple, sync, q: int, nth: int) -> None:
     try:
         kernel(*args, q, nth, sync)
     except BaseException:
-        sync[ABORT] = 1        # never leave the other share spinning at the barrier
+        sync[ABORT] = 1        # never leave the other share waiting for a half it claimed
         raise
 
 
