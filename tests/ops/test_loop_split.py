@@ -1,4 +1,4 @@
-"""ops/loop_split.py: the per-step barrier of split loop kernels (the threads see each
+"""ops/loop_split.py: the per-step meeting of split loop kernels (the threads see each
 other's writes after it; a failed partner ends every wait), the runner with either partner
 (OpenBLAS's pool worker where numpy's BLAS has one, else a thread of tracejit.sharepool; the fallback to
 one thread when the pool is busy), the thread policy, and the hidden-unit split."""
@@ -17,20 +17,32 @@ from numba import njit
 
 @njit(nogil=True)
 def exchange(slots, seen, steps, q, nth, sync):
-    # step k: write k into this thread's slot of buffer k % 2, meet, read the others' slots
-    # of that buffer (double-buffered: a partner overwrites it only two barriers later)
+    # half h of step k: read both slots of buffer (k - 1) % 2 (the last step's), write k
+    # into slot h of buffer k % 2. Shared data is read and written inside a half only: a
+    # thread may run ahead past a partner that has left its half (after the step it may
+    # take the partner's halves), but no half of step k + 1 begins before all of step k
+    # is written, so the last step's buffer is written again only after this half.
+    st = thread_state()
     for k in range(steps):
-        slots[k % 2, q] = k
-        barrier(sync, k + 1, nth)
-        for p in range(nth):
-            if slots[k % 2, p] != k:
-                seen[q] += 1
+        half = next_half(sync, k, q, nth, st)
+        while half >= 0:
+            if k > 0:
+                for p in range(nth):
+                    if slots[(k - 1) % 2, p] != k - 1:
+                        seen[q] += 1
+            slots[k % 2, half] = k
+            half_done(sync, nth)
+            half = next_half(sync, k, q, nth, st)
 
 
 @njit(nogil=True)
 def wait_all(steps, q, nth, sync):
+    st = thread_state()
     for k in range(steps):
-        barrier(sync, k + 1, nth)
+        half = next_half(sync, k, q, nth, st)
+        while half >= 0:
+            half_done(sync, nth)
+            half = next_half(sync, k, q, nth, st)
 
 
 @njit
@@ -46,7 +58,7 @@ def _mod() -> dict:
     return _ns
 
 
-def test_threads_see_each_others_writes_after_the_barrier(partner):
+def test_threads_see_each_others_writes_after_each_step(partner):
     ns = _mod()
     steps = 200
     slots = np.full((2, 2), -1, dtype=np.int64)
@@ -62,7 +74,7 @@ def test_threads_see_each_others_writes_after_the_barrier(partner):
     loop_split.run(kernel, (slots, seen, steps), 2)
     assert sorted(calls) == [(0, 2), (1, 2)]          # both halves ran, on two threads
     assert len(threads) == 2
-    assert seen.tolist() == [0, 0]                    # no stale value after any barrier
+    assert seen.tolist() == [0, 0]                    # no stale value after any step
     assert slots.tolist() == [[steps - 2] * 2, [steps - 1] * 2]
 
 

@@ -127,6 +127,66 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
     np.testing.assert_allclose(r2, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
 
+
+@pytest.mark.parametrize("late", ["never", "half way"])
+def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, late):
+    """A partner that does not begin its half of a step (its thread descheduled) has that
+    half done by the other thread (ops/loop_split.py `next_half`), from then on without
+    waiting; one that comes back joins at the current step. The results are the same bits
+    as on one thread either way. "never": the partner starts after the other thread has
+    finished the whole call, so every one of its halves is taken (L forward units, L + 1
+    backward); "half way": it starts once the other thread has claimed step L // 2."""
+    import threading
+    import time
+
+    from tracejit.ops import loop_split
+    dtype, H, N, L = "float32", 48, 5, 40
+    r = np.random.default_rng(3)
+    a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
+    gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
+    d_y = a(L, H, N)
+
+    def delayed(get):
+        def kernel_for(dt):
+            real = get(dt)
+            finished = threading.Event()
+
+            def kernel(*args):
+                q, sync = args[-3], args[-1]
+                if q == 1 and late == "never":
+                    assert finished.wait(60)
+                elif q == 1:
+                    while sync[loop_split.CLAIM] < L // 2 and not finished.is_set():
+                        time.sleep(1e-4)
+                real(*args)
+                if q == 0:
+                    finished.set()
+            return kernel
+        return kernel_for
+
+    def run(count, slow):
+        with monkeypatch.context() as m:
+            m.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: count)
+            if slow:
+                m.setattr(lstm_kernels, "forward_layer", delayed(lstm_kernels.forward_layer))
+                m.setattr(lstm_kernels, "backward_layer", delayed(lstm_kernels.backward_layer))
+            z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, gi, w, b, h0, c0)
+            args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), gi, w, b, h0, c0, z)
+            return z, _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args)
+
+    _loaded("layer", dtype)
+    z1, r1 = run(1, False)
+    before = dict(loop_split.counts)
+    z2, r2 = run(2, True)
+    np.testing.assert_array_equal(z2, z1)
+    np.testing.assert_array_equal(r2, r1)
+    assert loop_split.counts["split"] == before["split"] + 2
+    taken = loop_split.counts["taken"] - before["taken"]
+    if late == "never":
+        assert taken == L + (L + 1)
+    else:                     # steps 0 .. L // 2 - 2 of each loop ended before the partner began
+        assert taken >= 2 * (L // 2 - 1)
+
 def _recording(real, name, calls):
     def get(dtype):
         found = real(dtype)

@@ -1,5 +1,6 @@
-"""A recurrent layer's time loop on two threads: a per-step barrier for numba kernels
-(`barrier_source`) and the runner that calls a loop kernel on two threads at once (`run`).
+"""A recurrent layer's time loop on two threads: a per-step meeting for numba kernels that
+lets either thread do the other's share when it is late (`barrier_source`), and the runner
+that calls a loop kernel on two threads at once (`run`).
 
 Why: the whole-loop kernels (ops/lstm_kernels.py) run every step's small GEMM and gate
 math on one thread; for the LSTM LM (batch 32, hidden 256, 2 layers, 64 steps) the loops
@@ -9,24 +10,35 @@ four gate blocks of W, their gate math, their rows of dh), and the threads meet 
 step, where the next step's GEMM reads the whole state the other thread wrote. One
 parallel launch per step (numba's prange) cost more than the split saved (session 14);
 here the kernel is called once per layer on each thread and the threads meet at a
-spinning barrier on a shared counter (a few hundred ns when both run).
+spinning wait on a shared counter (a few hundred ns when both run).
 
 Who runs the second share: OpenBLAS's own pool worker where numpy's BLAS is a pthreads
 OpenBLAS with a pool of two or more (`sharepool.BlasWorker`: that worker busy-waits on the second
 core after every threaded product anyway, and a thread of ours would get half of that
 core), else a thread of tracejit's pool (tracejit/sharepool.py, the chunk kernels' threads).
 
-A spinning barrier is only good while both threads have a core: a thread whose partner
-waits behind another process spins for a scheduler time slice at every step. So the
-split is used only when `threads` says so: tracejit.coreshare's count for large products
-(the BLAS count it gives; 1 when other processes keep a core busy, or when the user set
-BLAS to one thread), and the barrier calls ``sched_yield`` after a few microseconds of
-spinning so that a descheduled partner gets a core sooner.
+A spinning wait is only good while both threads have a core: a thread whose partner
+waits behind another process would spin for a scheduler time slice at every step (the
+session-15 barrier did: the LSTM LM step took 100-110 ms instead of 62-68 when another
+process took a core now and then). So each step's work is two halves that a thread claims
+(an atomic compare-and-swap) before doing them: each thread claims its own half, and a
+thread that has finished its half and waited `LATE_NS` for a partner that has not even
+claimed its half takes that half too, and then takes the partner's halves without waiting
+until the partner claims one itself again (it comes back: its claims of the steps done
+meanwhile fail, and it joins at the current step). A late partner thus costs one wait of
+`LATE_NS` per layer call, not one time slice per step; the only stall left is a partner
+descheduled in the middle of a half it claimed. Who does a half does not change its
+result: the two threads compute a half's rows the same way, so the results are the bits
+of one thread whatever the timing. The split is still used only when `threads` says so:
+tracejit.coreshare's count for large products (the BLAS count it gives; 1 when other
+processes keep a core busy, or when the user set BLAS to one thread).
 
-`barrier_source()` (numba source a kernel module includes): ``barrier(sync, k, nth)``
-waits until all `nth` threads have passed their k-th barrier (``sync[0]`` counts arrivals;
-a nonzero ``sync[ABORT]`` ends every wait: the runner sets it when the other thread's
-call failed, so no thread spins forever); ``split_units(hh, q, nth)`` is thread q's units.
+`barrier_source()` (numba source a kernel module includes): ``next_half(sync, k, q, nth,
+st)`` gives the half of step k thread q does next (-1: the step is done; ``st`` from
+``thread_state()``, once per call),
+``half_done(sync, nth)`` marks a half written (`next_half` documents the protocol; a
+nonzero ``sync[ABORT]`` ends every wait: the runner sets it when the other thread's call
+failed, so no thread spins forever); ``split_units(hh, q, nth)`` is half q's units.
 """
 from __future__ import annotations
 
@@ -35,15 +47,23 @@ import numpy as np
 from .. import sharepool
 from ..threads import openblas_pthreads as _pthreads_build  # noqa: F401  (tests read it here)
 
-__all__ = ["barrier_source", "ABORT", "QUANTUM", "new_sync", "threads", "run"]
+__all__ = ["barrier_source", "ABORT", "CLAIM", "TAKEN", "LATE_NS", "QUANTUM", "new_sync", "threads", "run", "counts"]
 
 ABORT = 8          # sync's abort flag, a cache line away from the counter
+CLAIM = 16         # sync[CLAIM + 8 h]: the first step whose half h is not claimed yet (own lines)
+TAKEN = 32         # sync[TAKEN]: halves a thread did for its late partner (a count, for tests and stats)
+# A waiting thread takes its partner's half when the partner has not begun it this long
+# after the wait began. A partner that runs begins its half within microseconds of the
+# step's start; one whose core another process took is gone for a time slice (ms). A
+# step's half is ~70 us in the LSTM LM; a half taken needlessly costs about that once.
+LATE_NS = 50_000
 # Hidden units per thread come in multiples of this: whole register-transpose blocks (16
 # float32 values with AVX-512) and GEMM panels (8 rows at most), so each thread's share of
 # a gate block starts on a block and a panel.
 QUANTUM = 16
 
-_SPINS = 2000      # pause instructions (~30-100 ns each) before each sched_yield
+_SPINS = 2000      # pause instructions (~30-100 ns each) before each sched_yield while the
+                   # partner works on a half it claimed (it may share this core)
 
 
 def _pause_name() -> str:
@@ -57,8 +77,10 @@ _BARRIER = '''
 from numba import njit as _bnjit, types as _bt
 from numba.extending import intrinsic as _bintrinsic
 from llvmlite import ir as _bir
+import numpy as np
 
 _BABORT, _BSPINS, _BPAUSE = {abort}, {spins}, "{pause}"
+_BCLAIM, _BTAKEN, _BLATE_NS, _BCLOCK = {claim}, {taken}, {late}, {clock}
 SPLIT_Q = {quantum}
 
 
@@ -121,21 +143,110 @@ def _sched_yield(typingctx):
     return sig, codegen
 
 
+@_bintrinsic
+def _cas(typingctx, arr, idx, expected, new):
+    # arr[idx] = new if arr[idx] == expected (atomically, sequentially consistent): whether it
+    # did; of two threads asking for one value, exactly one gets True
+    sig = _bt.boolean(arr, idx, expected, new)
+
+    def codegen(context, builder, sig, args):
+        p = _bptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        e = context.cast(builder, args[2], sig.args[2], _bt.int64)
+        v = context.cast(builder, args[3], sig.args[3], _bt.int64)
+        res = builder.cmpxchg(p, e, v, "seq_cst", "seq_cst")
+        return builder.extract_value(res, 1)
+    return sig, codegen
+
+
+@_bintrinsic
+def _now_ns(typingctx):
+    # the monotonic clock in ns (libc's clock_gettime: a vDSO read, ~20 ns)
+    sig = _bt.int64()
+
+    def codegen(context, builder, sig, args):
+        from numba.core import cgutils
+        i64 = _bir.IntType(64)
+        spec = _bir.LiteralStructType([i64, i64])
+        ts = cgutils.alloca_once(builder, spec)
+        fn = cgutils.get_or_insert_function(
+            builder.module, _bir.FunctionType(_bir.IntType(32), [_bir.IntType(32), spec.as_pointer()]),
+            "clock_gettime")
+        builder.call(fn, [_bir.Constant(_bir.IntType(32), _BCLOCK), ts])
+        sec = builder.load(builder.gep(ts, [_bir.Constant(_bir.IntType(32), 0), _bir.Constant(_bir.IntType(32), 0)]))
+        nsec = builder.load(builder.gep(ts, [_bir.Constant(_bir.IntType(32), 0), _bir.Constant(_bir.IntType(32), 1)]))
+        return builder.add(builder.mul(sec, _bir.Constant(i64, 1000000000)), nsec)
+    return sig, codegen
+
+
 @_bnjit(inline='always')
-def barrier(sync, k, nth):
-    # wait until all nth threads have arrived here for the k-th time (k = 1, 2, ...)
-    _atomic_add(sync, 0, 1)
-    target = k * nth
+def thread_state():
+    # a thread's state across steps for `next_half`: [absent, took, first]
+    st = np.zeros(3, dtype=np.int64)
+    st[2] = 1
+    return st
+
+
+@_bnjit(inline='always')
+def _step_end(st):
+    # step over: the partner was absent if this thread did its half
+    st[0] = st[1]
+    st[1] = 0
+    st[2] = 1
+    return -1
+
+
+@_bnjit(inline='always')
+def next_half(sync, k, q, nth, st):
+    # The half of step k (k = 0, 1, ...) this thread (q) does next, or -1 once every half of
+    # step k is done; st: this thread's `thread_state`. A half is done by the one thread
+    # that claims it (sync[_BCLAIM + 8 h] holds the first step whose half h is unclaimed).
+    # First this thread claims its own half. Then it waits for the step; if the partner has
+    # not claimed its half _BLATE_NS after this thread began to wait (its thread is
+    # descheduled: another process took its core), this thread claims and does that half
+    # too, and does so without waiting while the partner stays absent (it missed the last
+    # step), so a late partner costs one wait, not one per step. A partner that comes back
+    # finds its claims gone up to the current step and joins there. Results do not depend
+    # on who does a half: each half's rows are computed the same way on either thread.
+    first = st[2] != 0
+    st[2] = 0
+    if nth == 1:
+        return 0 if first else _step_end(st)
+    if first and _cas(sync, _BCLAIM + 8 * q, k, k + 1):
+        return q
+    p = 1 - q
+    target = 2 * (k + 1)
+    if _atomic_load(sync, 0) >= target:
+        return _step_end(st)
+    if st[0] != 0 and _cas(sync, _BCLAIM + 8 * p, k, k + 1):
+        _atomic_add(sync, _BTAKEN, 1)
+        st[1] = 1
+        return p
+    start = _now_ns()
     spins = 0
     while _atomic_load(sync, 0) < target:
         if _atomic_load(sync, _BABORT) != 0:
-            return
+            break
+        _spin_pause()
         spins += 1
-        if spins < _BSPINS:
-            _spin_pause()
-        else:
-            _sched_yield()
-            spins = 0
+        if spins % 64 == 0:
+            if _atomic_load(sync, _BCLAIM + 8 * p) == k:
+                # the partner has not begun its half
+                if _now_ns() - start > _BLATE_NS and _cas(sync, _BCLAIM + 8 * p, k, k + 1):
+                    _atomic_add(sync, _BTAKEN, 1)
+                    st[1] = 1
+                    return p
+            elif spins >= _BSPINS:
+                # the partner is at work on its half: if it shares this core, let it run
+                _sched_yield()
+                spins = 0
+    return _step_end(st)
+
+
+@_bnjit(inline='always')
+def half_done(sync, nth):
+    # this thread's half of the current step is written (the partner may read it now)
+    if nth > 1:
+        _atomic_add(sync, 0, 1)
 
 
 @_bnjit(inline='always')
@@ -150,15 +261,19 @@ def split_units(hh, q, nth):
 
 
 def barrier_source() -> str:
-    """The barrier's numba source for this CPU (``barrier``, ``split_units``; the pause hint
-    is part of the kernel source, so the disk cache keys on it)."""
+    """The meeting's numba source for this CPU (``next_half``, ``half_done``, ``split_units``;
+    the pause hint and the clock id are part of the kernel source, so the disk cache keys on
+    them)."""
+    import time
     return (_BARRIER.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
+            .replace("{claim}", str(CLAIM)).replace("{taken}", str(TAKEN)).replace("{late}", str(LATE_NS))
+            .replace("{clock}", str(getattr(time, "CLOCK_MONOTONIC", 1)))   # POSIX (Linux: 1)
             .replace("{quantum}", str(QUANTUM)).replace("{pause}", _pause_name()))
 
 
 def new_sync() -> np.ndarray:
-    """A fresh barrier state for one split call."""
-    return np.zeros(2 * ABORT, dtype=np.int64)
+    """A fresh meeting state for one split call (counter, abort flag, claims, halves taken)."""
+    return np.zeros(TAKEN + 8, dtype=np.int64)
 
 
 def threads(hidden: int, quantum: int = QUANTUM) -> int:
@@ -183,12 +298,16 @@ def _share(kernel, args: tuple, sync, q: int, nth: int) -> None:
     try:
         kernel(*args, q, nth, sync)
     except BaseException:
-        sync[ABORT] = 1        # never leave the other share spinning at the barrier
+        sync[ABORT] = 1        # never leave the other share waiting for a half it claimed
         raise
 
 
 # OpenBLAS's worker as the partner (tracejit/sharepool.py `BlasWorker`; tests call its `find`)
 _pool = sharepool.blas_worker
+
+# Split calls made and halves a thread did for its late partner (sync[TAKEN]) in this
+# process: how often the partner was late (tests, measurements).
+counts = {"split": 0, "taken": 0}
 
 
 def run(kernel, args: tuple, nth: int) -> None:
@@ -204,3 +323,5 @@ def run(kernel, args: tuple, nth: int) -> None:
         sharepool.run_pair(_share, (kernel, args, sync), on_blas_worker=_use_blas_pool)
     finally:
         sharepool.end_launch()
+    counts["split"] += 1
+    counts["taken"] += int(sync[TAKEN])

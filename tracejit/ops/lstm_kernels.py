@@ -18,7 +18,8 @@ per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step
 ...) and run the numpy GEMM from Python (tests and the kernels' reference).
 
 The LSTM's whole-loop kernels can run split over two threads by hidden units
-(ops/loop_split.py: one call per thread, a barrier per step); with one thread they run
+(ops/loop_split.py: one call per thread, a meeting per step, a late partner's half of a step
+done by the other thread); with one thread they run
 the whole range, as before.
 
 Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
@@ -163,34 +164,48 @@ def forward_step_units(wp, gi_t, hp, cp, b, m, mg, zt, hh, u0, u1, nth):
 def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from gi (L, N, 4H), w (4H, H),
     b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H, H)) scratch;
-    thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the barrier's state)\"\"\"
+    thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
     L = gi.shape[0]
     four, hh = w.shape
     n = m.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 6 * s)
-    u0, u1 = split_units(hh, q, nth)
-    for blk in range(4 if nth > 1 else 1):             # this thread's panels (all: nth == 1)
-        r0 = blk * hh + u0
-        r1 = blk * hh + u1 if nth > 1 else four
-        pack_panel_range(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR)
     mg = m[:four]
     # h0 and c0 where a step block of Z holds h_prev and c_prev, so that the step below has
     # one call site: inlined twice (a first step apart, on h0's read-only type), the
     # step's two GEMM paths doubled the kernel's LLVM compile (3.5 -> 9.1 s CPU)
     Zi = np.empty((1, 6 * s), Z.dtype)
-    Zi[0, :s] = h0.reshape(-1)
-    Zi[0, s:2 * s] = c0.reshape(-1)
+    # (an element loop, not `Zi[0, :s] = h0.reshape(-1)`: an array-to-array slice assignment
+    # makes numba compile its "cannot assign slice of shape ..." message, 1.75 s of the
+    # kernel's 4.75 s CPU compile, once per process; as a loop 2.7-2.8 s; session 16)
+    h0f = h0.reshape(-1)
+    c0f = c0.reshape(-1)
+    for e in range(s):
+        Zi[0, e] = h0f[e]
+        Zi[0, s + e] = c0f[e]
+    st = thread_state()
     for k in range(L):
         t = L - 1 - k if reverse else k
         if k == 0:
             src, p = Zi, 0
         else:
             src, p = Zf, t + 1 if reverse else t - 1   # h_prev: Z[p]'s first rows
-        forward_step_units(wp, gi[t], src[p, :s].reshape(hh, n), src[p, s:2 * s], b, m, mg, Zf[t],
-                           hh, u0, u1, nth)
-        if nth > 1 and k + 1 < L:
-            barrier(sync, k + 1, nth)                  # all of h_t written
+        # this thread's half of the step, then (if the partner is late) the partner's
+        # (ops/loop_split.py); one call site for the step: every inlined copy of the GEMM
+        # tile costs LLVM compile time
+        while True:
+            half = next_half(sync, k, q, nth, st)       # one call site: it is inlined
+            if half < 0:
+                break
+            u0, u1 = split_units(hh, half, nth)
+            if k == 0:
+                for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
+                    r0 = blk * hh + u0
+                    r1 = blk * hh + u1 if nth > 1 else four
+                    pack_panel_range(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR)
+            forward_step_units(wp, gi[t], src[p, :s].reshape(hh, n), src[p, s:2 * s], b, m, mg, Zf[t],
+                               hh, u0, u1, nth)
+            half_done(sync, nth)                       # its rows of h_t written
 """
 
 _TRANSPOSE = '''
@@ -286,7 +301,7 @@ def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
     or (L, 2H, N) and w = W (4H, H), with dh[:H] = d h_n (dh: padded_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
     d h0 in dh[:H], d c0 in dcs[L % 2]; dgs (2, 4H, N) and wp (packed_size(H, 4H)) scratch;
-    thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the barrier's state)\"\"\"
+    thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
     L = Z.shape[0]
     four, hh = w.shape
     n = dgs.shape[2]
@@ -294,36 +309,49 @@ def kernel(Z, d_y, c0, w, dh, dcs, dgs, G, db, wp, reverse, q, nth, sync):
     full = d_y.shape[1] != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
-    u0, u1 = split_units(hh, q, nth)
-    for blk in range(4):
-        db[blk * hh + u0:blk * hh + u1] = 0
-    pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)   # W^T's panels (this thread's)
-    for r in range(L):
-        k = L - 1 - r                                  # the step's place in time order
-        t = L - 1 - k if reverse else k
-        dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
-        y = d_y[t].reshape(-1)
-        dg = dgs[r % 2] if nth > 1 else dgs[0]
-        if k == 0:
-            step_back_part(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
-        else:
-            p = t + 1 if reverse else t - 1
-            step_back_part(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
-        gt = G[t]
-        # this thread's rows of each block (all 4H rows as one range when nth == 1): one
-        # code path, as in the forward
-        for blk in range(4 if nth > 1 else 1):
-            r0 = blk * hh + u0
-            r1 = blk * hh + u1 if nth > 1 else four
-            transpose_part(dg, r0, r1, 0, n, gt, False)   # G's rows, in register blocks
-            dbv = db[r0:r1]                            # db += the rows of dg^T; views from 0
-            for q_ in range(n):                        # (see `gate_math_units`)
-                row = gt[q_, r0:r1]
-                for j in range(r1 - r0):
-                    dbv[j] += row[j]
-        if nth > 1:
-            barrier(sync, r + 1, nth)                  # all of dg written
-        packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dg, dh, False)   # dh = W^T dg
+    st = thread_state()
+    # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
+    # of dg: after the previous unit of both halves), then step r's gate gradients for its
+    # units; r = 0 packs its panels of W^T first, r = L only multiplies
+    for r in range(L + 1):
+        while True:
+            half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
+            if half < 0:
+                break
+            u0, u1 = split_units(hh, half, nth)
+            if r > 0:
+                # double-buffered dg: the partner may still read step r - 1's while this
+                # thread writes step r's
+                dgp = dgs[(r - 1) % 2] if nth > 1 else dgs[0]
+                packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dgp, dh, False)
+            else:
+                for blk in range(4):
+                    db[blk * hh + u0:blk * hh + u1] = 0
+                pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)   # W^T's panels
+            if r < L:
+                k = L - 1 - r                          # the step's place in time order
+                t = L - 1 - k if reverse else k
+                dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
+                y = d_y[t].reshape(-1)
+                dg = dgs[r % 2] if nth > 1 else dgs[0]
+                if k == 0:
+                    step_back_part(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
+                else:
+                    p = t + 1 if reverse else t - 1
+                    step_back_part(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
+                gt = G[t]
+                # the half's rows of each block (all 4H rows as one range when nth == 1):
+                # one code path, as in the forward
+                for blk in range(4 if nth > 1 else 1):
+                    r0 = blk * hh + u0
+                    r1 = blk * hh + u1 if nth > 1 else four
+                    transpose_part(dg, r0, r1, 0, n, gt, False)   # G's rows, in register blocks
+                    dbv = db[r0:r1]                    # db += the rows of dg^T; views from 0
+                    for q_ in range(n):                # (see `gate_math_units`)
+                        row = gt[q_, r0:r1]
+                        for j in range(r1 - r0):
+                            dbv[j] += row[j]
+            half_done(sync, nth)
 """
 
 
