@@ -143,8 +143,9 @@ class BlasWorker:
     backward 4.32 -> 3.90 ms, context 1.28 -> 1.12, scores 1.02 -> 0.94, softmax 0.94 -> 0.87.
 
     Only a pthreads OpenBLAS (`threads.openblas_pthreads`): an OpenMP build runs
-    gotoblas_pthread's shares as an OpenMP loop, which may put both on one thread (a share
-    waiting for the other, as loop_split's barrier does, would wait forever)."""
+    gotoblas_pthread's shares as an OpenMP loop, which may put both on one thread, one after
+    the other: a share that waits for the other would wait forever, and even loop_split's
+    claimed halves, which do a late partner's work after 50 us, would pay that per step."""
 
     def __init__(self):
         self.fn = None        # gotoblas_pthread, or None: not an OpenBLAS with a thread pool
