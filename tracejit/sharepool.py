@@ -144,8 +144,9 @@ class BlasWorker:
 
     Only a pthreads OpenBLAS (`threads.openblas_pthreads`): an OpenMP build runs
     gotoblas_pthread's shares as an OpenMP loop, which may put both on one thread, one after
-    the other: a share that waits for the other would wait forever, and even loop_split's
-    claimed halves, which do a late partner's work after 50 us, would pay that per step."""
+    the other: a share that waits for the other would wait forever, and loop_split's claimed
+    halves (a late partner's half done by the other share after 50 us) would run on one
+    thread with a 50 us wait a call."""
 
     def __init__(self):
         self.fn = None        # gotoblas_pthread, or None: not an OpenBLAS with a thread pool
