@@ -234,13 +234,18 @@ def launch(fn: Callable, args: tuple, nt: int) -> int:
         fn(*args, 0, 1)
         return 1
     try:
-        if nt == 2:
-            run_pair(fn, args)
-        else:
-            run_shares(fn, args, (), nt)
+        _run_all(fn, args, nt)
     finally:
         end_launch()
     return nt
+
+
+def _run_all(fn: Callable, args: tuple, nt: int) -> None:
+    # fn(*args, t, nt) on nt >= 2 shares at once, the second of two on OpenBLAS's worker
+    if nt == 2:
+        run_pair(fn, args)
+    else:
+        run_shares(fn, args, (), nt)
 
 
 # Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose
@@ -260,8 +265,8 @@ def _take_parts(fn: Callable, n: int, parts: int, next_part: Callable, t: int, n
 
 def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
     """``fn(lo, hi)`` over ``[0, n)``: in contiguous parts taken in turn by shares on the
-    pool (the second of two on OpenBLAS's worker: `run_pair`), one per core the machine gives now (`pool_threads`, never more than BLAS's own
-    ceiling, so a process kept on one BLAS thread stays on one) with BLAS on one thread
+    pool (the second of two on OpenBLAS's worker: `run_pair`), one per core the machine
+    gives now (`pool_threads`, never more than BLAS's own ceiling, so a process kept on one BLAS thread stays on one) with BLAS on one thread
     meanwhile; or as ``fn(0, n)`` on this thread when one core is given, ``work``
     (multiply-adds) is below `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn``
     must release the GIL for its work (numpy's BLAS calls, nogil kernels) and its parts
@@ -276,9 +281,6 @@ def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
         parts = min(n, PARTS_PER_SHARE * nt)
         args = (fn, n, parts, itertools.count().__next__)
         with blas_threads_set(1):
-            if nt == 2:
-                run_pair(_take_parts, args)
-            else:
-                run_shares(_take_parts, args, (), nt)
+            _run_all(_take_parts, args, nt)
     finally:
         end_launch()
