@@ -176,14 +176,16 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                  inputs=None, allow_unused: bool = False):
     """Backpropagate from `tensors`; with `inputs`, return their gradients instead of accumulating."""
     if inputs is None and len(tensors) == 1:
-        node, nr = _root_edge(tensors[0])
-        if _leaves_only(node):
-            _backward_to_leaves(node, nr, grad_tensors[0], retain_graph, create_graph)
+        edge = _root_edge(tensors[0])
+        if _leaves_only(edge[0]):
+            _backward_to_leaves(*edge, grad_tensors[0], retain_graph, create_graph)
             return None
+        edges = (edge,)
+    else:
+        edges = [_root_edge(t) for t in tensors]
     roots = []
     buffers: dict = {}
-    for t, g in zip(tensors, grad_tensors):
-        node, nr = _root_edge(t)
+    for (node, nr), g in zip(edges, grad_tensors):
         roots.append(node)
         buf = buffers.setdefault(node, [None] * node.num_outputs)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
