@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import sharepool
 from ..ops import row_kernels
 from . import llvmopts
 from .codegen_cpu import CpuEmitter
@@ -339,7 +340,6 @@ class RowShares:
         self.sums = sums
 
     def __call__(self, *args):
-        from .. import sharepool
         counter = np.zeros(1, np.int64)
         if self.sums:
             # sized to the kernel's chunk count (`_parallel_loop`'s nchunk): the 16-chunk

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import sharepool
 from ..compiler import diskcache
 from ..threads import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
 
@@ -181,7 +182,6 @@ class _Launch:
         self.serial = serial
 
     def __call__(self, *args):
-        from .. import sharepool
         sharepool.launch(self.entry, args, 1 if self.serial else sharepool.pool_threads())
 
 
