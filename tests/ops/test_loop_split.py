@@ -11,7 +11,7 @@ from tracejit.ops import loop_split
 
 pytest.importorskip("numba", reason="the barrier is numba code")
 
-_DRIVERS = loop_split.barrier_source() + '''
+_DRIVERS = loop_split.meeting_source() + '''
 from numba import njit
 
 

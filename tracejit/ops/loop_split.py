@@ -1,5 +1,5 @@
 """A recurrent layer's time loop on two threads: a per-step meeting for numba kernels that
-lets either thread do the other's share when it is late (`barrier_source`), and the runner
+lets either thread do the other's share when it is late (`meeting_source`), and the runner
 that calls a loop kernel on two threads at once (`run`).
 
 Why: the whole-loop kernels (ops/lstm_kernels.py) run every step's small GEMM and gate
@@ -33,7 +33,7 @@ of one thread whatever the timing. The split is still used only when `threads` s
 tracejit.coreshare's count for large products (the BLAS count it gives; 1 when other
 processes keep a core busy, or when the user set BLAS to one thread).
 
-`barrier_source()` (numba source a kernel module includes): ``next_half(sync, k, q, nth,
+`meeting_source()` (numba source a kernel module includes): ``next_half(sync, k, q, nth,
 st)`` gives the half of step k thread q does next (-1: the step is done; ``st`` from
 ``thread_state()``, once per call),
 ``half_done(sync, nth)`` marks a half written (`next_half` documents the protocol; a
@@ -47,7 +47,7 @@ import numpy as np
 from .. import sharepool
 from ..threads import openblas_pthreads as _pthreads_build  # noqa: F401  (tests read it here)
 
-__all__ = ["barrier_source", "ABORT", "CLAIM", "TAKEN", "LATE_NS", "QUANTUM", "new_sync", "threads", "run", "counts"]
+__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "LATE_NS", "QUANTUM", "new_sync", "threads", "run", "counts"]
 
 ABORT = 8          # sync's abort flag, a cache line away from the counter
 CLAIM = 16         # sync[CLAIM + 8 h]: the first step whose half h is not claimed yet (own lines)
@@ -73,7 +73,7 @@ def _pause_name() -> str:
     return "llvm.x86.sse2.pause" if triple.startswith(("x86_64", "i386", "i686")) else ""
 
 
-_BARRIER = '''
+_MEETING = '''
 from numba import njit as _bnjit, types as _bt
 from numba.extending import intrinsic as _bintrinsic
 from llvmlite import ir as _bir
@@ -260,12 +260,12 @@ def split_units(hh, q, nth):
 '''
 
 
-def barrier_source() -> str:
+def meeting_source() -> str:
     """The meeting's numba source for this CPU (``next_half``, ``half_done``, ``split_units``;
     the pause hint and the clock id are part of the kernel source, so the disk cache keys on
     them)."""
     import time
-    return (_BARRIER.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
+    return (_MEETING.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
             .replace("{claim}", str(CLAIM)).replace("{taken}", str(TAKEN)).replace("{late}", str(LATE_NS))
             .replace("{clock}", str(getattr(time, "CLOCK_MONOTONIC", 1)))   # POSIX (Linux: 1)
             .replace("{quantum}", str(QUANTUM)).replace("{pause}", _pause_name()))

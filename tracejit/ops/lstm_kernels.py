@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .loop_split import barrier_source
+from .loop_split import meeting_source
 from .packed_gemm import PACKED_SOURCE as PACKED, with_tile
 from .native import kernel as _kernel
 
@@ -141,7 +141,7 @@ def kernel(gi, b, m, c_prev, z):
 # gate block (their GEMM rows, the transposed gi add, the gate math) and the threads meet
 # after each step: the next step's GEMM reads all of h.
 _FORWARD_LAYER = _FORWARD_GATES + PACKED + """
-# {barrier}
+# {meeting}
 
 
 @njit(inline='always')
@@ -290,7 +290,7 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 # then it does its rows of dh = W^T dg, which read all of dg (double-buffered: the next
 # step's gate gradients go to the other buffer while the partner may still read this one).
 _BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
-# {barrier}
+# {meeting}
 
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
@@ -502,7 +502,7 @@ def kernel(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse):
 
 def _source(template: str, dtype: str) -> str:
     s = "f32" if dtype == "float32" else "f64"
-    template = template.replace("# {barrier}", barrier_source())
+    template = template.replace("# {meeting}", meeting_source())
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
     return with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
