@@ -71,6 +71,42 @@ def test_product_takes_only_what_it_can_run(monkeypatch):
     assert len(calls) == 2
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", [(rows_gemm.T_MIN_ROWS, 2048, 257), (rows_gemm.T_MAX_ROWS, 700, 131), (21, 1500, 200)])
+def test_transposed_b_equals_numpy(dtype, m, k, n, tile, monkeypatch):
+    """``x @ w.T`` (an F-contiguous b) runs as ``(w @ x.T).T``: numpy's values, a C-contiguous
+    result as numpy's, and the same bits whether a is row-major or a transposed view."""
+    monkeypatch.setattr(rows_gemm, "_loaded", {dtype: _kernel(dtype)})
+    r = np.random.default_rng(1)
+    x = r.standard_normal((m, k)).astype(dtype)
+    w = r.standard_normal((n, k)).astype(dtype)
+    got = rows_gemm.product(x, w.T)
+    assert got is not None and got.shape == (m, n) and got.flags.c_contiguous
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64), **_tol(dtype, k))
+    assert np.array_equal(rows_gemm.product(np.asfortranarray(x), w.T), got)
+
+
+def test_transposed_b_takes_only_few_rows(monkeypatch):
+    """An F-contiguous b is taken from T_MIN_ROWS to T_MAX_ROWS rows of a (the kernel then
+    runs w's rows against a.T's columns), not outside them, nor past the other bounds."""
+    calls = []
+
+    class Loaded:
+        def get(self):
+            return lambda *args: calls.append(args)
+    monkeypatch.setattr(rows_gemm, "_kernel", lambda *a, **k: Loaded())
+    monkeypatch.setattr(rows_gemm, "_loaded", {})
+    k, n = 2048, 512
+    w = np.ones((n, k), np.float32)
+    for m in (rows_gemm.T_MIN_ROWS, rows_gemm.T_MAX_ROWS):
+        assert rows_gemm.product(np.ones((m, k), np.float32), w.T) is not None
+        assert calls[-1][3:5] == (n, k) and calls[-1][6] == m      # w's rows, a's rows as columns
+    for m in (rows_gemm.T_MIN_ROWS - 1, rows_gemm.T_MAX_ROWS + 1):
+        assert rows_gemm.product(np.ones((m, k), np.float32), w.T) is None
+    assert rows_gemm.product(np.ones((16, 32), np.float32), np.ones((n, 32), np.float32).T) is None  # K
+    assert len(calls) == 2
+
+
 def test_sync_mode_loads_only_from_disk(monkeypatch, tmp_path):
     """A kernel made with sync_compiles=False is not compiled in a sync-mode call (its source
     is not even made), and stays on numpy in this process; the default kernel compiles."""
