@@ -48,15 +48,21 @@ def test_kernel_equals_numpy(dtype, m, k, n, trans, tile):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, **_tol(dtype, k))
 
 
-def test_product_takes_only_what_it_can_run(monkeypatch):
-    """Other dtypes, a strided a, a transposed b, shapes below the bounds: None (numpy runs)."""
-    calls = []
+def _recording_kernel(monkeypatch) -> list:
+    """Stands in for the loaded kernel: each call's arguments are appended to the list."""
+    calls: list = []
 
     class Loaded:
         def get(self):
             return lambda *args: calls.append(args)
     monkeypatch.setattr(rows_gemm, "_kernel", lambda *a, **k: Loaded())
     monkeypatch.setattr(rows_gemm, "_loaded", {})
+    return calls
+
+
+def test_product_takes_only_what_it_can_run(monkeypatch):
+    """Other dtypes, a strided a, a transposed b, shapes below the bounds: None (numpy runs)."""
+    calls = _recording_kernel(monkeypatch)
     n = rows_gemm.MIN_COLUMNS + 4
     m, k = 64, rows_gemm.MIN_MNK // (64 * n) + 2
     a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
@@ -89,13 +95,7 @@ def test_transposed_b_equals_numpy(dtype, m, k, n, tile, monkeypatch):
 def test_transposed_b_takes_only_few_rows(monkeypatch):
     """An F-contiguous b is taken from T_MIN_ROWS to T_MAX_ROWS rows of a (the kernel then
     runs w's rows against a.T's columns), not outside them, nor past the other bounds."""
-    calls = []
-
-    class Loaded:
-        def get(self):
-            return lambda *args: calls.append(args)
-    monkeypatch.setattr(rows_gemm, "_kernel", lambda *a, **k: Loaded())
-    monkeypatch.setattr(rows_gemm, "_loaded", {})
+    calls = _recording_kernel(monkeypatch)
     k, n = 2048, 512
     w = np.ones((n, k), np.float32)
     for m in (rows_gemm.T_MIN_ROWS, rows_gemm.T_MAX_ROWS):
