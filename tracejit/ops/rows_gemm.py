@@ -12,6 +12,10 @@ broadcasts A's values from where they are, A row-major or a transposed view alik
 same products took 84-86 and 88-90 us (the whole of B's column panel, K x GNV*GV, stays
 in L2; blocking K for L1 ran no faster).
 
+``x @ w.T`` (an F-contiguous B: nn.Linear's layout) of few rows runs as ``(w @ x.T).T``, w's
+rows read in place as the kernel's rows and a copy of x.T as its columns (`_transposed`):
+one OpenBLAS thread is slow on such products (16x2048x200 float32: 239 us against 129).
+
 The kernel releases the GIL (``nogil``), as numpy's product does, so other Python threads
 run meanwhile. Columns left over past the whole panels run tiles of one vector, then of narrower powers
 of two (a rest of 4 columns: one 4-wide vector per row). Results differ from BLAS's in the
@@ -52,9 +56,9 @@ MIN_COLUMNS = 96
 # against 164/176), 16x2048x200 239/265 against 129/147 (342/413 against 262/316), 32x1024x256
 # 198/217 against 165/178 (288/340 against 223/242), 48x1000x100 87/99 against 68/84 (152/163
 # against 117/139). At 64 rows it ties or loses: 64x1000x100 109/131 against 104/122 (209/250
-# against 211/252), 64x512x128 69/78 against 77/92 (126/136 against 136/150): 64 columns are
-# a 48-column panel plus a one-vector tile, which does one multiply-add per broadcast. Below 8
-# rows the kernel's columns are narrower than a vector.
+# against 211/252), 64x512x128 69/78 against 77/92 (126/136 against 136/150): the copy of a.T
+# (13-17 us for 64x1000, transp.py) and a fourth vector of columns eat the gain. Below 8 rows
+# the kernel's columns are narrower than a vector.
 T_MIN_ROWS = 8
 T_MAX_ROWS = 48
 
