@@ -11,7 +11,7 @@ import logging
 
 from ..autograd import grad_mode as _gm
 from ..autograd.grad_mode import set_mode as _set_grad_mode
-from ..autograd.node import AccumulateGrad, Node, edge
+from ..autograd.node import AccumulateGrad, Node, edge, leaf_node
 from ..envflags import is_off
 from ..errors import InplaceModifiedError
 from ..jit.autodiff import active_vars, joint, loss_joint, split
@@ -35,11 +35,14 @@ class CompiledNode(Node):
 
     __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken")
 
-    def __init__(self, program, inputs, saved, diff_idx, out_avals):
-        super().__init__(tuple(edge(inputs[i]) for i in diff_idx), len(out_avals))
+    def __init__(self, program, inputs, saved, diff_idx, out_avals, edges=None, versions=None):
+        # (`edges` and `versions` when the caller has them: a generated training call)
+        super().__init__(tuple(edge(inputs[i]) for i in diff_idx) if edges is None else edges,
+                         len(out_avals))
         self.program = program
         self.inputs = inputs
-        self.versions = [x._vbox[0] if isinstance(x, Tensor) else None for x in inputs]
+        self.versions = [x._vbox[0] if isinstance(x, Tensor) else None for x in inputs] \
+            if versions is None else versions
         self.saved = saved
         self.diff_idx = diff_idx
         self.out_avals = out_avals
@@ -430,6 +433,57 @@ class CompiledProgram(Executor):
         for plan in self.plans_for(ins, grad_mode):
             for kern, layouts, parallel in plan.all_first_variants():
                 kern.get(layouts, parallel)
+
+    def fast_training(self, diff_idx: tuple):
+        """``[train]`` (backend.Executor's contract): at its first call ``train`` becomes
+        the generated `_train_source` function, or plain `__call__` where that does not
+        apply."""
+        if not diff_idx or self._scalar_inputs or not self._simple_out or len(self.graph.outputs) != 1:
+            return None
+        if self._diff_cached is not None and self._diff_cached != diff_idx:
+            return None
+        cell = [None]
+
+        def first(L):
+            # (the plans are built here, at a call, not when the entry builds its hit: a
+            # background compile's switch builds it on a worker thread)
+            fn = self._generated_train(diff_idx)
+            cell[0] = fn if fn is not None else (lambda L: self(L)[0])
+            return cell[0](L)
+        cell[0] = first
+        return cell
+
+    def _generated_train(self, diff_idx: tuple):
+        """A generated ``train(L)``: `__call__` with gradients for `diff_idx`, unrolled for
+        this program (its input count, outputs, saved values and conds), for an entry whose
+        leaves are the graph's inputs (tensors) and whose one output is a new tensor. Its
+        node and outputs are built as `__call__` builds them. Why: after a large kernel
+        every frame and lookup runs on swept caches (session 17, notes gelu17)."""
+        g = self.graph
+        n_out = len(g.outputs)
+        fwd, bwd, n_saved = self.train_plans(diff_idx)
+        n_in = len(g.inputs)
+        n_taken = len(fwd.graph.outputs) - n_out - n_saved
+        xs = [f"i{k}" for k in range(n_in)]
+        edges = [f"((i{k}.grad_fn, i{k}._output_nr) if i{k}.grad_fn is not None else (LEAF(i{k}), 0))"
+                 for k in diff_idx]
+        taken = (f"[bool(t) for t in res[{n_out + n_saved}:]]" if n_taken else "[]")
+        (d, dev), = self._out_types
+        lines = ["def train(L):",
+                 f"    {', '.join(xs)}, = L",
+                 f"    res = FWD({', '.join(x + '._data' for x in xs)})",
+                 f"    node = NODE(PROG, [{', '.join(xs)}], res[{n_out}:{n_out + n_saved}], DIFF, AVALS, "
+                 f"({', '.join(edges)},), [{', '.join(x + '._vbox[0]' for x in xs)}])",
+                 f"    node.taken = {taken}",
+                 "    t = WRAP(res[0], OD, OV)"]
+        if d.is_floating_point and 0 in self._active_outputs(diff_idx):
+            lines += ["    t._requires_grad = True", "    t.grad_fn = node", "    t._output_nr = 0"]
+        lines += ["    return t"]
+        names = {"FWD": fwd.fn, "NODE": CompiledNode, "PROG": self, "DIFF": diff_idx,
+                 "AVALS": self._out_avals, "LEAF": leaf_node, "WRAP": Tensor._wrap, "OD": d, "OV": dev}
+        exec(compile("\n".join(lines) + "\n", f"<tracejit-train-{self.name}>", "exec"), names)
+        self._diff_cached = diff_idx
+        return names["train"]
 
     def fast_inference(self):
         if self._scalar_inputs or not self._simple_out or len(self.graph.outputs) != 1:

@@ -1,13 +1,15 @@
-"""A compiled loss's ``loss.backward()`` through `CompiledNode.unit_backward`: the
-gradients the forward computed go straight to the leaves, with the engine's results, and
-every case the short path does not cover goes through the engine as before."""
+"""A compiled training call's short paths: the generated call (`CompiledProgram.
+fast_training`) builds the node and output `__call__` builds, and a compiled loss's
+``loss.backward()`` through `CompiledNode.unit_backward` hands the gradients the forward
+computed straight to the leaves, with the engine's results; every case the short paths do
+not cover goes through `__call__` and the engine as before."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.executor import CompiledNode
+from tracejit.compiler.executor import CompiledNode, CompiledProgram
 from tracejit.errors import InplaceModifiedError
 from tracejit.testing import kernel_cache_at
 
@@ -137,3 +139,52 @@ def test_a_non_leaf_input_and_a_non_unit_gradient_use_the_engine(taken):
     assert taken == [False]
     for u, e in zip(us, _eager_grads(arrays, 3.0)):
         np.testing.assert_allclose(u.grad.numpy(), e, rtol=1e-5, atol=1e-5)
+
+
+def _node_parts(t):
+    n = t.grad_fn
+    return (type(n), n.next_functions, n.num_outputs, n.program, n.inputs, n.versions,
+            n.diff_idx, n.taken, [a.tolist() for a in n.saved])
+
+
+def test_a_training_call_runs_the_generated_call_with_the_node_call_builds(monkeypatch):
+    built, general = [], []
+    real_gen, real_call = CompiledProgram._generated_train, CompiledProgram.__call__
+    monkeypatch.setattr(CompiledProgram, "_generated_train",
+                        lambda self, d: built.append(d) or real_gen(self, d))
+    monkeypatch.setattr(CompiledProgram, "__call__", lambda self, ins: general.append(1) or real_call(self, ins))
+    arrays = _inputs()
+    f = tj.script(lambda x, y, z: (x * y + z).sum())
+    ts = [tj.tensor(a, requires_grad=True) for a in arrays]
+    ts[1].requires_grad_(False)
+    q = ts[2] * 1.0                                    # an input that is not a leaf
+    for _ in range(3):
+        out = f(ts[0], ts[1], q)
+    assert built == [(0, 2)] and general == [1]        # the capture's call, then generated
+    prog = out.grad_fn.program
+    ref = prog([ts[0], ts[1], q])[0]
+    assert out.requires_grad and out._output_nr == ref._output_nr == 0
+    assert out.dtype is ref.dtype and out.device is ref.device and out.item() == ref.item()
+    assert _node_parts(out) == _node_parts(ref)
+    assert out.grad_fn.next_functions[1][0] is q.grad_fn
+    out.backward()
+    np.testing.assert_array_equal(ts[0].grad.numpy(), arrays[1])
+    np.testing.assert_array_equal(ts[2].grad.numpy(), np.ones_like(arrays[2]))
+
+
+def test_the_generated_call_records_conds_and_outputs_without_gradient(monkeypatch):
+    arrays = _inputs()
+    f = tj.script(lambda x, y: x * 2.0 if x.sum() > 0 else x * y)
+    x = tj.tensor(np.abs(arrays[0]), requires_grad=True)
+    y = tj.tensor(arrays[1], requires_grad=True)
+    for _ in range(3):
+        out = f(x, y)
+    assert out.grad_fn.taken == [True]
+    np.testing.assert_array_equal(out.detach().numpy(), np.abs(arrays[0]) * 2.0)
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(arrays[0], 2.0))
+    assert y.grad is None                              # the untaken branch reads y
+    g = tj.script(lambda x, y: (y * 2.0).sum())
+    for _ in range(3):
+        out = g(x, tj.tensor(arrays[1]))
+    assert not out.requires_grad and out.grad_fn is None
