@@ -8,6 +8,7 @@ first use, so an entry that never needs gradients never compiles a backward.
 from __future__ import annotations
 
 import logging
+import sys
 
 from ..autograd import grad_mode as _gm
 from ..autograd.grad_mode import set_mode as _set_grad_mode
@@ -19,7 +20,7 @@ from ..jit.backend import Executor, InputKeeper
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
-from ..memory import sole_padded_view
+from ..memory import kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
@@ -85,26 +86,46 @@ class CompiledNode(Node):
                 return False
             leaves.append(nxt)
         self._check_versions()
-        gs = prog._hand_over(diff_idx, self.saved, self.inputs)
-        if gs is None:
+        saved = self.saved
+        if not prog._saved_own_memory(saved, self.inputs):
             return False
+        saved = list(saved)
         self.saved = None
         self._freed = True
         grads = [None] * self.num_outputs
         grads[t._output_nr] = t
         live = prog.reached(self.taken, grads)
-        grads = None
+        grads = t = None
+        ins = prog.graph.inputs
+        wrap = Tensor._wrap
         prev_mode = _gm._state.enabled
         _set_grad_mode(False)
         try:
-            # the engine's order (its ready stack: the last edge first); each gradient in a
-            # list of its own and nowhere else, so the leaf can take its memory
-            for k in range(len(gs) - 1, -1, -1):
-                buf = [gs[k] if diff_idx[k] in live else None]
-                gs[k] = None
-                if buf[0] is not None:
-                    leaves[k].apply(buf, False, False)
-                buf = None
+            # the engine's order (its ready stack: the last edge first)
+            for k in range(len(saved) - 1, -1, -1):
+                arr = saved[k]
+                saved[k] = None
+                if diff_idx[k] not in live:
+                    continue
+                leaf = leaves[k]
+                aval = ins[diff_idx[k]].aval
+                x = leaf.variable()
+                if (x is not None and x._grad is None and leaf._post_acc_hooks is None
+                        and x.dtype is aval.dtype and x.device is aval.device
+                        and arr.shape == x._data.shape and arr.flags.writeable
+                        and arr.flags.c_contiguous and sys.getrefcount(arr) <= 2 + kept_refs(arr)):
+                    # nobody else holds the array (this local and getrefcount's argument;
+                    # an OutputSlot's reference is no sharer): .grad takes it, as
+                    # AccumulateGrad would take the gradient
+                    x._grad = wrap(arr, aval.dtype, aval.device)
+                else:
+                    # the gradient in a list of its own and nowhere else: AccumulateGrad
+                    # decides (accumulation, hooks after it, a copy where it must)
+                    buf = [wrap(arr, aval.dtype, aval.device)]
+                    arr = None
+                    leaf.apply(buf, False, False)
+                    buf = None
+                x = arr = None
         finally:
             _set_grad_mode(prev_mode)
         return True
@@ -386,20 +407,27 @@ class CompiledProgram(Executor):
         gradient owns its memory and none is an input's array (the usual training step):
         each is handed over as it is. None when some buffer needs the general walk. (The
         walk's lists and sets cost ~6 us a call, a tenth of a small step's backward.)"""
+        if not self._saved_own_memory(saved, inputs):
+            return None
+        ins = self.graph.inputs
+        wrap = Tensor._wrap
+        return [wrap(a, ins[i].aval.dtype, ins[i].aval.device) for a, i in zip(saved, diff_idx)]
+
+    def _saved_own_memory(self, saved, inputs) -> bool:
+        """Whether every saved gradient owns its memory and none shares it with another or
+        with an input's array (`_hand_over`'s condition, `CompiledNode.unit_backward`'s)."""
         seen = set()
         for a in saved:
             # (a large kernel output is a view of a padded buffer only it holds:
             # memory.placed_empty; that buffer is then its memory)
             root = a if a.base is None else a.base if sole_padded_view(a) else None
             if root is None or id(root) in seen:
-                return None
+                return False
             seen.add(id(root))
         for x in inputs:
             if isinstance(x, Tensor) and id(_root_array(x._data)) in seen:
-                return None
-        ins = self.graph.inputs
-        wrap = Tensor._wrap
-        return [wrap(a, ins[i].aval.dtype, ins[i].aval.device) for a, i in zip(saved, diff_idx)]
+                return False
+        return True
 
     def _diff_of(self, inputs):
         """The differentiable inputs of a call with `inputs` (as `__call__` decides them)."""
