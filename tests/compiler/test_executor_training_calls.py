@@ -188,3 +188,22 @@ def test_the_generated_call_records_conds_and_outputs_without_gradient(monkeypat
     for _ in range(3):
         out = g(x, tj.tensor(arrays[1]))
     assert not out.requires_grad and out.grad_fn is None
+
+
+def test_gradients_that_share_memory_are_never_handed_to_two_leaves(taken):
+    arrays = _inputs()
+    f = tj.script(lambda x, y: (x + y).sum())          # one buffer of ones for both
+    x, y = (tj.tensor(a, requires_grad=True) for a in arrays[:2])
+    f(x, y).backward()
+    assert taken == [True]
+    assert not np.shares_memory(x.grad.numpy(), y.grad.numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(arrays[0]))
+    np.testing.assert_array_equal(y.grad.numpy(), np.ones_like(arrays[0]))
+    g = tj.script(lambda x, y: (x * y).sum())          # d/dx is y itself
+    u, v = (tj.tensor(a, requires_grad=True) for a in arrays[:2])
+    g(u, v).backward()
+    assert taken == [True, True]
+    assert not np.shares_memory(u.grad.numpy(), v.detach().numpy())
+    assert not np.shares_memory(v.grad.numpy(), u.detach().numpy())
+    np.testing.assert_array_equal(u.grad.numpy(), arrays[1])
+    np.testing.assert_array_equal(v.grad.numpy(), arrays[0])

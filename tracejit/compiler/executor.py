@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import sys
 
+import numpy as np
+
 from ..autograd import grad_mode as _gm
 from ..autograd.grad_mode import set_mode as _set_grad_mode
 from ..autograd.node import AccumulateGrad, Node, edge, leaf_node
@@ -70,10 +72,10 @@ class CompiledNode(Node):
         """``t.backward()`` for `t`, this node's loss output, when it is a compiled training
         step's usual last backward: implicit unit gradient, no retained graph, the forward
         computed the gradients (`CompiledProgram.train_plans`' loss plans), and every edge
-        goes to a distinct hook-less leaf. The gradients go straight to the leaves'
-        AccumulateGrad, as the engine would hand them (`_backward_to_leaves`), without
-        building the root gradient or the engine's lists. False (nothing done) when the
-        general path is needed. Why: right after a large kernel every frame runs on swept
+        goes to a distinct hook-less leaf. A leaf with no .grad takes its gradient array
+        when nothing else holds that memory; other gradients go to the leaf's
+        AccumulateGrad as the engine would hand them (`_backward_to_leaves`). No root
+        gradient, no engine lists. False (nothing done) when the general path is needed. Why: right after a large kernel every frame runs on swept
         caches; this path is a third of the general one's code (session 17, notes gelu17)."""
         prog = self.program
         diff_idx = self.diff_idx
@@ -86,10 +88,7 @@ class CompiledNode(Node):
                 return False
             leaves.append(nxt)
         self._check_versions()
-        saved = self.saved
-        if not prog._saved_own_memory(saved, self.inputs):
-            return False
-        saved = list(saved)
+        saved = list(self.saved)
         self.saved = None
         self._freed = True
         grads = [None] * self.num_outputs
@@ -98,36 +97,39 @@ class CompiledNode(Node):
         grads = t = None
         ins = prog.graph.inputs
         wrap = Tensor._wrap
-        prev_mode = _gm._state.enabled
-        _set_grad_mode(False)
-        try:
-            # the engine's order (its ready stack: the last edge first)
-            for k in range(len(saved) - 1, -1, -1):
-                arr = saved[k]
-                saved[k] = None
-                if diff_idx[k] not in live:
-                    continue
-                leaf = leaves[k]
-                aval = ins[diff_idx[k]].aval
-                x = leaf.variable()
-                if (x is not None and x._grad is None and leaf._post_acc_hooks is None
-                        and x.dtype is aval.dtype and x.device is aval.device
-                        and arr.shape == x._data.shape and arr.flags.writeable
-                        and arr.flags.c_contiguous and sys.getrefcount(arr) <= 2 + kept_refs(arr)):
-                    # nobody else holds the array (this local and getrefcount's argument;
-                    # an OutputSlot's reference is no sharer): .grad takes it, as
-                    # AccumulateGrad would take the gradient
-                    x._grad = wrap(arr, aval.dtype, aval.device)
-                else:
-                    # the gradient in a list of its own and nowhere else: AccumulateGrad
-                    # decides (accumulation, hooks after it, a copy where it must)
-                    buf = [wrap(arr, aval.dtype, aval.device)]
-                    arr = None
+        # the engine's order (its ready stack: the last edge first)
+        for k in range(len(saved) - 1, -1, -1):
+            arr = saved[k]
+            saved[k] = None
+            if diff_idx[k] not in live:
+                continue
+            leaf = leaves[k]
+            aval = ins[diff_idx[k]].aval
+            x = leaf.variable()
+            if (x is not None and x._grad is None and leaf._post_acc_hooks is None
+                    and x.dtype is aval.dtype and x.device is aval.device
+                    and type(arr) is np.ndarray and arr.shape == x._data.shape
+                    and sys.getrefcount(arr) <= 2 + kept_refs(arr)
+                    and arr.flags.writeable and arr.flags.c_contiguous
+                    and (arr.base is None or sole_padded_view(arr))):
+                # Nobody else holds the array or its memory (this local and getrefcount's
+                # argument; an OutputSlot's reference is no sharer; not an input's array,
+                # nor another gradient's, which `saved` would still hold): .grad takes it,
+                # as AccumulateGrad takes a gradient only the engine holds (node._exclusive).
+                x._grad = wrap(arr, aval.dtype, aval.device)
+            else:
+                # In a list of its own and nowhere else, as the engine hands it: the leaf
+                # decides (accumulation, a copy where the memory is shared, its hooks).
+                buf = [wrap(arr, aval.dtype, aval.device)]
+                arr = x = None
+                prev_mode = _gm._state.enabled
+                _set_grad_mode(False)
+                try:
                     leaf.apply(buf, False, False)
-                    buf = None
-                x = arr = None
-        finally:
-            _set_grad_mode(prev_mode)
+                finally:
+                    _set_grad_mode(prev_mode)
+                buf = None
+            x = arr = None
         return True
 
     def apply(self, grads, create_graph, retain_graph):
@@ -407,27 +409,20 @@ class CompiledProgram(Executor):
         gradient owns its memory and none is an input's array (the usual training step):
         each is handed over as it is. None when some buffer needs the general walk. (The
         walk's lists and sets cost ~6 us a call, a tenth of a small step's backward.)"""
-        if not self._saved_own_memory(saved, inputs):
-            return None
-        ins = self.graph.inputs
-        wrap = Tensor._wrap
-        return [wrap(a, ins[i].aval.dtype, ins[i].aval.device) for a, i in zip(saved, diff_idx)]
-
-    def _saved_own_memory(self, saved, inputs) -> bool:
-        """Whether every saved gradient owns its memory and none shares it with another or
-        with an input's array (`_hand_over`'s condition, `CompiledNode.unit_backward`'s)."""
         seen = set()
         for a in saved:
             # (a large kernel output is a view of a padded buffer only it holds:
             # memory.placed_empty; that buffer is then its memory)
             root = a if a.base is None else a.base if sole_padded_view(a) else None
             if root is None or id(root) in seen:
-                return False
+                return None
             seen.add(id(root))
         for x in inputs:
             if isinstance(x, Tensor) and id(_root_array(x._data)) in seen:
-                return False
-        return True
+                return None
+        ins = self.graph.inputs
+        wrap = Tensor._wrap
+        return [wrap(a, ins[i].aval.dtype, ins[i].aval.device) for a, i in zip(saved, diff_idx)]
 
     def _diff_of(self, inputs):
         """The differentiable inputs of a call with `inputs` (as `__call__` decides them)."""
