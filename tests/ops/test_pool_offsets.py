@@ -197,9 +197,10 @@ def test_kernels_give_negative_zero_as_positive_zero(dtype, geo):
         assert (gx == 0).any() and not np.signbit(gx[gx == 0]).any()
 
 
+@pytest.mark.parametrize("block", [None, 160, 240])   # one block; 2 planes a block; 3 (12 = 4 x 3)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kind", ["normal", "ties", "nan", "-inf", "channel-major"])
-def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeypatch, dtype, kind):
+def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeypatch, dtype, kind, block):
     """2x2 windows tiling a C-contiguous input exactly take `_record_2x2` (flat loops); its
     values and first-maximum offsets are the general form's and the kernel's (ties in
     every pattern of a window's four positions, -inf windows; a NaN window sends the call
@@ -209,6 +210,8 @@ def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeyp
         pats = ((np.arange(16)[:, None] >> np.arange(4)) & 1).astype(dtype)   # 16 windows
         x[0, 0].reshape(4, 2, 5, 2).transpose(0, 2, 1, 3)[...] = \
             np.concatenate([pats, pats[:4]]).reshape(4, 5, 2, 2)
+    if block:
+        monkeypatch.setattr(O, "_BLOCK_2X2", block)
     ran = []
     real = O._record_2x2
     monkeypatch.setattr(O, "_record_2x2", lambda *a: ran.append(real(*a)) or ran[-1])

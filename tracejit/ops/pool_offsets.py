@@ -81,16 +81,23 @@ def _halves(kernel, stride, padding, dilation) -> bool:
             and tuple(dilation) == (1, 1))
 
 
+# Input elements per block of `_record_2x2`: its temporaries (~2x the block in bytes) are
+# reused from block to block, so a cold process's first call faults in few fresh pages
+# for them (whole-array temporaries of LeNet's first pool: ~1,900 more page faults than
+# the general form, whose first call they made 2.3 ms slower).
+_BLOCK_2X2 = 1 << 18
+
+
 def _record_2x2(x, rec) -> bool:
     """The record of 2x2 windows that tile a C-contiguous x exactly (LeNet's first pool),
     in single 1-D numpy loops; False (the general form runs) for any other x or a NaN
     window. The general form's per-offset views are (N, C, OH, OW) views whose rows lie
     apart, so each of its ~12 passes ran an inner loop per OW-element row (LeNet's first
-    pool: 26K loops of 13 a pass, 2.4-2.6 ms). Here x is one flat row-major array: its
-    even and odd elements are each row's left and right columns, so T = max(left, right)
-    is every row's pair maxima (rows of OW), and max(T[:-OW], T[OW:]) every pair of
-    consecutive rows' (the even rows' are the windows'; the odd rows' are computed and
-    dropped: cheaper than strided loops).
+    pool: 26K loops of 13 a pass, 2.4-2.6 ms). Here x is a flat row-major array: its even
+    and odd elements are each row's left and right columns, so T = max(left, right) is
+    every row's pair maxima (rows of OW), and max(T[:-OW], T[OW:]) every two consecutive
+    rows' (the even rows' are the windows'; the odd rows' are computed and dropped:
+    cheaper than strided loops). Block by block of whole planes (`_BLOCK_2X2`).
 
     The offset is the first maximum in row-major window order: with a, b the top row, c,
     d the bottom, T = max(a, b), B = max(c, d), m = max(T, B): a when T == m and a == T;
@@ -101,21 +108,30 @@ def _record_2x2(x, rec) -> bool:
     if (h, w) != (2 * oh, 2 * ow) or not x.flags.c_contiguous or not x.size:
         return False
     xf = x.reshape(-1)
-    t = np.maximum(xf[0::2], xf[1::2])            # (N*C*H, OW): each row's pair maxima
-    first = np.equal(xf[0::2], t)                 # the left one is it (a == T, c == B)
-    m = np.maximum(t[:-ow], t[ow:])               # rows r and r+1; the windows: r even
-    rows = n * c * h - 1
-    rec[0].reshape(-1, ow)[...] = m.reshape(rows, ow)[0::2]
-    if np.isnan(rec[0]).any():
-        return False
-    top = np.equal(t[:-ow], m)                    # T == m
-    sel = np.logical_and(top, first[:-ow])        # a
-    lower = np.logical_not(top, out=top)
-    sel |= np.logical_and(lower, first[ow:], out=first[ow:])   # c (first is not read again)
-    off = lower.view(np.uint8) * np.uint8(2)
-    off += np.logical_not(sel, out=sel).view(np.uint8)
-    rec[1].reshape(-1, ow)[...] = off.reshape(rows, ow)[0::2]
-    return True
+    out, off = rec[0].reshape(-1, ow), rec[1].reshape(-1, ow)
+    per = max(1, _BLOCK_2X2 // (h * w))               # planes per block
+    size = min(n * c, per) * h * ow                  # T's elements in a block
+    t, m = np.empty(size, x.dtype), np.empty(size - ow, x.dtype)
+    first, top = np.empty(size, bool), np.empty(size - ow, bool)
+    for p0 in range(0, n * c, per):
+        k = min(n * c, p0 + per) - p0
+        xs = xf[p0 * h * w:(p0 + k) * h * w]
+        ts, fs = t[:k * h * ow], first[:k * h * ow]
+        ms, tops = m[:k * h * ow - ow], top[:k * h * ow - ow]
+        np.maximum(xs[0::2], xs[1::2], out=ts)       # every row's pair maxima
+        np.equal(xs[0::2], ts, out=fs)               # the left one is it (a == T, c == B)
+        np.maximum(ts[:-ow], ts[ow:], out=ms)        # rows r and r+1; the windows: r even
+        rows = slice(p0 * oh, (p0 + k) * oh)
+        out[rows] = ms.reshape(-1, ow)[0::2]
+        np.equal(ts[:-ow], ms, out=tops)             # T == m
+        sel = np.logical_and(tops, fs[:-ow])         # a
+        lower = np.logical_not(tops, out=tops)
+        sel |= np.logical_and(lower, fs[ow:], out=fs[ow:])   # c (fs is not read again)
+        o8 = lower.view(np.uint8)
+        o8 += o8
+        o8 += np.logical_not(sel, out=sel).view(np.uint8)
+        off[rows] = o8.reshape(-1, ow)[0::2]
+    return not np.isnan(rec[0]).any()
 
 
 def _first_offsets(xp, views, out, off):
