@@ -228,3 +228,34 @@ def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeyp
         # an all-zero window (pattern 0: max 0 everywhere) the first position
         got = rec[1, 0, 0].reshape(-1)[:16]
         np.testing.assert_array_equal(got, [0] + [(k & -k).bit_length() - 1 for k in range(1, 16)])
+
+
+@pytest.mark.parametrize("block", [None, 26 * 4 * 2, 26 * 4 * 3])   # one block; 2 window rows; 3
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bits(monkeypatch, dtype, block):
+    """2x2 tiles of a C-contiguous float32/float16 gradient take `_scatter_2x2` (pairs of
+    positions as one integer); its result is bitwise the general form's: g + 0 at each
+    recorded offset (-0.0 -> 0.0), zero elsewhere; float64 and strided inputs go there."""
+    if block:
+        monkeypatch.setattr(O, "_BLOCK_2X2", block)
+    _numpy_forms(monkeypatch)
+    x = _data("ties", dtype, shape=(2, 3, 6, 26))
+    rec = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal(rec.shape[1:]).astype(dtype)
+    g[0, 0, 0, :4] = [-0.0, 0.0, -1.5, np.inf]
+    g[1, 2, 1, 3] = np.nan
+    ran = []
+    real = O._scatter_2x2
+    monkeypatch.setattr(O, "_scatter_2x2", lambda *a: ran.append(real(*a)) or ran[-1])
+    gx = O._scatter_impl(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert (ran[0] is not None) == (dtype != np.float64)
+    strided = O._scatter_impl(np, np.asfortranarray(g), rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert ran[1] is None
+    monkeypatch.setattr(O, "_halves", lambda *a: False)   # the general form
+    want = O._scatter_impl(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    ints = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    np.testing.assert_array_equal(gx.view(ints), want.view(ints))
+    np.testing.assert_array_equal(strided.view(ints), want.view(ints))
+    assert gx.shape == x.shape and gx.dtype == dtype
+    assert np.count_nonzero(gx) >= g.size - 2 and np.signbit(gx[0, 0, :2, :2]).sum() == 0

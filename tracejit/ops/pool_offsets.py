@@ -34,6 +34,8 @@ ops/pooling_prim.py's ``max_pool2d`` / ``max_pool2d_backward`` remain for the ot
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ..errors import ShapeError
@@ -188,6 +190,10 @@ def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
     n, c, h, w = input_shape
     ph, pw = padding
     oh, ow = g.shape[2], g.shape[3]
+    if xp is np and _halves(kernel, stride, padding, dilation):
+        gx = _scatter_2x2(g, rec, tuple(input_shape))
+        if gx is not None:
+            return gx
     off = rec[1]
     gx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=g.dtype)
     if (xp is np and tuple(dilation) == (1, 1) and stride[0] >= kernel[0]
@@ -208,6 +214,49 @@ def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
         for o, view in enumerate(_views(gx, kernel, stride, dilation, oh, ow)):
             view += xp.where(off == o, g, 0)   # overlapping windows accumulate
     return gx[:, :, ph:ph + h, pw:pw + w] if (ph or pw) else gx
+
+
+def _scatter_2x2(g, rec, input_shape):
+    """max_pool2d_scatter of 2x2 windows that tile the input exactly, C-contiguous g and
+    record, float32/float16; else None (the general form runs). The general form's four
+    stores went to (N, C, OH, OW) views whose rows lie apart (an inner loop per OW-element
+    row: LeNet's first pool, 2.5 ms). Here each window's row of two positions is one
+    integer of twice g's width (little-endian: the left position is the low half), so a
+    window row is one element of a (N*C*OH, 2, OW) array of such pairs: g's bits, shifted
+    up for an odd offset (the right column), go to the top row's pair for offsets 0 and 1,
+    the bottom row's for 2 and 3, zero elsewhere: 1-D loops, then two stores of OW-long
+    rows. Block by block (`_BLOCK_2X2`) through reused scratch. Same bits as the general
+    form: ``g + 0`` (-0.0 -> 0.0, what its add to zeros gave), zero where not recorded."""
+    n, c, h, w = input_shape
+    oh, ow = g.shape[2], g.shape[3]
+    if ((h, w) != (2 * oh, 2 * ow) or g.dtype.itemsize > 4 or g.dtype != rec.dtype or not g.size
+            or not g.flags.c_contiguous or not rec.flags.c_contiguous
+            or sys.byteorder != "little"):
+        return None
+    half, pair = np.dtype(f"u{g.dtype.itemsize}"), np.dtype(f"u{2 * g.dtype.itemsize}")
+    gx = np.empty(input_shape, dtype=g.dtype)
+    rows2 = gx.view(pair).reshape(n * c * oh, 2, ow)   # (window row, top/bottom, window)
+    gf, of = g.reshape(-1), rec[1].reshape(-1)
+    size = min(gf.size, max(1, _BLOCK_2X2 // (4 * ow)) * ow)   # whole window rows
+    val, mask, tmp = np.empty(size, pair), np.empty(size, pair), np.empty(size, g.dtype)
+    odd, low = np.empty(size, bool), np.empty(size, bool)
+    for lo in range(0, gf.size, size):
+        hi = min(gf.size, lo + size)
+        v, m, t, o = val[:hi - lo], mask[:hi - lo], tmp[:hi - lo], of[lo:hi]
+        np.add(gf[lo:hi], 0, out=t)
+        v[...] = t.view(half)                        # zero-extended
+        np.equal(o, 1, out=odd[:hi - lo])
+        odd[:hi - lo] |= np.equal(o, 3, out=low[:hi - lo])
+        m[...] = odd[:hi - lo]
+        m *= 8 * g.dtype.itemsize                     # shift: 0, or one position (the right)
+        np.left_shift(v, m, out=v)
+        m[...] = np.less(o, 2, out=low[:hi - lo])     # the top row (offsets 0, 1)
+        np.negative(m, out=m)
+        np.bitwise_and(v, m, out=m)
+        rows = slice(lo // ow, hi // ow)
+        rows2[rows, 0] = m.reshape(-1, ow)
+        rows2[rows, 1] = np.bitwise_xor(v, m, out=v).reshape(-1, ow)
+    return gx
 
 
 def _scatter_vjp(gg, out, g, rec, input_shape, kernel, stride, padding, dilation):
