@@ -157,6 +157,41 @@ class Adam(Optimizer):
         p._data += upd
 
 
+def _use_fused(fused: bool | None, *arrays) -> bool:
+    """Whether this parameter's step may join the fused kernel (see the module docstring;
+    with ``fused=None`` the size of the whole batch decides too)."""
+    if fused is False:
+        return False
+    arrays = [a for a in arrays if a is not None]
+    first = arrays[0]
+    if not all(isinstance(a, np.ndarray) and a.dtype == first.dtype and a.shape == first.shape
+               and a.flags.c_contiguous for a in arrays) or first.dtype not in _FUSED_DTYPES:
+        return False   # a strided view, cupy arrays: the array path, same results
+    if fused is None:
+        from ..jit.config import is_eager
+        return "numba" in sys.modules and not is_eager()
+    return True
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (default 0.01): p *= 1 - lr * weight_decay before the step."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 fused: bool | None = None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, fused=fused)
+
+
+def _lerp_(a, b, w: float) -> None:
+    """a = a + w * (b - a) in place, with PyTorch's two-sided formula for accuracy near w = 1."""
+    if abs(w) < 0.5:
+        a += w * (b - a)
+    else:
+        a[...] = b - (b - a) * (1 - w)
+
+
 # The array path over numpy arrays goes `_BLOCK` elements at a time through two scratch
 # rows: each block's eleven operations run while its p, g, m, v stay in the core's cache,
 # and no full-size temporary is allocated (and page-faulted in: a cold process's first
@@ -223,38 +258,3 @@ def _apply_blocks(p, grad, m, v, vmax, step_size: float, bc2_sqrt: float, group:
         np.multiply(mb, -step_size, out=b)
         b /= a
         pb += b
-
-
-def _use_fused(fused: bool | None, *arrays) -> bool:
-    """Whether this parameter's step may join the fused kernel (see the module docstring;
-    with ``fused=None`` the size of the whole batch decides too)."""
-    if fused is False:
-        return False
-    arrays = [a for a in arrays if a is not None]
-    first = arrays[0]
-    if not all(isinstance(a, np.ndarray) and a.dtype == first.dtype and a.shape == first.shape
-               and a.flags.c_contiguous for a in arrays) or first.dtype not in _FUSED_DTYPES:
-        return False   # a strided view, cupy arrays: the array path, same results
-    if fused is None:
-        from ..jit.config import is_eager
-        return "numba" in sys.modules and not is_eager()
-    return True
-
-
-class AdamW(Adam):
-    """Adam with decoupled weight decay (default 0.01): p *= 1 - lr * weight_decay before the step."""
-
-    _decoupled = True
-
-    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
-                 fused: bool | None = None):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, fused=fused)
-
-
-def _lerp_(a, b, w: float) -> None:
-    """a = a + w * (b - a) in place, with PyTorch's two-sided formula for accuracy near w = 1."""
-    if abs(w) < 0.5:
-        a += w * (b - a)
-    else:
-        a[...] = b - (b - a) * (1 - w)
