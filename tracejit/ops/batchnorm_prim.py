@@ -529,11 +529,29 @@ def _backward_impl(xp, g, x, stats, weight, eps):
     gk = None
     if xp is np and x.ndim > 2 and _channel_major(x) != _channel_major(g):
         gk = np.empty_like(x)
-        np.copyto(gk, g)
-    red = _reduce_impl(xp, g, x, stats, eps, scratch=_scratch_like(xp, x, out[:c * count]),
-                       g_like_x=gk)
-    _input_impl(xp, g if gk is None else gk, x, stats, weight, red, eps, out=gx, spare=gk)
-    out[c * count:] = red.reshape(-1)
+    scratch = _scratch_like(xp, x, out[:c * count])
+    reds = out[c * count:].reshape(2, c)
+
+    def part(c0: int, c1: int) -> None:
+        # channels c0..c1-1: their sums and gradients are their own (the same bits for
+        # any cut), so the numpy form shares a call over the cores as the kernel does
+        if c1 <= c0:
+            return
+        ch = (slice(None), slice(c0, c1))
+        gp, xs, gkp = g[ch], x[ch], (None if gk is None else gk[ch])
+        if gkp is not None:
+            np.copyto(gkp, gp)
+        red = _reduce_impl(xp, gp, xs, stats[:, c0:c1], eps, scratch=scratch[ch], g_like_x=gkp)
+        _input_impl(xp, gp if gkp is None else gkp, xs, stats[:, c0:c1], weight[c0:c1], red, eps,
+                    out=gx[ch], spare=gkp)
+        reds[:, c0:c1] = red
+    if xp is np and x.ndim > 2 and _channel_major(x):
+        # (the scratch is gx's memory in x's order: channel-major, each part's channels
+        # lie where their gradients go; in another order a part's scratch would overlap
+        # gradients another part has written)
+        _sharepool.split(part, c, _ELEMENT_WORK * x.size)
+    else:
+        part(0, c)
     return out
 
 
