@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sharepool as _sharepool
+from . import npshares as _npshares
 from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 
@@ -549,7 +550,7 @@ def _backward_impl(xp, g, x, stats, weight, eps):
         # (the scratch is gx's memory in x's order: channel-major, each part's channels
         # lie where their gradients go; in another order a part's scratch would overlap
         # gradients another part has written)
-        _sharepool.split(part, c, _ELEMENT_WORK * x.size)
+        _npshares.halves(part, c, _ELEMENT_WORK * x.size)
     else:
         part(0, c)
     return out
