@@ -265,13 +265,15 @@ def _count(shape) -> int:
     return int(np.prod(shape)) // shape[1]
 
 
-def _channel_sums(xp, a3):
+def _channel_sums(xp, a3, channel_major=None):
     """(C,): the sums of an (N, C, L) array over N and L, in its memory's order: one
     contiguous (C, N*L) row per channel when it is channel-major (the conv GEMM's output),
     else L then N. The numpy forms' reductions: ``a.sum((0, 2, 3))`` walked a 4-D iterator
     (LeNet's first activation: 3-6 ms against ~1 ms)."""
     acc = np.float32 if a3.dtype == np.float16 else None   # as numpy's mean of float16
-    if xp is np and a3.strides[1] > a3.strides[0]:
+    if channel_major is None:   # (a reshaped one-channel slice's strides say nothing: ask x)
+        channel_major = a3.strides[1] > a3.strides[0]
+    if xp is np and channel_major:
         return a3.transpose(1, 0, 2).reshape(a3.shape[1], -1).sum(axis=1, dtype=acc)
     return a3.sum(axis=2, dtype=acc).sum(axis=0)
 
@@ -293,7 +295,7 @@ def _stats_impl(xp, x, scratch=None):
     n, c = x.shape[0], x.shape[1]
     count = _count(x.shape)
     x3 = x.reshape(n, c, -1)
-    mu = (_channel_sums(xp, x3) / count).astype(x.dtype)
+    mu = (_channel_sums(xp, x3, x.strides[1] > x.strides[0]) / count).astype(x.dtype)
     # scratch: x's size in x's memory order (batch_norm_forward: its record's head, written
     # after) so the first step does not fault in a fresh temporary's pages
     d = xp.subtract(x3, mu.reshape(1, c, 1), out=scratch)
@@ -404,7 +406,8 @@ def _reduce_impl(xp, g, x, stats, eps, scratch=None, g_like_x=None):
     gxc = xp.subtract(x.reshape(n, c, -1), mean.astype(x.dtype).reshape(1, c, 1), out=scratch)
     # (g_like_x: g's values in x's memory order, `_backward_impl`; the sum of g stays on g)
     xp.multiply(gxc, g3 if g_like_x is None else g_like_x.reshape(n, c, -1), out=gxc)
-    return xp.stack([_channel_sums(xp, g3), _channel_sums(xp, gxc) * rstd]).astype(x.dtype)
+    return xp.stack([_channel_sums(xp, g3, g.strides[1] > g.strides[0]),
+                     _channel_sums(xp, gxc) * rstd]).astype(x.dtype)
 
 
 def _reduce_vjp(r, out, g, x, stats, eps):
@@ -619,9 +622,26 @@ def _forward_impl(xp, x, weight, bias, eps):
             _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _ELEMENT_WORK * size)
             return rec
     rec = xp.empty(size + 2 * c, x.dtype)
-    stats = _stats_impl(xp, x, scratch=_scratch_like(xp, x, rec[:size]))
-    _train_impl(xp, x, stats, weight, bias, eps, out=rec[:size].reshape(x.shape))
-    rec[size:] = stats.reshape(-1)
+    stats, out = rec[size:].reshape(2, c), rec[:size].reshape(x.shape)
+    scratch = _scratch_like(xp, x, rec[:size])
+
+    def stats_part(c0: int, c1: int) -> None:
+        # channels c0..c1-1 (their statistics are their own: the same bits for any cut);
+        # each part's scratch is its channels' elements of the record's head
+        if c1 > c0:
+            stats[:, c0:c1] = _stats_impl(xp, x[:, c0:c1], scratch=scratch[:, c0:c1])
+
+    def affine_part(c0: int, c1: int) -> None:
+        # (after every part's statistics: the head, C-contiguous, is the scratch no more)
+        if c1 > c0:
+            _train_impl(xp, x[:, c0:c1], stats[:, c0:c1], weight[c0:c1], bias[c0:c1], eps,
+                        out=out[:, c0:c1])
+    if xp is np:   # shared over the cores (ops/npshares.py)
+        _npshares.halves(stats_part, c, _ELEMENT_WORK * size)
+        _npshares.halves(affine_part, c, _ELEMENT_WORK * size)
+    else:
+        stats_part(0, c)
+        affine_part(0, c)
     return rec
 
 
