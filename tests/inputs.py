@@ -74,13 +74,12 @@ def activation(rng, shape, dtype, channel_major: bool = False):
     return x
 
 
-def same_bits_under_uneven_split(run, cuts, calls: int, where=None) -> None:
+def same_bits_under_uneven_split(run, cuts, calls: int) -> None:
     """``run()`` (a tuple of float32 arrays) gives the same bits when sharepool.split is
     replaced by a fixed uneven cut of its range: `cuts` maps the range's length n to the
     (lo, hi) parts, which may be empty. Kernels that split their work over the cores must
     not depend on where it is cut, so this holds whatever the core count. `calls`: how
-    many splits `run` makes (each kernel went through the cut). `where`: (module, name) of
-    the splitting function to replace instead (numpy forms: ops/npshares.py's halves)."""
+    many splits `run` makes (each kernel went through the cut)."""
     import pytest
     from tracejit import sharepool
     whole = run()
@@ -91,7 +90,7 @@ def same_bits_under_uneven_split(run, cuts, calls: int, where=None) -> None:
         for lo, hi in cuts(n):
             fn(lo, hi)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(*(where or (sharepool, "split")), uneven)
+        mp.setattr(sharepool, "split", uneven)
         parts = run()
     assert len(seen) == calls, seen
     for a, b in zip(whole, parts):

@@ -178,19 +178,3 @@ def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(mon
     np.testing.assert_array_equal(_parts(rec, shape)[1], red)
     np.testing.assert_array_equal(_parts(rec, shape)[0], gx)
     assert np.abs(gx).max() > 0.1
-
-
-@pytest.mark.parametrize("x_cm,g_cm", [(True, False), (False, False), (True, True)])
-def test_numpy_form_split_over_channels_gives_the_same_bits(monkeypatch, x_cm, g_cm):
-    """The numpy form (tier 0 of a cold process) shares a call over the cores by channel
-    ranges too, for a channel-major x (a conv's output; its scratch lies where each
-    part's gradients go): any cut gives the bits of one whole call. Another x: one part."""
-    from inputs import same_bits_under_uneven_split
-    monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
-    x, _, w = _inputs((6, 5, 7, 4), np.float32, x_cm, seed=2)
-    g = activation(np.random.default_rng(8), (6, 5, 7, 4), np.float32, g_cm) - 5
-    st = B._stats_impl(np, x)
-    from tracejit.ops import npshares
-    same_bits_under_uneven_split(lambda: (B._backward_impl(np, g, x, st, w, 1e-5),),
-                                 lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=int(x_cm),
-                                 where=(npshares, "halves"))

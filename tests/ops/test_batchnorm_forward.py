@@ -105,23 +105,3 @@ def test_inplace_relu_after_batchnorm_matches_torch(compiled):
     tb = dict(tm.named_buffers())
     for name, buf in m.named_buffers():
         np.testing.assert_allclose(buf.numpy(), tb[name].numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
-
-
-@pytest.mark.parametrize("channel_major", [False, True])
-def test_numpy_form_split_over_channels_gives_the_same_bits(monkeypatch, channel_major):
-    """The numpy form (tier 0 of a cold process) runs channel ranges at once, statistics
-    then outputs (ops/npshares.py): any cut gives the bits of one whole call, which are
-    the two-primitive form's (stats, then train)."""
-    from inputs import same_bits_under_uneven_split
-    from tracejit.ops import npshares
-    monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
-    x = activation(np.random.default_rng(5), (6, 5, 7, 4), np.float32, channel_major)
-    w = np.linspace(0.5, 2, 5).astype(np.float32)
-    b = np.linspace(-1, 1, 5).astype(np.float32)
-    same_bits_under_uneven_split(lambda: (B._forward_impl(np, x, w, b, 1e-5),),
-                                 lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=2,
-                                 where=(npshares, "halves"))
-    rec = B._forward_impl(np, x, w, b, 1e-5)
-    st = B._stats_impl(np, x)
-    np.testing.assert_array_equal(rec[x.size:].reshape(2, 5), st)
-    np.testing.assert_array_equal(rec[:x.size].reshape(x.shape), B._train_impl(np, x, st, w, b, 1e-5))

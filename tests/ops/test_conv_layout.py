@@ -117,22 +117,3 @@ def test_im2col_and_col2im_split_over_channels_give_the_same_bits(geo):
         cols = C._im2col_native(np, x, kernel, stride, padding, dilation, 0.0, oh, ow)
         return cols, C._col2im_native(np, cols, 3, 5, (9, 8), kernel, stride, padding, dilation)
     same_bits_under_uneven_split(run, lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=2)
-
-
-@pytest.mark.parametrize("geo", GEOMETRIES)
-def test_numpy_forms_shared_over_the_cores_give_the_same_bits(monkeypatch, geo):
-    """unfold's and fold's "gemm" numpy forms run channel ranges at once (ops/npshares.py):
-    any cut gives the bits of one whole call."""
-    from inputs import same_bits_under_uneven_split
-    from tracejit.ops import npshares
-    kernel, stride, padding, dilation = geo
-    monkeypatch.setattr(C, "_col2im_native", lambda *a: None)
-    monkeypatch.setattr(C, "_im2col_native", lambda *a: None)
-    x = np.random.default_rng(3).standard_normal((3, 5, 9, 8)).astype(np.float32)
-
-    def run():
-        cols = C._unfold_impl(np, x, kernel, stride, padding, dilation, 0.0, layout="gemm")
-        return cols, np.ascontiguousarray(C._fold_impl(np, cols * 1.5, (9, 8), kernel, stride, padding,
-                                                       dilation, layout="gemm"))
-    same_bits_under_uneven_split(run, lambda n: [(0, 2), (2, 2), (2, n)], calls=2,
-                                 where=(npshares, "halves"))

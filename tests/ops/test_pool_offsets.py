@@ -259,25 +259,3 @@ def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bi
     np.testing.assert_array_equal(strided.view(ints), want.view(ints))
     assert gx.shape == x.shape and gx.dtype == dtype
     assert np.count_nonzero(gx) >= g.size - 2 and np.signbit(gx[0, 0, :2, :2]).sum() == 0
-
-
-@pytest.mark.parametrize("shape", [(3, 4, 8, 10), (3, 4, 9, 11)])   # exact tiles; rows left over
-@pytest.mark.parametrize("kind", ["ties", "nan"])
-def test_numpy_forms_shared_over_the_cores_give_the_same_bits(monkeypatch, shape, kind):
-    """The record's and the scatter's numpy forms run their planes (images, window rows) in
-    parts at once (ops/npshares.py): any cut gives the bits of one whole call."""
-    from inputs import same_bits_under_uneven_split
-    from tracejit.ops import npshares
-    _numpy_forms(monkeypatch)
-    x = _data(kind, np.float32, shape=shape)
-    geo = ((2, 2), (2, 2), (0, 0), (1, 1))
-    g = np.random.default_rng(2).standard_normal((shape[0], shape[1], shape[2] // 2,
-                                                  shape[3] // 2)).astype(np.float32)
-
-    def run():
-        rec = O._record_impl(np, x, *geo)
-        return rec, O._scatter_impl(np, g, rec, x.shape, *geo)
-    # the NaN input: the exact path's record gives up and the general one runs (3 cuts)
-    calls = 3 if (kind == "nan" and shape[2] % 2 == 0) else 2
-    same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, 1), (1, n - 1), (n - 1, n)],
-                                 calls=calls, where=(npshares, "halves"))

@@ -48,7 +48,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sharepool as _sharepool
-from . import npshares as _npshares
 from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 
@@ -265,15 +264,13 @@ def _count(shape) -> int:
     return int(np.prod(shape)) // shape[1]
 
 
-def _channel_sums(xp, a3, channel_major=None):
+def _channel_sums(xp, a3):
     """(C,): the sums of an (N, C, L) array over N and L, in its memory's order: one
     contiguous (C, N*L) row per channel when it is channel-major (the conv GEMM's output),
     else L then N. The numpy forms' reductions: ``a.sum((0, 2, 3))`` walked a 4-D iterator
     (LeNet's first activation: 3-6 ms against ~1 ms)."""
     acc = np.float32 if a3.dtype == np.float16 else None   # as numpy's mean of float16
-    if channel_major is None:   # (a reshaped one-channel slice's strides say nothing: ask x)
-        channel_major = a3.strides[1] > a3.strides[0]
-    if xp is np and channel_major:
+    if xp is np and a3.strides[1] > a3.strides[0]:
         return a3.transpose(1, 0, 2).reshape(a3.shape[1], -1).sum(axis=1, dtype=acc)
     return a3.sum(axis=2, dtype=acc).sum(axis=0)
 
@@ -295,7 +292,7 @@ def _stats_impl(xp, x, scratch=None):
     n, c = x.shape[0], x.shape[1]
     count = _count(x.shape)
     x3 = x.reshape(n, c, -1)
-    mu = (_channel_sums(xp, x3, x.strides[1] > x.strides[0]) / count).astype(x.dtype)
+    mu = (_channel_sums(xp, x3) / count).astype(x.dtype)
     # scratch: x's size in x's memory order (batch_norm_forward: its record's head, written
     # after) so the first step does not fault in a fresh temporary's pages
     d = xp.subtract(x3, mu.reshape(1, c, 1), out=scratch)
@@ -406,8 +403,7 @@ def _reduce_impl(xp, g, x, stats, eps, scratch=None, g_like_x=None):
     gxc = xp.subtract(x.reshape(n, c, -1), mean.astype(x.dtype).reshape(1, c, 1), out=scratch)
     # (g_like_x: g's values in x's memory order, `_backward_impl`; the sum of g stays on g)
     xp.multiply(gxc, g3 if g_like_x is None else g_like_x.reshape(n, c, -1), out=gxc)
-    return xp.stack([_channel_sums(xp, g3, g.strides[1] > g.strides[0]),
-                     _channel_sums(xp, gxc) * rstd]).astype(x.dtype)
+    return xp.stack([_channel_sums(xp, g3), _channel_sums(xp, gxc) * rstd]).astype(x.dtype)
 
 
 def _reduce_vjp(r, out, g, x, stats, eps):
@@ -533,29 +529,11 @@ def _backward_impl(xp, g, x, stats, weight, eps):
     gk = None
     if xp is np and x.ndim > 2 and _channel_major(x) != _channel_major(g):
         gk = np.empty_like(x)
-    scratch = _scratch_like(xp, x, out[:c * count])
-    reds = out[c * count:].reshape(2, c)
-
-    def part(c0: int, c1: int) -> None:
-        # channels c0..c1-1: their sums and gradients are their own (the same bits for
-        # any cut), so the numpy form shares a call over the cores as the kernel does
-        if c1 <= c0:
-            return
-        ch = (slice(None), slice(c0, c1))
-        gp, xs, gkp = g[ch], x[ch], (None if gk is None else gk[ch])
-        if gkp is not None:
-            np.copyto(gkp, gp)
-        red = _reduce_impl(xp, gp, xs, stats[:, c0:c1], eps, scratch=scratch[ch], g_like_x=gkp)
-        _input_impl(xp, gp if gkp is None else gkp, xs, stats[:, c0:c1], weight[c0:c1], red, eps,
-                    out=gx[ch], spare=gkp)
-        reds[:, c0:c1] = red
-    if xp is np and x.ndim > 2 and _channel_major(x):
-        # (the scratch is gx's memory in x's order: channel-major, each part's channels
-        # lie where their gradients go; in another order a part's scratch would overlap
-        # gradients another part has written)
-        _npshares.halves(part, c, _ELEMENT_WORK * x.size)
-    else:
-        part(0, c)
+        np.copyto(gk, g)
+    red = _reduce_impl(xp, g, x, stats, eps, scratch=_scratch_like(xp, x, out[:c * count]),
+                       g_like_x=gk)
+    _input_impl(xp, g if gk is None else gk, x, stats, weight, red, eps, out=gx, spare=gk)
+    out[c * count:] = red.reshape(-1)
     return out
 
 
@@ -622,26 +600,9 @@ def _forward_impl(xp, x, weight, bias, eps):
             _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _ELEMENT_WORK * size)
             return rec
     rec = xp.empty(size + 2 * c, x.dtype)
-    stats, out = rec[size:].reshape(2, c), rec[:size].reshape(x.shape)
-    scratch = _scratch_like(xp, x, rec[:size])
-
-    def stats_part(c0: int, c1: int) -> None:
-        # channels c0..c1-1 (their statistics are their own: the same bits for any cut);
-        # each part's scratch is its channels' elements of the record's head
-        if c1 > c0:
-            stats[:, c0:c1] = _stats_impl(xp, x[:, c0:c1], scratch=scratch[:, c0:c1])
-
-    def affine_part(c0: int, c1: int) -> None:
-        # (after every part's statistics: the head, C-contiguous, is the scratch no more)
-        if c1 > c0:
-            _train_impl(xp, x[:, c0:c1], stats[:, c0:c1], weight[c0:c1], bias[c0:c1], eps,
-                        out=out[:, c0:c1])
-    if xp is np:   # shared over the cores (ops/npshares.py)
-        _npshares.halves(stats_part, c, _ELEMENT_WORK * size)
-        _npshares.halves(affine_part, c, _ELEMENT_WORK * size)
-    else:
-        stats_part(0, c)
-        affine_part(0, c)
+    stats = _stats_impl(xp, x, scratch=_scratch_like(xp, x, rec[:size]))
+    _train_impl(xp, x, stats, weight, bias, eps, out=rec[:size].reshape(x.shape))
+    rec[size:] = stats.reshape(-1)
     return rec
 
 

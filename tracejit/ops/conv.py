@@ -17,11 +17,8 @@ products: no reduction over the output gradient). Its VJP folds the column gradi
 """
 from __future__ import annotations
 
-import numpy as _np
-
 from ..errors import ShapeError
 from .. import sharepool as _sharepool
-from . import npshares as _npshares
 from .registry import Aval, bind, defprim
 
 __all__ = ["unfold", "fold", "conv_out_size"]
@@ -80,12 +77,7 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="ba
             (sc, sh * dilation[0], sw * dilation[1], sn, sh * stride[0], sw * stride[1]))
         rows = c * kh * kw
         cols = xp.empty((rows + ones, n * oh * ow), dtype=x.dtype)
-        dst = cols[:rows].reshape(c, kh, kw, n, oh, ow)
-        if xp is _np:   # channels' rows apart, shared over the cores (ops/npshares.py)
-            _npshares.halves(lambda c0, c1: dst[c0:c1].__setitem__(Ellipsis, windows[c0:c1]), c,
-                             _COPY_WORK * dst.size)
-        else:
-            dst[...] = windows
+        cols[:rows].reshape(c, kh, kw, n, oh, ow)[...] = windows
         if ones:
             cols[rows] = 1
         return cols
@@ -95,12 +87,6 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="ba
     cols = xp.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
     cols[...] = windows
     return cols.reshape(n, c * kh * kw, oh * ow)
-
-
-# An element copied or added by a numpy form costs about what this many multiply-adds of a
-# BLAS product do (sharepool.split's unit, as ops/pool_kernels.py's _ELEMENT_WORK): LeNet's
-# second conv's columns (2.2M elements, ~1.2 ms to copy, ~2.5 ms to fold) share the cores.
-_COPY_WORK = 16
 
 
 def _tiles(kernel, stride, dilation) -> bool:
@@ -148,15 +134,8 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
             return img
         cols = cols.reshape(c, kh, kw, n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
         out = xp.zeros((c, n, h + 2 * ph, w + 2 * pw), dtype=cols.dtype).transpose(1, 0, 2, 3)
-
-        def part(c0: int, c1: int) -> None:
-            # channels c0..c1-1 (each sums its own rows: the same bits for any cut)
-            for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
-                out[:, c0:c1, rs, cs] += cols[:, c0:c1, i, j]
-        if xp is _np:   # shared over the cores (ops/npshares.py)
-            _npshares.halves(part, c, _COPY_WORK * cols.size)
-        else:
-            part(0, c)
+        for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
+            out[:, :, rs, cs] += cols[:, :, i, j]
         return out[:, :, ph:ph + h, pw:pw + w]
     cols = cols.reshape(n, c, kh, kw, oh, ow)
     if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0) and (oh * kh, ow * kw) == (h, w):

@@ -39,7 +39,6 @@ import sys
 import numpy as np
 
 from ..errors import ShapeError
-from . import npshares as _npshares
 from . import pool_kernels as _kernels
 from .native import takes as _takes
 from .pooling_prim import _fill_low, _out_hw, _padded, _pool_rule, _views
@@ -69,20 +68,12 @@ def _record_impl(xp, x, kernel, stride, padding, dilation):
     out, off = rec[0], rec[1]
     if xp is np and _halves(kernel, stride, padding, dilation) and _record_2x2(x, rec):
         return rec
-
-    def part(lo: int, hi: int) -> None:
-        # images lo..hi-1 (each window's record is its own: any cut gives the same bits)
-        views = list(_views(_padded(xp, x[lo:hi], padding, _fill_low(x.dtype)), kernel, stride,
-                            dilation, oh, ow))
-        o = out[lo:hi]
-        o[...] = views[0]
-        for v in views[1:]:
-            xp.maximum(o, v, out=o)  # propagates NaN, as PyTorch's max_pool2d
-        _first_offsets(xp, views, o, off[lo:hi])
-    if xp is np:
-        _npshares.halves(part, n, _kernels._ELEMENT_WORK * x.size)
-    else:
-        part(0, n)
+    views = list(_views(_padded(xp, x, padding, _fill_low(x.dtype)), kernel, stride, dilation,
+                        oh, ow))
+    out[...] = views[0]
+    for v in views[1:]:
+        xp.maximum(out, v, out=out)  # propagates NaN, as PyTorch's max_pool2d
+    _first_offsets(xp, views, out, off)
     return rec
 
 
@@ -118,27 +109,14 @@ def _record_2x2(x, rec) -> bool:
     oh, ow = rec.shape[3], rec.shape[4]
     if (h, w) != (2 * oh, 2 * ow) or not x.flags.c_contiguous or not x.size:
         return False
-    _npshares.halves(lambda p0, p1: _record_2x2_planes(x, rec, p0, p1), n * c,
-                     _kernels._ELEMENT_WORK * x.size)
-    return not np.isnan(rec[0]).any()
-
-
-def _record_2x2_planes(x, rec, q0: int, q1: int) -> None:
-    """`_record_2x2` for planes q0..q1-1 (images x channels; each is its own, so the
-    planes are shared over the cores: npshares.py)."""
-    n, c, h, w = x.shape
-    ow = rec.shape[4]
-    oh = h // 2
-    if q1 <= q0:
-        return
     xf = x.reshape(-1)
     out, off = rec[0].reshape(-1, ow), rec[1].reshape(-1, ow)
     per = max(1, _BLOCK_2X2 // (h * w))               # planes per block
-    size = min(q1 - q0, per) * h * ow                # T's elements in a block
+    size = min(n * c, per) * h * ow                  # T's elements in a block
     t, m = np.empty(size, x.dtype), np.empty(size - ow, x.dtype)
     first, top = np.empty(size, bool), np.empty(size - ow, bool)
-    for p0 in range(q0, q1, per):
-        k = min(q1, p0 + per) - p0
+    for p0 in range(0, n * c, per):
+        k = min(n * c, p0 + per) - p0
         xs = xf[p0 * h * w:(p0 + k) * h * w]
         ts, fs = t[:k * h * ow], first[:k * h * ow]
         ms, tops = m[:k * h * ow - ow], top[:k * h * ow - ow]
@@ -155,6 +133,7 @@ def _record_2x2_planes(x, rec, q0: int, q1: int) -> None:
         o8 += o8
         o8 += np.logical_not(sel, out=sel).view(np.uint8)
         off[rows] = o8.reshape(-1, ow)[0::2]
+    return not np.isnan(rec[0]).any()
 
 
 def _first_offsets(xp, views, out, off):
@@ -225,16 +204,12 @@ def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
         # first pool, this ~0.3 ms). g + 0 is what the add to gx's zeros gave (-0.0 -> 0.0):
         # the same bits.
         ints = np.dtype(f"i{g.dtype.itemsize}")
-
-        def part(lo: int, hi: int) -> None:
-            # images lo..hi-1 (each position is written by its own window's share)
-            gbits = (g[lo:hi] + 0).view(ints)
-            for o, view in enumerate(_views(gx[lo:hi].view(ints), kernel, stride, dilation,
-                                            oh, ow)):
-                mask = xp.equal(off[lo:hi], o).view(np.int8).astype(ints)
-                xp.negative(mask, out=mask)
-                xp.bitwise_and(gbits, mask, out=view)
-        _npshares.halves(part, n, _kernels._ELEMENT_WORK * gx.size)
+        gbits = (g + 0).view(ints)
+        gx_bits = gx.view(ints)
+        for o, view in enumerate(_views(gx_bits, kernel, stride, dilation, oh, ow)):
+            mask = xp.equal(off, o).view(np.int8).astype(ints)
+            xp.negative(mask, out=mask)
+            xp.bitwise_and(gbits, mask, out=view)
     else:
         for o, view in enumerate(_views(gx, kernel, stride, dilation, oh, ow)):
             view += xp.where(off == o, g, 0)   # overlapping windows accumulate
@@ -258,27 +233,15 @@ def _scatter_2x2(g, rec, input_shape):
             or not g.flags.c_contiguous or not rec.flags.c_contiguous
             or sys.byteorder != "little"):
         return None
-    gx = np.empty(input_shape, dtype=g.dtype)
-    _npshares.halves(lambda r0, r1: _scatter_2x2_rows(g, rec, gx, r0, r1), n * c * oh,
-                     _kernels._ELEMENT_WORK * gx.size)
-    return gx
-
-
-def _scatter_2x2_rows(g, rec, gx, r0: int, r1: int) -> None:
-    """`_scatter_2x2` for window rows r0..r1-1 (each writes its own two rows of gx, so the
-    rows are shared over the cores: npshares.py)."""
-    ow = g.shape[3]
     half, pair = np.dtype(f"u{g.dtype.itemsize}"), np.dtype(f"u{2 * g.dtype.itemsize}")
-    rows2 = gx.view(pair).reshape(-1, 2, ow)   # (window row, top/bottom, window)
+    gx = np.empty(input_shape, dtype=g.dtype)
+    rows2 = gx.view(pair).reshape(n * c * oh, 2, ow)   # (window row, top/bottom, window)
     gf, of = g.reshape(-1), rec[1].reshape(-1)
-    end = r1 * ow
-    size = min(end - r0 * ow, max(1, _BLOCK_2X2 // (4 * ow)) * ow)   # whole window rows
-    if size <= 0:
-        return
+    size = min(gf.size, max(1, _BLOCK_2X2 // (4 * ow)) * ow)   # whole window rows
     val, mask, tmp = np.empty(size, pair), np.empty(size, pair), np.empty(size, g.dtype)
     odd, low = np.empty(size, bool), np.empty(size, bool)
-    for lo in range(r0 * ow, end, size):
-        hi = min(end, lo + size)
+    for lo in range(0, gf.size, size):
+        hi = min(gf.size, lo + size)
         v, m, t, o = val[:hi - lo], mask[:hi - lo], tmp[:hi - lo], of[lo:hi]
         np.add(gf[lo:hi], 0, out=t)
         v[...] = t.view(half)                        # zero-extended
@@ -293,6 +256,7 @@ def _scatter_2x2_rows(g, rec, gx, r0: int, r1: int) -> None:
         rows = slice(lo // ow, hi // ow)
         rows2[rows, 0] = m.reshape(-1, ow)
         rows2[rows, 1] = np.bitwise_xor(v, m, out=v).reshape(-1, ow)
+    return gx
 
 
 def _scatter_vjp(gg, out, g, rec, input_shape, kernel, stride, padding, dilation):
