@@ -102,9 +102,10 @@ def _record_2x2(x, rec) -> bool:
     cheaper than strided loops). Block by block of whole planes (`_BLOCK_2X2`).
 
     The offset is the first maximum in row-major window order: with a, b the top row, c,
-    d the bottom, T = max(a, b), B = max(c, d), m = max(T, B): a when T == m and a == T;
-    b when T == m otherwise; else c when c == B; else d. (A NaN window wants its first
-    NaN, and NaN == NaN is false: the general form runs.)"""
+    d the bottom, T = max(a, b), B = max(c, d), m = max(T, B): a when T == m and a == T
+    (a >= b: one strided compare, 0.4 ms against 0.6 for a == T); b when T == m otherwise;
+    else c when c == B (c >= d); else d. (A NaN window wants its first NaN, which these
+    comparisons do not find: the general form runs.)"""
     n, c, h, w = x.shape
     oh, ow = rec.shape[3], rec.shape[4]
     if (h, w) != (2 * oh, 2 * ow) or not x.flags.c_contiguous or not x.size:
@@ -121,7 +122,7 @@ def _record_2x2(x, rec) -> bool:
         ts, fs = t[:k * h * ow], first[:k * h * ow]
         ms, tops = m[:k * h * ow - ow], top[:k * h * ow - ow]
         np.maximum(xs[0::2], xs[1::2], out=ts)       # every row's pair maxima
-        np.equal(xs[0::2], ts, out=fs)               # the left one is it (a == T, c == B)
+        np.greater_equal(xs[0::2], xs[1::2], out=fs)  # the left one is it (a >= b: a == T)
         np.maximum(ts[:-ow], ts[ow:], out=ms)        # rows r and r+1; the windows: r even
         rows = slice(p0 * oh, (p0 + k) * oh)
         out[rows] = ms.reshape(-1, ow)[0::2]
