@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sharepool
+from . import cshares
 from ..ops import row_kernels
 from . import llvmopts
 from .codegen_cpu import CpuEmitter
@@ -196,6 +197,8 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             f'    """row kernel: {rg.describe()}"""']
     src += body
     text = row_kernels.source("\n".join(src) + "\n", dt)
+    if parallel:     # its GIL-free two-share launch (compiler/cshares.py)
+        text += cshares.source(sig[:-2], args[:-2])
     return RowSpec(text, "kernel", options, parallel)
 
 
@@ -230,9 +233,16 @@ CHUNK_ROWS = 16
 # call against 448-464 serial (median, 4 chunks of 64 rows; share 1 starts ~100 us after the call, ~70 after share
 # 0: the worker's pickup and the GIL for unboxing); the forward ones (16 chunks of 16 rows)
 # were slower so (259-268 against 240-247 us: the launch costs ~35 us before share 0
-# starts) and stay serial below ROW_PARALLEL_MIN, as softmax's do.
+# starts) and stayed serial below ROW_PARALLEL_MIN, as softmax's do. That launch was a ctypes
+# Python callback per share (each share takes the GIL to unbox its arguments: 60-120 us a
+# launch on the 2-core VM); launched GIL-free (compiler/cshares.py) the forward kernel takes
+# 116-144 us in two shares right after a GEMM against 209-234 serial (session 17), and the
+# MLP step's forward phase 3.98 ms against 4.20 (median, SCHED_FIFO, one process
+# alternating): LayerNorm's forward row kernels use the share form from
+# LN_FORWARD_PARALLEL_MIN too.
 ROW_PARALLEL_MIN = 1 << 21
 LN_BACKWARD_PARALLEL_MIN = 1 << 17
+LN_FORWARD_PARALLEL_MIN = 1 << 17
 
 
 def parallel_min(prim: str = "softmax") -> int:
@@ -242,6 +252,8 @@ def parallel_min(prim: str = "softmax") -> int:
     least = ROW_PARALLEL_MIN
     if prim == "layer_norm_backward":
         least = min(least, LN_BACKWARD_PARALLEL_MIN)
+    elif prim == "layer_norm":
+        least = min(least, LN_FORWARD_PARALLEL_MIN)
     return max(PARALLEL_MIN, least)
 
 
@@ -332,12 +344,13 @@ class RowShares:
     OpenBLAS's worker, which busy-waits on that core after the GEMM a row kernel follows),
     then, for a backward run in more than one share, the fold call."""
 
-    __slots__ = ("kernel", "entry", "sums")
+    __slots__ = ("kernel", "entry", "sums", "pair")
 
-    def __init__(self, kernel, entry, sums: int):
+    def __init__(self, kernel, entry, sums: int, pair=None):
         self.kernel = kernel      # the numba dispatcher
         self.entry = entry        # its compiled entry point
         self.sums = sums
+        self.pair = pair          # cshares.CShares: both shares without the GIL, or None
 
     def __call__(self, *args):
         counter = np.zeros(1, np.int64)
@@ -349,7 +362,16 @@ class RowShares:
             args += (np.empty((nchunk, self.sums, cols), np.float64), counter)
         else:
             args += (counter,)
-        shares = sharepool.launch(self.entry, args, sharepool.pool_threads())
+        nt = sharepool.pool_threads()
+        if (nt == 2 and self.pair is not None and sharepool.PAIR_ON_BLAS_WORKER
+                and sharepool.try_launch()):
+            try:
+                self.pair(args)
+            finally:
+                sharepool.end_launch()
+            shares = 2
+        else:
+            shares = sharepool.launch(self.entry, args, nt)
         if self.sums and shares > 1:
             self.entry(*args, shares, shares)     # the fold, after every share ended
 
@@ -408,7 +430,8 @@ class RowKernel:
                 raise CompileError(f"compiling the row kernel {self.label} ({self.group.describe()}) "
                                    f"failed: {type(exc).__name__}: {exc}\ngenerated source:\n{spec.source}") from exc
             if parallel:
-                fn = RowShares(fn, self.backend.fast_entry(fn), partial_sums(self.group))
+                fn = RowShares(fn, self.backend.fast_entry(fn), partial_sums(self.group),
+                               cshares.CShares.make(fn, self.backend.fast_entry))
             self.variants[key] = fn
             self.sources[key] = spec.source
         return fn
