@@ -27,12 +27,11 @@ def kernel(a, o, m, scale, seen, share, shares):
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
+def own_cache(tmp_path, monkeypatch):
+    """A disk cache of this test's own (the sources carry its path: never in memory yet)."""
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRACEJIT_CACHE", raising=False)
-    diskcache.clear_memory_cache()
-    yield
-    diskcache.clear_memory_cache()
+    return tmp_path
 
 
 def test_tables_hold_addresses_shapes_and_scalars():
@@ -45,12 +44,12 @@ def test_tables_hold_addresses_shapes_and_scalars():
         cshares.source(["complex128"], ["z"])
 
 
-def _module():
-    return diskcache.load_module(KERNEL + cshares.source(SIG, NAMES), name_hint="cshares_test")
+def _module(tag):
+    return diskcache.load_module(f"# {tag}\n" + KERNEL + cshares.source(SIG, NAMES), name_hint="cshares_test")
 
 
-def test_pair_runs_both_shares_and_the_cfunc_is_cached():
-    mod = _module()
+def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
+    mod = _module(own_cache)
     pair = cshares.CShares.make(mod.kernel, backends.get("cpu").fast_entry)
     if sharepool.blas_worker.find() is None:   # numpy's BLAS without a pool of two
         assert pair is None
@@ -68,12 +67,12 @@ def test_pair_runs_both_shares_and_the_cfunc_is_cached():
     # in a new load the cfunc comes from the entry too (no compile, no uncacheable entry)
     diskcache.clear_memory_cache()
     before = diskcache.stats()
-    again = _module()
+    again = _module(own_cache)
     after = diskcache.stats()
     assert after["compiles"] == before["compiles"] and after["disk_hits"] == before["disk_hits"] + 1
     assert again.share_entry._cache_hits == 1
 
 
-def test_module_without_share_entry_gets_no_pair():
-    plain = diskcache.load_module(KERNEL, name_hint="cshares_plain")
+def test_module_without_share_entry_gets_no_pair(own_cache):
+    plain = diskcache.load_module(f"# {own_cache}\n" + KERNEL, name_hint="cshares_plain")
     assert cshares.CShares.make(plain.kernel, backends.get("cpu").fast_entry) is None

@@ -220,7 +220,14 @@ LN_BACKWARD_ROW = '''STATS
 # max, its sum of exponentials and the target's log-probability in one visit. The rows are
 # short (the MLP's 10 classes): what this replaces is a dozen numpy calls per direction.
 _RO1I = "Array(int64, 1, 'C', readonly=True)"
-_CE_ROW = """        z = x[i]
+# A row's target check (IGNORED: what an ignored row writes) and its max.
+_CE_ROW = """        ti = t[i]
+        if ti == ign:
+IGNORED
+            continue
+        if ti < 0 or ti >= c:
+            return -(i + 1)
+        z = x[i]
         mi = z[0]
         for k in range(1, c):
             mi = z[k] if z[k] > mi else mi"""
@@ -236,13 +243,7 @@ def kernel(x, t, ign, loss, total):
     cnt = 0
     tot = 0.0
     for i in range(x.shape[0]):
-        ti = t[i]
-        if ti == ign:
-            loss[i] = 0
-            continue
-        if ti < 0 or ti >= c:
-            return -(i + 1)
-CEROW
+""" + _CE_ROW.replace("IGNORED", "            loss[i] = 0") + """
         s = np.{t}(0)
         for k in range(c):
             s += EXP(z[k] - mi)
@@ -269,15 +270,8 @@ def kernel(x, t, ign, g, gstep, mean, out):
             cnt += t[i] != ign
         div = np.{t}(cnt)
     for i in range(n):
-        ti = t[i]
         o = out[i]
-        if ti == ign:
-            for k in range(c):
-                o[k] = 0
-            continue
-        if ti < 0 or ti >= c:
-            return -(i + 1)
-CEROW
+""" + _CE_ROW.replace("IGNORED", "            for k in range(c):\n                o[k] = 0") + """
         s = np.{t}(0)
         for k in range(c):
             e = EXP(z[k] - mi)
@@ -300,7 +294,7 @@ def source(template: str, dtype: str) -> str:
     return (template.replace("SOFTMAXEXP", SOFTMAX_EXP).replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
             .replace("LNBWDINIT", LN_BACKWARD_INIT).replace("LNBWDFOLD", LN_BACKWARD_FOLD)
             .replace("LNBWDROW", LN_BACKWARD_ROW).replace("LN_Y", LN_Y).replace("STATS", _ROW_STATS)
-            .replace("ROWMAX", _ROW_MAX).replace("CEROW", _CE_ROW)
+            .replace("ROWMAX", _ROW_MAX)
             .replace('" + RO1I + "', _RO1I).replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS))
             .replace("{t}", dtype).replace("{s}", _SUFFIX[dtype]))
 
