@@ -197,8 +197,11 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             f'    """row kernel: {rg.describe()}"""']
     src += body
     text = row_kernels.source("\n".join(src) + "\n", dt)
-    if parallel:     # its GIL-free two-share launch (compiler/cshares.py)
-        text += cshares.source(sig[:-2], args[:-2])
+    if parallel:     # its GIL-free two-share launch (compiler/cshares.py), where the types allow
+        try:
+            text += cshares.source(sig[:-2], args[:-2])
+        except ValueError:   # an argument type without a table form: the Python-callback launch
+            pass
     return RowSpec(text, "kernel", options, parallel)
 
 

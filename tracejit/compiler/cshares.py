@@ -34,6 +34,7 @@ import numpy as np
 __all__ = ["source", "CShares"]
 
 
+_NUMPY = {"boolean": "bool_"}   # numba's type names that numpy spells otherwise
 _ARRAY = re.compile(r"Array\((\w+), (\d), 'C'(, readonly=True)?\)$")
 _SLICE = re.compile(r"(\w+)\[((?::, )*)::1\]$")
 
@@ -69,7 +70,7 @@ def source(arg_types: list, names: list) -> str:
             pack.append(f"    itab[{ni}] = {name}.ctypes.data")
             pack += [f"    itab[{ni + 1 + d}] = {name}.shape[{d}]" for d in range(nd)]
             dims = ", ".join(f"it[{ni + 1 + d}]" for d in range(nd))
-            body.append(f"    {name} = carray(as_voidptr(it[{ni}]), ({dims},), np.{dt})")
+            body.append(f"    {name} = carray(as_voidptr(it[{ni}]), ({dims},), np.{_NUMPY.get(dt, dt)})")
             ni += 1 + nd
         elif k[0] == "int":
             pack.append(f"    itab[{ni}] = {name}")
