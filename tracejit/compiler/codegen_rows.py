@@ -345,7 +345,8 @@ class RowShares:
     """A row kernel's share form as the plan calls it (the kernel's own arguments): its
     shares on the cores other processes leave (`sharepool.launch`: with two, share 1 on
     OpenBLAS's worker, which busy-waits on that core after the GEMM a row kernel follows),
-    then, for a backward run in more than one share, the fold call."""
+    then, for a backward run in more than one share, the fold call. Two shares run through
+    the module's GIL-free share entry (`pair`, compiler/cshares.py) where it has one."""
 
     __slots__ = ("kernel", "entry", "sums", "pair")
 

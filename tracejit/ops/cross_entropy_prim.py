@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..device import CPU
 from ..errors import DTypeError, ShapeError
 from . import row_kernels as _rows_kernels
 from .registry import Aval, bind, defprim
@@ -30,9 +31,11 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 def applies(input, target, weight, label_smoothing: float) -> bool:
-    """Does the primitive cover this call? (N, C) float32/float64 logits, 1-D integer
-    targets, no weight, no smoothing; composite.py keeps the rest."""
+    """Does the primitive cover this call? (N, C) float32/float64 logits on the CPU (its
+    numpy form is written for numpy), 1-D integer targets, no weight, no smoothing;
+    composite.py keeps the rest."""
     return (weight is None and label_smoothing == 0.0 and input.ndim == 2 and target.ndim == 1
+            and input.device == CPU
             and input.shape[1] > 0 and target.dtype.is_integer
             and input.dtype.name in ("float32", "float64"))
 
