@@ -47,12 +47,15 @@ class RowSpec:
     class _Nest:
         layouts = ("rows",)
 
-    def __init__(self, source: str, name: str, llvm_options: tuple, parallel: bool):
+    def __init__(self, source: str, name: str, llvm_options: tuple, parallel: bool, pair: str = ""):
         self.source = source
         self.parallel = parallel
         self.name = name
         self.nest = self._Nest()
         self.llvm_options = llvm_options
+        # the share form's GIL-free pair (compiler/cshares.py): ``source`` + this, a module of
+        # its own compiled after the kernel ("" where the argument types have no table form)
+        self.pair = pair
 
 
 def _helper(group, name: str) -> tuple:
@@ -197,12 +200,13 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             f'    """row kernel: {rg.describe()}"""']
     src += body
     text = row_kernels.source("\n".join(src) + "\n", dt)
+    pair = ""
     if parallel:     # its GIL-free two-share launch (compiler/cshares.py), where the types allow
         try:
-            text += cshares.source(sig[:-2], args[:-2])
+            pair = cshares.source(sig[:-2], args[:-2])
         except ValueError:   # an argument type without a table form: the Python-callback launch
             pass
-    return RowSpec(text, "kernel", options, parallel)
+    return RowSpec(text, "kernel", options, parallel, pair)
 
 
 def _ln_y(ye, idx_in: dict) -> str:
@@ -346,15 +350,18 @@ class RowShares:
     shares on the cores other processes leave (`sharepool.launch`: with two, share 1 on
     OpenBLAS's worker, which busy-waits on that core after the GEMM a row kernel follows),
     then, for a backward run in more than one share, the fold call. Two shares run through
-    the module's GIL-free share entry (`pair`, compiler/cshares.py) where it has one."""
+    the GIL-free share entry (`pair`, compiler/cshares.py) once its module is loaded (compiled
+    apart from the kernel: in background mode by the compile workers, so the plan never waits
+    for it; until then, and where it cannot run, through sharepool's launch)."""
 
-    __slots__ = ("kernel", "entry", "sums", "pair")
+    __slots__ = ("kernel", "entry", "sums", "pair", "pending")
 
-    def __init__(self, kernel, entry, sums: int, pair=None):
+    def __init__(self, kernel, entry, sums: int, pending=None):
         self.kernel = kernel      # the numba dispatcher
         self.entry = entry        # its compiled entry point
         self.sums = sums
-        self.pair = pair          # cshares.CShares: both shares without the GIL, or None
+        self.pair = None          # cshares.CShares: both shares without the GIL, once loaded
+        self.pending = pending    # cshares.Pending: the pair's module until it is loaded
 
     def __call__(self, *args):
         counter = np.zeros(1, np.int64)
@@ -367,6 +374,8 @@ class RowShares:
         else:
             args += (counter,)
         nt = sharepool.pool_threads()
+        if self.pending is not None:
+            self.pair, self.pending = self.pending.poll()
         if (nt == 2 and self.pair is not None and sharepool.PAIR_ON_BLAS_WORKER
                 and sharepool.try_launch()):
             try:
@@ -426,6 +435,16 @@ class RowKernel:
         fn = self.variants.get(key)
         if fn is None:
             spec = self.spec(layouts, parallel)
+            pending = None
+            if spec.pair:
+                # the GIL-free pair: in the kernel's module where compiles are synchronous (one
+                # module, one compile), else a module of its own the workers build later
+                from .tiers import compile_mode
+                if compile_mode(None) == "background":
+                    pending = cshares.Pending(spec.source + spec.pair, self.label, spec.llvm_options,
+                                              self.backend.fast_entry)
+                else:
+                    spec = RowSpec(spec.source + spec.pair, spec.name, spec.llvm_options, parallel)
             from ..errors import CompileError
             try:
                 # the share form is serial code too: launched by RowShares, not numba's threads
@@ -435,7 +454,7 @@ class RowKernel:
                                    f"failed: {type(exc).__name__}: {exc}\ngenerated source:\n{spec.source}") from exc
             if parallel:
                 fn = RowShares(fn, self.backend.fast_entry(fn), partial_sums(self.group),
-                               cshares.CShares.make(fn, self.backend.fast_entry))
+                               pending or cshares.Ready(fn, self.backend.fast_entry))
             self.variants[key] = fn
             self.sources[key] = spec.source
         return fn

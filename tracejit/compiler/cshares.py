@@ -31,7 +31,7 @@ import re
 
 import numpy as np
 
-__all__ = ["source", "CShares"]
+__all__ = ["source", "CShares", "Pending", "Ready"]
 
 
 _NUMPY = {"boolean": "bool_"}   # numba's type names that numpy spells otherwise
@@ -128,3 +128,54 @@ class CShares:
         """``kernel(*args, q, 2)`` for q = 0 (this thread) and 1 (OpenBLAS's worker)."""
         self.pack(self.itab, self.ftab, *args)
         self.gp(2, self.entry, self.address, 24)
+
+
+class Pending:
+    """A share-form kernel's pair module (the kernel's source + `source`'s ``pack`` and
+    ``share_entry``), compiled apart from the kernel: `pack` and the cfunc cost numba ~0.35 s
+    per module whatever the kernel, which the plan should not wait for. ``poll()`` gives
+    (the `CShares` or None, this object while it may still come or None): in background
+    mode the compile workers build it (tiers.module_when_ready) and calls run through
+    sharepool's launch meanwhile; in sync mode it is compiled at the first poll."""
+
+    __slots__ = ("source", "hint", "llvm_options", "fast_entry", "next_poll")
+
+    # seconds between two looks at the compile (a look hashes the source; a failed compile
+    # stays None for good, so it must not be asked for at every call)
+    POLL_S = 0.25
+
+    def __init__(self, source: str, hint: str, llvm_options: tuple, fast_entry):
+        self.source = source
+        self.hint = hint + "_pair"
+        self.llvm_options = llvm_options
+        self.fast_entry = fast_entry
+        self.next_poll = 0.0
+
+    def poll(self) -> tuple:
+        import time
+        now = time.monotonic()
+        if now < self.next_poll:
+            return None, self
+        self.next_poll = now + self.POLL_S
+        from .tiers import module_when_ready
+        try:
+            mod = module_when_ready(self.source, self.hint, self.llvm_options)
+        except Exception:   # the kernel itself loaded: keep sharepool's launch for good
+            return None, None
+        if mod is None:
+            return None, self        # compiling (a failed compile warns and stays None)
+        return CShares.make(mod.kernel, self.fast_entry), None
+
+
+class Ready:
+    """`Pending`'s form for a kernel whose own module holds the pair (sync mode): ``poll()``
+    gives its `CShares` (or None where it cannot run) at once."""
+
+    __slots__ = ("kernel", "fast_entry")
+
+    def __init__(self, kernel, fast_entry):
+        self.kernel = kernel
+        self.fast_entry = fast_entry
+
+    def poll(self) -> tuple:
+        return CShares.make(self.kernel, self.fast_entry), None
