@@ -79,3 +79,26 @@ def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
 def test_module_without_share_entry_gets_no_pair(own_cache):
     plain = diskcache.load_module(f"# {own_cache}\n" + KERNEL, name_hint="cshares_plain")
     assert cshares.CShares.make(plain.kernel, backends.get("cpu").fast_entry) is None
+
+
+def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
+    # background mode: the pair's module is compiled apart (tiers.module_when_ready), looked
+    # at no more often than POLL_S, and the launch keeps sharepool's path until it is loaded
+    from tracejit.compiler import tiers
+    src = f"# {own_cache}\n" + KERNEL + cshares.source(SIG, NAMES)
+    asked = []
+
+    def when_ready(source, hint, llvm_options):
+        assert source == src and hint == "k_pair" and llvm_options == ("-x",)
+        asked.append(1)
+        return None if len(asked) < 3 else diskcache.load_module(source, name_hint=hint)
+    monkeypatch.setattr(tiers, "module_when_ready", when_ready)
+    pending = cshares.Pending(src, "k", ("-x",), backends.get("cpu").fast_entry)
+    assert pending.poll() == (None, pending) and pending.poll() == (None, pending)
+    assert len(asked) == 1                         # the second look came before POLL_S
+    monkeypatch.setattr(cshares.Pending, "POLL_S", 0.0)
+    pending.next_poll = 0.0
+    assert pending.poll() == (None, pending)
+    pair, still = pending.poll()
+    assert len(asked) == 3 and still is None
+    assert (pair is None) == (sharepool.blas_worker.find() is None)
