@@ -68,26 +68,36 @@ class Adam(Optimizer):
                     raise ValueError(f"{name}: fused=True supports parameters on the CPU only; "
                                      f"parameter {k} is on {p.device}")
 
-    def _prepare(self, p, state: dict, group: dict) -> tuple:
+    def _prepare(self, p, state: dict, group: dict, corrections: dict | None = None) -> tuple:
         """Start parameter `p`'s step: create its state on the first one, count the step,
-        bump the moments' versions; returns (m, v, vmax or None, step_size, bc2_sqrt)."""
-        beta1, beta2 = group["betas"]
-        xp = p._xp()
+        bump the moments' versions; returns (m, v, vmax or None, step_size, bc2_sqrt).
+        `corrections`: step -> (step_size, bc2_sqrt) already computed for this group's step
+        (a group's parameters are nearly always at one step: two powers and a root each
+        are computed once, not per parameter)."""
         if not state:
+            xp = p._xp()
             state["step"] = 0
             state["exp_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
             state["exp_avg_sq"] = _new_state_tensor(p, xp.zeros_like(p._data))
-        if group["amsgrad"] and state.get("max_exp_avg_sq") is None:  # also: switched on after some steps
-            state["max_exp_avg_sq"] = _new_state_tensor(p, xp.zeros_like(p._data))
-        state["step"] += 1
-        step = state["step"]
-        step_size = group["lr"] / (1 - beta1 ** step)
-        bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
-        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-        vmax = state["max_exp_avg_sq"]._data if group["amsgrad"] else None
-        for name in ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ()):
-            state[name]._vbox[0] += 1
-        return m, v, vmax, step_size, bias_correction2_sqrt
+        amsgrad = group["amsgrad"]
+        if amsgrad and state.get("max_exp_avg_sq") is None:  # also: switched on after some steps
+            state["max_exp_avg_sq"] = _new_state_tensor(p, p._xp().zeros_like(p._data))
+        step = state["step"] = state["step"] + 1
+        got = corrections.get(step) if corrections is not None else None
+        if got is None:
+            beta1, beta2 = group["betas"]
+            got = (group["lr"] / (1 - beta1 ** step), math.sqrt(1 - beta2 ** step))
+            if corrections is not None:
+                corrections[step] = got
+        ma, va = state["exp_avg"], state["exp_avg_sq"]
+        ma._vbox[0] += 1
+        va._vbox[0] += 1
+        vmax = None
+        if amsgrad:
+            mx = state["max_exp_avg_sq"]
+            mx._vbox[0] += 1
+            vmax = mx._data
+        return ma._data, va._data, vmax, got[0], got[1]
 
     def _hyper(self, group: dict, step_size: float, bc2_sqrt: float) -> dict:
         """The fused kernels' keyword arguments for `group` at this step."""
@@ -102,11 +112,20 @@ class Adam(Optimizer):
         parameters join the big ones instead of taking the array path), the others one by one."""
         fused = group.get("fused")
         batches: dict = {}     # (dtype, step) -> [(p, grad, m, v, vmax, step_size, bc2_sqrt), ...]
+        # whether this group may take the fused kernel at all (numba loaded, compiling on):
+        # asked once per step, not per parameter
+        may_fuse = fused is True or (fused is None and _fused_default())
+        corrections: dict = {}
+        state_of = self.state
         for p, grad in todo:
-            state = self.state[p]
-            m, v, vmax, step_size, bc2 = self._prepare(p, state, group)
-            if _use_fused(fused, p._data, grad, m, v, vmax):
-                batches.setdefault((grad.dtype, state["step"]), []).append((p, grad, m, v, vmax, step_size, bc2))
+            state = state_of[p]
+            m, v, vmax, step_size, bc2 = self._prepare(p, state, group, corrections)
+            if may_fuse and _fits(p._data, grad, m, v, vmax):
+                key = (grad.dtype, state["step"])
+                batch = batches.get(key)
+                if batch is None:
+                    batch = batches[key] = []
+                batch.append((p, grad, m, v, vmax, step_size, bc2))
             else:
                 self._apply(p, grad, m, v, vmax, step_size, bc2, group)
         for batch in batches.values():
@@ -157,19 +176,25 @@ class Adam(Optimizer):
         p._data += upd
 
 
-def _use_fused(fused: bool | None, *arrays) -> bool:
-    """Whether this parameter's step may join the fused kernel (see the module docstring;
-    with ``fused=None`` the size of the whole batch decides too)."""
-    if fused is False:
+def _fused_default() -> bool:
+    """``fused=None``: the kernel once numba is loaded and compilation is on (module docstring)."""
+    from ..jit.config import is_eager
+    return "numba" in sys.modules and not is_eager()
+
+
+def _fits(first, *arrays) -> bool:
+    """p, g, m, v (and vmax, or None) as the kernel takes them: numpy arrays of p's float
+    dtype and shape, C-contiguous (a strided view, cupy arrays: the array path, same
+    results)."""
+    if not isinstance(first, np.ndarray):
         return False
-    arrays = [a for a in arrays if a is not None]
-    first = arrays[0]
-    if not all(isinstance(a, np.ndarray) and a.dtype == first.dtype and a.shape == first.shape
-               and a.flags.c_contiguous for a in arrays) or first.dtype not in _FUSED_DTYPES:
-        return False   # a strided view, cupy arrays: the array path, same results
-    if fused is None:
-        from ..jit.config import is_eager
-        return "numba" in sys.modules and not is_eager()
+    dt, shape = first.dtype, first.shape
+    if dt not in _FUSED_DTYPES or not first.flags.c_contiguous:
+        return False
+    for a in arrays:
+        if a is not None and not (isinstance(a, np.ndarray) and a.dtype == dt and a.shape == shape
+                                  and a.flags.c_contiguous):
+            return False
     return True
 
 
