@@ -344,3 +344,65 @@ def test_a_forked_child_starts_a_partner_of_its_own():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
+
+
+@pytest.mark.parametrize("partner_late", [False, True])
+def test_claim_split_covers_the_range_once_whoever_takes_the_parts(partner_late):
+    """Every part once, in contiguous parts; a partner held in an earlier job takes none and
+    is not waited for (the caller did them all)."""
+    seen, lock = [], threading.Lock()
+
+    def part(lo, hi):
+        with lock:
+            seen.append((lo, hi, threading.get_ident()))
+    gate = threading.Lock()
+    if partner_late:
+        gate.acquire()
+        sharepool.partner.post(gate.acquire, ())
+    try:
+        sharepool.claim_split(part, 100, 7)
+    finally:
+        if partner_late:
+            gate.release()
+    assert sorted((lo, hi) for lo, hi, _ in seen) == [(100 * p // 7, 100 * (p + 1) // 7) for p in range(7)]
+    if partner_late:
+        assert {t for _, _, t in seen} == {threading.get_ident()}
+
+
+def test_claim_split_raises_a_failing_part_and_still_works():
+    def part(lo, hi):
+        if lo == 0:
+            raise ValueError("part failed")
+    with pytest.raises(ValueError, match="part failed"):
+        sharepool.claim_split(part, 10, 5)
+    got = []
+    sharepool.claim_split(lambda lo, hi: got.append(lo), 10, 5)
+    assert sorted(got) == [0, 2, 4, 6, 8]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_claimed_matmul_equals_numpy_and_declines_other_operands(dtype):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 40)).astype(dtype)
+    b = rng.standard_normal((40, 50)).astype(dtype)
+    got = sharepool.claimed_matmul(a, b)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+    assert sharepool.claimed_matmul(a.T.T[None], b) is None                  # not 2-D
+    assert sharepool.claimed_matmul(a, b.astype(np.float16)) is None        # mixed dtypes
+
+
+def test_large_products_on_one_policy_thread_run_as_claimed_parts(monkeypatch):
+    """coreshare.matmul: where the policy gives BLAS one thread but BLAS may use two, a
+    product from CLAIM_GEMM_MNK runs as claimed parts (sharepool.claimed_matmul)."""
+    calls = []
+    monkeypatch.setattr(coreshare, "adapt", lambda: 1)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "CLAIM_GEMM_MNK", 1 << 20)
+    monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: calls.append(a.shape) or np.matmul(a, b))
+    a, b = np.ones((512, 256), np.float32), np.ones((256, 128), np.float32)   # above FEW_ROWS_GEMM_MNK
+    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 1)               # BLAS kept on one
+    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "adapt", lambda: 2)                      # the policy gives two
+    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]

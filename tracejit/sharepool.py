@@ -32,7 +32,7 @@ from . import coreshare
 from .threads import blas_threads_set, usable_cpus
 
 __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch",
-           "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "Partner", "partner", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
+           "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "Partner", "partner", "claim_split", "claimed_matmul", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
 # share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
@@ -402,3 +402,71 @@ def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
             _run_all(_take_parts, args, nt)
     finally:
         end_launch()
+
+
+def _claim_parts(fn: Callable, n: int, parts: int, next_part: Callable, finished: Callable, state: list) -> None:
+    # parts taken in turn until none is left (or a share failed); whoever ends the last part
+    # says so (state: [error, every part done])
+    while state[0] is None:
+        p = next_part()                        # itertools.count's __next__: atomic under the GIL
+        if p >= parts:
+            return
+        try:
+            fn(n * p // parts, n * (p + 1) // parts)
+        except BaseException as exc:
+            state[0] = exc
+            state[1].set()
+            return
+        if finished() == parts:
+            state[1].set()
+
+
+def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
+    """``fn(lo, hi)`` over ``[0, n)`` in `parts` contiguous parts taken in turn by this thread
+    and the partner thread (`partner`), BLAS on one thread meanwhile: the partner does as
+    many as it gets a core for, and is not waited for when it took none (only a part it
+    began is). For large products when the load policy gives BLAS one thread
+    (coreshare.matmul): a second BLAS thread behind another process stalls every product
+    a time slice, a partner that claims parts costs nothing when it is late. ``fn`` must
+    release the GIL (numpy's BLAS) and its parts be independent; on this thread alone when
+    another launch holds the pool."""
+    if parts < 2 or not try_launch():
+        fn(0, n)
+        return
+    state = [None, threading.Event()]
+    try:
+        args = (fn, n, parts, itertools.count().__next__, itertools.count(1).__next__, state)
+        with blas_threads_set(1):
+            job = partner.post(_claim_parts, args)
+            _claim_parts(*args)
+            if state[0] is None:
+                partner.finish(job, wait=False)
+                state[1].wait()                # a part the partner began
+            else:
+                partner.finish(job, wait=True)
+    finally:
+        end_launch()
+    if state[0] is not None:
+        raise state[0]
+
+
+# Rows of a part of `claimed_matmul`: ~0.3 ms of one thread for the LSTM LM's products
+# (K = 256 or 2048, N = 256 or 1024), so a partner preempted inside a part delays the call
+# by its time slice only rarely, and a part costs one BLAS call.
+CLAIM_ROWS = 128
+
+
+def claimed_matmul(a, b):
+    """``a @ b`` for 2-D float operands of one dtype as `claim_split` parts of a's rows
+    (each ``numpy.matmul`` into its rows of the result on one BLAS thread), or None for
+    other operands."""
+    import numpy as np
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
+        return None
+    m = a.shape[0]
+    out = np.empty((m, b.shape[1]), a.dtype)
+
+    def part(lo, hi):
+        np.matmul(a[lo:hi], b, out=out[lo:hi])
+    claim_split(part, m, max(1, m // CLAIM_ROWS))
+    return out
