@@ -26,6 +26,7 @@ import itertools
 import os
 import queue
 import threading
+import time
 from typing import Callable, Optional
 
 from . import coreshare
@@ -257,11 +258,30 @@ class Partner:
     step: ~255 of 258 -> 24-95)."""
 
     POSTED, RUNNING, CANCELLED, DONE = range(4)
+    # A launcher that waited longer than STALL_S for work the partner had begun (the
+    # partner descheduled inside it: claims cannot help there) benches the partner for
+    # BENCH_S: its users follow the load policy meanwhile (`punctual`). A partner at work
+    # keeps the launcher waiting microseconds; one descheduled, a time slice (ms) or, behind
+    # processes of higher priority, seconds (LSTM LM steps of 2-5 s seen at load 6).
+    STALL_S = 1e-3
+    BENCH_S = 2.0
 
     def __init__(self):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._mutex = threading.Lock()
         self.thread: Optional[threading.Thread] = None
+        self.benched_until = 0.0
+        self.stalls = 0
+
+    def waited(self, seconds: float) -> None:
+        """A launcher's longest wait for work the partner had begun, after its launch."""
+        if seconds > self.STALL_S:
+            self.stalls += 1
+            self.benched_until = time.monotonic() + self.BENCH_S
+
+    def punctual(self) -> bool:
+        """Whether no launch has waited long for the partner lately (`waited`)."""
+        return time.monotonic() >= self.benched_until
 
     def post(self, fn: Callable, args: tuple) -> list:
         """Queue ``fn(*args)`` for the partner thread; the job to hand to `finish`."""
@@ -441,7 +461,10 @@ def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
             _claim_parts(*args)
             if state[0] is None:
                 partner.finish(job, wait=False)
-                state[1].wait()                # a part the partner began
+                if not state[1].is_set():      # a part the partner began
+                    t0 = time.monotonic()
+                    state[1].wait()
+                    partner.waited(time.monotonic() - t0)
             else:
                 partner.finish(job, wait=True)
     finally:
@@ -450,10 +473,11 @@ def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
         raise state[0]
 
 
-# Rows of a part of `claimed_matmul`: ~0.3 ms of one thread for the LSTM LM's products
-# (K = 256 or 2048, N = 256 or 1024), so a partner preempted inside a part delays the call
-# by its time slice only rarely, and a part costs one BLAS call.
-CLAIM_ROWS = 128
+# Multiply-adds of a part of `claimed_matmul` (at most; 16 rows at least): ~0.3 ms of one
+# thread, so the launcher normally waits less than `Partner.STALL_S` for the partner's
+# last part, and a part costs one BLAS call. The LSTM LM's 2048x256x1024 and 1024x2048x256
+# products: 16 parts each.
+CLAIM_PART_MNK = 1 << 25
 
 
 def claimed_matmul(a, b):
@@ -463,10 +487,11 @@ def claimed_matmul(a, b):
     import numpy as np
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
         return None
-    m = a.shape[0]
-    out = np.empty((m, b.shape[1]), a.dtype)
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), a.dtype)
 
     def part(lo, hi):
         np.matmul(a[lo:hi], b, out=out[lo:hi])
-    claim_split(part, m, max(1, m // CLAIM_ROWS))
+    claim_split(part, m, min(m // 16, max(2, -(-m * k * n // CLAIM_PART_MNK))))
     return out

@@ -46,6 +46,22 @@ def wait_all(steps, q, nth, sync):
             half = next_half(sync, k, q, nth, st)
 
 
+@njit(nogil=True)
+def hold(steps, hold_ns, q, nth, sync):
+    # as wait_all, but thread 1 holds its half of step 0 for hold_ns (as a thread
+    # descheduled inside it would)
+    st = thread_state()
+    for k in range(steps):
+        half = next_half(sync, k, q, nth, st)
+        while half >= 0:
+            if q == 1 and k == 0:
+                t0 = _now_ns()
+                while _now_ns() - t0 < hold_ns:
+                    pass
+            half_done(sync, nth)
+            half = next_half(sync, k, q, nth, st)
+
+
 @njit
 def units(hh, q, nth):
     return split_units(hh, q, nth)
@@ -203,14 +219,43 @@ def test_threads_follows_blas_ceiling_and_the_layer_size(monkeypatch):
     assert loop_split.threads(256) == 1
 
 
-def test_only_a_pthreads_openblas_lends_its_pool():
-    """An OpenMP build of OpenBLAS may run both shares of gotoblas_pthread on one thread (the
-    first would wait for the second forever), a sequential one has no pool: neither is used."""
-    class Lib:
-        def __init__(self, parallel):
-            self.openblas_get_parallel = lambda: parallel
+def test_a_partner_that_stalled_a_call_leaves_the_count_to_the_policy(monkeypatch):
+    """A launcher that waited long for a half its partner had begun (the partner descheduled
+    inside it) benches the partner for a while: the policy's count decides meanwhile."""
+    from tracejit import coreshare, sharepool, threads
+    p = sharepool.Partner()
+    monkeypatch.setattr(sharepool, "partner", p)
+    monkeypatch.setattr(coreshare, "adapt_blas", lambda: 1)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(threads, "blas_threads", lambda: 1)
+    p.waited(p.STALL_S / 2)                            # a wait of a partner at work
+    assert p.punctual() and loop_split.threads(256) == 2
+    p.waited(p.STALL_S * 2)                            # a stall
+    assert not p.punctual() and p.stalls == 1
+    assert loop_split.threads(256) == 1
+    monkeypatch.setattr(threads, "blas_threads", lambda: 2)          # the policy gives two
+    assert loop_split.threads(256) == 2
+    p.benched_until = 0.0                              # (the bench time over)
+    monkeypatch.setattr(threads, "blas_threads", lambda: 1)
+    assert loop_split.threads(256) == 2
 
-    assert loop_split._pthreads_build(Lib(1)) is True
-    assert loop_split._pthreads_build(Lib(2)) is False      # OpenMP
-    assert loop_split._pthreads_build(Lib(0)) is False      # sequential
-    assert loop_split._pthreads_build(object()) is False    # cannot tell
+
+def test_the_launchers_longest_wait_is_reported(monkeypatch):
+    """The kernel records thread 0's longest wait for a step (sync[WAITED], ns), and the
+    runner reports it to the partner (`Partner.waited`): a partner that holds its claimed
+    half 20 ms shows as a wait of about that."""
+    from tracejit import sharepool
+    ns = _mod()
+    p = sharepool.Partner()
+    waits = []
+    p.waited = waits.append
+    monkeypatch.setattr(sharepool, "partner", p)
+
+    def kernel(steps, hold_ns, q, nth, sync):
+        if q == 0:
+            deadline = time.monotonic() + 60
+            while sync[loop_split.CLAIM + 8] == 0 and time.monotonic() < deadline:
+                time.sleep(1e-4)                       # (until the partner has claimed its half)
+        ns["hold"](steps, hold_ns, q, nth, sync)
+    loop_split.run(kernel, (3, 20_000_000), 2)
+    assert len(waits) == 1 and 0.015 < waits[0] < 30

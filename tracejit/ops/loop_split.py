@@ -49,11 +49,12 @@ import numpy as np
 from .. import sharepool
 from ..threads import openblas_pthreads as _pthreads_build  # noqa: F401  (tests read it here)
 
-__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "LATE_NS", "QUANTUM", "new_sync", "threads", "run", "counts"]
+__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "WAITED", "LATE_NS", "QUANTUM", "new_sync", "threads", "run", "counts"]
 
 ABORT = 8          # sync's abort flag, a cache line away from the counter
 CLAIM = 16         # sync[CLAIM + 8 h]: the first step whose half h is not claimed yet (own lines)
 TAKEN = 32         # sync[TAKEN]: halves a thread did for its late partner (a count, for tests and stats)
+WAITED = 40        # sync[WAITED]: thread 0's longest wait in ns for a step its partner was still at
 # A waiting thread takes its partner's half when the partner has not begun it this long
 # after the wait began. A partner that runs begins its half within microseconds of the
 # step's start; one whose core another process took is gone for a time slice (ms). A
@@ -82,7 +83,7 @@ from llvmlite import ir as _bir
 import numpy as np
 
 _BABORT, _BSPINS, _BPAUSE = {abort}, {spins}, "{pause}"
-_BCLAIM, _BTAKEN, _BLATE_NS, _BCLOCK = {claim}, {taken}, {late}, {clock}
+_BCLAIM, _BTAKEN, _BLATE_NS, _BCLOCK, _BWAITED = {claim}, {taken}, {late}, {clock}, {waited}
 SPLIT_Q = {quantum}
 
 
@@ -241,6 +242,12 @@ def next_half(sync, k, q, nth, st):
                 # the partner is at work on its half: if it shares this core, let it run
                 _sched_yield()
                 spins = 0
+    if q == 0:
+        # the launcher's longest wait (a partner descheduled inside its half: the runner
+        # then stops splitting for a while, sharepool.Partner.waited)
+        waited = _now_ns() - start
+        if waited > sync[_BWAITED]:
+            sync[_BWAITED] = waited
     return _step_end(st)
 
 
@@ -269,13 +276,15 @@ def meeting_source() -> str:
     import time
     return (_MEETING.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
             .replace("{claim}", str(CLAIM)).replace("{taken}", str(TAKEN)).replace("{late}", str(LATE_NS))
+            .replace("{waited}", str(WAITED))
             .replace("{clock}", str(getattr(time, "CLOCK_MONOTONIC", 1)))   # POSIX (Linux: 1)
             .replace("{quantum}", str(QUANTUM)).replace("{pause}", _pause_name()))
 
 
 def new_sync() -> np.ndarray:
-    """A fresh meeting state for one split call (counter, abort flag, claims, halves taken)."""
-    return np.zeros(TAKEN + 8, dtype=np.int64)
+    """A fresh meeting state for one split call (counter, abort flag, claims, halves taken,
+    the launcher's longest wait)."""
+    return np.zeros(WAITED + 8, dtype=np.int64)
 
 
 def threads(hidden: int, quantum: int = QUANTUM) -> int:
@@ -291,8 +300,14 @@ def threads(hidden: int, quantum: int = QUANTUM) -> int:
     if hidden < 2 * quantum or hidden % quantum:
         return 1
     from .. import coreshare
-    coreshare.adapt_blas()                  # (notices a count the user set meanwhile)
-    return 2 if (coreshare.blas_ceiling() or 1) >= 2 else 1
+    from ..threads import blas_threads
+    policy = coreshare.adapt_blas()         # (also notices a count the user set meanwhile)
+    if (coreshare.blas_ceiling() or 1) < 2:
+        return 1
+    if sharepool.partner.punctual() or not policy:
+        return 2
+    # the partner stalled a call lately (descheduled inside a half): the policy decides
+    return 2 if (blas_threads() or 1) >= 2 else 1
 
 
 def _share(kernel, args: tuple, sync, q: int, nth: int) -> None:
@@ -335,5 +350,6 @@ def run(kernel, args: tuple, nth: int) -> None:
         sharepool.end_launch()
     if failed:
         raise error or late or RuntimeError("a split loop's share failed")
+    sharepool.partner.waited(sync[WAITED] * 1e-9)
     counts["split"] += 1
     counts["taken"] += int(sync[TAKEN])
