@@ -406,3 +406,24 @@ def test_large_products_on_one_policy_thread_run_as_claimed_parts(monkeypatch):
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(coreshare, "adapt", lambda: 2)                      # the policy gives two
     assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+
+
+def test_the_partner_is_benched_longer_for_each_stall_in_a_row(monkeypatch):
+    import time
+    p = sharepool.Partner()
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    assert p.punctual()
+    p.waited(p.STALL_S / 10)                           # a short wait: no stall
+    assert p.punctual() and p.stalls == 0
+    benches = []
+    for _ in range(3):
+        p.waited(p.STALL_S * 3)
+        benches.append(p.benched_until - now[0])
+        assert not p.punctual()
+        now[0] = p.benched_until                       # the bench over
+        assert p.punctual()
+    assert benches == [p.BENCH_S, 2 * p.BENCH_S, 4 * p.BENCH_S] and p.stalls == 3
+    now[0] += p.STRIKES_RESET_S + 1                    # a long quiet spell: a fresh start
+    p.waited(p.STALL_S * 3)
+    assert p.benched_until - now[0] == p.BENCH_S

@@ -259,12 +259,17 @@ class Partner:
 
     POSTED, RUNNING, CANCELLED, DONE = range(4)
     # A launcher that waited longer than STALL_S for work the partner had begun (the
-    # partner descheduled inside it: claims cannot help there) benches the partner for
-    # BENCH_S: its users follow the load policy meanwhile (`punctual`). A partner at work
-    # keeps the launcher waiting microseconds; one descheduled, a time slice (ms) or, behind
-    # processes of higher priority, seconds (LSTM LM steps of 2-5 s seen at load 6).
+    # partner descheduled inside it: claims cannot help there) benches the partner: its
+    # users follow the load policy meanwhile (`punctual`). A partner at work keeps the
+    # launcher waiting well under a millisecond (LSTM LM step, load 4.6: 10-480 us); one
+    # descheduled, a time slice (2-9 ms) or, behind processes of higher priority, seconds
+    # (LSTM LM steps of 2-8 s seen at load 6-7 with a 100%-duty competitor). The bench
+    # lasts BENCH_S, doubled for each stall since the partner last went STRIKES_RESET_S
+    # without one (up to BENCH_MAX_S): a machine that keeps stalling it keeps it benched.
     STALL_S = 1e-3
     BENCH_S = 2.0
+    BENCH_MAX_S = 120.0
+    STRIKES_RESET_S = 60.0
 
     def __init__(self):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -272,12 +277,17 @@ class Partner:
         self.thread: Optional[threading.Thread] = None
         self.benched_until = 0.0
         self.stalls = 0
+        self._strikes = 0
+        self._last_stall = -1e9
 
     def waited(self, seconds: float) -> None:
         """A launcher's longest wait for work the partner had begun, after its launch."""
         if seconds > self.STALL_S:
+            now = time.monotonic()
             self.stalls += 1
-            self.benched_until = time.monotonic() + self.BENCH_S
+            self._strikes = 1 if now - self._last_stall > self.STRIKES_RESET_S else self._strikes + 1
+            self._last_stall = now
+            self.benched_until = now + min(self.BENCH_MAX_S, self.BENCH_S * 2.0 ** (self._strikes - 1))
 
     def punctual(self) -> bool:
         """Whether no launch has waited long for the partner lately (`waited`)."""
