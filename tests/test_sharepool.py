@@ -408,22 +408,26 @@ def test_large_products_on_one_policy_thread_run_as_claimed_parts(monkeypatch):
     assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
 
 
-def test_the_partner_is_benched_longer_for_each_stall_in_a_row(monkeypatch):
+def test_the_partner_is_benched_by_its_stall_time_and_longer_each_time(monkeypatch):
     import time
     p = sharepool.Partner()
     now = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: now[0])
     assert p.punctual()
-    p.waited(p.STALL_S / 10)                           # a short wait: no stall
+    p.waited(p.STALL_S / 10)                           # a wait of a partner at work
     assert p.punctual() and p.stalls == 0
+    for _ in range(20):                                # a time-slice stall every 0.1 s:
+        p.waited(5e-3)                                 # 5% of the time, under STALL_SHARE
+        now[0] += 0.1
+        assert p.punctual()
     benches = []
     for _ in range(3):
-        p.waited(p.STALL_S * 3)
+        p.waited(p.STALL_BUDGET_S * 1.5)               # one long stall
         benches.append(p.benched_until - now[0])
         assert not p.punctual()
         now[0] = p.benched_until                       # the bench over
         assert p.punctual()
-    assert benches == [p.BENCH_S, 2 * p.BENCH_S, 4 * p.BENCH_S] and p.stalls == 3
+    assert benches == [p.BENCH_S, 2 * p.BENCH_S, 4 * p.BENCH_S] and p.stalls == 23
     now[0] += p.STRIKES_RESET_S + 1                    # a long quiet spell: a fresh start
-    p.waited(p.STALL_S * 3)
+    p.waited(p.STALL_BUDGET_S * 1.5)
     assert p.benched_until - now[0] == p.BENCH_S

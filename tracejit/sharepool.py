@@ -258,15 +258,20 @@ class Partner:
     step: ~255 of 258 -> 24-95)."""
 
     POSTED, RUNNING, CANCELLED, DONE = range(4)
-    # A launcher that waited longer than STALL_S for work the partner had begun (the
-    # partner descheduled inside it: claims cannot help there) benches the partner: its
-    # users follow the load policy meanwhile (`punctual`). A partner at work keeps the
-    # launcher waiting well under a millisecond (LSTM LM step, load 4.6: 10-480 us); one
-    # descheduled, a time slice (2-9 ms) or, behind processes of higher priority, seconds
-    # (LSTM LM steps of 2-8 s seen at load 6-7 with a 100%-duty competitor). The bench
-    # lasts BENCH_S, doubled for each stall since the partner last went STRIKES_RESET_S
-    # without one (up to BENCH_MAX_S): a machine that keeps stalling it keeps it benched.
+    # A launcher waits for work the partner had begun (claims cannot help there) well under
+    # a millisecond while the partner is at work (LSTM LM step, load 4.6: 10-480 us); when
+    # the partner was descheduled inside it, a time slice (2-9 ms) or, behind processes of
+    # higher priority, seconds (LSTM LM steps of 2-8 s seen at load 6-7 with a 100%-duty
+    # competitor). Waits over STALL_S are stalls; their time, less STALL_SHARE of the wall
+    # time since (a leaky bucket), beyond STALL_BUDGET_S benches the partner: its users
+    # follow the load policy meanwhile (`punctual`). So a stall of a time slice now and then
+    # (the split saves ~25 ms a step) keeps the partner, a long one or stalls most steps do
+    # not (steps with ~30 ms of stalls took 150-168 ms against ~105 unsplit). The bench lasts
+    # BENCH_S, doubled for each one since the partner last went STRIKES_RESET_S without
+    # (up to BENCH_MAX_S): a machine that keeps stalling it keeps it benched.
     STALL_S = 1e-3
+    STALL_SHARE = 0.1
+    STALL_BUDGET_S = 0.05
     BENCH_S = 2.0
     BENCH_MAX_S = 120.0
     STRIKES_RESET_S = 60.0
@@ -277,16 +282,23 @@ class Partner:
         self.thread: Optional[threading.Thread] = None
         self.benched_until = 0.0
         self.stalls = 0
+        self._debt = 0.0
+        self._debt_at = 0.0
         self._strikes = 0
-        self._last_stall = -1e9
+        self._last_bench = -1e9
 
     def waited(self, seconds: float) -> None:
         """A launcher's longest wait for work the partner had begun, after its launch."""
-        if seconds > self.STALL_S:
-            now = time.monotonic()
-            self.stalls += 1
-            self._strikes = 1 if now - self._last_stall > self.STRIKES_RESET_S else self._strikes + 1
-            self._last_stall = now
+        if seconds <= self.STALL_S:
+            return
+        now = time.monotonic()
+        self.stalls += 1
+        self._debt = max(0.0, self._debt - (now - self._debt_at) * self.STALL_SHARE) + seconds
+        self._debt_at = now
+        if self._debt > self.STALL_BUDGET_S:
+            self._debt = 0.0
+            self._strikes = 1 if now - self._last_bench > self.STRIKES_RESET_S else self._strikes + 1
+            self._last_bench = now
             self.benched_until = now + min(self.BENCH_MAX_S, self.BENCH_S * 2.0 ** (self._strikes - 1))
 
     def punctual(self) -> bool:

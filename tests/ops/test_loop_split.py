@@ -221,7 +221,8 @@ def test_threads_follows_blas_ceiling_and_the_layer_size(monkeypatch):
 
 def test_a_partner_that_stalled_a_call_leaves_the_count_to_the_policy(monkeypatch):
     """A launcher that waited long for a half its partner had begun (the partner descheduled
-    inside it) benches the partner for a while: the policy's count decides meanwhile."""
+    inside it) benches the partner for a while (sharepool.Partner.waited): the policy's
+    count decides meanwhile."""
     from tracejit import coreshare, sharepool, threads
     p = sharepool.Partner()
     monkeypatch.setattr(sharepool, "partner", p)
@@ -230,7 +231,7 @@ def test_a_partner_that_stalled_a_call_leaves_the_count_to_the_policy(monkeypatc
     monkeypatch.setattr(threads, "blas_threads", lambda: 1)
     p.waited(p.STALL_S / 2)                            # a wait of a partner at work
     assert p.punctual() and loop_split.threads(256) == 2
-    p.waited(p.STALL_S * 2)                            # a stall
+    p.waited(p.STALL_BUDGET_S * 2)                     # a long stall
     assert not p.punctual() and p.stalls == 1
     assert loop_split.threads(256) == 1
     monkeypatch.setattr(threads, "blas_threads", lambda: 2)          # the policy gives two
