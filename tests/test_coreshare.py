@@ -263,6 +263,35 @@ def test_matmul_gives_one_thread_products_to_the_rows_kernel(monkeypatch, two_bl
 
 
 @linux
+def test_matmul_offers_large_few_row_products_of_a_transposed_b(monkeypatch, two_blas_threads):
+    """``x @ w.T`` (an F-contiguous b) of few rows past FEW_ROWS_GEMM_MNK is offered to
+    ops/rows_gemm.py: up to FEW_ROWS_T_ANY rows whatever the policy, more rows (below
+    FEW_ROWS) only when the policy gives one thread; a row-major b of that size is not."""
+    offered = []
+
+    class _Rows:
+        @staticmethod
+        def product(a, b):
+            offered.append(a.shape[0])
+            return "kernel"
+    monkeypatch.setattr(coreshare, "_rows_module", _Rows)
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    k, n = 2048, 4096      # past FEW_ROWS_GEMM_MNK from one row
+    w = np.ones((n, k), np.float32)
+    few, more = coreshare.FEW_ROWS_T_ANY, coreshare.FEW_ROWS_T_ANY + 1
+    assert coreshare.matmul(np.ones((few, k), np.float32), w.T) == "kernel"
+    assert coreshare.matmul(np.ones((more, k), np.float32), w.T).shape == (more, n)       # BLAS
+    assert coreshare.matmul(np.ones((few, k), np.float32), np.ones((k, n), np.float32)).shape == (few, n)
+    assert offered == [few]
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+    assert coreshare.matmul(np.ones((more, k), np.float32), w.T, blas_only=True) == "kernel"
+    rows = coreshare.FEW_ROWS
+    assert coreshare.matmul(np.ones((rows, k), np.float32), w.T).shape == (rows, n)       # BLAS
+    assert offered == [few, more]
+
+
+@linux
 def test_gemm_threads_gives_a_small_product_one_thread_then_restores(two_blas_threads):
     """The block the recurrent layers' loop kernels call BLAS in: the same policy as matmul
     (one thread for a small product, the count back afterwards; a large product keeps it)."""

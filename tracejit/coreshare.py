@@ -69,6 +69,16 @@ SMALL_GEMM_MNK = 1 << 20
 # one thread, thr12's notes), which also kept the weight gradient's product on one.
 FEW_ROWS = 128
 FEW_ROWS_GEMM_MNK = 1 << 23
+# ``x @ w.T`` (w row-major: b F-contiguous, nn.Linear's layout) of few rows is offered to the
+# register-tile kernel (ops/rows_gemm.py: it takes up to its `T_MAX_ROWS`) past
+# FEW_ROWS_GEMM_MNK too: where the policy gives one thread, and up to `FEW_ROWS_T_ANY` rows
+# where it gives two.
+# OpenBLAS is slow on few-row products of a transposed b. Min / median us, float32, load 3,
+# session 17 (notes two17/linear4.py), OpenBLAS 2 threads, 1 thread, the kernel on one:
+# 8x2048x512 315/361, 567/639, 196/211; 16x1024x1024 362/433, 643/725, 231/249; 32x1024x256
+# 129/156, 202/241, 166/199; 48x2048x256 287/327, 457/545, 320/381; 32x4096x512 997/1189,
+# 1646/1973, 1292/1548.
+FEW_ROWS_T_ANY = 16
 # m*k*n below which OpenBLAS runs a product on one thread by itself (interface/gemm.c: up to
 # SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4; measured the same on one and two
 # threads here up to 0.64M): `matmul` leaves the count alone for them. Setting it to one and
@@ -295,6 +305,10 @@ def matmul(a, b, blas_only: bool = False):
         threads = adapt_blas() if blas_only else adapt()
         if threads == 1 and not single and m * k * n < FEW_ROWS_GEMM_MNK:
             out = _rows_gemm().product(a, b)   # one thread because the policy gives one
+            if out is not None:
+                return out
+        elif not single and m < FEW_ROWS and (threads == 1 or m <= FEW_ROWS_T_ANY) and b.flags.f_contiguous:
+            out = _rows_gemm().product(a, b)   # x @ w.T of few rows, past FEW_ROWS_GEMM_MNK
             if out is not None:
                 return out
         if _splits(a, b, m * k * n):

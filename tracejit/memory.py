@@ -24,6 +24,8 @@ import numpy as np
 
 from .envflags import ProcessTuning
 
+_refcount = sys.getrefcount
+
 __all__ = ["tune_allocator", "allocator_tuned", "placed_empty", "line_empty", "sole_padded_view", "ALIGN_MIN",
            "OutputSlot", "kept_refs"]
 
@@ -149,22 +151,26 @@ class OutputSlot:
     to one array (of its last call) alive between calls; all slots together at most
     `KEEP_MAX` bytes."""
 
-    __slots__ = ("slot", "slots", "out", "key", "ref_id")
+    __slots__ = ("slot", "slots", "out", "key", "shape", "dtype", "ref_id")
 
     def __init__(self, slot: int = 0, slots: int = 1):
         self.slot = slot
         self.slots = slots
         self.out = None
         self.key = None       # (shape, dtype) of the kept array
+        self.shape = self.dtype = None   # the objects of that key, as the plan passed them
         self.ref_id = 0       # id of the operand its placement was computed for
 
     def take(self, shape: tuple, dtype, ref=None):
         """An uninitialized array as ``placed_empty(shape, dtype, ref, slot, slots)``."""
         out = self.out
-        # (3: the slot, this local and getrefcount's argument; the buffer's: out.base too)
-        if out is not None and sys.getrefcount(out) == 3 and self.key == (shape, dtype):
+        # (3: the slot, this local and getrefcount's argument; the buffer's: out.base too.
+        # A plan passes the same shape and dtype objects each call: compared by identity
+        # first, no tuple built; on caches a kernel has just swept each step counts)
+        if out is not None and _refcount(out) == 3 and (
+                (self.shape is shape and self.dtype is dtype) or self.key == (shape, dtype)):
             raw = out.base
-            if sys.getrefcount(raw) == 3:
+            if _refcount(raw) == 3:
                 if id(ref) == self.ref_id:
                     return out
                 start = _placed_start(raw, dtype, ref, self.slot, self.slots)
@@ -184,6 +190,7 @@ class OutputSlot:
             _KEPT_BASE[id(new.base)] = id(new)
             _kept_bytes[0] += new.nbytes
         self.out, self.key, self.ref_id = new, (shape, dtype), id(ref)
+        self.shape, self.dtype = shape, dtype
         return new
 
     def _drop(self, _kept=_KEPT, _bases=_KEPT_BASE, _total=_kept_bytes, _lock=_kept_lock):

@@ -48,15 +48,21 @@ def test_kernel_equals_numpy(dtype, m, k, n, trans, tile):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, **_tol(dtype, k))
 
 
-def test_product_takes_only_what_it_can_run(monkeypatch):
-    """Other dtypes, a strided a, a transposed b, shapes below the bounds: None (numpy runs)."""
-    calls = []
+def _recording_kernel(monkeypatch) -> list:
+    """Stands in for the loaded kernel: each call's arguments are appended to the list."""
+    calls: list = []
 
     class Loaded:
         def get(self):
             return lambda *args: calls.append(args)
     monkeypatch.setattr(rows_gemm, "_kernel", lambda *a, **k: Loaded())
     monkeypatch.setattr(rows_gemm, "_loaded", {})
+    return calls
+
+
+def test_product_takes_only_what_it_can_run(monkeypatch):
+    """Other dtypes, a strided a, a transposed b, shapes below the bounds: None (numpy runs)."""
+    calls = _recording_kernel(monkeypatch)
     n = rows_gemm.MIN_COLUMNS + 4
     m, k = 64, rows_gemm.MIN_MNK // (64 * n) + 2
     a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
@@ -68,6 +74,36 @@ def test_product_takes_only_what_it_can_run(monkeypatch):
                    (a[:, ::2], b[::2]), (a, np.asfortranarray(b)), (deep, b[:shallow]),
                    (a, b[:, :rows_gemm.MIN_COLUMNS - 1]), (a[:8], b)]:
         assert rows_gemm.product(a2, b2) is None
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", [(rows_gemm.T_MIN_ROWS, 2048, 257), (rows_gemm.T_MAX_ROWS, 700, 131), (21, 1500, 200)])
+def test_transposed_b_equals_numpy(dtype, m, k, n, tile, monkeypatch):
+    """``x @ w.T`` (an F-contiguous b) runs as ``(w @ x.T).T``: numpy's values, a C-contiguous
+    result as numpy's, and the same bits whether a is row-major or a transposed view."""
+    monkeypatch.setattr(rows_gemm, "_loaded", {dtype: _kernel(dtype)})
+    r = np.random.default_rng(1)
+    x = r.standard_normal((m, k)).astype(dtype)
+    w = r.standard_normal((n, k)).astype(dtype)
+    got = rows_gemm.product(x, w.T)
+    assert got is not None and got.shape == (m, n) and got.flags.c_contiguous
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64), **_tol(dtype, k))
+    assert np.array_equal(rows_gemm.product(np.asfortranarray(x), w.T), got)
+
+
+def test_transposed_b_takes_only_few_rows(monkeypatch):
+    """An F-contiguous b is taken from T_MIN_ROWS to T_MAX_ROWS rows of a (the kernel then
+    runs w's rows against a.T's columns), not outside them, nor past the other bounds."""
+    calls = _recording_kernel(monkeypatch)
+    k, n = 2048, 512
+    w = np.ones((n, k), np.float32)
+    for m in (rows_gemm.T_MIN_ROWS, rows_gemm.T_MAX_ROWS):
+        assert rows_gemm.product(np.ones((m, k), np.float32), w.T) is not None
+        assert calls[-1][3:5] == (n, k) and calls[-1][6] == m      # w's rows, a's rows as columns
+    for m in (rows_gemm.T_MIN_ROWS - 1, rows_gemm.T_MAX_ROWS + 1):
+        assert rows_gemm.product(np.ones((m, k), np.float32), w.T) is None
+    assert rows_gemm.product(np.ones((16, 32), np.float32), np.ones((n, 32), np.float32).T) is None  # K
     assert len(calls) == 2
 
 

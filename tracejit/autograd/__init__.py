@@ -66,6 +66,15 @@ def _default_grads(outputs, grad_outputs, what: str):
 def backward(tensors, grad_tensors=None, retain_graph: Optional[bool] = None,
              create_graph: bool = False) -> None:
     """Accumulate gradients of `tensors` into the ``.grad`` of the leaves they depend on."""
+    if grad_tensors is None and not retain_graph and not create_graph and type(tensors) is list \
+            and len(tensors) == 1:
+        # ``loss.backward()`` (Tensor.backward's list): a node that can run the whole
+        # backward itself (a compiled training step's) does, with no root gradient made
+        t = tensors[0]
+        fn = t.grad_fn
+        if fn is not None and fn.unit_backward is not None and t._base is None \
+                and fn.unit_backward(t):
+            return
     tensors = _as_list(tensors)
     grads = _default_grads(tensors, grad_tensors, "backward")
     if retain_graph is None:

@@ -185,6 +185,10 @@ class Node:
         self._freed = False
         self._meta = None          # [(shape, dtype)] per input, for summing broadcast grads
 
+    # ``unit_backward(t) -> bool``: a node type's own whole backward from its output `t` for
+    # ``t.backward()`` with no arguments (autograd.backward), True when done; None: the engine.
+    unit_backward = None
+
     def name(self) -> str:
         return type(self).__name__
 

@@ -74,6 +74,13 @@ class Executor(abc.ABC):
         and device. None otherwise."""
         return None
 
+    def fast_training(self, diff_idx: tuple) -> Optional[list]:
+        """``[fn]`` when a training call (gradients for the inputs at `diff_idx`) can skip
+        `__call__`: `L` holds the graph's input tensors in order and ``fn(L)`` returns the
+        one output tensor, as ``self(L)[0]`` would. The caller calls ``cell[0]``, which
+        the executor may replace (its first call builds the real one). None otherwise."""
+        return None
+
     def attach(self, entry: Any) -> None:
         """Called once the entry that runs this executor exists. An executor that is
         replaced later (tier 0 -> compiled) calls ``entry.set_executor(new)`` then."""

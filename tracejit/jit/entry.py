@@ -79,6 +79,14 @@ class Entry:
                                               for d in tensors)
         body = ["    E.hits += 1", "    return RUN(L)"]
         fast = self.executor.fast_inference() if infer and self._single else None
+        train = None
+        if not infer and self._single and self._direct:
+            diff_idx = tuple(i for i, d in enumerate(self.descs)
+                             if d.kind == "tensor" and d.requires_grad and d.dtype.is_floating_point)
+            train = self.executor.fast_training(diff_idx)
+        if train is not None:
+            names["TRAIN"] = train
+            body = ["    E.hits += 1", "    return TRAIN[0](L)"]
         if fast is not None:
             plan_fn, d, dev = fast
             names.update(PLAN=plan_fn, WRAP=Tensor._wrap, OD=d, OV=dev)

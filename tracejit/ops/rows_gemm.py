@@ -12,6 +12,10 @@ broadcasts A's values from where they are, A row-major or a transposed view alik
 same products took 84-86 and 88-90 us (the whole of B's column panel, K x GNV*GV, stays
 in L2; blocking K for L1 ran no faster).
 
+``x @ w.T`` (an F-contiguous B: nn.Linear's layout) of few rows runs as ``(w @ x.T).T``, w's
+rows read in place as the kernel's rows and a copy of x.T as its columns (`_transposed`):
+one OpenBLAS thread is slow on such products (16x2048x200 float32: 239 us against 129).
+
 The kernel releases the GIL (``nogil``), as numpy's product does, so other Python threads
 run meanwhile. Columns left over past the whole panels run tiles of one vector, then of narrower powers
 of two (a rest of 4 columns: one 4-wide vector per row). Results differ from BLAS's in the
@@ -31,7 +35,7 @@ import numpy as np
 from . import packed_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK"]
+__all__ = ["product", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
 
 # Where the kernel beats one OpenBLAS thread (min us, near-quiet, session 16, AVX-512,
 # float32 / float64): 64x1000x100 82 / 184 against 104 / 250, 32x1024x200 86 / 221 against
@@ -45,6 +49,18 @@ __all__ = ["product", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK"]
 MIN_MNK = 1 << 22
 MIN_DEPTH = 64
 MIN_COLUMNS = 96
+# Rows of a between which an F-contiguous b (``x @ w.T``, nn.Linear's layout) runs here, as
+# ``(w @ x.T).T`` (`_transposed`): a's rows are then the kernel's columns. One OpenBLAS thread
+# is slow on few-row products of a transposed b. Measured min / median us, one thread, load 3,
+# session 17, float32 (float64) (linear3.py): 8x1024x512 269/320 against 111/136 here (312/378
+# against 164/176), 16x2048x200 239/265 against 129/147 (342/413 against 262/316), 32x1024x256
+# 198/217 against 165/178 (288/340 against 223/242), 48x1000x100 87/99 against 68/84 (152/163
+# against 117/139). At 64 rows it ties or loses: 64x1000x100 109/131 against 104/122 (209/250
+# against 211/252), 64x512x128 69/78 against 77/92 (126/136 against 136/150): the copy of a.T
+# (13-17 us for 64x1000, transp.py) and a fourth vector of columns eat the gain. Below 8 rows
+# the kernel's columns are narrower than a vector.
+T_MIN_ROWS = 8
+T_MAX_ROWS = 48
 
 
 def tile_shape(dtype: str) -> tuple:
@@ -135,14 +151,24 @@ def _strides(a) -> tuple | None:
 
 def product(a, b):
     """``a @ b`` by the register-tile kernel, or None (run numpy's product): 2-D float32 or
-    float64 numpy arrays of one dtype, b C-contiguous, a C- or F-contiguous (a transposed
-    view), the shape past `MIN_MNK`, `MIN_DEPTH` and `MIN_COLUMNS`, and the kernel loaded.
+    float64 numpy arrays of one dtype, a C- or F-contiguous (a transposed view), the shape
+    past `MIN_MNK` and `MIN_DEPTH`, and the kernel loaded. A C-contiguous b runs as it is
+    (past `MIN_COLUMNS`); an F-contiguous one (``x @ w.T``, nn.Linear's layout) runs as
+    ``(b.T @ a.T).T`` when a has `T_MIN_ROWS` to `T_MAX_ROWS` rows (`_transposed`).
     (The checks are written out: native.takes and ``dtype.name`` cost 2.4 us of a call.)"""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
         return None
     m, kd = a.shape
     n = b.shape[1]
-    if n < MIN_COLUMNS or kd < MIN_DEPTH or m * kd * n < MIN_MNK or not b.flags.c_contiguous:
+    if kd < MIN_DEPTH or m * kd * n < MIN_MNK:
+        return None
+    if b.flags.c_contiguous:
+        if n < MIN_COLUMNS:
+            return None
+        transposed = False
+    elif b.flags.f_contiguous and T_MIN_ROWS <= m <= T_MAX_ROWS:
+        transposed = True
+    else:
         return None
     dtype = a.dtype
     t = _NAMES.get(dtype)
@@ -157,10 +183,26 @@ def product(a, b):
         if fn is None:
             return None
         _loaded[t] = fn
+    if transposed:
+        return _transposed(fn, a, b, m, kd, n)
     af, ars, aks = flat
     out = np.empty((m, n), dtype)
     fn(af, ars, aks, m, kd, b.reshape(-1), n, out.reshape(-1))
     return out
+
+
+def _transposed(fn, a, b, m, kd, n):
+    """``a @ b`` for an F-contiguous b (the transpose of a row-major w: ``x @ w.T``) as
+    ``c.T = w @ a.T``: w's rows are the kernel's rows (read in place, as a row-major a),
+    a.T (kd x m, made C-contiguous: a copy of the few-row a unless a is a transposed view
+    itself) its columns, and c.T is copied back C-contiguous, the layout numpy's product
+    returns. Packing w.T instead would copy all of the weights: a x @ w.T of 64x1000x100
+    float32 took 98/115 us (min/median) that way against 108/127 (one thread, load 3),
+    32x1024x200 269/309 against 130/156, 16x2048x200 536/605 against 94/111 (linear2.py)."""
+    at = a.T if a.flags.f_contiguous else np.ascontiguousarray(a.T)
+    ct = np.empty((n, m), a.dtype)
+    fn(b.T.reshape(-1), kd, 1, n, kd, at.reshape(-1), m, ct.reshape(-1))
+    return np.ascontiguousarray(ct.T)
 
 
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}

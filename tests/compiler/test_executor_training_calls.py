@@ -1,0 +1,209 @@
+"""A compiled training call's short paths: the generated call (`CompiledProgram.
+fast_training`) builds the node and output `__call__` builds, and a compiled loss's
+``loss.backward()`` through `CompiledNode.unit_backward` hands the gradients the forward
+computed straight to the leaves, with the engine's results; every case the short paths do
+not cover goes through `__call__` and the engine as before."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.compiler.executor import CompiledNode, CompiledProgram
+from tracejit.errors import InplaceModifiedError
+from tracejit.testing import kernel_cache_at
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """The short path's answers, in order (True: it ran the backward)."""
+    seen = []
+    real = CompiledNode.unit_backward
+    monkeypatch.setattr(CompiledNode, "unit_backward", lambda self, t: seen.append(real(self, t)) or seen[-1])
+    return seen
+
+
+def _inputs(n=257):
+    r = np.random.default_rng(0)
+    return [r.standard_normal(n).astype(np.float32) for _ in range(3)]
+
+
+def _loss(x, y, z):
+    a = x * y + z
+    return (a * tj.tanh(a)).sum()
+
+
+def _eager_grads(arrays, scale=1.0):
+    ts = [tj.tensor(a, requires_grad=True) for a in arrays]
+    (_loss(*ts) * scale).backward()
+    return [t.grad.numpy() for t in ts]
+
+
+def test_a_compiled_loss_backward_takes_the_short_path_with_the_engines_results(taken):
+    arrays = _inputs()
+    f = tj.script(_loss)
+    ts = [tj.tensor(a, requires_grad=True) for a in arrays]
+    f(*ts).backward()
+    assert taken == [True]
+    first = [t.grad.numpy().copy() for t in ts]
+    # the engine on the same compiled call (an explicit unit gradient: not the short path)
+    us = [tj.tensor(a, requires_grad=True) for a in arrays]
+    f(*us).backward(tj.tensor(1.0))
+    assert taken == [True]
+    for t, u in zip(ts, us):
+        np.testing.assert_array_equal(t.grad.numpy(), u.grad.numpy())
+    for g, e in zip(first, _eager_grads(arrays)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    # a second step accumulates into .grad
+    f(*ts).backward()
+    assert taken == [True, True]
+    for t, g in zip(ts, first):
+        np.testing.assert_array_equal(t.grad.numpy(), g + g)
+
+
+def test_the_leaves_take_the_gradient_memory_and_reset_grads_keep_it(taken):
+    f = tj.script(_loss)
+    ts = [tj.tensor(a, requires_grad=True) for a in _inputs(1 << 22)]   # 16 MiB: output slots
+    addrs = []
+    for _ in range(3):
+        for t in ts:
+            t.grad = None
+        f(*ts).backward()
+        addrs.append([t.grad.numpy().ctypes.data for t in ts])
+    assert taken == [True] * 3
+    assert addrs[0] == addrs[1] == addrs[2]          # no copies: the slots' arrays each step
+    assert len(set(addrs[0])) == 3
+
+
+def test_hooks_retained_graphs_and_shared_leaves_go_through_the_engine(taken):
+    arrays = _inputs()
+    f = tj.script(_loss)
+    want = _eager_grads(arrays)
+    ts = [tj.tensor(a, requires_grad=True) for a in arrays]
+    seen = []
+    ts[1].register_hook(lambda g: seen.append(1))
+    f(*ts).backward()
+    assert taken == [False] and seen == [1]
+    for t, e in zip(ts, want):
+        np.testing.assert_allclose(t.grad.numpy(), e, rtol=1e-5, atol=1e-6)
+    us = [tj.tensor(a, requires_grad=True) for a in arrays]
+    loss = f(*us)
+    loss.backward(retain_graph=True)          # not the short path (the graph is kept) ...
+    loss.backward()                           # ... and the second one is its to take
+    assert taken == [False, True]
+    for u, e in zip(us, want):
+        np.testing.assert_allclose(u.grad.numpy(), 2 * e, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
+    # a node hook on the loss's node, retain_grad on the loss
+    vs = [tj.tensor(a, requires_grad=True) for a in arrays]
+    loss = f(*vs)
+    loss.retain_grad()
+    loss.backward()
+    assert taken[-1] is False and loss.grad.item() == 1.0
+    # the same leaf twice: one leaf node on two edges
+    w = tj.tensor(arrays[0], requires_grad=True)
+    f(w, w, vs[2]).backward()
+    assert taken[-1] is False
+    e = tj.tensor(arrays[0], requires_grad=True)
+    _loss(e, e, tj.tensor(arrays[2])).backward()
+    np.testing.assert_allclose(w.grad.numpy(), e.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_an_input_changed_in_place_after_the_forward_is_reported(taken):
+    f = tj.script(_loss)
+    ts = [tj.tensor(a, requires_grad=True) for a in _inputs()]
+    z = ts[2].detach()
+    loss = f(*ts)
+    z.add_(1.0)                                # the leaf's data through a detached alias
+    with pytest.raises(InplaceModifiedError, match="modified in place"):
+        loss.backward()
+    assert taken == []                         # raised before any gradient was handed over
+    assert all(t.grad is None for t in ts)
+
+
+def test_a_non_leaf_input_and_a_non_unit_gradient_use_the_engine(taken):
+    arrays = _inputs()
+    f = tj.script(_loss)
+    ts = [tj.tensor(a, requires_grad=True) for a in arrays]
+    f(ts[0], ts[1] * 2.0, ts[2]).backward()   # an edge to mul's node: not only leaves
+    assert taken == [False]
+    us = [tj.tensor(a, requires_grad=True) for a in arrays]
+    f(*us).backward(tj.tensor(3.0))
+    assert taken == [False]
+    for u, e in zip(us, _eager_grads(arrays, 3.0)):
+        np.testing.assert_allclose(u.grad.numpy(), e, rtol=1e-5, atol=1e-5)
+
+
+def _node_parts(t):
+    n = t.grad_fn
+    return (type(n), n.next_functions, n.num_outputs, n.program, n.inputs, n.versions,
+            n.diff_idx, n.taken, [a.tolist() for a in n.saved])
+
+
+def test_a_training_call_runs_the_generated_call_with_the_node_call_builds(monkeypatch):
+    built, general = [], []
+    real_gen, real_call = CompiledProgram._generated_train, CompiledProgram.__call__
+    monkeypatch.setattr(CompiledProgram, "_generated_train",
+                        lambda self, d: built.append(d) or real_gen(self, d))
+    monkeypatch.setattr(CompiledProgram, "__call__", lambda self, ins: general.append(1) or real_call(self, ins))
+    arrays = _inputs()
+    f = tj.script(lambda x, y, z: (x * y + z).sum())
+    ts = [tj.tensor(a, requires_grad=True) for a in arrays]
+    ts[1].requires_grad_(False)
+    q = ts[2] * 1.0                                    # an input that is not a leaf
+    for _ in range(3):
+        out = f(ts[0], ts[1], q)
+    assert built == [(0, 2)] and general == [1]        # the capture's call, then generated
+    prog = out.grad_fn.program
+    ref = prog([ts[0], ts[1], q])[0]
+    assert out.requires_grad and out._output_nr == ref._output_nr == 0
+    assert out.dtype is ref.dtype and out.device is ref.device and out.item() == ref.item()
+    assert _node_parts(out) == _node_parts(ref)
+    assert out.grad_fn.next_functions[1][0] is q.grad_fn
+    out.backward()
+    np.testing.assert_array_equal(ts[0].grad.numpy(), arrays[1])
+    np.testing.assert_array_equal(ts[2].grad.numpy(), np.ones_like(arrays[2]))
+
+
+def test_the_generated_call_records_conds_and_outputs_without_gradient(monkeypatch):
+    arrays = _inputs()
+    f = tj.script(lambda x, y: x * 2.0 if x.sum() > 0 else x * y)
+    x = tj.tensor(np.abs(arrays[0]), requires_grad=True)
+    y = tj.tensor(arrays[1], requires_grad=True)
+    for _ in range(3):
+        out = f(x, y)
+    assert out.grad_fn.taken == [True]
+    np.testing.assert_array_equal(out.detach().numpy(), np.abs(arrays[0]) * 2.0)
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(arrays[0], 2.0))
+    assert y.grad is None                              # the untaken branch reads y
+    g = tj.script(lambda x, y: (y * 2.0).sum())
+    for _ in range(3):
+        out = g(x, tj.tensor(arrays[1]))
+    assert not out.requires_grad and out.grad_fn is None
+
+
+def test_gradients_that_share_memory_are_never_handed_to_two_leaves(taken):
+    arrays = _inputs()
+    f = tj.script(lambda x, y: (x + y).sum())          # one buffer of ones for both
+    x, y = (tj.tensor(a, requires_grad=True) for a in arrays[:2])
+    f(x, y).backward()
+    assert taken == [True]
+    assert not np.shares_memory(x.grad.numpy(), y.grad.numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(arrays[0]))
+    np.testing.assert_array_equal(y.grad.numpy(), np.ones_like(arrays[0]))
+    g = tj.script(lambda x, y: (x * y).sum())          # d/dx is y itself
+    u, v = (tj.tensor(a, requires_grad=True) for a in arrays[:2])
+    g(u, v).backward()
+    assert taken == [True, True]
+    assert not np.shares_memory(u.grad.numpy(), v.detach().numpy())
+    assert not np.shares_memory(v.grad.numpy(), u.detach().numpy())
+    np.testing.assert_array_equal(u.grad.numpy(), arrays[1])
+    np.testing.assert_array_equal(v.grad.numpy(), arrays[0])
