@@ -36,12 +36,29 @@ def test_sample_reads_counters_once_per_interval(monkeypatch):
     cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25)
     assert cs.sample(now=1.0) == 0.0 and cs._count == 2         # a baseline, no rate yet
     busy[0], own[0] = 101.5, 10.5            # over 1 s: 1.5 CPU-s busy, 0.5 of them ours
-    assert cs.sample(now=1.1) == 0.0          # inside the interval: not read
+    assert cs.sample(now=1.05) == 0.0         # inside the first interval: not read
     assert cs.sample(now=2.0) == pytest.approx(1.0)
     assert cs._count == 1
     busy[0], own[0] = 102.0, 11.0             # next second: only our own work
+    assert cs.sample(now=2.2) == pytest.approx(1.0)   # inside the interval: not read
     assert cs.sample(now=3.0) == pytest.approx(0.0)
     assert cs._count == 2
+
+
+def test_the_first_count_comes_a_short_interval_after_the_first_reading(monkeypatch):
+    # A user's first step can start 0.15-0.2 s after the import's reading: it gets a count
+    # (here: others hold 1.3 cores, one thread) instead of every CPU.
+    busy, own = [100.0], [10.0]
+    monkeypatch.setattr(coreshare, "_busy_seconds", lambda: busy[0])
+    monkeypatch.setattr(coreshare, "_own_seconds", lambda: own[0])
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25)
+    cs.sample(now=1.0)
+    busy[0], own[0] = 100.24, 10.04           # 0.15 s: 0.24 CPU-s busy, 0.04 ours
+    assert coreshare.FIRST_INTERVAL <= 0.15
+    assert cs.sample(now=1.15) == pytest.approx(1.333, abs=0.01) and cs._count == 1
+    busy[0], own[0] = 100.30, 10.30           # then the usual interval again: not read yet
+    assert cs.sample(now=1.3) == pytest.approx(1.333, abs=0.01)
+    assert cs.sample(now=1.4) == pytest.approx(0.0) and cs._count == 2
 
 
 @linux

@@ -42,6 +42,13 @@ __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_thr
            "TINY_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
+# ... but the first count after the reading at import may come this soon: a user's first
+# step can start 0.2 s after the import (bench_tiers' CNN probe: 0.19 s), and until a count
+# it ran on every CPU whatever the load: its products' two BLAS threads at load 5-7 made
+# the CNN's cold first step 200-500 ms (caller CPU 125-136 ms, OpenBLAS waiting for its
+# descheduled worker) against 55-60 on one thread. 0.1 s of two CPUs' 10 ms ticks reads
+# others' share to about a tenth of a core.
+FIRST_INTERVAL = 0.1
 # Cores others may use before we give one up. Half a core: with a competitor at our
 # priority taking 40% of one core, the MLP step on 2 threads was 20.6 ms (median) against
 # 22.6 on one; at 50-60% the two were even (22.5 / 22.6 ms), at a whole core one thread won
@@ -120,13 +127,15 @@ class CoreShare:
         self.others = 0.0          # cores other processes used over the last interval
         self._last = None
         self._count = self.cpus
+        self._counted = False      # a count has been read (else FIRST_INTERVAL suffices)
         self._lock = threading.Lock()
 
     def sample(self, now: float | None = None) -> float:
         """Read the counters if `interval` has passed; returns ``others`` (cores)."""
         now = time.monotonic() if now is None else now
         last = self._last
-        if last is not None and now - last[0] < self.interval:
+        if last is not None and now - last[0] < (self.interval if self._counted else
+                                                 min(self.interval, FIRST_INTERVAL)):
             return self.others
         with self._lock:
             busy = _busy_seconds()
@@ -140,6 +149,7 @@ class CoreShare:
                 # (clamped: the counters tick every 10 ms, a short interval reads coarsely)
                 self.others = min(max(0.0, others), float(self.machine))
                 self._count = self.count_for(self.others)
+                self._counted = True
             self._last = (now, busy, own)
         return self.others
 

@@ -221,6 +221,10 @@ def test_share_form_results_do_not_depend_on_the_share_count(monkeypatch, rows):
     monkeypatch.setattr(codegen_rows, "ROW_PARALLEL_MIN", 0)
     x, b, w, c = T(rows, 96, seed=31), T(96, seed=32), T(96, seed=33), T(96, seed=34)
     g = np.random.default_rng(35).standard_normal((rows, 96)).astype(np.float32)
+    from tracejit.compiler import cshares
+    pairs = []
+    real = cshares.CShares.__call__
+    monkeypatch.setattr(cshares.CShares, "__call__", lambda self, args: (pairs.append(1), real(self, args)))
     cf = tj.trace(mlp_layer)
     got = []
     for shares in (1, 2, 3, 1):
@@ -232,6 +236,8 @@ def test_share_form_results_do_not_depend_on_the_share_count(monkeypatch, rows):
     fwd, bwd, _ = _train(cf)
     for plan in (fwd, bwd):
         assert any(isinstance(v, codegen_rows.RowShares) for v in plan.fn.__globals__.values())
+    # on two shares both kernels ran GIL-free where numpy's BLAS has a pool of two (cshares)
+    assert len(pairs) == (2 if sharepool.blas_worker.find() is not None else 0)
     for other in got[1:]:
         for a, e in zip(other, got[0]):
             np.testing.assert_array_equal(a, e)
@@ -250,14 +256,15 @@ def _layer_row_kernels(rows: int, cols: int, seed: int) -> list:
     return out
 
 
-def test_row_kernels_of_an_mlp_layer_backward_in_shares_forward_serial():
-    # An MLP layer of 256 x 1024 (above LN_BACKWARD_PARALLEL_MIN, below ROW_PARALLEL_MIN):
-    # the row kernels come right after the layer's GEMMs; the backward gets only its share
-    # form, the forward only its serial twin
+def test_row_kernels_of_an_mlp_layer_in_shares_softmax_serial():
+    # An MLP layer of 256 x 1024 (above LN_BACKWARD_PARALLEL_MIN and LN_FORWARD_PARALLEL_MIN,
+    # below ROW_PARALLEL_MIN, which softmax's row kernels keep): the row kernels come right
+    # after the layer's GEMMs; forward and backward get only their share form
     from tracejit.compiler import codegen_rows
-    assert codegen_rows.parallel_min("layer_norm_backward") <= 256 * 1024 < codegen_rows.parallel_min("layer_norm")
+    assert max(codegen_rows.parallel_min("layer_norm_backward"),
+               codegen_rows.parallel_min("layer_norm")) <= 256 * 1024 < codegen_rows.parallel_min("softmax")
     fwd, bwd = _layer_row_kernels(256, 1024, seed=21)
-    assert list(fwd.variants) == [((), False)]
+    assert list(fwd.variants) == [((), True)]
     assert list(bwd.variants) == [((), True)]
 
 

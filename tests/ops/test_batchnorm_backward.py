@@ -155,3 +155,26 @@ def test_forward_and_backward_split_over_channels_give_the_same_bits(channel_maj
     def run():
         return (B._forward_impl(np, x, w, b, 1e-5), B._backward_impl(np, g, x, st, w, 1e-5))
     same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=2)
+
+
+@pytest.mark.parametrize("x_cm,g_cm", [(True, False), (False, True), (True, True), (False, False)])
+def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(monkeypatch, x_cm, g_cm):
+    # A conv's channel-major activation against pooling's C-contiguous gradient: the numpy
+    # form copies g into x's order first (one layout for its elementwise ops); the record
+    # must still be bitwise the two-pass form's (whole arrays, g as given: the sum of g
+    # stays on g's own order).
+    shape = (6, 5, 7, 4)
+    x, _, w = _inputs(shape, np.float32, x_cm, seed=3)
+    g = activation(np.random.default_rng(4), shape, np.float32, g_cm) - 5
+    monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
+    st = B._stats_impl(np, x)
+    copies, real_copyto = [], np.copyto
+    monkeypatch.setattr(B.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
+    rec = B._backward_impl(np, g, x, st, w, 1e-5)
+    monkeypatch.setattr(B.np, "copyto", real_copyto)
+    assert len(copies) == (x_cm != g_cm)
+    red = B._reduce_impl(np, g, x, st, 1e-5)
+    gx = B._input_impl(np, g, x, st, w, red, 1e-5)
+    np.testing.assert_array_equal(_parts(rec, shape)[1], red)
+    np.testing.assert_array_equal(_parts(rec, shape)[0], gx)
+    assert np.abs(gx).max() > 0.1

@@ -195,3 +195,67 @@ def test_kernels_give_negative_zero_as_positive_zero(dtype, geo):
     for gx in (pool_kernels.scatter(g, rec, x.shape, *geo), pool_kernels.backward(g, x, *geo)):
         assert gx is not None
         assert (gx == 0).any() and not np.signbit(gx[gx == 0]).any()
+
+
+@pytest.mark.parametrize("block", [None, 160, 240])   # one block; 2 planes a block; 3 (12 = 4 x 3)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["normal", "ties", "nan", "-inf", "channel-major"])
+def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeypatch, dtype, kind, block):
+    """2x2 windows tiling a C-contiguous input exactly take `_record_2x2` (flat loops); its
+    values and first-maximum offsets are the general form's and the kernel's (ties in
+    every pattern of a window's four positions, -inf windows; a NaN window sends the call
+    to the general form, a channel-major input goes there too)."""
+    x = _data(kind, dtype, shape=(3, 4, 8, 10))
+    if kind == "ties":   # every tie pattern of a window's positions, 0/1 values
+        pats = ((np.arange(16)[:, None] >> np.arange(4)) & 1).astype(dtype)   # 16 windows
+        x[0, 0].reshape(4, 2, 5, 2).transpose(0, 2, 1, 3)[...] = \
+            np.concatenate([pats, pats[:4]]).reshape(4, 5, 2, 2)
+    if block:
+        monkeypatch.setattr(O, "_BLOCK_2X2", block)
+    ran = []
+    real = O._record_2x2
+    monkeypatch.setattr(O, "_record_2x2", lambda *a: ran.append(real(*a)) or ran[-1])
+    _numpy_forms(monkeypatch)
+    rec = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert ran == [kind in ("normal", "ties", "-inf")]
+    monkeypatch.setattr(O, "_halves", lambda *a: False)   # the general form
+    want = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
+    np.testing.assert_array_equal(rec, want)
+    np.testing.assert_array_equal(rec[0], P._max_pool_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1)))
+    assert set(np.unique(rec[1][~np.isnan(rec[0])])) <= {0, 1, 2, 3}
+    if kind == "ties":
+        # window k of plane (0, 0) holds pattern k: its offset is the first set bit (0..3),
+        # an all-zero window (pattern 0: max 0 everywhere) the first position
+        got = rec[1, 0, 0].reshape(-1)[:16]
+        np.testing.assert_array_equal(got, [0] + [(k & -k).bit_length() - 1 for k in range(1, 16)])
+
+
+@pytest.mark.parametrize("block", [None, 26 * 4 * 2, 26 * 4 * 3])   # one block; 2 window rows; 3
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bits(monkeypatch, dtype, block):
+    """2x2 tiles of a C-contiguous float32/float16 gradient take `_scatter_2x2` (pairs of
+    positions as one integer); its result is bitwise the general form's: g + 0 at each
+    recorded offset (-0.0 -> 0.0), zero elsewhere; float64 and strided inputs go there."""
+    if block:
+        monkeypatch.setattr(O, "_BLOCK_2X2", block)
+    _numpy_forms(monkeypatch)
+    x = _data("ties", dtype, shape=(2, 3, 6, 26))
+    rec = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal(rec.shape[1:]).astype(dtype)
+    g[0, 0, 0, :4] = [-0.0, 0.0, -1.5, np.inf]
+    g[1, 2, 1, 3] = np.nan
+    ran = []
+    real = O._scatter_2x2
+    monkeypatch.setattr(O, "_scatter_2x2", lambda *a: ran.append(real(*a)) or ran[-1])
+    gx = O._scatter_impl(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert (ran[0] is not None) == (dtype != np.float64)
+    strided = O._scatter_impl(np, np.asfortranarray(g), rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert ran[1] is None
+    monkeypatch.setattr(O, "_halves", lambda *a: False)   # the general form
+    want = O._scatter_impl(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    ints = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    np.testing.assert_array_equal(gx.view(ints), want.view(ints))
+    np.testing.assert_array_equal(strided.view(ints), want.view(ints))
+    assert gx.shape == x.shape and gx.dtype == dtype
+    assert np.count_nonzero(gx) >= g.size - 2 and np.signbit(gx[0, 0, :2, :2]).sum() == 0

@@ -360,3 +360,48 @@ def test_fused_kernels_live_in_tracejit_disk_cache(tmp_path, monkeypatch):
         sources = [f.read_text() for f in tmp_path.glob("kernels/*/*/kernel.py")]
     assert any("fused Adam/AdamW update for float64" in s for s in sources), sources
     np.testing.assert_allclose(p.detach().numpy(), -0.1, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- array path by blocks
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("cls,kw", [
+    (optim.Adam, dict(lr=0.01)),
+    (optim.Adam, dict(lr=0.05, betas=(0.3, 0.99), eps=1e-6, weight_decay=0.1)),   # lerp's other form
+    (optim.Adam, dict(lr=0.01, amsgrad=True, maximize=True)),
+    (optim.AdamW, dict(lr=0.02, weight_decay=0.3, amsgrad=True)),
+    (optim.Adam, dict(lr=np.float64(0.01), betas=(np.float64(0.9), 0.999))),   # numpy scalars
+])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # inf - inf
+def test_array_path_by_blocks_is_bitwise_the_whole_array_operations(monkeypatch, cls, kw, dtype):
+    from tracejit.optim import adam
+    n = 2 * adam._BLOCK + 7       # two full blocks and a short one
+    rng = np.random.default_rng(3)
+    p0 = rng.standard_normal((n, 1)).astype(dtype)
+    grads = [(rng.standard_normal((n, 1)) * 10.0 ** rng.integers(-2, 2)).astype(dtype) for _ in range(4)]
+    grads[1][[0, adam._BLOCK, n - 1], 0] = [np.nan, np.inf, -np.inf]
+    grads[3][-5:] = 0.0
+    blocks, real = [], adam._apply_blocks
+    monkeypatch.setattr(adam, "_apply_blocks", lambda *a: blocks.append(1) or real(*a))
+    got, st = _run_steps(cls, kw, False, p0, grads)
+    plain = all(type(x) is not np.float64 for x in (kw.get("lr"), *kw.get("betas", ())))
+    assert len(blocks) == (4 if plain else 0)     # numpy float64 scalars: whole arrays
+    monkeypatch.setattr(adam, "_blockable", lambda *a: False)
+    want, st_ref = _run_steps(cls, kw, False, p0, grads)
+    assert got.dtype == np.dtype(dtype) and not np.array_equal(got, p0)
+    np.testing.assert_array_equal(got, want)
+    for name in st_ref:
+        if name != "step":
+            np.testing.assert_array_equal(st[name].numpy(), st_ref[name].numpy(), err_msg=name)
+
+
+def test_array_path_keeps_whole_arrays_for_a_strided_parameter(monkeypatch):
+    from tracejit.optim import adam
+    called = []
+    monkeypatch.setattr(adam, "_apply_blocks", lambda *a: called.append(1))
+    base = np.arange(12.0).reshape(3, 4)
+    p = nn.Parameter(tj.tensor(base.T.copy()))
+    p._data = np.asfortranarray(base.T.copy())        # F-ordered data: no flat blocks of it
+    p.grad = tj.tensor(np.ones((4, 3)))
+    optim.Adam([p], lr=0.5, fused=False).step()
+    assert called == []
+    np.testing.assert_allclose(p.detach().numpy(), base.T - 0.5, rtol=1e-6)   # lr * sign(g)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sharepool
+from . import cshares
 from ..ops import row_kernels
 from . import llvmopts
 from .codegen_cpu import CpuEmitter
@@ -46,12 +47,15 @@ class RowSpec:
     class _Nest:
         layouts = ("rows",)
 
-    def __init__(self, source: str, name: str, llvm_options: tuple, parallel: bool):
+    def __init__(self, source: str, name: str, llvm_options: tuple, parallel: bool, pair: str = ""):
         self.source = source
         self.parallel = parallel
         self.name = name
         self.nest = self._Nest()
         self.llvm_options = llvm_options
+        # the share form's GIL-free pair (compiler/cshares.py): ``source`` + this, a module of
+        # its own compiled after the kernel ("" where the argument types have no table form)
+        self.pair = pair
 
 
 def _helper(group, name: str) -> tuple:
@@ -196,7 +200,13 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             f'    """row kernel: {rg.describe()}"""']
     src += body
     text = row_kernels.source("\n".join(src) + "\n", dt)
-    return RowSpec(text, "kernel", options, parallel)
+    pair = ""
+    if parallel:     # its GIL-free two-share launch (compiler/cshares.py), where the types allow
+        try:
+            pair = cshares.source(sig[:-2], args[:-2])
+        except ValueError:   # an argument type without a table form: the Python-callback launch
+            pass
+    return RowSpec(text, "kernel", options, parallel, pair)
 
 
 def _ln_y(ye, idx_in: dict) -> str:
@@ -230,9 +240,16 @@ CHUNK_ROWS = 16
 # call against 448-464 serial (median, 4 chunks of 64 rows; share 1 starts ~100 us after the call, ~70 after share
 # 0: the worker's pickup and the GIL for unboxing); the forward ones (16 chunks of 16 rows)
 # were slower so (259-268 against 240-247 us: the launch costs ~35 us before share 0
-# starts) and stay serial below ROW_PARALLEL_MIN, as softmax's do.
+# starts) and stayed serial below ROW_PARALLEL_MIN, as softmax's do. That launch was a ctypes
+# Python callback per share (each share takes the GIL to unbox its arguments: 60-120 us a
+# launch on the 2-core VM); launched GIL-free (compiler/cshares.py) the forward kernel takes
+# 116-144 us in two shares right after a GEMM against 209-234 serial (session 17), and the
+# MLP step's forward phase 3.98 ms against 4.20 (median, SCHED_FIFO, one process
+# alternating): LayerNorm's forward row kernels use the share form from
+# LN_FORWARD_PARALLEL_MIN too.
 ROW_PARALLEL_MIN = 1 << 21
 LN_BACKWARD_PARALLEL_MIN = 1 << 17
+LN_FORWARD_PARALLEL_MIN = 1 << 17
 
 
 def parallel_min(prim: str = "softmax") -> int:
@@ -242,6 +259,8 @@ def parallel_min(prim: str = "softmax") -> int:
     least = ROW_PARALLEL_MIN
     if prim == "layer_norm_backward":
         least = min(least, LN_BACKWARD_PARALLEL_MIN)
+    elif prim == "layer_norm":
+        least = min(least, LN_FORWARD_PARALLEL_MIN)
     return max(PARALLEL_MIN, least)
 
 
@@ -330,14 +349,19 @@ class RowShares:
     """A row kernel's share form as the plan calls it (the kernel's own arguments): its
     shares on the cores other processes leave (`sharepool.launch`: with two, share 1 on
     OpenBLAS's worker, which busy-waits on that core after the GEMM a row kernel follows),
-    then, for a backward run in more than one share, the fold call."""
+    then, for a backward run in more than one share, the fold call. Two shares run through
+    the GIL-free share entry (`pair`, compiler/cshares.py) once its module is loaded (compiled
+    apart from the kernel: in background mode by the compile workers, so the plan never waits
+    for it; until then, and where it cannot run, through sharepool's launch)."""
 
-    __slots__ = ("kernel", "entry", "sums")
+    __slots__ = ("kernel", "entry", "sums", "pair", "pending")
 
-    def __init__(self, kernel, entry, sums: int):
+    def __init__(self, kernel, entry, sums: int, pending=None):
         self.kernel = kernel      # the numba dispatcher
         self.entry = entry        # its compiled entry point
         self.sums = sums
+        self.pair = None          # cshares.CShares: both shares without the GIL, once loaded
+        self.pending = pending    # cshares.Pending: the pair's module until it is loaded
 
     def __call__(self, *args):
         counter = np.zeros(1, np.int64)
@@ -349,7 +373,18 @@ class RowShares:
             args += (np.empty((nchunk, self.sums, cols), np.float64), counter)
         else:
             args += (counter,)
-        shares = sharepool.launch(self.entry, args, sharepool.pool_threads())
+        nt = sharepool.pool_threads()
+        if self.pending is not None:
+            self.pair, self.pending = self.pending.poll()
+        if (nt == 2 and self.pair is not None and sharepool.PAIR_ON_BLAS_WORKER
+                and sharepool.try_launch()):
+            try:
+                self.pair(args)
+            finally:
+                sharepool.end_launch()
+            shares = 2
+        else:
+            shares = sharepool.launch(self.entry, args, nt)
         if self.sums and shares > 1:
             self.entry(*args, shares, shares)     # the fold, after every share ended
 
@@ -400,6 +435,16 @@ class RowKernel:
         fn = self.variants.get(key)
         if fn is None:
             spec = self.spec(layouts, parallel)
+            pending = None
+            if spec.pair:
+                # the GIL-free pair: in the kernel's module where compiles are synchronous (one
+                # module, one compile), else a module of its own the workers build later
+                from .tiers import compile_mode
+                if compile_mode(None) == "background":
+                    pending = cshares.Pending(spec.source + spec.pair, self.label, spec.llvm_options,
+                                              self.backend.fast_entry)
+                else:
+                    spec = RowSpec(spec.source + spec.pair, spec.name, spec.llvm_options, parallel)
             from ..errors import CompileError
             try:
                 # the share form is serial code too: launched by RowShares, not numba's threads
@@ -408,7 +453,8 @@ class RowKernel:
                 raise CompileError(f"compiling the row kernel {self.label} ({self.group.describe()}) "
                                    f"failed: {type(exc).__name__}: {exc}\ngenerated source:\n{spec.source}") from exc
             if parallel:
-                fn = RowShares(fn, self.backend.fast_entry(fn), partial_sums(self.group))
+                fn = RowShares(fn, self.backend.fast_entry(fn), partial_sums(self.group),
+                               pending or cshares.Ready(fn, self.backend.fast_entry))
             self.variants[key] = fn
             self.sources[key] = spec.source
         return fn

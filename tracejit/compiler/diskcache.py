@@ -278,6 +278,17 @@ def _cached_dispatchers(module: types.ModuleType) -> list[Any]:
             and v.stats.cache_path is not None]
 
 
+def _cached_cfuncs(module: types.ModuleType) -> list[Any]:
+    """numba cfuncs defined by `module` itself with caching on (the GIL-free share entries
+    of compiler/cshares.py): each has an index file of its own in the entry."""
+    from numba.core.caching import NullCache
+    from numba.core.ccallback import CFunc
+
+    return [v for v in vars(module).values()
+            if isinstance(v, CFunc) and getattr(v._pyfunc, "__module__", None) == module.__name__
+            and not isinstance(v._cache, NullCache)]
+
+
 # ----------------------------------------------------------------------------- disk cache
 
 
@@ -324,7 +335,8 @@ def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.Modul
         log.warning("tracejit disk cache: discarding corrupt entry %s: %s", entry, problem)
         _discard(entry)
         return None
-    if any(sum(d.stats.cache_misses.values()) for d in _cached_dispatchers(module)):
+    if (any(sum(d.stats.cache_misses.values()) for d in _cached_dispatchers(module))
+            or any(c._cache_hits == 0 for c in _cached_cfuncs(module))):
         # numba recompiled (and rewrote the entry), so it no longer matches its
         # manifest.  The module is fine; drop the entry so the next process rebuilds it.
         log.debug("tracejit disk cache: numba missed its cache in %s; discarding it", entry)
@@ -370,8 +382,10 @@ def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.Modu
             dispatchers = _cached_dispatchers(module)
             pycache = str(tmp / "__pycache__")
             index_files = [n for n in os.listdir(pycache) if n.endswith(".nbi")]  # raises if gone
+            cfuncs = _cached_cfuncs(module)
             if not dispatchers or any(d.stats.cache_path != pycache for d in dispatchers) \
-                    or len(index_files) != len(dispatchers):
+                    or any(c._cache._cache_path != pycache for c in cfuncs) \
+                    or len(index_files) != len(dispatchers) + len(cfuncs):
                 # e.g. no cache=CACHE, a kernel numba cannot cache, NUMBA_CACHE_LOCATOR_CLASSES set
                 _warn_once("uncacheable", entry.parent.parent, "tracejit disk cache: numba did not "
                            "cache %s inside the entry; it will be recompiled next time", modname)

@@ -16,6 +16,7 @@ from . import pooling_prim as _pool_prim
 from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
 from . import layer_norm_prim as _ln_prim
+from . import cross_entropy_prim as _ce_prim
 from .indexing import gather, getitem
 from .linalg import matmul
 from .random import rand_like
@@ -316,6 +317,9 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
 
 def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0):
+    if _ce_prim.applies(input, target, weight, label_smoothing):
+        # (N, C) logits and class indices: one primitive each way (ops/cross_entropy_prim.py)
+        return _ce_prim.cross_entropy_indices(input, target, ignore_index, reduction)
     cdim = 1 if input.ndim > 1 else 0
     c = input.shape[cdim]
     logp = log_softmax(input, cdim)

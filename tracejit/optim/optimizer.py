@@ -125,10 +125,11 @@ class Optimizer:
                 g = p.grad
                 if g is None:
                     continue
-                if tuple(g.shape) != tuple(p.shape):
+                gd = g._data
+                if gd.shape != p._data.shape:    # (the arrays' tuples: Tensor.shape builds a Size)
                     raise RuntimeError(f"{type(self).__name__}: gradient of shape {tuple(g.shape)} does "
                                        f"not match its parameter of shape {tuple(p.shape)}")
-                todo.append((p, g._data))
+                todo.append((p, gd))
             self._update_group(todo, group)
             for p, _ in todo:
                 p._vbox[0] += 1

@@ -1,0 +1,108 @@
+"""cross_entropy over class indices as one primitive each way (ops/cross_entropy_prim.py)
+with its row kernels (ops/row_kernels.py): values and gradients against PyTorch with the
+kernels and with the numpy forms, out-of-range targets named in the error either way,
+ignored rows, the forms that keep the composite, and the primitive recorded when traced."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.ops import cross_entropy_prim
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(params=["kernel", "numpy"])
+def path(request, monkeypatch):
+    """Run a test with the row kernels (sync mode loads them at once) and without."""
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1" if request.param == "kernel" else "0")
+    return request.param
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-13)])
+def test_values_and_gradients_match_pytorch(path, reduction, dtype, tol):
+    r = np.random.default_rng(0)
+    xv = (r.standard_normal((256, 10)) * 3).astype(dtype)
+    tv = r.integers(0, 10, 256)
+    tv[[3, 100]] = -100
+    gv = r.standard_normal(() if reduction != "none" else (256,)).astype(dtype)
+    x = tj.tensor(xv, requires_grad=True)
+    loss = F.cross_entropy(x, tj.tensor(tv), reduction=reduction)
+    assert loss.grad_fn.name() == "NllLossBackward0" and loss.dtype.np == dtype
+    loss.backward(tj.tensor(gv))
+    xt = torch.tensor(xv, requires_grad=True)
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(tv), reduction=reduction)
+    lt.backward(torch.tensor(gv))
+    np.testing.assert_allclose(loss.detach().numpy(), lt.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=tol, atol=tol)
+    if reduction == "none":
+        assert loss.detach().numpy()[3] == 0.0 and not x.grad.numpy()[[3, 100]].any()
+
+
+def test_kernel_and_numpy_forms_agree(monkeypatch):
+    r = np.random.default_rng(1)
+    xv = (r.standard_normal((37, 23)) * 5).astype(np.float32)
+    xv[5, 7] = -np.inf                       # exp(-inf) = 0: a finite loss
+    tv = r.integers(0, 23, 37).astype(np.int32)   # int32 targets, as PyTorch allows
+    out = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", flag)
+        x = tj.tensor(xv, requires_grad=True)
+        loss = F.cross_entropy(x, tj.tensor(tv), reduction="none")
+        loss.sum().backward()
+        out[flag] = loss.detach().numpy(), x.grad.numpy()
+    assert np.isfinite(out["1"][0]).all()
+    for a, b in zip(out["1"], out["0"]):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+
+
+def test_out_of_range_targets_are_named(path):
+    x = tj.randn(4, 3, requires_grad=True)
+    with pytest.raises(IndexError, match="nll_loss: index 5 is out of range for size 3"):
+        F.cross_entropy(x, tj.tensor([0, 5, 1, 2]))
+    with pytest.raises(IndexError, match="nll_loss: index -3 is out of range for size 3"):
+        F.cross_entropy(x, tj.tensor([0, 1, -3, 2]))
+    # the ignored index itself is fine, in range or not
+    assert np.isfinite(F.cross_entropy(x, tj.tensor([0, -100, 1, 2])).item())
+    assert np.isfinite(F.cross_entropy(x, tj.tensor([0, 7, 1, 2]), ignore_index=7).item())
+    with pytest.raises(tj.errors.ShapeError, match=r"input \(N, C\) and target \(N,\)"):
+        F.cross_entropy(x, tj.tensor([0, 1, 2]))
+
+
+def test_all_rows_ignored_gives_nan_mean_like_pytorch(path):
+    x = tj.randn(3, 4, requires_grad=True)
+    loss = F.cross_entropy(x, tj.tensor([-100, -100, -100]))
+    assert np.isnan(loss.item())
+    assert F.cross_entropy(x, tj.tensor([-100, -100, -100]), reduction="sum").item() == 0.0
+
+
+def test_other_forms_keep_the_composite():
+    x = tj.randn(4, 3)
+    t = tj.tensor([0, 2, 1, 1])
+    assert cross_entropy_prim.applies(x, t, None, 0.0)
+    assert not cross_entropy_prim.applies(x, t, tj.ones(3), 0.0)
+    assert not cross_entropy_prim.applies(x, t, None, 0.1)
+    assert not cross_entropy_prim.applies(tj.randn(2, 3, 4), tj.tensor([[0, 1, 2, 0], [1, 1, 1, 1]]), None, 0.0)
+    assert not cross_entropy_prim.applies(x.to(tj.float16), t, None, 0.0)
+
+
+def test_traced_program_records_the_primitive_and_compiled_gradients_equal_eager():
+    from tracejit.jit.tracer import trace_graph
+    from tracejit.ops.registry import Aval
+
+    def f(x, t):
+        return F.cross_entropy(x * 2.0, t)
+    ctx, _ = trace_graph(f, [Aval((5, 4), tj.float64), Aval((5,), tj.int64)])
+    names = {e.prim.name for e in ctx.eqns}
+    assert "cross_entropy" in names and not names & {"gather", "logsumexp", "ne"}
+    r = np.random.default_rng(2)
+    xv, tv = r.standard_normal((5, 4)), np.array([0, 3, -100, 1, 2])
+    grads = []
+    for fn in (f, tj.trace(f)):
+        x = tj.tensor(xv, requires_grad=True)
+        loss = fn(x, tj.tensor(tv))
+        loss.backward()
+        grads.append((loss.item(), x.grad.numpy()))
+    assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-12)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-12, atol=1e-14)

@@ -1,0 +1,181 @@
+"""GIL-free launch of a share-form kernel's two shares on OpenBLAS's worker.
+
+Why: sharepool's pair launch (`sharepool.run_pair`) hands OpenBLAS's ``gotoblas_pthread``
+a ctypes *Python* callback: each share takes the GIL to unbox the kernel's arguments, and
+every GIL handoff between the two threads is a futex wake-up of the other vCPU. On the
+2-core VM this costs 42-87 us per launch of a do-nothing kernel (median 60-120 us right
+after a GEMM; gotoblas_pthread's own round trip with a C share is 1.3-2.8 us, session 17),
+so a LayerNorm + GELU forward row kernel of ~220 us (MLP step, 256 x 1024) ran no faster
+in two shares (193-236 us) than serially (209-234); with the shares below: 116-144 us.
+
+How: the kernel's module also defines (`source`; the module imports numba, this one does not:
+code generation runs without it):
+
+- ``pack(itab, ftab, <the kernel's arguments but share, shares>)``: a numba function
+  (GIL held: one unboxing, on the launching thread) writing each array's address and shape,
+  and each integer, into the int64 table `itab`, each float into the float64 table `ftab`;
+- ``share_entry(rec)``: a numba ``cfunc`` taking the address of a record (q, itab, ftab),
+  rebuilding the arrays from the tables (``carray``) and calling ``kernel(..., q, 2)``:
+  no Python object, no GIL, on either thread.
+
+`CShares` launches them: pack, then ``gotoblas_pthread(2, share_entry, records, 24)`` runs
+record q on OpenBLAS's caller (q = 0) and worker (q = 1), exactly as `run_pair` does with
+its Python callback. Arrays are C-contiguous (the kernels' signatures say so) and stay
+alive in the caller's frame for the whole launch. A cfunc cannot raise: the kernels these
+serve raise nothing (error_model numpy, no bounds checks; an allocation failure inside a
+share would end the process, as it would in any nogil numba kernel run by a C thread).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+__all__ = ["source", "CShares", "Pending", "Ready"]
+
+
+_NUMPY = {"boolean": "bool_"}   # numba's type names that numpy spells otherwise
+_ARRAY = re.compile(r"Array\((\w+), (\d), 'C'(, readonly=True)?\)$")
+_SLICE = re.compile(r"(\w+)\[((?::, )*)::1\]$")
+
+
+def _kind(t: str) -> tuple:
+    """('array', dtype, ndim) / ('int',) / ('float',) for one numba type of a signature."""
+    m = _ARRAY.match(t)
+    if m:
+        return "array", m.group(1), int(m.group(2))
+    m = _SLICE.match(t)
+    if m:
+        return "array", m.group(1), m.group(2).count(":") + 1
+    if t == "int64":
+        return ("int",)
+    if t == "float64":
+        return ("float",)
+    raise ValueError(f"cshares: no table form for argument type {t!r}")
+
+
+def source(arg_types: list, names: list) -> str:
+    """``pack`` and ``share_entry`` (module docstring) for a kernel ``kernel(<names>, share,
+    shares)`` whose arguments before (share, shares) have the numba types `arg_types`."""
+    kinds = [_kind(t) for t in arg_types]
+    pack = [f"@njit({'void(int64[::1], float64[::1], ' + ', '.join(arg_types) + ')'!r}, cache=CACHE)",
+            f"def pack(itab, ftab, {', '.join(names)}):"]
+    entry = ["@cfunc('void(voidptr)', cache=CACHE)", "def share_entry(rec):",
+             "    r = carray(rec, (3,), np.int64)"]
+    body, call = [], []
+    ni = nf = 0
+    for name, k in zip(names, kinds):
+        if k[0] == "array":
+            _, dt, nd = k
+            pack.append(f"    itab[{ni}] = {name}.ctypes.data")
+            pack += [f"    itab[{ni + 1 + d}] = {name}.shape[{d}]" for d in range(nd)]
+            dims = ", ".join(f"it[{ni + 1 + d}]" for d in range(nd))
+            body.append(f"    {name} = carray(as_voidptr(it[{ni}]), ({dims},), np.{_NUMPY.get(dt, dt)})")
+            ni += 1 + nd
+        elif k[0] == "int":
+            pack.append(f"    itab[{ni}] = {name}")
+            body.append(f"    {name} = it[{ni}]")
+            ni += 1
+        else:
+            pack.append(f"    ftab[{nf}] = {name}")
+            body.append(f"    {name} = ft[{nf}]")
+            nf += 1
+        call.append(name)
+    entry += [f"    it = carray(as_voidptr(r[1]), ({max(ni, 1)},), np.int64)",
+              f"    ft = carray(as_voidptr(r[2]), ({max(nf, 1)},), np.float64)"] + body
+    entry.append(f"    kernel({', '.join(call)}, r[0], 2)")
+    head = ["", "", "from numba import carray, cfunc", "from tracejit.compiler.voidptr import as_voidptr",
+            f"ITAB, FTAB = {max(ni, 1)}, {max(nf, 1)}", "", ""]
+    return "\n".join(head + pack + ["", ""] + entry) + "\n"
+
+
+class CShares:
+    """The two-share launch of one kernel module's ``share_entry`` (module docstring), or
+    None from `make` where it cannot run (no OpenBLAS pool of two, the module lacks it).
+    The caller holds the launch (`sharepool.try_launch`), so one launch at a time uses the
+    tables."""
+
+    __slots__ = ("pack", "entry", "itab", "ftab", "recs", "gp", "address", "keep")
+
+    def __init__(self, module: dict, pack, gp):
+        self.keep = module["share_entry"]       # its code lives as long as this object
+        self.pack = pack
+        self.itab = np.zeros(module["ITAB"], np.int64)
+        self.ftab = np.zeros(module["FTAB"], np.float64)
+        self.recs = np.zeros(6, np.int64)      # (q, itab, ftab) for q = 0 and 1
+        self.recs[3] = 1
+        self.recs[1] = self.recs[4] = self.itab.ctypes.data
+        self.recs[2] = self.recs[5] = self.ftab.ctypes.data
+        import ctypes
+        self.entry = ctypes.c_void_p(self.keep.address)
+        self.address = self.recs.ctypes.data
+        self.gp = gp
+
+    @classmethod
+    def make(cls, kernel, fast_entry):
+        """For the loaded `kernel` (a numba dispatcher whose module `source` extended), with
+        ``fast_entry(dispatcher)`` the backend's cheapest callable of a dispatcher."""
+        from .. import sharepool
+        g = getattr(getattr(kernel, "py_func", None), "__globals__", {})
+        if "share_entry" not in g or "pack" not in g:
+            return None
+        gp = sharepool.blas_worker.find()
+        if gp is None:
+            return None
+        return cls(g, fast_entry(g["pack"]), gp)
+
+    def __call__(self, args: tuple) -> None:
+        """``kernel(*args, q, 2)`` for q = 0 (this thread) and 1 (OpenBLAS's worker)."""
+        self.pack(self.itab, self.ftab, *args)
+        self.gp(2, self.entry, self.address, 24)
+
+
+class Pending:
+    """A share-form kernel's pair module (the kernel's source + `source`'s ``pack`` and
+    ``share_entry``), compiled apart from the kernel: `pack` and the cfunc cost numba ~0.35 s
+    per module whatever the kernel, which the plan should not wait for. ``poll()`` gives
+    (the `CShares` or None, this object while it may still come or None): in background
+    mode the compile workers build it (tiers.module_when_ready) and calls run through
+    sharepool's launch meanwhile; in sync mode it is compiled at the first poll."""
+
+    __slots__ = ("source", "hint", "llvm_options", "fast_entry", "next_poll")
+
+    # seconds between two looks at the compile (a look hashes the source; a failed compile
+    # stays None for good, so it must not be asked for at every call)
+    POLL_S = 0.25
+
+    def __init__(self, source: str, hint: str, llvm_options: tuple, fast_entry):
+        self.source = source
+        self.hint = hint + "_pair"
+        self.llvm_options = llvm_options
+        self.fast_entry = fast_entry
+        self.next_poll = 0.0
+
+    def poll(self) -> tuple:
+        import time
+        now = time.monotonic()
+        if now < self.next_poll:
+            return None, self
+        self.next_poll = now + self.POLL_S
+        from .tiers import module_when_ready
+        try:
+            mod = module_when_ready(self.source, self.hint, self.llvm_options)
+        except Exception:   # the kernel itself loaded: keep sharepool's launch for good
+            return None, None
+        if mod is None:
+            return None, self        # compiling (a failed compile warns and stays None)
+        return CShares.make(mod.kernel, self.fast_entry), None
+
+
+class Ready:
+    """`Pending`'s form for a kernel whose own module holds the pair (sync mode): ``poll()``
+    gives its `CShares` (or None where it cannot run) at once."""
+
+    __slots__ = ("kernel", "fast_entry")
+
+    def __init__(self, kernel, fast_entry):
+        self.kernel = kernel
+        self.fast_entry = fast_entry
+
+    def poll(self) -> tuple:
+        return CShares.make(self.kernel, self.fast_entry), None
