@@ -311,9 +311,12 @@ class Partner:
         done.acquire()
         job = [self.POSTED, fn, args, None, done, _cpu()]      # state, fn, args, error, done, CPU
         if self.thread is None:
-            self.thread = threading.Thread(target=self._loop, args=(self._jobs, self._mutex), daemon=True,
-                                           name="tracejit-partner")
-            self.thread.start()
+            with self._mutex:                  # (one thread, whoever posts first)
+                if self.thread is None:
+                    thread = threading.Thread(target=self._loop, args=(self._jobs, self._mutex), daemon=True,
+                                              name="tracejit-partner")
+                    thread.start()
+                    self.thread = thread
         self._jobs.put(job)
         return job
 
