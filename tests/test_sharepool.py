@@ -431,3 +431,19 @@ def test_the_partner_is_benched_by_its_stall_time_and_longer_each_time(monkeypat
     now[0] += p.STRIKES_RESET_S + 1                    # a long quiet spell: a fresh start
     p.waited(p.STALL_BUDGET_S * 1.5)
     assert p.benched_until - now[0] == p.BENCH_S
+
+
+def test_only_a_pthreads_openblas_lends_its_pool():
+    """An OpenMP build of OpenBLAS may run both shares of gotoblas_pthread on one thread (the
+    first would wait for the second forever), a sequential one has no pool: neither is used
+    (`BlasWorker.find` asks threads.openblas_pthreads)."""
+    from tracejit.threads import openblas_pthreads
+
+    class Lib:
+        def __init__(self, parallel):
+            self.openblas_get_parallel = lambda: parallel
+
+    assert openblas_pthreads(Lib(1)) is True
+    assert openblas_pthreads(Lib(2)) is False      # OpenMP
+    assert openblas_pthreads(Lib(0)) is False      # sequential
+    assert openblas_pthreads(object()) is False    # cannot tell

@@ -1,7 +1,8 @@
 """ops/loop_split.py: the per-step meeting of split loop kernels (the threads see each
-other's writes after it; a failed partner ends every wait), the runner with either partner
-(OpenBLAS's pool worker where numpy's BLAS has one, else a thread of tracejit.sharepool; the fallback to
-one thread when the pool is busy), the thread policy, and the hidden-unit split."""
+other's writes after it; a failed partner ends every wait), the runner on sharepool's partner
+thread (not waited for when it has not begun; a late one writes nothing; the fallback to one
+thread when the pool is busy), the launcher's longest wait and the partner's bench, the thread
+rule, and the hidden-unit split."""
 import threading
 import time
 

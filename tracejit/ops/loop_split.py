@@ -47,7 +47,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sharepool
-from ..threads import openblas_pthreads as _pthreads_build  # noqa: F401  (tests read it here)
 
 __all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "WAITED", "LATE_NS", "QUANTUM", "new_sync", "threads", "run", "counts"]
 
