@@ -33,7 +33,8 @@ from . import coreshare
 from .threads import blas_threads_set, usable_cpus
 
 __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch",
-           "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "Partner", "partner", "claim_split", "claimed_matmul", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
+           "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "Partner", "partner", "claim_split",
+           "claimed_matmul", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
 # share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
@@ -449,7 +450,8 @@ def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
         end_launch()
 
 
-def _claim_parts(fn: Callable, n: int, parts: int, next_part: Callable, finished: Callable, state: list) -> None:
+def _claim_parts(fn: Callable, n: int, parts: int, next_part: Callable, finished: Callable,
+                 state: list) -> None:
     # parts taken in turn until none is left (or a share failed); whoever ends the last part
     # says so (state: [error, every part done])
     while state[0] is None:

@@ -48,7 +48,8 @@ import numpy as np
 
 from .. import sharepool
 
-__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "WAITED", "LATE_NS", "QUANTUM", "new_sync", "threads", "run", "counts"]
+__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "WAITED", "LATE_NS", "QUANTUM", "new_sync", "threads",
+           "run", "counts"]
 
 ABORT = 8          # sync's abort flag, a cache line away from the counter
 CLAIM = 16         # sync[CLAIM + 8 h]: the first step whose half h is not claimed yet (own lines)
