@@ -71,14 +71,12 @@ def forced_split(monkeypatch):
 
 @pytest.fixture(params=["blas-pool", "sharepool"])
 def partner(request, monkeypatch):
-    """Both partners of a two-share launch (ops/loop_split.py's `run`, sharepool's
-    `run_pair`): OpenBLAS's worker (where this numpy's BLAS has a pool of two or more) and a
-    thread of tracejit's pool (tracejit/sharepool.py)."""
+    """Both partners of a two-share launch (sharepool's `run_pair`): OpenBLAS's worker (where
+    this numpy's BLAS has a pool of two or more) and a thread of tracejit's pool
+    (tracejit/sharepool.py)."""
     from tracejit import sharepool
-    from tracejit.ops import loop_split
     use_pool = request.param == "blas-pool"
     if use_pool and sharepool.blas_worker.find() is None:
         pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")
-    monkeypatch.setattr(loop_split, "_use_blas_pool", use_pool)
     monkeypatch.setattr(sharepool, "PAIR_ON_BLAS_WORKER", use_pool)
     return request.param

@@ -259,3 +259,191 @@ def test_launch_runs_every_share_once_or_one_alone_when_the_pool_is_taken(nt):
     finally:
         sharepool.end_launch()
     assert seen == [("y", 0, 1)]
+
+
+def test_the_partner_runs_a_job_on_its_thread_and_finish_waits_only_when_asked():
+    p = sharepool.Partner()
+    where, gate = [], threading.Event()
+
+    def job(x):
+        where.append((x, threading.get_ident()))
+        assert gate.wait(60)
+        return x
+    j = p.post(job, (7,))
+    while not where:                                   # (until it has begun)
+        gate.wait(1e-3)
+    assert p.finish(j, wait=False) is None             # running: not waited for
+    gate.set()
+    assert p.finish(j, wait=True) is None              # waited for: it ended without error
+    assert where == [(7, p.thread.ident)] and p.thread.ident != threading.get_ident()
+
+
+def test_a_job_the_partner_has_not_begun_is_dropped_and_never_runs():
+    p = sharepool.Partner()
+    gate, ran = threading.Lock(), []
+    gate.acquire()
+    p.post(gate.acquire, ())                           # the partner is busy with an earlier job
+    big = np.zeros(10)
+    j = p.post(ran.append, (big,))
+    assert p.finish(j, wait=False) is None
+    assert j[1] is None and j[2] is None               # its references are dropped at once
+    gate.release()
+    after = threading.Event()
+    p.post(after.set, ())
+    assert after.wait(60)
+    assert ran == []
+
+
+def _until_ended(p, job):
+    import time
+    deadline = time.monotonic() + 60
+    while job[0] != p.DONE and time.monotonic() < deadline:
+        time.sleep(1e-3)
+    return job
+
+
+def test_a_partner_error_is_returned_when_waited_for():
+    p = sharepool.Partner()
+
+    def fail():
+        raise ValueError("partner job failed")
+    err = p.finish(_until_ended(p, p.post(fail, ())), wait=True)
+    assert isinstance(err, ValueError) and "partner job failed" in str(err)
+    ok = threading.Event()                             # the thread still works
+    p.post(ok.set, ())
+    assert ok.wait(60)
+
+
+def test_moving_off_a_cpu_keeps_the_threads_cpu_set():
+    import os
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    before = os.sched_getaffinity(0)
+    sharepool._move_off(sharepool._cpu())
+    assert os.sched_getaffinity(0) == before
+    if len(before) > 1:
+        assert sharepool._cpu() in before
+
+
+def test_a_forked_child_starts_a_partner_of_its_own():
+    import os
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    ok = threading.Event()
+    sharepool.partner.finish(sharepool.partner.post(ok.set, ()), wait=True)   # the parent's thread
+    assert sharepool.partner.thread is not None
+    pid = os.fork()
+    if pid == 0:                                       # child: a new thread runs its jobs
+        code = 1
+        try:
+            fresh = sharepool.partner.thread is None
+            done = threading.Event()
+            sharepool.partner.post(done.set, ())
+            code = 0 if fresh and done.wait(30) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+
+
+@pytest.mark.parametrize("partner_late", [False, True])
+def test_claim_split_covers_the_range_once_whoever_takes_the_parts(partner_late):
+    """Every part once, in contiguous parts; a partner held in an earlier job takes none and
+    is not waited for (the caller did them all)."""
+    seen, lock = [], threading.Lock()
+
+    def part(lo, hi):
+        with lock:
+            seen.append((lo, hi, threading.get_ident()))
+    gate = threading.Lock()
+    if partner_late:
+        gate.acquire()
+        sharepool.partner.post(gate.acquire, ())
+    try:
+        sharepool.claim_split(part, 100, 7)
+    finally:
+        if partner_late:
+            gate.release()
+    assert sorted((lo, hi) for lo, hi, _ in seen) == [(100 * p // 7, 100 * (p + 1) // 7) for p in range(7)]
+    if partner_late:
+        assert {t for _, _, t in seen} == {threading.get_ident()}
+
+
+def test_claim_split_raises_a_failing_part_and_still_works():
+    def part(lo, hi):
+        if lo == 0:
+            raise ValueError("part failed")
+    with pytest.raises(ValueError, match="part failed"):
+        sharepool.claim_split(part, 10, 5)
+    got = []
+    sharepool.claim_split(lambda lo, hi: got.append(lo), 10, 5)
+    assert sorted(got) == [0, 2, 4, 6, 8]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_claimed_matmul_equals_numpy_and_declines_other_operands(dtype):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 40)).astype(dtype)
+    b = rng.standard_normal((40, 50)).astype(dtype)
+    got = sharepool.claimed_matmul(a, b)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+    assert sharepool.claimed_matmul(a.T.T[None], b) is None                  # not 2-D
+    assert sharepool.claimed_matmul(a, b.astype(np.float16)) is None        # mixed dtypes
+
+
+def test_large_products_on_one_policy_thread_run_as_claimed_parts(monkeypatch):
+    """coreshare.matmul: where the policy gives BLAS one thread but BLAS may use two, a
+    product from CLAIM_GEMM_MNK runs as claimed parts (sharepool.claimed_matmul)."""
+    calls = []
+    monkeypatch.setattr(coreshare, "adapt", lambda: 1)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "CLAIM_GEMM_MNK", 1 << 20)
+    monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: calls.append(a.shape) or np.matmul(a, b))
+    a, b = np.ones((512, 256), np.float32), np.ones((256, 128), np.float32)   # above FEW_ROWS_GEMM_MNK
+    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 1)               # BLAS kept on one
+    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "adapt", lambda: 2)                      # the policy gives two
+    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+
+
+def test_the_partner_is_benched_by_its_stall_time_and_longer_each_time(monkeypatch):
+    import time
+    p = sharepool.Partner()
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    assert p.punctual()
+    p.waited(p.STALL_S / 10)                           # a wait of a partner at work
+    assert p.punctual() and p.stalls == 0
+    for _ in range(20):                                # a time-slice stall every 0.1 s:
+        p.waited(5e-3)                                 # 5% of the time, under STALL_SHARE
+        now[0] += 0.1
+        assert p.punctual()
+    benches = []
+    for _ in range(3):
+        p.waited(p.STALL_BUDGET_S * 1.5)               # one long stall
+        benches.append(p.benched_until - now[0])
+        assert not p.punctual()
+        now[0] = p.benched_until                       # the bench over
+        assert p.punctual()
+    assert benches == [p.BENCH_S, 2 * p.BENCH_S, 4 * p.BENCH_S] and p.stalls == 23
+    now[0] += p.STRIKES_RESET_S + 1                    # a long quiet spell: a fresh start
+    p.waited(p.STALL_BUDGET_S * 1.5)
+    assert p.benched_until - now[0] == p.BENCH_S
+
+
+def test_only_a_pthreads_openblas_lends_its_pool():
+    """An OpenMP build of OpenBLAS may run both shares of gotoblas_pthread on one thread (the
+    first would wait for the second forever), a sequential one has no pool: neither is used
+    (`BlasWorker.find` asks threads.openblas_pthreads)."""
+    from tracejit.threads import openblas_pthreads
+
+    class Lib:
+        def __init__(self, parallel):
+            self.openblas_get_parallel = lambda: parallel
+
+    assert openblas_pthreads(Lib(1)) is True
+    assert openblas_pthreads(Lib(2)) is False      # OpenMP
+    assert openblas_pthreads(Lib(0)) is False      # sequential
+    assert openblas_pthreads(object()) is False    # cannot tell

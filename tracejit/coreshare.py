@@ -323,6 +323,10 @@ def matmul(a, b, blas_only: bool = False):
                 return out
         if _splits(a, b, m * k * n):
             return _batched(a, b)
+        if threads == 1 and CLAIM_GEMMS and m * k * n >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
+            out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
+            if out is not None:
+                return out
         if threads and _set_one(m, k, n):
             _blas.put(1)
             try:
@@ -332,6 +336,19 @@ def matmul(a, b, blas_only: bool = False):
         return np.matmul(a, b)
     adapt_blas() if blas_only else adapt()   # a vector operand: its count as it is
     return np.matmul(a, b)
+
+
+# Products from this m*k*n on run as parts of rows claimed by this thread and sharepool's
+# partner thread where the policy gives BLAS one thread but its ceiling is two or more
+# (`sharepool.claimed_matmul`: the partner does as many parts as it gets a core for, and
+# is not waited for when it got none). CLAIM_GEMMS: the switch (tests, measurements).
+CLAIM_GEMM_MNK = 1 << 25
+CLAIM_GEMMS = True
+
+
+def _claimed(a, b):
+    from . import sharepool
+    return sharepool.claimed_matmul(a, b) if sharepool.partner.punctual() else None
 
 
 def _rows_gemm():

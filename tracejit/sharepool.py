@@ -16,19 +16,25 @@ Transformer encoder step): each is one BLAS call too small for BLAS's own thread
 Split by batch instead, each share runs its products on one BLAS thread, one after the
 other, with no meeting between them. Of two shares, the second runs on OpenBLAS's own worker
 where it can (`BlasWorker`: that worker is awake on the second core right after a product).
+
+`Partner` is one more thread, for launches whose shares claim their work (the recurrent
+loops, ops/loop_split.py): its launcher does not wait for it once the work is done.
 """
 from __future__ import annotations
 
 import itertools
 import os
+import queue
 import threading
+import time
 from typing import Callable, Optional
 
 from . import coreshare
 from .threads import blas_threads_set, usable_cpus
 
 __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch",
-           "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
+           "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "Partner", "partner", "claim_split",
+           "claimed_matmul", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
 # share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
@@ -78,6 +84,7 @@ def _reset_after_fork() -> None:
     global _threads, _launch
     _threads = []
     _launch = threading.Lock()
+    partner.__init__()          # the parent's partner thread does not exist here
 
 
 if hasattr(os, "register_at_fork"):
@@ -144,9 +151,7 @@ class BlasWorker:
 
     Only a pthreads OpenBLAS (`threads.openblas_pthreads`): an OpenMP build runs
     gotoblas_pthread's shares as an OpenMP loop, which may put both on one thread, one after
-    the other: a share that waits for the other would wait forever, and loop_split's claimed
-    halves (a late partner's half done by the other share after 50 us) would run on one
-    thread with a 50 us wait a call."""
+    the other: a share that waits for the other would wait forever."""
 
     def __init__(self):
         self.fn = None        # gotoblas_pthread, or None: not an OpenBLAS with a thread pool
@@ -212,9 +217,9 @@ def run_pair(fn: Callable, args: tuple, on_blas_worker: Optional[bool] = None) -
     (`BlasWorker`, where numpy's BLAS is a pthreads OpenBLAS with a pool and `on_blas_worker`,
     by default `PAIR_ON_BLAS_WORKER`) or else on a thread of this pool. The caller holds the
     launch (`try_launch`); an exception in either share is raised here, after both ended.
-    Users: `split`, `launch` (fused Adam, LayerNorm's backward rows: their second share, right
-    after the backward's last product, ran as late as the first share's whole run on a thread
-    of ours) and the recurrent loops (ops/loop_split.py)."""
+    Users: `split` and `launch` (fused Adam, LayerNorm's backward rows: their second share,
+    right after the backward's last product, ran as late as the first share's whole run on a
+    thread of ours). The recurrent loops use `Partner` instead (not waited for)."""
     if on_blas_worker is None:
         on_blas_worker = PAIR_ON_BLAS_WORKER
     gotoblas_pthread = blas_worker.find() if on_blas_worker else None
@@ -222,6 +227,165 @@ def run_pair(fn: Callable, args: tuple, on_blas_worker: Optional[bool] = None) -
         blas_worker.run(gotoblas_pthread, fn, args)
     else:
         run_shares(fn, args, (), 2)
+
+
+class Partner:
+    """A thread of ours that runs the second share of a launch whose two shares *claim* their
+    work (ops/loop_split.py's split loops: a share does a half only after claiming it, and
+    takes its partner's halves when the partner is late), without the launcher waiting for a
+    partner that never began.
+
+    Why: `run_pair` (OpenBLAS's ``gotoblas_pthread`` or `run_shares`) returns only once the
+    second share has returned. On a shared machine the thread that runs it may get no core
+    for a whole call; the launcher then does all the work itself (the claims), and still
+    waited a scheduler time slice (~4-15 ms) for that thread to be scheduled once, find
+    every half claimed and exit: the LSTM LM step's four loop calls stalled that way under
+    load (session 16), so the loops split only when the thread policy saw no load. Here the
+    launcher `post`s the share, runs its own, and `finish` drops a job the partner has not
+    begun: it will never run (its references are dropped at once). A partner that began
+    late only finds every half claimed and touches none of the launch's arrays (the share
+    must not before a claim: loop_split's rule); it keeps the job's references until it
+    returns, so the memory it may still read stays alive.
+
+    One job at a time runs; a job posted while the partner is still in an earlier one waits
+    in the queue (its launcher does the work meanwhile). The thread blocks on the queue
+    between jobs (no spinning); a forked child starts a new one when first needed.
+
+    Where the scheduler wakes the partner on its launcher's CPU (it does when the other
+    cores run other processes: every job of the LSTM LM step, load ~3), the partner would
+    run only when the launcher stops, so it moves itself off that CPU first (`_move_off`:
+    its affinity narrowed and at once restored, which migrates it): there its halves
+    compete with the other processes, not with its own launcher (halves taken over per
+    step: ~255 of 258 -> 24-95)."""
+
+    POSTED, RUNNING, CANCELLED, DONE = range(4)
+    # A launcher waits for work the partner had begun (claims cannot help there) well under
+    # a millisecond while the partner is at work (LSTM LM step, load 4.6: 10-480 us); when
+    # the partner was descheduled inside it, a time slice (2-9 ms) or, behind processes of
+    # higher priority, seconds (LSTM LM steps of 2-8 s seen at load 6-7 with a 100%-duty
+    # competitor). Waits over STALL_S are stalls; their time, less STALL_SHARE of the wall
+    # time since (a leaky bucket), beyond STALL_BUDGET_S benches the partner: its users
+    # follow the load policy meanwhile (`punctual`). So a stall of a time slice now and then
+    # (the split saves ~25 ms a step) keeps the partner, a long one or stalls most steps do
+    # not (steps with ~30 ms of stalls took 150-168 ms against ~105 unsplit). The bench lasts
+    # BENCH_S, doubled for each one since the partner last went STRIKES_RESET_S without
+    # (up to BENCH_MAX_S): a machine that keeps stalling it keeps it benched.
+    STALL_S = 1e-3
+    STALL_SHARE = 0.1
+    STALL_BUDGET_S = 0.05
+    BENCH_S = 2.0
+    BENCH_MAX_S = 120.0
+    STRIKES_RESET_S = 60.0
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._mutex = threading.Lock()
+        self.thread: Optional[threading.Thread] = None
+        self.benched_until = 0.0
+        self.stalls = 0
+        self._debt = 0.0
+        self._debt_at = 0.0
+        self._strikes = 0
+        self._last_bench = -1e9
+
+    def waited(self, seconds: float) -> None:
+        """A launcher's longest wait for work the partner had begun, after its launch."""
+        if seconds <= self.STALL_S:
+            return
+        now = time.monotonic()
+        self.stalls += 1
+        self._debt = max(0.0, self._debt - (now - self._debt_at) * self.STALL_SHARE) + seconds
+        self._debt_at = now
+        if self._debt > self.STALL_BUDGET_S:
+            self._debt = 0.0
+            self._strikes = 1 if now - self._last_bench > self.STRIKES_RESET_S else self._strikes + 1
+            self._last_bench = now
+            self.benched_until = now + min(self.BENCH_MAX_S, self.BENCH_S * 2.0 ** (self._strikes - 1))
+
+    def punctual(self) -> bool:
+        """Whether no launch has waited long for the partner lately (`waited`)."""
+        return time.monotonic() >= self.benched_until
+
+    def post(self, fn: Callable, args: tuple) -> list:
+        """Queue ``fn(*args)`` for the partner thread; the job to hand to `finish`."""
+        done = threading.Lock()
+        done.acquire()
+        job = [self.POSTED, fn, args, None, done, _cpu()]      # state, fn, args, error, done, CPU
+        if self.thread is None:
+            with self._mutex:                  # (one thread, whoever posts first)
+                if self.thread is None:
+                    thread = threading.Thread(target=self._loop, args=(self._jobs, self._mutex), daemon=True,
+                                              name="tracejit-partner")
+                    thread.start()
+                    self.thread = thread
+        self._jobs.put(job)
+        return job
+
+    def _loop(self, jobs: queue.SimpleQueue, mutex) -> None:
+        while True:
+            job = jobs.get()
+            with mutex:
+                if job[0] != self.POSTED:      # cancelled: its launcher did the work
+                    continue
+                job[0] = self.RUNNING
+                fn, args = job[1], job[2]
+            _move_off(job[5])
+            try:
+                fn(*args)
+            except BaseException as exc:       # raised by `finish` when its launcher waits
+                job[3] = exc
+            del fn, args                       # (see _Thread._loop: no reference kept)
+            with mutex:
+                job[0] = self.DONE
+                job[1] = job[2] = None
+            job[4].release()
+            del job
+
+    def finish(self, job: list, wait: bool) -> Optional[BaseException]:
+        """After the launcher's own share: a job the partner has not begun is dropped (it
+        will not run); one it runs is waited for when `wait` (the launcher's share failed,
+        or the partner's did: the work may be unfinished) and not otherwise. Returns the
+        partner's error when it ended before or was waited for, else None."""
+        with self._mutex:
+            state = job[0]
+            if state == self.POSTED:
+                job[0] = self.CANCELLED
+                job[1] = job[2] = None
+                return None
+        if state == self.RUNNING and not wait:
+            return None
+        job[4].acquire()                       # (DONE: released already)
+        return job[3]
+
+
+partner = Partner()
+
+_getcpu = None
+
+
+def _cpu() -> int:
+    """The CPU this thread runs on now (-1: unknown)."""
+    global _getcpu
+    if _getcpu is None:
+        try:
+            import ctypes
+            _getcpu = ctypes.CDLL(None).sched_getcpu
+        except (OSError, AttributeError):
+            _getcpu = lambda: -1  # noqa: E731
+    return _getcpu()
+
+
+def _move_off(cpu: int) -> None:
+    """Move this thread off `cpu` (the launcher's) where it was woken there."""
+    if cpu < 0 or _cpu() != cpu:
+        return
+    try:
+        full = os.sched_getaffinity(0)
+        if len(full) > 1:
+            os.sched_setaffinity(0, full - {cpu})
+            os.sched_setaffinity(0, full)
+    except (AttributeError, OSError):
+        pass
 
 
 def launch(fn: Callable, args: tuple, nt: int) -> int:
@@ -284,3 +448,77 @@ def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
             _run_all(_take_parts, args, nt)
     finally:
         end_launch()
+
+
+def _claim_parts(fn: Callable, n: int, parts: int, next_part: Callable, finished: Callable,
+                 state: list) -> None:
+    # parts taken in turn until none is left (or a share failed); whoever ends the last part
+    # says so (state: [error, every part done])
+    while state[0] is None:
+        p = next_part()                        # itertools.count's __next__: atomic under the GIL
+        if p >= parts:
+            return
+        try:
+            fn(n * p // parts, n * (p + 1) // parts)
+        except BaseException as exc:
+            state[0] = exc
+            state[1].set()
+            return
+        if finished() == parts:
+            state[1].set()
+
+
+def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
+    """``fn(lo, hi)`` over ``[0, n)`` in `parts` contiguous parts taken in turn by this thread
+    and the partner thread (`partner`), BLAS on one thread meanwhile: the partner does as
+    many as it gets a core for, and is not waited for when it took none (only a part it
+    began is). For large products when the load policy gives BLAS one thread
+    (coreshare.matmul): a second BLAS thread behind another process stalls every product
+    a time slice, a partner that claims parts costs nothing when it is late. ``fn`` must
+    release the GIL (numpy's BLAS) and its parts be independent; on this thread alone when
+    another launch holds the pool."""
+    if parts < 2 or not try_launch():
+        fn(0, n)
+        return
+    state = [None, threading.Event()]
+    try:
+        args = (fn, n, parts, itertools.count().__next__, itertools.count(1).__next__, state)
+        with blas_threads_set(1):
+            job = partner.post(_claim_parts, args)
+            _claim_parts(*args)
+            if state[0] is None:
+                partner.finish(job, wait=False)
+                if not state[1].is_set():      # a part the partner began
+                    t0 = time.monotonic()
+                    state[1].wait()
+                    partner.waited(time.monotonic() - t0)
+            else:
+                partner.finish(job, wait=True)
+    finally:
+        end_launch()
+    if state[0] is not None:
+        raise state[0]
+
+
+# Multiply-adds of a part of `claimed_matmul` (at most; 16 rows at least): ~0.3 ms of one
+# thread, so the launcher normally waits less than `Partner.STALL_S` for the partner's
+# last part, and a part costs one BLAS call. The LSTM LM's 2048x256x1024 and 1024x2048x256
+# products: 16 parts each.
+CLAIM_PART_MNK = 1 << 25
+
+
+def claimed_matmul(a, b):
+    """``a @ b`` for 2-D float operands of one dtype as `claim_split` parts of a's rows
+    (each ``numpy.matmul`` into its rows of the result on one BLAS thread), or None for
+    other operands."""
+    import numpy as np
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
+        return None
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), a.dtype)
+
+    def part(lo, hi):
+        np.matmul(a[lo:hi], b, out=out[lo:hi])
+    claim_split(part, m, min(m // 16, max(2, -(-m * k * n // CLAIM_PART_MNK))))
+    return out

@@ -12,10 +12,12 @@ parallel launch per step (numba's prange) cost more than the split saved (sessio
 here the kernel is called once per layer on each thread and the threads meet at a
 spinning wait on a shared counter (a few hundred ns when both run).
 
-Who runs the second share: OpenBLAS's own pool worker where numpy's BLAS is a pthreads
-OpenBLAS with a pool of two or more (`sharepool.BlasWorker`: that worker busy-waits on the second
-core after every threaded product anyway, and a thread of ours would get half of that
-core), else a thread of tracejit's pool (tracejit/sharepool.py, the chunk kernels' threads).
+Who runs the second share: tracejit's partner thread (`sharepool.Partner`), which the caller
+does not wait for once its own share has returned (every half is done then, whoever did it):
+a partner other processes kept off its core for the whole call costs one `LATE_NS` wait, not
+the time slice it took OpenBLAS's synchronous ``gotoblas_pthread`` (sessions 15-16's
+partner) to be scheduled once more and exit. The partner moves off the caller's CPU when the
+scheduler woke it there (it would only run when the caller stops).
 
 A spinning wait is only good while both threads have a core: a thread whose partner
 waits behind another process would spin for a scheduler time slice at every step (the
@@ -29,9 +31,9 @@ meanwhile fail, and it joins at the current step). A late partner thus costs one
 `LATE_NS` per layer call, not one time slice per step; the only stall left is a partner
 descheduled in the middle of a half it claimed. Who does a half does not change its
 result: the two threads compute a half's rows the same way, so the results are the bits
-of one thread whatever the timing. The split is still used only when `threads` says so:
-tracejit.coreshare's count for large products (the BLAS count it gives; 1 when other
-processes keep a core busy, or when the user set BLAS to one thread).
+of one thread whatever the timing. So the split is used wherever BLAS may use two threads
+(`threads`: BLAS's ceiling, not the count the load policy gives products now; 1 when the
+user set BLAS to one thread): how late the partner is decides how much it does.
 
 `meeting_source()` (numba source a kernel module includes): ``next_half(sync, k, q, nth,
 st)`` gives the half of step k thread q does next (-1: the step is done; ``st`` from
@@ -45,13 +47,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sharepool
-from ..threads import openblas_pthreads as _pthreads_build  # noqa: F401  (tests read it here)
 
-__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "LATE_NS", "QUANTUM", "new_sync", "threads", "run", "counts"]
+__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "WAITED", "LATE_NS", "QUANTUM", "new_sync", "threads",
+           "run", "counts"]
 
 ABORT = 8          # sync's abort flag, a cache line away from the counter
 CLAIM = 16         # sync[CLAIM + 8 h]: the first step whose half h is not claimed yet (own lines)
 TAKEN = 32         # sync[TAKEN]: halves a thread did for its late partner (a count, for tests and stats)
+WAITED = 40        # sync[WAITED]: thread 0's longest wait in ns for a step its partner was still at
 # A waiting thread takes its partner's half when the partner has not begun it this long
 # after the wait began. A partner that runs begins its half within microseconds of the
 # step's start; one whose core another process took is gone for a time slice (ms). A
@@ -80,7 +83,7 @@ from llvmlite import ir as _bir
 import numpy as np
 
 _BABORT, _BSPINS, _BPAUSE = {abort}, {spins}, "{pause}"
-_BCLAIM, _BTAKEN, _BLATE_NS, _BCLOCK = {claim}, {taken}, {late}, {clock}
+_BCLAIM, _BTAKEN, _BLATE_NS, _BCLOCK, _BWAITED = {claim}, {taken}, {late}, {clock}, {waited}
 SPLIT_Q = {quantum}
 
 
@@ -239,6 +242,12 @@ def next_half(sync, k, q, nth, st):
                 # the partner is at work on its half: if it shares this core, let it run
                 _sched_yield()
                 spins = 0
+    if q == 0:
+        # the launcher's longest wait (a partner descheduled inside its half: the runner
+        # then stops splitting for a while, sharepool.Partner.waited)
+        waited = _now_ns() - start
+        if waited > sync[_BWAITED]:
+            sync[_BWAITED] = waited
     return _step_end(st)
 
 
@@ -267,43 +276,51 @@ def meeting_source() -> str:
     import time
     return (_MEETING.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
             .replace("{claim}", str(CLAIM)).replace("{taken}", str(TAKEN)).replace("{late}", str(LATE_NS))
+            .replace("{waited}", str(WAITED))
             .replace("{clock}", str(getattr(time, "CLOCK_MONOTONIC", 1)))   # POSIX (Linux: 1)
             .replace("{quantum}", str(QUANTUM)).replace("{pause}", _pause_name()))
 
 
 def new_sync() -> np.ndarray:
-    """A fresh meeting state for one split call (counter, abort flag, claims, halves taken)."""
-    return np.zeros(TAKEN + 8, dtype=np.int64)
+    """A fresh meeting state for one split call (counter, abort flag, claims, halves taken,
+    the launcher's longest wait)."""
+    return np.zeros(WAITED + 8, dtype=np.int64)
 
 
 def threads(hidden: int, quantum: int = QUANTUM) -> int:
-    """Threads a layer loop of `hidden` units may split over now: 2 when the thread policy
-    gives large products two BLAS threads (tracejit.coreshare; BLAS's own count where the
-    policy is off) and each thread gets at least `quantum` units (whole vector blocks and
-    GEMM panels), else 1."""
+    """Threads a layer loop of `hidden` units may split over: 2 where BLAS may use two
+    threads (tracejit.coreshare's ceiling: the count BLAS started with or the user set, not
+    the count the load policy gives products now: a partner kept off its core by other
+    processes costs one `LATE_NS` wait, its halves taken) and each thread gets at least
+    `quantum` units (whole vector blocks and GEMM panels), else 1.
+
+    Measured (LSTM LM compiled step, one process alternating, default policy, load 2.9-3.3
+    from a test run at nice 5, near-quiet trick): split here 96.6 ms median against 107.3
+    with session 16's rule (split only when the policy gave BLAS two threads) and 103.0
+    unsplit; with the large products claimed too (coreshare.matmul) 80.1 against 103.2.
+    While the partner is benched after stalls (`sharepool.Partner.punctual`) the policy's
+    count decides, as before."""
     if hidden < 2 * quantum or hidden % quantum:
         return 1
     from .. import coreshare
     from ..threads import blas_threads
-    coreshare.adapt_blas()                  # the count follows the load (no-op when turned off)
+    policy = coreshare.adapt_blas()         # (also notices a count the user set meanwhile)
+    if (coreshare.blas_ceiling() or 1) < 2:
+        return 1
+    if sharepool.partner.punctual() or not policy:
+        return 2
+    # the partner stalled a call lately (descheduled inside a half): the policy decides
     return 2 if (blas_threads() or 1) >= 2 else 1
 
 
-_use_blas_pool = True    # tests turn it off to run the shares on tracejit's own pool
-
-
 def _share(kernel, args: tuple, sync, q: int, nth: int) -> None:
-    """Share q of a split call (tracejit/sharepool.py `run_pair` runs share 1 on OpenBLAS's
-    worker or on a thread of its pool)."""
+    """Share q of a split call."""
     try:
         kernel(*args, q, nth, sync)
     except BaseException:
         sync[ABORT] = 1        # never leave the other share waiting for a half it claimed
         raise
 
-
-# OpenBLAS's worker as the partner (tracejit/sharepool.py `BlasWorker`; tests call its `find`)
-_pool = sharepool.blas_worker
 
 # Split calls made and halves a thread did for its late partner (sync[TAKEN]) in this
 # process: how often the partner was late (tests, measurements).
@@ -312,16 +329,30 @@ counts = {"split": 0, "taken": 0}
 
 def run(kernel, args: tuple, nth: int) -> None:
     """``kernel(*args, q, nth, sync)`` for q = 0 .. nth-1 at once (nth 1 or 2): q = 0 on
-    this thread, q = 1 on OpenBLAS's worker (`sharepool.run_pair`) or else on tracejit's thread pool
-    (tracejit/sharepool.py). Runs ``kernel(*args, 0, 1, sync)`` alone when nth is 1 or
-    another launch holds the pool."""
+    this thread, q = 1 on tracejit's partner thread (`sharepool.Partner`). Runs
+    ``kernel(*args, 0, 1, sync)`` alone when nth is 1 or another launch holds the pool.
+
+    Once this thread's share returns, every half is done (each step ends only when both
+    halves are written, whoever did them) unless a share failed (sync[ABORT]): the partner
+    is then not waited for. If it has not begun, it never runs; if it has, it finds the
+    remaining claims taken and touches no array (its job keeps them alive until it returns)."""
     sync = new_sync()
     if nth < 2 or not sharepool.try_launch():
         kernel(*args, 0, 1, sync)
         return
     try:
-        sharepool.run_pair(_share, (kernel, args, sync), on_blas_worker=_use_blas_pool)
+        job = sharepool.partner.post(_share, (kernel, args, sync, 1, 2))
+        error = None
+        try:
+            _share(kernel, args, sync, 0, 2)
+        except BaseException as exc:
+            error = exc
+        failed = error is not None or sync[ABORT] != 0
+        late = sharepool.partner.finish(job, wait=failed)
     finally:
         sharepool.end_launch()
+    if failed:
+        raise error or late or RuntimeError("a split loop's share failed")
+    sharepool.partner.waited(sync[WAITED] * 1e-9)
     counts["split"] += 1
     counts["taken"] += int(sync[TAKEN])
