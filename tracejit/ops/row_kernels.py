@@ -28,7 +28,8 @@ import numpy as np
 from .. import sharepool as _sharepool
 from .native import kernel as _kernel, takes as _takes
 
-__all__ = ["softmax_rows", "softmax_backward_rows", "layer_norm_rows", "layer_norm_backward_rows"]
+__all__ = ["softmax_rows", "softmax_kernel", "mask_rows", "softmax_backward_rows", "layer_norm_rows",
+           "layer_norm_backward_rows"]
 
 _HEAD = '''
 import numpy as np
@@ -243,7 +244,7 @@ def _rows(a, k):
     return np.ascontiguousarray(a).reshape(-1, k)
 
 
-def _mask_rows(mask, shape):
+def mask_rows(mask, shape):
     """(the mask's distinct rows as a C-contiguous (R, K) array, the row of it each of the
     (M, K) rows of `shape` adds): a broadcast mask is not copied out to full size."""
     k = shape[-1]
@@ -267,6 +268,13 @@ def _split_rows(run, out) -> None:
     _sharepool.split(run, out.shape[0], _ROW_WORK * out.size)
 
 
+def softmax_kernel(dtype: str, masked: bool):
+    """The softmax row kernel for `dtype` (None where it is not ready): ``fn(x, scale, out)``,
+    masked ``fn(x, scale, mask_rows, row_ids, out)`` on (M, K) rows (`mask_rows`); for callers
+    that run it on many small pieces (attention_prim's weights, one batch element at a time)."""
+    return _get(_SOFTMAX_MASKED if masked else _SOFTMAX, "softmax_masked" if masked else "softmax", dtype)
+
+
 def softmax_rows(xp, x, scale=1.0, mask=None):
     """softmax(x * scale + mask) over the last dim by the kernel (mask: None or an array
     that broadcasts to x), or None (the caller's numpy form runs)."""
@@ -283,15 +291,15 @@ def softmax_rows(xp, x, scale=1.0, mask=None):
     if mask is None:
         _split_rows(lambda lo, hi: fn(x2[lo:hi], scale, out[lo:hi]), out)
     else:
-        m2, ids = _mask_rows(mask, x.shape)
+        m2, ids = mask_rows(mask, x.shape)
         _split_rows(lambda lo, hi: fn(x2[lo:hi], scale, m2, ids[lo:hi], out[lo:hi]), out)
     return out.reshape(x.shape)
 
 
-def softmax_backward_rows(xp, g, y, scale=1.0, out=None):
-    """softmax's input gradient over the last dim by the kernel, or None. ``out``: a
-    C-contiguous array of y's shape to write (it may be `g` itself: each element is
-    written after its row's sum is taken, from the same element of g)."""
+def softmax_backward_rows(xp, g, y, scale=1.0):
+    """softmax's input gradient over the last dim by the kernel, or None. Into a new array:
+    written over `g` the kernel's loops took their scalar versions (LLVM's runtime check
+    finds the overlap): 0.60 against 0.39 ms for 16x4x128x128 float32 rows, one thread."""
     if not _takes(xp, g, y) or y.ndim == 0 or y.size == 0 or g.shape != y.shape:
         return None
     fn = _get(_SOFTMAX_BACKWARD, "softmax_backward", y.dtype.name)
@@ -299,10 +307,7 @@ def softmax_backward_rows(xp, g, y, scale=1.0, out=None):
         return None
     k = y.shape[-1]
     g2, y2 = _rows(g, k), _rows(y, k)
-    if out is not None and out.flags.c_contiguous and out.shape == y.shape and out.dtype == y.dtype:
-        out = out.reshape(y2.shape)
-    else:
-        out = np.empty(y2.shape, y.dtype)
+    out = np.empty(y2.shape, y.dtype)
     scale = float(scale)
     _split_rows(lambda lo, hi: fn(g2[lo:hi], y2[lo:hi], scale, out[lo:hi]), out)
     return out.reshape(y.shape)
