@@ -86,8 +86,8 @@ def _weights_impl(xp, qkv, *mask, tokens, heads, seq_first, scale):
     a, c, e, hd = _split(qkv.shape, tokens, heads)
     _, (q, k, _) = _parts(xp, qkv, tokens, heads, seq_first)
     n, t = (c, a) if seq_first else (a, c)
-    fn = softmax_kernel(qkv.dtype.name, bool(mask)) if xp is np and scale > 0 else None
-    if fn is None:         # other array modules, or the row kernel is not ready yet
+    fn = softmax_kernel(xp, qkv, *mask) if scale > 0 else None
+    if fn is None:         # other array modules and dtypes, or the row kernel is not ready yet
         return _softmax_impl(xp, xp.matmul(q, xp.swapaxes(k, -1, -2)), *mask, dim=3, scale=scale)
     w = np.empty((n, heads, t, t), dtype=qkv.dtype)
     rows = heads * t                                   # softmax rows per batch element

@@ -268,11 +268,15 @@ def _split_rows(run, out) -> None:
     _sharepool.split(run, out.shape[0], _ROW_WORK * out.size)
 
 
-def softmax_kernel(dtype: str, masked: bool):
-    """The softmax row kernel for `dtype` (None where it is not ready): ``fn(x, scale, out)``,
-    masked ``fn(x, scale, mask_rows, row_ids, out)`` on (M, K) rows (`mask_rows`); for callers
-    that run it on many small pieces (attention_prim's weights, one batch element at a time)."""
-    return _get(_SOFTMAX_MASKED if masked else _SOFTMAX, "softmax_masked" if masked else "softmax", dtype)
+def softmax_kernel(xp, x, mask=None):
+    """The softmax row kernel for arrays like `x` (and `mask`), or None (not numpy float32 /
+    float64 arrays of one dtype, or the kernel is not ready): ``fn(x, scale, out)``, masked
+    ``fn(x, scale, mask_rows, row_ids, out)`` on (M, K) rows (`mask_rows`); for callers that
+    run it on many small pieces (attention_prim's weights, one batch element at a time)."""
+    if not _takes(xp, *((x,) if mask is None else (x, mask))):
+        return None
+    masked = mask is not None
+    return _get(_SOFTMAX_MASKED if masked else _SOFTMAX, "softmax_masked" if masked else "softmax", x.dtype.name)
 
 
 def softmax_rows(xp, x, scale=1.0, mask=None):
