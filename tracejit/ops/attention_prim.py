@@ -1,5 +1,8 @@
 """Self-attention's context ``W @ V`` on the packed q/k/v projection, as a primitive whose
-backward writes the q, k and v gradients straight into the packed layout.
+backward writes the q, k and v gradients straight into the packed layout; and its weights
+``W = softmax(q k^T * scale + mask)`` as one primitive (`attention_weights`: each batch
+element's scores go into a buffer that stays in cache and are normalized from there into
+W, one pass over the cores instead of a product pass and a softmax pass over 4 MB of scores).
 
 Why: multi-head self-attention projects the tokens with ONE GEMM into a packed
 (tokens, 3E) array ``qkv`` and cuts q, k, v out of it as strided head views. As
