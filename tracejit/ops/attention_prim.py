@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from .. import sharepool as _sharepool
+from .creation import zeros
 from .linalg import matmul
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
@@ -228,7 +229,6 @@ def _pack(parts, tokens, seq_first):
 def _weights_vjp(gw, w, qkv, *mask, tokens, heads, seq_first, scale):
     """w = softmax(q k^T * scale + mask): the packed gradient (dq | dk | 0); the mask needs
     none (attention_weights' precondition)."""
-    from .creation import zeros
     q, k, v = (_heads(qkv, tokens, heads, seq_first, i) for i in range(3))
     ds = softmax_backward(gw, w, 3, scale)
     dq = matmul(ds, k)

@@ -43,10 +43,11 @@ _RO1 = "Array({t}, 1, 'C', readonly=True)"
 # The row's max `mi`, taken on integer keys: a float's bits b as b ^ ((b >> 31) & 0x7fffffff)
 # (64-bit: 63, 0x7fff...) order as the floats do (-0 just below +0), and an integer max
 # loop vectorizes where LLVM leaves a float one scalar (its select-based max is no
-# reduction it vectorizes without no-nans flags): 16x4x128x128 float32 rows, one thread,
-# the max alone 0.47-0.52 -> 0.20-0.32 ms, the softmax kernel 1.03-1.05 -> 0.96-0.99 ms. The key is turned back into the
-# float through `acc`'s bits (the buffer the kernel allocates once). nan: a row holding one
-# comes out all nan whatever its max (through exp and the sum), as numpy's form does.
+# reduction it vectorizes without no-nans flags; 16 float lanes in a buffer stayed scalar
+# too): 16x4x128x128 float32 rows, one thread, the max alone 0.47-0.52 -> 0.20-0.32 ms, the
+# softmax kernel 1.03-1.05 -> 0.96-0.99 ms. The key is turned back into the float through
+# `acc`'s bits (the buffer the kernel allocates once). nan: a row holding one comes out all
+# nan whatever its max (through exp and the sum), as numpy's form does.
 _ROW_MAX = '''
         zi = z.view(np.{it})
         km = zi[0] ^ ((zi[0] >> np.{it}({sh})) & np.{it}({mask}))
@@ -275,8 +276,9 @@ def softmax_kernel(xp, x, mask=None):
     run it on many small pieces (attention_prim's weights, one batch element at a time)."""
     if not _takes(xp, *((x,) if mask is None else (x, mask))):
         return None
-    masked = mask is not None
-    return _get(_SOFTMAX_MASKED if masked else _SOFTMAX, "softmax_masked" if masked else "softmax", x.dtype.name)
+    if mask is None:
+        return _get(_SOFTMAX, "softmax", x.dtype.name)
+    return _get(_SOFTMAX_MASKED, "softmax_masked", x.dtype.name)
 
 
 def softmax_rows(xp, x, scale=1.0, mask=None):
