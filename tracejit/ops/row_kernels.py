@@ -284,11 +284,9 @@ def softmax_kernel(xp, x, mask=None):
 def softmax_rows(xp, x, scale=1.0, mask=None):
     """softmax(x * scale + mask) over the last dim by the kernel (mask: None or an array
     that broadcasts to x), or None (the caller's numpy form runs)."""
-    arrays = (x,) if mask is None else (x, mask)
-    if not _takes(xp, *arrays) or x.ndim == 0 or x.size == 0 or not scale > 0:
+    if x.ndim == 0 or x.size == 0 or not scale > 0:
         return None
-    fn = _get(_SOFTMAX if mask is None else _SOFTMAX_MASKED,
-              "softmax" if mask is None else "softmax_masked", x.dtype.name)
+    fn = softmax_kernel(xp, x, mask)
     if fn is None:
         return None
     x2 = _rows(x, x.shape[-1])
