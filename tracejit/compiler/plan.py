@@ -324,15 +324,6 @@ class Plan:
         for m, v in enumerate(mats):
             # Rank-0 values live in 1-element buffers inside kernels.
             dt = _dtype_const(v.aval.dtype, consts)
-            if donor is not None:
-                # the dying input's own array when nothing else holds it (`_donated`)
-                consts["_donated"] = _donated
-                slot = f"OUT{k}_{m}"
-                consts[slot] = OutputSlot(m, len(mats))
-                lines += [f"    {nm(v)} = _donated({nm(donor)})", f"    if {nm(v)} is None:",
-                          f"        {nm(v)} = {slot}.take({_shape_code(shape)}, {dt}, {ref})"]
-                call_args.append(nm(v))
-                continue
             if self.backend.name == "cpu" and (static_size is None
                                                or static_size * v.aval.dtype.np.itemsize >= ALIGN_MIN):
                 # a large output: on a cache line, apart from the first operand modulo a
@@ -341,9 +332,16 @@ class Plan:
                 # (memory.OutputSlot)
                 slot = f"OUT{k}_{m}"
                 consts[slot] = OutputSlot(m, len(mats))
-                lines.append(f"    {nm(v)} = {slot}.take({_shape_code(shape)}, {dt}, {ref})")
+                alloc = f"{nm(v)} = {slot}.take({_shape_code(shape)}, {dt}, {ref})"
             else:
-                lines.append(f"    {nm(v)} = xp.empty({_shape_code(shape) if rank else '(1,)'}, {dt})")
+                alloc = f"{nm(v)} = xp.empty({_shape_code(shape) if rank else '(1,)'}, {dt})"
+            if donor is not None:
+                # the dying input's own array when nothing else holds it (`_donated`)
+                consts["_donated"] = _donated
+                lines += [f"    {nm(v)} = _donated({nm(donor)})", f"    if {nm(v)} is None:",
+                          f"        {alloc}"]
+            else:
+                lines.append(f"    {alloc}")
             call_args.append(nm(v))
         if red is not None:
             dims = red.params["dims"]
