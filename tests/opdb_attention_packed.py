@@ -1,6 +1,7 @@
 """Op records for self-attention on the packed q/k/v projection (ops/attention_prim.py:
-``attention_context`` forward, ``attention_backward`` for its gradient, that op's own VJP for
-second derivatives), reached as PyTorch users reach it: ``multi_head_attention_forward``
+``attention_weights`` (scores and softmax) and its VJP, ``attention_context`` forward,
+``attention_backward`` for its gradient, that op's own VJP for second derivatives), reached
+as PyTorch users reach it: ``multi_head_attention_forward``
 with query, key and value the same tensor. The weights the primitive takes are computed
 from the same projection inside the call, so the precondition the primitive states holds,
 and the op database's finite differences, second derivatives, PyTorch comparison, traced

@@ -161,7 +161,59 @@ def test_primitive_against_its_numpy_definition(seq_first, batch_split):
     assert launches == ([3, 3] if mode == "split" else [])
 
 
+MASKS = {"none": None, "causal": np.triu(np.full((T, T), -np.inf), 1),
+         "key_padding": np.where(R.random((N, 1, 1, T)) < 0.3, -np.inf, 0.0),
+         "per_head": R.standard_normal((N, H, T, T))}
+
+
+@pytest.mark.parametrize("mask", list(MASKS))
+@pytest.mark.parametrize("seq_first", [False, True])
+def test_weights_primitive_against_its_numpy_definition(seq_first, mask, batch_split, monkeypatch):
+    """attention_weights: softmax(q k^T * scale + mask) of the packed projection, per batch
+    element (scores into a buffer, softmax into the weights), with and without the row
+    kernel (numpy's form then), at once and split; its VJP: (ds k | ds^T q | 0)."""
+    a, c = (T, N) if seq_first else (N, T)
+    qkv = R.standard_normal((a * c, 3 * E))
+    p5 = qkv.reshape(a, c, 3, H, E // H)
+    perm = (1, 2, 0, 3) if seq_first else (0, 2, 1, 3)
+    q, k, v = (p5[:, :, i].transpose(perm) for i in range(3))
+    m = MASKS[mask]
+    s = q @ k.swapaxes(-1, -2) * 0.3 + (0.0 if m is None else m)
+    want = np.exp(s - s.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    kw = dict(tokens=(a, c), heads=H, seq_first=seq_first, scale=0.3)
+    x = tj.tensor(qkv, requires_grad=True)
+    mk = None if m is None else tj.tensor(m)
+    mode, launches = batch_split
+    for kernel in (True, False):
+        if not kernel:
+            # split: the kernel's weights over the N = 3 batch entries, one a share
+            assert launches == ([3] if mode == "split" else [])
+            monkeypatch.setattr(AP, "softmax_kernel", lambda *arrays: None)
+        w = AP.attention_weights(x, mk, **kw)
+        _close(w.detach().numpy(), want, rtol=1e-12)
+    gw = R.standard_normal(want.shape)
+    (w * tj.tensor(gw)).sum().backward()
+    ds = want * (gw - (gw * want).sum(-1, keepdims=True)) * 0.3
+    inv = (2, 0, 1, 3) if seq_first else (0, 2, 1, 3)
+    grad = np.stack([p.transpose(inv) for p in (ds @ k, ds.swapaxes(-1, -2) @ q, np.zeros_like(v))], 2)
+    _close(x.grad.numpy(), grad.reshape(a * c, 3 * E), rtol=1e-11)
+
+
+def test_self_attention_takes_the_weights_primitive_unless_the_mask_needs_a_gradient():
+    tm, jm = _pair(True)
+    x, m = tj.tensor(R.standard_normal((N, T, E))), R.standard_normal((T, T))
+    assert "AttentionWeightsBackward0" in _node_names(jm(x, x, x, attn_mask=tj.tensor(m))[0])
+    learned = tj.tensor(m, requires_grad=True)
+    assert "AttentionWeightsBackward0" not in _node_names(jm(x, x, x, attn_mask=learned)[0])
+
+
 def test_bad_shapes_name_the_op():
+    with pytest.raises(Exception, match="attention_weights.*mask"):
+        AP.attention_weights(tj.zeros(15, 24), tj.zeros(3, 2, 4, 5), tokens=(3, 5), heads=2,
+                             seq_first=False, scale=1.0)
+    with pytest.raises(Exception, match="attention_weights.*packed"):
+        AP.attention_weights(tj.zeros(15, 20), tokens=(3, 5), heads=2, seq_first=False, scale=1.0)
     qkv, w = tj.zeros(15, 24), tj.zeros(3, 2, 5, 5)
     with pytest.raises(Exception, match="attention_context.*weights"):
         AP.attention_context(qkv, tj.zeros(3, 2, 5, 4), tokens=(3, 5), heads=2, seq_first=False, scale=1.0)

@@ -54,6 +54,30 @@ def test_softmax_edge_cases(path):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_kernel_max_orders_signed_values(dtype, monkeypatch):
+    """The kernels take the row max on the floats' bits as ordered integers: rows whose max
+    is negative, -0 against +0, a tiny subnormal, huge magnitudes and a masked (-inf) row
+    element give numpy's softmax (a wrong shift would overflow exp or flatten the row)."""
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
+    tiny = np.finfo(dtype).smallest_subnormal
+    rows = np.array([[-3.0, -7.5, -0.5, -100.0], [-0.0, -1.0, -2.0, -3.0], [0.0, -0.0, -5.0, -1.0],
+                     [-tiny, -1e30, -1e-30, -2.0], [1e30 if dtype is np.float32 else 1e300, 0.0, -1.0, 2.0],
+                     [-80.0, -90.0, -85.0, -np.inf]], dtype)
+    for scale in (1.0, 0.125):
+        z = rows * dtype(scale)
+        e = np.exp(z - z.max(-1, keepdims=True))
+        ref = e / e.sum(-1, keepdims=True)
+        y = row_kernels.softmax_rows(np, rows, scale)
+        assert y is not None, "the row kernel did not load"
+        np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-30)
+        mask = np.array([0.0, -np.inf, 0.0, 0.0], dtype)
+        zm = z + mask
+        em = np.exp(zm - zm.max(-1, keepdims=True))
+        ym = row_kernels.softmax_rows(np, rows, scale, mask)
+        np.testing.assert_allclose(ym, em / em.sum(-1, keepdims=True), rtol=1e-6, atol=1e-30)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_row_kernels_match_the_numpy_forms(dtype, monkeypatch):
     """Kernel vs numpy form on edge row lengths (the kernels' 16-lane max has a tail) and a
     non-contiguous input (the kernels take a contiguous copy)."""

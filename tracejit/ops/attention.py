@@ -22,7 +22,7 @@ from .elementwise import cast, logical_not
 from .indexing import masked_fill
 from .linalg import linear, matmul
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
-from .attention_prim import attention_context
+from .attention_prim import attention_context, attention_weights
 from .softmax_prim import softmax as _scaled_softmax
 from .tensorfns import tril
 
@@ -84,12 +84,24 @@ def _masked_softmax(scores, scale: float, mask):
     return _scaled_softmax(scores, scores.ndim - 1, scale, mask)
 
 
-def _context_takes(weights, scores, mask) -> bool:
-    """attention_context's precondition: weights = softmax(scores * scale + mask) of this
-    shape, float, and a mask that needs no gradient (its gradient would come only through
-    the weights' graph, which attention_context's VJP leaves idle)."""
-    return (weights.dtype.is_floating_point and tuple(weights.shape) == tuple(scores.shape)
+def _context_takes(weights, shape: tuple, mask) -> bool:
+    """attention_context's precondition: weights = softmax(scores * scale + mask) of the
+    scores' `shape`, float, and a mask that needs no gradient (its gradient would come only
+    through the weights' graph, which attention_context's VJP leaves idle)."""
+    return (weights.dtype.is_floating_point and tuple(weights.shape) == tuple(shape)
             and (mask is None or not mask.requires_grad))
+
+
+def _weights_take(packed, mask, shape: tuple) -> bool:
+    """attention_weights' precondition: a float projection, and no mask or one of its dtype
+    that needs no gradient and broadcasts to the weights' `shape` without enlarging it."""
+    if not packed.dtype.is_floating_point:
+        return False
+    if mask is None:
+        return True
+    ms = (1,) * (len(shape) - mask.ndim) + tuple(mask.shape)
+    return (not mask.requires_grad and mask.dtype is packed.dtype and mask.ndim <= len(shape)
+            and all(m == 1 or m == s for m, s in zip(ms, shape)))
 
 
 def _repeat_heads(x, n):
@@ -251,11 +263,16 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
         q = permute(reshape(q, (L, N, num_heads, hd)), (1, 2, 0, 3))
         k = permute(reshape(k, (S, N, num_heads, hd)), (1, 2, 0, 3))
         v = permute(reshape(v, (S, N, num_heads, hd)), (1, 2, 0, 3))
-    scores = matmul(q, transpose(k, -2, -1))                            # [N, H, L, S]
     scale = 1.0 / math.sqrt(hd)
-    weights = _masked_softmax(scores, scale, mask)
+    shape = (N, num_heads, L, S)
+    if packed is not None and _weights_take(packed, mask, shape):
+        # scores and softmax per batch slice in one pass (ops/attention_prim.py)
+        weights = attention_weights(packed, mask, tokens=(query.shape[0], query.shape[1]),
+                                    heads=num_heads, seq_first=not seq, scale=scale)
+    else:
+        weights = _masked_softmax(matmul(q, transpose(k, -2, -1)), scale, mask)   # [N, H, L, S]
     dropped = dropout_p > 0.0 and training
-    if packed is not None and not dropped and _context_takes(weights, scores, mask):
+    if packed is not None and not dropped and _context_takes(weights, shape, mask):
         # W @ V written in token layout; its backward makes the packed q/k/v gradient in
         # one buffer (ops/attention_prim.py)
         out = attention_context(packed, weights, tokens=(query.shape[0], query.shape[1]),

@@ -1,5 +1,8 @@
 """Self-attention's context ``W @ V`` on the packed q/k/v projection, as a primitive whose
-backward writes the q, k and v gradients straight into the packed layout.
+backward writes the q, k and v gradients straight into the packed layout; and its weights
+``W = softmax(q k^T * scale + mask)`` as one primitive (`attention_weights`: each batch
+element's scores go into a buffer that stays in cache and are normalized from there into
+W, one pass over the cores instead of a product pass and a softmax pass over 4 MB of scores).
 
 Why: multi-head self-attention projects the tokens with ONE GEMM into a packed
 (tokens, 3E) array ``qkv`` and cuts q, k, v out of it as strided head views. As
@@ -34,13 +37,14 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from .. import sharepool as _sharepool
+from .creation import zeros
 from .linalg import matmul
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
-from .row_kernels import softmax_backward_rows
-from .softmax_prim import SOFTMAX_BACKWARD, _softmax_backward_impl, softmax_backward
+from .row_kernels import mask_rows, softmax_backward_rows, softmax_kernel
+from .softmax_prim import SOFTMAX_BACKWARD, _softmax_backward_impl, _softmax_impl, softmax_backward
 
-__all__ = ["attention_context", "attention_backward"]
+__all__ = ["attention_weights", "attention_context", "attention_backward"]
 
 # (a, c, H, hd) token layout -> (N, H, T, hd) heads layout, and back
 _TO_HEADS = {False: (0, 2, 1, 3), True: (1, 2, 0, 3)}
@@ -82,6 +86,39 @@ def _split_batch(xp, part, n: int, work: int) -> None:
         part(0, n)
 
 
+def _weights_impl(xp, qkv, *mask, tokens, heads, seq_first, scale):
+    a, c, e, hd = _split(qkv.shape, tokens, heads)
+    _, (q, k, _) = _parts(xp, qkv, tokens, heads, seq_first)
+    n, t = (c, a) if seq_first else (a, c)
+    fn = softmax_kernel(xp, qkv, *mask) if scale > 0 else None
+    if fn is None:         # other array modules and dtypes, or the row kernel is not ready yet
+        return _softmax_impl(xp, xp.matmul(q, xp.swapaxes(k, -1, -2)), *mask, dim=3, scale=scale)
+    w = np.empty((n, heads, t, t), dtype=qkv.dtype)
+    rows = heads * t                                   # softmax rows per batch element
+    w2 = w.reshape(n * rows, t)
+    if mask:
+        m2, ids = mask_rows(mask[0], w.shape)
+
+    def part(lo, hi):
+        # one batch element at a time: its scores into a buffer that stays in cache, then
+        # their softmax into w (not in place: the row kernel's loops would take their
+        # scalar versions, LLVM's runtime overlap check failing: 4x slower)
+        s = np.empty((1, heads, t, t), dtype=w.dtype)
+        s2 = s.reshape(rows, t)
+        for i in range(lo, hi):
+            np.matmul(q[i:i + 1], np.swapaxes(k[i:i + 1], -1, -2), out=s)
+            if mask:
+                fn(s2, scale, m2, ids[i * rows:(i + 1) * rows], w2[i * rows:(i + 1) * rows])
+            else:
+                fn(s2, scale, w2[i * rows:(i + 1) * rows])
+    _split_batch(xp, part, n, n * heads * t * t * (hd + _SOFTMAX_WORK))
+    return w
+
+
+# multiply-adds a softmax element counts as in `split`'s threshold (ops/row_kernels.py's _ROW_WORK)
+_SOFTMAX_WORK = 32
+
+
 def _context_impl(xp, qkv, w, *, tokens, heads, seq_first, scale):
     # (scale: only the VJP reads it)
     a, c, e, hd = _split(qkv.shape, tokens, heads)
@@ -111,8 +148,8 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
         wb, gb = w[b], gh[b]
         _matmul_into(xp, xp.swapaxes(wb, -1, -2), gb, ov[b])          # dv = w^T g
         dw = xp.matmul(gb, xp.swapaxes(v[b], -1, -2))                 # dw = g v^T
-        # through softmax, in place in dw's buffer (no second array)
-        ds = softmax_backward_rows(xp, dw, wb, scale, out=dw)
+        # through softmax (into a new buffer: see row_kernels.softmax_backward_rows)
+        ds = softmax_backward_rows(xp, dw, wb, scale)
         if ds is None:
             ds = _softmax_backward_impl(xp, dw, wb, wb.ndim - 1, scale)
         _matmul_into(xp, ds, k[b], oq[b])                             # dq = ds k
@@ -143,6 +180,24 @@ def _context_rule(qkv: Aval, w: Aval, *, tokens, heads, seq_first, scale=1.0):
     return Aval((a, c, e), qkv.dtype, qkv.device)
 
 
+def _weights_rule(qkv: Aval, *mask, tokens, heads, seq_first, scale):
+    if not qkv.dtype.is_floating_point:
+        raise DTypeError(f"attention_weights: packed q/k/v must be floating point, got {qkv.dtype.name}")
+    a, c = tokens
+    if qkv.ndim != 2 or qkv.shape[0] != a * c or qkv.shape[1] % (3 * heads):
+        raise ShapeError(f"attention_weights: packed q/k/v should be ({a * c}, 3 * E) with E a "
+                         f"multiple of {heads} heads, got {tuple(qkv.shape)}")
+    n, t = (c, a) if seq_first else (a, c)
+    shape = (n, heads, t, t)
+    if mask:
+        m = mask[0]
+        ms = (1,) * (4 - len(m.shape)) + tuple(m.shape)
+        if m.dtype is not qkv.dtype or len(m.shape) > 4 or any(x != 1 and x != y for x, y in zip(ms, shape)):
+            raise ShapeError(f"attention_weights: the additive mask ({tuple(m.shape)} {m.dtype.name}) "
+                             f"should broadcast to the weights {shape} in {qkv.dtype.name}")
+    return Aval(shape, qkv.dtype, qkv.device)
+
+
 def _backward_rule(g: Aval, qkv: Aval, w: Aval, *, tokens, heads, seq_first, scale):
     out = _context_rule(qkv, w, tokens=tokens, heads=heads, seq_first=seq_first)
     if tuple(g.shape) != tuple(out.shape) or g.dtype is not qkv.dtype:
@@ -171,6 +226,17 @@ def _pack(parts, tokens, seq_first):
     return reshape(s, (a * c, 3 * back[0].shape[2] * back[0].shape[3]))
 
 
+def _weights_vjp(gw, w, qkv, *mask, tokens, heads, seq_first, scale):
+    """w = softmax(q k^T * scale + mask): the packed gradient (dq | dk | 0); the mask needs
+    none (attention_weights' precondition)."""
+    q, k, v = (_heads(qkv, tokens, heads, seq_first, i) for i in range(3))
+    ds = softmax_backward(gw, w, 3, scale)
+    dq = matmul(ds, k)
+    dk = matmul(transpose(ds, -2, -1), q)
+    dv = zeros(tuple(v.shape), dtype=v.dtype, device=v.device)
+    return (_pack((dq, dk, dv), tokens, seq_first),) + (None,) * len(mask)
+
+
 def _context_vjp(g, out, qkv, w, *, tokens, heads, seq_first, scale):
     # the whole gradient of qkv (see the module docstring); none for w
     return attention_backward(g, qkv, w, tokens=tokens, heads=heads, seq_first=seq_first,
@@ -196,12 +262,27 @@ def _backward_vjp(cot, out, g, qkv, w, *, tokens, heads, seq_first, scale):
     return g_tok, _pack((q_bar, k_bar, v_bar), tokens, seq_first), w_bar
 
 
+ATTENTION_WEIGHTS = defprim("attention_weights", _weights_impl, _weights_rule, _weights_vjp,
+                            kind="other", save=lambda rq: (0,), save_out=True,
+                            grad_name="AttentionWeightsBackward0")
+
 ATTENTION_CONTEXT = defprim("attention_context", _context_impl, _context_rule, _context_vjp,
                             kind="other", save=lambda rq: (0, 1), grad_name="AttentionBackward0")
 
 ATTENTION_BACKWARD = defprim("attention_backward", _backward_impl, _backward_rule, _backward_vjp,
                              kind="other", save=lambda rq: (0, 1, 2),
                              grad_name="AttentionBackwardBackward0")
+
+
+def attention_weights(qkv, mask=None, *, tokens: tuple, heads: int, seq_first: bool, scale: float):
+    """``softmax(q k^T * scale + mask)`` (N, H, T, T) of packed ``qkv`` (a*c, 3E): the scores
+    and their softmax per batch slice in one pass over the cores (the slice's scores are
+    normalized while they are in cache, instead of a product over all slices and then a
+    softmax pass over 4 MB of scores). ``mask``: None, or an additive float mask of qkv's
+    dtype broadcasting to the weights that needs no gradient."""
+    kw = dict(tokens=tuple(int(t) for t in tokens), heads=int(heads), seq_first=bool(seq_first),
+              scale=float(scale))
+    return bind(ATTENTION_WEIGHTS, qkv, **kw) if mask is None else bind(ATTENTION_WEIGHTS, qkv, mask, **kw)
 
 
 def attention_context(qkv, w, *, tokens: tuple, heads: int, seq_first: bool, scale: float):

@@ -1,0 +1,103 @@
+"""A fused elementwise map writes its output into a full-shape input that dies at it
+(compiler/plan.py `Plan._donor`, `_donated`): only when nothing else holds that array at run
+time, only for the nested map form, and the results are eager's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.compiler import plan as plan_mod
+from tracejit.testing import kernel_cache_at
+from inputs import T
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_in_session_tmp(tmp_path_factory):
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield
+
+
+@pytest.fixture
+def donations(monkeypatch):
+    """The arrays `_donated` handed back (None: refused) during the test."""
+    seen = []
+    real = plan_mod._donated
+
+    def counted(a):
+        r = real(a, callers=1)                      # this frame holds `a` too
+        seen.append(r)
+        return r
+    monkeypatch.setattr(plan_mod, "_donated", counted)
+    return seen
+
+
+def bias_relu(x, w, b):
+    return tj.relu(F.linear(x, w, b))
+
+
+def _inference_source(cf) -> str:
+    return cf._entries[-1].executor._infer.source
+
+
+@pytest.mark.parametrize("rows", [8, 512], ids=["serial", "parallel"])
+def test_bias_relu_writes_over_the_dying_product(rows, donations):
+    # without gradients the product dies at the bias+ReLU kernel (with them it is saved)
+    args = (T(rows, 16, seed=1, rg=False), T(24, 16, seed=2, rg=False), T(24, seed=3, rg=False))
+    cf = tj.trace(bias_relu)
+    got = cf(*args).numpy()
+    want = bias_relu(*args).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    assert "_donated(" in _inference_source(cf)
+    assert any(r is not None for r in donations)
+    again = cf(*args).numpy()                       # a second call: its own product again
+    np.testing.assert_array_equal(again, got)
+
+
+def test_no_donation_when_the_product_is_also_returned(donations):
+    def f(x, w, b):
+        y = x @ w
+        return tj.relu(y + b), y
+    args = (T(32, 16, seed=1, rg=False), T(16, 24, seed=2, rg=False), T(24, seed=3, rg=False))
+    cf = tj.trace(f)
+    got = [t.numpy() for t in cf(*args)]
+    want = [t.numpy() for t in f(*args)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-6, atol=2e-6)
+    assert "_donated(" not in _inference_source(cf)
+    assert all(r is None for r in donations)
+
+
+def test_no_donation_for_a_flat_map_or_when_switched_off(monkeypatch, donations):
+    def flat(x, w, c):                    # full-shape operands only: the flat map form
+        return tj.relu(x @ w + c)
+    cf = tj.trace(flat)
+    cf(T(32, 16, seed=1, rg=False), T(16, 24, seed=2, rg=False), T(32, 24, seed=3, rg=False))
+    assert "_donated(" not in _inference_source(cf)
+    monkeypatch.setattr(plan_mod, "DONATE", False)
+    cf = tj.trace(bias_relu)
+    cf(T(32, 16, seed=4, rg=False), T(24, 16, seed=5, rg=False), T(24, seed=6, rg=False))
+    assert "_donated(" not in _inference_source(cf)
+    assert donations == []
+
+
+def test_donated_takes_only_an_array_nothing_else_holds():
+    def sole():
+        a = np.ones((4, 5))
+        return plan_mod._donated(a) is a
+    assert sole()
+    a = np.ones((4, 5))
+    keep = a.T                                      # a live view holds a (its .base)
+    assert plan_mod._donated(a) is None
+    del keep
+    other = a                                       # a second name
+    assert plan_mod._donated(a) is None
+    del other
+    view = np.ones((4, 5))[1:]                      # not its own data
+    assert plan_mod._donated(view) is None
+    f_order = np.asfortranarray(np.ones((4, 5)))    # output is written in C order
+    assert plan_mod._donated(f_order) is None
+    ro = np.ones((4, 5))
+    ro.flags.writeable = False
+    assert plan_mod._donated(ro) is None
