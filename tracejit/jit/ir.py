@@ -12,6 +12,7 @@ The text form (``str(graph)``) is what tests compare and what ``explain`` prints
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass, field
 from types import FunctionType as _FunctionType
 from typing import Optional, Union
@@ -169,6 +170,12 @@ class VerifyError(Exception):
     """The graph is malformed (an internal error, or a broken pass)."""
 
 
+# Equations whose types (and sub-graphs) checked out. An equation is immutable, and the
+# passes keep the unchanged ones, so a capture's second `verify` (of the optimized graph)
+# type-checks only what the passes built; which values are defined is checked per graph.
+_typed: "weakref.WeakSet[Eqn]" = weakref.WeakSet()
+
+
 def verify(g: Graph, outer: frozenset = frozenset()) -> None:
     """Check every use is defined before it, each var is defined once, and types agree.
 
@@ -191,6 +198,9 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
         for o in e.outs:
             if o in defined:
                 raise VerifyError(f"eqn {i} ({e.prim.name}) redefines {o!r}")
+        if e in _typed:   # this equation object passed the checks below in another graph
+            defined.update(e.outs)
+            continue
         for v in e.params.values():
             if isinstance(v, Graph):
                 try:
@@ -213,6 +223,7 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
                                        expect.dtype is not e.out.aval.dtype):
                 raise VerifyError(f"eqn {i} ({e.prim.name}): output typed {e.out.aval} but its "
                                   f"rule gives {expect}")
+        _typed.add(e)
         defined.update(e.outs)
     for a in g.outputs:
         if isinstance(a, Var) and a not in defined:
