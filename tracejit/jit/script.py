@@ -403,10 +403,11 @@ def _function_def(target) -> tuple:
             return _lambda_def(target, filename), filename
         # From the code object: inspect would follow a functools.wraps wrapper's
         # __wrapped__ to the inner function, whose source is not this function's.
-        src, first = _code_source(target)
+        src, first, tree = _code_source(target)
     except (OSError, TypeError) as e:
         raise NoSource(f"@script needs the source of {getattr(target, '__name__', target)!r} ({e})") from None
-    tree = ast.parse(textwrap.dedent(src))
+    if tree is None:
+        tree = ast.parse(textwrap.dedent(src))
     fdef = tree.body[0]
     if isinstance(fdef, ast.AsyncFunctionDef):
         raise ScriptError(f"@script cannot convert async def at {filename}:{first}", filename, first)
@@ -417,7 +418,7 @@ def _function_def(target) -> tuple:
 
 
 def _code_source(target) -> tuple:
-    """(source text, first line) of `target`'s code object.
+    """(source text, first line, its parsed dedented text or None) of `target`'s code object.
 
     Read from linecache by the code's own file and first line: `inspect.getsource` first
     finds the function's module, which walks every module in ``sys.modules`` once per new
@@ -427,8 +428,9 @@ def _code_source(target) -> tuple:
     first = code.co_firstlineno
     if not lines or first > len(lines):
         lines, first = inspect.getsourcelines(code)    # inspect's own search and its error
-        return "".join(lines), first
-    return sourcelines.block(code, lines), first  # (without the tokenizer: sourcelines.py)
+        return "".join(lines), first, None
+    src, tree = sourcelines.block_tree(code, lines)   # (without the tokenizer: sourcelines.py)
+    return src, first, tree
 
 
 def _lambda_def(target, filename: str) -> ast.FunctionDef:
