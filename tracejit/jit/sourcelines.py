@@ -37,10 +37,12 @@ def last_line(code: types.CodeType) -> int:
     return last
 
 
-def _definition_tree(src: str) -> Optional[ast.Module]:
-    """The parsed (dedented) `src` when it is one function definition, else None."""
+def _definition_tree(src: str, first: int = 1) -> Optional[ast.Module]:
+    """The parsed (dedented) `src` when it is one function definition, else None. Its
+    lines are numbered from `first` (blank lines ahead of it: no second walk over the tree
+    as `ast.increment_lineno` would make)."""
     try:
-        tree = ast.parse(textwrap.dedent(src))
+        tree = ast.parse("\n" * (first - 1) + textwrap.dedent(src))
     except (SyntaxError, ValueError):
         return None
     if len(tree.body) == 1 and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -49,11 +51,12 @@ def _definition_tree(src: str) -> Optional[ast.Module]:
 
 
 def block_tree(code: types.CodeType, lines: list) -> tuple:
-    """(`block`'s source, its parsed dedented text or None): the check that the lines are
-    one definition parses them already, and script.py would parse them again."""
+    """(`block`'s source, its parsed dedented text numbered as in the file, or None): the
+    check that the lines are one definition parses them already, and script.py would
+    parse them again."""
     first = code.co_firstlineno
     src: Optional[str] = "".join(lines[first - 1:last_line(code)])
-    tree = _definition_tree(src) if src else None
+    tree = _definition_tree(src, first) if src else None
     if tree is not None:
         return src, tree
     return "".join(inspect.getblock(lines[first - 1:])), None
