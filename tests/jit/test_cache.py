@@ -101,7 +101,7 @@ def test_guard_source_is_readable_and_registered():
     cf = compiled()
     cf(tj.ones(2, 3))
     (e,) = cf.entries
-    assert "if s != (2, 3):" in e.guard_src
+    assert "or t._data.shape != (2, 3):" in e.guard_src   # one check a static-shaped tensor
     fname = e.guard.__code__.co_filename
     assert linecache.getline(fname, 1).startswith("def guard(")
 

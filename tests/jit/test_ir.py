@@ -176,6 +176,44 @@ def test_verifier_catches_wrong_arity_and_undefined_output():
         verify(Graph((x,), (), (y,)))
 
 
+def _operand_range(fn, params=()):
+    """The operands `fn` takes after `xp` (params aside), as inspect.signature says."""
+    ps = list(inspect.signature(fn).parameters.values())[1:]
+    if any(p.kind == p.VAR_POSITIONAL for p in ps):
+        return None
+    pos = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in params]
+    return sum(p.default is p.empty for p in pos), len(pos)
+
+
+def _checked_range(fn, params=()):
+    """The operand counts the verifier accepts for an implementation `fn`."""
+    from tracejit.jit.ir import _check_arity
+    prim = type("P", (), {"impl": staticmethod(fn), "name": "p"})()
+    ok = [n for n in range(16)
+          if not _raises(lambda n=n: _check_arity(0, Eqn(prim, (None,) * n, (), dict.fromkeys(params))))]
+    return None if ok == list(range(16)) else (ok[0], ok[-1])
+
+
+def _raises(f) -> bool:
+    try:
+        f()
+    except VerifyError:
+        return True
+    return False
+
+
+def test_verifier_arity_agrees_with_inspect_for_every_impl_and_odd_signatures():
+    def odd1(xp, a, b=1, *rest, k=2): ...
+    def odd2(xp, a, /, b, c=3, *, d, e=4, **kw): ...
+    def odd3(*args): ...
+    def odd4(xp): ...
+    def odd5(xp, a, b, c=1): ...
+    cases = [(p.impl, ()) for p in REGISTRY.values()] + [
+        (odd1, ()), (odd2, ()), (odd2, ("b",)), (odd3, ()), (odd4, ()), (odd5, ("c",)), (odd5, ("a",))]
+    for fn, params in cases:
+        assert _checked_range(fn, params) == _operand_range(fn, params), (fn, params)
+
+
 def test_verifier_checks_subgraphs_are_closed_and_typed():
     def s(x, t: float):
         if x.sum() > t:

@@ -573,3 +573,35 @@ def test_a_functools_wraps_wrapper_is_scripted_as_itself():
     cf = tj.script(wrapper, compiler="interpret")
     assert cf(T(1.0)).tolist() == [3.0] and cf(T(-1.0)).tolist() == [-3.0]
     assert cf.cache_stats()["compiles"] == 1
+
+
+class _Base:
+    def forward(self, x):
+        return x * 2
+
+
+class _WithSuper(_Base):
+    def forward(self, x):
+        y = super().forward(x)
+        if y.sum() > 0:
+            return y + 1
+        return y - 1
+
+
+class _WithoutSuper(_Base):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x + 1
+        return x - 1
+
+
+def test_zero_argument_super_in_a_scripted_method_and_a_method_without_it():
+    import sys
+    mod = sys.modules["tracejit.jit.script"]   # (tracejit.jit.script is the decorator)
+    for obj, pos, neg in ((_WithSuper(), [4.0, 6.0], [-6.0, -8.0]), (_WithoutSuper(), [2.5, 3.5], [-3.5, -4.5])):
+        conv = mod.convert(obj.forward)
+        src = conv.__func__.__tracejit_source__
+        assert ("super(__class__, self)" in src) == isinstance(obj, _WithSuper)
+        check_against_eager(obj.forward, [(T(1.5, 2.5),), (T(-2.5, -3.5),)])
+        np.testing.assert_allclose(_np(tj.script(obj.forward, compiler="interpret")(T(1.5, 2.5))), pos)
+        np.testing.assert_allclose(_np(tj.script(obj.forward, compiler="interpret")(T(-2.5, -3.5))), neg)

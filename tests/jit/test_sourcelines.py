@@ -71,6 +71,23 @@ def test_block_is_the_definition_getblock_finds(fn, monkeypatch):
     assert got.splitlines()[0] == lines[code.co_firstlineno - 1].rstrip("\n")
 
 
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+def test_block_tree_is_the_block_parsed_at_the_file_s_line_numbers(fn):
+    code = fn.__code__
+    lines = linecache.getlines(code.co_filename)
+    src, tree = sourcelines.block_tree(code, lines)
+    assert src == sourcelines.block(code, lines)
+    expected = ast.parse(textwrap.dedent(src))
+    ast.increment_lineno(expected, code.co_firstlineno - 1)
+    assert ast.dump(tree, include_attributes=True) == ast.dump(expected, include_attributes=True)
+    assert min(n.lineno for n in ast.walk(tree) if hasattr(n, "lineno")) == code.co_firstlineno
+
+
+def test_a_block_that_does_not_dedent_has_no_tree():
+    code = _Holder.method.__code__
+    assert sourcelines.block_tree(code, linecache.getlines(code.co_filename))[1] is None
+
+
 def test_a_block_that_does_not_dedent_gives_getblock_s_lines():
     # Lines at column 0 inside strings: no common indent, so the cut block does not parse
     # on its own; the answer is getblock's, whatever script.py makes of it (as before).

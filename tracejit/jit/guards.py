@@ -76,22 +76,25 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
     def tensor_checks(expr, i, d, tag):
         g[f"D{tag}{i}"] = d.dtype
         g[f"V{tag}{i}"] = d.device
-        out = [f"        t = {expr}",
-               f"        if t.dtype is not D{tag}{i} or t.device is not V{tag}{i} or t._requires_grad is not {d.requires_grad!r}:",
-               "            return NO",
-               "        s = t._data.shape"]
+        same = (f"t.dtype is not D{tag}{i} or t.device is not V{tag}{i} or "
+                f"t._requires_grad is not {d.requires_grad!r}")
         if all(isinstance(x, int) for x in d.shape):
-            out += [f"        if s != {tuple(d.shape)!r}:", "            return NO"]
-        else:
-            out += [f"        if len(s) != {len(d.shape)}:", "            return NO"]
-            for j, dim in enumerate(d.shape):
-                if isinstance(dim, int):
-                    out += [f"        if s[{j}] != {dim}:", "            return NO"]
-                elif dim in seen:
-                    out += [f"        if s[{j}] != {dim}:", "            return NO"]
-                else:
-                    seen.add(dim)
-                    out += [f"        {dim} = s[{j}]", f"        if {dim} < 2:", "            return NO"]
+            # One statement a tensor: a guard is compiled in every capture (~5 us a line
+            # of source), and a hit runs it without storing the shape.
+            return [f"        t = {expr}",
+                    f"        if {same} or t._data.shape != {tuple(d.shape)!r}:",
+                    "            return NO"]
+        out = [f"        t = {expr}", f"        if {same}:", "            return NO",
+               "        s = t._data.shape"]
+        out += [f"        if len(s) != {len(d.shape)}:", "            return NO"]
+        for j, dim in enumerate(d.shape):
+            if isinstance(dim, int):
+                out += [f"        if s[{j}] != {dim}:", "            return NO"]
+            elif dim in seen:
+                out += [f"        if s[{j}] != {dim}:", "            return NO"]
+            else:
+                seen.add(dim)
+                out += [f"        {dim} = s[{j}]", f"        if {dim} < 2:", "            return NO"]
         return out
 
     for i, d in enumerate(descs):

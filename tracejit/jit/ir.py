@@ -12,7 +12,9 @@ The text form (``str(graph)``) is what tests compare and what ``explain`` prints
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass, field
+from types import FunctionType as _FunctionType
 from typing import Optional, Union
 
 from ..ops.registry import Aval, Primitive
@@ -168,6 +170,12 @@ class VerifyError(Exception):
     """The graph is malformed (an internal error, or a broken pass)."""
 
 
+# Equations whose types (and sub-graphs) checked out. An equation is immutable, and the
+# passes keep the unchanged ones, so a capture's second `verify` (of the optimized graph)
+# type-checks only what the passes built; which values are defined is checked per graph.
+_typed: "weakref.WeakSet[Eqn]" = weakref.WeakSet()
+
+
 def verify(g: Graph, outer: frozenset = frozenset()) -> None:
     """Check every use is defined before it, each var is defined once, and types agree.
 
@@ -190,6 +198,9 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
         for o in e.outs:
             if o in defined:
                 raise VerifyError(f"eqn {i} ({e.prim.name}) redefines {o!r}")
+        if e in _typed:   # this equation object passed the checks below in another graph
+            defined.update(e.outs)
+            continue
         for v in e.params.values():
             if isinstance(v, Graph):
                 try:
@@ -212,27 +223,56 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
                                        expect.dtype is not e.out.aval.dtype):
                 raise VerifyError(f"eqn {i} ({e.prim.name}): output typed {e.out.aval} but its "
                                   f"rule gives {expect}")
+        _typed.add(e)
         defined.update(e.outs)
     for a in g.outputs:
         if isinstance(a, Var) and a not in defined:
             raise VerifyError(f"graph output {a!r} is undefined")
 
 
-_impl_params: dict = {}   # impl -> its parameters after `xp` (None: no signature)
+_impl_params: dict = {}   # impl -> its operand slots after `xp` (None: no signature)
+
+_CO_VARARGS = 0x04
+_CO_VARKEYWORDS = 0x08
+
+
+def _slots_from_code(fn) -> list:
+    """A plain function's parameters as `inspect.signature` lists them, read off its code
+    object (signature() costs ~15-20 us an impl, and a cold capture meets every impl for
+    the first time): (name, kind, has_default), kind 0 positional, 1 ``*args``, 2 other."""
+    co = fn.__code__
+    n = co.co_argcount
+    names = co.co_varnames
+    nd = len(fn.__defaults__ or ())
+    out = [(names[i], 0, i >= n - nd) for i in range(n)]
+    k = co.co_kwonlyargcount
+    if co.co_flags & _CO_VARARGS:
+        out.append((names[n + k], 1, False))
+    out.extend((names[i], 2, False) for i in range(n, n + k))
+    if co.co_flags & _CO_VARKEYWORDS:
+        out.append(("**", 2, False))
+    return out
 
 
 def _params_of(impl):
-    """`impl`'s parameters after `xp`, once per impl (inspect.signature costs ~20 us a
-    call: a capture verifies every equation twice)."""
+    """`impl`'s parameters after `xp` as (name, kind, has_default), once per impl."""
     try:
         return _impl_params[impl]
     except (KeyError, TypeError):
         pass
-    import inspect
-    try:
-        ps = list(inspect.signature(impl).parameters.values())[1:]
-    except (TypeError, ValueError):
-        ps = None
+    if (type(impl) is _FunctionType and not hasattr(impl, "__wrapped__")
+            and not hasattr(impl, "__signature__")):
+        ps = _slots_from_code(impl)[1:]
+    else:
+        import inspect
+        try:
+            sig = list(inspect.signature(impl).parameters.values())
+        except (TypeError, ValueError):
+            ps = None
+        else:
+            pos_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            ps = [(p.name, 0 if p.kind in pos_kinds else 1 if p.kind == p.VAR_POSITIONAL else 2,
+                   p.default is not p.empty) for p in sig[1:]]
     try:
         _impl_params[impl] = ps
     except TypeError:  # unhashable: ask again next time
@@ -245,12 +285,17 @@ def _check_arity(i: int, e: Eqn) -> None:
     ps = _params_of(e.prim.impl)
     if ps is None:
         return
-    if any(p.kind == p.VAR_POSITIONAL for p in ps):
-        return
-    pos = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in e.params]
-    lo = sum(1 for p in pos if p.default is p.empty)
-    if not lo <= len(e.inputs) <= len(pos):
-        want = str(lo) if lo == len(pos) else f"{lo} to {len(pos)}"
+    lo = hi = 0
+    params = e.params
+    for name, kind, has_default in ps:
+        if kind == 1:
+            return
+        if kind == 0 and name not in params:
+            hi += 1
+            if not has_default:
+                lo += 1
+    if not lo <= len(e.inputs) <= hi:
+        want = str(lo) if lo == hi else f"{lo} to {hi}"
         raise VerifyError(f"eqn {i} ({e.prim.name}) has {len(e.inputs)} operands; it takes {want}")
 
 

@@ -391,33 +391,38 @@ def convert(fn):
         if isinstance(call, types.FunctionType):   # an object with a Python __call__
             return types.MethodType(convert(call), fn)
         raise NoSource(f"@script needs Python source, and {fn!r} has none")
-    fdef, filename = _function_def(fn)
-    return _build(fn, fdef, filename)
+    fdef, filename, super_calls = _function_def(fn)
+    return _build(fn, fdef, filename, super_calls)
 
 
 def _function_def(target) -> tuple:
-    """(ast.FunctionDef with the file's line numbers, filename) for a function or lambda."""
+    """(ast.FunctionDef with the file's line numbers, filename, whether it may call super())
+    for a function or lambda."""
     try:
         filename = inspect.getsourcefile(target) or "<unknown>"
         if target.__name__ == "<lambda>":
-            return _lambda_def(target, filename), filename
+            return _lambda_def(target, filename), filename, True
         # From the code object: inspect would follow a functools.wraps wrapper's
         # __wrapped__ to the inner function, whose source is not this function's.
-        src, first = _code_source(target)
+        src, first, tree = _code_source(target)
     except (OSError, TypeError) as e:
         raise NoSource(f"@script needs the source of {getattr(target, '__name__', target)!r} ({e})") from None
-    tree = ast.parse(textwrap.dedent(src))
+    if tree is None:
+        tree = ast.parse(textwrap.dedent(src))
+        ast.increment_lineno(tree, first - 1)
     fdef = tree.body[0]
     if isinstance(fdef, ast.AsyncFunctionDef):
         raise ScriptError(f"@script cannot convert async def at {filename}:{first}", filename, first)
     if not isinstance(fdef, ast.FunctionDef):
         raise ScriptError(f"@script expects a function definition, got {type(fdef).__name__} at {filename}:{first}")
-    ast.increment_lineno(tree, first - 1)
-    return fdef, filename
+    # A super() call needs the name in the source: without it, no node to fix (the fix
+    # walks the whole tree).
+    return fdef, filename, "super" in src
 
 
 def _code_source(target) -> tuple:
-    """(source text, first line) of `target`'s code object.
+    """(source text, first line, its parsed dedented text numbered from that line or None)
+    of `target`'s code object.
 
     Read from linecache by the code's own file and first line: `inspect.getsource` first
     finds the function's module, which walks every module in ``sys.modules`` once per new
@@ -427,8 +432,9 @@ def _code_source(target) -> tuple:
     first = code.co_firstlineno
     if not lines or first > len(lines):
         lines, first = inspect.getsourcelines(code)    # inspect's own search and its error
-        return "".join(lines), first
-    return sourcelines.block(code, lines), first  # (without the tokenizer: sourcelines.py)
+        return "".join(lines), first, None
+    src, tree = sourcelines.block_tree(code, lines)   # (without the tokenizer: sourcelines.py)
+    return src, first, tree
 
 
 def _lambda_def(target, filename: str) -> ast.FunctionDef:
@@ -456,7 +462,7 @@ def _lambda_def(target, filename: str) -> ast.FunctionDef:
     return fdef
 
 
-def _build(target, fdef: ast.FunctionDef, filename: str):
+def _build(target, fdef: ast.FunctionDef, filename: str, super_calls: bool = True):
     fdef.decorator_list = []
     # Annotations are not needed, and evaluating them again here could fail (forward
     # references under `from __future__ import annotations`).
@@ -465,7 +471,8 @@ def _build(target, fdef: ast.FunctionDef, filename: str):
     for arg in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]:
         arg.annotation = None
     self_name = fdef.args.args[0].arg if fdef.args.args else None
-    fdef = _SuperFix(self_name).visit(fdef)
+    if super_calls:
+        fdef = _SuperFix(self_name).visit(fdef)
     fdef = _Rewriter(filename).visit(fdef)
     freevars = list(target.__code__.co_freevars)
     cls_cell = "__class__" in freevars

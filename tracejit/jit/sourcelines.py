@@ -19,7 +19,7 @@ import textwrap
 import types
 from typing import Optional
 
-__all__ = ["last_line", "block"]
+__all__ = ["last_line", "block", "block_tree"]
 
 
 def last_line(code: types.CodeType) -> int:
@@ -37,19 +37,32 @@ def last_line(code: types.CodeType) -> int:
     return last
 
 
-def _one_definition(src: str) -> bool:
+def _definition_tree(src: str, first: int = 1) -> Optional[ast.Module]:
+    """The parsed (dedented) `src` when it is one function definition, else None. Its
+    lines are numbered from `first` (blank lines ahead of it: no second walk over the tree
+    as `ast.increment_lineno` would make)."""
     try:
-        tree = ast.parse(textwrap.dedent(src))
+        tree = ast.parse("\n" * (first - 1) + textwrap.dedent(src))
     except (SyntaxError, ValueError):
-        return False
-    return len(tree.body) == 1 and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef))
+        return None
+    if len(tree.body) == 1 and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return tree
+    return None
+
+
+def block_tree(code: types.CodeType, lines: list) -> tuple:
+    """(`block`'s source, its parsed dedented text numbered as in the file, or None): the
+    check that the lines are one definition parses them already, and script.py would
+    parse them again."""
+    first = code.co_firstlineno
+    src: Optional[str] = "".join(lines[first - 1:last_line(code)])
+    tree = _definition_tree(src, first) if src else None
+    if tree is not None:
+        return src, tree
+    return "".join(inspect.getblock(lines[first - 1:])), None
 
 
 def block(code: types.CodeType, lines: list) -> str:
     """The source of the function compiled to `code`, from its file's `lines` (its first
     line is ``lines[code.co_firstlineno - 1]``)."""
-    first = code.co_firstlineno
-    src: Optional[str] = "".join(lines[first - 1:last_line(code)])
-    if src and _one_definition(src):
-        return src
-    return "".join(inspect.getblock(lines[first - 1:]))
+    return block_tree(code, lines)[0]
