@@ -29,6 +29,11 @@ with other work, load 2.7-3.8; min of 6 rounds, variants alternating in one proc
   instead of 5.60-6.78 ms on one thread (2-13% less in every run), 2.96-6.20 instead of
   3.33-6.45 ms on two (+12% to -31% per run, with the other core busy or not); at 256K
   elements (below the threshold) 0.18-0.21 ms either way.
+- where the last-level cache holds the kernel's arrays, streaming loses: on a Xeon VM
+  whose sysfs L3 is 260 MiB (the 4M GELU forward's 64 MiB stay below the threshold), the
+  forward made to stream (the threshold lowered to 32 MiB) took 1.26-1.33 / 1.34-1.40 ms
+  min / median on two threads against 1.12-1.19 / 1.17-1.24 ms with ordinary stores
+  (alternating fresh processes, session 17, notes gelu17b).
 
 Hence the policy (`stream_min`): a kernel streams when the bytes it touches (every
 array operand and output, per element, times the element count) reach the last-level
