@@ -382,3 +382,55 @@ def test_any_sequence_of_batch_sizes_matches_eager_with_few_captures(sizes):
     general = len({n for n in sizes if n >= 2})
     # each of 0 and 1 once; sizes >= 2 at most twice (first exact, then symbolic)
     assert cf.cache_stats()["compiles"] <= special + min(general, 2)
+
+
+# --------------------------------------------------------------------------- the collector
+def _capture_seeing_freeze_count():
+    """A fresh traced function, and the list its trace appends gc.get_freeze_count() to."""
+    import gc
+    seen = []
+
+    def f(x):
+        seen.append(gc.get_freeze_count())
+        return x + 1
+
+    return compiled(f), seen
+
+
+def test_a_capture_sets_older_objects_aside_and_gives_them_back():
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a          # a cycle made before the capture, garbage after it
+    gone = weakref.ref(a)
+    del a, b
+    fn, seen = _capture_seeing_freeze_count()
+    assert gc.get_freeze_count() == 0
+    np.testing.assert_array_equal(fn(tj.ones(3)).numpy(), np.full(3, 2, np.float32))
+    assert seen and seen[0] > 0      # frozen while the trace ran ...
+    assert gc.get_freeze_count() == 0  # ... and handed back after it
+    gc.collect()
+    assert gone() is None            # the old cycle is still collected: nothing leaks
+
+
+def test_a_capture_leaves_the_programs_own_freeze_and_a_disabled_collector_alone():
+    import gc
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        fn, seen = _capture_seeing_freeze_count()
+        fn(tj.ones(3))
+        assert seen == [frozen] and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        fn, seen = _capture_seeing_freeze_count()
+        fn(tj.ones(3))
+        assert seen == [0] and not gc.isenabled()
+    finally:
+        gc.enable()
