@@ -236,6 +236,7 @@ def _breakdown(fns) -> list:
                 for kern in p.kernels:
                     for (layouts, parallel), disp in kern.variants.items():
                         disp = getattr(disp, "unguarded", disp)
+                        disp = getattr(disp, "kernel", disp)   # a row kernel's share form (RowShares)
                         for cres in getattr(disp, "overloads", {}).values():
                             timers = cres.metadata.get("timers", {}) if cres.metadata else {}
                             rows.append({"kernel": kern.label, "layouts": "/".join(layouts),
@@ -340,9 +341,10 @@ def report(step: str, res: dict) -> None:
         print(f"  cold first step, parts: {_parts(res['background_cold'])}")
     if b:
         ratio = f" ({b['first_s'] / e['step_s']:.1f}x the eager step)" if e else ""
+        stage1 = (f"stage 1 ({b['stage1']}) after {b['stage1_s']:.1f} s" if "stage1_s" in b
+                  else "no stage 1")
         print(f"background cold, training on: first step {b['first_s'] * 1e3:.0f} ms{ratio}; "
-              f"stage 1 ({b.get('stage1', '-')}) after {b.get('stage1_s', float('nan')):.1f} s "
-              f"({b['tier0_steps']} tier-0 steps); final kernels ({b['kept']}) after "
+              f"{stage1} ({b['tier0_steps']} tier-0 steps); final kernels ({b['kept']}) after "
               f"{b['full_speed_s']:.1f} s ({b['steps_to_full_speed']} steps); compiled step "
               f"{b['steady_step_s'] * 1e3:.0f} ms")
     if "background_wait" in res:

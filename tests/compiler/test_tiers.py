@@ -789,3 +789,22 @@ def test_new_size_classes_of_a_symbolic_entry_never_compile_in_the_call(monkeypa
     check(1)
     assert f.cache_stats()["tiers"] == ["compiled"] * 3
     assert diskcache.stats()["compiles"] == before
+
+
+def test_only_parfor_variants_call_for_a_stage_1():
+    """A row kernel's share form is serial code (no stage 1 of serial twins for it: the MLP
+    compiled its row kernels twice), a chunk kernel too; a parallel loop-nest kernel is a
+    parfor one, and no variant is on a backend without serial twins."""
+    from types import SimpleNamespace
+    from tracejit.compiler.codegen_chunks import ChunkSpec
+    from tracejit.compiler.codegen_cpu import KernelSpec
+    from tracejit.compiler.codegen_rows import RowSpec
+    twin = SimpleNamespace(backend=SimpleNamespace(serial_twin=True))
+    single = SimpleNamespace(backend=SimpleNamespace(serial_twin=False))
+    nest = SimpleNamespace(name="k", mode="flat")
+    parfor = KernelSpec("", nest, True, "map")
+    assert tiers._parfor(twin, True, parfor)
+    assert not tiers._parfor(single, True, parfor)
+    assert not tiers._parfor(twin, False, KernelSpec("", nest, False, "map"))
+    assert not tiers._parfor(twin, True, RowSpec("", "kernel", (), True))
+    assert not tiers._parfor(twin, True, ChunkSpec("", nest, "map", (), None))

@@ -104,6 +104,12 @@ class KernelSpec:
         self.form = form              # the loop shape: see `loop_form`
         self.llvm_options = llvm_options  # set while numba compiles it (llvmopts.applied)
 
+    @property
+    def parfor(self) -> bool:
+        """Whether numba's parfor pass compiles it (2.5x a serial kernel's cost: a tiered
+        compile's stage 1 exists for these, compiler/tiers.py)."""
+        return self.parallel and not self.chunked
+
 
 def _arr_type(dtype: str, rank: int, contiguous: bool, readonly: bool = False) -> str:
     if rank == 0:

@@ -41,6 +41,9 @@ class RowSpec:
     and the backend's loader look (``source``, ``llvm_options``, ``chunked``, ``nest.layouts``)."""
 
     chunked = False
+    # the share form is serial nogil code launched in shares (RowShares): it compiles as fast
+    # as the serial twin, so it needs no tiered stage 1 (compiler/tiers.py)
+    parfor = False
     mode = "rows"
     form = "rows"
 

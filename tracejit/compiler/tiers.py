@@ -120,6 +120,15 @@ def stage1_pays(full_missing: list, stage_missing: list) -> bool:
     return cost(stage_missing) < cost(full_missing)
 
 
+def _parfor(kern, parallel: bool, spec) -> bool:
+    """Whether a kernel variant is a parfor one (`PARFOR_COST`, what stage 1 is for): a
+    parallel variant on a backend with serial twins, not a chunk kernel nor a row kernel's
+    share form (serial code: as cheap to compile as its twin). MLP step, empty cache: a
+    stage 1 for its four row kernels compiled each twice (serial, then share form), stage 1
+    after 3.5 s and the share forms after 5.9 s (session 17)."""
+    return parallel and kern.backend.serial_twin and spec.parfor
+
+
 def graph_on_cpu(graph: Any) -> bool:
     """Whether every value of `graph` lives on the CPU (then its program's target is "cpu",
     known without building the program)."""
@@ -455,13 +464,13 @@ class TieredExecutor(Executor):
             # Stage 1 only when a parfor variant must compile (a warm disk has them all:
             # its serial-only twins would be compiled for nothing; a chunk kernel,
             # codegen_chunks.py, compiles about as fast as its serial twin).
-            if self._stage1 and any(par and kern.backend.serial_twin and not spec.chunked and not ok
+            if self._stage1 and any(_parfor(kern, par, spec) and not ok
                                     for (kern, _, par), spec, ok in zip(variants, self._specs, on_disk)):
                 t1 = time.perf_counter()
                 self._plan_stage1(ins)
                 log.info("%s: planned stage 1 (%s kernels) in %.2f s", self.name, self._stage_kind,
                          time.perf_counter() - t1)
-                full = [(len(sp.source), par and kern.backend.serial_twin and not sp.chunked)
+                full = [(len(sp.source), _parfor(kern, par, sp))
                         for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk) if not ok]
                 stage = [(len(sp.source), False) for sp in {sp.source: sp for sp in self._serial_specs
                          if not diskcache.is_cached(sp.source, sp.llvm_options)}.values()]
@@ -573,6 +582,10 @@ class TieredExecutor(Executor):
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
             self._n_serial = len(self._serial_variants)
+            from . import cshares
+            for (kern, _, _), spec in zip(self.variants, self._specs):
+                if getattr(spec, "pair", ""):   # a row kernel's GIL-free shares: queued now
+                    cshares.ahead(spec.source + spec.pair, kern.label, spec.llvm_options)
         except Exception as exc:
             job = workers.Job(0, "", "", ())
             job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
