@@ -225,7 +225,8 @@ LN_BACKWARD_ROW = '''STATS
 # max, its sum of exponentials and the target's log-probability in one visit. The rows are
 # short (the MLP's 10 classes): what this replaces is a dozen numpy calls per direction.
 _RO1I = "Array(int64, 1, 'C', readonly=True)"
-# A row's target check (IGNORED: what an ignored row writes) and its max.
+# A row's target check (IGNORED: what an ignored row writes) and its max (softmax's
+# ROWMAX: one definition of a row's max, on the buffer `acc` each kernel allocates once).
 _CE_ROW = """        ti = t[i]
         if ti == ign:
 IGNORED
@@ -233,9 +234,8 @@ IGNORED
         if ti < 0 or ti >= c:
             return -(i + 1)
         z = x[i]
-        mi = z[0]
-        for k in range(1, c):
-            mi = z[k] if z[k] > mi else mi"""
+        n = c
+ROWMAX"""
 
 _CROSS_ENTROPY = _HEAD.replace("EXP\n", "EXP, log_{s} as LOG\n") + """
 @njit("int64(" + RO2 + ", " + RO1I + ", int64, {t}[::1], float64[::1])", cache=CACHE,
@@ -245,6 +245,7 @@ def kernel(x, t, ign, loss, total):
     (float64). Returns the count of counted rows, or -(i + 1) for the first row i whose
     target is out of [0, C) (nothing after it is written).\"\"\"
     c = x.shape[1]
+    acc = np.empty(16, x.dtype)
     cnt = 0
     tot = 0.0
     for i in range(x.shape[0]):
@@ -267,14 +268,15 @@ def kernel(x, t, ign, g, gstep, mean, out):
     \"\"\"out[i] = (softmax(x[i]) - onehot(t[i])) * r_i, r_i = g[i * gstep] / (the count of
     counted rows if mean else 1), 0 where t[i] == ign. Returns 0, or -(i + 1) for the first
     row i whose target is out of [0, C).\"\"\"
-    n, c = x.shape
+    rows, c = x.shape
+    acc = np.empty(16, x.dtype)
     div = np.{t}(1)
     if mean:
         cnt = 0
-        for i in range(n):
+        for i in range(rows):
             cnt += t[i] != ign
         div = np.{t}(cnt)
-    for i in range(n):
+    for i in range(rows):
         o = out[i]
 """ + _CE_ROW.replace("IGNORED", "            for k in range(c):\n                o[k] = 0") + """
         s = np.{t}(0)
