@@ -80,3 +80,13 @@ def partner(request, monkeypatch):
         pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")
     monkeypatch.setattr(sharepool, "PAIR_ON_BLAS_WORKER", use_pool)
     return request.param
+
+
+@pytest.fixture(scope="module")
+def kernels_in_session_tmp(tmp_path_factory):
+    """Compiled kernels of a module's tests in one disk cache under the session's temporary
+    directory (not the user's cache); a module asks for it with
+    ``pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")``."""
+    from tracejit.testing import kernel_cache_at
+    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+        yield

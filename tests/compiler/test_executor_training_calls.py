@@ -11,13 +11,9 @@ import pytest
 import tracejit as tj
 from tracejit.compiler.executor import CompiledNode, CompiledProgram
 from tracejit.errors import InplaceModifiedError
-from tracejit.testing import kernel_cache_at
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 @pytest.fixture

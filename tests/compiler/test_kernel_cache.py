@@ -28,10 +28,7 @@ from tracejit.testing import assert_same, kernel_cache_at
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 @pytest.fixture

@@ -9,14 +9,10 @@ import pytest
 import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler import plan as plan_mod
-from tracejit.testing import kernel_cache_at
 from inputs import T
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 @pytest.fixture
