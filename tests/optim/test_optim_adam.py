@@ -327,8 +327,9 @@ def test_fused_kernel_shares_claim_their_chunks_from_the_counter():
 def test_kept_launch_runs_later_steps_and_steps_aside_for_any_change(monkeypatch):
     """From the second step a group's fused launch runs again with the new gradients alone
     (`Adam._kept_step`), giving the general path's bits; a replaced parameter array, a
-    loaded state dict, a parameter without a gradient, a strided gradient or the eager mode
-    send a step down the general path, which keeps a new launch where it fuses."""
+    loaded state dict, a cleared state, a parameter without a gradient, a strided gradient
+    or the eager mode send a step down the general path, which keeps a new launch where it
+    fuses."""
     from tracejit.optim import adam, fused
     kept, general = [], []
     real_kept, real_many = adam.Adam._kept_step, fused.adam_update_many
@@ -363,21 +364,23 @@ def test_kept_launch_runs_later_steps_and_steps_aside_for_any_change(monkeypatch
         if step == 5:
             opt.load_state_dict(opt.state_dict())                    # new state tensors
             opt.param_groups[0]["lr"] = 0.02                         # read again at every step
+        if step == 7:
+            opt.state[ps[1]].clear()                                 # a fresh start for one
     got, opt = run(True, changes)
     kept_steps, general_calls = [k for k, ran in enumerate(kept) if ran], len(general)
     want, _ = run(False, changes)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
-    assert [opt.state[p]["step"] for p in opt.param_groups[0]["params"]] == [9, 8, 9]
-    # general: steps 0, 3, 4, 5 and 8 (two parameters: one launch, kept for them)
-    assert kept_steps == [1, 2, 6, 7] and general_calls == 5
+    assert [opt.state[p]["step"] for p in opt.param_groups[0]["params"]] == [9, 1, 9]
+    # general: steps 0, 3, 4, 5, 7 (two step counts: two launches) and 8
+    assert kept_steps == [1, 2, 6] and general_calls == 7
     kept.clear()
     opt.param_groups[0]["fused"] = None                # the default: the eager mode fuses nothing
     with tj.eager():
         general.clear()
         opt.step()
         assert not general and kept == [False]
-    assert [opt.state[p]["step"] for p in opt.param_groups[0]["params"]] == [10, 8, 10]
+    assert [opt.state[p]["step"] for p in opt.param_groups[0]["params"]] == [10, 1, 10]
 
 
 def test_fused_takes_the_array_path_for_a_strided_gradient(monkeypatch):
