@@ -45,7 +45,7 @@ from .. import sharepool
 from ..compiler import diskcache
 from ..threads import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
 
-__all__ = ["adam_update_many", "chunk_table"]
+__all__ = ["adam_update_many", "chunk_table", "Prepared"]
 
 _SOURCE = '''\
 # tracejit's fused Adam/AdamW update for {dtype}, {count} tensors in one launch, in shares (tracejit/optim/fused.py)
@@ -209,26 +209,47 @@ def _hyper(dtype: np.dtype, amsgrad: bool, *, maximize: bool, weight_decay: floa
 
 def adam_update_many(ps: list, gs: list, ms: list, vs: list, vmaxs: list | None, *, maximize: bool,
                      weight_decay: float, decoupled: bool, lr: float, w: float, beta2: float, bc2_sqrt: float,
-                     eps: float, step_size: float, wait: bool = True) -> bool:
+                     eps: float, step_size: float, wait: bool = True):
     """One Adam/AdamW step of several parameters in one launch, in place: lists of
     C-contiguous float arrays of one dtype (p, g, m, v and amsgrad's vmax of each parameter
-    of one shape; the parameters of any shapes), all at the same step. Returns False,
-    changing nothing, when ``wait=False`` and the kernel is still compiling in the
-    background (the caller runs the array path: same results).
+    of one shape; the parameters of any shapes), all at the same step. Returns the launch
+    as a `Prepared` (true), which later steps of the same arrays may `run` with their
+    gradients alone; False, changing nothing, when ``wait=False`` and the kernel is still
+    compiling in the background (the caller runs the array path: same results).
 
     `vmaxs` are amsgrad's running maxima (None without amsgrad); `w` is the lerp weight
     ``1 - beta1``; `bc2_sqrt` is ``sqrt(1 - beta2**t)``; `step_size` is ``lr / (1 - beta1**t)``.
     """
-    dtype = ps[0].dtype
-    flat = [tuple(a.reshape(-1) for a in arrays) for arrays in (ps, gs, ms, vs)]
-    sizes = tuple(a.size for a in flat[0])
-    amsgrad = vmaxs is not None
-    # without amsgrad only vmax[0] is read (and ignored), never written
-    vm = tuple(a.reshape(-1) for a in vmaxs) if amsgrad else flat[0]
-    kernel = _kernel(dtype, sum(sizes) >= PARALLEL_MIN, len(sizes), wait)
-    if kernel is None:
+    prepared = Prepared(ps, ms, vs, vmaxs, wait)
+    if prepared.kernel is None:
         return False
-    kernel(*flat, vm, chunk_table(sizes), np.zeros(1, np.int64),
-           *_hyper(dtype, amsgrad, maximize=maximize, weight_decay=weight_decay, decoupled=decoupled,
-                   lr=lr, w=w, beta2=beta2, bc2_sqrt=bc2_sqrt, eps=eps, step_size=step_size))
-    return True
+    prepared.run(gs, maximize=maximize, weight_decay=weight_decay, decoupled=decoupled, lr=lr, w=w,
+                 beta2=beta2, bc2_sqrt=bc2_sqrt, eps=eps, step_size=step_size)
+    return prepared
+
+
+class Prepared:
+    """One group's launch without its gradients: the flat views of p, m, v (and vmax), the
+    chunk table and the kernel, which stay the same from one step to the next while the
+    arrays do (`adam.Adam` keeps one per group: a step then flattens only the gradients;
+    the MLP benchmark's opt.step() spent ~18 us of its ~48 us of Python on rebuilding
+    these). `kernel` is None while the kernel compiles in the background (``wait=False``)."""
+
+    __slots__ = ("arrays", "kernel", "dtype", "amsgrad")
+
+    def __init__(self, ps: list, ms: list, vs: list, vmaxs: list | None, wait: bool = True):
+        self.dtype = ps[0].dtype
+        flat_p, flat_m, flat_v = (tuple(a.reshape(-1) for a in arrays) for arrays in (ps, ms, vs))
+        sizes = tuple(a.size for a in flat_p)
+        self.amsgrad = vmaxs is not None
+        # without amsgrad only vmax[0] is read (and ignored), never written
+        vm = tuple(a.reshape(-1) for a in vmaxs) if self.amsgrad else flat_p
+        self.arrays = (flat_p, flat_m, flat_v, vm, chunk_table(sizes))
+        self.kernel = _kernel(self.dtype, sum(sizes) >= PARALLEL_MIN, len(sizes), wait)
+
+    def run(self, gs, **hyper) -> None:
+        """The update with gradients `gs` (C-contiguous arrays of the parameters' shapes and
+        dtype) and `hyper` as `adam_update_many` takes them."""
+        p, m, v, vm, table = self.arrays
+        self.kernel(p, tuple([g.reshape(-1) for g in gs]), m, v, vm, table, np.zeros(1, np.int64),
+                    *_hyper(self.dtype, self.amsgrad, **hyper))
