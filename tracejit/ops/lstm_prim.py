@@ -32,6 +32,7 @@ from . import loop_split as _split
 from .native import takes as _takes
 from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
+from .rnn_weight_grad import weight_grad_alongside
 
 __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward"]
 
@@ -161,6 +162,11 @@ def _parts(H: int, N: int) -> tuple:
     return 0, a, b, c, d
 
 
+# The whole-loop backward computes d W alongside its loop (`weight_grad_alongside`) rather
+# than after it, with the loop split over two threads (False: session 17's way; for A/B).
+OVERLAP_WEIGHT_GRAD = True
+
+
 def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):
     """d_y is the cotangent of each step's output rows: (L, H, N) (of h) or (L, 2H, N)
     (of h and c); d_hn, d_cn are added at the last step. gi and b are operands for the
@@ -186,9 +192,18 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         dcs = xp.empty((2, H, N), dtype=dt)
         dcs[0] = d_cn
         db = res[off[1]:off[2]]
-        _split.run(layer, (ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
-                           xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse)), _split.threads(H))
-        return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
+        args = (ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
+                xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse))
+        nth = _split.threads(H)
+        if not OVERLAP_WEIGHT_GRAD:
+            _split.run(layer, args, nth)
+            return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
+        # the loop on this thread, d W block by block on the partner meanwhile
+        # (ops/rnn_weight_grad.py): where two threads may run, instead of splitting the loop
+        sync = _split.new_sync()
+        weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
+                              ro(h0), bool(reverse), res[off[0]:off[1]].reshape(4 * H, H), nth == 2)
+        return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None
     if step is not None:
@@ -245,13 +260,14 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     return _finish(xp, res, off, G, Z, h0, dh, dc, order)
 
 
-def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False):
-    """Fill in d w, d b (unless `db_done`), d h0 and d c0 once every step's gate gradient
-    is in G."""
+def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False, dw_done=False):
+    """Fill in d w (unless `dw_done`), d b (unless `db_done`), d h0 and d c0 once every
+    step's gate gradient is in G."""
     L, six, N = Z.shape
     H = six // 6
     G2 = G.reshape(L * N, 4 * H)
-    res[off[0]:off[1]].reshape(4 * H, H)[...] = hidden_weight_grad(xp, G2, Z, h0, order)
+    if not dw_done:
+        res[off[0]:off[1]].reshape(4 * H, H)[...] = hidden_weight_grad(xp, G2, Z, h0, order)
     if not db_done:
         res[off[1]:off[2]] = G2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
