@@ -91,11 +91,14 @@ def test_strided_operands_are_taken(monkeypatch, mode):
 @pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
 @pytest.mark.parametrize("H", [32, 48], ids=["16+16 units", "16+32 units"])
 @pytest.mark.parametrize("N", [3, 61])
-def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, reverse, full, H, N):
-    """The whole-loop kernels split over two threads by hidden units (ops/loop_split.py): the
-    same bits as on one thread (each thread sums its rows in the same order), and the numpy
-    forms' values."""
+@pytest.mark.parametrize("overlap", [True, False], ids=["dW alongside", "backward split"])
+def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, reverse, full, H, N, overlap):
+    """The whole-loop kernels split over two threads by hidden units (ops/loop_split.py), the
+    backward either split too or on one thread with d W on the partner meanwhile
+    (ops/rnn_weight_grad.py): the same bits as on one thread (each thread sums its rows in
+    the same order, d W's blocks are summed in one order), and the numpy forms' values."""
     from tracejit.ops import loop_split
+    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", overlap)
     _loaded("layer", dtype)
     r = np.random.default_rng(9)
     L = 6
@@ -140,6 +143,8 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
     import time
 
     from tracejit.ops import loop_split
+    # the backward split too (its d W after the loop), not d W alongside a one-thread loop
+    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", False)
     dtype, H, N, L = "float32", 48, 5, 40
     r = np.random.default_rng(3)
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
