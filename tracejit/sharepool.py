@@ -507,13 +507,14 @@ def claim_alongside(own: Callable[[], None], fn: Callable[[int, int], None], par
     left and waits only for one the partner began. For work that can overlap a loop this
     thread runs (a recurrent layer's weight gradient, ops/rnn_weight_grad.py: ``fn`` waits
     until the loop has produced its part's data). BLAS on one thread meanwhile; every part
-    on this thread, after ``own()``, when not `partner_on` or another launch holds the pool.
-    ``fn`` must release the GIL for its work (numpy's BLAS) and its parts be independent."""
+    on this thread, after ``own()``, on the BLAS threads the load policy gives, when not
+    `partner_on` or another launch holds the pool. ``fn`` must release the GIL for its work
+    (numpy's BLAS) and its parts be independent."""
     if not partner_on or parts < 1 or not try_launch():
         own()
-        with blas_threads_set(1):
-            for p in range(parts):
-                fn(p, p + 1)
+        coreshare.adapt_blas()
+        for p in range(parts):
+            fn(p, p + 1)
         return
     state = [None, threading.Event()]
     try:

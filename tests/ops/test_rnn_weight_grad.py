@@ -106,3 +106,15 @@ def test_a_failing_loop_raises_and_stops_the_partner():
     job = sharepool.partner.post(done.set, ())
     assert done.wait(30)
     sharepool.partner.finish(job, wait=True)
+
+
+@pytest.mark.parametrize("setting,policy,nth,want", [
+    ("policy", 1, 2, True),      # two threads may run, the load policy gives BLAS one now
+    ("policy", 2, 2, False),     # quiet: the split loop
+    ("policy", 1, 1, False),     # one thread only: the loop alone, d W after it
+    (True, 2, 2, True), (False, 1, 2, False)])
+def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, policy, nth, want):
+    from tracejit import threads
+    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", setting)
+    monkeypatch.setattr(threads, "blas_threads", lambda: policy)
+    assert lstm_prim._alongside(nth) is want

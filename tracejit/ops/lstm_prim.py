@@ -162,9 +162,24 @@ def _parts(H: int, N: int) -> tuple:
     return 0, a, b, c, d
 
 
-# The whole-loop backward computes d W alongside its loop (`weight_grad_alongside`) rather
-# than after it, with the loop split over two threads (False: session 17's way; for A/B).
-OVERLAP_WEIGHT_GRAD = True
+# Where the whole-loop backward computes d W alongside its loop on one thread
+# (`weight_grad_alongside`) instead of after the loop split over two threads: "policy" where
+# two threads may run but the load policy gives BLAS one now (others' processes use a core:
+# the split loop's meetings and a two-thread product then wait for a descheduled thread;
+# one process, LSTM LM step, load 5.5-8: 0.91x the split step's median), True always, False
+# never. On a quiet machine the split loop is faster (one layer's backward, split 12.1 ms,
+# alongside 13.0).
+OVERLAP_WEIGHT_GRAD = "policy"
+
+
+def _alongside(nth: int) -> bool:
+    # (after loop_split.threads, which has had the load policy set BLAS's count)
+    if nth < 2 or not OVERLAP_WEIGHT_GRAD:
+        return False
+    if OVERLAP_WEIGHT_GRAD == "policy":
+        from ..threads import blas_threads
+        return (blas_threads() or 1) < 2
+    return True
 
 
 def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):
@@ -195,14 +210,14 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         args = (ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
                 xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse))
         nth = _split.threads(H)
-        if not OVERLAP_WEIGHT_GRAD:
+        if not _alongside(nth):
             _split.run(layer, args, nth)
             return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
         # the loop on this thread, d W block by block on the partner meanwhile
-        # (ops/rnn_weight_grad.py): where two threads may run, instead of splitting the loop
+        # (ops/rnn_weight_grad.py), instead of splitting the loop
         sync = _split.new_sync()
         weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
-                              ro(h0), bool(reverse), res[off[0]:off[1]].reshape(4 * H, H), nth == 2)
+                              ro(h0), bool(reverse), res[off[0]:off[1]].reshape(4 * H, H), True)
         return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None

@@ -12,11 +12,13 @@ a core) and waits only for a block the partner began (`sharepool.claim_alongside
 
 Blocks are runs of the loop's units (unit r writes the gate gradient of the r-th step from
 the end), smaller towards the end (`CUTS`), so what is left when the loop ends is short.
-Each block's product goes to its own buffer and the blocks are summed in one fixed order:
-the bits do not depend on who did a block, or whether the partner ran.
+Each block's product goes to its own buffer and the blocks are added up in one fixed order
+(as each is done, `weight_grad_alongside`): the bits do not depend on who did a block, or
+whether the partner ran.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -88,6 +90,23 @@ def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on:
     blks = blocks(L)
     parts = np.empty((len(blks),) + out.shape, dtype=out.dtype)
     failed = []
+    # blocks are added into out in their order as soon as each is done and all before it
+    # are (by whichever thread ends one), so little is left to add when the loop ends and
+    # the sum's order, so its bits, is always the same
+    fold = threading.Lock()
+    done = [False] * len(blks)
+    folded = [0]
+
+    def add_done(p):
+        with fold:
+            done[p] = True
+            while folded[0] < len(blks) and done[folded[0]]:
+                k = folded[0]
+                if k == 0:
+                    out[...] = parts[0]
+                else:
+                    np.add(out, parts[k], out=out)
+                folded[0] = k + 1
 
     def own():
         try:
@@ -104,6 +123,7 @@ def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on:
             time.sleep(POLL_S)
         t0, t1 = _times(L, u0, u1, reverse)
         block_product(G2, Z, h0, t0, t1, reverse, parts[p])
+        add_done(p)
 
     sharepool.claim_alongside(own, part, len(blks), partner_on)
-    np.sum(parts, axis=0, out=out)
+    assert folded[0] == len(blks)
