@@ -480,11 +480,24 @@ def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
     if parts < 2 or not try_launch():
         fn(0, n)
         return
+    _claim_with_partner(fn, n, parts, None)
+
+
+def _claim_with_partner(fn: Callable[[int, int], None], n: int, parts: int, own) -> None:
+    # claim_split's and claim_alongside's launch (the caller holds it: try_launch): the
+    # partner claims parts at once, this thread after ``own()`` (when given)
     state = [None, threading.Event()]
     try:
         args = (fn, n, parts, itertools.count().__next__, itertools.count(1).__next__, state)
         with blas_threads_set(1):
             job = partner.post(_claim_parts, args)
+            if own is not None:
+                try:
+                    own()
+                except BaseException as exc:
+                    state[0] = exc             # the partner's parts stop at their next check
+                    partner.finish(job, wait=True)
+                    raise
             _claim_parts(*args)
             if state[0] is None:
                 partner.finish(job, wait=False)
@@ -516,30 +529,7 @@ def claim_alongside(own: Callable[[], None], fn: Callable[[int, int], None], par
         for p in range(parts):
             fn(p, p + 1)
         return
-    state = [None, threading.Event()]
-    try:
-        args = (fn, parts, parts, itertools.count().__next__, itertools.count(1).__next__, state)
-        with blas_threads_set(1):
-            job = partner.post(_claim_parts, args)
-            try:
-                own()
-            except BaseException as exc:
-                state[0] = exc                 # the partner's parts stop at their next check
-                partner.finish(job, wait=True)
-                raise
-            _claim_parts(*args)
-            if state[0] is None:
-                partner.finish(job, wait=False)
-                if not state[1].is_set():      # a part the partner began
-                    t0 = time.monotonic()
-                    state[1].wait()
-                    partner.waited(time.monotonic() - t0)
-            else:
-                partner.finish(job, wait=True)
-    finally:
-        end_launch()
-    if state[0] is not None:
-        raise state[0]
+    _claim_with_partner(fn, parts, parts, own)
 
 
 # Multiply-adds of a part of `claimed_matmul` (at most; 16 rows at least): ~0.3 ms of one
