@@ -164,11 +164,11 @@ def _parts(H: int, N: int) -> tuple:
 
 # Where the whole-loop backward computes d W alongside its loop on one thread
 # (`weight_grad_alongside`) instead of after the loop split over two threads: "policy" where
-# two threads may run but the load policy gives BLAS one now (others' processes use a core:
-# the split loop's meetings and a two-thread product then wait for a descheduled thread;
-# one process, LSTM LM step, load 5.5-8: 0.91x the split step's median), True always, False
-# never. On a quiet machine the split loop is faster (one layer's backward, split 12.1 ms,
-# alongside 13.0).
+# two threads may run but the load policy gives BLAS one now (others' processes use a core),
+# True always, False never. LSTM LM compiled step, one process alternating, the policy held
+# at one thread: 75.1 against 79.1 ms (quiet, SCHED_FIFO) and 75.9 against 80.6 (nice -20,
+# load 4-8). With two threads given (TRACEJIT_ADAPTIVE_THREADS=0, quiet) the split loop is
+# faster: 66.2 against 68.4 ms always alongside.
 OVERLAP_WEIGHT_GRAD = "policy"
 
 

@@ -2,13 +2,15 @@
 computed by sharepool's partner thread while the backward loop (one thread) produces the dg_t.
 
 Why: the LSTM's whole backward loop (ops/lstm_kernels.py) split over two threads meets once
-per step, and scaled 1.2-1.3x (LSTM LM layer, batch 32, hidden 256, 64 steps: 11.5 -> ~8 ms,
-load 5-10), while the one GEMM for dW that followed it (1024x2048 @ 2048x256, ~8 ms on one
-thread) gained nothing from BLAS's second thread under the same load. The product does not
-depend on the loop after a step's dg is written, so here the loop runs whole on this thread
-and the partner multiplies each block of steps as soon as the loop has written it; the
-launcher takes the blocks left when its loop ends (all of them when the partner never got
-a core) and waits only for a block the partner began (`sharepool.claim_alongside`).
+per step, and the GEMM for dW after it (1024x2048 @ 2048x256 for the LSTM LM: ~8 ms on one
+thread) runs as parts claimed with the partner where the load policy gives BLAS one thread
+(coreshare.matmul). The product does not depend on the loop after a step's dg is written,
+so here the loop runs whole on this thread and the partner multiplies each block of steps
+as soon as the loop has written it; the launcher takes the blocks left when its loop ends
+(all of them when the partner never got a core) and waits only for a block the partner
+began (`sharepool.claim_alongside`). Used where the policy gives one thread
+(ops/lstm_prim.py `OVERLAP_WEIGHT_GRAD`): the LSTM LM step 0.94-0.95x the split one's;
+with two threads given the split loop stays (it is faster there).
 
 Blocks are runs of the loop's units (unit r writes the gate gradient of the r-th step from
 the end), smaller towards the end (`CUTS`), so what is left when the loop ends is short.
