@@ -447,26 +447,3 @@ def test_only_a_pthreads_openblas_lends_its_pool():
     assert openblas_pthreads(Lib(2)) is False      # OpenMP
     assert openblas_pthreads(Lib(0)) is False      # sequential
     assert openblas_pthreads(object()) is False    # cannot tell
-
-
-@pytest.mark.parametrize("partner_on", [True, False])
-def test_claim_alongside_runs_own_here_and_every_part_once(partner_on):
-    """`claim_alongside`: own() on the calling thread, each part once (the partner's or
-    this thread's after own() returned); parts this thread does come after own()."""
-    import threading
-    seen, log = [], []
-    here = threading.get_ident()
-
-    def own():
-        log.append(("own", threading.get_ident()))
-
-    def part(p, q):
-        assert q == p + 1
-        seen.append(p)
-        if threading.get_ident() == here:
-            log.append(("part", p))
-    sharepool.claim_alongside(own, part, 9, partner_on)
-    assert sorted(seen) == list(range(9))
-    assert log[0] == ("own", here)
-    if not partner_on:
-        assert log[1:] == [("part", p) for p in range(9)]

@@ -34,7 +34,7 @@ from .threads import blas_threads_set, usable_cpus
 
 __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch",
            "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "Partner", "partner", "claim_split",
-           "claimed_matmul", "claim_alongside", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
+           "claimed_matmul", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
 # share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
@@ -480,24 +480,11 @@ def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
     if parts < 2 or not try_launch():
         fn(0, n)
         return
-    _claim_with_partner(fn, n, parts, None)
-
-
-def _claim_with_partner(fn: Callable[[int, int], None], n: int, parts: int, own) -> None:
-    # claim_split's and claim_alongside's launch (the caller holds it: try_launch): the
-    # partner claims parts at once, this thread after ``own()`` (when given)
     state = [None, threading.Event()]
     try:
         args = (fn, n, parts, itertools.count().__next__, itertools.count(1).__next__, state)
         with blas_threads_set(1):
             job = partner.post(_claim_parts, args)
-            if own is not None:
-                try:
-                    own()
-                except BaseException as exc:
-                    state[0] = exc             # the partner's parts stop at their next check
-                    partner.finish(job, wait=True)
-                    raise
             _claim_parts(*args)
             if state[0] is None:
                 partner.finish(job, wait=False)
@@ -511,25 +498,6 @@ def _claim_with_partner(fn: Callable[[int, int], None], n: int, parts: int, own)
         end_launch()
     if state[0] is not None:
         raise state[0]
-
-
-def claim_alongside(own: Callable[[], None], fn: Callable[[int, int], None], parts: int,
-                    partner_on: bool = True) -> None:
-    """``own()`` on this thread while the partner thread (`partner`) claims parts p of
-    ``fn(p, p + 1)`` in turn (p < `parts`); once ``own()`` returns, this thread claims the parts
-    left and waits only for one the partner began. For work that can overlap a loop this
-    thread runs (a recurrent layer's weight gradient, ops/rnn_weight_grad.py: ``fn`` waits
-    until the loop has produced its part's data). BLAS on one thread meanwhile; every part
-    on this thread, after ``own()``, on the BLAS threads the load policy gives, when not
-    `partner_on` or another launch holds the pool. ``fn`` must release the GIL for its work
-    (numpy's BLAS) and its parts be independent."""
-    if not partner_on or parts < 1 or not try_launch():
-        own()
-        coreshare.adapt_blas()
-        for p in range(parts):
-            fn(p, p + 1)
-        return
-    _claim_with_partner(fn, parts, parts, own)
 
 
 # Multiply-adds of a part of `claimed_matmul` (at most; 16 rows at least): ~0.3 ms of one

@@ -1,7 +1,8 @@
 """A recurrent layer's hidden weight gradient in blocks of steps alongside its backward loop
-(tracejit/ops/rnn_weight_grad.py, sharepool.claim_alongside): the blocks cover the loop once,
-their sum is the one-GEMM gradient, and the result has the same bits whoever computed which
-block (the partner on time, late, or not used); a failing loop raises without hanging."""
+(tracejit/ops/rnn_weight_grad.py): the blocks cover the loop once, their sum is the one-GEMM
+gradient, and the result has the same bits whoever computed which block (the partner on
+time, held in an earlier job, stuck inside a block, or not used); a failing loop raises
+without hanging."""
 import threading
 
 import numpy as np
@@ -108,13 +109,51 @@ def test_a_failing_loop_raises_and_stops_the_partner():
     sharepool.partner.finish(job, wait=True)
 
 
-@pytest.mark.parametrize("setting,policy,nth,want", [
-    ("policy", 1, 2, True),      # two threads may run, the load policy gives BLAS one now
-    ("policy", 2, 2, False),     # quiet: the split loop
-    ("policy", 1, 1, False),     # one thread only: the loop alone, d W after it
-    (True, 2, 2, True), (False, 1, 2, False)])
-def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, policy, nth, want):
-    from tracejit import threads
+@pytest.mark.parametrize("setting,ceiling,policy,nth,want", [
+    ("policy", 2, 1, 2, True),      # two threads may run, the load policy gives BLAS one now
+    ("policy", 2, 1, 1, True),      # ... and the partner is benched (the split loops stalled)
+    ("policy", 2, 2, 2, False),     # quiet: the split loop
+    ("policy", 1, 1, 1, False),     # one thread only: the loop alone, d W after it
+    (True, 2, 2, 2, True), (True, 2, 2, 1, False), (False, 2, 1, 2, False)])
+def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, ceiling, policy, nth, want):
+    from tracejit import coreshare, threads
     monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", setting)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: ceiling)
     monkeypatch.setattr(threads, "blas_threads", lambda: policy)
     assert lstm_prim._alongside(nth) is want
+
+
+def test_a_partner_stuck_inside_a_block_is_not_waited_for():
+    """The partner begins a block and stays in it (descheduled): the caller computes that
+    block itself and returns with the same bits, while the partner is still inside."""
+    L, N, H = 64, 4, 8
+    G2, Z, h0 = _operands(L, N, H, False, seed=2)
+    want = np.empty((4 * H, H))
+    sync = np.zeros(48, np.int64)
+    R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, False), sync, G2, Z, h0, False, want, False)
+    entered, release = threading.Event(), threading.Event()
+    real = R.block_product
+    partner_thread = []
+
+    def stuck(*a):
+        if threading.current_thread() is not threading.main_thread() and not partner_thread:
+            partner_thread.append(1)
+            entered.set()
+            assert release.wait(60)        # held inside its first block until the caller returned
+        return real(*a)
+    got = np.empty((4 * H, H))
+    sync = np.zeros(48, np.int64)
+    g = G2.copy()
+    loop = _fake_loop(g, sync, L, N, False)
+
+    def loop_after_partner_began():
+        loop()
+        entered.wait(30)                   # (the partner has begun block 0 by now)
+    try:
+        R.block_product = stuck
+        R.weight_grad_alongside(loop_after_partner_began, sync, g, Z, h0, False, got, True)
+        assert entered.is_set() and not release.is_set()
+    finally:
+        release.set()
+        R.block_product = real
+    np.testing.assert_array_equal(got, want)

@@ -173,13 +173,18 @@ OVERLAP_WEIGHT_GRAD = "policy"
 
 
 def _alongside(nth: int) -> bool:
-    # (after loop_split.threads, which has had the load policy set BLAS's count)
-    if nth < 2 or not OVERLAP_WEIGHT_GRAD:
+    # (after loop_split.threads, which has had the load policy set BLAS's count; nth is 1
+    # there also while the partner is benched for stalls in split loops: the partner never
+    # stalls this mode, so the ceiling decides)
+    if not OVERLAP_WEIGHT_GRAD:
+        return False
+    from .. import coreshare
+    if (coreshare.blas_ceiling() or 1) < 2:
         return False
     if OVERLAP_WEIGHT_GRAD == "policy":
         from ..threads import blas_threads
         return (blas_threads() or 1) < 2
-    return True
+    return nth >= 2
 
 
 def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):

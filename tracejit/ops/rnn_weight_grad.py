@@ -7,10 +7,11 @@ thread) runs as parts claimed with the partner where the load policy gives BLAS 
 (coreshare.matmul). The product does not depend on the loop after a step's dg is written,
 so here the loop runs whole on this thread and the partner multiplies each block of steps
 as soon as the loop has written it; the launcher takes the blocks left when its loop ends
-(all of them when the partner never got a core) and waits only for a block the partner
-began (`sharepool.claim_alongside`). Used where the policy gives one thread
-(ops/lstm_prim.py `OVERLAP_WEIGHT_GRAD`): the LSTM LM step 0.94-0.95x the split one's;
-with two threads given the split loop stays (it is faster there).
+(all of them when the partner never got a core) and computes a block the partner began
+but has not finished once more instead of waiting for it, so the partner never stalls the
+launcher. Used where the policy gives one thread (ops/lstm_prim.py `OVERLAP_WEIGHT_GRAD`),
+also while the partner is benched for stalls in the split loops: the LSTM LM step 0.94-0.95x
+the split one's; with two threads given the split loop stays (it is faster there).
 
 Blocks are runs of the loop's units (unit r writes the gate gradient of the r-th step from
 the end), smaller towards the end (`CUTS`), so what is left when the loop ends is short.
@@ -20,12 +21,14 @@ whether the partner ran.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
 import numpy as np
 
-from .. import sharepool
+from .. import coreshare, sharepool
+from ..threads import blas_threads_set
 
 __all__ = ["blocks", "block_product", "weight_grad_alongside", "CUTS"]
 
@@ -82,50 +85,77 @@ def block_product(G2, Z, h0, t0: int, t1: int, reverse: bool, out) -> None:
 
 def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on: bool) -> None:
     """``loop()`` (a backward loop kernel on one thread that adds 1 to ``sync[0]`` after each
-    unit) on this thread, and out (G*H, H) = dW from its G2 in `blocks`, on the partner while
-    the loop runs (`partner_on`) or after it here."""
+    unit) on this thread, and out (G*H, H) = dW from its G2 in `blocks`: on the partner while
+    the loop runs (`partner_on`), the blocks it has not taken here after the loop. A block the
+    partner began but has not finished when the loop and the blocks left are done is computed
+    here once more (the same bits) instead of waited for: a partner descheduled inside a block
+    costs that block's work, never a stall."""
     L = Z.shape[0]
     if L == 0:
         loop()
         out[...] = 0
         return
     blks = blocks(L)
-    parts = np.empty((len(blks),) + out.shape, dtype=out.dtype)
+    nb = len(blks)
+    parts = np.empty((nb,) + out.shape, dtype=out.dtype)
     failed = []
     # blocks are added into out in their order as soon as each is done and all before it
     # are (by whichever thread ends one), so little is left to add when the loop ends and
-    # the sum's order, so its bits, is always the same
+    # the sum's order, so its bits, is always the same; a block done twice counts once
     fold = threading.Lock()
-    done = [False] * len(blks)
+    done = [None] * nb
     folded = [0]
 
-    def add_done(p):
+    def compute(p, buf):
+        t0, t1 = _times(L, blks[p][0], blks[p][1], reverse)
+        block_product(G2, Z, h0, t0, t1, reverse, buf)
         with fold:
-            done[p] = True
-            while folded[0] < len(blks) and done[folded[0]]:
+            if done[p] is not None:
+                return
+            done[p] = buf
+            while folded[0] < nb and done[folded[0]] is not None:
                 k = folded[0]
                 if k == 0:
-                    out[...] = parts[0]
+                    out[...] = done[0]
                 else:
-                    np.add(out, parts[k], out=out)
+                    np.add(out, done[k], out=out)
                 folded[0] = k + 1
 
-    def own():
-        try:
-            loop()
-        except BaseException:
-            failed.append(True)
-            raise
+    def partner_share(next_part):
+        while True:
+            p = next_part()              # itertools.count's __next__: atomic under the GIL
+            if p >= nb:
+                return
+            while sync[0] < blks[p][1]:  # the loop has not written the block's steps yet
+                if failed:
+                    return
+                time.sleep(POLL_S)
+            compute(p, parts[p])
 
-    def part(p, _):
-        u0, u1 = blks[p]
-        while sync[0] < u1:              # the loop has not written the block's steps yet
-            if failed:
-                raise RuntimeError("the backward loop failed")
-            time.sleep(POLL_S)
-        t0, t1 = _times(L, u0, u1, reverse)
-        block_product(G2, Z, h0, t0, t1, reverse, parts[p])
-        add_done(p)
-
-    sharepool.claim_alongside(own, part, len(blks), partner_on)
-    assert folded[0] == len(blks)
+    if not partner_on or not sharepool.try_launch():
+        loop()
+        coreshare.adapt_blas()
+        for p in range(nb):
+            compute(p, parts[p])
+        return
+    try:
+        next_part = itertools.count().__next__
+        with blas_threads_set(1):
+            job = sharepool.partner.post(partner_share, (next_part,))
+            try:
+                loop()
+            except BaseException:
+                failed.append(True)
+                sharepool.partner.finish(job, wait=True)
+                raise
+            p = next_part()
+            while p < nb:
+                compute(p, parts[p])
+                p = next_part()
+            sharepool.partner.finish(job, wait=False)
+            for p in range(nb):
+                if done[p] is None:      # the partner's, not finished yet: here too
+                    compute(p, np.empty(out.shape, dtype=out.dtype))
+    finally:
+        sharepool.end_launch()
+    assert folded[0] == nb
