@@ -164,11 +164,12 @@ def _parts(H: int, N: int) -> tuple:
 
 # Where the whole-loop backward computes d W alongside its loop on one thread
 # (`weight_grad_alongside`) instead of after the loop split over two threads: "policy" where
-# two threads may run but the load policy gives BLAS one now (others' processes use a core),
-# True always, False never. LSTM LM compiled step, one process alternating, the policy held
-# at one thread: 75.1 against 79.1 ms (quiet, SCHED_FIFO) and 75.9 against 80.6 (nice -20,
-# load 4-8). With two threads given (TRACEJIT_ADAPTIVE_THREADS=0, quiet) the split loop is
-# faster: 66.2 against 68.4 ms always alongside.
+# two threads may run but the load policy gives BLAS one now (others' processes use a core;
+# also while the partner is benched: this mode never waits for it), True always, False
+# never. LSTM LM compiled step, one process alternating, the policy held at one thread:
+# 76.0 against 78.8 ms (quiet, SCHED_FIFO; faster in every round); default policy, nice -20,
+# load 2.4-2.7: 80.7 against 84.2. With two threads given (TRACEJIT_ADAPTIVE_THREADS=0,
+# quiet) the split loop is faster: 66.2 against 68.4 ms always alongside.
 OVERLAP_WEIGHT_GRAD = "policy"
 
 
