@@ -319,8 +319,7 @@ def _train_rule(x, stats, weight, bias, eps):
 def _train_impl(xp, x, stats, weight, bias, eps, out=None):
     c = x.shape[1]
     mean, var = stats[0].astype(np.float64), stats[1].astype(np.float64)
-    a = _channels(weight, xp, c) / xp.sqrt(var + eps)
-    d = _channels(bias, xp, c) - mean * a
+    a, d = _scale_shift(xp, _channels(weight, xp, c), _channels(bias, xp, c), mean, var, eps)
     if _takes(xp, x) and x.size:
         fn = _run(_AFFINE, "affine", x.dtype.name)
         if fn is not None:
@@ -336,6 +335,13 @@ def _train_impl(xp, x, stats, weight, bias, eps, out=None):
     if out is None and xp is np:
         out = np.empty(x.shape, x.dtype)
     return _affine_np(xp, x, a, d, out)
+
+
+def _scale_shift(xp, w, b, mean, var, eps):
+    """(a, d) of the normalization ``x * a + d`` per channel (float64): a = w * rstd,
+    d = b - mean * a (`_train_impl` and `_forward_blocks`' blocks)."""
+    a = w / xp.sqrt(var + eps)
+    return a, b - mean * a
 
 
 def _affine_np(xp, x, a, d, out):
@@ -427,9 +433,8 @@ def _input_impl(xp, g, x, stats, weight, red, eps, out=None, spare=None):
     n = _count(x.shape)
     mean, var = stats[0].astype(np.float64), stats[1].astype(np.float64)
     rstd = 1.0 / xp.sqrt(var + eps)
-    a = _channels(weight, xp, c) * rstd
-    b = -a * rstd * red[1].astype(np.float64) / n
-    d = -a * red[0].astype(np.float64) / n - b * mean
+    a, b, d = _input_coefficients(_channels(weight, xp, c), rstd, mean, red[0].astype(np.float64),
+                                  red[1].astype(np.float64), n)
     if _takes(xp, g, x) and x.size:
         fn = _run(_AFFINE, "affine", x.dtype.name)
         if fn is not None:
@@ -442,6 +447,14 @@ def _input_impl(xp, g, x, stats, weight, red, eps, out=None, spare=None):
             out[...] = res
             return out
     return _input_np(xp, g, x, a, b, d, out, spare)
+
+
+def _input_coefficients(w, rstd, mean, red0, red1, n):
+    """(a, b, d) of the input gradient ``g * a + x * b + d`` per channel (float64), from
+    red0, red1 = (sum g, sum g*xhat) (`_input_impl` and `_backward_blocks`' blocks)."""
+    a = w * rstd
+    b = -a * rstd * red1 / n
+    return a, b, -a * red0 / n - b * mean
 
 
 def _input_np(xp, g, x, a, b, d, out, spare=None):
@@ -587,10 +600,8 @@ def _backward_blocks(g, x, stats, weight, eps, out) -> bool:
         np.multiply(t, gb, out=t)
         rb = np.stack([s0, t.sum(axis=1, dtype=acc) * rstd[c0:c1]]).astype(dt)
         red[:, c0:c1] = rb
-        # `_input_impl`'s coefficients, for these channels
-        a = w[c0:c1] * rstd[c0:c1]
-        b = -a * rstd[c0:c1] * rb[1].astype(np.float64) / count
-        d = -a * rb[0].astype(np.float64) / count - b * mean[c0:c1]
+        a, b, d = _input_coefficients(w[c0:c1], rstd[c0:c1], mean[c0:c1], rb[0].astype(np.float64),
+                                      rb[1].astype(np.float64), count)
         np.multiply(gb, a.astype(dt)[:, None], out=ob)
         np.add(ob, np.multiply(xb, b.astype(dt)[:, None], out=t), out=ob)
         np.add(ob, d.astype(dt)[:, None], out=ob)
@@ -714,8 +725,8 @@ def _forward_blocks(x, weight, bias, eps, rec) -> bool:
         np.multiply(d, d, out=d)
         var = (d.sum(axis=1, dtype=acc) / count).astype(x.dtype)
         stats[0, c0:c1], stats[1, c0:c1] = mu, var
-        a = w[c0:c1] / np.sqrt(var.astype(np.float64) + eps)
-        shift = b[c0:c1] - mu.astype(np.float64) * a
+        a, shift = _scale_shift(np, w[c0:c1], b[c0:c1], mu.astype(np.float64),
+                                var.astype(np.float64), eps)
         np.multiply(xb, a.astype(x.dtype)[:, None], out=d)
         np.add(d, shift.astype(x.dtype)[:, None], out=d)
         out[:, c0:c1] = d.reshape(c1 - c0, n, l).transpose(1, 0, 2)
