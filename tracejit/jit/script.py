@@ -516,7 +516,7 @@ class _Source(collections.UserString):
 
     @property
     def data(self) -> str:
-        if self._text is None:
-            self._text = ast.unparse(self._tree)
-            self._tree = None
-        return self._text
+        text = self._text
+        if text is None:   # (the tree is kept: two threads reading at once both unparse it)
+            text = self._text = ast.unparse(self._tree)
+        return text
