@@ -178,7 +178,7 @@ def _sgd_steps(kw, fused, p0s, grads):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("sizes", [[(3, 5), (7,)], [(300, 70), (1 << 16) + 5, (9,)]])   # serial, parallel
+@pytest.mark.parametrize("sizes,parallel", [([(3, 5), (7,)], False), ([(300, 70), (1 << 16) + 5, (9,)], True)])
 @pytest.mark.parametrize("kw", [
     dict(lr=0.01),
     dict(lr=0.1, momentum=0.9),
@@ -186,8 +186,10 @@ def _sgd_steps(kw, fused, p0s, grads):
     dict(lr=0.05, momentum=0.8, nesterov=True, maximize=True, weight_decay=1e-3),
 ])
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the array path's inf - inf
-def test_fused_step_is_bitwise_the_array_path(monkeypatch, kw, sizes, dtype):
+def test_fused_step_is_bitwise_the_array_path(monkeypatch, kw, sizes, parallel, dtype):
     from tracejit.optim import fused
+    if parallel:     # the kernel in shares (claimed chunks) for these sizes too
+        monkeypatch.setattr(fused, "SGD_PARALLEL_MIN", 1 << 16)
     calls = []
     real = fused.sgd_update_many
     monkeypatch.setattr(fused, "sgd_update_many",

@@ -35,9 +35,12 @@ the loop.
 
 SGD (`sgd_update_many`) is the same launch over p, g and the momentum buffers: one read
 of p and g and one write of p instead of numpy's ``lr * g`` (allocated) and ``p -= ...``
-per parameter. Transformer encoder benchmark step (0.79M float32 parameters, 12 tensors,
-two threads forced, one process alternating, load 1.6): optimizer phase 0.74-0.81 / 0.81-0.88
--> 0.48 / 0.52 ms (min / median); PyTorch's SGD there 0.48-0.50 / 0.52-0.55.
+per parameter. It runs on one thread below `SGD_PARALLEL_MIN` elements (a two-share launch
+costs more than the second core saves on so little work). Transformer encoder benchmark
+step (0.79M float32 parameters, 12 tensors, two threads forced, one process alternating):
+optimizer phase 0.74-0.81 / 0.81-0.88 -> 0.48 / 0.52 ms in shares (load 1.6), 0.75 / 0.78 ->
+0.56 / 0.58 serial where shares took 1.14 / 1.33 (load 5.9) (min / median); PyTorch's SGD
+0.48-0.50 / 0.52-0.55; one thread (CPU time) 0.20 ms.
 
 The kernels are source text loaded through `compiler.diskcache` like generated ones:
 they compile on first use (about a second) and then come from tracejit's verified disk
@@ -289,6 +292,14 @@ def adam_update_many(ps: list, gs: list, ms: list, vs: list, vmaxs: list | None,
     return True
 
 
+# SGD's update moves 12 bytes per float32 element and computes next to nothing: below this
+# many elements one thread does it faster than a two-share launch. The Transformer
+# benchmark's 0.79M parameters: serial 0.23-0.25 ms, two shares 0.24-0.28 (hot, quiet) and
+# 0.47-0.82 under load; in its step (two threads forced, load 5.9) 0.56 / 0.58 serial against
+# 1.14 / 1.33 in shares (min / median).
+SGD_PARALLEL_MIN = 1 << 22
+
+
 def sgd_update_many(ps: list, gs: list, bufs: list | None, *, maximize: bool, weight_decay: float,
                     momentum: float, dampening: float, nesterov: bool, first: bool, lr: float,
                     wait: bool = True) -> bool:
@@ -305,7 +316,7 @@ def sgd_update_many(ps: list, gs: list, bufs: list | None, *, maximize: bool, we
     # without momentum the buffers are never touched: p's views stand in for them
     flat_b = flat_p if bufs is None else tuple(a.reshape(-1) for a in bufs)
     sizes = tuple(a.size for a in flat_p)
-    kernel = _kernel(dtype, sum(sizes) >= PARALLEL_MIN, len(sizes), wait, kind="sgd")
+    kernel = _kernel(dtype, sum(sizes) >= SGD_PARALLEL_MIN, len(sizes), wait, kind="sgd")
     if kernel is None:
         return False
     kernel(flat_p, flat_g, flat_b, chunk_table(sizes), np.zeros(1, np.int64), bool(maximize),
