@@ -44,7 +44,7 @@ from .shape import permute, reshape, stack, transpose
 from .row_kernels import mask_rows, softmax_backward_rows, softmax_kernel
 from .softmax_prim import SOFTMAX_BACKWARD, _softmax_backward_impl, _softmax_impl, softmax_backward
 
-__all__ = ["attention_weights", "attention_context", "attention_backward"]
+__all__ = ["attention_weights", "attention_context", "attention_backward", "weights_and_context"]
 
 # (a, c, H, hd) token layout -> (N, H, T, hd) heads layout, and back
 _TO_HEADS = {False: (0, 2, 1, 3), True: (1, 2, 0, 3)}
@@ -87,22 +87,40 @@ def _split_batch(xp, part, n: int, work: int) -> None:
 
 
 def _weights_impl(xp, qkv, *mask, tokens, heads, seq_first, scale):
+    return _attend(xp, qkv, mask, tokens, heads, seq_first, scale, False)[0]
+
+
+def weights_and_context(xp, qkv, *mask, tokens, heads, seq_first, scale):
+    """``(w, attention_context(qkv, w))`` for ``w = attention_weights(qkv, *mask)``, in one
+    pass over the batch: each element's ``w @ v`` is taken while its weights are in cache,
+    in the same launch (compiler/attnpair.py: a compiled plan calls this for the pair)."""
+    return _attend(xp, qkv, mask, tokens, heads, seq_first, scale, True)
+
+
+def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
+    """(weights, context or None): `attention_weights`' impl, with `attention_context`'s
+    product per batch element too when `context`."""
     a, c, e, hd = _split(qkv.shape, tokens, heads)
-    _, (q, k, _) = _parts(xp, qkv, tokens, heads, seq_first)
+    _, (q, k, v) = _parts(xp, qkv, tokens, heads, seq_first)
     n, t = (c, a) if seq_first else (a, c)
     fn = softmax_kernel(xp, qkv, *mask) if scale > 0 else None
+    kw = dict(tokens=tokens, heads=heads, seq_first=seq_first, scale=scale)
     if fn is None:         # other array modules and dtypes, or the row kernel is not ready yet
-        return _softmax_impl(xp, xp.matmul(q, xp.swapaxes(k, -1, -2)), *mask, dim=3, scale=scale)
+        w = _softmax_impl(xp, xp.matmul(q, xp.swapaxes(k, -1, -2)), *mask, dim=3, scale=scale)
+        return w, (_context_impl(xp, qkv, w, **kw) if context else None)
     w = np.empty((n, heads, t, t), dtype=qkv.dtype)
     rows = heads * t                                   # softmax rows per batch element
     w2 = w.reshape(n * rows, t)
     if mask:
         m2, ids = mask_rows(mask[0], w.shape)
+    if context:
+        out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
+        oh = out.transpose(_TO_HEADS[seq_first])
 
     def part(lo, hi):
         # one batch element at a time: its scores into a buffer that stays in cache, then
         # their softmax into w (not in place: the row kernel's loops would take their
-        # scalar versions, LLVM's runtime overlap check failing: 4x slower)
+        # scalar versions, LLVM's runtime overlap check failing: 4x slower), then w @ v
         s = np.empty((1, heads, t, t), dtype=w.dtype)
         s2 = s.reshape(rows, t)
         for i in range(lo, hi):
@@ -111,8 +129,10 @@ def _weights_impl(xp, qkv, *mask, tokens, heads, seq_first, scale):
                 fn(s2, scale, m2, ids[i * rows:(i + 1) * rows], w2[i * rows:(i + 1) * rows])
             else:
                 fn(s2, scale, w2[i * rows:(i + 1) * rows])
-    _split_batch(xp, part, n, n * heads * t * t * (hd + _SOFTMAX_WORK))
-    return w
+            if context:
+                np.matmul(w[i:i + 1], v[i:i + 1], out=oh[i:i + 1])
+    _split_batch(xp, part, n, n * heads * t * t * (hd * (1 + context) + _SOFTMAX_WORK))
+    return w, (out.reshape(a, c, e) if context else None)
 
 
 # multiply-adds a softmax element counts as in `split`'s threshold (ops/row_kernels.py's _ROW_WORK)
