@@ -186,14 +186,11 @@ def _sgd_steps(kw, fused, p0s, grads):
     dict(lr=0.05, momentum=0.8, nesterov=True, maximize=True, weight_decay=1e-3),
 ])
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the array path's inf - inf
-def test_fused_step_is_bitwise_the_array_path(monkeypatch, kw, sizes, parallel, dtype):
+def test_fused_step_is_bitwise_the_array_path(monkeypatch, fused_launches, kw, sizes, parallel, dtype):
     from tracejit.optim import fused
     if parallel:     # the kernel in shares (claimed chunks) for these sizes too
         monkeypatch.setattr(fused, "SGD_PARALLEL_MIN", 1 << 16)
-    calls = []
-    real = fused.sgd_update_many
-    monkeypatch.setattr(fused, "sgd_update_many",
-                        lambda ps, *a, **k: (calls.append(k["first"]), real(ps, *a, **k))[1])
+    calls = fused_launches("sgd_update_many", lambda ps, kw: kw["first"])
     rng = np.random.default_rng(1)
     p0s = [rng.standard_normal(s).astype(dtype) for s in sizes]
     grads = [[(rng.standard_normal(s) * 10.0 ** rng.integers(-3, 3)).astype(dtype) for s in sizes]
@@ -212,13 +209,9 @@ def test_fused_step_is_bitwise_the_array_path(monkeypatch, kw, sizes, parallel, 
         np.testing.assert_array_equal(g.numpy(), w.numpy())
 
 
-def test_fused_default_covers_big_parameters_and_plain_numbers_only(monkeypatch):
+def test_fused_default_covers_big_parameters_and_plain_numbers_only(fused_launches):
     import numba  # noqa: F401  (the default fuses once numba is loaded)
-    from tracejit.optim import fused
-    calls = []
-    real = fused.sgd_update_many
-    monkeypatch.setattr(fused, "sgd_update_many",
-                        lambda ps, *a, **k: (calls.append([p.size for p in ps]), real(ps, *a, **k))[1])
+    calls = fused_launches("sgd_update_many")
     big = nn.Parameter(tj.zeros(optim.FUSED_MIN))
     small = nn.Parameter(tj.zeros(10))
     opt = optim.SGD([big, small], lr=0.5)
