@@ -3,6 +3,9 @@ backward writes the q, k and v gradients straight into the packed layout; and it
 ``W = softmax(q k^T * scale + mask)`` as one primitive (`attention_weights`: each batch
 element's scores go into a buffer that stays in cache and are normalized from there into
 W, one pass over the cores instead of a product pass and a softmax pass over 4 MB of scores).
+A compiled plan runs the two as one step where the context reads the weights just made
+(`weights_and_context`, compiler/attnpair.py: each element's ``W @ V`` while its weights are
+in cache); the backward likewise works one batch element at a time.
 
 Why: multi-head self-attention projects the tokens with ONE GEMM into a packed
 (tokens, 3E) array ``qkv`` and cuts q, k, v out of it as strided head views. As
