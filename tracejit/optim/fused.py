@@ -40,7 +40,7 @@ costs more than the second core saves on so little work). Transformer encoder be
 step (0.79M float32 parameters, 12 tensors, two threads forced, one process alternating):
 optimizer phase 0.74-0.81 / 0.81-0.88 -> 0.48 / 0.52 ms in shares (load 1.6), 0.75 / 0.78 ->
 0.56 / 0.58 serial where shares took 1.14 / 1.33 (load 5.9) (min / median); PyTorch's SGD
-0.48-0.50 / 0.52-0.55; one thread (CPU time) 0.20 ms.
+0.48-0.50 / 0.52-0.55; one thread (CPU time, load 11) 0.78 / 0.82 -> 0.56 / 0.61.
 
 The kernels are source text loaded through `compiler.diskcache` like generated ones:
 they compile on first use (about a second) and then come from tracejit's verified disk
