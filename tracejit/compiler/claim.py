@@ -18,7 +18,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["claim", "claim_counter"]
+__all__ = ["claim"]
 
 
 @intrinsic
@@ -31,30 +31,4 @@ def claim(typingctx, counter):
     def codegen(context, builder, sig, args):
         data = context.make_array(sig.args[0])(context, builder, args[0]).data
         return builder.atomic_rmw("add", data, ir.Constant(ir.IntType(64), 1), "monotonic")
-    return sig, codegen
-
-
-@intrinsic
-def claim_counter(typingctx):
-    """A fresh counter for `claim`: a 1-element int64 array, zeroed, in the calling
-    function's stack frame (allocated once, in its entry block; zeroed where this is
-    called). For a parallel kernel's chunks: its ``prange`` shares get the array and claim
-    from it while the launching thread, whose frame holds it, waits for them. Not
-    ``np.zeros``: a kernel that allocates makes a process loading it from the disk cache
-    import numba's array module (26-30 ms; ntstores_llvm.stack_buffer says the same)."""
-    aryty = types.Array(types.int64, 1, "C")
-    sig = aryty()
-
-    def codegen(context, builder, sig, args):
-        from numba.np.arrayobj import populate_array   # at compile time only
-        i64 = ir.IntType(64)
-        intp = context.get_value_type(types.intp)
-        with builder.goto_entry_block():
-            data = builder.alloca(i64, size=ir.Constant(intp, 1))
-            data.align = 64          # a line of its own
-        builder.store(ir.Constant(i64, 0), data)
-        ary = context.make_array(sig.return_type)(context, builder)
-        populate_array(ary, data=data, shape=[ir.Constant(intp, 1)], strides=[ir.Constant(intp, 8)],
-                       itemsize=ir.Constant(intp, 8), meminfo=None)
-        return ary._getvalue()
     return sig, codegen

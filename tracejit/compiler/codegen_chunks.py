@@ -105,7 +105,7 @@ class ChunkSpec(KernelSpec):
 
 def render(nest) -> Optional[ChunkSpec]:
     """The chunk kernel of `nest`, or None where its loop shape keeps a parfor kernel."""
-    spec = render_cpu(nest, parallel=True, claimed=False)   # the chunk loop as one prange
+    spec = render_cpu(nest, parallel=True)
     if spec.form not in FORMS:
         return None
     lines = spec.source.split("\n")

@@ -57,21 +57,6 @@ PARTIAL_CAP = 1 << 20
 # The comment line before the fold of a chunked reduction's partial results: where a
 # chunk kernel (codegen_chunks.py) puts that fold under ``if chunk_fold:``.
 FOLD_MARK = "# fold the chunks' partial results"
-# The parallel flat map's chunks (the "blocked_map" form) are claimed from a counter
-# (compiler/claim.py) by one share per thread, CLAIM_CHUNKS of them, rather than split
-# in two fixed halves by numba. With fixed halves a launch ends with the later half: the
-# OpenMP worker, asleep after ~15 us of spinning (threads.py's GOMP_SPINCOUNT), starts
-# its half 20-50 us late on this VM, and the launching thread, done first, waits at the
-# closing barrier long enough to fall asleep too and be woken. Claimed, whoever starts
-# late takes fewer chunks and both finish within a chunk (~5-10 us at 4M float32) of
-# each other. GELU forward, 4M float32, two threads, the plan's call as the bench makes
-# it (notes gelu18/claimexp.py: the generated kernel against the claimed one in one
-# process, 6 rounds alternating, SCHED_FIFO to have both cores, copy 57-61 GB/s):
-# median 1.238 -> 1.186 ms with 512 claimed chunks (better in 6 of 6 rounds),
-# 1.165 -> 1.166 with 64 (a chunk is then 37 us per thread: as late as the wake-up).
-# Chunk bounds do not depend on who runs them, so results do not change.
-CLAIM_CHUNKS = 512
-CLAIM_IMPORT = "from tracejit.compiler.claim import claim, claim_counter"
 
 
 def column_partial_len(columns: int) -> int:
@@ -220,12 +205,10 @@ def _index(op) -> str:
     return ", ".join("0" if d is None else f"i{d}" for d in op.index) or "0"
 
 
-def render(nest: LoopNest, parallel: bool = True, claimed: bool = True) -> KernelSpec:
+def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     """The numba source of `nest`: the parallel variant, or (``parallel=False``) the
     serial twin used for small sizes, where starting the thread pool costs far more
-    than the work. ``claimed=False`` renders a parallel flat map with numba's fixed split
-    of its chunks instead of claimed ones (see CLAIM_CHUNKS): codegen_chunks rewrites
-    that source's one ``prange`` into a share of the chunks."""
+    than the work."""
     rank = nest.rank
     red = nest.reduction
     form = loop_form(nest, parallel)
@@ -263,7 +246,7 @@ def render(nest: LoopNest, parallel: bool = True, claimed: bool = True) -> Kerne
     body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
     stream = stream_min(nest, parallel) if nest.flat else None
     if nest.flat:
-        body += _flat(nest, form, comp, loop, stream, claimed and parallel and form == "blocked_map")
+        body += _flat(nest, form, comp, loop, stream)
     else:
         inner = [f"{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
         inner += comp
@@ -287,8 +270,6 @@ def render(nest: LoopNest, parallel: bool = True, claimed: bool = True) -> Kerne
         src_lines.append(f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}")
     if stream is not None:
         src_lines.append(ntstores.IMPORT)
-    if any(ln.endswith("claim_counter()") for ln in body):
-        src_lines += ["from numba import get_num_threads", CLAIM_IMPORT]
     src_lines += ["", ""] + helper + header + doc + body
     return KernelSpec("\n".join(src_lines) + "\n", nest, parallel, form, llvm_options)
 
@@ -303,7 +284,7 @@ def _stream_flush(nest: LoopNest, ind: str, lo: str, hi: str) -> list:
                                    for o in nest.outputs]
 
 
-def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None, claimed: bool = False) -> list:
+def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list:
     """Loops of a flat nest. With `stream` (an element count, `stream_min`), the outputs
     of a call of at least that size are computed block by block into small buffers
     (``buf<m>``) that `ntstores_llvm.stream_block` sends to memory with streaming stores;
@@ -332,36 +313,23 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None, claimed
         # otherwise.
         body = [f"{IND}stream = n >= {stream}  # streaming stores from this size on (ntstores.py)",
                 f"{IND}nblk = (n + {B - 1}) // {B}",
-                f"{IND}nchunk = min({CLAIM_CHUNKS if claimed else 64}, nblk)"]
-        # Claimed (see CLAIM_CHUNKS): one share per thread, each taking chunks from a
-        # counter until none are left, instead of numba's fixed half of the chunks each.
-        c_ind = IND * 3 if claimed else IND * 2
-        if claimed:
-            body += [f"{IND}next_chunk = claim_counter()",
-                     f"{IND}for share in {loop}(get_num_threads()):"]
-        else:
-            body.append(f"{IND}for c in {loop}(nchunk):")
+                f"{IND}nchunk = min(64, nblk)"]
+        body.append(f"{IND}for c in {loop}(nchunk):")
         body += [line for o in nest.outputs for line in (
             f"{IND * 2}buf{o.m} = stack_buffer({o.array}, {B})",
             f"{IND * 2}t{o.m} = buf{o.m} if stream else {o.array}")]
-        if claimed:
-            body += [f"{IND * 2}while True:",
-                     f"{IND * 3}c = claim(next_chunk)",
-                     f"{IND * 3}if c >= nchunk:",
-                     f"{IND * 4}break"]
-        ind = c_ind + IND
-        body += [f"{c_ind}clo = c * nblk // nchunk * {B}",
-                 f"{c_ind}chi = min((c + 1) * nblk // nchunk * {B}, n)",
-                 f"{c_ind}step = {B} if stream else chi - clo",
-                 f"{c_ind}for b in range((chi - clo + step - 1) // step):",
-                 f"{ind}lo = clo + b * step",
-                 f"{ind}hi = min(lo + step, chi)",
-                 f"{ind}off = lo if stream else 0",
-                 f"{ind}for i in range(lo, hi):",
-                 f"{ind}{IND}u = np.uintp(i)",
-                 f"{ind}{IND}w = np.uintp(i - off)"]
-        body += elem(ind + IND, "u", "w")
-        body += _stream_flush(nest, ind, "lo", "hi")
+        body += [f"{IND * 2}clo = c * nblk // nchunk * {B}",
+                 f"{IND * 2}chi = min((c + 1) * nblk // nchunk * {B}, n)",
+                 f"{IND * 2}step = {B} if stream else chi - clo",
+                 f"{IND * 2}for b in range((chi - clo + step - 1) // step):",
+                 f"{IND * 3}lo = clo + b * step",
+                 f"{IND * 3}hi = min(lo + step, chi)",
+                 f"{IND * 3}off = lo if stream else 0",
+                 f"{IND * 3}for i in range(lo, hi):",
+                 f"{IND * 4}u = np.uintp(i)",
+                 f"{IND * 4}w = np.uintp(i - off)"]
+        body += elem(IND * 4, "u", "w")
+        body += _stream_flush(nest, IND * 3, "lo", "hi")
         return body + [f"{IND * 2}if stream:", f"{IND * 3}stream_fence()"]
     init, acc_np = _init(red), _np_type(red.acc_dtype)
     if form == "flat_serial_reduce":
