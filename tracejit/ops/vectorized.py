@@ -122,14 +122,22 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
     if _calls_math(prim, len(operands), compute_dtype.name, params):
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
-    # leaves it to numpy while other processes hold all but one core).
-    if n >= ARITH_MIN_ELEMENTS and _CPUS > 1:
+    # leaves it to numpy while other processes hold all but one core). From
+    # halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
+    if n >= (_halves_min() if prim.name in _HALVES_OPS else ARITH_MIN_ELEMENTS) and _CPUS > 1:
         _ARITH.add(prim.name)
         return True
     return False
 
 
 _ARITH: set = set()   # names of the arithmetic ops some plan sent here
+# Arithmetic below ARITH_MIN_ELEMENTS that ops/halves.py may run on two cores.
+_HALVES_OPS = frozenset(("add", "sub", "mul", "div"))
+
+
+def _halves_min() -> int:
+    from . import halves
+    return halves.EW_MIN_ELEMENTS
 
 
 _CPUS = usable_cpus()
@@ -193,11 +201,18 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     only one core is free: the caller uses numpy). ``out``: a C-contiguous array of the
     output's shape and dtype to write into (it may be one of the inputs: every element
     is read before it is written, at the same index)."""
+    n = math.prod(out_shape)
+    if n < ARITH_MIN_ELEMENTS and prim.name in _HALVES_OPS:
+        # (the parallel kernel's launch costs more than half of the loop here: two halves
+        # without the GIL, or numpy's loop)
+        if compute_np != out_np:
+            return None
+        from . import halves
+        return halves.binary(prim.name, arrays[0], arrays[1], compute_np, out)
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
     key, layout, args = prepared
-    n = math.prod(out_shape)
     parallel = n >= PARALLEL_MIN  # the compiled kernels' rule (threads.PARALLEL_MIN)
     key = key + (parallel,)
     entry = _entries.get(key)

@@ -1,0 +1,290 @@
+"""Products and elementwise arithmetic in two halves on two cores, each half a numba cfunc:
+no Python object and no GIL on either thread.
+
+Why: the two-layer step (64x1000 -> 100 -> 10, SGD by hand) spends its time on w1's path:
+the forward product ``x @ w1`` (64x1000x100), the weight gradient ``x.T @ g`` (1000x64x100)
+and the update ``w1 -= lr * g1`` (two 100K-element ops). On one core each is at its floor
+(the register-tile kernel at its FMA bound, the update at numpy's speed); PyTorch's MKL runs
+both products on two spinning threads. A second share used to cost 40-80 us a launch on the
+2-vCPU VM (a numba OpenMP launch, a Python callback on OpenBLAS's worker, nogil numba calls
+handing the GIL back and forth: session 17), more than the half of a 10-60 us phase it
+saves. OpenBLAS's ``gotoblas_pthread`` running a C function on its worker costs 1.4 us back
+to back or after 60 us of Python, 3-10 us right after a two-thread product (session 18,
+launch.py), because nothing on either thread takes the GIL.
+
+And the halves must stay on their cores: a phase split over two threads is slower when the
+previous phase wrote its data on the other core (the lines move first). So all three phases
+split w1 the same way, by its rows (its flat halves, being C-contiguous), the first half on
+the calling thread and the second on OpenBLAS's worker, every time:
+
+- ``x @ w1`` of few rows (`FEW_ROWS`): split by the depth K (w1's rows), the second half's
+  partial product added to the first's. **The sum order changes**: results differ from the
+  one-thread product in the last bits (as BLAS's thread counts make them differ);
+- ``x.T @ g``: split by the result's rows (w1's rows), each element computed as the
+  one-thread kernel computes it: bitwise the same;
+- ``a + b``, ``a - b``, ``a * b``, ``a / b`` (arrays of one shape or a scalar, float32 or
+  float64) from `EW_MIN_ELEMENTS`: by flat halves, IEEE operations: bitwise numpy's.
+
+The step, in one process alternating (stepproto.py, policy two threads, load ~1.8): eager
+340/390 -> 306/343 us (min/median), compiled 237/258 -> 212/230.
+
+When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
+coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
+two threads (`sharepool.pool_threads`), BLAS's ceiling is two or more, numpy's BLAS is a
+pthreads OpenBLAS with a pool of two (`sharepool.blas_worker`), no other launch holds the
+pool, and the module is loaded (as rows_gemm's kernel: from the disk cache in sync mode,
+compiled by the workers in background mode). Otherwise None: the caller's path runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import rows_gemm
+from .native import kernel as _kernel
+
+__all__ = ["product", "binary", "MIN_MNK", "EW_MIN_ELEMENTS", "ENABLED"]
+
+# Products below this run on one thread (the halves' launch and the add of the partial
+# product are a few us); the register-tile kernel's own bound.
+MIN_MNK = rows_gemm.MIN_MNK
+# Elementwise ops below this many elements stay on numpy's loop (64K float32: ~5 us on one
+# core; a pair of 100K-element halves ran in 8.0 us against numpy's 11.4, launch included).
+EW_MIN_ELEMENTS = 1 << 16
+# The switch (tests and measurements turn it off to compare).
+ENABLED = True
+
+_OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
+
+# The kernel module's rows kernel run on a record of int64s: a, its size, ars, aks, m, kd,
+# b, its size, n, c, its size (addresses and sizes of flat arrays). An elementwise half's
+# record: op, n, a, b, out, a's and b's kind (0 array, 1 scalar), then the scalars' bits
+# as float64 in slots 8 and 9.
+_PAIR = '''
+
+from numba import carray, cfunc
+from tracejit.compiler.voidptr import as_voidptr
+
+
+@cfunc("void(voidptr)", cache=CACHE)
+def gemm_half(rec):
+    r = carray(rec, (16,), np.int64)
+    a = carray(as_voidptr(r[0]), (r[1],), np.{t})
+    b = carray(as_voidptr(r[6]), (r[7],), np.{t})
+    c = carray(as_voidptr(r[9]), (r[10],), np.{t})
+    kernel(a, r[2], r[3], r[4], r[5], b, r[8], c)
+
+
+@cfunc("void(voidptr)", cache=CACHE)
+def ew_half(rec):
+    r = carray(rec, (16,), np.int64)
+    f = carray(rec, (16,), np.float64)
+    op, n = r[0], r[1]
+    o = carray(as_voidptr(r[4]), (n,), np.{t})
+    if r[5] == 1:
+        s = np.{t}(f[8])
+        b = carray(as_voidptr(r[3]), (n,), np.{t})
+        if op == 0:
+            for i in range(n):
+                o[i] = s + b[i]
+        elif op == 1:
+            for i in range(n):
+                o[i] = s - b[i]
+        elif op == 2:
+            for i in range(n):
+                o[i] = s * b[i]
+        else:
+            for i in range(n):
+                o[i] = s / b[i]
+        return
+    a = carray(as_voidptr(r[2]), (n,), np.{t})
+    if r[6] == 1:
+        s = np.{t}(f[9])
+        if op == 0:
+            for i in range(n):
+                o[i] = a[i] + s
+        elif op == 1:
+            for i in range(n):
+                o[i] = a[i] - s
+        elif op == 2:
+            for i in range(n):
+                o[i] = a[i] * s
+        else:
+            for i in range(n):
+                o[i] = a[i] / s
+        return
+    b = carray(as_voidptr(r[3]), (n,), np.{t})
+    if op == 0:
+        for i in range(n):
+            o[i] = a[i] + b[i]
+    elif op == 1:
+        for i in range(n):
+            o[i] = a[i] - b[i]
+    elif op == 2:
+        for i in range(n):
+            o[i] = a[i] * b[i]
+    else:
+        for i in range(n):
+            o[i] = a[i] / b[i]
+'''
+
+
+def source(dtype: str) -> str:
+    """rows_gemm's kernel module for `dtype` with the two half entries (`_PAIR`)."""
+    return rows_gemm.source(dtype) + _PAIR.replace("{t}", dtype)
+
+
+class _Pair:
+    """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
+
+    __slots__ = ("gemm", "ew", "recs", "address", "keep")
+
+    def __init__(self, module: dict):
+        import ctypes
+        self.keep = (module["gemm_half"], module["ew_half"])   # their code lives as long as this
+        self.gemm = ctypes.c_void_p(module["gemm_half"].address)
+        self.ew = ctypes.c_void_p(module["ew_half"].address)
+        self.recs = np.zeros((2, 16), np.int64)
+        self.address = self.recs.ctypes.data
+
+
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+_pairs: dict = {}     # dtype name -> _Pair, or None where it cannot load
+
+
+def _pair(dtype):
+    """The dtype's `_Pair` where two halves may run now, else None."""
+    t = _NAMES.get(dtype)
+    if t is None or not ENABLED:
+        return None
+    from .. import coreshare, sharepool
+    if sharepool.pool_threads() < 2 or (coreshare.blas_ceiling() or 1) < 2:
+        return None
+    if sharepool.blas_worker.find() is None:
+        return None
+    p = _pairs.get(t)
+    if p is None:
+        fn = _kernel(("rows_gemm_halves", t), lambda: source(t), sync_compiles=False).get()
+        if fn is None:
+            return None
+        g = getattr(getattr(fn, "py_func", None), "__globals__", {})
+        if "gemm_half" not in g or "ew_half" not in g:
+            return None
+        p = _pairs[t] = _Pair(g)
+    return p
+
+
+def _launch(p: _Pair, entry) -> bool:
+    """Records 0 and 1 at once, on this thread and on OpenBLAS's worker (the halves call no
+    BLAS); False where another launch holds the pool (nothing ran)."""
+    from .. import sharepool
+    if not sharepool.try_launch():
+        return False
+    try:
+        sharepool.blas_worker.find()(2, entry, p.address, 128)
+    finally:
+        sharepool.end_launch()
+    return True
+
+
+def _flat(a) -> tuple | None:
+    """(a's address, ars, aks) for a row-major `a` or a transposed view of one, else None."""
+    if a.flags.c_contiguous:
+        return a.ctypes.data, a.shape[1], 1
+    if a.flags.f_contiguous:
+        return a.ctypes.data, 1, a.shape[0]
+    return None
+
+
+def product(a, b):
+    """``a @ b`` in two halves (module docstring), or None: 2-D float32/float64 numpy
+    arrays of one dtype, a C- or F-contiguous, b C-contiguous, the register-tile kernel's
+    shapes (depth and columns), `MIN_MNK` multiply-adds or more."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    m, kd = a.shape
+    n = b.shape[1]
+    if (m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS or not b.flags.c_contiguous
+            or a.dtype != b.dtype or a.dtype not in _NAMES or b.shape[0] != kd):
+        return None
+    from ..coreshare import FEW_ROWS
+    few = m < FEW_ROWS
+    if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
+        return None
+    flat = _flat(a)
+    if flat is None:
+        return None
+    p = _pair(a.dtype)
+    if p is None:
+        return None
+    ad, ars, aks = flat
+    size = a.size
+    item = a.itemsize
+    out = np.empty((m, n), a.dtype)
+    r = p.recs
+    bd, cd = b.ctypes.data, out.ctypes.data
+    if few:
+        # depth halves: rows [0, h) and [h, kd) of b; the second half's product into `rest`
+        h = kd // 2
+        rest = np.empty((m, n), a.dtype)
+        r[0, :11] = (ad, size, ars, aks, m, h, bd, h * n, n, cd, m * n)
+        off = h * aks
+        r[1, :11] = (ad + off * item, size - off, ars, aks, m, kd - h, bd + h * n * item, (kd - h) * n,
+                     n, rest.ctypes.data, m * n)
+        if not _launch(p, p.gemm):
+            return None
+        out += rest
+        return out
+    # row halves, the first a multiple of 8 (the kernel's tile rows)
+    h = (m // 2 + 7) // 8 * 8
+    off = h * ars
+    r[0, :11] = (ad, size, ars, aks, h, kd, bd, kd * n, n, cd, h * n)
+    r[1, :11] = (ad + off * item, size - off, ars, aks, m - h, kd, bd, kd * n, n, cd + h * n * item,
+                 (m - h) * n)
+    if not _launch(p, p.gemm):
+        return None
+    return out
+
+
+def binary(name: str, x, y, compute_np, out=None):
+    """``x <op> y`` for op `name` (add, sub, mul, div) in two flat halves, into `out` (a
+    C-contiguous array of the result's shape and dtype, which may be x or y) or a new
+    array; None where it does not run (another op, dtype or layout: numpy's loop runs).
+    x and y: arrays of `compute_np`, C-contiguous, of the result's shape, or numbers
+    (taken as `compute_np`, as numpy takes a Python scalar)."""
+    op = _OPS.get(name)
+    if op is None or compute_np not in _NAMES:
+        return None
+    xa = type(x) is np.ndarray and x.ndim > 0
+    ya = type(y) is np.ndarray and y.ndim > 0
+    arr = x if xa else y if ya else None
+    if arr is None or arr.dtype != compute_np or not arr.flags.c_contiguous:
+        return None
+    if xa and ya and (y.shape != x.shape or y.dtype != compute_np or not y.flags.c_contiguous):
+        return None
+    n = arr.size
+    if n < EW_MIN_ELEMENTS:
+        return None
+    p = _pair(compute_np)
+    if p is None:
+        return None
+    if out is None:
+        out = np.empty(arr.shape, compute_np)
+    elif out.shape != arr.shape or out.dtype != compute_np or not out.flags.c_contiguous:
+        return None
+    h = n // 2
+    item = arr.itemsize
+    r = p.recs
+    f = r.view(np.float64)
+    xd = x.ctypes.data if xa else 0
+    yd = y.ctypes.data if ya else 0
+    od = out.ctypes.data
+    r[0, :7] = (op, h, xd, yd, od, 0 if xa else 1, 0 if ya else 1)
+    r[1, :7] = (op, n - h, xd + h * item if xa else 0, yd + h * item if ya else 0, od + h * item,
+                0 if xa else 1, 0 if ya else 1)
+    if not xa:
+        f[0, 8] = f[1, 8] = float(compute_np.type(x))
+    if not ya:
+        f[0, 9] = f[1, 9] = float(compute_np.type(y))
+    if not _launch(p, p.ew):
+        return None
+    return out
