@@ -29,12 +29,13 @@ def _loaded(dtype: str) -> dict:
 
 @pytest.fixture
 def serial_launch(monkeypatch) -> list:
-    """`_pair` gives the loaded entries whatever the cores; `_launch` runs record 0, then
-    record 1, on this thread. The list counts launches."""
+    """`_pair` gives the loaded entries whatever the cores; `_launch` fills the records and
+    runs record 0, then record 1, on this thread. The list counts launches."""
     launches: list = []
     monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name)[0])
 
-    def launch(p, entry):
+    def launch(p, entry, fill, *args):
+        fill(p.recs, *args)
         fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry.value)
         fn(p.address)
         fn(p.address + 128)

@@ -173,13 +173,16 @@ def _pair(dtype):
     return p
 
 
-def _launch(p: _Pair, entry) -> bool:
-    """Records 0 and 1 at once, on this thread and on OpenBLAS's worker (the halves call no
-    BLAS); False where another launch holds the pool (nothing ran)."""
+def _launch(p: _Pair, entry, fill, *args) -> bool:
+    """``fill(p.recs, *args)``, then records 0 and 1 at once, on this thread and on
+    OpenBLAS's worker (the halves call no BLAS). The records are written only once this
+    thread holds the pool (another Python thread launching meanwhile would overwrite
+    them); False where another launch holds it (nothing ran)."""
     from .. import sharepool
     if not sharepool.try_launch():
         return False
     try:
+        fill(p.recs, *args)
         sharepool.blas_worker.find()(2, entry, p.address, 128)
     finally:
         sharepool.end_launch()
@@ -216,33 +219,42 @@ def product(a, b):
     p = _pair(a.dtype)
     if p is None:
         return None
-    ad, ars, aks = flat
-    size = a.size
-    item = a.itemsize
     out = np.empty((m, n), a.dtype)
-    r = p.recs
-    bd, cd = b.ctypes.data, out.ctypes.data
     if few:
         # depth halves: rows [0, h) and [h, kd) of b; the second half's product into `rest`
-        h = kd // 2
         rest = np.empty((m, n), a.dtype)
-        r[0, :11] = (ad, size, ars, aks, m, h, bd, h * n, n, cd, m * n)
-        off = h * aks
-        r[1, :11] = (ad + off * item, size - off, ars, aks, m, kd - h, bd + h * n * item, (kd - h) * n,
-                     n, rest.ctypes.data, m * n)
-        if not _launch(p, p.gemm):
+        if not _launch(p, p.gemm, _depth_records, flat, a, b, out, rest):
             return None
         out += rest
         return out
+    if not _launch(p, p.gemm, _row_records, flat, a, b, out):
+        return None
+    return out
+
+
+def _depth_records(r, flat, a, b, out, rest) -> None:
+    ad, ars, aks = flat
+    m, kd = a.shape
+    n, size, item = b.shape[1], a.size, a.itemsize
+    h = kd // 2
+    bd = b.ctypes.data
+    r[0, :11] = (ad, size, ars, aks, m, h, bd, h * n, n, out.ctypes.data, m * n)
+    off = h * aks
+    r[1, :11] = (ad + off * item, size - off, ars, aks, m, kd - h, bd + h * n * item, (kd - h) * n,
+                 n, rest.ctypes.data, m * n)
+
+
+def _row_records(r, flat, a, b, out) -> None:
     # row halves, the first a multiple of 8 (the kernel's tile rows)
+    ad, ars, aks = flat
+    m, kd = a.shape
+    n, size, item = b.shape[1], a.size, a.itemsize
+    bd, cd = b.ctypes.data, out.ctypes.data
     h = (m // 2 + 7) // 8 * 8
     off = h * ars
     r[0, :11] = (ad, size, ars, aks, h, kd, bd, kd * n, n, cd, h * n)
     r[1, :11] = (ad + off * item, size - off, ars, aks, m - h, kd, bd, kd * n, n, cd + h * n * item,
                  (m - h) * n)
-    if not _launch(p, p.gemm):
-        return None
-    return out
 
 
 def binary(name: str, x, y, compute_np, out=None):
@@ -271,20 +283,26 @@ def binary(name: str, x, y, compute_np, out=None):
         out = np.empty(arr.shape, compute_np)
     elif out.shape != arr.shape or out.dtype != compute_np or not out.flags.c_contiguous:
         return None
-    h = n // 2
-    item = arr.itemsize
-    r = p.recs
-    f = r.view(np.float64)
-    xd = x.ctypes.data if xa else 0
-    yd = y.ctypes.data if ya else 0
-    od = out.ctypes.data
-    r[0, :7] = (op, h, xd, yd, od, 0 if xa else 1, 0 if ya else 1)
-    r[1, :7] = (op, n - h, xd + h * item if xa else 0, yd + h * item if ya else 0, od + h * item,
-                0 if xa else 1, 0 if ya else 1)
-    if not xa:
-        f[0, 8] = f[1, 8] = float(compute_np.type(x))
-    if not ya:
-        f[0, 9] = f[1, 9] = float(compute_np.type(y))
-    if not _launch(p, p.ew):
+    if not _launch(p, p.ew, _ew_records, op, x if xa else None, y if ya else None,
+                   y if xa else x, out, compute_np):
         return None
     return out
+
+
+def _ew_records(r, op, xarr, yarr, scalar, out, compute_np) -> None:
+    # each half: op, its length, x's, y's and out's addresses, which operand is the scalar
+    # (`scalar`, the other one), and the scalar as float64 bits in slot 8 (x) or 9 (y)
+    n = out.size
+    h = n // 2
+    item = out.itemsize
+    xd = xarr.ctypes.data if xarr is not None else 0
+    yd = yarr.ctypes.data if yarr is not None else 0
+    od = out.ctypes.data
+    xs, ys = int(xarr is None), int(yarr is None)
+    r[0, :7] = (op, h, xd, yd, od, xs, ys)
+    r[1, :7] = (op, n - h, xd + h * item if xd else 0, yd + h * item if yd else 0, od + h * item, xs, ys)
+    f = r.view(np.float64)
+    if xs:
+        f[0, 8] = f[1, 8] = float(compute_np.type(scalar))
+    if ys:
+        f[0, 9] = f[1, 9] = float(compute_np.type(scalar))

@@ -124,7 +124,8 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core). From
     # halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
-    if n >= (_halves_min() if prim.name in _HALVES_OPS else ARITH_MIN_ELEMENTS) and _CPUS > 1:
+    least = min(ARITH_MIN_ELEMENTS, _halves_min()) if prim.name in _HALVES_OPS else ARITH_MIN_ELEMENTS
+    if n >= least and _CPUS > 1:
         _ARITH.add(prim.name)
         return True
     return False
