@@ -29,19 +29,19 @@ def _loaded(dtype: str) -> dict:
 
 @pytest.fixture
 def serial_launch(monkeypatch) -> list:
-    """`_pair` gives the loaded entries whatever the cores; `_launch` fills the records and
-    runs record 0, then record 1, on this thread. The list counts launches."""
+    """`_pair` gives the loaded entries whatever the cores; a launch runs record 0, then
+    record 1, on this thread. The list counts launches."""
     launches: list = []
+    monkeypatch.setattr(halves, "WARM_S", 1e9)
+    monkeypatch.setattr(halves, "_warm_until", 1e18)
     monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name)[0])
 
-    def launch(p, entry, fill, *args):
-        fill(p.recs, *args)
+    def run(p, entry):
         fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry.value)
         fn(p.address)
         fn(p.address + 128)
         launches.append(entry.value)
-        return True
-    monkeypatch.setattr(halves, "_launch", launch)
+    monkeypatch.setattr(halves, "_run", run)
     return launches
 
 
@@ -147,6 +147,19 @@ def test_the_two_layer_step_runs_its_w1_path_in_halves(serial_launch):
     np.testing.assert_array_equal(w1.detach().numpy(), w0 - np.float32(1e-6) * g)
 
 
+def test_elementwise_halves_only_soon_after_a_launch(serial_launch, monkeypatch):
+    """Past WARM_S since the last launch (OpenBLAS's worker asleep) numpy's loop runs; a
+    product's halves make the next elementwise ones run."""
+    x = np.ones((1000, 100), np.float32)
+    f32 = np.dtype(np.float32)
+    monkeypatch.setattr(halves, "WARM_S", 60.0)
+    monkeypatch.setattr(halves, "_warm_until", 0.0)
+    assert halves.binary("mul", 2.0, x, f32) is None and not serial_launch
+    halves.product(np.ones((64, 1000), np.float32), x)
+    np.testing.assert_array_equal(halves.binary("mul", 2.0, x, f32), 2 * x)
+    assert len(serial_launch) == 2
+
+
 def test_off_switch_and_one_thread(monkeypatch):
     """`ENABLED` off, or the pool giving one thread: no halves (the caller's path runs)."""
     a = np.ones((64, 1000), np.float32)
@@ -168,6 +181,7 @@ def test_halves_at_once_on_openblas_worker(monkeypatch):
     monkeypatch.setattr(halves, "_kernel", lambda *a, **k: type("K", (), {"get": lambda self: _loaded(
         a[0][1])[1]})())
     monkeypatch.setattr(halves, "_pairs", {})
+    monkeypatch.setattr(halves, "WARM_S", 60.0)      # (the checks between take longer)
     r = np.random.default_rng(5)
     x = r.standard_normal((1000, 64)).astype(np.float32).T
     g = r.standard_normal((64, 100)).astype(np.float32)

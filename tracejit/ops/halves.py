@@ -23,7 +23,8 @@ the calling thread and the second on OpenBLAS's worker, every time:
 - ``x.T @ g``: split by the result's rows (w1's rows), each element computed as the
   one-thread kernel computes it: bitwise the same;
 - ``a + b``, ``a - b``, ``a * b``, ``a / b`` (arrays of one shape or a scalar, float32 or
-  float64) from `EW_MIN_ELEMENTS`: by flat halves, IEEE operations: bitwise numpy's.
+  float64) from `EW_MIN_ELEMENTS`, within `WARM_S` of a product's halves (the worker still
+  spinning): by flat halves, IEEE operations: bitwise numpy's.
 
 The step, in one process alternating (stepproto.py, policy two threads, load ~1.8): eager
 340/390 -> 306/343 us (min/median), compiled 237/258 -> 212/230.
@@ -36,6 +37,8 @@ pool, and the module is loaded (as rows_gemm's kernel: from the disk cache in sy
 compiled by the workers in background mode). Otherwise None: the caller's path runs.
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -52,6 +55,13 @@ MIN_MNK = rows_gemm.MIN_MNK
 EW_MIN_ELEMENTS = 1 << 16
 # The switch (tests and measurements turn it off to compare).
 ENABLED = True
+# Elementwise halves run only this soon after the end of a launch of halves (a product's):
+# OpenBLAS's worker spins ~0.4 ms after a job (threads.BLAS_THREAD_TIMEOUT), then sleeps, and
+# waking it cost a 100K-element ``w -= lr * g`` 159/1130 us (min/median) against numpy's
+# 65/103 after 1 ms idle (load 9.5, policy forced to two threads). In the step the update
+# follows the weight gradient's halves at once, on the halves those placed on each core.
+WARM_S = 2.5e-4
+_warm_until = 0.0
 
 _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 
@@ -181,12 +191,20 @@ def _launch(p: _Pair, entry, fill, *args) -> bool:
     from .. import sharepool
     if not sharepool.try_launch():
         return False
+    global _warm_until
     try:
         fill(p.recs, *args)
-        sharepool.blas_worker.find()(2, entry, p.address, 128)
+        _run(p, entry)
     finally:
         sharepool.end_launch()
+    _warm_until = time.perf_counter() + WARM_S
     return True
+
+
+def _run(p: _Pair, entry) -> None:
+    """`entry` on record 0 here and record 1 on OpenBLAS's worker, at once."""
+    from .. import sharepool
+    sharepool.blas_worker.find()(2, entry, p.address, 128)
 
 
 def _flat(a) -> tuple | None:
@@ -274,7 +292,7 @@ def binary(name: str, x, y, compute_np, out=None):
     if xa and ya and (y.shape != x.shape or y.dtype != compute_np or not y.flags.c_contiguous):
         return None
     n = arr.size
-    if n < EW_MIN_ELEMENTS:
+    if n < EW_MIN_ELEMENTS or time.perf_counter() > _warm_until:
         return None
     p = _pair(compute_np)
     if p is None:
