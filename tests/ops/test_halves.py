@@ -167,6 +167,7 @@ def test_off_switch_and_one_thread(monkeypatch):
     monkeypatch.setattr(halves, "ENABLED", False)
     assert halves.product(a, b) is None
     monkeypatch.setattr(halves, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
     assert halves.product(a, b) is None
     assert halves.binary("add", b, b, np.dtype(np.float32)) is None
@@ -176,6 +177,7 @@ def test_off_switch_and_one_thread(monkeypatch):
 @pytest.mark.skipif(sharepool.blas_worker.find() is None, reason="numpy's BLAS has no pthreads pool of two")
 def test_halves_at_once_on_openblas_worker(monkeypatch):
     """The real launch: record 1 on OpenBLAS's worker while record 0 runs here."""
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(halves, "_kernel", lambda *a, **k: type("K", (), {"get": lambda self: _loaded(

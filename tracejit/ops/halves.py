@@ -42,6 +42,7 @@ import time
 
 import numpy as np
 
+from .. import coreshare, sharepool
 from . import rows_gemm
 from .native import kernel as _kernel
 
@@ -73,6 +74,52 @@ _PAIR = '''
 
 from numba import carray, cfunc
 from tracejit.compiler.voidptr import as_voidptr
+
+
+# The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
+# or __array_interface__), and a launch needs four or five.
+@njit(inline="always")
+def _put(r, q, vals):
+    for i in range(len(vals)):
+        r[q, i] = vals[i]
+
+
+@njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
+      "{t}[:, ::1], {t}[:, ::1], boolean)", cache=CACHE)
+def gemm_records(r, a, b, out, rest, by_rows):
+    m, kd = a.shape
+    n = b.shape[1]
+    item = a.itemsize
+    ars, aks = a.strides[0] // item, a.strides[1] // item
+    ad, bd, cd = np.int64(a.ctypes.data), np.int64(b.ctypes.data), np.int64(out.ctypes.data)
+    size = m * kd
+    if by_rows:        # row halves, the first a multiple of 8 (the kernel's tile rows)
+        h = (m // 2 + 7) // 8 * 8
+        off = h * ars
+        _put(r, 0, (ad, size, ars, aks, h, kd, bd, kd * n, n, cd, h * n))
+        _put(r, 1, (ad + off * item, size - off, ars, aks, m - h, kd, bd, kd * n, n, cd + h * n * item,
+                    (m - h) * n))
+    else:              # depth halves: rows [0, h) and [h, kd) of b, the second into `rest`
+        h = kd // 2
+        off = h * aks
+        _put(r, 0, (ad, size, ars, aks, m, h, bd, h * n, n, cd, m * n))
+        _put(r, 1, (ad + off * item, size - off, ars, aks, m, kd - h, bd + h * n * item, (kd - h) * n,
+                    n, np.int64(rest.ctypes.data), m * n))
+
+
+@njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
+      "{t}[::1], int64, int64, float64)", cache=CACHE)
+def ew_records(r, op, x, y, out, xs, ys, s):
+    # each half: op, its length, x's, y's and out's addresses, which operand is the scalar
+    # `s` (xs, ys: the other operand stands in for its array), s's float64 bits in slot 8 or 9
+    n = out.size
+    h = n // 2
+    item = out.itemsize
+    xd, yd, od = np.int64(x.ctypes.data), np.int64(y.ctypes.data), np.int64(out.ctypes.data)
+    _put(r, 0, (op, h, xd, yd, od, xs, ys))
+    _put(r, 1, (op, n - h, xd + h * item, yd + h * item, od + h * item, xs, ys))
+    f = r.view(np.float64)
+    f[0, 8] = f[1, 8] = f[0, 9] = f[1, 9] = s
 
 
 @cfunc("void(voidptr)", cache=CACHE)
@@ -146,11 +193,13 @@ def source(dtype: str) -> str:
 class _Pair:
     """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
 
-    __slots__ = ("gemm", "ew", "recs", "address", "keep")
+    __slots__ = ("gemm", "ew", "recs", "address", "keep", "gemm_records", "ew_records")
 
     def __init__(self, module: dict):
         import ctypes
         self.keep = (module["gemm_half"], module["ew_half"])   # their code lives as long as this
+        self.gemm_records = module["gemm_records"]
+        self.ew_records = module["ew_records"]
         self.gemm = ctypes.c_void_p(module["gemm_half"].address)
         self.ew = ctypes.c_void_p(module["ew_half"].address)
         self.recs = np.zeros((2, 16), np.int64)
@@ -166,7 +215,8 @@ def _pair(dtype):
     t = _NAMES.get(dtype)
     if t is None or not ENABLED:
         return None
-    from .. import coreshare, sharepool
+    if coreshare.ENABLED and coreshare.core_share.threads() < 2:
+        return None          # (the policy's count: the cheap answer under load)
     if sharepool.pool_threads() < 2 or (coreshare.blas_ceiling() or 1) < 2:
         return None
     if sharepool.blas_worker.find() is None:
@@ -177,7 +227,7 @@ def _pair(dtype):
         if fn is None:
             return None
         g = getattr(getattr(fn, "py_func", None), "__globals__", {})
-        if "gemm_half" not in g or "ew_half" not in g:
+        if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records")):
             return None
         p = _pairs[t] = _Pair(g)
     return p
@@ -188,7 +238,6 @@ def _launch(p: _Pair, entry, fill, *args) -> bool:
     OpenBLAS's worker (the halves call no BLAS). The records are written only once this
     thread holds the pool (another Python thread launching meanwhile would overwrite
     them); False where another launch holds it (nothing ran)."""
-    from .. import sharepool
     if not sharepool.try_launch():
         return False
     global _warm_until
@@ -203,17 +252,7 @@ def _launch(p: _Pair, entry, fill, *args) -> bool:
 
 def _run(p: _Pair, entry) -> None:
     """`entry` on record 0 here and record 1 on OpenBLAS's worker, at once."""
-    from .. import sharepool
     sharepool.blas_worker.find()(2, entry, p.address, 128)
-
-
-def _flat(a) -> tuple | None:
-    """(a's address, ars, aks) for a row-major `a` or a transposed view of one, else None."""
-    if a.flags.c_contiguous:
-        return a.ctypes.data, a.shape[1], 1
-    if a.flags.f_contiguous:
-        return a.ctypes.data, 1, a.shape[0]
-    return None
 
 
 def product(a, b):
@@ -227,52 +266,21 @@ def product(a, b):
     if (m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS or not b.flags.c_contiguous
             or a.dtype != b.dtype or a.dtype not in _NAMES or b.shape[0] != kd):
         return None
-    from ..coreshare import FEW_ROWS
-    few = m < FEW_ROWS
+    few = m < coreshare.FEW_ROWS
     if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
         return None
-    flat = _flat(a)
-    if flat is None:
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
         return None
     p = _pair(a.dtype)
     if p is None:
         return None
     out = np.empty((m, n), a.dtype)
-    if few:
-        # depth halves: rows [0, h) and [h, kd) of b; the second half's product into `rest`
-        rest = np.empty((m, n), a.dtype)
-        if not _launch(p, p.gemm, _depth_records, flat, a, b, out, rest):
-            return None
-        out += rest
-        return out
-    if not _launch(p, p.gemm, _row_records, flat, a, b, out):
+    rest = out if not few else np.empty((m, n), a.dtype)
+    if not _launch(p, p.gemm, p.gemm_records, a, b, out, rest, not few):
         return None
+    if few:
+        out += rest
     return out
-
-
-def _depth_records(r, flat, a, b, out, rest) -> None:
-    ad, ars, aks = flat
-    m, kd = a.shape
-    n, size, item = b.shape[1], a.size, a.itemsize
-    h = kd // 2
-    bd = b.ctypes.data
-    r[0, :11] = (ad, size, ars, aks, m, h, bd, h * n, n, out.ctypes.data, m * n)
-    off = h * aks
-    r[1, :11] = (ad + off * item, size - off, ars, aks, m, kd - h, bd + h * n * item, (kd - h) * n,
-                 n, rest.ctypes.data, m * n)
-
-
-def _row_records(r, flat, a, b, out) -> None:
-    # row halves, the first a multiple of 8 (the kernel's tile rows)
-    ad, ars, aks = flat
-    m, kd = a.shape
-    n, size, item = b.shape[1], a.size, a.itemsize
-    bd, cd = b.ctypes.data, out.ctypes.data
-    h = (m // 2 + 7) // 8 * 8
-    off = h * ars
-    r[0, :11] = (ad, size, ars, aks, h, kd, bd, kd * n, n, cd, h * n)
-    r[1, :11] = (ad + off * item, size - off, ars, aks, m - h, kd, bd, kd * n, n, cd + h * n * item,
-                 (m - h) * n)
 
 
 def binary(name: str, x, y, compute_np, out=None):
@@ -281,6 +289,8 @@ def binary(name: str, x, y, compute_np, out=None):
     array; None where it does not run (another op, dtype or layout: numpy's loop runs).
     x and y: arrays of `compute_np`, C-contiguous, of the result's shape, or numbers
     (taken as `compute_np`, as numpy takes a Python scalar)."""
+    if time.perf_counter() > _warm_until:
+        return None
     op = _OPS.get(name)
     if op is None or compute_np not in _NAMES:
         return None
@@ -291,8 +301,7 @@ def binary(name: str, x, y, compute_np, out=None):
         return None
     if xa and ya and (y.shape != x.shape or y.dtype != compute_np or not y.flags.c_contiguous):
         return None
-    n = arr.size
-    if n < EW_MIN_ELEMENTS or time.perf_counter() > _warm_until:
+    if arr.size < EW_MIN_ELEMENTS:
         return None
     p = _pair(compute_np)
     if p is None:
@@ -301,26 +310,9 @@ def binary(name: str, x, y, compute_np, out=None):
         out = np.empty(arr.shape, compute_np)
     elif out.shape != arr.shape or out.dtype != compute_np or not out.flags.c_contiguous:
         return None
-    if not _launch(p, p.ew, _ew_records, op, x if xa else None, y if ya else None,
-                   y if xa else x, out, compute_np):
+    flat = arr.reshape(-1)
+    s = float(compute_np.type(y if xa else x)) if not (xa and ya) else 0.0
+    if not _launch(p, p.ew, p.ew_records, op, x.reshape(-1) if xa else flat, y.reshape(-1) if ya else flat,
+                   out.reshape(-1), int(not xa), int(not ya), s):
         return None
     return out
-
-
-def _ew_records(r, op, xarr, yarr, scalar, out, compute_np) -> None:
-    # each half: op, its length, x's, y's and out's addresses, which operand is the scalar
-    # (`scalar`, the other one), and the scalar as float64 bits in slot 8 (x) or 9 (y)
-    n = out.size
-    h = n // 2
-    item = out.itemsize
-    xd = xarr.ctypes.data if xarr is not None else 0
-    yd = yarr.ctypes.data if yarr is not None else 0
-    od = out.ctypes.data
-    xs, ys = int(xarr is None), int(yarr is None)
-    r[0, :7] = (op, h, xd, yd, od, xs, ys)
-    r[1, :7] = (op, n - h, xd + h * item if xd else 0, yd + h * item if yd else 0, od + h * item, xs, ys)
-    f = r.view(np.float64)
-    if xs:
-        f[0, 8] = f[1, 8] = float(compute_np.type(scalar))
-    if ys:
-        f[0, 9] = f[1, 9] = float(compute_np.type(scalar))
