@@ -233,6 +233,11 @@ def _pair(dtype):
     return p
 
 
+def warm() -> bool:
+    """Whether elementwise halves may run now (within WARM_S of a launch)."""
+    return time.perf_counter() <= _warm_until
+
+
 def _launch(p: _Pair, entry, fill, *args) -> bool:
     """``fill(p.recs, *args)``, then records 0 and 1 at once, on this thread and on
     OpenBLAS's worker (the halves call no BLAS). The records are written only once this
