@@ -26,8 +26,10 @@ the calling thread and the second on OpenBLAS's worker, every time:
   float64) from `EW_MIN_ELEMENTS`, within `WARM_S` of a product's halves (the worker still
   spinning): by flat halves, IEEE operations: bitwise numpy's.
 
-The step, in one process alternating (stepproto.py, policy two threads, load ~1.8): eager
-340/390 -> 306/343 us (min/median), compiled 237/258 -> 212/230.
+bench's two-layer step in one process, halves off and on alternating (session 18, two threads
+forced with TRACEJIT_ADAPTIVE_THREADS=0, near-quiet, load 1.8-8.7), min/median us: eager
+340/414 -> 351/399, 379/439 -> 353/389, 353/400 -> 316/346; compiled 247/283 -> 237/259,
+263/301 -> 220/266, 247/637 -> 208/275.
 
 When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
 coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
@@ -46,7 +48,7 @@ from .. import coreshare, sharepool
 from . import rows_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "binary", "MIN_MNK", "EW_MIN_ELEMENTS", "ENABLED"]
+__all__ = ["product", "binary", "warm", "source", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
@@ -186,7 +188,8 @@ def ew_half(rec):
 
 
 def source(dtype: str) -> str:
-    """rows_gemm's kernel module for `dtype` with the two half entries (`_PAIR`)."""
+    """rows_gemm's kernel module for `dtype` with the two half entries and their record
+    fillers (`_PAIR`)."""
     return rows_gemm.source(dtype) + _PAIR.replace("{t}", dtype)
 
 
