@@ -222,7 +222,7 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     if n < ARITH_MIN_ELEMENTS and prim.name in _HALVES_OPS:
         # (the parallel kernel's launch costs more than half of the loop here: two halves
         # without the GIL, or numpy's loop)
-        if compute_np != out_np:
+        if compute_np != out_np or params or len(arrays) != 2:
             return None
         return _halves().binary(prim.name, arrays[0], arrays[1], compute_np, out)
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
