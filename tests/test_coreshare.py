@@ -324,7 +324,8 @@ def test_matmul_offers_large_few_row_products_of_a_transposed_b(monkeypatch, two
 def test_matmul_offers_products_from_4m_to_8m_to_the_halves_first(monkeypatch):
     """Products of HALVES_MNK to below FEW_ROWS_GEMM_MNK multiply-adds (the two-layer step's
     forward and weight gradient) are offered to ops/halves.py before any other path, and its
-    result is returned; smaller and larger ones are not offered."""
+    result is returned; smaller and larger ones are not offered, nor any while the policy
+    gives one thread."""
     offered = []
 
     class _Halves:
@@ -333,6 +334,7 @@ def test_matmul_offers_products_from_4m_to_8m_to_the_halves_first(monkeypatch):
             offered.append(a.shape + b.shape[1:])
             return "halves" if a.shape[0] == 64 else None
     monkeypatch.setattr(coreshare, "_halves_module", _Halves)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
     assert coreshare.matmul(a, b, blas_only=True) == "halves" and coreshare.matmul(a, b) == "halves"
     tall = np.ones((1000, 64), np.float32), np.ones((64, 100), np.float32)
@@ -340,6 +342,10 @@ def test_matmul_offers_products_from_4m_to_8m_to_the_halves_first(monkeypatch):
     coreshare.matmul(np.ones((64, 600), np.float32), np.ones((600, 100), np.float32))      # 3.8M
     coreshare.matmul(np.ones((128, 256), np.float32), np.ones((256, 256), np.float32))     # 8.4M
     assert offered == [(64, 1000, 100), (64, 1000, 100), (1000, 64, 100)]
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)      # the policy gives one
+    coreshare.matmul(a, b)
+    assert len(offered) == 3
 
 
 @linux

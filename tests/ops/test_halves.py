@@ -32,6 +32,7 @@ def serial_launch(monkeypatch) -> list:
     """`_pair` gives the loaded entries whatever the cores; a launch runs record 0, then
     record 1, on this thread. The list counts launches."""
     launches: list = []
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)   # (coreshare.matmul asks it)
     monkeypatch.setattr(halves, "WARM_S", 1e9)
     monkeypatch.setattr(halves, "_warm_until", 1e18)
     monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name)[0])
