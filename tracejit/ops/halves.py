@@ -26,10 +26,9 @@ the calling thread and the second on OpenBLAS's worker, every time:
   float64) from `EW_MIN_ELEMENTS`, within `WARM_S` of a product's halves (the worker still
   spinning): by flat halves, IEEE operations: bitwise numpy's.
 
-bench's two-layer step in one process, halves off and on alternating (session 18, two threads
-forced with TRACEJIT_ADAPTIVE_THREADS=0, near-quiet, load 1.8-8.7), min/median us: eager
-340/414 -> 351/399, 379/439 -> 353/389, 353/400 -> 316/346; compiled 247/283 -> 237/259,
-263/301 -> 220/266, 247/637 -> 208/275.
+``python -m bench --only mlp2``, main's tree and this one alternating, two threads forced
+(TRACEJIT_ADAPTIVE_THREADS=0) under SCHED_FIFO (a quiet machine emulated; load 8, session 18),
+medians: eager 367-383 -> 341-347 us, compiled 250-254 -> 222-225; PyTorch eager 291-299.
 
 When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
 coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
