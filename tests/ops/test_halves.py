@@ -102,7 +102,7 @@ _UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
 @pytest.mark.parametrize("name", list(_UFUNCS))
 def test_elementwise_halves_are_numpy_bitwise(serial_launch, dtype, name):
     """Arrays, a scalar on either side (taken as the dtype, as numpy takes a Python float),
-    into a new array or in place; an odd size."""
+    into a new array or over either array operand; an odd size."""
     r = np.random.default_rng(3)
     x = r.standard_normal((317, 211)).astype(dtype)
     y = r.standard_normal((317, 211)).astype(dtype) + 3
@@ -110,10 +110,18 @@ def test_elementwise_halves_are_numpy_bitwise(serial_launch, dtype, name):
     np.testing.assert_array_equal(halves.binary(name, x, y, dt), f(x, y))
     np.testing.assert_array_equal(halves.binary(name, 1e-3, y, dt), f(dt.type(1e-3), y))
     np.testing.assert_array_equal(halves.binary(name, x, 0.7, dt), f(x, dt.type(0.7)))
-    want = f(x, y)
-    assert halves.binary(name, x, y, dt, out=x) is x
-    np.testing.assert_array_equal(x, want)
-    assert len(serial_launch) == 4
+    # into an operand: each pattern has its own loop (module docstring of _PAIR's loops)
+    for into_x, scalar in ((True, False), (False, False), (True, True), (False, True)):
+        a, b = x.copy(), y.copy()
+        if scalar:
+            args = (a, 0.7) if into_x else (1e-3, b)
+            want = f(a, dt.type(0.7)) if into_x else f(dt.type(1e-3), b)
+        else:
+            args, want = (a, b), f(a, b)
+        target = a if into_x else b
+        assert halves.binary(name, *args, dt, out=target) is target
+        np.testing.assert_array_equal(target, want)
+    assert len(serial_launch) == 7
 
 
 def test_elementwise_it_leaves(serial_launch):
