@@ -28,7 +28,7 @@ the calling thread and the second on OpenBLAS's worker, every time:
 
 ``python -m bench --only mlp2``, main's tree and this one alternating, two threads forced
 (TRACEJIT_ADAPTIVE_THREADS=0) under SCHED_FIFO (a quiet machine emulated; load 8, session 18),
-medians: eager 367-383 -> 341-347 us, compiled 250-254 -> 222-225; PyTorch eager 291-299.
+medians: eager 371-376 -> 335-340 us, compiled 253-258 -> 213-216; PyTorch eager 291-295.
 
 When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
 coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
