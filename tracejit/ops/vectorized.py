@@ -38,9 +38,12 @@ Which ops run here, by what the scalar rule computes (`_calls_math`, answered wi
 importing the compiler: a plan for ``a * b`` must not import it): an op that calls a math
 function from ``MIN_ELEMENTS``; arithmetic and comparisons (one numpy loop at memory
 speed on one core) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the cores
-coreshare leaves free pays for the launch (see `eligible`). Arithmetic results are
-bitwise numpy's (IEEE operations, no fastmath); math functions can differ in the last
-bits (mathlib's float32 functions are within a few ulps of the correctly rounded result).
+coreshare leaves free pays for the launch (see `eligible`). Below that, ``+ - * /`` from
+ops/halves.py's EW_MIN_ELEMENTS go to its two GIL-free halves, which run only right after
+a product's halves (the two-layer step's update of its weights) and else give numpy's loop
+the op. Arithmetic results are bitwise numpy's (IEEE operations, no fastmath); math
+functions can differ in the last bits (mathlib's float32 functions are within a few ulps
+of the correctly rounded result).
 """
 from __future__ import annotations
 
