@@ -195,13 +195,9 @@ def test_fused_step_is_bitwise_the_array_path(cls, kw, n, dtype):
     assert st["step"] == 5
 
 
-def test_fused_default_covers_big_parameters_unless_eager(monkeypatch):
+def test_fused_default_covers_big_parameters_unless_eager(monkeypatch, fused_launches):
     import numba  # noqa: F401  (the default fuses once numba is loaded)
-    from tracejit.optim import fused
-    calls = []
-    real = fused.adam_update_many
-    monkeypatch.setattr(fused, "adam_update_many",
-                        lambda ps, *a, **k: (calls.append([p.size for p in ps]), real(ps, *a, **k))[1])
+    calls = fused_launches("adam_update_many")
     big = nn.Parameter(tj.zeros(optim.FUSED_MIN))
     small = nn.Parameter(tj.zeros(10))
     opt = optim.Adam([big, small], lr=0.1)

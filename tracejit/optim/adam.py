@@ -65,14 +65,7 @@ class Adam(Optimizer):
         group["betas"] = tuple(betas)
         _check_number(name, "beta parameter at index 0", betas[0], 0.0, 1.0, high_open=True)
         _check_number(name, "beta parameter at index 1", betas[1], 0.0, 1.0, high_open=True)
-        fused = group.get("fused")
-        if fused is not None and not isinstance(fused, bool):  # (1 == True: not enough)
-            raise TypeError(f"{name}: fused must be None, True or False, got {fused!r}")
-        if fused:  # (float dtypes are checked for every optimizer)
-            for k, p in enumerate(group["params"]):
-                if p.device is not CPU:
-                    raise ValueError(f"{name}: fused=True supports parameters on the CPU only; "
-                                     f"parameter {k} is on {p.device}")
+        _check_fused(name, group)
 
     def _prepare(self, p, state: dict, group: dict, corrections: dict | None = None) -> tuple:
         """Start parameter `p`'s step: create its state on the first one, count the step,
@@ -238,6 +231,18 @@ class _Kept:
         self.m_datas = [t._data for t in self.ms]
         self.v_datas = [t._data for t in self.vs]
         self.step = self.states[0]["step"]
+
+
+def _check_fused(name: str, group: dict) -> None:
+    """A group's ``fused`` (Adam, AdamW, SGD): None, True or False; True for CPU parameters only."""
+    fused = group.get("fused")
+    if fused is not None and not isinstance(fused, bool):  # (1 == True: not enough)
+        raise TypeError(f"{name}: fused must be None, True or False, got {fused!r}")
+    if fused:  # (float dtypes are checked for every optimizer)
+        for k, p in enumerate(group["params"]):
+            if p.device is not CPU:
+                raise ValueError(f"{name}: fused=True supports parameters on the CPU only; "
+                                 f"parameter {k} is on {p.device}")
 
 
 def _fused_default() -> bool:
