@@ -91,11 +91,15 @@ def test_strided_operands_are_taken(monkeypatch, mode):
 @pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
 @pytest.mark.parametrize("H", [32, 48], ids=["16+16 units", "16+32 units"])
 @pytest.mark.parametrize("N", [3, 61])
-def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, reverse, full, H, N):
-    """The whole-loop kernels split over two threads by hidden units (ops/loop_split.py): the
-    same bits as on one thread (each thread sums its rows in the same order), and the numpy
+@pytest.mark.parametrize("overlap", [True, False], ids=["dW alongside", "backward split"])
+def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, reverse, full, H, N, overlap):
+    """The whole-loop kernels split over two threads by hidden units (ops/loop_split.py), the
+    backward either split too or on one thread with d W on the partner meanwhile
+    (ops/rnn_weight_grad.py): the same bits as on one thread (each thread sums its rows in
+    the same order; d W, summed in blocks of steps alongside, to rounding), and the numpy
     forms' values."""
     from tracejit.ops import loop_split
+    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", overlap)
     _loaded("layer", dtype)
     r = np.random.default_rng(9)
     L = 6
@@ -118,8 +122,14 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
     z2, r2 = run(2)
     assert seen == [1, 1, 2, 2]
     np.testing.assert_array_equal(z2, z1)
-    np.testing.assert_array_equal(r2, r1)
     tol = dict(rtol=5e-5, atol=5e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    if overlap:
+        # d W (res[:4H*H]) in blocks of steps, not one GEMM: its values; the rest the bits
+        k = 4 * H * H
+        np.testing.assert_array_equal(r2[k:], r1[k:])
+        np.testing.assert_allclose(r2[:k], r1[:k], rtol=tol["rtol"], atol=tol["atol"] * np.abs(r1[:k]).max())
+    else:
+        np.testing.assert_array_equal(r2, r1)
     np.testing.assert_allclose(z2, _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0,
                                         reverse=reverse), **tol)
     args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), gi, w, b, h0, c0, z1)
@@ -140,6 +150,8 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
     import time
 
     from tracejit.ops import loop_split
+    # the backward split too (its d W after the loop), not d W alongside a one-thread loop
+    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", False)
     dtype, H, N, L = "float32", 48, 5, 40
     r = np.random.default_rng(3)
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731

@@ -253,9 +253,9 @@ def next_half(sync, k, q, nth, st):
 
 @_bnjit(inline='always')
 def half_done(sync, nth):
-    # this thread's half of the current step is written (the partner may read it now)
-    if nth > 1:
-        _atomic_add(sync, 0, 1)
+    # this thread's half of the current step is written (the partner may read it now); one
+    # thread alone counts its steps the same way (ops/rnn_weight_grad.py reads the count)
+    _atomic_add(sync, 0, 1)
 
 
 @_bnjit(inline='always')

@@ -32,6 +32,7 @@ from . import loop_split as _split
 from .native import takes as _takes
 from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
+from .rnn_weight_grad import weight_grad_alongside
 
 __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward"]
 
@@ -161,6 +162,32 @@ def _parts(H: int, N: int) -> tuple:
     return 0, a, b, c, d
 
 
+# Where the whole-loop backward computes d W alongside its loop on one thread
+# (`weight_grad_alongside`) instead of after the loop split over two threads: "policy" where
+# two threads may run but the load policy gives BLAS one now (others' processes use a core;
+# also while the partner is benched: this mode never waits for it), True always, False
+# never. LSTM LM compiled step, one process alternating, the policy held at one thread:
+# 76.0 against 78.8 ms (quiet, SCHED_FIFO; faster in every round); default policy, nice -20,
+# load 2.4-2.7: 80.7 against 84.2. With two threads given (TRACEJIT_ADAPTIVE_THREADS=0,
+# quiet) the split loop is faster: 66.2 against 68.4 ms always alongside.
+OVERLAP_WEIGHT_GRAD = "policy"
+
+
+def _alongside(nth: int) -> bool:
+    # (after loop_split.threads, which has had the load policy set BLAS's count; nth is 1
+    # there also while the partner is benched for stalls in split loops: the partner never
+    # stalls this mode, so the ceiling decides)
+    if not OVERLAP_WEIGHT_GRAD:
+        return False
+    from .. import coreshare
+    if (coreshare.blas_ceiling() or 1) < 2:
+        return False
+    if OVERLAP_WEIGHT_GRAD == "policy":
+        from ..threads import blas_threads
+        return (blas_threads() or 1) < 2
+    return nth >= 2
+
+
 def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):
     """d_y is the cotangent of each step's output rows: (L, H, N) (of h) or (L, 2H, N)
     (of h and c); d_hn, d_cn are added at the last step. gi and b are operands for the
@@ -186,9 +213,18 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         dcs = xp.empty((2, H, N), dtype=dt)
         dcs[0] = d_cn
         db = res[off[1]:off[2]]
-        _split.run(layer, (ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
-                           xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse)), _split.threads(H))
-        return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
+        args = (ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
+                xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse))
+        nth = _split.threads(H)
+        if not _alongside(nth):
+            _split.run(layer, args, nth)
+            return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
+        # the loop on this thread, d W block by block on the partner meanwhile
+        # (ops/rnn_weight_grad.py), instead of splitting the loop
+        sync = _split.new_sync()
+        weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
+                              ro(h0), bool(reverse), res[off[0]:off[1]].reshape(4 * H, H), True)
+        return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None
     if step is not None:
@@ -245,13 +281,14 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
     return _finish(xp, res, off, G, Z, h0, dh, dc, order)
 
 
-def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False):
-    """Fill in d w, d b (unless `db_done`), d h0 and d c0 once every step's gate gradient
-    is in G."""
+def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False, dw_done=False):
+    """Fill in d w (unless `dw_done`), d b (unless `db_done`), d h0 and d c0 once every
+    step's gate gradient is in G."""
     L, six, N = Z.shape
     H = six // 6
     G2 = G.reshape(L * N, 4 * H)
-    res[off[0]:off[1]].reshape(4 * H, H)[...] = hidden_weight_grad(xp, G2, Z, h0, order)
+    if not dw_done:
+        res[off[0]:off[1]].reshape(4 * H, H)[...] = hidden_weight_grad(xp, G2, Z, h0, order)
     if not db_done:
         res[off[1]:off[2]] = G2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
