@@ -103,3 +103,17 @@ def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
     assert len(asked) == 3 and still is None
     assert (pair is None) == (sharepool.blas_worker.find() is None)
 
+
+def test_ahead_queues_the_pending_pairs_module_in_background_mode(monkeypatch):
+    # the plan's submission queues the pair module that `Pending` later asks for (the same
+    # source and name hint: one job); sync mode builds the pair inside the kernel's module
+    from tracejit.compiler import tiers
+    asked = []
+    monkeypatch.setattr(tiers, "module_when_ready", lambda *a: asked.append(a))
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    cshares.ahead("src", "k", ("-x",))
+    assert asked == []
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    cshares.ahead("src", "k", ("-x",))
+    cshares.Pending("src", "k", ("-x",), None).poll()
+    assert asked == [("src", "k_pair", ("-x",))] * 2

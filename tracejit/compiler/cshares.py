@@ -31,7 +31,7 @@ import re
 
 import numpy as np
 
-__all__ = ["source", "CShares", "Pending", "Ready"]
+__all__ = ["source", "CShares", "Pending", "Ready", "ahead"]
 
 
 _NUMPY = {"boolean": "bool_"}   # numba's type names that numpy spells otherwise
@@ -166,6 +166,18 @@ class Pending:
         if mod is None:
             return None, self        # compiling (a failed compile warns and stays None)
         return CShares.make(mod.kernel, self.fast_entry), None
+
+
+def ahead(source: str, hint: str, llvm_options: tuple) -> None:
+    """Background mode: have the workers build a pair module (`Pending`'s `source`, `hint`)
+    from the plan's submission on, not from the kernel's first two-share call. Its job's rank
+    (tiers.module_when_ready: EAGER) puts it after every kernel a switch waits for, and its
+    turn before the eager ops' kernels asked for later (a compiled step runs none of them):
+    MLP step, empty cache, training on: the pairs were compiled last, after the eager GELU,
+    LayerNorm and Adam kernels, ~9-11 s after the first call (session 17)."""
+    from .tiers import compile_mode, module_when_ready
+    if compile_mode(None) == "background":
+        module_when_ready(source, hint + Pending.SUFFIX, llvm_options)
 
 
 class Ready:

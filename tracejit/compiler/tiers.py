@@ -582,6 +582,10 @@ class TieredExecutor(Executor):
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
             self._n_serial = len(self._serial_variants)
+            from . import cshares
+            for (kern, _, _), spec in zip(self.variants, self._specs):
+                if getattr(spec, "pair", ""):   # a row kernel's GIL-free shares: queued now
+                    cshares.ahead(spec.source + spec.pair, kern.label, spec.llvm_options)
         except Exception as exc:
             job = workers.Job(0, "", "", ())
             job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
