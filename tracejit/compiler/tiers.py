@@ -61,7 +61,7 @@ from .. import envflags
 from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
 from ..jit.interpreter import interpret, last_uses
-from . import cacheroot, gilshare, tierhints
+from . import cacheroot, forkguard, gilshare, tierhints
 # diskcache and workers are imported where used: a first call (tier 0) needs neither,
 # and their imports (pathlib, subprocess, the cache key's helpers: 15-30 ms in a fresh
 # process) belong to the background thread, after the user's first step.
@@ -94,8 +94,10 @@ _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
 _pending_lock = threading.Lock()
 # Held while a background thread plans (autodiff, fusion, code generation: imports and
 # locks of their own): `os.fork` waits for it, so a child never inherits a lock or a
-# module import held by a thread it does not have (its own thread plans again).
+# module import held by a thread it does not have (its own thread plans again). Rank 0:
+# the outermost lock a fork takes (a planning thread may load kernels, under diskcache's).
 _planning = threading.RLock()
+forkguard.hold(_planning, rank=0)
 
 
 def compile_mode(option: Optional[str]) -> str:
@@ -882,8 +884,3 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
                           f"the array path keeps running", RuntimeWarning, stacklevel=3)
         return None
     return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_planning.acquire, after_in_parent=_planning.release,
-                        after_in_child=_planning.release)
