@@ -13,6 +13,10 @@ Contract with the code generator
     when it runs from memory (disk cache off or unusable).  numba refuses
     ``cache=True`` for code that has no file behind it, so a literal
     ``cache=True`` would break the in-memory path.
+    ``load_module`` (this module's) is put there too: a module built on
+    another generated one loads it by its source (compiler/cshares.py's pair
+    module calls its row kernel's compiled dispatcher, which numba then links
+    rather than compiling the kernel again).
 
 Layout of the disk cache (``cache_dir()``, private to the user, mode 0o700)::
 
@@ -260,6 +264,7 @@ def _exec_module(source: str, modname: str, filename: str, *, cache: bool) -> ty
     module = types.ModuleType(modname)
     module.__file__ = filename
     module.CACHE = cache
+    module.load_module = load_module
     sys.modules[modname] = module
     try:
         exec(code, module.__dict__)
