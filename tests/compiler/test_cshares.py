@@ -49,38 +49,6 @@ def _module(tag):
     return diskcache.load_module(f"# {tag}\n" + KERNEL + cshares.source(SIG, NAMES), name_hint="cshares_test")
 
 
-def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
-    mod = _module(own_cache)
-    pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
-    if sharepool.blas_worker.find() is None:   # numpy's BLAS without a pool of two
-        assert pair is None
-        pytest.skip("no OpenBLAS thread pool of two here")
-    a = np.arange(12.0).reshape(6, 2)
-    o = np.zeros_like(a)
-    seen = np.zeros(2, np.int64)
-    assert sharepool.try_launch()
-    try:
-        pair((a, o, 6, 0.5, seen, np.arange(6) != 4))
-    finally:
-        sharepool.end_launch()
-    assert seen.tolist() == [2, 2]                     # both shares ran, each told of two
-    want = a * 0.5 + (np.arange(6) % 2)[:, None]
-    want[4] = -1.0
-    np.testing.assert_array_equal(o, want)
-    # in a new load the cfunc comes from the entry too (no compile, no uncacheable entry)
-    diskcache.clear_memory_cache()
-    before = diskcache.stats()
-    again = _module(own_cache)
-    after = diskcache.stats()
-    assert after["compiles"] == before["compiles"] and after["disk_hits"] == before["disk_hits"] + 1
-    assert again.share_entry._cache_hits == 1
-
-
-def test_module_without_share_entry_gets_no_pair(own_cache):
-    plain = diskcache.load_module(f"# {own_cache}\n" + KERNEL, name_hint="cshares_plain")
-    assert cshares.CShares.make(vars(plain), backends.get("cpu").fast_entry) is None
-
-
 def _run_pair(pair):
     """Both shares of the test kernel through `pair`: the output and what each share saw."""
     a = np.arange(12.0).reshape(6, 2)
@@ -94,7 +62,28 @@ def _run_pair(pair):
     want = a * 0.5 + (np.arange(6) % 2)[:, None]
     want[4] = -1.0
     np.testing.assert_array_equal(o, want)
-    assert seen.tolist() == [2, 2]
+    assert seen.tolist() == [2, 2]                     # both shares ran, each told of two
+
+
+def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
+    mod = _module(own_cache)
+    pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
+    if sharepool.blas_worker.find() is None:   # numpy's BLAS without a pool of two
+        assert pair is None
+        pytest.skip("no OpenBLAS thread pool of two here")
+    _run_pair(pair)
+    # in a new load the cfunc comes from the entry too (no compile, no uncacheable entry)
+    diskcache.clear_memory_cache()
+    before = diskcache.stats()
+    again = _module(own_cache)
+    after = diskcache.stats()
+    assert after["compiles"] == before["compiles"] and after["disk_hits"] == before["disk_hits"] + 1
+    assert again.share_entry._cache_hits == 1
+
+
+def test_module_without_share_entry_gets_no_pair(own_cache):
+    plain = diskcache.load_module(f"# {own_cache}\n" + KERNEL, name_hint="cshares_plain")
+    assert cshares.CShares.make(vars(plain), backends.get("cpu").fast_entry) is None
 
 
 def test_pair_module_calls_the_kernels_compiled_dispatcher(own_cache):
