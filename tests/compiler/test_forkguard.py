@@ -90,3 +90,29 @@ _LOCK_CHILD = textwrap.dedent("""
 def test_fork_waits_for_held_locks_and_frees_them_in_both_processes():
     out = _run(_LOCK_CHILD)
     assert "STATUS 0 ['released'] True True" in out, out
+
+
+# A module whose import never ends (its body waits for good): the fork waits for it at
+# most IMPORT_WAIT_S, then goes on.
+_STUCK_CHILD = textwrap.dedent("""
+    import builtins, os, sys, threading, time
+    from tracejit.compiler import forkguard
+    forkguard.IMPORT_WAIT_S = 0.5
+    sys.path.insert(0, sys.argv[1])
+    builtins.started, builtins.never = threading.Event(), threading.Event()
+    threading.Thread(target=lambda: __import__("stuckmod"), daemon=True).start()
+    assert builtins.started.wait(30)
+    t = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    print("STATUS", status, "WAITED", round(time.monotonic() - t, 1), flush=True)
+""")
+
+
+def test_fork_waits_for_a_stuck_import_only_so_long(tmp_path):
+    (tmp_path / "stuckmod.py").write_text("import builtins\nbuiltins.started.set()\nbuiltins.never.wait()\n")
+    out = _run(_STUCK_CHILD, str(tmp_path))
+    status, waited = out.split()[1], float(out.split()[3])
+    assert status == "0" and 0.4 <= waited < 60, out   # (it waited, then forked)

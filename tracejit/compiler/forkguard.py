@@ -28,8 +28,10 @@ import time
 __all__ = ["hold"]
 
 # How long a fork waits for other threads' imports before it goes on regardless (an import
-# waiting for a lock the forking thread holds would never end): numba's takes ~0.5 s.
-IMPORT_WAIT_S = 30.0
+# waiting for a lock the forking thread holds, or a module whose body never returns, would
+# hold it for good): numba's import takes 0.3-0.5 s on a quiet machine, a few s on a busy one
+# (and the planning thread imports it under `_planning`, which the fork waits for anyway).
+IMPORT_WAIT_S = 10.0
 # Rounds of (imports done, locks taken): an import that began while we waited for a lock
 # may need that lock; we let go and wait for it.
 _ROUNDS = 20
