@@ -116,3 +116,45 @@ def test_fork_waits_for_a_stuck_import_only_so_long(tmp_path):
     out = _run(_STUCK_CHILD, str(tmp_path))
     status, waited = out.split()[1], float(out.split()[3])
     assert status == "0" and 0.4 <= waited < 60, out   # (it waited, then forked)
+
+
+# A thread is inside importlib's own code at the fork guard's look (holding the import lock
+# that hands out module locks, as `_get_module_lock` does; its module's lock not taken yet),
+# then takes its module's lock while os.fork waits for the import lock: the guard holds the
+# import lock from its look to the fork, so the fork still waits for that import.
+_RACE_CHILD = textwrap.dedent("""
+    import _imp, builtins, os, signal, sys, threading, time
+    import importlib._bootstrap as bs
+    import tracejit.compiler  # noqa: F401  (installs the fork guard)
+    sys.path.insert(0, sys.argv[1])
+    builtins.started = threading.Event()
+    inside = threading.Event()
+    _get = bs._get_module_lock
+
+    def get(name):
+        if name != "slowmod":
+            return _get(name)
+        _imp.acquire_lock()
+        try:
+            inside.set()
+            time.sleep(0.3)       # the fork's guard looks now
+            return _get(name)
+        finally:
+            _imp.release_lock()
+    bs._get_module_lock = get
+    threading.Thread(target=lambda: __import__("slowmod"), daemon=True).start()
+    assert inside.wait(30)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)
+        import slowmod
+        os._exit(0 if slowmod.DONE else 3)
+    _, status = os.waitpid(pid, 0)
+    print("STATUS", status, flush=True)
+""")
+
+
+def test_fork_waits_for_an_import_begun_while_it_waited_for_the_import_lock(tmp_path):
+    (tmp_path / "slowmod.py").write_text(_SLOWMOD)
+    out = _run(_RACE_CHILD, str(tmp_path))
+    assert "STATUS 0" in out, out

@@ -15,12 +15,19 @@ registered when the fork began, but the after-hooks registered by its end. The d
 is imported by the planning thread, which the fork may be waiting for: its own hooks'
 release ran without their acquire ("cannot release un-acquired lock"), and a load begun
 then was not waited for. A lock handed to `hold` during a fork is waited for as well.
-os.fork calls the before-hooks in reverse order of registration: this one, registered
-first, runs last, right before CPython takes its own import lock (no new import starts
-after that).
+
+Why it also holds CPython's import lock (`_imp.acquire_lock`, which importlib takes to hand
+out a module's lock) from its last look at the imports to the fork: a thread inside
+importlib's own code at that look (holding that lock, its module's lock not yet taken) got
+the GIL back while os.fork waited for the import lock, took its module's lock and was
+inside the import at the fork (the child's compile hung on `cshares` again, once in 40
+runs of test_no_worker_outlives_the_program[fork] under load 10). Holding it, no thread
+starts an import, and the look and the fork see the same state: CPython's fork keeps the
+import lock held by the forking thread in the child, and the after-hooks release it.
 """
 from __future__ import annotations
 
+import _imp
 import os
 import threading
 import time
@@ -38,6 +45,7 @@ _ROUNDS = 20
 
 _locks: list = []    # [(rank, sequence, lock)], fork order: lowest rank first
 _held: list = []     # the locks the running fork took (released after it, in reverse)
+_imp_held = False    # and CPython's import lock
 
 
 def hold(lock, rank: int) -> None:
@@ -48,7 +56,8 @@ def hold(lock, rank: int) -> None:
 
 
 def _importing() -> bool:
-    """Whether another thread is inside a module's import (owns its import lock)."""
+    """Whether another thread is inside a module's import (owns its import lock, or is in
+    the middle of taking or giving it back)."""
     try:
         from importlib import _bootstrap
         refs = list(_bootstrap._module_locks.values())
@@ -59,6 +68,9 @@ def _importing() -> bool:
         lock = ref()
         owner = getattr(lock, "owner", None)
         if owner is not None and owner != me and getattr(lock, "count", 0):
+            return True
+        locked = getattr(getattr(lock, "lock", None), "locked", None)   # (its own short lock)
+        if locked is not None and locked():
             return True
     return False
 
@@ -80,19 +92,28 @@ def _take_locks() -> None:
 
 
 def _release() -> None:
+    global _imp_held
+    if _imp_held:
+        _imp_held = False
+        _imp.release_lock()
     while _held:
         _held.pop().release()
 
 
 def _before_fork() -> None:
+    global _imp_held
     deadline = time.monotonic() + IMPORT_WAIT_S
     for _ in range(_ROUNDS):
         _wait_for_imports(deadline)
         _take_locks()
+        _imp.acquire_lock()
+        _imp_held = True
         if not _importing() or time.monotonic() >= deadline:
             return
         _release()
     _take_locks()
+    _imp.acquire_lock()
+    _imp_held = True
 
 
 if hasattr(os, "register_at_fork"):
