@@ -11,6 +11,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
+# The main thread forks while another thread imports slowmod; the child imports it too and
+# exits 0 once it has it whole (status 14: killed by its alarm, the import never ended).
+_FORK_THEN_IMPORT = textwrap.dedent("""
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)
+        import slowmod
+        os._exit(0 if slowmod.DONE else 3)
+    _, status = os.waitpid(pid, 0)
+    print("STATUS", status, flush=True)
+""")
+
 # A thread (as tiers' submit thread importing cshares) is inside a module's import when the
 # main thread forks; the child then imports that module itself. Without the guard the
 # child's import waits forever for the module's import lock, owned by a thread the child
@@ -22,14 +34,7 @@ _IMPORT_CHILD = textwrap.dedent("""
     builtins.started = threading.Event()
     threading.Thread(target=lambda: __import__("slowmod"), daemon=True).start()
     assert builtins.started.wait(30)
-    pid = os.fork()
-    if pid == 0:
-        signal.alarm(20)
-        import slowmod
-        os._exit(0 if slowmod.DONE else 3)
-    _, status = os.waitpid(pid, 0)
-    print("STATUS", status, flush=True)
-""")
+""") + _FORK_THEN_IMPORT
 
 _SLOWMOD = textwrap.dedent("""
     import builtins, time
@@ -144,14 +149,7 @@ _RACE_CHILD = textwrap.dedent("""
     bs._get_module_lock = get
     threading.Thread(target=lambda: __import__("slowmod"), daemon=True).start()
     assert inside.wait(30)
-    pid = os.fork()
-    if pid == 0:
-        signal.alarm(20)
-        import slowmod
-        os._exit(0 if slowmod.DONE else 3)
-    _, status = os.waitpid(pid, 0)
-    print("STATUS", status, flush=True)
-""")
+""") + _FORK_THEN_IMPORT
 
 
 def test_fork_waits_for_an_import_begun_while_it_waited_for_the_import_lock(tmp_path):
