@@ -19,6 +19,19 @@ from tracejit.threads import blas_threads, set_blas_threads
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
+class _NoHalves:
+    """ops/halves.py as where its two halves cannot run (one core, no OpenBLAS pool, not
+    loaded): the routing tests below are about the products' other paths."""
+    @staticmethod
+    def product(a, b):
+        return None
+
+
+@pytest.fixture(autouse=True)
+def _no_halves(monkeypatch):
+    monkeypatch.setattr(coreshare, "_halves_module", _NoHalves)
+
+
 def test_count_for_gives_a_core_up_once_others_use_more_than_half_of_one():
     cs = coreshare.CoreShare(cpus=2, machine=2)
     assert [cs.count_for(o) for o in (0.0, 0.2, 0.45, 0.6, 1.0, 1.6, 7.0)] == [2, 2, 2, 1, 1, 1, 1]
@@ -306,6 +319,33 @@ def test_matmul_offers_large_few_row_products_of_a_transposed_b(monkeypatch, two
     rows = coreshare.FEW_ROWS
     assert coreshare.matmul(np.ones((rows, k), np.float32), w.T).shape == (rows, n)       # BLAS
     assert offered == [few, more]
+
+
+def test_matmul_offers_products_from_4m_to_8m_to_the_halves_first(monkeypatch):
+    """Products of HALVES_MNK to below FEW_ROWS_GEMM_MNK multiply-adds (the two-layer step's
+    forward and weight gradient) are offered to ops/halves.py before any other path, and its
+    result is returned; smaller and larger ones are not offered, nor any while the policy
+    gives one thread."""
+    offered = []
+
+    class _Halves:
+        @staticmethod
+        def product(a, b):
+            offered.append(a.shape + b.shape[1:])
+            return "halves" if a.shape[0] == 64 else None
+    monkeypatch.setattr(coreshare, "_halves_module", _Halves)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
+    assert coreshare.matmul(a, b, blas_only=True) == "halves" and coreshare.matmul(a, b) == "halves"
+    tall = np.ones((1000, 64), np.float32), np.ones((64, 100), np.float32)
+    assert np.array_equal(coreshare.matmul(*tall), tall[0] @ tall[1])             # declined
+    coreshare.matmul(np.ones((64, 600), np.float32), np.ones((600, 100), np.float32))      # 3.8M
+    coreshare.matmul(np.ones((128, 256), np.float32), np.ones((256, 256), np.float32))     # 8.4M
+    assert offered == [(64, 1000, 100), (64, 1000, 100), (1000, 64, 100)]
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)      # the policy gives one
+    coreshare.matmul(a, b)
+    assert len(offered) == 3
 
 
 @linux

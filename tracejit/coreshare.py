@@ -308,6 +308,10 @@ def matmul(a, b, blas_only: bool = False):
         if m * k * n < TINY_GEMM_MNK:
             return np.matmul(a, b)
         single = _single(m, k, n)
+        if HALVES_MNK <= m * k * n < FEW_ROWS_GEMM_MNK and (not ENABLED or core_share.threads() > 1):
+            out = _halves().product(a, b)   # two GIL-free halves where two cores are free
+            if out is not None:
+                return out
         if single:   # one thread whatever the policy: the register-tile kernel
             out = _rows_gemm().product(a, b)
             if out is not None:
@@ -364,6 +368,25 @@ def _rows_gemm():
 
 
 _rows_module = None
+
+# Products of m*k*n from this bound to below FEW_ROWS_GEMM_MNK run as two halves on the
+# register-tile kernel, one on this thread and one on OpenBLAS's worker, each a cfunc that
+# holds no Python object (ops/halves.py), where the policy gives two threads: the two-layer
+# step's forward (64x1000x100, split by its depth: not bitwise the one-thread sum) and weight
+# gradient (1000x64x100, split by rows), with its SGD update split by the same halves of the
+# weights. 4M: the kernel's own lower bound (rows_gemm.MIN_MNK). The policy's count is asked
+# here first: declining inside halves.product cost the compiled step ~10 us under load.
+HALVES_MNK = 1 << 22
+
+
+def _halves():
+    global _halves_module
+    if _halves_module is None:
+        from .ops import halves as _halves_module
+    return _halves_module
+
+
+_halves_module = None
 
 
 # Products of m*k*n from which a batch of them stays on BLAS's own threads (each product

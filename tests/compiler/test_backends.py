@@ -7,13 +7,9 @@ import pytest
 import tracejit as tj
 from tracejit.compiler import backends
 from tracejit.compiler.plan import Plan
-from tracejit.testing import kernel_cache_at
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 def _graph(fn, *args):

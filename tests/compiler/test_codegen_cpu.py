@@ -11,13 +11,10 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.testing import assert_compiled_matches, kernel_cache_at
+from tracejit.testing import assert_compiled_matches
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 def _specs(cf) -> list:

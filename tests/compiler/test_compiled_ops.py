@@ -18,14 +18,11 @@ import pytest
 import tracejit as tj
 from opdb import OPS
 from tracejit.errors import TraceError
-from tracejit.testing import assert_compiled_matches, assert_same, kernel_cache_at
+from tracejit.testing import assert_compiled_matches, assert_same
 from inputs import T, gelu
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 CHECKED = [op for op in OPS if op.traceable and not op.random]

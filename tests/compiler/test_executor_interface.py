@@ -9,13 +9,9 @@ from tracejit.compiler import NumbaCompiler, compile_graph
 from tracejit.compiler.executor import CompiledNode
 from tracejit.compiler.tiers import TieredExecutor
 from tracejit.jit import backend
-from tracejit.testing import kernel_cache_at
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 def _graph(f, *args):

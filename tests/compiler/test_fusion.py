@@ -21,10 +21,7 @@ from tracejit.testing import assert_compiled_matches, assert_valid_partition, ke
 from inputs import T, gelu
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 

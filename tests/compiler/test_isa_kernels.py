@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.testing import kernel_cache_at
 
 # What LLVM's "haswell" CPU has, AVX-512 switched off explicitly: NUMBA_CPU_NAME alone
 # keeps the host's features (numba passes them with the name), so AVX-512 code would
@@ -30,10 +29,7 @@ HASWELL_FEATURES = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+f
                     "+xsaveopt,+fxsr,-avx512f,-avx512bw,-avx512dq,-avx512vl,-avx512cd")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 def gelu(x, y, z):

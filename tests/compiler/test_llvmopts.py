@@ -21,10 +21,7 @@ from tracejit.testing import assert_compiled_matches, kernel_cache_at
 x86 = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="counts x86 instructions")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 def test_kernel_options_follow_stores_and_parallelism():

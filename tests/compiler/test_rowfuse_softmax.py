@@ -15,14 +15,11 @@ import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group
 from tracejit.compiler.rowfuse import RowGroup
-from tracejit.testing import assert_compiled_matches, kernel_cache_at
+from tracejit.testing import assert_compiled_matches
 from inputs import T, training_variant
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 def _causal(L, S, dtype=np.float32):

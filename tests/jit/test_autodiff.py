@@ -14,14 +14,11 @@ import pytest
 import tracejit as tj
 from tracejit.jit.autodiff import joint, split
 from tracejit.errors import CompileError, GraphFreedError, InplaceModifiedError
-from tracejit.testing import Mismatch, assert_compiled_matches, assert_same, kernel_cache_at
+from tracejit.testing import Mismatch, assert_compiled_matches, assert_same
 from inputs import T
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 

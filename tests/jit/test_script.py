@@ -605,3 +605,24 @@ def test_zero_argument_super_in_a_scripted_method_and_a_method_without_it():
         check_against_eager(obj.forward, [(T(1.5, 2.5),), (T(-2.5, -3.5),)])
         np.testing.assert_allclose(_np(tj.script(obj.forward, compiler="interpret")(T(1.5, 2.5))), pos)
         np.testing.assert_allclose(_np(tj.script(obj.forward, compiler="interpret")(T(-2.5, -3.5))), neg)
+
+
+def _branchy(x):
+    if x.sum() > 0:
+        return x * 2
+    return x
+
+
+def test_converted_source_is_made_when_first_read(monkeypatch):
+    # __tracejit_source__ unparses the rewritten tree when first read, not in the
+    # conversion (a script function's first call); it reads as the source string.
+    import ast
+    import sys
+    mod = sys.modules["tracejit.jit.script"]
+    made, real = [], ast.unparse
+    monkeypatch.setattr(ast, "unparse", lambda tree: made.append(1) or real(tree))
+    src = mod.convert(_branchy).__tracejit_source__
+    assert made == []
+    assert "__tj.cond_return(x.sum() > 0" in src and str(src).startswith("def _branchy(x):")
+    assert src == str(src) and src.splitlines()[0] == "def _branchy(x):"
+    assert made == [1]

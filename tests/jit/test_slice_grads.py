@@ -7,14 +7,11 @@ import pytest
 
 import tracejit as tj
 from tracejit.jit.autodiff import split
-from tracejit.testing import assert_compiled_matches, kernel_cache_at
+from tracejit.testing import assert_compiled_matches
 from inputs import T
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 def _backward(fn, *ts):

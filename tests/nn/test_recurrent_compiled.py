@@ -8,15 +8,11 @@ import pytest
 
 import tracejit as tj
 from tracejit.jit.autodiff import split
-from tracejit.testing import kernel_cache_at
 
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _kernels_in_session_tmp(tmp_path_factory):
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
-        yield
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 def _loss(lib, m, x):

@@ -135,8 +135,13 @@ def batch_split(request):
     return request.param, []
 
 
+@pytest.mark.parametrize("kernel", [True, False])
 @pytest.mark.parametrize("seq_first", [False, True])
-def test_primitive_against_its_numpy_definition(seq_first, batch_split):
+def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, monkeypatch):
+    """context and backward against numpy; the backward by batch element with the softmax
+    backward row kernel, or (`kernel` False) by slices as array operations."""
+    if not kernel:
+        monkeypatch.setattr(AP, "softmax_backward_kernel", lambda *arrays: None)
     a, c = (T, N) if seq_first else (N, T)
     qkv = R.standard_normal((a * c, 3 * E))
     p5 = qkv.reshape(a, c, 3, H, E // H)

@@ -259,3 +259,34 @@ def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bi
     np.testing.assert_array_equal(strided.view(ints), want.view(ints))
     assert gx.shape == x.shape and gx.dtype == dtype
     assert np.count_nonzero(gx) >= g.size - 2 and np.signbit(gx[0, 0, :2, :2]).sum() == 0
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_values_view_the_record_and_an_inplace_relu_after_pooling_keeps_the_gradient(compiled):
+    # max_pool2d_values is the record's head itself (no copy), not marked a view: an
+    # in-place ReLU on the pooled output writes into the record's maxima, which nothing
+    # reads again; the gradient still goes through the offsets, eagerly and compiled.
+    x = _data("normal", np.float32)[:2, :3]
+    geo = ((2, 2), (2, 2), (0, 0), (1, 1))
+    rec = O._record_impl(np, x, *geo)
+    v = O._values_impl(np, rec, x, *geo)
+    assert np.shares_memory(v, rec) and v.shape == rec.shape[1:]
+    x = x - x.mean()
+
+    def f(t):
+        y = tj.nn.functional.max_pool2d(t, 2)
+        return (y.relu_() * y).sum()
+
+    fn = tj.script(f) if compiled else f
+    xs = [tj.tensor(x.copy(), requires_grad=True) for _ in range(2)]
+    for t in xs:   # twice: a compiled function's second call runs its plan
+        loss = fn(t)
+        loss.backward()
+    pooled = P._max_pool_impl(np, x, *geo)
+    want_loss = float((np.maximum(pooled, 0).astype(np.float64) ** 2).sum())
+    assert abs(float(loss.item()) - want_loss) < 1e-3 * max(1.0, want_loss)
+    g_pooled = 2 * np.maximum(pooled, 0)
+    want = P._max_pool_backward_impl(np, g_pooled.astype(np.float32), x, pooled, *geo)
+    assert np.abs(want).max() > 0.1
+    for t in xs:
+        np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-5, atol=1e-5)

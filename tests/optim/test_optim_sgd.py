@@ -163,3 +163,75 @@ def test_load_state_dict_mismatch_changes_nothing():
     assert opt.param_groups[0]["lr"] == 0.1
     with pytest.raises(ValueError, match="'state' and 'param_groups'"):
         opt.load_state_dict({"foo": 1})
+
+
+# --------------------------------------------------------------------------- fused kernel
+def _sgd_steps(kw, fused, p0s, grads):
+    ps = [nn.Parameter(tj.tensor(p.copy())) for p in p0s]
+    opt = optim.SGD(ps, fused=fused, **kw)
+    for step in grads:
+        for p, g in zip(ps, step):
+            p.grad = tj.tensor(g)
+        opt.step()
+    bufs = [opt.state[p]["momentum_buffer"] for p in ps if "momentum_buffer" in opt.state[p]]
+    return [p.detach().numpy() for p in ps], bufs
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("sizes,parallel", [([(3, 5), (7,)], False), ([(300, 70), (1 << 16) + 5, (9,)], True)])
+@pytest.mark.parametrize("kw", [
+    dict(lr=0.01),
+    dict(lr=0.1, momentum=0.9),
+    dict(lr=0.1, momentum=0.9, dampening=0.3, weight_decay=0.01),
+    dict(lr=0.05, momentum=0.8, nesterov=True, maximize=True, weight_decay=1e-3),
+])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the array path's inf - inf
+def test_fused_step_is_bitwise_the_array_path(monkeypatch, fused_launches, kw, sizes, parallel, dtype):
+    from tracejit.optim import fused
+    if parallel:     # the kernel in shares (claimed chunks) for these sizes too
+        monkeypatch.setattr(fused, "SGD_PARALLEL_MIN", 1 << 16)
+    calls = fused_launches("sgd_update_many", lambda ps, kw: kw["first"])
+    rng = np.random.default_rng(1)
+    p0s = [rng.standard_normal(s).astype(dtype) for s in sizes]
+    grads = [[(rng.standard_normal(s) * 10.0 ** rng.integers(-3, 3)).astype(dtype) for s in sizes]
+             for _ in range(4)]
+    grads[1][0].flat[:2] = [np.nan, np.inf]        # nan and inf reach p and the buffer alike
+    got, got_bufs = _sgd_steps(kw, True, p0s, grads)
+    assert calls == [True, False, False, False] if "momentum" in kw else [False] * 4   # one launch a step
+    want, want_bufs = _sgd_steps(kw, False, p0s, grads)
+    assert len(calls) == 4
+    for g, w in zip(got, want):
+        assert g.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(g, w)
+    assert len(got_bufs) == len(want_bufs) == (len(sizes) if "momentum" in kw else 0)
+    for g, w in zip(got_bufs, want_bufs):
+        assert g.grad_fn is None and not g.requires_grad and g._version == w._version
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_fused_default_covers_big_parameters_and_plain_numbers_only(fused_launches):
+    import numba  # noqa: F401  (the default fuses once numba is loaded)
+    calls = fused_launches("sgd_update_many")
+    big = nn.Parameter(tj.zeros(optim.FUSED_MIN))
+    small = nn.Parameter(tj.zeros(10))
+    opt = optim.SGD([big, small], lr=0.5)
+    big.grad, small.grad = tj.ones(optim.FUSED_MIN), tj.ones(10)
+    opt.step()
+    assert calls == [[optim.FUSED_MIN, 10]]         # one launch; the small one joins the big one
+    np.testing.assert_array_equal(big.detach().numpy(), -0.5)
+    np.testing.assert_array_equal(small.detach().numpy(), -0.5)
+    with tj.eager():                                # the debugging mode compiles nothing
+        opt.step()
+    optim.SGD([small], lr=0.5).step()               # small in all: the array path by default
+    optim.SGD([big], lr=0.5, fused=False).step()
+    optim.SGD([big], lr=np.float64(0.5)).step()     # numpy computes in float64 then: array path
+    assert len(calls) == 1
+    strided = nn.Parameter(tj.zeros((2, optim.FUSED_MIN)))
+    strided.grad = tj.ones((optim.FUSED_MIN, 2)).t()
+    optim.SGD([strided], lr=0.5, fused=True).step()   # a transposed gradient: the array path
+    assert len(calls) == 1
+    np.testing.assert_array_equal(strided.detach().numpy(), -0.5)
+    optim.SGD([small], lr=0.5, fused=True).step()
+    assert calls == [[optim.FUSED_MIN, 10], [10]]
+    with pytest.raises(TypeError, match="fused must be None, True or False"):
+        optim.SGD([small], lr=0.5, fused=1)

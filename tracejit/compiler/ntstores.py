@@ -34,6 +34,18 @@ with other work, load 2.7-3.8; min of 6 rounds, variants alternating in one proc
   forward made to stream (the threshold lowered to 32 MiB) took 1.26-1.33 / 1.34-1.40 ms
   min / median on two threads against 1.12-1.19 / 1.17-1.24 ms with ordinary stores
   (alternating fresh processes, session 17, notes gelu17b).
+- other ways to spare the outputs' reads for ownership lost too there (session 18, notes
+  gelu18; two threads, one process alternating, min / median): each 1-4K-element block
+  computed into a stack buffer and written with ``rep movsb`` (fast strings write whole
+  lines without reading them and keep them cached) ran a 3-in-3-out map at 4M float32 in
+  3.9-4.1 / 4.1-4.8 ms against 3.2-3.3 / 3.3-3.4 with ordinary stores, and a 64 MiB
+  scale at 17-20 against 27 GB/s; ``cldemote`` of each block's output lines after writing
+  them: 6.5-7.5 against 3.1 ms; ``prefetchw`` of the output lines two blocks ahead: 3.7-4.0
+  against 3.1. Arrays on huge pages throughout (2 MiB-aligned, ``MADV_HUGEPAGE``) against
+  numpy's (87% of each 16 MiB array on huge pages) or none: the GELU kernels the same.
+  There, the 4M GELU kernels run as fast as kernels of the same arrays with almost no
+  arithmetic (``x*y + z``; ``((x*y + z)**2).sum()`` with its three gradients): the bytes
+  they move, not their arithmetic, set their time.
 
 Hence the policy (`stream_min`): a kernel streams when the bytes it touches (every
 array operand and output, per element, times the element count) reach the last-level

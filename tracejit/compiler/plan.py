@@ -33,6 +33,7 @@ from . import backends
 from .fusion import Group, partition
 from .rowfuse import RowGroup, fuse_rows
 from .biasgemm import BiasGemm, ColumnSum, fold_bias
+from .attnpair import AttentionPair, pair_attention
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
 
@@ -218,6 +219,8 @@ class Plan:
             # a bias add left alone after its matmul goes into the GEMM, a bias gradient's
             # sum into a GEMV (biasgemm.py)
             self.items = fold_bias(self.items, graph)
+            # self-attention's weights and context in one pass (attnpair.py)
+            self.items = pair_attention(self.items, graph)
         self.kernels: list = []
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
         # uses, and the plans of control-flow bodies: what a background compile prepares
@@ -280,7 +283,7 @@ class Plan:
             elif isinstance(it, RowGroup):
                 from .codegen_rows import emit
                 lines += emit(self, it, nm, consts, _shape_code, _dtype_const)
-            elif isinstance(it, (BiasGemm, ColumnSum)):
+            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair)):
                 lines += it.emit(nm, consts)
             else:
                 lines += self._emit_eqn(it, atom, nm, consts)
@@ -544,7 +547,7 @@ class Plan:
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
             elif isinstance(it, RowGroup):
                 out.append(f"row kernel: {it.describe()}  reads {len(it.inputs)}, writes {len(it.outputs)}")
-            elif isinstance(it, (BiasGemm, ColumnSum)):
+            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair)):
                 out.append(f"step: {it.describe()}")
             else:
                 out.append(f"step: {it.prim.name}")

@@ -3,6 +3,9 @@ backward writes the q, k and v gradients straight into the packed layout; and it
 ``W = softmax(q k^T * scale + mask)`` as one primitive (`attention_weights`: each batch
 element's scores go into a buffer that stays in cache and are normalized from there into
 W, one pass over the cores instead of a product pass and a softmax pass over 4 MB of scores).
+A compiled plan runs the two as one step where the context reads the weights just made
+(`weights_and_context`, compiler/attnpair.py: each element's ``W @ V`` while its weights are
+in cache); the backward likewise works one batch element at a time.
 
 Why: multi-head self-attention projects the tokens with ONE GEMM into a packed
 (tokens, 3E) array ``qkv`` and cuts q, k, v out of it as strided head views. As
@@ -41,10 +44,10 @@ from .creation import zeros
 from .linalg import matmul
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
-from .row_kernels import mask_rows, softmax_backward_rows, softmax_kernel
+from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
 from .softmax_prim import SOFTMAX_BACKWARD, _softmax_backward_impl, _softmax_impl, softmax_backward
 
-__all__ = ["attention_weights", "attention_context", "attention_backward"]
+__all__ = ["attention_weights", "attention_context", "attention_backward", "weights_and_context"]
 
 # (a, c, H, hd) token layout -> (N, H, T, hd) heads layout, and back
 _TO_HEADS = {False: (0, 2, 1, 3), True: (1, 2, 0, 3)}
@@ -87,22 +90,40 @@ def _split_batch(xp, part, n: int, work: int) -> None:
 
 
 def _weights_impl(xp, qkv, *mask, tokens, heads, seq_first, scale):
+    return _attend(xp, qkv, mask, tokens, heads, seq_first, scale, False)[0]
+
+
+def weights_and_context(xp, qkv, *mask, tokens, heads, seq_first, scale):
+    """``(w, attention_context(qkv, w))`` for ``w = attention_weights(qkv, *mask)``, in one
+    pass over the batch: each element's ``w @ v`` is taken while its weights are in cache,
+    in the same launch (compiler/attnpair.py: a compiled plan calls this for the pair)."""
+    return _attend(xp, qkv, mask, tokens, heads, seq_first, scale, True)
+
+
+def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
+    """(weights, context or None): `attention_weights`' impl, with `attention_context`'s
+    product per batch element too when `context`."""
     a, c, e, hd = _split(qkv.shape, tokens, heads)
-    _, (q, k, _) = _parts(xp, qkv, tokens, heads, seq_first)
+    _, (q, k, v) = _parts(xp, qkv, tokens, heads, seq_first)
     n, t = (c, a) if seq_first else (a, c)
     fn = softmax_kernel(xp, qkv, *mask) if scale > 0 else None
+    kw = dict(tokens=tokens, heads=heads, seq_first=seq_first, scale=scale)
     if fn is None:         # other array modules and dtypes, or the row kernel is not ready yet
-        return _softmax_impl(xp, xp.matmul(q, xp.swapaxes(k, -1, -2)), *mask, dim=3, scale=scale)
+        w = _softmax_impl(xp, xp.matmul(q, xp.swapaxes(k, -1, -2)), *mask, dim=3, scale=scale)
+        return w, (_context_impl(xp, qkv, w, **kw) if context else None)
     w = np.empty((n, heads, t, t), dtype=qkv.dtype)
     rows = heads * t                                   # softmax rows per batch element
     w2 = w.reshape(n * rows, t)
     if mask:
         m2, ids = mask_rows(mask[0], w.shape)
+    if context:
+        out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
+        oh = out.transpose(_TO_HEADS[seq_first])
 
     def part(lo, hi):
         # one batch element at a time: its scores into a buffer that stays in cache, then
         # their softmax into w (not in place: the row kernel's loops would take their
-        # scalar versions, LLVM's runtime overlap check failing: 4x slower)
+        # scalar versions, LLVM's runtime overlap check failing: 4x slower), then w @ v
         s = np.empty((1, heads, t, t), dtype=w.dtype)
         s2 = s.reshape(rows, t)
         for i in range(lo, hi):
@@ -111,8 +132,10 @@ def _weights_impl(xp, qkv, *mask, tokens, heads, seq_first, scale):
                 fn(s2, scale, m2, ids[i * rows:(i + 1) * rows], w2[i * rows:(i + 1) * rows])
             else:
                 fn(s2, scale, w2[i * rows:(i + 1) * rows])
-    _split_batch(xp, part, n, n * heads * t * t * (hd + _SOFTMAX_WORK))
-    return w
+            if context:
+                np.matmul(w[i:i + 1], v[i:i + 1], out=oh[i:i + 1])
+    _split_batch(xp, part, n, n * heads * t * t * (hd * (1 + context) + _SOFTMAX_WORK))
+    return w, (out.reshape(a, c, e) if context else None)
 
 
 # multiply-adds a softmax element counts as in `split`'s threshold (ops/row_kernels.py's _ROW_WORK)
@@ -140,23 +163,42 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
     gh = xp.reshape(g, (a, c, heads, hd)).transpose(perm)
     out = xp.empty((a, c, 3, heads, hd), dtype=qkv.dtype)
     oq, ok, ov = (out[:, :, i].transpose(perm) for i in range(3))
+    n, _, t, s = w.shape
+    fn = softmax_backward_kernel(xp, w, w)
+    if fn is not None:
+        rows = heads * t                               # softmax rows per batch element
+        w2 = w.reshape(n * rows, s)
 
     def part(lo, hi):
-        # one slice of the batch: its four products and softmax's gradient, whose
-        # (T, T) weights stay in cache between them
-        b = slice(lo, hi)
-        wb, gb = w[b], gh[b]
-        _matmul_into(xp, xp.swapaxes(wb, -1, -2), gb, ov[b])          # dv = w^T g
-        dw = xp.matmul(gb, xp.swapaxes(v[b], -1, -2))                 # dw = g v^T
-        # through softmax (into a new buffer: see row_kernels.softmax_backward_rows)
-        ds = softmax_backward_rows(xp, dw, wb, scale)
-        if ds is None:
-            ds = _softmax_backward_impl(xp, dw, wb, wb.ndim - 1, scale)
-        _matmul_into(xp, ds, k[b], oq[b])                             # dq = ds k
-        _matmul_into(xp, xp.swapaxes(ds, -1, -2), q[b], ok[b])        # dk = ds^T q
-    n, _, t, s = w.shape
+        # one batch element at a time: its four products and softmax's gradient, with its
+        # (T, T) weight gradients in two buffers that stay in cache (one thread: 6.4-7.0 ->
+        # 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
+        if fn is None:
+            return _backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
+        dw = np.empty((1, heads, t, s), dtype=w.dtype)
+        ds = np.empty_like(dw)
+        dw2, ds2 = dw.reshape(rows, s), ds.reshape(rows, s)
+        for i in range(lo, hi):
+            b = slice(i, i + 1)
+            np.matmul(np.swapaxes(w[b], -1, -2), gh[b], out=ov[b])         # dv = w^T g
+            np.matmul(gh[b], np.swapaxes(v[b], -1, -2), out=dw)            # dw = g v^T
+            # through softmax (into another buffer: see row_kernels.softmax_backward_rows)
+            fn(dw2, w2[i * rows:(i + 1) * rows], scale, ds2)
+            np.matmul(ds, k[b], out=oq[b])                                  # dq = ds k
+            np.matmul(np.swapaxes(ds, -1, -2), q[b], out=ok[b])             # dk = ds^T q
     _split_batch(xp, part, n, 4 * n * heads * t * s * hd)
     return out.reshape(a * c, 3 * e)
+
+
+def _backward_slice(xp, b, w, gh, q, k, v, oq, ok, ov, scale) -> None:
+    """`_backward_impl`'s work on the batch slice `b` as array operations (other array
+    modules and dtypes, or the row kernel not ready)."""
+    wb, gb = w[b], gh[b]
+    _matmul_into(xp, xp.swapaxes(wb, -1, -2), gb, ov[b])          # dv = w^T g
+    dw = xp.matmul(gb, xp.swapaxes(v[b], -1, -2))                 # dw = g v^T
+    ds = _softmax_backward_impl(xp, dw, wb, wb.ndim - 1, scale)
+    _matmul_into(xp, ds, k[b], oq[b])                             # dq = ds k
+    _matmul_into(xp, xp.swapaxes(ds, -1, -2), q[b], ok[b])        # dk = ds^T q
 
 
 # ---------------------------------------------------------------- shape rules

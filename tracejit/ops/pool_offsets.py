@@ -9,7 +9,12 @@ differentiable result read from it):
   a NaN window: its first NaN), stored as values of x's dtype (exact: the composite takes
   this path only for windows of at most 2048 positions, float16's exact integers). One pass
   over x. Not differentiable (no VJP): the result below carries the derivative.
-- ``max_pool2d_values(R, x)`` -> R[0] (a copy: nothing aliases the record). Its VJP is
+- ``max_pool2d_values(R, x)`` -> R[0], a view of the record's head (a copy cost LeNet's
+  first pool 0.5 ms and ~300 fresh pages in a cold first step, 0.1 ms later). It is not
+  marked a view (batch_norm_values' rule, ops/batchnorm_prim.py): nothing reads R[0] after
+  this (the scatter and take read R[1]), so an in-place op on the pooled output (ReLU)
+  bumps no saved tensor's version; compiled plans reuse or donate an array only when
+  nothing else holds it, and a view holds its base. Its VJP is
   ``max_pool2d_scatter(g, R)``; x is an operand for its shape and its place in the graph
   only, its values are never read (so a compiled step does not keep the pooled activation
   for the backward, only R).
@@ -86,8 +91,10 @@ def _halves(kernel, stride, padding, dilation) -> bool:
 # Input elements per block of `_record_2x2`: its temporaries (~2x the block in bytes) are
 # reused from block to block, so a cold process's first call faults in few fresh pages
 # for them (whole-array temporaries of LeNet's first pool: ~1,900 more page faults than
-# the general form, whose first call they made 2.3 ms slower).
-_BLOCK_2X2 = 1 << 18
+# the general form, whose first call they made 2.3 ms slower). 1 << 16 rather than 1 << 18:
+# the same steady time (LeNet's first pool: record 1.69-1.75 ms, scatter 1.63-1.68, both
+# sizes), ~250 fewer fresh pages in a cold first call (record 3.5-3.6 ms against 3.8-4.1).
+_BLOCK_2X2 = 1 << 16
 
 
 def _record_2x2(x, rec) -> bool:
@@ -168,7 +175,7 @@ def _values_rule(rec, x, kernel, stride, padding, dilation):
 
 
 def _values_impl(xp, rec, x, kernel, stride, padding, dilation):
-    return rec[0].copy(order="K")   # keeps a channel-major record's order (eager activations)
+    return rec[0]   # (a view: see the module docstring; a channel-major record's order kept)
 
 
 def _values_vjp(g, out, rec, x, kernel, stride, padding, dilation):

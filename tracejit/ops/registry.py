@@ -412,7 +412,8 @@ def run_into(prim: Primitive, dst, args) -> bool:
         arrays = (x, y)
     else:
         arrays = (x,)
-    if plan.big and out.flags.c_contiguous and _apart(arrays, out):
+    if (plan.big and out.flags.c_contiguous and not _vectorized.declines(prim, plan.out_shape)
+            and _apart(arrays, out)):
         if _vectorized.run(prim, arrays, {}, plan.compute_np, plan.out_np, plan.out_shape,
                            out=out) is not None:
             return True

@@ -28,7 +28,7 @@ import numpy as np
 from .. import sharepool as _sharepool
 from .native import kernel as _kernel, takes as _takes
 
-__all__ = ["softmax_rows", "softmax_kernel", "mask_rows", "softmax_backward_rows", "layer_norm_rows",
+__all__ = ["softmax_rows", "softmax_kernel", "mask_rows", "softmax_backward_kernel", "softmax_backward_rows", "layer_norm_rows",
            "layer_norm_backward_rows", "cross_entropy_rows", "cross_entropy_backward_rows"]
 
 _HEAD = '''
@@ -371,13 +371,22 @@ def softmax_rows(xp, x, scale=1.0, mask=None):
     return out.reshape(x.shape)
 
 
+def softmax_backward_kernel(xp, g, y):
+    """The softmax backward row kernel for arrays like `g` and `y`, or None (as
+    `softmax_kernel`): ``fn(g, y, scale, out)`` on (M, K) rows, `out` not overlapping `g`
+    (see `softmax_backward_rows`); for attention_prim's backward, one batch element at a time."""
+    if not _takes(xp, g, y):
+        return None
+    return _get(_SOFTMAX_BACKWARD, "softmax_backward", y.dtype.name)
+
+
 def softmax_backward_rows(xp, g, y, scale=1.0):
     """softmax's input gradient over the last dim by the kernel, or None. Into a new array:
     written over `g` the kernel's loops took their scalar versions (LLVM's runtime check
     finds the overlap): 0.60 against 0.39 ms for 16x4x128x128 float32 rows, one thread."""
-    if not _takes(xp, g, y) or y.ndim == 0 or y.size == 0 or g.shape != y.shape:
+    if y.ndim == 0 or y.size == 0 or g.shape != y.shape:
         return None
-    fn = _get(_SOFTMAX_BACKWARD, "softmax_backward", y.dtype.name)
+    fn = softmax_backward_kernel(xp, g, y)
     if fn is None:
         return None
     k = y.shape[-1]

@@ -38,9 +38,12 @@ Which ops run here, by what the scalar rule computes (`_calls_math`, answered wi
 importing the compiler: a plan for ``a * b`` must not import it): an op that calls a math
 function from ``MIN_ELEMENTS``; arithmetic and comparisons (one numpy loop at memory
 speed on one core) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the cores
-coreshare leaves free pays for the launch (see `eligible`). Arithmetic results are
-bitwise numpy's (IEEE operations, no fastmath); math functions can differ in the last
-bits (mathlib's float32 functions are within a few ulps of the correctly rounded result).
+coreshare leaves free pays for the launch (see `eligible`). Below that, ``+ - * /`` from
+ops/halves.py's EW_MIN_ELEMENTS go to its two GIL-free halves, which run only right after
+a product's halves (the two-layer step's update of its weights) and else give numpy's loop
+the op. Arithmetic results are bitwise numpy's (IEEE operations, no fastmath); math
+functions can differ in the last bits (mathlib's float32 functions are within a few ulps
+of the correctly rounded result).
 """
 from __future__ import annotations
 
@@ -122,14 +125,39 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
     if _calls_math(prim, len(operands), compute_dtype.name, params):
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
-    # leaves it to numpy while other processes hold all but one core).
-    if n >= ARITH_MIN_ELEMENTS and _CPUS > 1:
+    # leaves it to numpy while other processes hold all but one core). From
+    # halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
+    least = min(ARITH_MIN_ELEMENTS, _halves_min()) if prim.name in _HALVES_OPS else ARITH_MIN_ELEMENTS
+    if n >= least and _CPUS > 1:
         _ARITH.add(prim.name)
         return True
     return False
 
 
 _ARITH: set = set()   # names of the arithmetic ops some plan sent here
+# Arithmetic below ARITH_MIN_ELEMENTS that ops/halves.py may run on two cores.
+_HALVES_OPS = frozenset(("add", "sub", "mul", "div"))
+
+
+def _halves_min() -> int:
+    return _halves().EW_MIN_ELEMENTS
+
+
+_halves_module = None
+
+
+def _halves():
+    global _halves_module
+    if _halves_module is None:
+        from . import halves as _halves_module
+    return _halves_module
+
+
+def declines(prim, out_shape) -> bool:
+    """Whether `run` would give None now without looking at the operands: arithmetic below
+    ARITH_MIN_ELEMENTS while ops/halves.py's halves are not warm (their usual state outside
+    a product's halves). Lets registry.run_into skip its overlap check (1-2 us)."""
+    return prim.name in _HALVES_OPS and not _halves().warm() and math.prod(out_shape) < ARITH_MIN_ELEMENTS
 
 
 _CPUS = usable_cpus()
@@ -193,11 +221,17 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     only one core is free: the caller uses numpy). ``out``: a C-contiguous array of the
     output's shape and dtype to write into (it may be one of the inputs: every element
     is read before it is written, at the same index)."""
+    n = math.prod(out_shape)
+    if n < ARITH_MIN_ELEMENTS and prim.name in _HALVES_OPS:
+        # (the parallel kernel's launch costs more than half of the loop here: two halves
+        # without the GIL, or numpy's loop)
+        if compute_np != out_np or params or len(arrays) != 2:
+            return None
+        return _halves().binary(prim.name, arrays[0], arrays[1], compute_np, out)
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
     key, layout, args = prepared
-    n = math.prod(out_shape)
     parallel = n >= PARALLEL_MIN  # the compiled kernels' rule (threads.PARALLEL_MIN)
     key = key + (parallel,)
     entry = _entries.get(key)

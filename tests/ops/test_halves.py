@@ -1,0 +1,203 @@
+"""ops/halves.py: products and elementwise arithmetic in two halves, each a cfunc on a record.
+The halves run one after the other on this thread here (`serial_launch`: what each thread
+would compute, whatever the machine's cores), and once at once on OpenBLAS's worker where
+numpy's BLAS has one. Depth halves (few rows) round differently from one product: compared
+with a float64 product at the tolerance rows_gemm's tests use; row halves and elementwise
+ops are bitwise."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import coreshare, sharepool
+from tracejit.ops import halves
+
+pytest.importorskip("numba", reason="the halves are numba cfuncs")
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+
+_pairs: dict = {}
+
+
+def _loaded(dtype: str) -> dict:
+    if dtype not in _pairs:
+        from tracejit.compiler import diskcache
+        mod = diskcache.load_module(halves.source(dtype), name_hint="native_rows_gemm_halves_" + dtype)
+        _pairs[dtype] = (halves._Pair(mod.kernel.py_func.__globals__), mod.kernel)
+    return _pairs[dtype]
+
+
+@pytest.fixture
+def serial_launch(monkeypatch) -> list:
+    """`_pair` gives the loaded entries whatever the cores; a launch runs record 0, then
+    record 1, on this thread. The list counts launches."""
+    launches: list = []
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)   # (coreshare.matmul asks it)
+    monkeypatch.setattr(halves, "WARM_S", 1e9)
+    monkeypatch.setattr(halves, "_warm_until", 1e18)
+    monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name)[0])
+
+    def run(p, entry):
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry.value)
+        fn(p.address)
+        fn(p.address + 128)
+        launches.append(entry.value)
+    monkeypatch.setattr(halves, "_run", run)
+    return launches
+
+
+def _tol(dtype, k):
+    return dict(rtol=1e-5, atol=1e-5 * k) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12 * k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n,trans", [(64, 1000, 100, False), (37, 1001, 131, False), (64, 999, 100, True)])
+def test_depth_halves_equal_the_product(serial_launch, dtype, m, k, n, trans):
+    """Few rows: split by the depth (odd depths too), the halves' sum against float64."""
+    r = np.random.default_rng(0)
+    a = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
+    a = a.T if trans else a
+    b = r.standard_normal((k, n)).astype(dtype)
+    out = halves.product(a, b)
+    assert serial_launch and out.shape == (m, n) and out.dtype == dtype and out.flags.c_contiguous
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, **_tol(dtype, k))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n,trans", [(1000, 64, 100, True), (203, 128, 197, False), (1000, 64, 100, False)])
+def test_row_halves_are_the_one_thread_kernel_bitwise(serial_launch, dtype, m, k, n, trans):
+    """Many rows (the weight gradient x.T @ g): split by rows, each element as the kernel on
+    one thread computes it."""
+    r = np.random.default_rng(1)
+    a = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
+    a = a.T if trans else a
+    b = r.standard_normal((k, n)).astype(dtype)
+    out = halves.product(a, b)
+    assert serial_launch
+    flat = a.T.reshape(-1) if trans else a.reshape(-1)
+    ars, aks = (1, m) if trans else (k, 1)
+    one = np.empty((m, n), dtype)
+    _loaded(dtype)[1](flat, ars, aks, m, k, b.reshape(-1), n, one.reshape(-1))
+    np.testing.assert_array_equal(out, one)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, **_tol(dtype, k))
+
+
+def test_products_it_leaves(serial_launch):
+    r = np.random.default_rng(2)
+    a = r.standard_normal((64, 1000)).astype(np.float32)
+    b = r.standard_normal((1000, 100)).astype(np.float32)
+    assert halves.product(a[:, :100], b[:100]) is None            # below MIN_MNK
+    assert halves.product(a, b[:, :64].copy()) is None             # too few columns
+    assert halves.product(a, np.asfortranarray(b)) is None         # b not C-contiguous
+    assert halves.product(a[:, ::2], b[::2]) is None               # a neither C nor F
+    assert halves.product(a, b.astype(np.float64)) is None         # two dtypes
+    assert halves.product(a.astype(np.int64), b.astype(np.int64)) is None
+    assert not serial_launch
+
+
+_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", list(_UFUNCS))
+def test_elementwise_halves_are_numpy_bitwise(serial_launch, dtype, name):
+    """Arrays, a scalar on either side (taken as the dtype, as numpy takes a Python float),
+    into a new array or over either array operand; an odd size."""
+    r = np.random.default_rng(3)
+    x = r.standard_normal((317, 211)).astype(dtype)
+    y = r.standard_normal((317, 211)).astype(dtype) + 3
+    f, dt = _UFUNCS[name], np.dtype(dtype)
+    np.testing.assert_array_equal(halves.binary(name, x, y, dt), f(x, y))
+    np.testing.assert_array_equal(halves.binary(name, 1e-3, y, dt), f(dt.type(1e-3), y))
+    np.testing.assert_array_equal(halves.binary(name, x, 0.7, dt), f(x, dt.type(0.7)))
+    # into an operand: each pattern has its own loop (module docstring of _PAIR's loops)
+    for into_x, scalar in ((True, False), (False, False), (True, True), (False, True)):
+        a, b = x.copy(), y.copy()
+        if scalar:
+            args = (a, 0.7) if into_x else (1e-3, b)
+            want = f(a, dt.type(0.7)) if into_x else f(dt.type(1e-3), b)
+        else:
+            args, want = (a, b), f(a, b)
+        target = a if into_x else b
+        assert halves.binary(name, *args, dt, out=target) is target
+        np.testing.assert_array_equal(target, want)
+    assert len(serial_launch) == 7
+
+
+def test_elementwise_it_leaves(serial_launch):
+    x = np.ones((1000, 100), np.float32)
+    f32 = np.dtype(np.float32)
+    assert halves.binary("pow", x, x, f32) is None
+    assert halves.binary("add", x[:100], x[:100], f32) is None      # below EW_MIN_ELEMENTS
+    assert halves.binary("add", x, x.T.copy().T, f32) is None       # not C-contiguous
+    assert halves.binary("add", x, x[:500], f32) is None            # another shape
+    assert halves.binary("add", x, x, np.dtype(np.float64)) is None  # not the compute dtype
+    assert halves.binary("add", 1.0, 2.0, f32) is None
+    assert not serial_launch
+
+
+def test_the_two_layer_step_runs_its_w1_path_in_halves(serial_launch):
+    """Eager: the forward and weight-gradient products (coreshare.matmul) and the update
+    ``w1 -= lr * g`` (registry's binary and in-place paths): four launches; the update
+    bitwise numpy's."""
+    r = np.random.default_rng(4)
+    x = tj.tensor(r.standard_normal((64, 1000)).astype(np.float32))
+    w1 = tj.tensor(r.standard_normal((1000, 100)).astype(np.float32), requires_grad=True)
+    h = x.mm(w1)
+    np.testing.assert_allclose(h.detach().numpy(), x.numpy().astype(np.float64) @ w1.detach().numpy(),
+                               rtol=1e-5, atol=1e-2)
+    h.clamp(min=0).pow(2).sum().backward()
+    assert len(serial_launch) == 2
+    g = w1.grad.numpy().copy()
+    w0 = w1.detach().numpy().copy()
+    with tj.no_grad():
+        w1 -= 1e-6 * w1.grad
+    assert len(serial_launch) == 4
+    np.testing.assert_array_equal(w1.detach().numpy(), w0 - np.float32(1e-6) * g)
+
+
+def test_elementwise_halves_only_soon_after_a_launch(serial_launch, monkeypatch):
+    """Past WARM_S since the last launch (OpenBLAS's worker asleep) numpy's loop runs; a
+    product's halves make the next elementwise ones run."""
+    x = np.ones((1000, 100), np.float32)
+    f32 = np.dtype(np.float32)
+    monkeypatch.setattr(halves, "WARM_S", 60.0)
+    monkeypatch.setattr(halves, "_warm_until", 0.0)
+    assert halves.binary("mul", 2.0, x, f32) is None and not serial_launch
+    halves.product(np.ones((64, 1000), np.float32), x)
+    np.testing.assert_array_equal(halves.binary("mul", 2.0, x, f32), 2 * x)
+    assert len(serial_launch) == 2
+
+
+def test_off_switch_and_one_thread(monkeypatch):
+    """`ENABLED` off, or the pool giving one thread: no halves (the caller's path runs)."""
+    a = np.ones((64, 1000), np.float32)
+    b = np.ones((1000, 100), np.float32)
+    monkeypatch.setattr(halves, "ENABLED", False)
+    assert halves.product(a, b) is None
+    monkeypatch.setattr(halves, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
+    assert halves.product(a, b) is None
+    assert halves.binary("add", b, b, np.dtype(np.float32)) is None
+    np.testing.assert_array_equal(coreshare.matmul(a, b), np.full((64, 100), 1000, np.float32))
+
+
+@pytest.mark.skipif(sharepool.blas_worker.find() is None, reason="numpy's BLAS has no pthreads pool of two")
+def test_halves_at_once_on_openblas_worker(monkeypatch):
+    """The real launch: record 1 on OpenBLAS's worker while record 0 runs here."""
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(halves, "_kernel", lambda *a, **k: type("K", (), {"get": lambda self: _loaded(
+        a[0][1])[1]})())
+    monkeypatch.setattr(halves, "_pairs", {})
+    monkeypatch.setattr(halves, "WARM_S", 60.0)      # (the checks between take longer)
+    r = np.random.default_rng(5)
+    x = r.standard_normal((1000, 64)).astype(np.float32).T
+    g = r.standard_normal((64, 100)).astype(np.float32)
+    w = r.standard_normal((1000, 100)).astype(np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(halves.product(x, w), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-2)
+        np.testing.assert_allclose(halves.product(x.T, g), x.T.astype(np.float64) @ g, rtol=1e-5, atol=1e-3)
+        np.testing.assert_array_equal(halves.binary("mul", 1e-6, w, np.dtype(np.float32)), np.float32(1e-6) * w)

@@ -1,0 +1,358 @@
+"""Products and elementwise arithmetic in two halves on two cores, each half a numba cfunc:
+no Python object and no GIL on either thread.
+
+Why: the two-layer step (64x1000 -> 100 -> 10, SGD by hand) spends its time on w1's path:
+the forward product ``x @ w1`` (64x1000x100), the weight gradient ``x.T @ g`` (1000x64x100)
+and the update ``w1 -= lr * g1`` (two 100K-element ops). On one core each is at its floor
+(the register-tile kernel at its FMA bound, the update at numpy's speed); PyTorch's MKL runs
+both products on two spinning threads. A second share used to cost 40-80 us a launch on the
+2-vCPU VM (a numba OpenMP launch, a Python callback on OpenBLAS's worker, nogil numba calls
+handing the GIL back and forth: session 17), more than the half of a 10-60 us phase it
+saves. OpenBLAS's ``gotoblas_pthread`` running a C function on its worker costs 1.4 us back
+to back or after 60 us of Python, 3-10 us right after a two-thread product (session 18,
+launch.py), because nothing on either thread takes the GIL.
+
+And the halves must stay on their cores: a phase split over two threads is slower when the
+previous phase wrote its data on the other core (the lines move first). So all three phases
+split w1 the same way, by its rows (its flat halves, being C-contiguous), the first half on
+the calling thread and the second on OpenBLAS's worker, every time:
+
+- ``x @ w1`` of few rows (`FEW_ROWS`): split by the depth K (w1's rows), the second half's
+  partial product added to the first's. **The sum order changes**: results differ from the
+  one-thread product in the last bits (as BLAS's thread counts make them differ);
+- ``x.T @ g``: split by the result's rows (w1's rows), each element computed as the
+  one-thread kernel computes it: bitwise the same;
+- ``a + b``, ``a - b``, ``a * b``, ``a / b`` (arrays of one shape or a scalar, float32 or
+  float64) from `EW_MIN_ELEMENTS`, within `WARM_S` of a product's halves (the worker still
+  spinning): by flat halves, IEEE operations: bitwise numpy's.
+
+``python -m bench --only mlp2``, main's tree and this one alternating, two threads forced
+(TRACEJIT_ADAPTIVE_THREADS=0) under SCHED_FIFO (a quiet machine emulated; load 8, session 18),
+medians: eager 371-376 -> 335-340 us, compiled 253-258 -> 213-216; PyTorch eager 291-295.
+
+When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
+coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
+two threads (`sharepool.pool_threads`), BLAS's ceiling is two or more, numpy's BLAS is a
+pthreads OpenBLAS with a pool of two (`sharepool.blas_worker`), no other launch holds the
+pool, and the module is loaded (as rows_gemm's kernel: from the disk cache in sync mode,
+compiled by the workers in background mode). Otherwise None: the caller's path runs.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import coreshare, sharepool
+from . import rows_gemm
+from .native import kernel as _kernel
+
+__all__ = ["product", "binary", "warm", "source", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
+
+# Products below this run on one thread (the halves' launch and the add of the partial
+# product are a few us); the register-tile kernel's own bound.
+MIN_MNK = rows_gemm.MIN_MNK
+# Elementwise ops below this many elements stay on numpy's loop (64K float32: ~5 us on one
+# core; a pair of 100K-element halves ran in 8.0 us against numpy's 11.4, launch included).
+EW_MIN_ELEMENTS = 1 << 16
+# The switch (tests and measurements turn it off to compare).
+ENABLED = True
+# Elementwise halves run only this soon after the end of a launch of halves (a product's):
+# OpenBLAS's worker spins ~0.4 ms after a job (threads.BLAS_THREAD_TIMEOUT), then sleeps, and
+# waking it cost a 100K-element ``w -= lr * g`` 159/1130 us (min/median) against numpy's
+# 65/103 after 1 ms idle (load 9.5, policy forced to two threads). In the step the update
+# follows the weight gradient's halves at once, on the halves those placed on each core.
+WARM_S = 2.5e-4
+_warm_until = 0.0
+
+_OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
+
+# The kernel module's rows kernel run on a record of int64s: a, its size, ars, aks, m, kd,
+# b, its size, n, c, its size (addresses and sizes of flat arrays). An elementwise half's
+# record: op, n, a, b, out, a's and b's kind (0 array, 1 scalar), then the scalars' bits
+# as float64 in slots 8 and 9.
+_PAIR = '''
+
+from numba import carray, cfunc
+from tracejit.compiler.voidptr import as_voidptr
+
+
+# The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
+# or __array_interface__), and a launch needs four or five.
+@njit(inline="always")
+def _put(r, q, vals):
+    for i in range(len(vals)):
+        r[q, i] = vals[i]
+
+
+@njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
+      "{t}[:, ::1], {t}[:, ::1], boolean)", cache=CACHE)
+def gemm_records(r, a, b, out, rest, by_rows):
+    m, kd = a.shape
+    n = b.shape[1]
+    item = a.itemsize
+    ars, aks = a.strides[0] // item, a.strides[1] // item
+    ad, bd, cd = np.int64(a.ctypes.data), np.int64(b.ctypes.data), np.int64(out.ctypes.data)
+    size = m * kd
+    if by_rows:        # row halves, the first a multiple of 8 (the kernel's tile rows)
+        h = (m // 2 + 7) // 8 * 8
+        off = h * ars
+        _put(r, 0, (ad, size, ars, aks, h, kd, bd, kd * n, n, cd, h * n))
+        _put(r, 1, (ad + off * item, size - off, ars, aks, m - h, kd, bd, kd * n, n, cd + h * n * item,
+                    (m - h) * n))
+    else:              # depth halves: rows [0, h) and [h, kd) of b, the second into `rest`
+        h = kd // 2
+        off = h * aks
+        _put(r, 0, (ad, size, ars, aks, m, h, bd, h * n, n, cd, m * n))
+        _put(r, 1, (ad + off * item, size - off, ars, aks, m, kd - h, bd + h * n * item, (kd - h) * n,
+                    n, np.int64(rest.ctypes.data), m * n))
+
+
+@njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
+      "{t}[::1], int64, int64, float64)", cache=CACHE)
+def ew_records(r, op, x, y, out, xs, ys, s):
+    # each half: op, its length, x's, y's and out's addresses, which operand is the scalar
+    # `s` (xs, ys: the other operand stands in for its array), s's float64 bits in slot 8 or 9
+    n = out.size
+    h = n // 2
+    item = out.itemsize
+    xd, yd, od = np.int64(x.ctypes.data), np.int64(y.ctypes.data), np.int64(out.ctypes.data)
+    _put(r, 0, (op, h, xd, yd, od, xs, ys))
+    _put(r, 1, (op, n - h, xd + h * item, yd + h * item, od + h * item, xs, ys))
+    f = r.view(np.float64)
+    f[0, 8] = f[1, 8] = f[0, 9] = f[1, 9] = s
+
+
+@cfunc("void(voidptr)", cache=CACHE)
+def gemm_half(rec):
+    r = carray(rec, (16,), np.int64)
+    a = carray(as_voidptr(r[0]), (r[1],), np.{t})
+    b = carray(as_voidptr(r[6]), (r[7],), np.{t})
+    c = carray(as_voidptr(r[9]), (r[10],), np.{t})
+    kernel(a, r[2], r[3], r[4], r[5], b, r[8], c)
+
+
+# One loop per operand pattern. A result written over an operand gets a loop on that array
+# alone: with two views of one address LLVM's runtime overlap check sends the loop to its
+# scalar form (an in-place 100K-element float32 sub in halves took 24 us, numpy 13).
+@njit(inline="always")
+def _binop(op, a, b):
+    if op == 0:
+        return a + b
+    if op == 1:
+        return a - b
+    if op == 2:
+        return a * b
+    return a / b
+
+
+@njit
+def _ew_arrays(op, o, a, b):
+    for i in range(o.size):
+        o[i] = _binop(op, a[i], b[i])
+
+
+@njit
+def _ew_into_a(op, a, b):
+    for i in range(a.size):
+        a[i] = _binop(op, a[i], b[i])
+
+
+@njit
+def _ew_into_b(op, a, b):
+    for i in range(b.size):
+        b[i] = _binop(op, a[i], b[i])
+
+
+@njit
+def _ew_scalar_right(op, o, a, s):
+    for i in range(o.size):
+        o[i] = _binop(op, a[i], s)
+
+
+@njit
+def _ew_scalar_right_into(op, a, s):
+    for i in range(a.size):
+        a[i] = _binop(op, a[i], s)
+
+
+@njit
+def _ew_scalar_left(op, o, s, b):
+    for i in range(o.size):
+        o[i] = _binop(op, s, b[i])
+
+
+@njit
+def _ew_scalar_left_into(op, s, b):
+    for i in range(b.size):
+        b[i] = _binop(op, s, b[i])
+
+
+@cfunc("void(voidptr)", cache=CACHE)
+def ew_half(rec):
+    r = carray(rec, (16,), np.int64)
+    f = carray(rec, (16,), np.float64)
+    op, n = r[0], r[1]
+    if r[5] == 1:                       # scalar op array
+        s = np.{t}(f[8])
+        b = carray(as_voidptr(r[3]), (n,), np.{t})
+        if r[4] == r[3]:
+            _ew_scalar_left_into(op, s, b)
+        else:
+            _ew_scalar_left(op, carray(as_voidptr(r[4]), (n,), np.{t}), s, b)
+        return
+    a = carray(as_voidptr(r[2]), (n,), np.{t})
+    if r[6] == 1:                       # array op scalar
+        s = np.{t}(f[9])
+        if r[4] == r[2]:
+            _ew_scalar_right_into(op, a, s)
+        else:
+            _ew_scalar_right(op, carray(as_voidptr(r[4]), (n,), np.{t}), a, s)
+        return
+    b = carray(as_voidptr(r[3]), (n,), np.{t})
+    if r[4] == r[2]:
+        _ew_into_a(op, a, b)
+    elif r[4] == r[3]:
+        _ew_into_b(op, a, b)
+    else:
+        _ew_arrays(op, carray(as_voidptr(r[4]), (n,), np.{t}), a, b)
+'''
+
+
+def source(dtype: str) -> str:
+    """rows_gemm's kernel module for `dtype` with the two half entries and their record
+    fillers (`_PAIR`)."""
+    return rows_gemm.source(dtype) + _PAIR.replace("{t}", dtype)
+
+
+class _Pair:
+    """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
+
+    __slots__ = ("gemm", "ew", "recs", "address", "keep", "gemm_records", "ew_records")
+
+    def __init__(self, module: dict):
+        import ctypes
+        self.keep = (module["gemm_half"], module["ew_half"])   # their code lives as long as this
+        self.gemm_records = module["gemm_records"]
+        self.ew_records = module["ew_records"]
+        self.gemm = ctypes.c_void_p(module["gemm_half"].address)
+        self.ew = ctypes.c_void_p(module["ew_half"].address)
+        self.recs = np.zeros((2, 16), np.int64)
+        self.address = self.recs.ctypes.data
+
+
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+_pairs: dict = {}     # dtype name -> _Pair, or None where it cannot load
+
+
+def _pair(dtype):
+    """The dtype's `_Pair` where two halves may run now, else None."""
+    t = _NAMES.get(dtype)
+    if t is None or not ENABLED:
+        return None
+    if coreshare.ENABLED and coreshare.core_share.threads() < 2:
+        return None          # (the policy's count: the cheap answer under load)
+    if sharepool.pool_threads() < 2 or (coreshare.blas_ceiling() or 1) < 2:
+        return None
+    if sharepool.blas_worker.find() is None:
+        return None
+    p = _pairs.get(t)
+    if p is None:
+        fn = _kernel(("rows_gemm_halves", t), lambda: source(t), sync_compiles=False).get()
+        if fn is None:
+            return None
+        g = getattr(getattr(fn, "py_func", None), "__globals__", {})
+        if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records")):
+            return None
+        p = _pairs[t] = _Pair(g)
+    return p
+
+
+def warm() -> bool:
+    """Whether elementwise halves may run now (within WARM_S of a launch)."""
+    return time.perf_counter() <= _warm_until
+
+
+def _launch(p: _Pair, entry, fill, *args) -> bool:
+    """``fill(p.recs, *args)``, then records 0 and 1 at once, on this thread and on
+    OpenBLAS's worker (the halves call no BLAS). The records are written only once this
+    thread holds the pool (another Python thread launching meanwhile would overwrite
+    them); False where another launch holds it (nothing ran)."""
+    if not sharepool.try_launch():
+        return False
+    global _warm_until
+    try:
+        fill(p.recs, *args)
+        _run(p, entry)
+    finally:
+        sharepool.end_launch()
+    _warm_until = time.perf_counter() + WARM_S
+    return True
+
+
+def _run(p: _Pair, entry) -> None:
+    """`entry` on record 0 here and record 1 on OpenBLAS's worker, at once."""
+    sharepool.blas_worker.find()(2, entry, p.address, 128)
+
+
+def product(a, b):
+    """``a @ b`` in two halves (module docstring), or None: 2-D float32/float64 numpy
+    arrays of one dtype, a C- or F-contiguous, b C-contiguous, the register-tile kernel's
+    shapes (depth and columns), `MIN_MNK` multiply-adds or more."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    m, kd = a.shape
+    n = b.shape[1]
+    if (m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS or not b.flags.c_contiguous
+            or a.dtype != b.dtype or a.dtype not in _NAMES or b.shape[0] != kd):
+        return None
+    few = m < coreshare.FEW_ROWS
+    if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
+        return None
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
+        return None
+    p = _pair(a.dtype)
+    if p is None:
+        return None
+    out = np.empty((m, n), a.dtype)
+    rest = out if not few else np.empty((m, n), a.dtype)
+    if not _launch(p, p.gemm, p.gemm_records, a, b, out, rest, not few):
+        return None
+    if few:
+        out += rest
+    return out
+
+
+def binary(name: str, x, y, compute_np, out=None):
+    """``x <op> y`` for op `name` (add, sub, mul, div) in two flat halves, into `out` (a
+    C-contiguous array of the result's shape and dtype, which may be x or y) or a new
+    array; None where it does not run (another op, dtype or layout: numpy's loop runs).
+    x and y: arrays of `compute_np`, C-contiguous, of the result's shape, or numbers
+    (taken as `compute_np`, as numpy takes a Python scalar)."""
+    if time.perf_counter() > _warm_until:
+        return None
+    op = _OPS.get(name)
+    if op is None or compute_np not in _NAMES:
+        return None
+    xa = type(x) is np.ndarray and x.ndim > 0
+    ya = type(y) is np.ndarray and y.ndim > 0
+    arr = x if xa else y if ya else None
+    if arr is None or arr.dtype != compute_np or not arr.flags.c_contiguous:
+        return None
+    if xa and ya and (y.shape != x.shape or y.dtype != compute_np or not y.flags.c_contiguous):
+        return None
+    if arr.size < EW_MIN_ELEMENTS:
+        return None
+    p = _pair(compute_np)
+    if p is None:
+        return None
+    if out is None:
+        out = np.empty(arr.shape, compute_np)
+    elif out.shape != arr.shape or out.dtype != compute_np or not out.flags.c_contiguous:
+        return None
+    flat = arr.reshape(-1)
+    s = float(compute_np.type(y if xa else x)) if not (xa and ya) else 0.0
+    if not _launch(p, p.ew, p.ew_records, op, x.reshape(-1) if xa else flat, y.reshape(-1) if ya else flat,
+                   out.reshape(-1), int(not xa), int(not ya), s):
+        return None
+    return out
