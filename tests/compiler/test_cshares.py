@@ -122,6 +122,7 @@ def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
         asked.append(1)
         return None if len(asked) < 3 else diskcache.load_module(source, name_hint=hint)
     monkeypatch.setattr(tiers, "module_when_ready", when_ready)
+    monkeypatch.setattr(cshares.Pending, "POLL_S", 60.0)   # (however slow the machine)
     pending = cshares.Pending(kernel_src, pair_src, "k", (), backends.get("cpu").fast_entry)
     assert pending.poll() == (None, pending) and pending.poll() == (None, pending)
     assert len(asked) == 1                         # the second look came before POLL_S
