@@ -49,12 +49,8 @@ def _module(tag):
     return diskcache.load_module(f"# {tag}\n" + KERNEL + cshares.source(SIG, NAMES), name_hint="cshares_test")
 
 
-def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
-    mod = _module(own_cache)
-    pair = cshares.CShares.make(mod.kernel, backends.get("cpu").fast_entry)
-    if sharepool.blas_worker.find() is None:   # numpy's BLAS without a pool of two
-        assert pair is None
-        pytest.skip("no OpenBLAS thread pool of two here")
+def _run_pair(pair):
+    """Both shares of the test kernel through `pair`: the output and what each share saw."""
     a = np.arange(12.0).reshape(6, 2)
     o = np.zeros_like(a)
     seen = np.zeros(2, np.int64)
@@ -63,10 +59,19 @@ def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
         pair((a, o, 6, 0.5, seen, np.arange(6) != 4))
     finally:
         sharepool.end_launch()
-    assert seen.tolist() == [2, 2]                     # both shares ran, each told of two
     want = a * 0.5 + (np.arange(6) % 2)[:, None]
     want[4] = -1.0
     np.testing.assert_array_equal(o, want)
+    assert seen.tolist() == [2, 2]                     # both shares ran, each told of two
+
+
+def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
+    mod = _module(own_cache)
+    pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
+    if sharepool.blas_worker.find() is None:   # numpy's BLAS without a pool of two
+        assert pair is None
+        pytest.skip("no OpenBLAS thread pool of two here")
+    _run_pair(pair)
     # in a new load the cfunc comes from the entry too (no compile, no uncacheable entry)
     diskcache.clear_memory_cache()
     before = diskcache.stats()
@@ -78,22 +83,47 @@ def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
 
 def test_module_without_share_entry_gets_no_pair(own_cache):
     plain = diskcache.load_module(f"# {own_cache}\n" + KERNEL, name_hint="cshares_plain")
-    assert cshares.CShares.make(plain.kernel, backends.get("cpu").fast_entry) is None
+    assert cshares.CShares.make(vars(plain), backends.get("cpu").fast_entry) is None
+
+
+def test_pair_module_calls_the_kernels_compiled_dispatcher(own_cache):
+    # background mode's pair module loads the kernel's module (one dispatcher, compiled
+    # once) and its cfunc comes from its own disk entry the next time
+    kernel_src = f"# {own_cache}\n" + KERNEL
+    kmod = diskcache.load_module(kernel_src, name_hint="cshares_k", llvm_options=())
+    text = cshares.module_source(kernel_src, cshares.source(SIG, NAMES), ())
+    before = diskcache.stats()["compiles"]
+    mod = diskcache.load_module(text, name_hint="cshares_k_pair")
+    assert mod.kernel is kmod.kernel and diskcache.stats()["compiles"] == before + 1
+    pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
+    if sharepool.blas_worker.find() is None:
+        assert pair is None
+        pytest.skip("no OpenBLAS thread pool of two here")
+    _run_pair(pair)
+    diskcache.clear_memory_cache()   # a new process: both modules from the disk
+    before = diskcache.stats()
+    again = diskcache.load_module(text, name_hint="cshares_k_pair")
+    after = diskcache.stats()
+    assert after["compiles"] == before["compiles"] and after["disk_hits"] == before["disk_hits"] + 2
+    assert again.share_entry._cache_hits == 1
+    _run_pair(cshares.CShares.make(vars(again), backends.get("cpu").fast_entry))
 
 
 def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
     # background mode: the pair's module is compiled apart (tiers.module_when_ready), looked
     # at no more often than POLL_S, and the launch keeps sharepool's path until it is loaded
     from tracejit.compiler import tiers
-    src = f"# {own_cache}\n" + KERNEL + cshares.source(SIG, NAMES)
+    kernel_src, pair_src = f"# {own_cache}\n" + KERNEL, cshares.source(SIG, NAMES)
+    src = cshares.module_source(kernel_src, pair_src, ())
     asked = []
 
     def when_ready(source, hint, llvm_options):
-        assert source == src and hint == "k_pair" and llvm_options == ("-x",)
+        assert source == src and hint == "k_pair" and llvm_options == ()
         asked.append(1)
         return None if len(asked) < 3 else diskcache.load_module(source, name_hint=hint)
     monkeypatch.setattr(tiers, "module_when_ready", when_ready)
-    pending = cshares.Pending(src, "k", ("-x",), backends.get("cpu").fast_entry)
+    monkeypatch.setattr(cshares.Pending, "POLL_S", 60.0)   # (however slow the machine)
+    pending = cshares.Pending(kernel_src, pair_src, "k", (), backends.get("cpu").fast_entry)
     assert pending.poll() == (None, pending) and pending.poll() == (None, pending)
     assert len(asked) == 1                         # the second look came before POLL_S
     monkeypatch.setattr(cshares.Pending, "POLL_S", 0.0)
@@ -102,4 +132,25 @@ def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
     pair, still = pending.poll()
     assert len(asked) == 3 and still is None
     assert (pair is None) == (sharepool.blas_worker.find() is None)
+    if pair is not None:
+        _run_pair(pair)
 
+
+def test_ahead_queues_the_pending_pairs_module_in_background_mode(monkeypatch):
+    # the plan's submission queues the pair module that `Pending` later asks for (the same
+    # source and name hint: one job), rank FIRST, after its kernel's job; sync mode builds
+    # the pair inside the kernel's module
+    from tracejit.compiler import tiers, workers
+    asked = []
+    monkeypatch.setattr(tiers, "module_when_ready", lambda *a, **kw: asked.append((a, kw)))
+    kjob = workers.Job(7, "src", "k", ("-x",))
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    cshares.ahead("src", "pair", "k", ("-x",), kjob)
+    assert asked == []
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    cshares.ahead("src", "pair", "k", ("-x",), kjob)
+    cshares.Pending("src", "pair", "k", ("-x",), None).poll()
+    text = cshares.module_source("src", "pair", ("-x",))
+    assert "KERNEL_SOURCE = 'src'" in text and "llvm_options=('-x',)).kernel" in text
+    assert asked == [((text, "k_pair", ("-x",)), {"rank": workers.FIRST, "after": kjob}),
+                     ((text, "k_pair", ("-x",)), {})]

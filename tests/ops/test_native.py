@@ -69,3 +69,21 @@ def test_settle_loads_a_kernel_waiting_for_its_next_call(monkeypatch):
     a = np.zeros(2)
     fn(a)
     assert a.tolist() == [3.0, 3.0]
+
+
+def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monkeypatch):
+    # rank EAGER (compiler/workers.py): numpy runs the op meanwhile, so a background
+    # compile's plan kernels and their pairs (rank FIRST) go to the workers first
+    from tracejit.compiler import workers
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    asked = []
+
+    def submit(source, label, llvm_options, **kw):
+        asked.append(kw)
+        job = workers.Job(1, source, label, llvm_options)
+        job._finish(False, "not compiled in this test")
+        return job
+    monkeypatch.setattr(workers, "submit", submit)
+    k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 5.0"), "test_native_rank")
+    k._prepare()
+    assert asked == [{"rank": workers.EAGER}] and k.failed

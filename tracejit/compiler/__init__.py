@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..jit import backend as _backend
+from . import forkguard as _forkguard  # noqa: F401  (first: see its docstring)
 
 __all__ = ["compile_graph", "wait", "NumbaCompiler"]
 

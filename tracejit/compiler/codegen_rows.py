@@ -444,7 +444,7 @@ class RowKernel:
                 # module, one compile), else a module of its own the workers build later
                 from .tiers import compile_mode
                 if compile_mode(None) == "background":
-                    pending = cshares.Pending(spec.source + spec.pair, self.label, spec.llvm_options,
+                    pending = cshares.Pending(spec.source, spec.pair, self.label, spec.llvm_options,
                                               self.backend.fast_entry)
                 else:
                     spec = RowSpec(spec.source + spec.pair, spec.name, spec.llvm_options, parallel)

@@ -13,6 +13,10 @@ Contract with the code generator
     when it runs from memory (disk cache off or unusable).  numba refuses
     ``cache=True`` for code that has no file behind it, so a literal
     ``cache=True`` would break the in-memory path.
+    ``load_module`` (this module's) is put there too: a module built on
+    another generated one loads it by its source (compiler/cshares.py's pair
+    module calls its row kernel's compiled dispatcher, which numba then links
+    rather than compiling the kernel again).
 
 Layout of the disk cache (``cache_dir()``, private to the user, mode 0o700)::
 
@@ -85,7 +89,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import envflags
-from . import cacheload, cacheroot, gilshare, importclosure, llvmopts
+from . import cacheload, cacheroot, forkguard, gilshare, importclosure, llvmopts
 from .buildfacts import versions as _versions  # a module global: tests patch it
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
@@ -260,6 +264,7 @@ def _exec_module(source: str, modname: str, filename: str, *, cache: bool) -> ty
     module = types.ModuleType(modname)
     module.__file__ = filename
     module.CACHE = cache
+    module.load_module = load_module
     sys.modules[modname] = module
     try:
         exec(code, module.__dict__)
@@ -547,18 +552,8 @@ def _register_locator() -> bool:
 
 
 # ----------------------------------------------------------------------------- fork safety
-
-
-def _before_fork() -> None:
-    # Loads also run in background threads (compiler/tiers.py): a fork in the middle of
-    # one would leave `_lock` (and numba's compiler lock, only taken under it) held by a
-    # thread the child does not have. Wait for the load to finish instead.
-    _lock.acquire()
-
-
-def _after_fork() -> None:
-    _lock.release()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+# Loads also run in background threads (compiler/tiers.py): a fork in the middle of one
+# would leave `_lock` (and numba's compiler lock, only taken under it) held by a thread the
+# child does not have. The fork waits for the load to finish instead (rank 1: a planning
+# thread, rank 0, may load under its lock; a load never plans).
+forkguard.hold(_lock, rank=1)

@@ -61,7 +61,7 @@ from .. import envflags
 from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
 from ..jit.interpreter import interpret, last_uses
-from . import cacheroot, gilshare, tierhints
+from . import cacheroot, forkguard, gilshare, tierhints
 # diskcache and workers are imported where used: a first call (tier 0) needs neither,
 # and their imports (pathlib, subprocess, the cache key's helpers: 15-30 ms in a fresh
 # process) belong to the background thread, after the user's first step.
@@ -94,8 +94,10 @@ _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
 _pending_lock = threading.Lock()
 # Held while a background thread plans (autodiff, fusion, code generation: imports and
 # locks of their own): `os.fork` waits for it, so a child never inherits a lock or a
-# module import held by a thread it does not have (its own thread plans again).
+# module import held by a thread it does not have (its own thread plans again). Rank 0:
+# the outermost lock a fork takes (a planning thread may load kernels, under diskcache's).
 _planning = threading.RLock()
+forkguard.hold(_planning, rank=0)
 
 
 def compile_mode(option: Optional[str]) -> str:
@@ -557,7 +559,7 @@ class TieredExecutor(Executor):
 
     def _submit(self) -> None:
         from . import diskcache, workers
-        jobs = []
+        jobs, pairs = [], []
         try:
             # Longest first (parallel variants cost numba 3-10x a serial one, and more
             # operands more): with 2 workers the last job to finish is then a short one,
@@ -581,7 +583,14 @@ class TieredExecutor(Executor):
                 else:
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
+                if getattr(spec, "pair", ""):
+                    pairs.append((job, kern, spec))
             self._n_serial = len(self._serial_variants)
+            # A row kernel's GIL-free pair (cshares.py): its module loads the kernel's, so
+            # it goes after the plan's kernels, each to be taken once its kernel is in.
+            from . import cshares
+            for job, kern, spec in pairs:
+                cshares.ahead(spec.source, spec.pair, kern.label, spec.llvm_options, job)
         except Exception as exc:
             job = workers.Job(0, "", "", ())
             job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
@@ -798,7 +807,8 @@ _module_jobs: dict = {}
 _module_warned: set = set()
 
 
-def _prepare(name_hint: str, source_of, load, rank: Optional[int] = None) -> "workers.Job":
+def _prepare(name_hint: str, source_of, load, rank: Optional[int] = None,
+             after=None) -> "workers.Job":
     """A job done once a kernel module is loaded in this process: a thread gets its
     (source, llvm_options) from `source_of`, checks the disk, has a worker compile it if
     it is not there, then calls `load` (numba's import and the load are not a caller's
@@ -814,7 +824,7 @@ def _prepare(name_hint: str, source_of, load, rank: Optional[int] = None) -> "wo
             if not diskcache.is_cached(source, llvm_options):
                 log.info("%s: compiling in a worker; the caller runs what is loaded meanwhile",
                          name_hint)
-                wjob = workers.submit(source, name_hint, llvm_options, rank=rank)
+                wjob = workers.submit(source, name_hint, llvm_options, rank=rank, after=after)
                 wjob.event.wait()
                 if not wjob.ok:
                     job._finish(False, wjob.error)
@@ -832,14 +842,16 @@ def _prepare(name_hint: str, source_of, load, rank: Optional[int] = None) -> "wo
     return job
 
 
-def _prepare_module(source: str, name_hint: str, llvm_options: tuple) -> "workers.Job":
-    # Rank EAGER: the module's array path runs meanwhile (fused Adam's numpy update), so a
-    # background compile's plan kernels, whose switch ends tier 0, go first. MLP step, one
-    # worker while training: Adam's job came 0.05 s before the row kernels and held the
-    # entry's switch back by its whole compile (~1 s of CPU).
+def _prepare_module(source: str, name_hint: str, llvm_options: tuple, rank: Optional[int],
+                    after) -> "workers.Job":
+    # Rank EAGER by default: the module's array path runs meanwhile (fused Adam's numpy
+    # update), so a background compile's plan kernels, whose switch ends tier 0, go first.
+    # MLP step, one worker while training: Adam's job came 0.05 s before the row kernels and
+    # held the entry's switch back by its whole compile (~1 s of CPU).
     from . import diskcache, workers
     return _prepare(name_hint, lambda: (source, llvm_options), lambda: diskcache.load_module(
-        source, name_hint=name_hint, llvm_options=llvm_options), rank=workers.EAGER)
+        source, name_hint=name_hint, llvm_options=llvm_options),
+        rank=workers.EAGER if rank is None else rank, after=after)
 
 
 def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
@@ -856,11 +868,13 @@ def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
                     source_of, load)
 
 
-def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
+def module_when_ready(source: str, name_hint: str, llvm_options: tuple = (),
+                      rank: Optional[int] = None, after=None):
     """For hand-written kernel modules that have an array fallback (fused Adam): the module
     if it is loaded, else None while a background thread loads it from disk or has a worker
     compile it first (sync mode, or no disk cache: compile it now). A failed compile gives
-    None for good, with one warning."""
+    None for good, with one warning. `rank` and `after` place the worker's job
+    (workers.submit; rank EAGER by default)."""
     from . import diskcache
     if compile_mode(None) != "background" or diskcache.in_memory(source, llvm_options) \
             or diskcache.cache_dir() is None:
@@ -868,7 +882,7 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
     key = (source, llvm_options)
     job = _module_jobs.get(key)
     if job is None or job.lost():
-        job = _module_jobs[key] = _prepare_module(source, name_hint, llvm_options)
+        job = _module_jobs[key] = _prepare_module(source, name_hint, llvm_options, rank, after)
     if not job.done():
         return None
     if not job.ok:
@@ -878,8 +892,3 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = ()):
                           f"the array path keeps running", RuntimeWarning, stacklevel=3)
         return None
     return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_planning.acquire, after_in_parent=_planning.release,
-                        after_in_child=_planning.release)

@@ -62,9 +62,10 @@ class Job:
     """One kernel module to compile; `event` is set when it is done (`ok` says how)."""
 
     __slots__ = ("id", "source", "name_hint", "llvm_options", "event", "ok", "error", "seconds",
-                 "compiled", "pid")
+                 "compiled", "pid", "after")
 
-    def __init__(self, jid: int, source: str, name_hint: str, llvm_options: tuple):
+    def __init__(self, jid: int, source: str, name_hint: str, llvm_options: tuple,
+                 after: "Optional[Job]" = None):
         self.id = jid
         self.source = source
         self.name_hint = name_hint
@@ -75,6 +76,9 @@ class Job:
         self.seconds = 0.0
         self.compiled = 0
         self.pid = os.getpid()
+        # a job whose module loads this one's (a row kernel's pair, cshares.py): a worker
+        # takes it once this one is done, else it would compile that module again
+        self.after = after
 
     def done(self) -> bool:
         return self.event.is_set()
@@ -82,6 +86,10 @@ class Job:
     def lost(self) -> bool:
         """Submitted by the process we were forked from: it will never finish here."""
         return self.pid != os.getpid() and not self.event.is_set()
+
+    def blocked(self) -> bool:
+        """Whether its prerequisite (`after`) is still compiling here."""
+        return self.after is not None and not self.after.done() and not self.after.lost()
 
     def _finish(self, ok: bool, error: str = "", seconds: float = 0.0, compiled: int = 0) -> None:
         self.ok, self.error, self.seconds, self.compiled = ok, error, seconds, compiled
@@ -232,13 +240,13 @@ class CompilePool:
                              name=f"tracejit-compile-{i}").start()
 
     def submit(self, source: str, name_hint: str, llvm_options: tuple, later: bool = False,
-               rank: int | None = None) -> Job:
+               rank: int | None = None, after: Optional[Job] = None) -> Job:
         with self._lock:
             key = (source, tuple(llvm_options))
             job = self.by_source.get(key)
             if job is not None and not (job.done() and not job.ok):
                 return job
-            job = Job(next(self._ids), source, name_hint, llvm_options)
+            job = Job(next(self._ids), source, name_hint, llvm_options, after)
             self.by_source[key] = job
         self.jobs.put((rank if rank is not None else LATER if later else FIRST, job.id, job))
         return job
@@ -251,7 +259,7 @@ class CompilePool:
                     continue
             else:
                 item = self.jobs.get()
-            item = self._best_when_ready(i, item)
+            item = self._unblocked(self._best_when_ready(i, item))
             job = item[2]
             if job is None or self.closed:
                 if job is not None:
@@ -277,6 +285,23 @@ class CompilePool:
         w.ready.wait(_timeout())
         self.jobs.put(item)
         return self.jobs.get()
+
+    def _unblocked(self, item: tuple) -> tuple:
+        """`item`, or when its job must wait for another one (`Job.after`) still compiling
+        in another worker, the next queued job that need not (the waiting ones go back to
+        the queue); with none queued, waits for the first one's prerequisite."""
+        held = []
+        while item[2] is not None and item[2].blocked():
+            held.append(item)
+            try:
+                item = self.jobs.get_nowait()
+            except queue.Empty:
+                item = held.pop(0)
+                item[2].after.event.wait(_timeout())
+                break
+        for h in held:
+            self.jobs.put(h)
+        return item
 
     def _running(self, i: int) -> bool:
         w = self.workers[i]
@@ -402,11 +427,12 @@ def _get_pool() -> CompilePool:
 
 
 def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = False,
-           rank: int | None = None) -> Job:
+           rank: int | None = None, after: Optional[Job] = None) -> Job:
     """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
     A `later` job (rank `LATER`) waits until no other job is queued (an upgrade nobody
-    waits for); `rank` places it explicitly (`FIRST`, `EAGER`, `LATER`)."""
-    return _get_pool().submit(source, name_hint, llvm_options, later, rank)
+    waits for); `rank` places it explicitly (`FIRST`, `EAGER`, `LATER`). A job `after`
+    another (its module loads that one's) is taken once that one is done."""
+    return _get_pool().submit(source, name_hint, llvm_options, later, rank, after)
 
 
 def prestart() -> None:

@@ -133,7 +133,12 @@ class NativeKernel:
                 if diskcache.cache_dir() is None:
                     self.failed = True  # nowhere to compile in the background
                     return
-                job = workers.submit(self.source, self.label, ())
+                # Rank EAGER, as ops/vectorized's eager kernels: numpy runs the op meanwhile,
+                # and asked for while a compiled function runs tier 0 they serve that tier 0,
+                # which its FIRST jobs end. MLP step, empty cache, one worker: the LayerNorm and
+                # cross-entropy kernels (1.5-1.9 s of it) ran after the switch, before fused
+                # Adam and the row kernels' pairs, which the compiled step does use.
+                job = workers.submit(self.source, self.label, (), rank=workers.EAGER)
                 job.event.wait()
                 if not job.ok:
                     self.failed = True
