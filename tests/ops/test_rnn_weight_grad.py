@@ -157,3 +157,46 @@ def test_a_partner_stuck_inside_a_block_is_not_waited_for():
         release.set()
         R.block_product = real
     np.testing.assert_array_equal(got, want)
+
+
+def test_the_caller_waits_for_the_partners_last_fold():
+    """The partner finishes the last block and is still adding blocks into out (np.add lets
+    go of the GIL) when the caller's loop ends: the caller waits for that fold before it
+    hands out back (it returned with out half-summed, or failed its check, before)."""
+    L, N, H = 64, 4, 8
+    G2, Z, h0 = _operands(L, N, H, False, seed=3)
+    want = np.empty((4 * H, H))
+    sync = np.zeros(48, np.int64)
+    R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, False), sync, G2, Z, h0, False, want, False)
+    nb = len(R.blocks(L))
+    in_last_add = threading.Event()
+    adds = []
+
+    class SlowAdd:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def add(*a, **kw):
+            if threading.current_thread() is not threading.main_thread():
+                adds.append(1)
+                if len(adds) == nb - 1:      # the fold of the last block
+                    in_last_add.set()
+                    threading.Event().wait(0.3)
+            return np.add(*a, **kw)
+    got = np.empty((4 * H, H))
+    sync = np.zeros(48, np.int64)
+    g = G2.copy()
+    loop = _fake_loop(g, sync, L, N, False)
+
+    def loop_until_the_partner_folds_the_last_block():
+        loop()
+        assert in_last_add.wait(30)
+    real = R.np
+    try:
+        R.np = SlowAdd()
+        R.weight_grad_alongside(loop_until_the_partner_folds_the_last_block, sync, g, Z, h0, False,
+                                got, True)
+    finally:
+        R.np = real
+    np.testing.assert_array_equal(got, want)

@@ -158,4 +158,9 @@ def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on:
                     compute(p, np.empty(out.shape, dtype=out.dtype))
     finally:
         sharepool.end_launch()
-    assert folded[0] == nb
+    # every block is done now, but the thread that finished the last one may still be adding
+    # blocks into out (np.add lets go of the GIL): its folding runs under `fold`, so taking
+    # the lock waits for it to end before out is handed back
+    with fold:
+        complete = folded[0] == nb
+    assert complete
