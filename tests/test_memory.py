@@ -28,7 +28,12 @@ _PROBE = textwrap.dedent("""
 
 def _probe(env_extra):
     import os
-    env = dict(os.environ, **env_extra)
+    # No eager native kernel is loaded in the probe: loading one from the disk cache (a
+    # thread, at the first op that asks for it: ops/halves.py's at a 100K-element multiply)
+    # frees a buffer larger than the temporaries, which raises glibc's dynamic mmap threshold
+    # above them, so the untuned process reused its heap too whenever that load came first
+    # (the fresh-clone CI, 333 faults; 8,100-8,200 without the load)
+    env = dict(os.environ, TRACEJIT_EAGER_KERNELS="0", **env_extra)
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env,
                          timeout=120, check=True).stdout.split()
     return out[0] == "True", int(out[1])
