@@ -123,14 +123,22 @@ def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, ceiling, 
     assert lstm_prim._alongside(nth) is want
 
 
-def test_a_partner_stuck_inside_a_block_is_not_waited_for():
-    """The partner begins a block and stays in it (descheduled): the caller computes that
-    block itself and returns with the same bits, while the partner is still inside."""
-    L, N, H = 64, 4, 8
-    G2, Z, h0 = _operands(L, N, H, False, seed=2)
+def _reference_and_a_fresh_loop(seed, L=64, N=4, H=8):
+    """dW of a forward layer's operands computed without the partner (the reference), and a
+    fresh loop (with its own sync and G2) to run the same gradient again."""
+    G2, Z, h0 = _operands(L, N, H, False, seed=seed)
     want = np.empty((4 * H, H))
     sync = np.zeros(48, np.int64)
     R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, False), sync, G2, Z, h0, False, want, False)
+    sync = np.zeros(48, np.int64)
+    g = G2.copy()
+    return Z, h0, want, sync, g, _fake_loop(g, sync, L, N, False)
+
+
+def test_a_partner_stuck_inside_a_block_is_not_waited_for():
+    """The partner begins a block and stays in it (descheduled): the caller computes that
+    block itself and returns with the same bits, while the partner is still inside."""
+    Z, h0, want, sync, g, loop = _reference_and_a_fresh_loop(seed=2)
     entered, release = threading.Event(), threading.Event()
     real = R.block_product
     partner_thread = []
@@ -141,10 +149,7 @@ def test_a_partner_stuck_inside_a_block_is_not_waited_for():
             entered.set()
             assert release.wait(60)        # held inside its first block until the caller returned
         return real(*a)
-    got = np.empty((4 * H, H))
-    sync = np.zeros(48, np.int64)
-    g = G2.copy()
-    loop = _fake_loop(g, sync, L, N, False)
+    got = np.empty_like(want)
 
     def loop_after_partner_began():
         loop()
@@ -163,12 +168,8 @@ def test_the_caller_waits_for_the_partners_last_fold():
     """The partner finishes the last block and is still adding blocks into out (np.add lets
     go of the GIL) when the caller's loop ends: the caller waits for that fold before it
     hands out back (it returned with out half-summed, or failed its check, before)."""
-    L, N, H = 64, 4, 8
-    G2, Z, h0 = _operands(L, N, H, False, seed=3)
-    want = np.empty((4 * H, H))
-    sync = np.zeros(48, np.int64)
-    R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, False), sync, G2, Z, h0, False, want, False)
-    nb = len(R.blocks(L))
+    Z, h0, want, sync, g, loop = _reference_and_a_fresh_loop(seed=3)
+    nb = len(R.blocks(Z.shape[0]))
     in_last_add = threading.Event()
     adds = []
 
@@ -184,10 +185,7 @@ def test_the_caller_waits_for_the_partners_last_fold():
                     in_last_add.set()
                     threading.Event().wait(0.3)
             return np.add(*a, **kw)
-    got = np.empty((4 * H, H))
-    sync = np.zeros(48, np.int64)
-    g = G2.copy()
-    loop = _fake_loop(g, sync, L, N, False)
+    got = np.empty_like(want)
 
     def loop_until_the_partner_folds_the_last_block():
         loop()
