@@ -127,7 +127,7 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core). From
     # halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
-    least = min(ARITH_MIN_ELEMENTS, _halves_min()) if prim.name in _HALVES_OPS else ARITH_MIN_ELEMENTS
+    least = min(ARITH_MIN_ELEMENTS, _halves().EW_MIN_ELEMENTS) if prim.name in _HALVES_OPS else ARITH_MIN_ELEMENTS
     if n >= least and _CPUS > 1:
         _ARITH.add(prim.name)
         return True
@@ -139,18 +139,10 @@ _ARITH: set = set()   # names of the arithmetic ops some plan sent here
 _HALVES_OPS = frozenset(("add", "sub", "mul", "div"))
 
 
-def _halves_min() -> int:
-    return _halves().EW_MIN_ELEMENTS
-
-
-_halves_module = None
-
-
 def _halves():
-    global _halves_module
-    if _halves_module is None:
-        from . import halves as _halves_module
-    return _halves_module
+    # ops/halves.py, imported on first use (it pulls in the register-tile kernel's module);
+    # coreshare holds the one lazy import, for its products too
+    return coreshare._halves()
 
 
 def declines(prim, out_shape) -> bool:
