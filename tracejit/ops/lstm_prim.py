@@ -32,7 +32,7 @@ from . import loop_split as _split
 from .native import takes as _takes
 from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
-from .rnn_weight_grad import weight_grad_alongside
+from .rnn_weight_grad import hprev_steps, weight_grad_alongside
 
 __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward"]
 
@@ -306,13 +306,8 @@ def hidden_weight_grad(xp, G2, Z, h0, order):
     L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
     if L == 0:
         return xp.zeros((G2.shape[1], H), dtype=Z.dtype)
-    hprev = xp.empty((H, L, N), dtype=Z.dtype)
-    if order[0] == 0:                  # forward in time: step t follows t - 1
-        hprev[:, 0] = h0
-        hprev[:, 1:] = Z[:-1, :H].transpose(1, 0, 2)
-    else:
-        hprev[:, -1] = h0
-        hprev[:, :-1] = Z[1:, :H].transpose(1, 0, 2)
+    # (order[0] != 0: backward in time, a reverse layer)
+    hprev = hprev_steps(xp, Z, h0, 0, L, order[0] != 0)
     return _matmul(xp, G2.T, hprev.reshape(H, L * N).T)
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from .. import coreshare, sharepool
 from ..threads import blas_threads_set
 
-__all__ = ["blocks", "block_product", "weight_grad_alongside", "CUTS"]
+__all__ = ["blocks", "block_product", "hprev_steps", "weight_grad_alongside", "CUTS"]
 
 # Block ends as fractions of the loop's units (L = 64: blocks of 24, 16, 12, 8 and 4 steps):
 # the partner keeps up with the loop (a block's product takes ~0.7 of the loop's time for
@@ -61,25 +61,34 @@ def _times(L: int, u0: int, u1: int, reverse: bool) -> tuple:
     return (u0, u1) if reverse else (L - u1, L - u0)
 
 
-def block_product(G2, Z, h0, t0: int, t1: int, reverse: bool, out) -> None:
-    """out = sum over t0 <= t < t1 of dg_t h_prev(t)^T: G2 (L*N, G*H) every step's gate
-    gradient as rows, Z (L, kH, N) with each step's h in its first H rows, h0 (H, N); the
-    h_prev gathered as (H, t1 - t0, N) (rows of N values) as `lstm_prim.hidden_weight_grad`
-    does for the whole loop."""
+def hprev_steps(xp, Z, h0, t0: int, t1: int, reverse: bool):
+    """The h_prev(t) of steps t0 <= t < t1 gathered as (H, t1 - t0, N) (one copy of (H, N)
+    blocks, rows of N values): Z (L, kH, N) with each step's h in its first H rows, h0 (H, N);
+    h_prev(t) is h_{t-1} (h0 at t = 0), or h_{t+1} (h0 at t = L - 1) for a reverse layer.
+    The one gather of the hidden weight's gradient, whole (`lstm_prim.hidden_weight_grad`)
+    or by blocks of steps (`block_product`)."""
     L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
-    hb = np.empty((H, t1 - t0, N), dtype=Z.dtype)
-    if not reverse:                      # h_prev(t) = h_{t-1}, h0 at t = 0
+    hb = xp.empty((H, t1 - t0, N), dtype=Z.dtype)
+    if not reverse:
         if t0 == 0:
             hb[:, 0] = h0
             hb[:, 1:] = Z[0:t1 - 1, :H].transpose(1, 0, 2)
         else:
             hb[:] = Z[t0 - 1:t1 - 1, :H].transpose(1, 0, 2)
-    else:                                # h_prev(t) = h_{t+1}, h0 at t = L - 1
+    else:
         if t1 == L:
             hb[:, -1] = h0
             hb[:, :-1] = Z[t0 + 1:L, :H].transpose(1, 0, 2)
         else:
             hb[:] = Z[t0 + 1:t1 + 1, :H].transpose(1, 0, 2)
+    return hb
+
+
+def block_product(G2, Z, h0, t0: int, t1: int, reverse: bool, out) -> None:
+    """out = sum over t0 <= t < t1 of dg_t h_prev(t)^T: G2 (L*N, G*H) every step's gate
+    gradient as rows, the h_prev from `hprev_steps`."""
+    H, N = h0.shape
+    hb = hprev_steps(np, Z, h0, t0, t1, reverse)
     np.matmul(G2[t0 * N:t1 * N].T, hb.reshape(H, (t1 - t0) * N).T, out=out)
 
 
