@@ -151,7 +151,8 @@ def _fake_result():
             "gemm_alone_ms": 4.5, "gemm_cold_ms": 5.5, "sgemm_ref": {"shape": [256, 1024, 1024], "best_ms": 1.2,
                                                  "gflops": 447.0, "threads": 2},
             "sgemm_best_gflops": 500.0, "gemm_share_of_best": 0.98, "gemm_share_of_alone": 0.9,
-            "gemm_fewer_threads_per_step": 0, "gemm_step_min_ms": 4.9, "gemm_step_median_ms": 4.95,
+            "gemm_fewer_threads_per_step": 0, "gemm_mean_ms": 5.0, "gemm_median_ms": 4.96,
+            "gemm_step_min_ms": 4.9, "gemm_step_median_ms": 4.95,
             "sgemm_best_median_gflops": 450.0, "gemm_share_best_vs_best": 0.99,
             "gemm_share_median_vs_median": 0.97, "gemm_share_ceiling": 0.95,
             "threads": {"cpus": 2, "blas_threads": 2, "others_cores": 0.1},
@@ -169,13 +170,12 @@ def test_render_and_report_section():
     assert "10.00 ms per step" in text and "3 page faults per step" in text
     assert "GEMM 5.00 ms (8 calls)" in text and "fused kernels 2.00 ms (29)" in text
     assert "Python/plan/autograd 0.90 ms" in text and "optimizer 1.50 ms" in text
-    assert "98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
+    assert "490 GFLOP/s (median step: 4.96 ms of GEMM; mean 5.00) = 98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
     assert "| 256×1024×1024 CF | 2 | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 | 1.000 |" in text
     assert "4.50 ms, 5.50 ms with cold caches (90% of the step's GEMM time)" in text
     assert "on 2 threads (500 GFLOP/s" in text and "fewer BLAS threads" not in text
     assert ("GEMM share like for like: the step's GEMMs at their fastest call 4.90 ms = 99% of the best "
-            "rate (best against best); at their medians 4.95 ms (the headline's mean over the steps: "
-            "5.00 ms) = 97% of the best median rate alone (450 GFLOP/s; median against median); every "
+            "rate (best against best); at their medians 4.95 ms = 97% of the best median rate alone (450 GFLOP/s; median against median); every "
             "product at its own best alone would give 95% of the best rate") in text
     # a step whose products the load policy put on one thread says so, and why
     one = _fake_result()
