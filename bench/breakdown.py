@@ -471,7 +471,7 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
 
 def _like_for_like(gemms: list, flops: float, ref: dict, best: float) -> dict:
     """The GEMM share with one statistic on both sides. The headline share divides the
-    step's mean GEMM time by the yardstick's *best* call, the fastest of some hundred warm
+    median step's GEMM time by the yardstick's *best* call, the fastest of some hundred warm
     back-to-back calls of the most BLAS-friendly shape: a rate the step's calls can only
     match at their own best. Beside it: the step's GEMMs at their fastest call of the steps
     (best against best), at their medians against the best shape's median alone (median
