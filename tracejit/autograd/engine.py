@@ -244,7 +244,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                         nxt is not None and nxt in needed for nxt, _ in node.next_functions):
                     continue
             nexts = node.next_functions
-            if (grads[0] is None) if len(grads) == 1 else _all_none(grads):
+            if grads[0] is None and (len(grads) == 1 or _all_none(grads)):
                 outs = _NONES
             else:
                 outs = node.apply(grads, create_graph, retain_graph)
