@@ -103,6 +103,14 @@ class NativeKernel:
                 self._start()
         return None
 
+    def coming(self) -> bool:
+        """Whether an op has asked for this kernel and it is still being compiled or loaded
+        in the background (not loaded, not failed, not sync mode, where `get` loads it in
+        the call). A fallback kernel asked for now would be queued behind this one and
+        arrive after it (ops/lstm_kernels.py's per-step kernels)."""
+        return (self.fn is None and not self.failed and self.first is not None
+                and _vec.enabled() and not _vec._sync_mode())
+
     def _start(self) -> None:
         """Start the loader thread (under `lock`), once per process."""
         if self.pid != os.getpid():
