@@ -277,3 +277,5 @@ def test_a_step_kernel_is_not_queued_behind_its_coming_whole_loop_kernel(monkeyp
     native._kernels[("lstm", f"{cell}{way}_layer_packed", "float32")].failed = True
     assert step("float32") is None                      # asked for now (numpy this call)
     assert native._kernels[step_key].first is not None
+    assert native._kernels[("lstm", f"{cell}{way}_layer_packed", "float32")].steady   # rank STEADY
+    assert not native._kernels[step_key].steady

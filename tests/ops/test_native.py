@@ -103,3 +103,7 @@ def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monk
     k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 5.0"), "test_native_rank")
     k._prepare()
     assert asked == [{"rank": workers.EAGER}] and k.failed
+    # one a compiled step runs at every call too (the recurrent layers' loops): STEADY
+    k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 6.0"), "test_native_steady", steady=True)
+    k._prepare()
+    assert asked[1:] == [{"rank": workers.STEADY}] and k.failed

@@ -508,14 +508,16 @@ def _source(template: str, dtype: str) -> str:
     return with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
 
 
-def _native(template: str, name: str, dtype: str):
+def _native(template: str, name: str, dtype: str, steady: bool = False):
     if dtype not in ("float32", "float64"):
         return None
-    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype))
+    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype), steady=steady)
 
 
-def _get(template: str, name: str, dtype: str):
-    k = _native(template, name, dtype)
+def _get(template: str, name: str, dtype: str, steady: bool = False):
+    """The loaded kernel or None; `steady` for the whole-loop kernels, which a compiled
+    step runs at every call (queued at rank STEADY, compiler/workers.py)."""
+    k = _native(template, name, dtype, steady)
     return None if k is None else k.get()
 
 
@@ -527,7 +529,7 @@ def _step(template: str, name: str, dtype: str, layer_template: str, layer_name:
     0.8-1.1 s of a compile worker's CPU each before its final kernels (tier19). The numpy
     form runs meanwhile instead; the per-step kernel is asked for where the whole-loop one
     failed (or is off: tests)."""
-    layer = _native(layer_template, layer_name, dtype)
+    layer = _native(layer_template, layer_name, dtype, steady=True)
     if layer is not None and layer.coming():
         return None
     return _get(template, name, dtype)
@@ -545,22 +547,22 @@ def backward_step(dtype: str):
 
 def forward_layer(dtype: str):
     """The whole forward loop's kernel for `dtype` (packed GEMMs: no BLAS needed), or None."""
-    return _get(_FORWARD_LAYER, "forward_layer_packed", dtype)
+    return _get(_FORWARD_LAYER, "forward_layer_packed", dtype, steady=True)
 
 
 def backward_layer(dtype: str):
     """The whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
-    return _get(_BACKWARD_LAYER, "backward_layer_packed", dtype)
+    return _get(_BACKWARD_LAYER, "backward_layer_packed", dtype, steady=True)
 
 
 def gru_forward_layer(dtype: str):
     """The GRU's whole forward loop's kernel for `dtype` (packed GEMMs), or None."""
-    return _get(_GRU_FORWARD_LAYER, "gru_forward_layer_packed", dtype)
+    return _get(_GRU_FORWARD_LAYER, "gru_forward_layer_packed", dtype, steady=True)
 
 
 def gru_backward_layer(dtype: str):
     """The GRU's whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
-    return _get(_GRU_BACKWARD_LAYER, "gru_backward_layer_packed", dtype)
+    return _get(_GRU_BACKWARD_LAYER, "gru_backward_layer_packed", dtype, steady=True)
 
 
 def gru_forward_step(dtype: str):
