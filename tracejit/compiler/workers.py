@@ -221,7 +221,7 @@ class _Worker:
 # ops/lstm_kernels.py): after what a switch waits for, before the kernels that mostly
 # serve tier 0 and the fused optimizer's (LSTM LM compiled step, warm, in-process
 # alternating, min: 78 ms, 108 without the forward loop's kernel, 103 without the
-# backward's, 76-80 without the cross-entropy kernels (1.3 s of worker CPU); tier19). LATER: a
+# backward's, 76 without the cross-entropy kernels (1.3 s of worker CPU); tier19). LATER: a
 # background compile's parfor upgrade, which must not hold back any of the others, even
 # when submitted before them.
 FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3
