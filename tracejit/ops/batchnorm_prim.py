@@ -45,8 +45,6 @@ backward's GEMM, so no transposing copy there).
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from .. import sharepool as _sharepool
@@ -583,19 +581,19 @@ def _backward_blocks(g, x, stats, weight, eps, out) -> bool:
     rows = out[:c * count].reshape(c, count)
     red = out[c * count:].reshape(2, c)
     k = max(1, _NP_BLOCK // count)
-    t_all = _per_thread(lambda: np.empty((min(k, c), count), dt))
-    g_all = _per_thread(lambda: np.empty((min(k, c), count), dt)) if gr is None else None
+    t_all = np.empty((min(k, c), count), dt)
+    g_all = np.empty((min(k, c), count), dt) if gr is None else None
     # g's sums in its own layout over N last: taken per block, an (N, 1) block's sum over
     # N would be numpy's pairwise sum, not the whole (N, C) array's running one
     sums_g = None if gr is not None else _channel_sums(np, g3)
-
-    def block(c0, c1):
-        xb, t, ob = xr[c0:c1], t_all()[:c1 - c0], rows[c0:c1]
+    for c0 in range(0, c, k):
+        c1 = min(c, c0 + k)
+        xb, t, ob = xr[c0:c1], t_all[:c1 - c0], rows[c0:c1]
         if gr is not None:
             gb = gr[c0:c1]
             s0 = gb.sum(axis=1, dtype=acc)
         else:
-            gb = g_all()[:c1 - c0]
+            gb = g_all[:c1 - c0]
             gb.reshape(c1 - c0, n, l)[...] = g3[:, c0:c1].transpose(1, 0, 2)
             s0 = sums_g[c0:c1]
         np.subtract(xb, mean_x[c0:c1, None], out=t)
@@ -607,7 +605,6 @@ def _backward_blocks(g, x, stats, weight, eps, out) -> bool:
         np.multiply(gb, a.astype(dt)[:, None], out=ob)
         np.add(ob, np.multiply(xb, b.astype(dt)[:, None], out=t), out=ob)
         np.add(ob, d.astype(dt)[:, None], out=ob)
-    _blocks(block, c, k)
     return True
 
 
@@ -688,38 +685,6 @@ def _forward_impl(xp, x, weight, bias, eps):
 _NP_BLOCK = 1 << 17
 
 
-def _blocks(block, c: int, k: int) -> None:
-    """``block(c0, c1)`` for the blocks of `k` channels of `c`, in turn on this thread and,
-    where the machine gives a second core, the sharepool's partner thread
-    (`sharepool.claim_split`: each claims the next block; a partner that gets no core is
-    not waited for). The numpy forms run where no kernel is loaded yet: a cold process's
-    first calls (a compiled function's tier 0), whose wall time is what a user waits for;
-    their blocks are independent (each writes its own channels) and numpy's passes over a
-    block release the GIL. The same operations per block whichever thread runs it: the
-    same bits."""
-    nb = -(-c // k)
-    if nb > 1 and _sharepool.pool_threads() > 1 and _sharepool.partner.punctual():
-        _sharepool.claim_split(lambda b0, b1: [block(i * k, min(c, i * k + k)) for i in range(b0, b1)],
-                               nb, nb)
-    else:
-        for c0 in range(0, c, k):
-            block(c0, min(c, c0 + k))
-
-
-def _per_thread(make):
-    """A function giving each thread that calls it its own ``make()`` (a block's scratch,
-    made once per thread and call of a blocked form)."""
-    made: dict = {}
-
-    def get():
-        key = threading.get_ident()
-        buf = made.get(key)
-        if buf is None:
-            buf = made[key] = make()
-        return buf
-    return get
-
-
 def _channel_rows(x):
     """x's (C, N*L) rows when x is channel-major with contiguous channel runs (the conv
     GEMM's output), else None."""
@@ -751,10 +716,10 @@ def _forward_blocks(x, weight, bias, eps, rec) -> bool:
     stats = rec[x.size:].reshape(2, c)
     w, b = _channels(weight, np, c), _channels(bias, np, c)
     k = max(1, _NP_BLOCK // count)
-    scratch = _per_thread(lambda: np.empty((min(k, c), count), x.dtype))
-
-    def block(c0, c1):
-        xb, d = rows[c0:c1], scratch()[:c1 - c0]
+    scratch = np.empty((min(k, c), count), x.dtype)
+    for c0 in range(0, c, k):
+        c1 = min(c, c0 + k)
+        xb, d = rows[c0:c1], scratch[:c1 - c0]
         mu = (xb.sum(axis=1, dtype=acc) / count).astype(x.dtype)
         np.subtract(xb, mu[:, None], out=d)
         np.multiply(d, d, out=d)
@@ -765,7 +730,6 @@ def _forward_blocks(x, weight, bias, eps, rec) -> bool:
         np.multiply(xb, a.astype(x.dtype)[:, None], out=d)
         np.add(d, shift.astype(x.dtype)[:, None], out=d)
         out[:, c0:c1] = d.reshape(c1 - c0, n, l).transpose(1, 0, 2)
-    _blocks(block, c, k)
     return True
 
 
