@@ -100,9 +100,29 @@ def test_gemm_table_keeps_thread_counts_apart():
     gemms = [(16, 8, 4, "CC", 1e-3, 1), (16, 8, 4, "CC", 2e-3, 2), (16, 8, 4, "CC", 4e-3, 2)]
     rows = breakdown._gemm_table(gemms, steps=2, repeat=2, full=2)
     assert [(r["threads"], r["per_step"]) for r in rows] == [(1, 0.5), (2, 1.0)]
-    assert rows[1]["step_ms"] == pytest.approx(3.0)
+    assert rows[1]["step_ms"] == pytest.approx(3.0) and rows[1]["step_min_ms"] == pytest.approx(2.0)
+    assert all(r["alone_median_ms"] >= r["alone_ms"] for r in rows)
     assert all(r["alone_ms"] > 0 and r["alone_full_ms"] > 0 for r in rows)
     assert rows[1]["alone_full_ms"] == rows[1]["alone_ms"]   # already on all threads: one replay
+
+
+def test_like_for_like_shares_use_one_statistic_on_both_sides():
+    """0.1 GFLOP per step: fastest calls 1 ms (100 GFLOP/s) against the best 400; medians
+    2 ms (50) against the best median alone (the reference's 100, above the row's 80);
+    every product at its best alone 0.5 ms (200) against the best 400."""
+    gemms = [{"step_ms": 1.5, "step_min_ms": 0.75, "per_step": 1, "alone_full_ms": 0.25,
+              "alone_full_median_gflops": 80.0},
+             {"step_ms": 0.5, "step_min_ms": 0.25, "per_step": 1, "alone_full_ms": 0.25,
+              "alone_full_median_gflops": 60.0}]
+    got = breakdown._like_for_like(gemms, 1e8, {"median_gflops": 100.0}, 400.0)
+    assert got["gemm_step_min_ms"] == pytest.approx(1.0) and got["gemm_step_median_ms"] == pytest.approx(2.0)
+    assert got["sgemm_best_median_gflops"] == 100.0
+    assert got["gemm_share_best_vs_best"] == pytest.approx(0.25)
+    assert got["gemm_share_median_vs_median"] == pytest.approx(0.5)
+    assert got["gemm_share_ceiling"] == pytest.approx(0.5)
+    assert breakdown._like_for_like([], 1e8, {}, 400.0) == {}
+    best, median = breakdown.sgemm_times(16, 8, 4, "CC", repeat=5, min_time=0)
+    assert 0 < best <= median
 
 
 def test_layouts_and_replay():
@@ -131,7 +151,10 @@ def _fake_result():
             "gemm_alone_ms": 4.5, "gemm_cold_ms": 5.5, "sgemm_ref": {"shape": [256, 1024, 1024], "best_ms": 1.2,
                                                  "gflops": 447.0, "threads": 2},
             "sgemm_best_gflops": 500.0, "gemm_share_of_best": 0.98, "gemm_share_of_alone": 0.9,
-            "gemm_fewer_threads_per_step": 0,
+            "gemm_fewer_threads_per_step": 0, "gemm_mean_ms": 5.0, "gemm_median_ms": 4.96,
+            "gemm_step_min_ms": 4.9, "gemm_step_median_ms": 4.95,
+            "sgemm_best_median_gflops": 450.0, "gemm_share_best_vs_best": 0.99,
+            "gemm_share_median_vs_median": 0.97, "gemm_share_ceiling": 0.95,
             "threads": {"cpus": 2, "blas_threads": 2, "others_cores": 0.1},
             "kernels": [{"label": "MLP.forward_bwd_g3", "per_step": 1, "ms": 1.5, "mb": 12.0, "gbps": 8.0},
                         {"label": "MLP.forward_fwd_g4", "per_step": 1, "ms": 0.5, "mb": 4.0, "gbps": 8.0}],
@@ -147,10 +170,13 @@ def test_render_and_report_section():
     assert "10.00 ms per step" in text and "3 page faults per step" in text
     assert "GEMM 5.00 ms (8 calls)" in text and "fused kernels 2.00 ms (29)" in text
     assert "Python/plan/autograd 0.90 ms" in text and "optimizer 1.50 ms" in text
-    assert "98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
+    assert "490 GFLOP/s (median step: 4.96 ms of GEMM; mean 5.00) = 98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
     assert "| 256×1024×1024 CF | 2 | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 | 1.000 |" in text
     assert "4.50 ms, 5.50 ms with cold caches (90% of the step's GEMM time)" in text
     assert "on 2 threads (500 GFLOP/s" in text and "fewer BLAS threads" not in text
+    assert ("GEMM share like for like: the step's GEMMs at their fastest call 4.90 ms = 99% of the best "
+            "rate (best against best); at their medians 4.95 ms = 97% of the best median rate alone (450 GFLOP/s; median against median); every "
+            "product at its own best alone would give 95% of the best rate") in text
     # a step whose products the load policy put on one thread says so, and why
     one = _fake_result()
     one["gemm_fewer_threads_per_step"] = 8
