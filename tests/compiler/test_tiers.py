@@ -377,9 +377,10 @@ def test_later_jobs_queue_after_the_others():
     pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
     upgrade = pool.submit("# upgrade", "up", (), later=True)
     eager = pool.submit("# eager relu", "eager", (), rank=workers.EAGER)
+    steady = pool.submit("# lstm loop", "loop", (), rank=workers.STEADY)   # a step's own loop
     needed = pool.submit("# needed", "need", ())
     pool.jobs.put((-1, 0, None))
-    assert [pool.jobs.get()[2] for _ in range(4)] == [None, needed, eager, upgrade]
+    assert [pool.jobs.get()[2] for _ in range(5)] == [None, needed, steady, eager, upgrade]
 
 
 def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):

@@ -102,8 +102,37 @@ def test_guard_source_is_readable_and_registered():
     cf(tj.ones(2, 3))
     (e,) = cf.entries
     assert "or t._data.shape != (2, 3):" in e.guard_src   # one check a static-shaped tensor
+    assert e.guard((tj.ones(2, 3),), e.const_tensors, True) is True   # (compiled at this call)
     fname = e.guard.__code__.co_filename
     assert linecache.getline(fname, 1).startswith("def guard(")
+
+
+def test_a_capture_compiles_its_guard_at_the_guards_first_call(monkeypatch):
+    # The capture's own call and the hot path (the entry's hit function) never call the
+    # plain guard: its compile is left to its first call (a call off the hot path).
+    import builtins
+    sources = []
+    real = builtins.compile
+
+    def counting(src, filename, *a, **k):
+        if str(filename).startswith("<tracejit-guard-"):
+            sources.append(src.splitlines()[0])
+        return real(src, filename, *a, **k)
+    monkeypatch.setattr(builtins, "compile", counting)
+
+    cf = compiled()
+    assert cf(tj.ones(3)).tolist() == [2.0] * 3        # the capture: no guard compiled
+    assert sources == []
+    assert cf(tj.ones(3)).tolist() == [2.0] * 3        # the hot path: the hit function only
+    assert sources == ["def hit(L, gm):"]
+    assert cf(x=tj.ones(3)).tolist() == [2.0] * 3      # a keyword: the slow path's guard
+    assert sources == ["def hit(L, gm):", "def guard(L, C, gm):"]
+    assert cf(x=tj.ones(3)).tolist() == [2.0] * 3      # compiled once
+    assert cf(x=tj.ones(3, dtype=tj.float64)).dtype == tj.float64   # and it still rejects
+    assert sources == ["def hit(L, gm):", "def guard(L, C, gm):"]   # (the new capture's: not yet)
+    st = cf.cache_stats()
+    assert (st["compiles"], st["hits"]) == (2, 3)
+    assert st["recompile_reasons"] == ["input 'x': dtype guard failed: float32 -> float64"]
 
 
 # --------------------------------------------------------------------------- dynamic dims

@@ -7,7 +7,7 @@ float64, saturated gates."""
 import numpy as np
 import pytest
 
-from tracejit.ops import gru_prim, lstm_kernels, lstm_prim
+from tracejit.ops import gru_prim, lstm_kernels, lstm_prim, native
 
 pytest.importorskip("numba", reason="the kernels are numba code")
 
@@ -255,3 +255,27 @@ def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H, mode,
     rk = _run(monkeypatch, mode, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
     rn = _run(monkeypatch, False, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
+
+
+@pytest.mark.parametrize("cell", ["", "gru_"])
+@pytest.mark.parametrize("way", ["forward", "backward"])
+def test_a_step_kernel_is_not_queued_behind_its_coming_whole_loop_kernel(monkeypatch, cell, way):
+    """Background mode: while the whole-loop kernel is on its way, the per-step kernel (the
+    layer op's fallback) is not asked for (it would compile after the whole-loop one and
+    never be used); the numpy form runs meanwhile. Once the whole-loop kernel failed, the
+    per-step kernel is asked for."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
+    monkeypatch.setattr(native, "_kernels", {})          # none asked for in this process
+    monkeypatch.setattr(native, "_GO_AFTER_S", 1e9)      # no loader thread: stays on its way
+    layer = getattr(lstm_kernels, f"{cell}{way}_layer")
+    step = getattr(lstm_kernels, f"{cell}{way}_step")
+    step_key = ("lstm", f"{cell}{way}" if cell else way, "float32")
+    assert layer("float32") is None                     # asked for, not loaded yet
+    assert step("float32") is None
+    assert step_key not in native._kernels              # the per-step kernel never asked for
+    native._kernels[("lstm", f"{cell}{way}_layer_packed", "float32")].failed = True
+    assert step("float32") is None                      # asked for now (numpy this call)
+    assert native._kernels[step_key].first is not None
+    assert native._kernels[("lstm", f"{cell}{way}_layer_packed", "float32")].steady   # rank STEADY
+    assert not native._kernels[step_key].steady

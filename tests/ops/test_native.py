@@ -42,6 +42,22 @@ def test_background_mode_never_waits_on_the_first_call(monkeypatch):
     assert k.get() is not None
 
 
+def test_coming_while_asked_for_and_not_yet_loaded(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    monkeypatch.setattr(native, "_GO_AFTER_S", 1e9)
+    k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 4.0"), "test_native_coming")
+    assert not k.coming()                 # nobody asked for it yet
+    assert k.get() is None and k.coming()  # asked for: on its way (numpy meanwhile)
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+    assert not k.coming()                 # off: it never comes
+    monkeypatch.delenv("TRACEJIT_EAGER_KERNELS")
+    k.failed = True
+    assert not k.coming()                 # failed: it never comes
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    s = native.NativeKernel(_SOURCE, "test_native_sync")
+    assert s.get() is not None and not s.coming()   # sync mode loads it in the call
+
+
 def test_switched_off_even_when_loaded(monkeypatch):
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     k = native.NativeKernel(_SOURCE, "test_native_sync")
@@ -87,3 +103,7 @@ def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monk
     k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 5.0"), "test_native_rank")
     k._prepare()
     assert asked == [{"rank": workers.EAGER}] and k.failed
+    # one a compiled step runs at every call too (the recurrent layers' loops): STEADY
+    k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 6.0"), "test_native_steady", steady=True)
+    k._prepare()
+    assert asked[1:] == [{"rank": workers.STEADY}] and k.failed

@@ -75,6 +75,14 @@ def backward(tensors, grad_tensors=None, retain_graph: Optional[bool] = None,
         if fn is not None and fn.unit_backward is not None and t._base is None \
                 and fn.unit_backward(t):
             return
+        d = t._data
+        if t._requires_grad and type(d) is np.ndarray and not d.shape:
+            # a scalar CPU loss: its root gradient as `_default_grads` makes it, without
+            # the argument handling (one backward call in every training step)
+            one = _ONES.get(d.dtype)
+            if one is not None:
+                run_backward(tensors, [Tensor._wrap(one.copy(), t.dtype, t.device)], False, False)
+                return
     tensors = _as_list(tensors)
     grads = _default_grads(tensors, grad_tensors, "backward")
     if retain_graph is None:

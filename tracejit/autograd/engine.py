@@ -222,7 +222,9 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
             else:
                 deps[nxt] = c + 1
 
-    ready = [r for r in dict.fromkeys(roots) if r in deps and deps[r] == 0]
+    # The ready stack holds (node, its gradients). A node with one incoming edge (most of
+    # them) gets its gradients straight from that edge: no buffer to make, look up, pop.
+    ready = [(r, buffers.pop(r)) for r in dict.fromkeys(roots) if r in deps and deps[r] == 0]
     d = None
 
     filtered = needed is not None
@@ -230,10 +232,10 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
     _set_grad_mode(create_graph)
     try:
         while ready:
-            node = ready.pop()
-            grads = buffers.pop(node, None) or [None] * node.num_outputs
-            if node._hooks is not None:
-                grads = _run_pre_hooks(node._hooks, grads, create_graph)
+            node, grads = ready.pop()
+            hooks = node._hooks
+            if hooks is not None:
+                grads = _run_pre_hooks(hooks, grads, create_graph)
             if targets is not None and node in targets:
                 for nr, i in targets[node]:
                     g = grads[nr]
@@ -242,7 +244,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                         nxt is not None and nxt in needed for nxt, _ in node.next_functions):
                     continue
             nexts = node.next_functions
-            if (grads[0] is None) if len(grads) == 1 else _all_none(grads):
+            if grads[0] is None and (len(grads) == 1 or _all_none(grads)):
                 outs = _NONES
             else:
                 outs = node.apply(grads, create_graph, retain_graph)
@@ -252,21 +254,35 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                         r = h(tuple(outs), tuple(grads))
                         if r is not None:
                             outs = list(r)
+            if not nexts:   # a leaf's accumulator: nothing to pass on
+                outs = grads = None
+                continue
             meta = node._meta
             n_outs = len(outs)
-            i = 0
+            i = -1
             for nxt, nr in nexts:
+                i += 1
                 if nxt is None or (filtered and nxt not in needed):
-                    i += 1
                     continue
                 g = outs[i] if i < n_outs else None
+                if g is not None and meta is not None:
+                    m = meta[i]
+                    if m is not None:
+                        d = g._data  # (None for a tracer, when a backward is being traced)
+                        if d is None or d.shape != m[0] or g.dtype is not m[1]:
+                            g = _fit(g, m)
+                c = deps[nxt]
+                if c == 1 and nxt not in buffers:  # this edge is its only one
+                    n = nxt.num_outputs
+                    if n == 1:
+                        ready.append((nxt, [g]))
+                    else:
+                        buf = [None] * n
+                        buf[nr] = g
+                        ready.append((nxt, buf))
+                        buf = None
+                    continue
                 if g is not None:
-                    if meta is not None:
-                        m = meta[i]
-                        if m is not None:
-                            d = g._data  # (None for a tracer, when a backward is being traced)
-                            if d is None or d.shape != m[0] or g.dtype is not m[1]:
-                                g = _fit(g, m)
                     buf = buffers.get(nxt)
                     if buf is None:
                         buf = buffers[nxt] = [None] * nxt.num_outputs
@@ -278,11 +294,11 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                     else:  # nobody else sees `old`: add in place, no new array per edge
                         # (large float gradients through add's eager kernel, ops/vectorized.py)
                         _add_into(_ADD, old._data, g._data)
-                c = deps[nxt] - 1
+                c -= 1
                 deps[nxt] = c
                 if c == 0:
-                    ready.append(nxt)
-                i += 1
+                    buf = buffers.pop(nxt, None)
+                    ready.append((nxt, buf if buf is not None else [None] * nxt.num_outputs))
             # Hold no stale references: AccumulateGrad takes a gradient's memory only
             # when the engine's buffer is its sole holder.
             outs = g = d = buf = old = grads = None

@@ -216,9 +216,15 @@ class _Worker:
 # (ops/vectorized.py): numpy runs those ops meanwhile, and in a process whose compiled
 # function runs tier 0 they mostly serve tier 0, which the FIRST jobs end: a Transformer
 # step's two eager ReLU kernels (parfor variants, the slowest kind) took a worker for
-# seconds while its stage-1 kernels queued. LATER: a background compile's parfor upgrade,
-# which must not hold back either of the others, even when submitted before them.
-FIRST, EAGER, LATER = 0, 1, 2
+# seconds while its stage-1 kernels queued. STEADY: hand-written eager kernels that a
+# compiled step also runs at every call, the recurrent layers' whole loops (ops/native.py,
+# ops/lstm_kernels.py): after what a switch waits for, before the kernels that mostly
+# serve tier 0 and the fused optimizer's (LSTM LM compiled step, warm, in-process
+# alternating, min: 78 ms, 108 without the forward loop's kernel, 103 without the
+# backward's, 76 without the cross-entropy kernels (1.3 s of worker CPU); tier19). LATER: a
+# background compile's parfor upgrade, which must not hold back any of the others, even
+# when submitted before them.
+FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3
 
 
 class CompilePool:
@@ -226,8 +232,8 @@ class CompilePool:
 
     def __init__(self, size: int):
         self.pid = os.getpid()
-        # (rank, sequence, job): `FIRST` jobs first, then `EAGER`, then `LATER` (see
-        # there); -1 stops.
+        # (rank, sequence, job): `FIRST` jobs first, then `STEADY`, `EAGER`, `LATER`
+        # (see there); -1 stops.
         self.jobs: queue.PriorityQueue = queue.PriorityQueue()
         self.workers: list = [None] * size
         self.closed = False
@@ -430,7 +436,7 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
            rank: int | None = None, after: Optional[Job] = None) -> Job:
     """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
     A `later` job (rank `LATER`) waits until no other job is queued (an upgrade nobody
-    waits for); `rank` places it explicitly (`FIRST`, `EAGER`, `LATER`). A job `after`
+    waits for); `rank` places it explicitly (`FIRST`, `STEADY`, `EAGER`, `LATER`). A job `after`
     another (its module loads that one's) is taken once that one is done."""
     return _get_pool().submit(source, name_hint, llvm_options, later, rank, after)
 

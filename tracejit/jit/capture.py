@@ -320,7 +320,8 @@ class Capture:
             extra = extra.snapshot()  # the state this capture saw, checked on every call
         decisions = list(ctx.decisions)
         guard, src = build_guard(sdescs, const_descs, gm, extra,
-                                 decisions=make_check(decisions) if decisions else None)
+                                 decisions=make_check(decisions) if decisions else None,
+                                 compiled=False)   # (compiled at its first call: Entry)
         if decisions:
             names = [d.name for d in sdescs]
             src += "".join(f"# and {d.text(names)}\n" for d in decisions)

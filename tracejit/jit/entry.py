@@ -14,7 +14,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from .backend import Executor, InputKeeper
-from .guards import build_guard
+from .guards import PendingGuard, build_guard
 from .pytree import unflatten
 from .scalars import make_check
 
@@ -47,7 +47,10 @@ class Entry:
         # scalar arguments: returned as one, like the Python code does) or ("static", value)
         self.out_leaves = out_leaves
         self.mutations = mutations      # [(leaf index, graph output index)]
-        self.guard = guard
+        # A guard not compiled yet (capture's: `PendingGuard`) is compiled at its first
+        # call, which then puts the function here itself.
+        self.guard = self._first_guard if isinstance(guard, PendingGuard) else guard
+        self._pending_guard = guard if isinstance(guard, PendingGuard) else None
         self.guard_src = guard_src
         if not isinstance(executor, Executor):
             raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
@@ -99,6 +102,11 @@ class Entry:
         hit, _ = build_guard(self.descs, self.const_descs, self.grad_mode, self.extra, on_pass=(body, names),
                              decisions=self._decided)
         return hit
+
+    def _first_guard(self, L, C, gm):
+        """The guard before it is compiled: compile it (once), then run it."""
+        guard = self.guard = self._pending_guard.function()
+        return guard(L, C, gm)
 
     def _first_hit(self, L, gm):
         """The hit before it is generated: generate it (once), then run it."""

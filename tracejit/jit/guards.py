@@ -16,7 +16,7 @@ from typing import Any
 
 from .scalars import same_number
 
-__all__ = ["LeafDesc", "MISS", "build_guard", "describe_difference"]
+__all__ = ["LeafDesc", "MISS", "PendingGuard", "build_guard", "describe_difference"]
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,11 @@ MISS = object()  # what a hit function returns when its guard fails
 
 
 def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_pass=None,
-                decisions=None):
+                decisions=None, compiled: bool = True):
     """Return (guard(leaves, consts, grad_mode) -> bool, source).
+
+    ``compiled=False``: the guard as a `PendingGuard`, its source compiled at its first
+    call (a capture's entry: see there).
 
     ``decisions`` is a ``check(leaves) -> bool`` for the Python decisions capture took on
     runtime scalar arguments (see `scalars`), run after the leaves' own checks.
@@ -128,8 +131,38 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
     src = "\n".join(lines) + "\n"
     fname = f"<tracejit-guard-{next(_names)}>"
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+    name = "hit" if on_pass is not None else "guard"
+    if not compiled:
+        return PendingGuard(src, fname, g, name), src
     exec(compile(src, fname, "exec"), g)
-    return g["hit" if on_pass is not None else "guard"], src
+    return g[name], src
+
+
+class PendingGuard:
+    """A generated guard not compiled yet: ``function()`` compiles it (once) and returns
+    it; calling the object calls that. An entry's plain guard is called only off the hot
+    path (a call with keywords, in a special mode, or after the entry's own hit missed:
+    the hot path runs the entry's generated hit function, which checks the same things),
+    and compiling its source (~2.8 KB for LeNet's forward: 0.7 ms) was a third of
+    building it in every capture, that is of a background-mode first call. Its source is
+    in linecache under its pseudo-file name from the start, as a compiled guard's is."""
+
+    __slots__ = ("source", "filename", "_globals", "_name", "_fn")
+
+    def __init__(self, source: str, filename: str, globals_: dict, name: str):
+        self.source, self.filename = source, filename
+        self._globals, self._name, self._fn = globals_, name, None
+
+    def function(self):
+        fn = self._fn
+        if fn is None:   # (two threads at once both compile it: the same function either way)
+            g = self._globals
+            exec(compile(self.source, self.filename, "exec"), g)
+            fn = self._fn = g[self._name]
+        return fn
+
+    def __call__(self, *args):
+        return self.function()(*args)
 
 
 def _eq_comparable(v) -> bool:

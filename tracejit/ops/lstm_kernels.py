@@ -508,50 +508,71 @@ def _source(template: str, dtype: str) -> str:
     return with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
 
 
-def _get(template: str, name: str, dtype: str):
+def _native(template: str, name: str, dtype: str, steady: bool = False):
     if dtype not in ("float32", "float64"):
         return None
-    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype)).get()
+    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype), steady=steady)
+
+
+def _get(template: str, name: str, dtype: str, steady: bool = False):
+    """The loaded kernel or None; `steady` for the whole-loop kernels, which a compiled
+    step runs at every call (queued at rank STEADY, compiler/workers.py)."""
+    k = _native(template, name, dtype, steady)
+    return None if k is None else k.get()
+
+
+def _step(template: str, name: str, dtype: str, layer_template: str, layer_name: str):
+    """A per-step kernel, asked for only where its whole-loop kernel is not on its way: the
+    layer ops ask for the whole-loop kernel first and fall back to the per-step one, so in
+    background mode both were queued, the per-step one behind (same rank, asked for later)
+    and arriving after the whole-loop kernel, never to be used: the LSTM LM's two took
+    0.8-1.1 s of a compile worker's CPU each before its final kernels (tier19). The numpy
+    form runs meanwhile instead; the per-step kernel is asked for where the whole-loop one
+    failed (or is off: tests)."""
+    layer = _native(layer_template, layer_name, dtype, steady=True)
+    if layer is not None and layer.coming():
+        return None
+    return _get(template, name, dtype)
 
 
 def forward_step(dtype: str):
     """The loaded forward-step kernel for `dtype`, or None (run the numpy form)."""
-    return _get(_FORWARD, "forward", dtype)
+    return _step(_FORWARD, "forward", dtype, _FORWARD_LAYER, "forward_layer_packed")
 
 
 def backward_step(dtype: str):
     """The loaded backward-step kernel for `dtype`, or None (run the numpy form)."""
-    return _get(_BACKWARD, "backward", dtype)
+    return _step(_BACKWARD, "backward", dtype, _BACKWARD_LAYER, "backward_layer_packed")
 
 
 def forward_layer(dtype: str):
     """The whole forward loop's kernel for `dtype` (packed GEMMs: no BLAS needed), or None."""
-    return _get(_FORWARD_LAYER, "forward_layer_packed", dtype)
+    return _get(_FORWARD_LAYER, "forward_layer_packed", dtype, steady=True)
 
 
 def backward_layer(dtype: str):
     """The whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
-    return _get(_BACKWARD_LAYER, "backward_layer_packed", dtype)
+    return _get(_BACKWARD_LAYER, "backward_layer_packed", dtype, steady=True)
 
 
 def gru_forward_layer(dtype: str):
     """The GRU's whole forward loop's kernel for `dtype` (packed GEMMs), or None."""
-    return _get(_GRU_FORWARD_LAYER, "gru_forward_layer_packed", dtype)
+    return _get(_GRU_FORWARD_LAYER, "gru_forward_layer_packed", dtype, steady=True)
 
 
 def gru_backward_layer(dtype: str):
     """The GRU's whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
-    return _get(_GRU_BACKWARD_LAYER, "gru_backward_layer_packed", dtype)
+    return _get(_GRU_BACKWARD_LAYER, "gru_backward_layer_packed", dtype, steady=True)
 
 
 def gru_forward_step(dtype: str):
     """The loaded GRU forward-step kernel for `dtype`, or None (run the numpy form)."""
-    return _get(_GRU_FORWARD, "gru_forward", dtype)
+    return _step(_GRU_FORWARD, "gru_forward", dtype, _GRU_FORWARD_LAYER, "gru_forward_layer_packed")
 
 
 def gru_backward_step(dtype: str):
     """The loaded GRU backward-step kernel for `dtype`, or None (run the numpy form)."""
-    return _get(_GRU_BACKWARD, "gru_backward", dtype)
+    return _step(_GRU_BACKWARD, "gru_backward", dtype, _GRU_BACKWARD_LAYER, "gru_backward_layer_packed")
 
 
 def readonly(a: np.ndarray) -> np.ndarray:

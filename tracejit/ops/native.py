@@ -59,11 +59,13 @@ class NativeKernel:
     what BLAS does already (ops/rows_gemm.py), whose 0.5-0.8 s compile would otherwise land
     in a compiled function's first call."""
 
-    __slots__ = ("_source", "label", "fn", "failed", "first", "thread", "pid", "lock", "sync_compiles")
+    __slots__ = ("_source", "label", "fn", "failed", "first", "thread", "pid", "lock", "sync_compiles",
+                 "steady")
 
-    def __init__(self, source, label: str, sync_compiles: bool = True):
+    def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False):
         self._source = source
         self.sync_compiles = sync_compiles
+        self.steady = steady   # a compiled step runs it at every call too: rank STEADY
         self.label = label
         self.fn = None
         self.failed = False
@@ -103,6 +105,14 @@ class NativeKernel:
                 self._start()
         return None
 
+    def coming(self) -> bool:
+        """Whether an op has asked for this kernel and it is still being compiled or loaded
+        in the background (not loaded, not failed, not sync mode, where `get` loads it in
+        the call). A fallback kernel asked for now would be queued behind this one and
+        arrive after it (ops/lstm_kernels.py's per-step kernels)."""
+        return (self.fn is None and not self.failed and self.first is not None
+                and _vec.enabled() and not _vec._sync_mode())
+
     def _start(self) -> None:
         """Start the loader thread (under `lock`), once per process."""
         if self.pid != os.getpid():
@@ -138,7 +148,10 @@ class NativeKernel:
                 # which its FIRST jobs end. MLP step, empty cache, one worker: the LayerNorm and
                 # cross-entropy kernels (1.5-1.9 s of it) ran after the switch, before fused
                 # Adam and the row kernels' pairs, which the compiled step does use.
-                job = workers.submit(self.source, self.label, (), rank=workers.EAGER)
+                # Rank STEADY for a kernel a compiled step runs at every call as well (the
+                # recurrent layers' loops): ahead of the EAGER ones (workers.py).
+                job = workers.submit(self.source, self.label, (),
+                                     rank=workers.STEADY if self.steady else workers.EAGER)
                 job.event.wait()
                 if not job.ok:
                     self.failed = True
@@ -152,15 +165,16 @@ _kernels: dict = {}
 _kernels_lock = threading.Lock()
 
 
-def kernel(key: tuple, make_source, sync_compiles: bool = True) -> NativeKernel:
-    """The `NativeKernel` for `key`, its source made by ``make_source()`` when it is loaded."""
+def kernel(key: tuple, make_source, sync_compiles: bool = True, steady: bool = False) -> NativeKernel:
+    """The `NativeKernel` for `key`, its source made by ``make_source()`` when it is loaded
+    (`steady`: a compiled step runs it at every call too, see `NativeKernel`)."""
     k = _kernels.get(key)
     if k is None:
         with _kernels_lock:
             k = _kernels.get(key)
             if k is None:
                 k = _kernels[key] = NativeKernel(make_source, "native_" + "_".join(map(str, key)),
-                                                      sync_compiles)
+                                                      sync_compiles, steady)
     return k
 
 

@@ -280,7 +280,7 @@ def bind(prim: Primitive, *args, **params):
         result = _wrap(out, plan.out_dtype, CPU)
         if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
             _share_memory(result, a)
-        if a._requires_grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
+        if a._requires_grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
             record_unary(prim, a, params, result, plan.meta)
         return result
     binary = prim.binary
@@ -356,7 +356,7 @@ def _make_binary(prim: Primitive, miss=None):
         if type(out) is not np.ndarray or out.dtype is not onp:
             out = np.asarray(out, dtype=onp)
         result = _wrap(out, plan.out_dtype, CPU)
-        if grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
+        if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
             record_binary(prim, a, b, params, result, plan.meta)
         return result
     binary.__name__ = binary.__qualname__ = prim.name
@@ -512,7 +512,7 @@ def _eager(prim: Primitive, args, params):
     result = _wrap(out, plan.out_dtype, CPU)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, args[0])
-    if grad and plan.diff and (not _GRAD_OFF[0] or _grad_state.enabled):
+    if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
         make_prim_node(prim, args, params, result, plan.meta)
     return result
 
@@ -557,7 +557,7 @@ def _eager_general(prim: Primitive, args, params, key):
     result = Tensor._wrap(out, odt, dev)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, args[0])
-    if prim.vjp is not None and odt.is_floating_point and (not _GRAD_OFF[0] or _grad_state.enabled):
+    if prim.vjp is not None and odt.is_floating_point and (not _GRAD_OFF or _grad_state.enabled):
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:
                 make_prim_node(prim, args, params, result)

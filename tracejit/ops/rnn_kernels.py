@@ -90,9 +90,9 @@ def kernel(hs, d_y, w, dh, dp, G, db, wp, reverse, relu):
 
 def forward_layer(dtype: str):
     """The RNN's whole forward loop's kernel for `dtype` (packed GEMMs), or None."""
-    return _get(_FORWARD, "rnn_forward_layer_packed", dtype)
+    return _get(_FORWARD, "rnn_forward_layer_packed", dtype, steady=True)
 
 
 def backward_layer(dtype: str):
     """The RNN's whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
-    return _get(_BACKWARD, "rnn_backward_layer_packed", dtype)
+    return _get(_BACKWARD, "rnn_backward_layer_packed", dtype, steady=True)
