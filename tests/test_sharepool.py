@@ -447,3 +447,27 @@ def test_only_a_pthreads_openblas_lends_its_pool():
     assert openblas_pthreads(Lib(2)) is False      # OpenMP
     assert openblas_pthreads(Lib(0)) is False      # sequential
     assert openblas_pthreads(object()) is False    # cannot tell
+
+
+@pytest.mark.parametrize("m, smallest, sizes", [
+    (2048, 128, [1024, 512, 256, 128, 128]),   # the LSTM LM's 2048x256 @ 256x1024
+    (1024, 64, [512, 256, 128, 64, 64]),       # its 1024x2048 @ 2048x256
+    (300, 150, [150, 150]),
+    (300, 100, [144, 156]),                    # a remainder under twice the smallest: one part
+    (40, 4, [16, 24]),                         # 16 rows at least
+    (10, 100, [10]),
+])
+def test_claimed_rows_halve_what_is_left_down_to_the_smallest_part(m, smallest, sizes):
+    bounds = sharepool.claimed_rows(m, smallest)
+    assert bounds[0] == 0 and bounds[-1] == m
+    assert [hi - lo for lo, hi in zip(bounds, bounds[1:])] == sizes
+
+
+def test_claimed_matmul_runs_two_parts_at_least(monkeypatch):
+    """A product whose rows are fewer than one smallest part still splits in two (the
+    partner's share), and every row is computed once."""
+    seen = []
+    monkeypatch.setattr(sharepool, "claim_split", lambda fn, n, parts: seen.append(parts) or [fn(p, p + 1) for p in range(parts)])
+    a, b = np.arange(64 * 8, dtype=np.float64).reshape(64, 8), np.ones((8, 4))
+    np.testing.assert_array_equal(sharepool.claimed_matmul(a, b), a @ b)
+    assert seen == [2]

@@ -500,25 +500,46 @@ def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
         raise state[0]
 
 
-# Multiply-adds of a part of `claimed_matmul` (at most; 16 rows at least): ~0.3 ms of one
+# Multiply-adds of `claimed_matmul`'s smallest part (16 rows at least): ~0.3 ms of one
 # thread, so the launcher normally waits less than `Partner.STALL_S` for the partner's
-# last part, and a part costs one BLAS call. The LSTM LM's 2048x256x1024 and 1024x2048x256
-# products: 16 parts each.
+# last part. Parts halve what is left down to that size (`claimed_rows`): each part is one
+# BLAS call, and each call packs b again (~0.15 ms for the LSTM LM's 256x1024 weight, one
+# thread): 16 equal parts of 2048x256 @ 256x1024 cost 9.4 ms of CPU against 7.2 for one
+# call, the halving's 5 parts (1024, 512, 256, 128, 128 rows) 7.8.
 CLAIM_PART_MNK = 1 << 25
+
+
+def claimed_rows(m: int, smallest: int) -> list:
+    """Bounds of `claimed_matmul`'s row parts of ``[0, m)``: each part half of the rows
+    left (a multiple of 16), none under ``smallest`` (the last takes a remainder under
+    twice that). The launcher takes the first (half), a punctual partner the second (a
+    quarter) and each then the next left, so the shares end within the smallest part of
+    each other, with far fewer parts (BLAS calls packing b again) than equal parts that
+    small."""
+    smallest = max(16, smallest)
+    bounds, lo = [0], 0
+    while lo < m:
+        left = m - lo
+        size = left if left < 2 * smallest else max(smallest, left // 2 // 16 * 16)
+        lo += size
+        bounds.append(lo)
+    return bounds
 
 
 def claimed_matmul(a, b):
     """``a @ b`` for 2-D float operands of one dtype as `claim_split` parts of a's rows
-    (each ``numpy.matmul`` into its rows of the result on one BLAS thread), or None for
-    other operands."""
+    (`claimed_rows`; each ``numpy.matmul`` into its rows of the result on one BLAS
+    thread), or None for other operands."""
     import numpy as np
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
         return None
     m, k = a.shape
     n = b.shape[1]
     out = np.empty((m, n), a.dtype)
+    bounds = claimed_rows(m, min(-(-CLAIM_PART_MNK // max(1, k * n)), m // 2))   # two parts at least
 
-    def part(lo, hi):
+    def part(p, _):
+        lo, hi = bounds[p], bounds[p + 1]
         np.matmul(a[lo:hi], b, out=out[lo:hi])
-    claim_split(part, m, min(m // 16, max(2, -(-m * k * n // CLAIM_PART_MNK))))
+    claim_split(part, len(bounds) - 1, len(bounds) - 1)
     return out
