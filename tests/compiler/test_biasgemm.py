@@ -112,6 +112,28 @@ def test_matmul_bias_runtime_nd_and_empty():
     assert matmul_bias(np, x[:0], w, b).shape == (0, 3, 5)
 
 
+@pytest.mark.parametrize("halves", [False, True])
+def test_bias_fill_in_halves_fills_every_row(monkeypatch, halves):
+    # the fill of a large output in two halves (the second on OpenBLAS's worker or a pool
+    # thread): every row, an odd row count included, holds the bias before the GEMM adds
+    from tracejit import sharepool
+    monkeypatch.setattr(biasgemm, "FILL_MIN", 1 if halves else 1 << 40)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(biasgemm, "blas_ceiling", lambda: 2)
+    called = []
+    real = sharepool.run_pair
+    monkeypatch.setattr(sharepool, "run_pair", lambda fn, args: called.append(1) or real(fn, args))
+    rng = np.random.default_rng(3)
+    out = np.full((37, 11), np.nan, np.float32)
+    row = rng.standard_normal(11).astype(np.float32)
+    biasgemm._fill(out, row)
+    np.testing.assert_array_equal(out, np.broadcast_to(row, out.shape))
+    assert called == ([1] if halves else [])
+    x = rng.standard_normal((37, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 11)).astype(np.float32)
+    np.testing.assert_allclose(matmul_bias(np, x, w, row), x @ w + row, rtol=1e-5, atol=1e-5)
+
+
 def test_bias_gradient_sum_is_a_gemv_step():
     # the linear's output gradient comes from a GEMM (through the `@ y`), so no kernel reads
     # it elementwise: the bias gradient, its sum over the (2, 6) rows, is a plan step

@@ -7,7 +7,10 @@ nothing else elementwise follows it (the packed q/k/v projection of self-attenti
 with the broadcast bias). OpenBLAS's GEMM with beta=0 clears C before it accumulates;
 with beta=1 it accumulates onto what C holds, so filling C with the bias and calling it
 with beta=1 costs no more than the product alone. This is what PyTorch's ``addmm`` does
-with its bias.
+with its bias, filling on all its threads: the fill of a fresh output is its first touch
+(page faults), 0.51-0.59 ms a step for the q/k/v projection's 6 MB on one thread inside
+the Transformer step against 0.25 in a loop reusing it. So a large fill is split over the
+cores: in two halves, the second on OpenBLAS's worker (`_fill`).
 
 The pass runs on the plan's items after `fusion.partition` and `rowfuse.fuse_rows` (so
 only adds that stayed alone are taken: an add fused with a ReLU, or into a LayerNorm's row
@@ -36,7 +39,8 @@ import ctypes
 
 import numpy as np
 
-from ..coreshare import adapt, gemm_threads, matmul
+from .. import sharepool
+from ..coreshare import adapt, blas_ceiling, gemm_threads, matmul
 from ..jit.ir import Eqn, Var
 from ..ops.blas_gemm import gemm_address
 from ..ops.linalg import matmul_rows
@@ -49,6 +53,12 @@ __all__ = ["BiasGemm", "ColumnSum", "fold_bias", "matmul_bias", "column_sum", "E
 ENABLED = True
 COLUMN_SUMS = True
 _DTYPES = ("float32", "float64")
+# Output elements from which the bias fill runs in two halves (`_fill`): 1 MB of float32.
+# Transformer step (the q/k/v projection's 2048 x 768), 2 threads forced, SCHED_FIFO, one
+# process alternating (notes bias19/fillab.py), matmul_bias min/median: fill on one thread
+# 2.95/3.55 ms, in halves on a pair 2.78/3.39, by sharepool.split's parts (8, with BLAS set
+# to one thread and back) 2.82/3.47. The LSTM head's 2048 x 64 stays on one thread.
+FILL_MIN = 1 << 18
 
 
 @dataclass(eq=False)
@@ -214,12 +224,30 @@ def matmul_bias(xp, x, w, b):
     out = np.empty(lead + (n,), dtype=x.dtype)
     if m == 0:
         return out
-    out[...] = b.reshape(n)
+    _fill(out.reshape(m, n), b.reshape(n))
     adapt()
     with gemm_threads(m, k, n):
         fn(_ROW_MAJOR, _NO_TRANS, _TRANS if w_trans else _NO_TRANS, m, n, k, 1.0,
            x.ctypes.data, k, w.ctypes.data, k if w_trans else n, 1.0, out.ctypes.data, n)
     return out
+
+
+def _fill(out, row) -> None:
+    """Every row of the 2-D `out` set to `row`: from `FILL_MIN` elements in two halves at
+    once, the second on OpenBLAS's worker (`sharepool.run_pair`; numpy's copy releases the
+    GIL), where the machine gives two cores and BLAS's ceiling is two or more."""
+    m = out.shape[0]
+    if (out.size < FILL_MIN or m < 2 or sharepool.pool_threads() < 2
+            or (blas_ceiling() or 1) < 2 or not sharepool.try_launch()):
+        out[...] = row
+        return
+
+    def half(q: int, halves: int) -> None:
+        out[m * q // halves:m * (q + 1) // halves] = row
+    try:
+        sharepool.run_pair(half, ())
+    finally:
+        sharepool.end_launch()
 
 
 def column_sum(xp, g, shape: tuple):
