@@ -237,7 +237,18 @@ def matmul_bias(xp, x, w, b):
     return out
 
 
-_ones: dict = {}   # dtype -> the longest ones vector `_fill` has used
+_ones: dict = {}   # dtype -> the longest ones vector `_ones_for` has made
+
+
+def _ones_for(m: int, dtype):
+    """m ones of `dtype` (a view of one kept vector: `_fill` and `column_sum` call it every
+    step with the same lengths)."""
+    ones = _ones.get(dtype)
+    if ones is None or ones.shape[0] < m:
+        ones = np.ones(m, dtype)
+        ones.flags.writeable = False     # shared: no caller may write it
+        _ones[dtype] = ones
+    return ones[:m]
 
 
 def _fill(fn, out, row, m: int, n: int) -> None:
@@ -250,9 +261,7 @@ def _fill(fn, out, row, m: int, n: int) -> None:
     if m * n < FILL_MIN or (blas_threads() or 1) < 2:
         out[...] = row
         return
-    ones = _ones.get(out.dtype)
-    if ones is None or ones.shape[0] < m:
-        ones = _ones[out.dtype] = np.ones(m, out.dtype)
+    ones = _ones_for(m, out.dtype)
     fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, 1, 1.0, ones.ctypes.data, 1, row.ctypes.data, n,
        0.0, out.ctypes.data, n)
 
@@ -263,5 +272,5 @@ def column_sum(xp, g, shape: tuple):
     n = g.shape[-1]
     if xp is np and g.flags.c_contiguous and g.dtype.name in _DTYPES:
         m = g.size // n if n else 0
-        return matmul(np.ones(m, dtype=g.dtype), g.reshape(m, n)).reshape(shape)
+        return matmul(_ones_for(m, g.dtype), g.reshape(m, n)).reshape(shape)
     return xp.sum(g.reshape(-1, n), axis=0).reshape(shape)
