@@ -7,7 +7,12 @@ nothing else elementwise follows it (the packed q/k/v projection of self-attenti
 with the broadcast bias). OpenBLAS's GEMM with beta=0 clears C before it accumulates;
 with beta=1 it accumulates onto what C holds, so filling C with the bias and calling it
 with beta=1 costs no more than the product alone. This is what PyTorch's ``addmm`` does
-with its bias.
+with its bias, filling on all its threads: the fill of a fresh output costs 0.51-0.59 ms a
+step on one thread for the q/k/v projection's 6 MB inside the Transformer step (cold
+caches: 0.25 in a loop reusing it; not page faults, 3 a step). So where BLAS runs on two
+threads or more, a large fill is itself a BLAS call (`_fill`): the k=1 product
+``ones(m, 1) @ b`` with beta=0, which BLAS's threads write in the parts of the output their
+shares of the GEMM right after read.
 
 The pass runs on the plan's items after `fusion.partition` and `rowfuse.fuse_rows` (so
 only adds that stayed alone are taken: an add fused with a ReLU, or into a LayerNorm's row
@@ -26,7 +31,8 @@ step.
 
 Values: the bias is added inside BLAS's accumulation instead of after it, so the result
 can differ from the unfused form by rounding (K larger than BLAS's block of the inner
-dimension); gradients are unchanged (the backward graph is built before this pass).
+dimension), and a -0.0 bias element filled by the k=1 product reads +0.0 (0 + -0.0);
+gradients are unchanged (the backward graph is built before this pass).
 """
 from __future__ import annotations
 
@@ -40,6 +46,7 @@ from ..coreshare import adapt, gemm_threads, matmul
 from ..jit.ir import Eqn, Var
 from ..ops.blas_gemm import gemm_address
 from ..ops.linalg import matmul_rows
+from ..threads import blas_threads
 from .fusion import Group
 
 __all__ = ["BiasGemm", "ColumnSum", "fold_bias", "matmul_bias", "column_sum", "ENABLED"]
@@ -49,6 +56,14 @@ __all__ = ["BiasGemm", "ColumnSum", "fold_bias", "matmul_bias", "column_sum", "E
 ENABLED = True
 COLUMN_SUMS = True
 _DTYPES = ("float32", "float64")
+# Output elements from which the bias fill is a k=1 GEMM on BLAS's threads (`_fill`): 1 MB of
+# float32 (OpenBLAS runs products below 256K multiply-adds on one thread itself). The
+# Transformer step's q/k/v projection (2048 x 768), 2 threads forced, SCHED_FIFO, one process
+# alternating (notes bias19/fillab*.py), matmul_bias min/median ms: fill on one thread
+# 2.95/3.55, 3.28/3.68; numpy's fill in row halves on a pair (sharepool.run_pair) 2.78/3.39,
+# 2.82/3.47; the k=1 GEMM 3.00/3.39 in the same runs, and against the pair 2.69/3.23 vs
+# 2.81/3.33, 2.53/3.16 vs 2.59/3.25. The LSTM head's 2048 x 64 stays on numpy's fill.
+FILL_MIN = 1 << 18
 
 
 @dataclass(eq=False)
@@ -214,12 +229,41 @@ def matmul_bias(xp, x, w, b):
     out = np.empty(lead + (n,), dtype=x.dtype)
     if m == 0:
         return out
-    out[...] = b.reshape(n)
     adapt()
     with gemm_threads(m, k, n):
+        _fill(fn, out, np.ascontiguousarray(b.reshape(n)), m, n)
         fn(_ROW_MAJOR, _NO_TRANS, _TRANS if w_trans else _NO_TRANS, m, n, k, 1.0,
            x.ctypes.data, k, w.ctypes.data, k if w_trans else n, 1.0, out.ctypes.data, n)
     return out
+
+
+_ones: dict = {}   # dtype -> the longest ones vector `_ones_for` has made
+
+
+def _ones_for(m: int, dtype):
+    """m ones of `dtype` (a view of one kept vector: `_fill` and `column_sum` call it every
+    step with the same lengths)."""
+    ones = _ones.get(dtype)
+    if ones is None or ones.shape[0] < m:
+        ones = np.ones(m, dtype)
+        ones.flags.writeable = False     # shared: no caller may write it
+        _ones[dtype] = ones
+    return ones[:m]
+
+
+def _fill(fn, out, row, m: int, n: int) -> None:
+    """The (m, n) C-contiguous `out` set to `row` in every row: from `FILL_MIN` elements,
+    where BLAS runs on two threads or more, as the k=1 product ``ones(m, 1) @ row`` with
+    beta=0 by `fn` (cblas_?gemm: 1.0 * row + nothing, exactly the bias), on BLAS's threads,
+    each writing the part of the output its share of the GEMM that follows reads; by
+    numpy's assignment on this thread otherwise (the k=1 product on one thread clears the
+    output first: two passes)."""
+    if m * n < FILL_MIN or (blas_threads() or 1) < 2:
+        out[...] = row
+        return
+    ones = _ones_for(m, out.dtype)
+    fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, 1, 1.0, ones.ctypes.data, 1, row.ctypes.data, n,
+       0.0, out.ctypes.data, n)
 
 
 def column_sum(xp, g, shape: tuple):
@@ -228,5 +272,5 @@ def column_sum(xp, g, shape: tuple):
     n = g.shape[-1]
     if xp is np and g.flags.c_contiguous and g.dtype.name in _DTYPES:
         m = g.size // n if n else 0
-        return matmul(np.ones(m, dtype=g.dtype), g.reshape(m, n)).reshape(shape)
+        return matmul(_ones_for(m, g.dtype), g.reshape(m, n)).reshape(shape)
     return xp.sum(g.reshape(-1, n), axis=0).reshape(shape)
