@@ -111,13 +111,13 @@ class Runner:
     def run_mlp2(self, cfg: W.Config) -> dict:
         self.check_available("mlp2")
         res = _train_steps(*self.mlp2_step(W.mlp2_data()), cfg.mlp2_steps, cfg.mlp2_warmup, cfg.stat,
-                           settle=self.settle)
+                           settle=self.settle, warmup_s=cfg.train_warmup_s)
         return {"step_us": res.pop("step_s") * 1e6, **res}
 
     def run_mlp(self, cfg: W.Config) -> dict:
         self.check_available("mlp")
         res = _train_steps(*self.mlp_step(W.mlp_data()), cfg.mlp_steps, cfg.mlp_warmup, cfg.stat,
-                           settle=self.settle)
+                           settle=self.settle, warmup_s=cfg.train_warmup_s)
         return {"step_ms": res.pop("step_s") * 1e3, **res}
 
     def mlp2_step(self, data: dict, other: dict | None = None):
@@ -136,7 +136,7 @@ class Runner:
         out, check = {}, {}
         for name in cfg.models:
             res = _train_steps(*self.model_step(name), cfg.models_steps, cfg.models_warmup, cfg.stat,
-                               settle=self.settle)
+                               settle=self.settle, warmup_s=cfg.train_warmup_s)
             out[f"{name}_ms"] = res["step_s"] * 1e3
             out[name] = res
             check[f"{name}_first_loss"] = res["check"]["first_loss"]
@@ -251,14 +251,16 @@ class Runner:
                 "slowest_ms": max(times) * 1e3}
 
 
-def _train_steps(step, loss, steps: int, warmup: int, stat: str, settle=None) -> dict:
-    """Time ``steps`` training steps after ``warmup`` (the first of which records the
-    first loss, for the cross-system check; `settle` runs after it)."""
+def _train_steps(step, loss, steps: int, warmup: int, stat: str, settle=None,
+                 warmup_s: float = 0.0) -> dict:
+    """Time ``steps`` training steps after ``warmup`` steps and ``warmup_s`` seconds (the
+    first step records the first loss, for the cross-system check; `settle` runs after
+    it, before the time counts)."""
     step()
     first = loss()
     if settle is not None:
         settle()
-    t = step_times(step, steps, warmup - 1)
+    t = step_times(step, steps, warmup - 1, warmup_s)
     return {"steps": steps, "step_s": t.value(stat), "timing": t.as_dict(),
             "check": {"first_loss": first, "final_loss": loss()}}
 
