@@ -124,7 +124,8 @@ class Config:
     models_warmup: int = 3
     # Training workloads also warm up for at least this long: two samples of tracejit's
     # thread policy (coreshare.INTERVAL 0.25 s) over stepping alone, so the timed steps run
-    # on the thread count a user's training loop settles on (harness.step_times).
+    # on the thread count a user's training loop settles on (harness.step_times). The
+    # loss check's warmup + steps steps run first, as part of it (impls/base._train_steps).
     train_warmup_s: float = 0.6
     models: tuple = ("cnn", "lstm", "transformer")   # bench/impls/models.py's names
     overhead_repeat: int = 15        # samples, each a loop sized to take >= sample_s

@@ -8,6 +8,7 @@ values that the report compares across systems, or raise ``Skip`` with a note.
 """
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 
@@ -253,16 +254,27 @@ class Runner:
 
 def _train_steps(step, loss, steps: int, warmup: int, stat: str, settle=None,
                  warmup_s: float = 0.0) -> dict:
-    """Time ``steps`` training steps after ``warmup`` steps and ``warmup_s`` seconds (the
-    first step records the first loss, for the cross-system check; `settle` runs after
-    it, before the time counts)."""
+    """Time ``steps`` training steps after a warm-up of ``warmup`` steps and at least
+    ``warmup_s`` seconds (harness.step_times says why seconds). The cross-system check
+    takes the loss after the first step (`settle` runs after it) and after ``warmup +
+    steps`` steps: the same count for every system, so with ``warmup_s`` those steps run
+    first, untimed, as part of the warm-up, and the timed steps come after them."""
     step()
     first = loss()
     if settle is not None:
         settle()
-    t = step_times(step, steps, warmup - 1, warmup_s)
+    if not warmup_s:
+        t = step_times(step, steps, warmup - 1)
+        final = loss()
+    else:
+        t0 = time.perf_counter()
+        for _ in range(warmup - 1 + steps):
+            step()
+        final = loss()
+        t = step_times(step, steps, 0, warmup_s - (time.perf_counter() - t0))
+        t = dataclasses.replace(t, warmup=warmup - 1 + steps + t.warmup)
     return {"steps": steps, "step_s": t.value(stat), "timing": t.as_dict(),
-            "check": {"first_loss": first, "final_loss": loss()}}
+            "check": {"first_loss": first, "final_loss": final}}
 
 
 def _once(fn) -> float:

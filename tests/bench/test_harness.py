@@ -41,20 +41,41 @@ def test_measure_timing_has_no_warmup_count():
     assert t.warmup is None and "warmup" not in t.as_dict()
 
 
-def test_train_steps_passes_the_warmup_seconds(monkeypatch):
+class _Training:
+    """A step that counts itself; its loss is the count of steps so far."""
+
+    def __init__(self):
+        self.n = 0
+
+    def step(self) -> None:
+        self.n += 1
+
+    def loss(self) -> float:
+        return float(self.n)
+
+
+@pytest.mark.parametrize("warmup_s", [0.0, 0.6])
+def test_train_steps_checks_the_loss_after_the_same_steps(monkeypatch, warmup_s):
+    # with or without seconds of warm-up, the check's losses are those after the first
+    # step and after warmup + steps steps, whatever the machine's speed
     seen = {}
+    real = harness.step_times
 
     def fake_step_times(step, steps, warmup, warmup_s=0.0):
-        seen.update(steps=steps, warmup=warmup, warmup_s=warmup_s)
-        return harness.Timing(1.0, 0.5, steps, 1, warmup=warmup)
+        seen.update(warmup=warmup, warmup_s=warmup_s)
+        return real(step, steps, warmup, 0.0)
 
     monkeypatch.setattr(base, "step_times", fake_step_times)
-    losses = iter([3.0, 2.0])
-    res = base._train_steps(lambda: None, lambda: next(losses), steps=4, warmup=3, stat="median",
-                            warmup_s=0.6)
-    # the first step (the first loss) counts as one of the warm-up steps
-    assert seen == {"steps": 4, "warmup": 2, "warmup_s": 0.6}
-    assert res["check"] == {"first_loss": 3.0, "final_loss": 2.0}
+    tr = _Training()
+    res = base._train_steps(tr.step, tr.loss, steps=4, warmup=3, stat="median", warmup_s=warmup_s)
+    assert res["check"] == {"first_loss": 1.0, "final_loss": 7.0}
+    if warmup_s:
+        # the check's 6 steps ran first as warm-up; the rest of the seconds go to step_times
+        assert seen["warmup"] == 0 and 0.0 < seen["warmup_s"] <= 0.6
+        assert tr.n == 1 + 6 + 4 and res["timing"]["warmup"] == 6
+    else:
+        assert seen == {"warmup": 2, "warmup_s": 0.0}
+        assert tr.n == 1 + 2 + 4 and res["timing"]["warmup"] == 2
 
 
 def test_full_run_warms_training_up_past_two_policy_samples():
