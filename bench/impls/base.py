@@ -58,6 +58,12 @@ class Runner:
     def compile_count(self, compiled_fn) -> int:
         return 0
 
+    def thread_policy(self) -> dict:
+        """What an adaptive thread count read right after a timed run ({} where the system
+        has none): tracejit's core-share policy decides how many threads its products use,
+        so a figure is read beside the count it ran on."""
+        return {}
+
     def check_available(self, what: str) -> None:
         """Raise Skip when the workload ``what`` cannot run in this system yet."""
 
@@ -113,13 +119,13 @@ class Runner:
         self.check_available("mlp2")
         res = _train_steps(*self.mlp2_step(W.mlp2_data()), cfg.mlp2_steps, cfg.mlp2_warmup, cfg.stat,
                            settle=self.settle, warmup_s=cfg.train_warmup_s)
-        return {"step_us": res.pop("step_s") * 1e6, **res}
+        return {"step_us": res.pop("step_s") * 1e6, **res, **self.thread_policy()}
 
     def run_mlp(self, cfg: W.Config) -> dict:
         self.check_available("mlp")
         res = _train_steps(*self.mlp_step(W.mlp_data()), cfg.mlp_steps, cfg.mlp_warmup, cfg.stat,
                            settle=self.settle, warmup_s=cfg.train_warmup_s)
-        return {"step_ms": res.pop("step_s") * 1e3, **res}
+        return {"step_ms": res.pop("step_s") * 1e3, **res, **self.thread_policy()}
 
     def mlp2_step(self, data: dict, other: dict | None = None):
         """(step, loss): one SGD step of the two-layer net; loss() is the last loss. With

@@ -81,3 +81,19 @@ def test_train_steps_checks_the_loss_after_the_same_steps(monkeypatch, warmup_s)
 def test_full_run_warms_training_up_past_two_policy_samples():
     from tracejit import coreshare
     assert workloads.FULL.train_warmup_s >= 2 * coreshare.INTERVAL
+
+
+def test_tracejit_reports_the_thread_count_beside_a_training_figure(monkeypatch):
+    from bench import systems
+    from tracejit import coreshare
+    # (loading the runner sets TRACEJIT_COMPILE for bench's child processes: restored after)
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    runner = systems.load(systems.by_name("tracejit_eager"))
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    policy = runner.thread_policy()["policy"]
+    assert policy["adaptive"] is True
+    assert 1 <= policy["threads"] <= coreshare.core_share.cpus
+    assert policy["others_cores"] >= 0.0
+    monkeypatch.setattr(coreshare, "ENABLED", False)
+    assert runner.thread_policy() == {"policy": {"adaptive": False}}
+    assert systems.load(systems.by_name("numpy")).thread_policy() == {}
