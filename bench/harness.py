@@ -92,10 +92,10 @@ def step_times(step: Callable[[], object], steps: int, warmup: int, warmup_s: fl
     (and any framework's own adaptive threading), which reads the machine's load at most
     every `tracejit.coreshare.INTERVAL` (0.25 s). The two-layer step's 500 steps last
     ~0.2 s, so with a warm-up counted in steps alone the whole timed run kept the count
-    read over import and set-up, not the one a user's loop settles on (the lead's quiet
-    runs: 322 or 398 us median by which count it read). A warm-up of two intervals or
-    more has the policy sample over stepping alone before the timing starts. Every system
-    gets the same warm-up.
+    read over import and set-up, not the one a user's loop settles on (likely why two
+    quiet runs gave 322 and 398 us median: two threads or one). A warm-up of two
+    intervals or more has the policy sample over stepping alone before the timing
+    starts. Every system gets the same warm-up.
     """
     t0 = clock()
     done = 0
