@@ -37,14 +37,18 @@ class Timing:
     min_s: float
     samples: int
     number: int
+    warmup: int | None = None    # warm-up calls run before the samples, where counted
 
     def value(self, stat: str) -> float:
         """The figure to report: "median" (the default) or "min" (best sample)."""
         return self.min_s if stat == "min" else self.median_s
 
     def as_dict(self) -> dict:
-        return {"median_s": self.median_s, "min_s": self.min_s, "samples": self.samples,
-                "number": self.number}
+        d = {"median_s": self.median_s, "min_s": self.min_s, "samples": self.samples,
+             "number": self.number}
+        if self.warmup is not None:
+            d["warmup"] = self.warmup
+        return d
 
 
 def _calibrate(fn: Callable[[], object], sample_s: float) -> int:
@@ -79,16 +83,31 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, repeat: int = 15,
     return Timing(statistics.median(per_call), min(per_call), repeat, number)
 
 
-def step_times(step: Callable[[], object], steps: int, warmup: int) -> Timing:
-    """Median time of one ``step()`` over ``steps`` consecutive steps after ``warmup``."""
-    for _ in range(warmup):
+def step_times(step: Callable[[], object], steps: int, warmup: int, warmup_s: float = 0.0,
+               clock: Callable[[], float] = time.perf_counter) -> Timing:
+    """Median time of one ``step()`` over ``steps`` consecutive steps after a warm-up of
+    at least ``warmup`` steps and at least ``warmup_s`` seconds.
+
+    Why seconds too: a training loop's thread counts follow tracejit's core-share policy
+    (and any framework's own adaptive threading), which reads the machine's load at most
+    every `tracejit.coreshare.INTERVAL` (0.25 s). The two-layer step's 500 steps last
+    ~0.2 s, so with a warm-up counted in steps alone the whole timed run kept the count
+    read over import and set-up, not the one a user's loop settles on (likely why two
+    quiet runs gave 322 and 398 us median: two threads or one). A warm-up of two
+    intervals or more has the policy sample over stepping alone before the timing
+    starts. Every system gets the same warm-up.
+    """
+    t0 = clock()
+    done = 0
+    while done < warmup or clock() - t0 < warmup_s:
         step()
+        done += 1
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    return Timing(statistics.median(times), min(times), steps, 1)
+    return Timing(statistics.median(times), min(times), steps, 1, warmup=done)
 
 
 def progress(msg: str) -> None:

@@ -122,6 +122,11 @@ class Config:
     mlp_warmup: int = 5
     models_steps: int = 10
     models_warmup: int = 3
+    # Training workloads also warm up for at least this long: two samples of tracejit's
+    # thread policy (coreshare.INTERVAL 0.25 s) over stepping alone, so the timed steps run
+    # on the thread count a user's training loop settles on (harness.step_times). The
+    # loss check's warmup + steps steps run first, as part of it (impls/base._train_steps).
+    train_warmup_s: float = 0.6
     models: tuple = ("cnn", "lstm", "transformer")   # bench/impls/models.py's names
     overhead_repeat: int = 15        # samples, each a loop sized to take >= sample_s
     sample_s: float = 0.02
@@ -137,6 +142,7 @@ class Config:
 FULL = Config(quick=False)
 QUICK = Config(quick=True, gelu_n=1024 * 1024, repeat=5, warmup=1, mlp2_steps=60, mlp2_warmup=5,
                mlp_steps=4, mlp_warmup=1, models_steps=1, models_warmup=1, models=("cnn",),
+               train_warmup_s=0.02,
                overhead_repeat=5, sample_s=0.005,
                dynamic_max_batch=8, child_timeout_s=120.0)
 

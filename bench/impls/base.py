@@ -8,6 +8,7 @@ values that the report compares across systems, or raise ``Skip`` with a note.
 """
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 
@@ -56,6 +57,12 @@ class Runner:
 
     def compile_count(self, compiled_fn) -> int:
         return 0
+
+    def thread_policy(self) -> dict:
+        """What an adaptive thread count read right after a timed run ({} where the system
+        has none): tracejit's core-share policy decides how many threads its products use,
+        so a figure is read beside the count it ran on."""
+        return {}
 
     def check_available(self, what: str) -> None:
         """Raise Skip when the workload ``what`` cannot run in this system yet."""
@@ -111,14 +118,14 @@ class Runner:
     def run_mlp2(self, cfg: W.Config) -> dict:
         self.check_available("mlp2")
         res = _train_steps(*self.mlp2_step(W.mlp2_data()), cfg.mlp2_steps, cfg.mlp2_warmup, cfg.stat,
-                           settle=self.settle)
-        return {"step_us": res.pop("step_s") * 1e6, **res}
+                           settle=self.settle, warmup_s=cfg.train_warmup_s)
+        return {"step_us": res.pop("step_s") * 1e6, **res, **self.thread_policy()}
 
     def run_mlp(self, cfg: W.Config) -> dict:
         self.check_available("mlp")
         res = _train_steps(*self.mlp_step(W.mlp_data()), cfg.mlp_steps, cfg.mlp_warmup, cfg.stat,
-                           settle=self.settle)
-        return {"step_ms": res.pop("step_s") * 1e3, **res}
+                           settle=self.settle, warmup_s=cfg.train_warmup_s)
+        return {"step_ms": res.pop("step_s") * 1e3, **res, **self.thread_policy()}
 
     def mlp2_step(self, data: dict, other: dict | None = None):
         """(step, loss): one SGD step of the two-layer net; loss() is the last loss. With
@@ -136,7 +143,7 @@ class Runner:
         out, check = {}, {}
         for name in cfg.models:
             res = _train_steps(*self.model_step(name), cfg.models_steps, cfg.models_warmup, cfg.stat,
-                               settle=self.settle)
+                               settle=self.settle, warmup_s=cfg.train_warmup_s)
             out[f"{name}_ms"] = res["step_s"] * 1e3
             out[name] = res
             check[f"{name}_first_loss"] = res["check"]["first_loss"]
@@ -251,16 +258,29 @@ class Runner:
                 "slowest_ms": max(times) * 1e3}
 
 
-def _train_steps(step, loss, steps: int, warmup: int, stat: str, settle=None) -> dict:
-    """Time ``steps`` training steps after ``warmup`` (the first of which records the
-    first loss, for the cross-system check; `settle` runs after it)."""
+def _train_steps(step, loss, steps: int, warmup: int, stat: str, settle=None,
+                 warmup_s: float = 0.0) -> dict:
+    """Time ``steps`` training steps after a warm-up of ``warmup`` steps and at least
+    ``warmup_s`` seconds (harness.step_times says why seconds). The cross-system check
+    takes the loss after the first step (`settle` runs after it) and after ``warmup +
+    steps`` steps: the same count for every system, so with ``warmup_s`` those steps run
+    first, untimed, as part of the warm-up, and the timed steps come after them."""
     step()
     first = loss()
     if settle is not None:
         settle()
-    t = step_times(step, steps, warmup - 1)
+    if not warmup_s:
+        t = step_times(step, steps, warmup - 1)
+        final = loss()
+    else:
+        t0 = time.perf_counter()
+        for _ in range(warmup - 1 + steps):
+            step()
+        final = loss()
+        t = step_times(step, steps, 0, warmup_s - (time.perf_counter() - t0))
+        t = dataclasses.replace(t, warmup=warmup - 1 + steps + t.warmup)
     return {"steps": steps, "step_s": t.value(stat), "timing": t.as_dict(),
-            "check": {"first_loss": first, "final_loss": loss()}}
+            "check": {"first_loss": first, "final_loss": final}}
 
 
 def _once(fn) -> float:

@@ -40,6 +40,13 @@ class TracejitRunner(Runner):
             from tracejit.ops import vectorized
             vectorized.settle()
 
+    def thread_policy(self):
+        from tracejit import coreshare
+        if not coreshare.ENABLED:
+            return {"policy": {"adaptive": False}}
+        share = coreshare.core_share
+        return {"policy": {"adaptive": True, "threads": share.threads(), "others_cores": round(share.others, 2)}}
+
     def versions(self) -> dict:
         import numba
         return {"tracejit": tj.__version__, "numba": numba.__version__,

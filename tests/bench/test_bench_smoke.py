@@ -36,6 +36,7 @@ def test_quick_run_with_installed_systems(tmp_path):
     numpy = {w: data["results"][w]["numpy"] for w in workloads.WORKLOAD_NAMES}
     assert numpy["gelu"]["fwd_ms"] > 0 and numpy["gelu"]["fwd_x_bound"] > 0
     assert numpy["mlp2"]["step_us"] > 0 and numpy["mlp"]["step_ms"] > 0
+    assert numpy["mlp2"]["timing"]["warmup"] >= workloads.QUICK.mlp2_warmup - 1
     assert numpy["overhead"]["call_us"] > 0
     assert numpy["compile"]["skipped"].startswith("eager")
     # Every system that ran has an entry for every workload: numbers, a skip note or an error.

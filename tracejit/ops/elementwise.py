@@ -605,16 +605,18 @@ CAST = defprim("cast", lambda xp, a, dtype: a.astype(dtype.np),
 
 
 # ---------------------------------------------------------------- public functions
+# Two-operand functions call the record's plan fast path (`Primitive.binary`, which is
+# what `bind` calls for two operands without params), one Python frame less per call.
 def add(a, b, *, alpha=1):
-    return bind(ADD, a, b if alpha == 1 else mul(b, alpha))
+    return ADD.binary(a, b if alpha == 1 else mul(b, alpha))
 
 
 def sub(a, b, *, alpha=1):
-    return bind(SUB, a, b if alpha == 1 else mul(b, alpha))
+    return SUB.binary(a, b if alpha == 1 else mul(b, alpha))
 
 
 def mul(a, b):
-    return bind(MUL, a, b)
+    return MUL.binary(a, b)
 
 
 def div(a, b, *, rounding_mode=None):
@@ -631,7 +633,7 @@ def div(a, b, *, rounding_mode=None):
         return where(inexact_negative, add(q, 1), q)
     if rounding_mode is not None:
         raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-    return bind(DIV, a, b)
+    return DIV.binary(a, b)
 
 
 true_divide = divide = div
@@ -640,7 +642,7 @@ subtract = sub
 
 
 def pow(a, b):
-    return bind(POW, a, b)
+    return POW.binary(a, b)
 
 
 def neg(a):
@@ -696,7 +698,7 @@ def sigmoid(a):
 
 def sigmoid_backward(g, y):
     """``g * y * (1 - y)``: the gradient of sigmoid at the input whose sigmoid is `y`."""
-    return bind(SIGMOID_BACKWARD, g, y)
+    return SIGMOID_BACKWARD.binary(g, y)
 
 
 def pow_backward(g, a, exponent: float):
@@ -707,7 +709,7 @@ def pow_backward(g, a, exponent: float):
 
 def tanh_backward(g, y):
     """``g * (1 - y * y)``: the gradient of tanh at the input whose tanh is `y`."""
-    return bind(TANH_BACKWARD, g, y)
+    return TANH_BACKWARD.binary(g, y)
 
 
 def relu(a):
@@ -716,7 +718,7 @@ def relu(a):
 
 def relu_backward(g, y):
     """ReLU's input gradient from its output `y` (PyTorch's ``threshold_backward(g, y, 0)``)."""
-    return bind(RELU_BACKWARD, g, y)
+    return RELU_BACKWARD.binary(g, y)
 
 
 def erf(a):
@@ -736,11 +738,11 @@ def square(a):
 
 
 def floor_divide(a, b):
-    return bind(FLOOR_DIVIDE, a, b)
+    return FLOOR_DIVIDE.binary(a, b)
 
 
 def remainder(a, b):
-    return bind(REMAINDER, a, b)
+    return REMAINDER.binary(a, b)
 
 
 def _is_float(a, b) -> bool:
@@ -759,11 +761,11 @@ def _int_result(a, b):
 
 
 def maximum(a, b):
-    return bind(MAXIMUM, a, b)
+    return MAXIMUM.binary(a, b)
 
 
 def minimum(a, b):
-    return bind(MINIMUM, a, b)
+    return MINIMUM.binary(a, b)
 
 
 def clamp(a, min=None, max=None):
@@ -799,27 +801,27 @@ def where(cond, a=None, b=None):
 
 
 def eq(a, b):
-    return bind(EQ, a, b)
+    return EQ.binary(a, b)
 
 
 def ne(a, b):
-    return bind(NE, a, b)
+    return NE.binary(a, b)
 
 
 def lt(a, b):
-    return bind(LT, a, b)
+    return LT.binary(a, b)
 
 
 def le(a, b):
-    return bind(LE, a, b)
+    return LE.binary(a, b)
 
 
 def gt(a, b):
-    return bind(GT, a, b)
+    return GT.binary(a, b)
 
 
 def ge(a, b):
-    return bind(GE, a, b)
+    return GE.binary(a, b)
 
 
 greater, greater_equal, less, less_equal, equal_elementwise, not_equal = gt, ge, lt, le, eq, ne
@@ -855,11 +857,11 @@ def logical_not(a):
 
 
 def logical_and(a, b):
-    return bind(LOGICAL_AND, a, b)
+    return LOGICAL_AND.binary(a, b)
 
 
 def logical_or(a, b):
-    return bind(LOGICAL_OR, a, b)
+    return LOGICAL_OR.binary(a, b)
 
 
 def cast(a, dtype):

@@ -86,12 +86,6 @@ def _matmul_vjp(g, out, a, b):
     return ga, gb
 
 
-def _mm(a, b):
-    # The VJP's products are of 2-D-or-more operands by construction: MATMUL's fast path
-    # called directly (matmul()'s rank dispatch is for user calls).
-    return MATMUL.binary(a, b)
-
-
 def _matmul_fast(shapes, dtype, params):
     """The plan's numpy call (registry ``extra["fast"]``): `_matmul_impl`'s choice for
     these shapes, made once. A product below coreshare's TINY_GEMM_MNK is numpy's matmul
@@ -109,6 +103,9 @@ MATMUL = defprim("matmul", _matmul_impl, _matmul_rule, _matmul_vjp,
                  kind="matmul", save=lambda rq: tuple(i for i in (0, 1) if rq[1 - i]),  # the other operand
                  extra={"meta": lambda rq: (1,) if rq[1] else (),  # b's rank, for its gradient
                         "fast": _matmul_fast})
+# The VJP's products are of 2-D-or-more operands by construction: MATMUL's fast path
+# itself (matmul()'s rank dispatch is for user calls), no frame of its own.
+_mm = MATMUL.binary
 
 
 def matmul(a, b):
