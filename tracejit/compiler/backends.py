@@ -120,7 +120,9 @@ class CpuBackend(Backend):
         from .codegen_cpu import render
         if parallel:
             from . import codegen_chunks
-            if codegen_chunks.enabled():  # TRACEJIT_PARALLEL=chunks: no parfor pass
+            # TRACEJIT_PARALLEL=chunks: no parfor pass; a flat kernel where its two shares can
+            # run GIL-free on OpenBLAS's worker (codegen_chunks.flat_pairs)
+            if codegen_chunks.enabled() or (nest.flat and codegen_chunks.flat_pairs()):
                 spec = codegen_chunks.render(nest)
                 if spec is not None:
                     return spec
@@ -131,7 +133,18 @@ class CpuBackend(Backend):
         from .threadsafe import guard_parallel
         t0 = time.perf_counter()
         before = diskcache.stats()["compiles"]
-        mod = diskcache.load_module(spec.source, name_hint=label, llvm_options=spec.llvm_options)
+        pair, source = None, spec.source
+        if spec.chunked and parallel and getattr(spec, "pair", ""):
+            # a flat chunk kernel's GIL-free pair (cshares.py), as a row kernel's: in the
+            # kernel's module where compiles are synchronous (one module, one compile), else a
+            # module of its own the workers build after the kernel's (tiers.py submits it)
+            from . import cshares
+            from .tiers import compile_mode
+            if compile_mode(None) == "background":
+                pair = cshares.Pending(spec.source, spec.pair, label, spec.llvm_options, self.fast_entry)
+            else:
+                source = spec.source + spec.pair
+        mod = diskcache.load_module(source, name_hint=label, llvm_options=spec.llvm_options)
         if compile_log.isEnabledFor(logging.INFO):
             how = "compiled" if diskcache.stats()["compiles"] > before else "loaded"
             compile_log.info("%s %s %s%s in-process in %.3f s", how, label, "/".join(spec.nest.layouts),
@@ -139,8 +152,11 @@ class CpuBackend(Backend):
         fn = mod.kernel
         if spec.chunked:  # a chunk kernel: launched on chunkpool's threads
             from .chunkpool import ChunkKernel
+            if pair is None and source is not spec.source:
+                from .cshares import Ready
+                pair = Ready(fn, self.fast_entry)
             return ChunkKernel(fn, _entry_point(fn), spec.partial_dtype, serial=not parallel,
-                               partial_size=spec.partial_size)
+                               partial_size=spec.partial_size, pair=pair)
         if parallel:
             fn = guard_parallel(fn)  # numba's workqueue layer aborts on concurrent launches
         return fn
