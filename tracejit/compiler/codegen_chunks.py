@@ -10,8 +10,11 @@ bounds, or a ``prange`` over rows, or column blocks: codegen_cpu.py). Here that 
 the kernel is compiled serial with ``nogil=True``, and the launcher runs the shares on
 its threads at once (each share releases the GIL while it runs).
 
-``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` (the default) keeps numba's parallel
-kernels. The rendering is the CPU backend's parallel variant (codegen_cpu.render),
+``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` keeps numba's parallel
+kernels; ``auto`` (the default) keeps them but for flat kernels where `flat_pairs` holds:
+those are chunk kernels whose two shares run without Python on OpenBLAS's worker
+(`ChunkSpec.pair`, compiler/cshares.py), which is awake when numba's OpenMP worker sleeps.
+The rendering is the CPU backend's parallel variant (codegen_cpu.render),
 rewritten in four places: the decorator (``parallel=False, nogil=True`` and the extra
 arguments in the signature), the ``prange`` line, and for reductions folded from
 per-chunk results (full reductions, and sums over every dim but the last) the
@@ -85,7 +88,7 @@ def flat_pairs() -> bool:
     ~0.4 ms after each job (threads.BLAS_THREAD_TIMEOUT) and takes a C share in 1.4 us
     (ops/halves.py's launch measurements)."""
     global _flat_machine
-    if not FLAT_PAIRS:
+    if not FLAT_PAIRS or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
         return False
     if _flat_machine is None:
         from .. import coreshare, sharepool
