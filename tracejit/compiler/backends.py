@@ -135,15 +135,7 @@ class CpuBackend(Backend):
         before = diskcache.stats()["compiles"]
         pair, source = None, spec.source
         if spec.chunked and parallel and getattr(spec, "pair", ""):
-            # a flat chunk kernel's GIL-free pair (cshares.py), as a row kernel's: in the
-            # kernel's module where compiles are synchronous (one module, one compile), else a
-            # module of its own the workers build after the kernel's (tiers.py submits it)
-            from . import cshares
-            from .tiers import compile_mode
-            if compile_mode(None) == "background":
-                pair = cshares.Pending(spec.source, spec.pair, label, spec.llvm_options, self.fast_entry)
-            else:
-                source = spec.source + spec.pair
+            pair, source = self._pair(spec, label)
         mod = diskcache.load_module(source, name_hint=label, llvm_options=spec.llvm_options)
         if compile_log.isEnabledFor(logging.INFO):
             how = "compiled" if diskcache.stats()["compiles"] > before else "loaded"
@@ -163,6 +155,26 @@ class CpuBackend(Backend):
 
     def fast_entry(self, fn):
         return _entry_point(fn)
+
+    def _pair(self, spec, label: str) -> tuple:
+        """(the pair's cshares.Pending or None, the source to load) for a flat chunk kernel
+        with a GIL-free pair (codegen_chunks.ChunkSpec.pair), as for a row kernel's: in
+        background mode a module of its own that the workers build after the kernel's; in
+        sync mode one module with the kernel (one compile) -- unless the kernel alone is on
+        disk already (a worker built it: an eager op's kernel, an entry compiled in the
+        background), which must load without a compile here; its pair then only where the
+        workers put the pair's module on disk too."""
+        from . import cshares, diskcache
+        from .tiers import compile_mode
+        both = spec.source + spec.pair
+        if compile_mode(None) == "background":
+            return cshares.Pending(spec.source, spec.pair, label, spec.llvm_options, self.fast_entry), spec.source
+        if diskcache.is_cached(both, spec.llvm_options) or not diskcache.is_cached(spec.source, spec.llvm_options):
+            return None, both       # (its `Ready` once loaded: `load`)
+        own = cshares.module_source(spec.source, spec.pair, spec.llvm_options)
+        if diskcache.is_cached(own, spec.llvm_options):
+            return cshares.Pending(spec.source, spec.pair, label, spec.llvm_options, self.fast_entry), spec.source
+        return None, spec.source
 
 
     def matmul(self):
