@@ -46,9 +46,11 @@ SWITCHES: dict = {s.name: s for s in (
            "(compile at the first call)", _README + ": Never wait for the compiler: tiered execution"),
     Switch("TRACEJIT_COMPILE_WORKERS", "", "number of compile worker processes (default min(cores, 2))",
            _README + ": Never wait for the compiler: tiered execution"),
-    Switch("TRACEJIT_PARALLEL", "parfor", "chunks: parallel CPU kernels are serial nogil kernels run "
+    Switch("TRACEJIT_PARALLEL", "auto", "chunks: parallel CPU kernels are serial nogil kernels run "
            "in chunks on a few threads (no parfor pass: faster to compile); parfor: numba's parallel "
-           "kernels", "README.md: Never wait for the compiler: tiered execution"),
+           "kernels; auto: numba's, but flat kernels are chunk kernels run in two shares on OpenBLAS's "
+           "worker where the process has two CPUs and a pthreads OpenBLAS",
+           "README.md: Never wait for the compiler: tiered execution"),
     Switch("TRACEJIT_COMPILE_TIMEOUT", "300", "seconds a worker may spend on one kernel before it is "
            "restarted", _README + ": Never wait for the compiler: tiered execution"),
     Switch("TRACEJIT_CACHE", "1", "0: no disk kernel cache (kernels compile in every process)",

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit import sharepool
 from tracejit.compiler import chunkpool, codegen_chunks, loopnest
 from tracejit.ops.registry import REGISTRY
 
@@ -23,6 +24,8 @@ def chunks(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
+    # the shares on sharepool's threads (a flat kernel's GIL-free pair: tests below)
+    monkeypatch.setattr(sharepool, "PAIR_ON_BLAS_WORKER", False)
     return count_launches(monkeypatch, chunkpool, "_run_shares")
 
 
@@ -193,3 +196,114 @@ def test_pool_threads_keep_no_reference_to_a_finished_launch():
     before = sys.getrefcount(out)
     chunkpool._run_shares(lambda a, t, nt: None, (out,), (), 2)
     assert sys.getrefcount(out) == before
+
+
+# ---------------------------------------------------------------- flat kernels' GIL-free pairs
+
+
+def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
+    """A flat kernel's chunk form comes with cshares' ``pack`` and ``share_entry`` over its
+    arguments (a folded reduction's ``partial`` among them, ``chunk_fold`` 0 in the call);
+    a nested one has none."""
+    monkeypatch.setenv("TRACEJIT_STREAM_STORES", "0")
+    spec = codegen_chunks.render(_nest("map"))
+    assert spec.form == "map" and "def share_entry(rec):" in spec.pair
+    assert "def pack(itab, ftab, in0, out0, n):" in spec.pair
+    assert "kernel(in0, out0, n, r[0], 2)" in spec.pair
+    x = tj.tensor(_x((128, 256)))
+    b = tj.tensor(_x((256,), seed=1))
+    specs = {}
+    for fn, args in ((lambda x: (x * 2.0).sum(), (x,)), (lambda x, b: tj.tanh(x + b), (x, b))):
+        f = tj.trace(fn)
+        with codegen_chunks.forced():
+            f(*args)
+        specs.update({s.form: s for e in f.entries for p in _plans(e.executor) for k in p.kernels
+                      for s in k._specs.values() if s.parallel})
+    total = specs["flat_blocked_sum"]
+    assert total.chunked and "partial, r[0], 2, 0)" in total.pair and "float64[::1])" in total.pair
+    assert specs["nested_map"].chunked and specs["nested_map"].pair == ""
+
+
+@pytest.fixture
+def paired(monkeypatch, tmp_path):
+    """Flat kernels as paired chunk kernels run in two shares (whatever this machine's
+    cores), sync compiles; the pair launches counted (each share's q with it)."""
+    if sharepool.blas_worker.find() is None:
+        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
+    from tracejit.compiler import cshares
+    monkeypatch.delenv("TRACEJIT_PARALLEL", raising=False)
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
+    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
+    launches = []
+    call = cshares.CShares.__call__
+
+    def counted(self, args):
+        launches.append(len(args))
+        return call(self, args)
+    monkeypatch.setattr(cshares.CShares, "__call__", counted)
+    return launches, count_launches(monkeypatch, chunkpool, "_run_shares")
+
+
+@pytest.mark.parametrize("name", ["map", "blocked_map", "flat_blocked_sum", "flat_reduce"])
+def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatch, name):
+    """Without TRACEJIT_PARALLEL=chunks, a flat kernel where `flat_pairs` holds is a chunk
+    kernel whose two shares run through its pair (OpenBLAS's worker, no Python): the same
+    bits as one share, and eager's values."""
+    pairs, pooled = paired
+    fn, shapes = CASES[name]
+    if name == "map":
+        monkeypatch.setenv("TRACEJIT_STREAM_STORES", "0")
+    elif name == "blocked_map":
+        from tracejit.compiler import ntstores
+        monkeypatch.setattr(ntstores, "_LLC", 1)
+    args = [tj.tensor(_x(s, seed=k)) for k, s in enumerate(shapes)]
+    want = fn(*args).numpy()
+    f = tj.trace(fn)
+    got = f(*args).numpy()
+    assert (name, True) in _forms(f)
+    assert pairs and not pooled                      # through the pair, not sharepool's threads
+    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 1)
+    one = f(*args).numpy()
+    assert len(pairs) == 1                           # (one share: no launch)
+    np.testing.assert_array_equal(got, one)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if name == "flat_blocked_sum" else 2e-6, atol=2e-6)
+
+
+def test_paired_kernel_declines_to_sharepool_without_the_blas_worker(paired, monkeypatch):
+    """Where OpenBLAS's pool has no second thread at the call (BLAS set to one thread), the
+    pair is not used: sharepool's threads run the two shares, with the same result."""
+    pairs, pooled = paired
+    x = tj.tensor(_x((128, 256)))
+    f = tj.trace(lambda x: (x * 2.0).sum())
+    first = float(f(x).numpy())
+    monkeypatch.setattr(sharepool.blas_worker, "find", lambda: None)
+    assert float(f(x).numpy()) == first
+    assert len(pairs) == 1 and pooled == [2]
+
+
+def test_flat_pairs_decline_where_openblas_is_not_pthreads(monkeypatch):
+    """`flat_pairs` holds only with two usable CPUs and a pthreads OpenBLAS pool (an OpenMP
+    build runs gotoblas_pthread's shares as an OpenMP loop, maybe both on one thread): the
+    flat kernel then stays numba's parfor kernel."""
+    from tracejit import threads
+    from tracejit.compiler.backends import CpuBackend
+    monkeypatch.delenv("TRACEJIT_PARALLEL", raising=False)
+    nest = _nest("map")
+
+    def machine(cpus, pthreads):
+        monkeypatch.setattr(codegen_chunks, "_flat_machine", None)
+        monkeypatch.setattr(sharepool, "blas_worker", sharepool.BlasWorker())
+        monkeypatch.setattr(threads, "openblas_pthreads", lambda lib: pthreads)
+        monkeypatch.setattr(threads, "usable_cpus", lambda: cpus)
+        return codegen_chunks.flat_pairs()
+
+    assert not machine(2, False)
+    spec = CpuBackend().render(nest, True)
+    assert not spec.chunked and "prange(" in spec.source
+    assert not machine(4, True)
+    if machine(2, True):      # (this machine's BLAS: a pthreads OpenBLAS with a pool)
+        assert CpuBackend().render(nest, True).chunked
+        monkeypatch.setattr(codegen_chunks, "FLAT_PAIRS", False)
+        assert not codegen_chunks.flat_pairs() and not CpuBackend().render(nest, True).chunked

@@ -192,11 +192,14 @@ def _entry_of(name):
     return entry
 
 
-def test_large_op_kernel_is_the_compiled_kernels_rendering(kernels):
+def test_large_op_kernel_is_the_compiled_kernels_rendering(kernels, monkeypatch):
     """One lowering: the eager kernel is the CPU backend's rendering of the op as a group
-    of one equation, and at PARALLEL_MIN elements it is the parallel variant."""
-    from tracejit.compiler import codegen_cpu, loopnest
+    of one equation, and at PARALLEL_MIN elements it is the parallel variant (numba's
+    parfor kernel here: no GIL-free pair, as on a machine without two CPUs and a pthreads
+    OpenBLAS; the paired form: the next test)."""
+    from tracejit.compiler import codegen_chunks, codegen_cpu, loopnest
     from tracejit.threads import PARALLEL_MIN
+    monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: False)
     x = tj.tensor(_x(n=PARALLEL_MIN, seed=6))
     first = tj.tanh(x)
     spec = _entry_of("tanh").spec
@@ -212,6 +215,35 @@ def test_large_op_kernel_is_the_compiled_kernels_rendering(kernels):
     from tracejit.compiler import threadsafe
     fn = _entry_of("tanh").fn
     assert hasattr(fn, "unguarded") or not (coreshare.ENABLED or threadsafe.workqueue_active())
+
+
+def test_large_op_kernel_is_the_paired_chunk_kernel_where_flat_pairs_hold(kernels, monkeypatch):
+    """Where `codegen_chunks.flat_pairs` holds, the CPU backend renders a flat kernel as its
+    chunk kernel with a GIL-free pair, eager's too: the worker compiles the kernel, then the
+    pair's own module, and two-share calls run through it (OpenBLAS's worker)."""
+    from tracejit import sharepool
+    from tracejit.compiler import chunkpool, codegen_chunks, loopnest
+    from tracejit.threads import PARALLEL_MIN
+    if sharepool.blas_worker.find() is None:
+        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
+    monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
+    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
+    x = tj.tensor(_x(n=PARALLEL_MIN, seed=6))
+    first = tj.tanh(x)
+    spec = _entry_of("tanh").spec
+    nest = loopnest.lower_op(REGISTRY["tanh"], ["array"], {}, "float32", "float32")
+    assert spec.chunked and spec.pair and spec.source == codegen_chunks.render(nest).source
+    got = _wait_and_run(lambda: tj.tanh(x))
+    fn = _entry_of("tanh").fn
+    assert isinstance(fn, chunkpool.ChunkKernel)
+    import time
+    deadline = time.monotonic() + 600
+    while fn.pair is None and fn.pending is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        got = tj.tanh(x)          # polls the pair's module (compiled by a worker)
+    assert fn.pair is not None
+    np.testing.assert_array_equal(tj.tanh(x).numpy(), got.numpy())
+    np.testing.assert_allclose(got.numpy(), first.numpy(), rtol=2e-6, atol=2e-7)
 
 
 def test_below_parallel_min_runs_the_serial_twin(kernels):

@@ -120,7 +120,9 @@ class CpuBackend(Backend):
         from .codegen_cpu import render
         if parallel:
             from . import codegen_chunks
-            if codegen_chunks.enabled():  # TRACEJIT_PARALLEL=chunks: no parfor pass
+            # TRACEJIT_PARALLEL=chunks: no parfor pass; a flat kernel where its two shares can
+            # run GIL-free on OpenBLAS's worker (codegen_chunks.flat_pairs)
+            if codegen_chunks.enabled() or (nest.flat and codegen_chunks.flat_pairs()):
                 spec = codegen_chunks.render(nest)
                 if spec is not None:
                     return spec
@@ -131,7 +133,10 @@ class CpuBackend(Backend):
         from .threadsafe import guard_parallel
         t0 = time.perf_counter()
         before = diskcache.stats()["compiles"]
-        mod = diskcache.load_module(spec.source, name_hint=label, llvm_options=spec.llvm_options)
+        pair, source = None, spec.source
+        if spec.chunked and parallel and getattr(spec, "pair", ""):
+            pair, source = self._pair(spec, label)
+        mod = diskcache.load_module(source, name_hint=label, llvm_options=spec.llvm_options)
         if compile_log.isEnabledFor(logging.INFO):
             how = "compiled" if diskcache.stats()["compiles"] > before else "loaded"
             compile_log.info("%s %s %s%s in-process in %.3f s", how, label, "/".join(spec.nest.layouts),
@@ -139,14 +144,37 @@ class CpuBackend(Backend):
         fn = mod.kernel
         if spec.chunked:  # a chunk kernel: launched on chunkpool's threads
             from .chunkpool import ChunkKernel
+            if pair is None and source is not spec.source:
+                from .cshares import Ready
+                pair = Ready(fn, self.fast_entry)
             return ChunkKernel(fn, _entry_point(fn), spec.partial_dtype, serial=not parallel,
-                               partial_size=spec.partial_size)
+                               partial_size=spec.partial_size, pair=pair)
         if parallel:
             fn = guard_parallel(fn)  # numba's workqueue layer aborts on concurrent launches
         return fn
 
     def fast_entry(self, fn):
         return _entry_point(fn)
+
+    def _pair(self, spec, label: str) -> tuple:
+        """(the pair's cshares.Pending or None, the source to load) for a flat chunk kernel
+        with a GIL-free pair (codegen_chunks.ChunkSpec.pair), as for a row kernel's: in
+        background mode a module of its own that the workers build after the kernel's; in
+        sync mode one module with the kernel (one compile) -- unless the kernel alone is on
+        disk already (a worker built it: an eager op's kernel, an entry compiled in the
+        background), which must load without a compile here; its pair then only where the
+        workers put the pair's module on disk too."""
+        from . import cshares, diskcache
+        from .tiers import compile_mode
+        both = spec.source + spec.pair
+        if compile_mode(None) == "background":
+            return cshares.Pending(spec.source, spec.pair, label, spec.llvm_options, self.fast_entry), spec.source
+        if diskcache.is_cached(both, spec.llvm_options) or not diskcache.is_cached(spec.source, spec.llvm_options):
+            return None, both       # (its `Ready` once loaded: `load`)
+        own = cshares.module_source(spec.source, spec.pair, spec.llvm_options)
+        if diskcache.is_cached(own, spec.llvm_options):
+            return cshares.Pending(spec.source, spec.pair, label, spec.llvm_options, self.fast_entry), spec.source
+        return None, spec.source
 
 
     def matmul(self):

@@ -29,10 +29,10 @@ __all__ = ["ChunkKernel", "pool_threads"]
 class ChunkKernel:
     """A chunk kernel as the plan calls it: with the nest's calling convention."""
 
-    __slots__ = ("kernel", "entry", "partial_dtype", "partial_size", "serial", "unguarded")
+    __slots__ = ("kernel", "entry", "partial_dtype", "partial_size", "serial", "unguarded", "pair", "pending")
 
     def __init__(self, kernel: Callable, entry: Callable, partial_dtype: Optional[str], serial: bool,
-                 partial_size: tuple = ("fixed", PARTIALS)):
+                 partial_size: tuple = ("fixed", PARTIALS), pair=None):
         self.kernel = kernel            # the numba dispatcher (for its metadata)
         self.unguarded = kernel
         self.entry = entry              # its compiled entry point (no type dispatch)
@@ -40,6 +40,11 @@ class ChunkKernel:
             "bool" if partial_dtype == "bool" else partial_dtype)
         self.serial = serial            # the serial-variant call: always one share
         self.partial_size = partial_size  # codegen_chunks.ChunkSpec.partial_size
+        # A flat kernel's GIL-free pair (compiler/cshares.py: its two shares on this thread and
+        # OpenBLAS's worker, no Python on either): cshares.CShares once loaded; `pending` its
+        # cshares.Pending / Ready until then (None: sharepool's threads run the shares)
+        self.pair = None
+        self.pending = pair
 
     def __call__(self, *args):
         nt = 1 if self.serial else pool_threads()
@@ -52,7 +57,13 @@ class ChunkKernel:
             # one share (also when another thread is launching: no waiting for it)
             return self.entry(*args, 0, 1, 1) if fold else self.entry(*args, 0, 1)
         try:
-            _run_shares(self.entry, args, (0,) if fold else (), nt)
+            if nt == 2 and self.pending is not None:
+                self.pair, self.pending = self.pending.poll()
+            if nt == 2 and self.pair is not None and sharepool.PAIR_ON_BLAS_WORKER \
+                    and sharepool.blas_worker.find() is not None:
+                self.pair(args)
+            else:
+                _run_shares(self.entry, args, (0,) if fold else (), nt)
         finally:
             sharepool.end_launch()
         if fold:

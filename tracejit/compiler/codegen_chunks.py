@@ -10,8 +10,11 @@ bounds, or a ``prange`` over rows, or column blocks: codegen_cpu.py). Here that 
 the kernel is compiled serial with ``nogil=True``, and the launcher runs the shares on
 its threads at once (each share releases the GIL while it runs).
 
-``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` (the default) keeps numba's parallel
-kernels. The rendering is the CPU backend's parallel variant (codegen_cpu.render),
+``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` keeps numba's parallel
+kernels; ``auto`` (the default) keeps them but for flat kernels where `flat_pairs` holds:
+those are chunk kernels whose two shares run without Python on OpenBLAS's worker
+(`ChunkSpec.pair`, compiler/cshares.py), which is awake when numba's OpenMP worker sleeps.
+The rendering is the CPU backend's parallel variant (codegen_cpu.render),
 rewritten in four places: the decorator (``parallel=False, nogil=True`` and the extra
 arguments in the signature), the ``prange`` line, and for reductions folded from
 per-chunk results (full reductions, and sums over every dim but the last) the
@@ -31,7 +34,7 @@ from ..threads import ThreadFlag
 from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
-__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS"]
+__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED", "flat_pairs", "FLAT_PAIRS"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
@@ -41,6 +44,8 @@ FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column
 # full reductions of nested operands (one per index of the first dim).
 _FOLDED = ("flat_reduce", "flat_blocked_sum", "column_blocks", "strided_full")
 PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
+# Flat loop shapes whose chunk kernel also gets a GIL-free pair (`ChunkSpec.pair`).
+PAIRED = ("map", "blocked_map", "flat_reduce", "flat_blocked_sum")
 
 _DECO = re.compile(r"""^@njit\((["'])void\((.*)\)\1, parallel=True, (.*)$""")
 _PRANGE = re.compile(r"^(\s*)for (\w+) in prange\((.+)\):$")
@@ -61,6 +66,40 @@ def forced():
     """Kernels rendered in this block (by this thread) are chunk kernels where their loop
     shape allows: the first stage of a background compile (compiler/tiers.py)."""
     return _forced.setting()
+
+
+# Whether parallel flat kernels are paired chunk kernels where the machine allows
+# (`flat_pairs`); tests and measurements turn it off to compare with the parfor kernels.
+FLAT_PAIRS = True
+_flat_machine = None
+
+
+def flat_pairs() -> bool:
+    """Whether a parallel flat kernel (`PAIRED` shapes) renders as a chunk kernel with its
+    GIL-free pair (`ChunkSpec.pair`) rather than a parfor kernel: this process may use two
+    CPUs (no more: numba's OpenMP pool would use them all) and numpy's BLAS is a pthreads
+    OpenBLAS whose pool has a second thread (sharepool.BlasWorker; its thread count as
+    started, not as the load policy set it now: the choice must not change the source).
+
+    Why: numba's OpenMP worker sleeps between kernels (threads.SPINCOUNT: it spins ~10-15 us),
+    and a call's Python (20 us for the GELU forward, 50-100 us for a training step) is longer,
+    so each launch waited 20-60 us for it to wake (session 18: GELU fwd 1.07x, fwd+bwd 1.10x
+    the bandwidth bound, the kernels alone ~1.0x). OpenBLAS's worker busy-waits (yielding)
+    ~0.4 ms after each job (threads.BLAS_THREAD_TIMEOUT) and takes a C share in 1.4 us
+    (ops/halves.py's launch measurements)."""
+    global _flat_machine
+    if not FLAT_PAIRS or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
+        return False
+    if _flat_machine is None:
+        from .. import coreshare, sharepool
+        from ..threads import usable_cpus
+        try:
+            sharepool.blas_worker.find()
+            _flat_machine = (usable_cpus() == 2 and sharepool.blas_worker.fn is not None
+                             and (coreshare.blas_ceiling() or 1) >= 2)
+        except Exception:     # any doubt: parfor kernels
+            _flat_machine = False
+    return _flat_machine
 
 
 _CHUNK_BACKEND = None
@@ -89,9 +128,14 @@ class ChunkSpec(KernelSpec):
 
     chunked = True
 
-    def __init__(self, source, nest, form, llvm_options, partial_dtype):
+    def __init__(self, source, nest, form, llvm_options, partial_dtype, pair: str = ""):
         super().__init__(source, nest, True, form, llvm_options)
         self.partial_dtype = partial_dtype   # numpy dtype name, or None (no fold)
+        # A flat kernel's GIL-free two-share launch (compiler/cshares.py: ``pack`` and
+        # ``share_entry`` over this kernel, ``chunk_fold`` 0), or "" (other loop shapes, or an
+        # argument type without a table form). A module of its own in background mode, the
+        # kernel's module in sync mode (backends.CpuBackend.load), as a row kernel's pair.
+        self.pair = pair
         # How the launcher sizes ``partial`` (chunkpool.ChunkKernel): ("fixed", n),
         # ("columns", -1): codegen_cpu.column_partial_len of the last argument (the column
         # count), or ("arg", k): the value of argument k (the first reduced dim's size).
@@ -158,9 +202,32 @@ def render(nest) -> Optional[ChunkSpec]:
         out = out[:k] + ["    if chunk_fold:"] + ["    " + ln if ln else ln for ln in out[k:]]
     quote, args_sig, rest = deco.groups()
     sig = f"void({args_sig}, {', '.join(extra_types)})"
+    pair = ""
+    if spec.form in PAIRED:
+        from . import cshares
+        try:
+            k = len(extra_types) - (3 if folded else 2)    # the chunk arguments' own: partial
+            pair = cshares.source(_types(args_sig) + extra_types[:k], nest.arguments() + extra_args[:k],
+                                  tail=(0,) if folded else ())
+        except ValueError:   # an argument type without a table form: chunkpool's launch
+            pair = ""
     out[head - 1] = f"@njit({quote}{sig}{quote}, parallel=False, nogil=True, {rest}"
     out[head] = out[head].replace("):", ", " + ", ".join(extra_args) + "):", 1)
     source = "\n".join(out).replace("from numba import njit, prange\n", "from numba import njit\n")
     source = source.replace("# generated by tracejit (CPU backend)",
                             "# generated by tracejit (CPU backend, chunk kernel)", 1)
-    return ChunkSpec(source, nest, spec.form, spec.llvm_options, partial_dtype)
+    return ChunkSpec(source, nest, spec.form, spec.llvm_options, partial_dtype, pair)
+
+
+def _types(sig: str) -> list:
+    """The argument types of a signature's argument list (commas inside brackets kept)."""
+    out, depth, start = [], 0, 0
+    for k, ch in enumerate(sig):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(sig[start:k].strip())
+            start = k + 1
+    return out + [sig[start:].strip()]

@@ -61,9 +61,11 @@ def _kind(t: str) -> tuple:
     raise ValueError(f"cshares: no table form for argument type {t!r}")
 
 
-def source(arg_types: list, names: list) -> str:
+def source(arg_types: list, names: list, tail: tuple = ()) -> str:
     """``pack`` and ``share_entry`` (module docstring) for a kernel ``kernel(<names>, share,
-    shares)`` whose arguments before (share, shares) have the numba types `arg_types`."""
+    shares, <tail>)`` whose arguments before (share, shares) have the numba types `arg_types`;
+    `tail`: constants the entry passes after them (a flat chunk kernel's ``chunk_fold`` = 0:
+    codegen_chunks.py)."""
     kinds = [_kind(t) for t in arg_types]
     pack = [f"@njit({'void(int64[::1], float64[::1], ' + ', '.join(arg_types) + ')'!r}, cache=CACHE)",
             f"def pack(itab, ftab, {', '.join(names)}):"]
@@ -90,7 +92,7 @@ def source(arg_types: list, names: list) -> str:
         call.append(name)
     entry += [f"    it = carray(as_voidptr(r[1]), ({max(ni, 1)},), np.int64)",
               f"    ft = carray(as_voidptr(r[2]), ({max(nf, 1)},), np.float64)"] + body
-    entry.append(f"    kernel({', '.join(call)}, r[0], 2)")
+    entry.append(f"    kernel({', '.join(call + ['r[0]', '2'] + [str(int(t)) for t in tail])})")
     head = ["", "", "from numba import carray, cfunc", "from tracejit.compiler.voidptr import as_voidptr",
             f"ITAB, FTAB = {max(ni, 1)}, {max(nf, 1)}", "", ""]
     return "\n".join(head + pack + ["", ""] + entry) + "\n"
