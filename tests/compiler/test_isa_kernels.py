@@ -74,6 +74,7 @@ def _vector_registers() -> list[str]:
     cf = tj.script(gelu)
     cf(*xs)
     kernel = cf.entries[0].executor.infer_plan().kernels[0].get(("flat", "flat", "flat"), True)
+    kernel = getattr(kernel, "kernel", kernel)          # a chunk kernel's dispatcher (auto pairs)
     with warnings.catch_warnings():
         warnings.simplefilter("error")                  # a cached kernel shows no asm: fail
         asm = kernel.inspect_asm(kernel.signatures[0])
