@@ -59,9 +59,11 @@ class ChunkKernel:
         try:
             if nt == 2 and self.pending is not None:
                 self.pair, self.pending = self.pending.poll()
-            if nt == 2 and self.pair is not None and sharepool.PAIR_ON_BLAS_WORKER \
+            pair = self.pair
+            if nt == 2 and pair is not None and sharepool.PAIR_ON_BLAS_WORKER \
                     and sharepool.blas_worker.find() is not None:
-                self.pair(args)
+                pair(args)
+                fold = fold and not pair.folds   # the pair's last share folded
             else:
                 _run_shares(self.entry, args, (0,) if fold else (), nt)
         finally:
