@@ -23,7 +23,7 @@ from ..jit.backend import Executor, InputKeeper
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
-from ..memory import kept_refs, sole_padded_view
+from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
@@ -112,9 +112,10 @@ class CompiledNode(Node):
             if (x is not None and x._grad is None and leaf._post_acc_hooks is None
                     and x.dtype is aval.dtype and x.device is aval.device
                     and type(arr) is np.ndarray and arr.shape == x._data.shape
-                    and sys.getrefcount(arr) <= 2 + kept_refs(arr)
-                    and arr.flags.writeable and arr.flags.c_contiguous
-                    and (arr.base is None or sole_padded_view(arr))):
+                    and (free_kept(arr) or (
+                        sys.getrefcount(arr) <= 2 + kept_refs(arr)
+                        and arr.flags.writeable and arr.flags.c_contiguous
+                        and (arr.base is None or sole_padded_view(arr))))):
                 # Nobody else holds the array or its memory (this local and getrefcount's
                 # argument; an OutputSlot's reference is no sharer; not an input's array,
                 # nor another gradient's, which `saved` would still hold): .grad takes it,
