@@ -496,11 +496,16 @@ class CompiledProgram(Executor):
                  for k in diff_idx]
         taken = (f"[bool(t) for t in res[{n_out + n_saved}:]]" if n_taken else "[]")
         (d, dev), = self._out_types
+        # The node's edges and the inputs' versions are read before the kernels run, while
+        # the guard's reads of the same tensors are still in the caches (the same values
+        # as after: the plan does not touch them)
         lines = ["def train(L):",
                  f"    {', '.join(xs)}, = L",
+                 f"    edges = ({', '.join(edges)},)",
+                 f"    versions = [{', '.join(x + '._vbox[0]' for x in xs)}]",
                  f"    res = FWD({', '.join(x + '._data' for x in xs)})",
                  f"    node = NODE(PROG, [{', '.join(xs)}], res[{n_out}:{n_out + n_saved}], DIFF, AVALS, "
-                 f"({', '.join(edges)},), [{', '.join(x + '._vbox[0]' for x in xs)}])",
+                 f"edges, versions)",
                  f"    node.taken = {taken}",
                  "    t = WRAP(res[0], OD, OV)"]
         if d.is_floating_point and 0 in self._active_outputs(diff_idx):
