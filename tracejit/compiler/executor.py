@@ -496,21 +496,22 @@ class CompiledProgram(Executor):
                  for k in diff_idx]
         taken = (f"[bool(t) for t in res[{n_out + n_saved}:]]" if n_taken else "[]")
         (d, dev), = self._out_types
-        # The node's edges and the inputs' versions are read before the kernels run, while
-        # the guard's reads of the same tensors are still in the caches (the same values
-        # as after: the plan does not touch them)
+        # The node and the output tensor are built before the kernels run, where the guard's
+        # reads of the same tensors and the interpreter's own paths are still in the caches;
+        # after them only what needs their results (the same values: the plan touches
+        # neither the inputs' versions nor their graph)
         lines = ["def train(L):",
                  f"    {', '.join(xs)}, = L",
-                 f"    edges = ({', '.join(edges)},)",
-                 f"    versions = [{', '.join(x + '._vbox[0]' for x in xs)}]",
-                 f"    res = FWD({', '.join(x + '._data' for x in xs)})",
-                 f"    node = NODE(PROG, [{', '.join(xs)}], res[{n_out}:{n_out + n_saved}], DIFF, AVALS, "
-                 f"edges, versions)",
-                 f"    node.taken = {taken}",
-                 "    t = WRAP(res[0], OD, OV)"]
+                 f"    node = NODE(PROG, [{', '.join(xs)}], None, DIFF, AVALS, ({', '.join(edges)},), "
+                 f"[{', '.join(x + '._vbox[0]' for x in xs)}])",
+                 "    t = WRAP(None, OD, OV)"]
         if d.is_floating_point and 0 in self._active_outputs(diff_idx):
             lines += ["    t._requires_grad = True", "    t.grad_fn = node", "    t._output_nr = 0"]
-        lines += ["    return t"]
+        lines += [f"    res = FWD({', '.join(x + '._data' for x in xs)})",
+                  f"    node.saved = res[{n_out}:{n_out + n_saved}]",
+                  f"    node.taken = {taken}",
+                  "    t._data = res[0]",
+                  "    return t"]
         names = {"FWD": fwd.fn, "NODE": CompiledNode, "PROG": self, "DIFF": diff_idx,
                  "AVALS": self._out_avals, "LEAF": leaf_node, "WRAP": Tensor._wrap, "OD": d, "OV": dev}
         src = "\n".join(lines) + "\n"
