@@ -496,6 +496,8 @@ class CompiledProgram(Executor):
                  for k in diff_idx]
         taken = (f"[bool(t) for t in res[{n_out + n_saved}:]]" if n_taken else "[]")
         (d, dev), = self._out_types
+        if d is None or dev is None:     # (the tensor is made before its array: both known)
+            return None
         # The node and the output tensor are built before the kernels run, where the guard's
         # reads of the same tensors and the interpreter's own paths are still in the caches;
         # after them only what needs their results (the same values: the plan touches
