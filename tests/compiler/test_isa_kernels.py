@@ -76,9 +76,7 @@ def _vector_registers() -> list[str]:
     kernel = cf.entries[0].executor.infer_plan().kernels[0].get(("flat", "flat", "flat"), True)
     # (a flat kernel paired on OpenBLAS's worker, TRACEJIT_PARALLEL=auto, is a chunkpool
     # ChunkKernel: its numba dispatcher holds the machine code)
-    from tracejit.compiler.chunkpool import ChunkKernel
-    if isinstance(kernel, ChunkKernel):
-        kernel = kernel.kernel
+    kernel = getattr(kernel, "kernel", kernel)
     with warnings.catch_warnings():
         warnings.simplefilter("error")                  # a cached kernel shows no asm: fail
         asm = kernel.inspect_asm(kernel.signatures[0])

@@ -70,13 +70,6 @@ def kernel(a, out, n):
 _WIDTH = {"xmm": 128, "ymm": 256, "zmm": 512}
 
 
-def _code_of(kernel):
-    """The numba dispatcher holding a plan kernel's machine code: a flat kernel paired on
-    OpenBLAS's worker (TRACEJIT_PARALLEL=auto) is a chunkpool.ChunkKernel around it."""
-    from tracejit.compiler.chunkpool import ChunkKernel
-    return kernel.kernel if isinstance(kernel, ChunkKernel) else kernel
-
-
 def _vector_divides(dispatcher) -> int:
     """Packed float32 divides at the widest vector width the kernel uses.
 
@@ -88,7 +81,6 @@ def _vector_divides(dispatcher) -> int:
         # numba shows no real code for a kernel it loaded from a cache, only a warning:
         # an error here, so a cached kernel cannot pass for "no vector divides" (a skip)
         warnings.simplefilter("error")
-        dispatcher = _code_of(dispatcher)
         asm = dispatcher.inspect_asm(dispatcher.signatures[0])
     regs = re.findall(r"\b(?:v?divps)\s+[^\n]*?%([xyz]mm)", asm)
     if not regs:
@@ -133,7 +125,6 @@ def test_options_are_reset_when_the_compile_fails():
 def _widest_divide(dispatcher) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("error")      # a cached kernel shows no asm: fail, do not pass
-        dispatcher = _code_of(dispatcher)
         asm = dispatcher.inspect_asm(dispatcher.signatures[0])
     return max((_WIDTH[r] for r in re.findall(r"\bv?divps\s+[^\n]*?%([xyz]mm)", asm)), default=0)
 
@@ -213,7 +204,6 @@ def test_many_outputs_and_a_sum_get_interleave_four():
 def _gathers_scatters(dispatcher) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("error")       # a cached kernel shows no asm: fail, do not pass
-        dispatcher = _code_of(dispatcher)
         asm = dispatcher.inspect_asm(dispatcher.signatures[0])
     return len(re.findall(r"\bv(?:p?gather|p?scatter)\w*", asm))
 
