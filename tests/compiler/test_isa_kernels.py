@@ -74,9 +74,6 @@ def _vector_registers() -> list[str]:
     cf = tj.script(gelu)
     cf(*xs)
     kernel = cf.entries[0].executor.infer_plan().kernels[0].get(("flat", "flat", "flat"), True)
-    # (a flat kernel paired on OpenBLAS's worker, TRACEJIT_PARALLEL=auto, is a chunkpool
-    # ChunkKernel: its numba dispatcher holds the machine code)
-    kernel = getattr(kernel, "kernel", kernel)
     with warnings.catch_warnings():
         warnings.simplefilter("error")                  # a cached kernel shows no asm: fail
         asm = kernel.inspect_asm(kernel.signatures[0])
