@@ -186,6 +186,30 @@ def test_a_reshape_of_a_kept_output_still_owns_its_memory():
     assert not memory.sole_padded_view(kept)         # the kept array itself, with w2 alive
 
 
+def test_free_kept_only_for_a_kept_array_nobody_else_holds(monkeypatch):
+    # (called as autograd calls it: on a local, the caller's one reference)
+    n = memory.ALIGN_MIN // 4
+    monkeypatch.setattr(memory, "KEEP_MAX", memory._kept_bytes[0] + 4 * memory.ALIGN_MIN)
+    slot = memory.OutputSlot()
+    dt = np.dtype(np.float32)
+    a = slot.take((n,), dt)
+    assert memory.kept_refs(a) == 1 and memory.free_kept(a)   # the slot and this local only
+    other = a
+    assert not memory.free_kept(a)                        # a second reference
+    del other
+    v = a[1:]
+    assert not memory.free_kept(a)                        # a view holds its memory
+    del v
+    a.flags.writeable = False
+    assert not memory.free_kept(a)
+    a.flags.writeable = True
+    assert memory.free_kept(a)
+    b = slot.take((n,), dt)                               # a alive: b is the kept one now
+    assert not memory.free_kept(a) and memory.free_kept(b)   # a: placed, no longer kept
+    c = np.empty(n, np.float32)
+    assert not memory.free_kept(c)                        # never a slot's
+
+
 def test_output_slots_keep_at_most_keep_max_bytes(monkeypatch):
     n = memory.ALIGN_MIN // 4
     monkeypatch.setattr(memory, "KEEP_MAX", memory._kept_bytes[0] + memory.ALIGN_MIN)

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 from numba import njit
 
-from tracejit.compiler.claim import claim
+from tracejit.compiler.claim import arrive, claim
 
 
 @njit(nogil=True)
@@ -38,3 +38,29 @@ def test_threads_claiming_at_once_take_every_index_exactly_once():
     total = sum(seen)
     assert (total == 1).all()
     assert counter[0] == n + 3     # each thread's last claim found nothing
+
+
+@njit(nogil=True)
+def _write_then_arrive(counter, slot, value, slots, out):
+    # each thread writes its slot, then counts itself out; the last one sums every slot
+    slots[slot] = value
+    if arrive(counter) == slots.shape[0] - 1:
+        s = 0
+        for k in range(slots.shape[0]):
+            s += slots[k]
+        out[0] = s
+        out[1] += 1
+
+
+def test_arrive_counts_and_the_last_arriver_sees_every_write():
+    for _ in range(50):
+        counter = np.zeros(1, np.int64)
+        slots = np.zeros(4, np.int64)
+        out = np.zeros(2, np.int64)
+        threads = [threading.Thread(target=_write_then_arrive, args=(counter, k, k + 10, slots, out))
+                   for k in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert counter[0] == 4 and out.tolist() == [10 + 11 + 12 + 13, 1]

@@ -221,6 +221,9 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
                       for s in k._specs.values() if s.parallel})
     total = specs["flat_blocked_sum"]
     assert total.chunked and "partial, r[0], 2, 0)" in total.pair and "float64[::1])" in total.pair
+    # ... and the share that ends last folds (no fold call from Python after the launch)
+    assert "FOLDS = True" in total.pair and "partial, 2, 2, 1)" in total.pair
+    assert "FOLDS = False" in spec.pair
     assert specs["nested_map"].chunked and specs["nested_map"].pair == ""
 
 
@@ -258,12 +261,23 @@ def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatc
     elif name == "blocked_map":
         from tracejit.compiler import ntstores
         monkeypatch.setattr(ntstores, "_LLC", 1)
+    folds = []     # the fold calls a launch of two shares makes from Python (chunk_fold 1)
+    init = chunkpool.ChunkKernel.__init__
+
+    def counting(self, kernel, entry, *rest, **kw):
+        def counted_entry(*a):
+            if a[-3:] == (2, 2, 1):
+                folds.append(1)
+            return entry(*a)
+        init(self, kernel, counted_entry, *rest, **kw)
+    monkeypatch.setattr(chunkpool.ChunkKernel, "__init__", counting)
     args = [tj.tensor(_x(s, seed=k)) for k, s in enumerate(shapes)]
     want = fn(*args).numpy()
     f = tj.trace(fn)
     got = f(*args).numpy()
     assert (name, True) in _forms(f)
     assert pairs and not pooled                      # through the pair, not sharepool's threads
+    assert folds == []                               # a reduction's pair folded it itself
     monkeypatch.setattr(chunkpool, "pool_threads", lambda: 1)
     one = f(*args).numpy()
     assert len(pairs) == 1                           # (one share: no launch)

@@ -5,7 +5,8 @@ its chunks. `ChunkKernel` is what a plan calls: it picks the share count (the co
 other processes leave us, as for numba's parallel kernels and BLAS: coreshare.py), hands
 shares 1.. to the pool's threads, runs share 0 itself, waits, and for a full reduction
 makes the one fold call (the partial results are an array it allocates per launch, so
-a reduction's shares all write into one and the fold sees every share's chunks). Each share unboxes its arguments under the GIL (a few us) and
+a reduction's shares all write into one and the fold sees every share's chunks; a GIL-free
+pair's last share makes that call itself: cshares.py). Each share unboxes its arguments under the GIL (a few us) and
 releases it for the loop, so the shares run at once.
 
 The threads are tracejit/sharepool.py's (they block on a lock between launches, no
@@ -59,9 +60,11 @@ class ChunkKernel:
         try:
             if nt == 2 and self.pending is not None:
                 self.pair, self.pending = self.pending.poll()
-            if nt == 2 and self.pair is not None and sharepool.PAIR_ON_BLAS_WORKER \
+            pair = self.pair
+            if nt == 2 and pair is not None and sharepool.PAIR_ON_BLAS_WORKER \
                     and sharepool.blas_worker.find() is not None:
-                self.pair(args)
+                pair(args)
+                fold = fold and not pair.folds   # the pair's last share folded
             else:
                 _run_shares(self.entry, args, (0,) if fold else (), nt)
         finally:

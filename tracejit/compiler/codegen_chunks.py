@@ -208,7 +208,7 @@ def render(nest) -> Optional[ChunkSpec]:
         try:
             k = len(extra_types) - (3 if folded else 2)    # the chunk arguments' own: partial
             pair = cshares.source(_types(args_sig) + extra_types[:k], nest.arguments() + extra_args[:k],
-                                  tail=(0,) if folded else ())
+                                  tail=(0,) if folded else (), fold=folded)
         except ValueError:   # an argument type without a table form: chunkpool's launch
             pair = ""
     out[head - 1] = f"@njit({quote}{sig}{quote}, parallel=False, nogil=True, {rest}"

@@ -61,11 +61,20 @@ def _kind(t: str) -> tuple:
     raise ValueError(f"cshares: no table form for argument type {t!r}")
 
 
-def source(arg_types: list, names: list, tail: tuple = ()) -> str:
+def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -> str:
     """``pack`` and ``share_entry`` (module docstring) for a kernel ``kernel(<names>, share,
     shares, <tail>)`` whose arguments before (share, shares) have the numba types `arg_types`;
     `tail`: constants the entry passes after them (a flat chunk kernel's ``chunk_fold`` = 0:
-    codegen_chunks.py)."""
+    codegen_chunks.py).
+
+    `fold`: the kernel is a folded reduction whose last argument is ``chunk_fold``: the
+    share that ends last (a counter in the int table that `pack` zeroes, `claim.arrive`)
+    also makes the fold call ``kernel(<names>, 2, 2, 1)``, so the launch returns with the
+    result folded (`CShares.folds`) and the caller makes no fold call of its own. Why:
+    that call came right after the kernel had swept the caches, a numba dispatcher call
+    unboxing a dozen arguments there: 15-18 us (GELU loss over 4M float32, session 19)."""
+    if fold and (not tail or tail[-1] != 0):
+        raise ValueError("cshares: a folding pair's kernel takes chunk_fold = 0 last")
     kinds = [_kind(t) for t in arg_types]
     pack = [f"@njit({'void(int64[::1], float64[::1], ' + ', '.join(arg_types) + ')'!r}, cache=CACHE)",
             f"def pack(itab, ftab, {', '.join(names)}):"]
@@ -93,8 +102,15 @@ def source(arg_types: list, names: list, tail: tuple = ()) -> str:
     entry += [f"    it = carray(as_voidptr(r[1]), ({max(ni, 1)},), np.int64)",
               f"    ft = carray(as_voidptr(r[2]), ({max(nf, 1)},), np.float64)"] + body
     entry.append(f"    kernel({', '.join(call + ['r[0]', '2'] + [str(int(t)) for t in tail])})")
-    head = ["", "", "from numba import carray, cfunc", "from tracejit.compiler.voidptr import as_voidptr",
-            f"ITAB, FTAB = {max(ni, 1)}, {max(nf, 1)}", "", ""]
+    head = ["", "", "from numba import carray, cfunc", "from tracejit.compiler.voidptr import as_voidptr"]
+    if fold:
+        # the counter: one more int table slot, zeroed by pack before each launch
+        pack.append(f"    itab[{ni}] = 0")
+        entry += [f"    if arrive(carray(as_voidptr(r[1] + {8 * ni}), (1,), np.int64)) == 1:",
+                  f"        kernel({', '.join(call + ['2', '2'] + [str(int(t)) for t in tail[:-1]] + ['1'])})"]
+        head.append("from tracejit.compiler.claim import arrive")
+        ni += 1
+    head += [f"ITAB, FTAB = {max(ni, 1)}, {max(nf, 1)}", f"FOLDS = {fold}", "", ""]
     return "\n".join(head + pack + ["", ""] + entry) + "\n"
 
 
@@ -117,11 +133,13 @@ class CShares:
     The caller holds the launch (`sharepool.try_launch`), so one launch at a time uses the
     tables."""
 
-    __slots__ = ("pack", "entry", "itab", "ftab", "recs", "gp", "address", "keep")
+    __slots__ = ("pack", "entry", "itab", "ftab", "recs", "gp", "address", "keep", "folds")
 
     def __init__(self, module: dict, pack, gp):
         self.keep = module["share_entry"]       # its code lives as long as this object
         self.pack = pack
+        # the launch also makes a folded reduction's fold call (`source`'s `fold`)
+        self.folds = bool(module.get("FOLDS", False))
         self.itab = np.zeros(module["ITAB"], np.int64)
         self.ftab = np.zeros(module["FTAB"], np.float64)
         self.recs = np.zeros(6, np.int64)      # (q, itab, ftab) for q = 0 and 1

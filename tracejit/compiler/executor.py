@@ -23,7 +23,7 @@ from ..jit.backend import Executor, InputKeeper
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
-from ..memory import kept_refs, sole_padded_view
+from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
@@ -112,9 +112,10 @@ class CompiledNode(Node):
             if (x is not None and x._grad is None and leaf._post_acc_hooks is None
                     and x.dtype is aval.dtype and x.device is aval.device
                     and type(arr) is np.ndarray and arr.shape == x._data.shape
-                    and sys.getrefcount(arr) <= 2 + kept_refs(arr)
-                    and arr.flags.writeable and arr.flags.c_contiguous
-                    and (arr.base is None or sole_padded_view(arr))):
+                    and (free_kept(arr) or (
+                        sys.getrefcount(arr) <= 2 + kept_refs(arr)
+                        and arr.flags.writeable and arr.flags.c_contiguous
+                        and (arr.base is None or sole_padded_view(arr))))):
                 # Nobody else holds the array or its memory (this local and getrefcount's
                 # argument; an OutputSlot's reference is no sharer; not an input's array,
                 # nor another gradient's, which `saved` would still hold): .grad takes it,
@@ -495,16 +496,24 @@ class CompiledProgram(Executor):
                  for k in diff_idx]
         taken = (f"[bool(t) for t in res[{n_out + n_saved}:]]" if n_taken else "[]")
         (d, dev), = self._out_types
+        if d is None or dev is None:     # (the tensor is made before its array: both known)
+            return None
+        # The node and the output tensor are built before the kernels run, where the guard's
+        # reads of the same tensors and the interpreter's own paths are still in the caches;
+        # after them only what needs their results (the same values: the plan touches
+        # neither the inputs' versions nor their graph)
         lines = ["def train(L):",
                  f"    {', '.join(xs)}, = L",
-                 f"    res = FWD({', '.join(x + '._data' for x in xs)})",
-                 f"    node = NODE(PROG, [{', '.join(xs)}], res[{n_out}:{n_out + n_saved}], DIFF, AVALS, "
-                 f"({', '.join(edges)},), [{', '.join(x + '._vbox[0]' for x in xs)}])",
-                 f"    node.taken = {taken}",
-                 "    t = WRAP(res[0], OD, OV)"]
+                 f"    node = NODE(PROG, [{', '.join(xs)}], None, DIFF, AVALS, ({', '.join(edges)},), "
+                 f"[{', '.join(x + '._vbox[0]' for x in xs)}])",
+                 "    t = WRAP(None, OD, OV)"]
         if d.is_floating_point and 0 in self._active_outputs(diff_idx):
             lines += ["    t._requires_grad = True", "    t.grad_fn = node", "    t._output_nr = 0"]
-        lines += ["    return t"]
+        lines += [f"    res = FWD({', '.join(x + '._data' for x in xs)})",
+                  f"    node.saved = res[{n_out}:{n_out + n_saved}]",
+                  f"    node.taken = {taken}",
+                  "    t._data = res[0]",
+                  "    return t"]
         names = {"FWD": fwd.fn, "NODE": CompiledNode, "PROG": self, "DIFF": diff_idx,
                  "AVALS": self._out_avals, "LEAF": leaf_node, "WRAP": Tensor._wrap, "OD": d, "OV": dev}
         src = "\n".join(lines) + "\n"

@@ -352,6 +352,9 @@ class Plan:
             rs = _shape_code(kept if kept else (1,))
             tmp = nm(red.out) + "_r"
             lines.append(f"    {tmp} = xp.empty({rs}, {_dtype_const(red.out.aval.dtype, consts)})")
+            # its view in the output's shape, taken before the kernel writes it: after a
+            # large kernel every numpy call runs on swept caches (session 19)
+            lines.append(f"    {nm(red.out)} = {tmp}.reshape({_shape_code(red.out.aval.shape)})")
             call_args.append(tmp)
         dim_args = [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
         size = " * ".join(dim_args) or "1"
@@ -420,8 +423,6 @@ class Plan:
         if rank == 0:
             for v in mats:
                 lines.append(f"    {nm(v)} = {nm(v)}.reshape(())")
-        if red is not None:
-            lines.append(f"    {nm(red.out)} = {nm(red.out)}_r.reshape({_shape_code(red.out.aval.shape)})")
         return lines
 
     def _donor(self, grp: Group, kern, layouts: tuple, mats: list, donors):
