@@ -195,15 +195,10 @@ def test_fused_step_is_bitwise_the_array_path(cls, kw, n, dtype):
     assert st["step"] == 5
 
 
-def test_fused_default_covers_big_parameters_unless_eager(monkeypatch, fused_launches):
+def test_fused_default_covers_big_parameters_unless_eager(monkeypatch, fused_launches, one_big_one_small):
     import numba  # noqa: F401  (the default fuses once numba is loaded)
     calls = fused_launches("adam_update_many")
-    big = nn.Parameter(tj.zeros(optim.FUSED_MIN))
-    small = nn.Parameter(tj.zeros(10))
-    opt = optim.Adam([big, small], lr=0.1)
-    big.grad, small.grad = tj.ones(optim.FUSED_MIN), tj.ones(10)
-    opt.step()
-    assert calls == [[optim.FUSED_MIN, 10]]        # one launch; the small one joins the big one
+    opt, big, small = one_big_one_small(optim.Adam, 0.1, calls)  # one launch for both
     np.testing.assert_allclose(big.detach().numpy(), -0.1, rtol=1e-6)
     np.testing.assert_allclose(small.detach().numpy(), -0.1, rtol=1e-6)
     with tj.eager():                               # the debugging mode compiles nothing

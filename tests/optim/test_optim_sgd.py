@@ -209,15 +209,10 @@ def test_fused_step_is_bitwise_the_array_path(monkeypatch, fused_launches, kw, s
         np.testing.assert_array_equal(g.numpy(), w.numpy())
 
 
-def test_fused_default_covers_big_parameters_and_plain_numbers_only(fused_launches):
+def test_fused_default_covers_big_parameters_and_plain_numbers_only(fused_launches, one_big_one_small):
     import numba  # noqa: F401  (the default fuses once numba is loaded)
     calls = fused_launches("sgd_update_many")
-    big = nn.Parameter(tj.zeros(optim.FUSED_MIN))
-    small = nn.Parameter(tj.zeros(10))
-    opt = optim.SGD([big, small], lr=0.5)
-    big.grad, small.grad = tj.ones(optim.FUSED_MIN), tj.ones(10)
-    opt.step()
-    assert calls == [[optim.FUSED_MIN, 10]]         # one launch; the small one joins the big one
+    opt, big, small = one_big_one_small(optim.SGD, 0.5, calls)   # one launch for both
     np.testing.assert_array_equal(big.detach().numpy(), -0.5)
     np.testing.assert_array_equal(small.detach().numpy(), -0.5)
     with tj.eager():                                # the debugging mode compiles nothing
