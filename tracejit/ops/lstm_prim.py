@@ -172,6 +172,13 @@ def _parts(H: int, N: int) -> tuple:
 # quiet) the split loop is faster: 66.2 against 68.4 ms always alongside.
 OVERLAP_WEIGHT_GRAD = "policy"
 
+# Where d W is not computed alongside: inside the whole-loop backward (each step's
+# dW^T += h_prev dg^T on the register tile, operands read in place while in cache, split
+# with the loop's halves: a late partner's share is taken over like the rest of its half)
+# rather than one GEMM after the loop on BLAS's threads (the h_prev gather plus
+# 1024x2048 @ 2048x256 for the LSTM LM). Needs H a multiple of 16 (whole tiles).
+WEIGHT_GRAD_IN_LOOP = True
+
 
 def _alongside(nth: int) -> bool:
     # (after loop_split.threads, which has had the load policy set BLAS's count; nth is 1
@@ -213,17 +220,24 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         dcs = xp.empty((2, H, N), dtype=dt)
         dcs[0] = d_cn
         db = res[off[1]:off[2]]
-        args = (ro(Z), ro(d_y), ro(c0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
-                xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse))
+        dw = res[off[0]:off[1]].reshape(4 * H, H)
         nth = _split.threads(H)
-        if not _alongside(nth):
+        alongside = _alongside(nth)
+        # d W inside the loop (each step's outer product while its gate gradient is in cache:
+        # no GEMM after the loop), unless the partner computes it alongside the loop
+        in_loop = WEIGHT_GRAD_IN_LOOP and not alongside and H % 16 == 0 and L > 0
+        args = (ro(Z), ro(d_y), ro(c0), ro(h0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
+                line_empty((H, 4 * H) if in_loop else (1, 1), dt),    # (on a line: halves meet in its rows)
+                dw if in_loop else xp.empty((1, 1), dt),
+                xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop)
+        if not alongside:
             _split.run(layer, args, nth)
-            return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True)
+            return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
         # the loop on this thread, d W block by block on the partner meanwhile
         # (ops/rnn_weight_grad.py), instead of splitting the loop
         sync = _split.new_sync()
         weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
-                              ro(h0), bool(reverse), res[off[0]:off[1]].reshape(4 * H, H), True)
+                              ro(h0), bool(reverse), dw, True)
         return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None
