@@ -294,30 +294,30 @@ _BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
 
 
 @njit(inline='always')
-def add_outer_cols(a, pp, g, j0, j1, c, beta):
-    # c[rows of panel pp, j0:j1] (+)= a[those rows] (R, K) @ g[:, j0:j1] (K, C): register tiles
-    # of 2 and 1 vectors of columns (j1 - j0 a multiple of PV), both operands read in place
-    # (copying g's block to contiguous scratch first was slower: 21.8 against 18.4 ms)
+def add_outer_rows(a, r0, r1, bt, c, beta):
+    # c[r0:r1] (+)= a[r0:r1] (R, K) @ bt (K, C) on the register tile (r0, r1 multiples of
+    # PMR, C of PV), a's rows and bt read in place
     n = a.shape[1]
-    cols = g.shape[1]
-    j = j0
-    while j + 2 * PV <= j1:
-        _tile_2(a, pp * PMR * n, n, 1, g, j, cols, c, pp * PMR * cols + j, cols, n, beta)
-        j += 2 * PV
-    if j < j1:
-        _tile_1(a, pp * PMR * n, n, 1, g, j, cols, c, pp * PMR * cols + j, cols, n, beta)
+    cols = bt.shape[1]
+    for pp in range(r0 // PMR, r1 // PMR):
+        j = 0
+        while j + 2 * PV <= cols:
+            _tile_2(a, pp * PMR * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
+            j += 2 * PV
+        if j < cols:
+            _tile_1(a, pp * PMR * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
 
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[:, ::1], {t}[::1], boolean, boolean, int64, int64, "
+      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, int64, int64, "
       "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dwt, dw, wp, reverse, with_dw, q, nth, sync):
+def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, q, nth, sync):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
     or (L, 2H, N) and w = W (4H, H), with dh[:H] = d h_n (dh: padded_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
-    dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), accumulated transposed in
-    dwt (H, 4H) step by step; dgs (2, 4H, N) and wp (packed_size(H, 4H)) scratch;
+    dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
+    and wp (packed_size(H, 4H)) scratch;
     thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
     L = Z.shape[0]
     four, hh = w.shape
@@ -326,6 +326,7 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dwt, dw, wp, reverse, with_dw
     full = d_y.shape[1] != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
+    ht = np.empty((n, hh), Z.dtype)                    # this thread's h_prev^T (with_dw)
     st = thread_state()
     # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
     # of dg: after the previous unit of both halves), then step r's gate gradients for its
@@ -369,22 +370,15 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dwt, dw, wp, reverse, with_dw
                         for j in range(r1 - r0):
                             dbv[j] += row[j]
                 if with_dw:
-                    # dW^T's columns of the half's rows += h_prev (H, N) @ G[t]'s columns, both read
-                    # in place while in cache (no gather of h_prev, no GEMM after the loop); the
-                    # first step written overwrites. Every (panel, columns) tile sums its N terms
-                    # the same way whoever does the half: the bits of one thread.
-                    hpa = h0 if k == 0 else Zf[p, :s].reshape(hh, n)
-                    for pp in range(hh // PMR):
-                        for blk in range(4 if nth > 1 else 1):
-                            r0 = blk * hh + u0
-                            r1 = blk * hh + u1 if nth > 1 else four
-                            add_outer_cols(hpa, pp, gt, r0, r1, dwt, r > 0)
-            elif with_dw:
-                # r == L (every step's columns done): the half's rows of dW = its columns of dW^T
-                for blk in range(4 if nth > 1 else 1):
-                    r0 = blk * hh + u0
-                    r1 = blk * hh + u1 if nth > 1 else four
-                    transpose_part(dwt, 0, hh, r0, r1, dw, False)
+                    # the half's rows of dW += dg's rows (4H, N) @ h_prev^T (N, H): dg read in place
+                    # while in cache, h_prev transposed once per half (32 KB for the LM); no gather
+                    # and no GEMM after the loop; the first step written overwrites. Each tile
+                    # sums its N terms the same way whoever does the half: the bits of one thread.
+                    transpose_part(h0 if k == 0 else Zf[p, :s].reshape(hh, n), 0, hh, 0, n, ht, False)
+                    for blk in range(4 if nth > 1 else 1):
+                        r0 = blk * hh + u0
+                        r1 = blk * hh + u1 if nth > 1 else four
+                        add_outer_rows(dg, r0, r1, ht, dw, r > 0)
             half_done(sync, nth)
 
 """

@@ -227,7 +227,6 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         # no GEMM after the loop), unless the partner computes it alongside the loop
         in_loop = WEIGHT_GRAD_IN_LOOP and not alongside and H % 16 == 0 and L > 0
         args = (ro(Z), ro(d_y), ro(c0), ro(h0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
-                line_empty((H, 4 * H) if in_loop else (1, 1), dt),    # (on a line: halves meet in its rows)
                 dw if in_loop else xp.empty((1, 1), dt),
                 xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop)
         if not alongside:
