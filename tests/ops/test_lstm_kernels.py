@@ -138,6 +138,43 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
 
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("H", [16, 48], ids=["one 16-column tile", "32+16 columns"])
+@pytest.mark.parametrize("L", [1, 7])
+@pytest.mark.parametrize("nth", [1, 2])
+def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L, nth):
+    """With H a multiple of 16 the whole-loop backward adds each step's dg h_prev^T into d W
+    itself (lstm_prim.WEIGHT_GRAD_IN_LOOP; no GEMM after the loop: `hidden_weight_grad` is not
+    called): d W as the GEMM after the loop gives it and the numpy forms', to rounding; the
+    rest of the result the same bits."""
+    from tracejit.ops import loop_split
+    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", False)
+    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: nth)
+    _loaded("layer", dtype)
+    r = np.random.default_rng(11)
+    N = 5
+    a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
+    gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
+    z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
+    args = (a(L, H, N), a(H, N), a(H, N), gi, w, b, h0, c0, z)
+    gemms = []
+    real = lstm_prim.hidden_weight_grad
+    monkeypatch.setattr(lstm_prim, "hidden_weight_grad", lambda *a_: gemms.append(1) or real(*a_))
+    inside = _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    assert gemms == []
+    monkeypatch.setattr(lstm_prim, "WEIGHT_GRAD_IN_LOOP", False)
+    after = _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    assert gemms == [1]
+    rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    k = 4 * H * H
+    np.testing.assert_array_equal(inside[k:], after[k:])
+    tol = dict(rtol=5e-5, atol=5e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    for ref in (after, rn):
+        np.testing.assert_allclose(inside[:k], ref[:k], rtol=tol["rtol"], atol=tol["atol"] * np.abs(ref[:k]).max())
+    assert np.abs(inside[:k]).max() > 0
+
+
 @pytest.mark.parametrize("late", ["never", "half way"])
 def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, late):
     """A partner that does not begin its half of a step (its thread descheduled) has that
