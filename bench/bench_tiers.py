@@ -17,8 +17,10 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
   the rest of ``compiler_lock`` is numba's typing and lowering);
 - ``background_cold``: first step in background mode, the steps until the entry runs
   its stage-1 kernels (chunk kernels, or serial kernels where a loop shape has no chunk
-  kernel) and until it runs its final kernels (after the parfor kernels are in and timed
-  against the chunk kernels; training goes on meanwhile), the compiled step;
+  kernel), until it runs its final kernels (after the parfor kernels are in and timed
+  against the chunk kernels; training goes on meanwhile), and until every eager and
+  hand-written kernel its ops asked for is in (convolution's fold, BatchNorm, pooling, the
+  recurrent loops: numpy's forms run them until then), the compiled step;
 - ``background_wait``: the same, but after the first step the caller waits
   (``tj.compiler.wait()``): the compile's own time with the workers alone on the cores;
 - ``warm_disk``: first step of a fresh process whose cache a cold run filled, in both
@@ -147,6 +149,13 @@ def probe(name: str) -> dict:
         out["steps_to_full_speed"] = steps
         out.setdefault("tier0_steps", steps)
         out["kept"] = _kept(fns)
+        # The plans' kernels are in; the hand-written and eager kernels their ops call
+        # (convolution's fold, BatchNorm, pooling, the recurrent loops) come on their own
+        # time, and until they do those ops run their numpy forms: the step is at full
+        # speed when none is pending. Training goes on meanwhile, as for a user.
+        out["final_step_s"] = _median_step(step, 3)
+        steps += 3
+        out.update(_until_eager_kernels_in(step, t, steps))
     step()
     ts = []
     for _ in range(5):
@@ -159,6 +168,24 @@ def probe(name: str) -> dict:
 
 
 STEPS_AFTER = 9   # steps 2..10 of the eager and warm_disk probes
+STALL_S = 60.0    # no eager kernel arrived for this long: report what is still pending
+
+
+def _until_eager_kernels_in(step, t: float, steps: int) -> dict:
+    """Step until no eager or hand-written kernel an op asked for is pending
+    (tracejit.ops.vectorized.pending); stops after STALL_S without progress (an op asked
+    for a kernel in tier 0 and is never called again) and names what was left."""
+    from tracejit.ops import vectorized
+    left, since = vectorized.pending(), time.perf_counter()
+    while left and time.perf_counter() - since < STALL_S:
+        step()
+        steps += 1
+        now = vectorized.pending()
+        if len(now) < len(left):
+            since = time.perf_counter()
+        left = now
+    return {"kernels_in_s": time.perf_counter() - t, "steps_to_kernels_in": steps,
+            "kernels_left": left}
 
 
 def _walls(step, n: int, out: dict | None = None) -> list:
@@ -345,8 +372,11 @@ def report(step: str, res: dict) -> None:
                   else "no stage 1")
         print(f"background cold, training on: first step {b['first_s'] * 1e3:.0f} ms{ratio}; "
               f"{stage1} ({b['tier0_steps']} tier-0 steps); final kernels ({b['kept']}) after "
-              f"{b['full_speed_s']:.1f} s ({b['steps_to_full_speed']} steps); compiled step "
-              f"{b['steady_step_s'] * 1e3:.0f} ms")
+              f"{b['full_speed_s']:.1f} s ({b['steps_to_full_speed']} steps, its step "
+              f"{b['final_step_s'] * 1e3:.3g} ms); every eager and hand-written kernel in after "
+              f"{b['kernels_in_s']:.1f} s ({b['steps_to_kernels_in']} steps)"
+              + (f", still pending: {', '.join(b['kernels_left'])}" if b['kernels_left'] else "")
+              + f"; compiled step {b['steady_step_s'] * 1e3:.3g} ms")
     if "background_wait" in res:
         w = res["background_wait"]
         st = f" (its step {w['stage1_step_s'] * 1e3:.0f} ms, workers busy)" if "stage1_step_s" in w else ""

@@ -87,6 +87,21 @@ def test_settle_loads_a_kernel_waiting_for_its_next_call(monkeypatch):
     assert a.tolist() == [3.0, 3.0]
 
 
+def test_pending_names_a_kernel_until_it_loads_and_starts_nothing(monkeypatch):
+    # bench_tiers steps a program until nothing is pending: `pending` must name a kernel an
+    # op asked for, not start its loader (the op's next call does), and drop it once loaded.
+    from tracejit.ops import vectorized
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    monkeypatch.setattr(native, "_GO_AFTER_S", 0.0)
+    k = native.kernel(("test_pending", 7.0), lambda: _SOURCE.replace("+= 1.0", "+= 7.0"))
+    assert k.label not in vectorized.pending()      # nobody asked for it yet
+    assert k.get() is None                           # asked for (numpy runs the op)
+    assert k.label in vectorized.pending() and k.thread is None
+    assert k.get() is None and k.thread is not None  # the op's next call starts the loader
+    k.thread.join(240)
+    assert k.get() is not None and k.label not in vectorized.pending()
+
+
 def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monkeypatch):
     # rank EAGER (compiler/workers.py): numpy runs the op meanwhile, so a background
     # compile's plan kernels and their pairs (rank FIRST) go to the workers first

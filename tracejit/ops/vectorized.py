@@ -498,6 +498,18 @@ def settle(timeout: float = 300.0) -> bool:
         pending[0].job.event.wait(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
+def pending() -> list:
+    """The eager kernels (this module's and ops/native.py's hand-written ones) an op has
+    asked for that are neither loaded nor failed: their labels. Starts nothing, unlike
+    `settle`: bench_tiers steps a program until this is empty, so the kernels arrive as
+    they would for a user (a compile finished in a worker loads at the op's next call)."""
+    from . import native
+    out = [getattr(e.spec, "name", "eager kernel")
+           for e in list(_entries.values())
+           if e.job is not None and e.fn is None and not e.failed and not e.job.lost()]
+    return out + [k.label for k in list(native._kernels.values()) if k.coming()]
+
+
 def stats() -> dict:
     """Counters: kernel launches, compiles submitted, kernels loaded, unsupported ops,
     kernels given up (no cache directory, a failed compile or load)."""
