@@ -289,6 +289,9 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 # gradients (their rows of each block of dg, their columns of G and db), the threads meet,
 # then it does its rows of dh = W^T dg, which read all of dg (double-buffered: the next
 # step's gate gradients go to the other buffer while the partner may still read this one).
+# With `with_dw` each half also adds its rows of dW += dg h_prev^T (ops/lstm_prim.py
+# `WEIGHT_GRAD_IN_LOOP`): the weight gradient splits with the loop, a late partner's share
+# taken over with the rest of its half, instead of a GEMM on BLAS's threads after the loop.
 _BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
 # {meeting}
 

@@ -173,10 +173,15 @@ def _parts(H: int, N: int) -> tuple:
 OVERLAP_WEIGHT_GRAD = "policy"
 
 # Where d W is not computed alongside: inside the whole-loop backward (each step's
-# dW^T += h_prev dg^T on the register tile, operands read in place while in cache, split
-# with the loop's halves: a late partner's share is taken over like the rest of its half)
-# rather than one GEMM after the loop on BLAS's threads (the h_prev gather plus
-# 1024x2048 @ 2048x256 for the LSTM LM). Needs H a multiple of 16 (whole tiles).
+# dW += dg h_prev^T on packed_gemm's register tile, dg's rows read in place while in cache,
+# split with the loop's halves: a late partner's share is taken over like the rest of its
+# half) rather than one GEMM after the loop on BLAS's threads (the h_prev gather plus
+# 1024x2048 @ 2048x256 for the LSTM LM, whose second BLAS thread a busy machine often
+# delays: 4.9 ms min but 10 ms median at load 4). Needs H a multiple of 16 (whole tiles).
+# LSTM LM layer backward op, split: 10.5 / 10.9 ms min / median against 11.7 / 17.0 (load 7);
+# one thread 18.2 against 17.8-18.3. Compiled step, two threads forced, SCHED_FIFO, one
+# process alternating: 62.6 against 64.2 ms median (PyTorch eager 54.0). The backward
+# kernel's compile: ~1 s more CPU (5.6 against 4.7 s).
 WEIGHT_GRAD_IN_LOOP = True
 
 
