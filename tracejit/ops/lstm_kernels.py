@@ -383,7 +383,6 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, q, 
                         r1 = blk * hh + u1 if nth > 1 else four
                         add_outer_rows(dg, r0, r1, ht, dw, r > 0)
             half_done(sync, nth)
-
 """
 
 

@@ -181,7 +181,7 @@ OVERLAP_WEIGHT_GRAD = "policy"
 # LSTM LM layer backward op, split: 10.5 / 10.9 ms min / median against 11.7 / 17.0 (load 7);
 # one thread 18.2 against 17.8-18.3. Compiled step, two threads forced, SCHED_FIFO, one
 # process alternating: 62.6 against 64.2 ms median (PyTorch eager 54.0). The backward
-# kernel's compile: ~1 s more CPU (5.6 against 4.7 s).
+# kernel's compile: ~0.8 s more CPU (5.4-5.9 against 4.6-4.8 s).
 WEIGHT_GRAD_IN_LOOP = True
 
 

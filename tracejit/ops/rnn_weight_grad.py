@@ -2,10 +2,10 @@
 computed by sharepool's partner thread while the backward loop (one thread) produces the dg_t.
 
 Why: the LSTM's whole backward loop (ops/lstm_kernels.py) split over two threads meets once
-per step (it adds dW step by step inside the loop, lstm_prim's `WEIGHT_GRAD_IN_LOOP`; the GRU's
-and the RNN's GEMM for dW after it, 1024x2048 @ 2048x256 for the LSTM LM: ~8 ms on one thread,
-runs as parts claimed with the partner where the load policy gives BLAS one thread,
-coreshare.matmul). The product does not depend on the loop after a step's dg is written,
+per step and adds dW step by step itself (lstm_prim's `WEIGHT_GRAD_IN_LOOP`); where the load
+policy gives BLAS one thread it runs on one thread instead, and dW (1024x2048 @ 2048x256 for
+the LSTM LM: ~8 ms on one thread) would be that thread's too. The product does not depend on
+the loop after a step's dg is written,
 so here the loop runs whole on this thread and the partner multiplies each block of steps
 as soon as the loop has written it; the launcher takes the blocks left when its loop ends
 (all of them when the partner never got a core) and computes a block the partner began
