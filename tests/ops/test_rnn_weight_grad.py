@@ -109,18 +109,22 @@ def test_a_failing_loop_raises_and_stops_the_partner():
     sharepool.partner.finish(job, wait=True)
 
 
-@pytest.mark.parametrize("setting,ceiling,policy,nth,want", [
-    ("policy", 2, 1, 2, True),      # two threads may run, the load policy gives BLAS one now
-    ("policy", 2, 1, 1, True),      # ... and the partner is benched (the split loops stalled)
-    ("policy", 2, 2, 2, False),     # quiet: the split loop
-    ("policy", 1, 1, 1, False),     # one thread only: the loop alone, d W after it
-    (True, 2, 2, 2, True), (True, 2, 2, 1, False), (False, 2, 1, 2, False)])
-def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, ceiling, policy, nth, want):
+@pytest.mark.parametrize("setting,ceiling,policy,nth,in_loop,want", [
+    ("policy", 2, 1, 2, False, True),   # two threads may run, the load policy gives BLAS one now
+    ("policy", 2, 1, 1, False, True),   # ... and the partner is benched (the split loops stalled)
+    ("policy", 2, 1, 2, True, False),   # ... but the split loop computes d W itself: split
+    ("policy", 2, 1, 1, True, True),    # ... unless the partner is benched
+    ("policy", 2, 2, 2, False, False),  # quiet: the split loop
+    ("policy", 1, 1, 1, False, False),  # one thread only: the loop alone, d W after it
+    ("policy", 1, 1, 1, True, False),   # ... or in it
+    (True, 2, 2, 2, False, True), (True, 2, 2, 2, True, True), (True, 2, 2, 1, False, False),
+    (False, 2, 1, 2, False, False)])
+def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, ceiling, policy, nth, in_loop, want):
     from tracejit import coreshare, threads
     monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", setting)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: ceiling)
     monkeypatch.setattr(threads, "blas_threads", lambda: policy)
-    assert lstm_prim._alongside(nth) is want
+    assert lstm_prim._alongside(nth, in_loop) is want
 
 
 def _reference_and_a_fresh_loop(seed, L=64, N=4, H=8):

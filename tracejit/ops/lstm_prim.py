@@ -185,16 +185,21 @@ OVERLAP_WEIGHT_GRAD = "policy"
 WEIGHT_GRAD_IN_LOOP = True
 
 
-def _alongside(nth: int) -> bool:
+def _alongside(nth: int, in_loop: bool = False) -> bool:
     # (after loop_split.threads, which has had the load policy set BLAS's count; nth is 1
     # there also while the partner is benched for stalls in split loops: the partner never
-    # stalls this mode, so the ceiling decides)
+    # stalls this mode, so the ceiling decides). `in_loop`: the split loop could compute d W
+    # itself (WEIGHT_GRAD_IN_LOOP, whole tiles); with a punctual partner (nth 2) that beats
+    # the alongside mode under the policy's one thread too: LSTM LM step, policy held at one
+    # thread, SCHED_FIFO, one process alternating: 68.9 against 72.8 ms median (load 5-6)
     if not OVERLAP_WEIGHT_GRAD:
         return False
     from .. import coreshare
     if (coreshare.blas_ceiling() or 1) < 2:
         return False
     if OVERLAP_WEIGHT_GRAD == "policy":
+        if in_loop and nth >= 2:
+            return False
         from ..threads import blas_threads
         return (blas_threads() or 1) < 2
     return nth >= 2
@@ -227,10 +232,11 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=
         db = res[off[1]:off[2]]
         dw = res[off[0]:off[1]].reshape(4 * H, H)
         nth = _split.threads(H)
-        alongside = _alongside(nth)
         # d W inside the loop (each step's outer product while its gate gradient is in cache:
         # no GEMM after the loop), unless the partner computes it alongside the loop
-        in_loop = WEIGHT_GRAD_IN_LOOP and not alongside and H % 16 == 0 and L > 0
+        in_loop = WEIGHT_GRAD_IN_LOOP and H % 16 == 0 and L > 0
+        alongside = _alongside(nth, in_loop)
+        in_loop = in_loop and not alongside
         args = (ro(Z), ro(d_y), ro(c0), ro(h0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
                 dw if in_loop else xp.empty((1, 1), dt),
                 xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop)
