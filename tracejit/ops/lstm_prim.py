@@ -169,7 +169,9 @@ def _parts(H: int, N: int) -> tuple:
 # never. LSTM LM compiled step, one process alternating, the policy held at one thread:
 # 76.0 against 78.8 ms (quiet, SCHED_FIFO; faster in every round); default policy, nice -20,
 # load 2.4-2.7: 80.7 against 84.2. With two threads given (TRACEJIT_ADAPTIVE_THREADS=0,
-# quiet) the split loop is faster: 66.2 against 68.4 ms always alongside.
+# quiet) the split loop is faster: 66.2 against 68.4 ms always alongside. Since d W runs
+# inside the split loop (`WEIGHT_GRAD_IN_LOOP`), "policy" keeps the split while the partner
+# is punctual and d W can be in the loop (`_alongside`).
 OVERLAP_WEIGHT_GRAD = "policy"
 
 # Where d W is not computed alongside: inside the whole-loop backward (each step's
