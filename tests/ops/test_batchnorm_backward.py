@@ -194,7 +194,7 @@ def test_numpy_form_by_channel_blocks_gives_the_whole_arrays_bits(monkeypatch, d
     g = activation(np.random.default_rng(6), shape, dtype, g_cm) - 5
     monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
     st = B._stats_impl(np, x)
-    monkeypatch.setattr(B, "_NP_BLOCK", channels_per_block * (x.size // shape[1]))
+    monkeypatch.setattr(B, "_NP_BLOCK_BACKWARD", channels_per_block * (x.size // shape[1]))
     blocks = []
     real = B._backward_blocks
     monkeypatch.setattr(B, "_backward_blocks", lambda *a: blocks.append(1) or real(*a))

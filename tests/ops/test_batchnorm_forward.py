@@ -135,7 +135,6 @@ def test_numpy_form_by_channel_blocks_gives_the_whole_arrays_bits(monkeypatch, d
 @pytest.mark.parametrize("c,per,want", [(5, 1, [(0, 2), (2, 5)]), (5, 2, [(0, 2), (2, 5)]),
                                         (5, 3, [(0, 3), (3, 5)]), (2, 1, [(0, 2)]),
                                         (7, 3, [(0, 3), (3, 7)]), (4, 9, [(0, 4)])])
-def test_channel_blocks_have_two_channels_or_more(monkeypatch, c, per, want):
-    monkeypatch.setattr(B, "_NP_BLOCK", per * 100)
-    blocks, most = B._channel_blocks(c, 100)
+def test_channel_blocks_have_two_channels_or_more(c, per, want):
+    blocks, most = B._channel_blocks(c, 100, per * 100)
     assert blocks == want and most == max(c1 - c0 for c0, c1 in want)
