@@ -82,6 +82,21 @@ def test_row_halves_are_the_one_thread_kernel_bitwise(serial_launch, dtype, m, k
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, **_tol(dtype, k))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n,trans", [(256, 10, 1024, False), (37, 5, 131, True), (10, 256, 1024, True),
+                                         (9, 77, 100, False)])
+def test_thin_products_in_halves(serial_launch, dtype, m, k, n, trans):
+    """ops/skinny_gemm.py's small-depth (by rows) and few-row (by depth) products."""
+    r = np.random.default_rng(3)
+    a = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
+    a = a.T if trans else a
+    b = r.standard_normal((k, n)).astype(dtype)
+    out = halves.thin(a, b)
+    assert serial_launch and out.shape == (m, n) and out.flags.c_contiguous
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, **_tol(dtype, k))
+    assert halves.thin(a, np.asfortranarray(b)) is None and halves.thin(a, b.astype(np.float16)) is None
+
+
 def test_products_it_leaves(serial_launch):
     r = np.random.default_rng(2)
     a = r.standard_normal((64, 1000)).astype(np.float32)

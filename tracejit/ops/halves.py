@@ -47,7 +47,7 @@ from .. import coreshare, sharepool
 from . import rows_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "binary", "warm", "source", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
+__all__ = ["product", "thin", "binary", "warm", "source", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
@@ -309,16 +309,36 @@ def product(a, b):
     few = m < coreshare.FEW_ROWS
     if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
         return None
+    return _gemm(a, b, not few)
+
+
+def thin(a, b):
+    """``a @ b`` for ops/skinny_gemm.py's products of a small depth or few rows (a head's
+    input and weight gradients, which it bounds) in two halves, or None: by rows where a
+    has more rows than its depth, else by depth (the partial products added: not bitwise
+    the one-thread sum). 2-D float32/float64 numpy arrays of one dtype, a C- or
+    F-contiguous, b C-contiguous."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    if (not b.flags.c_contiguous or a.dtype != b.dtype or a.dtype not in _NAMES
+            or b.shape[0] != a.shape[1]):
+        return None
+    return _gemm(a, b, a.shape[0] > a.shape[1])
+
+
+def _gemm(a, b, by_rows: bool):
+    """The product's two halves by rows or by depth (`gemm_records`), or None."""
     if not (a.flags.c_contiguous or a.flags.f_contiguous):
         return None
     p = _pair(a.dtype)
     if p is None:
         return None
+    m, n = a.shape[0], b.shape[1]
     out = np.empty((m, n), a.dtype)
-    rest = out if not few else np.empty((m, n), a.dtype)
-    if not _launch(p, p.gemm, p.gemm_records, a, b, out, rest, not few):
+    rest = out if by_rows else np.empty((m, n), a.dtype)
+    if not _launch(p, p.gemm, p.gemm_records, a, b, out, rest, by_rows):
         return None
-    if few:
+    if not by_rows:
         out += rest
     return out
 

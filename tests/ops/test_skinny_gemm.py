@@ -1,0 +1,122 @@
+"""ops/skinny_gemm.py: the dot kernel against numpy (4 x 4 blocks, column and row rests,
+a bias, NaN and inf), which products `product` takes and which kernel runs them, and that
+coreshare.matmul and biasgemm.matmul_bias hand it the head's products."""
+import numpy as np
+import pytest
+
+from tracejit import coreshare
+from tracejit.compiler import biasgemm
+from tracejit.ops import rows_gemm, skinny_gemm
+
+pytest.importorskip("numba", reason="the kernels are numba code")
+
+_mods: dict = {}
+
+
+def _exec(source: str, label: str):
+    if label not in _mods:
+        ns: dict = {"CACHE": False}
+        exec(compile(source, f"<{label}>", "exec"), ns)
+        _mods[label] = ns["kernel"]
+    return _mods[label]
+
+
+def _dot(dtype: str):
+    return _exec(skinny_gemm.source(dtype), "skinny " + dtype)
+
+
+def _tol(dtype, k):
+    return dict(rtol=1e-5, atol=1e-5 * k) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12 * k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", [(256, 1024, 10), (17, 33, 7), (4, 1, 4), (5, 64, 16), (1, 3, 1), (3, 100, 5)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_dot_kernel_equals_numpy(dtype, m, k, n, bias):
+    """x @ w.T (+ b): whole 4 x 4 blocks, a rest of w's rows, a rest of x's rows."""
+    r = np.random.default_rng(0)
+    x = r.standard_normal((m, k)).astype(dtype)
+    w = r.standard_normal((n, k)).astype(dtype)
+    b = r.standard_normal(n).astype(dtype)
+    out = np.full((m, n), np.nan, dtype)
+    _dot(dtype)(x, w, b, bias, out)
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + (b if bias else 0)
+    np.testing.assert_allclose(out, want, **_tol(dtype, k))
+
+
+def test_dot_kernel_keeps_nan_and_inf():
+    """Only reassociation is allowed: a NaN or an inf in x reaches its row as in BLAS."""
+    x = np.ones((8, 40), np.float32)
+    w = np.ones((6, 40), np.float32)
+    x[1, 7] = np.nan
+    x[6, 3] = np.inf
+    out = np.empty((8, 6), np.float32)
+    _dot("float32")(x, w, w[0], False, out)
+    np.testing.assert_array_equal(out, x @ w.T)
+    assert np.isnan(out[1]).all() and np.isposinf(out[6]).all() and (out[0] == 40).all()
+
+
+@pytest.fixture
+def loaded(monkeypatch) -> list:
+    """`product` with the dot kernel and rows_gemm's kernel compiled here (sync mode would only
+    load them from the disk cache); the list records which kernel ran."""
+    ran: list = []
+
+    def dot(t):
+        fn = _dot(t)
+        return lambda *args: (ran.append("dot"), fn(*args))
+    tile = _exec(rows_gemm.source("float32"), "rows_gemm float32")
+    monkeypatch.setattr(skinny_gemm, "_dot", dot)
+    monkeypatch.setattr(rows_gemm, "loaded", lambda t: (lambda *args: (ran.append("tile"), tile(*args)))
+                        if t == "float32" else None)
+    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    return ran
+
+
+def _head(dtype=np.float32):
+    r = np.random.default_rng(1)
+    h = r.standard_normal((256, 1024)).astype(dtype)
+    w = r.standard_normal((10, 1024)).astype(dtype)
+    g = r.standard_normal((256, 10)).astype(dtype)
+    return h, w, g
+
+
+def test_product_runs_the_heads_three_products(loaded):
+    """Logits by the dot kernel (a bias too), the input gradient (K = 10) and the weight
+    gradient (M = 10, a transposed view) by the register-tile kernel."""
+    h, w, g = _head()
+    b = np.arange(10, dtype=np.float32)
+    for a, bb, bias, kernel in ((h, w.T, None, "dot"), (h, w.T, b, "dot"), (g, w, None, "tile"),
+                                (g.T, h, None, "tile")):
+        out = skinny_gemm.product(a, bb, bias)
+        assert loaded.pop() == kernel and out.shape == (a.shape[0], bb.shape[1]) and out.flags.c_contiguous
+        want = a.astype(np.float64) @ bb + (0 if bias is None else bias)
+        np.testing.assert_allclose(out, want, **_tol("float32", a.shape[1]))
+
+
+def test_product_leaves_what_it_cannot_run(loaded, monkeypatch):
+    h, w, g = _head()
+    assert skinny_gemm.product(h[:64], w.T) is None                 # below MIN_MNK
+    assert skinny_gemm.product(np.ones((256, 2048), np.float32), np.ones((10, 2048), np.float32).T) is None  # MAX_MNK
+    assert skinny_gemm.product(h, np.ascontiguousarray(w.T)) is None  # few columns of a C-contiguous b
+    assert skinny_gemm.product(h[:, ::2], w[:, ::2].T) is None      # a strided x
+    assert skinny_gemm.product(g, w, np.ones(1024, np.float32)) is None  # a bias: the dot kernel's only
+    assert skinny_gemm.product(g[:, ::2], w[::2]) is None           # a neither C nor F
+    assert skinny_gemm.product(h, w.T.astype(np.float64)) is None   # two dtypes
+    assert skinny_gemm.product(h.astype(np.int32), w.T.astype(np.int32)) is None
+    assert skinny_gemm.product(h, np.ones((1024, 100), np.float32)) is None  # nothing thin
+    monkeypatch.setattr(skinny_gemm, "ENABLED", False)
+    assert skinny_gemm.product(h, w.T) is None
+    assert not loaded
+
+
+def test_matmul_and_matmul_bias_hand_it_the_head(loaded):
+    """coreshare.matmul (eager matmul and the plans' MATMUL) and the plans' BiasGemm."""
+    h, w, g = _head()
+    b = np.linspace(-1, 1, 10).astype(np.float32)
+    np.testing.assert_allclose(coreshare.matmul(h, w.T), h @ w.T, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(coreshare.matmul(g.T, h), g.T @ h, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(biasgemm.matmul_bias(np, h[None], w.T, b.reshape(1, 10)),
+                               (h @ w.T + b)[None], rtol=1e-4, atol=1e-3)
+    assert loaded == ["dot", "tile", "dot"]
+    assert coreshare.gemm_thread_count(256, 1024, 10) == 1
