@@ -375,11 +375,10 @@ _rows_module = None
 
 # Products of m*k*n from this bound to below HALVES_MNK with a dimension of at most
 # SKINNY_THIN (a classifier head's: the MLP step's 256x1024x10, 256x10x1024, 10x256x1024) go
-# to ops/skinny_gemm.py first: a one-thread dot kernel for few columns of a transposed b,
-# the register-tile kernel's two GIL-free halves (ops/halves.py) for a small depth or few
-# rows. In the MLP step (breakdown, SCHED_FIFO, policy off, 4 runs each, session 20) the
-# three took 0.324-0.341 ms against BLAS's 0.381-0.435; the step's time did not move
-# (the operand's cache lines then move in the next kernel). Checked here first: nothing
+# to ops/skinny_gemm.py first: a dot kernel for few columns of a transposed b, the
+# register-tile kernel for a small depth or few rows, each in two GIL-free halves on the
+# two cores (ops/halves.py). In the MLP step the three took 0.26 ms against BLAS's
+# 0.39-0.40 (breakdown, SCHED_FIFO, policy off, session 20). Checked here first: nothing
 # is imported below the range.
 SKINNY_MNK = 1 << 20
 SKINNY_THIN = 16

@@ -1,14 +1,17 @@
 """ops/skinny_gemm.py: the dot kernel against numpy (4 x 4 blocks, column and row rests,
-a bias, NaN and inf), which products `product` takes and which kernel runs them, and that
-coreshare.matmul and biasgemm.matmul_bias hand it the head's products."""
+a bias, NaN and inf) and its halves, which products `product` takes and where it sends
+them, and that coreshare.matmul and biasgemm.matmul_bias hand it the head's products."""
+import ctypes
+
 import numpy as np
 import pytest
 
 from tracejit import coreshare
 from tracejit.compiler import biasgemm
-from tracejit.ops import rows_gemm, skinny_gemm
+from tracejit.ops import halves, skinny_gemm
 
 pytest.importorskip("numba", reason="the kernels are numba code")
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 _mods: dict = {}
 
@@ -58,18 +61,16 @@ def test_dot_kernel_keeps_nan_and_inf():
 
 @pytest.fixture
 def loaded(monkeypatch) -> list:
-    """`product` with the dot kernel and rows_gemm's kernel compiled here (sync mode would only
-    load them from the disk cache); the list records which kernel ran."""
+    """`product` with the dot kernel compiled here (sync mode would only load it from the
+    disk cache) and without its halves, `halves.thin` numpy's product; the list records
+    which ran."""
     ran: list = []
 
     def dot(t):
         fn = _dot(t)
-        return lambda *args: (ran.append("dot"), fn(*args))
-    tile = _exec(rows_gemm.source("float32"), "rows_gemm float32")
+        return (lambda *args: (ran.append("dot"), fn(*args))), None   # (no halves)
     monkeypatch.setattr(skinny_gemm, "_dot", dot)
-    monkeypatch.setattr(rows_gemm, "loaded", lambda t: (lambda *args: (ran.append("tile"), tile(*args)))
-                        if t == "float32" else None)
-    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    monkeypatch.setattr(halves, "thin", lambda a, b: (ran.append("halves"), a @ b)[1])
     return ran
 
 
@@ -83,11 +84,12 @@ def _head(dtype=np.float32):
 
 def test_product_runs_the_heads_three_products(loaded):
     """Logits by the dot kernel (a bias too), the input gradient (K = 10) and the weight
-    gradient (M = 10, a transposed view) by the register-tile kernel."""
+    gradient (M = 10, a transposed view) by the register-tile kernel's halves
+    (tests/ops/test_halves.py runs those)."""
     h, w, g = _head()
     b = np.arange(10, dtype=np.float32)
-    for a, bb, bias, kernel in ((h, w.T, None, "dot"), (h, w.T, b, "dot"), (g, w, None, "tile"),
-                                (g.T, h, None, "tile")):
+    for a, bb, bias, kernel in ((h, w.T, None, "dot"), (h, w.T, b, "dot"), (g, w, None, "halves"),
+                                (g.T, h, None, "halves")):
         out = skinny_gemm.product(a, bb, bias)
         assert loaded.pop() == kernel and out.shape == (a.shape[0], bb.shape[1]) and out.flags.c_contiguous
         want = a.astype(np.float64) @ bb + (0 if bias is None else bias)
@@ -101,10 +103,11 @@ def test_product_leaves_what_it_cannot_run(loaded, monkeypatch):
     assert skinny_gemm.product(h, np.ascontiguousarray(w.T)) is None  # few columns of a C-contiguous b
     assert skinny_gemm.product(h[:, ::2], w[:, ::2].T) is None      # a strided x
     assert skinny_gemm.product(g, w, np.ones(1024, np.float32)) is None  # a bias: the dot kernel's only
-    assert skinny_gemm.product(g[:, ::2], w[::2]) is None           # a neither C nor F
     assert skinny_gemm.product(h, w.T.astype(np.float64)) is None   # two dtypes
     assert skinny_gemm.product(h.astype(np.int32), w.T.astype(np.int32)) is None
     assert skinny_gemm.product(h, np.ones((1024, 100), np.float32)) is None  # nothing thin
+    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    assert skinny_gemm.product(g, w) is None                        # thin: the halves or BLAS
     monkeypatch.setattr(skinny_gemm, "ENABLED", False)
     assert skinny_gemm.product(h, w.T) is None
     assert not loaded
@@ -118,5 +121,38 @@ def test_matmul_and_matmul_bias_hand_it_the_head(loaded):
     np.testing.assert_allclose(coreshare.matmul(g.T, h), g.T @ h, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(biasgemm.matmul_bias(np, h[None], w.T, b.reshape(1, 10)),
                                (h @ w.T + b)[None], rtol=1e-4, atol=1e-3)
-    assert loaded == ["dot", "tile", "dot"]
+    assert loaded == ["dot", "halves", "dot"]
     assert coreshare.gemm_thread_count(256, 1024, 10) == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", [(256, 1024, 10), (101, 4000, 3), (9, 8000, 16)])
+def test_dot_halves_are_the_one_thread_kernel_bitwise(monkeypatch, dtype, m, k, n):
+    """The logits in two row halves (record 0, then record 1, on this thread here), the
+    bias added in each: bitwise the one-thread kernel's rows."""
+    from tracejit.compiler import diskcache
+    mod = diskcache.load_module(skinny_gemm.source(dtype), name_hint="native_skinny_gemm_" + dtype)
+    pair = skinny_gemm._Pair(mod.kernel.py_func.__globals__)
+    monkeypatch.setattr(skinny_gemm, "_loaded", {dtype: (mod.kernel, pair)})
+    monkeypatch.setattr(halves, "two_cores", lambda: True)
+    launches: list = []
+
+    def run(p, entry):
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry.value)
+        fn(p.address)
+        fn(p.address + 128)
+        launches.append(entry.value)
+    monkeypatch.setattr(halves, "_run", run)
+    r = np.random.default_rng(2)
+    x = r.standard_normal((m, k)).astype(dtype)
+    w = r.standard_normal((n, k)).astype(dtype)
+    b = r.standard_normal(n).astype(dtype)
+    out = skinny_gemm.product(x, w.T, b)
+    assert launches == [pair.entry.value] and out.shape == (m, n)
+    one = np.empty((m, n), dtype)
+    mod.kernel(x, w, b, True, one)
+    np.testing.assert_array_equal(out, one)
+    np.testing.assert_allclose(out, x.astype(np.float64) @ w.T + b, **_tol(dtype, k))
+    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    np.testing.assert_array_equal(skinny_gemm.product(x, w.T, b), one)
+    assert len(launches) == 1

@@ -35,7 +35,7 @@ import numpy as np
 from . import packed_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "tiled", "loaded", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
+__all__ = ["product", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
 
 # Where the kernel beats one OpenBLAS thread (min us, near-quiet, session 16, AVX-512,
 # float32 / float64): 64x1000x100 82 / 184 against 104 / 250, 32x1024x200 86 / 221 against
@@ -163,42 +163,28 @@ def product(a, b):
     if kd < MIN_DEPTH or m * kd * n < MIN_MNK:
         return None
     if b.flags.c_contiguous:
-        return tiled(a, b) if n >= MIN_COLUMNS else None
-    if not (b.flags.f_contiguous and T_MIN_ROWS <= m <= T_MAX_ROWS):
+        if n < MIN_COLUMNS:
+            return None
+        transposed = False
+    elif b.flags.f_contiguous and T_MIN_ROWS <= m <= T_MAX_ROWS:
+        transposed = True
+    else:
         return None
-    t = _NAMES.get(a.dtype)
-    fn = loaded(t) if t is not None and b.dtype == a.dtype and _strides(a) is not None else None
-    return None if fn is None else _transposed(fn, a, b, m, kd, n)
-
-
-def loaded(t: str):
-    """The kernel for dtype name `t` once it is loaded (ops/native.py's policy), else None."""
+    dtype = a.dtype
+    t = _NAMES.get(dtype)
+    if t is None or b.dtype != dtype:
+        return None
+    flat = _strides(a)
+    if flat is None:
+        return None
     fn = _loaded.get(t)
     if fn is None:
         fn = _kernel(("rows_gemm", t), lambda: source(t), sync_compiles=False).get()
         if fn is None:
             return None
         _loaded[t] = fn
-    return fn
-
-
-def tiled(a, b):
-    """``a @ b`` by the kernel whatever its size, or None: 2-D float32/float64 numpy arrays
-    of one dtype, b C-contiguous, a C- or F-contiguous, the kernel loaded. `product` applies
-    the bounds where the kernel beats BLAS; ops/skinny_gemm.py offers it products of at most
-    16 rows or a depth of at most 16."""
-    dtype = a.dtype
-    t = _NAMES.get(dtype)
-    if t is None or b.dtype != dtype or not b.flags.c_contiguous:
-        return None
-    flat = _strides(a)
-    if flat is None:
-        return None
-    fn = loaded(t)
-    if fn is None:
-        return None
-    m, kd = a.shape
-    n = b.shape[1]
+    if transposed:
+        return _transposed(fn, a, b, m, kd, n)
     af, ars, aks = flat
     out = np.empty((m, n), dtype)
     fn(af, ars, aks, m, kd, b.reshape(-1), n, out.reshape(-1))

@@ -1,32 +1,34 @@
 """Products with one dimension of at most 16 (a classifier head's) by numba kernels that
-pack nothing.
+pack nothing, in two halves, one on each core.
 
 Why: the MLP step's head (256 x 1024 activations, 10 classes) makes three such products
 each step: the logits ``h @ w.T + b`` (256x1024x10, w row-major: nn.Linear's layout), the
 input gradient ``g @ w`` (256x10x1024) and the weight gradient ``g.T @ h`` (10x256x1024).
 They are 0.2% of the step's flops and took 0.12-0.18 ms each in it (30-45 GFLOP/s, ~4% of
 its GEMM time): BLAS packs both operands into panels for a product whose work is one pass
-over a 1 MB operand, which the two cores' shares of a row kernel just wrote (or, for ``g @
-w``, a 1 MB output written cold). Timed after a two-thread rewrite of that operand (notes
-mlp20/cold.py, SCHED_FIFO, load 6-7, min/median us, 150 rounds): logits 86/152 (BLAS, two
-threads) against 73/76 by the dot kernel; ``g @ w`` 136/143 against 87/90 by the
-register-tile kernel on one thread (into a warm output); ``g.T @ h`` 121/133 against 83/109.
-In the step a cold 1 MB output is written at one core's store rate, so ``g @ w`` and ``g.T
-@ h`` run as the tile kernel's two halves, one on each core (ops/halves.py, `HALVES`).
-MLP step, breakdown, SCHED_FIFO, policy off, 4 runs each (in-step medians, ms): logits
-0.130-0.140 against 0.153-0.182; ``g @ w`` 0.091-0.114 against 0.104-0.136; ``g.T @ h``
-0.092-0.095 against 0.116-0.122. The step itself did not get faster (one process, 6 ABBA
-rounds: 11.92 against 11.93 ms median): the operands' cache lines still move, in the next
-kernel instead.
+over a 1 MB operand, which the two cores' shares of a row kernel just wrote (or, for
+``g @ w``, a 1 MB output written cold).
 
 - A small N with an F-contiguous b (``x @ w.T``, w's n rows C-contiguous): a dot kernel
   (`source`), 4 rows of x by 4 rows of w summed over K at once (16 sums, each a vector
-  reduction: ``reassoc`` lets LLVM split each sum over a vector's lanes), on this thread.
-  Optionally adds a bias (the compiled plans' `BiasGemm`, compiler/biasgemm.py).
-- A small K or a small M with a C-contiguous b: ops/rows_gemm.py's register-tile kernel,
-  which reads b's rows in place and a as it lies (row-major or a transposed view), in two
-  halves (`halves.thin`: by rows, or by depth for few rows) where two cores are free, else
-  not here (None).
+  reduction: ``reassoc`` lets LLVM split each sum over a vector's lanes), adding the bias
+  if given (the compiled plans' `BiasGemm`, compiler/biasgemm.py). Its two row halves run
+  at once, on this thread and on OpenBLAS's worker (cfuncs on a record: ops/halves.py's
+  `launch`), where two cores are free; on this thread otherwise.
+- A small K or a small M with a C-contiguous b: ops/rows_gemm.py's register-tile kernel in
+  two halves (`halves.thin`: by rows, or by depth for few rows), which reads b's rows in
+  place and a as it lies (row-major or a transposed view); where they cannot run, numpy's
+  product (one core's store rate writing ``g @ w``'s cold 1 MB output made the tile kernel
+  on one thread slower than two BLAS threads in the step: 0.19-0.20 ms against 0.09-0.14).
+
+Where the halves pay is placement: the logits' halves leave h's first rows in this core's
+cache and its last in the worker's, and the weight gradient's depth halves read h the same
+way (0.059-0.068 ms in the step, against 0.092-0.095 after a one-thread logits product and
+0.116-0.122 by BLAS). MLP step, breakdown, SCHED_FIFO, policy off (notes mlp20, in-step
+medians, ms): logits 0.102 against 0.153-0.159 (BLAS); ``g @ w`` 0.091-0.104 against
+0.118-0.128; ``g.T @ h`` 0.059-0.068 against 0.116-0.117; the three 0.26 against 0.39-0.40.
+The step (one process, 16 rounds ABBA, load 9-10): -0.059 ms median per round (forward
+-0.026, backward -0.063), lower in 11 of 16 rounds.
 
 Which products: 2-D numpy float32/float64 operands of one dtype, m*k*n from `MIN_MNK` to
 below `MAX_MNK` (coreshare.matmul asks here first in that range) and the smallest of m, k, n
@@ -44,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import coreshare
-from . import halves, rows_gemm
+from . import halves
 from .native import kernel as _kernel
 
 __all__ = ["product", "threads", "source", "HALVES", "ENABLED", "MAX_THIN", "MIN_MNK", "MAX_MNK"]
@@ -110,10 +112,60 @@ def kernel(x, w, bias, has_bias, out):
                 out[i, j] += bias[j]
 '''
 
+# The dot kernel's two row halves as a cfunc on a record of int64s (ops/halves.py's launch:
+# record 0 on this thread, record 1 on OpenBLAS's worker): x's address and rows, K, w's
+# address, n, the bias's address, has_bias, out's address. The first half a multiple of 4 rows.
+_PAIR = '''
+
+from numba import carray, cfunc
+from tracejit.compiler.voidptr import as_voidptr
+
+
+@njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
+      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1])", cache=CACHE)
+def dot_records(r, x, w, bias, has_bias, out):
+    m, kd = x.shape
+    n = w.shape[0]
+    h = (m // 2 + 3) // 4 * 4
+    item = x.itemsize
+    xd, wd, bd, od = np.int64(x.ctypes.data), np.int64(w.ctypes.data), np.int64(bias.ctypes.data), np.int64(out.ctypes.data)
+    hb = np.int64(has_bias)
+    r[0, 0] = xd; r[0, 1] = h; r[0, 7] = od
+    r[1, 0] = xd + h * kd * item; r[1, 1] = m - h; r[1, 7] = od + h * n * item
+    for q in range(2):
+        r[q, 2] = kd; r[q, 3] = wd; r[q, 4] = n; r[q, 5] = bd; r[q, 6] = hb
+
+
+@cfunc("void(voidptr)", cache=CACHE)
+def dot_half(rec):
+    r = carray(rec, (16,), np.int64)
+    m, kd, n = r[1], r[2], r[4]
+    x = carray(as_voidptr(r[0]), (m, kd), np.{t})
+    w = carray(as_voidptr(r[3]), (n, kd), np.{t})
+    b = carray(as_voidptr(r[5]), (n,), np.{t})
+    out = carray(as_voidptr(r[7]), (m, n), np.{t})
+    kernel(x, w, b, r[6] != 0, out)
+'''
+
 
 def source(dtype: str) -> str:
-    """The dot kernel's module source for `dtype` (float32 or float64)."""
-    return _DOT.replace("{t}", dtype)
+    """The dot kernel's module source for `dtype` (float32 or float64), with its halves."""
+    return (_DOT + _PAIR).replace("{t}", dtype)
+
+
+class _Pair:
+    """One dtype's loaded dot halves: the entry, the record filler and the records
+    (ops/halves.py's `launch` takes it)."""
+
+    __slots__ = ("keep", "entry", "records", "recs", "address")
+
+    def __init__(self, module: dict):
+        import ctypes
+        self.keep = module["dot_half"]     # its code lives as long as this
+        self.entry = ctypes.c_void_p(module["dot_half"].address)
+        self.records = module["dot_records"]
+        self.recs = np.zeros((2, 16), np.int64)
+        self.address = self.recs.ctypes.data
 
 
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
@@ -121,19 +173,22 @@ _loaded: dict = {}   # dtype name -> the loaded dot kernel
 
 
 def _dot(t: str):
-    fn = _loaded.get(t)
-    if fn is None:
+    """(the loaded dot kernel, its `_Pair` or None), or None until the module is loaded."""
+    got = _loaded.get(t)
+    if got is None:
         fn = _kernel(("skinny_gemm", t), lambda: source(t), sync_compiles=False).get()
         if fn is None:
             return None
-        _loaded[t] = fn
-    return fn
+        g = getattr(getattr(fn, "py_func", None), "__globals__", {})
+        pair = _Pair(g) if "dot_half" in g and "dot_records" in g else None
+        got = _loaded[t] = (fn, pair)
+    return got
 
 
 def threads(m: int, k: int, n: int) -> int:
     """The threads an (m, k) @ (k, n) product in range runs on here (what a profiler records
-    beside it): the dot kernel one, the register-tile kernel's halves two."""
-    return 2 if HALVES and n > MAX_THIN else 1
+    beside it): two where its halves run (`HALVES`, two cores free), else one."""
+    return 2 if HALVES and halves.two_cores() else 1
 
 
 def product(a, b, bias=None):
@@ -149,15 +204,17 @@ def product(a, b, bias=None):
         t = _NAMES.get(a.dtype)
         if t is None or b.dtype != a.dtype or (bias is not None and bias.dtype != a.dtype):
             return None
-        fn = _dot(t)
-        if fn is None:
+        got = _dot(t)
+        if got is None:
             return None
+        fn, pair = got
         out = np.empty((m, n), a.dtype)
         has_bias = bias is not None
-        fn(a, b.T, np.ascontiguousarray(bias.reshape(n)) if has_bias else b.T[0], has_bias, out)
+        args = (a, b.T, np.ascontiguousarray(bias.reshape(n)) if has_bias else b.T[0], has_bias, out)
+        if not (HALVES and pair is not None and m >= 8 and halves.two_cores()
+                and halves.launch(pair, pair.entry, pair.records, *args)):
+            fn(*args)
         return out
-    if bias is not None or (m > MAX_THIN and kd > MAX_THIN):
+    if bias is not None or (m > MAX_THIN and kd > MAX_THIN) or not HALVES:
         return None
-    if HALVES:
-        return halves.thin(a, b)
-    return rows_gemm.tiled(a, b)
+    return halves.thin(a, b)
