@@ -452,7 +452,9 @@ def gemm_thread_count(m: int, k: int, n: int) -> int | None:
         return 1
     if (SKINNY_MNK <= m * k * n < HALVES_MNK and min(m, k, n) <= SKINNY_THIN
             and _skinny_module is not None and _skinny_module.ENABLED):
-        return _skinny_module.threads(m, k, n)
+        t = _skinny_module.threads(m, k, n)
+        if t is not None:
+            return t
     from .threads import blas_threads
     return blas_threads()
 

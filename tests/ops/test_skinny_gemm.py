@@ -122,7 +122,20 @@ def test_matmul_and_matmul_bias_hand_it_the_head(loaded):
     np.testing.assert_allclose(biasgemm.matmul_bias(np, h[None], w.T, b.reshape(1, 10)),
                                (h @ w.T + b)[None], rtol=1e-4, atol=1e-3)
     assert loaded == ["dot", "halves", "dot"]
-    assert coreshare.gemm_thread_count(256, 1024, 10) == 1
+
+
+def test_thread_count_a_profiler_records(monkeypatch):
+    """coreshare.gemm_thread_count: BLAS's count until the kernel is loaded, then one on
+    one core, two where the halves run."""
+    coreshare._skinny()
+    monkeypatch.setattr(skinny_gemm, "_loaded", {})
+    monkeypatch.setattr(halves, "two_cores", lambda: True)
+    from tracejit.threads import blas_threads
+    assert coreshare.gemm_thread_count(256, 1024, 10) == (1 if coreshare._one_thread(256, 1024, 10) else blas_threads())
+    monkeypatch.setattr(skinny_gemm, "_loaded", {"float32": None})
+    assert coreshare.gemm_thread_count(256, 1024, 10) == 2
+    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    assert coreshare.gemm_thread_count(256, 10, 1024) == 1
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -185,9 +185,12 @@ def _dot(t: str):
     return got
 
 
-def threads(m: int, k: int, n: int) -> int:
+def threads(m: int, k: int, n: int) -> int | None:
     """The threads an (m, k) @ (k, n) product in range runs on here (what a profiler records
-    beside it): two where its halves run (`HALVES`, two cores free), else one."""
+    beside it): two where its halves run (`HALVES`, two cores free), else one; None before
+    the dot kernel is loaded (BLAS runs it)."""
+    if not _loaded:
+        return None
     return 2 if HALVES and halves.two_cores() else 1
 
 
