@@ -138,17 +138,22 @@ def test_thread_count_a_profiler_records(monkeypatch):
     assert coreshare.gemm_thread_count(256, 10, 1024) == 1
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("m,k,n", [(256, 1024, 10), (101, 4000, 3), (9, 8000, 16)])
-def test_dot_halves_are_the_one_thread_kernel_bitwise(monkeypatch, dtype, m, k, n):
-    """The logits in two row halves (record 0, then record 1, on this thread here), the
-    bias added in each: bitwise the one-thread kernel's rows."""
+@pytest.fixture
+def serial(monkeypatch) -> list:
+    """The real kernels and halves, loaded from the session's disk cache; a launch runs
+    record 0, then record 1, on this thread (what each core would compute, whatever the
+    machine's cores). The list records each launch's entry address."""
     from tracejit.compiler import diskcache
-    mod = diskcache.load_module(skinny_gemm.source(dtype), name_hint="native_skinny_gemm_" + dtype)
-    pair = skinny_gemm._Pair(mod.kernel.py_func.__globals__)
-    monkeypatch.setattr(skinny_gemm, "_loaded", {dtype: (mod.kernel, pair)})
-    monkeypatch.setattr(halves, "two_cores", lambda: True)
     launches: list = []
+    loaded, pairs = {}, {}
+    for t in ("float32", "float64"):
+        mod = diskcache.load_module(skinny_gemm.source(t), name_hint="native_skinny_gemm_" + t)
+        loaded[t] = (mod.kernel, skinny_gemm._Pair(mod.kernel.py_func.__globals__))
+        hmod = diskcache.load_module(halves.source(t), name_hint="native_rows_gemm_halves_" + t)
+        pairs[np.dtype(t)] = halves._Pair(hmod.kernel.py_func.__globals__)
+    monkeypatch.setattr(skinny_gemm, "_loaded", loaded)
+    monkeypatch.setattr(halves, "two_cores", lambda: True)
+    monkeypatch.setattr(halves, "_pair", lambda dt: pairs[np.dtype(dt)])
 
     def run(p, entry):
         fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry.value)
@@ -156,16 +161,43 @@ def test_dot_halves_are_the_one_thread_kernel_bitwise(monkeypatch, dtype, m, k, 
         fn(p.address + 128)
         launches.append(entry.value)
     monkeypatch.setattr(halves, "_run", run)
+    return launches
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", [(256, 1024, 10), (101, 4000, 3), (9, 8000, 16)])
+def test_dot_halves_are_the_one_thread_kernel_bitwise(serial, monkeypatch, dtype, m, k, n):
+    """The logits in two row halves, the bias added in each: bitwise the one-thread
+    kernel's rows."""
+    kernel, pair = skinny_gemm._loaded[dtype]
     r = np.random.default_rng(2)
     x = r.standard_normal((m, k)).astype(dtype)
     w = r.standard_normal((n, k)).astype(dtype)
     b = r.standard_normal(n).astype(dtype)
     out = skinny_gemm.product(x, w.T, b)
-    assert launches == [pair.entry.value] and out.shape == (m, n)
+    assert serial == [pair.entry.value] and out.shape == (m, n)
     one = np.empty((m, n), dtype)
-    mod.kernel(x, w, b, True, one)
+    kernel(x, w, b, True, one)
     np.testing.assert_array_equal(out, one)
     np.testing.assert_allclose(out, x.astype(np.float64) @ w.T + b, **_tol(dtype, k))
     monkeypatch.setattr(skinny_gemm, "HALVES", False)
     np.testing.assert_array_equal(skinny_gemm.product(x, w.T, b), one)
-    assert len(launches) == 1
+    assert len(serial) == 1
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_a_compiled_head_agrees_with_eager_and_the_interpreter(serial, mode):
+    """A classifier head's forward and gradients (logits by the dot kernel's halves with the
+    bias, the input and weight gradients by the tile kernel's halves) against eager and the
+    IR interpreter."""
+    import tracejit as tj
+    from tracejit.testing import assert_compiled_matches
+
+    def head(x, w, b):
+        return tj.nn.functional.linear(tj.relu(x), w, b)
+    r = np.random.default_rng(4)
+    x = tj.tensor(r.standard_normal((256, 1024)).astype(np.float32), requires_grad=True)
+    w = tj.tensor(r.standard_normal((10, 1024)).astype(np.float32) * 0.03, requires_grad=True)
+    b = tj.tensor(r.standard_normal(10).astype(np.float32), requires_grad=True)
+    assert_compiled_matches(head, x, w, b, mode=mode, rtol=1e-4, atol=1e-4)
+    assert len(set(serial)) == 2     # both kinds of halves ran
