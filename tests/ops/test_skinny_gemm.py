@@ -1,10 +1,9 @@
 """ops/skinny_gemm.py: the dot kernel against numpy (4 x 4 blocks, column and row rests,
 a bias, NaN and inf) and its halves, which products `product` takes and where it sends
 them, and that coreshare.matmul and biasgemm.matmul_bias hand it the head's products."""
-import ctypes
-
 import numpy as np
 import pytest
+from test_halves import serial_launch  # noqa: F401 (a fixture)
 
 from tracejit import coreshare
 from tracejit.compiler import biasgemm
@@ -139,29 +138,18 @@ def test_thread_count_a_profiler_records(monkeypatch):
 
 
 @pytest.fixture
-def serial(monkeypatch) -> list:
-    """The real kernels and halves, loaded from the session's disk cache; a launch runs
-    record 0, then record 1, on this thread (what each core would compute, whatever the
-    machine's cores). The list records each launch's entry address."""
+def serial(serial_launch, monkeypatch) -> list:
+    """test_halves.py's `serial_launch` (the halves one after the other on this thread, what
+    each core would compute) with the dot kernel and its halves loaded from the session's
+    disk cache, two cores granted. The list records each launch's entry address."""
     from tracejit.compiler import diskcache
-    launches: list = []
-    loaded, pairs = {}, {}
+    loaded = {}
     for t in ("float32", "float64"):
         mod = diskcache.load_module(skinny_gemm.source(t), name_hint="native_skinny_gemm_" + t)
         loaded[t] = (mod.kernel, skinny_gemm._Pair(mod.kernel.py_func.__globals__))
-        hmod = diskcache.load_module(halves.source(t), name_hint="native_rows_gemm_halves_" + t)
-        pairs[np.dtype(t)] = halves._Pair(hmod.kernel.py_func.__globals__)
     monkeypatch.setattr(skinny_gemm, "_loaded", loaded)
     monkeypatch.setattr(halves, "two_cores", lambda: True)
-    monkeypatch.setattr(halves, "_pair", lambda dt: pairs[np.dtype(dt)])
-
-    def run(p, entry):
-        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry.value)
-        fn(p.address)
-        fn(p.address + 128)
-        launches.append(entry.value)
-    monkeypatch.setattr(halves, "_run", run)
-    return launches
+    return serial_launch
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
