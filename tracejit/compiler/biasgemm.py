@@ -46,7 +46,6 @@ from ..coreshare import HALVES_MNK, SKINNY_MNK, SKINNY_THIN, adapt, gemm_threads
 from ..jit.ir import Eqn, Var
 from ..ops.blas_gemm import gemm_address
 from ..ops.linalg import matmul_rows
-from ..ops.skinny_gemm import product as skinny_product
 from ..threads import blas_threads
 from .fusion import Group
 
@@ -230,6 +229,7 @@ def matmul_bias(xp, x, w, b):
     lead = x.shape[:-1]
     m = x.size // k if k else 0
     if SKINNY_MNK <= m * k * n < HALVES_MNK and n <= SKINNY_THIN:   # a head's logits
+        from ..ops.skinny_gemm import product as skinny_product   # (imported at the first)
         out = skinny_product(x.reshape(m, k), w, b)
         if out is not None:
             return out.reshape(lead + (n,))
