@@ -29,6 +29,13 @@ def count_calls(monkeypatch, prims) -> dict:
     return calls
 
 
+def gemm_count(calls: dict) -> int:
+    """The products among `count_calls`' counts over ``linalg.PRODUCTS`` (matmul and its
+    transposed-operand records, which matmul's backward runs)."""
+    from tracejit.ops.linalg import PRODUCTS
+    return sum(calls[p.name] for p in PRODUCTS)
+
+
 def check_values_and_gradients(torch, m, t, kw, after_forward=None):
     """Outputs, input/state gradients and every parameter's gradient of `m` equal `t`'s for
     one random input, initial state(s) and output cotangents (float64). An LSTM's state is

@@ -76,6 +76,8 @@ def test_forwarded_tensor_methods_pass_arguments_and_errors_through():
         assert x.reshape(3, 2).shape == (3, 2) and x.permute(1, 0).shape == (3, 2)
         assert _message(x.tanh, 1) == _message(ops.tanh, x, 1)
         assert _message(x.sum, foo=1) == _message(ops.sum, x, foo=1)
+    # an op that is a plain function is the method itself (no forwarding frame)
+    assert tj.Tensor.sum is ops.sum and tj.Tensor.clamp is ops.clamp and tj.Tensor.permute is ops.permute
 
 
 def test_captured_ops_through_forwarders_record_the_users_line():

@@ -308,6 +308,10 @@ def matmul(a, b, blas_only: bool = False):
         if m * k * n < TINY_GEMM_MNK:
             return np.matmul(a, b)
         single = _single(m, k, n)
+        if SKINNY_MNK <= m * k * n < HALVES_MNK and min(m, k, n) <= SKINNY_THIN:
+            out = _skinny().product(a, b)   # a head's product: one thread, nothing packed
+            if out is not None:
+                return out
         if HALVES_MNK <= m * k * n < FEW_ROWS_GEMM_MNK and (not ENABLED or core_share.threads() > 1):
             out = _halves().product(a, b)   # two GIL-free halves where two cores are free
             if out is not None:
@@ -369,6 +373,27 @@ def _rows_gemm():
 
 _rows_module = None
 
+# Products of m*k*n from this bound to below HALVES_MNK with a dimension of at most
+# SKINNY_THIN (a classifier head's: the MLP step's 256x1024x10, 256x10x1024, 10x256x1024) go
+# to ops/skinny_gemm.py first: a dot kernel for few columns of a transposed b, the
+# register-tile kernel for a small depth or few rows, each in two GIL-free halves on the
+# two cores (ops/halves.py). In the MLP step the three took 0.26 ms against BLAS's
+# 0.39-0.40 (breakdown, SCHED_FIFO, policy off, session 20). Checked here first: nothing
+# is imported below the range.
+SKINNY_MNK = 1 << 20
+SKINNY_THIN = 16
+
+
+def _skinny():
+    global _skinny_module
+    if _skinny_module is None:
+        from .ops import skinny_gemm as _skinny_module
+    return _skinny_module
+
+
+_skinny_module = None
+
+
 # Products of m*k*n from this bound to below FEW_ROWS_GEMM_MNK run as two halves on the
 # register-tile kernel, one on this thread and one on OpenBLAS's worker, each a cfunc that
 # holds no Python object (ops/halves.py), where the policy gives two threads: the two-layer
@@ -425,6 +450,11 @@ def gemm_thread_count(m: int, k: int, n: int) -> int | None:
     where no known BLAS is loaded."""
     if _one_thread(m, k, n):
         return 1
+    if (SKINNY_MNK <= m * k * n < HALVES_MNK and min(m, k, n) <= SKINNY_THIN
+            and _skinny_module is not None and _skinny_module.ENABLED):
+        t = _skinny_module.threads(m, k, n)
+        if t is not None:
+            return t
     from .threads import blas_threads
     return blas_threads()
 

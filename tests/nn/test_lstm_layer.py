@@ -28,9 +28,9 @@ def _count_calls(monkeypatch):
             calls[_name] += 1
             return _orig(xp, *a, **kw)
         monkeypatch.setattr(prim, "impl", counted)
-    orig_mm = linalg.MATMUL.impl
-    monkeypatch.setattr(linalg.MATMUL, "impl",
-                        lambda xp, a, b: calls["matmul"].append((a.shape, b.shape)) or orig_mm(xp, a, b))
+    for prim in linalg.PRODUCTS:   # matmul and the transposed-operand records its backward runs
+        monkeypatch.setattr(prim, "impl", lambda xp, a, b, _orig=prim.impl, _name=prim.name:
+                            calls["matmul"].append((_name, a.shape, b.shape)) or _orig(xp, a, b))
     return calls
 
 

@@ -160,10 +160,10 @@ def test_forward_and_backward_split_over_channels_give_the_same_bits(channel_maj
 @pytest.mark.parametrize("x_cm,g_cm", [(True, False), (False, True), (True, True), (False, False)])
 def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(monkeypatch, x_cm, g_cm):
     # A conv's channel-major activation against pooling's C-contiguous gradient: the numpy
-    # form copies g into x's order (one layout for its elementwise ops): a block of channels
-    # at a time into scratch for a channel-major x (`_backward_blocks`), whole (np.copyto)
-    # otherwise; the record must still be bitwise the two-pass form's (whole arrays, g as
-    # given: the sum of g stays on g's own order).
+    # form copies g into x's order (one layout for its elementwise ops and sums): a block of
+    # channels at a time into scratch for a channel-major x (`_backward_blocks`), whole
+    # (np.copyto) otherwise; the record must still be bitwise the two-pass form's (whole
+    # arrays; its reduce copies g into x's order too).
     shape = (6, 5, 7, 4)
     x, _, w = _inputs(shape, np.float32, x_cm, seed=3)
     g = activation(np.random.default_rng(4), shape, np.float32, g_cm) - 5
@@ -184,17 +184,17 @@ def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(mon
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("g_cm", [False, True])
 @pytest.mark.parametrize("channels_per_block", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(6, 5, 7, 4), (2, 5, 75, 75)])
 def test_numpy_form_by_channel_blocks_gives_the_whole_arrays_bits(monkeypatch, dtype, g_cm,
-                                                                   channels_per_block):
+                                                                   channels_per_block, shape):
     # A channel-major x runs by blocks of channels (`_backward_blocks`; 5 channels: uneven
     # last blocks); the record is bitwise the whole-array form's, whatever g's order and
-    # the block size (an (N, 1) block's sum of g over N would be a pairwise sum).
-    shape = (6, 5, 7, 4)
+    # the block size (channels of 11,250 elements: no block of one, see the forward's test).
     x, _, w = _inputs(shape, dtype, True, seed=5)
     g = activation(np.random.default_rng(6), shape, dtype, g_cm) - 5
     monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
     st = B._stats_impl(np, x)
-    monkeypatch.setattr(B, "_NP_BLOCK", channels_per_block * shape[0] * 28)
+    monkeypatch.setattr(B, "_NP_BLOCK_BACKWARD", channels_per_block * (x.size // shape[1]))
     blocks = []
     real = B._backward_blocks
     monkeypatch.setattr(B, "_backward_blocks", lambda *a: blocks.append(1) or real(*a))

@@ -51,14 +51,18 @@ def _tol(dtype, k):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("m,k,n,trans", [(64, 1000, 100, False), (37, 1001, 131, False), (64, 999, 100, True)])
-def test_depth_halves_equal_the_product(serial_launch, dtype, m, k, n, trans):
-    """Few rows: split by the depth (odd depths too), the halves' sum against float64."""
+@pytest.mark.parametrize("entry,m,k,n,trans", [
+    ("product", 64, 1000, 100, False), ("product", 37, 1001, 131, False), ("product", 64, 999, 100, True),
+    ("thin", 256, 10, 1024, False), ("thin", 37, 5, 131, True), ("thin", 10, 256, 1024, True),
+    ("thin", 9, 77, 100, False)])
+def test_halves_equal_the_product(serial_launch, dtype, entry, m, k, n, trans):
+    """`product`'s few rows, split by the depth (odd depths too), and `thin`'s products of
+    ops/skinny_gemm.py (a small depth by rows, few rows by depth): against float64."""
     r = np.random.default_rng(0)
     a = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
     a = a.T if trans else a
     b = r.standard_normal((k, n)).astype(dtype)
-    out = halves.product(a, b)
+    out = getattr(halves, entry)(a, b)
     assert serial_launch and out.shape == (m, n) and out.dtype == dtype and out.flags.c_contiguous
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, **_tol(dtype, k))
 
@@ -92,6 +96,8 @@ def test_products_it_leaves(serial_launch):
     assert halves.product(a[:, ::2], b[::2]) is None               # a neither C nor F
     assert halves.product(a, b.astype(np.float64)) is None         # two dtypes
     assert halves.product(a.astype(np.int64), b.astype(np.int64)) is None
+    assert halves.thin(a[:10].T, np.asfortranarray(b[:10])) is None  # thin: b not C-contiguous
+    assert halves.thin(a[:10].T, b[:10].astype(np.float16)) is None
     assert not serial_launch
 
 

@@ -488,10 +488,12 @@ _NO_EDGE = (None, 0)
 
 
 def _records(prim, needs: tuple):
-    """(inputs to save, inputs to keep the metadata of) for one requires_grad pattern.
+    """(inputs to save, inputs to keep the metadata of, whether to keep the output) for one
+    requires_grad pattern.
 
-    They are functions of the flags alone (the record's ``save`` and ``extra["meta"]``),
-    so each primitive keeps them per pattern instead of calling the rules per op.
+    They are functions of the flags alone (the record's ``save``, ``extra["meta"]`` and
+    ``save_out``), so each primitive keeps them per pattern instead of calling the rules
+    per op.
     """
     recs = prim.records
     rec = recs.get(needs)
@@ -504,7 +506,8 @@ def _records(prim, needs: tuple):
         elif callable(meta_idx):
             meta_idx = meta_idx(needs)
         shapes = tuple(i for i in meta_idx if i < len(needs) and i not in keep)
-        rec = recs[needs] = (keep, shapes)
+        out = prim.save_out
+        rec = recs[needs] = (keep, shapes, bool(out(needs) if callable(out) else out))
     return rec
 
 
@@ -563,7 +566,7 @@ def _record(prim, args, params, result, meta) -> None:
             if build_meta:
                 meta.append(None)
         i += 1
-    keep, shapes = _records(prim, tuple(needs))
+    keep, shapes, keep_out = _records(prim, tuple(needs))
     saved = {}
     for i in keep:
         a = args[i]
@@ -573,7 +576,7 @@ def _record(prim, args, params, result, meta) -> None:
         a = args[i]
         if isinstance(a, Tensor):
             saved[i] = SavedMeta(a)
-    _attach(prim, params, tuple(nexts), saved, scalars, meta, result)
+    _attach(prim, params, tuple(nexts), saved, scalars, meta, result, keep_out)
 
 
 # The one- and two-operand cases (nearly every recorded op) are spelled out below, so a
@@ -594,13 +597,13 @@ def record_unary(prim, a, params, result, meta) -> None:
     if meta is None:
         meta = ((a._data.shape, a.dtype),)
     rec = prim.records.get(_NEEDS_ONE)
-    keep, shapes = rec if rec is not None else _records(prim, _NEEDS_ONE)
+    keep, shapes, keep_out = rec if rec is not None else _records(prim, _NEEDS_ONE)
     saved = {}
     if keep:
         saved[0] = (a, a._vbox[0])
     elif shapes:
         saved[0] = SavedMeta(a)
-    _attach(prim, params, (edge,), saved, _EMPTY, meta, result)
+    _attach(prim, params, (edge,), saved, _EMPTY, meta, result, keep_out)
 
 
 _NEEDS_ONE = (True,)
@@ -648,7 +651,7 @@ def record_binary(prim, a, b, params, result, meta) -> None:
     rec = prim.records2[k]
     if rec is None:
         rec = prim.records2[k] = _records(prim, (ra, rb))
-    keep, shapes = rec
+    keep, shapes, keep_out = rec
     for i in keep:
         t = b if i else a
         if isinstance(t, Tensor):
@@ -661,16 +664,16 @@ def record_binary(prim, a, b, params, result, meta) -> None:
     if meta is None:
         meta = ((a._data.shape, a.dtype) if isinstance(a, Tensor) else None,
                 (b._data.shape, b.dtype) if isinstance(b, Tensor) else None)
-    _attach(prim, params, (ea, eb), saved, scalars, meta, result)
+    _attach(prim, params, (ea, eb), saved, scalars, meta, result, keep_out)
 
 
 _new = object.__new__
 _wrap = Tensor._wrap
 
 
-def _attach(prim, params, nexts, saved, scalars, meta, result) -> None:
+def _attach(prim, params, nexts, saved, scalars, meta, result, keep_out) -> None:
     """Make the PrimNode (fields set here rather than by __init__: one Python frame
-    less per recorded op) and make it `result`'s grad_fn."""
+    less per recorded op) and make it `result`'s grad_fn; `keep_out`: save the output."""
     node = _new(PrimNode)
     node.next_functions = nexts
     node.num_outputs = 1
@@ -683,7 +686,7 @@ def _attach(prim, params, nexts, saved, scalars, meta, result) -> None:
     node.scalars = scalars
     result._requires_grad = True
     result.grad_fn = node
-    if prim.save_out:
+    if keep_out:
         vbox = result._vbox
         saved[-1] = (result._data, vbox, vbox[0], result.dtype, result.device)
 

@@ -42,7 +42,7 @@ import ctypes
 
 import numpy as np
 
-from ..coreshare import adapt, gemm_threads, matmul
+from ..coreshare import HALVES_MNK, SKINNY_MNK, SKINNY_THIN, adapt, gemm_threads, matmul
 from ..jit.ir import Eqn, Var
 from ..ops.blas_gemm import gemm_address
 from ..ops.linalg import matmul_rows
@@ -215,7 +215,9 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 def matmul_bias(xp, x, w, b):
     """``x @ w + b`` (x: (..., k), w: (k, n), b: n values in any shape (1, ..., n)): the
-    output filled with b, then one GEMM with beta=1; the product and an add otherwise."""
+    output filled with b, then one GEMM with beta=1; a few columns of a transposed w (a
+    head's logits) by ops/skinny_gemm.py's dot kernel, the bias added in it; the product
+    and an add otherwise."""
     n = w.shape[1]
     k = x.shape[-1]
     fn = _cblas(x.dtype.name) if xp is np and x.dtype == w.dtype == b.dtype else None
@@ -226,6 +228,11 @@ def matmul_bias(xp, x, w, b):
         return xp.add(out, b.reshape(n), out=out)
     lead = x.shape[:-1]
     m = x.size // k if k else 0
+    if SKINNY_MNK <= m * k * n < HALVES_MNK and n <= SKINNY_THIN:   # a head's logits
+        from ..ops.skinny_gemm import product as skinny_product   # (imported at the first)
+        out = skinny_product(x.reshape(m, k), w, b)
+        if out is not None:
+            return out.reshape(lead + (n,))
     out = np.empty(lead + (n,), dtype=x.dtype)
     if m == 0:
         return out

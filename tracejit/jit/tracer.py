@@ -44,6 +44,10 @@ class Tracer(Tensor):
     def shape(self) -> tuple:
         return self._var.aval.shape
 
+    @property
+    def ndim(self) -> int:
+        return len(self._var.aval.shape)
+
     def _concrete(self, what: str, kind: str = "value"):
         if self._var.aval.weak:  # computed from runtime scalar arguments only
             v = self._trace.concretize(self, kind, what)

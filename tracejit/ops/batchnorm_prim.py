@@ -266,13 +266,63 @@ def _count(shape) -> int:
 
 def _channel_sums(xp, a3):
     """(C,): the sums of an (N, C, L) array over N and L, in its memory's order: one
-    contiguous (C, N*L) row per channel when it is channel-major (the conv GEMM's output),
-    else L then N. The numpy forms' reductions: ``a.sum((0, 2, 3))`` walked a 4-D iterator
-    (LeNet's first activation: 3-6 ms against ~1 ms)."""
-    acc = np.float32 if a3.dtype == np.float16 else None   # as numpy's mean of float16
+    contiguous (C, N*L) row per channel when it is channel-major (the conv GEMM's output;
+    `_row_sums`), else L then N. The numpy forms' reductions: ``a.sum((0, 2, 3))`` walked a
+    4-D iterator (LeNet's first activation: 3-6 ms against ~1 ms)."""
     if xp is np and a3.strides[1] > a3.strides[0]:
-        return a3.transpose(1, 0, 2).reshape(a3.shape[1], -1).sum(axis=1, dtype=acc)
+        return _row_sums(a3.transpose(1, 0, 2).reshape(a3.shape[1], -1))
+    acc = np.float32 if a3.dtype == np.float16 else None   # as numpy's mean of float16
     return a3.sum(axis=2, dtype=acc).sum(axis=0)
+
+
+def _channel_dots(xp, a3, b3):
+    """(C,): the sums of a3 * b3 over N and L, as `_channel_sums` of the products; by
+    `_row_dots` (no products array) when both are channel-major. a3 is scratch: the
+    products may be written into it."""
+    if xp is np and a3.strides[1] > a3.strides[0] and b3.strides[1] > b3.strides[0]:
+        rows = [a.transpose(1, 0, 2).reshape(a.shape[1], -1) for a in (a3, b3)]
+        return _row_dots(*rows)
+    return _channel_sums(xp, xp.multiply(a3, b3, out=a3))
+
+
+# The numpy forms' per-channel sums, over contiguous rows (a channel's N*L elements). float32
+# and float64 by einsum: its loop over a contiguous run is ~3x np.sum's pairwise one (a block
+# of LeNet's first activation, 3 x 43,264 float32: 0.010 against 0.031 ms) and its two-operand
+# form sums products without writing them (0.024 against 0.067 for multiply, then sum). It
+# accumulates in the data's dtype, by SIMD lanes; single-threaded (so the bits do not depend
+# on a thread count, as BLAS dot products' would). float16 by np.sum in float32 (numpy's mean).
+# Each row's bits are the same whatever the number of rows, from two up: a lone row longer
+# than numpy's buffer (8,192 elements) is summed buffer by buffer, so the blocked forms never
+# give einsum a single row (`_channel_blocks`).
+_EINSUM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _row_sums(rows):
+    """(R,): the sums of a 2-D array's rows."""
+    if rows.dtype in _EINSUM_DTYPES:
+        return np.einsum("ij->i", rows)
+    return rows.sum(axis=1, dtype=np.float32 if rows.dtype == np.float16 else None)
+
+
+def _row_dots(a, b):
+    """(R,): the sums of a * b row by row (2-D arrays of one shape and dtype); a may be
+    overwritten (float16: the products, then `_row_sums`)."""
+    if a.dtype in _EINSUM_DTYPES:
+        return np.einsum("ij,ij->i", a, b)
+    return _row_sums(np.multiply(a, b, out=a))
+
+
+def _channel_blocks(c, count, elements):
+    """(list of (c0, c1), most channels in one): blocks of whole channels of about
+    `elements` elements (`count` a channel) for the blocked numpy forms; every block has
+    two channels or more (c >= 2: `_channel_rows`), a last single channel joining the block
+    before it (see `_row_sums`)."""
+    k = max(2, elements // count)
+    starts = list(range(0, c, k))
+    if len(starts) > 1 and c - starts[-1] < 2:
+        starts.pop()
+    blocks = list(zip(starts, starts[1:] + [c]))
+    return blocks, max(c1 - c0 for c0, c1 in blocks)
 
 
 # ---------------------------------------------------------------- statistics
@@ -296,8 +346,7 @@ def _stats_impl(xp, x, scratch=None):
     # scratch: x's size in x's memory order (batch_norm_forward: its record's head, written
     # after) so the first step does not fault in a fresh temporary's pages
     d = xp.subtract(x3, mu.reshape(1, c, 1), out=scratch)
-    xp.multiply(d, d, out=d)
-    return xp.stack([mu, _channel_sums(xp, d) / count]).astype(x.dtype)
+    return xp.stack([mu, _channel_dots(xp, d, d) / count]).astype(x.dtype)
 
 
 BATCH_NORM_STATS = defprim("batch_norm_stats", _stats_impl, _stats_rule, None, kind="other")
@@ -405,11 +454,26 @@ def _reduce_impl(xp, g, x, stats, eps, scratch=None, g_like_x=None):
             out[1] *= rstd
             return out.astype(x.dtype)
     n, c = x.shape[0], x.shape[1]
-    g3 = g.reshape(n, c, -1)
+    # Both sums over x's memory order: g_like_x is g's values in that order (`_backward_impl`
+    # made it), else g is copied into it when the two differ (a conv's channel-major x
+    # against pooling's C-contiguous gradient), so g*(x - mean) sums by rows, unwritten.
+    if g_like_x is None:
+        g_like_x = _g_like_x(xp, g, x)
+    gl = (g if g_like_x is None else g_like_x).reshape(n, c, -1)
     gxc = xp.subtract(x.reshape(n, c, -1), mean.astype(x.dtype).reshape(1, c, 1), out=scratch)
-    # (g_like_x: g's values in x's memory order, `_backward_impl`; the sum of g stays on g)
-    xp.multiply(gxc, g3 if g_like_x is None else g_like_x.reshape(n, c, -1), out=gxc)
-    return xp.stack([_channel_sums(xp, g3), _channel_sums(xp, gxc) * rstd]).astype(x.dtype)
+    return xp.stack([_channel_sums(xp, gl), _channel_dots(xp, gxc, gl) * rstd]).astype(x.dtype)
+
+
+def _g_like_x(xp, g, x):
+    """A copy of g in x's memory order when the two differ (numpy, more than 2 dims), else
+    None: the backward numpy forms' elementwise ops and sums then run on one layout (mixed
+    ones walked one array across its planes: 0.9-1.0 ms an op on (64, 32, 26, 26) float32,
+    against 0.4 for the copy and 0.2-0.4 for the same ops in one order)."""
+    if xp is np and x.ndim > 2 and _channel_major(x) != _channel_major(g):
+        gk = np.empty_like(x)
+        np.copyto(gk, g)
+        return gk
+    return None
 
 
 def _reduce_vjp(r, out, g, x, stats, eps):
@@ -536,15 +600,9 @@ def _backward_impl(xp, g, x, stats, weight, eps):
     if xp is np and _backward_blocks(g, x, stats, weight, eps, out):
         return out
     gx = xp.swapaxes(out[:c * count].reshape((c, x.shape[0]) + tuple(x.shape[2:])), 0, 1)
-    # g in x's memory order when the two differ (a conv's channel-major output against
-    # pooling's C-contiguous gradient, LeNet's): the elementwise ops of two layouts walked
-    # one of them across its planes (0.9-1.0 ms each on (64, 32, 26, 26) float32, against
-    # 0.4 for the copy and 0.2-0.4 for the same ops in one order). The copy is also the
-    # buffer x*b goes to, which the whole-array form allocated: same values, same bits.
-    gk = None
-    if xp is np and x.ndim > 2 and _channel_major(x) != _channel_major(g):
-        gk = np.empty_like(x)
-        np.copyto(gk, g)
+    # g in x's memory order when the two differ (`_g_like_x`); the copy is also the buffer
+    # x*b goes to, once g*a is out.
+    gk = _g_like_x(xp, g, x)
     red = _reduce_impl(xp, g, x, stats, eps, scratch=_scratch_like(xp, x, out[:c * count]),
                        g_like_x=gk)
     _input_impl(xp, g if gk is None else gk, x, stats, weight, red, eps, out=gx, spare=gk)
@@ -554,15 +612,15 @@ def _backward_impl(xp, g, x, stats, weight, eps):
 
 def _backward_blocks(g, x, stats, weight, eps, out) -> bool:
     """batch_norm_backward's numpy form for a channel-major x, block by block of channels
-    (`_NP_BLOCK`), into the record `out`; False (the whole-array form runs) for any other
-    x, or a channel-major g whose channel runs are not contiguous. The same operations in
-    the same dtypes as `_reduce_impl` then `_input_impl`, per channel: the sums of g on g's
-    own layout (as `_channel_sums`), of (x - mean) * g on rows in x's order, and each
-    element's subtract, multiply, add. A g in the other layout (pooling's C-contiguous
-    gradient against the conv's channel-major activation, LeNet's) is copied into x's order
-    a block at a time into scratch, not whole into a fresh x-sized array; the block's
-    passes stay in cache (LeNet's BatchNorm backward: 3.5-3.6 -> 2.0-2.2 ms, second
-    1.4-1.5 -> 0.9-1.0)."""
+    (`_channel_blocks`, `_NP_BLOCK_BACKWARD`), into the record `out`; False (the
+    whole-array form runs) for any other x, or a channel-major g whose channel runs are not
+    contiguous. The same operations in the same dtypes as `_reduce_impl` then
+    `_input_impl`, per channel: the sums of g and of (x - mean) * g on rows in x's order
+    (`_row_sums`, `_row_dots`), and each element's subtract, multiply, add. A g in the
+    other layout (pooling's C-contiguous gradient against the conv's channel-major
+    activation, LeNet's) is copied into x's order a block at a time into scratch, not whole
+    into a fresh x-sized array; the block's passes stay in cache (LeNet's BatchNorm
+    backward: 3.5-3.6 -> 2.0-2.2 ms, second 1.4-1.5 -> 0.9-1.0)."""
     xr = _channel_rows(x)
     if xr is None or not x.size or tuple(g.shape) != tuple(x.shape):
         return False
@@ -571,34 +629,26 @@ def _backward_blocks(g, x, stats, weight, eps, out) -> bool:
     g3 = g.reshape(n, c, l)
     gr = _channel_rows(g)
     if gr is None and g3.strides[1] > g3.strides[0]:
-        return False   # `_channel_sums` would copy g whole: the whole-array form does it once
+        return False   # `_g_like_x` copies such a g whole: the whole-array form does it once
     dt = x.dtype
-    acc = np.float32 if dt == np.float16 else None   # as `_channel_sums`
     mean = stats[0].astype(np.float64)
     rstd = 1.0 / np.sqrt(stats[1].astype(np.float64) + eps)
     mean_x = mean.astype(dt)
     w = _channels(weight, np, c)
     rows = out[:c * count].reshape(c, count)
     red = out[c * count:].reshape(2, c)
-    k = max(1, _NP_BLOCK // count)
-    t_all = np.empty((min(k, c), count), dt)
-    g_all = np.empty((min(k, c), count), dt) if gr is None else None
-    # g's sums in its own layout over N last: taken per block, an (N, 1) block's sum over
-    # N would be numpy's pairwise sum, not the whole (N, C) array's running one
-    sums_g = None if gr is not None else _channel_sums(np, g3)
-    for c0 in range(0, c, k):
-        c1 = min(c, c0 + k)
+    blocks, k = _channel_blocks(c, count, _NP_BLOCK_BACKWARD)
+    t_all = np.empty((k, count), dt)
+    g_all = np.empty((k, count), dt) if gr is None else None
+    for c0, c1 in blocks:
         xb, t, ob = xr[c0:c1], t_all[:c1 - c0], rows[c0:c1]
         if gr is not None:
             gb = gr[c0:c1]
-            s0 = gb.sum(axis=1, dtype=acc)
         else:
             gb = g_all[:c1 - c0]
             gb.reshape(c1 - c0, n, l)[...] = g3[:, c0:c1].transpose(1, 0, 2)
-            s0 = sums_g[c0:c1]
         np.subtract(xb, mean_x[c0:c1, None], out=t)
-        np.multiply(t, gb, out=t)
-        rb = np.stack([s0, t.sum(axis=1, dtype=acc) * rstd[c0:c1]]).astype(dt)
+        rb = np.stack([_row_sums(gb), _row_dots(t, gb) * rstd[c0:c1]]).astype(dt)
         red[:, c0:c1] = rb
         a, b, d = _input_coefficients(w[c0:c1], rstd[c0:c1], mean[c0:c1], rb[0].astype(np.float64),
                                       rb[1].astype(np.float64), count)
@@ -679,10 +729,14 @@ def _forward_impl(xp, x, weight, bias, eps):
     return rec
 
 
-# Elements of x per block of `_forward_blocks` (whole channels, at least one): a block and
-# its scratch stay in a core's L2 cache (2 MB or more on the machines measured) between
-# the block's six passes.
+# Elements of x per block of `_forward_blocks` (whole channels, at least two:
+# `_channel_blocks`): a block and its scratch stay in a core's L2 cache (2 MB or more on the
+# machines measured) between the block's passes. `_backward_blocks` passes over twice the
+# arrays (x, g, its copy in x's order, the output rows): half the elements (LeNet's first
+# BatchNorm backward, 2 channels a block instead of 3: 2.49 -> 2.31 ms, inputs from memory
+# 3.14 -> 2.94).
 _NP_BLOCK = 1 << 17
+_NP_BLOCK_BACKWARD = 1 << 16
 
 
 def _channel_rows(x):
@@ -698,32 +752,30 @@ def _channel_rows(x):
 
 def _forward_blocks(x, weight, bias, eps, rec) -> bool:
     """batch_norm_forward's numpy form for a channel-major x, block by block of channels
-    (`_NP_BLOCK`); False (the whole-array form runs) for any other x. The same operations
-    in the same dtypes as that form (`_stats_impl`, `_train_impl`): each channel's sums are
-    the same row sums, and each element the same subtract, multiply, add. The affine
-    runs on the block's rows in x's order into a scratch block, then one copy puts them
-    in the C-contiguous output: the whole-array form's multiply from channel-major x into
-    C-contiguous memory ran an inner loop per (N, C) plane row (LeNet's first activation:
-    0.9 ms against 0.4 in one order), and its passes went out of cache between them
-    (LeNet's first BatchNorm: 2.5-2.8 -> 1.9-2.1 ms, second 1.0-1.1 -> 0.6-0.7)."""
+    (`_channel_blocks`); False (the whole-array form runs) for any other x. The same
+    operations in the same dtypes as that form (`_stats_impl`, `_train_impl`): each
+    channel's sums are the same row sums (`_row_sums`, `_row_dots`), and each element the
+    same subtract, multiply, add. The affine runs on the block's rows in x's order into a
+    scratch block, then one copy puts them in the C-contiguous output: the whole-array
+    form's multiply from channel-major x into C-contiguous memory ran an inner loop per
+    (N, C) plane row (LeNet's first activation: 0.9 ms against 0.4 in one order), and its
+    passes went out of cache between them (LeNet's first BatchNorm: 2.5-2.8 -> 1.9-2.1 ms,
+    second 1.0-1.1 -> 0.6-0.7)."""
     rows = _channel_rows(x)
     if rows is None or not x.size:
         return False
     n, c, l = _ncl_shape(x)
     count = n * l
-    acc = np.float32 if x.dtype == np.float16 else None   # as `_channel_sums`
     out = rec[:x.size].reshape(n, c, l)
     stats = rec[x.size:].reshape(2, c)
     w, b = _channels(weight, np, c), _channels(bias, np, c)
-    k = max(1, _NP_BLOCK // count)
-    scratch = np.empty((min(k, c), count), x.dtype)
-    for c0 in range(0, c, k):
-        c1 = min(c, c0 + k)
+    blocks, k = _channel_blocks(c, count, _NP_BLOCK)
+    scratch = np.empty((k, count), x.dtype)
+    for c0, c1 in blocks:
         xb, d = rows[c0:c1], scratch[:c1 - c0]
-        mu = (xb.sum(axis=1, dtype=acc) / count).astype(x.dtype)
+        mu = (_row_sums(xb) / count).astype(x.dtype)
         np.subtract(xb, mu[:, None], out=d)
-        np.multiply(d, d, out=d)
-        var = (d.sum(axis=1, dtype=acc) / count).astype(x.dtype)
+        var = (_row_dots(d, d) / count).astype(x.dtype)
         stats[0, c0:c1], stats[1, c0:c1] = mu, var
         a, shift = _scale_shift(np, w[c0:c1], b[c0:c1], mu.astype(np.float64),
                                 var.astype(np.float64), eps)

@@ -47,7 +47,7 @@ from .. import coreshare, sharepool
 from . import rows_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "binary", "warm", "source", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
+__all__ = ["product", "thin", "binary", "launch", "two_cores", "warm", "source", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
@@ -245,16 +245,23 @@ _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 _pairs: dict = {}     # dtype name -> _Pair, or None where it cannot load
 
 
+def two_cores() -> bool:
+    """Whether two halves may run now: the switch on, two threads by the policy and the
+    pool, BLAS's ceiling two or more, OpenBLAS's worker found (ops/skinny_gemm.py's dot
+    halves ask it too)."""
+    if not ENABLED:
+        return False
+    if coreshare.ENABLED and coreshare.core_share.threads() < 2:
+        return False         # (the policy's count: the cheap answer under load)
+    if sharepool.pool_threads() < 2 or (coreshare.blas_ceiling() or 1) < 2:
+        return False
+    return sharepool.blas_worker.find() is not None
+
+
 def _pair(dtype):
     """The dtype's `_Pair` where two halves may run now, else None."""
     t = _NAMES.get(dtype)
-    if t is None or not ENABLED:
-        return None
-    if coreshare.ENABLED and coreshare.core_share.threads() < 2:
-        return None          # (the policy's count: the cheap answer under load)
-    if sharepool.pool_threads() < 2 or (coreshare.blas_ceiling() or 1) < 2:
-        return None
-    if sharepool.blas_worker.find() is None:
+    if t is None or not two_cores():
         return None
     p = _pairs.get(t)
     if p is None:
@@ -273,9 +280,10 @@ def warm() -> bool:
     return time.perf_counter() <= _warm_until
 
 
-def _launch(p: _Pair, entry, fill, *args) -> bool:
+def launch(p, entry, fill, *args) -> bool:
     """``fill(p.recs, *args)``, then records 0 and 1 at once, on this thread and on
-    OpenBLAS's worker (the halves call no BLAS). The records are written only once this
+    OpenBLAS's worker (the halves call no BLAS). `p`: a `_Pair` or any object with its
+    ``recs`` (2 x 16 int64) and their ``address``; `entry`: a cfunc's address taking one. The records are written only once this
     thread holds the pool (another Python thread launching meanwhile would overwrite
     them); False where another launch holds it (nothing ran)."""
     if not sharepool.try_launch():
@@ -290,7 +298,7 @@ def _launch(p: _Pair, entry, fill, *args) -> bool:
     return True
 
 
-def _run(p: _Pair, entry) -> None:
+def _run(p, entry) -> None:
     """`entry` on record 0 here and record 1 on OpenBLAS's worker, at once."""
     sharepool.blas_worker.find()(2, entry, p.address, 128)
 
@@ -309,16 +317,36 @@ def product(a, b):
     few = m < coreshare.FEW_ROWS
     if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
         return None
+    return _gemm(a, b, not few)
+
+
+def thin(a, b):
+    """``a @ b`` for ops/skinny_gemm.py's products of a small depth or few rows (a head's
+    input and weight gradients, which it bounds) in two halves, or None: by rows where a
+    has more rows than its depth, else by depth (the partial products added: not bitwise
+    the one-thread sum). 2-D float32/float64 numpy arrays of one dtype, a C- or
+    F-contiguous, b C-contiguous."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    if (not b.flags.c_contiguous or a.dtype != b.dtype or a.dtype not in _NAMES
+            or b.shape[0] != a.shape[1]):
+        return None
+    return _gemm(a, b, a.shape[0] > a.shape[1])
+
+
+def _gemm(a, b, by_rows: bool):
+    """The product's two halves by rows or by depth (`gemm_records`), or None."""
     if not (a.flags.c_contiguous or a.flags.f_contiguous):
         return None
     p = _pair(a.dtype)
     if p is None:
         return None
+    m, n = a.shape[0], b.shape[1]
     out = np.empty((m, n), a.dtype)
-    rest = out if not few else np.empty((m, n), a.dtype)
-    if not _launch(p, p.gemm, p.gemm_records, a, b, out, rest, not few):
+    rest = out if by_rows else np.empty((m, n), a.dtype)
+    if not launch(p, p.gemm, p.gemm_records, a, b, out, rest, by_rows):
         return None
-    if few:
+    if not by_rows:
         out += rest
     return out
 
@@ -352,7 +380,7 @@ def binary(name: str, x, y, compute_np, out=None):
         return None
     flat = arr.reshape(-1)
     s = float(compute_np.type(y if xa else x)) if not (xa and ya) else 0.0
-    if not _launch(p, p.ew, p.ew_records, op, x.reshape(-1) if xa else flat, y.reshape(-1) if ya else flat,
+    if not launch(p, p.ew, p.ew_records, op, x.reshape(-1) if xa else flat, y.reshape(-1) if ya else flat,
                    out.reshape(-1), int(not xa), int(not ya), s):
         return None
     return out

@@ -6,6 +6,7 @@ import numpy as _np
 from .. import coreshare as _coreshare
 from ..errors import DTypeError, ShapeError
 from ..shapes import broadcast_shapes
+from . import registry as _registry
 from .registry import Aval, _make_binary, bind, defprim
 from . import shape as _shape
 from .shape import reshape, unsqueeze
@@ -68,21 +69,21 @@ def matmul_rows(mm, a, b):
 def _matmul_vjp(g, out, a, b):
     # b arrives as a shape-only stand-in when only b needs a gradient (its rank decides
     # gb's form below): then a needs none, and g @ b.T would be computed and thrown away.
-    ga = _mm(g, _mT(b)) if b is not None and not shape_only(b) else None
+    ga = _mm_nt(g, b) if b is not None and not shape_only(b) else None
     if a is None:
         gb = None
     elif a.ndim > 2 and b.ndim == 2:
         # (..., k) @ (k, n): the weight's gradient is one GEMM over the flattened leading
         # dims, (k, M) @ (M, n), not a stacked matmul per leading index summed afterwards
         # (a (128, 16, 256) activation: 14 ms of matmuls + 7 ms of sum -> 1 ms).
-        gb = _mm(_mT(reshape(a, (-1, a.shape[-1]))), reshape(g, (-1, g.shape[-1])))
+        gb = _mm_tn(reshape(a, (-1, a.shape[-1])), reshape(g, (-1, g.shape[-1])))
     elif a.ndim == 2 and column_major(b):
         # b is a transposed weight (``x @ w.T``, linear): (g.T @ a).T is its gradient
         # with w's gradient row-major, so w's leaf takes it without a copy (PyTorch's
         # mm_mat2_backward picks the layout from mat2's strides the same way).
-        gb = _mT(_mm(_mT(g), a))
+        gb = _mT(_mm_tn(g, a))
     else:
-        gb = _mm(_mT(a), g)
+        gb = _mm_tn(a, g)
     return ga, gb
 
 
@@ -106,6 +107,116 @@ MATMUL = defprim("matmul", _matmul_impl, _matmul_rule, _matmul_vjp,
 # The VJP's products are of 2-D-or-more operands by construction: MATMUL's fast path
 # itself (matmul()'s rank dispatch is for user calls), no frame of its own.
 _mm = MATMUL.binary
+
+
+# ---------------------------------------------------------------- transposed operands
+# Products with an operand transposed: matmul's gradients ``g @ b.T`` and ``a.T @ g``.
+# Bound as PERMUTE then MATMUL, each transpose cost a view op of its own (~190 Python
+# opcodes: bind's param check, a Tensor, the shared version counter), three per
+# two-layer training step, only to hand a strided view to the next product. These two
+# records take the operand as it is and give BLAS the same transposed view (so values
+# are bitwise those of the permute + matmul pair). Traced code keeps that pair (see
+# `_mm_nt`): the compiler's passes know its form (jit/passes.py `_transposed_matmul`,
+# jit/scan_ad.py, compiler/biasgemm.py); a traced call of these records themselves
+# runs their impl as any non-fused primitive does.
+
+def _swap(x):
+    """`x` (an array) with its last two axes swapped: a view."""
+    return x.T if x.ndim == 2 else x.swapaxes(-1, -2)
+
+
+def _swapped(av):
+    s = av.shape
+    return Aval(s[:-2] + (s[-1], s[-2]), av.dtype, av.device)
+
+
+def _nt_impl(xp, a, b):
+    return _matmul_impl(xp, a, _swap(b))
+
+
+def _tn_impl(xp, a, b):
+    return _matmul_impl(xp, _swap(a), b)
+
+
+def _nt_rule(a, b):
+    if b.ndim < 2:
+        raise ShapeError(f"matmul_nt: internal rank error {a.shape} @ {b.shape}.T")
+    return _matmul_rule(a, _swapped(b))
+
+
+def _tn_rule(a, b):
+    if a.ndim < 2:
+        raise ShapeError(f"matmul_tn: internal rank error {a.shape}.T @ {b.shape}")
+    return _matmul_rule(_swapped(a), b)
+
+
+def _nt_vjp(g, out, a, b):
+    # out = a @ b.T: ga = g @ b, gb = (a.T @ g).T = g.T @ a
+    return (_mm(g, b) if b is not None else None,
+            _mm_tn(g, a) if a is not None else None)
+
+
+def _tn_vjp(g, out, a, b):
+    # out = a.T @ b: ga = (g @ b.T).T = b @ g.T, gb = a @ g
+    return (_mm_nt(b, g) if b is not None else None,
+            _mm(a, g) if a is not None else None)
+
+
+def _nt_small(a, b):
+    return _np.matmul(a, b.T)
+
+
+def _nt_blas(a, b):
+    return _coreshare.matmul(a, b.T, blas_only=True)
+
+
+def _tn_small(a, b):
+    return _np.matmul(a.T, b)
+
+
+def _tn_blas(a, b):
+    return _coreshare.matmul(a.T, b, blas_only=True)
+
+
+def _transposed_fast(small, blas, swap_a):
+    """The plan's numpy call of a transposed-operand record (``extra["fast"]``), 2-D
+    operands: `_matmul_fast`'s choice for the product it computes."""
+    def fast(shapes, dtype, params):
+        sa, sb = shapes
+        if len(sa) != 2 or len(sb) != 2:
+            return None   # the impl: batches, matmul_rows
+        m, k = (sa[1], sa[0]) if swap_a else sa
+        n = sb[1] if swap_a else sb[0]
+        return small if m * k * n < _coreshare.TINY_GEMM_MNK else blas
+    return fast
+
+
+_SAVE_OTHER = MATMUL.save   # each operand's gradient reads the other operand
+MATMUL_NT = defprim("matmul_nt", _nt_impl, _nt_rule, _nt_vjp, kind="matmul", save=_SAVE_OTHER,
+                    grad_name="MmBackward0",
+                    extra={"fast": _transposed_fast(_nt_small, _nt_blas, False)})
+MATMUL_TN = defprim("matmul_tn", _tn_impl, _tn_rule, _tn_vjp, kind="matmul", save=_SAVE_OTHER,
+                    grad_name="MmBackward0",
+                    extra={"fast": _transposed_fast(_tn_small, _tn_blas, True)})
+_nt = MATMUL_NT.binary
+_tn = MATMUL_TN.binary
+# Every product an eager program runs is one of these records' (tests count GEMMs so).
+PRODUCTS = (MATMUL, MATMUL_NT, MATMUL_TN)
+
+
+def _mm_nt(a, b):
+    """``a @ b.T`` (b's last two dims swapped) for matmul's gradients: one record in eager
+    code; the PERMUTE + MATMUL pair under a tracer (the form compiler passes match)."""
+    if _registry._tracers_active:
+        return _mm(a, _mT(b))
+    return _nt(a, b)
+
+
+def _mm_tn(a, b):
+    """``a.T @ b`` for matmul's gradients (see `_mm_nt`)."""
+    if _registry._tracers_active:
+        return _mm(_mT(a), b)
+    return _tn(a, b)
 
 
 def matmul(a, b):

@@ -16,8 +16,9 @@ A `Primitive` is the single definition of an op:
   constants and maps math functions to the backend's vectorizable versions.
 
 Eager autograd keeps for each node only what the VJP reads: ``save(requires_grad
-flags) -> input positions`` whose values it needs, ``save_out`` for the output, and
-``extra["meta"]`` (positions, or a function of the flags) for inputs whose shape,
+flags) -> input positions`` whose values it needs, ``save_out`` for the output (a bool,
+or a function of the flags), and ``extra["meta"]`` (positions, or a function of the
+flags) for inputs whose shape,
 dtype and device (not values) it needs (a stand-in of zeros: ``autograd.node.shape_only``
 tells it apart, so a VJP never multiplies by it); every other input reaches the VJP as None.
 ``extra["needs"]`` marks a VJP that takes ``needs=`` (per input: does it get a gradient?)
@@ -104,7 +105,7 @@ class Primitive:
     promote: bool = False          # elementwise: cast operands to a common dtype first
     int_to_float: bool = False     # integer operands compute in the default float dtype
     save: Optional[Callable] = None  # requires_grad flags -> indices of inputs the vjp needs
-    save_out: bool = False         # does the vjp use the output?
+    save_out: bool | Callable = False  # does the vjp use the output? (or requires_grad flags -> that)
     nondiff: tuple = ()            # input positions that never get gradients
     grad_name: str = ""
     extra: dict = field(default_factory=dict)

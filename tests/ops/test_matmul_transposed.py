@@ -1,0 +1,86 @@
+"""matmul's gradients through the transposed-operand records (ops/linalg.py matmul_nt,
+matmul_tn): eager backward binds no PERMUTE view for them, its values are bitwise those of
+the PERMUTE + MATMUL pair (the same BLAS call on the same transposed view), and a traced
+backward keeps the pair, the form the compiler's passes match."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.jit.autodiff import split
+from tracejit.ops import linalg, registry, shape
+
+from inputs import captured_graph
+
+# (a's shape, b's shape, b given as a transposed weight: x @ w.T)
+CASES = [((8, 16), (16, 8), False), ((64, 1000), (1000, 100), False), ((7, 5, 3), (3, 4), False),
+         ((2, 5, 3), (2, 3, 4), False), ((64, 300), (300, 200), True), ((4, 6, 5), (5, 7), True)]
+
+
+def _grads(case):
+    sa, sb, transposed = case
+    rng = np.random.default_rng(0)
+    a = tj.tensor(rng.standard_normal(sa).astype(np.float32), requires_grad=True)
+    b_np = rng.standard_normal(sb).astype(np.float32)
+    b = tj.tensor(b_np.T.copy() if transposed else b_np, requires_grad=True)
+    ((a @ (b.mT if transposed else b)).clamp(min=0) ** 2).sum().backward()
+    return a.grad.numpy(), b.grad.numpy()
+
+
+def _counting(monkeypatch, prims):
+    calls = {p.name: 0 for p in prims}
+    for p in prims:
+        monkeypatch.setattr(p, "impl", lambda xp, *a, _orig=p.impl, _name=p.name, **kw:
+                            calls.__setitem__(_name, calls[_name] + 1) or _orig(xp, *a, **kw))
+    return calls
+
+
+def test_eager_backward_binds_no_permute(monkeypatch):
+    calls = _counting(monkeypatch, linalg.PRODUCTS + (shape.PERMUTE,))
+    a = tj.tensor(np.ones((3, 4), np.float32), requires_grad=True)
+    b = tj.tensor(np.ones((4, 2), np.float32), requires_grad=True)
+    loss = (a @ b).sum()
+    loss.backward()
+    assert calls == {"matmul": 1, "matmul_nt": 1, "matmul_tn": 1, "permute": 0}
+    np.testing.assert_array_equal(a.grad.numpy(), np.full((3, 4), 2.0, np.float32))
+    np.testing.assert_array_equal(b.grad.numpy(), np.full((4, 2), 3.0, np.float32))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{a}@{b}{'.T' if t else ''}" for a, b, t in CASES])
+def test_gradients_are_bitwise_those_of_the_permute_and_matmul_pair(case, monkeypatch):
+    new = _grads(case)
+    # a nonzero count of active tracers (none of them this thread's) sends matmul's VJP
+    # down the PERMUTE + MATMUL path while every op still runs eagerly
+    monkeypatch.setattr(registry, "_tracers_active", registry._tracers_active + 1)
+    old = _grads(case)
+    for x, y in zip(new, old):
+        assert x.flags.c_contiguous == y.flags.c_contiguous
+        np.testing.assert_array_equal(x, y)
+
+
+def test_traced_backward_keeps_the_permute_matmul_pair():
+    def loss(a, b):
+        return (a @ b).sum()
+    a = tj.tensor(np.ones((3, 4), np.float32), requires_grad=True)
+    b = tj.tensor(np.ones((4, 2), np.float32), requires_grad=True)
+    g = captured_graph(loss, a, b)
+    names = [e.prim.name for e in split(g, [True] * len(g.inputs))[1].eqns]
+    assert "matmul_nt" not in names and "matmul_tn" not in names, names
+    assert names.count("matmul") == 2 and "permute" in names, names
+
+
+def test_a_gradient_of_a_gradient_runs_through_the_records():
+    """create_graph: the records' own VJPs (written with the records and matmul) give the
+    second derivative: d/da sum((a @ b) ** 2) = 2 (a @ b) b.T, differentiated along b."""
+    rng = np.random.default_rng(1)
+    a_np, b_np = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    a = tj.tensor(a_np, requires_grad=True)
+    b = tj.tensor(b_np, requires_grad=True)
+    (ga,) = tj.autograd.grad(((a @ b) ** 2).sum(), [a], create_graph=True)
+    assert ga.grad_fn.name() == "MmBackward0"
+    ga.sum().backward()
+    # d/db of sum_ij 2 (a b b^T)_ij
+    ones = np.ones((3, 4))
+    want = 2 * (a_np.T @ ones @ b_np + ones.T @ a_np @ b_np)
+    np.testing.assert_allclose(b.grad.numpy(), want, rtol=1e-10)

@@ -1,0 +1,191 @@
+"""ops/skinny_gemm.py: the dot kernel against numpy (4 x 4 blocks, column and row rests,
+a bias, NaN and inf) and its halves, which products `product` takes and where it sends
+them, and that coreshare.matmul and biasgemm.matmul_bias hand it the head's products."""
+import numpy as np
+import pytest
+from test_halves import serial_launch  # noqa: F401 (a fixture)
+
+from tracejit import coreshare
+from tracejit.compiler import biasgemm
+from tracejit.ops import halves, skinny_gemm
+
+pytest.importorskip("numba", reason="the kernels are numba code")
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+
+_mods: dict = {}
+
+
+def _exec(source: str, label: str):
+    if label not in _mods:
+        ns: dict = {"CACHE": False}
+        exec(compile(source, f"<{label}>", "exec"), ns)
+        _mods[label] = ns["kernel"]
+    return _mods[label]
+
+
+def _dot(dtype: str):
+    return _exec(skinny_gemm.source(dtype), "skinny " + dtype)
+
+
+def _tol(dtype, k):
+    return dict(rtol=1e-5, atol=1e-5 * k) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12 * k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", [(256, 1024, 10), (17, 33, 7), (4, 1, 4), (5, 64, 16), (1, 3, 1), (3, 100, 5)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_dot_kernel_equals_numpy(dtype, m, k, n, bias):
+    """x @ w.T (+ b): whole 4 x 4 blocks, a rest of w's rows, a rest of x's rows."""
+    r = np.random.default_rng(0)
+    x = r.standard_normal((m, k)).astype(dtype)
+    w = r.standard_normal((n, k)).astype(dtype)
+    b = r.standard_normal(n).astype(dtype)
+    out = np.full((m, n), np.nan, dtype)
+    _dot(dtype)(x, w, b, bias, out)
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + (b if bias else 0)
+    np.testing.assert_allclose(out, want, **_tol(dtype, k))
+
+
+def test_dot_kernel_keeps_nan_and_inf():
+    """Only reassociation is allowed: a NaN or an inf in x reaches its row as in BLAS."""
+    x = np.ones((8, 40), np.float32)
+    w = np.ones((6, 40), np.float32)
+    x[1, 7] = np.nan
+    x[6, 3] = np.inf
+    out = np.empty((8, 6), np.float32)
+    _dot("float32")(x, w, w[0], False, out)
+    np.testing.assert_array_equal(out, x @ w.T)
+    assert np.isnan(out[1]).all() and np.isposinf(out[6]).all() and (out[0] == 40).all()
+
+
+@pytest.fixture
+def loaded(monkeypatch) -> list:
+    """`product` with the dot kernel compiled here (sync mode would only load it from the
+    disk cache) and without its halves, `halves.thin` numpy's product; the list records
+    which ran."""
+    ran: list = []
+
+    def dot(t):
+        fn = _dot(t)
+        return (lambda *args: (ran.append("dot"), fn(*args))), None   # (no halves)
+    monkeypatch.setattr(skinny_gemm, "_dot", dot)
+    monkeypatch.setattr(halves, "thin", lambda a, b: (ran.append("halves"), a @ b)[1])
+    return ran
+
+
+def _head(dtype=np.float32):
+    r = np.random.default_rng(1)
+    h = r.standard_normal((256, 1024)).astype(dtype)
+    w = r.standard_normal((10, 1024)).astype(dtype)
+    g = r.standard_normal((256, 10)).astype(dtype)
+    return h, w, g
+
+
+def test_product_runs_the_heads_three_products(loaded):
+    """Logits by the dot kernel (a bias too), the input gradient (K = 10) and the weight
+    gradient (M = 10, a transposed view) by the register-tile kernel's halves
+    (tests/ops/test_halves.py runs those)."""
+    h, w, g = _head()
+    b = np.arange(10, dtype=np.float32)
+    for a, bb, bias, kernel in ((h, w.T, None, "dot"), (h, w.T, b, "dot"), (g, w, None, "halves"),
+                                (g.T, h, None, "halves")):
+        out = skinny_gemm.product(a, bb, bias)
+        assert loaded.pop() == kernel and out.shape == (a.shape[0], bb.shape[1]) and out.flags.c_contiguous
+        want = a.astype(np.float64) @ bb + (0 if bias is None else bias)
+        np.testing.assert_allclose(out, want, **_tol("float32", a.shape[1]))
+
+
+def test_product_leaves_what_it_cannot_run(loaded, monkeypatch):
+    h, w, g = _head()
+    assert skinny_gemm.product(h[:64], w.T) is None                 # below MIN_MNK
+    assert skinny_gemm.product(np.ones((256, 2048), np.float32), np.ones((10, 2048), np.float32).T) is None  # MAX_MNK
+    assert skinny_gemm.product(h, np.ascontiguousarray(w.T)) is None  # few columns of a C-contiguous b
+    assert skinny_gemm.product(h[:, ::2], w[:, ::2].T) is None      # a strided x
+    assert skinny_gemm.product(g, w, np.ones(1024, np.float32)) is None  # a bias: the dot kernel's only
+    assert skinny_gemm.product(h, w.T.astype(np.float64)) is None   # two dtypes
+    assert skinny_gemm.product(h.astype(np.int32), w.T.astype(np.int32)) is None
+    assert skinny_gemm.product(h, np.ones((1024, 100), np.float32)) is None  # nothing thin
+    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    assert skinny_gemm.product(g, w) is None                        # thin: the halves or BLAS
+    monkeypatch.setattr(skinny_gemm, "ENABLED", False)
+    assert skinny_gemm.product(h, w.T) is None
+    assert not loaded
+
+
+def test_matmul_and_matmul_bias_hand_it_the_head(loaded):
+    """coreshare.matmul (eager matmul and the plans' MATMUL) and the plans' BiasGemm."""
+    h, w, g = _head()
+    b = np.linspace(-1, 1, 10).astype(np.float32)
+    np.testing.assert_allclose(coreshare.matmul(h, w.T), h @ w.T, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(coreshare.matmul(g.T, h), g.T @ h, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(biasgemm.matmul_bias(np, h[None], w.T, b.reshape(1, 10)),
+                               (h @ w.T + b)[None], rtol=1e-4, atol=1e-3)
+    assert loaded == ["dot", "halves", "dot"]
+
+
+def test_thread_count_a_profiler_records(monkeypatch):
+    """coreshare.gemm_thread_count: BLAS's count until the kernel is loaded, then one on
+    one core, two where the halves run."""
+    coreshare._skinny()
+    monkeypatch.setattr(skinny_gemm, "_loaded", {})
+    monkeypatch.setattr(halves, "two_cores", lambda: True)
+    from tracejit.threads import blas_threads
+    assert coreshare.gemm_thread_count(256, 1024, 10) == (1 if coreshare._one_thread(256, 1024, 10) else blas_threads())
+    monkeypatch.setattr(skinny_gemm, "_loaded", {"float32": None})
+    assert coreshare.gemm_thread_count(256, 1024, 10) == 2
+    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    assert coreshare.gemm_thread_count(256, 10, 1024) == 1
+
+
+@pytest.fixture
+def serial(serial_launch, monkeypatch) -> list:
+    """test_halves.py's `serial_launch` (the halves one after the other on this thread, what
+    each core would compute) with the dot kernel and its halves loaded from the session's
+    disk cache, two cores granted. The list records each launch's entry address."""
+    from tracejit.compiler import diskcache
+    loaded = {}
+    for t in ("float32", "float64"):
+        mod = diskcache.load_module(skinny_gemm.source(t), name_hint="native_skinny_gemm_" + t)
+        loaded[t] = (mod.kernel, skinny_gemm._Pair(mod.kernel.py_func.__globals__))
+    monkeypatch.setattr(skinny_gemm, "_loaded", loaded)
+    monkeypatch.setattr(halves, "two_cores", lambda: True)
+    return serial_launch
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", [(256, 1024, 10), (101, 4000, 3), (9, 8000, 16)])
+def test_dot_halves_are_the_one_thread_kernel_bitwise(serial, monkeypatch, dtype, m, k, n):
+    """The logits in two row halves, the bias added in each: bitwise the one-thread
+    kernel's rows."""
+    kernel, pair = skinny_gemm._loaded[dtype]
+    r = np.random.default_rng(2)
+    x = r.standard_normal((m, k)).astype(dtype)
+    w = r.standard_normal((n, k)).astype(dtype)
+    b = r.standard_normal(n).astype(dtype)
+    out = skinny_gemm.product(x, w.T, b)
+    assert serial == [pair.entry.value] and out.shape == (m, n)
+    one = np.empty((m, n), dtype)
+    kernel(x, w, b, True, one)
+    np.testing.assert_array_equal(out, one)
+    np.testing.assert_allclose(out, x.astype(np.float64) @ w.T + b, **_tol(dtype, k))
+    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    np.testing.assert_array_equal(skinny_gemm.product(x, w.T, b), one)
+    assert len(serial) == 1
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_a_compiled_head_agrees_with_eager_and_the_interpreter(serial, mode):
+    """A classifier head's forward and gradients (logits by the dot kernel's halves with the
+    bias, the input and weight gradients by the tile kernel's halves) against eager and the
+    IR interpreter."""
+    import tracejit as tj
+    from tracejit.testing import assert_compiled_matches
+
+    def head(x, w, b):
+        return tj.nn.functional.linear(tj.relu(x), w, b)
+    r = np.random.default_rng(4)
+    x = tj.tensor(r.standard_normal((256, 1024)).astype(np.float32), requires_grad=True)
+    w = tj.tensor(r.standard_normal((10, 1024)).astype(np.float32) * 0.03, requires_grad=True)
+    b = tj.tensor(r.standard_normal(10).astype(np.float32), requires_grad=True)
+    assert_compiled_matches(head, x, w, b, mode=mode, rtol=1e-4, atol=1e-4)
+    assert len(set(serial)) == 2     # both kinds of halves ran
