@@ -203,3 +203,29 @@ def test_gradients_that_share_memory_are_never_handed_to_two_leaves(taken):
     assert not np.shares_memory(v.grad.numpy(), u.detach().numpy())
     np.testing.assert_array_equal(u.grad.numpy(), arrays[1])
     np.testing.assert_array_equal(v.grad.numpy(), arrays[0])
+
+
+def test_the_short_path_leaves_gradients_the_loss_does_not_reach_unset(taken):
+    arrays = _inputs()
+    # a cond: the untaken branch reads y, so y gets no gradient; without one, z is unused
+    f = tj.script(lambda x, y: (x * 2.0).sum() if x.sum() > 0 else (x * y).sum())
+    g = tj.script(lambda x, y, z: (x * y).sum() + 0.0 * y.sum())
+    for step in range(3):
+        x = tj.tensor(np.abs(arrays[0]), requires_grad=True)
+        y = tj.tensor(arrays[1], requires_grad=True)
+        f(x, y).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.full_like(arrays[0], 2.0))
+        assert y.grad is None
+        u, v, w = (tj.tensor(a, requires_grad=True) for a in arrays)
+        g(u, v, w).backward()
+        np.testing.assert_array_equal(u.grad.numpy(), arrays[1])
+        np.testing.assert_allclose(v.grad.numpy(), arrays[0], rtol=1e-6, atol=0)
+        assert w.grad is None
+    assert taken == [True] * 6
+    # the other branch: both reached
+    x = tj.tensor(-np.abs(arrays[0]), requires_grad=True)
+    y = tj.tensor(arrays[1], requires_grad=True)
+    f(x, y).backward()
+    assert taken[-1] is True
+    np.testing.assert_array_equal(x.grad.numpy(), arrays[1])
+    np.testing.assert_array_equal(y.grad.numpy(), -np.abs(arrays[0]))
