@@ -229,3 +229,20 @@ def test_the_short_path_leaves_gradients_the_loss_does_not_reach_unset(taken):
     assert taken[-1] is True
     np.testing.assert_array_equal(x.grad.numpy(), arrays[1])
     np.testing.assert_array_equal(y.grad.numpy(), -np.abs(arrays[0]))
+
+
+def test_the_generated_call_makes_the_gradient_tensors_the_leaves_then_take(taken):
+    arrays = _inputs()
+    f = tj.script(_loss)
+    ts = [tj.tensor(a, requires_grad=True) for a in arrays]
+    f(*ts).backward()                       # the capture's call: a node without them
+    for t in ts:
+        t.grad = None
+    loss = f(*ts)                           # the generated call's node: made before the kernel
+    shells = loss.grad_fn.shells
+    assert len(shells) == 3 and all(s._data is None and s.dtype is t.dtype for s, t in zip(shells, ts))
+    loss.backward()
+    assert taken == [True, True] and loss.grad_fn.shells is None
+    assert all(t.grad is s for t, s in zip(ts, shells))
+    for t, e in zip(ts, _eager_grads(arrays)):
+        np.testing.assert_allclose(t.grad.numpy(), e, rtol=1e-5, atol=1e-6)

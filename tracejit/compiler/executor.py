@@ -37,7 +37,7 @@ log = logging.getLogger("tracejit.fallback")
 class CompiledNode(Node):
     """The single grad_fn of a compiled call's outputs."""
 
-    __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken", "take")
+    __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken", "take", "shells")
 
     def __init__(self, program, inputs, saved, diff_idx, out_avals, edges=None, versions=None):
         # (`edges` and `versions` when the caller has them: a generated training call)
@@ -51,6 +51,7 @@ class CompiledNode(Node):
         self.diff_idx = diff_idx
         self.out_avals = out_avals
         self.take = None   # the program's `taker` for diff_idx, once asked for
+        self.shells = None  # the gradients' tensors, made before the kernels (`taker`)
 
     def keep_input(self, t) -> None:
         """`t`, an input of this call, is about to be overwritten by the call's own in-place
@@ -256,7 +257,9 @@ class CompiledProgram(Executor):
         loss reaches: constant without a cond). Why: it runs right after the loss kernel
         swept the caches, where each frame and loop of a general version cost 0.5-4 us
         (`_check_versions`, `reached`, the per-leaf loop, three wraps: GELU step over 4M
-        float32, session 19, notes gelu19b)."""
+        float32, session 19, notes gelu19b). ``shells(node)`` makes the gradients'
+        tensors (arrays to come) where the generated training call is still on warm caches,
+        before its kernels; `take` fills them (or makes them, for a node without)."""
         take = self._takers.get(diff_idx)
         if take is None:
             take = self._takers[diff_idx] = self._generated_take(diff_idx)
@@ -292,7 +295,13 @@ class CompiledProgram(Executor):
                  "    node.saved = None",
                  "    node._freed = True",
                  f"    {', '.join(f's{k}' for k in range(n))}, = s",
-                 "    s = None     # each gradient array now held by one local here (and its slot)"]
+                 "    s = None     # each gradient array now held by one local here (and its slot)",
+                 "    sh = node.shells",
+                 "    node.shells = None",
+                 "    if sh is None:",
+                 "        sh = SHELLS()",
+                 f"    {', '.join(f'g{k}' for k in range(n))}, = sh",
+                 "    sh = None"]
         if conds:
             lines.append("    live = PROG.reached(node.taken, PATTERN)")
         names = {"AG": AccumulateGrad, "PROG": self, "PATTERN": pattern, "ND": np.ndarray,
@@ -322,19 +331,28 @@ class CompiledProgram(Executor):
                 f"{ind}        and type({a}) is ND and {a}.shape == {x}._data.shape",
                 f"{ind}        and (FREE({a}) or (RC({a}) <= 2 + KREFS({a}) and {a}.flags.writeable",
                 f"{ind}                         and {a}.flags.c_contiguous and ({a}.base is None or SOLE({a}))))):",
-                f"{ind}    {x}._grad = WRAP({a}, D{k}, V{k})",
+                f"{ind}    g{k}._data = {a}",
+                f"{ind}    {x}._grad = g{k}",
                 f"{ind}else:",
                 # in a list of its own and nowhere else, as the engine hands it
-                f"{ind}    b = [WRAP({a}, D{k}, V{k})]",
-                f"{ind}    {a} = {x} = None",
+                f"{ind}    g{k}._data = {a}",
+                f"{ind}    b = [g{k}]",
+                f"{ind}    {a} = {x} = g{k} = None",
                 f"{ind}    GIVE({l}, b)",
                 f"{ind}    b = None",
-                f"{ind}{a} = {x} = None"]
+                f"{ind}{a} = {x} = g{k} = None"]
         lines.append("    return True")
+        avals = [self.graph.inputs[i].aval for i in diff_idx]
+        names.update({f"E{k}": a.dtype for k, a in enumerate(avals)})
+        names.update({f"F{k}": a.device for k, a in enumerate(avals)})
+        lines += ["", "", "def shells():",
+                  f"    return ({''.join(f'WRAP(None, E{k}, F{k}), ' for k in range(n))})"]
         src = "\n".join(lines) + "\n"
         fname = f"<tracejit-take-{self.name}-{id(self):x}-{len(self._takers)}>"
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # (tracebacks)
         exec(compile(src, fname, "exec"), names)
+        names["SHELLS"] = names["shells"]
+        names["take"].shells = names["shells"]
         return names["take"]
 
     # ---- calls ------------------------------------------------------------------------------
@@ -548,6 +566,7 @@ class CompiledProgram(Executor):
                  f"    node = NODE(PROG, [{', '.join(xs)}], None, DIFF, AVALS, ({', '.join(edges)},), "
                  f"[{', '.join(x + '._vbox[0]' for x in xs)}])",
                  "    node.take = TAKE",
+                 "    node.shells = SHELLS()",
                  "    t = WRAP(None, OD, OV)"]
         if d.is_floating_point and 0 in self._active_outputs(diff_idx):
             lines += ["    t._requires_grad = True", "    t.grad_fn = node", "    t._output_nr = 0"]
@@ -558,7 +577,7 @@ class CompiledProgram(Executor):
                   "    return t"]
         names = {"FWD": fwd.fn, "NODE": CompiledNode, "PROG": self, "DIFF": diff_idx,
                  "AVALS": self._out_avals, "LEAF": leaf_node, "WRAP": Tensor._wrap, "OD": d, "OV": dev,
-                 "TAKE": self.taker(diff_idx)}
+                 "TAKE": self.taker(diff_idx), "SHELLS": self.taker(diff_idx).shells}
         src = "\n".join(lines) + "\n"
         fname = f"<tracejit-train-{self.name}-{id(self):x}>"
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # (tracebacks)
@@ -615,6 +634,9 @@ class CompiledProgram(Executor):
 def _no_take(node, t) -> bool:
     """`CompiledProgram.taker` where the forward computed no gradients: the engine's way."""
     return False
+
+
+_no_take.shells = lambda: None
 
 
 def _hand_to_leaf(leaf, buf: list) -> None:
