@@ -257,9 +257,10 @@ class CompiledProgram(Executor):
         loss reaches: constant without a cond). Why: it runs right after the loss kernel
         swept the caches, where each frame and loop of a general version cost 0.5-4 us
         (`_check_versions`, `reached`, the per-leaf loop, three wraps: GELU step over 4M
-        float32, session 19, notes gelu19b). ``shells(node)`` makes the gradients'
-        tensors (arrays to come) where the generated training call is still on warm caches,
-        before its kernels; `take` fills them (or makes them, for a node without)."""
+        float32, session 19, notes gelu19b). Its attribute ``take.shells()`` makes the
+        gradients' tensors, arrays to come: the generated training call makes them before
+        its kernels, on warm caches (`CompiledNode.shells`), and `take` fills them (a node
+        without makes them there)."""
         take = self._takers.get(diff_idx)
         if take is None:
             take = self._takers[diff_idx] = self._generated_take(diff_idx)
@@ -313,8 +314,6 @@ class CompiledProgram(Executor):
             if live is not None and i not in live:
                 lines.append(f"    s{k} = None")
                 continue
-            aval = self.graph.inputs[i].aval
-            names[f"D{k}"], names[f"V{k}"] = aval.dtype, aval.device
             ind = "    "
             if conds:
                 lines.append(f"    if {i} in live:")
@@ -342,11 +341,11 @@ class CompiledProgram(Executor):
                 f"{ind}    b = None",
                 f"{ind}{a} = {x} = g{k} = None"]
         lines.append("    return True")
-        avals = [self.graph.inputs[i].aval for i in diff_idx]
-        names.update({f"E{k}": a.dtype for k, a in enumerate(avals)})
-        names.update({f"F{k}": a.device for k, a in enumerate(avals)})
+        for k, i in enumerate(diff_idx):   # the gradients' dtypes and devices: their inputs'
+            aval = self.graph.inputs[i].aval
+            names[f"D{k}"], names[f"V{k}"] = aval.dtype, aval.device
         lines += ["", "", "def shells():",
-                  f"    return ({''.join(f'WRAP(None, E{k}, F{k}), ' for k in range(n))})"]
+                  f"    return ({''.join(f'WRAP(None, D{k}, V{k}), ' for k in range(n))})"]
         src = "\n".join(lines) + "\n"
         fname = f"<tracejit-take-{self.name}-{id(self):x}-{len(self._takers)}>"
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # (tracebacks)
