@@ -78,6 +78,8 @@ class _Thread:
 
 _threads: list = []
 _cpus = None
+try_launch: Callable[[], bool]      # (both set by `_new_launch_lock`)
+end_launch: Callable[[], None]
 
 
 def _new_launch_lock() -> None:
