@@ -246,3 +246,23 @@ def test_the_generated_call_makes_the_gradient_tensors_the_leaves_then_take(take
     assert all(t.grad is s for t, s in zip(ts, shells))
     for t, e in zip(ts, _eager_grads(arrays)):
         np.testing.assert_allclose(t.grad.numpy(), e, rtol=1e-5, atol=1e-6)
+
+
+def test_a_loss_of_many_leaves_takes_the_short_path_unless_a_leaf_repeats(taken):
+    r = np.random.default_rng(1)
+    arrays = [r.standard_normal(33).astype(np.float32) for _ in range(6)]
+    f = tj.script(lambda a, b, c, d, e, g: (a * b + c * d - e * g).sum())
+    ts = [tj.tensor(x, requires_grad=True) for x in arrays]
+    for _ in range(3):
+        for t in ts:
+            t.grad = None
+        f(*ts).backward()
+    assert taken == [True] * 3
+    want = [arrays[1], arrays[0], arrays[3], arrays[2], -arrays[5], -arrays[4]]
+    for t, w in zip(ts, want):
+        np.testing.assert_allclose(t.grad.numpy(), w, rtol=1e-6, atol=0)
+    # the same leaf on two edges (1st and 6th): the engine accumulates both
+    u = [tj.tensor(x, requires_grad=True) for x in arrays[:5]]
+    f(*u, u[0]).backward()
+    assert taken[-1] is False
+    np.testing.assert_allclose(u[0].grad.numpy(), arrays[1] - arrays[4], rtol=1e-6, atol=1e-7)

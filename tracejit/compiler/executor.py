@@ -278,9 +278,12 @@ class CompiledProgram(Executor):
         ls = [f"l{k}" for k in range(n)]
         ins = [f"i{k}" for k in range(len(self.graph.inputs))]
         vs = [f"w{k}" for k in range(len(ins))]
+        # distinct leaves: pairwise `is` for a few (no set built), one set for more (the
+        # pairs grow as n^2: a model's dozens of parameters)
+        distinct = ([f"{ls[j]} is {ls[k]}" for j in range(n) for k in range(j)] if n <= 4
+                    else [f"len({{{', '.join(ls)}}}) != {n}"])
         hookless = " or ".join(
-            [f"type({l}) is not AG or {l}._hooks is not None" for l in ls]
-            + [f"{ls[j]} is {ls[k]}" for j in range(n) for k in range(j)])
+            [f"type({l}) is not AG or {l}._hooks is not None" for l in ls] + distinct)
         lines = ["def take(node, t):",
                  "    if (node._hooks is not None or node._freed or node._meta is not None",
                  f"            or t._output_nr != {k_loss}):",
