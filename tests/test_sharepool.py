@@ -346,6 +346,29 @@ def test_a_forked_child_starts_a_partner_of_its_own():
     assert os.WEXITSTATUS(status) == 0
 
 
+def test_a_child_forked_during_a_launch_can_launch():
+    import os
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    assert sharepool.try_launch()                      # the parent is launching at the fork
+    try:
+        pid = os.fork()
+        if pid == 0:                                   # child: a lock of its own, free
+            code = 1
+            try:
+                code = 0 if sharepool.try_launch() and not sharepool.try_launch() else 1
+                sharepool.end_launch()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert not sharepool.try_launch()              # the parent's launch is still its own
+    finally:
+        sharepool.end_launch()
+    assert os.WEXITSTATUS(status) == 0
+    assert sharepool.try_launch()
+    sharepool.end_launch()
+
+
 @pytest.mark.parametrize("partner_late", [False, True])
 def test_claim_split_covers_the_range_once_whoever_takes_the_parts(partner_late):
     """Every part once, in contiguous parts; a partner held in an earlier job takes none and

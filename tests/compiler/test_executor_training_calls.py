@@ -203,3 +203,66 @@ def test_gradients_that_share_memory_are_never_handed_to_two_leaves(taken):
     assert not np.shares_memory(v.grad.numpy(), u.detach().numpy())
     np.testing.assert_array_equal(u.grad.numpy(), arrays[1])
     np.testing.assert_array_equal(v.grad.numpy(), arrays[0])
+
+
+def test_the_short_path_leaves_gradients_the_loss_does_not_reach_unset(taken):
+    arrays = _inputs()
+    # a cond: the untaken branch reads y, so y gets no gradient; without one, z is unused
+    f = tj.script(lambda x, y: (x * 2.0).sum() if x.sum() > 0 else (x * y).sum())
+    g = tj.script(lambda x, y, z: (x * y).sum() + 0.0 * y.sum())
+    for step in range(3):
+        x = tj.tensor(np.abs(arrays[0]), requires_grad=True)
+        y = tj.tensor(arrays[1], requires_grad=True)
+        f(x, y).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.full_like(arrays[0], 2.0))
+        assert y.grad is None
+        u, v, w = (tj.tensor(a, requires_grad=True) for a in arrays)
+        g(u, v, w).backward()
+        np.testing.assert_array_equal(u.grad.numpy(), arrays[1])
+        np.testing.assert_allclose(v.grad.numpy(), arrays[0], rtol=1e-6, atol=0)
+        assert w.grad is None
+    assert taken == [True] * 6
+    # the other branch: both reached
+    x = tj.tensor(-np.abs(arrays[0]), requires_grad=True)
+    y = tj.tensor(arrays[1], requires_grad=True)
+    f(x, y).backward()
+    assert taken[-1] is True
+    np.testing.assert_array_equal(x.grad.numpy(), arrays[1])
+    np.testing.assert_array_equal(y.grad.numpy(), -np.abs(arrays[0]))
+
+
+def test_the_generated_call_makes_the_gradient_tensors_the_leaves_then_take(taken):
+    arrays = _inputs()
+    f = tj.script(_loss)
+    ts = [tj.tensor(a, requires_grad=True) for a in arrays]
+    f(*ts).backward()                       # the capture's call: a node without them
+    for t in ts:
+        t.grad = None
+    loss = f(*ts)                           # the generated call's node: made before the kernel
+    shells = loss.grad_fn.shells
+    assert len(shells) == 3 and all(s._data is None and s.dtype is t.dtype for s, t in zip(shells, ts))
+    loss.backward()
+    assert taken == [True, True] and loss.grad_fn.shells is None
+    assert all(t.grad is s for t, s in zip(ts, shells))
+    for t, e in zip(ts, _eager_grads(arrays)):
+        np.testing.assert_allclose(t.grad.numpy(), e, rtol=1e-5, atol=1e-6)
+
+
+def test_a_loss_of_many_leaves_takes_the_short_path_unless_a_leaf_repeats(taken):
+    r = np.random.default_rng(1)
+    arrays = [r.standard_normal(33).astype(np.float32) for _ in range(6)]
+    f = tj.script(lambda a, b, c, d, e, g: (a * b + c * d - e * g).sum())
+    ts = [tj.tensor(x, requires_grad=True) for x in arrays]
+    for _ in range(3):
+        for t in ts:
+            t.grad = None
+        f(*ts).backward()
+    assert taken == [True] * 3
+    want = [arrays[1], arrays[0], arrays[3], arrays[2], -arrays[5], -arrays[4]]
+    for t, w in zip(ts, want):
+        np.testing.assert_allclose(t.grad.numpy(), w, rtol=1e-6, atol=0)
+    # the same leaf on two edges (1st and 6th): the engine accumulates both
+    u = [tj.tensor(x, requires_grad=True) for x in arrays[:5]]
+    f(*u, u[0]).backward()
+    assert taken[-1] is False
+    np.testing.assert_allclose(u[0].grad.numpy(), arrays[1] - arrays[4], rtol=1e-6, atol=1e-7)

@@ -37,7 +37,7 @@ log = logging.getLogger("tracejit.fallback")
 class CompiledNode(Node):
     """The single grad_fn of a compiled call's outputs."""
 
-    __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken")
+    __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken", "take", "shells")
 
     def __init__(self, program, inputs, saved, diff_idx, out_avals, edges=None, versions=None):
         # (`edges` and `versions` when the caller has them: a generated training call)
@@ -50,6 +50,8 @@ class CompiledNode(Node):
         self.saved = saved
         self.diff_idx = diff_idx
         self.out_avals = out_avals
+        self.take = None   # the program's `taker` for diff_idx, once asked for
+        self.shells = None  # the gradients' tensors, made before the kernels (`taker`)
 
     def keep_input(self, t) -> None:
         """`t`, an input of this call, is about to be overwritten by the call's own in-place
@@ -79,62 +81,13 @@ class CompiledNode(Node):
         gradient, no engine lists. False (nothing done) when the general path is needed.
         Why: right after a large kernel every frame runs on swept caches; this path is a
         fraction of the general one's code (GELU over 4M float32, cold: `backward()` 37-38
-        -> 16 us; session 17, notes gelu17)."""
-        prog = self.program
-        diff_idx = self.diff_idx
-        if (self._hooks is not None or self._freed or self._meta is not None
-                or prog._loss_k.get(diff_idx, -1) != t._output_nr):
-            return False
-        leaves = []
-        for nxt, _ in self.next_functions:
-            if type(nxt) is not AccumulateGrad or nxt._hooks is not None or nxt in leaves:
-                return False
-            leaves.append(nxt)
-        self._check_versions()
-        saved = list(self.saved)
-        self.saved = None
-        self._freed = True
-        grads = [None] * self.num_outputs
-        grads[t._output_nr] = t
-        live = prog.reached(self.taken, grads)
-        grads = t = None
-        ins = prog.graph.inputs
-        wrap = Tensor._wrap
-        # the engine's order (its ready stack: the last edge first)
-        for k in range(len(saved) - 1, -1, -1):
-            arr = saved[k]
-            saved[k] = None
-            if diff_idx[k] not in live:
-                continue
-            leaf = leaves[k]
-            aval = ins[diff_idx[k]].aval
-            x = leaf.variable()
-            if (x is not None and x._grad is None and leaf._post_acc_hooks is None
-                    and x.dtype is aval.dtype and x.device is aval.device
-                    and type(arr) is np.ndarray and arr.shape == x._data.shape
-                    and (free_kept(arr) or (
-                        sys.getrefcount(arr) <= 2 + kept_refs(arr)
-                        and arr.flags.writeable and arr.flags.c_contiguous
-                        and (arr.base is None or sole_padded_view(arr))))):
-                # Nobody else holds the array or its memory (this local and getrefcount's
-                # argument; an OutputSlot's reference is no sharer; not an input's array,
-                # nor another gradient's, which `saved` would still hold): .grad takes it,
-                # as AccumulateGrad takes a gradient only the engine holds (node._exclusive).
-                x._grad = wrap(arr, aval.dtype, aval.device)
-            else:
-                # In a list of its own and nowhere else, as the engine hands it: the leaf
-                # decides (accumulation, a copy where the memory is shared, its hooks).
-                buf = [wrap(arr, aval.dtype, aval.device)]
-                arr = x = None
-                prev_mode = _gm._state.enabled
-                _set_grad_mode(False)
-                try:
-                    leaf.apply(buf, False, False)
-                finally:
-                    _set_grad_mode(prev_mode)
-                buf = None
-            x = arr = None
-        return True
+        -> 16 us; session 17, notes gelu17). The work is the program's generated `take`
+        for this node's differentiable inputs (`CompiledProgram.taker`), which the
+        generated training call hands the node before its kernels run."""
+        take = self.take
+        if take is None:
+            take = self.take = self.program.taker(self.diff_idx)
+        return take(self, t)
 
     def apply(self, grads, create_graph, retain_graph):
         self._check_not_freed()
@@ -173,6 +126,7 @@ class CompiledProgram(Executor):
         self._loss_k: dict = {}  # diff_idx -> the loss output whose gradients the forward computes
         self._active_outs: dict = {}
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
+        self._takers: dict = {}   # diff_idx -> `taker`
         # Outputs that may be views of an input (a chain of movement ops): a view must share
         # its input's version counter, or an in-place write through it goes unseen.
         self._view_outs = _possible_views(graph)
@@ -295,6 +249,113 @@ class CompiledProgram(Executor):
             else:
                 live.update(a for a in e.inputs if isinstance(a, Var))
         return {i for i, v in enumerate(g.inputs) if v in live}
+
+    def taker(self, diff_idx: tuple):
+        """``take(node, t) -> bool``: `CompiledNode.unit_backward` for this program's nodes
+        with differentiable inputs `diff_idx`, generated and unrolled for them (the leaves,
+        the versions to check, the gradients' dtypes and devices, and which gradients the
+        loss reaches: constant without a cond). Why: it runs right after the loss kernel
+        swept the caches, where each frame and loop of a general version cost 0.5-4 us
+        (`_check_versions`, `reached`, the per-leaf loop, three wraps: GELU step over 4M
+        float32, session 19, notes gelu19b). Its attribute ``take.shells()`` makes the
+        gradients' tensors, arrays to come: the generated training call makes them before
+        its kernels, on warm caches (`CompiledNode.shells`), and `take` fills them (a node
+        without makes them there)."""
+        take = self._takers.get(diff_idx)
+        if take is None:
+            take = self._takers[diff_idx] = self._generated_take(diff_idx)
+        return take
+
+    def _generated_take(self, diff_idx: tuple):
+        k_loss = self._loss_k.get(diff_idx)
+        if k_loss is None:      # no loss plan for these inputs: the engine's backward
+            return _no_take
+        n = len(diff_idx)
+        n_out = len(self.graph.outputs)
+        pattern = [True if k == k_loss else None for k in range(n_out)]   # (`reached`'s grads)
+        conds = any(e.prim.name == "cond" for e in self.graph.eqns)
+        live = None if conds else self.reached([], pattern)
+        ls = [f"l{k}" for k in range(n)]
+        ins = [f"i{k}" for k in range(len(self.graph.inputs))]
+        vs = [f"w{k}" for k in range(len(ins))]
+        # distinct leaves: pairwise `is` for a few (no set built), one set for more (the
+        # pairs grow as n^2: a model's dozens of parameters)
+        distinct = ([f"{ls[j]} is {ls[k]}" for j in range(n) for k in range(j)] if n <= 4
+                    else [f"len({{{', '.join(ls)}}}) != {n}"])
+        hookless = " or ".join(
+            [f"type({l}) is not AG or {l}._hooks is not None" for l in ls] + distinct)
+        lines = ["def take(node, t):",
+                 "    if (node._hooks is not None or node._freed or node._meta is not None",
+                 f"            or t._output_nr != {k_loss}):",
+                 "        return False",
+                 f"    {''.join(f'({l}, _), ' for l in ls)}= node.next_functions",
+                 f"    if {hookless}:",
+                 "        return False",
+                 f"    {', '.join(ins)}, = node.inputs",
+                 f"    {', '.join(vs)}, = node.versions",
+                 "    if " + " or ".join(f"({w} is not None and {i}._vbox[0] != {w})" for i, w in zip(ins, vs)) + ":",
+                 "        node._check_versions()     # (raises)",
+                 "    s = node.saved",
+                 "    node.saved = None",
+                 "    node._freed = True",
+                 f"    {', '.join(f's{k}' for k in range(n))}, = s",
+                 "    s = None     # each gradient array now held by one local here (and its slot)",
+                 "    sh = node.shells",
+                 "    node.shells = None",
+                 "    if sh is None:",
+                 "        sh = SHELLS()",
+                 f"    {', '.join(f'g{k}' for k in range(n))}, = sh",
+                 "    sh = None"]
+        if conds:
+            lines.append("    live = PROG.reached(node.taken, PATTERN)")
+        names = {"AG": AccumulateGrad, "PROG": self, "PATTERN": pattern, "ND": np.ndarray,
+                 "WRAP": Tensor._wrap, "FREE": free_kept, "RC": sys.getrefcount, "KREFS": kept_refs,
+                 "SOLE": sole_padded_view, "GIVE": _hand_to_leaf}
+        # the engine's order (its ready stack: the last edge first)
+        for k in range(n - 1, -1, -1):
+            i = diff_idx[k]
+            if live is not None and i not in live:
+                lines.append(f"    s{k} = None")
+                continue
+            ind = "    "
+            if conds:
+                lines.append(f"    if {i} in live:")
+                ind = "        "
+            a, l, x = f"s{k}", f"l{k}", "x"
+            lines += [
+                f"{ind}{x} = {l}.variable()",
+                # Nobody else holds the array or its memory (this local and getrefcount's
+                # argument; an OutputSlot's reference is no sharer; not an input's array, nor
+                # another gradient's): .grad takes it, as AccumulateGrad takes a gradient
+                # only the engine holds (node._exclusive)
+                f"{ind}if ({x} is not None and {x}._grad is None and {l}._post_acc_hooks is None",
+                f"{ind}        and {x}.dtype is D{k} and {x}.device is V{k}",
+                f"{ind}        and type({a}) is ND and {a}.shape == {x}._data.shape",
+                f"{ind}        and (FREE({a}) or (RC({a}) <= 2 + KREFS({a}) and {a}.flags.writeable",
+                f"{ind}                         and {a}.flags.c_contiguous and ({a}.base is None or SOLE({a}))))):",
+                f"{ind}    g{k}._data = {a}",
+                f"{ind}    {x}._grad = g{k}",
+                f"{ind}else:",
+                # in a list of its own and nowhere else, as the engine hands it
+                f"{ind}    g{k}._data = {a}",
+                f"{ind}    b = [g{k}]",
+                f"{ind}    {a} = {x} = g{k} = None",
+                f"{ind}    GIVE({l}, b)",
+                f"{ind}    b = None",
+                f"{ind}{a} = {x} = g{k} = None"]
+        lines.append("    return True")
+        for k, i in enumerate(diff_idx):   # the gradients' dtypes and devices: their inputs'
+            aval = self.graph.inputs[i].aval
+            names[f"D{k}"], names[f"V{k}"] = aval.dtype, aval.device
+        lines += ["", "", "def shells():",
+                  f"    return ({''.join(f'WRAP(None, D{k}, V{k}), ' for k in range(n))})"]
+        src = "\n".join(lines) + "\n"
+        fname = f"<tracejit-take-{self.name}-{id(self):x}-{len(self._takers)}>"
+        linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # (tracebacks)
+        exec(compile(src, fname, "exec"), names)
+        names["SHELLS"] = names["shells"]
+        names["take"].shells = names["shells"]
+        return names["take"]
 
     # ---- calls ------------------------------------------------------------------------------
     def _arrays(self, ins):
@@ -506,6 +567,8 @@ class CompiledProgram(Executor):
                  f"    {', '.join(xs)}, = L",
                  f"    node = NODE(PROG, [{', '.join(xs)}], None, DIFF, AVALS, ({', '.join(edges)},), "
                  f"[{', '.join(x + '._vbox[0]' for x in xs)}])",
+                 "    node.take = TAKE",
+                 "    node.shells = SHELLS()",
                  "    t = WRAP(None, OD, OV)"]
         if d.is_floating_point and 0 in self._active_outputs(diff_idx):
             lines += ["    t._requires_grad = True", "    t.grad_fn = node", "    t._output_nr = 0"]
@@ -515,7 +578,8 @@ class CompiledProgram(Executor):
                   "    t._data = res[0]",
                   "    return t"]
         names = {"FWD": fwd.fn, "NODE": CompiledNode, "PROG": self, "DIFF": diff_idx,
-                 "AVALS": self._out_avals, "LEAF": leaf_node, "WRAP": Tensor._wrap, "OD": d, "OV": dev}
+                 "AVALS": self._out_avals, "LEAF": leaf_node, "WRAP": Tensor._wrap, "OD": d, "OV": dev,
+                 "TAKE": self.taker(diff_idx), "SHELLS": self.taker(diff_idx).shells}
         src = "\n".join(lines) + "\n"
         fname = f"<tracejit-train-{self.name}-{id(self):x}>"
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # (tracebacks)
@@ -567,6 +631,26 @@ class CompiledProgram(Executor):
                     pass
         del plan
         return vals
+
+
+def _no_take(node, t) -> bool:
+    """`CompiledProgram.taker` where the forward computed no gradients: the engine's way."""
+    return False
+
+
+_no_take.shells = lambda: None
+
+
+def _hand_to_leaf(leaf, buf: list) -> None:
+    """A gradient in `buf` (a list of its own, nowhere else) to `leaf`'s AccumulateGrad, as
+    the engine hands it: the leaf decides (accumulation, a copy where the memory is shared,
+    its hooks), with grad mode off."""
+    prev_mode = _gm._state.enabled
+    _set_grad_mode(False)
+    try:
+        leaf.apply(buf, False, False)
+    finally:
+        _set_grad_mode(prev_mode)
 
 
 InputKeeper.register(CompiledNode)
