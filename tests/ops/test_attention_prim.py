@@ -166,6 +166,40 @@ def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, 
     assert launches == ([3, 3] if mode == "split" else [])
 
 
+@pytest.mark.parametrize("seq_first", [False, True])
+def test_products_in_row_blocks_against_the_numpy_definition(seq_first, batch_split, monkeypatch):
+    """The context and the backward's dv, dq, dk as two row blocks per head with the right
+    operand copied (`_head_products`, what T = 128, head_dim 64 takes), forced here by a lower
+    small-matrix bound: context, backward and the forward pair against numpy, at once and split."""
+    monkeypatch.setattr(AP, "_SMALL_GEMM", 128)
+    n, t, e, h = 3, 8, 8, 2
+    assert AP._block_rows(t, e // h, t) == 4 and AP._block_rows(5, e // h, 5) == 5
+    a, c = (t, n) if seq_first else (n, t)
+    qkv = R.standard_normal((a * c, 3 * e))
+    p5 = qkv.reshape(a, c, 3, h, e // h)
+    perm = (1, 2, 0, 3) if seq_first else (0, 2, 1, 3)
+    q, k, v = (p5[:, :, i].transpose(perm) for i in range(3))
+    s = q @ k.swapaxes(-1, -2) * 0.3
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    g = R.standard_normal((a, c, e))
+    kw = dict(tokens=(a, c), heads=h, seq_first=seq_first, scale=0.3)
+    inv = (2, 0, 1, 3) if seq_first else (0, 2, 1, 3)
+    ctx = (w @ v).transpose(inv).reshape(a, c, e)
+    _close(AP.attention_context(tj.tensor(qkv), tj.tensor(w), **kw).numpy(), ctx, rtol=1e-12)
+    pw, pc = AP.weights_and_context(np, qkv, **kw)
+    _close(pw, w, rtol=1e-12)
+    _close(pc, ctx, rtol=1e-12)
+    got = AP.attention_backward(tj.tensor(g), tj.tensor(qkv), tj.tensor(w), **kw).numpy()
+    gh = g.reshape(a, c, h, e // h).transpose(perm)
+    dw = gh @ v.swapaxes(-1, -2)
+    ds = w * (dw - (dw * w).sum(-1, keepdims=True)) * 0.3
+    want = np.stack([p.transpose(inv) for p in (ds @ k, ds.swapaxes(-1, -2) @ q, w.swapaxes(-1, -2) @ gh)], 2)
+    _close(got, want.reshape(a * c, 3 * e), rtol=1e-12)
+    mode, launches = batch_split
+    assert launches == ([3, 3, 3] if mode == "split" else [])
+
+
 MASKS = {"none": None, "causal": np.triu(np.full((T, T), -np.inf), 1),
          "key_padding": np.where(R.random((N, 1, 1, T)) < 0.3, -np.inf, 0.0),
          "per_head": R.standard_normal((N, H, T, T))}

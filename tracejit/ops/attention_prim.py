@@ -78,6 +78,43 @@ def _matmul_into(xp, a, b, out) -> None:
         out[...] = xp.matmul(a, b)
 
 
+# OpenBLAS's small-matrix kernels (its Skylake-X builds: no packing of the operands) take a
+# product only up to 100^3 multiply-adds; one head's 128x128x64 product (T = 128, head_dim 64)
+# is just over it and ran in the packed path at 100-115 GFLOP/s on one thread, where its two
+# 64-row halves with the right operand contiguous ran at 130-140 (a right operand strided
+# through the packed qkv rows, 3 KB apart, ran at 80-90 in the small path: cache-set
+# conflicts). Measured for the Transformer step's 16x4 heads, one thread, min / median ms:
+# the context 1.38 / 1.51 -> 1.11 / 1.20 (with the copies of v), the forward pair 4.07 / 4.19
+# -> 3.79 / 3.95, the backward 6.09 / 6.40 -> 5.34 / 5.68 (OpenBLAS 0.3.31, Sapphire Rapids).
+# The halves gave the same bits as the whole products there.
+_SMALL_GEMM = 100 ** 3
+
+
+def _block_rows(t: int, n: int, k: int) -> int:
+    """Rows per block for a stack of (t x k) @ (k x n) products: halves where the whole product
+    is over `_SMALL_GEMM` multiply-adds and a half is not, else ``t`` (whole products)."""
+    h = t // 2
+    return h if t % 2 == 0 and h * n * k <= _SMALL_GEMM < t * n * k else t
+
+
+def _row_blocks(x, r: int):
+    """(..., T, c) array as a (..., T // r, r, c) view: splitting one axis is a view for any
+    strides (numpy's reshape copies only to merge axes), and 0.2 us where as_strided takes 3.6
+    (six calls per batch element: 0.35 ms a step)."""
+    return x.reshape(x.shape[:-2] + (x.shape[-2] // r, r, x.shape[-1]))
+
+
+def _head_products(a, b, out, r: int, buf) -> None:
+    """``out[...] = a @ b`` for one batch element's heads, numpy arrays: ``a`` (H, T, k) and
+    ``b`` (H, k, n) of any strides; in ``r``-row blocks with ``b`` copied into ``buf`` (H, 1,
+    k, n, C-contiguous) where ``r`` < T (`_block_rows`), else one product per head."""
+    if r == a.shape[-2]:
+        np.matmul(a, b, out=out)
+        return
+    np.copyto(buf[:, 0], b)
+    np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
+
+
 def _split_batch(xp, part, n: int, work: int) -> None:
     """``part(lo, hi)`` over the batch ``[0, n)``: for numpy arrays split over the cores the
     machine gives (tracejit/sharepool.py: each share runs its heads' products on one BLAS
@@ -119,6 +156,7 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
     if context:
         out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
         oh = out.transpose(_TO_HEADS[seq_first])
+        r = _block_rows(t, hd, t)
 
     def part(lo, hi):
         # one batch element at a time: its scores into a buffer that stays in cache, then
@@ -126,6 +164,7 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
         # scalar versions, LLVM's runtime overlap check failing: 4x slower), then w @ v
         s = np.empty((1, heads, t, t), dtype=w.dtype)
         s2 = s.reshape(rows, t)
+        vb = np.empty((heads, 1, t, hd), dtype=w.dtype) if context else None
         for i in range(lo, hi):
             np.matmul(q[i:i + 1], np.swapaxes(k[i:i + 1], -1, -2), out=s)
             if mask:
@@ -133,7 +172,7 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
             else:
                 fn(s2, scale, w2[i * rows:(i + 1) * rows])
             if context:
-                np.matmul(w[i:i + 1], v[i:i + 1], out=oh[i:i + 1])
+                _head_products(w[i], v[i], oh[i], r, vb)
     _split_batch(xp, part, n, n * heads * t * t * (hd * (1 + context) + _SOFTMAX_WORK))
     return w, (out.reshape(a, c, e) if context else None)
 
@@ -149,9 +188,16 @@ def _context_impl(xp, qkv, w, *, tokens, heads, seq_first, scale):
     out = xp.empty((a, c, heads, hd), dtype=qkv.dtype)
     oh = out.transpose(_TO_HEADS[seq_first])
 
-    def part(lo, hi):
-        _matmul_into(xp, w[lo:hi], v[lo:hi], oh[lo:hi])
     n, _, t, s = w.shape
+    r = _block_rows(t, hd, s)
+
+    def part(lo, hi):
+        if xp is not np:
+            return _matmul_into(xp, w[lo:hi], v[lo:hi], oh[lo:hi])
+        # as `weights_and_context` takes it (same bits): per element, in small-matrix blocks
+        vb = np.empty((heads, 1, s, hd), dtype=w.dtype)
+        for i in range(lo, hi):
+            _head_products(w[i], v[i], oh[i], r, vb)
     _split_batch(xp, part, n, n * heads * t * s * hd)
     return out.reshape(a, c, e)
 
@@ -168,6 +214,7 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
     if fn is not None:
         rows = heads * t                               # softmax rows per batch element
         w2 = w.reshape(n * rows, s)
+        r = _block_rows(t, hd, s)
 
     def part(lo, hi):
         # one batch element at a time: its four products and softmax's gradient, with its
@@ -175,17 +222,19 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
         # 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
         if fn is None:
             return _backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
-        dw = np.empty((1, heads, t, s), dtype=w.dtype)
+        # dv, dq, dk in small-matrix blocks (`_head_products`), their right operands copied in turn into `rb`; dw = g v^T stays whole (its
+        # blocks would need v^T copied, a transposing copy that costs what the blocks save)
+        dw = np.empty((heads, t, s), dtype=w.dtype)
         ds = np.empty_like(dw)
+        rb = np.empty((heads, 1, s, hd), dtype=w.dtype)
         dw2, ds2 = dw.reshape(rows, s), ds.reshape(rows, s)
         for i in range(lo, hi):
-            b = slice(i, i + 1)
-            np.matmul(np.swapaxes(w[b], -1, -2), gh[b], out=ov[b])         # dv = w^T g
-            np.matmul(gh[b], np.swapaxes(v[b], -1, -2), out=dw)            # dw = g v^T
+            _head_products(np.swapaxes(w[i], -1, -2), gh[i], ov[i], r, rb)  # dv = w^T g
+            np.matmul(gh[i], np.swapaxes(v[i], -1, -2), out=dw)            # dw = g v^T
             # through softmax (into another buffer: see row_kernels.softmax_backward_rows)
             fn(dw2, w2[i * rows:(i + 1) * rows], scale, ds2)
-            np.matmul(ds, k[b], out=oq[b])                                  # dq = ds k
-            np.matmul(np.swapaxes(ds, -1, -2), q[b], out=ok[b])             # dk = ds^T q
+            _head_products(ds, k[i], oq[i], r, rb)                          # dq = ds k
+            _head_products(np.swapaxes(ds, -1, -2), q[i], ok[i], r, rb)     # dk = ds^T q
     _split_batch(xp, part, n, 4 * n * heads * t * s * hd)
     return out.reshape(a * c, 3 * e)
 
