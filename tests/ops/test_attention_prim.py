@@ -166,12 +166,30 @@ def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, 
     assert launches == ([3, 3] if mode == "split" else [])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_transposing_kernel_writes_each_head_transposed(dtype):
+    """`_transpose_kernel`: out[h, 0] = x[h]^T for strided head stacks (rows in blocks of 8
+    and a remainder: T = 13), as attention's products read k^T and v^T."""
+    x = R.standard_normal((13, 3, 4, 5)).astype(dtype)[:, 1].transpose(1, 0, 2)   # (4, 13, 5) strided
+    tr = AP._transpose_kernel(np, x)
+    assert tr is not None
+    out = np.full((4, 1, 5, 13), np.nan, dtype)
+    tr(x, out)
+    assert np.array_equal(out[:, 0], x.transpose(0, 2, 1))
+    assert AP._transpose_kernel(np, x.astype(np.float16)) is None
+
+
+@pytest.mark.parametrize("kernel", [True, False])
 @pytest.mark.parametrize("seq_first", [False, True])
-def test_products_in_row_blocks_against_the_numpy_definition(seq_first, batch_split, monkeypatch):
-    """The context and the backward's dv, dq, dk as two row blocks per head with the right
-    operand copied (`_head_products`, what T = 128, head_dim 64 takes), forced here by a lower
-    small-matrix bound: context, backward and the forward pair against numpy, at once and split."""
+def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, batch_split, monkeypatch):
+    """The scores, the context and the backward's four products as two row blocks per head with
+    the right operand copied or (`kernel`) transposed into a buffer (`_head_products`,
+    `_head_products_t`: what T = 128, head_dim 64 takes), forced here by a lower small-matrix
+    bound; without the transposing kernel q k^T and g v^T stay whole products. Context,
+    backward and the forward pair against numpy, at once and split."""
     monkeypatch.setattr(AP, "_SMALL_GEMM", 128)
+    if not kernel:
+        monkeypatch.setattr(AP, "_transpose_kernel", lambda *arrays: None)
     n, t, e, h = 3, 8, 8, 2
     assert AP._block_rows(t, e // h, t) == 4 and AP._block_rows(5, e // h, 5) == 5
     a, c = (t, n) if seq_first else (n, t)

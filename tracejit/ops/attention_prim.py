@@ -42,6 +42,7 @@ from ..errors import DTypeError, ShapeError
 from .. import sharepool as _sharepool
 from .creation import zeros
 from .linalg import matmul
+from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
 from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
@@ -115,6 +116,51 @@ def _head_products(a, b, out, r: int, buf) -> None:
     np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
 
 
+def _head_products_t(a, b, out, r: int, buf, tr) -> None:
+    """``out[...] = a @ b^T`` for one batch element's heads (the scores q k^T, the backward's
+    g v^T), ``b`` (H, n, k): in ``r``-row blocks with ``b^T`` written into ``buf`` (H, 1, k,
+    n) by the transposing kernel ``tr`` (`_transpose_kernel`), else (no kernel, or r = T)
+    one product per head with ``b`` transposed in BLAS (its small-matrix path has no fast
+    form for that: 64-row blocks of a @ b^T ran at ~75 GFLOP/s, the packed path at ~100)."""
+    if tr is None or r == a.shape[-2]:
+        np.matmul(a, np.swapaxes(b, -1, -2), out=out)
+        return
+    tr(b, buf)
+    np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
+
+
+# out[h, 0] = x[h]^T for a (H, T, d) head stack of any strides, 8 rows of x at a time (each
+# row of out written 32 bytes at a time): a (4, 128, 64) head stack of the packed qkv in
+# 15 us, where numpy's transposing copy took 47 (and a plain row-by-row loop 20)
+_TRANSPOSE = """
+import numpy as np
+from numba import njit
+
+@njit("void(Array({t}, 3, 'A', readonly=True), Array({t}, 4, 'C'))", cache=CACHE,
+      error_model='numpy', boundscheck=False, nogil=True)
+def kernel(x, out):
+    nh, t, d = x.shape
+    t8 = t - t % 8
+    for h in range(nh):
+        for r0 in range(0, t8, 8):
+            for j in range(d):
+                for r in range(r0, r0 + 8):
+                    out[h, 0, j, r] = x[h, r, j]
+        for r in range(t8, t):
+            for j in range(d):
+                out[h, 0, j, r] = x[h, r, j]
+"""
+
+
+def _transpose_kernel(xp, x):
+    """The transposing copy for head stacks like `x` (ops/native.py's policy: None for other
+    array modules and dtypes, or while it is not ready)."""
+    if not _takes(xp, x):
+        return None
+    dtype = x.dtype.name
+    return _kernel(("attention", "transpose", dtype), lambda: _TRANSPOSE.replace("{t}", dtype)).get()
+
+
 def _split_batch(xp, part, n: int, work: int) -> None:
     """``part(lo, hi)`` over the batch ``[0, n)``: for numpy arrays split over the cores the
     machine gives (tracejit/sharepool.py: each share runs its heads' products on one BLAS
@@ -153,6 +199,7 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
     w2 = w.reshape(n * rows, t)
     if mask:
         m2, ids = mask_rows(mask[0], w.shape)
+    rs, tr = _block_rows(t, t, hd), _transpose_kernel(xp, qkv)
     if context:
         out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
         oh = out.transpose(_TO_HEADS[seq_first])
@@ -162,11 +209,12 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
         # one batch element at a time: its scores into a buffer that stays in cache, then
         # their softmax into w (not in place: the row kernel's loops would take their
         # scalar versions, LLVM's runtime overlap check failing: 4x slower), then w @ v
-        s = np.empty((1, heads, t, t), dtype=w.dtype)
+        s = np.empty((heads, t, t), dtype=w.dtype)
         s2 = s.reshape(rows, t)
+        kb = np.empty((heads, 1, hd, t), dtype=w.dtype)
         vb = np.empty((heads, 1, t, hd), dtype=w.dtype) if context else None
         for i in range(lo, hi):
-            np.matmul(q[i:i + 1], np.swapaxes(k[i:i + 1], -1, -2), out=s)
+            _head_products_t(q[i], k[i], s, rs, kb, tr)
             if mask:
                 fn(s2, scale, m2, ids[i * rows:(i + 1) * rows], w2[i * rows:(i + 1) * rows])
             else:
@@ -214,7 +262,7 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
     if fn is not None:
         rows = heads * t                               # softmax rows per batch element
         w2 = w.reshape(n * rows, s)
-        r = _block_rows(t, hd, s)
+        r, tr = _block_rows(t, hd, s), _transpose_kernel(xp, qkv)
 
     def part(lo, hi):
         # one batch element at a time: its four products and softmax's gradient, with its
@@ -222,15 +270,16 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
         # 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
         if fn is None:
             return _backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
-        # dv, dq, dk in small-matrix blocks (`_head_products`), their right operands copied in turn into `rb`; dw = g v^T stays whole (its
-        # blocks would need v^T copied, a transposing copy that costs what the blocks save)
+        # the four products in small-matrix blocks (`_head_products`, `_head_products_t`),
+        # their right operands copied (or transposed) in turn into `rb` / `vb`
         dw = np.empty((heads, t, s), dtype=w.dtype)
         ds = np.empty_like(dw)
         rb = np.empty((heads, 1, s, hd), dtype=w.dtype)
+        vb = np.empty((heads, 1, hd, s), dtype=w.dtype)
         dw2, ds2 = dw.reshape(rows, s), ds.reshape(rows, s)
         for i in range(lo, hi):
             _head_products(np.swapaxes(w[i], -1, -2), gh[i], ov[i], r, rb)  # dv = w^T g
-            np.matmul(gh[i], np.swapaxes(v[i], -1, -2), out=dw)            # dw = g v^T
+            _head_products_t(gh[i], v[i], dw, r, vb, tr)                    # dw = g v^T
             # through softmax (into another buffer: see row_kernels.softmax_backward_rows)
             fn(dw2, w2[i * rows:(i + 1) * rows], scale, ds2)
             _head_products(ds, k[i], oq[i], r, rb)                          # dq = ds k
