@@ -177,14 +177,14 @@ def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_transposing_kernel_writes_each_head_transposed(dtype):
-    """`_transpose_kernel`: out[h, 0] = x[h]^T for strided head stacks (rows in blocks of 16
-    and a remainder: T = 37), as attention's products read k^T and v^T."""
-    x = R.standard_normal((37, 3, 4, 5)).astype(dtype)[:, 1].transpose(1, 0, 2)   # (4, 37, 5) strided
+    """`_transpose_kernel`: out[e, h, 0] = x[e, h]^T for strided head stacks (rows in blocks
+    of 16 and a remainder: T = 37), as attention's products read k^T and v^T."""
+    x = R.standard_normal((2, 37, 3, 4, 5)).astype(dtype)[:, :, 1].transpose(0, 2, 1, 3)   # (2, 4, 37, 5)
     tr = AP._transpose_kernel(np, x)
     assert tr is not None
-    out = np.full((4, 1, 5, 37), np.nan, dtype)
+    out = np.full((2, 4, 1, 5, 37), np.nan, dtype)
     tr(x, out)
-    assert np.array_equal(out[:, 0], x.transpose(0, 2, 1))
+    assert np.array_equal(out[:, :, 0], x.transpose(0, 1, 3, 2))
     assert AP._transpose_kernel(np, x.astype(np.float16)) is None
 
 

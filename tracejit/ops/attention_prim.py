@@ -106,20 +106,20 @@ def _row_blocks(x, r: int):
 
 
 def _head_products(a, b, out, r: int, buf) -> None:
-    """``out[...] = a @ b`` for one batch element's heads, numpy arrays: ``a`` (H, T, k) and
-    ``b`` (H, k, n) of any strides; in ``r``-row blocks with ``b`` copied into ``buf`` (H, 1,
-    k, n, C-contiguous) where ``r`` < T (`_block_rows`), else one product per head."""
+    """``out[...] = a @ b`` for batch elements' heads, numpy arrays: ``a`` (E, H, T, k) and
+    ``b`` (E, H, k, n) of any strides; in ``r``-row blocks with ``b`` copied into ``buf`` (E,
+    H, 1, k, n, C-contiguous) where ``r`` < T (`_block_rows`), else one product per head."""
     if r == a.shape[-2]:
         np.matmul(a, b, out=out)
         return
-    np.copyto(buf[:, 0], b)
+    np.copyto(buf[..., 0, :, :], b)
     np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
 
 
 def _head_products_t(a, b, out, r: int, buf, tr) -> None:
-    """``out[...] = a @ b^T`` for one batch element's heads (the scores q k^T, the backward's
-    g v^T), ``b`` (H, n, k): in ``r``-row blocks with ``b^T`` written into ``buf`` (H, 1, k,
-    n) by the transposing kernel ``tr`` (`_transpose_kernel`), else (no kernel, or r = T)
+    """``out[...] = a @ b^T`` for batch elements' heads (the scores q k^T, the backward's g
+    v^T), ``b`` (E, H, n, k): in ``r``-row blocks with ``b^T`` written into ``buf`` (E, H, 1,
+    k, n) by the transposing kernel ``tr`` (`_transpose_kernel`), else (no kernel, or r = T)
     one product per head with ``b`` transposed in BLAS (its small-matrix path has no fast
     form for that: 64-row blocks of a @ b^T ran at ~75 GFLOP/s, the packed path at ~100)."""
     if tr is None or r == a.shape[-2]:
@@ -129,7 +129,7 @@ def _head_products_t(a, b, out, r: int, buf, tr) -> None:
     np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
 
 
-# out[h, 0] = x[h]^T for a (H, T, d) head stack of any strides, 16 rows of x at a time (each
+# out[e, h, 0] = x[e, h]^T for (E, H, T, d) head stacks of any strides, 16 rows of x at a time (each
 # row of out written a cache line at a time): a (4, 128, 64) head stack of the packed qkv in
 # 11 us, where numpy's transposing copy took 47 (blocks of 8 rows 12, 4 rows 13.5, a plain
 # row-by-row loop 20, 16x16 tiles through a buffer 23)
@@ -137,19 +137,20 @@ _TRANSPOSE = """
 import numpy as np
 from numba import njit
 
-@njit("void(Array({t}, 3, 'A', readonly=True), Array({t}, 4, 'C'))", cache=CACHE,
+@njit("void(Array({t}, 4, 'A', readonly=True), Array({t}, 5, 'C'))", cache=CACHE,
       error_model='numpy', boundscheck=False, nogil=True)
 def kernel(x, out):
-    nh, t, d = x.shape
+    ne, nh, t, d = x.shape
     tb = t - t % 16
-    for h in range(nh):
-        for r0 in range(0, tb, 16):
-            for j in range(d):
-                for r in range(r0, r0 + 16):
-                    out[h, 0, j, r] = x[h, r, j]
-        for r in range(tb, t):
-            for j in range(d):
-                out[h, 0, j, r] = x[h, r, j]
+    for e in range(ne):
+        for h in range(nh):
+            for r0 in range(0, tb, 16):
+                for j in range(d):
+                    for r in range(r0, r0 + 16):
+                        out[e, h, 0, j, r] = x[e, h, r, j]
+            for r in range(tb, t):
+                for j in range(d):
+                    out[e, h, 0, j, r] = x[e, h, r, j]
 """
 
 
@@ -160,6 +161,17 @@ def _transpose_kernel(xp, x):
         return None
     dtype = x.dtype.name
     return _kernel(("attention", "transpose", dtype), lambda: _TRANSPOSE.replace("{t}", dtype)).get()
+
+
+# Batch elements a part runs per numpy call: each call holds the GIL for its Python side,
+# and with both cores running parts a thread waits for the other's (one element per call:
+# a part of 8 elements ran 17-20% slower beside another part than beside a GIL-free GEMM,
+# 3%); two elements' scores or weight gradients (512 KB float32) still stay in cache
+_CHUNK = 2
+
+
+def _chunk(lo: int, hi: int) -> int:
+    return max(1, min(_CHUNK, hi - lo))
 
 
 def _split_batch(xp, part, n: int, work: int) -> None:
@@ -207,21 +219,24 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
         r = _block_rows(t, hd, t)
 
     def part(lo, hi):
-        # one batch element at a time: its scores into a buffer that stays in cache, then
-        # their softmax into w (not in place: the row kernel's loops would take their
+        # `_CHUNK` batch elements at a time: their scores into a buffer that stays in cache,
+        # then their softmax into w (not in place: the row kernel's loops would take their
         # scalar versions, LLVM's runtime overlap check failing: 4x slower), then w @ v
-        s = np.empty((heads, t, t), dtype=w.dtype)
-        s2 = s.reshape(rows, t)
-        kb = np.empty((heads, 1, hd, t), dtype=w.dtype)
-        vb = np.empty((heads, 1, t, hd), dtype=w.dtype) if context else None
-        for i in range(lo, hi):
-            _head_products_t(q[i], k[i], s, rs, kb, tr)
+        ch = _chunk(lo, hi)
+        s = np.empty((ch, heads, t, t), dtype=w.dtype)
+        kb = np.empty((ch, heads, 1, hd, t), dtype=w.dtype)
+        vb = np.empty((ch, heads, 1, t, hd), dtype=w.dtype) if context else None
+        for i in range(lo, hi, ch):
+            j = min(i + ch, hi)
+            m = j - i
+            _head_products_t(q[i:j], k[i:j], s[:m], rs, kb[:m], tr)
+            s2 = s[:m].reshape(m * rows, t)
             if mask:
-                fn(s2, scale, m2, ids[i * rows:(i + 1) * rows], w2[i * rows:(i + 1) * rows])
+                fn(s2, scale, m2, ids[i * rows:j * rows], w2[i * rows:j * rows])
             else:
-                fn(s2, scale, w2[i * rows:(i + 1) * rows])
+                fn(s2, scale, w2[i * rows:j * rows])
             if context:
-                _head_products(w[i], v[i], oh[i], r, vb)
+                _head_products(w[i:j], v[i:j], oh[i:j], r, vb[:m])
     _split_batch(xp, part, n, n * heads * t * t * (hd * (1 + context) + _SOFTMAX_WORK))
     return w, (out.reshape(a, c, e) if context else None)
 
@@ -243,10 +258,12 @@ def _context_impl(xp, qkv, w, *, tokens, heads, seq_first, scale):
     def part(lo, hi):
         if xp is not np:
             return _matmul_into(xp, w[lo:hi], v[lo:hi], oh[lo:hi])
-        # as `weights_and_context` takes it (same bits): per element, in small-matrix blocks
-        vb = np.empty((heads, 1, s, hd), dtype=w.dtype)
-        for i in range(lo, hi):
-            _head_products(w[i], v[i], oh[i], r, vb)
+        # as `weights_and_context` takes it (same bits): in small-matrix blocks
+        ch = _chunk(lo, hi)
+        vb = np.empty((ch, heads, 1, s, hd), dtype=w.dtype)
+        for i in range(lo, hi, ch):
+            j = min(i + ch, hi)
+            _head_products(w[i:j], v[i:j], oh[i:j], r, vb[:j - i])
     _split_batch(xp, part, n, n * heads * t * s * hd)
     return out.reshape(a, c, e)
 
@@ -266,25 +283,28 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
         r, tr = _block_rows(t, hd, s), _transpose_kernel(xp, qkv)
 
     def part(lo, hi):
-        # one batch element at a time: its four products and softmax's gradient, with its
-        # (T, T) weight gradients in two buffers that stay in cache (one thread: 6.4-7.0 ->
-        # 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
+        # `_CHUNK` batch elements at a time: their four products and softmax's gradient, with
+        # their (T, T) weight gradients in two buffers that stay in cache (one thread: 6.4-7.0
+        # -> 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
         if fn is None:
             return _backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
         # the four products in small-matrix blocks (`_head_products`, `_head_products_t`),
         # their right operands copied (or transposed) in turn into `rb` / `vb`
-        dw = np.empty((heads, t, s), dtype=w.dtype)
+        ch = _chunk(lo, hi)
+        dw = np.empty((ch, heads, t, s), dtype=w.dtype)
         ds = np.empty_like(dw)
-        rb = np.empty((heads, 1, s, hd), dtype=w.dtype)
-        vb = np.empty((heads, 1, hd, s), dtype=w.dtype)
-        dw2, ds2 = dw.reshape(rows, s), ds.reshape(rows, s)
-        for i in range(lo, hi):
-            _head_products(np.swapaxes(w[i], -1, -2), gh[i], ov[i], r, rb)  # dv = w^T g
-            _head_products_t(gh[i], v[i], dw, r, vb, tr)                    # dw = g v^T
+        rb = np.empty((ch, heads, 1, s, hd), dtype=w.dtype)
+        vb = np.empty((ch, heads, 1, hd, s), dtype=w.dtype)
+        for i in range(lo, hi, ch):
+            j = min(i + ch, hi)
+            m, b = j - i, slice(i, j)
+            dwm, dsm = dw[:m], ds[:m]
+            _head_products(np.swapaxes(w[b], -1, -2), gh[b], ov[b], r, rb[:m])  # dv = w^T g
+            _head_products_t(gh[b], v[b], dwm, r, vb[:m], tr)                    # dw = g v^T
             # through softmax (into another buffer: see row_kernels.softmax_backward_rows)
-            fn(dw2, w2[i * rows:(i + 1) * rows], scale, ds2)
-            _head_products(ds, k[i], oq[i], r, rb)                          # dq = ds k
-            _head_products(np.swapaxes(ds, -1, -2), q[i], ok[i], r, rb)     # dk = ds^T q
+            fn(dwm.reshape(m * rows, s), w2[i * rows:j * rows], scale, dsm.reshape(m * rows, s))
+            _head_products(dsm, k[b], oq[b], r, rb[:m])                          # dq = ds k
+            _head_products(np.swapaxes(dsm, -1, -2), q[b], ok[b], r, rb[:m])     # dk = ds^T q
     _split_batch(xp, part, n, 4 * n * heads * t * s * hd)
     return out.reshape(a * c, 3 * e)
 
