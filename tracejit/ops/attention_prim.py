@@ -42,10 +42,11 @@ from ..errors import DTypeError, ShapeError
 from .. import sharepool as _sharepool
 from .creation import zeros
 from .linalg import matmul
+from .blas_gemm import GEMM_SOURCE, gemm_address
 from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
-from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
+from .row_kernels import SOFTMAX_BACKWARD_ROW, mask_rows, softmax_backward_kernel, softmax_kernel
 from .softmax_prim import SOFTMAX_BACKWARD, _softmax_backward_impl, _softmax_impl, softmax_backward
 
 __all__ = ["attention_weights", "attention_context", "attention_backward", "weights_and_context"]
@@ -174,6 +175,86 @@ def _chunk(lo: int, hi: int) -> int:
     return max(1, min(_CHUNK, hi - lo))
 
 
+# attention_backward's part [lo, hi) as one nogil call: per batch element and head the same
+# products as `_head_products` / `_head_products_t` (r-row blocks; g, k, q copied and v
+# transposed into buffers, through numpy's cblas_?gemm by address: ops/blas_gemm.py) and
+# softmax's backward row (row_kernels' text), so the same bits. Why: driven from Python, a
+# thread holds the GIL between the products and the other thread's part waits for it (a
+# part ran 17-20% slower beside another part than alone); as one call, two threads' parts
+# do not meet: backward at two threads after a GEMM 3.01-3.12 / 3.41-3.46 -> 2.73-2.80 /
+# 2.90-2.96 ms min / median, one thread unchanged (5.26 vs 5.14 min).
+_BACKWARD_PART = """
+import numpy as np
+from numba import njit
+GEMM
+
+_A = "Array({t}, 4, 'A', readonly=True)"
+_W = "Array({t}, 4, 'A')"
+
+
+@njit("void(int64, Array({t}, 4, 'C', readonly=True), " + _A + ", " + _A + ", " + _A + ", " + _A
+      + ", " + _W + ", " + _W + ", " + _W + ", float64, int64, int64, int64, {t}[:, ::1], {t}[:, ::1], "
+      "{t}[:, ::1], {t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False,
+      fastmath={'reassoc'}, nogil=True)
+def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt):
+    nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
+    ldv, ldq, ldk = ov.strides[2] // ov.itemsize, oq.strides[2] // oq.itemsize, ok.strides[2] // ok.itemsize
+    ldg = gh.strides[2] // gh.itemsize
+    tb = t - t % 16
+    for i in range(lo, hi):
+        for h in range(nh):
+            wi = w[i, h]
+            for a in range(t):                      # dv = w^T g
+                for j in range(hd):
+                    rb[a, j] = gh[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, True, r, hd, t, wi[:, b0:], t, rb, hd, ov[i, h, b0:], ldv, 0.0)
+            for r0 in range(0, tb, 16):             # dw = g v^T, v^T as `_TRANSPOSE` writes it
+                for j in range(hd):
+                    for a in range(r0, r0 + 16):
+                        vt[j, a] = vv[i, h, a, j]
+            for a in range(tb, t):
+                for j in range(hd):
+                    vt[j, a] = vv[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, False, r, t, hd, gh[i, h, b0:], ldg, vt, t, dw[b0:], t, 0.0)
+            for row in range(t):                    # through softmax
+                gr = dw[row]
+                yr = wi[row]
+                o = ds[row]
+SOFTMAXBWDROW
+            for a in range(t):                      # dq = ds k
+                for j in range(hd):
+                    rb[a, j] = kk[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, False, r, hd, t, ds[b0:], t, rb, hd, oq[i, h, b0:], ldq, 0.0)
+            for a in range(t):                      # dk = ds^T q
+                for j in range(hd):
+                    rb[a, j] = q[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, True, r, hd, t, ds[:, b0:], t, rb, hd, ok[i, h, b0:], ldk, 0.0)
+"""
+
+
+def _backward_part_kernel(xp, w, gh, qkv):
+    """(attention_backward's part kernel, GEMM address) for arrays like these, or None
+    (other array modules or dtypes, no BLAS GEMM found, or the kernel not ready)."""
+    if not _takes(xp, w, gh, qkv) or not w.flags.c_contiguous:
+        return None
+    dtype = w.dtype.name
+    found = gemm_address(dtype)
+    if found is None:
+        return None
+    address, bits = found
+
+    def source():
+        row = "\n".join("        " + ln for ln in SOFTMAX_BACKWARD_ROW.replace("{t}", dtype).split("\n"))
+        gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
+        return _BACKWARD_PART.replace("GEMM", gemm).replace("SOFTMAXBWDROW", row).replace("{t}", dtype)
+    fn = _kernel(("attention", "backward_part", dtype, bits), source).get()
+    return None if fn is None else (fn, address)
+
+
 def _split_batch(xp, part, n: int, work: int) -> None:
     """``part(lo, hi)`` over the batch ``[0, n)``: for numpy arrays split over the cores the
     machine gives (tracejit/sharepool.py: each share runs its heads' products on one BLAS
@@ -281,6 +362,7 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
         rows = heads * t                               # softmax rows per batch element
         w2 = w.reshape(n * rows, s)
         r, tr = _block_rows(t, hd, s), _transpose_kernel(xp, qkv)
+        whole = _backward_part_kernel(xp, w, g, qkv)
 
     def part(lo, hi):
         # `_CHUNK` batch elements at a time: their four products and softmax's gradient, with
@@ -288,6 +370,9 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
         # -> 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
         if fn is None:
             return _backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
+        if whole is not None:
+            bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, s), (t, s), (s, hd), (hd, s))]
+            return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs)
         # the four products in small-matrix blocks (`_head_products`, `_head_products_t`),
         # their right operands copied (or transposed) in turn into `rb` / `vb`
         ch = _chunk(lo, hi)
