@@ -194,15 +194,16 @@ def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, 
     """The scores, the context and the backward's four products as two row blocks per head with
     the right operand copied or (`kernel`) transposed into a buffer (`_head_products`,
     `_head_products_t`: what T = 128, head_dim 64 takes), forced here by a lower small-matrix
-    bound; with `kernel` the backward's parts run as one numba call each (GEMMs by address),
-    without it the parts are driven from Python and q k^T and g v^T stay whole products.
-    Context, backward and the forward pair against numpy, at once and split."""
+    bound; with `kernel` the forward pair's and the backward's parts run as one numba call
+    each (GEMMs by address), without it the parts are driven from Python and q k^T and g v^T
+    stay whole products. Context, backward and the forward pair against numpy, at once and split."""
     monkeypatch.setattr(AP, "_SMALL_GEMM", 128)
     if kernel:
         assert AP._backward_part_kernel(np, np.zeros((1, 1, 2, 2)), np.zeros(2), np.zeros(2)) is not None
+        assert AP._forward_part_kernel(np, np.zeros(2)) is not None
     else:
-        monkeypatch.setattr(AP, "_transpose_kernel", lambda *arrays: None)
-        monkeypatch.setattr(AP, "_backward_part_kernel", lambda *arrays: None)
+        for name in ("_transpose_kernel", "_backward_part_kernel", "_forward_part_kernel"):
+            monkeypatch.setattr(AP, name, lambda *arrays: None)
     assert AP._block_rows(8, 4, 8) == 4 and AP._block_rows(5, 4, 5) == 5
     _against_definition(3, 8, 8, 2, seq_first)
     mode, launches = batch_split

@@ -46,7 +46,8 @@ from .blas_gemm import GEMM_SOURCE, gemm_address
 from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
-from .row_kernels import SOFTMAX_BACKWARD_ROW, mask_rows, softmax_backward_kernel, softmax_kernel
+from . import row_kernels as _row_kernels
+from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
 from .softmax_prim import SOFTMAX_BACKWARD, _softmax_backward_impl, _softmax_impl, softmax_backward
 
 __all__ = ["attention_weights", "attention_context", "attention_backward", "weights_and_context"]
@@ -222,7 +223,7 @@ def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt):
                 gr = dw[row]
                 yr = wi[row]
                 o = ds[row]
-SOFTMAXBWDROW
+SOFTMAXROW
             for a in range(t):                      # dq = ds k
                 for j in range(hd):
                     rb[a, j] = kk[i, h, a, j]
@@ -236,23 +237,85 @@ SOFTMAXBWDROW
 """
 
 
-def _backward_part_kernel(xp, w, gh, qkv):
-    """(attention_backward's part kernel, GEMM address) for arrays like these, or None
-    (other array modules or dtypes, no BLAS GEMM found, or the kernel not ready)."""
-    if not _takes(xp, w, gh, qkv) or not w.flags.c_contiguous:
+# `weights_and_context`'s part [lo, hi) without a mask as one nogil call, for the same reason:
+# per batch element and head the scores in r-row blocks on k^T (transposed as `_TRANSPOSE`
+# does), the softmax rows (row_kernels' text) into w, and w v in r-row blocks on a copy of v.
+_FORWARD_PART = """
+import numpy as np
+from numba import njit
+from tracejit.compiler.mathlib import exp_{s} as EXP
+GEMM
+
+_A = "Array({t}, 4, 'A', readonly=True)"
+
+
+@njit("void(int64, " + _A + ", " + _A + ", " + _A + ", float64, {t}[:, :, :, ::1], Array({t}, 4, 'A'), "
+      "boolean, int64, int64, int64, {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(fn, q, kk, vv, scale, w, oh, context, r, lo, hi, sb, kt, vb):
+    nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
+    ldq, ldo = q.strides[2] // q.itemsize, oh.strides[2] // oh.itemsize
+    acc = np.empty(16, w.dtype)
+    sc = np.{t}(scale)
+    tb = t - t % 16
+    for i in range(lo, hi):
+        for h in range(nh):
+            for r0 in range(0, tb, 16):             # k^T
+                for j in range(hd):
+                    for a in range(r0, r0 + 16):
+                        kt[j, a] = kk[i, h, a, j]
+            for a in range(tb, t):
+                for j in range(hd):
+                    kt[j, a] = kk[i, h, a, j]
+            for b0 in range(0, t, r):               # scores q k^T
+                gemm(fn, False, r, t, hd, q[i, h, b0:], ldq, kt, t, sb[b0:], t, 0.0)
+            for row in range(t):                    # softmax rows into w
+                z = sb[row]
+                o = w[i, h, row]
+                n = t
+SOFTMAXROW
+            if context:                             # w v
+                for a in range(t):
+                    for j in range(hd):
+                        vb[a, j] = vv[i, h, a, j]
+                for b0 in range(0, t, r):
+                    gemm(fn, False, r, hd, t, w[i, h, b0:], t, vb, hd, oh[i, h, b0:], ldo, 0.0)
+"""
+
+
+def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
+    """(a part kernel of this module made from `template` with the softmax row text `row`
+    (row_kernels' pieces, re-indented into the head loop) and the GEMM intrinsic, its GEMM
+    address), or None: other array modules or dtypes, no BLAS GEMM found, not ready."""
+    if not _takes(xp, *arrays):
         return None
-    dtype = w.dtype.name
+    dtype = arrays[0].dtype.name
     found = gemm_address(dtype)
     if found is None:
         return None
     address, bits = found
 
     def source():
-        row = "\n".join("        " + ln for ln in SOFTMAX_BACKWARD_ROW.replace("{t}", dtype).split("\n"))
+        text = _row_kernels.source(row, dtype)
+        text = "\n".join("        " + ln for ln in text.split("\n"))
         gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
-        return _BACKWARD_PART.replace("GEMM", gemm).replace("SOFTMAXBWDROW", row).replace("{t}", dtype)
-    fn = _kernel(("attention", "backward_part", dtype, bits), source).get()
+        return (template.replace("GEMM", gemm).replace("SOFTMAXROW", text)
+                .replace("{s}", _row_kernels._SUFFIX[dtype]).replace("{t}", dtype))
+    fn = _kernel(("attention", name, dtype, bits), source).get()
     return None if fn is None else (fn, address)
+
+
+def _forward_part_kernel(xp, qkv):
+    """(weights_and_context's part kernel, GEMM address) for a `qkv` like this one, or None."""
+    return _gemm_kernel("forward_part", _FORWARD_PART, "ROWMAX\nSOFTMAXEXP", xp, qkv)
+
+
+def _backward_part_kernel(xp, w, gh, qkv):
+    """(attention_backward's part kernel, GEMM address) for arrays like these, or None
+    (other array modules or dtypes, weights not C-contiguous, no BLAS GEMM found, not ready)."""
+    if not w.flags.c_contiguous:
+        return None
+    return _gemm_kernel("backward_part", _BACKWARD_PART, "SOFTMAXBWDROW", xp, w, gh, qkv)
 
 
 def _split_batch(xp, part, n: int, work: int) -> None:
@@ -294,6 +357,7 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
     if mask:
         m2, ids = mask_rows(mask[0], w.shape)
     rs, tr = _block_rows(t, t, hd), _transpose_kernel(xp, qkv)
+    whole = None if mask else _forward_part_kernel(xp, qkv)
     if context:
         out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
         oh = out.transpose(_TO_HEADS[seq_first])
@@ -303,6 +367,10 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
         # `_CHUNK` batch elements at a time: their scores into a buffer that stays in cache,
         # then their softmax into w (not in place: the row kernel's loops would take their
         # scalar versions, LLVM's runtime overlap check failing: 4x slower), then w @ v
+        if whole is not None:
+            bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, t), (hd, t), (t, hd))]
+            return whole[0](whole[1], q, k, v, scale, w, oh if context else w, context, rs,
+                            lo, hi, *bufs)
         ch = _chunk(lo, hi)
         s = np.empty((ch, heads, t, t), dtype=w.dtype)
         kb = np.empty((ch, heads, 1, hd, t), dtype=w.dtype)
