@@ -210,13 +210,8 @@ def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt):
                     rb[a, j] = gh[i, h, a, j]
             for b0 in range(0, t, r):
                 gemm(fn, True, r, hd, t, wi[:, b0:], t, rb, hd, ov[i, h, b0:], ldv, 0.0)
-            for r0 in range(0, tb, 16):             # dw = g v^T, v^T as `_TRANSPOSE` writes it
-                for j in range(hd):
-                    for a in range(r0, r0 + 16):
-                        vt[j, a] = vv[i, h, a, j]
-            for a in range(tb, t):
-                for j in range(hd):
-                    vt[j, a] = vv[i, h, a, j]
+            # dw = g v^T
+TRANSPOSED(vt, vv)
             for b0 in range(0, t, r):
                 gemm(fn, False, r, t, hd, gh[i, h, b0:], ldg, vt, t, dw[b0:], t, 0.0)
             for row in range(t):                    # through softmax
@@ -260,13 +255,7 @@ def kernel(fn, q, kk, vv, scale, w, oh, context, r, lo, hi, sb, kt, vb):
     tb = t - t % 16
     for i in range(lo, hi):
         for h in range(nh):
-            for r0 in range(0, tb, 16):             # k^T
-                for j in range(hd):
-                    for a in range(r0, r0 + 16):
-                        kt[j, a] = kk[i, h, a, j]
-            for a in range(tb, t):
-                for j in range(hd):
-                    kt[j, a] = kk[i, h, a, j]
+TRANSPOSED(kt, kk)
             for b0 in range(0, t, r):               # scores q k^T
                 gemm(fn, False, r, t, hd, q[i, h, b0:], ldq, kt, t, sb[b0:], t, 0.0)
             for row in range(t):                    # softmax rows into w
@@ -281,6 +270,17 @@ SOFTMAXROW
                 for b0 in range(0, t, r):
                     gemm(fn, False, r, hd, t, w[i, h, b0:], t, vb, hd, oh[i, h, b0:], ldo, 0.0)
 """
+
+
+# the part kernels' transposing copy of head (i, h) of SRC into the (d, T) buffer DST, as
+# `_TRANSPOSE` takes it (16 rows at a time)
+_TRANSPOSED = """            for r0 in range(0, tb, 16):
+                for j in range(hd):
+                    for a in range(r0, r0 + 16):
+                        DST[j, a] = SRC[i, h, a, j]
+            for a in range(tb, t):
+                for j in range(hd):
+                    DST[j, a] = SRC[i, h, a, j]"""
 
 
 def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
@@ -299,7 +299,10 @@ def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
         text = _row_kernels.source(row, dtype)
         text = "\n".join("        " + ln for ln in text.split("\n"))
         gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
-        return (template.replace("GEMM", gemm).replace("SOFTMAXROW", text)
+        body = template
+        for dst, src in (("kt", "kk"), ("vt", "vv")):
+            body = body.replace(f"TRANSPOSED({dst}, {src})", _TRANSPOSED.replace("DST", dst).replace("SRC", src))
+        return (body.replace("GEMM", gemm).replace("SOFTMAXROW", text)
                 .replace("{s}", _row_kernels._SUFFIX[dtype]).replace("{t}", dtype))
     fn = _kernel(("attention", name, dtype, bits), source).get()
     return None if fn is None else (fn, address)
