@@ -5,7 +5,11 @@ element's scores go into a buffer that stays in cache and are normalized from th
 W, one pass over the cores instead of a product pass and a softmax pass over 4 MB of scores).
 A compiled plan runs the two as one step where the context reads the weights just made
 (`weights_and_context`, compiler/attnpair.py: each element's ``W @ V`` while its weights are
-in cache); the backward likewise works one batch element at a time.
+in cache); the backward likewise works one batch element at a time. Each head's products run
+in OpenBLAS's small-matrix form (two row blocks, contiguous right operands: `_SMALL_GEMM`), and
+a part of the batch split over the cores is one nogil numba call where it can be
+(`_FORWARD_PART`, `_BACKWARD_PART`: a Python-driven part made the other core's part wait for
+the GIL).
 
 Why: multi-head self-attention projects the tokens with ONE GEMM into a packed
 (tokens, 3E) array ``qkv`` and cuts q, k, v out of it as strided head views. As
@@ -131,8 +135,8 @@ def _head_products_t(a, b, out, r: int, buf, tr) -> None:
     np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
 
 
-# out[e, h, 0] = x[e, h]^T for (E, H, T, d) head stacks of any strides, 16 rows of x at a time (each
-# row of out written a cache line at a time): a (4, 128, 64) head stack of the packed qkv in
+# out[e, h, 0] = x[e, h]^T for (E, H, T, d) head stacks of any strides, 16 rows of x at a
+# time (each row of out written a cache line at a time): a (4, 128, 64) head stack of qkv in
 # 11 us, where numpy's transposing copy took 47 (blocks of 8 rows 12, 4 rows 13.5, a plain
 # row-by-row loop 20, 16x16 tiles through a buffer 23)
 _TRANSPOSE = """
