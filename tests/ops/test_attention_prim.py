@@ -135,35 +135,79 @@ def batch_split(request):
     return request.param, []
 
 
-@pytest.mark.parametrize("kernel", [True, False])
-@pytest.mark.parametrize("seq_first", [False, True])
-def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, monkeypatch):
-    """context and backward against numpy; the backward by batch element with the softmax
-    backward row kernel, or (`kernel` False) by slices as array operations."""
-    if not kernel:
-        monkeypatch.setattr(AP, "softmax_backward_kernel", lambda *arrays: None)
-    a, c = (T, N) if seq_first else (N, T)
-    qkv = R.standard_normal((a * c, 3 * E))
-    p5 = qkv.reshape(a, c, 3, H, E // H)
+def _against_definition(n, t, e, h, seq_first):
+    """attention_context, attention_backward and the forward pair (weights_and_context) of a
+    random packed projection against numpy's definition (scale 0.3)."""
+    a, c = (t, n) if seq_first else (n, t)
+    qkv = R.standard_normal((a * c, 3 * e))
+    p5 = qkv.reshape(a, c, 3, h, e // h)
     perm = (1, 2, 0, 3) if seq_first else (0, 2, 1, 3)
     q, k, v = (p5[:, :, i].transpose(perm) for i in range(3))
     s = q @ k.swapaxes(-1, -2) * 0.3
     w = np.exp(s - s.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)
-    g = R.standard_normal((a, c, E))
-    kw = dict(tokens=(a, c), heads=H, seq_first=seq_first, scale=0.3)
-    out = AP.attention_context(tj.tensor(qkv), tj.tensor(w), **kw).numpy()
+    g = R.standard_normal((a, c, e))
+    kw = dict(tokens=(a, c), heads=h, seq_first=seq_first, scale=0.3)
     inv = (2, 0, 1, 3) if seq_first else (0, 2, 1, 3)
-    _close(out, (w @ v).transpose(inv).reshape(a, c, E), rtol=1e-12)
+    ctx = (w @ v).transpose(inv).reshape(a, c, e)
+    _close(AP.attention_context(tj.tensor(qkv), tj.tensor(w), **kw).numpy(), ctx, rtol=1e-12)
+    pw, pc = AP.weights_and_context(np, qkv, **kw)
+    _close(pw, w, rtol=1e-12)
+    _close(pc, ctx, rtol=1e-12)
     got = AP.attention_backward(tj.tensor(g), tj.tensor(qkv), tj.tensor(w), **kw).numpy()
-    gh = g.reshape(a, c, H, E // H).transpose(perm)
+    gh = g.reshape(a, c, h, e // h).transpose(perm)
     dw = gh @ v.swapaxes(-1, -2)
     ds = w * (dw - (dw * w).sum(-1, keepdims=True)) * 0.3
     want = np.stack([p.transpose(inv) for p in (ds @ k, ds.swapaxes(-1, -2) @ q, w.swapaxes(-1, -2) @ gh)], 2)
-    _close(got, want.reshape(a * c, 3 * E), rtol=1e-12)
+    _close(got, want.reshape(a * c, 3 * e), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+@pytest.mark.parametrize("seq_first", [False, True])
+def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, monkeypatch):
+    """context, backward and the forward pair against numpy; the backward by batch element
+    with the softmax backward row kernel, or (`kernel` False) by slices as array operations."""
+    if not kernel:
+        monkeypatch.setattr(AP, "softmax_backward_kernel", lambda *arrays: None)
+    _against_definition(N, T, E, H, seq_first)
     mode, launches = batch_split
-    # split: the context and the backward each over the N = 3 batch entries, one a share
-    assert launches == ([3, 3] if mode == "split" else [])
+    # split: the context, the pair and the backward each over the N = 3 batch entries, one a share
+    assert launches == ([3, 3, 3] if mode == "split" else [])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_transposing_kernel_writes_each_head_transposed(dtype):
+    """`_transpose_kernel`: out[e, h, 0] = x[e, h]^T for strided head stacks (rows in blocks
+    of 16 and a remainder: T = 37), as attention's products read k^T and v^T."""
+    x = R.standard_normal((2, 37, 3, 4, 5)).astype(dtype)[:, :, 1].transpose(0, 2, 1, 3)   # (2, 4, 37, 5)
+    tr = AP._transpose_kernel(np, x)
+    assert tr is not None
+    out = np.full((2, 4, 1, 5, 37), np.nan, dtype)
+    tr(x, out)
+    assert np.array_equal(out[:, :, 0], x.transpose(0, 1, 3, 2))
+    assert AP._transpose_kernel(np, x.astype(np.float16)) is None
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+@pytest.mark.parametrize("seq_first", [False, True])
+def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, batch_split, monkeypatch):
+    """The scores, the context and the backward's four products as two row blocks per head with
+    the right operand copied or (`kernel`) transposed into a buffer (`_head_products`,
+    `_head_products_t`: what T = 128, head_dim 64 takes), forced here by a lower small-matrix
+    bound; with `kernel` the forward pair's and the backward's parts run as one numba call
+    each (GEMMs by address), without it the parts are driven from Python and q k^T and g v^T
+    stay whole products. Context, backward and the forward pair against numpy, at once and split."""
+    monkeypatch.setattr(AP, "_SMALL_GEMM", 128)
+    if kernel:
+        assert AP._backward_part_kernel(np, np.zeros((1, 1, 2, 2)), np.zeros(2), np.zeros(2)) is not None
+        assert AP._forward_part_kernel(np, np.zeros(2)) is not None
+    else:
+        for name in ("_transpose_kernel", "_backward_part_kernel", "_forward_part_kernel"):
+            monkeypatch.setattr(AP, name, lambda *arrays: None)
+    assert AP._block_rows(8, 4, 8) == 4 and AP._block_rows(5, 4, 5) == 5
+    _against_definition(3, 8, 8, 2, seq_first)
+    mode, launches = batch_split
+    assert launches == ([3, 3, 3] if mode == "split" else [])
 
 
 MASKS = {"none": None, "causal": np.triu(np.full((T, T), -np.inf), 1),

@@ -5,7 +5,11 @@ element's scores go into a buffer that stays in cache and are normalized from th
 W, one pass over the cores instead of a product pass and a softmax pass over 4 MB of scores).
 A compiled plan runs the two as one step where the context reads the weights just made
 (`weights_and_context`, compiler/attnpair.py: each element's ``W @ V`` while its weights are
-in cache); the backward likewise works one batch element at a time.
+in cache); the backward likewise works one batch element at a time. Each head's products run
+in OpenBLAS's small-matrix form (two row blocks, contiguous right operands: `_SMALL_GEMM`), and
+a part of the batch split over the cores is one nogil numba call where it can be
+(`_FORWARD_PART`, `_BACKWARD_PART`: a Python-driven part made the other core's part wait for
+the GIL).
 
 Why: multi-head self-attention projects the tokens with ONE GEMM into a packed
 (tokens, 3E) array ``qkv`` and cuts q, k, v out of it as strided head views. As
@@ -42,8 +46,11 @@ from ..errors import DTypeError, ShapeError
 from .. import sharepool as _sharepool
 from .creation import zeros
 from .linalg import matmul
+from .blas_gemm import GEMM_SOURCE, gemm_address
+from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
+from . import row_kernels as _row_kernels
 from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
 from .softmax_prim import SOFTMAX_BACKWARD, _softmax_backward_impl, _softmax_impl, softmax_backward
 
@@ -76,6 +83,246 @@ def _matmul_into(xp, a, b, out) -> None:
         np.matmul(a, b, out=out)
     else:
         out[...] = xp.matmul(a, b)
+
+
+# OpenBLAS's small-matrix kernels (its Skylake-X builds: no packing of the operands) take a
+# product only up to 100^3 multiply-adds; one head's 128x128x64 product (T = 128, head_dim 64)
+# is just over it and ran in the packed path at 100-115 GFLOP/s on one thread, where its two
+# 64-row halves with the right operand contiguous ran at 130-140 (a right operand strided
+# through the packed qkv rows, 3 KB apart, ran at 80-90 in the small path: cache-set
+# conflicts). Measured for the Transformer step's 16x4 heads, one thread, min / median ms:
+# the context 1.38 / 1.51 -> 1.11 / 1.20 (with the copies of v), the forward pair 4.07 / 4.19
+# -> 3.79 / 3.95, the backward 6.09 / 6.40 -> 5.34 / 5.68 (OpenBLAS 0.3.31, Sapphire Rapids).
+# The halves gave the same bits as the whole products there.
+_SMALL_GEMM = 100 ** 3
+
+
+def _block_rows(t: int, n: int, k: int) -> int:
+    """Rows per block for a stack of (t x k) @ (k x n) products: halves where the whole product
+    is over `_SMALL_GEMM` multiply-adds and a half is not, else ``t`` (whole products)."""
+    h = t // 2
+    return h if t % 2 == 0 and h * n * k <= _SMALL_GEMM < t * n * k else t
+
+
+def _row_blocks(x, r: int):
+    """(..., T, c) array as a (..., T // r, r, c) view: splitting one axis is a view for any
+    strides (numpy's reshape copies only to merge axes), and 0.2 us where as_strided takes 3.6
+    (six calls per batch element: 0.35 ms a step)."""
+    return x.reshape(x.shape[:-2] + (x.shape[-2] // r, r, x.shape[-1]))
+
+
+def _head_products(a, b, out, r: int, buf) -> None:
+    """``out[...] = a @ b`` for batch elements' heads, numpy arrays: ``a`` (E, H, T, k) and
+    ``b`` (E, H, k, n) of any strides; in ``r``-row blocks with ``b`` copied into ``buf`` (E,
+    H, 1, k, n, C-contiguous) where ``r`` < T (`_block_rows`), else one product per head."""
+    if r == a.shape[-2]:
+        np.matmul(a, b, out=out)
+        return
+    np.copyto(buf[..., 0, :, :], b)
+    np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
+
+
+def _head_products_t(a, b, out, r: int, buf, tr) -> None:
+    """``out[...] = a @ b^T`` for batch elements' heads (the scores q k^T, the backward's g
+    v^T), ``b`` (E, H, n, k): in ``r``-row blocks with ``b^T`` written into ``buf`` (E, H, 1,
+    k, n) by the transposing kernel ``tr`` (`_transpose_kernel`), else (no kernel, or r = T)
+    one product per head with ``b`` transposed in BLAS (its small-matrix path has no fast
+    form for that: 64-row blocks of a @ b^T ran at ~75 GFLOP/s, the packed path at ~100)."""
+    if tr is None or r == a.shape[-2]:
+        np.matmul(a, np.swapaxes(b, -1, -2), out=out)
+        return
+    tr(b, buf)
+    np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
+
+
+# out[e, h, 0] = x[e, h]^T for (E, H, T, d) head stacks of any strides, 16 rows of x at a
+# time (each row of out written a cache line at a time): a (4, 128, 64) head stack of qkv in
+# 11 us, where numpy's transposing copy took 47 (blocks of 8 rows 12, 4 rows 13.5, a plain
+# row-by-row loop 20, 16x16 tiles through a buffer 23)
+_TRANSPOSE = """
+import numpy as np
+from numba import njit
+
+@njit("void(Array({t}, 4, 'A', readonly=True), Array({t}, 5, 'C'))", cache=CACHE,
+      error_model='numpy', boundscheck=False, nogil=True)
+def kernel(x, out):
+    ne, nh, t, d = x.shape
+    tb = t - t % 16
+    for e in range(ne):
+        for h in range(nh):
+            for r0 in range(0, tb, 16):
+                for j in range(d):
+                    for r in range(r0, r0 + 16):
+                        out[e, h, 0, j, r] = x[e, h, r, j]
+            for r in range(tb, t):
+                for j in range(d):
+                    out[e, h, 0, j, r] = x[e, h, r, j]
+"""
+
+
+def _transpose_kernel(xp, x):
+    """The transposing copy for head stacks like `x` (ops/native.py's policy: None for other
+    array modules and dtypes, or while it is not ready)."""
+    if not _takes(xp, x):
+        return None
+    dtype = x.dtype.name
+    return _kernel(("attention", "transpose", dtype), lambda: _TRANSPOSE.replace("{t}", dtype)).get()
+
+
+# Batch elements a part runs per numpy call: each call holds the GIL for its Python side,
+# and with both cores running parts a thread waits for the other's (one element per call:
+# a part of 8 elements ran 17-20% slower beside another part than beside a GIL-free GEMM,
+# 3%); two elements' scores or weight gradients (512 KB float32) still stay in cache
+_CHUNK = 2
+
+
+def _chunk(lo: int, hi: int) -> int:
+    return max(1, min(_CHUNK, hi - lo))
+
+
+# attention_backward's part [lo, hi) as one nogil call: per batch element and head the same
+# products as `_head_products` / `_head_products_t` (r-row blocks; g, k, q copied and v
+# transposed into buffers, through numpy's cblas_?gemm by address: ops/blas_gemm.py) and
+# softmax's backward row (row_kernels' text), so the same bits. Why: driven from Python, a
+# thread holds the GIL between the products and the other thread's part waits for it (a
+# part ran 17-20% slower beside another part than alone); as one call, two threads' parts
+# do not meet: backward at two threads after a GEMM 3.01-3.12 / 3.41-3.46 -> 2.73-2.80 /
+# 2.90-2.96 ms min / median, one thread unchanged (5.26 vs 5.14 min).
+_BACKWARD_PART = """
+import numpy as np
+from numba import njit
+GEMM
+
+_A = "Array({t}, 4, 'A', readonly=True)"
+_W = "Array({t}, 4, 'A')"
+
+
+@njit("void(int64, Array({t}, 4, 'C', readonly=True), " + _A + ", " + _A + ", " + _A + ", " + _A
+      + ", " + _W + ", " + _W + ", " + _W + ", float64, int64, int64, int64, {t}[:, ::1], {t}[:, ::1], "
+      "{t}[:, ::1], {t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False,
+      fastmath={'reassoc'}, nogil=True)
+def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt):
+    nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
+    ldv, ldq, ldk = ov.strides[2] // ov.itemsize, oq.strides[2] // oq.itemsize, ok.strides[2] // ok.itemsize
+    ldg = gh.strides[2] // gh.itemsize
+    tb = t - t % 16
+    for i in range(lo, hi):
+        for h in range(nh):
+            wi = w[i, h]
+            for a in range(t):                      # dv = w^T g
+                for j in range(hd):
+                    rb[a, j] = gh[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, True, r, hd, t, wi[:, b0:], t, rb, hd, ov[i, h, b0:], ldv, 0.0)
+            # dw = g v^T
+TRANSPOSED(vt, vv)
+            for b0 in range(0, t, r):
+                gemm(fn, False, r, t, hd, gh[i, h, b0:], ldg, vt, t, dw[b0:], t, 0.0)
+            for row in range(t):                    # through softmax
+                gr = dw[row]
+                yr = wi[row]
+                o = ds[row]
+SOFTMAXROW
+            for a in range(t):                      # dq = ds k
+                for j in range(hd):
+                    rb[a, j] = kk[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, False, r, hd, t, ds[b0:], t, rb, hd, oq[i, h, b0:], ldq, 0.0)
+            for a in range(t):                      # dk = ds^T q
+                for j in range(hd):
+                    rb[a, j] = q[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, True, r, hd, t, ds[:, b0:], t, rb, hd, ok[i, h, b0:], ldk, 0.0)
+"""
+
+
+# `weights_and_context`'s part [lo, hi) without a mask as one nogil call, for the same reason:
+# per batch element and head the scores in r-row blocks on k^T (transposed as `_TRANSPOSE`
+# does), the softmax rows (row_kernels' text) into w, and w v in r-row blocks on a copy of v.
+_FORWARD_PART = """
+import numpy as np
+from numba import njit
+from tracejit.compiler.mathlib import exp_{s} as EXP
+GEMM
+
+_A = "Array({t}, 4, 'A', readonly=True)"
+
+
+@njit("void(int64, " + _A + ", " + _A + ", " + _A + ", float64, {t}[:, :, :, ::1], Array({t}, 4, 'A'), "
+      "boolean, int64, int64, int64, {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(fn, q, kk, vv, scale, w, oh, context, r, lo, hi, sb, kt, vb):
+    nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
+    ldq, ldo = q.strides[2] // q.itemsize, oh.strides[2] // oh.itemsize
+    acc = np.empty(16, w.dtype)
+    sc = np.{t}(scale)
+    tb = t - t % 16
+    for i in range(lo, hi):
+        for h in range(nh):
+TRANSPOSED(kt, kk)
+            for b0 in range(0, t, r):               # scores q k^T
+                gemm(fn, False, r, t, hd, q[i, h, b0:], ldq, kt, t, sb[b0:], t, 0.0)
+            for row in range(t):                    # softmax rows into w
+                z = sb[row]
+                o = w[i, h, row]
+                n = t
+SOFTMAXROW
+            if context:                             # w v
+                for a in range(t):
+                    for j in range(hd):
+                        vb[a, j] = vv[i, h, a, j]
+                for b0 in range(0, t, r):
+                    gemm(fn, False, r, hd, t, w[i, h, b0:], t, vb, hd, oh[i, h, b0:], ldo, 0.0)
+"""
+
+
+# the part kernels' transposing copy of head (i, h) of SRC into the (d, T) buffer DST, as
+# `_TRANSPOSE` takes it (16 rows at a time)
+_TRANSPOSED = """            for r0 in range(0, tb, 16):
+                for j in range(hd):
+                    for a in range(r0, r0 + 16):
+                        DST[j, a] = SRC[i, h, a, j]
+            for a in range(tb, t):
+                for j in range(hd):
+                    DST[j, a] = SRC[i, h, a, j]"""
+
+
+def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
+    """(a part kernel of this module made from `template` with the softmax row text `row`
+    (row_kernels' pieces, re-indented into the head loop) and the GEMM intrinsic, its GEMM
+    address), or None: other array modules or dtypes, no BLAS GEMM found, not ready."""
+    if not _takes(xp, *arrays):
+        return None
+    dtype = arrays[0].dtype.name
+    found = gemm_address(dtype)
+    if found is None:
+        return None
+    address, bits = found
+
+    def source():
+        text = _row_kernels.source(row, dtype)
+        text = "\n".join("        " + ln for ln in text.split("\n"))
+        gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
+        body = template
+        for dst, src in (("kt", "kk"), ("vt", "vv")):
+            body = body.replace(f"TRANSPOSED({dst}, {src})", _TRANSPOSED.replace("DST", dst).replace("SRC", src))
+        return (body.replace("GEMM", gemm).replace("SOFTMAXROW", text)
+                .replace("{s}", _row_kernels._SUFFIX[dtype]).replace("{t}", dtype))
+    fn = _kernel(("attention", name, dtype, bits), source).get()
+    return None if fn is None else (fn, address)
+
+
+def _forward_part_kernel(xp, qkv):
+    """(weights_and_context's part kernel, GEMM address) for a `qkv` like this one, or None."""
+    return _gemm_kernel("forward_part", _FORWARD_PART, "ROWMAX\nSOFTMAXEXP", xp, qkv)
+
+
+def _backward_part_kernel(xp, w, gh, qkv):
+    """(attention_backward's part kernel, GEMM address) for arrays like these, or None
+    (other array modules or dtypes, weights not C-contiguous, no BLAS GEMM found, not ready)."""
+    if not w.flags.c_contiguous:
+        return None
+    return _gemm_kernel("backward_part", _BACKWARD_PART, "SOFTMAXBWDROW", xp, w, gh, qkv)
 
 
 def _split_batch(xp, part, n: int, work: int) -> None:
@@ -116,24 +363,36 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
     w2 = w.reshape(n * rows, t)
     if mask:
         m2, ids = mask_rows(mask[0], w.shape)
+    rs, tr = _block_rows(t, t, hd), _transpose_kernel(xp, qkv)
+    whole = None if mask else _forward_part_kernel(xp, qkv)
     if context:
         out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
         oh = out.transpose(_TO_HEADS[seq_first])
+        r = _block_rows(t, hd, t)
 
     def part(lo, hi):
-        # one batch element at a time: its scores into a buffer that stays in cache, then
-        # their softmax into w (not in place: the row kernel's loops would take their
+        # `_CHUNK` batch elements at a time: their scores into a buffer that stays in cache,
+        # then their softmax into w (not in place: the row kernel's loops would take their
         # scalar versions, LLVM's runtime overlap check failing: 4x slower), then w @ v
-        s = np.empty((1, heads, t, t), dtype=w.dtype)
-        s2 = s.reshape(rows, t)
-        for i in range(lo, hi):
-            np.matmul(q[i:i + 1], np.swapaxes(k[i:i + 1], -1, -2), out=s)
+        if whole is not None:
+            bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, t), (hd, t), (t, hd))]
+            return whole[0](whole[1], q, k, v, scale, w, oh if context else w, context, rs,
+                            lo, hi, *bufs)
+        ch = _chunk(lo, hi)
+        s = np.empty((ch, heads, t, t), dtype=w.dtype)
+        kb = np.empty((ch, heads, 1, hd, t), dtype=w.dtype)
+        vb = np.empty((ch, heads, 1, t, hd), dtype=w.dtype) if context else None
+        for i in range(lo, hi, ch):
+            j = min(i + ch, hi)
+            m = j - i
+            _head_products_t(q[i:j], k[i:j], s[:m], rs, kb[:m], tr)
+            s2 = s[:m].reshape(m * rows, t)
             if mask:
-                fn(s2, scale, m2, ids[i * rows:(i + 1) * rows], w2[i * rows:(i + 1) * rows])
+                fn(s2, scale, m2, ids[i * rows:j * rows], w2[i * rows:j * rows])
             else:
-                fn(s2, scale, w2[i * rows:(i + 1) * rows])
+                fn(s2, scale, w2[i * rows:j * rows])
             if context:
-                np.matmul(w[i:i + 1], v[i:i + 1], out=oh[i:i + 1])
+                _head_products(w[i:j], v[i:j], oh[i:j], r, vb[:m])
     _split_batch(xp, part, n, n * heads * t * t * (hd * (1 + context) + _SOFTMAX_WORK))
     return w, (out.reshape(a, c, e) if context else None)
 
@@ -149,9 +408,18 @@ def _context_impl(xp, qkv, w, *, tokens, heads, seq_first, scale):
     out = xp.empty((a, c, heads, hd), dtype=qkv.dtype)
     oh = out.transpose(_TO_HEADS[seq_first])
 
-    def part(lo, hi):
-        _matmul_into(xp, w[lo:hi], v[lo:hi], oh[lo:hi])
     n, _, t, s = w.shape
+    r = _block_rows(t, hd, s)
+
+    def part(lo, hi):
+        if xp is not np:
+            return _matmul_into(xp, w[lo:hi], v[lo:hi], oh[lo:hi])
+        # as `weights_and_context` takes it (same bits): in small-matrix blocks
+        ch = _chunk(lo, hi)
+        vb = np.empty((ch, heads, 1, s, hd), dtype=w.dtype)
+        for i in range(lo, hi, ch):
+            j = min(i + ch, hi)
+            _head_products(w[i:j], v[i:j], oh[i:j], r, vb[:j - i])
     _split_batch(xp, part, n, n * heads * t * s * hd)
     return out.reshape(a, c, e)
 
@@ -168,24 +436,35 @@ def _backward_impl(xp, g, qkv, w, *, tokens, heads, seq_first, scale):
     if fn is not None:
         rows = heads * t                               # softmax rows per batch element
         w2 = w.reshape(n * rows, s)
+        r, tr = _block_rows(t, hd, s), _transpose_kernel(xp, qkv)
+        whole = _backward_part_kernel(xp, w, g, qkv)
 
     def part(lo, hi):
-        # one batch element at a time: its four products and softmax's gradient, with its
-        # (T, T) weight gradients in two buffers that stay in cache (one thread: 6.4-7.0 ->
-        # 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
+        # `_CHUNK` batch elements at a time: their four products and softmax's gradient, with
+        # their (T, T) weight gradients in two buffers that stay in cache (one thread: 6.4-7.0
+        # -> 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
         if fn is None:
             return _backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
-        dw = np.empty((1, heads, t, s), dtype=w.dtype)
+        if whole is not None:
+            bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, s), (t, s), (s, hd), (hd, s))]
+            return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs)
+        # the four products in small-matrix blocks (`_head_products`, `_head_products_t`),
+        # their right operands copied (or transposed) in turn into `rb` / `vb`
+        ch = _chunk(lo, hi)
+        dw = np.empty((ch, heads, t, s), dtype=w.dtype)
         ds = np.empty_like(dw)
-        dw2, ds2 = dw.reshape(rows, s), ds.reshape(rows, s)
-        for i in range(lo, hi):
-            b = slice(i, i + 1)
-            np.matmul(np.swapaxes(w[b], -1, -2), gh[b], out=ov[b])         # dv = w^T g
-            np.matmul(gh[b], np.swapaxes(v[b], -1, -2), out=dw)            # dw = g v^T
+        rb = np.empty((ch, heads, 1, s, hd), dtype=w.dtype)
+        vb = np.empty((ch, heads, 1, hd, s), dtype=w.dtype)
+        for i in range(lo, hi, ch):
+            j = min(i + ch, hi)
+            m, b = j - i, slice(i, j)
+            dwm, dsm = dw[:m], ds[:m]
+            _head_products(np.swapaxes(w[b], -1, -2), gh[b], ov[b], r, rb[:m])  # dv = w^T g
+            _head_products_t(gh[b], v[b], dwm, r, vb[:m], tr)                    # dw = g v^T
             # through softmax (into another buffer: see row_kernels.softmax_backward_rows)
-            fn(dw2, w2[i * rows:(i + 1) * rows], scale, ds2)
-            np.matmul(ds, k[b], out=oq[b])                                  # dq = ds k
-            np.matmul(np.swapaxes(ds, -1, -2), q[b], out=ok[b])             # dk = ds^T q
+            fn(dwm.reshape(m * rows, s), w2[i * rows:j * rows], scale, dsm.reshape(m * rows, s))
+            _head_products(dsm, k[b], oq[b], r, rb[:m])                          # dq = ds k
+            _head_products(np.swapaxes(dsm, -1, -2), q[b], ok[b], r, rb[:m])     # dk = ds^T q
     _split_batch(xp, part, n, 4 * n * heads * t * s * hd)
     return out.reshape(a * c, 3 * e)
 

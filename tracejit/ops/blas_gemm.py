@@ -6,11 +6,13 @@ uses is called (through ctypes), so thread settings (tracejit.threads, coreshare
 results are numpy's. The library is the one numpy loaded: the OpenBLAS numpy wheels ship
 (``scipy_cblas_sgemm64_``), a system OpenBLAS, or MKL. (Session 13's recurrent kernels
 called it from numba too; session 14's run their per-step products on packed weights,
-ops/packed_gemm.py.)
+ops/packed_gemm.py.) `GEMM_SOURCE` is the numba text a kernel module includes to call it:
+attention's backward (ops/attention_prim.py) runs a whole part of its batch as one nogil
+call, so two threads do not wait for each other's GIL between the products.
 """
 from __future__ import annotations
 
-__all__ = ["gemm_address"]
+__all__ = ["gemm_address", "GEMM_SOURCE"]
 
 # cblas_?gemm symbols by library name part, with their integer width (ILP64 builds suffix
 # their symbols with 64_; MKL's cblas_ names are the LP64 interface).
@@ -53,3 +55,43 @@ def _lookup(dtype: str):
             if fn is not None:
                 return ctypes.cast(fn, ctypes.c_void_p).value, bits
     return None
+
+
+# ``gemm(fn, trans_a, m, n, k, a, lda, b, ldb, c, ldc, beta)``: C = op(A) B + beta C, row-major,
+# on the arrays' data pointers (the caller passes arrays that start where the matrices start:
+# slices, not offsets), ``fn`` the address from `gemm_address` passed to the kernel as an
+# integer (so the compiled code holds no address and stays valid in the disk cache across
+# processes). Integers are cast to the library's width; format with t (dtype) and bits.
+GEMM_SOURCE = '''
+from numba import types as _nbt
+from numba.extending import intrinsic as _intrinsic
+from llvmlite import ir as _ir
+
+
+@_intrinsic
+def gemm(typingctx, fn, trans_a, m, n, k, a, lda, b, ldb, c, ldc, beta):
+    sig = _nbt.void(fn, trans_a, m, n, k, a, lda, b, ldb, c, ldc, beta)
+
+    def codegen(context, builder, sig, args):
+        i32, iw = _ir.IntType(32), _ir.IntType({bits})
+        ft = _ir.FloatType() if "{t}" == "float32" else _ir.DoubleType()
+        fp = _ir.PointerType(ft)
+        fnty = _ir.FunctionType(_ir.VoidType(), [i32, i32, i32, iw, iw, iw, ft, fp, iw, fp, iw, ft, fp, iw])
+        tys = sig.args
+
+        def ptr(i):
+            arr = context.make_array(tys[i])(context, builder, args[i])
+            return builder.bitcast(arr.data, fp)
+
+        def idx(i):
+            return context.cast(builder, args[i], tys[i], _nbt.int{bits})
+
+        ta = builder.select(context.cast(builder, args[1], tys[1], _nbt.boolean),
+                            _ir.Constant(i32, 112), _ir.Constant(i32, 111))   # CblasTrans / NoTrans
+        beta_ = context.cast(builder, args[11], tys[11], _nbt.{t})
+        f = builder.inttoptr(context.cast(builder, args[0], tys[0], _nbt.intp), fnty.as_pointer())
+        builder.call(f, [_ir.Constant(i32, 101), ta, _ir.Constant(i32, 111), idx(2), idx(3), idx(4),
+                         _ir.Constant(ft, 1.0), ptr(5), idx(6), ptr(7), idx(8), beta_, ptr(9), idx(10)])
+        return context.get_dummy_value()
+    return sig, codegen
+'''

@@ -119,14 +119,17 @@ def kernel(g, y, scale, out):
         gr = g[i]
         yr = y[i]
         o = out[i]
-        s = 0.0
+SOFTMAXBWDROW
+'''
+# softmax's backward on one row (gradient row `gr`, output row `yr`, result row `o`, `scale`):
+# shared with ops/attention_prim.py's backward kernel
+SOFTMAX_BACKWARD_ROW = '''        s = 0.0
         for k in range(gr.shape[0]):
             s += gr[k] * yr[k]
         st = np.{t}(s)
         sc = np.{t}(scale)
         for k in range(gr.shape[0]):
-            o[k] = sc * ((gr[k] - st) * yr[k])
-'''
+            o[k] = sc * ((gr[k] - st) * yr[k])'''
 
 # mean and 1/sqrt(var + eps) of `row` in one pass: sums of (x - shift), shift = the row's
 # first element (so the variance does not cancel), in the data's dtype over blocks of at
@@ -298,7 +301,7 @@ def source(template: str, dtype: str) -> str:
     """`template` with the shared pieces (row statistics, LayerNorm's formulas, block
     sizes, the dtype) filled in: how these kernels, and the compiler's fused row kernels
     (compiler/codegen_rows.py), are written from one text."""
-    return (template.replace("SOFTMAXEXP", SOFTMAX_EXP).replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
+    return (template.replace("SOFTMAXEXP", SOFTMAX_EXP).replace("SOFTMAXBWDROW", SOFTMAX_BACKWARD_ROW).replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
             .replace("LNBWDINIT", LN_BACKWARD_INIT).replace("LNBWDFOLD", LN_BACKWARD_FOLD)
             .replace("LNBWDROW", LN_BACKWARD_ROW).replace("LN_Y", LN_Y).replace("STATS", _ROW_STATS)
             .replace("ROWMAX", _ROW_MAX)
