@@ -75,46 +75,69 @@ class SavedMeta:
     Unpacks to a tensor of the right shape backed by one broadcast zero, so no data is
     kept alive and later in-place changes of the input do not trip the version check
     (as in PyTorch, where e.g. SumBackward stores only the input's sizes).
+
+    The shape and dtype are the node's ``_meta`` entry for that input, which every
+    PrimNode keeps anyway (the engine sums broadcast gradients with it); so a SavedMeta
+    holds only the device and the layout, and one object per (device, layout) serves
+    every node (`saved_meta`): recording a shape-only input makes no object.
     """
 
-    __slots__ = ("shape", "dtype", "device", "column_major")
+    __slots__ = ("device", "column_major")
 
-    def __init__(self, t):
-        data = t._data
-        self.shape = data.shape
-        self.dtype = t.dtype
-        self.device = t.device
+    def __init__(self, device, column_major: bool):
+        self.device = device
         # The layout too, as PyTorch's MmBackward keeps mat2's strides: a transposed weight's
         # gradient is then produced in the layout that makes the weight's own gradient
         # contiguous (see `column_major`).
-        self.column_major = _is_column_major(data)
+        self.column_major = column_major
 
     def unpack(self, node, index: int, create_graph: bool):
+        shape, dtype = node._meta[index]
         if self.device is CPU:
             # np.broadcast_to's Python-level checks cost more than the rest of a small
             # backward node; an ndarray over one zero with all strides 0 is the same view.
             # Read-only (as the buffer it views is), so one per (shape, dtype) serves every
             # node: a lookup instead of ~0.6 µs of building it.
-            shape = self.shape
-            npd = self.dtype.np
+            npd = dtype.np
             key = (shape, npd)
             zeros = _STAND_INS.get(key)
             if zeros is None:
                 if len(_STAND_INS) >= 256:
                     _STAND_INS.clear()
                 zeros = _STAND_INS[key] = np.ndarray(shape, npd, _zero_buffer(npd), 0, (0,) * len(shape))
-            t = Tensor._wrap(zeros, self.dtype, CPU)
+            t = Tensor._wrap(zeros, dtype, CPU)
             if self.column_major:
                 t._column_major = True
             return t
         xp = array_module(self.device)
-        key = (self.device, self.dtype.np)
+        key = (self.device, dtype.np)
         zero = _ZEROS.get(key)
         if zero is None:
-            zero = _ZEROS[key] = xp.zeros((), self.dtype.np)
-        return Tensor._wrap(xp.broadcast_to(zero, self.shape), self.dtype, self.device)
+            zero = _ZEROS[key] = xp.zeros((), dtype.np)
+        return Tensor._wrap(xp.broadcast_to(zero, shape), dtype, self.device)
 
 
+def saved_meta(t) -> SavedMeta:
+    """The SavedMeta for input `t` of a node being recorded (the node's ``_meta`` must
+    hold `t`'s shape and dtype): the shared one for its device and layout."""
+    data = t._data
+    dev = t.device
+    if dev is CPU:  # (an ndarray: the layout test of `_is_column_major`, inline)
+        if data.ndim == 2:
+            flags = data.flags
+            if flags.f_contiguous and not flags.c_contiguous:
+                return _CPU_COLUMN_MAJOR
+        return _CPU_ROW_MAJOR
+    key = (dev, _is_column_major(data))
+    m = _SAVED_METAS.get(key)
+    if m is None:
+        m = _SAVED_METAS[key] = SavedMeta(*key)
+    return m
+
+
+_CPU_ROW_MAJOR = SavedMeta(CPU, False)
+_CPU_COLUMN_MAJOR = SavedMeta(CPU, True)
+_SAVED_METAS: dict = {}  # (non-CPU device, column-major?) -> its SavedMeta
 _ZEROS: dict = {}
 _STAND_INS: dict = {}  # (shape, numpy dtype) -> the read-only stride-0 view over _ZEROS's zero
 
@@ -575,7 +598,7 @@ def _record(prim, args, params, result, meta) -> None:
     for i in shapes:
         a = args[i]
         if isinstance(a, Tensor):
-            saved[i] = SavedMeta(a)
+            saved[i] = saved_meta(a)
     _attach(prim, params, tuple(nexts), saved, scalars, meta, result, keep_out)
 
 
@@ -602,7 +625,7 @@ def record_unary(prim, a, params, result, meta) -> None:
     if keep:
         saved[0] = (a, a._vbox[0])
     elif shapes:
-        saved[0] = SavedMeta(a)
+        saved[0] = saved_meta(a)
     _attach(prim, params, (edge,), saved, _EMPTY, meta, result, keep_out)
 
 
@@ -660,7 +683,7 @@ def record_binary(prim, a, b, params, result, meta) -> None:
         for i in shapes:
             t = b if i else a
             if isinstance(t, Tensor):
-                saved[i] = SavedMeta(t)
+                saved[i] = saved_meta(t)
     if meta is None:
         meta = ((a._data.shape, a.dtype) if isinstance(a, Tensor) else None,
                 (b._data.shape, b.dtype) if isinstance(b, Tensor) else None)
