@@ -102,6 +102,24 @@ def test_pending_names_a_kernel_until_it_loads_and_starts_nothing(monkeypatch):
     assert k.get() is not None and k.label not in vectorized.pending()
 
 
+def test_pending_since_names_a_kernel_only_if_its_op_asked_since(monkeypatch):
+    # bench_tiers waits only for the kernels the compiled step asks for: a kernel asked for
+    # before `since` and not again (an op of tier 0 only) is not pending since then.
+    import time
+    from tracejit.ops import vectorized
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    monkeypatch.setattr(native, "_GO_AFTER_S", 3600.0)   # asked for, the loader not started
+    k = native.kernel(("test_pending_since", 8.0), lambda: _SOURCE.replace("+= 1.0", "+= 8.0"))
+    assert k.get() is None
+    mark = time.monotonic()
+    assert k.label in vectorized.pending() and k.label not in vectorized.pending(mark)
+    assert k.get() is None and k.thread is None        # asked for again, still not started
+    assert k.label in vectorized.pending(mark)
+    assert k.label not in vectorized.pending(time.monotonic() + 1.0)
+    native.settle(time.monotonic() + 240)
+    assert k.fn is not None and k.label not in vectorized.pending(mark)
+
+
 def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monkeypatch):
     # rank EAGER (compiler/workers.py): numpy runs the op meanwhile, so a background
     # compile's plan kernels and their pairs (rank FIRST) go to the workers first
