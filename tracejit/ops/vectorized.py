@@ -511,7 +511,7 @@ def pending(since: float | None = None) -> list:
     kernels arrive as they would for a user (a compile finished in a worker loads at the
     op's next call)."""
     from . import native
-    out = [getattr(e.spec, "name", None) or _pending_label(e.job)
+    out = [_pending_label(e.job)
            for e in list(_entries.values())
            if e.job is not None and e.fn is None and not e.failed and not e.job.lost()
            and (since is None or getattr(e.job, "last", since) >= since)]
@@ -520,7 +520,7 @@ def pending(since: float | None = None) -> list:
 
 
 def _pending_label(job) -> str:
-    """A kernel not rendered yet (its preparation has not started) by its op's label."""
+    """An eager kernel's label: its op's (a rendered spec's name is "kernel" for all)."""
     args = getattr(job, "args", None)
     return _label(args[0]) if args else "eager kernel"
 
