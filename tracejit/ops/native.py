@@ -151,7 +151,8 @@ class NativeKernel:
                 # cross-entropy kernels (1.5-1.9 s of it) ran after the switch, before fused
                 # Adam and the row kernels' pairs, which the compiled step does use.
                 # Rank STEADY for a kernel a compiled step runs at every call as well (the
-                # recurrent layers' loops): ahead of the EAGER ones (workers.py).
+                # recurrent layers' loops, convolution's fold/unfold, BatchNorm, pooling,
+                # ReLU's backward): ahead of the EAGER ones (workers.py).
                 job = workers.submit(self.source, self.label, (),
                                      rank=workers.STEADY if self.steady else workers.EAGER)
                 job.event.wait()
