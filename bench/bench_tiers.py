@@ -153,9 +153,10 @@ def probe(name: str) -> dict:
         # (convolution's fold, BatchNorm, pooling, the recurrent loops) come on their own
         # time, and until they do those ops run their numpy forms: the step is at full
         # speed when none is pending. Training goes on meanwhile, as for a user.
+        asked = time.monotonic()
         out["final_step_s"] = _median_step(step, 3)
         steps += 3
-        out.update(_until_eager_kernels_in(step, t, steps))
+        out.update(_until_eager_kernels_in(step, t, steps, asked))
     step()
     ts = []
     for _ in range(5):
@@ -171,21 +172,27 @@ STEPS_AFTER = 9   # steps 2..10 of the eager and warm_disk probes
 STALL_S = 60.0    # no eager kernel arrived for this long: report what is still pending
 
 
-def _until_eager_kernels_in(step, t: float, steps: int) -> dict:
-    """Step until no eager or hand-written kernel an op asked for is pending
-    (tracejit.ops.vectorized.pending); stops after STALL_S without progress (an op asked
-    for a kernel in tier 0 and is never called again) and names what was left."""
+def _until_eager_kernels_in(step, t: float, steps: int, asked: float) -> dict:
+    """Step until no eager or hand-written kernel the compiled step asks for is pending
+    (tracejit.ops.vectorized.pending of the kernels asked for since the last step began;
+    `asked`: the time.monotonic() before the steps just run); stops after STALL_S without
+    progress and names what was left. A kernel an op asked for only in tier 0 (an op the
+    compiled step does not run, a product's two halves the load turned off) is not waited
+    for: the step's speed does not hang on it (and its loader starts only where the op ran
+    again a second after its first call); those are named in ``kernels_not_asked``."""
     from tracejit.ops import vectorized
-    left, since = vectorized.pending(), time.perf_counter()
+    left, since = vectorized.pending(asked), time.perf_counter()
     while left and time.perf_counter() - since < STALL_S:
+        asked = time.monotonic()
         step()
         steps += 1
-        now = vectorized.pending()
+        now = vectorized.pending(asked)
         if len(now) < len(left):
             since = time.perf_counter()
         left = now
     return {"kernels_in_s": time.perf_counter() - t, "steps_to_kernels_in": steps,
-            "kernels_left": left}
+            "kernels_left": left,
+            "kernels_not_asked": sorted(set(vectorized.pending()) - set(vectorized.pending(asked)))}
 
 
 def _walls(step, n: int, out: dict | None = None) -> list:
@@ -376,6 +383,8 @@ def report(step: str, res: dict) -> None:
               f"{b['final_step_s'] * 1e3:.3g} ms); every eager and hand-written kernel in after "
               f"{b['kernels_in_s']:.1f} s ({b['steps_to_kernels_in']} steps)"
               + (f", still pending: {', '.join(b['kernels_left'])}" if b['kernels_left'] else "")
+              + (f" (asked for before but not by the compiled step, not waited for: {', '.join(b['kernels_not_asked'])})"
+                 if b.get('kernels_not_asked') else "")
               + f"; compiled step {b['steady_step_s'] * 1e3:.3g} ms")
     if "background_wait" in res:
         w = res["background_wait"]

@@ -102,6 +102,24 @@ def test_pending_names_a_kernel_until_it_loads_and_starts_nothing(monkeypatch):
     assert k.get() is not None and k.label not in vectorized.pending()
 
 
+def test_pending_since_names_a_kernel_only_if_its_op_asked_since(monkeypatch):
+    # bench_tiers waits only for the kernels the compiled step asks for: a kernel asked for
+    # before `since` and not again (an op of tier 0 only) is not pending since then.
+    import time
+    from tracejit.ops import vectorized
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    monkeypatch.setattr(native, "_GO_AFTER_S", 3600.0)   # asked for, the loader not started
+    k = native.kernel(("test_pending_since", 8.0), lambda: _SOURCE.replace("+= 1.0", "+= 8.0"))
+    assert k.get() is None
+    mark = time.monotonic()
+    assert k.label in vectorized.pending() and k.label not in vectorized.pending(mark)
+    assert k.get() is None and k.thread is None        # asked for again, still not started
+    assert k.label in vectorized.pending(mark)
+    assert k.label not in vectorized.pending(time.monotonic() + 1.0)
+    native.settle(time.monotonic() + 240)
+    assert k.fn is not None and k.label not in vectorized.pending(mark)
+
+
 def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monkeypatch):
     # rank EAGER (compiler/workers.py): numpy runs the op meanwhile, so a background
     # compile's plan kernels and their pairs (rank FIRST) go to the workers first
@@ -122,3 +140,26 @@ def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monk
     k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 6.0"), "test_native_steady", steady=True)
     k._prepare()
     assert asked[1:] == [{"rank": workers.STEADY}] and k.failed
+
+
+def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monkeypatch):
+    # A compiled CNN step runs convolution's unfold/fold, BatchNorm, pooling and ReLU's
+    # backward kernels at every call, and its speed hangs on them (tier20: the step
+    # 18.7 ms with them, 29.0 without, one thread): rank STEADY, ahead of the EAGER ones
+    # (the cross-entropy row kernels: per-call overhead on a few short rows).
+    import tracejit as tj
+    import tracejit.nn.functional as F
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    monkeypatch.setattr(native, "_GO_AFTER_S", 3600.0)   # asked for, no loader started
+    monkeypatch.setattr(native, "_kernels", {})
+    rng = np.random.default_rng(0)
+    x = tj.tensor(rng.standard_normal((8, 3, 16, 16)).astype(np.float32), requires_grad=True)
+    conv, bn = tj.nn.Conv2d(3, 16, 3, padding=1), tj.nn.BatchNorm2d(16)
+    y = F.max_pool2d(F.relu(bn(conv(x))), 2).reshape(8, -1)[:, :10]
+    F.cross_entropy(y, tj.tensor(rng.integers(0, 10, 8))).backward()
+    steady = {k[:2]: v.steady for k, v in native._kernels.items()}
+    assert steady == {("im2col", "float32"): True, ("col2im", "float32"): True,
+                      ("batchnorm", "forward"): True, ("batchnorm", "backward"): True,
+                      ("maxpool", "fwd_offsets"): True, ("maxpool", "scatter_tiles"): True,
+                      ("select", "relu_backward"): True,
+                      ("rows", "cross_entropy"): False, ("rows", "cross_entropy_backward"): False}

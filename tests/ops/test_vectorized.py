@@ -5,6 +5,8 @@ workers into a private disk cache, as they would for a user (never on the caller
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -427,6 +429,24 @@ def test_settle_starts_a_preparation_that_waits_for_the_next_call(kernels, monke
     before = V.stats()["launches"]
     tj.exp(x)
     assert V.stats()["launches"] == before + 1
+
+
+def test_pending_since_names_only_the_kernels_asked_for_since(kernels, monkeypatch):
+    """bench_tiers waits for the kernels a compiled step asks for: `pending(since)` names an
+    eager kernel whose op was called at or after `since`, not one asked for only before
+    (an op of tier 0 the compiled step no longer runs), and neither once it is loaded."""
+    monkeypatch.setattr(V, "_GO_AFTER_S", 3600.0)   # asked for, preparations not started
+    x = tj.tensor(_x(seed=16))
+    tj.exp(x)
+    mark = time.monotonic()
+    tj.sin(x)
+    assert sorted(V.pending()) == ["eager_exp", "eager_sin"]
+    assert V.pending(mark) == ["eager_sin"]
+    tj.exp(x)                                         # exp asked for again: pending since too
+    assert sorted(V.pending(mark)) == ["eager_exp", "eager_sin"]
+    assert V.pending(time.monotonic() + 1.0) == []
+    assert V.settle(timeout=600.0)
+    assert V.pending() == [] and V.pending(mark) == []
 
 
 def test_sync_mode_asks_the_disk_for_a_missing_kernel_only_now_and_then(kernels, monkeypatch):

@@ -217,11 +217,14 @@ class _Worker:
 # function runs tier 0 they mostly serve tier 0, which the FIRST jobs end: a Transformer
 # step's two eager ReLU kernels (parfor variants, the slowest kind) took a worker for
 # seconds while its stage-1 kernels queued. STEADY: hand-written eager kernels that a
-# compiled step also runs at every call, the recurrent layers' whole loops (ops/native.py,
-# ops/lstm_kernels.py): after what a switch waits for, before the kernels that mostly
-# serve tier 0 and the fused optimizer's (LSTM LM compiled step, warm, in-process
-# alternating, min: 78 ms, 108 without the forward loop's kernel, 103 without the
-# backward's, 76 without the cross-entropy kernels (1.3 s of worker CPU); tier19). LATER: a
+# compiled step also runs at every call and whose speed hangs on them, the layers' own
+# kernels (ops/native.py): the recurrent whole loops (ops/lstm_kernels.py), convolution's
+# unfold/fold, BatchNorm, pooling, ReLU's backward; after what a switch waits for, before
+# the kernels that mostly serve tier 0 and the fused optimizer's (LSTM LM compiled step,
+# warm, in-process alternating, min: 78 ms, 108 without the forward loop's kernel, 103
+# without the backward's, 76 without the cross-entropy kernels (1.3 s of worker CPU);
+# tier19. CNN step, one thread: 18.7 ms, 29.0 without the layers' kernels, 18.6 without
+# cross-entropy's (2 s of worker CPU, queued ahead of BatchNorm's before); tier20). LATER: a
 # background compile's parfor upgrade, which must not hold back any of the others, even
 # when submitted before them.
 FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3

@@ -226,7 +226,7 @@ def _run(template, name, dtype):
     if dtype not in ("float32", "float64"):
         return None
     return _kernel(("batchnorm", name, dtype), lambda: template.replace(
-        '" + RO + "', _RO).replace("{t}", dtype).replace("BLOCK", str(BLOCK))).get()
+        '" + RO + "', _RO).replace("{t}", dtype).replace("BLOCK", str(BLOCK)), steady=True).get()
 
 
 def _flat(a):

@@ -243,7 +243,8 @@ def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, 
         return None
     dt = x.dtype.name
     key = ("im2col", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
-    fn = native_kernel(key, lambda: _im2col_source(dt, kernel, stride, padding, dilation)).get()
+    fn = native_kernel(key, lambda: _im2col_source(dt, kernel, stride, padding, dilation),
+                       steady=True).get()
     if fn is None:
         return None
     n, c = x.shape[:2]
@@ -265,7 +266,8 @@ def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilatio
         return None
     dt = cols.dtype.name
     key = ("col2im", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
-    fn = native_kernel(key, lambda: _col2im_source(dt, kernel, stride, padding, dilation)).get()
+    fn = native_kernel(key, lambda: _col2im_source(dt, kernel, stride, padding, dilation),
+                       steady=True).get()
     if fn is None:
         return None
     h, w = output_size

@@ -59,8 +59,8 @@ class NativeKernel:
     what BLAS does already (ops/rows_gemm.py), whose 0.5-0.8 s compile would otherwise land
     in a compiled function's first call."""
 
-    __slots__ = ("_source", "label", "fn", "failed", "first", "thread", "pid", "lock", "sync_compiles",
-                 "steady")
+    __slots__ = ("_source", "label", "fn", "failed", "first", "last", "thread", "pid", "lock",
+                 "sync_compiles", "steady")
 
     def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False):
         self._source = source
@@ -70,6 +70,7 @@ class NativeKernel:
         self.fn = None
         self.failed = False
         self.first = None
+        self.last = None    # the op's latest call while the kernel was not loaded (`pending`)
         self.thread = None
         self.pid = os.getpid()   # whose thread `thread` is (a forked child starts its own)
         self.lock = threading.Lock()
@@ -98,6 +99,7 @@ class NativeKernel:
                         self.failed = True   # not in this process: numpy's form runs
             return self.fn
         now = time.monotonic()
+        self.last = now
         with self.lock:
             if self.first is None:
                 self.first = now
@@ -149,7 +151,8 @@ class NativeKernel:
                 # cross-entropy kernels (1.5-1.9 s of it) ran after the switch, before fused
                 # Adam and the row kernels' pairs, which the compiled step does use.
                 # Rank STEADY for a kernel a compiled step runs at every call as well (the
-                # recurrent layers' loops): ahead of the EAGER ones (workers.py).
+                # recurrent layers' loops, convolution's fold/unfold, BatchNorm, pooling,
+                # ReLU's backward): ahead of the EAGER ones (workers.py).
                 job = workers.submit(self.source, self.label, (),
                                      rank=workers.STEADY if self.steady else workers.EAGER)
                 job.event.wait()

@@ -217,7 +217,7 @@ def _get(name, make, dtype, *geometry):
     if dtype not in ("float32", "float64") or geometry[0][0] * geometry[0][1] > MAX_WINDOW:
         return None
     key = ("maxpool", name, dtype) + tuple(v for pair in geometry for v in pair)
-    return _kernel(key, lambda: make(dtype, *geometry)).get()
+    return _kernel(key, lambda: make(dtype, *geometry), steady=True).get()
 
 
 def tiles(kernel, stride, padding, dilation) -> bool:

@@ -51,7 +51,8 @@ def relu_backward_flat(xp, g, y):
             or not (g.flags.c_contiguous and y.flags.c_contiguous)):
         return None
     t = g.dtype.name
-    fn = _kernel(("select", "relu_backward", t), lambda: _RELU_BACKWARD.replace("{t}", t)).get()
+    fn = _kernel(("select", "relu_backward", t), lambda: _RELU_BACKWARD.replace("{t}", t),
+                 steady=True).get()
     if fn is None:
         return None
     out = np.empty(g.shape, g.dtype)

@@ -329,7 +329,8 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             return entry.fn
         job = entry.job
         if isinstance(job, _Preparation) and not job.done() and not job.lost():
-            if not job.started and time.monotonic() - job.first >= _GO_AFTER_S:
+            job.last = now = time.monotonic()
+            if not job.started and now - job.first >= _GO_AFTER_S:
                 job.start()
             return None  # being prepared: the preparation sets fn (or failed)
         if not _sync_mode():
@@ -372,14 +373,14 @@ class _Preparation:
     a load, or a worker's compile and then a load. Sets the entry's ``fn`` (or
     ``failed``); ``done()`` after that."""
 
-    __slots__ = ("entry", "args", "event", "pid", "first", "started")
+    __slots__ = ("entry", "args", "event", "pid", "first", "last", "started")
 
     def __init__(self, entry, render_args):
         self.entry = entry
         self.args = render_args   # (prim, layout, params, compute_np, out_np, parallel)
         self.event = threading.Event()
         self.pid = os.getpid()
-        self.first = time.monotonic()   # the op's first call
+        self.first = self.last = time.monotonic()   # the op's first and latest call
         self.started = False
 
     def done(self) -> bool:
@@ -498,16 +499,30 @@ def settle(timeout: float = 300.0) -> bool:
         pending[0].job.event.wait(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
-def pending() -> list:
+def pending(since: float | None = None) -> list:
     """The eager kernels (this module's and ops/native.py's hand-written ones) an op has
-    asked for that are neither loaded nor failed: their labels. Starts nothing, unlike
-    `settle`: bench_tiers steps a program until this is empty, so the kernels arrive as
-    they would for a user (a compile finished in a worker loads at the op's next call)."""
+    asked for that are neither loaded nor failed: their labels. With `since` (a
+    time.monotonic() reading), only those an op asked for at or after it: a program's
+    step asks again for the kernels it calls, and a kernel asked for in tier 0 by an op the
+    compiled step no longer runs (or by a path the load turned off: two halves of a
+    product) is not what that step waits for (its loader starts only at the op's next call
+    a second or more after its first, so a kernel asked for once is not compiled). Starts
+    nothing, unlike `settle`: bench_tiers steps a program until this is empty, so the
+    kernels arrive as they would for a user (a compile finished in a worker loads at the
+    op's next call)."""
     from . import native
-    out = [getattr(e.spec, "name", "eager kernel")
+    out = [_pending_label(e.job)
            for e in list(_entries.values())
-           if e.job is not None and e.fn is None and not e.failed and not e.job.lost()]
-    return out + [k.label for k in list(native._kernels.values()) if k.coming()]
+           if e.job is not None and e.fn is None and not e.failed and not e.job.lost()
+           and (since is None or getattr(e.job, "last", since) >= since)]
+    return out + [k.label for k in list(native._kernels.values())
+                  if k.coming() and (since is None or (k.last is not None and k.last >= since))]
+
+
+def _pending_label(job) -> str:
+    """An eager kernel's label: its op's (a rendered spec's name is "kernel" for all)."""
+    args = getattr(job, "args", None)
+    return _label(args[0]) if args else "eager kernel"
 
 
 def stats() -> dict:
