@@ -82,4 +82,7 @@ def run(runner, cfg: W.Config) -> dict:
         _chain(xg, SMALL_CHAIN).sum().backward()
         check["small_grad_sum"] = float(np.sum(runner.tonumpy(xg.grad), dtype=np.float64))
     out["check"] = check
+    # the thread count the large rows ran on (tracejit: coreshare's; their kernels split
+    # over it, and its arithmetic goes to numpy at one), read right after them
+    out.update(runner.thread_policy())
     return out

@@ -74,6 +74,40 @@ def test_the_first_count_comes_a_short_interval_after_the_first_reading(monkeypa
     assert cs.sample(now=1.4) == pytest.approx(0.0) and cs._count == 2
 
 
+
+def test_reread_counts_the_window_after_it_alone(monkeypatch):
+    # A reading made while this process's compile workers ran (others: one core) gives one
+    # thread until the next sample; `reread` (vectorized.settle's end, the workers done)
+    # reads a fresh window: our own work only, two threads again.
+    busy, own = [100.0], [10.0]
+    monkeypatch.setattr(coreshare, "_busy_seconds", lambda: busy[0])
+    monkeypatch.setattr(coreshare, "_own_seconds", lambda: own[0])
+
+    class Clock:
+        t = 1.0
+        slept = []
+
+        def monotonic(self):
+            return self.t
+
+        def sleep(self, s):
+            self.slept.append(s)
+            self.t += s
+            busy[0] += 2 * s           # both CPUs busy over the window, all of it ours
+            own[0] += 2 * s
+
+    clock = Clock()
+    monkeypatch.setattr(coreshare, "time", clock)
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25)
+    cs.sample()
+    clock.t = 2.0
+    busy[0], own[0] = 101.5, 10.5             # the workers' second: one core of others
+    assert cs.threads() == 1
+    clock.t = 2.05
+    assert cs.threads() == 1                  # inside the interval: the count holds
+    assert cs.reread() == 2 and clock.slept == [coreshare.FIRST_INTERVAL]
+    assert cs.others == pytest.approx(0.0)
+
 @linux
 def test_sample_of_the_real_machine_is_a_number_of_cores():
     cs = coreshare.CoreShare(interval=0.0)

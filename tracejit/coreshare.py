@@ -153,6 +153,22 @@ class CoreShare:
             self._last = (now, busy, own)
         return self.others
 
+    def reread(self, window: float = FIRST_INTERVAL) -> int:
+        """The count read over the next `window` seconds alone (the calling thread sleeps
+        through them), for the end of a wait on this process's background compiles
+        (ops/vectorized.settle): the reading in progress counted the compile workers as
+        other processes, and its count (one thread on two CPUs) would hold until the next
+        sample, up to `INTERVAL` after the workers were done: a whole timed run of the
+        bench's eager rows (opcost's 1M-element ops: 15 calls of 2-5 ms)."""
+        with self._lock:
+            busy = _busy_seconds()
+            if busy is None:
+                return self._count
+            self._last = (time.monotonic(), busy, _own_seconds())
+            self._counted = False      # the next sample may come `FIRST_INTERVAL` after this
+        time.sleep(window)
+        return self.threads()
+
     def count_for(self, others: float) -> int:
         """Threads to use when others keep `others` cores busy."""
         free = min(self.cpus, self.machine - others)

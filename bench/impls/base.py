@@ -91,7 +91,8 @@ class Runner:
         return {"n": cfg.gelu_n, "fwd_ms": t_fwd.value(cfg.stat) * 1e3,
                 "fwdbwd_ms": t_bwd.value(cfg.stat) * 1e3,
                 "fwd_bytes": b["fwd"], "fwdbwd_bytes": b["fwdbwd"],
-                "timing": {"fwd": t_fwd.as_dict(), "fwdbwd": t_bwd.as_dict()}, "check": check}
+                "timing": {"fwd": t_fwd.as_dict(), "fwdbwd": t_bwd.as_dict()}, "check": check,
+                **self.thread_policy()}
 
     def gelu_fwdbwd(self, xs):
         """(step, grads): ``step()`` runs forward+backward of ``sum(gelu(x, y, z))`` and

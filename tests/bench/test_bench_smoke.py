@@ -46,6 +46,9 @@ def test_quick_run_with_installed_systems(tmp_path):
         for w in workloads.WORKLOAD_NAMES:
             assert name in data["results"][w], (name, w)
     assert report.checks(data) == []
+    # tracejit's eager rows of large arrays carry the thread count they ran on
+    for w in ("gelu", "opcost"):
+        assert data["results"][w]["tracejit_eager"]["policy"]["adaptive"] in (True, False), w
     # Progress line per workload, then the table.
     assert proc.stderr.count("[numpy") >= len(workloads.WORKLOAD_NAMES)
     assert "| metric | numpy eager |" in proc.stdout

@@ -248,6 +248,32 @@ def test_large_op_kernel_is_the_paired_chunk_kernel_where_flat_pairs_hold(kernel
     np.testing.assert_allclose(got.numpy(), first.numpy(), rtol=2e-6, atol=2e-7)
 
 
+def test_settle_waits_for_the_pair_of_a_loaded_chunk_kernel(kernels, monkeypatch):
+    """The kernel's preparation readies its GIL-free pair too, before `settle` returns, with
+    no two-share call in between (calls on one thread never ask for it): the first
+    two-share call after `settle` runs on the pair, and no compile is left to run beside
+    the calls that follow (the bench's eager rows timed their calls while it ran)."""
+    from tracejit import sharepool
+    from tracejit.compiler import chunkpool, codegen_chunks, diskcache, tiers
+    from tracejit.threads import PARALLEL_MIN
+    if sharepool.blas_worker.find() is None:
+        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
+    monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
+    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 1)   # no call polls the pair
+    monkeypatch.setattr(tiers, "_module_jobs", {})   # (an earlier test's job for this pair)
+    x = tj.tensor(_x(n=PARALLEL_MIN, seed=16))
+    first = tj.tanh(x)                 # numpy; the preparation starts
+    assert V.settle(timeout=600.0)
+    fn = _entry_of("tanh").fn
+    assert isinstance(fn, chunkpool.ChunkKernel) and fn.pair is None
+    pending = fn.pending
+    assert diskcache.in_memory(pending.source, pending.llvm_options)   # loaded by settle's end
+    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
+    got = tj.tanh(x)                   # the first two-share call: the pair is there
+    assert fn.pair is not None and fn.pending is None
+    np.testing.assert_allclose(got.numpy(), first.numpy(), rtol=2e-6, atol=2e-7)
+
+
 def test_below_parallel_min_runs_the_serial_twin(kernels):
     """Smaller sizes (only with a lowered MIN_ELEMENTS) get the serial twin of the same
     nest, as compiled plans do; a Python scalar is a one-element operand."""

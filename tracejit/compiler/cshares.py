@@ -209,6 +209,16 @@ class Pending:
             return None, self        # compiling (a failed compile warns and stays None)
         return CShares.make(vars(mod), self.fast_entry), None
 
+    def prepare(self):
+        """Start making the pair's module ready now rather than at the first two-share
+        call: the background job to wait on (`tiers.module_job`), or None where there is
+        none (sync mode, or loaded already). An eager op's kernel asks this when it loads
+        (ops/vectorized.py): asked at the first two-share call, the pair's compile (0.5-0.8 s
+        in a worker) ran during the calls that followed, and the worker took one of the two
+        cores those calls were splitting their work over."""
+        from .tiers import module_job
+        return module_job(self.source, self.hint, self.llvm_options)
+
 
 def ahead(kernel_source: str, pair: str, hint: str, llvm_options: tuple, kernel_job) -> None:
     """A background compile's submission: queue the pair module that `Pending` will ask for

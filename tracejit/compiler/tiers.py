@@ -75,7 +75,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["TieredExecutor", "Tier0", "wait", "compile_mode", "background_possible", "graph_on_cpu",
-           "module_when_ready"]
+           "module_when_ready", "module_job"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
@@ -868,6 +868,23 @@ def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
                     source_of, load)
 
 
+def module_job(source: str, name_hint: str, llvm_options: tuple = (), rank: Optional[int] = None,
+               after=None) -> "Optional[workers.Job]":
+    """`module_when_ready`'s background job for a module, started at the first ask: done
+    once the module is loaded in this process (compiled by a worker first where the disk
+    lacks it). None where nothing runs in the background: sync mode, no disk cache, or
+    the module already loaded (`module_when_ready` loads it on the spot then)."""
+    from . import diskcache
+    if compile_mode(None) != "background" or diskcache.in_memory(source, llvm_options) \
+            or diskcache.cache_dir() is None:
+        return None
+    key = (source, llvm_options)
+    job = _module_jobs.get(key)
+    if job is None or job.lost():
+        job = _module_jobs[key] = _prepare_module(source, name_hint, llvm_options, rank, after)
+    return job
+
+
 def module_when_ready(source: str, name_hint: str, llvm_options: tuple = (),
                       rank: Optional[int] = None, after=None):
     """For hand-written kernel modules that have an array fallback (fused Adam): the module
@@ -876,16 +893,13 @@ def module_when_ready(source: str, name_hint: str, llvm_options: tuple = (),
     None for good, with one warning. `rank` and `after` place the worker's job
     (workers.submit; rank EAGER by default)."""
     from . import diskcache
-    if compile_mode(None) != "background" or diskcache.in_memory(source, llvm_options) \
-            or diskcache.cache_dir() is None:
+    job = module_job(source, name_hint, llvm_options, rank, after)
+    if job is None:
         return diskcache.load_module(source, name_hint=name_hint, llvm_options=llvm_options)
-    key = (source, llvm_options)
-    job = _module_jobs.get(key)
-    if job is None or job.lost():
-        job = _module_jobs[key] = _prepare_module(source, name_hint, llvm_options, rank, after)
     if not job.done():
         return None
     if not job.ok:
+        key = (source, llvm_options)
         if key not in _module_warned:
             _module_warned.add(key)
             warnings.warn(f"tracejit: background compile of {name_hint} failed ({job.error}); "

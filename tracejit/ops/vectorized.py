@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
 
@@ -419,12 +420,29 @@ class _Preparation:
                 if not job.ok:
                     _give_up(entry)
                     return
-            _load(entry, prim)
+            _pair_ready(_load(entry, prim))
         except Exception:  # never let a kernel break the op: it stays on numpy
             if entry.fn is None and not entry.failed:
                 _give_up(entry)
         finally:
             self.event.set()
+
+
+def _pair_ready(fn) -> None:
+    """Wait until a loaded chunk kernel's GIL-free pair (compiler/cshares.py: its two shares
+    on this thread and OpenBLAS's worker) is ready too, compiled by a worker where the disk
+    lacks it. The kernel is in use meanwhile (its shares on sharepool's threads); the
+    preparation counts as done, for `settle`, only after this. Why here: a `Pending` pair
+    is otherwise asked for at the kernel's first two-share call, and its compile then ran
+    beside the calls that followed. In `python -m bench`'s eager runs, right after
+    `settle`: the worker's core was gone while the calls split their work over two
+    (coreshare samples every 0.25 s, a timed run of 15 samples lasts 50-400 ms), or the
+    policy read the worker as another process and gave one thread."""
+    pending = getattr(fn, "pending", None)
+    prepare = getattr(pending, "prepare", None)
+    job = prepare() if prepare is not None else None
+    if job is not None:
+        job.event.wait()   # the pool fails a job that hangs past its timeout
 
 
 def _label(prim) -> str:
@@ -477,14 +495,18 @@ def _render(prim, layout, params, compute_np, out_np, parallel):
 
 def settle(timeout: float = 300.0) -> bool:
     """Wait until every eager kernel compile submitted so far has finished, so that the
-    next call of each op loads its kernel. For measurements of steady-state eager speed
-    (bench/impls/tracejit_impl.py) and tests; a user's program never needs it. True when
-    nothing is pending any more, False at the timeout."""
+    next call of each op loads its kernel, and each loaded chunk kernel's GIL-free pair
+    with it (`_pair_ready`): nothing of theirs compiles after it returns, and the thread
+    policy's count no longer counts their compiles (`_reread_thread_count`). For
+    measurements of steady-state eager speed (bench/impls/tracejit_impl.py) and tests; a
+    user's program never needs it. True when nothing is pending any more, False at the
+    timeout."""
     import time
     deadline = time.monotonic() + timeout
     while True:
+        # (a loaded kernel's preparation may still be readying its pair: `_pair_ready`)
         pending = [e for e in list(_entries.values())
-                   if e.job is not None and e.fn is None and not e.failed
+                   if e.job is not None and not e.failed
                    and not e.job.done() and not e.job.lost()]
         for e in pending:
             # A preparation waiting for the op's next call (`_GO_AFTER_S`) starts now:
@@ -493,7 +515,9 @@ def settle(timeout: float = 300.0) -> bool:
                 e.job.start()
         if not pending:
             from . import native   # the hand-written kernels follow the same policy
-            return native.settle(deadline)
+            settled = native.settle(deadline)
+            _reread_thread_count()
+            return settled
         if time.monotonic() >= deadline:
             return False
         pending[0].job.event.wait(min(0.5, max(0.0, deadline - time.monotonic())))
@@ -523,6 +547,17 @@ def _pending_label(job) -> str:
     """An eager kernel's label: its op's (a rendered spec's name is "kernel" for all)."""
     args = getattr(job, "args", None)
     return _label(args[0]) if args else "eager kernel"
+
+
+def _reread_thread_count() -> None:
+    """Have the thread policy (tracejit/coreshare.py) read the machine afresh once the
+    compile workers (separate processes, which it counts as others) are done: else the
+    count made over their compiles, one thread on two CPUs, holds for up to a sampling
+    interval after `settle`. Only where workers were started in this process (the
+    reading takes 0.1 s)."""
+    workers = sys.modules.get("tracejit.compiler.workers")
+    if coreshare.ENABLED and workers is not None and workers.worker_pids():
+        coreshare.core_share.reread()
 
 
 def stats() -> dict:
