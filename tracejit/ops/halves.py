@@ -258,6 +258,16 @@ def two_cores() -> bool:
     return sharepool.blas_worker.find() is not None
 
 
+def loaded_module(key: tuple, make_source):
+    """(kernel, its module's globals: the halves' cfuncs and records) of a hand-written
+    kernel module once loaded (ops/native.py's policy; in sync mode only from the disk
+    cache), else None."""
+    fn = _kernel(key, make_source, sync_compiles=False).get()
+    if fn is None:
+        return None
+    return fn, getattr(getattr(fn, "py_func", None), "__globals__", {})
+
+
 def _pair(dtype):
     """The dtype's `_Pair` where two halves may run now, else None."""
     t = _NAMES.get(dtype)
@@ -265,10 +275,8 @@ def _pair(dtype):
         return None
     p = _pairs.get(t)
     if p is None:
-        fn = _kernel(("rows_gemm_halves", t), lambda: source(t), sync_compiles=False).get()
-        if fn is None:
-            return None
-        g = getattr(getattr(fn, "py_func", None), "__globals__", {})
+        got = loaded_module(("rows_gemm_halves", t), lambda: source(t))
+        g = got[1] if got is not None else {}
         if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records")):
             return None
         p = _pairs[t] = _Pair(g)

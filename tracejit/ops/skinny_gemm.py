@@ -47,7 +47,6 @@ import numpy as np
 
 from .. import coreshare
 from . import halves
-from .native import kernel as _kernel
 
 __all__ = ["product", "threads", "source", "HALVES", "ENABLED", "MAX_THIN", "MIN_MNK", "MAX_MNK"]
 
@@ -176,10 +175,10 @@ def _dot(t: str):
     """(the loaded dot kernel, its `_Pair` or None), or None until the module is loaded."""
     got = _loaded.get(t)
     if got is None:
-        fn = _kernel(("skinny_gemm", t), lambda: source(t), sync_compiles=False).get()
-        if fn is None:
+        loaded = halves.loaded_module(("skinny_gemm", t), lambda: source(t))
+        if loaded is None:
             return None
-        g = getattr(getattr(fn, "py_func", None), "__globals__", {})
+        fn, g = loaded
         pair = _Pair(g) if "dot_half" in g and "dot_records" in g else None
         got = _loaded[t] = (fn, pair)
     return got
