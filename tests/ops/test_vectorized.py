@@ -32,8 +32,12 @@ def kernels(monkeypatch, tmp_path):
     monkeypatch.setattr(V, "_GO_AFTER_S", 0.0)
     # Kernels an earlier test loaded from the user's cache stay in this process (keyed by
     # source): forget them, so a first call here really finds nothing to load.
-    from tracejit.compiler import diskcache
+    from tracejit.compiler import diskcache, tiers
     diskcache.clear_memory_cache()
+    # Pair modules' jobs are kept per process (tiers.module_job): one from an earlier test,
+    # for another cache directory (or stranded by a pool an earlier test shut down), is not
+    # this test's.
+    monkeypatch.setattr(tiers, "_module_jobs", {})
     yield
     # No preparation thread of this test may outlive it: a late one would count its load
     # in the next test's counters.

@@ -874,13 +874,14 @@ def module_job(source: str, name_hint: str, llvm_options: tuple = (), rank: Opti
     once the module is loaded in this process (compiled by a worker first where the disk
     lacks it). None where nothing runs in the background: sync mode, no disk cache, or
     the module already loaded (`module_when_ready` loads it on the spot then)."""
-    from . import diskcache
+    from . import diskcache, workers
     if compile_mode(None) != "background" or diskcache.in_memory(source, llvm_options) \
             or diskcache.cache_dir() is None:
         return None
     key = (source, llvm_options)
     job = _module_jobs.get(key)
-    if job is None or job.lost():
+    if job is None or job.lost() or (job.done() and not job.ok and job.error == workers.SHUT_DOWN):
+        # (a job the pool never ran, shut down meanwhile: a new pool takes it again)
         job = _module_jobs[key] = _prepare_module(source, name_hint, llvm_options, rank, after)
     return job
 

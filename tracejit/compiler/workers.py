@@ -58,6 +58,9 @@ SPARE_WINDOW_S = 0.25
 SPARE_IDLE_CORES = 0.75
 
 
+SHUT_DOWN = "the compile pool was shut down"   # a job's error when it never ran
+
+
 class Job:
     """One kernel module to compile; `event` is set when it is done (`ok` says how)."""
 
@@ -272,7 +275,7 @@ class CompilePool:
             job = item[2]
             if job is None or self.closed:
                 if job is not None:
-                    job._finish(False, "the compile pool was shut down")
+                    job._finish(False, SHUT_DOWN)
                 return
             try:
                 self._run(i, job)
@@ -396,6 +399,15 @@ class CompilePool:
 
     def shutdown(self) -> None:
         self.closed = True
+        # Jobs still queued are never taken now: finish them, or whoever waits on one (a
+        # module's preparation thread, tiers._prepare) would wait for good.
+        while True:
+            try:
+                item = self.jobs.get_nowait()
+            except queue.Empty:
+                break
+            if item[2] is not None:
+                item[2]._finish(False, SHUT_DOWN)
         for _ in self.workers:
             self.jobs.put((-1, next(self._ids), None))
         live = [w for w in self.workers if w is not None]
