@@ -84,3 +84,22 @@ def test_a_gradient_of_a_gradient_runs_through_the_records():
     ones = np.ones((3, 4))
     want = 2 * (a_np.T @ ones @ b_np + ones.T @ a_np @ b_np)
     np.testing.assert_allclose(b.grad.numpy(), want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("prim,swap_a", [(linalg.MATMUL_NT, False), (linalg.MATMUL_TN, True)])
+def test_the_plans_numpy_call_is_matmuls_choice_for_the_product_computed(prim, swap_a):
+    """A record's plan call follows matmul's own small/BLAS rule for the product it computes
+    (m, k, n of a @ b.T or a.T @ b, not of the stored operands), and leaves batches to the impl."""
+    from tracejit import coreshare
+    fast = prim.extra["fast"]
+    small = linalg._tn_small if swap_a else linalg._nt_small
+    blas = linalg._tn_blas if swap_a else linalg._nt_blas
+    m = k = n = 1 + round(coreshare.TINY_GEMM_MNK ** (1 / 3))
+    big = ((k, m), (k, n)) if swap_a else ((m, k), (n, k))
+    assert fast(big, np.float32, {}) is blas
+    # the product is m*k*n, not the stored shapes': with n = 1 and a deep k, a (2, k) @ (1, k).T
+    # is 2k multiply-adds (small), where reading b as stored would count 2k*k (BLAS)
+    k = 1 + coreshare.TINY_GEMM_MNK // 4
+    deep = ((k, 2), (k, 1)) if swap_a else ((2, k), (1, k))
+    assert fast(deep, np.float32, {}) is small
+    assert fast(((2, 3, 4), (4, 5)), np.float32, {}) is None

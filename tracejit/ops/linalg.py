@@ -185,9 +185,8 @@ def _transposed_fast(small, blas, swap_a):
         sa, sb = shapes
         if len(sa) != 2 or len(sb) != 2:
             return None   # the impl: batches, matmul_rows
-        m, k = (sa[1], sa[0]) if swap_a else sa
-        n = sb[1] if swap_a else sb[0]
-        return small if m * k * n < _coreshare.TINY_GEMM_MNK else blas
+        product = ((sa[1], sa[0]), sb) if swap_a else (sa, (sb[1], sb[0]))
+        return small if _matmul_fast(product, dtype, params) is _np.matmul else blas
     return fast
 
 
