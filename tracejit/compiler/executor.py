@@ -34,6 +34,13 @@ __all__ = ["CompiledProgram"]
 log = logging.getLogger("tracejit.fallback")
 
 
+def _exec_generated(src: str, fname: str, names: dict) -> None:
+    """Run generated source `src` in `names`, its text registered under the pseudo-file
+    `fname` so that tracebacks and debuggers show the generated lines."""
+    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+    exec(compile(src, fname, "exec"), names)
+
+
 class CompiledNode(Node):
     """The single grad_fn of a compiled call's outputs."""
 
@@ -351,8 +358,7 @@ class CompiledProgram(Executor):
                   f"    return ({''.join(f'WRAP(None, D{k}, V{k}), ' for k in range(n))})"]
         src = "\n".join(lines) + "\n"
         fname = f"<tracejit-take-{self.name}-{id(self):x}-{len(self._takers)}>"
-        linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # (tracebacks)
-        exec(compile(src, fname, "exec"), names)
+        _exec_generated(src, fname, names)
         names["SHELLS"] = names["shells"]
         names["take"].shells = names["shells"]
         return names["take"]
@@ -582,8 +588,7 @@ class CompiledProgram(Executor):
                  "TAKE": self.taker(diff_idx), "SHELLS": self.taker(diff_idx).shells}
         src = "\n".join(lines) + "\n"
         fname = f"<tracejit-train-{self.name}-{id(self):x}>"
-        linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # (tracebacks)
-        exec(compile(src, fname, "exec"), names)
+        _exec_generated(src, fname, names)
         self._diff_cached = diff_idx
         return names["train"]
 
