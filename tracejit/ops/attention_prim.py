@@ -146,17 +146,11 @@ from numba import njit
 @njit("void(Array({t}, 4, 'A', readonly=True), Array({t}, 5, 'C'))", cache=CACHE,
       error_model='numpy', boundscheck=False, nogil=True)
 def kernel(x, out):
-    ne, nh, t, d = x.shape
+    ne, nh, t, hd = x.shape
     tb = t - t % 16
-    for e in range(ne):
+    for i in range(ne):
         for h in range(nh):
-            for r0 in range(0, tb, 16):
-                for j in range(d):
-                    for r in range(r0, r0 + 16):
-                        out[e, h, 0, j, r] = x[e, h, r, j]
-            for r in range(tb, t):
-                for j in range(d):
-                    out[e, h, 0, j, r] = x[e, h, r, j]
+TRANSPOSED(out, x)
 """
 
 
@@ -166,7 +160,8 @@ def _transpose_kernel(xp, x):
     if not _takes(xp, x):
         return None
     dtype = x.dtype.name
-    return _kernel(("attention", "transpose", dtype), lambda: _TRANSPOSE.replace("{t}", dtype)).get()
+    return _kernel(("attention", "transpose", dtype),
+                   lambda: _transposed_in(_TRANSPOSE, ("out", "x")).replace("{t}", dtype)).get()
 
 
 # Batch elements a part runs per numpy call: each call holds the GIL for its Python side,
@@ -276,8 +271,8 @@ SOFTMAXROW
 """
 
 
-# the part kernels' transposing copy of head (i, h) of SRC into the (d, T) buffer DST, as
-# `_TRANSPOSE` takes it (16 rows at a time)
+# the transposing copy of head (i, h) of SRC into the (d, T) buffer DST, 16 rows at a time:
+# `_TRANSPOSE`'s body and the part kernels'  (`_transposed_in`)
 _TRANSPOSED = """            for r0 in range(0, tb, 16):
                 for j in range(hd):
                     for a in range(r0, r0 + 16):
@@ -285,6 +280,20 @@ _TRANSPOSED = """            for r0 in range(0, tb, 16):
             for a in range(tb, t):
                 for j in range(hd):
                     DST[j, a] = SRC[i, h, a, j]"""
+
+
+# where each buffer's element (j, a) is: the standalone kernel writes head (i, h) of its 5-d
+# output in place, the part kernels a 2-d buffer of their own
+_DST_INDEX = {"out": "out[i, h, 0, j, a]"}
+
+
+def _transposed_in(template: str, *pairs) -> str:
+    """`template` with each ``TRANSPOSED(dst, src)`` line replaced by `_TRANSPOSED`'s loop
+    (one text for the standalone transposing kernel and the part kernels)."""
+    for dst, src in pairs:
+        loop = _TRANSPOSED.replace("DST[j, a]", _DST_INDEX.get(dst, f"{dst}[j, a]"))
+        template = template.replace(f"TRANSPOSED({dst}, {src})", loop.replace("SRC", src))
+    return template
 
 
 def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
@@ -303,9 +312,7 @@ def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
         text = _row_kernels.source(row, dtype)
         text = "\n".join("        " + ln for ln in text.split("\n"))
         gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
-        body = template
-        for dst, src in (("kt", "kk"), ("vt", "vv")):
-            body = body.replace(f"TRANSPOSED({dst}, {src})", _TRANSPOSED.replace("DST", dst).replace("SRC", src))
+        body = _transposed_in(template, ("kt", "kk"), ("vt", "vv"))
         return (body.replace("GEMM", gemm).replace("SOFTMAXROW", text)
                 .replace("{s}", _row_kernels._SUFFIX[dtype]).replace("{t}", dtype))
     fn = _kernel(("attention", name, dtype, bits), source).get()
