@@ -333,7 +333,8 @@ def matmul(a, b, blas_only: bool = False):
                 out = _halves().product(a, b)   # two GIL-free halves where two cores are free
                 if out is not None:
                     return out
-            else:   # (their module asked for now: loaded by the time two cores are free)
+            elif a.dtype not in _halves_asked:   # (their module asked for now, once per
+                _halves_asked.add(a.dtype)         # dtype: loaded when two cores are free)
                 _halves().expect(a.dtype)
         if single:   # one thread whatever the policy: the register-tile kernel
             out = _rows_gemm().product(a, b)
@@ -431,6 +432,7 @@ def _halves():
 
 
 _halves_module = None
+_halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has asked for
 
 
 # Products of m*k*n from which a batch of them stays on BLAS's own threads (each product

@@ -235,6 +235,7 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     monkeypatch.setattr(halves, "_kernel", kernel)
     monkeypatch.setattr(halves, "_pairs", {})
     monkeypatch.setattr(halves, "_expected", set())
+    monkeypatch.setattr(coreshare, "_halves_asked", set())
     monkeypatch.setattr(vectorized, "enabled", lambda: True)
     monkeypatch.setattr(vectorized, "_sync_mode", lambda: sync)
     a = np.ones((64, 1000), np.float32)
