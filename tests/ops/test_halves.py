@@ -231,6 +231,7 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
     monkeypatch.setattr(coreshare.core_share, "cpus", 2)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(sharepool.blas_worker, "find", lambda: object())   # (a pool of two)
     monkeypatch.setattr(halves, "ENABLED", True)
     monkeypatch.setattr(halves, "_kernel", kernel)
     monkeypatch.setattr(halves, "_pairs", {})
@@ -246,3 +247,9 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     small = np.ones((8, 16), np.float32)   # below the halves' range: never asks
     coreshare.matmul(small, np.ones((16, 8), np.float32))
     assert len(asks) == (0 if sync else 2)
+    # a head's gradient (skinny_gemm -> halves.thin) under one thread asks too, once per dtype
+    monkeypatch.setattr(halves, "_expected", set())
+    w = np.ones((256, 10))
+    assert halves.thin(w.T.copy(), np.ones((256, 100))) is None
+    assert halves.thin(w.T.copy(), np.ones((256, 100))) is None
+    assert asks[2:] == ([] if sync else [(("rows_gemm_halves", "float64"), False), "get"])

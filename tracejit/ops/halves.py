@@ -271,7 +271,11 @@ def loaded_module(key: tuple, make_source):
 def _pair(dtype):
     """The dtype's `_Pair` where two halves may run now, else None."""
     t = _NAMES.get(dtype)
-    if t is None or not two_cores():
+    if t is None:
+        return None
+    if not two_cores():
+        if t not in _expected:
+            expect(dtype)   # (skinny_gemm's head gradients come here under one thread too)
         return None
     p = _pairs.get(t)
     if p is None:
@@ -304,7 +308,8 @@ def expect(dtype) -> None:
     _expected.add(t)
     from . import vectorized
     if (ENABLED and vectorized.enabled() and not vectorized._sync_mode()
-            and coreshare.core_share.cpus >= 2 and (coreshare.blas_ceiling() or 1) >= 2):
+            and coreshare.core_share.cpus >= 2 and (coreshare.blas_ceiling() or 1) >= 2
+            and sharepool.blas_worker.find() is not None):   # (halves could ever run here)
         _kernel(_module_key(t), lambda: source(t), sync_compiles=False).get()
 
 
