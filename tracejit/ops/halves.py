@@ -293,7 +293,8 @@ def _module_key(t: str) -> tuple:
 
 def expect(dtype) -> None:
     """Ask for `dtype`'s halves module now, from a product in the halves' range that the
-    policy keeps on one thread (coreshare.matmul), so that it is loaded by the time the
+    policy keeps on one thread (coreshare.matmul; `_pair` for skinny_gemm's `thin`
+    products), so that it is loaded by the time the
     policy gives two: in background mode this records the ask (`NativeKernel.get`), which
     ops/vectorized.settle then loads and waits for; nothing loads in the call. Without it
     the module was first asked for at the first two-thread product, and loaded a second
