@@ -328,10 +328,14 @@ def matmul(a, b, blas_only: bool = False):
             out = _skinny().product(a, b)   # a head's product: one thread, nothing packed
             if out is not None:
                 return out
-        if HALVES_MNK <= m * k * n < FEW_ROWS_GEMM_MNK and (not ENABLED or core_share.threads() > 1):
-            out = _halves().product(a, b)   # two GIL-free halves where two cores are free
-            if out is not None:
-                return out
+        if HALVES_MNK <= m * k * n < FEW_ROWS_GEMM_MNK:
+            if not ENABLED or core_share.threads() > 1:
+                out = _halves().product(a, b)   # two GIL-free halves where two cores are free
+                if out is not None:
+                    return out
+            elif a.dtype not in _halves_asked:   # (their module asked for now, once per
+                _halves_asked.add(a.dtype)         # dtype: loaded when two cores are free)
+                _halves().expect(a.dtype)
         if single:   # one thread whatever the policy: the register-tile kernel
             out = _rows_gemm().product(a, b)
             if out is not None:
@@ -428,6 +432,7 @@ def _halves():
 
 
 _halves_module = None
+_halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has asked for
 
 
 def load_gemm_kernels(dtype: str = "float32") -> bool:

@@ -46,11 +46,19 @@ class TracejitRunner(Runner):
             vectorized.settle()
 
     def thread_policy(self):
+        import sys
         from tracejit import coreshare
+        halves = sys.modules.get("tracejit.ops.halves")   # (not imported: none loaded)
+        # The dtypes whose GIL-free halves (ops/halves.py) are loaded: a count of two says
+        # only that the policy gave two threads; the two-layer step's products run on two
+        # only where its dtype is listed here too (the halves module may load after the
+        # policy gives two: a 380 µs step read as "threads: 2", session 21).
+        loaded = sorted(t for t, p in halves._pairs.items() if p is not None) if halves else []
         if not coreshare.ENABLED:
-            return {"policy": {"adaptive": False}}
+            return {"policy": {"adaptive": False, "halves": loaded}}
         share = coreshare.core_share
-        return {"policy": {"adaptive": True, "threads": share.threads(), "others_cores": round(share.others, 2)}}
+        return {"policy": {"adaptive": True, "threads": share.threads(),
+                           "others_cores": round(share.others, 2), "halves": loaded}}
 
     def versions(self) -> dict:
         import numba

@@ -94,6 +94,9 @@ def test_tracejit_reports_the_thread_count_beside_a_training_figure(monkeypatch)
     assert policy["adaptive"] is True
     assert 1 <= policy["threads"] <= coreshare.core_share.cpus
     assert policy["others_cores"] >= 0.0
+    from tracejit.ops import halves
+    monkeypatch.setattr(halves, "_pairs", {"float64": object(), "float32": None})
+    assert runner.thread_policy()["policy"]["halves"] == ["float64"]   # (None: cannot load)
     monkeypatch.setattr(coreshare, "ENABLED", False)
-    assert runner.thread_policy() == {"policy": {"adaptive": False}}
+    assert runner.thread_policy() == {"policy": {"adaptive": False, "halves": ["float64"]}}
     assert systems.load(systems.by_name("numpy")).thread_policy() == {}

@@ -207,3 +207,49 @@ def test_halves_at_once_on_openblas_worker(monkeypatch):
         np.testing.assert_allclose(halves.product(x, w), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-2)
         np.testing.assert_allclose(halves.product(x.T, g), x.T.astype(np.float64) @ g, rtol=1e-5, atol=1e-3)
         np.testing.assert_array_equal(halves.binary("mul", 1e-6, w, np.dtype(np.float32)), np.float32(1e-6) * w)
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(monkeypatch, sync):
+    """A product in the halves' range while the policy gives one thread asks for their
+    module once (background mode: recorded, not loaded in the call), so that `settle`
+    loads it before the policy gives two; nothing in sync mode. Its value is the
+    one-thread path's."""
+    from tracejit.ops import vectorized
+    asks = []
+
+    class Kernel:
+        def get(self):
+            asks.append("get")
+            return None
+
+    def kernel(key, make_source, sync_compiles=True):
+        asks.append((key, sync_compiles))
+        return Kernel()
+
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+    monkeypatch.setattr(coreshare.core_share, "cpus", 2)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(sharepool.blas_worker, "find", lambda: object())   # (a pool of two)
+    monkeypatch.setattr(halves, "ENABLED", True)
+    monkeypatch.setattr(halves, "_kernel", kernel)
+    monkeypatch.setattr(halves, "_pairs", {})
+    monkeypatch.setattr(halves, "_expected", set())
+    monkeypatch.setattr(coreshare, "_halves_asked", set())
+    monkeypatch.setattr(vectorized, "enabled", lambda: True)
+    monkeypatch.setattr(vectorized, "_sync_mode", lambda: sync)
+    a = np.ones((64, 1000), np.float32)
+    b = np.ones((1000, 100), np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(coreshare.matmul(a, b), np.full((64, 100), 1000, np.float32))
+    assert asks == ([] if sync else [(("rows_gemm_halves", "float32"), False), "get"])
+    small = np.ones((8, 16), np.float32)   # below the halves' range: never asks
+    coreshare.matmul(small, np.ones((16, 8), np.float32))
+    assert len(asks) == (0 if sync else 2)
+    # a head's gradient (skinny_gemm -> halves.thin) under one thread asks too, once per dtype
+    monkeypatch.setattr(halves, "_expected", set())
+    w = np.ones((256, 10))
+    assert halves.thin(w.T.copy(), np.ones((256, 100))) is None
+    assert halves.thin(w.T.copy(), np.ones((256, 100))) is None
+    assert asks[2:] == ([] if sync else [(("rows_gemm_halves", "float64"), False), "get"])

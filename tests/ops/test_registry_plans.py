@@ -94,3 +94,25 @@ def test_a_record_fast_call_takes_the_impls_defaults_for_params_not_given(name, 
     for _ in range(2):                                  # the second call takes the plan
         out = registry.bind(prim, *[tj.tensor(a) for a in arrays])
         np.testing.assert_array_equal(out.numpy(), prim.impl(np, *arrays))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("layout", ["c", "transposed", "strided"])
+def test_a_full_sum_through_its_plan_is_a_0d_array_bitwise_numpys_sum(dtype, layout):
+    # A loss's .sum() over every dim: the plan's call reduces into a new 0-d array
+    # (reductions._full_sum) instead of making one from numpy's scalar; same bits.
+    rng = np.random.default_rng(3)
+    base = (rng.standard_normal((67, 129)) * 100).astype(dtype)
+    a = {"c": base, "transposed": base.T, "strided": base[::2, 1::3]}[layout]
+    x = tj.tensor(base)
+    x = {"c": x, "transposed": x.T, "strided": x[::2, 1::3]}[layout]
+    want = np.asarray(np.add.reduce(a, axis=None), dtype=dtype)
+    for _ in range(2):  # the second call takes the plan
+        got = x.sum()._data
+        assert type(got) is np.ndarray and got.shape == () and got.dtype == dtype
+        assert got.tobytes() == want.tobytes()
+    from tracejit.ops.reductions import SUM
+    fns = [p.fn for k, p in SUM.plans.items() if k[0] == x._data.shape and k[1] == x.dtype]
+    assert any(getattr(f, "__name__", "") == "full_sum" for f in fns)  # the path under test
+    kept = x.sum(dim=(0, 1), keepdim=True)._data  # not a full sum to 0-d: numpy's own call
+    assert kept.shape == (1, 1) and kept.tobytes() == want.tobytes()

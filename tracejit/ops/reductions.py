@@ -75,7 +75,20 @@ def _sum_fast(shapes, dtype, params):
     the axis bound once per signature (a loss's ``.sum()``: one Python frame less)."""
     if dtype.kind in "biu":
         return None
-    return functools.partial(np.add.reduce, axis=params["dims"], keepdims=params["keepdim"])
+    dims, keepdim = params["dims"], params["keepdim"]
+    if not keepdim and shapes[0] and len(dims) == len(shapes[0]):
+        return _full_sum(dims, dtype)
+    return functools.partial(np.add.reduce, axis=dims, keepdims=keepdim)
+
+
+def _full_sum(dims, dtype, _reduce=np.add.reduce, _empty=np.empty):
+    """A loss's ``.sum()`` over every dim: numpy's reduce returns a numpy scalar, which
+    the plan would then make a 0-d array (``np.asarray``, ~0.4 µs); reducing into a new
+    0-d array of the dtype gives that array directly, with the same value bit for bit (the
+    same reduction loop; only where the result is written differs)."""
+    def full_sum(x):
+        return _reduce(x, dims, None, _empty((), dtype))
+    return full_sum
 
 
 SUM = defprim("sum", _np_sum, _red_rule("sum"), _sum_vjp, kind="reduction",
