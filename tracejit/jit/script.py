@@ -40,6 +40,7 @@ if hasattr(ast, "TryStar"):
     _UNSUPPORTED[ast.TryStar] = "try/except*"
 if hasattr(ast, "Match"):
     _UNSUPPORTED[ast.Match] = "match statements"
+_UNSUPPORTED_TYPES = tuple(_UNSUPPORTED)   # (one isinstance per node: most nodes are none of them)
 
 
 class _Helpers:
@@ -201,9 +202,10 @@ class _Rewriter(ast.NodeTransformer):
                           self.filename, node.lineno)
 
     def generic_visit(self, node):
-        for k, what in _UNSUPPORTED.items():
-            if isinstance(node, k):
-                self._err(node, what)
+        if isinstance(node, _UNSUPPORTED_TYPES):
+            for k, what in _UNSUPPORTED.items():
+                if isinstance(node, k):
+                    self._err(node, what)
         return super().generic_visit(node)
 
     # -- statement lists ------------------------------------------------------------
