@@ -809,4 +809,3 @@ def test_only_parfor_variants_call_for_a_stage_1():
     assert not tiers._parfor(twin, False, KernelSpec("", nest, False, "map"))
     assert not tiers._parfor(twin, True, RowSpec("", "kernel", (), True))
     assert not tiers._parfor(twin, True, ChunkSpec("", nest, "map", (), None))
-
