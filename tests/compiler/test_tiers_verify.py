@@ -9,38 +9,18 @@ import warnings
 
 import numpy as np
 import pytest
+from test_tiers import WAIT_S, _args, _loss_and_grad, _step   # (the step test_tiers.py uses)
 
 import tracejit as tj
 from tracejit.compiler import workers
 
 pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
-WAIT_S = 240  # generous: the machine may be shared
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _no_workers_after():
     yield
     workers.shutdown()
-
-
-def _step(c):
-    def step(x, w):
-        return ((x @ w).tanh() * c + x.sum(1, keepdim=True)).pow(2).mean()
-    return step
-
-
-def _args(seed=0):
-    rng = np.random.default_rng(seed)
-    x = tj.tensor(rng.standard_normal((16, 8)).astype(np.float32))
-    w = tj.tensor(rng.standard_normal((8, 8)).astype(np.float32), requires_grad=True)
-    return x, w
-
-
-def _loss_and_grad(fn, x, w):
-    w.grad = None
-    loss = fn(x, w)
-    loss.backward()
-    return float(loss), w.grad.numpy().copy()
 
 
 def _verify_and_compile_log(monkeypatch, bad=False):
@@ -66,7 +46,7 @@ def test_a_background_entry_verifies_its_graph_before_building_its_program(monke
     """Tier 0 (the interpreter over the eager ops) runs before the graph is verified (0.6 ms
     of the CNN's first call); the program is built from it only after both checks."""
     log = _verify_and_compile_log(monkeypatch)
-    step = _step(1.3125)
+    step = _step(1.5625)
     f = tj.trace(step, compile="background")
     x, w = _args(5)
     eager = _loss_and_grad(step, x, w)
@@ -76,7 +56,7 @@ def test_a_background_entry_verifies_its_graph_before_building_its_program(monke
     assert tj.compiler.wait(f, timeout=WAIT_S)
     assert log == ["verify", "verify", "compile"]   # the traced graph, the optimized one
     assert f.cache_stats()["tiers"] == ["compiled"]
-    sync = tj.trace(_step(1.3125), compile="sync")
+    sync = tj.trace(_step(1.5625), compile="sync")
     _loss_and_grad(sync, x, w)
     assert log[3:] == ["verify", "verify", "compile"]  # sync mode: in the capture, first
 
