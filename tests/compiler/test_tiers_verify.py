@@ -46,7 +46,7 @@ def test_a_background_entry_verifies_its_graph_before_building_its_program(monke
     """Tier 0 (the interpreter over the eager ops) runs before the graph is verified (0.6 ms
     of the CNN's first call); the program is built from it only after both checks."""
     log = _verify_and_compile_log(monkeypatch)
-    step = _step(1.5625)
+    step = _step(1.5390625)
     f = tj.trace(step, compile="background")
     x, w = _args(5)
     eager = _loss_and_grad(step, x, w)
@@ -56,7 +56,7 @@ def test_a_background_entry_verifies_its_graph_before_building_its_program(monke
     assert tj.compiler.wait(f, timeout=WAIT_S)
     assert log == ["verify", "verify", "compile"]   # the traced graph, the optimized one
     assert f.cache_stats()["tiers"] == ["compiled"]
-    sync = tj.trace(_step(1.5625), compile="sync")
+    sync = tj.trace(_step(1.5390625), compile="sync")
     _loss_and_grad(sync, x, w)
     assert log[3:] == ["verify", "verify", "compile"]  # sync mode: in the capture, first
 
@@ -65,7 +65,7 @@ def test_a_background_entry_verifies_its_graph_before_building_its_program(monke
 def test_a_graph_that_fails_verification_is_never_compiled(monkeypatch, mode):
     from tracejit.jit.ir import VerifyError
     log = _verify_and_compile_log(monkeypatch, bad=True)
-    step = _step({"sync": 1.375, "background": 1.4375}[mode])
+    step = _step({"sync": 1.3671875, "background": 1.4453125}[mode])
     f = tj.trace(step, compile=mode)
     x, w = _args(6)
     if mode == "sync":
