@@ -72,14 +72,14 @@ class SerializationError(TracejitError, ValueError):
 
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_OURS = (_PKG_DIR, "<tracejit")   # our files, and the code we generate
 
 
 def user_frame(skip: int = 1):
     """The innermost stack frame outside the tracejit package: "the user's line"."""
     f = sys._getframe(skip)
     while f is not None:
-        fn = f.f_code.co_filename
-        if not fn.startswith(_PKG_DIR) and not fn.startswith("<tracejit"):
+        if not f.f_code.co_filename.startswith(_OURS):
             return f
         f = f.f_back
     return None

@@ -626,3 +626,45 @@ def test_converted_source_is_made_when_first_read(monkeypatch):
     assert "__tj.cond_return(x.sum() > 0" in src and str(src).startswith("def _branchy(x):")
     assert src == str(src) and src.splitlines()[0] == "def _branchy(x):"
     assert made == [1]
+
+
+def _straight(x, w):
+    y = (x @ w).relu().reshape(-1, 2)       # (-1, a unary minus, is no control flow)
+    return y.sum(1) * 2 + (y.shape[0] < 3)   # (nor one comparison)
+
+
+def _chained(x):
+    return x * (0 < x.shape[0] < 3)
+
+
+def _negated(x):
+    return x * (not x.shape[0])
+
+
+def _straight_try(x):
+    try:
+        return x + 1
+    finally:
+        pass
+
+
+class _StraightWithSuper(_Base):
+    def forward(self, x):
+        return super().forward(x) * 3
+
+
+def test_a_function_without_control_flow_is_its_own_conversion():
+    # Nothing for the rewrite to change: tracing the function itself gives the program,
+    # and the first call does not compile a copy of it.
+    import sys
+    mod = sys.modules["tracejit.jit.script"]
+    assert mod.convert(_straight) is _straight
+    for f in (_branchy, _chained, _negated):   # rewritten: a new function
+        assert mod.convert(f) is not f
+    obj = _StraightWithSuper()
+    assert mod.convert(obj.forward).__func__ is _StraightWithSuper.forward
+    with pytest.raises(ScriptError, match="try/except"):   # still refused, control flow or not
+        mod.convert(_straight_try)
+    x, w = T([[1.0, -2.0], [3.0, 0.5]]), T([[0.5, 1.0], [-1.0, 2.0]])
+    np.testing.assert_allclose(_np(tj.script(_straight)(x, w)), _np(_straight(x, w)))
+    check_against_eager(obj.forward, [(T(1.5, -2.5),)])

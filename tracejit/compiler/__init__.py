@@ -7,7 +7,7 @@ jit/backend.py: importing this package registers `NumbaCompiler` as ``compiler="
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..jit import backend as _backend
 from . import forkguard as _forkguard  # noqa: F401  (first: see its docstring)
@@ -34,14 +34,19 @@ class NumbaCompiler(_backend.Compiler):
     name = "numba"
 
     def executor(self, graph, *, grad_mode: bool, name: str, compile_mode: Optional[str],
-                 lock: Any, owner: Any) -> _backend.Executor:
+                 lock: Any, owner: Any, check: Callable[[], None]) -> _backend.Executor:
         from . import tiers
         if tiers.compile_mode(compile_mode) == "background" and tiers.graph_on_cpu(graph):
             from .cacheroot import root  # (not diskcache: its imports are the thread's)
-            if root() is not None:  # the program is built by the background thread
-                return tiers.TieredExecutor(
-                    graph, None, grad_mode, lock, owner, name,
-                    make_program=lambda: compile_graph(graph, grad_mode=grad_mode, name=name))
+            if root() is not None:
+                # The program is built by the background thread (or a first call that
+                # loads at once), from a verified graph: tier 0 runs before `check`.
+                def make_program():
+                    check()
+                    return compile_graph(graph, grad_mode=grad_mode, name=name)
+                return tiers.TieredExecutor(graph, None, grad_mode, lock, owner, name,
+                                            make_program=make_program)
+        check()
         program = compile_graph(graph, grad_mode=grad_mode, name=name)
         if tiers.compile_mode(compile_mode) == "background" and tiers.background_possible(program):
             return tiers.TieredExecutor(graph, program, grad_mode, lock, owner, name)

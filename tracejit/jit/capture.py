@@ -311,9 +311,7 @@ class Capture:
             self._static.update(symbolic)
             self._dynamic -= set(symbolic)
         graph = ctx.graph(out_atoms, name=self.__name__)
-        verify(graph)
         opt = optimize(graph)
-        verify(opt)
         const_descs = _const_descs(ctx.const_tensors, self._const_names())
         extra = self._extra_guard
         if extra is not None and hasattr(extra, "snapshot"):
@@ -327,7 +325,7 @@ class Capture:
             src += "".join(f"# and {d.text(names)}\n" for d in decisions)
         config.topic("graphs").info("captured %s:\n%s", self.__name__, opt)
         config.topic("guards").info("guard for %s:\n%s", self.__name__, src)
-        executor = self._make_executor(opt, gm)
+        executor = self._make_executor(opt, gm, _verifier(graph, opt))
         entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes)
         executor.attach(entry)  # a background compile replaces the entry's executor later
@@ -338,9 +336,24 @@ class Capture:
         names = self._tensor_names
         return names() if names is not None else None
 
-    def _make_executor(self, graph: Graph, gm: bool) -> Executor:
+    def _make_executor(self, graph: Graph, gm: bool, check) -> Executor:
         return executor_for(self._compiler, graph, grad_mode=gm, name=self.__name__,
-                            compile_mode=self._compile_mode, lock=self._lock, owner=self)
+                            compile_mode=self._compile_mode, lock=self._lock, owner=self,
+                            check=check)
+
+
+def _verifier(graph: Graph, opt: Graph):
+    """The entry's verification: the traced graph, then the optimized one (`verify`), at
+    most once. The backend calls it before it builds anything from `opt`; a background
+    entry's tier 0 runs before it (backend.Compiler.executor)."""
+    done = []
+
+    def check() -> None:
+        if not done:
+            verify(graph)
+            verify(opt)
+            done.append(True)
+    return check
 
 
 

@@ -18,16 +18,30 @@ __all__ = ["optimize", "dce", "cse", "fold_constants", "simplify", "lift_symboli
 _EFFECTFUL_KINDS = ("random",)
 
 
+# The passes run in every capture (a first call's: the CNN's 70 equations took 0.68 ms
+# through the four with generator expressions per equation, 0.3 ms with the plain loops
+# below): what they do per unchanged equation is kept to a few dict lookups.
+
 def _subst(a, env):
     while isinstance(a, Var) and a in env:
         a = env[a]
     return a
 
 
+def _substs(atoms: tuple, env: dict) -> tuple:
+    """`atoms` with `env`'s replacements (`_subst`): the same tuple when none applies."""
+    if env:
+        for a in atoms:
+            if isinstance(a, Var) and a in env:
+                return tuple(_subst(b, env) for b in atoms)
+    return atoms
+
+
 def _map_graphs(params, fn):
-    if not any(isinstance(v, Graph) for v in params.values()):
-        return params
-    return {k: (fn(v) if isinstance(v, Graph) else v) for k, v in params.items()}
+    for v in params.values():
+        if isinstance(v, Graph):
+            return {k: (fn(v) if isinstance(v, Graph) else v) for k, v in params.items()}
+    return params
 
 
 def _eqn(e: Eqn, ins: tuple, params: dict) -> Eqn:
@@ -35,13 +49,19 @@ def _eqn(e: Eqn, ins: tuple, params: dict) -> Eqn:
     equation is immutable, so graphs share it; a frozen dataclass costs ~1.5 us to build,
     four passes rebuilt every equation of a capture, and `verify` checks a shared
     equation's types once)."""
-    if params is e.params and (ins is e.inputs or all(a is b for a, b in zip(ins, e.inputs))):
-        return e
+    if params is e.params:
+        if ins is e.inputs:
+            return e
+        for a, b in zip(ins, e.inputs):
+            if a is not b:
+                break
+        else:
+            return e
     return Eqn(e.prim, ins, e.outs, params, e.loc)
 
 
 def _rebuild(g: Graph, eqns, env) -> Graph:
-    return Graph(g.inputs, tuple(eqns), tuple(_subst(a, env) for a in g.outputs), g.name)
+    return Graph(g.inputs, tuple(eqns), _substs(g.outputs, env), g.name)
 
 
 def dce(g: Graph) -> Graph:
@@ -49,12 +69,18 @@ def dce(g: Graph) -> Graph:
     live = {a for a in g.outputs if isinstance(a, Var)}
     kept = []
     for e in reversed(g.eqns):
-        # an equation with an effect (a runtime check that raises) is kept unused
-        if not any(o in live for o in e.outs) and not e.prim.extra.get("effect"):
-            continue
+        for o in e.outs:
+            if o in live:
+                break
+        else:
+            # an equation with an effect (a runtime check that raises) is kept unused
+            if not e.prim.extra.get("effect"):
+                continue
         e = _eqn(e, e.inputs, _map_graphs(e.params, dce))
         kept.append(e)
-        live.update(a for a in e.inputs if isinstance(a, Var))
+        for a in e.inputs:
+            if isinstance(a, Var):
+                live.add(a)
     kept.reverse()
     return Graph(g.inputs, tuple(kept), g.outputs, g.name)
 
@@ -65,14 +91,19 @@ def _key(e: Eqn, env):
         a = _subst(a, env)
         ins.append(("lit", type(a.value), a.value) if isinstance(a, Literal) else ("var", id(a)))
     try:
-        ps = tuple(sorted((k, _hashable(v)) for k, v in e.params.items()))
+        ps = tuple(sorted([(k, _hashable(v)) for k, v in e.params.items()]))
         hash(ps)
     except TypeError:
         return None
     return (e.prim.name, tuple(ins), ps)
 
 
+_PLAIN = (int, str, bool, type(None))
+
+
 def _hashable(v):
+    if type(v) in _PLAIN:
+        return v
     if isinstance(v, Graph):
         return ("graph", id(v))
     if isinstance(v, (list, tuple)):
@@ -90,8 +121,7 @@ def cse(g: Graph) -> Graph:
     seen: dict = {}
     eqns = []
     for e in g.eqns:
-        ins = tuple(_subst(a, env) for a in e.inputs)
-        e = _eqn(e, ins, _map_graphs(e.params, cse))
+        e = _eqn(e, _substs(e.inputs, env), _map_graphs(e.params, cse))
         if e.prim.kind not in _EFFECTFUL_KINDS and e.prim.kind != "control" and len(e.outs) == 1:
             k = _key(e, env)
             if k is not None:
@@ -114,7 +144,7 @@ def fold_constants(g: Graph) -> Graph:
     eqns = []
     outputs = set(a for a in g.outputs if isinstance(a, Var))
     for e in g.eqns:
-        ins = tuple(_subst(a, env) for a in e.inputs)
+        ins = _substs(e.inputs, env)
         if (e.prim.kind == "elementwise" and ins and e.out not in outputs
                 and all(isinstance(a, Literal) and not isinstance(a.value, Sym) for a in ins)
                 and e.out.aval.shape == () and e.out.aval.dtype.np.kind in "fiub"):
@@ -169,7 +199,7 @@ def simplify(g: Graph) -> Graph:
     for a in outputs:
         uses[a] = uses.get(a, 0) + 1
     for e in g.eqns:
-        ins = tuple(_subst(a, env) for a in e.inputs)
+        ins = _substs(e.inputs, env)
         e = _eqn(e, ins, _map_graphs(e.params, simplify))
         n = e.prim.name
         repl = None
