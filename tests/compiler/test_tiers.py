@@ -809,3 +809,44 @@ def test_only_parfor_variants_call_for_a_stage_1():
     assert not tiers._parfor(twin, False, KernelSpec("", nest, False, "map"))
     assert not tiers._parfor(twin, True, RowSpec("", "kernel", (), True))
     assert not tiers._parfor(twin, True, ChunkSpec("", nest, "map", (), None))
+
+
+def test_a_row_kernels_share_form_leaves_stage_1_a_chunk_stage():
+    """A graph with a row kernel in its share form (not a parfor kernel) and a parfor
+    loop-nest kernel: stage 1 is the chunk program, whose row kernel is the full program's
+    (one source: one compile), not a serial stage that compiles the row kernel twice, its
+    serial twin first (a cold Transformer step did so for its four row kernels)."""
+    from tracejit.compiler.codegen_rows import RowKernel
+    lin, ln = tj.nn.Linear(256, 256), tj.nn.LayerNorm(256)
+
+    def f(x):   # 512 x 256 rows: LayerNorm backward's share form; the row sum's kernel a parfor one
+        return ((tj.nn.functional.gelu(ln(lin(x))) * 1.8125).tanh() + x.sum(1, keepdim=True)).pow(2).mean()
+
+    def grads(fn, x):
+        for p in (lin.weight, lin.bias, ln.weight, ln.bias):
+            p.grad = None
+        loss = fn(x)
+        loss.backward()
+        return float(loss), lin.weight.grad.numpy().copy(), ln.weight.grad.numpy().copy()
+
+    def check(got, want):
+        assert got[0] == pytest.approx(want[0], rel=1e-5)
+        for a, b in zip(got[1:], want[1:]):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    x = tj.tensor(np.random.default_rng(7).standard_normal((512, 256)).astype(np.float32))
+    eager = grads(f, x)
+    g = tj.trace(f, compile="background")
+    check(grads(g, x), eager)
+    (ex,) = [e.executor for e in g._entries]
+    assert ex._serial.wait(WAIT_S), ex._failure
+    assert g.cache_stats()["tiers"] == ["chunks"]
+    stage_rows = [s for (k, _, _), s in zip(ex._serial_variants, ex._serial_specs) if isinstance(k, RowKernel)]
+    full_rows = [s for (k, _, _), s in zip(ex.variants, ex._specs) if isinstance(k, RowKernel)]
+    assert stage_rows and [s.source for s in stage_rows] == [s.source for s in full_rows]
+    assert all(s.parallel for s in stage_rows)        # the share form, not its serial twin
+    assert any(s.chunked for s in ex._serial_specs)   # the row sum's chunk kernel
+    check(grads(g, x), eager)                         # stage 1
+    assert tj.compiler.wait(g, timeout=WAIT_S)
+    for _ in range(2 * tiers.TRIAL_CALLS + 1):
+        check(grads(g, x), eager)                     # the trial, then the program kept
+    assert g.cache_stats()["tiers"] == ["compiled"]
