@@ -383,6 +383,25 @@ def test_later_jobs_queue_after_the_others():
     assert [pool.jobs.get()[2] for _ in range(5)] == [None, needed, steady, eager, upgrade]
 
 
+def test_an_eager_kernel_its_op_stopped_asking_for_goes_after_the_others():
+    """A STEADY/EAGER job whose op last asked for it more than ASKED_WITHIN_S ago when a
+    worker takes it (a tier-0 op the compiled step does not run) goes back once, rank
+    LATER, behind the kernels asked for now; never dropped. One a plan submits as well
+    (no `asked`), or whose op asks now or never said, keeps its place."""
+    pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
+    old = lambda: time.monotonic() - 10 * workers.ASKED_WITHIN_S   # noqa: E731
+    upgrade = pool.submit("# upgrade", "up", (), later=True)
+    stale = pool.submit("# relu, tier 0 only", "stale", (), rank=workers.STEADY, asked=old)
+    fresh = pool.submit("# asked now", "fresh", (), rank=workers.EAGER, asked=time.monotonic)
+    unsaid = pool.submit("# no ask known", "unsaid", (), rank=workers.EAGER, asked=lambda: None)
+    shared = pool.submit("# a plan's too", "shared", (), rank=workers.EAGER, asked=old)
+    assert pool.submit("# a plan's too", "shared", ()) is shared
+    needed = pool.submit("# needed", "need", ())
+    taken = [pool._asked_lately(pool.jobs.get())[2] for _ in range(6)]
+    assert taken == [needed, fresh, unsaid, shared, upgrade, stale]
+    assert pool.jobs.empty() and stale.asked is None   # put back once only
+
+
 def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     """ops/vectorized.py submits an eager op's kernel with rank EAGER: a background
     compile's stage-1 kernels (FIRST) queued after it still go to the workers first."""
@@ -391,9 +410,9 @@ def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     ranks = []
     real = workers.submit
 
-    def submit(source, name_hint, llvm_options=(), later=False, rank=None):
+    def submit(source, name_hint, llvm_options=(), later=False, rank=None, asked=None):
         ranks.append((name_hint, rank))
-        return real(source, name_hint, llvm_options, later, rank)
+        return real(source, name_hint, llvm_options, later, rank, asked=asked)
     monkeypatch.setattr(workers, "submit", submit)
     monkeypatch.setenv("TRACEJIT_COMPILE", "background")
     monkeypatch.setattr(vectorized, "_entries", {})        # as in a fresh process

@@ -153,8 +153,10 @@ class NativeKernel:
                 # Rank STEADY for a kernel a compiled step runs at every call as well (the
                 # recurrent layers' loops, convolution's fold/unfold, BatchNorm, pooling,
                 # ReLU's backward): ahead of the EAGER ones (workers.py).
+                # Put back to rank LATER when its op stopped asking (workers.ASKED_WITHIN_S).
                 job = workers.submit(self.source, self.label, (),
-                                     rank=workers.STEADY if self.steady else workers.EAGER)
+                                     rank=workers.STEADY if self.steady else workers.EAGER,
+                                     asked=lambda: self.last)
                 job.event.wait()
                 if not job.ok:
                     self.failed = True

@@ -413,7 +413,8 @@ class _Preparation:
                 if diskcache.cache_dir() is None:
                     _give_up(entry)  # nowhere to compile in the background
                     return
-                job = workers.submit(spec.source, _label(prim), spec.llvm_options, rank=workers.EAGER)
+                job = workers.submit(spec.source, _label(prim), spec.llvm_options, rank=workers.EAGER,
+                                     asked=lambda: self.last)   # (workers.ASKED_WITHIN_S)
                 with _lock:
                     _stats["submitted"] += 1
                 job.event.wait()  # the pool fails a job that hangs past its timeout
