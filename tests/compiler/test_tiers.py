@@ -387,18 +387,22 @@ def test_an_eager_kernel_its_op_stopped_asking_for_goes_after_the_others():
     """A STEADY/EAGER job whose op last asked for it more than ASKED_WITHIN_S ago when a
     worker takes it (a tier-0 op the compiled step does not run) goes back once, rank
     LATER, behind the kernels asked for now; never dropped. One a plan submits as well
-    (no `asked`), or whose op asks now or never said, keeps its place."""
+    (no `asked`), whose op asks now or never said, or whose op's asks came further apart
+    before (a slow step on a starved machine), keeps its place."""
     pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
-    old = lambda: time.monotonic() - 10 * workers.ASKED_WITHIN_S   # noqa: E731
+    w = workers.ASKED_WITHIN_S
+    old = lambda: (time.monotonic() - 10 * w, 0.1)   # noqa: E731
     upgrade = pool.submit("# upgrade", "up", (), later=True)
     stale = pool.submit("# relu, tier 0 only", "stale", (), rank=workers.STEADY, asked=old)
-    fresh = pool.submit("# asked now", "fresh", (), rank=workers.EAGER, asked=time.monotonic)
-    unsaid = pool.submit("# no ask known", "unsaid", (), rank=workers.EAGER, asked=lambda: None)
+    fresh = pool.submit("# asked now", "fresh", (), rank=workers.EAGER, asked=lambda: (time.monotonic(), 0.1))
+    unsaid = pool.submit("# no ask known", "unsaid", (), rank=workers.EAGER, asked=lambda: (None, 0.0))
+    slow = pool.submit("# slow steps", "slow", (), rank=workers.STEADY,
+                       asked=lambda: (time.monotonic() - 3 * w, 2 * w))
     shared = pool.submit("# a plan's too", "shared", (), rank=workers.EAGER, asked=old)
     assert pool.submit("# a plan's too", "shared", ()) is shared
     needed = pool.submit("# needed", "need", ())
-    taken = [pool._asked_lately(pool.jobs.get())[2] for _ in range(6)]
-    assert taken == [needed, fresh, unsaid, shared, upgrade, stale]
+    taken = [pool._asked_lately(pool.jobs.get())[2] for _ in range(7)]
+    assert taken == [needed, slow, fresh, unsaid, shared, upgrade, stale]
     assert pool.jobs.empty() and stale.asked is None   # put back once only
 
 

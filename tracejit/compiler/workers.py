@@ -82,8 +82,9 @@ class Job:
         # a job whose module loads this one's (a row kernel's pair, cshares.py): a worker
         # takes it once this one is done, else it would compile that module again
         self.after = after
-        # an eager op's kernel: ``asked()`` is the time.monotonic() of the op's latest call
-        # that found it not loaded (None: never); see `CompilePool._asked_lately`
+        # an eager op's kernel: ``asked()`` is (the time.monotonic() of the op's latest call
+        # that found it not loaded or None, the longest time between two such calls); see
+        # `CompilePool._asked_lately`
         self.asked = asked
 
     def done(self) -> bool:
@@ -235,8 +236,10 @@ class _Worker:
 # when submitted before them.
 FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3
 
-# A STEADY or EAGER job whose op has not asked for its kernel for this long when a worker
-# takes it goes back to the queue once, rank LATER (`CompilePool._asked_lately`): an op of
+# A STEADY or EAGER job whose op has not asked for its kernel for this long, and for twice
+# the longest time it ever took between two asks (a slow step on a starved machine asks
+# seconds apart), when a worker takes it goes back to the queue once, rank LATER
+# (`CompilePool._asked_lately`): an op of
 # tier 0 that the compiled step does not run (its fused kernels do the work) stops asking
 # once the entry switches. It still compiles (a guard failure can bring tier 0 back), after
 # the kernels the step does ask for. Cold Transformer step: ReLU's eager kernels and their
@@ -318,8 +321,8 @@ class CompilePool:
         LATER (once: it is then taken in its turn like any LATER job)."""
         while item[2] is not None and item[0] in (STEADY, EAGER) and item[2].asked is not None:
             job = item[2]
-            last = job.asked()
-            if last is None or time.monotonic() - last <= ASKED_WITHIN_S:
+            last, gap = job.asked()
+            if last is None or time.monotonic() - last <= max(ASKED_WITHIN_S, 2 * gap):
                 break
             job.asked = None
             self.jobs.put((LATER, job.id, job))
@@ -481,7 +484,8 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
     A `later` job (rank `LATER`) waits until no other job is queued (an upgrade nobody
     waits for); `rank` places it explicitly (`FIRST`, `STEADY`, `EAGER`, `LATER`). A job `after`
     another (its module loads that one's) is taken once that one is done. `asked` (an eager
-    op's kernel): a callable giving when the op last asked for it (`ASKED_WITHIN_S`)."""
+    op's kernel): a callable giving when the op last asked for it and the longest time
+    between two of its asks (`ASKED_WITHIN_S`)."""
     return _get_pool().submit(source, name_hint, llvm_options, later, rank, after, asked)
 
 
