@@ -20,7 +20,10 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
   kernel), until it runs its final kernels (after the parfor kernels are in and timed
   against the chunk kernels; training goes on meanwhile), and until every eager and
   hand-written kernel its ops asked for is in (convolution's fold, BatchNorm, pooling, the
-  recurrent loops: numpy's forms run them until then), the compiled step;
+  recurrent loops: numpy's forms run them until then), the compiled step; and the first
+  step on compiled kernels (a chunk stage, which the trial mostly keeps, or the final ones)
+  with every kernel it asked for in, row kernels' GIL-free pairs included
+  (``step_kernels_in_s``: the final switch waits for the parfor upgrade, the step does not);
 - ``background_wait``: the same, but after the first step the caller waits
   (``tj.compiler.wait()``): the compile's own time with the workers alone on the cores;
 - ``warm_disk``: first step of a fresh process whose cache a cold run filled, in both
