@@ -20,7 +20,10 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
   kernel), until it runs its final kernels (after the parfor kernels are in and timed
   against the chunk kernels; training goes on meanwhile), and until every eager and
   hand-written kernel its ops asked for is in (convolution's fold, BatchNorm, pooling, the
-  recurrent loops: numpy's forms run them until then), the compiled step;
+  recurrent loops: numpy's forms run them until then), the compiled step; and the first
+  step on compiled kernels (a chunk stage, which the trial mostly keeps, or the final ones)
+  with every kernel it asked for in, row kernels' GIL-free pairs included
+  (``step_kernels_in_s``: the final switch waits for the parfor upgrade, the step does not);
 - ``background_wait``: the same, but after the first step the caller waits
   (``tj.compiler.wait()``): the compile's own time with the workers alone on the cores;
 - ``warm_disk``: first step of a fresh process whose cache a cold run filled, in both
@@ -141,7 +144,7 @@ def probe(name: str) -> dict:
                 out["stage1_s"] = time.perf_counter() - t
                 out["tier0_steps"] = steps
                 out["stage1"] = ",".join(f.cache_stats()["tiers"][0] for f in fns)
-            step()
+            _timed_ask(step, fns, t, steps, out)
             steps += 1
             if time.perf_counter() - t > 600:
                 break
@@ -157,6 +160,8 @@ def probe(name: str) -> dict:
         out["final_step_s"] = _median_step(step, 3)
         steps += 3
         out.update(_until_eager_kernels_in(step, t, steps, asked))
+        if not out["kernels_left"]:
+            _note_kernels_in(out, t, out["steps_to_kernels_in"])
     step()
     ts = []
     for _ in range(5):
@@ -170,6 +175,27 @@ def probe(name: str) -> dict:
 
 STEPS_AFTER = 9   # steps 2..10 of the eager and warm_disk probes
 STALL_S = 60.0    # no eager kernel arrived for this long: report what is still pending
+
+
+def _timed_ask(step, fns, t: float, steps: int, out: dict) -> None:
+    """One step of the way to the final kernels; notes the first step that ran on compiled
+    kernels (a chunk stage, whose kernels the trial mostly keeps, or the final ones; not
+    a serial stage) with no eager or hand-written kernel, nor a row kernel's GIL-free pair
+    (compiler/cshares.py), that it asked for still pending."""
+    from tracejit.compiler import cshares
+    from tracejit.ops import vectorized
+    asked = time.monotonic()
+    step()
+    if "step_kernels_in_s" not in out and all(
+            s in ("chunks", "compiled") for f in fns for s in f.cache_stats()["tiers"]) \
+            and not vectorized.pending(asked) and not cshares.pending(asked):
+        _note_kernels_in(out, t, steps + 1)
+
+
+def _note_kernels_in(out: dict, t: float, steps: int) -> None:
+    if "step_kernels_in_s" not in out:
+        out["step_kernels_in_s"] = time.perf_counter() - t
+        out["steps_to_step_kernels_in"] = steps
 
 
 def _until_eager_kernels_in(step, t: float, steps: int, asked: float) -> dict:
@@ -381,7 +407,8 @@ def report(step: str, res: dict) -> None:
               f"{stage1} ({b['tier0_steps']} tier-0 steps); final kernels ({b['kept']}) after "
               f"{b['full_speed_s']:.1f} s ({b['steps_to_full_speed']} steps, its step "
               f"{b['final_step_s'] * 1e3:.3g} ms); every eager and hand-written kernel in after "
-              f"{b['kernels_in_s']:.1f} s ({b['steps_to_kernels_in']} steps)"
+              f"{b['kernels_in_s']:.1f} s ({b['steps_to_kernels_in']} steps; on compiled kernels with "
+              f"every kernel it asks for in after {b.get('step_kernels_in_s', float('nan')):.1f} s)"
               + (f", still pending: {', '.join(b['kernels_left'])}" if b['kernels_left'] else "")
               + (f" (asked for before but not by the compiled step, not waited for: {', '.join(b['kernels_not_asked'])})"
                  if b.get('kernels_not_asked') else "")

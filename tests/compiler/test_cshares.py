@@ -206,3 +206,23 @@ def test_ahead_queues_the_pending_pairs_module_in_background_mode(monkeypatch):
     assert "KERNEL_SOURCE = 'src'" in text and "llvm_options=('-x',)).kernel" in text
     assert asked == [((text, "k_pair", ("-x",)), {"rank": workers.FIRST, "after": kjob}),
                      ((text, "k_pair", ("-x",)), {})]
+
+
+def test_pending_names_a_pair_polled_since_and_not_yet_loaded(monkeypatch):
+    # bench_tiers waits for these with the eager kernels: a pair asked for (polled) at or
+    # after `since` and not in; one loaded (or given up for good) is not named any more.
+    import time
+    import types
+    from tracejit.compiler import tiers
+    mods = {"now": None}
+    monkeypatch.setattr(tiers, "module_when_ready", lambda *a, **k: mods["now"])
+    p = cshares.Pending(KERNEL, "# pair text", "test_pending_k", (), lambda f: f)
+    assert p.hint not in cshares.pending(0.0)            # never asked for
+    mark = time.monotonic()
+    assert p.poll() == (None, p)                          # compiling
+    assert p.hint in cshares.pending(mark)
+    assert p.hint not in cshares.pending(time.monotonic() + 1.0)
+    p.next_poll = 0.0
+    mods["now"] = types.SimpleNamespace()                 # loaded (no share_entry: no CShares)
+    assert p.poll() == (None, None)
+    assert p.hint not in cshares.pending(mark)

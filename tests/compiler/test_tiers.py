@@ -383,6 +383,29 @@ def test_later_jobs_queue_after_the_others():
     assert [pool.jobs.get()[2] for _ in range(5)] == [None, needed, steady, eager, upgrade]
 
 
+def test_an_eager_kernel_its_op_stopped_asking_for_goes_after_the_others():
+    """A STEADY/EAGER job whose op last asked for it more than ASKED_WITHIN_S ago when a
+    worker takes it (a tier-0 op the compiled step does not run) goes back once, rank
+    LATER, behind the kernels asked for now; never dropped. One a plan submits as well
+    (no `asked`), whose op asks now or never said, or whose op's asks came further apart
+    before (a slow step on a starved machine), keeps its place."""
+    pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
+    w = workers.ASKED_WITHIN_S
+    old = lambda: (time.monotonic() - 10 * w, 0.1)   # noqa: E731
+    upgrade = pool.submit("# upgrade", "up", (), later=True)
+    stale = pool.submit("# relu, tier 0 only", "stale", (), rank=workers.STEADY, asked=old)
+    fresh = pool.submit("# asked now", "fresh", (), rank=workers.EAGER, asked=lambda: (time.monotonic(), 0.1))
+    unsaid = pool.submit("# no ask known", "unsaid", (), rank=workers.EAGER, asked=lambda: (None, 0.0))
+    slow = pool.submit("# slow steps", "slow", (), rank=workers.STEADY,
+                       asked=lambda: (time.monotonic() - 3 * w, 2 * w))
+    shared = pool.submit("# a plan's too", "shared", (), rank=workers.EAGER, asked=old)
+    assert pool.submit("# a plan's too", "shared", ()) is shared
+    needed = pool.submit("# needed", "need", ())
+    taken = [pool._asked_lately(pool.jobs.get())[2] for _ in range(7)]
+    assert taken == [needed, slow, fresh, unsaid, shared, upgrade, stale]
+    assert pool.jobs.empty() and stale.asked is None   # put back once only
+
+
 def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     """ops/vectorized.py submits an eager op's kernel with rank EAGER: a background
     compile's stage-1 kernels (FIRST) queued after it still go to the workers first."""
@@ -391,9 +414,9 @@ def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     ranks = []
     real = workers.submit
 
-    def submit(source, name_hint, llvm_options=(), later=False, rank=None):
+    def submit(source, name_hint, llvm_options=(), later=False, rank=None, asked=None):
         ranks.append((name_hint, rank))
-        return real(source, name_hint, llvm_options, later, rank)
+        return real(source, name_hint, llvm_options, later, rank, asked=asked)
     monkeypatch.setattr(workers, "submit", submit)
     monkeypatch.setenv("TRACEJIT_COMPILE", "background")
     monkeypatch.setattr(vectorized, "_entries", {})        # as in a fresh process
@@ -809,3 +832,44 @@ def test_only_parfor_variants_call_for_a_stage_1():
     assert not tiers._parfor(twin, False, KernelSpec("", nest, False, "map"))
     assert not tiers._parfor(twin, True, RowSpec("", "kernel", (), True))
     assert not tiers._parfor(twin, True, ChunkSpec("", nest, "map", (), None))
+
+
+def test_a_row_kernels_share_form_leaves_stage_1_a_chunk_stage():
+    """A graph with a row kernel in its share form (not a parfor kernel) and a parfor
+    loop-nest kernel: stage 1 is the chunk program, whose row kernel is the full program's
+    (one source: one compile), not a serial stage that compiles the row kernel twice, its
+    serial twin first (a cold Transformer step did so for its four row kernels)."""
+    from tracejit.compiler.codegen_rows import RowKernel
+    lin, ln = tj.nn.Linear(256, 256), tj.nn.LayerNorm(256)
+
+    def f(x):   # 512 x 256 rows: LayerNorm backward's share form; the row sum's kernel a parfor one
+        return ((tj.nn.functional.gelu(ln(lin(x))) * 1.8125).tanh() + x.sum(1, keepdim=True)).pow(2).mean()
+
+    def grads(fn, x):
+        for p in (lin.weight, lin.bias, ln.weight, ln.bias):
+            p.grad = None
+        loss = fn(x)
+        loss.backward()
+        return float(loss), lin.weight.grad.numpy().copy(), ln.weight.grad.numpy().copy()
+
+    def check(got, want):
+        assert got[0] == pytest.approx(want[0], rel=1e-5)
+        for a, b in zip(got[1:], want[1:]):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    x = tj.tensor(np.random.default_rng(7).standard_normal((512, 256)).astype(np.float32))
+    eager = grads(f, x)
+    g = tj.trace(f, compile="background")
+    check(grads(g, x), eager)
+    (ex,) = [e.executor for e in g._entries]
+    assert ex._serial.wait(WAIT_S), ex._failure
+    assert g.cache_stats()["tiers"] == ["chunks"]
+    stage_rows = [s for (k, _, _), s in zip(ex._serial_variants, ex._serial_specs) if isinstance(k, RowKernel)]
+    full_rows = [s for (k, _, _), s in zip(ex.variants, ex._specs) if isinstance(k, RowKernel)]
+    assert stage_rows and [s.source for s in stage_rows] == [s.source for s in full_rows]
+    assert all(s.parallel for s in stage_rows)        # the share form, not its serial twin
+    assert any(s.chunked for s in ex._serial_specs)   # the row sum's chunk kernel
+    check(grads(g, x), eager)                         # stage 1
+    assert tj.compiler.wait(g, timeout=WAIT_S)
+    for _ in range(2 * tiers.TRIAL_CALLS + 1):
+        check(grads(g, x), eager)                     # the trial, then the program kept
+    assert g.cache_stats()["tiers"] == ["compiled"]

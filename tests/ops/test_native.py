@@ -141,6 +141,19 @@ def test_pending_since_names_a_kernel_only_if_its_op_asked_since(monkeypatch):
     assert k.fn is not None and k.label not in vectorized.pending(mark)
 
 
+def test_the_longest_time_between_two_asks_is_kept(monkeypatch):
+    # workers.ASKED_WITHIN_S: a kernel whose op asks seconds apart (a slow step) is not put
+    # back behind the others when a worker takes it a while after the op's last ask.
+    import time
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    monkeypatch.setattr(native, "_GO_AFTER_S", 3600.0)   # asked for, the loader not started
+    k = native.kernel(("test_gap", 9.0), lambda: _SOURCE.replace("+= 1.0", "+= 9.0"))
+    assert k.get() is None and k.gap == 0.0
+    time.sleep(0.2)
+    assert k.get() is None and k.get() is None
+    assert 0.2 <= k.gap < 10.0 and k.last >= k.first + 0.2
+
+
 def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monkeypatch):
     # rank EAGER (compiler/workers.py): numpy runs the op meanwhile, so a background
     # compile's plan kernels and their pairs (rank FIRST) go to the workers first
@@ -155,12 +168,14 @@ def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monk
         return job
     monkeypatch.setattr(workers, "submit", submit)
     k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 5.0"), "test_native_rank")
+    k.last, k.gap = 12.5, 0.25
     k._prepare()
-    assert asked == [{"rank": workers.EAGER}] and k.failed
+    assert [kw["rank"] for kw in asked] == [workers.EAGER] and k.failed
+    assert asked[0]["asked"]() == (12.5, 0.25)   # the op's latest ask: put back when it is old
     # one a compiled step runs at every call too (the recurrent layers' loops): STEADY
     k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 6.0"), "test_native_steady", steady=True)
     k._prepare()
-    assert asked[1:] == [{"rank": workers.STEADY}] and k.failed
+    assert [kw["rank"] for kw in asked[1:]] == [workers.STEADY] and k.failed
 
 
 def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monkeypatch):

@@ -35,10 +35,11 @@ share would end the process, as it would in any nogil numba kernel run by a C th
 from __future__ import annotations
 
 import re
+import weakref
 
 import numpy as np
 
-__all__ = ["source", "module_source", "CShares", "Pending", "Ready", "ahead"]
+__all__ = ["source", "module_source", "CShares", "Pending", "Ready", "ahead", "pending"]
 
 
 _NUMPY = {"boolean": "bool_"}   # numba's type names that numpy spells otherwise
@@ -178,7 +179,7 @@ class Pending:
     mode the compile workers build it (tiers.module_when_ready) and calls run through
     sharepool's launch meanwhile; in sync mode it is compiled at the first poll."""
 
-    __slots__ = ("source", "hint", "llvm_options", "fast_entry", "next_poll")
+    __slots__ = ("source", "hint", "llvm_options", "fast_entry", "next_poll", "last", "__weakref__")
 
     # seconds between two looks at the compile (a failed compile stays None for good, so it
     # must not be asked for at every call; a look is two dict lookups and two environment
@@ -193,10 +194,13 @@ class Pending:
         self.llvm_options = llvm_options
         self.fast_entry = fast_entry
         self.next_poll = 0.0
+        self.last = None     # the latest poll that found no pair (`pending`)
+        _polled.add(self)
 
     def poll(self) -> tuple:
         import time
         now = time.monotonic()
+        self.last = now
         if now < self.next_poll:
             return None, self
         self.next_poll = now + self.POLL_S
@@ -204,9 +208,11 @@ class Pending:
         try:
             mod = module_when_ready(self.source, self.hint, self.llvm_options)
         except Exception:   # the kernel itself loaded: keep sharepool's launch for good
+            self.last = None
             return None, None
         if mod is None:
             return None, self        # compiling (a failed compile warns and stays None)
+        self.last = None
         return CShares.make(vars(mod), self.fast_entry), None
 
     def prepare(self):
@@ -218,6 +224,17 @@ class Pending:
         cores those calls were splitting their work over."""
         from .tiers import module_job
         return module_job(self.source, self.hint, self.llvm_options)
+
+
+_polled = weakref.WeakSet()   # every `Pending` (for `pending`)
+
+
+def pending(since: float) -> list:
+    """The pair modules (their name hints) a launch has asked for at or after `since` (a
+    time.monotonic() reading) that are not loaded yet: a step that launches a row kernel
+    runs it in two shares through sharepool's slower launch until its pair is in
+    (bench_tiers waits for these with the eager kernels, ops/vectorized.pending)."""
+    return sorted(p.hint for p in list(_polled) if p.last is not None and p.last >= since)
 
 
 def ahead(kernel_source: str, pair: str, hint: str, llvm_options: tuple, kernel_job) -> None:

@@ -497,7 +497,12 @@ class TieredExecutor(Executor):
         from .plan import serial_kernels
         if self.program.backend.name == "cpu":
             program, variants, specs = self._stage_program(ins, codegen_chunks.forced())
-            if all(spec.chunked for (_, _, par), spec in zip(variants, specs) if par):
+            # A row kernel's share form is no parfor kernel (`_parfor`): the chunk stage
+            # runs it as the full program does, the same source, so it compiles once. The
+            # serial stage compiled each row kernel twice, serial first (a cold Transformer
+            # step: four row kernels, ~2-4.5 s of one worker's CPU before its finals).
+            if all(spec.chunked or not _parfor(kern, par, spec)
+                   for (kern, _, par), spec in zip(variants, specs) if par):
                 # A variant a later call of this program renders (another size class)
                 # must be a chunk kernel too, whichever thread renders it.
                 backend = codegen_chunks.chunk_backend()
@@ -576,7 +581,7 @@ class TieredExecutor(Executor):
                     job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
                     job._finish(True)  # nothing to compile: loaded below
                 elif self._stage_kind == "chunks" and self._serial_program is not None \
-                        and parallel and not spec.chunked:
+                        and _parfor(kern, parallel, spec):
                     # After a chunk stage the parfor kernels are an upgrade: other
                     # functions' and the optimizer's kernels go to the workers first.
                     job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True)

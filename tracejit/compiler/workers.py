@@ -65,10 +65,10 @@ class Job:
     """One kernel module to compile; `event` is set when it is done (`ok` says how)."""
 
     __slots__ = ("id", "source", "name_hint", "llvm_options", "event", "ok", "error", "seconds",
-                 "compiled", "pid", "after")
+                 "compiled", "pid", "after", "asked")
 
     def __init__(self, jid: int, source: str, name_hint: str, llvm_options: tuple,
-                 after: "Optional[Job]" = None):
+                 after: "Optional[Job]" = None, asked=None):
         self.id = jid
         self.source = source
         self.name_hint = name_hint
@@ -82,6 +82,10 @@ class Job:
         # a job whose module loads this one's (a row kernel's pair, cshares.py): a worker
         # takes it once this one is done, else it would compile that module again
         self.after = after
+        # an eager op's kernel: ``asked()`` is (the time.monotonic() of the op's latest call
+        # that found it not loaded or None, the longest time between two such calls); see
+        # `CompilePool._asked_lately`
+        self.asked = asked
 
     def done(self) -> bool:
         return self.event.is_set()
@@ -232,6 +236,17 @@ class _Worker:
 # when submitted before them.
 FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3
 
+# A STEADY or EAGER job whose op has not asked for its kernel for this long, and for twice
+# the longest time it ever took between two asks (a slow step on a starved machine asks
+# seconds apart), when a worker takes it goes back to the queue once, rank LATER
+# (`CompilePool._asked_lately`): an op of
+# tier 0 that the compiled step does not run (its fused kernels do the work) stops asking
+# once the entry switches. It still compiles (a guard failure can bring tier 0 back), after
+# the kernels the step does ask for. Cold Transformer step: ReLU's eager kernels and their
+# pairs, LayerNorm's native kernels and ReLU's backward select, ~2 s of one worker's CPU,
+# came before the attention kernels the compiled step waits for.
+ASKED_WITHIN_S = 2.0
+
 
 class CompilePool:
     """Dispatcher threads, each owning at most one worker process, fed from one queue."""
@@ -252,13 +267,15 @@ class CompilePool:
                              name=f"tracejit-compile-{i}").start()
 
     def submit(self, source: str, name_hint: str, llvm_options: tuple, later: bool = False,
-               rank: int | None = None, after: Optional[Job] = None) -> Job:
+               rank: int | None = None, after: Optional[Job] = None, asked=None) -> Job:
         with self._lock:
             key = (source, tuple(llvm_options))
             job = self.by_source.get(key)
             if job is not None and not (job.done() and not job.ok):
+                if asked is None:
+                    job.asked = None   # someone needs it without an op's asking: never put back
                 return job
-            job = Job(next(self._ids), source, name_hint, llvm_options, after)
+            job = Job(next(self._ids), source, name_hint, llvm_options, after, asked)
             self.by_source[key] = job
         self.jobs.put((rank if rank is not None else LATER if later else FIRST, job.id, job))
         return job
@@ -271,7 +288,7 @@ class CompilePool:
                     continue
             else:
                 item = self.jobs.get()
-            item = self._unblocked(self._best_when_ready(i, item))
+            item = self._unblocked(self._asked_lately(self._best_when_ready(i, item)))
             job = item[2]
             if job is None or self.closed:
                 if job is not None:
@@ -297,6 +314,20 @@ class CompilePool:
         w.ready.wait(_timeout())
         self.jobs.put(item)
         return self.jobs.get()
+
+    def _asked_lately(self, item: tuple) -> tuple:
+        """`item`, or when it is a STEADY/EAGER job whose op has not asked for its kernel
+        within `ASKED_WITHIN_S`, the next queued job, that one back in the queue with rank
+        LATER (once: it is then taken in its turn like any LATER job)."""
+        while item[2] is not None and item[0] in (STEADY, EAGER) and item[2].asked is not None:
+            job = item[2]
+            last, gap = job.asked()
+            if last is None or time.monotonic() - last <= max(ASKED_WITHIN_S, 2 * gap):
+                break
+            job.asked = None
+            self.jobs.put((LATER, job.id, job))
+            item = self.jobs.get()
+        return item
 
     def _unblocked(self, item: tuple) -> tuple:
         """`item`, or when its job must wait for another one (`Job.after`) still compiling
@@ -448,12 +479,14 @@ def _get_pool() -> CompilePool:
 
 
 def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = False,
-           rank: int | None = None, after: Optional[Job] = None) -> Job:
+           rank: int | None = None, after: Optional[Job] = None, asked=None) -> Job:
     """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
     A `later` job (rank `LATER`) waits until no other job is queued (an upgrade nobody
     waits for); `rank` places it explicitly (`FIRST`, `STEADY`, `EAGER`, `LATER`). A job `after`
-    another (its module loads that one's) is taken once that one is done."""
-    return _get_pool().submit(source, name_hint, llvm_options, later, rank, after)
+    another (its module loads that one's) is taken once that one is done. `asked` (an eager
+    op's kernel): a callable giving when the op last asked for it and the longest time
+    between two of its asks (`ASKED_WITHIN_S`)."""
+    return _get_pool().submit(source, name_hint, llvm_options, later, rank, after, asked)
 
 
 def prestart() -> None:

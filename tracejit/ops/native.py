@@ -59,7 +59,7 @@ class NativeKernel:
     what BLAS does already (ops/rows_gemm.py), whose 0.5-0.8 s compile would otherwise land
     in a compiled function's first call."""
 
-    __slots__ = ("_source", "label", "fn", "failed", "first", "last", "thread", "pid", "lock",
+    __slots__ = ("_source", "label", "fn", "failed", "first", "last", "gap", "thread", "pid", "lock",
                  "sync_compiles", "steady")
 
     def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False):
@@ -71,6 +71,7 @@ class NativeKernel:
         self.failed = False
         self.first = None
         self.last = None    # the op's latest call while the kernel was not loaded (`pending`)
+        self.gap = 0.0      # the longest time between two such calls (workers.ASKED_WITHIN_S)
         self.thread = None
         self.pid = os.getpid()   # whose thread `thread` is (a forked child starts its own)
         self.lock = threading.Lock()
@@ -99,6 +100,8 @@ class NativeKernel:
                         self.failed = True   # not in this process: numpy's form runs
             return self.fn
         now = time.monotonic()
+        if self.last is not None and now - self.last > self.gap:
+            self.gap = now - self.last
         self.last = now
         with self.lock:
             if self.first is None:
@@ -165,8 +168,10 @@ class NativeKernel:
                 # Rank STEADY for a kernel a compiled step runs at every call as well (the
                 # recurrent layers' loops, convolution's fold/unfold, BatchNorm, pooling,
                 # ReLU's backward): ahead of the EAGER ones (workers.py).
+                # Put back to rank LATER when its op stopped asking (workers.ASKED_WITHIN_S).
                 job = workers.submit(self.source, self.label, (),
-                                     rank=workers.STEADY if self.steady else workers.EAGER)
+                                     rank=workers.STEADY if self.steady else workers.EAGER,
+                                     asked=lambda: (self.last, self.gap))
                 job.event.wait()
                 if not job.ok:
                     self.failed = True

@@ -330,7 +330,10 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             return entry.fn
         job = entry.job
         if isinstance(job, _Preparation) and not job.done() and not job.lost():
-            job.last = now = time.monotonic()
+            now = time.monotonic()
+            if now - job.last > job.gap:
+                job.gap = now - job.last   # (workers.ASKED_WITHIN_S)
+            job.last = now
             if not job.started and now - job.first >= _GO_AFTER_S:
                 job.start()
             return None  # being prepared: the preparation sets fn (or failed)
@@ -374,7 +377,7 @@ class _Preparation:
     a load, or a worker's compile and then a load. Sets the entry's ``fn`` (or
     ``failed``); ``done()`` after that."""
 
-    __slots__ = ("entry", "args", "event", "pid", "first", "last", "started")
+    __slots__ = ("entry", "args", "event", "pid", "first", "last", "gap", "started")
 
     def __init__(self, entry, render_args):
         self.entry = entry
@@ -382,6 +385,7 @@ class _Preparation:
         self.event = threading.Event()
         self.pid = os.getpid()
         self.first = self.last = time.monotonic()   # the op's first and latest call
+        self.gap = 0.0   # the longest time between two of its calls
         self.started = False
 
     def done(self) -> bool:
@@ -413,7 +417,8 @@ class _Preparation:
                 if diskcache.cache_dir() is None:
                     _give_up(entry)  # nowhere to compile in the background
                     return
-                job = workers.submit(spec.source, _label(prim), spec.llvm_options, rank=workers.EAGER)
+                job = workers.submit(spec.source, _label(prim), spec.llvm_options, rank=workers.EAGER,
+                                     asked=lambda: (self.last, self.gap))   # (workers.ASKED_WITHIN_S)
                 with _lock:
                     _stats["submitted"] += 1
                 job.event.wait()  # the pool fails a job that hangs past its timeout
