@@ -396,12 +396,13 @@ def _states_vjp(g, out, Z, x, wx, w, b, h0, c0, reverse=False):
 
 def input_projection_grads(d_gi, x, wx) -> tuple:
     """(d x, d W_ih) of the input projection gi = x W_ih^T from d gi (L, N, 4H): two GEMMs
-    over all steps, as F.linear's VJP before the projection moved into the forward loop."""
-    from .linalg import matmul
-    from .shape import reshape, transpose
+    over all steps, G W_ih and G^T X, the products F.linear's VJP runs (linalg's records:
+    G^T as BLAS's transposed view, no copy)."""
+    from .linalg import _mm, _mm_tn
+    from .shape import reshape
     L, N, I = x.shape
     G2 = reshape(d_gi, (L * N, wx.shape[0]))
-    return reshape(matmul(G2, wx), (L, N, I)), matmul(transpose(G2, 0, 1), reshape(x, (L * N, I)))
+    return reshape(_mm(G2, wx), (L, N, I)), _mm_tn(G2, reshape(x, (L * N, I)))
 
 
 LSTM_LAYER_STATES = defprim("lstm_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
