@@ -151,25 +151,6 @@ _FORWARD_LAYER = _FORWARD_GATES + PACKED + """
 
 
 @njit(inline='always')
-def pack_cat_range(wa, wb, wp, p0, p1):
-    # panels p0 .. p1-1 of the rows of [wa | wb] (M, Ka + Kb) as `pack_panel_range` lays
-    # them out, without the concatenated copy
-    m, ka = wa.shape
-    kd = ka + wb.shape[1]
-    for p in range(p0, p1):
-        for k in range(kd):
-            base = (p * kd + k) * PMR
-            for r in range(PMR):
-                i = p * PMR + r
-                if i >= m:
-                    wp[base + r] = 0
-                elif k < ka:
-                    wp[base + r] = wa[i, k]
-                else:
-                    wp[base + r] = wb[i, k - ka]
-
-
-@njit(inline='always')
 def forward_step_units(wp, xb, cp, b, m, mg, zt, hh, u0, u1, nth):
     # this thread's rows of each gate block (nth > 1: whole panels, H a multiple of
     # SPLIT_Q), or all 4H rows as one range (nth == 1: any H); one code path for both, as
@@ -234,7 +215,8 @@ def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
                 for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
                     r0 = blk * hh + u0
                     r1 = blk * hh + u1 if nth > 1 else four
-                    pack_cat_range(wx, w, wp, r0 // PMR, (r1 + PMR - 1) // PMR)
+                    pack_panel_columns(wx, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, 0, ki + hh)
+                    pack_panel_columns(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, ki, ki + hh)
             if held != k:
                 # (after next_half: every row of h_prev is written)
                 transpose_part(x[t], 0, n, 0, ki, xt, False)
