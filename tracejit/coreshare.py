@@ -430,6 +430,22 @@ def _halves():
 _halves_module = None
 
 
+def load_gemm_kernels(dtype: str = "float32") -> bool:
+    """Load (compiling into the disk cache where it does not hold them yet) the hand-written
+    kernels `matmul` routes products to: rows_gemm's, its halves, skinny_gemm's. Sync mode
+    (``TRACEJIT_COMPILE=sync``, the benchmarks) only loads them from disk and never compiles
+    them in a call, so on an empty cache a steady-state measurement ran the MLP step's head
+    products on BLAS (0.44-0.47 ms of the step against 0.30, session 21) unless an earlier
+    process had put them there; background mode compiles them in its workers anyway.
+    For a benchmark's set-up (bench/breakdown.py, the compiled runner), not the op path.
+    True when all three loaded."""
+    from .ops import halves, native, rows_gemm, skinny_gemm
+    sources = (("rows_gemm", rows_gemm.source), ("rows_gemm_halves", halves.source),
+               ("skinny_gemm", skinny_gemm.source))
+    return all([native.kernel((name, dtype), lambda src=src: src(dtype), sync_compiles=False).load_now()
+                for name, src in sources])
+
+
 # Products of m*k*n from which a batch of them stays on BLAS's own threads (each product
 # big enough for its threads to pay) rather than being split by batch (`_batched`).
 BATCH_SPLIT_MAX_MNK = 1 << 22

@@ -36,7 +36,12 @@ class TracejitRunner(Runner):
             os.environ["TRACEJIT_COMPILE"] = "background"
 
     def settle(self):
-        if not self.compiled:
+        if self.compiled:
+            # sync mode loads the GEMM routing's own kernels only from disk: an empty cache
+            # would leave the step's head products on BLAS (coreshare.load_gemm_kernels)
+            from tracejit import coreshare
+            coreshare.load_gemm_kernels()
+        else:
             from tracejit.ops import vectorized
             vectorized.settle()
 

@@ -66,6 +66,27 @@ def test_switched_off_even_when_loaded(monkeypatch):
     assert k.get() is None
 
 
+def test_load_now_compiles_what_sync_mode_only_loads_from_disk(tmp_path, monkeypatch):
+    """A `sync_compiles=False` kernel not on disk: sync mode gives up on it in the call
+    (numpy's form), `load_now` compiles it into the cache and loads it, and a fresh loader
+    of the same source then finds it on disk."""
+    from tracejit.testing import kernel_cache_at
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    source = _SOURCE.replace("+= 1.0", "+= 8.0")
+    with kernel_cache_at(tmp_path):
+        k = native.NativeKernel(source, "test_native_load_now", sync_compiles=False)
+        assert k.get() is None and k.failed
+        assert k.load_now() and k.get() is not None
+        a = np.zeros(2)
+        k.get()(a)
+        assert a.tolist() == [8.0, 8.0]
+        again = native.NativeKernel(source, "test_native_load_now", sync_compiles=False)
+        assert again.get() is not None
+        monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+        off = native.NativeKernel(source, "test_native_load_now", sync_compiles=False)
+        assert not off.load_now() and off.fn is None   # switched off: nothing loaded
+
+
 def test_a_source_that_does_not_build_stays_on_numpy(monkeypatch):
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     k = native.NativeKernel("this is not python", "test_native_bad")

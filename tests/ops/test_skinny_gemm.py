@@ -123,6 +123,30 @@ def test_matmul_and_matmul_bias_hand_it_the_head(loaded):
     assert loaded == ["dot", "halves", "dot"]
 
 
+def test_load_gemm_kernels_loads_what_sync_mode_gave_up_on(monkeypatch):
+    """Sync mode, loaders that gave up in a call (the disk cache did not hold the modules
+    then): coreshare.load_gemm_kernels loads rows_gemm's kernel, its halves and the dot
+    kernel, and the head's logits then run on the dot kernel (numpy's result)."""
+    from tracejit.ops import native, rows_gemm
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    monkeypatch.setattr(native, "_kernels", {})
+    for module, name in ((skinny_gemm, "_loaded"), (rows_gemm, "_loaded"), (halves, "_pairs")):
+        monkeypatch.setattr(module, name, {})
+    sources = {("rows_gemm", "float32"): rows_gemm.source, ("rows_gemm_halves", "float32"): halves.source,
+               ("skinny_gemm", "float32"): skinny_gemm.source}
+    keys = list(sources)
+    for key, src in sources.items():   # as a call in sync mode leaves a module the cache did not hold
+        native.kernel(key, lambda src=src: src("float32"), sync_compiles=False).failed = True
+    assert skinny_gemm._dot("float32") is None
+    assert coreshare.load_gemm_kernels()
+    assert all(native._kernels[key].fn is not None for key in keys)
+    dot = skinny_gemm._dot("float32")
+    assert dot is not None and dot[1] is not None   # the kernel and its halves
+    h, w, _ = _head()
+    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    np.testing.assert_allclose(skinny_gemm.product(h, w.T), h @ w.T, rtol=1e-4, atol=1e-3)
+
+
 def test_thread_count_a_profiler_records(monkeypatch):
     """coreshare.gemm_thread_count: BLAS's count until the kernel is loaded, then one on
     one core, two where the halves run."""

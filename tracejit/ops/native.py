@@ -107,6 +107,18 @@ class NativeKernel:
                 self._start()
         return None
 
+    def load_now(self) -> bool:
+        """Load the kernel now in any compile mode, compiling it in this process into the
+        disk cache if that does not hold it yet (a `sync_compiles=False` kernel too): for a
+        set-up step that must see the kernels a steady state runs (`coreshare.load_gemm_kernels`).
+        Whether it is loaded; the op keeps its numpy form where it failed. A kernel an
+        earlier sync-mode call gave up on (not on disk then) is tried again."""
+        if self.fn is None and _vec.enabled():
+            with self.lock:
+                if self.fn is None:
+                    self._load()
+        return self.fn is not None
+
     def coming(self) -> bool:
         """Whether an op has asked for this kernel and it is still being compiled or loaded
         in the background (not loaded, not failed, not sync mode, where `get` loads it in
