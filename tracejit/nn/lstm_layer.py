@@ -29,7 +29,7 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..errors import CompileError
-from ..ops.lstm_prim import (input_grad, lstm_layer, lstm_layer_backward, lstm_layer_states,
+from ..ops.lstm_prim import (input_projection_grads, lstm_layer, lstm_layer_backward, lstm_layer_states,
                              unpack_backward)
 from ..ops.registry import trace_state
 
@@ -73,8 +73,9 @@ class _LSTMLayer(Function):
         d_cn = zeros(H, N) if d_cn is None else d_cn
         # Under create_graph this op is recorded too; its VJP is `backward_vjp`.
         res = lstm_layer_backward(d_out, d_hn, d_cn, x, wx, w, b, h0, c0, Z, ctx.reverse)
-        d_gi, d_w, d_b, d_h0, d_c0, d_wx = unpack_backward(res, L, N, H, x.shape[2])
-        return input_grad(d_gi, x, wx), d_wx, d_w, d_b, d_h0, d_c0, None
+        d_gi, d_w, d_b, d_h0, d_c0 = unpack_backward(res, L, N, H)
+        d_x, d_wx = input_projection_grads(d_gi, x, wx)
+        return d_x, d_wx, d_w, d_b, d_h0, d_c0, None
 
 
 def _outputs(Z, H: int, reverse: bool) -> tuple:
@@ -168,9 +169,10 @@ def _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool) -> tup
             cts.append(dy[H:])
     outs += [steps[last][0], steps[last][1]]
     cts += [ds[1], ds[2]]
-    # the result's parts: the gradients of gi, w, b, h0, c0 and W_ih (through gi)
-    first = grad(outs, ins + [xs[1]], cts, create_graph=True, allow_unused=True)
-    pairs = [(f, v) for f, v in zip(first, unpack_backward(u, L, N, H, x.shape[2])) if f is not None]
+    first = grad(outs, ins, cts, create_graph=True, allow_unused=True)
+    # u's parts in the order of `first` (gi, w, b, h0, c0)
+    u_gi, u_w, u_b, u_h0, u_c0 = unpack_backward(u, L, N, H)
+    pairs = [(f, v) for f, v in zip(first, (u_gi, u_w, u_b, u_h0, u_c0)) if f is not None]
     targets = ds + xs + ins[1:]
     second = grad([f for f, _ in pairs], targets, [v for _, v in pairs], create_graph=True,
                   allow_unused=True)

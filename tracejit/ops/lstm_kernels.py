@@ -331,18 +331,15 @@ def add_outer_rows(a, r0, r1, bt, c, beta):
             _tile_1(a, pp * PMR * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
 
 
-@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO3 + ", {t}[:, ::1], "
-      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[:, ::1], {t}[::1], boolean, "
-      "boolean, boolean, int64, int64, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False,
-      nogil=True)
-def kernel(Z, d_y, c0, h0, w, x, dh, dcs, dgs, G, db, dw, dwx, wp, reverse, with_dw, with_dwx, q, nth, sync):
+@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
+      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, int64, int64, "
+      "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, q, nth, sync):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
     or (L, 2H, N) and w = W (4H, H), with dh[:H] = d h_n (dh: padded_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
-    dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step, and with
-    `with_dwx` (I a multiple of 16) dwx (4H, I) = sum_t dg_t x_t (x (L, N, I): the input
-    projection's weight gradient, x_t read in place); dgs (2, 4H, N)
+    dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
     and wp (packed_size(H, 4H)) scratch;
     thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
     L = Z.shape[0]
@@ -405,8 +402,6 @@ def kernel(Z, d_y, c0, h0, w, x, dh, dcs, dgs, G, db, dw, dwx, wp, reverse, with
                         r0 = blk * hh + u0
                         r1 = blk * hh + u1 if nth > 1 else four
                         add_outer_rows(dg, r0, r1, ht, dw, r > 0)
-                        if with_dwx:
-                            add_outer_rows(dg, r0, r1, x[t], dwx, r > 0)
             half_done(sync, nth)
 """
 

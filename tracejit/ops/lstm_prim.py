@@ -34,7 +34,7 @@ from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
 from .rnn_weight_grad import hprev_steps, weight_grad_alongside
 
-__all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward", "input_grad"]
+__all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward", "input_projection_grads"]
 
 
 def _errstate(xp):
@@ -66,7 +66,7 @@ def _sigmoid_(xp, a):
 # block. The whole-loop kernel reads each step's (N, I) block of x transposed (in register
 # blocks, into the step's product operand), the per-step forms their (N, 4H) block of gi.
 # The backward writes its gate gradients transposed, so they form the (L*N, 4H) gradient
-# of the projection that d x's GEMM (`input_grad`) and d W_ih's take as it is.
+# of the projection that its two GEMMs (d x, d W_ih: `input_projection_grads`) take as it is.
 
 def _matmul(xp, a, b):
     if xp.__name__ == "numpy":
@@ -160,14 +160,14 @@ LSTM_LAYER = defprim("lstm_layer", _lstm_layer_impl, _lstm_layer_rule, None, kin
 
 # The backward's result is one flat array with its fixed-size parts first, so that only
 # the last part has a size that depends on the sequence length (a symbolic dim when
-# compiled): d w (4H*H) | d b (4H) | d h0 (H*N) | d c0 (H*N) | d W_ih (4H*I) | d gi (L*N*4H).
-def _parts(H: int, N: int, I: int) -> tuple:
-    """Offsets of d w, d b, d h0, d c0, d W_ih and d gi in the backward's flat result."""
+# compiled): d w (4H*H) | d b (4H) | d h0 (H*N) | d c0 (H*N) | d gi (L*N*4H).
+def _parts(H: int, N: int) -> tuple:
+    """Offsets of d w, d b, d h0, d c0 and d gi in the backward's flat result."""
     a = 4 * H * H
     b = a + 4 * H
     c = b + H * N
     d = c + H * N
-    return 0, a, b, c, d, d + 4 * H * I
+    return 0, a, b, c, d
 
 
 # Where the whole-loop backward computes d W alongside its loop on one thread
@@ -193,10 +193,6 @@ OVERLAP_WEIGHT_GRAD = "policy"
 # process alternating: 62.6 against 64.2 ms median (PyTorch eager 54.0). The backward
 # kernel's compile: ~0.8 s more CPU (5.4-5.9 against 4.6-4.8 s).
 WEIGHT_GRAD_IN_LOOP = True
-
-# d W_ih likewise inside the loop where d W_hh is and I is a multiple of 16 (each step's
-# dg x_t, x_t's rows read as they are), rather than G^T X as one GEMM after the loop.
-INPUT_WEIGHT_GRAD_IN_LOOP = True
 
 
 def _alongside(nth: int, in_loop: bool = False) -> bool:
@@ -227,14 +223,13 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
     L, six, N = Z.shape
     H = six // 6
     full = d_y.shape[1] == 2 * H
-    I = x.shape[2]
-    off = _parts(H, N, I)
-    ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0, x)
+    off = _parts(H, N)
+    ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
     layer = _kernels.backward_layer(Z.dtype.name) if ok else None
-    size = off[5] + 4 * H * L * N
+    size = off[4] + 4 * H * L * N
     # on a cache line: the split loop's threads write neighbouring blocks of G's rows and db
     res = line_empty((size,), Z.dtype) if layer is not None else xp.empty(size, dtype=Z.dtype)
-    G = res[off[5]:].reshape(L, N, 4 * H)
+    G = res[off[4]:].reshape(L, N, 4 * H)
     order = list(_order(L, reverse))
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
     if layer is not None:
@@ -253,23 +248,18 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
         in_loop = WEIGHT_GRAD_IN_LOOP and H % 16 == 0 and L > 0
         alongside = _alongside(nth, in_loop)
         in_loop = in_loop and not alongside
-        # d W_ih likewise (B = x_t's rows as they are), where its columns are whole tiles
-        x_in_loop = in_loop and INPUT_WEIGHT_GRAD_IN_LOOP and I % 16 == 0
-        x = xp.ascontiguousarray(x)
-        dwx = res[off[4]:off[5]].reshape(4 * H, I)
-        args = (ro(Z), ro(d_y), ro(c0), ro(h0), ro(w), ro(x), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
-                dw if in_loop else xp.empty((1, 1), dt), dwx if x_in_loop else xp.empty((1, 1), dt),
-                xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, x_in_loop)
+        args = (ro(Z), ro(d_y), ro(c0), ro(h0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
+                dw if in_loop else xp.empty((1, 1), dt),
+                xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop)
         if not alongside:
             _split.run(layer, args, nth)
-            return _finish(xp, res, off, G, Z, h0, x, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop,
-                           dwx_done=x_in_loop)
+            return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
         # the loop on this thread, d W block by block on the partner meanwhile
         # (ops/rnn_weight_grad.py), instead of splitting the loop
         sync = _split.new_sync()
         weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
                               ro(h0), bool(reverse), dw, True)
-        return _finish(xp, res, off, G, Z, h0, x, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
+        return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None
     if step is not None:
@@ -284,7 +274,7 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
             step(Zr[t], c_prev, dh, dc, d_y[t], dg, out, G[t])   # G[t] = dg.T too
             dc = ro(out)
             dh = ro(_matmul(xp, wt, dg))
-        return _finish(xp, res, off, G, Z, h0, x, dh, dc, order)
+        return _finish(xp, res, off, G, Z, h0, dh, dc, order)
     dh, dc = d_hn, d_cn
     di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
     for k in range(L - 1, -1, -1):
@@ -323,20 +313,17 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
         G[t] = dg.T
         dc = dct * f
         dh = _matmul(xp, wt, dg)
-    return _finish(xp, res, off, G, Z, h0, x, dh, dc, order)
+    return _finish(xp, res, off, G, Z, h0, dh, dc, order)
 
 
-def _finish(xp, res, off, G, Z, h0, x, dh, dc, order, db_done=False, dw_done=False, dwx_done=False):
-    """Fill in d w (unless `dw_done`), d b (unless `db_done`), d W_ih (unless `dwx_done`: G^T X,
-    one GEMM over all steps), d h0 and d c0 once every step's gate gradient is in G."""
+def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False, dw_done=False):
+    """Fill in d w (unless `dw_done`), d b (unless `db_done`), d h0 and d c0 once every
+    step's gate gradient is in G."""
     L, six, N = Z.shape
     H = six // 6
     G2 = G.reshape(L * N, 4 * H)
     if not dw_done:
         res[off[0]:off[1]].reshape(4 * H, H)[...] = hidden_weight_grad(xp, G2, Z, h0, order)
-    if not dwx_done:
-        I = x.shape[2]
-        res[off[4]:off[5]].reshape(4 * H, I)[...] = _matmul(xp, G2.T, x.reshape(L * N, I))
     if not db_done:
         res[off[1]:off[2]] = G2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
@@ -366,16 +353,15 @@ def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, x: Aval, wx: Av
     if (d_y.shape not in ((L, H, N), (L, 2 * H, N)) or d_hn.shape != (H, N) or d_cn.shape != (H, N)):
         raise ShapeError(f"lstm_layer_backward: gradients {d_y.shape}, {d_hn.shape}, {d_cn.shape} do "
                          f"not fit the layer's (L, H, N) = {(L, H, N)}")
-    return Aval((_parts(H, N, x.shape[2])[5] + 4 * H * L * N,), Z.dtype, Z.device)
+    return Aval((_parts(H, N)[4] + 4 * H * L * N,), Z.dtype, Z.device)
 
 
-def _unpack(res, L, N: int, H: int, I: int) -> tuple:
-    """(d gi, d w, d b, d h0, d c0, d W_ih) from `lstm_layer_backward`'s flat result."""
+def _unpack(res, L, N: int, H: int) -> tuple:
+    """(d gi, d w, d b, d h0, d c0) from `lstm_layer_backward`'s flat result."""
     from .shape import reshape
-    off = _parts(H, N, I)
-    return (reshape(res[off[5]:], (L, N, 4 * H)), reshape(res[off[0]:off[1]], (4 * H, H)),
-            res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)), reshape(res[off[3]:off[4]], (H, N)),
-            reshape(res[off[4]:off[5]], (4 * H, I)))
+    off = _parts(H, N)
+    return (reshape(res[off[4]:], (L, N, 4 * H)), reshape(res[off[0]:off[1]], (4 * H, H)),
+            res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)), reshape(res[off[3]:off[4]], (H, N)))
 
 
 # ``lstm_layer_states(Z, x, wx, w, b, h0, c0)``: the h and c rows of Z, (L, 2H, N), as the
@@ -404,17 +390,19 @@ def _states_vjp(g, out, Z, x, wx, w, b, h0, c0, reverse=False):
     H, N = h0.shape
     z = zeros((H, N), dtype=Z.dtype, device=Z.device)
     res = lstm_layer_backward(g, z, z, x, wx, w, b, h0, c0, Z, reverse)
-    d_gi, d_w, d_b, d_h0, d_c0, d_wx = _unpack(res, x.shape[0], N, H, x.shape[2])
-    return (None, input_grad(d_gi, x, wx), d_wx, d_w, d_b, d_h0, d_c0)
+    d_gi, d_w, d_b, d_h0, d_c0 = _unpack(res, x.shape[0], N, H)
+    return (None,) + input_projection_grads(d_gi, x, wx) + (d_w, d_b, d_h0, d_c0)
 
 
-def input_grad(d_gi, x, wx):
-    """d x of the input projection gi = x W_ih^T from d gi (L, N, 4H): one GEMM over all steps,
-    G W_ih (d W_ih = G^T X is in the backward's result)."""
-    from .linalg import _mm
+def input_projection_grads(d_gi, x, wx) -> tuple:
+    """(d x, d W_ih) of the input projection gi = x W_ih^T from d gi (L, N, 4H): two GEMMs
+    over all steps, G W_ih and G^T X, the products F.linear's VJP runs (linalg's records:
+    G^T as BLAS's transposed view, no copy)."""
+    from .linalg import _mm, _mm_tn
     from .shape import reshape
     L, N, I = x.shape
-    return reshape(_mm(reshape(d_gi, (L * N, wx.shape[0])), wx), (L, N, I))
+    G2 = reshape(d_gi, (L * N, wx.shape[0]))
+    return reshape(_mm(G2, wx), (L, N, I)), _mm_tn(G2, reshape(x, (L * N, I)))
 
 
 LSTM_LAYER_STATES = defprim("lstm_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
@@ -441,7 +429,8 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse: bool = False):
 
 def lstm_layer_states(Z, x, wx, w, b, h0, c0, reverse: bool = False):
     """Every step's h and c (L, 2H, N) from `lstm_layer`'s result Z on these operands,
-    differentiable in them (its VJP is `lstm_layer_backward` and d x's GEMM, `input_grad`)."""
+    differentiable in them (its VJP is `lstm_layer_backward` and the input projection's
+    two GEMMs, `input_projection_grads`)."""
     return bind(LSTM_LAYER_STATES, Z, x, wx, w, b, h0, c0, reverse=bool(reverse))
 
 
@@ -452,6 +441,6 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse: bool =
     return bind(LSTM_LAYER_BACKWARD, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=bool(reverse))
 
 
-def unpack_backward(res, L, N: int, H: int, I: int) -> tuple:
-    """(d gi (L, N, 4H), d w, d b, d h0, d c0, d W_ih) from `lstm_layer_backward`'s result."""
-    return _unpack(res, L, N, H, I)
+def unpack_backward(res, L, N: int, H: int) -> tuple:
+    """(d gi (L, N, 4H), d w, d b, d h0, d c0) from `lstm_layer_backward`'s result."""
+    return _unpack(res, L, N, H)
