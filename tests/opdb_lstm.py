@@ -3,7 +3,8 @@
 differentiable). Checked like every op: forward against a numpy loop, float64 finite
 differences (the fused backward) and second derivatives (``lstm_layer_backward``'s VJP:
 autograd over the layer recomputed with tracejit ops), traced and compiled runs (captured,
-the layer is ``lstm_layer`` + ``lstm_layer_states``). The PyTorch side is the same recurrence written with torch ops."""
+the layer is ``lstm_layer`` + ``lstm_layer_states``; the input projection x W_ih^T is inside the
+layer's loop, so the record takes x and W_ih). The PyTorch side is the same recurrence written with torch ops."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,9 @@ def _sig(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _ref(gi, w, b, h0, c0, reverse=False):
-    L, H = gi.shape[0], w.shape[1]
+def _ref(x, wx, w, b, h0, c0, reverse=False):
+    L, H = x.shape[0], w.shape[1]
+    gi = x @ wx.T                   # the input projection (inside the op's loop)
     outs = [None] * L
     h, c = h0, c0
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
@@ -30,10 +32,11 @@ def _ref(gi, w, b, h0, c0, reverse=False):
     return np.stack(outs), h, c
 
 
-def _f(m, gi, w, b, h0, c0, reverse=False):
+def _f(m, x, wx, w, b, h0, c0, reverse=False):
     if m.__name__ != "torch":
-        return lstm_layer_fm(gi, w, h0, c0, reverse, b)
-    L, H = gi.shape[0], w.shape[1]
+        return lstm_layer_fm(x, wx, w, h0, c0, reverse, b)
+    L, H = x.shape[0], w.shape[1]
+    gi = x @ wx.T
     outs = [None] * L
     h, c = h0, c0
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
@@ -46,12 +49,14 @@ def _f(m, gi, w, b, h0, c0, reverse=False):
 
 def _samples(d, r):
     H, N = 3, 2
-    return [Sample((arr(r, (4, N, 4 * H), d), arr(r, (4 * H, H), d, -1.0, 1.0), arr(r, (4 * H,), d),
-                    arr(r, (H, N), d), arr(r, (H, N), d)), {}),
-            Sample((arr(r, (3, N, 4 * H), d), arr(r, (4 * H, H), d, -1.0, 1.0), arr(r, (4 * H,), d),
-                    arr(r, (H, N), d), arr(r, (H, N), d)), {"reverse": True}, desc="reverse"),
-            Sample((arr(r, (1, 1, 8), d), arr(r, (8, 2), d), arr(r, (8,), d), arr(r, (2, 1), d),
-                    arr(r, (2, 1), d)), {}, desc="one step, batch 1")]
+    I = 4
+    return [Sample((arr(r, (4, N, I), d), arr(r, (4 * H, I), d, -1.0, 1.0), arr(r, (4 * H, H), d, -1.0, 1.0),
+                    arr(r, (4 * H,), d), arr(r, (H, N), d), arr(r, (H, N), d)), {}),
+            Sample((arr(r, (3, N, I), d), arr(r, (4 * H, I), d, -1.0, 1.0), arr(r, (4 * H, H), d, -1.0, 1.0),
+                    arr(r, (4 * H,), d), arr(r, (H, N), d), arr(r, (H, N), d)), {"reverse": True},
+                   desc="reverse"),
+            Sample((arr(r, (1, 1, 3), d), arr(r, (8, 3), d), arr(r, (8, 2), d), arr(r, (8,), d),
+                    arr(r, (2, 1), d), arr(r, (2, 1), d)), {}, desc="one step, batch 1")]
 
 
 register("lstm_layer", _f, _ref, _samples, dtypes=FLOATS)

@@ -50,16 +50,17 @@ def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, mod
     L = 5
     scale = 4.0                     # pre-activations of a few units: some gates near 0 or 1
     a = lambda *s: (r.standard_normal(s) * scale).astype(dtype)   # noqa: E731
-    gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.3, a(4 * H), a(H, N), a(H, N)
-    gi[0, 0, 0] = 200.0             # saturated: sigmoid exactly 1, no overflow
-    gi[1, 1, H] = -200.0
+    I = 19                          # the x_t transposes' register blocks, and a rest
+    x, wx, w, b, h0, c0 = a(L, N, I), a(4 * H, I) * 0.1, a(4 * H, H) * 0.3, a(4 * H), a(H, N), a(H, N)
+    b[0] = 200.0                    # saturated: sigmoid exactly 1, no overflow
+    b[H] = -200.0
     tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    zk = _run(monkeypatch, mode, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
-    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
+    zk = _run(monkeypatch, mode, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
+    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
     assert np.isfinite(zk).all()
     np.testing.assert_allclose(zk, zn, **tol)
     d_y = a(L, 2 * H if full else H, N)
-    args = (d_y, a(H, N), a(H, N), gi, w, b, h0, c0, zn)
+    args = (d_y, a(H, N), a(H, N), x, wx, w, b, h0, c0, zn)
     rk = _run(monkeypatch, mode, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
     rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
@@ -71,16 +72,17 @@ def test_strided_operands_are_taken(monkeypatch, mode):
     _loaded(mode, "float64")
     r = np.random.default_rng(6)
     L, N, H = 3, 2, 3
-    gi = r.standard_normal((L, N, 4 * H))
+    x = r.standard_normal((N, L, 5)).transpose(1, 0, 2)
+    wx = r.standard_normal((4 * H, 5))
     w = r.standard_normal((4 * H, H))
     b = r.standard_normal(4 * H)
     h0 = r.standard_normal((N, H)).T
     c0 = r.standard_normal((N, H)).T
-    zk = _run(monkeypatch, mode, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0)
-    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0)
+    zk = _run(monkeypatch, mode, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0)
+    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0)
     np.testing.assert_allclose(zk, zn, rtol=1e-12, atol=1e-13)
     d_y = r.standard_normal((L, N, H)).transpose(0, 2, 1)
-    args = (d_y, r.standard_normal((N, H)).T, r.standard_normal((H, N)), gi, w, b, h0, c0, zn)
+    args = (d_y, r.standard_normal((N, H)).T, r.standard_normal((H, N)), x, wx, w, b, h0, c0, zn)
     np.testing.assert_allclose(_run(monkeypatch, mode, lstm_prim._lstm_layer_backward_impl, *args),
                                _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args),
                                rtol=1e-12, atol=1e-12)
@@ -104,7 +106,7 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
     r = np.random.default_rng(9)
     L = 6
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
-    gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
+    x, wx, w, b, h0, c0 = a(L, N, 19), a(4 * H, 19) * 0.2, a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
     d_y = a(L, 2 * H if full else H, N)
     seen = []
 
@@ -114,8 +116,8 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
             return count
         with monkeypatch.context() as m:
             m.setattr(loop_split, "threads", threads)
-            z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
-            args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), gi, w, b, h0, c0, z)
+            z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
+            args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), x, wx, w, b, h0, c0, z)
             return z, _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
 
     z1, r1 = run(1)
@@ -130,9 +132,9 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
         np.testing.assert_allclose(r2[:k], r1[:k], rtol=tol["rtol"], atol=tol["atol"] * np.abs(r1[:k]).max())
     else:
         np.testing.assert_array_equal(r2, r1)
-    np.testing.assert_allclose(z2, _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0,
+    np.testing.assert_allclose(z2, _run(monkeypatch, False, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0,
                                         reverse=reverse), **tol)
-    args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), gi, w, b, h0, c0, z1)
+    args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), x, wx, w, b, h0, c0, z1)
     rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
     np.testing.assert_allclose(r2, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
@@ -155,9 +157,9 @@ def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L,
     r = np.random.default_rng(11)
     N = 5
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
-    gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
-    z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
-    args = (a(L, H, N), a(H, N), a(H, N), gi, w, b, h0, c0, z)
+    x, wx, w, b, h0, c0 = a(L, N, 19), a(4 * H, 19) * 0.2, a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
+    z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
+    args = (a(L, H, N), a(H, N), a(H, N), x, wx, w, b, h0, c0, z)
     gemms = []
     real = lstm_prim.hidden_weight_grad
     monkeypatch.setattr(lstm_prim, "hidden_weight_grad", lambda *a_: gemms.append(1) or real(*a_))
@@ -192,7 +194,7 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
     dtype, H, N, L = "float32", 48, 5, 40
     r = np.random.default_rng(3)
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
-    gi, w, b, h0, c0 = a(L, N, 4 * H), a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
+    x, wx, w, b, h0, c0 = a(L, N, 19), a(4 * H, 19) * 0.2, a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
     d_y = a(L, H, N)
 
     def delayed(get):
@@ -219,8 +221,8 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
             if slow:
                 m.setattr(lstm_kernels, "forward_layer", delayed(lstm_kernels.forward_layer))
                 m.setattr(lstm_kernels, "backward_layer", delayed(lstm_kernels.backward_layer))
-            z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, gi, w, b, h0, c0)
-            args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), gi, w, b, h0, c0, z)
+            z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0)
+            args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), x, wx, w, b, h0, c0, z)
             return z, _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args)
 
     _loaded("layer", dtype)
@@ -257,11 +259,11 @@ def test_whole_loop_kernels_run_and_take_one_step(monkeypatch, reverse):
     r = np.random.default_rng(8)
     H, N = 5, 4
     a = lambda *s: r.standard_normal(s).astype("float32")   # noqa: E731
-    gi, w, b, h0, c0 = a(1, N, 4 * H), a(4 * H, H), a(4 * H), a(H, N), a(H, N)
-    zk = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
-    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, gi, w, b, h0, c0, reverse=reverse)
+    x, wx, w, b, h0, c0 = a(1, N, 3), a(4 * H, 3), a(4 * H, H), a(4 * H), a(H, N), a(H, N)
+    zk = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
+    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
     np.testing.assert_allclose(zk, zn, rtol=2e-5, atol=2e-6)
-    args = (a(1, H, N), a(H, N), a(H, N), gi, w, b, h0, c0, zn)
+    args = (a(1, H, N), a(H, N), a(H, N), x, wx, w, b, h0, c0, zn)
     rk = _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
     rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=2e-5, atol=2e-6 * np.abs(rn).max())

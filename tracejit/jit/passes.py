@@ -365,7 +365,7 @@ def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict) -> Eqn:
         return e
     h, zero = cat.inputs
     fill = producer.get(zero)
-    H = e.inputs[8].aval.shape[1] // 6          # Z (L, 6H, N)
+    H = e.inputs[-1].aval.shape[1] // 6         # Z (L, 6H, N)
     if (fill is None or fill.prim.name != "full" or fill.params.get("value") != 0
             or not isinstance(h, Var) or h.aval.shape[1] != H or h.aval.dtype != dy.aval.dtype):
         return e

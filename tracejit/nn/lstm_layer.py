@@ -20,15 +20,17 @@ forward/backward):
   lets autograd differentiate that twice: only the first derivative (the fast backward
   loop) is written by hand.
 
-Layout (see ops/lstm_prim.py): gi (L, N, 4H), w_hh (4H, H); feature-major states h0
-and c0 (H, N); outputs: h of every step (L, H, N), h_n and c_n (H, N).
+Layout (see ops/lstm_prim.py): x (L, N, I), w_ih (4H, I), w_hh (4H, H) (the input
+projection x W_ih^T runs inside the forward loop's per-step product); feature-major states
+h0 and c0 (H, N); outputs: h of every step (L, H, N), h_n and c_n (H, N).
 """
 from __future__ import annotations
 
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..errors import CompileError
-from ..ops.lstm_prim import lstm_layer, lstm_layer_backward, lstm_layer_states, unpack_backward
+from ..ops.lstm_prim import (input_projection_grads, lstm_layer, lstm_layer_backward, lstm_layer_states,
+                             unpack_backward)
 from ..ops.registry import trace_state
 
 __all__ = ["lstm_layer_fm", "lstm_cell_fm", "backward_vjp"]
@@ -53,26 +55,27 @@ def _last(reverse: bool, L):
 class _LSTMLayer(Function):
 
     @staticmethod
-    def forward(ctx, gi, w, b, h0, c0, reverse):
+    def forward(ctx, x, wx, w, b, h0, c0, reverse):
         ctx.set_materialize_grads(False)
-        Z = lstm_layer(gi, w, b, h0, c0, reverse)
+        Z = lstm_layer(x, wx, w, b, h0, c0, reverse)
         ctx.reverse = reverse
-        ctx.save_for_backward(gi, w, b, h0, c0, Z)
+        ctx.save_for_backward(x, wx, w, b, h0, c0, Z)
         return _outputs(Z, w.shape[1], reverse)
 
     @staticmethod
     def backward(ctx, d_out, d_hn, d_cn):
-        gi, w, b, h0, c0, Z = ctx.saved_tensors
-        L, N, four = gi.shape
-        H = four // 4
-        zeros = lambda *s: _ops.zeros(s, dtype=gi.dtype, device=gi.device)  # noqa: E731
+        x, wx, w, b, h0, c0, Z = ctx.saved_tensors
+        L, N = x.shape[0], x.shape[1]
+        H = w.shape[1]
+        zeros = lambda *s: _ops.zeros(s, dtype=x.dtype, device=x.device)  # noqa: E731
         d_out = zeros(L, H, N) if d_out is None else d_out
         d_hn = zeros(H, N) if d_hn is None else d_hn
         d_cn = zeros(H, N) if d_cn is None else d_cn
         # Under create_graph this op is recorded too; its VJP is `backward_vjp`.
-        res = lstm_layer_backward(d_out, d_hn, d_cn, gi, w, b, h0, c0, Z, ctx.reverse)
+        res = lstm_layer_backward(d_out, d_hn, d_cn, x, wx, w, b, h0, c0, Z, ctx.reverse)
         d_gi, d_w, d_b, d_h0, d_c0 = unpack_backward(res, L, N, H)
-        return d_gi, d_w, d_b, d_h0, d_c0, None
+        d_x, d_wx = input_projection_grads(d_gi, x, wx)
+        return d_x, d_wx, d_w, d_b, d_h0, d_c0, None
 
 
 def _outputs(Z, H: int, reverse: bool) -> tuple:
@@ -81,10 +84,11 @@ def _outputs(Z, H: int, reverse: bool) -> tuple:
     return Z[:, :H], Z[last, :H], Z[last, H:2 * H]
 
 
-def lstm_layer_fm(gi, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
-    """One LSTM layer and direction: gi (L, N, 4H) is the input projection, w the hidden
-    weights (4H, H), h0 and c0 (H, N), bias (4H,) or None (the sum of both biases, added at
-    each step). Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
+def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
+    """One LSTM layer and direction: x (L, N, I) the input sequence, wx its weights W_ih
+    (4H, I) (the projection x W_ih^T runs inside the loop), w the hidden weights (4H, H),
+    h0 and c0 (H, N), bias (4H,) or None (the sum of both biases, added at each step).
+    Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
     if trace_state.tracer is not None:
@@ -93,17 +97,24 @@ def lstm_layer_fm(gi, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
         # symbolic. h_n and c_n are cut from the h and c blocks, so the gradient of
         # the (L, 2H, N) states is one concat of two blocks (jit/slice_grads.py).
         H = w.shape[1]
-        Z = lstm_layer(gi, w, bias, h0, c0, reverse)
-        hc = lstm_layer_states(Z, gi, w, bias, h0, c0, reverse)
+        Z = lstm_layer(x, wx, w, bias, h0, c0, reverse)
+        hc = lstm_layer_states(Z, x, wx, w, bias, h0, c0, reverse)
         hs, cs = hc[:, :H], hc[:, H:]
         last = 0 if reverse else -1
         return hs, hs[last], cs[last]
-    return _LSTMLayer.apply(gi, w, bias, h0, c0, bool(reverse))
+    return _LSTMLayer.apply(x, wx, w, bias, h0, c0, bool(reverse))
 
 
 # ---------------------------------------------------------------- higher derivatives
+def _projection(x, wx):
+    """The input projection x W_ih^T (L, N, 4H) with tracejit ops (recorded)."""
+    L, N, I = x.shape
+    return _ops.reshape(_ops.matmul(_ops.reshape(x, (L * N, I)), _ops.transpose(wx, 0, 1)), (L, N, wx.shape[0]))
+
+
 def _recompute(gi, w, b, h0, c0, reverse: bool) -> list:
-    """The layer's forward with tracejit ops (recorded): per step, in time order, (h, c)."""
+    """The layer's forward with tracejit ops (recorded) from its input projection gi:
+    per step, in time order, (h, c)."""
     L = gi.shape[0]
     steps = [None] * L
     h, c = h0, c0
@@ -121,26 +132,29 @@ def _requiring(t):
     return t * 1.0 if t.requires_grad else t.detach().requires_grad_(True)
 
 
-def backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse: bool) -> tuple:
+def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool) -> tuple:
     """VJP of ``lstm_layer_backward`` (second derivatives of the layer), eagerly: its result
-    is J^T d (J the layer's Jacobian in (gi, w, b, h0, c0), d the output cotangents), so
-    its VJP with u is (J u for d, and the derivative of <J^T d, u> for the inputs). Both
-    come from autograd run twice over the recomputed forward (`_recompute`), recorded, so
-    every higher order is exact too. -> gradients of (d_y, d_hn, d_cn, gi, w, b, h0, c0)."""
+    is J^T d (J the layer's Jacobian in (gi, w, b, h0, c0), gi = x W_ih^T the input
+    projection, d the output cotangents), so its VJP with u is (J u for d, and the
+    derivative of <J^T d, u> for the inputs). Both come from autograd run twice over the
+    recomputed forward (`_recompute`, from gi recomputed from x and W_ih), recorded, so every
+    higher order is exact too. -> gradients of (d_y, d_hn, d_cn, x, wx, w, b, h0, c0)."""
     from ..autograd import enable_grad
     if trace_state.tracer is not None:
         raise CompileError("second derivatives of an LSTM layer inside a compiled function are not "
                            "supported; take them eagerly (tracejit.eager()) or with create_graph=True "
                            "on the compiled function's output")
     with enable_grad():    # also when this backward itself runs without create_graph
-        return _backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse)
+        return _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse)
 
 
-def _backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse: bool) -> tuple:
+def _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool) -> tuple:
     from ..autograd import grad
-    L, N, four = gi.shape
-    H = four // 4
-    ins = [_requiring(t) for t in (gi, w, b, h0, c0)]
+    L, N = x.shape[0], x.shape[1]
+    H = w.shape[1]
+    xs = [_requiring(t) for t in (x, wx)]
+    gi = _projection(*xs)
+    ins = [gi] + [_requiring(t) for t in (w, b, h0, c0)]
     ds = [_requiring(t) for t in (d_y, d_hn, d_cn)]
     steps = _recompute(*ins, reverse)
     last = _last(reverse, L)
@@ -159,7 +173,7 @@ def _backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse: bool) -> tuple:
     # u's parts in the order of `first` (gi, w, b, h0, c0)
     u_gi, u_w, u_b, u_h0, u_c0 = unpack_backward(u, L, N, H)
     pairs = [(f, v) for f, v in zip(first, (u_gi, u_w, u_b, u_h0, u_c0)) if f is not None]
-    targets = ds + ins
+    targets = ds + xs + ins[1:]
     second = grad([f for f, _ in pairs], targets, [v for _, v in pairs], create_graph=True,
                   allow_unused=True)
     # every input's gradient: the engine hands a VJP detached inputs when the graph is not

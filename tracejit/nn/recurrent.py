@@ -257,15 +257,14 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     orientation for small batches (batch 32, hidden 256, one thread, ``W @ h^T`` 0.20 ms
     against 0.29 ms for ``h @ W^T`` and 0.41 ms on the transposed weight view; backward
     ``W^T @ g`` 0.20 against ``g @ W`` 0.26 ms).
-    The input projection of the whole sequence is one GEMM ``X @ W_ih^T`` (L*N, 4H); the
-    layer reads each step's block transposed and adds the biases at each step."""
+    The input projection ``x_t W_ih^T`` is part of each step's product inside the loop
+    (one packed GEMM on [W_ih | W_hh]: the loop's split carries it, where one OpenBLAS
+    GEMM over the sequence before the loop scaled worse on two threads); the biases are
+    added at each step."""
     w_ih, w_hh, b_ih, b_hh = weights
-    L, N, h_in = x.shape
-    four = w_ih.shape[0]
-    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih), (L, N, four))
     bias = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
     h0, c0 = (_ops.transpose(s, 0, 1) for s in state)
-    out, h, c = lstm_layer_fm(gi, w_hh, h0, c0, reverse, bias)
+    out, h, c = lstm_layer_fm(x, w_ih, w_hh, h0, c0, reverse, bias)
     out = _time_major_rows(out, batch_major)
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 

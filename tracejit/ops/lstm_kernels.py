@@ -135,37 +135,45 @@ def kernel(gi, b, m, c_prev, z):
     gates(gi, b, m, c_prev.reshape(-1), z.reshape(-1))
 """
 
-# The whole forward time loop: per step the GEMM m = W h_prev on W packed once
-# (ops/packed_gemm.py) and `gates`, so the loop over time is one call. Split over nth
-# threads (ops/loop_split.py), thread q does the rows of its hidden units u0..u1-1 in each
-# gate block (their GEMM rows, the transposed gi add, the gate math) and the threads meet
-# after each step: the next step's GEMM reads all of h.
+# The whole forward time loop, the input projection included: per step one GEMM
+# m = [W_ih | W_hh] [x_t^T ; h_prev] on both weights packed once as one (4H, I+H) matrix
+# (ops/packed_gemm.py) and the gate math, so the loop over time is one call and the
+# projection runs in the loop's product (whose split scales with the loop's threads)
+# instead of one OpenBLAS GEMM before it. LSTM LM layer, one thread: 15.5 ms against 16.9
+# for the GEMM (7.7) + the loop with the transposed gi add (9.2) (session 20's prototype).
+# Split over nth threads (ops/loop_split.py), thread q does the rows of its hidden units
+# u0..u1-1 in each gate block (their GEMM rows, the gate math) and the threads meet after
+# each step: the next step's GEMM reads all of h. Each thread lays out the step's B operand
+# [x_t^T ; h_prev] (I+H, N) in its own scratch (x_t read transposed in register blocks,
+# h_prev copied: ~8K values each, a few us of a ~140 us step), once per step it works on.
 _FORWARD_LAYER = _FORWARD_GATES + PACKED + """
 # {meeting}
 
 
 @njit(inline='always')
-def forward_step_units(wp, gi_t, hp, cp, b, m, mg, zt, hh, u0, u1, nth):
+def forward_step_units(wp, xb, cp, b, m, mg, zt, hh, u0, u1, nth):
     # this thread's rows of each gate block (nth > 1: whole panels, H a multiple of
     # SPLIT_Q), or all 4H rows as one range (nth == 1: any H); one code path for both, as
     # every inlined copy of the GEMM tile costs LLVM compile time
     four = 4 * hh
+    kd = xb.shape[0]
     for blk in range(4 if nth > 1 else 1):
         r0 = blk * hh + u0
         r1 = blk * hh + u1 if nth > 1 else four
-        packed_gemm_panels(wp, r0 // PMR, (r1 + PMR - 1) // PMR, hh, hp, m, False)
-        transpose_part(gi_t, 0, gi_t.shape[0], r0, r1, mg, True)   # + gi^T, register blocks
+        packed_gemm_panels(wp, r0 // PMR, (r1 + PMR - 1) // PMR, kd, xb, m, False)
     gate_math_units(b, mg, cp, zt, u0, u1)
 
 
-@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
+@njit("void(" + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
       "{t}[:, ::1], {t}[::1], boolean, int64, int64, int64[::1])", cache=CACHE, error_model='numpy',
       boundscheck=False, nogil=True)
-def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
-    \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from gi (L, N, 4H), w (4H, H),
-    b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H, H)) scratch;
-    thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
-    L = gi.shape[0]
+def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
+    \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from x (L, N, I), wx (4H, I),
+    w (4H, H), b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H,
+    I + H)) scratch; thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's
+    state)\"\"\"
+    L = x.shape[0]
+    ki = x.shape[2]
     four, hh = w.shape
     n = m.shape[1]
     s = hh * n
@@ -183,6 +191,11 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
     for e in range(s):
         Zi[0, e] = h0f[e]
         Zi[0, s + e] = c0f[e]
+    # this thread's B operand [x_t^T ; h_prev] and the step it holds
+    xb = np.empty((ki + hh, n), Z.dtype)
+    xbf = xb.reshape(-1)
+    xt = xb[:ki]
+    held = -1
     st = thread_state()
     for k in range(L):
         t = L - 1 - k if reverse else k
@@ -202,9 +215,16 @@ def kernel(gi, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
                 for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
                     r0 = blk * hh + u0
                     r1 = blk * hh + u1 if nth > 1 else four
-                    pack_panel_range(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR)
-            forward_step_units(wp, gi[t], src[p, :s].reshape(hh, n), src[p, s:2 * s], b, m, mg, Zf[t],
-                               hh, u0, u1, nth)
+                    pack_panel_columns(wx, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, 0, ki + hh)
+                    pack_panel_columns(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, ki, ki + hh)
+            if held != k:
+                # (after next_half: every row of h_prev is written)
+                transpose_part(x[t], 0, n, 0, ki, xt, False)
+                hp = src[p]
+                for e in range(s):
+                    xbf[ki * n + e] = hp[e]
+                held = k
+            forward_step_units(wp, xb, src[p, s:2 * s], b, m, mg, Zf[t], hh, u0, u1, nth)
             half_done(sync, nth)                       # its rows of h_t written
 """
 

@@ -34,7 +34,7 @@ from .packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
 from .rnn_weight_grad import hprev_steps, weight_grad_alongside
 
-__all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward"]
+__all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward", "input_projection_grads"]
 
 
 def _errstate(xp):
@@ -51,20 +51,22 @@ def _sigmoid_(xp, a):
     return a
 
 
-# Layouts: gi (L, N, 4H), the input projection of the sequence as one GEMM lays it out;
-# w (4H, H); b (4H,), the sum of both biases (added per step: one small pass instead of
-# one over all of gi); h0, c0 (H, N). The forward's result Z is (L, 6H, N): per step h_t
-# (rows 0:H), c_t (H:2H) and the activated gates i, f, g, o (2H:6H), which the backward
-# reads instead of recomputing the step's GEMM.
+# Layouts: x (L, N, I), the layer's input as rows (time-major); wx = W_ih (4H, I); w (4H, H);
+# b (4H,), the sum of both biases (added per step); h0, c0 (H, N). The input projection
+# x_t W_ih^T is part of each step's product in the whole-loop kernel (one packed GEMM on
+# [W_ih | W], ops/lstm_kernels.py: it splits with the loop); the other forms compute it as
+# one GEMM first, gi (L, N, 4H), and add each step's block transposed. The forward's
+# result Z is (L, 6H, N): per step h_t (rows 0:H), c_t (H:2H) and the activated gates i, f,
+# g, o (2H:6H), which the backward reads instead of recomputing the step's GEMM.
 #
 # Feature-major states because OpenBLAS runs the small per-step products faster that way
 # round (batch 32, hidden 256, one thread: ``W @ h`` 0.20 ms against 0.29 ms for
 # ``h^T @ W^T`` on a contiguous transpose and 0.41 ms on the transposed view; backward
 # ``W^T @ g`` 0.20 against ``g^T @ W`` 0.26 ms), and every gate is then a contiguous row
-# block. Each step reads its (N, 4H) block of gi transposed (one 128 KB block: cache-
-# friendly; a feature-major (4H, L*N) projection made each step read 1024 rows of 128 bytes
-# 8 KB apart: 10 of the forward's 37 ms). The backward writes its gate gradients back the
-# same way, so they form the (L*N, 4H) gradient the projection's GEMMs take as it is.
+# block. The whole-loop kernel reads each step's (N, I) block of x transposed (in register
+# blocks, into the step's product operand), the per-step forms their (N, 4H) block of gi.
+# The backward writes its gate gradients transposed, so they form the (L*N, 4H) gradient
+# of the projection that its two GEMMs (d x, d W_ih: `input_projection_grads`) take as it is.
 
 def _matmul(xp, a, b):
     if xp.__name__ == "numpy":
@@ -73,32 +75,36 @@ def _matmul(xp, a, b):
     return xp.matmul(a, b)
 
 
-def check_float_operands(op: str, gi: Aval, **others: Aval) -> None:
-    """A recurrent layer op's operands share gi's floating dtype; the error names the first
-    that does not (its keyword)."""
+def check_float_operands(op: str, first: Aval, **others: Aval) -> None:
+    """A recurrent layer op's operands share its first operand's (gi's, the LSTM's x's)
+    floating dtype; the error names the first that does not (its keyword)."""
     for name, a in others.items():
-        if a.dtype is not gi.dtype or not a.dtype.is_floating_point:
+        if a.dtype is not first.dtype or not a.dtype.is_floating_point:
             raise DTypeError(f"{op}: expected floating point operands of one dtype, got {name} "
-                             f"of dtype {a.dtype.name} (gi: {gi.dtype.name})")
+                             f"of dtype {a.dtype.name} (first operand: {first.dtype.name})")
 
 
 def _order(L: int, reverse: bool):
     return range(L - 1, -1, -1) if reverse else range(L)
 
 
-def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
-    L, N, four = gi.shape
-    H = four // 4
-    Z = xp.empty((L, 6 * H, N), dtype=gi.dtype)
-    ok = _takes(xp, gi, w, b, h0, c0)
-    layer = _kernels.forward_layer(gi.dtype.name) if ok else None
+def _lstm_layer_impl(xp, x, wx, w, b, h0, c0, reverse=False):
+    L, N, I = x.shape
+    H = w.shape[1]
+    Z = xp.empty((L, 6 * H, N), dtype=x.dtype)
+    ok = _takes(xp, x, wx, w, b, h0, c0)
+    layer = _kernels.forward_layer(x.dtype.name) if ok else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W packed once) included (ops/lstm_kernels.py)
-        ro, dt = _kernels.readonly, gi.dtype
+        # the whole loop in one kernel, the input projection and the GEMMs (on [W_ih | W]
+        # packed once) included (ops/lstm_kernels.py)
+        ro, dt = _kernels.readonly, x.dtype
         m = xp.empty((padded_rows(4 * H, dt.name), N), dtype=dt)
-        _split.run(layer, (ro(gi), ro(w), ro(b), ro(h0), ro(c0), Z, m,
-                           xp.empty(packed_size(4 * H, H, dt.name), dtype=dt), bool(reverse)), _split.threads(H))
+        _split.run(layer, (ro(xp.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
+                           xp.empty(packed_size(4 * H, I + H, dt.name), dtype=dt), bool(reverse)),
+                   _split.threads(H))
         return Z
+    # the input projection of the whole sequence as one GEMM, (L*N, I) @ (I, 4H)
+    gi = _matmul(xp, x.reshape(L * N, I), wx.T).reshape(L, N, 4 * H)
     step = _kernels.forward_step(gi.dtype.name) if ok else None
     if step is not None:
         # one kernel per step for the gate math (ops/lstm_kernels.py)
@@ -133,17 +139,19 @@ def _lstm_layer_impl(xp, gi, w, b, h0, c0, reverse=False):
     return Z
 
 
-def _lstm_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False):
-    if len(gi.shape) != 3 or len(w.shape) != 2:
-        raise ShapeError(f"lstm_layer: expected gi (L, N, 4H) and w (4H, H), got {gi.shape} and {w.shape}")
-    L, N, four = gi.shape
+def _lstm_layer_rule(x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False):
+    if len(x.shape) != 3 or len(wx.shape) != 2 or len(w.shape) != 2:
+        raise ShapeError(f"lstm_layer: expected x (L, N, I), w_ih (4H, I) and w (4H, H), got {x.shape}, "
+                         f"{wx.shape} and {w.shape}")
+    L, N, I = x.shape
     H = w.shape[1]
-    if (four != 4 * H or w.shape[0] != 4 * H or b.shape != (4 * H,) or h0.shape != (H, N)
+    if (wx.shape != (4 * H, I) or w.shape[0] != 4 * H or b.shape != (4 * H,) or h0.shape != (H, N)
             or c0.shape != (H, N)):
-        raise ShapeError(f"lstm_layer: gi {gi.shape}, w {w.shape}, b {b.shape}, h0 {h0.shape} and c0 "
-                         f"{c0.shape} do not fit gi (L, N, 4H), w (4H, H), b (4H,), h0 and c0 (H, N)")
-    check_float_operands("lstm_layer", gi, w=w, b=b, h0=h0, c0=c0)
-    return Aval((L, 6 * H, N), gi.dtype, gi.device)
+        raise ShapeError(f"lstm_layer: x {x.shape}, w_ih {wx.shape}, w {w.shape}, b {b.shape}, h0 {h0.shape} "
+                         f"and c0 {c0.shape} do not fit x (L, N, I), w_ih (4H, I), w (4H, H), b (4H,), "
+                         f"h0 and c0 (H, N)")
+    check_float_operands("lstm_layer", x, w_ih=wx, w=w, b=b, h0=h0, c0=c0)
+    return Aval((L, 6 * H, N), x.dtype, x.device)
 
 
 # No VJP: see `lstm_layer_states` below, the layer's differentiable result.
@@ -207,10 +215,11 @@ def _alongside(nth: int, in_loop: bool = False) -> bool:
     return nth >= 2
 
 
-def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):
+def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     """d_y is the cotangent of each step's output rows: (L, H, N) (of h) or (L, 2H, N)
-    (of h and c); d_hn, d_cn are added at the last step. gi and b are operands for the
-    VJP of this op (second derivatives) only."""
+    (of h and c); d_hn, d_cn are added at the last step. x, wx and b are operands for the
+    VJP of this op (second derivatives) only: the result's last part is the gradient of the
+    input projection x W_ih^T (whose own gradients `lstm_layer_states`' VJP forms)."""
     L, six, N = Z.shape
     H = six // 6
     full = d_y.shape[1] == 2 * H
@@ -337,8 +346,8 @@ def hidden_weight_grad(xp, G2, Z, h0, order):
     return _matmul(xp, G2.T, hprev.reshape(H, L * N).T)
 
 
-def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval,
-                              c0: Aval, Z: Aval, reverse=False):
+def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, x: Aval, wx: Aval, w: Aval, b: Aval,
+                              h0: Aval, c0: Aval, Z: Aval, reverse=False):
     L, six, N = Z.shape
     H = six // 6
     if (d_y.shape not in ((L, H, N), (L, 2 * H, N)) or d_hn.shape != (H, N) or d_cn.shape != (H, N)):
@@ -355,7 +364,7 @@ def _unpack(res, L, N: int, H: int) -> tuple:
             res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)), reshape(res[off[3]:off[4]], (H, N)))
 
 
-# ``lstm_layer_states(Z, gi, w, b, h0, c0)``: the h and c rows of Z, (L, 2H, N), as the
+# ``lstm_layer_states(Z, x, wx, w, b, h0, c0)``: the h and c rows of Z, (L, 2H, N), as the
 # differentiable result of the layer (Z itself has no VJP: it is a non-differentiable
 # operand here, as batch_norm_stats' result is to batch_norm_train). Its VJP is
 # ``lstm_layer_backward`` with respect to the layer's inputs, given alongside Z. So a
@@ -364,57 +373,72 @@ def _unpack(res, L, N: int, H: int) -> tuple:
 #
 # The result is a view of Z's first 2H rows per step (no 4 MB copy per layer in the LM
 # step), so the op is marked a view of its operand 0.
-def _states_impl(xp, Z, gi, w, b, h0, c0, reverse=False):
+def _states_impl(xp, Z, x, wx, w, b, h0, c0, reverse=False):
     return Z[:, :2 * (Z.shape[1] // 6)]
 
 
-def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False):
+def _states_rule(Z: Aval, x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False):
     L, six, N = Z.shape
-    if gi.shape[0] != L or w.shape[0] * 6 != six * 4 or h0.shape != (six // 6, N):
-        raise ShapeError(f"lstm_layer_states: Z {Z.shape} is not the result of lstm_layer on gi {gi.shape}, "
+    if x.shape[0] != L or w.shape[0] * 6 != six * 4 or h0.shape != (six // 6, N):
+        raise ShapeError(f"lstm_layer_states: Z {Z.shape} is not the result of lstm_layer on x {x.shape}, "
                          f"w {w.shape}, h0 {h0.shape}")
     return Aval((L, 2 * (six // 6), N), Z.dtype, Z.device)
 
 
-def _states_vjp(g, out, Z, gi, w, b, h0, c0, reverse=False):
+def _states_vjp(g, out, Z, x, wx, w, b, h0, c0, reverse=False):
     from .creation import zeros
     H, N = h0.shape
     z = zeros((H, N), dtype=Z.dtype, device=Z.device)
-    res = lstm_layer_backward(g, z, z, gi, w, b, h0, c0, Z, reverse)
-    return (None,) + _unpack(res, gi.shape[0], N, H)
+    res = lstm_layer_backward(g, z, z, x, wx, w, b, h0, c0, Z, reverse)
+    d_gi, d_w, d_b, d_h0, d_c0 = _unpack(res, x.shape[0], N, H)
+    return (None,) + input_projection_grads(d_gi, x, wx) + (d_w, d_b, d_h0, d_c0)
+
+
+def input_projection_grads(d_gi, x, wx) -> tuple:
+    """(d x, d W_ih) of the input projection gi = x W_ih^T from d gi (L, N, 4H): two GEMMs
+    over all steps, G W_ih and G^T X, the products F.linear's VJP runs (linalg's records:
+    G^T as BLAS's transposed view, no copy)."""
+    from .linalg import _mm, _mm_tn
+    from .shape import reshape
+    L, N, I = x.shape
+    G2 = reshape(d_gi, (L * N, wx.shape[0]))
+    return reshape(_mm(G2, wx), (L, N, I)), _mm_tn(G2, reshape(x, (L * N, I)))
 
 
 LSTM_LAYER_STATES = defprim("lstm_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
-                            save=lambda rq: (0, 1, 2, 3, 4, 5), nondiff=(0,), extra={"view": True})
+                            save=lambda rq: (0, 1, 2, 3, 4, 5, 6), nondiff=(0,), extra={"view": True})
 
 
-def _lstm_layer_backward_vjp(u, out, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=False):
+def _lstm_layer_backward_vjp(u, out, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     from ..nn.lstm_layer import backward_vjp   # the layer's forward written with tracejit ops
-    return backward_vjp(u, d_y, d_hn, d_cn, gi, w, b, h0, c0, reverse) + (None,)
+    return backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse) + (None,)
 
 
 LSTM_LAYER_BACKWARD = defprim("lstm_layer_backward", _lstm_layer_backward_impl, _lstm_layer_backward_rule,
-                              _lstm_layer_backward_vjp, kind="other", save=lambda rq: tuple(range(9)),
-                              nondiff=(8,))
+                              _lstm_layer_backward_vjp, kind="other", save=lambda rq: tuple(range(10)),
+                              nondiff=(9,))
 
 
-def lstm_layer(gi, w, b, h0, c0, reverse: bool = False):
-    """The forward time loop of one LSTM layer (see above): -> Z (L, 6H, N), not
-    differentiable by itself (`lstm_layer_states` is); `tracejit.nn.lstm_layer.lstm_layer_fm`
-    is the layer users reach."""
-    return bind(LSTM_LAYER, gi, w, b, h0, c0, reverse=bool(reverse))
+def lstm_layer(x, wx, w, b, h0, c0, reverse: bool = False):
+    """The forward time loop of one LSTM layer (see above), its input projection x W_ih^T
+    (x (L, N, I), wx = W_ih (4H, I)) included: -> Z (L, 6H, N), not differentiable by
+    itself (`lstm_layer_states` is); `tracejit.nn.lstm_layer.lstm_layer_fm` is the layer
+    users reach."""
+    return bind(LSTM_LAYER, x, wx, w, b, h0, c0, reverse=bool(reverse))
 
 
-def lstm_layer_states(Z, gi, w, b, h0, c0, reverse: bool = False):
+def lstm_layer_states(Z, x, wx, w, b, h0, c0, reverse: bool = False):
     """Every step's h and c (L, 2H, N) from `lstm_layer`'s result Z on these operands,
-    differentiable in them (its VJP is `lstm_layer_backward`)."""
-    return bind(LSTM_LAYER_STATES, Z, gi, w, b, h0, c0, reverse=bool(reverse))
+    differentiable in them (its VJP is `lstm_layer_backward` and the input projection's
+    two GEMMs, `input_projection_grads`)."""
+    return bind(LSTM_LAYER_STATES, Z, x, wx, w, b, h0, c0, reverse=bool(reverse))
 
 
-def lstm_layer_backward(d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse: bool = False):
+def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse: bool = False):
     """The backward time loop of `lstm_layer` (Z its result): -> the flat
-    (d w | d b | d h0 | d c0 | d gi); `unpack_backward` splits it."""
-    return bind(LSTM_LAYER_BACKWARD, d_y, d_hn, d_cn, gi, w, b, h0, c0, Z, reverse=bool(reverse))
+    (d w | d b | d h0 | d c0 | d gi), d gi the gradient of the input projection x W_ih^T;
+    `unpack_backward` splits it."""
+    return bind(LSTM_LAYER_BACKWARD, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=bool(reverse))
 
 
 def unpack_backward(res, L, N: int, H: int) -> tuple:

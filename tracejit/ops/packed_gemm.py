@@ -216,13 +216,20 @@ def pack_panels(w, wp, trans):
 @njit(inline='always')
 def pack_panel_range(w, wp, trans, p0, p1):
     # panels p0 .. p1-1 of `pack_panels` (one thread's share)
+    pack_panel_columns(w, wp, trans, p0, p1, 0, w.shape[0] if trans else w.shape[1])
+
+
+@njit(inline='always')
+def pack_panel_columns(w, wp, trans, p0, p1, k0, kd):
+    # `pack_panel_range` of w's columns as columns k0 .. of a wider matrix with kd columns
+    # (the panels of [a | b] from a and b without the concatenated copy)
     if trans:
-        kd, m = w.shape
+        kw, m = w.shape
     else:
-        m, kd = w.shape
+        m, kw = w.shape
     for p in range(p0, p1):
-        for k in range(kd):
-            base = (p * kd + k) * PMR
+        for k in range(kw):
+            base = (p * kd + k0 + k) * PMR
             for r in range(PMR):
                 i = p * PMR + r
                 if i >= m:
