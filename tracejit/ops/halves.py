@@ -355,21 +355,22 @@ def prepare(a, b) -> None:
     the first call on two threads, its compile (0.5-0.8 s of a worker's CPU in background
     mode) landed inside the calls after it: a process whose first steps ran on one thread
     (load, or the count read over its own compiles) took its two-thread steps on BLAS's two
-    threads and with a worker holding a core (the bench's eager two-layer step, empty cache:
-    384 us against 303 with the module on disk, session 21). Once loaded, one dict lookup."""
+    threads and with a worker holding a core (the bench's eager two-layer step on an empty
+    cache, its first step on one thread and the rest on two: 391-393 us a step against
+    300-307 with this, session 21). Once loaded, one dict lookup."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return
     t = _NAMES.get(a.dtype)
     if t is None or t in _pairs or t in _not_here:
-        return
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
         return
     if not _machine_has_two():
         _not_here.add(t)     # halves never run here: nothing to compile
         return
-    if _takes(a, b):
-        _loaded_pair(t)
+    if _takes(a, b) and _loaded_pair(t) is None and _kernel(("rows_gemm_halves", t), None).failed:
+        _not_here.add(t)     # (sync mode: not on disk; or a failed compile) nothing to wait for
 
 
-_not_here: set = set()
+_not_here: set = set()    # dtype names whose halves cannot run or load in this process
 
 
 def thin(a, b):
