@@ -328,13 +328,10 @@ def matmul(a, b, blas_only: bool = False):
             out = _skinny().product(a, b)   # a head's product: one thread, nothing packed
             if out is not None:
                 return out
-        if HALVES_MNK <= m * k * n < FEW_ROWS_GEMM_MNK:
-            if not ENABLED or core_share.threads() > 1:
-                out = _halves().product(a, b)   # two GIL-free halves where two cores are free
-                if out is not None:
-                    return out
-            else:   # their module asked for now, ready when the count comes back to two
-                _halves().prepare(a, b)
+        if HALVES_MNK <= m * k * n < FEW_ROWS_GEMM_MNK and (not ENABLED or core_share.threads() > 1):
+            out = _halves().product(a, b)   # two GIL-free halves where two cores are free
+            if out is not None:
+                return out
         if single:   # one thread whatever the policy: the register-tile kernel
             out = _rows_gemm().product(a, b)
             if out is not None:

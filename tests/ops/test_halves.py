@@ -189,49 +189,6 @@ def test_off_switch_and_one_thread(monkeypatch):
     np.testing.assert_array_equal(coreshare.matmul(a, b), np.full((64, 100), 1000, np.float32))
 
 
-def _one_thread_on_two_cores(monkeypatch, worker=True):
-    """The policy gives one thread on a machine where halves could run (two CPUs, BLAS's
-    ceiling two, OpenBLAS's worker found where `worker`); sync mode, no module asked for yet."""
-    from tracejit.ops import native
-    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
-    monkeypatch.setattr(coreshare, "ENABLED", True)
-    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
-    monkeypatch.setattr(halves, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
-    monkeypatch.setattr(sharepool.blas_worker, "find", lambda: object() if worker else None)
-    monkeypatch.setattr(native, "_kernels", {})
-    monkeypatch.setattr(halves, "_pairs", {})
-    monkeypatch.setattr(halves, "_not_here", set())
-    _loaded("float32")     # the module on disk, as a background compile leaves it
-    return native
-
-
-def test_a_one_thread_product_readies_the_halves_module(monkeypatch):
-    """A product the halves take, made while the policy gives one thread, asks for their
-    module (it runs on one thread meanwhile): it is loaded before the count comes back to
-    two, not compiled inside the first two-thread calls (session 21)."""
-    native = _one_thread_on_two_cores(monkeypatch)
-    r = np.random.default_rng(7)
-    x = r.standard_normal((64, 1000)).astype(np.float32)
-    w = r.standard_normal((1000, 100)).astype(np.float32)
-    np.testing.assert_allclose(coreshare.matmul(x, w), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-3)
-    assert native._kernels[("rows_gemm_halves", "float32")].fn is not None
-    assert "float32" in halves._pairs
-    np.testing.assert_allclose(coreshare.matmul(x, w), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-3)
-
-
-def test_one_thread_products_ask_nothing_where_halves_never_run(monkeypatch):
-    """No OpenBLAS worker (or a product the halves do not take): no module asked for."""
-    native = _one_thread_on_two_cores(monkeypatch, worker=False)
-    x, w = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
-    np.testing.assert_array_equal(coreshare.matmul(x, w), np.full((64, 100), 1000, np.float32))
-    assert ("rows_gemm_halves", "float32") not in native._kernels and halves._not_here == {"float32"}
-    native = _one_thread_on_two_cores(monkeypatch)
-    s = np.ones((64, 1000), np.float32)[:, ::2]       # strided: neither C nor F
-    np.testing.assert_array_equal(coreshare.matmul(s, w[:500]), np.full((64, 100), 500, np.float32))
-    assert ("rows_gemm_halves", "float32") not in native._kernels
-
-
 @pytest.mark.skipif(sharepool.blas_worker.find() is None, reason="numpy's BLAS has no pthreads pool of two")
 def test_halves_at_once_on_openblas_worker(monkeypatch):
     """The real launch: record 1 on OpenBLAS's worker while record 0 runs here."""

@@ -44,7 +44,6 @@ import time
 import numpy as np
 
 from .. import coreshare, sharepool
-from ..threads import usable_cpus
 from . import rows_gemm
 from .native import kernel as _kernel
 
@@ -259,13 +258,6 @@ def two_cores() -> bool:
     return sharepool.blas_worker.find() is not None
 
 
-def _machine_has_two() -> bool:
-    """Whether two halves could run here once the policy gives two threads: the switch on,
-    two usable CPUs, BLAS's ceiling two or more, OpenBLAS's worker found."""
-    return (ENABLED and usable_cpus() >= 2 and (coreshare.blas_ceiling() or 1) >= 2
-            and sharepool.blas_worker.find() is not None)
-
-
 def loaded_module(key: tuple, make_source):
     """(kernel, its module's globals: the halves' cfuncs and records) of a hand-written
     kernel module once loaded (ops/native.py's policy; in sync mode only from the disk
@@ -281,12 +273,6 @@ def _pair(dtype):
     t = _NAMES.get(dtype)
     if t is None or not two_cores():
         return None
-    return _loaded_pair(t)
-
-
-def _loaded_pair(t: str):
-    """The `_Pair` of dtype name `t` once its module is loaded, else None (asking for it:
-    ops/native.py's policy)."""
     p = _pairs.get(t)
     if p is None:
         got = loaded_module(("rows_gemm_halves", t), lambda: source(t))
@@ -331,46 +317,15 @@ def product(a, b):
     shapes (depth and columns), `MIN_MNK` multiply-adds or more."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
         return None
-    if not _takes(a, b):
-        return None
-    return _gemm(a, b, a.shape[0] >= coreshare.FEW_ROWS)
-
-
-def _takes(a, b) -> bool:
-    """Whether `product` takes these operands' shapes, dtypes and layouts (2-D numpy)."""
     m, kd = a.shape
     n = b.shape[1]
     if (m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS or not b.flags.c_contiguous
-            or a.dtype != b.dtype or a.dtype not in _NAMES or b.shape[0] != kd
-            or not (a.flags.c_contiguous or a.flags.f_contiguous)):
-        return False
+            or a.dtype != b.dtype or a.dtype not in _NAMES or b.shape[0] != kd):
+        return None
     few = m < coreshare.FEW_ROWS
-    return not ((kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16))
-
-
-def prepare(a, b) -> None:
-    """Ask for the halves' module for a product `product` would take, made while the policy
-    gives one thread (coreshare.matmul): so it is compiled and loaded (ops/native.py's policy;
-    ops/vectorized.settle waits for it) before the count comes back to two. Asked for only at
-    the first call on two threads, its compile (0.5-0.8 s of a worker's CPU in background
-    mode) landed inside the calls after it: a process whose first steps ran on one thread
-    (load, or the count read over its own compiles) took its two-thread steps on BLAS's two
-    threads and with a worker holding a core (the bench's eager two-layer step on an empty
-    cache, its first step on one thread and the rest on two: 391-393 us a step against
-    300-307 with this, session 21). Once loaded, one dict lookup."""
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
-        return
-    t = _NAMES.get(a.dtype)
-    if t is None or t in _pairs or t in _not_here:
-        return
-    if not _machine_has_two():
-        _not_here.add(t)     # halves never run here: nothing to compile
-        return
-    if _takes(a, b) and _loaded_pair(t) is None and _kernel(("rows_gemm_halves", t), None).failed:
-        _not_here.add(t)     # (sync mode: not on disk; or a failed compile) nothing to wait for
-
-
-_not_here: set = set()    # dtype names whose halves cannot run or load in this process
+    if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
+        return None
+    return _gemm(a, b, not few)
 
 
 def thin(a, b):
@@ -389,7 +344,7 @@ def thin(a, b):
 
 def _gemm(a, b, by_rows: bool):
     """The product's two halves by rows or by depth (`gemm_records`), or None."""
-    if not (a.flags.c_contiguous or a.flags.f_contiguous):   # (thin's operands)
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
         return None
     p = _pair(a.dtype)
     if p is None:
