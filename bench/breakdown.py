@@ -532,20 +532,11 @@ def _store_bandwidth() -> dict:
 
 
 def _cpu_readings() -> tuple[float, float] | None:
-    """(CPU seconds the whole machine spent busy since boot, this process's CPU seconds), or
-    None where there is no /proc/stat."""
-    try:
-        with open("/proc/stat") as f:
-            v = f.readline().split()
-    except OSError:
-        return None
-    if not v or v[0] != "cpu":
-        return None
-    ticks = [int(x) for x in v[1:]]
-    # user nice system idle iowait irq softirq steal (guest is in user already)
-    busy = (ticks[0] + ticks[1] + ticks[2] + sum(ticks[5:8])) / os.sysconf("SC_CLK_TCK")
-    t = os.times()
-    return busy, t.user + t.system
+    """(CPU seconds the whole machine spent busy since boot, this process's CPU seconds), as
+    tracejit's load policy reads them (coreshare), or None where there is no /proc/stat."""
+    from tracejit import coreshare
+    busy = coreshare._busy_seconds()
+    return None if busy is None else (busy, coreshare._own_seconds())
 
 
 def _others_cores(run) -> tuple:
