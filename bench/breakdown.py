@@ -419,17 +419,21 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
     _load_gemm_kernels()
     _run_steps(phases, warmup)
     faults0 = _minor_faults()
-    plain = _run_steps(phases, steps)
+    plain, others_plain = _others_cores(lambda: _run_steps(phases, steps))
     faults = (_minor_faults() - faults0) / steps if faults0 is not None else None
     timers = Timers()
     gemm_steps = []     # each instrumented step's GEMM seconds
-    with instrumented(timers) as n_plans:
-        inst: dict = {p: [] for p in phases}
-        for _ in range(steps):
-            before = timers.seconds["gemm"]
-            for p, ts in _run_steps(phases, 1).items():
-                inst[p] += ts
-            gemm_steps.append(timers.seconds["gemm"] - before)
+
+    def instrumented_steps():
+        with instrumented(timers) as n_plans:
+            inst: dict = {p: [] for p in phases}
+            for _ in range(steps):
+                before = timers.seconds["gemm"]
+                for p, ts in _run_steps(phases, 1).items():
+                    inst[p] += ts
+                gemm_steps.append(timers.seconds["gemm"] - before)
+        return inst, n_plans
+    (inst, n_plans), others_inst = _others_cores(instrumented_steps)
     step_plain = [sum(ts) for ts in zip(*plain.values())]
     step_inst = [sum(ts) for ts in zip(*inst.values())]
     res: dict = {"compiled": compiled, "steps": steps, "plans_found": n_plans,
@@ -438,7 +442,10 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
                  "phases_ms": {p: statistics.median(v) * 1e3 for p, v in plain.items()},
                  "final_loss": last_loss(),
                  # fresh pages the allocator had to map: each costs a fault and zeroing
-                 "page_faults_per_step": faults}
+                 "page_faults_per_step": faults,
+                 # cores other processes kept busy during the plain and the instrumented steps
+                 "others_cores_steps": [None if o is None else round(o, 2)
+                                        for o in (others_plain, others_inst)]}
     per_step = {c: s / steps * 1e3 for c, s in timers.seconds.items()}
     res["calls_ms"] = per_step
     res["calls_per_step"] = {c: n / steps for c, n in timers.calls.items()}
@@ -522,6 +529,28 @@ def _store_bandwidth() -> dict:
         return bandwidth(repeat=5)
     except Exception as exc:   # a yardstick must not fail the breakdown
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _cpu_readings() -> tuple[float, float] | None:
+    """(CPU seconds the whole machine spent busy since boot, this process's CPU seconds), as
+    tracejit's load policy reads them (coreshare), or None where there is no /proc/stat."""
+    from tracejit import coreshare
+    busy = coreshare._busy_seconds()
+    return None if busy is None else (busy, coreshare._own_seconds())
+
+
+def _others_cores(run) -> tuple:
+    """``run()``'s result and the cores other processes kept busy meanwhile (None where
+    unknown). Why: a step whose threads split its products and kernels over both cores waits
+    for a core another process holds, and with tracejit's load policy off (or before it
+    samples) such steps ran 4-8x slower: 47-100 ms against 12-13 on 2 cores, whichever run on
+    a fresh or a warm kernel cache (session 21). The figure beside the step time says so."""
+    r0, t0 = _cpu_readings(), time.perf_counter()
+    out = run()
+    r1, wall = _cpu_readings(), time.perf_counter() - t0
+    if r0 is None or r1 is None or wall <= 0:
+        return out, None
+    return out, max(0.0, ((r1[0] - r0[0]) - (r1[1] - r0[1])) / wall)
 
 
 def _minor_faults() -> int | None:
@@ -614,6 +643,12 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
         lines.append(f"- {fewer:.0f} of {n.get('gemm', 0):.0f} GEMMs per step ran on fewer BLAS threads "
                      f"than the yardstick's {ref.get('threads')} (tracejit.coreshare's load policy"
                      f"{why}; small products always run on one)")
+    others = res.get("others_cores_steps")
+    if others and None not in others:
+        lines.append(f"- other processes kept {others[0]:.2f} cores busy during the steps timed whole, "
+                     f"{others[1]:.2f} during the steps with every call timed" + (
+                         " (a step waits for a core they hold: compare runs only at like figures)"
+                         if max(others) > 0.5 else ""))
     if machine_sgemm and machine_sgemm.get("gflops"):
         lines.append(f"- sgemm {'x'.join(map(str, machine_sgemm['shape']))} in a fresh numpy-only "
                      f"process: {machine_sgemm['gflops']:.0f} GFLOP/s")

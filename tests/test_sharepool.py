@@ -494,3 +494,33 @@ def test_claimed_matmul_runs_two_parts_at_least(monkeypatch):
     a, b = np.arange(64 * 8, dtype=np.float64).reshape(64, 8), np.ones((8, 4))
     np.testing.assert_array_equal(sharepool.claimed_matmul(a, b), a @ b)
     assert seen == [2]
+
+
+def test_blas_worker_find_answers_a_second_thread_only_after_the_lookup(monkeypatch):
+    """Two threads asking at once: the second waits for the first's lookup and gets its
+    answer. `found` was set before the lookup, so a second asker got None meanwhile, and
+    eager kernels rendered then were OpenMP kernels rather than chunk kernels with a pair
+    (codegen_chunks.flat_pairs)."""
+    from tracejit import threads as threads_mod
+    inside, release = threading.Event(), threading.Event()
+    calls = []
+
+    def slow_lookup(setters):
+        calls.append(1)
+        inside.set()
+        release.wait(30)
+        return "libopenblas.so", None      # no setter: not an OpenBLAS pool (fn stays None)
+    monkeypatch.setattr(threads_mod, "_blas_function", slow_lookup)
+    w = sharepool.BlasWorker()
+    got = {}
+    first = threading.Thread(target=lambda: got.setdefault("first", w.find()))
+    first.start()
+    assert inside.wait(30)
+    second = threading.Thread(target=lambda: got.setdefault("second", w.find()))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive() and "second" not in got    # waits for the lookup under way
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert got == {"first": None, "second": None} and calls == [1] and w.found

@@ -166,29 +166,41 @@ class BlasWorker:
         self.pool = None      # its blas_num_threads (threads in the pool, the caller included)
         self.job = None
         self.found = False
+        self._finding = threading.Lock()
 
     def find(self):
-        """gotoblas_pthread where numpy's BLAS is an OpenBLAS with a pool of 2 or more."""
+        """gotoblas_pthread where numpy's BLAS is an OpenBLAS with a pool of 2 or more.
+        Looked up once, under a lock: `found` is set only after the lookup. Set before it,
+        a second thread asking meanwhile got None. The eager ops' kernel preparations
+        render in threads of their own, and the first ones, racing, read the machine as
+        having no pair (codegen_chunks.flat_pairs): gelu's pow and mul were rendered as
+        OpenMP kernels in about one fresh process in three, the next process rendered chunk
+        kernels, and it compiled them again (session 21)."""
         if not self.found:
-            self.found = True
-            try:
-                import ctypes
-
-                from .threads import _BLAS_SETTERS, _blas_function, openblas_pthreads
-                path, setter = _blas_function(_BLAS_SETTERS)
-                if setter is not None and "openblas" in os.path.basename(path).lower():
-                    lib = ctypes.CDLL(path)
-                    fn = getattr(lib, "gotoblas_pthread", None)
-                    if fn is not None and openblas_pthreads(lib):
-                        fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-                        fn.restype = ctypes.c_int
-                        self.pool = ctypes.c_int.in_dll(lib, "blas_num_threads")
-                        self.qs = (ctypes.c_int64 * 2)(0, 1)
-                        self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
-                        self.fn = fn
-            except Exception:   # any doubt: tracejit's own pool
-                self.fn = None
+            with self._finding:
+                if not self.found:
+                    self._find()
+                    self.found = True
         return self.fn if self.fn is not None and self.pool.value >= 2 else None
+
+    def _find(self) -> None:
+        try:
+            import ctypes
+
+            from .threads import _BLAS_SETTERS, _blas_function, openblas_pthreads
+            path, setter = _blas_function(_BLAS_SETTERS)
+            if setter is not None and "openblas" in os.path.basename(path).lower():
+                lib = ctypes.CDLL(path)
+                fn = getattr(lib, "gotoblas_pthread", None)
+                if fn is not None and openblas_pthreads(lib):
+                    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+                    fn.restype = ctypes.c_int
+                    self.pool = ctypes.c_int.in_dll(lib, "blas_num_threads")
+                    self.qs = (ctypes.c_int64 * 2)(0, 1)
+                    self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
+                    self.fn = fn
+        except Exception:   # any doubt: tracejit's own pool
+            self.fn = None
 
     def _share(self, ptr) -> None:
         import ctypes

@@ -165,6 +165,19 @@ def _fake_result():
                        "step_gflops": 488.0, "alone_gflops": 537.0, "alone_full_gflops": 537.0}]}
 
 
+def test_others_cores_counts_other_processes_cpu_not_ours(monkeypatch):
+    """`_others_cores`: the machine's busy CPU seconds less this process's, over the wall time
+    of the run (readings scripted: machine 0 -> 3 s busy, this process 0 -> 1 s, 2 s)."""
+    readings = iter([(10.0, 4.0), (13.0, 5.0)])
+    clock = iter([100.0, 102.0])
+    monkeypatch.setattr(breakdown, "_cpu_readings", lambda: next(readings))
+    monkeypatch.setattr(breakdown.time, "perf_counter", lambda: next(clock))
+    assert breakdown._others_cores(lambda: "ran") == ("ran", 1.0)
+    monkeypatch.setattr(breakdown, "_cpu_readings", lambda: None)
+    monkeypatch.setattr(breakdown.time, "perf_counter", lambda: 1.0)
+    assert breakdown._others_cores(lambda: 7) == (7, None)
+
+
 def test_render_and_report_section():
     text = breakdown.render(_fake_result(), {"shape": [256, 1024, 1024], "gflops": 420.0})
     assert "10.00 ms per step" in text and "3 page faults per step" in text
@@ -185,6 +198,14 @@ def test_render_and_report_section():
             "load policy: other processes kept 1.02 cores busy at the last sample") in breakdown.render(one)
     assert ("fused kernels: 16.0 MB of arguments per step in 2.00 ms = 8.0 GB/s (this process: copy 30.0 "
             "GB/s, computed stores 16.0 GB/s); slowest: MLP.forward_bwd_g3 1.50 ms (8.0 GB/s)") in text
+    # the cores other processes used during the steps, and a caution where they held a core
+    busy = _fake_result()
+    busy["others_cores_steps"] = [1.07, 0.15]
+    assert ("other processes kept 1.07 cores busy during the steps timed whole, 0.15 during the steps "
+            "with every call timed (a step waits for a core they hold") in breakdown.render(busy)
+    busy["others_cores_steps"] = [0.04, 0.0]
+    assert "0.04 cores busy" in breakdown.render(busy) and "a step waits" not in breakdown.render(busy)
+    assert "other processes kept" not in text
     data = {"machine": {"sgemm": {"shape": [256, 1024, 1024], "gflops": 420.0}},
             "results": {"mlp": {"numpy": {"step_ms": 20.0},
                                 "tracejit_compiled": {"step_ms": 10.0, "breakdown": _fake_result()}}}}
