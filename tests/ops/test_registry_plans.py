@@ -132,7 +132,8 @@ def test_expanding_a_0d_value_through_its_plan_is_the_impls_read_only_view(shape
         assert not d.flags.writeable and np.shares_memory(d, g._data)
         np.testing.assert_array_equal(d, np.full(shape, 2.5, np.float32))
         assert out._base is g and out._vbox is g._vbox   # a view, as any expand
-    fns = [p.fn for k, p in EXPAND.plans.items() if k[0] == () and k[2] == (("shape", shape),)]
+    fns = [p.fn for k, p in EXPAND.plans.items()
+           if k[:2] == ((), g.dtype) and k[2] == (("shape", shape),)]
     assert [getattr(f, "__name__", "") for f in fns] == ["expand_0d"]  # the path under test
     x = tj.tensor(np.ones((1, 3), np.float32))     # a non-0-d operand: the impl's own call
     assert registry.bind(EXPAND, x, shape=(2, 3))._data.strides == (0, 4)
