@@ -116,3 +116,24 @@ def test_a_full_sum_through_its_plan_is_a_0d_array_bitwise_numpys_sum(dtype, lay
     assert any(getattr(f, "__name__", "") == "full_sum" for f in fns)  # the path under test
     kept = x.sum(dim=(0, 1), keepdim=True)._data  # not a full sum to 0-d: numpy's own call
     assert kept.shape == (1, 1) and kept.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("shape", [(3,), (4, 5), (2, 1, 3)])
+def test_expanding_a_0d_value_through_its_plan_is_the_impls_read_only_view(shape):
+    # sum's VJP expands the loss's 0-d gradient to the input's shape: the plan's call
+    # (shape._expand_fast) makes the stride-0 view `_expand_impl` makes, a view of g.
+    from tracejit.ops import registry
+    from tracejit.ops.shape import EXPAND
+    g = tj.tensor(np.float32(2.5))
+    for _ in range(2):  # the second call takes the plan
+        out = registry.bind(EXPAND, g, shape=shape)
+        d = out._data
+        assert d.shape == shape and d.strides == (0,) * len(shape) and d.dtype == np.float32
+        assert not d.flags.writeable and np.shares_memory(d, g._data)
+        np.testing.assert_array_equal(d, np.full(shape, 2.5, np.float32))
+        assert out._base is g and out._vbox is g._vbox   # a view, as any expand
+    fns = [p.fn for k, p in EXPAND.plans.items()
+           if k[:2] == ((), g.dtype) and k[2] == (("shape", shape),)]
+    assert [getattr(f, "__name__", "") for f in fns] == ["expand_0d"]  # the path under test
+    x = tj.tensor(np.ones((1, 3), np.float32))     # a non-0-d operand: the impl's own call
+    assert registry.bind(EXPAND, x, shape=(2, 3))._data.strides == (0, 4)

@@ -52,7 +52,8 @@ def _owned_by_engine(old, g) -> bool:
     """
     a = old._data
     return (type(a) is np.ndarray and (a.base is None or sole_padded_view(a)) and a.flags.writeable
-            and sys.getrefcount(old) <= 4 and sys.getrefcount(a) <= 3 + kept_refs(a)
+            and sys.getrefcount(old) <= 4
+            and (sys.getrefcount(a) <= 3 or sys.getrefcount(a) <= 3 + kept_refs(a))
             and old.dtype is g.dtype and type(g._data) is np.ndarray and a.shape == g._data.shape)
 
 
@@ -158,7 +159,7 @@ def _backward_to_leaves(node, nr: int, g, retain_graph: bool, create_graph: bool
                 m = meta[i]
                 if m is not None:
                     d = g._data
-                    if d is None or d.shape != m[0] or g.dtype is not m[1]:
+                    if d is None or (d.shape, g.dtype) != m:
                         g = _fit(g, m)
             pending.append((nxt, [g]))
         # Each gradient in a list of its own and nowhere else (as the engine's buffers):
@@ -175,39 +176,42 @@ def _backward_to_leaves(node, nr: int, g, retain_graph: bool, create_graph: bool
 def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                  inputs=None, allow_unused: bool = False):
     """Backpropagate from `tensors`; with `inputs`, return their gradients instead of accumulating."""
-    if inputs is None and len(tensors) == 1:
-        edge = _root_edge(tensors[0])
-        if _leaves_only(edge[0]):
-            _backward_to_leaves(*edge, grad_tensors[0], retain_graph, create_graph)
-            return None
-        edges = (edge,)
-    else:
-        edges = [_root_edge(t) for t in tensors]
-    roots = []
     buffers: dict = {}
-    for (node, nr), g in zip(edges, grad_tensors):
-        roots.append(node)
-        buf = buffers.setdefault(node, [None] * node.num_outputs)
-        buf[nr] = g if buf[nr] is None else buf[nr] + g
-
-    targets = None
-    captured = None
-    if inputs is not None:
-        targets = {}
-        for i, t in enumerate(inputs):
-            node, nr = _root_edge(t)
-            targets.setdefault(node, []).append((nr, i))
-        captured = [None] * len(inputs)
-        needed = _reachable_to(roots, set(targets))
+    targets = captured = needed = None
+    if inputs is None and len(tensors) == 1:
+        node, nr = _root_edge(tensors[0])
+        if _leaves_only(node):
+            _backward_to_leaves(node, nr, grad_tensors[0], retain_graph, create_graph)
+            return None
+        # One root (every ``loss.backward()``): its gradients are the ready stack's first
+        # entry, and no edge can reach it (the graph has no cycle), so no roots to merge
+        # in buffers nor to sort out after the walk below.
+        roots = None
+        grads = [None] * node.num_outputs
+        grads[nr] = grad_tensors[0]
+        root = (node, grads)
+        deps: dict = {node: 0}
     else:
-        needed = None
+        roots = []
+        for (node, nr), g in zip([_root_edge(t) for t in tensors], grad_tensors):
+            roots.append(node)
+            buf = buffers.setdefault(node, [None] * node.num_outputs)
+            buf[nr] = g if buf[nr] is None else buf[nr] + g
 
-    # Dependency counts over the part of the graph that will run: a node is a key of
-    # `deps` once it has been visited (roots start at 0), so one dict does both jobs.
-    deps: dict = {}
-    for r in roots:
-        if needed is None or r in needed:
-            deps[r] = 0
+        if inputs is not None:
+            targets = {}
+            for i, t in enumerate(inputs):
+                node, nr = _root_edge(t)
+                targets.setdefault(node, []).append((nr, i))
+            captured = [None] * len(inputs)
+            needed = _reachable_to(roots, set(targets))
+
+        # Dependency counts over the part of the graph that will run: a node is a key of
+        # `deps` once it has been visited (roots start at 0), so one dict does both jobs.
+        deps = {}
+        for r in roots:
+            if needed is None or r in needed:
+                deps[r] = 0
     stack = list(deps)
     get = deps.get
     while stack:
@@ -224,7 +228,11 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
 
     # The ready stack holds (node, its gradients). A node with one incoming edge (most of
     # them) gets its gradients straight from that edge: no buffer to make, look up, pop.
-    ready = [(r, buffers.pop(r)) for r in dict.fromkeys(roots) if r in deps and deps[r] == 0]
+    if roots is None:
+        ready = [root]
+        root = grads = None
+    else:
+        ready = [(r, buffers.pop(r)) for r in dict.fromkeys(roots) if r in deps and deps[r] == 0]
     d = None
 
     filtered = needed is not None
@@ -269,7 +277,8 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                     m = meta[i]
                     if m is not None:
                         d = g._data  # (None for a tracer, when a backward is being traced)
-                        if d is None or d.shape != m[0] or g.dtype is not m[1]:
+                        # (one tuple compare: a DType equals only itself, as with `is`)
+                        if d is None or (d.shape, g.dtype) != m:
                             g = _fit(g, m)
                 c = deps[nxt]
                 if c == 1 and nxt not in buffers:  # this edge is its only one

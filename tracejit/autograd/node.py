@@ -105,7 +105,7 @@ class SavedMeta:
                 if len(_STAND_INS) >= 256:
                     _STAND_INS.clear()
                 zeros = _STAND_INS[key] = np.ndarray(shape, npd, _zero_buffer(npd), 0, (0,) * len(shape))
-            t = Tensor._wrap(zeros, dtype, CPU)
+            t = _wrap(zeros, dtype, CPU)
             if self.column_major:
                 t._column_major = True
             return t
@@ -165,12 +165,13 @@ def _is_column_major(data) -> bool:
             and not flags.c_contiguous)
 
 
-def column_major(t) -> bool:
+def column_major(t, stand_in: bool | None = None) -> bool:
     """Whether `t` (an input handed to a VJP: saved or a `SavedMeta` stand-in) is a 2-D
     array in column-major order, e.g. ``weight.T``. matmul's VJP then computes the
     gradient for it as ``(g.T @ a).T``, which is ``weight``'s gradient in row-major order:
-    the leaf takes it without a copy (a (1024, 1024) copy per Linear layer otherwise)."""
-    if shape_only(t):
+    the leaf takes it without a copy (a (1024, 1024) copy per Linear layer otherwise).
+    `stand_in`: ``shape_only(t)``, when the caller has it already."""
+    if shape_only(t) if stand_in is None else stand_in:
         return getattr(t, "_column_major", False)
     return _is_column_major(t._data)
 
@@ -324,14 +325,15 @@ class PrimNode(Node):
             for i, v in scalars.items():
                 inputs[i] = v
         params = self.params
-        if self.prim.needs:  # (registry.py: which inputs get a gradient, for the VJP)
+        prim = self.prim
+        if prim.needs:  # (registry.py: which inputs get a gradient, for the VJP)
             needs = ((nexts[0][0] is not None, nexts[1][0] is not None) if len(nexts) == 2
                      else tuple([nxt is not None for nxt, _ in nexts]))
-            result = self.prim.vjp(grads[0], out, *inputs, needs=needs, **params)
+            result = prim.vjp(grads[0], out, *inputs, needs=needs, **params)
         elif params:
-            result = self.prim.vjp(grads[0], out, *inputs, **params)
+            result = prim.vjp(grads[0], out, *inputs, **params)
         else:
-            result = self.prim.vjp(grads[0], out, *inputs)
+            result = prim.vjp(grads[0], out, *inputs)
         if not retain_graph:
             self.saved = None
             self._freed = True
@@ -395,46 +397,42 @@ class AccumulateGrad(Node):
         return _Handle(self._post_acc_hooks, fn)
 
     def apply(self, grads, create_graph, retain_graph):
-        # The accumulation lives in its own method so that `apply` holds no reference to
-        # the gradient (`_exclusive` counts them) while the hooks see the final .grad.
-        self._accumulate(grads, create_graph)
-        hooks = self._post_acc_hooks
-        if hooks:
-            t = self.variable()
-            if t is not None:
-                for h in list(hooks):
-                    h(t)
-        return []
-
-    def _accumulate(self, grads, create_graph):
         t = self.variable()
         g = grads[0]
-        if t is None or g is None:
-            return []
-        old = t._grad
-        if old is not None and not create_graph and not old._requires_grad:
-            # The common step after the first: add into .grad's own memory (no detached
-            # copy of `g` made first; the engine checked shape and dtype already), large
-            # float gradients through add's eager kernel, as the engine's own buffers.
-            _add_into(_ADD, old._data, g._data)
-            old._vbox[0] += 1
-            return []
-        old = None  # `_exclusive` counts the references to the gradient, not to .grad
-        if t._grad is None and not create_graph and _exclusive(g):
-            # Nobody else can see this gradient's memory: take it instead of copying.
-            new = g._wrap(g._data, g.dtype, g.device)  # a fresh leaf over the same memory
-            if g.dtype is t.dtype and g.device is t.device and g._data.shape == t._data.shape:
-                t._grad = new  # (what the .grad setter checks, inline: 0.5 µs less per leaf)
+        if t is not None and g is not None:
+            old = t._grad
+            if old is None and not create_graph and _exclusive(g):
+                # Nobody else can see this gradient's memory: take it instead of copying
+                # (the common step when .grad was set to None: zero_grad's default).
+                new = _wrap(g._data, g.dtype, g.device)  # a fresh leaf over the same memory
+                if g.dtype is t.dtype and g.device is t.device and g._data.shape == t._data.shape:
+                    t._grad = new  # (what the .grad setter checks, inline: 0.5 µs less per leaf)
+                else:
+                    t.grad = new   # (a leaf changed since it was recorded: the setter's error)
+                new = None
+            elif old is not None and not create_graph and not old._requires_grad:
+                # The common step when .grad is kept: add into .grad's own memory (no
+                # detached copy of `g` made first; the engine checked shape and dtype
+                # already), large float gradients through add's eager kernel, as the
+                # engine's own buffers.
+                _add_into(_ADD, old._data, g._data)
+                old._vbox[0] += 1
             else:
-                t.grad = new   # (a leaf changed since it was recorded: the setter's error)
-            return []
-        if t.grad is None:
-            # Own the memory: a gradient may alias an array the graph still uses.
-            t.grad = g if create_graph else _own_copy(g)
-        else:
-            # Out of place (create_graph, or a .grad that is part of a graph): an in-place
-            # add would corrupt a .grad a graph uses.
-            t.grad = t.grad + (g if create_graph else g.detach())
+                old = None  # (`_exclusive` counts references to the gradient, not to .grad)
+                if t.grad is None:
+                    # Own the memory: a gradient may alias an array the graph still uses.
+                    t.grad = g if create_graph else _own_copy(g)
+                else:
+                    # Out of place (create_graph, or a .grad that is part of a graph): an
+                    # in-place add would corrupt a .grad a graph uses.
+                    t.grad = t.grad + (g if create_graph else g.detach())
+            # The hooks see the final .grad with no reference to the gradient held here
+            # (the accumulation is written in this method: one Python call less per leaf).
+            g = old = None
+        hooks = self._post_acc_hooks
+        if hooks and t is not None:
+            for h in list(hooks):
+                h(t)
         return []
 
 
@@ -462,10 +460,13 @@ def _exclusive(g) -> bool:
     gradient whose use count allows it.
     """
     arr = g._data
-    if sys.getrefcount(g) > 4 or sys.getrefcount(arr) > 3 + kept_refs(arr):
-        # (a compiled plan's `memory.OutputSlot` keeping the array is no sharer)
+    if sys.getrefcount(g) > 4 or (sys.getrefcount(arr) > 3
+                                  and sys.getrefcount(arr) > 3 + kept_refs(arr)):
+        # (a compiled plan's `memory.OutputSlot` keeping the array is no sharer; asked only
+        # when there is a fourth reference: a call less for the usual fresh gradient)
         return False
-    if not (arr.flags.writeable and arr.flags.c_contiguous):
+    flags = arr.flags
+    if not (flags.writeable and flags.c_contiguous):
         return False
     base = arr.base
     if base is None or sole_padded_view(arr, extra_refs=1):   # (+1: `base` here)

@@ -69,7 +69,8 @@ def matmul_rows(mm, a, b):
 def _matmul_vjp(g, out, a, b):
     # b arrives as a shape-only stand-in when only b needs a gradient (its rank decides
     # gb's form below): then a needs none, and g @ b.T would be computed and thrown away.
-    ga = _mm_nt(g, b) if b is not None and not shape_only(b) else None
+    stand_in = b is not None and shape_only(b)
+    ga = _mm_nt(g, b) if b is not None and not stand_in else None
     if a is None:
         gb = None
     elif a.ndim > 2 and b.ndim == 2:
@@ -77,7 +78,7 @@ def _matmul_vjp(g, out, a, b):
         # dims, (k, M) @ (M, n), not a stacked matmul per leading index summed afterwards
         # (a (128, 16, 256) activation: 14 ms of matmuls + 7 ms of sum -> 1 ms).
         gb = _mm_tn(reshape(a, (-1, a.shape[-1])), reshape(g, (-1, g.shape[-1])))
-    elif a.ndim == 2 and column_major(b):
+    elif a.ndim == 2 and column_major(b, stand_in):
         # b is a transposed weight (``x @ w.T``, linear): (g.T @ a).T is its gradient
         # with w's gradient row-major, so w's leaf takes it without a copy (PyTorch's
         # mm_mat2_backward picks the layout from mat2's strides the same way).
