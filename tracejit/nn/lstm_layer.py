@@ -84,6 +84,22 @@ def _outputs(Z, H: int, reverse: bool) -> tuple:
     return Z[:, :H], Z[last, :H], Z[last, H:2 * H]
 
 
+# Whether the layer makes a strided x (layer 1 of a batch_first LSTM: the time-major view
+# of (N, L, I)) contiguous rows itself, before the op (`_as_rows`): the op's kernel reads x
+# contiguous, and the backward's d W_ih = G^T X (`input_projection_grads`) reads it as
+# (L*N, I) rows, so a strided x was copied twice (once in the op, again in the backward);
+# made rows here, both read the one copy the op records save.
+X_AS_ROWS = True
+
+
+def _as_rows(x):
+    """x (L, N, I) as C-contiguous rows: a copy where x is strided, else x itself (a
+    reshape there and back: the plan's reshape copies only what is not viewable, where
+    `contiguous` would bind a copy of a contiguous value too)."""
+    L, N, I = x.shape
+    return _ops.reshape(_ops.reshape(x, (L * N, I)), (L, N, I))
+
+
 def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
     """One LSTM layer and direction: x (L, N, I) the input sequence, wx its weights W_ih
     (4H, I) (the projection x W_ih^T runs inside the loop), w the hidden weights (4H, H),
@@ -91,6 +107,8 @@ def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
     Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
+    if X_AS_ROWS:
+        x = _as_rows(x)
     if trace_state.tracer is not None:
         # captured: the primitives are the equations (differentiated by their records),
         # so compiled graphs run the same loops as eager and keep a symbolic length

@@ -312,6 +312,9 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 # With `with_dw` each half also adds its rows of dW += dg h_prev^T (ops/lstm_prim.py
 # `WEIGHT_GRAD_IN_LOOP`): the weight gradient splits with the loop, a late partner's share
 # taken over with the rest of its half, instead of a GEMM on BLAS's threads after the loop.
+# With `rows` the output cotangent comes as rows (L, N, H) (ops/lstm_prim.py `D_Y_AS_ROWS`:
+# the layout it usually has in memory) and each half transposes its units of the step's
+# block in register blocks, instead of the op copying it to (L, H, N) element by element.
 _BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
 # {meeting}
 
@@ -332,11 +335,12 @@ def add_outer_rows(a, r0, r1, bt, c, beta):
 
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, int64, int64, "
-      "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, q, nth, sync):
+      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, boolean, int64, "
+      "int64, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
-    or (L, 2H, N) and w = W (4H, H), with dh[:H] = d h_n (dh: padded_rows(H) rows) and
+    or (L, 2H, N) (with `rows`: as rows, (L, N, H) or (L, N, 2H)) and w = W (4H, H), with
+    dh[:H] = d h_n (dh: padded_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
     dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
@@ -346,10 +350,16 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, q, 
     four, hh = w.shape
     n = dgs.shape[2]
     s = hh * n
-    full = d_y.shape[1] != hh
+    hy = d_y.shape[2] if rows else d_y.shape[1]
+    full = hy != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
     ht = np.empty((n, hh), Z.dtype)                    # this thread's h_prev^T (with_dw)
+    # this thread's units of the step's output cotangent, (H, N) blocks: with `rows` d_y's
+    # step block (N, Hy) read transposed (in register blocks), else its rows copied (one
+    # array type for the step's code either way)
+    yt = np.empty((hy, n), Z.dtype)
+    y = yt.reshape(-1)
     st = thread_state()
     # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
     # of dg: after the previous unit of both halves), then step r's gate gradients for its
@@ -373,7 +383,13 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, q, 
                 k = L - 1 - r                          # the step's place in time order
                 t = L - 1 - k if reverse else k
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
-                y = d_y[t].reshape(-1)
+                for part in range(2 if full else 1):   # h's cotangent, then c's
+                    if rows:
+                        transpose_part(d_y[t], 0, n, part * hh + u0, part * hh + u1, yt, False)
+                    else:
+                        yf = d_y[t].reshape(-1)
+                        for e in range((part * hh + u0) * n, (part * hh + u1) * n):
+                            y[e] = yf[e]
                 dg = dgs[r % 2] if nth > 1 else dgs[0]
                 p = 0 if k == 0 else (t + 1 if reverse else t - 1)
                 if k == 0:

@@ -215,6 +215,23 @@ def _alongside(nth: int, in_loop: bool = False) -> bool:
     return nth >= 2
 
 
+# Whether the whole-loop backward reads a cotangent d_y that is a permuted view of rows,
+# (L, N, H) in memory with unit stride along H, as those rows (`_rows_view`; the kernel
+# transposes each step's block for the step's gate math) rather than copying d_y to a
+# C-contiguous (L, H, N) first. A layer's cotangent usually arrives so: the gradient of
+# `nn/recurrent._time_major_rows`' copy is the next layer's d x (L, N, I) or the head's
+# input gradient, permuted back (a 2 MB strided copy per layer in the LSTM LM step).
+D_Y_AS_ROWS = True
+
+
+def _rows_view(d_y) -> bool:
+    """d_y (L, Hy, N) is not C-contiguous but its rows (L, N, Hy) are read along Hy with unit
+    stride (a (N, L, Hy) layout too: ``readonly`` then copies whole rows, not elements)."""
+    if d_y.flags.c_contiguous or d_y.shape[2] < 2:
+        return False
+    return d_y.strides[1] == d_y.itemsize
+
+
 def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     """d_y is the cotangent of each step's output rows: (L, H, N) (of h) or (L, 2H, N)
     (of h and c); d_hn, d_cn are added at the last step. x, wx and b are operands for the
@@ -248,9 +265,10 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
         in_loop = WEIGHT_GRAD_IN_LOOP and H % 16 == 0 and L > 0
         alongside = _alongside(nth, in_loop)
         in_loop = in_loop and not alongside
-        args = (ro(Z), ro(d_y), ro(c0), ro(h0), ro(w), dh, dcs, xp.empty((2, 4 * H, N), dtype=dt), G, db,
-                dw if in_loop else xp.empty((1, 1), dt),
-                xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop)
+        rows = D_Y_AS_ROWS and _rows_view(d_y)
+        args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
+                xp.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else xp.empty((1, 1), dt),
+                xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, rows)
         if not alongside:
             _split.run(layer, args, nth)
             return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
