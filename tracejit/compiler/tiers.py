@@ -26,7 +26,9 @@ numba. Its entry's executor is a `TieredExecutor`:
 - the same thread loads each kernel as its job finishes; once all are in, the next call
   replaces, under the function's lock, the entry's executor and generated hit function:
   later calls run compiled. Calls already running finish on the tier they started on;
-  each call sees one consistent tier. After a chunk stage the switch is a trial first:
+  each call sees one consistent tier. After a chunk stage the parfor kernels are an
+  upgrade held until the program leaves a core idle or a caller waits (workers.py,
+  `HOLD_POLL_S`: a compile costs a step that trains on both cores); the switch is a trial first:
   the next calls alternate between the chunk program and the parfor program
   (`TRIAL_CALLS` each, timed), and the parfor program is kept only when it is
   measurably faster (`TRIAL_MARGIN`); else the chunk program stays.
@@ -583,8 +585,12 @@ class TieredExecutor(Executor):
                 elif self._stage_kind == "chunks" and self._serial_program is not None \
                         and _parfor(kern, parallel, spec):
                     # After a chunk stage the parfor kernels are an upgrade: other
-                    # functions' and the optimizer's kernels go to the workers first.
-                    job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True)
+                    # functions' and the optimizer's kernels go to the workers first, and
+                    # it waits for a core the program leaves idle (workers.HOLD_POLL_S:
+                    # while the step trains on both cores a compile costs it, and the
+                    # trial mostly keeps the chunk kernels it runs) or for a caller's wait.
+                    job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True,
+                                         until_idle=True)
                 else:
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
@@ -754,16 +760,26 @@ class TieredExecutor(Executor):
     def wait(self, deadline: Optional[float]) -> bool:
         """Block until the background work is done (or `deadline`), then switch; False on
         timeout."""
+        from . import workers
         self._go.set()
-        while self.state == "pending":
-            if not self._ready_here():
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._ready.wait(1.0 if remaining is None else min(remaining, 1.0))
-                continue
-            self.switch()
+        with workers.waiting():   # a held parfor upgrade is what we wait for: no longer held
+            while self.state == "pending":
+                if not self._ready_here():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._ready.wait(1.0 if remaining is None else min(remaining, 1.0))
+                    continue
+                self.switch()
         return True
+
+    def upgrade_held(self) -> bool:
+        """Whether the entry runs its chunk stage and all it still waits for is a parfor
+        upgrade held until the program leaves a core idle (workers.HOLD_POLL_S)."""
+        if self.state != "pending" or not self._serial.is_set():
+            return False
+        left = [j for j, *_ in self.jobs if not j.done()]
+        return bool(left) and all(j.hold is not None for j in left)
 
     # ---- what explain, check mode and fn.compile ask of an executor ---------------------
     def precompile(self, ins, grad_mode: bool) -> None:
@@ -776,6 +792,9 @@ class TieredExecutor(Executor):
         pending = self.pending_kernels()
         return {"new": "tier 0 (not called yet)",
                 "pending": (f"compiled {self._stage_kind} kernels (stage 1); {pending} parfor "
+                            f"kernels held until the program leaves a core idle (or a wait)"
+                            if self.upgrade_held() else
+                            f"compiled {self._stage_kind} kernels (stage 1); {pending} parfor "
                             f"kernels still compiling in workers" if self.tier != "tier0" else
                             f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
                             f"still compiling in workers"),
