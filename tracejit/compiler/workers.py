@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import queue
 import subprocess
@@ -43,6 +44,7 @@ __all__ = ["Job", "submit", "prestart", "release_idle", "shutdown", "pool_size",
            "waiting"]
 
 _DEFAULT_TIMEOUT_S = 300.0
+log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 
 # A worker beyond the first starts only while the program leaves a core idle: over
 # `SPARE_WINDOW_S` seconds its CPU time (BLAS's threads included, tracejit's own background
@@ -401,10 +403,12 @@ class CompilePool:
         compiling now counted) or a caller waits (`waiting`). A job queued meanwhile is
         taken instead (the held one goes back, rank and place kept)."""
         job = self._held(item)
-        reading = _CPUReading()
+        reading, since, why = _CPUReading(), time.monotonic(), "a caller waits"
         while job is not None:
             if _waiters:
                 break
+            if self.closed:   # (`_dispatch` finishes it: never put back after shutdown's drain)
+                return item
             if self._better_queued():
                 self.jobs.put(item)
                 item = self.jobs.get()
@@ -412,12 +416,16 @@ class CompilePool:
                 continue
             time.sleep(HOLD_POLL_S)
             if time.monotonic() - reading.t >= SPARE_WINDOW_S:
-                if usable_cpus() - reading.cores() - self.running >= SPARE_IDLE_CORES:
+                cores = reading.cores()
+                if usable_cpus() - cores - self.running >= SPARE_IDLE_CORES:
+                    why = f"the program used {cores:.2f} cores"
                     break
                 reading = _CPUReading()
             job = self._held(item)
         if job is not None:
             job.hold = None
+            log.info("%s: held %.2f s, now compiling (%s)", job.name_hint,
+                     time.monotonic() - since, why)
         return item
 
     def _best_when_ready(self, i: int, item: tuple) -> tuple:
