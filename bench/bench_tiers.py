@@ -144,15 +144,13 @@ def probe(name: str) -> dict:
         steps = 1
         while (any(s != "compiled" for f in fns for s in f.cache_stats()["tiers"])
                or _in_trial(fns)) and not _upgrade_held(fns):
-            if "stage1_s" not in out and all(
-                    s in STAGED for f in fns for s in f.cache_stats()["tiers"]):
-                out["stage1_s"] = time.perf_counter() - t
-                out["tier0_steps"] = steps
-                out["stage1"] = ",".join(f.cache_stats()["tiers"][0] for f in fns)
+            _note_stage1(out, fns, t, steps)
             _timed_ask(step, fns, t, steps, out)
             steps += 1
             if time.perf_counter() - t > 600:
                 break
+        if _upgrade_held(fns):   # (it may end the loop in the step the stage came in)
+            _note_stage1(out, fns, t, steps)
         out["full_speed_s"] = time.perf_counter() - t
         out["steps_to_full_speed"] = steps
         out.setdefault("tier0_steps", steps)
@@ -162,8 +160,11 @@ def probe(name: str) -> dict:
         # (convolution's fold, BatchNorm, pooling, the recurrent loops) come on their own
         # time, and until they do those ops run their numpy forms: the step is at full
         # speed when none is pending. Training goes on meanwhile, as for a user.
+        counter = [steps]
+
         def watched():
-            _quiet_step(step, t, out)
+            _timed_ask(step, fns, t, counter[0], out)
+            counter[0] += 1
         asked = time.monotonic()
         out["final_step_s"] = _median_step(watched, 3)
         steps += 3
@@ -232,11 +233,18 @@ def _quiet_step(step, t: float, out: dict) -> None:
 
 
 def _until_workers_quiet(step, out: dict) -> None:
-    """Step until a quiet step (`_quiet_step`), for at most STALL_S."""
+    """Step until every kernel the step asks for is in and a step was quiet (`_quiet_step`),
+    for at most STALL_S."""
     since = time.perf_counter()
-    while "step_kernels_in_s" in out and "quiet_s" not in out \
-            and time.perf_counter() - since < STALL_S:
+    while "quiet_s" not in out and time.perf_counter() - since < STALL_S:
         step()
+
+
+def _note_stage1(out: dict, fns, t: float, steps: int) -> None:
+    if "stage1_s" not in out and all(s in STAGED for f in fns for s in f.cache_stats()["tiers"]):
+        out["stage1_s"] = time.perf_counter() - t
+        out["tier0_steps"] = steps
+        out["stage1"] = ",".join(f.cache_stats()["tiers"][0] for f in fns)
 
 
 def _upgrade_held(fns) -> bool:
