@@ -122,13 +122,16 @@ def pool_size() -> int:
     return max(1, min(usable_cpus(), 2))
 
 
+_PROGRAM_THREADS = ("tracejit-chunks", "tracejit-partner")
+
+
 def _thread_clocks() -> dict:
     """CPU seconds so far of tracejit's own background threads (planning, loads, compile
-    dispatch: the threads named ``tracejit-...`` but the chunk kernels' shares, which run
-    the program's work)."""
+    dispatch: the threads named ``tracejit-...`` but the chunk kernels' shares and the
+    matmul partner, sharepool.py, which run the program's work)."""
     out = {}
     for t in threading.enumerate():
-        if t.name.startswith("tracejit-") and t.name != "tracejit-chunks" and t.ident:
+        if t.name.startswith("tracejit-") and t.name not in _PROGRAM_THREADS and t.ident:
             try:
                 out[t.ident] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
             except (AttributeError, OSError, TypeError, ValueError):
