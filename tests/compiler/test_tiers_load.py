@@ -234,6 +234,8 @@ def test_a_held_parfor_upgrade_starts_no_worker_in_the_next_process(tmp_path):
     seen.append(step(f))
     tiers_held = f.cache_stats()["tiers"]
     tj.compiler.wait(f, timeout=300)
+    for _ in range(7):                                    # the trial, then the program kept
+        seen.append(step(f))
     print(json.dumps({"tiers_first": tiers_first, "pool_first": bool(pool_first), "held": held,
                       "pool_held": bool(pool_held), "tiers_held": tiers_held, "seen": seen, "eager": step(loss_fn),
                       "tiers": f.cache_stats()["tiers"]}))

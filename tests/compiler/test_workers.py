@@ -65,6 +65,7 @@ def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
     again."""
     monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
     monkeypatch.setattr(workers, "HOLD_POLL_S", 0.002)
+    monkeypatch.setattr(workers, "HOLD_SETTLE_S", 0.0)
     monkeypatch.setattr(workers, "usable_cpus", lambda: 2)
     busy = [2.0]
     monkeypatch.setattr(workers._CPUReading, "cores", lambda self: busy[0])

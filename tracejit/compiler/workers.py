@@ -308,6 +308,14 @@ ASKED_WITHIN_S = 2.0
 # upgrade then and runs the trial at its next calls. A held job's dispatcher looks at the
 # queue every `HOLD_POLL_S` seconds, so a job submitted meanwhile is taken at once.
 HOLD_POLL_S = 0.05
+# The program's CPU is read from `HOLD_SETTLE_S` after the hold began, and must leave a core
+# idle over `HOLD_IDLE_WINDOWS` windows of `SPARE_WINDOW_S` in a row: while a worker compiles,
+# the thread policy (coreshare.py) gives the program one thread less, and it gives it back
+# only after its own window once the worker is idle. Read at once, a cold Transformer step
+# on its chunk kernels read 0.99 cores in the first window after a job and the upgrade
+# started (timeline, load 1.5).
+HOLD_SETTLE_S = 0.5
+HOLD_IDLE_WINDOWS = 2
 
 
 def _not_asking(asked) -> bool:
@@ -406,7 +414,8 @@ class CompilePool:
         compiling now counted) or a caller waits (`waiting`). A job queued meanwhile is
         taken instead (the held one goes back, rank and place kept)."""
         job = self._held(item)
-        reading, since, why = _CPUReading(), time.monotonic(), "a caller waits"
+        since, why = time.monotonic(), "a caller waits"
+        reading, idle = None, 0
         while job is not None:
             if _waiters:
                 break
@@ -418,9 +427,14 @@ class CompilePool:
                 job = self._held(item)
                 continue
             time.sleep(HOLD_POLL_S)
-            if time.monotonic() - reading.t >= SPARE_WINDOW_S:
+            now = time.monotonic()
+            if reading is None:
+                if now - since >= HOLD_SETTLE_S:
+                    reading = _CPUReading()
+            elif now - reading.t >= SPARE_WINDOW_S:
                 cores = reading.cores()
-                if usable_cpus() - cores - self.running >= SPARE_IDLE_CORES:
+                idle = idle + 1 if usable_cpus() - cores - self.running >= SPARE_IDLE_CORES else 0
+                if idle >= HOLD_IDLE_WINDOWS:
                     why = f"the program used {cores:.2f} cores"
                     break
                 reading = _CPUReading()
