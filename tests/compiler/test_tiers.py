@@ -369,8 +369,7 @@ def test_the_parfor_upgrade_waits_while_the_program_keeps_the_cores(monkeypatch)
     busy (workers.HOLD_POLL_S): the entry goes on running its chunk kernels, which give
     eager's results; `tj.compiler.wait` releases it, and the entry then switches (trial)."""
     from tracejit.compiler import codegen_chunks  # noqa: F401  (the chunk stage's backend)
-    monkeypatch.setattr(workers, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(workers._CPUReading, "cores", lambda self: 2.0)   # both cores busy
+    monkeypatch.setattr(workers._CPUReading, "free", lambda self: 0.0)   # no core free
     held = []
     real_submit = workers.submit
 

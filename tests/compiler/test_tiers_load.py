@@ -211,8 +211,7 @@ def test_a_close_call_stays_on_tier0(tmp_path, monkeypatch):
 
 def test_a_held_parfor_upgrade_starts_no_worker_in_the_next_process(tmp_path):
     """A run that trains on its chunk stage without a pause never compiles the parfor
-    upgrade (held: compiler/workers.py HOLD_POLL_S; here the program's CPU reads two busy
-    cores). It records the graph as on disk, so the next process starts no worker ahead,
+    upgrade (held: compiler/workers.py HOLD_POLL_S; here no core reads free). It records the graph as on disk, so the next process starts no worker ahead,
     and one whose hint prefers loading runs the chunk stage from its first call; a wait
     then compiles the upgrade. Results equal eager throughout."""
     from tracejit.compiler import tierhints
@@ -221,8 +220,7 @@ def test_a_held_parfor_upgrade_starts_no_worker_in_the_next_process(tmp_path):
     run = _STEP.replace("(16, 8)", "(256, 128)").replace("(8, 8)", "(128, 128)") + """
     import time
     from tracejit.compiler import workers
-    workers.usable_cpus = lambda: 2
-    workers._CPUReading.cores = lambda self: 2.0        # both cores busy: the upgrade is held
+    workers._CPUReading.free = lambda self: 0.0         # no core free: the upgrade is held
     f = tj.script(loss_fn, compile="background")
     seen = [step(f)]
     tiers_first, pool_first = f.cache_stats()["tiers"], workers.worker_pids()

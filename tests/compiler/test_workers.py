@@ -66,9 +66,8 @@ def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
     monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
     monkeypatch.setattr(workers, "HOLD_POLL_S", 0.002)
     monkeypatch.setattr(workers, "HOLD_SETTLE_S", 0.0)
-    monkeypatch.setattr(workers, "usable_cpus", lambda: 2)
-    busy = [2.0]
-    monkeypatch.setattr(workers._CPUReading, "cores", lambda self: busy[0])
+    free = [0.0]                             # cores neither we nor others used
+    monkeypatch.setattr(workers._CPUReading, "free", lambda self: free[0])
     pool = workers.CompilePool(0)    # no dispatcher threads: we play one
     upgrade = pool.submit("# upgrade", "up", (), until_idle=True)
     assert pool.jobs.queue[0][0] == workers.LATER and upgrade.hold is not None
@@ -82,9 +81,9 @@ def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
     assert got[0][2] is needed               # taken instead; the upgrade is back in the queue
     item = pool.jobs.get_nowait()
     assert item[2] is upgrade and upgrade.hold is not None
-    busy[0] = 1.0                            # one core idle: it runs
+    free[0] = 1.0                            # one core idle: it runs
     assert pool._when_idle(item)[2] is upgrade and upgrade.hold is None
-    busy[0] = 2.0
+    free[0] = 0.0
     other = pool.submit("# upgrade 2", "up2", (), until_idle=True)
     with workers.waiting():                  # a caller waits for it: not held
         assert pool._when_idle(pool.jobs.get_nowait())[2] is other and other.hold is None

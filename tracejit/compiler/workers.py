@@ -152,15 +152,31 @@ def spare_core(window: float = SPARE_WINDOW_S) -> bool:
 class _CPUReading:
     """The program's CPU time since the reading began: the process's less tracejit's own
     background threads' (planning, loads, compile dispatch); the program's threads and
-    BLAS's count. `cores()`: how many cores it kept busy on average since."""
+    BLAS's count. `cores()`: how many cores it kept busy on average since; `others()`: how
+    many other processes did (our compile workers included; coreshare's reading)."""
 
     def __init__(self):
+        from ..coreshare import _busy_seconds, _own_seconds
         self.t, self.p, self.c = time.monotonic(), time.process_time(), _thread_clocks()
+        self.busy, self.own = _busy_seconds(), _own_seconds()
 
     def cores(self) -> float:
         t, p, c = time.monotonic(), time.process_time(), _thread_clocks()
         ours = sum(c[k] - self.c[k] for k in self.c.keys() & c.keys())
         return max(0.0, (p - self.p) - ours) / max(t - self.t, 1e-3)
+
+    def others(self) -> float:
+        from ..coreshare import _busy_seconds, _own_seconds
+        busy = _busy_seconds()
+        if busy is None or self.busy is None:
+            return 0.0     # (no /proc: the program's own reading decides)
+        dt = max(time.monotonic() - self.t, 1e-3)
+        return max(0.0, (busy - self.busy) - (_own_seconds() - self.own)) / dt
+
+    def free(self) -> float:
+        """Cores neither the program nor another process used since the reading began."""
+        others = self.others()
+        return min(usable_cpus(), (os.cpu_count() or 1) - others) - self.cores()
 
 
 # Callers blocked until jobs finish (`waiting`: tiers.wait): a held job (`Job.hold`) runs
@@ -297,11 +313,15 @@ FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3
 ASKED_WITHIN_S = 2.0
 
 # A held job (`Job.hold`: a background compile's parfor upgrade after a chunk stage, an
-# eager kernel its op stopped asking for) is taken only when the program leaves a core
-# idle (`_CPUReading`), or while a caller waits (`waiting`): on a 2-core machine a step
-# that trains on the chunk kernels keeps both cores, and any compile then costs the step
-# (cold Transformer, load 1-2: 88 ms with the worker compiling the upgrade, 48 ms once it
-# was idle; tier21). The chunk program is the one running, and the trial keeps it in most
+# eager kernel its op stopped asking for) is taken only when a core is free: neither the
+# program nor another process used it (`_CPUReading.free`, coreshare's reading of
+# /proc/stat; the workers compiling now count as others), or while a caller waits
+# (`waiting`): on a 2-core machine a step that trains on the chunk kernels takes a core
+# and more, and a compile then costs the step (cold Transformer, load 1-2: 88 ms with the
+# worker compiling the upgrade, 48 ms once it was idle; tier21). The program's CPU alone
+# did not tell: under other processes' load the thread policy gives it one thread, it
+# read 0.77-0.99 cores while training (load 4-5), and the held jobs started. The chunk
+# program is the one running, and the trial keeps it in most
 # runs (Transformer 11 of 13, LSTM 25 of 34; its steady step 64-66 ms against 84-85 ms
 # with the parfor program, tier21), so a process that trains without a pause loses
 # nothing; one that pauses (waits, evaluates on one thread, ends an epoch) compiles the
@@ -338,7 +358,6 @@ class CompilePool:
         self._lock = threading.Lock()
         self.by_source: dict = {}  # (source, llvm options) -> Job, so entries share compiles
         self.ahead = False   # `prestart` asked: the other slots start ahead of jobs when spare
-        self.running = 0     # jobs a worker compiles now
         for i in range(size):
             threading.Thread(target=self._dispatch, args=(i,), daemon=True,
                              name=f"tracejit-compile-{i}").start()
@@ -381,15 +400,10 @@ class CompilePool:
                 if job is not None:
                     job._finish(False, SHUT_DOWN)
                 return
-            with self._lock:
-                self.running += 1
             try:
                 self._run(i, job)
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
-            finally:
-                with self._lock:
-                    self.running -= 1
 
     def _held(self, item: tuple) -> Optional[Job]:
         """The job of `item` when it must still wait for an idle core (`Job.hold`), else None."""
@@ -410,8 +424,8 @@ class CompilePool:
 
     def _when_idle(self, item: tuple) -> tuple:
         """`item`, once its job may run: at once unless it is held (`Job.hold`), else when
-        the program leaves a core idle over `SPARE_WINDOW_S` (`_CPUReading`, the workers
-        compiling now counted) or a caller waits (`waiting`). A job queued meanwhile is
+        a core is free over `HOLD_IDLE_WINDOWS` windows (`_CPUReading.free`) or a caller
+        waits (`waiting`). A job queued meanwhile is
         taken instead (the held one goes back, rank and place kept)."""
         job = self._held(item)
         since, why = time.monotonic(), "a caller waits"
@@ -432,10 +446,10 @@ class CompilePool:
                 if now - since >= HOLD_SETTLE_S:
                     reading = _CPUReading()
             elif now - reading.t >= SPARE_WINDOW_S:
-                cores = reading.cores()
-                idle = idle + 1 if usable_cpus() - cores - self.running >= SPARE_IDLE_CORES else 0
+                free = reading.free()
+                idle = idle + 1 if free >= SPARE_IDLE_CORES else 0
                 if idle >= HOLD_IDLE_WINDOWS:
-                    why = f"the program used {cores:.2f} cores"
+                    why = f"{free:.2f} cores free"
                     break
                 reading = _CPUReading()
             job = self._held(item)
