@@ -364,11 +364,10 @@ def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, ke
         np.testing.assert_allclose(grad, eager[1], rtol=1e-4, atol=1e-6)
 
 
-def test_the_parfor_upgrade_waits_while_the_program_keeps_the_cores(monkeypatch):
-    """After a chunk stage the parfor upgrade is held while the program keeps every core
-    busy (workers.HOLD_POLL_S): the entry goes on running its chunk kernels, which give
+def test_the_parfor_upgrade_waits_while_no_core_is_free(monkeypatch):
+    """After a chunk stage the parfor upgrade is held while no core is free
+    (workers.HOLD_POLL_S): the entry goes on running its chunk kernels, which give
     eager's results; `tj.compiler.wait` releases it, and the entry then switches (trial)."""
-    from tracejit.compiler import codegen_chunks  # noqa: F401  (the chunk stage's backend)
     monkeypatch.setattr(workers._CPUReading, "free", lambda self: 0.0)   # no core free
     held = []
     real_submit = workers.submit

@@ -58,9 +58,10 @@ def test_a_module_job_the_pool_never_ran_is_started_again(monkeypatch, tmp_path)
 
 
 def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
-    """A parfor upgrade (``until_idle``) is held while the program keeps every core busy:
-    a job queued meanwhile is taken instead and the upgrade goes back; it runs once the
-    program leaves a core idle, or at once while a caller waits (`workers.waiting`). An
+    """A parfor upgrade (``until_idle``) is held while no core is free (the program and
+    other processes keep them busy): a job queued meanwhile is taken instead and the
+    upgrade goes back; it runs once a core is free, or at once while a caller waits
+    (`workers.waiting`). An
     eager kernel put back because its op stopped asking is held too, until its op asks
     again."""
     monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
@@ -75,7 +76,7 @@ def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
     t = threading.Thread(target=lambda: got.append(pool._when_idle(pool.jobs.get())), daemon=True)
     t.start()
     t.join(0.3)
-    assert t.is_alive() and not got          # both cores busy: held
+    assert t.is_alive() and not got          # no core free: held
     needed = pool.submit("# needed", "need", ())
     t.join(60)
     assert got[0][2] is needed               # taken instead; the upgrade is back in the queue
