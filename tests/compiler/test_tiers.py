@@ -298,6 +298,23 @@ def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
     np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy())  # bitwise, either path
 
 
+def _staged_parallel_entry(c: float, seed: int):
+    """A background entry whose full plan goes parallel (256 x 128 elements: above
+    PARALLEL_MIN), called once and run until its stage 1 is in: (f, x, w, the eager loss
+    and gradient, [the first call's], its executor)."""
+    def step(x, w):
+        return ((x @ w).tanh() * c + x.sum(1, keepdim=True)).pow(2).mean()
+    rng = np.random.default_rng(seed)
+    x = tj.tensor(rng.standard_normal((256, 128)).astype(np.float32))
+    w = tj.tensor(rng.standard_normal((128, 128)).astype(np.float32) * 0.1, requires_grad=True)
+    eager = _loss_and_grad(step, x, w)
+    f = tj.trace(step, compile="background")
+    seen = [_loss_and_grad(f, x, w)]
+    (ex,) = [e.executor for e in f._entries]
+    assert ex._serial.wait(WAIT_S), ex._failure
+    return f, x, w, eager, seen, ex
+
+
 @pytest.mark.parametrize("kind, keep, c", [("chunks", "parfor", 1.4375), ("chunks", "chunk", 1.5625),
                                           ("serial", "parfor", 1.6875)])
 def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, keep, c):
@@ -330,16 +347,7 @@ def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, ke
         return job
     monkeypatch.setattr(tiers.workers, "submit", submit)
 
-    def step(x, w):  # 256 x 128 elements: above PARALLEL_MIN, so the full plan goes parallel
-        return ((x @ w).tanh() * c + x.sum(1, keepdim=True)).pow(2).mean()
-    rng = np.random.default_rng(6)
-    x = tj.tensor(rng.standard_normal((256, 128)).astype(np.float32))
-    w = tj.tensor(rng.standard_normal((128, 128)).astype(np.float32) * 0.1, requires_grad=True)
-    eager = _loss_and_grad(step, x, w)
-    f = tj.trace(step, compile="background")
-    seen = [_loss_and_grad(f, x, w)]
-    (ex,) = [e.executor for e in f._entries]
-    assert ex._serial.wait(WAIT_S), ex._failure
+    f, x, w, eager, seen, ex = _staged_parallel_entry(c, 6)
     assert f.cache_stats()["tiers"] == [kind] and f.cache_stats()["pending_kernels"] >= 1
     assert f"{kind} kernels" in f.explain(x, w)["tier"]
     stage = ex._serial_program
@@ -379,16 +387,7 @@ def test_the_parfor_upgrade_waits_while_no_core_is_free(monkeypatch):
         return job
     monkeypatch.setattr(tiers.workers, "submit", submit)
 
-    def step(x, w):  # 256 x 128 elements: above PARALLEL_MIN, so the full plan goes parallel
-        return ((x @ w).tanh() * 1.3125 + x.sum(1, keepdim=True)).pow(2).mean()
-    rng = np.random.default_rng(7)
-    x = tj.tensor(rng.standard_normal((256, 128)).astype(np.float32))
-    w = tj.tensor(rng.standard_normal((128, 128)).astype(np.float32) * 0.1, requires_grad=True)
-    eager = _loss_and_grad(step, x, w)
-    f = tj.trace(step, compile="background")
-    seen = [_loss_and_grad(f, x, w)]
-    (ex,) = [e.executor for e in f._entries]
-    assert ex._serial.wait(WAIT_S), ex._failure
+    f, x, w, eager, seen, ex = _staged_parallel_entry(1.3125, 7)
     assert held and all(j.hold is not None for j in held)
     deadline = time.monotonic() + WAIT_S
     while not ex.upgrade_held() and time.monotonic() < deadline:   # stage 1's jobs finish
