@@ -24,6 +24,10 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
   step on compiled kernels (a chunk stage, which the trial mostly keeps, or the final ones)
   with every kernel it asked for in, row kernels' GIL-free pairs included
   (``step_kernels_in_s``: the final switch waits for the parfor upgrade, the step does not);
+  the parfor upgrade after a chunk stage is held while the step keeps both cores (compiler/
+  workers.py, `HOLD_POLL_S`): "final kernels" then reads "held" and names when the loop saw
+  it so; and the first step after that with no worker compiling during it (``quiet_s``,
+  "no worker compiling after"): from then on the step runs at its full speed;
 - ``background_wait``: the same, but after the first step the caller waits
   (``tj.compiler.wait()``): the compile's own time with the workers alone on the cores;
 - ``warm_disk``: first step of a fresh process whose cache a cold run filled, in both
@@ -138,30 +142,36 @@ def probe(name: str) -> dict:
         out["kept"] = _kept(fns)
     if name == "background_cold":
         steps = 1
-        while any(s != "compiled" for f in fns for s in f.cache_stats()["tiers"]) or _in_trial(fns):
-            if "stage1_s" not in out and all(
-                    s in STAGED for f in fns for s in f.cache_stats()["tiers"]):
-                out["stage1_s"] = time.perf_counter() - t
-                out["tier0_steps"] = steps
-                out["stage1"] = ",".join(f.cache_stats()["tiers"][0] for f in fns)
+        while (any(s != "compiled" for f in fns for s in f.cache_stats()["tiers"])
+               or _in_trial(fns)) and not _upgrade_held(fns):
+            _note_stage1(out, fns, t, steps)
             _timed_ask(step, fns, t, steps, out)
             steps += 1
             if time.perf_counter() - t > 600:
                 break
+        if _upgrade_held(fns):   # (it may end the loop in the step the stage came in)
+            _note_stage1(out, fns, t, steps)
         out["full_speed_s"] = time.perf_counter() - t
         out["steps_to_full_speed"] = steps
         out.setdefault("tier0_steps", steps)
         out["kept"] = _kept(fns)
+        out["upgrade_held"] = _upgrade_held(fns)
         # The plans' kernels are in; the hand-written and eager kernels their ops call
         # (convolution's fold, BatchNorm, pooling, the recurrent loops) come on their own
         # time, and until they do those ops run their numpy forms: the step is at full
         # speed when none is pending. Training goes on meanwhile, as for a user.
+        counter = [steps]
+
+        def watched():
+            _timed_ask(step, fns, t, counter[0], out)
+            counter[0] += 1
         asked = time.monotonic()
-        out["final_step_s"] = _median_step(step, 3)
+        out["final_step_s"] = _median_step(watched, 3)
         steps += 3
-        out.update(_until_eager_kernels_in(step, t, steps, asked))
+        out.update(_until_eager_kernels_in(watched, t, steps, asked))
         if not out["kernels_left"]:
             _note_kernels_in(out, t, out["steps_to_kernels_in"])
+        _until_workers_quiet(watched, out)
     step()
     ts = []
     for _ in range(5):
@@ -185,11 +195,65 @@ def _timed_ask(step, fns, t: float, steps: int, out: dict) -> None:
     from tracejit.compiler import cshares
     from tracejit.ops import vectorized
     asked = time.monotonic()
-    step()
+    _quiet_step(step, t, out)
     if "step_kernels_in_s" not in out and all(
             s in ("chunks", "compiled") for f in fns for s in f.cache_stats()["tiers"]) \
             and not vectorized.pending(asked) and not cshares.pending(asked):
         _note_kernels_in(out, t, steps + 1)
+
+
+def _workers_cpu() -> float:
+    """CPU seconds so far of the live compile workers (/proc: Linux)."""
+    from tracejit.compiler import workers
+    total = 0.0
+    for pid in workers.worker_pids():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+QUIET = 0.05   # a step is quiet when the workers used less than this share of its wall time
+
+
+def _quiet_step(step, t: float, out: dict) -> None:
+    """One step; notes ``quiet_s``, the end of the first step after every kernel the step
+    asks for was in (``step_kernels_in_s``) during which no worker compiled (the workers'
+    CPU under `QUIET` of the step's time): from then on the step runs at its full speed,
+    which a compile on the other core costs (a cold Transformer step: 88 ms with a worker
+    compiling, 48 ms without; tier21)."""
+    w0, t0 = _workers_cpu(), time.perf_counter()
+    step()
+    dt = time.perf_counter() - t0
+    if "step_kernels_in_s" in out and "quiet_s" not in out and _workers_cpu() - w0 < QUIET * dt:
+        out["quiet_s"] = time.perf_counter() - t
+
+
+def _until_workers_quiet(step, out: dict) -> None:
+    """Step until every kernel the step asks for is in and a step was quiet (`_quiet_step`),
+    for at most STALL_S."""
+    since = time.perf_counter()
+    while "quiet_s" not in out and time.perf_counter() - since < STALL_S:
+        step()
+
+
+def _note_stage1(out: dict, fns, t: float, steps: int) -> None:
+    if "stage1_s" not in out and all(s in STAGED for f in fns for s in f.cache_stats()["tiers"]):
+        out["stage1_s"] = time.perf_counter() - t
+        out["tier0_steps"] = steps
+        out["stage1"] = ",".join(f.cache_stats()["tiers"][0] for f in fns)
+
+
+def _upgrade_held(fns) -> bool:
+    """Whether every entry not yet switched runs its chunk stage and waits only for a parfor
+    upgrade held until the program leaves a core idle (compiler/workers.py, `Job.hold`):
+    training on, it does not come."""
+    waiting = [e.executor for f in fns for e in f.entries
+               if getattr(e.executor, "state", "compiled") != "compiled"]
+    return bool(waiting) and all(getattr(ex, "upgrade_held", lambda: False)() for ex in waiting)
 
 
 def _note_kernels_in(out: dict, t: float, steps: int) -> None:
@@ -403,15 +467,18 @@ def report(step: str, res: dict) -> None:
         ratio = f" ({b['first_s'] / e['step_s']:.1f}x the eager step)" if e else ""
         stage1 = (f"stage 1 ({b['stage1']}) after {b['stage1_s']:.1f} s" if "stage1_s" in b
                   else "no stage 1")
+        final = (f"final kernels: the parfor upgrade held (no idle core) after {b['full_speed_s']:.1f} s"
+                 if b.get("upgrade_held") else f"final kernels ({b['kept']}) after {b['full_speed_s']:.1f} s")
         print(f"background cold, training on: first step {b['first_s'] * 1e3:.0f} ms{ratio}; "
-              f"{stage1} ({b['tier0_steps']} tier-0 steps); final kernels ({b['kept']}) after "
-              f"{b['full_speed_s']:.1f} s ({b['steps_to_full_speed']} steps, its step "
+              f"{stage1} ({b['tier0_steps']} tier-0 steps); {final} "
+              f"({b['steps_to_full_speed']} steps, its step "
               f"{b['final_step_s'] * 1e3:.3g} ms); every eager and hand-written kernel in after "
               f"{b['kernels_in_s']:.1f} s ({b['steps_to_kernels_in']} steps; on compiled kernels with "
               f"every kernel it asks for in after {b.get('step_kernels_in_s', float('nan')):.1f} s)"
               + (f", still pending: {', '.join(b['kernels_left'])}" if b['kernels_left'] else "")
               + (f" (asked for before but not by the compiled step, not waited for: {', '.join(b['kernels_not_asked'])})"
                  if b.get('kernels_not_asked') else "")
+              + f"; no worker compiling after {b.get('quiet_s', float('nan')):.1f} s"
               + f"; compiled step {b['steady_step_s'] * 1e3:.3g} ms")
     if "background_wait" in res:
         w = res["background_wait"]

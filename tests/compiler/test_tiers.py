@@ -298,6 +298,23 @@ def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
     np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy())  # bitwise, either path
 
 
+def _staged_parallel_entry(c: float, seed: int):
+    """A background entry whose full plan goes parallel (256 x 128 elements: above
+    PARALLEL_MIN), called once and run until its stage 1 is in: (f, x, w, the eager loss
+    and gradient, [the first call's], its executor)."""
+    def step(x, w):
+        return ((x @ w).tanh() * c + x.sum(1, keepdim=True)).pow(2).mean()
+    rng = np.random.default_rng(seed)
+    x = tj.tensor(rng.standard_normal((256, 128)).astype(np.float32))
+    w = tj.tensor(rng.standard_normal((128, 128)).astype(np.float32) * 0.1, requires_grad=True)
+    eager = _loss_and_grad(step, x, w)
+    f = tj.trace(step, compile="background")
+    seen = [_loss_and_grad(f, x, w)]
+    (ex,) = [e.executor for e in f._entries]
+    assert ex._serial.wait(WAIT_S), ex._failure
+    return f, x, w, eager, seen, ex
+
+
 @pytest.mark.parametrize("kind, keep, c", [("chunks", "parfor", 1.4375), ("chunks", "chunk", 1.5625),
                                           ("serial", "parfor", 1.6875)])
 def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, keep, c):
@@ -314,10 +331,11 @@ def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, ke
     gate = threading.Event()
     real_submit = workers.submit
 
-    def submit(source, name_hint, llvm_options=(), later=False, rank=None):
+    def submit(source, name_hint, llvm_options=(), later=False, rank=None, until_idle=False):
         if "prange" not in source:
             return real_submit(source, name_hint, llvm_options)
         assert later == (kind == "chunks")   # after a chunk stage parfor jobs queue last
+        assert until_idle == (kind == "chunks")   # ... and wait for an idle core
         job = workers.Job(-1, source, name_hint, llvm_options)
 
         def later_run():
@@ -329,16 +347,7 @@ def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, ke
         return job
     monkeypatch.setattr(tiers.workers, "submit", submit)
 
-    def step(x, w):  # 256 x 128 elements: above PARALLEL_MIN, so the full plan goes parallel
-        return ((x @ w).tanh() * c + x.sum(1, keepdim=True)).pow(2).mean()
-    rng = np.random.default_rng(6)
-    x = tj.tensor(rng.standard_normal((256, 128)).astype(np.float32))
-    w = tj.tensor(rng.standard_normal((128, 128)).astype(np.float32) * 0.1, requires_grad=True)
-    eager = _loss_and_grad(step, x, w)
-    f = tj.trace(step, compile="background")
-    seen = [_loss_and_grad(f, x, w)]
-    (ex,) = [e.executor for e in f._entries]
-    assert ex._serial.wait(WAIT_S), ex._failure
+    f, x, w, eager, seen, ex = _staged_parallel_entry(c, 6)
     assert f.cache_stats()["tiers"] == [kind] and f.cache_stats()["pending_kernels"] >= 1
     assert f"{kind} kernels" in f.explain(x, w)["tier"]
     stage = ex._serial_program
@@ -358,6 +367,41 @@ def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, ke
     assert ex.state == "compiled"
     assert (ex.program is stage) == (keep == "chunk")
     assert f._entries[0].executor is ex.program     # the entry runs the program kept
+    for loss, grad in seen:
+        assert loss == pytest.approx(eager[0], rel=1e-5)
+        np.testing.assert_allclose(grad, eager[1], rtol=1e-4, atol=1e-6)
+
+
+def test_the_parfor_upgrade_waits_while_no_core_is_free(monkeypatch):
+    """After a chunk stage the parfor upgrade is held while no core is free
+    (workers.HOLD_POLL_S): the entry goes on running its chunk kernels, which give
+    eager's results; `tj.compiler.wait` releases it, and the entry then switches (trial)."""
+    monkeypatch.setattr(workers._CPUReading, "free", lambda self: 0.0)   # no core free
+    held = []
+    real_submit = workers.submit
+
+    def submit(source, name_hint, llvm_options=(), later=False, rank=None, until_idle=False):
+        job = real_submit(source, name_hint, llvm_options, later, rank, until_idle=until_idle)
+        if until_idle:
+            held.append(job)
+        return job
+    monkeypatch.setattr(tiers.workers, "submit", submit)
+
+    f, x, w, eager, seen, ex = _staged_parallel_entry(1.3125, 7)
+    assert held and all(j.hold is not None for j in held)
+    deadline = time.monotonic() + WAIT_S
+    while not ex.upgrade_held() and time.monotonic() < deadline:   # stage 1's jobs finish
+        seen.append(_loss_and_grad(f, x, w))
+    assert ex.upgrade_held() and f.cache_stats()["tiers"] == ["chunks"]
+    for _ in range(3):
+        seen.append(_loss_and_grad(f, x, w))
+    assert not any(j.done() for j in held)   # still held: nothing compiled them
+    assert f.cache_stats()["tiers"] == ["chunks"]
+    assert tj.compiler.wait(f, timeout=WAIT_S)    # the caller waits: released
+    assert all(j.done() and j.ok for j in held)
+    for _ in range(2 * tiers.TRIAL_CALLS + 1):
+        seen.append(_loss_and_grad(f, x, w))
+    assert ex.state == "compiled" and f.cache_stats()["tiers"] == ["compiled"]
     for loss, grad in seen:
         assert loss == pytest.approx(eager[0], rel=1e-5)
         np.testing.assert_allclose(grad, eager[1], rtol=1e-4, atol=1e-6)

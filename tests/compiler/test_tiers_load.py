@@ -207,3 +207,58 @@ def test_a_close_call_stays_on_tier0(tmp_path, monkeypatch):
     assert not tierhints.any_prefers_loading()
     tierhints.write("k3", 0.30, 0.14)
     assert tierhints.prefer_loading(tierhints.read("k3"))
+
+
+def test_a_held_parfor_upgrade_starts_no_worker_in_the_next_process(tmp_path):
+    """A run that trains on its chunk stage without a pause never compiles the parfor
+    upgrade (held: compiler/workers.py HOLD_POLL_S; here no core reads free). It records the graph as on disk, so the next process starts no worker ahead,
+    and one whose hint prefers loading runs the chunk stage from its first call; a wait
+    then compiles the upgrade. Results equal eager throughout."""
+    from tracejit.compiler import tierhints
+    cache = tmp_path / "kernels"
+    cache.mkdir(mode=0o700)
+    run = _STEP.replace("(16, 8)", "(256, 128)").replace("(8, 8)", "(128, 128)") + """
+    import time
+    from tracejit.compiler import workers
+    workers._CPUReading.free = lambda self: 0.0         # no core free: the upgrade is held
+    f = tj.script(loss_fn, compile="background")
+    seen = [step(f)]
+    tiers_first, pool_first = f.cache_stats()["tiers"], workers.worker_pids()
+    (ex,) = [e.executor for e in f._entries]
+    deadline = time.monotonic() + 300
+    while not ex.upgrade_held() and time.monotonic() < deadline:
+        seen.append(step(f))
+    held, pool_held = ex.upgrade_held(), workers.worker_pids()
+    seen.append(step(f))
+    tiers_held = f.cache_stats()["tiers"]
+    tj.compiler.wait(f, timeout=300)
+    for _ in range(7):                                    # the trial, then the program kept
+        seen.append(step(f))
+    print(json.dumps({"tiers_first": tiers_first, "pool_first": bool(pool_first), "held": held,
+                      "pool_held": bool(pool_held), "tiers_held": tiers_held, "seen": seen, "eager": step(loss_fn),
+                      "tiers": f.cache_stats()["tiers"]}))
+    """
+    got = _python(run, cache)
+    assert got["tiers_first"] == ["tier0"] and got["held"] and got["tiers_held"] == ["chunks"]
+    assert got["tiers"] == ["compiled"]
+    (hint,) = list((cache / "hints").glob("*.json"))
+    assert hint.with_suffix(".ondisk").exists()
+    for loss, grad in got["seen"]:
+        assert loss == pytest.approx(got["eager"][0], rel=1e-5)
+        np.testing.assert_allclose(grad, got["eager"][1], rtol=1e-4, atol=1e-6)
+    # the parfor kernels off the disk again: as if that run had trained without a pause
+    import shutil
+    parfor = [d for d in (cache / "kernels").glob("*/*") if any(
+        "prange" in p.read_text(errors="ignore") for p in d.glob("*.py"))]
+    assert parfor
+    for d in parfor:
+        shutil.rmtree(d)
+    (cache / "hints" / tierhints.LOAD_MARK).touch()
+    hint.write_text(json.dumps({"tier0_s": 100.0, "load_s": 0.001}))   # tier 0 was slow
+    got = _python(run, cache)
+    assert got["tiers_first"] == ["chunks"]
+    assert not got["pool_first"] and not got["pool_held"]   # no worker started for the upgrade
+    assert got["held"] and got["tiers"] == ["compiled"]
+    for loss, grad in got["seen"]:
+        assert loss == pytest.approx(got["eager"][0], rel=1e-5)
+        np.testing.assert_allclose(grad, got["eager"][1], rtol=1e-4, atol=1e-6)

@@ -55,3 +55,47 @@ def test_a_module_job_the_pool_never_ran_is_started_again(monkeypatch, tmp_path)
     assert again is not first and len(made) == 2
     again._finish(False, "a real compile error")
     assert tiers.module_job("src", "m") is again    # a real failure stays failed
+
+
+def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
+    """A parfor upgrade (``until_idle``) is held while no core is free (the program and
+    other processes keep them busy): a job queued meanwhile is taken instead and the
+    upgrade goes back; it runs once a core is free, or at once while a caller waits
+    (`workers.waiting`). An
+    eager kernel put back because its op stopped asking is held too, until its op asks
+    again."""
+    monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
+    monkeypatch.setattr(workers, "HOLD_POLL_S", 0.002)
+    monkeypatch.setattr(workers, "HOLD_SETTLE_S", 0.0)
+    free = [0.0]                             # cores neither we nor others used
+    monkeypatch.setattr(workers._CPUReading, "free", lambda self: free[0])
+    pool = workers.CompilePool(0)    # no dispatcher threads: we play one
+    upgrade = pool.submit("# upgrade", "up", (), until_idle=True)
+    assert pool.jobs.queue[0][0] == workers.LATER and upgrade.hold is not None
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool._when_idle(pool.jobs.get())), daemon=True)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and not got          # no core free: held
+    needed = pool.submit("# needed", "need", ())
+    t.join(60)
+    assert got[0][2] is needed               # taken instead; the upgrade is back in the queue
+    item = pool.jobs.get_nowait()
+    assert item[2] is upgrade and upgrade.hold is not None
+    free[0] = 1.0                            # one core idle: it runs
+    assert pool._when_idle(item)[2] is upgrade and upgrade.hold is None
+    free[0] = 0.0
+    other = pool.submit("# upgrade 2", "up2", (), until_idle=True)
+    with workers.waiting():                  # a caller waits for it: not held
+        assert pool._when_idle(pool.jobs.get_nowait())[2] is other and other.hold is None
+    # a plan that needs a held kernel's module releases it
+    third = pool.submit("# upgrade 3", "up3", (), until_idle=True)
+    assert pool.submit("# upgrade 3", "up3", ()) is third and third.hold is None
+    # an eager kernel whose op stopped asking: back at rank LATER, held until it asks again
+    last = [time.monotonic() - 10 * workers.ASKED_WITHIN_S]
+    stale = pool.submit("# relu", "stale", (), rank=workers.EAGER, asked=lambda: (last[0], 0.1))
+    assert pool._asked_lately(pool.jobs.get_nowait())[2] is third
+    item = pool.jobs.get_nowait()
+    assert item[:1] == (workers.LATER,) and item[2] is stale and pool._held(item) is stale
+    last[0] = time.monotonic()               # its op asks again (tier 0 is back)
+    assert pool._held(item) is None and stale.hold is None

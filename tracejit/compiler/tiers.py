@@ -26,7 +26,9 @@ numba. Its entry's executor is a `TieredExecutor`:
 - the same thread loads each kernel as its job finishes; once all are in, the next call
   replaces, under the function's lock, the entry's executor and generated hit function:
   later calls run compiled. Calls already running finish on the tier they started on;
-  each call sees one consistent tier. After a chunk stage the switch is a trial first:
+  each call sees one consistent tier. After a chunk stage the parfor kernels are an
+  upgrade held until the program leaves a core idle or a caller waits (workers.py,
+  `HOLD_POLL_S`: a compile costs a step that trains on both cores); the switch is a trial first:
   the next calls alternate between the chunk program and the parfor program
   (`TRIAL_CALLS` each, timed), and the parfor program is kept only when it is
   measurably faster (`TRIAL_MARGIN`); else the chunk program stays.
@@ -305,7 +307,7 @@ class TieredExecutor(Executor):
             return self._trial_call(ins)
         if state == "new":
             if self._load_at_once(ins):
-                return self.program(ins)
+                return self(ins)   # compiled, or the chunk stage whose upgrade is held
             self.start(ins)
             t0, began, c0 = time.perf_counter(), time.monotonic(), time.thread_time()
             try:
@@ -333,11 +335,15 @@ class TieredExecutor(Executor):
         with self._lock:
             if self.state != "new":
                 return False
-            self._ins, self._stage1 = ins, False
+            self._ins = ins
             self._plan(prestart=False)  # (in the caller's call: no process start here)
-            if self._failure or not all(diskcache.is_cached(sp.source, sp.llvm_options)
-                                        for sp in self._specs):
-                return False  # tier 0 as usual; the thread reuses the plans
+            if self._failure:
+                return False
+            if not all(diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._specs):
+                if self._serial_program is None or not all(
+                        diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._serial_specs):
+                    return False  # tier 0 as usual; the thread reuses the plans
+                return self._load_stage_at_once()
             self._load()
             if self._failure:
                 return False
@@ -346,6 +352,29 @@ class TieredExecutor(Executor):
                 self.entry.set_executor(self.program)
         log.info("%s: loaded its %d kernels in the first call (%.3f s; a previous run's tier-0 "
                  "call was slower)", self.name, len(self.variants), self._load_s)
+        return True
+
+    def _load_stage_at_once(self) -> bool:
+        """`_load_at_once` for a graph whose stage-1 kernels are on disk and whose parfor
+        upgrade is not (a previous run trained without a pause: workers.HOLD_POLL_S held
+        it): load the stage's kernels now and run them, the background thread submits the
+        upgrade. Under the entry's lock."""
+        t0 = time.perf_counter()
+        try:
+            with gilshare.shorter_switches():
+                for kern, layouts, parallel in self._serial_variants:
+                    kern.get(layouts, parallel)
+        except Exception:
+            return False   # tier 0 as usual
+        self._serial.set()
+        self._submitted_at = time.perf_counter()
+        self.state = "pending"
+        with _pending_lock:
+            _pending.add(self)
+        self._start_work()
+        log.info("%s: loaded its %d %s kernels in the first call (%.3f s; a previous run's "
+                 "tier-0 call was slower); the parfor upgrade waits", self.name,
+                 len(self._serial_variants), self._stage_kind, time.perf_counter() - t0)
         return True
 
     # ---- background compile -----------------------------------------------------------
@@ -455,14 +484,6 @@ class TieredExecutor(Executor):
             on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
             log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
                      len(variants), time.perf_counter() - t0, on_disk.count(False))
-            if all(on_disk):
-                tierhints.mark_on_disk(self._graph_key())
-                if self._prestarted:  # started ahead for nothing: give their CPU back
-                    workers.release_idle()
-            elif prestart:
-                # Workers take 1-3 s to start (Python, numba, a first compile): start
-                # them now (if not yet), while stage 1 is planned and the jobs are submitted.
-                workers.prestart()
             # Stage 1 only when a parfor variant must compile (a warm disk has them all:
             # its serial-only twins would be compiled for nothing; a chunk kernel,
             # codegen_chunks.py, compiles about as fast as its serial twin).
@@ -482,12 +503,32 @@ class TieredExecutor(Executor):
                     log.info("%s: no stage 1: %d missing kernels compile faster than its %d",
                              self.name, len(full), len(stage))
                     self._set_stage("serial", None, [], [])
+            if all(on_disk) or self._upgrade_only(variants, on_disk):
+                # (a chunk stage on disk whose parfor upgrade is held: workers.HOLD_POLL_S)
+                tierhints.mark_on_disk(self._graph_key())
+                if self._prestarted:  # started ahead for nothing: give their CPU back
+                    workers.release_idle()
+            elif prestart:
+                # Workers take 1-3 s to start (Python, numba, a first compile): start
+                # them now (if not yet), while the jobs are submitted.
+                workers.prestart()
         except Exception as exc:  # code generation refused the graph: stay on tier 0
             self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
             return
         self.variants = variants
         self._planned = True
         self._ins = None
+
+    def _upgrade_only(self, variants: list, on_disk: list) -> bool:
+        """Whether all this graph has to compile is a parfor upgrade after a chunk stage
+        that is on disk: the upgrade is held until the program leaves a core idle
+        (workers.HOLD_POLL_S), so no worker need start now (a process whose previous run
+        trained without a pause, and so never compiled it, would start one for nothing)."""
+        from . import diskcache
+        return self._stage_kind == "chunks" and self._serial_program is not None \
+            and all(ok or _parfor(kern, par, sp)
+                    for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk)) \
+            and all(diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._serial_specs)
 
     def _plan_stage1(self, ins) -> None:
         """Stage 1: the program with chunk kernels where every parallel variant has one
@@ -583,8 +624,12 @@ class TieredExecutor(Executor):
                 elif self._stage_kind == "chunks" and self._serial_program is not None \
                         and _parfor(kern, parallel, spec):
                     # After a chunk stage the parfor kernels are an upgrade: other
-                    # functions' and the optimizer's kernels go to the workers first.
-                    job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True)
+                    # functions' and the optimizer's kernels go to the workers first, and
+                    # it waits for a core the program leaves idle (workers.HOLD_POLL_S:
+                    # while the step trains on both cores a compile costs it, and the
+                    # trial mostly keeps the chunk kernels it runs) or for a caller's wait.
+                    job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True,
+                                         until_idle=True)
                 else:
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
@@ -615,6 +660,11 @@ class TieredExecutor(Executor):
             if job.lost():  # we were forked from the process that submitted it
                 self.jobs[k] = (workers.submit(job.source, job.name_hint, job.llvm_options), kern, lay, par)
                 continue
+            if job.hold is not None and self._serial.is_set() \
+                    and all(j.done() or j.hold is not None for j, *_ in self.jobs[k:]):
+                # All left is the held parfor upgrade: the next process need not start a
+                # worker ahead for it (`_upgrade_only`).
+                tierhints.mark_on_disk(self._graph_key())
             job.event.wait()  # a hung worker is killed by its dispatcher's timeout
             k += 1
             if job.ok and kern is not None and not self._failure:
@@ -754,16 +804,26 @@ class TieredExecutor(Executor):
     def wait(self, deadline: Optional[float]) -> bool:
         """Block until the background work is done (or `deadline`), then switch; False on
         timeout."""
+        from . import workers
         self._go.set()
-        while self.state == "pending":
-            if not self._ready_here():
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._ready.wait(1.0 if remaining is None else min(remaining, 1.0))
-                continue
-            self.switch()
+        with workers.waiting():   # a held parfor upgrade is what we wait for: no longer held
+            while self.state == "pending":
+                if not self._ready_here():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._ready.wait(1.0 if remaining is None else min(remaining, 1.0))
+                    continue
+                self.switch()
         return True
+
+    def upgrade_held(self) -> bool:
+        """Whether the entry runs its chunk stage and all it still waits for is a parfor
+        upgrade held until the program leaves a core idle (workers.HOLD_POLL_S)."""
+        if self.state != "pending" or not self._serial.is_set():
+            return False
+        left = [j for j, *_ in self.jobs if not j.done()]
+        return bool(left) and all(j.hold is not None for j in left)
 
     # ---- what explain, check mode and fn.compile ask of an executor ---------------------
     def precompile(self, ins, grad_mode: bool) -> None:
@@ -776,6 +836,9 @@ class TieredExecutor(Executor):
         pending = self.pending_kernels()
         return {"new": "tier 0 (not called yet)",
                 "pending": (f"compiled {self._stage_kind} kernels (stage 1); {pending} parfor "
+                            f"kernels held until the program leaves a core idle (or a wait)"
+                            if self.upgrade_held() else
+                            f"compiled {self._stage_kind} kernels (stage 1); {pending} parfor "
                             f"kernels still compiling in workers" if self.tier != "tier0" else
                             f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
                             f"still compiling in workers"),

@@ -17,7 +17,9 @@ such workers again when none was missing). It holds ``min(cores, 2)`` workers
 starts when this program leaves a core idle (`spare_core`). A worker takes its first job
 once its start-up is done, the best one queued by then (by rank). The pool restarts a
 worker that crashed or hung (a job that takes longer than ``TRACEJIT_COMPILE_TIMEOUT``
-seconds, default 300, kills its worker and fails), and kills its workers at exit. After
+seconds, default 300, kills its worker and fails), and kills its workers at exit. A job
+no one waits for (a parfor upgrade after a chunk stage, an eager kernel its op stopped asking
+for) is held until the program leaves a core idle or a caller waits (`HOLD_POLL_S`). After
 ``os.fork`` the child gets a pool of its own (the parent's workers and threads are not the
 child's); jobs the parent had in flight are resubmitted by their owners (see `Job.lost`).
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import queue
 import subprocess
@@ -37,9 +40,11 @@ from typing import Optional
 from .. import envflags
 from ..threads import usable_cpus
 
-__all__ = ["Job", "submit", "prestart", "release_idle", "shutdown", "pool_size", "worker_pids"]
+__all__ = ["Job", "submit", "prestart", "release_idle", "shutdown", "pool_size", "worker_pids",
+           "waiting"]
 
 _DEFAULT_TIMEOUT_S = 300.0
+log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 
 # A worker beyond the first starts only while the program leaves a core idle: over
 # `SPARE_WINDOW_S` seconds its CPU time (BLAS's threads included, tracejit's own background
@@ -65,7 +70,7 @@ class Job:
     """One kernel module to compile; `event` is set when it is done (`ok` says how)."""
 
     __slots__ = ("id", "source", "name_hint", "llvm_options", "event", "ok", "error", "seconds",
-                 "compiled", "pid", "after", "asked")
+                 "compiled", "pid", "after", "asked", "hold")
 
     def __init__(self, jid: int, source: str, name_hint: str, llvm_options: tuple,
                  after: "Optional[Job]" = None, asked=None):
@@ -86,6 +91,9 @@ class Job:
         # that found it not loaded or None, the longest time between two such calls); see
         # `CompilePool._asked_lately`
         self.asked = asked
+        # a job no one waits for (`CompilePool._when_idle`): ``hold()`` is True while it
+        # should wait for a core the program leaves idle; None once it may run
+        self.hold = None
 
     def done(self) -> bool:
         return self.event.is_set()
@@ -114,13 +122,16 @@ def pool_size() -> int:
     return max(1, min(usable_cpus(), 2))
 
 
+_PROGRAM_THREADS = ("tracejit-chunks", "tracejit-partner")
+
+
 def _thread_clocks() -> dict:
     """CPU seconds so far of tracejit's own background threads (planning, loads, compile
-    dispatch: the threads named ``tracejit-...`` but the chunk kernels' shares, which run
-    the program's work)."""
+    dispatch: the threads named ``tracejit-...`` but the chunk kernels' shares and the
+    matmul partner, sharepool.py, which run the program's work)."""
     out = {}
     for t in threading.enumerate():
-        if t.name.startswith("tracejit-") and t.name != "tracejit-chunks" and t.ident:
+        if t.name.startswith("tracejit-") and t.name not in _PROGRAM_THREADS and t.ident:
             try:
                 out[t.ident] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
             except (AttributeError, OSError, TypeError, ValueError):
@@ -133,12 +144,66 @@ def spare_core(window: float = SPARE_WINDOW_S) -> bool:
     that long) the process's CPU time less tracejit's own background threads' (the
     program's threads and BLAS's count), plus a core per live worker, against the CPUs we
     may use."""
-    p0, c0, t0 = time.process_time(), _thread_clocks(), time.monotonic()
+    reading = _CPUReading()
     time.sleep(window)
-    p1, c1, t1 = time.process_time(), _thread_clocks(), time.monotonic()
-    ours = sum(c1[k] - c0[k] for k in c0.keys() & c1.keys())
-    busy = max(0.0, (p1 - p0) - ours) / max(t1 - t0, 1e-3)
-    return usable_cpus() - busy - len(worker_pids()) >= SPARE_IDLE_CORES
+    return usable_cpus() - reading.cores() - len(worker_pids()) >= SPARE_IDLE_CORES
+
+
+class _CPUReading:
+    """The program's CPU time since the reading began: the process's less tracejit's own
+    background threads' (planning, loads, compile dispatch); the program's threads and
+    BLAS's count. `cores()`: how many cores it kept busy on average since; `others()`: how
+    many other processes did (our compile workers included; coreshare's reading)."""
+
+    def __init__(self):
+        from ..coreshare import _busy_seconds, _own_seconds
+        self.t, self.p, self.c = time.monotonic(), time.process_time(), _thread_clocks()
+        self.busy, self.own = _busy_seconds(), _own_seconds()
+
+    def cores(self) -> float:
+        t, p, c = time.monotonic(), time.process_time(), _thread_clocks()
+        ours = sum(c[k] - self.c[k] for k in self.c.keys() & c.keys())
+        return max(0.0, (p - self.p) - ours) / max(t - self.t, 1e-3)
+
+    def others(self) -> float:
+        from ..coreshare import _busy_seconds, _own_seconds
+        busy = _busy_seconds()
+        if busy is None or self.busy is None:
+            return 0.0     # (no /proc: the program's own reading decides)
+        dt = max(time.monotonic() - self.t, 1e-3)
+        return max(0.0, (busy - self.busy) - (_own_seconds() - self.own)) / dt
+
+    def free(self) -> float:
+        """Cores neither the program nor another process used since the reading began."""
+        others = self.others()
+        return min(usable_cpus(), (os.cpu_count() or 1) - others) - self.cores()
+
+
+# Callers blocked until jobs finish (`waiting`: tiers.wait): a held job (`Job.hold`) runs
+# then whatever the program's CPU reads, since the caller waits for it.
+_waiters = 0
+_waiters_lock = threading.Lock()
+
+
+class waiting:
+    """``with workers.waiting():`` around a wait for jobs: held jobs (`Job.hold`) are not
+    held meanwhile."""
+
+    def __enter__(self):
+        global _waiters
+        with _waiters_lock:
+            _waiters += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _waiters
+        with _waiters_lock:
+            _waiters -= 1
+        return False
+
+
+def _always() -> bool:
+    return True
 
 
 def _timeout() -> float:
@@ -247,6 +312,37 @@ FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3
 # came before the attention kernels the compiled step waits for.
 ASKED_WITHIN_S = 2.0
 
+# A held job (`Job.hold`: a background compile's parfor upgrade after a chunk stage, an
+# eager kernel its op stopped asking for) is taken only when a core is free: neither the
+# program nor another process used it (`_CPUReading.free`, coreshare's reading of
+# /proc/stat; the workers compiling now count as others), or while a caller waits
+# (`waiting`): on a 2-core machine a step that trains on the chunk kernels takes a core
+# and more, and a compile then costs the step (cold Transformer, load 1-2: 88 ms with the
+# worker compiling the upgrade, 48 ms once it was idle; tier21). The program's CPU alone
+# did not tell: under other processes' load the thread policy gives it one thread, it
+# read 0.77-0.99 cores while training (load 4-5), and the held jobs started. The chunk
+# program is the one running, and the trial keeps it in most
+# runs (Transformer 11 of 13, LSTM 25 of 34; its steady step 64-66 ms against 84-85 ms
+# with the parfor program, tier21), so a process that trains without a pause loses
+# nothing; one that pauses (waits, evaluates on one thread, ends an epoch) compiles the
+# upgrade then and runs the trial at its next calls. A held job's dispatcher looks at the
+# queue every `HOLD_POLL_S` seconds, so a job submitted meanwhile is taken at once.
+HOLD_POLL_S = 0.05
+# The program's CPU is read from `HOLD_SETTLE_S` after the hold began, and must leave a core
+# idle over `HOLD_IDLE_WINDOWS` windows of `SPARE_WINDOW_S` in a row: while a worker compiles,
+# the thread policy (coreshare.py) gives the program one thread less, and it gives it back
+# only after its own window once the worker is idle. Read at once, a cold Transformer step
+# on its chunk kernels read 0.99 cores in the first window after a job and the upgrade
+# started (timeline, load 1.5).
+HOLD_SETTLE_S = 0.5
+HOLD_IDLE_WINDOWS = 2
+
+
+def _not_asking(asked) -> bool:
+    """Whether an op's kernel (``asked``: see `Job.asked`) was not asked for lately."""
+    last, gap = asked()
+    return last is None or time.monotonic() - last > max(ASKED_WITHIN_S, 2 * gap)
+
 
 class CompilePool:
     """Dispatcher threads, each owning at most one worker process, fed from one queue."""
@@ -267,17 +363,23 @@ class CompilePool:
                              name=f"tracejit-compile-{i}").start()
 
     def submit(self, source: str, name_hint: str, llvm_options: tuple, later: bool = False,
-               rank: int | None = None, after: Optional[Job] = None, asked=None) -> Job:
+               rank: int | None = None, after: Optional[Job] = None, asked=None,
+               until_idle: bool = False) -> Job:
         with self._lock:
             key = (source, tuple(llvm_options))
             job = self.by_source.get(key)
             if job is not None and not (job.done() and not job.ok):
                 if asked is None:
                     job.asked = None   # someone needs it without an op's asking: never put back
+                if not until_idle:
+                    job.hold = None    # ... nor held
                 return job
             job = Job(next(self._ids), source, name_hint, llvm_options, after, asked)
+            if until_idle:
+                job.hold = _always
             self.by_source[key] = job
-        self.jobs.put((rank if rank is not None else LATER if later else FIRST, job.id, job))
+        self.jobs.put((LATER if until_idle else rank if rank is not None else LATER if later
+                       else FIRST, job.id, job))
         return job
 
     def _dispatch(self, i: int) -> None:
@@ -288,7 +390,11 @@ class CompilePool:
                     continue
             else:
                 item = self.jobs.get()
-            item = self._unblocked(self._asked_lately(self._best_when_ready(i, item)))
+            while True:   # (the best job by then may be a held one: it waits for a core)
+                item = self._when_idle(item)
+                item = self._unblocked(self._asked_lately(self._best_when_ready(i, item)))
+                if self._held(item) is None:
+                    break
             job = item[2]
             if job is None or self.closed:
                 if job is not None:
@@ -298,6 +404,60 @@ class CompilePool:
                 self._run(i, job)
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
+
+    def _held(self, item: tuple) -> Optional[Job]:
+        """The job of `item` when it must still wait for an idle core (`Job.hold`), else None."""
+        job = item[2]
+        if job is None or self.closed or job.hold is None:
+            return None
+        if not job.hold():
+            job.hold = None
+            return None
+        return job
+
+    def _better_queued(self) -> bool:
+        """Whether the queue's first job is one that need not wait (a held one behind a
+        held one would only be swapped for it)."""
+        with self.jobs.mutex:
+            head = self.jobs.queue[0] if self.jobs.queue else None
+        return head is not None and (head[2] is None or self._held(head) is None)
+
+    def _when_idle(self, item: tuple) -> tuple:
+        """`item`, once its job may run: at once unless it is held (`Job.hold`), else when
+        a core is free over `HOLD_IDLE_WINDOWS` windows (`_CPUReading.free`) or a caller
+        waits (`waiting`). A job queued meanwhile is
+        taken instead (the held one goes back, rank and place kept)."""
+        job = self._held(item)
+        since, why = time.monotonic(), "a caller waits"
+        reading, idle = None, 0
+        while job is not None:
+            if _waiters:
+                break
+            if self.closed:   # (`_dispatch` finishes it: never put back after shutdown's drain)
+                return item
+            if self._better_queued():
+                self.jobs.put(item)
+                item = self.jobs.get()
+                job = self._held(item)
+                continue
+            time.sleep(HOLD_POLL_S)
+            now = time.monotonic()
+            if reading is None:
+                if now - since >= HOLD_SETTLE_S:
+                    reading = _CPUReading()
+            elif now - reading.t >= SPARE_WINDOW_S:
+                free = reading.free()
+                idle = idle + 1 if free >= SPARE_IDLE_CORES else 0
+                if idle >= HOLD_IDLE_WINDOWS:
+                    why = f"{free:.2f} cores free"
+                    break
+                reading = _CPUReading()
+            job = self._held(item)
+        if job is not None:
+            job.hold = None
+            log.info("%s: held %.2f s, now compiling (%s)", job.name_hint,
+                     time.monotonic() - since, why)
+        return item
 
     def _best_when_ready(self, i: int, item: tuple) -> tuple:
         """Hold a taken job until worker `i` has started up (1-2 s), then take the best one
@@ -324,7 +484,9 @@ class CompilePool:
             last, gap = job.asked()
             if last is None or time.monotonic() - last <= max(ASKED_WITHIN_S, 2 * gap):
                 break
-            job.asked = None
+            asked, job.asked = job.asked, None
+            # held (`_when_idle`) until the program leaves a core idle or its op asks again
+            job.hold = lambda a=asked: _not_asking(a)
             self.jobs.put((LATER, job.id, job))
             item = self.jobs.get()
         return item
@@ -479,14 +641,17 @@ def _get_pool() -> CompilePool:
 
 
 def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = False,
-           rank: int | None = None, after: Optional[Job] = None, asked=None) -> Job:
+           rank: int | None = None, after: Optional[Job] = None, asked=None,
+           until_idle: bool = False) -> Job:
     """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
     A `later` job (rank `LATER`) waits until no other job is queued (an upgrade nobody
     waits for); `rank` places it explicitly (`FIRST`, `STEADY`, `EAGER`, `LATER`). A job `after`
     another (its module loads that one's) is taken once that one is done. `asked` (an eager
     op's kernel): a callable giving when the op last asked for it and the longest time
-    between two of its asks (`ASKED_WITHIN_S`)."""
-    return _get_pool().submit(source, name_hint, llvm_options, later, rank, after, asked)
+    between two of its asks (`ASKED_WITHIN_S`). An `until_idle` job (rank LATER, a parfor
+    upgrade no call waits for) is held until the program leaves a core idle or a caller
+    waits (`HOLD_POLL_S`, `waiting`)."""
+    return _get_pool().submit(source, name_hint, llvm_options, later, rank, after, asked, until_idle)
 
 
 def prestart() -> None:

@@ -506,6 +506,12 @@ def settle(timeout: float = 300.0) -> bool:
     measurements of steady-state eager speed (bench/impls/tracejit_impl.py) and tests; a
     user's program never needs it. True when nothing is pending any more, False at the
     timeout."""
+    from ..compiler import workers
+    with workers.waiting():   # a held job (workers.HOLD_POLL_S) is what we wait for now
+        return _settle(timeout)
+
+
+def _settle(timeout: float) -> bool:
     import time
     deadline = time.monotonic() + timeout
     while True:
