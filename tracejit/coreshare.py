@@ -444,11 +444,8 @@ def load_gemm_kernels(dtype: str = "float32") -> bool:
     process had put them there; background mode compiles them in its workers anyway.
     For a benchmark's set-up (bench/breakdown.py, the compiled runner), not the op path.
     True when all three loaded."""
-    from .ops import halves, native, rows_gemm, skinny_gemm
-    sources = (("rows_gemm", rows_gemm.source), ("rows_gemm_halves", halves.source),
-               ("skinny_gemm", skinny_gemm.source))
-    return all([native.kernel((name, dtype), lambda src=src: src(dtype), sync_compiles=False).load_now()
-                for name, src in sources])
+    from .ops import halves, rows_gemm, skinny_gemm
+    return all([module.module_kernel(dtype).load_now() for module in (rows_gemm, halves, skinny_gemm)])
 
 
 # Products of m*k*n from which a batch of them stays on BLAS's own threads (each product

@@ -340,8 +340,7 @@ class TieredExecutor(Executor):
             if self._failure:
                 return False
             if not all(diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._specs):
-                if self._serial_program is None or not all(
-                        diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._serial_specs):
+                if not self._stage_on_disk():
                     return False  # tier 0 as usual; the thread reuses the plans
                 return self._load_stage_at_once()
             self._load()
@@ -524,11 +523,16 @@ class TieredExecutor(Executor):
         that is on disk: the upgrade is held until the program leaves a core idle
         (workers.HOLD_POLL_S), so no worker need start now (a process whose previous run
         trained without a pause, and so never compiled it, would start one for nothing)."""
+        return self._stage_kind == "chunks" and all(
+            ok or _parfor(kern, par, sp)
+            for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk)) \
+            and self._stage_on_disk()
+
+    def _stage_on_disk(self) -> bool:
+        """Whether this graph has a stage-1 program and the disk holds all its kernels."""
         from . import diskcache
-        return self._stage_kind == "chunks" and self._serial_program is not None \
-            and all(ok or _parfor(kern, par, sp)
-                    for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk)) \
-            and all(diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._serial_specs)
+        return self._serial_program is not None and all(
+            diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._serial_specs)
 
     def _plan_stage1(self, ins) -> None:
         """Stage 1: the program with chunk kernels where every parallel variant has one

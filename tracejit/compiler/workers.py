@@ -338,10 +338,16 @@ HOLD_SETTLE_S = 0.5
 HOLD_IDLE_WINDOWS = 2
 
 
+def _quiet_since(last: float, gap: float) -> bool:
+    """Whether an op whose latest ask was at `last` (time.monotonic()) and whose longest
+    time between two asks is `gap` has stopped asking (`ASKED_WITHIN_S`)."""
+    return time.monotonic() - last > max(ASKED_WITHIN_S, 2 * gap)
+
+
 def _not_asking(asked) -> bool:
     """Whether an op's kernel (``asked``: see `Job.asked`) was not asked for lately."""
     last, gap = asked()
-    return last is None or time.monotonic() - last > max(ASKED_WITHIN_S, 2 * gap)
+    return last is None or _quiet_since(last, gap)
 
 
 class CompilePool:
@@ -482,7 +488,7 @@ class CompilePool:
         while item[2] is not None and item[0] in (STEADY, EAGER) and item[2].asked is not None:
             job = item[2]
             last, gap = job.asked()
-            if last is None or time.monotonic() - last <= max(ASKED_WITHIN_S, 2 * gap):
+            if last is None or not _quiet_since(last, gap):
                 break
             asked, job.asked = job.asked, None
             # held (`_when_idle`) until the program leaves a core idle or its op asks again

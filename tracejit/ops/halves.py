@@ -47,7 +47,7 @@ from .. import coreshare, sharepool
 from . import rows_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "thin", "binary", "launch", "two_cores", "warm", "expect", "source", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
+__all__ = ["product", "thin", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
@@ -253,16 +253,31 @@ def two_cores() -> bool:
         return False
     if coreshare.ENABLED and coreshare.core_share.threads() < 2:
         return False         # (the policy's count: the cheap answer under load)
-    if sharepool.pool_threads() < 2 or (coreshare.blas_ceiling() or 1) < 2:
-        return False
-    return sharepool.blas_worker.find() is not None
+    return sharepool.pool_threads() >= 2 and _blas_pair()
 
 
-def loaded_module(key: tuple, make_source):
+def _blas_pair() -> bool:
+    """What the machine must give for halves to run at all: BLAS's ceiling two or more
+    and OpenBLAS's worker found (`two_cores` now; `expect` ever)."""
+    return (coreshare.blas_ceiling() or 1) >= 2 and sharepool.blas_worker.find() is not None
+
+
+def kernel_of(key: tuple, make_source):
+    """The `native.NativeKernel` of a hand-written kernel module with GIL-free halves
+    (loaded from disk only in sync mode: ``sync_compiles=False``)."""
+    return _kernel(key, make_source, sync_compiles=False)
+
+
+def module_kernel(t: str):
+    """The `native.NativeKernel` of dtype name `t`'s halves module."""
+    return kernel_of(("rows_gemm_halves", t), lambda: source(t))
+
+
+def loaded_module(kernel):
     """(kernel, its module's globals: the halves' cfuncs and records) of a hand-written
-    kernel module once loaded (ops/native.py's policy; in sync mode only from the disk
-    cache), else None."""
-    fn = _kernel(key, make_source, sync_compiles=False).get()
+    kernel module (`kernel`: its `native.NativeKernel`) once loaded (ops/native.py's
+    policy; in sync mode only from the disk cache), else None."""
+    fn = kernel.get()
     if fn is None:
         return None
     return fn, getattr(getattr(fn, "py_func", None), "__globals__", {})
@@ -279,16 +294,12 @@ def _pair(dtype):
         return None
     p = _pairs.get(t)
     if p is None:
-        got = loaded_module(_module_key(t), lambda: source(t))
+        got = loaded_module(module_kernel(t))
         g = got[1] if got is not None else {}
         if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records")):
             return None
         p = _pairs[t] = _Pair(g)
     return p
-
-
-def _module_key(t: str) -> tuple:
-    return ("rows_gemm_halves", t)
 
 
 def expect(dtype) -> None:
@@ -309,9 +320,8 @@ def expect(dtype) -> None:
     _expected.add(t)
     from . import vectorized
     if (ENABLED and vectorized.enabled() and not vectorized._sync_mode()
-            and coreshare.core_share.cpus >= 2 and (coreshare.blas_ceiling() or 1) >= 2
-            and sharepool.blas_worker.find() is not None):   # (halves could ever run here)
-        _kernel(_module_key(t), lambda: source(t), sync_compiles=False).get()
+            and coreshare.core_share.cpus >= 2 and _blas_pair()):   # (halves could ever run here)
+        module_kernel(t).get()
 
 
 _expected: set = set()   # dtype names `expect` has asked for

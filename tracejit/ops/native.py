@@ -99,10 +99,7 @@ class NativeKernel:
                     else:
                         self.failed = True   # not in this process: numpy's form runs
             return self.fn
-        now = time.monotonic()
-        if self.last is not None and now - self.last > self.gap:
-            self.gap = now - self.last
-        self.last = now
+        now = _vec.note_ask(self)
         with self.lock:
             if self.first is None:
                 self.first = now

@@ -35,7 +35,7 @@ import numpy as np
 from . import packed_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
+__all__ = ["product", "module_kernel", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
 
 # Where the kernel beats one OpenBLAS thread (min us, near-quiet, session 16, AVX-512,
 # float32 / float64): 64x1000x100 82 / 184 against 104 / 250, 32x1024x200 86 / 221 against
@@ -179,7 +179,7 @@ def product(a, b):
         return None
     fn = _loaded.get(t)
     if fn is None:
-        fn = _kernel(("rows_gemm", t), lambda: source(t), sync_compiles=False).get()
+        fn = module_kernel(t).get()
         if fn is None:
             return None
         _loaded[t] = fn
@@ -207,3 +207,9 @@ def _transposed(fn, a, b, m, kd, n):
 
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 _loaded: dict = {}   # dtype name -> the loaded kernel
+
+
+def module_kernel(t: str):
+    """The `native.NativeKernel` of dtype name `t`'s kernel module (loaded from disk only in
+    sync mode: ``sync_compiles=False``): the one place its key and source are named."""
+    return _kernel(("rows_gemm", t), lambda: source(t), sync_compiles=False)

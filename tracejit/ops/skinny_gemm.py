@@ -48,7 +48,7 @@ import numpy as np
 from .. import coreshare
 from . import halves
 
-__all__ = ["product", "threads", "source", "HALVES", "ENABLED", "MAX_THIN", "MIN_MNK", "MAX_MNK"]
+__all__ = ["product", "threads", "source", "module_kernel", "HALVES", "ENABLED", "MAX_THIN", "MIN_MNK", "MAX_MNK"]
 
 # The switch (tests and measurements turn it off to compare).
 ENABLED = True
@@ -171,11 +171,16 @@ _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 _loaded: dict = {}   # dtype name -> the loaded dot kernel
 
 
+def module_kernel(t: str):
+    """The `native.NativeKernel` of dtype name `t`'s dot-kernel module (as rows_gemm's)."""
+    return halves.kernel_of(("skinny_gemm", t), lambda: source(t))
+
+
 def _dot(t: str):
     """(the loaded dot kernel, its `_Pair` or None), or None until the module is loaded."""
     got = _loaded.get(t)
     if got is None:
-        loaded = halves.loaded_module(("skinny_gemm", t), lambda: source(t))
+        loaded = halves.loaded_module(module_kernel(t))
         if loaded is None:
             return None
         fn, g = loaded

@@ -330,10 +330,7 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             return entry.fn
         job = entry.job
         if isinstance(job, _Preparation) and not job.done() and not job.lost():
-            now = time.monotonic()
-            if now - job.last > job.gap:
-                job.gap = now - job.last   # (workers.ASKED_WITHIN_S)
-            job.last = now
+            now = note_ask(job)
             if not job.started and now - job.first >= _GO_AFTER_S:
                 job.start()
             return None  # being prepared: the preparation sets fn (or failed)
@@ -370,6 +367,19 @@ _RECHECK_S = 1.0
 # (Starting at the op's next call 0.2 s later was too early: an LSTM step calls the same
 # op every time step, and its first warm-disk step went from ~0.9 s to 2.7-3.2 s.)
 _GO_AFTER_S = 1.0
+
+
+def note_ask(holder) -> float:
+    """An op's call that found its kernel not loaded (a `_Preparation`, a native.NativeKernel):
+    `holder`'s ``last`` (time.monotonic() of the latest such call, or None) and ``gap`` (the
+    longest time between two) move on, as a compile job's ``asked`` reads them
+    (compiler/workers.ASKED_WITHIN_S). Returns the call's time."""
+    now = time.monotonic()
+    last = holder.last
+    if last is not None and now - last > holder.gap:
+        holder.gap = now - last
+    holder.last = now
+    return now
 
 
 class _Preparation:
@@ -512,7 +522,6 @@ def settle(timeout: float = 300.0) -> bool:
 
 
 def _settle(timeout: float) -> bool:
-    import time
     deadline = time.monotonic() + timeout
     while True:
         # (a loaded kernel's preparation may still be readying its pair: `_pair_ready`)
