@@ -439,9 +439,13 @@ _halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has ask
 # input and weight gradients) from this many multiply-adds each run at once, each on one BLAS
 # thread, one on this thread and one on OpenBLAS's worker (ops/halves.py's `pair`), where the
 # policy gives two threads: two one-thread products do not meet at every panel as one
-# two-thread product's threads do. The MLP step's 256x1024x1024 pair (session 17's
-# prototype, in the step): backward -0.06 to -0.10 ms. Below 8M (a head's products) a
-# pair's one-thread halves are slower than the kernels above. PAIRS: the switch (tests,
+# two-thread product's threads do. The MLP step's 256x1024x1024 pair (layer 2's input and
+# weight gradients; session 22, SCHED_FIFO, policy off, load 5-10): 3.82-3.91 ms in the step
+# against 3.98-4.07 one after the other (six breakdowns each, fresh processes alternating),
+# the step's GEMM time 9.32-9.74 (median 9.43) against 9.61-9.88 (9.645), the step -0.20 ms
+# (in-process ABBA, 12 rounds, 10 lower). Alone, warm, the pair is no faster than the two
+# two-thread products (3.95/4.11 against 3.97/4.07 ms min/median): what it saves is in the
+# step. Below 8M (a head's products) the kernels above run them. PAIRS: the switch (tests,
 # measurements); `pairs_run` counts the pairs that ran so (the breakdown reads it).
 PAIR_MNK = 1 << 23
 PAIRS = True

@@ -30,6 +30,10 @@ the calling thread and the second on OpenBLAS's worker, every time:
 (TRACEJIT_ADAPTIVE_THREADS=0) under SCHED_FIFO (a quiet machine emulated; load 8, session 18),
 medians: eager 371-376 -> 335-340 us, compiled 253-258 -> 213-216; PyTorch eager 291-295.
 
+``pair`` runs two whole products at once, one per core, each one call of numpy's BLAS GEMM
+on one thread (a cfunc calling cblas by address, compiler/voidptr.py): a compiled plan's
+independent products (compiler/gemmpair.py, coreshare.matmul_pair decides which).
+
 When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
 coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
 two threads (`sharepool.pool_threads`), BLAS's ceiling is two or more, numpy's BLAS is a
