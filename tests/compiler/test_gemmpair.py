@@ -86,6 +86,25 @@ def test_pair_computes_both_products_in_every_layout(ordered_pair, dtype, layout
     np.testing.assert_allclose(c2, g.T.astype(np.float64) @ a, **_tol(dtype, m))
 
 
+def test_the_pair_on_openblas_worker_computes_both_products(monkeypatch):
+    """The real launch (this thread and OpenBLAS's worker at once, BLAS's count one around
+    them, then put back), where numpy's BLAS has a worker: the same products as numpy's."""
+    from tracejit.threads import blas_threads
+    if halves._gemm_function(np.dtype(np.float32)) is None or not halves._blas_pair():
+        pytest.skip("no ILP64 OpenBLAS with a pool of two here")
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name))
+    rng = np.random.default_rng(5)
+    g, w, a = (rng.standard_normal(s).astype(np.float32) for s in ((67, 263), (263, 509), (67, 509)))
+    count = blas_threads()
+    for _ in range(3):
+        before = coreshare.pairs_run
+        c1, c2 = coreshare.matmul_pair(g, w, g.T, a)
+        assert coreshare.pairs_run == before + 1 and blas_threads() == count
+        np.testing.assert_allclose(c1, g.astype(np.float64) @ w, **_tol("float32", 263))
+        np.testing.assert_allclose(c2, g.T.astype(np.float64) @ a, **_tol("float32", 67))
+
+
 def test_pair_falls_back_to_one_product_after_the_other(ordered_pair, monkeypatch):
     """Small products, a 3-D operand, mixed dtypes, a strided operand, the switch off:
     coreshare.matmul's products, no launch."""
