@@ -29,7 +29,9 @@ Timing the calls one by one costs about a microsecond per call (some 60 per step
 keeps the work in the same order; the phase totals are reported from separate,
 uninstrumented steps. How the calls are found: the plans are the objects of class
 ``Plan`` reachable from the garbage collector, each a generated function whose globals
-hold ``xp`` (the array module), ``MATMUL`` (the backend's matmul), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
+hold ``xp`` (the array module), ``MATMUL`` (the backend's matmul), ``MATMUL2`` (two
+independent products at once, compiler/gemmpair.py: timed once as GEMM time, its two
+products recorded with the pair's time split by their flops), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
 implementations); they are swapped for timing wrappers during the instrumented steps
 and put back afterwards. If the compiler's layout changes, the breakdown says it found
 no plans instead of failing.
@@ -222,6 +224,35 @@ class Timers:
         return call
 
 
+def _gemm_pair(timers: Timers, fn: Callable) -> Callable:
+    """compiler/gemmpair's ``MATMUL2(a1, b1, a2, b2)`` (coreshare.matmul_pair: two products
+    at once, one per core, where it can) timed as GEMM time once, its two products recorded
+    as the GEMMs they are, with the pair's time split between them by their flops (they ran
+    at once; where the pair could not run they ran one after the other inside the call) and
+    marked paired where they ran at once (coreshare.pairs_run, read outside the time)."""
+    try:
+        from tracejit import coreshare
+    except ImportError:
+        coreshare = None
+
+    def call(a1, b1, a2, b2):
+        before = getattr(coreshare, "pairs_run", 0)
+        t0 = time.perf_counter()
+        try:
+            return fn(a1, b1, a2, b2)
+        finally:
+            dt = time.perf_counter() - t0
+            timers.seconds["gemm"] += dt
+            timers.calls["gemm"] += 2
+            paired = getattr(coreshare, "pairs_run", 0) != before
+            shapes = [(a.shape[0], a.shape[1], b.shape[1], _layout(a) + _layout(b)) for a, b in ((a1, b1), (a2, b2))]
+            total = sum(gemm_flops(m, k, n) for m, k, n, _ in shapes)
+            for m, k, n, lay in shapes:
+                timers.gemms.append((m, k, n, lay, dt * gemm_flops(m, k, n) / total if total else 0.0,
+                                     _policy_threads(m, k, n), paired))
+    return call
+
+
 def _bias_gemm(timers: Timers, fn: Callable) -> Callable:
     """biasgemm's ``matmul_bias(xp, x, w, b)`` timed and recorded as the GEMM it is
     ((rows of x) x k x n)."""
@@ -314,6 +345,8 @@ def instrumented(timers: Timers) -> Iterator[int]:
                     new = timers.kernel(getattr(family, "label", name), value)
                 elif name == "I_matmul_bias":    # compiler/biasgemm: x @ w + b as one GEMM
                     new = _bias_gemm(timers, value)
+                elif name == "MATMUL2":          # compiler/gemmpair: two products at once
+                    new = _gemm_pair(timers, value)
                 elif name.startswith("I_") and callable(value):
                     new = timers.timed("other ops", _real_xp(value))
                 else:
@@ -388,11 +421,11 @@ def _gemm_table(gemms: list, steps: int, repeat: int, full: int | None = None) -
     per step, median seconds in the step, best seconds replayed alone in this process on the
     same threads (warm and cold caches) and, where that was fewer than `full`, on `full`."""
     by_key: dict = defaultdict(list)
-    for m, k, n, lay, dt, threads in gemms:
-        by_key[(m, k, n, lay, threads)].append(dt)
+    for m, k, n, lay, dt, threads, *paired in gemms:
+        by_key[(m, k, n, lay, threads, bool(paired and paired[0]))].append(dt)
     rows = []
-    for (m, k, n, lay, threads), ts in sorted(by_key.items(),
-                                              key=lambda kv: (-gemm_flops(*kv[0][:3]), kv[0][3:])):
+    for (m, k, n, lay, threads, paired), ts in sorted(
+            by_key.items(), key=lambda kv: (-gemm_flops(*kv[0][:3]), kv[0][3:])):
         lay_alone = lay.replace("S", "C")
         alone, alone_med = sgemm_times(m, k, n, lay_alone, repeat, threads=threads)
         cold = sgemm_seconds(m, k, n, lay_alone, max(3, repeat // 3), cold=True, threads=threads)
@@ -401,7 +434,7 @@ def _gemm_table(gemms: list, steps: int, repeat: int, full: int | None = None) -
                                       else (alone, alone_med))
         step_s = statistics.median(ts)
         flop = gemm_flops(m, k, n)
-        rows.append({"m": m, "k": k, "n": n, "layouts": lay, "threads": threads,
+        rows.append({"m": m, "k": k, "n": n, "layouts": lay, "threads": threads, "paired": paired,
                      "per_step": len(ts) / steps,
                      "step_ms": step_s * 1e3, "step_min_ms": min(ts) * 1e3,
                      "alone_ms": alone * 1e3, "alone_median_ms": alone_med * 1e3, "cold_ms": cold * 1e3,
@@ -667,7 +700,9 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
     lines += ["", "| GEMM (m×k×n, layouts) | threads | per step | in step ms | GFLOP/s | alone ms | GFLOP/s "
               "| alone, cold caches ms | alone, all threads ms |", "|---|---|---|---|---|---|---|---|---|"]
     for r in res["gemms"]:
-        lines.append(f"| {r['m']}×{r['k']}×{r['n']} {r['layouts']} | {r.get('threads')} | {r['per_step']:.0f} | "
+        # a pair's products ran at once, one thread each; alone they replay on the count given
+        threads = f"{r.get('threads')}, paired" if r.get("paired") else r.get("threads")
+        lines.append(f"| {r['m']}×{r['k']}×{r['n']} {r['layouts']} | {threads} | {r['per_step']:.0f} | "
                      f"{r['step_ms']:.3f} | {r['step_gflops']:.0f} | {r['alone_ms']:.3f} | "
                      f"{r['alone_gflops']:.0f} | {r.get('cold_ms', float('nan')):.3f} | "
                      f"{r.get('alone_full_ms', r['alone_ms']):.3f} |")
