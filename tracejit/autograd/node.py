@@ -498,7 +498,15 @@ def leaf_node(t) -> AccumulateGrad:
     if node is None:
         node = AccumulateGrad(t)
         t._accumulator = node
+        t._leaf_edge = (node, 0)
     return node
+
+
+def _leaf_edge(t) -> tuple:
+    """The edge ``(leaf_node(t), 0)`` to leaf `t`, made once per leaf and kept on it
+    (``Tensor._leaf_edge``): recording an op on a parameter makes no tuple for it."""
+    leaf_node(t)
+    return t._leaf_edge
 
 
 def edge(t):
@@ -577,8 +585,8 @@ def _record(prim, args, params, result, meta) -> None:
                     _refresh_view(a)  # its base was written in place since (autograd/views.py)
                 fn = a.grad_fn
                 if fn is None:
-                    fn = a._accumulator
-                    nexts.append((fn if fn is not None else leaf_node(a), 0))
+                    e = a._leaf_edge
+                    nexts.append(e if e is not None else _leaf_edge(a))
                 else:
                     nexts.append((fn, a._output_nr))
             else:
@@ -619,8 +627,9 @@ def record_unary(prim, a, params, result, meta) -> None:
         return
     fn = a.grad_fn
     if fn is None:
-        fn = a._accumulator
-        edge = (fn if fn is not None else leaf_node(a), 0)
+        edge = a._leaf_edge
+        if edge is None:
+            edge = _leaf_edge(a)
     else:
         edge = (fn, a._output_nr)
     if meta is None:
@@ -650,8 +659,9 @@ def record_binary(prim, a, b, params, result, meta) -> None:
             k = 2
             fn = a.grad_fn
             if fn is None:
-                fn = a._accumulator
-                ea = (fn if fn is not None else leaf_node(a), 0)
+                ea = a._leaf_edge
+                if ea is None:
+                    ea = _leaf_edge(a)
             else:
                 ea = (fn, a._output_nr)
         else:
@@ -664,8 +674,9 @@ def record_binary(prim, a, b, params, result, meta) -> None:
             k += 1
             fn = b.grad_fn
             if fn is None:
-                fn = b._accumulator
-                eb = (fn if fn is not None else leaf_node(b), 0)
+                eb = b._leaf_edge
+                if eb is None:
+                    eb = _leaf_edge(b)
             else:
                 eb = (fn, b._output_nr)
         else:
