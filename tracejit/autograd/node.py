@@ -688,24 +688,14 @@ def record_binary(prim, a, b, params, result, meta) -> None:
         rec = prim.records2[k] = _records(prim, (k > 1, k & 1 == 1))
     (ha, hb), keep_out = rec
     # per operand: a scalar as it is; a tensor's values with their version, a stand-in, or None
-    if not ta:
-        sa = a
-        va = None
-    elif ha == _KEEP:
-        sa = a
-        va = a._vbox[0]
+    if ta and ha == _KEEP:
+        sa, va = a, a._vbox[0]
     else:
-        sa = saved_meta(a) if ha else None
-        va = None
-    if not tb:
-        sb = b
-        vb = None
-    elif hb == _KEEP:
-        sb = b
-        vb = b._vbox[0]
+        sa, va = (saved_meta(a) if ha else None) if ta else a, None
+    if tb and hb == _KEEP:
+        sb, vb = b, b._vbox[0]
     else:
-        sb = saved_meta(b) if hb else None
-        vb = None
+        sb, vb = (saved_meta(b) if hb else None) if tb else b, None
     if meta is None:
         meta = ((a._data.shape, a.dtype) if ta else None, (b._data.shape, b.dtype) if tb else None)
     _attach(prim, params, (ea, eb), (sa, sb), (va, vb), meta, result, keep_out)
