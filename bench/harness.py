@@ -84,7 +84,8 @@ def measure(fn: Callable[[], object], *, warmup: int = 3, repeat: int = 15,
 
 
 def step_times(step: Callable[[], object], steps: int, warmup: int, warmup_s: float = 0.0,
-               clock: Callable[[], float] = time.perf_counter) -> Timing:
+               clock: Callable[[], float] = time.perf_counter,
+               timing_starts: Callable[[], object] | None = None) -> Timing:
     """Median time of one ``step()`` over ``steps`` consecutive steps after a warm-up of
     at least ``warmup`` steps and at least ``warmup_s`` seconds.
 
@@ -95,13 +96,16 @@ def step_times(step: Callable[[], object], steps: int, warmup: int, warmup_s: fl
     read over import and set-up, not the one a user's loop settles on (likely why two
     quiet runs gave 322 and 398 us median: two threads or one). A warm-up of two
     intervals or more has the policy sample over stepping alone before the timing
-    starts. Every system gets the same warm-up.
+    starts. Every system gets the same warm-up. ``timing_starts()`` runs between the
+    warm-up and the first timed step.
     """
     t0 = clock()
     done = 0
     while done < warmup or clock() - t0 < warmup_s:
         step()
         done += 1
+    if timing_starts is not None:
+        timing_starts()
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()

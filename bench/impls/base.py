@@ -64,6 +64,10 @@ class Runner:
         so a figure is read beside the count it ran on."""
         return {}
 
+    def timing_starts(self) -> None:
+        """Called right before a training workload's first timed step (after its warm-up):
+        a system notes here what `thread_policy` should say held during the timed steps."""
+
     def check_available(self, what: str) -> None:
         """Raise Skip when the workload ``what`` cannot run in this system yet."""
 
@@ -119,13 +123,15 @@ class Runner:
     def run_mlp2(self, cfg: W.Config) -> dict:
         self.check_available("mlp2")
         res = _train_steps(*self.mlp2_step(W.mlp2_data()), cfg.mlp2_steps, cfg.mlp2_warmup, cfg.stat,
-                           settle=self.settle, warmup_s=cfg.train_warmup_s)
+                           settle=self.settle, warmup_s=cfg.train_warmup_s,
+                           timing_starts=self.timing_starts)
         return {"step_us": res.pop("step_s") * 1e6, **res, **self.thread_policy()}
 
     def run_mlp(self, cfg: W.Config) -> dict:
         self.check_available("mlp")
         res = _train_steps(*self.mlp_step(W.mlp_data()), cfg.mlp_steps, cfg.mlp_warmup, cfg.stat,
-                           settle=self.settle, warmup_s=cfg.train_warmup_s)
+                           settle=self.settle, warmup_s=cfg.train_warmup_s,
+                           timing_starts=self.timing_starts)
         return {"step_ms": res.pop("step_s") * 1e3, **res, **self.thread_policy()}
 
     def mlp2_step(self, data: dict, other: dict | None = None):
@@ -260,7 +266,7 @@ class Runner:
 
 
 def _train_steps(step, loss, steps: int, warmup: int, stat: str, settle=None,
-                 warmup_s: float = 0.0) -> dict:
+                 warmup_s: float = 0.0, timing_starts=None) -> dict:
     """Time ``steps`` training steps after a warm-up of ``warmup`` steps and at least
     ``warmup_s`` seconds (harness.step_times says why seconds). The cross-system check
     takes the loss after the first step (`settle` runs after it) and after ``warmup +
@@ -271,14 +277,15 @@ def _train_steps(step, loss, steps: int, warmup: int, stat: str, settle=None,
     if settle is not None:
         settle()
     if not warmup_s:
-        t = step_times(step, steps, warmup - 1)
+        t = step_times(step, steps, warmup - 1, timing_starts=timing_starts)
         final = loss()
     else:
         t0 = time.perf_counter()
         for _ in range(warmup - 1 + steps):
             step()
         final = loss()
-        t = step_times(step, steps, 0, warmup_s - (time.perf_counter() - t0))
+        t = step_times(step, steps, 0, warmup_s - (time.perf_counter() - t0),
+                       timing_starts=timing_starts)
         t = dataclasses.replace(t, warmup=warmup - 1 + steps + t.warmup)
     return {"steps": steps, "step_s": t.value(stat), "timing": t.as_dict(),
             "check": {"first_loss": first, "final_loss": final}}

@@ -36,6 +36,16 @@ def test_step_times_warms_up_for_steps_and_seconds(warmup, warmup_s, tick, expec
     assert t.as_dict()["warmup"] == expected
 
 
+@pytest.mark.parametrize("warmup_s", [0.0, 0.6])
+def test_timing_starts_runs_after_the_warm_up_before_the_first_timed_step(warmup_s):
+    tr = _Training()
+    at = []
+    res = base._train_steps(tr.step, tr.loss, steps=4, warmup=3, stat="median", warmup_s=warmup_s,
+                            timing_starts=lambda: at.append(tr.n))
+    assert at == [tr.n - 4]   # once, with the 4 timed steps still to run
+    assert at[0] == 1 + res["timing"]["warmup"]   # the first step and every warm-up step ran
+
+
 def test_measure_timing_has_no_warmup_count():
     t = harness.measure(lambda: None, warmup=2, repeat=3)
     assert t.warmup is None and "warmup" not in t.as_dict()
@@ -61,9 +71,9 @@ def test_train_steps_checks_the_loss_after_the_same_steps(monkeypatch, warmup_s)
     seen = {}
     real = harness.step_times
 
-    def fake_step_times(step, steps, warmup, warmup_s=0.0):
+    def fake_step_times(step, steps, warmup, warmup_s=0.0, timing_starts=None):
         seen.update(warmup=warmup, warmup_s=warmup_s)
-        return real(step, steps, warmup, 0.0)
+        return real(step, steps, warmup, 0.0, timing_starts=timing_starts)
 
     monkeypatch.setattr(base, "step_times", fake_step_times)
     tr = _Training()
@@ -99,4 +109,14 @@ def test_tracejit_reports_the_thread_count_beside_a_training_figure(monkeypatch)
     assert runner.thread_policy()["policy"]["halves"] == ["float64"]   # (None: cannot load)
     monkeypatch.setattr(coreshare, "ENABLED", False)
     assert runner.thread_policy() == {"policy": {"adaptive": False, "halves": ["float64"]}}
+    # halves_ready: whether some halves were loaded when the timed steps started (read at
+    # `timing_starts`; `halves` is read after them), once per timed run
+    monkeypatch.setattr(halves, "_pairs", {"float32": None})
+    runner.timing_starts()
+    monkeypatch.setattr(halves, "_pairs", {"float32": object()})   # loaded during the run
+    assert runner.thread_policy() == {"policy": {"adaptive": False, "halves": ["float32"],
+                                                 "halves_ready": False}}
+    runner.timing_starts()
+    assert runner.thread_policy()["policy"]["halves_ready"] is True
+    assert "halves_ready" not in runner.thread_policy()["policy"]
     assert systems.load(systems.by_name("numpy")).thread_policy() == {}
