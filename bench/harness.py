@@ -298,19 +298,34 @@ def _leftovers(pgid: int) -> list[str]:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return left
+    killed = []
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid or fields[0] == "Z":
+            if _group_of_live(pid) != pgid:
                 continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
             os.kill(pid, signal.SIGKILL)
         except (OSError, ValueError, IndexError):
             continue
+        killed.append(pid)
         left.append(cmdline[:200])
+    deadline = time.monotonic() + 2.0   # gone (or a zombie) before the next system starts
+    while killed and time.monotonic() < deadline:
+        killed = [pid for pid in killed if _group_of_live(pid) is not None]
+        if killed:
+            time.sleep(0.01)
     return left
+
+
+def _group_of_live(pid: int) -> int | None:
+    """The process group of a live process (not a zombie), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[2])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def run_worker(system: str, workloads: list[str], *, quick: bool, stat: str, env_extra: dict,

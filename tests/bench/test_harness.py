@@ -193,3 +193,26 @@ def test_leftovers_stops_what_a_finished_child_left_in_its_group(tmp_path):
         left = harness._leftovers(proc.pid)
     assert len(left) == 1 and "time.sleep(60)" in left[0]
     assert harness._leftovers(proc.pid) == []
+
+
+def test_step_times_stops_settling_after_its_rounds():
+    # a settle that loads something every time: the warm-up reruns SETTLE_ROUNDS times in
+    # all, then the timing starts whatever comes (and what loads in it is reported)
+    clock = _Clock(0.25)
+    loads = []
+
+    def settle():
+        loads.append(1)
+    watch = harness.Watch(lambda: {"kernel_loads": len(loads)})
+    t = harness.step_times(clock.step, steps=2, warmup=1, settle=settle, watch=watch, clock=clock)
+    assert len(loads) == harness.SETTLE_ROUNDS
+    assert t.warmup == 1 + (harness.SETTLE_ROUNDS - 1) * harness.REWARM_STEPS
+
+
+def test_train_steps_settles_after_the_first_step_and_after_the_warmup():
+    tr = _Training()
+    settled_at = []
+    res = base._train_steps(tr.step, tr.loss, steps=4, warmup=3, stat="median",
+                            settle=lambda: settled_at.append(tr.n), watch=harness.Watch())
+    assert settled_at == [1, 3]   # after the check's first step; after the warm-up's 2 more
+    assert tr.n == 1 + 2 + 4 and res["timing"]["during"].keys() <= {"others_cores"}
