@@ -58,6 +58,9 @@ def test_quick_run_with_installed_systems(tmp_path):
                    for k in res["during_timing"]), res["during_timing"]
     assert "others_cores" in data["results"]["mlp2"]["numpy"]["timing"]["during"]
     assert data["results"]["models"]["tracejit_eager"]["cnn"]["policy"]["adaptive"] in (True, False)
+    bd = data["results"]["mlp"]["tracejit_compiled"].get("breakdown") or {}
+    if "error" not in bd:   # the breakdown counts kernel work inside its two timed stretches
+        assert [type(n) for n in bd["kernel_work_steps"]] == [int, int]
     # Progress line per workload, then the table.
     assert proc.stderr.count("[numpy") >= len(workloads.WORKLOAD_NAMES)
     assert "| metric | numpy eager |" in proc.stdout
