@@ -49,21 +49,7 @@ class TracejitRunner(Runner):
         vectorized.settle()
 
     def activity(self):
-        """Kernel modules loaded from disk or compiled in this process (compiler/diskcache.py;
-        a load from memory costs nothing and is not counted) and the compile workers' CPU
-        seconds (other processes compiling for this one)."""
-        import sys
-        dc = sys.modules.get("tracejit.compiler.diskcache")
-        stats = dc.stats() if dc is not None else {}
-        out = {"kernel_loads": stats.get("disk_hits", 0), "kernel_compiles": stats.get("compiles", 0)}
-        workers = sys.modules.get("tracejit.compiler.workers")
-        if workers is not None:
-            for pid in workers.worker_pids():   # a worker that exited keeps its last reading
-                cpu = _cpu_seconds_of(pid)
-                if cpu is not None:
-                    self._worker_cpu[pid] = cpu
-            out["worker_cpu_s"] = sum(self._worker_cpu.values())
-        return out
+        return kernel_activity(self._worker_cpu)
 
     def thread_policy(self):
         import sys
@@ -153,6 +139,25 @@ class TracejitRunner(Runner):
             from .. import bench_tiers   # the same probe bench/bench_tiers.py runs
             return bench_tiers.probe("background_cold")
         return super().probe_compile(params)
+
+
+def kernel_activity(worker_cpu: dict) -> dict:
+    """tracejit's counters for `bench.harness.Watch`: kernel modules loaded from disk or
+    compiled in this process (compiler/diskcache.py; a load from memory costs nothing and is
+    not counted) and the compile workers' CPU seconds (other processes compiling for this
+    one; `worker_cpu` keeps each worker's last reading, so one that exited still counts)."""
+    import sys
+    dc = sys.modules.get("tracejit.compiler.diskcache")
+    stats = dc.stats() if dc is not None else {}
+    out = {"kernel_loads": stats.get("disk_hits", 0), "kernel_compiles": stats.get("compiles", 0)}
+    workers = sys.modules.get("tracejit.compiler.workers")
+    if workers is not None:
+        for pid in workers.worker_pids():
+            cpu = _cpu_seconds_of(pid)
+            if cpu is not None:
+                worker_cpu[pid] = cpu
+        out["worker_cpu_s"] = sum(worker_cpu.values())
+    return out
 
 
 def _cpu_seconds_of(pid: int) -> float | None:
