@@ -185,7 +185,7 @@ def test_leftovers_stops_what_a_finished_child_left_in_its_group(tmp_path):
         pytest.skip("no /proc here")
     script = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
               "'import time; time.sleep(60)'])")
-    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-c", script], process_group=0)   # as harness._run
     proc.wait(timeout=30)
     deadline = time.monotonic() + 10
     left = []
