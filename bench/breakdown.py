@@ -452,7 +452,9 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
     _load_gemm_kernels()
     _run_steps(phases, warmup)
     faults0 = _minor_faults()
+    work0 = _kernel_work()
     plain, others_plain = _others_cores(lambda: _run_steps(phases, steps))
+    work1 = _kernel_work()
     faults = (_minor_faults() - faults0) / steps if faults0 is not None else None
     timers = Timers()
     gemm_steps = []     # each instrumented step's GEMM seconds
@@ -467,6 +469,7 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
                 gemm_steps.append(timers.seconds["gemm"] - before)
         return inst, n_plans
     (inst, n_plans), others_inst = _others_cores(instrumented_steps)
+    work2 = _kernel_work()
     step_plain = [sum(ts) for ts in zip(*plain.values())]
     step_inst = [sum(ts) for ts in zip(*inst.values())]
     res: dict = {"compiled": compiled, "steps": steps, "plans_found": n_plans,
@@ -478,7 +481,9 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
                  "page_faults_per_step": faults,
                  # cores other processes kept busy during the plain and the instrumented steps
                  "others_cores_steps": [None if o is None else round(o, 2)
-                                        for o in (others_plain, others_inst)]}
+                                        for o in (others_plain, others_inst)],
+                 # kernel modules loaded from disk or compiled during them (not the steady step)
+                 "kernel_work_steps": [work1 - work0, work2 - work1]}
     per_step = {c: s / steps * 1e3 for c, s in timers.seconds.items()}
     res["calls_ms"] = per_step
     res["calls_per_step"] = {c: n / steps for c, n in timers.calls.items()}
@@ -586,6 +591,16 @@ def _others_cores(run) -> tuple:
     return out, max(0.0, ((r1[0] - r0[0]) - (r1[1] - r0[1])) / wall)
 
 
+def _kernel_work() -> int:
+    """Kernel modules this process has loaded from disk or compiled so far (a load from
+    memory is free): the breakdown's steps should add none (session 21's first runs on an
+    empty cache read 47-60 ms plain steps; with this count a compile or a load inside them
+    shows, and where it reads 0 the figure is the load's, `others_cores_steps`)."""
+    from tracejit.compiler import diskcache
+    stats = diskcache.stats()
+    return stats["disk_hits"] + stats["compiles"]
+
+
 def _minor_faults() -> int | None:
     try:
         import resource
@@ -682,6 +697,10 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
                      f"{others[1]:.2f} during the steps with every call timed" + (
                          " (a step waits for a core they hold: compare runs only at like figures)"
                          if max(others) > 0.5 else ""))
+    work = res.get("kernel_work_steps")
+    if work and any(work):
+        lines.append(f"- kernel modules loaded or compiled during the steps timed whole: {work[0]}, "
+                     f"during the steps with every call timed: {work[1]} (those figures include them)")
     if machine_sgemm and machine_sgemm.get("gflops"):
         lines.append(f"- sgemm {'x'.join(map(str, machine_sgemm['shape']))} in a fresh numpy-only "
                      f"process: {machine_sgemm['gflops']:.0f} GFLOP/s")

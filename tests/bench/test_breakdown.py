@@ -244,6 +244,13 @@ def test_render_and_report_section():
     busy["others_cores_steps"] = [0.04, 0.0]
     assert "0.04 cores busy" in breakdown.render(busy) and "a step waits" not in breakdown.render(busy)
     assert "other processes kept" not in text
+    # kernel modules loaded or compiled inside the timed steps are listed; none, no line
+    loaded = _fake_result()
+    loaded["kernel_work_steps"] = [2, 0]
+    assert ("kernel modules loaded or compiled during the steps timed whole: 2, during the steps "
+            "with every call timed: 0") in breakdown.render(loaded)
+    loaded["kernel_work_steps"] = [0, 0]
+    assert "kernel modules loaded" not in breakdown.render(loaded)
     data = {"machine": {"sgemm": {"shape": [256, 1024, 1024], "gflops": 420.0}},
             "results": {"mlp": {"numpy": {"step_ms": 20.0},
                                 "tracejit_compiled": {"step_ms": 10.0, "breakdown": _fake_result()}}}}
