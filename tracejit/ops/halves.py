@@ -135,6 +135,9 @@ def gemm_half(rec):
 # One loop per operand pattern. A result written over an operand gets a loop on that array
 # alone: with two views of one address LLVM's runtime overlap check sends the loop to its
 # scalar form (an in-place 100K-element float32 sub in halves took 24 us, numpy 13).
+# Each its own numba function, not inlined by numba (``inline="always"``): inlined, the
+# array loops stayed scalar (100K float32 add 8.8 -> 53.5 us, in-place sub 7.9 -> 37.0, session
+# 22), though their own libraries cost the module's compile ~0.9 s of its 3.1-3.25.
 @njit(inline="always")
 def _binop(op, a, b):
     if op == 0:
@@ -221,8 +224,9 @@ def ew_half(rec):
 
 def source(dtype: str) -> str:
     """rows_gemm's kernel module for `dtype` with the two half entries and their record
-    fillers (`_PAIR`)."""
-    return rows_gemm.source(dtype) + _PAIR.replace("{t}", dtype)
+    fillers (`_PAIR`). Its `kernel` is only inlined into `gemm_half` (Python's products
+    call rows_gemm's own module), so it is not compiled on its own here."""
+    return rows_gemm.source(dtype, standalone=False) + _PAIR.replace("{t}", dtype)
 
 
 class _Pair:
@@ -262,15 +266,23 @@ def _blas_pair() -> bool:
     return (coreshare.blas_ceiling() or 1) >= 2 and sharepool.blas_worker.find() is not None
 
 
-def kernel_of(key: tuple, make_source):
+def kernel_of(key: tuple, make_source, later: bool = False):
     """The `native.NativeKernel` of a hand-written kernel module with GIL-free halves
-    (loaded from disk only in sync mode: ``sync_compiles=False``)."""
-    return _kernel(key, make_source, sync_compiles=False)
+    (loaded from disk only in sync mode: ``sync_compiles=False``; `later`: rank LATER)."""
+    return _kernel(key, make_source, sync_compiles=False, later=later)
 
 
 def module_kernel(t: str):
-    """The `native.NativeKernel` of dtype name `t`'s halves module."""
-    return kernel_of(("rows_gemm_halves", t), lambda: source(t))
+    """The `native.NativeKernel` of dtype name `t`'s halves module, compiled by the
+    workers at rank LATER (after every other kernel an op or a plan asked for): its compile
+    is the dearest of all (3.1-3.3 s of a worker's CPU) and only a step made of few-row
+    products gains from it. Compiled steps, sync mode, warm, policy at two threads, halves
+    on/off alternating, min/median (session 22, load 4-5): two-layer step (4 launches a step)
+    0.2/0.2 against 0.3/0.8 ms; MLP (3) 12.1/12.4 against 12.2/12.6; Transformer (1)
+    47.1/52.8 against 47.4/53.9; CNN and LSTM none. Asked for at EAGER, it went ahead of the
+    attention kernels the compiled Transformer step waits for whenever the policy gave two
+    threads early (3.3 s later to full speed in 2 of 4 cold runs, tier21b)."""
+    return kernel_of(("rows_gemm_halves", t), lambda: source(t), later=True)
 
 
 def loaded_module(kernel):
