@@ -15,7 +15,7 @@ code generation runs without it):
   (GIL held: one unboxing, on the launching thread) writing each array's address and shape,
   and each integer, into the int64 table `itab`, each float into the float64 table `ftab`;
 - ``share_entry(rec)``: a numba ``cfunc`` taking the address of a record (q, itab, ftab),
-  rebuilding the arrays from the tables (``carray``) and calling ``kernel(..., q, 2)``:
+  rebuilding the arrays from the tables (``voidptr.carray_at``) and calling ``kernel(..., q, 2)``:
   no Python object, no GIL, on either thread.
 
 In sync mode both are in the kernel's module (one compile). In background mode they are
@@ -80,7 +80,7 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
     pack = [f"@njit({'void(int64[::1], float64[::1], ' + ', '.join(arg_types) + ')'!r}, cache=CACHE)",
             f"def pack(itab, ftab, {', '.join(names)}):"]
     entry = ["@cfunc('void(voidptr)', cache=CACHE)", "def share_entry(rec):",
-             "    r = carray(rec, (3,), np.int64)"]
+             "    r = carray_at(rec, (3,), np.int64)"]
     body, call = [], []
     ni = nf = 0
     for name, k in zip(names, kinds):
@@ -89,7 +89,7 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
             pack.append(f"    itab[{ni}] = {name}.ctypes.data")
             pack += [f"    itab[{ni + 1 + d}] = {name}.shape[{d}]" for d in range(nd)]
             dims = ", ".join(f"it[{ni + 1 + d}]" for d in range(nd))
-            body.append(f"    {name} = carray(as_voidptr(it[{ni}]), ({dims},), np.{_NUMPY.get(dt, dt)})")
+            body.append(f"    {name} = carray_at(it[{ni}], ({dims},), np.{_NUMPY.get(dt, dt)})")
             ni += 1 + nd
         elif k[0] == "int":
             pack.append(f"    itab[{ni}] = {name}")
@@ -100,14 +100,14 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
             body.append(f"    {name} = ft[{nf}]")
             nf += 1
         call.append(name)
-    entry += [f"    it = carray(as_voidptr(r[1]), ({max(ni, 1)},), np.int64)",
-              f"    ft = carray(as_voidptr(r[2]), ({max(nf, 1)},), np.float64)"] + body
+    entry += [f"    it = carray_at(r[1], ({max(ni, 1)},), np.int64)",
+              f"    ft = carray_at(r[2], ({max(nf, 1)},), np.float64)"] + body
     entry.append(f"    kernel({', '.join(call + ['r[0]', '2'] + [str(int(t)) for t in tail])})")
-    head = ["", "", "from numba import carray, cfunc", "from tracejit.compiler.voidptr import as_voidptr"]
+    head = ["", "", "from numba import cfunc", "from tracejit.compiler.voidptr import carray_at"]
     if fold:
         # the counter: one more int table slot, zeroed by pack before each launch
         pack.append(f"    itab[{ni}] = 0")
-        entry += [f"    if arrive(carray(as_voidptr(r[1] + {8 * ni}), (1,), np.int64)) == 1:",
+        entry += [f"    if arrive(carray_at(r[1] + {8 * ni}, (1,), np.int64)) == 1:",
                   f"        kernel({', '.join(call + ['2', '2'] + [str(int(t)) for t in tail[:-1]] + ['1'])})"]
         head.append("from tracejit.compiler.claim import arrive")
         ni += 1

@@ -73,8 +73,8 @@ _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 # as float64 in slots 8 and 9.
 _PAIR = '''
 
-from numba import carray, cfunc
-from tracejit.compiler.voidptr import as_voidptr
+from numba import cfunc
+from tracejit.compiler.voidptr import carray_at
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
@@ -125,10 +125,10 @@ def ew_records(r, op, x, y, out, xs, ys, s):
 
 @cfunc("void(voidptr)", cache=CACHE)
 def gemm_half(rec):
-    r = carray(rec, (16,), np.int64)
-    a = carray(as_voidptr(r[0]), (r[1],), np.{t})
-    b = carray(as_voidptr(r[6]), (r[7],), np.{t})
-    c = carray(as_voidptr(r[9]), (r[10],), np.{t})
+    r = carray_at(rec, (16,), np.int64)
+    a = carray_at(r[0], (r[1],), np.{t})
+    b = carray_at(r[6], (r[7],), np.{t})
+    c = carray_at(r[9], (r[10],), np.{t})
     kernel(a, r[2], r[3], r[4], r[5], b, r[8], c)
 
 
@@ -193,32 +193,32 @@ def _ew_scalar_left_into(op, s, b):
 
 @cfunc("void(voidptr)", cache=CACHE)
 def ew_half(rec):
-    r = carray(rec, (16,), np.int64)
-    f = carray(rec, (16,), np.float64)
+    r = carray_at(rec, (16,), np.int64)
+    f = carray_at(rec, (16,), np.float64)
     op, n = r[0], r[1]
     if r[5] == 1:                       # scalar op array
         s = np.{t}(f[8])
-        b = carray(as_voidptr(r[3]), (n,), np.{t})
+        b = carray_at(r[3], (n,), np.{t})
         if r[4] == r[3]:
             _ew_scalar_left_into(op, s, b)
         else:
-            _ew_scalar_left(op, carray(as_voidptr(r[4]), (n,), np.{t}), s, b)
+            _ew_scalar_left(op, carray_at(r[4], (n,), np.{t}), s, b)
         return
-    a = carray(as_voidptr(r[2]), (n,), np.{t})
+    a = carray_at(r[2], (n,), np.{t})
     if r[6] == 1:                       # array op scalar
         s = np.{t}(f[9])
         if r[4] == r[2]:
             _ew_scalar_right_into(op, a, s)
         else:
-            _ew_scalar_right(op, carray(as_voidptr(r[4]), (n,), np.{t}), a, s)
+            _ew_scalar_right(op, carray_at(r[4], (n,), np.{t}), a, s)
         return
-    b = carray(as_voidptr(r[3]), (n,), np.{t})
+    b = carray_at(r[3], (n,), np.{t})
     if r[4] == r[2]:
         _ew_into_a(op, a, b)
     elif r[4] == r[3]:
         _ew_into_b(op, a, b)
     else:
-        _ew_arrays(op, carray(as_voidptr(r[4]), (n,), np.{t}), a, b)
+        _ew_arrays(op, carray_at(r[4], (n,), np.{t}), a, b)
 '''
 
 
