@@ -26,6 +26,10 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 # torch.compile's inductor needs 10+ s per cold graph: more than --quick's minute on its
 # own. --quick leaves it out unless it is named in --systems.
 NOT_IN_QUICK = {"torch_compile"}
+# Seconds between two systems' processes: the last one's threads (OpenMP and BLAS pools
+# spin ~0.2 s after their last work) and anything it left behind (harness._leftovers, which
+# stops it) are gone before the next one starts.
+SYSTEM_GAP_S = 0.5
 
 
 def _names(arg: str | None, known: tuple[str, ...], what: str) -> list[str]:
@@ -80,10 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     data["machine"] = _machine(cfg, measure="gelu" in wl_names)
     if "mlp" in wl_names:
         data["machine"]["sgemm"] = _sgemm(cfg)
-    for name in sys_names:
+    for i, name in enumerate(sys_names):
         note = S.availability(S.by_name(name))
         if note is None and args.quick and name in NOT_IN_QUICK and not explicit:
             note = "left out of --quick (cold compiles take minutes); name it in --systems"
+        if i and not note:
+            time.sleep(SYSTEM_GAP_S)
         _run_system(data, name, note, wl_names, cfg=cfg, timeout=timeout)
     data["meta"]["duration_s"] = time.time() - started
     data["meta"]["busy_after"] = _busy()
@@ -113,6 +119,9 @@ def _run_system(data: dict, name: str, note: str | None, wl_names: list[str], *,
                                       timeout_s=timeout)
     result = result or {}
     info.update(versions=result.get("versions", {}), import_s=result.get("import_s"))
+    if result.get("leftover_processes"):
+        info["leftover_processes"] = result["leftover_processes"]
+        _log(f"  [{name:<17}] stopped {len(result['leftover_processes'])} process(es) it left running")
     for w in wl_names:
         res = result.get("workloads", {}).get(w)
         data["results"][w][name] = res if res is not None else {"error": error or "not run"}

@@ -29,7 +29,9 @@ Timing the calls one by one costs about a microsecond per call (some 60 per step
 keeps the work in the same order; the phase totals are reported from separate,
 uninstrumented steps. How the calls are found: the plans are the objects of class
 ``Plan`` reachable from the garbage collector, each a generated function whose globals
-hold ``xp`` (the array module), ``MATMUL`` (the backend's matmul), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
+hold ``xp`` (the array module), ``MATMUL`` (the backend's matmul), ``MATMUL2`` (two
+independent products at once, compiler/gemmpair.py: timed once as GEMM time, its two
+products recorded with the pair's time split by their flops), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
 implementations); they are swapped for timing wrappers during the instrumented steps
 and put back afterwards. If the compiler's layout changes, the breakdown says it found
 no plans instead of failing.
@@ -222,6 +224,35 @@ class Timers:
         return call
 
 
+def _gemm_pair(timers: Timers, fn: Callable) -> Callable:
+    """compiler/gemmpair's ``MATMUL2(a1, b1, a2, b2)`` (coreshare.matmul_pair: two products
+    at once, one per core, where it can) timed as GEMM time once, its two products recorded
+    as the GEMMs they are, with the pair's time split between them by their flops (they ran
+    at once; where the pair could not run they ran one after the other inside the call) and
+    marked paired where they ran at once (coreshare.pairs_run, read outside the time)."""
+    try:
+        from tracejit import coreshare
+    except ImportError:
+        coreshare = None
+
+    def call(a1, b1, a2, b2):
+        before = getattr(coreshare, "pairs_run", 0)
+        t0 = time.perf_counter()
+        try:
+            return fn(a1, b1, a2, b2)
+        finally:
+            dt = time.perf_counter() - t0
+            timers.seconds["gemm"] += dt
+            timers.calls["gemm"] += 2
+            paired = getattr(coreshare, "pairs_run", 0) != before
+            shapes = [(a.shape[0], a.shape[1], b.shape[1], _layout(a) + _layout(b)) for a, b in ((a1, b1), (a2, b2))]
+            total = sum(gemm_flops(m, k, n) for m, k, n, _ in shapes)
+            for m, k, n, lay in shapes:
+                timers.gemms.append((m, k, n, lay, dt * gemm_flops(m, k, n) / total if total else 0.0,
+                                     _policy_threads(m, k, n), paired))
+    return call
+
+
 def _bias_gemm(timers: Timers, fn: Callable) -> Callable:
     """biasgemm's ``matmul_bias(xp, x, w, b)`` timed and recorded as the GEMM it is
     ((rows of x) x k x n)."""
@@ -314,6 +345,8 @@ def instrumented(timers: Timers) -> Iterator[int]:
                     new = timers.kernel(getattr(family, "label", name), value)
                 elif name == "I_matmul_bias":    # compiler/biasgemm: x @ w + b as one GEMM
                     new = _bias_gemm(timers, value)
+                elif name == "MATMUL2":          # compiler/gemmpair: two products at once
+                    new = _gemm_pair(timers, value)
                 elif name.startswith("I_") and callable(value):
                     new = timers.timed("other ops", _real_xp(value))
                 else:
@@ -388,11 +421,11 @@ def _gemm_table(gemms: list, steps: int, repeat: int, full: int | None = None) -
     per step, median seconds in the step, best seconds replayed alone in this process on the
     same threads (warm and cold caches) and, where that was fewer than `full`, on `full`."""
     by_key: dict = defaultdict(list)
-    for m, k, n, lay, dt, threads in gemms:
-        by_key[(m, k, n, lay, threads)].append(dt)
+    for m, k, n, lay, dt, threads, *paired in gemms:
+        by_key[(m, k, n, lay, threads, bool(paired and paired[0]))].append(dt)
     rows = []
-    for (m, k, n, lay, threads), ts in sorted(by_key.items(),
-                                              key=lambda kv: (-gemm_flops(*kv[0][:3]), kv[0][3:])):
+    for (m, k, n, lay, threads, paired), ts in sorted(
+            by_key.items(), key=lambda kv: (-gemm_flops(*kv[0][:3]), kv[0][3:])):
         lay_alone = lay.replace("S", "C")
         alone, alone_med = sgemm_times(m, k, n, lay_alone, repeat, threads=threads)
         cold = sgemm_seconds(m, k, n, lay_alone, max(3, repeat // 3), cold=True, threads=threads)
@@ -401,7 +434,7 @@ def _gemm_table(gemms: list, steps: int, repeat: int, full: int | None = None) -
                                       else (alone, alone_med))
         step_s = statistics.median(ts)
         flop = gemm_flops(m, k, n)
-        rows.append({"m": m, "k": k, "n": n, "layouts": lay, "threads": threads,
+        rows.append({"m": m, "k": k, "n": n, "layouts": lay, "threads": threads, "paired": paired,
                      "per_step": len(ts) / steps,
                      "step_ms": step_s * 1e3, "step_min_ms": min(ts) * 1e3,
                      "alone_ms": alone * 1e3, "alone_median_ms": alone_med * 1e3, "cold_ms": cold * 1e3,
@@ -419,7 +452,9 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
     _load_gemm_kernels()
     _run_steps(phases, warmup)
     faults0 = _minor_faults()
+    work0 = _kernel_work()
     plain, others_plain = _others_cores(lambda: _run_steps(phases, steps))
+    work1 = _kernel_work()
     faults = (_minor_faults() - faults0) / steps if faults0 is not None else None
     timers = Timers()
     gemm_steps = []     # each instrumented step's GEMM seconds
@@ -434,6 +469,7 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
                 gemm_steps.append(timers.seconds["gemm"] - before)
         return inst, n_plans
     (inst, n_plans), others_inst = _others_cores(instrumented_steps)
+    work2 = _kernel_work()
     step_plain = [sum(ts) for ts in zip(*plain.values())]
     step_inst = [sum(ts) for ts in zip(*inst.values())]
     res: dict = {"compiled": compiled, "steps": steps, "plans_found": n_plans,
@@ -445,7 +481,9 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
                  "page_faults_per_step": faults,
                  # cores other processes kept busy during the plain and the instrumented steps
                  "others_cores_steps": [None if o is None else round(o, 2)
-                                        for o in (others_plain, others_inst)]}
+                                        for o in (others_plain, others_inst)],
+                 # kernel modules loaded from disk or compiled during them (not the steady step)
+                 "kernel_work_steps": [work1 - work0, work2 - work1]}
     per_step = {c: s / steps * 1e3 for c, s in timers.seconds.items()}
     res["calls_ms"] = per_step
     res["calls_per_step"] = {c: n / steps for c, n in timers.calls.items()}
@@ -553,6 +591,16 @@ def _others_cores(run) -> tuple:
     return out, max(0.0, ((r1[0] - r0[0]) - (r1[1] - r0[1])) / wall)
 
 
+def _kernel_work() -> int:
+    """Kernel modules this process has loaded from disk or compiled so far (a load from
+    memory is free): the breakdown's steps should add none (session 21's first runs on an
+    empty cache read 47-60 ms plain steps; with this count a compile or a load inside them
+    shows, and where it reads 0 the figure is the load's, `others_cores_steps`)."""
+    from tracejit.compiler import diskcache
+    stats = diskcache.stats()
+    return stats["disk_hits"] + stats["compiles"]
+
+
 def _minor_faults() -> int | None:
     try:
         import resource
@@ -649,6 +697,10 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
                      f"{others[1]:.2f} during the steps with every call timed" + (
                          " (a step waits for a core they hold: compare runs only at like figures)"
                          if max(others) > 0.5 else ""))
+    work = res.get("kernel_work_steps")
+    if work and any(work):
+        lines.append(f"- kernel modules loaded or compiled during the steps timed whole: {work[0]}, "
+                     f"during the steps with every call timed: {work[1]} (those figures include them)")
     if machine_sgemm and machine_sgemm.get("gflops"):
         lines.append(f"- sgemm {'x'.join(map(str, machine_sgemm['shape']))} in a fresh numpy-only "
                      f"process: {machine_sgemm['gflops']:.0f} GFLOP/s")
@@ -667,7 +719,9 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
     lines += ["", "| GEMM (m×k×n, layouts) | threads | per step | in step ms | GFLOP/s | alone ms | GFLOP/s "
               "| alone, cold caches ms | alone, all threads ms |", "|---|---|---|---|---|---|---|---|---|"]
     for r in res["gemms"]:
-        lines.append(f"| {r['m']}×{r['k']}×{r['n']} {r['layouts']} | {r.get('threads')} | {r['per_step']:.0f} | "
+        # a pair's products ran at once, one thread each; alone they replay on the count given
+        threads = f"{r.get('threads')}, paired" if r.get("paired") else r.get("threads")
+        lines.append(f"| {r['m']}×{r['k']}×{r['n']} {r['layouts']} | {threads} | {r['per_step']:.0f} | "
                      f"{r['step_ms']:.3f} | {r['step_gflops']:.0f} | {r['alone_ms']:.3f} | "
                      f"{r['alone_gflops']:.0f} | {r.get('cold_ms', float('nan')):.3f} | "
                      f"{r.get('alone_full_ms', r['alone_ms']):.3f} |")

@@ -50,7 +50,7 @@ def run(runner, cfg: W.Config) -> dict:
 
     def per_op(key, fn, ops, **kw):
         t = measure(fn, warmup=kw.get("warmup", cfg.warmup), repeat=kw.get("repeat", cfg.overhead_repeat),
-                    sample_s=kw.get("sample_s", cfg.sample_s))
+                    sample_s=kw.get("sample_s", cfg.sample_s), watch=getattr(runner, "watch", None))
         out[key] = t.value(cfg.stat) * 1e6 / ops
         out["timing"][key] = t.as_dict()
 

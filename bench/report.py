@@ -168,6 +168,36 @@ def notes(data: dict) -> list[str]:
     return out
 
 
+# Cores other processes kept busy during a timed run above which the report says so.
+OTHERS_NOTE = 0.5
+
+
+def during_timing(data: dict) -> list[str]:
+    """One line per (workload, system) whose timed runs saw the system compile or load
+    something (its figures include it: not the steady step) or other processes keep more
+    than `OTHERS_NOTE` cores busy (harness.Watch), and per system that left processes
+    running (stopped before the next one started)."""
+    out = []
+    for name in data["meta"]["workloads"]:
+        for s, res in (data["results"].get(name) or {}).items():
+            seen = (res or {}).get("during_timing") or {}
+            work = {k: v for k, v in seen.items() if k != "others_cores_max" and v}
+            others = seen.get("others_cores_max") or 0.0
+            if not work and others <= OTHERS_NOTE:
+                continue
+            what = [f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in work.items()]
+            if others > OTHERS_NOTE:
+                what.append(f"other processes up to {others:.2f} cores")
+            label = data["systems"].get(s, {}).get("label", s)
+            out.append(f"- {name}, {label}: {', '.join(what)}")
+    for s in data["meta"]["systems"]:
+        left = data["systems"].get(s, {}).get("leftover_processes")
+        if left:
+            out.append(f"- {data['systems'][s]['label']} left {len(left)} process(es) running "
+                       f"after it ended, stopped: {'; '.join(c[:80] for c in left)}")
+    return out
+
+
 def checks(data: dict) -> list[str]:
     """Systems whose results disagree with numpy's (they computed something else)."""
     bad = []
@@ -209,6 +239,9 @@ def render(data: dict) -> str:
     if sp:
         parts += ["", sp]
     parts += breakdown_sections(data)
+    d = during_timing(data)
+    if d:
+        parts += ["", "During the timed runs (not the steady state where a system compiled or loaded):"] + d
     n = notes(data)
     if n:
         parts += ["", "Notes:"] + n

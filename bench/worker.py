@@ -48,6 +48,11 @@ def run(system_name: str, names: list[str], quick: bool, stat: str, result_path:
             traceback.print_exc()
             res = {"error": f"{type(exc).__name__}: {exc}"}
         res["elapsed_s"] = time.perf_counter() - t0
+        watch = getattr(runner, "watch", None)
+        if watch is not None:
+            # compiles, loads and others' CPU seen during this workload's timed runs
+            # (bench.harness.Watch): a figure that includes a compile says so
+            res["during_timing"] = watch.take()
         out["workloads"][name] = res
         _write(result_path, out)
         progress(f"  [{system_name:<17}] {name:<9} {summarize(workloads.by_name(name), res)}"

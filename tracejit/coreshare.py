@@ -435,6 +435,40 @@ _halves_module = None
 _halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has asked for
 
 
+# Two independent products of a compiled plan (compiler/gemmpair.py pairs them: a layer's
+# input and weight gradients) from this many multiply-adds each run at once, each on one BLAS
+# thread, one on this thread and one on OpenBLAS's worker (ops/halves.py's `pair`), where the
+# policy gives two threads: two one-thread products do not meet at every panel as one
+# two-thread product's threads do. The MLP step's 256x1024x1024 pair (layer 2's input and
+# weight gradients; session 22, SCHED_FIFO, policy off, load 5-10): 3.82-3.91 ms in the step
+# against 3.98-4.07 one after the other (six breakdowns each, fresh processes alternating),
+# the step's GEMM time 9.32-9.74 (median 9.43) against 9.61-9.88 (9.645), the step -0.20 ms
+# (in-process ABBA, 12 rounds, 10 lower). Alone, warm, the pair is no faster than the two
+# two-thread products (3.95/4.11 against 3.97/4.07 ms min/median): what it saves is in the
+# step. Below 8M (a head's products) the kernels above run them. PAIRS: the switch (tests,
+# measurements); `pairs_run` counts the pairs that ran so (the breakdown reads it).
+PAIR_MNK = 1 << 23
+PAIRS = True
+pairs_run = 0
+
+
+def matmul_pair(a1, b1, a2, b2) -> tuple:
+    """``(matmul(a1, b1), matmul(a2, b2))`` for a plan's two independent products: at once
+    on the two cores where both are 2-D of `PAIR_MNK` multiply-adds or more and halves.pair
+    can run them (its conditions: two cores free, numpy's BLAS an ILP64 OpenBLAS, the
+    module loaded), else one after the other."""
+    global pairs_run
+    if (PAIRS and a1.ndim == 2 and b1.ndim == 2 and a2.ndim == 2 and b2.ndim == 2
+            and a1.shape[0] * a1.shape[1] * b1.shape[1] >= PAIR_MNK
+            and a2.shape[0] * a2.shape[1] * b2.shape[1] >= PAIR_MNK
+            and (not ENABLED or core_share.threads() > 1)):
+        out = _halves().pair(a1, b1, a2, b2)
+        if out is not None:
+            pairs_run += 1
+            return out
+    return matmul(a1, b1), matmul(a2, b2)
+
+
 def load_gemm_kernels(dtype: str = "float32") -> bool:
     """Load (compiling into the disk cache where it does not hold them yet) the hand-written
     kernels `matmul` routes products to: rows_gemm's, its halves, skinny_gemm's. Sync mode

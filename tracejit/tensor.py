@@ -33,6 +33,7 @@ class Tensor:
                  "__dict__", "__weakref__")
     _grad = None
     _accumulator = None
+    _leaf_edge = None   # (its accumulator, 0): autograd/node.py `leaf_node`
     _name = None
     _output_nr = 0
 

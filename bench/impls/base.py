@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import workloads as W
 from . import models
-from ..harness import Skip, measure, run_child, step_times
+from ..harness import Skip, Watch, measure, run_child, step_times
 
 
 class Runner:
@@ -25,6 +25,9 @@ class Runner:
     def __init__(self, system):
         self.system = system
         self.compiled = system.compiled
+        # what happened during each timed run (bench.harness.Watch): the worker files its
+        # totals per workload as ``during_timing``
+        self.watch = Watch(self.activity)
 
     # ---------------------------------------------------------------- hooks
     def versions(self) -> dict:
@@ -58,11 +61,22 @@ class Runner:
     def compile_count(self, compiled_fn) -> int:
         return 0
 
+    def activity(self) -> dict:
+        """Running totals of this system's own compile and load work in this process (a
+        count or seconds per key, only ever growing): a `Watch` reports which grew during a
+        timed run, so a figure that includes a compile or a kernel load says so. {} where the
+        system has nothing in the background to report."""
+        return {}
+
     def thread_policy(self) -> dict:
         """What an adaptive thread count read right after a timed run ({} where the system
         has none): tracejit's core-share policy decides how many threads its products use,
         so a figure is read beside the count it ran on."""
         return {}
+
+    def timing_starts(self) -> None:
+        """Called right before a training workload's first timed step (after its warm-up):
+        a system notes here what `thread_policy` should say held during the timed steps."""
 
     def check_available(self, what: str) -> None:
         """Raise Skip when the workload ``what`` cannot run in this system yet."""
@@ -80,13 +94,14 @@ class Runner:
         out = self.sync(fwd(x, y, z))
         self.settle()
         check = {"fwd_sum": float(np.sum(self.tonumpy(out), dtype=np.float64))}
-        t_fwd = measure(lambda: self.sync(fwd(x, y, z)), warmup=cfg.warmup, repeat=cfg.repeat)
+        t_fwd = measure(lambda: self.sync(fwd(x, y, z)), warmup=cfg.warmup, repeat=cfg.repeat,
+                        watch=self.watch)
         step, grads = self.gelu_fwdbwd(xs)
         g = grads()
         self.settle()
         check.update({f"grad_{k}_sum": float(np.sum(self.tonumpy(v), dtype=np.float64))
                       for k, v in zip("xyz", g)})
-        t_bwd = measure(step, warmup=cfg.warmup, repeat=cfg.repeat)
+        t_bwd = measure(step, warmup=cfg.warmup, repeat=cfg.repeat, watch=self.watch)
         b = W.gelu_bytes(cfg.gelu_n)
         return {"n": cfg.gelu_n, "fwd_ms": t_fwd.value(cfg.stat) * 1e3,
                 "fwdbwd_ms": t_bwd.value(cfg.stat) * 1e3,
@@ -119,13 +134,15 @@ class Runner:
     def run_mlp2(self, cfg: W.Config) -> dict:
         self.check_available("mlp2")
         res = _train_steps(*self.mlp2_step(W.mlp2_data()), cfg.mlp2_steps, cfg.mlp2_warmup, cfg.stat,
-                           settle=self.settle, warmup_s=cfg.train_warmup_s)
+                           settle=self.settle, warmup_s=cfg.train_warmup_s, watch=self.watch,
+                           timing_starts=self.timing_starts)
         return {"step_us": res.pop("step_s") * 1e6, **res, **self.thread_policy()}
 
     def run_mlp(self, cfg: W.Config) -> dict:
         self.check_available("mlp")
         res = _train_steps(*self.mlp_step(W.mlp_data()), cfg.mlp_steps, cfg.mlp_warmup, cfg.stat,
-                           settle=self.settle, warmup_s=cfg.train_warmup_s)
+                           settle=self.settle, warmup_s=cfg.train_warmup_s, watch=self.watch,
+                           timing_starts=self.timing_starts)
         return {"step_ms": res.pop("step_s") * 1e3, **res, **self.thread_policy()}
 
     def mlp2_step(self, data: dict, other: dict | None = None):
@@ -144,9 +161,9 @@ class Runner:
         out, check = {}, {}
         for name in cfg.models:
             res = _train_steps(*self.model_step(name), cfg.models_steps, cfg.models_warmup, cfg.stat,
-                               settle=self.settle, warmup_s=cfg.train_warmup_s)
+                               settle=self.settle, warmup_s=cfg.train_warmup_s, watch=self.watch)
             out[f"{name}_ms"] = res["step_s"] * 1e3
-            out[name] = res
+            out[name] = {**res, **self.thread_policy()}   # the count each model's steps ran on
             check[f"{name}_first_loss"] = res["check"]["first_loss"]
         return {**out, "check": check}
 
@@ -160,7 +177,7 @@ class Runner:
         x, y, z = (self.asarray(a) for a in W.overhead_inputs())
         out = self.sync(f(x, y, z))
         t = measure(lambda: self.sync(f(x, y, z)), warmup=cfg.warmup + 50,
-                    repeat=cfg.overhead_repeat, sample_s=cfg.sample_s)
+                    repeat=cfg.overhead_repeat, sample_s=cfg.sample_s, watch=self.watch)
         return {"call_us": t.value(cfg.stat) * 1e6, "per_op_us": t.value(cfg.stat) * 1e6 / 5,
                 "timing": t.as_dict(),
                 "check": {"sum": float(np.sum(self.tonumpy(out), dtype=np.float64))}}
@@ -260,25 +277,29 @@ class Runner:
 
 
 def _train_steps(step, loss, steps: int, warmup: int, stat: str, settle=None,
-                 warmup_s: float = 0.0) -> dict:
+                 warmup_s: float = 0.0, watch: Watch | None = None, timing_starts=None) -> dict:
     """Time ``steps`` training steps after a warm-up of ``warmup`` steps and at least
     ``warmup_s`` seconds (harness.step_times says why seconds). The cross-system check
     takes the loss after the first step (`settle` runs after it) and after ``warmup +
     steps`` steps: the same count for every system, so with ``warmup_s`` those steps run
-    first, untimed, as part of the warm-up, and the timed steps come after them."""
+    first, untimed, as part of the warm-up, and the timed steps come after them. `settle`
+    runs again at the end of the warm-up (what the warm-up asked for is in before the
+    timing: harness.step_times); `watch` sees what happened during the timed steps."""
     step()
     first = loss()
     if settle is not None:
         settle()
     if not warmup_s:
-        t = step_times(step, steps, warmup - 1)
+        t = step_times(step, steps, warmup - 1, settle=settle, watch=watch,
+                       timing_starts=timing_starts)
         final = loss()
     else:
         t0 = time.perf_counter()
         for _ in range(warmup - 1 + steps):
             step()
         final = loss()
-        t = step_times(step, steps, 0, warmup_s - (time.perf_counter() - t0))
+        t = step_times(step, steps, 0, warmup_s - (time.perf_counter() - t0), settle=settle,
+                       watch=watch, timing_starts=timing_starts)
         t = dataclasses.replace(t, warmup=warmup - 1 + steps + t.warmup)
     return {"steps": steps, "step_s": t.value(stat), "timing": t.as_dict(),
             "check": {"first_loss": first, "final_loss": final}}

@@ -71,6 +71,9 @@ class JaxRunner(Runner):
     def compile_count(self, compiled_fn) -> int:
         return self.traces
 
+    def activity(self) -> dict:
+        return {"compiles": self.traces}   # traces so far (a retrace inside a timed run shows)
+
     def cache_env(self, cache_dir):
         return {"BENCH_JAX_CACHE_DIR": cache_dir}
 

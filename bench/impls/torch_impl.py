@@ -35,6 +35,10 @@ class TorchRunner(Runner):
         from torch._dynamo.utils import counters
         return int(counters["stats"]["unique_graphs"])
 
+    def activity(self) -> dict:
+        # torch.compile's graphs compiled so far (a recompile inside a timed run shows)
+        return {"compiles": self.compile_count(None)} if self.compiled else {}
+
     def cache_env(self, cache_dir):
         return {"TORCHINDUCTOR_CACHE_DIR": cache_dir}
 

@@ -34,31 +34,45 @@ class TracejitRunner(Runner):
             # (ops/vectorized.py), as for a user; sync mode would leave them to numpy
             # unless an earlier process put them on disk. `settle` waits for them.
             os.environ["TRACEJIT_COMPILE"] = "background"
+        self._worker_cpu: dict = {}   # compile worker pid -> its CPU seconds at the last reading
 
     def settle(self):
+        from tracejit.ops import vectorized
         if self.compiled:
             # sync mode loads the GEMM routing's own kernels only from disk: an empty cache
             # would leave the step's head products on BLAS (coreshare.load_gemm_kernels)
             from tracejit import coreshare
             coreshare.load_gemm_kernels()
-        else:
-            from tracejit.ops import vectorized
-            vectorized.settle()
+            tj.compiler.wait()   # a background compile (TRACEJIT_COMPILE=background set by hand)
+        # eager kernels (and the hand-written ones, ops/native.py) an op asked for: in sync
+        # mode there is nothing to wait for, they load in the call
+        vectorized.settle()
+
+    def activity(self):
+        return kernel_activity(self._worker_cpu)
+
+    def timing_starts(self):
+        self._halves_at_start = _halves_loaded()
 
     def thread_policy(self):
-        import sys
         from tracejit import coreshare
-        halves = sys.modules.get("tracejit.ops.halves")   # (not imported: none loaded)
         # The dtypes whose GIL-free halves (ops/halves.py) are loaded: a count of two says
         # only that the policy gave two threads; the two-layer step's products run on two
         # only where its dtype is listed here too (the halves module may load after the
-        # policy gives two: a 380 µs step read as "threads: 2", session 21).
-        loaded = sorted(t for t, p in halves._pairs.items() if p is not None) if halves else []
+        # policy gives two: a 380 µs step read as "threads: 2", session 21). `halves` is
+        # read after the timed steps; `halves_ready` says whether some were loaded before
+        # the first timed step, so in place for all of them (a training workload's figure:
+        # `timing_starts` notes it), which is what a two-thread figure needs.
+        policy = {"halves": _halves_loaded()}
+        at_start = getattr(self, "_halves_at_start", None)
+        if at_start is not None:
+            policy["halves_ready"] = bool(at_start)
+            self._halves_at_start = None
         if not coreshare.ENABLED:
-            return {"policy": {"adaptive": False, "halves": loaded}}
+            return {"policy": {"adaptive": False, **policy}}
         share = coreshare.core_share
         return {"policy": {"adaptive": True, "threads": share.threads(),
-                           "others_cores": round(share.others, 2), "halves": loaded}}
+                           "others_cores": round(share.others, 2), **policy}}
 
     def versions(self) -> dict:
         import numba
@@ -133,6 +147,43 @@ class TracejitRunner(Runner):
             from .. import bench_tiers   # the same probe bench/bench_tiers.py runs
             return bench_tiers.probe("background_cold")
         return super().probe_compile(params)
+
+
+def _halves_loaded() -> list:
+    """The dtype names whose two-thread product halves are loaded (none while the module
+    was never imported)."""
+    import sys
+    halves = sys.modules.get("tracejit.ops.halves")
+    return sorted(t for t, p in halves._pairs.items() if p is not None) if halves else []
+
+
+def kernel_activity(worker_cpu: dict) -> dict:
+    """tracejit's counters for `bench.harness.Watch`: kernel modules loaded from disk or
+    compiled in this process (compiler/diskcache.py; a load from memory costs nothing and is
+    not counted) and the compile workers' CPU seconds (other processes compiling for this
+    one; `worker_cpu` keeps each worker's last reading, so one that exited still counts)."""
+    import sys
+    dc = sys.modules.get("tracejit.compiler.diskcache")
+    stats = dc.stats() if dc is not None else {}
+    out = {"kernel_loads": stats.get("disk_hits", 0), "kernel_compiles": stats.get("compiles", 0)}
+    workers = sys.modules.get("tracejit.compiler.workers")
+    if workers is not None:
+        for pid in workers.worker_pids():
+            cpu = _cpu_seconds_of(pid)
+            if cpu is not None:
+                worker_cpu[pid] = cpu
+        out["worker_cpu_s"] = sum(worker_cpu.values())
+    return out
+
+
+def _cpu_seconds_of(pid: int) -> float | None:
+    """A live process's CPU seconds (user + system, /proc/PID/stat), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _importable(name: str) -> bool:

@@ -49,6 +49,18 @@ def test_quick_run_with_installed_systems(tmp_path):
     # tracejit's eager rows of large arrays carry the thread count they ran on
     for w in ("gelu", "opcost"):
         assert data["results"][w]["tracejit_eager"]["policy"]["adaptive"] in (True, False), w
+    # Every timed run says what happened during it (harness.Watch): tracejit's counters of
+    # kernel loads and compiles are there, zero or not, and others' cores per timing
+    for w in ("gelu", "mlp2", "models"):
+        res = data["results"][w]["tracejit_eager"]
+        assert "others_cores_max" in res["during_timing"], w
+        assert all(k in ("kernel_loads", "kernel_compiles", "worker_cpu_s", "others_cores_max")
+                   for k in res["during_timing"]), res["during_timing"]
+    assert "others_cores" in data["results"]["mlp2"]["numpy"]["timing"]["during"]
+    assert data["results"]["models"]["tracejit_eager"]["cnn"]["policy"]["adaptive"] in (True, False)
+    bd = data["results"]["mlp"]["tracejit_compiled"].get("breakdown") or {}
+    if "error" not in bd:   # the breakdown counts kernel work inside its two timed stretches
+        assert [type(n) for n in bd["kernel_work_steps"]] == [int, int]
     # Progress line per workload, then the table.
     assert proc.stderr.count("[numpy") >= len(workloads.WORKLOAD_NAMES)
     assert "| metric | numpy eager |" in proc.stdout
@@ -87,3 +99,27 @@ def test_bandwidth_bound_ratio():
     assert res["fwd_bound_ms"] == pytest.approx(2.0)
     assert res["fwd_x_bound"] == pytest.approx(2.0)
     assert "fwdbwd_x_bound" not in res
+
+
+def test_during_timing_lists_polluted_figures_and_leftovers():
+    data = {"meta": {"workloads": ["models", "gelu"], "systems": ["tracejit_eager", "torch_eager"]},
+            "systems": {"tracejit_eager": {"label": "tracejit eager",
+                                           "leftover_processes": ["python -m tracejit.compiler.compile_worker"]},
+                        "torch_eager": {"label": "torch eager"}},
+            "results": {"models": {"tracejit_eager": {"during_timing": {"kernel_loads": 3, "kernel_compiles": 0,
+                                                                       "worker_cpu_s": 1.6,
+                                                                       "others_cores_max": 0.1}},
+                                   "torch_eager": {"during_timing": {"others_cores_max": 0.3}}},
+                        "gelu": {"tracejit_eager": {"during_timing": {"others_cores_max": 1.2}},
+                                 "torch_eager": {"skipped": "x"}}}}
+    lines = report.during_timing(data)
+    assert lines == [
+        "- models, tracejit eager: kernel_loads 3, worker_cpu_s 1.60",
+        "- gelu, tracejit eager: other processes up to 1.20 cores",
+        "- tracejit eager left 1 process(es) running after it ended, stopped: "
+        "python -m tracejit.compiler.compile_worker",
+    ]
+    # nothing to say: no section
+    quiet = {"meta": data["meta"], "systems": {"tracejit_eager": {"label": "a"}, "torch_eager": {"label": "b"}},
+             "results": {"models": {"torch_eager": {"during_timing": {"others_cores_max": 0.3}}}}}
+    assert report.during_timing(quiet) == []

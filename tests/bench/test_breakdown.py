@@ -60,6 +60,41 @@ def test_instrumented_times_gemms_and_kernels_then_restores():
     assert timers.calls["gemm"] == 2                   # no longer counted
 
 
+def _two_products(g, w, a):
+    return g @ w, g.t() @ a
+
+
+@pytest.mark.parametrize("ran", [True, False])
+def test_a_product_pair_is_timed_once_and_records_both_products(monkeypatch, ran):
+    """compiler/gemmpair's ``MATMUL2``: one GEMM time for the call, its two products
+    recorded with that time split by their flops, marked paired where they ran at once
+    (here a stand-in for the pair's launch: the machine's cores do not matter)."""
+    from tracejit import coreshare
+    from tracejit.ops import halves
+    monkeypatch.setattr(coreshare, "PAIR_MNK", 1)        # the small products pair too
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(halves, "pair", (lambda a1, b1, a2, b2: (a1 @ b1, a2 @ b2)) if ran
+                        else (lambda *a: None))
+    rng = np.random.default_rng(3)
+    args = [tj.tensor(rng.standard_normal(s, dtype=np.float32)) for s in ((8, 6), (6, 5), (8, 5))]
+    f = tj.script(_two_products)
+    want = [o.numpy() for o in f(*args)]
+    timers = breakdown.Timers()
+    with breakdown.instrumented(timers):
+        got = [o.numpy() for o in f(*args)]
+    for g_, w_ in zip(got, want):
+        np.testing.assert_array_equal(g_, w_)
+    assert timers.calls["gemm"] == 2
+    assert [g[:4] + g[5:] for g in timers.gemms] == [
+        (8, 6, 5, "CC", coreshare.gemm_thread_count(8, 6, 5), ran),
+        (6, 8, 5, "FC", coreshare.gemm_thread_count(6, 8, 5), ran)]
+    # the call's time once, split by flops (8x6x5 and 6x8x5: halves)
+    assert sum(g[4] for g in timers.gemms) == pytest.approx(timers.seconds["gemm"])
+    assert timers.gemms[0][4] == pytest.approx(timers.gemms[1][4])
+    rows = breakdown._gemm_table(timers.gemms, steps=1, repeat=2)
+    assert [r["paired"] for r in rows] == [ran, ran]
+
+
 def test_other_ops_get_the_array_module_itself(monkeypatch):
     """Op impls timed as "other primitives" are called with numpy, not the stand-in that
     times matmul: impls with hand-written kernels take them only for numpy (ops/native.py)."""
@@ -185,6 +220,9 @@ def test_render_and_report_section():
     assert "Python/plan/autograd 0.90 ms" in text and "optimizer 1.50 ms" in text
     assert "490 GFLOP/s (median step: 4.96 ms of GEMM; mean 5.00) = 98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
     assert "| 256×1024×1024 CF | 2 | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 | 1.000 |" in text
+    paired = _fake_result()
+    paired["gemms"][0]["paired"] = True     # ran in a pair (compiler/gemmpair.py), replayed on 2
+    assert "| 256×1024×1024 CF | 2, paired | 1 | 1.100 |" in breakdown.render(paired)
     assert "4.50 ms, 5.50 ms with cold caches (90% of the step's GEMM time)" in text
     assert "on 2 threads (500 GFLOP/s" in text and "fewer BLAS threads" not in text
     assert ("GEMM share like for like: the step's GEMMs at their fastest call 4.90 ms = 99% of the best "
@@ -206,6 +244,13 @@ def test_render_and_report_section():
     busy["others_cores_steps"] = [0.04, 0.0]
     assert "0.04 cores busy" in breakdown.render(busy) and "a step waits" not in breakdown.render(busy)
     assert "other processes kept" not in text
+    # kernel modules loaded or compiled inside the timed steps are listed; none, no line
+    loaded = _fake_result()
+    loaded["kernel_work_steps"] = [2, 0]
+    assert ("kernel modules loaded or compiled during the steps timed whole: 2, during the steps "
+            "with every call timed: 0") in breakdown.render(loaded)
+    loaded["kernel_work_steps"] = [0, 0]
+    assert "kernel modules loaded" not in breakdown.render(loaded)
     data = {"machine": {"sgemm": {"shape": [256, 1024, 1024], "gflops": 420.0}},
             "results": {"mlp": {"numpy": {"step_ms": 20.0},
                                 "tracejit_compiled": {"step_ms": 10.0, "breakdown": _fake_result()}}}}

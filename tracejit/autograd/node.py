@@ -2,8 +2,8 @@
 
 A node maps gradients of its outputs to gradients of its inputs; ``next_functions``
 points at the nodes that produced those inputs (an `AccumulateGrad` for leaves).
-A primitive's node keeps each input its VJP reads as the pair (tensor, version at
-save time), as PyTorch's SavedVariable keeps a non-output input itself: any in-place
+A primitive's node keeps each input its VJP reads as the tensor and its version at
+save time, as PyTorch's SavedVariable keeps a non-output input itself: any in-place
 write bumps the version counter, so a changed value (or a ``grad_fn`` rebound by an
 in-place op) is detected when the backward unpacks it. The node's own output is kept
 as a snapshot without the tensor (which points back at the node: no cycle).
@@ -288,45 +288,45 @@ class PrimNode(Node):
     """grad_fn of a primitive op: applies the primitive's VJP to the saved inputs.
 
     Made only by `_attach` below (one per recorded op), which sets Node's fields and:
-    ``prim``, ``params``; ``saved``: {input index: (tensor, version) or SavedMeta, and
-    -1: the output's snapshot}; ``scalars``: {input index: Python scalar operand}.
+    ``prim``, ``params``; ``saved``: per operand, what its VJP gets for it: the input
+    Tensor whose values it reads, a SavedMeta (shape and dtype only), the Python scalar
+    operand itself, or None (nothing kept); ``versions``: per operand, a kept tensor's
+    version at save time (None elsewhere); ``out``: the output's snapshot, or None.
     ``next_functions`` has one edge per operand, (None, 0) for those without gradient.
+
+    Tuples aligned with the operands, as the compiled path's node keeps them
+    (compiler/executor.py): a recorded op makes two small tuples, not a dict, a tuple per
+    kept input and a dict of scalars (fewer objects to make and free per op).
     """
 
-    __slots__ = ("prim", "params", "saved", "scalars")
+    __slots__ = ("prim", "params", "saved", "versions", "out")
 
     def name(self) -> str:
         return self.prim.grad_name
 
     def apply(self, grads, create_graph, retain_graph):
-        if self._freed:
-            self._check_not_freed()
-        nexts = self.next_functions
-        inputs = [None] * len(nexts)
-        out = None
         saved = self.saved
-        if saved:
-            for i, s in saved.items():
-                if type(s) is not tuple:
-                    inputs[i] = s.unpack(self, i, create_graph)  # SavedMeta
-                elif i >= 0:
-                    t, version = s
-                    if t._vbox[0] != version:
-                        raise _modified(self, f"input {i}", version, t._vbox[0])
-                    if create_graph:
-                        inputs[i] = t
-                    else:  # t.detach(), inline (one call less per saved input)
-                        d = inputs[i] = _wrap(t._data, t.dtype, t.device)
-                        d._vbox = t._vbox
-                else:
-                    out = _unpack_output(self, s, create_graph)
-        scalars = self.scalars
-        if scalars:
-            for i, v in scalars.items():
-                inputs[i] = v
+        if saved is None:
+            self._check_not_freed()
+        inputs = list(saved)  # (scalar operands and None as they are)
+        versions = self.versions
+        for i, s in enumerate(saved):
+            if isinstance(s, Tensor):
+                version = versions[i]
+                if s._vbox[0] != version:
+                    raise _modified(self, f"input {i}", version, s._vbox[0])
+                if not create_graph:  # s.detach(), inline (one call less per saved input)
+                    d = inputs[i] = _wrap(s._data, s.dtype, s.device)
+                    d._vbox = s._vbox
+            elif type(s) is SavedMeta:
+                inputs[i] = s.unpack(self, i, create_graph)
+        out = self.out
+        if out is not None:
+            out = _unpack_output(self, out, create_graph)
         params = self.params
         prim = self.prim
         if prim.needs:  # (registry.py: which inputs get a gradient, for the VJP)
+            nexts = self.next_functions
             needs = ((nexts[0][0] is not None, nexts[1][0] is not None) if len(nexts) == 2
                      else tuple([nxt is not None for nxt, _ in nexts]))
             result = prim.vjp(grads[0], out, *inputs, needs=needs, **params)
@@ -335,12 +335,12 @@ class PrimNode(Node):
         else:
             result = prim.vjp(grads[0], out, *inputs)
         if not retain_graph:
-            self.saved = None
+            self.saved = self.out = None
             self._freed = True
         hooks = self._hooks
         if hooks is None or not hooks.post:
             return result  # inputs that need no gradient have no edge: the engine skips them
-        return [r if nxt is not None else None for r, (nxt, _) in zip(result, nexts)]
+        return [r if nxt is not None else None for r, (nxt, _) in zip(result, self.next_functions)]
 
     def keep_input(self, t) -> None:
         """`t`'s memory is about to be overwritten by an in-place op whose own node this is
@@ -348,16 +348,18 @@ class PrimNode(Node):
         saved = self.saved
         if not saved:
             return
-        for i, s in saved.items():
-            if i >= 0 and type(s) is tuple and s[0]._vbox is t._vbox:
-                old, version = s
+        saved = list(saved)
+        for i, old in enumerate(saved):
+            if isinstance(old, Tensor) and old._vbox is t._vbox:
+                version = self.versions[i]
                 copy = Tensor._wrap(old._data.copy(), old.dtype, old.device)
                 copy._vbox = [version]
                 if old.grad_fn is not None:
                     copy._requires_grad = True
                     copy.grad_fn = old.grad_fn
                     copy._output_nr = old._output_nr
-                saved[i] = (copy, version)
+                saved[i] = copy
+        self.saved = tuple(saved)
 
 
 def _unpack_output(node, s, create_graph):
@@ -496,7 +498,15 @@ def leaf_node(t) -> AccumulateGrad:
     if node is None:
         node = AccumulateGrad(t)
         t._accumulator = node
+        t._leaf_edge = (node, 0)
     return node
+
+
+def _leaf_edge(t) -> tuple:
+    """The edge ``(leaf_node(t), 0)`` to leaf `t`, made once per leaf and kept on it
+    (``Tensor._leaf_edge``): recording an op on a parameter makes no tuple for it."""
+    leaf_node(t)
+    return t._leaf_edge
 
 
 def edge(t):
@@ -511,8 +521,11 @@ def edge(t):
 _NO_EDGE = (None, 0)
 
 
+_KEEP, _META = 1, 2   # what a node keeps of an operand: its values, its shape and dtype
+
+
 def _records(prim, needs: tuple):
-    """(inputs to save, inputs to keep the metadata of, whether to keep the output) for one
+    """(per operand: `_KEEP`, `_META` or 0, whether to keep the output) for one
     requires_grad pattern.
 
     They are functions of the flags alone (the record's ``save``, ``extra["meta"]`` and
@@ -522,16 +535,17 @@ def _records(prim, needs: tuple):
     recs = prim.records
     rec = recs.get(needs)
     if rec is None:
+        n = len(needs)
         save = prim.save
-        keep = tuple(range(len(needs)) if save is None else save(needs))
+        keep = tuple(range(n) if save is None else save(needs))
         meta_idx = prim.extra.get("meta")
         if meta_idx is None:
             meta_idx = ()
         elif callable(meta_idx):
             meta_idx = meta_idx(needs)
-        shapes = tuple(i for i in meta_idx if i < len(needs) and i not in keep)
+        hows = tuple(_KEEP if i in keep else _META if i in meta_idx else 0 for i in range(n))
         out = prim.save_out
-        rec = recs[needs] = (keep, shapes, bool(out(needs) if callable(out) else out))
+        rec = recs[needs] = (hows, bool(out(needs) if callable(out) else out))
     return rec
 
 
@@ -556,7 +570,6 @@ def _record(prim, args, params, result, meta) -> None:
     views whose base was written in place."""
     needs = []
     nexts = []
-    scalars = _EMPTY
     nondiff = prim.nondiff
     views = _VIEWS_ACTIVE[0]
     build_meta = meta is None
@@ -572,8 +585,8 @@ def _record(prim, args, params, result, meta) -> None:
                     _refresh_view(a)  # its base was written in place since (autograd/views.py)
                 fn = a.grad_fn
                 if fn is None:
-                    fn = a._accumulator
-                    nexts.append((fn if fn is not None else leaf_node(a), 0))
+                    e = a._leaf_edge
+                    nexts.append(e if e is not None else _leaf_edge(a))
                 else:
                     nexts.append((fn, a._output_nr))
             else:
@@ -584,23 +597,23 @@ def _record(prim, args, params, result, meta) -> None:
         else:
             needs.append(False)
             nexts.append(_NO_EDGE)
-            if scalars is _EMPTY:
-                scalars = {}
-            scalars[i] = a
             if build_meta:
                 meta.append(None)
         i += 1
-    keep, shapes, keep_out = _records(prim, tuple(needs))
-    saved = {}
-    for i in keep:
-        a = args[i]
-        if isinstance(a, Tensor):
-            saved[i] = (a, a._vbox[0])
-    for i in shapes:
-        a = args[i]
-        if isinstance(a, Tensor):
-            saved[i] = saved_meta(a)
-    _attach(prim, params, tuple(nexts), saved, scalars, meta, result, keep_out)
+    hows, keep_out = _records(prim, tuple(needs))
+    saved = []
+    versions = []
+    for a, how in zip(args, hows):
+        if not isinstance(a, Tensor):
+            saved.append(a)  # a scalar operand: the VJP gets it as it is
+            versions.append(None)
+        elif how == _KEEP:
+            saved.append(a)
+            versions.append(a._vbox[0])
+        else:
+            saved.append(saved_meta(a) if how == _META else None)
+            versions.append(None)
+    _attach(prim, params, tuple(nexts), tuple(saved), tuple(versions), meta, result, keep_out)
 
 
 # The one- and two-operand cases (nearly every recorded op) are spelled out below, so a
@@ -614,23 +627,24 @@ def record_unary(prim, a, params, result, meta) -> None:
         return
     fn = a.grad_fn
     if fn is None:
-        fn = a._accumulator
-        edge = (fn if fn is not None else leaf_node(a), 0)
+        edge = a._leaf_edge
+        if edge is None:
+            edge = _leaf_edge(a)
     else:
         edge = (fn, a._output_nr)
     if meta is None:
         meta = ((a._data.shape, a.dtype),)
     rec = prim.records.get(_NEEDS_ONE)
-    keep, shapes, keep_out = rec if rec is not None else _records(prim, _NEEDS_ONE)
-    saved = {}
-    if keep:
-        saved[0] = (a, a._vbox[0])
-    elif shapes:
-        saved[0] = saved_meta(a)
-    _attach(prim, params, (edge,), saved, _EMPTY, meta, result, keep_out)
+    (how,), keep_out = rec if rec is not None else _records(prim, _NEEDS_ONE)
+    if how == _KEEP:
+        _attach(prim, params, (edge,), (a,), (a._vbox[0],), meta, result, keep_out)
+    else:
+        _attach(prim, params, (edge,), (saved_meta(a) if how else None,), _NO_VERSIONS1, meta,
+                result, keep_out)
 
 
 _NEEDS_ONE = (True,)
+_NO_VERSIONS1 = (None,)
 
 
 def record_binary(prim, a, b, params, result, meta) -> None:
@@ -638,64 +652,60 @@ def record_binary(prim, a, b, params, result, meta) -> None:
     if prim.nondiff or _VIEWS_ACTIVE[0]:
         _record(prim, (a, b), params, result, meta)
         return
-    scalars = _EMPTY
-    saved = {}
+    k = 0
     if isinstance(a, Tensor):
+        ta = True
         if a._requires_grad and a.dtype.is_floating_point:
-            ra = True
+            k = 2
             fn = a.grad_fn
             if fn is None:
-                fn = a._accumulator
-                ea = (fn if fn is not None else leaf_node(a), 0)
+                ea = a._leaf_edge
+                if ea is None:
+                    ea = _leaf_edge(a)
             else:
                 ea = (fn, a._output_nr)
         else:
-            ra, ea = False, _NO_EDGE
+            ea = _NO_EDGE
     else:
-        ra, ea = False, _NO_EDGE
-        scalars = {0: a}
+        ta, ea = False, _NO_EDGE
     if isinstance(b, Tensor):
+        tb = True
         if b._requires_grad and b.dtype.is_floating_point:
-            rb = True
+            k += 1
             fn = b.grad_fn
             if fn is None:
-                fn = b._accumulator
-                eb = (fn if fn is not None else leaf_node(b), 0)
+                eb = b._leaf_edge
+                if eb is None:
+                    eb = _leaf_edge(b)
             else:
                 eb = (fn, b._output_nr)
         else:
-            rb, eb = False, _NO_EDGE
+            eb = _NO_EDGE
     else:
-        rb, eb = False, _NO_EDGE
-        if scalars is _EMPTY:
-            scalars = {1: b}
-        else:
-            scalars[1] = b
-    k = ra + ra + rb
-    rec = prim.records2[k]
+        tb, eb = False, _NO_EDGE
+    rec = prim.records2[k]  # (2 * (a requires grad) + (b requires grad): a list index)
     if rec is None:
-        rec = prim.records2[k] = _records(prim, (ra, rb))
-    keep, shapes, keep_out = rec
-    for i in keep:
-        t = b if i else a
-        if isinstance(t, Tensor):
-            saved[i] = (t, t._vbox[0])
-    if shapes:
-        for i in shapes:
-            t = b if i else a
-            if isinstance(t, Tensor):
-                saved[i] = saved_meta(t)
+        rec = prim.records2[k] = _records(prim, (k > 1, k & 1 == 1))
+    (ha, hb), keep_out = rec
+    # per operand: a scalar as it is; a tensor's values with their version, a stand-in, or None
+    if ta and ha == _KEEP:
+        sa, va = a, a._vbox[0]
+    else:
+        sa, va = (saved_meta(a) if ha else None) if ta else a, None
+    if tb and hb == _KEEP:
+        sb, vb = b, b._vbox[0]
+    else:
+        sb, vb = (saved_meta(b) if hb else None) if tb else b, None
     if meta is None:
-        meta = ((a._data.shape, a.dtype) if isinstance(a, Tensor) else None,
-                (b._data.shape, b.dtype) if isinstance(b, Tensor) else None)
-    _attach(prim, params, (ea, eb), saved, scalars, meta, result, keep_out)
+        meta = ((a._data.shape, a.dtype) if ta else None, (b._data.shape, b.dtype) if tb else None)
+    _attach(prim, params, (ea, eb), (sa, sb), (va, vb), meta, result, keep_out)
 
 
 _new = object.__new__
 _wrap = Tensor._wrap
 
 
-def _attach(prim, params, nexts, saved, scalars, meta, result, keep_out) -> None:
+def _attach(prim, params, nexts, saved, versions, meta, result, keep_out) -> None:
     """Make the PrimNode (fields set here rather than by __init__: one Python frame
     less per recorded op) and make it `result`'s grad_fn; `keep_out`: save the output."""
     node = _new(PrimNode)
@@ -707,12 +717,12 @@ def _attach(prim, params, nexts, saved, scalars, meta, result, keep_out) -> None
     node.prim = prim
     node.params = params
     node.saved = saved
-    node.scalars = scalars
+    node.versions = versions
     result._requires_grad = True
     result.grad_fn = node
     if keep_out:
         vbox = result._vbox
-        saved[-1] = (result._data, vbox, vbox[0], result.dtype, result.device)
+        node.out = (result._data, vbox, vbox[0], result.dtype, result.device)
+    else:
+        node.out = None
 
-
-_EMPTY: dict = {}

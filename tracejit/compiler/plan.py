@@ -34,6 +34,7 @@ from .fusion import Group, partition
 from .rowfuse import RowGroup, fuse_rows
 from .biasgemm import BiasGemm, ColumnSum, fold_bias
 from .attnpair import AttentionPair, pair_attention
+from .gemmpair import GemmPair, pair_gemms
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
 
@@ -221,6 +222,8 @@ class Plan:
             self.items = fold_bias(self.items, graph)
             # self-attention's weights and context in one pass (attnpair.py)
             self.items = pair_attention(self.items, graph)
+            # two independent products (a layer's input and weight gradients) at once (gemmpair.py)
+            self.items = pair_gemms(self.items, graph)
         self.kernels: list = []
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
         # uses, and the plans of control-flow bodies: what a background compile prepares
@@ -283,7 +286,7 @@ class Plan:
             elif isinstance(it, RowGroup):
                 from .codegen_rows import emit
                 lines += emit(self, it, nm, consts, _shape_code, _dtype_const)
-            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair)):
+            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair, GemmPair)):
                 lines += it.emit(nm, consts)
             else:
                 lines += self._emit_eqn(it, atom, nm, consts)
@@ -548,7 +551,7 @@ class Plan:
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
             elif isinstance(it, RowGroup):
                 out.append(f"row kernel: {it.describe()}  reads {len(it.inputs)}, writes {len(it.outputs)}")
-            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair)):
+            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair, GemmPair)):
                 out.append(f"step: {it.describe()}")
             else:
                 out.append(f"step: {it.prim.name}")

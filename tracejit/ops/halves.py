@@ -30,6 +30,10 @@ the calling thread and the second on OpenBLAS's worker, every time:
 (TRACEJIT_ADAPTIVE_THREADS=0) under SCHED_FIFO (a quiet machine emulated; load 8, session 18),
 medians: eager 371-376 -> 335-340 us, compiled 253-258 -> 213-216; PyTorch eager 291-295.
 
+``pair`` runs two whole products at once, one per core, each one call of numpy's BLAS GEMM
+on one thread (a cfunc calling cblas by address, compiler/voidptr.py): a compiled plan's
+independent products (compiler/gemmpair.py, coreshare.matmul_pair decides which).
+
 When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
 coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
 two threads (`sharepool.pool_threads`), BLAS's ceiling is two or more, numpy's BLAS is a
@@ -47,7 +51,7 @@ from .. import coreshare, sharepool
 from . import rows_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "thin", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
+__all__ = ["product", "thin", "pair", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
@@ -74,7 +78,7 @@ _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 _PAIR = '''
 
 from numba import cfunc
-from tracejit.compiler.voidptr import carray_at
+from tracejit.compiler.voidptr import carray_at, {g}
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
@@ -121,6 +125,25 @@ def ew_records(r, op, x, y, out, xs, ys, s):
     _put(r, 1, (op, n - h, xd + h * item, yd + h * item, od + h * item, xs, ys))
     f = r.view(np.float64)
     f[0, 8] = f[1, 8] = f[0, 9] = f[1, 9] = s
+
+
+# A product pair's record (`pair`): the cblas GEMM's address, then its arguments after the
+# layout (row-major) as cblas takes them, alpha 1 and beta 0 left out: trans_a, trans_b, m, n,
+# k, a, lda, b, ldb, c, ldc (ta, tb: 0 an operand as it lies, C-contiguous; 1 its transpose,
+# the operand F-contiguous).
+@njit("void(int64[:, ::1], int64, int64, int64, int64, Array({t}, 2, 'A', readonly=True), "
+      "Array({t}, 2, 'A', readonly=True), {t}[:, ::1])", cache=CACHE)
+def product_record(r, q, fn, ta, tb, a, b, c):
+    m, kd = a.shape
+    n = b.shape[1]
+    _put(r, q, (fn, 111 + ta, 111 + tb, m, n, kd, np.int64(a.ctypes.data), max(1, m if ta else kd),
+                np.int64(b.ctypes.data), max(1, kd if tb else n), np.int64(c.ctypes.data), max(1, n)))
+
+
+@cfunc("void(voidptr)", cache=CACHE)
+def product_whole(rec):
+    r = carray_at(rec, (16,), np.int64)
+    {g}(r[0], np.int64(101), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11])
 
 
 @cfunc("void(voidptr)", cache=CACHE)
@@ -226,21 +249,26 @@ def source(dtype: str) -> str:
     """rows_gemm's kernel module for `dtype` with the two half entries and their record
     fillers (`_PAIR`). Its `kernel` is only inlined into `gemm_half` (Python's products
     call rows_gemm's own module), so it is not compiled on its own here."""
-    return rows_gemm.source(dtype, standalone=False) + _PAIR.replace("{t}", dtype)
+    gemm = "call_sgemm" if dtype == "float32" else "call_dgemm"
+    return rows_gemm.source(dtype, standalone=False) + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
 
 
 class _Pair:
     """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
 
-    __slots__ = ("gemm", "ew", "recs", "address", "keep", "gemm_records", "ew_records")
+    __slots__ = ("gemm", "ew", "whole", "recs", "address", "keep", "gemm_records", "ew_records",
+                 "product_record")
 
     def __init__(self, module: dict):
         import ctypes
-        self.keep = (module["gemm_half"], module["ew_half"])   # their code lives as long as this
+        # their code lives as long as this
+        self.keep = (module["gemm_half"], module["ew_half"], module["product_whole"])
         self.gemm_records = module["gemm_records"]
         self.ew_records = module["ew_records"]
+        self.product_record = module["product_record"]
         self.gemm = ctypes.c_void_p(module["gemm_half"].address)
         self.ew = ctypes.c_void_p(module["ew_half"].address)
+        self.whole = ctypes.c_void_p(module["product_whole"].address)
         self.recs = np.zeros((2, 16), np.int64)
         self.address = self.recs.ctypes.data
 
@@ -308,7 +336,8 @@ def _pair(dtype):
     if p is None:
         got = loaded_module(module_kernel(t))
         g = got[1] if got is not None else {}
-        if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records")):
+        if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records",
+                                          "product_whole", "product_record")):
             return None
         p = _pairs[t] = _Pair(g)
     return p
@@ -413,6 +442,57 @@ def _gemm(a, b, by_rows: bool):
     if not by_rows:
         out += rest
     return out
+
+
+def pair(a1, b1, a2, b2):
+    """``(a1 @ b1, a2 @ b2)`` at once, each product one call of numpy's BLAS GEMM on one
+    thread, the first on this thread and the second on OpenBLAS's worker (BLAS's count set
+    to one around them, so that neither call wakes the pool: its worker runs the other), or
+    None: 2-D numpy arrays of one dtype (float32 or float64), each operand C- or
+    F-contiguous, numpy's BLAS an ILP64 OpenBLAS (its cblas GEMM called by address with
+    64-bit integers), two cores free (`two_cores`), the module loaded. Each result is the
+    one-thread BLAS product's (which may differ in the last bits from the two-thread one,
+    as BLAS's thread counts do). coreshare.matmul_pair decides which pairs come here."""
+    for x in (a1, b1, a2, b2):
+        if type(x) is not np.ndarray or x.ndim != 2 or x.dtype != a1.dtype:
+            return None
+        if not (x.flags.c_contiguous or x.flags.f_contiguous):
+            return None
+    if a1.shape[1] != b1.shape[0] or a2.shape[1] != b2.shape[0]:
+        return None
+    fn = _gemm_function(a1.dtype)
+    if fn is None:
+        return None
+    p = _pair(a1.dtype)
+    if p is None:
+        return None
+    c1 = np.empty((a1.shape[0], b1.shape[1]), a1.dtype)
+    c2 = np.empty((a2.shape[0], b2.shape[1]), a1.dtype)
+    from ..threads import blas_threads_set
+    with blas_threads_set(1):
+        if not launch(p, p.whole, _products, p.product_record, fn, a1, b1, c1, a2, b2, c2):
+            return None
+    return c1, c2
+
+
+def _products(recs, record, fn, a1, b1, c1, a2, b2, c2) -> None:
+    """`pair`'s two records (``record``: the module's `product_record`)."""
+    record(recs, 0, fn, int(not a1.flags.c_contiguous), int(not b1.flags.c_contiguous), a1, b1, c1)
+    record(recs, 1, fn, int(not a2.flags.c_contiguous), int(not b2.flags.c_contiguous), a2, b2, c2)
+
+
+_gemm_functions: dict = {}   # dtype -> cblas GEMM's address (ILP64 only), or None
+
+
+def _gemm_function(dtype):
+    """numpy's BLAS GEMM for `dtype` where it takes 64-bit integers (the share's
+    `call_sgemm`/`call_dgemm` pass them), else None."""
+    if dtype not in _gemm_functions:
+        from .blas_gemm import gemm_address
+        t = _NAMES.get(dtype)
+        found = gemm_address(t) if t is not None else None
+        _gemm_functions[dtype] = found[0] if found is not None and found[1] == 64 else None
+    return _gemm_functions[dtype]
 
 
 def binary(name: str, x, y, compute_np, out=None):

@@ -1,0 +1,182 @@
+"""Two independent products as one plan step (compiler/gemmpair.py) and their runtime
+(coreshare.matmul_pair, ops/halves.py's `pair`): which products a plan pairs (a layer's
+input and weight gradients; not a product reading the other's result or a view of it, not
+small or symbolic ones), and that the pair's results are the products' (numpy in float64 at
+float32 tolerance on odd shapes and every operand layout, eager and the IR interpreter)
+whichever of the two finishes first."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit import coreshare
+from tracejit.compiler import gemmpair
+from tracejit.compiler.gemmpair import GemmPair
+from tracejit.ops import halves
+from tracejit.testing import assert_compiled_matches
+from inputs import training_variant
+
+pytest.importorskip("numba", reason="the pair's entries are numba code")
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+
+_entries: dict = {}
+
+
+def _loaded(dtype: str):
+    """The halves module's loaded entries for `dtype` (halves._Pair), from the session's cache."""
+    if dtype not in _entries:
+        from tracejit.compiler import diskcache
+        mod = diskcache.load_module(halves.source(dtype), name_hint="native_rows_gemm_halves_" + dtype)
+        _entries[dtype] = halves._Pair(mod.kernel.py_func.__globals__)
+    return _entries[dtype]
+
+
+@pytest.fixture(params=["first_done_first", "second_done_first"])
+def ordered_pair(request, monkeypatch) -> list:
+    """A pair's two products run on this thread one after the other, in the order the
+    parameter names (on two cores either may finish first), whatever the machine's cores;
+    the list records each launch's entry. Skips where numpy's BLAS is not an ILP64
+    OpenBLAS (the pair does not run there: coreshare.matmul_pair's fallback, tested below)."""
+    if halves._gemm_function(np.dtype(np.float32)) is None:
+        pytest.skip("numpy's BLAS has no ILP64 cblas GEMM")
+    launches: list = []
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name))
+    order = (0, 1) if request.param == "first_done_first" else (1, 0)
+
+    def run(p, entry):
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry.value)
+        for q in order:
+            fn(p.address + 128 * q)
+        launches.append(entry.value)
+    monkeypatch.setattr(halves, "_run", run)
+    return launches
+
+
+def _tol(dtype, k):
+    return dict(rtol=1e-5, atol=1e-5 * k) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12 * k)
+
+
+def _operand(rng, shape, dtype, layout):
+    x = rng.standard_normal(shape).astype(dtype)
+    return x if layout == "C" else np.asfortranarray(x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layouts", ["CC", "CF", "FC", "FF"])
+def test_pair_computes_both_products_in_every_layout(ordered_pair, dtype, layouts):
+    """g @ w and g.T @ a (a layer's gradients, odd shapes) on every operand layout: each
+    the product numpy computes in float64, at the dtype's tolerance, in one launch."""
+    rng = np.random.default_rng(0)
+    m, k, n = 67, 263, 509
+    g = _operand(rng, (m, k), dtype, layouts[0])
+    w = _operand(rng, (k, n), dtype, layouts[1])
+    a = _operand(rng, (m, n), dtype, "C")
+    before = coreshare.pairs_run
+    c1, c2 = coreshare.matmul_pair(g, w, g.T, a)
+    assert coreshare.pairs_run == before + 1 and len(ordered_pair) == 1
+    assert ordered_pair == [_loaded(dtype).whole.value]
+    assert c1.shape == (m, n) and c2.shape == (k, n) and c1.dtype == c2.dtype == np.dtype(dtype)
+    assert c1.flags.c_contiguous and c2.flags.c_contiguous
+    np.testing.assert_allclose(c1, g.astype(np.float64) @ w, **_tol(dtype, k))
+    np.testing.assert_allclose(c2, g.T.astype(np.float64) @ a, **_tol(dtype, m))
+
+
+def test_the_pair_on_openblas_worker_computes_both_products(monkeypatch):
+    """The real launch (this thread and OpenBLAS's worker at once, BLAS's count one around
+    them, then put back), where numpy's BLAS has a worker: the same products as numpy's."""
+    from tracejit.threads import blas_threads
+    if halves._gemm_function(np.dtype(np.float32)) is None or not halves._blas_pair():
+        pytest.skip("no ILP64 OpenBLAS with a pool of two here")
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name))
+    rng = np.random.default_rng(5)
+    g, w, a = (rng.standard_normal(s).astype(np.float32) for s in ((67, 263), (263, 509), (67, 509)))
+    count = blas_threads()
+    for _ in range(3):
+        before = coreshare.pairs_run
+        c1, c2 = coreshare.matmul_pair(g, w, g.T, a)
+        assert coreshare.pairs_run == before + 1 and blas_threads() == count
+        np.testing.assert_allclose(c1, g.astype(np.float64) @ w, **_tol("float32", 263))
+        np.testing.assert_allclose(c2, g.T.astype(np.float64) @ a, **_tol("float32", 67))
+
+
+def test_pair_falls_back_to_one_product_after_the_other(ordered_pair, monkeypatch):
+    """Small products, a 3-D operand, mixed dtypes, a strided operand, the switch off:
+    coreshare.matmul's products, no launch."""
+    rng = np.random.default_rng(1)
+    big = [rng.standard_normal(s).astype(np.float32) for s in ((67, 263), (263, 509))]
+    cases = [
+        [rng.standard_normal(s).astype(np.float32) for s in ((8, 9), (9, 10), (9, 8), (8, 10))],
+        big + [rng.standard_normal((3, 67, 263)).astype(np.float32), big[1]],
+        big + [big[0].astype(np.float64), big[1].astype(np.float64)],
+        big + [np.ones((67, 526), np.float32)[:, ::2], big[1]],
+    ]
+    for a1, b1, a2, b2 in cases:
+        c1, c2 = coreshare.matmul_pair(a1, b1, a2, b2)
+        np.testing.assert_allclose(c1, a1.astype(np.float64) @ b1, rtol=1e-5, atol=1e-3)
+        np.testing.assert_allclose(c2, a2.astype(np.float64) @ b2, rtol=1e-5, atol=1e-3)
+    assert ordered_pair == []
+    monkeypatch.setattr(coreshare, "PAIRS", False)
+    c1, c2 = coreshare.matmul_pair(big[0], big[1], np.asfortranarray(big[0]), big[1])
+    assert ordered_pair == []
+    np.testing.assert_allclose(c2, big[0].astype(np.float64) @ big[1], rtol=1e-5, atol=1e-3)
+
+
+def _pairs(cf):
+    bwd = training_variant(cf)[1]
+    return [it for it in bwd.items if isinstance(it, GemmPair)], bwd
+
+
+@pytest.mark.parametrize("mode", ["trace", "script"])
+def test_a_layers_gradients_are_one_pair_agreeing_with_eager_and_the_interpreter(ordered_pair, mode):
+    """A bias-free linear layer's backward (odd shapes, 8.97M multiply-adds each): its
+    input and weight gradients are one `GemmPair` step, run as a pair, and the results
+    agree with eager and the IR interpreter."""
+    def layer(x, w):
+        return tj.relu(F.linear(x, w))
+    rng = np.random.default_rng(2)
+    x = tj.tensor(rng.standard_normal((67, 509)).astype(np.float32), requires_grad=True)
+    w = tj.tensor((rng.standard_normal((263, 509)) * 0.05).astype(np.float32), requires_grad=True)
+    cf = assert_compiled_matches(layer, x, w, mode=mode, rtol=1e-4, atol=1e-4)
+    (pair,), bwd = _pairs(cf)
+    assert {pair.first.out.aval.shape, pair.second.out.aval.shape} == {(67, 509), (263, 509)}
+    assert "MATMUL2(" in bwd.source and "MATMUL(" not in bwd.source, bwd.source
+    assert len(ordered_pair) == 2     # one pair per compiled call (assert_compiled_matches: two)
+
+
+def test_the_pass_pairs_only_independent_large_static_products(monkeypatch):
+    """Not paired: a product reading the first's result, or a view of it; products below
+    coreshare.PAIR_MNK; the switch off. Paired: the views in between that do not read the
+    first move before the pair, those that do after it."""
+    from tracejit.compiler.plan import Plan
+    from test_backends import _graph
+
+    def items(fn, *shapes):
+        args = [tj.tensor(np.random.default_rng(i).standard_normal(s).astype(np.float32))
+                for i, s in enumerate(shapes)]
+        plan = Plan(_graph(fn, *args), "t")
+        got = plan(*[a.numpy() for a in args])
+        want = fn(*args)
+        for g_, w_ in zip(got, want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_allclose(g_, w_.numpy(), rtol=1e-4, atol=1e-3)
+        return [type(it).__name__ if not hasattr(it, "prim") else it.prim.name for it in plan.items]
+
+    big = ((67, 263), (263, 509), (67, 509))
+    # independent: g @ w and g.T @ a, the transpose in between moves up
+    assert items(lambda g, w, a: (g @ w, g.T @ a), *big) == ["permute", "GemmPair"]
+    # the second reads the first's result (through a transpose): no pair
+    def chained(g, w, a):
+        y = g @ w
+        return y, y.T @ g
+    assert items(chained, *big) == ["matmul", "permute", "matmul"]
+    # a view of the first's result between them goes after the pair
+    assert items(lambda g, w, a: ((g @ w).reshape(-1), g.T @ a), *big) == ["permute", "GemmPair", "reshape"]
+    # small products
+    assert "GemmPair" not in items(lambda g, w, a: (g @ w, g.T @ a), (7, 9), (9, 5), (7, 5))
+    monkeypatch.setattr(gemmpair, "ENABLED", False)
+    assert "GemmPair" not in items(lambda g, w, a: (g @ w, g.T @ a), *big)
