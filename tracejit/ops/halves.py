@@ -303,11 +303,12 @@ def kernel_of(key: tuple, make_source, later: bool = False):
 def module_kernel(t: str):
     """The `native.NativeKernel` of dtype name `t`'s halves module, compiled by the
     workers at rank LATER (after every other kernel an op or a plan asked for): its compile
-    is the dearest of all (3.1-3.3 s of a worker's CPU) and only a step made of few-row
-    products gains from it. Compiled steps, sync mode, warm, policy at two threads, halves
-    on/off alternating, min/median (session 22, load 4-5): two-layer step (4 launches a step)
-    0.2/0.2 against 0.3/0.8 ms; MLP (3) 12.1/12.4 against 12.2/12.6; Transformer (1)
-    47.1/52.8 against 47.4/53.9; CNN and LSTM none. Asked for at EAGER, it went ahead of the
+    is the dearest of all (3.1-3.3 s of a worker's CPU) and few steps gain much from it.
+    Compiled steps, sync mode, warm, policy at two threads, halves on/off alternating in one
+    process, min/median (session 22): two-layer step (4 launches a step) 0.2/0.2 against
+    0.3/0.8 ms (load 4-5); with the product pairs (compiler/gemmpair.py; load 10-12, medians
+    meaningless) MLP (4) min 11.8-12.0 against 12.1-12.6, Transformer (4) min 47.2-47.9
+    against 47.7-48.0; CNN and LSTM none. Asked for at EAGER, it went ahead of the
     attention kernels the compiled Transformer step waits for whenever the policy gave two
     threads early (3.3 s later to full speed in 2 of 4 cold runs, tier21b)."""
     return kernel_of(("rows_gemm_halves", t), lambda: source(t), later=True)
