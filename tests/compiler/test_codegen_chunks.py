@@ -209,7 +209,7 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
     spec = codegen_chunks.render(_nest("map"))
     assert spec.form == "map" and "def share_entry(rec):" in spec.pair
     assert "def pack(itab, ftab, in0, out0, n):" in spec.pair
-    assert "kernel(in0, out0, n, r[0], 2)" in spec.pair
+    assert "kernel, (in0, out0, n, r[0], 2,))" in spec.pair
     x = tj.tensor(_x((128, 256)))
     b = tj.tensor(_x((256,), seed=1))
     specs = {}
@@ -220,9 +220,9 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
         specs.update({s.form: s for e in f.entries for p in _plans(e.executor) for k in p.kernels
                       for s in k._specs.values() if s.parallel})
     total = specs["flat_blocked_sum"]
-    assert total.chunked and "partial, r[0], 2, 0)" in total.pair and "float64[::1])" in total.pair
+    assert total.chunked and "partial, r[0], 2, 0,))" in total.pair and "float64[::1])" in total.pair
     # ... and the share that ends last folds (no fold call from Python after the launch)
-    assert "FOLDS = True" in total.pair and "partial, 2, 2, 1)" in total.pair
+    assert "FOLDS = True" in total.pair and "partial, 2, 2, 1,))" in total.pair
     assert "FOLDS = False" in spec.pair
     assert specs["nested_map"].chunked and specs["nested_map"].pair == ""
 

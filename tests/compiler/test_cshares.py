@@ -38,9 +38,11 @@ def own_cache(tmp_path, monkeypatch):
 def test_tables_hold_addresses_shapes_and_scalars():
     text = cshares.source(SIG, NAMES)
     # a: address + 2 dims, o: the same, m: one int, seen and keep: address + 1 dim; scale: a float
-    assert "ITAB, FTAB = 11, 1" in text and "np.bool_)" in text
+    # (and one more int slot: the kernel's address, which share_entry calls through)
+    assert "ITAB, FTAB = 12, 1" in text and "KERNEL_AT = 11" in text and "np.bool_)" in text
     assert "itab[0] = a.ctypes.data" in text and "itab[6] = m" in text and "ftab[0] = scale" in text
-    assert "kernel(a, o, m, scale, seen, keep, r[0], 2)" in text
+    assert "itab[11]" not in text
+    assert "call_at(it[11], kernel, (a, o, m, scale, seen, keep, r[0], 2,))" in text
     with pytest.raises(ValueError, match="complex128"):
         cshares.source(["complex128"], ["z"])
 
@@ -95,10 +97,16 @@ def test_pair_module_calls_the_kernels_compiled_dispatcher(own_cache):
     before = diskcache.stats()["compiles"]
     mod = diskcache.load_module(text, name_hint="cshares_k_pair")
     assert mod.kernel is kmod.kernel and diskcache.stats()["compiles"] == before + 1
+    # the cfunc calls the kernel's compiled code through its address: its module holds no
+    # copy of the kernel for LLVM to optimise and emit again
+    (sig,) = kmod.kernel.signatures
+    name = kmod.kernel.overloads[sig].fndesc.llvm_func_name
+    assert name in kmod.kernel.inspect_llvm(sig) and name not in mod.share_entry.inspect_llvm()
     pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
     if sharepool.blas_worker.find() is None:
         assert pair is None
         pytest.skip("no OpenBLAS thread pool of two here")
+    assert pair.itab[mod.KERNEL_AT] == kmod.kernel.overloads[sig].library.get_pointer_to_function(name)
     _run_pair(pair)
     diskcache.clear_memory_cache()   # a new process: both modules from the disk
     before = diskcache.stats()
@@ -135,8 +143,8 @@ def test_folding_pair_folds_once_per_launch_after_both_shares(own_cache):
     so each launch returns with the sum of both shares' partials, folded exactly once
     (the counter `pack` zeroes at every launch); `CShares.folds` tells the caller."""
     text = cshares.source(FOLD_SIG, FOLD_NAMES, tail=(0,), fold=True)
-    assert "FOLDS = True" in text and "kernel(a, out, folded, partial, 2, 2, 1)" in text
-    assert "itab[8] = 0" in text and "ITAB, FTAB = 9, 1" in text and "r[1] + 64" in text   # the counter
+    assert "FOLDS = True" in text and "call_at(it[9], kernel, (a, out, folded, partial, 2, 2, 1,))" in text
+    assert "itab[8] = 0" in text and "ITAB, FTAB = 10, 1" in text and "r[1] + 64" in text   # the counter (9: the kernel)
     assert "FOLDS = False" in cshares.source(FOLD_SIG, FOLD_NAMES, tail=(0,))
     with pytest.raises(ValueError, match="chunk_fold"):
         cshares.source(FOLD_SIG, FOLD_NAMES, fold=True)

@@ -223,8 +223,8 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
             asks.append("get")
             return None
 
-    def kernel(key, make_source, sync_compiles=True):
-        asks.append((key, sync_compiles))
+    def kernel(key, make_source, sync_compiles=True, later=False):
+        asks.append((key, sync_compiles, later))
         return Kernel()
 
     monkeypatch.setattr(coreshare, "ENABLED", True)
@@ -243,7 +243,8 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     b = np.ones((1000, 100), np.float32)
     for _ in range(3):
         np.testing.assert_array_equal(coreshare.matmul(a, b), np.full((64, 100), 1000, np.float32))
-    assert asks == ([] if sync else [(("rows_gemm_halves", "float32"), False), "get"])
+    # (rank LATER: behind every kernel another op or a plan asked for)
+    assert asks == ([] if sync else [(("rows_gemm_halves", "float32"), False, True), "get"])
     small = np.ones((8, 16), np.float32)   # below the halves' range: never asks
     coreshare.matmul(small, np.ones((16, 8), np.float32))
     assert len(asks) == (0 if sync else 2)
@@ -252,4 +253,17 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     w = np.ones((256, 10))
     assert halves.thin(w.T.copy(), np.ones((256, 100))) is None
     assert halves.thin(w.T.copy(), np.ones((256, 100))) is None
-    assert asks[2:] == ([] if sync else [(("rows_gemm_halves", "float64"), False), "get"])
+    assert asks[2:] == ([] if sync else [(("rows_gemm_halves", "float64"), False, True), "get"])
+
+
+def test_the_module_compiles_the_register_tile_kernel_only_inside_its_product_half():
+    """Python's products call rows_gemm's own module, so the halves module's `kernel` is
+    inlined into `gemm_half` and not compiled on its own (nor again inside the cfunc that
+    would link it): rows_gemm's module compiles its signature at load, this one none."""
+    from tracejit.compiler import diskcache
+    from tracejit.ops import rows_gemm
+    mod = diskcache.load_module(halves.source("float32"), name_hint="native_rows_gemm_halves_float32")
+    own = diskcache.load_module(rows_gemm.source("float32"), name_hint="native_rows_gemm_float32")
+    assert mod.kernel.targetoptions.get("inline") == "always"
+    assert own.kernel.targetoptions.get("inline") != "always" and len(own.kernel.signatures) == 1
+    assert mod.gemm_half.address and mod.ew_half.address

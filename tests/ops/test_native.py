@@ -176,6 +176,10 @@ def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monk
     k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 6.0"), "test_native_steady", steady=True)
     k._prepare()
     assert [kw["rank"] for kw in asked[1:]] == [workers.STEADY] and k.failed
+    # one that few steps gain from and that costs seconds (ops/halves.py's module): LATER
+    k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 17.0"), "test_native_later", later=True)
+    k._prepare()
+    assert [kw["rank"] for kw in asked[2:]] == [workers.LATER] and k.failed
 
 
 def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monkeypatch):

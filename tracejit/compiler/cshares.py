@@ -15,15 +15,19 @@ code generation runs without it):
   (GIL held: one unboxing, on the launching thread) writing each array's address and shape,
   and each integer, into the int64 table `itab`, each float into the float64 table `ftab`;
 - ``share_entry(rec)``: a numba ``cfunc`` taking the address of a record (q, itab, ftab),
-  rebuilding the arrays from the tables (``carray``) and calling ``kernel(..., q, 2)``:
-  no Python object, no GIL, on either thread.
+  rebuilding the arrays from the tables (``voidptr.carray_at``) and calling ``kernel(..., q, 2)``
+  through the address of its compiled code (``voidptr.call_at``; `CShares` puts it in the
+  int table): no Python object, no GIL, on either thread.
 
 In sync mode both are in the kernel's module (one compile). In background mode they are
 a module of their own (`module_source`), built by the compile workers after the kernel's so
 that no switch waits for them: that module loads the kernel's module (from the disk cache,
-where the kernel's job put it) and its ``share_entry`` calls that compiled dispatcher, which
-numba links instead of compiling the kernel a second time (MLP step, worker CPU: forward
-kernel+pair 1.50 s against 0.55 s for the pair alone, backward 2.33 against 0.76).
+where the kernel's job put it) and its ``share_entry`` calls that compiled kernel (MLP step,
+worker CPU: forward kernel+pair 1.50 s against 0.55 s for the pair alone, backward 2.33
+against 0.76). Through its address, not as numba calls a dispatcher: numba links the
+callee's whole library into the caller's, and LLVM optimises and emits the kernel again
+(Transformer's three pairs compiled as one worker does, after their kernels: 1.74-1.80 s
+linked, 1.11 s through the address; session 22).
 
 `CShares` launches them: pack, then ``gotoblas_pthread(2, share_entry, records, 24)`` runs
 record q on OpenBLAS's caller (q = 0) and worker (q = 1), exactly as `run_pair` does with
@@ -80,7 +84,7 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
     pack = [f"@njit({'void(int64[::1], float64[::1], ' + ', '.join(arg_types) + ')'!r}, cache=CACHE)",
             f"def pack(itab, ftab, {', '.join(names)}):"]
     entry = ["@cfunc('void(voidptr)', cache=CACHE)", "def share_entry(rec):",
-             "    r = carray(rec, (3,), np.int64)"]
+             "    r = carray_at(rec, (3,), np.int64)"]
     body, call = [], []
     ni = nf = 0
     for name, k in zip(names, kinds):
@@ -89,7 +93,7 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
             pack.append(f"    itab[{ni}] = {name}.ctypes.data")
             pack += [f"    itab[{ni + 1 + d}] = {name}.shape[{d}]" for d in range(nd)]
             dims = ", ".join(f"it[{ni + 1 + d}]" for d in range(nd))
-            body.append(f"    {name} = carray(as_voidptr(it[{ni}]), ({dims},), np.{_NUMPY.get(dt, dt)})")
+            body.append(f"    {name} = carray_at(it[{ni}], ({dims},), np.{_NUMPY.get(dt, dt)})")
             ni += 1 + nd
         elif k[0] == "int":
             pack.append(f"    itab[{ni}] = {name}")
@@ -100,18 +104,20 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
             body.append(f"    {name} = ft[{nf}]")
             nf += 1
         call.append(name)
-    entry += [f"    it = carray(as_voidptr(r[1]), ({max(ni, 1)},), np.int64)",
-              f"    ft = carray(as_voidptr(r[2]), ({max(nf, 1)},), np.float64)"] + body
-    entry.append(f"    kernel({', '.join(call + ['r[0]', '2'] + [str(int(t)) for t in tail])})")
-    head = ["", "", "from numba import carray, cfunc", "from tracejit.compiler.voidptr import as_voidptr"]
+    # the kernel's compiled code is called through its address (`voidptr.call_at`), which
+    # `CShares` writes into the int table's last slot once (pack leaves it alone)
+    at = ni + 1 if fold else ni
+    entry += [f"    it = carray_at(r[1], ({at + 1},), np.int64)",
+              f"    ft = carray_at(r[2], ({max(nf, 1)},), np.float64)"] + body
+    entry.append(f"    call_at(it[{at}], kernel, ({', '.join(call + ['r[0]', '2'] + [str(int(t)) for t in tail])},))")
+    head = ["", "", "from numba import cfunc", "from tracejit.compiler.voidptr import call_at, carray_at"]
     if fold:
         # the counter: one more int table slot, zeroed by pack before each launch
         pack.append(f"    itab[{ni}] = 0")
-        entry += [f"    if arrive(carray(as_voidptr(r[1] + {8 * ni}), (1,), np.int64)) == 1:",
-                  f"        kernel({', '.join(call + ['2', '2'] + [str(int(t)) for t in tail[:-1]] + ['1'])})"]
+        entry += [f"    if arrive(carray_at(r[1] + {8 * ni}, (1,), np.int64)) == 1:",
+                  f"        call_at(it[{at}], kernel, ({', '.join(call + ['2', '2'] + [str(int(t)) for t in tail[:-1]] + ['1'])},))"]
         head.append("from tracejit.compiler.claim import arrive")
-        ni += 1
-    head += [f"ITAB, FTAB = {max(ni, 1)}, {max(nf, 1)}", f"FOLDS = {fold}", "", ""]
+    head += [f"ITAB, FTAB = {at + 1}, {max(nf, 1)}", f"KERNEL_AT = {at}", f"FOLDS = {fold}", "", ""]
     return "\n".join(head + pack + ["", ""] + entry) + "\n"
 
 
@@ -136,19 +142,20 @@ class CShares:
 
     __slots__ = ("pack", "entry", "itab", "ftab", "recs", "gp", "address", "keep", "folds")
 
-    def __init__(self, module: dict, pack, gp):
-        self.keep = module["share_entry"]       # its code lives as long as this object
+    def __init__(self, module: dict, pack, gp, kernel_at: int):
+        self.keep = (module["share_entry"], module["kernel"])   # their code lives as long as this
         self.pack = pack
         # the launch also makes a folded reduction's fold call (`source`'s `fold`)
         self.folds = bool(module.get("FOLDS", False))
         self.itab = np.zeros(module["ITAB"], np.int64)
+        self.itab[module["KERNEL_AT"]] = kernel_at   # what share_entry calls
         self.ftab = np.zeros(module["FTAB"], np.float64)
         self.recs = np.zeros(6, np.int64)      # (q, itab, ftab) for q = 0 and 1
         self.recs[3] = 1
         self.recs[1] = self.recs[4] = self.itab.ctypes.data
         self.recs[2] = self.recs[5] = self.ftab.ctypes.data
         import ctypes
-        self.entry = ctypes.c_void_p(self.keep.address)
+        self.entry = ctypes.c_void_p(self.keep[0].address)
         self.address = self.recs.ctypes.data
         self.gp = gp
 
@@ -158,12 +165,17 @@ class CShares:
         kernel's own, or the pair's module), with ``fast_entry(dispatcher)`` the backend's
         cheapest callable of a dispatcher."""
         from .. import sharepool
-        if "share_entry" not in g or "pack" not in g:
+        if "share_entry" not in g or "pack" not in g or "KERNEL_AT" not in g:
             return None
         gp = sharepool.blas_worker.find()
         if gp is None:
             return None
-        return cls(g, fast_entry(g["pack"]), gp)
+        from .voidptr import native_address
+        try:
+            kernel_at = native_address(g["kernel"])
+        except Exception:   # (no single compiled signature: sharepool's launch runs it)
+            return None
+        return cls(g, fast_entry(g["pack"]), gp, kernel_at)
 
     def __call__(self, args: tuple) -> None:
         """``kernel(*args, q, 2)`` for q = 0 (this thread) and 1 (OpenBLAS's worker)."""

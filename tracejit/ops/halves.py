@@ -77,8 +77,8 @@ _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 # as float64 in slots 8 and 9.
 _PAIR = '''
 
-from numba import carray, cfunc
-from tracejit.compiler.voidptr import as_voidptr, {g}
+from numba import cfunc
+from tracejit.compiler.voidptr import carray_at, {g}
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
@@ -142,22 +142,25 @@ def product_record(r, q, fn, ta, tb, a, b, c):
 
 @cfunc("void(voidptr)", cache=CACHE)
 def product_whole(rec):
-    r = carray(rec, (16,), np.int64)
+    r = carray_at(rec, (16,), np.int64)
     {g}(r[0], np.int64(101), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11])
 
 
 @cfunc("void(voidptr)", cache=CACHE)
 def gemm_half(rec):
-    r = carray(rec, (16,), np.int64)
-    a = carray(as_voidptr(r[0]), (r[1],), np.{t})
-    b = carray(as_voidptr(r[6]), (r[7],), np.{t})
-    c = carray(as_voidptr(r[9]), (r[10],), np.{t})
+    r = carray_at(rec, (16,), np.int64)
+    a = carray_at(r[0], (r[1],), np.{t})
+    b = carray_at(r[6], (r[7],), np.{t})
+    c = carray_at(r[9], (r[10],), np.{t})
     kernel(a, r[2], r[3], r[4], r[5], b, r[8], c)
 
 
 # One loop per operand pattern. A result written over an operand gets a loop on that array
 # alone: with two views of one address LLVM's runtime overlap check sends the loop to its
 # scalar form (an in-place 100K-element float32 sub in halves took 24 us, numpy 13).
+# Each its own numba function, not inlined by numba (``inline="always"``): inlined, the
+# array loops stayed scalar (100K float32 add 8.8 -> 53.5 us, in-place sub 7.9 -> 37.0, session
+# 22), though their own libraries cost the module's compile ~0.9 s of its 3.1-3.25.
 @njit(inline="always")
 def _binop(op, a, b):
     if op == 0:
@@ -213,40 +216,41 @@ def _ew_scalar_left_into(op, s, b):
 
 @cfunc("void(voidptr)", cache=CACHE)
 def ew_half(rec):
-    r = carray(rec, (16,), np.int64)
-    f = carray(rec, (16,), np.float64)
+    r = carray_at(rec, (16,), np.int64)
+    f = carray_at(rec, (16,), np.float64)
     op, n = r[0], r[1]
     if r[5] == 1:                       # scalar op array
         s = np.{t}(f[8])
-        b = carray(as_voidptr(r[3]), (n,), np.{t})
+        b = carray_at(r[3], (n,), np.{t})
         if r[4] == r[3]:
             _ew_scalar_left_into(op, s, b)
         else:
-            _ew_scalar_left(op, carray(as_voidptr(r[4]), (n,), np.{t}), s, b)
+            _ew_scalar_left(op, carray_at(r[4], (n,), np.{t}), s, b)
         return
-    a = carray(as_voidptr(r[2]), (n,), np.{t})
+    a = carray_at(r[2], (n,), np.{t})
     if r[6] == 1:                       # array op scalar
         s = np.{t}(f[9])
         if r[4] == r[2]:
             _ew_scalar_right_into(op, a, s)
         else:
-            _ew_scalar_right(op, carray(as_voidptr(r[4]), (n,), np.{t}), a, s)
+            _ew_scalar_right(op, carray_at(r[4], (n,), np.{t}), a, s)
         return
-    b = carray(as_voidptr(r[3]), (n,), np.{t})
+    b = carray_at(r[3], (n,), np.{t})
     if r[4] == r[2]:
         _ew_into_a(op, a, b)
     elif r[4] == r[3]:
         _ew_into_b(op, a, b)
     else:
-        _ew_arrays(op, carray(as_voidptr(r[4]), (n,), np.{t}), a, b)
+        _ew_arrays(op, carray_at(r[4], (n,), np.{t}), a, b)
 '''
 
 
 def source(dtype: str) -> str:
     """rows_gemm's kernel module for `dtype` with the two half entries and their record
-    fillers (`_PAIR`)."""
+    fillers (`_PAIR`). Its `kernel` is only inlined into `gemm_half` (Python's products
+    call rows_gemm's own module), so it is not compiled on its own here."""
     gemm = "call_sgemm" if dtype == "float32" else "call_dgemm"
-    return rows_gemm.source(dtype) + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
+    return rows_gemm.source(dtype, standalone=False) + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
 
 
 class _Pair:
@@ -290,15 +294,24 @@ def _blas_pair() -> bool:
     return (coreshare.blas_ceiling() or 1) >= 2 and sharepool.blas_worker.find() is not None
 
 
-def kernel_of(key: tuple, make_source):
+def kernel_of(key: tuple, make_source, later: bool = False):
     """The `native.NativeKernel` of a hand-written kernel module with GIL-free halves
-    (loaded from disk only in sync mode: ``sync_compiles=False``)."""
-    return _kernel(key, make_source, sync_compiles=False)
+    (loaded from disk only in sync mode: ``sync_compiles=False``; `later`: rank LATER)."""
+    return _kernel(key, make_source, sync_compiles=False, later=later)
 
 
 def module_kernel(t: str):
-    """The `native.NativeKernel` of dtype name `t`'s halves module."""
-    return kernel_of(("rows_gemm_halves", t), lambda: source(t))
+    """The `native.NativeKernel` of dtype name `t`'s halves module, compiled by the
+    workers at rank LATER (after every other kernel an op or a plan asked for): its compile
+    is the dearest of all (3.1-3.3 s of a worker's CPU) and few steps gain much from it.
+    Compiled steps, sync mode, warm, policy at two threads, halves on/off alternating in one
+    process, min/median (session 22): two-layer step (4 launches a step) 0.2/0.2 against
+    0.3/0.8 ms (load 4-5); with the product pairs (compiler/gemmpair.py; load 10-12, medians
+    meaningless) MLP (4) min 11.8-12.0 against 12.1-12.6, Transformer (4) min 47.2-47.9
+    against 47.7-48.0; CNN and LSTM none. Asked for at EAGER, it went ahead of the
+    attention kernels the compiled Transformer step waits for whenever the policy gave two
+    threads early (3.3 s later to full speed in 2 of 4 cold runs, tier21b)."""
+    return kernel_of(("rows_gemm_halves", t), lambda: source(t), later=True)
 
 
 def loaded_module(kernel):

@@ -60,12 +60,14 @@ class NativeKernel:
     in a compiled function's first call."""
 
     __slots__ = ("_source", "label", "fn", "failed", "first", "last", "gap", "thread", "pid", "lock",
-                 "sync_compiles", "steady")
+                 "sync_compiles", "steady", "later")
 
-    def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False):
+    def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False,
+                 later: bool = False):
         self._source = source
         self.sync_compiles = sync_compiles
         self.steady = steady   # a compiled step runs it at every call too: rank STEADY
+        self.later = later     # it pays on few steps and costs seconds to compile: rank LATER
         self.label = label
         self.fn = None
         self.failed = False
@@ -166,8 +168,10 @@ class NativeKernel:
                 # recurrent layers' loops, convolution's fold/unfold, BatchNorm, pooling,
                 # ReLU's backward): ahead of the EAGER ones (workers.py).
                 # Put back to rank LATER when its op stopped asking (workers.ASKED_WITHIN_S).
-                job = workers.submit(self.source, self.label, (),
-                                     rank=workers.STEADY if self.steady else workers.EAGER,
+                # Rank LATER from the start for a kernel that only a few steps wait on and
+                # that must not hold back those the others do (`later`: ops/halves.py's).
+                rank = workers.STEADY if self.steady else workers.LATER if self.later else workers.EAGER
+                job = workers.submit(self.source, self.label, (), rank=rank,
                                      asked=lambda: (self.last, self.gap))
                 job.event.wait()
                 if not job.ok:
@@ -182,16 +186,18 @@ _kernels: dict = {}
 _kernels_lock = threading.Lock()
 
 
-def kernel(key: tuple, make_source, sync_compiles: bool = True, steady: bool = False) -> NativeKernel:
+def kernel(key: tuple, make_source, sync_compiles: bool = True, steady: bool = False,
+           later: bool = False) -> NativeKernel:
     """The `NativeKernel` for `key`, its source made by ``make_source()`` when it is loaded
-    (`steady`: a compiled step runs it at every call too, see `NativeKernel`)."""
+    (`steady`: a compiled step runs it at every call too; `later`: queued behind every
+    other kernel; see `NativeKernel`)."""
     k = _kernels.get(key)
     if k is None:
         with _kernels_lock:
             k = _kernels.get(key)
             if k is None:
                 k = _kernels[key] = NativeKernel(make_source, "native_" + "_".join(map(str, key)),
-                                                      sync_compiles, steady)
+                                                      sync_compiles, steady, later)
     return k
 
 

@@ -95,8 +95,7 @@ _one1 = _make_tile(1, (GV,))
 # {rest_tiles}
 
 
-@njit("void(Array({t}, 1, 'C', readonly=True), int64, int64, int64, int64, "
-      "Array({t}, 1, 'C', readonly=True), int64, {t}[::1])", cache=CACHE, boundscheck=False, nogil=True)
+{kernel_jit}
 def kernel(a, ars, aks, m, kd, b, n, c):
     mt = m - m % GMR
     j = 0
@@ -115,6 +114,12 @@ def kernel(a, ars, aks, m, kd, b, n, c):
     # {rest_loops}
 '''
 
+# `kernel`'s decorator: compiled on its own for Python's calls (`product`), or only inlined
+# into the module's callers (ops/halves.py's cfunc, which alone calls it there).
+_STANDALONE = ('''@njit("void(Array({t}, 1, 'C', readonly=True), int64, int64, int64, int64, "
+      "Array({t}, 1, 'C', readonly=True), int64, {t}[::1])", cache=CACHE, boundscheck=False, nogil=True)''')
+_INLINED = "@njit(inline='always')"
+
 _REST_TILES = '''
 _rest{w} = _make_tile(GMR, ({w},))
 _rest{w}_1 = _make_tile(1, ({w},))'''
@@ -128,11 +133,15 @@ _REST_LOOP = '''
         j += {w}'''
 
 
-def source(dtype: str) -> str:
-    """The kernel module's source for `dtype` with this CPU's tile."""
+def source(dtype: str, standalone: bool = True) -> str:
+    """The kernel module's source for `dtype` with this CPU's tile. ``standalone=False``:
+    `kernel` is not compiled on its own but inlined into its callers in the module (ops/
+    halves.py's, whose module calls it only from its cfunc): compiled once there instead of
+    twice, on its own and again inside the cfunc that links it (0.1-0.2 s of a worker's CPU)."""
     gv, gmr, gnv = tile_shape(dtype)
     rests = _rest_widths(gv)
-    driver = (_DRIVER.replace("# {rest_tiles}", "".join(_REST_TILES.replace("{w}", str(w)) for w in rests))
+    driver = (_DRIVER.replace("{kernel_jit}", _STANDALONE if standalone else _INLINED)
+              .replace("# {rest_tiles}", "".join(_REST_TILES.replace("{w}", str(w)) for w in rests))
               .replace("    # {rest_loops}", "".join(_REST_LOOP.replace("{w}", str(w)) for w in rests))
               .replace("{GV}", str(gv)).replace("{GMR}", str(gmr)).replace("{GNV}", str(gnv)))
     head = "import numpy as np\nfrom numba import njit\n"

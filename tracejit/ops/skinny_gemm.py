@@ -116,8 +116,8 @@ def kernel(x, w, bias, has_bias, out):
 # address, n, the bias's address, has_bias, out's address. The first half a multiple of 4 rows.
 _PAIR = '''
 
-from numba import carray, cfunc
-from tracejit.compiler.voidptr import as_voidptr
+from numba import cfunc
+from tracejit.compiler.voidptr import carray_at
 
 
 @njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
@@ -137,12 +137,12 @@ def dot_records(r, x, w, bias, has_bias, out):
 
 @cfunc("void(voidptr)", cache=CACHE)
 def dot_half(rec):
-    r = carray(rec, (16,), np.int64)
+    r = carray_at(rec, (16,), np.int64)
     m, kd, n = r[1], r[2], r[4]
-    x = carray(as_voidptr(r[0]), (m, kd), np.{t})
-    w = carray(as_voidptr(r[3]), (n, kd), np.{t})
-    b = carray(as_voidptr(r[5]), (n,), np.{t})
-    out = carray(as_voidptr(r[7]), (m, n), np.{t})
+    x = carray_at(r[0], (m, kd), np.{t})
+    w = carray_at(r[3], (n, kd), np.{t})
+    b = carray_at(r[5], (n,), np.{t})
+    out = carray_at(r[7], (m, n), np.{t})
     kernel(x, w, b, r[6] != 0, out)
 '''
 
