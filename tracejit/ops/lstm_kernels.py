@@ -309,9 +309,17 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 # gradients (their rows of each block of dg, their columns of G and db), the threads meet,
 # then it does its rows of dh = W^T dg, which read all of dg (double-buffered: the next
 # step's gate gradients go to the other buffer while the partner may still read this one).
-# With `with_dw` each half also adds its rows of dW += dg h_prev^T (ops/lstm_prim.py
-# `WEIGHT_GRAD_IN_LOOP`): the weight gradient splits with the loop, a late partner's share
-# taken over with the rest of its half, instead of a GEMM on BLAS's threads after the loop.
+# A half is marked done once its gate gradients are written (what the partner's product
+# waits for); its rows of G and db and, with `with_dw`, of dW += dg h_prev^T
+# (ops/lstm_prim.py `WEIGHT_GRAD_IN_LOOP`) come after the mark, off the meeting's critical
+# path: the partner's product need not wait for them (LSTM LM layer, split, SCHED_FIFO:
+# 9.9 against 10.5 ms with them before the mark; one thread, which meets nobody, marks its
+# step after them as before). That work runs in step order per half (`wait_turn`: a half
+# taken over from a late partner waits for the partner's previous step of it), and a
+# step's gate gradients wait for step r - 2's of the half to be read before they reuse its
+# buffer. The weight gradient splits with the loop, a late partner's share taken over with
+# the rest of its half, instead of a GEMM on BLAS's threads after the loop; each tile sums
+# the same terms whoever does the half: the bits of one thread.
 # With `rows` the output cotangent comes as rows (L, N, H) (ops/lstm_prim.py `D_Y_AS_ROWS`:
 # the layout it usually has in memory) and each half transposes its units of the step's
 # block in register blocks, instead of the op copying it to (L, H, N) element by element.
@@ -345,7 +353,7 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
     dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
     and wp (packed_size(H, 4H)) scratch;
-    thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
+    thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
     L = Z.shape[0]
     four, hh = w.shape
     n = dgs.shape[2]
@@ -363,16 +371,21 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
     st = thread_state()
     # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
     # of dg: after the previous unit of both halves), then step r's gate gradients for its
-    # units; r = 0 packs its panels of W^T first, r = L only multiplies
+    # units, the mark, then its rows of G, db (and dW); r = 0 packs its panels of W^T
+    # first, r = L only multiplies
     for r in range(L + 1):
+        k = L - 1 - r                                  # the step's place in time order
+        t = L - 1 - k if reverse else k
+        p = 0 if k <= 0 else (t + 1 if reverse else t - 1)
+        # double-buffered dg: the partner may still read step r - 1's while this thread
+        # writes step r's
+        dg = dgs[r % 2] if nth > 1 else dgs[0]
         while True:
             half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
             if r > 0:
-                # double-buffered dg: the partner may still read step r - 1's while this
-                # thread writes step r's
                 dgp = dgs[(r - 1) % 2] if nth > 1 else dgs[0]
                 packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dgp, dh, False)
             else:
@@ -380,8 +393,6 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
                     db[blk * hh + u0:blk * hh + u1] = 0
                 pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)   # W^T's panels
             if r < L:
-                k = L - 1 - r                          # the step's place in time order
-                t = L - 1 - k if reverse else k
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
                 for part in range(2 if full else 1):   # h's cotangent, then c's
                     if rows:
@@ -390,12 +401,18 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
                         yf = d_y[t].reshape(-1)
                         for e in range((part * hh + u0) * n, (part * hh + u1) * n):
                             y[e] = yf[e]
-                dg = dgs[r % 2] if nth > 1 else dgs[0]
-                p = 0 if k == 0 else (t + 1 if reverse else t - 1)
+                if r >= 2:
+                    # the half's rows of dg's buffer are read after the mark of step r - 2
+                    # (G, db, dW), maybe by a late partner still
+                    wait_turn(sync, half, r - 1)
                 if k == 0:
                     step_back_part(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
                 else:
                     step_back_part(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
+            if nth > 1:
+                half_done(sync, nth)                   # the partner may multiply this half's dg now
+            if r < L:
+                wait_turn(sync, half, r)               # db, dW: in step order (a late partner's half)
                 gt = G[t]
                 # the half's rows of each block (all 4H rows as one range when nth == 1):
                 # one code path, as in the forward
@@ -418,7 +435,15 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
                         r0 = blk * hh + u0
                         r1 = blk * hh + u1 if nth > 1 else four
                         add_outer_rows(dg, r0, r1, ht, dw, r > 0)
-            half_done(sync, nth)
+                turn_done(sync, half)
+            if nth == 1:
+                # one thread counts the step after G's rows: weight_grad_alongside reads them
+                # as the count says (ops/rnn_weight_grad.py)
+                half_done(sync, nth)
+    # the caller's share returns when the loop is done (loop_split.run): the partner's
+    # work after its last marks included
+    for h in range(nth):
+        wait_turn(sync, h, L)
 """
 
 
