@@ -258,22 +258,19 @@ def step_back(zf, cp, dhf, dcf, y, full, dg, dco):
     # c_prev, the carried dh, dc and the step's output cotangent y (of h; with `full`, of h
     # and c), the gates' pre-activation gradient dg (4H, N) and the next dc (the caller
     # writes dg transposed, (N, 4H), into the input projection's gradient)
-    step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, 0, cp.size, 0, cp.size)
+    step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, 0, cp.size)
 
 
 @njit(inline='always')
-def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1, g0, gs):
+def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
     # `step_back` for the flat block positions k0..k1-1 (hidden units k0/N..k1/N-1: one
-    # thread's share of a split loop), on views from index 0 (see `gate_math_units`); their
-    # four gate gradients go to dg's flat positions g0.., g0 + gs.., g0 + 2 gs.., g0 + 3 gs..
+    # thread's share of a split loop), on views from index 0 (see `gate_math_units`)
     s = cp.size
     one = np.{t}(1)
     g_ = dg.reshape(-1)
-    m_ = k1 - k0
     zc, zi, zf_, zg, zo = (zf[s + k0:s + k1], zf[2 * s + k0:2 * s + k1], zf[3 * s + k0:3 * s + k1],
                            zf[4 * s + k0:4 * s + k1], zf[5 * s + k0:5 * s + k1])
-    gi, gf, gg, go = (g_[g0:g0 + m_], g_[g0 + gs:g0 + gs + m_], g_[g0 + 2 * gs:g0 + 2 * gs + m_],
-                      g_[g0 + 3 * gs:g0 + 3 * gs + m_])
+    gi, gf, gg, go = g_[k0:k1], g_[s + k0:s + k1], g_[2 * s + k0:2 * s + k1], g_[3 * s + k0:3 * s + k1]
     dhp, dcp, yh, cpp, dc = dhf[k0:k1], dcf[k0:k1], y[k0:k1], cp[k0:k1], dco[k0:k1]
     for k in range(k1 - k0):                           # dct = dc + dh o (1 - tanh(c)^2)
         tc = tanh(zc[k])
@@ -331,18 +328,18 @@ _BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
 
 
 @njit(inline='always')
-def add_outer_rows(a, a0, r0, r1, bt, c, beta):
-    # c[r0:r1] (+)= a[a0:a0 + r1 - r0] (R, K) @ bt (K, C) on the register tile (r0, r1
-    # multiples of PMR, C of PV), a's rows and bt read in place
+def add_outer_rows(a, r0, r1, bt, c, beta):
+    # c[r0:r1] (+)= a[r0:r1] (R, K) @ bt (K, C) on the register tile (r0, r1 multiples of
+    # PMR, C of PV), a's rows and bt read in place
     n = a.shape[1]
     cols = bt.shape[1]
     for pp in range(r0 // PMR, r1 // PMR):
         j = 0
         while j + 2 * PV <= cols:
-            _tile_2(a, (a0 + pp * PMR - r0) * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
+            _tile_2(a, pp * PMR * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
             j += 2 * PV
         if j < cols:
-            _tile_1(a, (a0 + pp * PMR - r0) * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
+            _tile_1(a, pp * PMR * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
 
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
@@ -372,86 +369,72 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
     yt = np.empty((hy, n), Z.dtype)
     y = yt.reshape(-1)
     st = thread_state()
-    # unit r of a half: (r > 0) the part of dh = W^T dg of step r - 1 that the other
-    # half's rows of dg give, for this half's rows of dh (after the previous unit of both
-    # halves); then step r's gate gradients for its units, the mark, then its rows of G,
-    # db (and dW) and the part of dh = W^T dg its own rows of dg give. K half hs (a half's
-    # units' rows of the four gate blocks) is one range of dg's rows and of W^T's packed
-    # columns: both are in half-major order. r = 0 packs its panels of W^T first. One
-    # thread does the halves' parts as two threads do (the same bits).
+    # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
+    # of dg: after the previous unit of both halves), then step r's gate gradients for its
+    # units, the mark, then its rows of G, db (and dW); r = 0 packs its panels of W^T
+    # first, r = L only multiplies
     for r in range(L + 1):
         k = L - 1 - r                                  # the step's place in time order
         t = L - 1 - k if reverse else k
         p = 0 if k <= 0 else (t + 1 if reverse else t - 1)
-        # double-buffered dg: step r - 1's other half is read (by the partner, or by one
-        # thread after it wrote this half's of step r) while step r's is written
-        dg = dgs[r % 2]
-        dgp = dgs[(r - 1) % 2]
+        # double-buffered dg: the partner may still read step r - 1's while this thread
+        # writes step r's
+        dg = dgs[r % 2] if nth > 1 else dgs[0]
         while True:
             half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
-            if r == 0:
+            if r > 0:
+                dgp = dgs[(r - 1) % 2] if nth > 1 else dgs[0]
+                packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dgp, dh, False)
+            else:
                 for blk in range(4):
                     db[blk * hh + u0:blk * hh + u1] = 0
-                for hs in range(2):                    # the half's panels of W^T, K half-major
-                    v0, v1 = split_units(hh, hs, 2)
-                    for blk in range(4):
-                        pack_panel_columns(w[blk * hh + v0:blk * hh + v1], wp, True, u0 // PMR,
-                                           (u1 + PMR - 1) // PMR, 4 * v0 + blk * (v1 - v0), four)
-            else:
-                wait_turn(sync, half, r)               # the own part of step r - 1 is in dh
-            for hs in range(2):
-                if nth == 1 or hs == half:
-                    v0, v1 = split_units(hh, hs, 2)
-                    o0, o1 = split_units(hh, 1 - hs, 2)
-                    if r > 0:                          # + the other half's part of step r - 1
-                        packed_gemm_krange(wp, v0 // PMR, (v1 + PMR - 1) // PMR, four, 4 * o0, 4 * o1, dgp, dh,
-                                           True)
-                    if r < L:
-                        for part in range(2 if full else 1):   # h's cotangent, then c's
-                            if rows:
-                                transpose_part(d_y[t], 0, n, part * hh + v0, part * hh + v1, yt, False)
-                            else:
-                                yf = d_y[t].reshape(-1)
-                                for e in range((part * hh + v0) * n, (part * hh + v1) * n):
-                                    y[e] = yf[e]
-                        if r >= 2:
-                            # the half's rows of dg's buffer are read after the mark of
-                            # step r - 2 (G, db, dW, dh's own part), maybe by a late partner
-                            wait_turn(sync, half, r - 1)
-                        dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
-                        step_back_part(Zf[t], c0.reshape(-1) if k == 0 else Zf[p, s:2 * s], dhf, dc_in, y, full,
-                                       dg, dc_out, v0 * n, v1 * n, 4 * v0 * n, (v1 - v0) * n)
+                pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)   # W^T's panels
+            if r < L:
+                dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
+                for part in range(2 if full else 1):   # h's cotangent, then c's
+                    if rows:
+                        transpose_part(d_y[t], 0, n, part * hh + u0, part * hh + u1, yt, False)
+                    else:
+                        yf = d_y[t].reshape(-1)
+                        for e in range((part * hh + u0) * n, (part * hh + u1) * n):
+                            y[e] = yf[e]
+                if r >= 2:
+                    # the half's rows of dg's buffer are read after the mark of step r - 2
+                    # (G, db, dW), maybe by a late partner still
+                    wait_turn(sync, half, r - 1)
+                if k == 0:
+                    step_back_part(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
+                else:
+                    step_back_part(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
             if nth > 1:
                 half_done(sync, nth)                   # the partner may multiply this half's dg now
             if r < L:
-                wait_turn(sync, half, r)               # in step order (a late partner's half)
+                wait_turn(sync, half, r)               # db, dW: in step order (a late partner's half)
                 gt = G[t]
+                # the half's rows of each block (all 4H rows as one range when nth == 1):
+                # one code path, as in the forward
+                for blk in range(4 if nth > 1 else 1):
+                    r0 = blk * hh + u0
+                    r1 = blk * hh + u1 if nth > 1 else four
+                    transpose_part(dg, r0, r1, 0, n, gt, False)   # G's rows, in register blocks
+                    dbv = db[r0:r1]                    # db += the rows of dg^T; views from 0
+                    for q_ in range(n):                # (see `gate_math_units`)
+                        row = gt[q_, r0:r1]
+                        for j in range(r1 - r0):
+                            dbv[j] += row[j]
                 if with_dw:
+                    # the half's rows of dW += dg's rows (4H, N) @ h_prev^T (N, H): dg read in place
+                    # while in cache, h_prev transposed once per half (32 KB for the LM); no gather
+                    # and no GEMM after the loop; the first step written overwrites. Each tile
+                    # sums its N terms the same way whoever does the half: the bits of one thread.
                     transpose_part(h0 if k == 0 else Zf[p, :s].reshape(hh, n), 0, hh, 0, n, ht, False)
-                for hs in range(2):
-                    if nth == 1 or hs == half:
-                        v0, v1 = split_units(hh, hs, 2)
-                        for blk in range(4):
-                            a0 = 4 * v0 + blk * (v1 - v0)   # the block's rows of the K half in dg
-                            r0, r1 = blk * hh + v0, blk * hh + v1
-                            transpose_shift(dg, a0, a0 + v1 - v0, 0, n, gt, r0 - a0, False)   # G's rows
-                            dbv = db[r0:r1]            # db += the rows of dg^T; views from 0
-                            for q_ in range(n):        # (see `gate_math_units`)
-                                row = gt[q_, r0:r1]
-                                for j in range(r1 - r0):
-                                    dbv[j] += row[j]
-                            if with_dw:
-                                # the rows of dW += dg (4H, N) @ h_prev^T (N, H): dg read in
-                                # place while in cache, h_prev transposed once per half (32 KB
-                                # for the LM); no gather and no GEMM after the loop; the first
-                                # step written overwrites; each tile sums its N terms the same
-                                # way whoever does the half: the bits of one thread
-                                add_outer_rows(dg, a0, r0, r1, ht, dw, r > 0)
-                        # dh's part of step r from the half's own rows of dg (the rest after the meeting)
-                        packed_gemm_krange(wp, v0 // PMR, (v1 + PMR - 1) // PMR, four, 4 * v0, 4 * v1, dg, dh, False)
+                    for blk in range(4 if nth > 1 else 1):
+                        r0 = blk * hh + u0
+                        r1 = blk * hh + u1 if nth > 1 else four
+                        add_outer_rows(dg, r0, r1, ht, dw, r > 0)
                 turn_done(sync, half)
             if nth == 1:
                 # one thread counts the step after G's rows: weight_grad_alongside reads them

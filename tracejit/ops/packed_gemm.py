@@ -191,25 +191,17 @@ def transpose_part(src, i0, i1, j0, j1, dst, add):
     # dst[j, i] (+)= src[i, j] for rows i0..i1-1 and columns j0..j1-1 of src (R, C), dst
     # (C, R), both C-contiguous: one thread's share of `transpose_blocks`, whole blocks
     # from (i0, j0)
-    transpose_shift(src, i0, i1, j0, j1, dst, 0, add)
-
-
-@njit(inline='always')
-def transpose_shift(src, i0, i1, j0, j1, dst, d, add):
-    # `transpose_part` into dst's columns d + i (dst (C, R') C-contiguous, any R'): src's
-    # rows in another order than dst's columns
-    cols = src.shape[1]
-    ldd = dst.shape[1]
+    rows, cols = src.shape
     it, jt = i1 - (i1 - i0) % PV, j1 - (j1 - j0) % PV
     for j in range(j0, jt, PV):         # dst's rows in groups of PV, each written in order
         for i in range(i0, it, PV):
-            _tr_block(src, i * cols + j, cols, dst, j * ldd + i + d, ldd, add)
+            _tr_block(src, i * cols + j, cols, dst, j * rows + i, rows, add)
     for j in range(jt, j1):
         for i in range(i0, i1):
-            dst[j, i + d] = dst[j, i + d] + src[i, j] if add else src[i, j]
+            dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
     for j in range(j0, jt):
         for i in range(it, i1):
-            dst[j, i + d] = dst[j, i + d] + src[i, j] if add else src[i, j]
+            dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
 
 
 @njit(inline='always')
@@ -255,24 +247,15 @@ def packed_gemm(wp, m, kd, b, c, beta):
 @njit(inline='always')
 def packed_gemm_panels(wp, p0, p1, kd, b, c, beta):
     # rows p0*MR .. p1*MR-1 of `packed_gemm` (one thread's share)
-    packed_gemm_krange(wp, p0, p1, kd, 0, kd, b, c, beta)
-
-
-@njit(inline='always')
-def packed_gemm_krange(wp, p0, p1, kd, k0, k1, b, c, beta):
-    # `packed_gemm_panels` over the packed weights' columns k0..k1-1 and b's rows k0..k1-1
-    # only: a partial product (the LSTM's backward adds the part a partner's rows of b
-    # give after the meeting)
     n = b.shape[1]
-    kk = k1 - k0
     j = 0
     while j + 2 * PV <= n:
         for p in range(p0, p1):
-            _tile_2(wp, (p * kd + k0) * PMR, 1, PMR, b, k0 * n + j, n, c, p * PMR * n + j, n, kk, beta)
+            _tile_2(wp, p * kd * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
         j += 2 * PV
     while j + PV <= n:
         for p in range(p0, p1):
-            _tile_1(wp, (p * kd + k0) * PMR, 1, PMR, b, k0 * n + j, n, c, p * PMR * n + j, n, kk, beta)
+            _tile_1(wp, p * kd * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
         j += PV
     if j < n:
         for p in range(p0, p1):
@@ -281,7 +264,7 @@ def packed_gemm_krange(wp, p0, p1, kd, k0, k1, b, c, beta):
                 crow = c[i]
                 for q in range(j, n):
                     s = np.{t}(0)
-                    for k in range(k0, k1):
+                    for k in range(kd):
                         s += wp[(p * kd + k) * PMR + r] * b[k, q]
                     crow[q] = s + crow[q] if beta else s
 '''
