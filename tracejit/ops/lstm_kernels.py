@@ -143,25 +143,26 @@ def kernel(gi, b, m, c_prev, z):
 # for the GEMM (7.7) + the loop with the transposed gi add (9.2) (session 20's prototype).
 # Split over nth threads (ops/loop_split.py), thread q does the rows of its hidden units
 # u0..u1-1 in each gate block (their GEMM rows, the gate math) and the threads meet after
-# each step: the next step's GEMM reads all of h. Each thread lays out the step's B operand
-# [x_t^T ; h_prev] (I+H, N) in its own scratch (x_t read transposed in register blocks,
-# h_prev copied: ~8K values each, a few us of a ~140 us step), once per step it works on.
+# each step: the next step's GEMM reads all of h. The product is two parts on the same
+# packed panels: W_ih x_t^T (x_t read transposed in register blocks into the thread's
+# scratch) needs nothing of the partner's, so a half computes it for the next step after
+# its mark, off the meeting's critical path; after the meeting W h_prev is added (h_prev
+# read in place from Z: no copy).
 _FORWARD_LAYER = _FORWARD_GATES + PACKED + """
 # {meeting}
 
 
 @njit(inline='always')
-def forward_step_units(wp, xb, cp, b, m, mg, zt, hh, u0, u1, nth):
+def gemm_units(wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
     # this thread's rows of each gate block (nth > 1: whole panels, H a multiple of
-    # SPLIT_Q), or all 4H rows as one range (nth == 1: any H); one code path for both, as
-    # every inlined copy of the GEMM tile costs LLVM compile time
-    four = 4 * hh
-    kd = xb.shape[0]
+    # SPLIT_Q), or all 4H rows as one range (nth == 1: any H), of m (+)= [W_ih | W]'s
+    # columns k0..k1-1 (of kd, packed) @ bk (their rows of [x_t^T ; h_prev]); one call site
+    # each for the input and the hidden part: every inlined copy of the GEMM tile costs
+    # LLVM compile time
     for blk in range(4 if nth > 1 else 1):
         r0 = blk * hh + u0
-        r1 = blk * hh + u1 if nth > 1 else four
-        packed_gemm_panels(wp, r0 // PMR, (r1 + PMR - 1) // PMR, kd, xb, m, False)
-    gate_math_units(b, mg, cp, zt, u0, u1)
+        r1 = blk * hh + u1 if nth > 1 else 4 * hh
+        packed_gemm_kpart(wp, r0 // PMR, (r1 + PMR - 1) // PMR, kd, k0, k1, bk, m, beta)
 
 
 @njit("void(" + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
@@ -170,8 +171,8 @@ def forward_step_units(wp, xb, cp, b, m, mg, zt, hh, u0, u1, nth):
 def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from x (L, N, I), wx (4H, I),
     w (4H, H), b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H,
-    I + H)) scratch; thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's
-    state)\"\"\"
+    I + H)) scratch; thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the
+    meeting's state)\"\"\"
     L = x.shape[0]
     ki = x.shape[2]
     four, hh = w.shape
@@ -191,41 +192,42 @@ def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
     for e in range(s):
         Zi[0, e] = h0f[e]
         Zi[0, s + e] = c0f[e]
-    # this thread's B operand [x_t^T ; h_prev] and the step it holds
-    xb = np.empty((ki + hh, n), Z.dtype)
-    xbf = xb.reshape(-1)
-    xt = xb[:ki]
-    held = -1
+    xt = np.empty((ki, n), Z.dtype)                    # this thread's x_t^T
     st = thread_state()
-    for k in range(L):
+    # unit r of a half: (r > 0) step r - 1's m += W h_prev for its rows (h_prev: after the
+    # previous unit of both halves) and its gate math, the mark, then (r < L) step r's
+    # m = W_ih x_r^T for its rows, which needs nothing of the partner's: off the meeting's
+    # critical path. r = 0 packs its panels first. A half's input part is done by whoever
+    # did the half of the unit before, in step order (`wait_turn`: a half taken over from a
+    # late partner waits for the partner's input part). One thread does the same parts.
+    for r in range(L + 1):
+        k = r - 1                                      # the step of the gate math
         t = L - 1 - k if reverse else k
-        if k == 0:
+        tn = L - 1 - r if reverse else r               # the step of the input part
+        if k <= 0:
             src, p = Zi, 0
         else:
             src, p = Zf, t + 1 if reverse else t - 1   # h_prev: Z[p]'s first rows
-        # this thread's half of the step, then (if the partner is late) the partner's
-        # (ops/loop_split.py); one call site for the step: every inlined copy of the GEMM
-        # tile costs LLVM compile time
         while True:
-            half = next_half(sync, k, q, nth, st)       # one call site: it is inlined
+            half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
-            if k == 0:
+            if r == 0:
                 for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
                     r0 = blk * hh + u0
                     r1 = blk * hh + u1 if nth > 1 else four
                     pack_panel_columns(wx, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, 0, ki + hh)
                     pack_panel_columns(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, ki, ki + hh)
-            if held != k:
-                # (after next_half: every row of h_prev is written)
-                transpose_part(x[t], 0, n, 0, ki, xt, False)
-                hp = src[p]
-                for e in range(s):
-                    xbf[ki * n + e] = hp[e]
-                held = k
-            forward_step_units(wp, xb, src[p, s:2 * s], b, m, mg, Zf[t], hh, u0, u1, nth)
+            else:
+                wait_turn(sync, half, r)               # step k's input part of the half is in m
+                gemm_units(wp, ki + hh, ki, ki + hh, src[p, :s].reshape(hh, n), m, hh, u0, u1, nth, True)
+                gate_math_units(b, mg, src[p, s:2 * s], Zf[t], u0, u1)
             half_done(sync, nth)                       # its rows of h_t written
+            if r < L:
+                transpose_part(x[tn], 0, n, 0, ki, xt, False)
+                gemm_units(wp, ki + hh, 0, ki, xt, m, hh, u0, u1, nth, False)
+                turn_done(sync, half)
 """
 
 _TRANSPOSE = '''
