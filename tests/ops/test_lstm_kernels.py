@@ -221,8 +221,9 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
     half done by the other thread (ops/loop_split.py `next_half`), from then on without
     waiting; one that comes back joins at the current step. The results are the same bits
     as on one thread either way. "never": the partner starts after the other thread has
-    finished the whole call, so every one of its halves is taken (L forward units, L + 1
-    backward); "half way": it starts once the other thread has claimed step L // 2."""
+    finished the whole call, so every one of its halves is taken (L + 1 units each way: the
+    forward's first lays out step 0's input part, the backward's last multiplies); "half
+    way": it starts once the other thread has claimed step L // 2."""
     import threading
     import time
 
@@ -272,7 +273,7 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
     assert loop_split.counts["split"] == before["split"] + 2
     taken = loop_split.counts["taken"] - before["taken"]
     if late == "never":
-        assert taken == L + (L + 1)
+        assert taken == (L + 1) + (L + 1)
     else:                     # steps 0 .. L // 2 - 2 of each loop ended before the partner began
         assert taken >= 2 * (L // 2 - 1)
 

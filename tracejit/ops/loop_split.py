@@ -38,7 +38,9 @@ user set BLAS to one thread): how late the partner is decides how much it does.
 `meeting_source()` (numba source a kernel module includes): ``next_half(sync, k, q, nth,
 st)`` gives the half of step k thread q does next (-1: the step is done; ``st`` from
 ``thread_state()``, once per call),
-``half_done(sync, nth)`` marks a half written (`next_half` documents the protocol; a
+``half_done(sync, nth)`` marks a half written (`next_half` documents the protocol;
+``wait_turn(sync, h, k)`` / ``turn_done(sync, h)`` order a half's work done after marking it,
+step by step, whichever thread does it; a
 nonzero ``sync[ABORT]`` ends every wait: the runner sets it when the other thread's call
 failed, so no thread spins forever); ``split_units(hh, q, nth)`` is half q's units.
 """
@@ -48,13 +50,14 @@ import numpy as np
 
 from .. import sharepool
 
-__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "WAITED", "LATE_NS", "QUANTUM", "new_sync", "threads",
+__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "WAITED", "TURN", "LATE_NS", "QUANTUM", "new_sync", "threads",
            "run", "counts"]
 
 ABORT = 8          # sync's abort flag, a cache line away from the counter
 CLAIM = 16         # sync[CLAIM + 8 h]: the first step whose half h is not claimed yet (own lines)
 TAKEN = 32         # sync[TAKEN]: halves a thread did for its late partner (a count, for tests and stats)
 WAITED = 40        # sync[WAITED]: thread 0's longest wait in ns for a step its partner was still at
+TURN = 48          # sync[TURN + 8 h]: steps whose work after the meeting (`turn_done`) half h has done
 # A waiting thread takes its partner's half when the partner has not begun it this long
 # after the wait began. A partner that runs begins its half within microseconds of the
 # step's start; one whose core another process took is gone for a time slice (ms). A
@@ -83,7 +86,7 @@ from llvmlite import ir as _bir
 import numpy as np
 
 _BABORT, _BSPINS, _BPAUSE = {abort}, {spins}, "{pause}"
-_BCLAIM, _BTAKEN, _BLATE_NS, _BCLOCK, _BWAITED = {claim}, {taken}, {late}, {clock}, {waited}
+_BCLAIM, _BTAKEN, _BLATE_NS, _BCLOCK, _BWAITED, _BTURN = {claim}, {taken}, {late}, {clock}, {waited}, {turn}
 SPLIT_Q = {quantum}
 
 
@@ -259,6 +262,29 @@ def half_done(sync, nth):
 
 
 @_bnjit(inline='always')
+def wait_turn(sync, h, k):
+    # A half's work after `half_done` (accumulations nobody waits for at the meeting) runs
+    # in step order: before step k's, wait until step k - 1's of half h is done (by whoever
+    # did that half: the partner may have taken this half of step k while this thread was
+    # still at step k - 1's); then `turn_done`. One thread never waits here.
+    spins = 0
+    while _atomic_load(sync, _BTURN + 8 * h) < k:
+        if _atomic_load(sync, _BABORT) != 0:
+            break
+        _spin_pause()
+        spins += 1
+        if spins >= _BSPINS:
+            _sched_yield()
+            spins = 0
+
+
+@_bnjit(inline='always')
+def turn_done(sync, h):
+    # half h's work after the meeting of its current step is written (see `wait_turn`)
+    _atomic_add(sync, _BTURN + 8 * h, 1)
+
+
+@_bnjit(inline='always')
 def split_units(hh, q, nth):
     # thread q's hidden units (u0, u1) of hh: whole quanta of SPLIT_Q (vector blocks and
     # GEMM panels), the last thread taking the rest
@@ -276,15 +302,15 @@ def meeting_source() -> str:
     import time
     return (_MEETING.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
             .replace("{claim}", str(CLAIM)).replace("{taken}", str(TAKEN)).replace("{late}", str(LATE_NS))
-            .replace("{waited}", str(WAITED))
+            .replace("{waited}", str(WAITED)).replace("{turn}", str(TURN))
             .replace("{clock}", str(getattr(time, "CLOCK_MONOTONIC", 1)))   # POSIX (Linux: 1)
             .replace("{quantum}", str(QUANTUM)).replace("{pause}", _pause_name()))
 
 
 def new_sync() -> np.ndarray:
     """A fresh meeting state for one split call (counter, abort flag, claims, halves taken,
-    the launcher's longest wait)."""
-    return np.zeros(WAITED + 8, dtype=np.int64)
+    the launcher's longest wait, the halves' turns)."""
+    return np.zeros(TURN + 16, dtype=np.int64)
 
 
 def threads(hidden: int, quantum: int = QUANTUM) -> int:

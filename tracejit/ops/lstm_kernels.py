@@ -143,25 +143,26 @@ def kernel(gi, b, m, c_prev, z):
 # for the GEMM (7.7) + the loop with the transposed gi add (9.2) (session 20's prototype).
 # Split over nth threads (ops/loop_split.py), thread q does the rows of its hidden units
 # u0..u1-1 in each gate block (their GEMM rows, the gate math) and the threads meet after
-# each step: the next step's GEMM reads all of h. Each thread lays out the step's B operand
-# [x_t^T ; h_prev] (I+H, N) in its own scratch (x_t read transposed in register blocks,
-# h_prev copied: ~8K values each, a few us of a ~140 us step), once per step it works on.
+# each step: the next step's GEMM reads all of h. The product is two parts on the same
+# packed panels: W_ih x_t^T (x_t read transposed in register blocks into the thread's
+# scratch) needs nothing of the partner's, so a half computes it for the next step after
+# its mark, off the meeting's critical path; after the meeting W h_prev is added (h_prev
+# read in place from Z: no copy).
 _FORWARD_LAYER = _FORWARD_GATES + PACKED + """
 # {meeting}
 
 
 @njit(inline='always')
-def forward_step_units(wp, xb, cp, b, m, mg, zt, hh, u0, u1, nth):
+def gemm_units(wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
     # this thread's rows of each gate block (nth > 1: whole panels, H a multiple of
-    # SPLIT_Q), or all 4H rows as one range (nth == 1: any H); one code path for both, as
-    # every inlined copy of the GEMM tile costs LLVM compile time
-    four = 4 * hh
-    kd = xb.shape[0]
+    # SPLIT_Q), or all 4H rows as one range (nth == 1: any H), of m (+)= [W_ih | W]'s
+    # columns k0..k1-1 (of kd, packed) @ bk (their rows of [x_t^T ; h_prev]); one call site
+    # for the input and the hidden part: every inlined copy of the GEMM tile costs LLVM
+    # compile time (two sites: 5.7-6.5 s CPU against 4.5-4.7)
     for blk in range(4 if nth > 1 else 1):
         r0 = blk * hh + u0
-        r1 = blk * hh + u1 if nth > 1 else four
-        packed_gemm_panels(wp, r0 // PMR, (r1 + PMR - 1) // PMR, kd, xb, m, False)
-    gate_math_units(b, mg, cp, zt, u0, u1)
+        r1 = blk * hh + u1 if nth > 1 else 4 * hh
+        packed_gemm_kpart(wp, r0 // PMR, (r1 + PMR - 1) // PMR, kd, k0, k1, bk, m, beta)
 
 
 @njit("void(" + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
@@ -170,8 +171,8 @@ def forward_step_units(wp, xb, cp, b, m, mg, zt, hh, u0, u1, nth):
 def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from x (L, N, I), wx (4H, I),
     w (4H, H), b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H,
-    I + H)) scratch; thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's
-    state)\"\"\"
+    I + H)) scratch; thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the
+    meeting's state)\"\"\"
     L = x.shape[0]
     ki = x.shape[2]
     four, hh = w.shape
@@ -191,41 +192,52 @@ def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
     for e in range(s):
         Zi[0, e] = h0f[e]
         Zi[0, s + e] = c0f[e]
-    # this thread's B operand [x_t^T ; h_prev] and the step it holds
-    xb = np.empty((ki + hh, n), Z.dtype)
-    xbf = xb.reshape(-1)
-    xt = xb[:ki]
-    held = -1
+    xt = np.empty((ki, n), Z.dtype)                    # this thread's x_t^T
     st = thread_state()
-    for k in range(L):
+    # unit r of a half: (r > 0) step r - 1's m += W h_prev for its rows (h_prev: after the
+    # previous unit of both halves) and its gate math, the mark, then (r < L) step r's
+    # m = W_ih x_r^T for its rows, which needs nothing of the partner's: off the meeting's
+    # critical path. r = 0 packs its panels first. A half's input part is done by whoever
+    # did the half of the unit before, in step order (`wait_turn`: a half taken over from a
+    # late partner waits for the partner's input part). One thread does the same parts.
+    for r in range(L + 1):
+        k = r - 1                                      # the step of the gate math
         t = L - 1 - k if reverse else k
-        if k == 0:
+        tn = L - 1 - r if reverse else r               # the step of the input part
+        if k <= 0:
             src, p = Zi, 0
         else:
             src, p = Zf, t + 1 if reverse else t - 1   # h_prev: Z[p]'s first rows
-        # this thread's half of the step, then (if the partner is late) the partner's
-        # (ops/loop_split.py); one call site for the step: every inlined copy of the GEMM
-        # tile costs LLVM compile time
         while True:
-            half = next_half(sync, k, q, nth, st)       # one call site: it is inlined
+            half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
-            if k == 0:
-                for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
-                    r0 = blk * hh + u0
-                    r1 = blk * hh + u1 if nth > 1 else four
-                    pack_panel_columns(wx, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, 0, ki + hh)
-                    pack_panel_columns(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, ki, ki + hh)
-            if held != k:
-                # (after next_half: every row of h_prev is written)
-                transpose_part(x[t], 0, n, 0, ki, xt, False)
-                hp = src[p]
-                for e in range(s):
-                    xbf[ki * n + e] = hp[e]
-                held = k
-            forward_step_units(wp, xb, src[p, s:2 * s], b, m, mg, Zf[t], hh, u0, u1, nth)
-            half_done(sync, nth)                       # its rows of h_t written
+            # phase 0: step k's hidden part and gate math, then the mark; phase 1: step r's
+            # input part (one GEMM call site for both: compile time)
+            for phase in range(2):
+                if phase == 0 and r == 0:
+                    for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
+                        r0 = blk * hh + u0
+                        r1 = blk * hh + u1 if nth > 1 else four
+                        pack_panel_columns(wx, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, 0, ki + hh)
+                        pack_panel_columns(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, ki, ki + hh)
+                    half_done(sync, nth)
+                    continue
+                if phase == 1 and r == L:
+                    continue
+                if phase == 0:
+                    wait_turn(sync, half, r)           # step k's input part of the half is in m
+                    bk, k0, k1 = src[p, :s].reshape(hh, n), ki, ki + hh
+                else:
+                    transpose_part(x[tn], 0, n, 0, ki, xt, False)
+                    bk, k0, k1 = xt, 0, ki
+                gemm_units(wp, ki + hh, k0, k1, bk, m, hh, u0, u1, nth, phase == 0)
+                if phase == 0:
+                    gate_math_units(b, mg, src[p, s:2 * s], Zf[t], u0, u1)
+                    half_done(sync, nth)               # its rows of h_t written
+                else:
+                    turn_done(sync, half)
 """
 
 _TRANSPOSE = '''
@@ -309,9 +321,17 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 # gradients (their rows of each block of dg, their columns of G and db), the threads meet,
 # then it does its rows of dh = W^T dg, which read all of dg (double-buffered: the next
 # step's gate gradients go to the other buffer while the partner may still read this one).
-# With `with_dw` each half also adds its rows of dW += dg h_prev^T (ops/lstm_prim.py
-# `WEIGHT_GRAD_IN_LOOP`): the weight gradient splits with the loop, a late partner's share
-# taken over with the rest of its half, instead of a GEMM on BLAS's threads after the loop.
+# A half is marked done once its gate gradients are written (what the partner's product
+# waits for); its rows of G and db and, with `with_dw`, of dW += dg h_prev^T
+# (ops/lstm_prim.py `WEIGHT_GRAD_IN_LOOP`) come after the mark, off the meeting's critical
+# path: the partner's product need not wait for them (LSTM LM layer, split, SCHED_FIFO:
+# 9.9 against 10.5 ms with them before the mark; one thread, which meets nobody, marks its
+# step after them as before). That work runs in step order per half (`wait_turn`: a half
+# taken over from a late partner waits for the partner's previous step of it), and a
+# step's gate gradients wait for step r - 2's of the half to be read before they reuse its
+# buffer. The weight gradient splits with the loop, a late partner's share taken over with
+# the rest of its half, instead of a GEMM on BLAS's threads after the loop; each tile sums
+# the same terms whoever does the half: the bits of one thread.
 # With `rows` the output cotangent comes as rows (L, N, H) (ops/lstm_prim.py `D_Y_AS_ROWS`:
 # the layout it usually has in memory) and each half transposes its units of the step's
 # block in register blocks, instead of the op copying it to (L, H, N) element by element.
@@ -345,7 +365,7 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
     dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
     and wp (packed_size(H, 4H)) scratch;
-    thread q of nth (nth > 1: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
+    thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
     L = Z.shape[0]
     four, hh = w.shape
     n = dgs.shape[2]
@@ -363,16 +383,21 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
     st = thread_state()
     # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
     # of dg: after the previous unit of both halves), then step r's gate gradients for its
-    # units; r = 0 packs its panels of W^T first, r = L only multiplies
+    # units, the mark, then its rows of G, db (and dW); r = 0 packs its panels of W^T
+    # first, r = L only multiplies
     for r in range(L + 1):
+        k = L - 1 - r                                  # the step's place in time order
+        t = L - 1 - k if reverse else k
+        p = 0 if k <= 0 else (t + 1 if reverse else t - 1)
+        # double-buffered dg: the partner may still read step r - 1's while this thread
+        # writes step r's
+        dg = dgs[r % 2] if nth > 1 else dgs[0]
         while True:
             half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
             if r > 0:
-                # double-buffered dg: the partner may still read step r - 1's while this
-                # thread writes step r's
                 dgp = dgs[(r - 1) % 2] if nth > 1 else dgs[0]
                 packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dgp, dh, False)
             else:
@@ -380,8 +405,6 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
                     db[blk * hh + u0:blk * hh + u1] = 0
                 pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)   # W^T's panels
             if r < L:
-                k = L - 1 - r                          # the step's place in time order
-                t = L - 1 - k if reverse else k
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
                 for part in range(2 if full else 1):   # h's cotangent, then c's
                     if rows:
@@ -390,12 +413,18 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
                         yf = d_y[t].reshape(-1)
                         for e in range((part * hh + u0) * n, (part * hh + u1) * n):
                             y[e] = yf[e]
-                dg = dgs[r % 2] if nth > 1 else dgs[0]
-                p = 0 if k == 0 else (t + 1 if reverse else t - 1)
+                if r >= 2:
+                    # the half's rows of dg's buffer are read after the mark of step r - 2
+                    # (G, db, dW), maybe by a late partner still
+                    wait_turn(sync, half, r - 1)
                 if k == 0:
                     step_back_part(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
                 else:
                     step_back_part(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
+            if nth > 1:
+                half_done(sync, nth)                   # the partner may multiply this half's dg now
+            if r < L:
+                wait_turn(sync, half, r)               # db, dW: in step order (a late partner's half)
                 gt = G[t]
                 # the half's rows of each block (all 4H rows as one range when nth == 1):
                 # one code path, as in the forward
@@ -418,7 +447,15 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
                         r0 = blk * hh + u0
                         r1 = blk * hh + u1 if nth > 1 else four
                         add_outer_rows(dg, r0, r1, ht, dw, r > 0)
-            half_done(sync, nth)
+                turn_done(sync, half)
+            if nth == 1:
+                # one thread counts the step after G's rows: weight_grad_alongside reads them
+                # as the count says (ops/rnn_weight_grad.py)
+                half_done(sync, nth)
+    # the caller's share returns when the loop is done (loop_split.run): the partner's
+    # work after its last marks included
+    for h in range(nth):
+        wait_turn(sync, h, L)
 """
 
 

@@ -247,15 +247,24 @@ def packed_gemm(wp, m, kd, b, c, beta):
 @njit(inline='always')
 def packed_gemm_panels(wp, p0, p1, kd, b, c, beta):
     # rows p0*MR .. p1*MR-1 of `packed_gemm` (one thread's share)
+    packed_gemm_kpart(wp, p0, p1, kd, 0, kd, b, c, beta)
+
+
+@njit(inline='always')
+def packed_gemm_kpart(wp, p0, p1, kd, k0, k1, b, c, beta):
+    # `packed_gemm_panels` over the packed weights' columns k0..k1-1 only, b (k1 - k0, N)
+    # their rows of the right operand: a part of the product [w1 | w2] [b1 ; b2] from b1
+    # or b2 alone
     n = b.shape[1]
+    kk = k1 - k0
     j = 0
     while j + 2 * PV <= n:
         for p in range(p0, p1):
-            _tile_2(wp, p * kd * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
+            _tile_2(wp, (p * kd + k0) * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kk, beta)
         j += 2 * PV
     while j + PV <= n:
         for p in range(p0, p1):
-            _tile_1(wp, p * kd * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kd, beta)
+            _tile_1(wp, (p * kd + k0) * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kk, beta)
         j += PV
     if j < n:
         for p in range(p0, p1):
@@ -264,8 +273,8 @@ def packed_gemm_panels(wp, p0, p1, kd, b, c, beta):
                 crow = c[i]
                 for q in range(j, n):
                     s = np.{t}(0)
-                    for k in range(kd):
-                        s += wp[(p * kd + k) * PMR + r] * b[k, q]
+                    for k in range(kk):
+                        s += wp[(p * kd + k0 + k) * PMR + r] * b[k, q]
                     crow[q] = s + crow[q] if beta else s
 '''
 
