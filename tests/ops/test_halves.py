@@ -130,6 +130,28 @@ def test_elementwise_halves_are_numpy_bitwise(serial_launch, dtype, name):
     assert len(serial_launch) == 7
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_elementwise_halves_divide_by_zero_as_numpy(serial_launch, dtype):
+    """x / 0 is inf (signed), 0 / 0 and inf / inf NaN, as numpy gives them: a zero divisor
+    must not stop a half's loop (numba's default error model raises ZeroDivisionError,
+    which a cfunc cannot pass on: the rest of its half would stay unwritten)."""
+    dt = np.dtype(dtype)
+    n = halves.EW_MIN_ELEMENTS // 8 + 1
+    x = np.tile(np.array([1.0, -2.0, 0.0, np.inf, 3.0, np.nan, -0.0, 5.0], dtype), n)
+    y = np.tile(np.array([0.0, 0.0, 0.0, np.inf, -0.0, 1.0, 2.0, 0.5], dtype), n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.divide(x, y)
+        want_s = np.divide(x, dt.type(0.0))
+        want_l = np.divide(dt.type(1.0), y)
+    np.testing.assert_array_equal(halves.binary("div", x, y, dt), want)
+    np.testing.assert_array_equal(halves.binary("div", x, 0.0, dt), want_s)
+    np.testing.assert_array_equal(halves.binary("div", 1.0, y, dt), want_l)
+    a = x.copy()
+    assert halves.binary("div", a, y, dt, out=a) is a
+    np.testing.assert_array_equal(a, want)
+    assert len(serial_launch) == 4
+
+
 def test_elementwise_it_leaves(serial_launch):
     x = np.ones((1000, 100), np.float32)
     f32 = np.dtype(np.float32)

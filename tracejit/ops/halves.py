@@ -161,6 +161,10 @@ def gemm_half(rec):
 # Each its own numba function, not inlined by numba (``inline="always"``): inlined, the
 # array loops stayed scalar (100K float32 add 8.8 -> 53.5 us, in-place sub 7.9 -> 37.0, session
 # 22), though their own libraries cost the module's compile ~0.9 s of its 3.1-3.25.
+# numpy's error model: x / 0 is inf or NaN, as numpy gives it. numba's default ('python')
+# raises ZeroDivisionError, which a cfunc cannot pass on: the half stopped at the first zero
+# divisor and left the rest of its output unwritten (session 22's fix; a test divides by
+# zeros).
 @njit(inline="always")
 def _binop(op, a, b):
     if op == 0:
@@ -172,43 +176,43 @@ def _binop(op, a, b):
     return a / b
 
 
-@njit
+@njit(error_model='numpy')
 def _ew_arrays(op, o, a, b):
     for i in range(o.size):
         o[i] = _binop(op, a[i], b[i])
 
 
-@njit
+@njit(error_model='numpy')
 def _ew_into_a(op, a, b):
     for i in range(a.size):
         a[i] = _binop(op, a[i], b[i])
 
 
-@njit
+@njit(error_model='numpy')
 def _ew_into_b(op, a, b):
     for i in range(b.size):
         b[i] = _binop(op, a[i], b[i])
 
 
-@njit
+@njit(error_model='numpy')
 def _ew_scalar_right(op, o, a, s):
     for i in range(o.size):
         o[i] = _binop(op, a[i], s)
 
 
-@njit
+@njit(error_model='numpy')
 def _ew_scalar_right_into(op, a, s):
     for i in range(a.size):
         a[i] = _binop(op, a[i], s)
 
 
-@njit
+@njit(error_model='numpy')
 def _ew_scalar_left(op, o, s, b):
     for i in range(o.size):
         o[i] = _binop(op, s, b[i])
 
 
-@njit
+@njit(error_model='numpy')
 def _ew_scalar_left_into(op, s, b):
     for i in range(b.size):
         b[i] = _binop(op, s, b[i])
