@@ -204,16 +204,9 @@ def _timed_ask(step, fns, t: float, steps: int, out: dict) -> None:
 
 def _workers_cpu() -> float:
     """CPU seconds so far of the live compile workers (/proc: Linux)."""
+    from bench.harness import process_cpu_s
     from tracejit.compiler import workers
-    total = 0.0
-    for pid in workers.worker_pids():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
+    return sum((c for c in map(process_cpu_s, workers.worker_pids()) if c is not None), 0.0)
 
 
 QUIET = 0.05   # a step is quiet when the workers used less than this share of its wall time

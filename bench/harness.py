@@ -72,6 +72,16 @@ def cpu_seconds() -> tuple[float, float] | None:
     return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """A live process's CPU seconds (user + system, /proc/PID/stat: Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Watch:
     """What happened while figures were timed: ``start()`` right before a timed loop,
     ``stop()`` right after it gives (and adds to the workload's running totals, which

@@ -20,7 +20,7 @@ os.environ.setdefault("TRACEJIT_COMPILE", "sync")
 import tracejit as tj  # noqa: E402
 
 from . import models, torchlike
-from ..harness import Skip
+from ..harness import Skip, process_cpu_s
 from .base import Runner
 
 _NEEDS_NN = {"mlp", "models"}
@@ -169,21 +169,11 @@ def kernel_activity(worker_cpu: dict) -> dict:
     workers = sys.modules.get("tracejit.compiler.workers")
     if workers is not None:
         for pid in workers.worker_pids():
-            cpu = _cpu_seconds_of(pid)
+            cpu = process_cpu_s(pid)
             if cpu is not None:
                 worker_cpu[pid] = cpu
         out["worker_cpu_s"] = sum(worker_cpu.values())
     return out
-
-
-def _cpu_seconds_of(pid: int) -> float | None:
-    """A live process's CPU seconds (user + system, /proc/PID/stat), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _importable(name: str) -> bool:

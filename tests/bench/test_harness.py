@@ -236,3 +236,19 @@ def test_train_steps_settles_after_the_first_step_and_after_the_warmup():
                             settle=lambda: settled_at.append(tr.n), watch=harness.Watch())
     assert settled_at == [1, 3]   # after the check's first step; after the warm-up's 2 more
     assert tr.n == 1 + 2 + 4 and res["timing"]["during"].keys() <= {"others_cores"}
+
+
+def test_process_cpu_s_reads_a_live_process_and_none_for_a_gone_one():
+    import os
+    import subprocess
+    import sys
+    if not os.path.exists(f"/proc/{os.getpid()}/stat"):
+        pytest.skip("no /proc here")
+    t0 = harness.process_cpu_s(os.getpid())
+    x = 0
+    while harness.process_cpu_s(os.getpid()) <= t0:   # (a tick of CPU: 10 ms at most)
+        x += sum(range(10000))
+    assert harness.process_cpu_s(os.getpid()) > t0 >= 0.0
+    r = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                       text=True, check=True)
+    assert harness.process_cpu_s(int(r.stdout)) is None      # exited and reaped

@@ -1,6 +1,5 @@
-"""Intrinsics for code that C threads run holding no Python object: ``as_voidptr`` (an
-int64 address as a numba ``void*``), ``carray_at`` (the C-contiguous array at an address, a
-``void*`` or an int64) and ``call_at`` (a compiled dispatcher called through its address), for
+"""Intrinsics for code that C threads run holding no Python object: ``carray_at`` (the
+C-contiguous array at an address, a ``void*`` or an int64) and ``call_at`` (a compiled dispatcher called through its address), for
 the GIL-free share entries of generated kernels (compiler/cshares.py) and the hand-written
 halves (ops/halves.py, ops/skinny_gemm.py); ``call_sgemm`` / ``call_dgemm`` (a cblas GEMM called
 by address on int64 addresses: ops/halves.py's product pairs). A module of its own: it imports
@@ -10,22 +9,12 @@ from __future__ import annotations
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["as_voidptr", "carray_at", "call_at", "native_address", "call_sgemm", "call_dgemm"]
-
-
-@intrinsic
-def as_voidptr(typingctx, addr):
-    """An int64 address as a ``void*``."""
-    sig = types.voidptr(addr)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
-    return sig, codegen
+__all__ = ["carray_at", "call_at", "native_address", "call_sgemm", "call_dgemm"]
 
 
 @intrinsic
 def carray_at(typingctx, addr, shape, dtype):
-    """``carray(as_voidptr(addr), shape, dtype)`` built in place: the C-contiguous array of
+    """``carray(addr as a void*, shape, dtype)`` built in place: the C-contiguous array of
     `shape` at `addr` (an int64 address or a ``void*``), by numba's own lowering of
     ``carray``. Why not ``carray``: it is an overload whose implementation numba compiles
     as a function of its own per dtype and rank (typing, lowering, LLVM, machine code), then
