@@ -5,6 +5,7 @@
     python -m bench --only gelu,overhead  # some workloads
     python -m bench --systems numpy,jax_jit
     python -m bench --out /tmp/b          # write /tmp/b/latest.json and latest.png
+    python -m bench --isa avx2            # every system on AVX2 code (an AVX-512 host)
 
 Each system runs in its own process; its progress lines are streamed as it goes. The
 table goes to stdout, the JSON and the chart to ``--out`` (default bench/results).
@@ -17,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import isa as ISA
 from . import report
 from . import systems as S
 from . import workloads as W
@@ -55,6 +57,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--stat", choices=("median", "min"), default="median",
                     help="report the median sample (default) or the best one (min), which is "
                          "the steadier estimate on a machine shared with other work")
+    ap.add_argument("--isa", choices=ISA.ISAS, default="native",
+                    help="instruction set every system's code uses: native (the host's) or avx2 "
+                         "(Haswell-class code on an AVX-512 host; bench/isa.py)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds allowed per system process (default 400 quick, 900 full)")
     return ap.parse_args(argv)
@@ -67,12 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     sys_names = _names(args.systems, S.SYSTEM_NAMES, "system")
     cfg = W.config(args.quick, args.stat)
     timeout = args.timeout or (400.0 if args.quick else 900.0)
+    isa_env = ISA.env_for(args.isa)
     started = time.time()
 
     data: dict = {
         "meta": {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                  "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
                  "quick": args.quick, "workloads": wl_names, "systems": sys_names,
+                 "isa": args.isa,
                  "config": {k: v for k, v in vars(cfg).items() if k != "extra"}},
         "machine": None, "systems": {}, "results": {w: {} for w in wl_names},
     }
@@ -81,16 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     if data["meta"]["busy_before"] > report.BUSY:
         _log(f"bench: warning: other work is using {data['meta']['busy_before']:.0%} of the CPUs; "
              "figures will be inflated")
-    data["machine"] = _machine(cfg, measure="gelu" in wl_names)
+    data["machine"] = _machine(cfg, measure="gelu" in wl_names, env=isa_env)
     if "mlp" in wl_names:
-        data["machine"]["sgemm"] = _sgemm(cfg)
+        data["machine"]["sgemm"] = _sgemm(cfg, env=isa_env)
     for i, name in enumerate(sys_names):
         note = S.availability(S.by_name(name))
         if note is None and args.quick and name in NOT_IN_QUICK and not explicit:
             note = "left out of --quick (cold compiles take minutes); name it in --systems"
         if i and not note:
             time.sleep(SYSTEM_GAP_S)
-        _run_system(data, name, note, wl_names, cfg=cfg, timeout=timeout)
+        _run_system(data, name, note, wl_names, cfg=cfg, timeout=timeout, env=isa_env)
     data["meta"]["duration_s"] = time.time() - started
     data["meta"]["busy_after"] = _busy()
 
@@ -108,17 +115,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_system(data: dict, name: str, note: str | None, wl_names: list[str], *, cfg: W.Config,
-                timeout: float) -> None:
+                timeout: float, env: dict) -> None:
     """Run one system's worker process and file its results (or the reason it did not run)."""
     info = {"label": S.by_name(name).label, "note": note}
     data["systems"][name] = info
     if note:
         _log(f"  [{name:<17}] skipped: {note}")
         return
-    result, error, _tail = run_worker(name, wl_names, quick=cfg.quick, stat=cfg.stat, env_extra={},
+    result, error, _tail = run_worker(name, wl_names, quick=cfg.quick, stat=cfg.stat, env_extra=env,
                                       timeout_s=timeout)
     result = result or {}
-    info.update(versions=result.get("versions", {}), import_s=result.get("import_s"))
+    info.update(versions=result.get("versions", {}), import_s=result.get("import_s"),
+                isa=result.get("isa", {}))
     if result.get("leftover_processes"):
         info["leftover_processes"] = result["leftover_processes"]
         _log(f"  [{name:<17}] stopped {len(result['leftover_processes'])} process(es) it left running")
@@ -130,13 +138,13 @@ def _run_system(data: dict, name: str, note: str | None, wl_names: list[str], *,
         _log(f"  [{name:<17}] process failed: {error}")
 
 
-def _machine(cfg: W.Config, measure: bool) -> dict:
+def _machine(cfg: W.Config, measure: bool, env: dict) -> dict:
     from . import machine
     if not measure:
         return machine.describe()
     try:
         m = run_child("machine", "bandwidth", {"repeat": 5 if cfg.quick else 15},
-                      timeout_s=120)
+                      env_extra=env, timeout_s=120)
     except RuntimeError as exc:
         return {**machine.describe(), "error": str(exc)}
     _log(f"  [{'machine':<17}] streaming copy {m['bandwidth_gbps']:.1f} GB/s "
@@ -144,11 +152,12 @@ def _machine(cfg: W.Config, measure: bool) -> dict:
     return m
 
 
-def _sgemm(cfg: W.Config) -> dict:
+def _sgemm(cfg: W.Config, env: dict) -> dict:
     """The reference sgemm's rate in a fresh process that loads only numpy: the ceiling the
-    MLP step's GEMMs are compared with (bench/breakdown.py)."""
+    MLP step's GEMMs are compared with (bench/breakdown.py), on the run's instruction set."""
     try:
-        m = run_child("machine", "sgemm", {"repeat": 3 if cfg.quick else 15}, timeout_s=120)
+        m = run_child("machine", "sgemm", {"repeat": 3 if cfg.quick else 15}, env_extra=env,
+                      timeout_s=120)
     except RuntimeError as exc:
         return {"error": str(exc)}
     _log(f"  [{'machine':<17}] sgemm {'x'.join(map(str, m['shape']))}: {m['gflops']:.0f} GFLOP/s")

@@ -227,6 +227,7 @@ def render(data: dict) -> str:
     if busy > BUSY:
         head += (f"\nWARNING: other work was using {busy:.0%} of the CPUs around this run: "
                  "figures are inflated, rerun on a quiet machine")
+    head += isa_line(data)
     cfg = meta.get("config", {})
     if cfg.get("stat") == "min":
         head += ("\nFigures: the best of repeated timings after warm-up (--stat min); "
@@ -253,6 +254,34 @@ def render(data: dict) -> str:
                                     else "MISMATCH (these systems computed something else)")]
         parts += [f"- {b}" for b in bad]
     return "\n".join(parts)
+
+
+def isa_line(data: dict) -> str:
+    """The header's line on the instruction set: nothing for a native run; for an emulated
+    one (``--isa avx2``) what each process ran with, and a warning naming any process whose
+    libraries did not take the switch (its figures are the host's, not the emulated set's)."""
+    isa = data["meta"].get("isa", "native")
+    if isa == "native":
+        return ""
+    off = []
+    seen = {name: info.get("isa") or {} for name, info in data["systems"].items()
+            if not info.get("note")}
+    sg = (data.get("machine") or {}).get("sgemm") or {}
+    if sg.get("isa") is not None:
+        seen["sgemm reference"] = sg["isa"]
+    for name, obs in seen.items():
+        wrong = [k for k, bad in (("numba", obs.get("numba_avx512") is True),
+                                  ("OpenBLAS", obs.get("openblas_core") not in (None, "Haswell")),
+                                  ("torch", obs.get("torch_capability") not in (None, "AVX2")))
+                 if bad]
+        if wrong:
+            off.append(f"{name} ({', '.join(wrong)})")
+    line = (f"\nInstruction set: {isa} code on this host (numba/LLVM haswell, OpenBLAS Haswell, "
+            "PyTorch ATen/MKL/oneDNN AVX2, XLA max ISA AVX2): the code an AVX2 machine runs, "
+            "on this machine's caches and memory")
+    if off:
+        line += "\nWARNING: the switch did not take in: " + "; ".join(off)
+    return line
 
 
 def breakdown_sections(data: dict) -> list[str]:

@@ -17,7 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import systems, workloads
+from . import isa, systems, workloads
 from .harness import Skip, progress
 from .report import summarize
 
@@ -34,7 +34,7 @@ def run(system_name: str, names: list[str], quick: bool, stat: str, result_path:
     t0 = time.perf_counter()
     runner = systems.load(system)
     out = {"system": system_name, "import_s": time.perf_counter() - t0,
-           "versions": runner.versions(), "workloads": {}}
+           "versions": runner.versions(), "isa": isa.observed(), "workloads": {}}
     _write(result_path, out)
     for name in names:
         t0 = time.perf_counter()
@@ -63,7 +63,7 @@ def probe(system_name: str, name: str, params: dict, result_path: str) -> None:
     if system_name == "machine":
         from . import machine
         if name == "sgemm":
-            _write(result_path, machine.sgemm(**params))
+            _write(result_path, {**machine.sgemm(**params), "isa": isa.observed()})
             return
         _write(result_path, {**machine.describe(), **machine.bandwidth(**params)})
         return

@@ -20,13 +20,11 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from bench import isa
 
-# What LLVM's "haswell" CPU has, AVX-512 switched off explicitly: NUMBA_CPU_NAME alone
-# keeps the host's features (numba passes them with the name), so AVX-512 code would
-# still be emitted on an AVX-512 host.
-HASWELL_FEATURES = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+fsgsbase,+lzcnt,"
-                    "+mmx,+movbe,+popcnt,+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,"
-                    "+xsaveopt,+fxsr,-avx512f,-avx512bw,-avx512dq,-avx512vl,-avx512cd")
+# The features of LLVM's "haswell" CPU with AVX-512 switched off (one list, the bench's
+# `--isa avx2` uses it too).
+HASWELL_FEATURES = isa.HASWELL_FEATURES
 
 
 pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
