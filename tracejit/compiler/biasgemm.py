@@ -219,6 +219,7 @@ def _cblas(dtype):
 
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_skinny_product = None   # ops/skinny_gemm.product, once a head's logits needed it
 
 
 def matmul_bias(xp, x, w, b):
@@ -237,8 +238,10 @@ def matmul_bias(xp, x, w, b):
     lead = x.shape[:-1]
     m = x.size // k if k else 0
     if SKINNY_MNK <= m * k * n < HALVES_MNK and n <= SKINNY_THIN:   # a head's logits
-        from ..ops.skinny_gemm import product as skinny_product   # (imported at the first)
-        out = skinny_product(x.reshape(m, k), w, b)
+        global _skinny_product
+        if _skinny_product is None:    # (imported at the first: an import statement in every
+            from ..ops.skinny_gemm import product as _skinny_product   # call cost ~4 us cold)
+        out = _skinny_product(x.reshape(m, k), w, b)
         if out is not None:
             return out.reshape(lead + (n,))
     out = np.empty(lead + (n,), dtype=x.dtype)
