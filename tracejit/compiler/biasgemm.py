@@ -58,7 +58,7 @@ COLUMN_SUMS = True
 _DTYPES = ("float32", "float64")
 # The same as numpy dtypes, for the run-time calls: ``dtype.name`` is Python code in numpy
 # (numpy/_core/_dtype.py), and right after a large GEMM or kernel has swept the caches it
-# took 22-26 us of the MLP step's logits product (SCHED_FIFO, in-step median), against ~1 us
+# took 22-26 us of the MLP step's logits product (SCHED_FIFO, in-step median), against ~3.5 us
 # warm; a dtype compares and hashes in C.
 _NP_DTYPES = frozenset(np.dtype(t) for t in _DTYPES)
 # Output elements from which the bias fill is a k=1 GEMM on BLAS's threads (`_fill`): 1 MB of
