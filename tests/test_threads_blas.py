@@ -36,3 +36,32 @@ def test_bad_count_is_refused_and_changes_nothing():
     with pytest.raises(ValueError, match="at least 1 thread"):
         set_blas_threads(0)
     assert blas_threads() == n
+
+
+def test_blas_threads_set_holds_inside_and_restores_after():
+    """The block's count inside, the count before after it: on a normal exit, on an
+    exception, nested, and where the count already is the one asked for (nothing set)."""
+    from tracejit.threads import blas_threads_set
+    n = _needs_blas()
+    try:
+        set_blas_threads(2)
+        with blas_threads_set(1):
+            assert blas_threads() == 1
+            with blas_threads_set(1):          # already 1: nothing to restore
+                assert blas_threads() == 1
+            assert blas_threads() == 1
+            with blas_threads_set(2):
+                assert blas_threads() == 2
+            assert blas_threads() == 1
+        assert blas_threads() == 2
+        with pytest.raises(KeyError):
+            with blas_threads_set(1):
+                assert blas_threads() == 1
+                raise KeyError("inside")
+        assert blas_threads() == 2
+        with pytest.raises(ValueError, match="at least 1 thread"):
+            with blas_threads_set(0):
+                pass
+        assert blas_threads() == 2
+    finally:
+        set_blas_threads(n)

@@ -35,6 +35,7 @@ import time
 import numpy as np
 
 from .envflags import is_off
+from . import threads as _threads
 from .threads import usable_cpus
 
 __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "gemm_threads",
@@ -533,8 +534,8 @@ def blas_ceiling() -> int | None:
     where no known BLAS is loaded."""
     if _blas is not None and _blas.ceiling is not None:
         return _blas.ceiling
-    from .threads import blas_threads
-    return blas_threads()
+    # (the module's attribute, read at the call: no import statement on a GEMM's path)
+    return _threads.blas_threads()
 
 
 @contextlib.contextmanager

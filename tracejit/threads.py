@@ -234,6 +234,8 @@ def _find_blas_function(table: dict):
 def blas_threads() -> int | None:
     """Threads numpy's BLAS (OpenBLAS or MKL) will use for a large product; None when
     no such library is loaded or it cannot say (Linux only)."""
+    if _getset:     # (the functions found: no lookup, no import statement)
+        return int(_getset[0]())
     import numpy  # noqa: F401  (loads the BLAS)
     _, fn = _blas_function(_BLAS_GETTERS)
     if fn is None:
@@ -255,19 +257,53 @@ def set_blas_threads(n: int) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def blas_threads_set(n: int):
-    """numpy's BLAS on `n` threads inside the block and on its count before after it
-    (nothing changes where no known BLAS is loaded or the count already is `n`)."""
-    before = blas_threads()
-    if before is None or before == n:
-        yield
-        return
-    set_blas_threads(n)
-    try:
-        yield
-    finally:
-        set_blas_threads(before)
+_getset: tuple = ()   # (getter, setter) of numpy's BLAS thread count, once both are found
+
+
+def _blas_getset():
+    """(getter, setter) ctypes functions of numpy's BLAS thread count, or None."""
+    global _getset
+    if not _getset:
+        import numpy  # noqa: F401  (loads the BLAS)
+        get, put = _blas_function(_BLAS_GETTERS)[1], _blas_function(_BLAS_SETTERS)[1]
+        if get is None or put is None:
+            return None
+        _getset = (get, put)
+    return _getset
+
+
+class blas_threads_set:
+    """``with blas_threads_set(n):`` numpy's BLAS on `n` threads inside the block and on its
+    count before after it (nothing changes where no known BLAS is loaded or the count
+    already is `n`).
+
+    A class, not a generator context manager: compiled plans enter it around every product
+    pair and split (ops/halves.py, sharepool.py), where contextlib's frames and the lookups
+    behind `blas_threads` and `set_blas_threads` run on caches a GEMM has just swept (the MLP
+    step's layer-2 gradient pair spent 45 us before its launch and 26 after it, SCHED_FIFO,
+    in-step medians; ~12 us warm)."""
+
+    __slots__ = ("n", "before")
+
+    def __init__(self, n: int):
+        self.n = int(n)
+        self.before = None
+
+    def __enter__(self) -> None:
+        fns = _blas_getset()
+        if fns is None:
+            return
+        before = int(fns[0]())
+        if before != self.n:
+            if self.n < 1:
+                raise ValueError(f"set_blas_threads: need at least 1 thread, got {self.n}")
+            fns[1](self.n)
+            self.before = before
+
+    def __exit__(self, *exc) -> None:
+        if self.before is not None:
+            _getset[1](self.before)
+            self.before = None
 
 
 # Below this many elements a kernel runs serially: waking the thread pool costs tens of

@@ -7,6 +7,8 @@ runtime `matmul_bias` against numpy on every operand layout it takes or falls ba
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -201,3 +203,17 @@ def test_self_attention_projection_and_its_bias_gradient():
         grads.append([p.grad.numpy().copy() for p in (mha.in_proj_bias, mha.in_proj_weight)])
     for got, want in zip(grads[1], grads[0]):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_cblas_by_numpy_dtype_as_by_name():
+    """matmul_bias asks for the GEMM by the operands' numpy dtype (not ``dtype.name``, which
+    is Python code in numpy): the same library function as by name, None for other dtypes."""
+    from tracejit.compiler import biasgemm
+    by_name = biasgemm._cblas("float32")
+    if by_name is None:
+        pytest.skip("numpy's BLAS exposes no cblas_sgemm here")
+    got = biasgemm._cblas(np.dtype(np.float32))
+    assert got is biasgemm._cblas(np.dtype(np.float32))          # looked up once
+    assert ctypes.cast(got, ctypes.c_void_p).value == ctypes.cast(by_name, ctypes.c_void_p).value
+    assert biasgemm._cblas(np.dtype(np.int32)) is None
+    assert biasgemm._cblas(np.dtype(np.float64)) is not None

@@ -56,6 +56,11 @@ __all__ = ["BiasGemm", "ColumnSum", "fold_bias", "matmul_bias", "column_sum", "E
 ENABLED = True
 COLUMN_SUMS = True
 _DTYPES = ("float32", "float64")
+# The same as numpy dtypes, for the run-time calls: ``dtype.name`` is Python code in numpy
+# (numpy/_core/_dtype.py), and right after a large GEMM or kernel has swept the caches it
+# took 22-26 us of the MLP step's logits product (SCHED_FIFO, in-step median), against ~3.5 us
+# warm; a dtype compares and hashes in C.
+_NP_DTYPES = frozenset(np.dtype(t) for t in _DTYPES)
 # Output elements from which the bias fill is a k=1 GEMM on BLAS's threads (`_fill`): 1 MB of
 # float32 (OpenBLAS runs products below 256K multiply-adds on one thread itself). The
 # Transformer step's q/k/v projection (2048 x 768), 2 threads forced, SCHED_FIFO, one process
@@ -191,26 +196,30 @@ def fold_bias(items: list, graph) -> list:
 
 # ---- runtime -------------------------------------------------------------------------
 
-_gemms: dict = {}
+_gemms: dict = {}    # numpy dtype -> cblas ?gemm as a ctypes function, or None
 
 
-def _cblas(dtype: str):
-    """ctypes function of numpy's BLAS cblas_?gemm for `dtype`, or None."""
-    if dtype not in _gemms:
-        found = gemm_address(dtype)
-        fn = None
-        if found is not None:
-            addr, bits = found
-            i = ctypes.c_int64 if bits == 64 else ctypes.c_int
-            f = ctypes.c_float if dtype == "float32" else ctypes.c_double
-            p = ctypes.c_void_p
-            fn = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, i, i, i, f,
-                                  p, i, p, i, f, p, i)(addr)
-        _gemms[dtype] = fn
-    return _gemms[dtype]
+def _cblas(dtype):
+    """ctypes function of numpy's BLAS cblas_?gemm for `dtype` (a numpy dtype), or None."""
+    fn = _gemms.get(dtype, False)
+    if fn is not False:
+        return fn
+    name = np.dtype(dtype).name
+    found = gemm_address(name) if name in _DTYPES else None
+    fn = None
+    if found is not None:
+        addr, bits = found
+        i = ctypes.c_int64 if bits == 64 else ctypes.c_int
+        f = ctypes.c_float if name == "float32" else ctypes.c_double
+        p = ctypes.c_void_p
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, i, i, i, f,
+                              p, i, p, i, f, p, i)(addr)
+    _gemms[dtype] = fn
+    return fn
 
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_skinny_product = None   # ops/skinny_gemm.product, once a head's logits needed it
 
 
 def matmul_bias(xp, x, w, b):
@@ -220,7 +229,7 @@ def matmul_bias(xp, x, w, b):
     and an add otherwise."""
     n = w.shape[1]
     k = x.shape[-1]
-    fn = _cblas(x.dtype.name) if xp is np and x.dtype == w.dtype == b.dtype else None
+    fn = _cblas(x.dtype) if xp is np and x.dtype == w.dtype == b.dtype else None
     w_trans = w.T.flags.c_contiguous and not w.flags.c_contiguous
     if (fn is None or not x.flags.c_contiguous or not (w.flags.c_contiguous or w_trans)
             or w.shape[0] != k or k == 0 or n == 0):
@@ -229,8 +238,10 @@ def matmul_bias(xp, x, w, b):
     lead = x.shape[:-1]
     m = x.size // k if k else 0
     if SKINNY_MNK <= m * k * n < HALVES_MNK and n <= SKINNY_THIN:   # a head's logits
-        from ..ops.skinny_gemm import product as skinny_product   # (imported at the first)
-        out = skinny_product(x.reshape(m, k), w, b)
+        global _skinny_product
+        if _skinny_product is None:    # (imported at the first: an import statement in every
+            from ..ops.skinny_gemm import product as _skinny_product   # call cost ~4 us cold)
+        out = _skinny_product(x.reshape(m, k), w, b)
         if out is not None:
             return out.reshape(lead + (n,))
     out = np.empty(lead + (n,), dtype=x.dtype)
@@ -277,7 +288,7 @@ def column_sum(xp, g, shape: tuple):
     """``g`` summed over every dim but the last, in `shape` (the sum's output shape, with
     or without kept dims): ``ones @ g`` by BLAS for a C-contiguous numpy float `g`."""
     n = g.shape[-1]
-    if xp is np and g.flags.c_contiguous and g.dtype.name in _DTYPES:
+    if xp is np and g.flags.c_contiguous and g.dtype in _NP_DTYPES:
         m = g.size // n if n else 0
         return matmul(_ones_for(m, g.dtype), g.reshape(m, n)).reshape(shape)
     return xp.sum(g.reshape(-1, n), axis=0).reshape(shape)

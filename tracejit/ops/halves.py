@@ -48,6 +48,7 @@ import time
 import numpy as np
 
 from .. import coreshare, sharepool
+from ..threads import blas_threads_set
 from . import rows_gemm
 from .native import kernel as _kernel
 
@@ -473,7 +474,6 @@ def pair(a1, b1, a2, b2):
         return None
     c1 = np.empty((a1.shape[0], b1.shape[1]), a1.dtype)
     c2 = np.empty((a2.shape[0], b2.shape[1]), a1.dtype)
-    from ..threads import blas_threads_set
     with blas_threads_set(1):
         if not launch(p, p.whole, _products, p.product_record, fn, a1, b1, c1, a2, b2, c2):
             return None
