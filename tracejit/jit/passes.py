@@ -11,6 +11,7 @@ import numpy as np
 from ..ops.registry import REGISTRY, Aval
 from ..shapes import Sym
 from .ir import Eqn, Graph, Literal, Var
+from .scatter_products import gathered_product, scattered_product
 
 __all__ = ["optimize", "dce", "cse", "fold_constants", "simplify", "lift_symbolic_literals"]
 
@@ -210,8 +211,12 @@ def simplify(g: Graph) -> Graph:
                 break
         if swapped is not None:
             for q in swapped:
-                eqns.append(q)
-                producer[q.out] = q
+                # a product a reordering wrote (`_transposed_matmul`'s) may be one of an
+                # embedding's rows (scatter_products.py): tried once more here
+                again = gathered_product(q, producer) if q.prim.name == "matmul" else None
+                for r in again or (q,):
+                    eqns.append(r)
+                    producer[r.out] = r
             continue
         if n == "lstm_layer_backward":
             e = _lstm_h_cotangent(e, producer, uses)
@@ -372,81 +377,14 @@ def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict) -> Eqn:
     return Eqn(e.prim, (h,) + tuple(e.inputs[1:]), e.outs, e.params, e.loc)
 
 
-def _scattered_product(e: Eqn, producer: dict, uses: dict):
-    """``index_add(zeros(V, O), views(G @ W), idx)`` (an embedding's gradient taken through
-    the first product after it) as ``index_add(zeros(V, K), views(G), idx) @ W``, where the
-    table has fewer rows than the product: the rows of ``G @ W`` that the index adds into
-    one table row are summed before the product instead of after it (a product is linear).
-
-    An LSTM or Linear reading an embedding computes its input's gradient ``dx = G @ W``
-    (M rows) only for the embedding's backward to add its rows into the table's V rows: with
-    V much less than M (a character-level model's alphabet against a batch's tokens: the
-    LSTM LM's 64 rows against 2048 tokens), the M x K x O product shrinks to V x K x O plus
-    a pass adding M rows of K. Conditions: the table gradient starts from zeros, the index
-    is one integer tensor on its first dim, the values are the product's result through
-    reshapes and permutes that keep the last dim, each used only on this path, and the new
-    form costs at most half the multiply-adds. Results differ from the old order by float
-    rounding (the sums are taken in another order)."""
-    base, v = e.inputs[0], e.inputs[1]
-    idx = e.inputs[2:]
-    if tuple(e.params.get("spec", ())) != (("t", 0),) or len(idx) != 1 or not isinstance(v, Var):
-        return None
-    fill = producer.get(base)
-    if (fill is None or fill.prim.name != "full" or fill.params.get("value") != 0
-            or len(base.aval.shape) != 2):
-        return None
-    V, O = base.aval.shape
-    if tuple(v.aval.shape) != tuple(idx[0].aval.shape) + (O,) or v.aval.dtype != base.aval.dtype:
-        return None
-    chain = []
-    a = v
-    while True:
-        p = producer.get(a)
-        if p is None or uses.get(a, 0) != 1 or not isinstance(p.inputs[0], Var):
-            return None
-        if p.prim.name == "matmul":
-            break
-        src = p.inputs[0].aval.shape
-        if p.prim.name == "reshape" and len(src) and src[-1] == O and a.aval.shape[-1] == O:
-            pass
-        elif p.prim.name == "permute" and (p.params["dims"][-1] % len(src)) == len(src) - 1:
-            pass
-        else:
-            return None
-        chain.append(p)
-        a = p.inputs[0]
-    m = p
-    if len(m.inputs) != 2 or not all(isinstance(x, Var) and len(x.aval.shape) == 2 for x in m.inputs):
-        return None
-    g, w = m.inputs
-    M, K = g.aval.shape
-    if (w.aval.shape[1] != O or any(not isinstance(d, int) for d in (V, O, M, K))
-            or not (g.aval.dtype == w.aval.dtype == v.aval.dtype)):
-        return None
-    if 2 * (V * K * O + M * K) > M * K * O:
-        return None
-    new = []
-    for p in reversed(chain):       # the same views of G, its last dim K
-        shape = tuple(p.out.aval.shape[:-1]) + (K,)
-        params = dict(p.params, shape=shape) if p.prim.name == "reshape" else dict(p.params)
-        out = Var(Aval(shape, g.aval.dtype, g.aval.device))
-        new.append(Eqn(p.prim, (g,), (out,), params, p.loc))
-        g = out
-    zeros = Var(Aval((V, K), base.aval.dtype, base.aval.device))
-    new.append(Eqn(fill.prim, tuple(fill.inputs), (zeros,), dict(fill.params, shape=(V, K)), fill.loc))
-    summed = Var(Aval((V, K), base.aval.dtype, base.aval.device))
-    new.append(Eqn(e.prim, (zeros, g) + tuple(idx), (summed,), dict(e.params), e.loc))
-    new.append(Eqn(m.prim, (summed, w), e.outs, dict(m.params), m.loc))
-    return new
-
-
 # Rewrites that replace an equation by a reordered sequence (or return None to leave it),
 # tried in this order per primitive name.
 _REORDERINGS = {
     "permute": (_transposed_matmul, _permuted_concat),
     "max_pool2d": (_pooled_relu,),
     "max_pool2d_values": (_pooled_relu_record,),
-    "index_add": (_scattered_product,),
+    "index_add": (scattered_product,),
+    "matmul": (gathered_product,),
 }
 
 

@@ -1,8 +1,8 @@
-"""An embedding's gradient through the product after it, ``index_add(zeros(V, O), views(G @ W),
-idx)``, captured as ``index_add(zeros(V, K), views(G), idx) @ W`` where the table has few
-rows (jit/passes.py `_scattered_product`): values as the product's rows added one by one,
-the rewrite only where it applies, and an embedding + LSTM model's compiled gradients equal
-to eager ones."""
+"""An embedding's two gradients through the product after it, taken on the table's rows where
+it has few (jit/scatter_products.py): ``index_add(zeros(V, O), views(G @ W), idx)`` as
+``index_add(zeros(V, K), views(G), idx) @ W`` and ``G^T @ views(E[idx])`` as that sum's
+transpose times E. Values as the products' rows added one by one, the rewrites only where
+they apply, and an embedding + LSTM model's compiled gradients equal to eager ones."""
 from __future__ import annotations
 
 import numpy as np
@@ -92,8 +92,42 @@ def test_embedding_lstm_model_gradients_compiled_equal_eager():
     F.cross_entropy(cf(tokens), target).backward()
     for k, p in net.named_parameters():
         np.testing.assert_allclose(p.grad.numpy(), want[k], rtol=1e-4, atol=1e-6, err_msg=k)
-    # the embedding's rows are summed before the first layer's input product: (7, 128) @
-    # (128, 32); the (48, 128) @ (128, 32) input gradient left is the second layer's
+    # the embedding's rows are summed once (one index_add) before the first layer's input
+    # product (7, 128) @ (128, 32) and its weight's (128, 7) @ (7, 32); the (48, 128) @
+    # (128, 32) input gradient and (128, 48) @ (48, 32) weight gradient left are the second
+    # layer's
     _, bwd, _ = training_variant(cf)
     shapes = _products(bwd.graph)
     assert (7, 128, 32) in shapes and shapes.count((48, 128, 32)) == 1, shapes
+    assert (128, 7, 32) in shapes and shapes.count((128, 48, 32)) == 1, shapes
+    assert op_names(bwd.graph).count("index_add") == 1
+
+
+@pytest.mark.parametrize("V", [5, 30])
+def test_weight_gradient_of_gathered_rows(V):
+    # loss = sum((E[idx] viewed as rows) @ W^T * R): W's gradient is G^T @ rows with G = R
+    r = np.random.default_rng(5)
+    e = r.standard_normal((V, O)).astype(np.float32)
+    w = r.standard_normal((K, O)).astype(np.float32)
+    rr = r.standard_normal((M0 * M1, K)).astype(np.float32)
+    idx = r.integers(-V, V, (M1, M0))         # negative rows too
+
+    def loss(e, w, idx, rr):
+        x = e[idx].permute(1, 0, 2).reshape(M0 * M1, O)
+        return (x @ w.T * rr).sum()
+
+    E, Wt = tj.tensor(e), tj.tensor(w, requires_grad=True)
+    loss(E, Wt, tj.tensor(idx), tj.tensor(rr)).backward()
+    want = Wt.grad.numpy().copy()
+    x64 = e.astype(np.float64)[idx].transpose(1, 0, 2).reshape(M0 * M1, O)
+    np.testing.assert_allclose(want, rr.T.astype(np.float64) @ x64, rtol=1e-4, atol=1e-4)
+    Wt.grad = None
+    cf = tj.trace(loss)
+    cf(E, Wt, tj.tensor(idx), tj.tensor(rr)).backward()
+    np.testing.assert_allclose(Wt.grad.numpy(), want, rtol=1e-4, atol=1e-4)
+    fwd = training_variant(cf)[0]        # a loss: its gradients come with the forward
+    shapes = _products(fwd.graph)
+    if V == 5:      # the rows summed per table row first: (K, V) @ (V, O)
+        assert (K, V, O) in shapes and (K, M0 * M1, O) not in shapes, shapes
+    else:           # no saving: the product over the tokens' rows
+        assert (K, M0 * M1, O) in shapes, shapes
