@@ -167,11 +167,9 @@ def gathered_product(e: Eqn, producer: dict, uses=None):
     # undo the views, nearest b first: a reshape back to its input's leading shape, a
     # permute by the inverse permutation
     undo = []
-    shape = tuple(b.aval.shape[:-1])
-    p_out = b
+    out = b
     for kind, arg in views:
-        p = producer[p_out]
-        src = p.inputs[0]
+        src = producer[out].inputs[0]
         if kind == "reshape":
             undo.append(("reshape", tuple(src.aval.shape[:-1])))
         else:
@@ -179,8 +177,7 @@ def gathered_product(e: Eqn, producer: dict, uses=None):
             for i, d in enumerate(arg):
                 inv[d] = i
             undo.append(("permute", tuple(inv)))
-        p_out = src
-    del shape
+        out = src
     eqns, s = _summed_rows(g, undo, idx, V, e.loc)
     new += eqns
     st = Var(Aval((K, V), a.aval.dtype, a.aval.device))
