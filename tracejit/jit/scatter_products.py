@@ -42,7 +42,9 @@ def _view_chain(a: Var, producer: dict, last: int, stop: str, uses: dict | None)
     views = []
     while True:
         p = producer.get(a)
-        if p is None or (uses is not None and uses.get(a, 0) != 1) or not p.inputs or not isinstance(p.inputs[0], Var):
+        if p is None or not p.inputs or not isinstance(p.inputs[0], Var):
+            return None
+        if uses is not None and uses.get(a, 0) != 1:
             return None
         if p.prim.name == stop:
             return views, p
@@ -91,7 +93,8 @@ def _summed_rows(g: Var, steps: list, idx, V: int, loc) -> tuple:
     dt, dev = g.aval.dtype, g.aval.device
     K = g.aval.shape[-1]
     zeros = Var(Aval((V, K), dt, dev))
-    eqns.append(Eqn(REGISTRY["full"], (), (zeros,), {"shape": (V, K), "value": 0, "dtype": dt, "device": dev}, loc))
+    fill = {"shape": (V, K), "value": 0, "dtype": dt, "device": dev}
+    eqns.append(Eqn(REGISTRY["full"], (), (zeros,), fill, loc))
     s = Var(Aval((V, K), dt, dev))
     eqns.append(Eqn(REGISTRY["index_add"], (zeros, gv, idx), (s,), {"spec": _SPEC}, loc))
     return eqns, s
