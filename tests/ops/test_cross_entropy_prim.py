@@ -106,3 +106,22 @@ def test_traced_program_records_the_primitive_and_compiled_gradients_equal_eager
         grads.append((loss.item(), x.grad.numpy()))
     assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-12)
     np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-12, atol=1e-14)
+
+
+def test_kernel_sums_exponentials_in_float64(path):
+    # a long float32 row: the sum of exponentials summed in float32 one by one drifts by
+    # ~1e-5 relative over 60,000 classes; the kernel (and numpy's pairwise sum) do not
+    r = np.random.default_rng(2)
+    xv = r.uniform(-1, 1, (3, 60000)).astype(np.float32)
+    tv = np.array([0, 17, 59999])
+    x = tj.tensor(xv, requires_grad=True)
+    loss = F.cross_entropy(x, tj.tensor(tv), reduction="none")
+    loss.sum().backward()
+    x64 = xv.astype(np.float64)
+    z = x64 - x64.max(1, keepdims=True)
+    s = np.exp(z).sum(1)
+    want = np.log(s) - z[np.arange(3), tv]
+    np.testing.assert_allclose(loss.detach().numpy(), want, rtol=3e-7)
+    g = np.exp(z) / s[:, None]
+    g[np.arange(3), tv] -= 1
+    np.testing.assert_allclose(x.grad.numpy(), g, rtol=1e-5, atol=1e-11)

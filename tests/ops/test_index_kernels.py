@@ -60,3 +60,21 @@ def test_out_of_range_rows_raise_as_numpy_does(monkeypatch):
     idx[3, 2] = 4
     with pytest.raises(IndexError):
         _index_add(monkeypatch, True, a, np.ones((5, 8, 3), np.float32), idx)
+
+
+@pytest.mark.parametrize("layout", ["sliced-rows", "fortran-root"])
+def test_contiguous_rows_of_other_layouts_add_as_np_add_at_does(monkeypatch, layout):
+    # rows with unit stride read as slices of the memory they lie in: every other row of a
+    # contiguous array (a view of its root at an offset), and the transpose of a
+    # Fortran-ordered array (a root that is not C-contiguous)
+    r = np.random.default_rng(11)
+    idx = r.integers(0, 9, (6, 5))
+    if layout == "sliced-rows":
+        v = r.standard_normal((13, 5, 33)).astype(np.float32)[1::2]
+    else:
+        v = np.asfortranarray(r.standard_normal((33, 5, 6)).astype(np.float32)).T
+    assert v.shape == (6, 5, 33) and v.strides[-1] == 4
+    a = r.standard_normal((9, 33)).astype(np.float32)
+    want = a.copy()
+    np.add.at(want, idx, v)
+    np.testing.assert_array_equal(_index_add(monkeypatch, True, a, v, idx), want)

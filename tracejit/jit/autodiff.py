@@ -24,6 +24,7 @@ from ..errors import CompileError
 from ..ops.registry import REGISTRY, Aval
 from .control import COND, SCAN
 from .ir import Eqn, Graph, Literal, Var
+from .scatter_products import backward_rewrites
 from .slice_grads import SliceGrads
 from .tracer import TraceContext, _make_tracer
 
@@ -290,7 +291,9 @@ def split(graph: Graph, active_inputs, cheap=_cheap):
     backward: inputs + saved + cotangents (one per output) -> grads of active inputs.
     `cheap(eqn)` says which forward equations the backward recomputes instead of saving.
     """
-    j = joint(graph, active_inputs, "backward")
+    # the backward's products of an embedding's rows, taken on the table's rows where it
+    # has few: they read the forward's gather, which the backward half alone does not see
+    j = backward_rewrites(joint(graph, active_inputs, "backward"), len(graph.eqns))
     n_in, n_out = len(graph.inputs), len(graph.outputs)
     fwd_eqns = list(j.eqns[:len(graph.eqns)])   # joint's forward: loops there also return residuals
     fwd_defined = {o: e for e in fwd_eqns for o in e.outs}

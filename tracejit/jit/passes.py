@@ -11,6 +11,7 @@ import numpy as np
 from ..ops.registry import REGISTRY, Aval
 from ..shapes import Sym
 from .ir import Eqn, Graph, Literal, Var
+from .scatter_products import gathered_product, scattered_product
 
 __all__ = ["optimize", "dce", "cse", "fold_constants", "simplify", "lift_symbolic_literals"]
 
@@ -210,8 +211,12 @@ def simplify(g: Graph) -> Graph:
                 break
         if swapped is not None:
             for q in swapped:
-                eqns.append(q)
-                producer[q.out] = q
+                # a product a reordering wrote (`_transposed_matmul`'s) may be one of an
+                # embedding's rows (scatter_products.py): tried once more here
+                again = gathered_product(q, producer) if q.prim.name == "matmul" else None
+                for r in again or (q,):
+                    eqns.append(r)
+                    producer[r.out] = r
             continue
         if n == "lstm_layer_backward":
             e = _lstm_h_cotangent(e, producer, uses)
@@ -378,6 +383,8 @@ _REORDERINGS = {
     "permute": (_transposed_matmul, _permuted_concat),
     "max_pool2d": (_pooled_relu,),
     "max_pool2d_values": (_pooled_relu_record,),
+    "index_add": (scattered_product,),
+    "matmul": (gathered_product,),
 }
 
 

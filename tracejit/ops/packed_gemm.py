@@ -21,7 +21,19 @@ from __future__ import annotations
 __all__ = ["PACKED_SOURCE", "tile_shape", "with_tile", "padded_rows", "packed_size"]
 
 
+# The answer of `_ask_avx512`, once per process: llvmlite's host-feature query builds
+# LLVM's whole feature map each time (0.2-0.5 ms a call), and the LSTM layer ops ask for the
+# tile's shape (padded_rows, packed_size) in every call, eight times a step of the LSTM LM.
+_AVX512: list = []
+
+
 def _has_avx512() -> bool:
+    if not _AVX512:
+        _AVX512.append(_ask_avx512())
+    return _AVX512[0]
+
+
+def _ask_avx512() -> bool:
     try:
         from ..compiler.buildfacts import numba_facts
         features = numba_facts()[2]

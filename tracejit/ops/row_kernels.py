@@ -227,6 +227,10 @@ LN_BACKWARD_ROW = '''STATS
 # Cross-entropy over class indices (ops/cross_entropy_prim.py) on (N, C) logits: a row's
 # max, its sum of exponentials and the target's log-probability in one visit. The rows are
 # short (the MLP's 10 classes): what this replaces is a dozen numpy calls per direction.
+# A row's exponentials are one loop and their sum another, in float64 with reassociation:
+# both vectorize (one loop summing exponentials in float32 one by one stayed scalar: the
+# LSTM LM's 2048x64 logits, one thread, 372 -> 152 us forward, 382 -> 153 us backward), and
+# a long row's sum does not drift (float32 one by one: ~1e-5 relative at 60,000 classes).
 _RO1I = "Array(int64, 1, 'C', readonly=True)"
 # A row's target check (IGNORED: what an ignored row writes) and its max (softmax's
 # ROWMAX: one definition of a row's max, on the buffer `acc` each kernel allocates once).
@@ -242,21 +246,24 @@ ROWMAX"""
 
 _CROSS_ENTROPY = _HEAD.replace("EXP\n", "EXP, log_{s} as LOG\n") + """
 @njit("int64(" + RO2 + ", " + RO1I + ", int64, {t}[::1], float64[::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False, nogil=True)
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
 def kernel(x, t, ign, loss, total):
     \"\"\"loss[i] = -log_softmax(x[i])[t[i]] (0 where t[i] == ign); total[0] = their sum
     (float64). Returns the count of counted rows, or -(i + 1) for the first row i whose
     target is out of [0, C) (nothing after it is written).\"\"\"
     c = x.shape[1]
     acc = np.empty(16, x.dtype)
+    ex = np.empty(c, x.dtype)
     cnt = 0
     tot = 0.0
     for i in range(x.shape[0]):
 """ + _CE_ROW.replace("IGNORED", "            loss[i] = 0") + """
-        s = np.{t}(0)
         for k in range(c):
-            s += EXP(z[k] - mi)
-        li = -((z[ti] - mi) - LOG(s))
+            ex[k] = EXP(z[k] - mi)
+        s = 0.0
+        for k in range(c):
+            s += ex[k]
+        li = -((z[ti] - mi) - LOG(np.{t}(s)))
         loss[i] = li
         tot += li
         cnt += 1
@@ -266,7 +273,7 @@ def kernel(x, t, ign, loss, total):
 
 _CROSS_ENTROPY_BACKWARD = _HEAD + """
 @njit("int64(" + RO2 + ", " + RO1I + ", int64, " + RO1 + ", int64, int64, {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False, nogil=True)
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
 def kernel(x, t, ign, g, gstep, mean, out):
     \"\"\"out[i] = (softmax(x[i]) - onehot(t[i])) * r_i, r_i = g[i * gstep] / (the count of
     counted rows if mean else 1), 0 where t[i] == ign. Returns 0, or -(i + 1) for the first
@@ -282,14 +289,15 @@ def kernel(x, t, ign, g, gstep, mean, out):
     for i in range(rows):
         o = out[i]
 """ + _CE_ROW.replace("IGNORED", "            for k in range(c):\n                o[k] = 0") + """
-        s = np.{t}(0)
         for k in range(c):
-            e = EXP(z[k] - mi)
-            o[k] = e
-            s += e
+            o[k] = EXP(z[k] - mi)
+        s = 0.0
+        for k in range(c):
+            s += o[k]
         r = g[i * gstep] / div
+        st = np.{t}(s)
         for k in range(c):
-            o[k] = o[k] / s * r
+            o[k] = o[k] / st * r
         o[ti] -= r
     return 0
 """
