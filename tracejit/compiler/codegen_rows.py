@@ -281,7 +281,7 @@ def _serial_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
     fold = row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")
     out.append(row_kernels.LN_BACKWARD_INIT)
     if cs is not None:
-        out += ["    dxs = np.zeros(cols, np.float64)", f"    dxsb = np.zeros(cols, np.{dt})"]
+        out.append(row_kernels.zeroed([("dxs", "float64"), ("dxsb", dt)]))
         fold = fold.replace("                dbb[k] = 0\n", "                dbb[k] = 0\n"
                             "                dxs[k] += dxsb[k]\n                dxsb[k] = 0\n")
         fold += f"\n    for k in range(cols):\n        out{idx_out[cs.out]}[0, k] = dxs[k]"
@@ -311,7 +311,7 @@ def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
         out.append(f"    gb = np.empty(cols, np.{dt})")
     names = ["dwb", "dbb", "dxsb"][:sums]
     if backward:
-        out += [f"    {nm} = np.zeros(cols, np.{dt})" for nm in names]
+        out.append(row_kernels.zeroed([(nm, dt) for nm in names]))
     out += ["    while share < shares:", "        ch = claim(next_chunk)", "        if ch >= nchunk:",
             "            break", "        lo = ch * m // nchunk", "        hi = (ch + 1) * m // nchunk"]
     if backward:

@@ -196,12 +196,20 @@ ROWS = 64
 # The backward's work on one row (`row` of x, `gr` of the incoming gradient, `o` the row of
 # dx; `dwb`, `dbb` the weight/bias gradient blocks): shared with compiler/codegen_rows.py.
 # Before the rows (`cols`: the row length) and after each (`m` rows, `out` the stacked result):
+def zeroed(buffers: list, indent: str = "    ") -> str:
+    '''Kernel text allocating `buffers` ((name, numpy dtype name) pairs) of `cols` elements,
+    all zero: np.empty and one loop writing the zeros. Not np.zeros: numba compiles its
+    implementation (np.empty's and a zero fill's) as functions of their own, once per dtype
+    and process (0.07-0.10 s each in a compile worker), for the same zeros.'''
+    lines = [f"{indent}{name} = np.empty(cols, np.{dt})" for name, dt in buffers]
+    lines.append(f"{indent}for k in range(cols):")
+    lines += [f"{indent}    {name}[k] = 0" for name, _ in buffers]
+    return "\n".join(lines)
+
+
 LN_BACKWARD_INIT = '''    # weight/bias gradients: summed in the data's dtype over blocks of ROWS rows, in
     # float64 across blocks (float64 accumulators per element made this kernel 1.5x slower)
-    dw = np.zeros(cols, np.float64)
-    db = np.zeros(cols, np.float64)
-    dwb = np.zeros(cols, np.{t})
-    dbb = np.zeros(cols, np.{t})'''
+''' + zeroed([("dw", "float64"), ("db", "float64"), ("dwb", "{t}"), ("dbb", "{t}")])
 LN_BACKWARD_FOLD = '''        if i % ROWS == ROWS - 1 or i == m - 1:
             for k in range(cols):
                 dw[k] += dwb[k]
