@@ -498,3 +498,54 @@ def test_sync_mode_asks_the_disk_for_a_missing_kernel_only_now_and_then(kernels,
     tj.sin(x)
     assert len(looks) == 2
     monkeypatch.setattr(diskcache, "is_cached", real)
+
+
+def test_a_kernel_only_tier0_forwards_ask_for_queues_behind_the_others(kernels, monkeypatch):
+    """An elementwise op's kernel asked for only inside a compiled function's tier-0 forward
+    (whose plan fuses the op into kernels of its own) is queued at rank LATER; one that eager
+    code asks for keeps rank EAGER. Results are the op's either way."""
+    from tracejit.compiler import workers
+    ranks = {}
+    submit = workers.submit
+
+    def spy(source, name_hint, llvm_options=(), *args, rank=None, **kw):
+        ranks.setdefault(name_hint, rank)
+        return submit(source, name_hint, llvm_options, *args, rank=rank, **kw)
+    monkeypatch.setattr(workers, "submit", spy)
+    x = tj.tensor(_x(seed=5))
+    with V.serving_tier0():
+        assert not V.outside()
+        y = tj.exp(x)
+    assert V.outside()
+    z = tj.sigmoid(x)
+    V.settle(timeout=600.0)
+    assert ranks["eager_exp"] == workers.LATER
+    assert ranks["eager_sigmoid"] == workers.EAGER
+    np.testing.assert_allclose(y.numpy(), np.exp(x.numpy()), rtol=2e-6)
+    np.testing.assert_allclose(z.numpy(), 1 / (1 + np.exp(-x.numpy())), rtol=1e-6)
+    np.testing.assert_array_equal(_wait_and_run(lambda: tj.exp(x)).numpy(), tj.exp(x).numpy())
+
+
+def test_an_ask_outside_tier0_makes_the_kernel_an_eager_codes():
+    class Holder:
+        last, gap, outside = None, 0.0, False
+    h = Holder()
+    with V.serving_tier0():
+        with V.serving_tier0():
+            V.note_ask(h)
+        V.note_ask(h)
+        assert h.outside is False
+    V.note_ask(h)
+    assert h.outside is True and V.outside()
+
+
+def test_tier0_forwards_run_inside_serving_tier0(monkeypatch):
+    from tracejit.compiler import tiers
+    seen = []
+    monkeypatch.setattr(tiers, "interpret", lambda graph, ins, **kw: seen.append(V.outside()) or ins)
+    monkeypatch.setattr(tiers, "last_uses", lambda graph: {})
+    monkeypatch.setattr(tiers, "_unbind_steps", lambda graph: None)
+    t0 = tiers.Tier0.__new__(tiers.Tier0)
+    t0.graph, t0._drops, t0._steps = None, None, None
+    assert t0([1, 2]) == [1, 2]
+    assert seen == [False] and V.outside()

@@ -194,7 +194,7 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
     if parallel:
         src.append("from tracejit.compiler.claim import claim")
     if softmax:
-        src.append("from tracejit.compiler.mathlib import exp_{s} as EXP")
+        src += ["from tracejit.compiler.mathlib import exp_{s} as EXP", "ROWMAXBITS"]
     src += ["", ""]
     src += helpers
     src += [f"@njit({'void(' + ', '.join(sig) + ')'!r}, nogil={parallel}, cache=CACHE, error_model='numpy',",
@@ -276,14 +276,12 @@ def _serial_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
         out.append(f"    xb = np.empty(cols, np.{dt})")
     if rg.g_pro is not None:
         out.append(f"    gb = np.empty(cols, np.{dt})")
-    if e.prim.name == "softmax":
-        out.append(f"    acc = np.empty(16, np.{dt})")
     if e.prim.name != "layer_norm_backward":
         return out + ["    for i in range(m):", rowtext]
     fold = row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")
     out.append(row_kernels.LN_BACKWARD_INIT)
     if cs is not None:
-        out += ["    dxs = np.zeros(cols, np.float64)", f"    dxsb = np.zeros(cols, np.{dt})"]
+        out.append(row_kernels.zeroed([("dxs", "float64"), ("dxsb", dt)]))
         fold = fold.replace("                dbb[k] = 0\n", "                dbb[k] = 0\n"
                             "                dxs[k] += dxsb[k]\n                dxsb[k] = 0\n")
         fold += f"\n    for k in range(cols):\n        out{idx_out[cs.out]}[0, k] = dxs[k]"
@@ -311,11 +309,9 @@ def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
         out.append(f"    xb = np.empty(cols, np.{dt})")
     if rg.g_pro is not None:
         out.append(f"    gb = np.empty(cols, np.{dt})")
-    if e.prim.name == "softmax":
-        out.append(f"    acc = np.empty(16, np.{dt})")
     names = ["dwb", "dbb", "dxsb"][:sums]
     if backward:
-        out += [f"    {nm} = np.zeros(cols, np.{dt})" for nm in names]
+        out.append(row_kernels.zeroed([(nm, dt) for nm in names]))
     out += ["    while share < shares:", "        ch = claim(next_chunk)", "        if ch >= nchunk:",
             "            break", "        lo = ch * m // nchunk", "        hi = (ch + 1) * m // nchunk"]
     if backward:

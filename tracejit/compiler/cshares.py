@@ -227,15 +227,16 @@ class Pending:
         self.last = None
         return CShares.make(vars(mod), self.fast_entry), None
 
-    def prepare(self):
+    def prepare(self, rank=None):
         """Start making the pair's module ready now rather than at the first two-share
-        call: the background job to wait on (`tiers.module_job`), or None where there is
-        none (sync mode, or loaded already). An eager op's kernel asks this when it loads
+        call: the background job to wait on (`tiers.module_job`; `rank` places a new one, as
+        workers.submit's), or None where there is none (sync mode, or loaded already). An
+        eager op's kernel asks this when it loads
         (ops/vectorized.py): asked at the first two-share call, the pair's compile (0.5-0.8 s
         in a worker) ran during the calls that followed, and the worker took one of the two
         cores those calls were splitting their work over."""
         from .tiers import module_job
-        return module_job(self.source, self.hint, self.llvm_options)
+        return module_job(self.source, self.hint, self.llvm_options, rank)
 
 
 _polled = weakref.WeakSet()   # every `Pending` (for `pending`)

@@ -89,7 +89,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import envflags
-from . import cacheload, cacheroot, forkguard, gilshare, importclosure, llvmopts
+from . import cacheload, cacheroot, forkguard, gilshare, importclosure, llvmopts, numbaflags
 from .buildfacts import versions as _versions  # a module global: tests patch it
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
@@ -143,7 +143,8 @@ def load_module(source: str, *, name_hint: str = "kernel",
             key = _key(source, llvm_options)
             modname = f"{_PACKAGE}.{_identifier(name_hint)}_{key[:20]}"
             root = cache_dir()
-            with llvmopts.applied(llvm_options):
+            # (numbaflags.lean: no cfunc wrappers, which nothing of ours calls)
+            with llvmopts.applied(llvm_options), numbaflags.lean():
                 module = _load_via_disk(root, key, source, modname) if root is not None else None
                 if module is None:
                     _cache_log.info("compiling %s in memory (disk cache off or unusable)", modname)

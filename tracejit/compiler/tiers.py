@@ -168,7 +168,9 @@ class Tier0(Interpreted):
         if drops is None:
             drops = self._drops = last_uses(self.graph)
             self._steps = _unbind_steps(self.graph)
-        return interpret(self.graph, ins, drops=drops, steps=self._steps)
+        from ..ops.vectorized import serving_tier0   # (an op's module: imported by now)
+        with serving_tier0():
+            return interpret(self.graph, ins, drops=drops, steps=self._steps)
 
 
 def _unbind_steps(graph) -> Optional[dict]:

@@ -238,6 +238,7 @@ _FORWARD_PART = """
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import exp_{s} as EXP
+ROWMAXBITS
 GEMM
 
 _A = "Array({t}, 4, 'A', readonly=True)"
@@ -249,7 +250,6 @@ _A = "Array({t}, 4, 'A', readonly=True)"
 def kernel(fn, q, kk, vv, scale, w, oh, context, r, lo, hi, sb, kt, vb):
     nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
     ldq, ldo = q.strides[2] // q.itemsize, oh.strides[2] // oh.itemsize
-    acc = np.empty(16, w.dtype)
     sc = np.{t}(scale)
     tb = t - t % 16
     for i in range(lo, hi):
@@ -314,6 +314,7 @@ def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
         gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
         body = _transposed_in(template, ("kt", "kk"), ("vt", "vv"))
         return (body.replace("GEMM", gemm).replace("SOFTMAXROW", text)
+                .replace("ROWMAXBITS", _row_kernels.source("ROWMAXBITS", dtype))
                 .replace("{s}", _row_kernels._SUFFIX[dtype]).replace("{t}", dtype))
     fn = _kernel(("attention", name, dtype, bits), source).get()
     return None if fn is None else (fn, address)

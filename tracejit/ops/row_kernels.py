@@ -35,7 +35,7 @@ _HEAD = '''
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import exp_{s} as EXP
-
+ROWMAXBITS
 '''
 _RO2 = "Array({t}, 2, 'C', readonly=True)"
 _RO1 = "Array({t}, 1, 'C', readonly=True)"
@@ -45,19 +45,25 @@ _RO1 = "Array({t}, 1, 'C', readonly=True)"
 # loop vectorizes where LLVM leaves a float one scalar (its select-based max is no
 # reduction it vectorizes without no-nans flags; 16 float lanes in a buffer stayed scalar
 # too): 16x4x128x128 float32 rows, one thread, the max alone 0.47-0.52 -> 0.20-0.32 ms, the
-# softmax kernel 1.03-1.05 -> 0.96-0.99 ms. The key is turned back into the float through
-# `acc`'s bits (the buffer the kernel allocates once). nan: a row holding one comes out all
-# nan whatever its max (through exp and the sum), as numpy's form does.
+# softmax kernel 1.03-1.05 -> 0.96-0.99 ms. The bits are read and the key turned back into
+# the float by mathbits' bit casts (F2I, I2F: `ROW_MAX_BITS`, which the kernel's module
+# imports), not through array views of the row and of a buffer the kernel allocated: numba
+# compiled its view and np.empty implementations for those (0.2 s of a worker's first
+# cross-entropy kernel) and the kernel carried NRT's reference counting; the same integer
+# operations, so the same max. nan: a row holding one comes out all nan whatever its max
+# (through exp and the sum), as numpy's form does.
 _ROW_MAX = '''
-        zi = z.view(np.{it})
-        km = zi[0] ^ ((zi[0] >> np.{it}({sh})) & np.{it}({mask}))
+        km = F2I(z[0])
+        km = km ^ ((km >> np.{it}({sh})) & np.{it}({mask}))
         for k in range(n):
-            b = zi[k]
+            b = F2I(z[k])
             key = b ^ ((b >> np.{it}({sh})) & np.{it}({mask}))
             km = key if key > km else km
-        acci = acc.view(np.{it})
-        acci[0] = km ^ ((km >> np.{it}({sh})) & np.{it}({mask}))
-        mi = acc[0]'''
+        mi = I2F(km ^ ((km >> np.{it}({sh})) & np.{it}({mask})))'''
+
+# the import line ROWMAX needs (its dtype's bit casts); `source` fills in ROWMAXBITS with it
+ROW_MAX_BITS = "from tracejit.compiler.mathbits import {f2i} as F2I, {i2f} as I2F"
+_BITS = {"float32": ("_f2i", "_i2f"), "float64": ("_d2i", "_i2d")}
 
 # the integer type of a float dtype's bits, and its sign-shift and magnitude mask
 _INT_KEY = {"float32": ("int32", "31", "0x7fffffff"), "float64": ("int64", "63", "0x7fffffffffffffff")}
@@ -67,7 +73,6 @@ _SOFTMAX = _HEAD + '''
       fastmath={'reassoc'}, nogil=True)
 def kernel(x, scale, out):
     """out[i] = softmax(x[i] * scale) = exp((x[i] - max) * scale) / sum(...), scale > 0"""
-    acc = np.empty(16, x.dtype)
     sc = np.{t}(scale)
     for i in range(x.shape[0]):
         z = x[i]
@@ -91,7 +96,6 @@ _SOFTMAX_MASKED = _HEAD + '''
       cache=CACHE, error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
 def kernel(x, scale, mask, rows, out):
     """out[i] = softmax(x[i] * scale + mask[rows[i]])"""
-    acc = np.empty(16, x.dtype)
     sc = np.{t}(scale)
     for i in range(x.shape[0]):
         row = x[i]
@@ -192,12 +196,20 @@ ROWS = 64
 # The backward's work on one row (`row` of x, `gr` of the incoming gradient, `o` the row of
 # dx; `dwb`, `dbb` the weight/bias gradient blocks): shared with compiler/codegen_rows.py.
 # Before the rows (`cols`: the row length) and after each (`m` rows, `out` the stacked result):
+def zeroed(buffers: list, indent: str = "    ") -> str:
+    '''Kernel text allocating `buffers` ((name, numpy dtype name) pairs) of `cols` elements,
+    all zero: np.empty and one loop writing the zeros. Not np.zeros: numba compiles its
+    implementation (np.empty's and a zero fill's) as functions of their own, once per dtype
+    and process (0.07-0.10 s each in a compile worker), for the same zeros.'''
+    lines = [f"{indent}{name} = np.empty(cols, np.{dt})" for name, dt in buffers]
+    lines.append(f"{indent}for k in range(cols):")
+    lines += [f"{indent}    {name}[k] = 0" for name, _ in buffers]
+    return "\n".join(lines)
+
+
 LN_BACKWARD_INIT = '''    # weight/bias gradients: summed in the data's dtype over blocks of ROWS rows, in
     # float64 across blocks (float64 accumulators per element made this kernel 1.5x slower)
-    dw = np.zeros(cols, np.float64)
-    db = np.zeros(cols, np.float64)
-    dwb = np.zeros(cols, np.{t})
-    dbb = np.zeros(cols, np.{t})'''
+''' + zeroed([("dw", "float64"), ("db", "float64"), ("dwb", "{t}"), ("dbb", "{t}")])
 LN_BACKWARD_FOLD = '''        if i % ROWS == ROWS - 1 or i == m - 1:
             for k in range(cols):
                 dw[k] += dwb[k]
@@ -233,7 +245,7 @@ LN_BACKWARD_ROW = '''STATS
 # a long row's sum does not drift (float32 one by one: ~1e-5 relative at 60,000 classes).
 _RO1I = "Array(int64, 1, 'C', readonly=True)"
 # A row's target check (IGNORED: what an ignored row writes) and its max (softmax's
-# ROWMAX: one definition of a row's max, on the buffer `acc` each kernel allocates once).
+# ROWMAX: one definition of a row's max).
 _CE_ROW = """        ti = t[i]
         if ti == ign:
 IGNORED
@@ -252,7 +264,6 @@ def kernel(x, t, ign, loss, total):
     (float64). Returns the count of counted rows, or -(i + 1) for the first row i whose
     target is out of [0, C) (nothing after it is written).\"\"\"
     c = x.shape[1]
-    acc = np.empty(16, x.dtype)
     ex = np.empty(c, x.dtype)
     cnt = 0
     tot = 0.0
@@ -279,7 +290,6 @@ def kernel(x, t, ign, g, gstep, mean, out):
     counted rows if mean else 1), 0 where t[i] == ign. Returns 0, or -(i + 1) for the first
     row i whose target is out of [0, C).\"\"\"
     rows, c = x.shape
-    acc = np.empty(16, x.dtype)
     div = np.{t}(1)
     if mean:
         cnt = 0
@@ -312,7 +322,8 @@ def source(template: str, dtype: str) -> str:
     return (template.replace("SOFTMAXEXP", SOFTMAX_EXP).replace("SOFTMAXBWDROW", SOFTMAX_BACKWARD_ROW).replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
             .replace("LNBWDINIT", LN_BACKWARD_INIT).replace("LNBWDFOLD", LN_BACKWARD_FOLD)
             .replace("LNBWDROW", LN_BACKWARD_ROW).replace("LN_Y", LN_Y).replace("STATS", _ROW_STATS)
-            .replace("ROWMAX", _ROW_MAX)
+            .replace("ROWMAXBITS", ROW_MAX_BITS).replace("ROWMAX", _ROW_MAX)
+            .replace("{f2i}", _BITS[dtype][0]).replace("{i2f}", _BITS[dtype][1])
             .replace('" + RO1I + "', _RO1I).replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS))
             .replace("{t}", dtype).replace("{s}", _SUFFIX[dtype]).replace("{it}", _INT_KEY[dtype][0])
             .replace("{sh}", _INT_KEY[dtype][1]).replace("{mask}", _INT_KEY[dtype][2]))

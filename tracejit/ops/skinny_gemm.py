@@ -113,11 +113,15 @@ def kernel(x, w, bias, has_bias, out):
 
 # The dot kernel's two row halves as a cfunc on a record of int64s (ops/halves.py's launch:
 # record 0 on this thread, record 1 on OpenBLAS's worker): x's address and rows, K, w's
-# address, n, the bias's address, has_bias, out's address. The first half a multiple of 4 rows.
+# address, n, the bias's address, has_bias, out's address; slot 15 the kernel's compiled code
+# (`_Pair` puts it there once). The first half a multiple of 4 rows. The kernel is called
+# through that address (voidptr.call_at), not by numba's call, which links the kernel's
+# library into the cfunc's and has LLVM optimise and emit the 4 x 4 tiles a second time
+# (the module's compile in a worker: 0.62-0.69 s before).
 _PAIR = '''
 
 from numba import cfunc
-from tracejit.compiler.voidptr import carray_at
+from tracejit.compiler.voidptr import call_at, carray_at
 
 
 @njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
@@ -143,7 +147,7 @@ def dot_half(rec):
     w = carray_at(r[3], (n, kd), np.{t})
     b = carray_at(r[5], (n,), np.{t})
     out = carray_at(r[7], (m, n), np.{t})
-    kernel(x, w, b, r[6] != 0, out)
+    call_at(r[15], kernel, (x, w, b, r[6] != 0, out))
 '''
 
 
@@ -164,6 +168,8 @@ class _Pair:
         self.entry = ctypes.c_void_p(module["dot_half"].address)
         self.records = module["dot_records"]
         self.recs = np.zeros((2, 16), np.int64)
+        from ..compiler.voidptr import native_address
+        self.recs[:, 15] = native_address(module["kernel"])   # (`_PAIR`: the records' slot 15)
         self.address = self.recs.ctypes.data
 
 

@@ -369,11 +369,44 @@ _RECHECK_S = 1.0
 _GO_AFTER_S = 1.0
 
 
+# Set while this thread runs a compiled function's tier-0 forward (compiler/tiers.Tier0):
+# the ops' asks then serve tier 0 alone, which the function's own plan kernels end.
+_tier0 = threading.local()
+
+
+class serving_tier0:
+    """``with vectorized.serving_tier0():`` around a tier-0 forward (compiler/tiers.Tier0): an
+    eager kernel asked for only inside such blocks is queued at rank LATER, behind the kernels
+    the compiled step and the eager code around it ask for (see `outside`)."""
+
+    def __enter__(self):
+        _tier0.depth = getattr(_tier0, "depth", 0) + 1
+        return self
+
+    def __exit__(self, *exc):
+        _tier0.depth -= 1
+        return False
+
+
+def outside() -> bool:
+    """Whether the calling thread is outside every tier-0 forward (`serving_tier0`). An
+    elementwise op that asks for its kernel outside one runs in eager code; one that asks
+    only inside serves tier 0, whose plan fuses every elementwise op into kernels of its own
+    (MLP step, empty cache, one worker: eager GELU's kernel and its pair, ~0.4 s of the
+    worker's CPU, came before the cross-entropy kernels the compiled step waits for). Not
+    for the hand-written kernels (ops/native.py): a plan calls some of them as the eager op
+    does (the MLP's skinny GEMM)."""
+    return not getattr(_tier0, "depth", 0)
+
+
 def note_ask(holder) -> float:
     """An op's call that found its kernel not loaded (a `_Preparation`, a native.NativeKernel):
     `holder`'s ``last`` (time.monotonic() of the latest such call, or None) and ``gap`` (the
     longest time between two) move on, as a compile job's ``asked`` reads them
-    (compiler/workers.ASKED_WITHIN_S). Returns the call's time."""
+    (compiler/workers.ASKED_WITHIN_S); a `_Preparation`'s ``outside`` becomes True at an ask
+    outside a tier-0 forward (`outside`). Returns the call's time."""
+    if getattr(holder, "outside", True) is False and outside():
+        holder.outside = True
     now = time.monotonic()
     last = holder.last
     if last is not None and now - last > holder.gap:
@@ -387,7 +420,7 @@ class _Preparation:
     a load, or a worker's compile and then a load. Sets the entry's ``fn`` (or
     ``failed``); ``done()`` after that."""
 
-    __slots__ = ("entry", "args", "event", "pid", "first", "last", "gap", "started")
+    __slots__ = ("entry", "args", "event", "pid", "first", "last", "gap", "started", "outside")
 
     def __init__(self, entry, render_args):
         self.entry = entry
@@ -397,6 +430,7 @@ class _Preparation:
         self.first = self.last = time.monotonic()   # the op's first and latest call
         self.gap = 0.0   # the longest time between two of its calls
         self.started = False
+        self.outside = outside()   # asked for outside a tier-0 forward (`note_ask`)
 
     def done(self) -> bool:
         return self.event.is_set()
@@ -427,7 +461,9 @@ class _Preparation:
                 if diskcache.cache_dir() is None:
                     _give_up(entry)  # nowhere to compile in the background
                     return
-                job = workers.submit(spec.source, _label(prim), spec.llvm_options, rank=workers.EAGER,
+                # rank LATER when only tier-0 forwards asked (`outside`)
+                rank = workers.EAGER if self.outside else workers.LATER
+                job = workers.submit(spec.source, _label(prim), spec.llvm_options, rank=rank,
                                      asked=lambda: (self.last, self.gap))   # (workers.ASKED_WITHIN_S)
                 with _lock:
                     _stats["submitted"] += 1
@@ -435,7 +471,7 @@ class _Preparation:
                 if not job.ok:
                     _give_up(entry)
                     return
-            _pair_ready(_load(entry, prim))
+            _pair_ready(_load(entry, prim), None if self.outside else workers.LATER)
         except Exception:  # never let a kernel break the op: it stays on numpy
             if entry.fn is None and not entry.failed:
                 _give_up(entry)
@@ -443,7 +479,7 @@ class _Preparation:
             self.event.set()
 
 
-def _pair_ready(fn) -> None:
+def _pair_ready(fn, rank=None) -> None:
     """Wait until a loaded chunk kernel's GIL-free pair (compiler/cshares.py: its two shares
     on this thread and OpenBLAS's worker) is ready too, compiled by a worker where the disk
     lacks it. The kernel is in use meanwhile (its shares on sharepool's threads); the
@@ -452,10 +488,11 @@ def _pair_ready(fn) -> None:
     beside the calls that followed. In `python -m bench`'s eager runs, right after
     `settle`: the worker's core was gone while the calls split their work over two
     (coreshare samples every 0.25 s, a timed run of 15 samples lasts 50-400 ms), or the
-    policy read the worker as another process and gave one thread."""
+    policy read the worker as another process and gave one thread. `rank`: the pair's job's
+    (its kernel's: LATER for a kernel only tier-0 forwards asked for)."""
     pending = getattr(fn, "pending", None)
     prepare = getattr(pending, "prepare", None)
-    job = prepare() if prepare is not None else None
+    job = prepare(rank) if prepare is not None else None
     if job is not None:
         job.event.wait()   # the pool fails a job that hangs past its timeout
 
