@@ -34,7 +34,8 @@ from ..threads import ThreadFlag
 from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
-__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED", "flat_pairs", "FLAT_PAIRS"]
+__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED", "flat_pairs",
+           "FLAT_PAIRS", "paired"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
@@ -44,8 +45,10 @@ FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column
 # full reductions of nested operands (one per index of the first dim).
 _FOLDED = ("flat_reduce", "flat_blocked_sum", "column_blocks", "strided_full")
 PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
-# Flat loop shapes whose chunk kernel also gets a GIL-free pair (`ChunkSpec.pair`).
-PAIRED = ("map", "blocked_map", "flat_reduce", "flat_blocked_sum")
+# Loop shapes whose chunk kernel also gets a GIL-free pair (`ChunkSpec.pair`): the flat ones,
+# and the nested map (an elementwise chain with a broadcast operand, such as bias + ReLU over
+# a GEMM's output: `paired`).
+PAIRED = ("map", "blocked_map", "flat_reduce", "flat_blocked_sum", "nested_map")
 
 _DECO = re.compile(r"""^@njit\((["'])void\((.*)\)\1, parallel=True, (.*)$""")
 _PRANGE = re.compile(r"^(\s*)for (\w+) in prange\((.+)\):$")
@@ -100,6 +103,23 @@ def flat_pairs() -> bool:
         except Exception:     # any doubt: parfor kernels
             _flat_machine = False
     return _flat_machine
+
+
+def paired(nest) -> bool:
+    """Whether `nest`'s parallel variant renders as a paired chunk kernel rather than a parfor
+    kernel where `flat_pairs` holds: a flat nest, or a nested map (no reduction, a rank the
+    nested loops render).
+
+    Why the nested map: it is the bias + ReLU after the Transformer's first feed-forward GEMM
+    (2048 x 1024, written over the GEMM's output: plan.py `_donor`), the one parfor kernel of
+    that step. Launched right after the GEMM, numba's OpenMP worker had gone to sleep and
+    its wake-up (and its spinning after the kernel, on the core OpenBLAS's worker uses next)
+    cost more than the kernel's share; OpenBLAS's worker, still spinning after the GEMM,
+    takes a C share at once (cshares.py)."""
+    if nest.flat:
+        return flat_pairs()
+    from .codegen_cpu import loop_form
+    return loop_form(nest, True) == "nested_map" and flat_pairs()
 
 
 _CHUNK_BACKEND = None
