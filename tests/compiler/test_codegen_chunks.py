@@ -41,7 +41,11 @@ CASES = {
     "rows": (lambda x: (x * x).sum(1), [(128, 256)]),
     "flat_blocked_sum": (lambda x: (x * 2.0).sum(), [(128, 256)]),
     "flat_reduce": (lambda x: tj.tanh(x).amax(), [(128, 256)]),
+    # ReLU's gradient with the bias gradient (the Transformer's feed-forward backward)
+    "column_blocks": (lambda g, x: (g * (x > 0.0)).sum(0), [(128, 600), (128, 600)]),
 }
+# tolerance of a sum's result against eager's (another order of additions)
+_SUMS = {"flat_blocked_sum": dict(rtol=1e-5), "column_blocks": dict(rtol=2e-5, atol=1e-4)}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -58,10 +62,7 @@ def test_chunk_kernel_matches_eager(chunks, monkeypatch, name):
     got = f(*args).numpy()
     assert chunks and all(nt == 2 for nt in chunks)  # ran split over two shares
     assert (name, True) in _forms(f)                   # through the loop shape named
-    if name == "flat_blocked_sum":
-        np.testing.assert_allclose(got, want, rtol=1e-5)
-    else:
-        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(got, want, **_SUMS.get(name, dict(rtol=2e-6, atol=2e-6)))
 
 
 COLUMN_CASES = {
@@ -252,11 +253,12 @@ def paired(monkeypatch, tmp_path):
     return launches, count_launches(monkeypatch, chunkpool, "_run_shares")
 
 
-@pytest.mark.parametrize("name", ["map", "blocked_map", "flat_blocked_sum", "flat_reduce", "nested_map"])
+@pytest.mark.parametrize("name", ["map", "blocked_map", "flat_blocked_sum", "flat_reduce", "nested_map",
+                                  "column_blocks"])
 def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatch, name):
-    """Without TRACEJIT_PARALLEL=chunks, a flat kernel or a nested map where `flat_pairs`
-    holds is a chunk kernel whose two shares run through its pair (OpenBLAS's worker, no
-    Python): the same bits as one share, and eager's values."""
+    """Without TRACEJIT_PARALLEL=chunks, a flat kernel, a nested map or a column sum where
+    `flat_pairs` holds is a chunk kernel whose two shares run through its pair (OpenBLAS's
+    worker, no Python): the same bits as one share, and eager's values."""
     pairs, pooled = paired
     fn, shapes = CASES[name]
     if name == "map":
@@ -288,7 +290,7 @@ def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatc
     one = f(*args).numpy()
     assert len(pairs) == 1                           # (one share: no launch)
     np.testing.assert_array_equal(got, one)
-    np.testing.assert_allclose(got, want, rtol=1e-5 if name == "flat_blocked_sum" else 2e-6, atol=2e-6)
+    np.testing.assert_allclose(got, want, **_SUMS.get(name, dict(rtol=2e-6, atol=2e-6)))
 
 
 def test_paired_kernel_declines_to_sharepool_without_the_blas_worker(paired, monkeypatch):
