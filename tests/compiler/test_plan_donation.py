@@ -119,3 +119,15 @@ def test_in_place_rows_read_the_donor_through_the_output(shape, monkeypatch, don
     own = tj.trace(f)(*args).numpy()                         # its own output buffer
     np.testing.assert_array_equal(got, own)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+def test_only_kernels_with_a_donor_get_the_in_place_rows():
+    """The second row loop costs numba compile time: a nested map whose input stays alive
+    (returned here), or an eager op's kernel, renders without it."""
+    def f(x, w, b):
+        y = x @ w
+        return tj.relu(y + b), y
+    cf = tj.trace(f)
+    cf(T(2048, 16, seed=1, rg=False), T(16, 24, seed=2, rg=False), T(24, seed=3, rg=False))
+    srcs = [s for e in cf.entries for k in e.executor._infer.kernels for s in k.sources.values()]
+    assert srcs and not any("ctypes.data" in s for s in srcs)

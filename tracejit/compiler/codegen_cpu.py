@@ -382,10 +382,11 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list
 
 
 def _in_place(nest: LoopNest, form: str, inner: list):
-    """(condition, loop body) of a nested map's rows when its output is the array of its
-    first full-shape input of the output's dtype (compiler/plan.py `_donor` writes the
-    output there when that input dies at the kernel), or None (other forms, several outputs,
-    rank 1, no such input).
+    """(condition, loop body) of a nested map's rows when its output is the array of input
+    `nest.in_place` (compiler/plan.py `_donor` writes the output there when that input dies
+    at the kernel and nothing else holds it), or None (no such input, other forms, several
+    outputs, rank 1). Only kernels with a donor get the second loop: it costs numba 40-90 ms
+    more per variant to compile.
 
     Why: with the output over an input, LLVM's runtime check that the two do not overlap
     fails and the row loop runs its scalar version: a chunk kernel's bias + ReLU over the
@@ -394,13 +395,12 @@ def _in_place(nest: LoopNest, form: str, inner: list):
     parfor kernel before it took under 0.64. Reading that input through the output array
     instead (the same memory) makes the load and the store one address, which LLVM
     vectorizes with no check. The same values, so the same bits."""
-    if form != "nested_map" or len(nest.outputs) != 1 or nest.rank < 2:
+    k = getattr(nest, "in_place", None)
+    if k is None or form != "nested_map" or len(nest.outputs) != 1 or nest.rank < 2:
         return None
-    out = nest.outputs[0]
-    full = tuple(range(nest.rank))
-    donor = next((op for op in nest.operands if op.layout == "flat" and tuple(op.index) == full
-                  and op.dtype == out.dtype), None)
-    if donor is None:
+    out, donor = nest.outputs[0], nest.operands[k]
+    if not (donor.layout == "flat" and tuple(donor.index) == tuple(range(nest.rank))
+            and donor.dtype == out.dtype):
         return None
     read = f"{donor.name} = {donor.array}[{_index(donor)}]"
     if read not in inner:
