@@ -120,12 +120,13 @@ class CpuBackend(Backend):
         from .codegen_cpu import render
         if parallel:
             from . import codegen_chunks
-            # TRACEJIT_PARALLEL=chunks: no parfor pass; a flat kernel or a nested map where
-            # its two shares can run GIL-free on OpenBLAS's worker (codegen_chunks.paired)
+            # TRACEJIT_PARALLEL=chunks: no parfor pass; a flat kernel, a nested map or a
+            # column sum where its two shares can run GIL-free on OpenBLAS's worker
+            # (codegen_chunks.paired)
             chunks = codegen_chunks.enabled()
             if chunks or codegen_chunks.paired(nest):
                 spec = codegen_chunks.render(nest)
-                # (a nested map whose arguments have no table form, a strided operand: its
+                # (a nested form whose arguments have no table form, a strided operand: its
                 # shares would run on sharepool's threads, a Python launch; parfor then)
                 if spec is not None and (chunks or nest.flat or spec.pair):
                     return spec

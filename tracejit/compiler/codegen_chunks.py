@@ -34,8 +34,8 @@ from ..threads import ThreadFlag
 from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
-__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED", "flat_pairs",
-           "FLAT_PAIRS", "paired", "NESTED_PAIRS"]
+__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED",
+           "flat_pairs", "FLAT_PAIRS", "paired", "NESTED_PAIRS"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
