@@ -41,7 +41,11 @@ CASES = {
     "rows": (lambda x: (x * x).sum(1), [(128, 256)]),
     "flat_blocked_sum": (lambda x: (x * 2.0).sum(), [(128, 256)]),
     "flat_reduce": (lambda x: tj.tanh(x).amax(), [(128, 256)]),
+    # ReLU's gradient with the bias gradient (the Transformer's feed-forward backward)
+    "column_blocks": (lambda g, x: (g * (x > 0.0)).sum(0), [(128, 600), (128, 600)]),
 }
+# tolerance of a sum's result against eager's (another order of additions)
+_SUMS = {"flat_blocked_sum": dict(rtol=1e-5), "column_blocks": dict(rtol=2e-5, atol=1e-4)}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -58,10 +62,7 @@ def test_chunk_kernel_matches_eager(chunks, monkeypatch, name):
     got = f(*args).numpy()
     assert chunks and all(nt == 2 for nt in chunks)  # ran split over two shares
     assert (name, True) in _forms(f)                   # through the loop shape named
-    if name == "flat_blocked_sum":
-        np.testing.assert_allclose(got, want, rtol=1e-5)
-    else:
-        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(got, want, **_SUMS.get(name, dict(rtol=2e-6, atol=2e-6)))
 
 
 COLUMN_CASES = {
@@ -204,7 +205,7 @@ def test_pool_threads_keep_no_reference_to_a_finished_launch():
 def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
     """A flat kernel's chunk form comes with cshares' ``pack`` and ``share_entry`` over its
     arguments (a folded reduction's ``partial`` among them, ``chunk_fold`` 0 in the call);
-    a nested one has none."""
+    so does a nested map's (its arrays with their 2-D shapes, the dims after them)."""
     monkeypatch.setenv("TRACEJIT_STREAM_STORES", "0")
     spec = codegen_chunks.render(_nest("map"))
     assert spec.form == "map" and "def share_entry(rec):" in spec.pair
@@ -224,7 +225,10 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
     # ... and the share that ends last folds (no fold call from Python after the launch)
     assert "FOLDS = True" in total.pair and "partial, 2, 2, 1,))" in total.pair
     assert "FOLDS = False" in spec.pair
-    assert specs["nested_map"].chunked and specs["nested_map"].pair == ""
+    nested = specs["nested_map"]
+    assert nested.chunked and "def pack(itab, ftab, in0, in1, out0, d0, d1):" in nested.pair
+    assert "in0 = carray_at(it[0], (it[1], it[2],), np.float32)" in nested.pair
+    assert "kernel, (in0, in1, out0, d0, d1, r[0], 2,))" in nested.pair
 
 
 @pytest.fixture
@@ -249,11 +253,12 @@ def paired(monkeypatch, tmp_path):
     return launches, count_launches(monkeypatch, chunkpool, "_run_shares")
 
 
-@pytest.mark.parametrize("name", ["map", "blocked_map", "flat_blocked_sum", "flat_reduce"])
+@pytest.mark.parametrize("name", ["map", "blocked_map", "flat_blocked_sum", "flat_reduce", "nested_map",
+                                  "column_blocks"])
 def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatch, name):
-    """Without TRACEJIT_PARALLEL=chunks, a flat kernel where `flat_pairs` holds is a chunk
-    kernel whose two shares run through its pair (OpenBLAS's worker, no Python): the same
-    bits as one share, and eager's values."""
+    """Without TRACEJIT_PARALLEL=chunks, a flat kernel, a nested map or a column sum where
+    `flat_pairs` holds is a chunk kernel whose two shares run through its pair (OpenBLAS's
+    worker, no Python): the same bits as one share, and eager's values."""
     pairs, pooled = paired
     fn, shapes = CASES[name]
     if name == "map":
@@ -285,7 +290,7 @@ def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatc
     one = f(*args).numpy()
     assert len(pairs) == 1                           # (one share: no launch)
     np.testing.assert_array_equal(got, one)
-    np.testing.assert_allclose(got, want, rtol=1e-5 if name == "flat_blocked_sum" else 2e-6, atol=2e-6)
+    np.testing.assert_allclose(got, want, **_SUMS.get(name, dict(rtol=2e-6, atol=2e-6)))
 
 
 def test_paired_kernel_declines_to_sharepool_without_the_blas_worker(paired, monkeypatch):
@@ -324,3 +329,48 @@ def test_flat_pairs_decline_where_openblas_is_not_pthreads(monkeypatch):
         assert CpuBackend().render(nest, True).chunked
         monkeypatch.setattr(codegen_chunks, "FLAT_PAIRS", False)
         assert not codegen_chunks.flat_pairs() and not CpuBackend().render(nest, True).chunked
+
+
+def test_paired_bias_relu_writes_over_the_dying_product(paired):
+    """The Transformer's feed-forward bias + ReLU: a nested map over a GEMM's output that
+    dies there runs as a paired chunk kernel writing into that output (plan.py `_donor`):
+    eager's values, and the same bits in one share and in two."""
+    import tracejit.nn.functional as F
+    pairs, pooled = paired
+
+    def bias_relu(x, w, b):
+        return tj.relu(F.linear(x, w, b))
+    args = [tj.tensor(_x((512, 64), seed=1)), tj.tensor(_x((256, 64), seed=2)), tj.tensor(_x((256,), seed=3))]
+    want = bias_relu(*args).numpy()
+    f = tj.trace(bias_relu)
+    got = f(*args).numpy()
+    assert ("nested_map", True) in _forms(f)
+    assert "_donated(" in f._entries[-1].executor._infer.source
+    assert pairs and not pooled
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as m:
+        m.setattr(chunkpool, "pool_threads", lambda: 1)
+        one = f(*args).numpy()
+    np.testing.assert_array_equal(got, one)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+def test_nested_map_without_a_table_form_keeps_its_parfor_kernel(paired):
+    """A nested map whose operand is strided (no table form for cshares' pair) would run
+    its shares through sharepool's Python launch: outside TRACEJIT_PARALLEL=chunks it keeps
+    numba's parfor kernel; with it, the chunk kernel."""
+    from tracejit.compiler.backends import CpuBackend
+    x = tj.tensor(_x((256, 128)))
+    b = tj.tensor(_x((128,), seed=1))
+    f = tj.trace(lambda x, b: tj.tanh(x + b))
+    f(x, b)
+    (kern,) = [k for e in f.entries for p in _plans(e.executor) for k in p.kernels]
+    layouts = tuple("nd" if lay == "flat" else lay for lay in next(iter(kern._specs))[0])
+    nest = kern.nest(layouts)
+    spec = CpuBackend().render(nest, True)
+    assert spec.form == "nested_map" and not spec.chunked and "prange(" in spec.source
+    contiguous = CpuBackend().render(kern.nest(next(iter(kern._specs))[0]), True)
+    assert contiguous.chunked and contiguous.pair
+    with codegen_chunks.forced():
+        forced = CpuBackend().render(nest, True)
+    assert forced.chunked and forced.pair == ""

@@ -50,13 +50,17 @@ def bias_grad_like(x, s, b):
 def test_sum_over_leading_dim_matches_eager_and_uses_column_blocks(n, c):
     x, s, b = _t(n, c, grad=True), _t(n, 1, seed=1, grad=True), _t(c, seed=2, grad=True)
     cf = assert_compiled_matches(bias_grad_like, x, s, b)
-    # the serial twin (small sizes) has the same loops with range for prange
+    # the serial twin (small sizes) has the same loops with range for prange; the parallel
+    # variant is a parfor kernel, or a paired chunk kernel (codegen_chunks.paired) ranging
+    # over its share of the tasks
     blocks = [s for s in _specs(cf) if s.form == "column_blocks"]
     assert blocks, _forms(cf)
     for spec in blocks:
         red = spec.nest.reduction
         assert red.leading and red.kept == (1,) and red.dims == (0,)
-        assert ("prange(" in spec.source) == spec.parallel
+        chunked = getattr(spec, "chunked", False)
+        assert ("prange(" in spec.source) == (spec.parallel and not chunked)
+        assert ("chunk_t" in spec.source) == chunked
     # the forward writes x*s+b per element while reducing: rows sliced, inner loop from 0
     assert any(s.nest.outputs for s in blocks)
 

@@ -97,3 +97,37 @@ def test_donated_takes_only_an_array_nothing_else_holds():
     ro = np.ones((4, 5))
     ro.flags.writeable = False
     assert plan_mod._donated(ro) is None
+
+
+@pytest.mark.parametrize("shape", [(512, 16), (8, 64, 16), (2048, 16), (8, 256, 16)],
+                         ids=["rank2", "rank3", "rank2_parallel", "rank3_parallel"])
+def test_in_place_rows_read_the_donor_through_the_output(shape, monkeypatch, donations):
+    """The nested map tests whether its output is its donor's array and then reads the donor
+    through the output (one address for LLVM, which keeps the row loop vectorized: codegen_cpu
+    `_in_place`); in place and into a buffer of its own it gives eager's bits."""
+    def f(x, w, b):       # (a stacked product's output owns its memory: a donor at rank 3)
+        return tj.relu(x @ w + b)
+    w = T(*shape[:-2], shape[-1], 24, seed=2, rg=False)
+    args = (T(*shape, seed=1, rg=False), w, T(24, seed=3, rg=False))
+    want = f(*args).numpy()
+    cf = tj.trace(f)
+    got = cf(*args).numpy()
+    assert any(r is not None for r in donations)            # it ran in place
+    srcs = [s for e in cf.entries for k in e.executor._infer.kernels for s in k.sources.values()]
+    assert srcs and all("if out0.ctypes.data == in0.ctypes.data:" in s and "x0 = out0[" in s for s in srcs)
+    monkeypatch.setattr(plan_mod, "DONATE", False)
+    own = tj.trace(f)(*args).numpy()                         # its own output buffer
+    np.testing.assert_array_equal(got, own)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+def test_only_kernels_with_a_donor_get_the_in_place_rows():
+    """The second row loop costs numba compile time: a nested map whose input stays alive
+    (returned here), or an eager op's kernel, renders without it."""
+    def f(x, w, b):
+        y = x @ w
+        return tj.relu(y + b), y
+    cf = tj.trace(f)
+    cf(T(2048, 16, seed=1, rg=False), T(16, 24, seed=2, rg=False), T(24, seed=3, rg=False))
+    srcs = [s for e in cf.entries for k in e.executor._infer.kernels for s in k.sources.values()]
+    assert srcs and not any("ctypes.data" in s for s in srcs)

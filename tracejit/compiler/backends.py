@@ -120,11 +120,15 @@ class CpuBackend(Backend):
         from .codegen_cpu import render
         if parallel:
             from . import codegen_chunks
-            # TRACEJIT_PARALLEL=chunks: no parfor pass; a flat kernel where its two shares can
-            # run GIL-free on OpenBLAS's worker (codegen_chunks.flat_pairs)
-            if codegen_chunks.enabled() or (nest.flat and codegen_chunks.flat_pairs()):
+            # TRACEJIT_PARALLEL=chunks: no parfor pass; a flat kernel, a nested map or a
+            # column sum where its two shares can run GIL-free on OpenBLAS's worker
+            # (codegen_chunks.paired)
+            chunks = codegen_chunks.enabled()
+            if chunks or codegen_chunks.paired(nest):
                 spec = codegen_chunks.render(nest)
-                if spec is not None:
+                # (a nested form whose arguments have no table form, a strided operand: its
+                # shares would run on sharepool's threads, a Python launch; parfor then)
+                if spec is not None and (chunks or nest.flat or spec.pair):
                     return spec
         return render(nest, parallel)
 

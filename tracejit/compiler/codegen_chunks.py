@@ -34,7 +34,8 @@ from ..threads import ThreadFlag
 from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
-__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED", "flat_pairs", "FLAT_PAIRS"]
+__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED",
+           "flat_pairs", "FLAT_PAIRS", "paired", "NESTED_PAIRS"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
@@ -44,8 +45,10 @@ FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column
 # full reductions of nested operands (one per index of the first dim).
 _FOLDED = ("flat_reduce", "flat_blocked_sum", "column_blocks", "strided_full")
 PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
-# Flat loop shapes whose chunk kernel also gets a GIL-free pair (`ChunkSpec.pair`).
-PAIRED = ("map", "blocked_map", "flat_reduce", "flat_blocked_sum")
+# Loop shapes whose chunk kernel also gets a GIL-free pair (`ChunkSpec.pair`): the flat ones,
+# the nested map (an elementwise chain with a broadcast operand, such as bias + ReLU over a
+# GEMM's output) and the column sums (ReLU's gradient with the bias gradient): `paired`.
+PAIRED = ("map", "blocked_map", "flat_reduce", "flat_blocked_sum", "nested_map", "column_blocks")
 
 _DECO = re.compile(r"""^@njit\((["'])void\((.*)\)\1, parallel=True, (.*)$""")
 _PRANGE = re.compile(r"^(\s*)for (\w+) in prange\((.+)\):$")
@@ -100,6 +103,27 @@ def flat_pairs() -> bool:
         except Exception:     # any doubt: parfor kernels
             _flat_machine = False
     return _flat_machine
+
+
+def paired(nest) -> bool:
+    """Whether `nest`'s parallel variant renders as a paired chunk kernel rather than a parfor
+    kernel where `flat_pairs` holds: a flat nest, a nested map (no reduction, a rank the
+    nested loops render) or a sum over every dim but the last ("column_blocks").
+
+    Why those two nested forms: they are the Transformer step's elementwise work over its
+    feed-forward GEMMs' outputs, bias + ReLU forward (2048 x 1024, written over the GEMM's
+    output: plan.py `_donor`) and ReLU's gradient with the bias gradient backward, and were
+    its only parfor kernels. Launched right after a GEMM, numba's OpenMP worker has gone to
+    sleep (threads.SPINCOUNT) and must be woken; OpenBLAS's worker, still spinning after the
+    GEMM, takes a C share at once (cshares.py)."""
+    if nest.flat:
+        return flat_pairs()
+    from .codegen_cpu import loop_form
+    return NESTED_PAIRS and loop_form(nest, True) in PAIRED and flat_pairs()
+
+
+# False: nested forms keep their parfor kernels where flat ones are paired (A/B measurements)
+NESTED_PAIRS = True
 
 
 _CHUNK_BACKEND = None

@@ -12,6 +12,7 @@ A plan is device-agnostic: each fused group is lowered once per operand layouts 
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import linecache
 import logging
@@ -21,6 +22,7 @@ import re
 import sys
 import threading
 import warnings
+from typing import Optional
 
 import numpy as np
 
@@ -139,6 +141,8 @@ class _Kernel:
         self.sources: dict = {}
         self._nests: dict = {}
         self._specs: dict = {}
+        # the input whose array a call may pass as the output too (`Plan._donor`)
+        self.in_place: Optional[int] = None
         # Set by a background compile (compiler/tiers.py) for the kernels it planned, to
         # a callable it calls once such a variant is loaded (it records it for the next
         # process): a variant no plan listed (a strided input's) is then prepared off the
@@ -150,8 +154,18 @@ class _Kernel:
         """The group's `loopnest.LoopNest` for these operand layouts (memoized)."""
         nest = self._nests.get(layouts)
         if nest is None:
-            nest = self._nests[layouts] = self.backend.lower(self.group, layouts, "kernel")
+            nest = self.backend.lower(self.group, layouts, "kernel")
+            if self.in_place is not None:
+                nest = dataclasses.replace(nest, in_place=self.in_place)
+            self._nests[layouts] = nest
         return nest
+
+    def donate(self, k: int) -> None:
+        """Calls may pass input k's array as the output too (`Plan._donor`): variants are
+        rendered for it from now on (before any is: `Plan._emit_group`)."""
+        self.in_place = k
+        self._nests.clear()
+        self._specs.clear()
 
     def spec(self, layouts: tuple, parallel: bool):
         """The rendered source of a variant (memoized; rendering raises the user-facing
@@ -447,7 +461,10 @@ class Plan:
             if (d in donors and lay == "flat" and d.aval.dtype == out.aval.dtype
                     and tuple(d.aval.shape) == tuple(out.aval.shape)):
                 from .codegen_cpu import loop_form
-                return d if loop_form(kern.nest(tuple(layouts)), True) == "nested_map" else None
+                if loop_form(kern.nest(tuple(layouts)), True) != "nested_map":
+                    return None
+                kern.donate(list(grp.inputs).index(d))
+                return d
         return None
 
     def _from_kernel(self, v) -> bool:

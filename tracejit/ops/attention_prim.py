@@ -202,6 +202,7 @@ def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt):
     ldg = gh.strides[2] // gh.itemsize
     tb = t - t % 16
     for i in range(lo, hi):
+PULL(dw, q, kk, vv, gh)
         for h in range(nh):
             wi = w[i, h]
             for a in range(t):                      # dv = w^T g
@@ -253,6 +254,7 @@ def kernel(fn, q, kk, vv, scale, w, oh, context, r, lo, hi, sb, kt, vb):
     sc = np.{t}(scale)
     tb = t - t % 16
     for i in range(lo, hi):
+PULL(sb, q, kk, vv)
         for h in range(nh):
 TRANSPOSED(kt, kk)
             for b0 in range(0, t, r):               # scores q k^T
@@ -280,6 +282,41 @@ _TRANSPOSED = """            for r0 in range(0, tb, 16):
             for a in range(tb, t):
                 for j in range(hd):
                     DST[j, a] = SRC[i, h, a, j]"""
+
+
+# Batch element i's rows of the head views named (parts of the packed qkv, and the backward's
+# gradient), read one element per cache line in address order (token by token, each token's
+# heads in turn) before its heads' products: the products and copies then find them in cache.
+# Why: a head's rows are 256 B runs 3 KB apart in qkv, which the hardware prefetchers do not
+# follow; read in address order they stream. Inside the Transformer step the part kernels'
+# operands come from memory (the backward's 7.2 ms there against 4.4 ms with warm caches).
+# Measured (one thread, 16x4 heads of 128x64 float32, the caches swept by a 64 MB write before
+# each call, alternating in one process, load 2.8-3.9, min / median ms): the backward
+# 5.68-5.95 / 5.83-6.12 -> 5.07-5.37 / 5.40-5.54 (warm: 4.13-4.26 / 4.20-4.27 against
+# 4.14-4.28 / 4.24-4.27); the forward pair 3.45-3.64 / 3.66-3.90 -> 3.32-3.45 / 3.52-3.73.
+# Pulling the backward's weights and outputs as well gained nothing more, nor did prefetching
+# element i + 1's rows (llvm.prefetch) while element i's heads ran. In the step
+# (bench.model_breakdown, one thread, two runs each, load 2.8-3.6) attention_backward
+# 6.73-6.94 -> 6.18-6.41 ms. The sum of what is read goes into a scratch buffer's first
+# element, which the next product overwrites (beta 0), so the reads are not dropped; results
+# are the same bits.
+def _pulled_in(template: str) -> str:
+    """`template` with each ``PULL(sink, a, b, ...)`` line replaced by the loop reading batch
+    element i's rows of head views a, b, ... one element per cache line (the comment above),
+    its sum stored in ``sink[0, 0]``."""
+    out = []
+    for line in template.split("\n"):
+        if not line.startswith("PULL("):
+            out.append(line)
+            continue
+        sink, *views = (v.strip() for v in line[len("PULL("):-1].split(","))
+        out += ["        sink = np.{t}(0.0)", "        for a in range(t):"]
+        for v in views:      # (PULL_STEP: elements per 64-byte line, `_gemm_kernel`)
+            out += ["            for h in range(nh):",
+                    "                for j in range(0, hd, PULL_STEP):",
+                    f"                    sink += {v}[i, h, a, j]"]
+        out.append(f"        {sink}[0, 0] = sink")
+    return "\n".join(out)
 
 
 # where each buffer's element (j, a) is: the standalone kernel writes head (i, h) of its 5-d
@@ -312,9 +349,10 @@ def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
         text = _row_kernels.source(row, dtype)
         text = "\n".join("        " + ln for ln in text.split("\n"))
         gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
-        body = _transposed_in(template, ("kt", "kk"), ("vt", "vv"))
+        body = _pulled_in(_transposed_in(template, ("kt", "kk"), ("vt", "vv")))
         return (body.replace("GEMM", gemm).replace("SOFTMAXROW", text)
                 .replace("ROWMAXBITS", _row_kernels.source("ROWMAXBITS", dtype))
+                .replace("PULL_STEP", str(64 // np.dtype(dtype).itemsize))
                 .replace("{s}", _row_kernels._SUFFIX[dtype]).replace("{t}", dtype))
     fn = _kernel(("attention", name, dtype, bits), source).get()
     return None if fn is None else (fn, address)
