@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ["TRACEJIT_COMPILE"] = "sync"
 
 import tracejit as tj  # noqa: E402
+from launches import count_launches  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -43,19 +44,6 @@ def float64_with_torch():
     yield
     torch.set_default_dtype(old_t)
     tj.set_default_dtype(old_j)
-
-
-def count_launches(monkeypatch, module, name: str = "run_shares") -> list:
-    """Wrap `module`'s pool launcher (tracejit/sharepool.py's ``run_shares`` or a name
-    bound to it) so each launch's share count is recorded; returns that list."""
-    launches = []
-    run = getattr(module, name)
-
-    def counted(fn, args, tail, nt):
-        launches.append(nt)
-        return run(fn, args, tail, nt)
-    monkeypatch.setattr(module, name, counted)
-    return launches
 
 
 @pytest.fixture

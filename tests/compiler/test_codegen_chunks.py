@@ -15,7 +15,7 @@ from tracejit import sharepool
 from tracejit.compiler import chunkpool, codegen_chunks, loopnest
 from tracejit.ops.registry import REGISTRY
 
-from conftest import count_launches
+from launches import count_launches
 
 
 @pytest.fixture

@@ -42,8 +42,14 @@ def _install() -> None:
     with _install_lock:
         if _installed:
             return
-        from numba.core.dispatcher import _FunctionCompiler
-        plain = _FunctionCompiler.__dict__["_customize_flags"]
+        from numba.core import dispatcher
+        compiler = getattr(dispatcher, "_FunctionCompiler", None)
+        plain = None if compiler is None else compiler.__dict__.get("_customize_flags")
+        if plain is None:
+            # A numba without this hook: the wrappers stay (compiles cost what they did
+            # before), nothing else changes.
+            _installed = True
+            return
 
         def _customize_flags(self, flags):
             flags = plain(self, flags)
@@ -51,7 +57,7 @@ def _install() -> None:
                 flags.no_cfunc_wrapper = True
             return flags
 
-        _FunctionCompiler._customize_flags = _customize_flags
+        compiler._customize_flags = _customize_flags
         _installed = True
 
 
