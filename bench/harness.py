@@ -72,6 +72,29 @@ def cpu_seconds() -> tuple[float, float] | None:
     return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system
 
 
+def thread_switches() -> tuple[int, int] | None:
+    """(voluntary, involuntary) context switches of this process's threads so far, summed
+    over its live threads (/proc/self/task/*/status: Linux), or None. A voluntary switch is
+    a thread that blocked (a pool worker that went to sleep and had to be woken), an
+    involuntary one a thread the scheduler took off its core."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    vol = invol = 0
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        invol += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue   # a thread that ended meanwhile
+    return vol, invol
+
+
 def process_cpu_s(pid: int) -> float | None:
     """A live process's CPU seconds (user + system, /proc/PID/stat: Linux), or None."""
     try:
@@ -94,7 +117,15 @@ class Watch:
       kernels compiled during its timed steps, 288 ms against 99 ms once they were in);
     - ``others_cores``: the cores other processes kept busy (a step whose threads split
       its work over both cores waits for one another process holds: on 2 cores such
-      steps ran 4-8x slower), its compile workers not counted there, their CPU is above.
+      steps ran 4-8x slower), its compile workers not counted there, their CPU is above;
+    - ``switches``: [voluntary, involuntary] context switches of this process's threads
+      (`thread_switches`), in the timing's own reading only (not the workload's totals, not
+      "work": a step whose work waits on a pool thread that went to sleep, or whose threads
+      are preempted, shows here). Why: the two-layer eager step read 1.53x PyTorch in one
+      quiet full bench run (session 22, two threads, others at 0.04 cores) and ~1.0x in
+      every rerun; steps on two threads that keep both awake switch ~0 times a step, ones
+      whose pool worker sleeps between launches ~6 (session 23, forced two threads under
+      load), so the next such figure says which it was.
     """
 
     def __init__(self, counters: Callable[[], dict] | None = None):
@@ -103,24 +134,31 @@ class Watch:
         self._start = None
 
     def start(self) -> None:
-        self._start = (self.counters(), cpu_seconds(), time.perf_counter())
+        self._start = (self.counters(), cpu_seconds(), thread_switches(), time.perf_counter())
 
     def reading(self) -> dict:
-        """What happened since `start`: the counters that grew, by how much, and
-        ``others_cores``; not added to the totals (a settle's work is not a timing's)."""
-        c0, r0, t0 = self._start
+        """What happened since `start`: the counters that grew, by how much,
+        ``others_cores`` and ``switches``; not added to the totals (a settle's work is not a
+        timing's)."""
+        c0, r0, s0, t0 = self._start
         c1, r1, wall = self.counters(), cpu_seconds(), time.perf_counter() - t0
+        s1 = thread_switches()
         seen = {k: c1[k] - c0.get(k, 0) for k in c1 if c1[k] - c0.get(k, 0) > 0}
         seen = {k: round(v, 2) if isinstance(v, float) else v for k, v in seen.items()}
         if r0 is not None and r1 is not None and wall > 0:
             others = ((r1[0] - r0[0]) - (r1[1] - r0[1]) - seen.get("worker_cpu_s", 0.0)) / wall
             seen["others_cores"] = round(max(0.0, others), 2)
+        if s0 is not None and s1 is not None:
+            seen["switches"] = [max(0, s1[0] - s0[0]), max(0, s1[1] - s0[1])]
         return seen
 
     def stop(self) -> dict:
-        """`reading`, added to the workload's totals (``others_cores`` as its maximum)."""
+        """`reading`, added to the workload's totals (``others_cores`` as its maximum;
+        ``switches`` stays the timing's own)."""
         seen = self.reading()
         for k, v in seen.items():
+            if k == "switches":
+                continue
             if k == "others_cores":
                 self.totals["others_cores_max"] = max(self.totals.get("others_cores_max", 0.0), v)
             else:
@@ -233,8 +271,9 @@ REWARM_S = 0.5
 
 
 def _work(seen: dict) -> bool:
-    """Whether a `Watch` reading saw the system compile or load (not just other processes)."""
-    return any(v for k, v in seen.items() if k != "others_cores")
+    """Whether a `Watch` reading saw the system compile or load (not just other processes
+    or its own threads' switches)."""
+    return any(v for k, v in seen.items() if k not in ("others_cores", "switches"))
 
 
 def progress(msg: str) -> None:

@@ -172,10 +172,27 @@ def notes(data: dict) -> list[str]:
 OTHERS_NOTE = 0.5
 
 
+# Context switches of a system's threads per timed step (harness.Watch's ``switches``, a
+# training workload's steps) above which the report says so: steps whose threads stay
+# awake switch a few times in 500 (0.01-0.03 a step); a pool worker that sleeps between
+# launches, or threads that lose their cores, switch about once a step or more.
+SWITCHES_NOTE = 1.0
+
+
+def _switches_per_step(res: dict) -> float | None:
+    """A training figure's thread switches per timed step, or None (none recorded)."""
+    timing = res.get("timing") or {}
+    sw = (timing.get("during") or {}).get("switches")
+    if not sw or not timing.get("samples"):
+        return None
+    return sum(sw) / (timing["samples"] * timing.get("number", 1))
+
+
 def during_timing(data: dict) -> list[str]:
     """One line per (workload, system) whose timed runs saw the system compile or load
-    something (its figures include it: not the steady step) or other processes keep more
-    than `OTHERS_NOTE` cores busy (harness.Watch), and per system that left processes
+    something (its figures include it: not the steady step), other processes keep more
+    than `OTHERS_NOTE` cores busy (harness.Watch), or (a training figure) its threads
+    switch more than `SWITCHES_NOTE` times a step; and per system that left processes
     running (stopped before the next one started)."""
     out = []
     for name in data["meta"]["workloads"]:
@@ -183,11 +200,17 @@ def during_timing(data: dict) -> list[str]:
             seen = (res or {}).get("during_timing") or {}
             work = {k: v for k, v in seen.items() if k != "others_cores_max" and v}
             others = seen.get("others_cores_max") or 0.0
-            if not work and others <= OTHERS_NOTE:
+            per_step = _switches_per_step(res or {})
+            switched = per_step is not None and per_step > SWITCHES_NOTE
+            if not work and others <= OTHERS_NOTE and not switched:
                 continue
             what = [f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in work.items()]
             if others > OTHERS_NOTE:
                 what.append(f"other processes up to {others:.2f} cores")
+            if switched:
+                vol, invol = res["timing"]["during"]["switches"]
+                what.append(f"its threads switched {per_step:.1f} times a step ({vol} voluntary, "
+                            f"{invol} involuntary)")
             label = data["systems"].get(s, {}).get("label", s)
             out.append(f"- {name}, {label}: {', '.join(what)}")
     for s in data["meta"]["systems"]:

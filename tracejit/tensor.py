@@ -58,6 +58,8 @@ class Tensor:
 
     @staticmethod  # a plain function: every eager op result comes here, and a plain call
     def _wrap(arr, dtype=None, dev=None) -> "Tensor":  # costs less than a classmethod's
+        # (ops/registry.py's plan paths set these same fields inline, one call less per op:
+        # a field added here goes there too; tests/ops/test_registry_plans.py compares them)
         t = _new_object(Tensor)
         t._data = arr
         t.dtype = dtype if dtype is not None else _dt.as_dtype(arr.dtype)

@@ -112,10 +112,21 @@ def test_during_timing_lists_polluted_figures_and_leftovers():
                                    "torch_eager": {"during_timing": {"others_cores_max": 0.3}}},
                         "gelu": {"tracejit_eager": {"during_timing": {"others_cores_max": 1.2}},
                                  "torch_eager": {"skipped": "x"}}}}
+    # a training figure whose threads switched 1.5 times a step (a worker asleep between
+    # launches, or cores lost); one that switched a few times in its 500 steps says nothing
+    data["meta"]["workloads"].append("mlp2")
+    data["results"]["mlp2"] = {
+        "tracejit_eager": {"during_timing": {"others_cores_max": 0.04},
+                           "timing": {"samples": 500, "number": 1,
+                                      "during": {"others_cores": 0.04, "switches": [300, 450]}}},
+        "torch_eager": {"during_timing": {"others_cores_max": 0.0},
+                        "timing": {"samples": 500, "number": 1,
+                                   "during": {"others_cores": 0.0, "switches": [0, 12]}}}}
     lines = report.during_timing(data)
     assert lines == [
         "- models, tracejit eager: kernel_loads 3, worker_cpu_s 1.60",
         "- gelu, tracejit eager: other processes up to 1.20 cores",
+        "- mlp2, tracejit eager: its threads switched 1.5 times a step (300 voluntary, 450 involuntary)",
         "- tracejit eager left 1 process(es) running after it ended, stopped: "
         "python -m tracejit.compiler.compile_worker",
     ]

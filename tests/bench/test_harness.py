@@ -181,12 +181,42 @@ def test_watch_counts_other_processes_cpu_not_ours(monkeypatch):
     clock = iter([0.0, 1.0])
     monkeypatch.setattr(harness, "cpu_seconds", lambda: next(readings))
     monkeypatch.setattr(harness.time, "perf_counter", lambda: next(clock))
+    # and our threads switched 7 times voluntarily, 2 involuntarily
+    switches = iter([(100, 40), (107, 42)])
+    monkeypatch.setattr(harness, "thread_switches", lambda: next(switches))
     counters = iter([{"worker_cpu_s": 2.0}, {"worker_cpu_s": 2.25}])
     watch = harness.Watch(lambda: next(counters))
     watch.start()
     seen = watch.stop()
-    assert seen == {"worker_cpu_s": 0.25, "others_cores": 0.75}
+    assert seen == {"worker_cpu_s": 0.25, "others_cores": 0.75, "switches": [7, 2]}
+    # the switches are the timing's own: not in the workload's totals, and not "work"
     assert watch.take() == {"worker_cpu_s": 0.25, "others_cores_max": 0.75}
+    assert not harness._work({"others_cores": 0.75, "switches": [7, 2]})
+    assert harness._work({"kernel_loads": 1, "switches": [0, 0]})
+
+
+def test_thread_switches_counts_a_thread_that_blocked():
+    import threading
+    before = harness.thread_switches()
+    if before is None:
+        pytest.skip("no /proc/self/task here")
+    go, done = threading.Event(), threading.Event()
+
+    def worker():
+        for _ in range(3):
+            go.wait()      # blocks: a voluntary switch each time it sleeps
+            go.clear()
+            done.set()
+
+    th = threading.Thread(target=worker)
+    th.start()
+    for _ in range(3):
+        go.set()
+        done.wait()
+        done.clear()
+    mid = harness.thread_switches()
+    th.join()
+    assert mid[0] >= before[0] + 3 and mid[1] >= before[1]
 
 
 def test_cpu_seconds_reads_the_machine_and_this_process():
@@ -235,7 +265,7 @@ def test_train_steps_settles_after_the_first_step_and_after_the_warmup():
     res = base._train_steps(tr.step, tr.loss, steps=4, warmup=3, stat="median",
                             settle=lambda: settled_at.append(tr.n), watch=harness.Watch())
     assert settled_at == [1, 3]   # after the check's first step; after the warm-up's 2 more
-    assert tr.n == 1 + 2 + 4 and res["timing"]["during"].keys() <= {"others_cores"}
+    assert tr.n == 1 + 2 + 4 and res["timing"]["during"].keys() <= {"others_cores", "switches"}
 
 
 def test_process_cpu_s_reads_a_live_process_and_none_for_a_gone_one():

@@ -137,3 +137,73 @@ def test_expanding_a_0d_value_through_its_plan_is_the_impls_read_only_view(shape
     assert [getattr(f, "__name__", "") for f in fns] == ["expand_0d"]  # the path under test
     x = tj.tensor(np.ones((1, 3), np.float32))     # a non-0-d operand: the impl's own call
     assert registry.bind(EXPAND, x, shape=(2, 3))._data.strides == (0, 4)
+
+
+# ---- lean plans (registry `_Plan.lean`): a plan whose numpy call is the whole op
+def _fields(t):
+    return (t.dtype, t.device, t._requires_grad, t.grad_fn, t._vbox, t._base, t._data.dtype,
+            t._data.shape)
+
+
+@pytest.mark.parametrize("op", ["mul", "add_scalar", "tanh", "reshape", "full_sum"])
+def test_a_lean_plan_gives_what_the_first_call_gave_and_a_plain_result(op):
+    from tracejit.ops import elementwise, reductions, shape
+    a = np.array([1.5, -2.0, 0.25, 3.0, -0.0, 7.0], np.float32)
+    b = np.array([2.0, 0.5, -4.0, 1.0, 3.0, -1.0], np.float32)
+    x, y = tj.tensor(a), tj.tensor(b)
+    prim, run, want = {
+        "mul": (elementwise.MUL, lambda: x * y, a * b),
+        "add_scalar": (elementwise.ADD, lambda: x + 0.5, a + np.float32(0.5)),
+        "tanh": (elementwise.TANH, lambda: tj.tanh(x), np.tanh(a)),
+        "reshape": (shape.RESHAPE, lambda: x.reshape(2, 3), a.reshape(2, 3)),
+        "full_sum": (reductions.SUM, lambda: x.sum(), np.add.reduce(a)),
+    }[op]
+    prim.plans.clear()
+    first = run()                      # the general path: makes the plan
+    (plan,) = prim.plans.values()
+    assert plan.lean is None
+    second = run()                     # the plan's call: shows it needs nothing more
+    if op == "reshape":   # a plan without a numpy call of its own (the impl runs): never lean
+        assert plan.fn is None and plan.lean is None
+    else:
+        assert plan.lean is not None and plan.lean is plan.fn
+    third = run()                      # the lean call
+    for r in (first, second, third):
+        assert np.array_equal(r.numpy().view(np.int32), np.asarray(want, np.float32).view(np.int32))
+    # a lean result is the Tensor `Tensor._wrap` makes (no grad, its own version counter)
+    ref = tj.Tensor._wrap(third._data, third.dtype, third.device)
+    assert _fields(third)[:4] == _fields(ref)[:4] and third._vbox == [0]
+    if op == "reshape":   # a view still shares its base's memory and version counter
+        assert third._base is x and third._vbox is x._vbox
+    else:
+        assert third._base is None and third._vbox is not x._vbox
+
+
+def test_no_lean_plan_where_the_call_casts_or_gives_a_numpy_scalar():
+    from tracejit.ops import elementwise
+    # float32 * float64: the plan casts an operand first, so its ufunc is not the whole op
+    x32 = tj.tensor(np.array([1.0, 2.0], np.float32))
+    x64 = tj.tensor(np.array([0.5, 0.25], np.float64))
+    # 0-d operands: numpy's ufunc gives a numpy scalar, which the plan makes an array
+    s1, s2 = tj.tensor(np.float32(3.0)), tj.tensor(np.float32(0.5))
+    elementwise.MUL.plans.clear()
+    for _ in range(3):
+        r = x32 * x64
+        z = s1 * s2
+    assert r.dtype is tj.float64 and np.array_equal(r.numpy(), [0.5, 0.5])
+    assert type(z._data) is np.ndarray and z._data.shape == () and float(z) == 1.5
+    assert len(elementwise.MUL.plans) == 2
+    assert all(p.lean is None for p in elementwise.MUL.plans.values())
+
+
+def test_a_lean_plan_records_the_gradient_as_before():
+    a = np.array([0.5, -1.0, 2.0], np.float32)
+    x = tj.tensor(a, requires_grad=True)
+    y = tj.tensor(np.array([3.0, 4.0, -2.0], np.float32))
+    for _ in range(3):      # general path, plan path, lean path
+        x.grad = None
+        out = tj.tanh(x * y)
+        assert out.requires_grad and out.grad_fn is not None
+        out.sum().backward()
+        t = np.tanh(a * y.numpy())
+        np.testing.assert_allclose(x.grad.numpy(), (1 - t * t) * y.numpy(), rtol=1e-6)

@@ -219,7 +219,7 @@ _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 class _Plan:
     __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big",
-                 "meta", "fn")
+                 "meta", "fn", "lean")
 
     def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big, meta, fn):
         self.default = default      # the default float dtype the plan was made under
@@ -232,6 +232,12 @@ class _Plan:
         self.big = big              # run through a vectorized kernel (ops/vectorized.py)?
         self.meta = meta            # per operand (shape, dtype) or None: autograd's node._meta
         self.fn = fn                # the impl's numpy call on the cast arrays, or None
+        # `fn` once a call through this plan has shown it is all the call needs: no operand
+        # cast, no kernel (not `big`), and its result already an array of `out_np` (so no
+        # np.asarray). Set by that call (`_lean`), never guessed: a 0-d result (a numpy
+        # scalar from a ufunc) or another dtype leaves it None. The plan's other fields are
+        # then not read at all: the small ops of an eager step read one field, not six.
+        self.lean = None
 
 
 def bind(prim: Primitive, *args, **params):
@@ -266,19 +272,36 @@ def bind(prim: Primitive, *args, **params):
         plan = plans.get(key)
         if plan is None or plan.default is not _dt._default_float:
             return _eager_general(prim, (a,), params, key)
-        c0 = plan.casts[0]
-        if c0 is not None:
-            x = x.astype(c0)
-        out = None
-        if plan.big:
-            out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
-        if out is None:
-            fn = plan.fn  # the impl's numpy call for this signature (a ufunc, `extra["fast"]`)
-            out = fn(x) if fn is not None else prim.impl(np, x, **params)
-        onp = plan.out_np
-        if type(out) is not np.ndarray or out.dtype is not onp:
-            out = np.asarray(out, dtype=onp)
-        result = _wrap(out, plan.out_dtype, CPU)
+        fn = plan.lean
+        if fn is not None:
+            out = fn(x)
+        else:
+            c0 = plan.casts[0]
+            if c0 is not None:
+                x = x.astype(c0)
+            out = None
+            if plan.big:
+                out = _vectorized.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
+            if out is None:
+                fn = plan.fn  # the impl's numpy call for this signature (a ufunc, `extra["fast"]`)
+                if fn is not None:
+                    out = fn(x)
+                    if c0 is None and not plan.big:
+                        _lean(plan, fn, out)
+                else:
+                    out = prim.impl(np, x, **params)
+            onp = plan.out_np
+            if type(out) is not np.ndarray or out.dtype is not onp:
+                out = np.asarray(out, dtype=onp)
+        # (Tensor._wrap(out, plan.out_dtype, CPU) written out: one Python call less per op)
+        result = _new_tensor(Tensor)
+        result._data = out
+        result.dtype = plan.out_dtype
+        result.device = CPU
+        result._requires_grad = False
+        result.grad_fn = None
+        result._vbox = [0]
+        result._base = None
         if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
             _share_memory(result, a)
         if a._requires_grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
@@ -288,6 +311,18 @@ def bind(prim: Primitive, *args, **params):
     if n != 2 or binary is None:
         return _eager(prim, args, params)
     return binary(args[0], args[1], params)
+
+
+def _lean(plan: _Plan, fn, out) -> None:
+    """Make `fn` the plan's whole call (`_Plan.lean`) when its result `out` (of a call
+    with no cast and no kernel) needed nothing more: an array of the plan's dtype. The
+    result's type and dtype depend on the signature alone (the operands' shapes and
+    dtypes, a scalar's type, the params: the plan's key), not on the values."""
+    if type(out) is np.ndarray and out.dtype is plan.out_np:
+        plan.lean = fn
+
+
+_new_tensor = object.__new__
 
 
 def _make_binary(prim: Primitive, miss=None):
@@ -337,26 +372,40 @@ def _make_binary(prim: Primitive, miss=None):
         plan = plans.get(key)  # (None is never a key)
         if plan is None or plan.default is not _dt._default_float:
             return miss(a, b, key, params)
-        c0, c1 = plan.casts
-        if c0 is not None:
-            x = x.astype(c0) if x is not a else _scalar_as(x, c0)
-        if c1 is not None:
-            y = y.astype(c1) if y is not b else _scalar_as(y, c1)
-        out = None
-        if plan.big:
-            out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
-        if out is None:
-            fn = plan.fn  # the impl's numpy call for this signature (a ufunc, `extra["fast"]`)
-            if fn is not None:
-                out = fn(x, y)
-            elif params:
-                out = prim.impl(np, x, y, **params)
-            else:
-                out = prim.impl(np, x, y)
-        onp = plan.out_np
-        if type(out) is not np.ndarray or out.dtype is not onp:
-            out = np.asarray(out, dtype=onp)
-        result = _wrap(out, plan.out_dtype, CPU)
+        fn = plan.lean
+        if fn is not None:
+            out = fn(x, y)
+        else:
+            c0, c1 = plan.casts
+            if c0 is not None:
+                x = x.astype(c0) if x is not a else _scalar_as(x, c0)
+            if c1 is not None:
+                y = y.astype(c1) if y is not b else _scalar_as(y, c1)
+            out = None
+            if plan.big:
+                out = _vectorized.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
+            if out is None:
+                fn = plan.fn  # the impl's numpy call for this signature (a ufunc, `extra["fast"]`)
+                if fn is not None:
+                    out = fn(x, y)
+                    if c0 is None and c1 is None and not plan.big:
+                        _lean(plan, fn, out)
+                elif params:
+                    out = prim.impl(np, x, y, **params)
+                else:
+                    out = prim.impl(np, x, y)
+            onp = plan.out_np
+            if type(out) is not np.ndarray or out.dtype is not onp:
+                out = np.asarray(out, dtype=onp)
+        # (Tensor._wrap(out, plan.out_dtype, CPU) written out: one Python call less per op)
+        result = _new_tensor(Tensor)
+        result._data = out
+        result.dtype = plan.out_dtype
+        result.device = CPU
+        result._requires_grad = False
+        result.grad_fn = None
+        result._vbox = [0]
+        result._base = None
         if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
             record_binary(prim, a, b, params, result, plan.meta)
         return result
