@@ -252,11 +252,16 @@ def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bi
     assert (ran[0] is not None) == (dtype != np.float64)
     strided = O._scatter_impl(np, np.asfortranarray(g), rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
     assert ran[1] is None
+    # a convolution's channel-major gradient ((C, N) planes): blocks of whole images
+    cmajor = np.ascontiguousarray(g.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+    chan = O._scatter_impl(np, cmajor, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert (ran[2] is not None) == (dtype != np.float64) and not cmajor.flags.c_contiguous
     monkeypatch.setattr(O, "_halves", lambda *a: False)   # the general form
     want = O._scatter_impl(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
     ints = np.dtype(f"u{np.dtype(dtype).itemsize}")
     np.testing.assert_array_equal(gx.view(ints), want.view(ints))
     np.testing.assert_array_equal(strided.view(ints), want.view(ints))
+    np.testing.assert_array_equal(chan.view(ints), want.view(ints))
     assert gx.shape == x.shape and gx.dtype == dtype
     assert np.count_nonzero(gx) >= g.size - 2 and np.signbit(gx[0, 0, :2, :2]).sum() == 0
 
