@@ -38,10 +38,11 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
   kernels' loads in its first step (from the warm cache too with ``--warm-cache``),
   the background process in its later steps' threads.
 
-The probes import tracejit from a private bytecode cache compiled first (``--source-only``:
-as the shell has it): a shell with ``PYTHONDONTWRITEBYTECODE=1`` and a tree without
-``__pycache__`` otherwise compiles, in a first call, each module the call imports lazily
-(the CNN's first step: ~10 ms, against ~1.2 ms from bytecode), which no installed package does.
+The probes import tracejit from bytecode compiled first into its ``__pycache__``
+(``--source-only``: not compiled first, as the shell has it): a shell with
+``PYTHONDONTWRITEBYTECODE=1`` and a tree without ``__pycache__`` otherwise compiles, in a
+first call, each module the call imports lazily (the CNN's first step: ~10 ms, against ~1.2
+ms from bytecode), which no installed package does.
 
 Every figure depends on the load of the machine: the table prints ``uptime`` with them;
 compare figures of one run only.
@@ -370,33 +371,30 @@ def _breakdown(fns) -> list:
 
 WARM_CACHE = ""     # --warm-cache DIR: DIR/<step> holds a filled cache for warm_disk
 FIRST_ONLY = False   # --first-only: the background_cold probe stops after its first step
-BYTECODE = ""        # a private PYTHONPYCACHEPREFIX holding tracejit's compiled modules
+COMPILED = False     # tracejit's and bench's bytecode written (once per run)
 
 
-def _bytecode() -> str:
-    """A private bytecode cache of tracejit and bench, compiled once per run (not timed):
-    the probes import compiled modules, as an installed package does. A shell with
+def _compile_bytecode() -> None:
+    """tracejit's and bench's modules compiled into their __pycache__ (not timed), so the
+    probes import them from bytecode, as an installed package does. A shell with
     PYTHONDONTWRITEBYTECODE=1 (this machine's) and a source tree without __pycache__ made
     every probe process compile from source each module it imports: a first call imports
     the compile backend's modules lazily (the CNN's first step: 9 modules, ~10 ms of CPU
-    compiling them against ~1.2 ms importing their bytecode)."""
-    global BYTECODE
-    if not BYTECODE:
-        BYTECODE = tempfile.mkdtemp(prefix="bench_tiers_pyc_")
+    compiling them against ~1.2 ms importing their bytecode). In the tree, not in a
+    PYTHONPYCACHEPREFIX: with a prefix set, Python looks for every module's bytecode there
+    only, so numpy's and numba's would compile from source (an eager first step: +0.8 s)."""
+    global COMPILED
+    if not COMPILED:
         subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(ROOT, "tracejit"),
-                        os.path.join(ROOT, "bench")],
-                       env=dict(os.environ, PYTHONPYCACHEPREFIX=BYTECODE), check=True,
-                       capture_output=True)
-    return BYTECODE
+                        os.path.join(ROOT, "bench")], check=True, capture_output=True)
+        COMPILED = True
 
 
 def _run(step: str, name: str, cache: str, mode: str) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT, TRACEJIT_CACHE_DIR=cache, TRACEJIT_COMPILE=mode,
                BENCH_MODE="eager" if name == "eager" else "jit", BENCH_STEP=step)
-    if SOURCE_ONLY:
-        env.pop("PYTHONPYCACHEPREFIX", None)
-    else:
-        env["PYTHONPYCACHEPREFIX"] = _bytecode()
+    if not SOURCE_ONLY:
+        _compile_bytecode()
     if FIRST_ONLY:
         env["BENCH_FIRST_ONLY"] = "1"
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "probe", name], env=env,
@@ -463,7 +461,7 @@ def _private_dir() -> str:
 
 
 def report(step: str, res: dict) -> None:
-    how = "from source as the shell has it" if SOURCE_ONLY else "from compiled bytecode"
+    how = "as the shell has it (--source-only)" if SOURCE_ONLY else "from compiled bytecode"
     print(f"\n== {step} ({res['load_before']} .. {res['load_after']}; probes import tracejit {how})")
     e = res.get("eager")
     if e:
@@ -557,8 +555,8 @@ def main(argv=None) -> None:
     ap.add_argument("--warm-cache", metavar="DIR",
                     help="warm_disk: copy DIR/<step> (a filled cache) instead of filling one")
     ap.add_argument("--source-only", action="store_true",
-                    help="probes import tracejit as the shell would (from source where no "
-                         "bytecode is written) instead of from a bytecode cache compiled first")
+                    help="do not compile tracejit's bytecode first: probes import it as the "
+                         "shell has it (from source where no bytecode was ever written)")
     args = ap.parse_args(argv)
     global FIRST_ONLY, WARM_CACHE, SOURCE_ONLY
     FIRST_ONLY, WARM_CACHE, SOURCE_ONLY = args.first_only, args.warm_cache or "", args.source_only
@@ -567,14 +565,10 @@ def main(argv=None) -> None:
     bad = [s for s in steps if s not in STEPS] + [p for p in probes if p not in PROBES]
     if bad:
         ap.error(f"unknown step or probe: {', '.join(bad)}")
-    try:
-        _main(steps, probes, args.json)
-    finally:
-        if BYTECODE:
-            shutil.rmtree(BYTECODE, ignore_errors=True)
+    _main(steps, probes, args.json)
 
 
-SOURCE_ONLY = False  # --source-only: no bytecode cache (PYTHONDONTWRITEBYTECODE shells compile)
+SOURCE_ONLY = False  # --source-only: no bytecode compiled first (see `_compile_bytecode`)
 
 
 def _main(steps: list, probes: tuple, json_path) -> None:
