@@ -39,10 +39,10 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
   the background process in its later steps' threads.
 
 The probes import tracejit from bytecode compiled first into its ``__pycache__``
-(``--source-only``: not compiled first, as the shell has it): a shell with
-``PYTHONDONTWRITEBYTECODE=1`` and a tree without ``__pycache__`` otherwise compiles, in a
-first call, each module the call imports lazily (the CNN's first step: ~10 ms, against ~1.2
-ms from bytecode), which no installed package does.
+(bench/bytecode.py; ``--source-only``: not compiled first, as the shell has it): a shell
+with ``PYTHONDONTWRITEBYTECODE=1`` and a tree without ``__pycache__`` otherwise compiles, in
+a first call, each module the call imports lazily (the CNN's first step: ~10 ms, against
+~1.2 ms from bytecode), which no installed package does.
 
 Every figure depends on the load of the machine: the table prints ``uptime`` with them;
 compare figures of one run only.
@@ -371,30 +371,12 @@ def _breakdown(fns) -> list:
 
 WARM_CACHE = ""     # --warm-cache DIR: DIR/<step> holds a filled cache for warm_disk
 FIRST_ONLY = False   # --first-only: the background_cold probe stops after its first step
-COMPILED = False     # tracejit's and bench's bytecode written (once per run)
-
-
-def _compile_bytecode() -> None:
-    """tracejit's and bench's modules compiled into their __pycache__ (not timed), so the
-    probes import them from bytecode, as an installed package does. A shell with
-    PYTHONDONTWRITEBYTECODE=1 (this machine's) and a source tree without __pycache__ made
-    every probe process compile from source each module it imports: a first call imports
-    the compile backend's modules lazily (the CNN's first step: 9 modules, ~10 ms of CPU
-    compiling them against ~1.2 ms importing their bytecode). In the tree, not in a
-    PYTHONPYCACHEPREFIX: with a prefix set, Python looks for every module's bytecode there
-    only, so numpy's and numba's would compile from source (an eager first step: +0.8 s)."""
-    global COMPILED
-    if not COMPILED:
-        subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(ROOT, "tracejit"),
-                        os.path.join(ROOT, "bench")], check=True, capture_output=True)
-        COMPILED = True
-
-
 def _run(step: str, name: str, cache: str, mode: str) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT, TRACEJIT_CACHE_DIR=cache, TRACEJIT_COMPILE=mode,
                BENCH_MODE="eager" if name == "eager" else "jit", BENCH_STEP=step)
     if not SOURCE_ONLY:
-        _compile_bytecode()
+        from bench import bytecode
+        bytecode.compile_once()   # probes import compiled modules, as an installed package
     if FIRST_ONLY:
         env["BENCH_FIRST_ONLY"] = "1"
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "probe", name], env=env,
@@ -462,7 +444,8 @@ def _private_dir() -> str:
 
 def report(step: str, res: dict) -> None:
     how = "as the shell has it (--source-only)" if SOURCE_ONLY else "from compiled bytecode"
-    print(f"\n== {step} ({res['load_before']} .. {res['load_after']}; probes import tracejit {how})")
+    print(f"\n== {step} ({res['load_before']} .. {res['load_after']}; "
+          f"probes import tracejit {how})")
     e = res.get("eager")
     if e:
         print(f"eager step: first {e['first_s'] * 1e3:.0f} ms (caller CPU {e['first_cpu_s'] * 1e3:.0f}), "
@@ -568,7 +551,7 @@ def main(argv=None) -> None:
     _main(steps, probes, args.json)
 
 
-SOURCE_ONLY = False  # --source-only: no bytecode compiled first (see `_compile_bytecode`)
+SOURCE_ONLY = False  # --source-only: no bytecode compiled first (bench/bytecode.py)
 
 
 def _main(steps: list, probes: tuple, json_path) -> None:

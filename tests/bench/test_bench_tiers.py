@@ -1,13 +1,13 @@
-"""bench_tiers' probes import tracejit from bytecode compiled first (or, with
-``--source-only``, as the shell has it): a probe's first call must not time the compiling
-of modules it imports lazily from source."""
+"""Benchmark processes import tracejit from bytecode compiled first (bench/bytecode.py;
+bench_tiers' ``--source-only``: as the shell has it): a probe's first call must not time the
+compiling of modules it imports lazily from source."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 
-from bench import bench_tiers as B
+from bench import bench_tiers as B, bytecode
 
 # Import a module a first call imports lazily, with bytecode writing off (as this machine's
 # shell has it), and say whether its source was compiled.
@@ -28,9 +28,9 @@ def _compiled_sources(env):
 def test_probes_import_tracejit_from_bytecode_written_first(monkeypatch):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
     env.update(PYTHONPATH=B.ROOT, PYTHONDONTWRITEBYTECODE="1")
-    monkeypatch.setattr(B, "COMPILED", False)
-    B._compile_bytecode()
-    assert B.COMPILED
+    monkeypatch.setattr(bytecode, "_done", False)
+    bytecode.compile_once()
+    assert bytecode._done
     # tracejit's module comes from its bytecode, and numpy's still from site-packages' own
     # (a PYTHONPYCACHEPREFIX would have sent every module's lookup there)
     assert _compiled_sources(env) == "False False"

@@ -243,7 +243,8 @@ def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeyp
 @pytest.mark.parametrize("hw", [(6, 26), (7, 27), (7, 26), (6, 27)])   # tiles; a row/column over
 @pytest.mark.parametrize("block", [None, 26 * 4 * 2, 26 * 4 * 3])   # one block; 2 window rows; 3
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bits(monkeypatch, dtype, block, hw):
+def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bits(monkeypatch, dtype, block,
+                                                                                   hw):
     """2x2 tiles of a C-contiguous float32/float16 gradient (or of the first 2*OH rows and
     2*OW columns: floor mode's odd H or W) take `_scatter_2x2` (pairs of positions as one
     integer); its result is bitwise the general form's: g + 0 at each recorded offset
