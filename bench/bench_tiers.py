@@ -375,6 +375,8 @@ def _run(step: str, name: str, cache: str, mode: str) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT, TRACEJIT_CACHE_DIR=cache, TRACEJIT_COMPILE=mode,
                BENCH_MODE="eager" if name == "eager" else "jit", BENCH_STEP=step)
     if not SOURCE_ONLY:
+        if ROOT not in sys.path:   # (run as a script: bench/ is sys.path[0])
+            sys.path.insert(0, ROOT)
         from bench import bytecode
         bytecode.compile_once()   # probes import compiled modules, as an installed package
     if FIRST_ONLY:
