@@ -282,6 +282,10 @@ def progress(msg: str) -> None:
 
 # ---------------------------------------------------------------- processes
 def child_env(extra: dict | None = None) -> dict:
+    # Children import tracejit from bytecode, as an installed package (bench/bytecode.py):
+    # a first call's lazy imports otherwise compile from source in a shell that writes none.
+    from . import bytecode
+    bytecode.compile_once()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     # Progress lines must appear as they happen, not when the child exits.

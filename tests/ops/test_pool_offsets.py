@@ -197,18 +197,28 @@ def test_kernels_give_negative_zero_as_positive_zero(dtype, geo):
         assert (gx == 0).any() and not np.signbit(gx[gx == 0]).any()
 
 
+@pytest.mark.parametrize("hw", [(8, 10), (9, 11), (9, 10), (8, 11)])   # tiles; a row/column over
 @pytest.mark.parametrize("block", [None, 160, 240])   # one block; 2 planes a block; 3 (12 = 4 x 3)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("kind", ["normal", "ties", "nan", "-inf", "channel-major"])
-def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeypatch, dtype, kind, block):
-    """2x2 windows tiling a C-contiguous input exactly take `_record_2x2` (flat loops); its
-    values and first-maximum offsets are the general form's and the kernel's (ties in
-    every pattern of a window's four positions, -inf windows; a NaN window sends the call
-    to the general form, a channel-major input goes there too)."""
-    x = _data(kind, dtype, shape=(3, 4, 8, 10))
+@pytest.mark.parametrize("kind", ["normal", "ties", "nan", "-inf", "channel-major", "nan over"])
+def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeypatch, dtype, kind, block, hw):
+    """2x2 windows tiling a C-contiguous input (or its first 2*OH rows and 2*OW columns:
+    floor mode's odd H or W) take `_record_2x2` (flat loops); its values and first-maximum
+    offsets are the general form's and the kernel's (ties in every pattern of a window's
+    four positions, -inf windows; a NaN window sends the call to the general form, a
+    channel-major input goes there too; a NaN in a row or column left over is in no
+    window)."""
+    if kind == "nan over" and hw == (8, 10):
+        pytest.skip("no row or column left over")
+    x = _data("normal" if kind == "nan over" else kind, dtype, shape=(3, 4) + hw)
+    if kind == "nan over":
+        if hw[0] % 2:
+            x[1, 2, -1, 0] = np.nan
+        if hw[1] % 2:
+            x[2, 3, 0, -1] = np.nan
     if kind == "ties":   # every tie pattern of a window's positions, 0/1 values
         pats = ((np.arange(16)[:, None] >> np.arange(4)) & 1).astype(dtype)   # 16 windows
-        x[0, 0].reshape(4, 2, 5, 2).transpose(0, 2, 1, 3)[...] = \
+        x[0, 0, :8, :10].reshape(4, 2, 5, 2).transpose(0, 2, 1, 3)[...] = \
             np.concatenate([pats, pats[:4]]).reshape(4, 5, 2, 2)
     if block:
         monkeypatch.setattr(O, "_BLOCK_2X2", block)
@@ -217,7 +227,7 @@ def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeyp
     monkeypatch.setattr(O, "_record_2x2", lambda *a: ran.append(real(*a)) or ran[-1])
     _numpy_forms(monkeypatch)
     rec = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
-    assert ran == [kind in ("normal", "ties", "-inf")]
+    assert ran == [kind in ("normal", "ties", "-inf", "nan over")]
     monkeypatch.setattr(O, "_halves", lambda *a: False)   # the general form
     want = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
     np.testing.assert_array_equal(rec, want)
@@ -230,16 +240,20 @@ def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeyp
         np.testing.assert_array_equal(got, [0] + [(k & -k).bit_length() - 1 for k in range(1, 16)])
 
 
+@pytest.mark.parametrize("hw", [(6, 26), (7, 27), (7, 26), (6, 27)])   # tiles; a row/column over
 @pytest.mark.parametrize("block", [None, 26 * 4 * 2, 26 * 4 * 3])   # one block; 2 window rows; 3
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bits(monkeypatch, dtype, block):
-    """2x2 tiles of a C-contiguous float32/float16 gradient take `_scatter_2x2` (pairs of
-    positions as one integer); its result is bitwise the general form's: g + 0 at each
-    recorded offset (-0.0 -> 0.0), zero elsewhere; float64 and strided inputs go there."""
+def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bits(monkeypatch, dtype, block,
+                                                                                   hw):
+    """2x2 tiles of a C-contiguous float32/float16 gradient (or of the first 2*OH rows and
+    2*OW columns: floor mode's odd H or W) take `_scatter_2x2` (pairs of positions as one
+    integer); its result is bitwise the general form's: g + 0 at each recorded offset
+    (-0.0 -> 0.0), zero elsewhere (the row and column left over too); float64 and strided
+    inputs go there, a channel-major gradient does not."""
     if block:
         monkeypatch.setattr(O, "_BLOCK_2X2", block)
     _numpy_forms(monkeypatch)
-    x = _data("ties", dtype, shape=(2, 3, 6, 26))
+    x = _data("ties", dtype, shape=(2, 3) + hw)
     rec = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
     rng = np.random.default_rng(5)
     g = rng.standard_normal(rec.shape[1:]).astype(dtype)
@@ -252,12 +266,18 @@ def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bi
     assert (ran[0] is not None) == (dtype != np.float64)
     strided = O._scatter_impl(np, np.asfortranarray(g), rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
     assert ran[1] is None
+    # a convolution's channel-major gradient ((C, N) planes): blocks of whole images
+    cmajor = np.ascontiguousarray(g.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+    chan = O._scatter_impl(np, cmajor, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    assert (ran[2] is not None) == (dtype != np.float64) and not cmajor.flags.c_contiguous
     monkeypatch.setattr(O, "_halves", lambda *a: False)   # the general form
     want = O._scatter_impl(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
     ints = np.dtype(f"u{np.dtype(dtype).itemsize}")
     np.testing.assert_array_equal(gx.view(ints), want.view(ints))
     np.testing.assert_array_equal(strided.view(ints), want.view(ints))
+    np.testing.assert_array_equal(chan.view(ints), want.view(ints))
     assert gx.shape == x.shape and gx.dtype == dtype
+    assert not gx[:, :, 6:].any() and not gx[:, :, :, 26:].any()
     assert np.count_nonzero(gx) >= g.size - 2 and np.signbit(gx[0, 0, :2, :2]).sum() == 0
 
 

@@ -98,36 +98,50 @@ _BLOCK_2X2 = 1 << 16
 
 
 def _record_2x2(x, rec) -> bool:
-    """The record of 2x2 windows that tile a C-contiguous x exactly (LeNet's first pool),
-    in single 1-D numpy loops; False (the general form runs) for any other x or a NaN
-    window. The general form's per-offset views are (N, C, OH, OW) views whose rows lie
-    apart, so each of its ~12 passes ran an inner loop per OW-element row (LeNet's first
-    pool: 26K loops of 13 a pass, 2.4-2.6 ms). Here x is a flat row-major array: its even
-    and odd elements are each row's left and right columns, so T = max(left, right) is
-    every row's pair maxima (rows of OW), and max(T[:-OW], T[OW:]) every two consecutive
-    rows' (the even rows' are the windows'; the odd rows' are computed and dropped:
-    cheaper than strided loops). Block by block of whole planes (`_BLOCK_2X2`).
+    """The record of 2x2 windows that tile a C-contiguous x (LeNet's first pool), or its
+    first 2*OH rows and 2*OW columns when an odd H or W leaves one over (floor mode: LeNet's
+    second pool, 11x11), in single 1-D numpy loops; False (the general form runs) for any
+    other x or a NaN window. The general form's per-offset views are (N, C, OH, OW) views
+    whose rows lie apart, so each of its ~12 passes ran an inner loop per OW-element row
+    (LeNet's first pool: 26K loops of 13 a pass, 2.4-2.6 ms). Here x is a flat row-major
+    array: its even and odd elements are each row's left and right columns, so T =
+    max(left, right) is every row's pair maxima (rows of OW), and max(T[:-OW], T[OW:]) every
+    two consecutive rows' (the even rows' are the windows'; the odd rows' are computed and
+    dropped: cheaper than strided loops). Block by block of whole planes (`_BLOCK_2X2`); a
+    block of a cropped x is first copied into a tiled scratch (one loop per 2*OW-long row:
+    LeNet's second pool 0.85 -> 0.75 ms warm, against the general form).
 
     The offset is the first maximum in row-major window order: with a, b the top row, c,
     d the bottom, T = max(a, b), B = max(c, d), m = max(T, B): a when T == m and a == T
     (a >= b: one strided compare, 0.4 ms against 0.6 for a == T); b when T == m otherwise;
     else c when c == B (c >= d); else d. (A NaN window wants its first NaN, which these
-    comparisons do not find: the general form runs.)"""
+    comparisons do not find: the general form runs. A NaN in a row or column left over is
+    in no window.)"""
     n, c, h, w = x.shape
     oh, ow = rec.shape[3], rec.shape[4]
-    if (h, w) != (2 * oh, 2 * ow) or not x.flags.c_contiguous or not x.size:
+    th, tw = 2 * oh, 2 * ow                           # the tiled rows and columns
+    if h - th not in (0, 1) or w - tw not in (0, 1) or not x.flags.c_contiguous or not rec.size:
         return False
+    crop = (h, w) != (th, tw)
     xf = x.reshape(-1)
     out, off = rec[0].reshape(-1, ow), rec[1].reshape(-1, ow)
-    per = max(1, _BLOCK_2X2 // (h * w))               # planes per block
-    size = min(n * c, per) * h * ow                  # T's elements in a block
+    per = max(1, _BLOCK_2X2 // (th * tw))             # planes per block
+    size = min(n * c, per) * th * ow                  # T's elements in a block
     t, m = np.empty(size, x.dtype), np.empty(size - ow, x.dtype)
     first, top = np.empty(size, bool), np.empty(size - ow, bool)
+    if crop:
+        planes = x.reshape(n * c, h, w)
+        tiled = np.empty((min(n * c, per), th, tw), x.dtype)
     for p0 in range(0, n * c, per):
         k = min(n * c, p0 + per) - p0
-        xs = xf[p0 * h * w:(p0 + k) * h * w]
-        ts, fs = t[:k * h * ow], first[:k * h * ow]
-        ms, tops = m[:k * h * ow - ow], top[:k * h * ow - ow]
+        if crop:
+            xs = tiled[:k]
+            xs[...] = planes[p0:p0 + k, :th, :tw]
+            xs = xs.reshape(-1)
+        else:
+            xs = xf[p0 * h * w:(p0 + k) * h * w]
+        ts, fs = t[:k * th * ow], first[:k * th * ow]
+        ms, tops = m[:k * th * ow - ow], top[:k * th * ow - ow]
         np.maximum(xs[0::2], xs[1::2], out=ts)       # every row's pair maxima
         np.greater_equal(xs[0::2], xs[1::2], out=fs)  # the left one is it (a >= b: a == T)
         np.maximum(ts[:-ow], ts[ow:], out=ms)        # rows r and r+1; the windows: r even
@@ -225,33 +239,59 @@ def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
 
 
 def _scatter_2x2(g, rec, input_shape):
-    """max_pool2d_scatter of 2x2 windows that tile the input exactly, C-contiguous g and
-    record, float32/float16; else None (the general form runs). The general form's four
-    stores went to (N, C, OH, OW) views whose rows lie apart (an inner loop per OW-element
-    row: LeNet's first pool, 2.5 ms). Here each window's row of two positions is one
-    integer of twice g's width (little-endian: the left position is the low half), so a
-    window row is one element of a (N*C*OH, 2, OW) array of such pairs: g's bits, shifted
-    up for an odd offset (the right column), go to the top row's pair for offsets 0 and 1,
-    the bottom row's for 2 and 3, zero elsewhere: 1-D loops, then two stores of OW-long
-    rows. Block by block (`_BLOCK_2X2`) through reused scratch. Same bits as the general
-    form: ``g + 0`` (-0.0 -> 0.0, what its add to zeros gave), zero where not recorded."""
+    """max_pool2d_scatter of 2x2 windows that tile the input (or its first 2*OH rows and
+    2*OW columns: floor mode's odd H or W, LeNet's second pool), float32/float16, a
+    C-contiguous record; else None (the general form runs). The general form's four
+    stores went to (N, C, OH, OW) views whose rows lie apart (an inner loop per
+    OW-element row: LeNet's first pool, 2.5 ms). Here each window's row of two positions
+    is one integer of twice g's width (little-endian: the left position is the low half),
+    so a window row is one element of a (N*C*OH, 2, OW) array of such pairs: g's bits,
+    shifted up for an odd offset (the right column), go to the top row's pair for offsets
+    0 and 1, the bottom row's for 2 and 3, zero elsewhere: 1-D loops, then two stores of
+    OW-long rows (of a cropped input: 2*OW-long rows of g's width, the row and column
+    left over zeroed). Block by block (`_BLOCK_2X2`) through reused scratch. Same bits as
+    the general form: ``g + 0`` (-0.0 -> 0.0, what its add to zeros gave), zero where not
+    recorded.
+
+    g in C order, or with contiguous (OH, OW) planes in another order: a convolution's
+    input gradient is channel-major (LeNet's first pool gets fold's (C, N) planes, which
+    took the general form, 2.7-4.1 ms against 1.8-2.1 warm); then blocks of whole images,
+    each copied into C order by the `g + 0` the block makes anyway (one numpy loop per
+    plane). (The strides only choose the form: the add copies any layout right.)"""
     n, c, h, w = input_shape
     oh, ow = g.shape[2], g.shape[3]
-    if ((h, w) != (2 * oh, 2 * ow) or g.dtype.itemsize > 4 or g.dtype != rec.dtype or not g.size
-            or not g.flags.c_contiguous or not rec.flags.c_contiguous
-            or sys.byteorder != "little"):
+    th, tw = 2 * oh, 2 * ow                           # the tiled rows and columns
+    if (h - th not in (0, 1) or w - tw not in (0, 1) or g.dtype.itemsize > 4 or g.dtype != rec.dtype
+            or not g.size or not rec.flags.c_contiguous or sys.byteorder != "little"):
         return None
+    flat = g.flags.c_contiguous
+    if not flat and (g.strides[3] != g.itemsize or g.strides[2] != ow * g.itemsize):
+        return None
+    crop = (h, w) != (th, tw)
     half, pair = np.dtype(f"u{g.dtype.itemsize}"), np.dtype(f"u{2 * g.dtype.itemsize}")
     gx = np.empty(input_shape, dtype=g.dtype)
-    rows2 = gx.view(pair).reshape(n * c * oh, 2, ow)   # (window row, top/bottom, window)
-    gf, of = g.reshape(-1), rec[1].reshape(-1)
-    size = min(gf.size, max(1, _BLOCK_2X2 // (4 * ow)) * ow)   # whole window rows
+    if crop:   # (plane, window row, top/bottom, 2*OW positions) of the tiled part
+        planes = gx.view(half).reshape(n * c, h, w)
+        planes[:, th:] = 0
+        planes[:, :th, tw:] = 0
+        rows4 = planes[:, :th, :tw].reshape(n * c, oh, 2, tw)
+    else:
+        rows2 = gx.view(pair).reshape(n * c * oh, 2, ow)   # (window row, top/bottom, window)
+    of = rec[1].reshape(-1)
+    total, img = of.size, c * oh * ow
+    size = min(total, max(1, _BLOCK_2X2 // (4 * ow)) * ow)   # whole window rows
+    unit = img if not flat else oh * ow if crop else ow   # whole images; planes; window rows
+    size = min(total, max(1, size // unit) * unit)
+    gf = g.reshape(-1) if flat else None
     val, mask, tmp = np.empty(size, pair), np.empty(size, pair), np.empty(size, g.dtype)
     odd, low = np.empty(size, bool), np.empty(size, bool)
-    for lo in range(0, gf.size, size):
-        hi = min(gf.size, lo + size)
+    for lo in range(0, total, size):
+        hi = min(total, lo + size)
         v, m, t, o = val[:hi - lo], mask[:hi - lo], tmp[:hi - lo], of[lo:hi]
-        np.add(gf[lo:hi], 0, out=t)
+        if flat:
+            np.add(gf[lo:hi], 0, out=t)
+        else:
+            np.add(g[lo // img:hi // img], 0, out=t.reshape(-1, c, oh, ow))
         v[...] = t.view(half)                        # zero-extended
         np.equal(o, 1, out=odd[:hi - lo])
         odd[:hi - lo] |= np.equal(o, 3, out=low[:hi - lo])
@@ -261,9 +301,15 @@ def _scatter_2x2(g, rec, input_shape):
         m[...] = np.less(o, 2, out=low[:hi - lo])     # the top row (offsets 0, 1)
         np.negative(m, out=m)
         np.bitwise_and(v, m, out=m)
-        rows = slice(lo // ow, hi // ow)
-        rows2[rows, 0] = m.reshape(-1, ow)
-        rows2[rows, 1] = np.bitwise_xor(v, m, out=v).reshape(-1, ow)
+        np.bitwise_xor(v, m, out=v)                   # the bottom row's
+        if crop:
+            ps = slice(lo // (oh * ow), hi // (oh * ow))
+            rows4[ps, :, 0] = m.view(half).reshape(-1, oh, tw)
+            rows4[ps, :, 1] = v.view(half).reshape(-1, oh, tw)
+        else:
+            rows = slice(lo // ow, hi // ow)
+            rows2[rows, 0] = m.reshape(-1, ow)
+            rows2[rows, 1] = v.reshape(-1, ow)
     return gx
 
 
