@@ -150,7 +150,12 @@ def declines(prim, out_shape) -> bool:
     """Whether `run` would give None now without looking at the operands: arithmetic below
     ARITH_MIN_ELEMENTS while ops/halves.py's halves are not warm (their usual state outside
     a product's halves). Lets registry.run_into skip its overlap check (1-2 us)."""
-    return prim.name in _HALVES_OPS and not _halves().warm() and math.prod(out_shape) < ARITH_MIN_ELEMENTS
+    if prim.name not in _HALVES_OPS:
+        return False
+    h = coreshare._halves_module     # (loaded: its warm window read here, no calls)
+    if h is not None and time.perf_counter() <= h._warm_until:
+        return False
+    return not (h or _halves()).warm() and math.prod(out_shape) < ARITH_MIN_ELEMENTS
 
 
 _CPUS = usable_cpus()
