@@ -207,6 +207,15 @@ def test_elementwise_halves_stop_when_the_policy_drops(serial_launch, monkeypatc
     assert len(serial_launch) == 1
 
 
+def test_elementwise_halves_need_gotoblas_pthread(serial_launch, monkeypatch):
+    """A pair without gotoblas_pthread's address (none found) launches nothing: numpy's
+    loop runs (None), rather than a call to address 0."""
+    x = np.ones((1000, 100), np.float32)
+    monkeypatch.setattr(halves._pairs["float32"], "pthread", 0)
+    assert halves.binary("mul", x, 2.0, np.dtype(np.float32)) is None
+    assert not serial_launch
+
+
 def test_elementwise_it_leaves(serial_launch):
     x = np.ones((1000, 100), np.float32)
     f32 = np.dtype(np.float32)

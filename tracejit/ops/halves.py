@@ -554,6 +554,8 @@ def binary(name: str, x, y, compute_np, out=None):
             return None
     elif not ENABLED or sharepool.pool_threads() < 2:
         return None
+    if not p.pthread:               # (no gotoblas_pthread to call: never jump to address 0)
+        return None
     flat = arr.reshape(-1)
     if out is None:
         out = np.empty(arr.shape, compute_np)
