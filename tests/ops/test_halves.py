@@ -31,8 +31,9 @@ def _loaded(dtype: str) -> dict:
 def serial_launch(monkeypatch) -> list:
     """`_pair` gives the loaded entries whatever the cores; a launch runs record 0, then
     record 1, on this thread. The list counts launches."""
-    launches: list = []
-    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)   # (coreshare.matmul asks it)
+    launches = _Launches()
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)   # (`binary` asks it)   # (coreshare.matmul asks it)
     monkeypatch.setattr(halves, "WARM_S", 1e9)
     monkeypatch.setattr(halves, "_warm_until", 1e18)
     monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name)[0])
@@ -43,7 +44,29 @@ def serial_launch(monkeypatch) -> list:
         fn(p.address + 128)
         launches.append(entry.value)
     monkeypatch.setattr(halves, "_run", run)
+
+    # the elementwise launch calls gotoblas_pthread by address from numba (`ew_launch`):
+    # each pair's `pthread` is this runner instead, which runs the records in turn
+    def pthread(n, entry, args, stride):
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
+        for q in range(n):
+            fn(args + q * stride)
+        launches.append(entry)
+        return 0
+    runner = _PTHREAD(pthread)
+    pairs = {t: _loaded(t)[0] for t in ("float32", "float64")}
+    for p in pairs.values():
+        monkeypatch.setattr(p, "pthread", ctypes.cast(runner, ctypes.c_void_p).value)
+    monkeypatch.setattr(halves, "_pairs", pairs)      # (`binary` reads the loaded pairs)
+    launches.runner = runner        # (kept alive as long as the list)
     return launches
+
+
+class _Launches(list):
+    pass
+
+
+_PTHREAD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
 
 
 def _tol(dtype, k):
@@ -150,6 +173,47 @@ def test_elementwise_halves_divide_by_zero_as_numpy(serial_launch, dtype):
     assert halves.binary("div", a, y, dt, out=a) is a
     np.testing.assert_array_equal(a, want)
     assert len(serial_launch) == 4
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_elementwise_halves_take_scalars_as_numpy(serial_launch, dtype):
+    """A Python float goes to the halves as its float64 bits and is rounded to the dtype
+    there (as np.float32(s) rounds it); ints, numpy scalars and 0-d arrays are converted
+    first. Values beyond float32's range, ties and tiny values included."""
+    dt = np.dtype(dtype)
+    x = np.random.default_rng(6).standard_normal(halves.EW_MIN_ELEMENTS + 3).astype(dtype)
+    scalars = [1e-6, 0.1, 1e39, -3e38, 1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24, 1e-45, 7, -(2 ** 40) - 1,
+               np.float64(0.3), np.float32(0.3), np.array(2.5), True]
+    for s in scalars:
+        with np.errstate(over="ignore"):
+            want_r, want_l = np.multiply(x, dt.type(s)), np.subtract(dt.type(s), x)
+        np.testing.assert_array_equal(halves.binary("mul", x, s, dt), want_r, err_msg=repr(s))
+        np.testing.assert_array_equal(halves.binary("sub", s, x, dt), want_l, err_msg=repr(s))
+    assert len(serial_launch) == 2 * len(scalars)
+
+
+def test_elementwise_halves_stop_when_the_policy_drops(serial_launch, monkeypatch):
+    """Warm and loaded, the elementwise halves still read the policy's count and the
+    switch at every call."""
+    x = np.ones((1000, 100), np.float32)
+    f32 = np.dtype(np.float32)
+    np.testing.assert_array_equal(halves.binary("mul", x, 2.0, f32), 2 * x)
+    assert len(serial_launch) == 1
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
+    assert halves.binary("mul", x, 2.0, f32) is None
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(halves, "ENABLED", False)
+    assert halves.binary("mul", x, 2.0, f32) is None
+    assert len(serial_launch) == 1
+
+
+def test_elementwise_halves_need_gotoblas_pthread(serial_launch, monkeypatch):
+    """A pair without gotoblas_pthread's address (none found) launches nothing: numpy's
+    loop runs (None), rather than a call to address 0."""
+    x = np.ones((1000, 100), np.float32)
+    monkeypatch.setattr(halves._pairs["float32"], "pthread", 0)
+    assert halves.binary("mul", x, 2.0, np.dtype(np.float32)) is None
+    assert not serial_launch
 
 
 def test_elementwise_it_leaves(serial_launch):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["carray_at", "call_at", "native_address", "call_sgemm", "call_dgemm"]
+__all__ = ["carray_at", "call_at", "native_address", "call_sgemm", "call_dgemm", "call_pthread"]
 
 
 @intrinsic
@@ -103,3 +103,28 @@ def _gemm_call(double: bool):
 
 call_sgemm = _gemm_call(False)
 call_dgemm = _gemm_call(True)
+
+
+@intrinsic
+def call_pthread(typingctx, fn, n, entry, args, stride):
+    """``fn(n, entry, args, stride)`` through the address `fn` (int64) of OpenBLAS's
+    ``int gotoblas_pthread(int numthreads, void *function, void *args, int stride)``: `entry`
+    (a ``void(void*)`` cfunc's address) on ``args + q * stride`` for q in 0..n-1, share 0 on
+    the calling thread and the others on OpenBLAS's workers, returning once all ended. Every
+    argument an int64 (the addresses as integers). ops/halves.py's elementwise launch calls
+    it from the numba function that fills the records: one dispatcher call a launch instead
+    of a record filler's and a ctypes call's (the GIL stays held: the shares take none)."""
+    if not all(isinstance(a, types.Integer) for a in (fn, n, entry, args, stride)):
+        return None
+    sig = types.int64(fn, n, entry, args, stride)
+
+    def codegen(context, builder, signature, llargs):
+        from llvmlite import ir
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        vp = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(i32, [i32, vp, vp, i32])
+        f = builder.inttoptr(llargs[0], fnty.as_pointer())
+        r = builder.call(f, [builder.trunc(llargs[1], i32), builder.inttoptr(llargs[2], vp),
+                             builder.inttoptr(llargs[3], vp), builder.trunc(llargs[4], i32)])
+        return builder.sext(r, i64)
+    return sig, codegen

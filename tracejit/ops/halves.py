@@ -79,7 +79,7 @@ _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 _PAIR = '''
 
 from numba import cfunc
-from tracejit.compiler.voidptr import carray_at, {g}
+from tracejit.compiler.voidptr import call_pthread, carray_at, {g}
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
@@ -126,6 +126,16 @@ def ew_records(r, op, x, y, out, xs, ys, s):
     _put(r, 1, (op, n - h, xd + h * item, yd + h * item, od + h * item, xs, ys))
     f = r.view(np.float64)
     f[0, 8] = f[1, 8] = f[0, 9] = f[1, 9] = s
+
+
+# `ew_records`, then `entry` (ew_half's address) on both records at once through OpenBLAS's
+# gotoblas_pthread at address `pthread`: the whole elementwise launch in one dispatcher call
+# (the records' filler and a ctypes call were two, with Python between).
+@njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
+      "{t}[::1], int64, int64, float64, int64, int64)", cache=CACHE)
+def ew_launch(r, op, x, y, out, xs, ys, s, pthread, entry):
+    ew_records(r, op, x, y, out, xs, ys, s)
+    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
 
 
 # A product pair's record (`pair`): the cblas GEMM's address, then its arguments after the
@@ -262,7 +272,7 @@ class _Pair:
     """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
 
     __slots__ = ("gemm", "ew", "whole", "recs", "address", "keep", "gemm_records", "ew_records",
-                 "product_record")
+                 "product_record", "ew_launch", "ew_address", "pthread")
 
     def __init__(self, module: dict):
         import ctypes
@@ -276,6 +286,12 @@ class _Pair:
         self.whole = ctypes.c_void_p(module["product_whole"].address)
         self.recs = np.zeros((2, 16), np.int64)
         self.address = self.recs.ctypes.data
+        self.ew_launch = module["ew_launch"]
+        self.ew_address = module["ew_half"].address
+        # gotoblas_pthread's address (`ew_launch` calls it), 0 where none was found (tests
+        # put a runner of their own here)
+        fn = sharepool.blas_worker.fn
+        self.pthread = ctypes.cast(fn, ctypes.c_void_p).value or 0 if fn is not None else 0
 
 
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
@@ -343,7 +359,7 @@ def _pair(dtype):
         got = loaded_module(module_kernel(t))
         g = got[1] if got is not None else {}
         if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records",
-                                          "product_whole", "product_record")):
+                                          "product_whole", "product_record", "ew_launch")):
             return None
         p = _pairs[t] = _Pair(g)
     return p
@@ -505,31 +521,66 @@ def binary(name: str, x, y, compute_np, out=None):
     C-contiguous array of the result's shape and dtype, which may be x or y) or a new
     array; None where it does not run (another op, dtype or layout: numpy's loop runs).
     x and y: arrays of `compute_np`, C-contiguous, of the result's shape, or numbers
-    (taken as `compute_np`, as numpy takes a Python scalar)."""
+    (taken as `compute_np`, as numpy takes a Python scalar).
+
+    The Python here is most of a launch's cost inside a training step, where the caches
+    are cold (a 100K-element ``lr * g`` in the two-layer step: the launch 8 us, this
+    function's checks 4 us, the op's dispatch 3 us; session 23): so the checks are few
+    and each once. Halves run only within WARM_S of a launch (`_warm_until`), which found
+    the machine able to (`two_cores`: BLAS's ceiling, OpenBLAS's worker); here the loaded
+    pair and the policy's count (`sharepool.pool_threads`, read at every call: it may drop
+    at any sample) suffice."""
+    global _warm_until
     if time.perf_counter() > _warm_until:
         return None
     op = _OPS.get(name)
-    if op is None or compute_np not in _NAMES:
+    t = _NAMES.get(compute_np)
+    if op is None or t is None:
         return None
     xa = type(x) is np.ndarray and x.ndim > 0
     ya = type(y) is np.ndarray and y.ndim > 0
     arr = x if xa else y if ya else None
-    if arr is None or arr.dtype != compute_np or not arr.flags.c_contiguous:
+    if arr is None or (arr.dtype is not compute_np and arr.dtype != compute_np) or not arr.flags.c_contiguous:
         return None
-    if xa and ya and (y.shape != x.shape or y.dtype != compute_np or not y.flags.c_contiguous):
+    if xa and ya and (y.shape != x.shape or (y.dtype is not compute_np and y.dtype != compute_np)
+                      or not y.flags.c_contiguous):
         return None
     if arr.size < EW_MIN_ELEMENTS:
         return None
-    p = _pair(compute_np)
+    p = _pairs.get(t)
     if p is None:
+        p = _pair(compute_np)       # (loads it where it may run)
+        if p is None:
+            return None
+    elif not ENABLED or sharepool.pool_threads() < 2:
         return None
-    if out is None:
-        out = np.empty(arr.shape, compute_np)
-    elif out.shape != arr.shape or out.dtype != compute_np or not out.flags.c_contiguous:
+    if not p.pthread:               # (no gotoblas_pthread to call: never jump to address 0)
         return None
     flat = arr.reshape(-1)
-    s = float(compute_np.type(y if xa else x)) if not (xa and ya) else 0.0
-    if not launch(p, p.ew, p.ew_records, op, x.reshape(-1) if xa else flat, y.reshape(-1) if ya else flat,
-                   out.reshape(-1), int(not xa), int(not ya), s):
+    if out is None:
+        out = np.empty(arr.shape, compute_np)
+        of = out.reshape(-1)
+    elif out is arr:
+        of = flat
+    elif out.shape != arr.shape or out.dtype != compute_np or not out.flags.c_contiguous:
         return None
+    else:
+        of = out.reshape(-1)
+    if xa and ya:
+        s = 0.0
+        xf, yf = (flat, y.reshape(-1)) if arr is x else (x.reshape(-1), flat)
+    else:
+        # the scalar as numpy takes it (`compute_np`): a float's rounding to float32 happens
+        # in the half, from its float64 bits, as np.float32(y) rounds it
+        s = x if xa is False else y
+        if type(s) is not float:
+            s = float(compute_np.type(s))
+        xf = yf = flat
+    if not sharepool.try_launch():
+        return None
+    try:     # (`launch`'s steps, the records filled and both halves run in one numba call)
+        p.ew_launch(p.recs, op, xf, yf, of, int(not xa), int(not ya), s, p.pthread, p.ew_address)
+    finally:
+        sharepool.end_launch()
+    _warm_until = time.perf_counter() + WARM_S
     return out

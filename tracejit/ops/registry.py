@@ -477,12 +477,21 @@ def _kernel_into(prim, plan, arrays, out) -> bool:
                                 out=out) is not None)
 
 
+# numpy's C function itself where it is reachable: np.may_share_memory goes through the
+# __array_function__ dispatch first (half its cost; `_apart` runs on every large in-place
+# update, ``w -= lr * g``)
+try:
+    from numpy._core._multiarray_umath import may_share_memory as _may_share_memory
+except ImportError:     # (another numpy's layout)
+    _may_share_memory = np.may_share_memory
+
+
 def _apart(arrays, out) -> bool:
     """Whether a kernel may write `out` while reading `arrays`: each is `out` itself (read
     at the index it is written) or shares no memory with it (the kernel, unlike numpy's
     ufuncs, does not buffer an operand that overlaps its output elsewhere)."""
     for x in arrays:
-        if isinstance(x, np.ndarray) and x is not out and np.may_share_memory(x, out):
+        if isinstance(x, np.ndarray) and x is not out and _may_share_memory(x, out):
             if not (x.shape == out.shape and x.strides == out.strides
                     and x.__array_interface__["data"][0] == out.__array_interface__["data"][0]):
                 return False

@@ -150,7 +150,12 @@ def declines(prim, out_shape) -> bool:
     """Whether `run` would give None now without looking at the operands: arithmetic below
     ARITH_MIN_ELEMENTS while ops/halves.py's halves are not warm (their usual state outside
     a product's halves). Lets registry.run_into skip its overlap check (1-2 us)."""
-    return prim.name in _HALVES_OPS and not _halves().warm() and math.prod(out_shape) < ARITH_MIN_ELEMENTS
+    if prim.name not in _HALVES_OPS:
+        return False
+    h = coreshare._halves_module     # (loaded: its warm window read here, no calls)
+    if h is not None and time.perf_counter() <= h._warm_until:
+        return False
+    return not (h or _halves()).warm() and math.prod(out_shape) < ARITH_MIN_ELEMENTS
 
 
 _CPUS = usable_cpus()
@@ -220,7 +225,9 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
         # without the GIL, or numpy's loop)
         if compute_np != out_np or params or len(arrays) != 2:
             return None
-        return _halves().binary(prim.name, arrays[0], arrays[1], compute_np, out)
+        # (the loaded module read directly: two Python calls less on an update's launch)
+        return (coreshare._halves_module or _halves()).binary(prim.name, arrays[0], arrays[1],
+                                                               compute_np, out)
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
