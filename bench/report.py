@@ -301,7 +301,8 @@ def isa_line(data: dict) -> str:
             off.append(f"{name} ({', '.join(wrong)})")
     line = (f"\nInstruction set: {isa} code on this host (numba/LLVM haswell, OpenBLAS Haswell, "
             "PyTorch ATen/MKL/oneDNN AVX2, XLA max ISA AVX2): the code an AVX2 machine runs, "
-            "on this machine's caches and memory")
+            "on this machine's caches and memory; jax.jit's matrix products excepted: "
+            "XLA's flag does not reach them (bench/isa.py)")
     if off:
         line += "\nWARNING: the switch did not take in: " + "; ".join(off)
     return line
