@@ -54,7 +54,8 @@ WORKLOADS: tuple[Workload, ...] = (
              (Metric("step_ms", "MLP train step (Adam)", "ms"),)),
     Workload("overhead", "per-call overhead",
              "a=x*y+z; tanh(a)*a-z (5 ops) on 16-element float32 inputs",
-             (Metric("call_us", "5-op call on 16 elems", "us"),)),
+             (Metric("call_us", "5-op call on 16 elems", "us"),
+              Metric("call_grad_us", "5-op call on 16 elems, inputs require grad", "us"))),
     Workload("models", "model training steps",
              "one step (forward, cross-entropy, backward, SGD) of each model PyTorch users port: "
              "a LeNet-style CNN with BatchNorm (batch 64, 28x28), an LSTM language model (batch 32, "

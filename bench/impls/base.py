@@ -178,9 +178,19 @@ class Runner:
         out = self.sync(f(x, y, z))
         t = measure(lambda: self.sync(f(x, y, z)), warmup=cfg.warmup + 50,
                     repeat=cfg.overhead_repeat, sample_s=cfg.sample_s, watch=self.watch)
-        return {"call_us": t.value(cfg.stat) * 1e6, "per_op_us": t.value(cfg.stat) * 1e6 / 5,
-                "timing": t.as_dict(),
-                "check": {"sum": float(np.sum(self.tonumpy(out), dtype=np.float64))}}
+        res = {"call_us": t.value(cfg.stat) * 1e6, "per_op_us": t.value(cfg.stat) * 1e6 / 5,
+               "timing": t.as_dict(),
+               "check": {"sum": float(np.sum(self.tonumpy(out), dtype=np.float64))}}
+        # The same call recording the graph (inputs that require grad; no backward): the
+        # eager autograd systems only (numpy has none, and a compiled call's recording is
+        # one node, not five).
+        xg, yg, zg = (self.asarray(a, requires_grad=True) for a in W.overhead_inputs())
+        if not self.compiled and getattr(xg, "requires_grad", False):
+            tg = measure(lambda: f(xg, yg, zg), warmup=cfg.warmup + 50,
+                         repeat=cfg.overhead_repeat, sample_s=cfg.sample_s, watch=self.watch)
+            res["call_grad_us"] = tg.value(cfg.stat) * 1e6
+            res["timing_grad"] = tg.as_dict()
+        return res
 
     def run_opcost(self, cfg: W.Config) -> dict:
         from ..opcost import run  # per-op eager cost (bench/opcost.py)
