@@ -99,3 +99,48 @@ def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
     assert item[:1] == (workers.LATER,) and item[2] is stale and pool._held(item) is stale
     last[0] = time.monotonic()               # its op asks again (tier 0 is back)
     assert pool._held(item) is None and stale.hold is None
+
+
+def test_no_worker_starts_ahead_after_release_idle(monkeypatch):
+    """`prestart` asks the other slots to start their workers ahead once a core is idle; a
+    plan that then finds every kernel on disk calls `release_idle`. When that call lands
+    while a slot is still measuring whether a core is idle (`spare_core`'s window), the slot
+    must not start its worker afterwards: nothing would ever stop it (a warm-disk process
+    kept an idle worker under load)."""
+    monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
+    started = []
+
+    class _FakeWorker:          # no process: record the start
+        def __init__(self):
+            started.append(self)
+            self.used = False
+            self.proc = self
+
+        def poll(self):
+            return None
+
+        def kill(self):
+            pass
+
+    monkeypatch.setattr(workers, "_Worker", _FakeWorker)
+    pool = workers.CompilePool(0)    # no dispatcher threads: we play slot 1's
+    pool.workers = [None, None]
+    pool.ahead = True
+
+    def spare_core_while_released(window=0.0):
+        pool.release_idle()          # the plan's release arrives during the measurement
+        return True
+    monkeypatch.setattr(workers, "spare_core", spare_core_while_released)
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool._wait_spare(1)), daemon=True)
+    t.start()
+    time.sleep(0.1)
+    pool.closed = True
+    t.join(5)
+    assert got == [(-1, 0, None)]    # it waited on (nothing asked any more) until the close
+    assert started == [] and pool.workers == [None, None]
+    # without a release, the same measurement starts the worker ahead
+    pool.closed, pool.ahead = False, True
+    monkeypatch.setattr(workers, "spare_core", lambda window=0.0: True)
+    assert pool._wait_spare(1) is None
+    assert len(started) == 1 and pool.workers[1] is started[0] and not pool.ahead

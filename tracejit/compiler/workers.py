@@ -361,7 +361,8 @@ class CompilePool:
         self.workers: list = [None] * size
         self.closed = False
         self._ids = iter(range(1, 1 << 62))
-        self._lock = threading.Lock()
+        # (reentrant: `_wait_spare` starts a worker ahead under it, and `worker` takes it)
+        self._lock = threading.RLock()
         self.by_source: dict = {}  # (source, llvm options) -> Job, so entries share compiles
         self.ahead = False   # `prestart` asked: the other slots start ahead of jobs when spare
         for i in range(size):
@@ -532,11 +533,17 @@ class CompilePool:
                         return self.jobs.get_nowait()
                     except queue.Empty:
                         continue
-                self.ahead = False
-                try:
-                    self.worker(i, use=False)
-                except (OSError, ValueError):
-                    pass   # tried again (and reported) with a job
+                with self._lock:
+                    # `release_idle` may have come while spare_core() measured (a plan that
+                    # found every kernel on disk): nothing to start ahead for any more, and
+                    # a worker started now would outlive it, idle.
+                    if not self.ahead:
+                        continue
+                    self.ahead = False
+                    try:
+                        self.worker(i, use=False)
+                    except (OSError, ValueError):
+                        pass   # tried again (and reported) with a job
                 return None
             time.sleep(SPARE_WINDOW_S)
 
