@@ -127,14 +127,18 @@ def test_no_worker_starts_ahead_after_release_idle(monkeypatch):
     pool.workers = [None, None]
     pool.ahead = True
 
+    measured = threading.Event()
+
     def spare_core_while_released(window=0.0):
         pool.release_idle()          # the plan's release arrives during the measurement
+        measured.set()
         return True
     monkeypatch.setattr(workers, "spare_core", spare_core_while_released)
     got = []
     t = threading.Thread(target=lambda: got.append(pool._wait_spare(1)), daemon=True)
     t.start()
-    time.sleep(0.1)
+    assert measured.wait(30)         # the slot did measure (the case under test ran)
+    time.sleep(0.05)                 # and had its chance to start a worker after it
     pool.closed = True
     t.join(5)
     assert got == [(-1, 0, None)]    # it waited on (nothing asked any more) until the close

@@ -398,15 +398,18 @@ def warm() -> bool:
 def launch(p, entry, fill, *args) -> bool:
     """``fill(p.recs, *args)``, then records 0 and 1 at once, on this thread and on
     OpenBLAS's worker (the halves call no BLAS). `p`: a `_Pair` or any object with its
-    ``recs`` (2 x 16 int64) and their ``address``; `entry`: a cfunc's address taking one. The records are written only once this
-    thread holds the pool (another Python thread launching meanwhile would overwrite
-    them); False where another launch holds it (nothing ran)."""
+    ``recs`` (2 x 16 int64) and their ``address``; `entry`: a cfunc's address taking one,
+    or None where `fill` runs the halves itself (`ew_launch`: records and run in one numba
+    call). The records are written only once this thread holds the pool (another Python
+    thread launching meanwhile would overwrite them); False where another launch holds it
+    (nothing ran)."""
     if not sharepool.try_launch():
         return False
     global _warm_until
     try:
         fill(p.recs, *args)
-        _run(p, entry)
+        if entry is not None:
+            _run(p, entry)
     finally:
         sharepool.end_launch()
     _warm_until = time.perf_counter() + WARM_S
@@ -530,7 +533,6 @@ def binary(name: str, x, y, compute_np, out=None):
     the machine able to (`two_cores`: BLAS's ceiling, OpenBLAS's worker); here the loaded
     pair and the policy's count (`sharepool.pool_threads`, read at every call: it may drop
     at any sample) suffice."""
-    global _warm_until
     if time.perf_counter() > _warm_until:
         return None
     op = _OPS.get(name)
@@ -576,11 +578,7 @@ def binary(name: str, x, y, compute_np, out=None):
         if type(s) is not float:
             s = float(compute_np.type(s))
         xf = yf = flat
-    if not sharepool.try_launch():
+    if not launch(p, None, p.ew_launch, op, xf, yf, of, int(not xa), int(not ya), s, p.pthread,
+                  p.ew_address):
         return None
-    try:     # (`launch`'s steps, the records filled and both halves run in one numba call)
-        p.ew_launch(p.recs, op, xf, yf, of, int(not xa), int(not ya), s, p.pthread, p.ew_address)
-    finally:
-        sharepool.end_launch()
-    _warm_until = time.perf_counter() + WARM_S
     return out
