@@ -246,13 +246,16 @@ def blas_threads() -> int | None:
 def set_blas_threads(n: int) -> bool:
     """Set the threads numpy's BLAS uses (process-wide, like ``OPENBLAS_NUM_THREADS`` at
     start-up); False when no known BLAS is loaded."""
-    import ctypes
-    import numpy  # noqa: F401
     if int(n) < 1:
         raise ValueError(f"set_blas_threads: need at least 1 thread, got {n}")
-    _, fn = _blas_function(_BLAS_SETTERS)
-    if fn is None:
-        return False
+    fns = _getset or _blas_getset()
+    if fns is None:
+        import numpy  # noqa: F401  (loads the BLAS)
+        _, fn = _blas_function(_BLAS_SETTERS)   # (a setter without a getter: still set)
+        if fn is None:
+            return False
+    else:
+        fn = fns[1]
     fn(int(n))
     return True
 
@@ -295,9 +298,7 @@ class blas_threads_set:
             return
         before = int(fns[0]())
         if before != self.n:
-            if self.n < 1:
-                raise ValueError(f"set_blas_threads: need at least 1 thread, got {self.n}")
-            fns[1](self.n)
+            set_blas_threads(self.n)   # (its check of n, on the functions found above)
             self.before = before
 
     def __exit__(self, *exc) -> None:
