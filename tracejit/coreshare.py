@@ -325,7 +325,7 @@ def matmul(a, b, blas_only: bool = False):
         if m * k * n < TINY_GEMM_MNK:
             return np.matmul(a, b)
         single = _single(m, k, n)
-        if SKINNY_MNK <= m * k * n < HALVES_MNK and min(m, k, n) <= SKINNY_THIN:
+        if SKINNY_MNK <= m * k * n < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN:
             out = _skinny().product(a, b)   # a head's product: one thread, nothing packed
             if out is not None:
                 return out
@@ -403,6 +403,17 @@ _rows_module = None
 # is imported below the range.
 SKINNY_MNK = 1 << 20
 SKINNY_THIN = 16
+# A head's logits ``x @ w.T`` (a few columns of a transposed b: the dot kernel) go to
+# ops/skinny_gemm.py up to this bound, past HALVES_MNK: the dot kernel reads x once in
+# place where BLAS packs it for a product that is one pass over it. The Transformer step's
+# head (2048x256x10, 5.2M multiply-adds) alone, SCHED_FIFO, min / median ms: two threads
+# 0.155 / 0.161 (BLAS) against 0.081 / 0.091 (the dot halves), caches swept before each
+# call 0.304 / 0.376 against 0.184 / 0.233; one thread 0.223 / 0.239 against 0.149 / 0.155.
+# The other thin forms keep HALVES_MNK: the weight gradient (few rows) already runs as the
+# halves' depth halves from there, and the small-depth input gradient ``g @ w`` (2048x10x256)
+# in the tile kernel's row halves was no faster than two BLAS threads (0.079 / 0.083 against
+# 0.082 / 0.086 warm, 0.211 / 0.284 against 0.179 / 0.224 swept).
+SKINNY_DOT_MNK = 1 << 23
 
 
 def _skinny():
@@ -519,7 +530,9 @@ def gemm_thread_count(m: int, k: int, n: int) -> int | None:
     where no known BLAS is loaded."""
     if _one_thread(m, k, n):
         return 1
-    if (SKINNY_MNK <= m * k * n < HALVES_MNK and min(m, k, n) <= SKINNY_THIN
+    mnk = m * k * n
+    if (SKINNY_MNK <= mnk < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN
+            and (mnk < HALVES_MNK or n <= SKINNY_THIN)   # (past HALVES_MNK: the dot kernel's only)
             and _skinny_module is not None and _skinny_module.ENABLED):
         t = _skinny_module.threads(m, k, n)
         if t is not None:

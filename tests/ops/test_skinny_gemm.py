@@ -98,7 +98,8 @@ def test_product_runs_the_heads_three_products(loaded):
 def test_product_leaves_what_it_cannot_run(loaded, monkeypatch):
     h, w, g = _head()
     assert skinny_gemm.product(h[:64], w.T) is None                 # below MIN_MNK
-    assert skinny_gemm.product(np.ones((256, 2048), np.float32), np.ones((10, 2048), np.float32).T) is None  # MAX_MNK
+    assert skinny_gemm.product(np.ones((1024, 1024), np.float32), np.ones((10, 1024), np.float32).T) is None  # MAX_DOT_MNK
+    assert skinny_gemm.product(np.ones((2048, 10), np.float32), np.ones((10, 256), np.float32)) is None  # MAX_MNK
     assert skinny_gemm.product(h, np.ascontiguousarray(w.T)) is None  # few columns of a C-contiguous b
     assert skinny_gemm.product(h[:, ::2], w[:, ::2].T) is None      # a strided x
     assert skinny_gemm.product(g, w, np.ones(1024, np.float32)) is None  # a bias: the dot kernel's only
@@ -110,6 +111,25 @@ def test_product_leaves_what_it_cannot_run(loaded, monkeypatch):
     monkeypatch.setattr(skinny_gemm, "ENABLED", False)
     assert skinny_gemm.product(h, w.T) is None
     assert not loaded
+
+
+def test_dot_kernel_takes_the_transformer_heads_logits(loaded):
+    """Past MAX_MNK (the halves' range) up to MAX_DOT_MNK the dot kernel still takes a
+    head's logits (the Transformer step's 2048x256x10, bias in it) through coreshare.matmul and
+    biasgemm.matmul_bias; the head's small-depth input gradient there is not skinny's."""
+    r = np.random.default_rng(2)
+    h = r.standard_normal((2048, 256)).astype(np.float32)
+    w = r.standard_normal((10, 256)).astype(np.float32)
+    b = r.standard_normal(10).astype(np.float32)
+    g = r.standard_normal((2048, 10)).astype(np.float32)
+    assert skinny_gemm.MAX_MNK <= 2048 * 256 * 10 < skinny_gemm.MAX_DOT_MNK
+    want = h.astype(np.float64) @ w.T.astype(np.float64) + b
+    np.testing.assert_allclose(biasgemm.matmul_bias(np, h[None], w.T, b.reshape(1, 10))[0], want,
+                               **_tol("float32", 256))
+    np.testing.assert_allclose(coreshare.matmul(h, w.T), want - b, **_tol("float32", 256))
+    assert loaded == ["dot", "dot"]
+    np.testing.assert_allclose(coreshare.matmul(g, w), g.astype(np.float64) @ w, **_tol("float32", 10))
+    assert loaded == ["dot", "dot"]           # (neither the dot kernel nor skinny's halves)
 
 
 def test_matmul_and_matmul_bias_hand_it_the_head(loaded):

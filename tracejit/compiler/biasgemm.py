@@ -42,7 +42,7 @@ import ctypes
 
 import numpy as np
 
-from ..coreshare import HALVES_MNK, SKINNY_MNK, SKINNY_THIN, adapt, gemm_threads, matmul
+from ..coreshare import SKINNY_DOT_MNK, SKINNY_MNK, SKINNY_THIN, adapt, gemm_threads, matmul
 from ..jit.ir import Eqn, Var
 from ..ops.blas_gemm import gemm_address
 from ..ops.linalg import matmul_rows
@@ -237,7 +237,7 @@ def matmul_bias(xp, x, w, b):
         return xp.add(out, b.reshape(n), out=out)
     lead = x.shape[:-1]
     m = x.size // k if k else 0
-    if SKINNY_MNK <= m * k * n < HALVES_MNK and n <= SKINNY_THIN:   # a head's logits
+    if SKINNY_MNK <= m * k * n < SKINNY_DOT_MNK and n <= SKINNY_THIN:   # a head's logits
         global _skinny_product
         if _skinny_product is None:    # (imported at the first: an import statement in every
             from ..ops.skinny_gemm import product as _skinny_product   # call cost ~4 us cold)

@@ -31,10 +31,12 @@ The step (one process, 16 rounds ABBA, load 9-10): -0.059 ms median per round (f
 -0.026, backward -0.063), lower in 11 of 16 rounds.
 
 Which products: 2-D numpy float32/float64 operands of one dtype, m*k*n from `MIN_MNK` to
-below `MAX_MNK` (coreshare.matmul asks here first in that range) and the smallest of m, k, n
-at most `MAX_THIN`. Below `MIN_MNK` BLAS keeps a product on one thread and its packing is
-cheap (the CNN head's 64x1600x10: not measured here); from `MAX_MNK` the register-tile
-kernel's own bounds and the halves (ops/halves.py) apply. Results differ from BLAS's in the
+below `MAX_MNK` (`MAX_DOT_MNK` for the dot kernel's: coreshare.matmul asks here first in that
+range) and the smallest of m, k, n at most `MAX_THIN`. Below `MIN_MNK` BLAS keeps a product on
+one thread and its packing is cheap (the CNN head's 64x1600x10: not measured here); from
+`MAX_MNK` the register-tile kernel's own bounds and the halves (ops/halves.py) apply. The dot
+kernel goes on to `MAX_DOT_MNK` (the Transformer step's 2048x256x10 logits: coreshare's
+SKINNY_DOT_MNK says what it measured). Results differ from BLAS's in the
 last bits (another summation order), as BLAS's own do between thread counts.
 
 Loaded with ops/native.py's policy as rows_gemm's kernel: no compile in a call in sync mode
@@ -48,7 +50,8 @@ import numpy as np
 from .. import coreshare
 from . import halves
 
-__all__ = ["product", "threads", "source", "module_kernel", "HALVES", "ENABLED", "MAX_THIN", "MIN_MNK", "MAX_MNK"]
+__all__ = ["product", "threads", "source", "module_kernel", "HALVES", "ENABLED", "MAX_THIN", "MIN_MNK", "MAX_MNK",
+           "MAX_DOT_MNK"]
 
 # The switch (tests and measurements turn it off to compare).
 ENABLED = True
@@ -56,6 +59,7 @@ HALVES = True
 MAX_THIN = coreshare.SKINNY_THIN
 MIN_MNK = coreshare.SKINNY_MNK
 MAX_MNK = coreshare.HALVES_MNK
+MAX_DOT_MNK = coreshare.SKINNY_DOT_MNK
 
 # out (m, n) = x (m, K) @ w (n, K).T (+ bias): x and w C-contiguous. Blocks of 4 x 4 sums, then
 # the rest of w's rows 4 x 1, then the rest of x's rows 1 x 1. ``reassoc`` (not full fastmath:
@@ -211,7 +215,8 @@ def product(a, b, bias=None):
         return None
     m, kd = a.shape
     n = b.shape[1]
-    if b.shape[0] != kd or not MIN_MNK <= m * kd * n < MAX_MNK or min(m, kd, n) > MAX_THIN:
+    mnk = m * kd * n
+    if b.shape[0] != kd or not MIN_MNK <= mnk < MAX_DOT_MNK or min(m, kd, n) > MAX_THIN:
         return None
     if n <= MAX_THIN and b.flags.f_contiguous and not b.flags.c_contiguous and a.flags.c_contiguous:
         t = _NAMES.get(a.dtype)
@@ -228,6 +233,6 @@ def product(a, b, bias=None):
                 and halves.launch(pair, pair.entry, pair.records, *args)):
             fn(*args)
         return out
-    if bias is not None or (m > MAX_THIN and kd > MAX_THIN) or not HALVES:
+    if bias is not None or (m > MAX_THIN and kd > MAX_THIN) or not HALVES or mnk >= MAX_MNK:
         return None
     return halves.thin(a, b)
