@@ -2,6 +2,7 @@
 
     python bench/bench_models.py                     # all models, all systems present
     python bench/bench_models.py --models lstm --steps 20
+    python bench/bench_models.py --models lstm --embedding-rewrite off   # the general LSTM LM step
 
 The models (bench/impls/models.py, the same code ``python -m bench``'s ``models`` workload
 runs beside torch.compile and jax.jit): a LeNet-style CNN with BatchNorm, an LSTM language
@@ -10,6 +11,11 @@ update; the same model code runs on both libraries (tracejit's names are PyTorch
 system starts from the same parameters (by state_dict name) and the first losses are
 printed for comparison. One process per system, run one after the other; the median step
 after warm-up is reported, with the ratio to PyTorch eager taken within the run.
+
+``--embedding-rewrite off`` compiles without the embedding-gradient rewrite
+(`tracejit.jit.scatter_products`), which applies to the LSTM LM only because its vocabulary (64)
+is smaller than a batch's tokens (2048): with it off the step is that of an LSTM LM whose
+vocabulary is not, the general case (PyTorch's step is the same either way).
 """
 from __future__ import annotations
 
@@ -27,13 +33,21 @@ SYSTEMS = ("torch_eager", "tracejit_eager", "tracejit_compiled")
 WARMUP = 2
 
 
-def run_system(system: str, model: str, steps: int) -> dict:
+def set_embedding_rewrite(on: bool) -> None:
+    """Switch tracejit's embedding-gradient rewrite (`tracejit.jit.scatter_products.ENABLED`)
+    for the captures that follow in this process."""
+    from tracejit.jit import scatter_products
+    scatter_products.ENABLED = bool(on)
+
+
+def run_system(system: str, model: str, steps: int, embedding_rewrite: bool = True) -> dict:
     # the library first, as its users import it: `import tracejit` before numpy sets the
     # thread tunings OpenBLAS reads when numpy loads it (tracejit/threads.py)
     if system == "torch_eager":
         import torch as m
     else:
         import tracejit as m
+        set_embedding_rewrite(embedding_rewrite)
     from bench.impls import models
     compile_hook = m.script if system == "tracejit_compiled" else (lambda f: f)
     from bench.harness import Watch, step_times
@@ -53,7 +67,7 @@ def run_system(system: str, model: str, steps: int) -> dict:
     # what compiled or loaded inside the timed steps, and others' cores (bench.harness.Watch)
     watch = Watch(counters)
     t = step_times(step, steps, 0, watch=watch)
-    return {"system": system, "model": model, "ms": 1e3 * t.median_s,
+    return {"system": system, "model": model, "ms": 1e3 * t.median_s, "embedding_rewrite": embedding_rewrite,
             "first_call_s": first, "losses": losses[:3], "during": t.during}
 
 
@@ -62,10 +76,12 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--embedding-rewrite", choices=("on", "off"), default="on",
+                    help="off: compile without the embedding-gradient rewrite (tracejit.jit.scatter_products)")
     ap.add_argument("--worker", nargs=2, metavar=("SYSTEM", "MODEL"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        print(json.dumps(run_system(args.worker[0], args.worker[1], args.steps)))
+        print(json.dumps(run_system(args.worker[0], args.worker[1], args.steps, args.embedding_rewrite == "on")))
         return 0
     from bench.impls.models import MODELS
     rows = []
@@ -73,7 +89,8 @@ def main(argv=None) -> int:
         for system in args.systems.split(","):
             env = dict(os.environ, TRACEJIT_COMPILE="sync")
             p = subprocess.run([sys.executable, __file__, "--worker", system, model, "--steps",
-                                str(args.steps)], capture_output=True, text=True, env=env)
+                                str(args.steps), "--embedding-rewrite", args.embedding_rewrite],
+                               capture_output=True, text=True, env=env)
             if p.returncode != 0:
                 last = (p.stderr.strip().splitlines() or ["?"])[-1]
                 print(f"{model:12s} {system:18s} skipped: {last}", file=sys.stderr)
@@ -84,6 +101,8 @@ def main(argv=None) -> int:
             print(f"{model:12s} {system:18s} {r['ms']:9.1f} ms/step  first call {r['first_call_s']:.2f} s  "
                   f"losses {['%.5f' % v for v in r['losses']]}  during the timed steps: {during}",
                   file=sys.stderr)
+    if args.embedding_rewrite == "off":
+        print("\ntracejit compiled without the embedding-gradient rewrite (--embedding-rewrite off)")
     print("\n| model | system | ms/step | vs torch eager | first call [s] |\n|---|---|---:|---:|---:|")
     for model in (args.models.split(",") if args.models else MODELS):
         ref = next((r["ms"] for r in rows if r["model"] == model and r["system"] == "torch_eager"), None)

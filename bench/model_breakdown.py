@@ -1,6 +1,7 @@
 """Where a compiled model step's time goes, per kind of call: the CNN, LSTM and Transformer.
 
     python -m bench.model_breakdown [--models cnn,lstm,transformer] [--steps N] [--eager]
+                                    [--torch] [--embedding-rewrite off]
 
 The steps are ``bench/impls/models.py``'s (the ``models`` workload of ``python -m bench`` and
 ``bench/bench_models.py``), run by phase (forward = the compiled module, loss, backward,
@@ -253,10 +254,18 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--eager", action="store_true", help="tracejit eager instead of tj.script")
     ap.add_argument("--torch", action="store_true", help="also time PyTorch eager (one thread) in this process")
+    ap.add_argument("--embedding-rewrite", choices=("on", "off"), default="on",
+                    help="off: compile without the embedding-gradient rewrite (the general LSTM LM step; "
+                         "bench/bench_models.py's option)")
     args = ap.parse_args(argv)
-    for m in args.models.split(","):
-        print(breakdown(m, args.steps, not args.eager, args.torch))
-        print()
+    from tracejit.jit import scatter_products
+    before, scatter_products.ENABLED = scatter_products.ENABLED, args.embedding_rewrite == "on"
+    try:
+        for m in args.models.split(","):
+            print(breakdown(m, args.steps, not args.eager, args.torch))
+            print()
+    finally:
+        scatter_products.ENABLED = before
     return 0
 
 
