@@ -26,7 +26,8 @@ from ..ops.vectorized import TIER0_THREADS as _TIER0_THREADS, outside as _outsid
 from ..tensor import Tensor
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
-__all__ = ["Node", "PrimNode", "Tier0PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta", "make_prim_node"]
+__all__ = ["Node", "PrimNode", "Tier0PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta",
+           "make_prim_node"]
 
 
 class SavedTensor:
