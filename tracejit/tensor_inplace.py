@@ -16,7 +16,7 @@ from .device import CPU
 from .errors import DTypeError, ShapeError
 from .tensor import Tensor, _install_methods
 from . import ops as _ops
-from .autograd.node import PrimNode
+from .autograd.node import PrimNode, Tier0PrimNode
 from .autograd.grad_mode import _state as _grad_state
 from .ops import elementwise as _EW
 from .ops.registry import run_into as _run_into, trace_state as _trace_state
@@ -63,7 +63,8 @@ class InPlaceMethods:
             raise RuntimeError(f"{what}: this tensor's memory is read-only (e.g. the result of "
                                f"expand() or of a read-only numpy array); clone() it first")
         node = result.grad_fn
-        if type(node) is PrimNode:  # (a compiled call's node keeps its inputs itself)
+        if type(node) is PrimNode or type(node) is Tier0PrimNode:  # (a compiled call's node
+            # keeps its inputs itself)
             # The new node may have saved self (``a.mul_(b)`` needs the old a for b's
             # gradient): give it its own copy, since self's memory is overwritten next.
             node.keep_input(self)

@@ -148,3 +148,49 @@ def test_no_worker_starts_ahead_after_release_idle(monkeypatch):
     monkeypatch.setattr(workers, "spare_core", lambda window=0.0: True)
     assert pool._wait_spare(1) is None
     assert len(started) == 1 and pool.workers[1] is started[0] and not pool.ahead
+
+
+def test_promote_moves_a_queued_job_up_to_its_new_rank():
+    """A kernel queued LATER (only tier-0 forwards asked for it) that a compiled step or
+    eager code then asks for moves up (ops/native.py): taken before the EAGER jobs queued
+    after it, after those queued before it, and never moved down or when not queued."""
+    pool = workers.CompilePool(0)    # no dispatcher threads: we play one
+    early = pool.submit("# early", "early", (), rank=workers.EAGER)
+    late = pool.submit("# late", "late", (), rank=workers.LATER)
+    after = pool.submit("# after", "after", (), rank=workers.EAGER)
+    upgrade = pool.submit("# upgrade", "up", (), rank=workers.LATER)
+    assert pool.promote(late, workers.EAGER)
+    assert not pool.promote(late, workers.LATER)        # never down
+    assert not pool.promote(late, workers.EAGER)        # already there
+    order = [pool.jobs.get_nowait() for _ in range(4)]
+    assert [item[2] for item in order] == [early, late, after, upgrade]
+    assert [item[0] for item in order] == [workers.EAGER, workers.EAGER, workers.EAGER,
+                                           workers.LATER]
+    assert not pool.promote(upgrade, workers.FIRST)     # taken: nothing to move
+    assert pool.jobs.empty()
+
+
+def test_a_later_kernel_whose_op_stopped_asking_is_held():
+    """A kernel queued LATER because only tier-0 forwards asked for it (ops/native.py,
+    ops/vectorized.py) whose op stopped asking (the entry switched: its plan fuses the op)
+    is held like a put-back EAGER one, until its op asks again or a core is idle; one whose
+    op still asks runs in its turn, and a LATER job of no op's (an upgrade) is untouched."""
+    pool = workers.CompilePool(0)    # no dispatcher threads: we play one
+    last = [time.monotonic() - 10 * workers.ASKED_WITHIN_S]
+    quiet = pool.submit("# layer norm", "ln", (), rank=workers.LATER, asked=lambda: (last[0], 0.1))
+    asking = pool.submit("# gelu", "gelu", (), rank=workers.LATER,
+                         asked=lambda: (time.monotonic(), 0.1))
+    plain = pool.submit("# plain", "plain", (), rank=workers.LATER)
+    # the quiet one, first in line, goes back behind the others, held
+    item = pool._asked_lately(pool.jobs.get_nowait())
+    assert item[2] is asking and pool._held(item) is None       # still asked for: runs
+    assert pool._asked_lately(pool.jobs.get_nowait())[2] is plain
+    item = pool.jobs.get_nowait()
+    assert item[2] is quiet and item[0] == workers.LATER and pool._held(item) is quiet
+    # a held job in a dispatcher's hand goes behind a job queued meanwhile at its rank
+    # (at its old place it would come straight back: swapped without end)
+    other = pool.submit("# other", "other", (), rank=workers.LATER)
+    assert pool._when_idle(item)[2] is other
+    assert [i[2] for i in pool.jobs.queue] == [quiet]
+    last[0] = time.monotonic()                                  # asked again: released
+    assert pool._held(pool.jobs.queue[0]) is None and quiet.hold is None

@@ -203,3 +203,44 @@ def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monk
                       ("maxpool", "fwd_offsets"): True, ("maxpool", "scatter_tiles"): True,
                       ("select", "relu_backward"): True,
                       ("rows", "cross_entropy"): False, ("rows", "cross_entropy_backward"): False}
+
+
+def test_a_kernel_only_tier0_asked_for_queues_later_until_asked_outside(tmp_path, monkeypatch):
+    # A compiled function's plan fuses what its tier-0 forward runs, so a hand-written
+    # kernel asked for only inside tier-0 forwards may never be asked for again (the MLP
+    # step's LayerNorm kernels): rank LATER. An ask from eager code or a compiled plan (the
+    # MLP's skinny GEMM) moves its queued job up to EAGER.
+    import threading
+    from tracejit.compiler import workers
+    from tracejit.ops import vectorized
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native, "_GO_AFTER_S", 3600.0)   # asked for, no loader started
+    pool = workers.CompilePool(0)    # no dispatcher threads: nothing compiles
+    monkeypatch.setattr(workers, "_pool", pool)
+    other = pool.submit("# other", "other", (), rank=workers.EAGER)
+    k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 19.0"), "test_native_tier0")
+    with vectorized.serving_tier0():
+        assert k.get() is None
+    assert k.outside is False and k._rank() == workers.LATER
+    t = threading.Thread(target=k._prepare, daemon=True)
+    t.start()
+    for _ in range(2000):
+        if k.job is not None:
+            break
+        t.join(0.01)
+    job = k.job
+    assert job is not None and [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.LATER]
+    with vectorized.serving_tier0():
+        assert k.get() is None                   # tier 0 again: stays LATER
+    assert [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.LATER]
+    assert k.get() is None                       # asked outside: up to EAGER, after `other`
+    assert k.outside is True and k._rank() == workers.EAGER
+    assert [item[2] for item in sorted(pool.jobs.queue)] == [other, job]
+    assert [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.EAGER]
+    job._finish(False, "not compiled in this test")
+    t.join(60)
+    assert not t.is_alive() and k.failed
+    # a kernel asked for outside from the start queues EAGER at once
+    e = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 23.0"), "test_native_outside")
+    assert e.get() is None and e.outside is True and e._rank() == workers.EAGER

@@ -549,3 +549,40 @@ def test_tier0_forwards_run_inside_serving_tier0(monkeypatch):
     t0.graph, t0._drops, t0._steps = None, None, None
     assert t0([1, 2]) == [1, 2]
     assert seen == [False] and V.outside()
+
+
+def test_the_backward_of_a_tier0_forwards_ops_serves_tier0_too(monkeypatch):
+    """The nodes a tier-0 forward records (autograd/node.py's `Tier0PrimNode`) run their
+    backward inside `serving_tier0`, so its kernels queue as tier 0's (the compiled step's
+    backward is the plan's own kernels); the eager ops around it keep PrimNodes, whose
+    backward asks as eager code. Gradients equal a plain eager run's bit for bit."""
+    from tracejit.autograd import node as N
+    seen = []
+    real = N.PrimNode.apply
+
+    def apply(self, grads, create_graph, retain_graph):
+        seen.append((self.prim.name, V.outside()))
+        return real(self, grads, create_graph, retain_graph)
+    monkeypatch.setattr(N.PrimNode, "apply", apply)
+    xs = _x(seed=7)[:64]
+
+    def run(tier0: bool):
+        x = tj.tensor(xs.copy(), requires_grad=True)
+        if tier0:
+            with V.serving_tier0():
+                assert V.TIER0_THREADS[0] == 1
+                y = tj.tanh(x * 2.0)
+        else:
+            y = tj.tanh(x * 2.0)
+        assert V.TIER0_THREADS[0] == 0 and V.outside()
+        z = (y * 3.0).sum()                        # the eager code around it
+        z.backward()
+        return x, y, z
+    x, y, z = run(True)
+    assert type(y.grad_fn) is N.Tier0PrimNode and type(z.grad_fn) is N.PrimNode
+    assert set(seen) == {("sum", True), ("mul", True), ("tanh", False), ("mul", False)}, seen
+    assert V.outside()                             # the block ended with each node's backward
+    ex, ey, ez = run(False)
+    assert type(ey.grad_fn) is N.PrimNode
+    np.testing.assert_array_equal(x.grad.numpy(), ex.grad.numpy())
+    np.testing.assert_array_equal(y.detach().numpy(), ey.detach().numpy())

@@ -21,10 +21,13 @@ from ..memory import kept_refs, sole_padded_view
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import COPY as _COPY
 from ..ops.vectorized import add_into as _add_into, copy_of as _copy_of
+from ..ops.vectorized import TIER0_THREADS as _TIER0_THREADS, outside as _outside_tier0, \
+    serving_tier0 as _serving_tier0
 from ..tensor import Tensor
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
-__all__ = ["Node", "PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta", "make_prim_node"]
+__all__ = ["Node", "PrimNode", "Tier0PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta",
+           "make_prim_node"]
 
 
 class SavedTensor:
@@ -382,6 +385,31 @@ def _modified(node, what: str, version: int, now: int) -> InplaceModifiedError:
         f"(x = x.clone()), or use the out-of-place op.")
 
 
+class Tier0PrimNode(PrimNode):
+    """A PrimNode recorded inside a tier-0 forward (compiler/tiers.Tier0, which runs a
+    compiled function's first calls on the ops' eager implementations): its backward serves
+    tier 0 too, and runs inside ``vectorized.serving_tier0`` as the forward did, so the
+    eager and hand-written kernels it asks for queue behind the ones the compiled step and
+    the eager code around it ask for (ops/vectorized.py, ops/native.py: rank LATER, held
+    once their op stops asking). The compiled step's backward is the plan's own kernels:
+    the MLP step's tier-0 backward asked for LayerNorm's backward kernel and GELU's eager
+    backward kernel and pair (~0.75 s of one worker's CPU), which came before the
+    cross-entropy and skinny-GEMM kernels the compiled step waits for. The same fields and
+    gradients as a PrimNode's; only the kernels' queue rank differs."""
+
+    __slots__ = ()
+
+    def apply(self, grads, create_graph, retain_graph):
+        with _serving_tier0():
+            return PrimNode.apply(self, grads, create_graph, retain_graph)
+
+
+def _tier0_node():
+    """The class of a node recorded now while some thread runs a tier-0 forward: this
+    thread's own block decides (another thread's eager ops stay PrimNodes)."""
+    return PrimNode if _outside_tier0() else Tier0PrimNode
+
+
 class AccumulateGrad(Node):
     """The node of a leaf tensor: adds incoming gradients into ``tensor.grad``."""
 
@@ -639,7 +667,7 @@ def record_unary(prim, a, params, result, meta) -> None:
     if how == _KEEP:
         # (`_attach(prim, params, (edge,), (a,), (a._vbox[0],), meta, result, keep_out)`
         # written out: one Python call of eight arguments less per recorded op)
-        node = _new(PrimNode)
+        node = _new(_tier0_node() if _TIER0_THREADS[0] else PrimNode)
         node.next_functions = (edge,)
         node.num_outputs = 1
         node._hooks = None
@@ -718,7 +746,7 @@ def record_binary(prim, a, b, params, result, meta) -> None:
         meta = ((a._data.shape, a.dtype) if ta else None, (b._data.shape, b.dtype) if tb else None)
     # (`_attach(prim, params, (ea, eb), (sa, sb), (va, vb), meta, result, keep_out)` written
     # out: one Python call of eight arguments less per recorded op; the fields are _attach's)
-    node = _new(PrimNode)
+    node = _new(_tier0_node() if _TIER0_THREADS[0] else PrimNode)
     node.next_functions = (ea, eb)
     node.num_outputs = 1
     node._hooks = None
@@ -746,7 +774,7 @@ def _attach(prim, params, nexts, saved, versions, meta, result, keep_out) -> Non
     less per recorded op) and make it `result`'s grad_fn; `keep_out`: save the output.
     `record_binary` and `record_unary`'s kept-input case set the same fields themselves
     (tests/autograd/test_node_fields.py checks the three agree)."""
-    node = _new(PrimNode)
+    node = _new(_tier0_node() if _TIER0_THREADS[0] else PrimNode)
     node.next_functions = nexts
     node.num_outputs = 1
     node._hooks = None

@@ -26,6 +26,7 @@ child's); jobs the parent had in flight are resubmitted by their owners (see `Jo
 from __future__ import annotations
 
 import atexit
+import heapq
 import json
 import logging
 import os
@@ -40,8 +41,8 @@ from typing import Optional
 from .. import envflags
 from ..threads import usable_cpus
 
-__all__ = ["Job", "submit", "prestart", "release_idle", "shutdown", "pool_size", "worker_pids",
-           "waiting"]
+__all__ = ["Job", "submit", "promote", "prestart", "release_idle", "shutdown", "pool_size",
+           "worker_pids", "waiting"]
 
 _DEFAULT_TIMEOUT_S = 300.0
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
@@ -389,6 +390,21 @@ class CompilePool:
                        else FIRST, job.id, job))
         return job
 
+    def promote(self, job: Job, rank: int) -> bool:
+        """Move `job`, while it is queued at a rank after `rank`, up to `rank` (its place
+        among the jobs of that rank by its sequence number, as if submitted there). False
+        when it is not in the queue at such a rank (taken, done, or queued better)."""
+        with self.jobs.mutex:
+            q = self.jobs.queue
+            for k, item in enumerate(q):
+                if item[2] is job:
+                    if item[0] <= rank:
+                        return False
+                    q[k] = (rank, item[1], job)
+                    heapq.heapify(q)   # (the queue's heap, changed under its own lock)
+                    return True
+        return False
+
     def _dispatch(self, i: int) -> None:
         while True:
             if i and not self._running(i):
@@ -433,7 +449,9 @@ class CompilePool:
         """`item`, once its job may run: at once unless it is held (`Job.hold`), else when
         a core is free over `HOLD_IDLE_WINDOWS` windows (`_CPUReading.free`) or a caller
         waits (`waiting`). A job queued meanwhile is
-        taken instead (the held one goes back, rank and place kept)."""
+        taken instead (the held one goes back at its rank, behind the jobs of that rank
+        queued by then: at its old place among them, a held job ahead of one that may run
+        would come straight back, and the two would be swapped without end)."""
         job = self._held(item)
         since, why = time.monotonic(), "a caller waits"
         reading, idle = None, 0
@@ -443,7 +461,7 @@ class CompilePool:
             if self.closed:   # (`_dispatch` finishes it: never put back after shutdown's drain)
                 return item
             if self._better_queued():
-                self.jobs.put(item)
+                self.jobs.put((item[0], next(self._ids), item[2]))
                 item = self.jobs.get()
                 job = self._held(item)
                 continue
@@ -483,10 +501,15 @@ class CompilePool:
         return self.jobs.get()
 
     def _asked_lately(self, item: tuple) -> tuple:
-        """`item`, or when it is a STEADY/EAGER job whose op has not asked for its kernel
-        within `ASKED_WITHIN_S`, the next queued job, that one back in the queue with rank
-        LATER (once: it is then taken in its turn like any LATER job)."""
-        while item[2] is not None and item[0] in (STEADY, EAGER) and item[2].asked is not None:
+        """`item`, or when it is an op's kernel (a job with `Job.asked`) whose op has not
+        asked for it within `ASKED_WITHIN_S`, the next queued job, that one back in the
+        queue with rank LATER and held (once: it is then taken in its turn like any LATER
+        job, once a core is idle or its op asks again). A LATER one too: a kernel only
+        tier-0 forwards asked for (ops/native.py, ops/vectorized.py) whose op stopped asking
+        when the entry switched, which would otherwise compile beside the training step
+        that never asks for it (MLP step: LayerNorm's kernels and eager GELU's, ~0.75 s of
+        worker CPU after the step's own kernels were in)."""
+        while item[2] is not None and item[0] in (STEADY, EAGER, LATER) and item[2].asked is not None:
             job = item[2]
             last, gap = job.asked()
             if last is None or not _quiet_since(last, gap):
@@ -494,7 +517,7 @@ class CompilePool:
             asked, job.asked = job.asked, None
             # held (`_when_idle`) until the program leaves a core idle or its op asks again
             job.hold = lambda a=asked: _not_asking(a)
-            self.jobs.put((LATER, job.id, job))
+            self.jobs.put((LATER, next(self._ids), job))   # (behind the LATER ones queued)
             item = self.jobs.get()
         return item
 
@@ -665,6 +688,16 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
     upgrade no call waits for) is held until the program leaves a core idle or a caller
     waits (`HOLD_POLL_S`, `waiting`)."""
     return _get_pool().submit(source, name_hint, llvm_options, later, rank, after, asked, until_idle)
+
+
+def promote(job: Job, rank: int) -> bool:
+    """Move a queued `job` up to `rank` (`FIRST`, `STEADY`, `EAGER`) when it waits at a later
+    one: a kernel queued LATER because only tier-0 forwards asked for it that eager code or a
+    compiled step now asks for (ops/native.py). False when nothing moved."""
+    p = _pool
+    if p is None or p.pid != os.getpid() or job.pid != os.getpid():
+        return False
+    return p.promote(job, rank)
 
 
 def prestart() -> None:

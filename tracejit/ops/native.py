@@ -60,7 +60,7 @@ class NativeKernel:
     in a compiled function's first call."""
 
     __slots__ = ("_source", "label", "fn", "failed", "first", "last", "gap", "thread", "pid", "lock",
-                 "sync_compiles", "steady", "later")
+                 "sync_compiles", "steady", "later", "outside", "job")
 
     def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False,
                  later: bool = False):
@@ -77,6 +77,10 @@ class NativeKernel:
         self.thread = None
         self.pid = os.getpid()   # whose thread `thread` is (a forked child starts its own)
         self.lock = threading.Lock()
+        # asked for outside every tier-0 forward (ops/vectorized.outside; `note_ask` sets it
+        # at such an ask): until then an EAGER-rank kernel queues at rank LATER (`_rank`)
+        self.outside = None
+        self.job = None     # its compile job while one is queued or running (`_promote`)
 
     @property
     def source(self) -> str:
@@ -101,7 +105,11 @@ class NativeKernel:
                     else:
                         self.failed = True   # not in this process: numpy's form runs
             return self.fn
+        if self.outside is None:
+            self.outside = _vec.outside()
         now = _vec.note_ask(self)
+        if self.job is not None and self.outside:
+            self._promote()
         with self.lock:
             if self.first is None:
                 self.first = now
@@ -152,6 +160,32 @@ class NativeKernel:
         except Exception:
             return False
 
+    def _rank(self) -> int:
+        """The rank its compile job queues at (compiler/workers.py): STEADY for a kernel a
+        compiled step runs at every call as well, LATER for one only a few steps wait on
+        (`later`), else EAGER, or LATER while only tier-0 forwards asked for it. Why the
+        last: a compiled function's plan fuses the ops it runs on tier 0 into kernels of its
+        own, so the compiled step may never ask for such a kernel (the MLP step's LayerNorm
+        kernels, forward and backward: 0.5 s of one worker's CPU, came before the
+        cross-entropy kernels the step waits for). A plan that calls it (the MLP's skinny
+        GEMM) or eager code asks outside, and the job moves up to EAGER then (`_promote`)."""
+        from ..compiler import workers
+        if self.steady:
+            return workers.STEADY
+        if self.later or self.outside is False:
+            return workers.LATER
+        return workers.EAGER
+
+    def _promote(self) -> None:
+        """Move its queued job up to its rank now (`_rank`: an ask outside tier 0 came)."""
+        job = self.job
+        if job is None or job.done():
+            return
+        from ..compiler import workers
+        rank = self._rank()
+        if rank < workers.LATER:
+            workers.promote(job, rank)
+
     def _prepare(self) -> None:
         try:
             from ..compiler import diskcache, workers
@@ -170,10 +204,14 @@ class NativeKernel:
                 # Put back to rank LATER when its op stopped asking (workers.ASKED_WITHIN_S).
                 # Rank LATER from the start for a kernel that only a few steps wait on and
                 # that must not hold back those the others do (`later`: ops/halves.py's).
-                rank = workers.STEADY if self.steady else workers.LATER if self.later else workers.EAGER
-                job = workers.submit(self.source, self.label, (), rank=rank,
+                # Rank LATER too, until an ask outside a tier-0 forward (`_rank`).
+                job = workers.submit(self.source, self.label, (), rank=self._rank(),
                                      asked=lambda: (self.last, self.gap))
+                self.job = job
+                if self.outside:
+                    self._promote()   # (an ask outside may have come while we submitted)
                 job.event.wait()
+                self.job = None
                 if not job.ok:
                     self.failed = True
                     return

@@ -381,17 +381,30 @@ _GO_AFTER_S = 1.0
 _tier0 = threading.local()
 
 
+# How many threads are inside a `serving_tier0` block: autograd/node.py reads it at every
+# recorded op (a list's item: cheaper than the thread-local when no tier 0 runs anywhere).
+TIER0_THREADS = [0]
+_tier0_count_lock = threading.Lock()
+
+
 class serving_tier0:
-    """``with vectorized.serving_tier0():`` around a tier-0 forward (compiler/tiers.Tier0): an
-    eager kernel asked for only inside such blocks is queued at rank LATER, behind the kernels
-    the compiled step and the eager code around it ask for (see `outside`)."""
+    """``with vectorized.serving_tier0():`` around a tier-0 forward (compiler/tiers.Tier0) and
+    the backward of the ops it recorded (autograd/node.py's `Tier0PrimNode`): an eager kernel
+    asked for only inside such blocks is queued at rank LATER, behind the kernels the compiled
+    step and the eager code around it ask for (see `outside`)."""
 
     def __enter__(self):
-        _tier0.depth = getattr(_tier0, "depth", 0) + 1
+        depth = _tier0.depth = getattr(_tier0, "depth", 0) + 1
+        if depth == 1:
+            with _tier0_count_lock:
+                TIER0_THREADS[0] += 1
         return self
 
     def __exit__(self, *exc):
         _tier0.depth -= 1
+        if not _tier0.depth:
+            with _tier0_count_lock:
+                TIER0_THREADS[0] -= 1
         return False
 
 
