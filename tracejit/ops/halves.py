@@ -112,6 +112,17 @@ def gemm_records(r, a, b, out, rest, by_rows):
                     n, np.int64(rest.ctypes.data), m * n))
 
 
+# `gemm_records`, then `entry` (gemm_half's address) on both records at once through
+# gotoblas_pthread at `pthread`: a product's whole launch in one dispatcher call, the GIL
+# released (the filler and a ctypes call were two, with Python between: the MLP step's
+# head products spent 8-9 us a launch around their halves on swept caches, session 24).
+@njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
+      "{t}[:, ::1], {t}[:, ::1], boolean, int64, int64)", cache=CACHE, nogil=True)
+def gemm_launch(r, a, b, out, rest, by_rows, pthread, entry):
+    gemm_records(r, a, b, out, rest, by_rows)
+    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
+
+
 @njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
       "{t}[::1], int64, int64, float64)", cache=CACHE)
 def ew_records(r, op, x, y, out, xs, ys, s):
@@ -293,7 +304,7 @@ class _Pair:
 
     __slots__ = ("gemm", "ew", "whole", "recs", "address", "keep", "gemm_records", "ew_records",
                  "product_record", "ew_launch", "ew_address", "pthread", "pair_launch", "whole_address",
-                 "count_get", "count_set")
+                 "count_get", "count_set", "gemm_launch", "gemm_address")
 
     def __init__(self, module: dict):
         import ctypes
@@ -316,6 +327,8 @@ class _Pair:
         fn = sharepool.blas_worker.fn
         self.pthread = ctypes.cast(fn, ctypes.c_void_p).value or 0 if fn is not None else 0
         self.pair_launch = module["pair_launch"]
+        self.gemm_launch = module["gemm_launch"]
+        self.gemm_address = module["gemm_half"].address
         self.whole_address = module["product_whole"].address
         # BLAS's thread count's getter and setter (`pair_launch` calls them), 0 where none
         from ..threads import _blas_getset
@@ -390,7 +403,8 @@ def _pair(dtype):
         got = loaded_module(module_kernel(t))
         g = got[1] if got is not None else {}
         if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records",
-                                          "product_whole", "product_record", "ew_launch", "pair_launch")):
+                                          "product_whole", "product_record", "ew_launch", "pair_launch",
+                                          "gemm_launch")):
             return None
         p = _pairs[t] = _Pair(g)
     return p
@@ -488,12 +502,12 @@ def _gemm(a, b, by_rows: bool):
     if not (a.flags.c_contiguous or a.flags.f_contiguous):
         return None
     p = _pair(a.dtype)
-    if p is None:
+    if p is None or not p.pthread:   # (no gotoblas_pthread to call: never jump to address 0)
         return None
     m, n = a.shape[0], b.shape[1]
     out = np.empty((m, n), a.dtype)
     rest = out if by_rows else np.empty((m, n), a.dtype)
-    if not launch(p, p.gemm, p.gemm_records, a, b, out, rest, by_rows):
+    if not launch(p, None, p.gemm_launch, a, b, out, rest, by_rows, p.pthread, p.gemm_address):
         return None
     if not by_rows:
         out += rest
