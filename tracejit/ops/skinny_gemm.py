@@ -233,7 +233,8 @@ def product(a, b, bias=None):
     n = b.shape[1]
     if b.shape[0] != kd or not MIN_MNK <= m * kd * n < MAX_MNK or min(m, kd, n) > MAX_THIN:
         return None
-    if n <= MAX_THIN and b.flags.f_contiguous and not b.flags.c_contiguous and a.flags.c_contiguous:
+    bf = b.flags     # (read once: each ``flags`` is a new object)
+    if n <= MAX_THIN and bf.f_contiguous and not bf.c_contiguous and a.flags.c_contiguous:
         t = _NAMES.get(a.dtype)
         if t is None or b.dtype != a.dtype or (bias is not None and bias.dtype != a.dtype):
             return None
