@@ -322,7 +322,20 @@ def matmul(a, b, blas_only: bool = False):
     if a.ndim >= 2 and b.ndim >= 2:
         sa = a.shape
         m, k, n = sa[-2], sa[-1], b.shape[-1]
-        if m * k * n < TINY_GEMM_MNK:
+        mnk = m * k * n
+        if mnk < TINY_GEMM_MNK:
+            return np.matmul(a, b)
+        if mnk >= FEW_ROWS_GEMM_MNK and m >= FEW_ROWS:
+            # A large product (a layer's: the MLP step's forward products and its last weight
+            # gradient): none of the kernels below takes it, BLAS runs it on the policy's
+            # threads. Decided here in two comparisons: the checks below, run for it on caches
+            # the previous product or kernel had swept, took ~1 us of each such call in the
+            # step (5.2-7.0 us of Python a call before, 4.3-5.7 after; session 24).
+            threads = adapt_blas() if blas_only else adapt()
+            if threads == 1 and CLAIM_GEMMS and mnk >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
+                out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
+                if out is not None:
+                    return out
             return np.matmul(a, b)
         single = _single(m, k, n)
         if SKINNY_MNK <= m * k * n < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN:

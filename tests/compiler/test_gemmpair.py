@@ -14,6 +14,7 @@ import pytest
 import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit import coreshare
+from tracejit.threads import blas_threads, blas_threads_set
 from tracejit.compiler import gemmpair
 from tracejit.compiler.gemmpair import GemmPair
 from tracejit.ops import halves
@@ -43,18 +44,34 @@ def ordered_pair(request, monkeypatch) -> list:
     OpenBLAS (the pair does not run there: coreshare.matmul_pair's fallback, tested below)."""
     if halves._gemm_function(np.dtype(np.float32)) is None:
         pytest.skip("numpy's BLAS has no ILP64 cblas GEMM")
-    launches: list = []
+    launches = _Launches()
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name))
     order = (0, 1) if request.param == "first_done_first" else (1, 0)
 
-    def run(p, entry):
-        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry.value)
+    # the pair's launch calls gotoblas_pthread by address from numba (`pair_launch`): each
+    # loaded pair's `pthread` is this runner instead, which runs the records in `order`
+    def pthread(n, entry, args, stride):
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
         for q in order:
-            fn(p.address + 128 * q)
-        launches.append(entry.value)
-    monkeypatch.setattr(halves, "_run", run)
+            fn(args + stride * q)
+        launches.append(entry)
+        launches.counts.append(blas_threads())   # (BLAS's count while the products ran)
+        return 0
+    runner = _PTHREAD(pthread)
+    for t in ("float32", "float64"):
+        monkeypatch.setattr(_loaded(t), "pthread", ctypes.cast(runner, ctypes.c_void_p).value)
+    launches.runner = runner        # (kept alive as long as the list)
     return launches
+
+
+class _Launches(list):
+    def __init__(self):
+        super().__init__()
+        self.counts: list = []
+
+
+_PTHREAD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
 
 
 def _tol(dtype, k):
@@ -84,6 +101,27 @@ def test_pair_computes_both_products_in_every_layout(ordered_pair, dtype, layout
     assert c1.flags.c_contiguous and c2.flags.c_contiguous
     np.testing.assert_allclose(c1, g.astype(np.float64) @ w, **_tol(dtype, k))
     np.testing.assert_allclose(c2, g.T.astype(np.float64) @ a, **_tol(dtype, m))
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_pair_runs_each_product_as_one_thread_blas_and_puts_the_count_back(ordered_pair, count):
+    """The launch sets BLAS's count to one around the two products (read inside the run)
+    and back to what it was after; each result is bitwise the one-thread BLAS product of
+    the same operands (the same cblas call), in the MLP step's layer-2 layouts."""
+    if blas_threads() is None:
+        pytest.skip("no known BLAS thread count here")
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((96, 160)).astype(np.float32)
+    w = rng.standard_normal((200, 160)).astype(np.float32).T   # F-contiguous (160, 200): x @ w.T
+    h = rng.standard_normal((96, 200)).astype(np.float32)
+    with blas_threads_set(count):
+        p1, p2 = halves.pair(g, w, g.T, h)
+        assert blas_threads() == count
+    assert ordered_pair.counts == [1]
+    with blas_threads_set(1):
+        r1, r2 = np.matmul(g, w), np.matmul(g.T, h)
+    assert np.array_equal(p1, r1) and np.array_equal(p2, r2)
+    assert p1.flags.c_contiguous and p2.flags.c_contiguous
 
 
 def test_the_pair_on_openblas_worker_computes_both_products(monkeypatch):

@@ -1,6 +1,8 @@
 """ops/skinny_gemm.py: the dot kernel against numpy (4 x 4 blocks, column and row rests,
 a bias, NaN and inf) and its halves, which products `product` takes and where it sends
 them, and that coreshare.matmul and biasgemm.matmul_bias hand it the head's products."""
+import ctypes
+
 import numpy as np
 import pytest
 from test_halves import serial_launch  # noqa: F401 (a fixture)
@@ -191,6 +193,9 @@ def serial(serial_launch, monkeypatch) -> list:
     for t in ("float32", "float64"):
         mod = diskcache.load_module(skinny_gemm.source(t), name_hint="native_skinny_gemm_" + t)
         loaded[t] = (mod.kernel, skinny_gemm._Pair(mod.kernel.py_func.__globals__))
+        # the launch calls gotoblas_pthread by address from numba (`dot_launch`): the
+        # fixture's runner instead, which runs the records in turn and records the entry
+        loaded[t][1].pthread = ctypes.cast(serial_launch.runner, ctypes.c_void_p).value
     monkeypatch.setattr(skinny_gemm, "_loaded", loaded)
     monkeypatch.setattr(halves, "two_cores", lambda: True)
     return serial_launch

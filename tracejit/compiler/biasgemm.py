@@ -230,8 +230,12 @@ def matmul_bias(xp, x, w, b):
     n = w.shape[1]
     k = x.shape[-1]
     fn = _cblas(x.dtype) if xp is np and x.dtype == w.dtype == b.dtype else None
-    w_trans = w.T.flags.c_contiguous and not w.flags.c_contiguous
-    if (fn is None or not x.flags.c_contiguous or not (w.flags.c_contiguous or w_trans)
+    # w's flags read once (w.T C-contiguous is w F-contiguous): each ``flags`` and each view
+    # is a new object, and this runs on caches the forward's GEMMs and row kernels swept
+    wf = w.flags
+    w_c = wf.c_contiguous
+    w_trans = wf.f_contiguous and not w_c
+    if (fn is None or not x.flags.c_contiguous or not (w_c or w_trans)
             or w.shape[0] != k or k == 0 or n == 0):
         out = matmul_rows(matmul, x, w) if x.ndim > 2 else matmul(x, w)
         return xp.add(out, b.reshape(n), out=out)
@@ -241,9 +245,10 @@ def matmul_bias(xp, x, w, b):
         global _skinny_product
         if _skinny_product is None:    # (imported at the first: an import statement in every
             from ..ops.skinny_gemm import product as _skinny_product   # call cost ~4 us cold)
-        out = _skinny_product(x.reshape(m, k), w, b)
+        flat = x.ndim == 2             # (no reshaped views where x is the matrix already)
+        out = _skinny_product(x if flat else x.reshape(m, k), w, b)
         if out is not None:
-            return out.reshape(lead + (n,))
+            return out if flat else out.reshape(lead + (n,))
     out = np.empty(lead + (n,), dtype=x.dtype)
     if m == 0:
         return out

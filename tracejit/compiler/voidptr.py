@@ -2,14 +2,16 @@
 C-contiguous array at an address, a ``void*`` or an int64) and ``call_at`` (a compiled dispatcher called through its address), for
 the GIL-free share entries of generated kernels (compiler/cshares.py) and the hand-written
 halves (ops/halves.py, ops/skinny_gemm.py); ``call_sgemm`` / ``call_dgemm`` (a cblas GEMM called
-by address on int64 addresses: ops/halves.py's product pairs). A module of its own: it imports
+by address on int64 addresses: ops/halves.py's product pairs); ``call_get_count`` /
+``call_set_count`` (BLAS's thread count's getter and setter by address: the pairs' launch). A module of its own: it imports
 numba, which code generation must not need."""
 from __future__ import annotations
 
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["carray_at", "call_at", "native_address", "call_sgemm", "call_dgemm", "call_pthread"]
+__all__ = ["carray_at", "call_at", "native_address", "call_sgemm", "call_dgemm", "call_pthread",
+           "call_get_count", "call_set_count"]
 
 
 @intrinsic
@@ -127,4 +129,36 @@ def call_pthread(typingctx, fn, n, entry, args, stride):
         r = builder.call(f, [builder.trunc(llargs[1], i32), builder.inttoptr(llargs[2], vp),
                              builder.inttoptr(llargs[3], vp), builder.trunc(llargs[4], i32)])
         return builder.sext(r, i64)
+    return sig, codegen
+
+
+@intrinsic
+def call_get_count(typingctx, fn):
+    """``fn()`` through the address `fn` (int64) of an ``int f(void)``: BLAS's thread-count
+    getter (``openblas_get_num_threads``, threads.py's); the int widened to int64."""
+    if not isinstance(fn, types.Integer):
+        return None
+    sig = types.int64(fn)
+
+    def codegen(context, builder, signature, llargs):
+        from llvmlite import ir
+        fnty = ir.FunctionType(ir.IntType(32), [])
+        return builder.sext(builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), []), ir.IntType(64))
+    return sig, codegen
+
+
+@intrinsic
+def call_set_count(typingctx, fn, n):
+    """``fn(n)`` through the address `fn` (int64) of a ``void f(int)``: BLAS's thread-count
+    setter (``openblas_set_num_threads``, threads.py's); `n` an int64 cut to int."""
+    if not (isinstance(fn, types.Integer) and isinstance(n, types.Integer)):
+        return None
+    sig = types.void(fn, n)
+
+    def codegen(context, builder, signature, llargs):
+        from llvmlite import ir
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i32])
+        builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), [builder.trunc(llargs[1], i32)])
+        return context.get_dummy_value()
     return sig, codegen

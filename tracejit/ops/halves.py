@@ -48,7 +48,6 @@ import time
 import numpy as np
 
 from .. import coreshare, sharepool
-from ..threads import blas_threads_set
 from . import rows_gemm
 from .native import kernel as _kernel
 
@@ -79,7 +78,7 @@ _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 _PAIR = '''
 
 from numba import cfunc
-from tracejit.compiler.voidptr import call_pthread, carray_at, {g}
+from tracejit.compiler.voidptr import call_get_count, call_pthread, call_set_count, carray_at, {g}
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
@@ -111,6 +110,17 @@ def gemm_records(r, a, b, out, rest, by_rows):
         _put(r, 0, (ad, size, ars, aks, m, h, bd, h * n, n, cd, m * n))
         _put(r, 1, (ad + off * item, size - off, ars, aks, m, kd - h, bd + h * n * item, (kd - h) * n,
                     n, np.int64(rest.ctypes.data), m * n))
+
+
+# `gemm_records`, then `entry` (gemm_half's address) on both records at once through
+# gotoblas_pthread at `pthread`: a product's whole launch in one dispatcher call, the GIL
+# released (the filler and a ctypes call were two, with Python between: the MLP step's
+# head products spent 8-9 us a launch around their halves on swept caches, session 24).
+@njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
+      "{t}[:, ::1], {t}[:, ::1], boolean, int64, int64)", cache=CACHE, nogil=True)
+def gemm_launch(r, a, b, out, rest, by_rows, pthread, entry):
+    gemm_records(r, a, b, out, rest, by_rows)
+    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
 
 
 @njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
@@ -149,6 +159,27 @@ def product_record(r, q, fn, ta, tb, a, b, c):
     n = b.shape[1]
     _put(r, q, (fn, 111 + ta, 111 + tb, m, n, kd, np.int64(a.ctypes.data), max(1, m if ta else kd),
                 np.int64(b.ctypes.data), max(1, kd if tb else n), np.int64(c.ctypes.data), max(1, n)))
+
+
+# `pair`'s whole launch in one dispatcher call, the GIL released: BLAS's count set to one
+# (`get`, `put`: its getter's and setter's addresses; get 0: none known, the count left as
+# it is), the two records, `entry` (product_whole's address) on both at once through
+# gotoblas_pthread at `pthread`, the count put back. The same steps as Python's
+# `blas_threads_set(1)` around `launch`, whose ctypes calls, records and checks took ~40 us
+# of the MLP step's layer-2 pair on caches the step's GEMMs had swept (session 24).
+@njit("void(int64[:, ::1], int64, int64, int64, int64, int64, int64, int64, "
+      "Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'A', readonly=True), {t}[:, ::1], int64, int64, "
+      "Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'A', readonly=True), {t}[:, ::1])",
+      cache=CACHE, nogil=True)
+def pair_launch(r, fn, pthread, entry, get, put, ta1, tb1, a1, b1, c1, ta2, tb2, a2, b2, c2):
+    before = call_get_count(get) if get != 0 else 1
+    if before != 1:
+        call_set_count(put, 1)
+    product_record(r, 0, fn, ta1, tb1, a1, b1, c1)
+    product_record(r, 1, fn, ta2, tb2, a2, b2, c2)
+    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
+    if before != 1:
+        call_set_count(put, before)
 
 
 @cfunc("void(voidptr)", cache=CACHE)
@@ -272,7 +303,8 @@ class _Pair:
     """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
 
     __slots__ = ("gemm", "ew", "whole", "recs", "address", "keep", "gemm_records", "ew_records",
-                 "product_record", "ew_launch", "ew_address", "pthread")
+                 "product_record", "ew_launch", "ew_address", "pthread", "pair_launch", "whole_address",
+                 "count_get", "count_set", "gemm_launch", "gemm_address")
 
     def __init__(self, module: dict):
         import ctypes
@@ -288,10 +320,22 @@ class _Pair:
         self.address = self.recs.ctypes.data
         self.ew_launch = module["ew_launch"]
         self.ew_address = module["ew_half"].address
-        # gotoblas_pthread's address (`ew_launch` calls it), 0 where none was found (tests
-        # put a runner of their own here)
+        # gotoblas_pthread's address (`ew_launch` and `pair_launch` call it), 0 where none
+        # was found (tests put a runner of their own here); looked up first where no one
+        # has yet (a pair loaded before any launch asked the machine)
+        sharepool.blas_worker.find()
         fn = sharepool.blas_worker.fn
         self.pthread = ctypes.cast(fn, ctypes.c_void_p).value or 0 if fn is not None else 0
+        self.pair_launch = module["pair_launch"]
+        self.gemm_launch = module["gemm_launch"]
+        self.gemm_address = module["gemm_half"].address
+        self.whole_address = module["product_whole"].address
+        # BLAS's thread count's getter and setter (`pair_launch` calls them), 0 where none
+        from ..threads import _blas_getset
+        getset = _blas_getset()
+        self.count_get, self.count_set = ((ctypes.cast(getset[0], ctypes.c_void_p).value,
+                                           ctypes.cast(getset[1], ctypes.c_void_p).value)
+                                          if getset is not None else (0, 0))
 
 
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
@@ -359,7 +403,8 @@ def _pair(dtype):
         got = loaded_module(module_kernel(t))
         g = got[1] if got is not None else {}
         if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records",
-                                          "product_whole", "product_record", "ew_launch")):
+                                          "product_whole", "product_record", "ew_launch", "pair_launch",
+                                          "gemm_launch")):
             return None
         p = _pairs[t] = _Pair(g)
     return p
@@ -457,12 +502,12 @@ def _gemm(a, b, by_rows: bool):
     if not (a.flags.c_contiguous or a.flags.f_contiguous):
         return None
     p = _pair(a.dtype)
-    if p is None:
+    if p is None or not p.pthread:   # (no gotoblas_pthread to call: never jump to address 0)
         return None
     m, n = a.shape[0], b.shape[1]
     out = np.empty((m, n), a.dtype)
     rest = out if by_rows else np.empty((m, n), a.dtype)
-    if not launch(p, p.gemm, p.gemm_records, a, b, out, rest, by_rows):
+    if not launch(p, None, p.gemm_launch, a, b, out, rest, by_rows, p.pthread, p.gemm_address):
         return None
     if not by_rows:
         out += rest
@@ -477,32 +522,39 @@ def pair(a1, b1, a2, b2):
     F-contiguous, numpy's BLAS an ILP64 OpenBLAS (its cblas GEMM called by address with
     64-bit integers), two cores free (`two_cores`), the module loaded. Each result is the
     one-thread BLAS product's (which may differ in the last bits from the two-thread one,
-    as BLAS's thread counts do). coreshare.matmul_pair decides which pairs come here."""
+    as BLAS's thread counts do). coreshare.matmul_pair decides which pairs come here.
+
+    The launch is one call of the module's `pair_launch` (count, records, both products,
+    count back; the GIL released), and each operand's layout is read once here: this runs
+    right after a product or row kernel has swept the caches, where each line of Python
+    costs several times its warm cost (session 24: the layer-2 pair of the MLP step spent
+    ~40 us outside its two GEMMs with the count set by ctypes around `launch`)."""
+    dt = a1.dtype
+    trans = []
     for x in (a1, b1, a2, b2):
-        if type(x) is not np.ndarray or x.ndim != 2 or x.dtype != a1.dtype:
+        if type(x) is not np.ndarray or x.ndim != 2 or x.dtype != dt:
             return None
-        if not (x.flags.c_contiguous or x.flags.f_contiguous):
+        flags = x.flags
+        if flags.c_contiguous:
+            trans.append(0)
+        elif flags.f_contiguous:
+            trans.append(1)       # BLAS takes it transposed
+        else:
             return None
     if a1.shape[1] != b1.shape[0] or a2.shape[1] != b2.shape[0]:
         return None
-    fn = _gemm_function(a1.dtype)
+    fn = _gemm_function(dt)
     if fn is None:
         return None
-    p = _pair(a1.dtype)
-    if p is None:
+    p = _pair(dt)
+    if p is None or not p.pthread:   # (no gotoblas_pthread to call: never jump to address 0)
         return None
-    c1 = np.empty((a1.shape[0], b1.shape[1]), a1.dtype)
-    c2 = np.empty((a2.shape[0], b2.shape[1]), a1.dtype)
-    with blas_threads_set(1):
-        if not launch(p, p.whole, _products, p.product_record, fn, a1, b1, c1, a2, b2, c2):
-            return None
+    c1 = np.empty((a1.shape[0], b1.shape[1]), dt)
+    c2 = np.empty((a2.shape[0], b2.shape[1]), dt)
+    if not launch(p, None, p.pair_launch, fn, p.pthread, p.whole_address, p.count_get, p.count_set,
+                  trans[0], trans[1], a1, b1, c1, trans[2], trans[3], a2, b2, c2):
+        return None
     return c1, c2
-
-
-def _products(recs, record, fn, a1, b1, c1, a2, b2, c2) -> None:
-    """`pair`'s two records (``record``: the module's `product_record`)."""
-    record(recs, 0, fn, int(not a1.flags.c_contiguous), int(not b1.flags.c_contiguous), a1, b1, c1)
-    record(recs, 1, fn, int(not a2.flags.c_contiguous), int(not b2.flags.c_contiguous), a2, b2, c2)
 
 
 _gemm_functions: dict = {}   # dtype -> cblas GEMM's address (ILP64 only), or None

@@ -125,7 +125,7 @@ def kernel(x, w, bias, has_bias, out):
 _PAIR = '''
 
 from numba import cfunc
-from tracejit.compiler.voidptr import call_at, carray_at
+from tracejit.compiler.voidptr import call_at, call_pthread, carray_at
 
 
 @njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
@@ -141,6 +141,17 @@ def dot_records(r, x, w, bias, has_bias, out):
     r[1, 0] = xd + h * kd * item; r[1, 1] = m - h; r[1, 7] = od + h * n * item
     for q in range(2):
         r[q, 2] = kd; r[q, 3] = wd; r[q, 4] = n; r[q, 5] = bd; r[q, 6] = hb
+
+
+# `dot_records`, then `entry` (dot_half's address) on both records at once through
+# OpenBLAS's gotoblas_pthread at `pthread`: the whole launch in one dispatcher call, the GIL
+# released (the filler and a ctypes call were two: ~9 us of the MLP step's logits on swept
+# caches, session 24).
+@njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
+      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1], int64, int64)", cache=CACHE, nogil=True)
+def dot_launch(r, x, w, bias, has_bias, out, pthread, entry):
+    dot_records(r, x, w, bias, has_bias, out)
+    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
 
 
 @cfunc("void(voidptr)", cache=CACHE)
@@ -164,13 +175,22 @@ class _Pair:
     """One dtype's loaded dot halves: the entry, the record filler and the records
     (ops/halves.py's `launch` takes it)."""
 
-    __slots__ = ("keep", "entry", "records", "recs", "address")
+    __slots__ = ("keep", "entry", "records", "recs", "address", "launch", "entry_address", "pthread")
 
     def __init__(self, module: dict):
         import ctypes
+
+        from .. import sharepool
         self.keep = module["dot_half"]     # its code lives as long as this
         self.entry = ctypes.c_void_p(module["dot_half"].address)
+        self.entry_address = module["dot_half"].address
         self.records = module["dot_records"]
+        self.launch = module["dot_launch"]
+        # gotoblas_pthread's address (`dot_launch` calls it), 0 where none was found (tests
+        # put a runner of their own here)
+        sharepool.blas_worker.find()
+        fn = sharepool.blas_worker.fn
+        self.pthread = ctypes.cast(fn, ctypes.c_void_p).value or 0 if fn is not None else 0
         self.recs = np.zeros((2, 16), np.int64)
         from ..compiler.voidptr import native_address
         self.recs[:, 15] = native_address(module["kernel"])   # (`_PAIR`: the records' slot 15)
@@ -194,7 +214,7 @@ def _dot(t: str):
         if loaded is None:
             return None
         fn, g = loaded
-        pair = _Pair(g) if "dot_half" in g and "dot_records" in g else None
+        pair = _Pair(g) if "dot_half" in g and "dot_launch" in g else None
         got = _loaded[t] = (fn, pair)
     return got
 
@@ -218,7 +238,8 @@ def product(a, b, bias=None):
     mnk = m * kd * n
     if b.shape[0] != kd or not MIN_MNK <= mnk < MAX_DOT_MNK or min(m, kd, n) > MAX_THIN:
         return None
-    if n <= MAX_THIN and b.flags.f_contiguous and not b.flags.c_contiguous and a.flags.c_contiguous:
+    bf = b.flags     # (read once: each ``flags`` is a new object)
+    if n <= MAX_THIN and bf.f_contiguous and not bf.c_contiguous and a.flags.c_contiguous:
         t = _NAMES.get(a.dtype)
         if t is None or b.dtype != a.dtype or (bias is not None and bias.dtype != a.dtype):
             return None
@@ -229,8 +250,8 @@ def product(a, b, bias=None):
         out = np.empty((m, n), a.dtype)
         has_bias = bias is not None
         args = (a, b.T, np.ascontiguousarray(bias.reshape(n)) if has_bias else b.T[0], has_bias, out)
-        if not (HALVES and pair is not None and m >= 8 and halves.two_cores()
-                and halves.launch(pair, pair.entry, pair.records, *args)):
+        if not (HALVES and pair is not None and m >= 8 and pair.pthread and halves.two_cores()
+                and halves.launch(pair, None, pair.launch, *args, pair.pthread, pair.entry_address)):
             fn(*args)
         return out
     if bias is not None or (m > MAX_THIN and kd > MAX_THIN) or not HALVES or mnk >= MAX_MNK:
