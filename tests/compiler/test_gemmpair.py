@@ -96,7 +96,7 @@ def test_pair_computes_both_products_in_every_layout(ordered_pair, dtype, layout
     before = coreshare.pairs_run
     c1, c2 = coreshare.matmul_pair(g, w, g.T, a)
     assert coreshare.pairs_run == before + 1 and len(ordered_pair) == 1
-    assert ordered_pair == [_loaded(dtype).whole.value]
+    assert ordered_pair == [_loaded(dtype).whole_address]
     assert c1.shape == (m, n) and c2.shape == (k, n) and c1.dtype == c2.dtype == np.dtype(dtype)
     assert c1.flags.c_contiguous and c2.flags.c_contiguous
     np.testing.assert_allclose(c1, g.astype(np.float64) @ w, **_tol(dtype, k))

@@ -38,15 +38,8 @@ def serial_launch(monkeypatch) -> list:
     monkeypatch.setattr(halves, "_warm_until", 1e18)
     monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name)[0])
 
-    def run(p, entry):
-        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry.value)
-        fn(p.address)
-        fn(p.address + 128)
-        launches.append(entry.value)
-    monkeypatch.setattr(halves, "_run", run)
-
-    # the elementwise launch calls gotoblas_pthread by address from numba (`ew_launch`):
-    # each pair's `pthread` is this runner instead, which runs the records in turn
+    # every launch calls gotoblas_pthread by address from numba (`gemm_launch`, `ew_launch`,
+    # ...): each pair's `pthread` is this runner instead, which runs the records in turn
     def pthread(n, entry, args, stride):
         fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
         for q in range(n):

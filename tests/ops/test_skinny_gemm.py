@@ -212,7 +212,7 @@ def test_dot_halves_are_the_one_thread_kernel_bitwise(serial, monkeypatch, dtype
     w = r.standard_normal((n, k)).astype(dtype)
     b = r.standard_normal(n).astype(dtype)
     out = skinny_gemm.product(x, w.T, b)
-    assert serial == [pair.entry.value] and out.shape == (m, n)
+    assert serial == [pair.entry_address] and out.shape == (m, n)
     one = np.empty((m, n), dtype)
     kernel(x, w, b, True, one)
     np.testing.assert_array_equal(out, one)

@@ -302,22 +302,14 @@ def source(dtype: str) -> str:
 class _Pair:
     """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
 
-    __slots__ = ("gemm", "ew", "whole", "recs", "address", "keep", "gemm_records", "ew_records",
-                 "product_record", "ew_launch", "ew_address", "pthread", "pair_launch", "whole_address",
-                 "count_get", "count_set", "gemm_launch", "gemm_address")
+    __slots__ = ("keep", "recs", "pthread", "gemm_launch", "gemm_address", "pair_launch",
+                 "whole_address", "ew_launch", "ew_address", "count_get", "count_set")
 
     def __init__(self, module: dict):
         import ctypes
         # their code lives as long as this
         self.keep = (module["gemm_half"], module["ew_half"], module["product_whole"])
-        self.gemm_records = module["gemm_records"]
-        self.ew_records = module["ew_records"]
-        self.product_record = module["product_record"]
-        self.gemm = ctypes.c_void_p(module["gemm_half"].address)
-        self.ew = ctypes.c_void_p(module["ew_half"].address)
-        self.whole = ctypes.c_void_p(module["product_whole"].address)
         self.recs = np.zeros((2, 16), np.int64)
-        self.address = self.recs.ctypes.data
         self.ew_launch = module["ew_launch"]
         self.ew_address = module["ew_half"].address
         # gotoblas_pthread's address (`ew_launch` and `pair_launch` call it), 0 where none
@@ -440,30 +432,22 @@ def warm() -> bool:
     return time.perf_counter() <= _warm_until
 
 
-def launch(p, entry, fill, *args) -> bool:
-    """``fill(p.recs, *args)``, then records 0 and 1 at once, on this thread and on
-    OpenBLAS's worker (the halves call no BLAS). `p`: a `_Pair` or any object with its
-    ``recs`` (2 x 16 int64) and their ``address``; `entry`: a cfunc's address taking one,
-    or None where `fill` runs the halves itself (`ew_launch`: records and run in one numba
-    call). The records are written only once this thread holds the pool (another Python
-    thread launching meanwhile would overwrite them); False where another launch holds it
-    (nothing ran)."""
+def launch(p, fill, *args) -> bool:
+    """``fill(p.recs, *args)``: a numba launcher (`gemm_launch`, `pair_launch`, `ew_launch`,
+    skinny_gemm's `dot_launch`) that writes records 0 and 1 and runs them at once, on this
+    thread and on OpenBLAS's worker (the halves call no BLAS). `p`: a `_Pair` or any object
+    with its ``recs`` (2 x 16 int64). The records are written only once this thread holds
+    the pool (another Python thread launching meanwhile would overwrite them); False where
+    another launch holds it (nothing ran)."""
     if not sharepool.try_launch():
         return False
     global _warm_until
     try:
         fill(p.recs, *args)
-        if entry is not None:
-            _run(p, entry)
     finally:
         sharepool.end_launch()
     _warm_until = time.perf_counter() + WARM_S
     return True
-
-
-def _run(p, entry) -> None:
-    """`entry` on record 0 here and record 1 on OpenBLAS's worker, at once."""
-    sharepool.blas_worker.find()(2, entry, p.address, 128)
 
 
 def product(a, b):
@@ -507,7 +491,7 @@ def _gemm(a, b, by_rows: bool):
     m, n = a.shape[0], b.shape[1]
     out = np.empty((m, n), a.dtype)
     rest = out if by_rows else np.empty((m, n), a.dtype)
-    if not launch(p, None, p.gemm_launch, a, b, out, rest, by_rows, p.pthread, p.gemm_address):
+    if not launch(p, p.gemm_launch, a, b, out, rest, by_rows, p.pthread, p.gemm_address):
         return None
     if not by_rows:
         out += rest
@@ -551,7 +535,7 @@ def pair(a1, b1, a2, b2):
         return None
     c1 = np.empty((a1.shape[0], b1.shape[1]), dt)
     c2 = np.empty((a2.shape[0], b2.shape[1]), dt)
-    if not launch(p, None, p.pair_launch, fn, p.pthread, p.whole_address, p.count_get, p.count_set,
+    if not launch(p, p.pair_launch, fn, p.pthread, p.whole_address, p.count_get, p.count_set,
                   trans[0], trans[1], a1, b1, c1, trans[2], trans[3], a2, b2, c2):
         return None
     return c1, c2
@@ -630,7 +614,7 @@ def binary(name: str, x, y, compute_np, out=None):
         if type(s) is not float:
             s = float(compute_np.type(s))
         xf = yf = flat
-    if not launch(p, None, p.ew_launch, op, xf, yf, of, int(not xa), int(not ya), s, p.pthread,
+    if not launch(p, p.ew_launch, op, xf, yf, of, int(not xa), int(not ya), s, p.pthread,
                   p.ew_address):
         return None
     return out

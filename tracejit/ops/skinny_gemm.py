@@ -172,19 +172,17 @@ def source(dtype: str) -> str:
 
 
 class _Pair:
-    """One dtype's loaded dot halves: the entry, the record filler and the records
+    """One dtype's loaded dot halves: the launcher, the half's address and the records
     (ops/halves.py's `launch` takes it)."""
 
-    __slots__ = ("keep", "entry", "records", "recs", "address", "launch", "entry_address", "pthread")
+    __slots__ = ("keep", "recs", "launch", "entry_address", "pthread")
 
     def __init__(self, module: dict):
         import ctypes
 
         from .. import sharepool
         self.keep = module["dot_half"]     # its code lives as long as this
-        self.entry = ctypes.c_void_p(module["dot_half"].address)
         self.entry_address = module["dot_half"].address
-        self.records = module["dot_records"]
         self.launch = module["dot_launch"]
         # gotoblas_pthread's address (`dot_launch` calls it), 0 where none was found (tests
         # put a runner of their own here)
@@ -194,7 +192,6 @@ class _Pair:
         self.recs = np.zeros((2, 16), np.int64)
         from ..compiler.voidptr import native_address
         self.recs[:, 15] = native_address(module["kernel"])   # (`_PAIR`: the records' slot 15)
-        self.address = self.recs.ctypes.data
 
 
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
@@ -251,7 +248,7 @@ def product(a, b, bias=None):
         has_bias = bias is not None
         args = (a, b.T, np.ascontiguousarray(bias.reshape(n)) if has_bias else b.T[0], has_bias, out)
         if not (HALVES and pair is not None and m >= 8 and pair.pthread and halves.two_cores()
-                and halves.launch(pair, None, pair.launch, *args, pair.pthread, pair.entry_address)):
+                and halves.launch(pair, pair.launch, *args, pair.pthread, pair.entry_address)):
             fn(*args)
         return out
     if bias is not None or (m > MAX_THIN and kd > MAX_THIN) or not HALVES or mnk >= MAX_MNK:
