@@ -355,6 +355,10 @@ def matmul(a, b, blas_only: bool = False):
             if out is not None:
                 return out
         threads = adapt_blas() if blas_only else adapt()
+        if k <= THIN_DEPTH and n >= THIN_DEPTH_COLUMNS and b.flags.c_contiguous:
+            out = _thin_depth(a, b, 1 if single else threads)
+            if out is not None:
+                return out
         if threads == 1 and not single and m * k * n < FEW_ROWS_GEMM_MNK:
             out = _rows_gemm().product(a, b)   # one thread because the policy gives one
             if out is not None:
@@ -391,6 +395,27 @@ CLAIM_GEMMS = True
 def _claimed(a, b):
     from . import sharepool
     return sharepool.claimed_matmul(a, b) if sharepool.partner.punctual() else None
+
+
+# Products of a depth of at most THIN_DEPTH and at least THIN_DEPTH_COLUMNS columns of a
+# C-contiguous b, past the ranges above and from rows_gemm.MIN_MNK (a convolution of few
+# input channels: LeNet's first, 32x10 @ 10x43264 with its bias row), run on the
+# register-tile kernel (ops/rows_gemm.py), in two halves by rows where the policy gives two
+# threads and the halves can run (ops/halves.py `thin`), on this thread where it gives one
+# or the product is one BLAS thread's anyway (`_single`). BLAS packs the 10-row b into
+# panels for a product that is one pass writing its output: 32x10x43264 float32, one
+# thread, 0.49-0.51 ms against the kernel's 0.28-0.29 (BLAS on two threads 0.26). Same
+# values: the depth is summed in order either way (tests/ops/test_thin_depth_gemm.py).
+THIN_DEPTH = 16
+THIN_DEPTH_COLUMNS = 4096
+
+
+def _thin_depth(a, b, threads: int):
+    """``a @ b`` for `matmul`'s products of a thin depth (above), or None (numpy's product:
+    two BLAS threads where the halves cannot run, or the kernel is not loaded)."""
+    if threads > 1:
+        return _halves().thin(a, b) if a.shape[0] > a.shape[1] and _halves().two_cores() else None
+    return _rows_gemm().product(a, b, thin=True)
 
 
 def _rows_gemm():

@@ -266,6 +266,9 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
             or uses.get(m.out, 0) != 1 or len(m.out.aval.shape) != 2
             or any(len(a.aval.shape) != 2 for a in m.inputs) or not all(isinstance(a, Var) for a in m.inputs)):
         return None
+    a, b = m.inputs
+    if _nt_rows_first(producer, a, b):
+        return None
     permute = REGISTRY["permute"]
     new = []
 
@@ -276,10 +279,25 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
         v = Var(Aval((a.aval.shape[1], a.aval.shape[0]), a.aval.dtype, a.aval.device))
         new.append(Eqn(permute, (a,), (v,), {"dims": (1, 0)}, e.loc))
         return v
-    a, b = m.inputs
     bt, at = t(b), t(a)
     new.append(Eqn(m.prim, (bt, at), e.outs, dict(m.params), m.loc))
     return new
+
+
+def _nt_rows_first(producer: dict, a: Var, b: Var) -> bool:
+    """Whether ``matmul(a, b.T).T`` is the form matmul's VJP chose on purpose for a long
+    inner dimension (ops/linalg.py `_long_inner`: a convolution's weight gradient as
+    ``(cols @ g.T).T``, BLAS's M the longer side), which swapping back would slow down: a
+    row-major `a` times a transposed `b`, a's rows more than b's and the inner dimension at
+    least 4x a's rows."""
+    from ..ops.linalg import nt_rows_first
+    pa, pb = producer.get(a), producer.get(b)
+    if pa is not None and pa.prim.name == "permute":
+        return False
+    if pb is None or pb.prim.name != "permute" or tuple(pb.params.get("dims", ())) != (1, 0):
+        return False
+    (rows, k), n = a.aval.shape, b.aval.shape[1]
+    return nt_rows_first(n, rows, k)
 
 
 def _permuted_concat(e: Eqn, producer: dict, uses: dict):

@@ -70,7 +70,14 @@ def _matmul_vjp(g, out, a, b):
     # b arrives as a shape-only stand-in when only b needs a gradient (its rank decides
     # gb's form below): then a needs none, and g @ b.T would be computed and thrown away.
     stand_in = b is not None and shape_only(b)
-    ga = _mm_nt(g, b) if b is not None and not stand_in else None
+    if b is None or stand_in:
+        ga = None
+    elif _long_inner(g, b) and not column_major(b, False):
+        # a's gradient as (b @ g.T).T: the same NT product with BLAS's M the longer side
+        # (`_long_inner`)
+        ga = _mT(_mm_nt(b, g))
+    else:
+        ga = _mm_nt(g, b)
     if a is None:
         gb = None
     elif a.ndim > 2 and b.ndim == 2:
@@ -86,6 +93,30 @@ def _matmul_vjp(g, out, a, b):
     else:
         gb = _mm_tn(a, g)
     return ga, gb
+
+
+def _long_inner(g, b) -> bool:
+    """Whether ``g @ b.T`` (g (m, k), b (n, k), both 2-D) is a product over a long inner
+    dimension with more rows of b than of g: a convolution's weight gradient, the output
+    gradient (C_out, N*L) times the columns (C_in*kh*kw [+1], N*L) transposed. OpenBLAS
+    runs such an NT product faster with the longer of m, n as its M, i.e. as
+    ``(b @ g.T).T``: one thread, LeNet's second conv (m 64, n 289, k 7744) 2.48 -> 2.06 ms,
+    (32, 289, 7744) 1.77 -> 1.22, (64, 577, 7744) 4.71 -> 3.90, (10, 289, 7744) 1.36 ->
+    0.89; the other way round it loses, (64, 32, 7744) 0.34 -> 0.41 and LeNet's first conv
+    (32, 10, 43264) 0.75 -> 0.81, so it stays for those. Only for k at least 4n (a weight
+    gradient's shape, not a layer's forward or input gradient, whose forms are
+    measured elsewhere)."""
+    if g.ndim != 2 or b.ndim != 2:
+        return False
+    return nt_rows_first(g.shape[0], b.shape[0], b.shape[1])
+
+
+def nt_rows_first(m, n, k) -> bool:
+    """Whether the NT product ``g @ b.T`` of g (m, k) and b (n, k) runs faster as
+    ``(b @ g.T).T`` (`_long_inner`); jit/passes.py's `_transposed_matmul` asks it before
+    swapping such a product back."""
+    return (type(m) is int and type(n) is int and type(k) is int and n > m
+            and k >= 4 * n)
 
 
 def _matmul_fast(shapes, dtype, params):

@@ -158,18 +158,19 @@ def _strides(a) -> tuple | None:
     return None
 
 
-def product(a, b):
+def product(a, b, thin: bool = False):
     """``a @ b`` by the register-tile kernel, or None (run numpy's product): 2-D float32 or
     float64 numpy arrays of one dtype, a C- or F-contiguous (a transposed view), the shape
     past `MIN_MNK` and `MIN_DEPTH`, and the kernel loaded. A C-contiguous b runs as it is
     (past `MIN_COLUMNS`); an F-contiguous one (``x @ w.T``, nn.Linear's layout) runs as
     ``(b.T @ a.T).T`` when a has `T_MIN_ROWS` to `T_MAX_ROWS` rows (`_transposed`).
+    ``thin``: any depth (coreshare.matmul's products of at most `THIN_DEPTH`, see there).
     (The checks are written out: native.takes and ``dtype.name`` cost 2.4 us of a call.)"""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
         return None
     m, kd = a.shape
     n = b.shape[1]
-    if kd < MIN_DEPTH or m * kd * n < MIN_MNK:
+    if (kd < MIN_DEPTH and not thin) or m * kd * n < MIN_MNK:
         return None
     if b.flags.c_contiguous:
         if n < MIN_COLUMNS:
