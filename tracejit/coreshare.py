@@ -325,10 +325,11 @@ def matmul(a, b, blas_only: bool = False):
         mnk = m * k * n
         if mnk < TINY_GEMM_MNK:
             return np.matmul(a, b)
-        if mnk >= FEW_ROWS_GEMM_MNK and m >= FEW_ROWS:
+        if mnk >= FEW_ROWS_GEMM_MNK and m >= FEW_ROWS and k > THIN_DEPTH:
             # A large product (a layer's: the MLP step's forward products and its last weight
-            # gradient): none of the kernels below takes it, BLAS runs it on the policy's
-            # threads. Decided here in two comparisons: the checks below, run for it on caches
+            # gradient): none of the kernels below takes it (a thin depth goes on to
+            # `_thin_depth`), BLAS runs it on the policy's threads. Decided here in three
+            # comparisons: the checks below, run for it on caches
             # the previous product or kernel had swept, took ~1 us of each such call in the
             # step (5.2-7.0 us of Python a call before, 4.3-5.7 after; session 24).
             threads = adapt_blas() if blas_only else adapt()
