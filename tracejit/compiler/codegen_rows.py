@@ -145,7 +145,10 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
             calls, vals = splice(rg.g_pro, "pro_g", local, I3, "tg")
             if ye is None and rg.x_pro is not None:
                 # both prologues in one loop (elementwise: the same values; x's element k
-                # is in xb when the gradient's chain reads it)
+                # is in xb when the gradient's chain reads it). The row statistics stay a
+                # loop of their own: summed in this loop as well (the same sums, the same
+                # bits) the kernel took 2.3x as long (2048x256 float32, one thread, 0.96
+                # against 0.41 ms; LLVM's vectorized loop with stores and two reductions)
                 rowbody[x_loop_end:x_loop_end] = calls + [f"{I3}gb[k] = {vals[gv]}"]
                 rowbody.append(f"{I2}gr = gb")
             else:
