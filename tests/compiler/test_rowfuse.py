@@ -326,3 +326,42 @@ def test_positional_add_broadcast_over_the_batch_joins_layer_norm():
     (rg,) = _rows(fwd)
     assert rg.describe() == "add -> layer_norm" and "bcast" in rg.roles.values(), fwd.describe()
     assert not any(isinstance(it, Group) for it in fwd.items), fwd.describe()
+
+
+def test_encoder_layer_backward_kernel_against_float64():
+    # the encoder layer's backward row kernel: both prologues (x = a + bias + residual; the
+    # gradient = the GEMM's path + the residual's) in one loop, dweight/dbias and the row
+    # sums in one loop, the bias gradient (dx summed over rows) in the dx loop. Values
+    # against the same function in float64 (numpy's reference, no kernel): float32 rounding.
+    def f(a, r, b, w, c, m):
+        h = F.layer_norm(a + b + r, (64,), w, c)
+        return h @ m + h
+    rng = np.random.default_rng(41)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((96, 64), (96, 64), (64,), (64,), (64,), (64, 64))]
+    args[3] += 1
+    g = rng.standard_normal((96, 64)).astype(np.float32)
+    cf = tj.trace(f)
+    leaves = [tj.tensor(v).requires_grad_() for v in args[:5]]
+    y = cf(*leaves, tj.tensor(args[5]))
+    y.backward(tj.tensor(g))
+    _, bwd, _ = _train(cf)
+    (rg,) = [rg for rg in _rows(bwd) if rg.eqn.prim.name == "layer_norm_backward"]
+    assert rg.x_pro is not None and rg.g_pro is not None and rg.col_sum is not None, rg.describe()
+    src = [k for k in bwd.kernels if getattr(k, "group", None) is rg][0].spec().source
+    assert "gb[k] = tg[0]" in src.split("xb[k] = t[0]")[1].split("for k")[0]   # one prologue loop
+    assert "dxsb[k] += dxv" in src
+    # float64 reference: x, its statistics, y; dy = g @ m.T + g; dx, dw, db, dbias
+    a, r, b, w, c, m = (v.astype(np.float64) for v in args)
+    x = a + b + r
+    mu = x.mean(1, keepdims=True)
+    rstd = 1 / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    xh = (x - mu) * rstd
+    ref_y = (xh * w + c) @ m + xh * w + c
+    dy = g.astype(np.float64) @ m.T + g
+    gw = dy * w
+    dx = rstd * (gw - gw.mean(1, keepdims=True) - xh * (gw * xh).mean(1, keepdims=True))
+    refs = {"y": ref_y, "a": dx, "r": dx, "b": dx.sum(0), "w": (dy * xh).sum(0), "c": dy.sum(0)}
+    got = {"y": y.detach().numpy()} | {k: t.grad.numpy() for k, t in zip("arbwc", leaves)}
+    for k, e in refs.items():
+        assert got[k].dtype == np.float32
+        np.testing.assert_allclose(got[k], e, rtol=2e-5, atol=2e-6 * np.abs(e).max(), err_msg=k)
