@@ -35,7 +35,7 @@ import numpy as np
 from . import packed_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "module_kernel", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
+__all__ = ["product", "module_kernel", "tile_shape", "k_block", "K_BLOCK_AVX2", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
 
 # Where the kernel beats one OpenBLAS thread (min us, near-quiet, session 16, AVX-512,
 # float32 / float64): 64x1000x100 82 / 184 against 104 / 250, 32x1024x200 86 / 221 against
@@ -75,6 +75,28 @@ def tile_shape(dtype: str) -> tuple:
     return 32 // bytes_, 4, 3
 
 
+# Depth of the K blocks the AVX2 tile (4 x 3 vectors: 24 float32 or 12 float64 columns, 96 bytes a
+# row of B's panel) sums in registers before adding its partial sums to C: 256 rows of the panel
+# are 24 KB, which stay in L1 (32-48 KB) across a column panel's row tiles, where the whole
+# panel (K x 96 bytes: 96 KB for K = 1000) streams from L2 for each of them. The two-layer
+# step's 64x1000x100 float32 product in AVX2 code (NUMBA_CPU_NAME=haswell without AVX-512,
+# session 24, one thread, min / median us, load 2.5): 118-121 / 121-124 whole, 111-113 /
+# 111-114 with 256, 111-112 / 114 with 192, 118-119 / 122-123 with 384 (36 KB: no gain), 113-114
+# / 114-116 with 128; PyTorch's MKL at AVX2 111-115 / 114-117. Its 1000x64x100 weight gradient
+# (K = 64: one block) is unchanged. The AVX-512 tile (8 x 3, 192 bytes a row) sums all of K at
+# once (0): blocking it ran no faster (8x3 64x1000x100: 69-78 / 78-79 whole, 70-79 / 79 with
+# 256), and so its results stay bitwise what they were. Blocks change the summation order:
+# results differ from the whole-K sums in the last bits, as BLAS's do between thread counts.
+K_BLOCK_AVX2 = 256
+
+
+def k_block(dtype: str) -> int:
+    """Rows of K summed in registers before the partial sums are added to C (0: all of K),
+    chosen by the instruction set the kernel is compiled for (asked once per process,
+    packed_gemm._has_avx512): `K_BLOCK_AVX2` for the 16-register tile, 0 with AVX-512."""
+    return 0 if packed_gemm._has_avx512() else K_BLOCK_AVX2
+
+
 def _rest_widths(gv: int) -> list:
     """The narrower vectors a column rest is made of: powers of two below GV, widest first."""
     out, w = [], gv // 2
@@ -87,7 +109,7 @@ def _rest_widths(gv: int) -> list:
 # a (flat): A's element (i, k) at i*ars + k*aks; b (K, N) and c (M, N) C-contiguous, flat.
 _DRIVER = '''
 
-GV, GMR, GNV = {GV}, {GMR}, {GNV}
+GV, GMR, GNV, KC = {GV}, {GMR}, {GNV}, {KC}
 _main = _make_tile(GMR, (GV,) * GNV)
 _main1 = _make_tile(1, (GV,) * GNV)
 _one = _make_tile(GMR, (GV,))
@@ -95,23 +117,34 @@ _one1 = _make_tile(1, (GV,))
 # {rest_tiles}
 
 
-{kernel_jit}
-def kernel(a, ars, aks, m, kd, b, n, c):
+@njit(inline='always')
+def _part(a, ars, aks, m, b, n, c, kb, kc, keep):
+    # c (+)= a[:, kb:kb+kc] @ b[kb:kb+kc]: the column panels, then the narrower rests
     mt = m - m % GMR
+    ka, kbo = kb * aks, kb * n
     j = 0
     while j + GNV * GV <= n:
         for i in range(0, mt, GMR):
-            _main(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            _main(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         for i in range(mt, m):
-            _main1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            _main1(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         j += GNV * GV
     while j + GV <= n:
         for i in range(0, mt, GMR):
-            _one(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            _one(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         for i in range(mt, m):
-            _one1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            _one1(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         j += GV
     # {rest_loops}
+
+
+{kernel_jit}
+def kernel(a, ars, aks, m, kd, b, n, c):
+    if KC == 0 or kd <= KC:   # (KC is a constant: LLVM keeps one branch where it is 0)
+        _part(a, ars, aks, m, b, n, c, 0, kd, False)
+    else:   # K in blocks of KC (`k_block`), each added to the sums before it
+        for kb in range(0, kd, KC):
+            _part(a, ars, aks, m, b, n, c, kb, min(KC, kd - kb), kb > 0)
 '''
 
 # `kernel`'s decorator: compiled on its own for Python's calls (`product`), or only inlined
@@ -127,9 +160,9 @@ _rest{w}_1 = _make_tile(1, ({w},))'''
 _REST_LOOP = '''
     if n - j >= {w}:
         for i in range(0, mt, GMR):
-            _rest{w}(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            _rest{w}(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         for i in range(mt, m):
-            _rest{w}_1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            _rest{w}_1(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         j += {w}'''
 
 
@@ -143,7 +176,8 @@ def source(dtype: str, standalone: bool = True) -> str:
     driver = (_DRIVER.replace("{kernel_jit}", _STANDALONE if standalone else _INLINED)
               .replace("# {rest_tiles}", "".join(_REST_TILES.replace("{w}", str(w)) for w in rests))
               .replace("    # {rest_loops}", "".join(_REST_LOOP.replace("{w}", str(w)) for w in rests))
-              .replace("{GV}", str(gv)).replace("{GMR}", str(gmr)).replace("{GNV}", str(gnv)))
+              .replace("{GV}", str(gv)).replace("{GMR}", str(gmr)).replace("{GNV}", str(gnv))
+              .replace("{KC}", str(k_block(dtype))))
     head = "import numpy as np\nfrom numba import njit\n"
     return packed_gemm.with_tile(head + packed_gemm.PACKED_SOURCE + driver, dtype).replace("{t}", dtype)
 
