@@ -13,7 +13,7 @@ _mods: dict = {}
 
 def _kernel(dtype: str):
     """The kernel compiled with the tile `rows_gemm` picks now (see the `tile` fixture)."""
-    key = (dtype, rows_gemm.tile_shape(dtype), rows_gemm.k_block(dtype))
+    key = (dtype, rows_gemm.tile_shape(dtype), rows_gemm.k_block(dtype), rows_gemm.rest_rows(dtype))
     if key not in _mods:
         ns: dict = {"CACHE": False}
         exec(compile(rows_gemm.source(dtype), f"<rows_gemm {dtype}>", "exec"), ns)
@@ -35,12 +35,13 @@ def _tol(dtype, k):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m,k,n,trans", [(17, 40, 127, False), (9, 33, 100, True), (3, 7, 1, False),
                                          (8, 5, 48, True), (1, 64, 31, False), (13, 600, 127, False),
-                                         (9, 513, 100, True), (5, 256, 31, False), (6, 257, 60, True)])
+                                         (9, 513, 100, True), (5, 256, 31, False), (6, 257, 60, True), (12, 64, 100, True), (21, 300, 100, False)])
 def test_kernel_equals_numpy(dtype, m, k, n, trans, tile):
     """n = 127 and 31: whole panels (if any), one-vector tiles and a rest of every narrower
     width; m = 17, 9, 3, 1: rows past the tile's run one-row tiles; a transposed view of a.
     k = 600, 513, 257: the AVX2 tile's K blocks (`k_block`: whole blocks, a last partial
-    one, a last block of one row), 256: exactly one block."""
+    one, a last block of one row), 256: exactly one block. m = 12, 21 with n = 100: the AVX2
+    rest tiles' 8 rows, and rows past them (4 and 5) one at a time."""
     r = np.random.default_rng(0)
     a = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
     a = a.T if trans else a
@@ -52,15 +53,18 @@ def test_kernel_equals_numpy(dtype, m, k, n, trans, tile):
 
 
 def test_k_block_is_chosen_by_instruction_set(monkeypatch):
-    """The AVX2 tile sums K in blocks of K_BLOCK_AVX2 (its B panel kept in L1); the AVX-512 tile
-    sums all of K at once (0), so its source and results are what they were before blocks.
+    """The AVX2 tile sums K in blocks of K_BLOCK_AVX2 (its B panel kept in L1) and runs its
+    column rests 8 rows at a time; the AVX-512 tile sums all of K at once (0) and runs its
+    rests on its own 8 rows, so its results are what they were before either.
     The host's instruction set is not asked: the query is replaced both ways."""
-    for avx512, block in ((True, 0), (False, rows_gemm.K_BLOCK_AVX2)):
+    for avx512, block, rest in ((True, 0, 8), (False, rows_gemm.K_BLOCK_AVX2, 8)):
         monkeypatch.setattr(packed_gemm, "_has_avx512", lambda v=avx512: v)
         for dtype in ("float32", "float64"):
             assert rows_gemm.k_block(dtype) == block
+            assert rows_gemm.rest_rows(dtype) == rest   # AVX2: twice its tile's 4 rows
             gv, gmr, gnv = rows_gemm.tile_shape(dtype)
-            assert f"GV, GMR, GNV, KC = {gv}, {gmr}, {gnv}, {block}\n" in rows_gemm.source(dtype)
+            assert gmr == (8 if avx512 else 4)
+            assert f"GV, GMR, GNV, KC, RMR = {gv}, {gmr}, {gnv}, {block}, {rest}\n" in rows_gemm.source(dtype)
     assert rows_gemm.K_BLOCK_AVX2 == 256
 
 
