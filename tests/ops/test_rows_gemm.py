@@ -35,13 +35,15 @@ def _tol(dtype, k):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m,k,n,trans", [(17, 40, 127, False), (9, 33, 100, True), (3, 7, 1, False),
                                          (8, 5, 48, True), (1, 64, 31, False), (13, 600, 127, False),
-                                         (9, 513, 100, True), (5, 256, 31, False), (6, 257, 60, True), (12, 64, 100, True), (21, 300, 100, False)])
+                                         (9, 513, 100, True), (5, 256, 31, False), (6, 257, 60, True), (12, 64, 100, True), (21, 300, 100, False),
+                                         (9, 12, 1100, False)])
 def test_kernel_equals_numpy(dtype, m, k, n, trans, tile):
     """n = 127 and 31: whole panels (if any), one-vector tiles and a rest of every narrower
     width; m = 17, 9, 3, 1: rows past the tile's run one-row tiles; a transposed view of a.
     k = 600, 513, 257: the AVX2 tile's K blocks (`k_block`: whole blocks, a last partial
     one, a last block of one row), 256: exactly one block. m = 12, 21 with n = 100: the AVX2
-    rest tiles' 8 rows, and rows past them (4 and 5) one at a time."""
+    rest tiles' 8 rows, and rows past them (4 and 5) one at a time. 12x1100: one block whose
+    B is past ROWS_FIRST_BYTES (a thin depth's): the panel order, not rows first."""
     r = np.random.default_rng(0)
     a = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
     a = a.T if trans else a
@@ -65,6 +67,8 @@ def test_k_block_is_chosen_by_instruction_set(monkeypatch):
             gv, gmr, gnv = rows_gemm.tile_shape(dtype)
             assert gmr == (8 if avx512 else 4)
             assert f"GV, GMR, GNV, KC, RMR = {gv}, {gmr}, {gnv}, {block}, {rest}\n" in rows_gemm.source(dtype)
+            rows_first = rows_gemm.ROWS_FIRST_BYTES // np.dtype(dtype).itemsize
+            assert f"ROWS_FIRST = {rows_first}\n" in rows_gemm.source(dtype)
     assert rows_gemm.K_BLOCK_AVX2 == 256
 
 

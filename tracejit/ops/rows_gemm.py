@@ -40,7 +40,7 @@ import numpy as np
 from . import packed_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "module_kernel", "tile_shape", "k_block", "K_BLOCK_AVX2", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
+__all__ = ["product", "module_kernel", "tile_shape", "k_block", "K_BLOCK_AVX2", "rest_rows", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
 
 # Where the kernel beats one OpenBLAS thread (min us, near-quiet, session 16, AVX-512,
 # float32 / float64): 64x1000x100 82 / 184 against 104 / 250, 32x1024x200 86 / 221 against
@@ -97,7 +97,11 @@ def tile_shape(dtype: str) -> tuple:
 # instead of a column panel down all row tiles; the same sums, bitwise. That gradient in AVX2
 # code, one thread, min / median us (8 alternating rounds, load 2.5): 116-118 / 118 against
 # 117 / 122-123. The AVX-512 kernel keeps the panel order (no difference measured there).
+# Only where all of B fits L1 (`ROWS_FIRST_BYTES`; that gradient's 64x100 float32 is 25 KB):
+# a wide B (coreshare's thin-depth products, k <= 16 and n >= 4096) would stream from L2 for
+# every row tile, where the panel order keeps a few-KB panel in L1.
 K_BLOCK_AVX2 = 256
+ROWS_FIRST_BYTES = 32 * 1024
 
 
 def k_block(dtype: str) -> int:
@@ -132,6 +136,7 @@ def _rest_widths(gv: int) -> list:
 _DRIVER = '''
 
 GV, GMR, GNV, KC, RMR = {GV}, {GMR}, {GNV}, {KC}, {RMR}
+ROWS_FIRST = {ROWS_FIRST}
 _main = _make_tile(GMR, (GV,) * GNV)
 _main1 = _make_tile(1, (GV,) * GNV)
 _one = _make_tile(RMR, (GV,))
@@ -191,7 +196,7 @@ def _by_rows(a, ars, aks, m, kd, b, n, c):
 def kernel(a, ars, aks, m, kd, b, n, c):
     if KC == 0:   # (KC is a constant: LLVM keeps these lines alone where it is 0)
         _part(a, ars, aks, m, b, n, c, 0, kd, False)
-    elif kd <= KC:
+    elif kd <= KC and kd * n <= ROWS_FIRST:
         _by_rows(a, ars, aks, m, kd, b, n, c)
     else:   # K in blocks of KC (`k_block`), each added to the sums before it
         for kb in range(0, kd, KC):
@@ -229,7 +234,8 @@ def source(dtype: str, standalone: bool = True) -> str:
               .replace("    # {rest_loops}", "".join(_REST_LOOP.replace("{w}", str(w)) for w in rests))
 
               .replace("{GV}", str(gv)).replace("{GMR}", str(gmr)).replace("{GNV}", str(gnv))
-              .replace("{KC}", str(k_block(dtype))).replace("{RMR}", str(rest_rows(dtype))))
+              .replace("{KC}", str(k_block(dtype))).replace("{RMR}", str(rest_rows(dtype)))
+              .replace("{ROWS_FIRST}", str(ROWS_FIRST_BYTES // (4 if dtype == "float32" else 8))))
     head = "import numpy as np\nfrom numba import njit\n"
     return packed_gemm.with_tile(head + packed_gemm.PACKED_SOURCE + driver, dtype).replace("{t}", dtype)
 
