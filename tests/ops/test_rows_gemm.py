@@ -13,7 +13,7 @@ _mods: dict = {}
 
 def _kernel(dtype: str):
     """The kernel compiled with the tile `rows_gemm` picks now (see the `tile` fixture)."""
-    key = (dtype, rows_gemm.tile_shape(dtype))
+    key = (dtype, rows_gemm.tile_shape(dtype), rows_gemm.k_block(dtype), rows_gemm.rest_rows(dtype))
     if key not in _mods:
         ns: dict = {"CACHE": False}
         exec(compile(rows_gemm.source(dtype), f"<rows_gemm {dtype}>", "exec"), ns)
@@ -34,10 +34,16 @@ def _tol(dtype, k):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m,k,n,trans", [(17, 40, 127, False), (9, 33, 100, True), (3, 7, 1, False),
-                                         (8, 5, 48, True), (1, 64, 31, False)])
+                                         (8, 5, 48, True), (1, 64, 31, False), (13, 600, 127, False),
+                                         (9, 513, 100, True), (5, 256, 31, False), (6, 257, 60, True), (12, 64, 100, True), (21, 300, 100, False),
+                                         (9, 12, 1100, False)])
 def test_kernel_equals_numpy(dtype, m, k, n, trans, tile):
     """n = 127 and 31: whole panels (if any), one-vector tiles and a rest of every narrower
-    width; m = 17, 9, 3, 1: rows past the tile's run one-row tiles; a transposed view of a."""
+    width; m = 17, 9, 3, 1: rows past the tile's run one-row tiles; a transposed view of a.
+    k = 600, 513, 257: the AVX2 tile's K blocks (`k_block`: whole blocks, a last partial
+    one, a last block of one row), 256: exactly one block. m = 12, 21 with n = 100: the AVX2
+    rest tiles' 8 rows, and rows past them (4 and 5) one at a time. 12x1100: one block whose
+    B is past ROWS_FIRST_BYTES (a thin depth's): the panel order, not rows first."""
     r = np.random.default_rng(0)
     a = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
     a = a.T if trans else a
@@ -46,6 +52,41 @@ def test_kernel_equals_numpy(dtype, m, k, n, trans, tile):
     c = np.full((m, n), np.nan, dtype)
     _kernel(dtype)(flat, ars, aks, m, k, b.reshape(-1), n, c.reshape(-1))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, **_tol(dtype, k))
+
+
+def test_k_block_is_chosen_by_instruction_set(monkeypatch):
+    """The AVX2 tile sums K in blocks of K_BLOCK_AVX2 (its B panel kept in L1) and runs its
+    column rests 8 rows at a time; the AVX-512 tile sums all of K at once (0) and runs its
+    rests on its own 8 rows, so its results are what they were before either.
+    The host's instruction set is not asked: the query is replaced both ways."""
+    for avx512, block, rest in ((True, 0, 8), (False, rows_gemm.K_BLOCK_AVX2, 8)):
+        monkeypatch.setattr(packed_gemm, "_has_avx512", lambda v=avx512: v)
+        for dtype in ("float32", "float64"):
+            assert rows_gemm.k_block(dtype) == block
+            assert rows_gemm.rest_rows(dtype) == rest   # AVX2: twice its tile's 4 rows
+            gv, gmr, gnv = rows_gemm.tile_shape(dtype)
+            assert gmr == (8 if avx512 else 4)
+            assert f"GV, GMR, GNV, KC, RMR = {gv}, {gmr}, {gnv}, {block}, {rest}\n" in rows_gemm.source(dtype)
+            rows_first = rows_gemm.ROWS_FIRST_BYTES // np.dtype(dtype).itemsize
+            assert f"ROWS_FIRST = {rows_first}\n" in rows_gemm.source(dtype)
+    assert rows_gemm.K_BLOCK_AVX2 == 256
+
+
+def test_k_blocks_sum_in_order(monkeypatch):
+    """With the AVX2 tile each K block is summed in registers and then added to C, in K
+    order: the last block's three terms of 2^-24 each vanish added one by one to 2 (below half
+    an ulp), but summed first (0.75 ulp) they round 2 up to 2 + 2^-22. A whole-K sum gives 2."""
+    monkeypatch.setattr(packed_gemm, "_has_avx512", lambda: False)
+    kb = rows_gemm.K_BLOCK_AVX2
+    k, n = 2 * kb + 3, 24
+    a = np.zeros((4, k), np.float32)
+    a[:, 0] = 2.0
+    a[:, 2 * kb:] = 2.0 ** -24
+    b = np.ones((k, n), np.float32)
+    c = np.full((4, n), np.nan, np.float32)
+    flat, ars, aks = rows_gemm._strides(a)
+    _kernel("float32")(flat, ars, aks, 4, k, b.reshape(-1), n, c.reshape(-1))
+    np.testing.assert_array_equal(c, np.float32(2.0 + 2.0 ** -22))
 
 
 def _recording_kernel(monkeypatch) -> list:

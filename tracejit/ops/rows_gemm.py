@@ -16,6 +16,11 @@ in L2; blocking K for L1 ran no faster).
 rows read in place as the kernel's rows and a copy of x.T as its columns (`_transposed`):
 one OpenBLAS thread is slow on such products (16x2048x200 float32: 239 us against 129).
 
+With AVX2's 16 vector registers the tile (4 rows x 3 vectors) sums K in blocks of
+`K_BLOCK_AVX2` rows, whose part of B's column panel stays in L1, and adds each block's sums
+to C (`k_block`; chosen once per process by the instruction set; AVX-512's tile sums all of K
+at once, as before). Products of one block run a row tile across all its columns first.
+
 The kernel releases the GIL (``nogil``), as numpy's product does, so other Python threads
 run meanwhile. Columns left over past the whole panels run tiles of one vector, then of narrower powers
 of two (a rest of 4 columns: one 4-wide vector per row). Results differ from BLAS's in the
@@ -35,7 +40,7 @@ import numpy as np
 from . import packed_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "module_kernel", "tile_shape", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
+__all__ = ["product", "module_kernel", "tile_shape", "k_block", "K_BLOCK_AVX2", "rest_rows", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
 
 # Where the kernel beats one OpenBLAS thread (min us, near-quiet, session 16, AVX-512,
 # float32 / float64): 64x1000x100 82 / 184 against 104 / 250, 32x1024x200 86 / 221 against
@@ -75,6 +80,49 @@ def tile_shape(dtype: str) -> tuple:
     return 32 // bytes_, 4, 3
 
 
+# Depth of the K blocks the AVX2 tile (4 x 3 vectors: 24 float32 or 12 float64 columns, 96 bytes a
+# row of B's panel) sums in registers before adding its partial sums to C: 256 rows of the panel
+# are 24 KB, which stay in L1 (32-48 KB) across a column panel's row tiles, where the whole
+# panel (K x 96 bytes: 96 KB for K = 1000) streams from L2 for each of them. The two-layer
+# step's 64x1000x100 float32 product in AVX2 code (NUMBA_CPU_NAME=haswell without AVX-512,
+# session 24, one thread, min / median us, load 2.5): 118-121 / 121-124 whole, 111-113 /
+# 111-114 with 256, 111-112 / 114 with 192, 118-119 / 122-123 with 384 (36 KB: no gain), 113-114
+# / 114-116 with 128; PyTorch's MKL at AVX2 111-115 / 114-117. Its 1000x64x100 weight gradient
+# (K = 64: one block) is unchanged. The AVX-512 tile (8 x 3, 192 bytes a row) sums all of K at
+# once (0): blocking it ran no faster (8x3 64x1000x100: 69-78 / 78-79 whole, 70-79 / 79 with
+# 256), and so its results stay bitwise what they were. Blocks change the summation order:
+# results differ from the whole-K sums in the last bits, as BLAS's do between thread counts.
+# A product of one block (K <= K_BLOCK_AVX2: the step's 1000x64x100 weight gradient) runs a row
+# tile across all its column tiles before the next (`_by_rows`: its K x 4 values of A stay in L1)
+# instead of a column panel down all row tiles; the same sums, bitwise. That gradient in AVX2
+# code, one thread, min / median us (8 alternating rounds, load 2.5): 116-118 / 118 against
+# 117 / 122-123. The AVX-512 kernel keeps the panel order (no difference measured there).
+# Only where all of B fits L1 (`ROWS_FIRST_BYTES`; that gradient's 64x100 float32 is 25 KB):
+# a wide B (coreshare's thin-depth products, k <= 16 and n >= 4096) would stream from L2 for
+# every row tile, where the panel order keeps a few-KB panel in L1.
+K_BLOCK_AVX2 = 256
+ROWS_FIRST_BYTES = 32 * 1024
+
+
+def k_block(dtype: str) -> int:
+    """Rows of K summed in registers before the partial sums are added to C (0: all of K),
+    chosen by the instruction set the kernel is compiled for (asked once per process,
+    packed_gemm._has_avx512): `K_BLOCK_AVX2` for the 16-register tile, 0 with AVX-512."""
+    return 0 if packed_gemm._has_avx512() else K_BLOCK_AVX2
+
+
+# Rows of the tiles of the columns past the whole panels (one vector or narrower: one
+# accumulator per row): the AVX2 tile's 4 rows give 4 chains of dependent FMAs, which the
+# FMAs' latency (4 cycles, 2 a cycle) holds to half the rate, 8 give enough (10 of the 16
+# registers). The step's products have 100 columns: 4 panels of 24 and a rest of 4, whose
+# 4-row tiles took ~4 of the ~28 cycles of each row of K for 4% of the work. AVX-512's tile
+# has 8 rows already.
+def rest_rows(dtype: str) -> int:
+    """Rows of the rest tiles (see above): twice the AVX2 tile's, AVX-512's own."""
+    gmr = tile_shape(dtype)[1]
+    return gmr if packed_gemm._has_avx512() else 2 * gmr
+
+
 def _rest_widths(gv: int) -> list:
     """The narrower vectors a column rest is made of: powers of two below GV, widest first."""
     out, w = [], gv // 2
@@ -87,31 +135,72 @@ def _rest_widths(gv: int) -> list:
 # a (flat): A's element (i, k) at i*ars + k*aks; b (K, N) and c (M, N) C-contiguous, flat.
 _DRIVER = '''
 
-GV, GMR, GNV = {GV}, {GMR}, {GNV}
+GV, GMR, GNV, KC, RMR = {GV}, {GMR}, {GNV}, {KC}, {RMR}
+ROWS_FIRST = {ROWS_FIRST}
 _main = _make_tile(GMR, (GV,) * GNV)
 _main1 = _make_tile(1, (GV,) * GNV)
-_one = _make_tile(GMR, (GV,))
+_one = _make_tile(RMR, (GV,))
 _one1 = _make_tile(1, (GV,))
 # {rest_tiles}
 
 
-{kernel_jit}
-def kernel(a, ars, aks, m, kd, b, n, c):
+@njit(inline='always')
+def _rests(a, ars, aks, m, b, n, c, kb, kc, keep, j):
+    # the columns from j (past the whole panels): one-vector tiles, then narrower ones, of
+    # RMR rows (`rest_rows`), then the rows past them one at a time
+    mt = m - m % RMR
+    ka, kbo = kb * aks, kb * n
+    while j + GV <= n:
+        for i in range(0, mt, RMR):
+            _one(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
+        for i in range(mt, m):
+            _one1(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
+        j += GV
+    # {rest_loops}
+
+
+@njit(inline='always')
+def _part(a, ars, aks, m, b, n, c, kb, kc, keep):
+    # c (+)= a[:, kb:kb+kc] @ b[kb:kb+kc]: the column panels, then the rests
     mt = m - m % GMR
+    ka, kbo = kb * aks, kb * n
     j = 0
     while j + GNV * GV <= n:
         for i in range(0, mt, GMR):
-            _main(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            _main(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         for i in range(mt, m):
-            _main1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            _main1(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         j += GNV * GV
-    while j + GV <= n:
-        for i in range(0, mt, GMR):
-            _one(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
-        for i in range(mt, m):
-            _one1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
-        j += GV
-    # {rest_loops}
+    _rests(a, ars, aks, m, b, n, c, kb, kc, keep, j)
+
+
+@njit(inline='always')
+def _by_rows(a, ars, aks, m, kd, b, n, c):
+    # c = a @ b a row tile at a time across all its column panels before the next (K in one
+    # block: the tile's rows of A stay in L1 across them; the same sums as `_part`'s)
+    mt = m - m % GMR
+    for i in range(0, mt, GMR):
+        j = 0
+        while j + GNV * GV <= n:
+            _main(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            j += GNV * GV
+    for i in range(mt, m):
+        j = 0
+        while j + GNV * GV <= n:
+            _main1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            j += GNV * GV
+    _rests(a, ars, aks, m, b, n, c, 0, kd, False, n - n % (GNV * GV))
+
+
+{kernel_jit}
+def kernel(a, ars, aks, m, kd, b, n, c):
+    if KC == 0:   # (KC is a constant: LLVM keeps these lines alone where it is 0)
+        _part(a, ars, aks, m, b, n, c, 0, kd, False)
+    elif kd <= KC and kd * n <= ROWS_FIRST:
+        _by_rows(a, ars, aks, m, kd, b, n, c)
+    else:   # K in blocks of KC (`k_block`), each added to the sums before it
+        for kb in range(0, kd, KC):
+            _part(a, ars, aks, m, b, n, c, kb, min(KC, kd - kb), kb > 0)
 '''
 
 # `kernel`'s decorator: compiled on its own for Python's calls (`product`), or only inlined
@@ -121,15 +210,15 @@ _STANDALONE = ('''@njit("void(Array({t}, 1, 'C', readonly=True), int64, int64, i
 _INLINED = "@njit(inline='always')"
 
 _REST_TILES = '''
-_rest{w} = _make_tile(GMR, ({w},))
+_rest{w} = _make_tile(RMR, ({w},))
 _rest{w}_1 = _make_tile(1, ({w},))'''
 
 _REST_LOOP = '''
     if n - j >= {w}:
-        for i in range(0, mt, GMR):
-            _rest{w}(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+        for i in range(0, mt, RMR):
+            _rest{w}(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         for i in range(mt, m):
-            _rest{w}_1(a, i * ars, ars, aks, b, j, n, c, i * n + j, n, kd, False)
+            _rest{w}_1(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         j += {w}'''
 
 
@@ -143,7 +232,10 @@ def source(dtype: str, standalone: bool = True) -> str:
     driver = (_DRIVER.replace("{kernel_jit}", _STANDALONE if standalone else _INLINED)
               .replace("# {rest_tiles}", "".join(_REST_TILES.replace("{w}", str(w)) for w in rests))
               .replace("    # {rest_loops}", "".join(_REST_LOOP.replace("{w}", str(w)) for w in rests))
-              .replace("{GV}", str(gv)).replace("{GMR}", str(gmr)).replace("{GNV}", str(gnv)))
+
+              .replace("{GV}", str(gv)).replace("{GMR}", str(gmr)).replace("{GNV}", str(gnv))
+              .replace("{KC}", str(k_block(dtype))).replace("{RMR}", str(rest_rows(dtype)))
+              .replace("{ROWS_FIRST}", str(ROWS_FIRST_BYTES // (4 if dtype == "float32" else 8))))
     head = "import numpy as np\nfrom numba import njit\n"
     return packed_gemm.with_tile(head + packed_gemm.PACKED_SOURCE + driver, dtype).replace("{t}", dtype)
 
