@@ -138,8 +138,11 @@ def _widest_divide(dispatcher) -> int:
 
 
 def _host_has_avx512() -> bool:
-    import llvmlite.binding as ll
-    return "+avx512f" in ll.get_host_cpu_features().flatten().split(",")
+    """Whether the code numba emits here may use AVX-512: the features numba compiles for
+    (NUMBA_CPU_FEATURES where set: bench.isa's avx2 emulation on an AVX-512 host), else the
+    host's."""
+    from tracejit.ops.packed_gemm import _ask_avx512
+    return _ask_avx512()
 
 
 @x86
