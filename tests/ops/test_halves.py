@@ -269,6 +269,52 @@ def test_off_switch_and_one_thread(monkeypatch):
 
 
 @pytest.mark.skipif(sharepool.blas_worker.find() is None, reason="numpy's BLAS has no pthreads pool of two")
+def _depth_sum(dtype, a, b):
+    """What depth halves give: the one-thread kernel's product of each half of the depth
+    (a's columns and b's rows split at k // 2), the second added to the first."""
+    kernel = _loaded(dtype)[1]
+    m, k = a.shape
+    n = b.shape[1]
+    h = k // 2
+    parts = []
+    for lo, hi in ((0, h), (h, k)):
+        ac = np.ascontiguousarray(a[:, lo:hi])
+        c = np.empty((m, n), dtype)
+        kernel(ac.reshape(-1), hi - lo, 1, m, hi - lo, np.ascontiguousarray(b[lo:hi]).reshape(-1), n,
+               c.reshape(-1))
+        parts.append(c)
+    return parts[0] + parts[1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", [(64, 1000, 100), (37, 1001, 131), (1, 16385, 256), (9, 4099, 128)])
+def test_depth_halves_add_the_partial_products_bitwise(serial_launch, dtype, m, k, n):
+    """Depth halves add the second's partial product into the first's (inside the launch,
+    `gemm_launch`): numpy's ``first + second`` bitwise."""
+    r = np.random.default_rng(3)
+    a = r.standard_normal((m, k)).astype(dtype)
+    b = r.standard_normal((k, n)).astype(dtype)
+    out = halves.product(a, b)
+    assert serial_launch
+    np.testing.assert_array_equal(out, _depth_sum(dtype, a, b))
+
+
+def test_depth_halves_on_openblas_worker_bitwise(monkeypatch):
+    """The real launch (the second half on OpenBLAS's worker): the same sums."""
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(halves, "_kernel", lambda *a, **k: type("K", (), {"get": lambda self: _loaded(
+        a[0][1])[1]})())
+    monkeypatch.setattr(halves, "_pairs", {})
+    r = np.random.default_rng(6)
+    a = r.standard_normal((64, 1000)).astype(np.float32)
+    b = r.standard_normal((1000, 100)).astype(np.float32)
+    want = _depth_sum("float32", a, b)
+    for _ in range(5):
+        np.testing.assert_array_equal(halves.product(a, b), want)
+
+
 def test_halves_at_once_on_openblas_worker(monkeypatch):
     """The real launch: record 1 on OpenBLAS's worker while record 0 runs here."""
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
