@@ -54,6 +54,34 @@ def test_record_is_bitwise_the_composition(dtype, channel_major, geo):
         np.testing.assert_allclose(rec[0, :, :3], pooled, rtol=tol, atol=tol)
 
 
+TILES = [((2, 2), (2, 2), (0, 0), (1, 1)), ((3, 3), (3, 3), (0, 0), (1, 1)), ((2, 3), (2, 3), (0, 0), (1, 1))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("channel_major", [False, True])
+@pytest.mark.parametrize("geo", TILES)
+def test_backward_is_bitwise_scatter_then_batch_norm_backward(dtype, channel_major, geo):
+    rng = np.random.default_rng(5)
+    x = activation(rng, (6, 3, 10, 11), dtype, channel_major)   # rows/columns past the windows
+    x[0, 1, :2, :2] = x[0, 1, 0, 0]
+    w, b = rng.standard_normal(3).astype(dtype), rng.standard_normal(3).astype(dtype)
+    rec, stats = bn_pool.record_parts(bn_pool._impl(np, x, w, b, 1e-5, *geo), x.shape, *geo)
+    gp = rng.standard_normal(rec.shape[1:]).astype(dtype)
+    gp[0, 0, 0, 0] = -0.0
+    assert bn_pool._get_backward(np.dtype(dtype).name, geo[0]) is not None   # the kernel runs
+    got = bn_pool._backward_impl(np, gp, rec, x, stats, w, 1e-5, *geo)
+    g = P._scatter_impl(np, gp, rec, x.shape, *geo)
+    want = B._backward_impl(np, g, x, stats, w, 1e-5)
+    assert got.shape == want.shape and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    # the sums against float64 numpy: sum g, sum g * xhat per channel
+    g64, x64 = g.astype(np.float64), x.astype(np.float64)
+    xhat = (x64 - stats[0].astype(np.float64).reshape(1, 3, 1, 1)) / np.sqrt(
+        stats[1].astype(np.float64).reshape(1, 3, 1, 1) + 1e-5)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(got[-6:-3], g64.sum((0, 2, 3)), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got[-3:], (g64 * xhat).sum((0, 2, 3)), rtol=tol, atol=tol)
+
+
 def test_numpy_form_and_bad_weight():
     x = activation(np.random.default_rng(2), (3, 2, 4, 4), np.float32)
     w, b = np.ones(2, np.float32), np.zeros(2, np.float32)
@@ -96,8 +124,8 @@ def _run(monkeypatch, fused: bool, x, y, state):
     for _ in range(2):
         out = cf(tj.tensor(x))
         F.cross_entropy(out, tj.tensor(y)).backward()
-    fwd = training_variant(cf.forward)[0]
-    names = [e.prim.name for e in fwd.graph.eqns]
+    fwd, bwd = training_variant(cf.forward)[:2]
+    names = [e.prim.name for e in fwd.graph.eqns] + [e.prim.name for e in bwd.graph.eqns]
     res = [out.detach().numpy()] + [p.grad.numpy() for p in net.parameters()] + \
           [b.numpy() for b in net.buffers()]
     return names, [r.copy() for r in res]
@@ -111,8 +139,10 @@ def test_compiled_step_fuses_and_matches_unfused_eager_and_torch(monkeypatch):
     names, fused = _run(monkeypatch, True, x, y, state)
     assert names.count("batch_norm_max_pool2d") == 2, names
     assert "batch_norm_values" not in names and "max_pool2d_with_offsets" not in names
+    assert names.count("batch_norm_backward_pooled") == 2 and "max_pool2d_scatter" not in names
     names0, plain = _run(monkeypatch, False, x, y, state)
     assert names0.count("batch_norm_max_pool2d") == 0 and names0.count("max_pool2d_with_offsets") == 2
+    assert names0.count("batch_norm_backward_pooled") == 0 and names0.count("max_pool2d_scatter") == 2
     assert len(fused) == len(plain)
     for a, b in zip(fused, plain):
         assert np.array_equal(a, b)

@@ -175,7 +175,7 @@ class CompiledProgram(Executor):
                 fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
                 fwd = _fuse_bn_pool(fwd)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
-                bwd = lift_symbolic_literals(optimize(bwd))
+                bwd = lift_symbolic_literals(_fuse_bn_pool(optimize(bwd)))
                 t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
             self._train[diff_idx] = t
         return t

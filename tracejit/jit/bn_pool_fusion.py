@@ -20,7 +20,12 @@ gradient R's offsets; y is neither saved nor an output), `fuse` writes it as
 so y is never stored: one pass over the conv output instead of two (LeNet's first BatchNorm
 output, 5.5 MB, written and read back). The record's values and statistics are bitwise the
 ones it replaces. It runs on forward graphs only after differentiation (the rewrite drops
-batch_norm_values, which carries BatchNorm's VJP). ``TRACEJIT_BN_POOL=0`` turns it off.
+batch_norm_values, which carries BatchNorm's VJP).
+
+In a backward graph, BatchNorm's gradient of the pooling's scattered gradient (windows side
+by side, the scattered gradient read by nothing else) becomes ``batch_norm_backward_pooled``
+(`_fuse_backward`): the same record, the x-sized scattered gradient never stored.
+``TRACEJIT_BN_POOL=0`` turns both off.
 """
 from __future__ import annotations
 
@@ -104,9 +109,36 @@ def fuse(g: Graph) -> Graph:
         replace[id(e5)] = []
         replace[id(e6)] = []
         replace[id(e7)] = [Eqn(e7.prim, (e6.out, x), e7.outs, dict(e7.params), e7.loc)]
+    _fuse_backward(g, producer, users, outputs, replace)
     if not replace:
         return g
     eqns = []
     for e in g.eqns:
         eqns.extend(replace.get(id(e), (e,)))
     return Graph(g.inputs, tuple(eqns), g.outputs, g.name)
+
+
+def _fuse_backward(g: Graph, producer: dict, users: dict, outputs: set, replace: dict) -> None:
+    """``batch_norm_backward(max_pool2d_scatter(gp, R), x, stats, w)`` (the scattered gradient
+    read by nothing else, windows side by side) as ``batch_norm_backward_pooled(gp, R, x,
+    stats, w)``: the same record (ops/bn_pool.py), the scattered gradient never stored."""
+    for e in g.eqns:
+        if e.prim.name != "batch_norm_backward":
+            continue
+        gy = e.inputs[0]
+        s = producer.get(gy)
+        if (s is None or s.prim.name != "max_pool2d_scatter" or gy in outputs
+                or len(users.get(gy, [])) != 1 or id(s) in replace or id(e) in replace):
+            continue
+        p = s.params
+        if not (tuple(p["kernel"]) == tuple(p["stride"]) and tuple(p["padding"]) == (0, 0)
+                and tuple(p["dilation"]) == (1, 1)):
+            continue
+        gp, rec = s.inputs
+        x, stats, w = e.inputs[1:]
+        if not isinstance(x, Var) or len(x.aval.shape) != 4 or tuple(p["input_shape"]) != tuple(x.aval.shape):
+            continue
+        replace[id(s)] = []
+        replace[id(e)] = [Eqn(REGISTRY["batch_norm_backward_pooled"], (gp, rec, x, stats, w), e.outs,
+                              {"eps": e.params["eps"], "kernel": p["kernel"], "stride": p["stride"],
+                               "padding": p["padding"], "dilation": p["dilation"]}, e.loc)]

@@ -33,7 +33,7 @@ from . import pool_offsets as _po
 from .native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 
-__all__ = ["batch_norm_max_pool2d", "record_parts"]
+__all__ = ["batch_norm_max_pool2d", "batch_norm_backward_pooled", "record_parts"]
 
 
 def _source(dtype, kernel, stride, padding, dilation, swap: bool) -> str:
@@ -164,3 +164,102 @@ def record_parts(rec, x_shape, kernel, stride, padding, dilation):
     ow = (x_shape[3] + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
     psize = 2 * n * c * oh * ow
     return rec[:psize].reshape(2, n, c, oh, ow), rec[psize:].reshape(2, c)
+
+
+# ---------------------------------------------------------------- the backward
+# batch_norm_backward_pooled(gp, rec, x, stats, weight, eps, geometry) -> batch_norm_backward's
+# record of the gradient max_pool2d_scatter(gp, rec) for windows side by side (kernel ==
+# stride, no padding or dilation: each input position in at most one window). Per channel
+# the kernel writes the scattered gradient straight into the channel's block of the output
+# (channel-major, as batch_norm_backward's), sums it as that kernel does (the same blocks in
+# the same order: bitwise the same sums), then turns the block in place into the input
+# gradient: the pooling's gradient (x's size: LeNet's first, 5.5 MB) is never stored and
+# read back. The numpy form is the composition.
+_BACKWARD_SRC = '''
+@njit("void(" + RO + ", " + RO + ", " + RO + ", int64, int64, int64, int64, int64, int64, int64, int64, "
+      "float64[::1], float64[::1], float64[::1], {t}[::1], int64, int64)", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(gp, off, x, sn, sc, n, c, l, w, oh, ow, mean, rstd, weight, out, c0, c1):
+    """gp, off: the pooled gradient and the record's offsets as flat C-contiguous (N, C, OH,
+    OW); per channel ch: batch_norm_backward's kernel on g = the scattered gp"""
+    count = n * l
+    zero = np.{t}(0)
+    for ch in range(c0, c1):
+        for i in range(n):
+            plane = out[ch * count + i * l:ch * count + (i + 1) * l]
+            # positions past the last window: zero (scatter's); every other one is written
+            for k in range(oh * KH * w, l):
+                plane[k] = zero
+            pb = (i * c + ch) * oh * ow
+            for oy in range(oh):
+                grow = gp[pb + oy * ow:pb + (oy + 1) * ow]
+                orow = off[pb + oy * ow:pb + (oy + 1) * ow]
+                for r in range(KH):
+                    row = plane[(oy * KH + r) * w:(oy * KH + r + 1) * w]
+                    for k in range(ow * KW, w):
+                        row[k] = zero
+                    # g at the recorded offset, zero elsewhere: selects, no data-dependent
+                    # index (the loop vectorizes)
+                    for ox in range(ow):
+                        gv = grow[ox]
+                        o = orow[ox]
+                        for j in range(KW):
+                            row[ox * KW + j] = gv if o == np.{t}(r * KW + j) else zero
+        s1, s2 = grad_sums(out, l, count, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
+        r0 = np.{t}(s1)
+        r1 = np.{t}(s2 * rstd[ch])
+        out[c * count + ch] = r0
+        out[c * count + c + ch] = r1
+        a = weight[ch] * rstd[ch]
+        b = -a * rstd[ch] * np.float64(r1) / count
+        d = -a * np.float64(r0) / count - b * mean[ch]
+        affine(out, l, count, x, sn, sc, n, l, ch, np.{t}(a), np.{t}(b), np.{t}(d), out, l, count)
+'''
+
+
+def _get_backward(dtype, kernel):
+    if dtype not in ("float32", "float64"):
+        return None
+    src = (_bn._HEAD + _BACKWARD_SRC).replace('" + RO + "', f"Array({dtype}, 1, 'C', readonly=True)")
+    src = src.replace("{t}", dtype).replace("BLOCK", str(_bn.BLOCK))
+    src = src.replace("KH", str(kernel[0])).replace("KW", str(kernel[1]))
+    return _kernel(("bn_maxpool_backward", dtype, kernel[0], kernel[1]), lambda: src, steady=True).get()
+
+
+def _backward_rule(gp, rec, x, stats, weight, eps, kernel, stride, padding, dilation):
+    _po._scatter_rule(gp, rec, tuple(x.shape), kernel, stride, padding, dilation)
+    return _bn._backward_rule(x, x, stats, weight, eps)
+
+
+def _backward_impl(xp, gp, rec, x, stats, weight, eps, kernel, stride, padding, dilation):
+    if (_takes(xp, gp, rec, x) and x.size and x.ndim == 4 and gp.dtype == x.dtype == rec.dtype
+            and _pk.tiles(kernel, stride, padding, dilation)):
+        fn = _get_backward(x.dtype.name, tuple(kernel))
+        if fn is not None:
+            n, c, h, w = x.shape
+            oh, ow = gp.shape[2], gp.shape[3]
+            count = n * h * w
+            mean = np.ascontiguousarray(stats[0], np.float64)
+            rstd = 1.0 / np.sqrt(stats[1].astype(np.float64) + eps)
+            out = np.empty(c * count + 2 * c, x.dtype)
+            args = (np.ascontiguousarray(gp).reshape(-1), np.ascontiguousarray(rec[1]).reshape(-1),
+                    *_bn._flat(x), n, c, h * w, w, oh, ow, mean, rstd,
+                    np.ascontiguousarray(_bn._channels(weight, xp, c)), out)
+            _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _bn._ELEMENT_WORK * x.size)
+            return out
+    # the composition this op stands for
+    g = _po._scatter_impl(xp, gp, rec, tuple(x.shape), kernel, stride, padding, dilation)
+    return _bn._backward_impl(xp, g, x, stats, weight, eps)
+
+
+BN_BACKWARD_POOLED = defprim("batch_norm_backward_pooled", _backward_impl, _backward_rule, None,
+                             kind="other")
+
+
+def batch_norm_backward_pooled(gp, rec, x, stats, weight, eps: float, kernel, stride,
+                               padding=(0, 0), dilation=(1, 1)):
+    """batch_norm_backward's record (input gradient channel-major, then the two sums) for the
+    gradient ``max_pool2d_scatter(gp, rec, x.shape)``; not differentiable (a compiled
+    backward plan's op, jit/bn_pool_fusion.py)."""
+    return bind(BN_BACKWARD_POOLED, gp, rec, x, stats, weight, eps=float(eps), kernel=tuple(kernel),
+                stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation))
