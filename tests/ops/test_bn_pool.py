@@ -186,3 +186,18 @@ def test_not_fused_when_the_normalized_output_is_read_elsewhere(monkeypatch):
     x.grad = None
     f(x).backward()
     np.testing.assert_allclose(g, x.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_same_bits_however_the_channels_are_split():
+    from inputs import same_bits_under_uneven_split
+    geo = GEOMETRIES[0]
+    rng = np.random.default_rng(6)
+    x = activation(rng, (4, 5, 8, 9), np.float32, True)
+    w, b = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    gp = rng.standard_normal((4, 5, 4, 4)).astype(np.float32)
+
+    def run():
+        f = bn_pool._impl(np, x, w, b, 1e-5, *geo)
+        rec, stats = bn_pool.record_parts(f, x.shape, *geo)
+        return f, bn_pool._backward_impl(np, gp, rec, x, stats, w, 1e-5, *geo)
+    same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=2)
