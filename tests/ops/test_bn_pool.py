@@ -37,7 +37,7 @@ def test_record_is_bitwise_the_composition(dtype, channel_major, geo):
     x[0, 1, :2, :2] = x[0, 1, 0, 0]                 # ties: the first maximum's offset
     x[2, 3, 4, 5] = np.nan                          # a NaN: its channel's statistics are NaN
     w, b = rng.standard_normal(4).astype(dtype), rng.standard_normal(4).astype(dtype)
-    assert bn_pool._get(np.dtype(dtype).name, *geo, False) is not None   # the kernel runs
+    assert bn_pool._get(np.dtype(dtype).name, *geo) is not None   # the kernel runs
     got = bn_pool._impl(np, x, w, b, 1e-5, *geo)
     want = _composed(x, w, b, geo)
     assert got.dtype == dtype and got.shape == want.shape
