@@ -61,6 +61,9 @@ SWITCHES: dict = {s.name: s for s in (
            "after writes", _README + ": Never wait for the compiler: tiered execution"),
     Switch("TRACEJIT_LOSS_GRADS", "1", "0: a loss's forward does not compute its gradients along "
            "(separate backward plan)", _README + ": What compilation does"),
+    Switch("TRACEJIT_BN_POOL", "1", "0: a compiled training forward keeps BatchNorm's output and the "
+           "max pooling after it as two passes (no fused batch_norm_max_pool2d record)",
+           _README + ": What compilation does"),
     Switch("TRACEJIT_MALLOC_TUNING", "1", "0: leave glibc's malloc thresholds alone at import",
            _README + ": What compilation does"),
     Switch("TRACEJIT_THREAD_TUNING", "1", "0: leave OpenMP's and OpenBLAS's spin-wait settings alone at import",

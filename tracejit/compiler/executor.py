@@ -20,6 +20,7 @@ from ..envflags import is_off
 from ..errors import InplaceModifiedError
 from ..jit.autodiff import active_vars, joint, loss_joint, split
 from ..jit.backend import Executor, InputKeeper
+from ..jit.bn_pool_fusion import fuse as _fuse_bn_pool
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
@@ -162,7 +163,9 @@ class CompiledProgram(Executor):
             preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim.name == "cond")
             k = self._loss_output(diff_idx)
             if k is not None:
-                fwd = lift_symbolic_literals(optimize(loss_joint(self.graph, active, k)))
+                # BatchNorm + max pooling fused only now: the rewrite drops the op that
+                # carries BatchNorm's VJP (jit/bn_pool_fusion.py)
+                fwd = lift_symbolic_literals(_fuse_bn_pool(optimize(loss_joint(self.graph, active, k))))
                 n_saved = len(fwd.outputs) - len(self.graph.outputs)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
                 t = (Plan(fwd, self.name + "_fwd_grads"), None, n_saved)
@@ -170,8 +173,9 @@ class CompiledProgram(Executor):
             else:
                 # elementwise values the forward writes anyway are saved, not recomputed
                 fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
+                fwd = _fuse_bn_pool(fwd)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
-                bwd = lift_symbolic_literals(optimize(bwd))
+                bwd = lift_symbolic_literals(_fuse_bn_pool(optimize(bwd)))
                 t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
             self._train[diff_idx] = t
         return t
