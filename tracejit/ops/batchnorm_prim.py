@@ -113,6 +113,25 @@ def affine(u, un, uc, v, vn, vc, n, l, ch, ac, bc, dc, out, on, oc):
         for k in range(l):
             orow[k] = ac * urow[k] + bc * vrow[k] + dc
 
+
+@njit(inline='always')
+def channel_grad(g, gn, gc, x, sn, sc, n, c, l, ch, mean, rstd, weight, out):
+    """channel ch of batch_norm_backward's record into out: out[c*n*l + ch] = sum g,
+    out[c*n*l + c + ch] = sum g*xhat (rounded to the data's dtype, as the two-primitive form
+    stores them), out[ch*n*l:(ch+1)*n*l] = the input gradient a*g + b*x + d in (N, L) order.
+    g may be that block of out itself (ops/bn_pool.py): each element is read before it is
+    written."""
+    count = n * l
+    s1, s2 = grad_sums(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
+    r0 = np.{t}(s1)
+    r1 = np.{t}(s2 * rstd[ch])
+    out[c * count + ch] = r0
+    out[c * count + c + ch] = r1
+    a = weight[ch] * rstd[ch]
+    b = -a * rstd[ch] * np.float64(r1) / count
+    d = -a * np.float64(r0) / count - b * mean[ch]
+    affine(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(a), np.{t}(b), np.{t}(d), out, l, count)
+
 '''
 # Operands reach the kernels as flat buffers plus the element strides of N and C: each
 # (n, c) run of L elements is contiguous and taken as a slice, so the inner loops vectorize
@@ -166,21 +185,10 @@ _BACKWARD = _HEAD + '''
       "float64[::1], float64[::1], float64[::1], {t}[::1], int64, int64)", cache=CACHE,
       error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
 def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out, c0, c1):
-    """per channel ch: out[c*n*l + ch] = sum g, out[c*n*l + c + ch] = sum g*xhat (rounded to
-    the data's dtype, as the two-primitive form stores them), out[ch*n*l:(ch+1)*n*l] = the
-    input gradient a*g + b*x + d in (N, L) order; channels c0..c1-1"""
-    count = n * l
+    """per channel ch: `channel_grad` (the two sums, then the input gradient channel-major);
+    channels c0..c1-1"""
     for ch in range(c0, c1):
-        s1, s2 = grad_sums(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
-        r0 = np.{t}(s1)
-        r1 = np.{t}(s2 * rstd[ch])
-        out[c * count + ch] = r0
-        out[c * count + c + ch] = r1
-        a = weight[ch] * rstd[ch]
-        b = -a * rstd[ch] * np.float64(r1) / count
-        d = -a * np.float64(r0) / count - b * mean[ch]
-        # the input gradient channel-major: channel ch's (N, L) block at ch * count
-        affine(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(a), np.{t}(b), np.{t}(d), out, l, count)
+        channel_grad(g, gn, gc, x, sn, sc, n, c, l, ch, mean, rstd, weight, out)
 '''
 # Statistics and normalization in one kernel (batch_norm_forward): per channel, the sums,
 # then the normalized output from the same run of x while it is in cache (one channel of

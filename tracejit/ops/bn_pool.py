@@ -207,15 +207,9 @@ def kernel(gp, off, x, sn, sc, n, c, l, w, oh, ow, mean, rstd, weight, out, c0, 
                         o = orow[ox]
                         for j in range(KW):
                             row[ox * KW + j] = gv if o == np.{t}(r * KW + j) else zero
-        s1, s2 = grad_sums(out, l, count, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
-        r0 = np.{t}(s1)
-        r1 = np.{t}(s2 * rstd[ch])
-        out[c * count + ch] = r0
-        out[c * count + c + ch] = r1
-        a = weight[ch] * rstd[ch]
-        b = -a * rstd[ch] * np.float64(r1) / count
-        d = -a * np.float64(r0) / count - b * mean[ch]
-        affine(out, l, count, x, sn, sc, n, l, ch, np.{t}(a), np.{t}(b), np.{t}(d), out, l, count)
+        # batch_norm_backward's channel on the block just written (it is g: the same sums,
+        # then the input gradient in place)
+        channel_grad(out, l, count, x, sn, sc, n, c, l, ch, mean, rstd, weight, out)
 '''
 
 
