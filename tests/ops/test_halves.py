@@ -299,14 +299,20 @@ def test_depth_halves_add_the_partial_products_bitwise(serial_launch, dtype, m, 
     np.testing.assert_array_equal(out, _depth_sum(dtype, a, b))
 
 
-def test_depth_halves_on_openblas_worker_bitwise(monkeypatch):
-    """The real launch (the second half on OpenBLAS's worker): the same sums."""
+@pytest.fixture
+def real_launch(monkeypatch) -> None:
+    """Two cores as far as the policy asks, the pair loaded from this session's kernels, and
+    the real launch: record 1 on OpenBLAS's worker while record 0 runs here."""
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(halves, "_kernel", lambda *a, **k: type("K", (), {"get": lambda self: _loaded(
         a[0][1])[1]})())
     monkeypatch.setattr(halves, "_pairs", {})
+
+
+def test_depth_halves_on_openblas_worker_bitwise(real_launch):
+    """The real launch (the second half on OpenBLAS's worker): the same sums."""
     r = np.random.default_rng(6)
     a = r.standard_normal((64, 1000)).astype(np.float32)
     b = r.standard_normal((1000, 100)).astype(np.float32)
@@ -315,14 +321,8 @@ def test_depth_halves_on_openblas_worker_bitwise(monkeypatch):
         np.testing.assert_array_equal(halves.product(a, b), want)
 
 
-def test_halves_at_once_on_openblas_worker(monkeypatch):
+def test_halves_at_once_on_openblas_worker(real_launch, monkeypatch):
     """The real launch: record 1 on OpenBLAS's worker while record 0 runs here."""
-    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
-    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
-    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
-    monkeypatch.setattr(halves, "_kernel", lambda *a, **k: type("K", (), {"get": lambda self: _loaded(
-        a[0][1])[1]})())
-    monkeypatch.setattr(halves, "_pairs", {})
     monkeypatch.setattr(halves, "WARM_S", 60.0)      # (the checks between take longer)
     r = np.random.default_rng(5)
     x = r.standard_normal((1000, 64)).astype(np.float32).T
