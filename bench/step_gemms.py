@@ -8,10 +8,11 @@ by how much? ``bench.model_breakdown`` times every call of a step; its GEMM rate
 with a product timed on its own in another process (another day, another phase of a shared
 machine) mix three things: the machine's speed at the time, the state of the caches the
 step leaves to each product, and the step itself (its buffers, its thread hand-overs). Here
-the three are taken apart in one process: the step's GEMM calls (compiled plans' ``MATMUL``,
-``MATMUL2`` pairs and ``I_matmul_bias``; the steps are ``bench/impls/models.py``'s, run by
-phase as ``bench.model_breakdown`` runs them) are timed over `--steps` steps, the operands of
-one more step are kept, and each call is then repeated on exactly those arrays:
+the three are taken apart in one process: the operands of one step's GEMM calls (compiled
+plans' ``MATMUL``, ``MATMUL2`` pairs and ``I_matmul_bias``; the steps are
+``bench/impls/models.py``'s, run by phase as ``bench.model_breakdown`` runs them) are kept;
+then, `--steps` times, a step is timed call by call and each kept call is repeated on
+exactly those arrays (steps and alone calls taking turns):
 
 - *alone, warm*: right after a call on the same operands (what a product's own benchmark
   measures);
@@ -127,43 +128,51 @@ def _alone(fn, args, repeats: int, clock, sweep=None) -> list:
     return out
 
 
-def measure(phases: dict, steps: int = 8, repeats: int = 6, sweep_bytes: int = 256 << 20,
+def measure(phases: dict, steps: int = 8, repeats: int = 1, sweep_bytes: int = 256 << 20,
             clock=time.thread_time, warmup: int = 2) -> list:
     """Rows for a step given as ``{phase: fn}`` (run in order, as bench.model_breakdown's
     `_phased_step` gives it): for each GEMM label, a dict with ``calls`` (per step),
-    ``step`` (seconds of each call in the `steps` timed steps), ``faults``
-    (minor page faults per call in the step), ``warm`` and ``swept`` (seconds alone, every
-    kept call of the label `repeats` times) and ``same`` (every alone call gave the step's
-    bits). The kept step runs without its ``optimizer`` phase (its weights stay the ones the
-    alone calls read)."""
+    ``step`` (seconds of each of its calls in the `steps` timed steps), ``faults`` (minor
+    page faults per call in those steps), ``warm`` and ``swept`` (seconds alone) and ``same``
+    (every kept call, repeated alone, gave the step's bits).
+
+    First one step is kept, without its ``optimizer`` phase (the weights stay the ones the
+    alone calls read); then `steps` rounds, each one timed step followed by every kept call
+    alone, `repeats` times warm and `repeats` times swept: the step and the alone calls take
+    turns, so a change in the machine's speed (a shared machine's phases move a product's
+    time by 10% within minutes) falls on both alike."""
+    import numpy as np
     for _ in range(warmup):
         for fn in phases.values():
             fn()
     rec = StepGemms(clock)
-    with rec:
-        for _ in range(steps):
-            for fn in phases.values():
-                fn()
-        rec.keep = True
-        for name, fn in phases.items():
-            if name != "optimizer":
-                fn()
-        rec.keep = False
-    import numpy as np
     sweeper = np.ones(max(1, sweep_bytes // 4), np.float32)
 
     def sweep():
         sweeper.sum()
     rows: dict = {}
-    for label, fn, args, want in rec.kept:
-        row = rows.setdefault(label, {"label": label, "calls": 0, "step": rec.seconds[label],
-                                      "faults": rec.faults[label], "warm": [], "swept": [], "same": True})
-        row["calls"] += 1
-        got = _results(fn(*args))
-        row["same"] = row["same"] and len(got) == len(want) and all(
-            g.shape == w.shape and np.array_equal(g, w) for g, w in zip(got, want))
-        row["warm"] += _alone(fn, args, repeats, clock)
-        row["swept"] += _alone(fn, args, repeats, clock, sweep)
+    with rec:
+        rec.keep = True
+        for name, fn in phases.items():
+            if name != "optimizer":
+                fn()
+        rec.keep = False
+        for label, fn, args, want in rec.kept:
+            row = rows.setdefault(label, {"label": label, "calls": 0, "step": [], "faults": [],
+                                          "warm": [], "swept": [], "same": True})
+            row["calls"] += 1
+            got = _results(fn(*args))
+            row["same"] = row["same"] and len(got) == len(want) and all(
+                g.shape == w.shape and np.array_equal(g, w) for g, w in zip(got, want))
+        for _ in range(steps):
+            for fn in phases.values():
+                fn()
+            for label, fn, args, _ in rec.kept:
+                rows[label]["warm"] += _alone(fn, args, repeats, clock)
+            for label, fn, args, _ in rec.kept:
+                rows[label]["swept"] += _alone(fn, args, repeats, clock, sweep)
+    for label, row in rows.items():
+        row["step"], row["faults"] = rec.seconds.get(label, []), rec.faults.get(label, [])
     return sorted(rows.values(), key=lambda r: -statistics.median(r["step"]) * r["calls"])
 
 
@@ -199,7 +208,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="transformer")
     ap.add_argument("--threads", type=int, choices=(1, 2), default=1)
     ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=6, help="alone calls per kept call and state")
+    ap.add_argument("--repeats", type=int, default=1, help="alone calls per kept call, state and round")
     ap.add_argument("--sweep-mib", type=int, default=256)
     args = ap.parse_args(argv)
     import tracejit as tj

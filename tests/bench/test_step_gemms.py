@@ -37,8 +37,8 @@ def test_gemm_calls_in_the_step_and_alone(monkeypatch):
                               sweep_bytes=1 << 20, warmup=1)
     for g_, w_ in zip(got["out"], want):                 # the wrappers change no result
         np.testing.assert_array_equal(g_, w_)
-    # warm-up 1 + 3 timed steps with the optimizer, then the kept step without it
-    assert calls == [1, "opt"] * 4 + [1]
+    # a warm-up step, the kept step without the optimizer, then 3 timed steps with it
+    assert calls == [1, "opt", 1] + [1, "opt"] * 3
     by_label = {r["label"]: r for r in rows}
     assert set(by_label) == {"16x8 @ 8x12 CF +bias", "16x12 @ 12x6 CC", "16x6 @ 6x12 CF || 6x16 @ 16x12 FC"}, \
         set(by_label)
@@ -46,7 +46,7 @@ def test_gemm_calls_in_the_step_and_alone(monkeypatch):
         assert r["calls"] == 1                            # once per step
         assert len(r["step"]) == len(r["faults"]) == 3    # the timed steps' calls only
         assert all(t > 0 for t in r["step"]) and all(n >= 0 for n in r["faults"])
-        assert len(r["warm"]) == len(r["swept"]) == 2
+        assert len(r["warm"]) == len(r["swept"]) == 2 * 3   # repeats x rounds
         assert r["same"] is True                          # the alone calls ran the step's product
     table = step_gemms.report(rows, "## t")
     assert "| 16x12 @ 12x6 CC | 1 |" in table and "alone swept" in table and "| NO |" not in table
