@@ -37,8 +37,8 @@ def test_gemm_calls_in_the_step_and_alone(monkeypatch):
                               sweep_bytes=1 << 20, warmup=1)
     for g_, w_ in zip(got["out"], want):                 # the wrappers change no result
         np.testing.assert_array_equal(g_, w_)
-    # a warm-up step, the kept step without the optimizer, then 3 timed steps with it
-    assert calls == [1, "opt", 1] + [1, "opt"] * 3
+    # a warm-up step, the kept step without the optimizer, an untimed step, 3 timed steps
+    assert calls == [1, "opt", 1] + [1, "opt"] * 4
     by_label = {r["label"]: r for r in rows}
     assert set(by_label) == {"16x8 @ 8x12 CF +bias", "16x12 @ 12x6 CC", "16x6 @ 6x12 CF || 6x16 @ 16x12 FC"}, \
         set(by_label)
