@@ -210,6 +210,16 @@ def _threads(n: int) -> None:
     os.environ.setdefault("TRACEJIT_COMPILE", "sync")
 
 
+def main_threads(argv: list) -> int:
+    """The ``--threads`` count in `argv` (1 when absent), read before anything loads numpy."""
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return int(argv[i + 1])
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.step_gemms", description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="transformer")
@@ -233,6 +243,6 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     # before tracejit and numpy load: the thread counts, then tracejit's own thread tunings
     # (GOMP_SPINCOUNT, OPENBLAS_THREAD_TIMEOUT), which numpy's OpenBLAS reads when it loads
-    _threads(int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 1)
+    _threads(main_threads(sys.argv[1:]))
     import tracejit  # noqa: F401
     sys.exit(main())

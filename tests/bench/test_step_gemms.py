@@ -73,3 +73,9 @@ def test_a_call_that_gives_other_bits_alone_is_reported():
     assert "| NO |" in step_gemms.report(rows, "## t")
     rows = step_gemms.measure({"forward": lambda: f(x, w)}, steps=1, repeats=1, sweep_bytes=1 << 16)
     assert [r["same"] for r in rows] == [True]
+
+
+def test_the_thread_count_is_read_before_numpy_loads():
+    assert step_gemms.main_threads([]) == 1
+    assert step_gemms.main_threads(["--models", "lstm", "--threads", "2"]) == 2
+    assert step_gemms.main_threads(["--threads=2", "--steps", "3"]) == 2
