@@ -39,7 +39,7 @@ import statistics
 import sys
 import time
 
-__all__ = ["StepGemms", "measure", "report", "main"]
+__all__ = ["StepGemms", "measure", "report", "main", "main_threads"]
 
 _GEMM_NAMES = ("MATMUL", "MATMUL2", "I_matmul_bias")
 
@@ -229,7 +229,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep-mib", type=int, default=256)
     args = ap.parse_args(argv)
     import tracejit as tj
+    from .breakdown import _load_gemm_kernels
     from .model_breakdown import _phased_step
+    _load_gemm_kernels()     # the steady state's head and pair kernels (sync mode: from disk)
     clock = time.thread_time if args.threads == 1 else time.perf_counter
     for m in args.models.split(","):
         phases, _ = _phased_step(tj, True, m)
