@@ -147,6 +147,75 @@ def test_elementwise_halves_are_numpy_bitwise(serial_launch, dtype, name):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", list(_UFUNCS))
+def test_plan_calls_are_binary_bitwise(serial_launch, dtype, name):
+    """`plan_calls` (an eager plan's whole call and in-place call): numpy's bits through the
+    halves for every operand pattern, one launch each; the plan's own path (`general`,
+    `general_into`) only where the halves may not run."""
+    r = np.random.default_rng(5)
+    x = r.standard_normal((317, 211)).astype(dtype)
+    y = r.standard_normal((317, 211)).astype(dtype) + 3
+    f, dt = _UFUNCS[name], np.dtype(dtype)
+    fell = []
+    call, into = halves.plan_calls(name, dt, lambda a, b: fell.append("call") or f(a, b),
+                                   lambda a, b, out: fell.append("into") or False)
+    np.testing.assert_array_equal(call(1e-3, y), f(dt.type(1e-3), y))
+    np.testing.assert_array_equal(call(x, 0.7), f(x, dt.type(0.7)))
+    np.testing.assert_array_equal(call(x, y), f(x, y))
+    a = x.copy()
+    assert into(a, y, a)
+    np.testing.assert_array_equal(a, f(x, y))
+    a = x.copy()
+    assert into(a, 0.7, a)
+    np.testing.assert_array_equal(a, f(x, dt.type(0.7)))
+    assert fell == [] and len(serial_launch) == 5
+    # an operand overlapping the output elsewhere: the plan's own path decides
+    flat = np.concatenate([x.reshape(-1), x.reshape(-1)[:7]])
+    out, shifted = flat[:x.size].reshape(x.shape), flat[7:].reshape(x.shape)
+    assert into(out, shifted, out) is False and fell == ["into"]
+    # a non-contiguous operand, a Python int: `general`
+    np.testing.assert_array_equal(call(x.T.copy().T, y), f(x, y))
+    np.testing.assert_array_equal(call(2, y), f(2, y))
+    assert fell == ["into", "call", "call"] and len(serial_launch) == 5
+
+
+def test_plan_calls_leave_it_to_the_plan_when_cold_or_on_one_core(serial_launch, monkeypatch):
+    """Past the warm window, with the switch off or the pool at one thread: no launch, the
+    plan's own path for both calls, every operand pattern."""
+    x = np.full((1000, 100), 3.0, np.float32)
+    fell = []
+    call, into = halves.plan_calls("mul", np.dtype(np.float32), lambda a, b: fell.append("call") or a * b,
+                                   lambda a, b, out: fell.append("into") or False)
+    for obj, attr, value in ((halves, "_warm_until", 0.0), (halves, "ENABLED", False),
+                             (sharepool, "pool_threads", lambda: 1)):
+        with monkeypatch.context() as m:
+            m.setattr(obj, attr, value)
+            fell.clear()
+            np.testing.assert_array_equal(call(0.5, x), np.float32(0.5) * x)
+            np.testing.assert_array_equal(call(x, x), x * x)
+            a = x.copy()
+            assert into(a, x, a) is False and into(a, 0.5, a) is False
+            assert fell == ["call", "call", "into", "into"], attr
+    assert not serial_launch
+
+
+def test_eager_update_takes_numpys_loop_when_cold(serial_launch, monkeypatch):
+    """``w -= lr * g`` past the warm window (OpenBLAS's worker asleep): numpy's loop, no
+    launch, the same bits as with the halves."""
+    r = np.random.default_rng(6)
+    g = r.standard_normal((1000, 100)).astype(np.float32)
+    w0 = r.standard_normal((1000, 100)).astype(np.float32)
+    want = w0 - np.float32(1e-3) * g
+    for warm in (1e18, 0.0):
+        monkeypatch.setattr(halves, "_warm_until", warm)
+        w = tj.tensor(w0.copy(), requires_grad=True)
+        with tj.no_grad():
+            w -= 1e-3 * tj.tensor(g)
+        np.testing.assert_array_equal(w.detach().numpy(), want)
+    assert len(serial_launch) == 2     # (the warm round's two; the cold round none)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_elementwise_halves_divide_by_zero_as_numpy(serial_launch, dtype):
     """x / 0 is inf (signed), 0 / 0 and inf / inf NaN, as numpy gives them: a zero divisor
     must not stop a half's loop (numba's default error model raises ZeroDivisionError,

@@ -221,6 +221,27 @@ class _Kernel:
                             f"generated source:\n{spec.source}")
 
 
+# A `full` of up to this many elements is made once at build time and copied per call.
+FULL_TEMPLATE_MAX = 256
+
+
+def _full_template(e):
+    """The value of a CPU plan's `full` equation with a static shape of at most
+    FULL_TEMPLATE_MAX elements, made by the op's impl as the plan's call would make it
+    (then `_fix_numpy`), or None (a symbolic shape, a larger array: zeros come from calloc,
+    a big fill is a pass either way)."""
+    shape = e.out.aval.shape
+    if (contains_sym(shape) or any(contains_sym(v) for v in e.params.values())
+            or math.prod(shape) > FULL_TEMPLATE_MAX):
+        return None
+    dt = e.out.aval.dtype.np
+    made = e.prim.impl(np, **e.params)
+    if type(made) is not np.ndarray or made.dtype != dt:
+        made = np.asarray(made, dtype=dt)
+    made.flags.writeable = False    # (the copies are the plan's values; this never is one)
+    return made
+
+
 class Plan:
     """A runnable compiled graph: ``plan(*arrays) -> tuple of arrays``."""
 
@@ -492,6 +513,16 @@ class Plan:
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
         if p.name == "permute":
             return [f"    {outs[0]} = {ins[0]}.transpose({e.params['dims']!r})"]
+        if p.name == "full" and self.backend.name == "cpu":
+            made = _full_template(e)
+            if made is not None:
+                # a small constant (the loss's seed gradient, ones of shape ()): made once
+                # here exactly as the call below would make it, copied per call (a fresh array,
+                # as before: nothing may write into the template). np.full's Python and the
+                # impl's checks were 2-3 us of the two-layer step's ~130 us call.
+                tname = f"FULL{len(consts)}"
+                consts[tname] = made
+                return [f"    {outs[0]} = {tname}.copy()"]
         iname = f"I_{p.name}"
         consts[iname] = p.impl
         kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())

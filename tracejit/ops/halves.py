@@ -311,7 +311,7 @@ class _Pair:
     """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
 
     __slots__ = ("keep", "recs", "pthread", "gemm_launch", "gemm_address", "pair_launch",
-                 "whole_address", "ew_launch", "ew_address", "count_get", "count_set")
+                 "whole_address", "ew_launch", "ew_entry", "ew_address", "count_get", "count_set")
 
     def __init__(self, module: dict):
         import ctypes
@@ -319,6 +319,7 @@ class _Pair:
         self.keep = (module["gemm_half"], module["ew_half"], module["product_whole"])
         self.recs = np.zeros((2, 16), np.int64)
         self.ew_launch = module["ew_launch"]
+        self.ew_entry = _entry_point(self.ew_launch)
         self.ew_address = module["ew_half"].address
         # gotoblas_pthread's address (`ew_launch` and `pair_launch` call it), 0 where none
         # was found (tests put a runner of their own here); looked up first where no one
@@ -336,6 +337,19 @@ class _Pair:
         self.count_get, self.count_set = ((ctypes.cast(getset[0], ctypes.c_void_p).value,
                                            ctypes.cast(getset[1], ctypes.c_void_p).value)
                                           if getset is not None else (0, 0))
+
+
+def _entry_point(dispatcher):
+    """The compiled entry of a dispatcher with one explicit signature (``ew_launch``): a call
+    unboxes the arguments as that signature says, without the dispatcher's typing of each
+    (~0.4 us of a ten-argument launch); the dispatcher itself where there is no such entry.
+    Callers pass exactly the signature's types (`plan_calls` checks them)."""
+    overloads = getattr(dispatcher, "overloads", None)
+    if overloads is not None and len(overloads) == 1:
+        entry = getattr(next(iter(overloads.values())), "entry_point", None)
+        if callable(entry):
+            return entry
+    return dispatcher
 
 
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
@@ -456,6 +470,142 @@ def launch(p, fill, *args) -> bool:
         sharepool.end_launch()
     _warm_until = time.perf_counter() + WARM_S
     return True
+
+
+def plan_calls(name: str, compute_np, general, general_into):
+    """One eager signature's ``x <op> y`` as a launch of two halves with only the checks a
+    call can change: ``(call(x, y) -> array, into(x, y, out) -> bool)`` for a registry plan
+    that `binary` serves (ops/vectorized.py `plan_calls`: op `name` of add, sub, mul, div;
+    operands arrays of `compute_np` of the result's shape, or Python floats; no cast).
+
+    `binary` and `launch` check what a plan fixes once (the op, the dtype, which operand is
+    a scalar, the size) at every call, and the dispatcher types `ew_launch`'s ten arguments:
+    ~4 us of the 100K-element ``lr * g`` and ``w -= t`` of the two-layer step's update, on
+    top of a ~6 us launch. Here a call checks the warm window, the switch, the policy's
+    count, the loaded pair and the operands' layout, then runs the same launch (the same
+    records and halves: bitwise `binary`'s results) through `ew_launch`'s compiled entry.
+    Anything else goes to `general(x, y)` (the plan's path before: `binary`, then numpy's
+    loop) or `general_into(x, y, out)` (registry's `_kernel_into`), so the two answer
+    exactly as that path would. Module state (`_pairs`, `ENABLED`, `_warm_until`, the
+    pool's count) is read at each call: tests and the policy change it under a plan."""
+    op = _OPS[name]
+    t = _NAMES[compute_np]
+    ndarray = np.ndarray
+    perf_counter = time.perf_counter
+    empty = np.empty
+    may_share = _may_share_memory
+
+    def ready():
+        # the launch's preconditions that are not the operands': the pair, or None
+        if perf_counter() > _warm_until or not ENABLED:
+            return None
+        p = _pairs.get(t)
+        if p is None or not p.pthread or sharepool.pool_threads() < 2:
+            return None
+        return p
+
+    def operands(x, y):
+        # (flat x, flat y, xs, ys, s) as `binary` passes them, or None: an array of the
+        # compute dtype, C-contiguous, from EW_MIN_ELEMENTS, and an array of its shape or
+        # a float
+        if type(x) is ndarray:
+            arr = x
+            if type(y) is ndarray:
+                if y.dtype is not compute_np or y.shape != x.shape or not y.flags.c_contiguous:
+                    return None
+            elif type(y) is not float:
+                return None
+        elif type(x) is float and type(y) is ndarray:
+            arr = y
+        else:
+            return None
+        if arr.dtype is not compute_np or not arr.flags.c_contiguous or arr.size < EW_MIN_ELEMENTS:
+            return None
+        if arr is x:
+            xf = x.reshape(-1)
+            if type(y) is float:
+                return xf, xf, 0, 1, y
+            return xf, y.reshape(-1), 0, 0, 0.0
+        yf = y.reshape(-1)
+        return yf, yf, 1, 0, x
+
+    def run(p, args, of) -> bool:
+        global _warm_until
+        if not sharepool.try_launch():
+            return False
+        try:
+            xf, yf, xs, ys, s = args
+            p.ew_entry(p.recs, op, xf, yf, of, xs, ys, s, p.pthread, p.ew_address)
+        finally:
+            sharepool.end_launch()
+        _warm_until = perf_counter() + WARM_S
+        return True
+
+    def call(x, y):
+        # the step's ``lr * g``: a float, then an array (written out: every line here runs
+        # on caches the step's products swept, where a Python call costs ~0.3 us)
+        global _warm_until
+        if type(x) is float and type(y) is ndarray and perf_counter() <= _warm_until and ENABLED:
+            p = _pairs.get(t)
+            if (p is not None and p.pthread and y.dtype is compute_np and y.flags.c_contiguous
+                    and y.size >= EW_MIN_ELEMENTS and sharepool.pool_threads() >= 2):
+                out = empty(y.shape, compute_np)
+                if sharepool.try_launch():    # (read here: a fork makes a new lock)
+                    try:
+                        yf = y.reshape(-1)
+                        p.ew_entry(p.recs, op, yf, yf, out.reshape(-1), 1, 0, x, p.pthread, p.ew_address)
+                    finally:
+                        sharepool.end_launch()
+                    _warm_until = perf_counter() + WARM_S
+                    return out
+            return general(x, y)
+        p = ready()
+        if p is not None:
+            args = operands(x, y)
+            if args is not None:
+                out = empty((x if args[2] == 0 else y).shape, compute_np)
+                if run(p, args, out.reshape(-1)):
+                    return out
+        return general(x, y)
+
+    def into(x, y, out) -> bool:
+        global _warm_until
+        if x is out and type(y) is ndarray and perf_counter() <= _warm_until and ENABLED:
+            # the step's ``w -= t`` (written out, as `call`'s float case)
+            p = _pairs.get(t)
+            if (p is not None and p.pthread and type(out) is ndarray and out.dtype is compute_np
+                    and y.dtype is compute_np and y.shape == out.shape and out.size >= EW_MIN_ELEMENTS
+                    and out.flags.c_contiguous and y.flags.c_contiguous and not may_share(y, out)
+                    and sharepool.pool_threads() >= 2 and sharepool.try_launch()):
+                try:
+                    of = out.reshape(-1)
+                    p.ew_entry(p.recs, op, of, y.reshape(-1), of, 0, 0, 0.0, p.pthread, p.ew_address)
+                finally:
+                    sharepool.end_launch()
+                _warm_until = perf_counter() + WARM_S
+                return True
+            return general_into(x, y, out)
+        p = ready()
+        if p is not None and type(out) is ndarray and out.dtype is compute_np and out.flags.c_contiguous:
+            args = operands(x, y)
+            # (an operand other than `out` itself that shares its memory: `general_into`
+            # decides, as before)
+            if (args is not None and out.shape == (x if args[2] == 0 else y).shape
+                    and (x is out or type(x) is not ndarray or not may_share(x, out))
+                    and (y is out or type(y) is not ndarray or not may_share(y, out))):
+                if run(p, args, out.reshape(-1)):
+                    return True
+        return general_into(x, y, out)
+
+    return call, into
+
+
+# numpy's C function itself where it is reachable (np.may_share_memory goes through the
+# __array_function__ dispatch first)
+try:
+    from numpy._core._multiarray_umath import may_share_memory as _may_share_memory
+except ImportError:     # (another numpy's layout)
+    _may_share_memory = np.may_share_memory
 
 
 def product(a, b):

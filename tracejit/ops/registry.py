@@ -219,7 +219,7 @@ _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 class _Plan:
     __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big",
-                 "meta", "fn", "lean")
+                 "meta", "fn", "lean", "into")
 
     def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big, meta, fn):
         self.default = default      # the default float dtype the plan was made under
@@ -238,6 +238,9 @@ class _Plan:
         # scalar from a ufunc) or another dtype leaves it None. The plan's other fields are
         # then not read at all: the small ops of an eager step read one field, not six.
         self.lean = None
+        # `run_into`'s large operands for a plan whose kernel is ops/halves.py's elementwise
+        # halves (`_halves_calls`): ``into(x, y, out) -> bool``, else None (`_kernel_into`)
+        self.into = None
 
 
 def bind(prim: Primitive, *args, **params):
@@ -458,6 +461,11 @@ def run_into(prim: Primitive, dst, args) -> bool:
     # (the ufunc called with its operands spelled out: `u(*arrays, out=out)` costs a
     # tuple and its unpacking, ~0.2 µs of an optimizer's ~1 µs update of a small tensor)
     if n == 2:
+        into = plan.into        # (a plan with `into` has no casts)
+        if into is not None:
+            if not into(x, y, out):
+                u(x, y, out=out)
+            return True
         c1 = plan.casts[1]
         if c1 is not None:
             y = y.astype(c1) if y is not b else _scalar_as(y, c1)
@@ -654,8 +662,25 @@ def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
     fn = prim.ufunc
     if fn is None and prim.fast is not None:
         fn = prim.fast(tuple(operands), cdt.np, params or _NO_PARAMS)
-    return _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
+    plan = _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
                  prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta, fn)
+    if big and len(args) == 2:
+        _halves_calls(prim, plan, operands, params)
+    return plan
+
+
+def _halves_calls(prim: Primitive, plan: _Plan, operands, params) -> None:
+    """A large ``+ - * /`` plan whose kernel is ops/halves.py's elementwise halves (the
+    two-layer step's update, ``w -= lr * w.grad``: 100K float32): its whole call as
+    `lean` and its in-place call as `into` (vectorized.plan_calls), which check per call
+    only what a call can change. Their fallbacks are this plan's path as it was (halves
+    through `binary`, then numpy's loop; `_kernel_into`), so nothing is guessed."""
+    def general_into(x, y, out):
+        return _kernel_into(prim, plan, (x, y), out)
+    calls = _vectorized.plan_calls(prim, operands, plan.casts, plan.compute_np, plan.out_np,
+                                   plan.out_shape, params, plan.fn, general_into)
+    if calls is not None:
+        plan.lean, plan.into = calls
 
 
 _SCALAR_TYPES = (bool, int, float, np.number, np.bool_)

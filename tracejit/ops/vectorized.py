@@ -252,6 +252,35 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     return out
 
 
+def plan_calls(prim, operands, casts, compute_np, out_np, out_shape, params, fn, general_into):
+    """For a registry plan (ops/registry.py `_make_plan`) that `run` would always send to
+    ops/halves.py's `binary` (one of its four ops, two operands of the compute dtype, no
+    cast, no params, below ARITH_MIN_ELEMENTS): its whole call, ``(call, into)``
+    (halves.plan_calls: the same halves, fewer checks a call). Else None.
+
+    `call(x, y)` is the plan's path from `run` on: the halves, else numpy's loop (`fn`);
+    `into(x, y, out)` is the halves into `out`, else `general_into(x, y, out)` (registry's
+    `_kernel_into` for the plan)."""
+    if (prim.name not in _HALVES_OPS or params or len(operands) != 2 or fn is None
+            or any(c is not None for c in casts) or compute_np != out_np
+            or math.prod(out_shape) >= ARITH_MIN_ELEMENTS):
+        return None
+    h = _halves()
+    if compute_np not in h._NAMES:
+        return None
+    name = prim.name
+
+    def general(x, y):
+        out = h.binary(name, x, y, compute_np)
+        if out is None:
+            out = fn(x, y)
+            if type(out) is not np.ndarray or out.dtype is not out_np:
+                out = np.asarray(out, dtype=out_np)
+        return out
+
+    return h.plan_calls(name, compute_np, general, general_into)
+
+
 def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
     """``dst += src`` for in-place gradient accumulation (the backward engine's buffers, a
     leaf's ``.grad``): through `prim`'s (add's) kernel where a large eager add would run

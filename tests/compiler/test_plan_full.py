@@ -1,0 +1,60 @@
+"""A CPU plan's small `full` (compiler/plan.py `_full_template`): made once when the plan is
+built, exactly as the call would make it, and copied per call, so every call returns a fresh
+array of the same value; a larger or symbolic one is still made per call."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.compiler import plan as plan_mod
+
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+
+
+def _source(cf) -> str:
+    return cf._entries[-1].executor._infer.source
+
+
+@pytest.mark.parametrize("shape,value,dtype", [((), 1, tj.float32), ((3, 4), -2.5, tj.float64),
+                                               ((7,), 0, tj.float32), ((2,), True, tj.bool_)])
+def test_a_small_full_is_a_fresh_copy_of_its_value(shape, value, dtype):
+    def f(x):
+        return x * 2, tj.full(shape, value, dtype=dtype)
+    cf = tj.script(f)
+    x = tj.tensor(np.arange(6, dtype=np.float32))
+    first = cf(x)[1]
+    assert "FULL" in _source(cf) and ".copy()" in _source(cf)
+    want = np.full(shape, value, dtype=dtype.np)
+    np.testing.assert_array_equal(first.numpy(), want)
+    assert first.dtype is dtype and first.numpy().flags.writeable
+    first.numpy()[...] = 7          # the caller owns it: the next call's value is unchanged
+    second = cf(x)[1]
+    np.testing.assert_array_equal(second.numpy(), want)
+    assert not np.shares_memory(first.numpy(), second.numpy())
+
+
+def test_a_large_full_is_made_per_call():
+    n = plan_mod.FULL_TEMPLATE_MAX + 1
+
+    def f(x):
+        return x + 1, tj.full((n,), 3.0)
+    cf = tj.script(f)
+    out = cf(tj.tensor(np.zeros(4, np.float32)))[1]
+    np.testing.assert_array_equal(out.numpy(), np.full(n, 3.0, np.float32))
+    assert "FULL" not in _source(cf)
+
+
+def test_the_seed_gradient_of_a_compiled_loss():
+    """The loss's seed gradient (ones of shape ()) comes from the template: gradients equal
+    eager's over repeated calls."""
+    r = np.random.default_rng(0)
+    xs, ws = r.standard_normal((8, 5)).astype(np.float32), r.standard_normal((5, 3)).astype(np.float32)
+
+    def loss(x, w):
+        return x.mm(w).pow(2).sum()
+    cf = tj.script(loss)
+    for fn in (loss, cf, cf, cf):
+        w = tj.tensor(ws, requires_grad=True)
+        fn(tj.tensor(xs), w).backward()
+        np.testing.assert_allclose(w.grad.numpy(), 2 * xs.T @ (xs @ ws), rtol=1e-5)
