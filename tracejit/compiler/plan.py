@@ -35,7 +35,7 @@ from . import backends
 from .fusion import Group, partition
 from .rowfuse import RowGroup, fuse_rows
 from .biasgemm import BiasGemm, ColumnSum, fold_bias
-from .attnpair import AttentionPair, pair_attention
+from .attnpair import AttentionBackwardSum, AttentionPair, pair_attention
 from .gemmpair import GemmPair, pair_gemms
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
@@ -300,7 +300,7 @@ class Plan:
             elif isinstance(it, RowGroup):
                 from .codegen_rows import emit
                 lines += emit(self, it, nm, consts, _shape_code, _dtype_const)
-            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair, GemmPair)):
+            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair, AttentionBackwardSum, GemmPair)):
                 lines += it.emit(nm, consts)
             else:
                 lines += self._emit_eqn(it, atom, nm, consts)
@@ -571,7 +571,7 @@ class Plan:
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
             elif isinstance(it, RowGroup):
                 out.append(f"row kernel: {it.describe()}  reads {len(it.inputs)}, writes {len(it.outputs)}")
-            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair, GemmPair)):
+            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair, AttentionBackwardSum, GemmPair)):
                 out.append(f"step: {it.describe()}")
             else:
                 out.append(f"step: {it.prim.name}")
