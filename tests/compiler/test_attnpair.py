@@ -10,7 +10,7 @@ import pytest
 import tracejit as tj
 from tracejit import nn
 from tracejit.compiler import attnpair
-from tracejit.compiler.attnpair import AttentionPair
+from tracejit.compiler.attnpair import AttentionBackwardSum, AttentionPair
 from tracejit.ops import attention_prim as AP
 from inputs import training_variant
 
@@ -18,13 +18,15 @@ pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 E, H, N, T = 16, 4, 3, 6
 
 
-def _run(batch_first, paired, kw, dtype):
-    """(output, returned weights or None, input grad, parameter grads, the forward plan)."""
+def _run(batch_first, paired, kw, dtype, sums=False):
+    """(output, returned weights or None, input grad, parameter grads, the forward plan);
+    `sums`: the backward's bias gradient in the backward's pass (`AttentionBackwardSum`)."""
     rng = np.random.default_rng(0)
     tj.manual_seed(0)
     m = nn.MultiheadAttention(E, H, batch_first=batch_first).to(dtype=getattr(tj, dtype))
     x = tj.tensor(rng.standard_normal((N, T, E) if batch_first else (T, N, E)).astype(dtype), requires_grad=True)
     attnpair.ENABLED = paired
+    attnpair.BACKWARD_SUMS = sums
     try:
         f = tj.trace(lambda x: m(x, x, x, **kw))
         out, w = f(x)
@@ -32,9 +34,10 @@ def _run(batch_first, paired, kw, dtype):
         loss.backward()
     finally:
         attnpair.ENABLED = True
-    grads = [p.grad.numpy() for p in m.parameters()]
-    return out.detach().numpy(), None if w is None else w.detach().numpy(), x.grad.numpy(), grads, \
-        training_variant(f)[0]
+        attnpair.BACKWARD_SUMS = True
+    grads = [(name, p.grad.numpy()) for name, p in m.named_parameters()]
+    fwd, bwd = training_variant(f)[:2]
+    return out.detach().numpy(), None if w is None else w.detach().numpy(), x.grad.numpy(), grads, fwd, bwd
 
 
 MASKS = {
@@ -62,8 +65,35 @@ def test_pair_is_one_step_with_the_two_primitives_results(batch_first, call, dty
     for a, b in zip(got[:3], want[:3]):
         if b is not None:
             np.testing.assert_array_equal(a, b)
-    for a, b in zip(got[3], want[3]):
+    for (_, a), (_, b) in zip(got[3], want[3]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("call", ["plain", "float_mask"])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_backward_and_its_bias_sum_are_one_step(batch_first, call, dtype):
+    """With `BACKWARD_SUMS` the backward's packed gradient and the in-projection's bias
+    gradient (its sum over rows) are one `AttentionBackwardSum` step: every other result and
+    gradient is bitwise the unpaired plan's, the bias gradient equal to the dtype's rounding."""
+    kw = {k: tj.tensor(v.astype(dtype)) if isinstance(v, np.ndarray) else v for k, v in MASKS[call].items()}
+    got = _run(batch_first, True, kw, dtype, sums=True)
+    want = _run(batch_first, False, kw, dtype)
+    steps = [it for it in got[5].items if isinstance(it, AttentionBackwardSum)]
+    assert len(steps) == 1, got[5].describe()
+    assert "attention_backward + its sum over rows" in got[5].describe()
+    names = [getattr(getattr(it, "prim", None), "name", None) for it in got[5].items]
+    assert "attention_backward" not in names
+    assert not any(isinstance(it, AttentionBackwardSum) for it in want[5].items)
+    for a, b in zip(got[:3], want[:3]):
+        if b is not None:
+            np.testing.assert_array_equal(a, b)
+    tol = 2e-6 if dtype == "float32" else 1e-13
+    for (name, a), (_, b) in zip(got[3], want[3]):
+        if name == "in_proj_bias":
+            np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max())
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=name)
 
 
 @pytest.mark.parametrize("seq_first", [False, True])

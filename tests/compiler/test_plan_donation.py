@@ -1,6 +1,6 @@
 """A fused elementwise map writes its output into a full-shape input that dies at it
 (compiler/plan.py `Plan._donor`, `_donated`): only when nothing else holds that array at run
-time, only for the nested map form, and the results are eager's."""
+time, only for the nested map form and the column sum, and the results are eager's."""
 from __future__ import annotations
 
 import numpy as np
@@ -131,3 +131,40 @@ def test_only_kernels_with_a_donor_get_the_in_place_rows():
     cf(T(2048, 16, seed=1, rg=False), T(16, 24, seed=2, rg=False), T(24, seed=3, rg=False))
     srcs = [s for e in cf.entries for k in e.executor._infer.kernels for s in k.sources.values()]
     assert srcs and not any("ctypes.data" in s for s in srcs)
+
+
+def _ffn(x, w1, b1, w2):
+    return F.linear(tj.relu(F.linear(x, w1, b1)), w2)
+
+
+def _grads(fn, rows, seed):
+    args = (T(rows, 16, seed=seed, rg=False), T(48, 16, seed=seed + 1), T(48, seed=seed + 2),
+            T(8, 48, seed=seed + 3))
+    g = T(rows, 8, seed=seed + 4, rg=False)
+    fn(*args).backward(g)
+    return [a.grad.numpy().copy() for a in args[1:]]
+
+
+@pytest.mark.parametrize("rows", [8, 2048], ids=["serial", "parallel"])
+def test_relu_gradient_with_bias_sum_writes_over_the_dying_product(rows, monkeypatch, donations):
+    """ReLU's gradient and the bias gradient (a column sum: codegen_cpu `_column_in_place`)
+    write the input gradient over the product `g @ w2` that dies there, reading it through
+    the output's rows; the gradients are those with an output of its own, bit for bit, and
+    eager's."""
+    want = _grads(_ffn, rows, 10)
+    cf = tj.trace(_ffn)
+    got = _grads(cf, rows, 10)
+    assert any(r is not None for r in donations)            # it ran in place
+    bwds = [bwd for e in cf.entries for _, bwd, _ in e.executor._train.values() if bwd is not None]
+    srcs = [s for bwd in bwds for k in bwd.kernels for s in k.sources.values() if "relu_backward" in s]
+    assert srcs and all("if out0.ctypes.data == in0.ctypes.data:" in s and "x0 = o0[j]" in s
+                        for s in srcs)
+    again = _grads(cf, rows, 10)                            # a second call: the same bits
+    for a, b in zip(again, got):
+        np.testing.assert_array_equal(a, b)
+    monkeypatch.setattr(plan_mod, "DONATE", False)
+    own = _grads(tj.trace(_ffn), rows, 10)                  # the input gradient into its own buffer
+    for a, b in zip(got, own):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)

@@ -210,6 +210,57 @@ def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, 
     assert launches == ([3, 3, 3] if mode == "split" else [])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("seq_first", [False, True])
+def test_backward_with_its_column_sum(seq_first, dtype, batch_split, monkeypatch):
+    """`backward_and_column_sum`: the packed gradient is attention_backward's, bit for bit;
+    its sum over rows (summed per batch element in the part kernel, then over the elements
+    in float64) is the gradient's sum to the dtype's rounding and the same bits at once and
+    split over shares; in `shape`. Without the part kernel the sum is a pass of its own."""
+    monkeypatch.setattr(AP, "_SMALL_GEMM", 128)      # the row-block form T = 128 takes
+    n, t, e, h = 3, 8, 8, 2
+    a, c = (t, n) if seq_first else (n, t)
+    kw = dict(tokens=(a, c), heads=h, seq_first=seq_first, scale=0.3)
+    qkv = R.standard_normal((a * c, 3 * e)).astype(dtype)
+    g = R.standard_normal((a, c, e)).astype(dtype)
+    w = AP._weights_impl(np, qkv, **kw)
+    assert AP._backward_part_kernel(np, w, g, qkv) is not None
+    want = AP._backward_impl(np, g, qkv, w, **kw)
+    got, total = AP.backward_and_column_sum(np, g, qkv, w, shape=(1, 3 * e), **kw)
+    np.testing.assert_array_equal(got, want)
+    assert total.shape == (1, 3 * e) and total.dtype == dtype
+    exact = want.astype(np.float64).sum(axis=0, keepdims=True)
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(total, exact, rtol=tol, atol=tol * np.abs(want).sum(axis=0).max())
+    # per element: element i's rows (batch-first: rows i*T..; sequence-first: every N-th row)
+    per = want.reshape(a, c, 3 * e)
+    per = per if not seq_first else per.transpose(1, 0, 2)
+    folded = per.sum(axis=1, dtype=dtype).astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(total[0], folded, rtol=tol, atol=tol)
+    mode, launches = batch_split      # the weights, the backward, the backward with its sum
+    assert launches == ([3, 3, 3] if mode == "split" else [])
+    monkeypatch.setattr(AP, "_backward_part_kernel", lambda *arrays: None)
+    got2, total2 = AP.backward_and_column_sum(np, g, qkv, w, shape=(3 * e,), **kw)
+    np.testing.assert_array_equal(got2, want)
+    np.testing.assert_allclose(total2, exact[0], rtol=tol, atol=tol * np.abs(want).sum(axis=0).max())
+
+
+def test_backward_column_sum_same_bits_at_once_and_split(forced_split):
+    """The sum's bits do not depend on how the batch is split over shares."""
+    kw = dict(tokens=(5, 8), heads=2, seq_first=False, scale=0.3)
+    qkv = R.standard_normal((40, 24)).astype(np.float32)
+    g = R.standard_normal((5, 8, 8)).astype(np.float32)
+    w = AP._weights_impl(np, qkv, **kw)
+    split = AP.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
+    assert forced_split == [3, 3]
+    from tracejit import sharepool
+    sharepool.SPLIT_MIN_WORK = 1 << 62                # (monkeypatched by forced_split: undone after)
+    once = AP.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
+    assert forced_split == [3, 3]
+    for x, y in zip(split, once):
+        np.testing.assert_array_equal(x, y)
+
+
 MASKS = {"none": None, "causal": np.triu(np.full((T, T), -np.inf), 1),
          "key_padding": np.where(R.random((N, 1, 1, T)) < 0.3, -np.inf, 0.0),
          "per_head": R.standard_normal((N, H, T, T))}

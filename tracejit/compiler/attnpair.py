@@ -13,19 +13,27 @@ contract names the weights as an input); the pass only runs them together where 
 computes both from one ``qkv``: `weights_and_context` returns exactly the two results
 (the same per-element products and softmax rows). Like biasgemm.py's pass, it rewrites
 the plan's items after fusion.
+
+The backward's packed gradient and its sum over rows (the packed projection's bias gradient)
+are one step too (`AttentionBackwardSum`): the part kernel sums each batch element's rows
+right after writing them, while they are in cache, where the column sum (a GEMV with ones,
+biasgemm.py) read the 6 MB gradient back (the Transformer step, one thread: ~0.4 ms).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..jit.ir import Eqn, Var
-from ..ops.attention_prim import weights_and_context
+from ..ops.attention_prim import backward_and_column_sum, weights_and_context
+from .biasgemm import ColumnSum
 from .fusion import Group
 
-__all__ = ["AttentionPair", "pair_attention", "ENABLED"]
+__all__ = ["AttentionPair", "AttentionBackwardSum", "pair_attention", "ENABLED", "BACKWARD_SUMS"]
 
 # False: plans call the two primitives one after the other (A/B measurements, tests)
 ENABLED = True
+# False: the backward's bias gradient stays its own column sum step (A/B measurements, tests)
+BACKWARD_SUMS = True
 
 
 @dataclass(eq=False)
@@ -56,12 +64,74 @@ class AttentionPair:
         return [f"    {nm(self.weights.out)}, {nm(self.context.out)} = I_weights_and_context(xp, {ins}, {kw})"]
 
 
+@dataclass(eq=False)
+class AttentionBackwardSum:
+    """``d = attention_backward(g, qkv, w)`` and ``s = sum(d)`` over every dim but the last as
+    one step (`backward_and_column_sum`)."""
+    backward: Eqn
+    total: Eqn
+
+    @property
+    def inputs(self) -> list:
+        return [a for a in self.backward.inputs if isinstance(a, Var)]
+
+    @property
+    def outs(self) -> list:
+        return [self.backward.out, self.total.out]
+
+    @property
+    def defined(self) -> set:
+        return set(self.outs)
+
+    def describe(self) -> str:
+        return "attention_backward + its sum over rows (one pass)"
+
+    def emit(self, nm, consts: dict) -> list:
+        consts["I_attention_backward_sum"] = backward_and_column_sum
+        ins = ", ".join(nm(a) for a in self.backward.inputs)
+        kw = ", ".join(f"{k}={v!r}" for k, v in self.backward.params.items())
+        shape = tuple(int(d) for d in self.total.out.aval.shape)
+        return [f"    {nm(self.backward.out)}, {nm(self.total.out)} = I_attention_backward_sum("
+                f"xp, {ins}, shape={shape!r}, {kw})"]
+
+
+def _row_sum(it):
+    """The `sum` equation of a column sum step (an Eqn or biasgemm's `ColumnSum`) over every
+    dim of a rank-2 value but the last, else None."""
+    e = it.eqn if isinstance(it, ColumnSum) else it
+    if not (isinstance(e, Eqn) and e.prim.name == "sum" and isinstance(e.inputs[0], Var)
+            and len(e.inputs[0].aval.shape) == 2 and tuple(e.params["dims"]) == (0,)
+            and all(isinstance(d, int) for d in e.out.aval.shape)):
+        return None
+    return e
+
+
+def _pair_backward_sums(items: list) -> list:
+    backward = {it.out: it for it in items if isinstance(it, Eqn) and it.prim.name == "attention_backward"
+                and all(isinstance(a, Var) for a in it.inputs) and it.out.aval.device.type == "cpu"}
+    replace: dict = {}
+    drop: set = set()
+    for it in items:
+        e = _row_sum(it)
+        be = backward.get(e.inputs[0]) if e is not None else None
+        if be is None or id(be) in replace or e.out.aval.dtype != be.out.aval.dtype:
+            continue
+        replace[id(be)] = AttentionBackwardSum(be, e)
+        drop.add(id(it))
+    if not replace:
+        return items
+    return [replace.get(id(it), it) for it in items if id(it) not in drop]
+
+
 def pair_attention(items: list, graph) -> list:
     """`items` with each `attention_weights` step whose weights an `attention_context` step
     of the same ``qkv`` and parameters reads replaced by an `AttentionPair` (at the weights'
-    place; the context step is dropped)."""
+    place; the context step is dropped), and each `attention_backward` step whose output a
+    column sum reads by an `AttentionBackwardSum` (`BACKWARD_SUMS`)."""
     if not ENABLED:
         return items
+    if BACKWARD_SUMS:
+        items = _pair_backward_sums(items)
     weights = {it.out: it for it in items if isinstance(it, Eqn) and it.prim.name == "attention_weights"
                and all(isinstance(a, Var) for a in it.inputs)}
     if not weights:
