@@ -394,8 +394,28 @@ CLAIM_GEMMS = True
 
 
 def _claimed(a, b):
+    if ceding():
+        return None
     from . import sharepool
     return sharepool.claimed_matmul(a, b) if sharepool.partner.punctual() else None
+
+
+# While a compile worker of this process compiles (a background compile's jobs: tier 0 and
+# the first compiled steps wait for them), the program's second thread (sharepool's partner:
+# claimed products, split loops) is not used: the policy already gives the program one
+# thread then (the worker counts as another process), but the partner took the worker's core
+# in turns all the same (it moves off its launcher's CPU: onto the worker's) and each
+# compile took longer. CEDE: the switch (tests, measurements).
+CEDE = True
+
+
+def ceding() -> bool:
+    """Whether the program leaves its second thread's core to its compile workers now (a
+    worker of this process is compiling: compiler/workers.compiling)."""
+    if not CEDE:
+        return False
+    w = sys.modules.get("tracejit.compiler.workers")
+    return w is not None and w.compiling()
 
 
 # Products of a depth of at most THIN_DEPTH and at least THIN_DEPTH_COLUMNS columns of a

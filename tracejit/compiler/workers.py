@@ -42,7 +42,7 @@ from .. import envflags
 from ..threads import usable_cpus
 
 __all__ = ["Job", "submit", "promote", "prestart", "release_idle", "shutdown", "pool_size",
-           "worker_pids", "waiting"]
+           "worker_pids", "waiting", "compiling"]
 
 _DEFAULT_TIMEOUT_S = 300.0
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
@@ -186,6 +186,18 @@ _waiters = 0
 _waiters_lock = threading.Lock()
 
 
+# Workers of this process starting up plus jobs they compile now (`compiling`):
+# the thread policy leaves them its second thread's core meanwhile (coreshare.ceding).
+_in_flight = 0
+_in_flight_lock = threading.Lock()
+
+
+def _busy(n: int) -> None:
+    global _in_flight
+    with _in_flight_lock:
+        _in_flight += n
+
+
 class waiting:
     """``with workers.waiting():`` around a wait for jobs: held jobs (`Job.hold`) are not
     held meanwhile."""
@@ -228,6 +240,8 @@ class _Worker:
         self.replies: queue.Queue = queue.Queue()
         self.ready = threading.Event()   # its start-up is done (or it exited)
         self.used = False  # has been given a job (a worker started ahead may never be)
+        self._starting = True   # counted busy (`compiling`) until its start-up is done
+        _busy(1)
         threading.Thread(target=self._read, daemon=True, name="tracejit-compile-reader").start()
 
     def _read(self) -> None:
@@ -238,13 +252,20 @@ class _Worker:
                 except ValueError:
                     continue
                 if isinstance(reply, dict) and reply.get("ready"):
-                    self.ready.set()
+                    self._started()
                 else:
                     self.replies.put(reply)
         except (OSError, ValueError):
             pass
-        self.ready.set()
+        self._started()
         self.replies.put(None)  # EOF: the worker exited
+
+    def _started(self) -> None:
+        """Its start-up is done (or it exited): no longer `compiling` for it."""
+        if self._starting:
+            self._starting = False
+            _busy(-1)
+        self.ready.set()
 
     def send(self, job: Job) -> None:
         # The cache root of the moment of sending: a worker started earlier may have
@@ -594,6 +615,13 @@ class CompilePool:
             w.kill()
 
     def _run(self, i: int, job: Job) -> None:
+        _busy(1)
+        try:
+            self._run_on(i, job)
+        finally:
+            _busy(-1)
+
+    def _run_on(self, i: int, job: Job) -> None:
         try:
             w = self.worker(i)
         except (OSError, ValueError) as exc:
@@ -720,6 +748,12 @@ def release_idle() -> None:
         p.release_idle()
 
 
+def compiling() -> bool:
+    """Whether a worker of this process is starting up or compiling a job now (a plain
+    read: the thread policy asks it before each large product, coreshare.ceding)."""
+    return _in_flight > 0
+
+
 def worker_pids() -> list:
     """Process ids of the live workers (for tests and diagnostics)."""
     p = _pool
@@ -738,8 +772,9 @@ def shutdown() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _pool, _pool_lock
+    global _pool, _pool_lock, _in_flight, _in_flight_lock
     _pool_lock = threading.Lock()  # another thread may have held it at the fork
+    _in_flight, _in_flight_lock = 0, threading.Lock()   # (the parent's jobs are not ours)
     p, _pool = _pool, None
     if p is not None:
         p.forget_after_fork()
