@@ -200,7 +200,8 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
     """While a worker of this process starts up or compiles a job (`workers.compiling`), the
     thread policy leaves the partner's core to it (coreshare.ceding): a large product that
     would run as claimed parts on the program's two threads runs on numpy's one thread, with
-    the same result; once the worker is done the claimed parts come back."""
+    the same result; once the worker is done the claimed parts come back. Not for a job no
+    call waits for (rank LATER)."""
     import numpy as np
     from tracejit import coreshare, sharepool
     monkeypatch.setenv("TRACEJIT_COMPILE_WORKER_FAULT", "hang")   # the job never ends
@@ -234,6 +235,23 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
     finally:
         pool.shutdown()
     assert job.done() and not job.ok
+    deadline = time.monotonic() + 10
+    while workers.compiling():               # (its dispatcher sees the killed worker's end)
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    # a job no call waits for (rank LATER: a parfor upgrade, a kernel only tier 0 asked for)
+    # leaves the program its second thread
+    pool = workers.CompilePool(1)
+    try:
+        later = pool.submit("# never compiled either", "hang-later", (), later=True)
+        while pool.workers[0] is None or not pool.workers[0].ready.is_set() or pool.jobs.qsize():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.05)
+        assert not later.done() and not workers.compiling() and not coreshare.ceding()
+    finally:
+        pool.shutdown()
+    assert later.done() and not later.ok
     deadline = time.monotonic() + 10
     while workers.compiling():               # the killed worker's reader saw its end
         assert time.monotonic() < deadline

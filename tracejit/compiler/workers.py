@@ -186,8 +186,9 @@ _waiters = 0
 _waiters_lock = threading.Lock()
 
 
-# Workers of this process starting up plus jobs they compile now (`compiling`):
-# the thread policy leaves them its second thread's core meanwhile (coreshare.ceding).
+# Workers of this process starting up plus jobs the program waits for that they compile now
+# (`compiling`): the thread policy leaves them its second thread's core meanwhile
+# (coreshare.ceding).
 _in_flight = 0
 _in_flight_lock = threading.Lock()
 
@@ -445,7 +446,7 @@ class CompilePool:
                     job._finish(False, SHUT_DOWN)
                 return
             try:
-                self._run(i, job)
+                self._run(i, job, item[0])
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
 
@@ -614,12 +615,20 @@ class CompilePool:
         for w in idle:
             w.kill()
 
-    def _run(self, i: int, job: Job) -> None:
-        _busy(1)
+    def _run(self, i: int, job: Job, rank: int = FIRST) -> None:
+        # A job the program waits for (rank before LATER: a switch, an op's kernel) counts as
+        # `compiling`; a LATER one (a parfor upgrade, a kernel only tier 0 asked for, one held
+        # until a core was idle) does not: no call waits for it, so the program keeps its
+        # second thread (LSTM step: the GEMM halves' module, 3.3 s of worker CPU after every
+        # kernel the step asks for was in).
+        waited = rank < LATER
+        if waited:
+            _busy(1)
         try:
             self._run_on(i, job)
         finally:
-            _busy(-1)
+            if waited:
+                _busy(-1)
 
     def _run_on(self, i: int, job: Job) -> None:
         try:
@@ -749,8 +758,9 @@ def release_idle() -> None:
 
 
 def compiling() -> bool:
-    """Whether a worker of this process is starting up or compiling a job now (a plain
-    read: the thread policy asks it before each large product, coreshare.ceding)."""
+    """Whether a worker of this process is starting up or compiling a job the program waits
+    for (rank before LATER) now (a plain read: the thread policy asks it before each large
+    product, coreshare.ceding)."""
     return _in_flight > 0
 
 
