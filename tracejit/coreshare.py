@@ -21,6 +21,11 @@ costs a clock read almost always. `adapt()` applies the count to numba
 the counts they started with. Products small enough that a second thread cannot pay
 for its wake-up run on one BLAS thread whatever the load (`blas_threads_for`).
 
+While a compile worker of this process starts up or compiles a kernel the program waits
+for, `ceding()` is True and the program's second thread of its own (sharepool's partner:
+claimed products, split recurrent loops) stays idle: the count above already gives the
+program one thread then, but the partner took the worker's core in turns.
+
 ``TRACEJIT_ADAPTIVE_THREADS=0`` (read at import) turns `adapt` into a no-op. Linux only
 (elsewhere the counts stay what the libraries chose).
 """
@@ -38,9 +43,9 @@ from .envflags import is_off
 from . import threads as _threads
 from .threads import usable_cpus
 
-__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "gemm_threads",
-           "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS", "FEW_ROWS_GEMM_MNK",
-           "TINY_GEMM_MNK"]
+__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding", "matmul", "blas_threads_for",
+           "gemm_threads", "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
+           "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 # ... but the first count after the reading at import may come this soon: a user's first

@@ -234,7 +234,7 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
         monkeypatch.setattr(coreshare, "CEDE", True)
     finally:
         pool.shutdown()
-    assert job.done() and not job.ok
+    assert job.event.wait(10) and not job.ok   # (its dispatcher sees the worker killed)
     deadline = time.monotonic() + 10
     while workers.compiling():               # (its dispatcher sees the killed worker's end)
         assert time.monotonic() < deadline
@@ -251,7 +251,7 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
         assert not later.done() and not workers.compiling() and not coreshare.ceding()
     finally:
         pool.shutdown()
-    assert later.done() and not later.ok
+    assert later.event.wait(10) and not later.ok
     deadline = time.monotonic() + 10
     while workers.compiling():               # the killed worker's reader saw its end
         assert time.monotonic() < deadline

@@ -19,7 +19,9 @@ once its start-up is done, the best one queued by then (by rank). The pool resta
 worker that crashed or hung (a job that takes longer than ``TRACEJIT_COMPILE_TIMEOUT``
 seconds, default 300, kills its worker and fails), and kills its workers at exit. A job
 no one waits for (a parfor upgrade after a chunk stage, an eager kernel its op stopped asking
-for) is held until the program leaves a core idle or a caller waits (`HOLD_POLL_S`). After
+for) is held until the program leaves a core idle or a caller waits (`HOLD_POLL_S`). While a
+worker starts up or compiles a job the program waits for, `compiling()` says so, and the
+thread policy leaves the worker the program's second thread's core (coreshare.ceding). After
 ``os.fork`` the child gets a pool of its own (the parent's workers and threads are not the
 child's); jobs the parent had in flight are resubmitted by their owners (see `Job.lost`).
 """
