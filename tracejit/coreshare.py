@@ -405,18 +405,21 @@ def _claimed(a, b):
     return sharepool.claimed_matmul(a, b) if sharepool.partner.punctual() else None
 
 
-# While a compile worker of this process compiles (a background compile's jobs: tier 0 and
-# the first compiled steps wait for them), the program's second thread (sharepool's partner:
-# claimed products, split loops) is not used: the policy already gives the program one
-# thread then (the worker counts as another process), but the partner took the worker's core
-# in turns all the same (it moves off its launcher's CPU: onto the worker's) and each
-# compile took longer. CEDE: the switch (tests, measurements).
+# While a compile worker of this process starts up or compiles a job the program waits for
+# (rank before LATER: a background compile's kernels, which tier 0 and the first compiled
+# steps wait for; an op's kernel), the program's second thread (sharepool's partner: claimed
+# products, split loops) is not used: the policy already gives the program one thread then
+# (the worker counts as another process), but the partner took the worker's core in turns
+# all the same (it moves off its launcher's CPU: onto the worker's; cold MLP step on a quiet
+# machine: the partner 0.33 of a core, the worker 0.63) and each compile took longer.
+# CEDE: the switch (tests, measurements).
 CEDE = True
 
 
 def ceding() -> bool:
     """Whether the program leaves its second thread's core to its compile workers now (a
-    worker of this process is compiling: compiler/workers.compiling)."""
+    worker of this process starts up or compiles a job the program waits for:
+    compiler/workers.compiling)."""
     if not CEDE:
         return False
     w = sys.modules.get("tracejit.compiler.workers")
