@@ -417,13 +417,19 @@ CEDE = True
 
 
 def ceding() -> bool:
-    """Whether the program leaves its second thread's core to its compile workers now (a
-    worker of this process starts up or compiles a job the program waits for:
-    compiler/workers.compiling)."""
+    """Whether the program leaves its second thread's core to its compile workers now: a
+    worker of this process starts up or compiles a job the program waits for
+    (compiler/workers.compiling), and the CPUs we may use less those workers leave fewer
+    than two (a 2-core machine)."""
     if not CEDE:
         return False
     w = sys.modules.get("tracejit.compiler.workers")
-    return w is not None and w.compiling()
+    if w is None:
+        return False
+    n = w.compiling()
+    # (only where the busy workers leave the program fewer than its two threads' cores: on a
+    # machine with cores to spare the partner takes none of theirs)
+    return n > 0 and core_share.cpus - n < 2
 
 
 # Products of a depth of at most THIN_DEPTH and at least THIN_DEPTH_COLUMNS columns of a

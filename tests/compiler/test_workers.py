@@ -201,7 +201,7 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
     thread policy leaves the partner's core to it (coreshare.ceding): a large product that
     would run as claimed parts on the program's two threads runs on numpy's one thread, with
     the same result; once the worker is done the claimed parts come back. Not for a job no
-    call waits for (rank LATER)."""
+    call waits for (rank LATER), nor where the program keeps two cores beside the worker."""
     import numpy as np
     from tracejit import coreshare, sharepool
     monkeypatch.setenv("TRACEJIT_COMPILE_WORKER_FAULT", "hang")   # the job never ends
@@ -211,6 +211,7 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
     calls = []
     monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: calls.append(a.shape) or np.matmul(a, b))
     monkeypatch.setattr(sharepool.partner, "punctual", lambda: True)
+    monkeypatch.setattr(coreshare.core_share, "cpus", 2)   # (a 2-core machine)
     rng = np.random.default_rng(3)
     a = rng.standard_normal((512, 256)).astype(np.float32)
     b = rng.standard_normal((256, 128)).astype(np.float32)
@@ -224,9 +225,12 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
             assert time.monotonic() < deadline    # (the dispatcher starts a worker, sends the job)
             time.sleep(0.01)
         time.sleep(0.05)
-        assert workers.compiling() and coreshare.ceding() and not job.done()
+        assert workers.compiling() == 1 and coreshare.ceding() and not job.done()
         np.testing.assert_array_equal(coreshare.matmul(a, b), want)
         assert calls == []                   # not claimed: one thread
+        monkeypatch.setattr(coreshare.core_share, "cpus", 3)   # a core to spare: no cede
+        assert workers.compiling() and not coreshare.ceding()
+        monkeypatch.setattr(coreshare.core_share, "cpus", 2)
         monkeypatch.setattr(coreshare, "CEDE", False)
         assert not coreshare.ceding()
         np.testing.assert_array_equal(coreshare.matmul(a, b), want)

@@ -759,11 +759,11 @@ def release_idle() -> None:
         p.release_idle()
 
 
-def compiling() -> bool:
-    """Whether a worker of this process is starting up or compiling a job the program waits
-    for (rank before LATER) now (a plain read: the thread policy asks it before each large
-    product, coreshare.ceding)."""
-    return _in_flight > 0
+def compiling() -> int:
+    """How many workers of this process are starting up or compiling a job the program waits
+    for (rank before LATER) now; 0 when none (a plain read: the thread policy asks it before
+    each large product, coreshare.ceding)."""
+    return _in_flight
 
 
 def worker_pids() -> list:
