@@ -259,6 +259,10 @@ def _note_kernels_in(out: dict, t: float, steps: int) -> None:
     if "step_kernels_in_s" not in out:
         out["step_kernels_in_s"] = time.perf_counter() - t
         out["steps_to_step_kernels_in"] = steps
+        # the live workers' CPU by then (start-up included): with the wall time, their share
+        # of a core while training ran (a worker losing its core to the program's own second
+        # thread, or to other processes, shows here; session 25)
+        out["workers_cpu_to_step_kernels_in_s"] = _workers_cpu()
 
 
 def _until_eager_kernels_in(step, t: float, steps: int, asked: float) -> dict:
@@ -518,6 +522,10 @@ def report(step: str, res: dict) -> None:
             total = [res[f"warm_disk_background_{k}"]["first_s"] * 1e3 + later[k - 1] for k in (1, 2)]
             print(f"  steps 1..{n + 1} in all, wall: background {total[0]:.0f} / {total[1]:.0f} ms, "
                   f"eager {(e['first_s'] + sum(e['steps_after_s'])) * 1e3:.0f} ms")
+    if b and b.get("workers_cpu_to_step_kernels_in_s") is not None:
+        w, kin = b["workers_cpu_to_step_kernels_in_s"], b["step_kernels_in_s"]
+        print(f"  compile workers until every kernel the step asks for was in: {w:.2f} s of CPU "
+              f"in {kin:.2f} s ({w / kin:.2f} of a core)")
     if b:
         print(f"  cold first step, parts: {_parts(b)}")
 

@@ -21,6 +21,11 @@ costs a clock read almost always. `adapt()` applies the count to numba
 the counts they started with. Products small enough that a second thread cannot pay
 for its wake-up run on one BLAS thread whatever the load (`blas_threads_for`).
 
+While a compile worker of this process starts up or compiles a kernel the program waits
+for, `ceding()` is True and the program's second thread of its own (sharepool's partner:
+claimed products, split recurrent loops) stays idle: the count above already gives the
+program one thread then, but the partner took the worker's core in turns.
+
 ``TRACEJIT_ADAPTIVE_THREADS=0`` (read at import) turns `adapt` into a no-op. Linux only
 (elsewhere the counts stay what the libraries chose).
 """
@@ -38,9 +43,9 @@ from .envflags import is_off
 from . import threads as _threads
 from .threads import usable_cpus
 
-__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "matmul", "blas_threads_for", "gemm_threads",
-           "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS", "FEW_ROWS_GEMM_MNK",
-           "TINY_GEMM_MNK"]
+__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding", "matmul", "blas_threads_for",
+           "gemm_threads", "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
+           "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 # ... but the first count after the reading at import may come this soon: a user's first
@@ -400,8 +405,37 @@ CLAIM_GEMMS = True
 
 
 def _claimed(a, b):
+    if ceding():
+        return None
     from . import sharepool
     return sharepool.claimed_matmul(a, b) if sharepool.partner.punctual() else None
+
+
+# While a compile worker of this process starts up or compiles a job the program waits for
+# (rank before LATER: a background compile's kernels, which tier 0 and the first compiled
+# steps wait for; an op's kernel), the program's second thread (sharepool's partner: claimed
+# products, split loops) is not used: the policy already gives the program one thread then
+# (the worker counts as another process), but the partner took the worker's core in turns
+# all the same (it moves off its launcher's CPU: onto the worker's; cold MLP step on a quiet
+# machine: the partner 0.33 of a core, the worker 0.63) and each compile took longer.
+# CEDE: the switch (tests, measurements).
+CEDE = True
+
+
+def ceding() -> bool:
+    """Whether the program leaves its second thread's core to its compile workers now: a
+    worker of this process starts up or compiles a job the program waits for
+    (compiler/workers.compiling), and the CPUs we may use less those workers leave fewer
+    than two (a 2-core machine)."""
+    if not CEDE:
+        return False
+    w = sys.modules.get("tracejit.compiler.workers")
+    if w is None:
+        return False
+    n = w.compiling()
+    # (only where the busy workers leave the program fewer than its two threads' cores: on a
+    # machine with cores to spare the partner takes none of theirs)
+    return n > 0 and core_share.cpus - n < 2
 
 
 # Products of a depth of at most THIN_DEPTH and at least THIN_DEPTH_COLUMNS columns of a

@@ -194,3 +194,91 @@ def test_a_later_kernel_whose_op_stopped_asking_is_held():
     assert [i[2] for i in pool.jobs.queue] == [quiet]
     last[0] = time.monotonic()                                  # asked again: released
     assert pool._held(pool.jobs.queue[0]) is None and quiet.hold is None
+
+
+def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch):
+    """While a worker of this process starts up or compiles a job (`workers.compiling`), the
+    thread policy leaves the partner's core to it (coreshare.ceding): a large product that
+    would run as claimed parts on the program's two threads runs on numpy's one thread, with
+    the same result; once the worker is done the claimed parts come back. Not for a job no
+    call waits for (rank LATER), nor where the program keeps two cores beside the worker."""
+    import numpy as np
+    from tracejit import coreshare, sharepool
+    monkeypatch.setenv("TRACEJIT_COMPILE_WORKER_FAULT", "hang")   # the job never ends
+    monkeypatch.setattr(coreshare, "adapt", lambda: 1)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "CLAIM_GEMM_MNK", 1 << 20)
+    calls = []
+    monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: calls.append(a.shape) or np.matmul(a, b))
+    monkeypatch.setattr(sharepool.partner, "punctual", lambda: True)
+    monkeypatch.setattr(coreshare.core_share, "cpus", 2)   # (a 2-core machine)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((512, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 128)).astype(np.float32)
+    want = np.matmul(a, b)
+    assert not workers.compiling() and not coreshare.ceding()
+    pool = workers.CompilePool(1)
+    try:
+        job = pool.submit("# never compiled", "hang", ())
+        deadline = time.monotonic() + 60
+        while pool.workers[0] is None or not pool.workers[0].ready.is_set() or pool.jobs.qsize():
+            assert time.monotonic() < deadline    # (the dispatcher starts a worker, sends the job)
+            time.sleep(0.01)
+        time.sleep(0.05)
+        assert workers.compiling() == 1 and coreshare.ceding() and not job.done()
+        np.testing.assert_array_equal(coreshare.matmul(a, b), want)
+        assert calls == []                   # not claimed: one thread
+        monkeypatch.setattr(coreshare.core_share, "cpus", 3)   # a core to spare: no cede
+        assert workers.compiling() and not coreshare.ceding()
+        monkeypatch.setattr(coreshare.core_share, "cpus", 2)
+        monkeypatch.setattr(coreshare, "CEDE", False)
+        assert not coreshare.ceding()
+        np.testing.assert_array_equal(coreshare.matmul(a, b), want)
+        assert calls == [(512, 256)]
+        monkeypatch.setattr(coreshare, "CEDE", True)
+    finally:
+        pool.shutdown()
+    assert job.event.wait(10) and not job.ok   # (its dispatcher sees the worker killed)
+    deadline = time.monotonic() + 10
+    while workers.compiling():               # (its dispatcher sees the killed worker's end)
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    # a job no call waits for (rank LATER: a parfor upgrade, a kernel only tier 0 asked for)
+    # leaves the program its second thread
+    pool = workers.CompilePool(1)
+    try:
+        later = pool.submit("# never compiled either", "hang-later", (), later=True)
+        while pool.workers[0] is None or not pool.workers[0].ready.is_set() or pool.jobs.qsize():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.05)
+        assert not later.done() and not workers.compiling() and not coreshare.ceding()
+    finally:
+        pool.shutdown()
+    assert later.event.wait(10) and not later.ok
+    deadline = time.monotonic() + 10
+    while workers.compiling():               # the killed worker's reader saw its end
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not coreshare.ceding()
+    np.testing.assert_array_equal(coreshare.matmul(a, b), want)
+    assert calls == [(512, 256), (512, 256)]
+
+
+def test_a_worker_starting_up_counts_as_compiling(monkeypatch):
+    """A worker's start-up (Python, tracejit, numba: 0.6-0.8 s of a core) is compile work the
+    program cedes its second thread to, from its start until it is ready or gone."""
+    import subprocess
+    import sys
+    real = subprocess.Popen
+
+    def slow_start(args, **kw):   # a worker that never gets ready
+        return real([sys.executable, "-c", "import time; time.sleep(60)"], **kw)
+    monkeypatch.setattr(workers.subprocess, "Popen", slow_start)
+    assert not workers.compiling()
+    w = workers._Worker()
+    try:
+        assert workers.compiling() and not w.ready.is_set()
+    finally:
+        w.kill()
+    assert w.ready.wait(10) and not workers.compiling()

@@ -42,6 +42,32 @@ def test_background_mode_never_waits_on_the_first_call(monkeypatch):
     assert k.get() is not None
 
 
+def test_a_kernel_first_asked_for_late_starts_at_its_next_call(monkeypatch):
+    """The loader waits `_GO_AFTER_S` after the op's first call only while that call came
+    within `_GO_AFTER_S` of the process's first ask (numba's import must not compete with
+    the first step); a kernel first asked for later (a variant a later step asks for)
+    starts at its next call: a second call still tells a recurring op from a one-off."""
+    import time
+    from tracejit.ops import vectorized
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    monkeypatch.setattr(native, "_GO_AFTER_S", 5.0)
+    monkeypatch.setattr(vectorized, "_first_ask", time.monotonic())   # the process's first ask: now
+    early = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 8.0"), "test_native_early")
+    assert early.get() is None and early.get() is None and early.thread is None   # waits
+    monkeypatch.setattr(vectorized, "_first_ask", time.monotonic() - 6.0)         # 6 s ago
+    late = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 16.0"), "test_native_late")
+    assert late.get() is None and late.thread is None      # first call: numpy, nothing started
+    assert late.get() is None and late.thread is not None  # the next one: the loader starts
+    late.thread.join(240)
+    a = np.zeros(2)
+    late.get()(a)
+    assert a.tolist() == [16.0, 16.0]
+    assert vectorized.go_now(100.0, 100.1, 5.0) is False   # (first ask at 94 s: 6 s before)
+    monkeypatch.setattr(vectorized, "_first_ask", 96.0)
+    assert vectorized.go_now(100.0, 100.1, 5.0) is False and vectorized.go_now(101.0, 101.1, 5.0)
+    assert vectorized.go_now(100.0, 105.0, 5.0)
+
+
 def test_coming_while_asked_for_and_not_yet_loaded(monkeypatch):
     monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
     monkeypatch.setattr(native, "_GO_AFTER_S", 1e9)

@@ -127,6 +127,29 @@ def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, ceiling, 
     assert lstm_prim._alongside(nth, in_loop) is want
 
 
+def test_no_partner_while_a_compile_worker_of_ours_compiles(monkeypatch):
+    """While a worker of this process compiles a kernel the program waits for
+    (coreshare.ceding), the recurrent loops leave the partner's core to it: the split loop
+    runs on one thread and d W goes in the loop (not alongside on the partner), as where
+    BLAS may use one thread only; the same choices as before once the worker is done."""
+    from tracejit import coreshare, threads
+    from tracejit.ops import loop_split
+    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", "policy")
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "adapt_blas", lambda: 1)
+    monkeypatch.setattr(threads, "blas_threads", lambda: 1)     # the policy gives one now
+    monkeypatch.setattr(sharepool.partner, "punctual", lambda: True)
+    ceding = [False]
+    monkeypatch.setattr(coreshare, "ceding", lambda: ceding[0])
+    assert loop_split.threads(64) == 2
+    assert lstm_prim._alongside(1, False) is True and lstm_prim._alongside(2, True) is False
+    ceding[0] = True
+    assert loop_split.threads(64) == 1
+    assert lstm_prim._alongside(1, False) is False and lstm_prim._alongside(1, True) is False
+    ceding[0] = False
+    assert loop_split.threads(64) == 2 and lstm_prim._alongside(1, False) is True
+
+
 def _reference_and_a_fresh_loop(seed, L=64, N=4, H=8):
     """dW of a forward layer's operands computed without the partner (the reference), and a
     fresh loop (with its own sync and G2) to run the same gradient again."""

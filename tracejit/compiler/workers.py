@@ -19,7 +19,9 @@ once its start-up is done, the best one queued by then (by rank). The pool resta
 worker that crashed or hung (a job that takes longer than ``TRACEJIT_COMPILE_TIMEOUT``
 seconds, default 300, kills its worker and fails), and kills its workers at exit. A job
 no one waits for (a parfor upgrade after a chunk stage, an eager kernel its op stopped asking
-for) is held until the program leaves a core idle or a caller waits (`HOLD_POLL_S`). After
+for) is held until the program leaves a core idle or a caller waits (`HOLD_POLL_S`). While a
+worker starts up or compiles a job the program waits for, `compiling()` says so, and the
+thread policy leaves the worker the program's second thread's core (coreshare.ceding). After
 ``os.fork`` the child gets a pool of its own (the parent's workers and threads are not the
 child's); jobs the parent had in flight are resubmitted by their owners (see `Job.lost`).
 """
@@ -42,7 +44,7 @@ from .. import envflags
 from ..threads import usable_cpus
 
 __all__ = ["Job", "submit", "promote", "prestart", "release_idle", "shutdown", "pool_size",
-           "worker_pids", "waiting"]
+           "worker_pids", "waiting", "compiling"]
 
 _DEFAULT_TIMEOUT_S = 300.0
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
@@ -186,6 +188,19 @@ _waiters = 0
 _waiters_lock = threading.Lock()
 
 
+# Workers of this process starting up plus jobs the program waits for that they compile now
+# (`compiling`): the thread policy leaves them its second thread's core meanwhile
+# (coreshare.ceding).
+_in_flight = 0
+_in_flight_lock = threading.Lock()
+
+
+def _busy(n: int) -> None:
+    global _in_flight
+    with _in_flight_lock:
+        _in_flight += n
+
+
 class waiting:
     """``with workers.waiting():`` around a wait for jobs: held jobs (`Job.hold`) are not
     held meanwhile."""
@@ -228,6 +243,8 @@ class _Worker:
         self.replies: queue.Queue = queue.Queue()
         self.ready = threading.Event()   # its start-up is done (or it exited)
         self.used = False  # has been given a job (a worker started ahead may never be)
+        self._starting = True   # counted busy (`compiling`) until its start-up is done
+        _busy(1)
         threading.Thread(target=self._read, daemon=True, name="tracejit-compile-reader").start()
 
     def _read(self) -> None:
@@ -238,13 +255,20 @@ class _Worker:
                 except ValueError:
                     continue
                 if isinstance(reply, dict) and reply.get("ready"):
-                    self.ready.set()
+                    self._started()
                 else:
                     self.replies.put(reply)
         except (OSError, ValueError):
             pass
-        self.ready.set()
+        self._started()
         self.replies.put(None)  # EOF: the worker exited
+
+    def _started(self) -> None:
+        """Its start-up is done (or it exited): no longer `compiling` for it."""
+        if self._starting:
+            self._starting = False
+            _busy(-1)
+        self.ready.set()
 
     def send(self, job: Job) -> None:
         # The cache root of the moment of sending: a worker started earlier may have
@@ -424,7 +448,7 @@ class CompilePool:
                     job._finish(False, SHUT_DOWN)
                 return
             try:
-                self._run(i, job)
+                self._run(i, job, item[0])
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
 
@@ -593,7 +617,22 @@ class CompilePool:
         for w in idle:
             w.kill()
 
-    def _run(self, i: int, job: Job) -> None:
+    def _run(self, i: int, job: Job, rank: int = FIRST) -> None:
+        # A job the program waits for (rank before LATER: a switch, an op's kernel) counts as
+        # `compiling`; a LATER one (a parfor upgrade, a kernel only tier 0 asked for, one held
+        # until a core was idle) does not: no call waits for it, so the program keeps its
+        # second thread (LSTM step: the GEMM halves' module, 3.3 s of worker CPU after every
+        # kernel the step asks for was in).
+        waited = rank < LATER
+        if waited:
+            _busy(1)
+        try:
+            self._run_on(i, job)
+        finally:
+            if waited:
+                _busy(-1)
+
+    def _run_on(self, i: int, job: Job) -> None:
         try:
             w = self.worker(i)
         except (OSError, ValueError) as exc:
@@ -720,6 +759,13 @@ def release_idle() -> None:
         p.release_idle()
 
 
+def compiling() -> int:
+    """How many workers of this process are starting up or compiling a job the program waits
+    for (rank before LATER) now; 0 when none (a plain read: the thread policy asks it before
+    each large product, coreshare.ceding)."""
+    return _in_flight
+
+
 def worker_pids() -> list:
     """Process ids of the live workers (for tests and diagnostics)."""
     p = _pool
@@ -738,8 +784,9 @@ def shutdown() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _pool, _pool_lock
+    global _pool, _pool_lock, _in_flight, _in_flight_lock
     _pool_lock = threading.Lock()  # another thread may have held it at the fork
+    _in_flight, _in_flight_lock = 0, threading.Lock()   # (the parent's jobs are not ours)
     p, _pool = _pool, None
     if p is not None:
         p.forget_after_fork()

@@ -325,14 +325,15 @@ def threads(hidden: int, quantum: int = QUANTUM) -> int:
     with session 16's rule (split only when the policy gave BLAS two threads) and 103.0
     unsplit; with the large products claimed too (coreshare.matmul) 80.1 against 103.2.
     While the partner is benched after stalls (`sharepool.Partner.punctual`) the policy's
-    count decides, as before."""
+    count decides, as before. While a compile worker of ours compiles a kernel the program
+    waits for (`coreshare.ceding`), 1: the partner's core is the worker's then."""
     if hidden < 2 * quantum or hidden % quantum:
         return 1
     from .. import coreshare
     from ..threads import blas_threads
     policy = coreshare.adapt_blas()         # (also notices a count the user set meanwhile)
-    if (coreshare.blas_ceiling() or 1) < 2:
-        return 1
+    if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
+        return 1     # (ceding: a compile worker of ours has the partner's core, as BLAS's one)
     if sharepool.partner.punctual() or not policy:
         return 2
     # the partner stalled a call lately (descheduled inside a half): the policy decides

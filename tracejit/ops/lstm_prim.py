@@ -205,8 +205,8 @@ def _alongside(nth: int, in_loop: bool = False) -> bool:
     if not OVERLAP_WEIGHT_GRAD:
         return False
     from .. import coreshare
-    if (coreshare.blas_ceiling() or 1) < 2:
-        return False
+    if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
+        return False   # (ceding: a compile worker of ours has the partner's core)
     if OVERLAP_WEIGHT_GRAD == "policy":
         if in_loop and nth >= 2:
             return False

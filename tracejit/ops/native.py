@@ -112,8 +112,8 @@ class NativeKernel:
             self._promote()
         with self.lock:
             if self.first is None:
-                self.first = now
-            elif now - self.first >= _GO_AFTER_S:
+                self.first = _vec.noted_first(now)
+            elif _vec.go_now(self.first, now, _GO_AFTER_S):
                 self._start()
         return None
 

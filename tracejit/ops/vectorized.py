@@ -367,7 +367,7 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
         job = entry.job
         if isinstance(job, _Preparation) and not job.done() and not job.lost():
             now = note_ask(job)
-            if not job.started and now - job.first >= _GO_AFTER_S:
+            if not job.started and go_now(job.first, now):
                 job.start()
             return None  # being prepared: the preparation sets fn (or failed)
         if not _sync_mode():
@@ -403,6 +403,30 @@ _RECHECK_S = 1.0
 # (Starting at the op's next call 0.2 s later was too early: an LSTM step calls the same
 # op every time step, and its first warm-disk step went from ~0.9 s to 2.7-3.2 s.)
 _GO_AFTER_S = 1.0
+# ... but an op first called `_GO_AFTER_S` or more after the process's first ask (a kernel
+# variant a later step asks for: the LSTM step's compiled form asked for a second
+# index_add_rows variant once its cross-entropy kernels were in, 10.5 s into training)
+# starts at its next call: numba's import and the first step are behind, and the second
+# call still tells a recurring op from a one-off (its kernel's job came 1.1 s later, with
+# the worker idle meanwhile and every other kernel the step asks for in).
+_first_ask = None   # time.monotonic() of this process's first op call that asked (`go_now`)
+
+
+def noted_first(now: float) -> float:
+    """An op's first call asking for its kernel at `now` (the process's first ask, if it
+    is); returns `now`."""
+    global _first_ask
+    if _first_ask is None:
+        _first_ask = now
+    return now
+
+
+def go_now(first: float, now: float, after: float | None = None) -> bool:
+    """Whether an op whose first call (asking for its kernel) came at `first`, called again
+    at `now`, starts its kernel's loader: `after` (`_GO_AFTER_S`) after its first call, or at
+    once when that came `after` or more after the process's first ask."""
+    after = _GO_AFTER_S if after is None else after
+    return now - first >= after or (_first_ask is not None and first - _first_ask >= after)
 
 
 # Set while this thread runs a compiled function's tier-0 forward (compiler/tiers.Tier0):
@@ -476,7 +500,7 @@ class _Preparation:
         self.args = render_args   # (prim, layout, params, compute_np, out_np, parallel)
         self.event = threading.Event()
         self.pid = os.getpid()
-        self.first = self.last = time.monotonic()   # the op's first and latest call
+        self.first = self.last = noted_first(time.monotonic())   # the op's first and latest call
         self.gap = 0.0   # the longest time between two of its calls
         self.started = False
         self.outside = outside()   # asked for outside a tier-0 forward (`note_ask`)
