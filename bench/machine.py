@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
+import time
+from typing import Callable
 
 import numpy as np
 
@@ -75,6 +78,79 @@ def bandwidth(repeat: int = 15) -> dict:
         out["numba_error"] = f"{type(exc).__name__}: {exc}"
     out["bandwidth_gbps"] = max(out.get("numba_copy_gbps", 0.0), out["numpy_copy_gbps"])
     return out
+
+
+# The paired measurement (`paired`): rounds of copies then calls, a few milliseconds apart;
+# in each round `PAIRED_WARM` untimed copies and calls come before the timed ones.
+PAIRED_ROUNDS = 15
+# Why untimed ones: the 2-core VM's "memory" is a shared last-level cache of hundreds of MiB,
+# and the copy's 128 MiB and the GELU's 64-96 MiB evict each other. Right after a copy the
+# fwd+bwd call took 4.0-4.1 ms with one call before it, 3.3-3.6 with four, against 2.5-3.1
+# repeated alone (same process, same minute; the copy 26.5-28.1 against 27.5-32.1 GB/s
+# median): the timed call and copy should each meet the cache their own kind leaves.
+PAIRED_WARM = 3
+
+
+def paired(call: Callable[[], object], nbytes: int, rounds: int = PAIRED_ROUNDS,
+           copy: Callable[[], object] | None = None, warm: int = PAIRED_WARM) -> dict:
+    """The bound and the workload's time side by side: ``rounds`` rounds, each timing one
+    streaming copy (the yardstick's: the numba ``prange`` copy of `COPY_BYTES`, which is the
+    faster one on every multi-core machine we run on) and then one ``call()``, so each
+    pair's bound comes from the memory system of the same moment. `bandwidth` runs in
+    another process, before the systems, and the host's copy rate moved 37-57 GB/s between
+    runs (session 24), so a ratio built from it says as much about the moment as about the
+    kernel.
+
+    Each round runs ``warm + 1`` copies, then ``warm + 1`` calls, and times the last call:
+    it follows calls (its arrays nearer the state the plain repeated timing leaves them in
+    than where the copy's 128 MiB left them; see `PAIRED_WARM`). The pair's copy is the
+    fastest of the round's copies.
+
+    Returns the per-pair ratios (call time over the pair's bound: ``nbytes`` at the pair's
+    copy rate), their median, min and max, the median call over the best round's bound,
+    the medians of the copy rate and the call, and each round's call and bound.
+    `copy` replaces the copy (tests); it must move ``2 * COPY_BYTES``.
+    """
+    if rounds < 1 or warm < 0:
+        raise ValueError(f"paired: rounds must be at least 1 and warm at least 0, "
+                         f"got rounds={rounds}, warm={warm}")
+    moved = 2 * COPY_BYTES
+    if copy is None:
+        n = COPY_BYTES // 4
+        src = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+        dst = np.empty_like(src)
+        numba_copy = _numba_copy()
+        copy = lambda: numba_copy(src, dst)   # noqa: E731
+        copy()   # compile outside the rounds
+    copy_s, call_s = [], []
+    for _ in range(rounds):
+        copies = []
+        for _ in range(warm + 1):
+            t0 = time.perf_counter()
+            copy()
+            copies.append(time.perf_counter() - t0)
+        for _ in range(warm):
+            call()
+        t0 = time.perf_counter()
+        call()
+        call_s.append(time.perf_counter() - t0)
+        # the fastest of the round's copies: a copy the scheduler interrupted would
+        # otherwise lend its pair a slack bound (the bound only ever gets stricter this way)
+        copy_s.append(min(copies))
+    # a pair's bound: nbytes at that copy's rate (moved / copy_s)
+    bounds = [nbytes * k / moved for k in copy_s]
+    ratios = [c / b for c, b in zip(call_s, bounds)]
+    return {"rounds": rounds, "ratios": [round(r, 4) for r in ratios],
+            "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+            "ratio_max": max(ratios),
+            # the strictest reading: the median call over the best copy of all rounds
+            "median_over_best_copy": statistics.median(call_s) / min(bounds),
+            "copy_gbps_median": moved / statistics.median(copy_s) / 1e9,
+            "copy_gbps_best": moved / min(copy_s) / 1e9,
+            "call_ms_median": statistics.median(call_s) * 1e3,
+            "bound_ms_median": statistics.median(bounds) * 1e3,
+            "call_ms": [round(c * 1e3, 4) for c in call_s],
+            "bound_ms": [round(b * 1e3, 4) for b in bounds]}
 
 
 def describe() -> dict:
