@@ -62,17 +62,25 @@ def tanh_f32(x):
     # A rational function of x^2 (as Eigen and XLA do) rather than one built on
     # expm1: no range reduction or bit manipulation, a third less arithmetic, so a
     # GELU kernel is memory-bound on two cores instead of compute-bound.
+    #
+    # Evaluated on |x| and given x's sign at the end, so each clamp is one-sided: one
+    # vminps each, where two-sided clamps of x and of the result compiled to compare +
+    # max + blend apiece (LLVM folds a clamp's two selects so that neither is a plain
+    # min/max; in AVX2 code the blend is vblendvps, several uops). Same bits for every
+    # input: round-to-nearest is symmetric, so a*P/Q on |x| is the old x*P/Q up to sign
+    # (test_mathlib checks it against the two-sided form over a dense sweep). GELU
+    # fwd+bwd arithmetic, AVX2 code, one core in L1: 0.76 -> 0.66-0.68 ns per element.
     _always_inline()
-    xc = _TANH_SAT32 if x > _TANH_SAT32 else x
-    xc = -_TANH_SAT32 if xc < -_TANH_SAT32 else xc      # nan falls through both
-    t = xc * xc
+    a = abs(x)
+    a = _TANH_SAT32 if a > _TANH_SAT32 else a          # nan falls through
+    t = a * a
     p = _ONE32 + t * (_TP32_1 + t * (_TP32_2 + t * (_TP32_3 + t * (_TP32_4 + t * _TP32_5))))
     q = _ONE32 + t * (_TQ32_1 + t * (_TQ32_2 + t * _TQ32_3))
-    r = xc * p / q                                      # exactly +-1 at +-SAT
-    # rounding in P and Q can put r a couple of ulps above 1 for x in (7.9, SAT);
-    # |tanh| <= 1 is kept exactly (nan falls through both)
+    r = a * p / q                                       # exactly 1 at SAT
+    # rounding in P and Q can put r a couple of ulps above 1 for |x| in (7.9, SAT);
+    # tanh <= 1 is kept exactly (nan falls through)
     r = _ONE32 if r > _ONE32 else r
-    return -_ONE32 if r < -_ONE32 else r
+    return math.copysign(r, x)                          # -0.0 stays -0.0
 
 
 @njit(**_JIT)
