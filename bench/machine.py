@@ -93,13 +93,14 @@ PAIRED_WARM = 3
 
 def paired(call: Callable[[], object], nbytes: int, rounds: int = PAIRED_ROUNDS,
            copy: Callable[[], object] | None = None, warm: int = PAIRED_WARM) -> dict:
-    """The bound and the workload's time side by side: ``rounds`` rounds, each timing one
+    """The bound and the workload's time side by side: ``rounds`` rounds, each timing the
     streaming copy (the yardstick's: the numba ``prange`` copy of `COPY_BYTES`, which is the
-    faster one on every multi-core machine we run on) and then one ``call()``, so each
-    pair's bound comes from the memory system of the same moment. `bandwidth` runs in
-    another process, before the systems, and the host's copy rate moved 37-57 GB/s between
-    runs (session 24), so a ratio built from it says as much about the moment as about the
-    kernel.
+    faster one on every multi-core machine we run on) and then ``call()``, so each pair's
+    bound comes from the memory system of the same moment. `bandwidth` runs in another
+    process, before the systems, and the host's copy rate moved 37-57 GB/s between runs
+    (session 24; 27-57 GB/s in session 25, 55.7 and 32.4 GB/s in runs 20 s apart, while the
+    GELU kernel's time moved far less), so a ratio built from it says as much about the
+    moment as about the kernel.
 
     Each round runs ``warm + 1`` copies, then ``warm + 1`` calls, and times the last call:
     it follows calls (its arrays nearer the state the plain repeated timing leaves them in
