@@ -270,9 +270,9 @@ def render(data: dict) -> str:
     parts += breakdown_sections(data)
     pb = paired_bound(data)
     if pb:
-        parts += ["", "GELU against the copy timed beside it (each call right after a copy; "
-                      "per-pair ratio call / bound, median [min-max]; median call over the "
-                      "best copy):"] + pb
+        parts += ["", "GELU against the copy timed beside it (rounds of ~40 ms of copies, then "
+                      "~40 ms of calls, the last timed; per-pair ratio call / bound, median "
+                      "[min-max]; median call over the best copy):"] + pb
     d = during_timing(data)
     if d:
         parts += ["", "During the timed runs (not the steady state where a system compiled or loaded):"] + d

@@ -39,7 +39,7 @@ def test_ratio_per_pair_uses_the_round_s_fastest_copy_and_its_last_call(monkeypa
     copy, call = _fixture(monkeypatch,
                           copy_s=[0.004, 0.002, 0.002, 0.003, 0.010, 0.004],
                           call_s=[0.100, 0.0011, 0.100, 0.0030, 0.100, 0.0010])
-    p = machine.paired(call, nbytes, rounds=3, copy=copy, warm=1)
+    p = machine.paired(call, nbytes, rounds=3, copy=copy, warm=1, warm_s=0.0)
     # bounds 1.0, 1.0, 2.0 ms; timed calls 1.1, 3.0, 1.0 ms
     assert p["bound_ms"] == [1.0, 1.0, 2.0]
     assert p["call_ms"] == [1.1, 3.0, 1.0]
@@ -50,6 +50,16 @@ def test_ratio_per_pair_uses_the_round_s_fastest_copy_and_its_last_call(monkeypa
     assert p["copy_gbps_best"] == pytest.approx(moved / 0.002 / 1e9)
     assert p["copy_gbps_median"] == pytest.approx(moved / 0.002 / 1e9)
     assert p["rounds"] == 3
+
+
+def test_untimed_copies_and_calls_run_for_warm_s_seconds(monkeypatch):
+    # warm_s 25 ms: 3 copies (10, 10, 8 ms: the third ends past 25 ms), then 3 untimed
+    # 10 ms calls and the timed one; the round's bound is its fastest copy's
+    copy, call = _fixture(monkeypatch, copy_s=[0.010, 0.010, 0.008],
+                          call_s=[0.010, 0.010, 0.010, 0.012])
+    p = machine.paired(call, 2 * machine.COPY_BYTES, rounds=1, copy=copy, warm=1, warm_s=0.025)
+    assert p["bound_ms"] == [8.0] and p["call_ms"] == [12.0]
+    assert p["ratios"] == [1.5]
 
 
 def test_paired_rejects_no_rounds_and_negative_warm():
