@@ -28,6 +28,9 @@ def fmt(value, unit: str) -> str:
     if unit == "count":
         return f"{int(value)}"
     if unit == "x":
+        # two decimals below 10: the bound's target is 1.0x, and 1.04x must not read 1.0x
+        if value < 10:
+            return f"{value:.2f}×"
         return f"{value:.1f}×" if value < 100 else f"{value:.0f}×"
     v = float(value)
     if v >= 100:
@@ -51,9 +54,11 @@ def summarize(workload: W.Workload, res: dict) -> str:
         return f"skipped: {res['skipped']}"
     if "error" in res:
         return f"ERROR: {res['error']}"
-    parts = [f"{m.label} {fmt(res[m.key], m.unit)} {unit_label(m.unit)}"
-             for m in workload.metrics if res.get(m.key) is not None]
-    return ", ".join(parts)
+    def one(m: W.Metric) -> str:
+        text = fmt(res[m.key], m.unit)
+        # an "x" figure carries its own sign
+        return f"{m.label} {text}" if m.unit == "x" else f"{m.label} {text} {unit_label(m.unit)}"
+    return ", ".join(one(m) for m in workload.metrics if res.get(m.key) is not None)
 
 
 def add_derived(data: dict) -> None:
@@ -263,6 +268,11 @@ def render(data: dict) -> str:
     if sp:
         parts += ["", sp]
     parts += breakdown_sections(data)
+    pb = paired_bound(data)
+    if pb:
+        parts += ["", "GELU against the copy timed beside it (rounds of ~40 ms of copies, then "
+                      "~40 ms of calls, the last timed; per-pair ratio call / bound, median "
+                      "[min-max]; median call over the best copy):"] + pb
     d = during_timing(data)
     if d:
         parts += ["", "During the timed runs (not the steady state where a system compiled or loaded):"] + d
@@ -277,6 +287,28 @@ def render(data: dict) -> str:
                                     else "MISMATCH (these systems computed something else)")]
         parts += [f"- {b}" for b in bad]
     return "\n".join(parts)
+
+
+def paired_bound(data: dict) -> list[str]:
+    """One line per system and GELU phase from `bench.machine.paired`: the ratio per pair of
+    call and copy timed a few milliseconds apart, next to the table's ratio (whose copy was
+    timed in another process, before the systems)."""
+    out = []
+    for s, res in (data["results"].get("gelu") or {}).items():
+        for phase, label in (("fwd", "fwd"), ("fwdbwd", "fwd+bwd")):
+            p = ((res or {}).get("paired") or {}).get(phase)
+            if not p:
+                continue
+            if "error" in p:
+                out.append(f"- {data['systems'][s]['label']}, {label}: {p['error']}")
+                continue
+            out.append(f"- {data['systems'][s]['label']}, {label}: {p['ratio_median']:.3f}× "
+                       f"[{p['ratio_min']:.2f}-{p['ratio_max']:.2f}] over {p['rounds']} pairs; "
+                       f"{p['median_over_best_copy']:.3f}× over the best copy "
+                       f"(call {p['call_ms_median']:.3f} ms, bound {p['bound_ms_median']:.3f} ms, "
+                       f"copy {p['copy_gbps_median']:.1f} GB/s median, "
+                       f"{p['copy_gbps_best']:.1f} best)")
+    return out
 
 
 def isa_line(data: dict) -> str:

@@ -44,7 +44,12 @@ WORKLOADS: tuple[Workload, ...] = (
              (Metric("fwd_ms", "gelu fwd", "ms"),
               Metric("fwd_x_bound", "gelu fwd / bandwidth bound", "x", timed=False),
               Metric("fwdbwd_ms", "gelu fwd+bwd", "ms"),
-              Metric("fwdbwd_x_bound", "gelu fwd+bwd / bandwidth bound", "x", timed=False))),
+              Metric("fwdbwd_x_bound", "gelu fwd+bwd / bandwidth bound", "x", timed=False),
+              # the same calls, each timed right after a copy of the yardstick: the median
+              # of the per-pair ratios (bench/machine.py `paired`)
+              Metric("fwd_x_paired", "gelu fwd / bound, paired with the copy", "x", timed=False),
+              Metric("fwdbwd_x_paired", "gelu fwd+bwd / bound, paired with the copy", "x",
+                     timed=False))),
     Workload("mlp2", "two-layer net training step",
              "N=64, 1000->100->10, clamp(min=0) as ReLU, squared-error sum loss, manual SGD",
              (Metric("step_us", "two-layer train step", "us"),)),

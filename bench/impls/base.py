@@ -103,11 +103,28 @@ class Runner:
                       for k, v in zip("xyz", g)})
         t_bwd = measure(step, warmup=cfg.warmup, repeat=cfg.repeat, watch=self.watch)
         b = W.gelu_bytes(cfg.gelu_n)
+        # The same calls again, each right after a copy of the bound's yardstick: the ratio
+        # per pair, next to the plain figures above (which the report divides by the copy
+        # rate measured before the systems ran)
+        paired = {"fwd": self._paired(lambda: self.sync(fwd(x, y, z)), b["fwd"]),
+                  "fwdbwd": self._paired(step, b["fwdbwd"])}
         return {"n": cfg.gelu_n, "fwd_ms": t_fwd.value(cfg.stat) * 1e3,
                 "fwdbwd_ms": t_bwd.value(cfg.stat) * 1e3,
                 "fwd_bytes": b["fwd"], "fwdbwd_bytes": b["fwdbwd"],
+                **{f"{k}_x_paired": v["ratio_median"] for k, v in paired.items()
+                   if "ratio_median" in v},
+                "paired": paired,
                 "timing": {"fwd": t_fwd.as_dict(), "fwdbwd": t_bwd.as_dict()}, "check": check,
                 **self.thread_policy()}
+
+    @staticmethod
+    def _paired(call, nbytes: int) -> dict:
+        """`machine.paired` of ``call``; its error instead where the copy cannot run here."""
+        from .. import machine
+        try:
+            return machine.paired(call, nbytes)
+        except Exception as exc:  # the yardstick must not fail the workload
+            return {"error": f"{type(exc).__name__}: {exc}"}
 
     def gelu_fwdbwd(self, xs):
         """(step, grads): ``step()`` runs forward+backward of ``sum(gelu(x, y, z))`` and

@@ -12,7 +12,9 @@ Algorithms:
   check) is good to 1.9 ulp; rounding in the float32 evaluation of P and Q,
   whose values reach ~20 and ~150 while the result sits just below 1, brings
   the total to 7.0 ulp (relative error < 4.2e-7), and could lift the result
-  an ulp above 1 for x in (7.9, 9.01): a final clamp keeps |tanh| <= 1.  We
+  an ulp above 1 for x in (7.9, 9.01): a final clamp keeps |tanh| <= 1.
+  Evaluated on |x| (both clamps one-sided) with x's sign restored at the end:
+  the same bits as on x, in fewer instructions.  We
   accept the error for speed: this is the function in every GELU and tanh
   layer, and the expm1-based version (2.5 ulp) left the 4M-element GELU
   kernel compute-bound at 1.45x this one's time.
@@ -28,12 +30,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from ..ops._erf_coeffs import ERF32_BIG, ERF32_SMALL
 from .math_exp_log import (_EXP_LO32, _EXP_LO64, _exp_core_f32, _exp_core_f64,
                            _expm1_neg_f64, log1p_f32, log1p_f64)
-from .mathbits import _JIT, _ONE32, _ZERO32, F, _always_inline
+from .mathbits import _JIT, _ONE32, _ZERO32, F, _always_inline, _f2i, _i2f
 
 # erf(x) = x + x * (A0 + A1 z + ... + A6 z^6), z = x^2, |x| < 1
 # erfc(x) = exp(-x^2) * (B0 + B1 t + ... + B8 t^8), t = x - 1, 1 <= x <= 4
@@ -51,6 +54,7 @@ _TQ32_1 = F(0.4626312851905823)
 _TQ32_2 = F(0.023808080703020096)
 _TQ32_3 = F(0.00022936340246815234)
 _TANH_SAT32 = F(9.010913848876953)   # the smallest float32 whose tanh rounds to 1
+_SIGN_BIT32 = np.int32(-2147483648)   # 0x80000000
 
 
 # ==========================================================================
@@ -62,17 +66,28 @@ def tanh_f32(x):
     # A rational function of x^2 (as Eigen and XLA do) rather than one built on
     # expm1: no range reduction or bit manipulation, a third less arithmetic, so a
     # GELU kernel is memory-bound on two cores instead of compute-bound.
+    #
+    # Evaluated on |x| and given x's sign at the end, so each clamp is one-sided: one
+    # vminps each, where two-sided clamps of x and of the result compiled to compare +
+    # max + blend apiece (LLVM folds a clamp's two selects so that neither is a plain
+    # min/max; in AVX2 code the blend is vblendvps, several uops). Same bits for every
+    # input: round-to-nearest is symmetric, so a*P/Q on |x| is the old x*P/Q up to sign
+    # (test_mathlib checks it against the two-sided form over a dense sweep). GELU
+    # fwd+bwd arithmetic, AVX2 code, one core in L1: 0.77 -> 0.66 ns per element.
     _always_inline()
-    xc = _TANH_SAT32 if x > _TANH_SAT32 else x
-    xc = -_TANH_SAT32 if xc < -_TANH_SAT32 else xc      # nan falls through both
-    t = xc * xc
+    a = abs(x)
+    a = _TANH_SAT32 if a > _TANH_SAT32 else a          # nan falls through
+    t = a * a
     p = _ONE32 + t * (_TP32_1 + t * (_TP32_2 + t * (_TP32_3 + t * (_TP32_4 + t * _TP32_5))))
     q = _ONE32 + t * (_TQ32_1 + t * (_TQ32_2 + t * _TQ32_3))
-    r = xc * p / q                                      # exactly +-1 at +-SAT
-    # rounding in P and Q can put r a couple of ulps above 1 for x in (7.9, SAT);
-    # |tanh| <= 1 is kept exactly (nan falls through both)
+    r = a * p / q                                       # exactly 1 at SAT
+    # rounding in P and Q can put r a couple of ulps above 1 for |x| in (7.9, SAT);
+    # tanh <= 1 is kept exactly (nan falls through)
     r = _ONE32 if r > _ONE32 else r
-    return -_ONE32 if r < -_ONE32 else r
+    # x's sign onto r, whose sign bit is clear (a >= 0, P, Q > 0; a nan from abs is
+    # positive too): one xor, where copysign also clears r's bit (AVX2: and, andn, or;
+    # AVX-512 makes both one vpternlogd). -0.0 stays -0.0, nan keeps x's sign.
+    return _i2f(_f2i(r) ^ (_f2i(x) & _SIGN_BIT32))
 
 
 @njit(**_JIT)
