@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .loop_split import meeting_source
-from .packed_gemm import PACKED_SOURCE as PACKED, PRODUCT_SOURCE as PRODUCT, with_tile
+from .packed_gemm import PACKED_SOURCE as PACKED, product_import, with_tile
 from .native import kernel as _kernel
 
 __all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
@@ -148,7 +148,8 @@ def kernel(gi, b, m, c_prev, z):
 # scratch) needs nothing of the partner's, so a half computes it for the next step after
 # its mark, off the meeting's critical path; after the meeting W h_prev is added (h_prev
 # read in place from Z: no copy).
-_FORWARD_LAYER = _FORWARD_GATES + PACKED + PRODUCT + """
+_FORWARD_LAYER = _FORWARD_GATES + PACKED + """
+# {product}
 # {meeting}
 
 
@@ -344,7 +345,8 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 # With `rows` the output cotangent comes as rows (L, N, H) (ops/lstm_prim.py `D_Y_AS_ROWS`:
 # the layout it usually has in memory) and each half transposes its units of the step's
 # block in register blocks, instead of the op copying it to (L, H, N) element by element.
-_BACKWARD_LAYER = _BACKWARD_STEP + PACKED + PRODUCT + """
+_BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
+# {product}
 # {meeting}
 
 
@@ -621,7 +623,9 @@ def _source(template: str, dtype: str) -> str:
     template = template.replace("# {meeting}", meeting_source())
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
-    return with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
+    source = with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
+    # (`panel_product`, ops/packed_gemm.py: a module of its own, shared by both loops)
+    return source.replace("# {product}", product_import(dtype)) if "# {product}" in source else source
 
 
 def _native(template: str, name: str, dtype: str, steady: bool = False):

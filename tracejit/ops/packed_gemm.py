@@ -18,7 +18,7 @@ between thread counts.
 """
 from __future__ import annotations
 
-__all__ = ["PACKED_SOURCE", "PRODUCT_SOURCE", "tile_shape", "with_tile", "padded_rows", "packed_size"]
+__all__ = ["PACKED_SOURCE", "PRODUCT_SOURCE", "product_module", "product_import", "product_source", "tile_shape", "with_tile", "padded_rows", "packed_size"]
 
 
 # The answer of `_ask_avx512`, once per process: llvmlite's host-feature query builds
@@ -297,11 +297,11 @@ def packed_gemm_kpart(wp, p0, p1, kd, k0, k1, b, c, beta):
 
 # `packed_gemm_kpart` as a function of its own, called by address (`voidptr.call_at`) from
 # the LSTM's whole-loop kernels (ops/lstm_kernels.py) instead of inlined: LLVM optimises and
-# emits its register tiles in their own function once per module, not inside the loop
-# kernel's (the backward's compile: the tiles inlined were ~1 s of its CPU). Needs ``CACHE``
-# and PACKED_SOURCE before it.
+# emits its register tiles once, in their own function, not inside each loop kernel (the
+# backward's compile: the tiles inlined were ~1 s of its CPU). A module of its own
+# (`product_module`), which the loop kernels' modules load (`product_import`): compiled once
+# per process for both loops. Needs ``CACHE`` and PACKED_SOURCE before it.
 PRODUCT_SOURCE = '''
-from tracejit.compiler.voidptr import call_at, native_address
 
 
 @njit("void({t}[::1], int64, int64, int64, int64, int64, Array({t}, 2, 'C', readonly=True), {t}[:, ::1], "
@@ -309,6 +309,43 @@ from tracejit.compiler.voidptr import call_at, native_address
 def panel_product(wp, p0, p1, kd, k0, k1, b, c, beta):
     packed_gemm_kpart(wp, p0, p1, kd, k0, k1, b, c, beta)
 '''
+
+_PRODUCT_MODULE = '''# tracejit's product of packed panels for {t}, shared by the recurrent loops' kernels (tracejit/ops/packed_gemm.py)
+import numpy as np
+from numba import njit
+''' + PACKED_SOURCE + PRODUCT_SOURCE
+
+
+def product_source(dtype: str) -> str:
+    """The source of `panel_product`'s module for `dtype` (this CPU's tile)."""
+    return with_tile(_PRODUCT_MODULE, dtype).replace("{t}", dtype)
+
+
+def _digest(source: str) -> str:
+    import hashlib
+    return hashlib.sha256(source.encode()).hexdigest()[:20]
+
+
+def product_module(dtype: str, digest: str):
+    """The loaded module of `panel_product` for `dtype` (compiled into the disk cache on its
+    first use in the process); `digest` is that of the source its importer was made with:
+    a kernel compiled against another product (another tile, another version) must not
+    load, since it calls the product by address with that one's arguments."""
+    from ..compiler import diskcache
+    source = product_source(dtype)
+    if _digest(source) != digest:
+        raise RuntimeError(f"packed_gemm.product_module: the product's source for {dtype} changed "
+                           f"(digest {_digest(source)}, the kernel's {digest})")
+    return diskcache.load_module(source, name_hint=f"packed_product_{dtype}")
+
+
+def product_import(dtype: str) -> str:
+    """Source lines that give a kernel module `panel_product` (from `product_module`),
+    `call_at` and `native_address`; the product's digest is in them, so a changed product
+    changes the kernel's source (and disk cache key) too."""
+    return (f"\nfrom tracejit.compiler.voidptr import call_at, native_address\n"
+            f"from tracejit.ops.packed_gemm import product_module as _product_module\n"
+            f"panel_product = _product_module({dtype!r}, {_digest(product_source(dtype))!r}).panel_product\n")
 
 
 def with_tile(source: str, dtype: str) -> str:
