@@ -45,7 +45,19 @@ def gemm_panels(wp, p0, p1, k, b, c, beta):
 @njit
 def transpose_part_(src, i0, i1, j0, j1, dst, add):
     transpose_part(src, i0, i1, j0, j1, dst, add)
-'''
+
+
+@njit
+def scalar_rows(w, b, c, j0, beta):
+    # columns j0.. of c (+)= w b element by element, s = 0, s += w b in k order, then s + c
+    # (the scalar loop the column rest replaced: the bits it must keep)
+    for i in range(w.shape[0]):
+        for q in range(j0, b.shape[1]):
+            s = w.dtype.type(0)
+            for k in range(w.shape[1]):
+                s += w[i, k] * b[k, q]
+            c[i, q] = s + c[i, q] if beta else s
+''' + packed_gemm.PRODUCT_SOURCE
 _mods: dict = {}
 
 
@@ -70,6 +82,34 @@ def tile(request, monkeypatch):
 
 def _tol(dtype, k):
     return dict(rtol=1e-5, atol=1e-5 * k) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12 * k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [61, 3, 40])
+def test_column_rest_keeps_the_scalar_loops_bits(dtype, n, tile):
+    """The columns past the vector tiles (a one-column tile of multiplies and adds) equal the
+    scalar loop's result bit for bit, beta 0 and 1, with nan, inf and -0 among the inputs; the
+    by-address `panel_product` (PRODUCT_SOURCE) equals `packed_gemm_panels` bit for bit."""
+    ns = _mod(dtype)
+    V = packed_gemm.tile_shape(dtype)[0]
+    j0 = n - n % V
+    r = np.random.default_rng(4)
+    m, k = 19, 23
+    w, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
+    w[3, 4], w[5, :] = np.nan, -0.0
+    b[2, -1], b[6, -2] = np.inf, -np.inf
+    wp = np.empty(packed_gemm.packed_size(m, k, dtype), dtype)
+    ns["pack"](w, wp, False)
+    rows = packed_gemm.padded_rows(m, dtype)
+    for beta in (False, True):
+        c0 = r.standard_normal((rows, n)).astype(dtype)
+        c0[1, -1] = -0.0
+        got, want, by_address = c0.copy(), c0.copy(), c0.copy()
+        ns["gemm"](wp, m, k, b, got, beta)
+        ns["scalar_rows"](w, b, want, j0, beta)
+        np.testing.assert_array_equal(got[:m, j0:].view(np.uint8), want[:m, j0:].view(np.uint8))
+        ns["panel_product"](wp, 0, rows // packed_gemm.tile_shape(dtype)[1], k, 0, k, b, by_address, beta)
+        np.testing.assert_array_equal(by_address.view(np.uint8), got.view(np.uint8))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

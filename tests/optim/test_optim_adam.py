@@ -267,7 +267,8 @@ def _shares_case(amsgrad: bool):
         vs = [np.full_like(a, 0.25) for a in p0]
         vm = tuple(np.full_like(a, 0.3) for a in p0) if amsgrad else tuple(ps)
         counter = np.array([counter_start], np.int64)
-        args = (tuple(ps), tuple(g), tuple(ms), tuple(vs), vm, fused.chunk_table(sizes), counter) + hyper
+        table = fused.address_table(ps, g, ms, vs, vm)
+        args = (table, fused.chunk_table(sizes), counter) + hyper
         launcher = fused._kernel(np.dtype(np.float32), shares is None, len(sizes))
         if shares is None:
             launcher(*args)
@@ -295,6 +296,34 @@ def test_fused_kernel_shares_give_the_same_bits_whatever_their_count(amsgrad):
     for got in (run(2)[0], run(3)[0], run(None)[0]):
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a, b)
+
+
+def test_fused_kernel_gradients_are_checked_before_the_launch():
+    """The fused kernel reads the gradients by address (fused.address_table): a gradient of
+    another dtype or size is refused, naming it, and nothing is updated; a non-contiguous
+    one is read as its copy (the array path's result)."""
+    from tracejit.optim import fused
+    rng = np.random.default_rng(3)
+    ps = [rng.standard_normal(n).astype(np.float32) for n in (5, 6)]
+    ms, vs = [np.zeros_like(p) for p in ps], [np.zeros_like(p) for p in ps]
+    kw = dict(maximize=False, weight_decay=0.0, decoupled=False, lr=0.1, w=0.1, beta2=0.999,
+              bc2_sqrt=0.0447, eps=1e-8, step_size=0.1)
+    before = [p.copy() for p in ps]
+    for bad, msg in (([np.ones(5, np.float32), np.ones(6, np.float64)], "gradient 1 is float64"),
+                     ([np.ones(5, np.float32), np.ones(7, np.float32)], r"gradient 1 is float32\[7\]"),
+                     ([np.ones(5, np.float32)], "1 gradients for 2 parameters")):
+        with pytest.raises(ValueError, match=msg):
+            fused.adam_update_many(ps, bad, ms, vs, None, **kw)
+        for p, b in zip(ps, before):
+            np.testing.assert_array_equal(p, b)
+    g = [rng.standard_normal((5, 2)).astype(np.float32)[:, 0], rng.standard_normal(6).astype(np.float32)]
+    assert not g[0].flags.c_contiguous
+    fused.adam_update_many(ps, g, ms, vs, None, **kw)
+    ps2, ms2, vs2 = [b.copy() for b in before], [np.zeros_like(p) for p in ps], [np.zeros_like(p) for p in ps]
+    fused.adam_update_many(ps2, [np.ascontiguousarray(x) for x in g], ms2, vs2, None, **kw)
+    for a, b in zip(ps + ms + vs, ps2 + ms2 + vs2):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(ps[0], before[0])
 
 
 def test_fused_kernel_shares_claim_their_chunks_from_the_counter():

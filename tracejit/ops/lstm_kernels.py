@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .loop_split import meeting_source
-from .packed_gemm import PACKED_SOURCE as PACKED, with_tile
+from .packed_gemm import PACKED_SOURCE as PACKED, product_import, with_tile
 from .native import kernel as _kernel
 
 __all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
@@ -149,26 +149,27 @@ def kernel(gi, b, m, c_prev, z):
 # its mark, off the meeting's critical path; after the meeting W h_prev is added (h_prev
 # read in place from Z: no copy).
 _FORWARD_LAYER = _FORWARD_GATES + PACKED + """
+# {product}
 # {meeting}
 
 
 @njit(inline='always')
-def gemm_units(wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
+def gemm_units(fns, wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
     # this thread's rows of each gate block (nth > 1: whole panels, H a multiple of
     # SPLIT_Q), or all 4H rows as one range (nth == 1: any H), of m (+)= [W_ih | W]'s
-    # columns k0..k1-1 (of kd, packed) @ bk (their rows of [x_t^T ; h_prev]); one call site
-    # for the input and the hidden part: every inlined copy of the GEMM tile costs LLVM
-    # compile time (two sites: 5.7-6.5 s CPU against 4.5-4.7)
+    # columns k0..k1-1 (of kd, packed) @ bk (their rows of [x_t^T ; h_prev]), by
+    # `panel_product` (ops/packed_gemm.py) at its address fns[0]; one call site for the
+    # input and the hidden part
     for blk in range(4 if nth > 1 else 1):
         r0 = blk * hh + u0
         r1 = blk * hh + u1 if nth > 1 else 4 * hh
-        packed_gemm_kpart(wp, r0 // PMR, (r1 + PMR - 1) // PMR, kd, k0, k1, bk, m, beta)
+        call_at(fns[0], panel_product, (wp, r0 // PMR, (r1 + PMR - 1) // PMR, kd, k0, k1, bk, m, beta))
 
 
 @njit("void(" + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
-      "{t}[:, ::1], {t}[::1], boolean, int64, int64, int64[::1])", cache=CACHE, error_model='numpy',
+      "{t}[:, ::1], {t}[::1], boolean, int64, int64, int64[::1], int64[::1])", cache=CACHE, error_model='numpy',
       boundscheck=False, nogil=True)
-def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
+def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from x (L, N, I), wx (4H, I),
     w (4H, H), b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H,
     I + H)) scratch; thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the
@@ -220,8 +221,9 @@ def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
                     for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
                         r0 = blk * hh + u0
                         r1 = blk * hh + u1 if nth > 1 else four
-                        pack_panel_columns(wx, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, 0, ki + hh)
-                        pack_panel_columns(w, wp, False, r0 // PMR, (r1 + PMR - 1) // PMR, ki, ki + hh)
+                        for which in range(2):             # W_ih's columns, then W's: one call site
+                            pack_panel_columns(wx if which == 0 else w, wp, False, r0 // PMR,
+                                               (r1 + PMR - 1) // PMR, 0 if which == 0 else ki, ki + hh)
                     half_done(sync, nth)
                     continue
                 if phase == 1 and r == L:
@@ -232,12 +234,20 @@ def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
                 else:
                     transpose_part(x[tn], 0, n, 0, ki, xt, False)
                     bk, k0, k1 = xt, 0, ki
-                gemm_units(wp, ki + hh, k0, k1, bk, m, hh, u0, u1, nth, phase == 0)
+                gemm_units(fns, wp, ki + hh, k0, k1, bk, m, hh, u0, u1, nth, phase == 0)
                 if phase == 0:
                     gate_math_units(b, mg, src[p, s:2 * s], Zf[t], u0, u1)
                     half_done(sync, nth)               # its rows of h_t written
                 else:
                     turn_done(sync, half)
+# The layer's kernel as ops/lstm_prim.py calls it, ``kernel(*args, q, nth, sync)``: `loop` with
+# the address of `panel_product`, which it calls there (the product's tiles compiled in their
+# own function, not inlined in the loop's)
+_FNS = np.array([native_address(panel_product)], np.int64)
+
+
+def kernel(*args):
+    loop(*args, _FNS)
 """
 
 _TRANSPOSE = '''
@@ -336,6 +346,7 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 # the layout it usually has in memory) and each half transposes its units of the step's
 # block in register blocks, instead of the op copying it to (L, H, N) element by element.
 _BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
+# {product}
 # {meeting}
 
 
@@ -356,8 +367,8 @@ def add_outer_rows(a, r0, r1, bt, c, beta):
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
       "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, boolean, int64, "
-      "int64, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync):
+      "int64, int64[::1], int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, fns):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
     or (L, 2H, N) (with `rows`: as rows, (L, N, H) or (L, N, 2H)) and w = W (4H, H), with
     dh[:H] = d h_n (dh: padded_rows(H) rows) and
@@ -399,7 +410,7 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
             u0, u1 = split_units(hh, half, nth)
             if r > 0:
                 dgp = dgs[(r - 1) % 2] if nth > 1 else dgs[0]
-                packed_gemm_panels(wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, dgp, dh, False)
+                call_at(fns[0], panel_product, (wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, 0, four, dgp, dh, False))
             else:
                 for blk in range(4):
                     db[blk * hh + u0:blk * hh + u1] = 0
@@ -417,10 +428,10 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
                     # the half's rows of dg's buffer are read after the mark of step r - 2
                     # (G, db, dW), maybe by a late partner still
                     wait_turn(sync, half, r - 1)
-                if k == 0:
-                    step_back_part(Zf[t], c0.reshape(-1), dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
-                else:
-                    step_back_part(Zf[t], Zf[p, s:2 * s], dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
+                # c_prev chosen first, so that the step below has one call site: inlined twice
+                # (c0 apart), the step's loops took 0.7 s more of the kernel's 4.7 s CPU compile
+                cpv = c0.reshape(-1) if k == 0 else Zf[p, s:2 * s]
+                step_back_part(Zf[t], cpv, dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
             if nth > 1:
                 half_done(sync, nth)                   # the partner may multiply this half's dg now
             if r < L:
@@ -456,6 +467,14 @@ def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, row
     # work after its last marks included
     for h in range(nth):
         wait_turn(sync, h, L)
+# The layer's kernel as ops/lstm_prim.py calls it, ``kernel(*args, q, nth, sync)``: `loop` with
+# the address of `panel_product`, which it calls there (the product's tiles compiled in their
+# own function, not inlined in the loop's)
+_FNS = np.array([native_address(panel_product)], np.int64)
+
+
+def kernel(*args):
+    loop(*args, _FNS)
 """
 
 
@@ -518,13 +537,12 @@ def kernel(gi, w, b, h0, Z, m, wp, reverse):
     mg = m[:three]
     for k in range(L):
         t = L - 1 - k if reverse else k
-        if k == 0:
-            packed_gemm(wp, three, hh, h0, m, False)
-            gru_gates(gi[t], b, mg, h0.reshape(-1), Z[t])
-        else:
-            p = t + 1 if reverse else t - 1
-            packed_gemm(wp, three, hh, Z[p, :hh], m, False)
-            gru_gates(gi[t], b, mg, Zf[p, :s], Z[t])
+        p = t + 1 if reverse else t - 1
+        # h_prev chosen first: one call site of the step (inlined twice, h0 apart, it took
+        # 0.4-0.5 s more of the kernel's compile)
+        hp = h0 if k == 0 else Z[p, :hh]
+        packed_gemm(wp, three, hh, hp, m, False)
+        gru_gates(gi[t], b, mg, hp.reshape(-1), Z[t])
 """
 
 _GRU_BACKWARD_STEP = """
@@ -591,13 +609,9 @@ def kernel(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse):
         t = L - 1 - k if reverse else k
         dh_in, d = dhs[r % 2], dhs[(r + 1) % 2]
         y = d_y[t].reshape(-1)
-        if k == 0:
-            gru_step_back(Zf[t], h0.reshape(-1), dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1),
-                          d.reshape(-1))
-        else:
-            p = t + 1 if reverse else t - 1
-            gru_step_back(Zf[t], Zf[p, :s], dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1),
-                          d.reshape(-1))
+        p = t + 1 if reverse else t - 1
+        hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
+        gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
         transpose_blocks(dg, G[t], False)
         transpose_blocks(dm, M[t], False)
         packed_gemm(wp, hh, three, dm, d, True)
@@ -609,7 +623,9 @@ def _source(template: str, dtype: str) -> str:
     template = template.replace("# {meeting}", meeting_source())
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
-    return with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
+    source = with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
+    # (`panel_product`, ops/packed_gemm.py: a module of its own, shared by both loops)
+    return source.replace("# {product}", product_import(dtype)) if "# {product}" in source else source
 
 
 def _native(template: str, name: str, dtype: str, steady: bool = False):

@@ -18,7 +18,7 @@ between thread counts.
 """
 from __future__ import annotations
 
-__all__ = ["PACKED_SOURCE", "tile_shape", "with_tile", "padded_rows", "packed_size"]
+__all__ = ["PACKED_SOURCE", "PRODUCT_SOURCE", "product_module", "product_import", "product_source", "tile_shape", "with_tile", "padded_rows", "packed_size"]
 
 
 # The answer of `_ask_avx512`, once per process: llvmlite's host-feature query builds
@@ -67,12 +67,13 @@ from llvmlite import ir as _pir
 PV, PMR = {V}, {MR}
 
 
-def _make_tile(mr, widths):
+def _make_tile(mr, widths, fused=True):
     # c (mr rows x sum(widths) columns) (+)= a @ b over k: a's element (r, k) at
     # a + aoff + r*ars + k*aks (packed weights: ars 1, aks PMR; a row-major matrix: ars
     # its row length, aks 1; a transposed one's: the other way round), b's row k at
     # b + boff + k*ldb. One vector accumulator per row and width (widths of PV, or of a
     # narrower power of two for a column rest), one broadcast a value per row and k.
+    # Not `fused`: a multiply and an add instead of an FMA (the bits of a scalar loop).
     @_pintrinsic
     def tile(typingctx, a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k, beta):
         sig = _pt.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k, beta)
@@ -122,7 +123,11 @@ def _make_tile(mr, widths):
                         ws = builder.shuffle_vector(builder.insert_element(_pir.Constant(vt, _pir.Undefined), w,
                                                                            _pir.Constant(_pir.IntType(32), 0)),
                                                     _pir.Constant(vt, _pir.Undefined), mask)
-                        builder.store(builder.call(fmas[v], [ws, bv[v], builder.load(accs[r][v])]), accs[r][v])
+                        if fused:
+                            acc = builder.call(fmas[v], [ws, bv[v], builder.load(accs[r][v])])
+                        else:
+                            acc = builder.fadd(builder.load(accs[r][v]), builder.fmul(ws, bv[v]))
+                        builder.store(acc, accs[r][v])
             keep = context.cast(builder, args[11], tys[11], _pt.boolean)
             for r in range(mr):
                 crow = builder.gep(C, [builder.mul(_pir.Constant(i64, r), ldc)])
@@ -140,6 +145,11 @@ def _make_tile(mr, widths):
 
 _tile_2 = _make_tile(PMR, (PV, PV))
 _tile_1 = _make_tile(PMR, (PV,))
+# a column left over (N not a multiple of PV), MR rows at once: what a scalar loop per element
+# computes (s = 0, s += a b in k order, then s + c with beta), bit for bit, in one small loop
+# (the scalar loops per row that it replaces LLVM unrolled MR times, twice: 3,000 of
+# `panel_product`'s 4,700 instructions and most of its compile time)
+_tile_r = _make_tile(PMR, (1,), False)
 
 
 @_pintrinsic
@@ -278,17 +288,64 @@ def packed_gemm_kpart(wp, p0, p1, kd, k0, k1, b, c, beta):
         for p in range(p0, p1):
             _tile_1(wp, (p * kd + k0) * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kk, beta)
         j += PV
-    if j < n:
+    while j < n:
         for p in range(p0, p1):
-            for r in range(PMR):
-                i = p * PMR + r
-                crow = c[i]
-                for q in range(j, n):
-                    s = np.{t}(0)
-                    for k in range(kk):
-                        s += wp[(p * kd + k0 + k) * PMR + r] * b[k, q]
-                    crow[q] = s + crow[q] if beta else s
+            _tile_r(wp, (p * kd + k0) * PMR, 1, PMR, b, j, n, c, p * PMR * n + j, n, kk, beta)
+        j += 1
 '''
+
+
+# `packed_gemm_kpart` as a function of its own, called by address (`voidptr.call_at`) from
+# the LSTM's whole-loop kernels (ops/lstm_kernels.py) instead of inlined: LLVM optimises and
+# emits its register tiles once, in their own function, not inside each loop kernel (the
+# backward's compile: the tiles inlined were ~1 s of its CPU). A module of its own
+# (`product_module`), which the loop kernels' modules load (`product_import`): compiled once
+# per process for both loops. Needs ``CACHE`` and PACKED_SOURCE before it.
+PRODUCT_SOURCE = '''
+
+
+@njit("void({t}[::1], int64, int64, int64, int64, int64, Array({t}, 2, 'C', readonly=True), {t}[:, ::1], "
+      "boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def panel_product(wp, p0, p1, kd, k0, k1, b, c, beta):
+    packed_gemm_kpart(wp, p0, p1, kd, k0, k1, b, c, beta)
+'''
+
+_PRODUCT_MODULE = '''# tracejit's product of packed panels for {t}, shared by the recurrent loops' kernels (tracejit/ops/packed_gemm.py)
+import numpy as np
+from numba import njit
+''' + PACKED_SOURCE + PRODUCT_SOURCE
+
+
+def product_source(dtype: str) -> str:
+    """The source of `panel_product`'s module for `dtype` (this CPU's tile)."""
+    return with_tile(_PRODUCT_MODULE, dtype).replace("{t}", dtype)
+
+
+def _digest(source: str) -> str:
+    import hashlib
+    return hashlib.sha256(source.encode()).hexdigest()[:20]
+
+
+def product_module(dtype: str, digest: str):
+    """The loaded module of `panel_product` for `dtype` (compiled into the disk cache on its
+    first use in the process); `digest` is that of the source its importer was made with:
+    a kernel compiled against another product (another tile, another version) must not
+    load, since it calls the product by address with that one's arguments."""
+    from ..compiler import diskcache
+    source = product_source(dtype)
+    if _digest(source) != digest:
+        raise RuntimeError(f"packed_gemm.product_module: the product's source for {dtype} changed "
+                           f"(digest {_digest(source)}, the kernel's {digest})")
+    return diskcache.load_module(source, name_hint=f"packed_product_{dtype}")
+
+
+def product_import(dtype: str) -> str:
+    """Source lines that give a kernel module `panel_product` (from `product_module`),
+    `call_at` and `native_address`; the product's digest is in them, so a changed product
+    changes the kernel's source (and disk cache key) too."""
+    return (f"\nfrom tracejit.compiler.voidptr import call_at, native_address\n"
+            f"from tracejit.ops.packed_gemm import product_module as _product_module\n"
+            f"panel_product = _product_module({dtype!r}, {_digest(product_source(dtype))!r}).panel_product\n")
 
 
 def with_tile(source: str, dtype: str) -> str:

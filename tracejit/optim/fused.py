@@ -54,7 +54,7 @@ from .. import sharepool
 from ..compiler import diskcache
 from ..threads import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
 
-__all__ = ["adam_update_many", "sgd_update_many", "chunk_table", "Prepared"]
+__all__ = ["adam_update_many", "sgd_update_many", "chunk_table", "address_table", "Prepared"]
 
 # The kernels' modules: this header, then one optimizer's update (`_BODIES`)
 _HEADER = '''\
@@ -98,15 +98,16 @@ def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_smal
     return pi + upd, mi, vi, vm
 
 
-# ps, gs (read only), ms, vs, vmaxs: tuples of {count} 1-D arrays; chunks: rows of
-# (tensor, start, stop); next_chunk: the launch's counter (one int64, zeroed): each share
-# claims chunks from it until none is left; then maximize, coupled_wd, decay, wd, lerp_small,
-# w, one_minus_w, beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size; share,
-# shares (the launch convention, sharepool.launch; which chunks a share updates is
-# decided by the counter alone)
-SIGNATURE = ("void(UniTuple({dtype}[::1], {count}), UniTuple(Array({dtype}, 1, 'C', readonly=True), {count}), "
-             "UniTuple({dtype}[::1], {count}), UniTuple({dtype}[::1], {count}), UniTuple({dtype}[::1], {count}), "
-             "Array(int64, 2, 'C', readonly=True), int64[::1], boolean, boolean, boolean, {dtype}, boolean, {dtype}, {dtype}, "
+from tracejit.compiler.voidptr import carray_at
+
+# arrays: one row per tensor, the addresses of its flat p, g (read only), m, v and vmax, and
+# its size (`address_table`); chunks: rows of (tensor, start, stop); next_chunk: the
+# launch's counter (one int64, zeroed): each share claims chunks from it until none is left;
+# then maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w, beta2, one_minus_beta2,
+# amsgrad, bc2_sqrt, eps, neg_step_size; share, shares (the launch convention,
+# sharepool.launch; which chunks a share updates is decided by the counter alone)
+SIGNATURE = ("void(Array(int64, 2, 'C', readonly=True), Array(int64, 2, 'C', readonly=True), int64[::1], "
+             "boolean, boolean, boolean, {dtype}, boolean, {dtype}, {dtype}, "
              "{dtype}, {dtype}, boolean, {dtype}, {dtype}, {dtype}, int64, int64)")
 
 
@@ -124,8 +125,17 @@ def _update_range(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small,
             vmax[i] = vm
 
 
+# gs: the run's gradients, a tuple of {count} 1-D arrays; table: `address_table`'s, whose column 1
+# gets their addresses (numba reads an array's address in its unboxing, ~0.1 us; Python's
+# __array_interface__ took ~1 us a gradient)
+@njit("void(UniTuple(Array({dtype}, 1, 'C', readonly=True), {count}), int64[:, ::1])", cache=CACHE)
+def gradient_addresses(gs, table):
+    for t in range(len(gs)):
+        table[t, 1] = gs[t].ctypes.data
+
+
 @njit(SIGNATURE, **_JIT)
-def kernel(ps, gs, ms, vs, vmaxs, chunks, next_chunk, maximize, coupled_wd, decay, wd, lerp_small, w,
+def kernel(arrays, chunks, next_chunk, maximize, coupled_wd, decay, wd, lerp_small, w,
            one_minus_w, beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size, share, shares):
     while True:
         c = claim(next_chunk)
@@ -133,7 +143,10 @@ def kernel(ps, gs, ms, vs, vmaxs, chunks, next_chunk, maximize, coupled_wd, deca
             return
         t, lo, hi = chunks[c, 0], chunks[c, 1], chunks[c, 2]
         vlo, vhi = (lo, hi) if amsgrad else (0, 1)
-        _update_range(ps[t][lo:hi], gs[t][lo:hi], ms[t][lo:hi], vs[t][lo:hi], vmaxs[t][vlo:vhi], maximize,
+        n = arrays[t, 5]
+        _update_range(carray_at(arrays[t, 0], n, np.{dtype})[lo:hi], carray_at(arrays[t, 1], n, np.{dtype})[lo:hi],
+                      carray_at(arrays[t, 2], n, np.{dtype})[lo:hi], carray_at(arrays[t, 3], n, np.{dtype})[lo:hi],
+                      carray_at(arrays[t, 4], n, np.{dtype})[vlo:vhi], maximize,
                       coupled_wd, decay, wd, lerp_small, w, one_minus_w, beta2, one_minus_beta2, amsgrad,
                       bc2_sqrt, eps, neg_step_size)
 '''
@@ -224,7 +237,8 @@ def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True, kind
         _modules[(kind, dtype, count)] = module
     launcher = _launchers.get((kind, dtype, count, parallel))
     if launcher is None or launcher.kernel is not module.kernel:
-        launcher = _launchers[(kind, dtype, count, parallel)] = _Launch(module.kernel, not parallel)
+        launcher = _launchers[(kind, dtype, count, parallel)] = _Launch(module.kernel, not parallel,
+                                                                       getattr(module, "gradient_addresses", None))
     return launcher
 
 
@@ -232,12 +246,13 @@ class _Launch:
     """The kernel as a launcher: its shares on the cores other processes leave
     (`sharepool.launch`: with two, share 1 on OpenBLAS's worker), or one share (``serial``)."""
 
-    __slots__ = ("kernel", "entry", "serial")
+    __slots__ = ("kernel", "entry", "serial", "gradient_addresses")
 
-    def __init__(self, kernel, serial: bool):
+    def __init__(self, kernel, serial: bool, gradient_addresses=None):
         self.kernel = kernel            # the numba dispatcher
         self.entry = kernel
         self.serial = serial
+        self.gradient_addresses = gradient_addresses   # Adam's: its module's
 
     def __call__(self, *args):
         sharepool.launch(self.entry, args, 1 if self.serial else sharepool.pool_threads())
@@ -286,6 +301,38 @@ def adam_update_many(ps: list, gs: list, ms: list, vs: list, vmaxs: list | None,
     return prepared
 
 
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def address_table(ps, gs, ms, vs, vmaxs) -> np.ndarray:
+    """The fused Adam kernel's first argument: a row per tensor of the addresses of its p,
+    g, m, v and vmax (1-D C-contiguous arrays of one dtype, which the caller keeps alive
+    for the launch; vmax p's without amsgrad: never read then) and its size. Why addresses,
+    not tuples of arrays: the kernel's CPython wrapper unboxed 50 arrays in five tuples for
+    10 tensors, 3,000 instructions of machine code (0.23-0.28 s of its 0.70 s compile);
+    one table is three arrays' unboxing."""
+    table = np.empty((len(ps), 6), np.int64)
+    for col, arrays in enumerate((ps, gs, ms, vs, vmaxs)):
+        table[:, col] = [_address(a) for a in arrays]
+    table[:, 5] = [a.size for a in ps]
+    return table
+
+
+def _flat_gradients(gs, dtype: np.dtype, sizes: tuple) -> list:
+    """`gs` as 1-D C-contiguous arrays (views, or copies of non-contiguous ones), checked
+    against the parameters' dtype and sizes: the kernel reads them by address."""
+    flat = [g.reshape(-1) for g in gs]
+    if len(flat) != len(sizes):
+        raise ValueError(f"fused Adam: {len(flat)} gradients for {len(sizes)} parameters")
+    for i, (g, n) in enumerate(zip(flat, sizes)):
+        if g.dtype != dtype or g.size != n:
+            raise ValueError(f"fused Adam: gradient {i} is {g.dtype}[{g.size}], its parameter {dtype}[{n}]")
+        if not g.flags.c_contiguous:      # (reshape keeps a strided 1-D view as it is)
+            flat[i] = np.ascontiguousarray(g)
+    return flat
+
+
 class Prepared:
     """One group's launch without its gradients: the flat views of p, m, v (and vmax), the
     chunk table and the kernel, which stay the same from one step to the next while the
@@ -293,7 +340,7 @@ class Prepared:
     the MLP benchmark's opt.step() spent ~18 us of its ~48 us of Python on rebuilding
     these). `kernel` is None while the kernel compiles in the background (``wait=False``)."""
 
-    __slots__ = ("arrays", "kernel", "dtype", "amsgrad")
+    __slots__ = ("arrays", "kernel", "dtype", "amsgrad", "table", "sizes")
 
     def __init__(self, ps: list, ms: list, vs: list, vmaxs: list | None, wait: bool = True):
         self.dtype = ps[0].dtype
@@ -302,15 +349,18 @@ class Prepared:
         self.amsgrad = vmaxs is not None
         # without amsgrad only vmax[0] is read (and ignored), never written
         vm = tuple(a.reshape(-1) for a in vmaxs) if self.amsgrad else flat_p
-        self.arrays = (flat_p, flat_m, flat_v, vm, chunk_table(sizes))
+        self.arrays = (flat_p, flat_m, flat_v, vm, chunk_table(sizes))   # (kept alive: the table's)
+        self.table = address_table(flat_p, flat_p, flat_m, flat_v, vm)     # (column 1: each run's g)
+        self.sizes = sizes
         self.kernel = _kernel(self.dtype, sum(sizes) >= PARALLEL_MIN, len(sizes), wait)
 
     def run(self, gs, **hyper) -> None:
         """The update with gradients `gs` (C-contiguous arrays of the parameters' shapes and
         dtype) and `hyper` as `adam_update_many` takes them."""
-        p, m, v, vm, table = self.arrays
-        self.kernel(p, tuple([g.reshape(-1) for g in gs]), m, v, vm, table, np.zeros(1, np.int64),
-                    *_hyper(self.dtype, self.amsgrad, **hyper))
+        flat = tuple(_flat_gradients(gs, self.dtype, self.sizes))
+        table = self.table.copy()            # (a run's own: another thread may run too)
+        self.kernel.gradient_addresses(flat, table)
+        self.kernel(table, self.arrays[4], np.zeros(1, np.int64), *_hyper(self.dtype, self.amsgrad, **hyper))
 
 
 # SGD's update moves 12 bytes per float32 element and computes next to nothing: below this
