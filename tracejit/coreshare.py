@@ -43,9 +43,9 @@ from .envflags import is_off
 from . import threads as _threads
 from .threads import usable_cpus
 
-__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding", "matmul", "blas_threads_for",
-           "gemm_threads", "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
-           "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK"]
+__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding", "matmul", "matmul_for",
+           "blas_threads_for", "gemm_threads", "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK",
+           "FEW_ROWS", "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 # ... but the first count after the reading at import may come this soon: a user's first
@@ -541,6 +541,24 @@ _halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has ask
 PAIR_MNK = 1 << 23
 PAIRS = True
 pairs_run = 0
+
+
+def matmul_for(m: int, k: int, n: int, dtype):
+    """The callable a compiled plan makes its (m, k) @ (k, n) product of `dtype` with,
+    shapes known when the plan is built: `matmul`'s route decided once where the shapes
+    alone decide it. A product below `TINY_GEMM_MNK` is numpy's matmul itself (`matmul`
+    returns ``np.matmul(a, b)`` for it after three comparisons: 0.3-1.3 us of the two-layer
+    step's three small products on swept caches); one in the halves' range that no
+    skinny kernel takes is ops/halves.py's `plan_product` (the halves' launch with only
+    the checks a call can change, `matmul` itself for anything else); every other
+    product `matmul`. The results are `matmul`'s: the same kernels on the same checks."""
+    mnk = m * k * n
+    if mnk < TINY_GEMM_MNK:
+        return np.matmul
+    if (HALVES_MNK <= mnk < FEW_ROWS_GEMM_MNK
+            and not (SKINNY_MNK <= mnk < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN)):
+        return _halves().plan_product(m, k, n, dtype, matmul)
+    return matmul
 
 
 def matmul_pair(a1, b1, a2, b2) -> tuple:

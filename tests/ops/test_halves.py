@@ -461,3 +461,130 @@ def test_the_module_compiles_the_register_tile_kernel_only_inside_its_product_ha
     assert mod.kernel.targetoptions.get("inline") == "always"
     assert own.kernel.targetoptions.get("inline") != "always" and len(own.kernel.signatures) == 1
     assert mod.gemm_half.address and mod.ew_half.address
+
+
+@pytest.fixture
+def plan_launch(serial_launch, monkeypatch) -> list:
+    """`serial_launch` with the machine's checks `plan_product` reads itself: BLAS's ceiling
+    two, OpenBLAS's worker found."""
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(sharepool.blas_worker, "find", lambda: object())
+    return serial_launch
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n,trans", [(1000, 64, 100, True), (1000, 64, 100, False), (64, 1000, 100, False),
+                                         (64, 999, 100, True), (203, 128, 197, False)])
+def test_plan_product_is_product_bitwise(plan_launch, dtype, m, k, n, trans):
+    """A compiled plan's product call (`plan_product`): `product`'s bits (row halves and
+    depth halves, a C- or F-contiguous), one launch each, never its `general` path."""
+    r = np.random.default_rng(7)
+    a = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
+    a = a.T if trans else a
+    b = r.standard_normal((k, n)).astype(dtype)
+    fell = []
+    call = halves.plan_product(m, k, n, np.dtype(dtype), lambda x, y: fell.append(1) or x @ y)
+    want = halves.product(a, b)
+    assert len(plan_launch) == 1
+    for _ in range(2):
+        got = call(a, b)
+        assert got.shape == (m, n) and got.dtype == dtype and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want)
+    assert fell == [] and len(plan_launch) == 3
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, **_tol(dtype, k))
+
+
+def test_plan_product_leaves_it_to_the_general_path(plan_launch, monkeypatch):
+    """Every case `product` (or coreshare.matmul before it) declines goes to `general`,
+    whose answer the call returns; no launch. Shapes no halves take: `general` itself."""
+    r = np.random.default_rng(8)
+    a = r.standard_normal((64, 1000)).astype(np.float32)
+    b = r.standard_normal((1000, 100)).astype(np.float32)
+    fell = []
+
+    def general(x, y):
+        fell.append((x.shape, y.shape))
+        return np.matmul(x, y)
+    call = halves.plan_product(64, 1000, 100, np.dtype(np.float32), general)
+    assert call is not general
+    for obj, attr, value in ((halves, "ENABLED", False), (sharepool, "pool_threads", lambda: 1),
+                             (halves, "_pairs", {}), (coreshare, "blas_ceiling", lambda: 1),
+                             (sharepool.blas_worker, "find", lambda: None),
+                             (sharepool, "try_launch", lambda: False)):
+        with monkeypatch.context() as mp:
+            mp.setattr(obj, attr, value)
+            fell.clear()
+            np.testing.assert_array_equal(call(a, b), np.matmul(a, b))
+            assert fell == [((64, 1000), (1000, 100))], attr
+    with monkeypatch.context() as mp:       # the policy at one thread (coreshare.matmul's test)
+        mp.setattr(coreshare, "ENABLED", True)
+        mp.setattr(coreshare.core_share, "threads", lambda: 1)
+        fell.clear()
+        np.testing.assert_array_equal(call(a, b), np.matmul(a, b))
+        assert fell == [((64, 1000), (1000, 100))]
+    fell.clear()
+    for x, y in ((a, np.asfortranarray(b)),                       # b not C-contiguous
+                 (np.repeat(a, 2, axis=1)[:, ::2], b),                  # a neither C nor F
+                 (a.astype(np.float64), b.astype(np.float64)),    # another dtype than the plan's
+                 (a, b[:, :99].copy())):                           # another shape than the plan's
+        np.testing.assert_array_equal(call(x, y), np.matmul(x, y))
+    assert len(fell) == 4 and not plan_launch
+    # shapes the halves never take: the general path itself
+    assert halves.plan_product(64, 100, 100, np.float32, general) is general      # below MIN_MNK
+    assert halves.plan_product(64, 1000, 64, np.float32, general) is general      # too few columns
+    assert halves.plan_product(64, 1000, 100, np.int64, general) is general
+    # a call's answer with a real launch is the general one's where it declines: ints
+    assert call(a.astype(np.int64), b.astype(np.int64)).dtype == np.int64
+
+
+def test_matmul_for_decides_the_route_once(plan_launch):
+    """coreshare.matmul_for: numpy's matmul below TINY_GEMM_MNK (what `matmul` calls there),
+    the halves' plan call in their range, `matmul` for skinny and large products; each
+    answers as `matmul` does."""
+    assert coreshare.matmul_for(64, 100, 10, np.float32) is np.matmul
+    assert coreshare.matmul_for(4096, 1024, 1024, np.float32) is coreshare.matmul
+    assert coreshare.matmul_for(2048, 8, 2048, np.float32) is coreshare.matmul   # a skinny kernel's
+    r = np.random.default_rng(9)
+    x = r.standard_normal((1000, 64)).astype(np.float32).T
+    g = r.standard_normal((1000, 100)).astype(np.float32)
+    call = coreshare.matmul_for(64, 1000, 100, np.float32)
+    assert call is not coreshare.matmul
+    np.testing.assert_array_equal(call(x, g), coreshare.matmul(x, g))
+    assert len(plan_launch) == 2
+
+
+def test_compiled_two_layer_step_runs_its_products_through_the_plan_call(plan_launch, monkeypatch):
+    """The compiled two-layer loss: its two large products launch through `plan_product`
+    (two launches a call, coreshare.matmul never asked), the small ones on numpy's matmul;
+    the loss and gradients are bitwise those of the same plan built the way it was before
+    (every product through coreshare.matmul, which runs the same halves)."""
+    r = np.random.default_rng(10)
+    x = tj.tensor(r.standard_normal((64, 1000)).astype(np.float32))
+    y = tj.tensor(r.standard_normal((64, 10)).astype(np.float32))
+    w1 = tj.tensor((r.standard_normal((1000, 100)) * 0.03).astype(np.float32), requires_grad=True)
+    w2 = tj.tensor((r.standard_normal((100, 10)) * 0.1).astype(np.float32), requires_grad=True)
+
+    def loss_fn(x, y, w1, w2):
+        return (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
+    seen = []
+    general = coreshare.matmul
+    monkeypatch.setattr(coreshare, "matmul", lambda a, b, *k: seen.append(a.shape) or general(a, b, *k))
+
+    def run(fn):
+        fn(x, y, w1, w2).backward()     # (the first call builds and loads the plan)
+        w1.grad = w2.grad = None
+        seen.clear()
+        del plan_launch[:]
+        loss = fn(x, y, w1, w2)
+        loss.backward()
+        out = [loss.detach().numpy(), w1.grad.numpy(), w2.grad.numpy()]
+        w1.grad = w2.grad = None
+        return out, list(seen), len(plan_launch)
+    with monkeypatch.context() as mp:   # the plan as built before: coreshare.matmul for each
+        mp.setattr(coreshare, "matmul_for", lambda m, k, n, dt: coreshare.matmul)
+        wants, seen_before, launched_before = run(tj.script(loss_fn))
+    gots, seen_now, launched_now = run(tj.script(loss_fn))
+    assert len(seen_before) == 5 and launched_before == 2
+    assert seen_now == [] and launched_now == 2
+    for g, w in zip(gots, wants):
+        np.testing.assert_array_equal(g, w)

@@ -72,6 +72,11 @@ class Backend:
         """The function a plan calls for a matrix product (the array module's by default)."""
         return self.array_module().matmul
 
+    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype):
+        """The function a plan calls for one product whose operands' shapes and dtype the
+        plan fixes (`matmul` by default)."""
+        return self.matmul()
+
     def __repr__(self) -> str:
         return f"<{self.name} backend>"
 
@@ -188,6 +193,15 @@ class CpuBackend(Backend):
         # from 9.7 ms to 1.8 ms under load).
         from ..coreshare import matmul
         return matmul
+
+    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype):
+        # a 2-D product of static shapes: coreshare's route decided once for them
+        # (coreshare.matmul_for: numpy's matmul for a tiny one, the halves' plan call)
+        if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]
+                and all(type(d) is int for d in (*a_shape, *b_shape))):
+            from ..coreshare import matmul_for
+            return matmul_for(a_shape[0], a_shape[1], b_shape[1], dtype)
+        return self.matmul()
 
 
 class CudaBackend(Backend):

@@ -511,7 +511,15 @@ class Plan:
                 from ..ops.linalg import matmul_rows
                 consts["MATMUL_ROWS"] = matmul_rows
                 return [f"    {outs[0]} = MATMUL_ROWS(MATMUL, {ins[0]}, {ins[1]})"]
-            return [f"    {outs[0]} = MATMUL({ins[0]}, {ins[1]})"]
+            # a 2-D product: its own callable, the route its static shapes decide chosen
+            # once here (backends' matmul_for; the halves' launch or numpy's matmul)
+            sa, sb = tuple(e.inputs[0].aval.shape), tuple(e.inputs[1].aval.shape)
+            fn = self.backend.matmul_for(sa, sb, e.out.aval.dtype.np)
+            if fn is consts["MATMUL"]:
+                return [f"    {outs[0]} = MATMUL({ins[0]}, {ins[1]})"]
+            mname = f"MATMUL{len(consts)}"
+            consts[mname] = fn
+            return [f"    {outs[0]} = {mname}({ins[0]}, {ins[1]})"]
         if p.name == "reshape":
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
         if p.name == "permute":

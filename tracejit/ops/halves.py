@@ -51,7 +51,7 @@ from .. import coreshare, sharepool
 from . import rows_gemm
 from .native import kernel as _kernel
 
-__all__ = ["product", "thin", "pair", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
+__all__ = ["product", "plan_product", "thin", "pair", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
@@ -310,7 +310,7 @@ def source(dtype: str) -> str:
 class _Pair:
     """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
 
-    __slots__ = ("keep", "recs", "pthread", "gemm_launch", "gemm_address", "pair_launch",
+    __slots__ = ("keep", "recs", "pthread", "gemm_launch", "gemm_entry", "gemm_address", "pair_launch",
                  "whole_address", "ew_launch", "ew_entry", "ew_address", "count_get", "count_set")
 
     def __init__(self, module: dict):
@@ -329,6 +329,7 @@ class _Pair:
         self.pthread = ctypes.cast(fn, ctypes.c_void_p).value or 0 if fn is not None else 0
         self.pair_launch = module["pair_launch"]
         self.gemm_launch = module["gemm_launch"]
+        self.gemm_entry = _entry_point(self.gemm_launch)
         self.gemm_address = module["gemm_half"].address
         self.whole_address = module["product_whole"].address
         # BLAS's thread count's getter and setter (`pair_launch` calls them), 0 where none
@@ -340,10 +341,11 @@ class _Pair:
 
 
 def _entry_point(dispatcher):
-    """The compiled entry of a dispatcher with one explicit signature (``ew_launch``): a call
+    """The compiled entry of a dispatcher with one explicit signature (``ew_launch``,
+    ``gemm_launch``): a call
     unboxes the arguments as that signature says, without the dispatcher's typing of each
     (~0.4 us of a ten-argument launch); the dispatcher itself where there is no such entry.
-    Callers pass exactly the signature's types (`plan_calls` checks them)."""
+    Callers pass exactly the signature's types (`plan_calls`, `plan_product` check them)."""
     overloads = getattr(dispatcher, "overloads", None)
     if overloads is not None and len(overloads) == 1:
         entry = getattr(next(iter(overloads.values())), "entry_point", None)
@@ -623,6 +625,65 @@ def product(a, b):
     if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
         return None
     return _gemm(a, b, not few)
+
+
+def plan_product(m: int, kd: int, n: int, dtype, general):
+    """A compiled plan's ``a @ b`` of static shapes (m, kd) @ (kd, n) of `dtype` as the
+    halves' launch with only the checks a call can change: a callable ``call(a, b)``, or
+    `general` itself where `product` would never take these shapes (then the plan calls
+    `general`, coreshare.matmul, as before).
+
+    The plan's product went coreshare.matmul -> `product` -> `_gemm` -> `_pair` ->
+    `two_cores` -> `_blas_pair` -> blas_ceiling, two np.empty, `launch`, and the dispatcher
+    typed `gemm_launch`'s eight arguments: ~4.5 us of Python a product in the two-layer
+    step (each line there runs on caches the previous product swept). Here what the shapes
+    and dtype decide (the range, the kernel's depth and columns, rows or depth halves) is
+    decided once; a call checks the switch, the policy's count, the pool, the loaded pair,
+    the operands' types, dtypes, shapes and layout, BLAS's ceiling and OpenBLAS's worker,
+    then runs the same launch (the same records and halves: bitwise `product`'s result)
+    through `gemm_launch`'s compiled entry. Anything else goes to `general(a, b)`, which
+    answers exactly as before (it loads the pair, asks for the module under one thread,
+    takes another kernel). Module state is read at each call: tests and the policy change
+    it under a plan."""
+    dt = np.dtype(dtype)
+    t = _NAMES.get(dt)
+    if t is None or m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS:
+        return general
+    few = m < coreshare.FEW_ROWS
+    if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
+        return general
+    by_rows = not few
+    sa, sb, so = (m, kd), (kd, n), (m, n)
+    ndarray = np.ndarray
+    empty = np.empty
+    perf_counter = time.perf_counter
+    share = coreshare
+
+    def call(a, b):
+        # coreshare.matmul's test for the halves (`not ENABLED or threads() > 1`), then
+        # `two_cores`' and `_gemm`'s, in one expression each (written out: no helper frames)
+        global _warm_until
+        if (type(a) is ndarray and type(b) is ndarray and ENABLED
+                and (not share.ENABLED or share.core_share.threads() > 1)
+                and sharepool.pool_threads() >= 2):
+            p = _pairs.get(t)
+            if (p is not None and p.pthread and a.dtype is dt and b.dtype is dt
+                    and a.shape == sa and b.shape == sb):
+                fa = a.flags
+                if ((fa.c_contiguous or fa.f_contiguous) and b.flags.c_contiguous
+                        and (share.blas_ceiling() or 1) >= 2 and sharepool.blas_worker.find() is not None):
+                    out = empty(so, dt)
+                    rest = out if by_rows else empty(so, dt)
+                    if sharepool.try_launch():      # (read here: a fork makes a new lock)
+                        try:
+                            p.gemm_entry(p.recs, a, b, out, rest, by_rows, p.pthread, p.gemm_address)
+                        finally:
+                            sharepool.end_launch()
+                        _warm_until = perf_counter() + WARM_S
+                        return out
+        return general(a, b)
+
+    return call
 
 
 def thin(a, b):
