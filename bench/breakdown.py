@@ -326,6 +326,7 @@ def _plans() -> list:
 @contextlib.contextmanager
 def instrumented(timers: Timers) -> Iterator[int]:
     """Time the calls of every compiled CPU plan in the process; yields how many plans."""
+    from tracejit.compiler.plan import PRODUCT_NAME
     saved = []
     plans = _plans()
     try:
@@ -336,7 +337,8 @@ def instrumented(timers: Timers) -> Iterator[int]:
             for name, value in list(g.items()):
                 if name == "xp":
                     new = _ArrayModule(value, timers)
-                elif name == "MATMUL":          # the backend's matmul (coreshare.matmul on CPU)
+                elif PRODUCT_NAME.match(name):  # the backend's matmul (coreshare.matmul on CPU)
+                    # or one product's own callable (plan.py's MATMUL_<n>)
                     new = timers.matmul(value, policy=True)
                 elif _KERNEL.match(name) and hasattr(value, "get"):
                     new = _KernelFamily(value, timers)

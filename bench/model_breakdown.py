@@ -173,6 +173,7 @@ def _instrument(timers: OpTimers) -> list:
         def __getattr__(self, name):
             return getattr(self._xp, name)
 
+    from tracejit.compiler.plan import PRODUCT_NAME
     for plan in _plans():
         g = getattr(plan.fn, "__globals__", None)
         if g is None or getattr(plan.backend, "name", plan.backend) != "cpu":
@@ -180,7 +181,7 @@ def _instrument(timers: OpTimers) -> list:
         for name, value in list(g.items()):
             if name == "xp":
                 new = XP(value)
-            elif name == "MATMUL":
+            elif PRODUCT_NAME.match(name):     # MATMUL, or a product's own MATMUL_<n>
                 new = timed_matmul(value)
             elif name == "MATMUL_ROWS":
                 continue             # the MATMUL it is given is timed

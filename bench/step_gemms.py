@@ -97,15 +97,15 @@ class StepGemms:
         return call
 
     def __enter__(self) -> "StepGemms":
+        from tracejit.compiler.plan import PRODUCT_NAME
         from .breakdown import _plans
         for plan in _plans():
             g = getattr(plan.fn, "__globals__", None)
             if g is None or getattr(plan.backend, "name", plan.backend) != "cpu":
                 continue
-            for name in _GEMM_NAMES:
-                if name in g:
-                    self._saved.append((g, name, g[name]))
-                    g[name] = self._wrap(name, g[name])
+            for name in [n for n in g if n in _GEMM_NAMES or PRODUCT_NAME.match(n)]:
+                self._saved.append((g, name, g[name]))
+                g[name] = self._wrap(name, g[name])
         return self
 
     def __exit__(self, *exc) -> None:

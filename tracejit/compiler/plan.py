@@ -221,6 +221,12 @@ class _Kernel:
                             f"generated source:\n{spec.source}")
 
 
+# The names a plan's source calls a single product by: ``MATMUL`` (the backend's matmul) or
+# ``MATMUL_<n>`` (one product's own callable, `Backend.matmul_for`); bench/breakdown.py,
+# model_breakdown.py and step_gemms.py time the calls of every name it matches.
+PRODUCT_NAME = re.compile(r"MATMUL(_\d+)?$")
+
+
 # A `full` of up to this many elements is made once at build time and copied per call.
 FULL_TEMPLATE_MAX = 256
 
@@ -517,7 +523,7 @@ class Plan:
             fn = self.backend.matmul_for(sa, sb, e.out.aval.dtype.np)
             if fn is consts["MATMUL"]:
                 return [f"    {outs[0]} = MATMUL({ins[0]}, {ins[1]})"]
-            mname = f"MATMUL{len(consts)}"
+            mname = f"MATMUL_{len(consts)}"     # (PRODUCT_NAME: the bench's timers find it)
             consts[mname] = fn
             return [f"    {outs[0]} = {mname}({ins[0]}, {ins[1]})"]
         if p.name == "reshape":
