@@ -626,8 +626,10 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
         p = t + 1 if reverse else t - 1
         hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
         gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
-        transpose_blocks(dg, G[t], False)
-        transpose_blocks(dm, M[t], False)
+        # dg into G and dm into M, transposed: one call site (each inlined copy of the
+        # register transposes costs compile time)
+        for which in range(2):
+            transpose_blocks(dg if which == 0 else dm, G[t] if which == 0 else M[t], False)
         # d = W^T dm + d by `panel_product` (ops/packed_gemm.py) at its address fns[0]
         call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, three, 0, three, dm, d, True))
 # The loop's kernel as ops/gru_prim.py calls it, ``kernel(*args)``: `loop` with the address
