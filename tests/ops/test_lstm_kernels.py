@@ -357,3 +357,20 @@ def test_a_step_kernel_is_not_queued_behind_its_coming_whole_loop_kernel(monkeyp
     assert native._kernels[step_key].first is not None
     assert native._kernels[("lstm", f"{cell}{way}_layer_packed", "float32")].steady   # rank STEADY
     assert not native._kernels[step_key].steady
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_whole_loop_kernels_call_one_shared_product(dtype):
+    """The LSTM's and the GRU's whole-loop kernels (both ways) call the one `panel_product`
+    of ops/packed_gemm.py's product module by its address (not a copy of the product inlined
+    in each loop): the same compiled function for all four, its address what they pass."""
+    from tracejit.compiler.voidptr import native_address
+    from tracejit.ops import packed_gemm
+    digest = packed_gemm._digest(packed_gemm.product_source(dtype))
+    product = packed_gemm.product_module(dtype, digest).panel_product
+    for name in ("forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer"):
+        kernel = getattr(lstm_kernels, name)(dtype)
+        assert kernel is not None, name
+        module = kernel.__globals__
+        assert module["panel_product"] is product, name
+        assert list(module["_FNS"]) == [native_address(product)], name

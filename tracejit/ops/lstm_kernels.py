@@ -520,12 +520,15 @@ def kernel(gi, b, m, h_prev, z):
     gru_gates(gi, b, m, h_prev.reshape(-1), z)
 """
 
-# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, ops/packed_gemm.py).
+# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, ops/packed_gemm.py; the
+# product by the shared `panel_product`, called by address as there).
 _GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + PACKED + """
+# {product}
 
-@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], boolean)",
-      cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(gi, w, b, h0, Z, m, wp, reverse):
+
+@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], boolean, "
+      "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
     \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
     b (3H,), h0 (H, N); m (padded_rows(3H), N) and wp (packed_size(3H, H)) scratch\"\"\"
     L = gi.shape[0]
@@ -541,8 +544,17 @@ def kernel(gi, w, b, h0, Z, m, wp, reverse):
         # h_prev chosen first: one call site of the step (inlined twice, h0 apart, it took
         # 0.4-0.5 s more of the kernel's compile)
         hp = h0 if k == 0 else Z[p, :hh]
-        packed_gemm(wp, three, hh, hp, m, False)
+        # m = W h_prev by `panel_product` (ops/packed_gemm.py) at its address fns[0]: the
+        # product's tiles compiled once in their own module, not inlined here
+        call_at(fns[0], panel_product, (wp, 0, (three + PMR - 1) // PMR, hh, 0, hh, hp, m, False))
         gru_gates(gi[t], b, mg, hp.reshape(-1), Z[t])
+# The loop's kernel as ops/gru_prim.py calls it, ``kernel(*args)``: `loop` with the address
+# of `panel_product`, which it calls there
+_FNS = np.array([native_address(panel_product)], np.int64)
+
+
+def kernel(*args):
+    loop(*args, _FNS)
 """
 
 _GRU_BACKWARD_STEP = """
@@ -588,13 +600,15 @@ def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
 
 # The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
 # dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1; W^T
-# packed once, ops/packed_gemm.py).
+# packed once, ops/packed_gemm.py; the product by the shared `panel_product`, called by address).
 _GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + PACKED + """
+# {product}
+
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
-      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], boolean)", cache=CACHE, error_model='numpy',
-      boundscheck=False, nogil=True)
-def kernel(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse):
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], boolean, int64[::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, nogil=True)
+def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
     \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
     w = W (3H, H), with dhs[0, :H] = d h_n on entry (dhs (2, padded_rows(H), N)): G and
     M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (packed_size(H, 3H)) scratch\"\"\"
@@ -612,9 +626,19 @@ def kernel(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse):
         p = t + 1 if reverse else t - 1
         hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
         gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
-        transpose_blocks(dg, G[t], False)
-        transpose_blocks(dm, M[t], False)
-        packed_gemm(wp, hh, three, dm, d, True)
+        # dg into G and dm into M, transposed: one call site (each inlined copy of the
+        # register transposes costs compile time)
+        for which in range(2):
+            transpose_blocks(dg if which == 0 else dm, G[t] if which == 0 else M[t], False)
+        # d = W^T dm + d by `panel_product` (ops/packed_gemm.py) at its address fns[0]
+        call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, three, 0, three, dm, d, True))
+# The loop's kernel as ops/gru_prim.py calls it, ``kernel(*args)``: `loop` with the address
+# of `panel_product`, which it calls there
+_FNS = np.array([native_address(panel_product)], np.int64)
+
+
+def kernel(*args):
+    loop(*args, _FNS)
 """
 
 

@@ -296,11 +296,11 @@ def packed_gemm_kpart(wp, p0, p1, kd, k0, k1, b, c, beta):
 
 
 # `packed_gemm_kpart` as a function of its own, called by address (`voidptr.call_at`) from
-# the LSTM's whole-loop kernels (ops/lstm_kernels.py) instead of inlined: LLVM optimises and
-# emits its register tiles once, in their own function, not inside each loop kernel (the
+# the LSTM's and the GRU's whole-loop kernels (ops/lstm_kernels.py) instead of inlined: LLVM
+# optimises and emits its register tiles once, in their own function, not inside each loop kernel (the
 # backward's compile: the tiles inlined were ~1 s of its CPU). A module of its own
 # (`product_module`), which the loop kernels' modules load (`product_import`): compiled once
-# per process for both loops. Needs ``CACHE`` and PACKED_SOURCE before it.
+# per process for all four loops. Needs ``CACHE`` and PACKED_SOURCE before it.
 PRODUCT_SOURCE = '''
 
 
