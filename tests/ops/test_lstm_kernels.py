@@ -360,12 +360,18 @@ def test_a_step_kernel_is_not_queued_behind_its_coming_whole_loop_kernel(monkeyp
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_whole_loop_kernels_call_one_shared_product(dtype):
+def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
     """The LSTM's and the GRU's whole-loop kernels (both ways) call the one `panel_product`
     of ops/packed_gemm.py's product module by its address (not a copy of the product inlined
     in each loop): the same compiled function for all four, its address what they pass."""
+    from tracejit.compiler import diskcache
     from tracejit.compiler.voidptr import native_address
     from tracejit.ops import packed_gemm
+    # The four loaded afresh here (from the disk cache): an earlier test that cleared the
+    # in-memory module cache leaves loop kernels it loaded holding the product module of
+    # their time, while product_module now loads another (same source, same code).
+    monkeypatch.setattr(native, "_kernels", {})
+    diskcache.clear_memory_cache()
     digest = packed_gemm._digest(packed_gemm.product_source(dtype))
     product = packed_gemm.product_module(dtype, digest).panel_product
     for name in ("forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer"):
