@@ -618,13 +618,22 @@ def product(a, b):
         return None
     m, kd = a.shape
     n = b.shape[1]
-    if (m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS or not b.flags.c_contiguous
-            or a.dtype != b.dtype or a.dtype not in _NAMES or b.shape[0] != kd):
+    if not b.flags.c_contiguous or a.dtype != b.dtype or a.dtype not in _NAMES or b.shape[0] != kd:
+        return None
+    by_rows = _by_rows(m, kd, n)
+    return None if by_rows is None else _gemm(a, b, by_rows)
+
+
+def _by_rows(m: int, kd: int, n: int):
+    """How `product` splits an (m, kd) @ (kd, n) product: True by rows, False by depth (few
+    rows), or None where it does not take these shapes (under `MIN_MNK`, the register-tile
+    kernel's least columns or depth)."""
+    if m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS:
         return None
     few = m < coreshare.FEW_ROWS
     if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
         return None
-    return _gemm(a, b, not few)
+    return not few
 
 
 def plan_product(m: int, kd: int, n: int, dtype, general):
@@ -647,12 +656,9 @@ def plan_product(m: int, kd: int, n: int, dtype, general):
     it under a plan."""
     dt = np.dtype(dtype)
     t = _NAMES.get(dt)
-    if t is None or m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS:
+    by_rows = _by_rows(m, kd, n)
+    if t is None or by_rows is None:
         return general
-    few = m < coreshare.FEW_ROWS
-    if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
-        return general
-    by_rows = not few
     sa, sb, so = (m, kd), (kd, n), (m, n)
     ndarray = np.ndarray
     empty = np.empty
