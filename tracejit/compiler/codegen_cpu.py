@@ -436,18 +436,30 @@ def _in_place(nest: LoopNest, form: str, inner: list):
     parfor kernel before it took under 0.64. Reading that input through the output array
     instead (the same memory) makes the load and the store one address, which LLVM
     vectorizes with no check. The same values, so the same bits."""
+    pair = _donor_pair(nest) if form == "nested_map" else None
+    if pair is None:
+        return None
+    out, donor, cond = pair
+    read = f"{donor.name} = {donor.array}[{_index(donor)}]"
+    if read not in inner:
+        return None
+    body = [f"{donor.name} = {out.array}[{_index(donor)}]" if s == read else s for s in inner]
+    return cond, body
+
+
+def _donor_pair(nest: LoopNest):
+    """(the output, the donor operand, the run-time test that the output is the donor's
+    array) where the kernel's one output may be written over input `nest.in_place` (a flat
+    operand of the output's full index and dtype, rank 2 or more), else None: the rule
+    `_in_place` and `_column_in_place` share."""
     k = getattr(nest, "in_place", None)
-    if k is None or form != "nested_map" or len(nest.outputs) != 1 or nest.rank < 2:
+    if k is None or len(nest.outputs) != 1 or nest.rank < 2:
         return None
     out, donor = nest.outputs[0], nest.operands[k]
     if not (donor.layout == "flat" and tuple(donor.index) == tuple(range(nest.rank))
             and donor.dtype == out.dtype):
         return None
-    read = f"{donor.name} = {donor.array}[{_index(donor)}]"
-    if read not in inner:
-        return None
-    body = [f"{donor.name} = {out.array}[{_index(donor)}]" if s == read else s for s in inner]
-    return f"{out.array}.ctypes.data == {donor.array}.ctypes.data", body
+    return out, donor, f"{out.array}.ctypes.data == {donor.array}.ctypes.data"
 
 
 def _nested(nest: LoopNest, form: str, inner: list, loop: str, in_place=None) -> list:
@@ -618,14 +630,11 @@ def _column_in_place(nest: LoopNest):
     same array (``r0 = out0[i0, lo:hi]`` beside ``o0``) leave the loop scalar: ReLU's
     gradient with the bias gradient over 2048 x 1024 float32 took 2.46 ms that way, 0.89
     through ``o0`` and 2.07 into a buffer of its own (one thread; the values the same)."""
-    k = getattr(nest, "in_place", None)
-    if k is None or len(nest.outputs) != 1 or nest.rank < 2:
+    pair = _donor_pair(nest)
+    if pair is None:
         return None
-    out, donor = nest.outputs[0], nest.operands[k]
-    if not (donor.layout == "flat" and tuple(donor.index) == tuple(range(nest.rank))
-            and donor.dtype == out.dtype):
-        return None
-    return (f"{out.array}.ctypes.data == {donor.array}.ctypes.data",
+    _, donor, cond = pair
+    return (cond,
             f"r{donor.k} = {donor.array}[{', '.join(f'i{d}' for d in range(nest.rank - 1))}, lo:hi]",
             f"{donor.name} = r{donor.k}[j]")
 
