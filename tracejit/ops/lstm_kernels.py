@@ -240,14 +240,6 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
                     half_done(sync, nth)               # its rows of h_t written
                 else:
                     turn_done(sync, half)
-# The layer's kernel as ops/lstm_prim.py calls it, ``kernel(*args, q, nth, sync)``: `loop` with
-# the address of `panel_product`, which it calls there (the product's tiles compiled in their
-# own function, not inlined in the loop's)
-_FNS = np.array([native_address(panel_product)], np.int64)
-
-
-def kernel(*args):
-    loop(*args, _FNS)
 """
 
 _TRANSPOSE = '''
@@ -467,14 +459,6 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     # work after its last marks included
     for h in range(nth):
         wait_turn(sync, h, L)
-# The layer's kernel as ops/lstm_prim.py calls it, ``kernel(*args, q, nth, sync)``: `loop` with
-# the address of `panel_product`, which it calls there (the product's tiles compiled in their
-# own function, not inlined in the loop's)
-_FNS = np.array([native_address(panel_product)], np.int64)
-
-
-def kernel(*args):
-    loop(*args, _FNS)
 """
 
 
@@ -548,13 +532,6 @@ def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
         # product's tiles compiled once in their own module, not inlined here
         call_at(fns[0], panel_product, (wp, 0, (three + PMR - 1) // PMR, hh, 0, hh, hp, m, False))
         gru_gates(gi[t], b, mg, hp.reshape(-1), Z[t])
-# The loop's kernel as ops/gru_prim.py calls it, ``kernel(*args)``: `loop` with the address
-# of `panel_product`, which it calls there
-_FNS = np.array([native_address(panel_product)], np.int64)
-
-
-def kernel(*args):
-    loop(*args, _FNS)
 """
 
 _GRU_BACKWARD_STEP = """
@@ -632,13 +609,6 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
             transpose_blocks(dg if which == 0 else dm, G[t] if which == 0 else M[t], False)
         # d = W^T dm + d by `panel_product` (ops/packed_gemm.py) at its address fns[0]
         call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, three, 0, three, dm, d, True))
-# The loop's kernel as ops/gru_prim.py calls it, ``kernel(*args)``: `loop` with the address
-# of `panel_product`, which it calls there
-_FNS = np.array([native_address(panel_product)], np.int64)
-
-
-def kernel(*args):
-    loop(*args, _FNS)
 """
 
 
@@ -648,8 +618,23 @@ def _source(template: str, dtype: str) -> str:
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
     source = with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
-    # (`panel_product`, ops/packed_gemm.py: a module of its own, shared by both loops)
-    return source.replace("# {product}", product_import(dtype)) if "# {product}" in source else source
+    # (`panel_product`, ops/packed_gemm.py: a module of its own, shared by the four loops,
+    # and the layer's `kernel` that passes its address to the module's `loop`)
+    if "# {product}" not in source:
+        return source
+    return source.replace("# {product}", product_import(dtype) + _KERNEL_BY_ADDRESS)
+
+
+# The whole-loop modules' `kernel`, as ops/lstm_prim.py and ops/gru_prim.py call it
+# (``kernel(*args)``): the module's `loop` with the address of `panel_product`, which it calls
+# there (the product's tiles compiled in their own function, not inlined in each loop's).
+_KERNEL_BY_ADDRESS = """
+_FNS = np.array([native_address(panel_product)], np.int64)
+
+
+def kernel(*args):
+    loop(*args, _FNS)   # (`loop`: defined below)
+"""
 
 
 def _native(template: str, name: str, dtype: str, steady: bool = False):
