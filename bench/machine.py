@@ -57,10 +57,14 @@ def _numba_scale():
     return scale
 
 
+def _copy_buffers() -> tuple:
+    """The yardstick copy's source and destination: `COPY_BYTES` of float32 each."""
+    src = np.random.default_rng(0).standard_normal(COPY_BYTES // 4, dtype=np.float32)
+    return src, np.empty_like(src)
+
+
 def bandwidth(repeat: int = 15) -> dict:
-    n = COPY_BYTES // 4
-    src = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
-    dst = np.empty_like(src)
+    src, dst = _copy_buffers()
     moved = 2 * src.nbytes
     out: dict = {"copy_bytes": src.nbytes}
     t = measure(lambda: np.copyto(dst, src), warmup=2, repeat=repeat)
@@ -125,9 +129,7 @@ def paired(call: Callable[[], object], nbytes: int, rounds: int = PAIRED_ROUNDS,
                          f"got rounds={rounds}, warm={warm}, warm_s={warm_s}")
     moved = 2 * COPY_BYTES
     if copy is None:
-        n = COPY_BYTES // 4
-        src = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
-        dst = np.empty_like(src)
+        src, dst = _copy_buffers()
         numba_copy = _numba_copy()
         copy = lambda: numba_copy(src, dst)   # noqa: E731
         copy()   # compile outside the rounds
