@@ -221,10 +221,10 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
     try:
         job = pool.submit("# never compiled", "hang", ())
         deadline = time.monotonic() + 60
-        while pool.workers[0] is None or not pool.workers[0].ready.is_set() or pool.jobs.qsize():
+        while (pool.workers[0] is None or not pool.workers[0].ready.is_set() or pool.jobs.qsize()
+               or workers.compiling() != 1):
             assert time.monotonic() < deadline    # (the dispatcher starts a worker, sends the job)
             time.sleep(0.01)
-        time.sleep(0.05)
         assert workers.compiling() == 1 and coreshare.ceding() and not job.done()
         np.testing.assert_array_equal(coreshare.matmul(a, b), want)
         assert calls == []                   # not claimed: one thread
@@ -248,6 +248,7 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
     pool = workers.CompilePool(1)
     try:
         later = pool.submit("# never compiled either", "hang-later", (), later=True)
+        deadline = time.monotonic() + 60
         while pool.workers[0] is None or not pool.workers[0].ready.is_set() or pool.jobs.qsize():
             assert time.monotonic() < deadline
             time.sleep(0.01)
