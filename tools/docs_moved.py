@@ -1,7 +1,7 @@
 """Check that splitting the README into a user's guide and docs/ lost no text.
 
-Every non-blank line of an old README (by default ``git show main:README.md``; pass another
-revision as the first argument) must appear, as a whole line, in README.md or in one of
+Every non-blank line of an old README (by default the README of dd25e88, the last commit
+before the split; pass another revision as the first argument) must appear, as a whole line, in README.md or in one of
 docs/*.md, except the lines listed in REWRITTEN below (headings renamed, sentences tightened
 in the user's guide, pasted output made a caption). Headings are compared without their
 ``#`` marks, since moved sections change level; other lines are compared with surrounding
@@ -9,8 +9,8 @@ whitespace stripped. Prints what it checked and every line it could not find; ex
 one is missing. This is a check to run by hand after editing the docs, not a test: the old
 README it compares against is a git revision, not a file of the tree.
 
-    python tools/docs_moved.py            # against main's README.md
-    python tools/docs_moved.py dd25e88    # against another revision
+    python tools/docs_moved.py            # against dd25e88's README.md (before the split)
+    python tools/docs_moved.py main       # against another revision
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+BEFORE_SPLIT = "dd25e88"   # the last commit whose README.md held everything
 
 # Old lines that are deliberately not carried over word for word, with why.
 REWRITTEN = {
@@ -47,7 +48,7 @@ def _key(line: str) -> str:
 
 
 def main(argv: list) -> int:
-    rev = argv[1] if len(argv) > 1 else "main"
+    rev = argv[1] if len(argv) > 1 else BEFORE_SPLIT
     old = subprocess.run(["git", "show", f"{rev}:README.md"], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout.splitlines()
     files = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))

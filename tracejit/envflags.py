@@ -31,7 +31,7 @@ class Switch:
     name: str
     default: str        # the value when unset ("" for a flag: off; "1": on)
     meaning: str
-    documented: str     # where users read about it: a README section, or a module for internals
+    documented: str     # where users read about it: "README.md: Section", a docs/ file, or a module
 
 
 _README = "README.md"
