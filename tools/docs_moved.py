@@ -34,6 +34,22 @@ REWRITTEN = {
     # ("## cnn ..."); now a caption line in docs/models-performance.md.
     "## cnn (compiled), one thread, CPU time, load 4.42, loss 2.27941":
         "pasted bench output made a caption",
+    # "What compiles" (Models): recurrent layers stopped running their loop through scan in
+    # session 11 (one op per layer and direction); the sentence now says so.
+    "**What compiles.** All of the above, with gradients equal to eager's. Recurrent layers run":
+        "outdated sentence corrected",
+    'their time loop through `tj.jit.scan` (see "Loops" below): compiled, the loop is one':
+        "outdated sentence corrected",
+    "equation, so the graph holds one step and a new sequence length reuses the program (a":
+        "outdated sentence corrected",
+    "scripted LSTM trained on six lengths compiles at most three times and matches eager step":
+        "outdated sentence corrected",
+    "for step). Training-mode BatchNorm updates its running statistics inside compiled code":
+        "outdated sentence corrected",
+    '(see "Module state"). `binary_cross_entropy`\'s check that values lie in [0, 1] runs eagerly':
+        "rewrapped after the corrected sentence",
+    "only (values are not known while capturing).":
+        "rewrapped after the corrected sentence",
     # Contents: the Benchmarks entry says what the section now holds.
     "- [Benchmarks](#benchmarks)":
         "contents entry extended",
