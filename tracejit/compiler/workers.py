@@ -43,7 +43,7 @@ from typing import Optional
 from .. import envflags
 from ..threads import usable_cpus
 
-__all__ = ["Job", "submit", "promote", "prestart", "release_idle", "shutdown", "pool_size",
+__all__ = ["Job", "submit", "promote", "demote", "prestart", "release_idle", "shutdown", "pool_size",
            "worker_pids", "waiting", "compiling"]
 
 _DEFAULT_TIMEOUT_S = 300.0
@@ -429,6 +429,21 @@ class CompilePool:
                     return True
         return False
 
+    def demote(self, job: Job, rank: int) -> bool:
+        """Move `job`, while it is queued at a rank before `rank`, down to `rank`, behind the
+        jobs queued there by now (a new sequence number). False when it is not in the queue
+        at such a rank (taken, done, or queued there or later already)."""
+        with self.jobs.mutex:
+            q = self.jobs.queue
+            for k, item in enumerate(q):
+                if item[2] is job:
+                    if item[0] >= rank:
+                        return False
+                    q[k] = (rank, next(self._ids), job)
+                    heapq.heapify(q)   # (the queue's heap, changed under its own lock)
+                    return True
+        return False
+
     def _dispatch(self, i: int) -> None:
         while True:
             if i and not self._running(i):
@@ -737,6 +752,17 @@ def promote(job: Job, rank: int) -> bool:
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():
         return False
     return p.promote(job, rank)
+
+
+def demote(job: Job, rank: int) -> bool:
+    """Move a queued `job` down to `rank` (`LATER`) when it waits at an earlier one: a layer's
+    kernel asked for only by tier 0 and by the stand-in of a fused kernel still compiling
+    (ops/native.py `standing_in`), which the compiled step stops asking for once that one
+    is in. False when nothing moved."""
+    p = _pool
+    if p is None or p.pid != os.getpid() or job.pid != os.getpid():
+        return False
+    return p.demote(job, rank)
 
 
 def prestart() -> None:

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import vectorized as _vec
 
-__all__ = ["NativeKernel", "takes"]
+__all__ = ["NativeKernel", "takes", "standing_in"]
 
 # A kernel's loader starts at the op's first call this long after its first (see
 # ops/vectorized.py `_GO_AFTER_S`: numba's import must not compete with the first step).
@@ -60,7 +60,7 @@ class NativeKernel:
     in a compiled function's first call."""
 
     __slots__ = ("_source", "label", "fn", "failed", "first", "last", "gap", "thread", "pid", "lock",
-                 "sync_compiles", "steady", "later", "outside", "job")
+                 "sync_compiles", "steady", "later", "outside", "stood_in", "job")
 
     def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False,
                  later: bool = False):
@@ -80,6 +80,9 @@ class NativeKernel:
         # asked for outside every tier-0 forward (ops/vectorized.outside; `note_ask` sets it
         # at such an ask): until then an EAGER-rank kernel queues at rank LATER (`_rank`)
         self.outside = None
+        # asked for inside the stand-in of a fused kernel still on its way (`standing_in`):
+        # with no ask outside, a STEADY kernel then queues at rank LATER (`_rank`)
+        self.stood_in = False
         self.job = None     # its compile job while one is queued or running (`_promote`)
 
     @property
@@ -110,6 +113,9 @@ class NativeKernel:
         now = _vec.note_ask(self)
         if self.job is not None and self.outside:
             self._promote()
+        elif not self.stood_in and _vec.standing_in():
+            self.stood_in = True
+            self._demote()
         with self.lock:
             if self.first is None:
                 self.first = _vec.noted_first(now)
@@ -168,9 +174,14 @@ class NativeKernel:
         own, so the compiled step may never ask for such a kernel (the MLP step's LayerNorm
         kernels, forward and backward: 0.5 s of one worker's CPU, came before the
         cross-entropy kernels the step waits for). A plan that calls it (the MLP's skinny
-        GEMM) or eager code asks outside, and the job moves up to EAGER then (`_promote`)."""
+        GEMM) or eager code asks outside, and the job moves up to EAGER then (`_promote`).
+        A STEADY kernel asked for only by tier 0 and by the stand-in of a fused kernel still
+        compiling (`standing_in`: BatchNorm's and max-pooling's kernels, which the CNN's
+        compiled step asks for only until its fused BatchNorm-and-pool kernels are in) queues
+        at LATER too: its ~1.2 s of worker CPU came before those fused kernels, which then
+        made it idle, and held the step's last kernels back by as much (`_demote`)."""
         from ..compiler import workers
-        if self.steady:
+        if self.steady and not (self.stood_in and self.outside is False):
             return workers.STEADY
         if self.later or self.outside is False:
             return workers.LATER
@@ -185,6 +196,16 @@ class NativeKernel:
         rank = self._rank()
         if rank < workers.LATER:
             workers.promote(job, rank)
+
+    def _demote(self) -> None:
+        """Move its queued job down to its rank now (`_rank`: asked for in a stand-in)."""
+        job = self.job
+        if job is None or job.done():
+            return
+        from ..compiler import workers
+        rank = self._rank()
+        if rank == workers.LATER:
+            workers.demote(job, rank)
 
     def _prepare(self) -> None:
         try:
@@ -237,6 +258,28 @@ def kernel(key: tuple, make_source, sync_compiles: bool = True, steady: bool = F
                 k = _kernels[key] = NativeKernel(make_source, "native_" + "_".join(map(str, key)),
                                                       sync_compiles, steady, later)
     return k
+
+
+class standing_in:
+    """``with native.standing_in(k):`` around the composition a fused kernel `k` stands for,
+    run because `k` is not loaded: while `k` is still compiling or loading (`coming`), the
+    kernels the composition asks for ask as tier 0's do (ops/vectorized.py `standin`), so
+    they queue behind `k` and the kernels the compiled step keeps asking for (`_rank`). A
+    `k` that failed (or None: the dtype has no kernel) leaves the asks as they are: the
+    composition is then what the step runs for good."""
+
+    def __init__(self, k: "NativeKernel | None"):
+        self._inner = _vec.standin() if k is not None and k.coming() else None
+
+    def __enter__(self):
+        if self._inner is not None:
+            self._inner.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._inner is not None:
+            self._inner.__exit__(*exc)
+        return False
 
 
 def settle(deadline: float) -> bool:
