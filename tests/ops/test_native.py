@@ -307,16 +307,21 @@ def test_a_steady_kernel_asked_for_in_a_fused_kernels_stand_in_queues_later(tmp_
         assert vectorized.standing_in() and not vectorized.outside()
         assert part.get() is None
     assert not vectorized.standing_in() and vectorized.outside()
-    assert part.stood_in and part.outside is False and part._rank() == workers.LATER
+    assert part.stood_in == [fused] and part.outside is False and part._rank() == workers.LATER
     assert [item[2] for item in sorted(pool.jobs.queue)] == [steady, job]
     assert [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.LATER]
+    assert job.asked() == (part.last, part.gap) and part.last is not None
+    fused.fn = lambda a: None                    # the fused kernel is in: no stand-in asks again
+    last, _ = job.asked()
+    assert last == -float("inf") and workers._not_asking(job.asked)   # held at once
     assert part.get() is None                    # asked outside (a plan calls it): STEADY again
     assert part.outside is True and part._rank() == workers.STEADY
+    assert job.asked() == (part.last, part.gap) and not workers._not_asking(job.asked)
     assert [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.STEADY]
     job._finish(False, "not compiled in this test")
     t.join(60)
     assert not t.is_alive() and part.failed
     # a fused kernel that failed leaves its composition's asks as they are
-    fused.failed = True
+    fused.fn, fused.failed = None, True
     with native.standing_in(fused):
         assert not vectorized.standing_in()

@@ -21,6 +21,7 @@ as it does ops/vectorized.py's.
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -80,9 +81,10 @@ class NativeKernel:
         # asked for outside every tier-0 forward (ops/vectorized.outside; `note_ask` sets it
         # at such an ask): until then an EAGER-rank kernel queues at rank LATER (`_rank`)
         self.outside = None
-        # asked for inside the stand-in of a fused kernel still on its way (`standing_in`):
-        # with no ask outside, a STEADY kernel then queues at rank LATER (`_rank`)
-        self.stood_in = False
+        # the fused kernels (still on their way) whose stand-ins asked for it (`standing_in`):
+        # with no ask outside, a STEADY kernel then queues at rank LATER (`_rank`), and is
+        # held once they are all in (`_asked`)
+        self.stood_in = []
         self.job = None     # its compile job while one is queued or running (`_promote`)
 
     @property
@@ -113,9 +115,11 @@ class NativeKernel:
         now = _vec.note_ask(self)
         if self.job is not None and self.outside:
             self._promote()
-        elif not self.stood_in and _vec.standing_in():
-            self.stood_in = True
-            self._demote()
+        elif _standins.__dict__.get("stack") and _vec.standing_in():
+            fused = _standins.stack[-1]
+            if fused not in self.stood_in:
+                self.stood_in.append(fused)
+                self._demote()
         with self.lock:
             if self.first is None:
                 self.first = _vec.noted_first(now)
@@ -197,6 +201,16 @@ class NativeKernel:
         if rank < workers.LATER:
             workers.promote(job, rank)
 
+    def _asked(self) -> tuple:
+        """Its job's ``asked`` (compiler/workers.py `Job.asked`): the op's latest ask and the
+        longest gap between two; once every fused kernel whose stand-in asked for it is in,
+        and nothing else did, no op will ask again: the job is held at once, not 2 s after
+        (CNN: max-pooling's scatter kernel, 0.44 s of worker CPU, compiled beside the
+        compiled step after every kernel it asks for was in)."""
+        if self.stood_in and self.outside is False and all(k.fn is not None for k in self.stood_in):
+            return (-math.inf, self.gap)
+        return (self.last, self.gap)
+
     def _demote(self) -> None:
         """Move its queued job down to its rank now (`_rank`: asked for in a stand-in)."""
         job = self.job
@@ -227,7 +241,7 @@ class NativeKernel:
                 # that must not hold back those the others do (`later`: ops/halves.py's).
                 # Rank LATER too, until an ask outside a tier-0 forward (`_rank`).
                 job = workers.submit(self.source, self.label, (), rank=self._rank(),
-                                     asked=lambda: (self.last, self.gap))
+                                     asked=self._asked)
                 self.job = job
                 if self.outside:
                     self._promote()   # (an ask outside may have come while we submitted)
@@ -260,6 +274,9 @@ def kernel(key: tuple, make_source, sync_compiles: bool = True, steady: bool = F
     return k
 
 
+_standins = threading.local()   # .stack: the fused kernels whose stand-ins this thread runs
+
+
 class standing_in:
     """``with native.standing_in(k):`` around the composition a fused kernel `k` stands for,
     run because `k` is not loaded: while `k` is still compiling or loading (`coming`), the
@@ -269,16 +286,19 @@ class standing_in:
     composition is then what the step runs for good."""
 
     def __init__(self, k: "NativeKernel | None"):
-        self._inner = _vec.standin() if k is not None and k.coming() else None
+        self._k = k if k is not None and k.coming() else None
+        self._inner = _vec.standin() if self._k is not None else None
 
     def __enter__(self):
         if self._inner is not None:
+            _standins.__dict__.setdefault("stack", []).append(self._k)
             self._inner.__enter__()
         return self
 
     def __exit__(self, *exc):
         if self._inner is not None:
             self._inner.__exit__(*exc)
+            _standins.stack.pop()
         return False
 
 
