@@ -321,7 +321,10 @@ class _Worker:
 # warm, in-process alternating, min: 78 ms, 108 without the forward loop's kernel, 103
 # without the backward's, 76 without the cross-entropy kernels (1.3 s of worker CPU);
 # tier19. CNN step, one thread: 18.7 ms, 29.0 without the layers' kernels, 18.6 without
-# cross-entropy's (2 s of worker CPU, queued ahead of BatchNorm's before); tier20). LATER: a
+# cross-entropy's (2 s of worker CPU, queued ahead of BatchNorm's before); tier20); one that
+# only tier 0 and the stand-in of a fused kernel still compiling asked for moves down to LATER
+# (`demote`, ops/native.py `standing_in`: the CNN's BatchNorm and pooling kernels, 1.2 s of
+# worker CPU that came before the fused kernels and were idle once those were in). LATER: a
 # background compile's parfor upgrade, which must not hold back any of the others, even
 # when submitted before them.
 FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3
