@@ -115,7 +115,7 @@ class NativeKernel:
         now = _vec.note_ask(self)
         if self.job is not None and self.outside:
             self._promote()
-        elif _standins.__dict__.get("stack") and _vec.standing_in():
+        elif getattr(_standins, "stack", None):   # (inside a stand-in: `standing_in`)
             fused = _standins.stack[-1]
             if fused not in self.stood_in:
                 self.stood_in.append(fused)
