@@ -170,6 +170,26 @@ def test_promote_moves_a_queued_job_up_to_its_new_rank():
     assert pool.jobs.empty()
 
 
+def test_demote_moves_a_queued_job_down_behind_that_ranks_jobs():
+    """A layer's kernel asked for only by tier 0 and a fused kernel's stand-in (ops/native.py
+    `standing_in`) goes from STEADY down to LATER, behind the LATER jobs queued by then;
+    never up, and nothing moves once it is taken."""
+    pool = workers.CompilePool(0)    # no dispatcher threads: we play one
+    part = pool.submit("# part", "part", (), rank=workers.STEADY)
+    fused = pool.submit("# fused", "fused", (), rank=workers.STEADY)
+    upgrade = pool.submit("# upgrade", "up", (), rank=workers.LATER)
+    eager = pool.submit("# eager", "eager", (), rank=workers.EAGER)
+    assert pool.demote(part, workers.LATER)
+    assert not pool.demote(part, workers.STEADY)        # never up
+    assert not pool.demote(part, workers.LATER)         # already there
+    order = [pool.jobs.get_nowait() for _ in range(4)]
+    assert [item[2] for item in order] == [fused, eager, upgrade, part]
+    assert [item[0] for item in order] == [workers.STEADY, workers.EAGER, workers.LATER,
+                                           workers.LATER]
+    assert not pool.demote(fused, workers.LATER)        # taken: nothing to move
+    assert pool.jobs.empty()
+
+
 def test_a_later_kernel_whose_op_stopped_asking_is_held():
     """A kernel queued LATER because only tier-0 forwards asked for it (ops/native.py,
     ops/vectorized.py) whose op stopped asking (the entry switched: its plan fuses the op)

@@ -270,3 +270,58 @@ def test_a_kernel_only_tier0_asked_for_queues_later_until_asked_outside(tmp_path
     # a kernel asked for outside from the start queues EAGER at once
     e = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 23.0"), "test_native_outside")
     assert e.get() is None and e.outside is True and e._rank() == workers.EAGER
+
+
+def test_a_steady_kernel_asked_for_in_a_fused_kernels_stand_in_queues_later(tmp_path, monkeypatch):
+    # The CNN's compiled step runs BatchNorm-and-pool as one fused kernel; until that one is
+    # in, its stand-in (the composition) asks for BatchNorm's and pooling's own kernels,
+    # which tier 0 asked for first. Asked for nowhere else, their jobs go behind the
+    # kernels the compiled step keeps asking for (rank LATER): they had taken ~1.2 s of
+    # the worker's CPU before the fused kernels, which then made them idle.
+    import threading
+    from tracejit.compiler import workers
+    from tracejit.ops import vectorized
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native, "_GO_AFTER_S", 3600.0)   # asked for, no loader started
+    pool = workers.CompilePool(0)    # no dispatcher threads: nothing compiles
+    monkeypatch.setattr(workers, "_pool", pool)
+    fused = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 29.0"), "test_native_fused", steady=True)
+    part = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 31.0"), "test_native_part", steady=True)
+    with vectorized.serving_tier0():
+        assert part.get() is None                # tier 0 asks first: still STEADY
+    assert part.outside is False and part._rank() == workers.STEADY
+    t = threading.Thread(target=part._prepare, daemon=True)
+    t.start()
+    for _ in range(2000):
+        if part.job is not None:
+            break
+        t.join(0.01)
+    job = part.job
+    assert job is not None and [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.STEADY]
+    steady = pool.submit("# col2im", "col2im", (), rank=workers.STEADY)
+    with native.standing_in(None):               # no fused kernel: asks as it is
+        assert not vectorized.standing_in()
+    assert fused.get() is None and fused.coming()
+    with native.standing_in(fused):
+        assert vectorized.standing_in() and not vectorized.outside()
+        assert part.get() is None
+    assert not vectorized.standing_in() and vectorized.outside()
+    assert part.stood_in == [fused] and part.outside is False and part._rank() == workers.LATER
+    assert [item[2] for item in sorted(pool.jobs.queue)] == [steady, job]
+    assert [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.LATER]
+    assert job.asked() == (part.last, part.gap) and part.last is not None
+    fused.fn = lambda a: None                    # the fused kernel is in: no stand-in asks again
+    last, _ = job.asked()
+    assert last == -float("inf") and workers._not_asking(job.asked)   # held at once
+    assert part.get() is None                    # asked outside (a plan calls it): STEADY again
+    assert part.outside is True and part._rank() == workers.STEADY
+    assert job.asked() == (part.last, part.gap) and not workers._not_asking(job.asked)
+    assert [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.STEADY]
+    job._finish(False, "not compiled in this test")
+    t.join(60)
+    assert not t.is_alive() and part.failed
+    # a fused kernel that failed leaves its composition's asks as they are
+    fused.fn, fused.failed = None, True
+    with native.standing_in(fused):
+        assert not vectorized.standing_in()

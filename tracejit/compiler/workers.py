@@ -43,7 +43,7 @@ from typing import Optional
 from .. import envflags
 from ..threads import usable_cpus
 
-__all__ = ["Job", "submit", "promote", "prestart", "release_idle", "shutdown", "pool_size",
+__all__ = ["Job", "submit", "promote", "demote", "prestart", "release_idle", "shutdown", "pool_size",
            "worker_pids", "waiting", "compiling"]
 
 _DEFAULT_TIMEOUT_S = 300.0
@@ -321,7 +321,10 @@ class _Worker:
 # warm, in-process alternating, min: 78 ms, 108 without the forward loop's kernel, 103
 # without the backward's, 76 without the cross-entropy kernels (1.3 s of worker CPU);
 # tier19. CNN step, one thread: 18.7 ms, 29.0 without the layers' kernels, 18.6 without
-# cross-entropy's (2 s of worker CPU, queued ahead of BatchNorm's before); tier20). LATER: a
+# cross-entropy's (2 s of worker CPU, queued ahead of BatchNorm's before); tier20); one that
+# only tier 0 and the stand-in of a fused kernel still compiling asked for moves down to LATER
+# (`demote`, ops/native.py `standing_in`: the CNN's BatchNorm and pooling kernels, 1.2 s of
+# worker CPU that came before the fused kernels and were idle once those were in). LATER: a
 # background compile's parfor upgrade, which must not hold back any of the others, even
 # when submitted before them.
 FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3
@@ -425,6 +428,21 @@ class CompilePool:
                     if item[0] <= rank:
                         return False
                     q[k] = (rank, item[1], job)
+                    heapq.heapify(q)   # (the queue's heap, changed under its own lock)
+                    return True
+        return False
+
+    def demote(self, job: Job, rank: int) -> bool:
+        """Move `job`, while it is queued at a rank before `rank`, down to `rank`, behind the
+        jobs queued there by now (a new sequence number). False when it is not in the queue
+        at such a rank (taken, done, or queued there or later already)."""
+        with self.jobs.mutex:
+            q = self.jobs.queue
+            for k, item in enumerate(q):
+                if item[2] is job:
+                    if item[0] >= rank:
+                        return False
+                    q[k] = (rank, next(self._ids), job)
                     heapq.heapify(q)   # (the queue's heap, changed under its own lock)
                     return True
         return False
@@ -737,6 +755,17 @@ def promote(job: Job, rank: int) -> bool:
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():
         return False
     return p.promote(job, rank)
+
+
+def demote(job: Job, rank: int) -> bool:
+    """Move a queued `job` down to `rank` (`LATER`) when it waits at an earlier one: a layer's
+    kernel asked for only by tier 0 and by the stand-in of a fused kernel still compiling
+    (ops/native.py `standing_in`), which the compiled step stops asking for once that one
+    is in. False when nothing moved."""
+    p = _pool
+    if p is None or p.pid != os.getpid() or job.pid != os.getpid():
+        return False
+    return p.demote(job, rank)
 
 
 def prestart() -> None:

@@ -30,7 +30,7 @@ from .. import sharepool as _sharepool
 from . import batchnorm_prim as _bn
 from . import pool_kernels as _pk
 from . import pool_offsets as _po
-from .native import kernel as _kernel, takes as _takes
+from .native import kernel as _kernel, standing_in as _standing_in, takes as _takes
 from .registry import Aval, bind, defprim
 
 __all__ = ["batch_norm_max_pool2d", "batch_norm_backward_pooled", "record_parts"]
@@ -111,13 +111,18 @@ def _source(dtype, kernel, stride, padding, dilation) -> str:
     return head + "\n" + "\n".join(pool) + "\n\n\n" + "\n".join(main) + "\n"
 
 
-def _get(dtype, kernel, stride, padding, dilation):
+def _holder(dtype, kernel, stride, padding, dilation):
+    """The fused kernel's `native.NativeKernel`, or None where it has none."""
     if dtype not in ("float32", "float64") or kernel[0] * kernel[1] > _pk.MAX_WINDOW:
         return None
     key = ("bn_maxpool", dtype) + tuple(v for pair in (kernel, stride, padding, dilation)
                                         for v in pair)
-    return _kernel(key, lambda: _source(dtype, kernel, stride, padding, dilation),
-                   steady=True).get()
+    return _kernel(key, lambda: _source(dtype, kernel, stride, padding, dilation), steady=True)
+
+
+def _get(dtype, kernel, stride, padding, dilation):
+    k = _holder(dtype, kernel, stride, padding, dilation)
+    return None if k is None else k.get()
 
 
 def _rule(x, weight, bias, eps, kernel, stride, padding, dilation):
@@ -128,8 +133,10 @@ def _rule(x, weight, bias, eps, kernel, stride, padding, dilation):
 
 def _impl(xp, x, weight, bias, eps, kernel, stride, padding, dilation):
     n, c = x.shape[0], x.shape[1]
+    k = None
     if _takes(xp, x) and x.size and x.ndim == 4:
-        fn = _get(x.dtype.name, tuple(kernel), tuple(stride), tuple(padding), tuple(dilation))
+        k = _holder(x.dtype.name, tuple(kernel), tuple(stride), tuple(padding), tuple(dilation))
+        fn = None if k is None else k.get()
         if fn is not None:
             oh, ow = _pk._pooled_hw(x, kernel, stride, padding, dilation)
             psize = 2 * n * c * oh * ow
@@ -141,10 +148,12 @@ def _impl(xp, x, weight, bias, eps, kernel, stride, padding, dilation):
                     out[:psize].reshape(2, n, c, oh, ow), out[psize:].reshape(2, c))
             _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _bn._ELEMENT_WORK * x.size)
             return out
-    # the composition this op stands for
-    r = _bn._forward_impl(xp, x, weight, bias, eps)
-    y = r[:x.size].reshape(x.shape)
-    rec = _po._record_impl(xp, y, kernel, stride, padding, dilation)
+    # the composition this op stands for (while `k` compiles, its kernels' asks serve
+    # only until `k` is in: native.standing_in)
+    with _standing_in(k):
+        r = _bn._forward_impl(xp, x, weight, bias, eps)
+        y = r[:x.size].reshape(x.shape)
+        rec = _po._record_impl(xp, y, kernel, stride, padding, dilation)
     return xp.concatenate([xp.ascontiguousarray(rec).reshape(-1), r[x.size:]])
 
 
@@ -213,13 +222,19 @@ def kernel(gp, off, x, sn, sc, n, c, l, w, oh, ow, mean, rstd, weight, out, c0, 
 '''
 
 
-def _get_backward(dtype, kernel):
+def _backward_holder(dtype, kernel):
+    """The fused backward kernel's `native.NativeKernel`, or None where it has none."""
     if dtype not in ("float32", "float64"):
         return None
     src = (_bn._HEAD + _BACKWARD_SRC).replace('" + RO + "', f"Array({dtype}, 1, 'C', readonly=True)")
     src = src.replace("{t}", dtype).replace("BLOCK", str(_bn.BLOCK))
     src = src.replace("KH", str(kernel[0])).replace("KW", str(kernel[1]))
-    return _kernel(("bn_maxpool_backward", dtype, kernel[0], kernel[1]), lambda: src, steady=True).get()
+    return _kernel(("bn_maxpool_backward", dtype, kernel[0], kernel[1]), lambda: src, steady=True)
+
+
+def _get_backward(dtype, kernel):
+    k = _backward_holder(dtype, kernel)
+    return None if k is None else k.get()
 
 
 def _backward_rule(gp, rec, x, stats, weight, eps, kernel, stride, padding, dilation):
@@ -228,9 +243,11 @@ def _backward_rule(gp, rec, x, stats, weight, eps, kernel, stride, padding, dila
 
 
 def _backward_impl(xp, gp, rec, x, stats, weight, eps, kernel, stride, padding, dilation):
+    k = None
     if (_takes(xp, gp, rec, x) and x.size and x.ndim == 4 and gp.dtype == x.dtype == rec.dtype
             and _pk.tiles(kernel, stride, padding, dilation)):
-        fn = _get_backward(x.dtype.name, tuple(kernel))
+        k = _backward_holder(x.dtype.name, tuple(kernel))
+        fn = None if k is None else k.get()
         if fn is not None:
             n, c, h, w = x.shape
             oh, ow = gp.shape[2], gp.shape[3]
@@ -243,9 +260,10 @@ def _backward_impl(xp, gp, rec, x, stats, weight, eps, kernel, stride, padding, 
                     np.ascontiguousarray(_bn._channels(weight, xp, c)), out)
             _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _bn._ELEMENT_WORK * x.size)
             return out
-    # the composition this op stands for
-    g = _po._scatter_impl(xp, gp, rec, tuple(x.shape), kernel, stride, padding, dilation)
-    return _bn._backward_impl(xp, g, x, stats, weight, eps)
+    # the composition this op stands for (see `_impl`)
+    with _standing_in(k):
+        g = _po._scatter_impl(xp, gp, rec, tuple(x.shape), kernel, stride, padding, dilation)
+        return _bn._backward_impl(xp, g, x, stats, weight, eps)
 
 
 BN_BACKWARD_POOLED = defprim("batch_norm_backward_pooled", _backward_impl, _backward_rule, None,

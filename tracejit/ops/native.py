@@ -21,6 +21,7 @@ as it does ops/vectorized.py's.
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -29,7 +30,7 @@ import numpy as np
 
 from . import vectorized as _vec
 
-__all__ = ["NativeKernel", "takes"]
+__all__ = ["NativeKernel", "takes", "standing_in"]
 
 # A kernel's loader starts at the op's first call this long after its first (see
 # ops/vectorized.py `_GO_AFTER_S`: numba's import must not compete with the first step).
@@ -60,7 +61,7 @@ class NativeKernel:
     in a compiled function's first call."""
 
     __slots__ = ("_source", "label", "fn", "failed", "first", "last", "gap", "thread", "pid", "lock",
-                 "sync_compiles", "steady", "later", "outside", "job")
+                 "sync_compiles", "steady", "later", "outside", "stood_in", "job")
 
     def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False,
                  later: bool = False):
@@ -80,6 +81,10 @@ class NativeKernel:
         # asked for outside every tier-0 forward (ops/vectorized.outside; `note_ask` sets it
         # at such an ask): until then an EAGER-rank kernel queues at rank LATER (`_rank`)
         self.outside = None
+        # the fused kernels (still on their way) whose stand-ins asked for it (`standing_in`):
+        # with no ask outside, a STEADY kernel then queues at rank LATER (`_rank`), and is
+        # held once they are all in (`_asked`)
+        self.stood_in = []
         self.job = None     # its compile job while one is queued or running (`_promote`)
 
     @property
@@ -110,6 +115,11 @@ class NativeKernel:
         now = _vec.note_ask(self)
         if self.job is not None and self.outside:
             self._promote()
+        elif getattr(_standins, "stack", None):   # (inside a stand-in: `standing_in`)
+            fused = _standins.stack[-1]
+            if fused not in self.stood_in:
+                self.stood_in.append(fused)
+                self._demote()
         with self.lock:
             if self.first is None:
                 self.first = _vec.noted_first(now)
@@ -168,9 +178,14 @@ class NativeKernel:
         own, so the compiled step may never ask for such a kernel (the MLP step's LayerNorm
         kernels, forward and backward: 0.5 s of one worker's CPU, came before the
         cross-entropy kernels the step waits for). A plan that calls it (the MLP's skinny
-        GEMM) or eager code asks outside, and the job moves up to EAGER then (`_promote`)."""
+        GEMM) or eager code asks outside, and the job moves up to EAGER then (`_promote`).
+        A STEADY kernel asked for only by tier 0 and by the stand-in of a fused kernel still
+        compiling (`standing_in`: BatchNorm's and max-pooling's kernels, which the CNN's
+        compiled step asks for only until its fused BatchNorm-and-pool kernels are in) queues
+        at LATER too: its ~1.2 s of worker CPU came before those fused kernels, which then
+        made it idle, and held the step's last kernels back by as much (`_demote`)."""
         from ..compiler import workers
-        if self.steady:
+        if self.steady and not (self.stood_in and self.outside is False):
             return workers.STEADY
         if self.later or self.outside is False:
             return workers.LATER
@@ -185,6 +200,26 @@ class NativeKernel:
         rank = self._rank()
         if rank < workers.LATER:
             workers.promote(job, rank)
+
+    def _asked(self) -> tuple:
+        """Its job's ``asked`` (compiler/workers.py `Job.asked`): the op's latest ask and the
+        longest gap between two; once every fused kernel whose stand-in asked for it is in,
+        and nothing else did, no op will ask again: the job is held at once, not 2 s after
+        (CNN: max-pooling's scatter kernel, 0.44 s of worker CPU, compiled beside the
+        compiled step after every kernel it asks for was in)."""
+        if self.stood_in and self.outside is False and all(k.fn is not None for k in self.stood_in):
+            return (-math.inf, self.gap)
+        return (self.last, self.gap)
+
+    def _demote(self) -> None:
+        """Move its queued job down to its rank now (`_rank`: asked for in a stand-in)."""
+        job = self.job
+        if job is None or job.done():
+            return
+        from ..compiler import workers
+        rank = self._rank()
+        if rank == workers.LATER:
+            workers.demote(job, rank)
 
     def _prepare(self) -> None:
         try:
@@ -206,7 +241,7 @@ class NativeKernel:
                 # that must not hold back those the others do (`later`: ops/halves.py's).
                 # Rank LATER too, until an ask outside a tier-0 forward (`_rank`).
                 job = workers.submit(self.source, self.label, (), rank=self._rank(),
-                                     asked=lambda: (self.last, self.gap))
+                                     asked=self._asked)
                 self.job = job
                 if self.outside:
                     self._promote()   # (an ask outside may have come while we submitted)
@@ -237,6 +272,34 @@ def kernel(key: tuple, make_source, sync_compiles: bool = True, steady: bool = F
                 k = _kernels[key] = NativeKernel(make_source, "native_" + "_".join(map(str, key)),
                                                       sync_compiles, steady, later)
     return k
+
+
+_standins = threading.local()   # .stack: the fused kernels whose stand-ins this thread runs
+
+
+class standing_in:
+    """``with native.standing_in(k):`` around the composition a fused kernel `k` stands for,
+    run because `k` is not loaded: while `k` is still compiling or loading (`coming`), the
+    kernels the composition asks for ask as tier 0's do (ops/vectorized.py `standin`), so
+    they queue behind `k` and the kernels the compiled step keeps asking for (`_rank`). A
+    `k` that failed (or None: the dtype has no kernel) leaves the asks as they are: the
+    composition is then what the step runs for good."""
+
+    def __init__(self, k: "NativeKernel | None"):
+        self._k = k if k is not None and k.coming() else None
+        self._inner = _vec.standin() if self._k is not None else None
+
+    def __enter__(self):
+        if self._inner is not None:
+            _standins.__dict__.setdefault("stack", []).append(self._k)
+            self._inner.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._inner is not None:
+            self._inner.__exit__(*exc)
+            _standins.stack.pop()
+        return False
 
 
 def settle(deadline: float) -> bool:

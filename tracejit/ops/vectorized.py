@@ -462,14 +462,36 @@ class serving_tier0:
 
 
 def outside() -> bool:
-    """Whether the calling thread is outside every tier-0 forward (`serving_tier0`). An
+    """Whether the calling thread is outside every tier-0 forward (`serving_tier0`) and every
+    stand-in for a fused kernel still on its way (`standing_in`, ops/native.py). An
     elementwise op that asks for its kernel outside one runs in eager code; one that asks
     only inside serves tier 0, whose plan fuses every elementwise op into kernels of its own
     (MLP step, empty cache, one worker: eager GELU's kernel and its pair, ~0.4 s of the
     worker's CPU, came before the cross-entropy kernels the compiled step waits for). Not
     for the hand-written kernels (ops/native.py): a plan calls some of them as the eager op
     does (the MLP's skinny GEMM)."""
-    return not getattr(_tier0, "depth", 0)
+    return not (getattr(_tier0, "depth", 0) or getattr(_tier0, "standin", 0))
+
+
+def standing_in() -> bool:
+    """Whether the calling thread runs the stand-in of a fused kernel not loaded yet (`standin`)."""
+    return bool(getattr(_tier0, "standin", 0))
+
+
+class standin:
+    """``with vectorized.standin():`` around the composition a fused hand-written kernel
+    stands for, run while that kernel is still compiling (ops/bn_pool.py): the kernels it
+    asks for serve only until the fused one is in, so they ask as tier 0 does (`outside`
+    is False) and a layer's kernel asked for nowhere else queues behind the ones the
+    compiled step keeps asking for (ops/native.py `NativeKernel._rank`)."""
+
+    def __enter__(self):
+        _tier0.standin = getattr(_tier0, "standin", 0) + 1
+        return self
+
+    def __exit__(self, *exc):
+        _tier0.standin -= 1
+        return False
 
 
 def note_ask(holder) -> float:
