@@ -129,6 +129,7 @@ def _record_2x2(x, rec) -> bool:
     size = min(n * c, per) * th * ow                  # T's elements in a block
     t, m = np.empty(size, x.dtype), np.empty(size - ow, x.dtype)
     first, top = np.empty(size, bool), np.empty(size - ow, bool)
+    ge = np.empty(2 * size, bool) if sys.byteorder == "little" else None
     if crop:
         planes = x.reshape(n * c, h, w)
         tiled = np.empty((min(n * c, per), th, tw), x.dtype)
@@ -143,7 +144,15 @@ def _record_2x2(x, rec) -> bool:
         ts, fs = t[:k * th * ow], first[:k * th * ow]
         ms, tops = m[:k * th * ow - ow], top[:k * th * ow - ow]
         np.maximum(xs[0::2], xs[1::2], out=ts)       # every row's pair maxima
-        np.greater_equal(xs[0::2], xs[1::2], out=fs)  # the left one is it (a >= b: a == T)
+        if ge is None:
+            np.greater_equal(xs[0::2], xs[1::2], out=fs)  # the left one is it (a >= b: a == T)
+        else:
+            # The same, as every element against the next (one contiguous loop, SIMD),
+            # whose even elements are the pairs': the low byte of each little-endian uint16
+            # pair of bools, kept by the narrowing cast (7.8 against 15 us a block).
+            gs = ge[:2 * fs.size]
+            np.greater_equal(xs[:-1], xs[1:], out=gs[:-1])
+            np.copyto(fs.view(np.uint8), gs.view(np.uint16), casting="unsafe")
         np.maximum(ts[:-ow], ts[ow:], out=ms)        # rows r and r+1; the windows: r even
         rows = slice(p0 * oh, (p0 + k) * oh)
         out[rows] = ms.reshape(-1, ow)[0::2]
