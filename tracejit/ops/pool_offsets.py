@@ -260,7 +260,8 @@ def _scatter_2x2(g, rec, input_shape):
     bottom row's: two shifts written straight into the OW-long window rows (of a cropped
     input: into scratch, then stores of 2*OW-long rows of g's width, the row and column
     left over zeroed). (The masks of equal offsets the shifts replace took 10 numpy
-    passes where these take 5: LeNet's first pool scatter 1.2 -> 0.93 ms warm.) Block by block (`_BLOCK_2X2`) through reused scratch. Same bits as
+    passes where these take 5: LeNet's first pool scatter 1.2 -> 0.93 ms warm.) Block by
+    block (`_BLOCK_2X2`) through reused scratch. Same bits as
     the general form: ``g + 0`` (-0.0 -> 0.0, what its add to zeros gave), zero where not
     recorded.
 
