@@ -117,3 +117,39 @@ def test_im2col_and_col2im_split_over_channels_give_the_same_bits(geo):
         cols = C._im2col_native(np, x, kernel, stride, padding, dilation, 0.0, oh, ow)
         return cols, C._col2im_native(np, cols, 3, 5, (9, 8), kernel, stride, padding, dilation)
     same_bits_under_uneven_split(run, lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=2)
+
+
+@pytest.mark.parametrize("geo", [((3, 3), (1, 1), (0, 0), (1, 1)),
+                                 ((3, 2), (1, 2), (1, 0), (2, 1)),
+                                 ((2, 3), (1, 1), (1, 2), (3, 2)),
+                                 ((1, 3), (1, 3), (0, 1), (1, 1))])
+@pytest.mark.parametrize("per_block", [1, 2])
+@pytest.mark.parametrize("channel_major", [False, True])
+def test_unfold_gemm_numpy_form_by_row_pitch_equals_the_strided_copy(monkeypatch, geo, per_block,
+                                                                      channel_major):
+    # Rows cut to the windows' width first, by blocks of 1 or 2 of 5 channels (the last
+    # block shorter), in the last channel's rows: the same columns, bit for bit, as the one
+    # strided copy (stride[0] > 1 takes that).
+    kernel, stride, padding, dilation = geo
+    hp = 9 + 2 * padding[0]
+    oh = C.conv_out_size(9, kernel[0], stride[0], padding[0], dilation[0])
+    ow = C.conv_out_size(8, kernel[1], stride[1], padding[1], dilation[1])
+    if per_block > kernel[0] * oh // hp:
+        pytest.skip("the scratch of that many channels does not fit in one channel's rows")
+    block = per_block * kernel[1] * 3 * hp * ow
+    x = np.random.default_rng(3).standard_normal((3, 6, 9, 8)).astype(np.float32)
+    x[0, 1, 2, 3] = -0.0
+    x[1, 2, 0, 0] = np.nan
+    if channel_major:
+        x = np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1)
+    monkeypatch.setattr(C, "_im2col_native", lambda *a: None)
+    monkeypatch.setattr(C, "_UNFOLD_BLOCK", block)
+    called = []
+    real = C._unfold_by_row_pitch
+    monkeypatch.setattr(C, "_unfold_by_row_pitch", lambda *a: called.append(real(*a)) or called[-1])
+    got = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, 0.5, layout="gemm").numpy()
+    assert called == [True]
+    monkeypatch.setattr(C, "_unfold_by_row_pitch", lambda *a: False)
+    want = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, 0.5, layout="gemm").numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
