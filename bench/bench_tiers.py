@@ -185,6 +185,12 @@ def probe(name: str) -> dict:
         step()
         ts.append(time.perf_counter() - t1)
     out["steady_step_s"] = sorted(ts)[2]
+    # The thread policy's state at the steady step (tracejit/coreshare.py): which of its two
+    # speeds the step landed in (two threads, or one and the partner) and what it read.
+    from tracejit import coreshare
+    cs = coreshare.core_share
+    out["policy"] = {"threads": cs._count, "others": round(cs.others, 2),
+                     "trials": getattr(cs, "trials", None), "kept": getattr(cs, "trials_kept", None)}
     out["tiers"] = [s for f in fns for s in f.cache_stats()["tiers"]]
     return out
 
@@ -487,7 +493,7 @@ def report(step: str, res: dict) -> None:
               + (f" (asked for before but not by the compiled step, not waited for: {', '.join(b['kernels_not_asked'])})"
                  if b.get('kernels_not_asked') else "")
               + f"; no worker compiling after {b.get('quiet_s', float('nan')):.1f} s"
-              + f"; compiled step {b['steady_step_s'] * 1e3:.3g} ms")
+              + f"; compiled step {b['steady_step_s'] * 1e3:.3g} ms" + _policy(b))
     if "background_wait" in res:
         w = res["background_wait"]
         st = f" (its step {w['stage1_step_s'] * 1e3:.0f} ms, workers busy)" if "stage1_step_s" in w else ""
@@ -528,6 +534,15 @@ def report(step: str, res: dict) -> None:
               f"in {kin:.2f} s ({w / kin:.2f} of a core)")
     if b:
         print(f"  cold first step, parts: {_parts(b)}")
+
+
+def _policy(r: dict) -> str:
+    """The thread policy's count at a probe's steady step and what it read (coreshare.py)."""
+    p = r.get("policy")
+    if not p:
+        return ""
+    return (f" on {p['threads']} thread{'s' if p['threads'] != 1 else ''} (others {p['others']:.2f} "
+            f"cores; trials of the full count {p['trials']}, kept {p['kept']})")
 
 
 def _parts(r: dict) -> str:

@@ -112,6 +112,95 @@ def test_reread_counts_the_window_after_it_alone(monkeypatch):
     assert cs.reread() == 2 and clock.slept == [coreshare.FIRST_INTERVAL]
     assert cs.others == pytest.approx(0.0)
 
+class _Machine:
+    """Fake /proc/stat counters and a clock: others' load follows a rule of the count the
+    policy gives (what makes a reading self-fulfilling: a lower-priority process fills the
+    core the program leaves idle and yields it when the program wants it)."""
+
+    def __init__(self, monkeypatch, others_for):
+        self.t, self.busy, self.own = 1.0, 100.0, 10.0
+        self.others_for = others_for
+        monkeypatch.setattr(coreshare, "_busy_seconds", lambda: self.busy)
+        monkeypatch.setattr(coreshare, "_own_seconds", lambda: self.own)
+
+    def run(self, cs, until: float, dt: float = 0.01) -> list:
+        """Advance to `until` in steps of `dt`, asking the count at each step as a program's
+        launches do; returns (time, count) of every step."""
+        seen = []
+        while self.t < until - 1e-9:
+            cs.sample(now=self.t)
+            n = cs._count
+            seen.append((round(self.t, 3), n))
+            self.busy += self.others_for(n) * dt
+            self.t += dt
+        return seen
+
+
+def _yielder(n):
+    return 0.8 if n == 1 else 0.1    # fills the idle core, gives it back to two threads
+
+
+def test_a_core_others_fill_only_while_we_leave_it_idle_is_taken_back(monkeypatch):
+    m = _Machine(monkeypatch, lambda n: 0.8)   # a compile or a competitor: one thread
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25, workers=lambda: 0)
+    m.run(cs, 1.5)                             # (the first count: a reading at 1.1)
+    assert cs._count == 1 and cs.trials == 0
+    m.others_for = _yielder                    # now only a process that yields to us
+    seen = m.run(cs, 6.0)
+    assert cs.trials == 1 and cs.trials_kept == 1
+    back = min(t for t, n in seen if n == 2)
+    assert back <= 1.1 + coreshare.TRIAL_BACKOFF_MIN + 0.25 + 0.01   # the first trial
+    assert all(n == 2 for t, n in seen if t > back)                  # and it stays
+    assert cs.others == pytest.approx(0.1, abs=0.05)
+
+
+def test_a_competing_process_keeps_one_thread_and_the_trials_back_off(monkeypatch):
+    m = _Machine(monkeypatch, lambda n: 1.0)   # at our priority: takes its core whatever we do
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25, workers=lambda: 0)
+    seen = m.run(cs, 60.0)
+    starts = [t for (t, n), (_, before) in zip(seen[1:], seen) if n == 2 and before == 1]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    # each trial one window; then twice as long a wait, up to TRIAL_BACKOFF_MAX
+    want = [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert len(gaps) >= len(want)
+    for g, w in zip(gaps, want):
+        assert w + coreshare.TRIAL_WINDOW - 1e-6 <= g <= w + coreshare.TRIAL_WINDOW + 0.26
+    assert cs.trials_kept == 0
+    at_two = sum(1 for t, n in seen if n == 2) / len(seen)
+    assert at_two < 0.02       # ~0.1 s of two threads per 8 s once backed off
+    assert seen[-1][1] == 1
+
+
+def test_no_trial_while_our_compile_workers_work_and_one_right_after(monkeypatch):
+    running = [1]
+    m = _Machine(monkeypatch, lambda n: 1.0)   # our worker compiling: a core of others
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25, workers=lambda: running[0])
+    seen = m.run(cs, 20.0)
+    assert cs.trials == 0 and all(n == 1 for t, n in seen if t >= 1.2)
+    running[0] = 0                             # the last kernel is in: the worker idles,
+    m.others_for = _yielder                    # a lower-priority process fills the core
+    seen = m.run(cs, 22.0)
+    back = min(t for t, n in seen if n == 2)
+    assert back <= 20.0 + 0.25 + 0.01          # the first reading after the workers stop
+    assert cs.trials == 1 and cs.trials_kept == 1 and seen[-1][1] == 2
+
+
+def test_a_trial_that_finds_others_gone_resets_the_backoff(monkeypatch):
+    m = _Machine(monkeypatch, lambda n: 1.0)
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25, workers=lambda: 0)
+    m.run(cs, 20.0)                            # five trials, each failed: backed off
+    assert cs.trials == 5 and cs._backoff == coreshare.TRIAL_BACKOFF_MAX
+    m.others_for = _yielder
+    m.run(cs, 27.0)                            # the next trial (by 25.75) keeps two threads
+    assert cs.trials_kept == 1 and cs._count == 2
+    assert cs._backoff == coreshare.TRIAL_BACKOFF_MIN
+    m.others_for = lambda n: 1.0               # a competitor again: one thread, tried after 0.5 s
+    seen = m.run(cs, 28.5)
+    drop = min(t for t, n in seen if n == 1)
+    again = min(t for t, n in seen if n == 2 and t > drop)
+    assert again - drop <= coreshare.TRIAL_BACKOFF_MIN + 0.25 + 0.01
+
+
 @linux
 def test_sample_of_the_real_machine_is_a_number_of_cores():
     cs = coreshare.CoreShare(interval=0.0)

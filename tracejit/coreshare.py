@@ -21,6 +21,13 @@ costs a clock read almost always. `adapt()` applies the count to numba
 the counts they started with. Products small enough that a second thread cannot pay
 for its wake-up run on one BLAS thread whatever the load (`blas_threads_for`).
 
+A count below the CPUs is tried again now and then (`TRIAL_WINDOW`, `TRIAL_BACKOFF_MIN`,
+`TRIAL_BACKOFF_MAX`): the reading alone cannot tell a process that competes with ours from
+one that only fills the core ours leaves idle and yields it as soon as ours wants it (a
+process of lower priority: another autogroup's niced work against a program run at high
+priority). The latter reads as a busy core exactly while the program runs one thread, and
+the count stayed one for good: a self-fulfilling reading.
+
 While a compile worker of this process starts up or compiles a kernel the program waits
 for, `ceding()` is True and the program's second thread of its own (sharepool's partner:
 claimed products, split recurrent loops) stays idle: the count above already gives the
@@ -60,6 +67,22 @@ FIRST_INTERVAL = 0.1
 # 22.6 on one; at 50-60% the two were even (22.5 / 22.6 ms), at a whole core one thread won
 # (one process, alternating, notes of session 14). 0.25 had given a core up at 40%.
 SLACK = 0.5
+# A count below the CPUs (others took a core over the last reading) is tried at the CPUs'
+# count for `TRIAL_WINDOW` seconds: if others then keep below `SLACK` of a core, they only
+# filled the core we left idle and gave it back when we asked (a lower-priority process),
+# and the full count stays; else the count goes back down and the next trial waits twice
+# as long, from `TRIAL_BACKOFF_MIN` up to `TRIAL_BACKOFF_MAX` seconds (a busy machine pays
+# one window of two threads against a competitor per 8 s). Why: the cold CNN step (bench_tiers,
+# its own autogroup at nice -20, another autogroup's nice-5 process spinning on the
+# machine) ran its steady state either at 10.0-10.5 ms (two threads: the spinner yields,
+# others read 0.04-0.2 cores) or at 14-16 ms (one thread: the spinner fills the idle core,
+# others read 0.8), whichever count it happened to hold when its compile workers went idle.
+# No trial runs while this process's compile workers work (`_workers_running`): they
+# compete at our priority, and a trial would only slow their compile; the first trial
+# comes at the first reading after they stop.
+TRIAL_WINDOW = 0.1
+TRIAL_BACKOFF_MIN = 0.5
+TRIAL_BACKOFF_MAX = 8.0
 # m*k*n below which a product runs on one BLAS thread even when the policy gives two (a
 # guard for the samples' lag: a load that starts between two samples costs a small product
 # 100x on two threads, a large one ~6x). 1M: on a near-quiet 2-core machine two threads ran
@@ -121,11 +144,18 @@ def _own_seconds() -> float:
     return t.user + t.system
 
 
+def _workers_running() -> int:
+    """Compile workers of this process starting up or compiling any job now
+    (compiler/workers.running); 0 where the compiler was never imported."""
+    w = sys.modules.get("tracejit.compiler.workers")
+    return w.running() if w is not None else 0
+
+
 class CoreShare:
     """The cores left to this process, sampled from the whole machine's CPU time."""
 
     def __init__(self, cpus: int | None = None, interval: float = INTERVAL, slack: float = SLACK,
-                 machine: int | None = None):
+                 machine: int | None = None, workers=None):
         self.cpus = cpus or usable_cpus()
         self.machine = machine or os.cpu_count() or self.cpus   # CPUs /proc/stat counts
         self.interval = interval
@@ -135,13 +165,28 @@ class CoreShare:
         self._count = self.cpus
         self._counted = False      # a count has been read (else FIRST_INTERVAL suffices)
         self._lock = threading.Lock()
+        # Trials of the full count (`TRIAL_WINDOW`): `workers` says how many of this
+        # process's compile workers work now (injectable for tests).
+        self._workers = workers or _workers_running
+        self._in_trial = False
+        self._trial_at = None      # monotonic time from which the next trial may start
+        self._backoff = TRIAL_BACKOFF_MIN
+        self.trials = 0            # trials started (diagnostics, tests)
+        self.trials_kept = 0       # trials whose full count stayed
+        self._wait = min(self.interval, FIRST_INTERVAL)   # seconds from a reading to the next
+
+    def _set_wait(self) -> None:
+        # (an attribute, not a method: `threads` reads it at every launch)
+        if self._in_trial:
+            self._wait = min(self.interval, TRIAL_WINDOW)
+        else:
+            self._wait = self.interval if self._counted else min(self.interval, FIRST_INTERVAL)
 
     def sample(self, now: float | None = None) -> float:
         """Read the counters if `interval` has passed; returns ``others`` (cores)."""
         now = time.monotonic() if now is None else now
         last = self._last
-        if last is not None and now - last[0] < (self.interval if self._counted else
-                                                 min(self.interval, FIRST_INTERVAL)):
+        if last is not None and now - last[0] < self._wait:
             return self.others
         with self._lock:
             busy = _busy_seconds()
@@ -154,8 +199,9 @@ class CoreShare:
                 others = ((busy - last[1]) - (own - last[2])) / (now - last[0])
                 # (clamped: the counters tick every 10 ms, a short interval reads coarsely)
                 self.others = min(max(0.0, others), float(self.machine))
-                self._count = self.count_for(self.others)
+                self._count = self._decide(self.count_for(self.others), now)
                 self._counted = True
+                self._set_wait()
             self._last = (now, busy, own)
         return self.others
 
@@ -172,8 +218,40 @@ class CoreShare:
                 return self._count
             self._last = (time.monotonic(), busy, _own_seconds())
             self._counted = False      # the next sample may come `FIRST_INTERVAL` after this
+            self._set_wait()
         time.sleep(window)
         return self.threads()
+
+    def _decide(self, count: int, now: float) -> int:
+        """The count to use from a reading whose own count is `count` (`count_for`): the
+        end of a trial, the start of one, or `count` itself."""
+        full = self.cpus
+        if self._in_trial:           # the reading covers the trial's window alone
+            self._in_trial = False
+            if count >= full:        # others gave the core back: keep it
+                self.trials_kept += 1
+                self._backoff = TRIAL_BACKOFF_MIN
+                self._trial_at = None
+            else:                    # they compete: back down, and wait longer next time
+                self._backoff = min(2 * self._backoff, TRIAL_BACKOFF_MAX)
+                self._trial_at = now + self._backoff
+            return count
+        if count >= full:
+            self._trial_at = None
+            return count
+        if self._workers():
+            # our own compile workers take the core: try when they stop, at once
+            self._backoff = TRIAL_BACKOFF_MIN
+            self._trial_at = now
+            return count
+        if self._trial_at is None:
+            self._trial_at = now + self._backoff
+            return count
+        if now >= self._trial_at:
+            self._in_trial = True
+            self.trials += 1
+            return full
+        return count
 
     def count_for(self, others: float) -> int:
         """Threads to use when others keep `others` cores busy."""
@@ -185,8 +263,7 @@ class CoreShare:
         # products swept, and the two-layer step asks the count at every launch; the test
         # passes for all but one call in `interval`)
         last = self._last
-        if last is None or time.monotonic() - last[0] >= (self.interval if self._counted else
-                                                          min(self.interval, FIRST_INTERVAL)):
+        if last is None or time.monotonic() - last[0] >= self._wait:
             self.sample()
         return self._count
 

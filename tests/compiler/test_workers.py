@@ -274,11 +274,16 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
             time.sleep(0.01)
         time.sleep(0.05)
         assert not later.done() and not workers.compiling() and not coreshare.ceding()
+        # ... but it is work of our own at our priority: the policy tries no full count
+        # meanwhile (coreshare.CoreShare's trials), so `running` counts it
+        while workers.running() != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
     finally:
         pool.shutdown()
     assert later.event.wait(10) and not later.ok
     deadline = time.monotonic() + 10
-    while workers.compiling():               # the killed worker's reader saw its end
+    while workers.compiling() or workers.running():   # the killed worker's reader saw its end
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert not coreshare.ceding()

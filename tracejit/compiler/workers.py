@@ -44,7 +44,7 @@ from .. import envflags
 from ..threads import usable_cpus
 
 __all__ = ["Job", "submit", "promote", "demote", "prestart", "release_idle", "shutdown", "pool_size",
-           "worker_pids", "waiting", "compiling"]
+           "worker_pids", "waiting", "compiling", "running"]
 
 _DEFAULT_TIMEOUT_S = 300.0
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
@@ -199,6 +199,17 @@ def _busy(n: int) -> None:
     global _in_flight
     with _in_flight_lock:
         _in_flight += n
+
+
+# Jobs no call waits for (rank LATER) that workers compile now: with `_in_flight`, what
+# `running` says (the thread policy tries no full count while any worker works).
+_later = 0
+
+
+def _later_busy(n: int) -> None:
+    global _later
+    with _in_flight_lock:
+        _later += n
 
 
 class waiting:
@@ -642,13 +653,12 @@ class CompilePool:
         # second thread (LSTM step: the GEMM halves' module, 3.3 s of worker CPU after every
         # kernel the step asks for was in).
         waited = rank < LATER
-        if waited:
-            _busy(1)
+        count = _busy if waited else _later_busy
+        count(1)
         try:
             self._run_on(i, job)
         finally:
-            if waited:
-                _busy(-1)
+            count(-1)
 
     def _run_on(self, i: int, job: Job) -> None:
         try:
@@ -795,6 +805,13 @@ def compiling() -> int:
     return _in_flight
 
 
+def running() -> int:
+    """How many workers of this process are starting up or compiling any job now (LATER
+    ones too); 0 when none (a plain read: the thread policy asks it at each reading that
+    gives the program fewer threads than its CPUs, coreshare.CoreShare)."""
+    return _in_flight + _later
+
+
 def worker_pids() -> list:
     """Process ids of the live workers (for tests and diagnostics)."""
     p = _pool
@@ -813,9 +830,10 @@ def shutdown() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _pool, _pool_lock, _in_flight, _in_flight_lock
+    global _pool, _pool_lock, _in_flight, _in_flight_lock, _later
     _pool_lock = threading.Lock()  # another thread may have held it at the fork
     _in_flight, _in_flight_lock = 0, threading.Lock()   # (the parent's jobs are not ours)
+    _later = 0
     p, _pool = _pool, None
     if p is not None:
         p.forget_after_fork()
