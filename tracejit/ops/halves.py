@@ -78,7 +78,7 @@ _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 _PAIR = '''
 
 from numba import cfunc
-from tracejit.compiler.voidptr import call_get_count, call_pthread, call_set_count, carray_at, {g}
+from tracejit.compiler.voidptr import call_at, call_get_count, call_pthread, call_set_count, carray_at, {g}
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
@@ -202,7 +202,10 @@ def gemm_half(rec):
     a = carray_at(r[0], (r[1],), np.{t})
     b = carray_at(r[6], (r[7],), np.{t})
     c = carray_at(r[9], (r[10],), np.{t})
-    kernel(a, r[2], r[3], r[4], r[5], b, r[8], c)
+    # rows_gemm's compiled kernel at its address in the records' slot 15 (`_Pair` puts it there
+    # once): inlined here, its register tiles were compiled a second time in this module
+    # (0.8 s of its 2.6 s compile), besides rows_gemm's own module
+    call_at(r[15], gemm_kernel, (a, r[2], r[3], r[4], r[5], b, r[8], c))
 
 
 # One loop per operand pattern. A result written over an operand gets a loop on that array
@@ -214,7 +217,9 @@ def gemm_half(rec):
 # numpy's error model: x / 0 is inf or NaN, as numpy gives it. numba's default ('python')
 # raises ZeroDivisionError, which a cfunc cannot pass on: the half stopped at the first zero
 # divisor and left the rest of its output unwritten (session 22's fix; a test divides by
-# zeros).
+# zeros). No CPython wrappers (``no_cpython_wrapper``): only `ew_half` calls them, and each
+# wrapper (three or four arrays unboxed) was lowered, optimised and emitted in the module's
+# compile for nothing; called from Python they would crash.
 @njit(inline="always")
 def _binop(op, a, b):
     if op == 0:
@@ -226,43 +231,43 @@ def _binop(op, a, b):
     return a / b
 
 
-@njit(error_model='numpy')
+@njit(error_model='numpy', no_cpython_wrapper=True)
 def _ew_arrays(op, o, a, b):
     for i in range(o.size):
         o[i] = _binop(op, a[i], b[i])
 
 
-@njit(error_model='numpy')
+@njit(error_model='numpy', no_cpython_wrapper=True)
 def _ew_into_a(op, a, b):
     for i in range(a.size):
         a[i] = _binop(op, a[i], b[i])
 
 
-@njit(error_model='numpy')
+@njit(error_model='numpy', no_cpython_wrapper=True)
 def _ew_into_b(op, a, b):
     for i in range(b.size):
         b[i] = _binop(op, a[i], b[i])
 
 
-@njit(error_model='numpy')
+@njit(error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_right(op, o, a, s):
     for i in range(o.size):
         o[i] = _binop(op, a[i], s)
 
 
-@njit(error_model='numpy')
+@njit(error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_right_into(op, a, s):
     for i in range(a.size):
         a[i] = _binop(op, a[i], s)
 
 
-@njit(error_model='numpy')
+@njit(error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_left(op, o, s, b):
     for i in range(o.size):
         o[i] = _binop(op, s, b[i])
 
 
-@njit(error_model='numpy')
+@njit(error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_left_into(op, s, b):
     for i in range(b.size):
         b[i] = _binop(op, s, b[i])
@@ -300,11 +305,21 @@ def ew_half(rec):
 
 
 def source(dtype: str) -> str:
-    """rows_gemm's kernel module for `dtype` with the two half entries and their record
-    fillers (`_PAIR`). Its `kernel` is only inlined into `gemm_half` (Python's products
-    call rows_gemm's own module), so it is not compiled on its own here."""
+    """The halves module for `dtype`: the two half entries and their record fillers (`_PAIR`),
+    with rows_gemm's compiled kernel module's `kernel` (`rows_gemm.kernel_import`: loaded, or
+    compiled in place where its disk entry is missing), which `gemm_half` calls by address."""
     gemm = "call_sgemm" if dtype == "float32" else "call_dgemm"
-    return rows_gemm.source(dtype, standalone=False) + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
+    head = "import numpy as np\nfrom numba import njit\n" + rows_gemm.kernel_import(dtype) + _ENTRY
+    return head + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
+
+
+# The module's `kernel`, the name ops/native.py loads (`loaded_module` reads the halves' entries
+# from its globals): rows_gemm's kernel, called through this module.
+_ENTRY = """
+
+def kernel(*args):
+    gemm_kernel(*args)
+"""
 
 
 class _Pair:
@@ -318,6 +333,8 @@ class _Pair:
         # their code lives as long as this
         self.keep = (module["gemm_half"], module["ew_half"], module["product_whole"])
         self.recs = np.zeros((2, 16), np.int64)
+        from ..compiler.voidptr import native_address
+        self.recs[:, 15] = native_address(module["gemm_kernel"])   # (`gemm_half` calls it there)
         self.ew_launch = module["ew_launch"]
         self.ew_entry = _entry_point(self.ew_launch)
         self.ew_address = module["ew_half"].address
@@ -402,7 +419,9 @@ def loaded_module(kernel):
     fn = kernel.get()
     if fn is None:
         return None
-    return fn, getattr(getattr(fn, "py_func", None), "__globals__", {})
+    # (a numba dispatcher's function's globals, or a plain function's: the halves module's
+    # `kernel`)
+    return fn, getattr(getattr(fn, "py_func", fn), "__globals__", {})
 
 
 def _pair(dtype):
