@@ -465,6 +465,9 @@ def test_the_product_half_calls_rows_gemms_compiled_kernel_by_address():
     assert halves.loaded_module(type("K", (), {"get": lambda self: mod.kernel})())[1] is vars(mod)
     pair = halves._Pair(vars(mod))
     assert list(pair.recs[:, 15]) == [native_address(own.kernel)] * 2
+    # `ew_half`'s loops: compiled once each, their addresses in the table at slot 14
+    assert list(pair.recs[:, 14]) == [pair.ew_loops.ctypes.data] * 2
+    assert list(pair.ew_loops) == [native_address(getattr(mod, name)) for name in halves.EW_LOOPS]
     assert mod.gemm_half.address and mod.ew_half.address
 
 

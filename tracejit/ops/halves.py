@@ -217,9 +217,11 @@ def gemm_half(rec):
 # numpy's error model: x / 0 is inf or NaN, as numpy gives it. numba's default ('python')
 # raises ZeroDivisionError, which a cfunc cannot pass on: the half stopped at the first zero
 # divisor and left the rest of its output unwritten (session 22's fix; a test divides by
-# zeros). No CPython wrappers (``no_cpython_wrapper``): only `ew_half` calls them, and each
-# wrapper (three or four arrays unboxed) was lowered, optimised and emitted in the module's
-# compile for nothing; called from Python they would crash.
+# zeros). `ew_half` calls them by address (`EW_LOOPS`: their addresses in a table at the
+# records' slot 14, put there by `_Pair`), compiled once each for their one signature: called
+# by numba, each one's code was linked into `ew_half` and optimised and emitted again (0.25-0.3 s
+# of the module's compile). No CPython wrappers (``no_cpython_wrapper``) either: nothing calls
+# them from Python (they would crash), and each wrapper was compiled for nothing.
 @njit(inline="always")
 def _binop(op, a, b):
     if op == 0:
@@ -231,43 +233,43 @@ def _binop(op, a, b):
     return a / b
 
 
-@njit(error_model='numpy', no_cpython_wrapper=True)
+@njit("void(int64, {t}[::1], {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_arrays(op, o, a, b):
     for i in range(o.size):
         o[i] = _binop(op, a[i], b[i])
 
 
-@njit(error_model='numpy', no_cpython_wrapper=True)
+@njit("void(int64, {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_into_a(op, a, b):
     for i in range(a.size):
         a[i] = _binop(op, a[i], b[i])
 
 
-@njit(error_model='numpy', no_cpython_wrapper=True)
+@njit("void(int64, {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_into_b(op, a, b):
     for i in range(b.size):
         b[i] = _binop(op, a[i], b[i])
 
 
-@njit(error_model='numpy', no_cpython_wrapper=True)
+@njit("void(int64, {t}[::1], {t}[::1], {t})", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_right(op, o, a, s):
     for i in range(o.size):
         o[i] = _binop(op, a[i], s)
 
 
-@njit(error_model='numpy', no_cpython_wrapper=True)
+@njit("void(int64, {t}[::1], {t})", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_right_into(op, a, s):
     for i in range(a.size):
         a[i] = _binop(op, a[i], s)
 
 
-@njit(error_model='numpy', no_cpython_wrapper=True)
+@njit("void(int64, {t}[::1], {t}, {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_left(op, o, s, b):
     for i in range(o.size):
         o[i] = _binop(op, s, b[i])
 
 
-@njit(error_model='numpy', no_cpython_wrapper=True)
+@njit("void(int64, {t}, {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_left_into(op, s, b):
     for i in range(b.size):
         b[i] = _binop(op, s, b[i])
@@ -278,30 +280,36 @@ def ew_half(rec):
     r = carray_at(rec, (16,), np.int64)
     f = carray_at(rec, (16,), np.float64)
     op, n = r[0], r[1]
+    fns = carray_at(r[14], (7,), np.int64)   # (`EW_LOOPS`' addresses)
     if r[5] == 1:                       # scalar op array
         s = np.{t}(f[8])
         b = carray_at(r[3], (n,), np.{t})
         if r[4] == r[3]:
-            _ew_scalar_left_into(op, s, b)
+            call_at(fns[6], _ew_scalar_left_into, (op, s, b))
         else:
-            _ew_scalar_left(op, carray_at(r[4], (n,), np.{t}), s, b)
+            call_at(fns[5], _ew_scalar_left, (op, carray_at(r[4], (n,), np.{t}), s, b))
         return
     a = carray_at(r[2], (n,), np.{t})
     if r[6] == 1:                       # array op scalar
         s = np.{t}(f[9])
         if r[4] == r[2]:
-            _ew_scalar_right_into(op, a, s)
+            call_at(fns[4], _ew_scalar_right_into, (op, a, s))
         else:
-            _ew_scalar_right(op, carray_at(r[4], (n,), np.{t}), a, s)
+            call_at(fns[3], _ew_scalar_right, (op, carray_at(r[4], (n,), np.{t}), a, s))
         return
     b = carray_at(r[3], (n,), np.{t})
     if r[4] == r[2]:
-        _ew_into_a(op, a, b)
+        call_at(fns[1], _ew_into_a, (op, a, b))
     elif r[4] == r[3]:
-        _ew_into_b(op, a, b)
+        call_at(fns[2], _ew_into_b, (op, a, b))
     else:
-        _ew_arrays(op, carray_at(r[4], (n,), np.{t}), a, b)
+        call_at(fns[0], _ew_arrays, (op, carray_at(r[4], (n,), np.{t}), a, b))
 '''
+
+
+# `ew_half`'s loops in the order of its table (`_Pair.ew_loops`, at the records' slot 14)
+EW_LOOPS = ("_ew_arrays", "_ew_into_a", "_ew_into_b", "_ew_scalar_right", "_ew_scalar_right_into",
+            "_ew_scalar_left", "_ew_scalar_left_into")
 
 
 def source(dtype: str) -> str:
@@ -326,7 +334,7 @@ class _Pair:
     """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
 
     __slots__ = ("keep", "recs", "pthread", "gemm_launch", "gemm_entry", "gemm_address", "pair_launch",
-                 "whole_address", "ew_launch", "ew_entry", "ew_address", "count_get", "count_set")
+                 "whole_address", "ew_launch", "ew_entry", "ew_address", "count_get", "count_set", "ew_loops")
 
     def __init__(self, module: dict):
         import ctypes
@@ -335,6 +343,8 @@ class _Pair:
         self.recs = np.zeros((2, 16), np.int64)
         from ..compiler.voidptr import native_address
         self.recs[:, 15] = native_address(module["gemm_kernel"])   # (`gemm_half` calls it there)
+        self.ew_loops = np.array([native_address(module[name]) for name in EW_LOOPS], np.int64)
+        self.recs[:, 14] = self.ew_loops.ctypes.data                 # (`ew_half` reads the table there)
         self.ew_launch = module["ew_launch"]
         self.ew_entry = _entry_point(self.ew_launch)
         self.ew_address = module["ew_half"].address
