@@ -82,7 +82,9 @@ from tracejit.compiler.voidptr import call_at, call_get_count, call_pthread, cal
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
-# or __array_interface__), and a launch needs four or five.
+# or __array_interface__), and a launch needs four or five. The fillers (`gemm_records`,
+# `ew_records`, `product_record`) are called only by the launches, so they have no CPython
+# wrapper (compiled for nothing, ~0.1 s of the module; called from Python they would crash).
 @njit(inline="always")
 def _put(r, q, vals):
     for i in range(len(vals)):
@@ -90,7 +92,7 @@ def _put(r, q, vals):
 
 
 @njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
-      "{t}[:, ::1], {t}[:, ::1], boolean)", cache=CACHE)
+      "{t}[:, ::1], {t}[:, ::1], boolean)", cache=CACHE, no_cpython_wrapper=True)
 def gemm_records(r, a, b, out, rest, by_rows):
     m, kd = a.shape
     n = b.shape[1]
@@ -132,7 +134,7 @@ def gemm_launch(r, a, b, out, rest, by_rows, pthread, entry):
 
 
 @njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
-      "{t}[::1], int64, int64, float64)", cache=CACHE)
+      "{t}[::1], int64, int64, float64)", cache=CACHE, no_cpython_wrapper=True)
 def ew_records(r, op, x, y, out, xs, ys, s):
     # each half: op, its length, x's, y's and out's addresses, which operand is the scalar
     # `s` (xs, ys: the other operand stands in for its array), s's float64 bits in slot 8 or 9
@@ -161,7 +163,7 @@ def ew_launch(r, op, x, y, out, xs, ys, s, pthread, entry):
 # k, a, lda, b, ldb, c, ldc (ta, tb: 0 an operand as it lies, C-contiguous; 1 its transpose,
 # the operand F-contiguous).
 @njit("void(int64[:, ::1], int64, int64, int64, int64, Array({t}, 2, 'A', readonly=True), "
-      "Array({t}, 2, 'A', readonly=True), {t}[:, ::1])", cache=CACHE)
+      "Array({t}, 2, 'A', readonly=True), {t}[:, ::1])", cache=CACHE, no_cpython_wrapper=True)
 def product_record(r, q, fn, ta, tb, a, b, c):
     m, kd = a.shape
     n = b.shape[1]
