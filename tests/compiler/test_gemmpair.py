@@ -32,7 +32,7 @@ def _loaded(dtype: str):
     if dtype not in _entries:
         from tracejit.compiler import diskcache
         mod = diskcache.load_module(halves.source(dtype), name_hint="native_rows_gemm_halves_" + dtype)
-        _entries[dtype] = halves._Pair(mod.kernel.py_func.__globals__)
+        _entries[dtype] = halves._Pair(vars(mod))
     return _entries[dtype]
 
 

@@ -23,7 +23,8 @@ def _loaded(dtype: str) -> dict:
     if dtype not in _pairs:
         from tracejit.compiler import diskcache
         mod = diskcache.load_module(halves.source(dtype), name_hint="native_rows_gemm_halves_" + dtype)
-        _pairs[dtype] = (halves._Pair(mod.kernel.py_func.__globals__), mod.kernel)
+        # (the pair, rows_gemm's kernel the halves call, the module's entry as native.py loads it)
+        _pairs[dtype] = (halves._Pair(vars(mod)), mod.gemm_kernel, mod.kernel)
     return _pairs[dtype]
 
 
@@ -376,7 +377,7 @@ def real_launch(monkeypatch) -> None:
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(halves, "_kernel", lambda *a, **k: type("K", (), {"get": lambda self: _loaded(
-        a[0][1])[1]})())
+        a[0][1])[2]})())
     monkeypatch.setattr(halves, "_pairs", {})
 
 
@@ -450,16 +451,23 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     assert asks[2:] == ([] if sync else [(("rows_gemm_halves", "float64"), False, True), "get"])
 
 
-def test_the_module_compiles_the_register_tile_kernel_only_inside_its_product_half():
-    """Python's products call rows_gemm's own module, so the halves module's `kernel` is
-    inlined into `gemm_half` and not compiled on its own (nor again inside the cfunc that
-    would link it): rows_gemm's module compiles its signature at load, this one none."""
+def test_the_product_half_calls_rows_gemms_compiled_kernel_by_address():
+    """The halves module compiles no register-tile kernel of its own: its `kernel` is rows_gemm's
+    module's (one compiled function, one disk entry), which `gemm_half` calls through the
+    address `_Pair` puts in the records' slot 15."""
     from tracejit.compiler import diskcache
+    from tracejit.compiler.voidptr import native_address
     from tracejit.ops import rows_gemm
     mod = diskcache.load_module(halves.source("float32"), name_hint="native_rows_gemm_halves_float32")
     own = diskcache.load_module(rows_gemm.source("float32"), name_hint="native_rows_gemm_float32")
-    assert mod.kernel.targetoptions.get("inline") == "always"
-    assert own.kernel.targetoptions.get("inline") != "always" and len(own.kernel.signatures) == 1
+    assert mod.gemm_kernel is own.kernel and len(own.kernel.signatures) == 1
+    assert "_make_tile" not in halves.source("float32")
+    assert halves.loaded_module(type("K", (), {"get": lambda self: mod.kernel})())[1] is vars(mod)
+    pair = halves._Pair(vars(mod))
+    assert list(pair.recs[:, 15]) == [native_address(own.kernel)] * 2
+    # `ew_half`'s loops: compiled once each, their addresses in the table at slot 14
+    assert list(pair.recs[:, 14]) == [pair.ew_loops.ctypes.data] * 2
+    assert list(pair.ew_loops) == [native_address(getattr(mod, name)) for name in halves.EW_LOOPS]
     assert mod.gemm_half.address and mod.ew_half.address
 
 

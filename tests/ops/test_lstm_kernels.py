@@ -373,10 +373,14 @@ def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
     monkeypatch.setattr(native, "_kernels", {})
     diskcache.clear_memory_cache()
     digest = packed_gemm._digest(packed_gemm.product_source(dtype))
-    product = packed_gemm.product_module(dtype, digest).panel_product
+    shared = packed_gemm.product_module(dtype, digest)
+    product = shared.panel_product
+    packs = (shared.panel_pack, shared.panel_pack_t)
     for name in ("forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer"):
         kernel = getattr(lstm_kernels, name)(dtype)
         assert kernel is not None, name
         module = kernel.__globals__
         assert module["panel_product"] is product, name
-        assert list(module["_FNS"]) == [native_address(product)], name
+        # the weights' packs too: the shared module's, by address (not inlined in each loop)
+        assert (module["panel_pack"], module["panel_pack_t"]) == packs, name
+        assert list(module["_FNS"]) == [native_address(f) for f in (product,) + packs], name

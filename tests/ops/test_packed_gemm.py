@@ -57,7 +57,24 @@ def scalar_rows(w, b, c, j0, beta):
             for k in range(w.shape[1]):
                 s += w[i, k] * b[k, q]
             c[i, q] = s + c[i, q] if beta else s
-''' + packed_gemm.PRODUCT_SOURCE
+''' + packed_gemm.PRODUCT_SOURCE + '''
+
+from tracejit.compiler.voidptr import call_at, native_address
+
+
+@njit
+def pack_columns(w, wp, trans, p0, p1, k0, kd):
+    pack_panel_columns(w, wp, trans, p0, p1, k0, kd)
+
+
+@njit
+def packs_by_address(fns, w, wp, trans, p0, p1, k0, kd):
+    # the loops' call of the shared packs (ops/lstm_kernels.py): through their addresses
+    if trans:
+        call_at(fns[1], panel_pack_t, (w, wp, p0, p1, k0, kd))
+    else:
+        call_at(fns[0], panel_pack, (w, wp, p0, p1, k0, kd))
+'''
 _mods: dict = {}
 
 
@@ -187,3 +204,29 @@ def test_transpose_part_writes_only_its_rectangle(dtype, i0, i1, j0, j1, tile):
         want[j0:j1, i0:i1] = src[i0:i1, j0:j1].T + (want[j0:j1, i0:i1] if add else 0)
         ns["transpose_part_"](src, i0, i1, j0, j1, dst, add)
         np.testing.assert_array_equal(dst, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("trans", [False, True])
+def test_packs_by_address_equal_the_inlined_pack(dtype, trans, tile):
+    """`panel_pack` and `panel_pack_t` (PRODUCT_SOURCE, called by address as the recurrent
+    loops call them) write what `pack_panel_columns` writes, element for element: a part of
+    the panels (p0..p1-1) as columns k0.. of a wider packed matrix, the padding rows zero,
+    nothing outside the part touched."""
+    ns = _mod(dtype)
+    mr = packed_gemm.tile_shape(dtype)[1]
+    fns = np.array([ns["native_address"](ns["panel_pack"]), ns["native_address"](ns["panel_pack_t"])], np.int64)
+    r = np.random.default_rng(7)
+    for m, k in ((3 * mr + 5, 7), (2 * mr, 1), (mr - 3, 4)):
+        w = r.standard_normal((k, m) if trans else (m, k)).astype(dtype)
+        w[0, -1] = -0.0
+        w.flags.writeable = False
+        kd = k + 3
+        panels = (m + mr - 1) // mr
+        for p0, p1, k0 in ((0, panels, 0), (1 if panels > 1 else 0, panels, 3)):
+            want = np.full(panels * mr * kd, np.nan, dtype)
+            got = want.copy()
+            ns["pack_columns"](w, want, trans, p0, p1, k0, kd)
+            ns["packs_by_address"](fns, w, got, trans, p0, p1, k0, kd)
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+            assert np.isnan(got).any()      # (the columns outside k0..k0+k-1 untouched)

@@ -234,10 +234,12 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
         # turning -inf - -inf = nan into -inf. So that work lives in a helper compiled
         # without fastmath and inlined by LLVM with its own instruction flags. (The serial
         # twin, for small sizes, skips both: one function compiles in half the time.)
+        # The helper has no CPython wrapper: only the kernel calls it (the wrapper was
+        # lowered, optimised and emitted in every job for nothing).
         ret = list(dict.fromkeys([o.value for o in nest.outputs] + [red.value]))
         ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
         args_src = ", ".join(op.name for op in nest.operands)
-        helper = ["@njit(cache=False, error_model='numpy', fastmath=False)",
+        helper = ["@njit(cache=False, error_model='numpy', fastmath=False, no_cpython_wrapper=True)",
                   f"def element({args_src}):",
                   "    _always_inline()"] + ["    " + c for c in comp] + [f"    return {ret_src}", "", ""]
         comp = [f"{ret_src} = element({args_src})"]

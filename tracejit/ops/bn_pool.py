@@ -48,8 +48,9 @@ def _source(dtype, kernel, stride, padding, dilation) -> str:
     head = _bn._HEAD.replace("{t}", dtype).replace("BLOCK", str(_bn.BLOCK))
     ro = f"Array({dtype}, 1, 'C', readonly=True)"
     pool = [
+        # (no CPython wrapper: only the kernel calls it; from Python it would crash)
         f'@njit("void({dtype}[:, ::1], {dtype}[:, :, :, :, ::1], int64, int64)", '
-        "error_model='numpy', boundscheck=False, nogil=True)",
+        "error_model='numpy', boundscheck=False, nogil=True, no_cpython_wrapper=True)",
         "def pool_plane(s, rec, i, ch):",
         '    """rec[:, i, ch] = the windows\' maxima of the plane s and their first offsets"""',
         "    h, w = s.shape[0], s.shape[1]",

@@ -78,11 +78,13 @@ _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 _PAIR = '''
 
 from numba import cfunc
-from tracejit.compiler.voidptr import call_get_count, call_pthread, call_set_count, carray_at, {g}
+from tracejit.compiler.voidptr import call_at, call_get_count, call_pthread, call_set_count, carray_at, {g}
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
-# or __array_interface__), and a launch needs four or five.
+# or __array_interface__), and a launch needs four or five. The fillers (`gemm_records`,
+# `ew_records`, `product_record`) are called only by the launches, so they have no CPython
+# wrapper (compiled for nothing, ~0.1 s of the module; called from Python they would crash).
 @njit(inline="always")
 def _put(r, q, vals):
     for i in range(len(vals)):
@@ -90,7 +92,7 @@ def _put(r, q, vals):
 
 
 @njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
-      "{t}[:, ::1], {t}[:, ::1], boolean)", cache=CACHE)
+      "{t}[:, ::1], {t}[:, ::1], boolean)", cache=CACHE, no_cpython_wrapper=True)
 def gemm_records(r, a, b, out, rest, by_rows):
     m, kd = a.shape
     n = b.shape[1]
@@ -132,7 +134,7 @@ def gemm_launch(r, a, b, out, rest, by_rows, pthread, entry):
 
 
 @njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
-      "{t}[::1], int64, int64, float64)", cache=CACHE)
+      "{t}[::1], int64, int64, float64)", cache=CACHE, no_cpython_wrapper=True)
 def ew_records(r, op, x, y, out, xs, ys, s):
     # each half: op, its length, x's, y's and out's addresses, which operand is the scalar
     # `s` (xs, ys: the other operand stands in for its array), s's float64 bits in slot 8 or 9
@@ -161,7 +163,7 @@ def ew_launch(r, op, x, y, out, xs, ys, s, pthread, entry):
 # k, a, lda, b, ldb, c, ldc (ta, tb: 0 an operand as it lies, C-contiguous; 1 its transpose,
 # the operand F-contiguous).
 @njit("void(int64[:, ::1], int64, int64, int64, int64, Array({t}, 2, 'A', readonly=True), "
-      "Array({t}, 2, 'A', readonly=True), {t}[:, ::1])", cache=CACHE)
+      "Array({t}, 2, 'A', readonly=True), {t}[:, ::1])", cache=CACHE, no_cpython_wrapper=True)
 def product_record(r, q, fn, ta, tb, a, b, c):
     m, kd = a.shape
     n = b.shape[1]
@@ -202,7 +204,10 @@ def gemm_half(rec):
     a = carray_at(r[0], (r[1],), np.{t})
     b = carray_at(r[6], (r[7],), np.{t})
     c = carray_at(r[9], (r[10],), np.{t})
-    kernel(a, r[2], r[3], r[4], r[5], b, r[8], c)
+    # rows_gemm's compiled kernel at its address in the records' slot 15 (`_Pair` puts it there
+    # once): inlined here, its register tiles were compiled a second time in this module
+    # (0.8 s of its 2.6 s compile), besides rows_gemm's own module
+    call_at(r[15], gemm_kernel, (a, r[2], r[3], r[4], r[5], b, r[8], c))
 
 
 # One loop per operand pattern. A result written over an operand gets a loop on that array
@@ -214,7 +219,11 @@ def gemm_half(rec):
 # numpy's error model: x / 0 is inf or NaN, as numpy gives it. numba's default ('python')
 # raises ZeroDivisionError, which a cfunc cannot pass on: the half stopped at the first zero
 # divisor and left the rest of its output unwritten (session 22's fix; a test divides by
-# zeros).
+# zeros). `ew_half` calls them by address (`EW_LOOPS`: their addresses in a table at the
+# records' slot 14, put there by `_Pair`), compiled once each for their one signature: called
+# by numba, each one's code was linked into `ew_half` and optimised and emitted again (0.25-0.3 s
+# of the module's compile). No CPython wrappers (``no_cpython_wrapper``) either: nothing calls
+# them from Python (they would crash), and each wrapper was compiled for nothing.
 @njit(inline="always")
 def _binop(op, a, b):
     if op == 0:
@@ -226,43 +235,43 @@ def _binop(op, a, b):
     return a / b
 
 
-@njit(error_model='numpy')
+@njit("void(int64, {t}[::1], {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_arrays(op, o, a, b):
     for i in range(o.size):
         o[i] = _binop(op, a[i], b[i])
 
 
-@njit(error_model='numpy')
+@njit("void(int64, {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_into_a(op, a, b):
     for i in range(a.size):
         a[i] = _binop(op, a[i], b[i])
 
 
-@njit(error_model='numpy')
+@njit("void(int64, {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_into_b(op, a, b):
     for i in range(b.size):
         b[i] = _binop(op, a[i], b[i])
 
 
-@njit(error_model='numpy')
+@njit("void(int64, {t}[::1], {t}[::1], {t})", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_right(op, o, a, s):
     for i in range(o.size):
         o[i] = _binop(op, a[i], s)
 
 
-@njit(error_model='numpy')
+@njit("void(int64, {t}[::1], {t})", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_right_into(op, a, s):
     for i in range(a.size):
         a[i] = _binop(op, a[i], s)
 
 
-@njit(error_model='numpy')
+@njit("void(int64, {t}[::1], {t}, {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_left(op, o, s, b):
     for i in range(o.size):
         o[i] = _binop(op, s, b[i])
 
 
-@njit(error_model='numpy')
+@njit("void(int64, {t}, {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
 def _ew_scalar_left_into(op, s, b):
     for i in range(b.size):
         b[i] = _binop(op, s, b[i])
@@ -273,51 +282,71 @@ def ew_half(rec):
     r = carray_at(rec, (16,), np.int64)
     f = carray_at(rec, (16,), np.float64)
     op, n = r[0], r[1]
+    fns = carray_at(r[14], (7,), np.int64)   # (`EW_LOOPS`' addresses)
     if r[5] == 1:                       # scalar op array
         s = np.{t}(f[8])
         b = carray_at(r[3], (n,), np.{t})
         if r[4] == r[3]:
-            _ew_scalar_left_into(op, s, b)
+            call_at(fns[6], _ew_scalar_left_into, (op, s, b))
         else:
-            _ew_scalar_left(op, carray_at(r[4], (n,), np.{t}), s, b)
+            call_at(fns[5], _ew_scalar_left, (op, carray_at(r[4], (n,), np.{t}), s, b))
         return
     a = carray_at(r[2], (n,), np.{t})
     if r[6] == 1:                       # array op scalar
         s = np.{t}(f[9])
         if r[4] == r[2]:
-            _ew_scalar_right_into(op, a, s)
+            call_at(fns[4], _ew_scalar_right_into, (op, a, s))
         else:
-            _ew_scalar_right(op, carray_at(r[4], (n,), np.{t}), a, s)
+            call_at(fns[3], _ew_scalar_right, (op, carray_at(r[4], (n,), np.{t}), a, s))
         return
     b = carray_at(r[3], (n,), np.{t})
     if r[4] == r[2]:
-        _ew_into_a(op, a, b)
+        call_at(fns[1], _ew_into_a, (op, a, b))
     elif r[4] == r[3]:
-        _ew_into_b(op, a, b)
+        call_at(fns[2], _ew_into_b, (op, a, b))
     else:
-        _ew_arrays(op, carray_at(r[4], (n,), np.{t}), a, b)
+        call_at(fns[0], _ew_arrays, (op, carray_at(r[4], (n,), np.{t}), a, b))
 '''
 
 
+# `ew_half`'s loops in the order of its table (`_Pair.ew_loops`, at the records' slot 14)
+EW_LOOPS = ("_ew_arrays", "_ew_into_a", "_ew_into_b", "_ew_scalar_right", "_ew_scalar_right_into",
+            "_ew_scalar_left", "_ew_scalar_left_into")
+
+
 def source(dtype: str) -> str:
-    """rows_gemm's kernel module for `dtype` with the two half entries and their record
-    fillers (`_PAIR`). Its `kernel` is only inlined into `gemm_half` (Python's products
-    call rows_gemm's own module), so it is not compiled on its own here."""
+    """The halves module for `dtype`: the two half entries and their record fillers (`_PAIR`),
+    with rows_gemm's compiled kernel module's `kernel` (`rows_gemm.kernel_import`: loaded, or
+    compiled in place where its disk entry is missing), which `gemm_half` calls by address."""
     gemm = "call_sgemm" if dtype == "float32" else "call_dgemm"
-    return rows_gemm.source(dtype, standalone=False) + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
+    head = "import numpy as np\nfrom numba import njit\n" + rows_gemm.kernel_import(dtype) + _ENTRY
+    return head + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
+
+
+# The module's `kernel`, the name ops/native.py loads (`loaded_module` reads the halves' entries
+# from its globals): rows_gemm's kernel, called through this module.
+_ENTRY = """
+
+def kernel(*args):
+    gemm_kernel(*args)
+"""
 
 
 class _Pair:
     """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
 
     __slots__ = ("keep", "recs", "pthread", "gemm_launch", "gemm_entry", "gemm_address", "pair_launch",
-                 "whole_address", "ew_launch", "ew_entry", "ew_address", "count_get", "count_set")
+                 "whole_address", "ew_launch", "ew_entry", "ew_address", "count_get", "count_set", "ew_loops")
 
     def __init__(self, module: dict):
         import ctypes
         # their code lives as long as this
         self.keep = (module["gemm_half"], module["ew_half"], module["product_whole"])
         self.recs = np.zeros((2, 16), np.int64)
+        from ..compiler.voidptr import native_address
+        self.recs[:, 15] = native_address(module["gemm_kernel"])   # (`gemm_half` calls it there)
+        self.ew_loops = np.array([native_address(module[name]) for name in EW_LOOPS], np.int64)
+        self.recs[:, 14] = self.ew_loops.ctypes.data                 # (`ew_half` reads the table there)
         self.ew_launch = module["ew_launch"]
         self.ew_entry = _entry_point(self.ew_launch)
         self.ew_address = module["ew_half"].address
@@ -402,7 +431,9 @@ def loaded_module(kernel):
     fn = kernel.get()
     if fn is None:
         return None
-    return fn, getattr(getattr(fn, "py_func", None), "__globals__", {})
+    # (a numba dispatcher's function's globals, or a plain function's: the halves module's
+    # `kernel`)
+    return fn, getattr(getattr(fn, "py_func", fn), "__globals__", {})
 
 
 def _pair(dtype):

@@ -222,8 +222,9 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
                         r0 = blk * hh + u0
                         r1 = blk * hh + u1 if nth > 1 else four
                         for which in range(2):             # W_ih's columns, then W's: one call site
-                            pack_panel_columns(wx if which == 0 else w, wp, False, r0 // PMR,
-                                               (r1 + PMR - 1) // PMR, 0 if which == 0 else ki, ki + hh)
+                            # (`panel_pack`, ops/packed_gemm.py, at its address fns[1])
+                            call_at(fns[1], panel_pack, (wx if which == 0 else w, wp, r0 // PMR,
+                                                         (r1 + PMR - 1) // PMR, 0 if which == 0 else ki, ki + hh))
                     half_done(sync, nth)
                     continue
                 if phase == 1 and r == L:
@@ -406,7 +407,8 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
             else:
                 for blk in range(4):
                     db[blk * hh + u0:blk * hh + u1] = 0
-                pack_panel_range(w, wp, True, u0 // PMR, (u1 + PMR - 1) // PMR)   # W^T's panels
+                # W^T's panels (`panel_pack_t`, ops/packed_gemm.py, at its address fns[2])
+                call_at(fns[2], panel_pack_t, (w, wp, u0 // PMR, (u1 + PMR - 1) // PMR, 0, four))
             if r < L:
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
                 for part in range(2 if full else 1):   # h's cotangent, then c's
@@ -520,7 +522,7 @@ def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
     n = m.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 5 * s)
-    pack_panels(w, wp, False)
+    call_at(fns[1], panel_pack, (w, wp, 0, (three + PMR - 1) // PMR, 0, hh))   # (`pack_panels(w, wp, False)`)
     mg = m[:three]
     for k in range(L):
         t = L - 1 - k if reverse else k
@@ -594,7 +596,7 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
     n = dg.shape[1]
     s = hh * n
     Zf = Z.reshape(L, 5 * s)
-    pack_panels(w, wp, True)                           # W^T's panels
+    call_at(fns[2], panel_pack_t, (w, wp, 0, (hh + PMR - 1) // PMR, 0, three))   # W^T's panels
     for r in range(L):
         k = L - 1 - r
         t = L - 1 - k if reverse else k
@@ -629,7 +631,8 @@ def _source(template: str, dtype: str) -> str:
 # (``kernel(*args)``): the module's `loop` with the address of `panel_product`, which it calls
 # there (the product's tiles compiled in their own function, not inlined in each loop's).
 _KERNEL_BY_ADDRESS = """
-_FNS = np.array([native_address(panel_product)], np.int64)
+_FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t)],
+                np.int64)
 
 
 def kernel(*args):

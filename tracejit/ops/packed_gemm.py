@@ -308,6 +308,23 @@ PRODUCT_SOURCE = '''
       "boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
 def panel_product(wp, p0, p1, kd, k0, k1, b, c, beta):
     packed_gemm_kpart(wp, p0, p1, kd, k0, k1, b, c, beta)
+
+
+# `pack_panel_columns` of w (panel_pack) and of w^T (panel_pack_t), called by address by the
+# loops as the product is: inlined, each loop's one pack cost 0.15-0.4 s of its compile
+# (LLVM's copies of the vectorized pack loop). The same loops, `trans` a constant in each.
+# No CPython wrappers (0.12 s of compile each): only called by address; from Python they
+# would crash (`pack_panels` is the pack to call there).
+@njit("void(Array({t}, 2, 'C', readonly=True), {t}[::1], int64, int64, int64, int64)", cache=CACHE,
+      error_model='numpy', boundscheck=False, nogil=True, no_cpython_wrapper=True)
+def panel_pack(w, wp, p0, p1, k0, kd):
+    pack_panel_columns(w, wp, False, p0, p1, k0, kd)
+
+
+@njit("void(Array({t}, 2, 'C', readonly=True), {t}[::1], int64, int64, int64, int64)", cache=CACHE,
+      error_model='numpy', boundscheck=False, nogil=True, no_cpython_wrapper=True)
+def panel_pack_t(w, wp, p0, p1, k0, kd):
+    pack_panel_columns(w, wp, True, p0, p1, k0, kd)
 '''
 
 _PRODUCT_MODULE = '''# tracejit's product of packed panels for {t}, shared by the recurrent loops' kernels (tracejit/ops/packed_gemm.py)
@@ -340,12 +357,14 @@ def product_module(dtype: str, digest: str):
 
 
 def product_import(dtype: str) -> str:
-    """Source lines that give a kernel module `panel_product` (from `product_module`),
-    `call_at` and `native_address`; the product's digest is in them, so a changed product
-    changes the kernel's source (and disk cache key) too."""
+    """Source lines that give a kernel module `panel_product`, `panel_pack` and `panel_pack_t`
+    (from `product_module`), `call_at` and `native_address`; the product's digest is in them,
+    so a changed product changes the kernel's source (and disk cache key) too."""
     return (f"\nfrom tracejit.compiler.voidptr import call_at, native_address\n"
             f"from tracejit.ops.packed_gemm import product_module as _product_module\n"
-            f"panel_product = _product_module({dtype!r}, {_digest(product_source(dtype))!r}).panel_product\n")
+            f"_product = _product_module({dtype!r}, {_digest(product_source(dtype))!r})\n"
+            f"panel_product, panel_pack, panel_pack_t = _product.panel_product, _product.panel_pack, "
+            f"_product.panel_pack_t\n")
 
 
 def with_tile(source: str, dtype: str) -> str:

@@ -203,11 +203,10 @@ def kernel(a, ars, aks, m, kd, b, n, c):
             _part(a, ars, aks, m, b, n, c, kb, min(KC, kd - kb), kb > 0)
 '''
 
-# `kernel`'s decorator: compiled on its own for Python's calls (`product`), or only inlined
-# into the module's callers (ops/halves.py's cfunc, which alone calls it there).
+# `kernel`'s decorator: compiled on its own, for Python's calls (`product`) and for ops/halves.py's
+# product half, which calls it by address (`kernel_import`).
 _STANDALONE = ('''@njit("void(Array({t}, 1, 'C', readonly=True), int64, int64, int64, int64, "
       "Array({t}, 1, 'C', readonly=True), int64, {t}[::1])", cache=CACHE, boundscheck=False, nogil=True)''')
-_INLINED = "@njit(inline='always')"
 
 _REST_TILES = '''
 _rest{w} = _make_tile(RMR, ({w},))
@@ -222,14 +221,11 @@ _REST_LOOP = '''
         j += {w}'''
 
 
-def source(dtype: str, standalone: bool = True) -> str:
-    """The kernel module's source for `dtype` with this CPU's tile. ``standalone=False``:
-    `kernel` is not compiled on its own but inlined into its callers in the module (ops/
-    halves.py's, whose module calls it only from its cfunc): compiled once there instead of
-    twice, on its own and again inside the cfunc that links it (0.1-0.2 s of a worker's CPU)."""
+def source(dtype: str) -> str:
+    """The kernel module's source for `dtype` with this CPU's tile."""
     gv, gmr, gnv = tile_shape(dtype)
     rests = _rest_widths(gv)
-    driver = (_DRIVER.replace("{kernel_jit}", _STANDALONE if standalone else _INLINED)
+    driver = (_DRIVER.replace("{kernel_jit}", _STANDALONE)
               .replace("# {rest_tiles}", "".join(_REST_TILES.replace("{w}", str(w)) for w in rests))
               .replace("    # {rest_loops}", "".join(_REST_LOOP.replace("{w}", str(w)) for w in rests))
 
@@ -238,6 +234,33 @@ def source(dtype: str, standalone: bool = True) -> str:
               .replace("{ROWS_FIRST}", str(ROWS_FIRST_BYTES // (4 if dtype == "float32" else 8))))
     head = "import numpy as np\nfrom numba import njit\n"
     return packed_gemm.with_tile(head + packed_gemm.PACKED_SOURCE + driver, dtype).replace("{t}", dtype)
+
+
+def _digest(text: str) -> str:
+    import hashlib
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def kernel_module(dtype: str, digest: str):
+    """This module's kernel module for `dtype`, loaded (compiled into the disk cache on its
+    first use in the process), for ops/halves.py's module, whose product half calls its
+    `kernel` by address (`kernel_import`); `digest` is that of the source the importer was made
+    with: one compiled against another kernel (another tile, another version) must not load."""
+    from ..compiler import diskcache
+    text = source(dtype)
+    if _digest(text) != digest:
+        raise RuntimeError(f"rows_gemm.kernel_module: the kernel's source for {dtype} changed "
+                           f"(digest {_digest(text)}, the importer's {digest})")
+    # (the name `module_kernel`'s NativeKernel loads it under: one module, one disk entry)
+    return diskcache.load_module(text, name_hint=f"native_rows_gemm_{dtype}")
+
+
+def kernel_import(dtype: str) -> str:
+    """Source lines that give a module `gemm_kernel`, this module's compiled kernel for `dtype`
+    (`kernel_module`); the kernel's digest is in them, so a changed kernel changes the
+    importer's source (and disk cache key) too."""
+    return (f"from tracejit.ops.rows_gemm import kernel_module as _kernel_module\n"
+            f"gemm_kernel = _kernel_module({dtype!r}, {_digest(source(dtype))!r}).kernel\n")
 
 
 def _strides(a) -> tuple | None:

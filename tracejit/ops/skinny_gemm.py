@@ -128,8 +128,9 @@ from numba import cfunc
 from tracejit.compiler.voidptr import call_at, call_pthread, carray_at
 
 
+# (no CPython wrapper: only `dot_launch` calls it; called from Python it would crash)
 @njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
-      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1])", cache=CACHE)
+      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1])", cache=CACHE, no_cpython_wrapper=True)
 def dot_records(r, x, w, bias, has_bias, out):
     m, kd = x.shape
     n = w.shape[0]

@@ -111,7 +111,9 @@ SIGNATURE = ("void(Array(int64, 2, 'C', readonly=True), Array(int64, 2, 'C', rea
              "{dtype}, {dtype}, boolean, {dtype}, {dtype}, {dtype}, int64, int64)")
 
 
-@njit(nogil=True, error_model="numpy")
+# (no CPython wrapper: only the kernel calls it; its wrapper, unboxing five arrays, was
+# 0.09 s of the module's 0.48 s compile. Called from Python it would crash.)
+@njit(nogil=True, error_model="numpy", no_cpython_wrapper=True)
 def _update_range(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
                   beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
     # One chunk: 1-D views indexed from 0, a function of its own. Indexing the tuples'
@@ -162,7 +164,8 @@ SIGNATURE = ("void(UniTuple({dtype}[::1], {count}), UniTuple(Array({dtype}, 1, '
                  "{dtype}, {dtype}, {dtype}, boolean, boolean, {dtype}, int64, int64)")
 
 
-@njit(nogil=True, error_model="numpy")
+# (no CPython wrapper: only the kernel calls it, as Adam's `_update_range`)
+@njit(nogil=True, error_model="numpy", no_cpython_wrapper=True)
 def _sgd_range(p, g, buf, maximize, wd, momentum, one_minus_dampening, nesterov, first, lr):
     # sgd.SGD's array path, one element at a time, in its order and dtype; flags are the
     # same in every iteration (LLVM moves their tests out of the loop)
