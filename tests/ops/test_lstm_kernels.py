@@ -372,7 +372,7 @@ def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
     # their time, while product_module now loads another (same source, same code).
     monkeypatch.setattr(native, "_kernels", {})
     diskcache.clear_memory_cache()
-    digest = packed_gemm._digest(packed_gemm.product_source(dtype))
+    digest = packed_gemm.source_digest(packed_gemm.product_source(dtype))
     shared = packed_gemm.product_module(dtype, digest)
     product = shared.panel_product
     packs = (shared.panel_pack, shared.panel_pack_t)

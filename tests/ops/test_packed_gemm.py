@@ -230,3 +230,19 @@ def test_packs_by_address_equal_the_inlined_pack(dtype, trans, tile):
             ns["packs_by_address"](fns, w, got, trans, p0, p1, k0, kd)
             np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
             assert np.isnan(got).any()      # (the columns outside k0..k0+k-1 untouched)
+
+
+def test_a_shared_module_with_another_digest_is_refused_by_name(monkeypatch):
+    # An importer made against another source (another tile, another version) would call the
+    # shared functions by address with that one's arguments: the load is refused before any
+    # compile or disk read, naming the module and both digests.
+    from tracejit.compiler import diskcache
+    monkeypatch.setattr(diskcache, "load_module", lambda *a, **k: pytest.fail("loaded"))
+    good = packed_gemm.source_digest(packed_gemm.product_source("float32"))
+    with pytest.raises(RuntimeError, match=r"packed_gemm.product_module: the product's source "
+                                           r"for float32 changed \(digest " + good):
+        packed_gemm.product_module("float32", "0" * 20)
+    from tracejit.ops import rows_gemm
+    with pytest.raises(RuntimeError, match=r"rows_gemm.kernel_module: the kernel's source for "
+                                           r"float64 changed .*the importer's 1{20}"):
+        rows_gemm.kernel_module("float64", "1" * 20)

@@ -338,22 +338,29 @@ def product_source(dtype: str) -> str:
     return with_tile(_PRODUCT_MODULE, dtype).replace("{t}", dtype)
 
 
-def _digest(source: str) -> str:
+def source_digest(source: str) -> str:
+    """A short digest of a shared module's source, put in its importers' sources (`load_by_digest`)."""
     import hashlib
     return hashlib.sha256(source.encode()).hexdigest()[:20]
 
 
-def product_module(dtype: str, digest: str):
-    """The loaded module of `panel_product` for `dtype` (compiled into the disk cache on its
-    first use in the process); `digest` is that of the source its importer was made with:
-    a kernel compiled against another product (another tile, another version) must not
-    load, since it calls the product by address with that one's arguments."""
+def load_by_digest(source: str, digest: str, name_hint: str, what: str):
+    """The loaded module of `source` (compiled into the disk cache on its first use in the
+    process), for a kernel module that calls its functions by address; `digest` is that of the
+    source the importer was made with (`source_digest`): one compiled against another source
+    (another tile, another version) must not load, since it would call the functions at their
+    addresses with that one's arguments. `what` names the shared module in the error."""
     from ..compiler import diskcache
-    source = product_source(dtype)
-    if _digest(source) != digest:
-        raise RuntimeError(f"packed_gemm.product_module: the product's source for {dtype} changed "
-                           f"(digest {_digest(source)}, the kernel's {digest})")
-    return diskcache.load_module(source, name_hint=f"packed_product_{dtype}")
+    if source_digest(source) != digest:
+        raise RuntimeError(f"{what} changed (digest {source_digest(source)}, the importer's {digest})")
+    return diskcache.load_module(source, name_hint=name_hint)
+
+
+def product_module(dtype: str, digest: str):
+    """The loaded module of `panel_product` for `dtype`, for the recurrent loops' kernels
+    (`load_by_digest`: `digest` is that of the product's source the kernel was made with)."""
+    return load_by_digest(product_source(dtype), digest, f"packed_product_{dtype}",
+                          f"packed_gemm.product_module: the product's source for {dtype}")
 
 
 def product_import(dtype: str) -> str:
@@ -362,7 +369,7 @@ def product_import(dtype: str) -> str:
     so a changed product changes the kernel's source (and disk cache key) too."""
     return (f"\nfrom tracejit.compiler.voidptr import call_at, native_address\n"
             f"from tracejit.ops.packed_gemm import product_module as _product_module\n"
-            f"_product = _product_module({dtype!r}, {_digest(product_source(dtype))!r})\n"
+            f"_product = _product_module({dtype!r}, {source_digest(product_source(dtype))!r})\n"
             f"panel_product, panel_pack, panel_pack_t = _product.panel_product, _product.panel_pack, "
             f"_product.panel_pack_t\n")
 

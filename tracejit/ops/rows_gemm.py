@@ -236,23 +236,14 @@ def source(dtype: str) -> str:
     return packed_gemm.with_tile(head + packed_gemm.PACKED_SOURCE + driver, dtype).replace("{t}", dtype)
 
 
-def _digest(text: str) -> str:
-    import hashlib
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
 def kernel_module(dtype: str, digest: str):
     """This module's kernel module for `dtype`, loaded (compiled into the disk cache on its
     first use in the process), for ops/halves.py's module, whose product half calls its
-    `kernel` by address (`kernel_import`); `digest` is that of the source the importer was made
-    with: one compiled against another kernel (another tile, another version) must not load."""
-    from ..compiler import diskcache
-    text = source(dtype)
-    if _digest(text) != digest:
-        raise RuntimeError(f"rows_gemm.kernel_module: the kernel's source for {dtype} changed "
-                           f"(digest {_digest(text)}, the importer's {digest})")
+    `kernel` by address (`kernel_import`; `packed_gemm.load_by_digest`: `digest` is that of the
+    source the importer was made with)."""
     # (the name `module_kernel`'s NativeKernel loads it under: one module, one disk entry)
-    return diskcache.load_module(text, name_hint=f"native_rows_gemm_{dtype}")
+    return packed_gemm.load_by_digest(source(dtype), digest, f"native_rows_gemm_{dtype}",
+                                      f"rows_gemm.kernel_module: the kernel's source for {dtype}")
 
 
 def kernel_import(dtype: str) -> str:
@@ -260,7 +251,7 @@ def kernel_import(dtype: str) -> str:
     (`kernel_module`); the kernel's digest is in them, so a changed kernel changes the
     importer's source (and disk cache key) too."""
     return (f"from tracejit.ops.rows_gemm import kernel_module as _kernel_module\n"
-            f"gemm_kernel = _kernel_module({dtype!r}, {_digest(source(dtype))!r}).kernel\n")
+            f"gemm_kernel = _kernel_module({dtype!r}, {packed_gemm.source_digest(source(dtype))!r}).kernel\n")
 
 
 def _strides(a) -> tuple | None:
