@@ -523,14 +523,24 @@ def _input_impl(xp, g, x, stats, weight, red, eps, out=None, spare=None):
 
 def _input_coefficients(w, rstd, mean, red0, red1, n):
     """(a, b, d) of the input gradient ``g * a + x * b + d`` per channel (float64), from
-    red0, red1 = (sum g, sum g*xhat) (`_input_impl`); with red1 None, (a, -a, -a * rstd)
-    only: `_backward_blocks` computes b and d from them block by block, by the same
-    operations."""
+    red0, red1 = (sum g, sum g*xhat) (`_input_impl`)."""
+    parts = _sum_free_parts(w, rstd)
+    return (parts[0],) + _summed_parts(parts, mean, red0, red1, n)
+
+
+def _sum_free_parts(w, rstd):
+    """(a, -a, -a * rstd): the coefficients' parts that need no sums, for every channel at
+    once (`_backward_blocks` then takes b and d block by block from them)."""
     a = w * rstd
-    if red1 is None:
-        return a, -a, -a * rstd
-    b = -a * rstd * red1 / n
-    return a, b, -a * red0 / n - b * mean
+    return a, -a, -a * rstd
+
+
+def _summed_parts(parts, mean, red0, red1, n):
+    """(b, d) from `_sum_free_parts` and the channels' sums (the same float64 operations in
+    the same order whether for all channels or a block of them: the same bits)."""
+    _, neg_a, neg_a_rstd = parts
+    b = neg_a_rstd * red1 / n
+    return b, neg_a * red0 / n - b * mean
 
 
 def _input_np(xp, g, x, a, b, d, out, spare=None):
@@ -652,10 +662,9 @@ def _backward_blocks(g, x, stats, weight, eps, out) -> bool:
     blocks, k = _channel_blocks(c, count, _NP_BLOCK_BACKWARD)
     t_all = np.empty((k, count), dt)
     g_all = np.empty((k, count), dt) if gr is None else None
-    # `_input_coefficients`' parts that need no sums, for every channel at once (the same
-    # float64 operations element by element: the same bits; ~6 small numpy calls a block
-    # fewer, of which LeNet's first BatchNorm has 16)
-    a, neg_a, neg_a_rstd = _input_coefficients(w, rstd, mean, None, None, count)
+    # the coefficients' parts that need no sums, for every channel at once (~6 small numpy
+    # calls a block fewer, of which LeNet's first BatchNorm has 16)
+    a, neg_a, neg_a_rstd = _sum_free_parts(w, rstd)
     a_dt = a.astype(dt)[:, None]
     red64 = np.empty((2, c))
     for c0, c1 in blocks:
@@ -670,8 +679,7 @@ def _backward_blocks(g, x, stats, weight, eps, out) -> bool:
         red[1, c0:c1] = _row_dots(t, gb) * rstd[c0:c1]
         rb = red64[:, c0:c1]
         rb[...] = red[:, c0:c1]
-        b = neg_a_rstd[c0:c1] * rb[1] / count
-        d = neg_a[c0:c1] * rb[0] / count - b * mean[c0:c1]
+        b, d = _summed_parts((None, neg_a[c0:c1], neg_a_rstd[c0:c1]), mean[c0:c1], rb[0], rb[1], count)
         np.multiply(gb, a_dt[c0:c1], out=ob)
         np.add(ob, np.multiply(xb, b.astype(dt)[:, None], out=t), out=ob)
         np.add(ob, d.astype(dt)[:, None], out=ob)
