@@ -195,21 +195,20 @@ _in_flight = 0
 _in_flight_lock = threading.Lock()
 
 
-def _busy(n: int) -> None:
-    global _in_flight
-    with _in_flight_lock:
-        _in_flight += n
-
-
 # Jobs no call waits for (rank LATER) that workers compile now: with `_in_flight`, what
 # `running` says (the thread policy tries no full count while any worker works).
 _later = 0
 
 
-def _later_busy(n: int) -> None:
-    global _later
+def _busy(n: int, waited: bool = True) -> None:
+    """Count `n` more (or fewer) workers starting up or compiling: in `_in_flight` when a
+    call waits for it (`compiling`), else in `_later` (`running` only)."""
+    global _in_flight, _later
     with _in_flight_lock:
-        _later += n
+        if waited:
+            _in_flight += n
+        else:
+            _later += n
 
 
 class waiting:
@@ -653,12 +652,11 @@ class CompilePool:
         # second thread (LSTM step: the GEMM halves' module, 3.3 s of worker CPU after every
         # kernel the step asks for was in).
         waited = rank < LATER
-        count = _busy if waited else _later_busy
-        count(1)
+        _busy(1, waited)
         try:
             self._run_on(i, job)
         finally:
-            count(-1)
+            _busy(-1, waited)
 
     def _run_on(self, i: int, job: Job) -> None:
         try:
