@@ -231,31 +231,45 @@ def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monk
                       ("rows", "cross_entropy"): False, ("rows", "cross_entropy_backward"): False}
 
 
-def test_a_kernel_only_tier0_asked_for_queues_later_until_asked_outside(tmp_path, monkeypatch):
-    # A compiled function's plan fuses what its tier-0 forward runs, so a hand-written
-    # kernel asked for only inside tier-0 forwards may never be asked for again (the MLP
-    # step's LayerNorm kernels): rank LATER. An ask from eager code or a compiled plan (the
-    # MLP's skinny GEMM) moves its queued job up to EAGER.
-    import threading
+def _played_pool(tmp_path, monkeypatch):
+    """Background mode with a compile pool of no dispatcher threads (nothing compiles: the
+    test reads its queue), a private cache, and no loader started by an ask."""
     from tracejit.compiler import workers
-    from tracejit.ops import vectorized
     monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(native, "_GO_AFTER_S", 3600.0)   # asked for, no loader started
-    pool = workers.CompilePool(0)    # no dispatcher threads: nothing compiles
+    pool = workers.CompilePool(0)
     monkeypatch.setattr(workers, "_pool", pool)
-    other = pool.submit("# other", "other", (), rank=workers.EAGER)
-    k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 19.0"), "test_native_tier0")
-    with vectorized.serving_tier0():
-        assert k.get() is None
-    assert k.outside is False and k._rank() == workers.LATER
+    return pool
+
+
+def _queued(k):
+    """(thread, job): `k`'s loader run in a thread until it has queued its compile job (it
+    then waits for the job, which the test finishes)."""
+    import threading
     t = threading.Thread(target=k._prepare, daemon=True)
     t.start()
     for _ in range(2000):
         if k.job is not None:
             break
         t.join(0.01)
-    job = k.job
+    return t, k.job
+
+
+def test_a_kernel_only_tier0_asked_for_queues_later_until_asked_outside(tmp_path, monkeypatch):
+    # A compiled function's plan fuses what its tier-0 forward runs, so a hand-written
+    # kernel asked for only inside tier-0 forwards may never be asked for again (the MLP
+    # step's LayerNorm kernels): rank LATER. An ask from eager code or a compiled plan (the
+    # MLP's skinny GEMM) moves its queued job up to EAGER.
+    from tracejit.compiler import workers
+    from tracejit.ops import vectorized
+    pool = _played_pool(tmp_path, monkeypatch)
+    other = pool.submit("# other", "other", (), rank=workers.EAGER)
+    k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 19.0"), "test_native_tier0")
+    with vectorized.serving_tier0():
+        assert k.get() is None
+    assert k.outside is False and k._rank() == workers.LATER
+    t, job = _queued(k)
     assert job is not None and [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.LATER]
     with vectorized.serving_tier0():
         assert k.get() is None                   # tier 0 again: stays LATER
@@ -278,26 +292,15 @@ def test_a_steady_kernel_asked_for_in_a_fused_kernels_stand_in_queues_later(tmp_
     # which tier 0 asked for first. Asked for nowhere else, their jobs go behind the
     # kernels the compiled step keeps asking for (rank LATER): they had taken ~1.2 s of
     # the worker's CPU before the fused kernels, which then made them idle.
-    import threading
     from tracejit.compiler import workers
     from tracejit.ops import vectorized
-    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
-    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(native, "_GO_AFTER_S", 3600.0)   # asked for, no loader started
-    pool = workers.CompilePool(0)    # no dispatcher threads: nothing compiles
-    monkeypatch.setattr(workers, "_pool", pool)
+    pool = _played_pool(tmp_path, monkeypatch)
     fused = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 29.0"), "test_native_fused", steady=True)
     part = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 31.0"), "test_native_part", steady=True)
     with vectorized.serving_tier0():
         assert part.get() is None                # tier 0 asks first: still STEADY
     assert part.outside is False and part._rank() == workers.STEADY
-    t = threading.Thread(target=part._prepare, daemon=True)
-    t.start()
-    for _ in range(2000):
-        if part.job is not None:
-            break
-        t.join(0.01)
-    job = part.job
+    t, job = _queued(part)
     assert job is not None and [item[0] for item in pool.jobs.queue if item[2] is job] == [workers.STEADY]
     steady = pool.submit("# col2im", "col2im", (), rank=workers.STEADY)
     with native.standing_in(None):               # no fused kernel: asks as it is
