@@ -159,3 +159,62 @@ def test_unfold_gemm_numpy_form_by_row_pitch_equals_the_strided_copy(monkeypatch
     want = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, 0.5, layout="gemm").numpy()
     assert got.shape == want.shape
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _fold_reference(cols, n, c, hw, kernel, padding):
+    """fold of "gemm" columns (stride and dilation 1) in float64, window by window."""
+    (kh, kw), (h, w), (ph, pw) = kernel, hw, padding
+    oh, ow = h + 2 * ph - kh + 1, w + 2 * pw - kw + 1
+    cc = cols.astype(np.float64).reshape(c, kh, kw, n, oh, ow)
+    out = np.zeros((n, c, h + 2 * ph, w + 2 * pw))
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i:i + oh, j:j + ow] += cc[:, i, j].transpose(1, 0, 2, 3)
+    return out[:, :, ph:ph + h, pw:pw + w]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,kernel,padding,block", [
+    ((3, 5, 9, 8), (3, 3), (0, 0), 1 << 17), ((3, 5, 9, 8), (3, 2), (1, 1), 1),
+    ((2, 7, 6, 9), (2, 4), (0, 2), 300), ((2, 3, 7, 7), (5, 5), (2, 2), 1 << 17),
+    ((2, 3, 5, 6), (1, 1), (0, 0), 1 << 17), ((2, 4, 6, 7), (2, 4), (0, 0), 200)])
+def test_fold_gemm_numpy_form_by_row_pitch(monkeypatch, dtype, shape, kernel, padding, block):
+    # Stride 1: row offsets summed in a scratch at the columns' pitch, then column offsets
+    # over flat runs (blocks of 1 channel up to all). Against float64 window-by-window sums
+    # and the per-offset adds (the order of the adds differs: float rounding, nothing
+    # more), the same layout; a -0.0 alone in a sum gives +0.0 as the adds into zeros do;
+    # inf and NaN reach the positions their windows cover.
+    n, c, h, w = shape
+    (kh, kw), (ph, pw) = kernel, padding
+    oh, ow = h + 2 * ph - kh + 1, w + 2 * pw - kw + 1
+    cols = np.random.default_rng(5).standard_normal((c * kh * kw, n * oh * ow)).astype(dtype)
+    cols[0, 0] = -0.0                           # (ch 0, i 0, j 0) of image 0's (0, 0)
+    cols[kh * kw, 3] = np.inf
+    cols[-1, -1] = np.nan
+    monkeypatch.setattr(C, "_col2im_native", lambda *a: None)
+    monkeypatch.setattr(C, "_FOLD_BLOCK", block)
+    called = []
+    real = C._fold_by_row_pitch
+    monkeypatch.setattr(C, "_fold_by_row_pitch", lambda *a: called.append(real(*a)) or called[-1])
+    got = C.fold(tj.tensor(cols), (h, w), kernel, 1, padding, 1, layout="gemm").numpy()
+    assert called == [True]
+    monkeypatch.setattr(C, "_fold_by_row_pitch", lambda *a: False)
+    per_offset = C.fold(tj.tensor(cols), (h, w), kernel, 1, padding, 1, layout="gemm").numpy()
+    ref = _fold_reference(cols, n, c, (h, w), kernel, padding)
+    assert got.shape == per_offset.shape == (n, c, h, w) and got.dtype == dtype
+    assert got.strides == per_offset.strides
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, per_offset, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    if (ph, pw) == (0, 0) and kh * kw > 1:
+        corner = got[0, 0, 0, 0]                # the one term there is cols[0, 0] = -0.0
+        assert corner == 0 and not np.signbit(corner)
+        assert per_offset[0, 0, 0, 0] == 0 and not np.signbit(per_offset[0, 0, 0, 0])
+
+
+def test_fold_by_row_pitch_declines_windows_wider_than_the_rows():
+    cols = np.ones((1 * 1 * 3, 2 * 1 * 2), np.float32)   # kernel (1, 3) over width 3: OW 1 < 3
+    img = np.empty((1, 2, 2, 3), np.float32)
+    assert C._fold_by_row_pitch(cols, img, (1, 3), 2, 1) is False
