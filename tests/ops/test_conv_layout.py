@@ -218,3 +218,32 @@ def test_fold_by_row_pitch_declines_windows_wider_than_the_rows():
     cols = np.ones((1 * 1 * 3, 2 * 1 * 2), np.float32)   # kernel (1, 3) over width 3: OW 1 < 3
     img = np.empty((1, 2, 2, 3), np.float32)
     assert C._fold_by_row_pitch(cols, img, (1, 3), 2, 1) is False
+
+
+def test_conv2d_input_gradient_by_row_pitch_fold_matches_the_col2im_kernel(monkeypatch):
+    # A stride-1 conv's input gradient, LeNet's second conv at batch 8: the col2im kernel
+    # (the eager path once it is in) against fold's numpy form (tier 0, and while the kernel
+    # compiles), which sums the same terms in another order: float32 rounding, 1e-5.
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((8, 32, 13, 13)).astype(np.float32)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32) * 0.1
+    g = rng.standard_normal((8, 64, 11, 11)).astype(np.float32)
+
+    def input_grad():
+        xt = tj.tensor(x, requires_grad=True)
+        (tj.nn.functional.conv2d(xt, tj.tensor(w)) * tj.tensor(g)).sum().backward()
+        return xt.grad.numpy()
+    ran = []
+    real = C._col2im_native
+    monkeypatch.setattr(C, "_col2im_native", lambda *a: ran.append(real(*a)) or ran[-1])
+    kernel = input_grad()
+    assert len(ran) == 1 and ran[0] is not None     # the kernel made it
+    monkeypatch.setattr(C, "_col2im_native", lambda *a: None)
+    called = []
+    real_fold = C._fold_by_row_pitch
+    monkeypatch.setattr(C, "_fold_by_row_pitch", lambda *a: called.append(real_fold(*a)) or called[-1])
+    numpy_form = input_grad()
+    assert called == [True]
+    assert np.abs(kernel).max() > 1
+    np.testing.assert_allclose(numpy_form, kernel, rtol=1e-5, atol=1e-5)
