@@ -1,7 +1,8 @@
 """unfold/fold in the GEMM layout (C*kh*kw, N*L) that conv2d uses (ops/conv.py).
 
 The "gemm" columns are the "batch" ones (PyTorch's F.unfold layout) transposed; fold in
-either layout is unfold's adjoint; the numba col2im kernel equals the numpy form.
+either layout is unfold's adjoint; the numba col2im kernel equals the numpy forms (within
+float rounding where they add in another order).
 """
 from __future__ import annotations
 
@@ -241,8 +242,9 @@ def test_conv2d_input_gradient_by_row_pitch_fold_matches_the_col2im_kernel(monke
     assert len(ran) == 1 and ran[0] is not None     # the kernel made it
     monkeypatch.setattr(C, "_col2im_native", lambda *a: None)
     called = []
-    real_fold = C._fold_by_row_pitch
-    monkeypatch.setattr(C, "_fold_by_row_pitch", lambda *a: called.append(real_fold(*a)) or called[-1])
+    fold_form = C._fold_by_row_pitch
+    monkeypatch.setattr(C, "_fold_by_row_pitch",
+                        lambda *a: called.append(fold_form(*a)) or called[-1])
     numpy_form = input_grad()
     assert called == [True]
     assert np.abs(kernel).max() > 1

@@ -234,9 +234,9 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
     kh, kw = kernel
     if layout == "gemm":
         # By one numba loop where it runs (ops/native.py), writing a C-contiguous image,
-        # else by numpy's adds of (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW),
-        # one per offset, into a channel-major one ((C, N, H, W) memory, the order the
-        # column rows come in).
+        # else by numpy into a channel-major one ((C, N, H, W) memory, the order the column
+        # rows come in): for a stride of 1 by `_fold_by_row_pitch`, else by adds of
+        # (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW), one per offset.
         img = _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation)
         if img is not None:
             return img
