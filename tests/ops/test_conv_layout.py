@@ -174,7 +174,7 @@ def _fold_reference(cols, n, c, hw, kernel, padding):
     return out[:, :, ph:ph + h, pw:pw + w]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("shape,kernel,padding,block", [
     ((3, 5, 9, 8), (3, 3), (0, 0), 1 << 17), ((3, 5, 9, 8), (3, 2), (1, 1), 1),
     ((2, 7, 6, 9), (2, 4), (0, 2), 300), ((2, 3, 7, 7), (5, 5), (2, 2), 1 << 17),
@@ -204,7 +204,7 @@ def test_fold_gemm_numpy_form_by_row_pitch(monkeypatch, dtype, shape, kernel, pa
     ref = _fold_reference(cols, n, c, (h, w), kernel, padding)
     assert got.shape == per_offset.shape == (n, c, h, w) and got.dtype == dtype
     assert got.strides == per_offset.strides
-    tol = 1e-5 if dtype == np.float32 else 1e-13
+    tol = {np.float16: 2e-2, np.float32: 1e-5, np.float64: 1e-13}[dtype]
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
     np.testing.assert_allclose(got, per_offset, rtol=tol, atol=tol)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
