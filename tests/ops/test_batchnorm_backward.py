@@ -161,7 +161,7 @@ def test_forward_and_backward_split_over_channels_give_the_same_bits(channel_maj
 def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(monkeypatch, x_cm, g_cm):
     # A conv's channel-major activation against pooling's C-contiguous gradient: the numpy
     # form copies g into x's order (one layout for its elementwise ops and sums): a block of
-    # channels at a time into scratch for a channel-major x (`_backward_blocks`), whole
+    # channels at a time into its output rows for a channel-major x (`_backward_blocks`), whole
     # (np.copyto) otherwise; the record must still be bitwise the two-pass form's (whole
     # arrays; its reduce copies g into x's order too).
     shape = (6, 5, 7, 4)

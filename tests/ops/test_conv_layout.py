@@ -1,7 +1,8 @@
 """unfold/fold in the GEMM layout (C*kh*kw, N*L) that conv2d uses (ops/conv.py).
 
 The "gemm" columns are the "batch" ones (PyTorch's F.unfold layout) transposed; fold in
-either layout is unfold's adjoint; the numba col2im kernel equals the numpy form.
+either layout is unfold's adjoint; the numba col2im kernel equals the numpy forms (within
+float rounding where they add in another order).
 """
 from __future__ import annotations
 
@@ -159,3 +160,92 @@ def test_unfold_gemm_numpy_form_by_row_pitch_equals_the_strided_copy(monkeypatch
     want = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, 0.5, layout="gemm").numpy()
     assert got.shape == want.shape
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _fold_reference(cols, n, c, hw, kernel, padding):
+    """fold of "gemm" columns (stride and dilation 1) in float64, window by window."""
+    (kh, kw), (h, w), (ph, pw) = kernel, hw, padding
+    oh, ow = h + 2 * ph - kh + 1, w + 2 * pw - kw + 1
+    cc = cols.astype(np.float64).reshape(c, kh, kw, n, oh, ow)
+    out = np.zeros((n, c, h + 2 * ph, w + 2 * pw))
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i:i + oh, j:j + ow] += cc[:, i, j].transpose(1, 0, 2, 3)
+    return out[:, :, ph:ph + h, pw:pw + w]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape,kernel,padding,block", [
+    ((3, 5, 9, 8), (3, 3), (0, 0), 1 << 17), ((3, 5, 9, 8), (3, 2), (1, 1), 1),
+    ((2, 7, 6, 9), (2, 4), (0, 2), 300), ((2, 3, 7, 7), (5, 5), (2, 2), 1 << 17),
+    ((2, 3, 5, 6), (1, 1), (0, 0), 1 << 17), ((2, 4, 6, 7), (2, 4), (0, 0), 200)])
+def test_fold_gemm_numpy_form_by_row_pitch(monkeypatch, dtype, shape, kernel, padding, block):
+    # Stride 1: row offsets summed in a scratch at the columns' pitch, then column offsets
+    # over flat runs (blocks of 1 channel up to all). Against float64 window-by-window sums
+    # and the per-offset adds (the order of the adds differs: float rounding, nothing
+    # more), the same layout; a -0.0 alone in a sum gives +0.0 as the adds into zeros do;
+    # inf and NaN reach the positions their windows cover.
+    n, c, h, w = shape
+    (kh, kw), (ph, pw) = kernel, padding
+    oh, ow = h + 2 * ph - kh + 1, w + 2 * pw - kw + 1
+    cols = np.random.default_rng(5).standard_normal((c * kh * kw, n * oh * ow)).astype(dtype)
+    cols[0, 0] = -0.0                           # (ch 0, i 0, j 0) of image 0's (0, 0)
+    cols[kh * kw, 3] = np.inf
+    cols[-1, -1] = np.nan
+    monkeypatch.setattr(C, "_col2im_native", lambda *a: None)
+    monkeypatch.setattr(C, "_FOLD_BLOCK", block)
+    called = []
+    real = C._fold_by_row_pitch
+    monkeypatch.setattr(C, "_fold_by_row_pitch", lambda *a: called.append(real(*a)) or called[-1])
+    got = C.fold(tj.tensor(cols), (h, w), kernel, 1, padding, 1, layout="gemm").numpy()
+    assert called == [True]
+    monkeypatch.setattr(C, "_fold_by_row_pitch", lambda *a: False)
+    per_offset = C.fold(tj.tensor(cols), (h, w), kernel, 1, padding, 1, layout="gemm").numpy()
+    ref = _fold_reference(cols, n, c, (h, w), kernel, padding)
+    assert got.shape == per_offset.shape == (n, c, h, w) and got.dtype == dtype
+    assert got.strides == per_offset.strides
+    tol = {np.float16: 2e-2, np.float32: 1e-5, np.float64: 1e-13}[dtype]
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, per_offset, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    if (ph, pw) == (0, 0) and kh * kw > 1:
+        corner = got[0, 0, 0, 0]                # the one term there is cols[0, 0] = -0.0
+        assert corner == 0 and not np.signbit(corner)
+        assert per_offset[0, 0, 0, 0] == 0 and not np.signbit(per_offset[0, 0, 0, 0])
+
+
+def test_fold_by_row_pitch_declines_windows_wider_than_the_rows():
+    cols = np.ones((1 * 1 * 3, 2 * 1 * 2), np.float32)   # kernel (1, 3) over width 3: OW 1 < 3
+    img = np.empty((1, 2, 2, 3), np.float32)
+    assert C._fold_by_row_pitch(cols, img, (1, 3), 2, 1) is False
+
+
+def test_conv2d_input_gradient_by_row_pitch_fold_matches_the_col2im_kernel(monkeypatch):
+    # A stride-1 conv's input gradient, LeNet's second conv at batch 8: the col2im kernel
+    # (the eager path once it is in) against fold's numpy form (tier 0, and while the kernel
+    # compiles), which sums the same terms in another order: float32 rounding, 1e-5.
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((8, 32, 13, 13)).astype(np.float32)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32) * 0.1
+    g = rng.standard_normal((8, 64, 11, 11)).astype(np.float32)
+
+    def input_grad():
+        xt = tj.tensor(x, requires_grad=True)
+        (tj.nn.functional.conv2d(xt, tj.tensor(w)) * tj.tensor(g)).sum().backward()
+        return xt.grad.numpy()
+    ran = []
+    real = C._col2im_native
+    monkeypatch.setattr(C, "_col2im_native", lambda *a: ran.append(real(*a)) or ran[-1])
+    kernel = input_grad()
+    assert len(ran) == 1 and ran[0] is not None     # the kernel made it
+    monkeypatch.setattr(C, "_col2im_native", lambda *a: None)
+    called = []
+    fold_form = C._fold_by_row_pitch
+    monkeypatch.setattr(C, "_fold_by_row_pitch",
+                        lambda *a: called.append(fold_form(*a)) or called[-1])
+    numpy_form = input_grad()
+    assert called == [True]
+    assert np.abs(kernel).max() > 1
+    np.testing.assert_allclose(numpy_form, kernel, rtol=1e-5, atol=1e-5)

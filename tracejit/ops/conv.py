@@ -138,6 +138,65 @@ def _unfold_by_row_pitch(xpad, cols, kernel, stride, dilation, oh, ow) -> bool:
     return True
 
 
+# Elements of `_fold_by_row_pitch`'s scratch at most (a block of channels' row sums: they
+# stay in a core's L2 cache while the block's column offsets are summed out of them).
+_FOLD_BLOCK = 1 << 17
+
+
+def _fold_by_row_pitch(cols, img, kernel, oh, ow) -> bool:
+    """fold's "gemm" columns into `img`, the padded image as a C-contiguous (C, N, Hp, Wp)
+    array, for a stride and dilation of 1, by numpy with long runs; False (the per-offset
+    adds run) for windows wider than the output rows or columns not C-contiguous. The
+    per-offset adds' innermost run is a window row, OW elements (LeNet's conv2 input
+    gradient: 9 adds of 64*32*11 rows of 11, ~2.4 ms of loop overhead warm). Here the two
+    offsets are summed apart, each where its runs are long:
+
+    - rows first, in a scratch U[ch, j, image] of Hp rows of OW (the columns' own row
+      pitch): the window rows i of one (ch, j, image) are its OH*OW column run, added
+      whole at row i (kh adds of N*C*kw runs of OH*OW elements);
+    - then the column offsets j over the flat (image, row, OW) run of each channel: the
+      image column x = ox + j sums U[ch, j] at flat index q - j, so for the columns every
+      offset reaches (kw-1 <= x < OW) it is kw-1 adds of whole flat runs, in place in
+      U[ch, 0] (the other positions, where q - j crosses a row's start, are not read);
+      the 2*(kw-1) edge columns, which fewer offsets reach, are strided adds of their own,
+      first (they read U[ch, 0] before it is overwritten);
+    - the middle columns go into img with one copy (runs of OW-kw+1).
+
+    By blocks of channels (`_FOLD_BLOCK`) through one scratch. The terms are the same, the
+    order of the adds is not (offset i then j, against the per-offset form's (i, j) row
+    order, which the col2im kernel does not follow either): equal within float32 rounding.
+    Each sum starts from +0.0, as a sum into zeros does (-0.0 terms give +0.0)."""
+    kh, kw = kernel
+    c, n, hp, wp = img.shape
+    if ow < kw or not cols.size or not cols.flags.c_contiguous:
+        return False
+    lo, run, plane = kw - 1, oh * ow, hp * ow
+    src = cols.reshape(c, kh, kw, n, run)
+    cb = max(1, min(c, _FOLD_BLOCK // (kw * n * plane)))
+    scratch = np.empty((cb, kw, n, plane), cols.dtype)
+    for c0 in range(0, c, cb):
+        k = min(c, c0 + cb) - c0
+        u, s, o = scratch[:k], src[c0:c0 + k], img[c0:c0 + k]
+        np.add(s[:, 0], 0, out=u[..., :run])          # + 0: a -0.0 term gives +0.0
+        u[..., run:] = 0
+        for i in range(1, kh):                        # window row i: image rows i .. i+OH-1
+            u[..., i * ow:i * ow + run] += s[:, i]
+        ur = u.reshape(k, kw, n, hp, ow)
+        for x in range(lo):                           # left edge: offsets 0..x reach x
+            o[..., x] = ur[:, 0, :, :, x]
+            for j in range(1, x + 1):
+                o[..., x] += ur[:, j, :, :, x - j]
+        for x in range(ow, ow + lo):                  # right edge: offsets x-OW+1 .. kw-1
+            o[..., x] = ur[:, x - ow + 1, :, :, ow - 1]
+            for j in range(x - ow + 2, kw):
+                o[..., x] += ur[:, j, :, :, x - j]
+        uf = u.reshape(k, kw, n * plane)
+        for j in range(1, kw):                        # the middle, in place in U[ch, 0]
+            np.add(uf[:, 0, lo:], uf[:, j, lo - j:n * plane - j], out=uf[:, 0, lo:])
+        o[..., lo:ow] = ur[:, 0, :, :, lo:ow]
+    return True
+
+
 def _tiles(kernel, stride, dilation) -> bool:
     """Do the windows sit side by side, neither overlapping nor leaving gaps between them?"""
     return tuple(stride) == tuple(kernel) and tuple(dilation) == (1, 1)
@@ -175,12 +234,16 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
     kh, kw = kernel
     if layout == "gemm":
         # By one numba loop where it runs (ops/native.py), writing a C-contiguous image,
-        # else by numpy's adds of (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW),
-        # one per offset, into a channel-major one ((C, N, H, W) memory, the order the
-        # column rows come in).
+        # else by numpy into a channel-major one ((C, N, H, W) memory, the order the column
+        # rows come in): for a stride of 1 by `_fold_by_row_pitch`, else by adds of
+        # (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW), one per offset.
         img = _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation)
         if img is not None:
             return img
+        if xp is np and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1):
+            img = np.empty((c, n, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
+            if _fold_by_row_pitch(cols, img, kernel, oh, ow):
+                return img.transpose(1, 0, 2, 3)[:, :, ph:ph + h, pw:pw + w]
         cols = cols.reshape(c, kh, kw, n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
         out = xp.zeros((c, n, h + 2 * ph, w + 2 * pw), dtype=cols.dtype).transpose(1, 0, 2, 3)
         for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
