@@ -383,4 +383,6 @@ def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
         assert module["panel_product"] is product, name
         # the weights' packs too: the shared module's, by address (not inlined in each loop)
         assert (module["panel_pack"], module["panel_pack_t"]) == packs, name
-        assert list(module["_FNS"]) == [native_address(f) for f in (product,) + packs], name
+        # and the register transposes (`panel_transpose`)
+        assert module["panel_transpose"] is shared.panel_transpose, name
+        assert list(module["_FNS"]) == [native_address(f) for f in (product,) + packs + (shared.panel_transpose,)], name

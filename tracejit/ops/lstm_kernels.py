@@ -233,7 +233,8 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
                     wait_turn(sync, half, r)           # step k's input part of the half is in m
                     bk, k0, k1 = src[p, :s].reshape(hh, n), ki, ki + hh
                 else:
-                    transpose_part(x[tn], 0, n, 0, ki, xt, False)
+                    # (`panel_transpose`, ops/packed_gemm.py, at its address fns[3])
+                    call_at(fns[3], panel_transpose, (x[tn], 0, n, 0, ki, xt, False))
                     bk, k0, k1 = xt, 0, ki
                 gemm_units(fns, wp, ki + hh, k0, k1, bk, m, hh, u0, u1, nth, phase == 0)
                 if phase == 0:
@@ -413,7 +414,9 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
                 for part in range(2 if full else 1):   # h's cotangent, then c's
                     if rows:
-                        transpose_part(d_y[t], 0, n, part * hh + u0, part * hh + u1, yt, False)
+                        # (`panel_transpose`, ops/packed_gemm.py, at its address fns[3]: each
+                        # of the loop's three transposes inlined cost ~0.4 s of its compile)
+                        call_at(fns[3], panel_transpose, (d_y[t], 0, n, part * hh + u0, part * hh + u1, yt, False))
                     else:
                         yf = d_y[t].reshape(-1)
                         for e in range((part * hh + u0) * n, (part * hh + u1) * n):
@@ -436,7 +439,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                 for blk in range(4 if nth > 1 else 1):
                     r0 = blk * hh + u0
                     r1 = blk * hh + u1 if nth > 1 else four
-                    transpose_part(dg, r0, r1, 0, n, gt, False)   # G's rows, in register blocks
+                    call_at(fns[3], panel_transpose, (dg, r0, r1, 0, n, gt, False))   # G's rows, in register blocks
                     dbv = db[r0:r1]                    # db += the rows of dg^T; views from 0
                     for q_ in range(n):                # (see `gate_math_units`)
                         row = gt[q_, r0:r1]
@@ -447,7 +450,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                     # while in cache, h_prev transposed once per half (32 KB for the LM); no gather
                     # and no GEMM after the loop; the first step written overwrites. Each tile
                     # sums its N terms the same way whoever does the half: the bits of one thread.
-                    transpose_part(h0 if k == 0 else Zf[p, :s].reshape(hh, n), 0, hh, 0, n, ht, False)
+                    call_at(fns[3], panel_transpose, (h0 if k == 0 else Zf[p, :s].reshape(hh, n), 0, hh, 0, n, ht, False))
                     for blk in range(4 if nth > 1 else 1):
                         r0 = blk * hh + u0
                         r1 = blk * hh + u1 if nth > 1 else four
@@ -605,10 +608,10 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
         p = t + 1 if reverse else t - 1
         hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
         gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
-        # dg into G and dm into M, transposed: one call site (each inlined copy of the
-        # register transposes costs compile time)
+        # dg into G and dm into M, transposed, by `panel_transpose` (ops/packed_gemm.py) at its
+        # address fns[3]: one call site (an inlined copy of the register transposes costs compile time)
         for which in range(2):
-            transpose_blocks(dg if which == 0 else dm, G[t] if which == 0 else M[t], False)
+            call_at(fns[3], panel_transpose, (dg if which == 0 else dm, 0, three, 0, n, G[t] if which == 0 else M[t], False))
         # d = W^T dm + d by `panel_product` (ops/packed_gemm.py) at its address fns[0]
         call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, three, 0, three, dm, d, True))
 """
@@ -631,8 +634,8 @@ def _source(template: str, dtype: str) -> str:
 # (``kernel(*args)``): the module's `loop` with the address of `panel_product`, which it calls
 # there (the product's tiles compiled in their own function, not inlined in each loop's).
 _KERNEL_BY_ADDRESS = """
-_FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t)],
-                np.int64)
+_FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t),
+                 native_address(panel_transpose)], np.int64)
 
 
 def kernel(*args):
