@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .loop_split import meeting_source
+from .loop_split import meeting_source as _meeting_source
 from .packed_gemm import PACKED_SOURCE as PACKED, product_import, with_tile
 from .native import kernel as _kernel
 
@@ -231,6 +231,7 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
         Zi[0, s + e] = c0f[e]
     xt = np.empty((ki, n), Z.dtype)                    # this thread's x_t^T
     st = thread_state()
+    hv = np.empty(1, np.int64)                         # `next_half`'s answer (called by address)
     # unit r of a half: (r > 0) step r - 1's m += W h_prev for its rows (h_prev: after the
     # previous unit of both halves) and its gate math, the mark, then (r < L) step r's
     # m = W_ih x_r^T for its rows, which needs nothing of the partner's: off the meeting's
@@ -246,7 +247,10 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
         else:
             src, p = Zf, t + 1 if reverse else t - 1   # h_prev: Z[p]'s first rows
         while True:
-            half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
+            # `next_half` (ops/loop_split.py) at its address fns[4]: its spin-wait, claims and
+            # clock inlined cost ~0.3 s of each loop's compile (`meeting_module`)
+            call_at(fns[4], meet_next_half, (sync, r, q, nth, st, hv))
+            half = hv[0]
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
@@ -266,7 +270,7 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
                 if phase == 1 and r == L:
                     continue
                 if phase == 0:
-                    wait_turn(sync, half, r)           # step k's input part of the half is in m
+                    call_at(fns[5], meet_wait_turn, (sync, half, r))   # step k's input part of the half is in m
                     bk, k0, k1 = src[p, :s].reshape(hh, n), ki, ki + hh
                 else:
                     # (`panel_transpose`, ops/packed_gemm.py, at its address fns[3])
@@ -274,7 +278,7 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
                     bk, k0, k1 = xt, 0, ki
                 gemm_units(fns, wp, ki + hh, k0, k1, bk, m, hh, u0, u1, nth, phase == 0)
                 if phase == 0:
-                    gate_math_units(b, mg, src[p, s:2 * s], Zf[t], u0, u1)
+                    gate_math_units(b, mg, part(src[p], s, 2 * s), Zf[t], u0, u1)
                     half_done(sync, nth)               # its rows of h_t written
                 else:
                     turn_done(sync, half)
@@ -423,6 +427,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     yt = np.empty((hy, n), Z.dtype)
     y = yt.reshape(-1)
     st = thread_state()
+    hv = np.empty(1, np.int64)                         # `next_half`'s answer (called by address)
     # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
     # of dg: after the previous unit of both halves), then step r's gate gradients for its
     # units, the mark, then its rows of G, db (and dW); r = 0 packs its panels of W^T
@@ -435,7 +440,10 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
         # writes step r's
         dg = dgs[r % 2] if nth > 1 else dgs[0]
         while True:
-            half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
+            # `next_half` and `wait_turn` (ops/loop_split.py) at their addresses fns[4], fns[5]
+            # (`meeting_module`: inlined, the meeting was ~0.7 s of this loop's compile)
+            call_at(fns[4], meet_next_half, (sync, r, q, nth, st, hv))
+            half = hv[0]
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
@@ -443,33 +451,34 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                 dgp = dgs[(r - 1) % 2] if nth > 1 else dgs[0]
                 call_at(fns[0], panel_product, (wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, 0, four, dgp, dh, False))
             else:
-                for blk in range(4):
-                    db[blk * hh + u0:blk * hh + u1] = 0
+                for blk in range(4):                   # (a loop: a slice assignment
+                    for j in range(blk * hh + u0, blk * hh + u1):   # cost 0.2 s of compile)
+                        db[j] = 0
                 # W^T's panels (`panel_pack_t`, ops/packed_gemm.py, at its address fns[2])
                 call_at(fns[2], panel_pack_t, (w, wp, u0 // PMR, (u1 + PMR - 1) // PMR, 0, four))
             if r < L:
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
-                for part in range(2 if full else 1):   # h's cotangent, then c's
+                for piece in range(2 if full else 1):   # h's cotangent, then c's
                     if rows:
                         # (`panel_transpose`, ops/packed_gemm.py, at its address fns[3]: each
                         # of the loop's three transposes inlined cost ~0.4 s of its compile)
-                        call_at(fns[3], panel_transpose, (d_y[t], 0, n, part * hh + u0, part * hh + u1, yt, False))
+                        call_at(fns[3], panel_transpose, (d_y[t], 0, n, piece * hh + u0, piece * hh + u1, yt, False))
                     else:
                         yf = d_y[t].reshape(-1)
-                        for e in range((part * hh + u0) * n, (part * hh + u1) * n):
+                        for e in range((piece * hh + u0) * n, (piece * hh + u1) * n):
                             y[e] = yf[e]
                 if r >= 2:
                     # the half's rows of dg's buffer are read after the mark of step r - 2
                     # (G, db, dW), maybe by a late partner still
-                    wait_turn(sync, half, r - 1)
+                    call_at(fns[5], meet_wait_turn, (sync, half, r - 1))
                 # c_prev chosen first, so that the step below has one call site: inlined twice
                 # (c0 apart), the step's loops took 0.7 s more of the kernel's 4.7 s CPU compile
-                cpv = c0.reshape(-1) if k == 0 else Zf[p, s:2 * s]
+                cpv = c0.reshape(-1) if k == 0 else part(Zf[p], s, 2 * s)
                 step_back_part(Zf[t], cpv, dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
             if nth > 1:
                 half_done(sync, nth)                   # the partner may multiply this half's dg now
             if r < L:
-                wait_turn(sync, half, r)               # db, dW: in step order (a late partner's half)
+                call_at(fns[5], meet_wait_turn, (sync, half, r))   # db, dW: in step order (a late partner's half)
                 gt = G[t]
                 # the half's rows of each block (all 4H rows as one range when nth == 1):
                 # one code path, as in the forward
@@ -477,9 +486,9 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                     r0 = blk * hh + u0
                     r1 = blk * hh + u1 if nth > 1 else four
                     call_at(fns[3], panel_transpose, (dg, r0, r1, 0, n, gt, False))   # G's rows, in register blocks
-                    dbv = db[r0:r1]                    # db += the rows of dg^T; views from 0
+                    dbv = part(db, r0, r1)             # db += the rows of dg^T; views from 0
                     for q_ in range(n):                # (see `gate_math_units`)
-                        row = gt[q_, r0:r1]
+                        row = part(gt[q_], r0, r1)
                         for j in range(r1 - r0):
                             dbv[j] += row[j]
                 if with_dw:
@@ -500,7 +509,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     # the caller's share returns when the loop is done (loop_split.run): the partner's
     # work after its last marks included
     for h in range(nth):
-        wait_turn(sync, h, L)
+        call_at(fns[5], meet_wait_turn, (sync, h, L))
 """
 
 
@@ -656,7 +665,8 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
 
 def _source(template: str, dtype: str) -> str:
     s = "f32" if dtype == "float32" else "f64"
-    template = template.replace("# {meeting}", meeting_source())
+    template_in = template
+    template = template.replace("# {meeting}", _meeting_source())
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
     source = with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
@@ -664,7 +674,10 @@ def _source(template: str, dtype: str) -> str:
     # and the layer's `kernel` that passes its address to the module's `loop`)
     if "# {product}" not in source:
         return source
-    return source.replace("# {product}", product_import(dtype) + _KERNEL_BY_ADDRESS)
+    # (the LSTM's split loops: the meeting's `next_half` and `wait_turn` by address too)
+    meets = "# {meeting}" in template_in
+    return source.replace("# {product}", product_import(dtype) + (meeting_import() if meets else "")
+                          + _KERNEL_BY_ADDRESS.replace("{more}", _MEETING_FNS if meets else ""))
 
 
 # The whole-loop modules' `kernel`, as ops/lstm_prim.py and ops/gru_prim.py call it
@@ -672,12 +685,62 @@ def _source(template: str, dtype: str) -> str:
 # there (the product's tiles compiled in their own function, not inlined in each loop's).
 _KERNEL_BY_ADDRESS = """
 _FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t),
-                 native_address(panel_transpose)], np.int64)
+                 native_address(panel_transpose){more}], np.int64)
 
 
 def kernel(*args):
     loop(*args, _FNS)   # (`loop`: defined below)
 """
+
+
+_MEETING_FNS = ", native_address(meet_next_half), native_address(meet_wait_turn)"
+
+# The meeting of a split loop's two threads (ops/loop_split.py): `next_half` (claims, the
+# spin-wait, a late partner's half taken) and `wait_turn`, compiled once per process in a
+# module of their own and called by address by the LSTM's two loops, as the product is:
+# inlined, the meeting took ~0.3 s of the forward loop's compile and ~0.7 s of the backward's
+# (three waits and the claim). `next_half`'s answer comes back in `out` (a call by address
+# returns nothing). No CPython wrappers: only called by address.
+_MEETING_MODULE = """# tracejit's meeting of a split recurrent loop, called by address (tracejit/ops/lstm_kernels.py)
+import numpy as np
+from numba import njit
+# {meeting}
+
+
+@njit("void(int64[::1], int64, int64, int64, int64[::1], int64[::1])", cache=CACHE, error_model='numpy',
+      boundscheck=False, nogil=True, no_cpython_wrapper=True)
+def meet_next_half(sync, k, q, nth, st, out):
+    out[0] = next_half(sync, k, q, nth, st)
+
+
+@njit("void(int64[::1], int64, int64)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True,
+      no_cpython_wrapper=True)
+def meet_wait_turn(sync, h, k):
+    wait_turn(sync, h, k)
+"""
+
+
+def meeting_module_source() -> str:
+    """The source of the meeting's module (this CPU's pause hint and clock: loop_split.py)."""
+    return _MEETING_MODULE.replace("# {meeting}", _meeting_source())
+
+
+def meeting_module():
+    """The loaded meeting module (compiled into the disk cache on its first use in the process)."""
+    from ..compiler import diskcache
+    return diskcache.load_module(meeting_module_source(), name_hint="lstm_meeting")
+
+
+def meeting_import() -> str:
+    """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the meeting
+    module's source is written into the loop's (so the loop's disk cache key covers it) and
+    loaded from there, not imported from this module, whose import closure (ops/native.py,
+    ...: 185 modules against packed_gemm's 12) would enter the loop's key (compiler/
+    importclosure.py): every change anywhere would invalidate the loops, and hashing the
+    closure took ~0.05 s of each loop's job."""
+    return (f"from tracejit.compiler.diskcache import load_module as _load_module\n"
+            f"_meeting = _load_module({meeting_module_source()!r}, name_hint='lstm_meeting')\n"
+            f"meet_next_half, meet_wait_turn = _meeting.meet_next_half, _meeting.meet_wait_turn\n")
 
 
 def _native(template: str, name: str, dtype: str, steady: bool = False):
