@@ -17,6 +17,14 @@ layer is one call each way: no Python, numpy call setup or BLAS packing per step
 per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step_back``,
 ...) and run the numpy GEMM from Python (tests and the kernels' reference).
 
+What the loops share is compiled once per process in modules of their own and called by
+address, not inlined in each loop (an inlined helper is re-run through numba's untyped
+pipeline, typed, lowered and optimised at every call site): the packed product, the packs
+and the register transposes (ops/packed_gemm.py's product module) and, for the LSTM's split
+loops, the meeting's `next_half` and `wait_turn` (`meeting_module_source`). LSTM LM worker
+jobs: backward loop 3.0 -> 1.4 s of compile CPU, forward 2.35 -> 2.1 s with the shared
+modules (session 27).
+
 The LSTM's whole-loop kernels can run split over two threads by hidden units
 (ops/loop_split.py: one call per thread, a meeting per step, a late partner's half of a step
 done by the other thread); with one thread they run
