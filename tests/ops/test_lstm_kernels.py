@@ -383,4 +383,13 @@ def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
         assert module["panel_product"] is product, name
         # the weights' packs too: the shared module's, by address (not inlined in each loop)
         assert (module["panel_pack"], module["panel_pack_t"]) == packs, name
-        assert list(module["_FNS"]) == [native_address(f) for f in (product,) + packs], name
+        # and the register transposes (`panel_transpose`); the LSTM's loops also the split
+        # loop's meeting (`meeting_module`: `next_half`, `wait_turn`), not inlined either
+        assert module["panel_transpose"] is shared.panel_transpose, name
+        fns = (product,) + packs + (shared.panel_transpose,)
+        if not name.startswith("gru"):
+            meeting = lstm_kernels.meeting_module()
+            assert (module["meet_next_half"], module["meet_wait_turn"]) == (meeting.meet_next_half,
+                                                                           meeting.meet_wait_turn), name
+            fns += (meeting.meet_next_half, meeting.meet_wait_turn)
+        assert list(module["_FNS"]) == [native_address(f) for f in fns], name

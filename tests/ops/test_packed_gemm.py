@@ -74,6 +74,12 @@ def packs_by_address(fns, w, wp, trans, p0, p1, k0, kd):
         call_at(fns[1], panel_pack_t, (w, wp, p0, p1, k0, kd))
     else:
         call_at(fns[0], panel_pack, (w, wp, p0, p1, k0, kd))
+
+
+@njit
+def transpose_by_address(fns, src, i0, i1, j0, j1, dst, add):
+    # the loops' call of the shared transpose (ops/lstm_kernels.py): through its address
+    call_at(fns[2], panel_transpose, (src, i0, i1, j0, j1, dst, add))
 '''
 _mods: dict = {}
 
@@ -204,6 +210,36 @@ def test_transpose_part_writes_only_its_rectangle(dtype, i0, i1, j0, j1, tile):
         want[j0:j1, i0:i1] = src[i0:i1, j0:j1].T + (want[j0:j1, i0:i1] if add else 0)
         ns["transpose_part_"](src, i0, i1, j0, j1, dst, add)
         np.testing.assert_array_equal(dst, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_transpose_by_address_equals_the_inlined_transpose(dtype, tile):
+    """`panel_transpose` (PRODUCT_SOURCE, called by address as the recurrent loops call it)
+    writes what the inlined `transpose_part` writes, bit for bit: whole register blocks and
+    the edges, a read-only source and a writable one (the loops pass both), set and add,
+    nothing outside the rectangle touched."""
+    ns = _mod(dtype)
+    v = packed_gemm.tile_shape(dtype)[0]
+    fns = np.array([ns["native_address"](ns[f]) for f in ("panel_pack", "panel_pack_t", "panel_transpose")],
+                   np.int64)
+    r = np.random.default_rng(11)
+    for rows, cols, i0, i1, j0, j1 in ((4 * v + 3, 2 * v + 5, 0, 4 * v + 3, 0, 2 * v + 5),
+                                       (4 * v, 3 * v, v, 3 * v, 0, 2 * v + 1), (7, 5, 1, 6, 2, 5)):
+        src = r.standard_normal((rows, cols)).astype(dtype)
+        src[0, 0] = -0.0
+        for readonly in (False, True):
+            src.flags.writeable = not readonly
+            for add in (False, True):
+                base = r.standard_normal((cols, rows)).astype(dtype)
+                want, got = base.copy(), base.copy()
+                ns["transpose_part_"](src, i0, i1, j0, j1, want, add)
+                ns["transpose_by_address"](fns, src, i0, i1, j0, j1, got, add)
+                np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+                outside = np.ones(base.shape, bool)
+                outside[j0:j1, i0:i1] = False
+                np.testing.assert_array_equal(got[outside], base[outside])
+                if not add:
+                    np.testing.assert_array_equal(got[j0:j1, i0:i1], src[i0:i1, j0:j1].T)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

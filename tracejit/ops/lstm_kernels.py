@@ -17,6 +17,14 @@ layer is one call each way: no Python, numpy call setup or BLAS packing per step
 per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step_back``,
 ...) and run the numpy GEMM from Python (tests and the kernels' reference).
 
+What the loops share is compiled once per process in modules of their own and called by
+address, not inlined in each loop (an inlined helper is re-run through numba's untyped
+pipeline, typed, lowered and optimised at every call site): the packed product, the packs
+and the register transposes (ops/packed_gemm.py's product module) and, for the LSTM's split
+loops, the meeting's `next_half` and `wait_turn` (`meeting_module_source`). LSTM LM worker
+jobs: backward loop 3.0 -> 1.4 s of compile CPU, forward 2.35 -> 2.1 s with the shared
+modules (session 27).
+
 The LSTM's whole-loop kernels can run split over two threads by hidden units
 (ops/loop_split.py: one call per thread, a meeting per step, a late partner's half of a step
 done by the other thread); with one thread they run
@@ -32,12 +40,47 @@ from __future__ import annotations
 
 import numpy as np
 
-from .loop_split import meeting_source
+from .loop_split import meeting_source as _meeting_source
 from .packed_gemm import PACKED_SOURCE as PACKED, product_import, with_tile
 from .native import kernel as _kernel
 
 __all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
            "gru_backward_layer", "gru_forward_step", "gru_backward_step", "readonly"]
+
+# `part(a, start, stop)`: a[start:stop] of a 1-D C-contiguous array as a plain view, for the
+# step math's many views of Z's and the gradients' blocks. Why not the slice: numba lowers each
+# slice with its normalisation (negative and out-of-range bounds, the step) and the
+# reference counting of a view, ~25 ms of compile CPU apiece (the LSTM backward's step math:
+# 16 slices, 0.38 s of its module's 2.2 s); here a pointer, a length and a stride. The
+# callers' bounds are in range by construction (the loops' units and blocks); the view has
+# no owner of its own (no meminfo: no reference counting), which is safe for a view that
+# lives only inside the kernel call whose argument owns the memory.
+_PART = '''
+from numba import types as _vt
+from numba.extending import intrinsic as _vintrinsic
+
+
+@_vintrinsic
+def part(typingctx, a, start, stop):
+    # a[start:stop], 0 <= start <= stop <= a.size (the caller's word: no normalisation, no
+    # bounds check), a 1-D C-contiguous array; read-only when a is
+    if not (isinstance(a, _vt.Array) and a.ndim == 1 and a.layout == 'C'
+            and isinstance(start, _vt.Integer) and isinstance(stop, _vt.Integer)):
+        return None
+    sig = a(a, start, stop)
+
+    def codegen(context, builder, sig, args):
+        aty = sig.args[0]
+        src = context.make_array(aty)(context, builder, args[0])
+        out = context.make_array(sig.return_type)(context, builder)
+        s0 = context.cast(builder, args[1], sig.args[1], _vt.intp)
+        s1 = context.cast(builder, args[2], sig.args[2], _vt.intp)
+        itemsize = context.get_constant(_vt.intp, context.get_abi_sizeof(context.get_data_type(aty.dtype)))
+        context.populate_array(out, data=builder.gep(src.data, [s0]), shape=[builder.sub(s1, s0)],
+                               strides=[itemsize], itemsize=itemsize, meminfo=None)
+        return out._getvalue()
+    return sig, codegen
+'''
 
 # Each loop below writes one array and reads few: with more, LLVM's runtime alias checks
 # give up and the loop stays scalar (one loop doing all of a step's gate math ran ~10x
@@ -77,7 +120,7 @@ def add_transposed(src, dst):
             dst[j, k] += src[k, j]
 '''
 
-_FORWARD_GATES = _SIGMOID_HEAD + ADD_TRANSPOSED + """
+_FORWARD_GATES = _SIGMOID_HEAD + _PART + ADD_TRANSPOSED + """
 
 
 @njit(inline='always')
@@ -109,7 +152,7 @@ def gate_math_units(b, m, cp, zf, u0, u1):
             bj = b[j]
             row = m[j]
             o = (2 * hh + j) * n
-            zr = zf[o:o + n]
+            zr = part(zf, o, o + n)
             if blk != 2:                               # i, f, o
                 for k in range(n):
                     zr[k] = sigmoid(row[k] + bj)
@@ -117,8 +160,9 @@ def gate_math_units(b, m, cp, zf, u0, u1):
                 for k in range(n):
                     zr[k] = tanh(row[k] + bj)
     a, e = u0 * n, u1 * n
-    zh, zc, zi, zff, zg, zo, cpu = (zf[a:e], zf[s + a:s + e], zf[2 * s + a:2 * s + e], zf[3 * s + a:3 * s + e],
-                                    zf[4 * s + a:4 * s + e], zf[5 * s + a:5 * s + e], cp[a:e])
+    zh, zc, zi, zff, zg, zo, cpu = (part(zf, a, e), part(zf, s + a, s + e), part(zf, 2 * s + a, 2 * s + e),
+                                    part(zf, 3 * s + a, 3 * s + e), part(zf, 4 * s + a, 4 * s + e),
+                                    part(zf, 5 * s + a, 5 * s + e), part(cp, a, e))
     for k in range(e - a):
         zc[k] = zff[k] * cpu[k] + zi[k] * zg[k]
     for k in range(e - a):
@@ -195,6 +239,7 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
         Zi[0, s + e] = c0f[e]
     xt = np.empty((ki, n), Z.dtype)                    # this thread's x_t^T
     st = thread_state()
+    hv = np.empty(1, np.int64)                         # `next_half`'s answer (called by address)
     # unit r of a half: (r > 0) step r - 1's m += W h_prev for its rows (h_prev: after the
     # previous unit of both halves) and its gate math, the mark, then (r < L) step r's
     # m = W_ih x_r^T for its rows, which needs nothing of the partner's: off the meeting's
@@ -210,7 +255,10 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
         else:
             src, p = Zf, t + 1 if reverse else t - 1   # h_prev: Z[p]'s first rows
         while True:
-            half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
+            # `next_half` (ops/loop_split.py) at its address fns[4]: its spin-wait, claims and
+            # clock inlined cost ~0.3 s of each loop's compile (`meeting_module`)
+            call_at(fns[4], meet_next_half, (sync, r, q, nth, st, hv))
+            half = hv[0]
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
@@ -230,14 +278,15 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
                 if phase == 1 and r == L:
                     continue
                 if phase == 0:
-                    wait_turn(sync, half, r)           # step k's input part of the half is in m
+                    call_at(fns[5], meet_wait_turn, (sync, half, r))   # step k's input part of the half is in m
                     bk, k0, k1 = src[p, :s].reshape(hh, n), ki, ki + hh
                 else:
-                    transpose_part(x[tn], 0, n, 0, ki, xt, False)
+                    # (`panel_transpose`, ops/packed_gemm.py, at its address fns[3])
+                    call_at(fns[3], panel_transpose, (x[tn], 0, n, 0, ki, xt, False))
                     bk, k0, k1 = xt, 0, ki
                 gemm_units(fns, wp, ki + hh, k0, k1, bk, m, hh, u0, u1, nth, phase == 0)
                 if phase == 0:
-                    gate_math_units(b, mg, src[p, s:2 * s], Zf[t], u0, u1)
+                    gate_math_units(b, mg, part(src[p], s, 2 * s), Zf[t], u0, u1)
                     half_done(sync, nth)               # its rows of h_t written
                 else:
                     turn_done(sync, half)
@@ -265,7 +314,7 @@ _BACKWARD_STEP = """
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import tanh_{s} as tanh
-""" + _TRANSPOSE + """
+""" + _PART + _TRANSPOSE + """
 
 @njit(inline='always')
 def step_back(zf, cp, dhf, dcf, y, full, dg, dco):
@@ -283,10 +332,11 @@ def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
     s = cp.size
     one = np.{t}(1)
     g_ = dg.reshape(-1)
-    zc, zi, zf_, zg, zo = (zf[s + k0:s + k1], zf[2 * s + k0:2 * s + k1], zf[3 * s + k0:3 * s + k1],
-                           zf[4 * s + k0:4 * s + k1], zf[5 * s + k0:5 * s + k1])
-    gi, gf, gg, go = g_[k0:k1], g_[s + k0:s + k1], g_[2 * s + k0:2 * s + k1], g_[3 * s + k0:3 * s + k1]
-    dhp, dcp, yh, cpp, dc = dhf[k0:k1], dcf[k0:k1], y[k0:k1], cp[k0:k1], dco[k0:k1]
+    zc, zi, zf_, zg, zo = (part(zf, s + k0, s + k1), part(zf, 2 * s + k0, 2 * s + k1), part(zf, 3 * s + k0, 3 * s + k1),
+                           part(zf, 4 * s + k0, 4 * s + k1), part(zf, 5 * s + k0, 5 * s + k1))
+    gi, gf, gg, go = (part(g_, k0, k1), part(g_, s + k0, s + k1), part(g_, 2 * s + k0, 2 * s + k1),
+                      part(g_, 3 * s + k0, 3 * s + k1))
+    dhp, dcp, yh, cpp, dc = part(dhf, k0, k1), part(dcf, k0, k1), part(y, k0, k1), part(cp, k0, k1), part(dco, k0, k1)
     for k in range(k1 - k0):                           # dct = dc + dh o (1 - tanh(c)^2)
         tc = tanh(zc[k])
         dh = dhp[k] + yh[k]
@@ -294,7 +344,7 @@ def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
         dc[k] = dcp[k] + dh * o * (one - tc * tc)
         go[k] = dh * tc * o * (one - o)                # do
     if full:                                           # the cotangent of c
-        yc = y[s + k0:s + k1]
+        yc = part(y, s + k0, s + k1)
         for k in range(k1 - k0):
             dc[k] += yc[k]
     for k in range(k1 - k0):                           # di, df, dg; the next dc = dct f
@@ -385,6 +435,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     yt = np.empty((hy, n), Z.dtype)
     y = yt.reshape(-1)
     st = thread_state()
+    hv = np.empty(1, np.int64)                         # `next_half`'s answer (called by address)
     # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
     # of dg: after the previous unit of both halves), then step r's gate gradients for its
     # units, the mark, then its rows of G, db (and dW); r = 0 packs its panels of W^T
@@ -397,7 +448,10 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
         # writes step r's
         dg = dgs[r % 2] if nth > 1 else dgs[0]
         while True:
-            half = next_half(sync, r, q, nth, st)       # one call site: it is inlined
+            # `next_half` and `wait_turn` (ops/loop_split.py) at their addresses fns[4], fns[5]
+            # (`meeting_module`: inlined, the meeting was ~0.7 s of this loop's compile)
+            call_at(fns[4], meet_next_half, (sync, r, q, nth, st, hv))
+            half = hv[0]
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
@@ -405,41 +459,44 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                 dgp = dgs[(r - 1) % 2] if nth > 1 else dgs[0]
                 call_at(fns[0], panel_product, (wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, 0, four, dgp, dh, False))
             else:
-                for blk in range(4):
-                    db[blk * hh + u0:blk * hh + u1] = 0
+                for blk in range(4):                   # (a loop: numba's slice assignment
+                    for j in range(blk * hh + u0, blk * hh + u1):   # compiled ~0.1 s more)
+                        db[j] = 0
                 # W^T's panels (`panel_pack_t`, ops/packed_gemm.py, at its address fns[2])
                 call_at(fns[2], panel_pack_t, (w, wp, u0 // PMR, (u1 + PMR - 1) // PMR, 0, four))
             if r < L:
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
-                for part in range(2 if full else 1):   # h's cotangent, then c's
+                for piece in range(2 if full else 1):   # h's cotangent, then c's
                     if rows:
-                        transpose_part(d_y[t], 0, n, part * hh + u0, part * hh + u1, yt, False)
+                        # (`panel_transpose`, ops/packed_gemm.py, at its address fns[3]: each
+                        # of the loop's three transposes inlined cost ~0.4 s of its compile)
+                        call_at(fns[3], panel_transpose, (d_y[t], 0, n, piece * hh + u0, piece * hh + u1, yt, False))
                     else:
                         yf = d_y[t].reshape(-1)
-                        for e in range((part * hh + u0) * n, (part * hh + u1) * n):
+                        for e in range((piece * hh + u0) * n, (piece * hh + u1) * n):
                             y[e] = yf[e]
                 if r >= 2:
                     # the half's rows of dg's buffer are read after the mark of step r - 2
                     # (G, db, dW), maybe by a late partner still
-                    wait_turn(sync, half, r - 1)
+                    call_at(fns[5], meet_wait_turn, (sync, half, r - 1))
                 # c_prev chosen first, so that the step below has one call site: inlined twice
                 # (c0 apart), the step's loops took 0.7 s more of the kernel's 4.7 s CPU compile
-                cpv = c0.reshape(-1) if k == 0 else Zf[p, s:2 * s]
+                cpv = c0.reshape(-1) if k == 0 else part(Zf[p], s, 2 * s)
                 step_back_part(Zf[t], cpv, dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
             if nth > 1:
                 half_done(sync, nth)                   # the partner may multiply this half's dg now
             if r < L:
-                wait_turn(sync, half, r)               # db, dW: in step order (a late partner's half)
+                call_at(fns[5], meet_wait_turn, (sync, half, r))   # db, dW: in step order (a late partner's half)
                 gt = G[t]
                 # the half's rows of each block (all 4H rows as one range when nth == 1):
                 # one code path, as in the forward
                 for blk in range(4 if nth > 1 else 1):
                     r0 = blk * hh + u0
                     r1 = blk * hh + u1 if nth > 1 else four
-                    transpose_part(dg, r0, r1, 0, n, gt, False)   # G's rows, in register blocks
-                    dbv = db[r0:r1]                    # db += the rows of dg^T; views from 0
+                    call_at(fns[3], panel_transpose, (dg, r0, r1, 0, n, gt, False))   # G's rows, in register blocks
+                    dbv = part(db, r0, r1)             # db += the rows of dg^T; views from 0
                     for q_ in range(n):                # (see `gate_math_units`)
-                        row = gt[q_, r0:r1]
+                        row = part(gt[q_], r0, r1)
                         for j in range(r1 - r0):
                             dbv[j] += row[j]
                 if with_dw:
@@ -447,7 +504,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                     # while in cache, h_prev transposed once per half (32 KB for the LM); no gather
                     # and no GEMM after the loop; the first step written overwrites. Each tile
                     # sums its N terms the same way whoever does the half: the bits of one thread.
-                    transpose_part(h0 if k == 0 else Zf[p, :s].reshape(hh, n), 0, hh, 0, n, ht, False)
+                    call_at(fns[3], panel_transpose, (h0 if k == 0 else Zf[p, :s].reshape(hh, n), 0, hh, 0, n, ht, False))
                     for blk in range(4 if nth > 1 else 1):
                         r0 = blk * hh + u0
                         r1 = blk * hh + u1 if nth > 1 else four
@@ -460,7 +517,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     # the caller's share returns when the loop is done (loop_split.run): the partner's
     # work after its last marks included
     for h in range(nth):
-        wait_turn(sync, h, L)
+        call_at(fns[5], meet_wait_turn, (sync, h, L))
 """
 
 
@@ -605,10 +662,10 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
         p = t + 1 if reverse else t - 1
         hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
         gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
-        # dg into G and dm into M, transposed: one call site (each inlined copy of the
-        # register transposes costs compile time)
+        # dg into G and dm into M, transposed, by `panel_transpose` (ops/packed_gemm.py) at its
+        # address fns[3]: one call site (an inlined copy of the register transposes costs compile time)
         for which in range(2):
-            transpose_blocks(dg if which == 0 else dm, G[t] if which == 0 else M[t], False)
+            call_at(fns[3], panel_transpose, (dg if which == 0 else dm, 0, three, 0, n, G[t] if which == 0 else M[t], False))
         # d = W^T dm + d by `panel_product` (ops/packed_gemm.py) at its address fns[0]
         call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, three, 0, three, dm, d, True))
 """
@@ -616,7 +673,8 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
 
 def _source(template: str, dtype: str) -> str:
     s = "f32" if dtype == "float32" else "f64"
-    template = template.replace("# {meeting}", meeting_source())
+    template_in = template
+    template = template.replace("# {meeting}", _meeting_source())
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
     source = with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
@@ -624,20 +682,73 @@ def _source(template: str, dtype: str) -> str:
     # and the layer's `kernel` that passes its address to the module's `loop`)
     if "# {product}" not in source:
         return source
-    return source.replace("# {product}", product_import(dtype) + _KERNEL_BY_ADDRESS)
+    # (the LSTM's split loops: the meeting's `next_half` and `wait_turn` by address too)
+    meets = "# {meeting}" in template_in
+    return source.replace("# {product}", product_import(dtype) + (meeting_import() if meets else "")
+                          + _KERNEL_BY_ADDRESS.replace("{more}", _MEETING_FNS if meets else ""))
 
 
 # The whole-loop modules' `kernel`, as ops/lstm_prim.py and ops/gru_prim.py call it
 # (``kernel(*args)``): the module's `loop` with the address of `panel_product`, which it calls
 # there (the product's tiles compiled in their own function, not inlined in each loop's).
 _KERNEL_BY_ADDRESS = """
-_FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t)],
-                np.int64)
+_FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t),
+                 native_address(panel_transpose){more}], np.int64)
 
 
 def kernel(*args):
     loop(*args, _FNS)   # (`loop`: defined below)
 """
+
+
+_MEETING_FNS = ", native_address(meet_next_half), native_address(meet_wait_turn)"
+
+# The meeting of a split loop's two threads (ops/loop_split.py): `next_half` (claims, the
+# spin-wait, a late partner's half taken) and `wait_turn`, compiled once per process in a
+# module of their own and called by address by the LSTM's two loops, as the product is:
+# inlined, the meeting took ~0.3 s of the forward loop's compile and ~0.7 s of the backward's
+# (three waits and the claim). `next_half`'s answer comes back in `out` (a call by address
+# returns nothing). No CPython wrappers: only called by address.
+_MEETING_MODULE = """# tracejit's meeting of a split recurrent loop, called by address (tracejit/ops/lstm_kernels.py)
+import numpy as np
+from numba import njit
+# {meeting}
+
+
+@njit("void(int64[::1], int64, int64, int64, int64[::1], int64[::1])", cache=CACHE, error_model='numpy',
+      boundscheck=False, nogil=True, no_cpython_wrapper=True)
+def meet_next_half(sync, k, q, nth, st, out):
+    out[0] = next_half(sync, k, q, nth, st)
+
+
+@njit("void(int64[::1], int64, int64)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True,
+      no_cpython_wrapper=True)
+def meet_wait_turn(sync, h, k):
+    wait_turn(sync, h, k)
+"""
+
+
+def meeting_module_source() -> str:
+    """The source of the meeting's module (this CPU's pause hint and clock: loop_split.py)."""
+    return _MEETING_MODULE.replace("# {meeting}", _meeting_source())
+
+
+def meeting_module():
+    """The loaded meeting module (compiled into the disk cache on its first use in the process)."""
+    from ..compiler import diskcache
+    return diskcache.load_module(meeting_module_source(), name_hint="lstm_meeting")
+
+
+def meeting_import() -> str:
+    """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the meeting
+    module's source is written into the loop's (so the loop's disk cache key covers it) and
+    loaded from there, not imported from this module, whose import closure (ops/native.py,
+    ...: 185 modules against packed_gemm's 12) would enter the loop's key (compiler/
+    importclosure.py): every change anywhere would invalidate the loops, and hashing the
+    closure took ~0.05 s of each loop's job."""
+    return (f"from tracejit.compiler.diskcache import load_module as _load_module\n"
+            f"_meeting = _load_module({meeting_module_source()!r}, name_hint='lstm_meeting')\n"
+            f"meet_next_half, meet_wait_turn = _meeting.meet_next_half, _meeting.meet_wait_turn\n")
 
 
 def _native(template: str, name: str, dtype: str, steady: bool = False):

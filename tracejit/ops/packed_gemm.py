@@ -325,6 +325,16 @@ def panel_pack(w, wp, p0, p1, k0, kd):
       error_model='numpy', boundscheck=False, nogil=True, no_cpython_wrapper=True)
 def panel_pack_t(w, wp, p0, p1, k0, kd):
     pack_panel_columns(w, wp, True, p0, p1, k0, kd)
+
+
+# `transpose_part`, called by address by the LSTM's and the GRU's loops as the product is:
+# inlined at the loops' five call sites (three in the LSTM's backward), each copy's untyped
+# inlining, typing and LLVM work cost 0.3-0.4 s of the loop's compile (the LSTM backward's
+# module: 3.4 -> 2.2 s CPU without its three). Once here, for every loop of the process.
+@njit("void(Array({t}, 2, 'C', readonly=True), int64, int64, int64, int64, {t}[:, ::1], boolean)",
+      cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_cpython_wrapper=True)
+def panel_transpose(src, i0, i1, j0, j1, dst, add):
+    transpose_part(src, i0, i1, j0, j1, dst, add)
 '''
 
 _PRODUCT_MODULE = '''# tracejit's product of packed panels for {t}, shared by the recurrent loops' kernels (tracejit/ops/packed_gemm.py)
@@ -364,14 +374,14 @@ def product_module(dtype: str, digest: str):
 
 
 def product_import(dtype: str) -> str:
-    """Source lines that give a kernel module `panel_product`, `panel_pack` and `panel_pack_t`
-    (from `product_module`), `call_at` and `native_address`; the product's digest is in them,
+    """Source lines that give a kernel module `panel_product`, `panel_pack`, `panel_pack_t` and
+    `panel_transpose` (from `product_module`), `call_at` and `native_address`; the product's digest is in them,
     so a changed product changes the kernel's source (and disk cache key) too."""
     return (f"\nfrom tracejit.compiler.voidptr import call_at, native_address\n"
             f"from tracejit.ops.packed_gemm import product_module as _product_module\n"
             f"_product = _product_module({dtype!r}, {source_digest(product_source(dtype))!r})\n"
-            f"panel_product, panel_pack, panel_pack_t = _product.panel_product, _product.panel_pack, "
-            f"_product.panel_pack_t\n")
+            f"panel_product, panel_pack, panel_pack_t, panel_transpose = _product.panel_product, "
+            f"_product.panel_pack, _product.panel_pack_t, _product.panel_transpose\n")
 
 
 def with_tile(source: str, dtype: str) -> str:
