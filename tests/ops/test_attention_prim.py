@@ -169,6 +169,7 @@ def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, 
     with the softmax backward row kernel, or (`kernel` False) by slices as array operations."""
     if not kernel:
         monkeypatch.setattr(AP, "softmax_backward_kernel", lambda *arrays: None)
+        monkeypatch.setattr(AP, "_backward_part_kernel", lambda *arrays: None)
     _against_definition(N, T, E, H, seq_first)
     mode, launches = batch_split
     # split: the context, the pair and the backward each over the N = 3 batch entries, one a share
@@ -208,6 +209,34 @@ def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, 
     _against_definition(3, 8, 8, 2, seq_first)
     mode, launches = batch_split
     assert launches == ([3, 3, 3] if mode == "split" else [])
+
+
+@pytest.mark.parametrize("seq_first", [False, True])
+def test_part_kernels_on_their_way_run_numpy_and_ask_for_no_fallback(seq_first, monkeypatch):
+    """While a part kernel is compiling (`_gemm_kernel` gives (None, address)), the weights,
+    the forward pair and the backward run numpy's form and ask for none of the fallback
+    form's kernels (softmax's row kernels, the transposing copy: they would be compiled
+    ahead of the part kernels only to go idle); where the part kernel is not coming (None),
+    they are asked for. Values against numpy's definition either way."""
+    asked = []
+
+    def fallback(name):
+        def ask(*arrays):
+            asked.append(name)
+            return None
+        return ask
+    for name in ("softmax_kernel", "softmax_backward_kernel", "_transpose_kernel"):
+        monkeypatch.setattr(AP, name, fallback(name))
+    for name in ("softmax_kernel", "softmax_backward_kernel"):    # (softmax's own impls ask here)
+        monkeypatch.setattr(AP._row_kernels, name, fallback("row_kernels." + name))
+    monkeypatch.setattr(AP, "_forward_part_kernel", lambda *arrays: (None, 0))
+    monkeypatch.setattr(AP, "_backward_part_kernel", lambda *arrays: (None, 0))
+    _against_definition(3, 8, 8, 2, seq_first)
+    assert asked == []
+    monkeypatch.setattr(AP, "_forward_part_kernel", lambda *arrays: None)
+    monkeypatch.setattr(AP, "_backward_part_kernel", lambda *arrays: None)
+    _against_definition(3, 8, 8, 2, seq_first)
+    assert {"softmax_kernel", "softmax_backward_kernel"} <= set(asked)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -290,6 +319,7 @@ def test_weights_primitive_against_its_numpy_definition(seq_first, mask, batch_s
             # split: the kernel's weights over the N = 3 batch entries, one a share
             assert launches == ([3] if mode == "split" else [])
             monkeypatch.setattr(AP, "softmax_kernel", lambda *arrays: None)
+            monkeypatch.setattr(AP, "_forward_part_kernel", lambda *arrays: None)
         w = AP.attention_weights(x, mk, **kw)
         _close(w.detach().numpy(), want, rtol=1e-12)
     gw = R.standard_normal(want.shape)

@@ -52,7 +52,8 @@ from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
 from . import row_kernels as _row_kernels
 from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
-from .softmax_prim import SOFTMAX_BACKWARD, _softmax_backward_impl, _softmax_impl, softmax_backward
+from .softmax_prim import (SOFTMAX_BACKWARD, _softmax_backward_impl, _softmax_impl, softmax_backward,
+                           softmax_backward_passes, softmax_passes)
 
 __all__ = ["attention_weights", "attention_context", "attention_backward", "weights_and_context",
            "backward_and_column_sum"]
@@ -346,7 +347,17 @@ def _transposed_in(template: str, *pairs) -> str:
 def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
     """(a part kernel of this module made from `template` with the softmax row text `row`
     (row_kernels' pieces, re-indented into the head loop) and the GEMM intrinsic, its GEMM
-    address), or None: other array modules or dtypes, no BLAS GEMM found, not ready."""
+    address); (None, address) while it is being compiled or loaded in the background
+    (`NativeKernel.coming`); or None: other array modules or dtypes, no BLAS GEMM found, the
+    kernel failed or is off.
+
+    Why (None, address): the callers then run numpy's form and ask for none of the kernels
+    of their fallback form (softmax's row kernels, the transposing copy). Asked for, those
+    were compiled ahead of the part kernels (asked for at the same step, queued in the order
+    asked) only to go idle once the part kernels were in: 0.5 s of the compile worker's CPU
+    in the Transformer step's 8 s before it ran on compiled kernels (as ops/lstm_kernels.py's
+    per-step kernels behind its whole-loop ones). They are asked for where the part kernel
+    is not coming (failed, or sync mode, where `get` loads it in the call)."""
     if not _takes(xp, *arrays):
         return None
     dtype = arrays[0].dtype.name
@@ -364,18 +375,23 @@ def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
                 .replace("ROWMAXBITS", _row_kernels.source("ROWMAXBITS", dtype))
                 .replace("PULL_STEP", str(64 // np.dtype(dtype).itemsize))
                 .replace("{s}", _row_kernels._SUFFIX[dtype]).replace("{t}", dtype))
-    fn = _kernel(("attention", name, dtype, bits), source).get()
-    return None if fn is None else (fn, address)
+    k = _kernel(("attention", name, dtype, bits), source)
+    fn = k.get()
+    if fn is None:
+        return (None, address) if k.coming() else None
+    return fn, address
 
 
 def _forward_part_kernel(xp, qkv):
-    """(weights_and_context's part kernel, GEMM address) for a `qkv` like this one, or None."""
+    """(weights_and_context's part kernel, GEMM address) for a `qkv` like this one, or None
+    (`_gemm_kernel`: the kernel None while it is on its way)."""
     return _gemm_kernel("forward_part", _FORWARD_PART, "ROWMAX\nSOFTMAXEXP", xp, qkv)
 
 
 def _backward_part_kernel(xp, w, gh, qkv):
     """(attention_backward's part kernel, GEMM address) for arrays like these, or None
-    (other array modules or dtypes, weights not C-contiguous, no BLAS GEMM found, not ready)."""
+    (other array modules or dtypes, weights not C-contiguous, no BLAS GEMM found, failed;
+    `_gemm_kernel`: the kernel None while it is on its way)."""
     if not w.flags.c_contiguous:
         return None
     return _gemm_kernel("backward_part", _BACKWARD_PART, "SOFTMAXBWDROW", xp, w, gh, qkv)
@@ -409,18 +425,23 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
     a, c, e, hd = _split(qkv.shape, tokens, heads)
     _, (q, k, v) = _parts(xp, qkv, tokens, heads, seq_first)
     n, t = (c, a) if seq_first else (a, c)
-    fn = softmax_kernel(xp, qkv, *mask) if scale > 0 else None
+    # the part kernel (no mask) first: while it is on its way numpy's form runs, and the
+    # fallback form's kernels are not asked for (`_gemm_kernel`)
+    found = None if mask or scale <= 0 else _forward_part_kernel(xp, qkv)
+    whole = found if found is not None and found[0] is not None else None
+    fn = softmax_kernel(xp, qkv, *mask) if scale > 0 and found is None else None
     kw = dict(tokens=tokens, heads=heads, seq_first=seq_first, scale=scale)
-    if fn is None:         # other array modules and dtypes, or the row kernel is not ready yet
-        w = _softmax_impl(xp, xp.matmul(q, xp.swapaxes(k, -1, -2)), *mask, dim=3, scale=scale)
+    if fn is None and whole is None:   # other array modules and dtypes, or no kernel ready yet
+        s = xp.matmul(q, xp.swapaxes(k, -1, -2))
+        w = (softmax_passes(xp, s, None, 3, scale) if found is not None
+             else _softmax_impl(xp, s, *mask, dim=3, scale=scale))
         return w, (_context_impl(xp, qkv, w, **kw) if context else None)
     w = np.empty((n, heads, t, t), dtype=qkv.dtype)
     rows = heads * t                                   # softmax rows per batch element
     w2 = w.reshape(n * rows, t)
     if mask:
         m2, ids = mask_rows(mask[0], w.shape)
-    rs, tr = _block_rows(t, t, hd), _transpose_kernel(xp, qkv)
-    whole = None if mask else _forward_part_kernel(xp, qkv)
+    rs, tr = _block_rows(t, t, hd), (None if whole is not None else _transpose_kernel(xp, qkv))
     if context:
         out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
         oh = out.transpose(_TO_HEADS[seq_first])
@@ -511,13 +532,17 @@ def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
     out = xp.empty((a, c, 3, heads, hd), dtype=qkv.dtype)
     oq, ok, ov = (out[:, :, i].transpose(perm) for i in range(3))
     n, _, t, s = w.shape
-    fn = softmax_backward_kernel(xp, w, w)
+    # the part kernel first: while it is on its way numpy's form runs (`_backward_slice`),
+    # and the fallback form's kernels are not asked for (`_gemm_kernel`)
+    found = _backward_part_kernel(xp, w, g, qkv)
+    whole = found if found is not None and found[0] is not None else None
+    fn = softmax_backward_kernel(xp, w, w) if found is None else None
+    r = _block_rows(t, hd, s)
     if fn is not None:
         rows = heads * t                               # softmax rows per batch element
         w2 = w.reshape(n * rows, s)
-        r, tr = _block_rows(t, hd, s), _transpose_kernel(xp, qkv)
-        whole = _backward_part_kernel(xp, w, g, qkv)
-    colsum = colsum and fn is not None and whole is not None
+        tr = _transpose_kernel(xp, qkv)
+    colsum = colsum and whole is not None
     o2 = out.reshape(a * c, 3 * e)
     # element i's token rows of o2 are i * si + j * sa, j < T
     si, sa = (1, c) if seq_first else (c, 1)
@@ -527,12 +552,13 @@ def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
         # `_CHUNK` batch elements at a time: their four products and softmax's gradient, with
         # their (T, T) weight gradients in two buffers that stay in cache (one thread: 6.4-7.0
         # -> 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
-        if fn is None:
-            return _backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
         if whole is not None:
             bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, s), (t, s), (s, hd), (hd, s))]
             return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs,
                             colsum, o2, colp, si, sa)
+        if fn is None:
+            return _backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale,
+                                   found is not None)
         # the four products in small-matrix blocks (`_head_products`, `_head_products_t`),
         # their right operands copied (or transposed) in turn into `rb` / `vb`
         ch = _chunk(lo, hi)
@@ -554,13 +580,17 @@ def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
     return o2, (colp if colsum else None)
 
 
-def _backward_slice(xp, b, w, gh, q, k, v, oq, ok, ov, scale) -> None:
+def _backward_slice(xp, b, w, gh, q, k, v, oq, ok, ov, scale, coming: bool = False) -> None:
     """`_backward_impl`'s work on the batch slice `b` as array operations (other array
-    modules and dtypes, or the row kernel not ready)."""
+    modules and dtypes, or the row kernel not ready); `coming`: the part kernel is on its
+    way, softmax's backward row kernel is not asked for (`_gemm_kernel`)."""
     wb, gb = w[b], gh[b]
     _matmul_into(xp, xp.swapaxes(wb, -1, -2), gb, ov[b])          # dv = w^T g
     dw = xp.matmul(gb, xp.swapaxes(v[b], -1, -2))                 # dw = g v^T
-    ds = _softmax_backward_impl(xp, dw, wb, wb.ndim - 1, scale)
+    if coming:
+        ds = softmax_backward_passes(xp, dw, wb, wb.ndim - 1, scale)
+    else:
+        ds = _softmax_backward_impl(xp, dw, wb, wb.ndim - 1, scale)
     _matmul_into(xp, ds, k[b], oq[b])                             # dq = ds k
     _matmul_into(xp, xp.swapaxes(ds, -1, -2), q[b], ok[b])        # dk = ds^T q
 

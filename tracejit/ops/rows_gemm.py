@@ -133,7 +133,7 @@ def _rest_widths(gv: int) -> list:
 
 
 # a (flat): A's element (i, k) at i*ars + k*aks; b (K, N) and c (M, N) C-contiguous, flat.
-_DRIVER = '''
+_TILES = """
 
 GV, GMR, GNV, KC, RMR = {GV}, {GMR}, {GNV}, {KC}, {RMR}
 ROWS_FIRST = {ROWS_FIRST}
@@ -142,14 +142,13 @@ _main1 = _make_tile(1, (GV,) * GNV)
 _one = _make_tile(RMR, (GV,))
 _one1 = _make_tile(1, (GV,))
 # {rest_tiles}
+"""
 
-
-@njit(inline='always')
-def _rests(a, ars, aks, m, b, n, c, kb, kc, keep, j):
-    # the columns from j (past the whole panels): one-vector tiles, then narrower ones, of
-    # RMR rows (`rest_rows`), then the rows past them one at a time
+# c (+)= a[:, kb:kb+kc] @ b[kb:kb+kc] from column j on (past the whole panels): one-vector
+# tiles, then narrower ones, of RMR rows (`rest_rows`), then the rows past them one at a time
+# (ka = kb * aks, kbo = kb * n)
+_RESTS_BODY = """
     mt = m - m % RMR
-    ka, kbo = kb * aks, kb * n
     while j + GV <= n:
         for i in range(0, mt, RMR):
             _one(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
@@ -157,11 +156,10 @@ def _rests(a, ars, aks, m, b, n, c, kb, kc, keep, j):
             _one1(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         j += GV
     # {rest_loops}
+"""
 
-
-@njit(inline='always')
-def _part(a, ars, aks, m, b, n, c, kb, kc, keep):
-    # c (+)= a[:, kb:kb+kc] @ b[kb:kb+kc]: the column panels, then the rests
+# c (+)= a[:, kb:kb+kc] @ b[kb:kb+kc]: the column panels, then the rests (RESTS)
+_PART_BODY = """
     mt = m - m % GMR
     ka, kbo = kb * aks, kb * n
     j = 0
@@ -171,8 +169,32 @@ def _part(a, ars, aks, m, b, n, c, kb, kc, keep):
         for i in range(mt, m):
             _main1(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         j += GNV * GV
-    _rests(a, ars, aks, m, b, n, c, kb, kc, keep, j)
+RESTS"""
 
+# The kernel where all of K is summed at once (KC 0: the AVX-512 tile): one function, `_PART_BODY`
+# and `_RESTS_BODY` written into it. Why not the helpers of `_BLOCKED` inlined by numba
+# (inline='always'): numba's inlining pass took 0.17-0.24 s of the module's 0.65-0.78 s compile
+# (it compiles the helpers' IR again for each of their four call sites, three of them in
+# branches LLVM then drops for KC 0); written out once, 0.42-0.54 s. The same loops, the same
+# bits.
+_WHOLE_K = """
+{kernel_jit}
+def kernel(a, ars, aks, m, kd, b, n, c):
+    kb, kc, keep = 0, kd, False
+PART"""
+
+# The kernel that sums K in blocks of KC (`k_block`: the AVX2 tile), or a row tile at a time
+# across all its column panels (`_by_rows`).
+_BLOCKED = """
+
+@njit(inline='always')
+def _rests(a, ars, aks, m, b, n, c, kb, kc, keep, j):
+    ka, kbo = kb * aks, kb * n
+RESTS
+
+@njit(inline='always')
+def _part(a, ars, aks, m, b, n, c, kb, kc, keep):
+PART
 
 @njit(inline='always')
 def _by_rows(a, ars, aks, m, kd, b, n, c):
@@ -194,43 +216,47 @@ def _by_rows(a, ars, aks, m, kd, b, n, c):
 
 {kernel_jit}
 def kernel(a, ars, aks, m, kd, b, n, c):
-    if KC == 0:   # (KC is a constant: LLVM keeps these lines alone where it is 0)
-        _part(a, ars, aks, m, b, n, c, 0, kd, False)
-    elif kd <= KC and kd * n <= ROWS_FIRST:
+    if kd <= KC and kd * n <= ROWS_FIRST:
         _by_rows(a, ars, aks, m, kd, b, n, c)
     else:   # K in blocks of KC (`k_block`), each added to the sums before it
         for kb in range(0, kd, KC):
             _part(a, ars, aks, m, b, n, c, kb, min(KC, kd - kb), kb > 0)
-'''
+"""
 
 # `kernel`'s decorator: compiled on its own, for Python's calls (`product`) and for ops/halves.py's
 # product half, which calls it by address (`kernel_import`).
-_STANDALONE = ('''@njit("void(Array({t}, 1, 'C', readonly=True), int64, int64, int64, int64, "
-      "Array({t}, 1, 'C', readonly=True), int64, {t}[::1])", cache=CACHE, boundscheck=False, nogil=True)''')
+_STANDALONE = ("""@njit("void(Array({t}, 1, 'C', readonly=True), int64, int64, int64, int64, "
+      "Array({t}, 1, 'C', readonly=True), int64, {t}[::1])", cache=CACHE, boundscheck=False, nogil=True)""")
 
-_REST_TILES = '''
+_REST_TILES = """
 _rest{w} = _make_tile(RMR, ({w},))
-_rest{w}_1 = _make_tile(1, ({w},))'''
+_rest{w}_1 = _make_tile(1, ({w},))"""
 
-_REST_LOOP = '''
+_REST_LOOP = """
     if n - j >= {w}:
         for i in range(0, mt, RMR):
             _rest{w}(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
         for i in range(mt, m):
             _rest{w}_1(a, i * ars + ka, ars, aks, b, kbo + j, n, c, i * n + j, n, kc, keep)
-        j += {w}'''
+        j += {w}"""
 
 
 def source(dtype: str) -> str:
     """The kernel module's source for `dtype` with this CPU's tile."""
     gv, gmr, gnv = tile_shape(dtype)
     rests = _rest_widths(gv)
-    driver = (_DRIVER.replace("{kernel_jit}", _STANDALONE)
+    kc = k_block(dtype)
+    rest_body = _RESTS_BODY.replace("    # {rest_loops}", "".join(_REST_LOOP.replace("{w}", str(w)) for w in rests))
+    part = _PART_BODY.strip("\n")
+    if kc == 0:    # (`_WHOLE_K`: the rests follow the panels in the same function)
+        kernel = _WHOLE_K.replace("PART", part.replace("RESTS", rest_body.strip("\n")))
+    else:
+        kernel = (_BLOCKED.replace("RESTS", rest_body.strip("\n"))
+                  .replace("PART", part.replace("RESTS", "    _rests(a, ars, aks, m, b, n, c, kb, kc, keep, j)")))
+    driver = ((_TILES + kernel).replace("{kernel_jit}", _STANDALONE)
               .replace("# {rest_tiles}", "".join(_REST_TILES.replace("{w}", str(w)) for w in rests))
-              .replace("    # {rest_loops}", "".join(_REST_LOOP.replace("{w}", str(w)) for w in rests))
-
               .replace("{GV}", str(gv)).replace("{GMR}", str(gmr)).replace("{GNV}", str(gnv))
-              .replace("{KC}", str(k_block(dtype))).replace("{RMR}", str(rest_rows(dtype)))
+              .replace("{KC}", str(kc)).replace("{RMR}", str(rest_rows(dtype)))
               .replace("{ROWS_FIRST}", str(ROWS_FIRST_BYTES // (4 if dtype == "float32" else 8))))
     head = "import numpy as np\nfrom numba import njit\n"
     return packed_gemm.with_tile(head + packed_gemm.PACKED_SOURCE + driver, dtype).replace("{t}", dtype)

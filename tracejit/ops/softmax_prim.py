@@ -31,6 +31,12 @@ def _softmax_impl(xp, x, *mask, dim, scale=1.0):
         out = softmax_rows(xp, x, scale, m)
         if out is not None:
             return out
+    return softmax_passes(xp, x, m, dim, scale)
+
+
+def softmax_passes(xp, x, m, dim: int, scale: float):
+    """`_softmax_impl`'s array passes (mask `m` or None), asking for no row kernel: for
+    ops/attention_prim.py while its own kernel is on its way."""
     if scale != 1.0 or m is not None:
         x = x * x.dtype.type(scale) if scale != 1.0 else x.copy()
         if m is not None:
@@ -79,6 +85,11 @@ def _softmax_backward_impl(xp, g, y, dim, scale=1.0):
         out = softmax_backward_rows(xp, g, y, scale)
         if out is not None:
             return out
+    return softmax_backward_passes(xp, g, y, dim, scale)
+
+
+def softmax_backward_passes(xp, g, y, dim: int, scale: float):
+    """`_softmax_backward_impl`'s array passes, asking for no row kernel (as `softmax_passes`)."""
     gy = g * y
     out = g - gy.sum(axis=dim, keepdims=True)
     out *= y
