@@ -935,8 +935,10 @@ def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
     meanwhile, the same values), and the compiled step runs it at every call, as it does the
     layers' own kernels queued before it. At FIRST it went ahead of the LSTM LM's whole-loop
     kernels queued a moment earlier, a copy saved against a numpy loop: LM.forward's nd
-    parallel variant (0.41-0.50 s of worker CPU) ran before both loops or between them in
-    2 of 3 cold background runs (load 1.6-2.4), holding back the loop it preceded."""
+    parallel variant (0.41-0.50 s of one worker) ran before both loops (7 of 15 cold
+    background runs) or between them (8), and the loops were in after 4.25-4.4 s of the
+    worker's compiles, against 3.8-3.9 s at STEADY (load 1.5-2.1; every kernel in: the
+    same, one worker compiling the same jobs)."""
     def source_of():
         spec = kern.spec(layouts, parallel)
         return spec.source, spec.llvm_options
