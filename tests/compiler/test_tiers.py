@@ -427,6 +427,40 @@ def test_later_jobs_queue_after_the_others():
     assert [pool.jobs.get()[2] for _ in range(5)] == [None, needed, steady, eager, upgrade]
 
 
+def test_a_run_time_variant_queues_behind_the_steady_kernels_asked_before_it(monkeypatch):
+    """A compiled entry's run-time variant (`tiers.prepare_variant`: a strided operand's nd
+    layout, run on copies meanwhile) queues at rank STEADY: behind a layer's whole-loop
+    kernel queued before it (the compiled step runs both at every call, the loop replacing a
+    numpy loop, the variant only a copy), still ahead of eager kernels and of the parfor
+    upgrade, and behind the plan kernels a switch waits for, even ones submitted after it."""
+    from tracejit.compiler import diskcache
+    pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
+    monkeypatch.setattr(workers, "_pool", pool)
+    monkeypatch.setattr(diskcache, "is_cached", lambda *a, **k: False)
+
+    class Kern:   # what prepare_variant reads of a plan._Kernel
+        label = "LM.forward_fwd_g1"
+        defer = None
+        def spec(self, layouts, parallel):
+            return type("Spec", (), {"source": "# nd parallel variant", "llvm_options": ()})()
+        def get(self, layouts, parallel):
+            return None
+    upgrade = pool.submit("# parfor upgrade", "up", (), until_idle=True)
+    eager = pool.submit("# sgd", "eager", (), rank=workers.EAGER)
+    loop = pool.submit("# lstm backward loop", "loop", (), rank=workers.STEADY)
+    job = tiers.prepare_variant(Kern(), ("nd",), True)
+    while pool.jobs.qsize() < 4:   # (its thread submits the worker's job)
+        assert not job.done(), job.error
+        time.sleep(0.01)
+    plan = pool.submit("# a stage-1 kernel", "plan", ())
+    taken = [pool.jobs.get()[2] for _ in range(5)]
+    assert [j.name_hint for j in taken] == ["plan", "loop", "LM.forward_fwd_g1 nd parallel",
+                                            "eager", "up"]
+    for j in taken:   # (the variant's thread waits on its job: let it go)
+        j._finish(False, workers.SHUT_DOWN)
+    assert job.event.wait(WAIT_S) and not job.ok
+
+
 def test_an_eager_kernel_its_op_stopped_asking_for_goes_after_the_others():
     """A STEADY/EAGER job whose op last asked for it more than ASKED_WITHIN_S ago when a
     worker takes it (a tier-0 op the compiled step does not run) goes back once, rank

@@ -930,7 +930,15 @@ def _prepare_module(source: str, name_hint: str, llvm_options: tuple, rank: Opti
 
 def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
     """For `plan._Kernel.ready`: a job done once `kern`'s variant for `layouts` is loaded
-    (rendered, compiled by a worker when not on disk, and loaded by a thread)."""
+    (rendered, compiled by a worker when not on disk, and loaded by a thread). Rank STEADY,
+    not FIRST: no call waits for it (the caller runs a loaded variant on contiguous copies
+    meanwhile, the same values), and the compiled step runs it at every call, as it does the
+    layers' own kernels queued before it. At FIRST it went ahead of the LSTM LM's whole-loop
+    kernels queued a moment earlier, a copy saved against a numpy loop: LM.forward's nd
+    parallel variant (0.41-0.50 s of one worker) ran before both loops (7 of 15 cold
+    background runs) or between them (8), and the loops were in after 4.25-4.4 s of the
+    worker's compiles, against 3.8-3.9 s at STEADY (load 1.5-2.1; every kernel in: the
+    same, one worker compiling the same jobs)."""
     def source_of():
         spec = kern.spec(layouts, parallel)
         return spec.source, spec.llvm_options
@@ -938,8 +946,9 @@ def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
         kern.get(layouts, parallel)
         if callable(kern.defer):
             kern.defer(kern, layouts, parallel)   # recorded for the next process
+    from . import workers
     return _prepare(f"{kern.label} {'/'.join(layouts)}{' parallel' if parallel else ''}",
-                    source_of, load)
+                    source_of, load, rank=workers.STEADY)
 
 
 def module_job(source: str, name_hint: str, llvm_options: tuple = (), rank: Optional[int] = None,

@@ -319,14 +319,16 @@ class _Worker:
 
 # Queue ranks, lowest first. FIRST: kernels a switch or a caller's array path waits for
 # (a background compile's stage-1 and serial kernels, the optimizer's, pooling and
-# BatchNorm kernels, a run-time variant). EAGER: eager ops' elementwise kernels
+# BatchNorm kernels). EAGER: eager ops' elementwise kernels
 # (ops/vectorized.py): numpy runs those ops meanwhile, and in a process whose compiled
 # function runs tier 0 they mostly serve tier 0, which the FIRST jobs end: a Transformer
 # step's two eager ReLU kernels (parfor variants, the slowest kind) took a worker for
 # seconds while its stage-1 kernels queued. STEADY: hand-written eager kernels that a
 # compiled step also runs at every call and whose speed hangs on them, the layers' own
 # kernels (ops/native.py): the recurrent whole loops (ops/lstm_kernels.py), convolution's
-# unfold/fold, BatchNorm, pooling, ReLU's backward; after what a switch waits for, before
+# unfold/fold, BatchNorm, pooling, ReLU's backward, and a compiled entry's run-time
+# variant for a layout no plan listed (tiers.prepare_variant: the call runs a loaded variant
+# on copies meanwhile); after what a switch waits for, before
 # the kernels that mostly serve tier 0 and the fused optimizer's (LSTM LM compiled step,
 # warm, in-process alternating, min: 78 ms, 108 without the forward loop's kernel, 103
 # without the backward's, 76 without the cross-entropy kernels (1.3 s of worker CPU);
