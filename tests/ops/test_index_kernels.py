@@ -78,3 +78,27 @@ def test_contiguous_rows_of_other_layouts_add_as_np_add_at_does(monkeypatch, lay
     want = a.copy()
     np.add.at(want, idx, v)
     np.testing.assert_array_equal(_index_add(monkeypatch, True, a, v, idx), want)
+
+
+def test_flat_loop_asked_for_with_the_row_add(monkeypatch):
+    """While the row-add kernel is not loaded, asking for it asks for the flat-span loop too
+    (`run_add_rows` asks for that one only once the row add is loaded: a step later, behind
+    whatever long job a worker took meanwhile); once loaded, no extra ask."""
+    asked = []
+
+    class Pending:
+        def __init__(self, key, source):
+            self.key = key
+
+        def get(self):
+            asked.append(self.key[1])
+            return loaded.get(self.key[1])
+    loaded = {}
+    monkeypatch.setattr(index_kernels, "_kernel", Pending)
+    assert index_kernels.add_rows("float32") is None
+    assert asked == ["add_rows", "add_rows_flat"]
+    asked.clear()
+    loaded["add_rows"] = object()
+    assert index_kernels.add_rows("float64") is loaded["add_rows"]
+    assert asked == ["add_rows"]
+    assert index_kernels.add_rows("int64") is None and asked == ["add_rows"]

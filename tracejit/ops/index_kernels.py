@@ -63,10 +63,23 @@ def kernel(out, rows, flat, s0, s1):
 
 
 def add_rows(dtype: str):
-    """The loaded row-add kernel for `dtype` (float32/float64), or None (run numpy)."""
+    """The loaded row-add kernel for `dtype` (float32/float64), or None (run numpy). While it
+    is not loaded, the flat-span loop (`_flat_rows`) is asked for with it: `run_add_rows`
+    asks for that one only once this one is loaded, a step later, when an idle worker may
+    have taken a long last-rank job (the GEMM halves' module, 3-5 s) that it then waited
+    behind (the LSTM LM's embedding backward: every kernel in after 16.5 s instead of ~7,
+    in 2 of 24 cold background runs)."""
     if dtype not in ("float32", "float64"):
         return None
-    return _kernel(("index", "add_rows", dtype), lambda: _ADD_ROWS.replace("{t}", dtype)).get()
+    fn = _kernel(("index", "add_rows", dtype), lambda: _ADD_ROWS.replace("{t}", dtype)).get()
+    if fn is None:
+        _flat_rows(dtype)
+    return fn
+
+
+def _flat_rows(dtype: str):
+    """The loaded flat-span row-add kernel for `dtype`, or None (asked for)."""
+    return _kernel(("index", "add_rows_flat", dtype), lambda: _ADD_ROWS_FLAT.replace("{t}", dtype)).get()
 
 
 def run_add_rows(add, view: np.ndarray, flat: np.ndarray, v: np.ndarray, index_shape: tuple) -> None:
@@ -81,8 +94,7 @@ def run_add_rows(add, view: np.ndarray, flat: np.ndarray, v: np.ndarray, index_s
     out = view.reshape(view.shape[0], -1)
     span = _row_span(v3)
     if span is not None:
-        flat_add = _kernel(("index", "add_rows_flat", out.dtype.name),
-                           lambda: _ADD_ROWS_FLAT.replace("{t}", out.dtype.name)).get()
+        flat_add = _flat_rows(out.dtype.name)
         if flat_add is not None:
             item = v3.itemsize
             flat_add(out, rows, span, v3.strides[0] // item, v3.strides[1] // item)
