@@ -67,24 +67,21 @@ def _warm_up() -> None:
         pass
 
 
-# The cyclic garbage collector's thresholds while we compile (gen0, gen1, gen2): numba's
-# compile of one kernel allocates millions of objects (IR, types, llvmlite's IR text), so at
-# Python's default (700, 10, 10) the collector ran all the time and rescanned numba's
-# long-lived state at every older-generation pass: 10-12% of a worker's CPU (replaying a cold
-# step's jobs in one process, load ~1-3: the MLP step's 8 jobs 3.4-3.8 -> 3.1-3.3 s with the
-# collector off, the Transformer's 20 jobs 8.9-9.0 -> 7.5-8.3 s). Off altogether it kept
-# ~5 MB of cyclic garbage per job (20 jobs: 347 MB resident against 238); with these
-# thresholds, after freezing what the import and the warm-up left (`_tune_gc`), it collects
-# rarely and keeps ~20 MB more.
-GC_THRESHOLDS = (100_000, 20, 10)
+# The cyclic garbage collector in a worker: what numba's import and the warm-up left is frozen
+# (never rescanned) and the thresholds are diskcache's COMPILE_GC_THRESHOLDS for good (see
+# there: at Python's default the collector took 7-10% of a worker's CPU). Replaying a cold
+# step's jobs in one process, gc.callbacks time: MLP 8 jobs 0.25 -> 0.06 s, Transformer 20
+# jobs 0.91 -> 0.24 s (freezing alone: 0.47); off altogether: none, but ~5 MB of cyclic
+# garbage kept per job (20 jobs: 347 MB resident against 238; these settings 258 MB).
 
 
 def _tune_gc() -> None:
     """Freeze the objects numba's import and the warm-up left (never scanned again: they
-    live as long as we do) and collect less often (`GC_THRESHOLDS`). No collection first:
-    it took 0.04 s for ~2,000 dead objects."""
+    live as long as we do) and collect as rarely as during a compile (diskcache's
+    COMPILE_GC_THRESHOLDS). No collection first: it took 0.04 s for ~2,000 dead objects."""
+    from .diskcache import COMPILE_GC_THRESHOLDS
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    gc.set_threshold(*COMPILE_GC_THRESHOLDS)
 
 
 def main() -> None:
