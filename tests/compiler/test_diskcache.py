@@ -580,29 +580,3 @@ def test_same_kernel_under_different_names_across_processes(tmp_path, root):
         assert res["stats"]["corrupt_entries"] == 0
         assert res["out"] == [0.0, 2.0, 4.0, 6.0]
     only_entry(root)
-
-
-def test_a_compile_collects_garbage_rarely_and_gives_the_thresholds_back():
-    """While a module runs (numba compiles it) the collector's thresholds are at least
-    COMPILE_GC_THRESHOLDS; the outermost of nested uses restores the program's own (a
-    higher one of the program's is kept inside), and one the program set meanwhile stays."""
-    import gc
-    from tracejit.compiler import diskcache
-    saved = gc.get_threshold()
-    try:
-        gc.set_threshold(700, 30, 10)
-        with diskcache._few_collections():
-            assert gc.get_threshold() == (100_000, 30, 10)
-            with diskcache._few_collections():
-                assert gc.get_threshold() == (100_000, 30, 10)
-            assert gc.get_threshold() == (100_000, 30, 10)
-        assert gc.get_threshold() == (700, 30, 10)
-        mod = diskcache._exec_module("import gc\nseen = gc.get_threshold()\n", "tracejit_kernels.gc_probe",
-                                     "<gc probe>", cache=False)
-        assert mod.seen == (100_000, 30, 10) and gc.get_threshold() == (700, 30, 10)
-        with diskcache._few_collections():
-            gc.set_threshold(5000, 10, 10)     # the program's own choice, made meanwhile
-        assert gc.get_threshold() == (5000, 10, 10)
-    finally:
-        gc.set_threshold(*saved)
-        sys.modules.pop("tracejit_kernels.gc_probe", None)

@@ -67,21 +67,26 @@ def _warm_up() -> None:
         pass
 
 
-# The cyclic garbage collector in a worker: what numba's import and the warm-up left is frozen
-# (never rescanned) and the thresholds are diskcache's COMPILE_GC_THRESHOLDS for good (see
-# there: at Python's default the collector took 7-10% of a worker's CPU). Replaying a cold
-# step's jobs in one process, gc.callbacks time: MLP 8 jobs 0.25 -> 0.06 s, Transformer 20
-# jobs 0.91 -> 0.24 s (freezing alone: 0.47); off altogether: none, but ~5 MB of cyclic
-# garbage kept per job (20 jobs: 347 MB resident against 238; these settings 258 MB).
+# The cyclic garbage collector's thresholds while we compile (gen0, gen1, gen2): numba's
+# compile of one kernel allocates millions of objects (IR, types, llvmlite's IR text), so at
+# Python's default (700, 10, 10) the collector ran hundreds of times a kernel and rescanned
+# numba's long-lived state at every older-generation pass. A cold step's jobs replayed in one
+# process (gc.callbacks time): MLP, 8 jobs, 0.23-0.25 s in 454 collections -> 0.06 s in 2;
+# Transformer, 20 jobs, 0.90-0.91 s -> 0.24-0.25 s (freezing alone: 0.47); CNN, 15 jobs,
+# 0.25 -> 0.06 s. Off altogether it kept ~5 MB of cyclic garbage per job (20 jobs: 347 MB
+# resident against 238); with these thresholds, after freezing what the import and the
+# warm-up left (`_tune_gc`), it keeps ~20 MB more. (Only here: the same thresholds around a
+# compile in the program itself, sync mode, cut its cold compile too but left its steady
+# step 1-3% slower in 5 of 5 A/B pairs, not understood: not tried further.)
+GC_THRESHOLDS = (100_000, 20, 10)
 
 
 def _tune_gc() -> None:
     """Freeze the objects numba's import and the warm-up left (never scanned again: they
-    live as long as we do) and collect as rarely as during a compile (diskcache's
-    COMPILE_GC_THRESHOLDS). No collection first: it took 0.04 s for ~2,000 dead objects."""
-    from .diskcache import COMPILE_GC_THRESHOLDS
+    live as long as we do) and collect less often (`GC_THRESHOLDS`). No collection first:
+    it took 0.04 s for ~2,000 dead objects."""
     gc.freeze()
-    gc.set_threshold(*COMPILE_GC_THRESHOLDS)
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def main() -> None:

@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import hashlib
 import json
 import linecache
@@ -253,40 +252,6 @@ def _key(source: str, llvm_options: tuple[str, ...] = ()) -> str:
 # ----------------------------------------------------------------------------- running a module
 
 
-# The cyclic garbage collector's thresholds (gen0, gen1, gen2) while a module runs, that is
-# while numba compiles it: one kernel's compile allocates millions of objects (its IR, types,
-# llvmlite's IR text), so at Python's default (700, 10, 10) the collector ran hundreds of
-# times per kernel and rescanned numba's long-lived state at each older-generation pass.
-# A cold step's jobs replayed in one process (gc.callbacks time): MLP, 8 jobs, 0.25 s of
-# 3.1-3.2 s in 454 collections -> 0.06 s in 2; Transformer, 20 jobs, 0.91 -> 0.24 s; ~6 MB
-# more resident. Compile workers keep these thresholds for good (compile_worker.py).
-COMPILE_GC_THRESHOLDS = (100_000, 20, 10)
-_gc_lock = threading.Lock()
-_gc_depth = 0
-_gc_saved: tuple = ()
-
-
-@contextlib.contextmanager
-def _few_collections():
-    """Raise the collector's thresholds to at least `COMPILE_GC_THRESHOLDS` inside (nested
-    and threaded uses: the outermost restores the program's own, unless it changed them
-    meanwhile)."""
-    global _gc_depth, _gc_saved
-    with _gc_lock:
-        if _gc_depth == 0:
-            _gc_saved = gc.get_threshold()
-            gc.set_threshold(*(max(a, b) for a, b in zip(_gc_saved, COMPILE_GC_THRESHOLDS)))
-        _gc_depth += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_depth -= 1
-            if _gc_depth == 0 and gc.get_threshold() == tuple(
-                    max(a, b) for a, b in zip(_gc_saved, COMPILE_GC_THRESHOLDS)):
-                gc.set_threshold(*_gc_saved)
-
-
 def _exec_module(source: str, modname: str, filename: str, *, cache: bool) -> types.ModuleType:
     """Run `source` as module `modname`; `filename` is what numba and tracebacks see."""
     code = compile(source, filename, "exec")
@@ -303,8 +268,7 @@ def _exec_module(source: str, modname: str, filename: str, *, cache: bool) -> ty
     module.load_module = load_module
     sys.modules[modname] = module
     try:
-        with _few_collections():
-            exec(code, module.__dict__)
+        exec(code, module.__dict__)
     except BaseException:
         sys.modules.pop(modname, None)
         raise
