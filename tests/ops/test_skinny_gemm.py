@@ -17,33 +17,12 @@ pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 _mods: dict = {}
 
 
-class _OneThread:
-    """An exec'd dot-kernel module's entry on this thread (as skinny_gemm._Pair's `run`:
-    pthread 0, the dot kernel's address in the records' slot 15); no halves."""
-
-    pthread = 0
-
-    def __init__(self, ns: dict, ran: list | None = None):
-        from tracejit.compiler.voidptr import native_address
-        self.kernel = ns["kernel"]
-        self.recs = np.zeros((2, 16), np.int64)
-        self.recs[:, 15] = native_address(ns["dot"])
-        self.ran = ran
-
-    def run(self, x, w, bias, has_bias, out):
-        if self.ran is not None:
-            self.ran.append("dot")
-        self.kernel(self.recs, x, w, bias, has_bias, out, 0, 0)
-
-    __call__ = run
-
-
 def _exec(source: str, label: str):
     if label not in _mods:
         ns: dict = {"CACHE": False}
         exec(compile(source, f"<{label}>", "exec"), ns)
-        _mods[label] = ns
-    return _OneThread(_mods[label])
+        _mods[label] = ns["kernel"]
+    return _mods[label]
 
 
 def _dot(dtype: str):
@@ -89,8 +68,8 @@ def loaded(monkeypatch) -> list:
     ran: list = []
 
     def dot(t):
-        one = _dot(t)
-        return one.kernel, _OneThread(_mods["skinny " + t], ran)   # (no halves: pthread 0)
+        fn = _dot(t)
+        return (lambda *args: (ran.append("dot"), fn(*args))), None   # (no halves)
     monkeypatch.setattr(skinny_gemm, "_dot", dot)
     monkeypatch.setattr(halves, "thin", lambda a, b: (ran.append("halves"), a @ b)[1])
     return ran
@@ -227,7 +206,7 @@ def serial(serial_launch, monkeypatch) -> list:
 def test_dot_halves_are_the_one_thread_kernel_bitwise(serial, monkeypatch, dtype, m, k, n):
     """The logits in two row halves, the bias added in each: bitwise the one-thread
     kernel's rows."""
-    _, pair = skinny_gemm._loaded[dtype]
+    kernel, pair = skinny_gemm._loaded[dtype]
     r = np.random.default_rng(2)
     x = r.standard_normal((m, k)).astype(dtype)
     w = r.standard_normal((n, k)).astype(dtype)
@@ -235,7 +214,7 @@ def test_dot_halves_are_the_one_thread_kernel_bitwise(serial, monkeypatch, dtype
     out = skinny_gemm.product(x, w.T, b)
     assert serial == [pair.entry_address] and out.shape == (m, n)
     one = np.empty((m, n), dtype)
-    pair.run(x, w, b, True, one)
+    kernel(x, w, b, True, one)
     np.testing.assert_array_equal(out, one)
     np.testing.assert_allclose(out, x.astype(np.float64) @ w.T + b, **_tol(dtype, k))
     monkeypatch.setattr(skinny_gemm, "HALVES", False)

@@ -64,8 +64,6 @@ MAX_DOT_MNK = coreshare.SKINNY_DOT_MNK
 # out (m, n) = x (m, K) @ w (n, K).T (+ bias): x and w C-contiguous. Blocks of 4 x 4 sums, then
 # the rest of w's rows 4 x 1, then the rest of x's rows 1 x 1. ``reassoc`` (not full fastmath:
 # no finite-math assumption, so NaN and inf propagate as in BLAS) vectorizes each sum.
-# No CPython wrapper: `kernel` (below) calls it by address on this thread, `dot_half` on
-# each core; called from Python it would crash.
 _DOT = '''
 import numpy as np
 from numba import njit
@@ -75,8 +73,8 @@ _FM = {"reassoc", "contract"}
 
 @njit("void(Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
       "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1])",
-      cache=CACHE, boundscheck=False, nogil=True, fastmath=_FM, no_cpython_wrapper=True)
-def dot(x, w, bias, has_bias, out):
+      cache=CACHE, boundscheck=False, nogil=True, fastmath=_FM)
+def kernel(x, w, bias, has_bias, out):
     m, kd = x.shape
     n = w.shape[0]
     z = np.{t}(0)
@@ -117,32 +115,23 @@ def dot(x, w, bias, has_bias, out):
                 out[i, j] += bias[j]
 '''
 
-# The entry point, `kernel`: with `pthread` 0 the whole product on this thread, else its two
-# row halves as a cfunc on a record of int64s (ops/halves.py's launch: record 0 on this
-# thread, record 1 on OpenBLAS's worker): x's address and rows, K, w's address, n, the bias's
-# address, has_bias, out's address; slot 15 the dot kernel's compiled code (`_Pair` puts it
-# there once). The first half a multiple of 4 rows. `dot` is called through that address
-# (voidptr.call_at), not by numba's call, which links its library into the caller's and has
-# LLVM optimise and emit the 4 x 4 tiles a second time (the module's compile in a worker:
-# 0.62-0.69 s before). One entry with a CPython wrapper, not three functions (the dot kernel
-# with a wrapper of its own, a record filler, a launcher): 0.55-0.57 -> 0.51-0.53 s of a
-# worker's CPU for the module.
+# The dot kernel's two row halves as a cfunc on a record of int64s (ops/halves.py's launch:
+# record 0 on this thread, record 1 on OpenBLAS's worker): x's address and rows, K, w's
+# address, n, the bias's address, has_bias, out's address; slot 15 the kernel's compiled code
+# (`_Pair` puts it there once). The first half a multiple of 4 rows. The kernel is called
+# through that address (voidptr.call_at), not by numba's call, which links the kernel's
+# library into the cfunc's and has LLVM optimise and emit the 4 x 4 tiles a second time
+# (the module's compile in a worker: 0.62-0.69 s before).
 _PAIR = '''
 
 from numba import cfunc
 from tracejit.compiler.voidptr import call_at, call_pthread, carray_at
 
 
-# `dot` on this thread (pthread 0: r's slot 15 read only), or the records, then `entry`
-# (dot_half's address) on both at once through OpenBLAS's gotoblas_pthread at `pthread`: the
-# whole launch in one dispatcher call, the GIL released (the filler and a ctypes call were
-# two: ~9 us of the MLP step's logits on swept caches, session 24).
+# (no CPython wrapper: only `dot_launch` calls it; called from Python it would crash)
 @njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
-      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1], int64, int64)", cache=CACHE, nogil=True)
-def kernel(r, x, w, bias, has_bias, out, pthread, entry):
-    if pthread == 0:
-        call_at(r[0, 15], dot, (x, w, bias, has_bias, out))
-        return
+      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1])", cache=CACHE, no_cpython_wrapper=True)
+def dot_records(r, x, w, bias, has_bias, out):
     m, kd = x.shape
     n = w.shape[0]
     h = (m // 2 + 3) // 4 * 4
@@ -153,6 +142,16 @@ def kernel(r, x, w, bias, has_bias, out, pthread, entry):
     r[1, 0] = xd + h * kd * item; r[1, 1] = m - h; r[1, 7] = od + h * n * item
     for q in range(2):
         r[q, 2] = kd; r[q, 3] = wd; r[q, 4] = n; r[q, 5] = bd; r[q, 6] = hb
+
+
+# `dot_records`, then `entry` (dot_half's address) on both records at once through
+# OpenBLAS's gotoblas_pthread at `pthread`: the whole launch in one dispatcher call, the GIL
+# released (the filler and a ctypes call were two: ~9 us of the MLP step's logits on swept
+# caches, session 24).
+@njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
+      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1], int64, int64)", cache=CACHE, nogil=True)
+def dot_launch(r, x, w, bias, has_bias, out, pthread, entry):
+    dot_records(r, x, w, bias, has_bias, out)
     call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
 
 
@@ -164,7 +163,7 @@ def dot_half(rec):
     w = carray_at(r[3], (n, kd), np.{t})
     b = carray_at(r[5], (n,), np.{t})
     out = carray_at(r[7], (m, n), np.{t})
-    call_at(r[15], dot, (x, w, b, r[6] != 0, out))
+    call_at(r[15], kernel, (x, w, b, r[6] != 0, out))
 '''
 
 
@@ -174,8 +173,8 @@ def source(dtype: str) -> str:
 
 
 class _Pair:
-    """One dtype's loaded dot kernel: the entry (`kernel`), the half's address and the
-    records (ops/halves.py's `launch` takes it; `run` calls the entry on this thread)."""
+    """One dtype's loaded dot halves: the launcher, the half's address and the records
+    (ops/halves.py's `launch` takes it)."""
 
     __slots__ = ("keep", "recs", "launch", "entry_address", "pthread")
 
@@ -185,7 +184,7 @@ class _Pair:
         from .. import sharepool
         self.keep = module["dot_half"]     # its code lives as long as this
         self.entry_address = module["dot_half"].address
-        self.launch = module["kernel"]
+        self.launch = module["dot_launch"]
         # gotoblas_pthread's address (`dot_launch` calls it), 0 where none was found (tests
         # put a runner of their own here)
         sharepool.blas_worker.find()
@@ -193,12 +192,7 @@ class _Pair:
         self.pthread = ctypes.cast(fn, ctypes.c_void_p).value or 0 if fn is not None else 0
         self.recs = np.zeros((2, 16), np.int64)
         from ..compiler.voidptr import native_address
-        self.recs[:, 15] = native_address(module["dot"])   # (`_PAIR`: the records' slot 15)
-
-    def run(self, x, w, bias, has_bias: bool, out) -> None:
-        """The whole product on this thread (the records' slot 15 read only: another
-        thread's launch may write the rest meanwhile)."""
-        self.launch(self.recs, x, w, bias, has_bias, out, 0, 0)
+        self.recs[:, 15] = native_address(module["kernel"])   # (`_PAIR`: the records' slot 15)
 
 
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
@@ -211,14 +205,15 @@ def module_kernel(t: str):
 
 
 def _dot(t: str):
-    """(the loaded entry, its `_Pair`), or None until the module is loaded."""
+    """(the loaded dot kernel, its `_Pair` or None), or None until the module is loaded."""
     got = _loaded.get(t)
     if got is None:
         loaded = halves.loaded_module(module_kernel(t))
         if loaded is None:
             return None
         fn, g = loaded
-        got = _loaded[t] = (fn, _Pair(g))
+        pair = _Pair(g) if "dot_half" in g and "dot_launch" in g else None
+        got = _loaded[t] = (fn, pair)
     return got
 
 
@@ -249,13 +244,13 @@ def product(a, b, bias=None):
         got = _dot(t)
         if got is None:
             return None
-        _, pair = got
+        fn, pair = got
         out = np.empty((m, n), a.dtype)
         has_bias = bias is not None
         args = (a, b.T, np.ascontiguousarray(bias.reshape(n)) if has_bias else b.T[0], has_bias, out)
-        if not (HALVES and m >= 8 and pair.pthread and halves.two_cores()
+        if not (HALVES and pair is not None and m >= 8 and pair.pthread and halves.two_cores()
                 and halves.launch(pair, pair.launch, *args, pair.pthread, pair.entry_address)):
-            pair.run(*args)
+            fn(*args)
         return out
     if bias is not None or (m > MAX_THIN and kd > MAX_THIN) or not HALVES or mnk >= MAX_MNK:
         return None
