@@ -65,6 +65,7 @@ from numba import njit
 from tracejit.compiler.claim import claim
 
 _JIT = dict(cache=CACHE, nogil=True, error_model="numpy")
+ITEM = np.dtype(np.{dtype}).itemsize   # (a global: a constant in the compiled code)
 
 
 # arrays: {count} 1-D arrays (the run's gradients, or the parameters, ...); table: the
@@ -146,10 +147,14 @@ def kernel(arrays, chunks, next_chunk, maximize, coupled_wd, decay, wd, lerp_sma
             return
         t, lo, hi = chunks[c, 0], chunks[c, 1], chunks[c, 2]
         vlo, vhi = (lo, hi) if amsgrad else (0, 1)
-        n = arrays[t, 5]
-        _update_range(carray_at(arrays[t, 0], n, np.{dtype})[lo:hi], carray_at(arrays[t, 1], n, np.{dtype})[lo:hi],
-                      carray_at(arrays[t, 2], n, np.{dtype})[lo:hi], carray_at(arrays[t, 3], n, np.{dtype})[lo:hi],
-                      carray_at(arrays[t, 4], n, np.{dtype})[vlo:vhi], maximize,
+        # the chunk's elements of each array, by address (not a slice of the whole array's
+        # view: numba's slice lowering, five of them, was ~0.03 s of the module's compile;
+        # the table's size column is not read)
+        k = hi - lo
+        o = lo * ITEM
+        _update_range(carray_at(arrays[t, 0] + o, k, np.{dtype}), carray_at(arrays[t, 1] + o, k, np.{dtype}),
+                      carray_at(arrays[t, 2] + o, k, np.{dtype}), carray_at(arrays[t, 3] + o, k, np.{dtype}),
+                      carray_at(arrays[t, 4] + vlo * ITEM, vhi - vlo, np.{dtype}), maximize,
                       coupled_wd, decay, wd, lerp_small, w, one_minus_w, beta2, one_minus_beta2, amsgrad,
                       bc2_sqrt, eps, neg_step_size)
 '''
@@ -200,9 +205,10 @@ def kernel(arrays, chunks, next_chunk, maximize, wd, momentum, one_minus_dampeni
         if c >= chunks.shape[0]:
             return
         t, lo, hi = chunks[c, 0], chunks[c, 1], chunks[c, 2]
-        n = arrays[t, 3]
-        _sgd_range(carray_at(arrays[t, 0], n, np.{dtype})[lo:hi], carray_at(arrays[t, 1], n, np.{dtype})[lo:hi],
-                   carray_at(arrays[t, 2], n, np.{dtype})[lo:hi], maximize, wd, momentum,
+        k = hi - lo      # (the chunk by address, as Adam's kernel: 0.40 -> 0.34 s of compile for 14 tensors)
+        o = lo * ITEM
+        _sgd_range(carray_at(arrays[t, 0] + o, k, np.{dtype}), carray_at(arrays[t, 1] + o, k, np.{dtype}),
+                   carray_at(arrays[t, 2] + o, k, np.{dtype}), maximize, wd, momentum,
                    one_minus_dampening, nesterov, first, lr)
 '''
 
