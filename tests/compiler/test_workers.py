@@ -308,3 +308,19 @@ def test_a_worker_starting_up_counts_as_compiling(monkeypatch):
     finally:
         w.kill()
     assert w.ready.wait(10) and not workers.compiling()
+
+
+def test_a_worker_freezes_its_start_up_and_collects_garbage_rarely():
+    """compile_worker's `_tune_gc` (called after the warm-up): what numba's import left is
+    frozen (never rescanned by the collector) and the thresholds are `GC_THRESHOLDS`. In a
+    process of its own: the settings are the whole interpreter's."""
+    import subprocess
+    import sys
+    code = ("import gc, numba\n"
+            "from tracejit.compiler import compile_worker as w\n"
+            "before = gc.get_freeze_count()\n"
+            "w._tune_gc()\n"
+            "print(gc.get_threshold() == w.GC_THRESHOLDS, before, gc.get_freeze_count())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "True" and int(out[1]) == 0
+    assert int(out[2]) > 10_000   # numba's import alone leaves ~100,000 tracked objects

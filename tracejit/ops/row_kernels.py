@@ -269,7 +269,10 @@ def kernel(x, t, ign, loss, total):
     (float64). Returns the count of counted rows, or -(i + 1) for the first row i whose
     target is out of [0, C) (nothing after it is written).\"\"\"
     c = x.shape[1]
-    ex = np.empty(c, x.dtype)
+    # (the dtype as np.{t}, not x.dtype: numba's np.empty for (int64, np.{t}) is the one every
+    # generated row kernel compiles, so a compile worker that built one reuses it here; with
+    # x.dtype it compiled np.empty's implementation again: ~0.05 s of this kernel's 0.40 s)
+    ex = np.empty(c, np.{t})
     cnt = 0
     tot = 0.0
     for i in range(x.shape[0]):

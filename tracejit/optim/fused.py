@@ -54,7 +54,7 @@ from .. import sharepool
 from ..compiler import diskcache
 from ..threads import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
 
-__all__ = ["adam_update_many", "sgd_update_many", "chunk_table", "address_table", "Prepared"]
+__all__ = ["adam_update_many", "sgd_update_many", "chunk_table", "address_table", "sgd_table", "Prepared"]
 
 # The kernels' modules: this header, then one optimizer's update (`_BODIES`)
 _HEADER = '''\
@@ -65,6 +65,17 @@ from numba import njit
 from tracejit.compiler.claim import claim
 
 _JIT = dict(cache=CACHE, nogil=True, error_model="numpy")
+ITEM = np.dtype(np.{dtype}).itemsize   # (a global: a constant in the compiled code)
+
+
+# arrays: {count} 1-D arrays (the run's gradients, or the parameters, ...); table: the
+# kernel's address table (`address_table`), whose column `col` gets their addresses (numba
+# reads an array's address in its unboxing, ~0.1 us; Python's __array_interface__ took ~1 us
+# an array)
+@njit("void(UniTuple(Array({dtype}, 1, 'C', readonly=True), {count}), int64[:, ::1], int64)", cache=CACHE)
+def addresses(arrays, table, col):
+    for t in range(len(arrays)):
+        table[t, col] = arrays[t].ctypes.data
 '''
 
 _ADAM = '''
@@ -127,15 +138,6 @@ def _update_range(p, g, m, v, vmax, maximize, coupled_wd, decay, wd, lerp_small,
             vmax[i] = vm
 
 
-# gs: the run's gradients, a tuple of {count} 1-D arrays; table: `address_table`'s, whose column 1
-# gets their addresses (numba reads an array's address in its unboxing, ~0.1 us; Python's
-# __array_interface__ took ~1 us a gradient)
-@njit("void(UniTuple(Array({dtype}, 1, 'C', readonly=True), {count}), int64[:, ::1])", cache=CACHE)
-def gradient_addresses(gs, table):
-    for t in range(len(gs)):
-        table[t, 1] = gs[t].ctypes.data
-
-
 @njit(SIGNATURE, **_JIT)
 def kernel(arrays, chunks, next_chunk, maximize, coupled_wd, decay, wd, lerp_small, w,
            one_minus_w, beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size, share, shares):
@@ -145,23 +147,32 @@ def kernel(arrays, chunks, next_chunk, maximize, coupled_wd, decay, wd, lerp_sma
             return
         t, lo, hi = chunks[c, 0], chunks[c, 1], chunks[c, 2]
         vlo, vhi = (lo, hi) if amsgrad else (0, 1)
-        n = arrays[t, 5]
-        _update_range(carray_at(arrays[t, 0], n, np.{dtype})[lo:hi], carray_at(arrays[t, 1], n, np.{dtype})[lo:hi],
-                      carray_at(arrays[t, 2], n, np.{dtype})[lo:hi], carray_at(arrays[t, 3], n, np.{dtype})[lo:hi],
-                      carray_at(arrays[t, 4], n, np.{dtype})[vlo:vhi], maximize,
+        # the chunk's elements of each array, by address (not a slice of the whole array's
+        # view: numba's slice lowering, five of them, was ~0.03 s of the module's compile;
+        # the table's size column is not read)
+        k = hi - lo
+        o = lo * ITEM
+        _update_range(carray_at(arrays[t, 0] + o, k, np.{dtype}), carray_at(arrays[t, 1] + o, k, np.{dtype}),
+                      carray_at(arrays[t, 2] + o, k, np.{dtype}), carray_at(arrays[t, 3] + o, k, np.{dtype}),
+                      carray_at(arrays[t, 4] + vlo * ITEM, vhi - vlo, np.{dtype}), maximize,
                       coupled_wd, decay, wd, lerp_small, w, one_minus_w, beta2, one_minus_beta2, amsgrad,
                       bc2_sqrt, eps, neg_step_size)
 '''
 
 _SGD = '''
 
-# SGD's update, one pass: ps, gs (read only), bufs (momentum buffers; ps when momentum is
-# 0, then never read or written): tuples of {count} 1-D arrays; chunks, next_chunk as
-# above; then maximize, wd, momentum, one_minus_dampening, nesterov, first (the buffers
-# are new: they take the gradient), lr; share, shares
-SIGNATURE = ("void(UniTuple({dtype}[::1], {count}), UniTuple(Array({dtype}, 1, 'C', readonly=True), {count}), "
-                 "UniTuple({dtype}[::1], {count}), Array(int64, 2, 'C', readonly=True), int64[::1], boolean, "
-                 "{dtype}, {dtype}, {dtype}, boolean, boolean, {dtype}, int64, int64)")
+from tracejit.compiler.voidptr import carray_at
+
+# SGD's update, one pass: arrays: one row per tensor, the addresses of its flat p, g (read
+# only) and momentum buffer (p's when momentum is 0: then never read or written), and its
+# size (`sgd_table`); chunks, next_chunk as Adam's; then maximize, wd, momentum,
+# one_minus_dampening, nesterov, first (the buffers are new: they take the gradient), lr;
+# share, shares. Addresses, not tuples of arrays, as Adam's kernel (`address_table`): with
+# three tuples of {count} arrays the kernel's CPython wrapper unboxed them all and each
+# tuple's item at a run-time index was a switch over its {count} arrays (10 tensors: 0.33 s
+# of the module's 0.45 s compile, 14 tensors: 0.48 of 0.59)
+SIGNATURE = ("void(Array(int64, 2, 'C', readonly=True), Array(int64, 2, 'C', readonly=True), int64[::1], "
+             "boolean, {dtype}, {dtype}, {dtype}, boolean, boolean, {dtype}, int64, int64)")
 
 
 # (no CPython wrapper: only the kernel calls it, as Adam's `_update_range`)
@@ -187,14 +198,17 @@ def _sgd_range(p, g, buf, maximize, wd, momentum, one_minus_dampening, nesterov,
 
 
 @njit(SIGNATURE, **_JIT)
-def kernel(ps, gs, bufs, chunks, next_chunk, maximize, wd, momentum, one_minus_dampening, nesterov,
-               first, lr, share, shares):
+def kernel(arrays, chunks, next_chunk, maximize, wd, momentum, one_minus_dampening, nesterov,
+           first, lr, share, shares):
     while True:
         c = claim(next_chunk)
         if c >= chunks.shape[0]:
             return
         t, lo, hi = chunks[c, 0], chunks[c, 1], chunks[c, 2]
-        _sgd_range(ps[t][lo:hi], gs[t][lo:hi], bufs[t][lo:hi], maximize, wd, momentum,
+        k = hi - lo      # (the chunk by address, as Adam's kernel: 0.40 -> 0.34 s of compile for 14 tensors)
+        o = lo * ITEM
+        _sgd_range(carray_at(arrays[t, 0] + o, k, np.{dtype}), carray_at(arrays[t, 1] + o, k, np.{dtype}),
+                   carray_at(arrays[t, 2] + o, k, np.{dtype}), maximize, wd, momentum,
                    one_minus_dampening, nesterov, first, lr)
 '''
 
@@ -241,7 +255,7 @@ def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True, kind
     launcher = _launchers.get((kind, dtype, count, parallel))
     if launcher is None or launcher.kernel is not module.kernel:
         launcher = _launchers[(kind, dtype, count, parallel)] = _Launch(module.kernel, not parallel,
-                                                                       getattr(module, "gradient_addresses", None))
+                                                                       module.addresses)
     return launcher
 
 
@@ -249,13 +263,13 @@ class _Launch:
     """The kernel as a launcher: its shares on the cores other processes leave
     (`sharepool.launch`: with two, share 1 on OpenBLAS's worker), or one share (``serial``)."""
 
-    __slots__ = ("kernel", "entry", "serial", "gradient_addresses")
+    __slots__ = ("kernel", "entry", "serial", "addresses")
 
-    def __init__(self, kernel, serial: bool, gradient_addresses=None):
+    def __init__(self, kernel, serial: bool, addresses):
         self.kernel = kernel            # the numba dispatcher
         self.entry = kernel
         self.serial = serial
-        self.gradient_addresses = gradient_addresses   # Adam's: its module's
+        self.addresses = addresses      # its module's (`_HEADER`): an address table's column
 
     def __call__(self, *args):
         sharepool.launch(self.entry, args, 1 if self.serial else sharepool.pool_threads())
@@ -362,7 +376,7 @@ class Prepared:
         dtype) and `hyper` as `adam_update_many` takes them."""
         flat = tuple(_flat_gradients(gs, self.dtype, self.sizes))
         table = self.table.copy()            # (a run's own: another thread may run too)
-        self.kernel.gradient_addresses(flat, table)
+        self.kernel.addresses(flat, table, 1)
         self.kernel(table, self.arrays[4], np.zeros(1, np.int64), *_hyper(self.dtype, self.amsgrad, **hyper))
 
 
@@ -393,7 +407,29 @@ def sgd_update_many(ps: list, gs: list, bufs: list | None, *, maximize: bool, we
     kernel = _kernel(dtype, sum(sizes) >= SGD_PARALLEL_MIN, len(sizes), wait, kind="sgd")
     if kernel is None:
         return False
-    kernel(flat_p, flat_g, flat_b, chunk_table(sizes), np.zeros(1, np.int64), bool(maximize),
+    table = sgd_table(sizes).copy()     # (a launch's own: another thread may run too)
+    kernel.addresses(flat_p, table, 0)
+    kernel.addresses(flat_g, table, 1)
+    if bufs is None:
+        table[:, 2] = table[:, 0]
+    else:
+        kernel.addresses(flat_b, table, 2)
+    # (flat_p, flat_g, flat_b hold the arrays whose addresses the table has until it returns)
+    kernel(table, chunk_table(sizes), np.zeros(1, np.int64), bool(maximize),
            t(weight_decay), t(momentum if bufs is not None else 0), t(1 - dampening), bool(nesterov),
            bool(first), t(lr))
     return True
+
+
+_sgd_tables: dict = {}
+
+
+def sgd_table(sizes: tuple) -> np.ndarray:
+    """The fused SGD kernel's address table for tensors of `sizes` elements with the
+    addresses left to fill: a row per tensor of p's, g's and the momentum buffer's address
+    (columns 0-2, `addresses` fills them) and its size (column 3). Memoized: copy it."""
+    table = _sgd_tables.get(sizes)
+    if table is None:
+        table = _sgd_tables[sizes] = np.zeros((len(sizes), 4), np.int64)
+        table[:, 3] = sizes
+    return table
