@@ -175,6 +175,24 @@ def test_registry():
     assert ns["tanh_f32"] is M.tanh_f32
 
 
+def test_cores_are_inlined_not_compiled_on_their_own():
+    """The shared cores (exp's, expm1's, log's tail) are numba-IR inlined into the functions
+    that call them: a kernel reaching exp/log/sigmoid/... compiles no function for a core."""
+    from tracejit.compiler import math_exp_log as EL
+    for op in ("exp", "expm1", "log", "log1p", "sigmoid", "softplus", "erf"):
+        for dt in ("float32", "float64"):
+            out = run(op, dt, np.array([0.5, 3.0, 1.0], dt))
+            assert np.isfinite(out).all()
+    cores = [EL._exp_core_f32, EL._expm1_core_f32, EL._log_tail_f32, EL._exp_core_f64,
+             EL._expm1_core_f64, EL._log_tail_f64, EL._expm1_neg_f64]
+    assert [c.py_func.__name__ for c in cores if c.signatures] == []
+    # and the values are the cores': exp, log, sigmoid as numpy gives them (to ~1 ulp)
+    x = np.array([0.5, -3.0, 20.0], np.float32)
+    np.testing.assert_allclose(run("exp", "float32", x), np.exp(x), rtol=2.4e-7)
+    np.testing.assert_allclose(run("log", "float64", np.array([0.5, 3.0])), np.log([0.5, 3.0]), rtol=3e-16)
+    np.testing.assert_allclose(run("sigmoid", "float32", x), 1 / (1 + np.exp(-x.astype(np.float64))), rtol=3e-7)
+
+
 # --------------------------------------------------------------------------
 # dtype: float32 stays float32
 

@@ -393,3 +393,26 @@ def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
                                                                            meeting.meet_wait_turn), name
             fns += (meeting.meet_next_half, meeting.meet_wait_turn)
         assert list(module["_FNS"]) == [native_address(f) for f in fns], name
+
+
+def test_loops_start_from_thread_state_and_allocate_nothing():
+    """The LSTM loops' Python `kernel` makes each thread's scratch and meeting state
+    (lstm_kernels.MEET_STATE), not the numba loop (np.empty / np.zeros there made a compile
+    worker compile numba's implementations of them): the state must be what loop_split's
+    `thread_state()` starts a thread with, and the loops' text must allocate nothing."""
+    from numba import njit
+    from tracejit.ops import loop_split
+    ns = {"np": np}
+    exec("import numpy as np\n" + loop_split.meeting_source(), ns)
+    thread_state = ns["thread_state"]
+
+    @njit
+    def start():
+        return thread_state()
+    assert list(start()) + [0] == list(lstm_kernels.MEET_STATE) == [0, 0, 1, 0]
+    for template in (lstm_kernels._FORWARD_LAYER, lstm_kernels._BACKWARD_LAYER):
+        src = lstm_kernels._source(template, "float32")
+        loop_text = src[src.index("\ndef loop("):src.index("\ndef kernel(")]
+        assert "np.empty" not in loop_text and "np.zeros" not in loop_text
+        assert "thread_state()" not in loop_text
+        assert "np.array((0, 0, 1, 0), np.int64)" in src[src.index("\ndef kernel("):]

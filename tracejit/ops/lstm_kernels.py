@@ -211,13 +211,13 @@ def gemm_units(fns, wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
 
 
 @njit("void(" + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
-      "{t}[:, ::1], {t}[::1], boolean, int64, int64, int64[::1], int64[::1])", cache=CACHE, error_model='numpy',
-      boundscheck=False, nogil=True)
-def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
+      "{t}[:, ::1], {t}[::1], boolean, int64, int64, int64[::1], int64[::1], {t}[:, ::1], {t}[:, ::1], "
+      "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from x (L, N, I), wx (4H, I),
     w (4H, H), b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H,
     I + H)) scratch; thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the
-    meeting's state)\"\"\"
+    meeting's state); Zi (1, 6HN), xt (I, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
     L = x.shape[0]
     ki = x.shape[2]
     four, hh = w.shape
@@ -228,8 +228,7 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
     # h0 and c0 where a step block of Z holds h_prev and c_prev, so that the step below has
     # one call site: inlined twice (a first step apart, on h0's read-only type), the
     # step's two GEMM paths doubled the kernel's LLVM compile (3.5 -> 9.1 s CPU)
-    Zi = np.empty((1, 6 * s), Z.dtype)
-    # (an element loop, not `Zi[0, :s] = h0.reshape(-1)`: an array-to-array slice assignment
+    # (Zi: an element loop, not `Zi[0, :s] = h0.reshape(-1)`: an array-to-array slice assignment
     # makes numba compile its "cannot assign slice of shape ..." message, 1.75 s of the
     # kernel's 4.75 s CPU compile, once per process; as a loop 2.7-2.8 s; session 16)
     h0f = h0.reshape(-1)
@@ -237,9 +236,9 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
     for e in range(s):
         Zi[0, e] = h0f[e]
         Zi[0, s + e] = c0f[e]
-    xt = np.empty((ki, n), Z.dtype)                    # this thread's x_t^T
-    st = thread_state()
-    hv = np.empty(1, np.int64)                         # `next_half`'s answer (called by address)
+    # xt: this thread's x_t^T; mv: its meeting state and `next_half`'s answer (by address)
+    st = part(mv, 0, 3)
+    hv = part(mv, 3, 4)
     # unit r of a half: (r > 0) step r - 1's m += W h_prev for its rows (h_prev: after the
     # previous unit of both halves) and its gate math, the mark, then (r < L) step r's
     # m = W_ih x_r^T for its rows, which needs nothing of the partner's: off the meeting's
@@ -290,6 +289,16 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns):
                     half_done(sync, nth)               # its rows of h_t written
                 else:
                     turn_done(sync, half)
+
+
+def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
+    # the loop's scratch (Zi, x_t^T, the meeting state) made here, one set per thread's call:
+    # np.empty in the loop made a compile worker compile numba's np.empty for each of its
+    # argument types, and np.zeros for the meeting's thread_state() (~0.15 s of the job's CPU)
+    n = m.shape[1]
+    loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, _FNS,
+         np.empty((1, 6 * w.shape[1] * n), Z.dtype), np.empty((x.shape[2], n), Z.dtype),
+         np.array(MEET_STATE, np.int64))
 """
 
 _TRANSPOSE = '''
@@ -410,8 +419,9 @@ def add_outer_rows(a, r0, r1, bt, c, beta):
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
       "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, boolean, int64, "
-      "int64, int64[::1], int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, fns):
+      "int64, int64[::1], int64[::1], {t}[:, ::1], {t}[:, ::1], int64[::1])", cache=CACHE, error_model='numpy',
+      boundscheck=False, nogil=True)
+def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, fns, ht, yt, mv):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
     or (L, 2H, N) (with `rows`: as rows, (L, N, H) or (L, N, 2H)) and w = W (4H, H), with
     dh[:H] = d h_n (dh: padded_rows(H) rows) and
@@ -419,7 +429,8 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
     dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
     and wp (packed_size(H, 4H)) scratch;
-    thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the meeting's state)\"\"\"
+    thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the meeting's state);
+    ht (N, H), yt (Hy, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
     L = Z.shape[0]
     four, hh = w.shape
     n = dgs.shape[2]
@@ -428,14 +439,12 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     full = hy != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
-    ht = np.empty((n, hh), Z.dtype)                    # this thread's h_prev^T (with_dw)
-    # this thread's units of the step's output cotangent, (H, N) blocks: with `rows` d_y's
+    # ht: this thread's h_prev^T (with_dw); yt: this thread's units of the step's output cotangent, (H, N) blocks: with `rows` d_y's
     # step block (N, Hy) read transposed (in register blocks), else its rows copied (one
     # array type for the step's code either way)
-    yt = np.empty((hy, n), Z.dtype)
     y = yt.reshape(-1)
-    st = thread_state()
-    hv = np.empty(1, np.int64)                         # `next_half`'s answer (called by address)
+    st = part(mv, 0, 3)                                # the thread's meeting state
+    hv = part(mv, 3, 4)                                # `next_half`'s answer (by address)
     # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
     # of dg: after the previous unit of both halves), then step r's gate gradients for its
     # units, the mark, then its rows of G, db (and dW); r = 0 packs its panels of W^T
@@ -518,6 +527,15 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     # work after its last marks included
     for h in range(nth):
         call_at(fns[5], meet_wait_turn, (sync, h, L))
+
+
+def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync):
+    # the loop's scratch (h_prev^T, the step's output cotangent, the meeting state) made
+    # here, one set per thread's call (why: the forward's `kernel`)
+    n = dgs.shape[2]
+    loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, _FNS,
+         np.empty((n, w.shape[1]), Z.dtype), np.empty((d_y.shape[2] if rows else d_y.shape[1], n), Z.dtype),
+         np.array(MEET_STATE, np.int64))
 """
 
 
@@ -677,7 +695,8 @@ def _source(template: str, dtype: str) -> str:
     template = template.replace("# {meeting}", _meeting_source())
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
-    source = with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
+    source = (with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
+              .replace("MEET_STATE", repr(MEET_STATE)))
     # (`panel_product`, ops/packed_gemm.py: a module of its own, shared by the four loops,
     # and the layer's `kernel` that passes its address to the module's `loop`)
     if "# {product}" not in source:
@@ -685,7 +704,8 @@ def _source(template: str, dtype: str) -> str:
     # (the LSTM's split loops: the meeting's `next_half` and `wait_turn` by address too)
     meets = "# {meeting}" in template_in
     return source.replace("# {product}", product_import(dtype) + (meeting_import() if meets else "")
-                          + _KERNEL_BY_ADDRESS.replace("{more}", _MEETING_FNS if meets else ""))
+                          + _KERNEL_BY_ADDRESS.replace("{more}", _MEETING_FNS if meets else "")
+                          + ("" if "\ndef kernel(" in template_in else _KERNEL_PASS))
 
 
 # The whole-loop modules' `kernel`, as ops/lstm_prim.py and ops/gru_prim.py call it
@@ -694,7 +714,9 @@ def _source(template: str, dtype: str) -> str:
 _KERNEL_BY_ADDRESS = """
 _FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t),
                  native_address(panel_transpose){more}], np.int64)
-
+"""
+# (the LSTM's loops define their own `kernel`, which makes the thread's scratch too)
+_KERNEL_PASS = """
 
 def kernel(*args):
     loop(*args, _FNS)   # (`loop`: defined below)
@@ -702,6 +724,12 @@ def kernel(*args):
 
 
 _MEETING_FNS = ", native_address(meet_next_half), native_address(meet_wait_turn)"
+
+# A thread's meeting state as a split LSTM loop starts, made by the module's Python `kernel`:
+# loop_split's `thread_state()` ([absent, took, first]; the tests check the two agree) and a
+# slot for `next_half`'s answer. thread_state() in the loop made numba compile np.zeros (its
+# np.empty, allocation and zero fill): ~0.08 s of each loop job's CPU.
+MEET_STATE = (0, 0, 1, 0)
 
 # The meeting of a split loop's two threads (ops/loop_split.py): `next_half` (claims, the
 # spin-wait, a late partner's half taken) and `wait_turn`, compiled once per process in a
