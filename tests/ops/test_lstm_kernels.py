@@ -399,7 +399,8 @@ def test_loops_start_from_thread_state_and_allocate_nothing():
     """The LSTM loops' Python `kernel` makes each thread's scratch and meeting state
     (lstm_kernels.MEET_STATE), not the numba loop (np.empty / np.zeros there made a compile
     worker compile numba's implementations of them): the state must be what loop_split's
-    `thread_state()` starts a thread with, and the loops' text must allocate nothing."""
+    `thread_state()` starts a thread with (both from loop_split.THREAD_START), and the
+    loops' text must allocate nothing."""
     from numba import njit
     from tracejit.ops import loop_split
     ns = {"np": np}

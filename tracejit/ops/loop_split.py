@@ -50,9 +50,12 @@ import numpy as np
 
 from .. import sharepool
 
-__all__ = ["meeting_source", "ABORT", "CLAIM", "TAKEN", "WAITED", "TURN", "LATE_NS", "QUANTUM", "new_sync", "threads",
+__all__ = ["meeting_source", "THREAD_START", "ABORT", "CLAIM", "TAKEN", "WAITED", "TURN", "LATE_NS", "QUANTUM", "new_sync", "threads",
            "run", "counts"]
 
+# A thread's meeting state as a call starts, [absent, took, first]: `thread_state()` in the
+# numba source, or an array made from it by a kernel's caller (ops/lstm_kernels.py)
+THREAD_START = (0, 0, 1)
 ABORT = 8          # sync's abort flag, a cache line away from the counter
 CLAIM = 16         # sync[CLAIM + 8 h]: the first step whose half h is not claimed yet (own lines)
 TAKEN = 32         # sync[TAKEN]: halves a thread did for its late partner (a count, for tests and stats)
@@ -186,9 +189,9 @@ def _now_ns(typingctx):
 
 @_bnjit(inline='always')
 def thread_state():
-    # a thread's state across steps for `next_half`: [absent, took, first]
+    # a thread's state across steps for `next_half`: [absent, took, first] (`THREAD_START`)
     st = np.zeros(3, dtype=np.int64)
-    st[2] = 1
+    st[0], st[1], st[2] = {thread_start}
     return st
 
 
@@ -303,6 +306,7 @@ def meeting_source() -> str:
     return (_MEETING.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
             .replace("{claim}", str(CLAIM)).replace("{taken}", str(TAKEN)).replace("{late}", str(LATE_NS))
             .replace("{waited}", str(WAITED)).replace("{turn}", str(TURN))
+            .replace("{thread_start}", ", ".join(map(str, THREAD_START)))
             .replace("{clock}", str(getattr(time, "CLOCK_MONOTONIC", 1)))   # POSIX (Linux: 1)
             .replace("{quantum}", str(QUANTUM)).replace("{pause}", _pause_name()))
 

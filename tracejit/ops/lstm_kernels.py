@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .loop_split import meeting_source as _meeting_source
+from .loop_split import THREAD_START as _THREAD_START, meeting_source as _meeting_source
 from .packed_gemm import PACKED_SOURCE as PACKED, product_import, with_tile
 from .native import kernel as _kernel
 
@@ -726,10 +726,10 @@ def kernel(*args):
 _MEETING_FNS = ", native_address(meet_next_half), native_address(meet_wait_turn)"
 
 # A thread's meeting state as a split LSTM loop starts, made by the module's Python `kernel`:
-# loop_split's `thread_state()` ([absent, took, first]; the tests check the two agree) and a
-# slot for `next_half`'s answer. thread_state() in the loop made numba compile np.zeros (its
-# np.empty, allocation and zero fill): ~0.08 s of each loop job's CPU.
-MEET_STATE = (0, 0, 1, 0)
+# loop_split's `THREAD_START` and a slot for `next_half`'s answer. thread_state() in the loop
+# made numba compile np.zeros (its np.empty, allocation and zero fill): ~0.08 s of each loop
+# job's CPU.
+MEET_STATE = _THREAD_START + (0,)
 
 # The meeting of a split loop's two threads (ops/loop_split.py): `next_half` (claims, the
 # spin-wait, a late partner's half taken) and `wait_turn`, compiled once per process in a
