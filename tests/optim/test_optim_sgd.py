@@ -230,3 +230,25 @@ def test_fused_default_covers_big_parameters_and_plain_numbers_only(fused_launch
     assert calls == [[optim.FUSED_MIN, 10], [10]]
     with pytest.raises(TypeError, match="fused must be None, True or False"):
         optim.SGD([small], lr=0.5, fused=1)
+
+
+def test_fused_sgd_refuses_sizes_it_would_read_past(monkeypatch):
+    """The fused kernel reads g and the momentum buffer by address over p's size: a shorter
+    one is refused by name, and nothing is updated."""
+    pytest.importorskip("numba", reason="the fused kernel is numba code")
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    from tracejit.optim import fused
+    ps = [np.ones(8, np.float32), np.ones(4, np.float32)]
+    kw = dict(maximize=False, weight_decay=0.0, momentum=0.9, dampening=0.0, nesterov=False,
+              first=False, lr=0.1)
+    with pytest.raises(ValueError, match="gradient 1 has 3 elements, its parameter 4"):
+        fused.sgd_update_many(ps, [np.ones(8, np.float32), np.ones(3, np.float32)], None, **kw)
+    with pytest.raises(ValueError, match="momentum buffer 0 has 7 elements, its parameter 8"):
+        fused.sgd_update_many(ps, [np.ones(8, np.float32), np.ones(4, np.float32)],
+                              [np.ones(7, np.float32), np.ones(4, np.float32)], **kw)
+    with pytest.raises(ValueError, match="1 gradients for 2 parameters"):
+        fused.sgd_update_many(ps, [np.ones(8, np.float32)], None, **kw)
+    assert all((p == 1).all() for p in ps)
+    gs = [np.ones(8, np.float32), np.ones(4, np.float32)]
+    assert fused.sgd_update_many(ps, gs, None, **kw)
+    np.testing.assert_array_equal(ps[0], np.full(8, 0.9, np.float32))

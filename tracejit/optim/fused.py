@@ -404,6 +404,14 @@ def sgd_update_many(ps: list, gs: list, bufs: list | None, *, maximize: bool, we
     # without momentum the buffers are never touched: p's views stand in for them
     flat_b = flat_p if bufs is None else tuple(a.reshape(-1) for a in bufs)
     sizes = tuple(a.size for a in flat_p)
+    # the kernel reads g and the buffer by address over p's size (`addresses` checks their
+    # dtype and layout): a shorter one would be read past its end
+    for name, arrays in (("gradient", flat_g), ("momentum buffer", flat_b)):
+        if len(arrays) != len(sizes):
+            raise ValueError(f"fused SGD: {len(arrays)} {name}s for {len(sizes)} parameters")
+        for i, (a, n) in enumerate(zip(arrays, sizes)):
+            if a.size != n:
+                raise ValueError(f"fused SGD: {name} {i} has {a.size} elements, its parameter {n}")
     kernel = _kernel(dtype, sum(sizes) >= SGD_PARALLEL_MIN, len(sizes), wait, kind="sgd")
     if kernel is None:
         return False
