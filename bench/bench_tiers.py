@@ -190,7 +190,7 @@ def probe(name: str) -> dict:
     from tracejit import coreshare
     cs = coreshare.core_share
     out["policy"] = {"threads": cs._count, "others": round(cs.others, 2),
-                     "trials": getattr(cs, "trials", None), "kept": getattr(cs, "trials_kept", None)}
+                     "trials": cs.trials, "kept": cs.trials_kept}
     out["tiers"] = [s for f in fns for s in f.cache_stats()["tiers"]]
     return out
 
