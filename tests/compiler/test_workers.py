@@ -324,3 +324,45 @@ def test_a_worker_freezes_its_start_up_and_collects_garbage_rarely():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "True" and int(out[1]) == 0
     assert int(out[2]) > 10_000   # numba's import alone leaves ~100,000 tracked objects
+
+
+def test_a_job_that_may_run_is_taken_from_behind_held_ones(monkeypatch):
+    """A held job in a dispatcher's hand (waiting for a core no one uses) gives way to any
+    queued job that need not wait, not only to the queue's head: a job queued at rank LATER
+    behind held jobs put back at that rank (the GEMM halves' module, asked for by the
+    compiled step at every call, behind the eager kernels its op stopped asking for) is
+    taken while no core is free. Before, the dispatcher read the head alone, held too, and
+    the asked-for job waited for an idle core that training never left."""
+    monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
+    monkeypatch.setattr(workers, "HOLD_POLL_S", 0.002)
+    monkeypatch.setattr(workers, "HOLD_SETTLE_S", 0.0)
+    monkeypatch.setattr(workers._CPUReading, "free", lambda self: 0.0)   # never a core free
+    pool = workers.CompilePool(0)    # no dispatcher threads: we play one
+    quiet = [time.monotonic() - 10 * workers.ASKED_WITHIN_S]
+    relu = pool.submit("# relu", "relu", (), rank=workers.LATER, asked=lambda: (quiet[0], 0.1))
+    norm = pool.submit("# norm", "norm", (), rank=workers.LATER, asked=lambda: (quiet[0], 0.1))
+    # both taken in turn and put back held (their op stopped asking): the dispatcher holds relu
+    item = pool._asked_lately(pool.jobs.get_nowait())
+    assert item[2] is relu and pool._held(item) is relu and norm.hold is not None
+    assert [i[2] for i in pool.jobs.queue] == [norm]
+    halves = pool.submit("# halves", "halves", (), rank=workers.LATER,
+                         asked=lambda: (time.monotonic(), 0.05))   # asked at every step
+    assert sorted(pool.jobs.queue)[0][2] is norm                   # queued behind the held one
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool._when_idle(item)), daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive() and got[0][2] is halves
+    assert pool._asked_lately(got[0])[2] is halves                 # and it runs (still asked)
+    # the held ones stay queued, held, the one in hand behind the other
+    assert [i[2] for i in sorted(pool.jobs.queue)] == [norm, relu]
+    assert all(pool._held(i) is not None for i in pool.jobs.queue)
+    # with only held jobs queued, the one in hand keeps waiting (no swap between held ones)
+    item = pool.jobs.get_nowait()
+    t = threading.Thread(target=lambda: got.append(pool._when_idle(item)), daemon=True)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and len(got) == 1
+    pool.closed = True
+    t.join(30)
+    assert not t.is_alive()

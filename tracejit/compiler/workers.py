@@ -492,18 +492,31 @@ class CompilePool:
             return None
         return job
 
-    def _better_queued(self) -> bool:
-        """Whether the queue's first job is one that need not wait (a held one behind a
-        held one would only be swapped for it)."""
+    def _take_runnable(self) -> Optional[tuple]:
+        """The first queued item (by rank, then sequence) whose job need not wait (`_held`),
+        taken out of the queue; None when every queued job is held (a held one would only
+        be swapped for another). Not the queue's head alone: a held job put back goes
+        behind the jobs of its rank queued by then, and a job queued after it, at that rank,
+        waited behind it. Cold Transformer step: the eager kernels its op stopped asking for
+        were put back held at rank LATER, then the compiled step asked for the GEMM halves'
+        module (rank LATER, asked every step) and it queued behind them; the dispatcher held
+        one of them while the step trained on both cores, and read only the held head: the
+        halves' module waited 60 s (the bench's stall limit), every kernel in after 66.5 s."""
         with self.jobs.mutex:
-            head = self.jobs.queue[0] if self.jobs.queue else None
-        return head is not None and (head[2] is None or self._held(head) is None)
+            q = self.jobs.queue
+            for item in sorted(q):    # (sequence numbers are unique: jobs never compared)
+                if item[2] is None or self._held(item) is None:
+                    q.remove(item)
+                    heapq.heapify(q)   # (the queue's heap, changed under its own lock)
+                    return item
+        return None
 
     def _when_idle(self, item: tuple) -> tuple:
         """`item`, once its job may run: at once unless it is held (`Job.hold`), else when
         a core is free over `HOLD_IDLE_WINDOWS` windows (`_CPUReading.free`) or a caller
-        waits (`waiting`). A job queued meanwhile is
-        taken instead (the held one goes back at its rank, behind the jobs of that rank
+        waits (`waiting`). A queued job that need not wait (queued meanwhile, or behind
+        held ones: `_take_runnable`) is taken instead (the held one goes back at its rank,
+        behind the jobs of that rank
         queued by then: at its old place among them, a held job ahead of one that may run
         would come straight back, and the two would be swapped without end)."""
         job = self._held(item)
@@ -514,11 +527,11 @@ class CompilePool:
                 break
             if self.closed:   # (`_dispatch` finishes it: never put back after shutdown's drain)
                 return item
-            if self._better_queued():
+            runnable = self._take_runnable()
+            if runnable is not None:
                 self.jobs.put((item[0], next(self._ids), item[2]))
-                item = self.jobs.get()
-                job = self._held(item)
-                continue
+                item, job = runnable, None
+                break
             time.sleep(HOLD_POLL_S)
             now = time.monotonic()
             if reading is None:
