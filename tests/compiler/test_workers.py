@@ -1,4 +1,5 @@
 """compiler/workers.py: the queue's order for a job that loads another job's module."""
+import math
 import threading
 import time
 
@@ -366,3 +367,56 @@ def test_a_job_that_may_run_is_taken_from_behind_held_ones(monkeypatch):
     pool.closed = True
     t.join(30)
     assert not t.is_alive()
+
+
+def test_a_later_job_starts_once_the_queue_settled(monkeypatch):
+    """A LATER job no one holds (the GEMM halves' module the compiled step asks for) starts
+    only once no job of an earlier rank was submitted, moved up or finished for
+    `LATER_SETTLE_S`: a kernel asked for a step after the previous one loaded (LSTM LM:
+    index_add_rows' flat kernel) is taken before it, not behind its seconds of compile. A
+    caller waiting starts it at once; with nothing of an earlier rank ever, it runs at once."""
+    monkeypatch.setattr(workers, "HOLD_POLL_S", 0.002)
+    monkeypatch.setattr(workers, "LATER_SETTLE_S", 1e6)     # settled only when we say so
+    pool = workers.CompilePool(0)    # no dispatcher threads: we play one
+    asking = lambda: (time.monotonic(), 0.05)                # noqa: E731 (asked at every step)
+    first = pool.submit("# halves", "halves", (), rank=workers.LATER, asked=asking)
+    assert pool.stirred == -math.inf                          # nothing before it: settled
+    assert pool._when_idle(pool.jobs.get_nowait())[2] is first
+    # a job of an earlier rank submitted, moved up, or finished: unsettled from then on
+    steady = pool.submit("# add rows", "add_rows", (), rank=workers.STEADY)
+    assert pool.stirred > -math.inf
+    assert pool.jobs.get_nowait()[2] is steady
+    pool.stirred = -math.inf
+    late = pool.submit("# late", "late", (), rank=workers.LATER)
+    assert pool.promote(late, workers.EAGER) and pool.stirred > -math.inf
+    assert pool.jobs.get_nowait()[2] is late
+    monkeypatch.setattr(pool, "_run_on", lambda i, job: None)
+    for rank, stirs in ((workers.LATER, False), (workers.STEADY, True)):
+        pool.stirred = -math.inf
+        pool._run(0, steady, rank)
+        assert (pool.stirred > -math.inf) is stirs
+    # the halves' module waits while the queue is unsettled ...
+    halves = pool.submit("# halves 2", "halves2", (), rank=workers.LATER, asked=asking)
+    item = pool.jobs.get_nowait()
+    assert pool._unsettled(item) is halves and pool._waits(item) is halves and pool._held(item) is None
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool._when_idle(item)), daemon=True)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and not got
+    # ... and the kernel the step asks for next is taken instead; the halves go back
+    flat = pool.submit("# flat", "add_rows_flat", (), rank=workers.EAGER, asked=asking)
+    t.join(30)
+    assert got[0][2] is flat
+    item = pool.jobs.get_nowait()
+    assert item[2] is halves and pool.jobs.empty()
+    # a held job in a dispatcher's hand does not swap for an unsettled LATER one
+    upgrade = pool.submit("# upgrade", "up", (), until_idle=True)
+    assert pool._take_runnable() is None and [i[2] for i in sorted(pool.jobs.queue)] == [upgrade]
+    pool.jobs.get_nowait()
+    with workers.waiting():                                    # a caller waits: at once
+        assert pool._unsettled(item) is None and pool._when_idle(item)[2] is halves
+    pool.jobs.put(item)
+    assert pool._take_runnable() is None                       # still unsettled
+    pool.stirred = -math.inf                                   # settled: it runs
+    assert pool._waits(item) is None and pool._take_runnable() is item and pool.jobs.empty()
