@@ -364,9 +364,12 @@ def test_a_job_that_may_run_is_taken_from_behind_held_ones(monkeypatch):
     t.start()
     t.join(0.3)
     assert t.is_alive() and len(got) == 1
+    # shutdown (closed, then a stop per dispatcher): the held job comes back to be finished,
+    # the stop stays for a dispatcher waiting on the queue
     pool.closed = True
+    pool.jobs.put((-1, 0, None))
     t.join(30)
-    assert not t.is_alive()
+    assert not t.is_alive() and got[1] is item and pool.jobs.queue[0] == (-1, 0, None)
 
 
 def test_a_later_job_starts_once_the_queue_settled(monkeypatch):

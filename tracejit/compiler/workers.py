@@ -526,7 +526,7 @@ class CompilePool:
         return self._held(item) or self._unsettled(item)
 
     def _take_runnable(self) -> Optional[tuple]:
-        """The first queued item (by rank, then sequence) whose job need not wait (`_held`),
+        """The first queued item (by rank, then sequence) whose job need not wait (`_waits`),
         taken out of the queue; None when every queued job is held (a held one would only
         be swapped for another). Not the queue's head alone: a held job put back goes
         behind the jobs of its rank queued by then, and a job queued after it, at that rank,
@@ -537,8 +537,11 @@ class CompilePool:
         halves' module waited 60 s (the bench's stall limit), every kernel in after 66.5 s."""
         with self.jobs.mutex:
             q = self.jobs.queue
-            for item in sorted(q):    # (sequence numbers are unique: jobs never compared)
-                if item[2] is None or self._waits(item) is None:
+            # (sequence numbers are unique: jobs never compared. A stop is left for a
+            # dispatcher waiting on the queue: the pool is closed by then, which the caller
+            # sees at its next look, and finishes the job it holds)
+            for item in sorted(q):
+                if item[2] is not None and self._waits(item) is None:
                     q.remove(item)
                     heapq.heapify(q)   # (the queue's heap, changed under its own lock)
                     return item
