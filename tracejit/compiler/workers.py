@@ -31,8 +31,8 @@ from __future__ import annotations
 import atexit
 import heapq
 import json
-import math
 import logging
+import math
 import os
 import queue
 import subprocess
@@ -527,8 +527,8 @@ class CompilePool:
 
     def _take_runnable(self) -> Optional[tuple]:
         """The first queued item (by rank, then sequence) whose job need not wait (`_waits`),
-        taken out of the queue; None when every queued job is held (a held one would only
-        be swapped for another). Not the queue's head alone: a held job put back goes
+        taken out of the queue; None when every queued job must wait (a held one would
+        only be swapped for another). Not the queue's head alone: a held job put back goes
         behind the jobs of its rank queued by then, and a job queued after it, at that rank,
         waited behind it. Cold Transformer step: the eager kernels its op stopped asking for
         were put back held at rank LATER, then the compiled step asked for the GEMM halves'
@@ -806,7 +806,8 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
            until_idle: bool = False) -> Job:
     """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
     A `later` job (rank `LATER`) waits until no other job is queued and none of an earlier
-    rank was submitted or finished for `LATER_SETTLE_S` (an upgrade nobody waits for); `rank` places it explicitly (`FIRST`, `STEADY`, `EAGER`, `LATER`). A job `after`
+    rank was submitted or finished for `LATER_SETTLE_S` (an upgrade nobody waits for);
+    `rank` places it explicitly (`FIRST`, `STEADY`, `EAGER`, `LATER`). A job `after`
     another (its module loads that one's) is taken once that one is done. `asked` (an eager
     op's kernel): a callable giving when the op last asked for it and the longest time
     between two of its asks (`ASKED_WITHIN_S`). An `until_idle` job (rank LATER, a parfor
