@@ -1,4 +1,5 @@
 """compiler/workers.py: the queue's order for a job that loads another job's module."""
+import math
 import threading
 import time
 
@@ -324,3 +325,101 @@ def test_a_worker_freezes_its_start_up_and_collects_garbage_rarely():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "True" and int(out[1]) == 0
     assert int(out[2]) > 10_000   # numba's import alone leaves ~100,000 tracked objects
+
+
+def test_a_job_that_may_run_is_taken_from_behind_held_ones(monkeypatch):
+    """A held job in a dispatcher's hand (waiting for a core no one uses) gives way to any
+    queued job that need not wait, not only to the queue's head: a job queued at rank LATER
+    behind held jobs put back at that rank (the GEMM halves' module, asked for by the
+    compiled step at every call, behind the eager kernels its op stopped asking for) is
+    taken while no core is free. Before, the dispatcher read the head alone, held too, and
+    the asked-for job waited for an idle core that training never left."""
+    monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
+    monkeypatch.setattr(workers, "HOLD_POLL_S", 0.002)
+    monkeypatch.setattr(workers, "HOLD_SETTLE_S", 0.0)
+    monkeypatch.setattr(workers._CPUReading, "free", lambda self: 0.0)   # never a core free
+    pool = workers.CompilePool(0)    # no dispatcher threads: we play one
+    quiet = [time.monotonic() - 10 * workers.ASKED_WITHIN_S]
+    relu = pool.submit("# relu", "relu", (), rank=workers.LATER, asked=lambda: (quiet[0], 0.1))
+    norm = pool.submit("# norm", "norm", (), rank=workers.LATER, asked=lambda: (quiet[0], 0.1))
+    # both taken in turn and put back held (their op stopped asking): the dispatcher holds relu
+    item = pool._asked_lately(pool.jobs.get_nowait())
+    assert item[2] is relu and pool._held(item) is relu and norm.hold is not None
+    assert [i[2] for i in pool.jobs.queue] == [norm]
+    halves = pool.submit("# halves", "halves", (), rank=workers.LATER,
+                         asked=lambda: (time.monotonic(), 0.05))   # asked at every step
+    assert sorted(pool.jobs.queue)[0][2] is norm                   # queued behind the held one
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool._when_idle(item)), daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive() and got[0][2] is halves
+    assert pool._asked_lately(got[0])[2] is halves                 # and it runs (still asked)
+    # the held ones stay queued, held, the one in hand behind the other
+    assert [i[2] for i in sorted(pool.jobs.queue)] == [norm, relu]
+    assert all(pool._held(i) is not None for i in pool.jobs.queue)
+    # with only held jobs queued, the one in hand keeps waiting (no swap between held ones)
+    item = pool.jobs.get_nowait()
+    t = threading.Thread(target=lambda: got.append(pool._when_idle(item)), daemon=True)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and len(got) == 1
+    # shutdown (closed, then a stop per dispatcher): the held job comes back to be finished,
+    # the stop stays for a dispatcher waiting on the queue
+    pool.closed = True
+    pool.jobs.put((-1, 0, None))
+    t.join(30)
+    assert not t.is_alive() and got[1] is item and pool.jobs.queue[0] == (-1, 0, None)
+
+
+def test_a_later_job_starts_once_the_queue_settled(monkeypatch):
+    """A LATER job no one holds (the GEMM halves' module the compiled step asks for) starts
+    only once no job of an earlier rank was submitted, moved up or finished for
+    `LATER_SETTLE_S`: a kernel asked for a step after the previous one loaded (LSTM LM:
+    index_add_rows' flat kernel) is taken before it, not behind its seconds of compile. A
+    caller waiting starts it at once; with nothing of an earlier rank ever, it runs at once."""
+    monkeypatch.setattr(workers, "HOLD_POLL_S", 0.002)
+    monkeypatch.setattr(workers, "LATER_SETTLE_S", 1e6)     # settled only when we say so
+    pool = workers.CompilePool(0)    # no dispatcher threads: we play one
+    asking = lambda: (time.monotonic(), 0.05)                # noqa: E731 (asked at every step)
+    first = pool.submit("# halves", "halves", (), rank=workers.LATER, asked=asking)
+    assert pool.stirred == -math.inf                          # nothing before it: settled
+    assert pool._when_idle(pool.jobs.get_nowait())[2] is first
+    # a job of an earlier rank submitted, moved up, or finished: unsettled from then on
+    steady = pool.submit("# add rows", "add_rows", (), rank=workers.STEADY)
+    assert pool.stirred > -math.inf
+    assert pool.jobs.get_nowait()[2] is steady
+    pool.stirred = -math.inf
+    late = pool.submit("# late", "late", (), rank=workers.LATER)
+    assert pool.promote(late, workers.EAGER) and pool.stirred > -math.inf
+    assert pool.jobs.get_nowait()[2] is late
+    monkeypatch.setattr(pool, "_run_on", lambda i, job: None)
+    for rank, stirs in ((workers.LATER, False), (workers.STEADY, True)):
+        pool.stirred = -math.inf
+        pool._run(0, steady, rank)
+        assert (pool.stirred > -math.inf) is stirs
+    # the halves' module waits while the queue is unsettled ...
+    halves = pool.submit("# halves 2", "halves2", (), rank=workers.LATER, asked=asking)
+    item = pool.jobs.get_nowait()
+    assert pool._unsettled(item) is halves and pool._waits(item) is halves and pool._held(item) is None
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool._when_idle(item)), daemon=True)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and not got
+    # ... and the kernel the step asks for next is taken instead; the halves go back
+    flat = pool.submit("# flat", "add_rows_flat", (), rank=workers.EAGER, asked=asking)
+    t.join(30)
+    assert got[0][2] is flat
+    item = pool.jobs.get_nowait()
+    assert item[2] is halves and pool.jobs.empty()
+    # a held job in a dispatcher's hand does not swap for an unsettled LATER one
+    upgrade = pool.submit("# upgrade", "up", (), until_idle=True)
+    assert pool._take_runnable() is None and [i[2] for i in sorted(pool.jobs.queue)] == [upgrade]
+    pool.jobs.get_nowait()
+    with workers.waiting():                                    # a caller waits: at once
+        assert pool._unsettled(item) is None and pool._when_idle(item)[2] is halves
+    pool.jobs.put(item)
+    assert pool._take_runnable() is None                       # still unsettled
+    pool.stirred = -math.inf                                   # settled: it runs
+    assert pool._waits(item) is None and pool._take_runnable() is item and pool.jobs.empty()

@@ -19,7 +19,8 @@ once its start-up is done, the best one queued by then (by rank). The pool resta
 worker that crashed or hung (a job that takes longer than ``TRACEJIT_COMPILE_TIMEOUT``
 seconds, default 300, kills its worker and fails), and kills its workers at exit. A job
 no one waits for (a parfor upgrade after a chunk stage, an eager kernel its op stopped asking
-for) is held until the program leaves a core idle or a caller waits (`HOLD_POLL_S`). While a
+for) is held until the program leaves a core idle or a caller waits (`HOLD_POLL_S`); a job
+queued last (rank LATER) starts once the queue has settled (`LATER_SETTLE_S`). While a
 worker starts up or compiles a job the program waits for, `compiling()` says so, and the
 thread policy leaves the worker the program's second thread's core (coreshare.ceding). After
 ``os.fork`` the child gets a pool of its own (the parent's workers and threads are not the
@@ -31,6 +32,7 @@ import atexit
 import heapq
 import json
 import logging
+import math
 import os
 import queue
 import subprocess
@@ -376,6 +378,16 @@ HOLD_POLL_S = 0.05
 # started (timeline, load 1.5).
 HOLD_SETTLE_S = 0.5
 HOLD_IDLE_WINDOWS = 2
+# A LATER job no one holds (ops/halves.py's module, asked by the compiled step; a kernel only
+# tier 0 asked for, still asked) starts only once no job of an earlier rank was submitted,
+# moved up or finished for `LATER_SETTLE_S` (`CompilePool._unsettled`; a caller waiting
+# starts it at once): a kernel that was just loaded makes the step ask for the next one at
+# its next calls (LSTM LM: index_add_rows' flat kernel, submitted 0.06-0.38 s after
+# index_add_rows' job ended, in 27 cold runs), and a LATER job taken at once by the idle
+# worker held it back by its whole compile (the halves' module, 3-5 s: every kernel in after
+# 16.5 s instead of ~7 in 2 of 24 runs, order27). Jobs do not yield: a worker compiles one
+# module at a time to its end.
+LATER_SETTLE_S = 0.5
 
 
 def _quiet_since(last: float, gap: float) -> bool:
@@ -405,6 +417,9 @@ class CompilePool:
         self._lock = threading.RLock()
         self.by_source: dict = {}  # (source, llvm options) -> Job, so entries share compiles
         self.ahead = False   # `prestart` asked: the other slots start ahead of jobs when spare
+        # time.monotonic() of the latest job of a rank before LATER submitted, moved up or
+        # finished (`_unsettled`)
+        self.stirred = -math.inf
         for i in range(size):
             threading.Thread(target=self._dispatch, args=(i,), daemon=True,
                              name=f"tracejit-compile-{i}").start()
@@ -425,8 +440,10 @@ class CompilePool:
             if until_idle:
                 job.hold = _always
             self.by_source[key] = job
-        self.jobs.put((LATER if until_idle else rank if rank is not None else LATER if later
-                       else FIRST, job.id, job))
+        rank = LATER if until_idle else rank if rank is not None else LATER if later else FIRST
+        if rank < LATER:
+            self.stirred = time.monotonic()
+        self.jobs.put((rank, job.id, job))
         return job
 
     def promote(self, job: Job, rank: int) -> bool:
@@ -441,6 +458,8 @@ class CompilePool:
                         return False
                     q[k] = (rank, item[1], job)
                     heapq.heapify(q)   # (the queue's heap, changed under its own lock)
+                    if rank < LATER:
+                        self.stirred = time.monotonic()
                     return True
         return False
 
@@ -467,10 +486,10 @@ class CompilePool:
                     continue
             else:
                 item = self.jobs.get()
-            while True:   # (the best job by then may be a held one: it waits for a core)
+            while True:   # (the best job by then may be one that waits: `_when_idle`)
                 item = self._when_idle(item)
                 item = self._unblocked(self._asked_lately(self._best_when_ready(i, item)))
-                if self._held(item) is None:
+                if self._waits(item) is None:
                     break
             job = item[2]
             if job is None or self.closed:
@@ -492,21 +511,52 @@ class CompilePool:
             return None
         return job
 
-    def _better_queued(self) -> bool:
-        """Whether the queue's first job is one that need not wait (a held one behind a
-        held one would only be swapped for it)."""
+    def _unsettled(self, item: tuple) -> Optional[Job]:
+        """The job of `item` when it is a LATER one that must still wait for the queue to
+        settle (`LATER_SETTLE_S`), else None."""
+        job = item[2]
+        if (job is None or item[0] != LATER or self.closed or _waiters
+                or time.monotonic() - self.stirred >= LATER_SETTLE_S):
+            return None
+        return job
+
+    def _waits(self, item: tuple) -> Optional[Job]:
+        """The job of `item` when it must still wait: held (`_held`) or not settled
+        (`_unsettled`); else None."""
+        return self._held(item) or self._unsettled(item)
+
+    def _take_runnable(self) -> Optional[tuple]:
+        """The first queued item (by rank, then sequence) whose job need not wait (`_waits`),
+        taken out of the queue; None when every queued job must wait (a held one would
+        only be swapped for another). Not the queue's head alone: a held job put back goes
+        behind the jobs of its rank queued by then, and a job queued after it, at that rank,
+        waited behind it. Cold Transformer step: the eager kernels its op stopped asking for
+        were put back held at rank LATER, then the compiled step asked for the GEMM halves'
+        module (rank LATER, asked every step) and it queued behind them; the dispatcher held
+        one of them while the step trained on both cores, and read only the held head: the
+        halves' module waited 60 s (the bench's stall limit), every kernel in after 66.5 s."""
         with self.jobs.mutex:
-            head = self.jobs.queue[0] if self.jobs.queue else None
-        return head is not None and (head[2] is None or self._held(head) is None)
+            q = self.jobs.queue
+            # (sequence numbers are unique: jobs never compared. A stop is left for a
+            # dispatcher waiting on the queue: the pool is closed by then, which the caller
+            # sees at its next look, and finishes the job it holds)
+            for item in sorted(q):
+                if item[2] is not None and self._waits(item) is None:
+                    q.remove(item)
+                    heapq.heapify(q)   # (the queue's heap, changed under its own lock)
+                    return item
+        return None
 
     def _when_idle(self, item: tuple) -> tuple:
-        """`item`, once its job may run: at once unless it is held (`Job.hold`), else when
-        a core is free over `HOLD_IDLE_WINDOWS` windows (`_CPUReading.free`) or a caller
-        waits (`waiting`). A job queued meanwhile is
-        taken instead (the held one goes back at its rank, behind the jobs of that rank
-        queued by then: at its old place among them, a held job ahead of one that may run
-        would come straight back, and the two would be swapped without end)."""
-        job = self._held(item)
+        """`item`, once its job may run: at once unless it must wait (`_waits`); a held one
+        (`Job.hold`) when a core is free over `HOLD_IDLE_WINDOWS` windows
+        (`_CPUReading.free`), a LATER one no one holds once the queue settled
+        (`LATER_SETTLE_S`), either while a caller waits (`waiting`). A queued job that need
+        not wait (queued meanwhile, or behind held ones: `_take_runnable`) is taken instead
+        (the waiting one goes back at its rank, behind the jobs of that rank queued by then:
+        at its old place among them, a held job ahead of one that may run would come
+        straight back, and the two would be swapped without end)."""
+        job = self._waits(item)
         since, why = time.monotonic(), "a caller waits"
         reading, idle = None, 0
         while job is not None:
@@ -514,12 +564,18 @@ class CompilePool:
                 break
             if self.closed:   # (`_dispatch` finishes it: never put back after shutdown's drain)
                 return item
-            if self._better_queued():
+            runnable = self._take_runnable()
+            if runnable is not None:
                 self.jobs.put((item[0], next(self._ids), item[2]))
-                item = self.jobs.get()
-                job = self._held(item)
-                continue
+                item, job = runnable, None
+                break
             time.sleep(HOLD_POLL_S)
+            if job.hold is None:    # not held: it waits for the queue to settle alone
+                job = self._unsettled(item)
+                if job is None:
+                    log.info("%s: waited %.2f s for the queue to settle, now compiling",
+                             item[2].name_hint, time.monotonic() - since)
+                continue
             now = time.monotonic()
             if reading is None:
                 if now - since >= HOLD_SETTLE_S:
@@ -531,7 +587,7 @@ class CompilePool:
                     why = f"{free:.2f} cores free"
                     break
                 reading = _CPUReading()
-            job = self._held(item)
+            job = self._waits(item)
         if job is not None:
             job.hold = None
             log.info("%s: held %.2f s, now compiling (%s)", job.name_hint,
@@ -659,6 +715,8 @@ class CompilePool:
             self._run_on(i, job)
         finally:
             _busy(-1, waited)
+            if waited:   # (its kernel loads now, and the step may ask for the next one)
+                self.stirred = time.monotonic()
 
     def _run_on(self, i: int, job: Job) -> None:
         try:
@@ -747,8 +805,9 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
            rank: int | None = None, after: Optional[Job] = None, asked=None,
            until_idle: bool = False) -> Job:
     """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
-    A `later` job (rank `LATER`) waits until no other job is queued (an upgrade nobody
-    waits for); `rank` places it explicitly (`FIRST`, `STEADY`, `EAGER`, `LATER`). A job `after`
+    A `later` job (rank `LATER`) waits until no other job is queued and none of an earlier
+    rank was submitted or finished for `LATER_SETTLE_S` (an upgrade nobody waits for);
+    `rank` places it explicitly (`FIRST`, `STEADY`, `EAGER`, `LATER`). A job `after`
     another (its module loads that one's) is taken once that one is done. `asked` (an eager
     op's kernel): a callable giving when the op last asked for it and the longest time
     between two of its asks (`ASKED_WITHIN_S`). An `until_idle` job (rank LATER, a parfor

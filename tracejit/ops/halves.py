@@ -420,7 +420,12 @@ def module_kernel(t: str):
     meaningless) MLP (4) min 11.8-12.0 against 12.1-12.6, Transformer (4) min 47.2-47.9
     against 47.7-48.0; CNN and LSTM none. Asked for at EAGER, it went ahead of the
     attention kernels the compiled Transformer step waits for whenever the policy gave two
-    threads early (3.3 s later to full speed in 2 of 4 cold runs, tier21b)."""
+    threads early (3.3 s later to full speed in 2 of 4 cold runs, tier21b). Asked for at
+    every call once the policy gives two threads (a quiet machine, as soon as the workers
+    go idle): queued behind the eager kernels put back held, it is taken from behind them
+    (workers.CompilePool._take_runnable: it once waited 60 s for an idle core), and starts
+    once the queue has settled (workers.LATER_SETTLE_S), after a kernel the step asks for a
+    step later."""
     return kernel_of(("rows_gemm_halves", t), lambda: source(t), later=True)
 
 
