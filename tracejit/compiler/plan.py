@@ -27,7 +27,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import CompileError
-from ..jit.ir import Graph, Literal, Var
+from ..jit.ir import Eqn, Graph, Literal, Var
 from ..memory import ALIGN_MIN, OutputSlot
 from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
@@ -266,6 +266,7 @@ class Plan:
             # two independent products (a layer's input and weight gradients) at once (gemmpair.py)
             self.items = pair_gemms(self.items, graph)
         self.kernels: list = []
+        self._producers = None   # {value: its equation} (`_producer`)
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
         # uses, and the plans of control-flow bodies: what a background compile prepares
         self.first_variants: list = []
@@ -353,9 +354,10 @@ class Plan:
         lines = []
         shape = grp.shape
         rank = len(shape)
-        # Layouts as the shapes say, contiguity assumed; values from kernels are
-        # C-contiguous by construction, the others are checked before the call below.
-        layouts = operand_layouts(grp)
+        # Layouts as the shapes say, contiguity assumed where the plan cannot tell (values
+        # from kernels are C-contiguous by construction, the others are checked before the
+        # call below); an operand the plan makes strided itself is "nd" (`_strided`).
+        layouts = operand_layouts(grp, [not self._strided(v) for v in grp.inputs])
         check_contig = [v for v, lay in zip(grp.inputs, layouts) if lay in ("flat", "ndc")]
         red = grp.reduction
         mats = [v for v in grp.outputs if red is None or v is not red.out]
@@ -496,6 +498,46 @@ class Plan:
                 kern.donate(list(grp.inputs).index(d))
                 return d
         return None
+
+    def _producer(self, v):
+        """The equation of this plan that defines `v` (None: an input, or a kernel's or a
+        fused item's value: a fresh array)."""
+        if self._producers is None:
+            self._producers = {o: it for it in self.items if isinstance(it, Eqn) for o in it.outs}
+        return self._producers.get(v)
+
+    def _ordered(self, v, depth: int = 0) -> bool:
+        """Whether `v`'s array surely has strides that shrink from its first dim to its last
+        (C order, holes allowed): a fresh array (a kernel's, an op's, a product's), or a
+        slice or reshape of one. Not a plan input (the caller's array may be anything) nor
+        a permuted view."""
+        if v in self.graph.inputs or depth > 8:
+            return False
+        e = self._producer(v)
+        if e is None:
+            return True   # a group's output: a kernel writes it C-contiguous
+        if e.prim.name == "permute":
+            return False
+        if e.prim.name in ("reshape", "getitem"):
+            return isinstance(e.inputs[0], Var) and self._ordered(e.inputs[0], depth + 1)
+        return True
+
+    def _strided(self, v) -> bool:
+        """Whether operand `v` surely arrives strided: a permuted view (``.transpose``)
+        that swaps two dims of size > 1 of an array in C order (`_ordered`). Such an
+        operand takes the "nd" variant from the start, the one the call would ask for:
+        planned as the first call's, it compiles with the others (a background compile
+        prepares it ahead) instead of being asked for at run time while the contiguous
+        variant, compiled for nothing, runs on a copy meanwhile. The LSTM layers' outputs
+        are such views (nn/recurrent.py `_time_major_rows`: the (L, H, N) states as
+        (L, N, H) rows). A wrong guess would cost speed, never a value: the "nd" variant
+        takes any strides."""
+        e = self._producer(v)
+        if e is None or e.prim.name != "permute" or not isinstance(e.inputs[0], Var):
+            return False
+        shape = e.inputs[0].aval.shape
+        big = [d for d in e.params["dims"] if not (isinstance(shape[d], int) and shape[d] == 1)]
+        return big != sorted(big) and self._ordered(e.inputs[0])
 
     def _from_kernel(self, v) -> bool:
         for it in self.items:

@@ -302,10 +302,12 @@ def packed_gemm_kpart(wp, p0, p1, kd, k0, k1, b, c, beta):
 # (`product_module`), which the loop kernels' modules load (`product_import`): compiled once
 # per process for all four loops. Needs ``CACHE`` and PACKED_SOURCE before it.
 PRODUCT_SOURCE = '''
+# (no_rewrites: numba's IR rewrite passes find nothing to do here but scan: ~0.03 s of the
+# module's compile, the same machine code)
 
 
 @njit("void({t}[::1], int64, int64, int64, int64, int64, Array({t}, 2, 'C', readonly=True), {t}[:, ::1], "
-      "boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+      "boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
 def panel_product(wp, p0, p1, kd, k0, k1, b, c, beta):
     packed_gemm_kpart(wp, p0, p1, kd, k0, k1, b, c, beta)
 
@@ -316,13 +318,13 @@ def panel_product(wp, p0, p1, kd, k0, k1, b, c, beta):
 # No CPython wrappers (0.12 s of compile each): only called by address; from Python they
 # would crash (`pack_panels` is the pack to call there).
 @njit("void(Array({t}, 2, 'C', readonly=True), {t}[::1], int64, int64, int64, int64)", cache=CACHE,
-      error_model='numpy', boundscheck=False, nogil=True, no_cpython_wrapper=True)
+      error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True, no_cpython_wrapper=True)
 def panel_pack(w, wp, p0, p1, k0, kd):
     pack_panel_columns(w, wp, False, p0, p1, k0, kd)
 
 
 @njit("void(Array({t}, 2, 'C', readonly=True), {t}[::1], int64, int64, int64, int64)", cache=CACHE,
-      error_model='numpy', boundscheck=False, nogil=True, no_cpython_wrapper=True)
+      error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True, no_cpython_wrapper=True)
 def panel_pack_t(w, wp, p0, p1, k0, kd):
     pack_panel_columns(w, wp, True, p0, p1, k0, kd)
 
@@ -332,7 +334,7 @@ def panel_pack_t(w, wp, p0, p1, k0, kd):
 # inlining, typing and LLVM work cost 0.3-0.4 s of the loop's compile (the LSTM backward's
 # module: 3.4 -> 2.2 s CPU without its three). Once here, for every loop of the process.
 @njit("void(Array({t}, 2, 'C', readonly=True), int64, int64, int64, int64, {t}[:, ::1], boolean)",
-      cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_cpython_wrapper=True)
+      cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True, no_cpython_wrapper=True)
 def panel_transpose(src, i0, i1, j0, j1, dst, add):
     transpose_part(src, i0, i1, j0, j1, dst, add)
 '''

@@ -1,0 +1,99 @@
+"""The plan's operand layouts (compiler/plan.py `_strided`): an operand the plan itself makes
+strided, a permuted view of a fresh array, takes the "nd" variant from the start (the one
+the call would ask for at run time); others keep the contiguous guess and its check."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.compiler.plan import Plan
+
+
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+
+X = np.random.default_rng(0).standard_normal((6, 40, 24)).astype(np.float32)
+
+
+def _plan(fn, name):
+    f = tj.trace(fn, compiler="interpret")
+    f(tj.tensor(X))
+    return Plan(f._entries[-1].opt_graph, name)
+
+
+def _layouts(plan):
+    return {k.label: (lay, par) for k, lay, par in plan.first_variants}
+
+
+def _asked(plan, monkeypatch):
+    """The variants the plan's calls ask for at run time (`_Kernel.ready`)."""
+    from tracejit.compiler import plan as plan_mod
+    asked, ready = [], plan_mod._Kernel.ready
+
+    def rec(self, layouts, parallel=False):
+        asked.append((self.label, layouts))
+        return ready(self, layouts, parallel)
+    monkeypatch.setattr(plan_mod._Kernel, "ready", rec)
+    return asked
+
+
+def test_a_permuted_fresh_array_takes_the_strided_variant_at_once(monkeypatch):
+    plan = _plan(lambda x: (x * 3.0).permute(0, 2, 1) * 2.0, "perm")
+    assert _layouts(plan) == {"perm_g0": (("flat",), False), "perm_g1": (("nd",), False)}
+    assert "K1.ready" not in plan.source and "K1p" not in plan.source   # no contiguous variant
+    asked = _asked(plan, monkeypatch)
+    (got,) = plan(X)
+    want = (X * np.float32(3.0)).transpose(0, 2, 1) * np.float32(2.0)
+    assert got.shape == (6, 24, 40) and np.array_equal(got, want)
+    assert asked == []
+
+
+def test_a_permuted_slice_of_a_fresh_array_is_strided_too():
+    plan = _plan(lambda x: (x * 3.0)[:, :20].permute(0, 2, 1) * 2.0, "sl")
+    assert _layouts(plan)["sl_g1"] == (("nd",), False)
+    want = (X * np.float32(3.0))[:, :20].transpose(0, 2, 1) * np.float32(2.0)
+    assert np.array_equal(plan(X)[0], want)
+
+
+def test_unknown_strides_keep_the_contiguous_guess_and_its_check(monkeypatch):
+    # a permuted plan input (the caller's array may have any strides), and a permute that
+    # moves only a size-1 dim: the contiguous variant, checked before the call
+    inp = _plan(lambda x: x.permute(0, 2, 1) * 2.0, "inp")
+    one = _plan(lambda x: (x * 3.0)[:, :1].permute(0, 2, 1) * 2.0, "one")
+    assert _layouts(inp) == {"inp_g0": (("flat",), False)}
+    assert _layouts(one)["one_g1"] == (("flat",), False)
+    assert "c_contiguous" in inp.source and "c_contiguous" in one.source
+    asked = _asked(inp, monkeypatch)
+    assert np.array_equal(inp(X)[0], X.transpose(0, 2, 1) * np.float32(2.0))
+    assert asked == [("inp_g0", ("nd",))]     # strided after all: asked at run time, as before
+    assert np.array_equal(one(X)[0], (X * np.float32(3.0))[:, :1].transpose(0, 2, 1) * np.float32(2.0))
+
+
+def test_the_lstm_layers_outputs_are_planned_strided(monkeypatch):
+    # nn/recurrent.py's (L, H, N) -> (L, N, H) rows and the batch-first (N, L, H) copy: the
+    # same values as with the contiguous guess (copies of the strided views at run time)
+    from tracejit.compiler import plan as plan_mod
+    tj.manual_seed(0)
+    lstm = tj.nn.LSTM(8, 16, num_layers=2, batch_first=True)
+    x = tj.tensor(np.random.default_rng(1).standard_normal((3, 5, 8)).astype(np.float32))
+    f = tj.trace(lambda x: lstm(x)[0], compiler="interpret")
+    f(x)
+    g = f._entries[-1].opt_graph
+    plan = Plan(g, "lstm")
+    strided = [lay for k, lay, par in plan.first_variants if "nd" in lay]
+    assert strided == [("nd",)] * 3
+    ins = _values(f, x)
+    got = plan(*ins)[0]
+    monkeypatch.setattr(plan_mod.Plan, "_strided", lambda self, v: False)
+    before = Plan(g, "lstm_before")
+    # (the biases' adds keep their checks: plan inputs)
+    assert before.source.count(".ready(") == plan.source.count(".ready(") + 3
+    assert np.array_equal(got, before(*ins)[0])
+    assert np.allclose(got, lstm(x)[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _values(f, x):
+    """The graph's input arrays for a call with x: x, then the tensors the capture lifted
+    (the module's parameters), as `Entry.run` passes them."""
+    e = f._entries[-1]
+    return [x._data] + [t._data for t in e.const_tensors]
