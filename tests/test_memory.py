@@ -98,6 +98,18 @@ def test_a_fresh_array_after_import_is_faulted_in_huge_pages():
     assert faults >= 600, faults
 
 
+def test_the_heap_reserve_gives_way_to_an_address_space_limit(monkeypatch):
+    """A reserve that cannot be allocated (``ulimit -v``) is skipped: import never fails."""
+    calls = []
+
+    def no_memory(*a, **k):
+        calls.append(a)
+        raise MemoryError("limit")
+    monkeypatch.setattr(memory.np, "empty", no_memory)
+    assert memory._reserve_heap(64 << 20) is None
+    assert calls                        # it did try
+
+
 # ---------------------------------------------------------------- placed kernel outputs
 def _addr(a) -> int:
     return a.__array_interface__["data"][0]

@@ -72,8 +72,11 @@ def _reserve_heap(nbytes: int) -> None:
     """Grow the heap by `nbytes` of huge-page-advised memory, untouched, then free it (the
     module docstring): blocks allocated together (so they lie one after another at the
     heap's top) and dropped together; the trim threshold keeps the freed range."""
-    blocks = [np.empty(min(_RESERVE_BLOCK, nbytes - k), np.uint8)
-              for k in range(0, nbytes, _RESERVE_BLOCK)]
+    try:
+        blocks = [np.empty(min(_RESERVE_BLOCK, nbytes - k), np.uint8)
+                  for k in range(0, nbytes, _RESERVE_BLOCK)]
+    except MemoryError:   # (an address-space limit: the import goes on without the reserve)
+        return
     del blocks
 
 
