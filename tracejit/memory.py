@@ -20,7 +20,7 @@ touch faults 2 MiB pages, not 4 KiB ones. Why: reuse needs a first use; a proces
 first training step faults in every array it makes (a compiled function's first call
 runs its numpy forms: tier 0), and at ~2 us a 4 KiB page that was a large part of
 LeNet's cold first step (~4,400 page faults, ~42 ms; eager steps after it ~15 ms;
-with the reserve ~1,200 faults, ~38.5 ms).
+with the reserve ~1,200 faults, ~38 ms).
 numpy asks for huge pages (``madvise(MADV_HUGEPAGE)``) for arrays of 4 MiB or more
 only, and only their own 2 MiB-aligned interior gets them; the blocks here are such
 arrays, so the whole reserved range is marked, and the mark stays on the heap's range
