@@ -56,6 +56,60 @@ def test_opt_out_leaves_the_allocator_alone():
     assert faults > 2000, faults          # what the tuning saves (glibc default thresholds)
 
 
+# ---------------------------------------------------------------- huge-page heap reserve
+_FIRST_TOUCH = textwrap.dedent("""
+    import resource, numpy as np
+    import tracejit as tj
+    from tracejit.memory import allocator_tuned
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    a = np.empty(640 * 4096, np.uint8)   # 2.5 MiB: below numpy's own huge-page advice (4 MiB)
+    a[::4096] = 1                        # first touch of each 4 KiB page
+    print(allocator_tuned(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+""")
+
+
+def _thp_mode() -> str:
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return ""
+    return text[text.index("[") + 1:text.index("]")] if "[" in text else ""
+
+
+def _first_touch_faults(env_extra):
+    import os
+    env = dict(os.environ, TRACEJIT_EAGER_KERNELS="0", **env_extra)
+    out = subprocess.run([sys.executable, "-c", _FIRST_TOUCH], capture_output=True, text=True,
+                         env=env, timeout=120, check=True).stdout.split()
+    return out[0] == "True", int(out[1])
+
+
+@pytest.mark.skipif(_thp_mode() != "madvise", reason="the reserve changes page sizes only where "
+                    "transparent huge pages are 'madvise' (not 'never', already 'always')")
+def test_a_fresh_array_after_import_is_faulted_in_huge_pages():
+    """The heap reserve made at import (memory.HEAP_RESERVE): an array numpy does not advise
+    itself, first touched right after ``import tracejit``, faults 2 MiB pages (a few
+    faults), where the untuned process faults one 4 KiB page at a time (640)."""
+    tuned, faults = _first_touch_faults({"TRACEJIT_MALLOC_TUNING": "1"})
+    assert tuned
+    assert faults < 200, faults
+    tuned, faults = _first_touch_faults({"TRACEJIT_MALLOC_TUNING": "0"})
+    assert not tuned
+    assert faults >= 600, faults
+
+
+def test_the_heap_reserve_gives_way_to_an_address_space_limit(monkeypatch):
+    """A reserve that cannot be allocated (``ulimit -v``) is skipped: import never fails."""
+    calls = []
+
+    def no_memory(*a, **k):
+        calls.append(a)
+        raise MemoryError("limit")
+    monkeypatch.setattr(memory.np, "empty", no_memory)
+    assert memory._reserve_heap(64 << 20) is None
+    assert calls                        # it did try
+
+
 # ---------------------------------------------------------------- placed kernel outputs
 def _addr(a) -> int:
     return a.__array_interface__["data"][0]
