@@ -5,7 +5,8 @@ halves (ops/halves.py, ops/skinny_gemm.py); ``call_sgemm`` / ``call_dgemm`` (a c
 by address on int64 addresses: ops/halves.py's product pairs); ``call_get_count`` /
 ``call_set_count`` (BLAS's thread count's getter and setter by address: the pairs' launch);
 ``put_array`` / ``table_array`` (an array's address and shape into an int64 table, and the
-array back from it: the share entries' tables). A module of its own: it imports
+array back from it: the share entries' tables); ``put_row`` (a tuple of integers into a row
+of an int64 table: the halves' records). A module of its own: it imports
 numba, which code generation must not need."""
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from numba import types
 from numba.extending import intrinsic
 
 __all__ = ["carray_at", "call_at", "native_address", "call_sgemm", "call_dgemm", "call_pthread",
-           "call_get_count", "call_set_count", "put_array", "table_array"]
+           "call_get_count", "call_set_count", "put_array", "table_array", "put_row"]
 
 
 @intrinsic
@@ -218,4 +219,31 @@ def table_array(typingctx, tab, i, ndim, dtype):
         shape = context.make_tuple(builder, shape_type, vals[1:])
         ptr = builder.inttoptr(vals[0], context.get_value_type(types.voidptr))
         return np_cfarray(context, builder, signature(retty, types.voidptr, shape_type), (ptr, shape))
+    return sig, codegen
+
+
+@intrinsic
+def put_row(typingctx, tab, q, vals):
+    """``tab[q, :len(vals)] = vals``: `tab` a C-contiguous 2-D int64 array, `vals` a tuple of
+    integers (each stored as int64). ops/halves.py's record fillers: their loop over a tuple
+    (``for i in range(len(vals)): tab[q, i] = vals[i]``, numba-inlined at seven call sites)
+    took numba's typing and lowering 0.12-0.2 s of the halves module's compile, a tuple
+    indexed by a variable being a switch over its elements."""
+    from numba.core.typing import signature
+    if not (isinstance(tab, types.Array) and tab.dtype == types.int64 and tab.ndim == 2
+            and tab.layout == "C" and isinstance(q, types.Integer) and isinstance(vals, types.BaseTuple)
+            and all(isinstance(t, types.Integer) for t in vals)):
+        return None
+    sig = signature(types.none, tab, q, vals)
+
+    def codegen(context, builder, signature_, args):
+        from numba.core import cgutils
+        i64 = context.get_value_type(types.int64)
+        t = context.make_array(tab)(context, builder, args[0])
+        cols = cgutils.unpack_tuple(builder, t.shape, 2)[1]
+        base = builder.mul(context.cast(builder, args[1], signature_.args[1], types.int64), cols)
+        for d, (v, ty) in enumerate(zip(cgutils.unpack_tuple(builder, args[2]), vals)):
+            builder.store(context.cast(builder, v, ty, types.int64),
+                          builder.gep(t.data, [builder.add(base, i64(d))]))
+        return context.get_dummy_value()
     return sig, codegen

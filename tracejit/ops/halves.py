@@ -79,16 +79,15 @@ _PAIR = '''
 
 from numba import cfunc
 from tracejit.compiler.voidptr import call_at, call_get_count, call_pthread, call_set_count, carray_at, {g}
+# (a record's slots from a tuple: one intrinsic, not a loop over the tuple, 0.12-0.2 s of
+# this module's compile; voidptr.put_row)
+from tracejit.compiler.voidptr import put_row as _put
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
 # or __array_interface__), and a launch needs four or five. The fillers (`gemm_records`,
 # `ew_records`, `product_record`) are called only by the launches, so they have no CPython
 # wrapper (compiled for nothing, ~0.1 s of the module; called from Python they would crash).
-@njit(inline="always")
-def _put(r, q, vals):
-    for i in range(len(vals)):
-        r[q, i] = vals[i]
 
 
 @njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
