@@ -227,7 +227,7 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
     assert "FOLDS = False" in spec.pair
     nested = specs["nested_map"]
     assert nested.chunked and "def pack(itab, ftab, in0, in1, out0, d0, d1):" in nested.pair
-    assert "in0 = carray_at(it[0], (it[1], it[2],), np.float32)" in nested.pair
+    assert "in0 = table_array(it, 0, 2, np.float32)" in nested.pair   # (slots 0-2: address, shape)
     assert "kernel, (in0, in1, out0, d0, d1, r[0], 2,))" in nested.pair
 
 

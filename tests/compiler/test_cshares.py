@@ -40,7 +40,8 @@ def test_tables_hold_addresses_shapes_and_scalars():
     # a: address + 2 dims, o: the same, m: one int, seen and keep: address + 1 dim; scale: a float
     # (and one more int slot: the kernel's address, which share_entry calls through)
     assert "ITAB, FTAB = 12, 1" in text and "KERNEL_AT = 11" in text and "np.bool_)" in text
-    assert "itab[0] = a.ctypes.data" in text and "itab[6] = m" in text and "ftab[0] = scale" in text
+    assert "put_array(itab, 0, a)" in text and "itab[6] = m" in text and "ftab[0] = scale" in text
+    assert "a = table_array(it, 0, 2, np.float64)" in text and "keep = table_array(it, 9, 1, np.bool_)" in text
     assert "itab[11]" not in text
     assert "call_at(it[11], kernel, (a, o, m, scale, seen, keep, r[0], 2,))" in text
     with pytest.raises(ValueError, match="complex128"):

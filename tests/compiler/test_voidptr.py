@@ -51,3 +51,47 @@ def test_what_it_refuses_is_a_typing_error():
         return carray_at(addr, (2,), np.float32)
     with pytest.raises(numba.core.errors.TypingError):
         bad(1.5)                                  # not an address
+
+
+def test_put_array_and_table_array_round_trip_address_and_shape():
+    """`put_array` writes an array's address and shape into an int64 table (what
+    ``x.ctypes.data`` and ``x.shape`` give), `table_array` rebuilds the array there: the
+    share entries' tables (compiler/cshares.py)."""
+    from tracejit.compiler.voidptr import put_array, table_array
+
+    @njit("void(int64[::1], Array(float32, 3, 'C', readonly=True), Array(boolean, 1, 'C', readonly=True))",
+          cache=False)
+    def pack(tab, x, b):
+        put_array(tab, 1, x)
+        put_array(tab, 5, b)
+
+    @njit(cache=False)
+    def back(tab):
+        x = table_array(tab, 1, 3, np.float32)
+        b = table_array(tab, 5, 1, np.bool_)
+        x[1, 2, 3] = -1.0
+        return x.shape, x.strides, x.sum(), b.shape, b.sum()
+
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    b = np.array([True, False, True, True, False])
+    tab = np.full(8, -7, np.int64)
+    pack(tab, x, b)
+    assert tab.tolist() == [-7, x.ctypes.data, 2, 3, 4, b.ctypes.data, 5, -7]
+    shape, strides, total, bshape, bsum = back(tab)
+    assert shape == (2, 3, 4) and strides == (48, 16, 4) and bshape == (5,) and bsum == 3
+    assert x[1, 2, 3] == -1.0 and total == np.arange(24).sum() - 23 - 1   # (written through it)
+
+
+def test_put_row_writes_a_tuple_of_integers_into_a_row():
+    """`put_row`: ``tab[q, :len(vals)] = vals`` as int64 (ops/halves.py's records), the rest
+    of the table untouched."""
+    from tracejit.compiler.voidptr import put_row
+
+    @njit(cache=False)
+    def fill(tab, q, a, b):
+        put_row(tab, q, (a, np.int32(-5), a + b, 2 ** 40))
+
+    tab = np.full((3, 6), 9, np.int64)
+    fill(tab, 1, 7, 11)
+    fill(tab, 2, -1, 1)
+    assert tab.tolist() == [[9] * 6, [7, -5, 18, 2 ** 40, 9, 9], [-1, -5, 0, 2 ** 40, 9, 9]]

@@ -12,10 +12,11 @@ How: the kernel's module also defines (`source`; the module imports numba, this 
 code generation runs without it):
 
 - ``pack(itab, ftab, <the kernel's arguments but share, shares>)``: a numba function
-  (GIL held: one unboxing, on the launching thread) writing each array's address and shape,
-  and each integer, into the int64 table `itab`, each float into the float64 table `ftab`;
+  (GIL held: one unboxing, on the launching thread) writing each array's address and shape
+  (``voidptr.put_array``), and each integer, into the int64 table `itab`, each float into
+  the float64 table `ftab`;
 - ``share_entry(rec)``: a numba ``cfunc`` taking the address of a record (q, itab, ftab),
-  rebuilding the arrays from the tables (``voidptr.carray_at``) and calling ``kernel(..., q, 2)``
+  rebuilding the arrays from the tables (``voidptr.table_array``) and calling ``kernel(..., q, 2)``
   through the address of its compiled code (``voidptr.call_at``; `CShares` puts it in the
   int table): no Python object, no GIL, on either thread.
 
@@ -89,11 +90,11 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
     ni = nf = 0
     for name, k in zip(names, kinds):
         if k[0] == "array":
+            # its address and shape: slots ni .. ni + nd (one intrinsic each way, voidptr's
+            # put_array / table_array: a slot at a time cost numba's lowering ~3 ms a slot)
             _, dt, nd = k
-            pack.append(f"    itab[{ni}] = {name}.ctypes.data")
-            pack += [f"    itab[{ni + 1 + d}] = {name}.shape[{d}]" for d in range(nd)]
-            dims = ", ".join(f"it[{ni + 1 + d}]" for d in range(nd))
-            body.append(f"    {name} = carray_at(it[{ni}], ({dims},), np.{_NUMPY.get(dt, dt)})")
+            pack.append(f"    put_array(itab, {ni}, {name})")
+            body.append(f"    {name} = table_array(it, {ni}, {nd}, np.{_NUMPY.get(dt, dt)})")
             ni += 1 + nd
         elif k[0] == "int":
             pack.append(f"    itab[{ni}] = {name}")
@@ -110,7 +111,8 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
     entry += [f"    it = carray_at(r[1], ({at + 1},), np.int64)",
               f"    ft = carray_at(r[2], ({max(nf, 1)},), np.float64)"] + body
     entry.append(f"    call_at(it[{at}], kernel, ({', '.join(call + ['r[0]', '2'] + [str(int(t)) for t in tail])},))")
-    head = ["", "", "from numba import cfunc", "from tracejit.compiler.voidptr import call_at, carray_at"]
+    head = ["", "", "from numba import cfunc",
+            "from tracejit.compiler.voidptr import call_at, carray_at, put_array, table_array"]
     if fold:
         # the counter: one more int table slot, zeroed by pack before each launch
         pack.append(f"    itab[{ni}] = 0")

@@ -3,7 +3,10 @@ C-contiguous array at an address, a ``void*`` or an int64) and ``call_at`` (a co
 the GIL-free share entries of generated kernels (compiler/cshares.py) and the hand-written
 halves (ops/halves.py, ops/skinny_gemm.py); ``call_sgemm`` / ``call_dgemm`` (a cblas GEMM called
 by address on int64 addresses: ops/halves.py's product pairs); ``call_get_count`` /
-``call_set_count`` (BLAS's thread count's getter and setter by address: the pairs' launch). A module of its own: it imports
+``call_set_count`` (BLAS's thread count's getter and setter by address: the pairs' launch);
+``put_array`` / ``table_array`` (an array's address and shape into an int64 table, and the
+array back from it: the share entries' tables); ``put_row`` (a tuple of integers into a row
+of an int64 table: the halves' records). A module of its own: it imports
 numba, which code generation must not need."""
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from numba import types
 from numba.extending import intrinsic
 
 __all__ = ["carray_at", "call_at", "native_address", "call_sgemm", "call_dgemm", "call_pthread",
-           "call_get_count", "call_set_count"]
+           "call_get_count", "call_set_count", "put_array", "table_array", "put_row"]
 
 
 @intrinsic
@@ -160,5 +163,87 @@ def call_set_count(typingctx, fn, n):
         i32 = ir.IntType(32)
         fnty = ir.FunctionType(ir.VoidType(), [i32])
         builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), [builder.trunc(llargs[1], i32)])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+# Why the two below: a share entry's tables (compiler/cshares.py) written and read a slot at
+# a time (``itab[k] = x.ctypes.data``, ``itab[k + 1] = x.shape[0]``, ...;
+# ``carray_at(it[k], (it[k + 1], ...), dtype)``) cost numba's lowering ~3 ms a slot (each
+# setitem or getitem builds the table's array structure again): the Transformer step's five
+# pair modules compiled in 1.07-1.13 s of a worker's CPU, 0.81-0.84 s with these.
+@intrinsic(prefer_literal=True)
+def put_array(typingctx, tab, i, arr):
+    """``tab[i] = arr``'s address, ``tab[i + 1 + d] = arr.shape[d]`` for each dimension d:
+    `tab` a C-contiguous int64 array, `i` an integer (`table_array` reads them back)."""
+    from numba.core.typing import signature
+    if not (isinstance(tab, types.Array) and tab.dtype == types.int64 and tab.layout == "C"
+            and isinstance(i, types.Integer) and isinstance(arr, types.Array)):
+        return None
+    sig = signature(types.none, tab, i, arr)
+
+    def codegen(context, builder, signature_, args):
+        from numba.core import cgutils
+        i64 = context.get_value_type(types.int64)
+        t = context.make_array(tab)(context, builder, args[0])
+        a = context.make_array(arr)(context, builder, args[2])
+        at = context.cast(builder, args[1], signature_.args[1], types.int64)
+        vals = [builder.ptrtoint(a.data, i64)] + cgutils.unpack_tuple(builder, a.shape, arr.ndim)
+        for d, v in enumerate(vals):
+            builder.store(v, builder.gep(t.data, [builder.add(at, i64(d))]))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic(prefer_literal=True)
+def table_array(typingctx, tab, i, ndim, dtype):
+    """The C-contiguous array of `dtype` and `ndim` (a constant) dimensions whose address is
+    ``tab[i]`` and shape ``tab[i + 1 : i + 1 + ndim]`` (as `put_array` wrote them): one
+    intrinsic for `carray_at` over the table's slots."""
+    from numba.core.typing import signature
+    from numba.np.arrayobj import np_cfarray
+    if not (isinstance(tab, types.Array) and tab.dtype == types.int64 and tab.layout == "C"
+            and isinstance(i, types.Integer) and isinstance(ndim, types.IntegerLiteral)
+            and isinstance(dtype, types.DTypeSpec)):
+        return None
+    nd = ndim.literal_value
+    retty = types.Array(dtype.dtype, nd, "C")
+    sig = signature(retty, tab, i, ndim, dtype)
+
+    def codegen(context, builder, signature_, args):
+        i64 = context.get_value_type(types.int64)
+        t = context.make_array(tab)(context, builder, args[0])
+        at = context.cast(builder, args[1], signature_.args[1], types.int64)
+        vals = [builder.load(builder.gep(t.data, [builder.add(at, i64(d))])) for d in range(nd + 1)]
+        shape_type = types.UniTuple(types.int64, nd)
+        shape = context.make_tuple(builder, shape_type, vals[1:])
+        ptr = builder.inttoptr(vals[0], context.get_value_type(types.voidptr))
+        return np_cfarray(context, builder, signature(retty, types.voidptr, shape_type), (ptr, shape))
+    return sig, codegen
+
+
+@intrinsic
+def put_row(typingctx, tab, q, vals):
+    """``tab[q, :len(vals)] = vals``: `tab` a C-contiguous 2-D int64 array, `vals` a tuple of
+    integers (each stored as int64). ops/halves.py's record fillers: their loop over a tuple
+    (``for i in range(len(vals)): tab[q, i] = vals[i]``, numba-inlined at seven call sites)
+    took numba's typing and lowering 0.12-0.2 s of the halves module's compile, a tuple
+    indexed by a variable being a switch over its elements."""
+    from numba.core.typing import signature
+    if not (isinstance(tab, types.Array) and tab.dtype == types.int64 and tab.ndim == 2
+            and tab.layout == "C" and isinstance(q, types.Integer) and isinstance(vals, types.BaseTuple)
+            and all(isinstance(t, types.Integer) for t in vals)):
+        return None
+    sig = signature(types.none, tab, q, vals)
+
+    def codegen(context, builder, signature_, args):
+        from numba.core import cgutils
+        i64 = context.get_value_type(types.int64)
+        t = context.make_array(tab)(context, builder, args[0])
+        cols = cgutils.unpack_tuple(builder, t.shape, 2)[1]
+        base = builder.mul(context.cast(builder, args[1], signature_.args[1], types.int64), cols)
+        for d, (v, ty) in enumerate(zip(cgutils.unpack_tuple(builder, args[2]), vals)):
+            builder.store(context.cast(builder, v, ty, types.int64),
+                          builder.gep(t.data, [builder.add(base, i64(d))]))
         return context.get_dummy_value()
     return sig, codegen

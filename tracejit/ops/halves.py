@@ -79,16 +79,15 @@ _PAIR = '''
 
 from numba import cfunc
 from tracejit.compiler.voidptr import call_at, call_get_count, call_pthread, call_set_count, carray_at, {g}
+# (a record's slots from a tuple: one intrinsic, not a loop over the tuple, 0.12-0.2 s of
+# this module's compile; voidptr.put_row)
+from tracejit.compiler.voidptr import put_row as _put
 
 
 # The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
 # or __array_interface__), and a launch needs four or five. The fillers (`gemm_records`,
 # `ew_records`, `product_record`) are called only by the launches, so they have no CPython
 # wrapper (compiled for nothing, ~0.1 s of the module; called from Python they would crash).
-@njit(inline="always")
-def _put(r, q, vals):
-    for i in range(len(vals)):
-        r[q, i] = vals[i]
 
 
 @njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
@@ -127,10 +126,11 @@ def gemm_launch(r, a, b, out, rest, by_rows, pthread, entry):
     gemm_records(r, a, b, out, rest, by_rows)
     call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
     if not by_rows:
-        o = out.reshape(-1)
-        q = rest.reshape(-1)
-        for i in range(o.size):
-            o[i] += q[i]
+        # (a 2-D loop, not over ``reshape(-1)`` views: numba compiles reshape's overload as a
+        # function of its own, ~0.1 s of this module's compile; the same additions in order)
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                out[i, j] += rest[i, j]
 
 
 @njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
@@ -144,7 +144,10 @@ def ew_records(r, op, x, y, out, xs, ys, s):
     xd, yd, od = np.int64(x.ctypes.data), np.int64(y.ctypes.data), np.int64(out.ctypes.data)
     _put(r, 0, (op, h, xd, yd, od, xs, ys))
     _put(r, 1, (op, n - h, xd + h * item, yd + h * item, od + h * item, xs, ys))
-    f = r.view(np.float64)
+    # the records as float64 (their slots 8 and 9): ``r.view(np.float64)`` compiled numba's
+    # view overload (``ol_compatible_view``) as a function of its own, 0.15-0.3 s of this
+    # module's compile in a worker; carray_at builds the array in place
+    f = carray_at(r.ctypes.data, r.shape, np.float64)
     f[0, 8] = f[1, 8] = f[0, 9] = f[1, 9] = s
 
 
