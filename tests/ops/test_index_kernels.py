@@ -80,39 +80,25 @@ def test_contiguous_rows_of_other_layouts_add_as_np_add_at_does(monkeypatch, lay
     np.testing.assert_array_equal(_index_add(monkeypatch, True, a, v, idx), want)
 
 
-def test_both_loops_come_from_one_module(monkeypatch):
-    """The row add and the flat-span loop are one module's `kernel` and `flat_kernel`: one
-    kernel asked for (one compile job), neither until it is loaded; the flat loop adds as
-    np.add.at does."""
+def test_flat_loop_asked_for_with_the_row_add(monkeypatch):
+    """While the row-add kernel is not loaded, asking for it asks for the flat-span loop too
+    (`run_add_rows` asks for that one only once the row add is loaded: a step later, behind
+    whatever long job a worker took meanwhile); once loaded, no extra ask."""
     asked = []
 
     class Pending:
         def __init__(self, key, source):
-            self.key, self.source = key, source
+            self.key = key
 
         def get(self):
-            asked.append(self.key)
-            return loaded.get(self.key[2])
+            asked.append(self.key[1])
+            return loaded.get(self.key[1])
     loaded = {}
     monkeypatch.setattr(index_kernels, "_kernel", Pending)
-    monkeypatch.setattr(index_kernels, "_flat", {})
-    assert index_kernels.add_rows("float32") is None and index_kernels._flat_rows("float32") is None
-    assert asked == [("index", "add_rows", "float32")] * 2
-    assert index_kernels.add_rows("int64") is None and len(asked) == 2
-    monkeypatch.undo()
-    mod = index_kernels._module("float64")
-    assert "def kernel(" in mod.source and "def flat_kernel(" in mod.source and "{t}" not in mod.source
-    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
-    fn = index_kernels.add_rows("float64")
-    flat = index_kernels._flat_rows("float64")
-    assert fn is not None and flat is not None and flat is not fn
-    assert flat is fn.py_func.__globals__["flat_kernel"]
-    r = np.random.default_rng(5)
-    rows = r.integers(0, 6, (4, 3))
-    v = r.standard_normal((3, 4, 7)).swapaxes(0, 1)     # (4, 3, 7), rows contiguous
-    span = index_kernels._row_span(v)
-    out = r.standard_normal((6, 7))
-    want = out.copy()
-    np.add.at(want, rows, v)
-    flat(out, rows, span, v.strides[0] // 8, v.strides[1] // 8)
-    np.testing.assert_array_equal(out, want)
+    assert index_kernels.add_rows("float32") is None
+    assert asked == ["add_rows", "add_rows_flat"]
+    asked.clear()
+    loaded["add_rows"] = object()
+    assert index_kernels.add_rows("float64") is loaded["add_rows"]
+    assert asked == ["add_rows"]
+    assert index_kernels.add_rows("int64") is None and asked == ["add_rows"]

@@ -43,11 +43,12 @@ def kernel(out, rows, v):
 # input-projection gradient summed into the embedding's rows before the product (2048 rows
 # of 1024, a transposed view; jit/scatter_products.py) took 1.04 ms.
 _ADD_ROWS_FLAT = '''
+from numba import njit
 
 
 @njit("void({t}[:, ::1], int64[:, ::1], Array({t}, 1, 'C', readonly=True), int64, int64)", cache=CACHE,
       error_model='numpy', boundscheck=False)
-def flat_kernel(out, rows, flat, s0, s1):
+def kernel(out, rows, flat, s0, s1):
     """out[rows[i, j]] += flat[i * s0 + j * s1:][:e] for (i, j) in C order"""
     e = out.shape[1]
     p, q = rows.shape
@@ -61,38 +62,24 @@ def flat_kernel(out, rows, flat, s0, s1):
 '''
 
 
-# Both loops in one module, one compile job: the LSTM LM's embedding backward runs both (the
-# flat one on its transposed-view gradient), and as two modules they were two jobs of
-# 0.087 + 0.090 s CPU (each module's own set-up, LLVM module passes and cache write), the
-# second asked only once the first was loaded (`run_add_rows`), a step later: an idle
-# worker could take a long last-rank job (the GEMM halves' module, 3-5 s) in between and
-# hold it back (every kernel in after 16.5 s instead of ~7, in 2 of 24 cold runs, session 27,
-# before the flat one was asked for with the first).
-def _module(dtype: str):
-    """The `native.NativeKernel` of `dtype`'s row-add module (`kernel` and `flat_kernel`)."""
-    return _kernel(("index", "add_rows", dtype), lambda: (_ADD_ROWS + _ADD_ROWS_FLAT).replace("{t}", dtype))
-
-
 def add_rows(dtype: str):
-    """The loaded row-add kernel for `dtype` (float32/float64), or None (run numpy)."""
+    """The loaded row-add kernel for `dtype` (float32/float64), or None (run numpy). While it
+    is not loaded, the flat-span loop (`_flat_rows`) is asked for with it: `run_add_rows`
+    asks for that one only once this one is loaded, a step later, when an idle worker may
+    have taken a long last-rank job (the GEMM halves' module, 3-5 s) that it then waited
+    behind (the LSTM LM's embedding backward: every kernel in after 16.5 s instead of ~7,
+    in 2 of 24 cold background runs)."""
     if dtype not in ("float32", "float64"):
         return None
-    return _module(dtype).get()
-
-
-_flat: dict = {}    # dtype name -> the loaded module's `flat_kernel`
+    fn = _kernel(("index", "add_rows", dtype), lambda: _ADD_ROWS.replace("{t}", dtype)).get()
+    if fn is None:
+        _flat_rows(dtype)
+    return fn
 
 
 def _flat_rows(dtype: str):
-    """The loaded flat-span row-add kernel for `dtype` (the module's `flat_kernel`), or None."""
-    got = _flat.get(dtype)
-    if got is None:
-        fn = _module(dtype).get()
-        if fn is None:
-            return None
-        # (a numba dispatcher's function's globals: the loaded module's namespace)
-        got = _flat[dtype] = getattr(fn, "py_func", fn).__globals__["flat_kernel"]
-    return got
+    """The loaded flat-span row-add kernel for `dtype`, or None (asked for)."""
+    return _kernel(("index", "add_rows_flat", dtype), lambda: _ADD_ROWS_FLAT.replace("{t}", dtype)).get()
 
 
 def run_add_rows(add, view: np.ndarray, flat: np.ndarray, v: np.ndarray, index_shape: tuple) -> None:
