@@ -47,3 +47,26 @@ def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, nonlinearity
     rk = _run(monkeypatch, True, rnn_prim._rnn_layer_backward_impl, *args, **kw)
     rn = _run(monkeypatch, False, rnn_prim._rnn_layer_backward_impl, *args, **kw)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_loops_call_the_shared_product_module_by_address(dtype):
+    """Both loops call the packed product, packing and transposes of packed_gemm's product
+    module by address (as the GRU's and LSTM's loops do), not inlined copies of their own:
+    the same four addresses as the GRU loop's, and the kernels still run."""
+    from tracejit.ops import lstm_kernels
+    fwd, bwd = rnn_kernels.forward_layer(dtype), rnn_kernels.backward_layer(dtype)
+    gru = lstm_kernels.gru_forward_layer(dtype)
+    want = list(gru.__globals__["_FNS"])
+    assert len(want) == 4 and all(want)
+    assert list(fwd.__globals__["_FNS"]) == want and list(bwd.__globals__["_FNS"]) == want
+    H, N, L = 5, 2, 3
+    w = np.eye(H, dtype=dtype)           # h_t = tanh(h_{t-1} + gi_t + b), exact steps to compare
+    gi = np.full((L, N, H), 0.25, dtype)
+    b = np.zeros(H, dtype)
+    h0 = np.zeros((H, N), dtype)
+    hs = rnn_prim._rnn_layer_impl(np, gi, w, b, h0)
+    h = np.zeros((H, N))
+    for t in range(L):
+        h = np.tanh(h + 0.25)
+        np.testing.assert_allclose(hs[t], h, rtol=1e-6 if dtype == "float32" else 1e-14)

@@ -222,6 +222,37 @@ def test_dot_halves_are_the_one_thread_kernel_bitwise(serial, monkeypatch, dtype
     assert len(serial) == 1
 
 
+@pytest.mark.parametrize("dtype,item", [("float32", 4), ("float64", 8)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_dot_records_hold_each_halfs_rows_and_addresses(serial, dtype, item, bias):
+    """`dot_records` (one intrinsic a record, voidptr.put_row) writes record q's slots 0-7:
+    x's address at its first row and its rows (the first half a multiple of 4), K, w's
+    address, n, the bias's address, has_bias, out's address at that row; slot 15 stays the
+    kernel's address."""
+    m, k, n = 37, 6000, 5     # (m k n in the dot kernel's range)
+    kernel, pair = skinny_gemm._loaded[dtype]
+    r = np.random.default_rng(3)
+    x = r.standard_normal((m, k)).astype(dtype)
+    w = r.standard_normal((n, k)).astype(dtype)
+    b = r.standard_normal(n).astype(dtype)
+    kernel_at = pair.recs[0, 15]
+    xd, wd = x.ctypes.data, w.ctypes.data
+    out = skinny_gemm.product(x, w.T, b if bias else None)
+    assert serial == [pair.entry_address]
+    h = 20    # (37 // 2 + 3) // 4 * 4
+    bd = pair.recs[0, 5]
+    if bias:
+        assert bd == b.ctypes.data
+    od = pair.recs[0, 7]
+    assert pair.recs[0, :8].tolist() == [xd, h, k, wd, n, bd, int(bias), od]
+    assert pair.recs[1, :8].tolist() == [xd + h * k * item, m - h, k, wd, n, bd, int(bias), od + h * n * item]
+    assert pair.recs[0, 15] == pair.recs[1, 15] == kernel_at != 0
+    assert od == out.ctypes.data
+    one = np.empty((m, n), dtype)
+    kernel(x, w, b if bias else np.zeros(n, dtype), bias, one)
+    np.testing.assert_array_equal(out, one)
+
+
 @pytest.mark.parametrize("mode", ["trace", "script"])
 def test_a_compiled_head_agrees_with_eager_and_the_interpreter(serial, mode):
     """A classifier head's forward and gradients (logits by the dot kernel's halves with the

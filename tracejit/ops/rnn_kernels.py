@@ -4,7 +4,12 @@ Per step an RNN layer is one small GEMM (``W_hh h``: H x H by H x N) and one ele
 pass, so driven from Python (ops/rnn_prim.py's numpy form) the per-step call setup is a
 large share of it. As ops/lstm_kernels.py's whole-loop kernels for the LSTM and GRU, each
 kernel here runs the whole loop over time, its GEMMs on W packed once per call
-(ops/packed_gemm.py); without numba the layer runs its numpy form. tanh is
+(ops/packed_gemm.py); without numba the layer runs its numpy form. The product, the packing
+and the register transposes are packed_gemm's product module's, called by address as the
+LSTM's and GRU's loops do (ops/lstm_kernels.py `_source`): inlined, they took ~0.2 s of
+numba's inlining pass and most of each loop's compile (float32, worker CPU replayed:
+forward 1.19-1.25 -> 0.28-0.29 s, backward 1.01-1.05 -> 0.35-0.36 s, the product module,
+shared with those loops, compiled once besides: 0.63-0.71 s). tanh is
 compiler/mathlib.py's (pure arithmetic, so the pass vectorizes).
 """
 from __future__ import annotations
@@ -17,28 +22,28 @@ _HEAD = """
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import tanh_{s} as tanh
-""" + PACKED
+""" + PACKED + """
+# {product}
+"""
 
 _FORWARD = _HEAD + """
 
 @njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], "
-      "boolean, boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(gi, w, b, h0, hs, m, wp, reverse, relu):
+      "boolean, boolean, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def loop(gi, w, b, h0, hs, m, wp, reverse, relu, fns):
     \"\"\"the layer's forward (ops/rnn_prim.py): hs (L, H, N), every step's h, from gi (L, N, H),
     w (H, H), b (H,), h0 (H, N); m (padded_rows(H), N) and wp (packed_size(H, H)) scratch\"\"\"
     L = gi.shape[0]
     hh = w.shape[0]
     n = h0.shape[1]
     zero = np.{t}(0)
-    pack_panels(w, wp, False)
+    call_at(fns[1], panel_pack, (w, wp, 0, (hh + PMR - 1) // PMR, 0, hh))   # (`pack_panels(w, wp, False)`)
     mg = m[:hh]
     for k in range(L):
         t = L - 1 - k if reverse else k
-        if k == 0:
-            packed_gemm(wp, hh, hh, h0, m, False)
-        else:
-            packed_gemm(wp, hh, hh, hs[t + 1 if reverse else t - 1], m, False)
-        transpose_blocks(gi[t], mg, True)           # + gi[t]^T, in register blocks
+        hp = h0 if k == 0 else hs[t + 1 if reverse else t - 1]
+        call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, hh, 0, hh, hp, m, False))   # m = W h_prev
+        call_at(fns[3], panel_transpose, (gi[t], 0, n, 0, hh, mg, True))   # + gi[t]^T, in register blocks
         p = hs[t]
         for j in range(hh):                         # + b and the nonlinearity, into h
             bj = b[j]
@@ -55,8 +60,9 @@ def kernel(gi, w, b, h0, hs, m, wp, reverse, relu):
 _BACKWARD = _HEAD + """
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[::1], {t}[::1], boolean, boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def kernel(hs, d_y, w, dh, dp, G, db, wp, reverse, relu):
+      "{t}[::1], {t}[::1], boolean, boolean, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False,
+      nogil=True)
+def loop(hs, d_y, w, dh, dp, G, db, wp, reverse, relu, fns):
     \"\"\"the layer's backward loop (ops/rnn_prim.py): from hs and d_y (L, H, N) and w = W (H, H),
     with dh = 0 on entry (dh: padded_rows(H) rows): every step's pre-activation gradient
     G (L, N, H), db (H,) and d h0 in dh[:H]; dp (H, N) and wp (packed_size(H, H)) scratch\"\"\"
@@ -66,7 +72,7 @@ def kernel(hs, d_y, w, dh, dp, G, db, wp, reverse, relu):
     one, zero = np.{t}(1), np.{t}(0)
     dhf, dpf = dh.reshape(-1), dp.reshape(-1)
     db[:] = 0
-    pack_panels(w, wp, True)                        # W^T's panels
+    call_at(fns[2], panel_pack_t, (w, wp, 0, (hh + PMR - 1) // PMR, 0, hh))   # W^T's panels
     for r in range(L):
         k = L - 1 - r
         t = L - 1 - k if reverse else k
@@ -79,12 +85,12 @@ def kernel(hs, d_y, w, dh, dp, G, db, wp, reverse, relu):
             for i in range(dpf.size):
                 dpf[i] = (dhf[i] + y[i]) * (one - h[i] * h[i])
         gt = G[t]
-        transpose_blocks(dp, gt, False)
+        call_at(fns[3], panel_transpose, (dp, 0, hh, 0, n, gt, False))   # (`transpose_blocks(dp, gt, False)`)
         for q in range(n):                          # db += the rows of dp^T (vector adds)
             row = gt[q]
             for j in range(hh):
                 db[j] += row[j]
-        packed_gemm(wp, hh, hh, dp, dh, False)      # dh = W^T dp
+        call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, hh, 0, hh, dp, dh, False))   # dh = W^T dp
 """
 
 

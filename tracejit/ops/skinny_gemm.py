@@ -64,6 +64,10 @@ MAX_DOT_MNK = coreshare.SKINNY_DOT_MNK
 # out (m, n) = x (m, K) @ w (n, K).T (+ bias): x and w C-contiguous. Blocks of 4 x 4 sums, then
 # the rest of w's rows 4 x 1, then the rest of x's rows 1 x 1. ``reassoc`` (not full fastmath:
 # no finite-math assumption, so NaN and inf propagate as in BLAS) vectorizes each sum.
+# no_rewrites on every function of the module: numba's IR rewrite passes (array expressions,
+# constant folding, dead-branch pruning) find nothing to do here but scan: 0.089-0.091 ->
+# 0.068-0.073 s of the module's compile; the same machine code (the kernel's CPython wrapper
+# apart: another stack frame size).
 _DOT = '''
 import numpy as np
 from numba import njit
@@ -73,7 +77,7 @@ _FM = {"reassoc", "contract"}
 
 @njit("void(Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
       "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1])",
-      cache=CACHE, boundscheck=False, nogil=True, fastmath=_FM)
+      cache=CACHE, boundscheck=False, nogil=True, fastmath=_FM, no_rewrites=True)
 def kernel(x, w, bias, has_bias, out):
     m, kd = x.shape
     n = w.shape[0]
@@ -126,11 +130,15 @@ _PAIR = '''
 
 from numba import cfunc
 from tracejit.compiler.voidptr import call_at, call_pthread, carray_at
+# (a record's slots from a tuple by one intrinsic, not 16 setitems each typed and lowered on
+# its own: 0.50 -> 0.48 s of this module's compile; voidptr.put_row)
+from tracejit.compiler.voidptr import put_row as _put
 
 
 # (no CPython wrapper: only `dot_launch` calls it; called from Python it would crash)
 @njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
-      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1])", cache=CACHE, no_cpython_wrapper=True)
+      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1])", cache=CACHE, no_cpython_wrapper=True,
+      no_rewrites=True)
 def dot_records(r, x, w, bias, has_bias, out):
     m, kd = x.shape
     n = w.shape[0]
@@ -138,10 +146,8 @@ def dot_records(r, x, w, bias, has_bias, out):
     item = x.itemsize
     xd, wd, bd, od = np.int64(x.ctypes.data), np.int64(w.ctypes.data), np.int64(bias.ctypes.data), np.int64(out.ctypes.data)
     hb = np.int64(has_bias)
-    r[0, 0] = xd; r[0, 1] = h; r[0, 7] = od
-    r[1, 0] = xd + h * kd * item; r[1, 1] = m - h; r[1, 7] = od + h * n * item
-    for q in range(2):
-        r[q, 2] = kd; r[q, 3] = wd; r[q, 4] = n; r[q, 5] = bd; r[q, 6] = hb
+    _put(r, 0, (xd, h, kd, wd, n, bd, hb, od))
+    _put(r, 1, (xd + h * kd * item, m - h, kd, wd, n, bd, hb, od + h * n * item))
 
 
 # `dot_records`, then `entry` (dot_half's address) on both records at once through
@@ -149,13 +155,14 @@ def dot_records(r, x, w, bias, has_bias, out):
 # released (the filler and a ctypes call were two: ~9 us of the MLP step's logits on swept
 # caches, session 24).
 @njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
-      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1], int64, int64)", cache=CACHE, nogil=True)
+      "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1], int64, int64)", cache=CACHE, nogil=True,
+      no_rewrites=True)
 def dot_launch(r, x, w, bias, has_bias, out, pthread, entry):
     dot_records(r, x, w, bias, has_bias, out)
     call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
 
 
-@cfunc("void(voidptr)", cache=CACHE)
+@cfunc("void(voidptr)", cache=CACHE, no_rewrites=True)
 def dot_half(rec):
     r = carray_at(rec, (16,), np.int64)
     m, kd, n = r[1], r[2], r[4]
