@@ -13,21 +13,6 @@ are reused) and ``mallopt(M_TRIM_THRESHOLD, 256 MiB)`` (up to 256 MiB of free me
 the top of the heap is kept rather than returned). This is process-wide, glibc only, and
 done once at ``import tracejit``; ``TRACEJIT_MALLOC_TUNING=0`` turns it off (the memory
 a process keeps is then returned to the OS sooner, at the cost above).
-
-Then the heap is grown by `HEAP_RESERVE` bytes of huge-page memory, untouched, and freed
-(`_reserve_heap`): what a fresh process allocates next comes from there, so its first
-touch faults 2 MiB pages, not 4 KiB ones. Why: reuse needs a first use; a process's
-first training step faults in every array it makes (a compiled function's first call
-runs its numpy forms: tier 0), and at ~2 us a 4 KiB page that was a large part of
-LeNet's cold first step (~4,400 page faults, ~42 ms; eager steps after it ~15 ms;
-with the reserve ~1,200 faults, ~38 ms).
-numpy asks for huge pages (``madvise(MADV_HUGEPAGE)``) for arrays of 4 MiB or more
-only, and only their own 2 MiB-aligned interior gets them; the blocks here are such
-arrays, so the whole reserved range is marked, and the mark stays on the heap's range
-after the blocks are freed. Untouched, the range costs no memory; touched, memory is
-resident in 2 MiB units (at most `HEAP_RESERVE` more than 4 KiB pages would make
-resident). Where the kernel's transparent huge pages are off (``never``) or already
-``always``, or numpy does not advise them, it changes nothing.
 """
 from __future__ import annotations
 
@@ -48,9 +33,6 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 256 << 20
-HEAP_RESERVE = 64 << 20      # bytes of huge-page heap made at import (module docstring)
-# per block: numpy advises huge pages (>= 4 MiB) and the heap serves it (< MMAP_THRESHOLD)
-_RESERVE_BLOCK = 16 << 20
 
 
 def _set_thresholds() -> bool:
@@ -64,23 +46,7 @@ def _set_thresholds() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    if not (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-            and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
-        return False
-    _reserve_heap(HEAP_RESERVE)
-    return True
-
-
-def _reserve_heap(nbytes: int) -> None:
-    """Grow the heap by `nbytes` of huge-page-advised memory, untouched, then free it (the
-    module docstring): blocks allocated together (so they lie one after another at the
-    heap's top) and dropped together; the trim threshold keeps the freed range."""
-    try:
-        blocks = [np.empty(min(_RESERVE_BLOCK, nbytes - k), np.uint8)
-                  for k in range(0, nbytes, _RESERVE_BLOCK)]
-    except MemoryError:   # (an address-space limit: the import goes on without the reserve)
-        return
-    del blocks
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
 
 
 tune_allocator = ProcessTuning("TRACEJIT_MALLOC_TUNING", _set_thresholds,
