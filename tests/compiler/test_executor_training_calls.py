@@ -266,3 +266,32 @@ def test_a_loss_of_many_leaves_takes_the_short_path_unless_a_leaf_repeats(taken)
     f(*u, u[0]).backward()
     assert taken[-1] is False
     np.testing.assert_allclose(u[0].grad.numpy(), arrays[1] - arrays[4], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("shape, fn", [
+    ((), tj.exp),                                   # the gradient is the output itself
+    ((1,), lambda x: tj.exp(x).reshape(())),        # ... or the output is a view of it
+])
+def test_a_loss_whose_gradient_is_its_output_keeps_the_output(shape, fn):
+    # Once the loss plan folds the unit cotangent away, d exp(x)/dx is the loss's own value:
+    # the plan returned one array as the output and as the saved gradient, and a backward
+    # with a cotangent other than 1 scaled it in place (the caller's y became c * y), or
+    # handed it over as the gradient (the caller's y and the gradient shared memory).
+    x0 = np.full(shape, 1.25, np.float32)
+    want = np.exp(np.float64(1.25))
+    f = tj.trace(fn, compile="sync")
+    for call in range(2):     # the capture's call and a cache hit
+        x = tj.tensor(x0, requires_grad=True)
+        y = f(x)
+        y0 = float(y.detach())
+        np.testing.assert_allclose(y0, want, rtol=1e-6)
+        y.backward(tj.tensor(np.float32(0.5)))
+        assert float(y.detach()) == y0
+        np.testing.assert_allclose(x.grad.numpy(), np.full(shape, 0.5 * want), rtol=1e-6)
+        x = tj.tensor(x0, requires_grad=True)
+        y = f(x)
+        (g,) = tj.autograd.grad([y], [x])
+        assert not np.shares_memory(g.numpy(), y.detach().numpy())
+        g.mul_(2.0)
+        assert float(y.detach()) == y0
+        np.testing.assert_allclose(g.numpy(), np.full(shape, 2 * want), rtol=1e-6)

@@ -22,9 +22,10 @@ from ..jit.autodiff import active_vars, joint, loss_joint, split
 from ..jit.backend import Executor, InputKeeper
 from ..jit.bn_pool_fusion import fuse as _fuse_bn_pool
 from ..jit.interpreter import interpret
-from ..jit.ir import Graph, Var
+from ..jit.ir import Eqn, Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
 from ..memory import free_kept, kept_refs, sole_padded_view
+from ..ops.shape import COPY
 from ..tensor import Tensor
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
@@ -166,6 +167,7 @@ class CompiledProgram(Executor):
                 # BatchNorm + max pooling fused only now: the rewrite drops the op that
                 # carries BatchNorm's VJP (jit/bn_pool_fusion.py)
                 fwd = lift_symbolic_literals(_fuse_bn_pool(optimize(loss_joint(self.graph, active, k))))
+                fwd = _gradients_apart(fwd, len(self.graph.outputs))
                 n_saved = len(fwd.outputs) - len(self.graph.outputs)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
                 t = (Plan(fwd, self.name + "_fwd_grads"), None, n_saved)
@@ -700,6 +702,33 @@ def _possible_views(graph: Graph) -> dict:
         if isinstance(a, Var) and a in src and a not in graph.inputs:
             out[k] = src[a]
     return out
+
+
+def _gradients_apart(graph: Graph, n_out: int) -> Graph:
+    """`graph`, a loss plan's graph (its first `n_out` outputs the function's, then the
+    gradients it saves), with a copy in place of each gradient that is one of the outputs,
+    or shares a root with one through movement ops: the plan would return one array as
+    both, and the backward scales a saved gradient in place for a cotangent other than 1
+    or hands it to the caller (`_scale_loss_grads`, `_hand_over`), which would change the
+    output the caller holds. (``exp`` of a 0-d input: once the unit cotangent is folded
+    away, its gradient is the output itself, and ``y.backward(c)`` left ``y`` at ``c * y``.)
+    """
+    root: dict = {}
+    for e in graph.eqns:
+        if (e.prim.kind in _MOVEMENT_KINDS and e.inputs and isinstance(e.inputs[0], Var)
+                and len(e.outs) == 1):
+            root[e.outs[0]] = root.get(e.inputs[0], e.inputs[0])
+    outs = {root.get(v, v) for v in graph.outputs[:n_out] if isinstance(v, Var)}
+    eqns, results = list(graph.eqns), list(graph.outputs)
+    for j in range(n_out, len(results)):
+        v = results[j]
+        if isinstance(v, Var) and root.get(v, v) in outs:
+            c = Var(v.aval)
+            eqns.append(Eqn(COPY, (v,), (c,), {}))
+            results[j] = c
+    if len(eqns) == len(graph.eqns):
+        return graph
+    return Graph(graph.inputs, tuple(eqns), tuple(results), graph.name)
 
 
 def _same_memory(a, b) -> bool:
