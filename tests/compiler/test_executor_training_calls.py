@@ -295,3 +295,32 @@ def test_a_loss_whose_gradient_is_its_output_keeps_the_output(shape, fn):
         g.mul_(2.0)
         assert float(y.detach()) == y0
         np.testing.assert_allclose(g.numpy(), np.full(shape, 2 * want), rtol=1e-6)
+
+
+def test_an_output_the_backward_reads_cannot_be_modified_in_place_silently():
+    # softmax's backward reads its output: a compiled call returned that same array, and an
+    # in-place write to it after the call went into the gradient unseen (0.077 for 0.035 at
+    # [0, 0] here); eager raises for its saved output, and so does the compiled call now
+    import tracejit.nn.functional as F
+    x0 = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    c = tj.tensor(np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32))
+    f = tj.trace(lambda x: F.softmax(x, dim=-1), compile="sync")
+    for call in range(3):     # the capture's call, then cache hits (the generated call)
+        x = tj.tensor(x0, requires_grad=True)
+        y = f(x)
+        y.mul_(2.0)
+        with pytest.raises(InplaceModifiedError, match="output 0 of compiled"):
+            (y * c).sum().backward()
+        x = tj.tensor(x0, requires_grad=True)       # unmodified: the eager gradient
+        (f(x) * c).sum().backward()
+        e = tj.tensor(x0, requires_grad=True)
+        (F.softmax(e, dim=-1) * c).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), e.grad.numpy(), rtol=1e-5, atol=1e-6)
+    # an output the backward does not read (exp recomputes from x) may change: the gradient
+    # is that of the changed computation, as eager's would be without its saved output
+    g = tj.trace(tj.exp, compile="sync")
+    x = tj.tensor(x0, requires_grad=True)
+    y = g(x)
+    y.mul_(2.0)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(x0), rtol=1e-5)

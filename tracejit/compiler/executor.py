@@ -46,7 +46,8 @@ def _exec_generated(src: str, fname: str, names: dict) -> None:
 class CompiledNode(Node):
     """The single grad_fn of a compiled call's outputs."""
 
-    __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken", "take", "shells")
+    __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken", "take", "shells",
+                 "out_versions")
 
     def __init__(self, program, inputs, saved, diff_idx, out_avals, edges=None, versions=None):
         # (`edges` and `versions` when the caller has them: a generated training call)
@@ -61,6 +62,9 @@ class CompiledNode(Node):
         self.out_avals = out_avals
         self.take = None   # the program's `taker` for diff_idx, once asked for
         self.shells = None  # the gradients' tensors, made before the kernels (`taker`)
+        # (output position, its version box, its version) for each output whose memory the
+        # backward reads (`CompiledProgram.saved_outputs`); None when there is none
+        self.out_versions = None
 
     def keep_input(self, t) -> None:
         """`t`, an input of this call, is about to be overwritten by the call's own in-place
@@ -79,6 +83,14 @@ class CompiledNode(Node):
                 raise InplaceModifiedError(
                     f"input {i} of compiled {self.program.name} was modified in place after the "
                     f"forward pass (version {v} -> {x._vbox[0]}); clone it before modifying it")
+        if self.out_versions is not None:
+            for k, box, v in self.out_versions:
+                if box[0] != v:
+                    # (the backward reads this output's memory: it would use the new values)
+                    raise InplaceModifiedError(
+                        f"output {k} of compiled {self.program.name} was modified in place after "
+                        f"the forward pass (version {v} -> {box[0]}), and its backward needs the "
+                        f"value it returned; clone the output before modifying it in place")
 
     def unit_backward(self, t) -> bool:
         """``t.backward()`` for `t`, this node's loss output, when it is a compiled training
@@ -133,6 +145,7 @@ class CompiledProgram(Executor):
         self._scalar_inputs = any(v.aval.weak for v in graph.inputs)
         self._diff_cached = None
         self._loss_k: dict = {}  # diff_idx -> the loss output whose gradients the forward computes
+        self._saved_outs: dict = {}  # diff_idx -> outputs whose memory the backward reads
         self._active_outs: dict = {}
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         self._takers: dict = {}   # diff_idx -> `taker`
@@ -172,6 +185,7 @@ class CompiledProgram(Executor):
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
                 t = (Plan(fwd, self.name + "_fwd_grads"), None, n_saved)
                 self._loss_k[diff_idx] = k
+                self._saved_outs[diff_idx] = _outputs_saved(fwd, len(self.graph.outputs), n_saved)
             else:
                 # elementwise values the forward writes anyway are saved, not recomputed
                 fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
@@ -179,6 +193,7 @@ class CompiledProgram(Executor):
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
                 bwd = lift_symbolic_literals(_fuse_bn_pool(optimize(bwd)))
                 t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
+                self._saved_outs[diff_idx] = _outputs_saved(fwd, len(self.graph.outputs), n_saved)
             self._train[diff_idx] = t
         return t
 
@@ -308,6 +323,8 @@ class CompiledProgram(Executor):
                  f"    {', '.join(vs)}, = node.versions",
                  "    if " + " or ".join(f"({w} is not None and {i}._vbox[0] != {w})" for i, w in zip(ins, vs)) + ":",
                  "        node._check_versions()     # (raises)",
+                 "    if node.out_versions is not None:",
+                 "        node._check_versions()     # (raises when an output it reads changed)",
                  "    s = node.saved",
                  "    node.saved = None",
                  "    node._freed = True",
@@ -428,6 +445,10 @@ class CompiledProgram(Executor):
                 t.grad_fn = node
                 t._output_nr = k
             out.append(t)
+        if node is not None:
+            kept = self._saved_outs.get(node.diff_idx)
+            if kept:
+                node.out_versions = tuple((k, out[k]._vbox, out[k]._vbox[0]) for k in kept)
         return out
 
     def run_backward(self, inputs, saved, grads, retain_graph: bool = True, diff_idx=None):
@@ -584,6 +605,8 @@ class CompiledProgram(Executor):
                  "    t = WRAP(None, OD, OV)"]
         if d.is_floating_point and 0 in self._active_outputs(diff_idx):
             lines += ["    t._requires_grad = True", "    t.grad_fn = node", "    t._output_nr = 0"]
+        if self._saved_outs.get(diff_idx):   # (the backward reads the output's memory)
+            lines.append("    node.out_versions = ((0, t._vbox, t._vbox[0]),)")
         lines += [f"    res = FWD({', '.join(x + '._data' for x in xs)})",
                   f"    node.saved = res[{n_out}:{n_out + n_saved}]",
                   f"    node.taken = {taken}",
@@ -713,11 +736,7 @@ def _gradients_apart(graph: Graph, n_out: int) -> Graph:
     output the caller holds. (``exp`` of a 0-d input: once the unit cotangent is folded
     away, its gradient is the output itself, and ``y.backward(c)`` left ``y`` at ``c * y``.)
     """
-    root: dict = {}
-    for e in graph.eqns:
-        if (e.prim.kind in _MOVEMENT_KINDS and e.inputs and isinstance(e.inputs[0], Var)
-                and len(e.outs) == 1):
-            root[e.outs[0]] = root.get(e.inputs[0], e.inputs[0])
+    root = _movement_roots(graph)
     outs = {root.get(v, v) for v in graph.outputs[:n_out] if isinstance(v, Var)}
     eqns, results = list(graph.eqns), list(graph.outputs)
     for j in range(n_out, len(results)):
@@ -729,6 +748,28 @@ def _gradients_apart(graph: Graph, n_out: int) -> Graph:
     if len(eqns) == len(graph.eqns):
         return graph
     return Graph(graph.inputs, tuple(eqns), tuple(results), graph.name)
+
+
+def _movement_roots(graph: Graph) -> dict:
+    """{var: the var it was reached from through movement ops only} (reshape, permute,
+    slicing, ...: the plan may return such a value as a view of the other's array)."""
+    root: dict = {}
+    for e in graph.eqns:
+        if (e.prim.kind in _MOVEMENT_KINDS and e.inputs and isinstance(e.inputs[0], Var)
+                and len(e.outs) == 1):
+            root[e.outs[0]] = root.get(e.inputs[0], e.inputs[0])
+    return root
+
+
+def _outputs_saved(fwd: Graph, n_out: int, n_saved: int) -> tuple:
+    """Positions of the outputs of a training forward `fwd` (its first `n_out` outputs, then
+    `n_saved` saved values) whose memory a saved value shares: the backward reads them, so
+    an in-place write to one after the call must raise, as eager's saved-tensor check
+    does (``y = f(x); y.mul_(2); y.sum().backward()`` differentiated the doubled y)."""
+    root = _movement_roots(fwd)
+    saved = {root.get(v, v) for v in fwd.outputs[n_out:n_out + n_saved] if isinstance(v, Var)}
+    return tuple(k for k, v in enumerate(fwd.outputs[:n_out])
+                 if isinstance(v, Var) and root.get(v, v) in saved)
 
 
 def _same_memory(a, b) -> bool:
