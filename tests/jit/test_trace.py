@@ -367,6 +367,35 @@ def test_detach_inside_a_compiled_function_stops_gradients():
     assert "detach" in cf.entries[0].graph.text(False)
 
 
+@pytest.mark.parametrize("compiler", ["interpret", None])
+def test_a_detached_output_requires_no_grad_as_in_eager(compiler):
+    # A compiled call gave an output computed through detach() requires_grad and a grad_fn,
+    # and batch_norm's functional then made the running statistics it writes back into its
+    # arguments part of the graph (requires_grad True, a grad_fn: not leaves any more)
+    import tracejit.nn.functional as F
+    kw = {} if compiler is None else {"compiler": compiler}
+
+    def f(x):
+        return (x * 2).detach() + 1, x * 3
+
+    x = tj.tensor([1.0, 2.0], requires_grad=True)
+    d, y = tj.trace(f, compile="sync", **kw)(x)
+    e, z = f(x)
+    assert (d.requires_grad, d.grad_fn) == (e.requires_grad, e.grad_fn) == (False, None)
+    assert y.requires_grad and z.requires_grad
+    assert d.tolist() == [3.0, 5.0]
+
+    xs = tj.tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32), requires_grad=True)
+    rm, rv = tj.zeros(3), tj.ones(3)
+    g = tj.trace(lambda x, m, v: F.batch_norm(x, m, v, training=True).sum(), compile="sync", **kw)
+    g(xs, rm, rv).backward()
+    em, ev = tj.zeros(3), tj.ones(3)
+    F.batch_norm(xs.detach(), em, ev, training=True)
+    for t, want in ((rm, em), (rv, ev)):
+        assert not t.requires_grad and t.grad_fn is None
+        np.testing.assert_allclose(t.numpy(), want.numpy(), rtol=1e-6)
+
+
 def test_softmax_gradient_through_trace_matches_eager():
     def f(x):
         return (x.softmax(-1) * tj.tensor([1.0, 2.0, 3.0])).sum()
