@@ -63,7 +63,7 @@ class CompiledNode(Node):
         self.take = None   # the program's `taker` for diff_idx, once asked for
         self.shells = None  # the gradients' tensors, made before the kernels (`taker`)
         # (output position, its version box, its version) for each output whose memory the
-        # backward reads (`CompiledProgram.saved_outputs`); None when there is none
+        # backward reads (`_outputs_saved`); None when there is none
         self.out_versions = None
 
     def keep_input(self, t) -> None:
@@ -730,13 +730,13 @@ def _possible_views(graph: Graph) -> dict:
 def _gradients_apart(graph: Graph, n_out: int) -> Graph:
     """`graph`, a loss plan's graph (its first `n_out` outputs the function's, then the
     gradients it saves), with a copy in place of each gradient that is one of the outputs,
-    or shares a root with one through movement ops: the plan would return one array as
+    or views the same value as one (`_view_roots`): the plan would return one array as
     both, and the backward scales a saved gradient in place for a cotangent other than 1
     or hands it to the caller (`_scale_loss_grads`, `_hand_over`), which would change the
     output the caller holds. (``exp`` of a 0-d input: once the unit cotangent is folded
     away, its gradient is the output itself, and ``y.backward(c)`` left ``y`` at ``c * y``.)
     """
-    root = _movement_roots(graph)
+    root = _view_roots(graph)
     outs = {root.get(v, v) for v in graph.outputs[:n_out] if isinstance(v, Var)}
     eqns, results = list(graph.eqns), list(graph.outputs)
     for j in range(n_out, len(results)):
@@ -750,23 +750,28 @@ def _gradients_apart(graph: Graph, n_out: int) -> Graph:
     return Graph(graph.inputs, tuple(eqns), tuple(results), graph.name)
 
 
-def _movement_roots(graph: Graph) -> dict:
-    """{var: the var it was reached from through movement ops only} (reshape, permute,
-    slicing, ...: the plan may return such a value as a view of the other's array)."""
+def _view_roots(graph: Graph) -> dict:
+    """{var: the var it views, through ops marked as views only} (reshape, permute, expand,
+    basic slicing, an LSTM layer's states: the plan may return such a value as a view of the
+    other's array). Narrower than `_possible_views`' movement kinds, which also take in
+    layer ops such as softmax or layer_norm: here a false match would make an in-place write
+    to an output raise at backward() where eager allows it (`_outputs_saved`)."""
     root: dict = {}
     for e in graph.eqns:
-        if (e.prim.kind in _MOVEMENT_KINDS and e.inputs and isinstance(e.inputs[0], Var)
-                and len(e.outs) == 1):
+        p = e.prim
+        if ((p.is_view or (p.view_if is not None and p.view_if(e.params))) and e.inputs
+                and isinstance(e.inputs[0], Var) and len(e.outs) == 1):
             root[e.outs[0]] = root.get(e.inputs[0], e.inputs[0])
     return root
 
 
 def _outputs_saved(fwd: Graph, n_out: int, n_saved: int) -> tuple:
     """Positions of the outputs of a training forward `fwd` (its first `n_out` outputs, then
-    `n_saved` saved values) whose memory a saved value shares: the backward reads them, so
-    an in-place write to one after the call must raise, as eager's saved-tensor check
-    does (``y = f(x); y.mul_(2); y.sum().backward()`` differentiated the doubled y)."""
-    root = _movement_roots(fwd)
+    `n_saved` saved values) whose memory a saved value shares (the same value, or views of
+    one: `_view_roots`): the backward reads them, so an in-place write to one after the call
+    must raise, as eager's saved-tensor check does (softmax's output: ``y.mul_(2)`` then
+    ``backward()`` differentiated with the doubled y)."""
+    root = _view_roots(fwd)
     saved = {root.get(v, v) for v in fwd.outputs[n_out:n_out + n_saved] if isinstance(v, Var)}
     return tuple(k for k, v in enumerate(fwd.outputs[:n_out])
                  if isinstance(v, Var) and root.get(v, v) in saved)
