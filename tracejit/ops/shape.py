@@ -183,7 +183,9 @@ CONCAT = defprim("concat", _concat_impl, _concat_rule,
                  _concat_vjp, kind="shape", promote=True, save=lambda rq: (),
                  extra={"meta": lambda rq: range(len(rq))})
 
-FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims),
+# A copy, as PyTorch's flip: numpy's flip is a view of a, and an in-place op on the
+# result (``y = x.flip(0); y.add_(1)``) changed x, even a leaf that requires grad.
+FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims).copy(),
                lambda a, dims: Aval(a.shape, a.dtype, a.device),
                lambda g, out, a, dims: (flip(g, dims),), kind="shape", save=lambda rq: ())
 
@@ -509,7 +511,9 @@ def repeat(a, *sizes):
         target += [r, d]
         final.append(r * d)
     y = expand(reshape(x, tuple(inter)), tuple(target))
-    return reshape(contiguous(y), tuple(final))
+    # (a copy even where every size is 1, as PyTorch's repeat: `contiguous` would return
+    # that view of a, and an in-place op on the result would change a)
+    return reshape(clone(y), tuple(final))
 
 
 _reductions = None  # ops/reductions, which imports this module: bound at sum_to's first use

@@ -1,0 +1,62 @@
+"""Shape functions return new memory where PyTorch's do (flip, repeat) and views where
+PyTorch's do: an in-place op on the result changes the input exactly when it would in
+PyTorch. numpy's flip is a view, and ``y = x.flip(0); y.mul_(2)`` doubled x (a leaf that
+requires grad too); ``x.repeat(1)`` returned x's own memory."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+COPIES = {
+    "flip": lambda x: x.flip(0),
+    "flip_two_dims": lambda x: x.flip((0, 1)),
+    "repeat_ones": lambda x: x.repeat(1, 1),
+    "repeat": lambda x: x.repeat(2, 1),
+}
+VIEWS = {
+    "t": lambda x: x.t(),
+    "reshape": lambda x: x.reshape(-1),
+    "getitem": lambda x: x[1:],
+}
+
+
+def _x(requires_grad=False):
+    return tj.tensor(np.arange(12, dtype=np.float32).reshape(3, 4), requires_grad=requires_grad)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("name", list(COPIES))
+def test_copying_shape_functions_leave_their_input_alone(name, compiled):
+    fn = COPIES[name]
+    f = tj.trace(fn, compile="sync") if compiled else fn
+    x = _x()
+    y = f(x)
+    y.add_(100.0)
+    np.testing.assert_array_equal(x.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4))
+    x = _x(requires_grad=True)     # a leaf that requires grad: its values stay too
+    y = f(x)
+    y.mul_(2.0)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.detach().numpy(), np.arange(12, dtype=np.float32).reshape(3, 4))
+    want = 2.0 * (2.0 if name == "repeat" else 1.0)
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 4), want, np.float32))
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_view_functions_share_their_inputs_memory(name):
+    x = _x()
+    y = VIEWS[name](x)
+    y.add_(100.0)
+    assert float(x.numpy()[-1, -1]) == 111.0
+
+
+def test_the_same_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for table, shares in ((COPIES, False), (VIEWS, True)):
+        for name, fn in table.items():
+            t = torch.arange(12.0).reshape(3, 4)
+            fn(t).add_(100.0)
+            assert (float(t[-1, -1]) != 11.0) == shares, name
+            x = _x()
+            fn(x).add_(100.0)
+            assert (float(x.numpy()[-1, -1]) != 11.0) == shares, name
