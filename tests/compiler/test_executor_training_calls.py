@@ -270,8 +270,8 @@ def test_a_loss_of_many_leaves_takes_the_short_path_unless_a_leaf_repeats(taken)
 
 @pytest.mark.parametrize("shape, fn", [
     ((), tj.exp),                                   # the gradient is the output itself
-    ((1,), lambda x: tj.exp(x).reshape(())),        # ... or the output is a view of it
-])
+    ((1,), lambda x: tj.exp(x).reshape(())),        # ... or a view of the same value (a guard:
+])                                                  # this plan did not share the array)
 def test_a_loss_whose_gradient_is_its_output_keeps_the_output(shape, fn):
     # Once the loss plan folds the unit cotangent away, d exp(x)/dx is the loss's own value:
     # the plan returned one array as the output and as the saved gradient, and a backward

@@ -185,7 +185,8 @@ class CompiledProgram(Executor):
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
                 t = (Plan(fwd, self.name + "_fwd_grads"), None, n_saved)
                 self._loss_k[diff_idx] = k
-                self._saved_outs[diff_idx] = _outputs_saved(fwd, len(self.graph.outputs), n_saved)
+                # (no `_saved_outs` here: what a loss plan saves is its gradients, which
+                # `_gradients_apart` keeps apart from every output)
             else:
                 # elementwise values the forward writes anyway are saved, not recomputed
                 fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
@@ -323,8 +324,6 @@ class CompiledProgram(Executor):
                  f"    {', '.join(vs)}, = node.versions",
                  "    if " + " or ".join(f"({w} is not None and {i}._vbox[0] != {w})" for i, w in zip(ins, vs)) + ":",
                  "        node._check_versions()     # (raises)",
-                 "    if node.out_versions is not None:",
-                 "        node._check_versions()     # (raises when an output it reads changed)",
                  "    s = node.saved",
                  "    node.saved = None",
                  "    node._freed = True",

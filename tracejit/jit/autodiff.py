@@ -26,7 +26,7 @@ from .control import COND, SCAN
 from .ir import Eqn, Graph, Literal, Var
 from .scatter_products import backward_rewrites
 from .slice_grads import SliceGrads
-from .tracer import TraceContext, _make_tracer
+from .tracer import DETACH, TraceContext, _make_tracer
 
 __all__ = ["joint", "split", "active_vars", "loss_joint"]
 
@@ -38,7 +38,7 @@ def active_vars(graph: Graph, active_inputs) -> set:
     into its arguments, a grad_fn and ``requires_grad``)."""
     act = {v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.is_floating_point}
     for e in graph.eqns:
-        if e.prim.name == "detach":
+        if e.prim is DETACH:
             continue
         if any(isinstance(a, Var) and a in act for a in e.inputs):
             for o in e.outs:
