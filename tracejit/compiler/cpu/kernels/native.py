@@ -78,7 +78,7 @@ class NativeKernel:
         self.thread = None
         self.pid = os.getpid()   # whose thread `thread` is (a forked child starts its own)
         self.lock = threading.Lock()
-        # asked for outside every tier-0 forward (ops/vectorized.outside; `note_ask` sets it
+        # asked for outside every tier-0 forward (kernels/vectorized.outside; `note_ask` sets it
         # at such an ask): until then an EAGER-rank kernel queues at rank LATER (`_rank`)
         self.outside = None
         # the fused kernels (still on their way) whose stand-ins asked for it (`standing_in`):
@@ -228,7 +228,7 @@ class NativeKernel:
                 if diskcache.cache_dir() is None:
                     self.failed = True  # nowhere to compile in the background
                     return
-                # Rank EAGER, as ops/vectorized's eager kernels: numpy runs the op meanwhile,
+                # Rank EAGER, as kernels/vectorized's eager kernels: numpy runs the op meanwhile,
                 # and asked for while a compiled function runs tier 0 they serve that tier 0,
                 # which its FIRST jobs end. MLP step, empty cache, one worker: the LayerNorm and
                 # cross-entropy kernels (1.5-1.9 s of it) ran after the switch, before fused
