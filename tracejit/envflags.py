@@ -69,10 +69,10 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_THREAD_TUNING", "1", "0: leave OpenMP's and OpenBLAS's spin-wait settings alone at import",
            _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_ADAPTIVE_THREADS", "1", "0: numba's and BLAS's thread counts stay fixed instead of "
-           "following the cores other processes leave free (tracejit.coreshare)",
+           "following the cores other processes leave free (tracejit.compiler.cpu.runtime.coreshare)",
            _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_EAGER_KERNELS", "1", "0: large eager elementwise math runs on numpy instead of "
-           "numba kernels made from the op's scalar rule (tracejit/ops/vectorized.py)",
+           "numba kernels made from the op's scalar rule (tracejit/compiler/cpu/kernels/vectorized.py)",
            _GUIDE + "eager-and-autograd.md"),
     Switch("TRACEJIT_STREAM_STORES", "1", "0: fused CPU kernels never use streaming (non-temporal) "
            "stores for large outputs (tracejit/compiler/ntstores.py)", _GUIDE + "compiling-models.md"),
