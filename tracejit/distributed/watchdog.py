@@ -259,14 +259,19 @@ class Watchdog:
         failed_cls = {getattr(MPI, n) for n in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED")
                       if hasattr(MPI, n)}
         what = ops[0].what if ops else "a collective"
+        from . import process_group as pg
+        if cls == getattr(MPI, "ERR_IN_STATUS", None) and pg._group is not None and pg._group.fault_tolerant:
+            failed_cls.add(cls)  # Testall of several requests: one of them failed (revoked or a dead peer)
         if cls in failed_cls:
             from . import ulfm
             failed = ulfm.on_failure()
             self.broken = f"rank(s) {failed} failed"
+            who = (f"rank{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} died" if failed else
+                   "a peer died (a survivor that saw it revoked the group)")
             raise ProcessFailedError(
-                f"rank {self.rank}: process failure while waiting in {what}: rank(s) {failed or '?'} "
-                f"died ({exc.Get_error_string()}); call tracejit.distributed.shrink() to go on with "
-                f"the survivors", failed) from None
+                f"rank {self.rank}: process failure while waiting in {what}: {who} "
+                f"({exc.Get_error_string()}); every survivor calls tracejit.distributed.shrink() to go "
+                f"on without it", failed) from None
         self._fail(DistError(f"rank {self.rank}: MPI error in {what}: {exc.Get_error_string()}"))
 
     # ---------------------------------------------------------------- leaving

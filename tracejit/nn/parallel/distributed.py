@@ -211,9 +211,9 @@ class DistributedDataParallel(Module, Joinable):
 
     # ---------------------------------------------------------------- forward
     def forward(self, *inputs, **kwargs):
-        self._check_previous_reduction()
         if self._group.generation != self._generation:
             self._follow_new_world()
+        self._check_previous_reduction()
         sync = bool(_gm.is_grad_enabled() and self.require_backward_grad_sync and self._params)
         if sync:
             self._steps += 1
