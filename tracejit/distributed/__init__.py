@@ -13,7 +13,7 @@ from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, al
                           reduce_scatter_tensor, scatter)
 from .process_group import (abort, barrier, default_pg_timeout, destroy_process_group, get_backend, get_rank,
                             get_world_size, init_process_group, is_available, is_initialized)
-from .ulfm import shrink
+from .ulfm import is_ulfm_available, shrink
 from .watchdog import (DistError, DistTimeoutError, PeerBlockedError, PeerExitedError,
                        ProcessFailedError)
 
@@ -21,5 +21,5 @@ __all__ = ["init_process_group", "is_initialized", "is_available", "get_rank", "
            "get_backend", "barrier", "destroy_process_group", "abort", "ReduceOp", "Work", "all_reduce",
            "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
            "reduce", "gather", "scatter", "broadcast_object_list", "all_gather_object", "default_pg_timeout",
-           "shrink", "DistError", "DistTimeoutError", "PeerExitedError", "PeerBlockedError",
+           "shrink", "is_ulfm_available", "DistError", "DistTimeoutError", "PeerExitedError", "PeerBlockedError",
            "ProcessFailedError"]

@@ -19,7 +19,17 @@ from __future__ import annotations
 import os
 from typing import List, Optional
 
-__all__ = ["shrink", "unavailable_reason"]
+__all__ = ["shrink", "unavailable_reason", "is_ulfm_available"]
+
+
+def is_ulfm_available() -> bool:
+    """True when this process can use ``init_process_group(fault_tolerant=True)``: Open MPI
+    with ULFM, started by ``mpiexec --with-ft ulfm``. Imports mpi4py, which starts MPI."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return False
+    return unavailable_reason(MPI) is None
 
 
 def unavailable_reason(MPI) -> Optional[str]:
