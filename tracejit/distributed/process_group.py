@@ -143,7 +143,7 @@ def init_process_group(backend: str = "mpi", init_method: Optional[str] = None, 
 
 
 _exit_registered = False
-_ABORT_DELAY = 0.5  # seconds between telling the peers and MPI_Abort
+_ABORT_SETTLE = 2.0  # at most this long between telling the peers and MPI_Abort
 
 
 def _register_exit() -> None:
@@ -175,6 +175,7 @@ def _leave_at_exit() -> None:
                          f"{g.size} ranks\n")
         sys.stderr.flush()
         sys.stdout.flush()
+        _announce_and_settle(g, err)
         _abort_now(g)
     _group = None
 
@@ -198,12 +199,23 @@ def _abort_on_exception(exc_type, exc, tb) -> None:
                      f"aborting all {g.size} ranks\n")
     sys.stderr.flush()
     sys.stdout.flush()
-    try:  # the peers each say why they end, rather than being killed mid-wait without a word
-        g.watch.announce_abort(f"{exc_type.__name__}: {exc}")
-        time.sleep(_ABORT_DELAY)
-    except Exception:
-        pass
+    _announce_and_settle(g, f"{exc_type.__name__}: {exc}")
     _abort_now(g)
+
+
+def _announce_and_settle(g: _Group, msg: str) -> None:
+    """Tell the peers why this rank ends the job, then give them a moment to say their own
+    piece (each answers with its own note once it has printed) before MPI_Abort kills them."""
+    try:
+        g.watch.announce_abort(msg)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < _ABORT_SETTLE:
+            g.watch.poll()
+            if all(p.abort is not None for p in g.watch.peers.values()):
+                break
+            time.sleep(0.005)
+    except Exception:  # a failed transport: abort at once
+        pass
 
 
 def _abort_now(g: _Group, code: int = 1) -> None:
