@@ -85,3 +85,10 @@ def test_bad_timeouts_are_refused():
     with pytest.raises(TypeError, match="timeout must be a datetime.timedelta"):
         dist.init_process_group(timeout="10")
     assert not dist.is_initialized()
+
+
+def test_sys_exit_code_is_named_under_the_launcher(mpirun):
+    p = mpirun.launcher("uneven_worker.py", 2, "sysexit", timeout=60)
+    assert p.returncode != 0, p.out
+    assert "rank 1 left the job (called sys.exit(3)) after 2 steps of DistributedDataParallel" in p.out, p.out
+    assert "[tracejit.distributed.run] attempt 1 failed" in p.out and "no restarts left" in p.out, p.out
