@@ -212,6 +212,7 @@ def _announce_and_settle(g: _Group, msg: str) -> None:
         while time.monotonic() - t0 < _ABORT_SETTLE:
             g.watch.poll()
             if all(p.abort is not None for p in g.watch.peers.values()):
+                time.sleep(0.3)  # and for mpiexec to pass their last lines on before it kills them
                 break
             time.sleep(0.005)
     except Exception:  # a failed transport: abort at once
