@@ -82,7 +82,13 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_SAVE_WRITTEN", "1", "0: the backward recomputes cheap elementwise values even "
            "when the forward writes them to memory anyway (tracejit/compiler/saving.py)",
            _GUIDE + "compiling-models.md"),
+    Switch("TRACEJIT_RESTART_COUNT", "0", "set by python -m tracejit.distributed.run in every rank: which "
+           "attempt this is (0 first, then 1, 2, ... after failures)", _GUIDE + "distributed.md"),
+    Switch("TRACEJIT_MAX_RESTARTS", "0", "set by python -m tracejit.distributed.run in every rank: its "
+           "--max-restarts", _GUIDE + "distributed.md"),
     # Internal: set by tracejit for its own child processes, not by users.
+    Switch("TRACEJIT_RUN_DIR", "", "internal: the launcher's folder where each rank notes its pid",
+           "tracejit/distributed/run.py"),
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
            "tracejit/compiler/workers.py"),
     Switch("TRACEJIT_COMPILE_WORKER_FAULT", "", "tests only: crash, hang, error or corrupt injects a "
