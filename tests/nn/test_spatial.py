@@ -113,6 +113,11 @@ def _copy_weights(tm, jm):
     lambda lib: lib.nn.Conv1d(4, 6, 4, padding="same", bias=False),
     lambda lib: lib.nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1, bias=False),
     lambda lib: lib.nn.ConvTranspose2d(4, 6, 3, stride=2, output_padding=1, groups=2, dilation=2),
+    lambda lib: lib.nn.Conv2d(4, 6, (3, 2), padding="same"),          # even kernels: one more right
+    lambda lib: lib.nn.Conv2d(4, 6, (2, 2), padding="same", bias=False),
+    lambda lib: lib.nn.Conv2d(4, 6, (1, 2), padding="same", dilation=(2, 1)),
+    lambda lib: lib.nn.ConvTranspose2d(4, 6, 2, output_padding=1, dilation=2),  # >= stride, < dilation
+    lambda lib: lib.nn.ConvTranspose2d(4, 6, 3, stride=(1, 2), padding=2, output_padding=(2, 1), dilation=3),
 ])
 def test_conv_modules_state_dict_init_and_values(make):
     torch.manual_seed(0)

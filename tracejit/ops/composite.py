@@ -152,22 +152,53 @@ def one_hot(tensor, num_classes: int = -1):
     return cast(eq(unsqueeze(tensor, -1), arange(num_classes, device=tensor.device)), _dt.int64)
 
 
+def check_conv_args(op: str, x, weight, bias, stride, padding, dilation, groups: int) -> None:
+    """PyTorch's checks of a convolution's arguments, on the shapes the caller passed (so a
+    conv1d error talks about conv1d and 3-D shapes): channels against the weight and
+    groups, the bias, positive strides and dilations, non-negative padding."""
+    o, cg = weight.shape[0], weight.shape[1]
+    if not isinstance(groups, int) or groups < 1 or o % groups:
+        raise ShapeError(f"{op}: out_channels {o} of weight {tuple(weight.shape)} must be "
+                         f"divisible by groups={groups}")
+    if x.shape[1] != cg * groups:
+        raise ShapeError(f"{op}: input of shape {tuple(x.shape)} has {x.shape[1]} channels but weight "
+                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise ShapeError(f"{op}: bias of shape {tuple(bias.shape)} should be ({o},)")
+    for name, v, least in (("stride", stride, 1), ("dilation", dilation, 1), ("padding", padding, 0)):
+        if isinstance(v, str):
+            continue
+        vs = (v,) if isinstance(v, int) else tuple(v)
+        if any(int(e) < least for e in vs):
+            what = "positive" if least else "non-negative"
+            raise ValueError(f"{op}: {name} must be {what}, got {v!r}")
+
+
+def same_padding(x, kernel: tuple, dilation: tuple):
+    """(`x` padded, symmetric padding) giving padding='same': each spatial dim gets
+    ``dilation * (k - 1)`` in all, half on each side; an odd total puts the extra one on
+    the right (bottom), as PyTorch does. `kernel`, `dilation`: one entry per spatial dim
+    (the last dims of `x`)."""
+    totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    left = tuple(t // 2 for t in totals)
+    extra = [t - 2 * lo for t, lo in zip(totals, left)]
+    if any(extra):
+        from .spatial import pad
+        widths = []
+        for e in reversed(extra):     # pad() lists (before, after) from the last dim
+            widths += [0, e]
+        x = pad(x, widths)
+    return x, left
+
+
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     if x.ndim == 3 and weight.ndim == 4:  # unbatched (C, H, W) input, as PyTorch allows
         return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv2d: expected 4-D input and weight, got {tuple(x.shape)} and "
                          f"{tuple(weight.shape)}")
-    n, c, h, w = x.shape
+    check_conv_args("conv2d", x, weight, bias, stride, padding, dilation, groups)
     o, cg, kh, kw = weight.shape
-    if groups < 1 or o % groups:
-        raise ShapeError(f"conv2d: out_channels {o} of weight {tuple(weight.shape)} must be "
-                         f"divisible by groups={groups}")
-    if c != cg * groups:
-        raise ShapeError(f"conv2d: input of shape {tuple(x.shape)} has {c} channels but weight "
-                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
-    if bias is not None and tuple(bias.shape) != (o,):
-        raise ShapeError(f"conv2d: bias of shape {tuple(bias.shape)} should be ({o},)")
     dilation = _pair(dilation)
     if isinstance(padding, str):
         if padding == "valid":
@@ -175,9 +206,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         elif padding == "same":
             if _pair(stride) != (1, 1):
                 raise ValueError("conv2d: padding='same' is not supported for strided convolutions")
-            padding = ((dilation[0] * (kh - 1)) // 2, (dilation[1] * (kw - 1)) // 2)
+            x, padding = same_padding(x, (kh, kw), dilation)
         else:
             raise ValueError(f"conv2d: padding must be an int, pair, 'valid' or 'same', got {padding!r}")
+    n, c, h, w = x.shape
     stride, padding = _pair(stride), _pair(padding)
     oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])

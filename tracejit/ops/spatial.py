@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ..errors import ShapeError
-from .composite import conv2d, max_pool2d
+from .composite import check_conv_args, conv2d, max_pool2d, same_padding
 from .conv import _pair, fold, unfold
 from .creation import tensor
 from .elementwise import cast
@@ -52,20 +52,15 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     if x.ndim != 3 or weight.ndim != 3:
         raise ShapeError(f"conv1d: expected 3-D input (N, C, L) and weight (O, C/groups, k), got "
                          f"{tuple(x.shape)} and {tuple(weight.shape)}")
+    check_conv_args("conv1d", x, weight, bias, stride, padding, dilation, groups)
     stride, dilation = _single(stride, "stride"), _single(dilation, "dilation")
-    k = weight.shape[2]
     if isinstance(padding, str):
         if padding == "valid":
             padding = 0
         elif padding == "same":
             if stride != 1:
                 raise ValueError("conv1d: padding='same' is not supported for strided convolutions")
-            total = dilation * (k - 1)
-            left = total // 2
-            if total - left != left:  # even kernels pad one more on the right, as PyTorch does
-                x = pad(x, (left, total - left))
-                left = 0
-            padding = left
+            x, (padding,) = same_padding(x, (weight.shape[2],), (dilation,))
         else:
             raise ValueError(f"conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
     padding = _single(padding, "padding")
@@ -93,6 +88,11 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if bias is not None and tuple(bias.shape) != (o,):
         raise ShapeError(f"conv_transpose2d: bias of shape {tuple(bias.shape)} should be ({o},)")
     s, p, op, d = _pair(stride), _pair(padding), _pair(output_padding), _pair(dilation)
+    for name, v, least in (("stride", s, 1), ("dilation", d, 1), ("padding", p, 0),
+                           ("output_padding", op, 0)):
+        if min(v) < least:
+            raise ValueError(f"conv_transpose2d: {name} must be {'positive' if least else 'non-negative'}, "
+                             f"got {v}")
     if op[0] >= max(s[0], d[0]) or op[1] >= max(s[1], d[1]):
         raise ValueError(f"conv_transpose2d: output_padding {op} must be smaller than stride {s} "
                          f"or dilation {d}")
@@ -105,7 +105,16 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     wg = reshape(weight, (groups, cg, og * kh * kw))
     cols = matmul(transpose(wg, 1, 2), xs)                     # [N, G, O/G*kh*kw, H*W]
     cols = reshape(cols, (n, o * kh * kw, h * w))
-    out = fold(cols, (oh, ow), (kh, kw), s, p, d)
+    if op[0] < s[0] and op[1] < s[1]:
+        out = fold(cols, (oh, ow), (kh, kw), s, p, d)
+    else:
+        # output_padding of a stride or more (allowed below the dilation): fold's output size
+        # fixes its window count, which would grow by one; fold the whole unpadded result
+        # (windows at i * stride) and crop `padding` before and after, less output_padding
+        # after (zero rows past its end, where no window reaches).
+        fh, fw = (h - 1) * s[0] + d[0] * (kh - 1) + 1, (w - 1) * s[1] + d[1] * (kw - 1) + 1
+        out = pad(fold(cols, (fh, fw), (kh, kw), s, (0, 0), d),
+                  (-p[1], op[1] - p[1], -p[0], op[0] - p[0]))
     if bias is not None:
         out = out + reshape(bias, (1, o, 1, 1))
     return out
