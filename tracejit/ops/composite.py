@@ -343,8 +343,16 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
         w = w * getitem(weight, safe_t)
     loss = neg(picked) * w
     if reduction == "mean":
-        return sum(loss) / sum(w)
+        return _weighted_mean(sum(loss), sum(w))
     return _reduce(loss, reduction)
+
+
+def _weighted_mean(total, weight):
+    """total / weight, as PyTorch's weighted mean of a loss: nan when no target counts
+    (weight 0), with a zero gradient rather than 0 * inf (one SGD step of an all-padding
+    batch would otherwise make every weight nan)."""
+    empty = eq(weight, 0.0)
+    return where(empty, float("nan"), total / where(empty, 1.0, weight))
 
 
 def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
@@ -384,7 +392,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
                 denom = sum(valid)
             else:
                 denom = sum(getitem(weight, where(ne(target, ignore_index), target, 0)) * valid)
-            smooth = sum(smooth) / denom
+            smooth = _weighted_mean(sum(smooth), denom)
         else:
             smooth = _reduce(smooth, reduction)
         loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
