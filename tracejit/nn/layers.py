@@ -123,6 +123,8 @@ class Conv2d(Module):
         self.stride = _pair(stride, "stride")
         self.padding = padding if isinstance(padding, str) else _pair(padding, "padding")
         self.dilation = _pair(dilation, "dilation")
+        if padding == "same" and self.stride != (1, 1):
+            raise ValueError("Conv2d: padding='same' is not supported for strided convolutions")
         self.groups = groups
         self.padding_mode = padding_mode
         kw = _factory(device, dtype)

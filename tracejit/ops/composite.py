@@ -17,7 +17,7 @@ from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
 from . import layer_norm_prim as _ln_prim
 from . import cross_entropy_prim as _ce_prim
-from .indexing import gather, getitem
+from .indexing import gather, getitem, in_range
 from .linalg import matmul
 from .random import rand_like
 from .registry import trace_state
@@ -113,7 +113,7 @@ def embedding(input, weight, padding_idx=None):
         raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype.name}")
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {tuple(weight.shape)}")
-    _check_index_range("embedding", input, weight.shape[0])
+    input = in_range(input, weight.shape[0], "embedding")
     if padding_idx is not None and weight.requires_grad:
         # The padding row is read but never trained: take it from a detached copy.
         n = weight.shape[0]
@@ -133,22 +133,12 @@ def _check_unit_interval(op, t, name):
                          f"[{lo}, {hi}]")
 
 
-def _check_index_range(op, index, n):
-    """Eagerly (data is known) give a clear error for out-of-range class/row indices."""
-    if trace_state.tracer is not None or index.numel() == 0:
-        return
-    lo, hi = int(index._data.min()), int(index._data.max())
-    if lo < 0 or hi >= n:
-        bad = lo if lo < 0 else hi
-        raise IndexError(f"{op}: index {bad} is out of range for size {n}")
-
-
 def one_hot(tensor, num_classes: int = -1):
     if not tensor.dtype.is_integer:
         raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype.name}")
     if num_classes < 0:
         num_classes = int(amax(tensor).item()) + 1 if tensor.numel() else 0
-    _check_index_range("one_hot", tensor, num_classes)
+    tensor = in_range(tensor, num_classes, "one_hot")
     return cast(eq(unsqueeze(tensor, -1), arange(num_classes, device=tensor.device)), _dt.int64)
 
 
@@ -255,8 +245,20 @@ def _own_value(t):
     return t
 
 
+def check_pool_args(op: str, kernel_size, stride, padding, dilation=1) -> None:
+    """Positive kernel, stride and dilation, non-negative padding (PyTorch's checks, named:
+    a zero stride divided by zero in the output size)."""
+    for name, v, least in (("kernel_size", kernel_size, 1), ("stride", stride, 1),
+                           ("padding", padding, 0), ("dilation", dilation, 1)):
+        if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+            continue                                   # stride None or []: the kernel size
+        if min(_pair(v)) < least:
+            raise ValueError(f"{op}: {name} must be {'positive' if least else 'non-negative'}, got {v!r}")
+
+
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
+    check_pool_args("max_pool2d", kernel_size, stride, padding, dilation)
     if return_indices and ceil_mode:
         raise NotImplementedError("max_pool2d: return_indices is not supported with ceil_mode")
     if ceil_mode:
@@ -287,6 +289,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
+    check_pool_args("avg_pool2d", kernel_size, stride, padding)
     if ceil_mode or not count_include_pad or divisor_override is not None or x.ndim == 3:
         from .spatial import avg_pool2d_ext
         return avg_pool2d_ext(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -334,9 +337,10 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
                          f"{tuple(input.shape)} and {tuple(target.shape)}")
     if not target.dtype.is_integer:
         raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
+    _check_class_weight("nll_loss", weight, input.shape[1])
     valid = ne(target, ignore_index)
     safe_t = where(valid, target, 0)
-    _check_index_range("nll_loss", safe_t, input.shape[1])
+    safe_t = in_range(safe_t, input.shape[1], "nll_loss")
     picked = squeeze(gather(input, 1, unsqueeze(safe_t, 1)), 1)
     w = cast(valid, input.dtype)
     if weight is not None:
@@ -355,8 +359,18 @@ def _weighted_mean(total, weight):
     return where(empty, float("nan"), total / where(empty, 1.0, weight))
 
 
+def _check_class_weight(op: str, weight, c) -> None:
+    if weight is not None and tuple(weight.shape) != (c,):
+        raise ShapeError(f"{op}: weight should hold one value per class ({c} classes), got shape "
+                         f"{tuple(weight.shape)}")
+
+
 def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0):
+    if not 0.0 <= label_smoothing <= 1.0:   # (also refuses nan)
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    if input.ndim >= 1:
+        _check_class_weight("cross_entropy", weight, input.shape[1 if input.ndim > 1 else 0])
     if _ce_prim.applies(input, target, weight, label_smoothing):
         # (N, C) logits and class indices: one primitive each way (ops/cross_entropy_prim.py)
         return _ce_prim.cross_entropy_indices(input, target, ignore_index, reduction)

@@ -142,16 +142,21 @@ def _spatial_4d(x, name):
     return x, False
 
 
-def _out_pair(output_size, h, w):
+def _out_pair(output_size, h, w, op):
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
-    return (h if oh is None else int(oh)), (w if ow is None else int(ow))
+    oh, ow = (h if oh is None else int(oh)), (w if ow is None else int(ow))
+    if oh < 0 or ow < 0:
+        raise ValueError(f"{op}: output_size must be non-negative, got {output_size!r}")
+    return oh, ow
 
 
 def adaptive_avg_pool2d(x, output_size):
     x4, unbatched = _spatial_4d(x, "adaptive_avg_pool2d")
     h, w = x4.shape[2], x4.shape[3]
-    oh, ow = _out_pair(output_size, h, w)
-    if h % oh == 0 and w % ow == 0:  # equal bins: one unfold + mean, like avg_pool2d
+    oh, ow = _out_pair(output_size, h, w, "adaptive_avg_pool2d")
+    if oh == 0 or ow == 0:           # an empty output, as PyTorch gives
+        out = getitem(x4, (slice(None), slice(None), slice(0, oh), slice(0, ow)))
+    elif h % oh == 0 and w % ow == 0:  # equal bins: one unfold + mean, like avg_pool2d
         out = avg_pool2d_ext(x4, (h // oh, w // ow))
     else:
         ah = _avg_matrix(h, oh, x4.dtype, x4.device)
@@ -174,8 +179,10 @@ def adaptive_max_pool2d(x, output_size, return_indices: bool = False):
         raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
     x4, unbatched = _spatial_4d(x, "adaptive_max_pool2d")
     n, c, h, w = x4.shape
-    oh, ow = _out_pair(output_size, h, w)
-    if h % oh == 0 and w % ow == 0:
+    oh, ow = _out_pair(output_size, h, w, "adaptive_max_pool2d")
+    if oh == 0 or ow == 0:           # an empty output, as PyTorch gives
+        out = getitem(x4, (slice(None), slice(None), slice(0, oh), slice(0, ow)))
+    elif h % oh == 0 and w % ow == 0:
         out = max_pool2d(x4, (h // oh, w // ow))
     else:
         ih, kh = _bin_index(h, oh, x4.device)
@@ -285,14 +292,20 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
         raise ValueError("interpolate: give exactly one of size and scale_factor")
     if size is not None:
         outsz = [int(size)] * nsp if isinstance(size, int) else [int(v) for v in size]
-        scales = [i / o for i, o in zip(insz, outsz)]
     else:
         sf = [float(scale_factor)] * nsp if isinstance(scale_factor, (int, float)) else \
             [float(v) for v in scale_factor]
+        if len(sf) != nsp or not min(sf) > 0:
+            raise ValueError(f"interpolate: scale_factor {scale_factor!r} should give one positive factor "
+                             f"per spatial dim of input {tuple(input.shape)}")
         outsz = [int(math.floor(i * f)) for i, f in zip(insz, sf)]
-        scales = [i / o for i, o in zip(insz, outsz)] if recompute_scale_factor else [1.0 / f for f in sf]
-    if len(outsz) != nsp or min(outsz) <= 0:
-        raise ValueError(f"interpolate: output size {outsz} does not fit input {tuple(input.shape)}")
+    if len(outsz) != nsp or min(outsz) <= 0 or min(insz) <= 0:
+        raise ValueError(f"interpolate: input and output sizes should be greater than 0, got input "
+                         f"{tuple(input.shape)} and output size {tuple(outsz)}")
+    if size is not None or recompute_scale_factor:
+        scales = [i / o for i, o in zip(insz, outsz)]
+    else:
+        scales = [1.0 / f for f in sf]
     out = input
     for axis, (i, o, sc) in enumerate(zip(insz, outsz, scales)):
         dim = 2 + axis
