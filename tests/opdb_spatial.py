@@ -121,6 +121,33 @@ register("adaptive_max_pool2d", lambda m, x, **kw: F(m).adaptive_max_pool2d(x, *
                        Sample((distinct(r, (1, 2, 6, 4), d),), {"output_size": 2})])
 
 
+def _np_adaptive_indices(x, output_size):
+    """(max, flat H*W index of each bin's first maximum, row-major), PyTorch's indices."""
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    n, c, h, w = x.shape
+    vals, idx = np.empty((n, c, oh, ow)), np.empty((n, c, oh, ow), np.int64)
+    for i, (h0, h1) in enumerate(_bins(h, oh)):
+        for j, (w0, w1) in enumerate(_bins(w, ow)):
+            flat = (np.arange(h0, h1)[:, None] * w + np.arange(w0, w1)[None, :]).reshape(-1)
+            win = x.reshape(n, c, h * w)[:, :, flat]
+            first = np.argmax(win, axis=2)
+            vals[:, :, i, j] = np.take_along_axis(win, first[:, :, None], 2)[:, :, 0]
+            idx[:, :, i, j] = flat[first]
+    return vals, idx
+
+
+def _ties(rng, shape, dtype):
+    return rng.integers(0, 3, shape).astype(dtype.np)
+
+
+register("adaptive_max_pool2d.indices", lambda m, x, **kw: F(m).adaptive_max_pool2d(x, return_indices=True, **kw),
+         _np_adaptive_indices,
+         lambda d, r: [Sample((_ties(r, (2, 3, 7, 10), d),), {"output_size": (3, 4)}, desc="uneven bins, ties"),
+                       Sample((_ties(r, (1, 2, 6, 4), d),), {"output_size": 2}, desc="even bins, ties"),
+                       Sample((distinct(r, (1, 2, 5, 7), d),), {"output_size": (4, 3)}, desc="overlapping bins")],
+         grad=False)
+
+
 def _np_avg_pool(x, kernel_size, stride, padding=0, ceil_mode=False, count_include_pad=True):
     n, c, h, w = x.shape
     k, s, p = kernel_size, stride, padding

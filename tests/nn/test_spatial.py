@@ -165,6 +165,28 @@ def test_pooling_and_upsample_modules():
                                    rtol=1e-5, atol=1e-6, err_msg=repr(jm))
 
 
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.nn.MaxPool2d(3, 2, return_indices=True),
+    lambda lib: lib.nn.MaxPool2d(3, 2, 1, ceil_mode=True, return_indices=True),
+    lambda lib: lib.nn.MaxPool2d((2, 3), (3, 2), dilation=2, ceil_mode=True, return_indices=True),
+    lambda lib: lib.nn.AdaptiveMaxPool2d((3, 4), return_indices=True),
+    lambda lib: lib.nn.AdaptiveMaxPool2d(2, return_indices=True),
+    lambda lib: lib.nn.AdaptiveMaxPool2d((4, None), return_indices=True),
+])
+def test_max_pool_modules_return_indices_as_pytorch(make):
+    """(values, flat H*W indices of each window's first maximum) on ties, eagerly, in the
+    interpreter and compiled, batched and unbatched."""
+    xv = np.random.default_rng(3).integers(0, 3, (2, 3, 7, 10)).astype(np.float32)
+    tm, jm = make(torch), make(tj)
+    for x in (xv, xv[0]):
+        to, ti = tm(torch.tensor(x))
+        for run in (jm, tj.trace(jm, compiler="interpret"), tj.trace(jm)):
+            jo, ji = run(tj.tensor(x))
+            assert ji.dtype is tj.int64
+            np.testing.assert_array_equal(jo.numpy(), to.numpy())
+            np.testing.assert_array_equal(ji.numpy(), ti.numpy())
+
+
 def test_dropout2d_zeroes_whole_channels_and_scales():
     tj.manual_seed(0)
     m = nn.Dropout2d(0.5)

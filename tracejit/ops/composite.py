@@ -259,11 +259,9 @@ def check_pool_args(op: str, kernel_size, stride, padding, dilation=1) -> None:
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     check_pool_args("max_pool2d", kernel_size, stride, padding, dilation)
-    if return_indices and ceil_mode:
-        raise NotImplementedError("max_pool2d: return_indices is not supported with ceil_mode")
     if ceil_mode:
         from .spatial import max_pool2d_ext
-        return max_pool2d_ext(x, kernel_size, stride, padding, dilation, ceil_mode)
+        return max_pool2d_ext(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
     if x.ndim == 3:  # unbatched (C, H, W)
         out = max_pool2d(unsqueeze(x, 0), kernel_size, stride, padding, dilation,
                          return_indices=return_indices)

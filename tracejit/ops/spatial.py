@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..errors import ShapeError
 from .composite import check_conv_args, conv2d, max_pool2d, same_padding
 from .conv import _pair, fold, unfold
@@ -27,9 +28,9 @@ from .elementwise import cast
 from .indexing import getitem
 from .linalg import matmul
 from .random import rand
-from .reductions import amax
+from .reductions import amax, argmax
 from .reductions import sum as _sum
-from .shape import cat, reshape, squeeze, transpose, unsqueeze
+from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 
 __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
            "interpolate", "pad", "dropout2d", "avg_pool2d_ext", "max_pool2d_ext"]
@@ -175,21 +176,44 @@ def _bin_index(size: int, out: int, device):
 
 
 def adaptive_max_pool2d(x, output_size, return_indices: bool = False):
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
+    """Max over PyTorch's adaptive bins; with `return_indices` also each bin's first maximum
+    (row-major) as a flat index into the input's H*W, as PyTorch gives it."""
     x4, unbatched = _spatial_4d(x, "adaptive_max_pool2d")
     n, c, h, w = x4.shape
     oh, ow = _out_pair(output_size, h, w, "adaptive_max_pool2d")
+    idx = None
     if oh == 0 or ow == 0:           # an empty output, as PyTorch gives
         out = getitem(x4, (slice(None), slice(None), slice(0, oh), slice(0, ow)))
+        if return_indices:
+            idx = cast(out, _dt.int64)
     elif h % oh == 0 and w % ow == 0:
-        out = max_pool2d(x4, (h // oh, w // ow))
+        out = max_pool2d(x4, (h // oh, w // ow), return_indices=return_indices)
+        if return_indices:
+            out, idx = out
     else:
         ih, kh = _bin_index(h, oh, x4.device)
         iw, kw = _bin_index(w, ow, x4.device)
-        rows = amax(reshape(getitem(x4, (slice(None), slice(None), ih)), (n, c, oh, kh, w)), 3)
-        out = amax(reshape(getitem(rows, (Ellipsis, iw)), (n, c, oh, ow, kw)), 4)
-    return squeeze(out, 0) if unbatched else out
+        rows = getitem(x4, (slice(None), slice(None), ih))
+        out = amax(reshape(getitem(amax(reshape(rows, (n, c, oh, kh, w)), 3), (Ellipsis, iw)),
+                           (n, c, oh, ow, kw)), 4)
+        if return_indices:
+            idx = _bin_argmax(reshape(getitem(rows, (Ellipsis, iw)), (n, c, oh, kh, ow, kw)), h, w, oh, ow, kw,
+                              x4.device)
+    if unbatched:
+        out = squeeze(out, 0)
+        idx = None if idx is None else squeeze(idx, 0)
+    return (out, idx) if return_indices else out
+
+
+def _bin_argmax(bins, h: int, w: int, oh: int, ow: int, kw: int, device):
+    """The flat H*W index of each bin's first maximum from the bins (N, C, OH, KH, OW, KW)
+    of `_bin_index`. A short bin's repeated last entries equal an earlier one, so the
+    first maximum is always a real entry."""
+    n, c = bins.shape[0], bins.shape[1]
+    off = argmax(reshape(permute(bins, (0, 1, 2, 4, 3, 5)), (n, c, oh, ow, -1)), 4)  # (N, C, OH, OW)
+    start_h, start_w = _bins(h, oh)[0], _bins(w, ow)[0]
+    base = tensor((start_h[:, None] * w + start_w[None, :]).astype(np.int64), device=device)
+    return base + (off // kw) * w + off % kw
 
 
 def _pool_geometry(size, k, s, p, ceil_mode):
@@ -239,18 +263,26 @@ def avg_pool2d_ext(x, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     return squeeze(out, 0) if unbatched else out
 
 
-def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
-    """max_pool2d with ceil_mode (the extra windows see -inf past the input)."""
+def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                   return_indices: bool = False):
+    """max_pool2d with ceil_mode (the extra windows see -inf past the input); indices count
+    in the input's H*W, not the padded one's."""
     x4, unbatched = _spatial_4d(x, "max_pool2d")
     k, d = _pair(kernel_size), _pair(dilation)
     s = k if stride is None or stride == [] else _pair(stride)
     p = _pair(padding)
     ke = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
+    w = x4.shape[3]
     oh, eh = _pool_geometry(x4.shape[2], ke[0], s[0], p[0], ceil_mode)
-    ow, ew = _pool_geometry(x4.shape[3], ke[1], s[1], p[1], ceil_mode)
+    ow, ew = _pool_geometry(w, ke[1], s[1], p[1], ceil_mode)
     if eh or ew:
         x4 = pad(x4, (0, ew, 0, eh), value=-math.inf)
-    out = max_pool2d(x4, k, s, p, d)
+    out = max_pool2d(x4, k, s, p, d, return_indices=return_indices)
+    if return_indices:
+        out, idx = out
+        if ew:   # every window holds an input element: its maximum is never in the -inf margin
+            idx = (idx // (w + ew)) * w + idx % (w + ew)
+        return (squeeze(out, 0), squeeze(idx, 0)) if unbatched else (out, idx)
     return squeeze(out, 0) if unbatched else out
 
 
