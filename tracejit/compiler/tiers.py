@@ -93,7 +93,15 @@ _GO_AFTER_TIER0 = 2.0
 # (fraction of the chunk program's best call) the parfor program must be to be kept.
 TRIAL_CALLS = 3
 TRIAL_MARGIN = 0.05
+# A warm entry (a previous run put every kernel of its graph on disk: tierhints.on_disk)
+# loads them from the end of its first call on, and its next calls wait for that, at most
+# this long after the first call ended (then they run tier 0 until the loads are in): it
+# runs compiled from its second call. The MLP step's loads: 0.3-0.45 s.
+WARM_WAIT_S = 3.0
+# explain waits this long for the background thread's plans (the groups it shows).
+EXPLAIN_WAIT_S = 60.0
 _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
+_failed: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()   # on tier 0 for good (`wait`)
 _pending_lock = threading.Lock()
 # Held while a background thread plans (autodiff, fusion, code generation: imports and
 # locks of their own): `os.fork` waits for it, so a child never inherits a lock or a
@@ -268,6 +276,14 @@ class TieredExecutor(Executor):
         # optimizer) that it is meant to spare.
         self._go = threading.Event()
         self._go_at: Optional[float] = None  # time.monotonic() when the thread may start anyway
+        self._first_ended = threading.Event()   # the first call's tier-0 run is over ...
+        self._first_end_t: Optional[float] = None  # ... at this time.monotonic()
+        # The graph's kernels were all on disk in an earlier run (`_wait_for_go`): the thread
+        # loads them at once and calls wait for it (`WARM_WAIT_S`); cleared when the plan
+        # finds one missing, the work fails or the wait ran out.
+        self._warm = False
+        self._warm_known = threading.Event()    # `_warm` has been decided
+        self._mark = None   # finish.when_cached's token: the on-disk record, should we exit first
 
     @property
     def program(self):
@@ -288,19 +304,36 @@ class TieredExecutor(Executor):
     def attach(self, entry) -> None:
         self.entry = entry
 
+    def kernel_counts(self) -> Optional[tuple]:
+        """(in, all): the kernel modules this entry needs that are in the disk cache
+        (found there or compiled by a worker), and all it needs, each counted once (the
+        chunk stage's and the full program's); None while it plans (how many is not known
+        yet). A pending entry's `pending_kernels` is the difference."""
+        if self.state == "new" or (self.state == "pending" and not self._submit_done.is_set()):
+            return None
+        if not self.jobs:   # (loaded in the first call: `_load_at_once`)
+            n = len(self.variants) if self.state in ("compiled", "trial") else 0
+            return n, n
+        uniq = list({id(j): j for j, *_ in self.jobs}.values())
+        return sum(1 for j in uniq if j.done() and j.ok), len(uniq)
+
     def pending_kernels(self) -> int:
+        """Kernel modules still compiling (or queued) in workers; 0 while planning (see
+        `kernel_counts`: then the count is not known) and once none is."""
         if self.state != "pending":
             return 0
         if not self._submit_done.is_set():
-            return max(1, len(self.variants))  # still planning (count unknown: at least 1)
-        n = sum(1 for j, *_ in self.jobs if not j.done())
-        return n if n or self._ready.is_set() else max(1, len(self.variants))  # loading
+            return 0
+        return sum(1 for j in {id(j): j for j, *_ in self.jobs}.values() if not j.done())
 
     def __call__(self, ins):
         state = self.state
         if state == "pending":
             if not self._go.is_set():   # (Event.set takes a lock: not at every call)
                 self._go.set()
+                self._warm_known.wait(0.1)   # (the thread decides within a few ms)
+            if self._warm:
+                self._await_warm()
             if self._ready_here():
                 self.switch()
                 state = self.state
@@ -324,6 +357,8 @@ class TieredExecutor(Executor):
                 self._tier0_cpu_s = time.thread_time() - c0
                 self._go_at = max(began + _GO_AFTER_S,
                                   time.monotonic() + _GO_AFTER_TIER0 * self._tier0_s)
+                self._first_end_t = time.monotonic()
+                self._first_ended.set()
             return out
         return self.tier0(ins)
 
@@ -383,6 +418,24 @@ class TieredExecutor(Executor):
                  len(self._serial_variants), self._stage_kind, time.perf_counter() - t0)
         return True
 
+    def _await_warm(self) -> None:
+        """In a call of a warm entry (`_warm`): wait until its kernels are loaded (or its
+        stage-1 kernels, whose parfor upgrade is held), or `WARM_WAIT_S` after the first
+        call ended; past that, calls run tier 0 until the loads are in."""
+        t0 = time.monotonic()
+        deadline = (self._first_end_t or t0) + WARM_WAIT_S
+        while self._warm and not (self._ready.is_set() or self._serial.is_set()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._warm = False
+                log.info("%s: its kernels are on disk but not loaded %.1f s after the first call; "
+                         "tier 0 until they are", self.name, WARM_WAIT_S)
+                return
+            self._ready.wait(min(left, 0.01))
+        if self._warm:
+            log.info("%s: waited %.3f s for its kernels to load (all on disk)", self.name,
+                     time.monotonic() - t0)
+
     # ---- background compile -----------------------------------------------------------
     def start(self, ins) -> None:
         """Hand everything but tier 0 to a background thread: plan for `ins` (autodiff,
@@ -420,10 +473,21 @@ class TieredExecutor(Executor):
         """Until the second call (or wait/compile), or about the end of the user's first
         step (`_GO_AFTER_S`, `_GO_AFTER_TIER0`), so that a long first step (an LSTM's, or
         any step on a busy machine) is not shared with the planning; never while the first
-        call itself runs."""
+        call itself runs. A warm graph (`_warm`: every kernel was on disk in an earlier
+        run) goes on as soon as the first call's tier-0 run is over: all it has to do is
+        load, and its second call waits for that."""
+        while not (self._go.is_set() or self._first_ended.is_set()):
+            self._go.wait(0.05)
+        try:
+            self._warm = tierhints.on_disk(self._graph_key())
+        except Exception:  # a hint is only advice
+            self._warm = False
+        self._warm_known.set()
+        if self._warm:
+            return
         while not self._go.is_set():
             at = self._go_at
-            if at is None:           # the first call is still on tier 0 (or was never made)
+            if at is None:           # (a call that did not run tier 0: wait/compile sets go)
                 self._go.wait(0.05)
                 continue
             left = at - time.monotonic()
@@ -514,7 +578,9 @@ class TieredExecutor(Executor):
                 tierhints.mark_on_disk(self._graph_key())
                 if self._prestarted:  # started ahead for nothing: give their CPU back
                     workers.release_idle()
-            elif prestart:
+            else:
+                self._warm = False   # (pruned since): calls stop waiting, tier 0 runs
+            if not (all(on_disk) or self._upgrade_only(variants, on_disk)) and prestart:
                 # Workers take 1-3 s to start (Python, numba, a first compile): start
                 # them now (if not yet), while the jobs are submitted.
                 workers.prestart()
@@ -658,6 +724,11 @@ class TieredExecutor(Executor):
             jobs.append((job, None, (), False))
         self.jobs = jobs
         missing = sum(1 for j, *_ in jobs if j.id and not j.done())
+        marker = tierhints.on_disk_marker(self._graph_key()) if missing else None
+        if marker:   # should the program exit first, a worker finishing the jobs records it
+            from . import finish
+            self._mark = finish.when_cached(marker, [(j.source, j.llvm_options)
+                                                     for j, *_ in jobs if j.source])
         log.info("%s: %d of %d kernel jobs compiling in workers (%d variants, %d of stage 1); "
                  "running on tier 0 meanwhile", self.name, missing, len(jobs), len(self.variants),
                  self._n_serial)
@@ -705,6 +776,9 @@ class TieredExecutor(Executor):
             self._bg_fail(f"{len(bad)} of {len(self.jobs)} kernels failed: {bad[0].error}")
         else:
             tierhints.mark_on_disk(self._graph_key())
+        if self._mark is not None:
+            from . import finish
+            finish.forget(self._mark)
 
     def _load(self) -> None:
         t0, c0 = time.perf_counter(), time.thread_time()
@@ -798,6 +872,7 @@ class TieredExecutor(Executor):
         return self.program
 
     def _bg_fail(self, why: str) -> None:
+        self._warm = False
         if not self._failure:
             self._failure = why
 
@@ -806,6 +881,7 @@ class TieredExecutor(Executor):
         self.error = why
         with _pending_lock:
             _pending.discard(self)
+            _failed.add(self)
         warnings.warn(f"tracejit: background compile of {self.name} failed ({why}); it keeps "
                       f"running on tier 0 (the IR interpreter, eager speed)", RuntimeWarning, stacklevel=2)
 
@@ -825,8 +901,8 @@ class TieredExecutor(Executor):
                         return False
                     self._ready.wait(1.0 if remaining is None else min(remaining, 1.0))
                     continue
-                self.switch()
-        return True
+                self.switch()   # (a failure warns here, once)
+        return self.state != "failed"
 
     def upgrade_held(self) -> bool:
         """Whether the entry runs its chunk stage and all it still waits for is a parfor
@@ -844,20 +920,38 @@ class TieredExecutor(Executor):
         self.wait(None)
 
     def describe(self) -> str:
+        counts = self.kernel_counts()
+        if self.state == "new":
+            return "tier 0 (not called yet)"
+        if self.state == "failed":
+            return f"tier 0 for good: {self.error}"
+        if counts is None:
+            return ("tier 0 (the IR interpreter); loading its kernels from the disk cache"
+                    if self._warm else
+                    "tier 0 (the IR interpreter); planning its kernels (how many is not known yet)")
+        done, total = counts
         pending = self.pending_kernels()
-        return {"new": "tier 0 (not called yet)",
-                "pending": (f"compiled {self._stage_kind} kernels (stage 1); {pending} parfor "
-                            f"kernels held until the program leaves a core idle (or a wait)"
-                            if self.upgrade_held() else
-                            f"compiled {self._stage_kind} kernels (stage 1); {pending} parfor "
-                            f"kernels still compiling in workers" if self.tier != "tier0" else
-                            f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
-                            f"still compiling in workers"),
-                "compiled": "compiled kernels (switched from tier 0)",
-                "trial": "compiled kernels (timing the parfor kernels against the chunk kernels)",
-                "failed": f"tier 0 for good: {self.error}"}[self.state]
+        tally = f"{done} of {total} kernels in"
+        if self.state == "compiled":
+            return f"compiled kernels (switched from tier 0); {tally}"
+        if self.state == "trial":
+            return f"compiled kernels (timing the parfor kernels against the chunk kernels); {tally}"
+        if self.tier != "tier0":
+            how = ("held until the program leaves a core idle (or a wait)" if self.upgrade_held()
+                   else "still compiling in workers")
+            return (f"compiled {self._stage_kind} kernels (stage 1); {tally}, the other {pending} "
+                    f"(parfor) {how}")
+        if pending:
+            return f"tier 0 (the IR interpreter); {tally}, {pending} still compiling in workers"
+        return f"tier 0 (the IR interpreter); {tally}, loading them"
 
     def explain_sections(self):
+        """The program's sections, once the background thread has planned (waits for it,
+        at most `EXPLAIN_WAIT_S`): the fusion groups of the call it compiles for, training
+        or inference."""
+        if self.state == "pending" and not self._submit_done.is_set():
+            self._go.set()
+            self._submit_done.wait(EXPLAIN_WAIT_S)
         return self.program.explain_sections()
 
     def debug_values(self, ins) -> dict:
@@ -874,12 +968,17 @@ def _resolve(fn):
 
 def wait(fn: Any = None, timeout: Optional[float] = None) -> bool:
     """Block until the pending background compiles (of `fn`, or of every function) finish,
-    and switch their entries to compiled kernels. False if `timeout` seconds passed first."""
+    and switch their entries to compiled kernels. False if `timeout` seconds passed first,
+    or if an entry waited for (any entry of `fn`) stays on tier 0 for good: a kernel failed
+    to compile or load, which one RuntimeWarning said when it failed."""
     target = _resolve(fn) if fn is not None else None
     deadline = None if timeout is None else time.monotonic() + timeout
     with _pending_lock:
         todo = [ex for ex in _pending if target is None or ex.owned_by(target)]
-    return all([ex.wait(deadline) for ex in todo])
+    done = all([ex.wait(deadline) for ex in todo])
+    with _pending_lock:   # (`fn`'s entries that failed before too; all: those waited for)
+        failed = [ex for ex in _failed if ex in todo or (target is not None and ex.owned_by(target))]
+    return done and not failed
 
 
 _module_jobs: dict = {}
