@@ -94,9 +94,9 @@ _GO_AFTER_TIER0 = 2.0
 TRIAL_CALLS = 3
 TRIAL_MARGIN = 0.05
 # A warm entry (a previous run put every kernel of its graph on disk: tierhints.on_disk)
-# loads them from the end of its first call on, and its next calls wait for that, at most
-# this long after the first call ended (then they run tier 0 until the loads are in): it
-# runs compiled from its second call. The MLP step's loads: 0.3-0.45 s.
+# runs compiled from its second call: that call waits for the loads (numba's import, the
+# plans, the loads: 0.3-0.7 s for the digits MLP step), at most this long (then calls run
+# tier 0 until they are in).
 WARM_WAIT_S = 3.0
 # explain waits this long for the background thread's plans (the groups it shows).
 EXPLAIN_WAIT_S = 60.0
@@ -276,8 +276,8 @@ class TieredExecutor(Executor):
         # optimizer) that it is meant to spare.
         self._go = threading.Event()
         self._go_at: Optional[float] = None  # time.monotonic() when the thread may start anyway
-        self._first_ended = threading.Event()   # the first call's tier-0 run is over ...
-        self._first_end_t: Optional[float] = None  # ... at this time.monotonic()
+        self._first_ended = threading.Event()   # the first call's tier-0 run is over
+        self._warm_since: Optional[float] = None   # time.monotonic() a call began to wait
         # The graph's kernels were all on disk in an earlier run (`_wait_for_go`): the thread
         # loads them at once and calls wait for it (`WARM_WAIT_S`); cleared when the plan
         # finds one missing, the work fails or the wait ran out.
@@ -357,7 +357,6 @@ class TieredExecutor(Executor):
                 self._tier0_cpu_s = time.thread_time() - c0
                 self._go_at = max(began + _GO_AFTER_S,
                                   time.monotonic() + _GO_AFTER_TIER0 * self._tier0_s)
-                self._first_end_t = time.monotonic()
                 self._first_ended.set()
             return out
         return self.tier0(ins)
@@ -420,10 +419,12 @@ class TieredExecutor(Executor):
 
     def _await_warm(self) -> None:
         """In a call of a warm entry (`_warm`): wait until its kernels are loaded (or its
-        stage-1 kernels, whose parfor upgrade is held), or `WARM_WAIT_S` after the first
-        call ended; past that, calls run tier 0 until the loads are in."""
+        stage-1 kernels, whose parfor upgrade is held), at most `WARM_WAIT_S` in all; past
+        that, calls run tier 0 until the loads are in."""
         t0 = time.monotonic()
-        deadline = (self._first_end_t or t0) + WARM_WAIT_S
+        if self._warm_since is None:
+            self._warm_since = t0
+        deadline = self._warm_since + WARM_WAIT_S
         while self._warm and not (self._ready.is_set() or self._serial.is_set()):
             left = deadline - time.monotonic()
             if left <= 0:
@@ -473,9 +474,11 @@ class TieredExecutor(Executor):
         """Until the second call (or wait/compile), or about the end of the user's first
         step (`_GO_AFTER_S`, `_GO_AFTER_TIER0`), so that a long first step (an LSTM's, or
         any step on a busy machine) is not shared with the planning; never while the first
-        call itself runs. A warm graph (`_warm`: every kernel was on disk in an earlier
-        run) goes on as soon as the first call's tier-0 run is over: all it has to do is
-        load, and its second call waits for that."""
+        call itself runs. A warm graph (`_warm`: every kernel was on disk in an earlier run,
+        decided once the first call's tier-0 run is over: its key costs 1-5 ms) goes on
+        at once: all it does is load (numba's import, the plans, the loads), mostly while
+        the first step's backward and update run numpy and BLAS, and its second call
+        waits for the rest."""
         while not (self._go.is_set() or self._first_ended.is_set()):
             self._go.wait(0.05)
         try:
