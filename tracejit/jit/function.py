@@ -33,6 +33,7 @@ from .config import plain_call
 from .entry import Entry
 from .guards import MISS
 from .pytree import flatten
+from .tracer import SymbolicSizeError
 
 __all__ = ["CompiledFunction", "Entry", "DEFAULT_RECOMPILE_LIMIT", "compiled_function_of"]
 
@@ -243,17 +244,35 @@ class CompiledFunction(Capture):
             if self._check or config.check_enabled():
                 return self._checked(entry, leaves, args)
             return entry.run(leaves)
+        except SymbolicSizeError as exc:
+            # Its gradient needs some symbolic sizes' values: capture those dims static.
+            self._drop(entry, saved)
+            self._make_static(entry, exc)
+            return self._miss(args, leaves, spec, gm)
         except CompileError:
             # Kernels compile on the first call that uses them: an entry whose first
             # run could not compile one is dropped like a failed capture.
-            with self._lock:
-                if entry in self._entries:
-                    self._entries.remove(entry)
-                    if entry in self._flat_entries:
-                        self._flat_entries.remove(entry)
-                    self._stats["compiles"] -= 1
-                    self._dynamic, self._static, self._force_dynamic = saved
+            self._drop(entry, saved)
             raise
+
+    def _drop(self, entry: Entry, saved) -> None:
+        """Forget an entry whose first run failed, and the dynamic dims its capture chose."""
+        with self._lock:
+            if entry in self._entries:
+                self._entries.remove(entry)
+                if entry in self._flat_entries:
+                    self._flat_entries.remove(entry)
+                self._stats["compiles"] -= 1
+                self._dynamic, self._static, self._force_dynamic = saved
+
+    def _make_static(self, entry: Entry, exc: "SymbolicSizeError") -> None:
+        dims = {(d.name, j) for d in entry.descs if d.kind == "tensor"
+                for j, s in enumerate(d.shape) if isinstance(s, str) and s in exc.symbols}
+        with self._lock:
+            self._static.update(dims)
+            self._dynamic -= dims
+        config.topic("recompiles").info("%s: %s; capturing dims %s static", self.__name__, exc,
+                                        sorted(dims))
 
     # ---- check mode -------------------------------------------------------------------
     def _checked(self, entry, leaves, args):
@@ -283,15 +302,23 @@ class CompiledFunction(Capture):
             args = self._bind(args, kwargs)
         gm = _gm._state.enabled
         leaves, spec = flatten(list(args))
-        with self._lock:
-            entry = next((e for e in self._entries
-                          if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
-            if entry is None:
-                entry, _ = self._capture_for(args, leaves, spec, gm)
-        if entry is None:  # past the recompile limit: such calls run eagerly
-            return
-        ins = [leaves[i] for i in entry.input_leaf_idx] + list(entry.const_tensors)
-        entry.executor.precompile(ins, entry.grad_mode)
+        while True:
+            saved = None
+            with self._lock:
+                entry = next((e for e in self._entries
+                              if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
+                if entry is None:
+                    entry, saved = self._capture_for(args, leaves, spec, gm)
+            if entry is None:  # past the recompile limit: such calls run eagerly
+                return
+            ins = [leaves[i] for i in entry.input_leaf_idx] + list(entry.const_tensors)
+            try:
+                entry.executor.precompile(ins, entry.grad_mode)
+                return
+            except SymbolicSizeError as exc:   # as in `_miss`: capture those dims static
+                self._drop(entry, saved if saved is not None else
+                           (set(self._dynamic), set(self._static), self._force_dynamic))
+                self._make_static(entry, exc)
 
     def reset(self) -> None:
         with self._lock:
