@@ -267,7 +267,7 @@ def _note_kernels_in(out: dict, t: float, steps: int) -> None:
         out["steps_to_step_kernels_in"] = steps
         # the live workers' CPU by then (start-up included): with the wall time, their share
         # of a core while training ran (a worker losing its core to the program's own second
-        # thread, or to other processes, shows here; session 25)
+        # thread, or to other processes, shows here)
         out["workers_cpu_to_step_kernels_in_s"] = _workers_cpu()
 
 

@@ -583,8 +583,7 @@ def _others_cores(run) -> tuple:
     """``run()``'s result and the cores other processes kept busy meanwhile (None where
     unknown). Why: a step whose threads split its products and kernels over both cores waits
     for a core another process holds, and with tracejit's load policy off (or before it
-    samples) such steps ran 4-8x slower: 47-100 ms against 12-13 on 2 cores, whichever run on
-    a fresh or a warm kernel cache (session 21). The figure beside the step time says so."""
+    samples) such steps run 4-8x slower on 2 cores. The figure beside the step time says so."""
     r0, t0 = _cpu_readings(), time.perf_counter()
     out = run()
     r1, wall = _cpu_readings(), time.perf_counter() - t0
@@ -595,9 +594,8 @@ def _others_cores(run) -> tuple:
 
 def _kernel_work() -> int:
     """Kernel modules this process has loaded from disk or compiled so far (a load from
-    memory is free): the breakdown's steps should add none (session 21's first runs on an
-    empty cache read 47-60 ms plain steps; with this count a compile or a load inside them
-    shows, and where it reads 0 the figure is the load's, `others_cores_steps`)."""
+    memory is free): the breakdown's steps should add none: with this count a compile or a
+    load inside them shows, and where it reads 0 a slow step is the load's, `others_cores_steps`."""
     from tracejit.compiler import diskcache
     stats = diskcache.stats()
     return stats["disk_hits"] + stats["compiles"]

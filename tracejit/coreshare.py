@@ -65,7 +65,7 @@ FIRST_INTERVAL = 0.1
 # Cores others may use before we give one up. Half a core: with a competitor at our
 # priority taking 40% of one core, the MLP step on 2 threads was 20.6 ms (median) against
 # 22.6 on one; at 50-60% the two were even (22.5 / 22.6 ms), at a whole core one thread won
-# (one process, alternating, notes of session 14). 0.25 had given a core up at 40%.
+# (one process, alternating). 0.25 had given a core up at 40%.
 SLACK = 0.5
 # A count below the CPUs (others took a core over the last reading) is tried at the CPUs'
 # count for `TRIAL_WINDOW` seconds: if others then keep below `SLACK` of a core, they only
@@ -110,7 +110,7 @@ FEW_ROWS_GEMM_MNK = 1 << 23
 # FEW_ROWS_GEMM_MNK too: where the policy gives one thread, and up to `FEW_ROWS_T_ANY` rows
 # where it gives two.
 # OpenBLAS is slow on few-row products of a transposed b. Min / median us, float32, load 3,
-# session 17 (notes two17/linear4.py), OpenBLAS 2 threads, 1 thread, the kernel on one:
+# OpenBLAS 2 threads, 1 thread, the kernel on one:
 # 8x2048x512 315/361, 567/639, 196/211; 16x1024x1024 362/433, 643/725, 231/249; 32x1024x256
 # 129/156, 202/241, 166/199; 48x2048x256 287/327, 457/545, 320/381; 32x4096x512 997/1189,
 # 1646/1973, 1292/1548.
@@ -419,7 +419,7 @@ def matmul(a, b, blas_only: bool = False):
             # `_thin_depth`), BLAS runs it on the policy's threads. Decided here in three
             # comparisons: the checks below, run for it on caches
             # the previous product or kernel had swept, took ~1 us of each such call in the
-            # step (5.2-7.0 us of Python a call before, 4.3-5.7 after; session 24).
+            # step (5.2-7.0 us of Python a call before, 4.3-5.7 after).
             threads = adapt_blas() if blas_only else adapt()
             if threads == 1 and CLAIM_GEMMS and mnk >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
                 out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
@@ -555,7 +555,7 @@ _rows_module = None
 # to ops/skinny_gemm.py first: a dot kernel for few columns of a transposed b, the
 # register-tile kernel for a small depth or few rows, each in two GIL-free halves on the
 # two cores (ops/halves.py). In the MLP step the three took 0.26 ms against BLAS's
-# 0.39-0.40 (breakdown, SCHED_FIFO, policy off, session 20). Checked here first: nothing
+# 0.39-0.40 (breakdown, SCHED_FIFO, policy off). Checked here first: nothing
 # is imported below the range.
 SKINNY_MNK = 1 << 20
 SKINNY_THIN = 16
@@ -608,7 +608,7 @@ _halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has ask
 # thread, one on this thread and one on OpenBLAS's worker (ops/halves.py's `pair`), where the
 # policy gives two threads: two one-thread products do not meet at every panel as one
 # two-thread product's threads do. The MLP step's 256x1024x1024 pair (layer 2's input and
-# weight gradients; session 22, SCHED_FIFO, policy off, load 5-10): 3.82-3.91 ms in the step
+# weight gradients; SCHED_FIFO, policy off, load 5-10): 3.82-3.91 ms in the step
 # against 3.98-4.07 one after the other (six breakdowns each, fresh processes alternating),
 # the step's GEMM time 9.32-9.74 (median 9.43) against 9.61-9.88 (9.645), the step -0.20 ms
 # (in-process ABBA, 12 rounds, 10 lower). Alone, warm, the pair is no faster than the two
@@ -660,7 +660,7 @@ def load_gemm_kernels(dtype: str = "float32") -> bool:
     kernels `matmul` routes products to: rows_gemm's, its halves, skinny_gemm's. Sync mode
     (``TRACEJIT_COMPILE=sync``, the benchmarks) only loads them from disk and never compiles
     them in a call, so on an empty cache a steady-state measurement ran the MLP step's head
-    products on BLAS (0.44-0.47 ms of the step against 0.30, session 21) unless an earlier
+    products on BLAS (0.44-0.47 ms of the step against 0.30) unless an earlier
     process had put them there; background mode compiles them in its workers anyway.
     For a benchmark's set-up (bench/breakdown.py, the compiled runner), not the op path.
     True when all three loaded."""

@@ -88,7 +88,7 @@ def _new_launch_lock() -> None:
     ``try_launch()`` takes the pool for one launch, False when another thread holds it (run
     on one thread then, do not wait); ``end_launch()`` gives it back. Bound C methods, not
     Python functions around them: `end_launch` runs right after a kernel that swept the
-    caches, where a Python frame cost ~2 us (GELU loss step over 4M float32, session 20)."""
+    caches, where a Python frame cost ~2 us (GELU loss step over 4M float32)."""
     global _launch, try_launch, end_launch
     _launch = threading.Lock()
     try_launch = functools.partial(_launch.acquire, False)
@@ -154,7 +154,7 @@ class BlasWorker:
     thread of our own took 105.8 ms against 94.5 on one thread (near-idle machine, default
     spin), 77 ms with ``OPENBLAS_THREAD_TIMEOUT=4`` (ops/loop_split.py). Handing the second
     share to that worker puts the spinning core to work instead: attention's split parts right
-    after a 2-thread product (session 16, 2 threads forced, medians of 125 calls, load 7):
+    after a 2-thread product (2 threads forced, medians of 125 calls, load 7):
     backward 4.32 -> 3.90 ms, context 1.28 -> 1.12, scores 1.02 -> 0.94, softmax 0.94 -> 0.87.
 
     Only a pthreads OpenBLAS (`threads.openblas_pthreads`): an OpenMP build runs
@@ -175,7 +175,7 @@ class BlasWorker:
         render in threads of their own, and the first ones, racing, read the machine as
         having no pair (codegen_chunks.flat_pairs): gelu's pow and mul were rendered as
         OpenMP kernels in about one fresh process in three, the next process rendered chunk
-        kernels, and it compiled them again (session 21)."""
+        kernels, and it compiled them again."""
         if not self.found:
             with self._finding:
                 if not self.found:
@@ -260,7 +260,7 @@ class Partner:
     for a whole call; the launcher then does all the work itself (the claims), and still
     waited a scheduler time slice (~4-15 ms) for that thread to be scheduled once, find
     every half claimed and exit: the LSTM LM step's four loop calls stalled that way under
-    load (session 16), so the loops split only when the thread policy saw no load. Here the
+    load, so the loops split only when the thread policy saw no load. Here the
     launcher `post`s the share, runs its own, and `finish` drops a job the partner has not
     begun: it will never run (its references are dropped at once). A partner that began
     late only finds every half claimed and touches none of the launch's arrays (the share

@@ -59,7 +59,7 @@ class TracejitRunner(Runner):
         # The dtypes whose GIL-free halves (ops/halves.py) are loaded: a count of two says
         # only that the policy gave two threads; the two-layer step's products run on two
         # only where its dtype is listed here too (the halves module may load after the
-        # policy gives two: a 380 µs step read as "threads: 2", session 21). `halves` is
+        # policy gives two). `halves` is
         # read after the timed steps; `halves_ready` says whether some were loaded before
         # the first timed step, so in place for all of them (a training workload's figure:
         # `timing_starts` notes it), which is what a two-thread figure needs.

@@ -211,7 +211,7 @@ def row_rank_beyond_numpy(m):
         tj.ones(*(1,) * 65)
 
 
-# ---- issue 15, item 10: PyTorch habits that used to pass silently
+# ---- PyTorch habits that must not pass silently
 def row_int32_overflow_in_tensor(m):
     with pytest.raises(OverflowError, match=r"1099511627776.*int32"):
         tj.tensor([2 ** 40], dtype=tj.int32)
@@ -347,7 +347,7 @@ BAD_FILES = {
         {"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}]}, b"\0" * 64), "dtype"),
     "out-of-range": (lambda ok, mk: _repack({"root": {"tensor": 0}, "tensors": [
         {"dtype": "float32", "shape": [1000], "offset": 0, "nbytes": 4000}]}, b"\0" * 64), "past the end"),
-    # issue 15, item 8: allocations bounded by the file; nothing but SerializationError
+    # allocations bounded by the file; nothing but SerializationError
     "records-sharing-bytes": (lambda ok, mk: _repack({"root": {"list": [{"tensor": i} for i in range(400)]},
                                                       "tensors": [{"dtype": "float32", "shape": [1024],
                                                                    "offset": 0, "nbytes": 4096}] * 400},

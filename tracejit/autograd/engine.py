@@ -138,7 +138,7 @@ def _backward_to_leaves(node, nr: int, g, retain_graph: bool, create_graph: bool
     """`run_backward`'s loop for a root that `_leaves_only` accepts: the node, then each
     leaf in the order the loop would run them (its ready stack: the last edge first).
     Called right after a large compiled kernel, the loop's walk and dictionaries ran on
-    cold caches: ~15 us of a 4M-float GELU step's backward (session 16, notes gelu16)."""
+    cold caches: ~15 us of a 4M-float GELU step's backward."""
     grads = [None] * node.num_outputs
     grads[nr] = g
     g = None

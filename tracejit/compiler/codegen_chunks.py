@@ -86,7 +86,7 @@ def flat_pairs() -> bool:
 
     Why: numba's OpenMP worker sleeps between kernels (threads.SPINCOUNT: it spins ~10-15 us),
     and a call's Python (20 us for the GELU forward, 50-100 us for a training step) is longer,
-    so each launch waited 20-60 us for it to wake (session 18: GELU fwd 1.07x, fwd+bwd 1.10x
+    so each launch waited 20-60 us for it to wake (GELU fwd 1.07x, fwd+bwd 1.10x
     the bandwidth bound, the kernels alone ~1.0x). OpenBLAS's worker busy-waits (yielding)
     ~0.4 ms after each job (threads.BLAS_THREAD_TIMEOUT) and takes a C share in 1.4 us
     (ops/halves.py's launch measurements)."""

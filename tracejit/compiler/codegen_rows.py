@@ -262,7 +262,7 @@ CHUNK_ROWS = 16
 # starts) and stayed serial below ROW_PARALLEL_MIN, as softmax's do. That launch was a ctypes
 # Python callback per share (each share takes the GIL to unbox its arguments: 60-120 us a
 # launch on the 2-core VM); launched GIL-free (compiler/cshares.py) the forward kernel takes
-# 116-144 us in two shares right after a GEMM against 209-234 serial (session 17), and the
+# 116-144 us in two shares right after a GEMM against 209-234 serial, and the
 # MLP step's forward phase 3.98 ms against 4.20 (median, SCHED_FIFO, one process
 # alternating): LayerNorm's forward row kernels use the share form from
 # LN_FORWARD_PARALLEL_MIN too.

@@ -4,7 +4,7 @@ Why: sharepool's pair launch (`sharepool.run_pair`) hands OpenBLAS's ``gotoblas_
 a ctypes *Python* callback: each share takes the GIL to unbox the kernel's arguments, and
 every GIL handoff between the two threads is a futex wake-up of the other vCPU. On the
 2-core VM this costs 42-87 us per launch of a do-nothing kernel (median 60-120 us right
-after a GEMM; gotoblas_pthread's own round trip with a C share is 1.3-2.8 us, session 17),
+after a GEMM; gotoblas_pthread's own round trip with a C share is 1.3-2.8 us),
 so a LayerNorm + GELU forward row kernel of ~220 us (MLP step, 256 x 1024) ran no faster
 in two shares (193-236 us) than serially (209-234); with the shares below: 116-144 us.
 
@@ -28,7 +28,7 @@ worker CPU: forward kernel+pair 1.50 s against 0.55 s for the pair alone, backwa
 against 0.76). Through its address, not as numba calls a dispatcher: numba links the
 callee's whole library into the caller's, and LLVM optimises and emits the kernel again
 (Transformer's three pairs compiled as one worker does, after their kernels: 1.74-1.80 s
-linked, 1.11 s through the address; session 22).
+linked, 1.11 s through the address).
 
 `CShares` launches them: pack, then ``gotoblas_pthread(2, share_entry, records, 24)`` runs
 record q on OpenBLAS's caller (q = 0) and worker (q = 1), exactly as `run_pair` does with
@@ -78,7 +78,7 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
     also makes the fold call ``kernel(<names>, 2, 2, 1)``, so the launch returns with the
     result folded (`CShares.folds`) and the caller makes no fold call of its own. Why:
     that call came right after the kernel had swept the caches, a numba dispatcher call
-    unboxing a dozen arguments there: 15-18 us (GELU loss over 4M float32, session 19)."""
+    unboxing a dozen arguments there: 15-18 us (GELU loss over 4M float32)."""
     if fold and (not tail or tail[-1] != 0):
         raise ValueError("cshares: a folding pair's kernel takes chunk_fold = 0 last")
     kinds = [_kind(t) for t in arg_types]
@@ -198,7 +198,7 @@ class Pending:
     # seconds between two looks at the compile (a failed compile stays None for good, so it
     # must not be asked for at every call; a look is two dict lookups and two environment
     # reads, the source's hash cached by its str): at 0.25 s the pairs of a cold MLP came
-    # in 0.26 s after their module was loaded (session 18)
+    # in 0.26 s after their module was loaded
     POLL_S = 0.05
     SUFFIX = "_pair"    # of the kernel's name hint
 
@@ -258,7 +258,7 @@ def ahead(kernel_source: str, pair: str, hint: str, llvm_options: tuple, kernel_
     once `kernel_job` (the kernel's compile, whose module it loads) is done. Rank FIRST, so
     before the jobs asked for later (the eager ops' and native kernels, which serve tier 0):
     MLP step, empty cache, training on: at the first two-share call the pairs were compiled
-    last, ~9-11 s after the first call; queued with rank EAGER, at 7.7-7.9 s (session 17)."""
+    last, ~9-11 s after the first call; queued with rank EAGER, at 7.7-7.9 s."""
     from . import workers
     from .tiers import compile_mode, module_when_ready
     if compile_mode(None) != "background":   # (codegen_rows: the pair is in the kernel's module)

@@ -5,9 +5,9 @@ run at once on the two cores where the runtime can (coreshare.matmul_pair, ops/h
 Why: a layer's backward makes two products of one output gradient, the input gradient
 ``g @ W`` and the weight gradient ``g.T @ a``, which read nothing of each other's. Each ran
 on OpenBLAS's two threads, which meet at every panel of a product; two one-thread products,
-one per core, meet once. Session 17 prototyped it as a rewrite of the plan's source; this
+one per core, meet once. This
 pass makes it a plan step, like biasgemm.py's and attnpair.py's, run after them on the
-items. In the MLP step (session 22, SCHED_FIFO, policy off): the pair 3.82-3.91 ms against
+items. In the MLP step (SCHED_FIFO, policy off): the pair 3.82-3.91 ms against
 3.98-4.07 one after the other, the step's GEMM time -0.2 ms (coreshare.PAIR_MNK's comment).
 The bench's other models pair products too (the CNN's fully connected layer, the LSTM
 model's and the Transformer's projections): in-process A/B, CNN -0.09 ms (6 of 8 rounds

@@ -129,7 +129,7 @@ def _parfor(kern, parallel: bool, spec) -> bool:
     parallel variant on a backend with serial twins, not a chunk kernel nor a row kernel's
     share form (serial code: as cheap to compile as its twin). MLP step, empty cache: a
     stage 1 for its four row kernels compiled each twice (serial, then share form), stage 1
-    after 3.5 s and the share forms after 5.9 s (session 17)."""
+    after 3.5 s and the share forms after 5.9 s."""
     return parallel and kern.backend.serial_twin and spec.parfor
 
 

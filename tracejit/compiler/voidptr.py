@@ -25,7 +25,7 @@ def carray_at(typingctx, addr, shape, dtype):
     as a function of its own per dtype and rank (typing, lowering, LLVM, machine code), then
     links and optimises again inside the caller; a pair module's share entry compiled five
     (Transformer pairs, worker CPU: 0.92-0.95 -> 0.76-0.78 s, 0.79-0.86 -> 0.67-0.69,
-    0.68-0.70 -> 0.54-0.64; session 22)."""
+    0.68-0.70 -> 0.54-0.64)."""
     from numba.core.typing import signature
     from numba.np.arrayobj import np_cfarray, ty_parse_shape
     if not isinstance(dtype, types.DTypeSpec) or not (isinstance(addr, types.Integer)

@@ -4,9 +4,9 @@ Why: compiled plans run ``x @ w + b`` as one GEMM with beta=1 on an output fille
 bias (compiler/biasgemm.py), which numpy's matmul cannot express; the same library numpy
 uses is called (through ctypes), so thread settings (tracejit.threads, coreshare) and
 results are numpy's. The library is the one numpy loaded: the OpenBLAS numpy wheels ship
-(``scipy_cblas_sgemm64_``), a system OpenBLAS, or MKL. (Session 13's recurrent kernels
-called it from numba too; session 14's run their per-step products on packed weights,
-ops/packed_gemm.py.) `GEMM_SOURCE` is the numba text a kernel module includes to call it:
+(``scipy_cblas_sgemm64_``), a system OpenBLAS, or MKL. (The recurrent kernels run their
+per-step products on packed weights instead: ops/packed_gemm.py.) `GEMM_SOURCE` is the
+numba text a kernel module includes to call it:
 attention's backward (ops/attention_prim.py) runs a whole part of its batch as one nogil
 call, so two threads do not wait for each other's GIL between the products.
 """

@@ -7,10 +7,10 @@ and the update ``w1 -= lr * g1`` (two 100K-element ops). On one core each is at 
 (the register-tile kernel at its FMA bound, the update at numpy's speed); PyTorch's MKL runs
 both products on two spinning threads. A second share used to cost 40-80 us a launch on the
 2-vCPU VM (a numba OpenMP launch, a Python callback on OpenBLAS's worker, nogil numba calls
-handing the GIL back and forth: session 17), more than the half of a 10-60 us phase it
+handing the GIL back and forth), more than the half of a 10-60 us phase it
 saves. OpenBLAS's ``gotoblas_pthread`` running a C function on its worker costs 1.4 us back
-to back or after 60 us of Python, 3-10 us right after a two-thread product (session 18,
-launch.py), because nothing on either thread takes the GIL.
+to back or after 60 us of Python, 3-10 us right after a two-thread product,
+because nothing on either thread takes the GIL.
 
 And the halves must stay on their cores: a phase split over two threads is slower when the
 previous phase wrote its data on the other core (the lines move first). So all three phases
@@ -27,7 +27,7 @@ the calling thread and the second on OpenBLAS's worker, every time:
   spinning): by flat halves, IEEE operations: bitwise numpy's.
 
 ``python -m bench --only mlp2``, main's tree and this one alternating, two threads forced
-(TRACEJIT_ADAPTIVE_THREADS=0) under SCHED_FIFO (a quiet machine emulated; load 8, session 18),
+(TRACEJIT_ADAPTIVE_THREADS=0) under SCHED_FIFO (a quiet machine emulated; load 8),
 medians: eager 371-376 -> 335-340 us, compiled 253-258 -> 213-216; PyTorch eager 291-295.
 
 ``pair`` runs two whole products at once, one per core, each one call of numpy's BLAS GEMM
@@ -116,10 +116,10 @@ def gemm_records(r, a, b, out, rest, by_rows):
 # `gemm_records`, then `entry` (gemm_half's address) on both records at once through
 # gotoblas_pthread at `pthread`: a product's whole launch in one dispatcher call, the GIL
 # released (the filler and a ctypes call were two, with Python between: the MLP step's
-# head products spent 8-9 us a launch around their halves on swept caches, session 24).
+# head products spent 8-9 us a launch around their halves on swept caches).
 # Depth halves: the second half's partial product (`rest`) is added into `out` here, once
 # both ended: the same float additions as numpy's ``out += rest`` after the launch, without
-# its dispatch (the two-layer step's forward, 64x1000x100: ~1 us a step, session 24).
+# its dispatch (the two-layer step's forward, 64x1000x100: ~1 us a step).
 @njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
       "{t}[:, ::1], {t}[:, ::1], boolean, int64, int64)", cache=CACHE, nogil=True)
 def gemm_launch(r, a, b, out, rest, by_rows, pthread, entry):
@@ -179,7 +179,7 @@ def product_record(r, q, fn, ta, tb, a, b, c):
 # it is), the two records, `entry` (product_whole's address) on both at once through
 # gotoblas_pthread at `pthread`, the count put back. The same steps as Python's
 # `blas_threads_set(1)` around `launch`, whose ctypes calls, records and checks took ~40 us
-# of the MLP step's layer-2 pair on caches the step's GEMMs had swept (session 24).
+# of the MLP step's layer-2 pair on caches the step's GEMMs had swept.
 @njit("void(int64[:, ::1], int64, int64, int64, int64, int64, int64, int64, "
       "Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'A', readonly=True), {t}[:, ::1], int64, int64, "
       "Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'A', readonly=True), {t}[:, ::1])",
@@ -217,11 +217,11 @@ def gemm_half(rec):
 # alone: with two views of one address LLVM's runtime overlap check sends the loop to its
 # scalar form (an in-place 100K-element float32 sub in halves took 24 us, numpy 13).
 # Each its own numba function, not inlined by numba (``inline="always"``): inlined, the
-# array loops stayed scalar (100K float32 add 8.8 -> 53.5 us, in-place sub 7.9 -> 37.0, session
-# 22), though their own libraries cost the module's compile ~0.9 s of its 3.1-3.25.
+# array loops stayed scalar (100K float32 add 8.8 -> 53.5 us, in-place sub 7.9 -> 37.0),
+# though their own libraries cost the module's compile ~0.9 s of its 3.1-3.25.
 # numpy's error model: x / 0 is inf or NaN, as numpy gives it. numba's default ('python')
 # raises ZeroDivisionError, which a cfunc cannot pass on: the half stopped at the first zero
-# divisor and left the rest of its output unwritten (session 22's fix; a test divides by
+# divisor and left the rest of its output unwritten (a test divides by
 # zeros). `ew_half` calls them by address (`EW_LOOPS`: their addresses in a table at the
 # records' slot 14, put there by `_Pair`), compiled once each for their one signature: called
 # by numba, each one's code was linked into `ew_half` and optimised and emitted again (0.25-0.3 s
@@ -418,7 +418,7 @@ def module_kernel(t: str):
     workers at rank LATER (after every other kernel an op or a plan asked for): its compile
     is the dearest of all (3.1-3.3 s of a worker's CPU) and few steps gain much from it.
     Compiled steps, sync mode, warm, policy at two threads, halves on/off alternating in one
-    process, min/median (session 22): two-layer step (4 launches a step) 0.2/0.2 against
+    process, min/median: two-layer step (4 launches a step) 0.2/0.2 against
     0.3/0.8 ms (load 4-5); with the product pairs (compiler/gemmpair.py; load 10-12, medians
     meaningless) MLP (4) min 11.8-12.0 against 12.1-12.6, Transformer (4) min 47.2-47.9
     against 47.7-48.0; CNN and LSTM none. Asked for at EAGER, it went ahead of the
@@ -773,7 +773,7 @@ def pair(a1, b1, a2, b2):
     The launch is one call of the module's `pair_launch` (count, records, both products,
     count back; the GIL released), and each operand's layout is read once here: this runs
     right after a product or row kernel has swept the caches, where each line of Python
-    costs several times its warm cost (session 24: the layer-2 pair of the MLP step spent
+    costs several times its warm cost (the layer-2 pair of the MLP step spent
     ~40 us outside its two GEMMs with the count set by ctypes around `launch`)."""
     dt = a1.dtype
     trans = []
@@ -826,7 +826,7 @@ def binary(name: str, x, y, compute_np, out=None):
 
     The Python here is most of a launch's cost inside a training step, where the caches
     are cold (a 100K-element ``lr * g`` in the two-layer step: the launch 8 us, this
-    function's checks 4 us, the op's dispatch 3 us; session 23): so the checks are few
+    function's checks 4 us, the op's dispatch 3 us): so the checks are few
     and each once. Halves run only within WARM_S of a launch (`_warm_until`), which found
     the machine able to (`two_cores`: BLAS's ceiling, OpenBLAS's worker); here the loaded
     pair and the policy's count (`sharepool.pool_threads`, read at every call: it may drop

@@ -8,20 +8,20 @@ were ~48 ms of an 85 ms two-thread training step, while PyTorch's oneDNN loops u
 cores. A step's work splits by hidden units: thread q owns units u0..u1 (their rows of the
 four gate blocks of W, their gate math, their rows of dh), and the threads meet once per
 step, where the next step's GEMM reads the whole state the other thread wrote. One
-parallel launch per step (numba's prange) cost more than the split saved (session 14);
+parallel launch per step (numba's prange) cost more than the split saved;
 here the kernel is called once per layer on each thread and the threads meet at a
 spinning wait on a shared counter (a few hundred ns when both run).
 
 Who runs the second share: tracejit's partner thread (`sharepool.Partner`), which the caller
 does not wait for once its own share has returned (every half is done then, whoever did it):
 a partner other processes kept off its core for the whole call costs one `LATE_NS` wait, not
-the time slice it took OpenBLAS's synchronous ``gotoblas_pthread`` (sessions 15-16's
+the time slice it took OpenBLAS's synchronous ``gotoblas_pthread`` (as a
 partner) to be scheduled once more and exit. The partner moves off the caller's CPU when the
 scheduler woke it there (it would only run when the caller stops).
 
 A spinning wait is only good while both threads have a core: a thread whose partner
 waits behind another process would spin for a scheduler time slice at every step (the
-session-15 barrier did: the LSTM LM step took 100-110 ms instead of 62-68 when another
+a plain barrier does: the LSTM LM step took 100-110 ms instead of 62-68 when another
 process took a core now and then). So each step's work is two halves that a thread claims
 (an atomic compare-and-swap) before doing them: each thread claims its own half, and a
 thread that has finished its half and waited `LATE_NS` for a partner that has not even
@@ -326,7 +326,7 @@ def threads(hidden: int, quantum: int = QUANTUM) -> int:
 
     Measured (LSTM LM compiled step, one process alternating, default policy, load 2.9-3.3
     from a test run at nice 5, near-quiet trick): split here 96.6 ms median against 107.3
-    with session 16's rule (split only when the policy gave BLAS two threads) and 103.0
+    with the former rule (split only when the policy gave BLAS two threads) and 103.0
     unsplit; with the large products claimed too (coreshare.matmul) 80.1 against 103.2.
     While the partner is benched after stalls (`sharepool.Partner.punctual`) the policy's
     count decides, as before. While a compile worker of ours compiles a kernel the program

@@ -23,7 +23,7 @@ pipeline, typed, lowered and optimised at every call site): the packed product, 
 and the register transposes (ops/packed_gemm.py's product module) and, for the LSTM's split
 loops, the meeting's `next_half` and `wait_turn` (`meeting_module_source`). LSTM LM worker
 jobs: backward loop 3.0 -> 1.4 s of compile CPU, forward 2.35 -> 2.1 s with the shared
-modules (session 27).
+modules.
 
 The LSTM's whole-loop kernels can run split over two threads by hidden units
 (ops/loop_split.py: one call per thread, a meeting per step, a late partner's half of a step
@@ -184,7 +184,7 @@ def kernel(gi, b, m, c_prev, z):
 # (ops/packed_gemm.py) and the gate math, so the loop over time is one call and the
 # projection runs in the loop's product (whose split scales with the loop's threads)
 # instead of one OpenBLAS GEMM before it. LSTM LM layer, one thread: 15.5 ms against 16.9
-# for the GEMM (7.7) + the loop with the transposed gi add (9.2) (session 20's prototype).
+# for the GEMM (7.7) + the loop with the transposed gi add (9.2).
 # Split over nth threads (ops/loop_split.py), thread q does the rows of its hidden units
 # u0..u1-1 in each gate block (their GEMM rows, the gate math) and the threads meet after
 # each step: the next step's GEMM reads all of h. The product is two parts on the same
@@ -233,7 +233,7 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     # step's two GEMM paths doubled the kernel's LLVM compile (3.5 -> 9.1 s CPU)
     # (Zi: an element loop, not `Zi[0, :s] = h0.reshape(-1)`: an array-to-array slice assignment
     # makes numba compile its "cannot assign slice of shape ..." message, 1.75 s of the
-    # kernel's 4.75 s CPU compile, once per process; as a loop 2.7-2.8 s; session 16)
+    # kernel's 4.75 s CPU compile, once per process; as a loop 2.7-2.8 s)
     h0f = h0.reshape(-1)
     c0f = c0.reshape(-1)
     for e in range(s):

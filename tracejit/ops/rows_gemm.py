@@ -4,7 +4,7 @@ Why: coreshare runs a product of fewer than ``FEW_ROWS`` rows (or a small one) o
 thread (a second thread reads all of B, the weights the update right after writes). On
 one thread numpy's OpenBLAS takes 108-111 us for the two-layer step's 64x1000 @ 1000x100
 float32 product and 99-102 us for its 1000x64 @ 64x100 weight gradient, PyTorch's MKL
-88-91 us for both (near-quiet, min of 9 x 400 calls, session 16). BLAS packs both operands
+88-91 us for both (near-quiet, min of 9 x 400 calls). BLAS packs both operands
 into panels on every call, which costs such small products a good share of their time.
 Here nothing is packed: each register tile (GMR rows x GNV vectors of columns, summed
 over all of K in registers: ops/packed_gemm.py's `_make_tile`) reads B's rows in place and
@@ -42,7 +42,7 @@ from .native import kernel as _kernel
 
 __all__ = ["product", "module_kernel", "tile_shape", "k_block", "K_BLOCK_AVX2", "rest_rows", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
 
-# Where the kernel beats one OpenBLAS thread (min us, near-quiet, session 16, AVX-512,
+# Where the kernel beats one OpenBLAS thread (min us, near-quiet, AVX-512,
 # float32 / float64): 64x1000x100 82 / 184 against 104 / 250, 32x1024x200 86 / 221 against
 # 122 / 263, 16x2048x200 (a transposed) 126 / 294 against 180 / 403, 1000x64x100 (a
 # transposed) 80 / 160 against 83 / 226, 784x64x128 (a transposed) 77 / 172 against 89 / 205,
@@ -57,7 +57,7 @@ MIN_COLUMNS = 96
 # Rows of a between which an F-contiguous b (``x @ w.T``, nn.Linear's layout) runs here, as
 # ``(w @ x.T).T`` (`_transposed`): a's rows are then the kernel's columns. One OpenBLAS thread
 # is slow on few-row products of a transposed b. Measured min / median us, one thread, load 3,
-# session 17, float32 (float64) (linear3.py): 8x1024x512 269/320 against 111/136 here (312/378
+# float32 (float64): 8x1024x512 269/320 against 111/136 here (312/378
 # against 164/176), 16x2048x200 239/265 against 129/147 (342/413 against 262/316), 32x1024x256
 # 198/217 against 165/178 (288/340 against 223/242), 48x1000x100 87/99 against 68/84 (152/163
 # against 117/139). At 64 rows it ties or loses: 64x1000x100 109/131 against 104/122 (209/250
@@ -85,7 +85,7 @@ def tile_shape(dtype: str) -> tuple:
 # are 24 KB, which stay in L1 (32-48 KB) across a column panel's row tiles, where the whole
 # panel (K x 96 bytes: 96 KB for K = 1000) streams from L2 for each of them. The two-layer
 # step's 64x1000x100 float32 product in AVX2 code (NUMBA_CPU_NAME=haswell without AVX-512,
-# session 24, one thread, min / median us, load 2.5): 118-121 / 121-124 whole, 111-113 /
+# one thread, min / median us, load 2.5): 118-121 / 121-124 whole, 111-113 /
 # 111-114 with 256, 111-112 / 114 with 192, 118-119 / 122-123 with 384 (36 KB: no gain), 113-114
 # / 114-116 with 128; PyTorch's MKL at AVX2 111-115 / 114-117. Its 1000x64x100 weight gradient
 # (K = 64: one block) is unchanged. The AVX-512 tile (8 x 3, 192 bytes a row) sums all of K at

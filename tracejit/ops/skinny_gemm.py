@@ -24,7 +24,7 @@ over a 1 MB operand, which the two cores' shares of a row kernel just wrote (or,
 Where the halves pay is placement: the logits' halves leave h's first rows in this core's
 cache and its last in the worker's, and the weight gradient's depth halves read h the same
 way (0.059-0.068 ms in the step, against 0.092-0.095 after a one-thread logits product and
-0.116-0.122 by BLAS). MLP step, breakdown, SCHED_FIFO, policy off (notes mlp20, in-step
+0.116-0.122 by BLAS). MLP step, breakdown, SCHED_FIFO, policy off (in-step
 medians, ms): logits 0.102 against 0.153-0.159 (BLAS); ``g @ w`` 0.091-0.104 against
 0.118-0.128; ``g.T @ h`` 0.059-0.068 against 0.116-0.117; the three 0.26 against 0.39-0.40.
 The step (one process, 16 rounds ABBA, load 9-10): -0.059 ms median per round (forward
@@ -153,7 +153,7 @@ def dot_records(r, x, w, bias, has_bias, out):
 # `dot_records`, then `entry` (dot_half's address) on both records at once through
 # OpenBLAS's gotoblas_pthread at `pthread`: the whole launch in one dispatcher call, the GIL
 # released (the filler and a ctypes call were two: ~9 us of the MLP step's logits on swept
-# caches, session 24).
+# caches).
 @njit("void(int64[:, ::1], Array({t}, 2, 'C', readonly=True), Array({t}, 2, 'C', readonly=True), "
       "Array({t}, 1, 'C', readonly=True), boolean, {t}[:, ::1], int64, int64)", cache=CACHE, nogil=True,
       no_rewrites=True)
