@@ -21,6 +21,7 @@ import functools
 import inspect
 import threading
 import types
+import weakref
 from typing import Any, Callable, Optional
 
 from ..autograd import grad_mode as _gm
@@ -35,9 +36,16 @@ from .guards import MISS
 from .pytree import flatten
 from .tracer import SymbolicSizeError
 
-__all__ = ["CompiledFunction", "Entry", "DEFAULT_RECOMPILE_LIMIT", "compiled_function_of"]
+__all__ = ["CompiledFunction", "Entry", "DEFAULT_RECOMPILE_LIMIT", "compiled_function_of", "all_compiled"]
 
 DEFAULT_RECOMPILE_LIMIT = 8
+
+_instances: "weakref.WeakSet" = weakref.WeakSet()   # every live CompiledFunction (`all_compiled`)
+
+
+def all_compiled() -> list:
+    """Every compiled function alive now (a compiled module's: its forward)."""
+    return list(_instances)
 
 
 class CompiledFunction(Capture):
@@ -85,6 +93,7 @@ class CompiledFunction(Capture):
             or type(fn).__name__
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         functools.update_wrapper(self, fn)
+        _instances.add(self)
 
     # ---- calling ----------------------------------------------------------------------
     def __get__(self, obj, objtype=None):
@@ -298,17 +307,8 @@ class CompiledFunction(Capture):
         they are there)."""
         if self._eager or self._compiler in (None, "interpret"):
             return
-        if kwargs or not self._simple or len(args) != self._nparams:
-            args = self._bind(args, kwargs)
-        gm = _gm._state.enabled
-        leaves, spec = flatten(list(args))
         while True:
-            saved = None
-            with self._lock:
-                entry = next((e for e in self._entries
-                              if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
-                if entry is None:
-                    entry, saved = self._capture_for(args, leaves, spec, gm)
+            entry, saved, leaves = self._example_entry(args, kwargs)
             if entry is None:  # past the recompile limit: such calls run eagerly
                 return
             ins = [leaves[i] for i in entry.input_leaf_idx] + list(entry.const_tensors)
@@ -319,6 +319,30 @@ class CompiledFunction(Capture):
                 self._drop(entry, saved if saved is not None else
                            (set(self._dynamic), set(self._static), self._force_dynamic))
                 self._make_static(entry, exc)
+
+    def capture(self, *args, **kwargs) -> Optional[Entry]:
+        """Capture the entry these example arguments need, now, without running the function
+        or compiling anything (``torch.jit.trace``'s example inputs): a later call with such
+        arguments finds it. Returns the entry, or None in eager mode and past the recompile
+        limit."""
+        if self._eager:
+            return None
+        return self._example_entry(args, kwargs)[0]
+
+    def _example_entry(self, args, kwargs):
+        """(the entry for these arguments, found or captured; the dynamic-dim state before
+        its capture, or None when it was found; the argument leaves)."""
+        if kwargs or not self._simple or len(args) != self._nparams:
+            args = self._bind(args, kwargs)
+        gm = _gm._state.enabled
+        leaves, spec = flatten(list(args))
+        with self._lock:
+            entry = next((e for e in self._entries
+                          if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
+            if entry is not None:
+                return entry, None, leaves
+            entry, saved = self._capture_for(args, leaves, spec, gm)
+        return entry, saved, leaves
 
     def reset(self) -> None:
         with self._lock:
