@@ -125,16 +125,18 @@ CASES = {
     "conv1d-batchnorm1d": (Conv1dBN, lambda b: (tj.randn(b, 3, 10),)),
     "convtranspose2d": (ConvTranspose, lambda b: (tj.randn(b, 3, 5, 5),)),
     "norms-and-pools": (Pools, lambda b: (tj.randn(b, 3, 8, 8),)),
-    "lstm-batch-first": (lambda: Recurrent("LSTM", True, False), lambda b: (tj.randn(b, 5, 4),)),
-    "lstm-initial-state": (lambda: Recurrent("LSTM", False, True), lambda b: (tj.randn(5, b, 4),)),
-    "gru-batch-first-initial-state": (lambda: Recurrent("GRU", True, True), lambda b: (tj.randn(b, 5, 4),)),
-    "gru": (lambda: Recurrent("GRU", False, False), lambda b: (tj.randn(5, b, 4),)),
-    "rnn-batch-first": (lambda: Recurrent("RNN", True, False), lambda b: (tj.randn(b, 5, 4),)),
-    "rnn-initial-state": (lambda: Recurrent("RNN", False, True), lambda b: (tj.randn(5, b, 4),)),
     "multihead-attention-padding-mask": (Attention, lambda b: (tj.randn(b, 5, 8), _padding(b))),
     "encoder-layer-causal-mask": (lambda: Encoder(True), lambda b: (tj.randn(b, 5, 8), _causal())),
     "encoder-layer-sequence-first": (lambda: Encoder(False), lambda b: (tj.randn(5, b, 8), _causal())),
 }
+
+
+for _kind in ("LSTM", "GRU", "RNN"):
+    for _first in (True, False):
+        for _initial in (True, False):
+            CASES[f"{_kind.lower()}{'-batch-first' if _first else ''}{'-initial-state' if _initial else ''}"] = (
+                lambda k=_kind, f=_first, i=_initial: Recurrent(k, f, i),
+                (lambda b: (tj.randn(b, 5, 4),)) if _first else (lambda b: (tj.randn(5, b, 4),)))
 
 
 def _sweep(make, inputs, compiler, train):
