@@ -222,7 +222,7 @@ def step_times(step: Callable[[], object], steps: int, warmup: int, warmup_s: fl
 
     Why seconds too: a training loop's thread counts follow tracejit's core-share policy
     (and any framework's own adaptive threading), which reads the machine's load at most
-    every `tracejit.coreshare.INTERVAL` (0.25 s). The two-layer step's 500 steps last
+    every `tracejit.compiler.cpu.runtime.coreshare.INTERVAL` (0.25 s). The two-layer step's 500 steps last
     ~0.2 s, so with a warm-up counted in steps alone the whole timed run kept the count
     read over import and set-up, not the one a user's loop settles on (likely why two
     quiet runs gave 322 and 398 us median: two threads or one). A warm-up of two

@@ -81,7 +81,7 @@ def same_bits_under_uneven_split(run, cuts, calls: int) -> None:
     not depend on where it is cut, so this holds whatever the core count. `calls`: how
     many splits `run` makes (each kernel went through the cut)."""
     import pytest
-    from tracejit import sharepool
+    from tracejit.compiler.cpu.runtime import sharepool
     whole = run()
     seen = []
 

@@ -69,10 +69,10 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_THREAD_TUNING", "1", "0: leave OpenMP's and OpenBLAS's spin-wait settings alone at import",
            _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_ADAPTIVE_THREADS", "1", "0: numba's and BLAS's thread counts stay fixed instead of "
-           "following the cores other processes leave free (tracejit.coreshare)",
+           "following the cores other processes leave free (tracejit.compiler.cpu.runtime.coreshare)",
            _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_EAGER_KERNELS", "1", "0: large eager elementwise math runs on numpy instead of "
-           "numba kernels made from the op's scalar rule (tracejit/ops/vectorized.py)",
+           "numba kernels made from the op's scalar rule (tracejit/compiler/cpu/kernels/vectorized.py)",
            _GUIDE + "eager-and-autograd.md"),
     Switch("TRACEJIT_STREAM_STORES", "1", "0: fused CPU kernels never use streaming (non-temporal) "
            "stores for large outputs (tracejit/compiler/ntstores.py)", _GUIDE + "compiling-models.md"),
@@ -82,7 +82,13 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_SAVE_WRITTEN", "1", "0: the backward recomputes cheap elementwise values even "
            "when the forward writes them to memory anyway (tracejit/compiler/saving.py)",
            _GUIDE + "compiling-models.md"),
+    Switch("TRACEJIT_RESTART_COUNT", "0", "set by python -m tracejit.distributed.run in every rank: which "
+           "attempt this is (0 first, then 1, 2, ... after failures)", _GUIDE + "distributed.md"),
+    Switch("TRACEJIT_MAX_RESTARTS", "0", "set by python -m tracejit.distributed.run in every rank: its "
+           "--max-restarts", _GUIDE + "distributed.md"),
     # Internal: set by tracejit for its own child processes, not by users.
+    Switch("TRACEJIT_RUN_DIR", "", "internal: the launcher's folder where each rank notes its pid",
+           "tracejit/distributed/run.py"),
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
            "tracejit/compiler/workers.py"),
     Switch("TRACEJIT_COMPILE_WORKER_FAULT", "", "tests only: crash, hang, error or corrupt injects a "

@@ -1,5 +1,5 @@
 """Two independent matrix products of a plan as one step: ``c1, c2 = MATMUL2(a1, b1, a2, b2)``,
-run at once on the two cores where the runtime can (coreshare.matmul_pair, ops/halves.py's
+run at once on the two cores where the runtime can (coreshare.matmul_pair, compiler/cpu/gemm/halves.py's
 `pair`), one after the other otherwise.
 
 Why: a layer's backward makes two products of one output gradient, the input gradient
@@ -59,7 +59,7 @@ class GemmPair:
         return "two matmuls at once"
 
     def emit(self, nm, consts: dict) -> list:
-        from ..coreshare import matmul_pair
+        from .cpu.runtime.coreshare import matmul_pair
         consts["MATMUL2"] = matmul_pair
         a1, b1 = (nm(a) for a in self.first.inputs)
         a2, b2 = (nm(a) for a in self.second.inputs)
@@ -76,7 +76,7 @@ def _product(it) -> bool:
     sa, sb = tuple(a.aval.shape), tuple(b.aval.shape)
     if len(sa) != 2 or len(sb) != 2 or any(isinstance(d, Sym) for d in sa + sb):
         return False
-    from ..coreshare import PAIR_MNK
+    from .cpu.runtime.coreshare import PAIR_MNK
     return a.aval.dtype.name in ("float32", "float64") and sa[0] * sa[1] * sb[1] >= PAIR_MNK
 
 

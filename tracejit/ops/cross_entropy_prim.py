@@ -22,7 +22,7 @@ import numpy as np
 
 from ..device import CPU
 from ..errors import DTypeError, ShapeError
-from . import row_kernels as _rows_kernels
+from ..compiler.cpu.kernels import row_kernels as _rows_kernels
 from .registry import Aval, bind, defprim
 
 __all__ = ["cross_entropy_indices", "cross_entropy_backward", "applies"]

@@ -15,8 +15,8 @@ from ..errors import DTypeError, ShapeError, TraceError
 from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
-from . import index_kernels as _index_kernels
-from .native import takes as _takes
+from ..compiler.cpu.kernels import index_kernels as _index_kernels
+from ..compiler.cpu.kernels.native import takes as _takes
 from .elementwise import cast, where
 from .registry import Aval, bind, defprim, trace_state
 from .shape import reshape, stack
@@ -270,7 +270,7 @@ def _add_rows(view, key, v) -> bool:
     of 256 into 64 rows, 15 ms -> ~1 ms (np.add.at was 7-11 ms of the eager LSTM step).
     (np.add.reduceat would be one call, but it sums pairwise: not np.add.at's rounding.)
     Float rows go to one numba loop over the updates when it is loaded (the same order of
-    additions: ops/index_kernels.py), ~10x faster again.
+    additions: compiler/cpu/kernels/index_kernels.py), ~10x faster again.
     False (nothing done) for any other index, or when one row repeats so often that the
     rounds would cost more than np.add.at."""
     if len(key) != 1:
@@ -288,7 +288,7 @@ def _add_rows(view, key, v) -> bool:
     add = _index_kernels.add_rows(view.dtype.name) if (
         _takes(np, view, v) and view.flags.c_contiguous and view.size > 0) else None
     if add is not None:
-        # one loop over the updates in order (ops/index_kernels.py): np.add.at's result
+        # one loop over the updates in order (compiler/cpu/kernels/index_kernels.py): np.add.at's result
         _index_kernels.run_add_rows(add, view, flat, v, idx.shape)
         return True
     counts = np.bincount(flat, minlength=n)

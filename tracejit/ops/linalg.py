@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as _np
 
-from .. import coreshare as _coreshare
+from ..compiler.cpu.runtime import coreshare as _coreshare
 from ..errors import DTypeError, ShapeError
 from ..shapes import broadcast_shapes
 from . import registry as _registry

@@ -18,7 +18,7 @@ parameters, ~38 GB/s on one thread); the divider costs ~10%, the bytes the rest.
 second core is the lever, and the update runs where the backward's last GEMM leaves it:
 with OpenBLAS's worker still busy-waiting on that core. Two shares go through
 `sharepool.run_pair` (share 1 on that worker, not on a thread of ours that would get half
-the core), and shares claim chunks from a counter (`compiler/claim.py`) instead of fixed
+the core), and shares claim chunks from a counter (`compiler/cpu/runtime/claim.py`) instead of fixed
 stripes, so a share that starts late takes less instead of holding the launch back.
 
 Same arithmetic, same results: `_adam_element` performs the numpy path's operations in
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import sharepool
+from ..compiler.cpu.runtime import sharepool
 from ..compiler import diskcache
 from ..threads import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
 
@@ -54,7 +54,7 @@ _HEADER = '''\
 import numpy as np
 from numba import njit
 
-from tracejit.compiler.claim import claim
+from tracejit.compiler.cpu.runtime.claim import claim
 
 _JIT = dict(cache=CACHE, nogil=True, error_model="numpy")
 ITEM = np.dtype(np.{dtype}).itemsize   # (a global: a constant in the compiled code)
@@ -101,7 +101,7 @@ def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_smal
     return pi + upd, mi, vi, vm
 
 
-from tracejit.compiler.voidptr import carray_at
+from tracejit.compiler.cpu.runtime.voidptr import carray_at
 
 # arrays: one row per tensor, the addresses of its flat p, g (read only), m, v and vmax, and
 # its size (`address_table`); chunks: rows of (tensor, start, stop); next_chunk: the
@@ -153,7 +153,7 @@ def kernel(arrays, chunks, next_chunk, maximize, coupled_wd, decay, wd, lerp_sma
 
 _SGD = '''
 
-from tracejit.compiler.voidptr import carray_at
+from tracejit.compiler.cpu.runtime.voidptr import carray_at
 
 # SGD's update, one pass: arrays: one row per tensor, the addresses of its flat p, g (read
 # only) and momentum buffer (p's when momentum is 0: then never read or written), and its
