@@ -137,12 +137,12 @@ def test_jit_trace_with_example_inputs_captures_without_running():
         tj.jit.trace(None, x)
 
 
-def test_compiler_is_a_package_attribute_imported_on_first_use():
+def test_compiler_is_a_package_attribute_after_import_tracejit():
     code = ("import sys, tracejit as tj\n"
-            "assert 'tracejit.compiler' not in sys.modules\n"
+            "assert 'numba' not in sys.modules\n"      # the backend loads at the first compile
             "assert 'compiler' in dir(tj)\n"
             "assert tj.compiler.wait() is True\n"
-            "assert 'tracejit.compiler' in sys.modules and tj.compiler.reset and tj.compiler.cache_info\n"
+            "assert tj.compiler.reset and tj.compiler.cache_info\n"
             "try:\n    tj.not_a_thing\nexcept AttributeError as e:\n    print(e)\n")
     root = os.path.dirname(os.path.dirname(tj.__file__))   # this tree's tracejit, not another
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))

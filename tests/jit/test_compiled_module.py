@@ -3,6 +3,8 @@
 compiles a module in place."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -180,3 +182,20 @@ def test_reset_forgets_every_compiled_entry():
     assert net.cache_stats()["entries"] == 0 and f.cache_stats()["entries"] == 0
     net(_x())
     assert net.cache_stats()["compiles"] == 1
+
+
+def test_deepcopy_gives_an_independent_compiled_copy():
+    net = tj.compile(Net(), backend="eager")
+    net.eval()
+    x = _x()
+    net(x)
+    twin = copy.deepcopy(net)
+    assert isinstance(twin, nn.Module) and twin._orig_mod is not net._orig_mod
+    assert twin.forward._bound_self is twin._orig_mod and twin.cache_stats()["entries"] == 0
+    with tj.no_grad():
+        twin.fc.bias.add_(1.0)             # the copy's own parameters: the original is unchanged
+    np.testing.assert_allclose((twin(x) - net(x)).detach().numpy(), np.ones((2, 5), np.float32), rtol=1e-5)
+    inplace = Net()
+    inplace.compile(backend="eager")
+    other = copy.deepcopy(inplace)
+    assert other.forward._bound_self is other and other.forward is not inplace.forward

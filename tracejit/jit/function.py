@@ -59,6 +59,9 @@ class CompiledFunction(Capture):
             raise TypeError(f"tracejit.{mode} expects a function or an nn.Module, got {type(fn).__name__}")
         self._fn = fn
         self._mode = mode
+        # the options a copy is built with (`__deepcopy__`)
+        self._options = dict(eager=eager, check=check, recompile_limit=recompile_limit, dynamic=dynamic,
+                             compiler=compiler, compile=compile)
         self._eager = eager
         self._check = check
         self._limit = recompile_limit
@@ -94,6 +97,15 @@ class CompiledFunction(Capture):
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         functools.update_wrapper(self, fn)
         _instances.add(self)
+
+    def __deepcopy__(self, memo) -> "CompiledFunction":
+        """The same function compiled afresh, with no entries; a compiled module's forward is
+        bound to the copied module (``copy.deepcopy`` of a compiled model: a teacher, an EMA)."""
+        if self._bound_self is None:
+            return CompiledFunction(self._fn, mode=self._mode, **self._options)
+        import copy
+        from .compiled_module import compiled_forward
+        return compiled_forward(copy.deepcopy(self._bound_self, memo), self._mode, self._options)
 
     # ---- calling ----------------------------------------------------------------------
     def __get__(self, obj, objtype=None):
