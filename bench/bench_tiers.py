@@ -243,7 +243,7 @@ def _until_no_job_left(limit_s: float = 600.0) -> None:
     t = time.monotonic()
     while time.monotonic() - t < limit_s:
         pool = workers._pool
-        if pool is None or not pool.unfinished():
+        if pool is None or not hasattr(pool, "unfinished") or not pool.unfinished():
             return
         time.sleep(0.1)
 

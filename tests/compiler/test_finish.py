@@ -40,9 +40,10 @@ def _python(code: str, cache, **env) -> dict:
 
 
 _KERNEL = """
-import numba
-@numba.njit(cache=False)
-def k(a):
+from numba import njit
+
+@njit("float64(float64[::1])", cache=CACHE)
+def kernel(a):
     s = 0.0
     for i in range(a.shape[0]):
         s += a[i] * {c!r}

@@ -429,8 +429,9 @@ def test_a_later_job_starts_once_the_queue_settled(monkeypatch):
 def _slow_kernel(c: float) -> str:
     """A kernel module numba takes a while to compile (many statements): a job that is
     still in flight when the test kills its worker."""
-    body = "\n".join(f"    s = s * {c!r} + a[{k} % a.shape[0]] * {k + 1}.0" for k in range(400))
-    return f"import numba\n@numba.njit(cache=False)\ndef k(a):\n    s = 0.0\n{body}\n    return s\n"
+    body = "\n".join(f"    s = s * {c!r} + a[{k} % a.shape[0]] * {k + 1}.0" for k in range(200))
+    return ('from numba import njit\n\n@njit("float64(float64[::1])", cache=CACHE)\n'
+            f"def kernel(a):\n    s = 0.0\n{body}\n    return s\n")
 
 
 def test_a_killed_worker_is_replaced_and_its_job_sent_again(tmp_path, monkeypatch, caplog):

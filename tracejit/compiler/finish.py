@@ -8,7 +8,8 @@ How: at a normal exit (``atexit``, Ctrl-C included) the pool hands its work over
 of killing it (`hand_off`): every job queued or in flight is written, with the markers to
 create once their kernels are on disk (`when_cached`: tiers.py's "every kernel of this
 graph is on disk" record, which makes the next process load them at once), to a file
-named after a worker, ``<finish dir>/<worker pid>.json``; the worker's stdin is closed.
+named after a worker, ``<finish dir>/<worker pid>.json`` (the worker is told the dir at
+its start, in ``TRACEJIT_COMPILE_FINISH_DIR``); the worker's stdin is closed.
 The worker compiles its current job to the end, then (`run` in the worker, on its
 stdin's end) the file's jobs, creates the markers, deletes the file and exits. It works
 in a session of its own (Ctrl-C in the terminal or its closing does not stop it halfway),
@@ -190,7 +191,7 @@ def run(path: str) -> None:
             except Exception:
                 continue
         for marker, modules in data.get("marks", ()):
-            if all(diskcache.is_cached(src, tuple(opts)) for src, opts in modules):
+            if all(diskcache.on_disk(src, tuple(opts)) for src, opts in modules):
                 try:
                     os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
                     with open(marker, "a"):
