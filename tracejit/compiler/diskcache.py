@@ -192,6 +192,14 @@ def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
     return entry is not None and (entry / _MANIFEST_NAME).exists()
 
 
+def import_numba() -> None:
+    """Import numba under the loads' lock: two threads importing it at once (a background
+    compile's and a module loader's) can end in Python's import-deadlock error, which
+    failed a warm entry's loads."""
+    with _lock:
+        import numba  # noqa: F401
+
+
 def on_disk(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
     """Whether the disk holds an entry for `source` (what another process would load), the
     in-process cache aside."""

@@ -488,6 +488,12 @@ class TieredExecutor(Executor):
         self._warm_known.set()
         if self._warm:
             return
+        if not self._planned:
+            # Probably a cold compile: the workers start now (1-3 s), while the user's
+            # first step ends and we plan (`release_idle` stops them if all is on disk).
+            from . import workers
+            workers.prestart()
+            self._prestarted = True
         while not self._go.is_set():
             at = self._go_at
             if at is None:           # (a call that did not run tier 0: wait/compile sets go)
@@ -509,23 +515,21 @@ class TieredExecutor(Executor):
     def _work(self) -> None:
         self._wait_for_go()
         try:
-            from . import workers  # (after the wait: the import is not the first call's)
-            if not self._planned and not tierhints.on_disk(self._graph_key()):
-                # Probably a cold compile: the workers start (1-3 s) while we plan.
-                workers.prestart()
-                self._prestarted = True
             if not self._planned:
                 # (shorter GIL switches while this thread runs Python: gilshare.py)
                 with _planning, gilshare.shorter_switches():
-                    # (numba's import under _planning too: os.fork waits for that lock, so a
-                    # child never inherits a half-done import)
-                    self._import_numba()
                     c0 = time.thread_time()
                     self._plan()
                     self._plan_cpu_s = time.thread_time() - c0
             if not self._failure and not self.jobs:
                 with gilshare.shorter_switches():
                     self._submit()
+            # numba's import (0.2-0.5 s), which only the loads need, once the workers have
+            # their jobs: a cold digits MLP step's kernels were in 0.3-0.5 s later when it
+            # came before the planning. Under _planning: os.fork waits for that lock, so a
+            # child never inherits a half-done import.
+            with _planning, gilshare.shorter_switches():
+                self._import_numba()
             if not self._failure:
                 self._wait_jobs()
             if not self._failure:
@@ -543,8 +547,9 @@ class TieredExecutor(Executor):
         import sys
         if "numba" in sys.modules:
             return   # (another thread did it: the hint counts tierhints' estimate instead)
+        from . import diskcache
         c0 = time.thread_time()
-        import numba  # noqa: F401
+        diskcache.import_numba()
         self._numba_cpu_s = time.thread_time() - c0
 
     def _plan(self, prestart: bool = True) -> None:
