@@ -94,9 +94,9 @@ _GO_AFTER_TIER0 = 2.0
 TRIAL_CALLS = 3
 TRIAL_MARGIN = 0.05
 # A warm entry (a previous run put every kernel of its graph on disk: tierhints.on_disk)
-# runs compiled from its second call: that call waits for the loads (numba's import, the
-# plans, the loads: 0.3-0.7 s for the digits MLP step), at most this long (then calls run
-# tier 0 until they are in).
+# runs compiled from its second call: that call waits for the loads (the plans, numba's
+# import, the loads: 0.2-0.5 s for the digits MLP step), at most this long (then calls
+# run tier 0 until they are in).
 WARM_WAIT_S = 3.0
 # explain waits this long for the background thread's plans (the groups it shows).
 EXPLAIN_WAIT_S = 60.0
@@ -276,7 +276,6 @@ class TieredExecutor(Executor):
         # optimizer) that it is meant to spare.
         self._go = threading.Event()
         self._go_at: Optional[float] = None  # time.monotonic() when the thread may start anyway
-        self._first_ended = threading.Event()   # the first call's tier-0 run is over
         self._warm_since: Optional[float] = None   # time.monotonic() a call began to wait
         # The graph's kernels were all on disk in an earlier run (`_wait_for_go`): the thread
         # loads them at once and calls wait for it (`WARM_WAIT_S`); cleared when the plan
@@ -357,7 +356,6 @@ class TieredExecutor(Executor):
                 self._tier0_cpu_s = time.thread_time() - c0
                 self._go_at = max(began + _GO_AFTER_S,
                                   time.monotonic() + _GO_AFTER_TIER0 * self._tier0_s)
-                self._first_ended.set()
             return out
         return self.tier0(ins)
 
@@ -474,35 +472,31 @@ class TieredExecutor(Executor):
         """Until the second call (or wait/compile), or about the end of the user's first
         step (`_GO_AFTER_S`, `_GO_AFTER_TIER0`), so that a long first step (an LSTM's, or
         any step on a busy machine) is not shared with the planning; never while the first
-        call itself runs. A warm graph (`_warm`: every kernel was on disk in an earlier run,
-        decided once the first call's tier-0 run is over: its key costs 1-5 ms) goes on
-        at once: all it does is load (numba's import, the plans, the loads), mostly while
-        the first step's backward and update run numpy and BLAS, and its second call
-        waits for the rest."""
-        while not (self._go.is_set() or self._first_ended.is_set()):
-            self._go.wait(0.05)
+        call itself runs. Then decide whether the graph is warm (`_warm`: every kernel was
+        on disk in an earlier run; its key costs 1-5 ms), which the second call waits for:
+        a warm graph's second call waits for its loads. (Loading from the end of the first
+        call on made a warm first step 1.5-2.5x longer: the loads' Python shared the GIL
+        with the step's backward and update.)"""
+        while not self._go.is_set():
+            at = self._go_at
+            if at is None:           # the first call is still on tier 0 (or was never made)
+                self._go.wait(0.05)
+                continue
+            left = at - time.monotonic()
+            if left <= 0:
+                break
+            self._go.wait(left)
         try:
             self._warm = tierhints.on_disk(self._graph_key())
         except Exception:  # a hint is only advice
             self._warm = False
         self._warm_known.set()
-        if self._warm:
-            return
-        if not self._planned:
-            # Probably a cold compile: the workers start now (1-3 s), while the user's
-            # first step ends and we plan (`release_idle` stops them if all is on disk).
+        if not self._warm and not self._planned:
+            # Probably a cold compile: the workers start (1-3 s) while we plan
+            # (`release_idle` stops them if all is on disk after all).
             from . import workers
             workers.prestart()
             self._prestarted = True
-        while not self._go.is_set():
-            at = self._go_at
-            if at is None:           # (a call that did not run tier 0: wait/compile sets go)
-                self._go.wait(0.05)
-                continue
-            left = at - time.monotonic()
-            if left <= 0:
-                return
-            self._go.wait(left)
 
     def _graph_key(self) -> Optional[str]:
         if self._hint_key is None:
