@@ -954,3 +954,37 @@ def test_a_row_kernels_share_form_leaves_stage_1_a_chunk_stage():
     for _ in range(2 * tiers.TRIAL_CALLS + 1):
         check(grads(g, x), eager)                     # the trial, then the program kept
     assert g.cache_stats()["tiers"] == ["compiled"]
+
+
+def test_explain_and_cache_stats_count_the_kernels_of_every_entry():
+    import re
+    step = _step(3.3125)
+    f = tj.trace(step, compile="background")
+    x, w = _args(6)
+    _loss_and_grad(f, x, w)                     # the training entry
+    with tj.no_grad():
+        f(x, w)                                 # the inference entry
+    ex = f.explain(x, w)                        # (grad on: the training entry, now planned)
+    line = ex["tier"]
+    m = re.search(r"(\d+) of (\d+) kernels in(?:, (\d+) still compiling)?", line)
+    assert m, line
+    done, total, pending = int(m[1]), int(m[2]), int(m[3] or 0)
+    assert total >= 1 and (done + pending == total or "loading" in line), line
+    entries = ex["entries"].splitlines()
+    assert len(entries) == 2 and sum(e.startswith("*") for e in entries) == 1, entries
+    assert all("grad on" in e or "grad off" in e for e in entries)
+    titles = [t for t, _ in ex.sections]
+    assert {"fusion groups (inference)", "fusion groups (backward)"} <= set(titles) \
+        or "fusion groups (training forward, with the loss's gradients)" in titles, titles
+    st = f.cache_stats()
+    counts = [e.origin.kernel_counts() for e in f.entries]
+    known = [c for c in counts if c is not None]
+    assert st["planning"] == len(counts) - len(known)
+    assert st["kernels_done"] + st["pending_kernels"] == sum(c[1] for c in known)
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    st = f.cache_stats()
+    assert st["planning"] == 0 and st["pending_kernels"] == 0
+    assert st["kernels_done"] == sum(e.origin.kernel_counts()[1] for e in f.entries)
+    for e in f.entries:
+        d, t = e.origin.kernel_counts()
+        assert d == t and f"{t} of {t} kernels in" in e.origin.describe()
