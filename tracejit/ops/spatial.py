@@ -29,7 +29,7 @@ from .linalg import matmul
 from .random import rand
 from .reductions import amax
 from .reductions import sum as _sum
-from .shape import cat, reshape, squeeze, transpose, unsqueeze
+from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 
 __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
            "interpolate", "pad", "dropout2d", "avg_pool2d_ext", "max_pool2d_ext"]
@@ -101,11 +101,18 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"conv_transpose2d: output size ({oh}, {ow}) is not positive")
     cg = c // groups
-    xs = reshape(x, (n, groups, cg, h * w))
-    wg = reshape(weight, (groups, cg, og * kh * kw))
-    cols = matmul(transpose(wg, 1, 2), xs)                     # [N, G, O/G*kh*kw, H*W]
-    cols = reshape(cols, (n, o * kh * kw, h * w))
-    out = fold(cols, (oh, ow), (kh, kw), s, p, d)
+    # The columns in conv2d's GEMM layout [O*kh*kw, N*H*W]: one product over the whole
+    # batch, [O/G*kh*kw, C/G] @ [C/G, N*H*W] per group, then col2im. A weight broadcast
+    # against [N, G, C/G, H*W] instead ran N thin products (H*W columns each), and its
+    # gradient N more summed afterwards (DCGAN's 512->256 layer, batch 64: 6 GFLOP/s).
+    xc = permute(x, (1, 0, 2, 3))
+    if groups == 1:   # 2-D operands: numpy's stacked matmul leaves BLAS for a transposed one
+        cols = matmul(transpose(reshape(weight, (c, o * kh * kw)), 0, 1), reshape(xc, (c, n * h * w)))
+    else:
+        xs = reshape(xc, (groups, cg, n * h * w))
+        wg = reshape(weight, (groups, cg, og * kh * kw))
+        cols = reshape(matmul(transpose(wg, 1, 2), xs), (o * kh * kw, n * h * w))
+    out = fold(cols, (oh, ow), (kh, kw), s, p, d, layout="gemm")
     if bias is not None:
         out = out + reshape(bias, (1, o, 1, 1))
     return out
