@@ -15,13 +15,15 @@ from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_l
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
                            conv_transpose2d, dropout2d, interpolate, pad)
 from ..ops.attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
+from ..ops.sampling import affine_grid, grid_sample  # noqa: F401
 
 __all__ = ["relu", "gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
            "conv2d", "max_pool2d", "avg_pool2d", "linear", "mse_loss", "l1_loss", "cross_entropy",
            "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "sigmoid", "tanh",
            "silu", "softplus", "leaky_relu", "logsigmoid", "pad", "unfold", "fold",
            "conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "interpolate",
-           "dropout2d", "scaled_dot_product_attention", "multi_head_attention_forward"]
+           "dropout2d", "scaled_dot_product_attention", "multi_head_attention_forward",
+           "affine_grid", "grid_sample"]
 from ..ops.normalization import batch_norm, group_norm, instance_norm  # noqa: E402,F401
 __all__ += ["batch_norm", "group_norm", "instance_norm"]
 from ..ops.activation import *  # noqa: E402,F401,F403

@@ -19,3 +19,4 @@ from .einsum import einsum  # noqa: F401
 from .spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d, conv_transpose2d,  # noqa: F401
                       dropout2d)
 from .attention import scaled_dot_product_attention  # noqa: F401
+from .sampling import affine_grid, grid_sample  # noqa: F401
