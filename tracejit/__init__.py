@@ -62,6 +62,8 @@ for _name in _OUT_FUNCTIONS:  # the out= keyword on tracejit.<fn> (tensor method
     globals()[_name] = _with_out(globals()[_name], _name)
 del _name
 
+from .threads import (get_num_interop_threads, get_num_threads, set_num_interop_threads,  # noqa: E402,F401
+                      set_num_threads)
 from .jit import eager, explain, script, trace  # noqa: E402,F401
 from . import errors  # noqa: E402,F401
 from . import nn, optim, data, utils  # noqa: E402,F401

@@ -6,14 +6,21 @@ keeps at most ``prefetch_factor * num_workers`` batches in flight and yields res
 order. Workers load and collate; tensors travel back as numpy arrays (plus their dtype)
 and become Tensors again in the parent.
 
-Processes start with ``spawn`` by default, not ``fork``: numba's parallel threading layer
-(OpenMP / workqueue) and the BLAS thread pools are not fork-safe; a child forked from a
-parent that already runs those threads can deadlock in its first parallel region (GNU
-OpenMP does not re-initialize its pool after fork). ``spawn`` costs an interpreter start
-and imports per worker (``persistent_workers=True`` pays it once), and needs a picklable
-dataset and collate_fn and an ``if __name__ == "__main__":`` guard in scripts, as in
-PyTorch. ``multiprocessing_context="fork"`` (or "forkserver") is accepted for users who
-know their process has started no such threads.
+Processes start with ``spawn`` where it can run the program, not ``fork``: numba's
+parallel threading layer (OpenMP / workqueue) and the BLAS thread pools are not fork-safe;
+a child forked from a parent that already runs those threads can deadlock in its first
+parallel region (GNU OpenMP does not re-initialize its pool after fork). ``spawn`` costs an
+interpreter start and imports per worker (``persistent_workers=True`` pays it once), and
+needs a picklable dataset and collate_fn -- and a script whose loading code sits under
+``if __name__ == "__main__":``, since each spawned worker imports the main script again.
+Many PyTorch programs have no such guard (PyTorch forks on Linux): for them spawn would
+re-run the whole program in every worker, which fails, or hangs while the parent writes a
+large dataset to a worker that already died. So when the loading starts from the main
+script's top level outside such a guard, or the main module has no file (an interactive
+session, ``python -c``), workers are forked instead (`default_start_method`).
+``multiprocessing_context`` chooses explicitly. Every worker, forked or spawned, runs its
+ops on one thread (``set_num_threads(1)``, as PyTorch's workers do), so a forked one never
+enters a parallel region with the parent's thread pool.
 
 Worker ``i`` seeds tracejit's, numpy's and Python's generators with ``base_seed + i``;
 ``base_seed`` is derived from tracejit's global generator state without drawing from it
@@ -22,9 +29,11 @@ Worker ``i`` seeds tracejit's, numpy's and Python's generators with ``base_seed 
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import multiprocessing as mp
 import queue
+import sys
 import traceback
 import weakref
 from collections import namedtuple
@@ -107,6 +116,8 @@ def _seed_everything(seed: int) -> None:
 
 def _worker_loop(spec: dict, worker_id: int, num_workers: int, seed: int, index_q, result_q) -> None:
     global _worker_info
+    from ...threads import set_num_threads
+    set_num_threads(1)
     dataset = spec["dataset"]
     _seed_everything(seed)
     _worker_info = WorkerInfo(worker_id, num_workers, seed, dataset)
@@ -144,6 +155,54 @@ def _worker_loop(spec: dict, worker_id: int, num_workers: int, seed: int, index_
 
 
 # ---------------------------------------------------------------- the parent side
+def default_start_method() -> str:
+    """``"fork"`` where spawned workers could not run this program (see the top), else
+    ``"spawn"``."""
+    if "fork" not in mp.get_all_start_methods():
+        return "spawn"
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path:
+        return "fork"    # a worker could not import what the session defined
+    line = _main_line(main)
+    if line is None or _guarded(path, line):
+        return "spawn"
+    return "fork"
+
+
+def _main_line(main) -> int | None:
+    """The line of the main script's top-level code running now (the caller's caller...)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is main.__dict__:
+            return frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def _guarded(path: str, line: int) -> bool:
+    """Whether `line` of the script at `path` lies in a top-level ``if __name__ == "__main__":``
+    block (unreadable or unparsable source counts as guarded: spawn stays the choice)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return True
+    for stmt in tree.body:
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            return isinstance(stmt, ast.If) and _is_main_test(stmt.test)
+    return True
+
+
+def _is_main_test(test) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
+
+
 def _shutdown(workers, index_queues, result_q) -> None:
     for q in index_queues:
         try:
@@ -165,7 +224,9 @@ class WorkerPool:
 
     def __init__(self, spec: dict, num_workers: int, base_seed: int, context: Any = None,
                  prefetch_factor: int = 2):
-        ctx = context if isinstance(context, mp.context.BaseContext) else mp.get_context(context or "spawn")
+        if not isinstance(context, mp.context.BaseContext):
+            context = mp.get_context(context or default_start_method())
+        ctx = context
         self.num_workers, self.prefetch = num_workers, max(1, prefetch_factor) * num_workers
         self.result_q = ctx.Queue()
         self.index_queues = [ctx.Queue() for _ in range(num_workers)]
