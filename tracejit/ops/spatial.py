@@ -369,17 +369,28 @@ def pad(input, pad, mode: str = "constant", value=None):
 
 # ---------------------------------------------------------------- dropout2d
 def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability p; scale the rest."""
+    """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability p; scale the rest.
+
+    Other ranks are accepted with PyTorch's (deprecated) reading and its warning: one
+    unbatched sample whose channels are dim 0 (a 2-D input (C, L): whole rows dropped)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout2d: probability has to be between 0 and 1, got {p}")
     if input.ndim not in (3, 4):
-        raise ShapeError(f"dropout2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+        import warnings
+        if input.ndim < 2:
+            raise ShapeError(f"dropout2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated "
+                      f"and will result in an error in a future release. To retain the behavior and "
+                      f"silence this warning, please use dropout1d instead.", UserWarning, stacklevel=2)
     if not training or p == 0.0:
         return input
     if p == 1.0:
         out = input * 0.0
     else:
-        mask_shape = tuple(input.shape[:-2]) + (1, 1)
+        if input.ndim in (3, 4):
+            mask_shape = tuple(input.shape[:-2]) + (1, 1)
+        else:   # read as one unbatched sample: its channels are dim 0
+            mask_shape = (input.shape[0],) + (1,) * (input.ndim - 1)
         keep = cast(rand(*mask_shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
         out = input * keep * (1.0 / (1.0 - p))
     return input.copy_(out) if inplace else out
