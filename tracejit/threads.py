@@ -336,7 +336,7 @@ class ThreadFlag:
             self._local.on = prev
 
 
-_interop = [1]
+_interop = [0]   # 0: not set, the CPU count
 
 
 def set_num_threads(n: int) -> None:
@@ -370,4 +370,4 @@ def set_num_interop_threads(n: int) -> None:
 
 
 def get_num_interop_threads() -> int:
-    return _interop[0]
+    return _interop[0] or usable_cpus()
