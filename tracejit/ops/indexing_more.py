@@ -89,7 +89,8 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
         count = hit + (1 if include_self else 0)
         out = total / where(count > 0, count, 1)
         if input.dtype.is_integer:
-            out = cast(out.floor(), input.dtype)
+            from .elementwise import floor
+            out = cast(floor(out), input.dtype)
         return where(hit > 0, out, input)
     if reduce in ("prod", "amax", "amin"):
         # one slot per (position, contribution): gather-and-reduce over a padded stack
