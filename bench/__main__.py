@@ -8,7 +8,9 @@
     python -m bench --isa avx2            # every system on AVX2 code (an AVX-512 host)
 
 Each system runs in its own process; its progress lines are streamed as it goes. The
-table goes to stdout, the JSON and the chart to ``--out`` (default bench/results).
+table goes to stdout, the JSON and the chart to ``--out`` (default bench/results, as
+latest.json and latest.png, which git ignores: a run leaves the checkout clean). To keep a
+run for the docs, copy its latest.json to a dated name there and run tools/gendocs.py.
 """
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--systems", metavar="SYSTEM[,...]",
                     help=f"systems to run: {', '.join(S.SYSTEM_NAMES)}")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                    help="directory for latest.json and latest.png (default: bench/results)")
+                    help="directory for latest.json and latest.png (default: bench/results, "
+                         "untracked)")
     ap.add_argument("--no-png", action="store_true", help="do not draw the chart")
     ap.add_argument("--stat", choices=("median", "min"), default="median",
                     help="report the median sample (default) or the best one (min), which is "

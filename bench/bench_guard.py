@@ -1,4 +1,4 @@
-"""Cost of the guard check on a cache hit (issue: "under 3 us per call for a few small inputs").
+"""Cost of the guard check on a cache hit (target: under 3 us per call for a few small inputs).
 
 Run: ``python bench/bench_guard.py``. Prints, for 1, 2 and 4 small tensor inputs (plus a
 runtime scalar for @script), the median time of the generated guard alone and of the

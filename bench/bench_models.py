@@ -27,9 +27,9 @@ import sys
 import time
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "tracejit_compiled")
-# Steps after the first (untimed, every system alike) before the timed ones: a first run on
-# an empty cache read the compiled Transformer at 1.31x with no warm-up, a std of 7 ms
-# (session 21); the timed steps' `during` says whether anything compiled in them.
+# Steps after the first (untimed, every system alike) before the timed ones: on an empty
+# cache a compiled model's first steps still load kernels; the timed steps' `during` says
+# whether anything compiled in them.
 WARMUP = 2
 
 

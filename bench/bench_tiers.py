@@ -185,9 +185,9 @@ def probe(name: str) -> dict:
         step()
         ts.append(time.perf_counter() - t1)
     out["steady_step_s"] = sorted(ts)[2]
-    # The thread policy's state at the steady step (tracejit/coreshare.py): which of its two
+    # The thread policy's state at the steady step (tracejit/compiler/cpu/runtime/coreshare.py): which of its two
     # speeds the step landed in (two threads, or one and the partner) and what it read.
-    from tracejit import coreshare
+    from tracejit.compiler.cpu.runtime import coreshare
     cs = coreshare.core_share
     out["policy"] = {"threads": cs._count, "others": round(cs.others, 2),
                      "trials": cs.trials, "kept": cs.trials_kept}
@@ -203,9 +203,9 @@ def _timed_ask(step, fns, t: float, steps: int, out: dict) -> None:
     """One step of the way to the final kernels; notes the first step that ran on compiled
     kernels (a chunk stage, whose kernels the trial mostly keeps, or the final ones; not
     a serial stage) with no eager or hand-written kernel, nor a row kernel's GIL-free pair
-    (compiler/cshares.py), that it asked for still pending."""
-    from tracejit.compiler import cshares
-    from tracejit.ops import vectorized
+    (compiler/cpu/runtime/cshares.py), that it asked for still pending."""
+    from tracejit.compiler.cpu.runtime import cshares
+    from tracejit.compiler.cpu.kernels import vectorized
     asked = time.monotonic()
     _quiet_step(step, t, out)
     if "step_kernels_in_s" not in out and all(
@@ -267,19 +267,19 @@ def _note_kernels_in(out: dict, t: float, steps: int) -> None:
         out["steps_to_step_kernels_in"] = steps
         # the live workers' CPU by then (start-up included): with the wall time, their share
         # of a core while training ran (a worker losing its core to the program's own second
-        # thread, or to other processes, shows here; session 25)
+        # thread, or to other processes, shows here)
         out["workers_cpu_to_step_kernels_in_s"] = _workers_cpu()
 
 
 def _until_eager_kernels_in(step, t: float, steps: int, asked: float) -> dict:
     """Step until no eager or hand-written kernel the compiled step asks for is pending
-    (tracejit.ops.vectorized.pending of the kernels asked for since the last step began;
+    (tracejit.compiler.cpu.kernels.vectorized.pending of the kernels asked for since the last step began;
     `asked`: the time.monotonic() before the steps just run); stops after STALL_S without
     progress and names what was left. A kernel an op asked for only in tier 0 (an op the
     compiled step does not run, a product's two halves the load turned off) is not waited
     for: the step's speed does not hang on it (and its loader starts only where the op ran
     again a second after its first call); those are named in ``kernels_not_asked``."""
-    from tracejit.ops import vectorized
+    from tracejit.compiler.cpu.kernels import vectorized
     left, since = vectorized.pending(asked), time.perf_counter()
     while left and time.perf_counter() - since < STALL_S:
         asked = time.monotonic()
@@ -418,7 +418,7 @@ def _run_step(step: str, probes: tuple) -> dict:
     res = {"load_before": _uptime()}
     if "eager" in probes:
         eager_cache = _private_dir()
-        if WARM_CACHE:   # its eager kernels (ops/native.py) load from disk, as the warm process's do
+        if WARM_CACHE:   # its eager kernels (compiler/cpu/kernels/native.py) load from disk, as the warm process's do
             shutil.copytree(os.path.join(WARM_CACHE, step), eager_cache, dirs_exist_ok=True)
         res["eager"] = _run(step, "eager", eager_cache, "sync")
     sync_cache = None
@@ -537,7 +537,7 @@ def report(step: str, res: dict) -> None:
 
 
 def _policy(r: dict) -> str:
-    """The thread policy's count at a probe's steady step and what it read (coreshare.py)."""
+    """The thread policy's count at a probe's steady step and what it read (compiler/cpu/runtime/coreshare.py)."""
     p = r.get("policy")
     if not p:
         return ""

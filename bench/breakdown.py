@@ -18,7 +18,7 @@ rate measured here on all threads (the fastest call of any of these shapes alone
 divides the median step's GEMM time by a best call; a second line gives the share with one
 statistic on both sides (the step's fastest calls against the best; the step's medians
 against the best shape's median alone) and the headline's ceiling for the step's mix of
-shapes (every product at its own best alone). Where tracejit's load policy (tracejit/coreshare.py) ran
+shapes (every product at its own best alone). Where tracejit's load policy (tracejit/compiler/cpu/runtime/coreshare.py) ran
 products on fewer threads because other processes held a core, the table's threads column
 and a line say so: such a step cannot reach the all-threads rate, and the first thing to
 read is that count, not the GEMMs. ``python -m bench`` adds the rate of a fresh
@@ -104,7 +104,7 @@ def blas_threads_set(n: int | None) -> Iterator[None]:
 def full_blas_threads() -> int | None:
     """BLAS's count before tracejit's load policy lowered it (coreshare.blas_ceiling)."""
     try:
-        from tracejit.coreshare import blas_ceiling
+        from tracejit.compiler.cpu.runtime.coreshare import blas_ceiling
     except ImportError:
         return None
     return blas_ceiling()
@@ -231,7 +231,7 @@ def _gemm_pair(timers: Timers, fn: Callable) -> Callable:
     at once; where the pair could not run they ran one after the other inside the call) and
     marked paired where they ran at once (coreshare.pairs_run, read outside the time)."""
     try:
-        from tracejit import coreshare
+        from tracejit.compiler.cpu.runtime import coreshare
     except ImportError:
         coreshare = None
 
@@ -273,7 +273,7 @@ def _blas_count(m: int, k: int, n: int) -> int | None:
 
 def _policy_threads(m: int, k: int, n: int) -> int | None:
     try:
-        from tracejit.coreshare import gemm_thread_count
+        from tracejit.compiler.cpu.runtime.coreshare import gemm_thread_count
     except ImportError:
         return _blas_count(m, k, n)
     return gemm_thread_count(m, k, n)
@@ -306,7 +306,7 @@ class _KernelFamily:
 def _real_xp(impl: Callable) -> Callable:
     """An op impl called as ``impl(xp, ...)`` given the array module itself, not the
     `_ArrayModule` standing in for it: impls with hand-written kernels check ``xp is numpy``
-    (ops/native.py) and would time their numpy forms instead (LayerNorm's row kernels:
+    (compiler/cpu/kernels/native.py) and would time their numpy forms instead (LayerNorm's row kernels:
     10.6 ms of "other primitives" per MLP step instead of ~3)."""
     def call(xp, *args, **kwargs):
         return impl(xp._xp if type(xp) is _ArrayModule else xp, *args, **kwargs)
@@ -401,7 +401,7 @@ def _load_gemm_kernels() -> None:
     loads only from disk (coreshare.load_gemm_kernels): the steady state the bench times,
     on an empty cache too."""
     try:
-        from tracejit.coreshare import load_gemm_kernels
+        from tracejit.compiler.cpu.runtime.coreshare import load_gemm_kernels
     except ImportError:
         return
     load_gemm_kernels()
@@ -574,7 +574,7 @@ def _store_bandwidth() -> dict:
 def _cpu_readings() -> tuple[float, float] | None:
     """(CPU seconds the whole machine spent busy since boot, this process's CPU seconds), as
     tracejit's load policy reads them (coreshare), or None where there is no /proc/stat."""
-    from tracejit import coreshare
+    from tracejit.compiler.cpu.runtime import coreshare
     busy = coreshare._busy_seconds()
     return None if busy is None else (busy, coreshare._own_seconds())
 
@@ -583,8 +583,7 @@ def _others_cores(run) -> tuple:
     """``run()``'s result and the cores other processes kept busy meanwhile (None where
     unknown). Why: a step whose threads split its products and kernels over both cores waits
     for a core another process holds, and with tracejit's load policy off (or before it
-    samples) such steps ran 4-8x slower: 47-100 ms against 12-13 on 2 cores, whichever run on
-    a fresh or a warm kernel cache (session 21). The figure beside the step time says so."""
+    samples) such steps run 4-8x slower on 2 cores. The figure beside the step time says so."""
     r0, t0 = _cpu_readings(), time.perf_counter()
     out = run()
     r1, wall = _cpu_readings(), time.perf_counter() - t0
@@ -595,9 +594,8 @@ def _others_cores(run) -> tuple:
 
 def _kernel_work() -> int:
     """Kernel modules this process has loaded from disk or compiled so far (a load from
-    memory is free): the breakdown's steps should add none (session 21's first runs on an
-    empty cache read 47-60 ms plain steps; with this count a compile or a load inside them
-    shows, and where it reads 0 the figure is the load's, `others_cores_steps`)."""
+    memory is free): the breakdown's steps should add none: with this count a compile or a
+    load inside them shows, and where it reads 0 a slow step is the load's, `others_cores_steps`."""
     from tracejit.compiler import diskcache
     stats = diskcache.stats()
     return stats["disk_hits"] + stats["compiles"]
@@ -624,7 +622,7 @@ def thread_settings() -> dict:
     except ImportError:
         pass
     try:
-        from tracejit import coreshare
+        from tracejit.compiler.cpu.runtime import coreshare
         if coreshare.ENABLED:
             # cores other processes kept busy at the last sample: from more than SLACK of one,
             # products and kernels run on one thread fewer
@@ -691,7 +689,7 @@ def render(res: dict, machine_sgemm: dict | None = None) -> str:
         why = (f": other processes kept {t['others_cores']:.2f} cores busy at the last sample"
                if "others_cores" in t else "")
         lines.append(f"- {fewer:.0f} of {n.get('gemm', 0):.0f} GEMMs per step ran on fewer BLAS threads "
-                     f"than the yardstick's {ref.get('threads')} (tracejit.coreshare's load policy"
+                     f"than the yardstick's {ref.get('threads')} (tracejit.compiler.cpu.runtime.coreshare's load policy"
                      f"{why}; small products always run on one)")
     others = res.get("others_cores_steps")
     if others and None not in others:

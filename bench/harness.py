@@ -113,19 +113,18 @@ class Watch:
     - the system's own background work, as the counters its runner's ``activity()``
       reports (tracejit: kernel modules loaded or compiled in the process, its compile
       workers' CPU seconds): anything above zero means a compile or a load ran inside the
-      timing, so the figure is not the steady step (session 21: a cold Transformer's eager
-      kernels compiled during its timed steps, 288 ms against 99 ms once they were in);
+      timing, so the figure is not the steady step (a cold model's kernels compiling during its
+      timed steps can triple them);
     - ``others_cores``: the cores other processes kept busy (a step whose threads split
       its work over both cores waits for one another process holds: on 2 cores such
       steps ran 4-8x slower), its compile workers not counted there, their CPU is above;
     - ``switches``: [voluntary, involuntary] context switches of this process's threads
       (`thread_switches`), in the timing's own reading only (not the workload's totals, not
       "work": a step whose work waits on a pool thread that went to sleep, or whose threads
-      are preempted, shows here). Why: the two-layer eager step read 1.53x PyTorch in one
-      quiet full bench run (session 22, two threads, others at 0.04 cores) and ~1.0x in
-      every rerun; steps on two threads that keep both awake switch ~0 times a step, ones
-      whose pool worker sleeps between launches ~6 (session 23, forced two threads under
-      load), so the next such figure says which it was.
+      are preempted, shows here). Why: steps on two threads that keep both awake switch
+      ~0 times a step, ones whose pool worker sleeps between launches ~6, and the second
+      kind can read 1.5x slower on an otherwise quiet machine, so an outlier says which it
+      was.
     """
 
     def __init__(self, counters: Callable[[], dict] | None = None):
@@ -218,13 +217,12 @@ def step_times(step: Callable[[], object], steps: int, warmup: int, warmup_s: fl
     warm-up, and where ``watch`` saw it load or compile anything, the warm-up runs again
     before the timing (at most `SETTLE_ROUNDS` times): a step can ask for a kernel only in
     its warm-up (tracejit eager's Transformer: three of its hand-written kernels, first
-    asked after the settle that follows the first step, compiled and loaded inside the
-    timed steps, 288 ms against 99 ms once in; session 22), and a kernel loaded in the
+    asked after the settle that follows the first step), and a kernel loaded in the
     settle has its first calls (and what they ask for) in the warm-up, not in the timing.
 
     Why seconds too: a training loop's thread counts follow tracejit's core-share policy
     (and any framework's own adaptive threading), which reads the machine's load at most
-    every `tracejit.coreshare.INTERVAL` (0.25 s). The two-layer step's 500 steps last
+    every `tracejit.compiler.cpu.runtime.coreshare.INTERVAL` (0.25 s). The two-layer step's 500 steps last
     ~0.2 s, so with a warm-up counted in steps alone the whole timed run kept the count
     read over import and set-up, not the one a user's loop settles on (likely why two
     quiet runs gave 322 and 398 us median: two threads or one). A warm-up of two
@@ -308,8 +306,7 @@ def _run(args: list[str], *, env: dict, timeout_s: float,
         # is found and stopped when it ends, before the next system starts (`_leftovers`).
         # Not a session of its own: the scheduler's autogroup is per session, so a new one
         # would drop the priority the bench was started with (`echo -20 >
-        # /proc/self/autogroup`, the near-quiet runs): four runs of every system at 4-7x
-        # their times in the bench's session, session 22.
+        # /proc/self/autogroup`, the near-quiet runs), and every system ran 4-7x slower.
         proc = subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, bufsize=1, process_group=0)
         tail: list[str] = []

@@ -14,7 +14,7 @@ did not take says so instead of passing AVX-512 figures off as AVX2.
 One switch is known not to reach everything: XLA's ``--xla_cpu_max_isa`` limits the code
 XLA generates, not its matrix products (Eigen's contraction kernels pick their own): a
 256x1024x1024 jax.jit product ran at 304-344 GFLOP/s with the flag and 324-342 without,
-where numpy's OpenBLAS fell from 348-363 to 219-229 with its Haswell core (session 23). So
+where numpy's OpenBLAS fell from 348-363 to 219-229 with its Haswell core. So
 jax.jit's GEMM-bound rows (the MLP step) in an ``--isa avx2`` run still have AVX-512
 products, and the report says so.
 """

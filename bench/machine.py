@@ -13,9 +13,8 @@ large-copy path writes whole cache lines without reading them first (``rep movsb
 non-temporal stores). A kernel that computes its output stores with ordinary
 instructions, and the CPU reads each destination line before writing it (read for
 ownership), so its stores cost twice the bytes. ``numba_scale_gbps`` measures that
-kind of kernel (``dst[i] = src[i] * 2``, the same bytes as the copy): on the 2-core Xeon
-of session 9 it ran at about half the copy's rate (copy 29.5 GB/s, scale 15.9 GB/s in
-one run), and the GELU forward ran at 0.97x the bound computed from it. It is reported
+kind of kernel (``dst[i] = src[i] * 2``, the same bytes as the copy): on a 2-core Xeon
+it ran at about half the copy's rate (copy 29.5 GB/s, scale 15.9 GB/s). It is reported
 next to the bound, which stays the copy's (the benchmark's stated yardstick). Unlike the workloads (medians), the yardstick is the *best*
 sample: a bound should say what the memory system can do, not how noisy the run was.
 """
@@ -91,14 +90,10 @@ PAIRED_ROUNDS = 11
 PAIRED_WARM = 3
 # Why so many untimed ones: the 2-core VM's "memory" is a shared last-level cache of hundreds
 # of MiB, and the copy's 128 MiB and the GELU's 64-96 MiB evict each other, each recovering
-# its own speed only over many repeats. fwd+bwd, 4M float32, one process, two holds
-# (session 25): repeated alone, copy best 54.3-54.6 GB/s, call median 1.96-2.04 ms; rounds
-# with 3 untimed of each: copy 40.4-41.6 GB/s, call 2.13-2.26 ms, per-pair median
-# 0.80-0.84x, a bound slackened by the kernel's cache footprint (weaker than the target);
-# 10 untimed: 53.3-56.0 GB/s, 1.87-1.91 ms, 0.99-1.01x; 20: 55.3-55.5 GB/s, 1.91 ms,
-# 1.03-1.05x. So each kind runs for ~40 ms (some 16 copies and 20 fwd+bwd calls) before it
-# is timed: the copy and the call are each in their own steady state, still within a
-# tenth of a second of each other.
+# its own speed only over many repeats (with 3 untimed of each the per-pair ratio read
+# 0.80-0.84x, with 10 or more ~1.0x, as each kind repeated alone). So each kind runs for
+# ~40 ms (some 16 copies and 20 fwd+bwd calls) before it is timed: the copy and the call
+# are each in their own steady state, still within a tenth of a second of each other.
 PAIRED_WARM_S = 0.04
 
 
@@ -109,9 +104,8 @@ def paired(call: Callable[[], object], nbytes: int, rounds: int = PAIRED_ROUNDS,
     streaming copy (the yardstick's: the numba ``prange`` copy of `COPY_BYTES`, which is the
     faster one on every multi-core machine we run on) and then ``call()``, so each pair's
     bound comes from the memory system of the same moment. `bandwidth` runs in another
-    process, before the systems, and the host's copy rate moved 37-57 GB/s between runs
-    (session 24; 27-57 GB/s in session 25, 55.7 and 32.4 GB/s in runs 20 s apart, while the
-    GELU kernel's time moved far less), so a ratio built from it says as much about the
+    process, before the systems, and the host's copy rate moved 27-57 GB/s between runs
+    (while the GELU kernel's time moved far less), so a ratio built from it says as much about the
     moment as about the kernel.
 
     Each round runs copies until at least ``warm + 1`` of them and ``warm_s`` seconds have

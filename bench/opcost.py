@@ -1,7 +1,7 @@
 """The ``opcost`` workload: what one eager op costs, small and large, with and without autograd.
 
 Eager mode is what users debug in and what runs everything outside a compiled function, so
-its per-op cost is tracked on its own (issue "eager runtime at PyTorch eager speed"):
+its per-op cost is tracked on its own (the target: PyTorch eager's speed):
 
 - small (16 float32 elements, where the time is all overhead): a chain of 100 elementwise ops
   (``y * 1.001`` and ``y + 0.5`` alternating), timed without gradients, with graph recording

@@ -48,9 +48,10 @@ def float64_with_torch():
 
 @pytest.fixture
 def forced_split(monkeypatch):
-    """tracejit/sharepool.py's `split` on 3 shares at any size, whatever this machine's
+    """tracejit/compiler/cpu/runtime/sharepool.py's `split` on 3 shares at any size, whatever this machine's
     cores (so the split paths run everywhere); returns the share counts launched."""
-    from tracejit import coreshare, sharepool
+    from tracejit.compiler.cpu.runtime import coreshare
+    from tracejit.compiler.cpu.runtime import sharepool
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 3)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 3)
     monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
@@ -61,8 +62,8 @@ def forced_split(monkeypatch):
 def partner(request, monkeypatch):
     """Both partners of a two-share launch (sharepool's `run_pair`): OpenBLAS's worker (where
     this numpy's BLAS has a pool of two or more) and a thread of tracejit's pool
-    (tracejit/sharepool.py)."""
-    from tracejit import sharepool
+    (tracejit/compiler/cpu/runtime/sharepool.py)."""
+    from tracejit.compiler.cpu.runtime import sharepool
     use_pool = request.param == "blas-pool"
     if use_pool and sharepool.blas_worker.find() is None:
         pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")

@@ -1,4 +1,4 @@
-"""Inputs the compiler tests share: seeded random tensors, the GELU chain of the issue, and
+"""Inputs the compiler tests share: seeded random tensors, the GELU chain, and
 the fused groups a function captures into.
 
 ``from inputs import T, gelu, fused_groups`` (the tests directory is on ``sys.path``, see conftest).
@@ -21,7 +21,7 @@ def T(*shape, seed=0, rg=True, dtype=np.float32, low=None):
 
 
 def gelu(x, y, z):
-    """The issue's GELU chain: a = x*y + z; 0.5*a*(1 + tanh(0.79788456*(a + 0.044715*a**3)))."""
+    """The GELU chain: a = x*y + z; 0.5*a*(1 + tanh(0.79788456*(a + 0.044715*a**3)))."""
     a = x * y + z
     return 0.5 * a * (1 + tj.tanh(0.79788456 * (a + 0.044715 * a ** 3)))
 
@@ -81,7 +81,7 @@ def same_bits_under_uneven_split(run, cuts, calls: int) -> None:
     not depend on where it is cut, so this holds whatever the core count. `calls`: how
     many splits `run` makes (each kernel went through the cut)."""
     import pytest
-    from tracejit import sharepool
+    from tracejit.compiler.cpu.runtime import sharepool
     whole = run()
     seen = []
 

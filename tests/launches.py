@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def count_launches(monkeypatch, module, name: str = "run_shares") -> list:
-    """Wrap `module`'s pool launcher (tracejit/sharepool.py's ``run_shares`` or a name
+    """Wrap `module`'s pool launcher (tracejit/compiler/cpu/runtime/sharepool.py's ``run_shares`` or a name
     bound to it) so each launch's share count is recorded; returns that list."""
     launches = []
     run = getattr(module, name)

@@ -31,58 +31,64 @@ class Switch:
     name: str
     default: str        # the value when unset ("" for a flag: off; "1": on)
     meaning: str
-    documented: str     # where users read about it: "README.md: Section", a docs/ file, or a module
+    documented: str     # where users read about it: a docs/guide page, or a module (internal)
 
 
-_README = "README.md"
+_GUIDE = "docs/guide/"
 SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_DISABLE", "", "1: every @script/@trace function runs as plain Python (eager mode)",
-           _README + ": Debugging"),
+           _GUIDE + "debugging.md"),
     Switch("TRACEJIT_CHECK", "", "1: run compiled and eager side by side and compare (check mode)",
-           _README + ": Debugging"),
+           _GUIDE + "debugging.md"),
     Switch("TRACEJIT_LOG", "", "comma-separated logging topics: recompiles, graphs, guards, kernels, "
-           "cache, fallback, compile, all", _README + ": Debugging"),
+           "cache, fallback, compile, all", _GUIDE + "debugging.md"),
     Switch("TRACEJIT_COMPILE", "background", "background (run on tier 0 while workers compile) or sync "
-           "(compile at the first call)", _README + ": Never wait for the compiler: tiered execution"),
+           "(compile at the first call)", _GUIDE + "tiered-compilation.md"),
     Switch("TRACEJIT_COMPILE_WORKERS", "", "number of compile worker processes (default min(cores, 2))",
-           _README + ": Never wait for the compiler: tiered execution"),
+           _GUIDE + "tiered-compilation.md"),
     Switch("TRACEJIT_PARALLEL", "auto", "chunks: parallel CPU kernels are serial nogil kernels run "
            "in chunks on a few threads (no parfor pass: faster to compile); parfor: numba's parallel "
            "kernels; auto: numba's, but flat kernels are chunk kernels run in two shares on OpenBLAS's "
            "worker where the process has two CPUs and a pthreads OpenBLAS",
-           "README.md: Never wait for the compiler: tiered execution"),
+           _GUIDE + "tiered-compilation.md"),
     Switch("TRACEJIT_COMPILE_TIMEOUT", "300", "seconds a worker may spend on one kernel before it is "
-           "restarted", _README + ": Never wait for the compiler: tiered execution"),
+           "restarted", _GUIDE + "tiered-compilation.md"),
     Switch("TRACEJIT_CACHE", "1", "0: no disk kernel cache (kernels compile in every process)",
-           _README + ": Guards, caching and dynamic shapes"),
+           _GUIDE + "caching.md"),
     Switch("TRACEJIT_CACHE_DIR", "", "root of the disk kernel cache (default $XDG_CACHE_HOME/tracejit "
-           "or ~/.cache/tracejit)", _README + ": Guards, caching and dynamic shapes"),
+           "or ~/.cache/tracejit)", _GUIDE + "caching.md"),
     Switch("TRACEJIT_CACHE_MAX_MB", "", "size cap of the disk cache: prune least recently used entries "
-           "after writes", _README + ": Never wait for the compiler: tiered execution"),
+           "after writes", _GUIDE + "caching.md"),
     Switch("TRACEJIT_LOSS_GRADS", "1", "0: a loss's forward does not compute its gradients along "
-           "(separate backward plan)", _README + ": What compilation does"),
+           "(separate backward plan)", _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_BN_POOL", "1", "0: a compiled training forward keeps BatchNorm's output and the "
            "max pooling after it as two passes (no fused batch_norm_max_pool2d record)",
-           _README + ": What compilation does"),
+           _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_MALLOC_TUNING", "1", "0: leave glibc's malloc thresholds alone at import",
-           _README + ": What compilation does"),
+           _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_THREAD_TUNING", "1", "0: leave OpenMP's and OpenBLAS's spin-wait settings alone at import",
-           _README + ": What compilation does"),
+           _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_ADAPTIVE_THREADS", "1", "0: numba's and BLAS's thread counts stay fixed instead of "
-           "following the cores other processes leave free (tracejit.coreshare)",
-           _README + ": What compilation does"),
+           "following the cores other processes leave free (tracejit.compiler.cpu.runtime.coreshare)",
+           _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_EAGER_KERNELS", "1", "0: large eager elementwise math runs on numpy instead of "
-           "numba kernels made from the op's scalar rule (tracejit/ops/vectorized.py)",
-           _README + ": Eager mode performance"),
+           "numba kernels made from the op's scalar rule (tracejit/compiler/cpu/kernels/vectorized.py)",
+           _GUIDE + "eager-and-autograd.md"),
     Switch("TRACEJIT_STREAM_STORES", "1", "0: fused CPU kernels never use streaming (non-temporal) "
-           "stores for large outputs (tracejit/compiler/ntstores.py)", _README + ": What compilation does"),
+           "stores for large outputs (tracejit/compiler/ntstores.py)", _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_ROW_FUSION", "1", "0: elementwise work around a LayerNorm stays separate kernels "
            "instead of joining its row kernel in compiled CPU plans (tracejit/compiler/rowfuse.py)",
-           _README + ": What compilation does"),
+           _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_SAVE_WRITTEN", "1", "0: the backward recomputes cheap elementwise values even "
            "when the forward writes them to memory anyway (tracejit/compiler/saving.py)",
-           _README + ": What compilation does"),
+           _GUIDE + "compiling-models.md"),
+    Switch("TRACEJIT_RESTART_COUNT", "0", "set by python -m tracejit.distributed.run in every rank: which "
+           "attempt this is (0 first, then 1, 2, ... after failures)", _GUIDE + "distributed.md"),
+    Switch("TRACEJIT_MAX_RESTARTS", "0", "set by python -m tracejit.distributed.run in every rank: its "
+           "--max-restarts", _GUIDE + "distributed.md"),
     # Internal: set by tracejit for its own child processes, not by users.
+    Switch("TRACEJIT_RUN_DIR", "", "internal: the launcher's folder where each rank notes its pid",
+           "tracejit/distributed/run.py"),
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
            "tracejit/compiler/workers.py"),
     Switch("TRACEJIT_COMPILE_WORKER_FAULT", "", "tests only: crash, hang, error or corrupt injects a "
@@ -167,7 +173,7 @@ def any_set(*names: str) -> Callable[[], bool]:
 
 
 def markdown_table() -> str:
-    """The table as README shows it."""
+    """The whole table, internal rows included (tools/gendocs.py renders the docs' one)."""
     rows = ["| variable | default | meaning | documented in |", "|---|---|---|---|"]
     for s in SWITCHES.values():
         rows.append(f"| `{s.name}` | {('`' + s.default + '`') if s.default else 'unset'} | {s.meaning} "

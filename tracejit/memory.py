@@ -69,15 +69,10 @@ def allocator_tuned() -> bool:
 # across two lines, and a load whose address matches an earlier, still pending store in
 # its low 12 bits waits for it ("4K aliasing": the loads run a few dozen elements ahead of
 # the stores, so an output just above an input modulo 4 KiB collides on every line).
-# Measured on the GELU loss kernel (3 inputs, 3 gradient outputs, 4M float32, 2 threads,
-# one process, alternating; session 15, notes gelu15): outputs placed as numpy does
-# 2.15-2.29 ms; 64-byte aligned at page offsets 64/128/192 above the inputs 2.10-2.12;
-# aligned and 1-3 KiB away 1.91-1.95; 16 bytes off a line 1 KiB away 2.05-2.06. With
-# 512-bit vectors the split accesses cost more: 2.26 ms numpy-placed against 1.82 aligned
-# and apart. Only large buffers are placed (ALIGN_MIN): at 2M float32 elements (8 MiB
-# buffers) the loss kernel still gained (1.16 -> 1.02 ms, forward unchanged), at 1M (4 MiB,
-# operands in L2/L3) neither gained and the forward lost 2-4% (0.33-0.34 -> 0.34-0.36 ms:
-# placing costs ~4 us a buffer in Python).
+# Aligned and 1-3 KiB away from the inputs, the GELU loss kernel's outputs (4M float32,
+# 2 threads) took it from 2.15-2.29 ms (placed as numpy does) to 1.91-1.95. Only large
+# buffers are placed (ALIGN_MIN): with operands in L2/L3 placing gains nothing and its
+# Python costs a few microseconds a buffer.
 ALIGN_MIN = 8 << 20       # bytes: buffers from this size on are placed
 PAGE = 4096
 LINE = 64
@@ -144,7 +139,7 @@ class OutputSlot:
     Why: right after a kernel has streamed tens of MiB through the caches, the Python
     around it runs cold, and a new 16 MiB placed buffer (malloc's bins, numpy's
     ``.ctypes``, the view) cost 30-40 us there, against ~6 us for checking the kept
-    array's reference counts (GELU over 4M float32; session 16, notes gelu16).
+    array's reference counts (GELU over 4M float32).
     Whether it is free is read from those counts: a tensor or any other holder of the
     array holds it, every view of it holds its byte buffer, and so does a local in a
     thread that has just read it (two threads at once: neither reuses). The slot keeps up
@@ -213,7 +208,7 @@ def free_kept(arr) -> bool:
     a placed one: C-contiguous over a byte buffer of its own), in one dict look-up and two
     reference counts. Why: autograd asks this of each gradient a compiled training step
     returns, right after the kernel swept the caches, where the general checks' first
-    evaluation cost 12-18 us (GELU step over 4M float32, session 19)."""
+    evaluation cost 12-18 us (GELU step over 4M float32)."""
     # (4: the slot, the caller's reference, this argument and getrefcount's; the buffer's
     # 2: arr.base and getrefcount's)
     return (id(arr) in _KEPT and _refcount(arr) <= 4 and _refcount(arr.base) <= 2

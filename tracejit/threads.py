@@ -19,7 +19,7 @@ so once when it was not (import order matters; the warning names the way out). O
 later in the same process see the same setting. ``TRACEJIT_THREAD_TUNING=0`` turns it off.
 
 OpenBLAS's workers spin the same way after each multi-threaded product (about 0.1 s by
-default), on the core our own parallel work between products wants (tracejit/sharepool.py's
+default), on the core our own parallel work between products wants (tracejit/compiler/cpu/runtime/sharepool.py's
 shares, numba's kernels). ``import tracejit`` sets ``OPENBLAS_THREAD_TIMEOUT`` (read when
 numpy loads OpenBLAS) to `BLAS_THREAD_TIMEOUT` unless it is set already; when numpy was
 imported first, a pthreads OpenBLAS is made to read it again and its pool restarted
@@ -282,7 +282,7 @@ class blas_threads_set:
     already is `n`).
 
     A class, not a generator context manager: compiled plans enter it around every product
-    pair and split (ops/halves.py, sharepool.py), where contextlib's frames and the lookups
+    pair and split (compiler/cpu/gemm/halves.py, compiler/cpu/runtime/sharepool.py), where contextlib's frames and the lookups
     behind `blas_threads` and `set_blas_threads` run on caches a GEMM has just swept (the MLP
     step's layer-2 gradient pair spent 45 us before its launch and 26 after it, SCHED_FIFO,
     in-step medians; ~12 us warm)."""

@@ -264,7 +264,7 @@ class Runner:
             step, _ = self.mlp_step(W.mlp_data())
             return {"mlp_first_ms": _once(step) * 1e3}
         if params.get("what") == "step":
-            # The two-layer training step (the compile target): its first call
+            # The two-layer training step (the compile benchmark's target): its first call
             # compiles forward and backward; then a batch size it has not seen.
             step, _, step2 = self.mlp2_step(W.mlp2_data(), W.mlp2_data(W.MLP2_SHAPE["n"] // 2))
             return {"step_first_ms": _once(step) * 1e3, "step_new_batch_ms": _once(step2) * 1e3}

@@ -31,20 +31,20 @@ class TracejitRunner(Runner):
         super().__init__(system)
         if not self.compiled and not _COMPILE_MODE_SET:
             # Eager: large elementwise ops run kernels compiled in the compile workers
-            # (ops/vectorized.py), as for a user; sync mode would leave them to numpy
+            # (compiler/cpu/kernels/vectorized.py), as for a user; sync mode would leave them to numpy
             # unless an earlier process put them on disk. `settle` waits for them.
             os.environ["TRACEJIT_COMPILE"] = "background"
         self._worker_cpu: dict = {}   # compile worker pid -> its CPU seconds at the last reading
 
     def settle(self):
-        from tracejit.ops import vectorized
+        from tracejit.compiler.cpu.kernels import vectorized
         if self.compiled:
             # sync mode loads the GEMM routing's own kernels only from disk: an empty cache
             # would leave the step's head products on BLAS (coreshare.load_gemm_kernels)
-            from tracejit import coreshare
+            from tracejit.compiler.cpu.runtime import coreshare
             coreshare.load_gemm_kernels()
             tj.compiler.wait()   # a background compile (TRACEJIT_COMPILE=background set by hand)
-        # eager kernels (and the hand-written ones, ops/native.py) an op asked for: in sync
+        # eager kernels (and the hand-written ones, compiler/cpu/kernels/native.py) an op asked for: in sync
         # mode there is nothing to wait for, they load in the call
         vectorized.settle()
 
@@ -55,11 +55,11 @@ class TracejitRunner(Runner):
         self._halves_at_start = _halves_loaded()
 
     def thread_policy(self):
-        from tracejit import coreshare
-        # The dtypes whose GIL-free halves (ops/halves.py) are loaded: a count of two says
+        from tracejit.compiler.cpu.runtime import coreshare
+        # The dtypes whose GIL-free halves (compiler/cpu/gemm/halves.py) are loaded: a count of two says
         # only that the policy gave two threads; the two-layer step's products run on two
         # only where its dtype is listed here too (the halves module may load after the
-        # policy gives two: a 380 µs step read as "threads: 2", session 21). `halves` is
+        # policy gives two). `halves` is
         # read after the timed steps; `halves_ready` says whether some were loaded before
         # the first timed step, so in place for all of them (a training workload's figure:
         # `timing_starts` notes it), which is what a two-thread figure needs.
@@ -153,7 +153,7 @@ def _halves_loaded() -> list:
     """The dtype names whose two-thread product halves are loaded (none while the module
     was never imported)."""
     import sys
-    halves = sys.modules.get("tracejit.ops.halves")
+    halves = sys.modules.get("tracejit.compiler.cpu.gemm.halves")
     return sorted(t for t, p in halves._pairs.items() if p is not None) if halves else []
 
 

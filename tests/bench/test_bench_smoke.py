@@ -1,6 +1,7 @@
 """Smoke test of ``python -m bench``: the quick run works with whatever peers are installed.
 
-It writes only under tmp_path (``--out``), never into the committed bench/results/.
+It writes only under tmp_path (``--out``), never into the tracked bench/results/ files; a
+run without ``--out`` writes latest.*, which git ignores.
 """
 from __future__ import annotations
 
@@ -15,19 +16,19 @@ from bench import __main__ as bench_main
 from bench import report, systems, workloads
 
 REPO = Path(__file__).resolve().parents[2]
-COMMITTED = REPO / "bench" / "results" / "latest.json"
+RESULTS = REPO / "bench" / "results"
 
 
-def _snapshot(path: Path):
-    return path.read_bytes() if path.exists() else None
+def _snapshot(root: Path) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(root.glob("*")) if p.is_file()}
 
 
 def test_quick_run_with_installed_systems(tmp_path):
-    before = _snapshot(COMMITTED)
+    before = _snapshot(RESULTS)
     proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert _snapshot(COMMITTED) == before, "the quick run must not touch the committed results"
+    assert _snapshot(RESULTS) == before, "the quick run must not touch bench/results/"
 
     data = json.loads((tmp_path / "latest.json").read_text())
     assert data["meta"]["quick"] is True
@@ -66,6 +67,21 @@ def test_quick_run_with_installed_systems(tmp_path):
     assert "| metric | numpy eager |" in proc.stdout
     if (tmp_path / "latest.png").exists():
         assert (tmp_path / "latest.png").stat().st_size > 1000
+
+
+def test_the_default_output_is_ignored_by_git():
+    """`python -m bench` without --out writes latest.json and latest.png under
+    bench/results/: git must ignore them, so a run leaves the checkout clean."""
+    import shutil
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    assert bench_main.DEFAULT_OUT == RESULTS
+    names = ["bench/results/latest.json", "bench/results/latest.png"]
+    proc = subprocess.run(["git", "check-ignore", *names], cwd=REPO, capture_output=True, text=True)
+    assert proc.stdout.split() == names
+    tracked = subprocess.run(["git", "ls-files", "bench/results"], cwd=REPO, capture_output=True,
+                             text=True).stdout.split()
+    assert tracked and not any(n.startswith("bench/results/latest.") for n in tracked)
 
 
 def test_missing_peer_is_skipped_with_a_note(tmp_path, monkeypatch, capsys):

@@ -51,7 +51,7 @@ def test_instrumented_times_gemms_and_kernels_then_restores():
     # x (8, 6) @ w.t() (6, 5): w.t() is a transposed row-major array, BLAS takes it as is
     assert [g[:4] for g in timers.gemms] == [(8, 6, 5, "CF")] * 2
     # and with the BLAS threads the load policy gave it (coreshare.matmul is the plan's MATMUL)
-    from tracejit import coreshare
+    from tracejit.compiler.cpu.runtime import coreshare
     assert [g[5] for g in timers.gemms] == [coreshare.gemm_thread_count(8, 6, 5)] * 2
     after = _plan_globals()
     for key, (plan, globs) in before.items():   # everything put back
@@ -69,8 +69,8 @@ def test_a_product_pair_is_timed_once_and_records_both_products(monkeypatch, ran
     """compiler/gemmpair's ``MATMUL2``: one GEMM time for the call, its two products
     recorded with that time split by their flops, marked paired where they ran at once
     (here a stand-in for the pair's launch: the machine's cores do not matter)."""
-    from tracejit import coreshare
-    from tracejit.ops import halves
+    from tracejit.compiler.cpu.runtime import coreshare
+    from tracejit.compiler.cpu.gemm import halves
     monkeypatch.setattr(coreshare, "PAIR_MNK", 1)        # the small products pair too
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     monkeypatch.setattr(halves, "pair", (lambda a1, b1, a2, b2: (a1 @ b1, a2 @ b2)) if ran
@@ -97,7 +97,7 @@ def test_a_product_pair_is_timed_once_and_records_both_products(monkeypatch, ran
 
 def test_other_ops_get_the_array_module_itself(monkeypatch):
     """Op impls timed as "other primitives" are called with numpy, not the stand-in that
-    times matmul: impls with hand-written kernels take them only for numpy (ops/native.py)."""
+    times matmul: impls with hand-written kernels take them only for numpy (compiler/cpu/kernels/native.py)."""
     from tracejit.ops import layer_norm_prim
     monkeypatch.setenv("TRACEJIT_ROW_FUSION", "0")   # else the `* 2.0` joins LayerNorm's kernel
     seen = []
@@ -232,7 +232,7 @@ def test_render_and_report_section():
     one = _fake_result()
     one["gemm_fewer_threads_per_step"] = 8
     one["threads"]["others_cores"] = 1.02
-    assert ("8 of 8 GEMMs per step ran on fewer BLAS threads than the yardstick's 2 (tracejit.coreshare's "
+    assert ("8 of 8 GEMMs per step ran on fewer BLAS threads than the yardstick's 2 (tracejit.compiler.cpu.runtime.coreshare's "
             "load policy: other processes kept 1.02 cores busy at the last sample") in breakdown.render(one)
     assert ("fused kernels: 16.0 MB of arguments per step in 2.00 ms = 8.0 GB/s (this process: copy 30.0 "
             "GB/s, computed stores 16.0 GB/s); slowest: MLP.forward_bwd_g3 1.50 ms (8.0 GB/s)") in text

@@ -89,13 +89,13 @@ def test_train_steps_checks_the_loss_after_the_same_steps(monkeypatch, warmup_s)
 
 
 def test_full_run_warms_training_up_past_two_policy_samples():
-    from tracejit import coreshare
+    from tracejit.compiler.cpu.runtime import coreshare
     assert workloads.FULL.train_warmup_s >= 2 * coreshare.INTERVAL
 
 
 def test_tracejit_reports_the_thread_count_beside_a_training_figure(monkeypatch):
     from bench import systems
-    from tracejit import coreshare
+    from tracejit.compiler.cpu.runtime import coreshare
     # (loading the runner sets TRACEJIT_COMPILE for bench's child processes: restored after)
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     runner = systems.load(systems.by_name("tracejit_eager"))
@@ -104,7 +104,7 @@ def test_tracejit_reports_the_thread_count_beside_a_training_figure(monkeypatch)
     assert policy["adaptive"] is True
     assert 1 <= policy["threads"] <= coreshare.core_share.cpus
     assert policy["others_cores"] >= 0.0
-    from tracejit.ops import halves
+    from tracejit.compiler.cpu.gemm import halves
     monkeypatch.setattr(halves, "_pairs", {"float64": object(), "float32": None})
     assert runner.thread_policy()["policy"]["halves"] == ["float64"]   # (None: cannot load)
     monkeypatch.setattr(coreshare, "ENABLED", False)

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit import sharepool
-from tracejit.compiler import chunkpool, codegen_chunks, loopnest
+from tracejit.compiler.cpu.runtime import sharepool
+from tracejit.compiler import codegen_chunks, loopnest
+from tracejit.compiler.cpu.runtime import chunkpool
 from tracejit.ops.registry import REGISTRY
 
 from launches import count_launches
@@ -237,7 +238,7 @@ def paired(monkeypatch, tmp_path):
     cores), sync compiles; the pair launches counted (each share's q with it)."""
     if sharepool.blas_worker.find() is None:
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
-    from tracejit.compiler import cshares
+    from tracejit.compiler.cpu.runtime import cshares
     monkeypatch.delenv("TRACEJIT_PARALLEL", raising=False)
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
@@ -336,8 +337,8 @@ def test_paired_bias_relu_writes_over_the_dying_product(paired, monkeypatch):
     dies there runs as a paired chunk kernel writing into that output (plan.py `_donor`):
     eager's values, and the same bits in one share and in two."""
     import tracejit.nn.functional as F
-    from tracejit import coreshare
-    from tracejit.ops import halves
+    from tracejit.compiler.cpu.runtime import coreshare
+    from tracejit.compiler.cpu.gemm import halves
     pairs, pooled = paired
     # The product's route held fixed across the calls (BLAS on two threads): the adaptive
     # policy's count moves with other processes' load, and the halves' module may load between

@@ -562,8 +562,8 @@ print(json.dumps(dict(stats=diskcache.stats(), out=out.tolist())))
 
 def test_same_kernel_under_different_names_across_processes(tmp_path, root):
     """Two functions generating the same kernel (same source, different name hints) share
-    one entry; neither invalidates it for the other (issue 15, item 5: 'corrupt entry ...
-    ModuleNotFoundError' and a recompile in every other process)."""
+    one entry; neither invalidates it for the other (no 'corrupt entry' and no recompile in
+    another process)."""
     (tmp_path / "child.py").write_text(CHILD_NAMED)
     (tmp_path / "source.py").write_text(make_source("named", parallel=True))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))

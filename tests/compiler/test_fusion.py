@@ -147,7 +147,7 @@ def test_loss_gradient_scaled_by_the_cotangent_and_retained_graphs_stay_intact()
 
 
 def _two_layer_step_compiled():
-    """The issue's two-layer training loss, compiled and checked against eager."""
+    """The two-layer training loss, compiled and checked against eager."""
     x, y = T(16, 10, seed=1, rg=False), T(16, 3, seed=2, rg=False)
     w1, w2 = T(10, 6, seed=3), T(6, 3, seed=4)
 
@@ -223,8 +223,7 @@ def test_layer_norm_is_one_step_each_way():
 def test_group_level_cycle_is_refused():
     """Group A (rows) feeds group B (full tiles) through one member, B's row-sum epilogue is
     then combined with A's values: joining that product into A would make A and B wait for
-    each other. (This is the shape of layer_norm's backward, which used to fail with
-    "fusion produced a cyclic schedule".)"""
+    each other. (This is the shape of layer_norm's backward.)"""
     def f(x, v):
         r = tj.rsqrt(v + 1.0)                   # (4, 1), group A
         m = x * 2.0                             # (4, 7), group B

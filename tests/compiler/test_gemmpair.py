@@ -1,5 +1,5 @@
 """Two independent products as one plan step (compiler/gemmpair.py) and their runtime
-(coreshare.matmul_pair, ops/halves.py's `pair`): which products a plan pairs (a layer's
+(coreshare.matmul_pair, compiler/cpu/gemm/halves.py's `pair`): which products a plan pairs (a layer's
 input and weight gradients; not a product reading the other's result or a view of it, not
 small or symbolic ones), and that the pair's results are the products' (numpy in float64 at
 float32 tolerance on odd shapes and every operand layout, eager and the IR interpreter)
@@ -13,11 +13,11 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
-from tracejit import coreshare
+from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.threads import blas_threads, blas_threads_set
 from tracejit.compiler import gemmpair
 from tracejit.compiler.gemmpair import GemmPair
-from tracejit.ops import halves
+from tracejit.compiler.cpu.gemm import halves
 from tracejit.testing import assert_compiled_matches
 from inputs import training_variant
 

@@ -1,6 +1,6 @@
 """The GELU kernels compiled for another instruction set: the same LLVM options and the
-same results whichever CPU they were compiled for (issue 22: the GELU loss kernel's speed
-differed between AVX2 and AVX-512 machines; llvmopts' choices must not depend on it).
+same results whichever CPU they were compiled for (llvmopts' choices must not depend on
+the instruction set).
 
 The test compiles the GELU forward and loss kernels for Haswell (AVX2, no
 AVX-512) in a subprocess (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``) and compares them

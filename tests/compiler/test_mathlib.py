@@ -355,7 +355,7 @@ def test_tanh_f32_saturates_exactly_and_is_identity_near_zero():
 
 
 def _tanh_f32_two_sided():
-    """tanh_f32 as it was written before session 25: clamps of x and of the result to
+    """tanh_f32 in its two-sided form: clamps of x and of the result to
     [-SAT, SAT] and [-1, 1] (two-sided), x*P/Q on x itself."""
     from tracejit.compiler import math_tanh_erf as T
     from tracejit.compiler.mathbits import _JIT, _ONE32

@@ -13,7 +13,7 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
-from tracejit import coreshare
+from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.testing import assert_compiled_matches
 
 

@@ -18,11 +18,11 @@ pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp", "fixed_thread_cou
 @pytest.fixture
 def fixed_thread_counts(monkeypatch):
     """numba's and BLAS's thread counts stay as they are for the test (no adaptive counts,
-    tracejit/coreshare.py): these tests compare calls bit for bit, and OpenBLAS's Haswell
+    tracejit/compiler/cpu/runtime/coreshare.py): these tests compare calls bit for bit, and OpenBLAS's Haswell
     (AVX2) sgemm gives other last bits on one thread than on two (this module's 2048x16 @
     16x48 product), so on a loaded AVX2 machine a count changed between two calls failed
     "a second call: the same bits" with no change in what the plan does."""
-    from tracejit import coreshare
+    from tracejit.compiler.cpu.runtime import coreshare
     monkeypatch.setattr(coreshare, "ENABLED", False)
 
 

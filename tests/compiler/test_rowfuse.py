@@ -213,12 +213,12 @@ def test_share_form_results_do_not_depend_on_the_share_count(monkeypatch, rows):
     # the layer's forward and backward row kernels (share form) on 1, 2 and 3 shares: the
     # same bits (each chunk is the same work whoever claims it; the backward's partial sums
     # are folded in chunk order)
-    from tracejit import sharepool
+    from tracejit.compiler.cpu.runtime import sharepool
     from tracejit.compiler import codegen_rows
     monkeypatch.setattr(codegen_rows, "ROW_PARALLEL_MIN", 0)
     x, b, w, c = T(rows, 96, seed=31), T(96, seed=32), T(96, seed=33), T(96, seed=34)
     g = np.random.default_rng(35).standard_normal((rows, 96)).astype(np.float32)
-    from tracejit.compiler import cshares
+    from tracejit.compiler.cpu.runtime import cshares
     pairs = []
     real = cshares.CShares.__call__
     monkeypatch.setattr(cshares.CShares, "__call__", lambda self, args: (pairs.append(1), real(self, args)))

@@ -485,10 +485,10 @@ def test_an_eager_kernel_its_op_stopped_asking_for_goes_after_the_others():
 
 
 def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
-    """ops/vectorized.py submits an eager op's kernel with rank EAGER: a background
+    """compiler/cpu/kernels/vectorized.py submits an eager op's kernel with rank EAGER: a background
     compile's stage-1 kernels (FIRST) queued after it still go to the workers first."""
     from tracejit.compiler import diskcache
-    from tracejit.ops import vectorized
+    from tracejit.compiler.cpu.kernels import vectorized
     ranks = []
     real = workers.submit
 

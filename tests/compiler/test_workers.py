@@ -153,7 +153,7 @@ def test_no_worker_starts_ahead_after_release_idle(monkeypatch):
 
 def test_promote_moves_a_queued_job_up_to_its_new_rank():
     """A kernel queued LATER (only tier-0 forwards asked for it) that a compiled step or
-    eager code then asks for moves up (ops/native.py): taken before the EAGER jobs queued
+    eager code then asks for moves up (compiler/cpu/kernels/native.py): taken before the EAGER jobs queued
     after it, after those queued before it, and never moved down or when not queued."""
     pool = workers.CompilePool(0)    # no dispatcher threads: we play one
     early = pool.submit("# early", "early", (), rank=workers.EAGER)
@@ -172,7 +172,7 @@ def test_promote_moves_a_queued_job_up_to_its_new_rank():
 
 
 def test_demote_moves_a_queued_job_down_behind_that_ranks_jobs():
-    """A layer's kernel asked for only by tier 0 and a fused kernel's stand-in (ops/native.py
+    """A layer's kernel asked for only by tier 0 and a fused kernel's stand-in (compiler/cpu/kernels/native.py
     `standing_in`) goes from STEADY down to LATER, behind the LATER jobs queued by then;
     never up, and nothing moves once it is taken."""
     pool = workers.CompilePool(0)    # no dispatcher threads: we play one
@@ -192,8 +192,8 @@ def test_demote_moves_a_queued_job_down_behind_that_ranks_jobs():
 
 
 def test_a_later_kernel_whose_op_stopped_asking_is_held():
-    """A kernel queued LATER because only tier-0 forwards asked for it (ops/native.py,
-    ops/vectorized.py) whose op stopped asking (the entry switched: its plan fuses the op)
+    """A kernel queued LATER because only tier-0 forwards asked for it (compiler/cpu/kernels/native.py,
+    compiler/cpu/kernels/vectorized.py) whose op stopped asking (the entry switched: its plan fuses the op)
     is held like a put-back EAGER one, until its op asks again or a core is idle; one whose
     op still asks runs in its turn, and a LATER job of no op's (an upgrade) is untouched."""
     pool = workers.CompilePool(0)    # no dispatcher threads: we play one
@@ -224,7 +224,8 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
     the same result; once the worker is done the claimed parts come back. Not for a job no
     call waits for (rank LATER), nor where the program keeps two cores beside the worker."""
     import numpy as np
-    from tracejit import coreshare, sharepool
+    from tracejit.compiler.cpu.runtime import coreshare
+    from tracejit.compiler.cpu.runtime import sharepool
     monkeypatch.setenv("TRACEJIT_COMPILE_WORKER_FAULT", "hang")   # the job never ends
     monkeypatch.setattr(coreshare, "adapt", lambda: 1)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)

@@ -1,7 +1,6 @@
 """Memory shared between a compiled function's tensors must never give silently wrong
 results: gradient buffers shared between inputs, view outputs of compiled functions,
-arguments that alias each other, and in-place ops on views inside a captured function.
-(Issue 15, items 1-3; each test failed before its fix.)"""
+arguments that alias each other, and in-place ops on views inside a captured function."""
 from __future__ import annotations
 
 import numpy as np
@@ -251,7 +250,7 @@ def test_view_taken_after_inplace_is_fine():
 
 def test_inplace_update_of_input_read_by_backward(compiler):
     """The call's own write to an input must not trip its backward's version check, and
-    the backward must use the value the forward read (found by the fuzzer)."""
+    the backward must use the value the forward read."""
     def scale_then_dot(w, s):
         s.mul_(0.5)
         return (w * s).sum(), w * 1.0

@@ -177,7 +177,7 @@ def test_custom_function_with_saved_tensor_matches_eager():
 
 # --------------------------------------------------------------------------- outputs
 def test_output_returned_twice_gets_the_sum_of_its_cotangents():
-    # Used to fail in autodiff.joint: cotangents of a repeated output were added eagerly
+    # autodiff.joint must not add the cotangents of a repeated output eagerly
     # instead of in the backward graph.
     assert_compiled_matches(lambda x, y: (x * y, x * y), T(3, 4, seed=1), T(3, 4, seed=2))
     assert_compiled_matches(lambda x: (tj.exp(x),) * 3, T(5, seed=3))

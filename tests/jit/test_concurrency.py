@@ -1,4 +1,4 @@
-"""Compiled functions called from several threads at once (issue 15, items 6 and 7)."""
+"""Compiled functions called from several threads at once."""
 from __future__ import annotations
 
 import os

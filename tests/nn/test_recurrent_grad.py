@@ -79,7 +79,7 @@ def test_frozen_hidden_weights(kind):
 def test_one_weight_gradient_gemm_per_layer_and_direction(monkeypatch):
     """An RNN layer's backward is one op: per step one GEMM dh = W_hh^T dpre, and W_hh's
     gradient one GEMM over all steps (as the LSTM's and GRU's: tests/nn/test_lstm_layer.py,
-    test_gru_layer.py). Counted on the numpy form (the whole-loop kernel, ops/rnn_kernels.py,
+    test_gru_layer.py). Counted on the numpy form (the whole-loop kernel, compiler/cpu/kernels/rnn_kernels.py,
     makes the per-step GEMMs inside numba: tests/ops/test_rnn_kernels.py)."""
     from tracejit.ops import lstm_prim, rnn_prim
     monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")

@@ -282,7 +282,7 @@ def test_backward_column_sum_same_bits_at_once_and_split(forced_split):
     w = AP._weights_impl(np, qkv, **kw)
     split = AP.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
     assert forced_split == [3, 3]
-    from tracejit import sharepool
+    from tracejit.compiler.cpu.runtime import sharepool
     sharepool.SPLIT_MIN_WORK = 1 << 62                # (monkeypatched by forced_split: undone after)
     once = AP.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
     assert forced_split == [3, 3]

@@ -7,7 +7,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.ops import batchnorm_prim as B
-from tracejit.ops import native
+from tracejit.compiler.cpu.kernels import native
 
 pytest.importorskip("numba")
 

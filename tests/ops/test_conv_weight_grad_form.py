@@ -9,7 +9,7 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
-from tracejit import coreshare
+from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.ops import linalg
 from tracejit.testing import assert_compiled_matches
 from inputs import training_variant

@@ -1,6 +1,6 @@
 """index_add's rows with repeats (ops/indexing.py `_add_rows`): an embedding's backward, bitwise
 np.add.at, in numpy rounds (TRACEJIT_EAGER_KERNELS=0) and with the numba loop of
-ops/index_kernels.py (tests/ops/test_index_kernels.py checks it further)."""
+compiler/cpu/kernels/index_kernels.py (tests/ops/test_index_kernels.py checks it further)."""
 from __future__ import annotations
 
 import numpy as np

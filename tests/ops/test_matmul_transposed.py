@@ -90,7 +90,7 @@ def test_a_gradient_of_a_gradient_runs_through_the_records():
 def test_the_plans_numpy_call_is_matmuls_choice_for_the_product_computed(prim, swap_a):
     """A record's plan call follows matmul's own small/BLAS rule for the product it computes
     (m, k, n of a @ b.T or a.T @ b, not of the stored operands), and leaves batches to the impl."""
-    from tracejit import coreshare
+    from tracejit.compiler.cpu.runtime import coreshare
     fast = prim.extra["fast"]
     small = linalg._tn_small if swap_a else linalg._nt_small
     blas = linalg._tn_blas if swap_a else linalg._nt_blas

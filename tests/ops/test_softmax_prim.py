@@ -1,5 +1,5 @@
 """softmax and LayerNorm as primitives (ops/softmax_prim.py, ops/layer_norm_prim.py) with
-their row kernels (ops/row_kernels.py): values and gradients against the formulas, the
+their row kernels (compiler/cpu/kernels/row_kernels.py): values and gradients against the formulas, the
 kernels against the numpy forms (edge sizes, strides, special values), the same
 primitives recorded when traced, compiled gradients equal to eager ones, and LayerNorm's
 second derivatives (its backward's own VJP) against PyTorch."""
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.ops import layer_norm_prim, row_kernels, softmax_prim
+from tracejit.ops import layer_norm_prim, softmax_prim
+from tracejit.compiler.cpu.kernels import row_kernels
 
 
 @pytest.fixture(params=["kernel", "numpy"])

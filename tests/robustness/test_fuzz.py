@@ -24,15 +24,8 @@ Runs:
   session temporary directory).
 - Soak: ``python -m pytest -m slow tests/robustness`` runs the long test below
   (``TRACEJIT_FUZZ_EXAMPLES`` examples, default 2000, fresh random programs each run;
-  about 12 minutes on 2 cores from a cold kernel cache). Last result: 1500 examples in
-  9 minutes, 0 failures (after 2500 + 700 earlier ones, 0 failures; a fresh CI example
-  in between found fastmath 'reassoc' leaking into reduction kernels' elementwise
-  work, now fixed and covered by tests/compiler/test_compiled_ops.py). With the aliasing /
-  view / in-place / scaled-loss shapes (issue 15): 1500 examples in 6 runs of 250,
-  17 minutes on 2 shared cores (cold kernel cache per run), 0 failures; then 5,000 in 10
-  runs of 500 (``--hypothesis-seed`` 7001-7010), 67 minutes, 0 failures; before that the
-  soak found the scaled-loss gradient bug, and the new shapes found two in-place write-back
-  bugs (see tests/jit/test_aliasing.py).
+  about 12 minutes on 2 cores from a cold kernel cache). Pass ``--hypothesis-seed N``
+  to repeat a run.
 - ``TRACEJIT_FUZZ_CI_EXAMPLES`` (default 40) scales the fixed-seed batches.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 from ..memory import kept_refs, sole_padded_view
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import sum_to
-from ..ops.vectorized import add_into as _add_into
+from ..compiler.cpu.kernels.vectorized import add_into as _add_into
 from .grad_mode import _state as _grad_state, set_mode as _set_grad_mode
 from .node import AccumulateGrad, leaf_node
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
@@ -137,7 +137,7 @@ def _backward_to_leaves(node, nr: int, g, retain_graph: bool, create_graph: bool
     """`run_backward`'s loop for a root that `_leaves_only` accepts: the node, then each
     leaf in the order the loop would run them (its ready stack: the last edge first).
     Called right after a large compiled kernel, the loop's walk and dictionaries ran on
-    cold caches: ~15 us of a 4M-float GELU step's backward (session 16, notes gelu16)."""
+    cold caches: ~15 us of a 4M-float GELU step's backward."""
     grads = [None] * node.num_outputs
     grads[nr] = g
     g = None
@@ -301,7 +301,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                     elif create_graph or not _owned_by_engine(old, g):
                         buf[nr] = old + g
                     else:  # nobody else sees `old`: add in place, no new array per edge
-                        # (large float gradients through add's eager kernel, ops/vectorized.py)
+                        # (large float gradients through add's eager kernel, compiler/cpu/kernels/vectorized.py)
                         _add_into(_ADD, old._data, g._data)
                 c -= 1
                 deps[nxt] = c

@@ -20,8 +20,8 @@ from ..errors import GraphFreedError, InplaceModifiedError
 from ..memory import kept_refs, sole_padded_view
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import COPY as _COPY
-from ..ops.vectorized import add_into as _add_into, copy_of as _copy_of
-from ..ops.vectorized import TIER0_THREADS as _TIER0_THREADS, outside as _outside_tier0, \
+from ..compiler.cpu.kernels.vectorized import add_into as _add_into, copy_of as _copy_of
+from ..compiler.cpu.kernels.vectorized import TIER0_THREADS as _TIER0_THREADS, outside as _outside_tier0, \
     serving_tier0 as _serving_tier0
 from ..tensor import Tensor
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
@@ -390,7 +390,7 @@ class Tier0PrimNode(PrimNode):
     compiled function's first calls on the ops' eager implementations): its backward serves
     tier 0 too, and runs inside ``vectorized.serving_tier0`` as the forward did, so the
     eager and hand-written kernels it asks for queue behind the ones the compiled step and
-    the eager code around it ask for (ops/vectorized.py, ops/native.py: rank LATER, held
+    the eager code around it ask for (compiler/cpu/kernels/vectorized.py, compiler/cpu/kernels/native.py: rank LATER, held
     once their op stops asking). The compiled step's backward is the plan's own kernels:
     the MLP step's tier-0 backward asked for LayerNorm's backward kernel and GELU's eager
     backward kernel and pair (~0.75 s of one worker's CPU), which came before the
@@ -468,7 +468,7 @@ class AccumulateGrad(Node):
 
 def _own_copy(g):
     """``g.detach().clone()``; a large float gradient through copy's eager kernel on the
-    free cores (ops/vectorized.py `copy_of`), as the engine's accumulations go through add's."""
+    free cores (compiler/cpu/kernels/vectorized.py `copy_of`), as the engine's accumulations go through add's."""
     d = g._data
     if type(d) is np.ndarray:
         out = _copy_of(_COPY, d)

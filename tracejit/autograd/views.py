@@ -139,7 +139,7 @@ def refresh_stale_view(view) -> None:
             "a view of a tensor that was modified in place is used after the modification, and "
             "its history cannot be rebuilt (the base is not contiguous); take the view again "
             "after the in-place operation")
-    from ..autograd.grad_mode import enable_grad
+    from .grad_mode import enable_grad
     from ..tensor import Tensor
     with enable_grad():
         _regather(view, base, Tensor._wrap(positions.reshape(-1), None, base.device))

@@ -139,7 +139,7 @@ class CpuBackend(Backend):
 
     def load(self, spec, label: str, parallel: bool):
         from . import diskcache
-        from .threadsafe import guard_parallel
+        from .cpu.runtime.threadsafe import guard_parallel
         t0 = time.perf_counter()
         before = diskcache.stats()["compiles"]
         pair, source = None, spec.source
@@ -152,9 +152,9 @@ class CpuBackend(Backend):
                              " parallel" if parallel else "", time.perf_counter() - t0)
         fn = mod.kernel
         if spec.chunked:  # a chunk kernel: launched on chunkpool's threads
-            from .chunkpool import ChunkKernel
+            from .cpu.runtime.chunkpool import ChunkKernel
             if pair is None and source is not spec.source:
-                from .cshares import Ready
+                from .cpu.runtime.cshares import Ready
                 pair = Ready(fn, self.fast_entry)
             return ChunkKernel(fn, _entry_point(fn), spec.partial_dtype, serial=not parallel,
                                partial_size=spec.partial_size, pair=pair)
@@ -173,7 +173,8 @@ class CpuBackend(Backend):
         disk already (a worker built it: an eager op's kernel, an entry compiled in the
         background), which must load without a compile here; its pair then only where the
         workers put the pair's module on disk too."""
-        from . import cshares, diskcache
+        from . import diskcache
+        from .cpu.runtime import cshares
         from .tiers import compile_mode
         both = spec.source + spec.pair
         if compile_mode(None) == "background":
@@ -188,10 +189,10 @@ class CpuBackend(Backend):
 
     def matmul(self):
         # BLAS threads follow the cores other processes leave free, and small products
-        # run on one thread (see tracejit/coreshare.py: a 2-thread GEMM waits a scheduler
+        # run on one thread (see tracejit/compiler/cpu/runtime/coreshare.py: a 2-thread GEMM waits a scheduler
         # slice for a thread queued behind another process; the two-layer step went
         # from 9.7 ms to 1.8 ms under load).
-        from ..coreshare import matmul
+        from .cpu.runtime.coreshare import matmul
         return matmul
 
     def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype):
@@ -199,7 +200,7 @@ class CpuBackend(Backend):
         # (coreshare.matmul_for: numpy's matmul for a tiny one, the halves' plan call)
         if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]
                 and all(type(d) is int for d in (*a_shape, *b_shape))):
-            from ..coreshare import matmul_for
+            from .cpu.runtime.coreshare import matmul_for
             return matmul_for(a_shape[0], a_shape[1], b_shape[1], dtype)
         return self.matmul()
 

@@ -42,9 +42,9 @@ import ctypes
 
 import numpy as np
 
-from ..coreshare import SKINNY_DOT_MNK, SKINNY_MNK, SKINNY_THIN, adapt, gemm_threads, matmul
+from .cpu.runtime.coreshare import SKINNY_DOT_MNK, SKINNY_MNK, SKINNY_THIN, adapt, gemm_threads, matmul
 from ..jit.ir import Eqn, Var
-from ..ops.blas_gemm import gemm_address
+from .cpu.gemm.blas_gemm import gemm_address
 from ..ops.linalg import matmul_rows
 from ..threads import blas_threads
 from .fusion import Group
@@ -64,7 +64,7 @@ _NP_DTYPES = frozenset(np.dtype(t) for t in _DTYPES)
 # Output elements from which the bias fill is a k=1 GEMM on BLAS's threads (`_fill`): 1 MB of
 # float32 (OpenBLAS runs products below 256K multiply-adds on one thread itself). The
 # Transformer step's q/k/v projection (2048 x 768), 2 threads forced, SCHED_FIFO, one process
-# alternating (notes bias19/fillab*.py), matmul_bias min/median ms: fill on one thread
+# alternating, matmul_bias min/median ms: fill on one thread
 # 2.95/3.55, 3.28/3.68; numpy's fill in row halves on a pair (sharepool.run_pair) 2.78/3.39,
 # 2.82/3.47; the k=1 GEMM 3.00/3.39 in the same runs, and against the pair 2.69/3.23 vs
 # 2.81/3.33, 2.53/3.16 vs 2.59/3.25. The LSTM head's 2048 x 64 stays on numpy's fill.
@@ -219,13 +219,13 @@ def _cblas(dtype):
 
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_skinny_product = None   # ops/skinny_gemm.product, once a head's logits needed it
+_skinny_product = None   # gemm/skinny_gemm.product, once a head's logits needed it
 
 
 def matmul_bias(xp, x, w, b):
     """``x @ w + b`` (x: (..., k), w: (k, n), b: n values in any shape (1, ..., n)): the
     output filled with b, then one GEMM with beta=1; a few columns of a transposed w (a
-    head's logits) by ops/skinny_gemm.py's dot kernel, the bias added in it; the product
+    head's logits) by compiler/cpu/gemm/skinny_gemm.py's dot kernel, the bias added in it; the product
     and an add otherwise."""
     n = w.shape[1]
     k = x.shape[-1]
@@ -244,7 +244,7 @@ def matmul_bias(xp, x, w, b):
     if SKINNY_MNK <= m * k * n < SKINNY_DOT_MNK and n <= SKINNY_THIN:   # a head's logits
         global _skinny_product
         if _skinny_product is None:    # (imported at the first: an import statement in every
-            from ..ops.skinny_gemm import product as _skinny_product   # call cost ~4 us cold)
+            from .cpu.gemm.skinny_gemm import product as _skinny_product   # call cost ~4 us cold)
         flat = x.ndim == 2             # (no reshaped views where x is the matrix already)
         out = _skinny_product(x if flat else x.reshape(m, k), w, b)
         if out is not None:

@@ -1,5 +1,5 @@
 """Parallel CPU kernels without numba's parfor pass: one serial ``nogil`` kernel per group
-that runs a share of the chunks, launched on a few threads (compiler/chunkpool.py).
+that runs a share of the chunks, launched on a few threads (compiler/cpu/runtime/chunkpool.py).
 
 Why: a ``parallel=True`` kernel costs numba 3-10x its serial twin to compile (the parfor
 pass, gufunc outlining, the threading layer's scheduling code): the MLP step's 16
@@ -13,7 +13,7 @@ its threads at once (each share releases the GIL while it runs).
 ``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` keeps numba's parallel
 kernels; ``auto`` (the default) keeps them but for flat kernels where `flat_pairs` holds:
 those are chunk kernels whose two shares run without Python on OpenBLAS's worker
-(`ChunkSpec.pair`, compiler/cshares.py), which is awake when numba's OpenMP worker sleeps.
+(`ChunkSpec.pair`, compiler/cpu/runtime/cshares.py), which is awake when numba's OpenMP worker sleeps.
 The rendering is the CPU backend's parallel variant (codegen_cpu.render),
 rewritten in four places: the decorator (``parallel=False, nogil=True`` and the extra
 arguments in the signature), the ``prange`` line, and for reductions folded from
@@ -86,15 +86,16 @@ def flat_pairs() -> bool:
 
     Why: numba's OpenMP worker sleeps between kernels (threads.SPINCOUNT: it spins ~10-15 us),
     and a call's Python (20 us for the GELU forward, 50-100 us for a training step) is longer,
-    so each launch waited 20-60 us for it to wake (session 18: GELU fwd 1.07x, fwd+bwd 1.10x
+    so each launch waited 20-60 us for it to wake (GELU fwd 1.07x, fwd+bwd 1.10x
     the bandwidth bound, the kernels alone ~1.0x). OpenBLAS's worker busy-waits (yielding)
     ~0.4 ms after each job (threads.BLAS_THREAD_TIMEOUT) and takes a C share in 1.4 us
-    (ops/halves.py's launch measurements)."""
+    (compiler/cpu/gemm/halves.py's launch measurements)."""
     global _flat_machine
     if not FLAT_PAIRS or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
         return False
     if _flat_machine is None:
-        from .. import coreshare, sharepool
+        from .cpu.runtime import coreshare
+        from .cpu.runtime import sharepool
         from ..threads import usable_cpus
         try:
             sharepool.blas_worker.find()
@@ -155,7 +156,7 @@ class ChunkSpec(KernelSpec):
     def __init__(self, source, nest, form, llvm_options, partial_dtype, pair: str = ""):
         super().__init__(source, nest, True, form, llvm_options)
         self.partial_dtype = partial_dtype   # numpy dtype name, or None (no fold)
-        # A flat kernel's GIL-free two-share launch (compiler/cshares.py: ``pack`` and
+        # A flat kernel's GIL-free two-share launch (compiler/cpu/runtime/cshares.py: ``pack`` and
         # ``share_entry`` over this kernel, ``chunk_fold`` 0), or "" (other loop shapes, or an
         # argument type without a table form). A module of its own in background mode, the
         # kernel's module in sync mode (backends.CpuBackend.load), as a row kernel's pair.
@@ -228,7 +229,7 @@ def render(nest) -> Optional[ChunkSpec]:
     sig = f"void({args_sig}, {', '.join(extra_types)})"
     pair = ""
     if spec.form in PAIRED:
-        from . import cshares
+        from .cpu.runtime import cshares
         try:
             k = len(extra_types) - (3 if folded else 2)    # the chunk arguments' own: partial
             pair = cshares.source(_types(args_sig) + extra_types[:k], nest.arguments() + extra_args[:k],

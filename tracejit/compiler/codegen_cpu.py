@@ -169,7 +169,7 @@ def stream_min(nest: LoopNest, parallel: bool):
     float32 blocked sum) streaming its outputs through 1024-element buffers took 9.9-12.5
     ms against 9.7-10.1 ms with ordinary stores (4M float32, one thread, min of 48 calls
     alternating in one process, load 2.3-3.0): no gain to pay for a second loop form. On
-    two threads it lost too (session 17, Xeon VM with a 260 MiB L3: 4M float32, outputs
+    two threads it lost too (Xeon VM with a 260 MiB L3: 4M float32, outputs
     placed as the plan's slots, streaming per 256-element sum block, the same LLVM options,
     alternating in one process, CPU/wall 1.7-2.0): 2.05-2.14 / 2.14-2.18 ms min / median
     against 1.73-1.81 / 1.83-1.90 with ordinary stores, with the same bits."""

@@ -14,7 +14,7 @@ Contract with the code generator
     ``cache=True`` for code that has no file behind it, so a literal
     ``cache=True`` would break the in-memory path.
     ``load_module`` (this module's) is put there too: a module built on
-    another generated one loads it by its source (compiler/cshares.py's pair
+    another generated one loads it by its source (compiler/cpu/runtime/cshares.py's pair
     module calls its row kernel's compiled dispatcher, which numba then links
     rather than compiling the kernel again).
 
@@ -89,7 +89,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import envflags
-from . import cacheload, cacheroot, forkguard, gilshare, importclosure, llvmopts, numbaflags
+from . import cacheload, cacheroot, forkguard, importclosure, llvmopts, numbaflags
+from .cpu.runtime import gilshare
 from .buildfacts import versions as _versions  # a module global: tests patch it
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
@@ -156,7 +157,7 @@ def load_module(source: str, *, name_hint: str = "kernel",
 
 def _switches():
     """Shorter GIL switches (gilshare.py) while a thread other than the main one loads:
-    the eager kernels' loader threads (ops/native.py, ops/vectorized.py) import numba and
+    the eager kernels' loader threads (compiler/cpu/kernels/native.py, compiler/cpu/kernels/vectorized.py) import numba and
     load entries there, 0.3-1 s of Python beside the user's steps, whose every numpy or
     BLAS call then waits up to the 5 ms default interval to get the GIL back. (The main
     thread loading -- sync mode -- has no one to share with; the tier loader already
@@ -286,7 +287,7 @@ def _cached_dispatchers(module: types.ModuleType) -> list[Any]:
 
 def _cached_cfuncs(module: types.ModuleType) -> list[Any]:
     """numba cfuncs defined by `module` itself with caching on (the GIL-free share entries
-    of compiler/cshares.py): each has an index file of its own in the entry."""
+    of compiler/cpu/runtime/cshares.py): each has an index file of its own in the entry."""
     from numba.core.caching import NullCache
     from numba.core.ccallback import CFunc
 

@@ -102,7 +102,7 @@ class CompiledNode(Node):
         gradient, no engine lists. False (nothing done) when the general path is needed.
         Why: right after a large kernel every frame runs on swept caches; this path is a
         fraction of the general one's code (GELU over 4M float32, cold: `backward()` 37-38
-        -> 16 us; session 17, notes gelu17). The work is the program's generated `take`
+        -> 16 us). The work is the program's generated `take`
         for this node's differentiable inputs (`CompiledProgram.taker`), which the
         generated training call hands the node before its kernels run."""
         take = self.take
@@ -286,7 +286,7 @@ class CompiledProgram(Executor):
         loss reaches: constant without a cond). Why: it runs right after the loss kernel
         swept the caches, where each frame and loop of a general version cost 0.5-4 us
         (`_check_versions`, `reached`, the per-leaf loop, three wraps: GELU step over 4M
-        float32, session 19, notes gelu19b). Its attribute ``take.shells()`` makes the
+        float32). Its attribute ``take.shells()`` makes the
         gradients' tensors, arrays to come: the generated training call makes them before
         its kernels, on warm caches (`CompiledNode.shells`), and `take` fills them (a node
         without makes them there)."""
@@ -557,7 +557,7 @@ class CompiledProgram(Executor):
     def fast_training(self, diff_idx: tuple):
         """``[train]`` (backend.Executor's contract): at its first call ``train`` becomes
         the `_generated_train` function (a loss call on swept caches: 41-43 -> 29 us for the
-        GELU chain over 4M float32; session 17)."""
+        GELU chain over 4M float32)."""
         if not diff_idx or self._scalar_inputs or not self._simple_out or len(self.graph.outputs) != 1:
             return None
         if self._diff_cached is not None and self._diff_cached != diff_idx:
@@ -578,7 +578,7 @@ class CompiledProgram(Executor):
         this program (its input count, outputs, saved values and conds), for an entry whose
         leaves are the graph's inputs (tensors) and whose one output is a new tensor. Its
         node and outputs are built as `__call__` builds them. Why: after a large kernel
-        every frame and lookup runs on swept caches (session 17, notes gelu17)."""
+        every frame and lookup runs on swept caches."""
         g = self.graph
         n_out = len(g.outputs)
         fwd, bwd, n_saved = self.train_plans(diff_idx)

@@ -7,7 +7,7 @@ was importing at the fork stays "being imported" for good there, its import lock
 a thread that no longer exists: the child's first import of it waits forever. A
 background compile's submit thread imported `cshares` while the program forked, and the
 child's own compile thread then never finished (test_no_worker_outlives_the_program[fork]
-in the session-17 CI, about one run in a few).
+in CI, about one run in a few).
 
 Why one hook, registered once and early (by the package's import, before any background
 thread exists), that reads its list of locks at each fork: os.fork calls the before-hooks

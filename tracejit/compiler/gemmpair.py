@@ -1,13 +1,13 @@
 """Two independent matrix products of a plan as one step: ``c1, c2 = MATMUL2(a1, b1, a2, b2)``,
-run at once on the two cores where the runtime can (coreshare.matmul_pair, ops/halves.py's
+run at once on the two cores where the runtime can (coreshare.matmul_pair, compiler/cpu/gemm/halves.py's
 `pair`), one after the other otherwise.
 
 Why: a layer's backward makes two products of one output gradient, the input gradient
 ``g @ W`` and the weight gradient ``g.T @ a``, which read nothing of each other's. Each ran
 on OpenBLAS's two threads, which meet at every panel of a product; two one-thread products,
-one per core, meet once. Session 17 prototyped it as a rewrite of the plan's source; this
+one per core, meet once. This
 pass makes it a plan step, like biasgemm.py's and attnpair.py's, run after them on the
-items. In the MLP step (session 22, SCHED_FIFO, policy off): the pair 3.82-3.91 ms against
+items. In the MLP step (SCHED_FIFO, policy off): the pair 3.82-3.91 ms against
 3.98-4.07 one after the other, the step's GEMM time -0.2 ms (coreshare.PAIR_MNK's comment).
 The bench's other models pair products too (the CNN's fully connected layer, the LSTM
 model's and the Transformer's projections): in-process A/B, CNN -0.09 ms (6 of 8 rounds
@@ -59,7 +59,7 @@ class GemmPair:
         return "two matmuls at once"
 
     def emit(self, nm, consts: dict) -> list:
-        from ..coreshare import matmul_pair
+        from .cpu.runtime.coreshare import matmul_pair
         consts["MATMUL2"] = matmul_pair
         a1, b1 = (nm(a) for a in self.first.inputs)
         a2, b2 = (nm(a) for a in self.second.inputs)
@@ -76,7 +76,7 @@ def _product(it) -> bool:
     sa, sb = tuple(a.aval.shape), tuple(b.aval.shape)
     if len(sa) != 2 or len(sb) != 2 or any(isinstance(d, Sym) for d in sa + sb):
         return False
-    from ..coreshare import PAIR_MNK
+    from .cpu.runtime.coreshare import PAIR_MNK
     return a.aval.dtype.name in ("float32", "float64") and sa[0] * sa[1] * sb[1] >= PAIR_MNK
 
 

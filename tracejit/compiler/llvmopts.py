@@ -76,9 +76,9 @@ def kernel_options(stores: int, parallel: bool, form: str = "", wide: bool = Tru
 # On two threads the GELU kernels are compute-bound (forward 0.66 ns per element on one
 # core with its operands in cache: 1.38 ms of arithmetic for 4M elements over two cores,
 # more than the memory traffic takes), and 512-bit vectors do that arithmetic in fewer
-# instructions: 4M float32, two threads, one process alternating (session 15, gelu15,
-# load 3.6-10): the forward kernel 1.37-1.41 -> 1.18-1.24 ms. Tried in session 14 (vec11)
-# and reverted then, because at 4M on one thread the loss kernel lost (8.13 -> 8.56 ms):
+# instructions: 4M float32, two threads, one process alternating (load
+# 3.6-10): the forward kernel 1.37-1.41 -> 1.18-1.24 ms. With numpy's
+# placement, at 4M on one thread the loss kernel lost (8.13 -> 8.56 ms):
 # numpy's arrays sit 16-48 bytes off a 64-byte line, so every 512-bit access of them
 # splits across two lines. Kernel outputs of 8 MiB and more are now placed on lines
 # (memory.placed_empty); with that the loss kernel gains on two threads (2.15-2.26 ->

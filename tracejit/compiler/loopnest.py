@@ -22,7 +22,7 @@ backend needs to write the kernel, decided in one place:
   kernel the same way.
 
 `lower_op` describes one elementwise op alone (a group of one equation) the same way:
-the eager path's kernels for large elementwise math (ops/vectorized.py) are rendered
+the eager path's kernels for large elementwise math (compiler/cpu/kernels/vectorized.py) are rendered
 from it by the same renderer as the compiled kernels.
 
 Adding a backend means writing a renderer of this description (see codegen_cpu.py and

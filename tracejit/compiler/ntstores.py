@@ -7,7 +7,7 @@ An ordinary store to a line that is not in the cache first reads the line from m
 (read for ownership), then writes it back: a kernel computing one output moves its bytes
 twice. glibc's ``memcpy`` (the copy the benchmark's bandwidth bound is measured with)
 writes large copies with non-temporal stores, which send whole 64-byte lines to memory
-without reading them: on the session-9 machine 29.5 GB/s for a copy against 15.9 GB/s for
+without reading them: on one test machine 29.5 GB/s for a copy against 15.9 GB/s for
 ``dst = src * 2``. A kernel can do the same: compute a block of its output into a small
 buffer that stays in L1, then send the buffer's whole lines to the output with
 non-temporal vector stores (`stream_block`).
@@ -33,9 +33,9 @@ with other work, load 2.7-3.8; min of 6 rounds, variants alternating in one proc
   whose sysfs L3 is 260 MiB (the 4M GELU forward's 64 MiB stay below the threshold), the
   forward made to stream (the threshold lowered to 32 MiB) took 1.26-1.33 / 1.34-1.40 ms
   min / median on two threads against 1.12-1.19 / 1.17-1.24 ms with ordinary stores
-  (alternating fresh processes, session 17, notes gelu17b).
-- other ways to spare the outputs' reads for ownership lost too there (session 18, notes
-  gelu18; two threads, one process alternating, min / median): each 1-4K-element block
+  (alternating fresh processes).
+- other ways to spare the outputs' reads for ownership lost too there (two threads, one
+  process alternating, min / median): each 1-4K-element block
   computed into a stack buffer and written with ``rep movsb`` (fast strings write whole
   lines without reading them and keep them cached) ran a 3-in-3-out map at 4M float32 in
   3.9-4.1 / 4.1-4.8 ms against 3.2-3.3 / 3.3-3.4 with ordinary stores, and a 64 MiB

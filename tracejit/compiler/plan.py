@@ -399,7 +399,7 @@ class Plan:
             tmp = nm(red.out) + "_r"
             lines.append(f"    {tmp} = xp.empty({rs}, {_dtype_const(red.out.aval.dtype, consts)})")
             # its view in the output's shape, taken before the kernel writes it: after a
-            # large kernel every numpy call runs on swept caches (session 19)
+            # large kernel every numpy call runs on swept caches
             lines.append(f"    {nm(red.out)} = {tmp}.reshape({_shape_code(red.out.aval.shape)})")
             call_args.append(tmp)
         dim_args = [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]

@@ -6,7 +6,7 @@ Why: on the 2-core Xeon VM the GELU loss kernel (4M float32: reads x, y, z, writ
 three gradients, sums the loss) moves its 96 MiB at the copy's rate and no faster; its
 arithmetic is hidden (a kernel of the same arrays computing ``((x*y + z)**2).sum()`` takes
 as long), and its working set sits in the last-level cache: a copy runs at ~57 GB/s with
-32-64 MiB working sets and ~28 GB/s from 256 MiB on (session 24). There the time is the
+32-64 MiB working sets and ~28 GB/s from 256 MiB on. There the time is the
 latency of each stream's misses, and the hardware prefetcher restarts at every 4 KiB page:
 the kernel reads three streams and writes three. Asking for the inputs one page (4 KiB)
 ahead keeps those misses in flight across page boundaries. Measured (4M float32, two

@@ -2,7 +2,7 @@
 prologue) become part of them.
 
 Why: LayerNorm (forward and backward) is a primitive run by a row kernel
-(ops/row_kernels.py), which a plan calls as an opaque step. Around it sit elementwise
+(compiler/cpu/kernels/row_kernels.py), which a plan calls as an opaque step. Around it sit elementwise
 groups: the bias add of the Linear before it, the GELU after it, and in the backward the
 GELU's gradient times the upstream gradient, which is LayerNorm backward's incoming
 gradient. Each is a separate pass over memory: in the MLP step (256x1024 rows) every
@@ -35,7 +35,7 @@ row op's shape ("rows"), vectors along the normalized dims broadcast over the ro
 ("col": a bias, a LayerNorm weight), whole rows broadcast along some leading dims
 ("bcast": an attention mask (T, S) over (N, H, T, S) scores, read through a row index),
 or single values ("scalar"); a group with anything else stays a group. The kernel's source (compiler/codegen_rows.py) is written from the
-row op's own text in ops/row_kernels.py and the groups' ops' scalar rules, the ones every
+row op's own text in compiler/cpu/kernels/row_kernels.py and the groups' ops' scalar rules, the ones every
 fused kernel uses: no op is written twice.
 
 The pass runs on `fusion.partition`'s items in `plan.Plan`; ``TRACEJIT_ROW_FUSION=0``

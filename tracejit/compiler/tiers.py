@@ -63,7 +63,8 @@ from .. import envflags
 from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
 from ..jit.interpreter import interpret, last_uses
-from . import cacheroot, forkguard, gilshare, tierhints
+from . import cacheroot, forkguard, tierhints
+from .cpu.runtime import gilshare
 # diskcache and workers are imported where used: a first call (tier 0) needs neither,
 # and their imports (pathlib, subprocess, the cache key's helpers: 15-30 ms in a fresh
 # process) belong to the background thread, after the user's first step.
@@ -129,7 +130,7 @@ def _parfor(kern, parallel: bool, spec) -> bool:
     parallel variant on a backend with serial twins, not a chunk kernel nor a row kernel's
     share form (serial code: as cheap to compile as its twin). MLP step, empty cache: a
     stage 1 for its four row kernels compiled each twice (serial, then share form), stage 1
-    after 3.5 s and the share forms after 5.9 s (session 17)."""
+    after 3.5 s and the share forms after 5.9 s."""
     return parallel and kern.backend.serial_twin and spec.parfor
 
 
@@ -168,7 +169,7 @@ class Tier0(Interpreted):
         if drops is None:
             drops = self._drops = last_uses(self.graph)
             self._steps = _unbind_steps(self.graph)
-        from ..ops.vectorized import serving_tier0   # (an op's module: imported by now)
+        from .cpu.kernels.vectorized import serving_tier0   # (an op's module: imported by now)
         with serving_tier0():
             return interpret(self.graph, ins, drops=drops, steps=self._steps)
 
@@ -644,7 +645,7 @@ class TieredExecutor(Executor):
             self._n_serial = len(self._serial_variants)
             # A row kernel's GIL-free pair (cshares.py): its module loads the kernel's, so
             # it goes after the plan's kernels, each to be taken once its kernel is in.
-            from . import cshares
+            from .cpu.runtime import cshares
             for job, kern, spec in pairs:
                 cshares.ahead(spec.source, spec.pair, kern.label, spec.llvm_options, job)
         except Exception as exc:

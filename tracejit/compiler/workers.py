@@ -133,7 +133,7 @@ _PROGRAM_THREADS = ("tracejit-chunks", "tracejit-partner")
 def _thread_clocks() -> dict:
     """CPU seconds so far of tracejit's own background threads (planning, loads, compile
     dispatch: the threads named ``tracejit-...`` but the chunk kernels' shares and the
-    matmul partner, sharepool.py, which run the program's work)."""
+    matmul partner, compiler/cpu/runtime/sharepool.py, which run the program's work)."""
     out = {}
     for t in threading.enumerate():
         if t.name.startswith("tracejit-") and t.name not in _PROGRAM_THREADS and t.ident:
@@ -161,7 +161,7 @@ class _CPUReading:
     many other processes did (our compile workers included; coreshare's reading)."""
 
     def __init__(self):
-        from ..coreshare import _busy_seconds, _own_seconds
+        from .cpu.runtime.coreshare import _busy_seconds, _own_seconds
         self.t, self.p, self.c = time.monotonic(), time.process_time(), _thread_clocks()
         self.busy, self.own = _busy_seconds(), _own_seconds()
 
@@ -171,7 +171,7 @@ class _CPUReading:
         return max(0.0, (p - self.p) - ours) / max(t - self.t, 1e-3)
 
     def others(self) -> float:
-        from ..coreshare import _busy_seconds, _own_seconds
+        from .cpu.runtime.coreshare import _busy_seconds, _own_seconds
         busy = _busy_seconds()
         if busy is None or self.busy is None:
             return 0.0     # (no /proc: the program's own reading decides)
@@ -322,12 +322,12 @@ class _Worker:
 # Queue ranks, lowest first. FIRST: kernels a switch or a caller's array path waits for
 # (a background compile's stage-1 and serial kernels, the optimizer's, pooling and
 # BatchNorm kernels). EAGER: eager ops' elementwise kernels
-# (ops/vectorized.py): numpy runs those ops meanwhile, and in a process whose compiled
+# (compiler/cpu/kernels/vectorized.py): numpy runs those ops meanwhile, and in a process whose compiled
 # function runs tier 0 they mostly serve tier 0, which the FIRST jobs end: a Transformer
 # step's two eager ReLU kernels (parfor variants, the slowest kind) took a worker for
 # seconds while its stage-1 kernels queued. STEADY: hand-written eager kernels that a
 # compiled step also runs at every call and whose speed hangs on them, the layers' own
-# kernels (ops/native.py): the recurrent whole loops (ops/lstm_kernels.py), convolution's
+# kernels (compiler/cpu/kernels/native.py): the recurrent whole loops (compiler/cpu/kernels/lstm_kernels.py), convolution's
 # unfold/fold, BatchNorm, pooling, ReLU's backward, and a compiled entry's run-time
 # variant for a layout no plan listed (tiers.prepare_variant: the call runs a loaded variant
 # on copies meanwhile); after what a switch waits for, before
@@ -337,7 +337,7 @@ class _Worker:
 # tier19. CNN step, one thread: 18.7 ms, 29.0 without the layers' kernels, 18.6 without
 # cross-entropy's (2 s of worker CPU, queued ahead of BatchNorm's before); tier20); one that
 # only tier 0 and the stand-in of a fused kernel still compiling asked for moves down to LATER
-# (`demote`, ops/native.py `standing_in`: the CNN's BatchNorm and pooling kernels, 1.2 s of
+# (`demote`, compiler/cpu/kernels/native.py `standing_in`: the CNN's BatchNorm and pooling kernels, 1.2 s of
 # worker CPU that came before the fused kernels and were idle once those were in). LATER: a
 # background compile's parfor upgrade, which must not hold back any of the others, even
 # when submitted before them.
@@ -372,13 +372,13 @@ ASKED_WITHIN_S = 2.0
 HOLD_POLL_S = 0.05
 # The program's CPU is read from `HOLD_SETTLE_S` after the hold began, and must leave a core
 # idle over `HOLD_IDLE_WINDOWS` windows of `SPARE_WINDOW_S` in a row: while a worker compiles,
-# the thread policy (coreshare.py) gives the program one thread less, and it gives it back
+# the thread policy (compiler/cpu/runtime/coreshare.py) gives the program one thread less, and it gives it back
 # only after its own window once the worker is idle. Read at once, a cold Transformer step
 # on its chunk kernels read 0.99 cores in the first window after a job and the upgrade
 # started (timeline, load 1.5).
 HOLD_SETTLE_S = 0.5
 HOLD_IDLE_WINDOWS = 2
-# A LATER job no one holds (ops/halves.py's module, asked by the compiled step; a kernel only
+# A LATER job no one holds (compiler/cpu/gemm/halves.py's module, asked by the compiled step; a kernel only
 # tier 0 asked for, still asked) starts only once no job of an earlier rank was submitted,
 # moved up or finished for `LATER_SETTLE_S` (`CompilePool._unsettled`; a caller waiting
 # starts it at once): a kernel that was just loaded makes the step ask for the next one at
@@ -615,7 +615,7 @@ class CompilePool:
         asked for it within `ASKED_WITHIN_S`, the next queued job, that one back in the
         queue with rank LATER and held (once: it is then taken in its turn like any LATER
         job, once a core is idle or its op asks again). A LATER one too: a kernel only
-        tier-0 forwards asked for (ops/native.py, ops/vectorized.py) whose op stopped asking
+        tier-0 forwards asked for (compiler/cpu/kernels/native.py, compiler/cpu/kernels/vectorized.py) whose op stopped asking
         when the entry switched, which would otherwise compile beside the training step
         that never asks for it (MLP step: LayerNorm's kernels and eager GELU's, ~0.75 s of
         worker CPU after the step's own kernels were in)."""
@@ -819,7 +819,7 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
 def promote(job: Job, rank: int) -> bool:
     """Move a queued `job` up to `rank` (`FIRST`, `STEADY`, `EAGER`) when it waits at a later
     one: a kernel queued LATER because only tier-0 forwards asked for it that eager code or a
-    compiled step now asks for (ops/native.py). False when nothing moved."""
+    compiled step now asks for (compiler/cpu/kernels/native.py). False when nothing moved."""
     p = _pool
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():
         return False
@@ -829,7 +829,7 @@ def promote(job: Job, rank: int) -> bool:
 def demote(job: Job, rank: int) -> bool:
     """Move a queued `job` down to `rank` (`LATER`) when it waits at an earlier one: a layer's
     kernel asked for only by tier 0 and by the stand-in of a fused kernel still compiling
-    (ops/native.py `standing_in`), which the compiled step stops asking for once that one
+    (compiler/cpu/kernels/native.py `standing_in`), which the compiled step stops asking for once that one
     is in. False when nothing moved."""
     p = _pool
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():

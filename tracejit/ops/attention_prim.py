@@ -43,15 +43,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
-from .. import sharepool as _sharepool
+from ..compiler.cpu.runtime import sharepool as _sharepool
 from .creation import zeros
 from .linalg import matmul
-from .blas_gemm import GEMM_SOURCE, gemm_address
-from .native import kernel as _kernel, takes as _takes
+from ..compiler.cpu.gemm.blas_gemm import GEMM_SOURCE, gemm_address
+from ..compiler.cpu.kernels.native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 from .shape import permute, reshape, stack, transpose
-from . import row_kernels as _row_kernels
-from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
+from ..compiler.cpu.kernels import row_kernels as _row_kernels
+from ..compiler.cpu.kernels.row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
 from .softmax_prim import (SOFTMAX_BACKWARD, _softmax_backward_impl, _softmax_impl, softmax_backward,
                            softmax_backward_passes, softmax_passes)
 
@@ -157,7 +157,7 @@ TRANSPOSED(out, x)
 
 
 def _transpose_kernel(xp, x):
-    """The transposing copy for head stacks like `x` (ops/native.py's policy: None for other
+    """The transposing copy for head stacks like `x` (compiler/cpu/kernels/native.py's policy: None for other
     array modules and dtypes, or while it is not ready)."""
     if not _takes(xp, x):
         return None
@@ -179,7 +179,7 @@ def _chunk(lo: int, hi: int) -> int:
 
 # attention_backward's part [lo, hi) as one nogil call: per batch element and head the same
 # products as `_head_products` / `_head_products_t` (r-row blocks; g, k, q copied and v
-# transposed into buffers, through numpy's cblas_?gemm by address: ops/blas_gemm.py) and
+# transposed into buffers, through numpy's cblas_?gemm by address: compiler/cpu/gemm/blas_gemm.py) and
 # softmax's backward row (row_kernels' text), so the same bits. Why: driven from Python, a
 # thread holds the GIL between the products and the other thread's part waits for it (a
 # part ran 17-20% slower beside another part than alone); as one call, two threads' parts
@@ -355,7 +355,7 @@ def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
     of their fallback form (softmax's row kernels, the transposing copy). Asked for, those
     were compiled ahead of the part kernels (asked for at the same step, queued in the order
     asked) only to go idle once the part kernels were in: 0.5 s of the compile worker's CPU
-    in the Transformer step's 8 s before it ran on compiled kernels (as ops/lstm_kernels.py's
+    in the Transformer step's 8 s before it ran on compiled kernels (as compiler/cpu/kernels/lstm_kernels.py's
     per-step kernels behind its whole-loop ones). They are asked for where the part kernel
     is not coming (failed, or sync mode, where `get` loads it in the call)."""
     if not _takes(xp, *arrays):
@@ -399,7 +399,7 @@ def _backward_part_kernel(xp, w, gh, qkv):
 
 def _split_batch(xp, part, n: int, work: int) -> None:
     """``part(lo, hi)`` over the batch ``[0, n)``: for numpy arrays split over the cores the
-    machine gives (tracejit/sharepool.py: each share runs its heads' products on one BLAS
+    machine gives (tracejit/compiler/cpu/runtime/sharepool.py: each share runs its heads' products on one BLAS
     thread; the (batch, head) products are too small for BLAS's own threads to pay), else
     at once. The parts write disjoint slices of the outputs."""
     if xp is np:
@@ -474,7 +474,7 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
     return w, (out.reshape(a, c, e) if context else None)
 
 
-# multiply-adds a softmax element counts as in `split`'s threshold (ops/row_kernels.py's _ROW_WORK)
+# multiply-adds a softmax element counts as in `split`'s threshold (compiler/cpu/kernels/row_kernels.py's _ROW_WORK)
 _SOFTMAX_WORK = 32
 
 

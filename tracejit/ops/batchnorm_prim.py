@@ -36,7 +36,7 @@ statistics' dependence on x that the non-differentiable `stats` operand does not
 order of derivative is right, eagerly (``create_graph=True``) and through a compiled
 module's eager backward (compiler/executor.py interprets the traced backward then).
 
-Each pass is a numba kernel (ops/native.py) over (N, C, L) views of any strides (eager
+Each pass is a numba kernel (compiler/cpu/kernels/native.py) over (N, C, L) views of any strides (eager
 activations are often channel-major, the conv GEMM's order); the numpy forms (other array
 modules, other dtypes, numba absent or not ready) compute the same formulas. Output memory
 order is chosen for the next op: the normalized output is C-contiguous (the ReLU after it
@@ -47,8 +47,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import sharepool as _sharepool
-from .native import kernel as _kernel, takes as _takes
+from ..compiler.cpu.runtime import sharepool as _sharepool
+from ..compiler.cpu.kernels.native import kernel as _kernel, takes as _takes
 from .registry import Aval, bind, defprim
 
 __all__ = ["batch_norm_stats", "batch_norm_train", "batch_norm_forward"]
@@ -224,7 +224,7 @@ BLOCK = 4096
 
 # The one-pass forward and backward kernels do a range of channels (each channel's sums,
 # statistics and outputs are its own), so `sharepool.split` shares a call over the cores
-# (tracejit/sharepool.py; the kernels are nogil). An element costs about what this many
+# (tracejit/compiler/cpu/runtime/sharepool.py; the kernels are nogil). An element costs about what this many
 # multiply-adds of a BLAS product do (sharepool.split's unit): LeNet's two BatchNorms
 # (1.4M and 0.5M elements, ~0.5-1 ms a pass on one thread) both split.
 _ELEMENT_WORK = 16

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import sharepool as _sharepool
+from ..compiler.cpu.runtime import sharepool as _sharepool
 from . import batchnorm_prim as _bn
-from . import pool_kernels as _pk
+from ..compiler.cpu.kernels import pool_kernels as _pk
 from . import pool_offsets as _po
-from .native import kernel as _kernel, standing_in as _standing_in, takes as _takes
+from ..compiler.cpu.kernels.native import kernel as _kernel, standing_in as _standing_in, takes as _takes
 from .registry import Aval, bind, defprim
 
 __all__ = ["batch_norm_max_pool2d", "batch_norm_backward_pooled", "record_parts"]

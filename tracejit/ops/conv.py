@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from .. import sharepool as _sharepool
+from ..compiler.cpu.runtime import sharepool as _sharepool
 from .registry import Aval, bind, defprim
 
 __all__ = ["unfold", "fold", "conv_out_size"]
@@ -233,7 +233,7 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
     if layout == "gemm":
-        # By one numba loop where it runs (ops/native.py), writing a C-contiguous image,
+        # By one numba loop where it runs (compiler/cpu/kernels/native.py), writing a C-contiguous image,
         # else by numpy into a channel-major one ((C, N, H, W) memory, the order the column
         # rows come in): for a stride of 1 by `_fold_by_row_pitch`, else by adds of
         # (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW), one per offset.
@@ -344,7 +344,7 @@ def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
 
 
 # im2col and col2im do a range of input channels (a channel's rows and image planes are its
-# own), so a call is shared over the cores the machine gives (tracejit/sharepool.py; the
+# own), so a call is shared over the cores the machine gives (tracejit/compiler/cpu/runtime/sharepool.py; the
 # kernels are nogil). A column element costs about what this many multiply-adds of a BLAS
 # product do (sharepool.split's unit): LeNet's second conv, 2.2M column elements (~1 ms
 # each way on one thread), splits; its first (one input channel) cannot.
@@ -355,7 +355,7 @@ def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, 
     """unfold in "gemm" layout (with `ones`: "gemm_bias") by a numba kernel, or None (numpy
     does it). The kernel writes the "gemm" rows; the ones row is one fill."""
     import numpy as np
-    from .native import kernel as native_kernel, takes
+    from ..compiler.cpu.kernels.native import kernel as native_kernel, takes
     if not takes(xp, x):
         return None
     dt = x.dtype.name
@@ -379,7 +379,7 @@ def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, 
 def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation):
     """fold in "gemm" layout by a numba kernel, or None (numpy does it)."""
     import numpy as np
-    from .native import kernel as native_kernel, takes
+    from ..compiler.cpu.kernels.native import kernel as native_kernel, takes
     if not takes(xp, cols) or kernel[0] * kernel[1] > _MAX_UNROLL:
         return None
     dt = cols.dtype.name

@@ -346,7 +346,7 @@ _select_kernels = None  # ops/select_kernels, imported at the first ReLU backwar
 def _relu_backward_impl(xp, g, y):
     global _select_kernels
     if _select_kernels is None:  # (then kept: an import statement per call cost 0.4 µs)
-        from . import select_kernels
+        from ..compiler.cpu.kernels import select_kernels
         _select_kernels = select_kernels
     flat = _select_kernels.relu_backward_flat(xp, g, y)   # one pass (a kernel) for large operands
     if flat is not None:

@@ -5,7 +5,7 @@ tanh-GELU is nine elementwise ops forward and about eighteen backward, so eager 
 some 27 passes over the activation where PyTorch makes two (its ``gelu`` and
 ``gelu_backward`` kernels). In an eager MLP step (256x1024 activations, two GELU layers)
 that was the largest block of elementwise time. As one record with a scalar rule, a large
-eager call is one kernel pass (ops/vectorized.py) forward and one backward, and the
+eager call is one kernel pass (compiler/cpu/kernels/vectorized.py) forward and one backward, and the
 compiler fuses it like any elementwise op.
 
 The forward's scalar rule and numpy implementation evaluate the composite's formula in the

@@ -3,7 +3,7 @@
 Why: as for the LSTM (ops/lstm_prim.py), a GRU run step by step records graph nodes per
 time step and layer, and the per-step slicing, stacking and accumulation cost more than
 the gate math. Here each time loop runs inside one op (one GEMM plus a dozen numpy passes
-per step; the whole loop one numba kernel when loaded, GEMMs included: ops/lstm_kernels.py).
+per step; the whole loop one numba kernel when loaded, GEMMs included: compiler/cpu/kernels/lstm_kernels.py).
 `tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
 autograd Function); captured, a layer is ``gru_layer`` plus ``gru_layer_states`` (its h
 rows, differentiable: VJP ``gru_layer_backward``), so compiled graphs run the same loops.
@@ -19,12 +19,12 @@ h0 (H, N). The forward's result Z is (L, 5H, N): per step h_t, r, z, n and
 from __future__ import annotations
 
 from ..errors import ShapeError
-from . import lstm_kernels as _kernels
+from ..compiler.cpu.kernels import lstm_kernels as _kernels
 # the LSTM layer's helpers
 from .lstm_prim import (_errstate, _matmul, _order, _sigmoid_, check_float_operands,
                         hidden_weight_grad)
-from .native import takes as _takes
-from .packed_gemm import packed_size, padded_rows
+from ..compiler.cpu.kernels.native import takes as _takes
+from ..compiler.cpu.gemm.packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
 
 __all__ = ["gru_layer", "gru_layer_states", "gru_layer_backward", "unpack_backward"]
@@ -37,14 +37,14 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
     ok = _takes(xp, gi, w, b, h0)
     layer = _kernels.gru_forward_layer(gi.dtype.name) if ok else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W packed once) included (ops/lstm_kernels.py)
+        # the whole loop in one kernel, GEMMs (on W packed once) included (compiler/cpu/kernels/lstm_kernels.py)
         ro, dt = _kernels.readonly, gi.dtype
         layer(ro(gi), ro(w), ro(b), ro(h0), Z, xp.empty((padded_rows(3 * H, dt.name), N), dtype=dt),
               xp.empty(packed_size(3 * H, H, dt.name), dtype=dt), bool(reverse))
         return Z
     step = _kernels.gru_forward_step(gi.dtype.name) if ok else None
     if step is not None:
-        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        # one kernel per step for the gate math (compiler/cpu/kernels/lstm_kernels.py)
         ro = _kernels.readonly
         gi, b, h = ro(gi), ro(b), ro(h0)
         for t in _order(L, reverse):
@@ -114,7 +114,7 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     ok = _takes(xp, d_y, d_hn, Z, w, h0)
     layer = _kernels.gru_backward_layer(Z.dtype.name) if ok else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W^T packed once) included (ops/lstm_kernels.py)
+        # the whole loop in one kernel, GEMMs (on W^T packed once) included (compiler/cpu/kernels/lstm_kernels.py)
         ro, dt = _kernels.readonly, Z.dtype
         dhs = xp.empty((2, padded_rows(H, dt.name), N), dtype=dt)
         dhs[0, :H] = d_hn
@@ -124,7 +124,7 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.gru_backward_step(Z.dtype.name) if ok else None
     if step is not None:
-        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        # one kernel per step for the gate math (compiler/cpu/kernels/lstm_kernels.py)
         ro = _kernels.readonly
         Zr, d_y, dh, h0r = ro(Z), ro(d_y), ro(d_hn), ro(h0)
         dg = xp.empty((3 * H, N), dtype=Z.dtype)

@@ -15,14 +15,14 @@ from ..errors import DTypeError, ShapeError, TraceError
 from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
-from . import index_kernels as _index_kernels
-from .native import takes as _takes
+from ..compiler.cpu.kernels import index_kernels as _index_kernels
+from ..compiler.cpu.kernels.native import takes as _takes
 from .elementwise import cast, where
 from .registry import Aval, bind, defprim, trace_state
 from .shape import reshape, stack
 
 __all__ = ["getitem", "index_put", "gather", "scatter_add", "masked_fill",
-           "index_select", "nonzero", "take_along_dim"]
+           "index_select", "nonzero", "take_along_dim", "in_range"]
 
 
 # ---------------------------------------------------------------- index normalization
@@ -257,7 +257,7 @@ def _add_rows(view, key, v) -> bool:
     of 256 into 64 rows, 15 ms -> ~1 ms (np.add.at was 7-11 ms of the eager LSTM step).
     (np.add.reduceat would be one call, but it sums pairwise: not np.add.at's rounding.)
     Float rows go to one numba loop over the updates when it is loaded (the same order of
-    additions: ops/index_kernels.py), ~10x faster again.
+    additions: compiler/cpu/kernels/index_kernels.py), ~10x faster again.
     False (nothing done) for any other index, or when one row repeats so often that the
     rounds would cost more than np.add.at."""
     if len(key) != 1:
@@ -275,7 +275,7 @@ def _add_rows(view, key, v) -> bool:
     add = _index_kernels.add_rows(view.dtype.name) if (
         _takes(np, view, v) and view.flags.c_contiguous and view.size > 0) else None
     if add is not None:
-        # one loop over the updates in order (ops/index_kernels.py): np.add.at's result
+        # one loop over the updates in order (compiler/cpu/kernels/index_kernels.py): np.add.at's result
         _index_kernels.run_add_rows(add, view, flat, v, idx.shape)
         return True
     counts = np.bincount(flat, minlength=n)
@@ -362,9 +362,40 @@ def index_put(a, index, value):
     return bind(INDEX_PUT, a, value, *tensors, spec=spec)
 
 
+def _in_range_rule(index, *, size, op):
+    if not index.dtype.is_integer:
+        raise IndexError(f"{op}: indices must be an integer tensor, got {index.dtype.name}")
+    return Aval(index.shape, index.dtype, index.device)
+
+
+def _in_range_impl(xp, index, *, size, op):
+    if index.size:
+        lo, hi = int(index.min()), int(index.max())
+        if lo < 0 or hi >= size:
+            raise IndexError(f"{op}: index {lo if lo < 0 else hi} is out of range for size {size}")
+    return index.view()
+
+
+# The index itself, once every entry is in [0, size): the range check of the ops whose
+# indices PyTorch does not wrap (embedding, index_select, one_hot, nll_loss). A primitive,
+# so the check runs on every path: the interpreter and the compiled plan run it as eager
+# does, where a check of the data in Python is skipped under capture, and numpy's indexing
+# would read row -1 as the last.
+IN_RANGE = defprim("in_range", _in_range_impl, _in_range_rule, lambda g, out, index, **kw: (None,),
+                   kind="index", nondiff=(0,), extra={"view": True})
+
+
+def in_range(index, size: int, op: str):
+    """`index` (an integer tensor), checked to lie in [0, size) on every path: an
+    IndexError naming `op` and the offending index otherwise."""
+    return bind(IN_RANGE, index, size=int(size), op=op)
+
+
 def index_select(a, dim: int, index):
     d = normalize_dim(dim, a.ndim, "index_select")
-    return getitem(a, (slice(None),) * d + (index,))
+    if index.ndim > 1:
+        raise IndexError(f"index_select: index must be a 0-D or 1-D tensor, got shape {tuple(index.shape)}")
+    return getitem(a, (slice(None),) * d + (in_range(index, a.shape[d], "index_select"),))
 
 
 def nonzero(a, as_tuple: bool = False):

@@ -9,7 +9,7 @@ and captured, the compiler made five fused groups forward and six backward of it
 forward is one op and the backward one op computing the gradients of x, weight and bias
 together; as the registry's primitives have one output, it returns them stacked as one
 ``(M + 2, K)`` array (rows: dx, then dweight, dbias), which the VJP cuts apart. Each runs a
-row kernel (ops/row_kernels.py: one read and one write of the rows) when it can, else the
+row kernel (compiler/cpu/kernels/row_kernels.py: one read and one write of the rows) when it can, else the
 same formulas as numpy passes. Traced programs record the same two primitives (compiled
 plans call these implementations), so eager and compiled share one definition.
 
@@ -23,7 +23,7 @@ from ..errors import DTypeError, ShapeError
 from .elementwise import rsqrt
 from .reductions import mean, sum as _sum
 from .registry import Aval, bind, defprim
-from .row_kernels import layer_norm_backward_rows, layer_norm_rows
+from ..compiler.cpu.kernels.row_kernels import layer_norm_backward_rows, layer_norm_rows
 from .shape import reshape
 
 __all__ = ["layer_norm"]

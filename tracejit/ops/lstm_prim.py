@@ -7,7 +7,7 @@ step (three sigmoids, two tanh, the cell update), each with dispatch and graph b
 plus the slicing, stacking and accumulation around the steps. For the 2-layer, 64-step LM
 step (batch 32, hidden 256) that was ~6000 op calls and more time than the gate math
 itself. Here each time loop runs inside one op (per step one GEMM and the gate math: the
-whole loop one numba kernel call when loaded, GEMMs included, ops/lstm_kernels.py; else
+whole loop one numba kernel call when loaded, GEMMs included, compiler/cpu/kernels/lstm_kernels.py; else
 ~12 in-place numpy passes forward and ~25 backward), as PyTorch's CPU LSTM is one oneDNN
 layer call forward and one backward.
 
@@ -27,12 +27,12 @@ import contextlib
 
 from ..errors import DTypeError, ShapeError
 from ..memory import line_empty
-from . import lstm_kernels as _kernels
-from . import loop_split as _split
-from .native import takes as _takes
-from .packed_gemm import packed_size, padded_rows
+from ..compiler.cpu.kernels import lstm_kernels as _kernels
+from ..compiler.cpu.kernels import loop_split as _split
+from ..compiler.cpu.kernels.native import takes as _takes
+from ..compiler.cpu.gemm.packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
-from .rnn_weight_grad import hprev_steps, weight_grad_alongside
+from ..compiler.cpu.kernels.rnn_weight_grad import hprev_steps, weight_grad_alongside
 
 __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward", "input_projection_grads"]
 
@@ -54,7 +54,7 @@ def _sigmoid_(xp, a):
 # Layouts: x (L, N, I), the layer's input as rows (time-major); wx = W_ih (4H, I); w (4H, H);
 # b (4H,), the sum of both biases (added per step); h0, c0 (H, N). The input projection
 # x_t W_ih^T is part of each step's product in the whole-loop kernel (one packed GEMM on
-# [W_ih | W], ops/lstm_kernels.py: it splits with the loop); the other forms compute it as
+# [W_ih | W], compiler/cpu/kernels/lstm_kernels.py: it splits with the loop); the other forms compute it as
 # one GEMM first, gi (L, N, 4H), and add each step's block transposed. The forward's
 # result Z is (L, 6H, N): per step h_t (rows 0:H), c_t (H:2H) and the activated gates i, f,
 # g, o (2H:6H), which the backward reads instead of recomputing the step's GEMM.
@@ -96,7 +96,7 @@ def _lstm_layer_impl(xp, x, wx, w, b, h0, c0, reverse=False):
     layer = _kernels.forward_layer(x.dtype.name) if ok else None
     if layer is not None:
         # the whole loop in one kernel, the input projection and the GEMMs (on [W_ih | W]
-        # packed once) included (ops/lstm_kernels.py)
+        # packed once) included (compiler/cpu/kernels/lstm_kernels.py)
         ro, dt = _kernels.readonly, x.dtype
         m = xp.empty((padded_rows(4 * H, dt.name), N), dtype=dt)
         _split.run(layer, (ro(xp.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
@@ -107,7 +107,7 @@ def _lstm_layer_impl(xp, x, wx, w, b, h0, c0, reverse=False):
     gi = _matmul(xp, x.reshape(L * N, I), wx.T).reshape(L, N, 4 * H)
     step = _kernels.forward_step(gi.dtype.name) if ok else None
     if step is not None:
-        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        # one kernel per step for the gate math (compiler/cpu/kernels/lstm_kernels.py)
         ro = _kernels.readonly
         gi, b, c = ro(gi), ro(b), ro(c0)
         h = xp.ascontiguousarray(h0)
@@ -204,7 +204,7 @@ def _alongside(nth: int, in_loop: bool = False) -> bool:
     # thread, SCHED_FIFO, one process alternating: 68.9 against 72.8 ms median (load 5-6)
     if not OVERLAP_WEIGHT_GRAD:
         return False
-    from .. import coreshare
+    from ..compiler.cpu.runtime import coreshare
     if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
         return False   # (ceding: a compile worker of ours has the partner's core)
     if OVERLAP_WEIGHT_GRAD == "policy":
@@ -251,7 +251,7 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
     if layer is not None:
         # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient
-        # included (ops/lstm_kernels.py)
+        # included (compiler/cpu/kernels/lstm_kernels.py)
         ro, dt = _kernels.readonly, Z.dtype
         dh = xp.empty((padded_rows(H, dt.name), N), dtype=dt)
         dh[:H] = d_hn
@@ -273,7 +273,7 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
             _split.run(layer, args, nth)
             return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
         # the loop on this thread, d W block by block on the partner meanwhile
-        # (ops/rnn_weight_grad.py), instead of splitting the loop
+        # (compiler/cpu/kernels/rnn_weight_grad.py), instead of splitting the loop
         sync = _split.new_sync()
         weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
                               ro(h0), bool(reverse), dw, True)
@@ -281,7 +281,7 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
     wt = xp.ascontiguousarray(w.T)
     step = _kernels.backward_step(Z.dtype.name) if ok else None
     if step is not None:
-        # one kernel per step for the gate math (ops/lstm_kernels.py)
+        # one kernel per step for the gate math (compiler/cpu/kernels/lstm_kernels.py)
         ro = _kernels.readonly
         Zr, d_y, dh, dc, c0r = ro(Z), ro(d_y), ro(d_hn), ro(d_cn), ro(c0)
         bufs = [xp.empty((H, N), dtype=Z.dtype), xp.empty((H, N), dtype=Z.dtype)]

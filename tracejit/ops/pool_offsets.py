@@ -44,8 +44,8 @@ import sys
 import numpy as np
 
 from ..errors import ShapeError
-from . import pool_kernels as _kernels
-from .native import takes as _takes
+from ..compiler.cpu.kernels import pool_kernels as _kernels
+from ..compiler.cpu.kernels.native import takes as _takes
 from .pooling_prim import _fill_low, _out_hw, _padded, _pool_rule, _views
 from .registry import Aval, bind, defprim
 

@@ -16,7 +16,7 @@ Known edge: a window whose real entries are all -inf and that starts in the padd
 its gradient on the padding (dropped) where PyTorch gives it to the first real entry.
 
 For numpy float32/float64 arrays, max-pooling's forward and backward run as one loop over
-the windows instead (ops/pool_kernels.py, same rules); the numpy passes below are what
+the windows instead (compiler/cpu/kernels/pool_kernels.py, same rules); the numpy passes below are what
 runs without those kernels (other array modules and dtypes, kernels not loaded yet).
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from . import pool_kernels as _kernels
-from .native import takes as _takes
+from ..compiler.cpu.kernels import pool_kernels as _kernels
+from ..compiler.cpu.kernels.native import takes as _takes
 from .conv import _tiles, _windows, conv_out_size
 from .registry import Aval, bind, defprim
 

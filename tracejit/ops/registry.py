@@ -40,7 +40,7 @@ module of its kind (ops/elementwise.py, reductions.py, shape.py, ...): ``impl``,
 in ``tests/opdb_<area>.py`` (which drives the forward, gradient, torch, traced and
 compiled checks). The ``scalar`` rule is all the compiler needs: fusion fuses the op,
 every backend renders it (compiler/loopnest.py, codegen_cpu.py, codegen_cuda.py), and
-large eager calls run it as a kernel (ops/vectorized.py); nothing in ``jit/`` or
+large eager calls run it as a kernel (compiler/cpu/kernels/vectorized.py); nothing in ``jit/`` or
 ``compiler/`` changes. A math function the emitter does not know yet is one row of
 ``compiler/mathnames.MATH`` (plus its ``mathlib`` function for the CPU). How to add a
 backend: compiler/backends.py.
@@ -62,7 +62,7 @@ from .. import dtypes as _dt
 from ..device import CPU
 from ..errors import DeviceMismatchError
 from ..tensor import Tensor
-from . import vectorized as _vectorized
+from ..compiler.cpu.kernels import vectorized as _vectorized
 
 __all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim", "run_into"]
 
@@ -229,7 +229,7 @@ class _Plan:
         self.out_shape = out_shape
         self.diff = diff            # can the output need a gradient?
         self.compute_np = compute_np
-        self.big = big              # run through a vectorized kernel (ops/vectorized.py)?
+        self.big = big              # run through a vectorized kernel (compiler/cpu/kernels/vectorized.py)?
         self.meta = meta            # per operand (shape, dtype) or None: autograd's node._meta
         self.fn = fn                # the impl's numpy call on the cast arrays, or None
         # `fn` once a call through this plan has shown it is all the call needs: no operand
@@ -238,7 +238,7 @@ class _Plan:
         # scalar from a ufunc) or another dtype leaves it None. The plan's other fields are
         # then not read at all: the small ops of an eager step read one field, not six.
         self.lean = None
-        # `run_into`'s large operands for a plan whose kernel is ops/halves.py's elementwise
+        # `run_into`'s large operands for a plan whose kernel is compiler/cpu/gemm/halves.py's elementwise
         # halves (`_halves_calls`): ``into(x, y, out) -> bool``, else None (`_kernel_into`)
         self.into = None
 
@@ -625,9 +625,13 @@ def _eager_general(prim: Primitive, args, params, key):
         out = prim.impl(xp, *arrays, **params)
     odt = out_aval.dtype
     odn = odt.np
+    # the result lives on the inputs' device, or where a `device` parameter sends it
+    odev = params.get("device") or dev
+    if odev is not dev:
+        xp = np if odev is CPU else _xp(odev)
     if type(out) is not xp.ndarray or (out.dtype is not odn and out.dtype != odn):
         out = xp.asarray(out, dtype=odt.np)
-    result = Tensor._wrap(out, odt, dev)
+    result = Tensor._wrap(out, odt, odev)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, args[0])
     if prim.vjp is not None and odt.is_floating_point and (not _GRAD_OFF or _grad_state.enabled):
@@ -670,7 +674,7 @@ def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
 
 
 def _halves_calls(prim: Primitive, plan: _Plan, operands, params) -> None:
-    """A large ``+ - * /`` plan whose kernel is ops/halves.py's elementwise halves (the
+    """A large ``+ - * /`` plan whose kernel is compiler/cpu/gemm/halves.py's elementwise halves (the
     two-layer step's update, ``w -= lr * w.grad``: 100K float32): its whole call as
     `lean` and its in-place call as `into` (vectorized.plan_calls), which check per call
     only what a call can change. Their fallbacks are this plan's path as it was (halves

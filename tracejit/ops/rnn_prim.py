@@ -5,7 +5,7 @@ As ops/lstm_prim.py and ops/gru_prim.py for the LSTM and GRU: run step by step, 
 layer records a graph node or two per step (eagerly a scan over the cell, with a deferred
 weight gradient; compiled a loop equation and its VJP), where each step is one small GEMM
 and one elementwise pass. Here each time loop is one op (per step the GEMM ``W h`` and
-one pass: the whole loop one numba kernel when loaded, GEMMs included, ops/rnn_kernels.py;
+one pass: the whole loop one numba kernel when loaded, GEMMs included, compiler/cpu/kernels/rnn_kernels.py;
 else two or three in-place numpy passes), eager and compiled alike. Unlike the LSTM's and
 GRU's, the layer's result is its states themselves (every step's h, nothing else to keep
 for the backward), so ``rnn_layer`` is differentiable as it is: its VJP is
@@ -19,11 +19,12 @@ b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
 from __future__ import annotations
 
 from ..errors import ShapeError
-from . import lstm_kernels as _lstm_kernels, rnn_kernels as _kernels
+from ..compiler.cpu.kernels import lstm_kernels as _lstm_kernels
+from ..compiler.cpu.kernels import rnn_kernels as _kernels
 from .lstm_prim import (_matmul, _order, check_float_operands,  # the LSTM's helpers
                         hidden_weight_grad)
-from .native import takes as _takes
-from .packed_gemm import packed_size, padded_rows
+from ..compiler.cpu.kernels.native import takes as _takes
+from ..compiler.cpu.gemm.packed_gemm import packed_size, padded_rows
 from .registry import Aval, bind, defprim
 
 __all__ = ["rnn_layer", "rnn_layer_backward", "unpack_backward"]
@@ -36,7 +37,7 @@ def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
     hs = xp.empty((L, H, N), dtype=gi.dtype)
     layer = _kernels.forward_layer(gi.dtype.name) if _takes(xp, gi, w, b, h0) else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W packed once) included (ops/rnn_kernels.py)
+        # the whole loop in one kernel, GEMMs (on W packed once) included (compiler/cpu/kernels/rnn_kernels.py)
         ro, dt = _lstm_kernels.readonly, gi.dtype
         layer(ro(gi), ro(w), ro(b), ro(h0), hs, xp.empty((padded_rows(H, dt.name), N), dtype=dt),
               xp.empty(packed_size(H, H, dt.name), dtype=dt), bool(reverse), nonlinearity == "relu")
@@ -104,7 +105,7 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
     G2 = G.reshape(L * N, H)
     layer = _kernels.backward_layer(hs.dtype.name) if _takes(xp, d_y, hs, w, h0) else None
     if layer is not None:
-        # the whole loop in one kernel, GEMMs and the bias gradient included (ops/rnn_kernels.py)
+        # the whole loop in one kernel, GEMMs and the bias gradient included (compiler/cpu/kernels/rnn_kernels.py)
         ro, dt = _lstm_kernels.readonly, hs.dtype
         dh = xp.zeros((padded_rows(H, dt.name), N), dtype=dt)
         layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], xp.empty(packed_size(H, H, dt.name), dtype=dt),

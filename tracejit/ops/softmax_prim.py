@@ -6,7 +6,7 @@ calls forward and, through their VJPs, about ten full-size passes backward (the
 division's two-operand rule, the broadcast sum, exp's product, ...). In the Transformer
 encoder step (batch 16, 4 heads, 128x128 scores: 1M elements) softmax forward+backward
 took 20 ms against PyTorch's 5.7 (one thread). As a primitive the forward is one row
-kernel over the last dim (ops/row_kernels.py: max, exp and sum while the row is in
+kernel over the last dim (compiler/cpu/kernels/row_kernels.py: max, exp and sum while the row is in
 cache, then the division) or, for other dims, array modules and dtypes, the same numpy
 passes in place; the backward is ``y * (g - sum(g * y))``, one kernel or four passes.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from ..errors import DTypeError, ShapeError
 from .registry import Aval, bind, defprim
 from .reductions import sum as _sum
-from .row_kernels import softmax_backward_rows, softmax_rows
+from ..compiler.cpu.kernels.row_kernels import softmax_backward_rows, softmax_rows
 
 __all__ = ["softmax", "softmax_backward"]
 

@@ -10,21 +10,16 @@ _foreach Adam): the parameters, gradients and moments arrive as tuples of 1-D vi
 a table of chunks (tensor, start, stop) of at most CHUNK elements splits the work, so
 the threads share big and small tensors alike. It replaced one launch per parameter and
 the array path for the small ones (biases, LayerNorm's weights). The bytes cannot shrink
-(p, g, m, v read, p, m, v written: 52 MB per step for the MLP benchmark's 1.9M
-parameters), so the gain is the launches and the small tensors' passes: 3.46 -> 2.94 ms
-(min; medians 4.01 -> 3.29) for those parameters on one thread.
+(p, g, m, v read, p, m, v written), so the gain is the launches and the small tensors'
+passes.
 
-What bounds it: one core's rate of moving data. The MLP's 1.9M parameters take 1.37-1.40
-ms on one thread warm (52 MB at ~38 GB/s; ~1.45 ms at best with the caches flushed), and
-the same loop with multiplications in place of the square root and two divisions takes
-1.08-1.10 against 1.19-1.23 ms (one thread, min; notes: adam16/divbound.py): the divider
-costs ~10%, the bytes the rest. So the second core is the lever, and the update runs
-where the backward's last GEMM leaves it: with OpenBLAS's worker still busy-waiting on that core. Two shares go through
+What bounds it: one core's rate of moving data (52 MB per step for the MLP's 1.9M
+parameters, ~38 GB/s on one thread); the divider costs ~10%, the bytes the rest. So the
+second core is the lever, and the update runs where the backward's last GEMM leaves it:
+with OpenBLAS's worker still busy-waiting on that core. Two shares go through
 `sharepool.run_pair` (share 1 on that worker, not on a thread of ours that would get half
-the core), and shares claim chunks from a counter (`compiler/claim.py`) instead of fixed
-stripes, so a share that starts late takes less instead of holding the launch back. In the
-MLP step (two cores forced, one process alternating, load ~5): optimizer phase 0.86 / 1.10
-ms (min / median of round medians) against 1.38 / 1.62 with stripes on tracejit's thread.
+the core), and shares claim chunks from a counter (`compiler/cpu/runtime/claim.py`) instead of fixed
+stripes, so a share that starts late takes less instead of holding the launch back.
 
 Same arithmetic, same results: `_adam_element` performs the numpy path's operations in
 the same order and in the parameter's dtype, with every hyperparameter converted to that
@@ -36,11 +31,8 @@ the loop.
 SGD (`sgd_update_many`) is the same launch over p, g and the momentum buffers: one read
 of p and g and one write of p instead of numpy's ``lr * g`` (allocated) and ``p -= ...``
 per parameter. It runs on one thread below `SGD_PARALLEL_MIN` elements (a two-share launch
-costs more than the second core saves on so little work). Transformer encoder benchmark
-step (0.79M float32 parameters, 12 tensors, two threads forced, one process alternating):
-optimizer phase 0.74-0.81 / 0.81-0.88 -> 0.48 / 0.52 ms in shares (load 1.6), 0.75 / 0.78 ->
-0.56 / 0.58 serial where shares took 1.14 / 1.33 (load 5.9) (min / median); PyTorch's SGD
-0.48-0.50 / 0.52-0.55; one thread (CPU time, load 11) 0.78 / 0.82 -> 0.56 / 0.61.
+costs more than the second core saves on so little work). The Transformer encoder
+benchmark's optimizer phase (0.79M float32 parameters) runs at PyTorch's SGD speed.
 
 The kernels are source text loaded through `compiler.diskcache` like generated ones:
 they compile on first use (about a second) and then come from tracejit's verified disk
@@ -50,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import sharepool
+from ..compiler.cpu.runtime import sharepool
 from ..compiler import diskcache
 from ..threads import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
 
@@ -62,7 +54,7 @@ _HEADER = '''\
 import numpy as np
 from numba import njit
 
-from tracejit.compiler.claim import claim
+from tracejit.compiler.cpu.runtime.claim import claim
 
 _JIT = dict(cache=CACHE, nogil=True, error_model="numpy")
 ITEM = np.dtype(np.{dtype}).itemsize   # (a global: a constant in the compiled code)
@@ -109,7 +101,7 @@ def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_smal
     return pi + upd, mi, vi, vm
 
 
-from tracejit.compiler.voidptr import carray_at
+from tracejit.compiler.cpu.runtime.voidptr import carray_at
 
 # arrays: one row per tensor, the addresses of its flat p, g (read only), m, v and vmax, and
 # its size (`address_table`); chunks: rows of (tensor, start, stop); next_chunk: the
@@ -161,7 +153,7 @@ def kernel(arrays, chunks, next_chunk, maximize, coupled_wd, decay, wd, lerp_sma
 
 _SGD = '''
 
-from tracejit.compiler.voidptr import carray_at
+from tracejit.compiler.cpu.runtime.voidptr import carray_at
 
 # SGD's update, one pass: arrays: one row per tensor, the addresses of its flat p, g (read
 # only) and momentum buffer (p's when momentum is 0: then never read or written), and its
@@ -227,12 +219,8 @@ def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True, kind
     on first use, as a launcher (`_Launch`): ``parallel`` runs its shares on as many cores
     as other processes leave (with two, share 1 on OpenBLAS's worker), else one share.
     One module per dtype and count (a model's parameter count is fixed: one kernel per
-    model and dtype), serial code either way: numba compiled the former ``prange`` variant
-    in 2.8x the CPU time of the serial one (2.9-3.7 s against 1.05-1.3 s for 10-12
-    tensors), and the second core gained the update nothing measurable on 2 cores (1.75
-    against 1.76 ms for the MLP benchmark's parameters, session 14; the share form runs
-    1.19-1.27 ms against the parfor form's 1.27-1.31, min, load ~6; those shares were fixed
-    stripes on a thread of ours, see the module docstring for what changed that). Each chunk
+    model and dtype), serial code either way: numba compiles a ``prange`` variant in ~2.8x the CPU
+    time of the serial one, and the shares gain what a parfor would. Each chunk
     is updated by the one share that claims it, the same way whoever that is: the same
     results on any number of threads.
     ``wait=False`` (background compile mode): None while a compile worker builds it."""
@@ -381,10 +369,9 @@ class Prepared:
 
 
 # SGD's update moves 12 bytes per float32 element and computes next to nothing: below this
-# many elements one thread does it faster than a two-share launch. The Transformer
-# benchmark's 0.79M parameters: serial 0.23-0.25 ms, two shares 0.24-0.28 (hot, quiet) and
-# 0.47-0.82 under load; in its step (two threads forced, load 5.9) 0.56 / 0.58 serial against
-# 1.14 / 1.33 in shares (min / median).
+# many elements one thread does it faster than a two-share launch (the Transformer
+# benchmark's 0.79M parameters: serial 0.23-0.25 ms, two shares no faster quiet and up to
+# 3x slower under load).
 SGD_PARALLEL_MIN = 1 << 22
 
 

@@ -1,0 +1,105 @@
+"""The row-add kernel of ``index_add`` with repeated rows (an embedding's backward:
+tracejit/compiler/cpu/kernels/index_kernels.py) against np.add.at, bitwise (the same additions in the
+same order), and against the rounds of ops/indexing.py's numpy form (TRACEJIT_EAGER_KERNELS=0)."""
+import numpy as np
+import pytest
+
+from tracejit.ops import indexing
+from tracejit.compiler.cpu.kernels import index_kernels
+
+pytest.importorskip("numba", reason="the kernel is numba code")
+
+
+@pytest.fixture(autouse=True)
+def _sync(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # load the kernel at its first call
+
+
+def _index_add(monkeypatch, kernels: bool, a, v, idx):
+    if kernels:
+        monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
+    else:
+        monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+    return indexing._index_add_impl(np, a, v, idx, spec=(("t", 0),))
+
+
+CASES = {
+    # (table shape, index shape, strided v): an LM's embedding gradient is a transposed view
+    "lm-transposed": ((64, 16), (8, 12), True),
+    "1-d-index": ((10, 5), (40,), False),
+    "3-d-index,trailing-dims": ((7, 3, 2), (2, 4, 5), False),
+    "vector-table": ((9,), (6, 7), True),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_rows_add_as_np_add_at_does(monkeypatch, dtype, case):
+    assert index_kernels.add_rows(dtype) is not None
+    shape, ishape, strided = CASES[case]
+    r = np.random.default_rng(len(case))
+    idx = r.integers(-shape[0], shape[0], ishape)   # negative rows too, many repeats
+    vshape = ishape + shape[1:]
+    if strided:        # the same values laid out with the first two axes swapped
+        v = np.ascontiguousarray(r.standard_normal((vshape[1], vshape[0]) + vshape[2:]).astype(dtype))
+        v = v.swapaxes(0, 1)
+        assert not v.flags.c_contiguous
+    else:
+        v = r.standard_normal(vshape).astype(dtype)
+    a = r.standard_normal(shape).astype(dtype)
+    want = a.copy()
+    np.add.at(want, idx, v)
+    got = _index_add(monkeypatch, True, a, v, idx)
+    assert got.dtype == a.dtype and not np.shares_memory(got, a)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(_index_add(monkeypatch, False, a, v, idx), want)
+
+
+def test_out_of_range_rows_raise_as_numpy_does(monkeypatch):
+    a = np.zeros((4, 3), np.float32)
+    idx = np.arange(40).reshape(5, 8) % 4
+    idx[3, 2] = 4
+    with pytest.raises(IndexError):
+        _index_add(monkeypatch, True, a, np.ones((5, 8, 3), np.float32), idx)
+
+
+@pytest.mark.parametrize("layout", ["sliced-rows", "fortran-root"])
+def test_contiguous_rows_of_other_layouts_add_as_np_add_at_does(monkeypatch, layout):
+    # rows with unit stride read as slices of the memory they lie in: every other row of a
+    # contiguous array (a view of its root at an offset), and the transpose of a
+    # Fortran-ordered array (a root that is not C-contiguous)
+    r = np.random.default_rng(11)
+    idx = r.integers(0, 9, (6, 5))
+    if layout == "sliced-rows":
+        v = r.standard_normal((13, 5, 33)).astype(np.float32)[1::2]
+    else:
+        v = np.asfortranarray(r.standard_normal((33, 5, 6)).astype(np.float32)).T
+    assert v.shape == (6, 5, 33) and v.strides[-1] == 4
+    a = r.standard_normal((9, 33)).astype(np.float32)
+    want = a.copy()
+    np.add.at(want, idx, v)
+    np.testing.assert_array_equal(_index_add(monkeypatch, True, a, v, idx), want)
+
+
+def test_flat_loop_asked_for_with_the_row_add(monkeypatch):
+    """While the row-add kernel is not loaded, asking for it asks for the flat-span loop too
+    (`run_add_rows` asks for that one only once the row add is loaded: a step later, behind
+    whatever long job a worker took meanwhile); once loaded, no extra ask."""
+    asked = []
+
+    class Pending:
+        def __init__(self, key, source):
+            self.key = key
+
+        def get(self):
+            asked.append(self.key[1])
+            return loaded.get(self.key[1])
+    loaded = {}
+    monkeypatch.setattr(index_kernels, "_kernel", Pending)
+    assert index_kernels.add_rows("float32") is None
+    assert asked == ["add_rows", "add_rows_flat"]
+    asked.clear()
+    loaded["add_rows"] = object()
+    assert index_kernels.add_rows("float64") is loaded["add_rows"]
+    assert asked == ["add_rows"]
+    assert index_kernels.add_rows("int64") is None and asked == ["add_rows"]

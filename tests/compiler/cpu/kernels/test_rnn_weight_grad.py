@@ -1,0 +1,230 @@
+"""A recurrent layer's hidden weight gradient in blocks of steps alongside its backward loop
+(tracejit/compiler/cpu/kernels/rnn_weight_grad.py): the blocks cover the loop once, their sum is the one-GEMM
+gradient, and the result has the same bits whoever computed which block (the partner on
+time, held in an earlier job, stuck inside a block, or not used); a failing loop raises
+without hanging."""
+import threading
+
+import numpy as np
+import pytest
+
+from tracejit.compiler.cpu.runtime import sharepool
+from tracejit.ops import lstm_prim
+from tracejit.compiler.cpu.kernels import rnn_weight_grad as R
+
+
+@pytest.mark.parametrize("L", list(range(1, 20)) + [64, 100])
+def test_blocks_cover_the_loop_once_in_order(L):
+    bl = R.blocks(L)
+    assert bl[0][0] == 0 and bl[-1][1] == L
+    assert all(u1 > u0 for u0, u1 in bl)
+    assert all(a[1] == b[0] for a, b in zip(bl, bl[1:]))
+
+
+def test_blocks_shrink_towards_the_loops_end():
+    assert R.blocks(64) == [(0, 24), (24, 40), (40, 52), (52, 60), (60, 64)]
+
+
+def _operands(L, N, H, reverse, seed=0):
+    r = np.random.default_rng(seed)
+    G2 = r.standard_normal((L * N, 4 * H))
+    Z = r.standard_normal((L, 6 * H, N))
+    h0 = r.standard_normal((H, N))
+    return G2, Z, h0
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("L", [1, 2, 7, 64])
+def test_block_sums_equal_the_one_gemm_gradient(reverse, L):
+    N, H = 3, 5
+    G2, Z, h0 = _operands(L, N, H, reverse)
+    want = lstm_prim.hidden_weight_grad(np, G2, Z, h0, list(lstm_prim._order(L, reverse)))
+    got = np.zeros((4 * H, H))
+    for u0, u1 in R.blocks(L):
+        part = np.empty((4 * H, H))
+        t0, t1 = R._times(L, u0, u1, reverse)
+        R.block_product(G2, Z, h0, t0, t1, reverse, part)
+        got += part
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def _fake_loop(G2, sync, L, N, reverse, hold=None):
+    """A backward loop standing in for the kernel: writes unit r's step of G2 (from a hidden
+    copy), then counts the unit in sync[0] as half_done does."""
+    full = G2.copy()
+    G2[:] = np.nan
+
+    def loop():
+        for r in range(L + 1):
+            if r < L:
+                t = r if reverse else L - 1 - r
+                G2[t * N:(t + 1) * N] = full[t * N:(t + 1) * N]
+            sync[0] += 1
+            if hold is not None and r == L // 2:
+                hold()
+    return loop
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("partner", ["on time", "late", "off"])
+def test_the_same_bits_whoever_does_the_blocks(reverse, partner):
+    L, N, H = 64, 4, 8
+    G2, Z, h0 = _operands(L, N, H, reverse, seed=1)
+    want = np.empty((4 * H, H))
+    sync = np.zeros(48, np.int64)
+    R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, reverse), sync, G2, Z, h0, reverse, want, False)
+    got = np.empty((4 * H, H))
+    sync = np.zeros(48, np.int64)
+    g = G2.copy()
+    release = threading.Event()
+    job = None
+    if partner == "late":
+        # the partner is busy in an earlier job for the whole loop: this thread does every block
+        job = sharepool.partner.post(release.wait, ())
+    try:
+        R.weight_grad_alongside(_fake_loop(g, sync, L, N, reverse), sync, g, Z, h0, reverse, got,
+                                partner != "off")
+    finally:
+        release.set()
+        if job is not None:
+            sharepool.partner.finish(job, wait=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, lstm_prim.hidden_weight_grad(np, G2, Z, h0, list(lstm_prim._order(L, reverse))),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_a_failing_loop_raises_and_stops_the_partner():
+    L, N, H = 16, 2, 4
+    G2, Z, h0 = _operands(L, N, H, False)
+    sync = np.zeros(48, np.int64)
+
+    def loop():
+        sync[0] += 1
+        raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"):
+        R.weight_grad_alongside(loop, sync, G2, Z, h0, False, np.empty((4 * H, H)), True)
+    # the partner is free again: a later job runs
+    done = threading.Event()
+    job = sharepool.partner.post(done.set, ())
+    assert done.wait(30)
+    sharepool.partner.finish(job, wait=True)
+
+
+@pytest.mark.parametrize("setting,ceiling,policy,nth,in_loop,want", [
+    ("policy", 2, 1, 2, False, True),   # two threads may run, the load policy gives BLAS one now
+    ("policy", 2, 1, 1, False, True),   # ... and the partner is benched (the split loops stalled)
+    ("policy", 2, 1, 2, True, False),   # ... but the split loop computes d W itself: split
+    ("policy", 2, 1, 1, True, True),    # ... unless the partner is benched
+    ("policy", 2, 2, 2, False, False),  # quiet: the split loop
+    ("policy", 1, 1, 1, False, False),  # one thread only: the loop alone, d W after it
+    ("policy", 1, 1, 1, True, False),   # ... or in it
+    (True, 2, 2, 2, False, True), (True, 2, 2, 2, True, True), (True, 2, 2, 1, False, False),
+    (False, 2, 1, 2, False, False)])
+def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, ceiling, policy, nth, in_loop, want):
+    from tracejit import threads
+    from tracejit.compiler.cpu.runtime import coreshare
+    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", setting)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: ceiling)
+    monkeypatch.setattr(threads, "blas_threads", lambda: policy)
+    assert lstm_prim._alongside(nth, in_loop) is want
+
+
+def test_no_partner_while_a_compile_worker_of_ours_compiles(monkeypatch):
+    """While a worker of this process compiles a kernel the program waits for
+    (coreshare.ceding), the recurrent loops leave the partner's core to it: the split loop
+    runs on one thread and d W goes in the loop (not alongside on the partner), as where
+    BLAS may use one thread only; the same choices as before once the worker is done."""
+    from tracejit import threads
+    from tracejit.compiler.cpu.runtime import coreshare
+    from tracejit.compiler.cpu.kernels import loop_split
+    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", "policy")
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "adapt_blas", lambda: 1)
+    monkeypatch.setattr(threads, "blas_threads", lambda: 1)     # the policy gives one now
+    monkeypatch.setattr(sharepool.partner, "punctual", lambda: True)
+    ceding = [False]
+    monkeypatch.setattr(coreshare, "ceding", lambda: ceding[0])
+    assert loop_split.threads(64) == 2
+    assert lstm_prim._alongside(1, False) is True and lstm_prim._alongside(2, True) is False
+    ceding[0] = True
+    assert loop_split.threads(64) == 1
+    assert lstm_prim._alongside(1, False) is False and lstm_prim._alongside(1, True) is False
+    ceding[0] = False
+    assert loop_split.threads(64) == 2 and lstm_prim._alongside(1, False) is True
+
+
+def _reference_and_a_fresh_loop(seed, L=64, N=4, H=8):
+    """dW of a forward layer's operands computed without the partner (the reference), and a
+    fresh loop (with its own sync and G2) to run the same gradient again."""
+    G2, Z, h0 = _operands(L, N, H, False, seed=seed)
+    want = np.empty((4 * H, H))
+    sync = np.zeros(48, np.int64)
+    R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, False), sync, G2, Z, h0, False, want, False)
+    sync = np.zeros(48, np.int64)
+    g = G2.copy()
+    return Z, h0, want, sync, g, _fake_loop(g, sync, L, N, False)
+
+
+def test_a_partner_stuck_inside_a_block_is_not_waited_for():
+    """The partner begins a block and stays in it (descheduled): the caller computes that
+    block itself and returns with the same bits, while the partner is still inside."""
+    Z, h0, want, sync, g, loop = _reference_and_a_fresh_loop(seed=2)
+    entered, release = threading.Event(), threading.Event()
+    real = R.block_product
+    partner_thread = []
+
+    def stuck(*a):
+        if threading.current_thread() is not threading.main_thread() and not partner_thread:
+            partner_thread.append(1)
+            entered.set()
+            assert release.wait(60)        # held inside its first block until the caller returned
+        return real(*a)
+    got = np.empty_like(want)
+
+    def loop_after_partner_began():
+        loop()
+        entered.wait(30)                   # (the partner has begun block 0 by now)
+    try:
+        R.block_product = stuck
+        R.weight_grad_alongside(loop_after_partner_began, sync, g, Z, h0, False, got, True)
+        assert entered.is_set() and not release.is_set()
+    finally:
+        release.set()
+        R.block_product = real
+    np.testing.assert_array_equal(got, want)
+
+
+def test_the_caller_waits_for_the_partners_last_fold():
+    """The partner finishes the last block and is still adding blocks into out (np.add lets
+    go of the GIL) when the caller's loop ends: the caller waits for that fold before it
+    hands out back (it returned with out half-summed, or failed its check, before)."""
+    Z, h0, want, sync, g, loop = _reference_and_a_fresh_loop(seed=3)
+    nb = len(R.blocks(Z.shape[0]))
+    in_last_add = threading.Event()
+    adds = []
+
+    class SlowAdd:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def add(*a, **kw):
+            if threading.current_thread() is not threading.main_thread():
+                adds.append(1)
+                if len(adds) == nb - 1:      # the fold of the last block
+                    in_last_add.set()
+                    threading.Event().wait(0.3)
+            return np.add(*a, **kw)
+    got = np.empty_like(want)
+
+    def loop_until_the_partner_folds_the_last_block():
+        loop()
+        assert in_last_add.wait(30)
+    real = R.np
+    try:
+        R.np = SlowAdd()
+        R.weight_grad_alongside(loop_until_the_partner_folds_the_last_block, sync, g, Z, h0, False,
+                                got, True)
+    finally:
+        R.np = real
+    np.testing.assert_array_equal(got, want)

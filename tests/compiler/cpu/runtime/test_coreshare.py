@@ -1,0 +1,515 @@
+"""tracejit.compiler.cpu.runtime.coreshare: thread counts follow the cores other processes leave free.
+
+The machine's real load is never asserted on: counters are faked, and the counts set on
+numba and BLAS are checked against what the policy was told."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numba
+import numpy as np
+import pytest
+
+from tracejit.compiler.cpu.runtime import coreshare
+from tracejit.compiler.cpu.runtime import threadsafe
+from tracejit.threads import blas_threads, set_blas_threads
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+class _NoHalves:
+    """compiler/cpu/gemm/halves.py as where its two halves cannot run (one core, no OpenBLAS pool, not
+    loaded): the routing tests below are about the products' other paths."""
+    @staticmethod
+    def product(a, b):
+        return None
+
+    @staticmethod
+    def expect(dtype):
+        return None   # (asked for under one thread's policy: nothing to load here)
+
+
+@pytest.fixture(autouse=True)
+def _no_halves(monkeypatch):
+    monkeypatch.setattr(coreshare, "_halves_module", _NoHalves)
+
+
+def test_count_for_gives_a_core_up_once_others_use_more_than_half_of_one():
+    cs = coreshare.CoreShare(cpus=2, machine=2)
+    assert [cs.count_for(o) for o in (0.0, 0.2, 0.45, 0.6, 1.0, 1.6, 7.0)] == [2, 2, 2, 1, 1, 1, 1]
+    # a big machine whose other CPUs are busy still leaves our 2
+    big = coreshare.CoreShare(cpus=2, machine=64)
+    assert big.count_for(40.0) == 2 and big.count_for(62.7) == 1
+    four = coreshare.CoreShare(cpus=4, machine=4)
+    assert [four.count_for(o) for o in (0.0, 1.0, 2.2, 3.9)] == [4, 3, 2, 1]
+
+
+def test_sample_reads_counters_once_per_interval(monkeypatch):
+    busy, own = [100.0], [10.0]
+    monkeypatch.setattr(coreshare, "_busy_seconds", lambda: busy[0])
+    monkeypatch.setattr(coreshare, "_own_seconds", lambda: own[0])
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25)
+    assert cs.sample(now=1.0) == 0.0 and cs._count == 2         # a baseline, no rate yet
+    busy[0], own[0] = 101.5, 10.5            # over 1 s: 1.5 CPU-s busy, 0.5 of them ours
+    assert cs.sample(now=1.05) == 0.0         # inside the first interval: not read
+    assert cs.sample(now=2.0) == pytest.approx(1.0)
+    assert cs._count == 1
+    busy[0], own[0] = 102.0, 11.0             # next second: only our own work
+    assert cs.sample(now=2.2) == pytest.approx(1.0)   # inside the interval: not read
+    assert cs.sample(now=3.0) == pytest.approx(0.0)
+    assert cs._count == 2
+
+
+def test_the_first_count_comes_a_short_interval_after_the_first_reading(monkeypatch):
+    # A user's first step can start 0.15-0.2 s after the import's reading: it gets a count
+    # (here: others hold 1.3 cores, one thread) instead of every CPU.
+    busy, own = [100.0], [10.0]
+    monkeypatch.setattr(coreshare, "_busy_seconds", lambda: busy[0])
+    monkeypatch.setattr(coreshare, "_own_seconds", lambda: own[0])
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25)
+    cs.sample(now=1.0)
+    busy[0], own[0] = 100.24, 10.04           # 0.15 s: 0.24 CPU-s busy, 0.04 ours
+    assert coreshare.FIRST_INTERVAL <= 0.15
+    assert cs.sample(now=1.15) == pytest.approx(1.333, abs=0.01) and cs._count == 1
+    busy[0], own[0] = 100.30, 10.30           # then the usual interval again: not read yet
+    assert cs.sample(now=1.3) == pytest.approx(1.333, abs=0.01)
+    assert cs.sample(now=1.4) == pytest.approx(0.0) and cs._count == 2
+
+
+
+def test_reread_counts_the_window_after_it_alone(monkeypatch):
+    # A reading made while this process's compile workers ran (others: one core) gives one
+    # thread until the next sample; `reread` (vectorized.settle's end, the workers done)
+    # reads a fresh window: our own work only, two threads again.
+    busy, own = [100.0], [10.0]
+    monkeypatch.setattr(coreshare, "_busy_seconds", lambda: busy[0])
+    monkeypatch.setattr(coreshare, "_own_seconds", lambda: own[0])
+
+    class Clock:
+        t = 1.0
+        slept = []
+
+        def monotonic(self):
+            return self.t
+
+        def sleep(self, s):
+            self.slept.append(s)
+            self.t += s
+            busy[0] += 2 * s           # both CPUs busy over the window, all of it ours
+            own[0] += 2 * s
+
+    clock = Clock()
+    monkeypatch.setattr(coreshare, "time", clock)
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25)
+    cs.sample()
+    clock.t = 2.0
+    busy[0], own[0] = 101.5, 10.5             # the workers' second: one core of others
+    assert cs.threads() == 1
+    clock.t = 2.05
+    assert cs.threads() == 1                  # inside the interval: the count holds
+    assert cs.reread() == 2 and clock.slept == [coreshare.FIRST_INTERVAL]
+    assert cs.others == pytest.approx(0.0)
+
+class _Machine:
+    """Fake /proc/stat counters and a clock: others' load follows a rule of the count the
+    policy gives (what makes a reading self-fulfilling: a lower-priority process fills the
+    core the program leaves idle and yields it when the program wants it)."""
+
+    def __init__(self, monkeypatch, others_for):
+        self.t, self.busy, self.own = 1.0, 100.0, 10.0
+        self.others_for = others_for
+        monkeypatch.setattr(coreshare, "_busy_seconds", lambda: self.busy)
+        monkeypatch.setattr(coreshare, "_own_seconds", lambda: self.own)
+
+    def run(self, cs, until: float, dt: float = 0.01) -> list:
+        """Advance to `until` in steps of `dt`, asking the count at each step as a program's
+        launches do; returns (time, count) of every step."""
+        seen = []
+        while self.t < until - 1e-9:
+            cs.sample(now=self.t)
+            n = cs._count
+            seen.append((round(self.t, 3), n))
+            self.busy += self.others_for(n) * dt
+            self.t += dt
+        return seen
+
+
+def _yielder(n):
+    return 0.8 if n == 1 else 0.1    # fills the idle core, gives it back to two threads
+
+
+def test_a_core_others_fill_only_while_we_leave_it_idle_is_taken_back(monkeypatch):
+    m = _Machine(monkeypatch, lambda n: 0.8)   # a compile or a competitor: one thread
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25, workers=lambda: 0)
+    m.run(cs, 1.5)                             # (the first count: a reading at 1.1)
+    assert cs._count == 1 and cs.trials == 0
+    m.others_for = _yielder                    # now only a process that yields to us
+    seen = m.run(cs, 6.0)
+    assert cs.trials == 1 and cs.trials_kept == 1
+    back = min(t for t, n in seen if n == 2)
+    assert back <= 1.1 + coreshare.TRIAL_BACKOFF_MIN + 0.25 + 0.01   # the first trial
+    assert all(n == 2 for t, n in seen if t > back)                  # and it stays
+    assert cs.others == pytest.approx(0.1, abs=0.05)
+
+
+def test_a_competing_process_keeps_one_thread_and_the_trials_back_off(monkeypatch):
+    m = _Machine(monkeypatch, lambda n: 1.0)   # at our priority: takes its core whatever we do
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25, workers=lambda: 0)
+    seen = m.run(cs, 60.0)
+    starts = [t for (t, n), (_, before) in zip(seen[1:], seen) if n == 2 and before == 1]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    # each trial one window; then twice as long a wait, up to TRIAL_BACKOFF_MAX
+    want = [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert len(gaps) >= len(want)
+    for g, w in zip(gaps, want):
+        assert w + coreshare.TRIAL_WINDOW - 1e-6 <= g <= w + coreshare.TRIAL_WINDOW + 0.26
+    assert cs.trials_kept == 0
+    at_two = sum(1 for t, n in seen if n == 2) / len(seen)
+    assert at_two < 0.02       # ~0.1 s of two threads per 8 s once backed off
+    assert seen[-1][1] == 1
+
+
+def test_no_trial_while_our_compile_workers_work_and_one_right_after(monkeypatch):
+    running = [1]
+    m = _Machine(monkeypatch, lambda n: 1.0)   # our worker compiling: a core of others
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25, workers=lambda: running[0])
+    seen = m.run(cs, 20.0)
+    assert cs.trials == 0 and all(n == 1 for t, n in seen if t >= 1.2)
+    running[0] = 0                             # the last kernel is in: the worker idles,
+    m.others_for = _yielder                    # a lower-priority process fills the core
+    seen = m.run(cs, 22.0)
+    back = min(t for t, n in seen if n == 2)
+    assert back <= 20.0 + 0.25 + 0.01          # the first reading after the workers stop
+    assert cs.trials == 1 and cs.trials_kept == 1 and seen[-1][1] == 2
+
+
+def test_a_trial_that_finds_others_gone_resets_the_backoff(monkeypatch):
+    m = _Machine(monkeypatch, lambda n: 1.0)
+    cs = coreshare.CoreShare(cpus=2, machine=2, interval=0.25, workers=lambda: 0)
+    m.run(cs, 20.0)                            # five trials, each failed: backed off
+    assert cs.trials == 5 and cs._backoff == coreshare.TRIAL_BACKOFF_MAX
+    m.others_for = _yielder
+    m.run(cs, 27.0)                            # the next trial (by 25.75) keeps two threads
+    assert cs.trials_kept == 1 and cs._count == 2
+    assert cs._backoff == coreshare.TRIAL_BACKOFF_MIN
+    m.others_for = lambda n: 1.0               # a competitor again: one thread, tried after 0.5 s
+    seen = m.run(cs, 28.5)
+    drop = min(t for t, n in seen if n == 1)
+    again = min(t for t, n in seen if n == 2 and t > drop)
+    assert again - drop <= coreshare.TRIAL_BACKOFF_MIN + 0.25 + 0.01
+
+
+@linux
+def test_sample_of_the_real_machine_is_a_number_of_cores():
+    cs = coreshare.CoreShare(interval=0.0)
+    cs.sample()
+    x = sum(range(200_000))                   # some time passes
+    assert x > 0
+    assert 0.0 <= cs.sample() <= cs.machine
+    assert 1 <= cs.threads() <= cs.cpus
+
+
+@linux
+def test_adapt_sets_numba_and_blas_and_respects_a_count_set_by_others(monkeypatch):
+    if blas_threads() is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    top = min(2, numba.config.NUMBA_NUM_THREADS)
+    n0, b0 = numba.get_num_threads(), blas_threads()
+    counts = iter([2, 1, 1, 2])
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: next(counts))
+    monkeypatch.setattr(coreshare, "_local", type(coreshare._local)())
+    monkeypatch.setattr(coreshare, "_blas", None)
+    try:
+        numba.set_num_threads(top)
+        set_blas_threads(top)
+        assert coreshare.adapt() == 2
+        assert numba.get_num_threads() == top and blas_threads() == top
+        assert coreshare.adapt() == 1         # a core taken by others: one thread each
+        assert numba.get_num_threads() == 1 and blas_threads() == 1
+        numba.set_num_threads(1)
+        set_blas_threads(1)
+        assert coreshare.adapt() == 1         # same count: nothing read or set
+        if top == 2:
+            coreshare._local.n = None         # (as if the count had changed in between)
+            coreshare.core_share.threads = lambda: 1
+            numba.set_num_threads(2)          # someone else raises numba's count
+            assert coreshare.adapt() == 1     # ... the policy still says 1 ...
+            assert numba.get_num_threads() == 1
+        counts2 = iter([2])
+        coreshare.core_share.threads = lambda: next(counts2)
+        assert coreshare.adapt() == 2         # free again: back to the ceilings
+        assert numba.get_num_threads() == top and blas_threads() == top
+    finally:
+        numba.set_num_threads(n0)
+        set_blas_threads(b0)
+
+
+def test_small_products_run_on_one_blas_thread():
+    assert coreshare.blas_threads_for(64, 1000, 10, 2) == 1
+    assert coreshare.blas_threads_for(256, 1024, 10, 2) == 2
+    assert coreshare.blas_threads_for(256, 1024, 1024, 2) == 2
+    assert coreshare.blas_threads_for(256, 1024, 1024, 1) == 1
+    # few rows below FEW_ROWS_GEMM_MNK (the two-layer step's forward, 64x1000x100) on one;
+    # its weight gradient's product (1000 rows), or few rows of a larger product, on two
+    assert coreshare.blas_threads_for(64, 1000, 100, 2) == 1
+    assert coreshare.blas_threads_for(127, 1000, 16, 2) == 1
+    assert coreshare.blas_threads_for(128, 1000, 16, 2) == 2
+    assert coreshare.blas_threads_for(1000, 64, 100, 2) == 2
+    assert coreshare.blas_threads_for(64, 1000, 1000, 2) == 2
+
+
+def test_parallel_kernels_adapt_unless_switched_off():
+    def kernel(a):
+        return a + 1
+    kernel.signatures = ["sig"]
+    wrapped = threadsafe.guard_parallel(kernel)
+    if coreshare.ENABLED and not threadsafe.workqueue_active():
+        assert wrapped is not kernel and wrapped.unguarded is kernel
+        assert wrapped.signatures == ["sig"]  # the kernel's own attributes show through
+    assert wrapped(1) == 2
+    code = ("import os; from tracejit.compiler.cpu.runtime import coreshare, threadsafe\n"
+            "k = lambda a: a\n"
+            "print(coreshare.ENABLED, coreshare.adapt(), threadsafe.guard_parallel(k) is k "
+            "or threadsafe.workqueue_active())\n")
+    env = dict(os.environ, TRACEJIT_ADAPTIVE_THREADS="0")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["False", "0", "True"]
+
+
+@linux
+def test_matmul_is_numpy_matmul_and_small_products_use_one_thread(monkeypatch):
+    import numpy as np
+    if blas_threads() is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    seen = []
+    real = np.matmul
+
+    def spy(a, b):
+        seen.append(blas_threads())
+        return real(a, b)
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "_local", type(coreshare._local)())
+    monkeypatch.setattr(coreshare, "_blas", None)
+    b0 = blas_threads()
+    try:
+        set_blas_threads(min(2, b0))
+        rng = np.random.default_rng(0)
+        # small (64x64x100: 0.4M) and tiny (8x5x3: BLAS keeps it on one thread by itself)
+        a, b = rng.standard_normal((64, 64), dtype=np.float32), rng.standard_normal((64, 100), dtype=np.float32)
+        c, d = rng.standard_normal((8, 5), dtype=np.float32), rng.standard_normal((5, 3), dtype=np.float32)
+        monkeypatch.setattr(np, "matmul", spy)
+        out, tiny = coreshare.matmul(a, b), coreshare.matmul(c, d)
+        monkeypatch.setattr(np, "matmul", real)
+        np.testing.assert_array_equal(out, real(a, b))
+        np.testing.assert_array_equal(tiny, real(c, d))
+        # the small product ran on one thread; the tiny one was left to BLAS (count untouched)
+        assert seen == [1, min(2, b0)]
+        assert blas_threads() == min(2, b0)       # and the count came back
+    finally:
+        set_blas_threads(b0)
+
+
+
+@pytest.fixture
+def two_blas_threads(monkeypatch):
+    """BLAS on 2 threads with the policy on and the machine free (coreshare's state fresh);
+    BLAS's count back afterwards."""
+    if blas_threads() is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "_blas", None)
+    monkeypatch.setattr(coreshare, "_blas_n", None)
+    b0 = blas_threads()
+    try:
+        set_blas_threads(2)
+        if blas_threads() != 2:
+            pytest.skip("this BLAS runs one thread at most here")
+        yield
+    finally:
+        set_blas_threads(b0)
+
+
+@linux
+def test_gemm_thread_count_and_ceiling_say_what_matmul_uses(monkeypatch, two_blas_threads):
+    """What a profiler records beside a product's time: one thread for a small product while
+    the policy holds several, BLAS's count otherwise; the ceiling is the count before adapt."""
+    assert coreshare.blas_ceiling() == 2              # nothing adapted yet: BLAS's own count
+    coreshare.adapt_blas()
+    assert coreshare.gemm_thread_count(64, 1000, 10) == 1
+    assert coreshare.gemm_thread_count(8, 5, 3) == 1      # tiny: BLAS's own choice, one
+    assert coreshare.gemm_thread_count(256, 1024, 1024) == 2
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+    coreshare.adapt_blas()                            # a core taken: one thread, ceiling kept
+    assert coreshare.gemm_thread_count(256, 1024, 1024) == 1 and coreshare.blas_ceiling() == 2
+
+
+@linux
+def test_matmul_runs_few_rows_on_one_thread_eager_or_compiled(monkeypatch, two_blas_threads):
+    """A 64x1000x100 product (few rows, 6.4M) runs on one BLAS thread and a 1000x64x100 one
+    on two, from eager matmul and from a plan's alike; a large one on two either way; the
+    count is restored after each. (BLAS runs them: the register-tile kernel is declined.)"""
+    monkeypatch.setattr(coreshare, "_rows_module", _NoRowsKernel)
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    seen = []
+    real = np.matmul
+
+    class _Np:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        def matmul(self, a, b):
+            seen.append(blas_threads())
+            return real(a, b)
+
+    monkeypatch.setattr(coreshare, "np", _Np())
+    a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
+    tall = np.ones((1000, 64), np.float32), np.ones((64, 100), np.float32)
+    big = np.ones((256, 1024), np.float32), np.ones((1024, 1024), np.float32)
+    assert np.array_equal(coreshare.matmul(a, b, blas_only=True), real(a, b))
+    coreshare.matmul(a, b)
+    coreshare.matmul(*tall, blas_only=True)
+    coreshare.matmul(*tall)
+    coreshare.matmul(*big, blas_only=True)
+    assert seen == [1, 1, 2, 2, 2]
+    assert blas_threads() == 2
+    assert coreshare.gemm_thread_count(64, 1000, 100) == 1
+    assert coreshare.gemm_thread_count(1000, 64, 100) == 2
+
+
+class _NoRowsKernel:
+    """compiler/cpu/gemm/rows_gemm.py as where its kernel cannot run."""
+    @staticmethod
+    def product(a, b):
+        return None
+
+
+@linux
+def test_matmul_gives_one_thread_products_to_the_rows_kernel(monkeypatch, two_blas_threads):
+    """Products that run on one thread whatever the policy (few rows, or small) are offered
+    to compiler/cpu/gemm/rows_gemm.py first, eager or compiled, and its result is returned; a 1000-row
+    product only when the policy gives one thread, and never a product past
+    FEW_ROWS_GEMM_MNK; products it declines go to numpy."""
+    offered = []
+
+    class _Rows:
+        @staticmethod
+        def product(a, b):
+            offered.append(a.shape + b.shape[1:])
+            return "kernel" if a.shape[0] in (64, 1000) else None
+    monkeypatch.setattr(coreshare, "_rows_module", _Rows)
+    a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
+    assert coreshare.matmul(a, b, blas_only=True) == "kernel"
+    assert coreshare.matmul(a, b) == "kernel"
+    small = np.ones((100, 600), np.float32), np.ones((600, 10), np.float32)     # 0.6M: one thread
+    assert np.array_equal(coreshare.matmul(*small), small[0] @ small[1])
+    tall = np.ones((1000, 64), np.float32), np.ones((64, 100), np.float32)      # 6.4M, 1000 rows
+    assert np.array_equal(coreshare.matmul(*tall), tall[0] @ tall[1])           # two threads: BLAS
+    assert offered == [(64, 1000, 100), (64, 1000, 100), (100, 600, 10)]
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)             # the policy gives one
+    assert coreshare.matmul(*tall, blas_only=True) == "kernel" and coreshare.matmul(*tall) == "kernel"
+    big = np.ones((256, 256), np.float32), np.ones((256, 256), np.float32)      # 16.8M
+    coreshare.matmul(*big)
+    assert offered[3:] == [(1000, 64, 100), (1000, 64, 100)]
+
+
+@linux
+def test_matmul_offers_large_few_row_products_of_a_transposed_b(monkeypatch, two_blas_threads):
+    """``x @ w.T`` (an F-contiguous b) of few rows past FEW_ROWS_GEMM_MNK is offered to
+    compiler/cpu/gemm/rows_gemm.py: up to FEW_ROWS_T_ANY rows whatever the policy, more rows (below
+    FEW_ROWS) only when the policy gives one thread; a row-major b of that size is not."""
+    offered = []
+
+    class _Rows:
+        @staticmethod
+        def product(a, b):
+            offered.append(a.shape[0])
+            return "kernel"
+    monkeypatch.setattr(coreshare, "_rows_module", _Rows)
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    k, n = 2048, 4096      # past FEW_ROWS_GEMM_MNK from one row
+    w = np.ones((n, k), np.float32)
+    few, more = coreshare.FEW_ROWS_T_ANY, coreshare.FEW_ROWS_T_ANY + 1
+    assert coreshare.matmul(np.ones((few, k), np.float32), w.T) == "kernel"
+    assert coreshare.matmul(np.ones((more, k), np.float32), w.T).shape == (more, n)       # BLAS
+    assert coreshare.matmul(np.ones((few, k), np.float32), np.ones((k, n), np.float32)).shape == (few, n)
+    assert offered == [few]
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+    assert coreshare.matmul(np.ones((more, k), np.float32), w.T, blas_only=True) == "kernel"
+    rows = coreshare.FEW_ROWS
+    assert coreshare.matmul(np.ones((rows, k), np.float32), w.T).shape == (rows, n)       # BLAS
+    assert offered == [few, more]
+
+
+def test_matmul_offers_products_from_4m_to_8m_to_the_halves_first(monkeypatch):
+    """Products of HALVES_MNK to below FEW_ROWS_GEMM_MNK multiply-adds (the two-layer step's
+    forward and weight gradient) are offered to compiler/cpu/gemm/halves.py before any other path, and its
+    result is returned; smaller and larger ones are not offered, nor any while the policy
+    gives one thread."""
+    offered = []
+
+    class _Halves:
+        @staticmethod
+        def product(a, b):
+            offered.append(a.shape + b.shape[1:])
+            return "halves" if a.shape[0] == 64 else None
+    monkeypatch.setattr(coreshare, "_halves_module", _Halves)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
+    assert coreshare.matmul(a, b, blas_only=True) == "halves" and coreshare.matmul(a, b) == "halves"
+    tall = np.ones((1000, 64), np.float32), np.ones((64, 100), np.float32)
+    assert np.array_equal(coreshare.matmul(*tall), tall[0] @ tall[1])             # declined
+    coreshare.matmul(np.ones((64, 600), np.float32), np.ones((600, 100), np.float32))      # 3.8M
+    coreshare.matmul(np.ones((128, 256), np.float32), np.ones((256, 256), np.float32))     # 8.4M
+    assert offered == [(64, 1000, 100), (64, 1000, 100), (1000, 64, 100)]
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)      # the policy gives one
+    coreshare.matmul(a, b)
+    assert len(offered) == 3
+
+
+@linux
+def test_gemm_threads_gives_a_small_product_one_thread_then_restores(two_blas_threads):
+    """The block the recurrent layers' loop kernels call BLAS in: the same policy as matmul
+    (one thread for a small product, the count back afterwards; a large product keeps it)."""
+    with coreshare.gemm_threads(32, 256, 32):
+        assert blas_threads() == 1
+    assert blas_threads() == 2
+    with coreshare.gemm_threads(1024, 1024, 1024):
+        assert blas_threads() == 2
+    assert blas_threads() == 2
+
+
+def test_an_error_turns_the_policy_off_once_and_never_fails_the_caller(monkeypatch):
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare, "_local", type(coreshare._local)())
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+
+    def broken(n):
+        raise OSError("no such library")
+    monkeypatch.setattr(coreshare, "_apply", broken)
+    with pytest.warns(RuntimeWarning, match="adaptive thread counts turned off.*no such library"):
+        assert coreshare.adapt() == 0
+    assert coreshare.ENABLED is False
+    assert coreshare.adapt() == 0             # off: no second warning, nothing tried
+
+
+@linux
+def test_eager_matmul_adapts_blas_only_without_numba():
+    """Eager products take the BLAS count from the machine (`adapt_blas`) but never
+    import numba or start its thread pool (0.5 s on the first eager product)."""
+    code = ("import sys, numpy as np, tracejit as tj\n"
+            "from tracejit.compiler.cpu.runtime import coreshare\n"
+            "a = tj.tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64))\n"
+            "ok = np.allclose((a @ a).numpy(), a.numpy() @ a.numpy())\n"
+            "print(ok, 'numba' in sys.modules, coreshare._blas_n is not None or not coreshare.ENABLED)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=120, check=True).stdout.split()
+    assert out == ["True", "False", "True"]

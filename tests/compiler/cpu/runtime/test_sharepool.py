@@ -1,0 +1,527 @@
+"""tracejit/compiler/cpu/runtime/sharepool.py: shares of work on the pool's threads, and `split` (a batch of
+small BLAS products or kernel rows in parts, each on one BLAS thread) with its users:
+coreshare.matmul's batched products and softmax's row kernels. The share count is forced
+(whatever this machine's cores), so every path runs everywhere."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tracejit.compiler.cpu.runtime import coreshare
+from tracejit.compiler.cpu.runtime import sharepool
+from tracejit.threads import blas_threads
+
+
+@pytest.fixture
+def shares(forced_split):
+    return forced_split   # (conftest.py: 3 shares at any size)
+
+
+def test_split_covers_the_range_once_in_contiguous_parts(shares):
+    seen = []
+    lock = threading.Lock()
+
+    def part(lo, hi):
+        with lock:
+            seen.append((lo, hi))
+    sharepool.split(part, 30, 1)
+    assert shares == [3]
+    # 3 shares take PARTS_PER_SHARE * 3 parts in turn
+    parts = sorted(seen)
+    assert len(parts) == sharepool.PARTS_PER_SHARE * 3
+    assert parts[0][0] == 0 and parts[-1][1] == 30
+    assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(parts, parts[1:]))
+
+
+def test_a_share_that_starts_late_leaves_its_parts_to_the_others(shares):
+    # the caller's share runs parts while share 1 is held back: the caller does not wait
+    # for share 1 to do "its half"
+    gate = threading.Event()
+    took = {}
+    lock = threading.Lock()
+
+    def part(lo, hi):
+        me = threading.get_ident()
+        if me != main and not gate.is_set():
+            gate.wait(5)
+        with lock:
+            took.setdefault(me, []).append(lo)
+        if me == main and len(took[me]) >= 8:
+            gate.set()
+    main = threading.get_ident()
+    sharepool.split(part, 12, 1)
+    assert sorted(lo for los in took.values() for lo in los) == list(range(12))
+    assert len(took[main]) >= 8
+
+
+def test_split_runs_at_once_below_its_work_bound_or_on_one_core(monkeypatch):
+    calls = []
+    sharepool.split(lambda lo, hi: calls.append((lo, hi)), 10, sharepool.SPLIT_MIN_WORK - 1)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
+    sharepool.split(lambda lo, hi: calls.append((lo, hi)), 10, sharepool.SPLIT_MIN_WORK)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 4)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 1)   # a process kept on one BLAS thread
+    sharepool.split(lambda lo, hi: calls.append((lo, hi)), 10, sharepool.SPLIT_MIN_WORK)
+    assert calls == [(0, 10)] * 3
+
+
+def test_shares_run_on_one_blas_thread_and_the_count_comes_back(shares):
+    before = blas_threads()
+    if before is None:
+        pytest.skip("no known BLAS (OpenBLAS/MKL) to set")
+    counts = []
+    sharepool.split(lambda lo, hi: counts.append(blas_threads()), 4, 1)
+    assert counts == [1] * 4
+    assert blas_threads() == before
+
+
+def test_a_failing_part_raises_in_the_caller_and_the_pool_still_works(shares):
+    def part(lo, hi):
+        if lo > 0:
+            raise ValueError(f"part {lo}:{hi} failed")
+    with pytest.raises(ValueError, match="part .* failed"):
+        sharepool.split(part, 6, 1)
+    seen = []
+    sharepool.split(lambda lo, hi: seen.append(lo), 6, 1)
+    assert sorted(seen) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_split_inside_a_share_runs_at_once(shares):
+    inner = []
+    sharepool.split(lambda lo, hi: sharepool.split(lambda a, b: inner.append((lo + a, lo + b)), hi - lo, 1), 6, 1)
+    assert shares == [3]
+    assert sorted(inner) == [(i, i + 1) for i in range(6)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_products_split_by_batch_match_numpy(shares, dtype):
+    rng = np.random.default_rng(0)
+    # attention's layout: q and k^T as strided views of one packed projection
+    qkv = rng.standard_normal((5, 128, 3, 2, 32)).astype(dtype)   # products of 2^19 m*k*n
+    q = qkv[:, :, 0].transpose(0, 2, 1, 3)
+    kt = qkv[:, :, 1].transpose(0, 2, 3, 1)
+    got = coreshare.matmul(q, kt)
+    want = np.matmul(q.astype(np.float64), kt.astype(np.float64))
+    assert got.dtype == dtype and got.shape == (5, 2, 128, 128)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    assert shares == [3]
+    # a broadcast batch or mixed dtypes stay numpy's own call
+    coreshare.matmul(q, kt[:1])
+    coreshare.matmul(q.astype(np.float64), kt.astype(np.float32))
+    assert shares == [3]
+
+
+def test_softmax_rows_split_over_shares_match_numpy(shares, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    from tracejit.compiler.cpu.kernels.row_kernels import softmax_backward_rows, softmax_rows
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 3, 7, 33)).astype(np.float32)
+    mask = np.where(rng.random((7, 33)) < 0.2, -np.inf, 0).astype(np.float32)
+    z = x * 0.5 + mask
+    want = np.exp(z - z.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    got = softmax_rows(np, x, 0.5, mask)
+    if got is None:
+        pytest.skip("row kernels are off here (TRACEJIT_EAGER_KERNELS=0)")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    back = softmax_backward_rows(np, g, want, 0.5)
+    np.testing.assert_allclose(back, 0.5 * want * (g - (g * want).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)
+    assert shares == [3, 3]
+
+
+@pytest.fixture(params=["blas-worker", "own-thread"])
+def pair(request, monkeypatch):
+    """`split` on 2 shares at any size, the second on OpenBLAS's worker (where numpy's BLAS
+    is a pthreads OpenBLAS with a pool) or on a thread of tracejit's pool; returns the name
+    of the thread the second share should run on."""
+    on_worker = request.param == "blas-worker"
+    if on_worker and sharepool.blas_worker.find() is None:
+        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two or more")
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
+    monkeypatch.setattr(sharepool, "PAIR_ON_BLAS_WORKER", on_worker)
+    return request.param
+
+
+def test_two_shares_cover_the_range_on_the_second_thread_with_one_blas_thread(pair):
+    main = threading.get_ident()
+    before = blas_threads()
+    seen, lock = [], threading.Lock()
+
+    def part(lo, hi):
+        with lock:
+            seen.append((lo, hi, threading.get_ident() == main, threading.current_thread().name,
+                         blas_threads()))
+    meet = _both_shares(main)
+
+    def slow_part(lo, hi):
+        meet()
+        part(lo, hi)
+    sharepool.split(slow_part, 40, 1)
+    parts = sorted(s[:2] for s in seen)
+    assert len(parts) == 2 * sharepool.PARTS_PER_SHARE
+    assert parts[0][0] == 0 and parts[-1][1] == 40
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    others = {s[3] for s in seen if not s[2]}
+    if pair == "own-thread":
+        assert others <= {"tracejit-chunks"}
+    else:   # OpenBLAS's thread: ctypes names a foreign thread "Dummy-N"
+        assert "tracejit-chunks" not in others and all(o.startswith("Dummy") for o in others)
+    if before is not None:
+        assert {s[4] for s in seen} == {1} and blas_threads() == before
+
+
+def _both_shares(main):
+    """A part wrapper that holds each share at its first part until the other share has
+    taken one too (the caller's parts are quick enough to take them all otherwise)."""
+    met = {True: threading.Event(), False: threading.Event()}
+
+    def meet():
+        mine = threading.get_ident() == main
+        met[mine].set()
+        met[not mine].wait(5)
+    return meet
+
+
+def test_a_failing_part_on_either_thread_raises_in_the_caller(pair):
+    main = threading.get_ident()
+    for fail_on_main in (True, False):
+        meet = _both_shares(main)
+
+        def part(lo, hi):
+            meet()
+            if (threading.get_ident() == main) == fail_on_main:
+                raise ValueError(f"part {lo}:{hi} failed")
+        with pytest.raises(ValueError, match="part .* failed"):
+            sharepool.split(part, 8, 1)
+    seen = []
+    sharepool.split(lambda lo, hi: seen.append(lo), 8, 1)
+    assert sorted(seen) == list(range(8))
+
+
+def test_batched_products_on_two_shares_match_numpy(pair):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((6, 4, 64, 32)).astype(np.float32)
+    b = rng.standard_normal((6, 4, 32, 64)).astype(np.float32)
+    got = coreshare.matmul(a, b)
+    np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b.astype(np.float64)), rtol=1e-5, atol=1e-5)
+
+
+def test_run_pair_runs_both_shares_on_two_threads(partner):
+    seen = {}
+    lock = threading.Lock()
+
+    def share(a, b, t, nt):
+        with lock:
+            seen[t] = (a, b, nt, threading.get_ident())
+    assert sharepool.try_launch()
+    try:
+        sharepool.run_pair(share, (1, 2))
+    finally:
+        sharepool.end_launch()
+    assert sorted(seen) == [0, 1]
+    assert all(v[:3] == (1, 2, 2) for v in seen.values())
+    assert seen[0][3] == threading.get_ident() and seen[1][3] != seen[0][3]
+
+
+def test_run_pair_raises_a_failing_share_in_the_caller(partner):
+    def share(t, nt):
+        if t == 1:
+            raise ValueError("share 1 failed")
+    assert sharepool.try_launch()
+    try:
+        with pytest.raises(ValueError, match="share 1 failed"):
+            sharepool.run_pair(share, ())
+        ran = []
+        sharepool.run_pair(lambda t, nt: ran.append(t), ())     # the partner still works
+        assert sorted(ran) == [0, 1]
+    finally:
+        sharepool.end_launch()
+
+
+@pytest.mark.parametrize("nt", [1, 2, 3])
+def test_launch_runs_every_share_once_or_one_alone_when_the_pool_is_taken(nt):
+    seen = []
+    lock = threading.Lock()
+
+    def share(a, t, n):
+        with lock:
+            seen.append((a, t, n))
+    assert sharepool.launch(share, ("x",), nt) == nt
+    assert sorted(seen) == [("x", t, nt) for t in range(nt)]
+    seen.clear()
+    assert sharepool.try_launch()          # another launch holds the pool: one share, here
+    try:
+        assert sharepool.launch(share, ("y",), nt) == 1
+    finally:
+        sharepool.end_launch()
+    assert seen == [("y", 0, 1)]
+
+
+def test_the_partner_runs_a_job_on_its_thread_and_finish_waits_only_when_asked():
+    p = sharepool.Partner()
+    where, gate = [], threading.Event()
+
+    def job(x):
+        where.append((x, threading.get_ident()))
+        assert gate.wait(60)
+        return x
+    j = p.post(job, (7,))
+    while not where:                                   # (until it has begun)
+        gate.wait(1e-3)
+    assert p.finish(j, wait=False) is None             # running: not waited for
+    gate.set()
+    assert p.finish(j, wait=True) is None              # waited for: it ended without error
+    assert where == [(7, p.thread.ident)] and p.thread.ident != threading.get_ident()
+
+
+def test_a_job_the_partner_has_not_begun_is_dropped_and_never_runs():
+    p = sharepool.Partner()
+    gate, ran = threading.Lock(), []
+    gate.acquire()
+    p.post(gate.acquire, ())                           # the partner is busy with an earlier job
+    big = np.zeros(10)
+    j = p.post(ran.append, (big,))
+    assert p.finish(j, wait=False) is None
+    assert j[1] is None and j[2] is None               # its references are dropped at once
+    gate.release()
+    after = threading.Event()
+    p.post(after.set, ())
+    assert after.wait(60)
+    assert ran == []
+
+
+def _until_ended(p, job):
+    import time
+    deadline = time.monotonic() + 60
+    while job[0] != p.DONE and time.monotonic() < deadline:
+        time.sleep(1e-3)
+    return job
+
+
+def test_a_partner_error_is_returned_when_waited_for():
+    p = sharepool.Partner()
+
+    def fail():
+        raise ValueError("partner job failed")
+    err = p.finish(_until_ended(p, p.post(fail, ())), wait=True)
+    assert isinstance(err, ValueError) and "partner job failed" in str(err)
+    ok = threading.Event()                             # the thread still works
+    p.post(ok.set, ())
+    assert ok.wait(60)
+
+
+def test_moving_off_a_cpu_keeps_the_threads_cpu_set():
+    import os
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    before = os.sched_getaffinity(0)
+    sharepool._move_off(sharepool._cpu())
+    assert os.sched_getaffinity(0) == before
+    if len(before) > 1:
+        assert sharepool._cpu() in before
+
+
+def test_a_forked_child_starts_a_partner_of_its_own():
+    import os
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    ok = threading.Event()
+    sharepool.partner.finish(sharepool.partner.post(ok.set, ()), wait=True)   # the parent's thread
+    assert sharepool.partner.thread is not None
+    pid = os.fork()
+    if pid == 0:                                       # child: a new thread runs its jobs
+        code = 1
+        try:
+            fresh = sharepool.partner.thread is None
+            done = threading.Event()
+            sharepool.partner.post(done.set, ())
+            code = 0 if fresh and done.wait(30) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+
+
+def test_a_child_forked_during_a_launch_can_launch():
+    import os
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    assert sharepool.try_launch()                      # the parent is launching at the fork
+    try:
+        pid = os.fork()
+        if pid == 0:                                   # child: a lock of its own, free
+            code = 1
+            try:
+                code = 0 if sharepool.try_launch() and not sharepool.try_launch() else 1
+                sharepool.end_launch()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert not sharepool.try_launch()              # the parent's launch is still its own
+    finally:
+        sharepool.end_launch()
+    assert os.WEXITSTATUS(status) == 0
+    assert sharepool.try_launch()
+    sharepool.end_launch()
+
+
+@pytest.mark.parametrize("partner_late", [False, True])
+def test_claim_split_covers_the_range_once_whoever_takes_the_parts(partner_late):
+    """Every part once, in contiguous parts; a partner held in an earlier job takes none and
+    is not waited for (the caller did them all)."""
+    seen, lock = [], threading.Lock()
+
+    def part(lo, hi):
+        with lock:
+            seen.append((lo, hi, threading.get_ident()))
+    gate = threading.Lock()
+    if partner_late:
+        gate.acquire()
+        sharepool.partner.post(gate.acquire, ())
+    try:
+        sharepool.claim_split(part, 100, 7)
+    finally:
+        if partner_late:
+            gate.release()
+    assert sorted((lo, hi) for lo, hi, _ in seen) == [(100 * p // 7, 100 * (p + 1) // 7) for p in range(7)]
+    if partner_late:
+        assert {t for _, _, t in seen} == {threading.get_ident()}
+
+
+def test_claim_split_raises_a_failing_part_and_still_works():
+    def part(lo, hi):
+        if lo == 0:
+            raise ValueError("part failed")
+    with pytest.raises(ValueError, match="part failed"):
+        sharepool.claim_split(part, 10, 5)
+    got = []
+    sharepool.claim_split(lambda lo, hi: got.append(lo), 10, 5)
+    assert sorted(got) == [0, 2, 4, 6, 8]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_claimed_matmul_equals_numpy_and_declines_other_operands(dtype):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 40)).astype(dtype)
+    b = rng.standard_normal((40, 50)).astype(dtype)
+    got = sharepool.claimed_matmul(a, b)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+    assert sharepool.claimed_matmul(a.T.T[None], b) is None                  # not 2-D
+    assert sharepool.claimed_matmul(a, b.astype(np.float16)) is None        # mixed dtypes
+
+
+def test_large_products_on_one_policy_thread_run_as_claimed_parts(monkeypatch):
+    """coreshare.matmul: where the policy gives BLAS one thread but BLAS may use two, a
+    product from CLAIM_GEMM_MNK runs as claimed parts (sharepool.claimed_matmul)."""
+    calls = []
+    monkeypatch.setattr(coreshare, "adapt", lambda: 1)
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "CLAIM_GEMM_MNK", 1 << 20)
+    monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: calls.append(a.shape) or np.matmul(a, b))
+    a, b = np.ones((512, 256), np.float32), np.ones((256, 128), np.float32)   # above FEW_ROWS_GEMM_MNK
+    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 1)               # BLAS kept on one
+    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "adapt", lambda: 2)                      # the policy gives two
+    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+
+
+def test_the_partner_is_benched_by_its_stall_time_and_longer_each_time(monkeypatch):
+    import time
+    p = sharepool.Partner()
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    assert p.punctual()
+    p.waited(p.STALL_S / 10)                           # a wait of a partner at work
+    assert p.punctual() and p.stalls == 0
+    for _ in range(20):                                # a time-slice stall every 0.1 s:
+        p.waited(5e-3)                                 # 5% of the time, under STALL_SHARE
+        now[0] += 0.1
+        assert p.punctual()
+    benches = []
+    for _ in range(3):
+        p.waited(p.STALL_BUDGET_S * 1.5)               # one long stall
+        benches.append(p.benched_until - now[0])
+        assert not p.punctual()
+        now[0] = p.benched_until                       # the bench over
+        assert p.punctual()
+    assert benches == [p.BENCH_S, 2 * p.BENCH_S, 4 * p.BENCH_S] and p.stalls == 23
+    now[0] += p.STRIKES_RESET_S + 1                    # a long quiet spell: a fresh start
+    p.waited(p.STALL_BUDGET_S * 1.5)
+    assert p.benched_until - now[0] == p.BENCH_S
+
+
+def test_only_a_pthreads_openblas_lends_its_pool():
+    """An OpenMP build of OpenBLAS may run both shares of gotoblas_pthread on one thread (the
+    first would wait for the second forever), a sequential one has no pool: neither is used
+    (`BlasWorker.find` asks threads.openblas_pthreads)."""
+    from tracejit.threads import openblas_pthreads
+
+    class Lib:
+        def __init__(self, parallel):
+            self.openblas_get_parallel = lambda: parallel
+
+    assert openblas_pthreads(Lib(1)) is True
+    assert openblas_pthreads(Lib(2)) is False      # OpenMP
+    assert openblas_pthreads(Lib(0)) is False      # sequential
+    assert openblas_pthreads(object()) is False    # cannot tell
+
+
+@pytest.mark.parametrize("m, smallest, sizes", [
+    (2048, 128, [1024, 512, 256, 128, 128]),   # the LSTM LM's 2048x256 @ 256x1024
+    (1024, 64, [512, 256, 128, 64, 64]),       # its 1024x2048 @ 2048x256
+    (300, 150, [150, 150]),
+    (300, 100, [144, 156]),                    # a remainder under twice the smallest: one part
+    (40, 4, [16, 24]),                         # 16 rows at least
+    (10, 100, [10]),
+])
+def test_claimed_rows_halve_what_is_left_down_to_the_smallest_part(m, smallest, sizes):
+    bounds = sharepool.claimed_rows(m, smallest)
+    assert bounds[0] == 0 and bounds[-1] == m
+    assert [hi - lo for lo, hi in zip(bounds, bounds[1:])] == sizes
+
+
+def test_claimed_matmul_runs_two_parts_at_least(monkeypatch):
+    """A product whose rows are fewer than one smallest part still splits in two (the
+    partner's share), and every row is computed once."""
+    seen = []
+    monkeypatch.setattr(sharepool, "claim_split", lambda fn, n, parts: seen.append(parts) or [fn(p, p + 1) for p in range(parts)])
+    a, b = np.arange(64 * 8, dtype=np.float64).reshape(64, 8), np.ones((8, 4))
+    np.testing.assert_array_equal(sharepool.claimed_matmul(a, b), a @ b)
+    assert seen == [2]
+
+
+def test_blas_worker_find_answers_a_second_thread_only_after_the_lookup(monkeypatch):
+    """Two threads asking at once: the second waits for the first's lookup and gets its
+    answer. `found` was set before the lookup, so a second asker got None meanwhile, and
+    eager kernels rendered then were OpenMP kernels rather than chunk kernels with a pair
+    (codegen_chunks.flat_pairs)."""
+    from tracejit import threads as threads_mod
+    inside, release = threading.Event(), threading.Event()
+    calls = []
+
+    def slow_lookup(setters):
+        calls.append(1)
+        inside.set()
+        release.wait(30)
+        return "libopenblas.so", None      # no setter: not an OpenBLAS pool (fn stays None)
+    monkeypatch.setattr(threads_mod, "_blas_function", slow_lookup)
+    w = sharepool.BlasWorker()
+    got = {}
+    first = threading.Thread(target=lambda: got.setdefault("first", w.find()))
+    first.start()
+    assert inside.wait(30)
+    second = threading.Thread(target=lambda: got.setdefault("second", w.find()))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive() and "second" not in got    # waits for the lookup under way
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert got == {"first": None, "second": None} and calls == [1] and w.found

@@ -1,0 +1,97 @@
+"""compiler/cpu/runtime/voidptr.py: ``carray_at`` builds the C-contiguous array at an address (an int64 or
+a ``void*``) as numba's ``carray`` does, inside the compiled caller: same elements, writes
+reach the memory, shapes of any rank."""
+import ctypes
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba", reason="voidptr's intrinsics are numba's")
+
+from numba import cfunc, njit  # noqa: E402
+
+from tracejit.compiler.cpu.runtime.voidptr import carray_at  # noqa: E402
+
+
+@njit(cache=False)
+def _double_2d(addr, m, n):
+    a = carray_at(addr, (m, n), np.float32)
+    a *= np.float32(2)
+    return a.sum(), a.shape[0], a.shape[1], a.strides[0], a.strides[1]
+
+
+@cfunc("void(voidptr)", cache=False)
+def _fill(rec):
+    r = carray_at(rec, (3,), np.int64)          # (address, rows, cols) at a void*
+    x = carray_at(r[0], (r[1], r[2]), np.float64)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            x[i, j] = i * 10 + j
+
+
+def test_an_int_address_gives_the_c_contiguous_array_there():
+    buf = np.arange(12, dtype=np.float32)
+    total, m, n, s0, s1 = _double_2d(buf.ctypes.data, 3, 4)
+    assert (m, n, s0, s1) == (3, 4, 16, 4)
+    assert np.array_equal(buf, 2 * np.arange(12, dtype=np.float32)) and total == buf.sum()
+
+
+def test_a_void_pointer_and_a_record_of_addresses():
+    x = np.zeros((2, 5))
+    rec = np.array([x.ctypes.data, 2, 5], np.int64)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_fill.address)(rec.ctypes.data)
+    np.testing.assert_array_equal(x, np.add.outer(np.arange(2) * 10, np.arange(5)))
+
+
+def test_what_it_refuses_is_a_typing_error():
+    import numba
+
+    @njit(cache=False)
+    def bad(addr):
+        return carray_at(addr, (2,), np.float32)
+    with pytest.raises(numba.core.errors.TypingError):
+        bad(1.5)                                  # not an address
+
+
+def test_put_array_and_table_array_round_trip_address_and_shape():
+    """`put_array` writes an array's address and shape into an int64 table (what
+    ``x.ctypes.data`` and ``x.shape`` give), `table_array` rebuilds the array there: the
+    share entries' tables (compiler/cpu/runtime/cshares.py)."""
+    from tracejit.compiler.cpu.runtime.voidptr import put_array, table_array
+
+    @njit("void(int64[::1], Array(float32, 3, 'C', readonly=True), Array(boolean, 1, 'C', readonly=True))",
+          cache=False)
+    def pack(tab, x, b):
+        put_array(tab, 1, x)
+        put_array(tab, 5, b)
+
+    @njit(cache=False)
+    def back(tab):
+        x = table_array(tab, 1, 3, np.float32)
+        b = table_array(tab, 5, 1, np.bool_)
+        x[1, 2, 3] = -1.0
+        return x.shape, x.strides, x.sum(), b.shape, b.sum()
+
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    b = np.array([True, False, True, True, False])
+    tab = np.full(8, -7, np.int64)
+    pack(tab, x, b)
+    assert tab.tolist() == [-7, x.ctypes.data, 2, 3, 4, b.ctypes.data, 5, -7]
+    shape, strides, total, bshape, bsum = back(tab)
+    assert shape == (2, 3, 4) and strides == (48, 16, 4) and bshape == (5,) and bsum == 3
+    assert x[1, 2, 3] == -1.0 and total == np.arange(24).sum() - 23 - 1   # (written through it)
+
+
+def test_put_row_writes_a_tuple_of_integers_into_a_row():
+    """`put_row`: ``tab[q, :len(vals)] = vals`` as int64 (compiler/cpu/gemm/halves.py's records), the rest
+    of the table untouched."""
+    from tracejit.compiler.cpu.runtime.voidptr import put_row
+
+    @njit(cache=False)
+    def fill(tab, q, a, b):
+        put_row(tab, q, (a, np.int32(-5), a + b, 2 ** 40))
+
+    tab = np.full((3, 6), 9, np.int64)
+    fill(tab, 1, 7, 11)
+    fill(tab, 2, -1, 1)
+    assert tab.tolist() == [[9] * 6, [7, -5, 18, 2 ** 40, 9, 9], [-1, -5, 0, 2 ** 40, 9, 9]]

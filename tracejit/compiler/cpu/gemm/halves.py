@@ -1,0 +1,883 @@
+"""Products and elementwise arithmetic in two halves on two cores, each half a numba cfunc:
+no Python object and no GIL on either thread.
+
+Why: the two-layer step (64x1000 -> 100 -> 10, SGD by hand) spends its time on w1's path:
+the forward product ``x @ w1`` (64x1000x100), the weight gradient ``x.T @ g`` (1000x64x100)
+and the update ``w1 -= lr * g1`` (two 100K-element ops). On one core each is at its floor
+(the register-tile kernel at its FMA bound, the update at numpy's speed); PyTorch's MKL runs
+both products on two spinning threads. A second share used to cost 40-80 us a launch on the
+2-vCPU VM (a numba OpenMP launch, a Python callback on OpenBLAS's worker, nogil numba calls
+handing the GIL back and forth), more than the half of a 10-60 us phase it
+saves. OpenBLAS's ``gotoblas_pthread`` running a C function on its worker costs 1.4 us back
+to back or after 60 us of Python, 3-10 us right after a two-thread product,
+because nothing on either thread takes the GIL.
+
+And the halves must stay on their cores: a phase split over two threads is slower when the
+previous phase wrote its data on the other core (the lines move first). So all three phases
+split w1 the same way, by its rows (its flat halves, being C-contiguous), the first half on
+the calling thread and the second on OpenBLAS's worker, every time:
+
+- ``x @ w1`` of few rows (`FEW_ROWS`): split by the depth K (w1's rows), the second half's
+  partial product added to the first's. **The sum order changes**: results differ from the
+  one-thread product in the last bits (as BLAS's thread counts make them differ);
+- ``x.T @ g``: split by the result's rows (w1's rows), each element computed as the
+  one-thread kernel computes it: bitwise the same;
+- ``a + b``, ``a - b``, ``a * b``, ``a / b`` (arrays of one shape or a scalar, float32 or
+  float64) from `EW_MIN_ELEMENTS`, within `WARM_S` of a product's halves (the worker still
+  spinning): by flat halves, IEEE operations: bitwise numpy's.
+
+``python -m bench --only mlp2``, main's tree and this one alternating, two threads forced
+(TRACEJIT_ADAPTIVE_THREADS=0) under SCHED_FIFO (a quiet machine emulated; load 8),
+medians: eager 371-376 -> 335-340 us, compiled 253-258 -> 213-216; PyTorch eager 291-295.
+
+``pair`` runs two whole products at once, one per core, each one call of numpy's BLAS GEMM
+on one thread (a cfunc calling cblas by address, compiler/cpu/runtime/voidptr.py): a compiled plan's
+independent products (compiler/gemmpair.py, coreshare.matmul_pair decides which).
+
+When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
+coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
+two threads (`sharepool.pool_threads`), BLAS's ceiling is two or more, numpy's BLAS is a
+pthreads OpenBLAS with a pool of two (`sharepool.blas_worker`), no other launch holds the
+pool, and the module is loaded (as rows_gemm's kernel: from the disk cache in sync mode,
+compiled by the workers in background mode). Otherwise None: the caller's path runs.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..runtime import coreshare
+from ..runtime import sharepool
+from . import rows_gemm
+from ..kernels.native import kernel as _kernel
+
+__all__ = ["product", "plan_product", "thin", "pair", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
+
+# Products below this run on one thread (the halves' launch and the add of the partial
+# product are a few us); the register-tile kernel's own bound.
+MIN_MNK = rows_gemm.MIN_MNK
+# Elementwise ops below this many elements stay on numpy's loop (64K float32: ~5 us on one
+# core; a pair of 100K-element halves ran in 8.0 us against numpy's 11.4, launch included).
+EW_MIN_ELEMENTS = 1 << 16
+# The switch (tests and measurements turn it off to compare).
+ENABLED = True
+# Elementwise halves run only this soon after the end of a launch of halves (a product's):
+# OpenBLAS's worker spins ~0.4 ms after a job (threads.BLAS_THREAD_TIMEOUT), then sleeps, and
+# waking it cost a 100K-element ``w -= lr * g`` 159/1130 us (min/median) against numpy's
+# 65/103 after 1 ms idle (load 9.5, policy forced to two threads). In the step the update
+# follows the weight gradient's halves at once, on the halves those placed on each core.
+WARM_S = 2.5e-4
+_warm_until = 0.0
+
+_OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
+
+# The kernel module's rows kernel run on a record of int64s: a, its size, ars, aks, m, kd,
+# b, its size, n, c, its size (addresses and sizes of flat arrays). An elementwise half's
+# record: op, n, a, b, out, a's and b's kind (0 array, 1 scalar), then the scalars' bits
+# as float64 in slots 8 and 9.
+_PAIR = '''
+
+from numba import cfunc
+from tracejit.compiler.cpu.runtime.voidptr import call_at, call_get_count, call_pthread, call_set_count, carray_at, {g}
+# (a record's slots from a tuple: one intrinsic, not a loop over the tuple, 0.12-0.2 s of
+# this module's compile; voidptr.put_row)
+from tracejit.compiler.cpu.runtime.voidptr import put_row as _put
+
+
+# The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
+# or __array_interface__), and a launch needs four or five. The fillers (`gemm_records`,
+# `ew_records`, `product_record`) are called only by the launches, so they have no CPython
+# wrapper (compiled for nothing, ~0.1 s of the module; called from Python they would crash).
+
+
+@njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
+      "{t}[:, ::1], {t}[:, ::1], boolean)", cache=CACHE, no_cpython_wrapper=True)
+def gemm_records(r, a, b, out, rest, by_rows):
+    m, kd = a.shape
+    n = b.shape[1]
+    item = a.itemsize
+    ars, aks = a.strides[0] // item, a.strides[1] // item
+    ad, bd, cd = np.int64(a.ctypes.data), np.int64(b.ctypes.data), np.int64(out.ctypes.data)
+    size = m * kd
+    if by_rows:        # row halves, the first a multiple of 8 (the kernel's tile rows)
+        h = (m // 2 + 7) // 8 * 8
+        off = h * ars
+        _put(r, 0, (ad, size, ars, aks, h, kd, bd, kd * n, n, cd, h * n))
+        _put(r, 1, (ad + off * item, size - off, ars, aks, m - h, kd, bd, kd * n, n, cd + h * n * item,
+                    (m - h) * n))
+    else:              # depth halves: rows [0, h) and [h, kd) of b, the second into `rest`
+        h = kd // 2
+        off = h * aks
+        _put(r, 0, (ad, size, ars, aks, m, h, bd, h * n, n, cd, m * n))
+        _put(r, 1, (ad + off * item, size - off, ars, aks, m, kd - h, bd + h * n * item, (kd - h) * n,
+                    n, np.int64(rest.ctypes.data), m * n))
+
+
+# `gemm_records`, then `entry` (gemm_half's address) on both records at once through
+# gotoblas_pthread at `pthread`: a product's whole launch in one dispatcher call, the GIL
+# released (the filler and a ctypes call were two, with Python between: the MLP step's
+# head products spent 8-9 us a launch around their halves on swept caches).
+# Depth halves: the second half's partial product (`rest`) is added into `out` here, once
+# both ended: the same float additions as numpy's ``out += rest`` after the launch, without
+# its dispatch (the two-layer step's forward, 64x1000x100: ~1 us a step).
+@njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
+      "{t}[:, ::1], {t}[:, ::1], boolean, int64, int64)", cache=CACHE, nogil=True)
+def gemm_launch(r, a, b, out, rest, by_rows, pthread, entry):
+    gemm_records(r, a, b, out, rest, by_rows)
+    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
+    if not by_rows:
+        # (a 2-D loop, not over ``reshape(-1)`` views: numba compiles reshape's overload as a
+        # function of its own, ~0.1 s of this module's compile; the same additions in order)
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                out[i, j] += rest[i, j]
+
+
+@njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
+      "{t}[::1], int64, int64, float64)", cache=CACHE, no_cpython_wrapper=True)
+def ew_records(r, op, x, y, out, xs, ys, s):
+    # each half: op, its length, x's, y's and out's addresses, which operand is the scalar
+    # `s` (xs, ys: the other operand stands in for its array), s's float64 bits in slot 8 or 9
+    n = out.size
+    h = n // 2
+    item = out.itemsize
+    xd, yd, od = np.int64(x.ctypes.data), np.int64(y.ctypes.data), np.int64(out.ctypes.data)
+    _put(r, 0, (op, h, xd, yd, od, xs, ys))
+    _put(r, 1, (op, n - h, xd + h * item, yd + h * item, od + h * item, xs, ys))
+    # the records as float64 (their slots 8 and 9): ``r.view(np.float64)`` compiled numba's
+    # view overload (``ol_compatible_view``) as a function of its own, 0.15-0.3 s of this
+    # module's compile in a worker; carray_at builds the array in place
+    f = carray_at(r.ctypes.data, r.shape, np.float64)
+    f[0, 8] = f[1, 8] = f[0, 9] = f[1, 9] = s
+
+
+# `ew_records`, then `entry` (ew_half's address) on both records at once through OpenBLAS's
+# gotoblas_pthread at address `pthread`: the whole elementwise launch in one dispatcher call
+# (the records' filler and a ctypes call were two, with Python between).
+@njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
+      "{t}[::1], int64, int64, float64, int64, int64)", cache=CACHE)
+def ew_launch(r, op, x, y, out, xs, ys, s, pthread, entry):
+    ew_records(r, op, x, y, out, xs, ys, s)
+    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
+
+
+# A product pair's record (`pair`): the cblas GEMM's address, then its arguments after the
+# layout (row-major) as cblas takes them, alpha 1 and beta 0 left out: trans_a, trans_b, m, n,
+# k, a, lda, b, ldb, c, ldc (ta, tb: 0 an operand as it lies, C-contiguous; 1 its transpose,
+# the operand F-contiguous).
+@njit("void(int64[:, ::1], int64, int64, int64, int64, Array({t}, 2, 'A', readonly=True), "
+      "Array({t}, 2, 'A', readonly=True), {t}[:, ::1])", cache=CACHE, no_cpython_wrapper=True)
+def product_record(r, q, fn, ta, tb, a, b, c):
+    m, kd = a.shape
+    n = b.shape[1]
+    _put(r, q, (fn, 111 + ta, 111 + tb, m, n, kd, np.int64(a.ctypes.data), max(1, m if ta else kd),
+                np.int64(b.ctypes.data), max(1, kd if tb else n), np.int64(c.ctypes.data), max(1, n)))
+
+
+# `pair`'s whole launch in one dispatcher call, the GIL released: BLAS's count set to one
+# (`get`, `put`: its getter's and setter's addresses; get 0: none known, the count left as
+# it is), the two records, `entry` (product_whole's address) on both at once through
+# gotoblas_pthread at `pthread`, the count put back. The same steps as Python's
+# `blas_threads_set(1)` around `launch`, whose ctypes calls, records and checks took ~40 us
+# of the MLP step's layer-2 pair on caches the step's GEMMs had swept.
+@njit("void(int64[:, ::1], int64, int64, int64, int64, int64, int64, int64, "
+      "Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'A', readonly=True), {t}[:, ::1], int64, int64, "
+      "Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'A', readonly=True), {t}[:, ::1])",
+      cache=CACHE, nogil=True)
+def pair_launch(r, fn, pthread, entry, get, put, ta1, tb1, a1, b1, c1, ta2, tb2, a2, b2, c2):
+    before = call_get_count(get) if get != 0 else 1
+    if before != 1:
+        call_set_count(put, 1)
+    product_record(r, 0, fn, ta1, tb1, a1, b1, c1)
+    product_record(r, 1, fn, ta2, tb2, a2, b2, c2)
+    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
+    if before != 1:
+        call_set_count(put, before)
+
+
+@cfunc("void(voidptr)", cache=CACHE)
+def product_whole(rec):
+    r = carray_at(rec, (16,), np.int64)
+    {g}(r[0], np.int64(101), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11])
+
+
+@cfunc("void(voidptr)", cache=CACHE)
+def gemm_half(rec):
+    r = carray_at(rec, (16,), np.int64)
+    a = carray_at(r[0], (r[1],), np.{t})
+    b = carray_at(r[6], (r[7],), np.{t})
+    c = carray_at(r[9], (r[10],), np.{t})
+    # rows_gemm's compiled kernel at its address in the records' slot 15 (`_Pair` puts it there
+    # once): inlined here, its register tiles were compiled a second time in this module
+    # (0.8 s of its 2.6 s compile), besides rows_gemm's own module
+    call_at(r[15], gemm_kernel, (a, r[2], r[3], r[4], r[5], b, r[8], c))
+
+
+# One loop per operand pattern. A result written over an operand gets a loop on that array
+# alone: with two views of one address LLVM's runtime overlap check sends the loop to its
+# scalar form (an in-place 100K-element float32 sub in halves took 24 us, numpy 13).
+# Each its own numba function, not inlined by numba (``inline="always"``): inlined, the
+# array loops stayed scalar (100K float32 add 8.8 -> 53.5 us, in-place sub 7.9 -> 37.0),
+# though their own libraries cost the module's compile ~0.9 s of its 3.1-3.25.
+# numpy's error model: x / 0 is inf or NaN, as numpy gives it. numba's default ('python')
+# raises ZeroDivisionError, which a cfunc cannot pass on: the half stopped at the first zero
+# divisor and left the rest of its output unwritten (a test divides by
+# zeros). `ew_half` calls them by address (`EW_LOOPS`: their addresses in a table at the
+# records' slot 14, put there by `_Pair`), compiled once each for their one signature: called
+# by numba, each one's code was linked into `ew_half` and optimised and emitted again (0.25-0.3 s
+# of the module's compile). No CPython wrappers (``no_cpython_wrapper``) either: nothing calls
+# them from Python (they would crash), and each wrapper was compiled for nothing.
+@njit(inline="always")
+def _binop(op, a, b):
+    if op == 0:
+        return a + b
+    if op == 1:
+        return a - b
+    if op == 2:
+        return a * b
+    return a / b
+
+
+@njit("void(int64, {t}[::1], {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
+def _ew_arrays(op, o, a, b):
+    for i in range(o.size):
+        o[i] = _binop(op, a[i], b[i])
+
+
+@njit("void(int64, {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
+def _ew_into_a(op, a, b):
+    for i in range(a.size):
+        a[i] = _binop(op, a[i], b[i])
+
+
+@njit("void(int64, {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
+def _ew_into_b(op, a, b):
+    for i in range(b.size):
+        b[i] = _binop(op, a[i], b[i])
+
+
+@njit("void(int64, {t}[::1], {t}[::1], {t})", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
+def _ew_scalar_right(op, o, a, s):
+    for i in range(o.size):
+        o[i] = _binop(op, a[i], s)
+
+
+@njit("void(int64, {t}[::1], {t})", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
+def _ew_scalar_right_into(op, a, s):
+    for i in range(a.size):
+        a[i] = _binop(op, a[i], s)
+
+
+@njit("void(int64, {t}[::1], {t}, {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
+def _ew_scalar_left(op, o, s, b):
+    for i in range(o.size):
+        o[i] = _binop(op, s, b[i])
+
+
+@njit("void(int64, {t}, {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
+def _ew_scalar_left_into(op, s, b):
+    for i in range(b.size):
+        b[i] = _binop(op, s, b[i])
+
+
+@cfunc("void(voidptr)", cache=CACHE)
+def ew_half(rec):
+    r = carray_at(rec, (16,), np.int64)
+    f = carray_at(rec, (16,), np.float64)
+    op, n = r[0], r[1]
+    fns = carray_at(r[14], (7,), np.int64)   # (`EW_LOOPS`' addresses)
+    if r[5] == 1:                       # scalar op array
+        s = np.{t}(f[8])
+        b = carray_at(r[3], (n,), np.{t})
+        if r[4] == r[3]:
+            call_at(fns[6], _ew_scalar_left_into, (op, s, b))
+        else:
+            call_at(fns[5], _ew_scalar_left, (op, carray_at(r[4], (n,), np.{t}), s, b))
+        return
+    a = carray_at(r[2], (n,), np.{t})
+    if r[6] == 1:                       # array op scalar
+        s = np.{t}(f[9])
+        if r[4] == r[2]:
+            call_at(fns[4], _ew_scalar_right_into, (op, a, s))
+        else:
+            call_at(fns[3], _ew_scalar_right, (op, carray_at(r[4], (n,), np.{t}), a, s))
+        return
+    b = carray_at(r[3], (n,), np.{t})
+    if r[4] == r[2]:
+        call_at(fns[1], _ew_into_a, (op, a, b))
+    elif r[4] == r[3]:
+        call_at(fns[2], _ew_into_b, (op, a, b))
+    else:
+        call_at(fns[0], _ew_arrays, (op, carray_at(r[4], (n,), np.{t}), a, b))
+'''
+
+
+# `ew_half`'s loops in the order of its table (`_Pair.ew_loops`, at the records' slot 14)
+EW_LOOPS = ("_ew_arrays", "_ew_into_a", "_ew_into_b", "_ew_scalar_right", "_ew_scalar_right_into",
+            "_ew_scalar_left", "_ew_scalar_left_into")
+
+
+def source(dtype: str) -> str:
+    """The halves module for `dtype`: the two half entries and their record fillers (`_PAIR`),
+    with rows_gemm's compiled kernel module's `kernel` (`rows_gemm.kernel_import`: loaded, or
+    compiled in place where its disk entry is missing), which `gemm_half` calls by address."""
+    gemm = "call_sgemm" if dtype == "float32" else "call_dgemm"
+    head = "import numpy as np\nfrom numba import njit\n" + rows_gemm.kernel_import(dtype) + _ENTRY
+    return head + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
+
+
+# The module's `kernel`, the name compiler/cpu/kernels/native.py loads (`loaded_module` reads the halves' entries
+# from its globals): rows_gemm's kernel, called through this module.
+_ENTRY = """
+
+def kernel(*args):
+    gemm_kernel(*args)
+"""
+
+
+class _Pair:
+    """One dtype's loaded entries and the two records a launch hands gotoblas_pthread."""
+
+    __slots__ = ("keep", "recs", "pthread", "gemm_launch", "gemm_entry", "gemm_address", "pair_launch",
+                 "whole_address", "ew_launch", "ew_entry", "ew_address", "count_get", "count_set", "ew_loops")
+
+    def __init__(self, module: dict):
+        import ctypes
+        # their code lives as long as this
+        self.keep = (module["gemm_half"], module["ew_half"], module["product_whole"])
+        self.recs = np.zeros((2, 16), np.int64)
+        from ..runtime.voidptr import native_address
+        self.recs[:, 15] = native_address(module["gemm_kernel"])   # (`gemm_half` calls it there)
+        self.ew_loops = np.array([native_address(module[name]) for name in EW_LOOPS], np.int64)
+        self.recs[:, 14] = self.ew_loops.ctypes.data                 # (`ew_half` reads the table there)
+        self.ew_launch = module["ew_launch"]
+        self.ew_entry = _entry_point(self.ew_launch)
+        self.ew_address = module["ew_half"].address
+        # gotoblas_pthread's address (`ew_launch` and `pair_launch` call it), 0 where none
+        # was found (tests put a runner of their own here); looked up first where no one
+        # has yet (a pair loaded before any launch asked the machine)
+        sharepool.blas_worker.find()
+        fn = sharepool.blas_worker.fn
+        self.pthread = ctypes.cast(fn, ctypes.c_void_p).value or 0 if fn is not None else 0
+        self.pair_launch = module["pair_launch"]
+        self.gemm_launch = module["gemm_launch"]
+        self.gemm_entry = _entry_point(self.gemm_launch)
+        self.gemm_address = module["gemm_half"].address
+        self.whole_address = module["product_whole"].address
+        # BLAS's thread count's getter and setter (`pair_launch` calls them), 0 where none
+        from ....threads import _blas_getset
+        getset = _blas_getset()
+        self.count_get, self.count_set = ((ctypes.cast(getset[0], ctypes.c_void_p).value,
+                                           ctypes.cast(getset[1], ctypes.c_void_p).value)
+                                          if getset is not None else (0, 0))
+
+
+def _entry_point(dispatcher):
+    """The compiled entry of a dispatcher with one explicit signature (``ew_launch``,
+    ``gemm_launch``): a call
+    unboxes the arguments as that signature says, without the dispatcher's typing of each
+    (~0.4 us of a ten-argument launch); the dispatcher itself where there is no such entry.
+    Callers pass exactly the signature's types (`plan_calls`, `plan_product` check them)."""
+    overloads = getattr(dispatcher, "overloads", None)
+    if overloads is not None and len(overloads) == 1:
+        entry = getattr(next(iter(overloads.values())), "entry_point", None)
+        if callable(entry):
+            return entry
+    return dispatcher
+
+
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+_pairs: dict = {}     # dtype name -> _Pair, or None where it cannot load
+
+
+def two_cores() -> bool:
+    """Whether two halves may run now: the switch on, two threads by the policy and the
+    pool, BLAS's ceiling two or more, OpenBLAS's worker found (compiler/cpu/gemm/skinny_gemm.py's dot
+    halves ask it too)."""
+    if not ENABLED:
+        return False
+    if coreshare.ENABLED and coreshare.core_share.threads() < 2:
+        return False         # (the policy's count: the cheap answer under load)
+    return sharepool.pool_threads() >= 2 and _blas_pair()
+
+
+def _blas_pair() -> bool:
+    """What the machine must give for halves to run at all: BLAS's ceiling two or more
+    and OpenBLAS's worker found (`two_cores` now; `expect` ever)."""
+    return (coreshare.blas_ceiling() or 1) >= 2 and sharepool.blas_worker.find() is not None
+
+
+def kernel_of(key: tuple, make_source, later: bool = False):
+    """The `native.NativeKernel` of a hand-written kernel module with GIL-free halves
+    (loaded from disk only in sync mode: ``sync_compiles=False``; `later`: rank LATER)."""
+    return _kernel(key, make_source, sync_compiles=False, later=later)
+
+
+def module_kernel(t: str):
+    """The `native.NativeKernel` of dtype name `t`'s halves module, compiled by the
+    workers at rank LATER (after every other kernel an op or a plan asked for): its compile
+    is the dearest of all (3.1-3.3 s of a worker's CPU) and few steps gain much from it.
+    Compiled steps, sync mode, warm, policy at two threads, halves on/off alternating in one
+    process, min/median: two-layer step (4 launches a step) 0.2/0.2 against
+    0.3/0.8 ms (load 4-5); with the product pairs (compiler/gemmpair.py; load 10-12, medians
+    meaningless) MLP (4) min 11.8-12.0 against 12.1-12.6, Transformer (4) min 47.2-47.9
+    against 47.7-48.0; CNN and LSTM none. Asked for at EAGER, it went ahead of the
+    attention kernels the compiled Transformer step waits for whenever the policy gave two
+    threads early (3.3 s later to full speed in 2 of 4 cold runs, tier21b). Asked for at
+    every call once the policy gives two threads (a quiet machine, as soon as the workers
+    go idle): queued behind the eager kernels put back held, it is taken from behind them
+    (workers.CompilePool._take_runnable: it once waited 60 s for an idle core), and starts
+    once the queue has settled (workers.LATER_SETTLE_S), after a kernel the step asks for a
+    step later."""
+    return kernel_of(("rows_gemm_halves", t), lambda: source(t), later=True)
+
+
+def loaded_module(kernel):
+    """(kernel, its module's globals: the halves' cfuncs and records) of a hand-written
+    kernel module (`kernel`: its `native.NativeKernel`) once loaded (compiler/cpu/kernels/native.py's
+    policy; in sync mode only from the disk cache), else None."""
+    fn = kernel.get()
+    if fn is None:
+        return None
+    # (a numba dispatcher's function's globals, or a plain function's: the halves module's
+    # `kernel`)
+    return fn, getattr(getattr(fn, "py_func", fn), "__globals__", {})
+
+
+def _pair(dtype):
+    """The dtype's `_Pair` where two halves may run now, else None."""
+    t = _NAMES.get(dtype)
+    if t is None:
+        return None
+    if not two_cores():
+        if t not in _expected:
+            expect(dtype)   # (skinny_gemm's head gradients come here under one thread too)
+        return None
+    p = _pairs.get(t)
+    if p is None:
+        got = loaded_module(module_kernel(t))
+        g = got[1] if got is not None else {}
+        if not all(name in g for name in ("gemm_half", "ew_half", "gemm_records", "ew_records",
+                                          "product_whole", "product_record", "ew_launch", "pair_launch",
+                                          "gemm_launch")):
+            return None
+        p = _pairs[t] = _Pair(g)
+    return p
+
+
+def expect(dtype) -> None:
+    """Ask for `dtype`'s halves module now, from a product in the halves' range that the
+    policy keeps on one thread (coreshare.matmul; `_pair` for skinny_gemm's `thin`
+    products), so that it is loaded by the time the
+    policy gives two: in background mode this records the ask (`NativeKernel.get`), which
+    kernels/vectorized.settle then loads and waits for; nothing loads in the call. Without it
+    the module was first asked for at the first two-thread product, and loaded a second
+    (`native._GO_AFTER_S`) and a load after that: where the policy read one thread over a
+    process's import and first step and two after (a quiet machine once the set-up's
+    other processes are done), the bench's two-layer eager step ran its timed steps on the
+    one-thread kernel, 0.6-0.8 s after `settle`: ~380 us median instead of ~300. Once per
+    dtype; nothing in sync mode (the first two-thread call loads it there, as before)."""
+    t = _NAMES.get(dtype)
+    if t is None or t in _pairs or t in _expected:
+        return
+    _expected.add(t)
+    from ..kernels import vectorized
+    if (ENABLED and vectorized.enabled() and not vectorized._sync_mode()
+            and coreshare.core_share.cpus >= 2 and _blas_pair()):   # (halves could ever run here)
+        module_kernel(t).get()
+
+
+_expected: set = set()   # dtype names `expect` has asked for
+
+
+def warm() -> bool:
+    """Whether elementwise halves may run now (within WARM_S of a launch)."""
+    return time.perf_counter() <= _warm_until
+
+
+def launch(p, fill, *args) -> bool:
+    """``fill(p.recs, *args)``: a numba launcher (`gemm_launch`, `pair_launch`, `ew_launch`,
+    skinny_gemm's `dot_launch`) that writes records 0 and 1 and runs them at once, on this
+    thread and on OpenBLAS's worker (the halves call no BLAS). `p`: a `_Pair` or any object
+    with its ``recs`` (2 x 16 int64). The records are written only once this thread holds
+    the pool (another Python thread launching meanwhile would overwrite them); False where
+    another launch holds it (nothing ran)."""
+    if not sharepool.try_launch():
+        return False
+    global _warm_until
+    try:
+        fill(p.recs, *args)
+    finally:
+        sharepool.end_launch()
+    _warm_until = time.perf_counter() + WARM_S
+    return True
+
+
+def plan_calls(name: str, compute_np, general, general_into):
+    """One eager signature's ``x <op> y`` as a launch of two halves with only the checks a
+    call can change: ``(call(x, y) -> array, into(x, y, out) -> bool)`` for a registry plan
+    that `binary` serves (compiler/cpu/kernels/vectorized.py `plan_calls`: op `name` of add, sub, mul, div;
+    operands arrays of `compute_np` of the result's shape, or Python floats; no cast).
+
+    `binary` and `launch` check what a plan fixes once (the op, the dtype, which operand is
+    a scalar, the size) at every call, and the dispatcher types `ew_launch`'s ten arguments:
+    ~4 us of the 100K-element ``lr * g`` and ``w -= t`` of the two-layer step's update, on
+    top of a ~6 us launch. Here a call checks the warm window, the switch, the policy's
+    count, the loaded pair and the operands' layout, then runs the same launch (the same
+    records and halves: bitwise `binary`'s results) through `ew_launch`'s compiled entry.
+    Anything else goes to `general(x, y)` (the plan's path before: `binary`, then numpy's
+    loop) or `general_into(x, y, out)` (registry's `_kernel_into`), so the two answer
+    exactly as that path would. Module state (`_pairs`, `ENABLED`, `_warm_until`, the
+    pool's count) is read at each call: tests and the policy change it under a plan."""
+    op = _OPS[name]
+    t = _NAMES[compute_np]
+    ndarray = np.ndarray
+    perf_counter = time.perf_counter
+    empty = np.empty
+    may_share = _may_share_memory
+
+    def ready():
+        # the launch's preconditions that are not the operands': the pair, or None
+        if perf_counter() > _warm_until or not ENABLED:
+            return None
+        p = _pairs.get(t)
+        if p is None or not p.pthread or sharepool.pool_threads() < 2:
+            return None
+        return p
+
+    def operands(x, y):
+        # (flat x, flat y, xs, ys, s) as `binary` passes them, or None: an array of the
+        # compute dtype, C-contiguous, from EW_MIN_ELEMENTS, and an array of its shape or
+        # a float
+        if type(x) is ndarray:
+            arr = x
+            if type(y) is ndarray:
+                if y.dtype is not compute_np or y.shape != x.shape or not y.flags.c_contiguous:
+                    return None
+            elif type(y) is not float:
+                return None
+        elif type(x) is float and type(y) is ndarray:
+            arr = y
+        else:
+            return None
+        if arr.dtype is not compute_np or not arr.flags.c_contiguous or arr.size < EW_MIN_ELEMENTS:
+            return None
+        if arr is x:
+            xf = x.reshape(-1)
+            if type(y) is float:
+                return xf, xf, 0, 1, y
+            return xf, y.reshape(-1), 0, 0, 0.0
+        yf = y.reshape(-1)
+        return yf, yf, 1, 0, x
+
+    def run(p, args, of) -> bool:
+        global _warm_until
+        if not sharepool.try_launch():
+            return False
+        try:
+            xf, yf, xs, ys, s = args
+            p.ew_entry(p.recs, op, xf, yf, of, xs, ys, s, p.pthread, p.ew_address)
+        finally:
+            sharepool.end_launch()
+        _warm_until = perf_counter() + WARM_S
+        return True
+
+    def call(x, y):
+        # the step's ``lr * g``: a float, then an array (written out: every line here runs
+        # on caches the step's products swept, where a Python call costs ~0.3 us)
+        global _warm_until
+        if type(x) is float and type(y) is ndarray and perf_counter() <= _warm_until and ENABLED:
+            p = _pairs.get(t)
+            if (p is not None and p.pthread and y.dtype is compute_np and y.flags.c_contiguous
+                    and y.size >= EW_MIN_ELEMENTS and sharepool.pool_threads() >= 2):
+                out = empty(y.shape, compute_np)
+                if sharepool.try_launch():    # (read here: a fork makes a new lock)
+                    try:
+                        yf = y.reshape(-1)
+                        p.ew_entry(p.recs, op, yf, yf, out.reshape(-1), 1, 0, x, p.pthread, p.ew_address)
+                    finally:
+                        sharepool.end_launch()
+                    _warm_until = perf_counter() + WARM_S
+                    return out
+            return general(x, y)
+        p = ready()
+        if p is not None:
+            args = operands(x, y)
+            if args is not None:
+                out = empty((x if args[2] == 0 else y).shape, compute_np)
+                if run(p, args, out.reshape(-1)):
+                    return out
+        return general(x, y)
+
+    def into(x, y, out) -> bool:
+        global _warm_until
+        if x is out and type(y) is ndarray and perf_counter() <= _warm_until and ENABLED:
+            # the step's ``w -= t`` (written out, as `call`'s float case)
+            p = _pairs.get(t)
+            if (p is not None and p.pthread and type(out) is ndarray and out.dtype is compute_np
+                    and y.dtype is compute_np and y.shape == out.shape and out.size >= EW_MIN_ELEMENTS
+                    and out.flags.c_contiguous and y.flags.c_contiguous and not may_share(y, out)
+                    and sharepool.pool_threads() >= 2 and sharepool.try_launch()):
+                try:
+                    of = out.reshape(-1)
+                    p.ew_entry(p.recs, op, of, y.reshape(-1), of, 0, 0, 0.0, p.pthread, p.ew_address)
+                finally:
+                    sharepool.end_launch()
+                _warm_until = perf_counter() + WARM_S
+                return True
+            return general_into(x, y, out)
+        p = ready()
+        if p is not None and type(out) is ndarray and out.dtype is compute_np and out.flags.c_contiguous:
+            args = operands(x, y)
+            # (an operand other than `out` itself that shares its memory: `general_into`
+            # decides, as before)
+            if (args is not None and out.shape == (x if args[2] == 0 else y).shape
+                    and (x is out or type(x) is not ndarray or not may_share(x, out))
+                    and (y is out or type(y) is not ndarray or not may_share(y, out))):
+                if run(p, args, out.reshape(-1)):
+                    return True
+        return general_into(x, y, out)
+
+    return call, into
+
+
+# numpy's C function itself where it is reachable (np.may_share_memory goes through the
+# __array_function__ dispatch first)
+try:
+    from numpy._core._multiarray_umath import may_share_memory as _may_share_memory
+except ImportError:     # (another numpy's layout)
+    _may_share_memory = np.may_share_memory
+
+
+def product(a, b):
+    """``a @ b`` in two halves (module docstring), or None: 2-D float32/float64 numpy
+    arrays of one dtype, a C- or F-contiguous, b C-contiguous, the register-tile kernel's
+    shapes (depth and columns), `MIN_MNK` multiply-adds or more."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    m, kd = a.shape
+    n = b.shape[1]
+    if not b.flags.c_contiguous or a.dtype != b.dtype or a.dtype not in _NAMES or b.shape[0] != kd:
+        return None
+    by_rows = _by_rows(m, kd, n)
+    return None if by_rows is None else _gemm(a, b, by_rows)
+
+
+def _by_rows(m: int, kd: int, n: int):
+    """How `product` splits an (m, kd) @ (kd, n) product: True by rows, False by depth (few
+    rows), or None where it does not take these shapes (under `MIN_MNK`, the register-tile
+    kernel's least columns or depth)."""
+    if m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS:
+        return None
+    few = m < coreshare.FEW_ROWS
+    if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
+        return None
+    return not few
+
+
+def plan_product(m: int, kd: int, n: int, dtype, general):
+    """A compiled plan's ``a @ b`` of static shapes (m, kd) @ (kd, n) of `dtype` as the
+    halves' launch with only the checks a call can change: a callable ``call(a, b)``, or
+    `general` itself where `product` would never take these shapes (then the plan calls
+    `general`, coreshare.matmul, as before).
+
+    The plan's product went coreshare.matmul -> `product` -> `_gemm` -> `_pair` ->
+    `two_cores` -> `_blas_pair` -> blas_ceiling, two np.empty, `launch`, and the dispatcher
+    typed `gemm_launch`'s eight arguments: ~4.5 us of Python a product in the two-layer
+    step (each line there runs on caches the previous product swept). Here what the shapes
+    and dtype decide (the range, the kernel's depth and columns, rows or depth halves) is
+    decided once; a call checks the switch, the policy's count, the pool, the loaded pair,
+    the operands' types, dtypes, shapes and layout, BLAS's ceiling and OpenBLAS's worker,
+    then runs the same launch (the same records and halves: bitwise `product`'s result)
+    through `gemm_launch`'s compiled entry. Anything else goes to `general(a, b)`, which
+    answers exactly as before (it loads the pair, asks for the module under one thread,
+    takes another kernel). Module state is read at each call: tests and the policy change
+    it under a plan."""
+    dt = np.dtype(dtype)
+    t = _NAMES.get(dt)
+    by_rows = _by_rows(m, kd, n)
+    if t is None or by_rows is None:
+        return general
+    sa, sb, so = (m, kd), (kd, n), (m, n)
+    ndarray = np.ndarray
+    empty = np.empty
+    perf_counter = time.perf_counter
+    share = coreshare
+
+    def call(a, b):
+        # coreshare.matmul's test for the halves (`not ENABLED or threads() > 1`), then
+        # `two_cores`' and `_gemm`'s, in one expression each (written out: no helper frames)
+        global _warm_until
+        if (type(a) is ndarray and type(b) is ndarray and ENABLED
+                and (not share.ENABLED or share.core_share.threads() > 1)
+                and sharepool.pool_threads() >= 2):
+            p = _pairs.get(t)
+            if (p is not None and p.pthread and a.dtype is dt and b.dtype is dt
+                    and a.shape == sa and b.shape == sb):
+                fa = a.flags
+                if ((fa.c_contiguous or fa.f_contiguous) and b.flags.c_contiguous
+                        and (share.blas_ceiling() or 1) >= 2 and sharepool.blas_worker.find() is not None):
+                    out = empty(so, dt)
+                    rest = out if by_rows else empty(so, dt)
+                    if sharepool.try_launch():      # (read here: a fork makes a new lock)
+                        try:
+                            p.gemm_entry(p.recs, a, b, out, rest, by_rows, p.pthread, p.gemm_address)
+                        finally:
+                            sharepool.end_launch()
+                        _warm_until = perf_counter() + WARM_S
+                        return out
+        return general(a, b)
+
+    return call
+
+
+def thin(a, b):
+    """``a @ b`` for compiler/cpu/gemm/skinny_gemm.py's products of a small depth or few rows (a head's
+    input and weight gradients, which it bounds) in two halves, or None: by rows where a
+    has more rows than its depth, else by depth (the partial products added: not bitwise
+    the one-thread sum). 2-D float32/float64 numpy arrays of one dtype, a C- or
+    F-contiguous, b C-contiguous."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    if (not b.flags.c_contiguous or a.dtype != b.dtype or a.dtype not in _NAMES
+            or b.shape[0] != a.shape[1]):
+        return None
+    return _gemm(a, b, a.shape[0] > a.shape[1])
+
+
+def _gemm(a, b, by_rows: bool):
+    """The product's two halves by rows or by depth (`gemm_records`), or None."""
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
+        return None
+    p = _pair(a.dtype)
+    if p is None or not p.pthread:   # (no gotoblas_pthread to call: never jump to address 0)
+        return None
+    m, n = a.shape[0], b.shape[1]
+    out = np.empty((m, n), a.dtype)
+    rest = out if by_rows else np.empty((m, n), a.dtype)
+    if not launch(p, p.gemm_launch, a, b, out, rest, by_rows, p.pthread, p.gemm_address):
+        return None
+    return out   # (depth halves: `gemm_launch` added the second's partial product)
+
+
+def pair(a1, b1, a2, b2):
+    """``(a1 @ b1, a2 @ b2)`` at once, each product one call of numpy's BLAS GEMM on one
+    thread, the first on this thread and the second on OpenBLAS's worker (BLAS's count set
+    to one around them, so that neither call wakes the pool: its worker runs the other), or
+    None: 2-D numpy arrays of one dtype (float32 or float64), each operand C- or
+    F-contiguous, numpy's BLAS an ILP64 OpenBLAS (its cblas GEMM called by address with
+    64-bit integers), two cores free (`two_cores`), the module loaded. Each result is the
+    one-thread BLAS product's (which may differ in the last bits from the two-thread one,
+    as BLAS's thread counts do). coreshare.matmul_pair decides which pairs come here.
+
+    The launch is one call of the module's `pair_launch` (count, records, both products,
+    count back; the GIL released), and each operand's layout is read once here: this runs
+    right after a product or row kernel has swept the caches, where each line of Python
+    costs several times its warm cost (the layer-2 pair of the MLP step spent
+    ~40 us outside its two GEMMs with the count set by ctypes around `launch`)."""
+    dt = a1.dtype
+    trans = []
+    for x in (a1, b1, a2, b2):
+        if type(x) is not np.ndarray or x.ndim != 2 or x.dtype != dt:
+            return None
+        flags = x.flags
+        if flags.c_contiguous:
+            trans.append(0)
+        elif flags.f_contiguous:
+            trans.append(1)       # BLAS takes it transposed
+        else:
+            return None
+    if a1.shape[1] != b1.shape[0] or a2.shape[1] != b2.shape[0]:
+        return None
+    fn = _gemm_function(dt)
+    if fn is None:
+        return None
+    p = _pair(dt)
+    if p is None or not p.pthread:   # (no gotoblas_pthread to call: never jump to address 0)
+        return None
+    c1 = np.empty((a1.shape[0], b1.shape[1]), dt)
+    c2 = np.empty((a2.shape[0], b2.shape[1]), dt)
+    if not launch(p, p.pair_launch, fn, p.pthread, p.whole_address, p.count_get, p.count_set,
+                  trans[0], trans[1], a1, b1, c1, trans[2], trans[3], a2, b2, c2):
+        return None
+    return c1, c2
+
+
+_gemm_functions: dict = {}   # dtype -> cblas GEMM's address (ILP64 only), or None
+
+
+def _gemm_function(dtype):
+    """numpy's BLAS GEMM for `dtype` where it takes 64-bit integers (the share's
+    `call_sgemm`/`call_dgemm` pass them), else None."""
+    if dtype not in _gemm_functions:
+        from .blas_gemm import gemm_address
+        t = _NAMES.get(dtype)
+        found = gemm_address(t) if t is not None else None
+        _gemm_functions[dtype] = found[0] if found is not None and found[1] == 64 else None
+    return _gemm_functions[dtype]
+
+
+def binary(name: str, x, y, compute_np, out=None):
+    """``x <op> y`` for op `name` (add, sub, mul, div) in two flat halves, into `out` (a
+    C-contiguous array of the result's shape and dtype, which may be x or y) or a new
+    array; None where it does not run (another op, dtype or layout: numpy's loop runs).
+    x and y: arrays of `compute_np`, C-contiguous, of the result's shape, or numbers
+    (taken as `compute_np`, as numpy takes a Python scalar).
+
+    The Python here is most of a launch's cost inside a training step, where the caches
+    are cold (a 100K-element ``lr * g`` in the two-layer step: the launch 8 us, this
+    function's checks 4 us, the op's dispatch 3 us): so the checks are few
+    and each once. Halves run only within WARM_S of a launch (`_warm_until`), which found
+    the machine able to (`two_cores`: BLAS's ceiling, OpenBLAS's worker); here the loaded
+    pair and the policy's count (`sharepool.pool_threads`, read at every call: it may drop
+    at any sample) suffice."""
+    if time.perf_counter() > _warm_until:
+        return None
+    op = _OPS.get(name)
+    t = _NAMES.get(compute_np)
+    if op is None or t is None:
+        return None
+    xa = type(x) is np.ndarray and x.ndim > 0
+    ya = type(y) is np.ndarray and y.ndim > 0
+    arr = x if xa else y if ya else None
+    if arr is None or (arr.dtype is not compute_np and arr.dtype != compute_np) or not arr.flags.c_contiguous:
+        return None
+    if xa and ya and (y.shape != x.shape or (y.dtype is not compute_np and y.dtype != compute_np)
+                      or not y.flags.c_contiguous):
+        return None
+    if arr.size < EW_MIN_ELEMENTS:
+        return None
+    p = _pairs.get(t)
+    if p is None:
+        p = _pair(compute_np)       # (loads it where it may run)
+        if p is None:
+            return None
+    elif not ENABLED or sharepool.pool_threads() < 2:
+        return None
+    if not p.pthread:               # (no gotoblas_pthread to call: never jump to address 0)
+        return None
+    flat = arr.reshape(-1)
+    if out is None:
+        out = np.empty(arr.shape, compute_np)
+        of = out.reshape(-1)
+    elif out is arr:
+        of = flat
+    elif out.shape != arr.shape or out.dtype != compute_np or not out.flags.c_contiguous:
+        return None
+    else:
+        of = out.reshape(-1)
+    if xa and ya:
+        s = 0.0
+        xf, yf = (flat, y.reshape(-1)) if arr is x else (x.reshape(-1), flat)
+    else:
+        # the scalar as numpy takes it (`compute_np`): a float's rounding to float32 happens
+        # in the half, from its float64 bits, as np.float32(y) rounds it
+        s = x if xa is False else y
+        if type(s) is not float:
+            s = float(compute_np.type(s))
+        xf = yf = flat
+    if not launch(p, p.ew_launch, op, xf, yf, of, int(not xa), int(not ya), s, p.pthread,
+                  p.ew_address):
+        return None
+    return out

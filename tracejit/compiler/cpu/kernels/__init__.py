@@ -1,0 +1,1 @@
+"""tracejit.compiler.cpu.kernels."""

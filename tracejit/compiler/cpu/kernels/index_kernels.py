@@ -1,0 +1,123 @@
+"""An embedding's backward (``index_add`` of rows with repeats) as one numba loop (compiler/cpu/kernels/native.py).
+
+ops/indexing.py's numpy form adds the updates in rounds of distinct rows (one fancy-indexed
+add per round, bitwise np.add.at's result): for the LSTM LM (2048 tokens of 256 into 64
+rows, so ~32 rounds, each a gather, an add and a scatter) that is ~1.8-2 ms a step, eager
+and compiled alike. Here the updates are added one after another in their order of
+appearance, as np.add.at does (so the result is bitwise the same), each row of E values as
+one vectorized loop: one pass over the updates.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .native import kernel as _kernel
+
+__all__ = ["add_rows"]
+
+_ADD_ROWS = '''
+from numba import njit
+
+
+@njit("void({t}[:, ::1], int64[:, ::1], Array({t}, 3, 'A', readonly=True))", cache=CACHE,
+      error_model='numpy', boundscheck=False)
+def kernel(out, rows, v):
+    """out[rows[i, j]] += v[i, j] for (i, j) in C order (rows in range: the caller checked).
+    v may be a strided view (an embedding's gradient often is a transposed one): reading
+    it in place costs less than copying it first (0.39 against 0.74 ms for 2048 x 256)."""
+    e = out.shape[1]
+    p, q = rows.shape
+    for i in range(p):
+        for j in range(q):
+            dst = out[rows[i, j]]
+            src = v[i, j]
+            for k in range(e):
+                dst[k] += src[k]
+'''
+
+
+# The same loop where v's rows are contiguous (its last stride one element), whatever its
+# other strides: v as the flat span of memory it lies in and the element strides of its
+# first two axes, so each row is a contiguous slice and its add vectorizes. With v typed
+# 'A' the inner loop's stride is unknown to LLVM and it stays scalar: the LSTM LM's
+# input-projection gradient summed into the embedding's rows before the product (2048 rows
+# of 1024, a transposed view; jit/scatter_products.py) took 1.04 ms.
+_ADD_ROWS_FLAT = '''
+from numba import njit
+
+
+@njit("void({t}[:, ::1], int64[:, ::1], Array({t}, 1, 'C', readonly=True), int64, int64)", cache=CACHE,
+      error_model='numpy', boundscheck=False)
+def kernel(out, rows, flat, s0, s1):
+    """out[rows[i, j]] += flat[i * s0 + j * s1:][:e] for (i, j) in C order"""
+    e = out.shape[1]
+    p, q = rows.shape
+    for i in range(p):
+        for j in range(q):
+            dst = out[rows[i, j]]
+            o = i * s0 + j * s1
+            src = flat[o:o + e]
+            for k in range(e):
+                dst[k] += src[k]
+'''
+
+
+def add_rows(dtype: str):
+    """The loaded row-add kernel for `dtype` (float32/float64), or None (run numpy). While it
+    is not loaded, the flat-span loop (`_flat_rows`) is asked for with it: `run_add_rows`
+    asks for that one only once this one is loaded, a step later, when an idle worker may
+    have taken a long last-rank job (the GEMM halves' module, 3-5 s) that it then waited
+    behind (the LSTM LM's embedding backward: every kernel in after 16.5 s instead of ~7,
+    in 2 of 24 cold background runs)."""
+    if dtype not in ("float32", "float64"):
+        return None
+    fn = _kernel(("index", "add_rows", dtype), lambda: _ADD_ROWS.replace("{t}", dtype)).get()
+    if fn is None:
+        _flat_rows(dtype)
+    return fn
+
+
+def _flat_rows(dtype: str):
+    """The loaded flat-span row-add kernel for `dtype`, or None (asked for)."""
+    return _kernel(("index", "add_rows_flat", dtype), lambda: _ADD_ROWS_FLAT.replace("{t}", dtype)).get()
+
+
+def run_add_rows(add, view: np.ndarray, flat: np.ndarray, v: np.ndarray, index_shape: tuple) -> None:
+    """``view[index] += v`` in order with kernel `add`: view C-contiguous (n, ...), flat the
+    in-range row of each update (the index in C order, of `index_shape`, no zero dim), v of
+    shape index_shape + view.shape[1:]."""
+    q = index_shape[-1]
+    p = flat.size // q
+    rows = np.ascontiguousarray(flat.reshape(p, q), dtype=np.int64)
+    v3 = v.reshape(p, q, -1).view()     # a view where v's strides allow, else a copy
+    v3.flags.writeable = False
+    out = view.reshape(view.shape[0], -1)
+    span = _row_span(v3)
+    if span is not None:
+        flat_add = _flat_rows(out.dtype.name)
+        if flat_add is not None:
+            item = v3.itemsize
+            flat_add(out, rows, span, v3.strides[0] // item, v3.strides[1] // item)
+            return
+    add(out, rows, v3)
+
+
+def _row_span(v3: np.ndarray):
+    """The memory v3 (p, q, e) lies in as a read-only 1-D array starting at v3[0, 0, 0],
+    where its rows are contiguous and its strides non-negative whole elements; else None."""
+    item = v3.itemsize
+    st = v3.strides
+    if v3.shape[2] > 1 and st[2] != item or any(s < 0 or s % item for s in st[:2]):
+        return None
+    n = 1 + sum((d - 1) * s for d, s in zip(v3.shape[:2], st[:2])) // item + v3.shape[2] - 1
+    root = v3
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root.flags.c_contiguous:
+        # a view of the array owning the memory (~2 us; as_strided takes ~50 us a call)
+        off = v3.ctypes.data - root.ctypes.data
+        if 0 <= off and off + n * item <= root.nbytes:
+            span = np.ndarray((n,), v3.dtype, buffer=root, offset=off)
+            span.flags.writeable = False
+            return span
+    return np.lib.stride_tricks.as_strided(v3, shape=(n,), strides=(item,), writeable=False)

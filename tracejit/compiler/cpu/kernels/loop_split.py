@@ -1,0 +1,389 @@
+"""A recurrent layer's time loop on two threads: a per-step meeting for numba kernels that
+lets either thread do the other's share when it is late (`meeting_source`), and the runner
+that calls a loop kernel on two threads at once (`run`).
+
+Why: the whole-loop kernels (compiler/cpu/kernels/lstm_kernels.py) run every step's small GEMM and gate
+math on one thread; for the LSTM LM (batch 32, hidden 256, 2 layers, 64 steps) the loops
+were ~48 ms of an 85 ms two-thread training step, while PyTorch's oneDNN loops use both
+cores. A step's work splits by hidden units: thread q owns units u0..u1 (their rows of the
+four gate blocks of W, their gate math, their rows of dh), and the threads meet once per
+step, where the next step's GEMM reads the whole state the other thread wrote. One
+parallel launch per step (numba's prange) cost more than the split saved;
+here the kernel is called once per layer on each thread and the threads meet at a
+spinning wait on a shared counter (a few hundred ns when both run).
+
+Who runs the second share: tracejit's partner thread (`sharepool.Partner`), which the caller
+does not wait for once its own share has returned (every half is done then, whoever did it):
+a partner other processes kept off its core for the whole call costs one `LATE_NS` wait, not
+the time slice it took OpenBLAS's synchronous ``gotoblas_pthread`` (as a
+partner) to be scheduled once more and exit. The partner moves off the caller's CPU when the
+scheduler woke it there (it would only run when the caller stops).
+
+A spinning wait is only good while both threads have a core: a thread whose partner
+waits behind another process would spin for a scheduler time slice at every step (the
+a plain barrier does: the LSTM LM step took 100-110 ms instead of 62-68 when another
+process took a core now and then). So each step's work is two halves that a thread claims
+(an atomic compare-and-swap) before doing them: each thread claims its own half, and a
+thread that has finished its half and waited `LATE_NS` for a partner that has not even
+claimed its half takes that half too, and then takes the partner's halves without waiting
+until the partner claims one itself again (it comes back: its claims of the steps done
+meanwhile fail, and it joins at the current step). A late partner thus costs one wait of
+`LATE_NS` per layer call, not one time slice per step; the only stall left is a partner
+descheduled in the middle of a half it claimed. Who does a half does not change its
+result: the two threads compute a half's rows the same way, so the results are the bits
+of one thread whatever the timing. So the split is used wherever BLAS may use two threads
+(`threads`: BLAS's ceiling, not the count the load policy gives products now; 1 when the
+user set BLAS to one thread): how late the partner is decides how much it does.
+
+`meeting_source()` (numba source a kernel module includes): ``next_half(sync, k, q, nth,
+st)`` gives the half of step k thread q does next (-1: the step is done; ``st`` from
+``thread_state()``, once per call),
+``half_done(sync, nth)`` marks a half written (`next_half` documents the protocol;
+``wait_turn(sync, h, k)`` / ``turn_done(sync, h)`` order a half's work done after marking it,
+step by step, whichever thread does it; a
+nonzero ``sync[ABORT]`` ends every wait: the runner sets it when the other thread's call
+failed, so no thread spins forever); ``split_units(hh, q, nth)`` is half q's units.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..runtime import sharepool
+
+__all__ = ["meeting_source", "THREAD_START", "ABORT", "CLAIM", "TAKEN", "WAITED", "TURN", "LATE_NS", "QUANTUM", "new_sync", "threads",
+           "run", "counts"]
+
+# A thread's meeting state as a call starts, [absent, took, first]: `thread_state()` in the
+# numba source, or an array made from it by a kernel's caller (compiler/cpu/kernels/lstm_kernels.py)
+THREAD_START = (0, 0, 1)
+ABORT = 8          # sync's abort flag, a cache line away from the counter
+CLAIM = 16         # sync[CLAIM + 8 h]: the first step whose half h is not claimed yet (own lines)
+TAKEN = 32         # sync[TAKEN]: halves a thread did for its late partner (a count, for tests and stats)
+WAITED = 40        # sync[WAITED]: thread 0's longest wait in ns for a step its partner was still at
+TURN = 48          # sync[TURN + 8 h]: steps whose work after the meeting (`turn_done`) half h has done
+# A waiting thread takes its partner's half when the partner has not begun it this long
+# after the wait began. A partner that runs begins its half within microseconds of the
+# step's start; one whose core another process took is gone for a time slice (ms). A
+# step's half is ~70 us in the LSTM LM; a half taken needlessly costs about that once.
+LATE_NS = 50_000
+# Hidden units per thread come in multiples of this: whole register-transpose blocks (16
+# float32 values with AVX-512) and GEMM panels (8 rows at most), so each thread's share of
+# a gate block starts on a block and a panel.
+QUANTUM = 16
+
+_SPINS = 2000      # pause instructions (~30-100 ns each) before each sched_yield while the
+                   # partner works on a half it claimed (it may share this core)
+
+
+def _pause_name() -> str:
+    """The spin-wait hint of this CPU's LLVM target, or "" (none)."""
+    import llvmlite.binding as ll
+    triple = ll.get_process_triple()
+    return "llvm.x86.sse2.pause" if triple.startswith(("x86_64", "i386", "i686")) else ""
+
+
+_MEETING = '''
+from numba import njit as _bnjit, types as _bt
+from numba.extending import intrinsic as _bintrinsic
+from llvmlite import ir as _bir
+import numpy as np
+
+_BABORT, _BSPINS, _BPAUSE = {abort}, {spins}, "{pause}"
+_BCLAIM, _BTAKEN, _BLATE_NS, _BCLOCK, _BWAITED, _BTURN = {claim}, {taken}, {late}, {clock}, {waited}, {turn}
+SPLIT_Q = {quantum}
+
+
+def _bptr(context, builder, ty, arr, idx, ity):
+    data = context.make_array(ty)(context, builder, arr).data
+    return builder.gep(data, [context.cast(builder, idx, ity, _bt.int64)])
+
+
+@_bintrinsic
+def _atomic_add(typingctx, arr, idx, val):
+    # arr[idx] += val, atomically and sequentially consistent (a full fence: this thread's
+    # earlier stores are visible to whoever sees the new count)
+    sig = _bt.void(arr, idx, val)
+
+    def codegen(context, builder, sig, args):
+        p = _bptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        v = context.cast(builder, args[2], sig.args[2], _bt.int64)
+        builder.atomic_rmw("add", p, v, "seq_cst")
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@_bintrinsic
+def _atomic_load(typingctx, arr, idx):
+    # arr[idx], an acquire load: never hoisted out of a waiting loop, and the other
+    # thread's stores before its atomic add are visible after it
+    sig = _bt.int64(arr, idx)
+
+    def codegen(context, builder, sig, args):
+        p = _bptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        return builder.load_atomic(p, "acquire", 8)
+    return sig, codegen
+
+
+@_bintrinsic
+def _spin_pause(typingctx):
+    # the CPU's spin-wait hint (x86 pause), else nothing
+    sig = _bt.void()
+
+    def codegen(context, builder, sig, args):
+        if _BPAUSE:
+            from numba.core import cgutils
+            fn = cgutils.get_or_insert_function(builder.module, _bir.FunctionType(_bir.VoidType(), []), _BPAUSE)
+            builder.call(fn, [])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@_bintrinsic
+def _sched_yield(typingctx):
+    # libc's sched_yield: let a descheduled partner (or another process) have this core
+    sig = _bt.void()
+
+    def codegen(context, builder, sig, args):
+        from numba.core import cgutils
+        fn = cgutils.get_or_insert_function(builder.module, _bir.FunctionType(_bir.IntType(32), []),
+                                            "sched_yield")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@_bintrinsic
+def _cas(typingctx, arr, idx, expected, new):
+    # arr[idx] = new if arr[idx] == expected (atomically, sequentially consistent): whether it
+    # did; of two threads asking for one value, exactly one gets True
+    sig = _bt.boolean(arr, idx, expected, new)
+
+    def codegen(context, builder, sig, args):
+        p = _bptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        e = context.cast(builder, args[2], sig.args[2], _bt.int64)
+        v = context.cast(builder, args[3], sig.args[3], _bt.int64)
+        res = builder.cmpxchg(p, e, v, "seq_cst", "seq_cst")
+        return builder.extract_value(res, 1)
+    return sig, codegen
+
+
+@_bintrinsic
+def _now_ns(typingctx):
+    # the monotonic clock in ns (libc's clock_gettime: a vDSO read, ~20 ns)
+    sig = _bt.int64()
+
+    def codegen(context, builder, sig, args):
+        from numba.core import cgutils
+        i64 = _bir.IntType(64)
+        spec = _bir.LiteralStructType([i64, i64])
+        ts = cgutils.alloca_once(builder, spec)
+        fn = cgutils.get_or_insert_function(
+            builder.module, _bir.FunctionType(_bir.IntType(32), [_bir.IntType(32), spec.as_pointer()]),
+            "clock_gettime")
+        builder.call(fn, [_bir.Constant(_bir.IntType(32), _BCLOCK), ts])
+        sec = builder.load(builder.gep(ts, [_bir.Constant(_bir.IntType(32), 0), _bir.Constant(_bir.IntType(32), 0)]))
+        nsec = builder.load(builder.gep(ts, [_bir.Constant(_bir.IntType(32), 0), _bir.Constant(_bir.IntType(32), 1)]))
+        return builder.add(builder.mul(sec, _bir.Constant(i64, 1000000000)), nsec)
+    return sig, codegen
+
+
+@_bnjit(inline='always')
+def thread_state():
+    # a thread's state across steps for `next_half`: [absent, took, first] (`THREAD_START`)
+    st = np.zeros(3, dtype=np.int64)
+    st[0], st[1], st[2] = {thread_start}
+    return st
+
+
+@_bnjit(inline='always')
+def _step_end(st):
+    # step over: the partner was absent if this thread did its half
+    st[0] = st[1]
+    st[1] = 0
+    st[2] = 1
+    return -1
+
+
+@_bnjit(inline='always')
+def next_half(sync, k, q, nth, st):
+    # The half of step k (k = 0, 1, ...) this thread (q) does next, or -1 once every half of
+    # step k is done; st: this thread's `thread_state`. A half is done by the one thread
+    # that claims it (sync[_BCLAIM + 8 h] holds the first step whose half h is unclaimed).
+    # First this thread claims its own half. Then it waits for the step; if the partner has
+    # not claimed its half _BLATE_NS after this thread began to wait (its thread is
+    # descheduled: another process took its core), this thread claims and does that half
+    # too, and does so without waiting while the partner stays absent (it missed the last
+    # step), so a late partner costs one wait, not one per step. A partner that comes back
+    # finds its claims gone up to the current step and joins there. Results do not depend
+    # on who does a half: each half's rows are computed the same way on either thread.
+    first = st[2] != 0
+    st[2] = 0
+    if nth == 1:
+        return 0 if first else _step_end(st)
+    if first and _cas(sync, _BCLAIM + 8 * q, k, k + 1):
+        return q
+    p = 1 - q
+    target = 2 * (k + 1)
+    if _atomic_load(sync, 0) >= target:
+        return _step_end(st)
+    if st[0] != 0 and _cas(sync, _BCLAIM + 8 * p, k, k + 1):
+        _atomic_add(sync, _BTAKEN, 1)
+        st[1] = 1
+        return p
+    start = _now_ns()
+    spins = 0
+    while _atomic_load(sync, 0) < target:
+        if _atomic_load(sync, _BABORT) != 0:
+            break
+        _spin_pause()
+        spins += 1
+        if spins % 64 == 0:
+            if _atomic_load(sync, _BCLAIM + 8 * p) == k:
+                # the partner has not begun its half
+                if _now_ns() - start > _BLATE_NS and _cas(sync, _BCLAIM + 8 * p, k, k + 1):
+                    _atomic_add(sync, _BTAKEN, 1)
+                    st[1] = 1
+                    return p
+            elif spins >= _BSPINS:
+                # the partner is at work on its half: if it shares this core, let it run
+                _sched_yield()
+                spins = 0
+    if q == 0:
+        # the launcher's longest wait (a partner descheduled inside its half: the runner
+        # then stops splitting for a while, sharepool.Partner.waited)
+        waited = _now_ns() - start
+        if waited > sync[_BWAITED]:
+            sync[_BWAITED] = waited
+    return _step_end(st)
+
+
+@_bnjit(inline='always')
+def half_done(sync, nth):
+    # this thread's half of the current step is written (the partner may read it now); one
+    # thread alone counts its steps the same way (compiler/cpu/kernels/rnn_weight_grad.py reads the count)
+    _atomic_add(sync, 0, 1)
+
+
+@_bnjit(inline='always')
+def wait_turn(sync, h, k):
+    # A half's work after `half_done` (accumulations nobody waits for at the meeting) runs
+    # in step order: before step k's, wait until step k - 1's of half h is done (by whoever
+    # did that half: the partner may have taken this half of step k while this thread was
+    # still at step k - 1's); then `turn_done`. One thread never waits here.
+    spins = 0
+    while _atomic_load(sync, _BTURN + 8 * h) < k:
+        if _atomic_load(sync, _BABORT) != 0:
+            break
+        _spin_pause()
+        spins += 1
+        if spins >= _BSPINS:
+            _sched_yield()
+            spins = 0
+
+
+@_bnjit(inline='always')
+def turn_done(sync, h):
+    # half h's work after the meeting of its current step is written (see `wait_turn`)
+    _atomic_add(sync, _BTURN + 8 * h, 1)
+
+
+@_bnjit(inline='always')
+def split_units(hh, q, nth):
+    # thread q's hidden units (u0, u1) of hh: whole quanta of SPLIT_Q (vector blocks and
+    # GEMM panels), the last thread taking the rest
+    if nth == 1:
+        return 0, hh
+    part = hh // nth // SPLIT_Q * SPLIT_Q
+    return q * part, (q + 1) * part if q + 1 < nth else hh
+'''
+
+
+def meeting_source() -> str:
+    """The meeting's numba source for this CPU (``next_half``, ``half_done``, ``split_units``;
+    the pause hint and the clock id are part of the kernel source, so the disk cache keys on
+    them)."""
+    import time
+    return (_MEETING.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
+            .replace("{claim}", str(CLAIM)).replace("{taken}", str(TAKEN)).replace("{late}", str(LATE_NS))
+            .replace("{waited}", str(WAITED)).replace("{turn}", str(TURN))
+            .replace("{thread_start}", ", ".join(map(str, THREAD_START)))
+            .replace("{clock}", str(getattr(time, "CLOCK_MONOTONIC", 1)))   # POSIX (Linux: 1)
+            .replace("{quantum}", str(QUANTUM)).replace("{pause}", _pause_name()))
+
+
+def new_sync() -> np.ndarray:
+    """A fresh meeting state for one split call (counter, abort flag, claims, halves taken,
+    the launcher's longest wait, the halves' turns)."""
+    return np.zeros(TURN + 16, dtype=np.int64)
+
+
+def threads(hidden: int, quantum: int = QUANTUM) -> int:
+    """Threads a layer loop of `hidden` units may split over: 2 where BLAS may use two
+    threads (tracejit.compiler.cpu.runtime.coreshare's ceiling: the count BLAS started with or the user set, not
+    the count the load policy gives products now: a partner kept off its core by other
+    processes costs one `LATE_NS` wait, its halves taken) and each thread gets at least
+    `quantum` units (whole vector blocks and GEMM panels), else 1.
+
+    Measured (LSTM LM compiled step, one process alternating, default policy, load 2.9-3.3
+    from a test run at nice 5, near-quiet trick): split here 96.6 ms median against 107.3
+    with the former rule (split only when the policy gave BLAS two threads) and 103.0
+    unsplit; with the large products claimed too (coreshare.matmul) 80.1 against 103.2.
+    While the partner is benched after stalls (`sharepool.Partner.punctual`) the policy's
+    count decides, as before. While a compile worker of ours compiles a kernel the program
+    waits for (`coreshare.ceding`), 1: the partner's core is the worker's then."""
+    if hidden < 2 * quantum or hidden % quantum:
+        return 1
+    from ..runtime import coreshare
+    from ....threads import blas_threads
+    policy = coreshare.adapt_blas()         # (also notices a count the user set meanwhile)
+    if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
+        return 1     # (ceding: a compile worker of ours has the partner's core, as BLAS's one)
+    if sharepool.partner.punctual() or not policy:
+        return 2
+    # the partner stalled a call lately (descheduled inside a half): the policy decides
+    return 2 if (blas_threads() or 1) >= 2 else 1
+
+
+def _share(kernel, args: tuple, sync, q: int, nth: int) -> None:
+    """Share q of a split call."""
+    try:
+        kernel(*args, q, nth, sync)
+    except BaseException:
+        sync[ABORT] = 1        # never leave the other share waiting for a half it claimed
+        raise
+
+
+# Split calls made and halves a thread did for its late partner (sync[TAKEN]) in this
+# process: how often the partner was late (tests, measurements).
+counts = {"split": 0, "taken": 0}
+
+
+def run(kernel, args: tuple, nth: int) -> None:
+    """``kernel(*args, q, nth, sync)`` for q = 0 .. nth-1 at once (nth 1 or 2): q = 0 on
+    this thread, q = 1 on tracejit's partner thread (`sharepool.Partner`). Runs
+    ``kernel(*args, 0, 1, sync)`` alone when nth is 1 or another launch holds the pool.
+
+    Once this thread's share returns, every half is done (each step ends only when both
+    halves are written, whoever did them) unless a share failed (sync[ABORT]): the partner
+    is then not waited for. If it has not begun, it never runs; if it has, it finds the
+    remaining claims taken and touches no array (its job keeps them alive until it returns)."""
+    sync = new_sync()
+    if nth < 2 or not sharepool.try_launch():
+        kernel(*args, 0, 1, sync)
+        return
+    try:
+        job = sharepool.partner.post(_share, (kernel, args, sync, 1, 2))
+        error = None
+        try:
+            _share(kernel, args, sync, 0, 2)
+        except BaseException as exc:
+            error = exc
+        failed = error is not None or sync[ABORT] != 0
+        late = sharepool.partner.finish(job, wait=failed)
+    finally:
+        sharepool.end_launch()
+    if failed:
+        raise error or late or RuntimeError("a split loop's share failed")
+    sharepool.partner.waited(sync[WAITED] * 1e-9)
+    counts["split"] += 1
+    counts["taken"] += int(sync[TAKEN])

@@ -1,0 +1,319 @@
+"""Hand-written numba kernels for eager ops whose numpy form makes many passes.
+
+Why: some ops are not elementwise, so compiler/cpu/kernels/vectorized.py (kernels made from a scalar rule)
+cannot run them, and their numpy implementations make one pass per window offset or per
+statistic (max-pooling's backward: ~16 array ops over strided views, 12-16 ms per LeNet
+step where PyTorch's loop takes ~2 ms; batch norm: three passes forward, four backward).
+A kernel here is the op's own loop written once in numba source; the primitive's eager
+implementation calls it when it is ready and uses its numpy form otherwise (another array
+module, float16/integer dtypes, numba missing, a kernel that failed to build), so results
+never depend on whether the kernel ran (the tests run both).
+
+When a kernel is ready follows compiler/cpu/kernels/vectorized.py's policy, for the same reasons: the first
+call never pays a compile (0.2-1 s per kernel) or numba's import. In background mode (the
+default) the kernel is compiled by the compile workers (compiler/workers.py: other
+processes) into the disk cache and loaded in a thread of its own, started at the first
+call a second or more after the op's first; calls use numpy until then. With
+``TRACEJIT_COMPILE=sync`` (the test suite, benchmarks) the first call loads it on the spot,
+compiling it in this process if the disk cache does not hold it yet: sync mode is asked for
+so that later calls run at full speed. ``TRACEJIT_EAGER_KERNELS=0`` turns these kernels off,
+as it does compiler/cpu/kernels/vectorized.py's.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+
+import numpy as np
+
+from . import vectorized as _vec
+
+__all__ = ["NativeKernel", "takes", "standing_in"]
+
+# A kernel's loader starts at the op's first call this long after its first (see
+# compiler/cpu/kernels/vectorized.py `_GO_AFTER_S`: numba's import must not compete with the first step).
+_GO_AFTER_S = 1.0
+
+
+def takes(xp, *arrays) -> bool:
+    """Can a hand-written kernel take these arrays: plain numpy arrays of one dtype, float32
+    or float64 (the kernels are typed for those). Anything else runs the op's numpy form."""
+    if xp is not np:
+        return False
+    dtype = None
+    for a in arrays:
+        if type(a) is not np.ndarray or (dtype is not None and a.dtype != dtype):
+            return False
+        dtype = a.dtype
+    return dtype is not None and dtype.name in ("float32", "float64")
+
+
+class NativeKernel:
+    """One kernel source (a module defining ``kernel``, decorated with
+    ``@njit("<signature>", cache=CACHE)``), loaded on demand; ``get()`` is the callable or None.
+    `source` may be a function making it: it runs when the kernel is loaded, not in the op's
+    first call (a source that depends on the CPU asks llvmlite, whose import took 1.5-4.8 s
+    under load). ``sync_compiles=False``: sync mode loads the kernel only from the disk cache
+    (looked up once) and never compiles it in the call; for a kernel that merely speeds up
+    what BLAS does already (compiler/cpu/gemm/rows_gemm.py), whose 0.5-0.8 s compile would otherwise land
+    in a compiled function's first call."""
+
+    __slots__ = ("_source", "label", "fn", "failed", "first", "last", "gap", "thread", "pid", "lock",
+                 "sync_compiles", "steady", "later", "outside", "stood_in", "job")
+
+    def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False,
+                 later: bool = False):
+        self._source = source
+        self.sync_compiles = sync_compiles
+        self.steady = steady   # a compiled step runs it at every call too: rank STEADY
+        self.later = later     # it pays on few steps and costs seconds to compile: rank LATER
+        self.label = label
+        self.fn = None
+        self.failed = False
+        self.first = None
+        self.last = None    # the op's latest call while the kernel was not loaded (`pending`)
+        self.gap = 0.0      # the longest time between two such calls (workers.ASKED_WITHIN_S)
+        self.thread = None
+        self.pid = os.getpid()   # whose thread `thread` is (a forked child starts its own)
+        self.lock = threading.Lock()
+        # asked for outside every tier-0 forward (kernels/vectorized.outside; `note_ask` sets it
+        # at such an ask): until then an EAGER-rank kernel queues at rank LATER (`_rank`)
+        self.outside = None
+        # the fused kernels (still on their way) whose stand-ins asked for it (`standing_in`):
+        # with no ask outside, a STEADY kernel then queues at rank LATER (`_rank`), and is
+        # held once they are all in (`_asked`)
+        self.stood_in = []
+        self.job = None     # its compile job while one is queued or running (`_promote`)
+
+    @property
+    def source(self) -> str:
+        if callable(self._source):
+            self._source = self._source()
+        return self._source
+
+    def get(self):
+        """The loaded kernel, or None (the caller runs its numpy form this time)."""
+        if not _vec.enabled():
+            return None
+        fn = self.fn
+        if fn is not None:
+            return fn
+        if self.failed:
+            return None
+        if _vec._sync_mode():
+            with self.lock:
+                if self.fn is None and not self.failed:
+                    if self.sync_compiles or self._on_disk():
+                        self._load()
+                    else:
+                        self.failed = True   # not in this process: numpy's form runs
+            return self.fn
+        if self.outside is None:
+            self.outside = _vec.outside()
+        now = _vec.note_ask(self)
+        if self.job is not None and self.outside:
+            self._promote()
+        elif getattr(_standins, "stack", None):   # (inside a stand-in: `standing_in`)
+            fused = _standins.stack[-1]
+            if fused not in self.stood_in:
+                self.stood_in.append(fused)
+                self._demote()
+        with self.lock:
+            if self.first is None:
+                self.first = _vec.noted_first(now)
+            elif _vec.go_now(self.first, now, _GO_AFTER_S):
+                self._start()
+        return None
+
+    def load_now(self) -> bool:
+        """Load the kernel now in any compile mode, compiling it in this process into the
+        disk cache if that does not hold it yet (a `sync_compiles=False` kernel too): for a
+        set-up step that must see the kernels a steady state runs (`coreshare.load_gemm_kernels`).
+        Whether it is loaded; the op keeps its numpy form where it failed. A kernel an
+        earlier sync-mode call gave up on (not on disk then) is tried again."""
+        if self.fn is None and _vec.enabled():
+            with self.lock:
+                if self.fn is None:
+                    self._load()
+        return self.fn is not None
+
+    def coming(self) -> bool:
+        """Whether an op has asked for this kernel and it is still being compiled or loaded
+        in the background (not loaded, not failed, not sync mode, where `get` loads it in
+        the call). A fallback kernel asked for now would be queued behind this one and
+        arrive after it (compiler/cpu/kernels/lstm_kernels.py's per-step kernels)."""
+        return (self.fn is None and not self.failed and self.first is not None
+                and _vec.enabled() and not _vec._sync_mode())
+
+    def _start(self) -> None:
+        """Start the loader thread (under `lock`), once per process."""
+        if self.pid != os.getpid():
+            self.pid, self.thread = os.getpid(), None
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._prepare, daemon=True,
+                                           name="tracejit-native-kernel")
+            self.thread.start()
+
+    def _load(self) -> None:
+        try:
+            from ... import diskcache
+            self.fn = diskcache.load_module(self.source, name_hint=self.label).kernel
+        except Exception:  # never let a kernel break the op: it stays on numpy
+            self.failed = True
+
+    def _on_disk(self) -> bool:
+        try:
+            from ... import diskcache
+            return diskcache.is_cached(self.source)
+        except Exception:
+            return False
+
+    def _rank(self) -> int:
+        """The rank its compile job queues at (compiler/workers.py): STEADY for a kernel a
+        compiled step runs at every call as well, LATER for one only a few steps wait on
+        (`later`), else EAGER, or LATER while only tier-0 forwards asked for it. Why the
+        last: a compiled function's plan fuses the ops it runs on tier 0 into kernels of its
+        own, so the compiled step may never ask for such a kernel (the MLP step's LayerNorm
+        kernels, forward and backward: 0.5 s of one worker's CPU, came before the
+        cross-entropy kernels the step waits for). A plan that calls it (the MLP's skinny
+        GEMM) or eager code asks outside, and the job moves up to EAGER then (`_promote`).
+        A STEADY kernel asked for only by tier 0 and by the stand-in of a fused kernel still
+        compiling (`standing_in`: BatchNorm's and max-pooling's kernels, which the CNN's
+        compiled step asks for only until its fused BatchNorm-and-pool kernels are in) queues
+        at LATER too: its ~1.2 s of worker CPU came before those fused kernels, which then
+        made it idle, and held the step's last kernels back by as much (`_demote`)."""
+        from ... import workers
+        if self.steady and not (self.stood_in and self.outside is False):
+            return workers.STEADY
+        if self.later or self.outside is False:
+            return workers.LATER
+        return workers.EAGER
+
+    def _promote(self) -> None:
+        """Move its queued job up to its rank now (`_rank`: an ask outside tier 0 came)."""
+        job = self.job
+        if job is None or job.done():
+            return
+        from ... import workers
+        rank = self._rank()
+        if rank < workers.LATER:
+            workers.promote(job, rank)
+
+    def _asked(self) -> tuple:
+        """Its job's ``asked`` (compiler/workers.py `Job.asked`): the op's latest ask and the
+        longest gap between two; once every fused kernel whose stand-in asked for it is in,
+        and nothing else did, no op will ask again: the job is held at once, not 2 s after
+        (CNN: max-pooling's scatter kernel, 0.44 s of worker CPU, compiled beside the
+        compiled step after every kernel it asks for was in)."""
+        if self.stood_in and self.outside is False and all(k.fn is not None for k in self.stood_in):
+            return (-math.inf, self.gap)
+        return (self.last, self.gap)
+
+    def _demote(self) -> None:
+        """Move its queued job down to its rank now (`_rank`: asked for in a stand-in)."""
+        job = self.job
+        if job is None or job.done():
+            return
+        from ... import workers
+        rank = self._rank()
+        if rank == workers.LATER:
+            workers.demote(job, rank)
+
+    def _prepare(self) -> None:
+        try:
+            from ... import diskcache, workers
+            if not diskcache.is_cached(self.source):
+                if diskcache.cache_dir() is None:
+                    self.failed = True  # nowhere to compile in the background
+                    return
+                # Rank EAGER, as kernels/vectorized's eager kernels: numpy runs the op meanwhile,
+                # and asked for while a compiled function runs tier 0 they serve that tier 0,
+                # which its FIRST jobs end. MLP step, empty cache, one worker: the LayerNorm and
+                # cross-entropy kernels (1.5-1.9 s of it) ran after the switch, before fused
+                # Adam and the row kernels' pairs, which the compiled step does use.
+                # Rank STEADY for a kernel a compiled step runs at every call as well (the
+                # recurrent layers' loops, convolution's fold/unfold, BatchNorm, pooling,
+                # ReLU's backward): ahead of the EAGER ones (workers.py).
+                # Put back to rank LATER when its op stopped asking (workers.ASKED_WITHIN_S).
+                # Rank LATER from the start for a kernel that only a few steps wait on and
+                # that must not hold back those the others do (`later`: compiler/cpu/gemm/halves.py's).
+                # Rank LATER too, until an ask outside a tier-0 forward (`_rank`).
+                job = workers.submit(self.source, self.label, (), rank=self._rank(),
+                                     asked=self._asked)
+                self.job = job
+                if self.outside:
+                    self._promote()   # (an ask outside may have come while we submitted)
+                job.event.wait()
+                self.job = None
+                if not job.ok:
+                    self.failed = True
+                    return
+            self._load()
+        except Exception:
+            self.failed = True
+
+
+_kernels: dict = {}
+_kernels_lock = threading.Lock()
+
+
+def kernel(key: tuple, make_source, sync_compiles: bool = True, steady: bool = False,
+           later: bool = False) -> NativeKernel:
+    """The `NativeKernel` for `key`, its source made by ``make_source()`` when it is loaded
+    (`steady`: a compiled step runs it at every call too; `later`: queued behind every
+    other kernel; see `NativeKernel`)."""
+    k = _kernels.get(key)
+    if k is None:
+        with _kernels_lock:
+            k = _kernels.get(key)
+            if k is None:
+                k = _kernels[key] = NativeKernel(make_source, "native_" + "_".join(map(str, key)),
+                                                      sync_compiles, steady, later)
+    return k
+
+
+_standins = threading.local()   # .stack: the fused kernels whose stand-ins this thread runs
+
+
+class standing_in:
+    """``with native.standing_in(k):`` around the composition a fused kernel `k` stands for,
+    run because `k` is not loaded: while `k` is still compiling or loading (`coming`), the
+    kernels the composition asks for ask as tier 0's do (compiler/cpu/kernels/vectorized.py `standin`), so
+    they queue behind `k` and the kernels the compiled step keeps asking for (`_rank`). A
+    `k` that failed (or None: the dtype has no kernel) leaves the asks as they are: the
+    composition is then what the step runs for good."""
+
+    def __init__(self, k: "NativeKernel | None"):
+        self._k = k if k is not None and k.coming() else None
+        self._inner = _vec.standin() if self._k is not None else None
+
+    def __enter__(self):
+        if self._inner is not None:
+            _standins.__dict__.setdefault("stack", []).append(self._k)
+            self._inner.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._inner is not None:
+            self._inner.__exit__(*exc)
+            _standins.stack.pop()
+        return False
+
+
+def settle(deadline: float) -> bool:
+    """Load every kernel an op has asked for (starting loaders that wait for the op's next
+    call), waiting until `deadline` (time.monotonic()); compiler/cpu/kernels/vectorized.py's `settle` calls
+    it so steady-state measurements and tests see these kernels too. True when none is left."""
+    for k in list(_kernels.values()):
+        if k.first is None or k.fn is not None or k.failed:
+            continue
+        with k.lock:
+            k._start()
+        thread = k.thread
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                return False
+    return True

@@ -1,0 +1,104 @@
+"""An Elman RNN layer's time loops (tanh or relu) as one numba kernel each way (compiler/cpu/kernels/native.py).
+
+Per step an RNN layer is one small GEMM (``W_hh h``: H x H by H x N) and one elementwise
+pass, so driven from Python (ops/rnn_prim.py's numpy form) the per-step call setup is a
+large share of it. As compiler/cpu/kernels/lstm_kernels.py's whole-loop kernels for the LSTM and GRU, each
+kernel here runs the whole loop over time, its GEMMs on W packed once per call
+(compiler/cpu/gemm/packed_gemm.py); without numba the layer runs its numpy form. The product, the packing
+and the register transposes are packed_gemm's product module's, called by address as the
+LSTM's and GRU's loops do (compiler/cpu/kernels/lstm_kernels.py `_source`): inlined, they took ~0.2 s of
+numba's inlining pass and most of each loop's compile (float32, worker CPU replayed:
+forward 1.19-1.25 -> 0.28-0.29 s, backward 1.01-1.05 -> 0.35-0.36 s, the product module,
+shared with those loops, compiled once besides: 0.63-0.71 s). tanh is
+compiler/mathlib.py's (pure arithmetic, so the pass vectorizes).
+"""
+from __future__ import annotations
+
+from .lstm_kernels import PACKED, _get
+
+__all__ = ["forward_layer", "backward_layer"]
+
+_HEAD = """
+import numpy as np
+from numba import njit
+from tracejit.compiler.mathlib import tanh_{s} as tanh
+""" + PACKED + """
+# {product}
+"""
+
+_FORWARD = _HEAD + """
+
+@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], "
+      "boolean, boolean, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
+def loop(gi, w, b, h0, hs, m, wp, reverse, relu, fns):
+    \"\"\"the layer's forward (ops/rnn_prim.py): hs (L, H, N), every step's h, from gi (L, N, H),
+    w (H, H), b (H,), h0 (H, N); m (padded_rows(H), N) and wp (packed_size(H, H)) scratch\"\"\"
+    L = gi.shape[0]
+    hh = w.shape[0]
+    n = h0.shape[1]
+    zero = np.{t}(0)
+    call_at(fns[1], panel_pack, (w, wp, 0, (hh + PMR - 1) // PMR, 0, hh))   # (`pack_panels(w, wp, False)`)
+    mg = m[:hh]
+    for k in range(L):
+        t = L - 1 - k if reverse else k
+        hp = h0 if k == 0 else hs[t + 1 if reverse else t - 1]
+        call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, hh, 0, hh, hp, m, False))   # m = W h_prev
+        call_at(fns[3], panel_transpose, (gi[t], 0, n, 0, hh, mg, True))   # + gi[t]^T, in register blocks
+        p = hs[t]
+        for j in range(hh):                         # + b and the nonlinearity, into h
+            bj = b[j]
+            row, out = mg[j], p[j]
+            if relu:
+                for q in range(n):
+                    v = row[q] + bj
+                    out[q] = zero if v < zero else v       # NaN stays NaN, as np.maximum
+            else:
+                for q in range(n):
+                    out[q] = tanh(row[q] + bj)
+"""
+
+_BACKWARD = _HEAD + """
+
+@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, :, ::1], "
+      "{t}[::1], {t}[::1], boolean, boolean, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False,
+      nogil=True)
+def loop(hs, d_y, w, dh, dp, G, db, wp, reverse, relu, fns):
+    \"\"\"the layer's backward loop (ops/rnn_prim.py): from hs and d_y (L, H, N) and w = W (H, H),
+    with dh = 0 on entry (dh: padded_rows(H) rows): every step's pre-activation gradient
+    G (L, N, H), db (H,) and d h0 in dh[:H]; dp (H, N) and wp (packed_size(H, H)) scratch\"\"\"
+    L = hs.shape[0]
+    hh = w.shape[0]
+    n = dh.shape[1]
+    one, zero = np.{t}(1), np.{t}(0)
+    dhf, dpf = dh.reshape(-1), dp.reshape(-1)
+    db[:] = 0
+    call_at(fns[2], panel_pack_t, (w, wp, 0, (hh + PMR - 1) // PMR, 0, hh))   # W^T's panels
+    for r in range(L):
+        k = L - 1 - r
+        t = L - 1 - k if reverse else k
+        h, y = hs[t].reshape(-1), d_y[t].reshape(-1)
+        # through the nonlinearity, from its output: tanh' = 1 - h^2; relu' = (h > 0)
+        if relu:
+            for i in range(dpf.size):
+                dpf[i] = (dhf[i] + y[i]) * (one if h[i] > zero else zero)
+        else:
+            for i in range(dpf.size):
+                dpf[i] = (dhf[i] + y[i]) * (one - h[i] * h[i])
+        gt = G[t]
+        call_at(fns[3], panel_transpose, (dp, 0, hh, 0, n, gt, False))   # (`transpose_blocks(dp, gt, False)`)
+        for q in range(n):                          # db += the rows of dp^T (vector adds)
+            row = gt[q]
+            for j in range(hh):
+                db[j] += row[j]
+        call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, hh, 0, hh, dp, dh, False))   # dh = W^T dp
+"""
+
+
+def forward_layer(dtype: str):
+    """The RNN's whole forward loop's kernel for `dtype` (packed GEMMs), or None."""
+    return _get(_FORWARD, "rnn_forward_layer_packed", dtype, steady=True)
+
+
+def backward_layer(dtype: str):
+    """The RNN's whole backward loop's kernel for `dtype` (packed GEMMs), or None."""
+    return _get(_BACKWARD, "rnn_backward_layer_packed", dtype, steady=True)

@@ -1,0 +1,177 @@
+"""A recurrent layer's hidden weight gradient dW = sum_t dg_t h_{t-1}^T in blocks of steps,
+computed by sharepool's partner thread while the backward loop (one thread) produces the dg_t.
+
+Why: the LSTM's whole backward loop (compiler/cpu/kernels/lstm_kernels.py) split over two threads meets once
+per step and adds dW step by step itself (lstm_prim's `WEIGHT_GRAD_IN_LOOP`); where the load
+policy gives BLAS one thread it runs on one thread instead, and dW (1024x2048 @ 2048x256 for
+the LSTM LM: ~8 ms on one thread) would be that thread's too. The product does not depend on
+the loop after a step's dg is written,
+so here the loop runs whole on this thread and the partner multiplies each block of steps
+as soon as the loop has written it; the launcher takes the blocks left when its loop ends
+(all of them when the partner never got a core) and computes a block the partner began
+but has not finished once more instead of waiting for it, so the partner never stalls the
+launcher. Used where the policy gives one thread (ops/lstm_prim.py `OVERLAP_WEIGHT_GRAD`),
+also while the partner is benched for stalls in the split loops: the LSTM LM step 0.94-0.95x
+the split one's; with two threads given the split loop stays (it is faster there).
+
+Blocks are runs of the loop's units (unit r writes the gate gradient of the r-th step from
+the end), smaller towards the end (`CUTS`), so what is left when the loop ends is short.
+Each block's product goes to its own buffer and the blocks are added up in one fixed order
+(as each is done, `weight_grad_alongside`): the bits do not depend on who did a block, or
+whether the partner ran.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import numpy as np
+
+from ..runtime import coreshare
+from ..runtime import sharepool
+from ....threads import blas_threads_set
+
+__all__ = ["blocks", "block_product", "hprev_steps", "weight_grad_alongside", "CUTS"]
+
+# Block ends as fractions of the loop's units (L = 64: blocks of 24, 16, 12, 8 and 4 steps):
+# the partner keeps up with the loop (a block's product takes ~0.7 of the loop's time for
+# its steps, LSTM LM), and the last block, ready only when the loop ends, is 1/16 of the product.
+CUTS = (0.375, 0.625, 0.8125, 0.9375, 1.0)
+
+# How long a part waits between looks at the loop's progress: a step of the LSTM LM's loop
+# takes ~180 us.
+POLL_S = 5e-5
+
+
+def blocks(L: int) -> list:
+    """The loop units (u0, u1) of each block, in the loop's order, none empty."""
+    out, u0 = [], 0
+    for c in CUTS:
+        u1 = max(u0, min(L, int(round(c * L))))
+        if u1 > u0:
+            out.append((u0, u1))
+            u0 = u1
+    if u0 < L:
+        out.append((u0, L))
+    return out
+
+
+def _times(L: int, u0: int, u1: int, reverse: bool) -> tuple:
+    # the time steps [t0, t1) of units u0..u1-1 (the loop runs backward in time: unit r is
+    # step L - 1 - r of a forward layer, step r of a reverse one)
+    return (u0, u1) if reverse else (L - u1, L - u0)
+
+
+def hprev_steps(xp, Z, h0, t0: int, t1: int, reverse: bool):
+    """The h_prev(t) of steps t0 <= t < t1 gathered as (H, t1 - t0, N) (one copy of (H, N)
+    blocks, rows of N values): Z (L, kH, N) with each step's h in its first H rows, h0 (H, N);
+    h_prev(t) is h_{t-1} (h0 at t = 0), or h_{t+1} (h0 at t = L - 1) for a reverse layer.
+    The one gather of the hidden weight's gradient, whole (`lstm_prim.hidden_weight_grad`)
+    or by blocks of steps (`block_product`)."""
+    L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
+    hb = xp.empty((H, t1 - t0, N), dtype=Z.dtype)
+    if not reverse:
+        if t0 == 0:
+            hb[:, 0] = h0
+            hb[:, 1:] = Z[0:t1 - 1, :H].transpose(1, 0, 2)
+        else:
+            hb[:] = Z[t0 - 1:t1 - 1, :H].transpose(1, 0, 2)
+    else:
+        if t1 == L:
+            hb[:, -1] = h0
+            hb[:, :-1] = Z[t0 + 1:L, :H].transpose(1, 0, 2)
+        else:
+            hb[:] = Z[t0 + 1:t1 + 1, :H].transpose(1, 0, 2)
+    return hb
+
+
+def block_product(G2, Z, h0, t0: int, t1: int, reverse: bool, out) -> None:
+    """out = sum over t0 <= t < t1 of dg_t h_prev(t)^T: G2 (L*N, G*H) every step's gate
+    gradient as rows, the h_prev from `hprev_steps`."""
+    H, N = h0.shape
+    hb = hprev_steps(np, Z, h0, t0, t1, reverse)
+    np.matmul(G2[t0 * N:t1 * N].T, hb.reshape(H, (t1 - t0) * N).T, out=out)
+
+
+def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on: bool) -> None:
+    """``loop()`` (a backward loop kernel on one thread that adds 1 to ``sync[0]`` after each
+    unit) on this thread, and out (G*H, H) = dW from its G2 in `blocks`: on the partner while
+    the loop runs (`partner_on`), the blocks it has not taken here after the loop. A block the
+    partner began but has not finished when the loop and the blocks left are done is computed
+    here once more (the same bits) instead of waited for: a partner descheduled inside a block
+    costs that block's work, never a stall."""
+    L = Z.shape[0]
+    if L == 0:
+        loop()
+        out[...] = 0
+        return
+    blks = blocks(L)
+    nb = len(blks)
+    parts = np.empty((nb,) + out.shape, dtype=out.dtype)
+    failed = []
+    # blocks are added into out in their order as soon as each is done and all before it
+    # are (by whichever thread ends one), so little is left to add when the loop ends and
+    # the sum's order, so its bits, is always the same; a block done twice counts once
+    fold = threading.Lock()
+    done = [None] * nb
+    folded = [0]
+
+    def compute(p, buf):
+        t0, t1 = _times(L, blks[p][0], blks[p][1], reverse)
+        block_product(G2, Z, h0, t0, t1, reverse, buf)
+        with fold:
+            if done[p] is not None:
+                return
+            done[p] = buf
+            while folded[0] < nb and done[folded[0]] is not None:
+                k = folded[0]
+                if k == 0:
+                    out[...] = done[0]
+                else:
+                    np.add(out, done[k], out=out)
+                folded[0] = k + 1
+
+    def partner_share(next_part):
+        while True:
+            p = next_part()              # itertools.count's __next__: atomic under the GIL
+            if p >= nb:
+                return
+            while sync[0] < blks[p][1]:  # the loop has not written the block's steps yet
+                if failed:
+                    return
+                time.sleep(POLL_S)
+            compute(p, parts[p])
+
+    if not partner_on or not sharepool.try_launch():
+        loop()
+        coreshare.adapt_blas()
+        for p in range(nb):
+            compute(p, parts[p])
+        return
+    try:
+        next_part = itertools.count().__next__
+        with blas_threads_set(1):
+            job = sharepool.partner.post(partner_share, (next_part,))
+            try:
+                loop()
+            except BaseException:
+                failed.append(True)
+                sharepool.partner.finish(job, wait=True)
+                raise
+            p = next_part()
+            while p < nb:
+                compute(p, parts[p])
+                p = next_part()
+            sharepool.partner.finish(job, wait=False)
+            for p in range(nb):
+                if done[p] is None:      # the partner's, not finished yet: here too
+                    compute(p, np.empty(out.shape, dtype=out.dtype))
+    finally:
+        sharepool.end_launch()
+    # every block is done now, but the thread that finished the last one may still be adding
+    # blocks into out (np.add lets go of the GIL): its folding runs under `fold`, so taking
+    # the lock waits for it to end before out is handed back
+    with fold:
+        complete = folded[0] == nb
+    assert complete

@@ -1,0 +1,496 @@
+"""Row-wise numba kernels for softmax and LayerNorm (forward and backward).
+
+Why: softmax and LayerNorm reduce along the last dim and then use the reduction on the
+same row. As numpy passes (or as the compiler's fused groups, each closed by one
+reduction) that is 3-5 full passes over memory forward and 4-6 backward: in the
+Transformer encoder step (16x4x128x128 attention scores, 2048x256 LayerNorm rows) softmax
+forward+backward took ~11 ms and each LayerNorm backward 5-7 ms, where PyTorch's kernels
+take ~1 ms each (one thread). A row here is read into cache once: its statistics and its
+output are computed while it stays there, so each kernel is about one read and one write.
+
+These are the loops of ops/softmax_prim.py and ops/layer_norm_prim.py, whose eager
+implementations call them; captured programs record those same primitives (their
+compiled plans call the same implementations), so eager and compiled run one definition.
+Loaded with compiler/cpu/kernels/native.py's policy (background compile, numpy form until ready, sync mode
+loads at once); the primitives keep their numpy form for other array modules and dtypes
+and when the kernel is not ready.
+
+Arithmetic: in the data's dtype, sums accumulated in float64 per row (LayerNorm: mean,
+variance, and the backward's row sums; the weight/bias gradients across rows) or, for
+softmax's sum of exponentials, in the data's dtype with reassociation (so it vectorizes;
+a row of exponentials in (0, 1] loses nothing to speak of). exp is mathlib's vectorizable
+one (numba's ``math.exp`` calls libm per element: ~10x slower here).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..runtime import sharepool as _sharepool
+from .native import kernel as _kernel, takes as _takes
+
+__all__ = ["softmax_rows", "softmax_kernel", "mask_rows", "softmax_backward_kernel", "softmax_backward_rows", "layer_norm_rows",
+           "layer_norm_backward_rows", "cross_entropy_rows", "cross_entropy_backward_rows"]
+
+_HEAD = '''
+import numpy as np
+from numba import njit
+from tracejit.compiler.mathlib import exp_{s} as EXP
+ROWMAXBITS
+'''
+_RO2 = "Array({t}, 2, 'C', readonly=True)"
+_RO1 = "Array({t}, 1, 'C', readonly=True)"
+
+# The row's max `mi`, taken on integer keys: a float's bits b as b ^ ((b >> 31) & 0x7fffffff)
+# (64-bit: 63, 0x7fff...) order as the floats do (-0 just below +0), and an integer max
+# loop vectorizes where LLVM leaves a float one scalar (its select-based max is no
+# reduction it vectorizes without no-nans flags; 16 float lanes in a buffer stayed scalar
+# too): 16x4x128x128 float32 rows, one thread, the max alone 0.47-0.52 -> 0.20-0.32 ms, the
+# softmax kernel 1.03-1.05 -> 0.96-0.99 ms. The bits are read and the key turned back into
+# the float by mathbits' bit casts (F2I, I2F: `ROW_MAX_BITS`, which the kernel's module
+# imports), not through array views of the row and of a buffer the kernel allocated: numba
+# compiled its view and np.empty implementations for those (0.2 s of a worker's first
+# cross-entropy kernel) and the kernel carried NRT's reference counting; the same integer
+# operations, so the same max. nan: a row holding one comes out all nan whatever its max
+# (through exp and the sum), as numpy's form does.
+_ROW_MAX = '''
+        km = F2I(z[0])
+        km = km ^ ((km >> np.{it}({sh})) & np.{it}({mask}))
+        for k in range(n):
+            b = F2I(z[k])
+            key = b ^ ((b >> np.{it}({sh})) & np.{it}({mask}))
+            km = key if key > km else km
+        mi = I2F(km ^ ((km >> np.{it}({sh})) & np.{it}({mask})))'''
+
+# the import line ROWMAX needs (its dtype's bit casts); `source` fills in ROWMAXBITS with it
+ROW_MAX_BITS = "from tracejit.compiler.mathbits import {f2i} as F2I, {i2f} as I2F"
+_BITS = {"float32": ("_f2i", "_i2f"), "float64": ("_d2i", "_i2d")}
+
+# the integer type of a float dtype's bits, and its sign-shift and magnitude mask
+_INT_KEY = {"float32": ("int32", "31", "0x7fffffff"), "float64": ("int64", "63", "0x7fffffffffffffff")}
+
+_SOFTMAX = _HEAD + '''
+@njit("void(" + RO2 + ", float64, {t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False,
+      fastmath={'reassoc'}, nogil=True)
+def kernel(x, scale, out):
+    """out[i] = softmax(x[i] * scale) = exp((x[i] - max) * scale) / sum(...), scale > 0"""
+    sc = np.{t}(scale)
+    for i in range(x.shape[0]):
+        z = x[i]
+        o = out[i]
+        n = z.shape[0]
+ROWMAX
+SOFTMAXEXP
+'''
+# softmax's row after its max `mi` (row `z` of `n` elements, output row `o`, scale `sc`):
+# shared with compiler/codegen_rows.py's fused row kernels
+SOFTMAX_EXP = '''        s = np.{t}(0)
+        for k in range(n):
+            e = EXP((z[k] - mi) * sc)
+            o[k] = e
+            s += e
+        for k in range(n):
+            o[k] = o[k] / s'''
+
+_SOFTMAX_MASKED = _HEAD + '''
+@njit("void(" + RO2 + ", float64, " + RO2 + ", Array(int64, 1, 'C', readonly=True), {t}[:, ::1])",
+      cache=CACHE, error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(x, scale, mask, rows, out):
+    """out[i] = softmax(x[i] * scale + mask[rows[i]])"""
+    sc = np.{t}(scale)
+    for i in range(x.shape[0]):
+        row = x[i]
+        mrow = mask[rows[i]]
+        z = out[i]
+        n = z.shape[0]
+        for k in range(n):
+            z[k] = row[k] * sc + mrow[k]
+ROWMAX
+        s = np.{t}(0)
+        for k in range(n):
+            e = EXP(z[k] - mi)
+            z[k] = e
+            s += e
+        for k in range(n):
+            z[k] = z[k] / s
+'''
+
+_SOFTMAX_BACKWARD = _HEAD + '''
+@njit("void(" + RO2 + ", " + RO2 + ", float64, {t}[:, ::1])", cache=CACHE, error_model='numpy',
+      boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(g, y, scale, out):
+    """out[i] = scale * (g[i] - sum(g[i] * y[i])) * y[i]"""
+    for i in range(g.shape[0]):
+        gr = g[i]
+        yr = y[i]
+        o = out[i]
+SOFTMAXBWDROW
+'''
+# softmax's backward on one row (gradient row `gr`, output row `yr`, result row `o`, `scale`):
+# shared with ops/attention_prim.py's backward kernel
+SOFTMAX_BACKWARD_ROW = '''        s = 0.0
+        for k in range(gr.shape[0]):
+            s += gr[k] * yr[k]
+        st = np.{t}(s)
+        sc = np.{t}(scale)
+        for k in range(gr.shape[0]):
+            o[k] = sc * ((gr[k] - st) * yr[k])'''
+
+# mean and 1/sqrt(var + eps) of `row` in one pass: sums of (x - shift), shift = the row's
+# first element (so the variance does not cancel), in the data's dtype over blocks of at
+# most BLOCK elements (reassociated: they vectorize) and in float64 across blocks; inlined
+# as text (a helper function kept numba from caching the kernel). One pass instead of two
+# (mean, then squared deviations): 0.15 -> 0.09 ms for 256x1024 float32 rows.
+_ROW_STATS = '''
+        n = row.shape[0]
+        sh = row[0]
+        s1 = 0.0
+        s2 = 0.0
+        for k0 in range(0, n, BLOCK):
+            blk = row[k0:min(n, k0 + BLOCK)]
+            a1 = np.{t}(0)
+            a2 = np.{t}(0)
+            for k in range(blk.shape[0]):
+                d = blk[k] - sh
+                a1 += d
+                a2 += d * d
+            s1 += a1
+            s2 += a2
+        shifted_mean = s1 / n
+        mu = np.{t}(sh + shifted_mean)
+        rstd = np.{t}(1.0 / np.sqrt(max(s2 / n - shifted_mean * shifted_mean, 0.0) + eps))'''
+BLOCK = 4096
+
+_LAYER_NORM = _HEAD + '''
+@njit("void(" + RO2 + ", " + RO1 + ", " + RO1 + ", float64, {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(x, w, b, eps, out):
+    """out[i] = (x[i] - mean) * rstd * w + b"""
+    for i in range(x.shape[0]):
+        row = x[i]
+        o = out[i]
+STATS
+        for k in range(n):
+            o[k] = LN_Y
+'''
+# LayerNorm's output element k of the row (`row`, its `mu` and `rstd`, the affine `w`, `b`):
+# the one formula, also used by the compiler's fused row kernels (compiler/codegen_rows.py)
+LN_Y = "(row[k] - mu) * rstd * w[k] + b[k]"
+
+_LAYER_NORM_BACKWARD = _HEAD + '''
+@njit("void(" + RO2 + ", " + RO2 + ", " + RO1 + ", float64, {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(g, x, w, eps, out):
+    """rows 0..M-1 of out: dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * w;
+    row M: dweight = sum over rows of g * xhat; row M + 1: dbias = sum over rows of g"""
+    m = x.shape[0]
+    cols = x.shape[1]
+LNBWDINIT
+    for i in range(m):
+        row = x[i]
+        gr = g[i]
+        o = out[i]
+LNBWDROW
+LNBWDFOLD
+'''
+ROWS = 64
+# The backward's work on one row (`row` of x, `gr` of the incoming gradient, `o` the row of
+# dx; `dwb`, `dbb` the weight/bias gradient blocks): shared with compiler/codegen_rows.py.
+# Before the rows (`cols`: the row length) and after each (`m` rows, `out` the stacked result):
+def zeroed(buffers: list, indent: str = "    ") -> str:
+    '''Kernel text allocating `buffers` ((name, numpy dtype name) pairs) of `cols` elements,
+    all zero: np.empty and one loop writing the zeros. Not np.zeros: numba compiles its
+    implementation (np.empty's and a zero fill's) as functions of their own, once per dtype
+    and process (0.07-0.10 s each in a compile worker), for the same zeros.'''
+    lines = [f"{indent}{name} = np.empty(cols, np.{dt})" for name, dt in buffers]
+    lines.append(f"{indent}for k in range(cols):")
+    lines += [f"{indent}    {name}[k] = 0" for name, _ in buffers]
+    return "\n".join(lines)
+
+
+LN_BACKWARD_INIT = '''    # weight/bias gradients: summed in the data's dtype over blocks of ROWS rows, in
+    # float64 across blocks (float64 accumulators per element made this kernel 1.5x slower)
+''' + zeroed([("dw", "float64"), ("db", "float64"), ("dwb", "{t}"), ("dbb", "{t}")])
+LN_BACKWARD_FOLD = '''        if i % ROWS == ROWS - 1 or i == m - 1:
+            for k in range(cols):
+                dw[k] += dwb[k]
+                db[k] += dbb[k]
+                dwb[k] = 0
+                dbb[k] = 0
+    for k in range(cols):
+        out[m, k] = dw[k]
+        out[m + 1, k] = db[k]'''
+# The weight/bias block sums and the row's two sums are one loop over the row (each sum
+# still runs over k in the same order; two loops read the row and the gradient twice and
+# paid the loop overhead twice: 2048x256 float32, one thread, ~15% of the kernel).
+# LN_BACKWARD_DX is the dx store, where the fused kernels add their column sum of dx.
+LN_BACKWARD_DX = "            o[k] = rstd * (gr[k] * w[k] - at - xh * ct)"
+LN_BACKWARD_ROW = '''STATS
+        a = np.{t}(0)
+        c = np.{t}(0)
+        for k in range(n):
+            gv = gr[k]
+            xh = (row[k] - mu) * rstd
+            dbb[k] += gv
+            dwb[k] += gv * xh
+            gw = gv * w[k]
+            a += gw
+            c += gw * xh
+        at = a / np.{t}(n)
+        ct = c / np.{t}(n)
+        for k in range(n):
+            xh = (row[k] - mu) * rstd
+''' + LN_BACKWARD_DX
+
+# Cross-entropy over class indices (ops/cross_entropy_prim.py) on (N, C) logits: a row's
+# max, its sum of exponentials and the target's log-probability in one visit. The rows are
+# short (the MLP's 10 classes): what this replaces is a dozen numpy calls per direction.
+# A row's exponentials are one loop and their sum another, in float64 with reassociation:
+# both vectorize (one loop summing exponentials in float32 one by one stayed scalar: the
+# LSTM LM's 2048x64 logits, one thread, 372 -> 152 us forward, 382 -> 153 us backward), and
+# a long row's sum does not drift (float32 one by one: ~1e-5 relative at 60,000 classes).
+_RO1I = "Array(int64, 1, 'C', readonly=True)"
+# A row's target check (IGNORED: what an ignored row writes) and its max (softmax's
+# ROWMAX: one definition of a row's max).
+_CE_ROW = """        ti = t[i]
+        if ti == ign:
+IGNORED
+            continue
+        if ti < 0 or ti >= c:
+            return -(i + 1)
+        z = x[i]
+        n = c
+ROWMAX"""
+
+_CROSS_ENTROPY = _HEAD.replace("EXP\n", "EXP, log_{s} as LOG\n") + """
+@njit("int64(" + RO2 + ", " + RO1I + ", int64, {t}[::1], float64[::1], {t}[::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(x, t, ign, loss, total, ex):
+    \"\"\"loss[i] = -log_softmax(x[i])[t[i]] (0 where t[i] == ign); total[0] = their sum
+    (float64); ex: scratch of C elements. Returns the count of counted rows, or -(i + 1)
+    for the first row i whose target is out of [0, C) (nothing after it is written).\"\"\"
+    c = x.shape[1]
+    # (ex comes from the caller: np.empty in the kernel made a compile worker compile numba's
+    # np.empty implementation, ~0.06 s of the kernel's 0.36 s where no kernel before had)
+    cnt = 0
+    tot = 0.0
+    for i in range(x.shape[0]):
+""" + _CE_ROW.replace("IGNORED", "            loss[i] = 0") + """
+        for k in range(c):
+            ex[k] = EXP(z[k] - mi)
+        s = 0.0
+        for k in range(c):
+            s += ex[k]
+        li = -((z[ti] - mi) - LOG(np.{t}(s)))
+        loss[i] = li
+        tot += li
+        cnt += 1
+    total[0] = tot
+    return cnt
+"""
+
+_CROSS_ENTROPY_BACKWARD = _HEAD + """
+@njit("int64(" + RO2 + ", " + RO1I + ", int64, " + RO1 + ", int64, int64, {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(x, t, ign, g, gstep, mean, out):
+    \"\"\"out[i] = (softmax(x[i]) - onehot(t[i])) * r_i, r_i = g[i * gstep] / (the count of
+    counted rows if mean else 1), 0 where t[i] == ign. Returns 0, or -(i + 1) for the first
+    row i whose target is out of [0, C).\"\"\"
+    rows, c = x.shape
+    div = np.{t}(1)
+    if mean:
+        cnt = 0
+        for i in range(rows):
+            cnt += t[i] != ign
+        div = np.{t}(cnt)
+    for i in range(rows):
+        o = out[i]
+""" + _CE_ROW.replace("IGNORED", "            for k in range(c):\n                o[k] = 0") + """
+        for k in range(c):
+            o[k] = EXP(z[k] - mi)
+        s = 0.0
+        for k in range(c):
+            s += o[k]
+        r = g[i * gstep] / div
+        st = np.{t}(s)
+        for k in range(c):
+            o[k] = o[k] / st * r
+        o[ti] -= r
+    return 0
+"""
+
+_SUFFIX = {"float32": "f32", "float64": "f64"}
+
+
+def source(template: str, dtype: str) -> str:
+    """`template` with the shared pieces (row statistics, LayerNorm's formulas, block
+    sizes, the dtype) filled in: how these kernels, and the compiler's fused row kernels
+    (compiler/codegen_rows.py), are written from one text."""
+    return (template.replace("SOFTMAXEXP", SOFTMAX_EXP).replace("SOFTMAXBWDROW", SOFTMAX_BACKWARD_ROW).replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
+            .replace("LNBWDINIT", LN_BACKWARD_INIT).replace("LNBWDFOLD", LN_BACKWARD_FOLD)
+            .replace("LNBWDROW", LN_BACKWARD_ROW).replace("LN_Y", LN_Y).replace("STATS", _ROW_STATS)
+            .replace("ROWMAXBITS", ROW_MAX_BITS).replace("ROWMAX", _ROW_MAX)
+            .replace("{f2i}", _BITS[dtype][0]).replace("{i2f}", _BITS[dtype][1])
+            .replace('" + RO1I + "', _RO1I).replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS))
+            .replace("{t}", dtype).replace("{s}", _SUFFIX[dtype]).replace("{it}", _INT_KEY[dtype][0])
+            .replace("{sh}", _INT_KEY[dtype][1]).replace("{mask}", _INT_KEY[dtype][2]))
+
+
+def _get(template, name, dtype):
+    return _kernel(("rows", name, dtype), lambda: source(template, dtype)).get()
+
+
+def _rows(a, k):
+    """`a` as C-contiguous (M, k) rows (a copy only when it is not contiguous)."""
+    return np.ascontiguousarray(a).reshape(-1, k)
+
+
+def mask_rows(mask, shape):
+    """(the mask's distinct rows as a C-contiguous (R, K) array, the row of it each of the
+    (M, K) rows of `shape` adds): a broadcast mask is not copied out to full size."""
+    k = shape[-1]
+    m = mask.reshape((1,) * (len(shape) - mask.ndim) + mask.shape)
+    if m.shape[-1] != k:
+        m = np.broadcast_to(m, m.shape[:-1] + (k,))
+    m2 = np.ascontiguousarray(m).reshape(-1, k)
+    ids = np.arange(m2.shape[0], dtype=np.int64).reshape(m.shape[:-1])
+    return m2, np.ascontiguousarray(np.broadcast_to(ids, tuple(shape[:-1]))).reshape(-1)
+
+
+# A softmax row element costs about what 30 multiply-adds of a BLAS product do (one
+# thread: 16x4x128x128 float32 forward 1.3 ms, a 128x64x128 product ~30 us): the unit of
+# sharepool.split's threshold.
+_ROW_WORK = 32
+
+
+def _split_rows(run, out) -> None:
+    """``run(lo, hi)`` over the rows of `out` (M, K), split over the cores the machine
+    gives (tracejit/compiler/cpu/runtime/sharepool.py; the kernels are nogil): rows are independent."""
+    _sharepool.split(run, out.shape[0], _ROW_WORK * out.size)
+
+
+def softmax_kernel(xp, x, mask=None):
+    """The softmax row kernel for arrays like `x` (and `mask`), or None (not numpy float32 /
+    float64 arrays of one dtype, or the kernel is not ready): ``fn(x, scale, out)``, masked
+    ``fn(x, scale, mask_rows, row_ids, out)`` on (M, K) rows (`mask_rows`); for callers that
+    run it on many small pieces (attention_prim's weights, one batch element at a time)."""
+    if not _takes(xp, *((x,) if mask is None else (x, mask))):
+        return None
+    if mask is None:
+        return _get(_SOFTMAX, "softmax", x.dtype.name)
+    return _get(_SOFTMAX_MASKED, "softmax_masked", x.dtype.name)
+
+
+def softmax_rows(xp, x, scale=1.0, mask=None):
+    """softmax(x * scale + mask) over the last dim by the kernel (mask: None or an array
+    that broadcasts to x), or None (the caller's numpy form runs)."""
+    if x.ndim == 0 or x.size == 0 or not scale > 0:
+        return None
+    fn = softmax_kernel(xp, x, mask)
+    if fn is None:
+        return None
+    x2 = _rows(x, x.shape[-1])
+    out = np.empty(x2.shape, x.dtype)
+    scale = float(scale)
+    if mask is None:
+        _split_rows(lambda lo, hi: fn(x2[lo:hi], scale, out[lo:hi]), out)
+    else:
+        m2, ids = mask_rows(mask, x.shape)
+        _split_rows(lambda lo, hi: fn(x2[lo:hi], scale, m2, ids[lo:hi], out[lo:hi]), out)
+    return out.reshape(x.shape)
+
+
+def softmax_backward_kernel(xp, g, y):
+    """The softmax backward row kernel for arrays like `g` and `y`, or None (as
+    `softmax_kernel`): ``fn(g, y, scale, out)`` on (M, K) rows, `out` not overlapping `g`
+    (see `softmax_backward_rows`); for attention_prim's backward, one batch element at a time."""
+    if not _takes(xp, g, y):
+        return None
+    return _get(_SOFTMAX_BACKWARD, "softmax_backward", y.dtype.name)
+
+
+def softmax_backward_rows(xp, g, y, scale=1.0):
+    """softmax's input gradient over the last dim by the kernel, or None. Into a new array:
+    written over `g` the kernel's loops took their scalar versions (LLVM's runtime check
+    finds the overlap): 0.60 against 0.39 ms for 16x4x128x128 float32 rows, one thread."""
+    if y.ndim == 0 or y.size == 0 or g.shape != y.shape:
+        return None
+    fn = softmax_backward_kernel(xp, g, y)
+    if fn is None:
+        return None
+    k = y.shape[-1]
+    g2, y2 = _rows(g, k), _rows(y, k)
+    out = np.empty(y2.shape, y.dtype)
+    scale = float(scale)
+    _split_rows(lambda lo, hi: fn(g2[lo:hi], y2[lo:hi], scale, out[lo:hi]), out)
+    return out.reshape(y.shape)
+
+
+def _affine(w, fill, k, dtype):
+    return np.full(k, fill, dtype) if w is None else _rows(w, k).reshape(k)
+
+
+def layer_norm_rows(xp, x, k, w, b, eps):
+    """LayerNorm of the (M, k) rows of x (w, b: arrays of k elements or None) by the
+    kernel, in x's shape, or None."""
+    arrays = (x,) + tuple(a for a in (w, b) if a is not None)
+    if not _takes(xp, *arrays) or x.size == 0:
+        return None
+    fn = _get(_LAYER_NORM, "layer_norm", x.dtype.name)
+    if fn is None:
+        return None
+    x2 = _rows(x, k)
+    out = np.empty(x2.shape, x.dtype)
+    fn(x2, _affine(w, 1, k, x.dtype), _affine(b, 0, k, x.dtype), float(eps), out)
+    return out.reshape(x.shape)
+
+
+def layer_norm_backward_rows(xp, g, x, k, w, eps):
+    """(M + 2, k): dx rows, then dweight and dbias, by the kernel, or None."""
+    arrays = (g, x) + ((w,) if w is not None else ())
+    if not _takes(xp, *arrays) or x.size == 0 or g.shape != x.shape:
+        return None
+    fn = _get(_LAYER_NORM_BACKWARD, "layer_norm_backward", x.dtype.name)
+    if fn is None:
+        return None
+    g2, x2 = _rows(g, k), _rows(x, k)
+    out = np.empty((x2.shape[0] + 2, k), x.dtype)
+    fn(g2, x2, _affine(w, 1, k, x.dtype), float(eps), out)
+    return out
+
+
+_CE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _ce_takes(xp, x, t) -> bool:
+    # (native.takes reads dtype.name: ~4 us a call, as much as the kernel on 256x10)
+    return (xp is np and type(x) is np.ndarray and x.dtype in _CE_DTYPES and x.ndim == 2
+            and x.shape[1] > 0 and type(t) is np.ndarray and t.dtype == np.int64 and t.ndim == 1)
+
+
+def cross_entropy_rows(xp, x, t, ignore_index):
+    """(per-row losses, their float64 sum, the count of counted rows or -(i + 1) for the
+    first out-of-range target i) by the kernel, or None. `t`: int64 class indices."""
+    if not _ce_takes(xp, x, t):
+        return None
+    fn = _get(_CROSS_ENTROPY, "cross_entropy", x.dtype.name)
+    if fn is None:
+        return None
+    loss = np.empty(x.shape[0], x.dtype)
+    total = np.empty(1, np.float64)
+    cnt = fn(np.ascontiguousarray(x), t, ignore_index, loss, total, np.empty(x.shape[1], x.dtype))
+    return loss, total[0], cnt
+
+
+def cross_entropy_backward_rows(xp, g, x, t, ignore_index, mean):
+    """(the input gradient, 0 or -(i + 1) for the first out-of-range target i) by the
+    kernel, or None. `g`: the output gradient, 0-d or one per row."""
+    if not _ce_takes(xp, x, t) or type(g) is not np.ndarray or g.dtype != x.dtype:
+        return None
+    fn = _get(_CROSS_ENTROPY_BACKWARD, "cross_entropy_backward", x.dtype.name)
+    if fn is None:
+        return None
+    out = np.empty(x.shape, x.dtype)
+    gstep = 1 if g.ndim else 0
+    err = fn(np.ascontiguousarray(x), t, ignore_index, np.ascontiguousarray(g).reshape(-1), gstep,
+             1 if mean else 0, out)
+    return out, err

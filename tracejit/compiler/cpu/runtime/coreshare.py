@@ -1,0 +1,742 @@
+"""How many threads compiled code should use, given what other processes take of the CPUs.
+
+Why: numba's parallel kernels and numpy's BLAS (OpenBLAS) split each call over every
+core and then wait for the slowest thread. When another process keeps a core busy, the
+thread that lands behind it waits for a scheduler time slice (about 4 ms here), at every
+synchronisation point of the call. Measured on a 2-core machine with the other core
+busy (load average 6.6): a 256x1024 @ 1024x10 float32 product took 0.13 ms on one
+BLAS thread and 11-16 ms on two; 64x1000 @ 1000x100, 0.14 ms against 60 ms;
+256x1024 @ 1024x1024, 10 ms against 60 ms. On a quiet machine two threads are up to
+twice as fast for the large products. Neither count is right everywhere, so it follows
+the machine: this is libgomp's ``OMP_DYNAMIC`` idea (fewer threads when the load
+average says cores are taken), measured more directly.
+
+What: `CoreShare.threads()` returns the threads to use: the CPUs this process may run
+on, less the cores other processes kept busy since the previous sample (from
+``/proc/stat``, minus this process's own CPU time), rounded down once others take more
+than ``SLACK`` of a core. Samples are at least ``INTERVAL`` seconds apart, so a call
+costs a clock read almost always. `adapt()` applies the count to numba
+(``numba.set_num_threads``, which holds for the calling thread) and to BLAS
+(`threads.set_blas_threads`), changing them only when the count changes, and never above
+the counts they started with. Products small enough that a second thread cannot pay
+for its wake-up run on one BLAS thread whatever the load (`blas_threads_for`).
+
+A count below the CPUs is tried again now and then (`TRIAL_WINDOW`, `TRIAL_BACKOFF_MIN`,
+`TRIAL_BACKOFF_MAX`): the reading alone cannot tell a process that competes with ours from
+one that only fills the core ours leaves idle and yields it as soon as ours wants it (a
+process of lower priority: another autogroup's niced work against a program run at high
+priority). The latter reads as a busy core exactly while the program runs one thread, and
+the count stayed one for good: a self-fulfilling reading.
+
+While a compile worker of this process starts up or compiles a kernel the program waits
+for, `ceding()` is True and the program's second thread of its own (sharepool's partner:
+claimed products, split recurrent loops) stays idle: the count above already gives the
+program one thread then, but the partner took the worker's core in turns.
+
+``TRACEJIT_ADAPTIVE_THREADS=0`` (read at import) turns `adapt` into a no-op. Linux only
+(elsewhere the counts stay what the libraries chose).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from ....envflags import is_off
+from .... import threads as _threads
+from ....threads import usable_cpus
+
+__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding", "matmul", "matmul_for",
+           "blas_threads_for", "gemm_threads", "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK",
+           "FEW_ROWS", "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK"]
+
+INTERVAL = 0.25         # seconds between two readings of /proc/stat
+# ... but the first count after the reading at import may come this soon: a user's first
+# step can start 0.2 s after the import (bench_tiers' CNN probe: 0.19 s), and until a count
+# it ran on every CPU whatever the load: its products' two BLAS threads at load 5-7 made
+# the CNN's cold first step 200-500 ms (caller CPU 125-136 ms, OpenBLAS waiting for its
+# descheduled worker) against 55-60 on one thread. 0.1 s of two CPUs' 10 ms ticks reads
+# others' share to about a tenth of a core.
+FIRST_INTERVAL = 0.1
+# Cores others may use before we give one up. Half a core: with a competitor at our
+# priority taking 40% of one core, the MLP step on 2 threads was 20.6 ms (median) against
+# 22.6 on one; at 50-60% the two were even (22.5 / 22.6 ms), at a whole core one thread won
+# (one process, alternating). 0.25 had given a core up at 40%.
+SLACK = 0.5
+# A count below the CPUs (others took a core over the last reading) is tried at the CPUs'
+# count for `TRIAL_WINDOW` seconds: if others then keep below `SLACK` of a core, they only
+# filled the core we left idle and gave it back when we asked (a lower-priority process),
+# and the full count stays; else the count goes back down and the next trial waits twice
+# as long, from `TRIAL_BACKOFF_MIN` up to `TRIAL_BACKOFF_MAX` seconds (a busy machine pays
+# one window of two threads against a competitor per 8 s). Why: the cold CNN step (bench_tiers,
+# its own autogroup at nice -20, another autogroup's nice-5 process spinning on the
+# machine) ran its steady state either at 10.0-10.5 ms (two threads: the spinner yields,
+# others read 0.04-0.2 cores) or at 14-16 ms (one thread: the spinner fills the idle core,
+# others read 0.8), whichever count it happened to hold when its compile workers went idle.
+# No trial runs while this process's compile workers work (`_workers_running`): they
+# compete at our priority, and a trial would only slow their compile; the first trial
+# comes at the first reading after they stop.
+TRIAL_WINDOW = 0.1
+TRIAL_BACKOFF_MIN = 0.5
+TRIAL_BACKOFF_MAX = 8.0
+# m*k*n below which a product runs on one BLAS thread even when the policy gives two (a
+# guard for the samples' lag: a load that starts between two samples costs a small product
+# 100x on two threads, a large one ~6x). 1M: on a near-quiet 2-core machine two threads ran
+# 256x1024x10 in 71 us against 127, 128x1024x8 (1M) in 28 against 46, 64x1000x10 (0.64M)
+# the same (OpenBLAS keeps such products on one thread itself); the MLP step with its three
+# 2.6M products on two threads: 14.43 ms median against 14.65 (4M, 25 alternating rounds).
+SMALL_GEMM_MNK = 1 << 20
+# Products of fewer than `FEW_ROWS` rows below `FEW_ROWS_GEMM_MNK` run on one BLAS thread too,
+# eager or compiled. OpenBLAS gains little from a second thread on them (64x1000x100: 84-90
+# us on two threads against 104-110 on one, where 1000x64x100 takes 54-63 against 93-102),
+# and both threads read all of B: the weights, which the update right after writes in place.
+# Those writes must first take the lines back from the other core: numpy alone, the step's
+# two products and then ``w -= lr * g`` (1000x100 float32) took 282-300 us (min) with both
+# products on two threads (the update 114-132 us), 237-241 us with both on one (update 29
+# us), 208-210 us with the forward product (64 rows) on one and the weight gradient's (1000
+# rows) on two (update 35 us; 3 rounds, near-quiet, gemm15 notes). The two-layer step, policy
+# at 2 threads, fresh processes alternating with the rule before (3 rounds, load 5.6-6.4): compiled
+# 404-419 -> 323-325 us median, eager 454-457 -> 420-441 (PyTorch 296-302); the MLP step
+# unchanged. It replaced an eager-only bound (8M: every eager product of the two-layer step on
+# one thread, thr12's notes), which also kept the weight gradient's product on one.
+FEW_ROWS = 128
+FEW_ROWS_GEMM_MNK = 1 << 23
+# ``x @ w.T`` (w row-major: b F-contiguous, nn.Linear's layout) of few rows is offered to the
+# register-tile kernel (compiler/cpu/gemm/rows_gemm.py: it takes up to its `T_MAX_ROWS`) past
+# FEW_ROWS_GEMM_MNK too: where the policy gives one thread, and up to `FEW_ROWS_T_ANY` rows
+# where it gives two.
+# OpenBLAS is slow on few-row products of a transposed b. Min / median us, float32, load 3,
+# OpenBLAS 2 threads, 1 thread, the kernel on one:
+# 8x2048x512 315/361, 567/639, 196/211; 16x1024x1024 362/433, 643/725, 231/249; 32x1024x256
+# 129/156, 202/241, 166/199; 48x2048x256 287/327, 457/545, 320/381; 32x4096x512 997/1189,
+# 1646/1973, 1292/1548.
+FEW_ROWS_T_ANY = 16
+# m*k*n below which OpenBLAS runs a product on one thread by itself (interface/gemm.c: up to
+# SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4; measured the same on one and two
+# threads here up to 0.64M): `matmul` leaves the count alone for them. Setting it to one and
+# back costs 3.5 us a product (6.7 against 3.1 us for 64x100x10), and the two-layer step has
+# three such products.
+TINY_GEMM_MNK = 1 << 18
+
+
+def _busy_seconds() -> float | None:
+    """CPU seconds all processes spent busy since boot (/proc/stat's first line), over
+    every CPU of the machine; None where there is no /proc."""
+    try:
+        with open("/proc/stat") as f:
+            v = f.readline().split()
+    except OSError:
+        return None
+    if not v or v[0] != "cpu":
+        return None
+    ticks = [int(x) for x in v[1:]]
+    # user nice system idle iowait irq softirq steal [guest guest_nice, already in user]
+    busy = ticks[0] + ticks[1] + ticks[2] + sum(ticks[5:8])
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _workers_running() -> int:
+    """Compile workers of this process starting up or compiling any job now
+    (compiler/workers.running); 0 where the compiler was never imported."""
+    w = sys.modules.get("tracejit.compiler.workers")
+    return w.running() if w is not None else 0
+
+
+class CoreShare:
+    """The cores left to this process, sampled from the whole machine's CPU time."""
+
+    def __init__(self, cpus: int | None = None, interval: float = INTERVAL, slack: float = SLACK,
+                 machine: int | None = None, workers=None):
+        self.cpus = cpus or usable_cpus()
+        self.machine = machine or os.cpu_count() or self.cpus   # CPUs /proc/stat counts
+        self.interval = interval
+        self.slack = slack
+        self.others = 0.0          # cores other processes used over the last interval
+        self._last = None
+        self._count = self.cpus
+        self._counted = False      # a count has been read (else FIRST_INTERVAL suffices)
+        self._lock = threading.Lock()
+        # Trials of the full count (`TRIAL_WINDOW`): `workers` says how many of this
+        # process's compile workers work now (injectable for tests).
+        self._workers = workers or _workers_running
+        self._in_trial = False
+        self._trial_at = None      # monotonic time from which the next trial may start
+        self._backoff = TRIAL_BACKOFF_MIN
+        self.trials = 0            # trials started (diagnostics, tests)
+        self.trials_kept = 0       # trials whose full count stayed
+        self._wait = min(self.interval, FIRST_INTERVAL)   # seconds from a reading to the next
+
+    def _set_wait(self) -> None:
+        # (an attribute, not a method: `threads` reads it at every launch)
+        if self._in_trial:
+            self._wait = min(self.interval, TRIAL_WINDOW)
+        else:
+            self._wait = self.interval if self._counted else min(self.interval, FIRST_INTERVAL)
+
+    def sample(self, now: float | None = None) -> float:
+        """Read the counters if `interval` has passed; returns ``others`` (cores)."""
+        now = time.monotonic() if now is None else now
+        last = self._last
+        if last is not None and now - last[0] < self._wait:
+            return self.others
+        with self._lock:
+            busy = _busy_seconds()
+            if busy is None:
+                return self.others
+            own = _own_seconds()
+            if last is not None and now > last[0]:
+                # All CPUs' busy time less our own, per second of wall time: cores in use by
+                # others (the machine may have more CPUs than we may use: count them all).
+                others = ((busy - last[1]) - (own - last[2])) / (now - last[0])
+                # (clamped: the counters tick every 10 ms, a short interval reads coarsely)
+                self.others = min(max(0.0, others), float(self.machine))
+                self._count = self._decide(self.count_for(self.others), now)
+                self._counted = True
+                self._set_wait()
+            self._last = (now, busy, own)
+        return self.others
+
+    def reread(self, window: float = FIRST_INTERVAL) -> int:
+        """The count read over the next `window` seconds alone (the calling thread sleeps
+        through them), for the end of a wait on this process's background compiles
+        (kernels/vectorized.settle): the reading in progress counted the compile workers as
+        other processes, and its count (one thread on two CPUs) would hold until the next
+        sample, up to `INTERVAL` after the workers were done: a whole timed run of the
+        bench's eager rows (opcost's 1M-element ops: 15 calls of 2-5 ms)."""
+        with self._lock:
+            busy = _busy_seconds()
+            if busy is None:
+                return self._count
+            self._last = (time.monotonic(), busy, _own_seconds())
+            self._counted = False      # the next sample may come `FIRST_INTERVAL` after this
+            self._set_wait()
+        time.sleep(window)
+        return self.threads()
+
+    def _decide(self, count: int, now: float) -> int:
+        """The count to use from a reading whose own count is `count` (`count_for`): the
+        end of a trial, the start of one, or `count` itself."""
+        full = self.cpus
+        if self._in_trial:           # the reading covers the trial's window alone
+            self._in_trial = False
+            if count >= full:        # others gave the core back: keep it
+                self.trials_kept += 1
+                self._backoff = TRIAL_BACKOFF_MIN
+                self._trial_at = None
+            else:                    # they compete: back down, and wait longer next time
+                self._backoff = min(2 * self._backoff, TRIAL_BACKOFF_MAX)
+                self._trial_at = now + self._backoff
+            return count
+        if count >= full:
+            self._trial_at = None
+            return count
+        if self._workers():
+            # our own compile workers take the core: try when they stop, at once
+            self._backoff = TRIAL_BACKOFF_MIN
+            self._trial_at = now
+            return count
+        if self._trial_at is None:
+            self._trial_at = now + self._backoff
+            return count
+        if now >= self._trial_at:
+            self._in_trial = True
+            self.trials += 1
+            return full
+        return count
+
+    def count_for(self, others: float) -> int:
+        """Threads to use when others keep `others` cores busy."""
+        free = min(self.cpus, self.machine - others)
+        return max(1, min(self.cpus, int(free + self.slack)))
+
+    def threads(self) -> int:
+        # (`sample`'s own test first, here: a call of it costs ~0.3 us on caches a step's
+        # products swept, and the two-layer step asks the count at every launch; the test
+        # passes for all but one call in `interval`)
+        last = self._last
+        if last is None or time.monotonic() - last[0] >= self._wait:
+            self.sample()
+        return self._count
+
+
+core_share = CoreShare()
+
+
+class _Setting:
+    """One library's thread count as `adapt` manages it: the ceiling is the count found
+    before we changed anything, or the one someone else set since (theirs wins)."""
+
+    def __init__(self, get, put):
+        self.get, self.put = get, put
+        self.ceiling = None
+        self.ours = None          # the count we set last
+
+    def apply(self, n: int) -> None:
+        current = self.get()
+        if current is None:
+            return
+        if self.ours is None or current != self.ours:
+            self.ceiling = current   # first use, or changed by someone else: new ceiling
+        want = max(1, min(n, self.ceiling))
+        if want != current:
+            self.put(want)
+        self.ours = want
+
+
+def _numba_setting() -> _Setting:
+    import numba
+    return _Setting(numba.get_num_threads, numba.set_num_threads)
+
+
+_blas = None
+_local = threading.local()   # numba's count is per Python thread
+# Read once: `adapt` runs before every parallel kernel, an environment lookup costs 1 us.
+ENABLED = sys.platform.startswith("linux") and not is_off("TRACEJIT_ADAPTIVE_THREADS")
+if ENABLED:
+    # A first reading at import: the first product (a user's first step, typically a
+    # second later) then already knows what other processes take. Without it the first
+    # samples only start the clock, and under load a first MLP step ran its products and
+    # BLAS's spinning threads on two cores others held: 480-510 ms against 170-350 ms.
+    core_share.sample()
+
+
+def adapt() -> int:
+    """Set numba's threads (for the calling thread) and BLAS's to what the machine can
+    give now; returns the count (0 when turned off). Cheap: a clock read unless a
+    sample is due or the count changed."""
+    if not ENABLED:
+        return 0
+    n = core_share.threads()
+    if getattr(_local, "n", None) == n:
+        return n      # nothing changed here since (a count set by others meanwhile stays)
+    try:
+        _apply(n)
+    except Exception as exc:   # a tuning must never fail the kernel it runs before
+        _give_up(exc)
+        return 0
+    _local.n = n
+    return n
+
+
+def _apply(n: int) -> None:
+    global _blas
+    numba_setting = getattr(_local, "numba", None)
+    if numba_setting is None:
+        numba_setting = _local.numba = _numba_setting()
+    numba_setting.apply(n)
+    if _blas is None:
+        from ....threads import blas_threads, set_blas_threads
+        _blas = _Setting(blas_threads, set_blas_threads)
+    _blas.apply(n)
+
+
+_blas_n = None
+
+
+def adapt_blas() -> int:
+    """`adapt` for BLAS alone: what eager matmul calls (it must not import numba or start
+    its thread pool: 0.5 s on the first eager product)."""
+    global _blas, _blas_n
+    if not ENABLED:
+        return 0
+    n = core_share.threads()
+    if _blas_n == n and _blas is not None:
+        return n
+    try:
+        if _blas is None:
+            from ....threads import blas_threads, set_blas_threads
+            _blas = _Setting(blas_threads, set_blas_threads)
+        _blas.apply(n)
+    except Exception as exc:
+        _give_up(exc)
+        return 0
+    _blas_n = n
+    return n
+
+
+def _give_up(exc: Exception) -> None:
+    global ENABLED
+    ENABLED = False
+    import warnings
+    warnings.warn(f"tracejit: adaptive thread counts turned off after an error "
+                  f"({type(exc).__name__}: {exc}); thread counts stay as they are",
+                  RuntimeWarning, stacklevel=3)
+
+
+def _single(m: int, k: int, n: int) -> bool:
+    """Whether an (m, k) @ (k, n) product runs on one BLAS thread whatever the policy gives
+    (`SMALL_GEMM_MNK`; `FEW_ROWS` below `FEW_ROWS_GEMM_MNK`)."""
+    mnk = m * k * n
+    return mnk < SMALL_GEMM_MNK or (m < FEW_ROWS and mnk < FEW_ROWS_GEMM_MNK)
+
+
+def blas_threads_for(m: int, k: int, n: int, available: int) -> int:
+    """BLAS threads for an (m, k) @ (k, n) product when `available` threads may run."""
+    if _single(m, k, n):
+        return 1
+    return max(1, available)
+
+
+def _one_thread(m: int, k: int, n: int) -> bool:
+    """Whether an (m, k) @ (k, n) product runs on one BLAS thread where several are ours
+    (`blas_threads_for`: waking the pool costs a small product more than it saves)."""
+    return _blas is not None and _blas.ours not in (None, 1) and _single(m, k, n)
+
+
+def _set_one(m: int, k: int, n: int) -> bool:
+    """Whether `matmul` must set BLAS's count to one around the product: `_one_thread`,
+    unless the product is so small that BLAS keeps it on one thread by itself."""
+    return _one_thread(m, k, n) and m * k * n >= TINY_GEMM_MNK
+
+
+def matmul(a, b, blas_only: bool = False):
+    """``numpy.matmul(a, b)`` on the BLAS threads `adapt` and `blas_threads_for` choose: the
+    call a compiled plan makes for each product (a GEMM is split like a kernel, and waits
+    for a thread stuck behind another process the same way). ``blas_only``: adapt BLAS's
+    count only (`adapt_blas`; eager matmul). A product below `TINY_GEMM_MNK` skips the
+    adaptation: BLAS keeps it on one thread whatever the count, `matmul` leaves the count
+    alone for it, and a larger product (or parallel kernel) adapts before it runs; so the
+    small products of an eager step cost numpy's call alone (the sampling cost 0.85 us a
+    product on top of np.matmul's 0.9 for 4x4)."""
+    if a.ndim >= 2 and b.ndim >= 2:
+        sa = a.shape
+        m, k, n = sa[-2], sa[-1], b.shape[-1]
+        mnk = m * k * n
+        if mnk < TINY_GEMM_MNK:
+            return np.matmul(a, b)
+        if mnk >= FEW_ROWS_GEMM_MNK and m >= FEW_ROWS and k > THIN_DEPTH:
+            # A large product (a layer's: the MLP step's forward products and its last weight
+            # gradient): none of the kernels below takes it (a thin depth goes on to
+            # `_thin_depth`), BLAS runs it on the policy's threads. Decided here in three
+            # comparisons: the checks below, run for it on caches
+            # the previous product or kernel had swept, took ~1 us of each such call in the
+            # step (5.2-7.0 us of Python a call before, 4.3-5.7 after).
+            threads = adapt_blas() if blas_only else adapt()
+            if threads == 1 and CLAIM_GEMMS and mnk >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
+                out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
+                if out is not None:
+                    return out
+            return np.matmul(a, b)
+        single = _single(m, k, n)
+        if SKINNY_MNK <= m * k * n < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN:
+            out = _skinny().product(a, b)   # a head's product: one thread, nothing packed
+            if out is not None:
+                return out
+        if HALVES_MNK <= m * k * n < FEW_ROWS_GEMM_MNK:
+            if not ENABLED or core_share.threads() > 1:
+                out = _halves().product(a, b)   # two GIL-free halves where two cores are free
+                if out is not None:
+                    return out
+            elif a.dtype not in _halves_asked:   # (their module asked for now, once per
+                _halves_asked.add(a.dtype)         # dtype: loaded when two cores are free)
+                _halves().expect(a.dtype)
+        if single:   # one thread whatever the policy: the register-tile kernel
+            out = _rows_gemm().product(a, b)
+            if out is not None:
+                return out
+        threads = adapt_blas() if blas_only else adapt()
+        if k <= THIN_DEPTH and n >= THIN_DEPTH_COLUMNS and b.flags.c_contiguous:
+            out = _thin_depth(a, b, 1 if single else threads)
+            if out is not None:
+                return out
+        if threads == 1 and not single and m * k * n < FEW_ROWS_GEMM_MNK:
+            out = _rows_gemm().product(a, b)   # one thread because the policy gives one
+            if out is not None:
+                return out
+        elif not single and m < FEW_ROWS and (threads == 1 or m <= FEW_ROWS_T_ANY) and b.flags.f_contiguous:
+            out = _rows_gemm().product(a, b)   # x @ w.T of few rows, past FEW_ROWS_GEMM_MNK
+            if out is not None:
+                return out
+        if _splits(a, b, m * k * n):
+            return _batched(a, b)
+        if threads == 1 and CLAIM_GEMMS and m * k * n >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
+            out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
+            if out is not None:
+                return out
+        if threads and _set_one(m, k, n):
+            _blas.put(1)
+            try:
+                return np.matmul(a, b)
+            finally:
+                _blas.put(_blas.ours)
+        return np.matmul(a, b)
+    adapt_blas() if blas_only else adapt()   # a vector operand: its count as it is
+    return np.matmul(a, b)
+
+
+# Products from this m*k*n on run as parts of rows claimed by this thread and sharepool's
+# partner thread where the policy gives BLAS one thread but its ceiling is two or more
+# (`sharepool.claimed_matmul`: the partner does as many parts as it gets a core for, and
+# is not waited for when it got none). CLAIM_GEMMS: the switch (tests, measurements).
+CLAIM_GEMM_MNK = 1 << 25
+CLAIM_GEMMS = True
+
+
+def _claimed(a, b):
+    if ceding():
+        return None
+    from . import sharepool
+    return sharepool.claimed_matmul(a, b) if sharepool.partner.punctual() else None
+
+
+# While a compile worker of this process starts up or compiles a job the program waits for
+# (rank before LATER: a background compile's kernels, which tier 0 and the first compiled
+# steps wait for; an op's kernel), the program's second thread (sharepool's partner: claimed
+# products, split loops) is not used: the policy already gives the program one thread then
+# (the worker counts as another process), but the partner took the worker's core in turns
+# all the same (it moves off its launcher's CPU: onto the worker's; cold MLP step on a quiet
+# machine: the partner 0.33 of a core, the worker 0.63) and each compile took longer.
+# CEDE: the switch (tests, measurements).
+CEDE = True
+
+
+def ceding() -> bool:
+    """Whether the program leaves its second thread's core to its compile workers now: a
+    worker of this process starts up or compiles a job the program waits for
+    (compiler/workers.compiling), and the CPUs we may use less those workers leave fewer
+    than two (a 2-core machine)."""
+    if not CEDE:
+        return False
+    w = sys.modules.get("tracejit.compiler.workers")
+    if w is None:
+        return False
+    n = w.compiling()
+    # (only where the busy workers leave the program fewer than its two threads' cores: on a
+    # machine with cores to spare the partner takes none of theirs)
+    return n > 0 and core_share.cpus - n < 2
+
+
+# Products of a depth of at most THIN_DEPTH and at least THIN_DEPTH_COLUMNS columns of a
+# C-contiguous b, past the ranges above and from rows_gemm.MIN_MNK (a convolution of few
+# input channels: LeNet's first, 32x10 @ 10x43264 with its bias row), run on the
+# register-tile kernel (compiler/cpu/gemm/rows_gemm.py), in two halves by rows where the policy gives two
+# threads and the halves can run (compiler/cpu/gemm/halves.py `thin`), on this thread where it gives one
+# or the product is one BLAS thread's anyway (`_single`). BLAS packs the 10-row b into
+# panels for a product that is one pass writing its output: 32x10x43264 float32, one
+# thread, 0.49-0.51 ms against the kernel's 0.28-0.29 (BLAS on two threads 0.26). Same
+# values: the depth is summed in order either way (tests/ops/test_thin_depth_gemm.py).
+THIN_DEPTH = 16
+THIN_DEPTH_COLUMNS = 4096
+
+
+def _thin_depth(a, b, threads: int):
+    """``a @ b`` for `matmul`'s products of a thin depth (above), or None (numpy's product:
+    two BLAS threads where the halves cannot run, or the kernel is not loaded)."""
+    if threads > 1:
+        return _halves().thin(a, b) if a.shape[0] > a.shape[1] and _halves().two_cores() else None
+    return _rows_gemm().product(a, b, thin=True)
+
+
+def _rows_gemm():
+    """compiler/cpu/gemm/rows_gemm.py (imported at the first product that may use it): products below
+    `FEW_ROWS_GEMM_MNK` that run on one thread (by `_single`, or because the policy gives
+    one) go to its kernel, which beats one BLAS thread on them (64x1000x100 float32: 82-86 us
+    against OpenBLAS's 104-111; 1000x64x100: 80-83 against 83-93), and to numpy where it
+    cannot run. Larger products were not measured against it."""
+    global _rows_module
+    if _rows_module is None:
+        from ..gemm import rows_gemm as _rows_module
+    return _rows_module
+
+
+_rows_module = None
+
+# Products of m*k*n from this bound to below HALVES_MNK with a dimension of at most
+# SKINNY_THIN (a classifier head's: the MLP step's 256x1024x10, 256x10x1024, 10x256x1024) go
+# to compiler/cpu/gemm/skinny_gemm.py first: a dot kernel for few columns of a transposed b, the
+# register-tile kernel for a small depth or few rows, each in two GIL-free halves on the
+# two cores (compiler/cpu/gemm/halves.py). In the MLP step the three took 0.26 ms against BLAS's
+# 0.39-0.40 (breakdown, SCHED_FIFO, policy off). Checked here first: nothing
+# is imported below the range.
+SKINNY_MNK = 1 << 20
+SKINNY_THIN = 16
+# A head's logits ``x @ w.T`` (a few columns of a transposed b: the dot kernel) go to
+# compiler/cpu/gemm/skinny_gemm.py up to this bound, past HALVES_MNK: the dot kernel reads x once in
+# place where BLAS packs it for a product that is one pass over it. The Transformer step's
+# head (2048x256x10, 5.2M multiply-adds) alone, SCHED_FIFO, min / median ms: two threads
+# 0.155 / 0.161 (BLAS) against 0.081 / 0.091 (the dot halves), caches swept before each
+# call 0.304 / 0.376 against 0.184 / 0.233; one thread 0.223 / 0.239 against 0.149 / 0.155.
+# The other thin forms keep HALVES_MNK: the weight gradient (few rows) already runs as the
+# halves' depth halves from there, and the small-depth input gradient ``g @ w`` (2048x10x256)
+# in the tile kernel's row halves was no faster than two BLAS threads (0.079 / 0.083 against
+# 0.082 / 0.086 warm, 0.211 / 0.284 against 0.179 / 0.224 swept).
+SKINNY_DOT_MNK = 1 << 23
+
+
+def _skinny():
+    global _skinny_module
+    if _skinny_module is None:
+        from ..gemm import skinny_gemm as _skinny_module
+    return _skinny_module
+
+
+_skinny_module = None
+
+
+# Products of m*k*n from this bound to below FEW_ROWS_GEMM_MNK run as two halves on the
+# register-tile kernel, one on this thread and one on OpenBLAS's worker, each a cfunc that
+# holds no Python object (compiler/cpu/gemm/halves.py), where the policy gives two threads: the two-layer
+# step's forward (64x1000x100, split by its depth: not bitwise the one-thread sum) and weight
+# gradient (1000x64x100, split by rows), with its SGD update split by the same halves of the
+# weights. 4M: the kernel's own lower bound (rows_gemm.MIN_MNK). The policy's count is asked
+# here first: declining inside halves.product cost the compiled step ~10 us under load.
+HALVES_MNK = 1 << 22
+
+
+def _halves():
+    global _halves_module
+    if _halves_module is None:
+        from ..gemm import halves as _halves_module
+    return _halves_module
+
+
+_halves_module = None
+_halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has asked for
+
+
+# Two independent products of a compiled plan (compiler/gemmpair.py pairs them: a layer's
+# input and weight gradients) from this many multiply-adds each run at once, each on one BLAS
+# thread, one on this thread and one on OpenBLAS's worker (compiler/cpu/gemm/halves.py's `pair`), where the
+# policy gives two threads: two one-thread products do not meet at every panel as one
+# two-thread product's threads do. The MLP step's 256x1024x1024 pair (layer 2's input and
+# weight gradients; SCHED_FIFO, policy off, load 5-10): 3.82-3.91 ms in the step
+# against 3.98-4.07 one after the other (six breakdowns each, fresh processes alternating),
+# the step's GEMM time 9.32-9.74 (median 9.43) against 9.61-9.88 (9.645), the step -0.20 ms
+# (in-process ABBA, 12 rounds, 10 lower). Alone, warm, the pair is no faster than the two
+# two-thread products (3.95/4.11 against 3.97/4.07 ms min/median): what it saves is in the
+# step. Below 8M (a head's products) the kernels above run them. PAIRS: the switch (tests,
+# measurements); `pairs_run` counts the pairs that ran so (the breakdown reads it).
+PAIR_MNK = 1 << 23
+PAIRS = True
+pairs_run = 0
+
+
+def matmul_for(m: int, k: int, n: int, dtype):
+    """The callable a compiled plan makes its (m, k) @ (k, n) product of `dtype` with,
+    shapes known when the plan is built: `matmul`'s route decided once where the shapes
+    alone decide it. A product below `TINY_GEMM_MNK` is numpy's matmul itself (`matmul`
+    returns ``np.matmul(a, b)`` for it after three comparisons: 0.3-1.3 us of the two-layer
+    step's three small products on swept caches); one in the halves' range that no
+    skinny kernel takes is compiler/cpu/gemm/halves.py's `plan_product` (the halves' launch with only
+    the checks a call can change, `matmul` itself for anything else); every other
+    product `matmul`. The results are `matmul`'s: the same kernels on the same checks."""
+    mnk = m * k * n
+    if mnk < TINY_GEMM_MNK:
+        return np.matmul
+    if (HALVES_MNK <= mnk < FEW_ROWS_GEMM_MNK
+            and not (SKINNY_MNK <= mnk < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN)):
+        return _halves().plan_product(m, k, n, dtype, matmul)
+    return matmul
+
+
+def matmul_pair(a1, b1, a2, b2) -> tuple:
+    """``(matmul(a1, b1), matmul(a2, b2))`` for a plan's two independent products: at once
+    on the two cores where both are 2-D of `PAIR_MNK` multiply-adds or more and halves.pair
+    can run them (its conditions: two cores free, numpy's BLAS an ILP64 OpenBLAS, the
+    module loaded), else one after the other."""
+    global pairs_run
+    if (PAIRS and a1.ndim == 2 and b1.ndim == 2 and a2.ndim == 2 and b2.ndim == 2
+            and a1.shape[0] * a1.shape[1] * b1.shape[1] >= PAIR_MNK
+            and a2.shape[0] * a2.shape[1] * b2.shape[1] >= PAIR_MNK
+            and (not ENABLED or core_share.threads() > 1)):
+        out = _halves().pair(a1, b1, a2, b2)
+        if out is not None:
+            pairs_run += 1
+            return out
+    return matmul(a1, b1), matmul(a2, b2)
+
+
+def load_gemm_kernels(dtype: str = "float32") -> bool:
+    """Load (compiling into the disk cache where it does not hold them yet) the hand-written
+    kernels `matmul` routes products to: rows_gemm's, its halves, skinny_gemm's. Sync mode
+    (``TRACEJIT_COMPILE=sync``, the benchmarks) only loads them from disk and never compiles
+    them in a call, so on an empty cache a steady-state measurement ran the MLP step's head
+    products on BLAS (0.44-0.47 ms of the step against 0.30) unless an earlier
+    process had put them there; background mode compiles them in its workers anyway.
+    For a benchmark's set-up (bench/breakdown.py, the compiled runner), not the op path.
+    True when all three loaded."""
+    from ..gemm import halves
+    from ..gemm import rows_gemm
+    from ..gemm import skinny_gemm
+    return all([module.module_kernel(dtype).load_now() for module in (rows_gemm, halves, skinny_gemm)])
+
+
+# Products of m*k*n from which a batch of them stays on BLAS's own threads (each product
+# big enough for its threads to pay) rather than being split by batch (`_batched`).
+BATCH_SPLIT_MAX_MNK = 1 << 22
+
+
+def _splits(a, b, mnk: int) -> bool:
+    """Whether a batched product (same leading dims, float, each product small) runs split
+    by batch over the cores (`_batched`) instead of numpy's one product at a time."""
+    return (a.ndim >= 3 and a.ndim == b.ndim and a.shape[0] > 1 and mnk < BATCH_SPLIT_MAX_MNK
+            and a.shape[:-2] == b.shape[:-2] and a.dtype == b.dtype and a.dtype.kind == "f"
+            and a.dtype.itemsize in (4, 8))
+
+
+def _batched(a, b):
+    """``a @ b`` for a batch of products each too small for BLAS's threads to pay (numpy
+    makes one BLAS call per product, and two BLAS threads meet at every call: attention's
+    16 x 4 products of 128x64 @ 64x128 ran no faster on two threads than on one): the batch
+    split over the pool's threads by its first axis, each part on one BLAS thread
+    (tracejit/compiler/cpu/runtime/sharepool.py); at once where the machine gives one core."""
+    from . import sharepool
+    out = np.empty(a.shape[:-1] + (b.shape[-1],), a.dtype)
+
+    def part(lo, hi):
+        np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi])
+    work = out.size * a.shape[-1]
+    sharepool.split(part, a.shape[0], work)
+    return out
+
+
+def gemm_thread_count(m: int, k: int, n: int) -> int | None:
+    """The BLAS threads `matmul` gives an (m, k) @ (k, n) product at this moment (as set by
+    the last `adapt`): what a profiler records beside the product's time (bench/breakdown.py),
+    since a step's GEMMs run at about half speed when the policy has given a core away. None
+    where no known BLAS is loaded."""
+    if _one_thread(m, k, n):
+        return 1
+    mnk = m * k * n
+    if (SKINNY_MNK <= mnk < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN
+            and (mnk < HALVES_MNK or n <= SKINNY_THIN)   # (past HALVES_MNK: the dot kernel's only)
+            and _skinny_module is not None and _skinny_module.ENABLED):
+        t = _skinny_module.threads(m, k, n)
+        if t is not None:
+            return t
+    from ....threads import blas_threads
+    return blas_threads()
+
+
+def blas_ceiling() -> int | None:
+    """BLAS's thread count before `adapt` lowered it (the count it started with, or the one
+    someone else set since): the count a quiet machine gives every large product. None
+    where no known BLAS is loaded."""
+    if _blas is not None and _blas.ceiling is not None:
+        return _blas.ceiling
+    # (the module's attribute, read at the call: no import statement on a GEMM's path)
+    return _threads.blas_threads()
+
+
+@contextlib.contextmanager
+def gemm_threads(m: int, k: int, n: int):
+    """BLAS's thread count for (m, k) @ (k, n) products made inside the block by code that
+    calls numpy's BLAS itself (the recurrent layers' loop kernels, compiler/cpu/gemm/blas_gemm.py): what
+    eager `matmul` gives each such product."""
+    if not (adapt_blas() and _set_one(m, k, n)):
+        yield
+        return
+    _blas.put(1)
+    try:
+        yield
+    finally:
+        _blas.put(_blas.ours)

@@ -1,0 +1,565 @@
+"""A few persistent threads that run shares of one piece of work: compiled chunk kernels
+(compiler/cpu/runtime/chunkpool.py) and batched BLAS work split by its batch (`split`).
+
+Why a pool of our own: numba's OpenMP workers spin after each kernel and took the next
+BLAS call's cores; these threads block on a lock between launches (no spinning), and a
+launch hands each one its share through that lock (tens of microseconds). Shares release
+the GIL for their loops (nogil numba kernels, numpy's BLAS calls), so they run at once.
+
+One launch at a time: a second Python thread launching meanwhile runs its work on one
+thread instead of waiting. A forked child starts a pool of its own.
+
+`split(fn, n)` is for work made of many small independent BLAS products, such as
+attention's per-(batch, head) products (16 x 4 products of 128 x 128 x 64 in the
+Transformer encoder step): each is one BLAS call too small for BLAS's own threads to pay
+(both threads meet at every call), so on two threads they ran no faster than on one.
+Split by batch instead, each share runs its products on one BLAS thread, one after the
+other, with no meeting between them. Of two shares, the second runs on OpenBLAS's own worker
+where it can (`BlasWorker`: that worker is awake on the second core right after a product).
+
+`Partner` is one more thread, for launches whose shares claim their work (the recurrent
+loops, compiler/cpu/kernels/loop_split.py): its launcher does not wait for it once the work is done.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import queue
+import threading
+import time
+from typing import Callable, Optional
+
+from . import coreshare
+from ....threads import blas_threads_set, usable_cpus
+
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch",
+           "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "Partner", "partner", "claim_split",
+           "claimed_matmul", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
+
+# Multiply-adds below which `split` runs its work on the calling thread alone: handing a
+# share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
+# product about 30 (one thread).
+SPLIT_MIN_WORK = 1 << 22
+
+
+class _Thread:
+    """One pool thread: runs ``fn(*args)`` when released."""
+
+    __slots__ = ("go", "done", "job", "error", "thread")
+
+    def __init__(self):
+        self.go = threading.Lock()
+        self.done = threading.Lock()
+        self.go.acquire()
+        self.done.acquire()
+        self.job = None
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="tracejit-chunks")
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self.go.acquire()
+            fn, args = self.job
+            self.job = None
+            try:
+                fn(*args)
+            except BaseException as exc:  # raised again in the launching thread
+                self.error = exc
+            # Drop the job before waiting for the next: a thread that kept `args` until
+            # then would hold the launch's arrays alive (memory) and add a reference the
+            # autograd engine reads when it decides whether a gradient buffer is exclusive
+            # (autograd/node.py `_exclusive`): a leaf's .grad would be copied or not
+            # depending on whether the last launch had two shares.
+            del fn, args
+            self.done.release()
+
+
+_threads: list = []
+_cpus = None
+try_launch: Callable[[], bool]      # (both set by `_new_launch_lock`)
+end_launch: Callable[[], None]
+
+
+def _new_launch_lock() -> None:
+    """The one-launch-at-a-time lock, and `try_launch` / `end_launch` as its own methods.
+
+    ``try_launch()`` takes the pool for one launch, False when another thread holds it (run
+    on one thread then, do not wait); ``end_launch()`` gives it back. Bound C methods, not
+    Python functions around them: `end_launch` runs right after a kernel that swept the
+    caches, where a Python frame cost ~2 us (GELU loss step over 4M float32)."""
+    global _launch, try_launch, end_launch
+    _launch = threading.Lock()
+    try_launch = functools.partial(_launch.acquire, False)
+    end_launch = _launch.release
+
+
+_new_launch_lock()
+
+
+def _reset_after_fork() -> None:
+    global _threads
+    _threads = []
+    _new_launch_lock()
+    partner.__init__()          # the parent's partner thread does not exist here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def pool_threads() -> int:
+    """Shares a launch may use now: the cores other processes leave this one."""
+    global _cpus
+    if _cpus is None:
+        _cpus = usable_cpus()
+    if coreshare.ENABLED:
+        return max(1, min(_cpus, coreshare.core_share.threads()))
+    return _cpus
+
+
+def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
+    """fn(*args, t, nt, *tail) for t in 0..nt-1, share 0 on this thread (the caller holds
+    the launch: `try_launch`). An exception in any share is raised here, after all ended."""
+    while len(_threads) < nt - 1:
+        _threads.append(_Thread())
+    used = _threads[:nt - 1]
+    for t, th in enumerate(used, 1):
+        th.job = (fn, args + (t, nt) + tail)
+        th.go.release()
+    error = None
+    try:
+        fn(*args, 0, nt, *tail)
+    except BaseException as exc:
+        error = exc
+    for th in used:
+        th.done.acquire()
+        if th.error is not None and error is None:
+            error = th.error
+        th.error = None
+    if error is not None:
+        raise error
+
+
+class BlasWorker:
+    """OpenBLAS's own worker thread as a launch's second share (``gotoblas_pthread``:
+    OpenBLAS runs a function on its pool, the calling thread doing the first share).
+
+    Why: after each multi-threaded product OpenBLAS's worker busy-waits for the next one
+    (2^28 cycles, ~0.1 s, by default; ~0.4 ms with the ``OPENBLAS_THREAD_TIMEOUT`` that
+    `import tracejit` sets, tracejit/threads.py), and a training step's large products come
+    every few ms, so the work after a product finds that worker spinning on the second core.
+    A thread of ours then gets half of that core: the LSTM LM step with its loops split on a
+    thread of our own took 105.8 ms against 94.5 on one thread (near-idle machine, default
+    spin), 77 ms with ``OPENBLAS_THREAD_TIMEOUT=4`` (compiler/cpu/kernels/loop_split.py). Handing the second
+    share to that worker puts the spinning core to work instead: attention's split parts right
+    after a 2-thread product (2 threads forced, medians of 125 calls, load 7):
+    backward 4.32 -> 3.90 ms, context 1.28 -> 1.12, scores 1.02 -> 0.94, softmax 0.94 -> 0.87.
+
+    Only a pthreads OpenBLAS (`threads.openblas_pthreads`): an OpenMP build runs
+    gotoblas_pthread's shares as an OpenMP loop, which may put both on one thread, one after
+    the other: a share that waits for the other would wait forever."""
+
+    def __init__(self):
+        self.fn = None        # gotoblas_pthread, or None: not an OpenBLAS with a thread pool
+        self.pool = None      # its blas_num_threads (threads in the pool, the caller included)
+        self.job = None
+        self.found = False
+        self._finding = threading.Lock()
+
+    def find(self):
+        """gotoblas_pthread where numpy's BLAS is an OpenBLAS with a pool of 2 or more.
+        Looked up once, under a lock: `found` is set only after the lookup. Set before it,
+        a second thread asking meanwhile got None. The eager ops' kernel preparations
+        render in threads of their own, and the first ones, racing, read the machine as
+        having no pair (codegen_chunks.flat_pairs): gelu's pow and mul were rendered as
+        OpenMP kernels in about one fresh process in three, the next process rendered chunk
+        kernels, and it compiled them again."""
+        if not self.found:
+            with self._finding:
+                if not self.found:
+                    self._find()
+                    self.found = True
+        return self.fn if self.fn is not None and self.pool.value >= 2 else None
+
+    def _find(self) -> None:
+        try:
+            import ctypes
+
+            from ....threads import _BLAS_SETTERS, _blas_function, openblas_pthreads
+            path, setter = _blas_function(_BLAS_SETTERS)
+            if setter is not None and "openblas" in os.path.basename(path).lower():
+                lib = ctypes.CDLL(path)
+                fn = getattr(lib, "gotoblas_pthread", None)
+                if fn is not None and openblas_pthreads(lib):
+                    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+                    fn.restype = ctypes.c_int
+                    self.pool = ctypes.c_int.in_dll(lib, "blas_num_threads")
+                    self.qs = (ctypes.c_int64 * 2)(0, 1)
+                    self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
+                    self.fn = fn
+        except Exception:   # any doubt: tracejit's own pool
+            self.fn = None
+
+    def _share(self, ptr) -> None:
+        import ctypes
+        q = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_int64))[0]
+        fn, args, errors = self.job
+        try:
+            fn(*args, q, 2)
+        except BaseException as exc:   # raised by `run` once both shares ended
+            errors.append(exc)
+
+    def run(self, gotoblas_pthread, fn: Callable, args: tuple) -> None:
+        """fn(*args, q, 2) for q = 0 (this thread) and 1 (OpenBLAS's worker) at once."""
+        import ctypes
+        errors: list = []
+        self.job = (fn, args, errors)
+        try:
+            gotoblas_pthread(2, self.share, ctypes.addressof(self.qs), ctypes.sizeof(ctypes.c_int64))
+        finally:
+            self.job = None
+        if errors:
+            raise errors[0]
+
+
+blas_worker = BlasWorker()
+
+
+# Whether a pair's second share runs on OpenBLAS's worker (`run_pair`'s default); tests turn
+# it off to have tracejit's own thread run it.
+PAIR_ON_BLAS_WORKER = True
+
+
+def run_pair(fn: Callable, args: tuple, on_blas_worker: Optional[bool] = None) -> None:
+    """fn(*args, q, 2) for q = 0, 1 at once: q = 0 on this thread, q = 1 on OpenBLAS's worker
+    (`BlasWorker`, where numpy's BLAS is a pthreads OpenBLAS with a pool and `on_blas_worker`,
+    by default `PAIR_ON_BLAS_WORKER`) or else on a thread of this pool. The caller holds the
+    launch (`try_launch`); an exception in either share is raised here, after both ended.
+    Users: `split` and `launch` (fused Adam, LayerNorm's backward rows: their second share,
+    right after the backward's last product, ran as late as the first share's whole run on a
+    thread of ours). The recurrent loops use `Partner` instead (not waited for)."""
+    if on_blas_worker is None:
+        on_blas_worker = PAIR_ON_BLAS_WORKER
+    gotoblas_pthread = blas_worker.find() if on_blas_worker else None
+    if gotoblas_pthread is not None:
+        blas_worker.run(gotoblas_pthread, fn, args)
+    else:
+        run_shares(fn, args, (), 2)
+
+
+class Partner:
+    """A thread of ours that runs the second share of a launch whose two shares *claim* their
+    work (compiler/cpu/kernels/loop_split.py's split loops: a share does a half only after claiming it, and
+    takes its partner's halves when the partner is late), without the launcher waiting for a
+    partner that never began.
+
+    Why: `run_pair` (OpenBLAS's ``gotoblas_pthread`` or `run_shares`) returns only once the
+    second share has returned. On a shared machine the thread that runs it may get no core
+    for a whole call; the launcher then does all the work itself (the claims), and still
+    waited a scheduler time slice (~4-15 ms) for that thread to be scheduled once, find
+    every half claimed and exit: the LSTM LM step's four loop calls stalled that way under
+    load, so the loops split only when the thread policy saw no load. Here the
+    launcher `post`s the share, runs its own, and `finish` drops a job the partner has not
+    begun: it will never run (its references are dropped at once). A partner that began
+    late only finds every half claimed and touches none of the launch's arrays (the share
+    must not before a claim: loop_split's rule); it keeps the job's references until it
+    returns, so the memory it may still read stays alive.
+
+    One job at a time runs; a job posted while the partner is still in an earlier one waits
+    in the queue (its launcher does the work meanwhile). The thread blocks on the queue
+    between jobs (no spinning); a forked child starts a new one when first needed.
+
+    Where the scheduler wakes the partner on its launcher's CPU (it does when the other
+    cores run other processes: every job of the LSTM LM step, load ~3), the partner would
+    run only when the launcher stops, so it moves itself off that CPU first (`_move_off`:
+    its affinity narrowed and at once restored, which migrates it): there its halves
+    compete with the other processes, not with its own launcher (halves taken over per
+    step: ~255 of 258 -> 24-95)."""
+
+    POSTED, RUNNING, CANCELLED, DONE = range(4)
+    # A launcher waits for work the partner had begun (claims cannot help there) well under
+    # a millisecond while the partner is at work (LSTM LM step, load 4.6: 10-480 us); when
+    # the partner was descheduled inside it, a time slice (2-9 ms) or, behind processes of
+    # higher priority, seconds (LSTM LM steps of 2-8 s seen at load 6-7 with a 100%-duty
+    # competitor). Waits over STALL_S are stalls; their time, less STALL_SHARE of the wall
+    # time since (a leaky bucket), beyond STALL_BUDGET_S benches the partner: its users
+    # follow the load policy meanwhile (`punctual`). So a stall of a time slice now and then
+    # (the split saves ~25 ms a step) keeps the partner, a long one or stalls most steps do
+    # not (steps with ~30 ms of stalls took 150-168 ms against ~105 unsplit). The bench lasts
+    # BENCH_S, doubled for each one since the partner last went STRIKES_RESET_S without
+    # (up to BENCH_MAX_S): a machine that keeps stalling it keeps it benched.
+    STALL_S = 1e-3
+    STALL_SHARE = 0.1
+    STALL_BUDGET_S = 0.05
+    BENCH_S = 2.0
+    BENCH_MAX_S = 120.0
+    STRIKES_RESET_S = 60.0
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._mutex = threading.Lock()
+        self.thread: Optional[threading.Thread] = None
+        self.benched_until = 0.0
+        self.stalls = 0
+        self._debt = 0.0
+        self._debt_at = 0.0
+        self._strikes = 0
+        self._last_bench = -1e9
+
+    def waited(self, seconds: float) -> None:
+        """A launcher's longest wait for work the partner had begun, after its launch."""
+        if seconds <= self.STALL_S:
+            return
+        now = time.monotonic()
+        self.stalls += 1
+        self._debt = max(0.0, self._debt - (now - self._debt_at) * self.STALL_SHARE) + seconds
+        self._debt_at = now
+        if self._debt > self.STALL_BUDGET_S:
+            self._debt = 0.0
+            self._strikes = 1 if now - self._last_bench > self.STRIKES_RESET_S else self._strikes + 1
+            self._last_bench = now
+            self.benched_until = now + min(self.BENCH_MAX_S, self.BENCH_S * 2.0 ** (self._strikes - 1))
+
+    def punctual(self) -> bool:
+        """Whether no launch has waited long for the partner lately (`waited`)."""
+        return time.monotonic() >= self.benched_until
+
+    def post(self, fn: Callable, args: tuple) -> list:
+        """Queue ``fn(*args)`` for the partner thread; the job to hand to `finish`."""
+        done = threading.Lock()
+        done.acquire()
+        job = [self.POSTED, fn, args, None, done, _cpu()]      # state, fn, args, error, done, CPU
+        if self.thread is None:
+            with self._mutex:                  # (one thread, whoever posts first)
+                if self.thread is None:
+                    thread = threading.Thread(target=self._loop, args=(self._jobs, self._mutex), daemon=True,
+                                              name="tracejit-partner")
+                    thread.start()
+                    self.thread = thread
+        self._jobs.put(job)
+        return job
+
+    def _loop(self, jobs: queue.SimpleQueue, mutex) -> None:
+        while True:
+            job = jobs.get()
+            with mutex:
+                if job[0] != self.POSTED:      # cancelled: its launcher did the work
+                    continue
+                job[0] = self.RUNNING
+                fn, args = job[1], job[2]
+            _move_off(job[5])
+            try:
+                fn(*args)
+            except BaseException as exc:       # raised by `finish` when its launcher waits
+                job[3] = exc
+            del fn, args                       # (see _Thread._loop: no reference kept)
+            with mutex:
+                job[0] = self.DONE
+                job[1] = job[2] = None
+            job[4].release()
+            del job
+
+    def finish(self, job: list, wait: bool) -> Optional[BaseException]:
+        """After the launcher's own share: a job the partner has not begun is dropped (it
+        will not run); one it runs is waited for when `wait` (the launcher's share failed,
+        or the partner's did: the work may be unfinished) and not otherwise. Returns the
+        partner's error when it ended before or was waited for, else None."""
+        with self._mutex:
+            state = job[0]
+            if state == self.POSTED:
+                job[0] = self.CANCELLED
+                job[1] = job[2] = None
+                return None
+        if state == self.RUNNING and not wait:
+            return None
+        job[4].acquire()                       # (DONE: released already)
+        return job[3]
+
+
+partner = Partner()
+
+_getcpu = None
+
+
+def _cpu() -> int:
+    """The CPU this thread runs on now (-1: unknown)."""
+    global _getcpu
+    if _getcpu is None:
+        try:
+            import ctypes
+            _getcpu = ctypes.CDLL(None).sched_getcpu
+        except (OSError, AttributeError):
+            _getcpu = lambda: -1  # noqa: E731
+    return _getcpu()
+
+
+def _move_off(cpu: int) -> None:
+    """Move this thread off `cpu` (the launcher's) where it was woken there."""
+    if cpu < 0 or _cpu() != cpu:
+        return
+    try:
+        full = os.sched_getaffinity(0)
+        if len(full) > 1:
+            os.sched_setaffinity(0, full - {cpu})
+            os.sched_setaffinity(0, full)
+    except (AttributeError, OSError):
+        pass
+
+
+def launch(fn: Callable, args: tuple, nt: int) -> int:
+    """fn(*args, t, nt) for t in 0..nt-1 at once: two shares through `run_pair`, more
+    through `run_shares`; ``fn(*args, 0, 1)`` on this thread alone when `nt` is 1 or another
+    launch holds the pool. Returns the share count it ran. For nogil kernels that call no
+    BLAS and whose shares take their work from a shared counter (compiler/cpu/runtime/claim.py), so a
+    share that ran alone does all."""
+    if nt < 2 or not try_launch():
+        fn(*args, 0, 1)
+        return 1
+    try:
+        _run_all(fn, args, nt)
+    finally:
+        end_launch()
+    return nt
+
+
+def _run_all(fn: Callable, args: tuple, nt: int) -> None:
+    # fn(*args, t, nt) on nt >= 2 shares at once, the second of two on OpenBLAS's worker
+    if nt == 2:
+        run_pair(fn, args)
+    else:
+        run_shares(fn, args, (), nt)
+
+
+# Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose
+# thread starts late (its core was busy: on a shared machine a woken thread can wait
+# milliseconds for it) takes fewer, and the caller's own share does the rest instead of
+# waiting; a part costs a few microseconds of Python.
+PARTS_PER_SHARE = 4
+
+
+def _take_parts(fn: Callable, n: int, parts: int, next_part: Callable, t: int, nt: int) -> None:
+    while True:
+        p = next_part()          # itertools.count's __next__: atomic under the GIL
+        if p >= parts:
+            return
+        fn(n * p // parts, n * (p + 1) // parts)
+
+
+def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
+    """``fn(lo, hi)`` over ``[0, n)``: in contiguous parts taken in turn by shares on the
+    pool (the second of two on OpenBLAS's worker: `run_pair`), one per core the machine
+    gives now (`pool_threads`, never more than BLAS's own ceiling, so a process kept on one BLAS thread stays on one) with BLAS on one thread
+    meanwhile; or as ``fn(0, n)`` on this thread when one core is given, ``work``
+    (multiply-adds) is below `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn``
+    must release the GIL for its work (numpy's BLAS calls, nogil kernels) and its parts
+    must be independent."""
+    nt = min(n, pool_threads()) if n > 1 and work >= SPLIT_MIN_WORK else 1
+    if nt > 1:
+        nt = min(nt, coreshare.blas_ceiling() or 1)
+    if nt < 2 or not try_launch():
+        fn(0, n)
+        return
+    try:
+        parts = min(n, PARTS_PER_SHARE * nt)
+        args = (fn, n, parts, itertools.count().__next__)
+        with blas_threads_set(1):
+            _run_all(_take_parts, args, nt)
+    finally:
+        end_launch()
+
+
+def _claim_parts(fn: Callable, n: int, parts: int, next_part: Callable, finished: Callable,
+                 state: list) -> None:
+    # parts taken in turn until none is left (or a share failed); whoever ends the last part
+    # says so (state: [error, every part done])
+    while state[0] is None:
+        p = next_part()                        # itertools.count's __next__: atomic under the GIL
+        if p >= parts:
+            return
+        try:
+            fn(n * p // parts, n * (p + 1) // parts)
+        except BaseException as exc:
+            state[0] = exc
+            state[1].set()
+            return
+        if finished() == parts:
+            state[1].set()
+
+
+def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
+    """``fn(lo, hi)`` over ``[0, n)`` in `parts` contiguous parts taken in turn by this thread
+    and the partner thread (`partner`), BLAS on one thread meanwhile: the partner does as
+    many as it gets a core for, and is not waited for when it took none (only a part it
+    began is). For large products when the load policy gives BLAS one thread
+    (coreshare.matmul): a second BLAS thread behind another process stalls every product
+    a time slice, a partner that claims parts costs nothing when it is late. ``fn`` must
+    release the GIL (numpy's BLAS) and its parts be independent; on this thread alone when
+    another launch holds the pool."""
+    if parts < 2 or not try_launch():
+        fn(0, n)
+        return
+    state = [None, threading.Event()]
+    try:
+        args = (fn, n, parts, itertools.count().__next__, itertools.count(1).__next__, state)
+        with blas_threads_set(1):
+            job = partner.post(_claim_parts, args)
+            _claim_parts(*args)
+            if state[0] is None:
+                partner.finish(job, wait=False)
+                if not state[1].is_set():      # a part the partner began
+                    t0 = time.monotonic()
+                    state[1].wait()
+                    partner.waited(time.monotonic() - t0)
+            else:
+                partner.finish(job, wait=True)
+    finally:
+        end_launch()
+    if state[0] is not None:
+        raise state[0]
+
+
+# Multiply-adds of `claimed_matmul`'s smallest part (16 rows at least): ~0.3 ms of one
+# thread, so the launcher normally waits less than `Partner.STALL_S` for the partner's
+# last part. Parts halve what is left down to that size (`claimed_rows`): each part is one
+# BLAS call, and each call packs b again (~0.15 ms for the LSTM LM's 256x1024 weight, one
+# thread): 16 equal parts of 2048x256 @ 256x1024 cost 9.4 ms of CPU against 7.2 for one
+# call, the halving's 5 parts (1024, 512, 256, 128, 128 rows) 7.8.
+CLAIM_PART_MNK = 1 << 25
+
+
+def claimed_rows(m: int, smallest: int) -> list:
+    """Bounds of `claimed_matmul`'s row parts of ``[0, m)``: each part half of the rows
+    left (a multiple of 16), none under ``smallest`` (the last takes a remainder under
+    twice that). The launcher takes the first (half), a punctual partner the second (a
+    quarter) and each then the next left, so the shares end within the smallest part of
+    each other, with far fewer parts (BLAS calls packing b again) than equal parts that
+    small."""
+    smallest = max(16, smallest)
+    bounds, lo = [0], 0
+    while lo < m:
+        left = m - lo
+        size = left if left < 2 * smallest else max(smallest, left // 2 // 16 * 16)
+        lo += size
+        bounds.append(lo)
+    return bounds
+
+
+def claimed_matmul(a, b):
+    """``a @ b`` for 2-D float operands of one dtype as `claim_split` parts of a's rows
+    (`claimed_rows`; each ``numpy.matmul`` into its rows of the result on one BLAS
+    thread), or None for other operands."""
+    import numpy as np
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
+        return None
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), a.dtype)
+    bounds = claimed_rows(m, min(-(-CLAIM_PART_MNK // max(1, k * n)), m // 2))   # two parts at least
+
+    def part(p, _):
+        lo, hi = bounds[p], bounds[p + 1]
+        np.matmul(a[lo:hi], b, out=out[lo:hi])
+    claim_split(part, len(bounds) - 1, len(bounds) - 1)
+    return out
