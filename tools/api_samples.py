@@ -211,10 +211,15 @@ def _layer(name):
         def call(lib):
             import tracejit
             mod = getattr(lib.nn, name)(*ctor)
+            lazy = name.startswith("Lazy")
+            if lazy:   # the first call infers the input size
+                mod(*_make(lib, inputs))
             if lib is tracejit:
                 import torch
                 torch.manual_seed(0)
                 ref = getattr(torch.nn, name)(*ctor)
+                if lazy:
+                    ref(*_make(torch, inputs))
                 state = {k: tracejit.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()}
                 mod.load_state_dict(state)
             return mod(*_make(lib, inputs))

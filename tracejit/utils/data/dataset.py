@@ -97,7 +97,7 @@ def random_split(dataset: Dataset, lengths: Sequence[float], generator=None) -> 
     from ...ops.random import randperm
     n = len(dataset)
     lengths = list(lengths)
-    if lengths and all(isinstance(x, float) for x in lengths) and math.isclose(sum(lengths), 1.0):
+    if lengths and math.isclose(sum(lengths), 1.0) and sum(lengths) <= 1:   # fractions, as PyTorch reads them
         sizes = [int(math.floor(n * frac)) for frac in lengths]
         for i in range(n - sum(sizes)):  # distribute the remainder round-robin, like PyTorch
             sizes[i % len(sizes)] += 1
