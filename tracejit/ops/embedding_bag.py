@@ -19,6 +19,7 @@ from .elementwise import where
 from .indexing import getitem, scatter_add
 from .reductions import amax
 from .shape import expand, reshape, unsqueeze
+from .registry import refuse_tracing
 
 __all__ = ["embedding_bag"]
 
@@ -26,6 +27,7 @@ __all__ = ["embedding_bag"]
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float = 2, scale_grad_by_freq=False,
                   mode: str = "mean", sparse: bool = False, per_sample_weights=None,
                   include_last_offset: bool = False, padding_idx=None):
+    refuse_tracing("embedding_bag", "its indices and offsets")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
     if max_norm is not None:

@@ -21,6 +21,7 @@ from .elementwise import cast, where
 from .indexing import getitem, index_put, nonzero, scatter_add
 from .reductions import amax, amin
 from .shape import expand, reshape
+from .registry import refuse_tracing
 
 __all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill", "masked_select",
            "masked_scatter", "take", "put", "select", "argwhere"]
@@ -101,6 +102,7 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
 def _scatter_by_groups(input, dim, index, s, reduce, include_self):
     """Reduce contributions per target position: the contributions sorted by target, laid
     out as (targets, most contributions) with the reduction's identity as padding."""
+    refuse_tracing(f"scatter_reduce({reduce!r})", "its index")
     idx = np.moveaxis(index.numpy(), dim, -1)
     shape = tuple(input.shape)
     out_moved = np.moveaxis(np.empty(shape, dtype=np.int8), dim, -1).shape
@@ -204,6 +206,7 @@ def masked_scatter(input, mask, source):
     from ..shapes import broadcast_shapes
     shape = tuple(broadcast_shapes("masked_scatter", tuple(input.shape), tuple(mask.shape)))
     m = expand(mask, shape)
+    refuse_tracing("masked_scatter", "its mask")
     k = int(m.sum())
     if source.numel() < k:
         raise ValueError(f"masked_scatter: source has {source.numel()} elements, the mask selects {k}")

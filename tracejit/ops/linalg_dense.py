@@ -137,10 +137,8 @@ def _cholesky_vjp(g, out, a):
     from .tensorfns import tril
     from .shape import transpose
     lo = out
-    p = tril(_mT(lo) @ g)
-    n = lo.shape[-1]
-    from .creation import eye
-    p = p - 0.5 * p * eye(n, dtype=lo.dtype, device=lo.device)
+    x = _mT(lo) @ g
+    p = 0.5 * (tril(x) + tril(x, -1))       # phi: the lower triangle, its diagonal halved
     li = inv(lo)
     ga = _mT(li) @ p @ li
     return (0.5 * (ga + transpose(ga, -1, -2)),)
@@ -176,17 +174,16 @@ def _eigh_values_vjp(g, out, a, part, uplo):
 
 
 def _eigh_vectors_vjp(g, out, a, part, uplo):
-    from .creation import eye
     from .elementwise import where
     from .shape import unsqueeze
+    from .tensorfns import tril, triu
     w = bind(EIGH, a, part="values", uplo=uplo)
     v = out
     m = _mT(v) @ g
     m = 0.5 * (m - _mT(m))
     e = unsqueeze(w, -2) - unsqueeze(w, -1)          # e[i, j] = w_j - w_i
-    n = w.shape[-1]
-    off = eye(n, dtype=w.dtype, device=w.device) == 0
-    inner = where(off, m / where(off, e, 1.0), 0.0)
+    q = m / where(e == 0, 1.0, e)
+    inner = tril(q, -1) + triu(q, 1)                 # off the diagonal only
     return (v @ inner @ _mT(v),)
 
 

@@ -21,6 +21,7 @@ from .indexing import gather
 from .losses import pairwise_distance
 from .reductions import logsumexp, mean, sum as _sum
 from .shape import cat, stack, unsqueeze
+from .registry import refuse_tracing
 
 __all__ = ["gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "multilabel_margin_loss", "multi_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]
@@ -38,7 +39,8 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
                   and tuple(var.shape[:-1]) == tuple(input.shape[:-1])):
             raise ValueError(f"gaussian_nll_loss: var of shape {tuple(var.shape)} does not match "
                              f"input of shape {tuple(input.shape)}")
-    if bool((var < 0).any()):
+    from .registry import trace_state
+    if trace_state.tracer is None and bool((var < 0).any()):   # (a check of values: eager only)
         raise ValueError("gaussian_nll_loss: var has negative entries")
     # clamped for the value, as PyTorch does it in place under no_grad: the gradient
     # reaches var unchanged
@@ -79,6 +81,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """sum over target classes j (the labels before the first -1) and non-target classes i of
     max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
+    refuse_tracing("multilabel_margin_loss", "its target labels")
     unbatched = input.ndim == 1
     x = unsqueeze(input, 0) if unbatched else input
     t = unsqueeze(target, 0) if unbatched else target
@@ -152,6 +155,7 @@ def _lengths(v, n: int, what: str) -> list:
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
              reduction: str = "mean", zero_infinity: bool = False):
     """Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C))."""
+    refuse_tracing("ctc_loss", "its targets and lengths")
     unbatched = log_probs.ndim == 2
     lp = unsqueeze(log_probs, 1) if unbatched else log_probs
     if lp.ndim != 3:

@@ -133,7 +133,7 @@ def frac(input):
 
 # ---------------------------------------------------------------- special functions
 def _lgamma_impl(xp, a):
-    out = np.frompyfunc(math.lgamma, 1, 1)(np.asarray(a, np.float64)).astype(a.dtype)
+    out = np.asarray(np.frompyfunc(math.lgamma, 1, 1)(np.asarray(a, np.float64)), np.float64).astype(a.dtype)
     return out if xp is np else xp.asarray(out)
 
 
@@ -162,7 +162,7 @@ def _digamma_np(x: np.ndarray) -> np.ndarray:
 
 
 def _digamma_impl(xp, a):
-    out = _digamma_np(np.asarray(a)).astype(a.dtype)
+    out = np.asarray(_digamma_np(np.asarray(a))).astype(a.dtype)
     return out if xp is np else xp.asarray(out)
 
 
@@ -181,7 +181,7 @@ def _trigamma_np(x: np.ndarray) -> np.ndarray:
     return acc + inv + 0.5 * inv2 + inv * inv2 * (1 / 6 - inv2 * (1 / 30 - inv2 * (1 / 42 - inv2 / 30)))
 
 
-TRIGAMMA = _unary("trigamma", lambda xp, a: _trigamma_np(np.asarray(a)).astype(a.dtype), None)
+TRIGAMMA = _unary("trigamma", lambda xp, a: np.asarray(_trigamma_np(np.asarray(a))).astype(a.dtype), None)
 DIGAMMA = _unary("digamma", _digamma_impl, lambda g, out, a: (g * _bind1(TRIGAMMA, a),))
 LGAMMA = _unary("lgamma", _lgamma_impl, lambda g, out, a: (g * _bind1(DIGAMMA, a),))
 
@@ -207,7 +207,7 @@ def _erfinv_impl(xp, a):
         x = x - err / (2 / np.sqrt(np.pi) * np.exp(-x * x))
     x = np.where(y == 1, np.inf, np.where(y == -1, -np.inf, x))
     x = np.where(np.abs(y) > 1, np.nan, x)
-    out = x.astype(a.dtype)
+    out = np.asarray(x).astype(a.dtype)
     return out if xp is np else xp.asarray(out)
 
 

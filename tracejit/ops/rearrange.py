@@ -18,6 +18,7 @@ from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import cat, expand, flip, movedim, permute, reshape, stack, transpose, unsqueeze
+from .registry import refuse_tracing
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "roll",
            "rot90", "unflatten", "tile", "repeat_interleave", "diag", "diagonal", "diag_embed", "trace",
@@ -120,6 +121,7 @@ def tile(input, dims):
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Each element repeated `repeats` times along `dim` (the flattened input if None)."""
     if repeats is None:   # repeat_interleave(repeats): indices repeated by their counts
+        refuse_tracing("repeat_interleave", "its counts")
         counts = input.numpy().astype(np.int64)
         return tensor(np.repeat(np.arange(counts.shape[0]), counts), device=input.device)
     if dim is None:
@@ -127,6 +129,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     d = normalize_dim(dim, input.ndim, "repeat_interleave")
     n = input.shape[d]
     if isinstance(repeats, Tensor):
+        refuse_tracing("repeat_interleave", "its repeats")
         reps = repeats.numpy().astype(np.int64).reshape(-1)
     else:
         reps = np.asarray(repeats, dtype=np.int64).reshape(-1)

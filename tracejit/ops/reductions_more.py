@@ -22,6 +22,7 @@ from .indexing import gather
 from .reductions import amax, amin, cumsum, mean, std, sum as _sum, var
 from .shape import cat, narrow, reshape
 from .tensorfns import sort
+from .registry import refuse_tracing
 
 __all__ = ["median", "nanmedian", "kthvalue", "quantile", "nanquantile", "nanmean", "nansum",
            "var_mean", "std_mean", "aminmax", "cummax", "cummin", "logcumsumexp", "count_nonzero",
@@ -172,6 +173,7 @@ def aminmax(input, *, dim=None, keepdim: bool = False):
 
 def _cum_extreme(input, dim, better, name):
     """Running max/min along dim with the index of its last occurrence (as PyTorch)."""
+    refuse_tracing(name, "its input")
     d = normalize_dim(dim, input.ndim, name)
     a = np.moveaxis(input.numpy(), d, -1)
     idx = np.zeros(a.shape, dtype=np.int64)
@@ -262,6 +264,7 @@ def equal(input, other) -> bool:
 
 
 def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
+    refuse_tracing("isin", "its inputs")
     te = test_elements.numpy() if isinstance(test_elements, Tensor) else np.asarray(test_elements)
     el = elements.numpy() if isinstance(elements, Tensor) else np.asarray(elements)
     return tensor(np.isin(el, te, invert=invert), device=getattr(elements, "device", None))
@@ -269,6 +272,7 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
 
 def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
            dim=None):
+    refuse_tracing("unique", "its input")
     a = input.numpy()
     if dim is None:
         vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True)
@@ -286,6 +290,7 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
 
 
 def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    refuse_tracing("unique_consecutive", "its input")
     a = input.numpy()
     if dim is not None:
         raise NotImplementedError("unique_consecutive: dim is not supported")
@@ -305,6 +310,7 @@ def unique_consecutive(input, return_inverse: bool = False, return_counts: bool 
 
 
 def bincount(input, weights=None, minlength: int = 0):
+    refuse_tracing("bincount", "its input")
     if input.ndim != 1 or not input.dtype.is_integer:
         raise ValueError("bincount: expected a 1-D tensor of non-negative integers")
     a = input.numpy()
@@ -318,6 +324,7 @@ def bincount(input, weights=None, minlength: int = 0):
 
 
 def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
+    refuse_tracing("histc", "its input")
     a = input.numpy().reshape(-1)
     lo, hi = float(min), float(max)
     if lo == hi:
@@ -330,6 +337,7 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
 
 def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None,
                  sorter=None):
+    refuse_tracing("searchsorted", "its inputs")
     if side is not None:
         right = side == "right"
     seq = sorted_sequence.numpy()
