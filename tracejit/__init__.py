@@ -64,7 +64,7 @@ del _name
 
 from .threads import (get_num_interop_threads, get_num_threads, set_num_interop_threads,  # noqa: E402,F401
                       set_num_threads)
-from .jit import eager, explain, script  # noqa: E402,F401
+from .jit import compile, eager, explain, script  # noqa: E402,F401,A004
 from .jit import trace as _jit_trace  # noqa: E402
 
 
@@ -87,3 +87,16 @@ from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
                            HalfTensor, IntTensor, LongTensor, ShortTensor)
+
+
+def __getattr__(name: str):
+    """``tracejit.compiler`` (wait, reset, the cache commands) on first use: importing it
+    loads the backend, which ``import tracejit`` leaves to the first compiled call."""
+    if name == "compiler":
+        import importlib
+        return importlib.import_module(".compiler", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"compiler"})

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compiler.cpu.runtime import sharepool as _sharepool
+from ..shapes import numel
 from . import batchnorm_prim as _bn
 from ..compiler.cpu.kernels import pool_kernels as _pk
 from . import pool_offsets as _po
@@ -129,7 +130,7 @@ def _get(dtype, kernel, stride, padding, dilation):
 def _rule(x, weight, bias, eps, kernel, stride, padding, dilation):
     _bn._forward_rule(x, weight, bias, eps)
     rec = _po._record_rule(x, kernel, stride, padding, dilation)
-    return Aval((int(np.prod(rec.shape)) + 2 * x.shape[1],), x.dtype, x.device)
+    return Aval((numel(rec.shape) + 2 * x.shape[1],), x.dtype, x.device)
 
 
 def _impl(xp, x, weight, bias, eps, kernel, stride, padding, dilation):

@@ -126,8 +126,23 @@ def _slice_len(d, start, stop, step):
             n = d - (start or 0) + (stop or 0)
             if (n.hint if isinstance(n, Sym) else n) > 0:
                 return n
+    if step == 1 and any(isinstance(v, Sym) for v in (d, start, stop)):
+        # Bounds that are symbolic sizes (``rec[n - k:]``): the length is symbolic too when
+        # 0 <= start <= stop <= d holds for every size the symbols can take.
+        lo = 0 if start is None else d + start if isinstance(start, int) and start < 0 else start
+        hi = d if stop is None else d + stop if isinstance(stop, int) and stop < 0 else stop
+        if all(_never_negative(v) for v in (lo, hi - lo, d - hi)):
+            return hi - lo
+    if isinstance(d, Sym):
         d = int(d)  # specialize: other slices need the concrete size
     return len(range(*slice(start, stop, step).indices(d)))
+
+
+def _never_negative(v) -> bool:
+    if isinstance(v, Sym):
+        low = v.lower_bound()
+        return low is not None and low >= 0
+    return v >= 0
 
 
 def _result_shape(a_shape, spec, idx_avals, op="index"):
