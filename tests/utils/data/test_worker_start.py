@@ -35,3 +35,20 @@ def test_unguarded_script_loads_a_large_dataset(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     expect = float(sum(4 * i for i in range(200_000)) + sum(range(200_000)))
     assert f"TOTAL {expect} {expect}" in out.stdout
+
+
+def test_a_queue_feeder_thread_does_not_stop_forking():
+    # A finished pool's queues can still be flushing on their feeder threads when the next
+    # epoch starts its workers: that must not turn the start method to spawn.
+    import multiprocessing as mp
+
+    from tracejit.utils.data import _workers
+    q = mp.get_context("fork").Queue()
+    q.put(b"x" * 100)        # starts the queue's feeder thread
+    try:
+        hazard = _workers.fork_hazard()
+        assert hazard is None or "QueueFeederThread" not in hazard
+    finally:
+        q.get()
+        q.close()
+        q.join_thread()

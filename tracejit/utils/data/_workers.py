@@ -153,8 +153,11 @@ def fork_hazard() -> str | None:
     if not sys.platform.startswith("linux") or "fork" not in mp.get_all_start_methods():
         return "fork is not the safe start method on this platform"
     main = threading.main_thread()
+    # (a finished pool's queues may still be flushing on multiprocessing's feeder threads,
+    # one per queue: a forked worker never uses those queues, so they do not count -- else
+    # every epoch after the first of a loop over a non-persistent loader would spawn)
     others = [t.name for t in threading.enumerate()
-              if t is not main and t.is_alive() and not t.name.startswith("tracejit-")]
+              if t is not main and t.is_alive() and not t.name.startswith(("tracejit-", "QueueFeederThread"))]
     if others:
         return f"thread {others[0]!r} is running, which a forked worker would not have"
     par = sys.modules.get("numba.np.ufunc.parallel")
