@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -125,6 +126,8 @@ def measure(namespaces=None, samples: bool = True) -> list:
         space = Namespace(ns)
         for name, kind in table.items():
             present = mod is not None and hasattr(mod, name)
+            if not present and mod is not None and kind == "module":   # a submodule not imported yet
+                present = importlib.util.find_spec(f"{mod.__name__}.{name}") is not None
             e = Entry(name, kind, usage.get(f"{ns}.{name}", 0), present)
             if compare and present:
                 torch_ns = torch.Tensor if ns == "torch.Tensor" else importlib.import_module(ns)
