@@ -81,7 +81,10 @@ from .serialization import load, save  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
 from . import accelerator, backends, onnx  # noqa: E402,F401
-from . import amp, cpu, distributions, fft, linalg, special  # noqa: E402,F401
+from . import amp, cpu, distributions, fft, linalg, multiprocessing, special  # noqa: E402,F401
+from .defaults import (Generator, are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402,F401
+                       get_float32_matmul_precision, set_default_device, set_float32_matmul_precision,
+                       set_printoptions, use_deterministic_algorithms)
 from .linalg import cholesky_legacy as cholesky, inverse, logdet, matrix_power, pinverse  # noqa: E402,F401
 from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
