@@ -5,8 +5,8 @@ numba. Its entry's executor is a `TieredExecutor`:
 
 - **tier 0** is the IR interpreter over the ops' eager implementations (the reference
   semantics: its results equal eager, forward and backward, because gradients flow
-  through the same eager autograd), run as eager code runs (`Tier0`: values go after
-  their last use);
+  through the same eager autograd), run as eager code runs (`Tier0`: one generated
+  function, values go after their last use);
 - its first call runs tier 0 and nothing else; a background thread (working from the
   second call on, or about when the user's first step has ended: never during it) builds
   the program and the plans that call needs (autodiff, fusion, source generation), finds
@@ -39,10 +39,16 @@ A compiled entry that meets an operand in a layout no plan listed (a strided inp
 on a copy of the operand (plan.py, `_Kernel.ready`); the variant is recorded for the graph
 (tierhints.variants), so the next process plans and loads it ahead.
 
-A failed job (worker crash, hang past its timeout, compile error) leaves the entry on
-tier 0 with one warning. A damaged entry on disk is caught by the load's manifest check
-and rebuilt in-process (diskcache warns). ``wait(fn=None, timeout=None)`` blocks until
-pending compiles finish and switches the entries.
+A graph whose kernels were all on disk in an earlier run (tierhints.on_disk) is warm: its
+second call waits for the loads (`WARM_WAIT_S` at most) and runs compiled. Jobs still
+compiling when the program exits are finished by the workers (finish.py), which then
+record the graph as on disk for the next process.
+
+A failed job (a worker crashed three times under it, a hang past its timeout, a compile
+error) leaves the entry on tier 0 with one warning, and ``wait`` returns False for it. A
+damaged entry on disk is caught by the load's manifest check and rebuilt in-process
+(diskcache warns). ``wait(fn=None, timeout=None)`` blocks until pending compiles finish
+and switches the entries.
 
 ``TRACEJIT_COMPILE=background|sync`` picks the default mode (background); the
 ``compile=`` option of trace/script overrides it per function. Background needs the
