@@ -63,6 +63,8 @@ for _name in _OUT_FUNCTIONS:  # the out= keyword on tracejit.<fn> (tensor method
 del _name
 
 from .jit import eager, explain, script, trace  # noqa: E402,F401
+# the CPU backend's implementations of primitives join the table (ops/impls.py)
+from .compiler.cpu import implementations as _cpu_implementations  # noqa: E402,F401
 from . import errors  # noqa: E402,F401
 from . import nn, optim, data, utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401

@@ -11,6 +11,7 @@ import tracejit as tj
 from tracejit import nn
 from tracejit.compiler import attnpair
 from tracejit.compiler.attnpair import AttentionBackwardSum, AttentionPair
+from tracejit.compiler.cpu.kernels import attention_kernels as AK
 from tracejit.ops import attention_prim as AP
 from inputs import training_variant
 
@@ -104,13 +105,13 @@ def test_weights_and_context_is_the_two_impls(monkeypatch, seq_first, mask, kern
     qkv = rng.standard_normal((N * T, 3 * E)).astype(np.float32)
     args = () if mask is None else (rng.standard_normal(mask).astype(np.float32),)
     if not kernel:   # the numpy form (other array modules, dtypes, or the kernel compiling)
-        monkeypatch.setattr(AP, "softmax_kernel", lambda *a: None)
-        monkeypatch.setattr(AP, "_forward_part_kernel", lambda *a: None)
+        monkeypatch.setattr(AK, "softmax_kernel", lambda *a: None)
+        monkeypatch.setattr(AK, "_forward_part_kernel", lambda *a: None)
     kw = dict(tokens=(T, N) if seq_first else (N, T), heads=H, seq_first=seq_first, scale=0.5)
-    w, ctx = AP.weights_and_context(np, qkv, *args, **kw)
-    w0 = AP._weights_impl(np, qkv, *args, **kw)
+    w, ctx = AK.weights_and_context(np, qkv, *args, **kw)
+    w0 = AP.ATTENTION_WEIGHTS.run(np, qkv, *args, **kw)
     np.testing.assert_array_equal(w, w0)
-    np.testing.assert_array_equal(ctx, AP._context_impl(np, qkv, w0, **kw))
+    np.testing.assert_array_equal(ctx, AP.ATTENTION_CONTEXT.run(np, qkv, w0, **kw))
     # against numpy's definition
     p = qkv.reshape(kw["tokens"] + (3, H, E // H))
     q, k, v = (p[:, :, i].transpose((1, 2, 0, 3) if seq_first else (0, 2, 1, 3)) for i in range(3))

@@ -20,8 +20,7 @@ from ..errors import GraphFreedError, InplaceModifiedError
 from ..memory import kept_refs, sole_padded_view
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import COPY as _COPY
-from ..compiler.cpu.kernels.vectorized import add_into as _add_into, copy_of as _copy_of
-from ..compiler.cpu.kernels.vectorized import TIER0_THREADS as _TIER0_THREADS, outside as _outside_tier0, \
+from ..ops.impls import TIER0_THREADS as _TIER0_THREADS, elementwise as _ew, outside as _outside_tier0, \
     serving_tier0 as _serving_tier0
 from ..tensor import Tensor
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
@@ -388,7 +387,7 @@ def _modified(node, what: str, version: int, now: int) -> InplaceModifiedError:
 class Tier0PrimNode(PrimNode):
     """A PrimNode recorded inside a tier-0 forward (compiler/tiers.Tier0, which runs a
     compiled function's first calls on the ops' eager implementations): its backward serves
-    tier 0 too, and runs inside ``vectorized.serving_tier0`` as the forward did, so the
+    tier 0 too, and runs inside ``impls.serving_tier0`` as the forward did, so the
     eager and hand-written kernels it asks for queue behind the ones the compiled step and
     the eager code around it ask for (compiler/cpu/kernels/vectorized.py, compiler/cpu/kernels/native.py: rank LATER, held
     once their op stops asking). The compiled step's backward is the plan's own kernels:
@@ -445,7 +444,7 @@ class AccumulateGrad(Node):
                 # detached copy of `g` made first; the engine checked shape and dtype
                 # already), large float gradients through add's eager kernel, as the
                 # engine's own buffers.
-                _add_into(_ADD, old._data, g._data)
+                _ew.add_into(_ADD, old._data, g._data)
                 old._vbox[0] += 1
             else:
                 old = None  # (`_exclusive` counts references to the gradient, not to .grad)
@@ -468,10 +467,10 @@ class AccumulateGrad(Node):
 
 def _own_copy(g):
     """``g.detach().clone()``; a large float gradient through copy's eager kernel on the
-    free cores (compiler/cpu/kernels/vectorized.py `copy_of`), as the engine's accumulations go through add's."""
+    free cores (the backend's elementwise kernels, ops/impls.py), as the engine's accumulations go through add's."""
     d = g._data
     if type(d) is np.ndarray:
-        out = _copy_of(_COPY, d)
+        out = _ew.copy_of(_COPY, d)
         if out is not None:
             return Tensor._wrap(out, g.dtype, g.device)
     return g.detach().clone()

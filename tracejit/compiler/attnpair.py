@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..jit.ir import Eqn, Var
-from ..ops.attention_prim import backward_and_column_sum, weights_and_context
+from .cpu.kernels.attention_kernels import backward_and_column_sum, weights_and_context
 from .biasgemm import ColumnSum
 from .fusion import Group
 

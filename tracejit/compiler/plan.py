@@ -241,7 +241,7 @@ def _full_template(e):
             or math.prod(shape) > FULL_TEMPLATE_MAX):
         return None
     dt = e.out.aval.dtype.np
-    made = e.prim.impl(np, **e.params)
+    made = e.prim.run(np, **e.params)
     if type(made) is not np.ndarray or made.dtype != dt:
         made = np.asarray(made, dtype=dt)
     made.flags.writeable = False    # (the copies are the plan's values; this never is one)
@@ -583,7 +583,7 @@ class Plan:
                 consts[tname] = made
                 return [f"    {outs[0]} = {tname}.copy()"]
         iname = f"I_{p.name}"
-        consts[iname] = p.impl
+        consts[iname] = p.run
         kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())
         dt = f"D_{e.out.aval.dtype.name}"
         consts[dt] = e.out.aval.dtype.np

@@ -169,7 +169,7 @@ class Tier0(Interpreted):
         if drops is None:
             drops = self._drops = last_uses(self.graph)
             self._steps = _unbind_steps(self.graph)
-        from .cpu.kernels.vectorized import serving_tier0   # (an op's module: imported by now)
+        from ..ops.impls import serving_tier0
         with serving_tier0():
             return interpret(self.graph, ins, drops=drops, steps=self._steps)
 

@@ -902,3 +902,8 @@ def _after_fork_in_child() -> None:
 atexit.register(shutdown)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# The thread policy asks these counters (coreshare.ceding, its trials): given to it now, once
+# every name above exists, never looked up by it.
+from .cpu.runtime import coreshare as _coreshare  # noqa: E402
+_coreshare.watch_compiles(compiling, running, worker_pids)

@@ -333,7 +333,7 @@ def _check_control(i: int, e: Eqn) -> None:
 def _rule_aval(e: Eqn, avals):
     p = e.prim
     if p.promote:
-        from ..ops.registry import compute_dtype
+        from ..ops.promotion import compute_dtype
         cd = compute_dtype(p, avals)
         for a in avals:
             if not a.weak and a.dtype is not cd:

@@ -24,8 +24,10 @@ from .. import dtypes as _dt
 from .. import shapes as _shapes
 from ..device import CPU
 from ..errors import DeviceMismatchError, TraceError, user_location
+from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
-from ..ops.registry import Aval, Primitive, compute_dtype, scalar_aval
+from ..ops.registry import Aval, Primitive
+from ..ops.promotion import compute_dtype, scalar_aval
 from ..tensor import Tensor
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, Decision, evaluate, scalar_expr
@@ -346,7 +348,7 @@ class TraceContext:
     def _no_grad_region(self) -> bool:
         """Inside ``with no_grad():`` within a function captured with grad mode on: the
         graph runs with grad mode on, so values computed here must stop gradients."""
-        return not _reg._grad_enabled() and self._root().capture_grad
+        return not _grad_enabled() and self._root().capture_grad
 
     def _emit(self, prim, atoms, params, out_aval=None, outs=None):
         if outs is None:

@@ -17,7 +17,9 @@ from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
-from .registry import _NUMPY_WEAK_SCALARS, Aval, _scalar_as, bind, defprim
+from .promotion import NUMPY_WEAK_SCALARS, scalar_as
+from .registry import Aval, defprim
+from .eager import bind
 from .clamp_kernels import clamp_fast as _clamp_fast_numpy, clamp_numpy as _clamp_numpy
 
 __all__ = [
@@ -339,17 +341,7 @@ SIGMOID_BACKWARD = _binary("sigmoid_backward", _sigmoid_backward_impl, _sigmoid_
                            lambda e, g, y: f"(({g} * {y}) * ({e.const(1.0)} - {y}))")
 
 
-_select_kernels = None  # ops/select_kernels, imported at the first ReLU backward (it loads numba)
-
-
 def _relu_backward_impl(xp, g, y):
-    global _select_kernels
-    if _select_kernels is None:  # (then kept: an import statement per call cost 0.4 µs)
-        from ..compiler.cpu.kernels import select_kernels
-        _select_kernels = select_kernels
-    flat = _select_kernels.relu_backward_flat(xp, g, y)   # one pass (a kernel) for large operands
-    if flat is not None:
-        return flat
     keep = y > 0
     if xp is np and keep.shape == g.shape:
         sel = _select_or_zero(keep, g, 0)
@@ -461,9 +453,9 @@ def _clamp_backward_impl(xp, g, a, min=None, max=None):
 
 
 def _bound_operand(v, npd):
-    # as `bind` passes a Python scalar operand of a promoting op (registry._make_plan):
+    # as `bind` passes a Python scalar operand of a promoting op (eager._make_plan):
     # a float as it is (numpy's weak scalars), other numbers cast to the compute dtype
-    return v if type(v) is float and _NUMPY_WEAK_SCALARS else _scalar_as(v, npd)
+    return v if type(v) is float and NUMPY_WEAK_SCALARS else scalar_as(v, npd)
 
 
 def _clamp_backward_vjp(gg, out, g, a, min=None, max=None):

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import vectorized as _vec
 
-__all__ = ["NativeKernel", "takes", "standing_in"]
+__all__ = ["NativeKernel", "takes", "floats", "standing_in"]
 
 # A kernel's loader starts at the op's first call this long after its first (see
 # compiler/cpu/kernels/vectorized.py `_GO_AFTER_S`: numba's import must not compete with the first step).
@@ -48,6 +48,15 @@ def takes(xp, *arrays) -> bool:
             return False
         dtype = a.dtype
     return dtype is not None and dtype.name in ("float32", "float64")
+
+
+def floats(n: int):
+    """A registered implementation's checker (ops/impls.py): its call's first `n` operands
+    are numpy arrays a hand-written kernel takes (`takes`)."""
+    def checker(*arrays, **params) -> bool:
+        return takes(np, *arrays[:n])
+    checker.__name__ = f"floats{n}"
+    return checker
 
 
 class NativeKernel:

@@ -58,3 +58,9 @@ def relu_backward_flat(xp, g, y):
     out = np.empty(g.shape, g.dtype)
     fn(g.reshape(-1), y.reshape(-1), out.reshape(-1))
     return out
+
+
+def relu_backward(g, y):
+    """RELU_BACKWARD's CPU implementation (compiler/cpu/implementations.py): the kernel's
+    one pass, or None (the numpy form runs)."""
+    return relu_backward_flat(np, g, y)

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import threading
 import time
 
@@ -58,6 +57,7 @@ import numpy as np
 from .... import envflags
 from ..runtime import coreshare
 from ....threads import PARALLEL_MIN, usable_cpus
+from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
 
 __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "enabled", "eligible", "run", "settle", "stats"]
 
@@ -430,71 +430,6 @@ def go_now(first: float, now: float, after: float | None = None) -> bool:
     return now - first >= after or (_first_ask is not None and first - _first_ask >= after)
 
 
-# Set while this thread runs a compiled function's tier-0 forward (compiler/tiers.Tier0):
-# the ops' asks then serve tier 0 alone, which the function's own plan kernels end.
-_tier0 = threading.local()
-
-
-# How many threads are inside a `serving_tier0` block: autograd/node.py reads it at every
-# recorded op (a list's item: cheaper than the thread-local when no tier 0 runs anywhere).
-TIER0_THREADS = [0]
-_tier0_count_lock = threading.Lock()
-
-
-class serving_tier0:
-    """``with vectorized.serving_tier0():`` around a tier-0 forward (compiler/tiers.Tier0) and
-    the backward of the ops it recorded (autograd/node.py's `Tier0PrimNode`): an eager kernel
-    asked for only inside such blocks is queued at rank LATER, behind the kernels the compiled
-    step and the eager code around it ask for (see `outside`)."""
-
-    def __enter__(self):
-        depth = _tier0.depth = getattr(_tier0, "depth", 0) + 1
-        if depth == 1:
-            with _tier0_count_lock:
-                TIER0_THREADS[0] += 1
-        return self
-
-    def __exit__(self, *exc):
-        _tier0.depth -= 1
-        if not _tier0.depth:
-            with _tier0_count_lock:
-                TIER0_THREADS[0] -= 1
-        return False
-
-
-def outside() -> bool:
-    """Whether the calling thread is outside every tier-0 forward (`serving_tier0`) and every
-    stand-in for a fused kernel still on its way (`standing_in`, compiler/cpu/kernels/native.py). An
-    elementwise op that asks for its kernel outside one runs in eager code; one that asks
-    only inside serves tier 0, whose plan fuses every elementwise op into kernels of its own
-    (MLP step, empty cache, one worker: eager GELU's kernel and its pair, ~0.4 s of the
-    worker's CPU, came before the cross-entropy kernels the compiled step waits for). Not
-    for the hand-written kernels (compiler/cpu/kernels/native.py): a plan calls some of them as the eager op
-    does (the MLP's skinny GEMM)."""
-    return not (getattr(_tier0, "depth", 0) or getattr(_tier0, "standin", 0))
-
-
-def standing_in() -> bool:
-    """Whether the calling thread runs the stand-in of a fused kernel not loaded yet (`standin`)."""
-    return bool(getattr(_tier0, "standin", 0))
-
-
-class standin:
-    """``with vectorized.standin():`` around the composition a fused hand-written kernel
-    stands for, run while that kernel is still compiling (ops/bn_pool.py): the kernels it
-    asks for serve only until the fused one is in, so they ask as tier 0 does (`outside`
-    is False) and a layer's kernel asked for nowhere else queues behind the ones the
-    compiled step keeps asking for (compiler/cpu/kernels/native.py `NativeKernel._rank`)."""
-
-    def __enter__(self):
-        _tier0.standin = getattr(_tier0, "standin", 0) + 1
-        return self
-
-    def __exit__(self, *exc):
-        _tier0.standin -= 1
-        return False
-
-
 def note_ask(holder) -> float:
     """An op's call that found its kernel not loaded (a `_Preparation`, a native.NativeKernel):
     `holder`'s ``last`` (time.monotonic() of the latest such call, or None) and ``gap`` (the
@@ -708,8 +643,7 @@ def _reread_thread_count() -> None:
     count made over their compiles, one thread on two CPUs, holds for up to a sampling
     interval after `settle`. Only where workers were started in this process (the
     reading takes 0.1 s)."""
-    workers = sys.modules.get("tracejit.compiler.workers")
-    if coreshare.ENABLED and workers is not None and workers.worker_pids():
+    if coreshare.ENABLED and coreshare.workers_started():
         coreshare.core_share.reread()
 
 

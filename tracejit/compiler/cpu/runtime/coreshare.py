@@ -144,11 +144,32 @@ def _own_seconds() -> float:
     return t.user + t.system
 
 
+# What this process's compile workers do now, as their module (compiler/workers.py) reports
+# it once it is loaded (`watch_compiles`): (compiling, running, worker_pids), each a function
+# of no arguments; None before. The policy never looks a module up: one that another thread
+# is still importing has none of its functions yet.
+_compiles = None
+
+
+def watch_compiles(compiling, running, worker_pids) -> None:
+    """Let the policy ask the compile workers (compiler/workers.py registers its counters at
+    the end of its import): `compiling()`, the workers starting up or compiling a job the
+    program waits for; `running()`, any job; `worker_pids()`, the live workers."""
+    global _compiles
+    _compiles = (compiling, running, worker_pids)
+
+
 def _workers_running() -> int:
-    """Compile workers of this process starting up or compiling any job now
-    (compiler/workers.running); 0 where the compiler was never imported."""
-    w = sys.modules.get("tracejit.compiler.workers")
-    return w.running() if w is not None else 0
+    """Compile workers of this process starting up or compiling any job now; 0 before the
+    workers' module is loaded."""
+    c = _compiles
+    return c[1]() if c is not None else 0
+
+
+def workers_started() -> bool:
+    """Whether this process has started compile workers."""
+    c = _compiles
+    return c is not None and bool(c[2]())
 
 
 class CoreShare:
@@ -506,10 +527,10 @@ def ceding() -> bool:
     than two (a 2-core machine)."""
     if not CEDE:
         return False
-    w = sys.modules.get("tracejit.compiler.workers")
-    if w is None:
+    c = _compiles
+    if c is None:
         return False
-    n = w.compiling()
+    n = c[0]()
     # (only where the busy workers leave the program fewer than its two threads' cores: on a
     # machine with cores to spare the partner takes none of theirs)
     return n > 0 and core_share.cpus - n < 2

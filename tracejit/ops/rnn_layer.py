@@ -1,7 +1,7 @@
 """One Elman RNN layer (tanh or relu, one direction) over a whole sequence: one op forward,
 one backward.
 
-As `tracejit.nn.lstm_layer` and `tracejit.nn.gru_layer`: the time loops are the
+As `tracejit.ops.lstm_layer` and `tracejit.ops.gru_layer`: the time loops are the
 ``rnn_layer`` and ``rnn_layer_backward`` primitives (ops/rnn_prim.py). The layer's result
 is its states, so ``rnn_layer`` is differentiable as it is, eagerly and captured alike
 (no autograd Function or states op is needed). Second derivatives: ``rnn_layer_backward``'s
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from .. import ops as _ops
 from ..errors import CompileError
-from ..ops.registry import trace_state
-from ..ops.rnn_prim import rnn_layer, unpack_backward
+from .eager import trace_state
+from .rnn_prim import rnn_layer, unpack_backward
 from .lstm_layer import _requiring
 
 __all__ = ["rnn_layer_fm", "rnn_cell_fm", "backward_vjp"]
@@ -40,7 +40,7 @@ def rnn_layer_fm(gi, w, h0, reverse: bool = False, bias=None, nonlinearity: str 
 
 def backward_vjp(u, d_y, gi, w, b, h0, reverse: bool, nonlinearity: str) -> tuple:
     """VJP of ``rnn_layer_backward`` (second derivatives), eagerly, as
-    `tracejit.nn.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
+    `tracejit.ops.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
     -> gradients of (d_y, gi, w, b, h0)."""
     from ..autograd import enable_grad, grad
     if trace_state.tracer is not None:

@@ -29,9 +29,9 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..errors import CompileError
-from ..ops.lstm_prim import (input_projection_grads, lstm_layer, lstm_layer_backward, lstm_layer_states,
+from .lstm_prim import (input_projection_grads, lstm_layer, lstm_layer_backward, lstm_layer_states,
                              unpack_backward)
-from ..ops.registry import trace_state
+from .eager import trace_state
 
 __all__ = ["lstm_layer_fm", "lstm_cell_fm", "backward_vjp"]
 

@@ -1,6 +1,6 @@
 """One GRU layer (one direction) over a whole sequence: one op forward, one backward.
 
-As `tracejit.nn.lstm_layer` for the LSTM: the time loops are the ``gru_layer`` and
+As `tracejit.ops.lstm_layer` for the LSTM: the time loops are the ``gru_layer`` and
 ``gru_layer_backward`` primitives (ops/gru_prim.py). Eagerly `_GRULayer`, an autograd
 Function, runs the pair, instead of a graph node or three per step with the per-step
 slicing, stacking and accumulation around them; captured, the layer is ``gru_layer`` and
@@ -18,8 +18,8 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..errors import CompileError
-from ..ops.gru_prim import gru_layer, gru_layer_backward, gru_layer_states, unpack_backward
-from ..ops.registry import trace_state
+from .gru_prim import gru_layer, gru_layer_backward, gru_layer_states, unpack_backward
+from .eager import trace_state
 from .lstm_layer import _requiring
 
 __all__ = ["gru_layer_fm", "gru_cell_fm", "backward_vjp"]
@@ -75,7 +75,7 @@ def gru_layer_fm(gi, w, h0, reverse: bool = False, bias=None) -> tuple:
 
 def backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse: bool) -> tuple:
     """VJP of ``gru_layer_backward`` (second derivatives), eagerly, as
-    `tracejit.nn.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
+    `tracejit.ops.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
     -> gradients of (d_y, d_hn, gi, w, b, h0)."""
     from ..autograd import enable_grad, grad
     if trace_state.tracer is not None:
