@@ -19,23 +19,20 @@ pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 E, H, N, T = 16, 4, 3, 6
 
 
-def _run(batch_first, paired, kw, dtype, sums=False):
+def _run(batch_first, paired, kw, dtype, sums=False, monkeypatch=None):
     """(output, returned weights or None, input grad, parameter grads, the forward plan);
     `sums`: the backward's bias gradient in the backward's pass (`AttentionBackwardSum`)."""
     rng = np.random.default_rng(0)
     tj.manual_seed(0)
     m = nn.MultiheadAttention(E, H, batch_first=batch_first).to(dtype=getattr(tj, dtype))
     x = tj.tensor(rng.standard_normal((N, T, E) if batch_first else (T, N, E)).astype(dtype), requires_grad=True)
-    attnpair.ENABLED = paired
-    attnpair.BACKWARD_SUMS = sums
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRACEJIT_ATTENTION_PAIR", "1" if paired else "0")
+        mp.setenv("TRACEJIT_ATTENTION_BACKWARD_SUMS", "1" if sums else "0")
         f = tj.trace(lambda x: m(x, x, x, **kw))
         out, w = f(x)
         loss = (out * out).sum() + (0 if w is None else (w * w).sum())
         loss.backward()
-    finally:
-        attnpair.ENABLED = True
-        attnpair.BACKWARD_SUMS = True
     grads = [(name, p.grad.numpy()) for name, p in m.named_parameters()]
     fwd, bwd = training_variant(f)[:2]
     return out.detach().numpy(), None if w is None else w.detach().numpy(), x.grad.numpy(), grads, fwd, bwd

@@ -26,7 +26,7 @@ def chunks(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
     # the shares on sharepool's threads (a flat kernel's GIL-free pair: tests below)
-    monkeypatch.setattr(sharepool, "PAIR_ON_BLAS_WORKER", False)
+    monkeypatch.setenv("TRACEJIT_PAIR_ON_BLAS_WORKER", "0")
     return count_launches(monkeypatch, chunkpool, "_run_shares")
 
 
@@ -328,7 +328,7 @@ def test_flat_pairs_decline_where_openblas_is_not_pthreads(monkeypatch):
     assert not machine(4, True)
     if machine(2, True):      # (this machine's BLAS: a pthreads OpenBLAS with a pool)
         assert CpuBackend().render(nest, True).chunked
-        monkeypatch.setattr(codegen_chunks, "FLAT_PAIRS", False)
+        monkeypatch.setenv("TRACEJIT_CHUNK_FLAT_PAIRS", "0")
         assert not codegen_chunks.flat_pairs() and not CpuBackend().render(nest, True).chunked
 
 
@@ -345,7 +345,7 @@ def test_paired_bias_relu_writes_over_the_dying_product(paired, monkeypatch):
     # the calls; under AVX2 code OpenBLAS's one- and two-thread sgemm (and the halves) differ
     # in the last bits here, which is not what this test is about (the ReLU kernel's shares).
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
-    monkeypatch.setattr(halves, "ENABLED", False)
+    monkeypatch.setenv("TRACEJIT_GEMM_HALVES", "0")
 
     def bias_relu(x, w, b):
         return tj.relu(F.linear(x, w, b))

@@ -253,11 +253,11 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
         monkeypatch.setattr(coreshare.core_share, "cpus", 3)   # a core to spare: no cede
         assert workers.compiling() and not coreshare.ceding()
         monkeypatch.setattr(coreshare.core_share, "cpus", 2)
-        monkeypatch.setattr(coreshare, "CEDE", False)
+        monkeypatch.setenv("TRACEJIT_CEDE", "0")
         assert not coreshare.ceding()
         np.testing.assert_array_equal(coreshare.matmul(a, b), want)
         assert calls == [(512, 256)]
-        monkeypatch.setattr(coreshare, "CEDE", True)
+        monkeypatch.setenv("TRACEJIT_CEDE", "1")
     finally:
         pool.shutdown()
     assert job.event.wait(10) and not job.ok   # (its dispatcher sees the worker killed)

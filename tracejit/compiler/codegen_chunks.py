@@ -35,7 +35,7 @@ from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
 __all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED",
-           "flat_pairs", "FLAT_PAIRS", "paired", "NESTED_PAIRS"]
+           "flat_pairs", "paired"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
@@ -73,7 +73,7 @@ def forced():
 
 # Whether parallel flat kernels are paired chunk kernels where the machine allows
 # (`flat_pairs`); tests and measurements turn it off to compare with the parfor kernels.
-FLAT_PAIRS = True
+_flat_pairs = envflags.flag("TRACEJIT_CHUNK_FLAT_PAIRS")   # (the switch: tests, A/B measurements)
 _flat_machine = None
 
 
@@ -91,7 +91,7 @@ def flat_pairs() -> bool:
     ~0.4 ms after each job (threads.BLAS_THREAD_TIMEOUT) and takes a C share in 1.4 us
     (compiler/cpu/gemm/halves.py's launch measurements)."""
     global _flat_machine
-    if not FLAT_PAIRS or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
+    if not _flat_pairs() or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
         return False
     if _flat_machine is None:
         from .cpu.runtime import coreshare
@@ -120,13 +120,11 @@ def paired(nest) -> bool:
     if nest.flat:
         return flat_pairs()
     from .codegen_cpu import loop_form
-    return NESTED_PAIRS and loop_form(nest, True) in PAIRED and flat_pairs()
+    return _nested_pairs() and loop_form(nest, True) in PAIRED and flat_pairs()
 
 
 # False: nested forms keep their parfor kernels where flat ones are paired (A/B measurements)
-NESTED_PAIRS = True
-
-
+_nested_pairs = envflags.flag("TRACEJIT_CHUNK_NESTED_PAIRS")   # (the switch: tests, A/B measurements)
 _CHUNK_BACKEND = None
 
 

@@ -20,7 +20,8 @@ from ..envflags import is_off
 from ..errors import InplaceModifiedError
 from ..jit.autodiff import active_vars, joint, loss_joint, split
 from ..jit.backend import Executor, InputKeeper
-from ..jit.bn_pool_fusion import fuse as _fuse_bn_pool
+from ..jit import bn_pool_fusion as _bn_pool_fusion  # noqa: F401  (its pattern: registered at import)
+from ..jit import patterns as _patterns
 from ..jit.interpreter import interpret
 from ..jit.ir import Eqn, Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
@@ -30,6 +31,7 @@ from ..tensor import Tensor
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
 from .saving import recompute_unless_written
+from ..jit.control import COND, WHILE
 
 __all__ = ["CompiledProgram"]
 
@@ -174,12 +176,12 @@ class CompiledProgram(Executor):
             active = [i in diff_idx for i in range(len(self.graph.inputs))]
             # The forward also reports which branch each top-level cond took, so gradients of
             # inputs only the untaken branch reads are None, exactly as in eager mode.
-            preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim.name == "cond")
+            preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim is COND)
             k = self._loss_output(diff_idx)
             if k is not None:
-                # BatchNorm + max pooling fused only now: the rewrite drops the op that
-                # carries BatchNorm's VJP (jit/bn_pool_fusion.py)
-                fwd = lift_symbolic_literals(_fuse_bn_pool(optimize(loss_joint(self.graph, active, k))))
+                # the forward stage's patterns only now, after differentiation (BatchNorm +
+                # max pooling: the rewrite drops the op that carries BatchNorm's VJP)
+                fwd = lift_symbolic_literals(_patterns.apply("forward", optimize(loss_joint(self.graph, active, k))))
                 fwd = _gradients_apart(fwd, len(self.graph.outputs))
                 n_saved = len(fwd.outputs) - len(self.graph.outputs)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
@@ -190,9 +192,9 @@ class CompiledProgram(Executor):
             else:
                 # elementwise values the forward writes anyway are saved, not recomputed
                 fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
-                fwd = _fuse_bn_pool(fwd)
+                fwd = _patterns.apply("forward", fwd)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
-                bwd = lift_symbolic_literals(_fuse_bn_pool(optimize(bwd)))
+                bwd = lift_symbolic_literals(_patterns.apply("backward", optimize(bwd)))
                 t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
                 self._saved_outs[diff_idx] = _outputs_saved(fwd, len(self.graph.outputs), n_saved)
             self._train[diff_idx] = t
@@ -219,7 +221,7 @@ class CompiledProgram(Executor):
         if is_off("TRACEJIT_LOSS_GRADS"):
             return None
         g = self.graph
-        if any(e.prim.name == "while" for e in g.eqns):
+        if any(e.prim is WHILE for e in g.eqns):
             return None  # not differentiable: let the ordinary path raise its error
         act = self._active_outputs(diff_idx)
         if len(act) != 1:
@@ -264,12 +266,12 @@ class CompiledProgram(Executor):
         live = {a for k, a in enumerate(g.outputs)
                 if isinstance(a, Var) and a.aval.dtype.is_floating_point and k not in self._identity
                 and (grads is None or grads[k] is not None)}
-        conds = [e for e in g.eqns if e.prim.name == "cond"]
+        conds = [e for e in g.eqns if e.prim is COND]
         which = {id(e): t for e, t in zip(conds, taken)}
         for e in reversed(g.eqns):
             if not any(o in live for o in e.outs):
                 continue
-            if e.prim.name == "cond":
+            if e.prim is COND:
                 br = e.params["true_graph"] if which.get(id(e), True) else e.params["false_graph"]
                 used = _inputs_used(br)
                 for k, a in enumerate(e.inputs[1:]):
@@ -302,7 +304,7 @@ class CompiledProgram(Executor):
         n = len(diff_idx)
         n_out = len(self.graph.outputs)
         pattern = [True if k == k_loss else None for k in range(n_out)]   # (`reached`'s grads)
-        conds = any(e.prim.name == "cond" for e in self.graph.eqns)
+        conds = any(e.prim is COND for e in self.graph.eqns)
         live = None if conds else self.reached([], pattern)
         ls = [f"l{k}" for k in range(n)]
         ins = [f"i{k}" for k in range(len(self.graph.inputs))]

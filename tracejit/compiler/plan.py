@@ -33,12 +33,19 @@ from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends
 from .fusion import Group, partition
-from .rowfuse import RowGroup, fuse_rows
-from .biasgemm import BiasGemm, ColumnSum, fold_bias
-from .attnpair import AttentionBackwardSum, AttentionPair, pair_attention
-from .gemmpair import GemmPair, pair_gemms
+from ..jit import patterns as _patterns
+from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
+from .rowfuse import RowGroup
+from .biasgemm import BiasGemm, ColumnSum
+from .attnpair import AttentionBackwardSum, AttentionPair
+from .gemmpair import GemmPair
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
+from ..ops.creation import FULL
+from ..ops.indexing import GETITEM
+from ..ops.linalg import MATMUL
+from ..ops.shape import PERMUTE, RESHAPE
+from .. import envflags
 
 __all__ = ["Plan", "graph_backend"]
 
@@ -98,9 +105,7 @@ def _dtype_const(dtype, consts: dict) -> str:
 
 # Whether an elementwise map group writes its output into a full-shape input that dies at
 # that group (`Plan._donor`); tests and A/B runs turn it off.
-DONATE = True
-
-
+_donate = envflags.flag("TRACEJIT_DONATE")   # (the switch: tests, A/B measurements)
 def _donated(a, callers: int = 0):
     """`a` itself when nothing but the plan's local holds it (3 references: that local, this
     argument, getrefcount's; `callers`: frames between the plan and here, a test's wrapper),
@@ -254,17 +259,8 @@ class Plan:
     def __init__(self, graph: Graph, name: str = "graph", backend=None):
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
-        self.items = partition(graph)
-        if self.backend.name == "cpu":
-            # LayerNorm's row kernels take the elementwise groups around them (rowfuse.py)
-            self.items = fuse_rows(self.items, graph)
-            # a bias add left alone after its matmul goes into the GEMM, a bias gradient's
-            # sum into a GEMV (biasgemm.py)
-            self.items = fold_bias(self.items, graph)
-            # self-attention's weights and context in one pass (attnpair.py)
-            self.items = pair_attention(self.items, graph)
-            # two independent products (a layer's input and weight gradients) at once (gemmpair.py)
-            self.items = pair_gemms(self.items, graph)
+        # the plan stage's patterns the backend has the kernels for (plan_patterns.py)
+        self.items = _patterns.apply("plan", partition(graph), graph, backend=self.backend)
         self.kernels: list = []
         self._producers = None   # {value: its equation} (`_producer`)
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
@@ -485,7 +481,7 @@ class Plan:
         and keep their vector code, where LLVM's runtime overlap check sends other forms to
         their scalar loops. The column sum over the FFN's 2048 x 1024 gradient, one thread:
         2.07 -> 0.89 ms (its output no longer a third 8 MB array)."""
-        if not DONATE or self.backend.name != "cpu" or len(mats) != 1:
+        if not _donate() or self.backend.name != "cpu" or len(mats) != 1:
             return None
         out = mats[0]
         for d, lay in zip(grp.inputs, layouts):
@@ -516,9 +512,9 @@ class Plan:
         e = self._producer(v)
         if e is None:
             return True   # a group's output: a kernel writes it C-contiguous
-        if e.prim.name == "permute":
+        if e.prim is PERMUTE:
             return False
-        if e.prim.name in ("reshape", "getitem"):
+        if e.prim in (RESHAPE, GETITEM):
             return isinstance(e.inputs[0], Var) and self._ordered(e.inputs[0], depth + 1)
         return True
 
@@ -533,7 +529,7 @@ class Plan:
         (L, N, H) rows). A wrong guess would cost speed, never a value: the "nd" variant
         takes any strides."""
         e = self._producer(v)
-        if e is None or e.prim.name != "permute" or not isinstance(e.inputs[0], Var):
+        if e is None or e.prim is not PERMUTE or not isinstance(e.inputs[0], Var):
             return False
         shape = e.inputs[0].aval.shape
         big = [d for d in e.params["dims"] if not (isinstance(shape[d], int) and shape[d] == 1)]
@@ -551,7 +547,7 @@ class Plan:
         outs = [nm(o) for o in e.outs]
         if p.kind == "control":
             return self._emit_control(e, ins, outs, consts)
-        if p.name == "matmul":
+        if p is MATMUL:
             consts["MATMUL"] = self.backend.matmul()
             if len(e.inputs[0].aval.shape) > 2 and len(e.inputs[1].aval.shape) == 2:
                 # (..., k) @ (k, n): one GEMM over the flattened leading dims, as the eager
@@ -568,11 +564,11 @@ class Plan:
             mname = f"MATMUL_{len(consts)}"     # (PRODUCT_NAME: the bench's timers find it)
             consts[mname] = fn
             return [f"    {outs[0]} = {mname}({ins[0]}, {ins[1]})"]
-        if p.name == "reshape":
+        if p is RESHAPE:
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
-        if p.name == "permute":
+        if p is PERMUTE:
             return [f"    {outs[0]} = {ins[0]}.transpose({e.params['dims']!r})"]
-        if p.name == "full" and self.backend.name == "cpu":
+        if p is FULL and self.backend.name == "cpu":
             made = _full_template(e)
             if made is not None:
                 # a small constant (the loss's seed gradient, ones of shape ()): made once

@@ -65,6 +65,7 @@ from ..jit.function import compiled_function_of
 from ..jit.interpreter import interpret, last_uses
 from . import cacheroot, forkguard, tierhints
 from .cpu.runtime import gilshare
+from ..ops.indexing import GETITEM
 # diskcache and workers are imported where used: a first call (tier 0) needs neither,
 # and their imports (pathlib, subprocess, the cache key's helpers: 15-30 ms in a fresh
 # process) belong to the background thread, after the user's first step.
@@ -181,7 +182,7 @@ def _unbind_steps(graph) -> Optional[dict]:
     from ..jit.slice_grads import _block   # (the one definition of "a block of a value")
     cuts: dict = {}
     for i, e in enumerate(graph.eqns):
-        if e.prim.name == "getitem":
+        if e.prim is GETITEM:
             blk = _block(e)
             if blk is not None and blk[3]:
                 cuts.setdefault(e.inputs[0], []).append((blk[0], blk[1], i))

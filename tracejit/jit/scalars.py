@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
+from ..ops.elementwise import CAST
 
 __all__ = ["Decision", "NOT_KNOWN", "scalar_expr", "evaluate", "same_number", "make_check",
            "describe_decisions"]
@@ -85,7 +86,7 @@ def evaluate(expr: tuple, leaves) -> Any:
     _, prim, params, args = expr
     vals = [evaluate(a, leaves) for a in args]
     params = dict(params)
-    if prim.name == "cast":   # Python's own conversion, not the graph's dtype
+    if prim is CAST:   # Python's own conversion, not the graph's dtype
         dt = params["dtype"]
         v = vals[0]
         return float(v) if dt.is_floating_point else bool(v) if dt.is_bool else int(v)
@@ -158,6 +159,6 @@ def render(expr: tuple, names: list) -> str:
     sym = _SYMBOLS.get(prim.name)
     if sym is not None and len(parts) == 2:
         return f"{parts[0]} {sym} {parts[1]}"
-    if prim.name == "cast" and parts:
+    if prim is CAST and parts:
         return parts[0]
     return f"{prim.name}({', '.join(parts)})"

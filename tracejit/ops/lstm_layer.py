@@ -32,6 +32,7 @@ from ..errors import CompileError
 from .lstm_prim import (input_projection_grads, lstm_layer, lstm_layer_backward, lstm_layer_states,
                              unpack_backward)
 from .eager import trace_state
+from .. import envflags
 
 __all__ = ["lstm_layer_fm", "lstm_cell_fm", "backward_vjp"]
 
@@ -89,9 +90,7 @@ def _outputs(Z, H: int, reverse: bool) -> tuple:
 # contiguous, and the backward's d W_ih = G^T X (`input_projection_grads`) reads it as
 # (L*N, I) rows, so a strided x was copied twice (once in the op, again in the backward);
 # made rows here, both read the one copy the op records save.
-X_AS_ROWS = True
-
-
+_input_rows = envflags.flag("TRACEJIT_LSTM_INPUT_ROWS")   # (the switch: tests, A/B measurements)
 def _as_rows(x):
     """x (L, N, I) as C-contiguous rows: a copy where x is strided, else x itself (a
     reshape there and back: the plan's reshape copies only what is not viewable, where
@@ -107,7 +106,7 @@ def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
     Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
-    if X_AS_ROWS:
+    if _input_rows():
         x = _as_rows(x)
     if trace_state.tracer is not None:
         # captured: the primitives are the equations (differentiated by their records),

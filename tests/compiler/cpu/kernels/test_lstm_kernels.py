@@ -206,7 +206,7 @@ def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L,
     monkeypatch.setattr(lstm_prim, "hidden_weight_grad", lambda *a_: gemms.append(1) or real(*a_))
     inside = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     assert gemms == []
-    monkeypatch.setattr(recurrent_layers, "WEIGHT_GRAD_IN_LOOP", False)
+    monkeypatch.setenv("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP", "0")
     after = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     assert gemms == [1]
     rn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)

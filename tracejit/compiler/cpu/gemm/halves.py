@@ -51,8 +51,9 @@ from ..runtime import coreshare
 from ..runtime import sharepool
 from . import rows_gemm
 from ..kernels.native import kernel as _kernel
+from .... import envflags
 
-__all__ = ["product", "plan_product", "thin", "pair", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
+__all__ = ["product", "plan_product", "thin", "pair", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S"]
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
@@ -61,7 +62,7 @@ MIN_MNK = rows_gemm.MIN_MNK
 # core; a pair of 100K-element halves ran in 8.0 us against numpy's 11.4, launch included).
 EW_MIN_ELEMENTS = 1 << 16
 # The switch (tests and measurements turn it off to compare).
-ENABLED = True
+on = envflags.flag("TRACEJIT_GEMM_HALVES")   # (the switch: tests, A/B measurements)
 # Elementwise halves run only this soon after the end of a launch of halves (a product's):
 # OpenBLAS's worker spins ~0.4 ms after a job (threads.BLAS_THREAD_TIMEOUT), then sleeps, and
 # waking it cost a 100K-element ``w -= lr * g`` 159/1130 us (min/median) against numpy's
@@ -395,7 +396,7 @@ def two_cores() -> bool:
     """Whether two halves may run now: the switch on, two threads by the policy and the
     pool, BLAS's ceiling two or more, OpenBLAS's worker found (compiler/cpu/gemm/skinny_gemm.py's dot
     halves ask it too)."""
-    if not ENABLED:
+    if not on():
         return False
     if coreshare.ENABLED and coreshare.core_share.threads() < 2:
         return False         # (the policy's count: the cheap answer under load)
@@ -483,7 +484,7 @@ def expect(dtype) -> None:
         return
     _expected.add(t)
     from ..kernels import vectorized
-    if (ENABLED and vectorized.enabled() and not vectorized._sync_mode()
+    if (on() and vectorized.enabled() and not vectorized._sync_mode()
             and coreshare.core_share.cpus >= 2 and _blas_pair()):   # (halves could ever run here)
         module_kernel(t).get()
 
@@ -528,7 +529,7 @@ def plan_calls(name: str, compute_np, general, general_into):
     records and halves: bitwise `binary`'s results) through `ew_launch`'s compiled entry.
     Anything else goes to `general(x, y)` (the plan's path before: `binary`, then numpy's
     loop) or `general_into(x, y, out)` (registry's `_kernel_into`), so the two answer
-    exactly as that path would. Module state (`_pairs`, `ENABLED`, `_warm_until`, the
+    exactly as that path would. Module state (`_pairs`, `on()`, `_warm_until`, the
     pool's count) is read at each call: tests and the policy change it under a plan."""
     op = _OPS[name]
     t = _NAMES[compute_np]
@@ -539,7 +540,7 @@ def plan_calls(name: str, compute_np, general, general_into):
 
     def ready():
         # the launch's preconditions that are not the operands': the pair, or None
-        if perf_counter() > _warm_until or not ENABLED:
+        if perf_counter() > _warm_until or not on():
             return None
         p = _pairs.get(t)
         if p is None or not p.pthread or sharepool.pool_threads() < 2:
@@ -587,7 +588,7 @@ def plan_calls(name: str, compute_np, general, general_into):
         # the step's ``lr * g``: a float, then an array (written out: every line here runs
         # on caches the step's products swept, where a Python call costs ~0.3 us)
         global _warm_until
-        if type(x) is float and type(y) is ndarray and perf_counter() <= _warm_until and ENABLED:
+        if type(x) is float and type(y) is ndarray and perf_counter() <= _warm_until and on():
             p = _pairs.get(t)
             if (p is not None and p.pthread and y.dtype is compute_np and y.flags.c_contiguous
                     and y.size >= EW_MIN_ELEMENTS and sharepool.pool_threads() >= 2):
@@ -612,7 +613,7 @@ def plan_calls(name: str, compute_np, general, general_into):
 
     def into(x, y, out) -> bool:
         global _warm_until
-        if x is out and type(y) is ndarray and perf_counter() <= _warm_until and ENABLED:
+        if x is out and type(y) is ndarray and perf_counter() <= _warm_until and on():
             # the step's ``w -= t`` (written out, as `call`'s float case)
             p = _pairs.get(t)
             if (p is not None and p.pthread and type(out) is ndarray and out.dtype is compute_np
@@ -706,10 +707,10 @@ def plan_product(m: int, kd: int, n: int, dtype, general):
     share = coreshare
 
     def call(a, b):
-        # coreshare.matmul's test for the halves (`not ENABLED or threads() > 1`), then
+        # coreshare.matmul's test for the halves (`not on() or threads() > 1`), then
         # `two_cores`' and `_gemm`'s, in one expression each (written out: no helper frames)
         global _warm_until
-        if (type(a) is ndarray and type(b) is ndarray and ENABLED
+        if (type(a) is ndarray and type(b) is ndarray and on()
                 and (not share.ENABLED or share.core_share.threads() > 1)
                 and sharepool.pool_threads() >= 2):
             p = _pairs.get(t)
@@ -853,7 +854,7 @@ def binary(name: str, x, y, compute_np, out=None):
         p = _pair(compute_np)       # (loads it where it may run)
         if p is None:
             return None
-    elif not ENABLED or sharepool.pool_threads() < 2:
+    elif not on() or sharepool.pool_threads() < 2:
         return None
     if not p.pthread:               # (no gotoblas_pthread to call: never jump to address 0)
         return None

@@ -26,6 +26,7 @@ from . import lstm_kernels as _kernels
 from . import rnn_kernels as _rnn_kernels
 from .native import floats
 from .rnn_weight_grad import weight_grad_alongside
+from .... import envflags
 
 __all__ = ["lstm_layer", "lstm_layer_backward", "gru_layer", "gru_layer_backward", "rnn_layer",
            "rnn_layer_backward", "LSTM_CHECK", "LSTM_BACKWARD_CHECK", "GRU_CHECK",
@@ -94,7 +95,7 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
 # 76.0 against 78.8 ms (quiet, SCHED_FIFO; faster in every round); default policy, nice -20,
 # load 2.4-2.7: 80.7 against 84.2. With two threads given (TRACEJIT_ADAPTIVE_THREADS=0,
 # quiet) the split loop is faster: 66.2 against 68.4 ms always alongside. Since d W runs
-# inside the split loop (`WEIGHT_GRAD_IN_LOOP`), "policy" keeps the split while the partner
+# inside the split loop (`_weight_grad_in_loop()`), "policy" keeps the split while the partner
 # is punctual and d W can be in the loop (`_alongside`).
 OVERLAP_WEIGHT_GRAD = "policy"
 
@@ -108,14 +109,12 @@ OVERLAP_WEIGHT_GRAD = "policy"
 # one thread 18.2 against 17.8-18.3. Compiled step, two threads forced, SCHED_FIFO, one
 # process alternating: 62.6 against 64.2 ms median (PyTorch eager 54.0). The backward
 # kernel's compile: ~0.8 s more CPU (5.4-5.9 against 4.6-4.8 s).
-WEIGHT_GRAD_IN_LOOP = True
-
-
+_weight_grad_in_loop = envflags.flag("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP")   # (the switch: tests, A/B measurements)
 def _alongside(nth: int, in_loop: bool = False) -> bool:
     # (after loop_split.threads, which has had the load policy set BLAS's count; nth is 1
     # there also while the partner is benched for stalls in split loops: the partner never
     # stalls this mode, so the ceiling decides). `in_loop`: the split loop could compute d W
-    # itself (WEIGHT_GRAD_IN_LOOP, whole tiles); with a punctual partner (nth 2) that beats
+    # itself (_weight_grad_in_loop(), whole tiles); with a punctual partner (nth 2) that beats
     # the alongside mode under the policy's one thread too: LSTM LM step, policy held at one
     # thread, SCHED_FIFO, one process alternating: 68.9 against 72.8 ms median (load 5-6)
     if not OVERLAP_WEIGHT_GRAD:
@@ -135,9 +134,7 @@ def _alongside(nth: int, in_loop: bool = False) -> bool:
 # C-contiguous (L, H, N) first. A layer's cotangent usually arrives so: the gradient of
 # `nn/recurrent._time_major_rows`' copy is the next layer's d x (L, N, I) or the head's
 # input gradient, permuted back (a 2 MB strided copy per layer in the LSTM LM step).
-D_Y_AS_ROWS = True
-
-
+_cotangent_rows = envflags.flag("TRACEJIT_LSTM_COTANGENT_ROWS")   # (the switch: tests, A/B measurements)
 def _rows_view(d_y) -> bool:
     """d_y (L, Hy, N) is not C-contiguous but its rows (L, N, Hy) are read along Hy with unit
     stride (a (N, L, Hy) layout too: ``readonly`` then copies whole rows, not elements)."""
@@ -172,10 +169,10 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
         nth = _split.threads(H)
         # d W inside the loop (each step's outer product while its gate gradient is in cache:
         # no GEMM after the loop), unless the partner computes it alongside the loop
-        in_loop = WEIGHT_GRAD_IN_LOOP and H % 16 == 0 and L > 0
+        in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
         alongside = _alongside(nth, in_loop)
         in_loop = in_loop and not alongside
-        rows = D_Y_AS_ROWS and _rows_view(d_y)
+        rows = _cotangent_rows() and _rows_view(d_y)
         args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
                 np.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else np.empty((1, 1), dt),
                 np.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, rows)

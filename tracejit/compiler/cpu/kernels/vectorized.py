@@ -57,6 +57,7 @@ import numpy as np
 from .... import envflags
 from ..runtime import coreshare
 from ....threads import PARALLEL_MIN, usable_cpus
+from ....ops.elementwise import ADD, DIV, MUL, SUB
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
 
 __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "enabled", "eligible", "run", "settle", "stats"]
@@ -129,16 +130,16 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core). From
     # halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
-    least = min(ARITH_MIN_ELEMENTS, _halves().EW_MIN_ELEMENTS) if prim.name in _HALVES_OPS else ARITH_MIN_ELEMENTS
+    least = min(ARITH_MIN_ELEMENTS, _halves().EW_MIN_ELEMENTS) if prim in _HALVES_OPS else ARITH_MIN_ELEMENTS
     if n >= least and _CPUS > 1:
-        _ARITH.add(prim.name)
+        _ARITH.add(prim)
         return True
     return False
 
 
-_ARITH: set = set()   # names of the arithmetic ops some plan sent here
+_ARITH: set = set()   # the arithmetic primitives some plan sent here
 # Arithmetic below ARITH_MIN_ELEMENTS that compiler/cpu/gemm/halves.py may run on two cores.
-_HALVES_OPS = frozenset(("add", "sub", "mul", "div"))
+_HALVES_OPS = frozenset((ADD, SUB, MUL, DIV))
 
 
 def _halves():
@@ -151,7 +152,7 @@ def declines(prim, out_shape) -> bool:
     """Whether `run` would give None now without looking at the operands: arithmetic below
     ARITH_MIN_ELEMENTS while compiler/cpu/gemm/halves.py's halves are not warm (their usual state outside
     a product's halves). Lets registry.run_into skip its overlap check (1-2 us)."""
-    if prim.name not in _HALVES_OPS:
+    if prim not in _HALVES_OPS:
         return False
     h = coreshare._halves_module     # (loaded: its warm window read here, no calls)
     if h is not None and time.perf_counter() <= h._warm_until:
@@ -221,7 +222,7 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     output's shape and dtype to write into (it may be one of the inputs: every element
     is read before it is written, at the same index)."""
     n = math.prod(out_shape)
-    if n < ARITH_MIN_ELEMENTS and prim.name in _HALVES_OPS:
+    if n < ARITH_MIN_ELEMENTS and prim in _HALVES_OPS:
         # (the parallel kernel's launch costs more than half of the loop here: two halves
         # without the GIL, or numpy's loop)
         if compute_np != out_np or params or len(arrays) != 2:
@@ -241,7 +242,7 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
         fn = _obtain(key, prim, layout, params, compute_np, out_np, parallel)
         if fn is None:
             return None
-    if prim.name in _ARITH and _one_core_free():
+    if prim in _ARITH and _one_core_free():
         # numpy's loop on this core is as fast, without the launch (the kernel is kept, or
         # its compile started above, for when the cores are free again)
         return None
@@ -262,7 +263,7 @@ def plan_calls(prim, operands, casts, compute_np, out_np, out_shape, params, fn,
     `call(x, y)` is the plan's path from `run` on: the halves, else numpy's loop (`fn`);
     `into(x, y, out)` is the halves into `out`, else `general_into(x, y, out)` (registry's
     `_kernel_into` for the plan)."""
-    if (prim.name not in _HALVES_OPS or params or len(operands) != 2 or fn is None
+    if (prim not in _HALVES_OPS or params or len(operands) != 2 or fn is None
             or any(c is not None for c in casts) or compute_np != out_np
             or math.prod(out_shape) >= ARITH_MIN_ELEMENTS):
         return None

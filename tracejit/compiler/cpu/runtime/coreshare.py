@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from .... import envflags
 from ....envflags import is_off
 from .... import threads as _threads
 from ....threads import usable_cpus
@@ -442,7 +443,7 @@ def matmul(a, b, blas_only: bool = False):
             # the previous product or kernel had swept, took ~1 us of each such call in the
             # step (5.2-7.0 us of Python a call before, 4.3-5.7 after).
             threads = adapt_blas() if blas_only else adapt()
-            if threads == 1 and CLAIM_GEMMS and mnk >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
+            if threads == 1 and _claim_gemms() and mnk >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
                 out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
                 if out is not None:
                     return out
@@ -479,7 +480,7 @@ def matmul(a, b, blas_only: bool = False):
                 return out
         if _splits(a, b, m * k * n):
             return _batched(a, b)
-        if threads == 1 and CLAIM_GEMMS and m * k * n >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
+        if threads == 1 and _claim_gemms() and m * k * n >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
             out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
             if out is not None:
                 return out
@@ -497,11 +498,9 @@ def matmul(a, b, blas_only: bool = False):
 # Products from this m*k*n on run as parts of rows claimed by this thread and sharepool's
 # partner thread where the policy gives BLAS one thread but its ceiling is two or more
 # (`sharepool.claimed_matmul`: the partner does as many parts as it gets a core for, and
-# is not waited for when it got none). CLAIM_GEMMS: the switch (tests, measurements).
+# is not waited for when it got none). _claim_gemms(): the switch (tests, measurements).
 CLAIM_GEMM_MNK = 1 << 25
-CLAIM_GEMMS = True
-
-
+_claim_gemms = envflags.flag("TRACEJIT_CLAIM_GEMMS")   # (the switch: tests, A/B measurements)
 def _claimed(a, b):
     if ceding():
         return None
@@ -516,16 +515,14 @@ def _claimed(a, b):
 # (the worker counts as another process), but the partner took the worker's core in turns
 # all the same (it moves off its launcher's CPU: onto the worker's; cold MLP step on a quiet
 # machine: the partner 0.33 of a core, the worker 0.63) and each compile took longer.
-# CEDE: the switch (tests, measurements).
-CEDE = True
-
-
+# _cede(): the switch (tests, measurements).
+_cede = envflags.flag("TRACEJIT_CEDE")   # (the switch: tests, A/B measurements)
 def ceding() -> bool:
     """Whether the program leaves its second thread's core to its compile workers now: a
     worker of this process starts up or compiles a job the program waits for
     (compiler/workers.compiling), and the CPUs we may use less those workers leave fewer
     than two (a 2-core machine)."""
-    if not CEDE:
+    if not _cede():
         return False
     c = _compiles
     if c is None:
@@ -634,10 +631,10 @@ _halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has ask
 # the step's GEMM time 9.32-9.74 (median 9.43) against 9.61-9.88 (9.645), the step -0.20 ms
 # (in-process ABBA, 12 rounds, 10 lower). Alone, warm, the pair is no faster than the two
 # two-thread products (3.95/4.11 against 3.97/4.07 ms min/median): what it saves is in the
-# step. Below 8M (a head's products) the kernels above run them. PAIRS: the switch (tests,
+# step. Below 8M (a head's products) the kernels above run them. _pair_at_once(): the switch (tests,
 # measurements); `pairs_run` counts the pairs that ran so (the breakdown reads it).
 PAIR_MNK = 1 << 23
-PAIRS = True
+_pair_at_once = envflags.flag("TRACEJIT_PAIR_AT_ONCE")   # (the switch: tests, A/B measurements)
 pairs_run = 0
 
 
@@ -665,7 +662,7 @@ def matmul_pair(a1, b1, a2, b2) -> tuple:
     can run them (its conditions: two cores free, numpy's BLAS an ILP64 OpenBLAS, the
     module loaded), else one after the other."""
     global pairs_run
-    if (PAIRS and a1.ndim == 2 and b1.ndim == 2 and a2.ndim == 2 and b2.ndim == 2
+    if (_pair_at_once() and a1.ndim == 2 and b1.ndim == 2 and a2.ndim == 2 and b2.ndim == 2
             and a1.shape[0] * a1.shape[1] * b1.shape[1] >= PAIR_MNK
             and a2.shape[0] * a2.shape[1] * b2.shape[1] >= PAIR_MNK
             and (not ENABLED or core_share.threads() > 1)):
@@ -730,7 +727,7 @@ def gemm_thread_count(m: int, k: int, n: int) -> int | None:
     mnk = m * k * n
     if (SKINNY_MNK <= mnk < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN
             and (mnk < HALVES_MNK or n <= SKINNY_THIN)   # (past HALVES_MNK: the dot kernel's only)
-            and _skinny_module is not None and _skinny_module.ENABLED):
+            and _skinny_module is not None and _skinny_module.on()):
         t = _skinny_module.threads(m, k, n)
         if t is not None:
             return t
