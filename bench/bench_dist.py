@@ -1,6 +1,6 @@
 """Distributed workload: all-reduce bandwidth and the data-parallel MLP step, over MPI.
 
-Run:  ``python bench/bench_dist.py [--quick] [--ranks 2] [--tcp] [--steps N] [--out FILE]``
+Run:  ``python bench/bench_dist.py [--quick] [--ranks 2] [--tcp] [--steps N] [--links] [--out FILE]``
 
 The script launches itself under ``mpiexec`` (found next to this Python, then on PATH)
 and prints a Markdown table; it is not part of ``python -m bench`` (that runs one process
@@ -10,7 +10,8 @@ per system). Without mpi4py or mpiexec it prints what to install and exits 0.
   4 MB and 25 MB (DDP's default bucket size), summed
   over the ranks: ``tj.distributed.all_reduce`` (which first checks the ranks agree on
   shape and dtype), the same with ``async_op=True`` + ``wait()``, and mpi4py's
-  ``Allreduce(IN_PLACE)`` on a numpy array (the floor tracejit adds to). Each sample
+  ``Allreduce(IN_PLACE)`` on a numpy array (the floor tracejit adds to), and the bucket
+  all-reduce DDP runs (non-blocking, waited in the watchdog, no agreement check). Each sample
   starts after a barrier; the figure is rank 0's median. ``busbw`` is the algorithmic
   bandwidth times 2(N-1)/N, the bytes a ring all-reduce moves per rank.
 - **MLP step** (the ``mlp`` workload of ``python -m bench``: batch 256, 784-1024-1024-10,
@@ -20,6 +21,12 @@ per system). Without mpi4py or mpiexec it prints what to install and exits 0.
   plus one plain process with the whole batch for scale. Every rank runs one thread
   (``OMP_NUM_THREADS=1``): N ranks share the machine's cores. The final loss is the
   check value: the same init and data give the same loss in every system.
+- **links** (``--links``): the bucket all-reduce's bandwidth against the link's, over
+  loopback TCP and over a veth pair between two network namespaces (bench/netns_hosts.py;
+  root only). The link's bandwidth is one TCP stream's (4 MB writes, the same Python on
+  both ends), alone and with a second stream the other way at once (an all-reduce sends
+  both ways); the all-reduce's is its bus bandwidth (2(N-1)/N x bytes / time), the bytes
+  each rank sends per direction.
 """
 from __future__ import annotations
 
@@ -63,7 +70,10 @@ def worker_allreduce(args) -> dict:
     comm = MPI.COMM_WORLD
     n = dist.get_world_size()
     out = {}
-    for nbytes, label in (SIZES[:2] if args.quick else SIZES):
+    sizes = SIZES[:2] if args.quick else SIZES
+    if args.sizes:
+        sizes = [(int(b), lbl) for b, lbl in SIZES if lbl.replace(" ", "") in args.sizes.split(",")]
+    for nbytes, label in sizes:
         numel = nbytes // 4
         arr = np.ones(numel, np.float32)
         t = tj.ones(numel)
@@ -80,9 +90,12 @@ def worker_allreduce(args) -> dict:
                 samples.append(time.perf_counter() - t0)
             return _median_ms(samples)
 
+        from tracejit.distributed import process_group as pg
+        world = pg._group.world
         row = {"mpi4py Allreduce": timed(lambda: comm.Allreduce(MPI.IN_PLACE, arr, op=MPI.SUM)),
                "tj all_reduce": timed(lambda: dist.all_reduce(t)),
-               "tj all_reduce async+wait": timed(lambda: dist.all_reduce(t, async_op=True).wait())}
+               "tj all_reduce async+wait": timed(lambda: dist.all_reduce(t, async_op=True).wait()),
+               "tj bucket (DDP)": timed(lambda: world.allreduce(arr, MPI.SUM, "bench bucket"))}
         out[label] = {k: {"ms": v, "algbw_GBps": nbytes / (v * 1e-3) / 1e9,
                           "busbw_GBps": 2 * (n - 1) / n * nbytes / (v * 1e-3) / 1e9}
                       for k, v in row.items()}
@@ -222,14 +235,67 @@ def worker_shard(args) -> dict:
     return out
 
 
-WORKERS = {"allreduce": worker_allreduce, "mlp": worker_mlp_tracejit, "torch": worker_mlp_torch,
+def worker_stream(args) -> dict:
+    """One end of a TCP stream: --stream-role server|client|both-server|both-client at --stream-host."""
+    import socket
+    import threading
+    chunk, total = 4 << 20, args.stream_mb << 20
+    role, host, port = args.stream_role, args.stream_host, args.port
+
+    def recv(sock, out):
+        buf = memoryview(bytearray(chunk))
+        got, t0 = 0, time.perf_counter()
+        while got < total:
+            k = sock.recv_into(buf, min(chunk, total - got))
+            if not k:
+                break
+            got += k
+        out.append(got / (time.perf_counter() - t0) / 1e9)
+
+    def send(sock):
+        data = memoryview(bytes(chunk))
+        sent = 0
+        while sent < total:
+            k = min(chunk, total - sent)
+            sock.sendall(data[:k])
+            sent += k
+        sock.shutdown(socket.SHUT_WR)
+
+    if role.endswith("server"):
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind((host, port))
+        ls.listen(1)
+        Path(args.json + ".ready").write_text("1")
+        sock, _ = ls.accept()
+    else:
+        for _ in range(200):
+            if Path(args.json + ".ready").exists():
+                break
+            time.sleep(0.05)
+        sock = socket.create_connection((host, port))
+    rates: list = []
+    if role.startswith("both"):
+        th = threading.Thread(target=send, args=(sock,))
+        th.start()
+        recv(sock, rates)
+        th.join()
+    elif role == "server":
+        recv(sock, rates)
+    else:
+        send(sock)
+        rates.append(float("nan"))
+    return {"GBps": rates[0]}
+
+
+WORKERS = {"stream": worker_stream, "allreduce": worker_allreduce, "mlp": worker_mlp_tracejit, "torch": worker_mlp_torch,
            "single": worker_single, "shard": worker_shard}
 
 
 def worker_main(args) -> None:
     res = WORKERS[args.worker](args)
     rank = int(os.environ.get("PMI_RANK", "0"))
-    if rank == 0:
+    if rank == 0 and not (args.worker == "stream" and args.stream_role in ("client", "both-client")):
         Path(args.json).write_text(json.dumps(res))
 
 
@@ -240,12 +306,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(what: str, n: int, args, extra_env=None) -> dict:
+def _launch(what: str, n: int, args, extra_env=None, hosts=None, extra=()) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         js = os.path.join(tmp, "out.json")
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", what, "--json", js,
-               "--steps", str(args.steps), "--port", str(_free_port()), "--ranks", str(args.ranks)] + (["--quick"] if args.quick else [])
-        if n > 0:
+               "--steps", str(args.steps), "--port", str(_free_port()), "--ranks", str(args.ranks),
+               "--sizes", args.sizes or ""] + (["--quick"] if args.quick else []) + list(extra)
+        if n > 0 and hosts is not None:
+            cmd = hosts.mpiexec_cmd(find_mpiexec(), n, cmd)
+        elif n > 0:
             cmd = [find_mpiexec(), "-n", str(n)] + cmd
         env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    OPENBLAS_NUM_THREADS="1")
@@ -273,6 +342,11 @@ def main(argv=None) -> int:
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--links", action="store_true", help="bucket all-reduce vs link bandwidth (loopback, veth)")
+    ap.add_argument("--sizes", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--stream-role", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--stream-host", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--stream-mb", type=int, default=1024, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         worker_main(args)
@@ -290,18 +364,27 @@ def main(argv=None) -> int:
     n = args.ranks
     load0 = os.getloadavg()[0]
     print(f"bench_dist: {n} ranks over {transport}, {os.cpu_count()} cores, load average {load0:.2f}", flush=True)
-    results = {"ranks": n, "transport": transport, "cpus": os.cpu_count(), "load_before": load0,
-               "allreduce": _launch("allreduce", n, args, env)}
+    results = {"ranks": n, "transport": transport, "cpus": os.cpu_count(), "load_before": load0}
+    if args.links:
+        results["links"] = links(args)
+        results["load_after"] = os.getloadavg()[0]
+        print(report_links(results))
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=1))
+        return 0
+    results["allreduce"] = _launch("allreduce", n, args, env)
     if not args.skip_mlp:
         mlp = {}
         threads = {k: str(n) for k in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS",
                                        "OPENBLAS_NUM_THREADS")}
-        mlp.update(_launch("single", 0, args, threads))
-        mlp.update(_launch("shard", 0, args))
-        mlp.update(_launch("mlp", n, args, env))
+        def add(what, got):
+            mlp.update({f"{what}: error": got} if "error" in got else got)
+        add("single", _launch("single", 0, args, threads))
+        add("shard", _launch("shard", 0, args))
+        add("mlp", _launch("mlp", n, args, env))
         try:
             import torch  # noqa: F401
-            mlp.update(_launch("torch", n, args))
+            add("torch", _launch("torch", n, args))
         except ImportError:
             mlp["torch DDP gloo eager"] = {"skipped": "PyTorch is not installed"}
         results["mlp"] = mlp
@@ -309,7 +392,8 @@ def main(argv=None) -> int:
     print(report(results))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
-    return 1 if any("error" in v for v in (results["allreduce"], results.get("mlp", {}))) else 0
+    failed = "error" in results["allreduce"] or any("error" in v for v in results.get("mlp", {}).values())
+    return 1 if failed else 0
 
 
 def report(res: dict) -> str:
@@ -318,11 +402,12 @@ def report(res: dict) -> str:
              f"({res['cpus']} cores): above the core count, every figure is inflated",
              f"\nall-reduce (float32 sum), {n} ranks over {res['transport']}: rank 0's median ms "
              f"(algbw / busbw GB/s, busbw = algbw x 2(N-1)/N)", "",
-             "| size | " + " | ".join(["mpi4py Allreduce", "tj all_reduce", "tj all_reduce async+wait"]) + " |",
-             "|---|---|---|---|"]
+             "| size | " + " | ".join(["mpi4py Allreduce", "tj all_reduce", "tj all_reduce async+wait",
+                                      "tj bucket (DDP)"]) + " |",
+             "|---|---|---|---|---|"]
     ar = res["allreduce"]
     if "error" in ar:
-        lines.append(f"| {ar['error']} | | | |")
+        lines.append(f"| {ar['error']} | | | | |")
     else:
         for size, row in ar.items():
             cells = [f"{v['ms'] * 1e3:.0f} us" if size == "64 B" else
@@ -338,6 +423,77 @@ def report(res: dict) -> str:
                 lines.append(f"| {k} | {v['ms']:.1f} | {loss} |")
             else:
                 lines.append(f"| {k} | {v.get('skipped') or v.get('error')} | |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- links
+def _stream_pair(args, cmd_prefixes, host: str, both: bool) -> float:
+    """Run a TCP stream between two processes (prefixes: how to start each end); the receiver's GB/s."""
+    with tempfile.TemporaryDirectory() as tmp:
+        js = os.path.join(tmp, "stream.json")
+        port = str(_free_port())
+        base = [sys.executable, str(Path(__file__).resolve()), "--worker", "stream", "--json", js, "--port", port,
+                "--stream-host", host, "--stream-mb", str(256 if args.quick else 2048)]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        srv = subprocess.Popen(cmd_prefixes[1] + base + ["--stream-role", "both-server" if both else "server"], env=env)
+        cli = subprocess.Popen(cmd_prefixes[0] + base + ["--stream-role", "both-client" if both else "client"], env=env)
+        cli.wait(timeout=args.timeout)
+        srv.wait(timeout=args.timeout)
+        return json.loads(Path(js).read_text())["GBps"]
+
+
+def links(args) -> dict:
+    """Bucket all-reduce bus bandwidth against the link's, over loopback TCP and a veth pair."""
+    from bench.netns_hosts import TwoHosts, skip_reason
+    args.sizes = "4MB,25MB"
+    out = {}
+    plans = [("loopback TCP", None)]
+    reason = skip_reason()
+    if reason is None:
+        plans.append(("veth pair (two namespaces)", TwoHosts))
+    else:
+        out["veth pair (two namespaces)"] = {"skipped": reason}
+    for name, maker in plans:
+        if maker is None:
+            prefixes, host, hosts = ([], []), "127.0.0.1", None
+            row = _links_row(args, prefixes, host, None, TCP_ENV)
+        else:
+            with maker() as hosts:
+                row = _links_row(args, (hosts.exec_prefix(0), hosts.exec_prefix(1)), hosts.addrs[1], hosts,
+                                 hosts.env({}))
+        out[name] = row
+    return out
+
+
+def _links_row(args, prefixes, host, hosts, env) -> dict:
+    one = max(_stream_pair(args, prefixes, host, False) for _ in range(2))
+    both = max(_stream_pair(args, prefixes, host, True) for _ in range(2))
+    ar = _launch("allreduce", 2, args, env, hosts=hosts)
+    return {"link one way GBps": one, "link both ways GBps (each way)": both, "allreduce": ar}
+
+
+def report_links(res: dict) -> str:
+    lines = [f"\n1-minute load average {res['load_before']:.2f} before, {res['load_after']:.2f} after",
+             "\nbucket all-reduce (float32 sum, 2 ranks) against the link: bus bandwidth GB/s "
+             "(= bytes each rank sends each way / time) and its fraction of the link's, one way / both ways at once", "",
+             "| link | TCP one way | TCP both ways (each) | size | mpi4py Allreduce | tj bucket (DDP) |",
+             "|---|---|---|---|---|---|"]
+    for name, row in res["links"].items():
+        if "skipped" in row:
+            lines.append(f"| {name} | skipped: {row['skipped']} | | | | |")
+            continue
+        one, both = row["link one way GBps"], row["link both ways GBps (each way)"]
+        ar = row["allreduce"]
+        if "error" in ar:
+            lines.append(f"| {name} | {one:.2f} | {both:.2f} | {ar['error']} | | |")
+            continue
+        for size, cells in ar.items():
+            def cell(k):
+                bw = cells[k]["busbw_GBps"]
+                return f"{bw:.2f} ({bw / one:.0%} / {bw / both:.0%})"
+            lines.append(f"| {name} | {one:.2f} | {both:.2f} | {size} | {cell('mpi4py Allreduce')} | "
+                         f"{cell('tj bucket (DDP)')} |")
     return "\n".join(lines)
 
 

@@ -1131,7 +1131,7 @@ def _np_bce_logits(x, t, *w, reduction="mean", pos_weight=None):
 
 def _bce_logits(m, x, t, *w, pos_weight=None, **kw):
     if pos_weight is not None:
-        pos_weight = (m.tensor(pos_weight, dtype=x.dtype))
+        pos_weight = m.tensor(pos_weight, dtype=x.dtype, device=x.device)
     return F(m).binary_cross_entropy_with_logits(x, t, w[0] if w else None, pos_weight=pos_weight, **kw)
 
 

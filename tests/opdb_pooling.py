@@ -3,7 +3,7 @@ the window offsets. Ties (integer-valued floats) check that the gradient goes to
 maximum in row-major window order, as PyTorch's (compared with torch's gradient; finite
 differences are meaningless at a tie); distinct values check finite differences and second
 derivatives over overlapping windows, padding and dilation; ``return_indices`` is compared
-with a numpy argmax. The numpy references stack the windows (tests/opdb.py `_np_pool`)."""
+with a numpy argmax, with ceil_mode too. The numpy references stack the windows (tests/opdb.py `_np_pool`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -59,6 +59,50 @@ register("max_pool2d.indices",
          lambda d, r: [Sample((_ties(r, shape, d),), kw, desc="ties")
                        for shape, kw in _GEOMETRIES]
          + [Sample((distinct(r, shape, d),), kw) for shape, kw in _GEOMETRIES[:2]],
+         dtypes=FLOATS, grad=False)
+
+def _np_first_max(x, windows):
+    """(max, flat H*W index of the first maximum) per window; `windows(i, j)` lists the
+    (row, col) input positions of output (i, j) in row-major window order."""
+    n, c, h, w = x.shape
+    oh, ow = windows.shape
+    vals, idx = np.empty((n, c, oh, ow)), np.empty((n, c, oh, ow), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            flat = np.array([r * w + q for r, q in windows[i, j]])
+            win = x.reshape(n, c, h * w)[:, :, flat]
+            first = np.argmax(win, axis=2)
+            vals[:, :, i, j] = np.take_along_axis(win, first[:, :, None], 2)[:, :, 0]
+            idx[:, :, i, j] = flat[first]
+    return vals, idx
+
+
+def _np_pool_indices_ceil(x, kernel_size, stride, padding=0, dilation=1, ceil_mode=True):
+    """max_pool2d with ceil_mode's windows (the last may start past the right padding's
+    reach only inside the input or the left padding) by looping over them."""
+    h, w = x.shape[2:]
+    k, s, p, d = kernel_size, stride, padding, dilation
+
+    def count(size):
+        o = -(-(size + 2 * p - d * (k - 1) - 1) // s) + 1
+        return o - 1 if (o - 1) * s >= size + p else o
+    oh, ow = count(h), count(w)
+    windows = np.empty((oh, ow), object)
+    for i in range(oh):
+        for j in range(ow):
+            windows[i, j] = [(i * s - p + a * d, j * s - p + b * d) for a in range(k) for b in range(k)
+                             if 0 <= i * s - p + a * d < h and 0 <= j * s - p + b * d < w]
+    return _np_first_max(x, windows)
+
+
+# ceil_mode's extra windows reach past the input: their indices still count in its H*W
+register("max_pool2d.indices_ceil",
+         lambda m, x, **kw: F(m).max_pool2d(x, return_indices=True, ceil_mode=True, **kw),
+         lambda x, **kw: _np_pool_indices_ceil(x, **kw),
+         lambda d, r: [Sample((_ties(r, (2, 3, 7, 8), d),), {"kernel_size": 3, "stride": 2}, desc="ties"),
+                       Sample((distinct(r, (1, 2, 6, 9), d),), {"kernel_size": 2, "stride": 2, "padding": 1}),
+                       Sample((_ties(r, (1, 2, 9, 7), d),), {"kernel_size": 3, "stride": 3, "dilation": 2},
+                              desc="dilated ties")],
          dtypes=FLOATS, grad=False)
 
 register("avg_pool2d.offsets", lambda m, x, **kw: F(m).avg_pool2d(x, **kw),

@@ -28,6 +28,35 @@ register("conv1d", lambda m, x, w, b=None, **kw: F(m).conv1d(x, w, b, **kw), _np
          atol=1e-4, rtol=1e-4)
 
 
+def _np_same(conv, x, w, *b, dilation=1, **kw):
+    """padding='same' by hand: dilation * (k - 1) in all per spatial dim, the odd one on the
+    right (bottom), then a plain convolution."""
+    dl = (dilation,) * (w.ndim - 2) if isinstance(dilation, int) else tuple(dilation)
+    widths = [(0, 0), (0, 0)]
+    for k, d in zip(w.shape[2:], dl):
+        total = d * (k - 1)
+        widths.append((total // 2, total - total // 2))
+    return conv(np.pad(x, widths), w, *b, dilation=dilation if isinstance(dilation, int) else dl, **kw)
+
+
+# even kernels and dilations whose total padding is odd: PyTorch pads one more on the right
+register("conv2d.same", lambda m, x, w, b=None, **kw: F(m).conv2d(x, w, b, padding="same", **kw),
+         lambda x, w, *b, **kw: _np_same(_np_conv2d, x, w, *b, **kw),
+         lambda d, r: [Sample((arr(r, (1, 3, 8, 9), d), arr(r, (2, 3, 3, 2), d), arr(r, (2,), d)), {},
+                              desc="(3, 2) kernel"),
+                       Sample((arr(r, (2, 2, 7, 8), d), arr(r, (3, 2, 2, 2), d)), {}, desc="(2, 2) kernel"),
+                       Sample((arr(r, (1, 3, 8, 9), d), arr(r, (3, 3, 1, 2), d)), {"dilation": (2, 1)},
+                              desc="(1, 2) kernel, dilation (2, 1)"),
+                       Sample((arr(r, (1, 4, 6, 7), d), arr(r, (4, 2, 4, 3), d)), {"dilation": (1, 2), "groups": 2},
+                              desc="(4, 3) kernel, dilation (1, 2), groups")],
+         atol=1e-4, rtol=1e-4)
+register("conv1d.same", lambda m, x, w, b=None, **kw: F(m).conv1d(x, w, b, padding="same", **kw),
+         lambda x, w, *b, **kw: _np_same(_np_conv1d, x, w, *b, **kw),
+         lambda d, r: [Sample((arr(r, (2, 3, 9), d), arr(r, (2, 3, 4), d), arr(r, (2,), d)), {}, desc="k=4"),
+                       Sample((arr(r, (1, 2, 8), d), arr(r, (3, 2, 2), d)), {"dilation": 3}, desc="k=2 dilation 3")],
+         atol=1e-4, rtol=1e-4)
+
+
 def _np_conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     p2 = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
     s, p, op, dl = p2(stride), p2(padding), p2(output_padding), p2(dilation)
@@ -55,6 +84,18 @@ register("conv_transpose2d", lambda m, x, w, b=None, **kw: F(m).conv_transpose2d
                               {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2),
                                "groups": 2, "dilation": (1, 2)})],
          atol=1e-4, rtol=1e-4)
+# output_padding of a stride or more, which PyTorch allows below the dilation
+register("conv_transpose2d.output_padding", lambda m, x, w, b=None, **kw: F(m).conv_transpose2d(x, w, b, **kw),
+         _np_conv_transpose2d,
+         lambda d, r: [Sample((arr(r, (1, 2, 3, 4), d), arr(r, (2, 3, 2, 2), d), arr(r, (3,), d)),
+                              {"output_padding": 1, "dilation": 2}, desc="stride 1, dilation 2"),
+                       Sample((arr(r, (2, 2, 3, 3), d), arr(r, (2, 1, 3, 2), d)),
+                              {"stride": (2, 1), "padding": (2, 1), "output_padding": (2, 1), "dilation": 3},
+                              desc="padding above output_padding"),
+                       Sample((arr(r, (1, 4, 3, 2), d), arr(r, (4, 1, 2, 3), d)),
+                              {"stride": 1, "padding": (0, 1), "output_padding": (2, 1), "dilation": (3, 2),
+                               "groups": 2}, desc="groups")],
+         atol=1e-4, rtol=1e-4)
 
 
 def _bins(size, out):
@@ -78,6 +119,33 @@ register("adaptive_max_pool2d", lambda m, x, **kw: F(m).adaptive_max_pool2d(x, *
          lambda x, output_size: _np_adaptive(x, output_size, np.max),
          lambda d, r: [Sample((distinct(r, (2, 3, 7, 10), d),), {"output_size": (3, 4)}),
                        Sample((distinct(r, (1, 2, 6, 4), d),), {"output_size": 2})])
+
+
+def _np_adaptive_indices(x, output_size):
+    """(max, flat H*W index of each bin's first maximum, row-major), PyTorch's indices."""
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    n, c, h, w = x.shape
+    vals, idx = np.empty((n, c, oh, ow)), np.empty((n, c, oh, ow), np.int64)
+    for i, (h0, h1) in enumerate(_bins(h, oh)):
+        for j, (w0, w1) in enumerate(_bins(w, ow)):
+            flat = (np.arange(h0, h1)[:, None] * w + np.arange(w0, w1)[None, :]).reshape(-1)
+            win = x.reshape(n, c, h * w)[:, :, flat]
+            first = np.argmax(win, axis=2)
+            vals[:, :, i, j] = np.take_along_axis(win, first[:, :, None], 2)[:, :, 0]
+            idx[:, :, i, j] = flat[first]
+    return vals, idx
+
+
+def _ties(rng, shape, dtype):
+    return rng.integers(0, 3, shape).astype(dtype.np)
+
+
+register("adaptive_max_pool2d.indices", lambda m, x, **kw: F(m).adaptive_max_pool2d(x, return_indices=True, **kw),
+         _np_adaptive_indices,
+         lambda d, r: [Sample((_ties(r, (2, 3, 7, 10), d),), {"output_size": (3, 4)}, desc="uneven bins, ties"),
+                       Sample((_ties(r, (1, 2, 6, 4), d),), {"output_size": 2}, desc="even bins, ties"),
+                       Sample((distinct(r, (1, 2, 5, 7), d),), {"output_size": (4, 3)}, desc="overlapping bins")],
+         grad=False)
 
 
 def _np_avg_pool(x, kernel_size, stride, padding=0, ceil_mode=False, count_include_pad=True):

@@ -1,13 +1,21 @@
-"""DataLoader(num_workers > 0): same batches and order as num_workers=0, seeding, errors, shutdown."""
+"""DataLoader(num_workers > 0): same batches and order as num_workers=0, seeding, errors, shutdown,
+and the start method: fork where it is safe, else spawn, and a script spawn cannot run is
+refused at once."""
 import gc
 import multiprocessing as mp
 import os
+import subprocess
+import sys
+import textwrap
+import threading
 import time
+import types
 
 import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.utils import data_workers
 from tracejit.utils.data import (DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info,
                                  random_split)
 
@@ -164,3 +172,76 @@ def test_random_split():
     assert a2.indices == a.indices
     with pytest.raises(ValueError, match="summing to the dataset length 10"):
         random_split(ds, [5, 6])
+
+
+
+# ---------------------------------------------------------------- the start method
+_SCRIPT = """
+import threading
+import tracejit as tj
+from tracejit.utils.data import DataLoader, TensorDataset
+{before}
+ds = TensorDataset(tj.arange(20.0).reshape(10, 2))
+print("batches", sum(1 for _ in DataLoader(ds, batch_size=2, num_workers=2{kw})))
+"""
+
+
+def _run_script(tmp_path, before="", kw=""):
+    """Run an unguarded script (its DataLoader loop at top level, line 7) in a fresh Python:
+    (return code, output). The timeout only stops a hang."""
+    path = tmp_path / "train.py"
+    path.write_text(_SCRIPT.format(before=before, kw=kw))
+    env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=tmp_path)
+    return p.returncode, p.stdout + p.stderr, str(path)
+
+
+def test_unguarded_script_runs_where_fork_is_safe(tmp_path):
+    rc, out, _ = _run_script(tmp_path)
+    assert rc == 0 and "batches 5" in out, out
+
+
+@pytest.mark.parametrize("before, kw, why", [
+    ("", ', multiprocessing_context="spawn"', "as multiprocessing_context asks"),
+    ("threading.Thread(target=threading.Event().wait, name='user-poller', daemon=True).start()", "",
+     "thread 'user-poller' is running"),
+])
+def test_unguarded_script_that_spawn_would_rerun_fails_at_once(tmp_path, before, kw, why):
+    rc, out, path = _run_script(tmp_path, before, kw)
+    assert rc != 0 and "batches 5" not in out
+    assert f"start with 'spawn' here ({why}" in out, out
+    assert f'used at {path}:7, outside an `if __name__ == "__main__":` block' in out, out
+    assert "bootstrapping" not in out, out          # no worker was started
+
+
+def _only_main_thread(monkeypatch):
+    monkeypatch.setattr(threading, "enumerate", lambda: [threading.main_thread()])
+
+
+@pytest.mark.parametrize("layer, safe", [("omp", False), ("workqueue", True), ("tbb", True)])
+def test_fork_is_refused_while_numba_runs_openmp(monkeypatch, layer, safe):
+    _only_main_thread(monkeypatch)
+    fake = types.SimpleNamespace(_is_initialized=True, threading_layer=lambda: layer)
+    monkeypatch.setitem(sys.modules, "numba.np.ufunc.parallel", fake)
+    hazard = data_workers.fork_hazard()
+    assert (hazard is None) == safe, hazard
+    assert data_workers.start_context().get_start_method() == ("fork" if safe else "spawn")
+    if not safe:
+        assert "OpenMP" in hazard
+
+
+def test_tracejit_threads_do_not_stop_fork(monkeypatch):
+    """tracejit's own threads (named tracejit-*) are fork-safe: its fork hooks see to them."""
+    ours = threading.Thread(name="tracejit-compile-9")
+    monkeypatch.setattr(threading, "enumerate", lambda: [threading.main_thread(), ours])
+    monkeypatch.setattr(ours, "is_alive", lambda: True)
+    monkeypatch.setitem(sys.modules, "numba.np.ufunc.parallel", None)
+    assert data_workers.fork_hazard() is None
+
+
+def test_spawn_runs_from_a_guarded_main():
+    """pytest's main module runs under its guard: spawn is allowed and gives the same batches."""
+    ds = Squares()
+    ref = _epochs(DataLoader(ds, batch_size=4), 1)
+    assert _epochs(DataLoader(ds, batch_size=4, num_workers=2, multiprocessing_context="spawn"), 1) == ref

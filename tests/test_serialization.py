@@ -197,3 +197,43 @@ def test_load_text_mode_file_is_a_clear_error(tmp_path):
     with open(path, "r", encoding="latin-1") as f:
         with pytest.raises(TypeError, match="binary mode"):
             tj.load(f)
+
+
+def _load_overhead(path):
+    """(peak traced memory during tj.load above what the loaded object keeps, the object)."""
+    import gc
+    import tracemalloc
+    gc.collect()
+    tracemalloc.start()
+    try:
+        obj = tj.load(path)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak - kept, obj
+
+
+def test_load_of_many_small_tensors_stays_near_the_file_size(tmp_path):
+    """Loading streams the file into the tensors and keeps the header compact: many small
+    tensors (the worst case: a header entry per 16 bytes of data) cost at most twice the
+    file beyond the loaded object (reading the file, then a dict per record, cost 5.6x)."""
+    path = tmp_path / "small.tj"
+    rng = np.random.default_rng(0)
+    saved = {f"block{i}.weight": tj.tensor(rng.standard_normal(4).astype(np.float32)) for i in range(20000)}
+    tj.save(saved, path)
+    extra, out = _load_overhead(path)
+    size = path.stat().st_size
+    assert extra <= 2 * size, f"load peaked {extra / size:.2f}x the file size above its result"
+    assert list(out) == list(saved)
+    for k in ("block0.weight", "block19999.weight"):
+        np.testing.assert_array_equal(out[k].numpy(), saved[k].numpy())
+
+
+def test_load_of_large_tensors_does_not_hold_the_file(tmp_path):
+    path = tmp_path / "large.tj"
+    saved = [tj.arange(500_000, dtype=tj.float32) * float(i) for i in range(4)]
+    tj.save(saved, path)
+    extra, out = _load_overhead(path)
+    assert extra <= 0.25 * path.stat().st_size, f"load peaked {extra} bytes above its result"
+    for a, b in zip(out, saved):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

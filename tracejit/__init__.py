@@ -62,7 +62,7 @@ for _name in _OUT_FUNCTIONS:  # the out= keyword on tracejit.<fn> (tensor method
     globals()[_name] = _with_out(globals()[_name], _name)
 del _name
 
-from .jit import eager, explain, script, trace  # noqa: E402,F401
+from .jit import compile, eager, explain, script, trace  # noqa: E402,F401,A004
 # the CPU backend's implementations of primitives join the table (ops/impls.py)
 from .compiler.cpu import implementations as _cpu_implementations  # noqa: E402,F401
 from . import errors  # noqa: E402,F401
@@ -71,3 +71,16 @@ from .serialization import load, save  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
 from . import accelerator, backends, onnx  # noqa: E402,F401
+
+
+def __getattr__(name: str):
+    """``tracejit.compiler`` (wait, reset, the cache commands) on first use: importing it
+    loads the backend, which ``import tracejit`` leaves to the first compiled call."""
+    if name == "compiler":
+        import importlib
+        return importlib.import_module(".compiler", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"compiler"})

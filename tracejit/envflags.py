@@ -122,7 +122,13 @@ SWITCHES: dict = {s.name: s for s in (
            "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
     Switch("TRACEJIT_LSTM_INPUT_ROWS", "1", "0: an LSTM layer leaves a strided input for its op to copy",
            "tracejit/ops/lstm_layer.py"),
+    Switch("TRACEJIT_RESTART_COUNT", "0", "set by python -m tracejit.distributed.run in every rank: which "
+           "attempt this is (0 first, then 1, 2, ... after failures)", _GUIDE + "distributed.md"),
+    Switch("TRACEJIT_MAX_RESTARTS", "0", "set by python -m tracejit.distributed.run in every rank: its "
+           "--max-restarts", _GUIDE + "distributed.md"),
     # Internal: set by tracejit for its own child processes, not by users.
+    Switch("TRACEJIT_RUN_DIR", "", "internal: the launcher's folder where each rank notes its pid",
+           "tracejit/distributed/run.py"),
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
            "tracejit/compiler/workers.py"),
     Switch("TRACEJIT_COMPILE_WORKER_FAULT", "", "tests only: crash, hang, error or corrupt injects a "

@@ -15,13 +15,13 @@ from typing import Callable, Optional, Union
 from .errors import ShapeError
 
 __all__ = ["Sym", "Dim", "Shape", "broadcast_shapes", "normalize_dim", "normalize_dims",
-           "numel", "is_static", "hint"]
+           "numel", "is_static", "hint", "as_dim"]
 
 class _Hook(threading.local):
-    # Called with a Sym whose concrete value user code asked for; set by the tracer. Per
-    # thread, as the tracer itself is (ops.registry.trace_state): two threads capturing
-    # at once must each record the dims their own code needed.
-    fn: Optional[Callable] = None
+    # Set by the tracer, per thread as the tracer itself is (ops.registry.trace_state): two
+    # threads capturing at once must each record the dims their own code needed.
+    fn: Optional[Callable] = None       # called with a Sym whose concrete value code asked for
+    number: Optional[Callable] = None   # a Sym -> a traced 0-d float64 value of it
 
 
 _hook = _Hook()
@@ -30,6 +30,13 @@ _hook = _Hook()
 def set_specialize_hook(fn: Optional[Callable]) -> Optional[Callable]:
     """Install this thread's specialize hook; returns the one it replaces."""
     prev, _hook.fn = _hook.fn, fn
+    return prev
+
+
+def set_number_hook(fn: Optional[Callable]) -> Optional[Callable]:
+    """Install this thread's hook turning a Sym into a traced number (what ``n / (n - 1)``
+    on symbolic sizes computes); returns the one it replaces."""
+    prev, _hook.number = _hook.number, fn
     return prev
 
 
@@ -116,6 +123,35 @@ class Sym:
             return 0
         return self._specialized() % hint(o)
 
+    # True division gives a fraction, not a size: while tracing it is a traced number
+    # computed from the input shapes on each call (BatchNorm's ``n / (n - 1)``); elsewhere
+    # the float of the concrete size.
+    def __truediv__(self, o):
+        if not isinstance(o, (int, float, Sym)):
+            return NotImplemented
+        number = _hook.number
+        if number is None:
+            return self._specialized() / (hint(o) if isinstance(o, Sym) else o)
+        return number(self) / o
+
+    def __rtruediv__(self, o):
+        if not isinstance(o, (int, float)):
+            return NotImplemented
+        number = _hook.number
+        if number is None:
+            return o / self._specialized()
+        return o / number(self)
+
+    def lower_bound(self) -> Optional[int]:
+        """The least value this dim can take (symbols stand for sizes >= 2) when it grows
+        with every symbol (no negative coefficient), else None."""
+        if any(c < 0 for mono, c in self.terms if mono):
+            return None
+        total = 0
+        for mono, c in self.terms:
+            total += c * 2 ** len(mono)
+        return total
+
     # -- comparisons ----------------------------------------------------------
     def __eq__(self, o):
         if isinstance(o, Sym):
@@ -123,6 +159,9 @@ class Sym:
         if isinstance(o, int):
             if o <= 1:
                 return False  # symbols stand for sizes >= 2 (and no size is negative: `d != -1`)
+            low = self.lower_bound()
+            if low is not None and o < low:
+                return False  # ``5 * s0 == 5`` for no size: no need to ask for s0's value
             return self._specialized() == o
         return NotImplemented
 
@@ -134,9 +173,11 @@ class Sym:
         return hash(self.terms)
 
     def _cmp(self, o, op):
-        if isinstance(o, int) and o <= 1 and len(self.terms) == 1 and self.terms[0][1] > 0:
-            # positive monomial of sizes >= 2 is > 1
-            return op(2, o)
+        if isinstance(o, int):
+            low = self.lower_bound()
+            if low is not None and op(low, o) == op(max(low, o + 1), o):
+                # the same answer for every value this dim can take (all >= low)
+                return op(low, o)
         return op(self._specialized(), hint(o) if isinstance(o, Sym) else o)
 
     def __lt__(self, o):
@@ -241,6 +282,12 @@ def contains_sym(v) -> bool:
     if isinstance(v, tuple):
         return any(contains_sym(x) for x in v)
     return False
+
+
+def as_dim(d) -> Dim:
+    """A size given as an op parameter: a symbolic one stays symbolic (``int()`` would fix
+    the capture to the size it saw), anything else becomes a Python int."""
+    return d if isinstance(d, Sym) else int(d)
 
 
 def hint(d) -> int:

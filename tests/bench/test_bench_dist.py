@@ -23,6 +23,6 @@ def test_bench_dist_quick_allreduce(tmp_path):
     res = json.loads(out.read_text())
     row = res["allreduce"]["4 MB"]
     assert "64 B" in res["allreduce"]
-    assert set(row) == {"mpi4py Allreduce", "tj all_reduce", "tj all_reduce async+wait"}
+    assert set(row) == {"mpi4py Allreduce", "tj all_reduce", "tj all_reduce async+wait", "tj bucket (DDP)"}
     assert all(v["ms"] > 0 for v in row.values())
     assert "| 4 MB |" in p.stdout

@@ -83,3 +83,56 @@ def test_mixing_devices_in_a_compiled_call_names_both_devices():
     with pytest.raises(DeviceMismatchError) as info:
         f(c, x)
     assert "cuda:0" in str(info.value) and "cpu" in str(info.value)
+
+
+class _HostArray(np.ndarray):
+    """A cupy-like array kept in host memory: ``.get()`` returns a numpy copy."""
+
+    def get(self):
+        return np.array(self).view(np.ndarray)
+
+
+class _NoDevice:
+    def __init__(self, index):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _FakeCupy:
+    """numpy whose arrays are `_HostArray`s: enough of cupy for data moves and simple ops."""
+    ndarray = _HostArray
+
+    class cuda:
+        Device = _NoDevice
+
+    def __getattr__(self, name):
+        f = getattr(np, name)
+        if not callable(f):
+            return f
+
+        def wrapped(*a, **k):
+            out = f(*a, **k)
+            return out.view(_HostArray) if isinstance(out, np.ndarray) else out
+        return wrapped
+
+
+def test_moving_a_tensor_labels_it_with_the_destination(monkeypatch):
+    import sys
+    dev = sys.modules["tracejit.device"]     # (tj.device is the class)
+    cp = _FakeCupy()
+    monkeypatch.setattr(dev, "_cupy", cp)
+    monkeypatch.setattr(dev, "_gpu_count", 1)
+    x = tj.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    c = x.cuda()
+    assert c.device == tj.device("cuda:0") and type(c._data) is _HostArray
+    back = c.cpu()
+    assert back.device == tj.device("cpu") and type(back._data) is np.ndarray
+    np.testing.assert_array_equal(back.detach().numpy(), [1.0, 2.0, 3.0])
+    back.sum().backward()
+    assert x.grad.device == tj.device("cpu")
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0, 1.0])

@@ -66,6 +66,15 @@ class MpiRun:
             pytest.fail(f"{worker} on {n} ranks exited with {p.returncode}:\n{p.out[-6000:]}")
         return p
 
+    def launcher(self, worker: str, n: int, *args, restarts: int = 0, env=None, timeout: float = 120.0):
+        """Run workers/<worker> through ``python -m tracejit.distributed.run``; never fails by itself."""
+        cmd = [sys.executable, "-m", "tracejit.distributed.run", "-n", str(n), "--max-restarts", str(restarts),
+               str(WORKERS / worker), *map(str, args)]
+        p = subprocess.run(cmd, env=_env(env), cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=timeout)
+        p.out = p.stdout
+        return p
+
     def python(self, worker: str, *args, env=None, timeout: float = 120.0):
         """Run a worker as a plain ``python`` process (no mpiexec: world size 1)."""
         p = subprocess.run([sys.executable, str(WORKERS / worker), *map(str, args)], env=_env(env),

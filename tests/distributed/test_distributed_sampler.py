@@ -75,3 +75,44 @@ def test_with_dataloader():
         loader = DataLoader(ds, batch_size=2, sampler=DistributedSampler(ds, 2, r, shuffle=False))
         seen.append(np.concatenate([b[0].numpy() for b in loader]).tolist())
     assert seen == [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]]
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("n,replicas,consumed_steps", [(40, 2, 3), (23, 3, 2), (10, 4, 1)])
+def test_start_resumes_each_rank_where_it_stopped(n, replicas, consumed_steps, drop_last):
+    batch = 2
+    for r in range(replicas):
+        full = DistributedSampler(range(n), replicas, r, seed=3, drop_last=drop_last)
+        full.set_epoch(4)
+        whole = list(full)
+        resumed = DistributedSampler(range(n), replicas, r, seed=3, drop_last=drop_last)
+        resumed.set_epoch(4, start=consumed_steps * batch * replicas)
+        assert list(resumed) == whole[consumed_steps * batch:]
+        assert len(resumed) == len(whole) - consumed_steps * batch
+
+
+def test_start_restripes_the_rest_over_a_new_world_size():
+    n, start = 30, 12
+    order = list(DistributedSampler(range(n), 1, 0, seed=1))
+    rest = order[start:]
+    got = []
+    for r in range(4):
+        s = DistributedSampler(range(n), 4, r, seed=1)
+        s.load_state_dict({"epoch": 0, "start": start, "seed": 1})
+        got.append(list(s))
+    assert [len(g) for g in got] == [5] * 4  # 18 left, padded to 20
+    striped = [got[r][k] for k in range(5) for r in range(4)]
+    assert striped == rest + order[:2]  # the rest, then padding from the epoch's start
+
+
+def test_state_dict_round_trip_and_bad_start():
+    s = DistributedSampler(range(10), 2, 1, seed=4)
+    s.set_epoch(2, start=4)
+    t = DistributedSampler(range(10), 2, 1)
+    t.load_state_dict(s.state_dict())
+    assert list(t) == list(s) and t.state_dict() == {"epoch": 2, "start": 4, "seed": 4}
+    with pytest.raises(ValueError, match="start must be an int in"):
+        s.set_epoch(3, start=11)
+    assert s.epoch == 2 and s.start == 4  # unchanged
+    with pytest.raises(ValueError, match="missing"):
+        t.load_state_dict({"epoch": 1})

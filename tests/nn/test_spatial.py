@@ -113,6 +113,11 @@ def _copy_weights(tm, jm):
     lambda lib: lib.nn.Conv1d(4, 6, 4, padding="same", bias=False),
     lambda lib: lib.nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1, bias=False),
     lambda lib: lib.nn.ConvTranspose2d(4, 6, 3, stride=2, output_padding=1, groups=2, dilation=2),
+    lambda lib: lib.nn.Conv2d(4, 6, (3, 2), padding="same"),          # even kernels: one more right
+    lambda lib: lib.nn.Conv2d(4, 6, (2, 2), padding="same", bias=False),
+    lambda lib: lib.nn.Conv2d(4, 6, (1, 2), padding="same", dilation=(2, 1)),
+    lambda lib: lib.nn.ConvTranspose2d(4, 6, 2, output_padding=1, dilation=2),  # >= stride, < dilation
+    lambda lib: lib.nn.ConvTranspose2d(4, 6, 3, stride=(1, 2), padding=2, output_padding=(2, 1), dilation=3),
 ])
 def test_conv_modules_state_dict_init_and_values(make):
     torch.manual_seed(0)
@@ -158,6 +163,28 @@ def test_pooling_and_upsample_modules():
     for tm, jm in pairs:
         np.testing.assert_allclose(jm(tj.tensor(x)).numpy(), tm(torch.tensor(x)).numpy(),
                                    rtol=1e-5, atol=1e-6, err_msg=repr(jm))
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.nn.MaxPool2d(3, 2, return_indices=True),
+    lambda lib: lib.nn.MaxPool2d(3, 2, 1, ceil_mode=True, return_indices=True),
+    lambda lib: lib.nn.MaxPool2d((2, 3), (3, 2), dilation=2, ceil_mode=True, return_indices=True),
+    lambda lib: lib.nn.AdaptiveMaxPool2d((3, 4), return_indices=True),
+    lambda lib: lib.nn.AdaptiveMaxPool2d(2, return_indices=True),
+    lambda lib: lib.nn.AdaptiveMaxPool2d((4, None), return_indices=True),
+])
+def test_max_pool_modules_return_indices_as_pytorch(make):
+    """(values, flat H*W indices of each window's first maximum) on ties, eagerly, in the
+    interpreter and compiled, batched and unbatched."""
+    xv = np.random.default_rng(3).integers(0, 3, (2, 3, 7, 10)).astype(np.float32)
+    tm, jm = make(torch), make(tj)
+    for x in (xv, xv[0]):
+        to, ti = tm(torch.tensor(x))
+        for run in (jm, tj.trace(jm, compiler="interpret"), tj.trace(jm)):
+            jo, ji = run(tj.tensor(x))
+            assert ji.dtype is tj.int64
+            np.testing.assert_array_equal(jo.numpy(), to.numpy())
+            np.testing.assert_array_equal(ji.numpy(), ti.numpy())
 
 
 def test_dropout2d_zeroes_whole_channels_and_scales():

@@ -77,6 +77,35 @@ def test_all_rows_ignored_gives_nan_mean_like_pytorch(path):
     assert F.cross_entropy(x, tj.tensor([-100, -100, -100]), reduction="sum").item() == 0.0
 
 
+@pytest.mark.parametrize("runner", ["eager", "interpret", "compiled"])
+@pytest.mark.parametrize("kw", [{}, {"weight": [1.0, 2.0, 0.5, 1.5]}, {"label_smoothing": 0.1}],
+                         ids=["plain", "weight", "label_smoothing"])
+def test_an_all_padding_batch_leaves_the_weights_as_pytorch_does(path, runner, kw):
+    """nan loss, zero gradient (not 0 * inf): one SGD step changes nothing, as in PyTorch."""
+    torch.manual_seed(0)
+    tm = torch.nn.Linear(5, 4)
+    jm = tj.nn.Linear(5, 4)
+    jm.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    xv = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    tv = np.full(3, -100)
+    jkw = {k: tj.tensor(v) if isinstance(v, list) else v for k, v in kw.items()}
+    tkw = {k: torch.tensor(v) if isinstance(v, list) else v for k, v in kw.items()}
+
+    def loss_fn(x, t):
+        return F.cross_entropy(jm(x), t, **jkw)
+    step = {"eager": loss_fn, "interpret": tj.trace(loss_fn, compiler="interpret"),
+            "compiled": tj.trace(loss_fn)}[runner]
+    loss = step(tj.tensor(xv), tj.tensor(tv))
+    loss.backward()
+    lt = torch.nn.functional.cross_entropy(tm(torch.tensor(xv)), torch.tensor(tv), **tkw)
+    lt.backward()
+    assert np.isnan(loss.item()) and np.isnan(lt.item())
+    for name, p in jm.named_parameters():
+        np.testing.assert_array_equal(p.grad.numpy(), getattr(tm, name).grad.numpy(), err_msg=name)
+    tj.optim.SGD(jm.parameters(), lr=0.1).step()
+    assert all(np.isfinite(p.detach().numpy()).all() for p in jm.parameters())
+
+
 def test_other_forms_keep_the_composite():
     x = tj.randn(4, 3)
     t = tj.tensor([0, 2, 1, 1])

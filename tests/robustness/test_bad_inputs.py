@@ -276,6 +276,128 @@ def row_view_used_after_base_modified_inside_compiled(m):
         tj.trace(stale)(X(2, 3))
 
 
+# ---- layers and functionals: refused by name, alike on every path
+def _refused(fn, *args, exc, match):
+    """fn(*args) raises `exc` matching `match` eagerly, in the interpreter (tier 0) and
+    compiled; returns the three messages."""
+    messages = []
+    for run in (fn, tj.trace(fn, compiler="interpret"), tj.trace(fn)):
+        with pytest.raises(exc, match=match) as info:
+            run(*args)
+        messages.append(str(info.value))
+    return messages
+
+
+def row_index_out_of_range(m):
+    w, logits, emb = X(5, 3), X(4, 3), tj.nn.Embedding(5, 3)
+    F = tj.nn.functional
+    for fn, index, message in [
+            (lambda i: F.embedding(i, w), [0, -1], "embedding: index -1 is out of range for size 5"),
+            (lambda i: emb(i), [[5, 0]], "embedding: index 5 is out of range for size 5"),
+            (lambda i: tj.index_select(w, 0, i), [-1], "index_select: index -1 is out of range for size 5"),
+            (lambda i: F.one_hot(i, 4), [0, 4], "one_hot: index 4 is out of range for size 4"),
+            (lambda i: F.one_hot(i, 4), [-2, 1], "one_hot: index -2 is out of range for size 4"),
+            (lambda i: F.nll_loss(logits, i), [0, -1, 1, 2], "nll_loss: index -1 is out of range for size 3"),
+            (lambda i: F.cross_entropy(logits, i), [0, 3, 1, 2], "nll_loss: index 3 is out of range for size 3"),
+            (lambda i: F.cross_entropy(logits, i, weight=tj.ones(3)), [0, -1, 1, 2],
+             "nll_loss: index -1 is out of range for size 3")]:
+        _refused(fn, tj.tensor(index), exc=IndexError, match=re.escape(message))
+
+
+def row_batch_norm_integer_input(m):
+    for train in (True, False):
+        bn = tj.nn.BatchNorm2d(3).train(train)
+        state = {k: v.numpy().copy() for k, v in bn.state_dict().items()}
+        _refused(lambda x: bn(x), tj.ones(2, 3, 4, 4, dtype=tj.int64), exc=DTypeError,
+                 match="BatchNorm2d: expected a floating point input, got int64")
+        for k, v in bn.state_dict().items():
+            np.testing.assert_array_equal(v.numpy(), state[k], err_msg=f"{k} changed")
+
+
+def row_batch_norm_mixed_float_dtypes(m):
+    bn = tj.nn.BatchNorm1d(3)
+    state = {k: v.numpy().copy() for k, v in bn.state_dict().items()}
+    _refused(lambda x: bn(x), X(4, 3, dtype=np.float64), exc=DTypeError,
+             match="BatchNorm1d: input is float64 but weight is float32")
+    for k, v in bn.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), state[k], err_msg=f"{k} changed")
+    rm, rv = tj.zeros(3), tj.ones(3)
+    _refused(lambda x: tj.nn.functional.batch_norm(x, rm, rv, training=True), X(4, 3, dtype=np.float64),
+             exc=DTypeError, match="batch_norm: input is float64 but running_mean is float32")
+    assert rm.numpy().tolist() == [0.0] * 3 and rv.numpy().tolist() == [1.0] * 3
+
+
+def row_loss_class_weight_of_wrong_length(m):
+    t = tj.tensor([0, 1, 2, 0])
+    _refused(lambda x, w: tj.nn.functional.cross_entropy(x, t, weight=w), X(4, 3), tj.ones(4), exc=ShapeError,
+             match=r"cross_entropy: weight should hold one value per class \(3 classes\), got shape \(4,\)")
+    _refused(lambda x, w: tj.nn.functional.nll_loss(x, t, weight=w), X(4, 3), tj.ones(2), exc=ShapeError,
+             match=r"nll_loss: weight should hold one value per class \(3 classes\), got shape \(2,\)")
+
+
+def row_label_smoothing_out_of_range(m):
+    t = tj.tensor([0, 1, 2, 0])
+    for eps in (1.5, -0.1):
+        _refused(lambda x: tj.nn.functional.cross_entropy(x, t, label_smoothing=eps), X(4, 3), exc=ValueError,
+                 match=rf"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {eps}")
+
+
+def row_zero_stride(m):
+    x = X(1, 3, 8, 9)
+    for layer, message in [(tj.nn.Conv2d(3, 3, 3, stride=0), r"conv2d: stride must be positive, got \(0, 0\)"),
+                           (tj.nn.Conv1d(3, 3, 3, stride=0), "conv1d: stride must be positive, got 0"),
+                           (tj.nn.ConvTranspose2d(3, 3, 3, stride=(1, 0)), "conv_transpose2d: stride must be positive"),
+                           (tj.nn.AvgPool2d(2, stride=0), "avg_pool2d: stride must be positive, got 0"),
+                           (tj.nn.MaxPool2d(2, stride=(0, 1)), r"max_pool2d: stride must be positive, got \(0, 1\)"),
+                           (tj.nn.AvgPool2d(2, stride=0, ceil_mode=True), "avg_pool2d: stride must be positive")]:
+        _refused(lambda x: layer(x), x[:, :, 0] if isinstance(layer, tj.nn.Conv1d) else x, exc=ValueError,
+                 match=message)
+
+
+def row_negative_padding(m):
+    conv = tj.nn.Conv2d(3, 3, 3, padding=-1)
+    _refused(lambda x: conv(x), X(1, 3, 6, 6), exc=ValueError,
+             match=r"conv2d: padding must be non-negative, got \(-1, -1\)")
+    _refused(lambda x: tj.nn.functional.max_pool2d(x, 3, padding=-1), X(1, 3, 6, 6), exc=ValueError,
+             match="max_pool2d: padding must be non-negative, got -1")
+
+
+def row_interpolate_to_zero_size(m):
+    _refused(lambda x: tj.nn.functional.interpolate(x, size=(0, 3)), X(1, 3, 8, 9), exc=ValueError,
+             match=r"interpolate: input and output sizes should be greater than 0.*\(1, 3, 8, 9\).*\(0, 3\)")
+
+
+def row_conv1d_error_speaks_of_conv1d(m):
+    conv = tj.nn.Conv1d(4, 3, 3)
+    for msg in _refused(lambda x: conv(x), X(2, 3, 10), exc=ShapeError,
+                        match=r"conv1d: input of shape \(2, 3, 10\) has 3 channels but weight \(3, 4, 3\)"):
+        assert "conv2d" not in msg and ", 1," not in msg, msg
+
+
+def row_attention_mask_of_wrong_shape(m):
+    q = X(2, 4, 5, 8)
+    _refused(lambda q, mask: tj.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask), q, X(3, 5),
+             exc=ShapeError, match=r"scaled_dot_product_attention: attn_mask of shape \(3, 5\) does not "
+                                   r"broadcast with the attention scores of shape \(2, 4, 5, 5\)")
+
+
+def row_linear_input_of_other_dtype(m):
+    lin = tj.nn.Linear(3, 2)
+    _refused(lambda x: lin(x), X(4, 3, dtype=np.float64), exc=DTypeError,
+             match=r"linear: input is float64 but weight is float32")
+
+
+def row_adaptive_pool_to_zero_size(m):
+    import torch
+    x = X(1, 3, 8, 9)
+    for size in (0, (0, 2), (3, 0)):
+        for mod in ("AdaptiveAvgPool2d", "AdaptiveMaxPool2d"):
+            layer = getattr(tj.nn, mod)(size)
+            assert_compiled_matches(lambda x: layer(x), x)
+            want = getattr(torch.nn, mod)(size)(torch.tensor(x.numpy())).shape
+            assert tuple(layer(x).shape) == tuple(want), (mod, size)
+
+
 ROWS = [v for k, v in dict(globals()).items() if k.startswith("row_")]
 # Rows whose call is valid under a new signature (grad mode, shape): one new capture is fine.
 VALID_NEW_SIGNATURE = {row_backward_without_grad, row_nan_inf_inputs, row_empty_batch}

@@ -60,7 +60,8 @@ def _owned_by_engine(old, g) -> bool:
 def _fit(g, meta):
     """Sum a broadcast gradient back to its input's shape and dtype."""
     shape, dtype = meta
-    if tuple(g.shape) != tuple(shape):
+    # (ranks first: a symbolic size compared with another rank's int would need its value)
+    if len(g.shape) != len(shape) or tuple(g.shape) != tuple(shape):
         g = sum_to(g, shape)
     if g.dtype is not dtype:
         g = g.to(dtype)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 from ..jit import backend as _backend
 from . import forkguard as _forkguard  # noqa: F401  (first: see its docstring)
 
-__all__ = ["compile_graph", "wait", "NumbaCompiler"]
+__all__ = ["compile_graph", "wait", "reset", "cache_info", "cache_clear", "cache_prune", "NumbaCompiler"]
 
 
 def compile_graph(graph, grad_mode: bool = True, name: str = "graph"):
@@ -26,6 +26,33 @@ def wait(fn=None, timeout=None) -> bool:
     run compiled kernels; False if `timeout` seconds passed first (see compiler/tiers.py)."""
     from .tiers import wait as _wait
     return _wait(fn, timeout)
+
+
+def reset() -> None:
+    """Forget the entries of every compiled function and module (``torch.compiler.reset``):
+    each captures again at its next call. Kernels stay loaded and on disk."""
+    from ..jit.function import all_compiled
+    for cf in all_compiled():
+        cf.reset()
+
+
+def cache_info() -> dict:
+    """The disk kernel cache: root, entries, bytes, versions (``python -m tracejit cache info``)."""
+    from .cachetool import info
+    return info()
+
+
+def cache_clear() -> int:
+    """Remove every entry of the disk kernel cache; returns how many."""
+    from .cachetool import clear
+    return clear()
+
+
+def cache_prune(max_mb: Optional[float] = None) -> dict:
+    """Remove entries of other versions, then the least recently used until the cache fits
+    `max_mb` (default ``TRACEJIT_CACHE_MAX_MB``)."""
+    from .cachetool import prune
+    return prune(max_mb)
 
 
 class NumbaCompiler(_backend.Compiler):

@@ -1,8 +1,10 @@
 """Collectives on tensors, in place, as torch.distributed names them, over MPI.
 
 Each call works on the tensor's numpy array directly (like c10d, outside autograd) and
-bumps the tensor's version counter. ``async_op=True`` starts MPI's non-blocking form and
-returns a `Work`; the arrays involved stay referenced by the Work until ``wait()``.
+bumps the tensor's version counter. Every call starts MPI's non-blocking form and waits
+in the group's watchdog (a departed or mismatched peer raises instead of hanging; see
+watchdog.py); ``async_op=True`` returns a `Work` instead of waiting, and the arrays
+involved stay referenced by the Work until ``wait()``.
 
 Agreement check: before moving data, every public collective compares a short signature
 of its arguments (operation, shapes, dtype, root) across ranks with one 24-byte
@@ -50,11 +52,14 @@ def _mpi_op(MPI, op: ReduceOp):
 class Work:
     """A started collective: ``wait()`` blocks until it is done and the tensors hold the result."""
 
-    def __init__(self, requests=None, finish: Optional[Callable[[], None]] = None, keep=()):
+    def __init__(self, requests=None, finish: Optional[Callable[[], None]] = None, keep=(), ops=(),
+                 result=None):
         self._requests = [r for r in (requests if isinstance(requests, (list, tuple)) else [requests])
                           if r is not None]
         self._finish = finish
         self._keep = keep  # the arrays MPI reads/writes: alive until completion
+        self._ops = ops
+        self._result = result
         self._done = False
 
     def _complete(self) -> None:
@@ -66,10 +71,14 @@ class Work:
             fin()
 
     def wait(self, timeout=None) -> bool:
+        """Wait (watched: a departed peer or the group's timeout raises a DistError)."""
         if not self._done:
             if self._requests:
-                from mpi4py import MPI
-                MPI.Request.Waitall(self._requests)
+                from .process_group import _group
+                if _group is None:
+                    raise RuntimeError("Work.wait: the process group was destroyed before the "
+                                       "operation completed")
+                _group.watch.wait(self._requests, self._ops)
             self._complete()
         return True
 
@@ -81,8 +90,9 @@ class Work:
         return self._done
 
     def result(self):
+        """Wait; then the operation's result array where it has one (else None)."""
         self.wait()
-        return None
+        return self._result
 
 
 # ---------------------------------------------------------------- argument checks
@@ -107,10 +117,10 @@ def _agree(g: _Group, what: str, sig: str, local_err: Optional[str] = None) -> N
         return
     h = zlib.crc32(sig.encode()) + 1
     flags = np.array([h, -h, 1 if local_err else 0], dtype=np.int64)
-    g.comm.Allreduce(g.MPI.IN_PLACE, flags, op=g.MPI.MAX)
+    g.world.allreduce(flags, g.MPI.MAX, f"{what} (argument check)")
     if flags[0] == h and flags[1] == -h and flags[2] == 0:
         return
-    everyone = g.comm.allgather((sig, local_err))
+    everyone = g.world.allgather_obj((sig, local_err), f"{what} (argument check)")
     errs = [f"rank {r}: {e}" for r, (_, e) in enumerate(everyone) if e]
     if errs:
         raise ValueError(f"{what}: bad arguments on some rank, so no rank moved data: " + "; ".join(errs))
@@ -162,13 +172,16 @@ def _store(t: Tensor, buf: np.ndarray) -> None:
     t._vbox[0] += 1
 
 
-def _run(async_op: bool, start, finish) -> Optional[Work]:
-    """Start through `start(blocking)`; finish now, or when the Work is waited on."""
-    req = start(not async_op)
+def _run(g: _Group, what: str, async_op: bool, start, finish) -> Optional[Work]:
+    """Number the operation, start it (``start()`` gives MPI's request); wait and finish
+    now, or when the Work is waited on."""
+    op = g.world.begin(what)
+    req = g.world.start(start, op)
     if not async_op:
+        g.watch.wait([req], (op,))
         finish()
         return None
-    return Work(req, finish, keep=(start,))
+    return Work(req, finish, keep=(start,), ops=(op,))
 
 
 # ---------------------------------------------------------------- collectives
@@ -185,17 +198,14 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
     buf, _ = _stage(arr, reduce=True)
     mop = _mpi_op(g.MPI, op)
 
-    def start(blocking):
-        if blocking:
-            g.comm.Allreduce(g.MPI.IN_PLACE, buf, op=mop)
-            return None
+    def start():
         return g.comm.Iallreduce(g.MPI.IN_PLACE, buf, op=mop)
 
     def finish():
         if op is ReduceOp.AVG:
             buf[...] /= g.size
         _store(tensor, buf)
-    return _run(async_op, start, finish)
+    return _run(g, what, async_op, start, finish)
 
 
 def broadcast(tensor: Tensor, src: int = 0, group=None, async_op: bool = False):
@@ -206,12 +216,9 @@ def broadcast(tensor: Tensor, src: int = 0, group=None, async_op: bool = False):
     _agree(g, what, f"{_describe(tensor)}, src {src}", _check_rank(g, src, "src"))
     buf, _ = _stage(arr, reduce=False)
 
-    def start(blocking):
-        if blocking:
-            g.comm.Bcast(buf, root=src)
-            return None
+    def start():
         return g.comm.Ibcast(buf, root=src)
-    return _run(async_op, start, lambda: _store(tensor, buf))
+    return _run(g, what, async_op, start, lambda: _store(tensor, buf))
 
 
 def _gather_buffer(g: _Group, tensor: Tensor):
@@ -229,16 +236,13 @@ def all_gather(tensor_list: List[Tensor], tensor: Tensor, group=None, async_op: 
     _agree(g, what, _describe(tensor), err)
     send, recv = _gather_buffer(g, tensor)
 
-    def start(blocking):
-        if blocking:
-            g.comm.Allgather(send, recv)
-            return None
+    def start():
         return g.comm.Iallgather(send, recv)
 
     def finish():
         for t, r in zip(tensor_list, recv):
             _store(t, r)
-    return _run(async_op, start, finish)
+    return _run(g, what, async_op, start, finish)
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None, async_op: bool = False):
@@ -254,12 +258,9 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
     _agree(g, what, _describe(input_tensor), err)
     send, recv = _gather_buffer(g, input_tensor)
 
-    def start(blocking):
-        if blocking:
-            g.comm.Allgather(send, recv)
-            return None
+    def start():
         return g.comm.Iallgather(send, recv)
-    return _run(async_op, start, lambda: _store(output_tensor, recv))
+    return _run(g, what, async_op, start, lambda: _store(output_tensor, recv))
 
 
 def _list_error(g: _Group, lst, like: Tensor, name: str) -> Optional[str]:
@@ -286,7 +287,7 @@ def reduce_scatter(output: Tensor, input_list: List[Tensor], op: ReduceOp = Redu
     err = _list_error(g, input_list, output, "input_list")
     _agree(g, what, f"{_describe(output)}, op {op.name}", err)
     send = np.stack([_stage(t._data, reduce=True)[0] for t in input_list])
-    return _reduce_scatter(g, op, send, output, async_op)
+    return _reduce_scatter(g, what, op, send, output, async_op)
 
 
 def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM,
@@ -302,24 +303,21 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
         err = f"input ({_describe(input)}) must hold {g.size} x output ({_describe(output)})"
     _agree(g, what, f"{_describe(output)}, op {op.name}", err)
     send = _stage(input._data, reduce=True)[0].reshape(g.size, -1)
-    return _reduce_scatter(g, op, send, output, async_op)
+    return _reduce_scatter(g, what, op, send, output, async_op)
 
 
-def _reduce_scatter(g: _Group, op: ReduceOp, send: np.ndarray, output: Tensor, async_op: bool):
+def _reduce_scatter(g: _Group, what: str, op: ReduceOp, send: np.ndarray, output: Tensor, async_op: bool):
     recv = np.empty(send.shape[1:], send.dtype)
     mop = _mpi_op(g.MPI, op)
 
-    def start(blocking):
-        if blocking:
-            g.comm.Reduce_scatter_block(send, recv, op=mop)
-            return None
+    def start():
         return g.comm.Ireduce_scatter_block(send, recv, op=mop)
 
     def finish():
         if op is ReduceOp.AVG:
             recv[...] /= g.size
         _store(output, recv)
-    return _run(async_op, start, finish)
+    return _run(g, what, async_op, start, finish)
 
 
 def reduce(tensor: Tensor, dst: int = 0, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
@@ -333,12 +331,9 @@ def reduce(tensor: Tensor, dst: int = 0, op: ReduceOp = ReduceOp.SUM, group=None
     mop = _mpi_op(g.MPI, op)
     root = g.rank == dst
 
-    def start(blocking):
+    def start():
         sendbuf = g.MPI.IN_PLACE if root else buf
         recvbuf = buf if root else None
-        if blocking:
-            g.comm.Reduce(sendbuf, recvbuf, op=mop, root=dst)
-            return None
         return g.comm.Ireduce(sendbuf, recvbuf, op=mop, root=dst)
 
     def finish():
@@ -346,7 +341,7 @@ def reduce(tensor: Tensor, dst: int = 0, op: ReduceOp = ReduceOp.SUM, group=None
             if op is ReduceOp.AVG:
                 buf[...] /= g.size
             _store(tensor, buf)
-    return _run(async_op, start, finish)
+    return _run(g, what, async_op, start, finish)
 
 
 def gather(tensor: Tensor, gather_list: Optional[List[Tensor]] = None, dst: int = 0,
@@ -362,17 +357,14 @@ def gather(tensor: Tensor, gather_list: Optional[List[Tensor]] = None, dst: int 
     send, recv = _gather_buffer(g, tensor)
     recv = recv if g.rank == dst else None
 
-    def start(blocking):
-        if blocking:
-            g.comm.Gather(send, recv, root=dst)
-            return None
+    def start():
         return g.comm.Igather(send, recv, root=dst)
 
     def finish():
         if recv is not None:
             for t, r in zip(gather_list, recv):
                 _store(t, r)
-    return _run(async_op, start, finish)
+    return _run(g, what, async_op, start, finish)
 
 
 def scatter(tensor: Tensor, scatter_list: Optional[List[Tensor]] = None, src: int = 0,
@@ -388,25 +380,23 @@ def scatter(tensor: Tensor, scatter_list: Optional[List[Tensor]] = None, src: in
     recv, _ = _stage(arr, reduce=False)
     send = np.stack([_stage(t._data, reduce=False)[0] for t in scatter_list]) if g.rank == src else None
 
-    def start(blocking):
-        if blocking:
-            g.comm.Scatter(send, recv, root=src)
-            return None
+    def start():
         return g.comm.Iscatter(send, recv, root=src)
-    return _run(async_op, start, lambda: _store(tensor, recv))
+    return _run(g, what, async_op, start, lambda: _store(tensor, recv))
 
 
 # ---------------------------------------------------------------- Python objects (pickled)
 def broadcast_object_list(object_list: list, src: int = 0, group=None) -> None:
     """Replace `object_list`'s items with rank `src`'s (pickled; for small objects)."""
     g = _require("broadcast_object_list", group)
-    object_list[:] = g.comm.bcast(list(object_list) if g.rank == src else None, root=src)
+    object_list[:] = g.world.bcast_obj(list(object_list) if g.rank == src else None, src,
+                                       "broadcast_object_list")
 
 
 def all_gather_object(object_list: list, obj, group=None) -> None:
     """``object_list[r]`` becomes rank r's `obj` (pickled; for small objects)."""
     g = _require("all_gather_object", group)
-    got = g.comm.allgather(obj)
+    got = g.world.allgather_obj(obj, "all_gather_object")
     if len(object_list) != g.size:
         raise ValueError(f"all_gather_object: object_list must have {g.size} entries, got {len(object_list)}")
     object_list[:] = got

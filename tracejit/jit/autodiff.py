@@ -26,7 +26,7 @@ from .control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from .ir import Eqn, Graph, Literal, Var
 from .scatter_products import backward_rewrites
 from .slice_grads import SliceGrads
-from .tracer import DETACH, TraceContext, _make_tracer
+from .tracer import DETACH, SymbolicSizeError, TraceContext, _make_tracer
 
 __all__ = ["joint", "split", "active_vars", "loss_joint"]
 
@@ -66,6 +66,12 @@ def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):
         # source (their cache key) does not depend on where .backward() was called.
         ctx.loc_override = e.loc
         _vjp_one(ctx, e, act, ct, tracer, val)
+        if ctx.specialized:
+            # The capture chose these dims symbolic; a gradient fixed to the sizes seen
+            # here would be wrong for the others.
+            raise SymbolicSizeError(
+                f"the gradient of {e.prim.name} needs the concrete value of the symbolic "
+                f"size(s) {', '.join(sorted(ctx.specialized))}", frozenset(ctx.specialized))
     try:
         for e in reversed(graph.eqns):
             for o in e.outs:

@@ -280,20 +280,28 @@ class Capture:
 
     def _capture(self, leaves, spec, descs, gm):
         allow_symbols = True
+        refused: set = set()   # dims a symbolic attempt could not trace: static from now on
+        symbolic: list = []
         for attempt in range(4):
-            if attempt == 3:
-                allow_symbols = False  # the last try is fully static: nothing left to specialize
+            if attempt == 3 and allow_symbols:
+                # the last try is fully static: nothing left to specialize
+                allow_symbols = False
+                refused.update(symbolic)
             sdescs = self._symbolic_descs(descs, allow_symbols)
             symbolic = [(d.name, j) for d in sdescs if d.kind == "tensor"
                         for j, s in enumerate(d.shape) if isinstance(s, str)]
             try:
                 ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
                     leaves, spec, sdescs, gm, self._const_names())
-            except Exception:
+            except Exception as exc:
                 if not symbolic:
                     raise
                 # Shape logic that symbolic dims cannot express: capture with static shapes
                 # (if that fails too, its error is the user's).
+                config.topic("recompiles").info("%s: capture with dims %s symbolic failed (%s: %s); "
+                                                "capturing them static", self.__name__, sorted(symbolic),
+                                                type(exc).__name__, exc)
+                refused.update(symbolic)
                 allow_symbols = False
                 continue
             if ctx.specialized:
@@ -307,9 +315,9 @@ class Capture:
                                                 "static", self.__name__, sorted(spec_dims))
                 continue
             break
-        if not allow_symbols:
-            self._static.update(symbolic)
-            self._dynamic -= set(symbolic)
+        if refused:
+            self._static.update(refused)
+            self._dynamic -= refused
         graph = ctx.graph(out_atoms, name=self.__name__)
         opt = optimize(graph)
         const_descs = _const_descs(ctx.const_tensors, self._const_names())

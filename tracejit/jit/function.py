@@ -21,6 +21,7 @@ import functools
 import inspect
 import threading
 import types
+import weakref
 from typing import Any, Callable, Optional
 
 from ..autograd import grad_mode as _gm
@@ -33,10 +34,18 @@ from .config import plain_call
 from .entry import Entry
 from .guards import MISS
 from .pytree import flatten
+from .tracer import SymbolicSizeError
 
-__all__ = ["CompiledFunction", "Entry", "DEFAULT_RECOMPILE_LIMIT", "compiled_function_of"]
+__all__ = ["CompiledFunction", "Entry", "DEFAULT_RECOMPILE_LIMIT", "compiled_function_of", "all_compiled"]
 
 DEFAULT_RECOMPILE_LIMIT = 8
+
+_instances: "weakref.WeakSet" = weakref.WeakSet()   # every live CompiledFunction (`all_compiled`)
+
+
+def all_compiled() -> list:
+    """Every compiled function alive now (a compiled module's: its forward)."""
+    return list(_instances)
 
 
 class CompiledFunction(Capture):
@@ -50,6 +59,9 @@ class CompiledFunction(Capture):
             raise TypeError(f"tracejit.{mode} expects a function or an nn.Module, got {type(fn).__name__}")
         self._fn = fn
         self._mode = mode
+        # the options a copy is built with (`__deepcopy__`)
+        self._options = dict(eager=eager, check=check, recompile_limit=recompile_limit, dynamic=dynamic,
+                             compiler=compiler, compile=compile)
         self._eager = eager
         self._check = check
         self._limit = recompile_limit
@@ -84,6 +96,16 @@ class CompiledFunction(Capture):
             or type(fn).__name__
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         functools.update_wrapper(self, fn)
+        _instances.add(self)
+
+    def __deepcopy__(self, memo) -> "CompiledFunction":
+        """The same function compiled afresh, with no entries; a compiled module's forward is
+        bound to the copied module (``copy.deepcopy`` of a compiled model: a teacher, an EMA)."""
+        if self._bound_self is None:
+            return CompiledFunction(self._fn, mode=self._mode, **self._options)
+        import copy
+        from .compiled_module import compiled_forward
+        return compiled_forward(copy.deepcopy(self._bound_self, memo), self._mode, self._options)
 
     # ---- calling ----------------------------------------------------------------------
     def __get__(self, obj, objtype=None):
@@ -243,17 +265,35 @@ class CompiledFunction(Capture):
             if self._check or config.check_enabled():
                 return self._checked(entry, leaves, args)
             return entry.run(leaves)
+        except SymbolicSizeError as exc:
+            # Its gradient needs some symbolic sizes' values: capture those dims static.
+            self._drop(entry, saved)
+            self._make_static(entry, exc)
+            return self._miss(args, leaves, spec, gm)
         except CompileError:
             # Kernels compile on the first call that uses them: an entry whose first
             # run could not compile one is dropped like a failed capture.
-            with self._lock:
-                if entry in self._entries:
-                    self._entries.remove(entry)
-                    if entry in self._flat_entries:
-                        self._flat_entries.remove(entry)
-                    self._stats["compiles"] -= 1
-                    self._dynamic, self._static, self._force_dynamic = saved
+            self._drop(entry, saved)
             raise
+
+    def _drop(self, entry: Entry, saved) -> None:
+        """Forget an entry whose first run failed, and the dynamic dims its capture chose."""
+        with self._lock:
+            if entry in self._entries:
+                self._entries.remove(entry)
+                if entry in self._flat_entries:
+                    self._flat_entries.remove(entry)
+                self._stats["compiles"] -= 1
+                self._dynamic, self._static, self._force_dynamic = saved
+
+    def _make_static(self, entry: Entry, exc: "SymbolicSizeError") -> None:
+        dims = {(d.name, j) for d in entry.descs if d.kind == "tensor"
+                for j, s in enumerate(d.shape) if isinstance(s, str) and s in exc.symbols}
+        with self._lock:
+            self._static.update(dims)
+            self._dynamic -= dims
+        config.topic("recompiles").info("%s: %s; capturing dims %s static", self.__name__, exc,
+                                        sorted(dims))
 
     # ---- check mode -------------------------------------------------------------------
     def _checked(self, entry, leaves, args):
@@ -279,6 +319,31 @@ class CompiledFunction(Capture):
         they are there)."""
         if self._eager or self._compiler in (None, "interpret"):
             return
+        while True:
+            entry, saved, leaves = self._example_entry(args, kwargs)
+            if entry is None:  # past the recompile limit: such calls run eagerly
+                return
+            ins = [leaves[i] for i in entry.input_leaf_idx] + list(entry.const_tensors)
+            try:
+                entry.executor.precompile(ins, entry.grad_mode)
+                return
+            except SymbolicSizeError as exc:   # as in `_miss`: capture those dims static
+                self._drop(entry, saved if saved is not None else
+                           (set(self._dynamic), set(self._static), self._force_dynamic))
+                self._make_static(entry, exc)
+
+    def capture(self, *args, **kwargs) -> Optional[Entry]:
+        """Capture the entry these example arguments need, now, without running the function
+        or compiling anything (``torch.jit.trace``'s example inputs): a later call with such
+        arguments finds it. Returns the entry, or None in eager mode and past the recompile
+        limit."""
+        if self._eager:
+            return None
+        return self._example_entry(args, kwargs)[0]
+
+    def _example_entry(self, args, kwargs):
+        """(the entry for these arguments, found or captured; the dynamic-dim state before
+        its capture, or None when it was found; the argument leaves)."""
         if kwargs or not self._simple or len(args) != self._nparams:
             args = self._bind(args, kwargs)
         gm = _gm._state.enabled
@@ -286,12 +351,10 @@ class CompiledFunction(Capture):
         with self._lock:
             entry = next((e for e in self._entries
                           if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
-            if entry is None:
-                entry, _ = self._capture_for(args, leaves, spec, gm)
-        if entry is None:  # past the recompile limit: such calls run eagerly
-            return
-        ins = [leaves[i] for i in entry.input_leaf_idx] + list(entry.const_tensors)
-        entry.executor.precompile(ins, entry.grad_mode)
+            if entry is not None:
+                return entry, None, leaves
+            entry, saved = self._capture_for(args, leaves, spec, gm)
+        return entry, saved, leaves
 
     def reset(self) -> None:
         with self._lock:

@@ -27,7 +27,7 @@ import numpy as np
 from ..ops.elementwise import CAST
 
 __all__ = ["Decision", "NOT_KNOWN", "scalar_expr", "evaluate", "same_number", "make_check",
-           "describe_decisions"]
+           "describe_decisions", "symbols_in"]
 
 NOT_KNOWN = object()  # concretization is not possible (the value depends on tensor data)
 
@@ -47,13 +47,18 @@ class Decision:
         return f"{shown} == {self.expected!r}  [{self.what} at {self.where}: specialized]"
 
 
+def _full():
+    from ..ops.creation import FULL   # (ops imports this module's users: read when first needed)
+    return FULL
+
+
 def scalar_expr(ctx, atom) -> Optional[tuple]:
     """The expression computing `atom` from scalar arguments and literals, or None when it
     depends on anything else (tensor data, loop-carried values)."""
     from ..shapes import Sym
     from .ir import Literal
     if isinstance(atom, Literal):
-        return None if isinstance(atom.value, Sym) else ("lit", atom.value)
+        return ("sym", atom.value) if isinstance(atom.value, Sym) else ("lit", atom.value)
     root = ctx._root()
     if ctx is root and atom in root.scalar_leaves:
         return ("in", root.scalar_leaves[atom])
@@ -61,6 +66,8 @@ def scalar_expr(ctx, atom) -> Optional[tuple]:
         return None
     for eqn in reversed(ctx.eqns):
         if atom in eqn.outs:
+            if eqn.prim is _full() and isinstance(eqn.params["value"], Sym):
+                return ("sym", eqn.params["value"])   # a symbolic size as a number
             if len(eqn.outs) != 1 or eqn.prim.kind != "elementwise" or eqn.prim.impl is None:
                 return None
             args = []
@@ -83,6 +90,8 @@ def evaluate(expr: tuple, leaves) -> Any:
         return leaves[expr[1]]
     if tag == "lit":
         return expr[1]
+    if tag == "sym":   # a symbolic size: its value in the call being captured
+        return int(expr[1])
     _, prim, params, args = expr
     vals = [evaluate(a, leaves) for a in args]
     params = dict(params)
@@ -93,6 +102,15 @@ def evaluate(expr: tuple, leaves) -> Any:
     with np.errstate(all="ignore"):
         out = prim.impl(np, *[np.asarray(v) for v in vals], **params)
     return np.asarray(out).item()
+
+
+def symbols_in(expr: tuple) -> list:
+    """The symbolic sizes (`Sym`) an expression reads."""
+    if expr[0] == "sym":
+        return [expr[1]]
+    if expr[0] == "op":
+        return [s for a in expr[3] for s in symbols_in(a)]
+    return []
 
 
 def same_number(a, b) -> bool:
@@ -149,7 +167,7 @@ def render(expr: tuple, names: list) -> str:
     tag = expr[0]
     if tag == "in":
         return names[expr[1]] if expr[1] < len(names) else f"arg{expr[1]}"
-    if tag == "lit":
+    if tag in ("lit", "sym"):
         return repr(expr[1])
     _, prim, params, args = expr
     parts = []

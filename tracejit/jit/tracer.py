@@ -22,17 +22,26 @@ from typing import Callable, Optional
 
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
-from ..errors import DeviceMismatchError, TraceError, user_location
+from ..errors import CompileError, DeviceMismatchError, TraceError, user_location
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
 from ..ops.promotion import compute_dtype, scalar_aval
 from ..tensor import Tensor
 from .ir import Eqn, Graph, Literal, Var
-from .scalars import NOT_KNOWN, Decision, evaluate, scalar_expr
+from .scalars import NOT_KNOWN, Decision, evaluate, scalar_expr, symbols_in
 from ..ops.shape import TO_DEVICE
 
-__all__ = ["Tracer", "TraceContext", "trace_graph"]
+__all__ = ["Tracer", "TraceContext", "trace_graph", "SymbolicSizeError"]
+
+
+class SymbolicSizeError(CompileError):
+    """Building a program from a capture (its gradient) needed the value of symbolic sizes:
+    the entry is captured again with those dims static."""
+
+    def __init__(self, message: str, symbols: frozenset):
+        super().__init__(message)
+        self.symbols = symbols
 
 
 class Tracer(Tensor):
@@ -177,6 +186,7 @@ class TraceContext:
         self.loc_override: Optional[tuple] = None
         self._prev = None
         self._prev_hook = None
+        self._prev_number = None
 
     # ---- activation ---------------------------------------------------------
     def __enter__(self):
@@ -184,12 +194,14 @@ class TraceContext:
         _reg.trace_state.tracer = self
         _reg.tracer_entered()
         self._prev_hook = _shapes.set_specialize_hook(self._on_specialize)
+        self._prev_number = _shapes.set_number_hook(self._sym_number)
         return self
 
     def __exit__(self, *exc):
         _reg.trace_state.tracer = self._prev
         _reg.tracer_exited()
         _shapes.set_specialize_hook(self._prev_hook)
+        _shapes.set_number_hook(self._prev_number)
         return False
 
     def _root(self) -> "TraceContext":
@@ -201,15 +213,31 @@ class TraceContext:
     def _on_specialize(self, sym) -> None:
         self._root().specialized.update(sym.free_symbols)
 
+    def _sym_number(self, sym) -> "Tracer":
+        """A symbolic size as a traced Python-like number (weak float64, as ``n / (n - 1)``
+        computes in Python's float): evaluated from the input shapes on each call."""
+        params = {"shape": (), "value": sym, "dtype": _dt.float64, "device": CPU}
+        var = self._emit(_FULL, [], params, Aval((), _dt.float64, CPU, weak=True))[0]
+        return _make_tracer(var, self)
+
     def concretize(self, t: "Tracer", kind: str, what: str):
-        """The value of a tracer computed from runtime scalar arguments alone, read from the
-        call being captured; recorded as a decision the entry's guard replays. NOT_KNOWN
-        when it depends on anything else."""
+        """The value of a tracer computed from runtime scalar arguments and symbolic sizes
+        alone, read from the call being captured; recorded as a decision the entry's guard
+        replays (sizes: specialized, as ``int(x.shape[0])`` is). NOT_KNOWN when it depends
+        on anything else."""
         root = self._root()
-        if root.leaves is None:
-            return NOT_KNOWN
         expr = scalar_expr(self, t._var)
         if expr is None:
+            return NOT_KNOWN
+        syms = symbols_in(expr)
+        if syms:
+            # The value of symbolic sizes is needed: those dims become static and the
+            # capture runs again (scalar arguments come only with the leaves of a call).
+            for sym in syms:
+                sym._specialized()
+            value = evaluate(expr, root.leaves or ())
+            return bool(value) if kind == "bool" else value
+        if root.leaves is None:
             return NOT_KNOWN
         value = evaluate(expr, root.leaves)
         expected = bool(value) if kind == "bool" else value
@@ -534,6 +562,7 @@ _DUMMY_PRIM = Primitive("literal", None, None)
 DETACH = _reg.defprim("detach", lambda xp, a: a, lambda a: Aval(a.shape, a.dtype, a.device), None,
                       kind="elementwise", scalar=lambda e, a: a, save=lambda rq: ())
 _CAST = _reg.REGISTRY["cast"]
+_FULL = _reg.REGISTRY["full"]
 
 
 def trace_graph(fn: Callable, avals: list, hints=None, name: str = "graph"):

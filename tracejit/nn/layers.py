@@ -123,6 +123,8 @@ class Conv2d(Module):
         self.stride = _pair(stride, "stride")
         self.padding = padding if isinstance(padding, str) else _pair(padding, "padding")
         self.dilation = _pair(dilation, "dilation")
+        if padding == "same" and self.stride != (1, 1):
+            raise ValueError("Conv2d: padding='same' is not supported for strided convolutions")
         self.groups = groups
         self.padding_mode = padding_mode
         kw = _factory(device, dtype)
@@ -231,14 +233,12 @@ class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
                  ceil_mode: bool = False):
         super().__init__()
-        if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices is not supported")
         self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
-        self.ceil_mode = ceil_mode
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode)
+                            self.ceil_mode, self.return_indices)
 
     def extra_repr(self) -> str:
         stride = self.kernel_size if self.stride is None else self.stride

@@ -10,7 +10,7 @@ from .. import dtypes as _dt
 from .. import ops as _ops
 from ..autograd.grad_mode import no_grad
 from ..errors import ShapeError
-from ..ops.normalization import batch_norm, group_norm, instance_norm
+from ..ops.normalization import batch_norm, check_dtypes, group_norm, instance_norm
 from . import init
 from .layers import _factory, _positive_int
 from .module import Module
@@ -97,6 +97,9 @@ class _NormBase(Module):
 class _BatchNorm(_NormBase):
     def forward(self, input):
         self._check_input(input)
+        # before the batch is counted, so a refused call changes no buffer
+        check_dtypes(type(self).__name__, input, weight=self.weight, bias=self.bias,
+                     running_mean=self.running_mean, running_var=self.running_var)
         if self.training and input.numel() // self.num_features <= 1:
             # Checked before counting the batch, so a rejected call changes no buffer.
             raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when "

@@ -30,13 +30,11 @@ class AdaptiveMaxPool2d(Module):
 
     def __init__(self, output_size, return_indices: bool = False):
         super().__init__()
-        if return_indices:
-            raise NotImplementedError("AdaptiveMaxPool2d: return_indices is not supported")
         self.output_size = output_size
         self.return_indices = return_indices
 
     def forward(self, input):
-        return adaptive_max_pool2d(input, self.output_size)
+        return adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

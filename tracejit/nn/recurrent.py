@@ -254,9 +254,8 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     """`_run_direction` of an LSTM, eager or captured: the whole time loop as one op
     forward and one backward (ops/lstm_layer.py), feature-major: the gate blocks are
     contiguous row blocks of ``W_hh @ h^T`` (4H, N), and that is the faster GEMM
-    orientation for small batches (batch 32, hidden 256, one thread, ``W @ h^T`` 0.20 ms
-    against 0.29 ms for ``h @ W^T`` and 0.41 ms on the transposed weight view; backward
-    ``W^T @ g`` 0.20 against ``g @ W`` 0.26 ms).
+    orientation for small batches (batch 32, hidden 256, one thread: ``W @ h^T`` 0.20 ms
+    against 0.29 ms for ``h @ W^T``).
     The input projection ``x_t W_ih^T`` is part of each step's product inside the loop
     (one packed GEMM on [W_ih | W_hh]: the loop's split carries it, where one OpenBLAS
     GEMM over the sequence before the loop scaled worse on two threads); the biases are

@@ -58,6 +58,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     L, S = query.shape[-2], key.shape[-2]
+    if attn_mask is not None:
+        _check_mask(attn_mask, tuple(query.shape[:-2]) + (L, S))
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     scores = matmul(query, transpose(key, -2, -1))
     mask = None
@@ -70,6 +72,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return matmul(weights, value)
+
+
+def _check_mask(mask, scores_shape: tuple) -> None:
+    """attn_mask must broadcast with the scores (..., L, S): named here, not by the add."""
+    ms = tuple(mask.shape)
+    if any(type(m) is int and type(s) is int and m != s and m != 1 and s != 1   # (symbolic dims: the add's)
+           for m, s in zip(ms[::-1], scores_shape[::-1])):
+        raise ShapeError(f"scaled_dot_product_attention: attn_mask of shape {ms} does not broadcast with "
+                         f"the attention scores of shape {scores_shape} (..., L, S) of query "
+                         f"(..., L={scores_shape[-2]}, E) and key (..., S={scores_shape[-1]}, E)")
 
 
 def _masked_softmax(scores, scale: float, mask):

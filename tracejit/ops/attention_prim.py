@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from ..shapes import as_dim
 from .creation import zeros
 from .linalg import matmul
 from .registry import Aval, defprim
@@ -240,7 +241,7 @@ def attention_weights(qkv, mask=None, *, tokens: tuple, heads: int, seq_first: b
     normalized while they are in cache, instead of a product over all slices and then a
     softmax pass over 4 MB of scores). ``mask``: None, or an additive float mask of qkv's
     dtype broadcasting to the weights that needs no gradient."""
-    kw = dict(tokens=tuple(int(t) for t in tokens), heads=int(heads), seq_first=bool(seq_first),
+    kw = dict(tokens=tuple(as_dim(t) for t in tokens), heads=int(heads), seq_first=bool(seq_first),
               scale=float(scale))
     return bind(ATTENTION_WEIGHTS, qkv, **kw) if mask is None else bind(ATTENTION_WEIGHTS, qkv, mask, **kw)
 
@@ -249,11 +250,11 @@ def attention_context(qkv, w, *, tokens: tuple, heads: int, seq_first: bool, sca
     """``w @ v`` as (a, c, E), v the third part of packed ``qkv`` (a*c, 3E); ``w`` must be
     ``softmax(q k^T * scale + mask)`` of the same ``qkv`` with a mask needing no gradient
     (module docstring)."""
-    return bind(ATTENTION_CONTEXT, qkv, w, tokens=tuple(int(t) for t in tokens), heads=int(heads),
+    return bind(ATTENTION_CONTEXT, qkv, w, tokens=tuple(as_dim(t) for t in tokens), heads=int(heads),
                 seq_first=bool(seq_first), scale=float(scale))
 
 
 def attention_backward(g, qkv, w, *, tokens: tuple, heads: int, seq_first: bool, scale: float):
     """Packed (a*c, 3E) gradient of ``qkv`` for output gradient `g` (a, c, E)."""
-    return bind(ATTENTION_BACKWARD, g, qkv, w, tokens=tuple(int(t) for t in tokens),
+    return bind(ATTENTION_BACKWARD, g, qkv, w, tokens=tuple(as_dim(t) for t in tokens),
                 heads=int(heads), seq_first=bool(seq_first), scale=float(scale))

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..shapes import numel
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -62,7 +63,7 @@ def _ncl_shape(x):
 
 
 def _count(shape) -> int:
-    return int(np.prod(shape)) // shape[1]
+    return numel(shape) // shape[1]
 
 
 def _channel_sums(xp, a3):
@@ -484,7 +485,7 @@ def _forward_rule(x, weight, bias, eps):
     for t, name in ((weight, "weight"), (bias, "bias")):
         if tuple(t.shape) != (c,):
             raise ValueError(f"batch_norm_forward: {name} of shape {tuple(t.shape)} should be ({c},)")
-    return Aval((int(np.prod(x.shape)) + 2 * c,), x.dtype, x.device)
+    return Aval((numel(x.shape) + 2 * c,), x.dtype, x.device)
 
 
 def _forward_impl(xp, x, weight, bias, eps):
@@ -564,7 +565,7 @@ def _scratch_like(xp, x, buf):
 
 
 def _values_rule(rec, x, stats, weight, bias, eps):
-    if tuple(rec.shape) != (int(np.prod(x.shape)) + 2 * x.shape[1],):
+    if tuple(rec.shape) != (numel(x.shape) + 2 * x.shape[1],):
         raise ValueError(f"batch_norm_values: record of shape {tuple(rec.shape)} is not "
                          f"batch_norm_forward's for an input of shape {tuple(x.shape)}")
     return _train_rule(x, stats, weight, bias, eps)

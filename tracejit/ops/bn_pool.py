@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..shapes import numel
 from . import batchnorm_prim as _bn
 from . import pool_offsets as _po
 from .registry import Aval, defprim
@@ -38,7 +39,7 @@ __all__ = ["batch_norm_max_pool2d", "batch_norm_backward_pooled", "record_parts"
 def _rule(x, weight, bias, eps, kernel, stride, padding, dilation):
     _bn._forward_rule(x, weight, bias, eps)
     rec = _po._record_rule(x, kernel, stride, padding, dilation)
-    return Aval((int(np.prod(rec.shape)) + 2 * x.shape[1],), x.dtype, x.device)
+    return Aval((numel(rec.shape) + 2 * x.shape[1],), x.dtype, x.device)
 
 
 def _impl(xp, x, weight, bias, eps, kernel, stride, padding, dilation):

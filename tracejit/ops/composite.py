@@ -17,7 +17,7 @@ from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
 from . import layer_norm_prim as _ln_prim
 from . import cross_entropy_prim as _ce_prim
-from .indexing import gather, getitem
+from .indexing import gather, getitem, in_range
 from .linalg import matmul
 from .random import rand_like
 from .eager import trace_state
@@ -113,7 +113,7 @@ def embedding(input, weight, padding_idx=None):
         raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype.name}")
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {tuple(weight.shape)}")
-    _check_index_range("embedding", input, weight.shape[0])
+    input = in_range(input, weight.shape[0], "embedding")
     if padding_idx is not None and weight.requires_grad:
         # The padding row is read but never trained: take it from a detached copy.
         n = weight.shape[0]
@@ -133,23 +133,52 @@ def _check_unit_interval(op, t, name):
                          f"[{lo}, {hi}]")
 
 
-def _check_index_range(op, index, n):
-    """Eagerly (data is known) give a clear error for out-of-range class/row indices."""
-    if trace_state.tracer is not None or index.numel() == 0:
-        return
-    lo, hi = int(index._data.min()), int(index._data.max())
-    if lo < 0 or hi >= n:
-        bad = lo if lo < 0 else hi
-        raise IndexError(f"{op}: index {bad} is out of range for size {n}")
-
-
 def one_hot(tensor, num_classes: int = -1):
     if not tensor.dtype.is_integer:
         raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype.name}")
     if num_classes < 0:
         num_classes = int(amax(tensor).item()) + 1 if tensor.numel() else 0
-    _check_index_range("one_hot", tensor, num_classes)
+    tensor = in_range(tensor, num_classes, "one_hot")
     return cast(eq(unsqueeze(tensor, -1), arange(num_classes, device=tensor.device)), _dt.int64)
+
+
+def check_conv_args(op: str, x, weight, bias, stride, padding, dilation, groups: int) -> None:
+    """PyTorch's checks of a convolution's arguments, on the shapes the caller passed (so a
+    conv1d error talks about conv1d and 3-D shapes): channels against the weight and
+    groups, the bias, positive strides and dilations, non-negative padding."""
+    o, cg = weight.shape[0], weight.shape[1]
+    if not isinstance(groups, int) or groups < 1 or o % groups:
+        raise ShapeError(f"{op}: out_channels {o} of weight {tuple(weight.shape)} must be "
+                         f"divisible by groups={groups}")
+    if x.shape[1] != cg * groups:
+        raise ShapeError(f"{op}: input of shape {tuple(x.shape)} has {x.shape[1]} channels but weight "
+                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise ShapeError(f"{op}: bias of shape {tuple(bias.shape)} should be ({o},)")
+    for name, v, least in (("stride", stride, 1), ("dilation", dilation, 1), ("padding", padding, 0)):
+        if isinstance(v, str):
+            continue
+        vs = (v,) if isinstance(v, int) else tuple(v)
+        if any(int(e) < least for e in vs):
+            what = "positive" if least else "non-negative"
+            raise ValueError(f"{op}: {name} must be {what}, got {v!r}")
+
+
+def same_padding(x, kernel: tuple, dilation: tuple):
+    """(`x` padded, symmetric padding) giving padding='same': each spatial dim gets
+    ``dilation * (k - 1)`` in all, half on each side; an odd total puts the extra one on
+    the right (bottom), as PyTorch does. `kernel`, `dilation`: one entry per spatial dim
+    (the last dims of `x`)."""
+    totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    left = tuple(t // 2 for t in totals)
+    extra = [t - 2 * lo for t, lo in zip(totals, left)]
+    if any(extra):
+        from .spatial import pad
+        widths = []
+        for e in reversed(extra):     # pad() lists (before, after) from the last dim
+            widths += [0, e]
+        x = pad(x, widths)
+    return x, left
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
@@ -158,16 +187,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv2d: expected 4-D input and weight, got {tuple(x.shape)} and "
                          f"{tuple(weight.shape)}")
-    n, c, h, w = x.shape
+    check_conv_args("conv2d", x, weight, bias, stride, padding, dilation, groups)
     o, cg, kh, kw = weight.shape
-    if groups < 1 or o % groups:
-        raise ShapeError(f"conv2d: out_channels {o} of weight {tuple(weight.shape)} must be "
-                         f"divisible by groups={groups}")
-    if c != cg * groups:
-        raise ShapeError(f"conv2d: input of shape {tuple(x.shape)} has {c} channels but weight "
-                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
-    if bias is not None and tuple(bias.shape) != (o,):
-        raise ShapeError(f"conv2d: bias of shape {tuple(bias.shape)} should be ({o},)")
     dilation = _pair(dilation)
     if isinstance(padding, str):
         if padding == "valid":
@@ -175,9 +196,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         elif padding == "same":
             if _pair(stride) != (1, 1):
                 raise ValueError("conv2d: padding='same' is not supported for strided convolutions")
-            padding = ((dilation[0] * (kh - 1)) // 2, (dilation[1] * (kw - 1)) // 2)
+            x, padding = same_padding(x, (kh, kw), dilation)
         else:
             raise ValueError(f"conv2d: padding must be an int, pair, 'valid' or 'same', got {padding!r}")
+    n, c, h, w = x.shape
     stride, padding = _pair(stride), _pair(padding)
     oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
@@ -223,13 +245,23 @@ def _own_value(t):
     return t
 
 
+def check_pool_args(op: str, kernel_size, stride, padding, dilation=1) -> None:
+    """Positive kernel, stride and dilation, non-negative padding (PyTorch's checks, named:
+    a zero stride divided by zero in the output size)."""
+    for name, v, least in (("kernel_size", kernel_size, 1), ("stride", stride, 1),
+                           ("padding", padding, 0), ("dilation", dilation, 1)):
+        if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+            continue                                   # stride None or []: the kernel size
+        if min(_pair(v)) < least:
+            raise ValueError(f"{op}: {name} must be {'positive' if least else 'non-negative'}, got {v!r}")
+
+
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    if return_indices and ceil_mode:
-        raise NotImplementedError("max_pool2d: return_indices is not supported with ceil_mode")
+    check_pool_args("max_pool2d", kernel_size, stride, padding, dilation)
     if ceil_mode:
         from .spatial import max_pool2d_ext
-        return max_pool2d_ext(x, kernel_size, stride, padding, dilation, ceil_mode)
+        return max_pool2d_ext(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
     if x.ndim == 3:  # unbatched (C, H, W)
         out = max_pool2d(unsqueeze(x, 0), kernel_size, stride, padding, dilation,
                          return_indices=return_indices)
@@ -255,6 +287,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
+    check_pool_args("avg_pool2d", kernel_size, stride, padding)
     if ceil_mode or not count_include_pad or divisor_override is not None or x.ndim == 3:
         from .spatial import avg_pool2d_ext
         return avg_pool2d_ext(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -302,21 +335,40 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
                          f"{tuple(input.shape)} and {tuple(target.shape)}")
     if not target.dtype.is_integer:
         raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
+    _check_class_weight("nll_loss", weight, input.shape[1])
     valid = ne(target, ignore_index)
     safe_t = where(valid, target, 0)
-    _check_index_range("nll_loss", safe_t, input.shape[1])
+    safe_t = in_range(safe_t, input.shape[1], "nll_loss")
     picked = squeeze(gather(input, 1, unsqueeze(safe_t, 1)), 1)
     w = cast(valid, input.dtype)
     if weight is not None:
         w = w * getitem(weight, safe_t)
     loss = neg(picked) * w
     if reduction == "mean":
-        return sum(loss) / sum(w)
+        return _weighted_mean(sum(loss), sum(w))
     return _reduce(loss, reduction)
+
+
+def _weighted_mean(total, weight):
+    """total / weight, as PyTorch's weighted mean of a loss: nan when no target counts
+    (weight 0), with a zero gradient rather than 0 * inf (one SGD step of an all-padding
+    batch would otherwise make every weight nan)."""
+    empty = eq(weight, 0.0)
+    return where(empty, float("nan"), total / where(empty, 1.0, weight))
+
+
+def _check_class_weight(op: str, weight, c) -> None:
+    if weight is not None and tuple(weight.shape) != (c,):
+        raise ShapeError(f"{op}: weight should hold one value per class ({c} classes), got shape "
+                         f"{tuple(weight.shape)}")
 
 
 def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0):
+    if not 0.0 <= label_smoothing <= 1.0:   # (also refuses nan)
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    if input.ndim >= 1:
+        _check_class_weight("cross_entropy", weight, input.shape[1 if input.ndim > 1 else 0])
     if _ce_prim.applies(input, target, weight, label_smoothing):
         # (N, C) logits and class indices: one primitive each way (ops/cross_entropy_prim.py)
         return _ce_prim.cross_entropy_indices(input, target, ignore_index, reduction)
@@ -352,7 +404,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
                 denom = sum(valid)
             else:
                 denom = sum(getitem(weight, where(ne(target, ignore_index), target, 0)) * valid)
-            smooth = sum(smooth) / denom
+            smooth = _weighted_mean(sum(smooth), denom)
         else:
             smooth = _reduce(smooth, reduction)
         loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / c)

@@ -13,7 +13,7 @@ Values follow PyTorch's ``log_softmax`` + ``nll_loss``: per row ``logp = (x - ma
 log(sum(exp(x - max)))``, the loss ``-logp[target]`` for targets other than
 `ignore_index` (0 for those), reduced by mean over the counted rows (nan when none is
 counted, as PyTorch), sum, or none. The input gradient is ``(softmax(x) - onehot) * r``
-with ``r = g * valid / count`` (mean) or ``g * valid``; its own VJP (second derivatives)
+with ``r = g * valid / count`` (mean; 0 when no row counts, as PyTorch) or ``g * valid``; its own VJP (second derivatives)
 is written with tracejit ops (softmax's primitives).
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ def applies(input, target, weight, label_smoothing: float) -> bool:
 
 def check_range(t: np.ndarray, valid: np.ndarray, c: int) -> None:
     """PyTorch rejects a class index outside [0, C) that is not `ignore_index`; the
-    message is nll_loss's (composite.py ``_check_index_range``)."""
+    message is nll_loss's (indexing.py ``in_range``)."""
     if t.size == 0:
         return
     bad = (t < 0) | (t >= c)
@@ -110,9 +110,8 @@ def _ce_backward_impl(xp, g, x, t, *, ignore_index=-100, reduction="mean"):
     _, s, e, valid, safe = _rows(x, t, ignore_index)
     dt = x.dtype.type
     r = g.astype(x.dtype).reshape(-1, 1) * valid[:, None]    # g: 0-d, or one per row
-    if reduction == "mean":
-        with np.errstate(invalid="ignore", divide="ignore"):
-            r = r / dt(np.count_nonzero(valid))
+    if reduction == "mean":   # no counted row: a zero gradient (of a nan loss), as PyTorch
+        r = r / dt(max(np.count_nonzero(valid), 1))
     e /= s                                       # softmax
     e *= r
     e[np.arange(x.shape[0]), safe] -= r[:, 0]    # - onehot * r
@@ -129,14 +128,14 @@ def _ce_backward_rule(g: Aval, x: Aval, t: Aval, *, ignore_index=-100, reduction
 
 def _row_scale(g, t, ignore_index, reduction):
     """r = g * valid / count (mean) or g * valid, as an (N, 1) tensor."""
-    from .elementwise import cast, ne
+    from .elementwise import cast, maximum, ne
     from .reductions import sum as _sum
     from .shape import unsqueeze
     valid = cast(ne(t, ignore_index), g.dtype)
     if reduction == "none":
         return unsqueeze(g * valid, 1)
     r = unsqueeze(valid, 1) * g
-    return r / _sum(valid) if reduction == "mean" else r
+    return r / maximum(_sum(valid), 1.0) if reduction == "mean" else r   # (every row ignored: 0)
 
 
 def _ce_backward_vjp(v, out, g, x, t, *, ignore_index=-100, reduction="mean"):

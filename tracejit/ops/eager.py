@@ -476,9 +476,13 @@ def _eager_general(prim: Primitive, args, params, key):
         out = prim.run(xp, *arrays, **params)
     odt = out_aval.dtype
     odn = odt.np
+    # the result lives on the inputs' device, or where a `device` parameter sends it
+    odev = params.get("device") or dev
+    if odev is not dev:
+        xp = np if odev is CPU else _xp(odev)
     if type(out) is not xp.ndarray or (out.dtype is not odn and out.dtype != odn):
         out = xp.asarray(out, dtype=odt.np)
-    result = Tensor._wrap(out, odt, dev)
+    result = Tensor._wrap(out, odt, odev)
     if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         _share_memory(result, args[0])
     if prim.vjp is not None and odt.is_floating_point and (not _GRAD_OFF or _grad_state.enabled):

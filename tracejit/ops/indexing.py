@@ -21,7 +21,7 @@ from .eager import bind, trace_state
 from .shape import reshape, stack
 
 __all__ = ["getitem", "index_put", "gather", "scatter_add", "masked_fill",
-           "index_select", "nonzero", "take_along_dim"]
+           "index_select", "nonzero", "take_along_dim", "in_range"]
 
 
 # ---------------------------------------------------------------- index normalization
@@ -123,8 +123,23 @@ def _slice_len(d, start, stop, step):
             n = d - (start or 0) + (stop or 0)
             if (n.hint if isinstance(n, Sym) else n) > 0:
                 return n
+    if step == 1 and any(isinstance(v, Sym) for v in (d, start, stop)):
+        # Bounds that are symbolic sizes (``rec[n - k:]``): the length is symbolic too when
+        # 0 <= start <= stop <= d holds for every size the symbols can take.
+        lo = 0 if start is None else d + start if isinstance(start, int) and start < 0 else start
+        hi = d if stop is None else d + stop if isinstance(stop, int) and stop < 0 else stop
+        if all(_never_negative(v) for v in (lo, hi - lo, d - hi)):
+            return hi - lo
+    if isinstance(d, Sym):
         d = int(d)  # specialize: other slices need the concrete size
     return len(range(*slice(start, stop, step).indices(d)))
+
+
+def _never_negative(v) -> bool:
+    if isinstance(v, Sym):
+        low = v.lower_bound()
+        return low is not None and low >= 0
+    return v >= 0
 
 
 def _result_shape(a_shape, spec, idx_avals, op="index"):
@@ -362,9 +377,40 @@ def index_put(a, index, value):
     return bind(INDEX_PUT, a, value, *tensors, spec=spec)
 
 
+def _in_range_rule(index, *, size, op):
+    if not index.dtype.is_integer:
+        raise IndexError(f"{op}: indices must be an integer tensor, got {index.dtype.name}")
+    return Aval(index.shape, index.dtype, index.device)
+
+
+def _in_range_impl(xp, index, *, size, op):
+    if index.size:
+        lo, hi = int(index.min()), int(index.max())
+        if lo < 0 or hi >= size:
+            raise IndexError(f"{op}: index {lo if lo < 0 else hi} is out of range for size {size}")
+    return index.view()
+
+
+# The index itself, once every entry is in [0, size): the range check of the ops whose
+# indices PyTorch does not wrap (embedding, index_select, one_hot, nll_loss). A primitive,
+# so the check runs on every path: the interpreter and the compiled plan run it as eager
+# does, where a check of the data in Python is skipped under capture, and numpy's indexing
+# would read row -1 as the last.
+IN_RANGE = defprim("in_range", _in_range_impl, _in_range_rule, lambda g, out, index, **kw: (None,),
+                   kind="index", nondiff=(0,), extra={"view": True})
+
+
+def in_range(index, size: int, op: str):
+    """`index` (an integer tensor), checked to lie in [0, size) on every path: an
+    IndexError naming `op` and the offending index otherwise."""
+    return bind(IN_RANGE, index, size=int(size), op=op)
+
+
 def index_select(a, dim: int, index):
     d = normalize_dim(dim, a.ndim, "index_select")
-    return getitem(a, (slice(None),) * d + (index,))
+    if index.ndim > 1:
+        raise IndexError(f"index_select: index must be a 0-D or 1-D tensor, got shape {tuple(index.shape)}")
+    return getitem(a, (slice(None),) * d + (in_range(index, a.shape[d], "index_select"),))
 
 
 def nonzero(a, as_tuple: bool = False):

@@ -315,6 +315,10 @@ def linear(x, weight, bias=None):
     if x.ndim == 0 or weight.ndim not in (1, 2) or not (x.shape[-1] == weight.shape[-1]):
         raise ShapeError(f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
                          f"{tuple(weight.shape)} (expected input features {weight.shape[-1] if weight.ndim else '?'})")
+    if x.dtype is not weight.dtype:
+        raise DTypeError(f"linear: input is {x.dtype.name} but weight is {weight.dtype.name}; they must "
+                         f"share one dtype (convert the input, e.g. input.to({weight.dtype.name}), or "
+                         f"the layer, e.g. .to({x.dtype.name}))")
     out = matmul(x, _mT(weight)) if weight.ndim == 2 else matmul(x, weight)
     if bias is not None:
         out = out + bias

@@ -7,15 +7,16 @@ buffer, so the updates also happen inside a compiled module.
 """
 from __future__ import annotations
 
+from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from . import batchnorm_prim as _bn
 from .elementwise import rsqrt
 from .indexing import getitem
 from .reductions import mean
 from .shape import reshape
 
-__all__ = ["batch_norm", "group_norm", "instance_norm"]
+__all__ = ["batch_norm", "group_norm", "instance_norm", "check_dtypes"]
 
 
 def _channel_view(t, ndim: int):
@@ -35,6 +36,19 @@ def _check_channels(op: str, t, name: str, c: int) -> None:
     if t is not None and tuple(t.shape) != (c,):
         raise ShapeError(f"{op}: {name} of shape {tuple(t.shape)} should be ({c},) for an input with "
                          f"{c} channels")
+
+
+def check_dtypes(op: str, input, **tensors) -> None:
+    """PyTorch's dtype rule for batch normalization: a floating input, and weight, bias and
+    running statistics of the input's dtype (float32 ones may serve a float16 input)."""
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"{op}: expected a floating point input, got {input.dtype.name}")
+    for name, t in tensors.items():
+        if t is None or t.dtype is input.dtype or (input.dtype is _dt.float16 and t.dtype is _dt.float32):
+            continue
+        raise DTypeError(f"{op}: input is {input.dtype.name} but {name} is {t.dtype.name}; they must "
+                         f"share one dtype (convert the input, e.g. input.to({t.dtype.name}), or the "
+                         f"module, e.g. .to({input.dtype.name}))")
 
 
 def _stats(x, dims):
@@ -59,6 +73,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     for t, name in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"),
                     (bias, "bias")):
         _check_channels("batch_norm", t, name, c)
+    check_dtypes("batch_norm", input, weight=weight, bias=bias, running_mean=running_mean,
+                 running_var=running_var)
     dims = (0,) + tuple(range(2, input.ndim))
     if training or running_mean is None:
         n = input.numel() // c

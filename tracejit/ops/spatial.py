@@ -19,17 +19,18 @@ import math
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..errors import ShapeError
-from .composite import conv2d, max_pool2d
+from .composite import check_conv_args, conv2d, max_pool2d, same_padding
 from .conv import _pair, fold, unfold
 from .creation import tensor
 from .elementwise import cast
 from .indexing import getitem
 from .linalg import matmul
 from .random import rand
-from .reductions import amax
+from .reductions import amax, argmax
 from .reductions import sum as _sum
-from .shape import cat, reshape, squeeze, transpose, unsqueeze
+from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 
 __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
            "interpolate", "pad", "dropout2d", "avg_pool2d_ext", "max_pool2d_ext"]
@@ -52,20 +53,15 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     if x.ndim != 3 or weight.ndim != 3:
         raise ShapeError(f"conv1d: expected 3-D input (N, C, L) and weight (O, C/groups, k), got "
                          f"{tuple(x.shape)} and {tuple(weight.shape)}")
+    check_conv_args("conv1d", x, weight, bias, stride, padding, dilation, groups)
     stride, dilation = _single(stride, "stride"), _single(dilation, "dilation")
-    k = weight.shape[2]
     if isinstance(padding, str):
         if padding == "valid":
             padding = 0
         elif padding == "same":
             if stride != 1:
                 raise ValueError("conv1d: padding='same' is not supported for strided convolutions")
-            total = dilation * (k - 1)
-            left = total // 2
-            if total - left != left:  # even kernels pad one more on the right, as PyTorch does
-                x = pad(x, (left, total - left))
-                left = 0
-            padding = left
+            x, (padding,) = same_padding(x, (weight.shape[2],), (dilation,))
         else:
             raise ValueError(f"conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
     padding = _single(padding, "padding")
@@ -93,6 +89,11 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if bias is not None and tuple(bias.shape) != (o,):
         raise ShapeError(f"conv_transpose2d: bias of shape {tuple(bias.shape)} should be ({o},)")
     s, p, op, d = _pair(stride), _pair(padding), _pair(output_padding), _pair(dilation)
+    for name, v, least in (("stride", s, 1), ("dilation", d, 1), ("padding", p, 0),
+                           ("output_padding", op, 0)):
+        if min(v) < least:
+            raise ValueError(f"conv_transpose2d: {name} must be {'positive' if least else 'non-negative'}, "
+                             f"got {v}")
     if op[0] >= max(s[0], d[0]) or op[1] >= max(s[1], d[1]):
         raise ValueError(f"conv_transpose2d: output_padding {op} must be smaller than stride {s} "
                          f"or dilation {d}")
@@ -105,7 +106,16 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     wg = reshape(weight, (groups, cg, og * kh * kw))
     cols = matmul(transpose(wg, 1, 2), xs)                     # [N, G, O/G*kh*kw, H*W]
     cols = reshape(cols, (n, o * kh * kw, h * w))
-    out = fold(cols, (oh, ow), (kh, kw), s, p, d)
+    if op[0] < s[0] and op[1] < s[1]:
+        out = fold(cols, (oh, ow), (kh, kw), s, p, d)
+    else:
+        # output_padding of a stride or more (allowed below the dilation): fold's output size
+        # fixes its window count, which would grow by one; fold the whole unpadded result
+        # (windows at i * stride) and crop `padding` before and after, less output_padding
+        # after (zero rows past its end, where no window reaches).
+        fh, fw = (h - 1) * s[0] + d[0] * (kh - 1) + 1, (w - 1) * s[1] + d[1] * (kw - 1) + 1
+        out = pad(fold(cols, (fh, fw), (kh, kw), s, (0, 0), d),
+                  (-p[1], op[1] - p[1], -p[0], op[0] - p[0]))
     if bias is not None:
         out = out + reshape(bias, (1, o, 1, 1))
     return out
@@ -133,16 +143,21 @@ def _spatial_4d(x, name):
     return x, False
 
 
-def _out_pair(output_size, h, w):
+def _out_pair(output_size, h, w, op):
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
-    return (h if oh is None else int(oh)), (w if ow is None else int(ow))
+    oh, ow = (h if oh is None else int(oh)), (w if ow is None else int(ow))
+    if oh < 0 or ow < 0:
+        raise ValueError(f"{op}: output_size must be non-negative, got {output_size!r}")
+    return oh, ow
 
 
 def adaptive_avg_pool2d(x, output_size):
     x4, unbatched = _spatial_4d(x, "adaptive_avg_pool2d")
     h, w = x4.shape[2], x4.shape[3]
-    oh, ow = _out_pair(output_size, h, w)
-    if h % oh == 0 and w % ow == 0:  # equal bins: one unfold + mean, like avg_pool2d
+    oh, ow = _out_pair(output_size, h, w, "adaptive_avg_pool2d")
+    if oh == 0 or ow == 0:           # an empty output, as PyTorch gives
+        out = getitem(x4, (slice(None), slice(None), slice(0, oh), slice(0, ow)))
+    elif h % oh == 0 and w % ow == 0:  # equal bins: one unfold + mean, like avg_pool2d
         out = avg_pool2d_ext(x4, (h // oh, w // ow))
     else:
         ah = _avg_matrix(h, oh, x4.dtype, x4.device)
@@ -161,19 +176,44 @@ def _bin_index(size: int, out: int, device):
 
 
 def adaptive_max_pool2d(x, output_size, return_indices: bool = False):
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
+    """Max over PyTorch's adaptive bins; with `return_indices` also each bin's first maximum
+    (row-major) as a flat index into the input's H*W, as PyTorch gives it."""
     x4, unbatched = _spatial_4d(x, "adaptive_max_pool2d")
     n, c, h, w = x4.shape
-    oh, ow = _out_pair(output_size, h, w)
-    if h % oh == 0 and w % ow == 0:
-        out = max_pool2d(x4, (h // oh, w // ow))
+    oh, ow = _out_pair(output_size, h, w, "adaptive_max_pool2d")
+    idx = None
+    if oh == 0 or ow == 0:           # an empty output, as PyTorch gives
+        out = getitem(x4, (slice(None), slice(None), slice(0, oh), slice(0, ow)))
+        if return_indices:
+            idx = cast(out, _dt.int64)
+    elif h % oh == 0 and w % ow == 0:
+        out = max_pool2d(x4, (h // oh, w // ow), return_indices=return_indices)
+        if return_indices:
+            out, idx = out
     else:
         ih, kh = _bin_index(h, oh, x4.device)
         iw, kw = _bin_index(w, ow, x4.device)
-        rows = amax(reshape(getitem(x4, (slice(None), slice(None), ih)), (n, c, oh, kh, w)), 3)
-        out = amax(reshape(getitem(rows, (Ellipsis, iw)), (n, c, oh, ow, kw)), 4)
-    return squeeze(out, 0) if unbatched else out
+        rows = getitem(x4, (slice(None), slice(None), ih))
+        out = amax(reshape(getitem(amax(reshape(rows, (n, c, oh, kh, w)), 3), (Ellipsis, iw)),
+                           (n, c, oh, ow, kw)), 4)
+        if return_indices:
+            idx = _bin_argmax(reshape(getitem(rows, (Ellipsis, iw)), (n, c, oh, kh, ow, kw)), h, w, oh, ow, kw,
+                              x4.device)
+    if unbatched:
+        out = squeeze(out, 0)
+        idx = None if idx is None else squeeze(idx, 0)
+    return (out, idx) if return_indices else out
+
+
+def _bin_argmax(bins, h: int, w: int, oh: int, ow: int, kw: int, device):
+    """The flat H*W index of each bin's first maximum from the bins (N, C, OH, KH, OW, KW)
+    of `_bin_index`. A short bin's repeated last entries equal an earlier one, so the
+    first maximum is always a real entry."""
+    n, c = bins.shape[0], bins.shape[1]
+    off = argmax(reshape(permute(bins, (0, 1, 2, 4, 3, 5)), (n, c, oh, ow, -1)), 4)  # (N, C, OH, OW)
+    start_h, start_w = _bins(h, oh)[0], _bins(w, ow)[0]
+    base = tensor((start_h[:, None] * w + start_w[None, :]).astype(np.int64), device=device)
+    return base + (off // kw) * w + off % kw
 
 
 def _pool_geometry(size, k, s, p, ceil_mode):
@@ -223,18 +263,26 @@ def avg_pool2d_ext(x, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     return squeeze(out, 0) if unbatched else out
 
 
-def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
-    """max_pool2d with ceil_mode (the extra windows see -inf past the input)."""
+def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                   return_indices: bool = False):
+    """max_pool2d with ceil_mode (the extra windows see -inf past the input); indices count
+    in the input's H*W, not the padded one's."""
     x4, unbatched = _spatial_4d(x, "max_pool2d")
     k, d = _pair(kernel_size), _pair(dilation)
     s = k if stride is None or stride == [] else _pair(stride)
     p = _pair(padding)
     ke = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
+    w = x4.shape[3]
     oh, eh = _pool_geometry(x4.shape[2], ke[0], s[0], p[0], ceil_mode)
-    ow, ew = _pool_geometry(x4.shape[3], ke[1], s[1], p[1], ceil_mode)
+    ow, ew = _pool_geometry(w, ke[1], s[1], p[1], ceil_mode)
     if eh or ew:
         x4 = pad(x4, (0, ew, 0, eh), value=-math.inf)
-    out = max_pool2d(x4, k, s, p, d)
+    out = max_pool2d(x4, k, s, p, d, return_indices=return_indices)
+    if return_indices:
+        out, idx = out
+        if ew:   # every window holds an input element: its maximum is never in the -inf margin
+            idx = (idx // (w + ew)) * w + idx % (w + ew)
+        return (squeeze(out, 0), squeeze(idx, 0)) if unbatched else (out, idx)
     return squeeze(out, 0) if unbatched else out
 
 
@@ -276,14 +324,20 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
         raise ValueError("interpolate: give exactly one of size and scale_factor")
     if size is not None:
         outsz = [int(size)] * nsp if isinstance(size, int) else [int(v) for v in size]
-        scales = [i / o for i, o in zip(insz, outsz)]
     else:
         sf = [float(scale_factor)] * nsp if isinstance(scale_factor, (int, float)) else \
             [float(v) for v in scale_factor]
+        if len(sf) != nsp or not min(sf) > 0:
+            raise ValueError(f"interpolate: scale_factor {scale_factor!r} should give one positive factor "
+                             f"per spatial dim of input {tuple(input.shape)}")
         outsz = [int(math.floor(i * f)) for i, f in zip(insz, sf)]
-        scales = [i / o for i, o in zip(insz, outsz)] if recompute_scale_factor else [1.0 / f for f in sf]
-    if len(outsz) != nsp or min(outsz) <= 0:
-        raise ValueError(f"interpolate: output size {outsz} does not fit input {tuple(input.shape)}")
+    if len(outsz) != nsp or min(outsz) <= 0 or min(insz) <= 0:
+        raise ValueError(f"interpolate: input and output sizes should be greater than 0, got input "
+                         f"{tuple(input.shape)} and output size {tuple(outsz)}")
+    if size is not None or recompute_scale_factor:
+        scales = [i / o for i, o in zip(insz, outsz)]
+    else:
+        scales = [1.0 / f for f in sf]
     out = input
     for axis, (i, o, sc) in enumerate(zip(insz, outsz, scales)):
         dim = 2 + axis

@@ -6,14 +6,15 @@ keeps at most ``prefetch_factor * num_workers`` batches in flight and yields res
 order. Workers load and collate; tensors travel back as numpy arrays (plus their dtype)
 and become Tensors again in the parent.
 
-Processes start with ``spawn`` by default, not ``fork``: numba's parallel threading layer
-(OpenMP / workqueue) and the BLAS thread pools are not fork-safe; a child forked from a
-parent that already runs those threads can deadlock in its first parallel region (GNU
-OpenMP does not re-initialize its pool after fork). ``spawn`` costs an interpreter start
-and imports per worker (``persistent_workers=True`` pays it once), and needs a picklable
-dataset and collate_fn and an ``if __name__ == "__main__":`` guard in scripts, as in
-PyTorch. ``multiprocessing_context="fork"`` (or "forkserver") is accepted for users who
-know their process has started no such threads.
+The start method (`start_context`): ``fork`` on Linux, as PyTorch, while forking is safe:
+no thread runs but tracejit's own (which its fork hooks make fork-safe) and numba has not
+started an OpenMP thread pool (GNU OpenMP does not re-initialize its pool after fork, so a
+forked child can deadlock in its first parallel region). Otherwise ``spawn``: it costs an
+interpreter start and imports per worker (``persistent_workers=True`` pays it once), needs
+a picklable dataset and collate_fn, and runs the main script again in each worker, so a
+script whose DataLoader loop is not under ``if __name__ == "__main__":`` is refused at once
+with a message saying so (its workers would die starting). ``multiprocessing_context``
+("fork", "spawn", "forkserver" or a context) is used as given.
 
 Worker ``i`` seeds tracejit's, numpy's and Python's generators with ``base_seed + i``;
 ``base_seed`` is derived from tracejit's global generator state without drawing from it
@@ -22,9 +23,12 @@ Worker ``i`` seeds tracejit's, numpy's and Python's generators with ``base_seed 
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import multiprocessing as mp
 import queue
+import sys
+import threading
 import traceback
 import weakref
 from collections import namedtuple
@@ -32,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WorkerInfo", "get_worker_info", "WorkerPool"]
+__all__ = ["WorkerInfo", "get_worker_info", "WorkerPool", "start_context"]
 
 WorkerInfo = namedtuple("WorkerInfo", ["id", "num_workers", "seed", "dataset"])
 _worker_info: WorkerInfo | None = None
@@ -143,6 +147,76 @@ def _worker_loop(spec: dict, worker_id: int, num_workers: int, seed: int, index_
         result_q.put((key, result))
 
 
+# ---------------------------------------------------------------- the start method
+def fork_hazard() -> str | None:
+    """Why forking this process now is not safe (None when it is)."""
+    if not sys.platform.startswith("linux") or "fork" not in mp.get_all_start_methods():
+        return "fork is not the safe start method on this platform"
+    main = threading.main_thread()
+    others = [t.name for t in threading.enumerate()
+              if t is not main and t.is_alive() and not t.name.startswith("tracejit-")]
+    if others:
+        return f"thread {others[0]!r} is running, which a forked worker would not have"
+    par = sys.modules.get("numba.np.ufunc.parallel")
+    if par is not None and getattr(par, "_is_initialized", False) and par.threading_layer() == "omp":
+        return "numba's OpenMP thread pool is running, which a forked worker cannot use"
+    return None
+
+
+def start_context(requested: Any = None):
+    """The multiprocessing context DataLoader workers start in (see the module docstring).
+    A spawn or forkserver start from a main script that would run this loader again in
+    every worker raises RuntimeError here, before any process starts."""
+    if isinstance(requested, mp.context.BaseContext):
+        ctx, why = requested, "as multiprocessing_context asks"
+    elif requested:
+        ctx, why = mp.get_context(requested), "as multiprocessing_context asks"
+    else:
+        why = fork_hazard()
+        ctx = mp.get_context("spawn" if why else "fork")
+    method = ctx.get_start_method()
+    where = None if method == "fork" else _unguarded_main_line()
+    if where:
+        raise RuntimeError(
+            f"DataLoader: worker processes start with {method!r} here ({why}), which runs the main "
+            f"script again in each worker, and the DataLoader is used at {where}, outside an "
+            f'`if __name__ == "__main__":` block: put the code that creates and iterates the '
+            f"DataLoader under that guard, or use num_workers=0")
+    return ctx
+
+
+def _unguarded_main_line() -> str | None:
+    """"file:line" of the main script's top-level statement running now, when it lies
+    outside every ``if __name__ == "__main__":`` block (a spawned worker would run it
+    again); None otherwise, or when it cannot be told (no script, source unreadable)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
+        frame = frame.f_back
+    if frame is None or not path:
+        return None
+    line = frame.f_lineno
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_test(node.test) and node.lineno <= line <= node.end_lineno:
+            return None
+    return f"{path}:{line}"
+
+
+def _is_main_test(test) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
 # ---------------------------------------------------------------- the parent side
 def _shutdown(workers, index_queues, result_q) -> None:
     for q in index_queues:
@@ -165,7 +239,7 @@ class WorkerPool:
 
     def __init__(self, spec: dict, num_workers: int, base_seed: int, context: Any = None,
                  prefetch_factor: int = 2):
-        ctx = context if isinstance(context, mp.context.BaseContext) else mp.get_context(context or "spawn")
+        ctx = start_context(context)
         self.num_workers, self.prefetch = num_workers, max(1, prefetch_factor) * num_workers
         self.result_q = ctx.Queue()
         self.index_queues = [ctx.Queue() for _ in range(num_workers)]

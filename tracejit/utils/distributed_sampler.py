@@ -6,6 +6,13 @@ cuts the tail), and keeps every ``num_replicas``-th index starting at its rank, 
 shards are disjoint apart from padding and equally long (DDP's all-reduce needs every
 rank to run the same number of steps). The shuffled order comes from numpy's
 generator, so it is not torch's order; the padding and striding are PyTorch's.
+
+Resuming mid-epoch: ``set_epoch(epoch, start=k)`` skips the first k positions of the
+epoch's order (k = the samples all ranks consumed, e.g. steps x batch x world size) and
+strides the rest over the ranks, padding from the order's start as before; with the
+same world size each rank gets exactly the tail of what it would have drawn. With a
+different world size (after a shrink) the remaining samples are re-striped over the
+new ranks. ``state_dict()``/``load_state_dict()`` carry epoch, start and seed.
 """
 from __future__ import annotations
 
@@ -41,12 +48,17 @@ class DistributedSampler(Sampler):
         self.shuffle = shuffle
         self.seed = seed
         self.drop_last = drop_last
-        n = len(dataset)
-        if drop_last and n % num_replicas != 0:
-            self.num_samples = math.ceil((n - num_replicas) / num_replicas)
+        self.start = 0
+        self._sizes()
+
+    def _sizes(self) -> None:
+        rest = max(len(self.dataset) - self.start, 0)
+        r = self.num_replicas
+        if self.drop_last and rest % r != 0:
+            self.num_samples = rest // r
         else:
-            self.num_samples = math.ceil(n / num_replicas)
-        self.total_size = self.num_samples * num_replicas
+            self.num_samples = math.ceil(rest / r)
+        self.total_size = self.num_samples * r
 
     def __iter__(self) -> Iterator[int]:
         n = len(self.dataset)
@@ -54,15 +66,38 @@ class DistributedSampler(Sampler):
             order = np.random.default_rng(self.seed + self.epoch).permutation(n)
         else:
             order = np.arange(n)
+        rest = order[self.start:]
         if self.drop_last:
-            order = order[:self.total_size]
-        elif self.total_size > n and n > 0:
-            order = np.resize(order, self.total_size)  # repeats from the start, as PyTorch pads
-        return iter(order[self.rank:self.total_size:self.num_replicas].tolist())
+            rest = rest[:self.total_size]
+        elif self.total_size > len(rest) and n > 0:
+            # pad by repeating the epoch's order from its start, as PyTorch pads
+            rest = np.concatenate([rest, np.resize(order, self.total_size - len(rest))])
+        return iter(rest[self.rank:self.total_size:self.num_replicas].tolist())
 
     def __len__(self) -> int:
         return self.num_samples
 
-    def set_epoch(self, epoch: int) -> None:
-        """Call at the start of each epoch so that every epoch has its own shuffled order."""
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """Call at the start of each epoch so that every epoch has its own shuffled order.
+
+        ``start``: positions of the epoch's order already consumed by all ranks together
+        (resuming mid-epoch); 0 starts the epoch from its beginning.
+        """
+        n = len(self.dataset)
+        if not isinstance(start, (int, np.integer)) or not 0 <= start <= n:
+            raise ValueError(f"DistributedSampler.set_epoch: start must be an int in [0, {n}] (samples "
+                             f"of the epoch already consumed), got {start!r}")
         self.epoch = epoch
+        self.start = int(start)
+        self._sizes()
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "start": self.start, "seed": self.seed}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()` (the world size may differ: the rest is re-striped)."""
+        missing = {"epoch", "start", "seed"} - set(state)
+        if missing:
+            raise ValueError(f"DistributedSampler.load_state_dict: missing {sorted(missing)}")
+        self.seed = int(state["seed"])
+        self.set_epoch(int(state["epoch"]), int(state["start"]))

@@ -18,6 +18,10 @@ How a step runs (PyTorch's design, on MPI):
   the world size and writes the averages back into each ``.grad``.
 * ``no_sync()``: forwards inside it do not reduce; gradients accumulate locally and the
   first synchronized backward reduces the sum.
+* Every wait is watched (tracejit/distributed/watchdog.py): a rank that left or waits in
+  another collective makes the others raise, naming the bucket and step they wait in.
+* ``join()``: uneven inputs (`Join` semantics, see ddp_join.py): ranks that ran out of
+  batches shadow the others' reductions with zeros until all are done.
 
 The wrapped module may be compiled (``DDP(tj.script(model))``): its backward reaches each
 parameter through the same accumulate step, so the same hooks fire.
@@ -31,10 +35,16 @@ import numpy as np
 
 from ...autograd import grad_mode as _gm
 from ...autograd.node import AccumulateGrad
+from ...distributed.algorithms.join import Join, Joinable, JoinHook
 from ...tensor import Tensor
 from ..module import Module
+from .ddp_join import DDPJoinHook
 
 __all__ = ["DistributedDataParallel"]
+
+UNEVEN_HINT = ("every rank must run the same number of steps: give each the same number of batches "
+               "(DistributedSampler pads the shards; drop_last=True drops a short last batch) or "
+               "wrap the loop in `with model.join():` for uneven inputs")
 
 _NEEDS_INIT = ("DistributedDataParallel needs the default process group: call "
                "tracejit.distributed.init_process_group() before wrapping the model (and launch "
@@ -53,6 +63,7 @@ class _Bucket:
         self.buf: Optional[np.ndarray] = None
         self.pending = 0
         self.request = None
+        self.op = None
 
     def add(self, pos: int, numel: int) -> None:
         self.params.append(pos)
@@ -68,7 +79,7 @@ def _bucket_dtype(p: Tensor) -> np.dtype:
     return np.dtype(np.float32) if dt == np.float16 else dt  # MPI has no float16 sum
 
 
-class DistributedDataParallel(Module):
+class DistributedDataParallel(Module, Joinable):
     """Data parallelism over the ranks of the default process group (``torch.nn.parallel.DistributedDataParallel``)."""
 
     def __init__(self, module, device_ids=None, output_device=None, dim: int = 0,
@@ -95,8 +106,14 @@ class DistributedDataParallel(Module):
         self.module = inner
         object.__setattr__(self, "_call", module)
         object.__setattr__(self, "_MPI", g.MPI)
+        object.__setattr__(self, "_group", g)
         self.world_size = g.size
         self.rank = g.rank
+        self._generation = g.generation
+        self._steps = 0            # synchronized forwards so far (step numbers in errors)
+        self._join_src = 0         # the rank whose buffers every forward starts from
+        self._join_count = None    # Work counting the ranks still training (join mode)
+        self._divide_by_initial_world_size = True
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         self.bucket_cap_mb = bucket_cap_mb
@@ -109,8 +126,10 @@ class DistributedDataParallel(Module):
         self._buffer_list = [b for _, b in inner.named_buffers()]
         self._check_same_model(g, named, list(inner.named_buffers()))
         # A private communicator: DDP's reductions never interleave with the user's collectives.
-        object.__setattr__(self, "_comm", g.comm.Dup() if g.size > 1 else None)
-        self._sync_from_rank0([p for _, p in named] + self._buffer_list)
+        object.__setattr__(self, "_chan", g.new_channel("DistributedDataParallel's construction")
+                           if g.size > 1 else None)
+        g.users.add(self)
+        self._sync_from([p for _, p in named] + self._buffer_list, 0, "the initial broadcast of the model")
 
         trainable = [(n, p) for n, p in reversed(named) if p.requires_grad]
         self._param_names = [n for n, _ in trainable]
@@ -135,7 +154,7 @@ class DistributedDataParallel(Module):
         mine += [("buffer", n, tuple(b.shape), b.dtype.name, False) for n, b in buffers]
         if g.size == 1:
             return
-        everyone = g.comm.allgather(mine)
+        everyone = g.world.allgather_obj(mine, "DistributedDataParallel's model check (construction)")
         ref = everyone[0]
         for r, theirs in enumerate(everyone[1:], start=1):
             if theirs == ref:
@@ -149,8 +168,8 @@ class DistributedDataParallel(Module):
                         f"{_entry(a, 0)} but {_entry(b, r)} (entry {i} of {len(ref)} on rank 0). "
                         "Every rank must construct the same model before wrapping it")
 
-    def _sync_from_rank0(self, tensors: List[Tensor]) -> None:
-        """Broadcast rank 0's values, one message per dtype."""
+    def _sync_from(self, tensors: List[Tensor], src: int, what: str) -> None:
+        """Broadcast rank `src`'s values, one message per dtype."""
         if self.world_size == 1 or not tensors:
             return
         by_dtype: Dict[np.dtype, List[Tensor]] = {}
@@ -159,7 +178,7 @@ class DistributedDataParallel(Module):
         for dt, ts in by_dtype.items():
             flat = np.concatenate([np.ascontiguousarray(t._data).reshape(-1) for t in ts])
             wire = flat.view(np.uint16) if dt == np.float16 else flat.view(np.uint8) if dt == np.bool_ else flat
-            self._comm.Bcast(wire, root=0)
+            self._chan.bcast(wire, src, what)
             off = 0
             for t in ts:
                 n = t._data.size
@@ -192,16 +211,80 @@ class DistributedDataParallel(Module):
 
     # ---------------------------------------------------------------- forward
     def forward(self, *inputs, **kwargs):
+        if self._group.generation != self._generation:
+            self._follow_new_world()
         self._check_previous_reduction()
+        sync = bool(_gm.is_grad_enabled() and self.require_backward_grad_sync and self._params)
+        if sync:
+            self._steps += 1
+        self._group.watch.progress["ddp"] = self._describe_progress
+        src = 0
+        if self._get_join_config().enable:
+            self._join_count = Join.notify_join_context(self)
+            src, _ = self._join_exchange(active=True, sync=sync)
         if self.broadcast_buffers and self._buffer_list and self.world_size > 1:
-            self._sync_from_rank0(self._buffer_list)
+            self._sync_from(self._buffer_list, src, f"the broadcast of buffers at step {self._steps}")
         self._reduced = False
         out = self._call(*inputs, **kwargs)
-        if _gm.is_grad_enabled() and self.require_backward_grad_sync and self._params:
+        if sync:
             self._prepare_for_backward(out)
         else:
             self._expect_backward = False
         return out
+
+    def _describe_progress(self) -> str:
+        return f"{self._steps} step{'s' if self._steps != 1 else ''} of DistributedDataParallel"
+
+    # ---------------------------------------------------------------- uneven inputs
+    def join(self, divide_by_initial_world_size: bool = True, enable: bool = True,
+             throw_on_early_termination: bool = False) -> Join:
+        """A context for uneven inputs: ``with model.join(): for x, y in my_batches: ...``.
+
+        Ranks that run out of batches first shadow the others' gradient reductions with
+        zeros until every rank is done; then every rank takes the model of the last one to
+        finish. The average divides by the initial world size (the joined ranks count as
+        zero gradients) unless ``divide_by_initial_world_size=False``, which divides by
+        the number of ranks still training.
+        """
+        return Join([self], enable, throw_on_early_termination,
+                     divide_by_initial_world_size=divide_by_initial_world_size)
+
+    def join_hook(self, **kwargs) -> JoinHook:
+        self._divide_by_initial_world_size = kwargs.get("divide_by_initial_world_size", True)
+        return DDPJoinHook(self)
+
+    def _join_exchange(self, active: bool, sync: bool) -> tuple:
+        """One small all-reduce per iteration in join mode: the highest rank still training
+        (whose buffers and, at the end, model count) and whether this iteration reduces."""
+        if self._chan is None:
+            return self.rank, sync
+        v = np.array([self.rank if active else -1, 1 if sync else 0], np.int64)
+        self._chan.allreduce(v, self._MPI.MAX, f"the join check at step {self._steps}")
+        self._join_src = int(v[0])
+        return int(v[0]), bool(v[1])
+
+    def _shadow_reduction(self) -> None:
+        """A joined rank's part of one backward: zeros into every bucket's all-reduce."""
+        reqs, ops = [], []
+        for b in self._buckets:
+            b.buf[...] = 0
+            req, op = self._chan.start_allreduce(b.buf, self._MPI.SUM,
+                                                 f"all-reduce of bucket {b.index} (shadowing a step, joined)")
+            reqs.append(req)
+            ops.append(op)
+        self._chan.wait(reqs, ops)
+        if self.find_unused_parameters:
+            self._chan.allreduce(np.zeros(len(self._params), np.uint8), self._MPI.MAX,
+                                 "the used-parameter map (shadowing a step, joined)")
+
+    def _sync_final_model(self, is_last_joiner: bool) -> None:
+        if self._chan is None:
+            return
+        v = np.array([self.rank if is_last_joiner else -1], np.int64)
+        self._chan.allreduce(v, self._MPI.MAX, "the join context's choice of the final model")
+        src = int(v[0])
+        self._sync_from(list(self.module.parameters()) + self._buffer_list, src,
+                        f"the final model's broadcast from rank {src} (join)")
 
     def _prepare_for_backward(self, out) -> None:
         self._expect_backward = True
@@ -273,36 +356,45 @@ class DistributedDataParallel(Module):
         b.pending -= 1
         if b.pending == 0:
             self._launch_ready_buckets()
-        elif self._next_launch and self._comm is not None:
+        elif self._next_launch and self._chan is not None:
             # MPICH advances a non-blocking collective only while some MPI call runs (no
             # progress thread unless MPIR_CVAR_ASYNC_PROGRESS=1): poke the launched buckets
             # so their transfer moves on during the rest of the backward.
-            self._MPI.Request.Testall([x.request for x in self._buckets[:self._next_launch]
-                                       if x.request is not None])
+            try:
+                self._MPI.Request.Testall([x.request for x in self._buckets[:self._next_launch]
+                                           if x.request is not None])
+            except self._MPI.Exception:
+                pass  # a failed peer: the watched wait at the end of the backward reports it
 
     def _launch_ready_buckets(self) -> None:
         buckets = self._buckets
         while self._next_launch < len(buckets) and buckets[self._next_launch].pending == 0:
             b = buckets[self._next_launch]
-            if self._comm is not None:
-                b.request = self._comm.Iallreduce(self._MPI.IN_PLACE, b.buf, op=self._MPI.SUM)
+            if self._chan is not None:
+                b.request, b.op = self._chan.start_allreduce(
+                    b.buf, self._MPI.SUM, f"all-reduce of bucket {b.index} at step {self._steps}", UNEVEN_HINT)
             self._next_launch += 1
         if self._next_launch == len(buckets):
             self._finish_reduction()
 
     def _finish_reduction(self) -> None:
-        reqs = [b.request for b in self._buckets if b.request is not None]
-        if reqs:
-            self._MPI.Request.Waitall(reqs)
+        launched = [b for b in self._buckets if b.request is not None]
+        if launched:
+            self._chan.wait([b.request for b in launched], [b.op for b in launched])
         has_grad = self._has_grad
-        if has_grad is not None and self._comm is not None:
+        if has_grad is not None and self._chan is not None:
             # Parameters no rank used keep .grad None, as in PyTorch (an optimizer then
             # skips them instead of applying, say, weight decay to a zero gradient).
-            self._comm.Allreduce(self._MPI.IN_PLACE, has_grad, op=self._MPI.MAX)
-        inv = 1.0 / self.world_size
+            self._chan.allreduce(has_grad, self._MPI.MAX, f"the used-parameter map at step {self._steps}",
+                                 UNEVEN_HINT)
+        divisor = self.world_size
+        if self._join_count is not None and not self._divide_by_initial_world_size:
+            divisor = int(self._join_count.result()[0])
+        self._join_count = None
+        inv = 1.0 / divisor
         for b in self._buckets:
             b.request = None
-            if self.world_size > 1:
+            if divisor > 1:
                 b.buf *= b.buf.dtype.type(inv) if b.buf.dtype.kind == "f" else inv
             for pos, off in zip(b.params, b.offsets):
                 if has_grad is not None and not has_grad[pos]:
@@ -325,6 +417,32 @@ class DistributedDataParallel(Module):
                     p.grad = Tensor._wrap(avg.astype(p._data.dtype), p.dtype, p.device)
         self._expect_backward = False
         self._reduced = True
+
+    # ---------------------------------------------------------------- a new world (shrink)
+    def _follow_new_world(self) -> None:
+        """After `tracejit.distributed.shrink()`: a channel on the survivors' group, the
+        buckets' state reset (an interrupted step's reduction is dropped), and the replicas
+        made equal from the new rank 0 (they are already, unless a rank stepped alone)."""
+        g = self._group
+        self._release_channels()
+        self.world_size, self.rank = g.size, g.rank
+        object.__setattr__(self, "_chan", g.new_channel("DistributedDataParallel's rebuild after a "
+                                                        "shrink") if g.size > 1 else None)
+        self._generation = g.generation
+        self._expect_backward = False
+        self._reduced = False
+        self._join_count = None
+        for b in self._buckets:
+            b.request = b.op = None
+            b.pending = len(b.params)
+        self._sync_from(list(self.module.parameters()) + self._buffer_list, 0,
+                        "the model's broadcast after a shrink")
+
+    def _release_channels(self) -> None:
+        chan = self.__dict__.get("_chan")
+        if chan is not None:
+            chan.free()
+        object.__setattr__(self, "_chan", None)
 
     def extra_repr(self) -> str:
         return (f"world_size={self.world_size}, buckets={len(self._buckets)}, "

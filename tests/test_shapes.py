@@ -1,0 +1,55 @@
+"""Symbolic dims (`tracejit.shapes.Sym`): what they answer without asking for a size,
+and what asks for one (the capture then keeps that dim static)."""
+from __future__ import annotations
+
+import pytest
+
+from tracejit import shapes
+from tracejit.shapes import Sym
+
+
+@pytest.fixture
+def asked():
+    """The symbols whose concrete value was asked for (as the tracer's hook records them)."""
+    seen: list = []
+    prev = shapes.set_specialize_hook(lambda s: seen.extend(sorted(s.free_symbols)))
+    yield seen
+    shapes.set_specialize_hook(prev)
+
+
+def test_lower_bound_of_growing_dims_and_none_otherwise():
+    s0, s1 = Sym.symbol("s0", 5), Sym.symbol("s1", 3)
+    assert s0.lower_bound() == 2
+    assert (5 * s0 + 2).lower_bound() == 12
+    assert (s0 * s1).lower_bound() == 4
+    assert (s0 - 3).lower_bound() == -1
+    assert (-s0 + 9).lower_bound() is None
+
+
+def test_comparisons_decided_for_every_size_ask_for_nothing(asked):
+    s0 = Sym.symbol("s0", 5)
+    assert (5 * s0 == 5) is False and (5 * s0 != 9) is True   # 5*s0 >= 10
+    assert (s0 > 1) is True and (s0 >= 2) is True and (s0 < 2) is False
+    assert (3 * s0 + 1 > 6) is True and (3 * s0 + 1 <= 6) is False
+    assert (5 * s0, 4) != (5, s0, 4)   # a reshape's identity test
+    assert asked == []
+
+
+def test_comparisons_that_depend_on_the_size_ask_for_it(asked):
+    s0 = Sym.symbol("s0", 5)
+    assert (s0 == 5) is True
+    assert asked == ["s0"]
+    assert (s0 > 4) is True and (s0 - 3 >= 2) is True
+    assert asked == ["s0"] * 3
+
+
+def test_true_division_without_a_tracer_is_the_float_of_the_size(asked):
+    s0 = Sym.symbol("s0", 5)
+    assert s0 / (s0 - 1) == 1.25 and 10 / s0 == 2.0 and s0 / 2 == 2.5
+    assert asked == ["s0"] * 3
+
+
+def test_as_dim_keeps_symbols_and_makes_ints():
+    s0 = Sym.symbol("s0", 5)
+    assert shapes.as_dim(s0) is s0
+    assert shapes.as_dim(True) == 1 and type(shapes.as_dim(3.0)) is int

@@ -1,0 +1,180 @@
+"""A module whose forward is compiled: the wrapper ``trace``/``script``/``compile`` return
+for an ``nn.Module``, and ``Module.compile()`` (the same compiled forward, in place).
+
+`CompiledModule` is an ``nn.Module`` that holds no state of its own: every attribute read
+or write goes to the wrapped module, every ``nn.Module`` method runs on it (so a subclass's
+own ``train`` or ``state_dict`` is the one that runs, and ``state_dict`` keys have no
+prefix, unlike PyTorch's ``_orig_mod.``), indexing, ``len`` and iteration are the wrapped
+module's, and a method that returns the wrapped module returns the wrapper instead, so
+``model = model.eval()`` keeps the compiled forward. Only calling differs: the forward is
+the `CompiledFunction`, with the wrapped module's forward hooks run around it.
+
+Imported on first use (``nn`` must be loaded before this module is).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+from ..nn.module import Module
+from .function import CompiledFunction
+
+__all__ = ["CompiledModule", "wrap_module", "compile_in_place", "compiled_forward"]
+
+
+class CompiledModule(Module):
+    """A module whose forward is compiled; everything else is the wrapped module's."""
+
+    def __init__(self, module: Module, forward: CompiledFunction):   # (no Module.__init__: no state)
+        d = self.__dict__
+        d["_orig_mod"] = module
+        d["forward"] = forward
+        # the wrapped module's own hook tables (not copies): registering on either is seen
+        d["_forward_hooks"] = module._forward_hooks
+        d["_forward_pre_hooks"] = module._forward_pre_hooks
+
+    def __call__(self, *args, **kwargs):
+        if self._forward_pre_hooks or self._forward_hooks:
+            return Module.__call__(self, *args, **kwargs)   # the hooks, eagerly, around the forward
+        return self.forward(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        if name == "_orig_mod":   # (not set yet: a half-built object, as copy makes)
+            raise AttributeError(name)
+        orig = self._orig_mod
+        attr = getattr(orig, name)
+        if inspect.ismethod(attr) and attr.__self__ is orig:
+            @functools.wraps(attr)
+            def method(*args, **kwargs):
+                out = attr(*args, **kwargs)
+                return self if out is orig else out
+            return method
+        return attr
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._orig_mod, name)
+
+    def __dir__(self):
+        return sorted(set(dir(self._orig_mod)) | {"cache_stats", "explain", "compile", "_orig_mod"})
+
+    # containers (Sequential, ModuleList, ModuleDict): the wrapped module's, or its TypeError
+    def __getitem__(self, idx):
+        return self._orig_mod[idx]
+
+    def __setitem__(self, idx, value) -> None:
+        self._orig_mod[idx] = value
+
+    def __delitem__(self, idx) -> None:
+        del self._orig_mod[idx]
+
+    def __len__(self) -> int:
+        return len(self._orig_mod)
+
+    def __iter__(self):
+        return iter(self._orig_mod)
+
+    def __contains__(self, item) -> bool:
+        return item in self._orig_mod
+
+    def __bool__(self) -> bool:   # (a module is true even where __len__ is not defined)
+        return True
+
+    def cache_stats(self) -> dict:
+        return self.forward.cache_stats()
+
+    def explain(self, *args, **kwargs):
+        return self.forward.explain(*args, **kwargs)
+
+    def compile(self, *args, **kwargs) -> None:
+        """Compile the forward for these example inputs now (`CompiledFunction.compile`);
+        without inputs, nothing: the forward is compiled already."""
+        if args or kwargs:
+            self.forward.compile(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Compiled{self._orig_mod!r}"
+
+
+def _delegate(name: str):
+    def method(self, *args, **kwargs):
+        orig = self.__dict__["_orig_mod"]
+        out = getattr(orig, name)(*args, **kwargs)
+        return self if out is orig else out
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = getattr(Module, name).__doc__
+    return method
+
+
+# Every public nn.Module method runs on the wrapped module (its class's override, if any).
+for _name, _value in list(vars(Module).items()):
+    if (callable(_value) and not _name.startswith("_") and _name not in vars(CompiledModule)
+            and _name != "forward"):
+        setattr(CompiledModule, _name, _delegate(_name))
+CompiledModule._get_name = _delegate("_get_name")
+del _name, _value
+
+
+def compiled_forward(module: Module, mode: str, kw: dict) -> CompiledFunction:
+    """A `CompiledFunction` of ``type(module).forward`` bound to `module`, guarded on the
+    train/eval flags of its submodules, its parameters named by their state_dict names."""
+    def named_tensors():
+        names = {id(b): n for n, b in module.named_buffers()}
+        names.update({id(p): n for n, p in module.named_parameters()})
+        return names
+
+    forward = type(module).forward
+    cf = CompiledFunction(forward, mode=mode, bound_self=module, extra_guard=_TrainingGuard(module),
+                          tensor_names=named_tensors, **kw)
+    cf.__name__ = type(module).__name__ + ".forward"
+    cf.__qualname__ = type(module).__qualname__ + ".forward"
+    return cf
+
+
+def wrap_module(mode: str, module: Module, kw: dict) -> CompiledModule:
+    if isinstance(module, CompiledModule):   # compiling a compiled module: its module, afresh
+        module = module._orig_mod
+    return CompiledModule(module, compiled_forward(module, mode, kw))
+
+
+def compile_in_place(module: Module, mode: str, kw: dict) -> CompiledFunction:
+    """``Module.compile``: the module's calls run the compiled forward from now on (its
+    ``forward`` attribute), everything else unchanged; compiling again replaces it."""
+    cf = compiled_forward(module, mode, kw)
+    object.__setattr__(module, "forward", cf)
+    return cf
+
+
+class _TrainingGuard:
+    """Guards a capture on the train/eval flag of every submodule (dropout and friends
+    read it while tracing, so a graph is only valid for the flags it was captured with)."""
+
+    def __init__(self, module: Any):
+        self.module = module
+
+    def snapshot(self) -> "_FlagsCheck":
+        named = list(self.module.named_modules())
+        return _FlagsCheck([n or type(self.module).__name__ for n, _ in named], [m for _, m in named])
+
+
+class _FlagsCheck:
+    def __init__(self, names, mods):
+        self.names = names
+        self.mods = mods
+        self.flags = [m.training for m in mods]
+
+    def __call__(self) -> bool:
+        for m, f in zip(self.mods, self.flags):
+            if m.training != f:
+                return False
+        return True
+
+    def text(self) -> str:
+        return "training flags: " + ", ".join(f"{n}={f}" for n, f in zip(self.names, self.flags))
+
+    def describe(self) -> list:
+        return [f"module {n!r}: training guard failed: {f} -> {m.training}"
+                for n, m, f in zip(self.names, self.mods, self.flags) if m.training != f]
