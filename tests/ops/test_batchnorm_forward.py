@@ -10,7 +10,7 @@ import pytest
 import tracejit as tj
 from tracejit.compiler.cpu.kernels import batchnorm_kernels as BK
 from tracejit.ops import batchnorm_prim as B
-from tracejit.compiler.cpu.kernels import native
+from tracejit.compiler.cpu.kernels import loader as native
 from inputs import activation
 
 pytest.importorskip("numba")

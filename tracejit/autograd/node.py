@@ -389,7 +389,7 @@ class Tier0PrimNode(PrimNode):
     compiled function's first calls on the ops' eager implementations): its backward serves
     tier 0 too, and runs inside ``impls.serving_tier0`` as the forward did, so the
     eager and hand-written kernels it asks for queue behind the ones the compiled step and
-    the eager code around it ask for (compiler/cpu/kernels/vectorized.py, compiler/cpu/kernels/native.py: rank LATER, held
+    the eager code around it ask for (compiler/cpu/kernels/vectorized.py, compiler/cpu/kernels/loader.py: rank LATER, held
     once their op stops asking). The compiled step's backward is the plan's own kernels:
     the MLP step's tier-0 backward asked for LayerNorm's backward kernel and GELU's eager
     backward kernel and pair (~0.75 s of one worker's CPU), which came before the

@@ -179,7 +179,7 @@ class CpuBackend(Backend):
         workers put the pair's module on disk too."""
         from . import diskcache
         from .cpu.runtime import cshares
-        from .tiers import compile_mode
+        from .prepare import compile_mode
         both = spec.source + spec.pair
         if compile_mode(None) == "background":
             return cshares.Pending(spec.source, spec.pair, label, spec.llvm_options, self.fast_entry), spec.source

@@ -455,7 +455,7 @@ class RowKernel:
             if spec.pair:
                 # the GIL-free pair: in the kernel's module where compiles are synchronous (one
                 # module, one compile), else a module of its own the workers build later
-                from .tiers import compile_mode
+                from .prepare import compile_mode
                 if compile_mode(None) == "background":
                     pending = cshares.Pending(spec.source, spec.pair, self.label, spec.llvm_options,
                                               self.backend.fast_entry)

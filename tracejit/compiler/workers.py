@@ -327,7 +327,7 @@ class _Worker:
 # step's two eager ReLU kernels (parfor variants, the slowest kind) took a worker for
 # seconds while its stage-1 kernels queued. STEADY: hand-written eager kernels that a
 # compiled step also runs at every call and whose speed hangs on them, the layers' own
-# kernels (compiler/cpu/kernels/native.py): the recurrent whole loops (compiler/cpu/kernels/lstm_kernels.py), convolution's
+# kernels (compiler/cpu/kernels/loader.py): the recurrent whole loops (compiler/cpu/kernels/lstm_kernels.py), convolution's
 # unfold/fold, BatchNorm, pooling, ReLU's backward, and a compiled entry's run-time
 # variant for a layout no plan listed (tiers.prepare_variant: the call runs a loaded variant
 # on copies meanwhile); after what a switch waits for, before
@@ -337,7 +337,7 @@ class _Worker:
 # tier19. CNN step, one thread: 18.7 ms, 29.0 without the layers' kernels, 18.6 without
 # cross-entropy's (2 s of worker CPU, queued ahead of BatchNorm's before); tier20); one that
 # only tier 0 and the stand-in of a fused kernel still compiling asked for moves down to LATER
-# (`demote`, compiler/cpu/kernels/native.py `standing_in`: the CNN's BatchNorm and pooling kernels, 1.2 s of
+# (`demote`, compiler/cpu/kernels/loader.py `standing_in`: the CNN's BatchNorm and pooling kernels, 1.2 s of
 # worker CPU that came before the fused kernels and were idle once those were in). LATER: a
 # background compile's parfor upgrade, which must not hold back any of the others, even
 # when submitted before them.
@@ -615,7 +615,7 @@ class CompilePool:
         asked for it within `ASKED_WITHIN_S`, the next queued job, that one back in the
         queue with rank LATER and held (once: it is then taken in its turn like any LATER
         job, once a core is idle or its op asks again). A LATER one too: a kernel only
-        tier-0 forwards asked for (compiler/cpu/kernels/native.py, compiler/cpu/kernels/vectorized.py) whose op stopped asking
+        tier-0 forwards asked for (compiler/cpu/kernels/loader.py, compiler/cpu/kernels/vectorized.py) whose op stopped asking
         when the entry switched, which would otherwise compile beside the training step
         that never asks for it (MLP step: LayerNorm's kernels and eager GELU's, ~0.75 s of
         worker CPU after the step's own kernels were in)."""
@@ -819,7 +819,7 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
 def promote(job: Job, rank: int) -> bool:
     """Move a queued `job` up to `rank` (`FIRST`, `STEADY`, `EAGER`) when it waits at a later
     one: a kernel queued LATER because only tier-0 forwards asked for it that eager code or a
-    compiled step now asks for (compiler/cpu/kernels/native.py). False when nothing moved."""
+    compiled step now asks for (compiler/cpu/kernels/loader.py). False when nothing moved."""
     p = _pool
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():
         return False
@@ -829,7 +829,7 @@ def promote(job: Job, rank: int) -> bool:
 def demote(job: Job, rank: int) -> bool:
     """Move a queued `job` down to `rank` (`LATER`) when it waits at an earlier one: a layer's
     kernel asked for only by tier 0 and by the stand-in of a fused kernel still compiling
-    (compiler/cpu/kernels/native.py `standing_in`), which the compiled step stops asking for once that one
+    (compiler/cpu/kernels/loader.py `standing_in`), which the compiled step stops asking for once that one
     is in. False when nothing moved."""
     p = _pool
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():

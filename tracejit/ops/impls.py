@@ -182,12 +182,12 @@ class serving_tier0:
 
 def outside() -> bool:
     """Whether the calling thread is outside every tier-0 forward (`serving_tier0`) and every
-    stand-in for a fused kernel still on its way (`standing_in`, compiler/cpu/kernels/native.py). An
+    stand-in for a fused kernel still on its way (`standing_in`, compiler/cpu/kernels/loader.py). An
     elementwise op that asks for its kernel outside one runs in eager code; one that asks
     only inside serves tier 0, whose plan fuses every elementwise op into kernels of its own
     (MLP step, empty cache, one worker: eager GELU's kernel and its pair, ~0.4 s of the
     worker's CPU, came before the cross-entropy kernels the compiled step waits for). Not
-    for the hand-written kernels (compiler/cpu/kernels/native.py): a plan calls some of them as the eager op
+    for the hand-written kernels (compiler/cpu/kernels/loader.py): a plan calls some of them as the eager op
     does (the MLP's skinny GEMM)."""
     return not (getattr(_tier0, "depth", 0) or getattr(_tier0, "standin", 0))
 
@@ -202,7 +202,7 @@ class standin:
     stands for, run while that kernel is still compiling (a fused kernel's registered implementation): the kernels it
     asks for serve only until the fused one is in, so they ask as tier 0 does (`outside`
     is False) and a layer's kernel asked for nowhere else queues behind the ones the
-    compiled step keeps asking for (compiler/cpu/kernels/native.py `NativeKernel._rank`)."""
+    compiled step keeps asking for (compiler/cpu/kernels/loader.py `NativeKernel._rank`)."""
 
     def __enter__(self):
         _tier0.standin = getattr(_tier0, "standin", 0) + 1

@@ -4,7 +4,7 @@ Each row registers, for a primitive, an implementation with its checker
 (ops/impls.py): eager `bind` and compiled plans run the primitive through it (``prim.run``),
 the first implementation whose checker accepts the call and which returns a result, else
 the primitive's numpy form. An implementation returns None while its kernel is not loaded
-(kernels/native.py builds it in the compile workers and loads it in the background), so
+(kernels/loader.py builds it in the compile workers and loads it in the background), so
 the numpy form runs meanwhile. tests/ops/test_impls.py holds every row against the
 primitive's numpy form over the op database's samples.
 
@@ -38,7 +38,7 @@ from .kernels import (attention_kernels as attention, batchnorm_kernels as batch
                       conv_kernels as conv, index_kernels as index, pool_kernels as pool,
                       recurrent_layers as recurrent, row_kernels as rows, select_kernels as select,
                       vectorized)
-from .kernels.native import floats
+from .kernels.loader import floats
 
 __all__ = ["TABLE"]
 

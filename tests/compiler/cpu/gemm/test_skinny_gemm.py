@@ -150,7 +150,7 @@ def test_load_gemm_kernels_loads_what_sync_mode_gave_up_on(monkeypatch):
     """Sync mode, loaders that gave up in a call (the disk cache did not hold the modules
     then): coreshare.load_gemm_kernels loads rows_gemm's kernel, its halves and the dot
     kernel, and the head's logits then run on the dot kernel (numpy's result)."""
-    from tracejit.compiler.cpu.kernels import native
+    from tracejit.compiler.cpu.kernels import loader as native
     from tracejit.compiler.cpu.gemm import rows_gemm
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(native, "_kernels", {})

@@ -10,7 +10,7 @@ import pytest
 from tracejit.ops import gru_prim, lstm_prim
 from tracejit.compiler.cpu.kernels import recurrent_layers
 from tracejit.compiler.cpu.kernels import lstm_kernels
-from tracejit.compiler.cpu.kernels import native
+from tracejit.compiler.cpu.kernels import loader as native
 
 pytest.importorskip("numba", reason="the kernels are numba code")
 

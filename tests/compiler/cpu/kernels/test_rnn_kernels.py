@@ -57,7 +57,7 @@ def test_loops_call_the_shared_product_module_by_address(dtype, monkeypatch):
     the same four addresses as the GRU loop's, and the kernels still run."""
     from tracejit.compiler import diskcache
     from tracejit.compiler.cpu.kernels import lstm_kernels
-    from tracejit.compiler.cpu.kernels import native
+    from tracejit.compiler.cpu.kernels import loader as native
     # All three loaded afresh (from the disk cache): an earlier test that cleared the
     # in-memory module cache (tests/ops/test_lstm_kernels.py) leaves loop kernels it loaded
     # holding the product module of their time, and this test failed after it

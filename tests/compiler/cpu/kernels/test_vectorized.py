@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.compiler import prepare
 from tracejit.compiler.cpu.kernels import vectorized as V
 from tracejit.ops.gelu_prim import gelu_backward as _gelu_backward
 from tracejit.ops.elementwise import pow_backward, sigmoid_backward, tanh_backward
@@ -34,10 +35,10 @@ def kernels(monkeypatch, tmp_path):
     # source): forget them, so a first call here really finds nothing to load.
     from tracejit.compiler import diskcache, tiers
     diskcache.clear_memory_cache()
-    # Pair modules' jobs are kept per process (tiers.module_job): one from an earlier test,
+    # Pair modules' jobs are kept per process (prepare.module_job): one from an earlier test,
     # for another cache directory (or stranded by a pool an earlier test shut down), is not
     # this test's.
-    monkeypatch.setattr(tiers, "_module_jobs", {})
+    monkeypatch.setattr(prepare, "_module_jobs", {})
     yield
     # No preparation thread of this test may outlive it: a late one would count its load
     # in the next test's counters.
@@ -266,7 +267,7 @@ def test_settle_waits_for_the_pair_of_a_loaded_chunk_kernel(kernels, monkeypatch
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
     monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
     monkeypatch.setattr(chunkpool, "pool_threads", lambda: 1)   # no call polls the pair
-    monkeypatch.setattr(tiers, "_module_jobs", {})   # (an earlier test's job for this pair)
+    monkeypatch.setattr(prepare, "_module_jobs", {})   # (an earlier test's job for this pair)
     x = tj.tensor(_x(n=PARALLEL_MIN, seed=16))
     first = tj.tanh(x)                 # numpy; the preparation starts
     assert V.settle(timeout=600.0)

@@ -39,7 +39,7 @@ kernel goes on to `MAX_DOT_MNK` (the Transformer step's 2048x256x10 logits: core
 SKINNY_DOT_MNK says what it measured). Results differ from BLAS's in the
 last bits (another summation order), as BLAS's own do between thread counts.
 
-Loaded with compiler/cpu/kernels/native.py's policy as rows_gemm's kernel: no compile in a call in sync mode
+Loaded with compiler/cpu/kernels/loader.py's policy as rows_gemm's kernel: no compile in a call in sync mode
 (loaded from the disk cache only), compiled by the workers in background mode; `product`
 returns None until then (the caller runs numpy's product).
 """
@@ -208,7 +208,7 @@ _loaded: dict = {}   # dtype name -> the loaded dot kernel
 
 
 def module_kernel(t: str):
-    """The `native.NativeKernel` of dtype name `t`'s dot-kernel module (as rows_gemm's)."""
+    """The `loader.NativeKernel` of dtype name `t`'s dot-kernel module (as rows_gemm's)."""
     return halves.kernel_of(("skinny_gemm", t), lambda: source(t))
 
 

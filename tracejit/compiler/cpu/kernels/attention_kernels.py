@@ -21,7 +21,7 @@ from ....ops.softmax_prim import softmax_passes
 from ..gemm.blas_gemm import GEMM_SOURCE, gemm_address
 from ..runtime import sharepool as _sharepool
 from . import row_kernels as _row_kernels
-from .native import kernel as _kernel, takes as _takes
+from .loader import kernel as _kernel, takes as _takes
 from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
 
 __all__ = ["weights", "context", "backward", "weights_and_context", "backward_and_column_sum"]
@@ -97,7 +97,7 @@ TRANSPOSED(out, x)
 
 
 def _transpose_kernel(xp, x):
-    """The transposing copy for head stacks like `x` (compiler/cpu/kernels/native.py's policy: None for other
+    """The transposing copy for head stacks like `x` (compiler/cpu/kernels/loader.py's policy: None for other
     array modules and dtypes, or while it is not ready)."""
     if not _takes(xp, x):
         return None

@@ -14,7 +14,7 @@ import numpy as np
 from ....ops.batchnorm_prim import (_channels, _count, _input_coefficients, _ncl_shape,
                                     _scale_shift)
 from ..runtime import sharepool as _sharepool
-from .native import kernel as _kernel
+from .loader import kernel as _kernel
 
 __all__ = ["stats", "train", "backward_reduce", "backward_input", "backward", "forward"]
 

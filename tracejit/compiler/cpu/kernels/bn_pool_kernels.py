@@ -18,7 +18,7 @@ from ....ops import pool_offsets as _po
 from ..runtime import sharepool as _sharepool
 from . import batchnorm_kernels as _bnk
 from . import pool_kernels as _pk
-from .native import kernel as _kernel, standing_in as _standing_in, takes as _takes
+from .loader import kernel as _kernel, standing_in as _standing_in, takes as _takes
 
 __all__ = ["batch_norm_max_pool2d", "batch_norm_backward_pooled"]
 
@@ -100,7 +100,7 @@ def _source(dtype, kernel, stride, padding, dilation) -> str:
 
 
 def _holder(dtype, kernel, stride, padding, dilation):
-    """The fused kernel's `native.NativeKernel`, or None where it has none."""
+    """The fused kernel's `loader.NativeKernel`, or None where it has none."""
     if dtype not in ("float32", "float64") or kernel[0] * kernel[1] > _pk.MAX_WINDOW:
         return None
     key = ("bn_maxpool", dtype) + tuple(v for pair in (kernel, stride, padding, dilation)
@@ -131,7 +131,7 @@ def batch_norm_max_pool2d(x, weight, bias, eps, kernel, stride, padding, dilatio
             _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _bnk._ELEMENT_WORK * x.size)
             return out
     # the composition this op stands for, each part as the CPU runs it (while `k` compiles,
-    # its parts' kernels are asked for only until `k` is in: native.standing_in)
+    # its parts' kernels are asked for only until `k` is in: loader.standing_in)
     with _standing_in(k):
         r = _bn.BATCH_NORM_FORWARD.run(np, x, weight, bias, eps=eps)
         y = r[:x.size].reshape(x.shape)
@@ -178,7 +178,7 @@ def kernel(gp, off, x, sn, sc, n, c, l, w, oh, ow, mean, rstd, weight, out, c0, 
 
 
 def _backward_holder(dtype, kernel):
-    """The fused backward kernel's `native.NativeKernel`, or None where it has none."""
+    """The fused backward kernel's `loader.NativeKernel`, or None where it has none."""
     if dtype not in ("float32", "float64"):
         return None
     src = (_bnk._HEAD + _BACKWARD_SRC).replace('" + RO + "', f"Array({dtype}, 1, 'C', readonly=True)")

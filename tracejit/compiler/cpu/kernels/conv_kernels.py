@@ -12,7 +12,7 @@ import numpy as np
 
 from ....ops.conv import conv_out_size, fold_count
 from ..runtime import sharepool as _sharepool
-from .native import kernel as native_kernel, takes
+from .loader import kernel as native_kernel, takes
 
 __all__ = ["unfold", "fold", "gemm_layout", "gemm_fold"]
 

@@ -1,4 +1,4 @@
-"""An embedding's backward (``index_add`` of rows with repeats) as one numba loop (compiler/cpu/kernels/native.py).
+"""An embedding's backward (``index_add`` of rows with repeats) as one numba loop (compiler/cpu/kernels/loader.py).
 
 ops/indexing.py's numpy form adds the updates in rounds of distinct rows (one fancy-indexed
 add per round, bitwise np.add.at's result): for the LSTM LM (2048 tokens of 256 into 64
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .native import kernel as _kernel, takes as _takes
+from .loader import kernel as _kernel, takes as _takes
 
 __all__ = ["add_rows"]
 

@@ -1,4 +1,4 @@
-"""Max-pooling's forward and backward as one loop over the windows (numba, compiler/cpu/kernels/native.py).
+"""Max-pooling's forward and backward as one loop over the windows (numba, compiler/cpu/kernels/loader.py).
 
 The numpy forms in ops/pooling_prim.py make a pass per window offset over strided views
 (the backward about four per offset: compare, mark the first hit, multiply, store): 12-16 ms
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runtime import sharepool as _sharepool
 from ....ops.conv import conv_out_size
-from .native import kernel as _kernel
+from .loader import kernel as _kernel
 
 __all__ = ["forward", "backward", "forward_offsets", "scatter", "MAX_WINDOW"]
 

@@ -24,7 +24,7 @@ from ..runtime import coreshare
 from . import loop_split as _split
 from . import lstm_kernels as _kernels
 from . import rnn_kernels as _rnn_kernels
-from .native import floats
+from .loader import floats
 from .rnn_weight_grad import weight_grad_alongside
 from .... import envflags
 

@@ -11,7 +11,7 @@ output are computed while it stays there, so each kernel is about one read and o
 These are the loops of ops/softmax_prim.py and ops/layer_norm_prim.py, whose eager
 implementations call them; captured programs record those same primitives (their
 compiled plans call the same implementations), so eager and compiled run one definition.
-Loaded with compiler/cpu/kernels/native.py's policy (background compile, numpy form until ready, sync mode
+Loaded with compiler/cpu/kernels/loader.py's policy (background compile, numpy form until ready, sync mode
 loads at once); the primitives keep their numpy form for other array modules and dtypes
 and when the kernel is not ready.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime import sharepool as _sharepool
-from .native import kernel as _kernel, takes as _takes
+from .loader import kernel as _kernel, takes as _takes
 
 __all__ = ["softmax_rows", "softmax_kernel", "mask_rows", "softmax_backward_kernel", "softmax_backward_rows", "layer_norm_rows",
            "layer_norm_backward_rows", "cross_entropy_rows", "cross_entropy_backward_rows"]

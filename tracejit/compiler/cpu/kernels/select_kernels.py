@@ -13,7 +13,7 @@ Large eager calls with more than one free core can still take compiler/cpu/kerne
 generated multi-threaded kernel first (the eager dispatcher tries it before the impl);
 this kernel serves every other eager call from ``MIN_ELEMENTS`` up, and sync mode (tests,
 benchmarks), where that generated kernel is only loaded from disk. Compiled plans fuse
-the op from its scalar rule and never come here. Loaded with compiler/cpu/kernels/native.py's policy
+the op from its scalar rule and never come here. Loaded with compiler/cpu/kernels/loader.py's policy
 (background compile, numpy form until ready, sync mode loads at once).
 
 Exactness: the kept elements keep their bits (nan, inf, -0.0), the others are +0.0, and
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .native import kernel as _kernel, takes as _takes
+from .loader import kernel as _kernel, takes as _takes
 
 __all__ = ["relu_backward_flat", "MIN_ELEMENTS"]
 

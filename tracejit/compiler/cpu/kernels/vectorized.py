@@ -59,6 +59,8 @@ from ..runtime import coreshare
 from ....threads import PARALLEL_MIN, usable_cpus
 from ....ops.elementwise import ADD, DIV, MUL, SUB
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
+from . import loader
+from .loader import _reread_thread_count, _sync_mode, enabled, go_now, note_ask, noted_first  # noqa: F401
 
 __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "enabled", "eligible", "run", "settle", "stats"]
 
@@ -92,16 +94,6 @@ class _Entry:
         self.job = None
         self.failed = spec is None
         self.checked = -math.inf  # sync mode: when the disk was last found without it
-
-
-def enabled() -> bool:
-    return envflags.enabled("TRACEJIT_EAGER_KERNELS")
-
-
-def _sync_mode() -> bool:
-    """TRACEJIT_COMPILE=sync asks for no background compiles (compiler/tiers.py); eager
-    never compiles on the caller's time, so then it only loads kernels already on disk."""
-    return envflags.value("TRACEJIT_COMPILE").strip().lower() == "sync"
 
 
 def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -> bool:
@@ -374,7 +366,7 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             return None  # being prepared: the preparation sets fn (or failed)
         if not _sync_mode():
             entry.job = _Preparation(entry, (prim, layout, params, compute_np, out_np, parallel))
-            if _GO_AFTER_S <= 0:
+            if loader._GO_AFTER_S <= 0:
                 entry.job.start()
             return None
         now = time.monotonic()
@@ -396,55 +388,6 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
 # over 100K elements: 2.07 ms a call against numpy's 1.72 ms). Another process may put
 # it there meanwhile, so the disk is asked again now and then.
 _RECHECK_S = 1.0
-
-
-# The preparation thread starts at the op's first call this long after its first (not
-# before: numba's import, or a worker's compile, would compete with the user's first step
-# for the GIL and the cores; and starting a thread in the first call cost it up to a
-# scheduler slice under load).
-# (Starting at the op's next call 0.2 s later was too early: an LSTM step calls the same
-# op every time step, and its first warm-disk step went from ~0.9 s to 2.7-3.2 s.)
-_GO_AFTER_S = 1.0
-# ... but an op first called `_GO_AFTER_S` or more after the process's first ask (a kernel
-# variant a later step asks for: the LSTM step's compiled form asked for a second
-# index_add_rows variant once its cross-entropy kernels were in, 10.5 s into training)
-# starts at its next call: numba's import and the first step are behind, and the second
-# call still tells a recurring op from a one-off (its kernel's job came 1.1 s later, with
-# the worker idle meanwhile and every other kernel the step asks for in).
-_first_ask = None   # time.monotonic() of this process's first op call that asked (`go_now`)
-
-
-def noted_first(now: float) -> float:
-    """An op's first call asking for its kernel at `now` (the process's first ask, if it
-    is); returns `now`."""
-    global _first_ask
-    if _first_ask is None:
-        _first_ask = now
-    return now
-
-
-def go_now(first: float, now: float, after: float | None = None) -> bool:
-    """Whether an op whose first call (asking for its kernel) came at `first`, called again
-    at `now`, starts its kernel's loader: `after` (`_GO_AFTER_S`) after its first call, or at
-    once when that came `after` or more after the process's first ask."""
-    after = _GO_AFTER_S if after is None else after
-    return now - first >= after or (_first_ask is not None and first - _first_ask >= after)
-
-
-def note_ask(holder) -> float:
-    """An op's call that found its kernel not loaded (a `_Preparation`, a native.NativeKernel):
-    `holder`'s ``last`` (time.monotonic() of the latest such call, or None) and ``gap`` (the
-    longest time between two) move on, as a compile job's ``asked`` reads them
-    (compiler/workers.ASKED_WITHIN_S); a `_Preparation`'s ``outside`` becomes True at an ask
-    outside a tier-0 forward (`outside`). Returns the call's time."""
-    if getattr(holder, "outside", True) is False and outside():
-        holder.outside = True
-    now = time.monotonic()
-    last = holder.last
-    if last is not None and now - last > holder.gap:
-        holder.gap = now - last
-    holder.last = now
-    return now
 
 
 class _Preparation:
@@ -603,8 +546,7 @@ def _settle(timeout: float) -> bool:
             if isinstance(e.job, _Preparation) and not e.job.started:
                 e.job.start()
         if not pending:
-            from . import native  # the hand-written kernels follow the same policy
-            settled = native.settle(deadline)
+            settled = loader.settle(deadline)   # the hand-written kernels' too
             _reread_thread_count()
             return settled
         if time.monotonic() >= deadline:
@@ -613,7 +555,7 @@ def _settle(timeout: float) -> bool:
 
 
 def pending(since: float | None = None) -> list:
-    """The eager kernels (this module's and compiler/cpu/kernels/native.py's hand-written ones) an op has
+    """The eager kernels (this module's and compiler/cpu/kernels/loader.py's hand-written ones) an op has
     asked for that are neither loaded nor failed: their labels. With `since` (a
     time.monotonic() reading), only those an op asked for at or after it: a program's
     step asks again for the kernels it calls, and a kernel asked for in tier 0 by an op the
@@ -623,12 +565,11 @@ def pending(since: float | None = None) -> list:
     nothing, unlike `settle`: bench_tiers steps a program until this is empty, so the
     kernels arrive as they would for a user (a compile finished in a worker loads at the
     op's next call)."""
-    from . import native
     out = [_pending_label(e.job)
            for e in list(_entries.values())
            if e.job is not None and e.fn is None and not e.failed and not e.job.lost()
            and (since is None or getattr(e.job, "last", since) >= since)]
-    return out + [k.label for k in list(native._kernels.values())
+    return out + [k.label for k in list(loader._kernels.values())
                   if k.coming() and (since is None or (k.last is not None and k.last >= since))]
 
 
@@ -636,16 +577,6 @@ def _pending_label(job) -> str:
     """An eager kernel's label: its op's (a rendered spec's name is "kernel" for all)."""
     args = getattr(job, "args", None)
     return _label(args[0]) if args else "eager kernel"
-
-
-def _reread_thread_count() -> None:
-    """Have the thread policy (tracejit/compiler/cpu/runtime/coreshare.py) read the machine afresh once the
-    compile workers (separate processes, which it counts as others) are done: else the
-    count made over their compiles, one thread on two CPUs, holds for up to a sampling
-    interval after `settle`. Only where workers were started in this process (the
-    reading takes 0.1 s)."""
-    if coreshare.ENABLED and coreshare.workers_started():
-        coreshare.core_share.reread()
 
 
 def stats() -> dict:
