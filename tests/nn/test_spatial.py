@@ -242,3 +242,27 @@ def test_spatial_ops_under_script_and_trace():
 ])
 def test_conv_layers_print_as_pytorch(name, args, kw):
     assert repr(getattr(nn, name)(*args, **kw)) == repr(getattr(torch.nn, name)(*args, **kw))
+
+
+@pytest.mark.parametrize("layers", [
+    lambda m: [m.Conv2d(3, 6, 3), m.ReLU()],
+    lambda m: [m.Conv2d(4, 6, 3, groups=2, bias=False)],
+    lambda m: [m.Conv2d(3, 6, 3), m.BatchNorm2d(6).eval(), m.ReLU(), m.MaxPool2d(2)],
+    lambda m: [m.Conv1d(3, 5, 2), m.Tanh()],
+    lambda m: [m.ConvTranspose2d(3, 4, 3, stride=2), m.ReLU()],
+], ids=["conv_relu", "grouped", "conv_bn_eval_relu_pool", "conv1d", "conv_transpose"])
+def test_layer_outputs_are_contiguous_as_in_pytorch_so_view_flattens_them(layers):
+    # the classic `x.view(x.size(0), -1)` after convolutional layers (DQN, MNIST nets)
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(*layers(torch.nn))
+    jm = tj.nn.Sequential(*layers(tj.nn))
+    jm.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    for t, j in zip(tm, jm):
+        j.train(t.training)
+    x = np.random.default_rng(0).standard_normal((8, tm[0].in_channels) + (9,) * (
+        1 if isinstance(tm[0], torch.nn.Conv1d) else 2)).astype(np.float32)
+    for _ in range(3):     # and after the eager kernels have had time to load
+        to, jo = tm(torch.tensor(x)), jm(tj.tensor(x))
+        assert jo.is_contiguous() == to.is_contiguous() is True
+        np.testing.assert_allclose(jo.view(8, -1).detach().numpy(), to.view(8, -1).detach().numpy(),
+                                   rtol=1e-5, atol=1e-5)

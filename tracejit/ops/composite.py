@@ -22,7 +22,7 @@ from .linalg import matmul
 from .random import rand_like
 from .eager import trace_state
 from .reductions import all as _all, amax, logsumexp, mean, sum
-from .shape import permute, reshape, squeeze, unsqueeze
+from .shape import contiguous, permute, reshape, squeeze, unsqueeze
 from .shape import concat as _concat
 
 __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
@@ -212,12 +212,12 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
             # "gemm_bias"): the GEMM adds it, the weight gradient's GEMM sums its gradient
             cols = unfold(x, (kh, kw), stride, padding, dilation, layout="gemm_bias")
             out = matmul(_concat([w2, reshape(bias, (o, 1))], 1), cols)
-            return _own_value(permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3)))
+            return _conv_result(permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3)))
         cols = unfold(x, (kh, kw), stride, padding, dilation, layout="gemm")
         out = matmul(w2, cols)      # [O, N*L]
         if bias is not None:   # added in the GEMM's layout: contiguous rows, not a strided view
             out = out + reshape(bias, (o, 1))
-        return _own_value(permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3)))
+        return _conv_result(permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3)))
     cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]
     # Groups: one GEMM per group over all images: [O/G, Cg*kh*kw] @ [Cg*kh*kw, N*L]. A weight
     # broadcast against [N, ., L] instead makes numpy run N small matmuls outside BLAS
@@ -231,7 +231,17 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     out = permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3))
     if bias is not None:
         out = out + reshape(bias, (1, o, 1, 1))
-    return _own_value(out)
+    return _conv_result(out)
+
+
+def _conv_result(t):
+    """conv2d's result, a permuted view of its GEMM's [O, N, ...] output. Eagerly it is
+    made contiguous as PyTorch's is, so ``x.view(x.size(0), -1)`` after a convolution works
+    (and layers after it keep seeing contiguous data); a captured graph keeps the view,
+    whose layout the compiled plan chooses, since nothing can observe it there."""
+    if trace_state.tracer is None:
+        return contiguous(t)
+    return _own_value(t)
 
 
 def _own_value(t):
