@@ -489,7 +489,7 @@ def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     """compiler/cpu/kernels/vectorized.py submits an eager op's kernel with rank EAGER: a background
     compile's stage-1 kernels (FIRST) queued after it still go to the workers first."""
     from tracejit.compiler import diskcache
-    from tracejit.compiler.cpu.kernels import vectorized
+    from tracejit.compiler.cpu.kernels import loader, vectorized
     ranks = []
     real = workers.submit
 
@@ -499,7 +499,7 @@ def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     monkeypatch.setattr(workers, "submit", submit)
     monkeypatch.setenv("TRACEJIT_COMPILE", "background")
     monkeypatch.setattr(vectorized, "_entries", {})        # as in a fresh process
-    monkeypatch.setattr(vectorized, "_GO_AFTER_S", 0.0)    # prepared from the first call on
+    monkeypatch.setattr(loader, "_GO_AFTER_S", 0.0)    # prepared from the first call on
     monkeypatch.setattr(diskcache, "is_cached", lambda *a, **k: False)
     x = tj.tensor(np.linspace(-1.0, 1.0, 1 << 16).astype(np.float32))
     want = np.tanh(x.numpy())

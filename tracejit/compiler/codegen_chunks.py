@@ -80,9 +80,12 @@ _flat_machine = None
 def flat_pairs() -> bool:
     """Whether a parallel flat kernel (`PAIRED` shapes) renders as a chunk kernel with its
     GIL-free pair (`ChunkSpec.pair`) rather than a parfor kernel: this process may use two
-    CPUs (no more: numba's OpenMP pool would use them all) and numpy's BLAS is a pthreads
-    OpenBLAS whose pool has a second thread (sharepool.BlasWorker; its thread count as
-    started, not as the load policy set it now: the choice must not change the source).
+    CPUs or more and numpy's BLAS is a pthreads OpenBLAS whose pool has a second thread
+    (sharepool.BlasWorker; its thread count as started, not as the load policy set it now:
+    the choice must not change the source). A launch runs as many shares as the cores other
+    processes leave (chunkpool.ChunkKernel: tracejit's own threads); the GIL-free pair only
+    where that count is two. (Measured on two CPUs only; on more, the shares are sharepool's
+    threads, which block on a lock between launches as OpenMP's workers sleep.)
 
     Why: numba's OpenMP worker sleeps between kernels (threads.SPINCOUNT: it spins ~10-15 us),
     and a call's Python (20 us for the GELU forward, 50-100 us for a training step) is longer,
@@ -99,7 +102,7 @@ def flat_pairs() -> bool:
         from ..threads import usable_cpus
         try:
             sharepool.blas_worker.find()
-            _flat_machine = (usable_cpus() == 2 and sharepool.blas_worker.fn is not None
+            _flat_machine = (usable_cpus() >= 2 and sharepool.blas_worker.fn is not None
                              and (coreshare.blas_ceiling() or 1) >= 2)
         except Exception:     # any doubt: parfor kernels
             _flat_machine = False

@@ -25,9 +25,9 @@ from . import init
 from .layers import _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
-from ..ops.gru_layer import gru_layer_fm
-from ..ops.lstm_layer import lstm_layer_fm
-from ..ops.rnn_layer import rnn_layer_fm
+from ..ops.gru_layer import gru_cell, gru_layer_fm
+from ..ops.lstm_layer import lstm_cell, lstm_layer_fm
+from ..ops.rnn_layer import rnn_cell, rnn_layer_fm
 from .recurrent_grad import chunk_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
@@ -42,32 +42,26 @@ def _hidden_proj(h, w_hh, b_hh):
 
 def rnn_tanh_step(gi, h, w_hh, b_hh):
     """h' = tanh(gi + h @ W_hh.T + b_hh)."""
-    return _ops.tanh(gi + _hidden_proj(h, w_hh, b_hh))
+    return rnn_cell(gi + _hidden_proj(h, w_hh, b_hh), "tanh")
 
 
 def rnn_relu_step(gi, h, w_hh, b_hh):
     """h' = relu(gi + h @ W_hh.T + b_hh)."""
-    return _ops.relu(gi + _hidden_proj(h, w_hh, b_hh))
+    return rnn_cell(gi + _hidden_proj(h, w_hh, b_hh), "relu")
 
 
 def lstm_step(gi, h, c, w_hh, b_hh):
-    """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o."""
+    """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o (the cell math:
+    ops/lstm_layer.py `lstm_cell`)."""
     gates = gi + _hidden_proj(h, w_hh, b_hh)
-    i, f, g, o = chunk_gates(gates, 4)
-    c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
-    h = _ops.sigmoid(o) * _ops.tanh(c)
-    return h, c
+    return lstm_cell(*chunk_gates(gates, 4), c)
 
 
 def gru_step(gi, h, w_hh, b_hh):
-    """h' of one GRU step: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1-z)*n + z*h."""
+    """h' of one GRU step: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1-z)*n + z*h
+    (the cell math: ops/gru_layer.py `gru_cell`)."""
     gh = _hidden_proj(h, w_hh, b_hh)
-    i_r, i_z, i_n = chunk_gates(gi, 3)
-    h_r, h_z, h_n = chunk_gates(gh, 3)
-    r = _ops.sigmoid(i_r + h_r)
-    z = _ops.sigmoid(i_z + h_z)
-    n = _ops.tanh(i_n + r * h_n)
-    return n + z * (h - n)
+    return gru_cell(*chunk_gates(gi, 3), *chunk_gates(gh, 3), h)
 
 
 _STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step, "GRU": gru_step}

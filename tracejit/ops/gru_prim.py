@@ -19,8 +19,9 @@ h0 (H, N). The forward's result Z is (L, 5H, N): per step h_t, r, z, n and
 from __future__ import annotations
 
 from ..errors import ShapeError
+from .elementwise import errstate, sigmoid_form
 # the LSTM layer's helpers
-from .lstm_prim import (_errstate, _matmul, _order, _sigmoid_, check_float_operands,
+from .lstm_prim import (_matmul, _order, check_float_operands,
                         hidden_weight_grad)
 from .registry import Aval, defprim
 from .eager import bind
@@ -34,7 +35,7 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
     Z = xp.empty((L, 5 * H, N), dtype=gi.dtype)
     h = h0
     b = b.reshape(3 * H, 1)
-    with _errstate(xp):
+    with errstate(xp):
         for t in _order(L, reverse):
             z_ = Z[t]
             m = _matmul(xp, w, h)
@@ -42,7 +43,7 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
             g = gi[t].T
             rz = z_[H:3 * H]
             xp.add(g[:2 * H], m[:2 * H], out=rz)
-            _sigmoid_(xp, rz)
+            sigmoid_form(xp, rz, rz)
             r, z = z_[H:2 * H], z_[2 * H:3 * H]
             hn = z_[4 * H:]
             hn[...] = m[2 * H:]

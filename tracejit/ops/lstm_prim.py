@@ -23,27 +23,12 @@ from the one op definition of the cell.
 """
 from __future__ import annotations
 
-import contextlib
-
 from ..errors import DTypeError, ShapeError
+from .elementwise import errstate, sigmoid_form
 from .registry import Aval, defprim
 from .eager import bind
 
 __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward", "input_projection_grads"]
-
-
-def _errstate(xp):
-    # exp(-x) overflows to inf for x < -88 (float32): 1 / (1 + inf) = 0 is the right limit
-    return xp.errstate(over="ignore", under="ignore") if hasattr(xp, "errstate") else contextlib.nullcontext()
-
-
-def _sigmoid_(xp, a):
-    """sigmoid in place, as 1 / (1 + exp(-a)) (four vectorized passes, no branch)."""
-    xp.negative(a, out=a)
-    xp.exp(a, out=a)
-    a += 1
-    xp.reciprocal(a, out=a)
-    return a
 
 
 # Layouts: x (L, N, I), the layer's input as rows (time-major); wx = W_ih (4H, I); w (4H, H);
@@ -91,14 +76,14 @@ def _lstm_layer_impl(xp, x, wx, w, b, h0, c0, reverse=False):
     gi = _matmul(xp, x.reshape(L * N, I), wx.T).reshape(L, N, 4 * H)
     h, c = h0, c0
     b = b.reshape(4 * H, 1)
-    with _errstate(xp):
+    with errstate(xp):
         for t in _order(L, reverse):
             z = Z[t]
             gates = z[2 * H:]
             xp.add(gi[t].T, _matmul(xp, w, h), out=gates)
             gates += b
-            _sigmoid_(xp, gates[:2 * H])                        # i, f
-            _sigmoid_(xp, gates[3 * H:])                        # o
+            sigmoid_form(xp, gates[:2 * H], gates[:2 * H])     # i, f
+            sigmoid_form(xp, gates[3 * H:], gates[3 * H:])     # o
             g = gates[2 * H:3 * H]
             xp.tanh(g, out=g)
             i, f, o = gates[:H], gates[H:2 * H], gates[3 * H:]

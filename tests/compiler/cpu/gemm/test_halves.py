@@ -411,7 +411,7 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     module once (background mode: recorded, not loaded in the call), so that `settle`
     loads it before the policy gives two; nothing in sync mode. Its value is the
     one-thread path's."""
-    from tracejit.compiler.cpu.kernels import vectorized
+    from tracejit.compiler.cpu.kernels import loader
     asks = []
 
     class Kernel:
@@ -433,8 +433,8 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     monkeypatch.setattr(halves, "_pairs", {})
     monkeypatch.setattr(halves, "_expected", set())
     monkeypatch.setattr(coreshare, "_halves_asked", set())
-    monkeypatch.setattr(vectorized, "enabled", lambda: True)
-    monkeypatch.setattr(vectorized, "_sync_mode", lambda: sync)
+    monkeypatch.setattr(loader, "enabled", lambda: True)
+    monkeypatch.setattr(loader, "_sync_mode", lambda: sync)
     a = np.ones((64, 1000), np.float32)
     b = np.ones((1000, 100), np.float32)
     for _ in range(3):

@@ -246,8 +246,8 @@ def expect(dtype) -> None:
     if t is None or t in _pairs or t in _expected:
         return
     _expected.add(t)
-    from ..kernels import vectorized
-    if (on() and vectorized.enabled() and not vectorized._sync_mode()
+    from ..kernels import loader
+    if (on() and loader.enabled() and not loader._sync_mode()
             and coreshare.core_share.cpus >= 2 and _blas_pair()):   # (halves could ever run here)
         module_kernel(t).get()
 

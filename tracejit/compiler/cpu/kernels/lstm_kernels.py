@@ -85,19 +85,12 @@ def part(typingctx, a, start, stop):
 # Each loop below writes one array and reads few: with more, LLVM's runtime alias checks
 # give up and the loop stays scalar (one loop doing all of a step's gate math ran ~10x
 # slower than these passes over blocks that stay in cache).
+# sigmoid and tanh: the scalar forms of the sigmoid and tanh records (compiler/mathlib.py),
+# as every generated kernel runs them
 _SIGMOID_HEAD = '''
 import numpy as np
 from numba import njit
-from tracejit.compiler.mathlib import tanh_{s} as tanh
-
-HALF = np.{t}(0.5)
-
-
-@njit(inline='always')
-def sigmoid(x):
-    # through tanh (a rational function here, ~4x cheaper than mathlib's exp-based
-    # sigmoid): absolute error within an ulp of 0.5, so a gate of 1e-30 may come out 0
-    return HALF + HALF * tanh(HALF * x)
+from tracejit.compiler.mathlib import sigmoid_{s} as sigmoid, tanh_{s} as tanh
 '''
 
 # dst (G*H, N) += src (N, G*H)^T, the transposed read as its own loop, in tiles of 16 rows of

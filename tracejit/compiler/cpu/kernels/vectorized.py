@@ -60,7 +60,6 @@ from ....threads import PARALLEL_MIN, usable_cpus
 from ....ops.elementwise import ADD, DIV, MUL, SUB
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
 from . import loader
-from .loader import _reread_thread_count, _sync_mode, enabled, go_now, note_ask, noted_first  # noqa: F401
 
 __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "enabled", "eligible", "run", "settle", "stats"]
 
@@ -115,7 +114,7 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
     for shape in operands:  # a shape per tensor operand, None for a Python scalar
         if shape is not None and shape != () and tuple(shape) != tuple(out_shape):
             return False
-    if not enabled():
+    if not loader.enabled():
         return False
     if _calls_math(prim, len(operands), compute_dtype.name, params):
         return True
@@ -282,7 +281,7 @@ def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
     non-contiguous or differently typed pair takes numpy's loop."""
     dt = dst.dtype
     if (dst.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
-            and src.dtype == dt and src.flags.c_contiguous and enabled() and not _one_core_free()
+            and src.dtype == dt and src.flags.c_contiguous and loader.enabled() and not _one_core_free()
             and run(prim, (dst, src), {}, dt, dt, dst.shape, out=dst) is not None):
         return
     np.add(dst, src, out=dst)
@@ -297,7 +296,7 @@ def copy_of(prim, src: np.ndarray):
     A copy is bitwise whatever copies it."""
     dt = src.dtype
     if (src.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
-            and src.flags.c_contiguous and enabled() and not _one_core_free()):
+            and src.flags.c_contiguous and loader.enabled() and not _one_core_free()):
         return run(prim, (src,), {}, dt, dt, src.shape)
     return None
 
@@ -360,11 +359,11 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             return entry.fn
         job = entry.job
         if isinstance(job, _Preparation) and not job.done() and not job.lost():
-            now = note_ask(job)
-            if not job.started and go_now(job.first, now):
+            now = loader.note_ask(job)
+            if not job.started and loader.go_now(job.first, now):
                 job.start()
             return None  # being prepared: the preparation sets fn (or failed)
-        if not _sync_mode():
+        if not loader._sync_mode():
             entry.job = _Preparation(entry, (prim, layout, params, compute_np, out_np, parallel))
             if loader._GO_AFTER_S <= 0:
                 entry.job.start()
@@ -402,7 +401,7 @@ class _Preparation:
         self.args = render_args   # (prim, layout, params, compute_np, out_np, parallel)
         self.event = threading.Event()
         self.pid = os.getpid()
-        self.first = self.last = noted_first(time.monotonic())   # the op's first and latest call
+        self.first = self.last = loader.noted_first(time.monotonic())   # the op's first and latest call
         self.gap = 0.0   # the longest time between two of its calls
         self.started = False
         self.outside = outside()   # asked for outside a tier-0 forward (`note_ask`)
@@ -547,7 +546,7 @@ def _settle(timeout: float) -> bool:
                 e.job.start()
         if not pending:
             settled = loader.settle(deadline)   # the hand-written kernels' too
-            _reread_thread_count()
+            loader._reread_thread_count()
             return settled
         if time.monotonic() >= deadline:
             return False
