@@ -40,17 +40,16 @@ def test_shutdown_finishes_the_jobs_it_leaves_queued():
 def test_a_module_job_the_pool_never_ran_is_started_again(monkeypatch, tmp_path):
     # prepare.module_job keeps one job per module; one that failed only because the pool was
     # shut down before it ran is prepared again (a new pool takes it), not kept failed.
-    from tracejit.compiler import tiers
     monkeypatch.setenv("TRACEJIT_COMPILE", "background")
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(prepare, "_module_jobs", {})
     made = []
 
-    def prepare(source, name_hint, llvm_options, rank, after):
+    def fake_prepare(source, name_hint, llvm_options, rank, after):
         job = workers.Job(len(made) + 1, source, name_hint, llvm_options)
         made.append(job)
         return job
-    monkeypatch.setattr(prepare, "_prepare_module", prepare)
+    monkeypatch.setattr(prepare, "_prepare_module", fake_prepare)
     first = prepare.module_job("src", "m")
     first._finish(False, workers.SHUT_DOWN)
     again = prepare.module_job("src", "m")

@@ -152,7 +152,7 @@ class NativeKernel:
         self.thread = None
         self.pid = os.getpid()   # whose thread `thread` is (a forked child starts its own)
         self.lock = threading.Lock()
-        # asked for outside every tier-0 forward (kernels/vectorized.outside; `note_ask` sets it
+        # asked for outside every tier-0 forward (ops/impls.py `outside`; `note_ask` sets it
         # at such an ask): until then an EAGER-rank kernel queues at rank LATER (`_rank`)
         self.outside = None
         # the fused kernels (still on their way) whose stand-ins asked for it (`standing_in`):

@@ -54,14 +54,13 @@ import time
 
 import numpy as np
 
-from .... import envflags
 from ..runtime import coreshare
 from ....threads import PARALLEL_MIN, usable_cpus
 from ....ops.elementwise import ADD, DIV, MUL, SUB
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
 from . import loader
 
-__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "enabled", "eligible", "run", "settle", "stats"]
+__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
