@@ -1,5 +1,6 @@
 """compiler/workers.py: the queue's order for a job that loads another job's module."""
 import math
+import subprocess
 import threading
 import time
 
@@ -302,7 +303,7 @@ def test_a_worker_starting_up_counts_as_compiling(monkeypatch):
 
     def slow_start(args, **kw):   # a worker that never gets ready
         return real([sys.executable, "-c", "import time; time.sleep(60)"], **kw)
-    monkeypatch.setattr(workers.subprocess, "Popen", slow_start)
+    monkeypatch.setattr(subprocess, "Popen", slow_start)
     assert not workers.compiling()
     w = workers._Worker()
     try:
