@@ -65,10 +65,12 @@ WORKLOADS: tuple[Workload, ...] = (
              "one step (forward, cross-entropy, backward, SGD) of each model PyTorch users port: "
              "a LeNet-style CNN with BatchNorm (batch 64, 28x28), an LSTM language model (batch 32, "
              "sequence 64, hidden 256, two layers), a TransformerEncoderLayer (batch 16, sequence "
-             "128, d_model 256, 4 heads); bench/impls/models.py",
+             "128, d_model 256, 4 heads), a DCGAN generator through its discriminator (batch 32, "
+             "32x32); bench/impls/models.py",
              (Metric("cnn_ms", "CNN step (BatchNorm)", "ms"),
               Metric("lstm_ms", "LSTM language-model step", "ms"),
-              Metric("transformer_ms", "Transformer encoder step", "ms"))),
+              Metric("transformer_ms", "Transformer encoder step", "ms"),
+              Metric("dcgan_ms", "DCGAN generator+discriminator step", "ms"))),
     Workload("opcost", "eager per-op cost",
              "chains of y*1.001 / y+0.5: 100 ops on 16 float32 elements (no grad, with graph "
              "recording, with backward) and 10 ops on 1M elements (256K quick); per op",
@@ -133,7 +135,7 @@ class Config:
     # on the thread count a user's training loop settles on (harness.step_times). The
     # loss check's warmup + steps steps run first, as part of it (impls/base._train_steps).
     train_warmup_s: float = 0.6
-    models: tuple = ("cnn", "lstm", "transformer")   # bench/impls/models.py's names
+    models: tuple = ("cnn", "lstm", "transformer", "dcgan")   # bench/impls/models.py's names
     overhead_repeat: int = 15        # samples, each a loop sized to take >= sample_s
     sample_s: float = 0.02
     compile_batch: int = 256

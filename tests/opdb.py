@@ -290,6 +290,21 @@ register("floor_divide", _bin("floor_divide"), _bin_ref(np.floor_divide),
          _binary_samples(away, away, scalars=(1.5,), int_scalars=(2,)), dtypes=NUMERIC, grad=False)
 register("remainder", _bin("remainder"), _bin_ref(np.remainder),
          _binary_samples(away, away, scalars=(1.5,), int_scalars=(2,)), dtypes=NUMERIC, grad=False)
+
+
+def _off_multiples(r, shape, d, step=1.5):
+    """Values at least 0.2 away from every multiple of `step` (remainder's jumps)."""
+    k = r.integers(-3, 3, shape)
+    return np.asarray(k * step + r.uniform(0.2, step - 0.2, shape), d.np)
+
+
+# remainder's gradient: 1 for the dividend, -floor(a / b) for a tensor divisor (with the
+# dividend alone requiring grad, the divisor is not saved and gets no gradient)
+register("remainder.grad", lambda m, a, b=None: m.remainder(a, 1.5 if b is None else b),
+         lambda a, b=None: np.remainder(a, 1.5 if b is None else b),
+         lambda d, r: [Sample((_off_multiples(r, (3, 4), d),)),
+                       Sample((_off_multiples(r, (3, 4), d), np.full((3, 4), 1.5, d.np)), grad=(0,)),
+                       Sample((_off_multiples(r, (2, 3), d), np.full((3,), 1.5, d.np)))])
 register("pow", _bin("pow"), _bin_ref(np.power),
          _binary_samples(pos, arr, scalars=(2, 3.0, 0.5, -1.5)), dtypes=FLOATS)
 register("pow.int", _bin("pow"), _bin_ref(np.power),

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.utils import data_workers
+from tracejit.utils.data import _workers as data_workers
 from tracejit.utils.data import (DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info,
                                  random_split)
 

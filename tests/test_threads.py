@@ -122,3 +122,22 @@ def test_thread_flag_is_per_thread_and_nests():
         t.start()
         t.join()
     assert not flag and seen == [False]  # another thread never saw it on
+
+
+def test_set_num_threads_caps_blas_and_numba():
+    import tracejit as tj
+    import numba
+    from tracejit import threads
+    before_blas, before_numba = threads.blas_threads(), numba.get_num_threads()
+    try:
+        tj.set_num_threads(1)
+        assert tj.get_num_threads() == 1
+        assert threads.blas_threads() in (None, 1)
+    finally:
+        if before_blas:
+            threads.set_blas_threads(before_blas)
+        numba.set_num_threads(before_numba)
+    with pytest.raises(ValueError, match="positive integer"):
+        tj.set_num_threads(0)
+    tj.set_num_interop_threads(2)
+    assert tj.get_num_interop_threads() == 2

@@ -13,6 +13,7 @@ Kinds:
   in docs/ it names it (the site links no file outside docs/).
 - ``switches``: every user-facing environment switch of `tracejit.envflags.SWITCHES`, with
   its default, meaning and the guide page that explains it.
+- ``coverage PATH``: the PyTorch API coverage recorded in PATH by tools/api_coverage.py.
 
     python tools/gendocs.py           # rewrite every generated part
     python tools/gendocs.py --check   # exit 1, naming the files, when one is out of date
@@ -61,6 +62,13 @@ def generate(kind: str, arg: str | None, page: Path) -> str:
         return headline.render(arg, ROOT, link=page.parent == ROOT)
     if kind == "switches":
         return switches_table(page)
+    if kind == "coverage":
+        import json
+
+        from tools import api_coverage
+        if not arg:
+            raise ValueError(f"{page}: a gendocs:coverage marker names its results file")
+        return api_coverage.render_markdown(json.loads((ROOT / arg).read_text(encoding="utf-8")))
     raise ValueError(f"{page}: unknown generated part {kind!r}")
 
 

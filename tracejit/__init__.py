@@ -62,7 +62,21 @@ for _name in _OUT_FUNCTIONS:  # the out= keyword on tracejit.<fn> (tensor method
     globals()[_name] = _with_out(globals()[_name], _name)
 del _name
 
-from .jit import compile, eager, explain, script, trace  # noqa: E402,F401,A004
+from .threads import (get_num_interop_threads, get_num_threads, set_num_interop_threads,  # noqa: E402,F401
+                      set_num_threads)
+from .jit import compile, eager, explain, script  # noqa: E402,F401,A004
+from .jit import trace as _jit_trace  # noqa: E402
+
+
+def trace(fn=None, *args, **kwargs):
+    """``tracejit.trace(f)``: compile `f` by tracing it (see `tracejit.jit.trace`). Given a
+    tensor, it is PyTorch's ``torch.trace``: the sum of a matrix's diagonal."""
+    if isinstance(fn, Tensor):
+        from .ops.rearrange import trace as _matrix_trace
+        return _matrix_trace(fn)
+    return _jit_trace(fn, *args, **kwargs)
+
+
 # the CPU backend's implementations of primitives join the table (ops/impls.py)
 from .compiler.cpu import implementations as _cpu_implementations  # noqa: E402,F401
 from . import errors  # noqa: E402,F401
@@ -71,6 +85,15 @@ from .serialization import load, save  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
 from . import accelerator, backends, onnx  # noqa: E402,F401
+from . import amp, cpu, distributions, fft, linalg, multiprocessing, special  # noqa: E402,F401
+from .defaults import (Generator, are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402,F401
+                       get_float32_matmul_precision, set_default_device, set_float32_matmul_precision,
+                       set_printoptions, use_deterministic_algorithms)
+from .linalg import cholesky_legacy as cholesky, inverse, logdet, matrix_power, pinverse  # noqa: E402,F401
+from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
+                           HalfTensor, IntTensor, LongTensor, ShortTensor)
 
 
 def __getattr__(name: str):

@@ -66,3 +66,22 @@ def synchronize(device=None) -> None:
     cp = cupy_module()
     with cp.cuda.Device(_index(device)):
         cp.cuda.Device().synchronize()
+
+
+# ``torch.cuda.amp`` and the legacy ``torch.cuda.FloatTensor``-style types (see
+# tracejit/amp and tracejit/legacy_types.py): programs name them even when they then pick
+# the CPU ones.
+def _amp_module():
+    import types
+
+    from . import amp as _amp
+    m = types.ModuleType("tracejit.cuda.amp", "tracejit.cuda.amp: autocast and GradScaler (tracejit.amp).")
+    m.autocast = lambda enabled=True, dtype=None, cache_enabled=None: _amp.autocast(  # noqa: E731
+        "cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+    m.GradScaler = lambda *a, **k: _amp.GradScaler("cuda", *a, **k)  # noqa: E731
+    return m
+
+
+amp = _amp_module()
+from .legacy_types import cuda_types as _cuda_types  # noqa: E402
+globals().update(_cuda_types())

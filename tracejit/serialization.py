@@ -40,7 +40,8 @@ from .device import CPU, CudaUnavailableError, as_device, device as _device_cls
 from .errors import SerializationError
 from .tensor import Tensor
 
-__all__ = ["save", "load", "FORMAT_VERSION"]
+__all__ = ["save", "load", "FORMAT_VERSION", "add_safe_globals", "safe_globals", "get_safe_globals",
+           "clear_safe_globals"]
 
 MAGIC = b"TRACEJIT"
 FORMAT_VERSION = 1
@@ -145,12 +146,23 @@ def _encode(obj) -> bytearray:
 
 
 def save(obj, f) -> None:
-    """Write `obj` (nested dicts/lists/tuples of tensors and plain values) to a path or binary file.
+    """Write `obj` to a path or binary file.
 
-    Writing to a path goes through a temporary file renamed into place, so a crash
-    never leaves a half-written checkpoint under the final name.
+    Tensors, state_dicts and nested dicts/lists/tuples of tensors and plain values are
+    written in tracejit's format, which loading never runs code for. Anything else (a whole
+    ``nn.Module``, a custom class) is pickled, as PyTorch does (serialization_pickle.py);
+    `load` then refuses it unless ``weights_only=False``. Writing to a path goes through a
+    temporary file renamed into place, so a crash never leaves a half-written checkpoint
+    under the final name.
     """
-    data = _encode(obj)
+    try:
+        data = _encode(obj)
+    except TypeError as native:   # not representable in tracejit's format: pickled
+        from .serialization_pickle import dumps
+        try:
+            data = dumps(obj)
+        except Exception as e:  # noqa: BLE001  (pickle raises several types)
+            raise TypeError(f"{native}; nor can it be pickled ({type(e).__name__}: {e})") from None
     if isinstance(f, (str, os.PathLike)):
         path = os.fspath(f)
         d = os.path.dirname(os.path.abspath(path))
@@ -289,8 +301,13 @@ def load(f, map_location=None, *, weights_only: bool = True):
     """Read what `save` wrote. Raises `SerializationError` for truncated, foreign or corrupt files.
 
     ``map_location`` is a device (``"cpu"``), or a dict mapping saved device strings to
-    new ones. ``weights_only`` is accepted for PyTorch compatibility: loading never
-    runs code, whatever its value.
+    new ones. Files in tracejit's format load the same whatever ``weights_only`` says:
+    reading them never runs code. A pickled file (a whole module saved) loads with
+    ``weights_only=True`` (the default, as in PyTorch 2.6+) only if it holds nothing but
+    tensors, plain containers and the globals allowed with
+    ``tracejit.serialization.add_safe_globals``; otherwise it raises PyTorch's "Weights
+    only load failed" error. ``weights_only=False`` unpickles anything: it runs the code the
+    file names, so use it only for files you trust.
     """
     if callable(map_location) and not isinstance(map_location, _device_cls):
         raise TypeError("load: a callable map_location is not supported; pass a device, a string or a dict")
@@ -299,6 +316,12 @@ def load(f, map_location=None, *, weights_only: bool = True):
     where = repr(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else "the given file"
     fh, size, opened = _source(f, where)
     try:
+        from . import serialization_pickle as _pkl
+        pos = fh.tell()
+        head = fh.read(len(_pkl.MAGIC))
+        fh.seek(pos)
+        if _pkl.is_pickled(head):   # a pickled object (a whole module): see the docstring
+            return _pkl.loads(fh.read(size), weights_only=bool(weights_only), map_location=map_location)
         return _load(_Stream(fh, where), size, map_location, where)
     finally:
         if opened:
@@ -494,3 +517,7 @@ class _Reader:
         if lo + nbytes > self.end:
             raise self.fail(f"tensor {i} lies past the end of the data (file truncated?)")
         return (dt, shape, count, lo, nbytes, requires_grad, parameter, str(device if device is not None else "cpu"))
+
+
+from .serialization_pickle import (add_safe_globals, clear_safe_globals, get_safe_globals,  # noqa: E402,F401
+                                   safe_globals)

@@ -350,9 +350,16 @@ class Tensor:
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
 
-    def type(self, dtype=None):
+    def type(self, dtype=None, non_blocking: bool = False):
+        """No argument: the PyTorch type string ("torch.FloatTensor"); a dtype, a legacy type
+        (``tracejit.FloatTensor``) or its name: this tensor converted to it."""
+        from .legacy_types import LEGACY_BY_NAME, legacy_name
         if dtype is None:
-            return f"tracejit.{self.dtype.name}"
+            return legacy_name(self)
+        if isinstance(dtype, str) and dtype in LEGACY_BY_NAME:
+            dtype = LEGACY_BY_NAME[dtype]
+        if isinstance(getattr(dtype, "dtype", None), _dt.DType) and hasattr(dtype, "device_type"):
+            return self.to(device=dtype.device_type, dtype=dtype.dtype)
         return self.to(dtype)
 
     # ---- printing ---------------------------------------------------------------------
@@ -427,4 +434,5 @@ def _install_methods(holder: type) -> None:
 # method groups need both, and install their methods on Tensor when imported.
 from . import ops as _ops  # noqa: E402
 from . import tensor_inplace, tensor_operators  # noqa: E402,F401
+from . import tensor_compat  # noqa: E402,F401
 from .autograd import backward as _backward  # noqa: E402  (loaded by ops by now)

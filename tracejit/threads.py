@@ -37,7 +37,8 @@ import warnings
 from .envflags import ProcessTuning
 
 __all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "tune_blas_spin", "BLAS_THREAD_TIMEOUT", "blas_threads", "set_blas_threads", "blas_threads_set",
-           "openblas_pthreads", "PARALLEL_MIN", "usable_cpus"]
+           "openblas_pthreads", "PARALLEL_MIN", "usable_cpus", "set_num_threads", "get_num_threads",
+           "set_num_interop_threads", "get_num_interop_threads"]
 
 
 def usable_cpus() -> int:
@@ -333,3 +334,40 @@ class ThreadFlag:
             yield
         finally:
             self._local.on = prev
+
+
+_interop = [0]   # 0: not set, the CPU count
+
+
+def set_num_threads(n: int) -> None:
+    """``torch.set_num_threads``: the threads one op may use, numpy's BLAS and numba's
+    parallel kernels alike. The adaptive policy (tracejit/coreshare.py) takes a count set
+    here as its ceiling and only ever lowers it for a busy machine."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
+    set_blas_threads(n)
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    else:   # read when numba loads (its pool is made then)
+        os.environ["NUMBA_NUM_THREADS"] = str(n)
+
+
+def get_num_threads() -> int:
+    """The threads one op may use (numba's count where numba is loaded, else BLAS's)."""
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        return int(numba.get_num_threads())
+    return blas_threads() or usable_cpus()
+
+
+def set_num_interop_threads(n: int) -> None:
+    """Accepted for PyTorch programs: ops do not run side by side, so the count is kept
+    only for `get_num_interop_threads`."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_interop_threads: expected a positive integer, got {n!r}")
+    _interop[0] = n
+
+
+def get_num_interop_threads() -> int:
+    return _interop[0] or usable_cpus()

@@ -143,6 +143,8 @@ class JaxRunner(Runner):
         return step, lambda: float(state["loss"])
 
     def model_step(self, name):
+        if name not in _MODEL_SHAPES:
+            raise NotImplementedError(f"the {name} model is not written for jax")
         return _model_step(self, name)
 
 

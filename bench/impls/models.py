@@ -1,6 +1,6 @@
 """The models PyTorch users port, written once against PyTorch's API (torch or tracejit).
 
-Three training workloads (the "models" workload of ``python -m bench`` and
+Four training workloads (the "models" workload of ``python -m bench`` and
 ``bench/bench_models.py``):
 
 - ``cnn``: LeNet-style CNN with BatchNorm on 28x28 inputs, batch 64
@@ -8,7 +8,12 @@ Three training workloads (the "models" workload of ``python -m bench`` and
 - ``lstm``: LSTM language-model step, batch 32, sequence 64, embedding and hidden 256,
   two layers, vocabulary 64, linear head;
 - ``transformer``: one TransformerEncoderLayer step, batch 16, sequence 128, d_model 256,
-  4 heads, feed-forward 1024, dropout 0.
+  4 heads, feed-forward 1024, dropout 0;
+- ``dcgan``: a DCGAN generator feeding its discriminator (pytorch/examples' layer pattern at
+  32x32, width 32, batch 32): ConvTranspose2d 4x4 stride 2 + BatchNorm + ReLU(inplace) up
+  from a 100-d code, Conv2d 4x4 stride 2 + BatchNorm + LeakyReLU(0.2, inplace) down, two
+  logits. Transposed convolutions and in-place activations on convolution outputs are what
+  the other three never exercise.
 
 A step is forward, cross-entropy, backward and an SGD update. Every system starts from the
 same parameters: each one is overwritten with `bench.workloads.model_param` by its
@@ -19,13 +24,14 @@ from __future__ import annotations
 from .. import workloads as W
 from .torchlike import train_step
 
-MODELS = ("cnn", "lstm", "transformer")
+MODELS = ("cnn", "lstm", "transformer", "dcgan")
 
 # Per model: (input spec, target spec). The input spec is (shape, "float") for a float
 # batch or (shape, vocabulary) for token ids; the target spec is (shape, classes).
 SPECS = {"cnn": (((64, 1, 28, 28), "float"), ((64,), 10)),
          "lstm": (((32, 64), 64), ((32 * 64,), 64)),
-         "transformer": (((16, 128, 256), "float"), ((16 * 128,), 10))}
+         "transformer": (((16, 128, 256), "float"), ((16 * 128,), 10)),
+         "dcgan": (((32, 100, 1, 1), "float"), ((32,), 2))}
 
 
 def build(T, name: str):
@@ -67,6 +73,28 @@ def build(T, name: str):
             def forward(self, x):
                 return self.head(self.layer(x)).reshape(-1, 10)
         return Enc(), *SPECS[name]
+    if name == "dcgan":
+        g, d = 32, 32
+
+        def up(cin, cout, first=False):
+            return [nn.ConvTranspose2d(cin, cout, 4, 1 if first else 2, 0 if first else 1, bias=False),
+                    nn.BatchNorm2d(cout), nn.ReLU(True)]
+
+        def down(cin, cout, bn=True):
+            return ([nn.Conv2d(cin, cout, 4, 2, 1, bias=False)] + ([nn.BatchNorm2d(cout)] if bn else [])
+                    + [nn.LeakyReLU(0.2, inplace=True)])
+
+        class GD(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gen = nn.Sequential(*up(100, g * 4, True), *up(g * 4, g * 2), *up(g * 2, g),
+                                         nn.ConvTranspose2d(g, 3, 4, 2, 1, bias=False), nn.Tanh())
+                self.disc = nn.Sequential(*down(3, d, bn=False), *down(d, d * 2), *down(d * 2, d * 4),
+                                          nn.Conv2d(d * 4, 2, 4, 1, 0, bias=False))
+
+            def forward(self, z):
+                return self.disc(self.gen(z)).reshape(-1, 2)
+        return GD(), *SPECS[name]
     raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
 
 

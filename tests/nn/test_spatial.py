@@ -244,6 +244,56 @@ def test_conv_layers_print_as_pytorch(name, args, kw):
     assert repr(getattr(nn, name)(*args, **kw)) == repr(getattr(torch.nn, name)(*args, **kw))
 
 
+def _count_products(monkeypatch):
+    """(matmul-record calls, the largest operand rank seen) while the block runs."""
+    from tracejit.ops import linalg
+    seen = {"calls": 0, "rank": 0}
+    for prim in linalg.PRODUCTS:
+        def counted(xp, a, b, _orig=prim.impl, **kw):
+            seen["calls"] += 1
+            seen["rank"] = max(seen["rank"], a.ndim, b.ndim)
+            return _orig(xp, a, b, **kw)
+        monkeypatch.setattr(prim, "impl", counted)
+    return seen
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_conv_transpose2d_is_one_product_over_the_batch(monkeypatch, groups):
+    # The columns come from one product over all images (2-D without groups), and the
+    # weight's gradient from one more, not a product per image summed afterwards.
+    seen = _count_products(monkeypatch)
+    x = tj.randn(8, 4, 3, 3, requires_grad=True)
+    w = tj.randn(4, 3, 4, 4, requires_grad=True)
+    F.conv_transpose2d(x, w, stride=2, padding=1, groups=groups).sum().backward()
+    assert seen["calls"] == 3   # forward, input gradient, weight gradient
+    assert seen["rank"] == (2 if groups == 1 else 3)
+
+
+def test_inplace_activation_on_conv_output_is_not_a_view_write(monkeypatch):
+    # conv2d returns a value of its own, as in PyTorch: ReLU(inplace=True) after it is a
+    # plain in-place op (no rebuilding of a base's history through index_put), and the
+    # gradients are PyTorch's.
+    from tracejit.ops.registry import REGISTRY
+    puts = {"n": 0}
+    orig = REGISTRY["index_put"].impl
+
+    def counted(*a, **k):
+        puts["n"] += 1
+        return orig(*a, **k)
+    monkeypatch.setattr(REGISTRY["index_put"], "impl", counted)
+    xv, wv = R.standard_normal((2, 3, 6, 6)), R.standard_normal((4, 3, 3, 3))
+    outs = []
+    for lib, f in ((tj, F), (torch, TF)):
+        x, w = lib.tensor(xv, requires_grad=True), lib.tensor(wv, requires_grad=True)
+        y = f.conv2d(x, w, stride=1, padding=1)
+        f.leaky_relu(y, 0.2, inplace=True)
+        (y * y).sum().backward()
+        outs.append((y.detach().numpy(), x.grad.numpy(), w.grad.numpy()))
+    assert puts["n"] == 0
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("layers", [
     lambda m: [m.Conv2d(3, 6, 3), m.ReLU()],
     lambda m: [m.Conv2d(4, 6, 3, groups=2, bias=False)],

@@ -103,3 +103,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
         retain_graph = create_graph
     return run_backward(outputs, grads, retain_graph, create_graph, inputs=inputs_l,
                         allow_unused=allow_unused)
+
+
+from .checks import (Variable, detect_anomaly, gradcheck, gradgradcheck, is_anomaly_enabled,  # noqa: E402,F401
+                     set_detect_anomaly, set_multithreading_enabled)
+__all__ += ["gradcheck", "gradgradcheck", "Variable", "detect_anomaly", "set_detect_anomaly",
+            "set_multithreading_enabled", "is_anomaly_enabled"]

@@ -33,3 +33,33 @@ __all__ += ["ELU", "SELU", "CELU", "Mish", "Hardtanh", "ReLU6", "Hardsigmoid", "
 __all__ += ["Conv1d", "ConvTranspose2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout2d", "Upsample",
             "MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
             "TransformerDecoder", "Transformer"]
+
+from .activation_more import *  # noqa: E402,F401,F403
+from .activation_more import __all__ as _activation_more  # noqa: E402
+from .containers import Container, ParameterDict  # noqa: E402,F401
+from .conv_nd import *  # noqa: E402,F401,F403
+from .conv_nd import __all__ as _conv_nd  # noqa: E402
+from .dropout import *  # noqa: E402,F401,F403
+from .dropout import __all__ as _dropout  # noqa: E402
+from .lazy import *  # noqa: E402,F401,F403
+from .lazy import __all__ as _lazy  # noqa: E402
+from .loss_more import *  # noqa: E402,F401,F403
+from .loss_more import __all__ as _loss_more  # noqa: E402
+from .normalization_more import *  # noqa: E402,F401,F403
+from .normalization_more import __all__ as _norm_more  # noqa: E402
+from .padding import *  # noqa: E402,F401,F403
+from .padding import __all__ as _padding  # noqa: E402
+from .parallel import DataParallel  # noqa: E402,F401
+from .parameter import Buffer, UninitializedBuffer, UninitializedParameter  # noqa: E402,F401
+from .pooling_nd import *  # noqa: E402,F401,F403
+from .pooling_nd import __all__ as _pooling_nd  # noqa: E402
+from .recurrent import RNNBase, _CellBase as RNNCellBase  # noqa: E402,F401
+from .reshaping import *  # noqa: E402,F401,F403
+from .reshaping import __all__ as _reshaping  # noqa: E402
+from .sparse_bilinear import Bilinear, EmbeddingBag  # noqa: E402,F401
+from . import modules  # noqa: E402,F401
+
+__all__ += (_activation_more + _conv_nd + _dropout + _lazy + _loss_more + _norm_more + _padding
+            + _pooling_nd + _reshaping
+            + ["Container", "ParameterDict", "DataParallel", "Buffer", "UninitializedBuffer",
+               "UninitializedParameter", "RNNBase", "RNNCellBase", "Bilinear", "EmbeddingBag"])

@@ -220,3 +220,66 @@ class ParameterList(Module):
 
 def _as_param(v) -> Parameter:
     return v if isinstance(v, Parameter) else Parameter(v)
+
+
+class ParameterDict(Module):
+    """A dict of Parameters, registered under their keys (insertion order kept)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key: str) -> Parameter:
+        return self._parameters[key]
+
+    def __setitem__(self, key: str, value) -> None:
+        self.register_parameter(key, _as_param(value))
+
+    def __delitem__(self, key: str) -> None:
+        del self._parameters[key]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parameters)
+
+    def __contains__(self, key) -> bool:
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key):
+        return self._parameters.pop(key)
+
+    def clear(self) -> None:
+        self._parameters.clear()
+
+    def update(self, parameters) -> None:
+        pairs = parameters.items() if hasattr(parameters, "items") else parameters
+        for key, value in pairs:
+            self[key] = value
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size {tuple(p.shape)}]"
+                         for k, p in self._parameters.items())
+
+
+class Container(Module):
+    """The deprecated base of containers: a Module whose keyword arguments are its children."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)

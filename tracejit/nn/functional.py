@@ -15,13 +15,15 @@ from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_l
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
                            conv_transpose2d, dropout2d, interpolate, pad)
 from ..ops.attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
+from ..ops.sampling import affine_grid, grid_sample  # noqa: F401
 
 __all__ = ["relu", "gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
            "conv2d", "max_pool2d", "avg_pool2d", "linear", "mse_loss", "l1_loss", "cross_entropy",
            "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "sigmoid", "tanh",
            "silu", "softplus", "leaky_relu", "logsigmoid", "pad", "unfold", "fold",
            "conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "interpolate",
-           "dropout2d", "scaled_dot_product_attention", "multi_head_attention_forward"]
+           "dropout2d", "scaled_dot_product_attention", "multi_head_attention_forward",
+           "affine_grid", "grid_sample"]
 from ..ops.normalization import batch_norm, group_norm, instance_norm  # noqa: E402,F401
 __all__ += ["batch_norm", "group_norm", "instance_norm"]
 from ..ops.activation import *  # noqa: E402,F401,F403
@@ -48,3 +50,35 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """PyTorch's argument order for ``tracejit.ops.fold`` (col2im)."""
     return _ops.fold(input, output_size, kernel_size, stride, padding, dilation)
+
+
+from ..ops.activation_more import *  # noqa: E402,F401,F403
+from ..ops.activation_more import __all__ as _act_more  # noqa: E402
+from ..ops.conv_nd import conv3d, conv_tbc, conv_transpose1d, conv_transpose3d  # noqa: E402,F401
+from ..ops.embedding_bag import embedding_bag  # noqa: E402,F401
+from ..ops.losses_more import *  # noqa: E402,F401,F403
+from ..ops.losses_more import __all__ as _loss_more  # noqa: E402
+from ..ops.normalization_more import local_response_norm, normalize, rms_norm  # noqa: E402,F401
+from ..ops.pooling_nd import *  # noqa: E402,F401,F403
+from ..ops.pooling_nd import __all__ as _pool_nd  # noqa: E402
+from ..ops.products import bilinear, pdist  # noqa: E402,F401
+from ..ops.rearrange import channel_shuffle, native_channel_shuffle, pixel_shuffle, pixel_unshuffle  # noqa: E402,F401
+__all__ += (_act_more + _loss_more + _pool_nd
+            + ["conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose3d", "embedding_bag",
+               "local_response_norm", "normalize", "rms_norm", "bilinear", "pdist", "channel_shuffle",
+               "native_channel_shuffle", "pixel_shuffle", "pixel_unshuffle", "upsample",
+               "upsample_nearest", "upsample_bilinear"])
+
+
+def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
+    """The deprecated name of ``interpolate``."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Bilinear resize with ``align_corners=True`` (what this deprecated name always did)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -159,3 +159,85 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
             filled += draw.size
         from ..ops.creation import tensor as _tensor
         return tensor.copy_(_tensor(vals.reshape(tensor.shape), dtype=tensor.dtype, device=tensor.device))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    """A (semi-)orthogonal matrix from the QR decomposition of a normal draw, rows flattened
+    past dim 0 (PyTorch's recipe, the signs of R's diagonal folded into Q)."""
+    _check(tensor, "orthogonal_")
+    if tensor.ndim < 2:
+        raise ValueError("nn.init.orthogonal_: only tensors with 2 or more dimensions are supported")
+    import numpy as np
+
+    from ..ops.creation import tensor as _tensor
+    from ..ops.random import randn
+    if tensor.numel() == 0:
+        return tensor
+    rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
+    flat = randn(rows, cols, dtype="float64")._host()
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    with no_grad():
+        return tensor.copy_(_tensor((gain * q).reshape(tuple(tensor.shape)), dtype=tensor.dtype,
+                                    device=tensor.device))
+
+
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
+    """N(0, std) entries with a fraction `sparsity` of each column set to zero."""
+    _check(tensor, "sparse_")
+    if tensor.ndim != 2:
+        raise ValueError("nn.init.sparse_: only 2-D tensors are supported")
+    import numpy as np
+
+    from ..ops.creation import tensor as _tensor
+    from ..ops.random import randn, randperm
+    rows, cols = tensor.shape
+    zeros = int(math.ceil(sparsity * rows))
+    vals = randn(rows, cols, dtype="float64")._host() * std
+    for c in range(cols):
+        vals[randperm(rows)._host()[:zeros], c] = 0
+    with no_grad():
+        return tensor.copy_(_tensor(np.asarray(vals), dtype=tensor.dtype, device=tensor.device))
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """The identity convolution: a 1 at the kernel's centre for each in/out channel pair."""
+    _check(tensor, "dirac_")
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("nn.init.dirac_: only 3, 4 or 5-D tensors are supported")
+    import numpy as np
+
+    from ..ops.creation import tensor as _tensor
+    shape = tuple(tensor.shape)
+    if shape[0] % groups:
+        raise ValueError("nn.init.dirac_: dim 0 must be divisible by groups")
+    out_per = shape[0] // groups
+    w = np.zeros(shape)
+    centre = tuple(s // 2 for s in shape[2:])
+    for g in range(groups):
+        for d in range(min(out_per, shape[1])):
+            w[(g * out_per + d, d) + centre] = 1
+    with no_grad():
+        return tensor.copy_(_tensor(w, dtype=tensor.dtype, device=tensor.device))
+
+
+def _deprecated(fn):
+    def old(*args, **kwargs):
+        import warnings
+        warnings.warn(f"nn.init.{fn.__name__[:-1]} is now deprecated in favor of nn.init.{fn.__name__}.",
+                      FutureWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+    old.__name__ = fn.__name__[:-1]
+    return old
+
+
+uniform, normal, constant, eye, dirac = (_deprecated(f) for f in (uniform_, normal_, constant_, eye_, dirac_))
+xavier_uniform, xavier_normal = _deprecated(xavier_uniform_), _deprecated(xavier_normal_)
+kaiming_uniform, kaiming_normal = _deprecated(kaiming_uniform_), _deprecated(kaiming_normal_)
+orthogonal, sparse = _deprecated(orthogonal_), _deprecated(sparse_)
+__all__ += ["orthogonal_", "sparse_", "dirac_", "uniform", "normal", "constant", "eye", "dirac",
+            "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"]

@@ -16,7 +16,7 @@ from ..autograd.grad_mode import no_grad
 from ..device import as_device
 from ..ops.eager import trace_state as _trace_state
 from ..tensor import Tensor
-from .parameter import Parameter
+from .parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle"]
 
@@ -185,7 +185,12 @@ class Module:
             return  # inside a compiled forward: the call writes it back (jit/tracer.py)
         d = self.__dict__
         params = d.get("_parameters")
-        if isinstance(value, Parameter):
+        if isinstance(value, Buffer):   # nn.Buffer(t, persistent=...): register t as a buffer
+            self._check_init("buffers")
+            self._remove_from(name, d, self._parameters, self._modules)
+            self._buffers.pop(name, None)
+            self.register_buffer(name, value.as_tensor(), value.persistent)
+        elif isinstance(value, Parameter):
             self._check_init("parameters")
             self._remove_from(name, d, self._buffers, self._modules)
             self.register_parameter(name, value)

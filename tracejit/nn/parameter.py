@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..tensor import Tensor
 
-__all__ = ["Parameter"]
+__all__ = ["Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"]
 
 
 class Parameter(Tensor):
@@ -41,3 +41,64 @@ class Parameter(Tensor):
             out.grad = Tensor._wrap(self.grad._data.copy(), self.grad.dtype, self.grad.device)
         memo[id(self)] = out
         return out
+
+
+class UninitializedParameter(Parameter):
+    """A parameter whose shape is not known yet (a lazy layer's, before its first input).
+
+    `materialize` gives it memory of the shape in place -- the object becomes a plain
+    `Parameter` -- so an optimizer made before the first forward updates the real weight.
+    """
+    __slots__ = ()
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None):
+        super().__init__(None, requires_grad)
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        from ..ops.creation import empty
+        data = empty(*tuple(shape), dtype=dtype or self.dtype, device=device or self.device)
+        self._init(data._data, data.dtype, data.device)
+        self._vbox = data._vbox
+        self._requires_grad = True
+        self.__class__ = Parameter
+
+    def __repr__(self) -> str:
+        return "<UninitializedParameter>"
+
+
+class UninitializedBuffer(Tensor):
+    """A buffer whose shape is not known yet (a lazy normalization layer's statistics)."""
+    __slots__ = ()
+
+    def __init__(self, requires_grad: bool = False, device=None, dtype=None):
+        from ..ops.creation import empty
+        data = empty(0)
+        self._init(data._data, data.dtype, data.device)
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        from ..ops.creation import empty
+        data = empty(*tuple(shape), dtype=dtype or self.dtype, device=device or self.device)
+        self._init(data._data, data.dtype, data.device)
+        self.__class__ = Tensor
+
+    def __repr__(self) -> str:
+        return "<UninitializedBuffer>"
+
+
+class Buffer(Tensor):
+    """``module.name = nn.Buffer(tensor, persistent=True)`` registers `tensor` as a buffer
+    (the module keeps the tensor itself, as with ``register_buffer``)."""
+    __slots__ = ("persistent",)
+
+    def __init__(self, data: Tensor | None = None, *, persistent: bool = True):
+        if data is None:
+            from ..ops.creation import empty
+            data = empty(0)
+        self._init(data._data, data.dtype, data.device)
+        self._vbox = data._vbox
+        self.persistent = persistent
+
+    def as_tensor(self) -> Tensor:
+        t = Tensor._wrap(self._data, self.dtype, self.device)
+        t._vbox = self._vbox
+        return t

@@ -164,6 +164,9 @@ class RNNBase(Module):
 
     # ---- forward ------------------------------------------------------------------------
     def forward(self, input, hx=None):
+        from .utils.rnn import PackedSequence, run_packed
+        if isinstance(input, PackedSequence):   # variable lengths: nn/utils/rnn.py
+            return run_packed(self, input, hx)
         batched = self._check_input(input)
         if not batched:
             x = _ops.unsqueeze(input, 1)

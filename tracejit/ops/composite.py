@@ -249,9 +249,15 @@ def _own_value(t):
     view of its GEMM's result), as a value of its own when captured: a captured in-place op
     on it (``nn.ReLU(inplace=True)`` after a convolution) then rebinds it as any value, where
     a view's in-place write is refused (it could not reach the base). PyTorch's convolution
-    returns a fresh tensor; nothing can observe the base here. Eager tensors are unchanged."""
+    returns a fresh tensor; nothing can observe the base here. An eager result leaves its
+    base the same way, so an in-place op on it is a plain in-place op, not a write through
+    a view (which rebuilds the base's history from the positions of every element: DCGAN's
+    ``LeakyReLU(inplace=True)`` after each convolution spent more on that than on the
+    activation)."""
     if getattr(t, "_view_src", None) is not None:
         t._view_src = None
+    if getattr(t, "_base", None) is not None:
+        t._base = None
     return t
 
 

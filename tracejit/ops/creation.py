@@ -217,7 +217,9 @@ def full_like(a, fill_value, *, dtype=None, device=None, requires_grad: bool = F
 
 
 def scalar_tensor(v, *, dtype=None, device=None):
-    return full((), v, dtype=dtype, device=device)
+    """A 0-d tensor of `v`, in the default float dtype unless `dtype` says otherwise (as
+    PyTorch's, whatever the type of `v`)."""
+    return full((), v, dtype=dtype if dtype is not None else _dt.get_default_dtype(), device=device)
 
 
 def _arange_len(start, end, step):

@@ -555,3 +555,12 @@ def _xp(dev):
 # ops (sum_to) in turn. The names below are read only when an op runs.
 from ..autograd.grad_mode import OFF as _GRAD_OFF, _state as _grad_state  # noqa: E402
 from ..autograd.node import make_prim_node, record_binary, record_unary  # noqa: E402
+
+
+def refuse_tracing(op: str, reads: str) -> None:
+    """Raise TraceError under a tracer: `op` reads `reads` as values (index arrays, lengths)
+    to build constants, which a captured graph would freeze at the traced call's values."""
+    if trace_state.tracer is not None:
+        from ..errors import TraceError
+        raise TraceError(f"{op} reads {reads} as values, so it cannot be traced; call it outside "
+                         f"the compiled function or use tracejit.eager")

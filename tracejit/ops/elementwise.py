@@ -142,7 +142,8 @@ FLOOR_DIVIDE = _binary("floor_divide", _int_divisor_checked(np.floor_divide),
                        lambda g, out, a, b: (g * 0.0, g * 0.0),
                        lambda e, a, b: f"({a} // {b})", save=_none_rq)
 REMAINDER = _binary("remainder", _int_divisor_checked(np.remainder),
-                    lambda g, out, a, b: (g, neg(g) * floor_divide(a, b) if b is not None else None),
+                    lambda g, out, a, b: (g, neg(g) * floor_divide(a, b) if a is not None and b is not None
+                                          else None),
                     lambda e, a, b: f"({a} % {b})", save=lambda rq: (0, 1) if rq[1] else ())
 
 MAXIMUM = _binary(

@@ -32,6 +32,8 @@ def _normalize(a, index):
     tensors = []
     items = []
     for it in index:
+        if isinstance(it, range):   # a sequence of ints, as PyTorch reads it
+            it = np.arange(it.start, it.stop, it.step, dtype=np.int64)
         if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor)):
             if isinstance(it, Tensor):
                 t = it

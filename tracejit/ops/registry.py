@@ -197,5 +197,6 @@ def defprim(name: str, impl, rule, vjp=None, **kw) -> Primitive:
 # The eager dispatcher (bind, its plans, run_into) lives in ops/eager.py; its names are read
 # from here by most of ops/, so they are imported at the tail, once every name eager.py
 # takes from this module is defined.
-from .eager import _make_binary, bind, run_into, trace_state, tracer_entered, tracer_exited  # noqa: E402,F401
+from .eager import (_make_binary, bind, refuse_tracing, run_into, trace_state, tracer_entered,  # noqa: E402,F401
+                    tracer_exited)
 from .promotion import compute_dtype, prepare, scalar_aval  # noqa: E402,F401

@@ -9,6 +9,7 @@ from .adadelta import Adadelta  # noqa: E402
 from .adagrad import Adagrad  # noqa: E402
 from .lbfgs import LBFGS  # noqa: E402
 from .rmsprop import RMSprop  # noqa: E402
+from .adam_variants import ASGD, Adamax, NAdam, RAdam, Rprop  # noqa: E402
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "FUSED_MIN", "lr_scheduler"]
-__all__ += ["RMSprop", "Adagrad", "Adadelta", "LBFGS"]
+__all__ += ["RMSprop", "Adagrad", "Adadelta", "LBFGS", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]

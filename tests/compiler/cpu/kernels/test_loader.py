@@ -226,6 +226,8 @@ def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monk
     steady = {k[:2]: v.steady for k, v in native._kernels.items()}
     assert steady == {("im2col", "float32"): True, ("col2im", "float32"): True,
                       ("batchnorm", "forward"): True, ("batchnorm", "backward"): True,
+                      ("batchnorm", "stats"): True, ("batchnorm", "affine"): True,
+                      ("batchnorm", "reduce"): True,
                       ("maxpool", "fwd_offsets"): True, ("maxpool", "scatter_tiles"): True,
                       ("select", "relu_backward"): True,
                       ("rows", "cross_entropy"): False, ("rows", "cross_entropy_backward"): False}

@@ -57,7 +57,7 @@ class _WireTensor:
 
 
 def _to_wire(x):
-    from ..tensor import Tensor
+    from ...tensor import Tensor
     if isinstance(x, Tensor):
         return _WireTensor(np.ascontiguousarray(x.detach().cpu()._data), x.dtype.name, x.requires_grad)
     if isinstance(x, tuple) and hasattr(x, "_fields"):
@@ -71,9 +71,9 @@ def _to_wire(x):
 
 def _from_wire(x):
     if isinstance(x, _WireTensor):
-        from .. import dtypes as _dt
-        from ..device import CPU
-        from ..tensor import Tensor
+        from ... import dtypes as _dt
+        from ...device import CPU
+        from ...tensor import Tensor
         t = Tensor._wrap(x.array, _dt.as_dtype(x.dtype), CPU)
         return t.requires_grad_() if x.requires_grad else t
     if isinstance(x, tuple) and hasattr(x, "_fields"):
@@ -103,7 +103,7 @@ _EXHAUSTED = "exhausted"   # an IterableDataset worker's copy of the stream ende
 # ---------------------------------------------------------------- the worker side
 def _seed_everything(seed: int) -> None:
     import random
-    from ..ops.random import manual_seed
+    from ...ops.random import manual_seed
     random.seed(seed)
     np.random.seed(seed % (1 << 32))
     manual_seed(seed)
@@ -153,8 +153,11 @@ def fork_hazard() -> str | None:
     if not sys.platform.startswith("linux") or "fork" not in mp.get_all_start_methods():
         return "fork is not the safe start method on this platform"
     main = threading.main_thread()
+    # (a finished pool's queues may still be flushing on multiprocessing's feeder threads,
+    # one per queue: a forked worker never uses those queues, so they do not count -- else
+    # every epoch after the first of a loop over a non-persistent loader would spawn)
     others = [t.name for t in threading.enumerate()
-              if t is not main and t.is_alive() and not t.name.startswith("tracejit-")]
+              if t is not main and t.is_alive() and not t.name.startswith(("tracejit-", "QueueFeederThread"))]
     if others:
         return f"thread {others[0]!r} is running, which a forked worker would not have"
     par = sys.modules.get("numba.np.ufunc.parallel")
@@ -330,6 +333,6 @@ class WorkerPool:
 
 def base_seed() -> int:
     """A seed derived from (not drawn from) tracejit's global generator state."""
-    from ..ops.random import get_rng_state
+    from ...ops.random import get_rng_state
     digest = hashlib.sha256(repr(get_rng_state()).encode()).digest()
     return int.from_bytes(digest[:7], "little")

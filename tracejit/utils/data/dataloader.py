@@ -1,8 +1,8 @@
-"""Datasets, samplers, ``DataLoader`` and ``default_collate``, as in ``torch.utils.data``.
+"""``DataLoader`` and ``default_collate``, as in ``torch.utils.data.dataloader``.
 
 With ``num_workers=0`` loading happens in the calling process; with ``num_workers > 0``
 worker processes load and collate the batches the parent's sampler chose, so the
-batches and their order are those of ``num_workers=0`` (see `data_workers`). Shuffling draws from tracejit's global generator, so ``tracejit.manual_seed``
+batches and their order are those of ``num_workers=0`` (see `_workers`). Shuffling draws from tracejit's global generator, so ``tracejit.manual_seed``
 makes the order reproducible. A `TensorDataset` with the default collate is batched
 by indexing each tensor once with the batch's indices instead of stacking rows one
 by one; the result is the same.
@@ -16,198 +16,13 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .. import dtypes as _dt
-from ..tensor import Tensor
-from .data_workers import get_worker_info  # noqa: F401
+from ... import dtypes as _dt
+from ...tensor import Tensor
+from ._workers import get_worker_info  # noqa: F401
+from .dataset import IterableDataset, TensorDataset
+from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
-__all__ = ["get_worker_info", "Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split",
-           "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler",
-           "DataLoader", "default_collate", "default_convert"]
-
-
-# ---------------------------------------------------------------- datasets
-class Dataset:
-    """A map-style dataset: implement ``__getitem__(index)`` and ``__len__``."""
-
-    def __getitem__(self, index):
-        raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
-
-    def __add__(self, other: "Dataset") -> "ConcatDataset":
-        return ConcatDataset([self, other])
-
-
-class IterableDataset(Dataset):
-    """A dataset that is a stream: implement ``__iter__``."""
-
-    def __iter__(self):
-        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
-
-
-class TensorDataset(Dataset):
-    """Sample i is ``tuple(t[i] for t in tensors)``; all tensors share their first dimension."""
-
-    def __init__(self, *tensors: Tensor):
-        if not tensors:
-            raise ValueError("TensorDataset needs at least one tensor")
-        for i, t in enumerate(tensors):
-            if not isinstance(t, Tensor):
-                raise TypeError(f"TensorDataset: argument {i} is a {type(t).__name__}, not a Tensor")
-            if t.ndim == 0:
-                raise ValueError(f"TensorDataset: argument {i} is 0-d; tensors need a first dimension")
-        n = tensors[0].shape[0]
-        bad = [(i, t.shape[0]) for i, t in enumerate(tensors) if t.shape[0] != n]
-        if bad:
-            raise ValueError(f"TensorDataset: size mismatch between tensors: tensor 0 has {n} rows but "
-                             + ", ".join(f"tensor {i} has {m}" for i, m in bad))
-        self.tensors = tuple(tensors)
-
-    def __getitem__(self, index):
-        return tuple(t[index] for t in self.tensors)
-
-    def __len__(self) -> int:
-        return self.tensors[0].shape[0]
-
-
-class Subset(Dataset):
-    def __init__(self, dataset: Dataset, indices: Sequence[int]):
-        self.dataset = dataset
-        self.indices = [int(i) for i in indices]
-
-    def __getitem__(self, idx):
-        if isinstance(idx, list):
-            return self.dataset[[self.indices[i] for i in idx]]
-        return self.dataset[self.indices[idx]]
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-
-class ConcatDataset(Dataset):
-    def __init__(self, datasets: Iterable[Dataset]):
-        self.datasets = list(datasets)
-        if not self.datasets:
-            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
-        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]).tolist())
-
-    def __len__(self) -> int:
-        return self.cumulative_sizes[-1]
-
-    def __getitem__(self, idx: int):
-        n = len(self)
-        if not -n <= idx < n:
-            raise IndexError(f"ConcatDataset: index {idx} out of range for length {n}")
-        idx %= n
-        k = int(np.searchsorted(self.cumulative_sizes, idx, side="right"))
-        start = self.cumulative_sizes[k - 1] if k > 0 else 0
-        return self.datasets[k][idx - start]
-
-
-def random_split(dataset: Dataset, lengths: Sequence[float], generator=None) -> list[Subset]:
-    """Split into non-overlapping Subsets of the given lengths (or fractions summing to 1)."""
-    from ..ops.random import randperm
-    n = len(dataset)
-    lengths = list(lengths)
-    if lengths and all(isinstance(x, float) for x in lengths) and math.isclose(sum(lengths), 1.0):
-        sizes = [int(math.floor(n * frac)) for frac in lengths]
-        for i in range(n - sum(sizes)):  # distribute the remainder round-robin, like PyTorch
-            sizes[i % len(sizes)] += 1
-        lengths = sizes
-    if any(not isinstance(x, numbers.Integral) or x < 0 for x in lengths) or sum(lengths) != n:
-        raise ValueError(f"random_split: lengths {lengths} must be non-negative ints summing to the "
-                         f"dataset length {n} (or fractions summing to 1)")
-    perm = randperm(n).tolist()
-    out, start = [], 0
-    for ln in lengths:
-        out.append(Subset(dataset, perm[start:start + ln]))
-        start += ln
-    return out
-
-
-# ---------------------------------------------------------------- samplers
-class Sampler:
-    """Yields dataset indices."""
-
-    def __iter__(self) -> Iterator[int]:
-        raise NotImplementedError
-
-    def __len__(self) -> int:
-        raise TypeError(f"{type(self).__name__} has no length")
-
-
-class SequentialSampler(Sampler):
-    def __init__(self, data_source):
-        self.data_source = data_source
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(range(len(self.data_source)))
-
-    def __len__(self) -> int:
-        return len(self.data_source)
-
-
-class RandomSampler(Sampler):
-    """A fresh permutation from tracejit's global generator on every pass."""
-
-    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None):
-        self.data_source = data_source
-        self.replacement = replacement
-        self._num_samples = num_samples
-        if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
-            raise ValueError(f"RandomSampler: num_samples should be a positive int, got {num_samples!r}")
-
-    @property
-    def num_samples(self) -> int:
-        return len(self.data_source) if self._num_samples is None else self._num_samples
-
-    def __iter__(self) -> Iterator[int]:
-        from ..ops.random import randint, randperm
-        n = len(self.data_source)
-        if self.replacement:
-            yield from randint(0, n, (self.num_samples,)).tolist()
-            return
-        for _ in range(self.num_samples // n):
-            yield from randperm(n).tolist()
-        yield from randperm(n).tolist()[: self.num_samples % n]
-
-    def __len__(self) -> int:
-        return self.num_samples
-
-
-class SubsetRandomSampler(Sampler):
-    def __init__(self, indices: Sequence[int]):
-        self.indices = list(indices)
-
-    def __iter__(self) -> Iterator[int]:
-        from ..ops.random import randperm
-        return iter([self.indices[i] for i in randperm(len(self.indices)).tolist()])
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-
-class BatchSampler(Sampler):
-    """Groups another sampler's indices into lists of `batch_size`."""
-
-    def __init__(self, sampler, batch_size: int, drop_last: bool):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size should be a positive integer, got {batch_size!r}")
-        if not isinstance(drop_last, bool):
-            raise ValueError(f"drop_last should be a boolean, got {drop_last!r}")
-        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
-
-    def __iter__(self) -> Iterator[list[int]]:
-        batch = []
-        for i in self.sampler:
-            batch.append(i)
-            if len(batch) == self.batch_size:
-                yield batch
-                batch = []
-        if batch and not self.drop_last:
-            yield batch
-
-    def __len__(self) -> int:
-        n = len(self.sampler)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+__all__ = ["DataLoader", "default_collate", "default_convert", "get_worker_info"]
 
 
 # ---------------------------------------------------------------- collation
@@ -223,7 +38,7 @@ def default_collate(batch: list) -> Any:
     list; a tuple or list sample gives a list of collated fields and a dict sample a
     dict, as in PyTorch.
     """
-    from ..ops import stack, tensor
+    from ...ops import stack, tensor
     if not isinstance(batch, (list, tuple)) or not batch:
         raise ValueError("default_collate: expected a non-empty list of samples")
     elem = batch[0]
@@ -266,7 +81,7 @@ def default_collate(batch: list) -> Any:
 
 def default_convert(data: Any) -> Any:
     """For unbatched loading (batch_size=None): numpy arrays become tensors, recursively."""
-    from ..ops import as_tensor
+    from ...ops import as_tensor
     if isinstance(data, np.ndarray) and data.dtype.kind not in "OUS":
         return as_tensor(data)
     if isinstance(data, collections.abc.Mapping):
@@ -362,7 +177,7 @@ class DataLoader:
                 yield self.collate_fn([self.dataset[i] for i in indices])
 
     def _iter_workers(self):
-        from .data_workers import WorkerPool, base_seed
+        from ._workers import WorkerPool, base_seed
         pool = self._pool
         if pool is None or not pool.alive:
             spec = {"dataset": self.dataset, "iterable": self._iterable, "worker_init_fn": self.worker_init_fn,
@@ -441,6 +256,5 @@ class _StreamFetcher:
 
 
 def _index_tensor(indices: list, device) -> Tensor:
-    from ..ops import tensor
+    from ...ops import tensor
     return tensor(indices, dtype=_dt.int64, device=device)
-from .distributed_sampler import DistributedSampler  # noqa: E402,F401

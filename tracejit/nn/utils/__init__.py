@@ -1,11 +1,12 @@
-"""``nn.utils``: gradient clipping and flattening parameters to one vector."""
+"""``nn.utils``: gradient clipping, flattening parameters to one vector, weight norm, fusing
+BatchNorm into the layer before it, and packed sequences (``nn.utils.rnn``)."""
 from __future__ import annotations
 
 import math
 from typing import Iterable
 
-from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor
+from ...autograd.grad_mode import no_grad
+from ...tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
 
@@ -19,7 +20,7 @@ def _grads(parameters) -> list[Tensor]:
 def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm_type: float = 2.0,
                     error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
     """Scale all gradients together so their joint norm is at most `max_norm`; returns the norm before."""
-    from .. import ops
+    from ... import ops
     grads = _grads(parameters)
     norm_type = float(norm_type)
     if not grads:
@@ -56,7 +57,7 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float,
 
 
 def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
-    from .. import ops
+    from ... import ops
     return ops.cat([ops.reshape(p, (-1,)) for p in parameters])
 
 
@@ -73,3 +74,41 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
             n = p.numel()
             p.copy_(vec[i:i + n].reshape(p.shape))
             i += n
+
+
+def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach=None) -> Tensor:
+    """The norm of the norms of `tensors` (as clip_grad_norm_ measures gradients)."""
+    from ... import ops
+    ts = [tensors] if isinstance(tensors, Tensor) else [t for t in tensors if t is not None]
+    norm_type = float(norm_type)
+    if not ts:
+        return ops.tensor(0.0)
+    with no_grad():
+        if norm_type == math.inf:
+            per = [ops.amax(ops.abs(t.detach())) for t in ts]
+            total = ops.amax(ops.stack(per))
+        else:
+            per = [ops.norm(t.detach(), norm_type) for t in ts]
+            total = ops.norm(ops.stack(per), norm_type)
+    if error_if_nonfinite and not math.isfinite(total.item()):
+        raise RuntimeError(f"get_total_norm: the total norm of order {norm_type} is non-finite")
+    return total
+
+
+def clip_grads_with_norm_(parameters, max_norm: float, total_norm, foreach=None) -> None:
+    """Scale the gradients by max_norm / (total_norm + 1e-6) where that is below 1."""
+    coef = min(float(max_norm) / (float(total_norm) + 1e-6), 1.0)
+    if coef < 1.0:
+        for g in _grads(parameters):
+            g._data *= g._data.dtype.type(coef)
+            g._vbox[0] += 1
+
+
+from . import rnn  # noqa: E402,F401
+from .fusion import *  # noqa: E402,F401,F403
+from .fusion import __all__ as _fusion_all  # noqa: E402
+__all__ += ["get_total_norm", "clip_grads_with_norm_", "rnn"] + _fusion_all
+
+clip_grad_norm = clip_grad_norm_   # PyTorch's deprecated spelling
+__all__ += ["clip_grad_norm"]

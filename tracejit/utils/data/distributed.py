@@ -21,7 +21,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from .data import Sampler
+from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
 
@@ -30,7 +30,7 @@ class DistributedSampler(Sampler):
     def __init__(self, dataset, num_replicas: Optional[int] = None, rank: Optional[int] = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
         if num_replicas is None or rank is None:
-            from .. import distributed as dist
+            from ... import distributed as dist
             if not dist.is_initialized():
                 raise RuntimeError("DistributedSampler: pass num_replicas and rank, or call "
                                    "tracejit.distributed.init_process_group() first")

@@ -1,0 +1,48 @@
+"""tracejit.defaults and tracejit.multiprocessing: the settings programs make at their top
+and PyTorch's process helpers."""
+import operator
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+
+def test_default_device_is_the_cpu():
+    tj.set_default_device("cpu")
+    assert tj.get_default_device() == tj.device("cpu")
+    with pytest.raises(NotImplementedError, match="only the CPU"):
+        tj.set_default_device("cuda")
+    tj.set_default_device(None)
+    assert tj.get_default_device() == tj.device("cpu")
+
+
+def test_generator_seeds_reproducibly():
+    g = tj.Generator().manual_seed(123)
+    a = tj.rand(3)
+    tj.Generator().manual_seed(123)
+    assert np.array_equal(a.numpy(), tj.rand(3).numpy())
+    assert g.initial_seed() == 123
+
+
+def test_printoptions_and_switches():
+    try:
+        tj.set_printoptions(precision=2)
+        assert np.get_printoptions()["precision"] == 2
+        tj.set_float32_matmul_precision("high")
+        assert tj.get_float32_matmul_precision() == "high"
+        with pytest.raises(ValueError):
+            tj.set_float32_matmul_precision("fast")
+        tj.use_deterministic_algorithms(True)
+        assert tj.are_deterministic_algorithms_enabled()
+    finally:
+        tj.set_printoptions(precision=8)
+        tj.set_float32_matmul_precision("highest")
+        tj.use_deterministic_algorithms(False)
+
+
+def test_multiprocessing_spawn_runs_and_reports_failures():
+    assert tj.multiprocessing.spawn(operator.add, args=(1,), nprocs=2) is None
+    with pytest.raises(tj.multiprocessing.ProcessRaisedException, match="exit code"):
+        tj.multiprocessing.spawn(operator.truediv, args=(0,), nprocs=1)
+    assert tj.multiprocessing.Queue is not None

@@ -1,0 +1,54 @@
+"""A main script without an ``if __name__ == "__main__":`` guard that loads a large dataset
+with workers (the layout of many PyTorch programs) finishes with the right batches and
+one op thread per worker, rather than hanging while a spawned worker dies re-running it."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+pytestmark = pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
+                                reason="needs the fork start method")
+
+
+def test_unguarded_script_loads_a_large_dataset(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent("""
+        import tracejit as torch
+        from tracejit.utils.data import DataLoader, TensorDataset
+
+        data = torch.arange(4 * 200_000, dtype=torch.float64).reshape(200_000, 4)   # ~8 MB pickled
+        loader = DataLoader(TensorDataset(data, torch.arange(200_000)), batch_size=50_000, num_workers=3)
+
+        def train():
+            total = 0.0
+            for x, y in loader:
+                total += float(x[:, 0].sum()) + float(y.sum())
+            return total
+
+        print("TOTAL", train(), train())
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=REPO), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    expect = float(sum(4 * i for i in range(200_000)) + sum(range(200_000)))
+    assert f"TOTAL {expect} {expect}" in out.stdout
+
+
+def test_a_queue_feeder_thread_does_not_stop_forking():
+    # A finished pool's queues can still be flushing on their feeder threads when the next
+    # epoch starts its workers: that must not turn the start method to spawn.
+    import multiprocessing as mp
+
+    from tracejit.utils.data import _workers
+    q = mp.get_context("fork").Queue()
+    q.put(b"x" * 100)        # starts the queue's feeder thread
+    try:
+        hazard = _workers.fork_hazard()
+        assert hazard is None or "QueueFeederThread" not in hazard
+    finally:
+        q.get()
+        q.close()
+        q.join_thread()

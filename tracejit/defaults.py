@@ -1,0 +1,95 @@
+"""Process-wide defaults PyTorch programs set at their first lines: the default device
+(``set_default_device``: the CPU, the one tracejit can make the default),
+print options, and the precision/determinism switches tracejit accepts (float32 matmuls are
+full float32 here, and its kernels are deterministic)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .device import as_device
+
+__all__ = ["set_default_device", "get_default_device", "set_printoptions",
+           "set_float32_matmul_precision", "get_float32_matmul_precision", "use_deterministic_algorithms",
+           "are_deterministic_algorithms_enabled", "Generator"]
+
+_DEVICE = [None]
+_PRECISION = ["highest"]
+_DETERMINISTIC = [False]
+
+
+def set_default_device(device) -> None:
+    """Set the device factory functions use by default. Only the CPU (or None, the same) can
+    be the default here: for a GPU pass ``device=`` to the factory functions."""
+    dev = None if device is None else as_device(device)
+    if dev is not None and dev.type != "cpu":
+        raise NotImplementedError(f"set_default_device({str(device)!r}): only the CPU can be the default "
+                                  f"device; pass device= to factory functions (or .to({str(device)!r}))")
+    _DEVICE[0] = dev
+
+
+def get_default_device():
+    return _DEVICE[0] if _DEVICE[0] is not None else as_device("cpu")
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
+                     sci_mode=None) -> None:
+    """Print options for tensors (numpy's, which tensors print through)."""
+    if profile == "full":
+        threshold = threshold or 2 ** 31
+    kw = {k: v for k, v in dict(precision=precision, threshold=threshold, edgeitems=edgeitems,
+                                linewidth=linewidth).items() if v is not None}
+    if sci_mode is not None:
+        kw["suppress"] = not sci_mode
+    np.set_printoptions(**kw)
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    if precision not in ("highest", "high", "medium"):
+        raise ValueError(f"set_float32_matmul_precision: expected highest, high or medium, got {precision!r}")
+    _PRECISION[0] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _PRECISION[0]
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    _DETERMINISTIC[0] = bool(mode)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _DETERMINISTIC[0]
+
+
+class Generator:
+    """A random number generator object (``torch.Generator``): its own seed and state, for
+    code that passes ``generator=`` around. tracejit's ops draw from the global generator
+    (``tracejit.manual_seed``); ``manual_seed`` here also seeds that one, so runs seeded
+    through a Generator are reproducible."""
+
+    def __init__(self, device="cpu"):
+        self.device = as_device(device)
+        self._seed = 67280421310721
+        self._rng = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed: int) -> "Generator":
+        from .ops.random import manual_seed
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed)
+        manual_seed(self._seed)
+        return self
+
+    def seed(self) -> int:
+        s = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self):
+        return self._rng.bit_generator.state
+
+    def set_state(self, state) -> "Generator":
+        self._rng.bit_generator.state = state
+        return self

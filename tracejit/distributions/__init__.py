@@ -1,0 +1,20 @@
+"""``tracejit.distributions``: probability distributions with PyTorch's interface.
+
+Parameters broadcast together; ``log_prob``, ``entropy`` and (where the distribution has
+one) ``rsample`` are written with tracejit ops, so they are differentiable with respect to
+the parameters; ``sample`` draws from tracejit's generator without a graph. PyTorch's
+argument validation (parameters and values in their constraints) is on by default,
+``Distribution.set_default_validate_args(False)`` turns it off. ``kl_divergence`` covers
+the registered pairs (``register_kl`` adds more).
+"""
+from . import constraints  # noqa: F401
+from .discrete import Bernoulli, Categorical, OneHotCategorical
+from .distribution import Distribution, kl_divergence, register_kl
+from .more import (Beta, Binomial, Cauchy, Dirichlet, Exponential, Gamma, Geometric, Gumbel, HalfNormal,
+                   Independent, Laplace, LogNormal, MultivariateNormal, Poisson)
+from .normal_uniform import Normal, Uniform
+
+__all__ = ["Distribution", "Normal", "Uniform", "Categorical", "Bernoulli", "OneHotCategorical",
+           "Exponential", "Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal", "Gamma", "Beta",
+           "Dirichlet", "Poisson", "Geometric", "Binomial", "MultivariateNormal", "Independent",
+           "kl_divergence", "register_kl", "constraints"]

@@ -1,0 +1,212 @@
+"""Categorical, Bernoulli and OneHotCategorical: discrete, no reparameterized sample.
+
+Given as ``probs`` (normalized over the last dim for Categorical) or ``logits`` (log-odds
+for Bernoulli, unnormalized log-probabilities for Categorical), as in PyTorch; the other
+form is derived. ``log_prob`` and ``entropy`` are differentiable in either.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import ops as _ops
+from ..tensor import Tensor
+from . import constraints
+from .distribution import Distribution, broadcast_all, register_kl
+
+__all__ = ["Categorical", "Bernoulli", "OneHotCategorical"]
+
+
+def _one_given(probs, logits, name):
+    if (probs is None) == (logits is None):
+        raise ValueError(f"{name}: either `probs` or `logits` must be specified, but not both.")
+
+
+def _probs_to_logits(probs, binary: bool = False):
+    eps = float(np.finfo(probs.dtype.np).eps)
+    p = probs.clamp(eps, 1 - eps)
+    return _ops.log(p) - _ops.log1p(-p) if binary else _ops.log(p)
+
+
+class Categorical(Distribution):
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    has_enumerate_support = True
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        _one_given(probs, logits, "Categorical")
+        if probs is not None:
+            if probs.ndim < 1:
+                raise ValueError("Categorical: `probs` parameter must be at least one-dimensional.")
+            self.probs = probs / probs.sum(-1, keepdim=True)
+            self._param = self.probs
+        else:
+            if logits.ndim < 1:
+                raise ValueError("Categorical: `logits` parameter must be at least one-dimensional.")
+            self.logits = logits - _ops.logsumexp(logits, -1, keepdim=True)
+            self._param = self.logits
+        self._num_events = self._param.shape[-1]
+        super().__init__(tuple(self._param.shape[:-1]), validate_args=validate_args)
+
+    def __getattr__(self, name):
+        # the derived parameter, made on first use (PyTorch's lazy_property)
+        if name == "probs":
+            v = _ops.softmax(self.__dict__["logits"], -1)
+        elif name == "logits":
+            v = _probs_to_logits(self.__dict__["probs"])
+        else:
+            raise AttributeError(name)
+        self.__dict__[name] = v
+        return v
+
+    @property
+    def support(self):
+        return constraints.integer_interval(0, self._num_events - 1)
+
+    @property
+    def param_shape(self):
+        return self._param.shape
+
+    @property
+    def mean(self):
+        return _ops.full(tuple(self.batch_shape), float("nan"), dtype=self.probs.dtype)
+
+    @property
+    def mode(self):
+        return self.probs.argmax(-1)
+
+    @property
+    def variance(self):
+        return _ops.full(tuple(self.batch_shape), float("nan"), dtype=self.probs.dtype)
+
+    def sample(self, sample_shape=()):
+        sample_shape = tuple(sample_shape)
+        n = int(np.prod(sample_shape)) if sample_shape else 1
+        p2 = self.probs.detach().reshape(-1, self._num_events)
+        draws = _ops.multinomial(p2, n, True)                 # (batch, n)
+        out = draws.t().reshape(sample_shape + tuple(self.batch_shape))
+        return out
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        value = value.long() if isinstance(value, Tensor) else _ops.tensor(value, dtype=_dt.int64)
+        value, logits = value.unsqueeze(-1), self.logits
+        shape = tuple(np.broadcast_shapes(tuple(value.shape[:-1]), tuple(logits.shape[:-1])))
+        value = value.expand(shape + (1,))
+        logits = logits.expand(shape + (self._num_events,))
+        return _ops.gather(logits, -1, value).squeeze(-1)
+
+    def entropy(self):
+        min_real = float(np.finfo(self.logits.dtype.np).min)
+        logits = self.logits.clamp(min=min_real)
+        return -(logits * self.probs).sum(-1)
+
+    def enumerate_support(self, expand: bool = True):
+        values = _ops.arange(self._num_events, dtype=_dt.int64)
+        values = values.reshape((-1,) + (1,) * len(self.batch_shape))
+        if expand:
+            values = values.expand((self._num_events,) + tuple(self.batch_shape))
+        return values
+
+
+class OneHotCategorical(Distribution):
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    has_enumerate_support = True
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        self._categorical = Categorical(probs, logits, validate_args=False)
+        super().__init__(tuple(self._categorical.batch_shape), (self._categorical._num_events,),
+                         validate_args=validate_args)
+
+    probs = property(lambda self: self._categorical.probs)
+    logits = property(lambda self: self._categorical.logits)
+    mean = property(lambda self: self._categorical.probs)
+    variance = property(lambda self: self._categorical.probs * (1 - self._categorical.probs))
+
+    def sample(self, sample_shape=()):
+        idx = self._categorical.sample(sample_shape)
+        return _ops.cast(_ops.one_hot(idx, self._categorical._num_events), self.probs.dtype)
+
+    def log_prob(self, value):
+        return self._categorical.log_prob(value.argmax(-1))
+
+    def entropy(self):
+        return self._categorical.entropy()
+
+
+class Bernoulli(Distribution):
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.boolean
+    has_enumerate_support = True
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        _one_given(probs, logits, "Bernoulli")
+        if probs is not None:
+            (self.probs,) = broadcast_all(probs)
+            self._param = self.probs
+        else:
+            (self.logits,) = broadcast_all(logits)
+            self._param = self.logits
+        super().__init__(tuple(self._param.shape), validate_args=validate_args)
+
+    def __getattr__(self, name):
+        if name == "probs":
+            v = _ops.sigmoid(self.__dict__["logits"])
+        elif name == "logits":
+            v = _probs_to_logits(self.__dict__["probs"], binary=True)
+        else:
+            raise AttributeError(name)
+        self.__dict__[name] = v
+        return v
+
+    @property
+    def param_shape(self):
+        return self._param.shape
+
+    @property
+    def mean(self):
+        return self.probs
+
+    @property
+    def mode(self):
+        m = _ops.cast(self.probs >= 0.5, self.probs.dtype)
+        return _ops.where(self.probs == 0.5, float("nan"), m)
+
+    @property
+    def variance(self):
+        return self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        p = self.probs.detach().expand(tuple(shape))
+        u = _ops.rand(*shape, dtype=p.dtype, device=p.device)
+        return _ops.cast(u < p, p.dtype)
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        logits, value = broadcast_all(self.logits, value)
+        return -_ops.binary_cross_entropy_with_logits(logits, value, reduction="none")
+
+    def entropy(self):
+        return _ops.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
+
+    def enumerate_support(self, expand: bool = True):
+        values = _ops.arange(2, dtype=self._param.dtype).reshape((-1,) + (1,) * len(self.batch_shape))
+        if expand:
+            values = values.expand((2,) + tuple(self.batch_shape))
+        return values
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical(p, q):
+    t = p.probs * (p.logits - q.logits)
+    t = _ops.where(q.probs == 0, float("inf"), t)
+    t = _ops.where(p.probs == 0, 0.0, t)
+    return t.sum(-1)
+
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli(p, q):
+    sp = _ops.softplus
+    t1 = p.probs * (sp(-q.logits) - sp(-p.logits))
+    t2 = (1 - p.probs) * (sp(q.logits) - sp(p.logits))
+    return t1 + t2

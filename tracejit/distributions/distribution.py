@@ -1,0 +1,154 @@
+"""`Distribution`: the base of tracejit's probability distributions, with PyTorch's
+interface (``batch_shape``, ``event_shape``, ``sample``, ``rsample``, ``log_prob``,
+``entropy``, ``mean``, ``variance``, argument validation) and the KL-divergence registry.
+
+Parameters are tensors broadcast together (``broadcast_all``); every method is written
+with tracejit ops, so ``log_prob``, ``entropy`` and ``rsample`` carry gradients to the
+parameters. Random draws come from tracejit's global generator (``tracejit.manual_seed``).
+"""
+from __future__ import annotations
+
+from .. import dtypes as _dt
+from ..tensor import Tensor
+
+__all__ = ["Distribution", "broadcast_all", "kl_divergence", "register_kl"]
+
+_VALIDATE = [True]
+
+
+def broadcast_all(*values):
+    """Tensors of the values (numbers become tensors of the default float dtype), broadcast."""
+    from ..ops import broadcast_to, tensor
+    from ..shapes import broadcast_shapes
+    ref = next((v for v in values if isinstance(v, Tensor)), None)
+    dtype = ref.dtype if ref is not None and ref.dtype.is_floating_point else _dt.get_default_dtype()
+    ts = [v if isinstance(v, Tensor) else tensor(float(v), dtype=dtype) for v in values]
+    shape = tuple(broadcast_shapes("broadcast_all", *[tuple(t.shape) for t in ts]))
+    return tuple(t if tuple(t.shape) == shape else broadcast_to(t, shape) for t in ts)
+
+
+class Distribution:
+    has_rsample = False
+    has_enumerate_support = False
+    arg_constraints: dict = {}
+    support = None
+
+    def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
+        from ..size import Size
+        self._batch_shape, self._event_shape = Size(tuple(batch_shape)), Size(tuple(event_shape))
+        self._validate_args = _VALIDATE[0] if validate_args is None else bool(validate_args)
+        if self._validate_args:
+            for name, constraint in self.arg_constraints.items():
+                value = self.__dict__.get(name)     # only the parameters given (probs or logits)
+                if not isinstance(value, Tensor):
+                    continue
+                if not bool(constraint.check(value).all()):
+                    raise ValueError(f"Expected parameter {name} ({type(value).__name__} of shape "
+                                     f"{tuple(value.shape)}) of distribution {self!r} to satisfy the "
+                                     f"constraint {constraint!r}, but found invalid values:\n{value}")
+
+    @staticmethod
+    def set_default_validate_args(value: bool) -> None:
+        _VALIDATE[0] = bool(value)
+
+    @property
+    def batch_shape(self):
+        return self._batch_shape
+
+    @property
+    def event_shape(self):
+        return self._event_shape
+
+    def _extended_shape(self, sample_shape=()):
+        from ..size import Size
+        return Size(tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape))
+
+    def sample(self, sample_shape=()):
+        from ..autograd.grad_mode import no_grad
+        with no_grad():
+            return self.rsample(sample_shape)
+
+    def rsample(self, sample_shape=()):
+        raise NotImplementedError(f"{type(self).__name__} does not have a reparameterized sample "
+                                  f"(rsample); use sample()")
+
+    def sample_n(self, n: int):
+        return self.sample((n,))
+
+    def log_prob(self, value):
+        raise NotImplementedError(f"{type(self).__name__}.log_prob is not implemented")
+
+    def entropy(self):
+        raise NotImplementedError(f"{type(self).__name__}.entropy is not implemented")
+
+    def cdf(self, value):
+        raise NotImplementedError(f"{type(self).__name__}.cdf is not implemented")
+
+    def icdf(self, value):
+        raise NotImplementedError(f"{type(self).__name__}.icdf is not implemented")
+
+    def perplexity(self):
+        from ..ops import exp
+        return exp(self.entropy())
+
+    @property
+    def mean(self):
+        raise NotImplementedError(f"{type(self).__name__}.mean is not implemented")
+
+    @property
+    def mode(self):
+        raise NotImplementedError(f"{type(self).__name__}.mode is not implemented")
+
+    @property
+    def variance(self):
+        raise NotImplementedError(f"{type(self).__name__}.variance is not implemented")
+
+    @property
+    def stddev(self):
+        return self.variance.sqrt()
+
+    def enumerate_support(self, expand: bool = True):
+        raise NotImplementedError(f"{type(self).__name__} has no enumerable support")
+
+    def _validate_sample(self, value) -> None:
+        if not self._validate_args or self.support is None:
+            return
+        if not isinstance(value, Tensor):
+            raise ValueError("The value argument to log_prob must be a Tensor")
+        ok = self.support.check(value)
+        if not bool(ok.all()):
+            raise ValueError(f"Expected value argument ({type(value).__name__} of shape "
+                             f"{tuple(value.shape)}) to be within the support ({self.support!r}) of the "
+                             f"distribution {self!r}, but found invalid values:\n{value}")
+
+    def __repr__(self) -> str:
+        names = [k for k in self.arg_constraints if k in self.__dict__]
+        args = ", ".join(f"{k}: {tuple(self.__dict__[k].shape) if self.__dict__[k].numel() > 1 else self.__dict__[k]}"
+                         for k in names)
+        return f"{type(self).__name__}({args})"
+
+
+# ---------------------------------------------------------------- KL divergence
+_KL: dict = {}
+
+
+def register_kl(type_p, type_q):
+    """Decorator: ``@register_kl(Normal, Normal) def kl(p, q): ...``."""
+    def deco(fn):
+        _KL[(type_p, type_q)] = fn
+        return fn
+    return deco
+
+
+def kl_divergence(p: Distribution, q: Distribution):
+    """KL(p || q) for a registered pair of distribution types (the most specific match)."""
+    best = None
+    for (tp, tq), fn in _KL.items():
+        if isinstance(p, tp) and isinstance(q, tq):
+            rank = (type(p).__mro__.index(tp), type(q).__mro__.index(tq))
+            if best is None or rank < best[0]:
+                best = (rank, fn)
+    if best is None:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p = {type(p).__name__} and "
+                                  f"q = {type(q).__name__}")
+    return best[1](p, q)

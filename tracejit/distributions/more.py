@@ -1,0 +1,523 @@
+"""More distributions with PyTorch's parameterizations: Exponential, Laplace, Cauchy,
+Gumbel, HalfNormal, LogNormal (reparameterized), Gamma, Beta, Dirichlet, Poisson, Geometric,
+Binomial (sampled from tracejit's generator, no rsample), MultivariateNormal (through the
+Cholesky factor, reparameterized) and Independent (batch dims read as event dims)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops as _ops
+from ..ops import random as _random
+from . import constraints
+from .distribution import Distribution, broadcast_all, register_kl
+from .normal_uniform import Normal
+
+__all__ = ["Exponential", "Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal", "Gamma", "Beta",
+           "Dirichlet", "Poisson", "Geometric", "Binomial", "MultivariateNormal", "Independent"]
+
+_EULER = 0.5772156649015329
+
+
+def _draw(fn, shape, like):
+    """Draws from tracejit's generator (numpy's `Generator.<fn>`), as a tensor like `like`."""
+    arr = np.asarray(fn(_random.default_generator(), tuple(shape)), dtype=like.dtype.np)
+    return _ops.tensor(arr, device=like.device)
+
+
+class Exponential(Distribution):
+    arg_constraints = {"rate": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, rate, validate_args=None):
+        (self.rate,) = broadcast_all(rate)
+        super().__init__(tuple(self.rate.shape), validate_args=validate_args)
+
+    mean = property(lambda self: 1 / self.rate)
+    mode = property(lambda self: self.rate * 0)
+    variance = property(lambda self: self.rate ** -2)
+
+    def rsample(self, sample_shape=()):
+        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.rate.dtype)
+        return -_ops.log1p(-u) / self.rate
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        return _ops.log(self.rate) - self.rate * value
+
+    def cdf(self, value):
+        return 1 - _ops.exp(-self.rate * value)
+
+    def icdf(self, value):
+        return -_ops.log1p(-value) / self.rate
+
+    def entropy(self):
+        return 1.0 - _ops.log(self.rate)
+
+
+class Laplace(Distribution):
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
+
+    mean = property(lambda self: self.loc)
+    mode = property(lambda self: self.loc)
+    variance = property(lambda self: 2 * self.scale ** 2)
+
+    def rsample(self, sample_shape=()):
+        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype) * 2 - 1
+        eps = float(np.finfo(self.loc.dtype.np).eps)
+        u = u.clamp(-1 + eps, 1)
+        return self.loc - self.scale * _ops.sign(u) * _ops.log1p(-u.abs())
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        return -_ops.log(2 * self.scale) - (value - self.loc).abs() / self.scale
+
+    def cdf(self, value):
+        return 0.5 - 0.5 * _ops.sign(value - self.loc) * _ops.expm1(-(value - self.loc).abs() / self.scale)
+
+    def entropy(self):
+        return 1 + _ops.log(2 * self.scale)
+
+
+class Cauchy(Distribution):
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
+
+    mean = property(lambda self: self.loc * float("nan"))
+    mode = property(lambda self: self.loc)
+    variance = property(lambda self: self.loc * 0 + float("inf"))
+
+    def rsample(self, sample_shape=()):
+        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype)
+        return self.loc + self.scale * _ops.tan(math.pi * (u - 0.5))
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        return -math.log(math.pi) - _ops.log(self.scale) - _ops.log1p(((value - self.loc) / self.scale) ** 2)
+
+    def cdf(self, value):
+        return _ops.atan((value - self.loc) / self.scale) / math.pi + 0.5
+
+    def entropy(self):
+        return math.log(4 * math.pi) + _ops.log(self.scale)
+
+
+class Gumbel(Distribution):
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
+
+    mean = property(lambda self: self.loc + self.scale * _EULER)
+    mode = property(lambda self: self.loc)
+    variance = property(lambda self: (math.pi ** 2 / 6) * self.scale ** 2)
+
+    def rsample(self, sample_shape=()):
+        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype)
+        eps = float(np.finfo(self.loc.dtype.np).tiny)
+        return self.loc - self.scale * _ops.log(-_ops.log(u.clamp(eps, 1 - 1e-7)))
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        z = (value - self.loc) / self.scale
+        return -(z + _ops.exp(-z)) - _ops.log(self.scale)
+
+    def entropy(self):
+        return _ops.log(self.scale) + (1 + _EULER)
+
+
+class HalfNormal(Distribution):
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        (self.scale,) = broadcast_all(scale)
+        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+
+    mean = property(lambda self: self.scale * math.sqrt(2 / math.pi))
+    mode = property(lambda self: self.scale * 0)
+    variance = property(lambda self: self.scale ** 2 * (1 - 2 / math.pi))
+
+    def rsample(self, sample_shape=()):
+        eps = _ops.randn(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
+        return (eps * self.scale).abs()
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        return Normal(0.0 * self.scale, self.scale, validate_args=False).log_prob(value) + math.log(2)
+
+    def entropy(self):
+        return 0.5 * math.log(math.pi / 2) + _ops.log(self.scale) + 0.5
+
+
+class LogNormal(Distribution):
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        self._base = Normal(self.loc, self.scale, validate_args=False)
+        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
+
+    mean = property(lambda self: _ops.exp(self.loc + self.scale ** 2 / 2))
+    mode = property(lambda self: _ops.exp(self.loc - self.scale ** 2))
+    variance = property(lambda self: _ops.expm1(self.scale ** 2) * _ops.exp(2 * self.loc + self.scale ** 2))
+
+    def rsample(self, sample_shape=()):
+        return _ops.exp(self._base.rsample(sample_shape))
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        return self._base.log_prob(_ops.log(value)) - _ops.log(value)
+
+    def entropy(self):
+        return self._base.entropy() + self.loc
+
+
+class Gamma(Distribution):
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.nonnegative
+
+    def __init__(self, concentration, rate, validate_args=None):
+        self.concentration, self.rate = broadcast_all(concentration, rate)
+        super().__init__(tuple(self.rate.shape), validate_args=validate_args)
+
+    mean = property(lambda self: self.concentration / self.rate)
+    mode = property(lambda self: ((self.concentration - 1) / self.rate).clamp(min=0))
+    variance = property(lambda self: self.concentration / self.rate ** 2)
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        a = np.broadcast_to(self.concentration.detach().numpy(), shape)
+        g = _draw(lambda rng, s: rng.standard_gamma(a, s), shape, self.rate)
+        return (g / self.rate.detach()).clamp(min=float(np.finfo(self.rate.dtype.np).tiny))
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        a, b = self.concentration, self.rate
+        return a * _ops.log(b) + (a - 1) * _ops.log(value) - b * value - _ops.lgamma(a)
+
+    def entropy(self):
+        a = self.concentration
+        return a - _ops.log(self.rate) + _ops.lgamma(a) + (1 - a) * _ops.digamma(a)
+
+
+class Beta(Distribution):
+    arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
+    support = constraints.unit_interval
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        super().__init__(tuple(self.concentration1.shape), validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.concentration1 / (self.concentration1 + self.concentration0)
+
+    @property
+    def variance(self):
+        total = self.concentration1 + self.concentration0
+        return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        a = np.broadcast_to(self.concentration1.detach().numpy(), shape)
+        b = np.broadcast_to(self.concentration0.detach().numpy(), shape)
+        return _draw(lambda rng, s: rng.beta(a, b, s), shape, self.concentration1)
+
+    def _lbeta(self):
+        a, b = self.concentration1, self.concentration0
+        return _ops.lgamma(a) + _ops.lgamma(b) - _ops.lgamma(a + b)
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        a, b = self.concentration1, self.concentration0
+        return (a - 1) * _ops.log(value) + (b - 1) * _ops.log1p(-value) - self._lbeta()
+
+    def entropy(self):
+        a, b = self.concentration1, self.concentration0
+        t = a + b
+        return (self._lbeta() - (a - 1) * _ops.digamma(a) - (b - 1) * _ops.digamma(b)
+                + (t - 2) * _ops.digamma(t))
+
+
+class Dirichlet(Distribution):
+    arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
+    support = constraints.simplex
+
+    def __init__(self, concentration, validate_args=None):
+        if concentration.ndim < 1:
+            raise ValueError("Dirichlet: `concentration` parameter must be at least one-dimensional.")
+        self.concentration = concentration
+        super().__init__(tuple(concentration.shape[:-1]), tuple(concentration.shape[-1:]),
+                         validate_args=validate_args)
+
+    mean = property(lambda self: self.concentration / self.concentration.sum(-1, keepdim=True))
+
+    @property
+    def variance(self):
+        c0 = self.concentration.sum(-1, keepdim=True)
+        return self.concentration * (c0 - self.concentration) / (c0 ** 2 * (c0 + 1))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        a = np.broadcast_to(self.concentration.detach().numpy(), shape)
+        g = _draw(lambda rng, s: rng.standard_gamma(a, s), shape, self.concentration)
+        return g / g.sum(-1, keepdim=True)
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        c = self.concentration
+        return (_ops.xlogy(c - 1, value).sum(-1) + _ops.lgamma(c.sum(-1)) - _ops.lgamma(c).sum(-1))
+
+    def entropy(self):
+        c = self.concentration
+        k = c.shape[-1]
+        c0 = c.sum(-1)
+        return (_ops.lgamma(c).sum(-1) - _ops.lgamma(c0) - (k - c0) * _ops.digamma(c0)
+                - ((c - 1) * _ops.digamma(c)).sum(-1))
+
+
+class Poisson(Distribution):
+    arg_constraints = {"rate": constraints.nonnegative}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, rate, validate_args=None):
+        (self.rate,) = broadcast_all(rate)
+        super().__init__(tuple(self.rate.shape), validate_args=validate_args)
+
+    mean = property(lambda self: self.rate)
+    mode = property(lambda self: self.rate.floor())
+    variance = property(lambda self: self.rate)
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        lam = np.broadcast_to(self.rate.detach().numpy(), shape)
+        return _draw(lambda rng, s: rng.poisson(lam, s), shape, self.rate)
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        rate, value = broadcast_all(self.rate, value)
+        return _ops.xlogy(value, rate) - rate - _ops.lgamma(value + 1)
+
+
+class Geometric(Distribution):
+    """Number of failures before the first success, success probability ``probs``."""
+    arg_constraints = {"probs": constraints.unit_interval}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        if (probs is None) == (logits is None):
+            raise ValueError("Geometric: either `probs` or `logits` must be specified, but not both.")
+        (self.probs,) = broadcast_all(probs if probs is not None else _ops.sigmoid(logits))
+        super().__init__(tuple(self.probs.shape), validate_args=validate_args)
+
+    mean = property(lambda self: 1.0 / self.probs - 1.0)
+    mode = property(lambda self: self.probs * 0)
+    variance = property(lambda self: (1.0 / self.probs - 1.0) / self.probs)
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        tiny = float(np.finfo(self.probs.dtype.np).tiny)
+        u = _ops.rand(*shape, dtype=self.probs.dtype).clamp(min=tiny)
+        return (_ops.log(u) / _ops.log1p(-self.probs.detach())).floor()
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        value, probs = broadcast_all(value, self.probs)
+        p = probs.clamp(max=1 - float(np.finfo(probs.dtype.np).eps))
+        return value * _ops.log1p(-p) + _ops.log(probs)
+
+    def entropy(self):
+        p = self.probs
+        return _ops.binary_cross_entropy_with_logits(_ops.log(p) - _ops.log1p(-p), p,
+                                                     reduction="none") / p
+
+
+class Binomial(Distribution):
+    arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval}
+
+    def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
+        if (probs is None) == (logits is None):
+            raise ValueError("Binomial: either `probs` or `logits` must be specified, but not both.")
+        self.total_count, self.probs = broadcast_all(total_count, probs if probs is not None
+                                                     else _ops.sigmoid(logits))
+        self.total_count = self.total_count.to(self.probs.dtype)
+        super().__init__(tuple(self.probs.shape), validate_args=validate_args)
+
+    @property
+    def support(self):
+        return constraints.integer_interval(0, self.total_count)
+
+    mean = property(lambda self: self.total_count * self.probs)
+    variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        n = np.broadcast_to(self.total_count.detach().numpy(), shape).astype(np.int64)
+        p = np.broadcast_to(self.probs.detach().numpy(), shape)
+        return _draw(lambda rng, s: rng.binomial(n, p, s), shape, self.probs)
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        n, k, p = self.total_count, value, self.probs
+        eps = float(np.finfo(p.dtype.np).eps)
+        pc = p.clamp(eps, 1 - eps)
+        log_comb = _ops.lgamma(n + 1) - _ops.lgamma(k + 1) - _ops.lgamma(n - k + 1)
+        return log_comb + k * _ops.log(pc) + (n - k) * _ops.log1p(-pc)
+
+
+class MultivariateNormal(Distribution):
+    arg_constraints = {"loc": constraints.real_vector}
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None,
+                 validate_args=None):
+        given = [m for m in (covariance_matrix, precision_matrix, scale_tril) if m is not None]
+        if len(given) != 1:
+            raise ValueError("MultivariateNormal: exactly one of covariance_matrix, precision_matrix "
+                             "or scale_tril may be specified.")
+        from ..ops.linalg_dense import cholesky, inv
+        if scale_tril is not None:
+            self._unbroadcasted_scale_tril = scale_tril
+        elif covariance_matrix is not None:
+            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
+        else:
+            self._unbroadcasted_scale_tril = cholesky(inv(precision_matrix))
+        self.loc = loc
+        d = loc.shape[-1]
+        batch = tuple(np.broadcast_shapes(tuple(loc.shape[:-1]), tuple(self._unbroadcasted_scale_tril.shape[:-2])))
+        super().__init__(batch, (d,), validate_args=validate_args)
+
+    @property
+    def scale_tril(self):
+        return self._unbroadcasted_scale_tril
+
+    @property
+    def covariance_matrix(self):
+        lo = self._unbroadcasted_scale_tril
+        return lo @ lo.transpose(-1, -2)
+
+    @property
+    def precision_matrix(self):
+        from ..ops.linalg_dense import inv
+        return inv(self.covariance_matrix)
+
+    mean = property(lambda self: self.loc)
+    mode = property(lambda self: self.loc)
+
+    @property
+    def variance(self):
+        return (self._unbroadcasted_scale_tril ** 2).sum(-1)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        eps = _ops.randn(*shape, dtype=self.loc.dtype)
+        return self.loc + (self._unbroadcasted_scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
+
+    def _half_log_det(self):
+        return _ops.log(self._unbroadcasted_scale_tril.diagonal(0, -2, -1)).sum(-1)
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        from ..ops.linalg_dense import solve
+        diff = value - self.loc
+        lo = self._unbroadcasted_scale_tril
+        shape = tuple(np.broadcast_shapes(tuple(diff.shape[:-1]), tuple(lo.shape[:-2])))
+        z = solve(lo.expand(shape + tuple(lo.shape[-2:])), diff.expand(shape + tuple(diff.shape[-1:])))
+        m = (z * z).sum(-1)
+        d = self._event_shape[0]
+        return -0.5 * (d * math.log(2 * math.pi) + m) - self._half_log_det()
+
+    def entropy(self):
+        d = self._event_shape[0]
+        h = 0.5 * d * (1.0 + math.log(2 * math.pi)) + self._half_log_det()
+        return h.expand(tuple(self._batch_shape)) if len(self._batch_shape) else h
+
+
+class Independent(Distribution):
+    """`base_distribution` with its last `reinterpreted_batch_ndims` batch dims as event dims:
+    log_prob and entropy sum over them."""
+
+    def __init__(self, base_distribution, reinterpreted_batch_ndims: int, validate_args=None):
+        shape = tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape)
+        k = len(base_distribution.event_shape) + reinterpreted_batch_ndims
+        if reinterpreted_batch_ndims > len(base_distribution.batch_shape):
+            raise ValueError(f"Independent: reinterpreted_batch_ndims {reinterpreted_batch_ndims} exceeds "
+                             f"the batch dims of {base_distribution!r}")
+        self.base_dist, self.reinterpreted_batch_ndims = base_distribution, reinterpreted_batch_ndims
+        super().__init__(shape[:len(shape) - k], shape[len(shape) - k:], validate_args=False)
+
+    has_rsample = property(lambda self: self.base_dist.has_rsample)
+    mean = property(lambda self: self.base_dist.mean)
+    variance = property(lambda self: self.base_dist.variance)
+    support = property(lambda self: self.base_dist.support)
+
+    def sample(self, sample_shape=()):
+        return self.base_dist.sample(sample_shape)
+
+    def rsample(self, sample_shape=()):
+        return self.base_dist.rsample(sample_shape)
+
+    def _sum_rightmost(self, x):
+        for _ in range(self.reinterpreted_batch_ndims):
+            x = x.sum(-1)
+        return x
+
+    def log_prob(self, value):
+        return self._sum_rightmost(self.base_dist.log_prob(value))
+
+    def entropy(self):
+        return self._sum_rightmost(self.base_dist.entropy())
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential(p, q):
+    ratio = q.rate / p.rate
+    return ratio - 1 - _ops.log(ratio)
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    return -_ops.log(scale_ratio) + loc_abs_diff / q.scale + scale_ratio * _ops.exp(-loc_abs_diff / p.scale) - 1
+
+
+@register_kl(Independent, Independent)
+def _kl_independent(p, q):
+    from .distribution import kl_divergence
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError("KL(Independent || Independent) needs the same reinterpreted dims")
+    return p._sum_rightmost(kl_divergence(p.base_dist, q.base_dist))
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn(p, q):
+    from ..ops.linalg_dense import solve
+    d = p.event_shape[0]
+    lq, lp = q._unbroadcasted_scale_tril, p._unbroadcasted_scale_tril
+    half_term1 = q._half_log_det() - p._half_log_det()
+    term2 = (solve(lq, lp) ** 2).sum((-2, -1))
+    diff = (q.loc - p.loc).unsqueeze(-1)
+    term3 = (solve(lq, diff) ** 2).sum((-2, -1))
+    return half_term1 + 0.5 * (term2 + term3 - d)

@@ -1,0 +1,100 @@
+"""More activation modules: GLU, Hardshrink, Softshrink, Tanhshrink, Softsign, Threshold,
+LogSigmoid, Softmin, Softmax2d, RReLU. Each calls the functional op of the same name."""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..ops import activation_more as _A
+from ..ops.composite import logsigmoid, softmax
+from .module import Module
+
+__all__ = ["GLU", "Hardshrink", "Softshrink", "Tanhshrink", "Softsign", "Threshold", "LogSigmoid",
+           "Softmin", "Softmax2d", "RReLU"]
+
+
+class GLU(Module):
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return _A.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return _A.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):
+        return _A.softshrink(input, self.lambd)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):
+        return _A.tanhshrink(input)
+
+
+class Softsign(Module):
+    def forward(self, input):
+        return _A.softsign(input)
+
+
+class LogSigmoid(Module):
+    def forward(self, input):
+        return logsigmoid(input)
+
+
+class Threshold(Module):
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return _A.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
+class Softmin(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return _A.softmin(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W)."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ShapeError(f"Softmax2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+        return softmax(input, -3)
+
+
+class RReLU(Module):
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return _A.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")

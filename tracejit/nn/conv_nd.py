@@ -1,0 +1,148 @@
+"""Conv3d, ConvTranspose1d, ConvTranspose3d, Fold and Unfold.
+
+Same parameter shapes, state_dict keys and default initialisation as PyTorch; each
+``forward`` is one call into the functional op (tracejit/ops/conv_nd.py, ops/conv.py).
+"""
+from __future__ import annotations
+
+from ..ops import empty
+from ..ops.conv import fold, unfold
+from ..ops.conv_nd import conv3d, conv_transpose1d, conv_transpose3d
+from .conv import _check_channels, _tuple
+from .layers import _factory, conv_repr, conv_reset
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "Fold", "Unfold"]
+
+
+class Conv3d(Module):
+    """3-D convolution over (N, C_in, D, H, W): weight (C_out, C_in/groups, kd, kh, kw)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        _check_channels("Conv3d", in_channels, out_channels, groups)
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"Conv3d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        if isinstance(padding, str) and padding not in ("valid", "same"):
+            raise ValueError(f"Conv3d: padding must be an int, a triple, 'valid' or 'same', got {padding!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _tuple(kernel_size, 3, "kernel_size", "Conv3d")
+        self.stride = _tuple(stride, 3, "stride", "Conv3d")
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, 3, "padding", "Conv3d")
+        self.dilation = _tuple(dilation, 3, "dilation", "Conv3d")
+        self.padding_mode = padding_mode
+        kw = _factory(device, dtype)
+        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
+        self.bias = Parameter(empty(out_channels, **kw)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        conv_reset(self.weight, self.bias)
+
+    def forward(self, input):
+        return conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        return conv_repr(self) if not isinstance(self.padding, str) else (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding!r}")
+
+
+class _ConvTransposeNd(Module):
+    _n = 1
+    _op = None
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", device=None, dtype=None):
+        super().__init__()
+        name, n = type(self).__name__, self._n
+        _check_channels(name, in_channels, out_channels, groups)
+        if padding_mode != "zeros":
+            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _tuple(kernel_size, n, "kernel_size", name)
+        self.stride = _tuple(stride, n, "stride", name)
+        self.padding = _tuple(padding, n, "padding", name)
+        self.output_padding = _tuple(output_padding, n, "output_padding", name)
+        self.dilation = _tuple(dilation, n, "dilation", name)
+        for a, s, d in zip(self.output_padding, self.stride, self.dilation):
+            if a >= max(s, d):
+                raise ValueError(f"{name}: output_padding {self.output_padding} must be smaller than "
+                                 f"stride {self.stride} or dilation {self.dilation}")
+        self.padding_mode = padding_mode
+        kw = _factory(device, dtype)
+        self.weight = Parameter(empty(in_channels, out_channels // groups, *self.kernel_size, **kw))
+        self.bias = Parameter(empty(out_channels, **kw)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        conv_reset(self.weight, self.bias)
+
+    def _output_padding_for(self, input, output_size):
+        n = self._n
+        size = tuple(output_size)[-n:]
+        out = []
+        for i, want in enumerate(size):
+            lo = ((input.shape[-n + i] - 1) * self.stride[i] - 2 * self.padding[i]
+                  + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            if not lo <= want < lo + self.stride[i]:
+                raise ValueError(f"{type(self).__name__}: requested output size {tuple(size)} is not "
+                                 f"reachable from input {tuple(input.shape)}")
+            out.append(want - lo)
+        return tuple(out)
+
+    def forward(self, input, output_size=None):
+        op = self.output_padding if output_size is None else self._output_padding_for(input, output_size)
+        return type(self)._op(input, self.weight, self.bias, self.stride, self.padding, op,
+                              self.groups, self.dilation)
+
+    def extra_repr(self) -> str:
+        return conv_repr(self)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-D convolution: weight (C_in, C_out/groups, k)."""
+    _n = 1
+    _op = staticmethod(conv_transpose1d)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution: weight (C_in, C_out/groups, kd, kh, kw)."""
+    _n = 3
+    _op = staticmethod(conv_transpose3d)
+
+
+class Unfold(Module):
+    """Sliding local blocks of (N, C, H, W) as columns (N, C*kh*kw, L) (im2col)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input):
+        return unfold(input, self.kernel_size, self.stride, self.padding, self.dilation)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+                f"stride={self.stride}")
+
+
+class Fold(Module):
+    """Columns (N, C*kh*kw, L) summed back into an image (N, C, *output_size) (col2im)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        size = (self.output_size,) * 2 if isinstance(self.output_size, int) else tuple(self.output_size)
+        return fold(input, size, self.kernel_size, self.stride, self.padding, self.dilation)
+
+    def extra_repr(self) -> str:
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")

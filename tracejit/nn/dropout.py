@@ -1,0 +1,40 @@
+"""Dropout layers beyond Dropout and Dropout2d: Dropout1d and Dropout3d (whole channels),
+AlphaDropout and FeatureAlphaDropout (for SELU networks)."""
+from __future__ import annotations
+
+from ..ops import activation_more as _A
+from .module import Module
+
+__all__ = ["Dropout1d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
+
+
+class _DropoutNd(Module):
+    _fn = None
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):
+        return type(self)._fn(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(_DropoutNd):
+    _fn = staticmethod(_A.dropout1d)
+
+
+class Dropout3d(_DropoutNd):
+    _fn = staticmethod(_A.dropout3d)
+
+
+class AlphaDropout(_DropoutNd):
+    _fn = staticmethod(_A.alpha_dropout)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    _fn = staticmethod(_A.feature_alpha_dropout)

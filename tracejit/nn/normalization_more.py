@@ -1,0 +1,106 @@
+"""BatchNorm3d, InstanceNorm3d, SyncBatchNorm, RMSNorm, LocalResponseNorm and CrossMapLRN2d.
+
+SyncBatchNorm normalizes with the statistics of the local batch: with one process (the
+only case without an initialized process group of several ranks) that is exactly what
+PyTorch computes; with several ranks it raises, rather than silently differ from the
+synchronized statistics PyTorch would use.
+"""
+from __future__ import annotations
+
+from .. import ops as _ops
+from ..ops.normalization_more import local_response_norm, rms_norm
+from . import init
+from .layers import _factory
+from .module import Module
+from .normalization import _BatchNorm, _InstanceNorm
+from .parameter import Parameter
+
+__all__ = ["BatchNorm3d", "InstanceNorm3d", "SyncBatchNorm", "RMSNorm", "LocalResponseNorm",
+           "CrossMapLRN2d"]
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization of (N, C, D, H, W) input."""
+    _ranks = (5,)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization of (N, C, D, H, W) or unbatched (C, D, H, W) input."""
+    _ranks = (4, 5)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalization of (N, C, *) input; local statistics (see the module docstring)."""
+    _ranks = (2, 3, 4, 5)
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, process_group=None,
+                 device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def forward(self, input):
+        if self.training:
+            from .. import distributed as dist
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                raise NotImplementedError("SyncBatchNorm: synchronizing batch statistics across "
+                                          "several ranks is not supported; use BatchNorm per rank")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """`module` with every BatchNorm layer replaced by a SyncBatchNorm holding its state."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            out = SyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
+                                module.track_running_stats, process_group)
+            out.load_state_dict(module.state_dict())
+            out.train(module.training)
+        for name, child in module.named_children():
+            setattr(out, name, cls.convert_sync_batchnorm(child, process_group))
+        return out
+
+
+class RMSNorm(Module):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(_ops.empty(*shape, **_factory(device, dtype)))
+        else:
+            self.weight = None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, input):
+        return rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(LocalResponseNorm):
+    """LocalResponseNorm of (N, C, H, W) input (the Lua-torch name)."""
+
+    def forward(self, input):
+        if input.ndim != 4:
+            from ..errors import ShapeError
+            raise ShapeError(f"CrossMapLRN2d: expected a 4-D input, got shape {tuple(input.shape)}")
+        return super().forward(input)

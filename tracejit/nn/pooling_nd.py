@@ -1,0 +1,171 @@
+"""Pooling layers in one and three dimensions, L^p pooling and max unpooling (the 2-D max
+and average pools are in layers.py, the 2-D adaptive ones in pooling.py). Each forward is
+one call into tracejit/ops/pooling_nd.py."""
+from __future__ import annotations
+
+from ..ops import pooling_nd as _P
+from .module import Module
+
+__all__ = ["MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d", "AdaptiveAvgPool1d",
+           "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d",
+           "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
+
+
+class _MaxPoolNd(Module):
+    _fn = None
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
+                 ceil_mode: bool = False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, input):
+        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                              self.ceil_mode, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool1d(_MaxPoolNd):
+    _fn = staticmethod(_P.max_pool1d)
+
+
+class MaxPool3d(_MaxPoolNd):
+    _fn = staticmethod(_P.max_pool3d)
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+
+    def forward(self, input):
+        return _P.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                             self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override=None):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input):
+        return _P.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                             self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class _AdaptiveAvg(Module):
+    _fn = None
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return type(self)._fn(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvg):
+    _fn = staticmethod(_P.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool3d(_AdaptiveAvg):
+    _fn = staticmethod(_P.adaptive_avg_pool3d)
+
+
+class _AdaptiveMax(Module):
+    _fn = None
+
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input):
+        return type(self)._fn(input, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMax):
+    _fn = staticmethod(_P.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMax):
+    _fn = staticmethod(_P.adaptive_max_pool3d)
+
+
+class _LPPool(Module):
+    _fn = None
+
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        return type(self)._fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPool):
+    _fn = staticmethod(_P.lp_pool1d)
+
+
+class LPPool2d(_LPPool):
+    _fn = staticmethod(_P.lp_pool2d)
+
+
+class LPPool3d(_LPPool):
+    _fn = staticmethod(_P.lp_pool3d)
+
+
+class _MaxUnpool(Module):
+    _fn = None
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+
+    def forward(self, input, indices, output_size=None):
+        return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpool):
+    _fn = staticmethod(_P.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpool):
+    _fn = staticmethod(_P.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpool):
+    _fn = staticmethod(_P.max_unpool3d)

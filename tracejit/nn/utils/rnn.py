@@ -1,0 +1,215 @@
+"""Packed sequences (``torch.nn.utils.rnn``): variable-length batches for the recurrent
+layers.
+
+A `PackedSequence` holds the steps of a batch of sequences sorted longest first, time
+step by time step (``data``: the rows of every sequence still running at each step;
+``batch_sizes``: how many at each step), plus the permutation to and from the caller's
+batch order. `pack_padded_sequence` / `pad_packed_sequence` convert from and to padded
+(T, B, *) tensors with gathers (so gradients flow through them), `pad_sequence` pads a
+list of sequences.
+
+RNN, LSTM and GRU accept a PackedSequence (`run_packed`): the sequences are grouped by
+length and each group runs through the layer as an ordinary batch of that many steps, so
+outputs past a sequence's end are zero and the final states are those of each sequence's
+own last step -- in both directions of a bidirectional layer -- with the hidden states in
+the caller's batch order, as in PyTorch.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from ... import dtypes as _dt
+from ... import ops as _ops
+from ...tensor import Tensor
+
+__all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
+           "pack_sequence", "unpad_sequence", "unpack_sequence", "invert_permutation"]
+
+
+class PackedSequence(NamedTuple):
+    data: Tensor
+    batch_sizes: Tensor
+    sorted_indices: Optional[Tensor] = None
+    unsorted_indices: Optional[Tensor] = None
+
+    def to(self, *args, **kwargs) -> "PackedSequence":
+        return self._replace(data=self.data.to(*args, **kwargs))
+
+    def cpu(self) -> "PackedSequence":
+        return self.to("cpu")
+
+    def cuda(self, *args, **kwargs) -> "PackedSequence":
+        return self._replace(data=self.data.cuda(*args, **kwargs))
+
+    def float(self) -> "PackedSequence":
+        return self._replace(data=self.data.float())
+
+    def double(self) -> "PackedSequence":
+        return self._replace(data=self.data.double())
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.data.is_cuda
+
+    def is_pinned(self) -> bool:
+        return False
+
+
+def invert_permutation(permutation):
+    if permutation is None:
+        return None
+    p = permutation.numpy().astype(np.int64)
+    inv = np.empty_like(p)
+    inv[p] = np.arange(p.size)
+    return _ops.tensor(inv, dtype=_dt.int64)
+
+
+def _lengths_list(lengths) -> np.ndarray:
+    if isinstance(lengths, Tensor):
+        if lengths.ndim != 1:
+            raise ValueError(f"pack_padded_sequence: lengths must be 1-D, got shape {tuple(lengths.shape)}")
+        return lengths.numpy().astype(np.int64)
+    return np.asarray(list(lengths), dtype=np.int64)
+
+
+def _time_major_layout(lengths_sorted: np.ndarray):
+    """(batch_sizes, rows): rows[k] = (t, j) of packed row k, j in sorted batch order."""
+    t_max = int(lengths_sorted[0]) if lengths_sorted.size else 0
+    batch_sizes = np.array([(lengths_sorted > t).sum() for t in range(t_max)], dtype=np.int64)
+    rows = [(t, j) for t in range(t_max) for j in range(batch_sizes[t])]
+    return batch_sizes, rows
+
+
+def pack_padded_sequence(input, lengths, batch_first: bool = False, enforce_sorted: bool = True):
+    lens = _lengths_list(lengths)
+    if lens.size != input.shape[0 if batch_first else 1]:
+        raise ValueError(f"pack_padded_sequence: {lens.size} lengths for a batch of "
+                         f"{input.shape[0 if batch_first else 1]} sequences")
+    if lens.size and lens.min() <= 0:
+        raise RuntimeError("pack_padded_sequence: Length of all samples has to be greater than 0, but "
+                           "found an element in 'lengths' that is <= 0")
+    if enforce_sorted:
+        if np.any(np.diff(lens) > 0):
+            raise RuntimeError("pack_padded_sequence: `lengths` array must be sorted in decreasing order "
+                               "when `enforce_sorted` is True. You can pass `enforce_sorted=False` to "
+                               "pack_padded_sequence and/or pack_sequence to sidestep this requirement "
+                               "if you do not need ONNX exportability.")
+        order = np.arange(lens.size)
+        sorted_indices = unsorted_indices = None
+    else:
+        order = np.argsort(-lens, kind="stable")
+        sorted_indices = _ops.tensor(order, dtype=_dt.int64)
+        unsorted_indices = invert_permutation(sorted_indices)
+    x = _ops.transpose(input, 0, 1) if batch_first else input
+    if x.shape[0] < int(lens.max()):
+        raise ValueError(f"pack_padded_sequence: a length of {int(lens.max())} exceeds the {x.shape[0]} "
+                         f"time steps of the input")
+    batch_sizes, rows = _time_major_layout(lens[order])
+    t_idx = _ops.tensor(np.array([r[0] for r in rows], dtype=np.int64))
+    b_idx = _ops.tensor(np.array([order[r[1]] for r in rows], dtype=np.int64))
+    data = _ops.getitem(x, (t_idx, b_idx))
+    return PackedSequence(data, _ops.tensor(batch_sizes, dtype=_dt.int64), sorted_indices, unsorted_indices)
+
+
+def _packed_lengths(batch_sizes: np.ndarray) -> np.ndarray:
+    b = int(batch_sizes[0]) if batch_sizes.size else 0
+    return np.array([(batch_sizes > j).sum() for j in range(b)], dtype=np.int64)
+
+
+def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, padding_value: float = 0.0,
+                        total_length=None):
+    data, bs = sequence.data, sequence.batch_sizes.numpy().astype(np.int64)
+    lens_sorted = _packed_lengths(bs)
+    t_max = bs.size
+    if total_length is not None:
+        if total_length < t_max:
+            raise ValueError(f"pad_packed_sequence: expected total_length to be at least the length of "
+                             f"the longest sequence ({t_max}), got {total_length}")
+        t_max = total_length
+    b = lens_sorted.size
+    _, rows = _time_major_layout(lens_sorted)
+    # padded (T, B) position -> packed row, or the padding row appended at the end
+    index = np.full((t_max, b), len(rows), dtype=np.int64)
+    for k, (t, j) in enumerate(rows):
+        index[t, j] = k
+    pad_row = _ops.full((1,) + tuple(data.shape[1:]), padding_value, dtype=data.dtype, device=data.device)
+    table = _ops.cat([data, pad_row], 0)
+    padded = _ops.getitem(table, _ops.tensor(index.reshape(-1)))
+    padded = _ops.reshape(padded, (t_max, b) + tuple(data.shape[1:]))
+    lengths = lens_sorted
+    if sequence.unsorted_indices is not None:
+        padded = _ops.getitem(padded, (slice(None), sequence.unsorted_indices))
+        lengths = lens_sorted[sequence.unsorted_indices.numpy()]
+    if batch_first:
+        padded = _ops.transpose(padded, 0, 1)
+    return padded, _ops.tensor(lengths, dtype=_dt.int64)
+
+
+def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.0,
+                 padding_side: str = "right"):
+    """Stack sequences of shapes (L_i, *) into (max L, B, *) (or (B, max L, *)), padded."""
+    if padding_side not in ("right", "left"):
+        raise ValueError(f"pad_sequence: padding_side must be 'left' or 'right', got {padding_side!r}")
+    seqs = list(sequences)
+    if not seqs:
+        raise ValueError("pad_sequence: received an empty list of sequences")
+    t_max = max(s.shape[0] for s in seqs)
+    rows = []
+    for s in seqs:
+        extra = t_max - s.shape[0]
+        if extra:
+            fill = _ops.full((extra,) + tuple(s.shape[1:]), padding_value, dtype=s.dtype, device=s.device)
+            s = _ops.cat([s, fill] if padding_side == "right" else [fill, s], 0)
+        rows.append(s)
+    return _ops.stack(rows, 0 if batch_first else 1)
+
+
+def pack_sequence(sequences, enforce_sorted: bool = True):
+    lengths = [s.shape[0] for s in sequences]
+    return pack_padded_sequence(pad_sequence(sequences), lengths, enforce_sorted=enforce_sorted)
+
+
+def unpad_sequence(padded_sequences, lengths, batch_first: bool = False):
+    x = padded_sequences if batch_first else _ops.transpose(padded_sequences, 0, 1)
+    return [x[i, :int(n)] for i, n in enumerate(_lengths_list(lengths))]
+
+
+def unpack_sequence(packed_sequences: PackedSequence):
+    padded, lengths = pad_packed_sequence(packed_sequences, batch_first=True)
+    return unpad_sequence(padded, lengths, batch_first=True)
+
+
+def run_packed(module, packed: PackedSequence, hx=None):
+    """RNN/LSTM/GRU over a PackedSequence (see the module docstring): (PackedSequence, h_n)
+    or (PackedSequence, (h_n, c_n)), states in the caller's batch order."""
+    padded, lengths = pad_packed_sequence(packed)         # (T, B, F), caller's order
+    lens = lengths.numpy()
+    lstm = module.mode == "LSTM"
+    states = None if hx is None else (tuple(hx) if lstm else (hx,))
+    outs, finals = [], []
+    groups = []
+    for n in sorted(set(lens.tolist()), reverse=True):
+        idx = np.flatnonzero(lens == n)
+        groups.append(idx)
+        sel = _ops.tensor(idx, dtype=_dt.int64)
+        x = padded[:n, sel] if not module.batch_first else _ops.transpose(padded[:n, sel], 0, 1)
+        h = None if states is None else tuple(s[:, sel] for s in states)
+        y, hn = module(x, None if h is None else (h if lstm else h[0]))
+        if module.batch_first:
+            y = _ops.transpose(y, 0, 1)
+        t_pad = padded.shape[0] - n
+        if t_pad:
+            y = _ops.cat([y, _ops.zeros((t_pad,) + tuple(y.shape[1:]), dtype=y.dtype, device=y.device)], 0)
+        outs.append(y)
+        finals.append(hn if lstm else (hn,))
+    order = np.concatenate(groups)
+    back = _ops.tensor(np.argsort(order, kind="stable"), dtype=_dt.int64)
+    y = _ops.getitem(_ops.cat(outs, 1), (slice(None), back))        # (T, B, H*dirs), caller's order
+    states_out = tuple(_ops.getitem(_ops.cat([f[i] for f in finals], 1), (slice(None), back))
+                       for i in range(len(finals[0])))
+    out = pack_padded_sequence(y, lens, enforce_sorted=False)
+    if packed.sorted_indices is None:   # the caller's batch was already sorted: keep no permutation
+        out = PackedSequence(out.data, out.batch_sizes, None, None)
+    return out, (states_out if lstm else states_out[0])

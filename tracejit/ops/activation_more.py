@@ -1,0 +1,199 @@
+"""More composite activations and dropouts, with PyTorch's signatures.
+
+Activations: glu, hardshrink, softshrink, tanhshrink, softsign, threshold, softmin, rrelu,
+gumbel_softmax and the in-place spellings F exposes (``relu_``, ``elu_``, ...). Dropouts:
+dropout1d / dropout3d (whole channels, like dropout2d), alpha_dropout and
+feature_alpha_dropout (SELU's self-normalizing dropout: dropped units take the negative
+saturation value and the result is scaled back to zero mean, unit variance).
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import ShapeError
+from .activation import celu, elu, hardtanh, selu
+from .composite import leaky_relu, softmax
+from .elementwise import abs as _abs, cast, log, tanh, where
+from .random import rand, rand_like
+from .shape import squeeze, unsqueeze
+
+__all__ = ["glu", "hardshrink", "softshrink", "tanhshrink", "softsign", "threshold", "threshold_",
+           "softmin", "rrelu", "rrelu_", "gumbel_softmax", "relu_", "elu_", "celu_", "selu_",
+           "hardtanh_", "leaky_relu_", "dropout1d", "dropout3d", "alpha_dropout",
+           "feature_alpha_dropout"]
+
+
+def glu(input, dim: int = -1):
+    """First half of `input` along `dim` times the sigmoid of the second half."""
+    n = input.shape[dim]
+    if n % 2:
+        raise ShapeError(f"glu: halving dimension {dim} of size {n} must be even")
+    a, b = input.split(n // 2, dim)
+    return a * b.sigmoid()
+
+
+def hardshrink(input, lambd: float = 0.5):
+    return where(_abs(input) > lambd, input, 0.0)
+
+
+def softshrink(input, lambd: float = 0.5):
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambda must be non-negative, got {lambd}")
+    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+
+
+def tanhshrink(input):
+    return input - tanh(input)
+
+
+def softsign(input):
+    return input / (_abs(input) + 1)
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):
+    """`input` where it is above `threshold`, else `value`."""
+    out = where(input > threshold, input, value)
+    if out.dtype is not input.dtype:
+        out = cast(out, input.dtype)
+    return input.copy_(out) if inplace else out
+
+
+_threshold = threshold
+
+
+def threshold_(input, threshold: float, value: float):
+    return _threshold(input, threshold, value, inplace=True)
+
+
+def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
+    if dim is None:
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    x = -input if dtype is None else -cast(input, dtype)
+    return softmax(x, dim)
+
+
+def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False):
+    """Leaky ReLU with a slope drawn from U(lower, upper) per element when training, their
+    mean otherwise."""
+    if training:
+        slope = rand_like(input) * (upper - lower) + lower
+        out = where(input >= 0, input, input * slope)
+    else:
+        out = leaky_relu(input, (lower + upper) / 2)
+    return input.copy_(out) if inplace else out
+
+
+def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False):
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1):
+    """Softmax of (logits + Gumbel noise) / tau; ``hard`` gives the one-hot of its argmax in
+    the forward pass with the soft sample's gradient (straight-through)."""
+    u = rand_like(logits)
+    gumbels = -log(-log(u + eps) + eps) if eps else -log(-log(u))
+    y = softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y
+    from .composite import one_hot
+    from .shape import movedim
+    index = y.argmax(dim)
+    hard_y = movedim(cast(one_hot(index, y.shape[dim]), y.dtype), -1, dim)
+    return hard_y - y.detach() + y
+
+
+def relu_(input):
+    return input.relu_()
+
+
+def elu_(input, alpha: float = 1.0):
+    return elu(input, alpha, inplace=True)
+
+
+def celu_(input, alpha: float = 1.0):
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
+
+
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def leaky_relu_(input, negative_slope: float = 0.01):
+    return input.copy_(leaky_relu(input, negative_slope))
+
+
+def _check_p(op, p):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, got {p}")
+
+
+def _channel_dropout(input, p, training, inplace, spatial: int, op: str):
+    _check_p(op, p)
+    if input.ndim not in (spatial + 1, spatial + 2):
+        raise ShapeError(f"{op}: expected a {spatial + 1}-D or {spatial + 2}-D input, got shape "
+                         f"{tuple(input.shape)}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        shape = tuple(input.shape[:-spatial]) + (1,) * spatial
+        keep = cast(rand(*shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
+        out = input * keep * (1.0 / (1.0 - p))
+    return input.copy_(out) if inplace else out
+
+
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of (N, C, L) (or (C, L)) with probability p; scale the rest."""
+    return _channel_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of (N, C, D, H, W) (or (C, D, H, W)) with probability p; other
+    ranks with PyTorch's deprecated reading and warning (one sample, channels along dim 0)."""
+    if input.ndim not in (4, 5):
+        import warnings
+        if input.ndim < 2:
+            raise ShapeError(f"dropout3d: expected a 4-D or 5-D input, got shape {tuple(input.shape)}")
+        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated "
+                      f"and will result in an error in a future release.", UserWarning, stacklevel=2)
+        out = _channel_dropout(unsqueeze(input, 0), p, training, False, input.ndim - 1, "dropout3d")
+        out = out if out is not None else input
+        out = squeeze(out, 0) if out.ndim > input.ndim else out
+        return input.copy_(out) if inplace and out is not input else out
+    return _channel_dropout(input, p, training, inplace, 3, "dropout3d")
+
+
+_ALPHA_PRIME = -1.7580993408473766   # -scale * alpha of SELU: the value a dropped unit takes
+
+
+def _alpha(input, p, training, inplace, mask_shape, op):
+    _check_p(op, p)
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        keep = cast(rand(*mask_shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
+        a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1) * (1 - p))
+        b = -a * _ALPHA_PRIME * p
+        out = (input * keep + _ALPHA_PRIME * (1 - keep)) * a + b
+    return input.copy_(out) if inplace else out
+
+
+def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
+    return _alpha(input, p, training, inplace, tuple(input.shape), "alpha_dropout")
+
+
+def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
+    if input.ndim < 2:
+        raise ShapeError(f"feature_alpha_dropout: expected at least a 2-D input, got shape "
+                         f"{tuple(input.shape)}")
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    return _alpha(input, p, training, inplace, shape, "feature_alpha_dropout")
+

@@ -1,0 +1,145 @@
+"""Convolutions in three dimensions and the transposed ones in one and three, as composites
+of the 2-D ops (composite.py's conv2d, spatial.py's conv_transpose2d):
+
+- ``conv3d``: one conv2d per kernel depth tap over every output depth at once (the depth
+  slices the tap reads, strided, stacked into the batch), summed;
+- ``conv_transpose3d``: one conv_transpose2d per kernel depth tap, each result spread to
+  the output depths that tap writes (input depth times stride, plus the tap's offset),
+  summed, then cropped by the padding;
+- ``conv_transpose1d`` is conv_transpose2d over a height-1 image; ``conv_tbc`` is conv1d on
+  a (time, batch, channel) input.
+"""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from .composite import conv2d
+from .shape import cat, permute, reshape, squeeze, unsqueeze
+from .spatial import conv1d, conv_transpose2d, pad
+
+__all__ = ["conv3d", "conv_transpose1d", "conv_transpose3d", "conv_tbc"]
+
+
+def _triple(v, what: str, op: str) -> tuple:
+    if isinstance(v, int):
+        return (v,) * 3
+    t = tuple(int(e) for e in v)
+    if len(t) == 1:
+        return t * 3
+    if len(t) != 3:
+        raise ValueError(f"{op}: {what} must be an int or a 3-tuple, got {v!r}")
+    return t
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """3-D convolution of (N, C, D, H, W) (or unbatched (C, D, H, W)) with weight
+    (O, C/groups, kd, kh, kw)."""
+    if input.ndim == 4 and weight.ndim == 5:
+        return squeeze(conv3d(unsqueeze(input, 0), weight, bias, stride, padding, dilation, groups), 0)
+    if input.ndim != 5 or weight.ndim != 5:
+        raise ShapeError(f"conv3d: expected 5-D input (N, C, D, H, W) and weight, got "
+                         f"{tuple(input.shape)} and {tuple(weight.shape)}")
+    s, d = _triple(stride, "stride", "conv3d"), _triple(dilation, "dilation", "conv3d")
+    kd, kh, kw = weight.shape[2:]
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            if s != (1, 1, 1):
+                raise ValueError("conv3d: padding='same' is not supported for strided convolutions")
+            totals = [d[i] * (k - 1) for i, k in enumerate((kd, kh, kw))]
+            widths = []
+            for t in reversed(totals):
+                widths += [t // 2, t - t // 2]
+            input = pad(input, tuple(widths))
+            padding = 0
+        else:
+            raise ValueError(f"conv3d: padding must be an int, a triple, 'valid' or 'same', got {padding!r}")
+    p = _triple(padding, "padding", "conv3d")
+    n, c, depth = input.shape[0], input.shape[1], input.shape[2]
+    if c != weight.shape[1] * groups:
+        raise ShapeError(f"conv3d: input of shape {tuple(input.shape)} has {c} channels but weight "
+                         f"{tuple(weight.shape)} with groups={groups} expects {weight.shape[1] * groups}")
+    if p[0]:
+        input = pad(input, (0, 0, 0, 0, p[0], p[0]))
+        depth += 2 * p[0]
+    od = (depth - d[0] * (kd - 1) - 1) // s[0] + 1
+    if od <= 0:
+        raise ShapeError(f"conv3d: input depth {depth} is too small for kernel depth {kd}")
+    out = None
+    for t in range(kd):
+        start = t * d[0]
+        slab = input[:, :, start:start + s[0] * (od - 1) + 1:s[0]]          # (N, C, OD, H, W)
+        slab = reshape(permute(slab, (0, 2, 1, 3, 4)), (n * od, c) + tuple(slab.shape[3:]))
+        y = conv2d(slab, weight[:, :, t], None, s[1:], p[1:], d[1:], groups)
+        out = y if out is None else out + y
+    o, oh, ow = out.shape[1], out.shape[2], out.shape[3]
+    out = permute(reshape(out, (n, od, o, oh, ow)), (0, 2, 1, 3, 4))
+    if bias is not None:
+        out = out + reshape(bias, (1, o, 1, 1, 1))
+    return out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
+                     dilation=1):
+    """Transposed 1-D convolution; weight (C_in, C_out/groups, k)."""
+    if input.ndim == 2 and weight.ndim == 3:
+        return squeeze(conv_transpose1d(unsqueeze(input, 0), weight, bias, stride, padding,
+                                        output_padding, groups, dilation), 0)
+    if input.ndim != 3 or weight.ndim != 3:
+        raise ShapeError(f"conv_transpose1d: expected 3-D input and weight, got {tuple(input.shape)} "
+                         f"and {tuple(weight.shape)}")
+
+    def one(v):
+        return int(v if isinstance(v, int) else tuple(v)[0])
+    out = conv_transpose2d(unsqueeze(input, 2), unsqueeze(weight, 2), bias, (1, one(stride)),
+                           (0, one(padding)), (0, one(output_padding)), groups, (1, one(dilation)))
+    return squeeze(out, 2)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
+                     dilation=1):
+    """Transposed 3-D convolution; weight (C_in, C_out/groups, kd, kh, kw)."""
+    if input.ndim == 4 and weight.ndim == 5:
+        return squeeze(conv_transpose3d(unsqueeze(input, 0), weight, bias, stride, padding,
+                                        output_padding, groups, dilation), 0)
+    if input.ndim != 5 or weight.ndim != 5:
+        raise ShapeError(f"conv_transpose3d: expected 5-D input and weight, got {tuple(input.shape)} "
+                         f"and {tuple(weight.shape)}")
+    s, p = _triple(stride, "stride", "conv_transpose3d"), _triple(padding, "padding", "conv_transpose3d")
+    op, d = (_triple(output_padding, "output_padding", "conv_transpose3d"),
+             _triple(dilation, "dilation", "conv_transpose3d"))
+    n, c, depth, h, w = input.shape
+    kd = weight.shape[2]
+    full = (depth - 1) * s[0] + d[0] * (kd - 1) + 1 + op[0]     # before cropping the padding
+    slices = reshape(permute(input, (0, 2, 1, 3, 4)), (n * depth, c, h, w))
+    out = None
+    for t in range(kd):
+        y = conv_transpose2d(slices, weight[:, :, t], None, s[1:], p[1:], op[1:], groups, d[1:])
+        o, oh, ow = y.shape[1], y.shape[2], y.shape[3]
+        y = permute(reshape(y, (n, depth, o, oh, ow)), (0, 2, 1, 3, 4))    # (N, O, D, oh, ow)
+        if s[0] > 1:   # input depth i lands at i * stride: zeros between
+            y = unsqueeze(y, 3)
+            gap = y * 0.0
+            y = cat([y] + [gap] * (s[0] - 1), 3)
+            y = reshape(y, (n, o, depth * s[0], oh, ow))[:, :, :(depth - 1) * s[0] + 1]
+        before = t * d[0]
+        after = full - before - y.shape[2]
+        y = pad(y, (0, 0, 0, 0, before, after))
+        out = y if out is None else out + y
+    if p[0]:
+        out = out[:, :, p[0]:full - p[0]]
+    if out.shape[2] <= 0:
+        raise ShapeError(f"conv_transpose3d: output depth {out.shape[2]} is not positive")
+    if bias is not None:
+        out = out + reshape(bias, (1, -1, 1, 1, 1))
+    return out
+
+
+def conv_tbc(input, weight, bias, pad: int = 0):
+    """1-D convolution of a (time, batch, channel) input with weight (k, C_in, C_out)."""
+    if input.ndim != 3 or weight.ndim != 3:
+        raise ShapeError(f"conv_tbc: expected 3-D input and weight, got {tuple(input.shape)} and "
+                         f"{tuple(weight.shape)}")
+    x = permute(input, (1, 2, 0))                       # (B, C, T)
+    w = permute(weight, (2, 1, 0))                      # (O, C, k)
+    return permute(conv1d(x, w, bias, 1, pad), (2, 0, 1))

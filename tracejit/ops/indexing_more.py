@@ -1,0 +1,243 @@
+"""Indexing composites with PyTorch's signatures: scatter (with ``reduce``),
+scatter_reduce, index_add / index_copy / index_fill, masked_select / masked_scatter, take,
+put, select, argwhere.
+
+All of them are written with `index_put`, `getitem`, `gather` and `scatter_add`, so their
+gradients are those ops' VJPs. ``scatter`` and ``index_copy`` write through
+``index_put`` with one coordinate array per dim (PyTorch's "last write wins" for
+repeated indices; the gradient of the written values is the output gradient gathered
+back, as PyTorch's is).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import ShapeError
+from ..shapes import normalize_dim
+from ..tensor import Tensor
+from .creation import arange, full, tensor, zeros
+from .elementwise import cast, where
+from .indexing import getitem, index_put, nonzero, scatter_add
+from .reductions import amax, amin
+from .shape import expand, reshape
+from .registry import refuse_tracing
+
+__all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill", "masked_select",
+           "masked_scatter", "take", "put", "select", "argwhere"]
+
+
+def _grids(shape, dim: int, index, device):
+    """Coordinate tensors addressing `index`'s positions, with `index` itself along `dim`."""
+    coords = []
+    for d, n in enumerate(shape):
+        if d == dim:
+            coords.append(index)
+        else:
+            view = [1] * len(shape)
+            view[d] = n
+            coords.append(reshape(arange(n, device=device), tuple(view)))
+    return tuple(coords)
+
+
+def _src_like(src, index, a):
+    if isinstance(src, Tensor):
+        sl = tuple(slice(0, n) for n in index.shape)
+        src = getitem(src, sl) if tuple(src.shape) != tuple(index.shape) else src
+        return cast(src, a.dtype) if src.dtype is not a.dtype else src
+    return full(tuple(index.shape), src, dtype=a.dtype, device=a.device)
+
+
+def _check_index(op, a, index, dim):
+    if not isinstance(index, Tensor) or not index.dtype.is_integer:
+        raise TypeError(f"{op}: index must be an integer tensor")
+    if index.ndim != a.ndim and not (index.ndim == 0 and a.ndim == 0):
+        raise ShapeError(f"{op}: index rank {index.ndim} must equal self rank {a.ndim}")
+
+
+def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
+    """``out[index[i][j]][j] = src[i][j]`` along `dim` (``reduce='add'/'multiply'`` combine)."""
+    dim = normalize_dim(dim, input.ndim, "scatter")
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter: expected src or value")
+    _check_index("scatter", input, index, dim)
+    s = _src_like(src, index, input)
+    if reduce is None:
+        return index_put(input, _grids(tuple(index.shape), dim, index, input.device), s)
+    if reduce == "add":
+        return scatter_add(input, dim, index, s)
+    if reduce == "multiply":
+        return scatter_reduce(input, dim, index, s, "prod")
+    raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
+
+
+def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bool = True):
+    """Combine `src` into `input` at `index` along `dim` by sum, prod, mean, amax or amin."""
+    dim = normalize_dim(dim, input.ndim, "scatter_reduce")
+    _check_index("scatter_reduce", input, index, dim)
+    s = _src_like(src, index, input)
+    if reduce == "sum":
+        base = input if include_self else index_put(input, _grids(tuple(index.shape), dim, index,
+                                                                   input.device), 0.0 * s)
+        return scatter_add(base, dim, index, s)
+    if reduce == "mean":
+        ones = s * 0 + 1
+        hit = scatter_add(zeros(tuple(input.shape), dtype=input.dtype, device=input.device), dim,
+                          index, ones)
+        total = scatter_reduce(input, dim, index, s, "sum", include_self=include_self)
+        count = hit + (1 if include_self else 0)
+        out = total / where(count > 0, count, 1)
+        if input.dtype.is_integer:
+            from .elementwise import floor
+            out = cast(floor(out), input.dtype)
+        return where(hit > 0, out, input)
+    if reduce in ("prod", "amax", "amin"):
+        # one slot per (position, contribution): gather-and-reduce over a padded stack
+        return _scatter_by_groups(input, dim, index, s, reduce, include_self)
+    raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
+
+
+def _scatter_by_groups(input, dim, index, s, reduce, include_self):
+    """Reduce contributions per target position: the contributions sorted by target, laid
+    out as (targets, most contributions) with the reduction's identity as padding."""
+    refuse_tracing(f"scatter_reduce({reduce!r})", "its index")
+    idx = np.moveaxis(index.numpy(), dim, -1)
+    shape = tuple(input.shape)
+    out_moved = np.moveaxis(np.empty(shape, dtype=np.int8), dim, -1).shape
+    lead = idx.shape[:-1]
+    m = idx.shape[-1]
+    n_out = out_moved[-1]
+    flat_target = (np.arange(int(np.prod(lead)))[:, None] * n_out + idx.reshape(-1, m)).reshape(-1)
+    order = np.argsort(flat_target, kind="stable")
+    targets = flat_target[order]
+    counts = np.bincount(targets, minlength=int(np.prod(out_moved)))
+    width = max(int(counts.max()) if counts.size else 0, 1)
+    slot = np.arange(targets.size) - (np.cumsum(counts) - counts)[targets]
+    ident = {"prod": 1.0, "amax": -np.inf, "amin": np.inf}[reduce]
+    if input.dtype.is_integer:
+        info = np.iinfo(input.dtype.np)
+        ident = {"prod": 1, "amax": info.min, "amin": info.max}[reduce]
+    table = full((int(np.prod(out_moved)) * width,), ident, dtype=input.dtype, device=input.device)
+    src_moved = reshape(_moveaxis(s, dim, -1), (-1,))
+    picked = getitem(src_moved, tensor(order, device=input.device))
+    table = index_put(table, (tensor(targets * width + slot, device=input.device),), picked)
+    table = reshape(table, out_moved + (width,))
+    if reduce == "prod":
+        from .reductions import prod
+        red = prod(table, -1)
+    else:
+        red = (amax if reduce == "amax" else amin)(table, -1)
+    red = _moveaxis(red, -1, dim)
+    hit = tensor(np.moveaxis(counts.reshape(out_moved) > 0, -1, dim), device=input.device)
+    if include_self:
+        if reduce == "prod":
+            red = red * input
+        else:
+            from .elementwise import maximum, minimum
+            red = (maximum if reduce == "amax" else minimum)(red, input)
+    return where(hit, red, input)
+
+
+def _moveaxis(x, src, dst):
+    from .shape import movedim
+    return movedim(x, src, dst)
+
+
+def _along(a, dim, index):
+    """The full coordinates of a[..., index, ...] (index 1-D along dim)."""
+    shape = list(a.shape)
+    shape[dim] = index.shape[0]
+    coords = []
+    for d, n in enumerate(shape):
+        view = [1] * len(shape)
+        view[d] = n
+        coords.append(reshape(index if d == dim else arange(n, device=a.device), tuple(view)))
+    return tuple(coords), tuple(shape)
+
+
+def _vector_index(op, index):
+    if not isinstance(index, Tensor) or not index.dtype.is_integer or index.ndim > 1:
+        raise TypeError(f"{op}: index must be a 0-D or 1-D integer tensor")
+    return reshape(index, (-1,))
+
+
+def index_add(input, dim: int, index, source, *, alpha=1):
+    """``input[..., index[i], ...] += alpha * source[..., i, ...]`` along `dim`."""
+    dim = normalize_dim(dim, input.ndim, "index_add")
+    index = _vector_index("index_add", index)
+    coords, shape = _along(input, dim, index)
+    src = source * alpha if alpha != 1 else source
+    if tuple(src.shape) != shape:
+        raise ShapeError(f"index_add: source of shape {tuple(src.shape)} should be {shape}")
+    idx = expand(coords[dim], shape)
+    return scatter_add(input, dim, idx, cast(src, input.dtype) if src.dtype is not input.dtype else src)
+
+
+def index_copy(input, dim: int, index, source):
+    dim = normalize_dim(dim, input.ndim, "index_copy")
+    index = _vector_index("index_copy", index)
+    coords, shape = _along(input, dim, index)
+    if tuple(source.shape) != shape:
+        raise ShapeError(f"index_copy: source of shape {tuple(source.shape)} should be {shape}")
+    return index_put(input, coords, source)
+
+
+def index_fill(input, dim: int, index, value):
+    dim = normalize_dim(dim, input.ndim, "index_fill")
+    index = _vector_index("index_fill", index)
+    return index_put(input, (slice(None),) * dim + (index,), value)
+
+
+def masked_select(input, mask):
+    """The elements where `mask` (broadcast with input) is True, as a 1-D tensor."""
+    if mask.dtype is not _dt.bool_:
+        raise TypeError("masked_select: mask must be a bool tensor")
+    from ..shapes import broadcast_shapes
+    shape = tuple(broadcast_shapes("masked_select", tuple(input.shape), tuple(mask.shape)))
+    return getitem(expand(input, shape), expand(mask, shape))
+
+
+def masked_scatter(input, mask, source):
+    """Copy `source`'s first elements, in order, into the positions where `mask` is True."""
+    if mask.dtype is not _dt.bool_:
+        raise TypeError("masked_scatter: mask must be a bool tensor")
+    from ..shapes import broadcast_shapes
+    shape = tuple(broadcast_shapes("masked_scatter", tuple(input.shape), tuple(mask.shape)))
+    m = expand(mask, shape)
+    refuse_tracing("masked_scatter", "its mask")
+    k = int(m.sum())
+    if source.numel() < k:
+        raise ValueError(f"masked_scatter: source has {source.numel()} elements, the mask selects {k}")
+    vals = getitem(reshape(source, (-1,)), slice(0, k))
+    return index_put(expand(input, shape) * 1, m, vals)
+
+
+def take(input, index):
+    """input as if 1-D, at `index` (any shape)."""
+    flat = reshape(input, (-1,))
+    return reshape(getitem(flat, reshape(index, (-1,))), tuple(index.shape))
+
+
+def put(input, index, source, accumulate: bool = False):
+    flat = reshape(input, (-1,))
+    idx, src = reshape(index, (-1,)), reshape(source, (-1,))
+    if accumulate:
+        out = scatter_add(flat, 0, idx, cast(src, input.dtype))
+    else:
+        out = index_put(flat, (idx,), src)
+    return reshape(out, tuple(input.shape))
+
+
+def select(input, dim: int, index: int):
+    dim = normalize_dim(dim, input.ndim, "select")
+    n = input.shape[dim]
+    if not -n <= int(index) < n:
+        raise IndexError(f"select: index {index} out of range for dim {dim} of size {n}")
+    return getitem(input, (slice(None),) * dim + (int(index),))
+
+
+def argwhere(input):
+    return nonzero(input)
+

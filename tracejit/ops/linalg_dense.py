@@ -1,0 +1,269 @@
+"""Dense linear algebra primitives (LAPACK through numpy's linalg): inverse, determinant,
+sign/log-determinant, solve, Cholesky, symmetric eigendecomposition, QR, SVD, pinv.
+
+Each works on the last two dims (batched over the others) and has PyTorch's gradient
+where PyTorch documents one for real inputs: inv (-A^-T g A^-T), det (g det A^-T), slogdet
+(g A^-T), solve (the solve of A^T against g for B; minus that times X^T for A), cholesky
+(PyTorch's phi formula: L^-T phi(L^T gL) L^-1, symmetrized), eigh (V (diag(gw) + skew(V^T
+gV) / (w_j - w_i)) V^T). QR, SVD and pinv have no gradient here: differentiating through
+them raises rather than giving a silent zero.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from ..errors import ShapeError
+from .registry import Aval, bind, defprim
+
+__all__ = ["inv", "det", "slogdet", "solve", "cholesky", "eigh", "qr", "svd", "pinv", "INV", "DET"]
+
+_SlogDet = namedtuple("slogdet", ["sign", "logabsdet"])
+_Eigh = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+_QR = namedtuple("qr", ["Q", "R"])
+_SVD = namedtuple("svd", ["U", "S", "Vh"])
+
+
+def _square(op):
+    def rule(a, **kw):
+        if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+            raise ShapeError(f"{op}: expected a batch of square matrices, got shape {a.shape}")
+        if not a.dtype.is_floating_point:
+            raise TypeError(f"{op}: expected a floating point input, got {a.dtype.name}")
+        return Aval(a.shape, a.dtype, a.device)
+    return rule
+
+
+def _mT(x):
+    from .shape import transpose
+    return transpose(x, -1, -2)
+
+
+def _no_grad(op):
+    def vjp(*args, **kw):
+        raise NotImplementedError(f"{op}: gradients through {op} are not supported; detach() its "
+                                  f"input or use a differentiable alternative")
+    return vjp
+
+
+def _xp_linalg(xp):
+    return xp.linalg
+
+
+# ---------------------------------------------------------------- inverse and determinant
+def _inv_impl(xp, a):
+    return _xp_linalg(xp).inv(a)
+
+
+INV = defprim("linalg_inv", _inv_impl, _square("linalg.inv"),
+              lambda g, out, a: (-(_mT(out) @ g @ _mT(out)),), kind="other",
+              save=lambda rq: (), save_out=True)
+
+
+def _det_rule(a):
+    _square("linalg.det")(a)
+    return Aval(a.shape[:-2], a.dtype, a.device)
+
+
+def _det_vjp(g, out, a):
+    from .shape import unsqueeze
+    return (unsqueeze(unsqueeze(g * out, -1), -1) * _mT(inv(a)),)
+
+
+DET = defprim("linalg_det", lambda xp, a: _xp_linalg(xp).det(a), _det_rule, _det_vjp, kind="other",
+              save=lambda rq: (0,), save_out=True)
+
+
+def _logabsdet_vjp(g, out, a):
+    from .shape import unsqueeze
+    return (unsqueeze(unsqueeze(g, -1), -1) * _mT(inv(a)),)
+
+
+LOGABSDET = defprim("linalg_logabsdet", lambda xp, a: _xp_linalg(xp).slogdet(a)[1], _det_rule,
+                    _logabsdet_vjp, kind="other", save=lambda rq: (0,))
+SIGNDET = defprim("linalg_signdet", lambda xp, a: _xp_linalg(xp).slogdet(a)[0], _det_rule, None,
+                  kind="other", save=lambda rq: ())
+
+
+def inv(A):
+    return bind(INV, A)
+
+
+def det(A):
+    return bind(DET, A)
+
+
+def slogdet(A):
+    return _SlogDet(bind(SIGNDET, A), bind(LOGABSDET, A))
+
+
+# ---------------------------------------------------------------- solve
+def _solve_rule(a, b):
+    _square("linalg.solve")(a)
+    if b.ndim < 1 or b.shape[-2 if b.ndim >= 2 else -1] != a.shape[-1]:
+        raise ShapeError(f"linalg.solve: A of shape {a.shape} and B of shape {b.shape} do not match")
+    if b.dtype is not a.dtype:
+        raise TypeError(f"linalg.solve: A ({a.dtype.name}) and B ({b.dtype.name}) must have the same dtype")
+    from ..shapes import broadcast_shapes
+    batch = broadcast_shapes("linalg.solve", a.shape[:-2], b.shape[:-2])
+    return Aval(tuple(batch) + tuple(b.shape[-2:]), a.dtype, a.device)
+
+
+def _solve_impl(xp, a, b):
+    return _xp_linalg(xp).solve(a, b)
+
+
+def _solve_vjp(g, out, a, b):
+    gb = solve(_mT(a), g)
+    return (-(gb @ _mT(out)), gb)
+
+
+SOLVE = defprim("linalg_solve", _solve_impl, _solve_rule, _solve_vjp, kind="other",
+                save=lambda rq: (0,), save_out=True)
+
+
+def solve(A, B, *, left: bool = True):
+    if not left:   # X A = B  <=>  A^T X^T = B^T
+        return _mT(solve(_mT(A), _mT(B)))
+    if B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1])):
+        from .shape import squeeze, unsqueeze
+        return squeeze(bind(SOLVE, A, unsqueeze(B, -1)), -1)
+    return bind(SOLVE, A, B)
+
+
+# ---------------------------------------------------------------- Cholesky
+def _cholesky_vjp(g, out, a):
+    from .tensorfns import tril
+    from .shape import transpose
+    lo = out
+    x = _mT(lo) @ g
+    p = 0.5 * (tril(x) + tril(x, -1))       # phi: the lower triangle, its diagonal halved
+    li = inv(lo)
+    ga = _mT(li) @ p @ li
+    return (0.5 * (ga + transpose(ga, -1, -2)),)
+
+
+CHOLESKY = defprim("linalg_cholesky", lambda xp, a: _xp_linalg(xp).cholesky(a),
+                   _square("linalg.cholesky"), _cholesky_vjp, kind="other",
+                   save=lambda rq: (), save_out=True)
+
+
+def cholesky(A, *, upper: bool = False):
+    lo = bind(CHOLESKY, A)
+    return _mT(lo) if upper else lo
+
+
+# ---------------------------------------------------------------- symmetric eigendecomposition
+def _eigh_rule(a, part, uplo="L"):
+    _square("linalg.eigh")(a)
+    if part == "values":
+        return Aval(a.shape[:-1], a.dtype, a.device)
+    return Aval(a.shape, a.dtype, a.device)
+
+
+def _eigh_impl(xp, a, part, uplo="L"):
+    w, v = _xp_linalg(xp).eigh(a, UPLO=uplo)
+    return w if part == "values" else v
+
+
+def _eigh_values_vjp(g, out, a, part, uplo):
+    from .shape import unsqueeze
+    v = bind(EIGH, a, part="vectors", uplo=uplo)
+    return ((v * unsqueeze(g, -2)) @ _mT(v),)
+
+
+def _eigh_vectors_vjp(g, out, a, part, uplo):
+    from .elementwise import where
+    from .shape import unsqueeze
+    from .tensorfns import tril, triu
+    w = bind(EIGH, a, part="values", uplo=uplo)
+    v = out
+    m = _mT(v) @ g
+    m = 0.5 * (m - _mT(m))
+    e = unsqueeze(w, -2) - unsqueeze(w, -1)          # e[i, j] = w_j - w_i
+    q = m / where(e == 0, 1.0, e)
+    inner = tril(q, -1) + triu(q, 1)                 # off the diagonal only
+    return (v @ inner @ _mT(v),)
+
+
+EIGH = defprim("linalg_eigh", _eigh_impl, _eigh_rule,
+               lambda g, out, a, part, uplo="L": (_eigh_values_vjp if part == "values" else _eigh_vectors_vjp)(
+                   g, out, a, part, uplo), kind="other", save=lambda rq: (0,), save_out=True)
+
+
+def eigh(A, UPLO: str = "L"):
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    return _Eigh(bind(EIGH, A, part="values", uplo=UPLO), bind(EIGH, A, part="vectors", uplo=UPLO))
+
+
+# ---------------------------------------------------------------- QR, SVD, pinv (no gradient)
+def _qr_rule(a, mode, part):
+    if a.ndim < 2:
+        raise ShapeError(f"linalg.qr: expected a batch of matrices, got shape {a.shape}")
+    m, n = a.shape[-2], a.shape[-1]
+    k = min(m, n)
+    if part == "Q":
+        shape = a.shape[:-1] + ((m,) if mode == "complete" else (k,))
+    else:
+        shape = a.shape[:-2] + ((m if mode == "complete" else k), n)
+    return Aval(shape, a.dtype, a.device)
+
+
+QR = defprim("linalg_qr", lambda xp, a, mode, part: _xp_linalg(xp).qr(a, mode=mode)[0 if part == "Q" else 1],
+             _qr_rule, _no_grad("linalg.qr"), kind="other", save=lambda rq: ())
+
+
+def qr(A, mode: str = "reduced"):
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    np_mode = "complete" if mode == "complete" else "reduced"
+    r = bind(QR, A, mode=np_mode, part="R")
+    if mode == "r":
+        from .creation import empty
+        return _QR(empty(0, dtype=A.dtype, device=A.device), r)
+    return _QR(bind(QR, A, mode=np_mode, part="Q"), r)
+
+
+def _svd_rule(a, full, part):
+    if a.ndim < 2:
+        raise ShapeError(f"linalg.svd: expected a batch of matrices, got shape {a.shape}")
+    m, n = a.shape[-2], a.shape[-1]
+    k = min(m, n)
+    lead = a.shape[:-2]
+    if part == "S":
+        return Aval(lead + (k,), a.dtype, a.device)
+    if part == "U":
+        return Aval(lead + (m, m if full else k), a.dtype, a.device)
+    return Aval(lead + (n if full else k, n), a.dtype, a.device)
+
+
+def _svd_impl(xp, a, full, part):
+    u, s, vh = _xp_linalg(xp).svd(a, full_matrices=full)
+    return {"U": u, "S": s, "Vh": vh}[part]
+
+
+SVD = defprim("linalg_svd", _svd_impl, _svd_rule, _no_grad("linalg.svd"), kind="other", save=lambda rq: ())
+
+
+def svd(A, full_matrices: bool = True):
+    return _SVD(bind(SVD, A, full=full_matrices, part="U"), bind(SVD, A, full=full_matrices, part="S"),
+                bind(SVD, A, full=full_matrices, part="Vh"))
+
+
+def _pinv_rule(a, rtol, hermitian):
+    if a.ndim < 2:
+        raise ShapeError(f"linalg.pinv: expected a batch of matrices, got shape {a.shape}")
+    return Aval(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype, a.device)
+
+
+PINV = defprim("linalg_pinv", lambda xp, a, rtol, hermitian: _xp_linalg(xp).pinv(a, rcond=rtol,
+                                                                                 hermitian=hermitian),
+               _pinv_rule, _no_grad("linalg.pinv"), kind="other", save=lambda rq: ())
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
+    if rtol is None:
+        rtol = max(A.shape[-2:]) * float(np.finfo(A.dtype.np).eps) if atol is None else 0.0
+    return bind(PINV, A, rtol=float(rtol), hermitian=bool(hermitian))

@@ -1,0 +1,227 @@
+"""The rest of PyTorch's losses, as composites with its signatures and reductions:
+gaussian_nll_loss, poisson_nll_loss, soft_margin_loss, multilabel_soft_margin_loss,
+multilabel_margin_loss, multi_margin_loss, triplet_margin_with_distance_loss, ctc_loss.
+
+``ctc_loss`` runs the forward (alpha) recursion of connectionist temporal classification
+in log space, one logsumexp step per time step over the extended label sequence (blanks
+between and around the labels); its gradient is autograd's through those steps.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..tensor import Tensor
+from .composite import _reduce, logsigmoid
+from .creation import full, tensor, zeros
+from .elementwise import cast, clamp, exp, log, relu, where
+from .indexing import gather
+from .losses import pairwise_distance
+from .reductions import logsumexp, mean, sum as _sum
+from .shape import cat, stack, unsqueeze
+from .registry import refuse_tracing
+
+__all__ = ["gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+           "multilabel_margin_loss", "multi_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]
+
+
+def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
+                      reduction: str = "mean"):
+    """0.5 * (log(max(var, eps)) + (input - target)^2 / max(var, eps)) (+ 0.5 log(2 pi))."""
+    if isinstance(var, (int, float)):
+        var = input * 0 + var
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(var.shape) == tuple(input.shape[:-1]):
+            var = unsqueeze(var, -1)
+        elif not (var.ndim == input.ndim and var.shape[-1] == 1
+                  and tuple(var.shape[:-1]) == tuple(input.shape[:-1])):
+            raise ValueError(f"gaussian_nll_loss: var of shape {tuple(var.shape)} does not match "
+                             f"input of shape {tuple(input.shape)}")
+    from .registry import trace_state
+    if trace_state.tracer is None and bool((var < 0).any()):   # (a check of values: eager only)
+        raise ValueError("gaussian_nll_loss: var has negative entries")
+    # clamped for the value, as PyTorch does it in place under no_grad: the gradient
+    # reaches var unchanged
+    v = var + (clamp(var, min=eps) - var).detach()
+    loss = 0.5 * (log(v) + (input - target) ** 2 / v)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, size_average=None,
+                     eps: float = 1e-8, reduce=None, reduction: str = "mean"):
+    if log_input:
+        loss = exp(input) - target * input
+    else:
+        loss = input - target * log(input + eps)
+    if full:
+        t = target
+        stirling = t * log(where(t > 0, t, 1.0)) - t + 0.5 * log(where(t > 0, t, 1.0) * (2 * math.pi))
+        loss = loss + where(t > 1, stirling, 0.0)
+    return _reduce(loss, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
+    """log(1 + exp(-y x)) per element."""
+    return _reduce(-logsigmoid(target * input), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction: str = "mean"):
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = mean(loss, -1)
+    return _reduce(loss, reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
+    """sum over target classes j (the labels before the first -1) and non-target classes i of
+    max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
+    refuse_tracing("multilabel_margin_loss", "its target labels")
+    unbatched = input.ndim == 1
+    x = unsqueeze(input, 0) if unbatched else input
+    t = unsqueeze(target, 0) if unbatched else target
+    if tuple(t.shape) != tuple(x.shape):
+        raise ShapeError(f"multilabel_margin_loss: target of shape {tuple(target.shape)} should match "
+                         f"input {tuple(input.shape)}")
+    tv = t.numpy().astype(np.int64)
+    n, c = tv.shape
+    is_target = np.zeros((n, c), dtype=bool)
+    valid = np.zeros((n, c), dtype=bool)
+    for r in range(n):
+        for j in range(c):
+            if tv[r, j] < 0:
+                break
+            is_target[r, tv[r, j]] = True
+            valid[r, j] = True
+    idx = tensor(np.where(valid, tv, 0), device=x.device)
+    xj = gather(x, 1, idx)                                         # (N, C): x at target j
+    margins = relu(1 - (unsqueeze(xj, 2) - unsqueeze(x, 1)))       # (N, j, i)
+    mask = valid[:, :, None] & ~is_target[:, None, :]
+    loss = _sum(margins * tensor(mask.astype(x.dtype.np), device=x.device), (1, 2)) / c
+    if unbatched:
+        loss = loss[0]
+    return _reduce(loss, reduction)
+
+
+def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
+                      reduce=None, reduction: str = "mean"):
+    """sum over i != y of max(0, margin - x[y] + x[i])^p (times weight[y]), over the classes."""
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got {p}")
+    unbatched = input.ndim == 1
+    x = unsqueeze(input, 0) if unbatched else input
+    y = unsqueeze(target, 0) if unbatched else target
+    c = x.shape[1]
+    xy = gather(x, 1, unsqueeze(y, 1))                             # (N, 1)
+    m = relu(margin - xy + x)
+    if p == 2:
+        m = m * m
+    if weight is not None:
+        m = m * unsqueeze(gather(weight, 0, y), 1)
+    not_y = 1 - cast(unsqueeze(y, 1) == unsqueeze(tensor(np.arange(c), device=x.device), 0), x.dtype)
+    loss = _sum(m * not_y, 1) / c
+    if unbatched:
+        loss = loss[0]
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin: float = 1.0, swap: bool = False, reduction: str = "mean"):
+    dist = distance_function if distance_function is not None else pairwise_distance
+    dp, dn = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        from .elementwise import minimum
+        dn = minimum(dn, dist(positive, negative))
+    return _reduce(relu(dp - dn + margin), reduction)
+
+
+_UNREACHABLE = -1e30
+
+
+def _lengths(v, n: int, what: str) -> list:
+    if isinstance(v, Tensor):
+        v = v.tolist()
+    v = [int(e) for e in (v if isinstance(v, (list, tuple)) else [v] * n)]
+    if len(v) != n:
+        raise ShapeError(f"ctc_loss: {what} has {len(v)} entries for a batch of {n}")
+    return v
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
+             reduction: str = "mean", zero_infinity: bool = False):
+    """Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C))."""
+    refuse_tracing("ctc_loss", "its targets and lengths")
+    unbatched = log_probs.ndim == 2
+    lp = unsqueeze(log_probs, 1) if unbatched else log_probs
+    if lp.ndim != 3:
+        raise ShapeError(f"ctc_loss: log_probs must be (T, N, C) or (T, C), got {tuple(log_probs.shape)}")
+    t_max, n, c = lp.shape
+    tg = targets.numpy().astype(np.int64)
+    if unbatched:
+        tg = tg[None]
+    in_len = _lengths(input_lengths, n, "input_lengths")
+    tg_len = _lengths(target_lengths, n, "target_lengths")
+    if tg.ndim == 1:   # concatenated targets
+        offsets = np.concatenate([[0], np.cumsum(tg_len)])
+        labels = [tg[offsets[b]:offsets[b + 1]] for b in range(n)]
+    else:
+        labels = [tg[b, :tg_len[b]] for b in range(n)]
+    s_max = 2 * max([len(lab) for lab in labels] + [0]) + 1
+    ext = np.full((n, s_max), blank, dtype=np.int64)
+    allow_skip = np.zeros((n, s_max), dtype=bool)
+    for b, lab in enumerate(labels):
+        ext[b, 1:2 * len(lab):2] = lab
+        for s in range(3, 2 * len(lab), 2):
+            allow_skip[b, s] = lab[(s - 1) // 2] != lab[(s - 3) // 2]
+    # a large finite stand-in for log(0): exp of it is exactly 0 next to any reachable
+    # path, and a logsumexp over only unreachable states keeps a finite value (with -inf,
+    # its gradient would be nan)
+    neg_inf = _UNREACHABLE
+    ext_t = tensor(ext, device=lp.device)
+    skip_t = tensor(allow_skip, device=lp.device)
+    # emissions per time step at the extended labels: (T, N, S)
+    emit = gather(lp, 2, ext_t.unsqueeze(0).expand(t_max, n, s_max))
+    first = np.full((n, s_max), False)
+    first[:, 0] = True
+    first[:, 1] = np.array([len(lab) > 0 for lab in labels])
+    alpha = where(tensor(first, device=lp.device), emit[0], neg_inf)
+    pad = full((n, 1), neg_inf, dtype=lp.dtype, device=lp.device)
+    finals = [None] * n
+    ends = {}
+    for b in range(n):
+        ends.setdefault(in_len[b] - 1, []).append(b)
+    for t in range(t_max):
+        if t > 0:
+            prev1 = cat([pad, alpha[:, :-1]], 1)
+            prev2 = where(skip_t, cat([pad, pad, alpha[:, :-2]], 1), neg_inf)
+            alpha = logsumexp(stack([alpha, prev1, prev2], 0), 0) + emit[t]
+        for b in ends.get(t, ()):
+            last = 2 * len(labels[b])
+            picks = [alpha[b, last]] + ([alpha[b, last - 1]] if last > 0 else [])
+            finals[b] = -logsumexp(stack(picks, 0), 0)
+    loss = stack(finals, 0)
+    # PyTorch's gradient with respect to log_probs carries exp(log_probs) on top of the
+    # negated posterior (it is the gradient for logits behind a log_softmax, which cancels
+    # that term): added here with value 0, exp(lp) - exp(lp).detach(), over each sequence's
+    # own time steps
+    steps = tensor((np.arange(t_max)[:, None] < np.array(in_len)[None, :]).astype(lp.dtype.np),
+                   device=lp.device)
+    e = exp(lp)
+    loss = loss + _sum((e - e.detach()) * unsqueeze(steps, 2), (0, 2))
+    impossible = loss > -_UNREACHABLE / 2
+    if zero_infinity:
+        loss = where(impossible, zeros((), dtype=loss.dtype, device=loss.device), loss)
+    else:
+        loss = where(impossible, float("inf"), loss)
+    if reduction == "mean":
+        div = tensor(np.maximum(np.array(tg_len, dtype=np.float64), 1).astype(lp.dtype.np), device=lp.device)
+        return mean(loss / div)
+    if unbatched and reduction == "none":
+        return loss[0]
+    return _reduce(loss, reduction)
+

@@ -1,0 +1,422 @@
+"""More elementwise math, with PyTorch's names and aliases.
+
+Primitives (numpy form, shape rule, VJP; a scalar rule where the expression needs only
+what every backend has: arithmetic and floor) for what no composite of existing ops
+gives: asin, acos, atan, atan2, asinh, acosh, atanh, ceil, trunc, round, lgamma,
+digamma, erfinv, bitwise and/or/xor/not. Without a scalar rule an op runs through its
+numpy form in compiled code too (a step, not fused), which these rarer functions can
+afford. Composites for the rest: sinh, cosh, tan, log2, log10, exp2, frac, reciprocal,
+fmod, hypot, lerp, addcmul, addcdiv, logit, xlogy, sinc, erfc, rad2deg, deg2rad,
+logaddexp, copysign, heaviside, float_power, clamp_min/max, and the aliases.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .elementwise import (_binary, _ew_rule, _ufunc1, _ufunc2, _unary, abs as _abs, cast, cos, erf,
+                          exp, log, log1p, maximum, minimum, neg, sign, sin, sqrt, where)
+from .registry import defprim
+
+__all__ = ["asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
+           "arctan2", "arcsinh", "arccosh", "arctanh", "ceil", "trunc", "fix", "round", "frac",
+           "sinh", "cosh", "tan", "log2", "log10", "exp2", "reciprocal", "fmod", "hypot", "lerp",
+           "addcmul", "addcdiv", "logit", "xlogy", "sinc", "erfc", "erfinv", "lgamma", "digamma",
+           "rad2deg", "deg2rad", "logaddexp", "logaddexp2", "copysign", "heaviside", "float_power",
+           "clamp_min", "clamp_max", "positive", "absolute", "sgn", "signbit", "bitwise_and",
+           "bitwise_or", "bitwise_xor", "bitwise_not", "logical_xor", "isposinf", "isneginf",
+           "isreal"]
+
+
+# ---------------------------------------------------------------- inverse trigonometry
+ASIN = _unary("asin", _ufunc1("arcsin"), lambda g, out, a: (g / sqrt(1 - a * a),))
+ACOS = _unary("acos", _ufunc1("arccos"), lambda g, out, a: (neg(g) / sqrt(1 - a * a),))
+ATAN = _unary("atan", _ufunc1("arctan"), lambda g, out, a: (g / (1 + a * a),))
+ASINH = _unary("asinh", _ufunc1("arcsinh"), lambda g, out, a: (g / sqrt(a * a + 1),))
+ACOSH = _unary("acosh", _ufunc1("arccosh"), lambda g, out, a: (g / sqrt(a * a - 1),))
+ATANH = _unary("atanh", _ufunc1("arctanh"), lambda g, out, a: (g / (1 - a * a),))
+
+
+def _atan2_vjp(g, out, a, b):
+    den = a * a + b * b
+    return (g * b / den if a is not None else None, neg(g) * a / den if b is not None else None)
+
+
+ATAN2 = _binary("atan2", _ufunc2("arctan2"), _atan2_vjp, save=lambda rq: (0, 1), int_to_float=True)
+
+
+def asin(input):
+    return _bind1(ASIN, input)
+
+
+def _bind1(prim, x):
+    from .registry import bind
+    return bind(prim, x)
+
+
+def acos(input):
+    return _bind1(ACOS, input)
+
+
+def atan(input):
+    return _bind1(ATAN, input)
+
+
+def asinh(input):
+    return _bind1(ASINH, input)
+
+
+def acosh(input):
+    return _bind1(ACOSH, input)
+
+
+def atanh(input):
+    return _bind1(ATANH, input)
+
+
+def atan2(input, other):
+    return ATAN2.binary(input, other)
+
+
+arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2
+arcsinh, arccosh, arctanh = asinh, acosh, atanh
+
+
+# ---------------------------------------------------------------- rounding
+def _zero_grad(g, out, a):
+    return (g * 0.0,)
+
+
+CEIL = _unary("ceil", _ufunc1("ceil"), _zero_grad,
+              lambda e, a: f"(-{e.call('floor', f'(-{a})')})", int_to_float=False, save_in=False)
+TRUNC = _unary("trunc", _ufunc1("trunc"), _zero_grad,
+               lambda e, a: f"({e.call('floor', a)} if {a} >= {e.const(0)} else "
+                            f"(-{e.call('floor', f'(-{a})')}))", int_to_float=False, save_in=False)
+
+
+def _round_scalar(e, a):
+    f = e.call("floor", a)
+    half, one, two = e.const(0.5), e.const(1), e.const(2)
+    # half to even: up when past .5, or at .5 from an odd floor
+    return (f"({f} + {one} if (({a} - {f}) > {half} or (({a} - {f}) == {half} and "
+            f"({f} - {two} * {e.call('floor', f'({f} / {two})')}) != {e.const(0)})) else {f})")
+
+
+ROUND = _unary("round", lambda xp, a: xp.round(a), _zero_grad, _round_scalar, int_to_float=False,
+               save_in=False)
+
+
+def ceil(input):
+    return _bind1(CEIL, input)
+
+
+def trunc(input):
+    return _bind1(TRUNC, input)
+
+
+fix = trunc
+
+
+def round(input, *, decimals: int = 0):  # noqa: A001  (PyTorch's name)
+    """Round half to even (``decimals`` places: scaled by 10**decimals around the rounding)."""
+    if decimals == 0:
+        return _bind1(ROUND, input)
+    scale = 10.0 ** decimals
+    return _bind1(ROUND, input * scale) / scale
+
+
+def frac(input):
+    return input - trunc(input)
+
+
+# ---------------------------------------------------------------- special functions
+def _lgamma_impl(xp, a):
+    out = np.asarray(np.frompyfunc(math.lgamma, 1, 1)(np.asarray(a, np.float64)), np.float64).astype(a.dtype)
+    return out if xp is np else xp.asarray(out)
+
+
+def _digamma_np(x: np.ndarray) -> np.ndarray:
+    """psi(x): the recurrence up to x >= 6, then the asymptotic series; reflection below 0."""
+    x = np.asarray(x, np.float64)
+    out = np.empty_like(x)
+    neg_ = x < 0
+    y = np.where(neg_, 1 - x, x)
+    acc = np.zeros_like(y)
+    while True:
+        small = y < 6
+        if not small.any():
+            break
+        acc = acc - np.where(small, 1 / np.where(small, y, 1), 0)
+        y = np.where(small, y + 1, y)
+    inv = 1 / y
+    inv2 = inv * inv
+    series = np.log(y) - 0.5 * inv - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (
+        1 / 240 - inv2 / 132))))
+    out = acc + series
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(neg_, out - np.pi / np.tan(np.pi * x), out)
+        out = np.where((x <= 0) & (x == np.floor(x)), np.nan, out)
+    return out
+
+
+def _digamma_impl(xp, a):
+    out = np.asarray(_digamma_np(np.asarray(a))).astype(a.dtype)
+    return out if xp is np else xp.asarray(out)
+
+
+def _trigamma_np(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    acc = np.zeros_like(x)
+    y = x.copy()
+    while True:
+        small = y < 6
+        if not small.any():
+            break
+        acc = acc + np.where(small, 1 / (np.where(small, y, 1) ** 2), 0)
+        y = np.where(small, y + 1, y)
+    inv = 1 / y
+    inv2 = inv * inv
+    return acc + inv + 0.5 * inv2 + inv * inv2 * (1 / 6 - inv2 * (1 / 30 - inv2 * (1 / 42 - inv2 / 30)))
+
+
+TRIGAMMA = _unary("trigamma", lambda xp, a: np.asarray(_trigamma_np(np.asarray(a))).astype(a.dtype), None)
+DIGAMMA = _unary("digamma", _digamma_impl, lambda g, out, a: (g * _bind1(TRIGAMMA, a),))
+LGAMMA = _unary("lgamma", _lgamma_impl, lambda g, out, a: (g * _bind1(DIGAMMA, a),))
+
+
+def _erfinv_impl(xp, a):
+    y = np.asarray(a, np.float64)
+    # Giles' single-precision approximation as the start, then two Newton steps on erf
+    w = -np.log(np.clip((1 - y) * (1 + y), 1e-300, None))
+    small = w < 5
+    ws, wb = w - 2.5, np.sqrt(np.maximum(w, 5)) - 3
+    ps = 2.81022636e-08
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+              -0.00417768164, 0.246640727, 1.50140941):
+        ps = ps * ws + c
+    pb = -0.000200214257
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+              0.00943887047, 1.00167406, 2.83297682):
+        pb = pb * wb + c
+    x = np.where(small, ps, pb) * y
+    from ._special import erf as _np_erf
+    for _ in range(2):
+        err = _np_erf(x) - y
+        x = x - err / (2 / np.sqrt(np.pi) * np.exp(-x * x))
+    x = np.where(y == 1, np.inf, np.where(y == -1, -np.inf, x))
+    x = np.where(np.abs(y) > 1, np.nan, x)
+    out = np.asarray(x).astype(a.dtype)
+    return out if xp is np else xp.asarray(out)
+
+
+ERFINV = _unary("erfinv", _erfinv_impl,
+                lambda g, out, a: (g * (math.sqrt(math.pi) / 2) * exp(out * out),), save_out=True,
+                save_in=False)
+
+
+def lgamma(input):
+    return _bind1(LGAMMA, input)
+
+
+def digamma(input):
+    return _bind1(DIGAMMA, input)
+
+
+def erfinv(input):
+    return _bind1(ERFINV, input)
+
+
+def erfc(input):
+    return 1 - erf(input)
+
+
+# ---------------------------------------------------------------- composites
+def sinh(input):
+    return (exp(input) - exp(neg(input))) * 0.5
+
+
+def cosh(input):
+    return (exp(input) + exp(neg(input))) * 0.5
+
+
+def tan(input):
+    return sin(input) / cos(input)
+
+
+def log2(input):
+    return log(input) * (1 / math.log(2))
+
+
+def log10(input):
+    return log(input) * (1 / math.log(10))
+
+
+def exp2(input):
+    return exp(input * math.log(2))
+
+
+def reciprocal(input):
+    return 1.0 / input
+
+
+def fmod(input, other):
+    """Remainder with the sign of the dividend (C's fmod)."""
+    if input.dtype.is_integer and (not hasattr(other, "dtype") or other.dtype.is_integer):
+        q = (input / other)
+        return input - cast(trunc(q), input.dtype) * other
+    return input - trunc(input / other) * other
+
+
+def hypot(input, other):
+    return sqrt(input * input + other * other)
+
+
+def lerp(input, end, weight):
+    return input + weight * (end - input)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    return input + value * tensor1 * tensor2
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    return input + value * tensor1 / tensor2
+
+
+def logit(input, eps=None):
+    x = input if eps is None else input.clamp(eps, 1 - eps)
+    return log(x / (1 - x))
+
+
+def xlogy(input, other):
+    """x * log(y), 0 where x == 0 (also when y is 0)."""
+    if not hasattr(input, "dtype"):
+        from .creation import full_like
+        input = full_like(other, input)
+    safe = where(input == 0, 1.0, other)
+    return where(input == 0, 0.0, input * log(safe))
+
+
+def sinc(input):
+    x = input * math.pi
+    safe = where(input == 0, 1.0, x)
+    return where(input == 0, 1.0, sin(safe) / safe)
+
+
+def rad2deg(input):
+    return input * (180.0 / math.pi)
+
+
+def deg2rad(input):
+    return input * (math.pi / 180.0)
+
+
+def logaddexp(input, other):
+    m = maximum(input, other)
+    return m + log1p(exp(neg(_abs(input - other))))
+
+
+def logaddexp2(input, other):
+    ln2 = math.log(2)
+    return logaddexp(input * ln2, other * ln2) / ln2
+
+
+def copysign(input, other):
+    neg_other = signbit(other) if hasattr(other, "dtype") else (math.copysign(1.0, other) < 0)
+    mag = _abs(input)
+    return where(neg_other, neg(mag), mag)
+
+
+def heaviside(input, values):
+    return where(input == 0, values, cast(input > 0, input.dtype))
+
+
+def float_power(input, exponent):
+    a = cast(input, _dt.float64) if hasattr(input, "dtype") else input
+    b = cast(exponent, _dt.float64) if hasattr(exponent, "dtype") else exponent
+    return a ** b
+
+
+def clamp_min(input, min):  # noqa: A002
+    return maximum(input, min) if hasattr(min, "dtype") else input.clamp(min=min)
+
+
+def clamp_max(input, max):  # noqa: A002
+    return minimum(input, max) if hasattr(max, "dtype") else input.clamp(max=max)
+
+
+def positive(input):
+    return input
+
+
+def absolute(input):
+    return _abs(input)
+
+
+def sgn(input):
+    return sign(input)
+
+
+SIGNBIT = defprim("signbit", lambda xp, a: xp.signbit(a), _ew_rule("signbit", out_bool=True), None,
+                  kind="elementwise", save=lambda rq: ())
+
+
+def signbit(input):
+    """True where the sign bit is set (-0.0 included)."""
+    if input.dtype.is_floating_point:
+        return _bind1(SIGNBIT, input)
+    return input < 0
+
+
+def _int_or_bool(name):
+    def rule_check(a, b=None):
+        for t in (a, b):
+            if t is not None and hasattr(t, "dtype") and t.dtype.is_floating_point:
+                raise TypeError(f"{name}: expected integer or bool tensors, got {t.dtype.name}")
+    return rule_check
+
+
+BITWISE_AND = _binary("bitwise_and", _ufunc2("bitwise_and"), None)
+BITWISE_OR = _binary("bitwise_or", _ufunc2("bitwise_or"), None)
+BITWISE_XOR = _binary("bitwise_xor", _ufunc2("bitwise_xor"), None)
+BITWISE_NOT = _unary("bitwise_not", _ufunc1("invert"), None, int_to_float=False)
+
+
+def bitwise_and(input, other):
+    _int_or_bool("bitwise_and")(input, other)
+    return BITWISE_AND.binary(input, other)
+
+
+def bitwise_or(input, other):
+    _int_or_bool("bitwise_or")(input, other)
+    return BITWISE_OR.binary(input, other)
+
+
+def bitwise_xor(input, other):
+    _int_or_bool("bitwise_xor")(input, other)
+    return BITWISE_XOR.binary(input, other)
+
+
+def bitwise_not(input):
+    _int_or_bool("bitwise_not")(input)
+    return _bind1(BITWISE_NOT, input)
+
+
+def logical_xor(input, other):
+    return (input != 0) != (other != 0)
+
+
+def isposinf(input):
+    return input == float("inf")
+
+
+def isneginf(input):
+    return input == float("-inf")
+
+
+def isreal(input):
+    """True everywhere: tracejit has no complex dtypes."""
+    from .creation import ones
+    return ones(tuple(input.shape), dtype=_dt.bool_, device=input.device)

@@ -1,0 +1,61 @@
+"""Normalizations beyond normalization.py, as composites with PyTorch's signatures:
+rms_norm, local_response_norm, normalize (L^p normalization along a dim)."""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from .elementwise import abs as _abs, rsqrt
+from .reductions import mean, sum as _sum
+from .shape import reshape, unsqueeze
+from .spatial import pad
+from .pooling_nd import avg_pool3d
+from .composite import avg_pool2d
+
+__all__ = ["rms_norm", "local_response_norm", "normalize"]
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape` dims, times weight."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[input.ndim - len(shape):]) != shape:
+        raise ShapeError(f"rms_norm: normalized_shape {shape} does not match the trailing dims of "
+                         f"input {tuple(input.shape)}")
+    if eps is None:
+        import numpy as np
+        eps = float(np.finfo(input.dtype.np).eps)
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    out = input * rsqrt(mean(input * input, dims, keepdim=True) + eps)
+    if weight is not None:
+        out = out * weight
+    return out
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+    """x / (k + alpha / size * sum of x^2 over `size` neighbouring channels)^beta."""
+    if input.ndim < 3:
+        raise ShapeError(f"local_response_norm: expected 3-D or more input, got shape "
+                         f"{tuple(input.shape)}")
+    if input.numel() == 0:
+        return input
+    div = unsqueeze(input * input, 1)
+    if input.ndim == 3:
+        div = pad(div, (0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool2d(div, (size, 1), stride=1)[:, 0]
+    else:
+        n, c = input.shape[0], input.shape[1]
+        div = reshape(div, (n, 1, c, input.shape[2], -1))
+        div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool3d(div, (size, 1, 1), stride=1)[:, 0]
+        div = reshape(div, tuple(input.shape))
+    return input / (div * alpha + k) ** beta
+
+
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
+    """input / max(||input||_p along dim, eps)."""
+    from .elementwise import clamp
+    if p == 2:
+        norm = _sum(input * input, dim, keepdim=True) ** 0.5
+    elif p == 1:
+        norm = _sum(_abs(input), dim, keepdim=True)
+    else:
+        norm = _sum(_abs(input) ** p, dim, keepdim=True) ** (1.0 / p)
+    return input / clamp(norm, min=eps).expand_as(input)

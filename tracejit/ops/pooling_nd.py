@@ -1,0 +1,340 @@
+"""Pooling in one and three dimensions, with indices, L^p pooling and unpooling.
+
+Every window reduction here goes through one table (`_window_table`): for each output
+position the flat input positions of its window (K = the product of the kernel sizes)
+and which of them are inside the input. The input, flattened per (N, C), is gathered
+with that table -- a getitem with a constant integer tensor, whose gradient is the
+scatter-add of the output gradient -- and reduced over K: max (padding reads -inf, the
+index of the first maximum in window order, as PyTorch scans), sum and average (PyTorch's
+divisors: the window clipped to the padded input, or to the input without
+``count_include_pad``). Adaptive pooling uses the same gather with PyTorch's adaptive bins
+(short bins repeat their last position, harmless for a max) or, for averages, one small
+averaging matrix per axis. The 2-D max and average pools of composite.py stay the fast
+path where they apply; these cover the other ranks and options.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import ShapeError
+from .creation import tensor, zeros
+from .elementwise import abs as _abs, cast, relu, sign, where
+from .indexing import gather, getitem
+from .indexing_more import scatter
+from .linalg import matmul
+from .reductions import amax, argmax, sum as _sum
+from .shape import expand, reshape, squeeze, transpose, unsqueeze
+
+__all__ = ["max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "max_pool1d_with_indices",
+           "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_avg_pool1d",
+           "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool3d",
+           "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+           "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+           "max_unpool1d", "max_unpool2d", "max_unpool3d"]
+
+
+def _ntuple(v, n: int, what: str, op: str) -> tuple:
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    t = tuple(int(e) for e in v)
+    if len(t) == 1:
+        return t * n
+    if len(t) != n:
+        raise ValueError(f"{op}: {what} must be an int or a {n}-tuple, got {v!r}")
+    return t
+
+
+def _batched(x, n: int, op: str):
+    """x as (N, C, *spatial) with n spatial dims; whether a batch dim was added."""
+    if x.ndim == n + 1:
+        return unsqueeze(x, 0), True
+    if x.ndim != n + 2:
+        raise ShapeError(f"{op}: expected a {n + 1}-D or {n + 2}-D input, got shape {tuple(x.shape)}")
+    return x, False
+
+
+def _axis_windows(size, k, s, p, d, ceil_mode, op):
+    keff = d * (k - 1) + 1
+    if p > k // 2:
+        raise ValueError(f"{op}: padding {p} should be at most half of kernel size {k}")
+    if ceil_mode:
+        out = -(-(size + 2 * p - keff) // s) + 1
+        if (out - 1) * s >= size + p:
+            out -= 1
+    else:
+        out = (size + 2 * p - keff) // s + 1
+    if out <= 0:
+        raise ShapeError(f"{op}: input of size {size} is too small for kernel {k} (padding {p}, "
+                         f"dilation {d})")
+    start = np.arange(out) * s - p
+    pos = start[:, None] + np.arange(k) * d
+    valid = (pos >= 0) & (pos < size)
+    # PyTorch's divisor with count_include_pad: the window clipped to the padded input
+    span = np.minimum(start + k, size + p) - start
+    return pos, valid, span
+
+
+def _combine(per_axis, spatial):
+    """Per-axis (out_a, k_a) tables -> one (O, K) table of flat positions, its validity."""
+    n = len(per_axis)
+    strides = [int(np.prod(spatial[a + 1:])) for a in range(n)]
+    flat = np.zeros((1,) * (2 * n), dtype=np.int64)
+    valid = np.ones((1,) * (2 * n), dtype=bool)
+    for a, (pos, ok) in enumerate(per_axis):
+        shape = [1] * (2 * n)
+        shape[a], shape[n + a] = pos.shape
+        flat = flat + (np.clip(pos, 0, spatial[a] - 1) * strides[a]).reshape(shape)
+        valid = valid & ok.reshape(shape)
+    outs = tuple(p.shape[0] for p, _ in per_axis)
+    ks = tuple(p.shape[1] for p, _ in per_axis)
+    o, kk = int(np.prod(outs)), int(np.prod(ks))
+    return flat.reshape(o, kk), valid.reshape(o, kk), outs
+
+
+def _window_table(spatial, k, s, p, d, ceil_mode, op):
+    per = [_axis_windows(spatial[a], k[a], s[a], p[a], d[a], ceil_mode, op) for a in range(len(spatial))]
+    flat, valid, outs = _combine([(pos, ok) for pos, ok, _ in per], spatial)
+    spans = [span for _, _, span in per]
+    return flat, valid, outs, spans
+
+
+def _gathered(x, flat):
+    """(N, C, O, K): the input's values at each window's flat positions."""
+    n, c = x.shape[0], x.shape[1]
+    xf = reshape(x, (n, c, -1))
+    idx = tensor(flat.reshape(-1), device=x.device)
+    return reshape(getitem(xf, (slice(None), slice(None), idx)), (n, c) + flat.shape)
+
+
+def _max_windows(x, flat, valid, outs, with_indices):
+    g = _gathered(x, flat)
+    if not valid.all():
+        g = where(tensor(valid, device=x.device), g, float("-inf"))
+    out = amax(g, -1)
+    shape = tuple(x.shape[:2]) + outs
+    if not with_indices:
+        return reshape(out, shape)
+    pick = argmax(g, -1)                                              # (N, C, O)
+    table = expand(tensor(flat, device=x.device), tuple(g.shape))
+    idx = squeeze(gather(table, -1, unsqueeze(pick, -1)), -1)
+    return reshape(out, shape), reshape(idx, shape)
+
+
+def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_indices, op):
+    x, unbatched = _batched(x, n, op)
+    k = _ntuple(kernel_size, n, "kernel_size", op)
+    s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
+        else _ntuple(stride, n, "stride", op)
+    p, d = _ntuple(padding, n, "padding", op), _ntuple(dilation, n, "dilation", op)
+    flat, valid, outs, _ = _window_table(tuple(x.shape[2:]), k, s, p, d, ceil_mode, op)
+    res = _max_windows(x, flat, valid, outs, return_indices)
+    if unbatched:
+        res = tuple(squeeze(r, 0) for r in res) if return_indices else squeeze(res, 0)
+    return res
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     "max_pool1d")
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     "max_pool3d")
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode: bool = False, return_indices: bool = True):
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode: bool = False, return_indices: bool = True):
+    return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, True,
+                     "max_pool2d_with_indices")
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode: bool = False, return_indices: bool = True):
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, op):
+    x, unbatched = _batched(x, n, op)
+    k = _ntuple(kernel_size, n, "kernel_size", op)
+    s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
+        else _ntuple(stride, n, "stride", op)
+    p = _ntuple(padding, n, "padding", op)
+    flat, valid, outs, spans = _window_table(tuple(x.shape[2:]), k, s, p, (1,) * n, ceil_mode, op)
+    g = _gathered(x, flat)
+    if not valid.all():
+        g = g * tensor(valid.astype(x.dtype.np), device=x.device)
+    total = _sum(g, -1)
+    if divisor_override:
+        div = np.full(total.shape[-1], float(divisor_override))
+    elif count_include_pad:
+        div = np.ones((1,) * n)
+        for a, span in enumerate(spans):
+            shape = [1] * n
+            shape[a] = span.shape[0]
+            div = div * span.reshape(shape)
+        div = div.reshape(-1)
+    else:
+        div = valid.sum(axis=1)
+    out = reshape(total / tensor(div.astype(x.dtype.np), device=x.device), tuple(x.shape[:2]) + outs)
+    return squeeze(out, 0) if unbatched else out
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True):
+    return _avg_pool(input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None,
+                     "avg_pool1d")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None):
+    return _avg_pool(input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, "avg_pool3d")
+
+
+# ---------------------------------------------------------------- adaptive
+def _bins(size: int, out: int):
+    i = np.arange(out)
+    return (i * size) // out, -((-(i + 1) * size) // out)
+
+
+def _out_sizes(output_size, spatial, op):
+    n = len(spatial)
+    if isinstance(output_size, (int, np.integer)) or output_size is None:
+        output_size = (output_size,) * n
+    sizes = tuple(output_size)
+    if len(sizes) != n:
+        raise ValueError(f"{op}: output_size must be an int or a {n}-tuple, got {output_size!r}")
+    return tuple(spatial[a] if sizes[a] is None else int(sizes[a]) for a in range(n))
+
+
+def _adaptive_avg(x, n, output_size, op):
+    x, unbatched = _batched(x, n, op)
+    spatial = tuple(x.shape[2:])
+    outs = _out_sizes(output_size, spatial, op)
+    out = x
+    for a in range(n):   # one averaging matrix per axis: separable
+        start, end = _bins(spatial[a], outs[a])
+        cols = np.arange(spatial[a])
+        m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+        dim = 2 + a
+        moved = transpose(out, dim, -1)
+        moved = matmul(moved, tensor(m.T.astype(x.dtype.np), device=x.device))
+        out = transpose(moved, dim, -1)
+    return squeeze(out, 0) if unbatched else out
+
+
+def _adaptive_max(x, n, output_size, return_indices, op):
+    x, unbatched = _batched(x, n, op)
+    spatial = tuple(x.shape[2:])
+    outs = _out_sizes(output_size, spatial, op)
+    per = []
+    for a in range(n):
+        start, end = _bins(spatial[a], outs[a])
+        kmax = int((end - start).max())
+        pos = np.minimum(start[:, None] + np.arange(kmax), end[:, None] - 1)
+        per.append((pos, np.ones_like(pos, dtype=bool)))
+    flat, valid, o = _combine(per, spatial)
+    res = _max_windows(x, flat, valid, o, return_indices)
+    if unbatched:
+        res = tuple(squeeze(r, 0) for r in res) if return_indices else squeeze(res, 0)
+    return res
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return _adaptive_avg(input, 1, output_size, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return _adaptive_avg(input, 3, output_size, "adaptive_avg_pool3d")
+
+
+def adaptive_max_pool1d(input, output_size, return_indices: bool = False):
+    return _adaptive_max(input, 1, output_size, return_indices, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool3d(input, output_size, return_indices: bool = False):
+    return _adaptive_max(input, 3, output_size, return_indices, "adaptive_max_pool3d")
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices: bool = True):
+    return _adaptive_max(input, 1, output_size, True, "adaptive_max_pool1d_with_indices")
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices: bool = True):
+    return _adaptive_max(input, 2, output_size, True, "adaptive_max_pool2d_with_indices")
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices: bool = True):
+    return _adaptive_max(input, 3, output_size, True, "adaptive_max_pool3d_with_indices")
+
+
+# ---------------------------------------------------------------- L^p pooling
+def _lp_pool(x, n, norm_type, kernel_size, stride, ceil_mode, op):
+    k = _ntuple(kernel_size, n, "kernel_size", op)
+    pooled = _avg_pool(x ** norm_type, n, k, stride, 0, ceil_mode, True, None, op)
+    return (sign(pooled) * relu(_abs(pooled)) * float(math.prod(k))) ** (1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False):
+    return _lp_pool(input, 1, norm_type, kernel_size, stride, ceil_mode, "lp_pool1d")
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False):
+    return _lp_pool(input, 2, norm_type, kernel_size, stride, ceil_mode, "lp_pool2d")
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False):
+    return _lp_pool(input, 3, norm_type, kernel_size, stride, ceil_mode, "lp_pool3d")
+
+
+# ---------------------------------------------------------------- unpooling
+def _max_unpool(x, indices, n, kernel_size, stride, padding, output_size, op):
+    if tuple(indices.shape) != tuple(x.shape):
+        raise ShapeError(f"{op}: indices of shape {tuple(indices.shape)} should match the input "
+                         f"{tuple(x.shape)}")
+    x, unbatched = _batched(x, n, op)
+    indices = unsqueeze(indices, 0) if unbatched else indices
+    k = _ntuple(kernel_size, n, "kernel_size", op)
+    s = k if stride is None else _ntuple(stride, n, "stride", op)
+    p = _ntuple(padding, n, "padding", op)
+    spatial = tuple(x.shape[2:])
+    default = tuple((spatial[a] - 1) * s[a] - 2 * p[a] + k[a] for a in range(n))
+    if output_size is None:
+        outs = default
+    else:
+        outs = tuple(int(v) for v in tuple(output_size)[-n:])
+        for a in range(n):
+            if not default[a] - s[a] < outs[a] < default[a] + s[a]:
+                raise ValueError(f"{op}: output_size {tuple(output_size)} is not within a stride of "
+                                 f"the default {default}")
+    nb, c = x.shape[0], x.shape[1]
+    idx = reshape(cast(indices, _dt.int64), (nb, c, -1))
+    total = int(np.prod(outs))
+    # a put, not an add: overlapping windows that chose the same element write it once
+    base = zeros((nb, c, total), dtype=x.dtype, device=x.device)
+    out = scatter(base, 2, idx, reshape(x, (nb, c, -1)))
+    out = reshape(out, (nb, c) + outs)
+    return squeeze(out, 0) if unbatched else out
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size, "max_unpool1d")
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size, "max_unpool2d")
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size, "max_unpool3d")

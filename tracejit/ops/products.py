@@ -1,0 +1,129 @@
+"""Products and distances with PyTorch's signatures, as composites of matmul and
+elementwise ops: bilinear, addmm / addmv / addbmm / baddbmm / addr, inner, cross, cdist,
+pdist, chain_matmul."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..shapes import normalize_dim
+from .creation import tensor
+from .elementwise import abs as _abs, sqrt
+from .indexing import getitem
+from .linalg import matmul
+from .reductions import amax, sum as _sum
+from .shape import reshape, stack, transpose, unsqueeze
+
+__all__ = ["bilinear", "addmm", "addmv", "addbmm", "baddbmm", "addr", "inner", "cross",
+           "cdist", "pdist", "chain_matmul"]
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = x1 @ weight[o] @ x2 (+ bias[o]); weight (out, in1, in2)."""
+    if weight.ndim != 3 or input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2]:
+        raise ShapeError(f"bilinear: inputs {tuple(input1.shape)}, {tuple(input2.shape)} do not match "
+                         f"weight {tuple(weight.shape)} (out, in1, in2)")
+    o, i, j = weight.shape
+    lead = tuple(input1.shape[:-1])
+    x1 = reshape(input1, (-1, i))
+    x2 = reshape(input2, (-1, j))
+    t = reshape(matmul(x1, reshape(transpose(weight, 0, 1), (i, o * j))), (-1, o, j))   # (B, O, J)
+    out = _sum(t * unsqueeze(x2, 1), -1)
+    if bias is not None:
+        out = out + bias
+    return reshape(out, lead + (o,))
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    prod = matmul(mat1, mat2)
+    return (input * beta if beta != 1 else input) + (prod * alpha if alpha != 1 else prod)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    return addmm(input, mat, vec, beta=beta, alpha=alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    return addmm(input, reshape(transpose(batch1, 0, 1), (batch1.shape[1], -1)),
+                 reshape(batch2, (-1, batch2.shape[2])), beta=beta, alpha=alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    return addmm(input, batch1, batch2, beta=beta, alpha=alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    return addmm(input, unsqueeze(vec1, 1), unsqueeze(vec2, 0), beta=beta, alpha=alpha)
+
+
+def inner(input, other):
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    return matmul(input, transpose(other, -1, -2)) if other.ndim >= 2 else matmul(input, other)
+
+
+def cross(input, other, dim=None):
+    """Cross product of 3-vectors along `dim` (the first dim of size 3 when None)."""
+    if dim is None:
+        dim = next((d for d in range(input.ndim) if input.shape[d] == 3), None)
+        if dim is None:
+            raise ShapeError(f"cross: no dimension of size 3 in input of shape {tuple(input.shape)}")
+    d = normalize_dim(dim, input.ndim, "cross")
+    if input.shape[d] != 3 or other.shape[d] != 3:
+        raise ShapeError(f"cross: dimension {dim} must have size 3, got {tuple(input.shape)} and "
+                         f"{tuple(other.shape)}")
+
+    def c(t, k):
+        return getitem(t, (slice(None),) * d + (k,))
+    a0, a1, a2 = c(input, 0), c(input, 1), c(input, 2)
+    b0, b1, b2 = c(other, 0), c(other, 1), c(other, 2)
+    return stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
+
+
+def linalg_cross(input, other, *, dim: int = -1):
+    return cross(input, other, dim)
+
+
+def _pnorm(diff, p, dim):
+    if p == 2:
+        return sqrt(_sum(diff * diff, dim))
+    if p == 1:
+        return _sum(_abs(diff), dim)
+    if p == float("inf"):
+        return amax(_abs(diff), dim)
+    if p == 0:
+        return _sum((diff != 0).to(diff.dtype), dim)
+    return _sum(_abs(diff) ** p, dim) ** (1.0 / p)
+
+
+def cdist(x1, x2, p: float = 2.0, compute_mode=None):
+    """Pairwise p-norm distances between the rows of x1 (.., P, M) and x2 (.., R, M)."""
+    if x1.shape[-1] != x2.shape[-1]:
+        raise ShapeError(f"cdist: x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} must have the same "
+                         f"number of columns")
+    if p == 2:   # through a product, as PyTorch's default mode does for large inputs
+        sq1 = _sum(x1 * x1, -1, keepdim=True)
+        sq2 = _sum(x2 * x2, -1, keepdim=True)
+        d2 = sq1 - 2 * matmul(x1, transpose(x2, -1, -2)) + transpose(sq2, -1, -2)
+        from .elementwise import clamp
+        return sqrt(clamp(d2, min=0.0))
+    diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)
+    return _pnorm(diff, p, -1)
+
+
+def pdist(input, p: float = 2.0):
+    """Distances between every pair of rows i < j of a 2-D input, as a vector."""
+    if input.ndim != 2:
+        raise ShapeError(f"pdist: expected a 2-D input, got shape {tuple(input.shape)}")
+    n = input.shape[0]
+    i, j = np.triu_indices(n, 1)
+    a = getitem(input, tensor(i, device=input.device))
+    b = getitem(input, tensor(j, device=input.device))
+    return _pnorm(a - b, p, -1)
+
+
+def chain_matmul(*matrices):
+    out = matrices[0]
+    for m in matrices[1:]:
+        out = matmul(out, m)
+    return out

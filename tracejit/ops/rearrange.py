@@ -1,0 +1,372 @@
+"""Rearranging composites: reshapes, permutations and gathers with PyTorch's signatures.
+
+pixel_shuffle / pixel_unshuffle / channel_shuffle (sub-pixel layers), roll, rot90, unflatten,
+tile, repeat_interleave, diag / diagonal / diag_embed / trace, tensordot, kron, meshgrid,
+block_diag, cartesian_prod, atleast_1d/2d/3d, hstack / vstack / dstack / column_stack,
+tensor_split, fliplr / flipud, swapdims, triu_indices / tril_indices.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import ShapeError
+from ..shapes import normalize_dim
+from ..tensor import Tensor
+from .creation import tensor, zeros
+from .indexing import getitem
+from .linalg import matmul
+from .reductions import sum as _sum
+from .shape import cat, expand, flip, movedim, permute, reshape, stack, transpose, unsqueeze
+from .registry import refuse_tracing
+
+__all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "roll",
+           "rot90", "unflatten", "tile", "repeat_interleave", "diag", "diagonal", "diag_embed", "trace",
+           "tensordot", "kron", "meshgrid", "block_diag", "cartesian_prod", "atleast_1d", "atleast_2d",
+           "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack", "tensor_split",
+           "hsplit", "vsplit", "dsplit", "fliplr", "flipud", "swapdims", "moveaxis", "triu_indices",
+           "tril_indices"]
+
+
+def pixel_shuffle(input, upscale_factor: int):
+    """(*, C*r^2, H, W) -> (*, C, H*r, W*r)."""
+    r = int(upscale_factor)
+    if input.ndim < 3 or input.shape[-3] % (r * r):
+        raise ShapeError(f"pixel_shuffle: expected (*, C*{r * r}, H, W), got shape {tuple(input.shape)}")
+    lead = tuple(input.shape[:-3])
+    c, h, w = input.shape[-3] // (r * r), input.shape[-2], input.shape[-1]
+    x = reshape(input, lead + (c, r, r, h, w))
+    k = len(lead)
+    x = permute(x, tuple(range(k)) + (k, k + 3, k + 1, k + 4, k + 2))
+    return reshape(x, lead + (c, h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor: int):
+    """(*, C, H*r, W*r) -> (*, C*r^2, H, W)."""
+    r = int(downscale_factor)
+    if input.ndim < 3 or input.shape[-2] % r or input.shape[-1] % r:
+        raise ShapeError(f"pixel_unshuffle: height and width of {tuple(input.shape)} must be divisible "
+                         f"by {r}")
+    lead = tuple(input.shape[:-3])
+    c, h, w = input.shape[-3], input.shape[-2] // r, input.shape[-1] // r
+    x = reshape(input, lead + (c, h, r, w, r))
+    k = len(lead)
+    x = permute(x, tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3))
+    return reshape(x, lead + (c * r * r, h, w))
+
+
+def channel_shuffle(input, groups: int):
+    """(N, g*c, *) -> (N, c*g, *): the channels of the groups interleaved."""
+    n, ch = input.shape[0], input.shape[1]
+    if groups <= 0 or ch % groups:
+        raise ValueError(f"channel_shuffle: {ch} channels must be divisible by groups={groups}")
+    rest = tuple(input.shape[2:])
+    x = reshape(input, (n, groups, ch // groups) + rest)
+    return reshape(transpose(x, 1, 2), (n, ch) + rest)
+
+
+native_channel_shuffle = channel_shuffle
+
+
+def roll(input, shifts, dims=None):
+    """Shift elements along dims, wrapping around (flattened first when dims is None)."""
+    if dims is None:
+        return reshape(roll(reshape(input, (-1,)), shifts, 0), tuple(input.shape))
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    out = input
+    for s, d in zip(shifts, dims):
+        d = normalize_dim(d, input.ndim, "roll")
+        n = input.shape[d]
+        if n == 0:
+            continue
+        s %= n
+        if s:
+            lo = getitem(out, (slice(None),) * d + (slice(n - s, n),))
+            hi = getitem(out, (slice(None),) * d + (slice(0, n - s),))
+            out = cat([lo, hi], d)
+    return out
+
+
+def rot90(input, k: int = 1, dims=(0, 1)):
+    d0, d1 = (normalize_dim(d, input.ndim, "rot90") for d in dims)
+    if d0 == d1:
+        raise ValueError("rot90: the two dims must differ")
+    k %= 4
+    if k == 1:
+        return transpose(flip(input, (d1,)), d0, d1)
+    if k == 2:
+        return flip(input, (d0, d1))
+    if k == 3:
+        return flip(transpose(input, d0, d1), (d1,))
+    return input
+
+
+def unflatten(input, dim: int, sizes):
+    d = normalize_dim(dim, input.ndim, "unflatten")
+    sizes = tuple(int(s) for s in sizes)
+    return reshape(input, tuple(input.shape[:d]) + sizes + tuple(input.shape[d + 1:]))
+
+
+def tile(input, dims):
+    dims = tuple(int(d) for d in ((dims,) if isinstance(dims, int) else dims))
+    if len(dims) < input.ndim:
+        dims = (1,) * (input.ndim - len(dims)) + dims
+    x = reshape(input, (1,) * (len(dims) - input.ndim) + tuple(input.shape))
+    return x.repeat(*dims)
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Each element repeated `repeats` times along `dim` (the flattened input if None)."""
+    if repeats is None:   # repeat_interleave(repeats): indices repeated by their counts
+        refuse_tracing("repeat_interleave", "its counts")
+        counts = input.numpy().astype(np.int64)
+        return tensor(np.repeat(np.arange(counts.shape[0]), counts), device=input.device)
+    if dim is None:
+        input, dim = reshape(input, (-1,)), 0
+    d = normalize_dim(dim, input.ndim, "repeat_interleave")
+    n = input.shape[d]
+    if isinstance(repeats, Tensor):
+        refuse_tracing("repeat_interleave", "its repeats")
+        reps = repeats.numpy().astype(np.int64).reshape(-1)
+    else:
+        reps = np.asarray(repeats, dtype=np.int64).reshape(-1)
+    if reps.size == 1:
+        reps = np.full(n, int(reps[0]))
+    if reps.size != n:
+        raise ValueError(f"repeat_interleave: repeats has {reps.size} entries for a dim of size {n}")
+    idx = tensor(np.repeat(np.arange(n), reps), device=input.device)
+    return getitem(input, (slice(None),) * d + (idx,))
+
+
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    d1, d2 = normalize_dim(dim1, input.ndim, "diagonal"), normalize_dim(dim2, input.ndim, "diagonal")
+    rest = [d for d in range(input.ndim) if d not in (d1, d2)]
+    x = permute(input, tuple(rest) + (d1, d2))
+    r, c = x.shape[-2], x.shape[-1]
+    rows = np.arange(max(0, -offset), min(r, c - offset)) if c - offset > 0 else np.arange(0)
+    if rows.size == 0:
+        return zeros(tuple(x.shape[:-2]) + (0,), dtype=input.dtype, device=input.device)
+    ri = tensor(rows, device=input.device)
+    ci = tensor(rows + offset, device=input.device)
+    return getitem(x, (Ellipsis, ri, ci))
+
+
+_diagonal = diagonal
+
+
+def diag(input, diagonal: int = 0):
+    """The diagonal of a matrix, or a matrix with a vector on its diagonal."""
+    if input.ndim == 1:
+        n = input.shape[0] + abs(diagonal)
+        return diag_embed(input, diagonal)[..., :n, :n] if n else zeros((0, 0), dtype=input.dtype)
+    if input.ndim == 2:
+        return _diagonal(input, diagonal)
+    raise ShapeError(f"diag: expected a 1-D or 2-D input, got shape {tuple(input.shape)}")
+
+
+
+def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
+    """A batch of matrices with `input`'s last dim on their `offset` diagonal."""
+    n = input.shape[-1] + abs(offset)
+    eye = np.zeros((input.shape[-1], n, n), dtype=input.dtype.np)
+    k = np.arange(input.shape[-1])
+    eye[k, k + max(0, -offset), k + max(0, offset)] = 1
+    out = matmul(unsqueeze(input, -2), reshape(tensor(eye, device=input.device), (input.shape[-1], n * n)))
+    out = reshape(out, tuple(input.shape[:-1]) + (n, n))
+    nd = out.ndim
+    d1, d2 = normalize_dim(dim1, nd, "diag_embed"), normalize_dim(dim2, nd, "diag_embed")
+    # out's last two dims go to d1 and d2, the others keep their order
+    order, rest = [None] * nd, iter(range(nd - 2))
+    order[d1], order[d2] = nd - 2, nd - 1
+    return permute(out, tuple(next(rest) if o is None else o for o in order))
+
+
+def trace(input):
+    if input.ndim != 2:
+        raise ShapeError(f"trace: expected a matrix, got shape {tuple(input.shape)}")
+    return _sum(_diagonal(input))
+
+
+def tensordot(a, b, dims=2):
+    if isinstance(dims, int):
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = dims
+        da = [da] if isinstance(da, int) else list(da)
+        db = [db] if isinstance(db, int) else list(db)
+    da = [normalize_dim(d, a.ndim, "tensordot") for d in da]
+    db = [normalize_dim(d, b.ndim, "tensordot") for d in db]
+    fa = [d for d in range(a.ndim) if d not in da]
+    fb = [d for d in range(b.ndim) if d not in db]
+    k = int(np.prod([a.shape[d] for d in da])) if da else 1
+    am = reshape(permute(a, tuple(fa + da)), (-1, k))
+    bm = reshape(permute(b, tuple(db + fb)), (k, -1))
+    return reshape(matmul(am, bm), tuple(a.shape[d] for d in fa) + tuple(b.shape[d] for d in fb))
+
+
+def kron(a, b):
+    nd = max(a.ndim, b.ndim)
+    a = reshape(a, (1,) * (nd - a.ndim) + tuple(a.shape))
+    b = reshape(b, (1,) * (nd - b.ndim) + tuple(b.shape))
+    x = reshape(a, sum(((s, 1) for s in a.shape), ())) * reshape(b, sum(((1, s) for s in b.shape), ()))
+    return reshape(x, tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def meshgrid(*tensors, indexing: str = "ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = list(tensors)
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.numel() for t in ts)
+    out = []
+    for i, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[i] = -1
+        out.append(expand(reshape(t, tuple(view)), shape))
+    if swap:
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+def block_diag(*tensors):
+    mats = [reshape(t, (1, -1)) if t.ndim <= 1 else t for t in tensors]
+    if any(m.ndim != 2 for m in mats):
+        raise ShapeError("block_diag: inputs must have at most 2 dims")
+    rows = sum(m.shape[0] for m in mats)
+    cols = sum(m.shape[1] for m in mats)
+    dtype = mats[0].dtype
+    out_rows, c0 = [], 0
+    for m in mats:
+        parts = []
+        if c0:
+            parts.append(zeros((m.shape[0], c0), dtype=dtype, device=m.device))
+        parts.append(m)
+        rest = cols - c0 - m.shape[1]
+        if rest:
+            parts.append(zeros((m.shape[0], rest), dtype=dtype, device=m.device))
+        out_rows.append(cat(parts, 1) if len(parts) > 1 else m)
+        c0 += m.shape[1]
+    return cat(out_rows, 0) if rows else zeros((0, cols), dtype=dtype)
+
+
+def cartesian_prod(*tensors):
+    grids = meshgrid(*tensors, indexing="ij")
+    if len(grids) == 1:
+        return tensors[0]
+    return stack([reshape(g, (-1,)) for g in grids], 1)
+
+
+def _atleast(n, tensors):
+    single = len(tensors) == 1 and not isinstance(tensors[0], (list, tuple))
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+    out = []
+    for t in ts:
+        if t.ndim == 0:
+            t = reshape(t, (1,) * n)
+        elif t.ndim == 1 and n >= 2:
+            t = reshape(t, (1, -1) + ((1,) if n == 3 else ()))
+        elif t.ndim == 2 and n == 3:
+            t = unsqueeze(t, -1)
+        out.append(t)
+    return out[0] if single else tuple(out)
+
+
+def atleast_1d(*tensors):
+    return _atleast(1, tensors)
+
+
+def atleast_2d(*tensors):
+    return _atleast(2, tensors)
+
+
+def atleast_3d(*tensors):
+    return _atleast(3, tensors)
+
+
+def hstack(tensors):
+    ts = atleast_1d(*tensors) if len(tensors) > 1 else (atleast_1d(tensors[0]),)
+    return cat(list(ts), 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return cat(list(atleast_2d(*tensors)) if len(tensors) > 1 else [atleast_2d(tensors[0])], 0)
+
+
+row_stack = vstack
+
+
+def dstack(tensors):
+    return cat(list(atleast_3d(*tensors)) if len(tensors) > 1 else [atleast_3d(tensors[0])], 2)
+
+
+def column_stack(tensors):
+    cols = [reshape(t, (-1, 1)) if t.ndim <= 1 else t for t in tensors]
+    return cat(cols, 1)
+
+
+def tensor_split(input, indices_or_sections, dim: int = 0):
+    d = normalize_dim(dim, input.ndim, "tensor_split")
+    n = input.shape[d]
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+    else:
+        idx = [int(i) for i in (indices_or_sections.tolist() if isinstance(indices_or_sections, Tensor)
+                                else indices_or_sections)]
+        bounds = [0] + [min(max(i, 0), n) for i in idx] + [n]
+    return tuple(getitem(input, (slice(None),) * d + (slice(int(a), int(max(a, b))),))
+                 for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def hsplit(input, indices_or_sections):
+    return tensor_split(input, indices_or_sections, 0 if input.ndim == 1 else 1)
+
+
+def vsplit(input, indices_or_sections):
+    return tensor_split(input, indices_or_sections, 0)
+
+
+def dsplit(input, indices_or_sections):
+    return tensor_split(input, indices_or_sections, 2)
+
+
+def fliplr(input):
+    return flip(input, (1,))
+
+
+def flipud(input):
+    return flip(input, (0,))
+
+
+def swapdims(input, dim0: int, dim1: int):
+    return transpose(input, dim0, dim1)
+
+
+def moveaxis(input, source, destination):
+    if isinstance(source, int):
+        return movedim(input, source, destination)
+    src = [normalize_dim(d, input.ndim, "moveaxis") for d in source]
+    dst = [normalize_dim(d, input.ndim, "moveaxis") for d in destination]
+    order, rest = [None] * input.ndim, iter(d for d in range(input.ndim) if d not in src)
+    for s_, d_ in zip(src, dst):
+        order[d_] = s_
+    return permute(input, tuple(next(rest) if o is None else o for o in order))
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None):
+    r, c = np.triu_indices(row, offset, col)
+    return tensor(np.stack([r, c]), dtype=dtype or _dt.int64, device=device)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None):
+    r, c = np.tril_indices(row, offset, col)
+    return tensor(np.stack([r, c]), dtype=dtype or _dt.int64, device=device)
+

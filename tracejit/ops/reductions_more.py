@@ -1,0 +1,357 @@
+"""More reductions and scans with PyTorch's signatures, as composites:
+
+median / nanmedian / kthvalue / quantile (a sort, then the picked positions gathered, so
+the gradient reaches the chosen elements), nanmean / nansum, var_mean / std_mean, aminmax,
+cummax / cummin, logcumsumexp, count_nonzero, diff, trapezoid / cumulative_trapezoid, dist,
+equal, isin; and the data-dependent ones computed from the values (no gradient, as in
+PyTorch): unique, unique_consecutive, bincount, histc, bucketize, searchsorted.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..shapes import normalize_dim
+from ..tensor import Tensor
+from .creation import tensor
+from .elementwise import cast, exp, floor, isnan, log, where
+from .math_more import ceil
+from .indexing import gather
+from .reductions import amax, amin, cumsum, mean, std, sum as _sum, var
+from .shape import cat, narrow, reshape
+from .tensorfns import sort
+from .registry import refuse_tracing
+
+__all__ = ["median", "nanmedian", "kthvalue", "quantile", "nanquantile", "nanmean", "nansum",
+           "var_mean", "std_mean", "aminmax", "cummax", "cummin", "logcumsumexp", "count_nonzero",
+           "diff", "trapezoid", "trapz", "cumulative_trapezoid", "dist", "equal", "isin", "unique",
+           "unique_consecutive", "bincount", "histc", "bucketize", "searchsorted"]
+
+_ValuesIndices = namedtuple("_ValuesIndices", ["values", "indices"])
+_MinMax = namedtuple("aminmax", ["min", "max"])
+
+
+def _pick(input, dim, k, keepdim):
+    """The k-th smallest along dim (0-based), with its index (PyTorch's median/kthvalue)."""
+    vals, idx = sort(input, dim)
+    d = normalize_dim(dim, input.ndim, "kthvalue") if input.ndim else 0
+    v = narrow(vals, d, k, 1)
+    i = narrow(idx, d, k, 1)
+    if not keepdim:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return _ValuesIndices(v, i)
+
+
+def median(input, dim=None, keepdim: bool = False):
+    """The lower median: of all elements (dim None), or values and indices along dim."""
+    if dim is None:
+        flat = reshape(input, (-1,))
+        return _pick(flat, 0, (flat.shape[0] - 1) // 2, False).values
+    n = input.shape[normalize_dim(dim, input.ndim, "median")]
+    return _pick(input, dim, (n - 1) // 2, keepdim)
+
+
+def nanmedian(input, dim=None, keepdim: bool = False):
+    """median ignoring NaN (NaN sorts last; the middle of the non-NaN count is picked)."""
+    if dim is None:
+        flat = reshape(input, (-1,))
+        k = int((~isnan(flat)).sum())
+        return _pick(flat, 0, max((k - 1) // 2, 0), False).values
+    d = normalize_dim(dim, input.ndim, "nanmedian")
+    vals, idx = sort(input, d)
+    count = _sum(cast(~isnan(input), _dt.int64), d, keepdim=True)
+    pos = where(count > 0, (count - 1) // 2, 0)
+    v, i = gather(vals, d, pos), gather(idx, d, pos)
+    if not keepdim:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return _ValuesIndices(v, i)
+
+
+def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
+    n = input.shape[normalize_dim(dim, input.ndim, "kthvalue")]
+    if not 1 <= k <= n:
+        raise IndexError(f"kthvalue: k ({k}) must be in [1, {n}]")
+    return _pick(input, dim, k - 1, keepdim)
+
+
+def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
+    return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=False)
+
+
+def nanquantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
+    return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=True)
+
+
+def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
+    if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
+        raise ValueError(f"quantile: interpolation must be linear, lower, higher, midpoint or nearest, "
+                         f"got {interpolation!r}")
+    scalar_q = not isinstance(q, Tensor) and np.ndim(q) == 0
+    qs = np.atleast_1d(q.numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64))
+    if ((qs < 0) | (qs > 1)).any():
+        raise ValueError("quantile: q must be in the range [0, 1]")
+    x = reshape(input, (-1,)) if dim is None else input
+    d = 0 if dim is None else normalize_dim(dim, input.ndim, "quantile")
+    vals, _ = sort(x, d)
+    n = x.shape[d]
+    if ignore_nan:
+        count = _sum(cast(~isnan(x), x.dtype), d, keepdim=True)
+    else:
+        count = None
+    outs = []
+    for qv in qs:
+        if count is None:
+            pos = qv * (n - 1)
+            lo, hi = int(np.floor(pos)), int(np.ceil(pos))
+            frac = pos - lo
+            a, b = narrow(vals, d, lo, 1), narrow(vals, d, hi, 1)
+        else:
+            pos = qv * (count - 1)
+            lo_t = cast(floor(pos).clamp(min=0), _dt.int64)
+            hi_t = cast(ceil(pos).clamp(min=0), _dt.int64)
+            frac = pos - floor(pos)
+            a, b = gather(vals, d, lo_t), gather(vals, d, hi_t)
+        if interpolation == "lower":
+            r = a
+        elif interpolation == "higher":
+            r = b
+        elif interpolation == "midpoint":
+            r = (a + b) * 0.5
+        elif interpolation == "nearest":
+            if count is None:
+                r = a if np.round(frac + lo) == lo and not (frac == 0.5 and lo % 2) else b
+            else:
+                r = where(frac > 0.5, b, a)
+        else:
+            r = a + (b - a) * frac
+        if not keepdim:
+            r = r.squeeze(d)
+        elif dim is None:
+            r = reshape(r, (1,) * input.ndim)
+        outs.append(r)
+    if scalar_q:
+        return outs[0]
+    from .shape import stack
+    return stack(outs, 0)
+
+
+def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
+    ok = ~isnan(input)
+    total = nansum(input, dim, keepdim)
+    count = _sum(cast(ok, input.dtype), dim, keepdim=keepdim) if dim is not None else _sum(cast(ok, input.dtype))
+    return total / count
+
+
+def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
+    x = where(isnan(input), 0.0, input) if input.dtype.is_floating_point else input
+    return _sum(x, dim, keepdim=keepdim) if dim is not None else _sum(x)
+
+
+def var_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    v = var(input, dim, correction=correction, keepdim=keepdim)
+    m = mean(input, dim, keepdim=keepdim) if dim is not None else mean(input)
+    return v, m
+
+
+def std_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    s = std(input, dim, correction=correction, keepdim=keepdim)
+    m = mean(input, dim, keepdim=keepdim) if dim is not None else mean(input)
+    return s, m
+
+
+def aminmax(input, *, dim=None, keepdim: bool = False):
+    if dim is None:
+        return _MinMax(amin(input), amax(input))
+    return _MinMax(amin(input, dim, keepdim), amax(input, dim, keepdim))
+
+
+def _cum_extreme(input, dim, better, name):
+    """Running max/min along dim with the index of its last occurrence (as PyTorch)."""
+    refuse_tracing(name, "its input")
+    d = normalize_dim(dim, input.ndim, name)
+    a = np.moveaxis(input.numpy(), d, -1)
+    idx = np.zeros(a.shape, dtype=np.int64)
+    best = a[..., :1].copy()
+    best_i = np.zeros(a.shape[:-1] + (1,), dtype=np.int64)
+    for j in range(a.shape[-1]):
+        take = better(a[..., j:j + 1], best) | (a[..., j:j + 1] == best) | np.isnan(a[..., j:j + 1])
+        best = np.where(take, a[..., j:j + 1], best)
+        best_i = np.where(take, j, best_i)
+        idx[..., j:j + 1] = best_i
+    indices = tensor(np.moveaxis(idx, -1, d), device=input.device)
+    return _ValuesIndices(gather(input, d, indices), indices)
+
+
+def cummax(input, dim: int):
+    return _cum_extreme(input, dim, np.greater, "cummax")
+
+
+def cummin(input, dim: int):
+    return _cum_extreme(input, dim, np.less, "cummin")
+
+
+def logcumsumexp(input, dim: int):
+    d = normalize_dim(dim, input.ndim, "logcumsumexp")
+    m = amax(input, d, keepdim=True).detach()
+    m = where(m == float("-inf"), 0.0, m)
+    return log(cumsum(exp(input - m), d)) + m
+
+
+def count_nonzero(input, dim=None):
+    nz = cast(input != 0, _dt.int64)
+    return _sum(nz) if dim is None else _sum(nz, dim)
+
+
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    d = normalize_dim(dim, input.ndim, "diff")
+    x = input
+    if prepend is not None or append is not None:
+        x = cat([t for t in (prepend, x, append) if t is not None], d)
+    for _ in range(n):
+        m = x.shape[d]
+        if x.dtype is _dt.bool_:
+            x = narrow(x, d, 1, m - 1) != narrow(x, d, 0, m - 1)
+        else:
+            x = narrow(x, d, 1, m - 1) - narrow(x, d, 0, m - 1)
+    return x
+
+
+def trapezoid(y, x=None, *, dx=None, dim: int = -1):
+    d = normalize_dim(dim, y.ndim, "trapezoid")
+    m = y.shape[d]
+    avg = (narrow(y, d, 1, m - 1) + narrow(y, d, 0, m - 1)) * 0.5
+    if x is not None:
+        dxs = diff(x, dim=-1 if x.ndim == 1 else d)
+        if x.ndim == 1 and y.ndim > 1:
+            shape = [1] * y.ndim
+            shape[d] = m - 1
+            dxs = reshape(dxs, tuple(shape))
+        return _sum(avg * dxs, d)
+    return _sum(avg, d) * (1.0 if dx is None else dx)
+
+
+trapz = trapezoid
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim: int = -1):
+    d = normalize_dim(dim, y.ndim, "cumulative_trapezoid")
+    m = y.shape[d]
+    avg = (narrow(y, d, 1, m - 1) + narrow(y, d, 0, m - 1)) * 0.5
+    if x is not None:
+        avg = avg * diff(x, dim=-1 if x.ndim == 1 else d)
+    elif dx is not None:
+        avg = avg * dx
+    return cumsum(avg, d)
+
+
+def dist(input, other, p: float = 2):
+    diff_ = (input - other).abs()
+    if p == float("inf"):
+        return amax(diff_)
+    if p == 0:
+        return _sum(cast(diff_ != 0, input.dtype))
+    return _sum(diff_ ** p) ** (1.0 / p)
+
+
+def equal(input, other) -> bool:
+    return tuple(input.shape) == tuple(other.shape) and bool((input == other).all())
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
+    refuse_tracing("isin", "its inputs")
+    te = test_elements.numpy() if isinstance(test_elements, Tensor) else np.asarray(test_elements)
+    el = elements.numpy() if isinstance(elements, Tensor) else np.asarray(elements)
+    return tensor(np.isin(el, te, invert=invert), device=getattr(elements, "device", None))
+
+
+def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
+           dim=None):
+    refuse_tracing("unique", "its input")
+    a = input.numpy()
+    if dim is None:
+        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True)
+        inv = inv.reshape(a.shape)
+    else:
+        d = normalize_dim(dim, input.ndim, "unique")
+        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, axis=d)
+        inv = inv.reshape(-1)
+    out = [tensor(vals, dtype=input.dtype, device=input.device)]
+    if return_inverse:
+        out.append(tensor(inv.astype(np.int64), device=input.device))
+    if return_counts:
+        out.append(tensor(cnt.astype(np.int64), device=input.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    refuse_tracing("unique_consecutive", "its input")
+    a = input.numpy()
+    if dim is not None:
+        raise NotImplementedError("unique_consecutive: dim is not supported")
+    flat = a.reshape(-1)
+    if flat.size == 0:
+        starts = np.zeros(0, dtype=bool)
+    else:
+        starts = np.concatenate([[True], flat[1:] != flat[:-1]])
+    vals = flat[starts]
+    out = [tensor(vals, dtype=input.dtype, device=input.device)]
+    if return_inverse:
+        out.append(tensor((np.cumsum(starts) - 1).reshape(a.shape).astype(np.int64), device=input.device))
+    if return_counts:
+        pos = np.flatnonzero(starts)
+        out.append(tensor(np.diff(np.append(pos, flat.size)).astype(np.int64), device=input.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def bincount(input, weights=None, minlength: int = 0):
+    refuse_tracing("bincount", "its input")
+    if input.ndim != 1 or not input.dtype.is_integer:
+        raise ValueError("bincount: expected a 1-D tensor of non-negative integers")
+    a = input.numpy()
+    if a.size and a.min() < 0:
+        raise ValueError("bincount: input must contain non-negative integers")
+    if weights is None:
+        return tensor(np.bincount(a, minlength=minlength).astype(np.int64), device=input.device)
+    w = weights.numpy()
+    out = np.bincount(a, weights=w, minlength=minlength)
+    return tensor(out.astype(w.dtype if w.dtype.kind == "f" else np.float64), device=input.device)
+
+
+def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
+    refuse_tracing("histc", "its input")
+    a = input.numpy().reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi:
+        lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    counts, _ = np.histogram(a[(a >= lo) & (a <= hi)], bins=bins, range=(lo, hi))
+    return tensor(counts.astype(input.dtype.np), device=input.device)
+
+
+def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None,
+                 sorter=None):
+    refuse_tracing("searchsorted", "its inputs")
+    if side is not None:
+        right = side == "right"
+    seq = sorted_sequence.numpy()
+    vals = input.numpy() if isinstance(input, Tensor) else np.asarray(input)
+    s = "right" if right else "left"
+    if seq.ndim == 1:
+        res = np.searchsorted(seq, vals, side=s)
+    else:
+        res = np.stack([np.searchsorted(seq[i], vals[i], side=s)
+                        for i in np.ndindex(seq.shape[:-1])]).reshape(vals.shape)
+    dt = _dt.int32 if out_int32 else _dt.int64
+    return tensor(np.asarray(res).astype(dt.np), device=sorted_sequence.device)
+
+
+def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+

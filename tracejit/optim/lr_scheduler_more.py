@@ -1,0 +1,225 @@
+"""More learning-rate schedules with PyTorch's formulas: LinearLR, ConstantLR,
+MultiplicativeLR, PolynomialLR, CosineAnnealingWarmRestarts, CyclicLR, and the
+combinators SequentialLR and ChainedScheduler."""
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+
+from .lr_scheduler import LRScheduler
+
+__all__ = ["LinearLR", "ConstantLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
+           "CyclicLR", "SequentialLR", "ChainedScheduler"]
+
+
+class LinearLR(LRScheduler):
+    """Scale the lr linearly from start_factor to end_factor over total_iters steps."""
+
+    def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
+                 total_iters: int = 5, last_epoch: int = -1):
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError("LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1]")
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        lrs = [g["lr"] for g in self.optimizer.param_groups]
+        if self.last_epoch == 0:
+            return [lr * self.start_factor for lr in lrs]
+        if self.last_epoch > self.total_iters:
+            return lrs
+        f = 1.0 + (self.end_factor - self.start_factor) / (
+            self.total_iters * self.start_factor + (self.last_epoch - 1) * (self.end_factor - self.start_factor))
+        return [lr * f for lr in lrs]
+
+
+class ConstantLR(LRScheduler):
+    """The lr times `factor` until total_iters steps, then the lr itself."""
+
+    def __init__(self, optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1):
+        if not 0 <= factor <= 1:
+            raise ValueError("ConstantLR: factor must be in [0, 1]")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        lrs = [g["lr"] for g in self.optimizer.param_groups]
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in lrs]
+        if self.last_epoch != self.total_iters:
+            return lrs
+        return [lr / self.factor for lr in lrs]
+
+
+class MultiplicativeLR(LRScheduler):
+    """Multiply the lr by lr_lambda(epoch) at every step after the first."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+        n = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        lrs = [g["lr"] for g in self.optimizer.param_groups]
+        if self.last_epoch > 0:
+            return [lr * f(self.last_epoch) for lr, f in zip(lrs, self.lr_lambdas)]
+        return lrs
+
+
+class PolynomialLR(LRScheduler):
+    def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        lrs = [g["lr"] for g in self.optimizer.param_groups]
+        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+            return lrs
+        f = ((1.0 - self.last_epoch / self.total_iters) / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return [lr * f for lr in lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    def __init__(self, optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected a positive integer T_0, got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected an integer T_mult >= 1, got {T_mult}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base in self.base_lrs]
+
+    def step(self, epoch=None) -> None:
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        else:
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** n
+            else:
+                self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            g["lr"] = lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+
+class CyclicLR(LRScheduler):
+    """Cycle the lr between base_lr and max_lr (triangular, triangular2, exp_range)."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up: int = 2000, step_size_down=None,
+                 mode: str = "triangular", gamma: float = 1.0, scale_fn=None, scale_mode: str = "cycle",
+                 cycle_momentum: bool = True, base_momentum=0.8, max_momentum=0.9, last_epoch: int = -1):
+        n = len(optimizer.param_groups)
+        base = list(base_lr) if isinstance(base_lr, (list, tuple)) else [base_lr] * n
+        if last_epoch == -1:
+            for lr, g in zip(base, optimizer.param_groups):
+                g["lr"] = lr
+        self.max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode {mode!r} is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        if scale_fn is None:
+            self._scale_fn = {"triangular": lambda x: 1.0, "triangular2": lambda x: 1 / (2.0 ** (x - 1)),
+                              "exp_range": lambda x: gamma ** x}[mode]
+            self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
+        else:
+            self._scale_fn, self.scale_mode = scale_fn, scale_mode
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            key = "betas" if "betas" in optimizer.defaults else "momentum"
+            if key == "momentum" and "momentum" not in optimizer.defaults:
+                raise ValueError("CyclicLR: optimizer must support momentum or beta1 with cycle_momentum")
+            self._mom_key = key
+            self.base_momentums = list(base_momentum) if isinstance(base_momentum, (list, tuple)) else [base_momentum] * n
+            self.max_momentums = list(max_momentum) if isinstance(max_momentum, (list, tuple)) else [max_momentum] * n
+            if last_epoch == -1:
+                for m, g in zip(self.max_momentums, optimizer.param_groups):
+                    self._set_mom(g, m)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base
+
+    def _set_mom(self, g, m):
+        if self._mom_key == "betas":
+            g["betas"] = (m,) + tuple(g["betas"][1:])
+        else:
+            g["momentum"] = m
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        arg = cycle if self.scale_mode == "cycle" else self.last_epoch
+        base = getattr(self, "base_lrs", [g["lr"] for g in self.optimizer.param_groups])
+        lrs = [b + (m - b) * scale * self._scale_fn(arg) for b, m in zip(base, self.max_lrs)]
+        if self.cycle_momentum:
+            for g, bm, mm in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                self._set_mom(g, mm - (mm - bm) * scale * self._scale_fn(arg))
+        return lrs
+
+
+class SequentialLR(LRScheduler):
+    """Run `schedulers` one after another, switching at `milestones`."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones, got {len(milestones)}")
+        self.optimizer, self._schedulers, self._milestones = optimizer, list(schedulers), list(milestones)
+        self.last_epoch = last_epoch + 1
+        for g in optimizer.param_groups:
+            g["lr"] = g["initial_lr"]
+        for s in self._schedulers:     # undo the steps the schedulers took when made
+            s.last_epoch -= 1
+        self._schedulers[0]._initial_step()
+        self._last_lr = self._schedulers[0].get_last_lr()
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        s = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            # restart it from epoch 0 at the base lrs (PyTorch's step(0), closed form)
+            for g, base in zip(self.optimizer.param_groups, s.base_lrs):
+                g["lr"] = base
+            s.last_epoch = -1
+            s._initial_step()
+        else:
+            s.step()
+        self._last_lr = s.get_last_lr()
+
+
+class ChainedScheduler(LRScheduler):
+    """Step every scheduler in `schedulers` at each step."""
+
+    def __init__(self, schedulers, optimizer=None):
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer if optimizer is not None else self._schedulers[0].optimizer
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def step(self) -> None:
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+
+def _initial_step(self) -> None:
+    """A scheduler's first step (as made at construction), for the combinators."""
+    LRScheduler.step(self)
+
+
+LRScheduler._initial_step = _initial_step

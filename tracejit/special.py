@@ -1,0 +1,75 @@
+"""``tracejit.special``: ``torch.special``'s functions that have real results here, as
+composites of tracejit's ops (so they differentiate where their parts do)."""
+from __future__ import annotations
+
+import math
+
+from .ops.composite import log_softmax as _log_softmax, softmax as _softmax
+from .ops.elementwise import erf, exp, expm1, log, log1p, sigmoid
+from .ops.math_more import (digamma, erfc, erfinv, exp2, lgamma, logit, round, sinc,  # noqa: F401
+                            xlogy, TRIGAMMA as _TRIGAMMA)
+from .ops.reductions import logsumexp, sum as _sum
+
+__all__ = ["digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
+           "gammaln", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln",
+           "ndtr", "ndtri", "polygamma", "round", "sinc", "softmax", "xlog1py", "xlogy"]
+
+psi = digamma
+gammaln = lgamma
+expit = sigmoid
+
+
+def entr(input):
+    """-x log x for x > 0, 0 at 0, -inf below."""
+    safe = input.clamp(min=1e-300) if input.dtype.name == "float64" else input.clamp(min=1e-38)
+    out = -input * log(safe)
+    from .ops.elementwise import where
+    out = where(input == 0, 0.0, out)
+    return where(input < 0, float("-inf"), out)
+
+
+def erfcx(input):
+    return exp(input * input) * erfc(input)
+
+
+def ndtr(input):
+    return 0.5 * (1 + erf(input * (1 / math.sqrt(2))))
+
+
+def log_ndtr(input):
+    return log(ndtr(input))
+
+
+def ndtri(input):
+    return math.sqrt(2) * erfinv(2 * input - 1)
+
+
+def multigammaln(input, p: int):
+    c = p * (p - 1) / 4 * math.log(math.pi)
+    from .ops.shape import stack
+    terms = stack([lgamma(input - j / 2) for j in range(p)], -1)
+    return _sum(terms, -1) + c
+
+
+def polygamma(n: int, input):
+    if n == 0:
+        return digamma(input)
+    if n == 1:
+        from .ops.registry import bind
+        return bind(_TRIGAMMA, input)
+    raise NotImplementedError(f"special.polygamma: order {n} > 1 is not supported")
+
+
+def xlog1py(input, other):
+    from .ops.elementwise import where
+    safe = where(input == 0, 0.0, other)
+    return where(input == 0, 0.0, input * log1p(safe))
+
+
+def softmax(input, dim, *, dtype=None):
+    return _softmax(input if dtype is None else input.to(dtype), dim)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    return _log_softmax(input if dtype is None else input.to(dtype), dim)
+

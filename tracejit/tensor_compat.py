@@ -1,0 +1,198 @@
+"""Tensor methods PyTorch programs call beyond the core set (tensor_operators.py,
+tensor_inplace.py): forwarders to the newer ops (``x.roll(...)``, ``x.median()``,
+``x.scatter(...)``), their in-place spellings (``x.scatter_(...)``, ``x.index_add_(...)``),
+in-place shape changes (``x.unsqueeze_(0)``), device predicates for devices tracejit
+never has (``is_xpu``, ``is_mps``: False), and memory queries (``stride``,
+``storage_offset``). Installed on Tensor by tensor.py's tail import, like the other
+method groups.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as _dt
+from . import ops as _ops
+from .tensor import Tensor, _install_methods
+
+# Methods that forward unchanged to the op of the same name in tracejit.ops.
+_FORWARDED = """
+roll rot90 unflatten tile repeat_interleave diag diagonal diag_embed trace kron tensor_split hsplit
+vsplit dsplit fliplr flipud swapdims moveaxis addmm addmv addbmm baddbmm addr inner cross scatter
+scatter_reduce index_add index_copy index_fill masked_select masked_scatter take put select argwhere
+hardshrink asin acos atan atan2 asinh acosh atanh arcsin arccos arctan arctan2 arcsinh arccosh arctanh
+ceil trunc fix round frac sinh cosh tan log2 log10 exp2 reciprocal fmod hypot lerp addcmul addcdiv
+logit xlogy sinc erfc erfinv lgamma digamma rad2deg deg2rad logaddexp logaddexp2 copysign heaviside
+float_power clamp_min clamp_max positive absolute sgn signbit bitwise_and bitwise_or bitwise_xor
+bitwise_not logical_xor isposinf isneginf isreal median nanmedian kthvalue quantile nanquantile
+nanmean nansum aminmax cummax cummin logcumsumexp count_nonzero diff dist equal unique
+unique_consecutive bincount histc det slogdet true_divide divide multiply subtract negative
+""".split()
+
+# ... and those whose function is tracejit's own (its legacy linear algebra spellings)
+_FORWARDED_TOP = "inverse logdet cholesky pinverse matrix_power".split()
+
+# In-place spellings: the op's result written into the tensor (`Tensor._assign`).
+_INPLACE = """
+scatter index_add index_copy index_fill masked_scatter put asin acos atan atan2 asinh acosh atanh
+arcsin arccos arctan ceil trunc fix round frac sinh cosh tan log2 log10 exp2 reciprocal fmod hypot
+lerp addcmul addcdiv logit xlogy sinc erfc erfinv lgamma digamma rad2deg deg2rad copysign
+heaviside float_power clamp_min clamp_max sgn bitwise_and bitwise_or bitwise_xor bitwise_not
+logical_xor addmm addmv addbmm baddbmm addr cumsum cumprod tril triu hardshrink true_divide
+divide multiply subtract negative square
+""".split()
+
+
+def _forward(name):
+    def method(self, *args, **kwargs):
+        return getattr(_ops, name)(self, *args, **kwargs)
+    method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
+    return method
+
+
+def _forward_top(name):
+    def method(self, *args, **kwargs):
+        import tracejit
+        return getattr(tracejit, name)(self, *args, **kwargs)
+    method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
+    return method
+
+
+def _inplace(name):
+    def method(self, *args, **kwargs):
+        return self._assign(getattr(_ops, name)(self, *args, **kwargs), name + "_")
+    method.__name__ = name + "_"
+    method.__qualname__ = f"Tensor.{name}_"
+    return method
+
+
+def _reshaped_inplace(name):
+    """In-place shape changes (``x.unsqueeze_(0)``): the tensor takes the result's shape,
+    memory and history (the result is a view of the same memory)."""
+    def method(self, *args, **kwargs):
+        out = getattr(_ops, name)(self, *args, **kwargs)
+        self._data = out._data
+        if out.grad_fn is not None:
+            self.grad_fn, self._output_nr = out.grad_fn, out._output_nr
+        return self
+    method.__name__ = name + "_"
+    method.__qualname__ = f"Tensor.{name}_"
+    return method
+
+
+class CompatMethods:
+    """Holder of the remaining methods (copied onto Tensor; never instantiated)."""
+
+    is_xpu = property(lambda self: False)
+    is_mps = property(lambda self: False)
+    is_ipu = property(lambda self: False)
+    is_hpu = property(lambda self: False)
+    is_mtia = property(lambda self: False)
+    is_maia = property(lambda self: False)
+    is_vulkan = property(lambda self: False)
+    is_mkldnn = property(lambda self: False)
+    is_nested = property(lambda self: False)
+    is_sparse_csr = property(lambda self: False)
+    is_cpu = property(lambda self: self.device.type == "cpu")
+    layout = property(lambda self: _strided())
+
+    def stride(self, dim=None):
+        """Strides in elements, as PyTorch counts them."""
+        item = self.dtype.itemsize
+        st = tuple(int(s) // item for s in self._data.strides)
+        return st if dim is None else st[dim]
+
+    def storage_offset(self) -> int:
+        base = getattr(self, "_base", None)
+        if base is None:
+            return 0
+        from .autograd.views import _address
+        return (_address(self._data) - _address(base._data)) // self.dtype.itemsize
+
+    def ndimension(self) -> int:
+        return self.ndim
+
+    def new(self, *args):
+        """The legacy constructor: sizes -> uninitialized, data -> a tensor of this dtype."""
+        if len(args) == 1 and not isinstance(args[0], int):
+            return _ops.tensor(args[0], dtype=self.dtype, device=self.device)
+        return _ops.empty(*(args or (0,)), dtype=self.dtype, device=self.device)
+
+    def to_dense(self, dtype=None, *, masked_grad=None):
+        return self if dtype is None else self.to(dtype)
+
+    def pin_memory(self, device=None):
+        return self
+
+    def is_pinned(self, device=None) -> bool:
+        return False
+
+    def share_memory_(self):
+        return self
+
+    def is_shared(self) -> bool:
+        return False
+
+    def random_(self, from_=0, to=None, *, generator=None):
+        """Integers drawn uniformly from [from, to) (to: the dtype's range when None)."""
+        if to is None:
+            from_, to = (0, from_) if from_ else (0, 2 ** 24 if self.dtype.is_floating_point
+                                                  else int(np.iinfo(self.dtype.np).max))
+        drawn = _ops.randint(int(from_), int(to), tuple(self.shape), device=self.device)
+        return self._assign(_ops.cast(drawn, self.dtype), "random_")
+
+    def exponential_(self, lambd: float = 1.0, *, generator=None):
+        u = _ops.rand(*tuple(self.shape), dtype=self.dtype, device=self.device)
+        return self._assign(-_ops.log1p(-u) / lambd, "exponential_")
+
+    def geometric_(self, p: float, *, generator=None):
+        u = _ops.rand(*tuple(self.shape), dtype=_dt.float64, device=self.device)
+        out = _ops.ceil(_ops.log1p(-u) / float(np.log1p(-p)))
+        return self._assign(_ops.cast(out, self.dtype), "geometric_")
+
+    def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
+        u = _ops.rand(*tuple(self.shape), dtype=self.dtype, device=self.device)
+        return self._assign(median + sigma * _ops.tan((u - 0.5) * np.pi), "cauchy_")
+
+    def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
+        z = _ops.randn(*tuple(self.shape), dtype=self.dtype, device=self.device)
+        return self._assign(_ops.exp(z * std + mean), "log_normal_")
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        u = _ops.rand(*tuple(self.shape), dtype=_dt.float64, device=self.device)
+        return self._assign(_ops.cast(u < p, self.dtype), "bernoulli_")
+
+    def unfold(self, dimension: int, size: int, step: int):
+        """Every window of `size` elements `step` apart along `dimension`, as a new last dim."""
+        from .shapes import normalize_dim
+        d = normalize_dim(dimension, self.ndim, "unfold")
+        n = (self.shape[d] - size) // step + 1
+        idx = _ops.tensor(np.arange(n)[:, None] * step + np.arange(size)[None, :], device=self.device)
+        out = _ops.getitem(self, (slice(None),) * d + (idx,))       # (.., n, size, ..)
+        return _ops.movedim(out, d + 1, -1)
+
+    def masked_fill_(self, mask, value):
+        return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
+
+
+def _strided():
+    from .formats import strided
+    return strided
+
+
+_install_methods(CompatMethods)
+
+for _n in _FORWARDED:
+    if not hasattr(Tensor, _n):
+        setattr(Tensor, _n, _forward(_n))
+for _n in _FORWARDED_TOP:
+    if not hasattr(Tensor, _n):
+        setattr(Tensor, _n, _forward_top(_n))
+for _n in _INPLACE:
+    if not hasattr(Tensor, _n + "_") and hasattr(_ops, _n):
+        setattr(Tensor, _n + "_", _inplace(_n))
+for _n in ("unsqueeze", "squeeze", "t", "transpose", "swapdims", "swapaxes", "as_strided"):
+    if not hasattr(Tensor, _n + "_") and hasattr(_ops, _n):
+        setattr(Tensor, _n + "_", _reshaped_inplace(_n))
+del _n
