@@ -373,9 +373,10 @@ def _backward_impl(xp, g, x, stats, weight, eps):
     # g in x's memory order when the two differ (`_g_like_x`); the copy is also the buffer
     # x*b goes to, once g*a is out.
     gk = _g_like_x(xp, g, x)
-    red = _reduce_impl(xp, g, x, stats, eps, scratch=_scratch_like(xp, x, out[:c * count]),
-                       g_like_x=gk)
-    _input_impl(xp, g if gk is None else gk, x, stats, weight, red, eps, out=gx, spare=gk)
+    # (the two passes as their records run them: a backend's kernels where registered)
+    red = BN_BACKWARD_REDUCE.dispatch(xp, g, x, stats, eps, scratch=_scratch_like(xp, x, out[:c * count]),
+                                      g_like_x=gk)
+    BN_BACKWARD_INPUT.dispatch(xp, g if gk is None else gk, x, stats, weight, red, eps, out=gx, spare=gk)
     out[c * count:] = red.reshape(-1)
     return out
 
@@ -435,8 +436,9 @@ def _forward_impl(xp, x, weight, bias, eps):
     rec = xp.empty(size + 2 * c, x.dtype)
     if xp is np and _forward_blocks(x, weight, bias, eps, rec):
         return rec
-    stats = _stats_impl(xp, x, scratch=_scratch_like(xp, x, rec[:size]))
-    _train_impl(xp, x, stats, weight, bias, eps, out=rec[:size].reshape(x.shape))
+    # (the two passes as their records run them: a backend's kernels where registered)
+    stats = BATCH_NORM_STATS.dispatch(xp, x, scratch=_scratch_like(xp, x, rec[:size]))
+    BATCH_NORM_TRAIN.dispatch(xp, x, stats, weight, bias, eps, out=rec[:size].reshape(x.shape))
     rec[size:] = stats.reshape(-1)
     return rec
 

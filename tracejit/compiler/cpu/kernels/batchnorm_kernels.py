@@ -239,7 +239,7 @@ def stats(x, scratch=None):
     return out.astype(x.dtype)
 
 
-def train(x, stats, weight, bias, eps):
+def train(x, stats, weight, bias, eps, out=None):
     if not x.size:
         return None
     fn = _run(_AFFINE, "affine", x.dtype.name)
@@ -253,10 +253,13 @@ def train(x, stats, weight, bias, eps):
     res, buf, on, oc = _out_like(x)
     xf = _flat(x)
     fn(*xf, *xf, *_ncl_shape(x), a, np.zeros(c), d, buf, on, oc)
-    return res
+    if out is None:
+        return res
+    out[...] = res
+    return out
 
 
-def backward_reduce(g, x, stats, eps):
+def backward_reduce(g, x, stats, eps, scratch=None, g_like_x=None):
     if not x.size:
         return None
     fn = _run(_REDUCE, "reduce", x.dtype.name)
@@ -270,7 +273,7 @@ def backward_reduce(g, x, stats, eps):
     return out.astype(x.dtype)
 
 
-def backward_input(g, x, stats, weight, red, eps):
+def backward_input(g, x, stats, weight, red, eps, out=None, spare=None):
     if not x.size:
         return None
     fn = _run(_AFFINE, "affine", x.dtype.name)
@@ -285,7 +288,10 @@ def backward_input(g, x, stats, weight, red, eps):
     # rows of its GEMM), so the transposing copy before it disappears.
     res, buf, on, oc = _out_like(x, channel_major=x.ndim > 2)
     fn(*_flat(g), *_flat(x), *_ncl_shape(x), a, b, d, buf, on, oc)
-    return res
+    if out is None:
+        return res
+    out[...] = res
+    return out
 
 
 def backward(g, x, stats, weight, eps):
