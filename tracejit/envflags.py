@@ -130,7 +130,7 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_RUN_DIR", "", "internal: the launcher's folder where each rank notes its pid",
            "tracejit/distributed/run.py"),
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
-           "tracejit/compiler/workers.py"),
+           "tracejit/compiler/worker_process.py"),
     Switch("TRACEJIT_COMPILE_WORKER_FAULT", "", "tests only: crash, hang, error or corrupt injects a "
            "fault into compile workers", "tracejit/compiler/compile_worker.py"),
 )}
