@@ -4,7 +4,8 @@
     python bench/bench_tiers.py --step mlp2 --probes eager,warm_disk
     python bench/bench_tiers.py --step cnn,lstm,transformer
 
-Steps (``--step``, comma-separated): ``mlp`` (bench's `mlp` workload: batch 256,
+Steps (``--step``, comma-separated): ``digits`` (the digits MLP: batch 64, 64-256-256-10,
+ReLU, cross-entropy, Adam), ``mlp`` (bench's `mlp` workload: batch 256,
 784-1024-1024-10, LayerNorm, GELU, cross-entropy, Adam; the model's forward is compiled),
 ``mlp2`` (the two-layer step: 64x1000-100-10, the loss function compiled, SGD by hand),
 ``cnn``, ``lstm``, ``transformer`` (bench/impls/models.py, the model compiled, SGD).
@@ -12,6 +13,11 @@ Steps (``--step``, comma-separated): ``mlp`` (bench's `mlp` workload: batch 256,
 Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cache):
 
 - ``eager``: first and median eager step (tracejit, no JIT): the scale for the others;
+- ``tier0_ratio``: one process on one thread (OpenMP, OpenBLAS and numba: 1), an eager
+  model and a compiled one of the same step, their steps interleaved: the median tier-0
+  step over the median eager step, first with the background work held (tier 0's own
+  cost: capture excluded, the first call is not counted), then while it plans, compiles
+  and loads (a cold cache: what a user's first seconds see) until the entry switches;
 - ``sync_cold``: first step in sync mode (the serial cold compile), with a per-kernel
   breakdown of where the seconds go (numba's own timers: ``llvm_lock`` is time in LLVM,
   the rest of ``compiler_lock`` is numba's typing and lowering);
@@ -31,8 +37,9 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
 - ``background_wait``: the same, but after the first step the caller waits
   (``tj.compiler.wait()``): the compile's own time with the workers alone on the cores;
 - ``warm_disk``: first step of a fresh process whose cache a cold run filled, in both
-  modes (``warm_disk_background``, ``warm_disk_sync``); the cache comes from the
-  ``sync_cold`` probe, or from an extra sync run when that probe is not selected.
+  modes (``warm_disk_background``, ``warm_disk_sync``), and the tier of its first steps;
+  the cache comes from a background run that waited for its kernels (``fill``, as a
+  user's first run with ``tj.compiler.wait()``), or from ``--warm-cache``.
   Steps 2..10 of the background process are timed against the eager probe's (wall and
   CPU), and steps 1..10 in all: the eager process pays numba's import and its eager
   kernels' loads in its first step (from the warm cache too with ``--warm-cache``),
@@ -60,8 +67,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-STEPS = ("mlp", "mlp2", "cnn", "lstm", "transformer")
-PROBES = ("eager", "sync_cold", "background_cold", "background_wait", "warm_disk")
+STEPS = ("digits", "mlp", "mlp2", "cnn", "lstm", "transformer")
+PROBES = ("eager", "tier0_ratio", "sync_cold", "background_cold", "background_wait", "warm_disk")
 
 
 def _step():
@@ -75,7 +82,9 @@ def _step():
 
     def tensor(a, requires_grad=False):
         return tj.tensor(np.array(a), requires_grad=requires_grad)
-    if which == "mlp":
+    if which == "digits":
+        step, loss = _digits_step(tj, compile_hook)
+    elif which == "mlp":
         step, loss = torchlike.mlp_step(tj, compile_hook, W.mlp_data(), tensor, tensor)
     elif which == "mlp2":
         step, loss = torchlike.mlp2_step(tj, compile_hook, W.mlp2_data(), tensor)
@@ -85,6 +94,22 @@ def _step():
     return tj, step, loss
 
 
+def _digits_step(tj, compile_hook):
+    """The digits MLP's step (sklearn's 8x8 digits: 64 features, 10 classes; random data of
+    those shapes, no download): 64-256-256-10, ReLU, cross-entropy, Adam, batch 64."""
+    import numpy as np
+    from bench.impls.torchlike import train_step
+    tj.manual_seed(0)
+    nn = tj.nn
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                          nn.Linear(256, 10))
+    rng = np.random.default_rng(0)
+    x = tj.tensor(rng.standard_normal((64, 64)).astype(np.float32))
+    y = tj.tensor(rng.integers(0, 10, 64))
+    opt = tj.optim.Adam(model.parameters(), lr=1e-3)
+    return train_step(opt, compile_hook(model), tj.nn.functional.cross_entropy, x, y)
+
+
 def _fwd_fn(tj):
     import gc
     from tracejit.jit.function import CompiledFunction
@@ -92,6 +117,8 @@ def _fwd_fn(tj):
 
 
 def probe(name: str) -> dict:
+    if name == "tier0_ratio":
+        return _tier0_ratio()
     t0 = time.perf_counter()
     tj, step, loss = _step()
     setup = time.perf_counter() - t0
@@ -119,9 +146,17 @@ def probe(name: str) -> dict:
     if name == "sync_cold":
         out["kernels"] = _breakdown(fns)
     if name == "warm_disk":
-        # Steps 2..N as they come (a background process plans, imports numba and loads
-        # its kernels meanwhile): against the eager probe's steps 2..N.
-        out["steps_after_s"] = _walls(step, STEPS_AFTER, out)
+        # Steps 2..N as they come (a background process loads its kernels meanwhile and
+        # its second step waits for them): against the eager probe's steps 2..N.
+        out["tiers_by_step"] = [_tiers(fns)]
+        out["steps_after_s"] = _walls(step, STEPS_AFTER, out, lambda: out["tiers_by_step"].append(_tiers(fns)))
+    if name == "fill":   # a user's first run: it trains a little, then waits for its kernels
+        for _ in range(3):
+            step()
+        tj.compiler.wait()
+        for _ in range(3):   # (compiled steps ask for kernels of their own: fused Adam's)
+            step()
+        _until_no_job_left()
     if os.environ.get("BENCH_FIRST_ONLY") and name == "background_cold":
         return out
     if name == "background_wait":  # the same, but the caller waits instead of training on
@@ -196,6 +231,78 @@ def probe(name: str) -> dict:
 
 
 STEPS_AFTER = 9   # steps 2..10 of the eager and warm_disk probes
+
+
+def _tiers(fns) -> str:
+    """The tiers of every entry now, one string ("compiled", "tier0,compiled", ...)."""
+    return ",".join(t for f in fns for t in f.cache_stats()["tiers"])
+
+
+def _until_no_job_left(limit_s: float = 600.0) -> None:
+    """Until the compile workers have no job left (the optimizer's and eager kernels' too):
+    the next process then finds every kernel on disk."""
+    from tracejit.compiler import workers
+    t = time.monotonic()
+    while time.monotonic() - t < limit_s:
+        pool = workers._pool
+        # (an older tree's pool has no `unfinished`: this bench measures trees side by side)
+        if pool is None or not hasattr(pool, "unfinished") or not pool.unfinished():
+            return
+        time.sleep(0.1)
+
+
+# tier0_ratio: interleaved pairs (eager step, tier-0 step) with the background work held,
+# after this many pairs to warm up (the eager kernels, numpy's and BLAS's first calls)
+RATIO_WARMUP, RATIO_PAIRS = 5, 40
+RATIO_LIMIT_S = 60.0    # at most this long per phase (a slow step: fewer pairs)
+
+
+def _tier0_ratio() -> dict:
+    """See the module docstring (``tier0_ratio``)."""
+    import statistics
+    import threading
+    from tracejit.compiler import tiers
+    gate = threading.Event()
+    work = tiers.TieredExecutor._work
+    tiers.TieredExecutor._work = lambda self: (gate.wait(), work(self))
+    os.environ["BENCH_MODE"] = "eager"
+    tj, eager, _ = _step()
+    os.environ["BENCH_MODE"] = "jit"
+    _, jit, _ = _step()
+    fns = _fwd_fn(tj)
+    t = time.perf_counter()
+    jit()
+    out = {"first_s": time.perf_counter() - t}
+    t = time.perf_counter()
+    eager()
+    out["eager_first_s"] = time.perf_counter() - t
+
+    def pairs(n, while_tier0):
+        e, j = [], []
+        since = time.perf_counter()
+        while len(j) < n and time.perf_counter() - since < RATIO_LIMIT_S:
+            t0 = time.perf_counter()
+            eager()
+            t1 = time.perf_counter()
+            jit()
+            t2 = time.perf_counter()
+            if while_tier0 and _tiers(fns) != ",".join(["tier0"] * len(fns)):
+                break   # (this call may have switched: not counted)
+            e.append(t1 - t0)
+            j.append(t2 - t1)
+        return e, j
+    pairs(RATIO_WARMUP, False)
+    e, j = pairs(RATIO_PAIRS, False)
+    out["held"] = {"pairs": len(j), "eager_s": statistics.median(e), "tier0_s": statistics.median(j),
+                   "ratio": statistics.median(j) / statistics.median(e)}
+    gate.set()   # the background work starts: the planning, the workers, the loads
+    e, j = pairs(10 ** 6, True)
+    if j:
+        out["compiling"] = {"pairs": len(j), "eager_s": statistics.median(e),
+                            "tier0_s": statistics.median(j),
+                            "ratio": statistics.median(j) / statistics.median(e)}
+    out["tiers"] = _tiers(fns)
+    return out
 STALL_S = 60.0    # no eager kernel arrived for this long: report what is still pending
 
 
@@ -294,16 +401,19 @@ def _until_eager_kernels_in(step, t: float, steps: int, asked: float) -> dict:
             "kernels_not_asked": sorted(set(vectorized.pending()) - set(vectorized.pending(asked)))}
 
 
-def _walls(step, n: int, out: dict | None = None) -> list:
+def _walls(step, n: int, out: dict | None = None, after=None) -> list:
     """`n` steps' wall times; `out` gets the CPU time they took: the calling thread's
     (``after_cpu_s``) and the whole process's (``after_proc_cpu_s``: a background
-    process's loader threads too), figures the machine's load changes less than walls."""
+    process's loader threads too), figures the machine's load changes less than walls.
+    `after()` runs after each step (not timed)."""
     ts = []
     c, pc = time.thread_time(), time.process_time()
     for _ in range(n):
         t = time.perf_counter()
         step()
         ts.append(time.perf_counter() - t)
+        if after is not None:
+            after()
     if out is not None:
         out["after_cpu_s"] = time.thread_time() - c
         out["after_proc_cpu_s"] = time.process_time() - pc
@@ -384,6 +494,9 @@ FIRST_ONLY = False   # --first-only: the background_cold probe stops after its f
 def _run(step: str, name: str, cache: str, mode: str) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT, TRACEJIT_CACHE_DIR=cache, TRACEJIT_COMPILE=mode,
                BENCH_MODE="eager" if name == "eager" else "jit", BENCH_STEP=step)
+    if name == "tier0_ratio":   # one thread: OpenMP, OpenBLAS, MKL, numba
+        env.update({k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                     "NUMBA_NUM_THREADS")})
     if not SOURCE_ONLY:
         if ROOT not in sys.path:   # (run as a script: bench/ is sys.path[0])
             sys.path.insert(0, ROOT)
@@ -416,30 +529,30 @@ def run_step(step: str, probes: tuple) -> dict:
 
 def _run_step(step: str, probes: tuple) -> dict:
     res = {"load_before": _uptime()}
+    if "tier0_ratio" in probes:
+        res["tier0_ratio"] = _run(step, "tier0_ratio", _private_dir(), "background")
     if "eager" in probes:
         eager_cache = _private_dir()
         if WARM_CACHE:   # its eager kernels (compiler/cpu/kernels/loader.py) load from disk, as the warm process's do
             shutil.copytree(os.path.join(WARM_CACHE, step), eager_cache, dirs_exist_ok=True)
-        res["eager"] = _run(step, "eager", eager_cache, "sync")
-    sync_cache = None
+        # (background: its eager kernels compile in workers while numpy runs, as a user's do)
+        res["eager"] = _run(step, "eager", eager_cache, "background")
     if "sync_cold" in probes:
-        sync_cache = _private_dir()
-        res["sync_cold"] = _run(step, "sync_cold", sync_cache, "sync")
+        res["sync_cold"] = _run(step, "sync_cold", _private_dir(), "sync")
     if "background_cold" in probes:
         res["background_cold"] = _run(step, "background_cold", _private_dir(), "background")
     if "background_wait" in probes:
         res["background_wait"] = _run(step, "background_wait", _private_dir(), "background")
     if "warm_disk" in probes:
+        warm = _private_dir()
         if WARM_CACHE:   # --warm-cache: a copy of a filled cache (hints stay with the copy)
-            sync_cache = _private_dir()
-            shutil.copytree(os.path.join(WARM_CACHE, step), sync_cache, dirs_exist_ok=True)
-        if sync_cache is None:  # fill a cache first (not a figure)
-            sync_cache = _private_dir()
-            res["fill"] = _run(step, "warm_disk", sync_cache, "sync")
+            shutil.copytree(os.path.join(WARM_CACHE, step), warm, dirs_exist_ok=True)
+        else:            # a user's first run fills it (not a figure)
+            res["fill"] = _run(step, "fill", warm, "background")
         # side by side, twice each, alternating: the load changes by the minute
         for k in (1, 2):
-            res[f"warm_disk_background_{k}"] = _run(step, "warm_disk", sync_cache, "background")
-            res[f"warm_disk_sync_{k}"] = _run(step, "warm_disk", sync_cache, "sync")
+            res[f"warm_disk_background_{k}"] = _run(step, "warm_disk", warm, "background")
+            res[f"warm_disk_sync_{k}"] = _run(step, "warm_disk", warm, "sync")
     res["load_after"] = _uptime()
     return res
 
@@ -458,6 +571,16 @@ def report(step: str, res: dict) -> None:
     how = "as the shell has it (--source-only)" if SOURCE_ONLY else "from compiled bytecode"
     print(f"\n== {step} ({res['load_before']} .. {res['load_after']}; "
           f"probes import tracejit {how})")
+    r = res.get("tier0_ratio")
+    if r:
+        line = (f"tier 0 / eager, one thread, interleaved medians: {r['held']['ratio']:.3f} "
+                f"({r['held']['tier0_s'] * 1e3:.3g} / {r['held']['eager_s'] * 1e3:.3g} ms, "
+                f"{r['held']['pairs']} pairs, background work held)")
+        c = r.get("compiling")
+        if c:
+            line += (f"; {c['ratio']:.3f} while it compiled ({c['tier0_s'] * 1e3:.3g} / "
+                     f"{c['eager_s'] * 1e3:.3g} ms, {c['pairs']} pairs)")
+        print(line + f"; first call {r['first_s'] * 1e3:.0f} ms (eager's {r['eager_first_s'] * 1e3:.0f})")
     e = res.get("eager")
     if e:
         print(f"eager step: first {e['first_s'] * 1e3:.0f} ms (caller CPU {e['first_cpu_s'] * 1e3:.0f}), "
@@ -501,7 +624,8 @@ def report(step: str, res: dict) -> None:
               f"after {w.get('stage1_s', float('nan')):.1f} s{st}, every kernel in after "
               f"{w['all_in_s']:.1f} s; kept {w['kept']}, compiled step {w['steady_step_s'] * 1e3:.0f} ms")
     if "fill" in res:
-        print(f"sync mode, empty cache (filling the warm-disk cache): first step {res['fill']['first_s']:.2f} s")
+        print(f"background mode, empty cache, then tj.compiler.wait() (filling the warm-disk cache): "
+              f"first step {res['fill']['first_s']:.2f} s")
     if "warm_disk_background_1" in res:
         bg = [res[f"warm_disk_background_{k}"]["first_s"] * 1e3 for k in (1, 2)]
         sy = [res[f"warm_disk_sync_{k}"]["first_s"] * 1e3 for k in (1, 2)]
@@ -509,6 +633,16 @@ def report(step: str, res: dict) -> None:
               f"sync {sy[0]:.0f} / {sy[1]:.0f} ms")
         print("  background first step, parts: " + "; ".join(
             _parts(res[f"warm_disk_background_{k}"]) for k in (1, 2)))
+        if e:
+            print(f"  warm first step / eager first step: {bg[0] / (e['first_s'] * 1e3):.2f} / "
+                  f"{bg[1] / (e['first_s'] * 1e3):.2f}; / eager median step: "
+                  f"{bg[0] / (e['step_s'] * 1e3):.1f} / {bg[1] / (e['step_s'] * 1e3):.1f}")
+        for k in (1, 2):
+            tb = res[f"warm_disk_background_{k}"].get("tiers_by_step")
+            if tb:
+                first = next((n + 1 for n, t in enumerate(tb) if "tier0" not in t.split(",")), None)
+                print(f"  background process {k}: tiers after steps 1..{len(tb)}: {' '.join(tb)}"
+                      f" (every entry compiled from step {first})")
         later = [sum(res[f"warm_disk_background_{k}"]["steps_after_s"]) * 1e3 for k in (1, 2)]
         n = len(res["warm_disk_background_1"]["steps_after_s"])
         ref = f"; eager {sum(e['steps_after_s']) * 1e3:.0f} ms" if e and "steps_after_s" in e else ""

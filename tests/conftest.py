@@ -13,6 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # Tests that assert compiled kernels need them at the first call: the suite compiles in sync
 # mode; tests of background compilation (tests/compiler/test_tiers.py) ask for it explicitly.
 os.environ["TRACEJIT_COMPILE"] = "sync"
+# Nor does a test's process leave workers finishing its kernels after it exits (the tests of
+# that, tests/compiler/test_finish.py and test_tiers_warm.py, turn it back on per process).
+os.environ["TRACEJIT_COMPILE_FINISH"] = "0"
 
 import tracejit as tj  # noqa: E402
 from launches import count_launches  # noqa: E402

@@ -61,6 +61,28 @@ def test_too_late_is_said_once_with_the_way_out():
     assert "was loaded before" not in quiet
 
 
+    line = [ln for ln in err.splitlines() if "was loaded before" in ln]
+    assert len(line) == 1 and "GOMP_SPINCOUNT=1000" in line[0]   # one line says it all
+
+
+def test_a_wheels_own_openmp_copy_imported_first_is_no_reason_to_warn():
+    # scikit-learn ships libgomp renamed (libgomp-<hash>.so.1): numba loads the system's
+    # libgomp.so.1 later, which reads the setting made at import.
+    pytest.importorskip("sklearn")
+    code = ("import sklearn.linear_model, warnings\n"
+            "maps = open('/proc/self/maps').read()\n"
+            "print('vendored' if 'libgomp-' in maps else 'none')\n"
+            "import os, tracejit\n"
+            "print(tracejit.threads.omp_spin_tuned(), os.environ.get('GOMP_SPINCOUNT'))\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "TRACEJIT_THREAD_TUNING")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120, check=True)
+    vendored, tuned, spin = r.stdout.split()
+    if vendored != "vendored":
+        pytest.skip("this scikit-learn loads no OpenMP copy of its own")
+    assert (tuned, spin) == ("True", "1000") and "was loaded before" not in r.stderr, r.stderr
+
 
 _BLAS_PROBE = ("{first}import os, tracejit\n"
                "print(tracejit.threads.tune_blas_spin.applied, os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n")

@@ -53,6 +53,9 @@ SWITCHES: dict = {s.name: s for s in (
            _GUIDE + "tiered-compilation.md"),
     Switch("TRACEJIT_COMPILE_TIMEOUT", "300", "seconds a worker may spend on one kernel before it is "
            "restarted", _GUIDE + "tiered-compilation.md"),
+    Switch("TRACEJIT_COMPILE_FINISH", "60", "seconds the compile workers may go on after a normal exit, "
+           "finishing the kernels still compiling into the disk cache (0: killed at exit)",
+           _GUIDE + "tiered-compilation.md"),
     Switch("TRACEJIT_CACHE", "1", "0: no disk kernel cache (kernels compile in every process)",
            _GUIDE + "caching.md"),
     Switch("TRACEJIT_CACHE_DIR", "", "root of the disk kernel cache (default $XDG_CACHE_HOME/tracejit "
@@ -131,6 +134,8 @@ SWITCHES: dict = {s.name: s for s in (
            "tracejit/distributed/run.py"),
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
            "tracejit/compiler/worker_process.py"),
+    Switch("TRACEJIT_COMPILE_FINISH_DIR", "", "internal: where a compile worker finds the jobs its "
+           "parent left it at exit", "tracejit/compiler/finish.py"),
     Switch("TRACEJIT_COMPILE_WORKER_FAULT", "", "tests only: crash, hang, error or corrupt injects a "
            "fault into compile workers", "tracejit/compiler/compile_worker.py"),
 )}

@@ -13,10 +13,12 @@ way: the workers are still spinning when the next kernel comes.
 What: ``import tracejit`` sets ``GOMP_SPINCOUNT=1000`` in the environment unless
 ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` is already set (yours wins). libgomp reads it once,
 when it is loaded (numba loads it at the first parallel kernel), so the setting does
-nothing if libgomp is already in the process (a library imported before tracejit may have
-loaded it): `omp_spin_tuned` says whether it was made in time, and a RuntimeWarning says
-so once when it was not (import order matters; the warning names the way out). OpenMP libraries loaded
-later in the same process see the same setting. ``TRACEJIT_THREAD_TUNING=0`` turns it off.
+nothing if the libgomp numba uses is already in the process (a library imported before
+tracejit may have loaded it; a wheel's own renamed copy, scikit-learn's for one, is another
+library and does not count): `omp_spin_tuned` says whether it was made in time, and a
+one-line RuntimeWarning says so once when it was not (import order matters; the warning
+names the way out). OpenMP libraries loaded later in the same process see the same
+setting. ``TRACEJIT_THREAD_TUNING=0`` turns it off.
 
 OpenBLAS's workers spin the same way after each multi-threaded product (about 0.1 s by
 default), on the core our own parallel work between products wants (tracejit/compiler/cpu/runtime/sharepool.py's
@@ -53,12 +55,19 @@ SPINCOUNT = "1000"
 
 
 def _libgomp_loaded() -> str:
-    """The path of a libgomp already mapped into this process, or ""."""
+    """The path of a libgomp already in this process that numba's OpenMP layer would use
+    (its ``omppool`` asks for ``libgomp.so.1``, which the loader finds among the loaded
+    libraries by that name), or "". A wheel's own renamed copy (scikit-learn's and torch's
+    ``libgomp-<hash>.so.1``) is another library: numba loads the system's after us, and it
+    reads our setting. Nothing where numba is told to use another threading layer."""
+    if os.environ.get("NUMBA_THREADING_LAYER", "").lower() in ("tbb", "workqueue"):
+        return ""
     try:
         with open("/proc/self/maps") as f:
             for line in f:
-                if "libgomp" in line:
-                    return line.split()[-1]
+                path = line.split()[-1]
+                if os.path.basename(path).startswith("libgomp.so"):
+                    return path
     except OSError:
         pass
     return ""
@@ -70,14 +79,13 @@ def _set_spincount() -> bool:
     loaded = _libgomp_loaded()
     if loaded:
         # Too late to apply, and it matters (compiled steps measured 10x slower when numba's
-        # workers spin against BLAS): say so once, with the two ways out.
+        # workers spin against BLAS): say so once, in one line, with the two ways out.
         warnings.warn(
-            f"tracejit: an OpenMP runtime ({os.path.basename(loaded)}) was loaded before "
-            f"`import tracejit` (by a library imported earlier, e.g. scikit-learn or torch), so "
-            f"tracejit cannot shorten its workers' spin-waiting; compiled code may run much "
-            f"slower while they compete with BLAS threads. Import tracejit first, or start "
-            f"Python with GOMP_SPINCOUNT=1000 in the environment (TRACEJIT_THREAD_TUNING=0 "
-            f"silences this).", RuntimeWarning, stacklevel=4)
+            f"tracejit: {os.path.basename(loaded)} was loaded before `import tracejit`, so "
+            f"numba's OpenMP workers keep their default spin-wait (parallel kernels may run "
+            f"much slower beside BLAS). Import tracejit first, or start Python with "
+            f"GOMP_SPINCOUNT=1000 (TRACEJIT_THREAD_TUNING=0 silences this).",
+            RuntimeWarning, stacklevel=4)
         return False
     os.environ["GOMP_SPINCOUNT"] = SPINCOUNT
     return True

@@ -69,13 +69,15 @@ def test_tier0_equals_eager_then_switches_to_compiled():
     eager = _loss_and_grad(step, x, w)
     first = _loss_and_grad(f, x, w)
     st = f.cache_stats()
-    assert st["tiers"] == ["tier0"] and st["pending_kernels"] >= 1
+    # (planning: its kernels are not known yet; pending: known and compiling)
+    assert st["tiers"] == ["tier0"] and st["planning"] + st["pending_kernels"] >= 1
     assert first[0] == pytest.approx(eager[0], rel=1e-6)
     np.testing.assert_allclose(first[1], eager[1], rtol=1e-6, atol=1e-7)
     assert "tier 0" in f.explain(x, w)["tier"]
     assert tj.compiler.wait(f, timeout=WAIT_S)
     st = f.cache_stats()
-    assert st["tiers"] == ["compiled"] and st["pending_kernels"] == 0
+    assert st["tiers"] == ["compiled"] and st["pending_kernels"] == 0 and st["planning"] == 0
+    assert st["kernels_done"] >= 1
     after = _loss_and_grad(f, x, w)
     assert after[0] == pytest.approx(eager[0], rel=1e-5)
     np.testing.assert_allclose(after[1], eager[1], rtol=1e-4, atol=1e-5)
@@ -154,9 +156,10 @@ def test_failed_worker_leaves_tier0_with_one_warning(fresh_pool, fault):
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         _loss_and_grad(f, x, w)
-        tj.compiler.wait(f, timeout=WAIT_S)
+        assert not tj.compiler.wait(f, timeout=WAIT_S)   # it stays on tier 0: False ...
         for _ in range(3):
             got = _loss_and_grad(f, x, w)
+        assert not tj.compiler.wait(f, timeout=WAIT_S)   # ... every time, said once
     ours = [r for r in rec if "background compile" in str(r.message)]
     assert len(ours) == 1, [str(r.message) for r in rec]
     assert {"crash": "crashed", "hang": "hung", "error": "injected"}[fault] in str(ours[0].message)
@@ -952,3 +955,37 @@ def test_a_row_kernels_share_form_leaves_stage_1_a_chunk_stage():
     for _ in range(2 * tiers.TRIAL_CALLS + 1):
         check(grads(g, x), eager)                     # the trial, then the program kept
     assert g.cache_stats()["tiers"] == ["compiled"]
+
+
+def test_explain_and_cache_stats_count_the_kernels_of_every_entry():
+    import re
+    step = _step(3.3125)
+    f = tj.trace(step, compile="background")
+    x, w = _args(6)
+    _loss_and_grad(f, x, w)                     # the training entry
+    with tj.no_grad():
+        f(x, w)                                 # the inference entry
+    ex = f.explain(x, w)                        # (grad on: the training entry, now planned)
+    line = ex["tier"]
+    m = re.search(r"(\d+) of (\d+) kernels in(?:, (\d+) still compiling)?", line)
+    assert m, line
+    done, total, pending = int(m[1]), int(m[2]), int(m[3] or 0)
+    assert total >= 1 and (done + pending == total or "loading" in line), line
+    entries = ex["entries"].splitlines()
+    assert len(entries) == 2 and sum(e.startswith("*") for e in entries) == 1, entries
+    assert all("grad on" in e or "grad off" in e for e in entries)
+    titles = [t for t, _ in ex.sections]
+    assert {"fusion groups (inference)", "fusion groups (backward)"} <= set(titles) \
+        or "fusion groups (training forward, with the loss's gradients)" in titles, titles
+    st = f.cache_stats()
+    counts = [e.origin.kernel_counts() for e in f.entries]
+    known = [c for c in counts if c is not None]
+    assert st["planning"] == len(counts) - len(known)
+    assert st["kernels_done"] + st["pending_kernels"] == sum(c[1] for c in known)
+    assert tj.compiler.wait(f, timeout=WAIT_S)
+    st = f.cache_stats()
+    assert st["planning"] == 0 and st["pending_kernels"] == 0
+    assert st["kernels_done"] == sum(e.origin.kernel_counts()[1] for e in f.entries)
+    for e in f.entries:
+        d, t = e.origin.kernel_counts()
+        assert d == t and f"{t} of {t} kernels in" in e.origin.describe()

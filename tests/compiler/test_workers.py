@@ -425,3 +425,56 @@ def test_a_later_job_starts_once_the_queue_settled(monkeypatch):
     assert pool._take_runnable() is None                       # still unsettled
     pool.stirred = -math.inf                                   # settled: it runs
     assert pool._waits(item) is None and pool._take_runnable() is item and pool.jobs.empty()
+
+
+def _slow_kernel(c: float) -> str:
+    """A kernel module numba takes a while to compile (many statements): a job that is
+    still in flight when the test kills its worker."""
+    body = "\n".join(f"    s = s * {c!r} + a[{k} % a.shape[0]] * {k + 1}.0" for k in range(200))
+    return ('from numba import njit\n\n@njit("float64(float64[::1])", cache=CACHE)\n'
+            f"def kernel(a):\n    s = 0.0\n{body}\n    return s\n")
+
+
+def test_a_killed_worker_is_replaced_and_its_job_sent_again(tmp_path, monkeypatch, caplog):
+    import gc
+    import logging
+    import os
+    import signal
+    import warnings
+    from tracejit.compiler import diskcache
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRACEJIT_COMPILE_WORKER_FAULT", raising=False)
+    pool = workers.CompilePool(1)
+    try:
+        with warnings.catch_warnings(record=True) as rec, caplog.at_level(logging.INFO, "tracejit.compile"):
+            warnings.simplefilter("always", ResourceWarning)
+            job = pool.submit(_slow_kernel(1.0009765625), "slow", ())
+            deadline = time.monotonic() + 240
+            while pool.current[0] is not job and not job.done() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert pool.current[0] is job and not job.done()   # in flight on the worker
+            victim = pool.workers[0].proc.pid
+            os.kill(victim, signal.SIGKILL)
+            assert job.event.wait(240)
+            assert job.ok, job.error
+            assert pool.workers[0].proc.pid != victim           # a new worker took it
+            gc.collect()
+        assert any("a new worker takes the job again" in r.getMessage() for r in caplog.records)
+        assert not [w for w in rec if issubclass(w.category, ResourceWarning)], \
+            [str(w.message) for w in rec]
+        assert diskcache.is_cached(job.source)
+    finally:
+        pool.shutdown()
+
+
+def test_a_worker_that_keeps_dying_fails_the_job_after_its_restarts(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRACEJIT_COMPILE_WORKER_FAULT", "crash")   # every worker, every job
+    pool = workers.CompilePool(1)
+    try:
+        job = pool.submit("x = 1\n", "doomed", ())
+        assert job.event.wait(240)
+        assert not job.ok
+        assert "crashed" in job.error and f"tried {workers.RESTARTS + 1} times" in job.error
+    finally:
+        pool.shutdown()

@@ -8,9 +8,11 @@ module's source with its name hint and LLVM options; we compile it through the d
 compile). The parent then loads the entry from disk (a few ms) instead of compiling (0.1-2
 s, under numba's global lock, which would stall its own threads).
 
-We never outlive the parent: stdin closing (the parent exited, even by SIGKILL) ends the
-loop, and a watchdog thread exits when we are re-parented (the parent died while we were
-compiling). SIGINT is ignored: Ctrl-C in a terminal reaches the whole process group, and
+We never outlive the parent, but for a capped hand-over: stdin closing (the parent exited,
+even by SIGKILL) ends the loop, and a watchdog thread exits when we are re-parented (the
+parent died while we were compiling), unless the parent left us its unfinished jobs at a
+normal exit (finish.py): then we compile them into the cache and exit, at the latest at
+its cap. SIGINT is ignored: Ctrl-C in a terminal reaches the whole process group, and
 the parent decides when we stop (it kills us at exit).
 
 ``TRACEJIT_COMPILE_WORKER_FAULT`` (tests only) injects faults: ``crash`` exits on the first
@@ -28,12 +30,15 @@ import threading
 import time
 
 from .. import envflags
+from . import finish
 
 
-def _watch_parent(ppid: int) -> None:
+def _watch_parent(ppid: int, handed: str) -> None:
     while True:
         time.sleep(0.5)
         if os.getppid() != ppid:
+            if handed and finish.start_finishing(handed):
+                return   # the parent left us its jobs: the main loop finishes them (capped)
             os._exit(0)
 
 
@@ -92,9 +97,11 @@ def _tune_gc() -> None:
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     ppid = envflags.integer("TRACEJIT_COMPILE_PARENT") or os.getppid()
-    if os.getppid() != ppid:
-        return
-    threading.Thread(target=_watch_parent, args=(ppid,), daemon=True).start()
+    where = envflags.value("TRACEJIT_COMPILE_FINISH_DIR")
+    handed = finish.finish_file(where, os.getpid()) if where else ""
+    if os.getppid() != ppid and not (handed and finish.start_finishing(handed)):
+        return   # the parent died while we started, leaving us nothing to do
+    threading.Thread(target=_watch_parent, args=(ppid, handed), daemon=True).start()
     out = sys.stdout
     sys.stdout = sys.stderr  # nothing but replies goes to the parent's pipe
     fault = envflags.value("TRACEJIT_COMPILE_WORKER_FAULT")
@@ -104,8 +111,11 @@ def main() -> None:
     _tune_gc()
     # Ready: the parent sends our first job now, the best one queued by then (jobs submitted
     # during our start-up go by their rank, not by who came first).
-    out.write(json.dumps({"ready": True}) + "\n")
-    out.flush()
+    try:
+        out.write(json.dumps({"ready": True}) + "\n")
+        out.flush()
+    except OSError:
+        pass   # (the parent is gone: stdin's end tells us what to do)
     for line in sys.stdin:
         job = json.loads(line)
         if fault == "crash":
@@ -129,8 +139,15 @@ def main() -> None:
                      "compiled": compiled}
         except BaseException as exc:  # reported to the parent, which decides
             reply = {"id": job["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
+        try:
+            out.write(json.dumps(reply) + "\n")
+            out.flush()
+        except OSError:   # the parent is gone (it handed its jobs over: finish.py)
+            pass
+    # stdin ended: the parent exited or shut the pool down; did it leave us its jobs?
+    if handed and os.path.exists(handed):
+        finish.run(handed)
+    os._exit(0)   # (nothing to flush: our stdout is the parent's pipe, maybe gone)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ from . import cacheload, cacheroot, forkguard, importclosure, llvmopts, numbafla
 from .cpu.runtime import gilshare
 from .buildfacts import versions as _versions  # a module global: tests patch it
 
-__all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached"]
+__all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached", "on_disk"]
 
 log = logging.getLogger("tracejit")
 _cache_log = logging.getLogger("tracejit.cache")  # TRACEJIT_LOG=cache: hits, misses, rebuilds, writes
@@ -188,6 +188,21 @@ def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
     exists (a damaged entry is still caught, and rebuilt, by the load's manifest check)."""
     if (source, llvm_options) in _memory:  # no lock: see in_memory
         return True
+    entry = entry_path(source, llvm_options)
+    return entry is not None and (entry / _MANIFEST_NAME).exists()
+
+
+def import_numba() -> None:
+    """Import numba under the loads' lock: two threads importing it at once (a background
+    compile's and a module loader's) can end in Python's import-deadlock error, which
+    failed a warm entry's loads."""
+    with _lock:
+        import numba  # noqa: F401
+
+
+def on_disk(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
+    """Whether the disk holds an entry for `source` (what another process would load), the
+    in-process cache aside."""
     entry = entry_path(source, llvm_options)
     return entry is not None and (entry / _MANIFEST_NAME).exists()
 

@@ -44,7 +44,7 @@ from typing import Optional
 from . import cacheroot  # (not diskcache: a first call reads a hint; see cacheroot.py)
 
 __all__ = ["key", "read", "write", "prefer_loading", "any_prefers_loading", "mark_on_disk",
-           "on_disk", "LOAD_MARK", "variants", "add_variant"]
+           "on_disk", "on_disk_marker", "LOAD_MARK", "variants", "add_variant"]
 
 _DIR = "hints"
 LOAD_MARK = "load-first"   # in <root>/hints: some graph's hint prefers loading
@@ -152,6 +152,13 @@ def mark_on_disk(k: Optional[str]) -> None:
             pass
     except OSError:
         pass
+
+
+def on_disk_marker(k: Optional[str]) -> Optional[str]:
+    """The file `mark_on_disk` creates for graph `k` (for a worker that finishes the graph's
+    kernels after the program's exit, compiler/finish.py); None with the cache off."""
+    path = _path(k) if k else None
+    return None if path is None else _ondisk(path)
 
 
 def on_disk(k: Optional[str]) -> bool:

@@ -5,8 +5,8 @@ numba. Its entry's executor is a `TieredExecutor`:
 
 - **tier 0** is the IR interpreter over the ops' eager implementations (the reference
   semantics: its results equal eager, forward and backward, because gradients flow
-  through the same eager autograd), run as eager code runs (`Tier0`: values go after
-  their last use);
+  through the same eager autograd), run as eager code runs (`Tier0`: one generated
+  function, values go after their last use);
 - its first call runs tier 0 and nothing else; a background thread (working from the
   second call on, or about when the user's first step has ended: never during it) builds
   the program and the plans that call needs (autodiff, fusion, source generation), finds
@@ -39,10 +39,16 @@ A compiled entry that meets an operand in a layout no plan listed (a strided inp
 on a copy of the operand (plan.py, `_Kernel.ready`); the variant is recorded for the graph
 (tierhints.variants), so the next process plans and loads it ahead.
 
-A failed job (worker crash, hang past its timeout, compile error) leaves the entry on
-tier 0 with one warning. A damaged entry on disk is caught by the load's manifest check
-and rebuilt in-process (diskcache warns). ``wait(fn=None, timeout=None)`` blocks until
-pending compiles finish and switches the entries.
+A graph whose kernels were all on disk in an earlier run (tierhints.on_disk) is warm: its
+second call waits for the loads (`WARM_WAIT_S` at most) and runs compiled. Jobs still
+compiling when the program exits are finished by the workers (finish.py), which then
+record the graph as on disk for the next process.
+
+A failed job (a worker crashed three times under it, a hang past its timeout, a compile
+error) leaves the entry on tier 0 with one warning, and ``wait`` returns False for it. A
+damaged entry on disk is caught by the load's manifest check and rebuilt in-process
+(diskcache warns). ``wait(fn=None, timeout=None)`` blocks until pending compiles finish
+and switches the entries.
 
 ``TRACEJIT_COMPILE=background|sync`` picks the default mode (background); the
 ``compile=`` option of trace/script overrides it per function. Background needs the
@@ -61,7 +67,7 @@ from typing import Any, Optional
 
 from ..jit.backend import Executor, Interpreted
 from ..jit.function import compiled_function_of
-from ..jit.interpreter import interpret, last_uses
+from ..jit.interpreter import last_uses, straight_line
 from . import cacheroot, tierhints
 from .cpu.runtime import gilshare
 from ..ops.indexing import GETITEM
@@ -95,7 +101,15 @@ _GO_AFTER_TIER0 = 2.0
 # (fraction of the chunk program's best call) the parfor program must be to be kept.
 TRIAL_CALLS = 3
 TRIAL_MARGIN = 0.05
+# A warm entry (a previous run put every kernel of its graph on disk: tierhints.on_disk)
+# runs compiled from its second call: that call waits for the loads (the plans, numba's
+# import, the loads: 0.2-0.5 s for the digits MLP step), at most this long (then calls
+# run tier 0 until they are in).
+WARM_WAIT_S = 3.0
+# explain waits this long for the background thread's plans (the groups it shows).
+EXPLAIN_WAIT_S = 60.0
 _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
+_failed: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()   # on tier 0 for good (`wait`)
 _pending_lock = threading.Lock()
 from .tiers_work import PARFOR_COST, BackgroundWork, _parfor, _planning, stage1_pays  # noqa: E402,F401
 
@@ -129,15 +143,18 @@ class Tier0(Interpreted):
         super().__init__(graph)
         self._drops = None
         self._steps = None
+        self._run = None
 
     def __call__(self, ins: list) -> list:
-        drops = self._drops
-        if drops is None:
-            drops = self._drops = last_uses(self.graph)
-            self._steps = _unbind_steps(self.graph)
-        from ..ops.impls import serving_tier0
+        run = self._run
+        if run is None:
+            # The graph as one generated function (`straight_line`: `interpret` unrolled):
+            # 0.1-2 ms once, against 3-4 us per equation and call saved.
+            self._drops, self._steps = last_uses(self.graph), _unbind_steps(self.graph)
+            run = self._run = straight_line(self.graph, self._drops, self._steps)
+        from .cpu.kernels.vectorized import serving_tier0   # (an op's module: imported by now)
         with serving_tier0():
-            return interpret(self.graph, ins, drops=drops, steps=self._steps)
+            return run(ins)
 
 
 def _unbind_steps(graph) -> Optional[dict]:
@@ -231,6 +248,13 @@ class TieredExecutor(BackgroundWork, Executor):
         # optimizer) that it is meant to spare.
         self._go = threading.Event()
         self._go_at: Optional[float] = None  # time.monotonic() when the thread may start anyway
+        self._warm_since: Optional[float] = None   # time.monotonic() a call began to wait
+        # The graph's kernels were all on disk in an earlier run (`_wait_for_go`): the thread
+        # loads them at once and calls wait for it (`WARM_WAIT_S`); cleared when the plan
+        # finds one missing, the work fails or the wait ran out.
+        self._warm = False
+        self._warm_known = threading.Event()    # `_warm` has been decided
+        self._mark = None   # finish.when_cached's token: the on-disk record, should we exit first
 
     @property
     def program(self):
@@ -251,18 +275,36 @@ class TieredExecutor(BackgroundWork, Executor):
     def attach(self, entry) -> None:
         self.entry = entry
 
+    def kernel_counts(self) -> Optional[tuple]:
+        """(in, all): the kernel modules this entry needs that are in the disk cache
+        (found there or compiled by a worker), and all it needs, each counted once (the
+        chunk stage's and the full program's); None while it plans (how many is not known
+        yet). A pending entry's `pending_kernels` is the difference."""
+        if self.state == "new" or (self.state == "pending" and not self._submit_done.is_set()):
+            return None
+        if not self.jobs:   # (loaded in the first call: `_load_at_once`)
+            n = len(self.variants) if self.state in ("compiled", "trial") else 0
+            return n, n
+        uniq = list({id(j): j for j, *_ in self.jobs}.values())
+        return sum(1 for j in uniq if j.done() and j.ok), len(uniq)
+
     def pending_kernels(self) -> int:
+        """Kernel modules still compiling (or queued) in workers; 0 while planning (see
+        `kernel_counts`: then the count is not known) and once none is."""
         if self.state != "pending":
             return 0
         if not self._submit_done.is_set():
-            return max(1, len(self.variants))  # still planning (count unknown: at least 1)
-        n = sum(1 for j, *_ in self.jobs if not j.done())
-        return n if n or self._ready.is_set() else max(1, len(self.variants))  # loading
+            return 0
+        return sum(1 for j in {id(j): j for j, *_ in self.jobs}.values() if not j.done())
 
     def __call__(self, ins):
         state = self.state
         if state == "pending":
-            self._go.set()
+            if not self._go.is_set():   # (Event.set takes a lock: not at every call)
+                self._go.set()
+                self._warm_known.wait(0.1)   # (the thread decides within a few ms)
+            if self._warm:
+                self._await_warm()
             if self._ready_here():
                 self.switch()
                 state = self.state
@@ -345,6 +387,26 @@ class TieredExecutor(BackgroundWork, Executor):
                  len(self._serial_variants), self._stage_kind, time.perf_counter() - t0)
         return True
 
+    def _await_warm(self) -> None:
+        """In a call of a warm entry (`_warm`): wait until its kernels are loaded (or its
+        stage-1 kernels, whose parfor upgrade is held), at most `WARM_WAIT_S` in all; past
+        that, calls run tier 0 until the loads are in."""
+        t0 = time.monotonic()
+        if self._warm_since is None:
+            self._warm_since = t0
+        deadline = self._warm_since + WARM_WAIT_S
+        while self._warm and not (self._ready.is_set() or self._serial.is_set()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._warm = False
+                log.info("%s: its kernels are on disk but not loaded %.1f s after the first call; "
+                         "tier 0 until they are", self.name, WARM_WAIT_S)
+                return
+            self._ready.wait(min(left, 0.01))
+        if self._warm:
+            log.info("%s: waited %.3f s for its kernels to load (all on disk)", self.name,
+                     time.monotonic() - t0)
+
     # ---- background compile -----------------------------------------------------------
     def start(self, ins) -> None:
         """Hand everything but tier 0 to a background thread: plan for `ins` (autodiff,
@@ -382,7 +444,11 @@ class TieredExecutor(BackgroundWork, Executor):
         """Until the second call (or wait/compile), or about the end of the user's first
         step (`_GO_AFTER_S`, `_GO_AFTER_TIER0`), so that a long first step (an LSTM's, or
         any step on a busy machine) is not shared with the planning; never while the first
-        call itself runs."""
+        call itself runs. Then decide whether the graph is warm (`_warm`: every kernel was
+        on disk in an earlier run; its key costs 1-5 ms), which the second call waits for:
+        a warm graph's second call waits for its loads. (Loading from the end of the first
+        call on made a warm first step 1.5-2.5x longer: the loads' Python shared the GIL
+        with the step's backward and update.)"""
         while not self._go.is_set():
             at = self._go_at
             if at is None:           # the first call is still on tier 0 (or was never made)
@@ -390,8 +456,19 @@ class TieredExecutor(BackgroundWork, Executor):
                 continue
             left = at - time.monotonic()
             if left <= 0:
-                return
+                break
             self._go.wait(left)
+        try:
+            self._warm = tierhints.on_disk(self._graph_key())
+        except Exception:  # a hint is only advice
+            self._warm = False
+        self._warm_known.set()
+        if not self._warm and not self._planned:
+            # Probably a cold compile: the workers start (1-3 s) while we plan
+            # (`release_idle` stops them if all is on disk after all).
+            from . import workers
+            workers.prestart()
+            self._prestarted = True
 
     def _graph_key(self) -> Optional[str]:
         if self._hint_key is None:
@@ -479,6 +556,7 @@ class TieredExecutor(BackgroundWork, Executor):
         return self.program
 
     def _bg_fail(self, why: str) -> None:
+        self._warm = False
         if not self._failure:
             self._failure = why
 
@@ -487,6 +565,7 @@ class TieredExecutor(BackgroundWork, Executor):
         self.error = why
         with _pending_lock:
             _pending.discard(self)
+            _failed.add(self)
         warnings.warn(f"tracejit: background compile of {self.name} failed ({why}); it keeps "
                       f"running on tier 0 (the IR interpreter, eager speed)", RuntimeWarning, stacklevel=2)
 
@@ -506,8 +585,8 @@ class TieredExecutor(BackgroundWork, Executor):
                         return False
                     self._ready.wait(1.0 if remaining is None else min(remaining, 1.0))
                     continue
-                self.switch()
-        return True
+                self.switch()   # (a failure warns here, once)
+        return self.state != "failed"
 
     def upgrade_held(self) -> bool:
         """Whether the entry runs its chunk stage and all it still waits for is a parfor
@@ -525,20 +604,38 @@ class TieredExecutor(BackgroundWork, Executor):
         self.wait(None)
 
     def describe(self) -> str:
+        counts = self.kernel_counts()
+        if self.state == "new":
+            return "tier 0 (not called yet)"
+        if self.state == "failed":
+            return f"tier 0 for good: {self.error}"
+        if counts is None:
+            return ("tier 0 (the IR interpreter); loading its kernels from the disk cache"
+                    if self._warm else
+                    "tier 0 (the IR interpreter); planning its kernels (how many is not known yet)")
+        done, total = counts
         pending = self.pending_kernels()
-        return {"new": "tier 0 (not called yet)",
-                "pending": (f"compiled {self._stage_kind} kernels (stage 1); {pending} parfor "
-                            f"kernels held until the program leaves a core idle (or a wait)"
-                            if self.upgrade_held() else
-                            f"compiled {self._stage_kind} kernels (stage 1); {pending} parfor "
-                            f"kernels still compiling in workers" if self.tier != "tier0" else
-                            f"tier 0 (the IR interpreter); {pending} of {len(self.variants)} kernels "
-                            f"still compiling in workers"),
-                "compiled": "compiled kernels (switched from tier 0)",
-                "trial": "compiled kernels (timing the parfor kernels against the chunk kernels)",
-                "failed": f"tier 0 for good: {self.error}"}[self.state]
+        tally = f"{done} of {total} kernels in"
+        if self.state == "compiled":
+            return f"compiled kernels (switched from tier 0); {tally}"
+        if self.state == "trial":
+            return f"compiled kernels (timing the parfor kernels against the chunk kernels); {tally}"
+        if self.tier != "tier0":
+            how = ("held until the program leaves a core idle (or a wait)" if self.upgrade_held()
+                   else "still compiling in workers")
+            return (f"compiled {self._stage_kind} kernels (stage 1); {tally}, the other {pending} "
+                    f"(parfor) {how}")
+        if pending:
+            return f"tier 0 (the IR interpreter); {tally}, {pending} still compiling in workers"
+        return f"tier 0 (the IR interpreter); {tally}, loading them"
 
     def explain_sections(self):
+        """The program's sections, once the background thread has planned (waits for it,
+        at most `EXPLAIN_WAIT_S`): the fusion groups of the call it compiles for, training
+        or inference."""
+        if self.state == "pending" and not self._submit_done.is_set():
+            self._go.set()
+            self._submit_done.wait(EXPLAIN_WAIT_S)
         return self.program.explain_sections()
 
     def debug_values(self, ins) -> dict:
@@ -555,9 +652,15 @@ def _resolve(fn):
 
 def wait(fn: Any = None, timeout: Optional[float] = None) -> bool:
     """Block until the pending background compiles (of `fn`, or of every function) finish,
-    and switch their entries to compiled kernels. False if `timeout` seconds passed first."""
+    and switch their entries to compiled kernels. False if `timeout` seconds passed first,
+    or if an entry waited for (any entry of `fn`) stays on tier 0 for good: a kernel failed
+    to compile or load, which one RuntimeWarning said when it failed."""
     target = _resolve(fn) if fn is not None else None
     deadline = None if timeout is None else time.monotonic() + timeout
     with _pending_lock:
         todo = [ex for ex in _pending if target is None or ex.owned_by(target)]
-    return all([ex.wait(deadline) for ex in todo])
+    done = all([ex.wait(deadline) for ex in todo])
+    with _pending_lock:   # (`fn`'s entries that failed before too; all: those waited for)
+        failed = [ex for ex in _failed if ex in todo or (target is not None and ex.owned_by(target))]
+    return done and not failed
+

@@ -53,23 +53,21 @@ class BackgroundWork:
     def _work(self) -> None:
         self._wait_for_go()
         try:
-            from . import workers  # (after the wait: the import is not the first call's)
-            if not self._planned and not tierhints.on_disk(self._graph_key()):
-                # Probably a cold compile: the workers start (1-3 s) while we plan.
-                workers.prestart()
-                self._prestarted = True
             if not self._planned:
                 # (shorter GIL switches while this thread runs Python: gilshare.py)
                 with _planning, gilshare.shorter_switches():
-                    # (numba's import under _planning too: os.fork waits for that lock, so a
-                    # child never inherits a half-done import)
-                    self._import_numba()
                     c0 = time.thread_time()
                     self._plan()
                     self._plan_cpu_s = time.thread_time() - c0
             if not self._failure and not self.jobs:
                 with gilshare.shorter_switches():
                     self._submit()
+            # numba's import (0.2-0.5 s), which only the loads need, once the workers have
+            # their jobs: a cold digits MLP step's kernels were in 0.3-0.5 s later when it
+            # came before the planning. Under _planning: os.fork waits for that lock, so a
+            # child never inherits a half-done import.
+            with _planning, gilshare.shorter_switches():
+                self._import_numba()
             if not self._failure:
                 self._wait_jobs()
             if not self._failure:
@@ -87,8 +85,9 @@ class BackgroundWork:
         import sys
         if "numba" in sys.modules:
             return   # (another thread did it: the hint counts tierhints' estimate instead)
+        from . import diskcache
         c0 = time.thread_time()
-        import numba  # noqa: F401
+        diskcache.import_numba()
         self._numba_cpu_s = time.thread_time() - c0
 
     def _plan(self, prestart: bool = True) -> None:
@@ -125,7 +124,9 @@ class BackgroundWork:
                 tierhints.mark_on_disk(self._graph_key())
                 if self._prestarted:  # started ahead for nothing: give their CPU back
                     workers.release_idle()
-            elif prestart:
+            else:
+                self._warm = False   # (pruned since): calls stop waiting, tier 0 runs
+            if not (all(on_disk) or self._upgrade_only(variants, on_disk)) and prestart:
                 # Workers take 1-3 s to start (Python, numba, a first compile): start
                 # them now (if not yet), while the jobs are submitted.
                 workers.prestart()
@@ -269,6 +270,11 @@ class BackgroundWork:
             jobs.append((job, None, (), False))
         self.jobs = jobs
         missing = sum(1 for j, *_ in jobs if j.id and not j.done())
+        marker = tierhints.on_disk_marker(self._graph_key()) if missing else None
+        if marker:   # should the program exit first, a worker finishing the jobs records it
+            from . import finish
+            self._mark = finish.when_cached(marker, [(j.source, j.llvm_options)
+                                                     for j, *_ in jobs if j.source])
         log.info("%s: %d of %d kernel jobs compiling in workers (%d variants, %d of stage 1); "
                  "running on tier 0 meanwhile", self.name, missing, len(jobs), len(self.variants),
                  self._n_serial)
@@ -316,6 +322,9 @@ class BackgroundWork:
             self._bg_fail(f"{len(bad)} of {len(self.jobs)} kernels failed: {bad[0].error}")
         else:
             tierhints.mark_on_disk(self._graph_key())
+        if self._mark is not None:
+            from . import finish
+            finish.forget(self._mark)
 
     def _load(self) -> None:
         t0, c0 = time.perf_counter(), time.thread_time()

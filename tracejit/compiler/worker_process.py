@@ -21,6 +21,10 @@ class _Worker:
         root = str(Path(__file__).resolve().parents[2])   # (the directory above tracejit/)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
         env["TRACEJIT_COMPILE_PARENT"] = str(os.getpid())
+        # where a hand-over at our exit would leave its jobs (finish.py)
+        from . import cacheroot, finish
+        self.finish_dir = finish.finish_dir(cacheroot.root())
+        env["TRACEJIT_COMPILE_FINISH_DIR"] = self.finish_dir or ""
         # A worker runs no parallel kernels: one numba thread, no OpenMP pool to spin.
         env.setdefault("NUMBA_NUM_THREADS", "1")
         self.proc = subprocess.Popen(

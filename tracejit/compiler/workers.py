@@ -72,6 +72,10 @@ SPARE_IDLE_CORES = 0.75
 
 SHUT_DOWN = "the compile pool was shut down"   # a job's error when it never ran
 
+# A worker that dies under a job (a crash, a kill from outside) is replaced and the job sent
+# to the new one, at most this many times; then the job fails.
+RESTARTS = 2
+
 
 class Job:
     """One kernel module to compile; `event` is set when it is done (`ok` says how)."""
@@ -268,6 +272,7 @@ class CompilePool(JobChoice):
         # time.monotonic() of the latest job of a rank before LATER submitted, moved up or
         # finished (`_unsettled`)
         self.stirred = -math.inf
+        self.current: list = [None] * size   # per slot, the job its worker compiles now
         for i in range(size):
             threading.Thread(target=self._dispatch, args=(i,), daemon=True,
                              name=f"tracejit-compile-{i}").start()
@@ -358,6 +363,8 @@ class CompilePool(JobChoice):
             if w is None or w.proc.poll() is not None:
                 if self.closed:
                     raise OSError("the compile pool was shut down")
+                if w is not None:   # died between jobs (killed): reap it, close its pipes
+                    w.kill()
                 w = self.workers[i] = _Worker()
             w.used = w.used or use
             return w
@@ -388,18 +395,36 @@ class CompilePool(JobChoice):
                 self.stirred = time.monotonic()
 
     def _run_on(self, i: int, job: Job) -> None:
+        """Run `job` on worker `i`; a worker that dies during it (a crash, a kill from
+        outside) is replaced and the job sent again, up to `RESTARTS` times."""
+        self.current[i] = job
+        try:
+            for attempt in range(RESTARTS + 1):
+                why = self._attempt(i, job)
+                if why is None or job.done():
+                    return
+                if attempt < RESTARTS and not self.closed:
+                    log.info("%s: %s; a new worker takes the job again", job.name_hint, why)
+                    continue
+                job._finish(False, f"{why}; tried {attempt + 1} times" if attempt else why)
+                return
+        finally:
+            self.current[i] = None
+
+    def _attempt(self, i: int, job: Job) -> Optional[str]:
+        """One try of `job` on worker `i`: None when it finished (either way), else why
+        the worker died under it (it is reaped and its slot emptied)."""
         try:
             w = self.worker(i)
         except (OSError, ValueError) as exc:
             job._finish(False, f"compile worker could not start ({exc})")
-            return
+            return None
         try:
             w.send(job)
         except (OSError, ValueError) as exc:
             self.workers[i] = None
             w.kill()
-            job._finish(False, f"compile worker unreachable ({exc})")
-            return
+            return f"compile worker unreachable ({exc})"
         deadline = time.monotonic() + _timeout()
         while True:
             try:
@@ -407,18 +432,38 @@ class CompilePool(JobChoice):
             except queue.Empty:
                 self.workers[i] = None
                 w.kill()
+                # (not tried again: a job that hangs a worker would hang the next one)
                 job._finish(False, f"compile worker hung (no answer within {_timeout():g} s); killed")
-                return
+                return None
             if reply is None:
                 code = w.proc.wait()
                 self.workers[i] = None
                 w.kill()
-                job._finish(False, f"compile worker crashed (exit code {code})")
-                return
+                return f"compile worker crashed (exit code {code})"
             if reply.get("id") == job.id:
                 job._finish(bool(reply.get("ok")), reply.get("error", ""),
                             float(reply.get("seconds", 0.0)), int(reply.get("compiled", 0)))
-                return
+                return None
+
+    def take_queued(self) -> list:
+        """Every job still queued, taken out of the queue (finish.hand_off)."""
+        out = []
+        while True:
+            try:
+                item = self.jobs.get_nowait()
+            except queue.Empty:
+                return out
+            if item[2] is not None:
+                out.append(item[2])
+
+    def unfinished(self) -> list:
+        """Every job submitted to this pool and not done yet, in the order submitted."""
+        with self._lock:
+            return [j for j in self.by_source.values() if not j.done()]
+
+    def start_finisher(self) -> "_Worker":
+        """A worker started at exit only to finish the queued jobs (finish.hand_off)."""
+        return _Worker()
 
     def shutdown(self) -> None:
         self.closed = True
@@ -568,7 +613,23 @@ def _after_fork_in_child() -> None:
         _inherited.append(p)
 
 
-atexit.register(shutdown)
+_finishing: list = []   # workers finishing our jobs after we exit (finish.py): never reaped here
+
+
+def _at_exit() -> None:
+    """At a normal exit: hand the unfinished jobs to the workers (finish.py), then stop
+    whatever worker has none."""
+    p = _pool
+    if p is not None and p.pid == os.getpid():
+        from . import finish
+        try:
+            _finishing.extend(finish.hand_off(p))
+        except Exception:   # (never let an exit hook fail the program's exit)
+            pass
+    shutdown()
+
+
+atexit.register(_at_exit)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 

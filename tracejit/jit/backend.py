@@ -55,6 +55,11 @@ class Executor(abc.ABC):
         """Kernels still compiling in the background."""
         return 0
 
+    def kernel_counts(self) -> Optional[tuple]:
+        """(in, all) kernels of a background compile (``all - in`` are `pending_kernels`),
+        None while it has not planned yet (their number is unknown); (0, 0) without one."""
+        return (0, 0)
+
     def explain_sections(self) -> list:
         """Extra [(title, text)] sections for explain (fusion groups, plans, kernels)."""
         return []

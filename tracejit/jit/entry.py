@@ -56,6 +56,9 @@ class Entry:
             raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
                             f"got {type(executor).__name__}")
         self.executor = executor
+        # the executor the entry was made with: what explain and cache_stats ask about its
+        # tier and kernels (a background compile's, after `set_executor` too)
+        self.origin = executor
         self.hits = 0
         self.input_leaf_idx = [i for i, d in enumerate(descs) if d.kind in ("tensor", "scalar")]
         self._single = (out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations

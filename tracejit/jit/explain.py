@@ -29,7 +29,8 @@ class Explanation:
 
 def explain(fn, *args, **kwargs) -> Explanation:
     """Call `fn` (a compiled function or module) with these arguments and describe the
-    entry that ran: guards, tier, graphs, and the backend's sections (fusion, kernels)."""
+    entry that ran: guards, tier, graphs, and the backend's sections (fusion, kernels);
+    ``entries`` lists every entry of `fn` with its tier (this one marked ``*``)."""
     fn = compiled_function_of(fn)
     if fn is None:
         raise TypeError("explain expects a function decorated with @tracejit.script/@tracejit.trace")
@@ -50,10 +51,23 @@ def explain(fn, *args, **kwargs) -> Explanation:
     if extra is not None and hasattr(extra, "text"):
         guard_lines.append(extra.text())
     secs.append(("guards", "\n".join(guard_lines)))
-    secs.append(("tier", entry.executor.describe()))
+    backend = entry.origin.explain_sections()   # (a background compile's: once it planned)
+    secs.append(("tier", entry.origin.describe()))
+    secs.append(("entries", _entries(fn, entry)))
     secs.append(("graph", str(entry.graph)))
     secs.append(("optimized graph", str(entry.opt_graph)))
-    secs.extend(entry.executor.explain_sections())
+    secs.extend(backend)
     if reasons:
         secs.append(("recompile reasons", "\n".join(reasons)))
     return Explanation(secs)
+
+
+def _entries(fn, this) -> str:
+    """One line per entry of `fn`: its signature, grad mode and tier (`this` is marked)."""
+    lines = []
+    for k, e in enumerate(fn.entries):
+        sig = ", ".join(d.text() for d in e.descs if d.kind == "tensor") or "no tensors"
+        mark = "*" if e is this else " "
+        lines.append(f"{mark}{k}: ({sig}), grad {'on' if e.grad_mode else 'off'}: "
+                     f"{e.origin.describe()}")
+    return "\n".join(lines)

@@ -308,7 +308,12 @@ class CompiledFunction(Capture):
         s["recompile_reasons"] = list(s["recompile_reasons"])
         s["entries"] = len(self._entries)
         s["tiers"] = [e.executor.tier for e in self._entries]
-        s["pending_kernels"] = sum(e.executor.pending_kernels() for e in self._entries)
+        # kernels in + pending = all an entry needs, once it has planned; `planning` counts
+        # the entries whose kernels are not known yet (background mode)
+        counts = [e.origin.kernel_counts() for e in self._entries]
+        s["kernels_done"] = sum(c[0] for c in counts if c is not None)
+        s["pending_kernels"] = sum(e.origin.pending_kernels() for e in self._entries)
+        s["planning"] = sum(1 for c in counts if c is None)
         s["dynamic_dims"] = sorted(self._dynamic)
         return s
 

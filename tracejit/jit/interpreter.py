@@ -3,6 +3,12 @@
 It is the meaning of the IR: the compiled path is tested against it. Running through
 ``bind`` also records the ordinary autograd graph, so gradients through an
 interpreted program are exactly the eager ones.
+
+`straight_line` is the same interpreter unrolled for one graph: one generated Python
+function whose body is the graph's equations as ``bind`` calls on local variables, so a
+call pays no per-equation lookups (the environment dict, the operand reads, the
+parameter checks). Tier 0 (compiler/tiers.py) runs it: the digits MLP's forward, 11
+equations, took 40 us more than the eager forward through `interpret`.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from ..tensor import Tensor
 from ..shapes import Sym, contains_sym
 from .ir import Graph, Literal
 
-__all__ = ["interpret", "bind_symbols", "eval_params", "last_uses"]
+__all__ = ["interpret", "straight_line", "bind_symbols", "eval_params", "last_uses"]
 
 _PY_SCALARS = (bool, int, float)
 
@@ -84,6 +90,68 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=N
             for v in drops[i]:
                 del env[v]
     return [read(a) for a in graph.outputs]
+
+
+def straight_line(graph: Graph, drops=None, steps=None):
+    """``run(args) -> outputs``: `interpret` for `graph` (with `drops` and `steps` as
+    there, no `record`) generated as one Python function. The same ``bind`` calls in the
+    same order: the same values and the same autograd graph."""
+    ns: dict = {"BIND": bind, "SCALAR": _scalar_input, "EVAL": eval_params, "SYMS": bind_symbols,
+                "GRAPH": graph, "CONTROL": _CONTROL, "PY": _PY_SCALARS}
+    names: dict = {}
+    symbolic = bool(graph.symbols)
+
+    def name_of(v):
+        n = names.get(v)
+        if n is None:
+            n = names[v] = f"v{len(names)}"
+        return n
+
+    def const(value, prefix):
+        k = f"{prefix}{len(ns)}"
+        ns[k] = value
+        return k
+
+    def operand(a):
+        if isinstance(a, Literal):
+            v = a.value
+            return f"{const(v, 'S')}.evaluate(syms)" if type(v) is Sym else const(v, "L")
+        return name_of(a)
+
+    body = ["def run(args):"]
+    ins = [name_of(v) for v in graph.inputs]
+    if ins:
+        body.append(f"    {', '.join(ins)}{',' if len(ins) == 1 else ''} = args")
+    for v, n in zip(graph.inputs, ins):
+        if v.aval.shape == ():   # (a runtime scalar argument arrives as a Python number)
+            body.append(f"    if type({n}) in PY: {n} = SCALAR({n}, {const(v.aval.dtype, 'D')})")
+    body.append("    syms = SYMS(GRAPH, args)" if symbolic else "    syms = {}")
+    if steps:
+        body.append("    state = {}")
+    for i, e in enumerate(graph.eqns):
+        vals = ", ".join(operand(a) for a in e.inputs)
+        outs = ", ".join(name_of(o) for o in e.outs) + ","
+        if steps is not None and i in steps:
+            body.append(f"    {outs} = {const(steps[i], 'F')}([{vals}], state)")
+        elif e.prim.kind == "control":
+            body.append(f"    {outs} = CONTROL[{e.prim.name!r}]({const(e, 'E')}, [{vals}], syms)")
+        else:
+            params = e.params
+            if symbolic and any(contains_sym(p) for p in params.values()):
+                kw = f"**EVAL({const(params, 'K')}, syms)"
+            else:
+                kw = f"**{const(params, 'K')}" if params else ""
+            args = ", ".join(x for x in (const(e.prim, "P"), vals, kw) if x)
+            body.append(f"    {name_of(e.outs[0])} = BIND({args})")   # (one output: `interpret`)
+        if drops is not None and drops[i]:
+            body.append(f"    del {', '.join(name_of(v) for v in drops[i])}")
+    body.append(f"    return [{', '.join(operand(a) for a in graph.outputs)}]")
+    exec(compile("\n".join(body), f"<tier0 {graph.name}>", "exec"), ns)
+    return ns["run"]
+
+
+def _scalar_input(a, dtype):
+    return Tensor._wrap(np.asarray(a, dtype=dtype.np), dtype, CPU)
 
 
 def last_uses(graph: Graph) -> list:
