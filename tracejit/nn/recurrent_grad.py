@@ -4,7 +4,7 @@ An LSTM or GRU cell splits its gate pre-activations into equal blocks; `ops.chun
 one ``getitem`` per block, whose backward writes a full-size zero tensor with one slice
 filled, then the engine sums them. `chunk_gates` is one node whose backward is one
 ``cat`` (captured graphs get the same from jit/slice_grads.py). The layers (RNN, LSTM,
-GRU) run their whole time loops as one op each way (nn/rnn_layer.py, lstm_layer.py,
+GRU) run their whole time loops as one op each way (ops/rnn_layer.py, lstm_layer.py,
 gru_layer.py), hidden-weight gradient included.
 """
 from __future__ import annotations
