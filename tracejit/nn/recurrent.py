@@ -28,7 +28,7 @@ from .parameter import Parameter
 from .gru_layer import gru_layer_fm
 from .lstm_layer import lstm_layer_fm
 from .rnn_layer import rnn_layer_fm
-from .recurrent_grad import chunk_gates
+from .recurrent_grad import chunk_gates, lstm_cell_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "rnn_tanh_step", "rnn_relu_step", "lstm_step", "gru_step"]
@@ -52,11 +52,7 @@ def rnn_relu_step(gi, h, w_hh, b_hh):
 
 def lstm_step(gi, h, c, w_hh, b_hh):
     """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o."""
-    gates = gi + _hidden_proj(h, w_hh, b_hh)
-    i, f, g, o = chunk_gates(gates, 4)
-    c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
-    h = _ops.sigmoid(o) * _ops.tanh(c)
-    return h, c
+    return lstm_cell_gates(gi + _hidden_proj(h, w_hh, b_hh), c)
 
 
 def gru_step(gi, h, w_hh, b_hh):
