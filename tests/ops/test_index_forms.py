@@ -159,3 +159,21 @@ def test_narrow_and_chunk_match_pytorch():
     np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
     with pytest.raises(IndexError, match="narrow"):
         jx.narrow(1, 6, 3)
+
+
+def test_one_integer_tensor_index_matches_pytorch():
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((27, 10)).astype(np.float32)
+    idx = rng.integers(-27, 27, (32, 3))
+    t_tab, j_tab = _pair(table)
+    t_out, j_out = t_tab[torch.tensor(idx)], j_tab[tj.tensor(idx)]
+    np.testing.assert_array_equal(j_out.detach().numpy(), t_out.detach().numpy())
+    _backward(t_out, j_out, rng)
+    np.testing.assert_array_equal(j_tab.grad.numpy(), t_tab.grad.numpy())
+    assert j_tab[tj.tensor(3)].tolist() == table[3].tolist()          # a 0-d index
+    mask = table[:, 0] > 0
+    np.testing.assert_array_equal(tj.tensor(table)[tj.tensor(mask)].numpy(), table[mask])
+    with pytest.raises(IndexError, match="out of bounds|out of range"):
+        tj.tensor(table)[tj.tensor([27])]
+    with pytest.raises(IndexError, match="too many indices"):
+        tj.tensor(1.0)[tj.tensor([0])]

@@ -326,7 +326,14 @@ def index_add_(base, v, idx, spec):
     return bind(INDEX_ADD, base, v, *idx, spec=spec)
 
 
+_ONE_TENSOR = (("t", 0),)
+
+
 def getitem(a, index):
+    if type(index) is Tensor and index.dtype.is_integer and a.ndim:
+        # x[idx] with one integer tensor (an embedding lookup, a minibatch by index): the
+        # spec `_normalize` would give, without its loop
+        return bind(GETITEM, a, index, spec=_ONE_TENSOR)
     spec = _plain_spec(a, index)
     if spec is not None:
         return a if spec is _WHOLE else bind(GETITEM, a, spec=spec)
