@@ -81,8 +81,9 @@ def render(path: str, root: Path) -> str:
     and the run's date and machine (tools/gendocs.py's ``programs`` part)."""
     data = json.loads((root / path).read_text(encoding="utf-8"))
     meta = data["meta"]
-    caption = (f"Milliseconds per training step (median over {meta['rounds']} rounds of fresh "
-               f"processes, each the median of its timed steps), {meta['date'][:10]}, "
+    rounds = meta["rounds"]
+    caption = (f"Milliseconds per training step (median over {rounds} round{'s' if rounds != 1 else ''} "
+               f"of fresh processes, each the median of its timed steps), {meta['date'][:10]}, "
                f"{meta.get('machine', 'this machine')}; ratios are tracejit over PyTorch "
                f"(eager over eager, tracejit.compile over torch.compile). From `{path}`.")
     return caption + "\n\n" + table(data["summary"])
