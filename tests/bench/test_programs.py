@@ -65,3 +65,11 @@ def test_summary_ratios_and_geomeans():
     table = report.table(s)
     assert "| b | 5.00 | 5.00 (loss differs) | failed | 3.00 | 1.00x | - |" in table
     assert set(PROGRAMS) >= {"dcgan", "gcn", "charmlp", "seq2seq"} and len(SYSTEMS) == 4
+
+
+def test_python_m_bench_hands_programs_to_their_runner(capsys):
+    from bench import __main__ as bench_main
+    with pytest.raises(SystemExit, match="unknown program nosuch; known: dcgan"):
+        bench_main.main(["programs", "--only", "nosuch"])
+    with pytest.raises(SystemExit, match="unknown system"):
+        bench_main.main(["programs", "--systems", "torch_eager,jax_jit"])
