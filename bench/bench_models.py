@@ -34,10 +34,11 @@ WARMUP = 2
 
 
 def set_embedding_rewrite(on: bool) -> None:
-    """Switch tracejit's embedding-gradient rewrite (`tracejit.jit.scatter_products.ENABLED`)
-    for the captures that follow in this process."""
-    from tracejit.jit import scatter_products
-    scatter_products.ENABLED = bool(on)
+    """Switch tracejit's embedding-gradient rewrite (its pattern's switch,
+    TRACEJIT_SCATTER_PRODUCTS: `tracejit.jit.scatter_products`) for the captures that follow
+    in this process."""
+    import os
+    os.environ["TRACEJIT_SCATTER_PRODUCTS"] = "1" if on else "0"
 
 
 def run_system(system: str, model: str, steps: int, embedding_rewrite: bool = True) -> dict:

@@ -533,7 +533,7 @@ def _run_step(step: str, probes: tuple) -> dict:
         res["tier0_ratio"] = _run(step, "tier0_ratio", _private_dir(), "background")
     if "eager" in probes:
         eager_cache = _private_dir()
-        if WARM_CACHE:   # its eager kernels (compiler/cpu/kernels/native.py) load from disk, as the warm process's do
+        if WARM_CACHE:   # its eager kernels (compiler/cpu/kernels/loader.py) load from disk, as the warm process's do
             shutil.copytree(os.path.join(WARM_CACHE, step), eager_cache, dirs_exist_ok=True)
         # (background: its eager kernels compile in workers while numpy runs, as a user's do)
         res["eager"] = _run(step, "eager", eager_cache, "background")

@@ -306,7 +306,7 @@ class _KernelFamily:
 def _real_xp(impl: Callable) -> Callable:
     """An op impl called as ``impl(xp, ...)`` given the array module itself, not the
     `_ArrayModule` standing in for it: impls with hand-written kernels check ``xp is numpy``
-    (compiler/cpu/kernels/native.py) and would time their numpy forms instead (LayerNorm's row kernels:
+    (compiler/cpu/kernels/loader.py) and would time their numpy forms instead (LayerNorm's row kernels:
     10.6 ms of "other primitives" per MLP step instead of ~3)."""
     def call(xp, *args, **kwargs):
         return impl(xp._xp if type(xp) is _ArrayModule else xp, *args, **kwargs)

@@ -259,14 +259,18 @@ def main(argv=None) -> int:
                     help="off: compile without the embedding-gradient rewrite (the general LSTM LM step; "
                          "bench/bench_models.py's option)")
     args = ap.parse_args(argv)
-    from tracejit.jit import scatter_products
-    before, scatter_products.ENABLED = scatter_products.ENABLED, args.embedding_rewrite == "on"
+    import os
+    before = os.environ.get("TRACEJIT_SCATTER_PRODUCTS")
+    os.environ["TRACEJIT_SCATTER_PRODUCTS"] = "1" if args.embedding_rewrite == "on" else "0"
     try:
         for m in args.models.split(","):
             print(breakdown(m, args.steps, not args.eager, args.torch))
             print()
     finally:
-        scatter_products.ENABLED = before
+        if before is None:
+            del os.environ["TRACEJIT_SCATTER_PRODUCTS"]
+        else:
+            os.environ["TRACEJIT_SCATTER_PRODUCTS"] = before
     return 0
 
 

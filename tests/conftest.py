@@ -70,7 +70,7 @@ def partner(request, monkeypatch):
     use_pool = request.param == "blas-pool"
     if use_pool and sharepool.blas_worker.find() is None:
         pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")
-    monkeypatch.setattr(sharepool, "PAIR_ON_BLAS_WORKER", use_pool)
+    monkeypatch.setenv("TRACEJIT_PAIR_ON_BLAS_WORKER", "1" if use_pool else "0")
     return request.param
 
 

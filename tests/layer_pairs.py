@@ -19,13 +19,13 @@ def torch_pair(torch, kind: str, seed: int, **kw):
 
 
 def count_calls(monkeypatch, prims) -> dict:
-    """Counts of each primitive's eager impl calls, by name (the dict fills as they run)."""
+    """Counts of each primitive's eager runs (`prim.run`: its implementations and numpy form), by name (the dict fills as they run)."""
     calls = {p.name: 0 for p in prims}
     for prim in prims:
-        def counted(xp, *a, _orig=prim.impl, _name=prim.name, **kw):
+        def counted(xp, *a, _orig=prim.run, _name=prim.name, **kw):
             calls[_name] += 1
             return _orig(xp, *a, **kw)
-        monkeypatch.setattr(prim, "impl", counted)
+        monkeypatch.setattr(prim, "run", counted)
     return calls
 
 

@@ -1,4 +1,4 @@
-"""Op record for the eager GRU layer (tracejit/nn/gru_layer.py `gru_layer_fm`: the
+"""Op record for the eager GRU layer (tracejit/ops/gru_layer.py `gru_layer_fm`: the
 ``gru_layer`` / ``gru_layer_backward`` primitives of tracejit/ops/gru_prim.py made
 differentiable). Checked like every op: forward against a numpy loop, float64 finite
 differences (the fused backward) and second derivatives (``gru_layer_backward``'s VJP),
@@ -9,7 +9,7 @@ import numpy as np
 
 from opdb import FLOATS, Sample, arr, register
 
-from tracejit.nn.gru_layer import gru_layer_fm
+from tracejit.ops.gru_layer import gru_layer_fm
 
 
 def _sig(x):

@@ -1,4 +1,4 @@
-"""Op record for the eager LSTM layer (tracejit/nn/lstm_layer.py `lstm_layer_fm`: the
+"""Op record for the eager LSTM layer (tracejit/ops/lstm_layer.py `lstm_layer_fm`: the
 ``lstm_layer`` / ``lstm_layer_backward`` primitives of tracejit/ops/lstm_prim.py made
 differentiable). Checked like every op: forward against a numpy loop, float64 finite
 differences (the fused backward) and second derivatives (``lstm_layer_backward``'s VJP:
@@ -11,7 +11,7 @@ import numpy as np
 
 from opdb import FLOATS, Sample, arr, register
 
-from tracejit.nn.lstm_layer import lstm_layer_fm
+from tracejit.ops.lstm_layer import lstm_layer_fm
 
 
 def _sig(x):

@@ -1,4 +1,4 @@
-"""Op record for the Elman RNN layer (tracejit/nn/rnn_layer.py `rnn_layer_fm`: the
+"""Op record for the Elman RNN layer (tracejit/ops/rnn_layer.py `rnn_layer_fm`: the
 ``rnn_layer`` / ``rnn_layer_backward`` primitives of tracejit/ops/rnn_prim.py). Checked like
 every op: forward against a numpy loop, float64 finite differences (the fused backward)
 and second derivatives (``rnn_layer_backward``'s VJP), traced and compiled runs. The
@@ -9,7 +9,7 @@ import numpy as np
 
 from opdb import FLOATS, Sample, arr, register
 
-from tracejit.nn.rnn_layer import rnn_layer_fm
+from tracejit.ops.rnn_layer import rnn_layer_fm
 
 
 def _act(x, nonlinearity):

@@ -104,3 +104,68 @@ def test_markdown_table_lists_every_switch():
     table = envflags.markdown_table()
     for name in envflags.SWITCHES:
         assert f"`{name}`" in table
+
+
+# ---------------------------------------------------------------- the internal switches
+# Rows documented in a module of tracejit/ (not a guide page) turn one path of the CPU backend
+# off against another, for A/B measurements: each is flipped by a test that holds both paths
+# to the same values (below, or in the tests of its module).
+INTERNAL = [s.name for s in envflags.SWITCHES.values()
+            if s.documented.startswith("tracejit/") and not s.meaning.startswith(("internal", "tests only"))]
+
+
+# switches the compiled LSTM LM's gradients are held to across (the last test below)
+_LSTM_SWITCHES = ["TRACEJIT_LSTM_COTANGENT_ROWS", "TRACEJIT_LSTM_INPUT_ROWS", "TRACEJIT_SCATTER_PRODUCTS",
+                  "TRACEJIT_CHUNK_NESTED_PAIRS"]
+
+
+@pytest.mark.parametrize("name", INTERNAL)
+def test_every_internal_switch_is_flipped_by_a_test(name):
+    flips = [p for p in (ROOT / "tests").rglob("*.py")
+             if re.search(rf"(setenv\(|_both\(monkeypatch,)\s*[\"']{name}[\"']", p.read_text())]
+    assert flips or name in _LSTM_SWITCHES, f"no test sets {name}: both of its paths need a test"
+
+
+def _both(monkeypatch, name, run):
+    """run() with the switch on, then off (each in a fresh state the caller makes)."""
+    monkeypatch.setenv(name, "1")
+    on = run()
+    monkeypatch.setenv(name, "0")
+    return on, run()
+
+
+def test_claim_gemms_switch(monkeypatch):
+    import numpy as np
+    from tracejit.compiler.cpu.runtime import coreshare, sharepool
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)   # the policy gives one thread
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "ceding", lambda: False)
+    monkeypatch.setattr(sharepool.partner, "punctual", lambda: True)
+    claimed = []
+    real = sharepool.claimed_matmul
+    monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: claimed.append(1) or real(a, b))
+    r = np.random.default_rng(0)
+    a, b = r.standard_normal((512, 256)).astype(np.float32), r.standard_normal((256, 512)).astype(np.float32)
+    assert a.shape[0] * a.shape[1] * b.shape[1] >= coreshare.CLAIM_GEMM_MNK
+    on, off = _both(monkeypatch, "TRACEJIT_CLAIM_GEMMS", lambda: (len(claimed), coreshare.matmul(a, b)))
+    assert (on[0], off[0], len(claimed)) == (0, 1, 1)   # (counts before each call): on claimed, off not
+    np.testing.assert_allclose(on[1], off[1], rtol=1e-5, atol=1e-4)
+
+
+def _lstm_lm_grads(batch_first: bool = True):
+    import numpy as np
+    import tracejit as tj
+    tj.manual_seed(0)
+    emb, rnn = tj.nn.Embedding(12, 16), tj.nn.LSTM(16, 16, num_layers=2, batch_first=batch_first)
+    ids = tj.tensor(np.random.default_rng(1).integers(0, 12, (4, 40)))
+    f = tj.trace(lambda ids: (rnn(emb(ids if batch_first else ids.T))[0] ** 2).sum())
+    f(ids).backward()
+    return [p.grad.numpy().copy() for p in list(emb.parameters()) + list(rnn.parameters())]
+
+
+@pytest.mark.parametrize("name", _LSTM_SWITCHES)
+def test_compiled_lstm_lm_gradients_do_not_depend_on_the_switch(monkeypatch, name):
+    import numpy as np
+    on, off = _both(monkeypatch, name, _lstm_lm_grads)
+    for a, b in zip(on, off):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -75,6 +75,10 @@ def trace(fn=None, *args, **kwargs):
         from .ops.rearrange import trace as _matrix_trace
         return _matrix_trace(fn)
     return _jit_trace(fn, *args, **kwargs)
+
+
+# the CPU backend's implementations of primitives join the table (ops/impls.py)
+from .compiler.cpu import implementations as _cpu_implementations  # noqa: E402,F401
 from . import errors  # noqa: E402,F401
 from . import nn, optim, data, utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-__all__ = ["FALSE", "Switch", "SWITCHES", "value", "enabled", "is_off", "number", "integer", "any_set",
+__all__ = ["FALSE", "Switch", "SWITCHES", "value", "enabled", "is_off", "flag", "number", "integer", "any_set",
            "markdown_table", "ProcessTuning"]
 
 FALSE = ("", "0", "false", "no", "off")
@@ -85,6 +85,46 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_SAVE_WRITTEN", "1", "0: the backward recomputes cheap elementwise values even "
            "when the forward writes them to memory anyway (tracejit/compiler/saving.py)",
            _GUIDE + "compiling-models.md"),
+    # Internal: one path of the CPU backend against another, for A/B measurements and the
+    # tests that hold both to the same values (each documented in the module it switches).
+    Switch("TRACEJIT_SCATTER_PRODUCTS", "1", "0: an embedding's two gradients run over the tokens' "
+           "rows, not the table's", "tracejit/jit/scatter_products.py"),
+    Switch("TRACEJIT_BIAS_GEMM", "1", "0: a bias add after its matmul stays a step of its own in CPU "
+           "plans", "tracejit/compiler/biasgemm.py"),
+    Switch("TRACEJIT_BIAS_COLUMN_SUMS", "1", "0: a bias gradient's column sum stays a reduction in CPU "
+           "plans", "tracejit/compiler/biasgemm.py"),
+    Switch("TRACEJIT_ATTENTION_PAIR", "1", "0: attention's weights and context stay two steps in CPU "
+           "plans", "tracejit/compiler/attnpair.py"),
+    Switch("TRACEJIT_ATTENTION_BACKWARD_SUMS", "1", "0: attention's backward and the projection's "
+           "bias gradient stay two steps in CPU plans", "tracejit/compiler/attnpair.py"),
+    Switch("TRACEJIT_GEMM_PAIRS", "1", "0: two independent products of a CPU plan stay two steps",
+           "tracejit/compiler/gemmpair.py"),
+    Switch("TRACEJIT_PAIR_AT_ONCE", "1", "0: a plan's paired products run one after the other",
+           "tracejit/compiler/cpu/runtime/coreshare.py"),
+    Switch("TRACEJIT_DONATE", "1", "0: a CPU plan's elementwise map never writes into an input that "
+           "dies at it", "tracejit/compiler/plan.py"),
+    Switch("TRACEJIT_CHUNK_FLAT_PAIRS", "1", "0: flat chunk kernels never run as GIL-free shares",
+           "tracejit/compiler/codegen_chunks.py"),
+    Switch("TRACEJIT_CHUNK_NESTED_PAIRS", "1", "0: nested chunk kernels never run as GIL-free shares",
+           "tracejit/compiler/codegen_chunks.py"),
+    Switch("TRACEJIT_PAIR_ON_BLAS_WORKER", "1", "0: a launch's shares never run on OpenBLAS's workers",
+           "tracejit/compiler/cpu/runtime/sharepool.py"),
+    Switch("TRACEJIT_CLAIM_GEMMS", "1", "0: large one-thread products never claim rows with the partner "
+           "thread", "tracejit/compiler/cpu/runtime/coreshare.py"),
+    Switch("TRACEJIT_CEDE", "1", "0: the partner thread keeps working while our compile workers compile",
+           "tracejit/compiler/cpu/runtime/coreshare.py"),
+    Switch("TRACEJIT_GEMM_HALVES", "1", "0: no product or update runs in GIL-free parts on the cores",
+           "tracejit/compiler/cpu/gemm/halves.py"),
+    Switch("TRACEJIT_SKINNY_GEMM", "1", "0: a classifier head's products run on BLAS",
+           "tracejit/compiler/cpu/gemm/skinny_gemm.py"),
+    Switch("TRACEJIT_SKINNY_HALVES", "1", "0: a classifier head's products run on one thread",
+           "tracejit/compiler/cpu/gemm/skinny_gemm.py"),
+    Switch("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP", "1", "0: the LSTM backward's hidden weight gradient is "
+           "one GEMM after its loop", "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
+    Switch("TRACEJIT_LSTM_COTANGENT_ROWS", "1", "0: the LSTM backward copies a permuted cotangent first",
+           "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
+    Switch("TRACEJIT_LSTM_INPUT_ROWS", "1", "0: an LSTM layer leaves a strided input for its op to copy",
+           "tracejit/ops/lstm_layer.py"),
     Switch("TRACEJIT_RESTART_COUNT", "0", "set by python -m tracejit.distributed.run in every rank: which "
            "attempt this is (0 first, then 1, 2, ... after failures)", _GUIDE + "distributed.md"),
     Switch("TRACEJIT_MAX_RESTARTS", "0", "set by python -m tracejit.distributed.run in every rank: its "
@@ -93,7 +133,7 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_RUN_DIR", "", "internal: the launcher's folder where each rank notes its pid",
            "tracejit/distributed/run.py"),
     Switch("TRACEJIT_COMPILE_PARENT", "", "internal: pid of the process a compile worker serves",
-           "tracejit/compiler/workers.py"),
+           "tracejit/compiler/worker_process.py"),
     Switch("TRACEJIT_COMPILE_FINISH_DIR", "", "internal: where a compile worker finds the jobs its "
            "parent left it at exit", "tracejit/compiler/finish.py"),
     Switch("TRACEJIT_COMPILE_WORKER_FAULT", "", "tests only: crash, hang, error or corrupt injects a "
@@ -140,6 +180,23 @@ def enabled(name: str) -> bool:
     if raw is None:
         return SWITCHES[name].default.lower() not in FALSE
     return raw.strip().lower() not in FALSE
+
+
+def flag(name: str) -> Callable[[], bool]:
+    """A function of no arguments giving ``enabled(name)`` now, for hot paths: one dict
+    lookup while the variable is unset (the default then)."""
+    if name not in SWITCHES:
+        raise KeyError(f"{name} is not a tracejit switch: add it to envflags.SWITCHES")
+    default = SWITCHES[name].default.lower() not in FALSE
+    key = _KEYS.get(name)
+    if key is None:
+        return lambda: enabled(name)
+    get = _DATA.get
+
+    def read() -> bool:
+        raw = get(key)
+        return default if raw is None else _DECODE(raw).strip().lower() not in FALSE
+    return read
 
 
 def is_off(name: str) -> bool:

@@ -19,7 +19,7 @@ from . import ops as _ops
 from .autograd.node import PrimNode, Tier0PrimNode
 from .autograd.grad_mode import _state as _grad_state
 from .ops import elementwise as _EW
-from .ops.registry import run_into as _run_into, trace_state as _trace_state
+from .ops.eager import run_into as _run_into, trace_state as _trace_state
 
 
 class InPlaceMethods:

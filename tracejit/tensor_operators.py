@@ -15,7 +15,7 @@ from . import exactcall as _exactcall
 from .tensor import Tensor, _install_methods
 from . import ops as _ops
 from .ops import elementwise as _elementwise
-from .ops.registry import bind as _bind, _make_binary
+from .ops.eager import bind as _bind, _make_binary
 
 
 class OperatorMethods:

@@ -44,7 +44,7 @@ class TracejitRunner(Runner):
             from tracejit.compiler.cpu.runtime import coreshare
             coreshare.load_gemm_kernels()
             tj.compiler.wait()   # a background compile (TRACEJIT_COMPILE=background set by hand)
-        # eager kernels (and the hand-written ones, compiler/cpu/kernels/native.py) an op asked for: in sync
+        # eager kernels (and the hand-written ones, compiler/cpu/kernels/loader.py) an op asked for: in sync
         # mode there is nothing to wait for, they load in the call
         vectorized.settle()
 

@@ -239,7 +239,7 @@ def test_matmul_backward_computes_only_the_gradients_needed(a_shape, monkeypatch
     w_np = rng.standard_normal((3, 4)).astype(np.float32)
     calls = []
     for prim in linalg.PRODUCTS:   # matmul and the transposed-operand records of its backward
-        monkeypatch.setattr(prim, "impl", lambda xp, x, y, _orig=prim.impl, _name=prim.name:
+        monkeypatch.setattr(prim, "run", lambda xp, x, y, _orig=prim.run, _name=prim.name:
                             calls.append((_name, x.shape, y.shape)) or _orig(xp, x, y))
     a, w = tj.tensor(a_np), tj.tensor(w_np, requires_grad=True)
     (a @ w).sum().backward()

@@ -35,20 +35,25 @@ def test_the_switch_reaches_each_worker(monkeypatch, capsys, flag):
     assert ("without the embedding-gradient rewrite" in out) == (flag == "off")
 
 
+def _rewrite_on() -> bool:
+    from tracejit.jit import patterns
+    return any(p.name == "gathered_product" for p in patterns.patterns("simplify"))
+
+
 def test_set_embedding_rewrite_switches_the_pass(monkeypatch):
-    monkeypatch.setattr(scatter_products, "ENABLED", True)
+    monkeypatch.setenv("TRACEJIT_SCATTER_PRODUCTS", "1")
     bench_models.set_embedding_rewrite(False)
-    assert scatter_products.ENABLED is False
+    assert not _rewrite_on()
     bench_models.set_embedding_rewrite(True)
-    assert scatter_products.ENABLED is True
+    assert _rewrite_on()
 
 
 def test_breakdown_runs_with_the_rewrite_off_and_restores_it(monkeypatch, capsys):
     from bench import model_breakdown
     seen = []
     monkeypatch.setattr(model_breakdown, "breakdown",
-                        lambda name, steps, compiled, torch: seen.append(scatter_products.ENABLED) or name)
-    monkeypatch.setattr(scatter_products, "ENABLED", True)
+                        lambda name, steps, compiled, torch: seen.append(_rewrite_on()) or name)
+    monkeypatch.setenv("TRACEJIT_SCATTER_PRODUCTS", "1")
     assert model_breakdown.main(["--models", "lstm", "--embedding-rewrite", "off"]) == 0
     assert seen == [False]
-    assert scatter_products.ENABLED is True
+    assert _rewrite_on()

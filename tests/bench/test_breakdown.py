@@ -97,7 +97,7 @@ def test_a_product_pair_is_timed_once_and_records_both_products(monkeypatch, ran
 
 def test_other_ops_get_the_array_module_itself(monkeypatch):
     """Op impls timed as "other primitives" are called with numpy, not the stand-in that
-    times matmul: impls with hand-written kernels take them only for numpy (compiler/cpu/kernels/native.py)."""
+    times matmul: impls with hand-written kernels take them only for numpy (compiler/cpu/kernels/loader.py)."""
     from tracejit.ops import layer_norm_prim
     monkeypatch.setenv("TRACEJIT_ROW_FUSION", "0")   # else the `* 2.0` joins LayerNorm's kernel
     seen = []

@@ -11,6 +11,7 @@ import tracejit as tj
 from tracejit import nn
 from tracejit.compiler import attnpair
 from tracejit.compiler.attnpair import AttentionBackwardSum, AttentionPair
+from tracejit.compiler.cpu.kernels import attention_kernels as AK
 from tracejit.ops import attention_prim as AP
 from inputs import training_variant
 
@@ -18,23 +19,20 @@ pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 E, H, N, T = 16, 4, 3, 6
 
 
-def _run(batch_first, paired, kw, dtype, sums=False):
+def _run(batch_first, paired, kw, dtype, sums=False, monkeypatch=None):
     """(output, returned weights or None, input grad, parameter grads, the forward plan);
     `sums`: the backward's bias gradient in the backward's pass (`AttentionBackwardSum`)."""
     rng = np.random.default_rng(0)
     tj.manual_seed(0)
     m = nn.MultiheadAttention(E, H, batch_first=batch_first).to(dtype=getattr(tj, dtype))
     x = tj.tensor(rng.standard_normal((N, T, E) if batch_first else (T, N, E)).astype(dtype), requires_grad=True)
-    attnpair.ENABLED = paired
-    attnpair.BACKWARD_SUMS = sums
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRACEJIT_ATTENTION_PAIR", "1" if paired else "0")
+        mp.setenv("TRACEJIT_ATTENTION_BACKWARD_SUMS", "1" if sums else "0")
         f = tj.trace(lambda x: m(x, x, x, **kw))
         out, w = f(x)
         loss = (out * out).sum() + (0 if w is None else (w * w).sum())
         loss.backward()
-    finally:
-        attnpair.ENABLED = True
-        attnpair.BACKWARD_SUMS = True
     grads = [(name, p.grad.numpy()) for name, p in m.named_parameters()]
     fwd, bwd = training_variant(f)[:2]
     return out.detach().numpy(), None if w is None else w.detach().numpy(), x.grad.numpy(), grads, fwd, bwd
@@ -104,13 +102,13 @@ def test_weights_and_context_is_the_two_impls(monkeypatch, seq_first, mask, kern
     qkv = rng.standard_normal((N * T, 3 * E)).astype(np.float32)
     args = () if mask is None else (rng.standard_normal(mask).astype(np.float32),)
     if not kernel:   # the numpy form (other array modules, dtypes, or the kernel compiling)
-        monkeypatch.setattr(AP, "softmax_kernel", lambda *a: None)
-        monkeypatch.setattr(AP, "_forward_part_kernel", lambda *a: None)
+        monkeypatch.setattr(AK, "softmax_kernel", lambda *a: None)
+        monkeypatch.setattr(AK, "_forward_part_kernel", lambda *a: None)
     kw = dict(tokens=(T, N) if seq_first else (N, T), heads=H, seq_first=seq_first, scale=0.5)
-    w, ctx = AP.weights_and_context(np, qkv, *args, **kw)
-    w0 = AP._weights_impl(np, qkv, *args, **kw)
+    w, ctx = AK.weights_and_context(np, qkv, *args, **kw)
+    w0 = AP.ATTENTION_WEIGHTS.run(np, qkv, *args, **kw)
     np.testing.assert_array_equal(w, w0)
-    np.testing.assert_array_equal(ctx, AP._context_impl(np, qkv, w0, **kw))
+    np.testing.assert_array_equal(ctx, AP.ATTENTION_CONTEXT.run(np, qkv, w0, **kw))
     # against numpy's definition
     p = qkv.reshape(kw["tokens"] + (3, H, E // H))
     q, k, v = (p[:, :, i].transpose((1, 2, 0, 3) if seq_first else (0, 2, 1, 3)) for i in range(3))

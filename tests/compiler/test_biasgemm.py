@@ -74,13 +74,10 @@ def test_product_read_twice_or_a_full_addend_is_not_folded():
         assert not _steps(cf)[0]
 
 
-def test_switched_off_keeps_the_add():
-    biasgemm.ENABLED = False
-    try:
-        cf = assert_compiled_matches(linear, T(6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3),
-                                     rtol=2e-5, atol=2e-6)
-    finally:
-        biasgemm.ENABLED = True
+def test_switched_off_keeps_the_add(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_BIAS_GEMM", "0")
+    cf = assert_compiled_matches(linear, T(6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3),
+                                 rtol=2e-5, atol=2e-6)
     assert not _steps(cf)[0]
 
 
@@ -152,6 +149,16 @@ def test_bias_gradient_sum_is_a_gemv_step():
     bwd = training_variant(cf)[1]
     (step,) = [it for it in bwd.items if isinstance(it, ColumnSum)]
     assert step.eqn.inputs[0].aval.shape == (2, 6, 12) and step.eqn.out.aval.shape == (1, 1, 12)
+
+
+def test_switched_off_column_sums_stay_reductions(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_BIAS_COLUMN_SUMS", "0")
+
+    def f(x, w, b, y):
+        return F.linear(x, w, b) @ y
+    cf = assert_compiled_matches(f, T(2, 6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3), T(12, 5, seed=4),
+                                 rtol=2e-5, atol=2e-5)
+    assert not [it for it in training_variant(cf)[1].items if isinstance(it, ColumnSum)]
 
 
 @pytest.mark.parametrize("dims", [(0,), (0, 1)], ids=["2-D rows", "3-D leading dims"])

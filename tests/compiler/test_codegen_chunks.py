@@ -26,7 +26,7 @@ def chunks(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
     # the shares on sharepool's threads (a flat kernel's GIL-free pair: tests below)
-    monkeypatch.setattr(sharepool, "PAIR_ON_BLAS_WORKER", False)
+    monkeypatch.setenv("TRACEJIT_PAIR_ON_BLAS_WORKER", "0")
     return count_launches(monkeypatch, chunkpool, "_run_shares")
 
 
@@ -294,6 +294,24 @@ def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatc
     np.testing.assert_allclose(got, want, **_SUMS.get(name, dict(rtol=2e-6, atol=2e-6)))
 
 
+def test_paired_kernel_runs_n_shares_on_sharepool_where_more_cores_are_free(paired, monkeypatch):
+    """On more than two free cores a paired flat kernel launches one share per core on
+    sharepool's threads (the GIL-free pair is for two shares): the same bits as one share."""
+    pairs, pooled = paired
+    fn, shapes = CASES["flat_blocked_sum"]
+    args = [tj.tensor(_x(s, seed=k)) for k, s in enumerate(shapes)]
+    f = tj.trace(fn)
+    results = []
+    for nt in (1, 4, 6):
+        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        del pairs[:], pooled[:]
+        results.append(f(*args).numpy())
+        assert not pairs and pooled == ([] if nt == 1 else [nt])
+    assert ("flat_blocked_sum", True) in _forms(f)
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], results[2])
+
+
 def test_paired_kernel_declines_to_sharepool_without_the_blas_worker(paired, monkeypatch):
     """Where OpenBLAS's pool has no second thread at the call (BLAS set to one thread), the
     pair is not used: sharepool's threads run the two shares, with the same result."""
@@ -307,9 +325,10 @@ def test_paired_kernel_declines_to_sharepool_without_the_blas_worker(paired, mon
 
 
 def test_flat_pairs_decline_where_openblas_is_not_pthreads(monkeypatch):
-    """`flat_pairs` holds only with two usable CPUs and a pthreads OpenBLAS pool (an OpenMP
-    build runs gotoblas_pthread's shares as an OpenMP loop, maybe both on one thread): the
-    flat kernel then stays numba's parfor kernel."""
+    """`flat_pairs` holds with two usable CPUs or more and a pthreads OpenBLAS pool (an
+    OpenMP build runs gotoblas_pthread's shares as an OpenMP loop, maybe both on one thread):
+    without one the flat kernel stays numba's parfor kernel. The CPU count is no condition
+    beyond two (no path for exactly two CPUs)."""
     from tracejit import threads
     from tracejit.compiler.backends import CpuBackend
     monkeypatch.delenv("TRACEJIT_PARALLEL", raising=False)
@@ -325,10 +344,11 @@ def test_flat_pairs_decline_where_openblas_is_not_pthreads(monkeypatch):
     assert not machine(2, False)
     spec = CpuBackend().render(nest, True)
     assert not spec.chunked and "prange(" in spec.source
-    assert not machine(4, True)
+    assert not machine(1, True)
+    assert machine(4, True) == machine(2, True) == machine(16, True)
     if machine(2, True):      # (this machine's BLAS: a pthreads OpenBLAS with a pool)
         assert CpuBackend().render(nest, True).chunked
-        monkeypatch.setattr(codegen_chunks, "FLAT_PAIRS", False)
+        monkeypatch.setenv("TRACEJIT_CHUNK_FLAT_PAIRS", "0")
         assert not codegen_chunks.flat_pairs() and not CpuBackend().render(nest, True).chunked
 
 
@@ -345,7 +365,7 @@ def test_paired_bias_relu_writes_over_the_dying_product(paired, monkeypatch):
     # the calls; under AVX2 code OpenBLAS's one- and two-thread sgemm (and the halves) differ
     # in the last bits here, which is not what this test is about (the ReLU kernel's shares).
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
-    monkeypatch.setattr(halves, "ENABLED", False)
+    monkeypatch.setenv("TRACEJIT_GEMM_HALVES", "0")
 
     def bias_relu(x, w, b):
         return tj.relu(F.linear(x, w, b))

@@ -159,7 +159,7 @@ def test_pair_falls_back_to_one_product_after_the_other(ordered_pair, monkeypatc
         np.testing.assert_allclose(c1, a1.astype(np.float64) @ b1, rtol=1e-5, atol=1e-3)
         np.testing.assert_allclose(c2, a2.astype(np.float64) @ b2, rtol=1e-5, atol=1e-3)
     assert ordered_pair == []
-    monkeypatch.setattr(coreshare, "PAIRS", False)
+    monkeypatch.setenv("TRACEJIT_PAIR_AT_ONCE", "0")
     c1, c2 = coreshare.matmul_pair(big[0], big[1], np.asfortranarray(big[0]), big[1])
     assert ordered_pair == []
     np.testing.assert_allclose(c2, big[0].astype(np.float64) @ big[1], rtol=1e-5, atol=1e-3)
@@ -216,5 +216,5 @@ def test_the_pass_pairs_only_independent_large_static_products(monkeypatch):
     assert items(lambda g, w, a: ((g @ w).reshape(-1), g.T @ a), *big) == ["permute", "GemmPair", "reshape"]
     # small products
     assert "GemmPair" not in items(lambda g, w, a: (g @ w, g.T @ a), (7, 9), (9, 5), (7, 5))
-    monkeypatch.setattr(gemmpair, "ENABLED", False)
+    monkeypatch.setenv("TRACEJIT_GEMM_PAIRS", "0")
     assert "GemmPair" not in items(lambda g, w, a: (g @ w, g.T @ a), *big)

@@ -82,7 +82,7 @@ def test_no_donation_for_a_flat_map_or_when_switched_off(monkeypatch, donations)
     cf = tj.trace(flat)
     cf(T(32, 16, seed=1, rg=False), T(16, 24, seed=2, rg=False), T(32, 24, seed=3, rg=False))
     assert "_donated(" not in _inference_source(cf)
-    monkeypatch.setattr(plan_mod, "DONATE", False)
+    monkeypatch.setenv("TRACEJIT_DONATE", "0")
     cf = tj.trace(bias_relu)
     cf(T(32, 16, seed=4, rg=False), T(24, 16, seed=5, rg=False), T(24, seed=6, rg=False))
     assert "_donated(" not in _inference_source(cf)
@@ -126,7 +126,7 @@ def test_in_place_rows_read_the_donor_through_the_output(shape, monkeypatch, don
     assert any(r is not None for r in donations)            # it ran in place
     srcs = [s for e in cf.entries for k in e.executor._infer.kernels for s in k.sources.values()]
     assert srcs and all("if out0.ctypes.data == in0.ctypes.data:" in s and "x0 = out0[" in s for s in srcs)
-    monkeypatch.setattr(plan_mod, "DONATE", False)
+    monkeypatch.setenv("TRACEJIT_DONATE", "0")
     own = tj.trace(f)(*args).numpy()                         # its own output buffer
     np.testing.assert_array_equal(got, own)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
@@ -173,7 +173,7 @@ def test_relu_gradient_with_bias_sum_writes_over_the_dying_product(rows, monkeyp
     again = _grads(cf, rows, 10)                            # a second call: the same bits
     for a, b in zip(again, got):
         np.testing.assert_array_equal(a, b)
-    monkeypatch.setattr(plan_mod, "DONATE", False)
+    monkeypatch.setenv("TRACEJIT_DONATE", "0")
     own = _grads(tj.trace(_ffn), rows, 10)                  # the input gradient into its own buffer
     for a, b in zip(got, own):
         np.testing.assert_array_equal(a, b)

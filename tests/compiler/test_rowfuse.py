@@ -14,6 +14,8 @@ import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group
 from tracejit.compiler.rowfuse import RowGroup, role
+from tracejit.ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD
+from tracejit.ops.softmax_prim import SOFTMAX
 from tracejit.testing import assert_compiled_matches
 from inputs import T, training_variant
 
@@ -258,8 +260,8 @@ def test_row_kernels_of_an_mlp_layer_in_shares_softmax_serial():
     # below ROW_PARALLEL_MIN, which softmax's row kernels keep): the row kernels come right
     # after the layer's GEMMs; forward and backward get only their share form
     from tracejit.compiler import codegen_rows
-    assert max(codegen_rows.parallel_min("layer_norm_backward"),
-               codegen_rows.parallel_min("layer_norm")) <= 256 * 1024 < codegen_rows.parallel_min("softmax")
+    assert max(codegen_rows.parallel_min(LAYER_NORM_BACKWARD),
+               codegen_rows.parallel_min(LAYER_NORM)) <= 256 * 1024 < codegen_rows.parallel_min(SOFTMAX)
     fwd, bwd = _layer_row_kernels(256, 1024, seed=21)
     assert list(fwd.variants) == [((), True)]
     assert list(bwd.variants) == [((), True)]

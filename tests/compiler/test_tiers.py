@@ -20,6 +20,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.compiler import tiers, workers
+from tracejit.compiler import prepare
 from tracejit.testing import kernel_cache_at
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -280,7 +281,7 @@ def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
     monkeypatch.setenv("TRACEJIT_COMPILE", "background")
     monkeypatch.setattr(fused, "_modules", {})
     monkeypatch.setattr(diskcache, "_memory", {})  # as in a fresh process
-    monkeypatch.setattr(tiers, "_module_jobs", {})
+    monkeypatch.setattr(prepare, "_module_jobs", {})
     rng = np.random.default_rng(5)
     w0 = rng.standard_normal(1 << 15).astype(np.float32)
     pa, pb = tj.tensor(w0.copy(), requires_grad=True), tj.tensor(w0.copy(), requires_grad=True)
@@ -293,7 +294,7 @@ def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
             opt.step()
     step()
     assert fused._modules == {}  # the worker is compiling: the array path ran
-    (job,) = tiers._module_jobs.values()
+    (job,) = prepare._module_jobs.values()
     assert job.event.wait(WAIT_S) and job.ok
     step()
     assert len(fused._modules) == 1  # loaded from the disk cache the worker wrote
@@ -451,7 +452,7 @@ def test_a_run_time_variant_queues_behind_the_steady_kernels_asked_before_it(mon
     upgrade = pool.submit("# parfor upgrade", "up", (), until_idle=True)
     eager = pool.submit("# sgd", "eager", (), rank=workers.EAGER)
     loop = pool.submit("# lstm backward loop", "loop", (), rank=workers.STEADY)
-    job = tiers.prepare_variant(Kern(), ("nd",), True)
+    job = prepare.prepare_variant(Kern(), ("nd",), True)
     while pool.jobs.qsize() < 4:   # (its thread submits the worker's job)
         assert not job.done(), job.error
         time.sleep(0.01)
@@ -491,7 +492,7 @@ def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     """compiler/cpu/kernels/vectorized.py submits an eager op's kernel with rank EAGER: a background
     compile's stage-1 kernels (FIRST) queued after it still go to the workers first."""
     from tracejit.compiler import diskcache
-    from tracejit.compiler.cpu.kernels import vectorized
+    from tracejit.compiler.cpu.kernels import loader, vectorized
     ranks = []
     real = workers.submit
 
@@ -501,7 +502,7 @@ def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     monkeypatch.setattr(workers, "submit", submit)
     monkeypatch.setenv("TRACEJIT_COMPILE", "background")
     monkeypatch.setattr(vectorized, "_entries", {})        # as in a fresh process
-    monkeypatch.setattr(vectorized, "_GO_AFTER_S", 0.0)    # prepared from the first call on
+    monkeypatch.setattr(loader, "_GO_AFTER_S", 0.0)    # prepared from the first call on
     monkeypatch.setattr(diskcache, "is_cached", lambda *a, **k: False)
     x = tj.tensor(np.linspace(-1.0, 1.0, 1 << 16).astype(np.float32))
     want = np.tanh(x.numpy())
@@ -804,8 +805,8 @@ def test_a_strided_input_never_compiles_in_the_call_in_background_mode(monkeypat
     assert float(g(tj.tensor(a))) == pytest.approx(float(f(tj.tensor(a))), rel=1e-5)
     assert tj.compiler.wait(g, timeout=WAIT_S) and g.cache_stats()["tiers"] == ["compiled"]
     jobs = []
-    real = tiers.prepare_variant
-    monkeypatch.setattr(tiers, "prepare_variant", lambda *a: jobs.append(real(*a)) or jobs[-1])
+    real = prepare.prepare_variant
+    monkeypatch.setattr(prepare, "prepare_variant", lambda *a: jobs.append(real(*a)) or jobs[-1])
     xt = tj.tensor(np.asfortranarray(a))       # same shape and values, strided
     assert not xt.numpy().flags.c_contiguous
     want = float(f(xt))
@@ -841,8 +842,8 @@ def test_a_strided_input_in_a_training_step_gives_eager_values_without_compiling
     _loss_and_grad(f, x, w)
     assert tj.compiler.wait(f, timeout=WAIT_S) and f.cache_stats()["tiers"] == ["compiled"]
     jobs = []
-    real = tiers.prepare_variant
-    monkeypatch.setattr(tiers, "prepare_variant", lambda *a: jobs.append(real(*a)) or jobs[-1])
+    real = prepare.prepare_variant
+    monkeypatch.setattr(prepare, "prepare_variant", lambda *a: jobs.append(real(*a)) or jobs[-1])
     xs = tj.tensor(np.asfortranarray(x.numpy()))
     eager = _loss_and_grad(step, xs, w)
     before = diskcache.stats()["compiles"]

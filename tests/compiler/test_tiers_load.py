@@ -125,15 +125,15 @@ def test_fused_module_on_disk_loads_in_a_thread_without_workers(tmp_path):
     cache.mkdir(mode=0o700)
     code = """
     import json
-    from tracejit.compiler import diskcache, tiers, workers
+    from tracejit.compiler import diskcache, prepare, workers
     src = "import numba\\n@numba.njit('float64(float64)', cache=CACHE)\\ndef k(x):\\n    return x * 2.5\\n"
     if {fill!r}:
         print(json.dumps({{"v": diskcache.load_module(src, name_hint="probe").k(2.0)}}))
     else:
-        first = tiers.module_when_ready(src, "probe")
-        (job,) = tiers._module_jobs.values()
+        first = prepare.module_when_ready(src, "probe")
+        (job,) = prepare._module_jobs.values()
         ok = job.event.wait(300) and job.ok
-        mod = tiers.module_when_ready(src, "probe")
+        mod = prepare.module_when_ready(src, "probe")
         print(json.dumps({{"first": first is None, "ok": ok, "v": mod.k(2.0),
                           "pool": workers._pool is not None,
                           "compiles": diskcache.stats()["compiles"]}}))

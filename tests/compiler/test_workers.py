@@ -1,9 +1,11 @@
 """compiler/workers.py: the queue's order for a job that loads another job's module."""
 import math
+import subprocess
 import threading
 import time
 
 from tracejit.compiler import workers
+from tracejit.compiler import prepare
 
 
 def test_a_job_waits_for_the_job_whose_module_it_loads():
@@ -37,25 +39,24 @@ def test_shutdown_finishes_the_jobs_it_leaves_queued():
 
 
 def test_a_module_job_the_pool_never_ran_is_started_again(monkeypatch, tmp_path):
-    # tiers.module_job keeps one job per module; one that failed only because the pool was
+    # prepare.module_job keeps one job per module; one that failed only because the pool was
     # shut down before it ran is prepared again (a new pool takes it), not kept failed.
-    from tracejit.compiler import tiers
     monkeypatch.setenv("TRACEJIT_COMPILE", "background")
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(tiers, "_module_jobs", {})
+    monkeypatch.setattr(prepare, "_module_jobs", {})
     made = []
 
-    def prepare(source, name_hint, llvm_options, rank, after):
+    def fake_prepare(source, name_hint, llvm_options, rank, after):
         job = workers.Job(len(made) + 1, source, name_hint, llvm_options)
         made.append(job)
         return job
-    monkeypatch.setattr(tiers, "_prepare_module", prepare)
-    first = tiers.module_job("src", "m")
+    monkeypatch.setattr(prepare, "_prepare_module", fake_prepare)
+    first = prepare.module_job("src", "m")
     first._finish(False, workers.SHUT_DOWN)
-    again = tiers.module_job("src", "m")
+    again = prepare.module_job("src", "m")
     assert again is not first and len(made) == 2
     again._finish(False, "a real compile error")
-    assert tiers.module_job("src", "m") is again    # a real failure stays failed
+    assert prepare.module_job("src", "m") is again    # a real failure stays failed
 
 
 def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
@@ -153,7 +154,7 @@ def test_no_worker_starts_ahead_after_release_idle(monkeypatch):
 
 def test_promote_moves_a_queued_job_up_to_its_new_rank():
     """A kernel queued LATER (only tier-0 forwards asked for it) that a compiled step or
-    eager code then asks for moves up (compiler/cpu/kernels/native.py): taken before the EAGER jobs queued
+    eager code then asks for moves up (compiler/cpu/kernels/loader.py): taken before the EAGER jobs queued
     after it, after those queued before it, and never moved down or when not queued."""
     pool = workers.CompilePool(0)    # no dispatcher threads: we play one
     early = pool.submit("# early", "early", (), rank=workers.EAGER)
@@ -172,7 +173,7 @@ def test_promote_moves_a_queued_job_up_to_its_new_rank():
 
 
 def test_demote_moves_a_queued_job_down_behind_that_ranks_jobs():
-    """A layer's kernel asked for only by tier 0 and a fused kernel's stand-in (compiler/cpu/kernels/native.py
+    """A layer's kernel asked for only by tier 0 and a fused kernel's stand-in (compiler/cpu/kernels/loader.py
     `standing_in`) goes from STEADY down to LATER, behind the LATER jobs queued by then;
     never up, and nothing moves once it is taken."""
     pool = workers.CompilePool(0)    # no dispatcher threads: we play one
@@ -192,7 +193,7 @@ def test_demote_moves_a_queued_job_down_behind_that_ranks_jobs():
 
 
 def test_a_later_kernel_whose_op_stopped_asking_is_held():
-    """A kernel queued LATER because only tier-0 forwards asked for it (compiler/cpu/kernels/native.py,
+    """A kernel queued LATER because only tier-0 forwards asked for it (compiler/cpu/kernels/loader.py,
     compiler/cpu/kernels/vectorized.py) whose op stopped asking (the entry switched: its plan fuses the op)
     is held like a put-back EAGER one, until its op asks again or a core is idle; one whose
     op still asks runs in its turn, and a LATER job of no op's (an upgrade) is untouched."""
@@ -253,11 +254,11 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
         monkeypatch.setattr(coreshare.core_share, "cpus", 3)   # a core to spare: no cede
         assert workers.compiling() and not coreshare.ceding()
         monkeypatch.setattr(coreshare.core_share, "cpus", 2)
-        monkeypatch.setattr(coreshare, "CEDE", False)
+        monkeypatch.setenv("TRACEJIT_CEDE", "0")
         assert not coreshare.ceding()
         np.testing.assert_array_equal(coreshare.matmul(a, b), want)
         assert calls == [(512, 256)]
-        monkeypatch.setattr(coreshare, "CEDE", True)
+        monkeypatch.setenv("TRACEJIT_CEDE", "1")
     finally:
         pool.shutdown()
     assert job.event.wait(10) and not job.ok   # (its dispatcher sees the worker killed)
@@ -302,7 +303,7 @@ def test_a_worker_starting_up_counts_as_compiling(monkeypatch):
 
     def slow_start(args, **kw):   # a worker that never gets ready
         return real([sys.executable, "-c", "import time; time.sleep(60)"], **kw)
-    monkeypatch.setattr(workers.subprocess, "Popen", slow_start)
+    monkeypatch.setattr(subprocess, "Popen", slow_start)
     assert not workers.compiling()
     w = workers._Worker()
     try:

@@ -1,12 +1,13 @@
 """Captured recurrent layers: an LSTM (GRU) layer is the eager layer's ``lstm_layer``
 (``gru_layer``) op and, differentiated, ``lstm_layer_backward`` (``gru_layer_backward``):
-nn/lstm_layer.py, nn/gru_layer.py. Compiled gradients equal PyTorch's."""
+ops/lstm_layer.py, ops/gru_layer.py. Compiled gradients equal PyTorch's."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.compiler.cpu.kernels import recurrent_layers
 from tracejit.jit.autodiff import split
 
 torch = pytest.importorskip("torch")
@@ -142,8 +143,8 @@ def test_a_compiled_language_models_layers_read_their_cotangents_as_rows(monkeyp
     gradients as PyTorch's."""
     from tracejit.ops import lstm_prim
     seen = []
-    real = lstm_prim._rows_view
-    monkeypatch.setattr(lstm_prim, "_rows_view", lambda v: seen.append(real(v)) or seen[-1])
+    real = recurrent_layers._rows_view
+    monkeypatch.setattr(recurrent_layers, "_rows_view", lambda v: seen.append(real(v)) or seen[-1])
     r = np.random.default_rng(8)
     tl, th = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True), torch.nn.Linear(16, 5)
     ml, mh = tj.nn.LSTM(8, 16, num_layers=2, batch_first=True), tj.nn.Linear(16, 5)

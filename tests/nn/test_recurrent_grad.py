@@ -1,5 +1,5 @@
 """The eager recurrent layers' gradients (each layer's time loop is one op each way:
-nn/rnn_layer.py, lstm_layer.py, gru_layer.py) against PyTorch: first and second order,
+ops/rnn_layer.py, lstm_layer.py, gru_layer.py) against PyTorch: first and second order,
 retained graphs, steps the loss does not reach, frozen weights."""
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""attention_context / attention_backward (ops/attention_prim.py): self-attention's context
+"""attention_context / attention_backward (ops/attention_prim.py, and the CPU's forms in
+compiler/cpu/kernels/attention_kernels.py): self-attention's context
 from the packed q/k/v projection, whose backward writes dq, dk, dv into one packed buffer.
 Checked against PyTorch (weights copied by state_dict name, float64): values, first
 derivatives, second derivatives (create_graph), masks, returned weights; the fallbacks
@@ -8,6 +9,7 @@ import pytest
 
 import tracejit as tj
 from tracejit import nn
+from tracejit.compiler.cpu.kernels import attention_kernels as AK
 from tracejit.ops import attention_prim as AP
 
 torch = pytest.importorskip("torch", reason="compares with PyTorch")
@@ -151,7 +153,7 @@ def _against_definition(n, t, e, h, seq_first):
     inv = (2, 0, 1, 3) if seq_first else (0, 2, 1, 3)
     ctx = (w @ v).transpose(inv).reshape(a, c, e)
     _close(AP.attention_context(tj.tensor(qkv), tj.tensor(w), **kw).numpy(), ctx, rtol=1e-12)
-    pw, pc = AP.weights_and_context(np, qkv, **kw)
+    pw, pc = AK.weights_and_context(np, qkv, **kw)
     _close(pw, w, rtol=1e-12)
     _close(pc, ctx, rtol=1e-12)
     got = AP.attention_backward(tj.tensor(g), tj.tensor(qkv), tj.tensor(w), **kw).numpy()
@@ -168,8 +170,8 @@ def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, 
     """context, backward and the forward pair against numpy; the backward by batch element
     with the softmax backward row kernel, or (`kernel` False) by slices as array operations."""
     if not kernel:
-        monkeypatch.setattr(AP, "softmax_backward_kernel", lambda *arrays: None)
-        monkeypatch.setattr(AP, "_backward_part_kernel", lambda *arrays: None)
+        monkeypatch.setattr(AK, "softmax_backward_kernel", lambda *arrays: None)
+        monkeypatch.setattr(AK, "_backward_part_kernel", lambda *arrays: None)
     _against_definition(N, T, E, H, seq_first)
     mode, launches = batch_split
     # split: the context, the pair and the backward each over the N = 3 batch entries, one a share
@@ -181,12 +183,12 @@ def test_transposing_kernel_writes_each_head_transposed(dtype):
     """`_transpose_kernel`: out[e, h, 0] = x[e, h]^T for strided head stacks (rows in blocks
     of 16 and a remainder: T = 37), as attention's products read k^T and v^T."""
     x = R.standard_normal((2, 37, 3, 4, 5)).astype(dtype)[:, :, 1].transpose(0, 2, 1, 3)   # (2, 4, 37, 5)
-    tr = AP._transpose_kernel(np, x)
+    tr = AK._transpose_kernel(np, x)
     assert tr is not None
     out = np.full((2, 4, 1, 5, 37), np.nan, dtype)
     tr(x, out)
     assert np.array_equal(out[:, :, 0], x.transpose(0, 1, 3, 2))
-    assert AP._transpose_kernel(np, x.astype(np.float16)) is None
+    assert AK._transpose_kernel(np, x.astype(np.float16)) is None
 
 
 @pytest.mark.parametrize("kernel", [True, False])
@@ -198,14 +200,14 @@ def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, 
     bound; with `kernel` the forward pair's and the backward's parts run as one numba call
     each (GEMMs by address), without it the parts are driven from Python and q k^T and g v^T
     stay whole products. Context, backward and the forward pair against numpy, at once and split."""
-    monkeypatch.setattr(AP, "_SMALL_GEMM", 128)
+    monkeypatch.setattr(AK, "_SMALL_GEMM", 128)
     if kernel:
-        assert AP._backward_part_kernel(np, np.zeros((1, 1, 2, 2)), np.zeros(2), np.zeros(2)) is not None
-        assert AP._forward_part_kernel(np, np.zeros(2)) is not None
+        assert AK._backward_part_kernel(np, np.zeros((1, 1, 2, 2)), np.zeros(2), np.zeros(2)) is not None
+        assert AK._forward_part_kernel(np, np.zeros(2)) is not None
     else:
         for name in ("_transpose_kernel", "_backward_part_kernel", "_forward_part_kernel"):
-            monkeypatch.setattr(AP, name, lambda *arrays: None)
-    assert AP._block_rows(8, 4, 8) == 4 and AP._block_rows(5, 4, 5) == 5
+            monkeypatch.setattr(AK, name, lambda *arrays: None)
+    assert AK._block_rows(8, 4, 8) == 4 and AK._block_rows(5, 4, 5) == 5
     _against_definition(3, 8, 8, 2, seq_first)
     mode, launches = batch_split
     assert launches == ([3, 3, 3] if mode == "split" else [])
@@ -226,15 +228,15 @@ def test_part_kernels_on_their_way_run_numpy_and_ask_for_no_fallback(seq_first, 
             return None
         return ask
     for name in ("softmax_kernel", "softmax_backward_kernel", "_transpose_kernel"):
-        monkeypatch.setattr(AP, name, fallback(name))
+        monkeypatch.setattr(AK, name, fallback(name))
     for name in ("softmax_kernel", "softmax_backward_kernel"):    # (softmax's own impls ask here)
-        monkeypatch.setattr(AP._row_kernels, name, fallback("row_kernels." + name))
-    monkeypatch.setattr(AP, "_forward_part_kernel", lambda *arrays: (None, 0))
-    monkeypatch.setattr(AP, "_backward_part_kernel", lambda *arrays: (None, 0))
+        monkeypatch.setattr(AK._row_kernels, name, fallback("row_kernels." + name))
+    monkeypatch.setattr(AK, "_forward_part_kernel", lambda *arrays: (None, 0))
+    monkeypatch.setattr(AK, "_backward_part_kernel", lambda *arrays: (None, 0))
     _against_definition(3, 8, 8, 2, seq_first)
     assert asked == []
-    monkeypatch.setattr(AP, "_forward_part_kernel", lambda *arrays: None)
-    monkeypatch.setattr(AP, "_backward_part_kernel", lambda *arrays: None)
+    monkeypatch.setattr(AK, "_forward_part_kernel", lambda *arrays: None)
+    monkeypatch.setattr(AK, "_backward_part_kernel", lambda *arrays: None)
     _against_definition(3, 8, 8, 2, seq_first)
     assert {"softmax_kernel", "softmax_backward_kernel"} <= set(asked)
 
@@ -246,16 +248,16 @@ def test_backward_with_its_column_sum(seq_first, dtype, batch_split, monkeypatch
     its sum over rows (summed per batch element in the part kernel, then over the elements
     in float64) is the gradient's sum to the dtype's rounding and the same bits at once and
     split over shares; in `shape`. Without the part kernel the sum is a pass of its own."""
-    monkeypatch.setattr(AP, "_SMALL_GEMM", 128)      # the row-block form T = 128 takes
+    monkeypatch.setattr(AK, "_SMALL_GEMM", 128)      # the row-block form T = 128 takes
     n, t, e, h = 3, 8, 8, 2
     a, c = (t, n) if seq_first else (n, t)
     kw = dict(tokens=(a, c), heads=h, seq_first=seq_first, scale=0.3)
     qkv = R.standard_normal((a * c, 3 * e)).astype(dtype)
     g = R.standard_normal((a, c, e)).astype(dtype)
-    w = AP._weights_impl(np, qkv, **kw)
-    assert AP._backward_part_kernel(np, w, g, qkv) is not None
-    want = AP._backward_impl(np, g, qkv, w, **kw)
-    got, total = AP.backward_and_column_sum(np, g, qkv, w, shape=(1, 3 * e), **kw)
+    w = AP.ATTENTION_WEIGHTS.run(np, qkv, **kw)
+    assert AK._backward_part_kernel(np, w, g, qkv) is not None
+    want = AP.ATTENTION_BACKWARD.run(np, g, qkv, w, **kw)
+    got, total = AK.backward_and_column_sum(np, g, qkv, w, shape=(1, 3 * e), **kw)
     np.testing.assert_array_equal(got, want)
     assert total.shape == (1, 3 * e) and total.dtype == dtype
     exact = want.astype(np.float64).sum(axis=0, keepdims=True)
@@ -268,8 +270,8 @@ def test_backward_with_its_column_sum(seq_first, dtype, batch_split, monkeypatch
     np.testing.assert_allclose(total[0], folded, rtol=tol, atol=tol)
     mode, launches = batch_split      # the weights, the backward, the backward with its sum
     assert launches == ([3, 3, 3] if mode == "split" else [])
-    monkeypatch.setattr(AP, "_backward_part_kernel", lambda *arrays: None)
-    got2, total2 = AP.backward_and_column_sum(np, g, qkv, w, shape=(3 * e,), **kw)
+    monkeypatch.setattr(AK, "_backward_part_kernel", lambda *arrays: None)
+    got2, total2 = AK.backward_and_column_sum(np, g, qkv, w, shape=(3 * e,), **kw)
     np.testing.assert_array_equal(got2, want)
     np.testing.assert_allclose(total2, exact[0], rtol=tol, atol=tol * np.abs(want).sum(axis=0).max())
 
@@ -279,12 +281,12 @@ def test_backward_column_sum_same_bits_at_once_and_split(forced_split):
     kw = dict(tokens=(5, 8), heads=2, seq_first=False, scale=0.3)
     qkv = R.standard_normal((40, 24)).astype(np.float32)
     g = R.standard_normal((5, 8, 8)).astype(np.float32)
-    w = AP._weights_impl(np, qkv, **kw)
-    split = AP.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
+    w = AP.ATTENTION_WEIGHTS.run(np, qkv, **kw)
+    split = AK.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
     assert forced_split == [3, 3]
     from tracejit.compiler.cpu.runtime import sharepool
     sharepool.SPLIT_MIN_WORK = 1 << 62                # (monkeypatched by forced_split: undone after)
-    once = AP.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
+    once = AK.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
     assert forced_split == [3, 3]
     for x, y in zip(split, once):
         np.testing.assert_array_equal(x, y)
@@ -318,8 +320,8 @@ def test_weights_primitive_against_its_numpy_definition(seq_first, mask, batch_s
         if not kernel:
             # split: the kernel's weights over the N = 3 batch entries, one a share
             assert launches == ([3] if mode == "split" else [])
-            monkeypatch.setattr(AP, "softmax_kernel", lambda *arrays: None)
-            monkeypatch.setattr(AP, "_forward_part_kernel", lambda *arrays: None)
+            monkeypatch.setattr(AK, "softmax_kernel", lambda *arrays: None)
+            monkeypatch.setattr(AK, "_forward_part_kernel", lambda *arrays: None)
         w = AP.attention_weights(x, mk, **kw)
         _close(w.detach().numpy(), want, rtol=1e-12)
     gw = R.standard_normal(want.shape)

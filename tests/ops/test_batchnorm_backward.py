@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.compiler.cpu.kernels import batchnorm_kernels as BK
 from tracejit.ops import batchnorm_prim as B
-from tracejit.compiler.cpu.kernels import native
+from tracejit.compiler.cpu.kernels import loader as native
 from inputs import activation
 
 pytest.importorskip("numba")
@@ -37,16 +38,16 @@ def _parts(rec, shape):
                                                  ((7, 4), False), ((5, 3, 9), True)])
 def test_record_equals_the_two_pass_form(monkeypatch, dtype, shape, channel_major):
     x, g, w = _inputs(shape, dtype, channel_major)
-    st = B._stats_impl(np, x)
-    rec = B._backward_impl(np, g, x, st, w, 1e-5)
+    st = B.BATCH_NORM_STATS.run(np, x)
+    rec = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
     assert rec.shape == (int(np.prod(shape)) + 2 * shape[1],) and rec.dtype == dtype
-    red = B._reduce_impl(np, g, x, st, 1e-5)
-    want = (B._input_impl(np, g, x, st, w, red, 1e-5), red)
+    red = B.BN_BACKWARD_REDUCE.run(np, g, x, st, 1e-5)
+    want = (B.BN_BACKWARD_INPUT.run(np, g, x, st, w, red, 1e-5), red)
     tol = 2e-5 if dtype == np.float32 else 1e-12
     for got, exp, name in zip(_parts(rec, shape), want, ("gx", "reduce")):
         np.testing.assert_allclose(got, exp, rtol=tol, atol=tol * 10, err_msg=name)
-    monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
-    rec_np = B._backward_impl(np, g, x, st, w, 1e-5)
+    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
+    rec_np = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
     np.testing.assert_allclose(rec, rec_np, rtol=tol, atol=tol * 10)
     # against the formula, float64
     x64, g64, w64 = (a.astype(np.float64) for a in (x, g, w))
@@ -68,7 +69,7 @@ def test_the_kernel_ran_and_the_input_gradient_is_channel_major():
     y.backward(tj.tensor(g))
     loaded = {k[1] for k, v in native._kernels.items() if k[0] == "batchnorm" and v.fn is not None}
     assert "backward" in loaded
-    gx = _parts(B._backward_impl(np, g, x, B._stats_impl(np, x), w, 1e-5), x.shape)[0]
+    gx = _parts(B.BN_BACKWARD.run(np, g, x, B.BATCH_NORM_STATS.run(np, x), w, 1e-5), x.shape)[0]
     # (C, N, H, W) memory: a C-contiguous (C, N, H, W) block at the record's start
     assert np.swapaxes(gx, 0, 1).flags.c_contiguous
     np.testing.assert_allclose(X.grad.numpy(), gx, rtol=1e-6, atol=1e-6)
@@ -150,10 +151,10 @@ def test_forward_and_backward_split_over_channels_give_the_same_bits(channel_maj
     from inputs import same_bits_under_uneven_split
     x, g, w = _inputs((6, 5, 7, 4), np.float32, channel_major, seed=2)
     b = np.linspace(-1, 1, 5).astype(np.float32)
-    st = B._stats_impl(np, x)
+    st = B.BATCH_NORM_STATS.run(np, x)
 
     def run():
-        return (B._forward_impl(np, x, w, b, 1e-5), B._backward_impl(np, g, x, st, w, 1e-5))
+        return (B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5), B.BN_BACKWARD.run(np, g, x, st, w, 1e-5))
     same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=2)
 
 
@@ -167,15 +168,15 @@ def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(mon
     shape = (6, 5, 7, 4)
     x, _, w = _inputs(shape, np.float32, x_cm, seed=3)
     g = activation(np.random.default_rng(4), shape, np.float32, g_cm) - 5
-    monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
-    st = B._stats_impl(np, x)
+    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
+    st = B.BATCH_NORM_STATS.run(np, x)
     copies, real_copyto = [], np.copyto
     monkeypatch.setattr(B.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
-    rec = B._backward_impl(np, g, x, st, w, 1e-5)
+    rec = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
     monkeypatch.setattr(B.np, "copyto", real_copyto)
     assert len(copies) == (g_cm and not x_cm)
-    red = B._reduce_impl(np, g, x, st, 1e-5)
-    gx = B._input_impl(np, g, x, st, w, red, 1e-5)
+    red = B.BN_BACKWARD_REDUCE.run(np, g, x, st, 1e-5)
+    gx = B.BN_BACKWARD_INPUT.run(np, g, x, st, w, red, 1e-5)
     np.testing.assert_array_equal(_parts(rec, shape)[1], red)
     np.testing.assert_array_equal(_parts(rec, shape)[0], gx)
     assert np.abs(gx).max() > 0.1
@@ -192,15 +193,15 @@ def test_numpy_form_by_channel_blocks_gives_the_whole_arrays_bits(monkeypatch, d
     # the block size (channels of 11,250 elements: no block of one, see the forward's test).
     x, _, w = _inputs(shape, dtype, True, seed=5)
     g = activation(np.random.default_rng(6), shape, dtype, g_cm) - 5
-    monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
-    st = B._stats_impl(np, x)
+    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
+    st = B.BATCH_NORM_STATS.run(np, x)
     monkeypatch.setattr(B, "_NP_BLOCK_BACKWARD", channels_per_block * (x.size // shape[1]))
     blocks = []
     real = B._backward_blocks
     monkeypatch.setattr(B, "_backward_blocks", lambda *a: blocks.append(1) or real(*a))
-    rec = B._backward_impl(np, g, x, st, w, 1e-5)
+    rec = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
     assert blocks and rec.dtype == dtype
     monkeypatch.setattr(B, "_backward_blocks", lambda *a: False)   # the whole-array form
-    whole = B._backward_impl(np, g, x, st, w, 1e-5)
+    whole = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
     np.testing.assert_array_equal(rec.view(np.uint8), whole.view(np.uint8))
     assert np.abs(_parts(rec, shape)[0].astype(np.float64)).max() > 0.01

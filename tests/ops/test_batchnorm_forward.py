@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.compiler.cpu.kernels import batchnorm_kernels as BK
 from tracejit.ops import batchnorm_prim as B
-from tracejit.compiler.cpu.kernels import native
+from tracejit.compiler.cpu.kernels import loader as native
 from inputs import activation
 
 pytest.importorskip("numba")
@@ -29,15 +30,15 @@ def _inputs(shape, dtype, channel_major, seed=0):
 def test_record_equals_stats_then_train(monkeypatch, dtype, shape, channel_major):
     x, w, b = _inputs(shape, dtype, channel_major)
     c, size = shape[1], x.size
-    rec = B._forward_impl(np, x, w, b, 1e-5)
+    rec = B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5)
     assert rec.shape == (size + 2 * c,) and rec.dtype == dtype
-    st = B._stats_impl(np, x)
-    y = B._train_impl(np, x, st, w, b, 1e-5)
+    st = B.BATCH_NORM_STATS.run(np, x)
+    y = B.BATCH_NORM_TRAIN.run(np, x, st, w, b, 1e-5)
     tol = 2e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(rec[size:].reshape(2, c), st, rtol=tol, atol=tol)
     np.testing.assert_allclose(rec[:size].reshape(shape), y, rtol=tol, atol=tol * 10)
-    monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy form
-    np.testing.assert_allclose(B._forward_impl(np, x, w, b, 1e-5), rec, rtol=tol, atol=tol * 10)
+    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy form
+    np.testing.assert_allclose(B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5), rec, rtol=tol, atol=tol * 10)
     # against plain numpy, float64
     x64 = x.astype(np.float64)
     dims = (0,) + tuple(range(2, len(shape)))
@@ -119,13 +120,13 @@ def test_numpy_form_by_channel_blocks_gives_the_whole_arrays_bits(monkeypatch, d
     # buffer by buffer (other bits than the same row among others): no block has one channel.
     x, w, b = _inputs(shape, dtype, True, seed=7)
     count = x.size // shape[1]
-    monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
+    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
     monkeypatch.setattr(B, "_NP_BLOCK", channels_per_block * count)
-    rec = B._forward_impl(np, x, w, b, 1e-5)
+    rec = B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5)
     assert B._forward_blocks(x, w, b, 1e-5, np.empty_like(rec))
     assert not B._forward_blocks(np.ascontiguousarray(x), w, b, 1e-5, np.empty_like(rec))
     monkeypatch.setattr(B, "_forward_blocks", lambda *a: False)   # the whole-array form
-    whole = B._forward_impl(np, x, w, b, 1e-5)
+    whole = B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5)
     np.testing.assert_array_equal(rec.view(np.uint8), whole.view(np.uint8))
     size = x.size
     assert rec[:size].reshape(shape).flags.c_contiguous

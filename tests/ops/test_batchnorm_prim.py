@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.compiler.cpu.kernels import batchnorm_kernels as BK
 from tracejit.ops import batchnorm_prim as B
-from tracejit.compiler.cpu.kernels import native
+from tracejit.compiler.cpu.kernels import loader as native
 
 pytest.importorskip("numba")
 
@@ -25,10 +26,10 @@ def _inputs(shape, dtype, layout, seed=0):
 
 
 def _all_impls(x, g, w, b):
-    st = B._stats_impl(np, x)
-    y = B._train_impl(np, x, st, w, b, 1e-5)
-    red = B._reduce_impl(np, g, x, st, 1e-5)
-    gx = B._input_impl(np, g, x, st, w, red, 1e-5)
+    st = B.BATCH_NORM_STATS.run(np, x)
+    y = B.BATCH_NORM_TRAIN.run(np, x, st, w, b, 1e-5)
+    red = B.BN_BACKWARD_REDUCE.run(np, g, x, st, 1e-5)
+    gx = B.BN_BACKWARD_INPUT.run(np, g, x, st, w, red, 1e-5)
     return st, y, red, gx
 
 
@@ -38,7 +39,7 @@ def _all_impls(x, g, w, b):
 def test_kernels_equal_numpy_forms(monkeypatch, dtype, shape, layout):
     x, g, w, b = _inputs(shape, dtype, layout)
     got = _all_impls(x, g, w, b)
-    monkeypatch.setattr(B, "_run", lambda *a: None)     # the numpy forms
+    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
     want = _all_impls(x, g, w, b)
     tol = 2e-5 if dtype == np.float32 else 1e-12
     for a, e, name in zip(got, want, ("stats", "y", "reduce", "gx")):
@@ -61,8 +62,8 @@ def test_kernels_ran():
 def test_input_gradient_is_channel_major():
     """Written in the order a convolution's backward GEMM reads it: (C, N, H, W) memory."""
     x, g, w, b = _inputs((4, 3, 5, 5), np.float32, "contiguous")
-    st = B._stats_impl(np, x)
-    gx = B._input_impl(np, g, x, st, w, B._reduce_impl(np, g, x, st, 1e-5), 1e-5)
+    st = B.BATCH_NORM_STATS.run(np, x)
+    gx = B.BN_BACKWARD_INPUT.run(np, g, x, st, w, B.BN_BACKWARD_REDUCE.run(np, g, x, st, 1e-5), 1e-5)
     assert np.swapaxes(gx, 0, 1).flags.c_contiguous
 
 
@@ -172,26 +173,26 @@ def test_numpy_forms_float16_and_record_forms(monkeypatch, layout):
     """The numpy forms' per-channel sums (in the array's memory order) against float64 numpy,
     float16 included (its sums accumulate in float32, as numpy's mean of float16); the
     one-pass records' numpy forms hold what the two-primitive forms give, bit for bit."""
-    monkeypatch.setattr(B, "_run", lambda *a: None)
+    monkeypatch.setattr(BK, "_run", lambda *a: None)
     for dtype, tol in ((np.float16, 2e-3), (np.float32, 2e-6)):
         x, g, w, b = _inputs((6, 3, 7, 5), dtype, layout, seed=4)
-        st = B._stats_impl(np, x)
+        st = B.BATCH_NORM_STATS.run(np, x)
         x64 = x.astype(np.float64)
         assert st.dtype == dtype
         np.testing.assert_allclose(st[0], x64.mean((0, 2, 3)), rtol=tol)
         np.testing.assert_allclose(st[1], x64.var((0, 2, 3)), rtol=20 * tol)
-        red = B._reduce_impl(np, g, x, st, 1e-5)
+        red = B.BN_BACKWARD_REDUCE.run(np, g, x, st, 1e-5)
         xc = x64 - st[0].astype(np.float64).reshape(1, -1, 1, 1)
         rstd = 1 / np.sqrt(st[1].astype(np.float64) + 1e-5)
         np.testing.assert_allclose(red[0], g.astype(np.float64).sum((0, 2, 3)), rtol=tol, atol=tol)
         np.testing.assert_allclose(red[1], (g * xc).sum((0, 2, 3)) * rstd, rtol=20 * tol,
                                    atol=20 * tol)
-        y = B._train_impl(np, x, st, w, b, 1e-5)
+        y = B.BATCH_NORM_TRAIN.run(np, x, st, w, b, 1e-5)
         assert y.flags.c_contiguous
-        rec = B._forward_impl(np, x, w, b, 1e-5)
+        rec = B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5)
         assert rec[:x.size].tobytes() == y.tobytes() and rec[x.size:].tobytes() == st.tobytes()
-        gx = B._input_impl(np, g, x, st, w, red, 1e-5)
-        bw = B._backward_impl(np, g, x, st, w, 1e-5)
+        gx = B.BN_BACKWARD_INPUT.run(np, g, x, st, w, red, 1e-5)
+        bw = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
         c = x.shape[1]
         assert bw[:-2 * c].tobytes() == np.ascontiguousarray(np.swapaxes(gx, 0, 1)).tobytes()
         assert bw[-2 * c:].tobytes() == red.tobytes()

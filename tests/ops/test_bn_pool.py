@@ -10,6 +10,7 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
+from tracejit.compiler.cpu.kernels import bn_pool_kernels as BPK
 from tracejit.ops import batchnorm_prim as B
 from tracejit.ops import bn_pool
 from tracejit.ops import pool_offsets as P
@@ -23,8 +24,8 @@ GEOMETRIES = [((2, 2), (2, 2), (0, 0), (1, 1)),     # LeNet's: the rows form
 
 
 def _composed(x, w, b, geo):
-    r = B._forward_impl(np, x, w, b, 1e-5)
-    rec = P._record_impl(np, r[:x.size].reshape(x.shape), *geo)
+    r = B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5)
+    rec = P.MAX_POOL2D_WITH_OFFSETS.run(np, r[:x.size].reshape(x.shape), *geo)
     return np.concatenate([np.ascontiguousarray(rec).reshape(-1), r[x.size:]])
 
 
@@ -37,8 +38,8 @@ def test_record_is_bitwise_the_composition(dtype, channel_major, geo):
     x[0, 1, :2, :2] = x[0, 1, 0, 0]                 # ties: the first maximum's offset
     x[2, 3, 4, 5] = np.nan                          # a NaN: its channel's statistics are NaN
     w, b = rng.standard_normal(4).astype(dtype), rng.standard_normal(4).astype(dtype)
-    assert bn_pool._get(np.dtype(dtype).name, *geo) is not None   # the kernel runs
-    got = bn_pool._impl(np, x, w, b, 1e-5, *geo)
+    assert BPK._get(np.dtype(dtype).name, *geo) is not None   # the kernel runs
+    got = bn_pool.BATCH_NORM_MAX_POOL2D.run(np, x, w, b, 1e-5, *geo)
     want = _composed(x, w, b, geo)
     assert got.dtype == dtype and got.shape == want.shape
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
@@ -65,13 +66,13 @@ def test_backward_is_bitwise_scatter_then_batch_norm_backward(dtype, channel_maj
     x = activation(rng, (6, 3, 10, 11), dtype, channel_major)   # rows/columns past the windows
     x[0, 1, :2, :2] = x[0, 1, 0, 0]
     w, b = rng.standard_normal(3).astype(dtype), rng.standard_normal(3).astype(dtype)
-    rec, stats = bn_pool.record_parts(bn_pool._impl(np, x, w, b, 1e-5, *geo), x.shape, *geo)
+    rec, stats = bn_pool.record_parts(bn_pool.BATCH_NORM_MAX_POOL2D.run(np, x, w, b, 1e-5, *geo), x.shape, *geo)
     gp = rng.standard_normal(rec.shape[1:]).astype(dtype)
     gp[0, 0, 0, 0] = -0.0
-    assert bn_pool._get_backward(np.dtype(dtype).name, geo[0]) is not None   # the kernel runs
-    got = bn_pool._backward_impl(np, gp, rec, x, stats, w, 1e-5, *geo)
-    g = P._scatter_impl(np, gp, rec, x.shape, *geo)
-    want = B._backward_impl(np, g, x, stats, w, 1e-5)
+    assert BPK._get_backward(np.dtype(dtype).name, geo[0]) is not None   # the kernel runs
+    got = bn_pool.BN_BACKWARD_POOLED.run(np, gp, rec, x, stats, w, 1e-5, *geo)
+    g = P.MAX_POOL2D_SCATTER.run(np, gp, rec, x.shape, *geo)
+    want = B.BN_BACKWARD.run(np, g, x, stats, w, 1e-5)
     assert got.shape == want.shape and np.array_equal(got.view(np.uint8), want.view(np.uint8))
     # the sums against float64 numpy: sum g, sum g * xhat per channel
     g64, x64 = g.astype(np.float64), x.astype(np.float64)
@@ -197,7 +198,7 @@ def test_same_bits_however_the_channels_are_split():
     gp = rng.standard_normal((4, 5, 4, 4)).astype(np.float32)
 
     def run():
-        f = bn_pool._impl(np, x, w, b, 1e-5, *geo)
+        f = bn_pool.BATCH_NORM_MAX_POOL2D.run(np, x, w, b, 1e-5, *geo)
         rec, stats = bn_pool.record_parts(f, x.shape, *geo)
-        return f, bn_pool._backward_impl(np, gp, rec, x, stats, w, 1e-5, *geo)
+        return f, bn_pool.BN_BACKWARD_POOLED.run(np, gp, rec, x, stats, w, 1e-5, *geo)
     same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=2)

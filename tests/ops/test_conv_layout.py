@@ -11,6 +11,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.errors import ShapeError
+from tracejit.compiler.cpu.kernels import conv_kernels as K
 from tracejit.ops import conv as C
 
 GEOMETRIES = [((3, 3), (1, 1), (0, 0), (1, 1)),
@@ -49,7 +50,7 @@ def test_fold_gemm_matches_batch_and_numpy_form(monkeypatch, dtype, geo):
     got = C.fold(tj.tensor(cols_g), (h, w), kernel, stride, padding, dilation, layout="gemm").numpy()
     tol = 1e-6 if dtype == np.float32 else 1e-14
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
-    monkeypatch.setattr(C, "_col2im_native", lambda *a: None)   # the numpy form
+    monkeypatch.setattr(K, "_col2im_native", lambda *a: None)   # the numpy form
     numpy_form = C.fold(tj.tensor(cols_g), (h, w), kernel, stride, padding, dilation,
                         layout="gemm").numpy()
     np.testing.assert_allclose(got, numpy_form, rtol=tol, atol=tol)
@@ -58,7 +59,7 @@ def test_fold_gemm_matches_batch_and_numpy_form(monkeypatch, dtype, geo):
 def test_col2im_kernel_ran():
     pytest.importorskip("numba")
     cols = np.ones((9, 2 * 4), np.float32)
-    img = C._col2im_native(np, cols, 2, 1, (4, 4), (3, 3), (1, 1), (0, 0), (1, 1))
+    img = K._col2im_native(np, cols, 2, 1, (4, 4), (3, 3), (1, 1), (0, 0), (1, 1))
     assert img is not None and img.shape == (2, 1, 4, 4) and img.flags.c_contiguous
     assert img[0, 0, 1, 1] == 4.0 and img[0, 0, 0, 0] == 1.0   # overlaps add
 
@@ -71,7 +72,7 @@ def test_unfold_gemm_kernel_matches_numpy_form(monkeypatch, dtype, geo, pad_valu
     x = np.random.default_rng(2).standard_normal((3, 4, 9, 8)).astype(dtype)
     x = np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1)   # channel-major, as conv outputs
     got = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, pad_value, layout="gemm").numpy()
-    monkeypatch.setattr(C, "_im2col_native", lambda *a: None)   # the numpy form
+    monkeypatch.setattr(K, "_im2col_native", lambda *a: None)   # the numpy form
     want = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, pad_value, layout="gemm").numpy()
     assert got.dtype == want.dtype and got.flags.c_contiguous
     np.testing.assert_array_equal(got, want)
@@ -80,7 +81,7 @@ def test_unfold_gemm_kernel_matches_numpy_form(monkeypatch, dtype, geo, pad_valu
 def test_im2col_kernel_ran():
     pytest.importorskip("numba")
     x = np.arange(2 * 1 * 4 * 4, dtype=np.float32).reshape(2, 1, 4, 4)
-    cols = C._im2col_native(np, x, (3, 3), (1, 1), (1, 1), (1, 1), -5.0, 4, 4)
+    cols = K._im2col_native(np, x, (3, 3), (1, 1), (1, 1), (1, 1), -5.0, 4, 4)
     assert cols is not None and cols.shape == (9, 2 * 16)
     # row (i=0, j=0) of output (b=0, oy=0, ox=0) is the padding; (i=1, j=1) is x itself
     assert cols[0, 0] == -5.0 and cols[4, 16 + 5] == x[1, 0, 1, 1]
@@ -115,8 +116,8 @@ def test_im2col_and_col2im_split_over_channels_give_the_same_bits(geo):
     ow = C.conv_out_size(8, kernel[1], stride[1], padding[1], dilation[1])
 
     def run():
-        cols = C._im2col_native(np, x, kernel, stride, padding, dilation, 0.0, oh, ow)
-        return cols, C._col2im_native(np, cols, 3, 5, (9, 8), kernel, stride, padding, dilation)
+        cols = K._im2col_native(np, x, kernel, stride, padding, dilation, 0.0, oh, ow)
+        return cols, K._col2im_native(np, cols, 3, 5, (9, 8), kernel, stride, padding, dilation)
     same_bits_under_uneven_split(run, lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=2)
 
 
@@ -149,7 +150,7 @@ def test_unfold_gemm_numpy_form_by_row_pitch_equals_the_strided_copy(monkeypatch
     x[1, 2, 0, 0] = np.nan
     if channel_major:
         x = np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1)
-    monkeypatch.setattr(C, "_im2col_native", lambda *a: None)
+    monkeypatch.setattr(K, "_im2col_native", lambda *a: None)
     monkeypatch.setattr(C, "_UNFOLD_BLOCK", block)
     called = []
     real = C._unfold_by_row_pitch
@@ -192,7 +193,7 @@ def test_fold_gemm_numpy_form_by_row_pitch(monkeypatch, dtype, shape, kernel, pa
     cols[0, 0] = -0.0                           # (ch 0, i 0, j 0) of image 0's (0, 0)
     cols[kh * kw, 3] = np.inf
     cols[-1, -1] = np.nan
-    monkeypatch.setattr(C, "_col2im_native", lambda *a: None)
+    monkeypatch.setattr(K, "_col2im_native", lambda *a: None)
     monkeypatch.setattr(C, "_FOLD_BLOCK", block)
     called = []
     real = C._fold_by_row_pitch
@@ -236,11 +237,11 @@ def test_conv2d_input_gradient_by_row_pitch_fold_matches_the_col2im_kernel(monke
         (tj.nn.functional.conv2d(xt, tj.tensor(w)) * tj.tensor(g)).sum().backward()
         return xt.grad.numpy()
     ran = []
-    real = C._col2im_native
-    monkeypatch.setattr(C, "_col2im_native", lambda *a: ran.append(real(*a)) or ran[-1])
+    real = K._col2im_native
+    monkeypatch.setattr(K, "_col2im_native", lambda *a: ran.append(real(*a)) or ran[-1])
     kernel = input_grad()
     assert len(ran) == 1 and ran[0] is not None     # the kernel made it
-    monkeypatch.setattr(C, "_col2im_native", lambda *a: None)
+    monkeypatch.setattr(K, "_col2im_native", lambda *a: None)
     called = []
     fold_form = C._fold_by_row_pitch
     monkeypatch.setattr(C, "_fold_by_row_pitch",

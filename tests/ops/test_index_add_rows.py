@@ -1,4 +1,4 @@
-"""index_add's rows with repeats (ops/indexing.py `_add_rows`): an embedding's backward, bitwise
+"""index_add's rows with repeats (ops/indexing.py `_add_rows`, and the CPU's row loop): an embedding's backward, bitwise
 np.add.at, in numpy rounds (TRACEJIT_EAGER_KERNELS=0) and with the numba loop of
 compiler/cpu/kernels/index_kernels.py (tests/ops/test_index_kernels.py checks it further)."""
 from __future__ import annotations
@@ -24,8 +24,19 @@ def test_rounds_give_np_add_at_bitwise(monkeypatch, shape, n, negative, base, ke
     a = np.zeros((n, 7), np.float32) if base == "zeros" else rng.standard_normal((n, 7)).astype(np.float32)
     want = a.copy()
     np.add.at(want, (idx,), v)
+    assert np.array_equal(_added(a, idx, v, kernels), want)
+
+
+def _added(a, idx, v, kernel: bool):
+    """``a[idx] += v`` by the numpy form's rounds (in place), or by the CPU's row loop (its
+    registered implementation of index_add: a new array)."""
+    if kernel:
+        from tracejit.compiler.cpu.kernels import index_kernels
+        got = index_kernels.index_add(a, v, idx, spec=(("t", 0),))
+        assert got is not None     # the loop ran
+        return got
     assert _add_rows(a, (idx,), v)
-    assert np.array_equal(a, want)
+    return a
 
 
 def _kernels(monkeypatch, on: bool):
@@ -56,8 +67,7 @@ def test_the_kernel_also_takes_one_row_repeated(monkeypatch):
     idx = np.zeros(40, np.int64)
     want = a.copy()
     np.add.at(want, (idx,), v)
-    assert _add_rows(a, (idx,), v)
-    assert np.array_equal(a, want)
+    assert np.array_equal(_added(a, idx, v, True), want)
 
 
 def test_embedding_gradient_equals_a_one_hot_product():

@@ -9,7 +9,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.jit.autodiff import split
-from tracejit.ops import linalg, registry, shape
+from tracejit.ops import eager, linalg, registry, shape
 
 from inputs import captured_graph
 
@@ -31,7 +31,7 @@ def _grads(case):
 def _counting(monkeypatch, prims):
     calls = {p.name: 0 for p in prims}
     for p in prims:
-        monkeypatch.setattr(p, "impl", lambda xp, *a, _orig=p.impl, _name=p.name, **kw:
+        monkeypatch.setattr(p, "run", lambda xp, *a, _orig=p.run, _name=p.name, **kw:
                             calls.__setitem__(_name, calls[_name] + 1) or _orig(xp, *a, **kw))
     return calls
 
@@ -52,7 +52,7 @@ def test_gradients_are_bitwise_those_of_the_permute_and_matmul_pair(case, monkey
     new = _grads(case)
     # a nonzero count of active tracers (none of them this thread's) sends matmul's VJP
     # down the PERMUTE + MATMUL path while every op still runs eagerly
-    monkeypatch.setattr(registry, "_tracers_active", registry._tracers_active + 1)
+    monkeypatch.setattr(eager, "_tracers_active", eager._tracers_active + 1)
     old = _grads(case)
     for x, y in zip(new, old):
         assert x.flags.c_contiguous == y.flags.c_contiguous
@@ -90,10 +90,14 @@ def test_a_gradient_of_a_gradient_runs_through_the_records():
 def test_the_plans_numpy_call_is_matmuls_choice_for_the_product_computed(prim, swap_a):
     """A record's plan call follows matmul's own small/BLAS rule for the product it computes
     (m, k, n of a @ b.T or a.T @ b, not of the stored operands), and leaves batches to the impl."""
+    from tracejit.compiler.cpu.gemm import products
     from tracejit.compiler.cpu.runtime import coreshare
-    fast = prim.extra["fast"]
-    small = linalg._tn_small if swap_a else linalg._nt_small
-    blas = linalg._tn_blas if swap_a else linalg._nt_blas
+    from tracejit.ops import impls
+
+    def fast(shapes, dtype, params):   # what an eager plan of the record calls on the CPU
+        return impls.specialized(prim, shapes, dtype, params)
+    small = products._tn_small if swap_a else products._nt_small
+    blas = products._tn_blas if swap_a else products._nt_blas
     m = k = n = 1 + round(coreshare.TINY_GEMM_MNK ** (1 / 3))
     big = ((k, m), (k, n)) if swap_a else ((m, k), (n, k))
     assert fast(big, np.float32, {}) is blas

@@ -49,16 +49,16 @@ def _numpy_forms(monkeypatch):
 def test_record_and_scatter_equal_numpy_forms_and_the_old_backward(monkeypatch, dtype, geo, kind):
     pytest.importorskip("numba")
     x = _data(kind, dtype)
-    rec = O._record_impl(np, x, *geo)
-    out_old = P._max_pool_impl(np, x, *geo)
+    rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, *geo)
+    out_old = P.MAX_POOL2D.run(np, x, *geo)
     g = np.random.default_rng(3).standard_normal(out_old.shape).astype(dtype)
-    gx = O._scatter_impl(np, g, rec, x.shape, *geo)
-    gx_old = P._max_pool_backward_impl(np, g, x, out_old, *geo)
+    gx = O.MAX_POOL2D_SCATTER.run(np, g, rec, x.shape, *geo)
+    gx_old = P.MAX_POOL2D_BACKWARD.run(np, g, x, out_old, *geo)
     with monkeypatch.context() as m:
         _numpy_forms(m)
-        rec_np = O._record_impl(np, x, *geo)
-        gx_np = O._scatter_impl(np, g, rec_np, x.shape, *geo)
-        gx_old_np = P._max_pool_backward_impl(np, g, x, out_old, *geo)
+        rec_np = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, *geo)
+        gx_np = O.MAX_POOL2D_SCATTER.run(np, g, rec_np, x.shape, *geo)
+        gx_old_np = P.MAX_POOL2D_BACKWARD.run(np, g, x, out_old, *geo)
     assert rec.shape == (2,) + out_old.shape and rec.dtype == dtype
     np.testing.assert_array_equal(rec, rec_np)             # values and offsets (NaN == NaN)
     np.testing.assert_array_equal(rec[0], out_old)
@@ -90,7 +90,7 @@ def test_offsets_are_the_first_maximum_and_the_first_nan():
                     [3., 2., 1., 1.],
                     [np.nan, 0., 5., 5.],
                     [1., np.nan, 5., 5.]]]], np.float32)
-    for run in (lambda: O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1)),):
+    for run in (lambda: O.MAX_POOL2D_WITH_OFFSETS.run(np, x, (2, 2), (2, 2), (0, 0), (1, 1)),):
         rec = run()
         np.testing.assert_array_equal(rec[0, 0, 0], [[3., 3.], [np.nan, 5.]])
         np.testing.assert_array_equal(rec[1, 0, 0], [[1., 0.], [0., 0.]])
@@ -171,15 +171,15 @@ def test_numpy_scatter_gives_negative_zero_as_positive_zero_and_float16(monkeypa
     +0.0 (bitwise) whether windows overlap or not; float16 (numpy form only) equals float32."""
     _numpy_forms(monkeypatch)
     x = _data("ties", np.float32)
-    rec = O._record_impl(np, x, *geo)
+    rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, *geo)
     g = np.random.default_rng(5).standard_normal(rec.shape[1:]).astype(np.float32)
     g[..., ::2] = -0.0
-    gx = O._scatter_impl(np, g, rec, x.shape, *geo)
+    gx = O.MAX_POOL2D_SCATTER.run(np, g, rec, x.shape, *geo)
     assert not np.signbit(gx[gx == 0]).any()
-    np.testing.assert_array_equal(gx, P._max_pool_backward_impl(np, g, x, rec[0], *geo))
-    rec16 = O._record_impl(np, x.astype(np.float16), *geo)
+    np.testing.assert_array_equal(gx, P.MAX_POOL2D_BACKWARD.run(np, g, x, rec[0], *geo))
+    rec16 = O.MAX_POOL2D_WITH_OFFSETS.run(np, x.astype(np.float16), *geo)
     np.testing.assert_array_equal(rec16, rec.astype(np.float16))
-    gx16 = O._scatter_impl(np, g.astype(np.float16), rec16, x.shape, *geo)
+    gx16 = O.MAX_POOL2D_SCATTER.run(np, g.astype(np.float16), rec16, x.shape, *geo)
     np.testing.assert_allclose(gx16, gx, rtol=2e-3, atol=2e-3)
     assert gx16.dtype == np.float16
 
@@ -230,12 +230,12 @@ def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeyp
     real = O._record_2x2
     monkeypatch.setattr(O, "_record_2x2", lambda *a: ran.append(real(*a)) or ran[-1])
     _numpy_forms(monkeypatch)
-    rec = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
+    rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
     assert ran == [kind in ("normal", "ties", "-inf", "nan over")]
     monkeypatch.setattr(O, "_halves", lambda *a: False)   # the general form
-    want = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
+    want = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
     np.testing.assert_array_equal(rec, want)
-    np.testing.assert_array_equal(rec[0], P._max_pool_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1)))
+    np.testing.assert_array_equal(rec[0], P.MAX_POOL2D.run(np, x, (2, 2), (2, 2), (0, 0), (1, 1)))
     assert set(np.unique(rec[1][~np.isnan(rec[0])])) <= {0, 1, 2, 3}
     if kind == "ties":
         # window k of plane (0, 0) holds pattern k: its offset is the first set bit (0..3),
@@ -258,7 +258,7 @@ def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bi
         monkeypatch.setattr(O, "_BLOCK_2X2", block)
     _numpy_forms(monkeypatch)
     x = _data("ties", dtype, shape=(2, 3) + hw)
-    rec = O._record_impl(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
+    rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
     rng = np.random.default_rng(5)
     g = rng.standard_normal(rec.shape[1:]).astype(dtype)
     g[0, 0, 0, :4] = [-0.0, 0.0, -1.5, np.inf]
@@ -266,16 +266,16 @@ def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bi
     ran = []
     real = O._scatter_2x2
     monkeypatch.setattr(O, "_scatter_2x2", lambda *a: ran.append(real(*a)) or ran[-1])
-    gx = O._scatter_impl(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    gx = O.MAX_POOL2D_SCATTER.run(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
     assert (ran[0] is not None) == (dtype != np.float64)
-    strided = O._scatter_impl(np, np.asfortranarray(g), rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    strided = O.MAX_POOL2D_SCATTER.run(np, np.asfortranarray(g), rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
     assert ran[1] is None
     # a convolution's channel-major gradient ((C, N) planes): blocks of whole images
     cmajor = np.ascontiguousarray(g.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
-    chan = O._scatter_impl(np, cmajor, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    chan = O.MAX_POOL2D_SCATTER.run(np, cmajor, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
     assert (ran[2] is not None) == (dtype != np.float64) and not cmajor.flags.c_contiguous
     monkeypatch.setattr(O, "_halves", lambda *a: False)   # the general form
-    want = O._scatter_impl(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
+    want = O.MAX_POOL2D_SCATTER.run(np, g, rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1))
     ints = np.dtype(f"u{np.dtype(dtype).itemsize}")
     np.testing.assert_array_equal(gx.view(ints), want.view(ints))
     np.testing.assert_array_equal(strided.view(ints), want.view(ints))
@@ -292,7 +292,7 @@ def test_values_view_the_record_and_an_inplace_relu_after_pooling_keeps_the_grad
     # reads again; the gradient still goes through the offsets, eagerly and compiled.
     x = _data("normal", np.float32)[:2, :3]
     geo = ((2, 2), (2, 2), (0, 0), (1, 1))
-    rec = O._record_impl(np, x, *geo)
+    rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, *geo)
     v = O._values_impl(np, rec, x, *geo)
     assert np.shares_memory(v, rec) and v.shape == rec.shape[1:]
     x = x - x.mean()
@@ -306,11 +306,11 @@ def test_values_view_the_record_and_an_inplace_relu_after_pooling_keeps_the_grad
     for t in xs:   # twice: a compiled function's second call runs its plan
         loss = fn(t)
         loss.backward()
-    pooled = P._max_pool_impl(np, x, *geo)
+    pooled = P.MAX_POOL2D.run(np, x, *geo)
     want_loss = float((np.maximum(pooled, 0).astype(np.float64) ** 2).sum())
     assert abs(float(loss.item()) - want_loss) < 1e-3 * max(1.0, want_loss)
     g_pooled = 2 * np.maximum(pooled, 0)
-    want = P._max_pool_backward_impl(np, g_pooled.astype(np.float32), x, pooled, *geo)
+    want = P.MAX_POOL2D_BACKWARD.run(np, g_pooled.astype(np.float32), x, pooled, *geo)
     assert np.abs(want).max() > 0.1
     for t in xs:
         np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-5, atol=1e-5)

@@ -14,7 +14,7 @@ import numpy as np
 from ..memory import kept_refs, sole_padded_view
 from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import sum_to
-from ..compiler.cpu.kernels.vectorized import add_into as _add_into
+from ..ops.impls import elementwise as _ew
 from .grad_mode import _state as _grad_state, set_mode as _set_grad_mode
 from .node import AccumulateGrad, leaf_node
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
@@ -302,8 +302,8 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                     elif create_graph or not _owned_by_engine(old, g):
                         buf[nr] = old + g
                     else:  # nobody else sees `old`: add in place, no new array per edge
-                        # (large float gradients through add's eager kernel, compiler/cpu/kernels/vectorized.py)
-                        _add_into(_ADD, old._data, g._data)
+                        # (large float gradients through add's eager kernel: impls.elementwise)
+                        _ew.add_into(_ADD, old._data, g._data)
                 c -= 1
                 deps[nxt] = c
                 if c == 0:

@@ -10,182 +10,19 @@ as a snapshot without the tensor (which points back at the node: no cycle).
 """
 from __future__ import annotations
 
-import sys
 import weakref
 
-import numpy as np
-
-from ..device import CPU, array_module
-from ..errors import GraphFreedError, InplaceModifiedError
-from ..memory import kept_refs, sole_padded_view
+from ..errors import GraphFreedError
 from ..ops.elementwise import ADD as _ADD
-from ..ops.shape import COPY as _COPY
-from ..compiler.cpu.kernels.vectorized import add_into as _add_into, copy_of as _copy_of
-from ..compiler.cpu.kernels.vectorized import TIER0_THREADS as _TIER0_THREADS, outside as _outside_tier0, \
+from ..ops.impls import TIER0_THREADS as _TIER0_THREADS, elementwise as _ew, outside as _outside_tier0, \
     serving_tier0 as _serving_tier0
 from ..tensor import Tensor
+from .accumulate import _exclusive, _own_copy
+from .saved import SavedMeta, SavedTensor, _modified, column_major, saved_meta, shape_only  # noqa: F401
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
 __all__ = ["Node", "PrimNode", "Tier0PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta",
            "make_prim_node"]
-
-
-class SavedTensor:
-    """A snapshot of a tensor for a custom Function's ``ctx.save_for_backward``."""
-
-    __slots__ = ("data", "vbox", "version", "grad_fn", "output_nr", "leaf", "dtype", "device", "is_output")
-
-    def __init__(self, t, is_output: bool = False):
-        self.data = t._data
-        vbox = self.vbox = t._vbox
-        self.version = vbox[0]
-        self.dtype = t.dtype
-        self.device = t.device
-        self.is_output = is_output
-        fn = t.grad_fn
-        if is_output:
-            self.grad_fn = None  # the node itself; filled at unpack time to avoid a cycle
-            self.leaf = None
-            self.output_nr = t._output_nr
-        elif fn is None:
-            self.grad_fn = None
-            self.leaf = t if t._requires_grad else None
-            self.output_nr = 0
-        else:
-            self.grad_fn = fn
-            self.leaf = None
-            self.output_nr = t._output_nr
-
-    def unpack(self, node: "Node", index: int, create_graph: bool):
-        if self.vbox[0] != self.version:
-            raise _modified(node, "output" if self.is_output else f"input {index}", self.version, self.vbox[0])
-        if self.leaf is not None:
-            return self.leaf if create_graph else self.leaf.detach()
-        t = Tensor._wrap(self.data, self.dtype, self.device)
-        t._vbox = self.vbox
-        if create_graph:
-            fn = node if self.is_output else self.grad_fn
-            if fn is not None:
-                t.requires_grad = True
-                t.grad_fn = fn
-                t._output_nr = self.output_nr
-        return t
-
-
-class SavedMeta:
-    """What a VJP needs of an input whose values it never reads: shape, dtype, device.
-
-    Unpacks to a tensor of the right shape backed by one broadcast zero, so no data is
-    kept alive and later in-place changes of the input do not trip the version check
-    (as in PyTorch, where e.g. SumBackward stores only the input's sizes).
-
-    The shape and dtype are the node's ``_meta`` entry for that input, which every
-    PrimNode keeps anyway (the engine sums broadcast gradients with it); so a SavedMeta
-    holds only the device and the layout, and one object per (device, layout) serves
-    every node (`saved_meta`): recording a shape-only input makes no object.
-    """
-
-    __slots__ = ("device", "column_major")
-
-    def __init__(self, device, column_major: bool):
-        self.device = device
-        # The layout too, as PyTorch's MmBackward keeps mat2's strides: a transposed weight's
-        # gradient is then produced in the layout that makes the weight's own gradient
-        # contiguous (see `column_major`).
-        self.column_major = column_major
-
-    def unpack(self, node, index: int, create_graph: bool):
-        shape, dtype = node._meta[index]
-        if self.device is CPU:
-            # np.broadcast_to's Python-level checks cost more than the rest of a small
-            # backward node; an ndarray over one zero with all strides 0 is the same view.
-            # Read-only (as the buffer it views is), so one per (shape, dtype) serves every
-            # node: a lookup instead of ~0.6 µs of building it.
-            npd = dtype.np
-            key = (shape, npd)
-            zeros = _STAND_INS.get(key)
-            if zeros is None:
-                if len(_STAND_INS) >= 256:
-                    _STAND_INS.clear()
-                zeros = _STAND_INS[key] = np.ndarray(shape, npd, _zero_buffer(npd), 0, (0,) * len(shape))
-            t = _wrap(zeros, dtype, CPU)
-            if self.column_major:
-                t._column_major = True
-            return t
-        xp = array_module(self.device)
-        key = (self.device, dtype.np)
-        zero = _ZEROS.get(key)
-        if zero is None:
-            zero = _ZEROS[key] = xp.zeros((), dtype.np)
-        return Tensor._wrap(xp.broadcast_to(zero, shape), dtype, self.device)
-
-
-def saved_meta(t) -> SavedMeta:
-    """The SavedMeta for input `t` of a node being recorded (the node's ``_meta`` must
-    hold `t`'s shape and dtype): the shared one for its device and layout."""
-    data = t._data
-    dev = t.device
-    if dev is CPU:  # (an ndarray: the layout test of `_is_column_major`, inline)
-        if data.ndim == 2:
-            flags = data.flags
-            if flags.f_contiguous and not flags.c_contiguous:
-                return _CPU_COLUMN_MAJOR
-        return _CPU_ROW_MAJOR
-    key = (dev, _is_column_major(data))
-    m = _SAVED_METAS.get(key)
-    if m is None:
-        m = _SAVED_METAS[key] = SavedMeta(*key)
-    return m
-
-
-_CPU_ROW_MAJOR = SavedMeta(CPU, False)
-_CPU_COLUMN_MAJOR = SavedMeta(CPU, True)
-_SAVED_METAS: dict = {}  # (non-CPU device, column-major?) -> its SavedMeta
-_ZEROS: dict = {}
-_STAND_INS: dict = {}  # (shape, numpy dtype) -> the read-only stride-0 view over _ZEROS's zero
-
-
-def shape_only(t) -> bool:
-    """Whether `t` is a SavedMeta stand-in (shape and dtype right, values not kept).
-
-    A VJP gets one for an input listed in ``extra["meta"]``; it must not compute another
-    input's gradient from it: that input needs none (else this one's values would have
-    been saved), so the product would be thrown away (matmul's input gradient when only
-    the weight needs one). Recognized by the shared zero the stand-ins are views of, which
-    no user tensor can be backed by."""
-    data = t._data
-    base = getattr(data, "base", None)
-    if base is None:
-        return False
-    if isinstance(data, np.ndarray):
-        return base is _ZEROS.get(data.dtype)
-    return base is _ZEROS.get((t.device, data.dtype))
-
-
-def _is_column_major(data) -> bool:
-    flags = getattr(data, "flags", None)
-    return (flags is not None and getattr(data, "ndim", 0) == 2 and flags.f_contiguous
-            and not flags.c_contiguous)
-
-
-def column_major(t, stand_in: bool | None = None) -> bool:
-    """Whether `t` (an input handed to a VJP: saved or a `SavedMeta` stand-in) is a 2-D
-    array in column-major order, e.g. ``weight.T``. matmul's VJP then computes the
-    gradient for it as ``(g.T @ a).T``, which is ``weight``'s gradient in row-major order:
-    the leaf takes it without a copy (a (1024, 1024) copy per Linear layer otherwise).
-    `stand_in`: ``shape_only(t)``, when the caller has it already."""
-    if shape_only(t) if stand_in is None else stand_in:
-        return getattr(t, "_column_major", False)
-    return _is_column_major(t._data)
-
-
-def _zero_buffer(npd):
-    """One read-only zero of dtype `npd`, shared by every SavedMeta view."""
-    z = _ZEROS.get(npd)
-    if z is None:
-        z = _ZEROS[npd] = np.zeros(1, npd)
-        z.flags.writeable = False
-    return z
 
 
 class _Hooks:
@@ -377,20 +214,12 @@ def _unpack_output(node, s, create_graph):
     return t
 
 
-def _modified(node, what: str, version: int, now: int) -> InplaceModifiedError:
-    return InplaceModifiedError(
-        f"one of the tensors needed for gradient computation has been modified by an "
-        f"in-place operation: {what} of {node.name()} was saved at version {version} "
-        f"and is now at version {now}. Clone it before modifying it in place "
-        f"(x = x.clone()), or use the out-of-place op.")
-
-
 class Tier0PrimNode(PrimNode):
     """A PrimNode recorded inside a tier-0 forward (compiler/tiers.Tier0, which runs a
     compiled function's first calls on the ops' eager implementations): its backward serves
-    tier 0 too, and runs inside ``vectorized.serving_tier0`` as the forward did, so the
+    tier 0 too, and runs inside ``impls.serving_tier0`` as the forward did, so the
     eager and hand-written kernels it asks for queue behind the ones the compiled step and
-    the eager code around it ask for (compiler/cpu/kernels/vectorized.py, compiler/cpu/kernels/native.py: rank LATER, held
+    the eager code around it ask for (compiler/cpu/kernels/vectorized.py, compiler/cpu/kernels/loader.py: rank LATER, held
     once their op stops asking). The compiled step's backward is the plan's own kernels:
     the MLP step's tier-0 backward asked for LayerNorm's backward kernel and GELU's eager
     backward kernel and pair (~0.75 s of one worker's CPU), which came before the
@@ -445,7 +274,7 @@ class AccumulateGrad(Node):
                 # detached copy of `g` made first; the engine checked shape and dtype
                 # already), large float gradients through add's eager kernel, as the
                 # engine's own buffers.
-                _add_into(_ADD, old._data, g._data)
+                _ew.add_into(_ADD, old._data, g._data)
                 old._vbox[0] += 1
             else:
                 old = None  # (`_exclusive` counts references to the gradient, not to .grad)
@@ -464,58 +293,6 @@ class AccumulateGrad(Node):
             for h in list(hooks):
                 h(t)
         return []
-
-
-def _own_copy(g):
-    """``g.detach().clone()``; a large float gradient through copy's eager kernel on the
-    free cores (compiler/cpu/kernels/vectorized.py `copy_of`), as the engine's accumulations go through add's."""
-    d = g._data
-    if type(d) is np.ndarray:
-        out = _copy_of(_COPY, d)
-        if out is not None:
-            return Tensor._wrap(out, g.dtype, g.device)
-    return g.detach().clone()
-
-
-def _exclusive(g) -> bool:
-    """True when `g` (a gradient arriving at a leaf) is referenced only by the engine.
-
-    Expected references to the tensor: the engine's buffer list, `apply`'s local, this
-    function's parameter and getrefcount's argument (the engine drops its other locals
-    before each apply). To the array: the tensor, the local `arr` and getrefcount's
-    argument. The array must own its memory (or be a reshape of a whole buffer nobody
-    else holds; never a broadcast view, whose stride is 0), be writable and
-    C-contiguous. Then no user tensor, saved value or other gradient shares the memory
-    and `.grad` can take it without a copy, as PyTorch's AccumulateGrad steals a
-    gradient whose use count allows it.
-    """
-    arr = g._data
-    if sys.getrefcount(g) > 4 or (sys.getrefcount(arr) > 3
-                                  and sys.getrefcount(arr) > 3 + kept_refs(arr)):
-        # (a compiled plan's `memory.OutputSlot` keeping the array is no sharer; asked only
-        # when there is a fourth reference: a call less for the usual fresh gradient)
-        return False
-    flags = arr.flags
-    if not (flags.writeable and flags.c_contiguous):
-        return False
-    base = arr.base
-    if base is None or sole_padded_view(arr, extra_refs=1):   # (+1: `base` here)
-        # (a large compiled-kernel output is a view of a buffer one page larger that only
-        # it holds: memory.placed_empty)
-        return True
-    # A view of a whole buffer held by nothing else (a reduction's result reshaped, as
-    # ``bias.grad``; a product transposed back, a transposed weight's gradient): the
-    # view's .base, `base` and getrefcount's argument are its three references, plus the
-    # tensor the view was made from when `g` keeps it as its `_base` (and nothing else
-    # keeps that tensor), and the view covers it all in the same order.
-    refs = 3
-    owner = g._base
-    if owner is not None:
-        if owner._data is not base or sys.getrefcount(owner) > 3:  # g's slot, local, argument
-            return False
-        refs = 4
-    return (sys.getrefcount(base) <= refs and type(base) is type(arr) and base.base is None
-            and base.size == arr.size and base.flags.c_contiguous)
 
 
 def leaf_node(t) -> AccumulateGrad:
@@ -791,4 +568,3 @@ def _attach(prim, params, nexts, saved, versions, meta, result, keep_out) -> Non
         node.out = (result._data, vbox, vbox[0], result.dtype, result.device)
     else:
         node.out = None
-

@@ -24,16 +24,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..jit.ir import Eqn, Var
-from ..ops.attention_prim import backward_and_column_sum, weights_and_context
+from .cpu.kernels.attention_kernels import backward_and_column_sum, weights_and_context
 from .biasgemm import ColumnSum
 from .fusion import Group
+from ..ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
+from ..ops.reductions import SUM
+from .. import envflags
 
-__all__ = ["AttentionPair", "AttentionBackwardSum", "pair_attention", "ENABLED", "BACKWARD_SUMS"]
+__all__ = ["AttentionPair", "AttentionBackwardSum", "pair_attention"]
 
-# False: plans call the two primitives one after the other (A/B measurements, tests)
-ENABLED = True
-# False: the backward's bias gradient stays its own column sum step (A/B measurements, tests)
-BACKWARD_SUMS = True
+# A plan pattern (compiler/plan_patterns.py): TRACEJIT_ATTENTION_PAIR=0 calls the two
+# primitives one after the other; TRACEJIT_ATTENTION_BACKWARD_SUMS=0 leaves the backward's
+# bias gradient its own column sum step (A/B measurements, tests).
 
 
 @dataclass(eq=False)
@@ -99,7 +101,7 @@ def _row_sum(it):
     """The `sum` equation of a column sum step (an Eqn or biasgemm's `ColumnSum`) over every
     dim of a rank-2 value but the last, else None."""
     e = it.eqn if isinstance(it, ColumnSum) else it
-    if not (isinstance(e, Eqn) and e.prim.name == "sum" and isinstance(e.inputs[0], Var)
+    if not (isinstance(e, Eqn) and e.prim is SUM and isinstance(e.inputs[0], Var)
             and len(e.inputs[0].aval.shape) == 2 and tuple(e.params["dims"]) == (0,)
             and all(isinstance(d, int) for d in e.out.aval.shape)):
         return None
@@ -107,7 +109,7 @@ def _row_sum(it):
 
 
 def _pair_backward_sums(items: list) -> list:
-    backward = {it.out: it for it in items if isinstance(it, Eqn) and it.prim.name == "attention_backward"
+    backward = {it.out: it for it in items if isinstance(it, Eqn) and it.prim is ATTENTION_BACKWARD
                 and all(isinstance(a, Var) for a in it.inputs) and it.out.aval.device.type == "cpu"}
     replace: dict = {}
     drop: set = set()
@@ -127,19 +129,17 @@ def pair_attention(items: list, graph) -> list:
     """`items` with each `attention_weights` step whose weights an `attention_context` step
     of the same ``qkv`` and parameters reads replaced by an `AttentionPair` (at the weights'
     place; the context step is dropped), and each `attention_backward` step whose output a
-    column sum reads by an `AttentionBackwardSum` (`BACKWARD_SUMS`)."""
-    if not ENABLED:
-        return items
-    if BACKWARD_SUMS:
+    column sum reads by an `AttentionBackwardSum` (TRACEJIT_ATTENTION_BACKWARD_SUMS)."""
+    if envflags.enabled("TRACEJIT_ATTENTION_BACKWARD_SUMS"):
         items = _pair_backward_sums(items)
-    weights = {it.out: it for it in items if isinstance(it, Eqn) and it.prim.name == "attention_weights"
+    weights = {it.out: it for it in items if isinstance(it, Eqn) and it.prim is ATTENTION_WEIGHTS
                and all(isinstance(a, Var) for a in it.inputs)}
     if not weights:
         return items
     replace: dict = {}
     drop: set = set()
     for it in items:
-        if not (isinstance(it, Eqn) and it.prim.name == "attention_context"):
+        if not (isinstance(it, Eqn) and it.prim is ATTENTION_CONTEXT):
             continue
         qkv, w = it.inputs
         we = weights.get(w)

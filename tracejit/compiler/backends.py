@@ -40,6 +40,9 @@ class Backend:
     sequential_sums = True
     #: small sizes get a serial twin of each kernel (see plan.PARALLEL_MIN)
     serial_twin = False
+    #: the kernels beyond fused groups it runs, which the plan stage's patterns ask for
+    #: (compiler/plan_patterns.py): row kernels, GEMM epilogues, attention pairs, GEMM pairs
+    capabilities: frozenset = frozenset()
 
     def array_module(self):
         raise NotImplementedError
@@ -115,6 +118,7 @@ class CpuBackend(Backend):
     name = "cpu"
     sequential_sums = True
     serial_twin = True
+    capabilities = frozenset(("row_kernels", "gemm_epilogue", "attention_pair", "gemm_pair"))
 
     fix = staticmethod(_fix_numpy)  # a plain function: plans call it per step
 
@@ -175,7 +179,7 @@ class CpuBackend(Backend):
         workers put the pair's module on disk too."""
         from . import diskcache
         from .cpu.runtime import cshares
-        from .tiers import compile_mode
+        from .prepare import compile_mode
         both = spec.source + spec.pair
         if compile_mode(None) == "background":
             return cshares.Pending(spec.source, spec.pair, label, spec.llvm_options, self.fast_entry), spec.source

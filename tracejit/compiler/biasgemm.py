@@ -45,16 +45,18 @@ import numpy as np
 from .cpu.runtime.coreshare import SKINNY_DOT_MNK, SKINNY_MNK, SKINNY_THIN, adapt, gemm_threads, matmul
 from ..jit.ir import Eqn, Var
 from .cpu.gemm.blas_gemm import gemm_address
-from ..ops.linalg import matmul_rows
+from ..ops.linalg import MATMUL, matmul_rows
 from ..threads import blas_threads
+from .. import envflags
 from .fusion import Group
+from ..ops.elementwise import ADD
+from ..ops.reductions import SUM
 
-__all__ = ["BiasGemm", "ColumnSum", "fold_bias", "matmul_bias", "column_sum", "ENABLED"]
+__all__ = ["BiasGemm", "ColumnSum", "fold_bias", "matmul_bias", "column_sum"]
 
-# False: plans keep the product and the add separate, and the sums numpy's (for A/B
-# measurements and tests); COLUMN_SUMS False: the sums alone.
-ENABLED = True
-COLUMN_SUMS = True
+# A plan pattern (compiler/plan_patterns.py): TRACEJIT_BIAS_GEMM=0 keeps the product and the
+# add separate and the sums numpy's (A/B measurements, tests); TRACEJIT_BIAS_COLUMN_SUMS=0
+# the sums alone.
 _DTYPES = ("float32", "float64")
 # The same as numpy dtypes, for the run-time calls: ``dtype.name`` is Python code in numpy
 # (numpy/_core/_dtype.py), and right after a large GEMM or kernel has swept the caches it
@@ -124,7 +126,7 @@ class ColumnSum:
 
 def _column_sum(e) -> bool:
     """`e` is a plan step summing a float CPU array over all its dims but the last."""
-    if not (isinstance(e, Eqn) and e.prim.name == "sum" and isinstance(e.inputs[0], Var)):
+    if not (isinstance(e, Eqn) and e.prim is SUM and isinstance(e.inputs[0], Var)):
         return False
     a = e.inputs[0].aval
     r = len(a.shape)
@@ -150,8 +152,7 @@ def _bias_operand(add: Eqn, m: Var):
 
 def fold_bias(items: list, graph) -> list:
     """`items` with each lone bias-add group after a matmul step replaced by a `BiasGemm`."""
-    if not ENABLED:
-        return items
+    column_sums = envflags.enabled("TRACEJIT_BIAS_COLUMN_SUMS")
     readers: dict = {}
     producer: dict = {}
     for it in items:
@@ -168,10 +169,10 @@ def fold_bias(items: list, graph) -> list:
         if not (isinstance(it, Group) and len(it.eqns) == 1 and it.reduction is None):
             continue
         add = it.eqns[0]
-        if add.prim.name != "add" or it.outputs != [add.out]:
+        if add.prim is not ADD or it.outputs != [add.out]:
             continue
         mms = [a for a in add.inputs if isinstance(a, Var) and a in producer
-               and producer[a].prim.name == "matmul"]
+               and producer[a].prim is MATMUL]
         if len(mms) != 1:
             continue
         m = mms[0]
@@ -187,7 +188,7 @@ def fold_bias(items: list, graph) -> list:
         drop.add(id(mm))
         replace[id(it)] = BiasGemm(mm, add, b, [x, w, b])
     for it in items:
-        if COLUMN_SUMS and _column_sum(it):
+        if column_sums and _column_sum(it):
             replace[id(it)] = ColumnSum(it)
     if not replace:
         return items

@@ -35,7 +35,7 @@ from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
 __all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED",
-           "flat_pairs", "FLAT_PAIRS", "paired", "NESTED_PAIRS"]
+           "flat_pairs", "paired"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
@@ -73,16 +73,19 @@ def forced():
 
 # Whether parallel flat kernels are paired chunk kernels where the machine allows
 # (`flat_pairs`); tests and measurements turn it off to compare with the parfor kernels.
-FLAT_PAIRS = True
+_flat_pairs = envflags.flag("TRACEJIT_CHUNK_FLAT_PAIRS")   # (the switch: tests, A/B measurements)
 _flat_machine = None
 
 
 def flat_pairs() -> bool:
     """Whether a parallel flat kernel (`PAIRED` shapes) renders as a chunk kernel with its
     GIL-free pair (`ChunkSpec.pair`) rather than a parfor kernel: this process may use two
-    CPUs (no more: numba's OpenMP pool would use them all) and numpy's BLAS is a pthreads
-    OpenBLAS whose pool has a second thread (sharepool.BlasWorker; its thread count as
-    started, not as the load policy set it now: the choice must not change the source).
+    CPUs or more and numpy's BLAS is a pthreads OpenBLAS whose pool has a second thread
+    (sharepool.BlasWorker; its thread count as started, not as the load policy set it now:
+    the choice must not change the source). A launch runs as many shares as the cores other
+    processes leave (chunkpool.ChunkKernel: tracejit's own threads); the GIL-free pair only
+    where that count is two. (Measured on two CPUs only; on more, the shares are sharepool's
+    threads, which block on a lock between launches as OpenMP's workers sleep.)
 
     Why: numba's OpenMP worker sleeps between kernels (threads.SPINCOUNT: it spins ~10-15 us),
     and a call's Python (20 us for the GELU forward, 50-100 us for a training step) is longer,
@@ -91,7 +94,7 @@ def flat_pairs() -> bool:
     ~0.4 ms after each job (threads.BLAS_THREAD_TIMEOUT) and takes a C share in 1.4 us
     (compiler/cpu/gemm/halves.py's launch measurements)."""
     global _flat_machine
-    if not FLAT_PAIRS or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
+    if not _flat_pairs() or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
         return False
     if _flat_machine is None:
         from .cpu.runtime import coreshare
@@ -99,7 +102,7 @@ def flat_pairs() -> bool:
         from ..threads import usable_cpus
         try:
             sharepool.blas_worker.find()
-            _flat_machine = (usable_cpus() == 2 and sharepool.blas_worker.fn is not None
+            _flat_machine = (usable_cpus() >= 2 and sharepool.blas_worker.fn is not None
                              and (coreshare.blas_ceiling() or 1) >= 2)
         except Exception:     # any doubt: parfor kernels
             _flat_machine = False
@@ -120,13 +123,11 @@ def paired(nest) -> bool:
     if nest.flat:
         return flat_pairs()
     from .codegen_cpu import loop_form
-    return NESTED_PAIRS and loop_form(nest, True) in PAIRED and flat_pairs()
+    return _nested_pairs() and loop_form(nest, True) in PAIRED and flat_pairs()
 
 
 # False: nested forms keep their parfor kernels where flat ones are paired (A/B measurements)
-NESTED_PAIRS = True
-
-
+_nested_pairs = envflags.flag("TRACEJIT_CHUNK_NESTED_PAIRS")   # (the switch: tests, A/B measurements)
 _CHUNK_BACKEND = None
 
 

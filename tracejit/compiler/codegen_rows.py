@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cpu.runtime import sharepool
-from .cpu.runtime import cshares
+from .cpu.runtime import cshares, sharepool
 from .cpu.kernels import row_kernels
 from . import llvmopts
 from .codegen_cpu import CpuEmitter
 from .emitter import NUMBA_TYPE, render_steps
 from .loopnest import lower
+from ..ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD
+from ..ops.softmax_prim import SOFTMAX
 from .rowfuse import ROW_PRIMS, RowGroup
 
 __all__ = ["RowSpec", "render", "emit"]
@@ -86,9 +87,9 @@ def render(rg: RowGroup, parallel: bool = False) -> RowSpec:
     e = rg.eqn
     dt = e.out.aval.dtype.name
     nt = NUMBA_TYPE[dt]
-    backward = e.prim.name == "layer_norm_backward"
-    softmax = e.prim.name == "softmax"
-    xv = e.inputs[ROW_PRIMS[e.prim.name]]
+    backward = e.prim is LAYER_NORM_BACKWARD
+    softmax = e.prim is SOFTMAX
+    xv = e.inputs[ROW_PRIMS[e.prim]]
     ins, outs = rg.inputs, rg.outputs
     idx_in = {v: j for j, v in enumerate(ins)}
     idx_out = {v: j for j, v in enumerate(outs)}
@@ -271,14 +272,14 @@ LN_BACKWARD_PARALLEL_MIN = 1 << 17
 LN_FORWARD_PARALLEL_MIN = 1 << 17
 
 
-def parallel_min(prim: str = "softmax") -> int:
+def parallel_min(prim=SOFTMAX) -> int:
     """The element count from which row kernels of primitive `prim` run their parallel
     variant (the share form)."""
     from ..threads import PARALLEL_MIN
     least = ROW_PARALLEL_MIN
-    if prim == "layer_norm_backward":
+    if prim is LAYER_NORM_BACKWARD:
         least = min(least, LN_BACKWARD_PARALLEL_MIN)
-    elif prim == "layer_norm":
+    elif prim is LAYER_NORM:
         least = min(least, LN_FORWARD_PARALLEL_MIN)
     return max(PARALLEL_MIN, least)
 
@@ -292,7 +293,7 @@ def _serial_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
         out.append(f"    xb = np.empty(cols, np.{dt})")
     if rg.g_pro is not None:
         out.append(f"    gb = np.empty(cols, np.{dt})")
-    if e.prim.name != "layer_norm_backward":
+    if e.prim is not LAYER_NORM_BACKWARD:
         return out + ["    for i in range(m):", rowtext]
     fold = row_kernels.LN_BACKWARD_FOLD.replace("out[", f"out{idx_out[e.out]}[")
     out.append(row_kernels.LN_BACKWARD_INIT)
@@ -312,7 +313,7 @@ def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
     order (a share that ran alone folds at once). Which share runs a chunk changes nothing:
     the same results on any thread count."""
     e, cs = rg.eqn, rg.col_sum
-    backward = e.prim.name == "layer_norm_backward"
+    backward = e.prim is LAYER_NORM_BACKWARD
     rows = row_kernels.ROWS if backward else CHUNK_ROWS
     out = [f"    nchunk = max(1, min({CHUNKS}, m // {rows}))"]
     sums = 3 if cs is not None else 2
@@ -355,7 +356,7 @@ def _parallel_loop(rg, rowtext: str, dt: str, idx_out: dict) -> list:
 
 def partial_sums(rg: RowGroup) -> int:
     """Float64 partial sums per column and chunk of the share form's ``part`` (0: none)."""
-    if rg.eqn.prim.name != "layer_norm_backward":
+    if rg.eqn.prim is not LAYER_NORM_BACKWARD:
         return 0
     return 3 if rg.col_sum is not None else 2
 
@@ -391,7 +392,7 @@ class RowShares:
         nt = sharepool.pool_threads()
         if self.pending is not None:
             self.pair, self.pending = self.pending.poll()
-        if (nt == 2 and self.pair is not None and sharepool.PAIR_ON_BLAS_WORKER
+        if (nt == 2 and self.pair is not None and sharepool.pair_on_blas_worker()
                 and sharepool.try_launch()):
             try:
                 self.pair(args)
@@ -407,13 +408,13 @@ class RowShares:
 def arguments(rg: RowGroup) -> list:
     """The kernel's parameters: inputs (a "bcast" one with its row index), outputs, the row
     op's weight (and bias), sizes, eps (softmax: its scale)."""
-    name = rg.eqn.prim.name
+    prim = rg.eqn.prim
     ins = []
     for j, v in enumerate(rg.inputs):
         ins += [f"in{j}", f"ix{j}"] if rg.roles[v] == "bcast" else [f"in{j}"]
-    own = {"layer_norm": ["w", "b"], "layer_norm_backward": ["w"], "softmax": []}[name]
+    own = {LAYER_NORM: ["w", "b"], LAYER_NORM_BACKWARD: ["w"], SOFTMAX: []}[prim]
     return (ins + [f"out{j}" for j in range(len(rg.outputs))] + own
-            + ["m", "cols", "scale" if name == "softmax" else "eps"])
+            + ["m", "cols", "scale" if prim is SOFTMAX else "eps"])
 
 
 def bcast_rows(a, shape: tuple, n: int) -> tuple:
@@ -454,7 +455,7 @@ class RowKernel:
             if spec.pair:
                 # the GIL-free pair: in the kernel's module where compiles are synchronous (one
                 # module, one compile), else a module of its own the workers build later
-                from .tiers import compile_mode
+                from .prepare import compile_mode
                 if compile_mode(None) == "background":
                     pending = cshares.Pending(spec.source, spec.pair, self.label, spec.llvm_options,
                                               self.backend.fast_entry)
@@ -507,22 +508,22 @@ def emit(plan, rg: RowGroup, nm, consts, shape_code, dtype_const) -> list:
                     f"*BROWS({nm(v)}, {shape_code(shape)}, {n})" if role == "bcast" else f"VEC({nm(v)})")
     args += [f"{nm(v)}.reshape(1, {cols})" if rg.col_sum is not None and v is rg.col_sum.out
              else f"{nm(v)}.reshape(-1, {cols})" for v in rg.outputs]
-    own = list(e.inputs[ROW_PRIMS[e.prim.name] + 1:])
-    if e.prim.name == "softmax":
+    own = list(e.inputs[ROW_PRIMS[e.prim] + 1:])
+    if e.prim is SOFTMAX:
         pass
-    elif e.prim.name == "layer_norm_backward":
+    elif e.prim is LAYER_NORM_BACKWARD:
         args.append(f"VEC({nm(own[0])})" if e.params["has_w"] else f"np.ones({cols}, {dt})")
     else:
         aff = e.params["affine"]
         wb = list(own)
         args.append(f"VEC({nm(wb.pop(0))})" if aff[0] else f"np.ones({cols}, {dt})")
         args.append(f"VEC({nm(wb.pop(0))})" if aff[1] else f"np.zeros({cols}, {dt})")
-    last = e.params.get("scale", 1.0) if e.prim.name == "softmax" else e.params["eps"]
+    last = e.params.get("scale", 1.0) if e.prim is SOFTMAX else e.params["eps"]
     args += [rows, cols, repr(float(last))]
 
     # serial below `parallel_min()` elements, the share form above
     from .plan import _serial_only
-    least = parallel_min(e.prim.name)
+    least = parallel_min(e.prim)
     static = None if any(not isinstance(d, int) for d in shape) else int(np.prod(shape))
     serial_only = bool(_serial_only)
     twins = []

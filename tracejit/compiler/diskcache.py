@@ -157,7 +157,7 @@ def load_module(source: str, *, name_hint: str = "kernel",
 
 def _switches():
     """Shorter GIL switches (gilshare.py) while a thread other than the main one loads:
-    the eager kernels' loader threads (compiler/cpu/kernels/native.py, compiler/cpu/kernels/vectorized.py) import numba and
+    the eager kernels' loader threads (compiler/cpu/kernels/loader.py, compiler/cpu/kernels/vectorized.py) import numba and
     load entries there, 0.3-1 s of Python beside the user's steps, whose every numpy or
     BLAS call then waits up to the 5 ms default interval to get the GIL back. (The main
     thread loading -- sync mode -- has no one to share with; the tier loader already

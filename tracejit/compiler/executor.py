@@ -14,22 +14,24 @@ import sys
 import numpy as np
 
 from ..autograd import grad_mode as _gm
-from ..autograd.grad_mode import set_mode as _set_grad_mode
-from ..autograd.node import AccumulateGrad, Node, edge, leaf_node
+from ..autograd.node import AccumulateGrad, leaf_node
 from ..envflags import is_off
-from ..errors import InplaceModifiedError
 from ..jit.autodiff import active_vars, joint, loss_joint, split
 from ..jit.backend import Executor, InputKeeper
-from ..jit.bn_pool_fusion import fuse as _fuse_bn_pool
+from ..jit import bn_pool_fusion as _bn_pool_fusion  # noqa: F401  (its pattern: registered at import)
+from ..jit import patterns as _patterns
 from ..jit.interpreter import interpret
-from ..jit.ir import Eqn, Graph, Var
+from ..jit.ir import Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
 from ..memory import free_kept, kept_refs, sole_padded_view
-from ..ops.shape import COPY
 from ..tensor import Tensor
+from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
+from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_used, _nbytes, _outputs_saved,
+                         _possible_views, _root_array, _same_memory)
 from .kernel_errors import raise_kernel_error
 from .plan import Plan
 from .saving import recompute_unless_written
+from ..jit.control import COND, WHILE
 
 __all__ = ["CompiledProgram"]
 
@@ -42,90 +44,6 @@ def _exec_generated(src: str, fname: str, names: dict) -> None:
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
     exec(compile(src, fname, "exec"), names)
 
-
-class CompiledNode(Node):
-    """The single grad_fn of a compiled call's outputs."""
-
-    __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken", "take", "shells",
-                 "out_versions")
-
-    def __init__(self, program, inputs, saved, diff_idx, out_avals, edges=None, versions=None):
-        # (`edges` and `versions` when the caller has them: a generated training call)
-        super().__init__(tuple(edge(inputs[i]) for i in diff_idx) if edges is None else edges,
-                         len(out_avals))
-        self.program = program
-        self.inputs = inputs
-        self.versions = [x._vbox[0] if isinstance(x, Tensor) else None for x in inputs] \
-            if versions is None else versions
-        self.saved = saved
-        self.diff_idx = diff_idx
-        self.out_avals = out_avals
-        self.take = None   # the program's `taker` for diff_idx, once asked for
-        self.shells = None  # the gradients' tensors, made before the kernels (`taker`)
-        # (output position, its version box, its version) for each output whose memory the
-        # backward reads (`_outputs_saved`); None when there is none
-        self.out_versions = None
-
-    def keep_input(self, t) -> None:
-        """`t`, an input of this call, is about to be overwritten by the call's own in-place
-        update: keep the value the forward read (the backward is a function of it)."""
-        for i, x in enumerate(self.inputs):
-            if x is t:
-                self.inputs[i] = Tensor._wrap(x._data.copy(), x.dtype, x.device)
-                self.versions[i] = 0
-
-    def name(self) -> str:
-        return f"Compiled{self.program.name}Backward"
-
-    def _check_versions(self) -> None:
-        for i, (x, v) in enumerate(zip(self.inputs, self.versions)):
-            if v is not None and x._vbox[0] != v:
-                raise InplaceModifiedError(
-                    f"input {i} of compiled {self.program.name} was modified in place after the "
-                    f"forward pass (version {v} -> {x._vbox[0]}); clone it before modifying it")
-        if self.out_versions is not None:
-            for k, box, v in self.out_versions:
-                if box[0] != v:
-                    # (the backward reads this output's memory: it would use the new values)
-                    raise InplaceModifiedError(
-                        f"output {k} of compiled {self.program.name} was modified in place after "
-                        f"the forward pass (version {v} -> {box[0]}), and its backward needs the "
-                        f"value it returned; clone the output before modifying it in place")
-
-    def unit_backward(self, t) -> bool:
-        """``t.backward()`` for `t`, this node's loss output, when it is a compiled training
-        step's usual last backward: implicit unit gradient, no retained graph, the forward
-        computed the gradients (`CompiledProgram.train_plans`' loss plans), and every edge
-        goes to a distinct hook-less leaf. A leaf with no .grad takes its gradient array
-        when nothing else holds that memory; other gradients go to the leaf's
-        AccumulateGrad as the engine would hand them (`_backward_to_leaves`). No root
-        gradient, no engine lists. False (nothing done) when the general path is needed.
-        Why: right after a large kernel every frame runs on swept caches; this path is a
-        fraction of the general one's code (GELU over 4M float32, cold: `backward()` 37-38
-        -> 16 us). The work is the program's generated `take`
-        for this node's differentiable inputs (`CompiledProgram.taker`), which the
-        generated training call hands the node before its kernels run."""
-        take = self.take
-        if take is None:
-            take = self.take = self.program.taker(self.diff_idx)
-        return take(self, t)
-
-    def apply(self, grads, create_graph, retain_graph):
-        self._check_not_freed()
-        self._check_versions()
-        if create_graph:
-            log.info("create_graph=True through compiled %s: running its backward eagerly",
-                     self.program.name)
-            res = self.program.eager_backward(self.inputs, grads, self.diff_idx)
-        else:
-            saved, self.saved = self.saved, (self.saved if retain_graph else None)
-            res = self.program.run_backward(self.inputs, saved, grads, retain_graph, self.diff_idx)
-            del saved
-        if not retain_graph:
-            self.saved = None
-            self._freed = True
-        live = self.program.reached(self.taken, grads)
-        return [r if i in live else None for r, i in zip(res, self.diff_idx)]
 
 
 class CompiledProgram(Executor):
@@ -174,12 +92,12 @@ class CompiledProgram(Executor):
             active = [i in diff_idx for i in range(len(self.graph.inputs))]
             # The forward also reports which branch each top-level cond took, so gradients of
             # inputs only the untaken branch reads are None, exactly as in eager mode.
-            preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim.name == "cond")
+            preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim is COND)
             k = self._loss_output(diff_idx)
             if k is not None:
-                # BatchNorm + max pooling fused only now: the rewrite drops the op that
-                # carries BatchNorm's VJP (jit/bn_pool_fusion.py)
-                fwd = lift_symbolic_literals(_fuse_bn_pool(optimize(loss_joint(self.graph, active, k))))
+                # the forward stage's patterns only now, after differentiation (BatchNorm +
+                # max pooling: the rewrite drops the op that carries BatchNorm's VJP)
+                fwd = lift_symbolic_literals(_patterns.apply("forward", optimize(loss_joint(self.graph, active, k))))
                 fwd = _gradients_apart(fwd, len(self.graph.outputs))
                 n_saved = len(fwd.outputs) - len(self.graph.outputs)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
@@ -190,9 +108,9 @@ class CompiledProgram(Executor):
             else:
                 # elementwise values the forward writes anyway are saved, not recomputed
                 fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
-                fwd = _fuse_bn_pool(fwd)
+                fwd = _patterns.apply("forward", fwd)
                 fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
-                bwd = lift_symbolic_literals(_fuse_bn_pool(optimize(bwd)))
+                bwd = lift_symbolic_literals(_patterns.apply("backward", optimize(bwd)))
                 t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
                 self._saved_outs[diff_idx] = _outputs_saved(fwd, len(self.graph.outputs), n_saved)
             self._train[diff_idx] = t
@@ -219,7 +137,7 @@ class CompiledProgram(Executor):
         if is_off("TRACEJIT_LOSS_GRADS"):
             return None
         g = self.graph
-        if any(e.prim.name == "while" for e in g.eqns):
+        if any(e.prim is WHILE for e in g.eqns):
             return None  # not differentiable: let the ordinary path raise its error
         act = self._active_outputs(diff_idx)
         if len(act) != 1:
@@ -264,12 +182,12 @@ class CompiledProgram(Executor):
         live = {a for k, a in enumerate(g.outputs)
                 if isinstance(a, Var) and a.aval.dtype.is_floating_point and k not in self._identity
                 and (grads is None or grads[k] is not None)}
-        conds = [e for e in g.eqns if e.prim.name == "cond"]
+        conds = [e for e in g.eqns if e.prim is COND]
         which = {id(e): t for e, t in zip(conds, taken)}
         for e in reversed(g.eqns):
             if not any(o in live for o in e.outs):
                 continue
-            if e.prim.name == "cond":
+            if e.prim is COND:
                 br = e.params["true_graph"] if which.get(id(e), True) else e.params["false_graph"]
                 used = _inputs_used(br)
                 for k, a in enumerate(e.inputs[1:]):
@@ -302,7 +220,7 @@ class CompiledProgram(Executor):
         n = len(diff_idx)
         n_out = len(self.graph.outputs)
         pattern = [True if k == k_loss else None for k in range(n_out)]   # (`reached`'s grads)
-        conds = any(e.prim.name == "cond" for e in self.graph.eqns)
+        conds = any(e.prim is COND for e in self.graph.eqns)
         live = None if conds else self.reached([], pattern)
         ls = [f"l{k}" for k in range(n)]
         ins = [f"i{k}" for k in range(len(self.graph.inputs))]
@@ -666,130 +584,4 @@ class CompiledProgram(Executor):
         return vals
 
 
-def _no_take(node, t) -> bool:
-    """`CompiledProgram.taker` where the forward computed no gradients: the engine's way."""
-    return False
-
-
-_no_take.shells = lambda: None
-
-
-def _hand_to_leaf(leaf, buf: list) -> None:
-    """A gradient in `buf` (a list of its own, nowhere else) to `leaf`'s AccumulateGrad, as
-    the engine hands it: the leaf decides (accumulation, a copy where the memory is shared,
-    its hooks), with grad mode off."""
-    prev_mode = _gm._state.enabled
-    _set_grad_mode(False)
-    try:
-        leaf.apply(buf, False, False)
-    finally:
-        _set_grad_mode(prev_mode)
-
-
 InputKeeper.register(CompiledNode)
-
-
-def _inputs_used(g: Graph) -> set:
-    """Positions of `g`'s inputs that its outputs depend on."""
-    live = {a for a in g.outputs if isinstance(a, Var)}
-    for e in reversed(g.eqns):
-        if any(o in live for o in e.outs):
-            live.update(a for a in e.inputs if isinstance(a, Var))
-            for sub in e.params.values():
-                if isinstance(sub, Graph):
-                    pass  # captured values enter sub-graphs through the equation's inputs
-    return {i for i, v in enumerate(g.inputs) if v in live}
-
-
-def _nbytes(v) -> int:
-    n = v.aval.dtype.itemsize
-    for d in v.aval.shape:
-        n *= d.hint if hasattr(d, "hint") else int(d)
-    return n
-
-
-_MOVEMENT_KINDS = ("shape", "index", "other")
-
-
-def _possible_views(graph: Graph) -> dict:
-    """{output position: graph input position} for outputs reached from an input through
-    movement ops only (reshape, permute, slicing, ...): the plan may return them as views
-    of the caller's array."""
-    src = {v: i for i, v in enumerate(graph.inputs)}
-    for e in graph.eqns:
-        if e.prim.kind in _MOVEMENT_KINDS and e.inputs and e.inputs[0] in src and len(e.outs) == 1:
-            src[e.outs[0]] = src[e.inputs[0]]
-    out = {}
-    for k, a in enumerate(graph.outputs):
-        if isinstance(a, Var) and a in src and a not in graph.inputs:
-            out[k] = src[a]
-    return out
-
-
-def _gradients_apart(graph: Graph, n_out: int) -> Graph:
-    """`graph`, a loss plan's graph (its first `n_out` outputs the function's, then the
-    gradients it saves), with a copy in place of each gradient that is one of the outputs,
-    or views the same value as one (`_view_roots`): the plan would return one array as
-    both, and the backward scales a saved gradient in place for a cotangent other than 1
-    or hands it to the caller (`_scale_loss_grads`, `_hand_over`), which would change the
-    output the caller holds. (``exp`` of a 0-d input: once the unit cotangent is folded
-    away, its gradient is the output itself, and ``y.backward(c)`` left ``y`` at ``c * y``.)
-    """
-    root = _view_roots(graph)
-    outs = {root.get(v, v) for v in graph.outputs[:n_out] if isinstance(v, Var)}
-    eqns, results = list(graph.eqns), list(graph.outputs)
-    for j in range(n_out, len(results)):
-        v = results[j]
-        if isinstance(v, Var) and root.get(v, v) in outs:
-            c = Var(v.aval)
-            eqns.append(Eqn(COPY, (v,), (c,), {}))
-            results[j] = c
-    if len(eqns) == len(graph.eqns):
-        return graph
-    return Graph(graph.inputs, tuple(eqns), tuple(results), graph.name)
-
-
-def _view_roots(graph: Graph) -> dict:
-    """{var: the var it views, through ops marked as views only} (reshape, permute, expand,
-    basic slicing, an LSTM layer's states: the plan may return such a value as a view of the
-    other's array). Narrower than `_possible_views`' movement kinds, which also take in
-    layer ops such as softmax or layer_norm: here a false match would make an in-place write
-    to an output raise at backward() where eager allows it (`_outputs_saved`)."""
-    root: dict = {}
-    for e in graph.eqns:
-        p = e.prim
-        if ((p.is_view or (p.view_if is not None and p.view_if(e.params))) and e.inputs
-                and isinstance(e.inputs[0], Var) and len(e.outs) == 1):
-            root[e.outs[0]] = root.get(e.inputs[0], e.inputs[0])
-    return root
-
-
-def _outputs_saved(fwd: Graph, n_out: int, n_saved: int) -> tuple:
-    """Positions of the outputs of a training forward `fwd` (its first `n_out` outputs, then
-    `n_saved` saved values) whose memory a saved value shares (the same value, or views of
-    one: `_view_roots`): the backward reads them, so an in-place write to one after the call
-    must raise, as eager's saved-tensor check does (softmax's output: ``y.mul_(2)`` then
-    ``backward()`` differentiated with the doubled y)."""
-    root = _view_roots(fwd)
-    saved = {root.get(v, v) for v in fwd.outputs[n_out:n_out + n_saved] if isinstance(v, Var)}
-    return tuple(k for k, v in enumerate(fwd.outputs[:n_out])
-                 if isinstance(v, Var) and root.get(v, v) in saved)
-
-
-def _same_memory(a, b) -> bool:
-    """Whether array `a` is (a view of) the memory of array `b`."""
-    return _root_array(a) is _root_array(b)
-
-
-def _root_array(a):
-    """The array that owns `a`'s memory (`a` itself when it owns it)."""
-    while getattr(a, "base", None) is not None:
-        a = a.base
-    return a
-
-
-def _concrete_shape(a, inputs, graph):
-    from ..jit.interpreter import bind_symbols
-    from ..shapes import Sym
-    syms = bind_symbols(graph, inputs)
-    return tuple(d.evaluate(syms) if isinstance(d, Sym) else d for d in a.aval.shape)

@@ -19,10 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..jit.ir import Eqn, Graph, Var
+from ..ops import reductions as _red
+from ..ops.elementwise import FLOOR_DIVIDE, REMAINDER
 
 __all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS"]
 
-FUSIBLE_REDUCTIONS = ("sum", "amax", "amin", "prod")
+FUSIBLE_REDUCTIONS = (_red.SUM, _red.AMAX, _red.AMIN, _red.PROD)
 _KERNEL_DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8")
 
 
@@ -48,7 +50,7 @@ def _elementwise_ok(e: Eqn) -> bool:
         return e.out.aval.dtype.name in _KERNEL_DTYPES and isinstance(e.inputs[0], Var)
     if e.prim.kind != "elementwise" or e.prim.scalar is None or len(e.outs) != 1:
         return False
-    if e.prim.name in ("floor_divide", "remainder") and not e.out.aval.dtype.is_floating_point:
+    if e.prim in (FLOOR_DIVIDE, REMAINDER) and not e.out.aval.dtype.is_floating_point:
         # Integer // and % by zero raise ZeroDivisionError (as in Python and PyTorch); a
         # numba kernel would give numpy's silent 0, so they run as steps through the op's
         # own (checked) implementation. Rare in models; floats still fuse.
@@ -146,7 +148,7 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
             target.eqns.append(e)
             add_inputs(target, e.inputs)
             group_of[e.out] = target
-        elif (fuse_reductions and e.prim.name in FUSIBLE_REDUCTIONS and isinstance(e.inputs[0], Var)
+        elif (fuse_reductions and e.prim in FUSIBLE_REDUCTIONS and isinstance(e.inputs[0], Var)
               and e.inputs[0] in group_of and e.out.aval.dtype.name in _KERNEL_DTYPES):
             g = owner(e.inputs[0])
             if (g.reduction is None and g.shape == tuple(e.inputs[0].aval.shape)

@@ -26,15 +26,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..jit.ir import Eqn, Var
+from ..ops.shape import PERMUTE, RESHAPE
 from ..shapes import Sym
+from ..ops.linalg import MATMUL
 
-__all__ = ["GemmPair", "pair_gemms", "ENABLED", "WINDOW"]
+__all__ = ["GemmPair", "pair_gemms", "WINDOW"]
 
-# False: plans call the two products one after the other (A/B measurements, tests)
-ENABLED = True
+# A plan pattern (compiler/plan_patterns.py): TRACEJIT_GEMM_PAIRS=0 calls the two products
+# one after the other (A/B measurements, tests).
 # Steps at most between the two products (the MLP's backward has one: ``g.T``)
 WINDOW = 4
-_VIEWS = ("permute", "reshape")
+_VIEWS = (PERMUTE, RESHAPE)
 
 
 @dataclass(eq=False)
@@ -68,7 +70,7 @@ class GemmPair:
 
 def _product(it) -> bool:
     """Whether `it` is a ``matmul`` step a pair may take (module docstring)."""
-    if not (isinstance(it, Eqn) and it.prim.name == "matmul" and len(it.inputs) == 2):
+    if not (isinstance(it, Eqn) and it.prim is MATMUL and len(it.inputs) == 2):
         return False
     a, b = it.inputs
     if not (isinstance(a, Var) and isinstance(b, Var)):
@@ -81,14 +83,12 @@ def _product(it) -> bool:
 
 
 def _view(it) -> bool:
-    return isinstance(it, Eqn) and it.prim.name in _VIEWS
+    return isinstance(it, Eqn) and it.prim in _VIEWS
 
 
 def pair_gemms(items: list, graph) -> list:
     """`items` with each pair of independent products (module docstring) made one
     `GemmPair` step, at the first product's place."""
-    if not ENABLED:
-        return items
     out, i = [], 0
     while i < len(items):
         it = items[i]

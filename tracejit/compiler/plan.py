@@ -33,29 +33,26 @@ from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends
 from .fusion import Group, partition
-from .rowfuse import RowGroup, fuse_rows
-from .biasgemm import BiasGemm, ColumnSum, fold_bias
-from .attnpair import AttentionBackwardSum, AttentionPair, pair_attention
-from .gemmpair import GemmPair, pair_gemms
+from ..jit import patterns as _patterns
+from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
+from .rowfuse import RowGroup
+from .biasgemm import BiasGemm, ColumnSum
+from .attnpair import AttentionBackwardSum, AttentionPair
+from .gemmpair import GemmPair
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
+from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
+from ..ops.creation import FULL
+from ..ops.indexing import GETITEM
+from ..ops.linalg import MATMUL
+from ..ops.shape import PERMUTE, RESHAPE
+from .. import envflags
 
 __all__ = ["Plan", "graph_backend"]
 
 log = logging.getLogger("tracejit.kernels")
 
 _ids = itertools.count()
-_jobs_lock = threading.Lock()   # _Kernel.ready's job creation
-
-
-def _new_jobs_lock() -> None:
-    global _jobs_lock
-    _jobs_lock = threading.Lock()   # a forked child never inherits it held
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_jobs_lock)
-
 # Plans built inside `serial_kernels()` (in that thread) call serial kernels only: the
 # first stage of a background compile (compiler/tiers.py), which runs compiled while the
 # slow parallel variants (3-10x a serial one in numba) are still compiling.
@@ -98,9 +95,7 @@ def _dtype_const(dtype, consts: dict) -> str:
 
 # Whether an elementwise map group writes its output into a full-shape input that dies at
 # that group (`Plan._donor`); tests and A/B runs turn it off.
-DONATE = True
-
-
+_donate = envflags.flag("TRACEJIT_DONATE")   # (the switch: tests, A/B measurements)
 def _donated(a, callers: int = 0):
     """`a` itself when nothing but the plan's local holds it (3 references: that local, this
     argument, getrefcount's; `callers`: frames between the plan and here, a test's wrapper),
@@ -112,113 +107,9 @@ def _donated(a, callers: int = 0):
     return None
 
 
-def _compile_on_first_call(kern: "_Kernel", layouts: tuple, parallel: bool, consts: dict, name: str):
-    """A stand-in for the plan global `name`: its first call compiles (or loads) `kern`'s
-    variant for `layouts` and puts it in its place, so later calls go straight to it (for
-    the CPU's serial twin, its entry point, skipping numba's dispatch)."""
-    def first_call(*args):
-        fn = kern.get(layouts, parallel)
-        fn = fn if parallel else kern.backend.fast_entry(fn)
-        consts[name] = fn
-        return fn(*args)
-    return first_call
-
-
 def graph_backend(graph: Graph) -> str:
     """The name of the backend that runs `graph` ("cuda" when its values live on a GPU)."""
     return backends.for_graph(graph).name
-
-
-class _Kernel:
-    """A fused group with its loop nests (one per operand layouts) and compiled variants,
-    keyed by (layouts, parallel)."""
-
-    def __init__(self, group: Group, label: str, backend="cpu"):
-        self.group = group
-        self.label = label
-        self.backend = backends.get(backend)
-        self.variants: dict = {}
-        self.sources: dict = {}
-        self._nests: dict = {}
-        self._specs: dict = {}
-        # the input whose array a call may pass as the output too (`Plan._donor`)
-        self.in_place: Optional[int] = None
-        # Set by a background compile (compiler/tiers.py) for the kernels it planned, to
-        # a callable it calls once such a variant is loaded (it records it for the next
-        # process): a variant no plan listed (a strided input's) is then prepared off the
-        # caller's thread (`ready`), never compiled in a call.
-        self.defer = None
-        self._jobs: dict = {}
-
-    def nest(self, layouts: tuple):
-        """The group's `loopnest.LoopNest` for these operand layouts (memoized)."""
-        nest = self._nests.get(layouts)
-        if nest is None:
-            nest = self.backend.lower(self.group, layouts, "kernel")
-            if self.in_place is not None:
-                nest = dataclasses.replace(nest, in_place=self.in_place)
-            self._nests[layouts] = nest
-        return nest
-
-    def donate(self, k: int) -> None:
-        """Calls may pass input k's array as the output too (`Plan._donor`): variants are
-        rendered for it from now on (before any is: `Plan._emit_group`)."""
-        self.in_place = k
-        self._nests.clear()
-        self._specs.clear()
-
-    def spec(self, layouts: tuple, parallel: bool):
-        """The rendered source of a variant (memoized; rendering raises the user-facing
-        errors the lowering finds, such as an integer to a negative power, before
-        anything compiles)."""
-        key = (layouts, self.backend.variant(parallel))
-        spec = self._specs.get(key)
-        if spec is None:
-            spec = self._specs[key] = self.backend.render(self.nest(layouts), key[1])
-        return spec
-
-    def get(self, layouts: tuple, parallel: bool = False):
-        key = (layouts, self.backend.variant(parallel))
-        fn = self.variants.get(key)
-        if fn is None:
-            spec = self.spec(layouts, parallel)
-            try:
-                fn = self.backend.load(spec, self.label, key[1])
-            except Exception as e:
-                self._specs.pop(key, None)  # a retry renders the source again
-                raise self._error(e, spec) from e
-            self.variants[key] = fn
-            self.sources[key] = spec.source
-            log.debug("kernel for group %d %s:\n%s", self.group.gid, layouts, spec.source)
-        return fn
-
-    def ready(self, layouts: tuple, parallel: bool = False):
-        """The variant for `layouts` when it is loaded. Otherwise: for a kernel of a
-        background-compiled entry (`defer`), None while a thread has it loaded from disk or
-        compiled by a worker first (the caller runs a loaded variant on contiguous copies
-        meanwhile: the same values); else (sync mode) `get`: it compiles here."""
-        key = (layouts, self.backend.variant(parallel))
-        fn = self.variants.get(key)
-        if fn is not None or not self.defer:
-            return fn if fn is not None else self.get(layouts, parallel)
-        job = self._jobs.get(key)
-        if job is None or job.lost():
-            from .tiers import prepare_variant
-            with _jobs_lock:   # (two threads calling at once start one job)
-                job = self._jobs.get(key)
-                if job is None or job.lost():
-                    job = self._jobs[key] = prepare_variant(self, layouts, parallel)
-        elif job.done() and not job.ok and job.error:
-            # (once: the copies keep running, with the same values)
-            warnings.warn(f"tracejit: preparing kernel {self.label} {'/'.join(layouts)} failed "
-                          f"({job.error}); contiguous copies of its operands keep running",
-                          RuntimeWarning, stacklevel=3)
-            job.error = ""
-        return self.variants.get(key)
-
-    def _error(self, e, spec) -> CompileError:
-        return CompileError(f"compiling {group_label(self.group)} failed: {type(e).__name__}: {e}\n"
-                            f"generated source:\n{spec.source}")
 
 
 # The names a plan's source calls a single product by: ``MATMUL`` (the backend's matmul) or
@@ -241,7 +132,7 @@ def _full_template(e):
             or math.prod(shape) > FULL_TEMPLATE_MAX):
         return None
     dt = e.out.aval.dtype.np
-    made = e.prim.impl(np, **e.params)
+    made = e.prim.run(np, **e.params)
     if type(made) is not np.ndarray or made.dtype != dt:
         made = np.asarray(made, dtype=dt)
     made.flags.writeable = False    # (the copies are the plan's values; this never is one)
@@ -254,17 +145,8 @@ class Plan:
     def __init__(self, graph: Graph, name: str = "graph", backend=None):
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
-        self.items = partition(graph)
-        if self.backend.name == "cpu":
-            # LayerNorm's row kernels take the elementwise groups around them (rowfuse.py)
-            self.items = fuse_rows(self.items, graph)
-            # a bias add left alone after its matmul goes into the GEMM, a bias gradient's
-            # sum into a GEMV (biasgemm.py)
-            self.items = fold_bias(self.items, graph)
-            # self-attention's weights and context in one pass (attnpair.py)
-            self.items = pair_attention(self.items, graph)
-            # two independent products (a layer's input and weight gradients) at once (gemmpair.py)
-            self.items = pair_gemms(self.items, graph)
+        # the plan stage's patterns the backend has the kernels for (plan_patterns.py)
+        self.items = _patterns.apply("plan", partition(graph), graph, backend=self.backend)
         self.kernels: list = []
         self._producers = None   # {value: its equation} (`_producer`)
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
@@ -485,7 +367,7 @@ class Plan:
         and keep their vector code, where LLVM's runtime overlap check sends other forms to
         their scalar loops. The column sum over the FFN's 2048 x 1024 gradient, one thread:
         2.07 -> 0.89 ms (its output no longer a third 8 MB array)."""
-        if not DONATE or self.backend.name != "cpu" or len(mats) != 1:
+        if not _donate() or self.backend.name != "cpu" or len(mats) != 1:
             return None
         out = mats[0]
         for d, lay in zip(grp.inputs, layouts):
@@ -516,9 +398,9 @@ class Plan:
         e = self._producer(v)
         if e is None:
             return True   # a group's output: a kernel writes it C-contiguous
-        if e.prim.name == "permute":
+        if e.prim is PERMUTE:
             return False
-        if e.prim.name in ("reshape", "getitem"):
+        if e.prim in (RESHAPE, GETITEM):
             return isinstance(e.inputs[0], Var) and self._ordered(e.inputs[0], depth + 1)
         return True
 
@@ -533,7 +415,7 @@ class Plan:
         (L, N, H) rows). A wrong guess would cost speed, never a value: the "nd" variant
         takes any strides."""
         e = self._producer(v)
-        if e is None or e.prim.name != "permute" or not isinstance(e.inputs[0], Var):
+        if e is None or e.prim is not PERMUTE or not isinstance(e.inputs[0], Var):
             return False
         shape = e.inputs[0].aval.shape
         big = [d for d in e.params["dims"] if not (isinstance(shape[d], int) and shape[d] == 1)]
@@ -551,7 +433,7 @@ class Plan:
         outs = [nm(o) for o in e.outs]
         if p.kind == "control":
             return self._emit_control(e, ins, outs, consts)
-        if p.name == "matmul":
+        if p is MATMUL:
             consts["MATMUL"] = self.backend.matmul()
             if len(e.inputs[0].aval.shape) > 2 and len(e.inputs[1].aval.shape) == 2:
                 # (..., k) @ (k, n): one GEMM over the flattened leading dims, as the eager
@@ -568,11 +450,11 @@ class Plan:
             mname = f"MATMUL_{len(consts)}"     # (PRODUCT_NAME: the bench's timers find it)
             consts[mname] = fn
             return [f"    {outs[0]} = {mname}({ins[0]}, {ins[1]})"]
-        if p.name == "reshape":
+        if p is RESHAPE:
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
-        if p.name == "permute":
+        if p is PERMUTE:
             return [f"    {outs[0]} = {ins[0]}.transpose({e.params['dims']!r})"]
-        if p.name == "full" and self.backend.name == "cpu":
+        if p is FULL and self.backend.name == "cpu":
             made = _full_template(e)
             if made is not None:
                 # a small constant (the loss's seed gradient, ones of shape ()): made once
@@ -583,7 +465,7 @@ class Plan:
                 consts[tname] = made
                 return [f"    {outs[0]} = {tname}.copy()"]
         iname = f"I_{p.name}"
-        consts[iname] = p.impl
+        consts[iname] = p.run
         kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())
         dt = f"D_{e.out.aval.dtype.name}"
         consts[dt] = e.out.aval.dtype.np

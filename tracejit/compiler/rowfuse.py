@@ -47,15 +47,20 @@ from .. import envflags
 from dataclasses import dataclass, field
 
 from ..jit.ir import Eqn, Var
+from ..ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD
+from ..ops.softmax_prim import SOFTMAX
 from .emitter import NUMBA_TYPE
 from .fusion import Group, _schedule
+from ..ops.indexing import GETITEM
+from ..ops.reductions import SUM
+from ..ops.shape import RESHAPE
 
 __all__ = ["RowGroup", "fuse_rows", "enabled", "ROW_PRIMS"]
 
 # The row primitives whose kernels take fused work, and which input is the row data `x`.
 # softmax (over the last dim, without the mask operand attention gives it) takes a prologue:
 # the scale and additive mask a program writes before it (``softmax(q @ k.T * c + mask)``)
-ROW_PRIMS = {"layer_norm": 0, "layer_norm_backward": 1, "softmax": 0}
+ROW_PRIMS = {LAYER_NORM: 0, LAYER_NORM_BACKWARD: 1, SOFTMAX: 0}
 _DTYPES = ("float32", "float64")
 
 
@@ -108,7 +113,7 @@ class RowGroup:
 
     @property
     def rows_shape(self) -> tuple:
-        return tuple(self.eqn.inputs[ROW_PRIMS[self.eqn.prim.name]].aval.shape)
+        return tuple(self.eqn.inputs[ROW_PRIMS[self.eqn.prim]].aval.shape)
 
     @property
     def n(self) -> int:
@@ -169,8 +174,6 @@ def _fusible_group(g, shape, n, dtype) -> bool:
 def fuse_rows(items: list, graph) -> list:
     """`items` (fusion.partition's) with each LayerNorm step and the groups around it that
     can join it replaced by one `RowGroup` (see the module docstring)."""
-    if not enabled():
-        return items
     producer: dict = {}     # Var -> item computing it
     readers: dict = {}      # Var -> items reading it
     for it in items:
@@ -185,19 +188,19 @@ def fuse_rows(items: list, graph) -> list:
     count = 0
     # layer_norm_backward first: it may take a recomputed layer_norm of its own x (see
     # `_recomputed_output`), which must not become a forward row kernel of its own
-    order = sorted((it for it in items if not isinstance(it, Group) and it.prim.name in ROW_PRIMS),
-                   key=lambda it: it.prim.name != "layer_norm_backward")
+    order = sorted((it for it in items if not isinstance(it, Group) and it.prim in ROW_PRIMS),
+                   key=lambda it: it.prim is not LAYER_NORM_BACKWARD)
     for it in order:
         if id(it) in taken:
             continue
         e = it
-        xv = e.inputs[ROW_PRIMS[e.prim.name]]
+        xv = e.inputs[ROW_PRIMS[e.prim]]
         if not isinstance(xv, Var) or xv.aval.dtype.name not in _DTYPES or xv.aval.device.type != "cpu":
             continue
         shape, n, dt = tuple(xv.aval.shape), _row_dims(e), xv.aval.dtype.name
         if not shape or n < 1 or n > len(shape):
             continue
-        if e.prim.name == "softmax" and (len(e.inputs) != 1 or e.params["dim"] != len(shape) - 1):
+        if e.prim is SOFTMAX and (len(e.inputs) != 1 or e.params["dim"] != len(shape) - 1):
             continue
         rg = RowGroup(1000 + count, e)
 
@@ -208,7 +211,7 @@ def fuse_rows(items: list, graph) -> list:
         px = producer.get(xv)
         if only_for(xv, px):
             rg.x_pro = px
-        if e.prim.name == "layer_norm_backward":
+        if e.prim is LAYER_NORM_BACKWARD:
             gv = e.inputs[0]
             pg = producer.get(gv) if isinstance(gv, Var) else None
             view = _row_view(pg, gv, shape, n, producer, readers, results, taken)
@@ -220,7 +223,7 @@ def fuse_rows(items: list, graph) -> list:
             if pg is not rg.x_pro and only_for(gv, pg, gshape):
                 rg.g_pro = pg
                 rg.y_eqn = _recomputed_output(e, pg, xv, producer, readers, results, taken)
-        elif e.prim.name == "layer_norm":
+        elif e.prim is LAYER_NORM:
             for r in readers.get(e.out, ()):
                 if isinstance(r, Group) and id(r) not in taken and _fusible_group(r, shape, n, dt):
                     rg.epi = r
@@ -250,7 +253,7 @@ def fuse_rows(items: list, graph) -> list:
             rg.y_eqn = rg.g_view = None
         if not rg.groups or _cyclic(rg, producer):
             continue
-        if e.prim.name == "layer_norm_backward":
+        if e.prim is LAYER_NORM_BACKWARD:
             rg.col_sum = _column_sum(e, readers, shape, n)
         _finish(rg, readers, results)
         for g in rg.groups:
@@ -275,7 +278,7 @@ def _row_view(p, v, shape, n, producer, readers, results, taken):
     the same rows (same trailing `n` dims, same count) that a group computes: the group can
     then run in the row kernel, the reshape gone. The encoder layer's residual gradient is
     added on (tokens, E) rows and reshaped to the (N, T, E) LayerNorm's."""
-    if not (isinstance(p, Eqn) and p.prim.name == "reshape" and id(p) not in taken
+    if not (isinstance(p, Eqn) and p.prim is RESHAPE and id(p) not in taken
             and v not in results and len(readers.get(v, ())) == 1):
         return None
     src = p.inputs[0]
@@ -299,16 +302,16 @@ def _column_sum(e, readers, shape, n):
     added before the LayerNorm), if there is one: dx is ``getitem(out, :-2)``, (M, K), or
     that reshaped to x's shape. The row kernel then sums each row of dx as it makes it,
     instead of a pass reading dx back."""
-    views = [r for r in readers.get(e.out, ()) if isinstance(r, Eqn) and r.prim.name == "getitem"
+    views = [r for r in readers.get(e.out, ()) if isinstance(r, Eqn) and r.prim is GETITEM
              and r.params.get("spec") == (("s", None, -2, None),)]
     for v in views:
         cands = [(v.out, (0,))]
         for r in readers.get(v.out, ()):
-            if isinstance(r, Eqn) and r.prim.name == "reshape" and tuple(r.out.aval.shape) == shape:
+            if isinstance(r, Eqn) and r.prim is RESHAPE and tuple(r.out.aval.shape) == shape:
                 cands.append((r.out, tuple(range(len(shape) - n))))
         for val, dims in cands:
             for r in readers.get(val, ()):
-                if (isinstance(r, Eqn) and r.prim.name == "sum" and r.inputs[0] is val
+                if (isinstance(r, Eqn) and r.prim is SUM and r.inputs[0] is val
                         and tuple(r.params.get("dims", ())) == dims and dims
                         and r.out.aval.dtype is val.aval.dtype):
                     return r
@@ -323,7 +326,7 @@ def _recomputed_output(e, pg, xv, producer, readers, results, taken):
     it rather than the forward write it)."""
     for a in pg.inputs:
         p = producer.get(a)
-        if (isinstance(p, Eqn) and p.prim.name == "layer_norm" and id(p) not in taken
+        if (isinstance(p, Eqn) and p.prim is LAYER_NORM and id(p) not in taken
                 and p.inputs[0] is xv and p.params["n"] == e.params["n"] and p.params["eps"] == e.params["eps"]
                 and a not in results and all(r is pg for r in readers.get(a, ()))):
             return p
@@ -334,7 +337,7 @@ def _reads_ok(rg, part) -> bool:
     """A part reads, of what the other parts and the row op compute, only the row op's
     `x` (held in the row while the part runs) and, for the epilogue, the row op's output."""
     e = rg.eqn
-    xv = e.inputs[ROW_PRIMS[e.prim.name]]
+    xv = e.inputs[ROW_PRIMS[e.prim]]
     others = {e.out} | {v for g in rg.groups if g is not part for v in g.defined}
     for a in part.inputs:
         if a in others and a is not xv and not (part is rg.epi and a is e.out):
@@ -377,7 +380,7 @@ def _finish(rg, readers, results) -> None:
     """Set the item's inputs (with their roles) and the values it must write."""
     shape, n = rg.rows_shape, rg.n
     e = rg.eqn
-    own = [a for a in e.inputs[ROW_PRIMS[e.prim.name] + 1:]]   # weight, bias
+    own = [a for a in e.inputs[ROW_PRIMS[e.prim] + 1:]]   # weight, bias
     if rg.y_eqn is not None:
         own += list(rg.y_eqn.inputs[1:])
     rg.inputs = _external(rg)
@@ -394,7 +397,7 @@ def _finish(rg, readers, results) -> None:
                 outs.append(v)
     if e.out in outs:
         outs.remove(e.out)
-    if e.prim.name == "layer_norm_backward" or e.out in results or any(
+    if e.prim is LAYER_NORM_BACKWARD or e.out in results or any(
             id(r) not in members for r in readers.get(e.out, ())):
         outs.insert(0, e.out)
     if rg.col_sum is not None:

@@ -28,6 +28,7 @@ from ..jit.autodiff import _cheap
 from ..jit.ir import Graph, Var
 from . import backends, rowfuse
 from .fusion import FUSIBLE_REDUCTIONS, _elementwise_ok
+from ..ops.layer_norm_prim import LAYER_NORM
 
 __all__ = ["recompute_unless_written"]
 
@@ -38,20 +39,20 @@ def recompute_unless_written(graph: Graph):
     if envflags.is_off("TRACEJIT_SAVE_WRITTEN"):
         return _cheap
     # row fusion runs in CPU plans only (rowfuse.py); elsewhere LayerNorm stays a step
-    row_fusion = rowfuse.enabled() and backends.for_graph(graph).name == "cpu"
+    row_fusion = rowfuse.enabled() and "row_kernels" in backends.for_graph(graph).capabilities
     written: set = set()
     for e in graph.eqns:
         p = e.prim
-        if _elementwise_ok(e) or p.name in FUSIBLE_REDUCTIONS:   # fusion's own rule
+        if _elementwise_ok(e) or p in FUSIBLE_REDUCTIONS:   # fusion's own rule
             continue
-        if row_fusion and p.name in rowfuse.ROW_PRIMS:
+        if row_fusion and p in rowfuse.ROW_PRIMS:
             continue
         written.update(a for a in e.inputs if isinstance(a, Var))
 
     results = {a for a in graph.outputs if isinstance(a, Var)}
 
     def cheap(e) -> bool:
-        if row_fusion and e.prim.name == "layer_norm":
+        if row_fusion and e.prim is LAYER_NORM:
             # LayerNorm's output read only by fused elementwise work (the GELU after it)
             # is not written by its row kernel, and the backward's row kernel recomputes it
             # from the statistics it computes anyway (rowfuse `_recomputed_output`): saving

@@ -30,20 +30,23 @@ from __future__ import annotations
 
 import atexit
 import heapq
-import json
 import logging
 import math
 import os
 import queue
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Optional
 
 from .. import envflags
 from ..threads import usable_cpus
+from .cpu_reading import _CPUReading
+from .ranks import EAGER, FIRST, LATER, STEADY  # noqa: F401  (queue ranks, lowest first)
+# (the pool's job choice and worker processes: modules of their own, which read this one's
+# thresholds and counters as `workers.X` when they run)
+from .worker_choice import JobChoice
+from .worker_job import Job
+from .worker_process import _Worker
 
 __all__ = ["Job", "submit", "promote", "demote", "prestart", "release_idle", "shutdown", "pool_size",
            "worker_pids", "waiting", "compiling", "running"]
@@ -75,77 +78,11 @@ SHUT_DOWN = "the compile pool was shut down"   # a job's error when it never ran
 RESTARTS = 2
 
 
-class Job:
-    """One kernel module to compile; `event` is set when it is done (`ok` says how)."""
-
-    __slots__ = ("id", "source", "name_hint", "llvm_options", "event", "ok", "error", "seconds",
-                 "compiled", "pid", "after", "asked", "hold")
-
-    def __init__(self, jid: int, source: str, name_hint: str, llvm_options: tuple,
-                 after: "Optional[Job]" = None, asked=None):
-        self.id = jid
-        self.source = source
-        self.name_hint = name_hint
-        self.llvm_options = tuple(llvm_options)
-        self.event = threading.Event()
-        self.ok = False
-        self.error = ""
-        self.seconds = 0.0
-        self.compiled = 0
-        self.pid = os.getpid()
-        # a job whose module loads this one's (a row kernel's pair, cshares.py): a worker
-        # takes it once this one is done, else it would compile that module again
-        self.after = after
-        # an eager op's kernel: ``asked()`` is (the time.monotonic() of the op's latest call
-        # that found it not loaded or None, the longest time between two such calls); see
-        # `CompilePool._asked_lately`
-        self.asked = asked
-        # a job no one waits for (`CompilePool._when_idle`): ``hold()`` is True while it
-        # should wait for a core the program leaves idle; None once it may run
-        self.hold = None
-
-    def done(self) -> bool:
-        return self.event.is_set()
-
-    def lost(self) -> bool:
-        """Submitted by the process we were forked from: it will never finish here."""
-        return self.pid != os.getpid() and not self.event.is_set()
-
-    def blocked(self) -> bool:
-        """Whether its prerequisite (`after`) is still compiling here."""
-        return self.after is not None and not self.after.done() and not self.after.lost()
-
-    def _finish(self, ok: bool, error: str = "", seconds: float = 0.0, compiled: int = 0) -> None:
-        self.ok, self.error, self.seconds, self.compiled = ok, error, seconds, compiled
-        self.event.set()
-
-
-def _package_root() -> str:
-    return str(Path(__file__).resolve().parents[2])
-
-
 def pool_size() -> int:
     n = envflags.integer("TRACEJIT_COMPILE_WORKERS")
     if n is not None:
         return n
     return max(1, min(usable_cpus(), 2))
-
-
-_PROGRAM_THREADS = ("tracejit-chunks", "tracejit-partner")
-
-
-def _thread_clocks() -> dict:
-    """CPU seconds so far of tracejit's own background threads (planning, loads, compile
-    dispatch: the threads named ``tracejit-...`` but the chunk kernels' shares and the
-    matmul partner, compiler/cpu/runtime/sharepool.py, which run the program's work)."""
-    out = {}
-    for t in threading.enumerate():
-        if t.name.startswith("tracejit-") and t.name not in _PROGRAM_THREADS and t.ident:
-            try:
-                out[t.ident] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
-            except (AttributeError, OSError, TypeError, ValueError):
-                continue
-    return out
 
 
 def spare_core(window: float = SPARE_WINDOW_S) -> bool:
@@ -156,36 +93,6 @@ def spare_core(window: float = SPARE_WINDOW_S) -> bool:
     reading = _CPUReading()
     time.sleep(window)
     return usable_cpus() - reading.cores() - len(worker_pids()) >= SPARE_IDLE_CORES
-
-
-class _CPUReading:
-    """The program's CPU time since the reading began: the process's less tracejit's own
-    background threads' (planning, loads, compile dispatch); the program's threads and
-    BLAS's count. `cores()`: how many cores it kept busy on average since; `others()`: how
-    many other processes did (our compile workers included; coreshare's reading)."""
-
-    def __init__(self):
-        from .cpu.runtime.coreshare import _busy_seconds, _own_seconds
-        self.t, self.p, self.c = time.monotonic(), time.process_time(), _thread_clocks()
-        self.busy, self.own = _busy_seconds(), _own_seconds()
-
-    def cores(self) -> float:
-        t, p, c = time.monotonic(), time.process_time(), _thread_clocks()
-        ours = sum(c[k] - self.c[k] for k in self.c.keys() & c.keys())
-        return max(0.0, (p - self.p) - ours) / max(t - self.t, 1e-3)
-
-    def others(self) -> float:
-        from .cpu.runtime.coreshare import _busy_seconds, _own_seconds
-        busy = _busy_seconds()
-        if busy is None or self.busy is None:
-            return 0.0     # (no /proc: the program's own reading decides)
-        dt = max(time.monotonic() - self.t, 1e-3)
-        return max(0.0, (busy - self.busy) - (_own_seconds() - self.own)) / dt
-
-    def free(self) -> float:
-        """Cores neither the program nor another process used since the reading began."""
-        others = self.others()
-        return min(usable_cpus(), (os.cpu_count() or 1) - others) - self.cores()
 
 
 # Callers blocked until jobs finish (`waiting`: tiers.wait): a held job (`Job.hold`) runs
@@ -243,113 +150,6 @@ def _timeout() -> float:
     return _DEFAULT_TIMEOUT_S if t is None else t
 
 
-class _Worker:
-    """One worker process plus the thread reading its replies."""
-
-    def __init__(self):
-        env = dict(os.environ)
-        root = _package_root()
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
-        env["TRACEJIT_COMPILE_PARENT"] = str(os.getpid())
-        # where a hand-over at our exit would leave its jobs (finish.py)
-        from . import cacheroot, finish
-        self.finish_dir = finish.finish_dir(cacheroot.root())
-        env["TRACEJIT_COMPILE_FINISH_DIR"] = self.finish_dir or ""
-        # A worker runs no parallel kernels: one numba thread, no OpenMP pool to spin.
-        env.setdefault("NUMBA_NUM_THREADS", "1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tracejit.compiler.compile_worker"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
-        self.replies: queue.Queue = queue.Queue()
-        self.ready = threading.Event()   # its start-up is done (or it exited)
-        self.used = False  # has been given a job (a worker started ahead may never be)
-        self._starting = True   # counted busy (`compiling`) until its start-up is done
-        _busy(1)
-        threading.Thread(target=self._read, daemon=True, name="tracejit-compile-reader").start()
-
-    def _read(self) -> None:
-        try:
-            for line in self.proc.stdout:
-                try:
-                    reply = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(reply, dict) and reply.get("ready"):
-                    self._started()
-                else:
-                    self.replies.put(reply)
-        except (OSError, ValueError):
-            pass
-        self._started()
-        self.replies.put(None)  # EOF: the worker exited
-
-    def _started(self) -> None:
-        """Its start-up is done (or it exited): no longer `compiling` for it."""
-        if self._starting:
-            self._starting = False
-            _busy(-1)
-        self.ready.set()
-
-    def send(self, job: Job) -> None:
-        # The cache root of the moment of sending: a worker started earlier may have
-        # another one in its environment (the parent's TRACEJIT_CACHE_DIR changed since).
-        from . import diskcache
-        root = diskcache.cache_dir()
-        msg = {"id": job.id, "source": job.source, "name_hint": job.name_hint,
-               "llvm_options": list(job.llvm_options), "cache_dir": str(root) if root else None}
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def kill(self) -> None:
-        # Kill first: closing stdout while the reader thread is blocked in a read of it
-        # would wait for that read (the buffer's lock), which only the worker's death ends.
-        try:
-            self.proc.kill()
-            self.proc.wait(timeout=5)   # reap: no zombie
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except (OSError, ValueError):
-                pass
-
-    def close(self, grace: float = 1.0) -> None:
-        """Ask the worker to stop (stdin EOF), kill it if it does not within `grace` s."""
-        try:
-            self.proc.stdin.close()
-        except (OSError, ValueError):
-            pass
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-        self.kill()
-
-
-# Queue ranks, lowest first. FIRST: kernels a switch or a caller's array path waits for
-# (a background compile's stage-1 and serial kernels, the optimizer's, pooling and
-# BatchNorm kernels). EAGER: eager ops' elementwise kernels
-# (compiler/cpu/kernels/vectorized.py): numpy runs those ops meanwhile, and in a process whose compiled
-# function runs tier 0 they mostly serve tier 0, which the FIRST jobs end: a Transformer
-# step's two eager ReLU kernels (parfor variants, the slowest kind) took a worker for
-# seconds while its stage-1 kernels queued. STEADY: hand-written eager kernels that a
-# compiled step also runs at every call and whose speed hangs on them, the layers' own
-# kernels (compiler/cpu/kernels/native.py): the recurrent whole loops (compiler/cpu/kernels/lstm_kernels.py), convolution's
-# unfold/fold, BatchNorm, pooling, ReLU's backward, and a compiled entry's run-time
-# variant for a layout no plan listed (tiers.prepare_variant: the call runs a loaded variant
-# on copies meanwhile); after what a switch waits for, before
-# the kernels that mostly serve tier 0 and the fused optimizer's (LSTM LM compiled step,
-# warm, in-process alternating, min: 78 ms, 108 without the forward loop's kernel, 103
-# without the backward's, 76 without the cross-entropy kernels (1.3 s of worker CPU);
-# tier19. CNN step, one thread: 18.7 ms, 29.0 without the layers' kernels, 18.6 without
-# cross-entropy's (2 s of worker CPU, queued ahead of BatchNorm's before); tier20); one that
-# only tier 0 and the stand-in of a fused kernel still compiling asked for moves down to LATER
-# (`demote`, compiler/cpu/kernels/native.py `standing_in`: the CNN's BatchNorm and pooling kernels, 1.2 s of
-# worker CPU that came before the fused kernels and were idle once those were in). LATER: a
-# background compile's parfor upgrade, which must not hold back any of the others, even
-# when submitted before them.
-FIRST, STEADY, EAGER, LATER = 0, 1, 2, 3
 
 # A STEADY or EAGER job whose op has not asked for its kernel for this long, and for twice
 # the longest time it ever took between two asks (a slow step on a starved machine asks
@@ -410,7 +210,7 @@ def _not_asking(asked) -> bool:
     return last is None or _quiet_since(last, gap)
 
 
-class CompilePool:
+class CompilePool(JobChoice):
     """Dispatcher threads, each owning at most one worker process, fed from one queue."""
 
     def __init__(self, size: int):
@@ -509,185 +309,6 @@ class CompilePool:
                 self._run(i, job, item[0])
             except Exception as exc:  # never let a dispatcher die with a job unfinished
                 job._finish(False, f"{type(exc).__name__}: {exc}")
-
-    def _held(self, item: tuple) -> Optional[Job]:
-        """The job of `item` when it must still wait for an idle core (`Job.hold`), else None."""
-        job = item[2]
-        if job is None or self.closed or job.hold is None:
-            return None
-        if not job.hold():
-            job.hold = None
-            return None
-        return job
-
-    def _unsettled(self, item: tuple) -> Optional[Job]:
-        """The job of `item` when it is a LATER one that must still wait for the queue to
-        settle (`LATER_SETTLE_S`), else None."""
-        job = item[2]
-        if (job is None or item[0] != LATER or self.closed or _waiters
-                or time.monotonic() - self.stirred >= LATER_SETTLE_S):
-            return None
-        return job
-
-    def _waits(self, item: tuple) -> Optional[Job]:
-        """The job of `item` when it must still wait: held (`_held`) or not settled
-        (`_unsettled`); else None."""
-        return self._held(item) or self._unsettled(item)
-
-    def _take_runnable(self) -> Optional[tuple]:
-        """The first queued item (by rank, then sequence) whose job need not wait (`_waits`),
-        taken out of the queue; None when every queued job must wait (a held one would
-        only be swapped for another). Not the queue's head alone: a held job put back goes
-        behind the jobs of its rank queued by then, and a job queued after it, at that rank,
-        waited behind it. Cold Transformer step: the eager kernels its op stopped asking for
-        were put back held at rank LATER, then the compiled step asked for the GEMM halves'
-        module (rank LATER, asked every step) and it queued behind them; the dispatcher held
-        one of them while the step trained on both cores, and read only the held head: the
-        halves' module waited 60 s (the bench's stall limit), every kernel in after 66.5 s."""
-        with self.jobs.mutex:
-            q = self.jobs.queue
-            # (sequence numbers are unique: jobs never compared. A stop is left for a
-            # dispatcher waiting on the queue: the pool is closed by then, which the caller
-            # sees at its next look, and finishes the job it holds)
-            for item in sorted(q):
-                if item[2] is not None and self._waits(item) is None:
-                    q.remove(item)
-                    heapq.heapify(q)   # (the queue's heap, changed under its own lock)
-                    return item
-        return None
-
-    def _when_idle(self, item: tuple) -> tuple:
-        """`item`, once its job may run: at once unless it must wait (`_waits`); a held one
-        (`Job.hold`) when a core is free over `HOLD_IDLE_WINDOWS` windows
-        (`_CPUReading.free`), a LATER one no one holds once the queue settled
-        (`LATER_SETTLE_S`), either while a caller waits (`waiting`). A queued job that need
-        not wait (queued meanwhile, or behind held ones: `_take_runnable`) is taken instead
-        (the waiting one goes back at its rank, behind the jobs of that rank queued by then:
-        at its old place among them, a held job ahead of one that may run would come
-        straight back, and the two would be swapped without end)."""
-        job = self._waits(item)
-        since, why = time.monotonic(), "a caller waits"
-        reading, idle = None, 0
-        while job is not None:
-            if _waiters:
-                break
-            if self.closed:   # (`_dispatch` finishes it: never put back after shutdown's drain)
-                return item
-            runnable = self._take_runnable()
-            if runnable is not None:
-                self.jobs.put((item[0], next(self._ids), item[2]))
-                item, job = runnable, None
-                break
-            time.sleep(HOLD_POLL_S)
-            if job.hold is None:    # not held: it waits for the queue to settle alone
-                job = self._unsettled(item)
-                if job is None:
-                    log.info("%s: waited %.2f s for the queue to settle, now compiling",
-                             item[2].name_hint, time.monotonic() - since)
-                continue
-            now = time.monotonic()
-            if reading is None:
-                if now - since >= HOLD_SETTLE_S:
-                    reading = _CPUReading()
-            elif now - reading.t >= SPARE_WINDOW_S:
-                free = reading.free()
-                idle = idle + 1 if free >= SPARE_IDLE_CORES else 0
-                if idle >= HOLD_IDLE_WINDOWS:
-                    why = f"{free:.2f} cores free"
-                    break
-                reading = _CPUReading()
-            job = self._waits(item)
-        if job is not None:
-            job.hold = None
-            log.info("%s: held %.2f s, now compiling (%s)", job.name_hint,
-                     time.monotonic() - since, why)
-        return item
-
-    def _best_when_ready(self, i: int, item: tuple) -> tuple:
-        """Hold a taken job until worker `i` has started up (1-2 s), then take the best one
-        queued by then: the jobs submitted meanwhile go by rank (a background compile's plan
-        kernels before fused Adam's, submitted a moment earlier)."""
-        if item[2] is None or self.closed:
-            return item
-        try:
-            w = self.worker(i)
-        except (OSError, ValueError):
-            return item   # `_run` reports it
-        if w.ready.is_set():
-            return item
-        w.ready.wait(_timeout())
-        self.jobs.put(item)
-        return self.jobs.get()
-
-    def _asked_lately(self, item: tuple) -> tuple:
-        """`item`, or when it is an op's kernel (a job with `Job.asked`) whose op has not
-        asked for it within `ASKED_WITHIN_S`, the next queued job, that one back in the
-        queue with rank LATER and held (once: it is then taken in its turn like any LATER
-        job, once a core is idle or its op asks again). A LATER one too: a kernel only
-        tier-0 forwards asked for (compiler/cpu/kernels/native.py, compiler/cpu/kernels/vectorized.py) whose op stopped asking
-        when the entry switched, which would otherwise compile beside the training step
-        that never asks for it (MLP step: LayerNorm's kernels and eager GELU's, ~0.75 s of
-        worker CPU after the step's own kernels were in)."""
-        while item[2] is not None and item[0] in (STEADY, EAGER, LATER) and item[2].asked is not None:
-            job = item[2]
-            last, gap = job.asked()
-            if last is None or not _quiet_since(last, gap):
-                break
-            asked, job.asked = job.asked, None
-            # held (`_when_idle`) until the program leaves a core idle or its op asks again
-            job.hold = lambda a=asked: _not_asking(a)
-            self.jobs.put((LATER, next(self._ids), job))   # (behind the LATER ones queued)
-            item = self.jobs.get()
-        return item
-
-    def _unblocked(self, item: tuple) -> tuple:
-        """`item`, or when its job must wait for another one (`Job.after`) still compiling
-        in another worker, the next queued job that need not (the waiting ones go back to
-        the queue); with none queued, waits for the first one's prerequisite."""
-        held = []
-        while item[2] is not None and item[2].blocked():
-            held.append(item)
-            try:
-                item = self.jobs.get_nowait()
-            except queue.Empty:
-                item = held.pop(0)
-                item[2].after.event.wait(_timeout())
-                break
-        for h in held:
-            self.jobs.put(h)
-        return item
-
-    def _running(self, i: int) -> bool:
-        w = self.workers[i]
-        return w is not None and w.proc.poll() is None
-
-    def _wait_spare(self, i: int) -> Optional[tuple]:
-        """For slot `i`, whose worker is not running: wait until the program leaves a core
-        idle (`spare_core`) and jobs wait (then take the next one) or `prestart` asked for
-        workers (then start ours ahead and return None); the running workers take the jobs
-        meanwhile. A stop at once when the pool closes."""
-        while True:
-            if self.closed:
-                return (-1, 0, None)
-            if (self.jobs.qsize() or self.ahead) and spare_core():
-                if self.jobs.qsize():
-                    try:
-                        return self.jobs.get_nowait()
-                    except queue.Empty:
-                        continue
-                with self._lock:
-                    # `release_idle` may have come while spare_core() measured (a plan that
-                    # found every kernel on disk): nothing to start ahead for any more, and
-                    # a worker started now would outlive it, idle.
-                    if not self.ahead:
-                        continue
-                    self.ahead = False
-                    try:
-                        self.worker(i, use=False)
-                    except (OSError, ValueError):
-                        pass   # tried again (and reported) with a job
-                return None
-            time.sleep(SPARE_WINDOW_S)
 
     def worker(self, i: int, use: bool = True) -> "_Worker":
         """Worker `i`, started if it is not running (under the lock: `prestart` and a
@@ -868,7 +489,7 @@ def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = 
 def promote(job: Job, rank: int) -> bool:
     """Move a queued `job` up to `rank` (`FIRST`, `STEADY`, `EAGER`) when it waits at a later
     one: a kernel queued LATER because only tier-0 forwards asked for it that eager code or a
-    compiled step now asks for (compiler/cpu/kernels/native.py). False when nothing moved."""
+    compiled step now asks for (compiler/cpu/kernels/loader.py). False when nothing moved."""
     p = _pool
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():
         return False
@@ -878,7 +499,7 @@ def promote(job: Job, rank: int) -> bool:
 def demote(job: Job, rank: int) -> bool:
     """Move a queued `job` down to `rank` (`LATER`) when it waits at an earlier one: a layer's
     kernel asked for only by tier 0 and by the stand-in of a fused kernel still compiling
-    (compiler/cpu/kernels/native.py `standing_in`), which the compiled step stops asking for once that one
+    (compiler/cpu/kernels/loader.py `standing_in`), which the compiled step stops asking for once that one
     is in. False when nothing moved."""
     p = _pool
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():
@@ -967,3 +588,8 @@ def _at_exit() -> None:
 atexit.register(_at_exit)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# The thread policy asks these counters (coreshare.ceding, its trials): given to it now, once
+# every name above exists, never looked up by it.
+from .cpu.runtime import coreshare as _coreshare  # noqa: E402
+_coreshare.watch_compiles(compiling, running, worker_pids)

@@ -22,7 +22,7 @@ from ..autograd.engine import _fit
 from ..autograd.function import FunctionCtx
 from ..errors import CompileError
 from ..ops.registry import REGISTRY, Aval
-from .control import COND, SCAN
+from .control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from .ir import Eqn, Graph, Literal, Var
 from .scatter_products import backward_rewrites
 from .slice_grads import SliceGrads
@@ -94,20 +94,20 @@ def _vjp_one(ctx, e, act, ct, tracer, val) -> None:
     if not any(diff_in):
         return
     p = e.prim
-    if p.name == "cond":
+    if p is COND:
         grads = _cond_vjp(ctx, e, gs, act)
-    elif p.name == "while":
+    elif p is WHILE:
         raise CompileError(
             "reverse-mode differentiation through a `while` loop is not supported: its trip count "
             "depends on data, so the backward pass cannot be compiled. Use a `for i in range(n)` "
             "with a constant n (unrolled), or compute gradients eagerly (tracejit.eager()).")
-    elif p.name == "scan":
+    elif p is SCAN:
         if "vjp_graph" in e.params:     # residuals saved by the forward loop (scan_ad.py)
             from .scan_ad import scan_vjp
             grads = scan_vjp(ctx, e, gs, act, val)
         else:
             grads = _scan_vjp(ctx, e, gs, act, val)
-    elif p.name == "custom_function":
+    elif p is CUSTOM_FUNCTION:
         grads = _custom_vjp(ctx, e, gs)
     else:
         if p.vjp is None:

@@ -25,14 +25,18 @@ batch_norm_values, which carries BatchNorm's VJP).
 In a backward graph, BatchNorm's gradient of the pooling's scattered gradient (windows side
 by side, the scattered gradient read by nothing else) becomes ``batch_norm_backward_pooled``
 (`_fuse_backward`): the same record, the x-sized scattered gradient never stored.
-``TRACEJIT_BN_POOL=0`` turns both off.
+``TRACEJIT_BN_POOL=0`` turns both off (the pattern's switch).
 """
 from __future__ import annotations
 
-from ..envflags import is_off
-from ..ops import bn_pool as _bn_pool  # noqa: F401 - registers batch_norm_max_pool2d
-from ..ops.registry import REGISTRY, Aval
+from ..ops import bn_pool as _bn_pool
+from ..ops.registry import Aval
+from . import patterns as _patterns
 from .ir import Eqn, Graph, Var
+from ..ops.batchnorm_prim import BATCH_NORM_FORWARD, BATCH_NORM_VALUES, BN_BACKWARD
+from ..ops.indexing import GETITEM
+from ..ops.shape import RESHAPE
+from ..ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_VALUES, MAX_POOL2D_WITH_OFFSETS
 
 __all__ = ["fuse"]
 
@@ -40,7 +44,7 @@ __all__ = ["fuse"]
 def _slice_spec(e: Eqn, start: int):
     """The statistics' getitem spec ``((s, start, None, None),)`` when `e` is one (else None)."""
     spec = e.params.get("spec")
-    if (e.prim.name != "getitem" or len(e.inputs) != 1 or not isinstance(spec, tuple)
+    if (e.prim is not GETITEM or len(e.inputs) != 1 or not isinstance(spec, tuple)
             or len(spec) != 1 or tuple(spec[0]) != ("s", start, None, None)):
         return None
     return spec
@@ -48,8 +52,6 @@ def _slice_spec(e: Eqn, start: int):
 
 def fuse(g: Graph) -> Graph:
     """`g` with each fusable BatchNorm + max pooling record pair fused (module docstring)."""
-    if is_off("TRACEJIT_BN_POOL"):
-        return g
     producer: dict = {}
     users: dict = {}
     for e in g.eqns:
@@ -61,22 +63,22 @@ def fuse(g: Graph) -> Graph:
     outputs = set(a for a in g.outputs if isinstance(a, Var))
     replace: dict = {}     # id(eqn) -> equations written in its place ([] drops it)
     for e6 in g.eqns:
-        if e6.prim.name != "max_pool2d_with_offsets":
+        if e6.prim is not MAX_POOL2D_WITH_OFFSETS:
             continue
         y = e6.inputs[0]
         e5 = producer.get(y)
-        if e5 is None or e5.prim.name != "batch_norm_values" or y in outputs:
+        if e5 is None or e5.prim is not BATCH_NORM_VALUES or y in outputs:
             continue
         rec = e5.inputs[0]
         e1 = producer.get(rec)
-        if e1 is None or e1.prim.name != "batch_norm_forward" or rec in outputs:
+        if e1 is None or e1.prim is not BATCH_NORM_FORWARD or rec in outputs:
             continue
         x, w, b = e1.inputs
         if not isinstance(x, Var) or len(x.aval.shape) != 4 or e5.inputs[1] is not x:
             continue
         y_users = users.get(y, [])
         e7s = [u for u in y_users if u is not e6]
-        if (len(y_users) != 2 or len(e7s) != 1 or e7s[0].prim.name != "max_pool2d_values"
+        if (len(y_users) != 2 or len(e7s) != 1 or e7s[0].prim is not MAX_POOL2D_VALUES
                 or e7s[0].inputs != (e6.out, y) or e7s[0].params != e6.params):
             continue
         n, c, h, wd = x.aval.shape
@@ -98,11 +100,11 @@ def fuse(g: Graph) -> Graph:
         f = Var(Aval((psize + 2 * c,), x.aval.dtype, x.aval.device))
         flat = Var(Aval((psize,), x.aval.dtype, x.aval.device))
         replace[id(e1)] = [
-            Eqn(REGISTRY["batch_norm_max_pool2d"], (x, w, b), (f,),
+            Eqn(_bn_pool.BATCH_NORM_MAX_POOL2D, (x, w, b), (f,),
                 {"eps": e1.params["eps"], "kernel": p["kernel"], "stride": p["stride"],
                  "padding": p["padding"], "dilation": p["dilation"]}, e6.loc),
             Eqn(e2.prim, (f,), (flat,), dict(e2.params, spec=(("s", 0, psize, None),)), e6.loc),
-            Eqn(REGISTRY["reshape"], (flat,), e6.outs, {"shape": tuple(pshape)}, e6.loc),
+            Eqn(RESHAPE, (flat,), e6.outs, {"shape": tuple(pshape)}, e6.loc),
             Eqn(e2.prim, (f,), e2.outs, dict(e2.params, spec=(("s", psize, None, None),)), e2.loc),
         ]
         replace[id(e2)] = []
@@ -123,11 +125,11 @@ def _fuse_backward(g: Graph, producer: dict, users: dict, outputs: set, replace:
     read by nothing else, windows side by side) as ``batch_norm_backward_pooled(gp, R, x,
     stats, w)``: the same record (ops/bn_pool.py), the scattered gradient never stored."""
     for e in g.eqns:
-        if e.prim.name != "batch_norm_backward":
+        if e.prim is not BN_BACKWARD:
             continue
         gy = e.inputs[0]
         s = producer.get(gy)
-        if (s is None or s.prim.name != "max_pool2d_scatter" or gy in outputs
+        if (s is None or s.prim is not MAX_POOL2D_SCATTER or gy in outputs
                 or len(users.get(gy, [])) != 1 or id(s) in replace or id(e) in replace):
             continue
         p = s.params
@@ -139,6 +141,10 @@ def _fuse_backward(g: Graph, producer: dict, users: dict, outputs: set, replace:
         if not isinstance(x, Var) or len(x.aval.shape) != 4 or tuple(p["input_shape"]) != tuple(x.aval.shape):
             continue
         replace[id(s)] = []
-        replace[id(e)] = [Eqn(REGISTRY["batch_norm_backward_pooled"], (gp, rec, x, stats, w), e.outs,
+        replace[id(e)] = [Eqn(_bn_pool.BN_BACKWARD_POOLED, (gp, rec, x, stats, w), e.outs,
                               {"eps": e.params["eps"], "kernel": p["kernel"], "stride": p["stride"],
                                "padding": p["padding"], "dilation": p["dilation"]}, e.loc)]
+
+
+# A pattern of the compiled training step's graphs after differentiation (jit/patterns.py)
+_patterns.register(_patterns.Pattern("bn_pool", fuse, ("forward", "backward"), switch="TRACEJIT_BN_POOL"))

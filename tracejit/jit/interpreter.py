@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import CPU
-from ..ops.registry import bind
+from ..ops.eager import bind
 from ..tensor import Tensor
 from ..shapes import Sym, contains_sym
 from .ir import Graph, Literal

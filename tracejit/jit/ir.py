@@ -305,8 +305,9 @@ def _same_type(a: Aval, b: Aval) -> bool:
 
 def _check_control(i: int, e: Eqn) -> None:
     """Operands and results of cond/while agree with their sub-graphs."""
+    from .control import COND, WHILE   # (control's records are built on this module)
     where = f"eqn {i} ({e.prim.name})"
-    if e.prim.name == "cond":
+    if e.prim is COND:
         pred = e.inputs[0] if e.inputs else None
         if pred is None or tuple(pred.aval.shape) != () or not pred.aval.dtype.is_bool:
             raise VerifyError(f"{where}: the predicate must be a bool[] value")
@@ -317,7 +318,7 @@ def _check_control(i: int, e: Eqn) -> None:
                 raise VerifyError(f"{where}: operands do not match the inputs of {k}")
             if len(g.outputs) != len(e.outs) or not all(_same_type(a.aval, o.aval) for a, o in zip(g.outputs, e.outs)):
                 raise VerifyError(f"{where}: outputs of {k} do not match the equation's outputs")
-    elif e.prim.name == "while":
+    elif e.prim is WHILE:
         cg, bg = e.params["cond_graph"], e.params["body_graph"]
         for g in (cg, bg):
             if len(g.inputs) != len(e.inputs) or not all(_same_type(a.aval, v.aval) for a, v in zip(e.inputs, g.inputs)):
@@ -333,7 +334,7 @@ def _check_control(i: int, e: Eqn) -> None:
 def _rule_aval(e: Eqn, avals):
     p = e.prim
     if p.promote:
-        from ..ops.registry import compute_dtype
+        from ..ops.promotion import compute_dtype
         cd = compute_dtype(p, avals)
         for a in avals:
             if not a.weak and a.dtype is not cd:

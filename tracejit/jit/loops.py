@@ -12,8 +12,7 @@ from .. import ops
 from ..errors import ScriptError, user_location
 from ..ops import registry as _reg
 from ..ops.registry import Aval
-from ..autograd.function import Function
-from ..autograd.grad_mode import is_grad_enabled
+from ..ops.unbind import unbind_steps  # noqa: F401  (its home; the interpreter's scan slices with it)
 from ..shapes import Sym
 from ..tensor import Tensor
 from .control import (SCAN, WHILE, as_pred, aval_of, graph_with_captures, is_traced, is_undefined, materialize,
@@ -301,41 +300,3 @@ def _traced_scan(f, carry, xs_t, n, single_c, single_x, reverse):
     if y is None:
         return carry_out, None
     return carry_out, (ys_o[0] if isinstance(y, Tensor) else tuple(ys_o))
-
-
-class _UnbindSteps(Function):
-    """The slices ``x[0], x[1], ...`` of a scan's xs as one autograd node whose backward is
-    one ``stack`` of the slices' gradients (zeros where a slice got none). Slicing with
-    ``x[k]`` instead would make each step's backward a full-size zero tensor with one
-    slice filled in, summed over the steps: O(T^2) memory traffic for T steps."""
-
-    @staticmethod
-    def forward(ctx, x, dim=0):
-        ctx.set_materialize_grads(False)
-        ctx.meta = (tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), x.dtype, x.device, dim)
-        lead = (slice(None),) * dim
-        return tuple(x[lead + (k,)] for k in range(x.shape[dim]))
-
-    @staticmethod
-    def backward(ctx, *grads):
-        shape, dtype, device, dim = ctx.meta
-        zero = None
-        parts = []
-        for g in grads:
-            if g is None:
-                if zero is None:
-                    zero = ops.zeros(shape, dtype=dtype, device=device)
-                g = zero
-            parts.append(g)
-        return ops.stack(parts, dim), None
-
-
-def unbind_steps(x: Tensor, dim: int = 0) -> tuple:
-    """``x.unbind(dim)`` for an eager scan: when `x` needs gradients the slices share one
-    backward node that stacks their gradients along `dim` (see `_UnbindSteps`). ``dim``
-    (>= 0): attention's packed q/k/v are cut along axis 2 of [N, T, 3, H, hd], so their
-    gradient is stacked straight into the layout of the projection's GEMM."""
-    if x.shape[dim] and x.requires_grad and x.dtype.is_floating_point and is_grad_enabled():
-        return _UnbindSteps.apply(x, dim)
-    lead = (slice(None),) * dim
-    return tuple(x[lead + (k,)] for k in range(x.shape[dim]))

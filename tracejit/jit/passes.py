@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops.creation import FULL
+from ..ops.elementwise import ADD, CAST, DIV, MUL, NEG, POW, RELU, SUB
+from ..ops.lstm_prim import LSTM_LAYER_BACKWARD
+from ..ops.pool_offsets import MAX_POOL2D_VALUES, MAX_POOL2D_WITH_OFFSETS
+from ..ops.pooling_prim import MAX_POOL2D
 from ..ops.registry import REGISTRY, Aval
+from ..ops.shape import CONCAT, EXPAND, PERMUTE, RESHAPE
 from ..shapes import Sym
 from .ir import Eqn, Graph, Literal, Var
-from .scatter_products import gathered_product, scattered_product
+from . import patterns as _patterns
+from . import scatter_products as _scatter_products  # noqa: F401  (its patterns: registered at import)
+from ..ops.linalg import MATMUL
 
 __all__ = ["optimize", "dce", "cse", "fold_constants", "simplify", "lift_symbolic_literals"]
 
@@ -172,9 +180,9 @@ def _is_one(a, producer: dict) -> bool:
     if _is_lit(a, 1):
         return True
     p = producer.get(a) if isinstance(a, Var) else None
-    if p is not None and p.prim.name == "expand":
+    if p is not None and p.prim is EXPAND:
         return _is_one(p.inputs[0], producer)
-    v = p.params.get("value") if p is not None and p.prim.name == "full" else None
+    v = p.params.get("value") if p is not None and p.prim is FULL else None
     return v is not None and not isinstance(v, (bool, Sym)) and v == 1
 
 
@@ -202,46 +210,49 @@ def simplify(g: Graph) -> Graph:
     for e in g.eqns:
         ins = _substs(e.inputs, env)
         e = _eqn(e, ins, _map_graphs(e.params, simplify))
-        n = e.prim.name
+        p = e.prim
         repl = None
         swapped = None
-        for rewrite in _REORDERINGS.get(n, ()):
-            swapped = rewrite(e, producer, uses)
+        for pattern in _patterns.equation_rewrites("simplify", p):
+            swapped = pattern.rewrite(e, producer, uses) if pattern.applies() else None
             if swapped is not None:
                 break
         if swapped is not None:
             for q in swapped:
-                # a product a reordering wrote (`_transposed_matmul`'s) may be one of an
-                # embedding's rows (scatter_products.py): tried once more here
-                again = gathered_product(q, producer) if q.prim.name == "matmul" else None
+                # an equation a rewrite wrote may be one another rewrites (a product of
+                # `_transposed_matmul`, one of an embedding's rows: scatter_products.py)
+                again = None
+                if q.prim is not p:
+                    for pattern in _patterns.equation_rewrites("simplify", q.prim):
+                        again = pattern.rewrite(q, producer, uses) if pattern.applies() else None
+                        if again is not None:
+                            break
                 for r in again or (q,):
                     eqns.append(r)
                     producer[r.out] = r
             continue
-        if n == "lstm_layer_backward":
-            e = _lstm_h_cotangent(e, producer, uses)
         same = lambda a: isinstance(a, Var) and a.aval == e.out.aval  # noqa: E731 - no broadcast/promotion change
-        if n in ("mul",):
+        if p is MUL:
             if _is_one(ins[1], producer) and same(ins[0]):
                 repl = ins[0]
             elif _is_one(ins[0], producer) and same(ins[1]):
                 repl = ins[1]
-        elif n == "add":
+        elif p is ADD:
             if _is_lit(ins[1], 0) and same(ins[0]):
                 repl = ins[0]
             elif _is_lit(ins[0], 0) and same(ins[1]):
                 repl = ins[1]
-        elif n in ("sub",):
+        elif p is SUB:
             if _is_lit(ins[1], 0) and same(ins[0]):
                 repl = ins[0]
-        elif n in ("div", "pow"):
+        elif p in (DIV, POW):
             if _is_lit(ins[1], 1) and same(ins[0]):
                 repl = ins[0]
-        elif n == "neg":
+        elif p is NEG:
             p = producer.get(ins[0])
-            if p is not None and p.prim.name == "neg" and same(p.inputs[0]):
+            if p is not None and p.prim is NEG and same(p.inputs[0]):
                 repl = p.inputs[0]
-        elif n in ("cast", "reshape", "expand", "copy") and n != "copy":
+        elif p in (CAST, RESHAPE, EXPAND):
             if same(ins[0]):
                 repl = ins[0]
         if repl is not None and not (e.out in outputs and repl in inputs):
@@ -262,19 +273,19 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
     are themselves transposes are read untransposed.
     """
     m = producer.get(e.inputs[0])
-    if (m is None or m.prim.name != "matmul" or tuple(e.params.get("dims", ())) != (1, 0)
+    if (m is None or m.prim is not MATMUL or tuple(e.params.get("dims", ())) != (1, 0)
             or uses.get(m.out, 0) != 1 or len(m.out.aval.shape) != 2
             or any(len(a.aval.shape) != 2 for a in m.inputs) or not all(isinstance(a, Var) for a in m.inputs)):
         return None
     a, b = m.inputs
     if _nt_rows_first(producer, a, b):
         return None
-    permute = REGISTRY["permute"]
+    permute = PERMUTE
     new = []
 
     def t(a):
         p = producer.get(a)
-        if p is not None and p.prim.name == "permute" and tuple(p.params["dims"]) == (1, 0):
+        if p is not None and p.prim is PERMUTE and tuple(p.params["dims"]) == (1, 0):
             return p.inputs[0]
         v = Var(Aval((a.aval.shape[1], a.aval.shape[0]), a.aval.dtype, a.aval.device))
         new.append(Eqn(permute, (a,), (v,), {"dims": (1, 0)}, e.loc))
@@ -292,9 +303,9 @@ def _nt_rows_first(producer: dict, a: Var, b: Var) -> bool:
     least 4x a's rows."""
     from ..ops.linalg import nt_rows_first
     pa, pb = producer.get(a), producer.get(b)
-    if pa is not None and pa.prim.name == "permute":
+    if pa is not None and pa.prim is PERMUTE:
         return False
-    if pb is None or pb.prim.name != "permute" or tuple(pb.params.get("dims", ())) != (1, 0):
+    if pb is None or pb.prim is not PERMUTE or tuple(pb.params.get("dims", ())) != (1, 0):
         return False
     (rows, k), n = a.aval.shape, b.aval.shape[1]
     return nt_rows_first(n, rows, k)
@@ -312,13 +323,13 @@ def _permuted_concat(e: Eqn, producer: dict, uses: dict):
     the weight-gradient GEMM: two full copies, now one.
     """
     m = producer.get(e.inputs[0])
-    if (m is None or m.prim.name != "concat" or uses.get(m.out, 0) != 1
+    if (m is None or m.prim is not CONCAT or uses.get(m.out, 0) != 1
             or not all(isinstance(a, Var) and a.aval.dtype == m.out.aval.dtype for a in m.inputs)):
         return None
     rank = len(m.out.aval.shape)
     dims = tuple(k % rank for k in e.params["dims"])
     d = m.params["dim"] % rank
-    permute = REGISTRY["permute"]
+    permute = PERMUTE
     new = []
     parts = []
     for a in m.inputs:
@@ -342,7 +353,7 @@ def _pooled_relu(e: Eqn, producer: dict, uses: dict):
     can differ (relu(-0.0) against a window's max of relu values).
     """
     r = producer.get(e.inputs[0])
-    if (r is None or r.prim.name != "relu" or uses.get(r.out, 0) != 1
+    if (r is None or r.prim is not RELU or uses.get(r.out, 0) != 1
             or not isinstance(r.inputs[0], Var) or not r.out.aval.dtype.is_floating_point):
         return None
     pooled = Var(e.out.aval)
@@ -360,8 +371,8 @@ def _pooled_relu_record(e: Eqn, producer: dict, uses: dict):
     rec, r_in = e.inputs
     rp = producer.get(rec)
     r = producer.get(r_in)
-    if (rp is None or rp.prim.name != "max_pool2d_with_offsets" or rp.inputs[0] is not r_in
-            or uses.get(rec, 0) != 1 or r is None or r.prim.name != "relu"
+    if (rp is None or rp.prim is not MAX_POOL2D_WITH_OFFSETS or rp.inputs[0] is not r_in
+            or uses.get(rec, 0) != 1 or r is None or r.prim is not RELU
             or uses.get(r_in, 0) != 2 or not isinstance(r.inputs[0], Var)
             or not r.out.aval.dtype.is_floating_point):
         return None
@@ -372,7 +383,7 @@ def _pooled_relu_record(e: Eqn, producer: dict, uses: dict):
             Eqn(r.prim, (pooled,), e.outs, dict(r.params), r.loc)]
 
 
-def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict) -> Eqn:
+def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict):
     """``lstm_layer_backward(concat([dh, zeros], 1), ...)`` as ``lstm_layer_backward(dh, ...)``.
 
     A captured LSTM's differentiable result holds every step's h and c, (L, 2H, N); when
@@ -383,27 +394,26 @@ def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict) -> Eqn:
     """
     dy = e.inputs[0]
     cat = producer.get(dy)
-    if (cat is None or cat.prim.name != "concat" or uses.get(dy, 0) != 1 or len(cat.inputs) != 2
+    if (cat is None or cat.prim is not CONCAT or uses.get(dy, 0) != 1 or len(cat.inputs) != 2
             or cat.params.get("dim") not in (1, -2)):
-        return e
+        return None
     h, zero = cat.inputs
     fill = producer.get(zero)
     H = e.inputs[-1].aval.shape[1] // 6         # Z (L, 6H, N)
-    if (fill is None or fill.prim.name != "full" or fill.params.get("value") != 0
+    if (fill is None or fill.prim is not FULL or fill.params.get("value") != 0
             or not isinstance(h, Var) or h.aval.shape[1] != H or h.aval.dtype != dy.aval.dtype):
-        return e
-    return Eqn(e.prim, (h,) + tuple(e.inputs[1:]), e.outs, e.params, e.loc)
+        return None
+    return [Eqn(e.prim, (h,) + tuple(e.inputs[1:]), e.outs, e.params, e.loc)]
 
 
-# Rewrites that replace an equation by a reordered sequence (or return None to leave it),
-# tried in this order per primitive name.
-_REORDERINGS = {
-    "permute": (_transposed_matmul, _permuted_concat),
-    "max_pool2d": (_pooled_relu,),
-    "max_pool2d_values": (_pooled_relu_record,),
-    "index_add": (scattered_product,),
-    "matmul": (gathered_product,),
-}
+# The simplify stage's patterns (jit/patterns.py): an equation replaced by a reordered
+# sequence, tried in this order per primitive.
+for _name, _rewrite, _prims in (("transposed_matmul", _transposed_matmul, (PERMUTE,)),
+                                ("permuted_concat", _permuted_concat, (PERMUTE,)),
+                                ("pooled_relu", _pooled_relu, (MAX_POOL2D,)),
+                                ("pooled_relu_record", _pooled_relu_record, (MAX_POOL2D_VALUES,)),
+                                ("lstm_h_cotangent", _lstm_h_cotangent, (LSTM_LAYER_BACKWARD,))):
+    _patterns.register(_patterns.Pattern(_name, _rewrite, ("simplify",), _prims))
 
 
 def optimize(g: Graph) -> Graph:
@@ -417,7 +427,7 @@ def lift_symbolic_literals(graph: Graph) -> Graph:
     computed by the plan from the input shapes, so kernels read them at run time instead
     of baking in the size seen at trace time. Run on a graph before it is lowered (not
     part of `optimize`: the interpreter evaluates such literals from the bound sizes)."""
-    full = REGISTRY["full"]
+    full = FULL
     eqns = []
     changed = False
     for e in graph.eqns:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
+from ..ops.elementwise import CAST
 
 __all__ = ["Decision", "NOT_KNOWN", "scalar_expr", "evaluate", "same_number", "make_check",
            "describe_decisions", "symbols_in"]
@@ -46,6 +47,11 @@ class Decision:
         return f"{shown} == {self.expected!r}  [{self.what} at {self.where}: specialized]"
 
 
+def _full():
+    from ..ops.creation import FULL   # (ops imports this module's users: read when first needed)
+    return FULL
+
+
 def scalar_expr(ctx, atom) -> Optional[tuple]:
     """The expression computing `atom` from scalar arguments and literals, or None when it
     depends on anything else (tensor data, loop-carried values)."""
@@ -60,7 +66,7 @@ def scalar_expr(ctx, atom) -> Optional[tuple]:
         return None
     for eqn in reversed(ctx.eqns):
         if atom in eqn.outs:
-            if eqn.prim.name == "full" and isinstance(eqn.params["value"], Sym):
+            if eqn.prim is _full() and isinstance(eqn.params["value"], Sym):
                 return ("sym", eqn.params["value"])   # a symbolic size as a number
             if len(eqn.outs) != 1 or eqn.prim.kind != "elementwise" or eqn.prim.impl is None:
                 return None
@@ -89,7 +95,7 @@ def evaluate(expr: tuple, leaves) -> Any:
     _, prim, params, args = expr
     vals = [evaluate(a, leaves) for a in args]
     params = dict(params)
-    if prim.name == "cast":   # Python's own conversion, not the graph's dtype
+    if prim is CAST:   # Python's own conversion, not the graph's dtype
         dt = params["dtype"]
         v = vals[0]
         return float(v) if dt.is_floating_point else bool(v) if dt.is_bool else int(v)
@@ -171,6 +177,6 @@ def render(expr: tuple, names: list) -> str:
     sym = _SYMBOLS.get(prim.name)
     if sym is not None and len(parts) == 2:
         return f"{parts[0]} {sym} {parts[1]}"
-    if prim.name == "cast" and parts:
+    if prim is CAST and parts:
         return parts[0]
     return f"{prim.name}({', '.join(parts)})"

@@ -22,6 +22,8 @@ from ..ops.registry import Aval
 from .control import SCAN
 from .ir import Eqn, Graph, Var
 from .tracer import TraceContext, _make_tracer
+from ..ops.linalg import MATMUL
+from ..ops.shape import PERMUTE, RESHAPE
 
 __all__ = ["add_residuals", "scan_vjp"]
 
@@ -191,7 +193,7 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
             else:               # sum_t A_t B_t^T: contract over (step, columns)
                 r = ops.matmul(ops.transpose(_step_rows(stacked(a_v)), 0, 1), _step_rows(stacked(b_v)))
             for pe in post:
-                r = ops.permute(r, pe.params["dims"]) if pe.prim.name == "permute" else \
+                r = ops.permute(r, pe.params["dims"]) if pe.prim is PERMUTE else \
                     ops.reshape(r, pe.params["shape"])
             hoisted.append(r)
     it_acc = iter(out[len(init_g):n_g])
@@ -213,7 +215,7 @@ def _dense(ctx: TraceContext, g):
     v = ctx.atom(g)
     for eq in reversed(ctx.eqns):
         if v in eq.outs:
-            return ops.contiguous(g) if eq.prim.name == "permute" else g
+            return ops.contiguous(g) if eq.prim is PERMUTE else g
     return g
 
 
@@ -258,17 +260,17 @@ def _hoistable(g: Graph, v, variant: set):
         e = prod.get(v)
         if e is None or uses.get(v, 0) != 1:
             return None
-        if e.prim.name in ("permute", "reshape"):
+        if e.prim in (PERMUTE, RESHAPE):
             post.append(e)
             v = e.inputs[0]
             continue
         break
-    if e.prim.name != "matmul" or len(e.inputs) != 2:
+    if e.prim is not MATMUL or len(e.inputs) != 2:
         return None
 
     def transposed(x):
         t = prod.get(x)
-        if t is None or t.prim.name != "permute" or tuple(t.params["dims"]) != (1, 0):
+        if t is None or t.prim is not PERMUTE or tuple(t.params["dims"]) != (1, 0):
             return None
         return t.inputs[0]
 

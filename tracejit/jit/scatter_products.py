@@ -25,17 +25,20 @@ applies it to the joint graph's backward half (`backward_rewrites`) before parti
 """
 from __future__ import annotations
 
-from ..ops.registry import REGISTRY, Aval
+from ..ops.registry import Aval
+from ..ops.indexing import GETITEM, INDEX_ADD
+from ..ops.linalg import MATMUL
+from . import patterns as _patterns
 from .ir import Eqn, Graph, Var
+from ..ops.creation import FULL
+from ..ops.shape import PERMUTE, RESHAPE
 
-__all__ = ["scattered_product", "gathered_product", "backward_rewrites", "ENABLED"]
+__all__ = ["scattered_product", "gathered_product", "backward_rewrites"]
 
-# False: both gradients are taken over the tokens' rows (A/B measurements, tests)
-ENABLED = True
 _SPEC = (("t", 0),)
 
 
-def _view_chain(a: Var, producer: dict, last: int, stop: str, uses: dict | None):
+def _view_chain(a: Var, producer: dict, last: int, stop, uses: dict | None):
     """(views, eqn): the reshapes and permutes keeping the last dim `last` from the result of
     an equation of primitive `stop` to `a`, nearest `a` first; None where the path holds
     anything else (or, given `uses`, a value used elsewhere)."""
@@ -46,12 +49,12 @@ def _view_chain(a: Var, producer: dict, last: int, stop: str, uses: dict | None)
             return None
         if uses is not None and uses.get(a, 0) != 1:
             return None
-        if p.prim.name == stop:
+        if p.prim is stop:
             return views, p
         src = p.inputs[0].aval.shape
-        if p.prim.name == "reshape" and len(src) and src[-1] == last and a.aval.shape[-1] == last:
+        if p.prim is RESHAPE and len(src) and src[-1] == last and a.aval.shape[-1] == last:
             views.append(("reshape", tuple(a.aval.shape[:-1])))
-        elif p.prim.name == "permute" and len(src) and p.params["dims"][-1] % len(src) == len(src) - 1:
+        elif p.prim is PERMUTE and len(src) and p.params["dims"][-1] % len(src) == len(src) - 1:
             views.append(("permute", tuple(d % len(src) for d in p.params["dims"])))
         else:
             return None
@@ -81,7 +84,7 @@ def _apply_views(g: Var, steps: list, loc) -> tuple:
             shape = tuple(g.aval.shape[d] for d in arg)
             params = {"dims": arg}
         out = Var(Aval(shape, g.aval.dtype, g.aval.device))
-        eqns.append(Eqn(REGISTRY[kind], (g,), (out,), params, loc))
+        eqns.append(Eqn({"reshape": RESHAPE, "permute": PERMUTE}[kind], (g,), (out,), params, loc))
         g = out
     return eqns, g
 
@@ -94,9 +97,9 @@ def _summed_rows(g: Var, steps: list, idx, V: int, loc) -> tuple:
     K = g.aval.shape[-1]
     zeros = Var(Aval((V, K), dt, dev))
     fill = {"shape": (V, K), "value": 0, "dtype": dt, "device": dev}
-    eqns.append(Eqn(REGISTRY["full"], (), (zeros,), fill, loc))
+    eqns.append(Eqn(FULL, (), (zeros,), fill, loc))
     s = Var(Aval((V, K), dt, dev))
-    eqns.append(Eqn(REGISTRY["index_add"], (zeros, gv, idx), (s,), {"spec": _SPEC}, loc))
+    eqns.append(Eqn(INDEX_ADD, (zeros, gv, idx), (s,), {"spec": _SPEC}, loc))
     return eqns, s
 
 
@@ -114,16 +117,16 @@ def scattered_product(e: Eqn, producer: dict, uses: dict):
     here) as ``index_add(zeros(V, K), views(G), idx) @ W``; None where it does not apply."""
     base, v = e.inputs[0], e.inputs[1]
     idx = e.inputs[2:]
-    if not ENABLED or tuple(e.params.get("spec", ())) != _SPEC or len(idx) != 1 or not isinstance(v, Var):
+    if tuple(e.params.get("spec", ())) != _SPEC or len(idx) != 1 or not isinstance(v, Var):
         return None
     fill = producer.get(base)
-    if (fill is None or fill.prim.name != "full" or fill.params.get("value") != 0
+    if (fill is None or fill.prim is not FULL or fill.params.get("value") != 0
             or len(base.aval.shape) != 2):
         return None
     V, O = base.aval.shape
     if tuple(v.aval.shape) != tuple(idx[0].aval.shape) + (O,) or v.aval.dtype != base.aval.dtype:
         return None
-    found = _view_chain(v, producer, O, "matmul", uses)
+    found = _view_chain(v, producer, O, MATMUL, uses)
     if found is None:
         return None
     views, m = found
@@ -144,12 +147,12 @@ def gathered_product(e: Eqn, producer: dict, uses=None):
     """``A @ views(E[idx])`` with A (K, M), the gathered rows' views ending (M, O), as
     ``index_add(zeros(V, K), views'(A^T), idx)^T @ E``; None where it does not apply.
     views' undoes the rows' views on A^T (M, K), so its rows line up with idx's entries."""
-    if not ENABLED or len(e.inputs) != 2 or not _static_2d(*e.inputs):
+    if len(e.inputs) != 2 or not _static_2d(*e.inputs):
         return None
     a, b = e.inputs
     K, M = a.aval.shape
     O = b.aval.shape[1]
-    found = _view_chain(b, producer, O, "getitem", None)
+    found = _view_chain(b, producer, O, GETITEM, None)
     if found is None:
         return None
     views, q = found
@@ -162,11 +165,11 @@ def gathered_product(e: Eqn, producer: dict, uses=None):
         return None
     new = []
     t = producer.get(a)
-    if t is not None and t.prim.name == "permute" and tuple(t.params["dims"]) == (1, 0):
+    if t is not None and t.prim is PERMUTE and tuple(t.params["dims"]) == (1, 0):
         g = t.inputs[0]
     else:
         g = Var(Aval((M, K), a.aval.dtype, a.aval.device))
-        new.append(Eqn(REGISTRY["permute"], (a,), (g,), {"dims": (1, 0)}, e.loc))
+        new.append(Eqn(PERMUTE, (a,), (g,), {"dims": (1, 0)}, e.loc))
     # undo the views, nearest b first: a reshape back to its input's leading shape, a
     # permute by the inverse permutation
     undo = []
@@ -184,21 +187,24 @@ def gathered_product(e: Eqn, producer: dict, uses=None):
     eqns, s = _summed_rows(g, undo, idx, V, e.loc)
     new += eqns
     st = Var(Aval((K, V), a.aval.dtype, a.aval.device))
-    new.append(Eqn(REGISTRY["permute"], (s,), (st,), {"dims": (1, 0)}, e.loc))
+    new.append(Eqn(PERMUTE, (s,), (st,), {"dims": (1, 0)}, e.loc))
     new.append(Eqn(e.prim, (st, table), e.outs, dict(e.params), e.loc))
     return new
 
 
 def backward_rewrites(j: Graph, n_fwd: int) -> Graph:
-    """`j` (a joint graph: its first `n_fwd` equations the forward's) with `gathered_product`
-    applied to the backward's products, the forward's equations unchanged."""
-    if not ENABLED:
-        return j
+    """`j` (a joint graph: its first `n_fwd` equations the forward's) with the joint_backward
+    stage's patterns (jit/patterns.py: `gathered_product`) applied to the backward's
+    equations, the forward's equations unchanged."""
     producer = {o: e for e in j.eqns for o in e.outs}
     eqns = list(j.eqns[:n_fwd])
     changed = False
     for e in j.eqns[n_fwd:]:
-        new = gathered_product(e, producer) if e.prim.name == "matmul" else None
+        new = None
+        for pattern in _patterns.equation_rewrites("joint_backward", e.prim):
+            new = pattern.rewrite(e, producer) if pattern.applies() else None
+            if new is not None:
+                break
         if new is None:
             eqns.append(e)
             continue
@@ -208,3 +214,11 @@ def backward_rewrites(j: Graph, n_fwd: int) -> Graph:
             for o in q.outs:
                 producer[o] = q
     return Graph(j.inputs, tuple(eqns), j.outputs, j.name) if changed else j
+
+
+# The patterns (jit/patterns.py); TRACEJIT_SCATTER_PRODUCTS=0 keeps both gradients over the
+# tokens' rows (A/B measurements)
+_patterns.register(_patterns.Pattern("scattered_product", scattered_product, ("simplify",), (INDEX_ADD,),
+                                     switch="TRACEJIT_SCATTER_PRODUCTS"))
+_patterns.register(_patterns.Pattern("gathered_product", gathered_product, ("simplify", "joint_backward"),
+                                     (MATMUL,), switch="TRACEJIT_SCATTER_PRODUCTS"))

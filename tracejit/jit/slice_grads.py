@@ -15,6 +15,7 @@ getitems' own VJPs, as before. A lone block is a concat with zero gaps as well.
 from __future__ import annotations
 
 from .ir import Eqn, Var
+from ..ops.indexing import GETITEM
 
 __all__ = ["SliceGrads"]
 
@@ -66,7 +67,7 @@ class SliceGrads:
 
     def take(self, e: Eqn, act: set, ct: dict) -> bool:
         """Hold back getitem `e`'s gradient if it is a block of its operand; -> taken?"""
-        if e.prim.name != "getitem" or ct.get(e.out) is None:
+        if e.prim is not GETITEM or ct.get(e.out) is None:
             return False
         a = e.inputs[0]
         if not (isinstance(a, Var) and a in act):

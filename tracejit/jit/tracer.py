@@ -20,15 +20,17 @@ from __future__ import annotations
 import os
 from typing import Callable, Optional
 
-from .. import dtypes as _dt
-from .. import shapes as _shapes
+from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
 from ..errors import CompileError, DeviceMismatchError, TraceError, user_location
+from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
-from ..ops.registry import Aval, Primitive, compute_dtype, scalar_aval
+from ..ops.registry import Aval, Primitive
+from ..ops.promotion import compute_dtype, scalar_aval
 from ..tensor import Tensor
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, Decision, evaluate, scalar_expr, symbols_in
+from ..ops.shape import TO_DEVICE
 
 __all__ = ["Tracer", "TraceContext", "trace_graph", "SymbolicSizeError"]
 
@@ -355,7 +357,7 @@ class TraceContext:
                                           Aval(av.shape, cd, av.device, weak=av.weak))[0]
             avals = [a.aval for a in atoms]
         out_aval = prim.rule(*avals, **params)
-        if dev is not None and out_aval.device is not dev and prim.name != "to_device":
+        if dev is not None and out_aval.device is not dev and prim is not TO_DEVICE:
             out_aval = Aval(out_aval.shape, out_aval.dtype, dev)
         if scalar_math and out_aval.shape == ():
             out_aval = Aval((), out_aval.dtype, out_aval.device, weak=True)
@@ -374,7 +376,7 @@ class TraceContext:
     def _no_grad_region(self) -> bool:
         """Inside ``with no_grad():`` within a function captured with grad mode on: the
         graph runs with grad mode on, so values computed here must stop gradients."""
-        return not _reg._grad_enabled() and self._root().capture_grad
+        return not _grad_enabled() and self._root().capture_grad
 
     def _emit(self, prim, atoms, params, out_aval=None, outs=None):
         if outs is None:

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
 from ..device import as_device
-from ..ops.registry import trace_state as _trace_state
+from ..ops.eager import trace_state as _trace_state
 from ..tensor import Tensor
 from .parameter import Buffer, Parameter
 

@@ -5,8 +5,8 @@ hidden projection runs per time step. The per-step math of each cell kind is one
 function (`rnn_tanh_step`, `rnn_relu_step`, `lstm_step`, `gru_step`) taking that
 precomputed input projection.
 
-RNN, LSTM and GRU layers run each time loop inside one op (nn/rnn_layer.py,
-nn/lstm_layer.py, nn/gru_layer.py: primitives with their own backward, eager and
+RNN, LSTM and GRU layers run each time loop inside one op (ops/rnn_layer.py,
+ops/lstm_layer.py, ops/gru_layer.py: primitives with their own backward, eager and
 compiled); the hidden weights' gradient is one GEMM over all time steps there. The cells
 (RNNCell, LSTMCell, GRUCell) run the step functions.
 
@@ -25,9 +25,9 @@ from . import init
 from .layers import _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
-from .gru_layer import gru_layer_fm
-from .lstm_layer import lstm_layer_fm
-from .rnn_layer import rnn_layer_fm
+from ..ops.gru_layer import gru_cell, gru_layer_fm
+from ..ops.lstm_layer import lstm_layer_fm
+from ..ops.rnn_layer import rnn_cell, rnn_layer_fm
 from .recurrent_grad import chunk_gates, lstm_cell_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
@@ -42,28 +42,25 @@ def _hidden_proj(h, w_hh, b_hh):
 
 def rnn_tanh_step(gi, h, w_hh, b_hh):
     """h' = tanh(gi + h @ W_hh.T + b_hh)."""
-    return _ops.tanh(gi + _hidden_proj(h, w_hh, b_hh))
+    return rnn_cell(gi + _hidden_proj(h, w_hh, b_hh), "tanh")
 
 
 def rnn_relu_step(gi, h, w_hh, b_hh):
     """h' = relu(gi + h @ W_hh.T + b_hh)."""
-    return _ops.relu(gi + _hidden_proj(h, w_hh, b_hh))
+    return rnn_cell(gi + _hidden_proj(h, w_hh, b_hh), "relu")
 
 
 def lstm_step(gi, h, c, w_hh, b_hh):
-    """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o."""
+    """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o (the cell math:
+    ops/lstm_layer.py `lstm_cell`; eagerly one node, nn/recurrent_grad.py)."""
     return lstm_cell_gates(gi + _hidden_proj(h, w_hh, b_hh), c)
 
 
 def gru_step(gi, h, w_hh, b_hh):
-    """h' of one GRU step: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1-z)*n + z*h."""
+    """h' of one GRU step: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1-z)*n + z*h
+    (the cell math: ops/gru_layer.py `gru_cell`)."""
     gh = _hidden_proj(h, w_hh, b_hh)
-    i_r, i_z, i_n = chunk_gates(gi, 3)
-    h_r, h_z, h_n = chunk_gates(gh, 3)
-    r = _ops.sigmoid(i_r + h_r)
-    z = _ops.sigmoid(i_z + h_z)
-    n = _ops.tanh(i_n + r * h_n)
-    return n + z * (h - n)
+    return gru_cell(*chunk_gates(gi, 3), *chunk_gates(gh, 3), h)
 
 
 _STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step, "GRU": gru_step}
@@ -227,7 +224,7 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_m
     their memory order (the transposed view is then contiguous).
 
     Every layer kind runs its time loops inside one op each way, eager and captured
-    (`_lstm_layer`, `_gru_layer`, `_rnn_layer`: nn/lstm_layer.py, gru_layer.py,
+    (`_lstm_layer`, `_gru_layer`, `_rnn_layer`: ops/lstm_layer.py, gru_layer.py,
     rnn_layer.py); the step functions above are the cells' math."""
     if step is lstm_step:
         return _lstm_layer(x, state, weights, reverse, batch_major)
@@ -251,7 +248,7 @@ def _time_major_rows(out, batch_major: bool):
 
 def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
     """`_run_direction` of an LSTM, eager or captured: the whole time loop as one op
-    forward and one backward (nn/lstm_layer.py), feature-major: the gate blocks are
+    forward and one backward (ops/lstm_layer.py), feature-major: the gate blocks are
     contiguous row blocks of ``W_hh @ h^T`` (4H, N), and that is the faster GEMM
     orientation for small batches (batch 32, hidden 256, one thread: ``W @ h^T`` 0.20 ms
     against 0.29 ms for ``h @ W^T``).
@@ -269,7 +266,7 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
 
 def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
     """`_run_direction` of a GRU, eager or captured: the whole time loop as one op forward
-    and one backward (nn/gru_layer.py), feature-major as `_lstm_layer`; the input
+    and one backward (ops/gru_layer.py), feature-major as `_lstm_layer`; the input
     projection with b_ih is one GEMM over the L*N rows."""
     w_ih, w_hh, b_ih, b_hh = weights
     L, N, h_in = x.shape
@@ -282,7 +279,7 @@ def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool
 
 def _rnn_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool, nonlinearity: str):
     """`_run_direction` of an Elman RNN, eager or captured: the whole time loop as one op
-    forward and one backward (nn/rnn_layer.py), feature-major as `_lstm_layer`; the input
+    forward and one backward (ops/rnn_layer.py), feature-major as `_lstm_layer`; the input
     projection with b_ih is one GEMM over the L*N rows."""
     w_ih, w_hh, b_ih, b_hh = weights
     L, N, h_in = x.shape

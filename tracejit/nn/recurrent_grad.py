@@ -5,7 +5,7 @@ An LSTM or GRU cell splits its gate pre-activations into equal blocks; `ops.chun
 one ``getitem`` per block, whose backward writes a full-size zero tensor with one slice
 filled, then the engine sums them. `chunk_gates` is one node whose backward is one
 ``cat`` (captured graphs get the same from jit/slice_grads.py). The layers (RNN, LSTM,
-GRU) run their whole time loops as one op each way (nn/rnn_layer.py, lstm_layer.py,
+GRU) run their whole time loops as one op each way (ops/rnn_layer.py, lstm_layer.py,
 gru_layer.py), hidden-weight gradient included.
 
 An LSTMCell stepped by a Python loop has no layer op: its gate math (three sigmoids, two
@@ -56,10 +56,10 @@ def chunk_gates(gates, n: int) -> tuple:
 
 def _cell_math(gates, c):
     """(h', c') from the gate pre-activations (i, f, g, o blocks) and c, with tracejit ops:
-    the definition `_LSTMCellGates` computes on arrays."""
-    i, f, g, o = _ops.chunk(gates, 4, -1)
-    c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
-    return _ops.sigmoid(o) * _ops.tanh(c), c
+    the cell's one definition (ops/lstm_layer.py `lstm_cell`), which `_LSTMCellGates`
+    computes on arrays."""
+    from ..ops.lstm_layer import lstm_cell
+    return lstm_cell(*chunk_gates(gates, 4), c)
 
 
 class _LSTMCellGates(Function):

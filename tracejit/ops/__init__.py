@@ -11,7 +11,8 @@ from .normalization import batch_norm, group_norm, instance_norm  # noqa: F401
 from .linalg import *  # noqa: F401,F403
 from .random import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
-from .registry import REGISTRY, bind  # noqa: F401
+from .registry import REGISTRY  # noqa: F401
+from .eager import bind
 from .shape import *  # noqa: F401,F403
 from .shape import broadcast_to  # noqa: F401
 from .tensorfns import *  # noqa: F401,F403

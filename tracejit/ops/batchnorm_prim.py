@@ -36,9 +36,10 @@ statistics' dependence on x that the non-differentiable `stats` operand does not
 order of derivative is right, eagerly (``create_graph=True``) and through a compiled
 module's eager backward (compiler/executor.py interprets the traced backward then).
 
-Each pass is a numba kernel (compiler/cpu/kernels/native.py) over (N, C, L) views of any strides (eager
-activations are often channel-major, the conv GEMM's order); the numpy forms (other array
-modules, other dtypes, numba absent or not ready) compute the same formulas. Output memory
+The CPU backend registers a numba loop per pass (ops/impls.py;
+compiler/cpu/kernels/batchnorm_kernels.py) over (N, C, L) views of any strides (eager
+activations are often channel-major, the conv GEMM's order); the numpy forms here (other
+array modules, other dtypes, kernels not loaded yet) compute the same formulas. Output memory
 order is chosen for the next op: the normalized output is C-contiguous (the ReLU after it
 runs on its flat path), the input gradient channel-major (the rows of the convolution
 backward's GEMM, so no transposing copy there).
@@ -47,222 +48,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiler.cpu.runtime import sharepool as _sharepool
-from ..compiler.cpu.kernels.native import kernel as _kernel, takes as _takes
 from ..shapes import numel
-from .registry import Aval, bind, defprim
+from .registry import Aval, defprim
+from .eager import bind
 
 __all__ = ["batch_norm_stats", "batch_norm_train", "batch_norm_forward"]
 
 
 # ---------------------------------------------------------------- kernels
-_HEAD = '''
-import numpy as np
-from numba import njit
-
-
-@njit(inline='always', fastmath={'reassoc'})
-def moments(x, sn, sc, n, l, ch, shift):
-    """channel ch's sums of x - shift and (x - shift)**2"""
-    s1 = 0.0
-    s2 = 0.0
-    for i in range(n):
-        base = i * sn + ch * sc
-        for k0 in range(0, l, BLOCK):
-            row = x[base + k0:base + min(l, k0 + BLOCK)]
-            a1 = np.{t}(0)
-            a2 = np.{t}(0)
-            for k in range(row.shape[0]):
-                d = row[k] - shift
-                a1 += d
-                a2 += d * d
-            s1 += a1
-            s2 += a2
-    return s1, s2
-
-
-@njit(inline='always', fastmath={'reassoc'})
-def grad_sums(g, gn, gc, x, sn, sc, n, l, ch, mu):
-    """channel ch's sums of g and g * (x - mu)"""
-    s1 = 0.0
-    s2 = 0.0
-    for i in range(n):
-        gb = i * gn + ch * gc
-        xb = i * sn + ch * sc
-        for k0 in range(0, l, BLOCK):
-            k1 = min(l, k0 + BLOCK)
-            grow = g[gb + k0:gb + k1]
-            xrow = x[xb + k0:xb + k1]
-            a1 = np.{t}(0)
-            a2 = np.{t}(0)
-            for k in range(grow.shape[0]):
-                gv = grow[k]
-                a1 += gv
-                a2 += gv * (xrow[k] - mu)
-            s1 += a1
-            s2 += a2
-    return s1, s2
-
-
-@njit(inline='always')
-def affine(u, un, uc, v, vn, vc, n, l, ch, ac, bc, dc, out, on, oc):
-    """channel ch of out = ac*u + bc*v + dc"""
-    for i in range(n):
-        urow = u[i * un + ch * uc:i * un + ch * uc + l]
-        vrow = v[i * vn + ch * vc:i * vn + ch * vc + l]
-        orow = out[i * on + ch * oc:i * on + ch * oc + l]
-        for k in range(l):
-            orow[k] = ac * urow[k] + bc * vrow[k] + dc
-
-
-@njit(inline='always')
-def channel_grad(g, gn, gc, x, sn, sc, n, c, l, ch, mean, rstd, weight, out):
-    """channel ch of batch_norm_backward's record into out: out[c*n*l + ch] = sum g,
-    out[c*n*l + c + ch] = sum g*xhat (rounded to the data's dtype, as the two-primitive form
-    stores them), out[ch*n*l:(ch+1)*n*l] = the input gradient a*g + b*x + d in (N, L) order.
-    g may be that block of out itself (ops/bn_pool.py): each element is read before it is
-    written."""
-    count = n * l
-    s1, s2 = grad_sums(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
-    r0 = np.{t}(s1)
-    r1 = np.{t}(s2 * rstd[ch])
-    out[c * count + ch] = r0
-    out[c * count + c + ch] = r1
-    a = weight[ch] * rstd[ch]
-    b = -a * rstd[ch] * np.float64(r1) / count
-    d = -a * np.float64(r0) / count - b * mean[ch]
-    affine(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(a), np.{t}(b), np.{t}(d), out, l, count)
-
-'''
-# Operands reach the kernels as flat buffers plus the element strides of N and C: each
-# (n, c) run of L elements is contiguous and taken as a slice, so the inner loops vectorize
-# (numba's 'A' arrays, whose inner stride is unknown, do not; nor did index arithmetic on
-# the flat buffer: 2-4 ms per pass over LeNet's first activation, 0.3 ms as slices). Sums
-# run in the data's dtype over blocks of at most BLOCK elements (reassociated, so they
-# vectorize) and in float64 across blocks.
-_RO = "Array({t}, 1, 'C', readonly=True)"
-
-_STATS = _HEAD + '''
-@njit("void(" + RO + ", int64, int64, int64, int64, int64, float64[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False, fastmath={'reassoc'})
-def kernel(x, sn, sc, n, c, l, out):
-    """per channel: mean and biased variance (sums of x - shift)"""
-    count = n * l
-    for ch in range(c):
-        shift = x[ch * sc]
-        s1, s2 = moments(x, sn, sc, n, l, ch, shift)
-        m = s1 / count
-        out[0, ch] = shift + m
-        out[1, ch] = max(s2 / count - m * m, 0.0)
-'''
-
-_REDUCE = _HEAD + '''
-@njit("void(" + RO + ", int64, int64, " + RO + ", int64, int64, int64, int64, int64, "
-      "float64[::1], float64[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False,
-      fastmath={'reassoc'})
-def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, out):
-    """per channel: sum of g, sum of g * (x - mean)"""
-    for ch in range(c):
-        s1, s2 = grad_sums(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
-        out[0, ch] = s1
-        out[1, ch] = s2
-'''
-
-_AFFINE = _HEAD + '''
-@njit("void(" + RO + ", int64, int64, " + RO + ", int64, int64, int64, int64, int64, "
-      "float64[::1], float64[::1], float64[::1], {t}[::1], int64, int64)", cache=CACHE,
-      error_model='numpy', boundscheck=False)
-def kernel(u, un, uc, v, vn, vc, n, c, l, a, b, d, out, on, oc):
-    """out = a*u + b*v + d per channel (coefficients rounded to the data's dtype)"""
-    for ch in range(c):
-        affine(u, un, uc, v, vn, vc, n, l, ch, np.{t}(a[ch]), np.{t}(b[ch]), np.{t}(d[ch]), out, on, oc)
-'''
-# The whole backward in one kernel (batch_norm_backward): per channel, the two sums, then
-# the input gradient from the same (g, x) run while it is still in cache (one channel of
-# LeNet's first activation, g and x: ~350 KB). Reading g and x once from memory instead of
-# twice (reduce, then input) is most of the gain: the passes are bandwidth bound.
-_BACKWARD = _HEAD + '''
-@njit("void(" + RO + ", int64, int64, " + RO + ", int64, int64, int64, int64, int64, "
-      "float64[::1], float64[::1], float64[::1], {t}[::1], int64, int64)", cache=CACHE,
-      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
-def kernel(g, gn, gc, x, sn, sc, n, c, l, mean, rstd, weight, out, c0, c1):
-    """per channel ch: `channel_grad` (the two sums, then the input gradient channel-major);
-    channels c0..c1-1"""
-    for ch in range(c0, c1):
-        channel_grad(g, gn, gc, x, sn, sc, n, c, l, ch, mean, rstd, weight, out)
-'''
-# Statistics and normalization in one kernel (batch_norm_forward): per channel, the sums,
-# then the normalized output from the same run of x while it is in cache (one channel of
-# LeNet's first activation: 173 KB), so x is read once from memory instead of twice.
-_FORWARD = _HEAD + '''
-@njit("void(" + RO + ", int64, int64, int64, int64, int64, float64[::1], float64[::1], float64, "
-      "{t}[::1], int64, int64, {t}[:, ::1], int64, int64)", cache=CACHE, error_model='numpy',
-      boundscheck=False, fastmath={'reassoc'}, nogil=True)
-def kernel(x, sn, sc, n, c, l, weight, bias, eps, out, on, oc, stats, c0, c1):
-    """per channel: stats[:, ch] = mean and biased variance (rounded to the data's dtype, as
-    batch_norm_stats stores them), then out = (x - mean) * rsqrt(var + eps) * weight + bias;
-    channels c0..c1-1"""
-    count = n * l
-    for ch in range(c0, c1):
-        shift = x[ch * sc]
-        s1, s2 = moments(x, sn, sc, n, l, ch, shift)
-        m = s1 / count
-        mean = np.{t}(shift + m)
-        var = np.{t}(max(s2 / count - m * m, 0.0))
-        stats[0, ch] = mean
-        stats[1, ch] = var
-        a = weight[ch] / np.sqrt(np.float64(var) + eps)
-        dd = bias[ch] - np.float64(mean) * a
-        ac = np.{t}(a)
-        dc = np.{t}(dd)
-        for i in range(n):
-            xrow = x[i * sn + ch * sc:i * sn + ch * sc + l]
-            orow = out[i * on + ch * oc:i * on + ch * oc + l]
-            for k in range(l):
-                orow[k] = ac * xrow[k] + dc
-'''
-BLOCK = 4096
-
-# The one-pass forward and backward kernels do a range of channels (each channel's sums,
-# statistics and outputs are its own), so `sharepool.split` shares a call over the cores
-# (tracejit/compiler/cpu/runtime/sharepool.py; the kernels are nogil). An element costs about what this many
-# multiply-adds of a BLAS product do (sharepool.split's unit): LeNet's two BatchNorms
-# (1.4M and 0.5M elements, ~0.5-1 ms a pass on one thread) both split.
-_ELEMENT_WORK = 16
-
-
-def _run(template, name, dtype):
-    if dtype not in ("float32", "float64"):
-        return None
-    return _kernel(("batchnorm", name, dtype), lambda: template.replace(
-        '" + RO + "', _RO).replace("{t}", dtype).replace("BLOCK", str(BLOCK)), steady=True).get()
-
-
-def _flat(a):
-    """(flat buffer from a's first element, element stride of N, of C) of a's (N, C, L)
-    view; a copy first when the L runs are not contiguous."""
-    a3 = a.reshape(a.shape[0], a.shape[1], -1)
-    item = a3.itemsize
-    if a3.shape[2] > 1 and a3.strides[2] != item or any(s < 0 or s % item for s in a3.strides):
-        a3 = np.ascontiguousarray(a3)
-    n, c, l = a3.shape
-    sn, sc = a3.strides[0] // item, a3.strides[1] // item
-    extent = 1 + (n - 1) * sn + (c - 1) * sc + (l - 1)
-    flat = np.lib.stride_tricks.as_strided(a3, (extent,), (item,), writeable=False)
-    return flat, sn, sc
-
-
-def _out_like(x, channel_major: bool = False):
-    """An output of x's shape and dtype, C-contiguous or channel-major ((C, N, ...)
-    memory), with its flat buffer and strides (written through the buffer)."""
-    if channel_major:
-        out = np.empty((x.shape[1], x.shape[0]) + x.shape[2:], x.dtype).swapaxes(0, 1)
-    else:
-        out = np.empty(x.shape, x.dtype)
-    flat, sn, sc = _flat(out)
-    return out, np.lib.stride_tricks.as_strided(out, flat.shape, flat.strides), sn, sc
-
-
 def _ncl_shape(x):
     return x.shape[0], x.shape[1], (x.size // (x.shape[0] * x.shape[1]))
 
@@ -342,12 +135,6 @@ def _stats_rule(x):
 
 
 def _stats_impl(xp, x, scratch=None):
-    if _takes(xp, x) and x.size:
-        fn = _run(_STATS, "stats", x.dtype.name)
-        if fn is not None:
-            out = np.empty((2, x.shape[1]), np.float64)
-            fn(*_flat(x), *_ncl_shape(x), out)
-            return out.astype(x.dtype)
     n, c = x.shape[0], x.shape[1]
     count = _count(x.shape)
     x3 = x.reshape(n, c, -1)
@@ -378,18 +165,6 @@ def _train_impl(xp, x, stats, weight, bias, eps, out=None):
     c = x.shape[1]
     mean, var = stats[0].astype(np.float64), stats[1].astype(np.float64)
     a, d = _scale_shift(xp, _channels(weight, xp, c), _channels(bias, xp, c), mean, var, eps)
-    if _takes(xp, x) and x.size:
-        fn = _run(_AFFINE, "affine", x.dtype.name)
-        if fn is not None:
-            # C-contiguous whatever x's order: the elementwise ops after it (ReLU) then
-            # run on their flat fast path, compiled or eager.
-            res, buf, on, oc = _out_like(x)
-            xf = _flat(x)
-            fn(*xf, *xf, *_ncl_shape(x), a, np.zeros(c), d, buf, on, oc)
-            if out is None:
-                return res
-            out[...] = res
-            return out
     if out is None and xp is np:
         out = np.empty(x.shape, x.dtype)
     return _affine_np(xp, x, a, d, out)
@@ -455,13 +230,6 @@ def _reduce_impl(xp, g, x, stats, eps, scratch=None, g_like_x=None):
     # (sum g, sum g*xhat) = (sum g, rstd * sum g*(x - mean))
     mean = stats[0].astype(np.float64)
     rstd = 1.0 / xp.sqrt(stats[1].astype(np.float64) + eps)
-    if _takes(xp, g, x) and x.size:
-        fn = _run(_REDUCE, "reduce", x.dtype.name)
-        if fn is not None:
-            out = np.empty((2, x.shape[1]), np.float64)
-            fn(*_flat(g), *_flat(x), *_ncl_shape(x), np.ascontiguousarray(mean), out)
-            out[1] *= rstd
-            return out.astype(x.dtype)
     n, c = x.shape[0], x.shape[1]
     # Both sums over x's memory order: g_like_x is g's values in that order (`_backward_impl`
     # made it), else g is copied into it when the two differ (a conv's channel-major x
@@ -508,17 +276,6 @@ def _input_impl(xp, g, x, stats, weight, red, eps, out=None, spare=None):
     rstd = 1.0 / xp.sqrt(var + eps)
     a, b, d = _input_coefficients(_channels(weight, xp, c), rstd, mean, red[0].astype(np.float64),
                                   red[1].astype(np.float64), n)
-    if _takes(xp, g, x) and x.size:
-        fn = _run(_AFFINE, "affine", x.dtype.name)
-        if fn is not None:
-            # Channel-major (C, N, ...) memory: what a convolution's backward multiplies
-            # ((C, N*L) rows of its GEMM), so the transposing copy before it disappears.
-            res, buf, on, oc = _out_like(x, channel_major=x.ndim > 2)
-            fn(*_flat(g), *_flat(x), *_ncl_shape(x), a, b, d, buf, on, oc)
-            if out is None:
-                return res
-            out[...] = res
-            return out
     return _input_np(xp, g, x, a, b, d, out, spare)
 
 
@@ -609,16 +366,6 @@ def _backward_rule(g, x, stats, weight, eps):
 def _backward_impl(xp, g, x, stats, weight, eps):
     c = x.shape[1]
     count = _count(x.shape)
-    if _takes(xp, g, x) and x.size:
-        fn = _run(_BACKWARD, "backward", x.dtype.name)
-        if fn is not None:
-            mean = np.ascontiguousarray(stats[0], np.float64)
-            rstd = 1.0 / np.sqrt(stats[1].astype(np.float64) + eps)
-            out = np.empty(c * count + 2 * c, x.dtype)
-            args = (*_flat(g), *_flat(x), *_ncl_shape(x), mean, rstd,
-                    np.ascontiguousarray(_channels(weight, xp, c)), out)
-            _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _ELEMENT_WORK * x.size)
-            return out
     out = xp.empty(c * count + 2 * c, x.dtype)
     if xp is np and _backward_blocks(g, x, stats, weight, eps, out):
         return out
@@ -626,69 +373,12 @@ def _backward_impl(xp, g, x, stats, weight, eps):
     # g in x's memory order when the two differ (`_g_like_x`); the copy is also the buffer
     # x*b goes to, once g*a is out.
     gk = _g_like_x(xp, g, x)
-    red = _reduce_impl(xp, g, x, stats, eps, scratch=_scratch_like(xp, x, out[:c * count]),
-                       g_like_x=gk)
-    _input_impl(xp, g if gk is None else gk, x, stats, weight, red, eps, out=gx, spare=gk)
+    # (the two passes as their records run them: a backend's kernels where registered)
+    red = BN_BACKWARD_REDUCE.dispatch(xp, g, x, stats, eps, scratch=_scratch_like(xp, x, out[:c * count]),
+                                      g_like_x=gk)
+    BN_BACKWARD_INPUT.dispatch(xp, g if gk is None else gk, x, stats, weight, red, eps, out=gx, spare=gk)
     out[c * count:] = red.reshape(-1)
     return out
-
-
-def _backward_blocks(g, x, stats, weight, eps, out) -> bool:
-    """batch_norm_backward's numpy form for a channel-major x, block by block of channels
-    (`_channel_blocks`, `_NP_BLOCK_BACKWARD`), into the record `out`; False (the
-    whole-array form runs) for any other x, or a channel-major g whose channel runs are not
-    contiguous. The same operations in the same dtypes as `_reduce_impl` then
-    `_input_impl`, per channel: the sums of g and of (x - mean) * g on rows in x's order
-    (`_row_sums`, `_row_dots`), and each element's subtract, multiply, add. A g in the
-    other layout (pooling's C-contiguous gradient against the conv's channel-major
-    activation, LeNet's) is copied into x's order a block at a time, into the block's output
-    rows (which its products then overwrite), not whole into a fresh x-sized array; the
-    block's passes stay in cache (LeNet's BatchNorm
-    backward: 3.5-3.6 -> 2.0-2.2 ms, second 1.4-1.5 -> 0.9-1.0)."""
-    xr = _channel_rows(x)
-    if xr is None or not x.size or tuple(g.shape) != tuple(x.shape):
-        return False
-    n, c, l = _ncl_shape(x)
-    count = n * l
-    g3 = g.reshape(n, c, l)
-    gr = _channel_rows(g)
-    if gr is None and g3.strides[1] > g3.strides[0]:
-        return False   # `_g_like_x` copies such a g whole: the whole-array form does it once
-    dt = x.dtype
-    mean = stats[0].astype(np.float64)
-    rstd = 1.0 / np.sqrt(stats[1].astype(np.float64) + eps)
-    mean_x = mean.astype(dt)
-    w = _channels(weight, np, c)
-    rows = out[:c * count].reshape(c, count)
-    red = out[c * count:].reshape(2, c)
-    blocks, k = _channel_blocks(c, count, _NP_BLOCK_BACKWARD)
-    t_all = np.empty((k, count), dt)
-    # the coefficients' parts that need no sums, for every channel at once (~6 small numpy
-    # calls a block fewer, of which LeNet's first BatchNorm has 16)
-    a, neg_a, neg_a_rstd = _sum_free_parts(w, rstd)
-    a_dt = a.astype(dt)[:, None]
-    red64 = np.empty((2, c))
-    for c0, c1 in blocks:
-        xb, t, ob = xr[c0:c1], t_all[:c1 - c0], rows[c0:c1]
-        if gr is not None:
-            gb = gr[c0:c1]
-        else:
-            # g's block in x's order goes into the block's output rows, which the products
-            # below then overwrite in place (each element read before it is written): the
-            # copy is the rows' one write from memory, and no scratch for it (LeNet's first
-            # BatchNorm backward 2.36-2.54 -> 2.16-2.17 ms warm, second 0.85-0.87 -> 0.77)
-            gb = ob
-            gb.reshape(c1 - c0, n, l)[...] = g3[:, c0:c1].transpose(1, 0, 2)
-        np.subtract(xb, mean_x[c0:c1, None], out=t)
-        red[0, c0:c1] = _row_sums(gb)                 # rounded to dt as by astype
-        red[1, c0:c1] = _row_dots(t, gb) * rstd[c0:c1]
-        rb = red64[:, c0:c1]
-        rb[...] = red[:, c0:c1]
-        b, d = _summed_parts((None, neg_a[c0:c1], neg_a_rstd[c0:c1]), mean[c0:c1], rb[0], rb[1], count)
-        np.multiply(gb, a_dt[c0:c1], out=ob)
-        np.add(ob, np.multiply(xb, b.astype(dt)[:, None], out=t), out=ob)
-        np.add(ob, d.astype(dt)[:, None], out=ob)
-    return True
 
 
 def _channel_major(a) -> bool:
@@ -743,21 +433,12 @@ def _forward_rule(x, weight, bias, eps):
 
 def _forward_impl(xp, x, weight, bias, eps):
     c, size = x.shape[1], x.size
-    if _takes(xp, x) and size:
-        fn = _run(_FORWARD, "forward", x.dtype.name)
-        if fn is not None:
-            rec = np.empty(size + 2 * c, x.dtype)
-            n, _, l = _ncl_shape(x)
-            args = (*_flat(x), n, c, l, np.ascontiguousarray(_channels(weight, xp, c)),
-                    np.ascontiguousarray(_channels(bias, xp, c)), float(eps), rec[:size], c * l, l,
-                    rec[size:].reshape(2, c))
-            _sharepool.split(lambda c0, c1: fn(*args, c0, c1), c, _ELEMENT_WORK * size)
-            return rec
     rec = xp.empty(size + 2 * c, x.dtype)
     if xp is np and _forward_blocks(x, weight, bias, eps, rec):
         return rec
-    stats = _stats_impl(xp, x, scratch=_scratch_like(xp, x, rec[:size]))
-    _train_impl(xp, x, stats, weight, bias, eps, out=rec[:size].reshape(x.shape))
+    # (the two passes as their records run them: a backend's kernels where registered)
+    stats = BATCH_NORM_STATS.dispatch(xp, x, scratch=_scratch_like(xp, x, rec[:size]))
+    BATCH_NORM_TRAIN.dispatch(xp, x, stats, weight, bias, eps, out=rec[:size].reshape(x.shape))
     rec[size:] = stats.reshape(-1)
     return rec
 
@@ -770,52 +451,6 @@ def _forward_impl(xp, x, weight, bias, eps):
 # 3.14 -> 2.94).
 _NP_BLOCK = 1 << 17
 _NP_BLOCK_BACKWARD = 1 << 16
-
-
-def _channel_rows(x):
-    """x's (C, N*L) rows when x is channel-major with contiguous channel runs (the conv
-    GEMM's output), else None."""
-    n, c, l = _ncl_shape(x)
-    x3 = x.reshape(n, c, l)
-    if n < 2 or c < 2 or not x3.strides[1] > x3.strides[0]:
-        return None
-    rows = x3.transpose(1, 0, 2)
-    return rows.reshape(c, n * l) if rows.flags.c_contiguous else None
-
-
-def _forward_blocks(x, weight, bias, eps, rec) -> bool:
-    """batch_norm_forward's numpy form for a channel-major x, block by block of channels
-    (`_channel_blocks`); False (the whole-array form runs) for any other x. The same
-    operations in the same dtypes as that form (`_stats_impl`, `_train_impl`): each
-    channel's sums are the same row sums (`_row_sums`, `_row_dots`), and each element the
-    same subtract, multiply, add. The affine runs on the block's rows in x's order into a
-    scratch block, then one copy puts them in the C-contiguous output: the whole-array
-    form's multiply from channel-major x into C-contiguous memory ran an inner loop per
-    (N, C) plane row (LeNet's first activation: 0.9 ms against 0.4 in one order), and its
-    passes went out of cache between them (LeNet's first BatchNorm: 2.5-2.8 -> 1.9-2.1 ms,
-    second 1.0-1.1 -> 0.6-0.7)."""
-    rows = _channel_rows(x)
-    if rows is None or not x.size:
-        return False
-    n, c, l = _ncl_shape(x)
-    count = n * l
-    out = rec[:x.size].reshape(n, c, l)
-    stats = rec[x.size:].reshape(2, c)
-    w, b = _channels(weight, np, c), _channels(bias, np, c)
-    blocks, k = _channel_blocks(c, count, _NP_BLOCK)
-    scratch = np.empty((k, count), x.dtype)
-    for c0, c1 in blocks:
-        xb, d = rows[c0:c1], scratch[:c1 - c0]
-        mu = (_row_sums(xb) / count).astype(x.dtype)
-        np.subtract(xb, mu[:, None], out=d)
-        var = (_row_dots(d, d) / count).astype(x.dtype)
-        stats[0, c0:c1], stats[1, c0:c1] = mu, var
-        a, shift = _scale_shift(np, w[c0:c1], b[c0:c1], mu.astype(np.float64),
-                                var.astype(np.float64), eps)
-        np.multiply(xb, a.astype(x.dtype)[:, None], out=d)
-        np.add(d, shift.astype(x.dtype)[:, None], out=d)
-        out[:, c0:c1] = d.reshape(c1 - c0, n, l).transpose(1, 0, 2)
-    return True
 
 
 def _scratch_like(xp, x, buf):
@@ -873,3 +508,7 @@ def batch_norm_forward(x, weight, bias, eps: float):
     # memory) alive while the backward holds them, after the output itself is gone.
     stats = clone(reshape(getitem(rec, slice(rec.shape[0] - 2 * c, None)), (2, c)))
     return bind(BATCH_NORM_VALUES, rec, x, stats, weight, bias, eps=eps), stats
+
+
+# the blocked numpy forms (ops/batchnorm_blocks.py), read by the forms above at call time
+from .batchnorm_blocks import _backward_blocks, _channel_rows, _forward_blocks  # noqa: E402,F401

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..compiler.cpu.runtime import sharepool as _sharepool
-from .registry import Aval, bind, defprim
+from .registry import Aval, defprim
+from .eager import bind
 
 __all__ = ["unfold", "fold", "conv_out_size"]
 
@@ -60,10 +60,6 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="ba
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
     ones = layout == "gemm_bias"
-    if layout in ("gemm", "gemm_bias"):
-        cols = _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, ones)
-        if cols is not None:
-            return cols
     if ph or pw:
         xpad = xp.full((n, c, h + 2 * ph, w + 2 * pw), pad_value, dtype=x.dtype)
         xpad[:, :, ph:ph + h, pw:pw + w] = x
@@ -202,7 +198,7 @@ def _tiles(kernel, stride, dilation) -> bool:
     return tuple(stride) == tuple(kernel) and tuple(dilation) == (1, 1)
 
 
-def _fold_count(cols, output_size, kernel, stride, padding, dilation, layout):
+def fold_count(cols, output_size, kernel, stride, padding, dilation, layout):
     """(N, C) of the image that columns `cols` fold into."""
     if layout == "gemm":
         ckk, nl = cols.shape
@@ -221,25 +217,22 @@ def _fold_rule(cols, output_size, kernel, stride, padding, dilation, layout="bat
         if cols.ndim != 2 or oh <= 0 or ow <= 0 or cols.shape[1] % (oh * ow) or cols.shape[0] % kk:
             raise ShapeError(f"fold: columns of shape {cols.shape} in 'gemm' layout should be "
                              f"(C*{kk}, N*{max(oh, 0) * max(ow, 0)}) for output size {output_size}")
-    n, c = _fold_count(cols, output_size, kernel, stride, padding, dilation, layout)
+    n, c = fold_count(cols, output_size, kernel, stride, padding, dilation, layout)
     return Aval((n, c) + tuple(output_size), cols.dtype, cols.device)
 
 
 def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout="batch"):
-    n, c = _fold_count(cols, output_size, kernel, stride, padding, dilation, layout)
+    n, c = fold_count(cols, output_size, kernel, stride, padding, dilation, layout)
     h, w = output_size
     ph, pw = padding
     oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
     if layout == "gemm":
-        # By one numba loop where it runs (compiler/cpu/kernels/native.py), writing a C-contiguous image,
-        # else by numpy into a channel-major one ((C, N, H, W) memory, the order the column
-        # rows come in): for a stride of 1 by `_fold_by_row_pitch`, else by adds of
-        # (C, kh, kw, N, OH, OW) read as (N, C, kh, kw, OH, OW), one per offset.
-        img = _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation)
-        if img is not None:
-            return img
+        # Into a channel-major image ((C, N, H, W) memory, the order the column rows come
+        # in): for a stride of 1 by `_fold_by_row_pitch`, else by adds of (C, kh, kw, N, OH,
+        # OW) read as (N, C, kh, kw, OH, OW), one per offset. (The CPU backend registers one
+        # loop writing a C-contiguous image: compiler/cpu/kernels/conv_kernels.py.)
         if xp is np and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1):
             img = np.empty((c, n, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
             if _fold_by_row_pitch(cols, img, kernel, oh, ow):
@@ -262,139 +255,6 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
     for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
         out[:, :, rs, cs] += cols[:, :, i, j]
     return out[:, :, ph:ph + h, pw:pw + w]
-
-
-def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
-    """col2im from (C*kh*kw, N*OH*OW) rows into a zeroed C-contiguous (N, C, H, W) image,
-    the window offsets unrolled (numpy's 9 strided adds of 11-element rows for LeNet's second
-    conv took 5.1 ms, a loop over the offsets with the geometry as arguments as long; this
-    1.4 ms). The image is C-contiguous because what follows a convolution's input gradient
-    is elementwise (ReLU's gradient, max-pooling's): a channel-major one sent compiled ReLU
-    gradients down their strided path and was copied by the pooling kernel. Each plane is
-    still written whole before the next (channel by channel, image by image). One source per
-    geometry and dtype, never per size."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    lines = ["from numba import njit", "", "",
-             f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
-             f"int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)",
-             "def kernel(cols, out, oh, ow, c0, c1):",
-             f'    """col2im {kernel} {stride} {padding} {dilation}, channels c0..c1-1"""',
-             "    n, c, h, w = out.shape",
-             "    for ch in range(c0, c1):",
-             "        for b in range(n):",
-             "            for oy in range(oh):",
-             "                base = (b * oh + oy) * ow"]
-    for i in range(kh):
-        lines.append(f"                y{i} = oy * {sh} - {ph} + {i * dh}")
-    lines.append("                for ox in range(ow):")
-    for i in range(kh):
-        for j in range(kw):
-            col = f"ox * {sw} - {pw} + {j * dw}"
-            guard = f"if y{i} >= 0 and y{i} < h and {col} >= 0 and {col} < w: " if ph or pw else ""
-            lines.append(f"                    {guard}out[b, ch, y{i}, {col}] += "
-                         f"cols[(ch * {kh} + {i}) * {kw} + {j}, base + ox]")
-    return "\n".join(lines) + "\n"
-
-
-_MAX_UNROLL = 64   # window positions up to which col2im gets an unrolled kernel
-
-
-def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
-    """im2col into (C*kh*kw, N*OH*OW) rows from a C-contiguous (N, C, H, W) image, one
-    output row after the other (each written once, in order; the image's channel plane it
-    reads stays in cache for the kh*kw rows that use it). numpy's one copy of a 6-D
-    strided view, whose innermost run is OW elements (11 for LeNet's second conv), wrote
-    its 8.9 MB of columns at ~4 GB/s. One source per geometry and dtype. The window's
-    offsets are loops over the kernel's extent passed as arguments (kh, kw: the geometry's,
-    written into the row index still): with constant trip counts LLVM unrolled them, nine
-    copies of the copy loop for a 3 x 3 kernel, and the module compiled in 0.33 s of CPU
-    instead of 0.16 s, for no speed (the copy loop is the work; same times either way)."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    pad = bool(ph or pw)
-    lines = ["import numpy as np",
-             "from numba import njit", "", "",
-             f"@njit(\"void(Array({dtype}, 4, 'C', readonly=True), {dtype}[:, ::1], int64, int64, "
-             f"float64, int64, int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
-             "nogil=True)",
-             "def kernel(x, cols, oh, ow, pad_value, c0, c1, kh, kw):",
-             f'    """im2col {kernel} {stride} {padding} {dilation}, channels c0..c1-1 (kh, kw: {kh}, {kw})"""',
-             "    n, c, h, w = x.shape",
-             f"    fill = np.{dtype}(pad_value)",
-             "    for ch in range(c0, c1):",
-             "        for i in range(kh):",
-             "            for j in range(kw):",
-             f"                row = cols[(ch * {kh} + i) * {kw} + j]",
-             "                for b in range(n):",
-             "                    for oy in range(oh):",
-             "                        base = (b * oh + oy) * ow",
-             f"                        y = oy * {sh} - {ph} + i * {dh}"]
-    if pad:
-        lines += ["                        if y < 0 or y >= h:",
-                  "                            for ox in range(ow):",
-                  "                                row[base + ox] = fill",
-                  "                            continue"]
-    lines += ["                        src = x[b, ch, y]",
-              "                        for ox in range(ow):",
-              f"                            xx = ox * {sw} - {pw} + j * {dw}"]
-    if pad:
-        lines.append("                            row[base + ox] = src[xx] if xx >= 0 and xx < w else fill")
-    else:
-        lines.append("                            row[base + ox] = src[xx]")
-    return "\n".join(lines) + "\n"
-
-
-# im2col and col2im do a range of input channels (a channel's rows and image planes are its
-# own), so a call is shared over the cores the machine gives (tracejit/compiler/cpu/runtime/sharepool.py; the
-# kernels are nogil). A column element costs about what this many multiply-adds of a BLAS
-# product do (sharepool.split's unit): LeNet's second conv, 2.2M column elements (~1 ms
-# each way on one thread), splits; its first (one input channel) cannot.
-_COLUMN_WORK = 8
-
-
-def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, ones=False):
-    """unfold in "gemm" layout (with `ones`: "gemm_bias") by a numba kernel, or None (numpy
-    does it). The kernel writes the "gemm" rows; the ones row is one fill."""
-    import numpy as np
-    from ..compiler.cpu.kernels.native import kernel as native_kernel, takes
-    if not takes(xp, x):
-        return None
-    dt = x.dtype.name
-    key = ("im2col", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
-    fn = native_kernel(key, lambda: _im2col_source(dt, kernel, stride, padding, dilation),
-                       steady=True).get()
-    if fn is None:
-        return None
-    n, c = x.shape[:2]
-    rows = c * kernel[0] * kernel[1]
-    cols = np.empty((rows + ones, n * oh * ow), dtype=x.dtype)
-    xc = np.ascontiguousarray(x)
-    kh, kw = kernel
-    _sharepool.split(lambda c0, c1: fn(xc, cols, oh, ow, float(pad_value), c0, c1, kh, kw), c,
-                     _COLUMN_WORK * cols.size)
-    if ones:
-        cols[rows] = 1
-    return cols
-
-
-def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation):
-    """fold in "gemm" layout by a numba kernel, or None (numpy does it)."""
-    import numpy as np
-    from ..compiler.cpu.kernels.native import kernel as native_kernel, takes
-    if not takes(xp, cols) or kernel[0] * kernel[1] > _MAX_UNROLL:
-        return None
-    dt = cols.dtype.name
-    key = ("col2im", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
-    fn = native_kernel(key, lambda: _col2im_source(dt, kernel, stride, padding, dilation),
-                       steady=True).get()
-    if fn is None:
-        return None
-    h, w = output_size
-    oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
-    ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    img = np.zeros((n, c, h, w), dtype=cols.dtype)
-    cc = np.ascontiguousarray(cols)
-    _sharepool.split(lambda c0, c1: fn(cc, img, oh, ow, c0, c1), c, _COLUMN_WORK * cols.size)
-    return img
 
 
 def _unfold_vjp(g, out, x, kernel, stride, padding, dilation, pad_value, layout="batch"):

@@ -14,7 +14,8 @@ import numpy as np
 from .. import dtypes as _dt
 from ..device import CPU, array_module, as_device
 from ..tensor import Tensor
-from .registry import Aval, bind, defprim, trace_state
+from .registry import Aval, defprim
+from .eager import bind, trace_state
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
            "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like", "empty_like",

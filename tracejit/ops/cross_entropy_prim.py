@@ -22,8 +22,8 @@ import numpy as np
 
 from ..device import CPU
 from ..errors import DTypeError, ShapeError
-from ..compiler.cpu.kernels import row_kernels as _rows_kernels
-from .registry import Aval, bind, defprim
+from .registry import Aval, defprim
+from .eager import bind
 
 __all__ = ["cross_entropy_indices", "cross_entropy_backward", "applies"]
 
@@ -40,7 +40,7 @@ def applies(input, target, weight, label_smoothing: float) -> bool:
             and input.dtype.name in ("float32", "float64"))
 
 
-def _check_range(t: np.ndarray, valid: np.ndarray, c: int) -> None:
+def check_range(t: np.ndarray, valid: np.ndarray, c: int) -> None:
     """PyTorch rejects a class index outside [0, C) that is not `ignore_index`; the
     message is nll_loss's (indexing.py ``in_range``)."""
     if t.size == 0:
@@ -57,7 +57,7 @@ def _rows(x: np.ndarray, t: np.ndarray, ignore_index: int):
     """(z = x - rowmax, per-row sum(exp(z)) as (N, 1), e = exp(z), valid, safe targets)."""
     n, c = x.shape
     valid = t != ignore_index
-    _check_range(t, valid, c)
+    check_range(t, valid, c)
     safe = np.where(valid, t, 0) if not valid.all() else t
     z = x - x.max(axis=1, keepdims=True)
     e = np.exp(z)
@@ -65,7 +65,7 @@ def _rows(x: np.ndarray, t: np.ndarray, ignore_index: int):
     return z, s, e, valid, safe
 
 
-def _reduce(loss, total, count, reduction, dtype):
+def reduce_losses(loss, total, count, reduction, dtype):
     if reduction == "none":
         return loss
     if reduction == "sum":
@@ -76,18 +76,12 @@ def _reduce(loss, total, count, reduction, dtype):
 
 def _ce_impl(xp, x, t, *, ignore_index=-100, reduction="mean"):
     t = t.astype(np.int64, copy=False)
-    got = _rows_kernels.cross_entropy_rows(xp, x, t, ignore_index)
-    if got is not None:
-        loss, total, cnt = got
-        if cnt < 0:   # an out-of-range target: the error names the extreme one
-            _check_range(t, t != ignore_index, x.shape[1])
-        return _reduce(loss, total, cnt, reduction, x.dtype)
     z, s, _, valid, safe = _rows(x, t, ignore_index)
     n = x.shape[0]
     loss = -(z[np.arange(n), safe] - np.log(s[:, 0]))   # -logp at the target
     if not valid.all():
         loss[~valid] = 0.0
-    return _reduce(loss, loss.sum(dtype=np.float64), np.count_nonzero(valid), reduction, x.dtype)
+    return reduce_losses(loss, loss.sum(dtype=np.float64), np.count_nonzero(valid), reduction, x.dtype)
 
 
 def _ce_rule(x: Aval, t: Aval, *, ignore_index=-100, reduction="mean"):
@@ -113,12 +107,6 @@ CROSS_ENTROPY = defprim("cross_entropy", _ce_impl, _ce_rule, _ce_vjp, kind="othe
 
 def _ce_backward_impl(xp, g, x, t, *, ignore_index=-100, reduction="mean"):
     t = t.astype(np.int64, copy=False)
-    got = _rows_kernels.cross_entropy_backward_rows(xp, g, x, t, ignore_index, reduction == "mean")
-    if got is not None:
-        dx, err = got
-        if err < 0:
-            _check_range(t, t != ignore_index, x.shape[1])
-        return dx
     _, s, e, valid, safe = _rows(x, t, ignore_index)
     dt = x.dtype.type
     r = g.astype(x.dtype).reshape(-1, 1) * valid[:, None]    # g: 0-d, or one per row

@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 
 from .elementwise import _erf_impl, _ew_rule, erf, exp, tanh
-from .registry import defprim, bind
+from .registry import defprim
+from .eager import bind
 
 __all__ = ["gelu", "gelu_backward", "APPROXIMATE"]
 

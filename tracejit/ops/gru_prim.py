@@ -4,7 +4,7 @@ Why: as for the LSTM (ops/lstm_prim.py), a GRU run step by step records graph no
 time step and layer, and the per-step slicing, stacking and accumulation cost more than
 the gate math. Here each time loop runs inside one op (one GEMM plus a dozen numpy passes
 per step; the whole loop one numba kernel when loaded, GEMMs included: compiler/cpu/kernels/lstm_kernels.py).
-`tracejit.nn.gru_layer` makes the pair differentiable for eager use (an
+`tracejit.ops.gru_layer` makes the pair differentiable for eager use (an
 autograd Function); captured, a layer is ``gru_layer`` plus ``gru_layer_states`` (its h
 rows, differentiable: VJP ``gru_layer_backward``), so compiled graphs run the same loops.
 ``gru_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
@@ -19,13 +19,12 @@ h0 (H, N). The forward's result Z is (L, 5H, N): per step h_t, r, z, n and
 from __future__ import annotations
 
 from ..errors import ShapeError
-from ..compiler.cpu.kernels import lstm_kernels as _kernels
+from .elementwise import errstate, sigmoid_form
 # the LSTM layer's helpers
-from .lstm_prim import (_errstate, _matmul, _order, _sigmoid_, check_float_operands,
+from .lstm_prim import (_matmul, _order, check_float_operands,
                         hidden_weight_grad)
-from ..compiler.cpu.kernels.native import takes as _takes
-from ..compiler.cpu.gemm.packed_gemm import packed_size, padded_rows
-from .registry import Aval, bind, defprim
+from .registry import Aval, defprim
+from .eager import bind
 
 __all__ = ["gru_layer", "gru_layer_states", "gru_layer_backward", "unpack_backward"]
 
@@ -34,27 +33,9 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
     L, N, three = gi.shape
     H = three // 3
     Z = xp.empty((L, 5 * H, N), dtype=gi.dtype)
-    ok = _takes(xp, gi, w, b, h0)
-    layer = _kernels.gru_forward_layer(gi.dtype.name) if ok else None
-    if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W packed once) included (compiler/cpu/kernels/lstm_kernels.py)
-        ro, dt = _kernels.readonly, gi.dtype
-        layer(ro(gi), ro(w), ro(b), ro(h0), Z, xp.empty((padded_rows(3 * H, dt.name), N), dtype=dt),
-              xp.empty(packed_size(3 * H, H, dt.name), dtype=dt), bool(reverse))
-        return Z
-    step = _kernels.gru_forward_step(gi.dtype.name) if ok else None
-    if step is not None:
-        # one kernel per step for the gate math (compiler/cpu/kernels/lstm_kernels.py)
-        ro = _kernels.readonly
-        gi, b, h = ro(gi), ro(b), ro(h0)
-        for t in _order(L, reverse):
-            m = xp.ascontiguousarray(_matmul(xp, w, h))
-            step(gi[t], b, m, h, Z[t])
-            h = ro(Z[t, :H])
-        return Z
     h = h0
     b = b.reshape(3 * H, 1)
-    with _errstate(xp):
+    with errstate(xp):
         for t in _order(L, reverse):
             z_ = Z[t]
             m = _matmul(xp, w, h)
@@ -62,7 +43,7 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
             g = gi[t].T
             rz = z_[H:3 * H]
             xp.add(g[:2 * H], m[:2 * H], out=rz)
-            _sigmoid_(xp, rz)
+            sigmoid_form(xp, rz, rz)
             r, z = z_[H:2 * H], z_[2 * H:3 * H]
             hn = z_[4 * H:]
             hn[...] = m[2 * H:]
@@ -111,34 +92,7 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     M = xp.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
     order = list(_order(L, reverse))
     dm = xp.empty((3 * H, N), dtype=Z.dtype)
-    ok = _takes(xp, d_y, d_hn, Z, w, h0)
-    layer = _kernels.gru_backward_layer(Z.dtype.name) if ok else None
-    if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W^T packed once) included (compiler/cpu/kernels/lstm_kernels.py)
-        ro, dt = _kernels.readonly, Z.dtype
-        dhs = xp.empty((2, padded_rows(H, dt.name), N), dtype=dt)
-        dhs[0, :H] = d_hn
-        layer(ro(Z), ro(d_y), ro(h0), ro(w), dhs, xp.empty((3 * H, N), dtype=dt), dm, G, M,
-              xp.empty(packed_size(H, 3 * H, dt.name), dtype=dt), bool(reverse))
-        return _finish(xp, res, off, M, Z, h0, dhs[L % 2, :H], order)
     wt = xp.ascontiguousarray(w.T)
-    step = _kernels.gru_backward_step(Z.dtype.name) if ok else None
-    if step is not None:
-        # one kernel per step for the gate math (compiler/cpu/kernels/lstm_kernels.py)
-        ro = _kernels.readonly
-        Zr, d_y, dh, h0r = ro(Z), ro(d_y), ro(d_hn), ro(h0)
-        dg = xp.empty((3 * H, N), dtype=Z.dtype)
-        dhz = xp.empty((H, N), dtype=Z.dtype)
-        for k in range(L - 1, -1, -1):
-            t = order[k]
-            h_prev = h0r if k == 0 else Zr[order[k - 1], :H]
-            step(Zr[t], h_prev, dh, d_y[t], dg, dm, dhz)
-            G[t] = dg.T
-            M[t] = dm.T
-            dh_new = _matmul(xp, wt, dm)
-            dh_new += dhz
-            dh = ro(dh_new)
-        return _finish(xp, res, off, M, Z, h0, dh, order)
     dh = d_hn
     tmp = xp.empty((H, N), dtype=Z.dtype)
     for k in range(L - 1, -1, -1):
@@ -196,7 +150,7 @@ def _gru_layer_backward_rule(d_y: Aval, d_hn: Aval, gi: Aval, w: Aval, b: Aval, 
 
 
 def _gru_layer_backward_vjp(u, out, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
-    from ..nn.gru_layer import backward_vjp   # the layer's forward written with tracejit ops
+    from .gru_layer import backward_vjp   # the layer's forward written with tracejit ops
     return backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse) + (None,)
 
 

@@ -15,10 +15,9 @@ from ..errors import DTypeError, ShapeError, TraceError
 from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
-from ..compiler.cpu.kernels import index_kernels as _index_kernels
-from ..compiler.cpu.kernels.native import takes as _takes
 from .elementwise import cast, where
-from .registry import Aval, bind, defprim, trace_state
+from .registry import Aval, defprim
+from .eager import bind, trace_state
 from .shape import reshape, stack
 
 __all__ = ["getitem", "index_put", "gather", "scatter_add", "masked_fill",
@@ -263,6 +262,25 @@ def _index_add_impl(xp, a, v, *idx, spec):
     return out
 
 
+def added_rows(view, key, v):
+    """The row of `view` each update adds to (flat, negative indices wrapped) when
+    ``view[key] += v`` adds whole rows by one integer index array on the first dim, all in
+    range; else None. (The CPU backend's row-update loop takes such adds too.)"""
+    if len(key) != 1:
+        return None
+    idx = key[0]
+    if (type(idx) is not np.ndarray or idx.dtype.kind not in "iu" or idx.size < 32
+            or v.shape != idx.shape + view.shape[1:]):
+        return None
+    n = view.shape[0]
+    flat = idx.reshape(-1)
+    if flat.dtype.kind == "i" and flat.min() < 0:
+        flat = np.where(flat < 0, flat + n, flat)   # -1 and n-1 are one row
+    if flat.max() >= n or flat.min() < 0:
+        return None   # out of range: np.add.at raises numpy's IndexError
+    return flat
+
+
 def _add_rows(view, key, v) -> bool:
     """``view[key] += v`` with repeated rows accumulating, for one integer index array on
     the first dim (an embedding's backward), in rounds: round k adds every row's k-th
@@ -271,28 +289,12 @@ def _add_rows(view, key, v) -> bool:
     but with one numpy call per round instead of np.add.at's slow per-row loop: 2048 rows
     of 256 into 64 rows, 15 ms -> ~1 ms (np.add.at was 7-11 ms of the eager LSTM step).
     (np.add.reduceat would be one call, but it sums pairwise: not np.add.at's rounding.)
-    Float rows go to one numba loop over the updates when it is loaded (the same order of
-    additions: compiler/cpu/kernels/index_kernels.py), ~10x faster again.
     False (nothing done) for any other index, or when one row repeats so often that the
     rounds would cost more than np.add.at."""
-    if len(key) != 1:
+    flat = added_rows(view, key, v)
+    if flat is None:
         return False
-    idx = key[0]
-    if (type(idx) is not np.ndarray or idx.dtype.kind not in "iu" or idx.size < 32
-            or v.shape != idx.shape + view.shape[1:]):
-        return False
-    n, m = view.shape[0], idx.size
-    flat = idx.reshape(-1)
-    if flat.dtype.kind == "i" and flat.min() < 0:
-        flat = np.where(flat < 0, flat + n, flat)   # -1 and n-1 are one row
-    if flat.max() >= n or flat.min() < 0:
-        return False   # out of range: np.add.at raises numpy's IndexError
-    add = _index_kernels.add_rows(view.dtype.name) if (
-        _takes(np, view, v) and view.flags.c_contiguous and view.size > 0) else None
-    if add is not None:
-        # one loop over the updates in order (compiler/cpu/kernels/index_kernels.py): np.add.at's result
-        _index_kernels.run_add_rows(add, view, flat, v, idx.shape)
-        return True
+    n, m = view.shape[0], flat.size
     counts = np.bincount(flat, minlength=n)
     if counts.max() * 8 > m:
         return False
@@ -460,8 +462,8 @@ def _gather_impl(xp, a, index, dim):
 
 def _row_index(index, dim: int, shape: tuple):
     """The 1-D index `index` repeats along every other dim (an expanded vector: zero strides
-    there, and the full extent of `shape`), or None. Then gather and scatter_add are row ops
-    along `dim` (``np.take`` / a row add), 3-10x faster than addressing every element."""
+    there, and the full extent of `shape`), or None. Then gather takes rows along `dim`
+    (``np.take``), 3-6x faster than addressing every element."""
     if index.ndim == 0:
         return None
     st = index.strides
@@ -521,10 +523,6 @@ def _scatter_add_impl(xp, a, index, src, dim):
     if xp is np and index.size and _fits(index, dim, a.shape):
         # np.add.at over one flat array is numpy's fast form (10x the n-d one for 100k
         # elements); both add in the index's C order, so the result is the same bitwise
-        rows = _row_index(index, dim, a.shape) if dim == 0 else None
-        # (a writable copy of the vector: an expanded index is a read-only view)
-        if rows is not None and _add_rows(out, (np.array(rows, dtype=np.int64),), src):
-            return out
         np.add.at(out.reshape(-1), _flat_positions(index, dim, a.shape).reshape(-1), src.reshape(-1))
         return out
     grids = list(xp.indices(index.shape, sparse=True))

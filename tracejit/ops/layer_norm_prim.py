@@ -8,10 +8,10 @@ LayerNorms) forward+backward took 9.7 ms per LayerNorm against PyTorch's 3.2 (on
 and captured, the compiler made five fused groups forward and six backward of it. Here the
 forward is one op and the backward one op computing the gradients of x, weight and bias
 together; as the registry's primitives have one output, it returns them stacked as one
-``(M + 2, K)`` array (rows: dx, then dweight, dbias), which the VJP cuts apart. Each runs a
-row kernel (compiler/cpu/kernels/row_kernels.py: one read and one write of the rows) when it can, else the
-same formulas as numpy passes. Traced programs record the same two primitives (compiled
-plans call these implementations), so eager and compiled share one definition.
+``(M + 2, K)`` array (rows: dx, then dweight, dbias), which the VJP cuts apart. Their numpy
+forms are a few passes; the CPU backend registers row kernels for them (ops/impls.py:
+one read and one write of the rows). Traced programs record the same two primitives, so
+eager and compiled share one definition.
 
 ``layer_norm_backward`` has a VJP of its own (second derivatives, eagerly under
 ``create_graph=True`` and in compiled graphs), written with differentiable ops that
@@ -22,8 +22,8 @@ from __future__ import annotations
 from ..errors import DTypeError, ShapeError
 from .elementwise import rsqrt
 from .reductions import mean, sum as _sum
-from .registry import Aval, bind, defprim
-from ..compiler.cpu.kernels.row_kernels import layer_norm_backward_rows, layer_norm_rows
+from .registry import Aval, defprim
+from .eager import bind
 from .shape import reshape
 
 __all__ = ["layer_norm"]
@@ -37,15 +37,16 @@ def _stats(xp, x2, eps):
     return d, rstd.astype(x2.dtype, copy=False)[:, None]
 
 
-def _layer_norm_impl(xp, x, *wb, n, eps, affine):
+def row_size(x, n: int) -> int:
+    """The elements of one normalized row: the product of `x`'s last `n` dims."""
     K = 1
     for s in x.shape[x.ndim - n:]:
         K *= s
-    w = wb[0] if affine[0] else None
-    b = wb[-1] if affine[1] else None
-    out = layer_norm_rows(xp, x, K, w, b, eps)
-    if out is not None:
-        return out
+    return K
+
+
+def _layer_norm_impl(xp, x, *wb, n, eps, affine):
+    K = row_size(x, n)
     d, rstd = _stats(xp, x.reshape(-1, K), eps)
     d *= rstd
     wb = list(wb)
@@ -70,12 +71,7 @@ def _layer_norm_rule(x: Aval, *wb, n, eps, affine):
 
 
 def _layer_norm_backward_impl(xp, g, x, *w, n, eps, has_w):
-    K = 1
-    for s in x.shape[x.ndim - n:]:
-        K *= s
-    out = layer_norm_backward_rows(xp, g, x, K, w[0] if has_w else None, eps)
-    if out is not None:
-        return out
+    K = row_size(x, n)
     g2 = g.reshape(-1, K)
     xhat, rstd = _stats(xp, x.reshape(-1, K), eps)
     xhat *= rstd

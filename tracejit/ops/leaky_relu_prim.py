@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import _INT_OF_WIDTH, _ew_rule
-from .registry import bind, defprim
+from .elementwise import _ew_rule
+from .elementwise_logic import _INT_OF_WIDTH
+from .eager import bind
+from .registry import defprim
 
 __all__ = ["leaky_relu", "leaky_relu_backward"]
 

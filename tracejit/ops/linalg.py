@@ -1,13 +1,18 @@
-"""Matrix multiplication (to BLAS through numpy/cupy) and its composites."""
+"""Matrix multiplication (to BLAS through numpy/cupy) and its composites.
+
+The records' numpy forms call the array module's matmul; the CPU backend registers its
+GEMM route for them (ops/impls.py; compiler/cpu/gemm/products.py: BLAS threads by the
+cores the process may use, hand kernels for shapes BLAS runs slowly).
+"""
 from __future__ import annotations
 
 import numpy as _np
 
-from ..compiler.cpu.runtime import coreshare as _coreshare
 from ..errors import DTypeError, ShapeError
 from ..shapes import broadcast_shapes
-from . import registry as _registry
-from .registry import Aval, _make_binary, bind, defprim
+from . import eager as _eager
+from .registry import Aval, defprim
+from .eager import _make_binary, bind
 from . import shape as _shape
 from .shape import reshape, unsqueeze
 from ..autograd.node import column_major, shape_only
@@ -37,19 +42,10 @@ def _mT(x):
 _MT_DIMS: dict = {}
 
 
-def _blas_matmul(a, b):
-    return _coreshare.matmul(a, b, blas_only=True)
-
-
 def _matmul_impl(xp, a, b):
-    # numpy: on the BLAS threads the machine can give now, as compiled plans call it
-    # (coreshare.matmul). With another process on one of 2 cores, a 2-thread GEMM waits
-    # for the thread stuck behind it: the eager LSTM LM step took 5-14 s on 2 BLAS
-    # threads against 1.3 s on one, in the same process.
-    mm = _blas_matmul if xp is _np else xp.matmul
     if a.ndim > 2 and b.ndim == 2:
-        return matmul_rows(mm, a, b)
-    return mm(a, b)
+        return matmul_rows(xp.matmul, a, b)
+    return xp.matmul(a, b)
 
 
 def matmul_rows(mm, a, b):
@@ -120,16 +116,12 @@ def nt_rows_first(m, n, k) -> bool:
 
 
 def _matmul_fast(shapes, dtype, params):
-    """The plan's numpy call (registry ``extra["fast"]``): `_matmul_impl`'s choice for
-    these shapes, made once. A product below coreshare's TINY_GEMM_MNK is numpy's matmul
-    itself (coreshare.matmul leaves BLAS's threads alone for it): the small products of
-    an eager step skip two Python frames."""
+    """The plan's numpy call (registry ``extra["fast"]``): numpy's matmul for 2-D operands
+    (a backend's registered GEMM says its own: ops/impls.py `specialize`)."""
     sa, sb = shapes
     if len(sa) > 2 and len(sb) == 2:
         return None   # matmul_rows: one GEMM over the flattened leading dims
-    if sa[-2] * sa[-1] * sb[-1] < _coreshare.TINY_GEMM_MNK:
-        return _np.matmul
-    return _blas_matmul
+    return _np.matmul
 
 
 MATMUL = defprim("matmul", _matmul_impl, _matmul_rule, _matmul_vjp,
@@ -198,37 +190,26 @@ def _nt_small(a, b):
     return _np.matmul(a, b.T)
 
 
-def _nt_blas(a, b):
-    return _coreshare.matmul(a, b.T, blas_only=True)
-
-
 def _tn_small(a, b):
     return _np.matmul(a.T, b)
 
 
-def _tn_blas(a, b):
-    return _coreshare.matmul(a.T, b, blas_only=True)
-
-
-def _transposed_fast(small, blas, swap_a):
-    """The plan's numpy call of a transposed-operand record (``extra["fast"]``), 2-D
-    operands: `_matmul_fast`'s choice for the product it computes."""
+def _transposed_fast(small):
+    """The plan's numpy call of a transposed-operand record (``extra["fast"]``): `small`
+    for 2-D operands, the impl for batches."""
     def fast(shapes, dtype, params):
         sa, sb = shapes
-        if len(sa) != 2 or len(sb) != 2:
-            return None   # the impl: batches, matmul_rows
-        product = ((sa[1], sa[0]), sb) if swap_a else (sa, (sb[1], sb[0]))
-        return small if _matmul_fast(product, dtype, params) is _np.matmul else blas
+        return small if len(sa) == 2 and len(sb) == 2 else None
     return fast
 
 
 _SAVE_OTHER = MATMUL.save   # each operand's gradient reads the other operand
 MATMUL_NT = defprim("matmul_nt", _nt_impl, _nt_rule, _nt_vjp, kind="matmul", save=_SAVE_OTHER,
                     grad_name="MmBackward0",
-                    extra={"fast": _transposed_fast(_nt_small, _nt_blas, False)})
+                    extra={"fast": _transposed_fast(_nt_small)})
 MATMUL_TN = defprim("matmul_tn", _tn_impl, _tn_rule, _tn_vjp, kind="matmul", save=_SAVE_OTHER,
                     grad_name="MmBackward0",
-                    extra={"fast": _transposed_fast(_tn_small, _tn_blas, True)})
+                    extra={"fast": _transposed_fast(_tn_small)})
 _nt = MATMUL_NT.binary
 _tn = MATMUL_TN.binary
 # Every product an eager program runs is one of these records' (tests count GEMMs so).
@@ -238,14 +219,14 @@ PRODUCTS = (MATMUL, MATMUL_NT, MATMUL_TN)
 def _mm_nt(a, b):
     """``a @ b.T`` (b's last two dims swapped) for matmul's gradients: one record in eager
     code; the PERMUTE + MATMUL pair under a tracer (the form compiler passes match)."""
-    if _registry._tracers_active:
+    if _eager._tracers_active:
         return _mm(a, _mT(b))
     return _nt(a, b)
 
 
 def _mm_tn(a, b):
     """``a.T @ b`` for matmul's gradients (see `_mm_nt`)."""
-    if _registry._tracers_active:
+    if _eager._tracers_active:
         return _mm(_mT(a), b)
     return _tn(a, b)
 

@@ -11,44 +11,24 @@ whole loop one numba kernel call when loaded, GEMMs included, compiler/cpu/kerne
 ~12 in-place numpy passes forward and ~25 backward), as PyTorch's CPU LSTM is one oneDNN
 layer call forward and one backward.
 
-Eagerly, `tracejit.nn.lstm_layer` runs ``lstm_layer`` / ``lstm_layer_backward`` as an
+Eagerly, `tracejit.ops.lstm_layer` runs ``lstm_layer`` / ``lstm_layer_backward`` as an
 autograd Function, which hands the backward the cotangents of each step's h and the final
 h and c. Captured, a layer is ``lstm_layer`` plus ``lstm_layer_states`` (its h and c
 rows, the differentiable result, whose VJP is ``lstm_layer_backward``), so compiled
 graphs run the same loops as eager (the sequence length may be a symbolic dim).
 ``lstm_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
-ops and lets autograd differentiate it (`tracejit.nn.lstm_layer.backward_vjp`): the
+ops and lets autograd differentiate it (`tracejit.ops.lstm_layer.backward_vjp`): the
 cell's derivative is written by hand once, here, for speed; its higher derivatives come
 from the one op definition of the cell.
 """
 from __future__ import annotations
 
-import contextlib
-
 from ..errors import DTypeError, ShapeError
-from ..memory import line_empty
-from ..compiler.cpu.kernels import lstm_kernels as _kernels
-from ..compiler.cpu.kernels import loop_split as _split
-from ..compiler.cpu.kernels.native import takes as _takes
-from ..compiler.cpu.gemm.packed_gemm import packed_size, padded_rows
-from .registry import Aval, bind, defprim
-from ..compiler.cpu.kernels.rnn_weight_grad import hprev_steps, weight_grad_alongside
+from .elementwise import errstate, sigmoid_form
+from .registry import Aval, defprim
+from .eager import bind
 
 __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward", "input_projection_grads"]
-
-
-def _errstate(xp):
-    # exp(-x) overflows to inf for x < -88 (float32): 1 / (1 + inf) = 0 is the right limit
-    return xp.errstate(over="ignore", under="ignore") if hasattr(xp, "errstate") else contextlib.nullcontext()
-
-
-def _sigmoid_(xp, a):
-    """sigmoid in place, as 1 / (1 + exp(-a)) (four vectorized passes, no branch)."""
-    xp.negative(a, out=a)
-    xp.exp(a, out=a)
-    a += 1
-    xp.reciprocal(a, out=a)
-    return a
 
 
 # Layouts: x (L, N, I), the layer's input as rows (time-major); wx = W_ih (4H, I); w (4H, H);
@@ -69,10 +49,10 @@ def _sigmoid_(xp, a):
 # of the projection that its two GEMMs (d x, d W_ih: `input_projection_grads`) take as it is.
 
 def _matmul(xp, a, b):
-    if xp.__name__ == "numpy":
-        from .linalg import _blas_matmul   # the BLAS thread policy of every eager product
-        return _blas_matmul(a, b)
-    return xp.matmul(a, b)
+    """A per-step product as matmul runs (its `dispatch`: a backend's GEMM where one is
+    registered; a part of this layer's run, not a matmul of its own)."""
+    from .linalg import MATMUL
+    return MATMUL.dispatch(xp, a, b)
 
 
 def check_float_operands(op: str, first: Aval, **others: Aval) -> None:
@@ -92,40 +72,18 @@ def _lstm_layer_impl(xp, x, wx, w, b, h0, c0, reverse=False):
     L, N, I = x.shape
     H = w.shape[1]
     Z = xp.empty((L, 6 * H, N), dtype=x.dtype)
-    ok = _takes(xp, x, wx, w, b, h0, c0)
-    layer = _kernels.forward_layer(x.dtype.name) if ok else None
-    if layer is not None:
-        # the whole loop in one kernel, the input projection and the GEMMs (on [W_ih | W]
-        # packed once) included (compiler/cpu/kernels/lstm_kernels.py)
-        ro, dt = _kernels.readonly, x.dtype
-        m = xp.empty((padded_rows(4 * H, dt.name), N), dtype=dt)
-        _split.run(layer, (ro(xp.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
-                           xp.empty(packed_size(4 * H, I + H, dt.name), dtype=dt), bool(reverse)),
-                   _split.threads(H))
-        return Z
     # the input projection of the whole sequence as one GEMM, (L*N, I) @ (I, 4H)
     gi = _matmul(xp, x.reshape(L * N, I), wx.T).reshape(L, N, 4 * H)
-    step = _kernels.forward_step(gi.dtype.name) if ok else None
-    if step is not None:
-        # one kernel per step for the gate math (compiler/cpu/kernels/lstm_kernels.py)
-        ro = _kernels.readonly
-        gi, b, c = ro(gi), ro(b), ro(c0)
-        h = xp.ascontiguousarray(h0)
-        for t in _order(L, reverse):
-            m = xp.ascontiguousarray(_matmul(xp, w, h))
-            step(gi[t], b, m, c, Z[t])
-            h, c = Z[t, :H], ro(Z[t, H:2 * H])
-        return Z
     h, c = h0, c0
     b = b.reshape(4 * H, 1)
-    with _errstate(xp):
+    with errstate(xp):
         for t in _order(L, reverse):
             z = Z[t]
             gates = z[2 * H:]
             xp.add(gi[t].T, _matmul(xp, w, h), out=gates)
             gates += b
-            _sigmoid_(xp, gates[:2 * H])                        # i, f
-            _sigmoid_(xp, gates[3 * H:])                        # o
+            sigmoid_form(xp, gates[:2 * H], gates[:2 * H])     # i, f
+            sigmoid_form(xp, gates[3 * H:], gates[3 * H:])     # o
             g = gates[2 * H:3 * H]
             xp.tanh(g, out=g)
             i, f, o = gates[:H], gates[H:2 * H], gates[3 * H:]
@@ -170,68 +128,6 @@ def _parts(H: int, N: int) -> tuple:
     return 0, a, b, c, d
 
 
-# Where the whole-loop backward computes d W alongside its loop on one thread
-# (`weight_grad_alongside`) instead of after the loop split over two threads: "policy" where
-# two threads may run but the load policy gives BLAS one now (others' processes use a core;
-# also while the partner is benched: this mode never waits for it), True always, False
-# never. LSTM LM compiled step, one process alternating, the policy held at one thread:
-# 76.0 against 78.8 ms (quiet, SCHED_FIFO; faster in every round); default policy, nice -20,
-# load 2.4-2.7: 80.7 against 84.2. With two threads given (TRACEJIT_ADAPTIVE_THREADS=0,
-# quiet) the split loop is faster: 66.2 against 68.4 ms always alongside. Since d W runs
-# inside the split loop (`WEIGHT_GRAD_IN_LOOP`), "policy" keeps the split while the partner
-# is punctual and d W can be in the loop (`_alongside`).
-OVERLAP_WEIGHT_GRAD = "policy"
-
-# Where d W is not computed alongside: inside the whole-loop backward (each step's
-# dW += dg h_prev^T on packed_gemm's register tile, dg's rows read in place while in cache,
-# split with the loop's halves: a late partner's share is taken over like the rest of its
-# half) rather than one GEMM after the loop on BLAS's threads (the h_prev gather plus
-# 1024x2048 @ 2048x256 for the LSTM LM, whose second BLAS thread a busy machine often
-# delays: 4.9 ms min but 10 ms median at load 4). Needs H a multiple of 16 (whole tiles).
-# LSTM LM layer backward op, split: 10.5 / 10.9 ms min / median against 11.7 / 17.0 (load 7);
-# one thread 18.2 against 17.8-18.3. Compiled step, two threads forced, SCHED_FIFO, one
-# process alternating: 62.6 against 64.2 ms median (PyTorch eager 54.0). The backward
-# kernel's compile: ~0.8 s more CPU (5.4-5.9 against 4.6-4.8 s).
-WEIGHT_GRAD_IN_LOOP = True
-
-
-def _alongside(nth: int, in_loop: bool = False) -> bool:
-    # (after loop_split.threads, which has had the load policy set BLAS's count; nth is 1
-    # there also while the partner is benched for stalls in split loops: the partner never
-    # stalls this mode, so the ceiling decides). `in_loop`: the split loop could compute d W
-    # itself (WEIGHT_GRAD_IN_LOOP, whole tiles); with a punctual partner (nth 2) that beats
-    # the alongside mode under the policy's one thread too: LSTM LM step, policy held at one
-    # thread, SCHED_FIFO, one process alternating: 68.9 against 72.8 ms median (load 5-6)
-    if not OVERLAP_WEIGHT_GRAD:
-        return False
-    from ..compiler.cpu.runtime import coreshare
-    if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
-        return False   # (ceding: a compile worker of ours has the partner's core)
-    if OVERLAP_WEIGHT_GRAD == "policy":
-        if in_loop and nth >= 2:
-            return False
-        from ..threads import blas_threads
-        return (blas_threads() or 1) < 2
-    return nth >= 2
-
-
-# Whether the whole-loop backward reads a cotangent d_y that is a permuted view of rows,
-# (L, N, H) in memory with unit stride along H, as those rows (`_rows_view`; the kernel
-# transposes each step's block for the step's gate math) rather than copying d_y to a
-# C-contiguous (L, H, N) first. A layer's cotangent usually arrives so: the gradient of
-# `nn/recurrent._time_major_rows`' copy is the next layer's d x (L, N, I) or the head's
-# input gradient, permuted back (a 2 MB strided copy per layer in the LSTM LM step).
-D_Y_AS_ROWS = True
-
-
-def _rows_view(d_y) -> bool:
-    """d_y (L, Hy, N) is not C-contiguous but its rows (L, N, Hy) are read along Hy with unit
-    stride (a (N, L, Hy) layout too: ``readonly`` then copies whole rows, not elements)."""
-    if d_y.flags.c_contiguous or d_y.shape[2] < 2:
-        return False
-    return d_y.strides[1] == d_y.itemsize
-
-
 def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     """d_y is the cotangent of each step's output rows: (L, H, N) (of h) or (L, 2H, N)
     (of h and c); d_hn, d_cn are added at the last step. x, wx and b are operands for the
@@ -241,58 +137,11 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
     H = six // 6
     full = d_y.shape[1] == 2 * H
     off = _parts(H, N)
-    ok = _takes(xp, d_y, d_hn, d_cn, Z, w, h0, c0)
-    layer = _kernels.backward_layer(Z.dtype.name) if ok else None
-    size = off[4] + 4 * H * L * N
-    # on a cache line: the split loop's threads write neighbouring blocks of G's rows and db
-    res = line_empty((size,), Z.dtype) if layer is not None else xp.empty(size, dtype=Z.dtype)
+    res = xp.empty(off[4] + 4 * H * L * N, dtype=Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
     order = list(_order(L, reverse))
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
-    if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient
-        # included (compiler/cpu/kernels/lstm_kernels.py)
-        ro, dt = _kernels.readonly, Z.dtype
-        dh = xp.empty((padded_rows(H, dt.name), N), dtype=dt)
-        dh[:H] = d_hn
-        dcs = xp.empty((2, H, N), dtype=dt)
-        dcs[0] = d_cn
-        db = res[off[1]:off[2]]
-        dw = res[off[0]:off[1]].reshape(4 * H, H)
-        nth = _split.threads(H)
-        # d W inside the loop (each step's outer product while its gate gradient is in cache:
-        # no GEMM after the loop), unless the partner computes it alongside the loop
-        in_loop = WEIGHT_GRAD_IN_LOOP and H % 16 == 0 and L > 0
-        alongside = _alongside(nth, in_loop)
-        in_loop = in_loop and not alongside
-        rows = D_Y_AS_ROWS and _rows_view(d_y)
-        args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
-                xp.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else xp.empty((1, 1), dt),
-                xp.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, rows)
-        if not alongside:
-            _split.run(layer, args, nth)
-            return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
-        # the loop on this thread, d W block by block on the partner meanwhile
-        # (compiler/cpu/kernels/rnn_weight_grad.py), instead of splitting the loop
-        sync = _split.new_sync()
-        weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
-                              ro(h0), bool(reverse), dw, True)
-        return _finish(xp, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
     wt = xp.ascontiguousarray(w.T)
-    step = _kernels.backward_step(Z.dtype.name) if ok else None
-    if step is not None:
-        # one kernel per step for the gate math (compiler/cpu/kernels/lstm_kernels.py)
-        ro = _kernels.readonly
-        Zr, d_y, dh, dc, c0r = ro(Z), ro(d_y), ro(d_hn), ro(d_cn), ro(c0)
-        bufs = [xp.empty((H, N), dtype=Z.dtype), xp.empty((H, N), dtype=Z.dtype)]
-        for k in range(L - 1, -1, -1):
-            t = order[k]
-            c_prev = c0r if k == 0 else Zr[order[k - 1], H:2 * H]
-            out = bufs[k % 2]
-            step(Zr[t], c_prev, dh, dc, d_y[t], dg, out, G[t])   # G[t] = dg.T too
-            dc = ro(out)
-            dh = ro(_matmul(xp, wt, dg))
-        return _finish(xp, res, off, G, Z, h0, dh, dc, order)
     dh, dc = d_hn, d_cn
     di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
     for k in range(L - 1, -1, -1):
@@ -364,6 +213,29 @@ def hidden_weight_grad(xp, G2, Z, h0, order):
     return _matmul(xp, G2.T, hprev.reshape(H, L * N).T)
 
 
+def hprev_steps(xp, Z, h0, t0: int, t1: int, reverse: bool):
+    """The h_prev(t) of steps t0 <= t < t1 gathered as (H, t1 - t0, N) (one copy of (H, N)
+    blocks, rows of N values): Z (L, kH, N) with each step's h in its first H rows, h0 (H, N);
+    h_prev(t) is h_{t-1} (h0 at t = 0), or h_{t+1} (h0 at t = L - 1) for a reverse layer.
+    The one gather of the hidden weight's gradient, whole (`hidden_weight_grad`) or by
+    blocks of steps (the CPU's d W alongside the loop)."""
+    L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
+    hb = xp.empty((H, t1 - t0, N), dtype=Z.dtype)
+    if not reverse:
+        if t0 == 0:
+            hb[:, 0] = h0
+            hb[:, 1:] = Z[0:t1 - 1, :H].transpose(1, 0, 2)
+        else:
+            hb[:] = Z[t0 - 1:t1 - 1, :H].transpose(1, 0, 2)
+    else:
+        if t1 == L:
+            hb[:, -1] = h0
+            hb[:, :-1] = Z[t0 + 1:L, :H].transpose(1, 0, 2)
+        else:
+            hb[:] = Z[t0 + 1:t1 + 1, :H].transpose(1, 0, 2)
+    return hb
+
+
 def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, x: Aval, wx: Aval, w: Aval, b: Aval,
                               h0: Aval, c0: Aval, Z: Aval, reverse=False):
     L, six, N = Z.shape
@@ -428,7 +300,7 @@ LSTM_LAYER_STATES = defprim("lstm_layer_states", _states_impl, _states_rule, _st
 
 
 def _lstm_layer_backward_vjp(u, out, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
-    from ..nn.lstm_layer import backward_vjp   # the layer's forward written with tracejit ops
+    from .lstm_layer import backward_vjp   # the layer's forward written with tracejit ops
     return backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse) + (None,)
 
 
@@ -440,7 +312,7 @@ LSTM_LAYER_BACKWARD = defprim("lstm_layer_backward", _lstm_layer_backward_impl, 
 def lstm_layer(x, wx, w, b, h0, c0, reverse: bool = False):
     """The forward time loop of one LSTM layer (see above), its input projection x W_ih^T
     (x (L, N, I), wx = W_ih (4H, I)) included: -> Z (L, 6H, N), not differentiable by
-    itself (`lstm_layer_states` is); `tracejit.nn.lstm_layer.lstm_layer_fm` is the layer
+    itself (`lstm_layer_states` is); `tracejit.ops.lstm_layer.lstm_layer_fm` is the layer
     users reach."""
     return bind(LSTM_LAYER, x, wx, w, b, h0, c0, reverse=bool(reverse))
 

@@ -28,7 +28,7 @@ Why (models7's profile of the compiled LeNet step): the old backward
 maximum again, ~25 cycles a window in scalar compare-and-select code, 5.6-6.4 ms of a step.
 The scatter reads g and the offsets only, and for side-by-side windows stores each position's
 value as ``bits(g) & -(offset == k)`` (integer views of g and gx): no data-dependent select
-for LLVM to turn into a mispredicted branch (pool_kernels.py).
+for LLVM to turn into a mispredicted branch (the CPU's registered loops do the same).
 
 The rules are the old primitive's, so results are bitwise the same: the gradient goes to
 the first maximum in row-major window order (PyTorch's CPU kernel: ``val > max`` keeps the
@@ -44,10 +44,9 @@ import sys
 import numpy as np
 
 from ..errors import ShapeError
-from ..compiler.cpu.kernels import pool_kernels as _kernels
-from ..compiler.cpu.kernels.native import takes as _takes
 from .pooling_prim import _fill_low, _out_hw, _padded, _pool_rule, _views
-from .registry import Aval, bind, defprim
+from .registry import Aval, defprim
+from .eager import bind
 
 __all__ = ["max_pool2d_with_offsets", "max_pool2d_values", "max_pool2d_scatter", "max_pool2d_take",
            "MAX_OFFSETS"]
@@ -63,10 +62,6 @@ def _record_rule(x, kernel, stride, padding, dilation):
 
 
 def _record_impl(xp, x, kernel, stride, padding, dilation):
-    if _takes(xp, x):
-        rec = _kernels.forward_offsets(x, kernel, stride, padding, dilation)
-        if rec is not None:
-            return rec
     n, c, h, w = x.shape
     oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
     rec = xp.empty((2, n, c, oh, ow), dtype=x.dtype)
@@ -214,10 +209,6 @@ def _scatter_rule(g, rec, input_shape, kernel, stride, padding, dilation):
 
 
 def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
-    if _takes(xp, g, rec):
-        gx = _kernels.scatter(g, rec, input_shape, kernel, stride, padding, dilation)
-        if gx is not None:
-            return gx
     n, c, h, w = input_shape
     ph, pw = padding
     oh, ow = g.shape[2], g.shape[3]

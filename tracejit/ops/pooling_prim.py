@@ -15,19 +15,17 @@ offset, the outputs equal to the view and not yet taken by an earlier offset.
 Known edge: a window whose real entries are all -inf and that starts in the padding keeps
 its gradient on the padding (dropped) where PyTorch gives it to the first real entry.
 
-For numpy float32/float64 arrays, max-pooling's forward and backward run as one loop over
-the windows instead (compiler/cpu/kernels/pool_kernels.py, same rules); the numpy passes below are what
-runs without those kernels (other array modules and dtypes, kernels not loaded yet).
+The numpy passes below are the numpy form; the CPU backend registers one loop over the
+windows for float32/float64 (ops/impls.py; compiler/cpu/kernels/pool_kernels.py, same rules).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import ShapeError
-from ..compiler.cpu.kernels import pool_kernels as _kernels
-from ..compiler.cpu.kernels.native import takes as _takes
 from .conv import _tiles, _windows, conv_out_size
-from .registry import Aval, bind, defprim
+from .registry import Aval, defprim
+from .eager import bind
 
 __all__ = ["max_pool2d", "max_pool2d_backward", "max_pool2d_indices", "avg_pool2d",
            "avg_pool2d_backward"]
@@ -113,10 +111,6 @@ def _first_hits(xp, x, out, kernel, stride, padding, dilation):
 def _max_pool_impl(xp, x, kernel, stride, padding, dilation):
     n, c, h, w = x.shape
     oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
-    if _takes(xp, x):
-        out = _kernels.forward(x, kernel, stride, padding, dilation)
-        if out is not None:
-            return out
     xpad = _padded(xp, x, padding, _fill_low(x.dtype))
     out = None
     for v in _views(xpad, kernel, stride, dilation, oh, ow):
@@ -144,10 +138,6 @@ def _max_pool_backward_impl(xp, g, x, out, kernel, stride, padding, dilation):
     n, c, h, w = x.shape
     ph, pw = padding
     oh, ow = out.shape[2], out.shape[3]
-    if _takes(xp, g, x):
-        gx = _kernels.backward(g, x, kernel, stride, padding, dilation)
-        if gx is not None:
-            return gx
     if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0):
         # Windows side by side (the usual 2x2/2): every input element is in at most one
         # window, so each offset writes its share once: no accumulation, and zeros only

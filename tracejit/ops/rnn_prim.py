@@ -11,7 +11,7 @@ GRU's, the layer's result is its states themselves (every step's h, nothing else
 for the backward), so ``rnn_layer`` is differentiable as it is: its VJP is
 ``rnn_layer_backward``, which reads the saved output. ``rnn_layer_backward``'s own VJP
 (second derivatives) recomputes the layer with tracejit ops and lets autograd
-differentiate it (`tracejit.nn.rnn_layer.backward_vjp`).
+differentiate it (`tracejit.ops.rnn_layer.backward_vjp`).
 
 Layouts as the LSTM's: gi (L, N, H) the input projection (with b_ih); w (H, H) = W_hh;
 b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
@@ -19,13 +19,10 @@ b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
 from __future__ import annotations
 
 from ..errors import ShapeError
-from ..compiler.cpu.kernels import lstm_kernels as _lstm_kernels
-from ..compiler.cpu.kernels import rnn_kernels as _kernels
 from .lstm_prim import (_matmul, _order, check_float_operands,  # the LSTM's helpers
                         hidden_weight_grad)
-from ..compiler.cpu.kernels.native import takes as _takes
-from ..compiler.cpu.gemm.packed_gemm import packed_size, padded_rows
-from .registry import Aval, bind, defprim
+from .registry import Aval, defprim
+from .eager import bind
 
 __all__ = ["rnn_layer", "rnn_layer_backward", "unpack_backward"]
 
@@ -35,13 +32,6 @@ NONLINEARITIES = ("tanh", "relu")
 def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
     L, N, H = gi.shape
     hs = xp.empty((L, H, N), dtype=gi.dtype)
-    layer = _kernels.forward_layer(gi.dtype.name) if _takes(xp, gi, w, b, h0) else None
-    if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W packed once) included (compiler/cpu/kernels/rnn_kernels.py)
-        ro, dt = _lstm_kernels.readonly, gi.dtype
-        layer(ro(gi), ro(w), ro(b), ro(h0), hs, xp.empty((padded_rows(H, dt.name), N), dtype=dt),
-              xp.empty(packed_size(H, H, dt.name), dtype=dt), bool(reverse), nonlinearity == "relu")
-        return hs
     bcol = b.reshape(H, 1)
     h = h0
     for t in _order(L, reverse):
@@ -103,16 +93,6 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
     order = list(_order(L, reverse))
     dp = xp.empty((H, N), dtype=hs.dtype)
     G2 = G.reshape(L * N, H)
-    layer = _kernels.backward_layer(hs.dtype.name) if _takes(xp, d_y, hs, w, h0) else None
-    if layer is not None:
-        # the whole loop in one kernel, GEMMs and the bias gradient included (compiler/cpu/kernels/rnn_kernels.py)
-        ro, dt = _lstm_kernels.readonly, hs.dtype
-        dh = xp.zeros((padded_rows(H, dt.name), N), dtype=dt)
-        layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], xp.empty(packed_size(H, H, dt.name), dtype=dt),
-              bool(reverse), nonlinearity == "relu")
-        res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(xp, G2, hs, h0, order)
-        res[off[2]:off[3]] = dh[:H].reshape(-1)
-        return res
     wt = xp.ascontiguousarray(w.T)
     dh = None
     for k in range(L - 1, -1, -1):
@@ -146,7 +126,7 @@ def _rnn_layer_backward_rule(d_y: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, hs
 
 
 def _rnn_layer_backward_vjp(u, out, d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"):
-    from ..nn.rnn_layer import backward_vjp   # the layer's forward written with tracejit ops
+    from .rnn_layer import backward_vjp   # the layer's forward written with tracejit ops
     return backward_vjp(u, d_y, gi, w, b, h0, reverse, nonlinearity) + (None,)
 
 
@@ -157,7 +137,7 @@ RNN_LAYER_BACKWARD = defprim("rnn_layer_backward", _rnn_layer_backward_impl, _rn
 
 def rnn_layer(gi, w, b, h0, reverse: bool = False, nonlinearity: str = "tanh"):
     """The time loop of one Elman RNN layer and direction: -> every step's h (L, H, N),
-    differentiable (its VJP is `rnn_layer_backward`); `tracejit.nn.rnn_layer.rnn_layer_fm`
+    differentiable (its VJP is `rnn_layer_backward`); `tracejit.ops.rnn_layer.rnn_layer_fm`
     is the layer users reach."""
     return bind(RNN_LAYER, gi, w, b, h0, reverse=bool(reverse), nonlinearity=nonlinearity)
 

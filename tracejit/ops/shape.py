@@ -11,7 +11,8 @@ from .. import dtypes as _dt
 from ..errors import ShapeError
 from ..shapes import Sym, normalize_dim, numel
 from ..size import Size
-from .registry import Aval, bind, defprim
+from .registry import Aval, defprim
+from .eager import bind
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",

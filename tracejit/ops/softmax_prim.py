@@ -5,38 +5,31 @@ Why: as a composite (``e = exp(x - amax(x)); e / sum(e)``) an eager softmax is f
 calls forward and, through their VJPs, about ten full-size passes backward (the
 division's two-operand rule, the broadcast sum, exp's product, ...). In the Transformer
 encoder step (batch 16, 4 heads, 128x128 scores: 1M elements) softmax forward+backward
-took 20 ms against PyTorch's 5.7 (one thread). As a primitive the forward is one row
-kernel over the last dim (compiler/cpu/kernels/row_kernels.py: max, exp and sum while the row is in
-cache, then the division) or, for other dims, array modules and dtypes, the same numpy
-passes in place; the backward is ``y * (g - sum(g * y))``, one kernel or four passes.
+took 20 ms against PyTorch's 5.7 (one thread). As a primitive its numpy form is a few
+passes in place, and the CPU backend registers a row kernel over the last dim for it
+(ops/impls.py; compiler/cpu/kernels/row_kernels.py: max, exp and sum while the row is in
+cache, then the division); the backward is ``y * (g - sum(g * y))``, one kernel or four
+passes.
 
-Traced programs record these same primitives (compiled plans call these
-implementations: a captured softmax used to be the composite, three fused groups and a
-numpy max forward, two groups backward). ``softmax_backward``'s own VJP (second
+Traced programs record these same primitives, and compiled plans run them as eager does. ``softmax_backward``'s own VJP (second
 derivatives) is written with tracejit ops.
 """
 from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
-from .registry import Aval, bind, defprim
+from .registry import Aval, defprim
+from .eager import bind
 from .reductions import sum as _sum
-from ..compiler.cpu.kernels.row_kernels import softmax_backward_rows, softmax_rows
 
 __all__ = ["softmax", "softmax_backward"]
 
 
 def _softmax_impl(xp, x, *mask, dim, scale=1.0):
-    m = mask[0] if mask else None
-    if dim == x.ndim - 1:
-        out = softmax_rows(xp, x, scale, m)
-        if out is not None:
-            return out
-    return softmax_passes(xp, x, m, dim, scale)
+    return softmax_passes(xp, x, mask[0] if mask else None, dim, scale)
 
 
 def softmax_passes(xp, x, m, dim: int, scale: float):
-    """`_softmax_impl`'s array passes (mask `m` or None), asking for no row kernel: for
-    ops/attention_prim.py while its own kernel is on its way."""
+    """softmax's numpy form (mask `m` or None), also attention's while its kernel is on its way."""
     if scale != 1.0 or m is not None:
         x = x * x.dtype.type(scale) if scale != 1.0 else x.copy()
         if m is not None:
@@ -81,15 +74,11 @@ SOFTMAX = defprim("softmax", _softmax_impl, _rule, _softmax_vjp, kind="other",
 
 
 def _softmax_backward_impl(xp, g, y, dim, scale=1.0):
-    if dim == y.ndim - 1:
-        out = softmax_backward_rows(xp, g, y, scale)
-        if out is not None:
-            return out
     return softmax_backward_passes(xp, g, y, dim, scale)
 
 
 def softmax_backward_passes(xp, g, y, dim: int, scale: float):
-    """`_softmax_backward_impl`'s array passes, asking for no row kernel (as `softmax_passes`)."""
+    """softmax's backward in numpy (as `softmax_passes`)."""
     gy = g * y
     out = g - gy.sum(axis=dim, keepdims=True)
     out *= y

@@ -235,7 +235,7 @@ def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True, kind
         if wait:
             module = diskcache.load_module(source, name_hint=hint)
         else:
-            from ..compiler.tiers import module_when_ready
+            from ..compiler.prepare import module_when_ready
             module = module_when_ready(source, hint)
             if module is None:
                 return None

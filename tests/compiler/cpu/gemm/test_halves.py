@@ -188,7 +188,7 @@ def test_plan_calls_leave_it_to_the_plan_when_cold_or_on_one_core(serial_launch,
     fell = []
     call, into = halves.plan_calls("mul", np.dtype(np.float32), lambda a, b: fell.append("call") or a * b,
                                    lambda a, b, out: fell.append("into") or False)
-    for obj, attr, value in ((halves, "_warm_until", 0.0), (halves, "ENABLED", False),
+    for obj, attr, value in ((halves, "_warm_until", 0.0), (halves, "on", lambda: False),
                              (sharepool, "pool_threads", lambda: 1)):
         with monkeypatch.context() as m:
             m.setattr(obj, attr, value)
@@ -266,7 +266,7 @@ def test_elementwise_halves_stop_when_the_policy_drops(serial_launch, monkeypatc
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
     assert halves.binary("mul", x, 2.0, f32) is None
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
-    monkeypatch.setattr(halves, "ENABLED", False)
+    monkeypatch.setenv("TRACEJIT_GEMM_HALVES", "0")
     assert halves.binary("mul", x, 2.0, f32) is None
     assert len(serial_launch) == 1
 
@@ -329,9 +329,9 @@ def test_off_switch_and_one_thread(monkeypatch):
     """`ENABLED` off, or the pool giving one thread: no halves (the caller's path runs)."""
     a = np.ones((64, 1000), np.float32)
     b = np.ones((1000, 100), np.float32)
-    monkeypatch.setattr(halves, "ENABLED", False)
+    monkeypatch.setenv("TRACEJIT_GEMM_HALVES", "0")
     assert halves.product(a, b) is None
-    monkeypatch.setattr(halves, "ENABLED", True)
+    monkeypatch.setenv("TRACEJIT_GEMM_HALVES", "1")
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
     assert halves.product(a, b) is None
@@ -411,7 +411,7 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     module once (background mode: recorded, not loaded in the call), so that `settle`
     loads it before the policy gives two; nothing in sync mode. Its value is the
     one-thread path's."""
-    from tracejit.compiler.cpu.kernels import vectorized
+    from tracejit.compiler.cpu.kernels import loader
     asks = []
 
     class Kernel:
@@ -428,13 +428,13 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     monkeypatch.setattr(coreshare.core_share, "cpus", 2)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(sharepool.blas_worker, "find", lambda: object())   # (a pool of two)
-    monkeypatch.setattr(halves, "ENABLED", True)
+    monkeypatch.setenv("TRACEJIT_GEMM_HALVES", "1")
     monkeypatch.setattr(halves, "_kernel", kernel)
     monkeypatch.setattr(halves, "_pairs", {})
     monkeypatch.setattr(halves, "_expected", set())
     monkeypatch.setattr(coreshare, "_halves_asked", set())
-    monkeypatch.setattr(vectorized, "enabled", lambda: True)
-    monkeypatch.setattr(vectorized, "_sync_mode", lambda: sync)
+    monkeypatch.setattr(loader, "enabled", lambda: True)
+    monkeypatch.setattr(loader, "_sync_mode", lambda: sync)
     a = np.ones((64, 1000), np.float32)
     b = np.ones((1000, 100), np.float32)
     for _ in range(3):
@@ -516,7 +516,7 @@ def test_plan_product_leaves_it_to_the_general_path(plan_launch, monkeypatch):
         return np.matmul(x, y)
     call = halves.plan_product(64, 1000, 100, np.dtype(np.float32), general)
     assert call is not general
-    for obj, attr, value in ((halves, "ENABLED", False), (sharepool, "pool_threads", lambda: 1),
+    for obj, attr, value in ((halves, "on", lambda: False), (sharepool, "pool_threads", lambda: 1),
                              (halves, "_pairs", {}), (coreshare, "blas_ceiling", lambda: 1),
                              (sharepool.blas_worker, "find", lambda: None),
                              (sharepool, "try_launch", lambda: False)):

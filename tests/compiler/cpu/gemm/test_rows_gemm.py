@@ -4,7 +4,7 @@ every machine), which products it takes, and that sync mode never compiles it in
 import numpy as np
 import pytest
 
-from tracejit.compiler.cpu.kernels import native
+from tracejit.compiler.cpu.kernels import loader as native
 from tracejit.compiler.cpu.gemm import packed_gemm
 from tracejit.compiler.cpu.gemm import rows_gemm
 

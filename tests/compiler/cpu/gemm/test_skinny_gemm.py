@@ -109,9 +109,9 @@ def test_product_leaves_what_it_cannot_run(loaded, monkeypatch):
     assert skinny_gemm.product(h, w.T.astype(np.float64)) is None   # two dtypes
     assert skinny_gemm.product(h.astype(np.int32), w.T.astype(np.int32)) is None
     assert skinny_gemm.product(h, np.ones((1024, 100), np.float32)) is None  # nothing thin
-    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    monkeypatch.setenv("TRACEJIT_SKINNY_HALVES", "0")
     assert skinny_gemm.product(g, w) is None                        # thin: the halves or BLAS
-    monkeypatch.setattr(skinny_gemm, "ENABLED", False)
+    monkeypatch.setenv("TRACEJIT_SKINNY_GEMM", "0")
     assert skinny_gemm.product(h, w.T) is None
     assert not loaded
 
@@ -150,7 +150,7 @@ def test_load_gemm_kernels_loads_what_sync_mode_gave_up_on(monkeypatch):
     """Sync mode, loaders that gave up in a call (the disk cache did not hold the modules
     then): coreshare.load_gemm_kernels loads rows_gemm's kernel, its halves and the dot
     kernel, and the head's logits then run on the dot kernel (numpy's result)."""
-    from tracejit.compiler.cpu.kernels import native
+    from tracejit.compiler.cpu.kernels import loader as native
     from tracejit.compiler.cpu.gemm import rows_gemm
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(native, "_kernels", {})
@@ -167,7 +167,7 @@ def test_load_gemm_kernels_loads_what_sync_mode_gave_up_on(monkeypatch):
     dot = skinny_gemm._dot("float32")
     assert dot is not None and dot[1] is not None   # the kernel and its halves
     h, w, _ = _head()
-    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    monkeypatch.setenv("TRACEJIT_SKINNY_HALVES", "0")
     np.testing.assert_allclose(skinny_gemm.product(h, w.T), h @ w.T, rtol=1e-4, atol=1e-3)
 
 
@@ -181,7 +181,7 @@ def test_thread_count_a_profiler_records(monkeypatch):
     assert coreshare.gemm_thread_count(256, 1024, 10) == (1 if coreshare._one_thread(256, 1024, 10) else blas_threads())
     monkeypatch.setattr(skinny_gemm, "_loaded", {"float32": None})
     assert coreshare.gemm_thread_count(256, 1024, 10) == 2
-    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    monkeypatch.setenv("TRACEJIT_SKINNY_HALVES", "0")
     assert coreshare.gemm_thread_count(256, 10, 1024) == 1
 
 
@@ -219,7 +219,7 @@ def test_dot_halves_are_the_one_thread_kernel_bitwise(serial, monkeypatch, dtype
     kernel(x, w, b, True, one)
     np.testing.assert_array_equal(out, one)
     np.testing.assert_allclose(out, x.astype(np.float64) @ w.T + b, **_tol(dtype, k))
-    monkeypatch.setattr(skinny_gemm, "HALVES", False)
+    monkeypatch.setenv("TRACEJIT_SKINNY_HALVES", "0")
     np.testing.assert_array_equal(skinny_gemm.product(x, w.T, b), one)
     assert len(serial) == 1
 

@@ -20,7 +20,7 @@ def _index_add(monkeypatch, kernels: bool, a, v, idx):
         monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
     else:
         monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
-    return indexing._index_add_impl(np, a, v, idx, spec=(("t", 0),))
+    return indexing.INDEX_ADD.run(np, a, v, idx, spec=(("t", 0),))
 
 
 CASES = {

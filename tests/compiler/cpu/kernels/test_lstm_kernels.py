@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from tracejit.ops import gru_prim, lstm_prim
+from tracejit.compiler.cpu.kernels import recurrent_layers
 from tracejit.compiler.cpu.kernels import lstm_kernels
-from tracejit.compiler.cpu.kernels import native
+from tracejit.compiler.cpu.kernels import loader as native
 
 pytest.importorskip("numba", reason="the kernels are numba code")
 
@@ -57,14 +58,14 @@ def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, mod
     b[0] = 200.0                    # saturated: sigmoid exactly 1, no overflow
     b[H] = -200.0
     tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    zk = _run(monkeypatch, mode, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
-    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
+    zk = _run(monkeypatch, mode, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
+    zn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
     assert np.isfinite(zk).all()
     np.testing.assert_allclose(zk, zn, **tol)
     d_y = a(L, 2 * H if full else H, N)
     args = (d_y, a(H, N), a(H, N), x, wx, w, b, h0, c0, zn)
-    rk = _run(monkeypatch, mode, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
-    rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    rk = _run(monkeypatch, mode, lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
+    rn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
 
@@ -80,13 +81,13 @@ def test_strided_operands_are_taken(monkeypatch, mode):
     b = r.standard_normal(4 * H)
     h0 = r.standard_normal((N, H)).T
     c0 = r.standard_normal((N, H)).T
-    zk = _run(monkeypatch, mode, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0)
-    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0)
+    zk = _run(monkeypatch, mode, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0)
+    zn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0)
     np.testing.assert_allclose(zk, zn, rtol=1e-12, atol=1e-13)
     d_y = r.standard_normal((L, N, H)).transpose(0, 2, 1)
     args = (d_y, r.standard_normal((N, H)).T, r.standard_normal((H, N)), x, wx, w, b, h0, c0, zn)
-    np.testing.assert_allclose(_run(monkeypatch, mode, lstm_prim._lstm_layer_backward_impl, *args),
-                               _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args),
+    np.testing.assert_allclose(_run(monkeypatch, mode, lstm_prim.LSTM_LAYER_BACKWARD.run, *args),
+                               _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args),
                                rtol=1e-12, atol=1e-12)
 
 
@@ -103,7 +104,7 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
     the same order; d W, summed in blocks of steps alongside, to rounding), and the numpy
     forms' values."""
     from tracejit.compiler.cpu.kernels import loop_split
-    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", overlap)
+    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", overlap)
     _loaded("layer", dtype)
     r = np.random.default_rng(9)
     L = 6
@@ -118,9 +119,9 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
             return count
         with monkeypatch.context() as m:
             m.setattr(loop_split, "threads", threads)
-            z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
+            z = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
             args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), x, wx, w, b, h0, c0, z)
-            return z, _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+            return z, _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
 
     z1, r1 = run(1)
     z2, r2 = run(2)
@@ -134,10 +135,10 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
         np.testing.assert_allclose(r2[:k], r1[:k], rtol=tol["rtol"], atol=tol["atol"] * np.abs(r1[:k]).max())
     else:
         np.testing.assert_array_equal(r2, r1)
-    np.testing.assert_allclose(z2, _run(monkeypatch, False, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0,
+    np.testing.assert_allclose(z2, _run(monkeypatch, False, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0,
                                         reverse=reverse), **tol)
     args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), x, wx, w, b, h0, c0, z1)
-    rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    rn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     np.testing.assert_allclose(r2, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
 
@@ -149,10 +150,10 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
 def test_a_cotangent_of_rows_is_read_as_rows(monkeypatch, dtype, full, memory, H, nth):
     """A cotangent d_y (L, Hy, N) that is a permuted view of rows, (L, N, Hy) or (N, L, Hy) in
     memory (a layer's usual cotangent: the gradient of nn/recurrent._time_major_rows' copy),
-    goes to the whole-loop backward as those rows (lstm_prim.D_Y_AS_ROWS; no copy to
+    goes to the whole-loop backward as those rows (recurrent_layers.D_Y_AS_ROWS; no copy to
     (L, H, N) first): the same bits as its C-contiguous copy, on one thread and split."""
     from tracejit.compiler.cpu.kernels import loop_split
-    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", False)
+    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
     monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: nth)
     _loaded("layer", dtype)
     r = np.random.default_rng(12)
@@ -160,22 +161,22 @@ def test_a_cotangent_of_rows_is_read_as_rows(monkeypatch, dtype, full, memory, H
     hy = 2 * H if full else H
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
     x, wx, w, b, h0, c0 = a(L, N, 7), a(4 * H, 7) * 0.2, a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
-    z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0)
+    z = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0)
     rows = a(L, N, hy) if memory == "LNH" else a(N, L, hy).transpose(1, 0, 2)
     d_y = rows.transpose(0, 2, 1)
-    assert lstm_prim._rows_view(d_y)
+    assert recurrent_layers._rows_view(d_y)
     seen = []
-    real = lstm_prim._rows_view
-    monkeypatch.setattr(lstm_prim, "_rows_view", lambda v: seen.append(real(v)) or seen[-1])
+    real = recurrent_layers._rows_view
+    monkeypatch.setattr(recurrent_layers, "_rows_view", lambda v: seen.append(real(v)) or seen[-1])
     args = lambda dy: (dy, a(H, N), a(H, N), x, wx, w, b, h0, c0, z)   # noqa: E731
     state = r.bit_generator.state
-    viewed = _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args(d_y))
+    viewed = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args(d_y))
     r.bit_generator.state = state                        # the same d h_n, d c_n
-    copied = _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args(np.ascontiguousarray(d_y)))
+    copied = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args(np.ascontiguousarray(d_y)))
     assert seen == [True, False]
     np.testing.assert_array_equal(viewed, copied)
     r.bit_generator.state = state
-    rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args(d_y))
+    rn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args(d_y))
     tol = dict(rtol=5e-5, atol=5e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(viewed, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
@@ -187,28 +188,28 @@ def test_a_cotangent_of_rows_is_read_as_rows(monkeypatch, dtype, full, memory, H
 @pytest.mark.parametrize("nth", [1, 2])
 def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L, nth):
     """With H a multiple of 16 the whole-loop backward adds each step's dg h_prev^T into d W
-    itself (lstm_prim.WEIGHT_GRAD_IN_LOOP; no GEMM after the loop: `hidden_weight_grad` is not
+    itself (recurrent_layers.WEIGHT_GRAD_IN_LOOP; no GEMM after the loop: `hidden_weight_grad` is not
     called): d W as the GEMM after the loop gives it and the numpy forms', to rounding; the
     rest of the result the same bits."""
     from tracejit.compiler.cpu.kernels import loop_split
-    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", False)
+    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
     monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: nth)
     _loaded("layer", dtype)
     r = np.random.default_rng(11)
     N = 5
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
     x, wx, w, b, h0, c0 = a(L, N, 19), a(4 * H, 19) * 0.2, a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
-    z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
+    z = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
     args = (a(L, H, N), a(H, N), a(H, N), x, wx, w, b, h0, c0, z)
     gemms = []
     real = lstm_prim.hidden_weight_grad
     monkeypatch.setattr(lstm_prim, "hidden_weight_grad", lambda *a_: gemms.append(1) or real(*a_))
-    inside = _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    inside = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     assert gemms == []
-    monkeypatch.setattr(lstm_prim, "WEIGHT_GRAD_IN_LOOP", False)
-    after = _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    monkeypatch.setenv("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP", "0")
+    after = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     assert gemms == [1]
-    rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    rn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     k = 4 * H * H
     np.testing.assert_array_equal(inside[k:], after[k:])
     tol = dict(rtol=5e-5, atol=5e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
@@ -231,7 +232,7 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
 
     from tracejit.compiler.cpu.kernels import loop_split
     # the backward split too (its d W after the loop), not d W alongside a one-thread loop
-    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", False)
+    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
     dtype, H, N, L = "float32", 48, 5, 40
     r = np.random.default_rng(3)
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
@@ -262,9 +263,9 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
             if slow:
                 m.setattr(lstm_kernels, "forward_layer", delayed(lstm_kernels.forward_layer))
                 m.setattr(lstm_kernels, "backward_layer", delayed(lstm_kernels.backward_layer))
-            z = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0)
+            z = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0)
             args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), x, wx, w, b, h0, c0, z)
-            return z, _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args)
+            return z, _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args)
 
     _loaded("layer", dtype)
     z1, r1 = run(1, False)
@@ -301,12 +302,12 @@ def test_whole_loop_kernels_run_and_take_one_step(monkeypatch, reverse):
     H, N = 5, 4
     a = lambda *s: r.standard_normal(s).astype("float32")   # noqa: E731
     x, wx, w, b, h0, c0 = a(1, N, 3), a(4 * H, 3), a(4 * H, H), a(4 * H), a(H, N), a(H, N)
-    zk = _run(monkeypatch, "layer", lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
-    zn = _run(monkeypatch, False, lstm_prim._lstm_layer_impl, x, wx, w, b, h0, c0, reverse=reverse)
+    zk = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
+    zn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
     np.testing.assert_allclose(zk, zn, rtol=2e-5, atol=2e-6)
     args = (a(1, H, N), a(H, N), a(H, N), x, wx, w, b, h0, c0, zn)
-    rk = _run(monkeypatch, "layer", lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
-    rn = _run(monkeypatch, False, lstm_prim._lstm_layer_backward_impl, *args, reverse=reverse)
+    rk = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
+    rn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=2e-5, atol=2e-6 * np.abs(rn).max())
     assert calls == ["forward_layer", "backward_layer"]
 
@@ -327,13 +328,13 @@ def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H, mode,
     # float32: the kernel's GEMM sums in another order than numpy's BLAS, and the gates of
     # this scale (pre-activations of ~10) amplify a last-bit difference over the steps
     tol = dict(rtol=5e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    zk = _run(monkeypatch, mode, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
-    zn = _run(monkeypatch, False, gru_prim._gru_layer_impl, gi, w, b, h0, reverse=reverse)
+    zk = _run(monkeypatch, mode, gru_prim.GRU_LAYER.run, gi, w, b, h0, reverse=reverse)
+    zn = _run(monkeypatch, False, gru_prim.GRU_LAYER.run, gi, w, b, h0, reverse=reverse)
     assert np.isfinite(zk).all()
     np.testing.assert_allclose(zk, zn, **tol)
     args = (a(L, H, N), a(H, N), gi, w, b, h0, zn)
-    rk = _run(monkeypatch, mode, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
-    rn = _run(monkeypatch, False, gru_prim._gru_layer_backward_impl, *args, reverse=reverse)
+    rk = _run(monkeypatch, mode, gru_prim.GRU_LAYER_BACKWARD.run, *args, reverse=reverse)
+    rn = _run(monkeypatch, False, gru_prim.GRU_LAYER_BACKWARD.run, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
 

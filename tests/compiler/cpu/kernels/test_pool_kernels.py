@@ -46,11 +46,11 @@ def test_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
     elif data == "channel-major":   # eager conv outputs: (C, N, H, W) memory, NCHW view
         x = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
     kernel, stride, padding, dilation = geo
-    fwd = lambda: P._max_pool_impl(np, x, kernel, stride, padding, dilation)  # noqa: E731
+    fwd = lambda: P.MAX_POOL2D.run(np, x, kernel, stride, padding, dilation)  # noqa: E731
     out, out_np = _both(monkeypatch, fwd)
     np.testing.assert_array_equal(out, out_np)
     g = rng.standard_normal(out.shape).astype(dtype)
-    bwd = lambda: P._max_pool_backward_impl(np, g, x, out_np, kernel, stride, padding, dilation)  # noqa: E731
+    bwd = lambda: P.MAX_POOL2D_BACKWARD.run(np, g, x, out_np, kernel, stride, padding, dilation)  # noqa: E731
     gx, gx_np = _both(monkeypatch, bwd)
     if pool_kernels.tiles(kernel, stride, padding, dilation):
         np.testing.assert_array_equal(gx, gx_np)
@@ -73,7 +73,7 @@ def test_channel_major_stays_channel_major():
     out = pool_kernels.forward(x, (2, 2), (2, 2), (0, 0), (1, 1))
     gx = pool_kernels.backward(np.ones_like(out), x, (2, 2), (2, 2), (0, 0), (1, 1))
     assert pool_kernels.channel_major(out) and pool_kernels.channel_major(gx)
-    np.testing.assert_array_equal(out, P._max_pool_impl(np, np.ascontiguousarray(x), (2, 2), (2, 2),
+    np.testing.assert_array_equal(out, P.MAX_POOL2D.run(np, np.ascontiguousarray(x), (2, 2), (2, 2),
                                                         (0, 0), (1, 1)))
 
 

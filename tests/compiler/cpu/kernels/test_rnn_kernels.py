@@ -38,15 +38,15 @@ def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, nonlinearity
     h0 = a(N, H).T                       # a transposed view, as the layer passes it
     kw = dict(reverse=reverse, nonlinearity=nonlinearity)
     tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    hk = _run(monkeypatch, True, rnn_prim._rnn_layer_impl, gi, w, b, h0, **kw)
-    hn = _run(monkeypatch, False, rnn_prim._rnn_layer_impl, gi, w, b, h0, **kw)
+    hk = _run(monkeypatch, True, rnn_prim.RNN_LAYER.run, gi, w, b, h0, **kw)
+    hn = _run(monkeypatch, False, rnn_prim.RNN_LAYER.run, gi, w, b, h0, **kw)
     assert np.isfinite(hk).all()
     if nonlinearity == "relu":
         assert (hn == 0).any() and (hn > 0).any()      # both sides of the kink are reached
     np.testing.assert_allclose(hk, hn, **tol)
     args = (a(L, H, N), gi, w, b, h0, hn)
-    rk = _run(monkeypatch, True, rnn_prim._rnn_layer_backward_impl, *args, **kw)
-    rn = _run(monkeypatch, False, rnn_prim._rnn_layer_backward_impl, *args, **kw)
+    rk = _run(monkeypatch, True, rnn_prim.RNN_LAYER_BACKWARD.run, *args, **kw)
+    rn = _run(monkeypatch, False, rnn_prim.RNN_LAYER_BACKWARD.run, *args, **kw)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
 
@@ -57,7 +57,7 @@ def test_loops_call_the_shared_product_module_by_address(dtype, monkeypatch):
     the same four addresses as the GRU loop's, and the kernels still run."""
     from tracejit.compiler import diskcache
     from tracejit.compiler.cpu.kernels import lstm_kernels
-    from tracejit.compiler.cpu.kernels import native
+    from tracejit.compiler.cpu.kernels import loader as native
     # All three loaded afresh (from the disk cache): an earlier test that cleared the
     # in-memory module cache (tests/ops/test_lstm_kernels.py) leaves loop kernels it loaded
     # holding the product module of their time, and this test failed after it
@@ -73,7 +73,7 @@ def test_loops_call_the_shared_product_module_by_address(dtype, monkeypatch):
     gi = np.full((L, N, H), 0.25, dtype)
     b = np.zeros(H, dtype)
     h0 = np.zeros((H, N), dtype)
-    hs = rnn_prim._rnn_layer_impl(np, gi, w, b, h0)
+    hs = rnn_prim.RNN_LAYER.run(np, gi, w, b, h0)
     h = np.zeros((H, N))
     for t in range(L):
         h = np.tanh(h + 0.25)

@@ -10,6 +10,7 @@ import pytest
 
 from tracejit.compiler.cpu.runtime import sharepool
 from tracejit.ops import lstm_prim
+from tracejit.compiler.cpu.kernels import recurrent_layers
 from tracejit.compiler.cpu.kernels import rnn_weight_grad as R
 
 
@@ -123,10 +124,10 @@ def test_a_failing_loop_raises_and_stops_the_partner():
 def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, ceiling, policy, nth, in_loop, want):
     from tracejit import threads
     from tracejit.compiler.cpu.runtime import coreshare
-    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", setting)
+    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", setting)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: ceiling)
     monkeypatch.setattr(threads, "blas_threads", lambda: policy)
-    assert lstm_prim._alongside(nth, in_loop) is want
+    assert recurrent_layers._alongside(nth, in_loop) is want
 
 
 def test_no_partner_while_a_compile_worker_of_ours_compiles(monkeypatch):
@@ -137,7 +138,7 @@ def test_no_partner_while_a_compile_worker_of_ours_compiles(monkeypatch):
     from tracejit import threads
     from tracejit.compiler.cpu.runtime import coreshare
     from tracejit.compiler.cpu.kernels import loop_split
-    monkeypatch.setattr(lstm_prim, "OVERLAP_WEIGHT_GRAD", "policy")
+    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", "policy")
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(coreshare, "adapt_blas", lambda: 1)
     monkeypatch.setattr(threads, "blas_threads", lambda: 1)     # the policy gives one now
@@ -145,12 +146,12 @@ def test_no_partner_while_a_compile_worker_of_ours_compiles(monkeypatch):
     ceding = [False]
     monkeypatch.setattr(coreshare, "ceding", lambda: ceding[0])
     assert loop_split.threads(64) == 2
-    assert lstm_prim._alongside(1, False) is True and lstm_prim._alongside(2, True) is False
+    assert recurrent_layers._alongside(1, False) is True and recurrent_layers._alongside(2, True) is False
     ceding[0] = True
     assert loop_split.threads(64) == 1
-    assert lstm_prim._alongside(1, False) is False and lstm_prim._alongside(1, True) is False
+    assert recurrent_layers._alongside(1, False) is False and recurrent_layers._alongside(1, True) is False
     ceding[0] = False
-    assert loop_split.threads(64) == 2 and lstm_prim._alongside(1, False) is True
+    assert loop_split.threads(64) == 2 and recurrent_layers._alongside(1, False) is True
 
 
 def _reference_and_a_fresh_loop(seed, L=64, N=4, H=8):

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.cpu.kernels import vectorized as V
+from tracejit.compiler import prepare
+from tracejit.compiler.cpu.kernels import loader, vectorized as V
 from tracejit.ops.gelu_prim import gelu_backward as _gelu_backward
 from tracejit.ops.elementwise import pow_backward, sigmoid_backward, tanh_backward
 from tracejit.ops.registry import REGISTRY
@@ -29,15 +30,15 @@ def kernels(monkeypatch, tmp_path):
     monkeypatch.setattr(V, "_entries", {})
     monkeypatch.setattr(V, "_stats", dict.fromkeys(V._stats, 0))
     # The preparation thread starts at once (not a second later, as for a user's first step).
-    monkeypatch.setattr(V, "_GO_AFTER_S", 0.0)
+    monkeypatch.setattr(loader, "_GO_AFTER_S", 0.0)
     # Kernels an earlier test loaded from the user's cache stay in this process (keyed by
     # source): forget them, so a first call here really finds nothing to load.
     from tracejit.compiler import diskcache, tiers
     diskcache.clear_memory_cache()
-    # Pair modules' jobs are kept per process (tiers.module_job): one from an earlier test,
+    # Pair modules' jobs are kept per process (prepare.module_job): one from an earlier test,
     # for another cache directory (or stranded by a pool an earlier test shut down), is not
     # this test's.
-    monkeypatch.setattr(tiers, "_module_jobs", {})
+    monkeypatch.setattr(prepare, "_module_jobs", {})
     yield
     # No preparation thread of this test may outlive it: a late one would count its load
     # in the next test's counters.
@@ -266,7 +267,7 @@ def test_settle_waits_for_the_pair_of_a_loaded_chunk_kernel(kernels, monkeypatch
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
     monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
     monkeypatch.setattr(chunkpool, "pool_threads", lambda: 1)   # no call polls the pair
-    monkeypatch.setattr(tiers, "_module_jobs", {})   # (an earlier test's job for this pair)
+    monkeypatch.setattr(prepare, "_module_jobs", {})   # (an earlier test's job for this pair)
     x = tj.tensor(_x(n=PARALLEL_MIN, seed=16))
     first = tj.tanh(x)                 # numpy; the preparation starts
     assert V.settle(timeout=600.0)
@@ -451,7 +452,7 @@ def test_leaf_gradient_copy_runs_copy_kernel(kernels, monkeypatch):
 def test_settle_starts_a_preparation_that_waits_for_the_next_call(kernels, monkeypatch):
     """A user's first call only records the op (its preparation starts at a call a second
     later); `settle` must start it rather than wait for a call that never comes."""
-    monkeypatch.setattr(V, "_GO_AFTER_S", 3600.0)
+    monkeypatch.setattr(loader, "_GO_AFTER_S", 3600.0)
     x = tj.tensor(_x(seed=15))
     tj.exp(x)                          # recorded, preparation not started
     assert V.stats()["submitted"] == 0
@@ -467,7 +468,7 @@ def test_pending_since_names_only_the_kernels_asked_for_since(kernels, monkeypat
     """bench_tiers waits for the kernels a compiled step asks for: `pending(since)` names an
     eager kernel whose op was called at or after `since`, not one asked for only before
     (an op of tier 0 the compiled step no longer runs), and neither once it is loaded."""
-    monkeypatch.setattr(V, "_GO_AFTER_S", 3600.0)   # asked for, preparations not started
+    monkeypatch.setattr(loader, "_GO_AFTER_S", 3600.0)   # asked for, preparations not started
     x = tj.tensor(_x(seed=16))
     tj.exp(x)
     mark = time.monotonic()
@@ -534,10 +535,10 @@ def test_an_ask_outside_tier0_makes_the_kernel_an_eager_codes():
     h = Holder()
     with V.serving_tier0():
         with V.serving_tier0():
-            V.note_ask(h)
-        V.note_ask(h)
+            loader.note_ask(h)
+        loader.note_ask(h)
         assert h.outside is False
-    V.note_ask(h)
+    loader.note_ask(h)
     assert h.outside is True and V.outside()
 
 

@@ -513,3 +513,90 @@ def test_eager_matmul_adapts_blas_only_without_numba():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ), timeout=120, check=True).stdout.split()
     assert out == ["True", "False", "True"]
+
+
+# A compiled LSTM language model's tier-0 steps while a background thread imports the compile
+# workers' module: each of that thread's imports of a tracejit module is held for a while
+# between the module's entry in sys.modules and its code (the window in which it has no
+# names yet), and the thread policy is made to give one thread (a loaded machine: large
+# products claim rows with the partner thread and ask `ceding`).
+_SLOW_IMPORT_STEPS = '''
+import importlib.abc, importlib.machinery, sys, threading, time
+held = []        # tracejit modules a background thread is importing now (held)
+during = [0]     # steps run while one was held
+
+
+class Held(importlib.abc.Loader):
+    def __init__(self, inner, name):
+        self.inner, self.name = inner, name
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        held.append(self.name)
+        time.sleep(0.6)                  # in sys.modules, empty
+        try:
+            self.inner.exec_module(module)
+        finally:
+            held.remove(self.name)
+
+
+class Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if not name.startswith("tracejit.") or threading.current_thread() is threading.main_thread():
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = Held(spec.loader, name)
+        return spec
+
+
+sys.meta_path.insert(0, Finder())
+import numpy as np
+import tracejit as tj
+from tracejit import nn
+from tracejit.compiler.cpu.runtime import coreshare
+coreshare.core_share.threads = lambda: 1
+coreshare.blas_ceiling = lambda: 2
+tj.manual_seed(0)
+
+
+class LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(64, 128)
+        self.rnn = nn.LSTM(128, 256, num_layers=2, batch_first=True)
+        self.out = nn.Linear(256, 64)
+
+    def forward(self, x):
+        return self.out(self.rnn(self.emb(x))[0])
+
+
+model = LM()
+opt = tj.optim.Adam(model.parameters(), lr=1e-3)
+loss_of = tj.script(lambda x, y: nn.functional.cross_entropy(model(x).reshape(-1, 64), y.reshape(-1)))
+rng = np.random.default_rng(0)
+deadline = time.monotonic() + 120
+while during[0] < 20 or held:
+    assert time.monotonic() < deadline, "no background import was seen"
+    x, y = (tj.tensor(rng.integers(0, 64, (32, 32))) for _ in range(2))
+    opt.zero_grad()
+    loss = loss_of(x, y)
+    loss.backward()
+    opt.step()
+    during[0] += bool(held)
+print("steps during background imports", during[0], float(loss))
+'''
+
+
+def test_tier0_steps_while_a_thread_imports_the_workers_module(tmp_path):
+    """The policy reads the compile workers' counters only once their module gave them to it
+    (`watch_compiles`): it never looks a module up, so one that another thread is still
+    importing (in sys.modules without its names) is never read."""
+    env = dict(os.environ, TRACEJIT_COMPILE="background", TRACEJIT_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.getcwd())
+    out = subprocess.run([sys.executable, "-c", _SLOW_IMPORT_STEPS], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "steps during background imports" in out.stdout

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tracejit.compiler.cpu.runtime import sharepool
+from tracejit.compiler import prepare
 from tracejit.compiler import backends, diskcache
 from tracejit.compiler.cpu.runtime import cshares
 
@@ -172,7 +173,7 @@ def test_folding_pair_folds_once_per_launch_after_both_shares(own_cache):
 
 
 def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
-    # background mode: the pair's module is compiled apart (tiers.module_when_ready), looked
+    # background mode: the pair's module is compiled apart (prepare.module_when_ready), looked
     # at no more often than POLL_S, and the launch keeps sharepool's path until it is loaded
     from tracejit.compiler import tiers
     kernel_src, pair_src = f"# {own_cache}\n" + KERNEL, cshares.source(SIG, NAMES)
@@ -183,7 +184,7 @@ def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
         assert source == src and hint == "k_pair" and llvm_options == ()
         asked.append(1)
         return None if len(asked) < 3 else diskcache.load_module(source, name_hint=hint)
-    monkeypatch.setattr(tiers, "module_when_ready", when_ready)
+    monkeypatch.setattr(prepare, "module_when_ready", when_ready)
     monkeypatch.setattr(cshares.Pending, "POLL_S", 60.0)   # (however slow the machine)
     pending = cshares.Pending(kernel_src, pair_src, "k", (), backends.get("cpu").fast_entry)
     assert pending.poll() == (None, pending) and pending.poll() == (None, pending)
@@ -204,7 +205,7 @@ def test_ahead_queues_the_pending_pairs_module_in_background_mode(monkeypatch):
     # the pair inside the kernel's module
     from tracejit.compiler import tiers, workers
     asked = []
-    monkeypatch.setattr(tiers, "module_when_ready", lambda *a, **kw: asked.append((a, kw)))
+    monkeypatch.setattr(prepare, "module_when_ready", lambda *a, **kw: asked.append((a, kw)))
     kjob = workers.Job(7, "src", "k", ("-x",))
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     cshares.ahead("src", "pair", "k", ("-x",), kjob)
@@ -225,7 +226,7 @@ def test_pending_names_a_pair_polled_since_and_not_yet_loaded(monkeypatch):
     import types
     from tracejit.compiler import tiers
     mods = {"now": None}
-    monkeypatch.setattr(tiers, "module_when_ready", lambda *a, **k: mods["now"])
+    monkeypatch.setattr(prepare, "module_when_ready", lambda *a, **k: mods["now"])
     p = cshares.Pending(KERNEL, "# pair text", "test_pending_k", (), lambda f: f)
     assert p.hint not in cshares.pending(0.0)            # never asked for
     mark = time.monotonic()

@@ -143,7 +143,7 @@ def pair(request, monkeypatch):
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
-    monkeypatch.setattr(sharepool, "PAIR_ON_BLAS_WORKER", on_worker)
+    monkeypatch.setenv("TRACEJIT_PAIR_ON_BLAS_WORKER", "1" if on_worker else "0")
     return request.param
 
 

@@ -50,9 +50,10 @@ import numpy as np
 from ..runtime import coreshare
 from ..runtime import sharepool
 from . import rows_gemm
-from ..kernels.native import kernel as _kernel
+from ..kernels.loader import kernel as _kernel
+from .... import envflags
 
-__all__ = ["product", "plan_product", "thin", "pair", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S", "ENABLED"]
+__all__ = ["product", "plan_product", "thin", "pair", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S"]
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
@@ -61,7 +62,7 @@ MIN_MNK = rows_gemm.MIN_MNK
 # core; a pair of 100K-element halves ran in 8.0 us against numpy's 11.4, launch included).
 EW_MIN_ELEMENTS = 1 << 16
 # The switch (tests and measurements turn it off to compare).
-ENABLED = True
+on = envflags.flag("TRACEJIT_GEMM_HALVES")   # (the switch: tests, A/B measurements)
 # Elementwise halves run only this soon after the end of a launch of halves (a product's):
 # OpenBLAS's worker spins ~0.4 ms after a job (threads.BLAS_THREAD_TIMEOUT), then sleeps, and
 # waking it cost a 100K-element ``w -= lr * g`` 159/1130 us (min/median) against numpy's
@@ -72,245 +73,8 @@ _warm_until = 0.0
 
 _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 
-# The kernel module's rows kernel run on a record of int64s: a, its size, ars, aks, m, kd,
-# b, its size, n, c, its size (addresses and sizes of flat arrays). An elementwise half's
-# record: op, n, a, b, out, a's and b's kind (0 array, 1 scalar), then the scalars' bits
-# as float64 in slots 8 and 9.
-_PAIR = '''
-
-from numba import cfunc
-from tracejit.compiler.cpu.runtime.voidptr import call_at, call_get_count, call_pthread, call_set_count, carray_at, {g}
-# (a record's slots from a tuple: one intrinsic, not a loop over the tuple, 0.12-0.2 s of
-# this module's compile; voidptr.put_row)
-from tracejit.compiler.cpu.runtime.voidptr import put_row as _put
-
-
-# The records are filled in numba: an array's address costs ~2.4 us from Python (ndarray.ctypes
-# or __array_interface__), and a launch needs four or five. The fillers (`gemm_records`,
-# `ew_records`, `product_record`) are called only by the launches, so they have no CPython
-# wrapper (compiled for nothing, ~0.1 s of the module; called from Python they would crash).
-
-
-@njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
-      "{t}[:, ::1], {t}[:, ::1], boolean)", cache=CACHE, no_cpython_wrapper=True)
-def gemm_records(r, a, b, out, rest, by_rows):
-    m, kd = a.shape
-    n = b.shape[1]
-    item = a.itemsize
-    ars, aks = a.strides[0] // item, a.strides[1] // item
-    ad, bd, cd = np.int64(a.ctypes.data), np.int64(b.ctypes.data), np.int64(out.ctypes.data)
-    size = m * kd
-    if by_rows:        # row halves, the first a multiple of 8 (the kernel's tile rows)
-        h = (m // 2 + 7) // 8 * 8
-        off = h * ars
-        _put(r, 0, (ad, size, ars, aks, h, kd, bd, kd * n, n, cd, h * n))
-        _put(r, 1, (ad + off * item, size - off, ars, aks, m - h, kd, bd, kd * n, n, cd + h * n * item,
-                    (m - h) * n))
-    else:              # depth halves: rows [0, h) and [h, kd) of b, the second into `rest`
-        h = kd // 2
-        off = h * aks
-        _put(r, 0, (ad, size, ars, aks, m, h, bd, h * n, n, cd, m * n))
-        _put(r, 1, (ad + off * item, size - off, ars, aks, m, kd - h, bd + h * n * item, (kd - h) * n,
-                    n, np.int64(rest.ctypes.data), m * n))
-
-
-# `gemm_records`, then `entry` (gemm_half's address) on both records at once through
-# gotoblas_pthread at `pthread`: a product's whole launch in one dispatcher call, the GIL
-# released (the filler and a ctypes call were two, with Python between: the MLP step's
-# head products spent 8-9 us a launch around their halves on swept caches).
-# Depth halves: the second half's partial product (`rest`) is added into `out` here, once
-# both ended: the same float additions as numpy's ``out += rest`` after the launch, without
-# its dispatch (the two-layer step's forward, 64x1000x100: ~1 us a step).
-@njit("void(int64[:, ::1], Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'C', readonly=True), "
-      "{t}[:, ::1], {t}[:, ::1], boolean, int64, int64)", cache=CACHE, nogil=True)
-def gemm_launch(r, a, b, out, rest, by_rows, pthread, entry):
-    gemm_records(r, a, b, out, rest, by_rows)
-    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
-    if not by_rows:
-        # (a 2-D loop, not over ``reshape(-1)`` views: numba compiles reshape's overload as a
-        # function of its own, ~0.1 s of this module's compile; the same additions in order)
-        for i in range(out.shape[0]):
-            for j in range(out.shape[1]):
-                out[i, j] += rest[i, j]
-
-
-@njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
-      "{t}[::1], int64, int64, float64)", cache=CACHE, no_cpython_wrapper=True)
-def ew_records(r, op, x, y, out, xs, ys, s):
-    # each half: op, its length, x's, y's and out's addresses, which operand is the scalar
-    # `s` (xs, ys: the other operand stands in for its array), s's float64 bits in slot 8 or 9
-    n = out.size
-    h = n // 2
-    item = out.itemsize
-    xd, yd, od = np.int64(x.ctypes.data), np.int64(y.ctypes.data), np.int64(out.ctypes.data)
-    _put(r, 0, (op, h, xd, yd, od, xs, ys))
-    _put(r, 1, (op, n - h, xd + h * item, yd + h * item, od + h * item, xs, ys))
-    # the records as float64 (their slots 8 and 9): ``r.view(np.float64)`` compiled numba's
-    # view overload (``ol_compatible_view``) as a function of its own, 0.15-0.3 s of this
-    # module's compile in a worker; carray_at builds the array in place
-    f = carray_at(r.ctypes.data, r.shape, np.float64)
-    f[0, 8] = f[1, 8] = f[0, 9] = f[1, 9] = s
-
-
-# `ew_records`, then `entry` (ew_half's address) on both records at once through OpenBLAS's
-# gotoblas_pthread at address `pthread`: the whole elementwise launch in one dispatcher call
-# (the records' filler and a ctypes call were two, with Python between).
-@njit("void(int64[:, ::1], int64, Array({t}, 1, 'C', readonly=True), Array({t}, 1, 'C', readonly=True), "
-      "{t}[::1], int64, int64, float64, int64, int64)", cache=CACHE)
-def ew_launch(r, op, x, y, out, xs, ys, s, pthread, entry):
-    ew_records(r, op, x, y, out, xs, ys, s)
-    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
-
-
-# A product pair's record (`pair`): the cblas GEMM's address, then its arguments after the
-# layout (row-major) as cblas takes them, alpha 1 and beta 0 left out: trans_a, trans_b, m, n,
-# k, a, lda, b, ldb, c, ldc (ta, tb: 0 an operand as it lies, C-contiguous; 1 its transpose,
-# the operand F-contiguous).
-@njit("void(int64[:, ::1], int64, int64, int64, int64, Array({t}, 2, 'A', readonly=True), "
-      "Array({t}, 2, 'A', readonly=True), {t}[:, ::1])", cache=CACHE, no_cpython_wrapper=True)
-def product_record(r, q, fn, ta, tb, a, b, c):
-    m, kd = a.shape
-    n = b.shape[1]
-    _put(r, q, (fn, 111 + ta, 111 + tb, m, n, kd, np.int64(a.ctypes.data), max(1, m if ta else kd),
-                np.int64(b.ctypes.data), max(1, kd if tb else n), np.int64(c.ctypes.data), max(1, n)))
-
-
-# `pair`'s whole launch in one dispatcher call, the GIL released: BLAS's count set to one
-# (`get`, `put`: its getter's and setter's addresses; get 0: none known, the count left as
-# it is), the two records, `entry` (product_whole's address) on both at once through
-# gotoblas_pthread at `pthread`, the count put back. The same steps as Python's
-# `blas_threads_set(1)` around `launch`, whose ctypes calls, records and checks took ~40 us
-# of the MLP step's layer-2 pair on caches the step's GEMMs had swept.
-@njit("void(int64[:, ::1], int64, int64, int64, int64, int64, int64, int64, "
-      "Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'A', readonly=True), {t}[:, ::1], int64, int64, "
-      "Array({t}, 2, 'A', readonly=True), Array({t}, 2, 'A', readonly=True), {t}[:, ::1])",
-      cache=CACHE, nogil=True)
-def pair_launch(r, fn, pthread, entry, get, put, ta1, tb1, a1, b1, c1, ta2, tb2, a2, b2, c2):
-    before = call_get_count(get) if get != 0 else 1
-    if before != 1:
-        call_set_count(put, 1)
-    product_record(r, 0, fn, ta1, tb1, a1, b1, c1)
-    product_record(r, 1, fn, ta2, tb2, a2, b2, c2)
-    call_pthread(pthread, 2, entry, np.int64(r.ctypes.data), 128)
-    if before != 1:
-        call_set_count(put, before)
-
-
-@cfunc("void(voidptr)", cache=CACHE)
-def product_whole(rec):
-    r = carray_at(rec, (16,), np.int64)
-    {g}(r[0], np.int64(101), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11])
-
-
-@cfunc("void(voidptr)", cache=CACHE)
-def gemm_half(rec):
-    r = carray_at(rec, (16,), np.int64)
-    a = carray_at(r[0], (r[1],), np.{t})
-    b = carray_at(r[6], (r[7],), np.{t})
-    c = carray_at(r[9], (r[10],), np.{t})
-    # rows_gemm's compiled kernel at its address in the records' slot 15 (`_Pair` puts it there
-    # once): inlined here, its register tiles were compiled a second time in this module
-    # (0.8 s of its 2.6 s compile), besides rows_gemm's own module
-    call_at(r[15], gemm_kernel, (a, r[2], r[3], r[4], r[5], b, r[8], c))
-
-
-# One loop per operand pattern. A result written over an operand gets a loop on that array
-# alone: with two views of one address LLVM's runtime overlap check sends the loop to its
-# scalar form (an in-place 100K-element float32 sub in halves took 24 us, numpy 13).
-# Each its own numba function, not inlined by numba (``inline="always"``): inlined, the
-# array loops stayed scalar (100K float32 add 8.8 -> 53.5 us, in-place sub 7.9 -> 37.0),
-# though their own libraries cost the module's compile ~0.9 s of its 3.1-3.25.
-# numpy's error model: x / 0 is inf or NaN, as numpy gives it. numba's default ('python')
-# raises ZeroDivisionError, which a cfunc cannot pass on: the half stopped at the first zero
-# divisor and left the rest of its output unwritten (a test divides by
-# zeros). `ew_half` calls them by address (`EW_LOOPS`: their addresses in a table at the
-# records' slot 14, put there by `_Pair`), compiled once each for their one signature: called
-# by numba, each one's code was linked into `ew_half` and optimised and emitted again (0.25-0.3 s
-# of the module's compile). No CPython wrappers (``no_cpython_wrapper``) either: nothing calls
-# them from Python (they would crash), and each wrapper was compiled for nothing.
-@njit(inline="always")
-def _binop(op, a, b):
-    if op == 0:
-        return a + b
-    if op == 1:
-        return a - b
-    if op == 2:
-        return a * b
-    return a / b
-
-
-@njit("void(int64, {t}[::1], {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
-def _ew_arrays(op, o, a, b):
-    for i in range(o.size):
-        o[i] = _binop(op, a[i], b[i])
-
-
-@njit("void(int64, {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
-def _ew_into_a(op, a, b):
-    for i in range(a.size):
-        a[i] = _binop(op, a[i], b[i])
-
-
-@njit("void(int64, {t}[::1], {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
-def _ew_into_b(op, a, b):
-    for i in range(b.size):
-        b[i] = _binop(op, a[i], b[i])
-
-
-@njit("void(int64, {t}[::1], {t}[::1], {t})", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
-def _ew_scalar_right(op, o, a, s):
-    for i in range(o.size):
-        o[i] = _binop(op, a[i], s)
-
-
-@njit("void(int64, {t}[::1], {t})", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
-def _ew_scalar_right_into(op, a, s):
-    for i in range(a.size):
-        a[i] = _binop(op, a[i], s)
-
-
-@njit("void(int64, {t}[::1], {t}, {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
-def _ew_scalar_left(op, o, s, b):
-    for i in range(o.size):
-        o[i] = _binop(op, s, b[i])
-
-
-@njit("void(int64, {t}, {t}[::1])", cache=CACHE, error_model='numpy', no_cpython_wrapper=True)
-def _ew_scalar_left_into(op, s, b):
-    for i in range(b.size):
-        b[i] = _binop(op, s, b[i])
-
-
-@cfunc("void(voidptr)", cache=CACHE)
-def ew_half(rec):
-    r = carray_at(rec, (16,), np.int64)
-    f = carray_at(rec, (16,), np.float64)
-    op, n = r[0], r[1]
-    fns = carray_at(r[14], (7,), np.int64)   # (`EW_LOOPS`' addresses)
-    if r[5] == 1:                       # scalar op array
-        s = np.{t}(f[8])
-        b = carray_at(r[3], (n,), np.{t})
-        if r[4] == r[3]:
-            call_at(fns[6], _ew_scalar_left_into, (op, s, b))
-        else:
-            call_at(fns[5], _ew_scalar_left, (op, carray_at(r[4], (n,), np.{t}), s, b))
-        return
-    a = carray_at(r[2], (n,), np.{t})
-    if r[6] == 1:                       # array op scalar
-        s = np.{t}(f[9])
-        if r[4] == r[2]:
-            call_at(fns[4], _ew_scalar_right_into, (op, a, s))
-        else:
-            call_at(fns[3], _ew_scalar_right, (op, carray_at(r[4], (n,), np.{t}), a, s))
-        return
-    b = carray_at(r[3], (n,), np.{t})
-    if r[4] == r[2]:
-        call_at(fns[1], _ew_into_a, (op, a, b))
-    elif r[4] == r[3]:
-        call_at(fns[2], _ew_into_b, (op, a, b))
-    else:
-        call_at(fns[0], _ew_arrays, (op, carray_at(r[4], (n,), np.{t}), a, b))
-'''
+# The numba source of the halves (records, launches, cfunc entries): halves_source.py
+from .halves_source import PAIR_SOURCE as _PAIR  # noqa: E402
 
 
 # `ew_half`'s loops in the order of its table (`_Pair.ew_loops`, at the records' slot 14)
@@ -327,7 +91,7 @@ def source(dtype: str) -> str:
     return head + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
 
 
-# The module's `kernel`, the name compiler/cpu/kernels/native.py loads (`loaded_module` reads the halves' entries
+# The module's `kernel`, the name compiler/cpu/kernels/loader.py loads (`loaded_module` reads the halves' entries
 # from its globals): rows_gemm's kernel, called through this module.
 _ENTRY = """
 
@@ -395,7 +159,7 @@ def two_cores() -> bool:
     """Whether two halves may run now: the switch on, two threads by the policy and the
     pool, BLAS's ceiling two or more, OpenBLAS's worker found (compiler/cpu/gemm/skinny_gemm.py's dot
     halves ask it too)."""
-    if not ENABLED:
+    if not on():
         return False
     if coreshare.ENABLED and coreshare.core_share.threads() < 2:
         return False         # (the policy's count: the cheap answer under load)
@@ -409,13 +173,13 @@ def _blas_pair() -> bool:
 
 
 def kernel_of(key: tuple, make_source, later: bool = False):
-    """The `native.NativeKernel` of a hand-written kernel module with GIL-free halves
+    """The `loader.NativeKernel` of a hand-written kernel module with GIL-free halves
     (loaded from disk only in sync mode: ``sync_compiles=False``; `later`: rank LATER)."""
     return _kernel(key, make_source, sync_compiles=False, later=later)
 
 
 def module_kernel(t: str):
-    """The `native.NativeKernel` of dtype name `t`'s halves module, compiled by the
+    """The `loader.NativeKernel` of dtype name `t`'s halves module, compiled by the
     workers at rank LATER (after every other kernel an op or a plan asked for): its compile
     is the dearest of all (3.1-3.3 s of a worker's CPU) and few steps gain much from it.
     Compiled steps, sync mode, warm, policy at two threads, halves on/off alternating in one
@@ -435,7 +199,7 @@ def module_kernel(t: str):
 
 def loaded_module(kernel):
     """(kernel, its module's globals: the halves' cfuncs and records) of a hand-written
-    kernel module (`kernel`: its `native.NativeKernel`) once loaded (compiler/cpu/kernels/native.py's
+    kernel module (`kernel`: its `loader.NativeKernel`) once loaded (compiler/cpu/kernels/loader.py's
     policy; in sync mode only from the disk cache), else None."""
     fn = kernel.get()
     if fn is None:
@@ -473,7 +237,7 @@ def expect(dtype) -> None:
     policy gives two: in background mode this records the ask (`NativeKernel.get`), which
     kernels/vectorized.settle then loads and waits for; nothing loads in the call. Without it
     the module was first asked for at the first two-thread product, and loaded a second
-    (`native._GO_AFTER_S`) and a load after that: where the policy read one thread over a
+    (`loader._GO_AFTER_S`) and a load after that: where the policy read one thread over a
     process's import and first step and two after (a quiet machine once the set-up's
     other processes are done), the bench's two-layer eager step ran its timed steps on the
     one-thread kernel, 0.6-0.8 s after `settle`: ~380 us median instead of ~300. Once per
@@ -482,8 +246,8 @@ def expect(dtype) -> None:
     if t is None or t in _pairs or t in _expected:
         return
     _expected.add(t)
-    from ..kernels import vectorized
-    if (ENABLED and vectorized.enabled() and not vectorized._sync_mode()
+    from ..kernels import loader
+    if (on() and loader.enabled() and not loader._sync_mode()
             and coreshare.core_share.cpus >= 2 and _blas_pair()):   # (halves could ever run here)
         module_kernel(t).get()
 
@@ -528,7 +292,7 @@ def plan_calls(name: str, compute_np, general, general_into):
     records and halves: bitwise `binary`'s results) through `ew_launch`'s compiled entry.
     Anything else goes to `general(x, y)` (the plan's path before: `binary`, then numpy's
     loop) or `general_into(x, y, out)` (registry's `_kernel_into`), so the two answer
-    exactly as that path would. Module state (`_pairs`, `ENABLED`, `_warm_until`, the
+    exactly as that path would. Module state (`_pairs`, `on()`, `_warm_until`, the
     pool's count) is read at each call: tests and the policy change it under a plan."""
     op = _OPS[name]
     t = _NAMES[compute_np]
@@ -539,7 +303,7 @@ def plan_calls(name: str, compute_np, general, general_into):
 
     def ready():
         # the launch's preconditions that are not the operands': the pair, or None
-        if perf_counter() > _warm_until or not ENABLED:
+        if perf_counter() > _warm_until or not on():
             return None
         p = _pairs.get(t)
         if p is None or not p.pthread or sharepool.pool_threads() < 2:
@@ -587,7 +351,7 @@ def plan_calls(name: str, compute_np, general, general_into):
         # the step's ``lr * g``: a float, then an array (written out: every line here runs
         # on caches the step's products swept, where a Python call costs ~0.3 us)
         global _warm_until
-        if type(x) is float and type(y) is ndarray and perf_counter() <= _warm_until and ENABLED:
+        if type(x) is float and type(y) is ndarray and perf_counter() <= _warm_until and on():
             p = _pairs.get(t)
             if (p is not None and p.pthread and y.dtype is compute_np and y.flags.c_contiguous
                     and y.size >= EW_MIN_ELEMENTS and sharepool.pool_threads() >= 2):
@@ -612,7 +376,7 @@ def plan_calls(name: str, compute_np, general, general_into):
 
     def into(x, y, out) -> bool:
         global _warm_until
-        if x is out and type(y) is ndarray and perf_counter() <= _warm_until and ENABLED:
+        if x is out and type(y) is ndarray and perf_counter() <= _warm_until and on():
             # the step's ``w -= t`` (written out, as `call`'s float case)
             p = _pairs.get(t)
             if (p is not None and p.pthread and type(out) is ndarray and out.dtype is compute_np
@@ -706,10 +470,10 @@ def plan_product(m: int, kd: int, n: int, dtype, general):
     share = coreshare
 
     def call(a, b):
-        # coreshare.matmul's test for the halves (`not ENABLED or threads() > 1`), then
+        # coreshare.matmul's test for the halves (`not on() or threads() > 1`), then
         # `two_cores`' and `_gemm`'s, in one expression each (written out: no helper frames)
         global _warm_until
-        if (type(a) is ndarray and type(b) is ndarray and ENABLED
+        if (type(a) is ndarray and type(b) is ndarray and on()
                 and (not share.ENABLED or share.core_share.threads() > 1)
                 and sharepool.pool_threads() >= 2):
             p = _pairs.get(t)
@@ -853,7 +617,7 @@ def binary(name: str, x, y, compute_np, out=None):
         p = _pair(compute_np)       # (loads it where it may run)
         if p is None:
             return None
-    elif not ENABLED or sharepool.pool_threads() < 2:
+    elif not on() or sharepool.pool_threads() < 2:
         return None
     if not p.pthread:               # (no gotoblas_pthread to call: never jump to address 0)
         return None

@@ -26,7 +26,7 @@ run meanwhile. Columns left over past the whole panels run tiles of one vector, 
 of two (a rest of 4 columns: one 4-wide vector per row). Results differ from BLAS's in the
 last bits (another summation order), as BLAS's own do between thread counts.
 
-Loaded with compiler/cpu/kernels/native.py's policy (no compile or numba import in a first call; numpy
+Loaded with compiler/cpu/kernels/loader.py's policy (no compile or numba import in a first call; numpy
 until the kernel is loaded), except that sync mode (``TRACEJIT_COMPILE=sync``: the tests,
 the bench's compiled runner) only loads it from the disk cache and never compiles it in the
 call: its compile (0.5-0.8 s) would land in a compiled function's cold first call, for
@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import packed_gemm
-from ..kernels.native import kernel as _kernel
+from ..kernels.loader import kernel as _kernel
 
 __all__ = ["product", "module_kernel", "tile_shape", "k_block", "K_BLOCK_AVX2", "rest_rows", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
 
@@ -352,6 +352,6 @@ _loaded: dict = {}   # dtype name -> the loaded kernel
 
 
 def module_kernel(t: str):
-    """The `native.NativeKernel` of dtype name `t`'s kernel module (loaded from disk only in
+    """The `loader.NativeKernel` of dtype name `t`'s kernel module (loaded from disk only in
     sync mode: ``sync_compiles=False``): the one place its key and source are named."""
     return _kernel(("rows_gemm", t), lambda: source(t), sync_compiles=False)

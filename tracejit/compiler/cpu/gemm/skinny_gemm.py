@@ -39,7 +39,7 @@ kernel goes on to `MAX_DOT_MNK` (the Transformer step's 2048x256x10 logits: core
 SKINNY_DOT_MNK says what it measured). Results differ from BLAS's in the
 last bits (another summation order), as BLAS's own do between thread counts.
 
-Loaded with compiler/cpu/kernels/native.py's policy as rows_gemm's kernel: no compile in a call in sync mode
+Loaded with compiler/cpu/kernels/loader.py's policy as rows_gemm's kernel: no compile in a call in sync mode
 (loaded from the disk cache only), compiled by the workers in background mode; `product`
 returns None until then (the caller runs numpy's product).
 """
@@ -49,13 +49,14 @@ import numpy as np
 
 from ..runtime import coreshare
 from . import halves
+from .... import envflags
 
-__all__ = ["product", "threads", "source", "module_kernel", "HALVES", "ENABLED", "MAX_THIN", "MIN_MNK", "MAX_MNK",
+__all__ = ["product", "threads", "source", "module_kernel", "MAX_THIN", "MIN_MNK", "MAX_MNK",
            "MAX_DOT_MNK"]
 
 # The switch (tests and measurements turn it off to compare).
-ENABLED = True
-HALVES = True
+on = envflags.flag("TRACEJIT_SKINNY_GEMM")   # (the switch: tests, A/B measurements)
+halves_on = envflags.flag("TRACEJIT_SKINNY_HALVES")   # (the switch: tests, A/B measurements)
 MAX_THIN = coreshare.SKINNY_THIN
 MIN_MNK = coreshare.SKINNY_MNK
 MAX_MNK = coreshare.HALVES_MNK
@@ -207,7 +208,7 @@ _loaded: dict = {}   # dtype name -> the loaded dot kernel
 
 
 def module_kernel(t: str):
-    """The `native.NativeKernel` of dtype name `t`'s dot-kernel module (as rows_gemm's)."""
+    """The `loader.NativeKernel` of dtype name `t`'s dot-kernel module (as rows_gemm's)."""
     return halves.kernel_of(("skinny_gemm", t), lambda: source(t))
 
 
@@ -226,17 +227,17 @@ def _dot(t: str):
 
 def threads(m: int, k: int, n: int) -> int | None:
     """The threads an (m, k) @ (k, n) product in range runs on here (what a profiler records
-    beside it): two where its halves run (`HALVES`, two cores free), else one; None before
+    beside it): two where its halves run (`halves_on()`, two cores free), else one; None before
     the dot kernel is loaded (BLAS runs it)."""
     if not _loaded:
         return None
-    return 2 if HALVES and halves.two_cores() else 1
+    return 2 if halves_on() and halves.two_cores() else 1
 
 
 def product(a, b, bias=None):
     """``a @ b`` (``+ bias``: n values, only for the dot kernel's products) by the kernels
     above, or None (run numpy's product): see the module docstring for which products."""
-    if not ENABLED or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+    if not on() or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
         return None
     m, kd = a.shape
     n = b.shape[1]
@@ -255,10 +256,10 @@ def product(a, b, bias=None):
         out = np.empty((m, n), a.dtype)
         has_bias = bias is not None
         args = (a, b.T, np.ascontiguousarray(bias.reshape(n)) if has_bias else b.T[0], has_bias, out)
-        if not (HALVES and pair is not None and m >= 8 and pair.pthread and halves.two_cores()
+        if not (halves_on() and pair is not None and m >= 8 and pair.pthread and halves.two_cores()
                 and halves.launch(pair, pair.launch, *args, pair.pthread, pair.entry_address)):
             fn(*args)
         return out
-    if bias is not None or (m > MAX_THIN and kd > MAX_THIN) or not HALVES or mnk >= MAX_MNK:
+    if bias is not None or (m > MAX_THIN and kd > MAX_THIN) or not halves_on() or mnk >= MAX_MNK:
         return None
     return halves.thin(a, b)

@@ -1,4 +1,4 @@
-"""An embedding's backward (``index_add`` of rows with repeats) as one numba loop (compiler/cpu/kernels/native.py).
+"""An embedding's backward (``index_add`` of rows with repeats) as one numba loop (compiler/cpu/kernels/loader.py).
 
 ops/indexing.py's numpy form adds the updates in rounds of distinct rows (one fancy-indexed
 add per round, bitwise np.add.at's result): for the LSTM LM (2048 tokens of 256 into 64
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .native import kernel as _kernel
+from .loader import kernel as _kernel, takes as _takes
 
 __all__ = ["add_rows"]
 
@@ -121,3 +121,25 @@ def _row_span(v3: np.ndarray):
             span.flags.writeable = False
             return span
     return np.lib.stride_tricks.as_strided(v3, shape=(n,), strides=(item,), writeable=False)
+
+
+def index_add(a, v, *idx, spec):
+    """INDEX_ADD's CPU implementation (compiler/cpu/implementations.py) for whole rows added
+    by one integer index array on the first dim of a float array (an embedding's backward):
+    one loop over the updates in order, np.add.at's additions in np.add.at's order; None
+    (the numpy form runs) for any other index or while the kernel is not loaded."""
+    from ....ops.indexing import _is_basic, _locate, added_rows
+    if _is_basic(spec) or not _takes(np, a, v) or a.size == 0:
+        return None
+    add = add_rows(a.dtype.name)
+    if add is None:
+        return None
+    out = a.copy()
+    view, key = _locate(out, spec, idx)
+    if not view.flags.c_contiguous:
+        return None
+    flat = added_rows(view, key, v)
+    if flat is None:
+        return None
+    run_add_rows(add, view, flat, v, key[0].shape)
+    return out

@@ -1,4 +1,4 @@
-"""The LSTM and GRU layers' time loops as numba kernels (compiler/cpu/kernels/native.py): the whole loop
+"""The LSTM and GRU layers' time loops as numba kernels (compiler/cpu/kernels/loader.py): the whole loop
 each way, or (where numpy's BLAS GEMM is not found) one step's gate math.
 
 In numpy, one step of ops/lstm_prim.py's forward is ~12 passes over (H, N) blocks (three
@@ -42,7 +42,7 @@ import numpy as np
 
 from .loop_split import THREAD_START as _THREAD_START, meeting_source as _meeting_source
 from ..gemm.packed_gemm import PACKED_SOURCE as PACKED, product_import, with_tile
-from .native import kernel as _kernel
+from .loader import kernel as _kernel
 
 __all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
            "gru_backward_layer", "gru_forward_step", "gru_backward_step", "readonly"]
@@ -85,19 +85,12 @@ def part(typingctx, a, start, stop):
 # Each loop below writes one array and reads few: with more, LLVM's runtime alias checks
 # give up and the loop stays scalar (one loop doing all of a step's gate math ran ~10x
 # slower than these passes over blocks that stay in cache).
+# sigmoid and tanh: the scalar forms of the sigmoid and tanh records (compiler/mathlib.py),
+# as every generated kernel runs them
 _SIGMOID_HEAD = '''
 import numpy as np
 from numba import njit
-from tracejit.compiler.mathlib import tanh_{s} as tanh
-
-HALF = np.{t}(0.5)
-
-
-@njit(inline='always')
-def sigmoid(x):
-    # through tanh (a rational function here, ~4x cheaper than mathlib's exp-based
-    # sigmoid): absolute error within an ulp of 0.5, so a gate of 1e-30 may come out 0
-    return HALF + HALF * tanh(HALF * x)
+from tracejit.compiler.mathlib import sigmoid_{s} as sigmoid, tanh_{s} as tanh
 '''
 
 # dst (G*H, N) += src (N, G*H)^T, the transposed read as its own loop, in tiles of 16 rows of
@@ -304,396 +297,8 @@ def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
          np.array(MEET_STATE, np.int64))
 """
 
-_TRANSPOSE = '''
-
-@njit(inline='always')
-def transpose_into(src, dst):
-    # dst (N, G*H) = src (G*H, N)^T, in tiles of 16 rows of src written as 16 contiguous
-    # values of each row of dst (19 against numpy's 32 us for an LSTM step's dg.T)
-    four, n = src.shape
-    top = four - four % 16
-    for jb in range(0, top, 16):
-        for k in range(n):
-            d = dst[k]
-            for jj in range(16):
-                d[jb + jj] = src[jb + jj, k]
-    for j in range(top, four):
-        for k in range(n):
-            dst[k, j] = src[j, k]
-'''
-
-_BACKWARD_STEP = """
-import numpy as np
-from numba import njit
-from tracejit.compiler.mathlib import tanh_{s} as tanh
-""" + _PART + _TRANSPOSE + """
-
-@njit(inline='always')
-def step_back(zf, cp, dhf, dcf, y, full, dg, dco):
-    # one backward step on flat (H, N) blocks: from Z's step block zf (h, c, i, f, g, o),
-    # c_prev, the carried dh, dc and the step's output cotangent y (of h; with `full`, of h
-    # and c), the gates' pre-activation gradient dg (4H, N) and the next dc (the caller
-    # writes dg transposed, (N, 4H), into the input projection's gradient)
-    step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, 0, cp.size)
-
-
-@njit(inline='always')
-def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
-    # `step_back` for the flat block positions k0..k1-1 (hidden units k0/N..k1/N-1: one
-    # thread's share of a split loop), on views from index 0 (see `gate_math_units`)
-    s = cp.size
-    one = np.{t}(1)
-    g_ = dg.reshape(-1)
-    zc, zi, zf_, zg, zo = (part(zf, s + k0, s + k1), part(zf, 2 * s + k0, 2 * s + k1), part(zf, 3 * s + k0, 3 * s + k1),
-                           part(zf, 4 * s + k0, 4 * s + k1), part(zf, 5 * s + k0, 5 * s + k1))
-    gi, gf, gg, go = (part(g_, k0, k1), part(g_, s + k0, s + k1), part(g_, 2 * s + k0, 2 * s + k1),
-                      part(g_, 3 * s + k0, 3 * s + k1))
-    dhp, dcp, yh, cpp, dc = part(dhf, k0, k1), part(dcf, k0, k1), part(y, k0, k1), part(cp, k0, k1), part(dco, k0, k1)
-    for k in range(k1 - k0):                           # dct = dc + dh o (1 - tanh(c)^2)
-        tc = tanh(zc[k])
-        dh = dhp[k] + yh[k]
-        o = zo[k]
-        dc[k] = dcp[k] + dh * o * (one - tc * tc)
-        go[k] = dh * tc * o * (one - o)                # do
-    if full:                                           # the cotangent of c
-        yc = part(y, s + k0, s + k1)
-        for k in range(k1 - k0):
-            dc[k] += yc[k]
-    for k in range(k1 - k0):                           # di, df, dg; the next dc = dct f
-        i, f, g, d = zi[k], zf_[k], zg[k], dc[k]
-        gi[k] = d * g * i * (one - i)
-        gf[k] = d * cpp[k] * f * (one - f)
-        gg[k] = d * i * (one - g * g)
-        dc[k] = d * f
-"""
-
-_BACKWARD = _BACKWARD_STEP + """
-
-@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], "
-      "{t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False)
-def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
-    \"\"\"one backward step (`step_back` on the (H, N) / (G*H, N) blocks); dy (H, N): the
-    cotangent of h, (2H, N): of h and c\"\"\"
-    step_back(z.reshape(-1), c_prev.reshape(-1), dh_in.reshape(-1), dc_in.reshape(-1), dy.reshape(-1),
-              dy.shape[0] != c_prev.shape[0], dg, dc_out.reshape(-1))
-    transpose_into(dg, dg_t)
-"""
-
-# The whole backward time loop: per step `step_back`, the bias gradient's share (the
-# rows of dg^T, while in cache: no pass over the (L*N, 4H) gradient afterwards) and
-# the GEMM dh = W^T dg (W^T packed once, compiler/cpu/gemm/packed_gemm.py), so the loop over time is one
-# call. Split over nth threads as the forward: thread q does its hidden units' gate
-# gradients (their rows of each block of dg, their columns of G and db), the threads meet,
-# then it does its rows of dh = W^T dg, which read all of dg (double-buffered: the next
-# step's gate gradients go to the other buffer while the partner may still read this one).
-# A half is marked done once its gate gradients are written (what the partner's product
-# waits for); its rows of G and db and, with `with_dw`, of dW += dg h_prev^T
-# (ops/lstm_prim.py `WEIGHT_GRAD_IN_LOOP`) come after the mark, off the meeting's critical
-# path: the partner's product need not wait for them (LSTM LM layer, split, SCHED_FIFO:
-# 9.9 against 10.5 ms with them before the mark; one thread, which meets nobody, marks its
-# step after them as before). That work runs in step order per half (`wait_turn`: a half
-# taken over from a late partner waits for the partner's previous step of it), and a
-# step's gate gradients wait for step r - 2's of the half to be read before they reuse its
-# buffer. The weight gradient splits with the loop, a late partner's share taken over with
-# the rest of its half, instead of a GEMM on BLAS's threads after the loop; each tile sums
-# the same terms whoever does the half: the bits of one thread.
-# With `rows` the output cotangent comes as rows (L, N, H) (ops/lstm_prim.py `D_Y_AS_ROWS`:
-# the layout it usually has in memory) and each half transposes its units of the step's
-# block in register blocks, instead of the op copying it to (L, H, N) element by element.
-_BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
-# {product}
-# {meeting}
-
-
-@njit(inline='always')
-def add_outer_rows(a, r0, r1, bt, c, beta):
-    # c[r0:r1] (+)= a[r0:r1] (R, K) @ bt (K, C) on the register tile (r0, r1 multiples of
-    # PMR, C of PV), a's rows and bt read in place
-    n = a.shape[1]
-    cols = bt.shape[1]
-    for pp in range(r0 // PMR, r1 // PMR):
-        j = 0
-        while j + 2 * PV <= cols:
-            _tile_2(a, pp * PMR * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
-            j += 2 * PV
-        if j < cols:
-            _tile_1(a, pp * PMR * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
-
-
-@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, boolean, int64, "
-      "int64, int64[::1], int64[::1], {t}[:, ::1], {t}[:, ::1], int64[::1])", cache=CACHE, error_model='numpy',
-      boundscheck=False, nogil=True, no_rewrites=True)   # (no_rewrites: as the forward loop's)
-def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, fns, ht, yt, mv):
-    \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
-    or (L, 2H, N) (with `rows`: as rows, (L, N, H) or (L, N, 2H)) and w = W (4H, H), with
-    dh[:H] = d h_n (dh: padded_rows(H) rows) and
-    dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
-    d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
-    dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
-    and wp (packed_size(H, 4H)) scratch;
-    thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the meeting's state);
-    ht (N, H), yt (Hy, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
-    L = Z.shape[0]
-    four, hh = w.shape
-    n = dgs.shape[2]
-    s = hh * n
-    hy = d_y.shape[2] if rows else d_y.shape[1]
-    full = hy != hh
-    Zf = Z.reshape(L, 6 * s)
-    dhf = dh.reshape(-1)
-    # ht: this thread's h_prev^T (with_dw); yt: this thread's units of the step's output cotangent, (H, N) blocks: with `rows` d_y's
-    # step block (N, Hy) read transposed (in register blocks), else its rows copied (one
-    # array type for the step's code either way)
-    y = yt.reshape(-1)
-    st = part(mv, 0, 3)                                # the thread's meeting state
-    hv = part(mv, 3, 4)                                # `next_half`'s answer (by address)
-    # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
-    # of dg: after the previous unit of both halves), then step r's gate gradients for its
-    # units, the mark, then its rows of G, db (and dW); r = 0 packs its panels of W^T
-    # first, r = L only multiplies
-    for r in range(L + 1):
-        k = L - 1 - r                                  # the step's place in time order
-        t = L - 1 - k if reverse else k
-        p = 0 if k <= 0 else (t + 1 if reverse else t - 1)
-        # double-buffered dg: the partner may still read step r - 1's while this thread
-        # writes step r's
-        dg = dgs[r % 2] if nth > 1 else dgs[0]
-        while True:
-            # `next_half` and `wait_turn` (compiler/cpu/kernels/loop_split.py) at their addresses fns[4], fns[5]
-            # (`meeting_module`: inlined, the meeting was ~0.7 s of this loop's compile)
-            call_at(fns[4], meet_next_half, (sync, r, q, nth, st, hv))
-            half = hv[0]
-            if half < 0:
-                break
-            u0, u1 = split_units(hh, half, nth)
-            if r > 0:
-                dgp = dgs[(r - 1) % 2] if nth > 1 else dgs[0]
-                call_at(fns[0], panel_product, (wp, u0 // PMR, (u1 + PMR - 1) // PMR, four, 0, four, dgp, dh, False))
-            else:
-                for blk in range(4):                   # (a loop: numba's slice assignment
-                    for j in range(blk * hh + u0, blk * hh + u1):   # compiled ~0.1 s more)
-                        db[j] = 0
-                # W^T's panels (`panel_pack_t`, compiler/cpu/gemm/packed_gemm.py, at its address fns[2])
-                call_at(fns[2], panel_pack_t, (w, wp, u0 // PMR, (u1 + PMR - 1) // PMR, 0, four))
-            if r < L:
-                dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
-                for piece in range(2 if full else 1):   # h's cotangent, then c's
-                    if rows:
-                        # (`panel_transpose`, compiler/cpu/gemm/packed_gemm.py, at its address fns[3]: each
-                        # of the loop's three transposes inlined cost ~0.4 s of its compile)
-                        call_at(fns[3], panel_transpose, (d_y[t], 0, n, piece * hh + u0, piece * hh + u1, yt, False))
-                    else:
-                        yf = d_y[t].reshape(-1)
-                        for e in range((piece * hh + u0) * n, (piece * hh + u1) * n):
-                            y[e] = yf[e]
-                if r >= 2:
-                    # the half's rows of dg's buffer are read after the mark of step r - 2
-                    # (G, db, dW), maybe by a late partner still
-                    call_at(fns[5], meet_wait_turn, (sync, half, r - 1))
-                # c_prev chosen first, so that the step below has one call site: inlined twice
-                # (c0 apart), the step's loops took 0.7 s more of the kernel's 4.7 s CPU compile
-                cpv = c0.reshape(-1) if k == 0 else part(Zf[p], s, 2 * s)
-                step_back_part(Zf[t], cpv, dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
-            if nth > 1:
-                half_done(sync, nth)                   # the partner may multiply this half's dg now
-            if r < L:
-                call_at(fns[5], meet_wait_turn, (sync, half, r))   # db, dW: in step order (a late partner's half)
-                gt = G[t]
-                # the half's rows of each block (all 4H rows as one range when nth == 1):
-                # one code path, as in the forward
-                for blk in range(4 if nth > 1 else 1):
-                    r0 = blk * hh + u0
-                    r1 = blk * hh + u1 if nth > 1 else four
-                    call_at(fns[3], panel_transpose, (dg, r0, r1, 0, n, gt, False))   # G's rows, in register blocks
-                    dbv = part(db, r0, r1)             # db += the rows of dg^T; views from 0
-                    for q_ in range(n):                # (see `gate_math_units`)
-                        row = part(gt[q_], r0, r1)
-                        for j in range(r1 - r0):
-                            dbv[j] += row[j]
-                if with_dw:
-                    # the half's rows of dW += dg's rows (4H, N) @ h_prev^T (N, H): dg read in place
-                    # while in cache, h_prev transposed once per half (32 KB for the LM); no gather
-                    # and no GEMM after the loop; the first step written overwrites. Each tile
-                    # sums its N terms the same way whoever does the half: the bits of one thread.
-                    call_at(fns[3], panel_transpose, (h0 if k == 0 else Zf[p, :s].reshape(hh, n), 0, hh, 0, n, ht, False))
-                    for blk in range(4 if nth > 1 else 1):
-                        r0 = blk * hh + u0
-                        r1 = blk * hh + u1 if nth > 1 else four
-                        add_outer_rows(dg, r0, r1, ht, dw, r > 0)
-                turn_done(sync, half)
-            if nth == 1:
-                # one thread counts the step after G's rows: weight_grad_alongside reads them
-                # as the count says (compiler/cpu/kernels/rnn_weight_grad.py)
-                half_done(sync, nth)
-    # the caller's share returns when the loop is done (loop_split.run): the partner's
-    # work after its last marks included
-    for h in range(nth):
-        call_at(fns[5], meet_wait_turn, (sync, h, L))
-
-
-def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync):
-    # the loop's scratch (h_prev^T, the step's output cotangent, the meeting state) made
-    # here, one set per thread's call (why: the forward's `kernel`)
-    n = dgs.shape[2]
-    loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, _FNS,
-         np.empty((n, w.shape[1]), Z.dtype), np.empty((d_y.shape[2] if rows else d_y.shape[1], n), Z.dtype),
-         np.array(MEET_STATE, np.int64))
-"""
-
-
 # The GRU's steps (ops/gru_prim.py; Z's step block (5H, N) = (h, r, z, n, hn) with
 # hn = W_hn h + b_hn).
-_GRU_FORWARD_GATES = _SIGMOID_HEAD + """
-
-
-@njit(inline='always')
-def gru_gates(gi, b, m, hp, z):
-    # one GRU forward step's gate math: m (3H, N) = W h (overwritten); gi (N, 3H) the
-    # step's input projection; z (5H, N) = (h, r, z, n, hn); hp the flat previous h
-    three, n = m.shape
-    hh = three // 3
-    s = hp.size
-    for j in range(2 * hh):        # r, z pre-activations: the transposed read of gi
-        bj = b[j]
-        row = m[j]
-        for k in range(n):
-            row[k] += gi[k, j] + bj
-    for j in range(hh):            # hn = m_n + b_n; gi_n parked in n's rows
-        bj = b[2 * hh + j]
-        row, zn, zg = m[2 * hh + j], z[4 * hh + j], z[3 * hh + j]
-        for k in range(n):
-            zn[k] = row[k] + bj
-            zg[k] = gi[k, 2 * hh + j]
-    p = m.reshape(-1)
-    zf = z.reshape(-1)
-    for k in range(2 * s):
-        zf[s + k] = sigmoid(p[k])                      # r, z
-    for k in range(s):
-        zf[3 * s + k] = tanh(zf[3 * s + k] + zf[s + k] * zf[4 * s + k])
-    for k in range(s):
-        zf[k] = zf[3 * s + k] + zf[2 * s + k] * (hp[k] - zf[3 * s + k])
-"""
-
-_GRU_FORWARD = _GRU_FORWARD_GATES + """
-
-@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False)
-def kernel(gi, b, m, h_prev, z):
-    \"\"\"one GRU forward step (`gru_gates`)\"\"\"
-    gru_gates(gi, b, m, h_prev.reshape(-1), z)
-"""
-
-# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, compiler/cpu/gemm/packed_gemm.py; the
-# product by the shared `panel_product`, called by address as there).
-# (no_rewrites, as the LSTM loops': numba's IR rewrite passes find nothing to do in either GRU
-# loop: ~0.015 s of each loop's compile, the same instructions)
-_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + PACKED + """
-# {product}
-
-
-@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], boolean, "
-      "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
-def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
-    \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
-    b (3H,), h0 (H, N); m (padded_rows(3H), N) and wp (packed_size(3H, H)) scratch\"\"\"
-    L = gi.shape[0]
-    three, hh = w.shape
-    n = m.shape[1]
-    s = hh * n
-    Zf = Z.reshape(L, 5 * s)
-    call_at(fns[1], panel_pack, (w, wp, 0, (three + PMR - 1) // PMR, 0, hh))   # (`pack_panels(w, wp, False)`)
-    mg = m[:three]
-    for k in range(L):
-        t = L - 1 - k if reverse else k
-        p = t + 1 if reverse else t - 1
-        # h_prev chosen first: one call site of the step (inlined twice, h0 apart, it took
-        # 0.4-0.5 s more of the kernel's compile)
-        hp = h0 if k == 0 else Z[p, :hh]
-        # m = W h_prev by `panel_product` (compiler/cpu/gemm/packed_gemm.py) at its address fns[0]: the
-        # product's tiles compiled once in their own module, not inlined here
-        call_at(fns[0], panel_product, (wp, 0, (three + PMR - 1) // PMR, hh, 0, hh, hp, m, False))
-        gru_gates(gi[t], b, mg, hp.reshape(-1), Z[t])
-"""
-
-_GRU_BACKWARD_STEP = """
-import numpy as np
-from numba import njit
-""" + _TRANSPOSE + """
-
-@njit(inline='always')
-def gru_step_back(zf, hp, dhf, y, g_, m_, d):
-    # one GRU backward step on flat blocks: the pre-activation gradients g_ (3H, N) (= the
-    # input projection's), m_ (3H, N) (= that of W h + b) and d = dh z (the direct part of
-    # dh_prev), from Z's step block zf, the previous h, the carried dh and the step's y
-    s = hp.size
-    one = np.{t}(1)
-    for k in range(s):
-        d[k] = dhf[k] + y[k]                           # dh
-    for k in range(s):                                 # dz_pre = dh (h_prev - n) z (1 - z)
-        zz = zf[2 * s + k]
-        g_[s + k] = d[k] * (hp[k] - zf[3 * s + k]) * zz * (one - zz)
-    for k in range(s):                                 # dn_pre = dh (1 - z) (1 - n^2)
-        nn = zf[3 * s + k]
-        g_[2 * s + k] = d[k] * (one - zf[2 * s + k]) * (one - nn * nn)
-    for k in range(s):                                 # dr_pre = dn_pre hn r (1 - r)
-        r = zf[s + k]
-        g_[k] = g_[2 * s + k] * zf[4 * s + k] * r * (one - r)
-    for k in range(2 * s):
-        m_[k] = g_[k]
-    for k in range(s):                                 # d hn = dn_pre r
-        m_[2 * s + k] = g_[2 * s + k] * zf[s + k]
-    for k in range(s):
-        d[k] *= zf[2 * s + k]
-"""
-
-_GRU_BACKWARD = _GRU_BACKWARD_STEP + """
-
-@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])",
-      cache=CACHE, error_model='numpy', boundscheck=False)
-def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
-    \"\"\"one GRU backward step (`gru_step_back` on the blocks)\"\"\"
-    gru_step_back(z.reshape(-1), h_prev.reshape(-1), dh_in.reshape(-1), dy.reshape(-1), dg.reshape(-1),
-                  dm.reshape(-1), dhz.reshape(-1))
-"""
-
-# The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
-# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1; W^T
-# packed once, compiler/cpu/gemm/packed_gemm.py; the product by the shared `panel_product`, called by address).
-_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + PACKED + """
-# {product}
-
-
-@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
-      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], boolean, int64[::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
-def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
-    \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
-    w = W (3H, H), with dhs[0, :H] = d h_n on entry (dhs (2, padded_rows(H), N)): G and
-    M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (packed_size(H, 3H)) scratch\"\"\"
-    L = Z.shape[0]
-    three, hh = w.shape
-    n = dg.shape[1]
-    s = hh * n
-    Zf = Z.reshape(L, 5 * s)
-    call_at(fns[2], panel_pack_t, (w, wp, 0, (hh + PMR - 1) // PMR, 0, three))   # W^T's panels
-    for r in range(L):
-        k = L - 1 - r
-        t = L - 1 - k if reverse else k
-        dh_in, d = dhs[r % 2], dhs[(r + 1) % 2]
-        y = d_y[t].reshape(-1)
-        p = t + 1 if reverse else t - 1
-        hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
-        gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
-        # dg into G and dm into M, transposed, by `panel_transpose` (compiler/cpu/gemm/packed_gemm.py) at its
-        # address fns[3]: one call site (an inlined copy of the register transposes costs compile time)
-        for which in range(2):
-            call_at(fns[3], panel_transpose, (dg if which == 0 else dm, 0, three, 0, n, G[t] if which == 0 else M[t], False))
-        # d = W^T dm + d by `panel_product` (compiler/cpu/gemm/packed_gemm.py) at its address fns[0]
-        call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, three, 0, three, dm, d, True))
-"""
-
-
 def _source(template: str, dtype: str) -> str:
     s = "f32" if dtype == "float32" else "f64"
     template_in = template
@@ -776,7 +381,7 @@ def meeting_module():
 def meeting_import() -> str:
     """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the meeting
     module's source is written into the loop's (so the loop's disk cache key covers it) and
-    loaded from there, not imported from this module, whose import closure (compiler/cpu/kernels/native.py,
+    loaded from there, not imported from this module, whose import closure (compiler/cpu/kernels/loader.py,
     ...: 185 modules against packed_gemm's 12) would enter the loop's key (compiler/
     importclosure.py): every change anywhere would invalidate the loops, and hashing the
     closure took ~0.05 s of each loop's job."""
@@ -858,3 +463,10 @@ def readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
+
+
+# the backward loops' source (lstm_backward_kernels.py) and the GRU's (gru_kernels.py): their
+# text builds on this module's pieces
+from .lstm_backward_kernels import _BACKWARD, _BACKWARD_LAYER, _TRANSPOSE  # noqa: E402,F401
+from .gru_kernels import (_GRU_BACKWARD, _GRU_BACKWARD_LAYER, _GRU_FORWARD,  # noqa: E402
+                          _GRU_FORWARD_LAYER)

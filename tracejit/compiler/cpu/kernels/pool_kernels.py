@@ -1,4 +1,4 @@
-"""Max-pooling's forward and backward as one loop over the windows (numba, compiler/cpu/kernels/native.py).
+"""Max-pooling's forward and backward as one loop over the windows (numba, compiler/cpu/kernels/loader.py).
 
 The numpy forms in ops/pooling_prim.py make a pass per window offset over strided views
 (the backward about four per offset: compare, mark the first hit, multiply, store): 12-16 ms
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runtime import sharepool as _sharepool
 from ....ops.conv import conv_out_size
-from .native import kernel as _kernel
+from .loader import kernel as _kernel
 
 __all__ = ["forward", "backward", "forward_offsets", "scatter", "MAX_WINDOW"]
 
@@ -333,3 +333,9 @@ def scatter(g, rec, input_shape, kernel, stride, padding, dilation):
         gx = np.zeros(shape, dtype=g.dtype)
         _run(fn, (gk, reck, gx), gx.size)
     return gx.swapaxes(0, 1) if swap else gx
+
+
+# ---------------------------------------------------------------- the primitives' implementations
+# (registered by compiler/cpu/implementations.py; None: the kernel is not loaded, numpy's form runs)
+def max_pool_backward(g, x, out, kernel, stride, padding, dilation):
+    return backward(g, x, kernel, stride, padding, dilation)

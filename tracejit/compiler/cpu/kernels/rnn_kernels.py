@@ -1,4 +1,4 @@
-"""An Elman RNN layer's time loops (tanh or relu) as one numba kernel each way (compiler/cpu/kernels/native.py).
+"""An Elman RNN layer's time loops (tanh or relu) as one numba kernel each way (compiler/cpu/kernels/loader.py).
 
 Per step an RNN layer is one small GEMM (``W_hh h``: H x H by H x N) and one elementwise
 pass, so driven from Python (ops/rnn_prim.py's numpy form) the per-step call setup is a

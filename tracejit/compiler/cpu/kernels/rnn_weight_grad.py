@@ -30,6 +30,7 @@ import numpy as np
 
 from ..runtime import coreshare
 from ..runtime import sharepool
+from ....ops.lstm_prim import hprev_steps
 from ....threads import blas_threads_set
 
 __all__ = ["blocks", "block_product", "hprev_steps", "weight_grad_alongside", "CUTS"]
@@ -61,29 +62,6 @@ def _times(L: int, u0: int, u1: int, reverse: bool) -> tuple:
     # the time steps [t0, t1) of units u0..u1-1 (the loop runs backward in time: unit r is
     # step L - 1 - r of a forward layer, step r of a reverse one)
     return (u0, u1) if reverse else (L - u1, L - u0)
-
-
-def hprev_steps(xp, Z, h0, t0: int, t1: int, reverse: bool):
-    """The h_prev(t) of steps t0 <= t < t1 gathered as (H, t1 - t0, N) (one copy of (H, N)
-    blocks, rows of N values): Z (L, kH, N) with each step's h in its first H rows, h0 (H, N);
-    h_prev(t) is h_{t-1} (h0 at t = 0), or h_{t+1} (h0 at t = L - 1) for a reverse layer.
-    The one gather of the hidden weight's gradient, whole (`lstm_prim.hidden_weight_grad`)
-    or by blocks of steps (`block_product`)."""
-    L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
-    hb = xp.empty((H, t1 - t0, N), dtype=Z.dtype)
-    if not reverse:
-        if t0 == 0:
-            hb[:, 0] = h0
-            hb[:, 1:] = Z[0:t1 - 1, :H].transpose(1, 0, 2)
-        else:
-            hb[:] = Z[t0 - 1:t1 - 1, :H].transpose(1, 0, 2)
-    else:
-        if t1 == L:
-            hb[:, -1] = h0
-            hb[:, :-1] = Z[t0 + 1:L, :H].transpose(1, 0, 2)
-        else:
-            hb[:] = Z[t0 + 1:t1 + 1, :H].transpose(1, 0, 2)
-    return hb
 
 
 def block_product(G2, Z, h0, t0: int, t1: int, reverse: bool, out) -> None:

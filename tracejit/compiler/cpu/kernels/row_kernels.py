@@ -11,7 +11,7 @@ output are computed while it stays there, so each kernel is about one read and o
 These are the loops of ops/softmax_prim.py and ops/layer_norm_prim.py, whose eager
 implementations call them; captured programs record those same primitives (their
 compiled plans call the same implementations), so eager and compiled run one definition.
-Loaded with compiler/cpu/kernels/native.py's policy (background compile, numpy form until ready, sync mode
+Loaded with compiler/cpu/kernels/loader.py's policy (background compile, numpy form until ready, sync mode
 loads at once); the primitives keep their numpy form for other array modules and dtypes
 and when the kernel is not ready.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime import sharepool as _sharepool
-from .native import kernel as _kernel, takes as _takes
+from .loader import kernel as _kernel, takes as _takes
 
 __all__ = ["softmax_rows", "softmax_kernel", "mask_rows", "softmax_backward_kernel", "softmax_backward_rows", "layer_norm_rows",
            "layer_norm_backward_rows", "cross_entropy_rows", "cross_entropy_backward_rows"]
@@ -494,3 +494,55 @@ def cross_entropy_backward_rows(xp, g, x, t, ignore_index, mean):
     err = fn(np.ascontiguousarray(x), t, ignore_index, np.ascontiguousarray(g).reshape(-1), gstep,
              1 if mean else 0, out)
     return out, err
+
+
+# ---------------------------------------------------------------- the primitives' implementations
+# (registered by compiler/cpu/implementations.py: the primitive's arrays and params in, its
+# result out, or None where the kernel is not loaded yet and the numpy form runs)
+def on_last_dim(x, *rest, dim, **params) -> bool:
+    """softmax's checker: the row kernels reduce over the last dim."""
+    return dim == x.ndim - 1
+
+
+def softmax(x, *mask, dim, scale=1.0):
+    return softmax_rows(np, x, scale, mask[0] if mask else None)
+
+
+def softmax_backward(g, y, dim, scale=1.0):
+    return softmax_backward_rows(np, g, y, scale)
+
+
+def layer_norm(x, *wb, n, eps, affine):
+    from ....ops.layer_norm_prim import row_size
+    w = wb[0] if affine[0] else None
+    b = wb[-1] if affine[1] else None
+    return layer_norm_rows(np, x, row_size(x, n), w, b, eps)
+
+
+def layer_norm_backward(g, x, *w, n, eps, has_w):
+    from ....ops.layer_norm_prim import row_size
+    return layer_norm_backward_rows(np, g, x, row_size(x, n), w[0] if has_w else None, eps)
+
+
+def cross_entropy(x, t, *, ignore_index=-100, reduction="mean"):
+    from ....ops.cross_entropy_prim import check_range, reduce_losses
+    t = t.astype(np.int64, copy=False)
+    got = cross_entropy_rows(np, x, t, ignore_index)
+    if got is None:
+        return None
+    loss, total, cnt = got
+    if cnt < 0:   # an out-of-range target: the error names the extreme one
+        check_range(t, t != ignore_index, x.shape[1])
+    return reduce_losses(loss, total, cnt, reduction, x.dtype)
+
+
+def cross_entropy_backward(g, x, t, *, ignore_index=-100, reduction="mean"):
+    from ....ops.cross_entropy_prim import check_range
+    t = t.astype(np.int64, copy=False)
+    got = cross_entropy_backward_rows(np, g, x, t, ignore_index, reduction == "mean")
+    if got is None:
+        return None
+    dx, err = got
+    if err < 0:
+        check_range(t, t != ignore_index, x.shape[1])
+    return dx

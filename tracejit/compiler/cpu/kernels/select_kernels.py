@@ -13,7 +13,7 @@ Large eager calls with more than one free core can still take compiler/cpu/kerne
 generated multi-threaded kernel first (the eager dispatcher tries it before the impl);
 this kernel serves every other eager call from ``MIN_ELEMENTS`` up, and sync mode (tests,
 benchmarks), where that generated kernel is only loaded from disk. Compiled plans fuse
-the op from its scalar rule and never come here. Loaded with compiler/cpu/kernels/native.py's policy
+the op from its scalar rule and never come here. Loaded with compiler/cpu/kernels/loader.py's policy
 (background compile, numpy form until ready, sync mode loads at once).
 
 Exactness: the kept elements keep their bits (nan, inf, -0.0), the others are +0.0, and
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .native import kernel as _kernel, takes as _takes
+from .loader import kernel as _kernel, takes as _takes
 
 __all__ = ["relu_backward_flat", "MIN_ELEMENTS"]
 
@@ -58,3 +58,9 @@ def relu_backward_flat(xp, g, y):
     out = np.empty(g.shape, g.dtype)
     fn(g.reshape(-1), y.reshape(-1), out.reshape(-1))
     return out
+
+
+def relu_backward(g, y):
+    """RELU_BACKWARD's CPU implementation (compiler/cpu/implementations.py): the kernel's
+    one pass, or None (the numpy form runs)."""
+    return relu_backward_flat(np, g, y)

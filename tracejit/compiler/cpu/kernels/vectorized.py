@@ -49,17 +49,18 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import threading
 import time
 
 import numpy as np
 
-from .... import envflags
 from ..runtime import coreshare
 from ....threads import PARALLEL_MIN, usable_cpus
+from ....ops.elementwise import ADD, DIV, MUL, SUB
+from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
+from . import loader
 
-__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "enabled", "eligible", "run", "settle", "stats"]
+__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
@@ -93,16 +94,6 @@ class _Entry:
         self.checked = -math.inf  # sync mode: when the disk was last found without it
 
 
-def enabled() -> bool:
-    return envflags.enabled("TRACEJIT_EAGER_KERNELS")
-
-
-def _sync_mode() -> bool:
-    """TRACEJIT_COMPILE=sync asks for no background compiles (compiler/tiers.py); eager
-    never compiles on the caller's time, so then it only loads kernels already on disk."""
-    return envflags.value("TRACEJIT_COMPILE").strip().lower() == "sync"
-
-
 def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -> bool:
     """Whether a plan (one signature of `prim`, with its params) may run through a kernel:
     an elementwise op with a scalar rule, computing in float32/float64, over at least
@@ -122,23 +113,23 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
     for shape in operands:  # a shape per tensor operand, None for a Python scalar
         if shape is not None and shape != () and tuple(shape) != tuple(out_shape):
             return False
-    if not enabled():
+    if not loader.enabled():
         return False
     if _calls_math(prim, len(operands), compute_dtype.name, params):
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core). From
     # halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
-    least = min(ARITH_MIN_ELEMENTS, _halves().EW_MIN_ELEMENTS) if prim.name in _HALVES_OPS else ARITH_MIN_ELEMENTS
+    least = min(ARITH_MIN_ELEMENTS, _halves().EW_MIN_ELEMENTS) if prim in _HALVES_OPS else ARITH_MIN_ELEMENTS
     if n >= least and _CPUS > 1:
-        _ARITH.add(prim.name)
+        _ARITH.add(prim)
         return True
     return False
 
 
-_ARITH: set = set()   # names of the arithmetic ops some plan sent here
+_ARITH: set = set()   # the arithmetic primitives some plan sent here
 # Arithmetic below ARITH_MIN_ELEMENTS that compiler/cpu/gemm/halves.py may run on two cores.
-_HALVES_OPS = frozenset(("add", "sub", "mul", "div"))
+_HALVES_OPS = frozenset((ADD, SUB, MUL, DIV))
 
 
 def _halves():
@@ -151,7 +142,7 @@ def declines(prim, out_shape) -> bool:
     """Whether `run` would give None now without looking at the operands: arithmetic below
     ARITH_MIN_ELEMENTS while compiler/cpu/gemm/halves.py's halves are not warm (their usual state outside
     a product's halves). Lets registry.run_into skip its overlap check (1-2 us)."""
-    if prim.name not in _HALVES_OPS:
+    if prim not in _HALVES_OPS:
         return False
     h = coreshare._halves_module     # (loaded: its warm window read here, no calls)
     if h is not None and time.perf_counter() <= h._warm_until:
@@ -221,7 +212,7 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     output's shape and dtype to write into (it may be one of the inputs: every element
     is read before it is written, at the same index)."""
     n = math.prod(out_shape)
-    if n < ARITH_MIN_ELEMENTS and prim.name in _HALVES_OPS:
+    if n < ARITH_MIN_ELEMENTS and prim in _HALVES_OPS:
         # (the parallel kernel's launch costs more than half of the loop here: two halves
         # without the GIL, or numpy's loop)
         if compute_np != out_np or params or len(arrays) != 2:
@@ -241,7 +232,7 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
         fn = _obtain(key, prim, layout, params, compute_np, out_np, parallel)
         if fn is None:
             return None
-    if prim.name in _ARITH and _one_core_free():
+    if prim in _ARITH and _one_core_free():
         # numpy's loop on this core is as fast, without the launch (the kernel is kept, or
         # its compile started above, for when the cores are free again)
         return None
@@ -262,7 +253,7 @@ def plan_calls(prim, operands, casts, compute_np, out_np, out_shape, params, fn,
     `call(x, y)` is the plan's path from `run` on: the halves, else numpy's loop (`fn`);
     `into(x, y, out)` is the halves into `out`, else `general_into(x, y, out)` (registry's
     `_kernel_into` for the plan)."""
-    if (prim.name not in _HALVES_OPS or params or len(operands) != 2 or fn is None
+    if (prim not in _HALVES_OPS or params or len(operands) != 2 or fn is None
             or any(c is not None for c in casts) or compute_np != out_np
             or math.prod(out_shape) >= ARITH_MIN_ELEMENTS):
         return None
@@ -289,7 +280,7 @@ def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
     non-contiguous or differently typed pair takes numpy's loop."""
     dt = dst.dtype
     if (dst.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
-            and src.dtype == dt and src.flags.c_contiguous and enabled() and not _one_core_free()
+            and src.dtype == dt and src.flags.c_contiguous and loader.enabled() and not _one_core_free()
             and run(prim, (dst, src), {}, dt, dt, dst.shape, out=dst) is not None):
         return
     np.add(dst, src, out=dst)
@@ -304,7 +295,7 @@ def copy_of(prim, src: np.ndarray):
     A copy is bitwise whatever copies it."""
     dt = src.dtype
     if (src.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
-            and src.flags.c_contiguous and enabled() and not _one_core_free()):
+            and src.flags.c_contiguous and loader.enabled() and not _one_core_free()):
         return run(prim, (src,), {}, dt, dt, src.shape)
     return None
 
@@ -367,13 +358,13 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
             return entry.fn
         job = entry.job
         if isinstance(job, _Preparation) and not job.done() and not job.lost():
-            now = note_ask(job)
-            if not job.started and go_now(job.first, now):
+            now = loader.note_ask(job)
+            if not job.started and loader.go_now(job.first, now):
                 job.start()
             return None  # being prepared: the preparation sets fn (or failed)
-        if not _sync_mode():
+        if not loader._sync_mode():
             entry.job = _Preparation(entry, (prim, layout, params, compute_np, out_np, parallel))
-            if _GO_AFTER_S <= 0:
+            if loader._GO_AFTER_S <= 0:
                 entry.job.start()
             return None
         now = time.monotonic()
@@ -397,120 +388,6 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
 _RECHECK_S = 1.0
 
 
-# The preparation thread starts at the op's first call this long after its first (not
-# before: numba's import, or a worker's compile, would compete with the user's first step
-# for the GIL and the cores; and starting a thread in the first call cost it up to a
-# scheduler slice under load).
-# (Starting at the op's next call 0.2 s later was too early: an LSTM step calls the same
-# op every time step, and its first warm-disk step went from ~0.9 s to 2.7-3.2 s.)
-_GO_AFTER_S = 1.0
-# ... but an op first called `_GO_AFTER_S` or more after the process's first ask (a kernel
-# variant a later step asks for: the LSTM step's compiled form asked for a second
-# index_add_rows variant once its cross-entropy kernels were in, 10.5 s into training)
-# starts at its next call: numba's import and the first step are behind, and the second
-# call still tells a recurring op from a one-off (its kernel's job came 1.1 s later, with
-# the worker idle meanwhile and every other kernel the step asks for in).
-_first_ask = None   # time.monotonic() of this process's first op call that asked (`go_now`)
-
-
-def noted_first(now: float) -> float:
-    """An op's first call asking for its kernel at `now` (the process's first ask, if it
-    is); returns `now`."""
-    global _first_ask
-    if _first_ask is None:
-        _first_ask = now
-    return now
-
-
-def go_now(first: float, now: float, after: float | None = None) -> bool:
-    """Whether an op whose first call (asking for its kernel) came at `first`, called again
-    at `now`, starts its kernel's loader: `after` (`_GO_AFTER_S`) after its first call, or at
-    once when that came `after` or more after the process's first ask."""
-    after = _GO_AFTER_S if after is None else after
-    return now - first >= after or (_first_ask is not None and first - _first_ask >= after)
-
-
-# Set while this thread runs a compiled function's tier-0 forward (compiler/tiers.Tier0):
-# the ops' asks then serve tier 0 alone, which the function's own plan kernels end.
-_tier0 = threading.local()
-
-
-# How many threads are inside a `serving_tier0` block: autograd/node.py reads it at every
-# recorded op (a list's item: cheaper than the thread-local when no tier 0 runs anywhere).
-TIER0_THREADS = [0]
-_tier0_count_lock = threading.Lock()
-
-
-class serving_tier0:
-    """``with vectorized.serving_tier0():`` around a tier-0 forward (compiler/tiers.Tier0) and
-    the backward of the ops it recorded (autograd/node.py's `Tier0PrimNode`): an eager kernel
-    asked for only inside such blocks is queued at rank LATER, behind the kernels the compiled
-    step and the eager code around it ask for (see `outside`)."""
-
-    def __enter__(self):
-        depth = _tier0.depth = getattr(_tier0, "depth", 0) + 1
-        if depth == 1:
-            with _tier0_count_lock:
-                TIER0_THREADS[0] += 1
-        return self
-
-    def __exit__(self, *exc):
-        _tier0.depth -= 1
-        if not _tier0.depth:
-            with _tier0_count_lock:
-                TIER0_THREADS[0] -= 1
-        return False
-
-
-def outside() -> bool:
-    """Whether the calling thread is outside every tier-0 forward (`serving_tier0`) and every
-    stand-in for a fused kernel still on its way (`standing_in`, compiler/cpu/kernels/native.py). An
-    elementwise op that asks for its kernel outside one runs in eager code; one that asks
-    only inside serves tier 0, whose plan fuses every elementwise op into kernels of its own
-    (MLP step, empty cache, one worker: eager GELU's kernel and its pair, ~0.4 s of the
-    worker's CPU, came before the cross-entropy kernels the compiled step waits for). Not
-    for the hand-written kernels (compiler/cpu/kernels/native.py): a plan calls some of them as the eager op
-    does (the MLP's skinny GEMM)."""
-    return not (getattr(_tier0, "depth", 0) or getattr(_tier0, "standin", 0))
-
-
-def standing_in() -> bool:
-    """Whether the calling thread runs the stand-in of a fused kernel not loaded yet (`standin`)."""
-    return bool(getattr(_tier0, "standin", 0))
-
-
-class standin:
-    """``with vectorized.standin():`` around the composition a fused hand-written kernel
-    stands for, run while that kernel is still compiling (ops/bn_pool.py): the kernels it
-    asks for serve only until the fused one is in, so they ask as tier 0 does (`outside`
-    is False) and a layer's kernel asked for nowhere else queues behind the ones the
-    compiled step keeps asking for (compiler/cpu/kernels/native.py `NativeKernel._rank`)."""
-
-    def __enter__(self):
-        _tier0.standin = getattr(_tier0, "standin", 0) + 1
-        return self
-
-    def __exit__(self, *exc):
-        _tier0.standin -= 1
-        return False
-
-
-def note_ask(holder) -> float:
-    """An op's call that found its kernel not loaded (a `_Preparation`, a native.NativeKernel):
-    `holder`'s ``last`` (time.monotonic() of the latest such call, or None) and ``gap`` (the
-    longest time between two) move on, as a compile job's ``asked`` reads them
-    (compiler/workers.ASKED_WITHIN_S); a `_Preparation`'s ``outside`` becomes True at an ask
-    outside a tier-0 forward (`outside`). Returns the call's time."""
-    if getattr(holder, "outside", True) is False and outside():
-        holder.outside = True
-    now = time.monotonic()
-    last = holder.last
-    if last is not None and now - last > holder.gap:
-        holder.gap = now - last
-    holder.last = now
-    return now
-
-
 class _Preparation:
     """Makes one entry's kernel ready in a thread of its own: render, disk check, then
     a load, or a worker's compile and then a load. Sets the entry's ``fn`` (or
@@ -523,7 +400,7 @@ class _Preparation:
         self.args = render_args   # (prim, layout, params, compute_np, out_np, parallel)
         self.event = threading.Event()
         self.pid = os.getpid()
-        self.first = self.last = noted_first(time.monotonic())   # the op's first and latest call
+        self.first = self.last = loader.noted_first(time.monotonic())   # the op's first and latest call
         self.gap = 0.0   # the longest time between two of its calls
         self.started = False
         self.outside = outside()   # asked for outside a tier-0 forward (`note_ask`)
@@ -667,9 +544,8 @@ def _settle(timeout: float) -> bool:
             if isinstance(e.job, _Preparation) and not e.job.started:
                 e.job.start()
         if not pending:
-            from . import native  # the hand-written kernels follow the same policy
-            settled = native.settle(deadline)
-            _reread_thread_count()
+            settled = loader.settle(deadline)   # the hand-written kernels' too
+            loader._reread_thread_count()
             return settled
         if time.monotonic() >= deadline:
             return False
@@ -677,7 +553,7 @@ def _settle(timeout: float) -> bool:
 
 
 def pending(since: float | None = None) -> list:
-    """The eager kernels (this module's and compiler/cpu/kernels/native.py's hand-written ones) an op has
+    """The eager kernels (this module's and compiler/cpu/kernels/loader.py's hand-written ones) an op has
     asked for that are neither loaded nor failed: their labels. With `since` (a
     time.monotonic() reading), only those an op asked for at or after it: a program's
     step asks again for the kernels it calls, and a kernel asked for in tier 0 by an op the
@@ -687,12 +563,11 @@ def pending(since: float | None = None) -> list:
     nothing, unlike `settle`: bench_tiers steps a program until this is empty, so the
     kernels arrive as they would for a user (a compile finished in a worker loads at the
     op's next call)."""
-    from . import native
     out = [_pending_label(e.job)
            for e in list(_entries.values())
            if e.job is not None and e.fn is None and not e.failed and not e.job.lost()
            and (since is None or getattr(e.job, "last", since) >= since)]
-    return out + [k.label for k in list(native._kernels.values())
+    return out + [k.label for k in list(loader._kernels.values())
                   if k.coming() and (since is None or (k.last is not None and k.last >= since))]
 
 
@@ -700,17 +575,6 @@ def _pending_label(job) -> str:
     """An eager kernel's label: its op's (a rendered spec's name is "kernel" for all)."""
     args = getattr(job, "args", None)
     return _label(args[0]) if args else "eager kernel"
-
-
-def _reread_thread_count() -> None:
-    """Have the thread policy (tracejit/compiler/cpu/runtime/coreshare.py) read the machine afresh once the
-    compile workers (separate processes, which it counts as others) are done: else the
-    count made over their compiles, one thread on two CPUs, holds for up to a sampling
-    interval after `settle`. Only where workers were started in this process (the
-    reading takes 0.1 s)."""
-    workers = sys.modules.get("tracejit.compiler.workers")
-    if coreshare.ENABLED and workers is not None and workers.worker_pids():
-        coreshare.core_share.reread()
 
 
 def stats() -> dict:

@@ -61,7 +61,7 @@ class ChunkKernel:
             if nt == 2 and self.pending is not None:
                 self.pair, self.pending = self.pending.poll()
             pair = self.pair
-            if nt == 2 and pair is not None and sharepool.PAIR_ON_BLAS_WORKER \
+            if nt == 2 and pair is not None and sharepool.pair_on_blas_worker() \
                     and sharepool.blas_worker.find() is not None:
                 pair(args)
                 fold = fold and not pair.folds   # the pair's last share folded

@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from .... import envflags
 from ....envflags import is_off
 from .... import threads as _threads
 from ....threads import usable_cpus
@@ -144,11 +145,32 @@ def _own_seconds() -> float:
     return t.user + t.system
 
 
+# What this process's compile workers do now, as their module (compiler/workers.py) reports
+# it once it is loaded (`watch_compiles`): (compiling, running, worker_pids), each a function
+# of no arguments; None before. The policy never looks a module up: one that another thread
+# is still importing has none of its functions yet.
+_compiles = None
+
+
+def watch_compiles(compiling, running, worker_pids) -> None:
+    """Let the policy ask the compile workers (compiler/workers.py registers its counters at
+    the end of its import): `compiling()`, the workers starting up or compiling a job the
+    program waits for; `running()`, any job; `worker_pids()`, the live workers."""
+    global _compiles
+    _compiles = (compiling, running, worker_pids)
+
+
 def _workers_running() -> int:
-    """Compile workers of this process starting up or compiling any job now
-    (compiler/workers.running); 0 where the compiler was never imported."""
-    w = sys.modules.get("tracejit.compiler.workers")
-    return w.running() if w is not None else 0
+    """Compile workers of this process starting up or compiling any job now; 0 before the
+    workers' module is loaded."""
+    c = _compiles
+    return c[1]() if c is not None else 0
+
+
+def workers_started() -> bool:
+    """Whether this process has started compile workers."""
+    c = _compiles
+    return c is not None and bool(c[2]())
 
 
 class CoreShare:
@@ -421,7 +443,7 @@ def matmul(a, b, blas_only: bool = False):
             # the previous product or kernel had swept, took ~1 us of each such call in the
             # step (5.2-7.0 us of Python a call before, 4.3-5.7 after).
             threads = adapt_blas() if blas_only else adapt()
-            if threads == 1 and CLAIM_GEMMS and mnk >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
+            if threads == 1 and _claim_gemms() and mnk >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
                 out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
                 if out is not None:
                     return out
@@ -458,7 +480,7 @@ def matmul(a, b, blas_only: bool = False):
                 return out
         if _splits(a, b, m * k * n):
             return _batched(a, b)
-        if threads == 1 and CLAIM_GEMMS and m * k * n >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
+        if threads == 1 and _claim_gemms() and m * k * n >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
             out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
             if out is not None:
                 return out
@@ -476,11 +498,9 @@ def matmul(a, b, blas_only: bool = False):
 # Products from this m*k*n on run as parts of rows claimed by this thread and sharepool's
 # partner thread where the policy gives BLAS one thread but its ceiling is two or more
 # (`sharepool.claimed_matmul`: the partner does as many parts as it gets a core for, and
-# is not waited for when it got none). CLAIM_GEMMS: the switch (tests, measurements).
+# is not waited for when it got none). _claim_gemms(): the switch (tests, measurements).
 CLAIM_GEMM_MNK = 1 << 25
-CLAIM_GEMMS = True
-
-
+_claim_gemms = envflags.flag("TRACEJIT_CLAIM_GEMMS")   # (the switch: tests, A/B measurements)
 def _claimed(a, b):
     if ceding():
         return None
@@ -495,21 +515,19 @@ def _claimed(a, b):
 # (the worker counts as another process), but the partner took the worker's core in turns
 # all the same (it moves off its launcher's CPU: onto the worker's; cold MLP step on a quiet
 # machine: the partner 0.33 of a core, the worker 0.63) and each compile took longer.
-# CEDE: the switch (tests, measurements).
-CEDE = True
-
-
+# _cede(): the switch (tests, measurements).
+_cede = envflags.flag("TRACEJIT_CEDE")   # (the switch: tests, A/B measurements)
 def ceding() -> bool:
     """Whether the program leaves its second thread's core to its compile workers now: a
     worker of this process starts up or compiles a job the program waits for
     (compiler/workers.compiling), and the CPUs we may use less those workers leave fewer
     than two (a 2-core machine)."""
-    if not CEDE:
+    if not _cede():
         return False
-    w = sys.modules.get("tracejit.compiler.workers")
-    if w is None:
+    c = _compiles
+    if c is None:
         return False
-    n = w.compiling()
+    n = c[0]()
     # (only where the busy workers leave the program fewer than its two threads' cores: on a
     # machine with cores to spare the partner takes none of theirs)
     return n > 0 and core_share.cpus - n < 2
@@ -613,10 +631,10 @@ _halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has ask
 # the step's GEMM time 9.32-9.74 (median 9.43) against 9.61-9.88 (9.645), the step -0.20 ms
 # (in-process ABBA, 12 rounds, 10 lower). Alone, warm, the pair is no faster than the two
 # two-thread products (3.95/4.11 against 3.97/4.07 ms min/median): what it saves is in the
-# step. Below 8M (a head's products) the kernels above run them. PAIRS: the switch (tests,
+# step. Below 8M (a head's products) the kernels above run them. _pair_at_once(): the switch (tests,
 # measurements); `pairs_run` counts the pairs that ran so (the breakdown reads it).
 PAIR_MNK = 1 << 23
-PAIRS = True
+_pair_at_once = envflags.flag("TRACEJIT_PAIR_AT_ONCE")   # (the switch: tests, A/B measurements)
 pairs_run = 0
 
 
@@ -644,7 +662,7 @@ def matmul_pair(a1, b1, a2, b2) -> tuple:
     can run them (its conditions: two cores free, numpy's BLAS an ILP64 OpenBLAS, the
     module loaded), else one after the other."""
     global pairs_run
-    if (PAIRS and a1.ndim == 2 and b1.ndim == 2 and a2.ndim == 2 and b2.ndim == 2
+    if (_pair_at_once() and a1.ndim == 2 and b1.ndim == 2 and a2.ndim == 2 and b2.ndim == 2
             and a1.shape[0] * a1.shape[1] * b1.shape[1] >= PAIR_MNK
             and a2.shape[0] * a2.shape[1] * b2.shape[1] >= PAIR_MNK
             and (not ENABLED or core_share.threads() > 1)):
@@ -709,7 +727,7 @@ def gemm_thread_count(m: int, k: int, n: int) -> int | None:
     mnk = m * k * n
     if (SKINNY_MNK <= mnk < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN
             and (mnk < HALVES_MNK or n <= SKINNY_THIN)   # (past HALVES_MNK: the dot kernel's only)
-            and _skinny_module is not None and _skinny_module.ENABLED):
+            and _skinny_module is not None and _skinny_module.on()):
         t = _skinny_module.threads(m, k, n)
         if t is not None:
             return t

@@ -190,7 +190,7 @@ class Pending:
     `pack` and the cfunc cost numba 0.5-0.8 s per module, which the plan should not wait
     for. ``poll()`` gives
     (the `CShares` or None, this object while it may still come or None): in background
-    mode the compile workers build it (tiers.module_when_ready) and calls run through
+    mode the compile workers build it (prepare.module_when_ready) and calls run through
     sharepool's launch meanwhile; in sync mode it is compiled at the first poll."""
 
     __slots__ = ("source", "hint", "llvm_options", "fast_entry", "next_poll", "last", "__weakref__")
@@ -218,7 +218,7 @@ class Pending:
         if now < self.next_poll:
             return None, self
         self.next_poll = now + self.POLL_S
-        from ...tiers import module_when_ready
+        from ...prepare import module_when_ready
         try:
             mod = module_when_ready(self.source, self.hint, self.llvm_options)
         except Exception:   # the kernel itself loaded: keep sharepool's launch for good
@@ -231,13 +231,13 @@ class Pending:
 
     def prepare(self, rank=None):
         """Start making the pair's module ready now rather than at the first two-share
-        call: the background job to wait on (`tiers.module_job`; `rank` places a new one, as
+        call: the background job to wait on (`prepare.module_job`; `rank` places a new one, as
         workers.submit's), or None where there is none (sync mode, or loaded already). An
         eager op's kernel asks this when it loads
         (compiler/cpu/kernels/vectorized.py): asked at the first two-share call, the pair's compile (0.5-0.8 s
         in a worker) ran during the calls that followed, and the worker took one of the two
         cores those calls were splitting their work over."""
-        from ...tiers import module_job
+        from ...prepare import module_job
         return module_job(self.source, self.hint, self.llvm_options, rank)
 
 
@@ -259,12 +259,12 @@ def ahead(kernel_source: str, pair: str, hint: str, llvm_options: tuple, kernel_
     before the jobs asked for later (the eager ops' and native kernels, which serve tier 0):
     MLP step, empty cache, training on: at the first two-share call the pairs were compiled
     last, ~9-11 s after the first call; queued with rank EAGER, at 7.7-7.9 s."""
-    from ... import workers
-    from ...tiers import compile_mode, module_when_ready
+    from ...prepare import compile_mode, module_when_ready
+    from ...ranks import FIRST
     if compile_mode(None) != "background":   # (codegen_rows: the pair is in the kernel's module)
         return
     module_when_ready(module_source(kernel_source, pair, llvm_options), hint + Pending.SUFFIX,
-                      llvm_options, rank=workers.FIRST, after=kernel_job)
+                      llvm_options, rank=FIRST, after=kernel_job)
 
 
 class Ready:

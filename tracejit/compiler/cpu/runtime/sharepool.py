@@ -32,9 +32,10 @@ from typing import Callable, Optional
 
 from . import coreshare
 from ....threads import blas_threads_set, usable_cpus
+from .... import envflags
 
 __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch",
-           "BlasWorker", "blas_worker", "PAIR_ON_BLAS_WORKER", "Partner", "partner", "claim_split",
+           "BlasWorker", "blas_worker", "Partner", "partner", "claim_split",
            "claimed_matmul", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
@@ -229,19 +230,17 @@ blas_worker = BlasWorker()
 
 # Whether a pair's second share runs on OpenBLAS's worker (`run_pair`'s default); tests turn
 # it off to have tracejit's own thread run it.
-PAIR_ON_BLAS_WORKER = True
-
-
+pair_on_blas_worker = envflags.flag("TRACEJIT_PAIR_ON_BLAS_WORKER")   # (the switch: tests, A/B measurements)
 def run_pair(fn: Callable, args: tuple, on_blas_worker: Optional[bool] = None) -> None:
     """fn(*args, q, 2) for q = 0, 1 at once: q = 0 on this thread, q = 1 on OpenBLAS's worker
     (`BlasWorker`, where numpy's BLAS is a pthreads OpenBLAS with a pool and `on_blas_worker`,
-    by default `PAIR_ON_BLAS_WORKER`) or else on a thread of this pool. The caller holds the
+    by default `pair_on_blas_worker()`) or else on a thread of this pool. The caller holds the
     launch (`try_launch`); an exception in either share is raised here, after both ended.
     Users: `split` and `launch` (fused Adam, LayerNorm's backward rows: their second share,
     right after the backward's last product, ran as late as the first share's whole run on a
     thread of ours). The recurrent loops use `Partner` instead (not waited for)."""
     if on_blas_worker is None:
-        on_blas_worker = PAIR_ON_BLAS_WORKER
+        on_blas_worker = pair_on_blas_worker()
     gotoblas_pthread = blas_worker.find() if on_blas_worker else None
     if gotoblas_pthread is not None:
         blas_worker.run(gotoblas_pthread, fn, args)

@@ -1,4 +1,4 @@
-"""The hand-written kernel loader (compiler/cpu/kernels/native.py): when a kernel is used, when numpy is."""
+"""The hand-written kernel loader (compiler/cpu/kernels/loader.py): when a kernel is used, when numpy is."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from tracejit.compiler.cpu.kernels import native  # noqa: E402
+from tracejit.compiler.cpu.kernels import loader as native  # noqa: E402
 
 _SOURCE = '''
 from numba import njit
@@ -51,10 +51,10 @@ def test_a_kernel_first_asked_for_late_starts_at_its_next_call(monkeypatch):
     from tracejit.compiler.cpu.kernels import vectorized
     monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
     monkeypatch.setattr(native, "_GO_AFTER_S", 5.0)
-    monkeypatch.setattr(vectorized, "_first_ask", time.monotonic())   # the process's first ask: now
+    monkeypatch.setattr(native, "_first_ask", time.monotonic())   # the process's first ask: now
     early = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 8.0"), "test_native_early")
     assert early.get() is None and early.get() is None and early.thread is None   # waits
-    monkeypatch.setattr(vectorized, "_first_ask", time.monotonic() - 6.0)         # 6 s ago
+    monkeypatch.setattr(native, "_first_ask", time.monotonic() - 6.0)         # 6 s ago
     late = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 16.0"), "test_native_late")
     assert late.get() is None and late.thread is None      # first call: numpy, nothing started
     assert late.get() is None and late.thread is not None  # the next one: the loader starts
@@ -62,10 +62,10 @@ def test_a_kernel_first_asked_for_late_starts_at_its_next_call(monkeypatch):
     a = np.zeros(2)
     late.get()(a)
     assert a.tolist() == [16.0, 16.0]
-    assert vectorized.go_now(100.0, 100.1, 5.0) is False   # (first ask at 94 s: 6 s before)
-    monkeypatch.setattr(vectorized, "_first_ask", 96.0)
-    assert vectorized.go_now(100.0, 100.1, 5.0) is False and vectorized.go_now(101.0, 101.1, 5.0)
-    assert vectorized.go_now(100.0, 105.0, 5.0)
+    assert native.go_now(100.0, 100.1, 5.0) is False   # (first ask at 94 s: 6 s before)
+    monkeypatch.setattr(native, "_first_ask", 96.0)
+    assert native.go_now(100.0, 100.1, 5.0) is False and native.go_now(101.0, 101.1, 5.0)
+    assert native.go_now(100.0, 105.0, 5.0)
 
 
 def test_coming_while_asked_for_and_not_yet_loaded(monkeypatch):

@@ -1,13 +1,13 @@
 """One Elman RNN layer (tanh or relu, one direction) over a whole sequence: one op forward,
 one backward.
 
-As `tracejit.nn.lstm_layer` and `tracejit.nn.gru_layer`: the time loops are the
+As `tracejit.ops.lstm_layer` and `tracejit.ops.gru_layer`: the time loops are the
 ``rnn_layer`` and ``rnn_layer_backward`` primitives (ops/rnn_prim.py). The layer's result
 is its states, so ``rnn_layer`` is differentiable as it is, eagerly and captured alike
 (no autograd Function or states op is needed). Second derivatives: ``rnn_layer_backward``'s
 VJP (`backward_vjp`) recomputes the layer with the one definition of the cell math
-(`rnn_cell_fm`, tracejit ops; nn.RNNCell's `rnn_tanh_step` / `rnn_relu_step` are the same
-math on batch-major blocks) and lets autograd differentiate it twice.
+(`rnn_cell`, tracejit ops, which nn.RNNCell's `rnn_tanh_step` / `rnn_relu_step` run on
+batch-major blocks) and lets autograd differentiate it twice.
 
 Layout (see ops/rnn_prim.py): gi (L, N, H) with b_ih added; w_hh (H, H); b_hh (H,);
 feature-major h0 (H, N); outputs: h of every step (L, H, N) and h_n (H, N).
@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from .. import ops as _ops
 from ..errors import CompileError
-from ..ops.registry import trace_state
-from ..ops.rnn_prim import rnn_layer, unpack_backward
+from .eager import trace_state
+from .rnn_prim import rnn_layer, unpack_backward
 from .lstm_layer import _requiring
 
-__all__ = ["rnn_layer_fm", "rnn_cell_fm", "backward_vjp"]
+__all__ = ["rnn_layer_fm", "rnn_cell", "backward_vjp"]
 
 
-def rnn_cell_fm(pre, nonlinearity: str):
-    """One RNN step, feature-major: `pre` (H, N) = W_ih x + b_ih + W_hh h + b_hh."""
+def rnn_cell(pre, nonlinearity: str):
+    """The RNN cell's math, written once for every tensor form (this layer's recompute,
+    nn.RNNCell's steps): `pre` = W_ih x + b_ih + W_hh h + b_hh, any layout."""
     return _ops.tanh(pre) if nonlinearity == "tanh" else _ops.relu(pre)
 
 
@@ -40,7 +41,7 @@ def rnn_layer_fm(gi, w, h0, reverse: bool = False, bias=None, nonlinearity: str 
 
 def backward_vjp(u, d_y, gi, w, b, h0, reverse: bool, nonlinearity: str) -> tuple:
     """VJP of ``rnn_layer_backward`` (second derivatives), eagerly, as
-    `tracejit.nn.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
+    `tracejit.ops.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
     -> gradients of (d_y, gi, w, b, h0)."""
     from ..autograd import enable_grad, grad
     if trace_state.tracer is not None:
@@ -54,7 +55,7 @@ def backward_vjp(u, d_y, gi, w, b, h0, reverse: bool, nonlinearity: str) -> tupl
         bcol = _ops.reshape(b_, (H, 1))
         hs = [None] * L
         for t in (range(L - 1, -1, -1) if reverse else range(L)):
-            h = rnn_cell_fm(_ops.transpose(gi_[t], 0, 1) + _ops.matmul(w_, h) + bcol, nonlinearity)
+            h = rnn_cell(_ops.transpose(gi_[t], 0, 1) + _ops.matmul(w_, h) + bcol, nonlinearity)
             hs[t] = h
         first = grad(hs, ins, [ds[0][t] for t in range(L)], create_graph=True, allow_unused=True)
         us = unpack_backward(u, L, N, H)

@@ -1,23 +1,17 @@
-"""Hand-written numba kernels for eager ops whose numpy form makes many passes.
+"""The CPU backend's one kernel loader: when a kernel an eager call or a plan asks for is
+compiled and loaded, for the elementwise kernels made from scalar rules (vectorized.py)
+and the hand-written ones (`NativeKernel`: the backend's registered implementations of
+ops whose numpy form makes many passes, compiler/cpu/implementations.py).
 
-Why: some ops are not elementwise, so compiler/cpu/kernels/vectorized.py (kernels made from a scalar rule)
-cannot run them, and their numpy implementations make one pass per window offset or per
-statistic (max-pooling's backward: ~16 array ops over strided views, 12-16 ms per LeNet
-step where PyTorch's loop takes ~2 ms; batch norm: three passes forward, four backward).
-A kernel here is the op's own loop written once in numba source; the primitive's eager
-implementation calls it when it is ready and uses its numpy form otherwise (another array
-module, float16/integer dtypes, numba missing, a kernel that failed to build), so results
-never depend on whether the kernel ran (the tests run both).
-
-When a kernel is ready follows compiler/cpu/kernels/vectorized.py's policy, for the same reasons: the first
-call never pays a compile (0.2-1 s per kernel) or numba's import. In background mode (the
-default) the kernel is compiled by the compile workers (compiler/workers.py: other
-processes) into the disk cache and loaded in a thread of its own, started at the first
-call a second or more after the op's first; calls use numpy until then. With
-``TRACEJIT_COMPILE=sync`` (the test suite, benchmarks) the first call loads it on the spot,
-compiling it in this process if the disk cache does not hold it yet: sync mode is asked for
-so that later calls run at full speed. ``TRACEJIT_EAGER_KERNELS=0`` turns these kernels off,
-as it does compiler/cpu/kernels/vectorized.py's.
+The first call never pays a compile (0.2-1 s per kernel) or numba's import. In background
+mode (the default) a kernel is compiled by the compile workers (compiler/workers.py:
+other processes) into the disk cache and loaded in a thread of its own, started at the
+op's first call a second or more after its first (`go_now`); calls run the numpy form
+until then, so results never depend on whether a kernel ran (the tests run both). With
+``TRACEJIT_COMPILE=sync`` (the test suite, benchmarks) the first call loads a kernel on
+the spot, compiling a hand-written one in this process if the disk cache does not hold it
+yet. ``TRACEJIT_EAGER_KERNELS=0`` turns every kernel here off. `settle` (with
+vectorized.settle) waits for every kernel asked for, for steady-state measurements.
 """
 from __future__ import annotations
 
@@ -28,15 +22,86 @@ import time
 
 import numpy as np
 
-from . import vectorized as _vec
+from .... import envflags
+from ....ops.impls import outside, standin
+from ..runtime import coreshare
 
-__all__ = ["NativeKernel", "takes", "standing_in"]
+__all__ = ["NativeKernel", "kernel", "takes", "floats", "standing_in", "enabled", "go_now", "note_ask", "settle"]
 
-# A kernel's loader starts at the op's first call this long after its first (see
-# compiler/cpu/kernels/vectorized.py `_GO_AFTER_S`: numba's import must not compete with the first step).
+
+
+# ---------------------------------------------------------------- the loading policy
+def enabled() -> bool:
+    return envflags.enabled("TRACEJIT_EAGER_KERNELS")
+
+
+def _sync_mode() -> bool:
+    """TRACEJIT_COMPILE=sync asks for no background compiles (compiler/tiers.py); eager
+    never compiles on the caller's time, so then it only loads kernels already on disk."""
+    return envflags.value("TRACEJIT_COMPILE").strip().lower() == "sync"
+
+
+# The preparation thread starts at the op's first call this long after its first (not
+# before: numba's import, or a worker's compile, would compete with the user's first step
+# for the GIL and the cores; and starting a thread in the first call cost it up to a
+# scheduler slice under load).
+# (Starting at the op's next call 0.2 s later was too early: an LSTM step calls the same
+# op every time step, and its first warm-disk step went from ~0.9 s to 2.7-3.2 s.)
 _GO_AFTER_S = 1.0
+# ... but an op first called `_GO_AFTER_S` or more after the process's first ask (a kernel
+# variant a later step asks for: the LSTM step's compiled form asked for a second
+# index_add_rows variant once its cross-entropy kernels were in, 10.5 s into training)
+# starts at its next call: numba's import and the first step are behind, and the second
+# call still tells a recurring op from a one-off (its kernel's job came 1.1 s later, with
+# the worker idle meanwhile and every other kernel the step asks for in).
+_first_ask = None   # time.monotonic() of this process's first op call that asked (`go_now`)
 
 
+def noted_first(now: float) -> float:
+    """An op's first call asking for its kernel at `now` (the process's first ask, if it
+    is); returns `now`."""
+    global _first_ask
+    if _first_ask is None:
+        _first_ask = now
+    return now
+
+
+def go_now(first: float, now: float, after: float | None = None) -> bool:
+    """Whether an op whose first call (asking for its kernel) came at `first`, called again
+    at `now`, starts its kernel's loader: `after` (`_GO_AFTER_S`) after its first call, or at
+    once when that came `after` or more after the process's first ask."""
+    after = _GO_AFTER_S if after is None else after
+    return now - first >= after or (_first_ask is not None and first - _first_ask >= after)
+
+
+def note_ask(holder) -> float:
+    """An op's call that found its kernel not loaded (a `_Preparation`, a loader.NativeKernel):
+    `holder`'s ``last`` (time.monotonic() of the latest such call, or None) and ``gap`` (the
+    longest time between two) move on, as a compile job's ``asked`` reads them
+    (compiler/workers.ASKED_WITHIN_S); a `_Preparation`'s ``outside`` becomes True at an ask
+    outside a tier-0 forward (`outside`). Returns the call's time."""
+    if getattr(holder, "outside", True) is False and outside():
+        holder.outside = True
+    now = time.monotonic()
+    last = holder.last
+    if last is not None and now - last > holder.gap:
+        holder.gap = now - last
+    holder.last = now
+    return now
+
+
+def _reread_thread_count() -> None:
+    """Have the thread policy (tracejit/compiler/cpu/runtime/coreshare.py) read the machine afresh once the
+    compile workers (separate processes, which it counts as others) are done: else the
+    count made over their compiles, one thread on two CPUs, holds for up to a sampling
+    interval after `settle`. Only where workers were started in this process (the
+    reading takes 0.1 s)."""
+    if coreshare.ENABLED and coreshare.workers_started():
+        coreshare.core_share.reread()
+
+
+
+# ---------------------------------------------------------------- hand-written kernels
 def takes(xp, *arrays) -> bool:
     """Can a hand-written kernel take these arrays: plain numpy arrays of one dtype, float32
     or float64 (the kernels are typed for those). Anything else runs the op's numpy form."""
@@ -48,6 +113,15 @@ def takes(xp, *arrays) -> bool:
             return False
         dtype = a.dtype
     return dtype is not None and dtype.name in ("float32", "float64")
+
+
+def floats(n: int):
+    """A registered implementation's checker (ops/impls.py): its call's first `n` operands
+    are numpy arrays a hand-written kernel takes (`takes`)."""
+    def checker(*arrays, **params) -> bool:
+        return takes(np, *arrays[:n])
+    checker.__name__ = f"floats{n}"
+    return checker
 
 
 class NativeKernel:
@@ -78,7 +152,7 @@ class NativeKernel:
         self.thread = None
         self.pid = os.getpid()   # whose thread `thread` is (a forked child starts its own)
         self.lock = threading.Lock()
-        # asked for outside every tier-0 forward (kernels/vectorized.outside; `note_ask` sets it
+        # asked for outside every tier-0 forward (ops/impls.py `outside`; `note_ask` sets it
         # at such an ask): until then an EAGER-rank kernel queues at rank LATER (`_rank`)
         self.outside = None
         # the fused kernels (still on their way) whose stand-ins asked for it (`standing_in`):
@@ -95,14 +169,14 @@ class NativeKernel:
 
     def get(self):
         """The loaded kernel, or None (the caller runs its numpy form this time)."""
-        if not _vec.enabled():
+        if not enabled():
             return None
         fn = self.fn
         if fn is not None:
             return fn
         if self.failed:
             return None
-        if _vec._sync_mode():
+        if _sync_mode():
             with self.lock:
                 if self.fn is None and not self.failed:
                     if self.sync_compiles or self._on_disk():
@@ -111,8 +185,8 @@ class NativeKernel:
                         self.failed = True   # not in this process: numpy's form runs
             return self.fn
         if self.outside is None:
-            self.outside = _vec.outside()
-        now = _vec.note_ask(self)
+            self.outside = outside()
+        now = note_ask(self)
         if self.job is not None and self.outside:
             self._promote()
         elif getattr(_standins, "stack", None):   # (inside a stand-in: `standing_in`)
@@ -122,8 +196,8 @@ class NativeKernel:
                 self._demote()
         with self.lock:
             if self.first is None:
-                self.first = _vec.noted_first(now)
-            elif _vec.go_now(self.first, now, _GO_AFTER_S):
+                self.first = noted_first(now)
+            elif go_now(self.first, now, _GO_AFTER_S):
                 self._start()
         return None
 
@@ -133,7 +207,7 @@ class NativeKernel:
         set-up step that must see the kernels a steady state runs (`coreshare.load_gemm_kernels`).
         Whether it is loaded; the op keeps its numpy form where it failed. A kernel an
         earlier sync-mode call gave up on (not on disk then) is tried again."""
-        if self.fn is None and _vec.enabled():
+        if self.fn is None and enabled():
             with self.lock:
                 if self.fn is None:
                     self._load()
@@ -145,7 +219,7 @@ class NativeKernel:
         the call). A fallback kernel asked for now would be queued behind this one and
         arrive after it (compiler/cpu/kernels/lstm_kernels.py's per-step kernels)."""
         return (self.fn is None and not self.failed and self.first is not None
-                and _vec.enabled() and not _vec._sync_mode())
+                and enabled() and not _sync_mode())
 
     def _start(self) -> None:
         """Start the loader thread (under `lock`), once per process."""
@@ -278,7 +352,7 @@ _standins = threading.local()   # .stack: the fused kernels whose stand-ins this
 
 
 class standing_in:
-    """``with native.standing_in(k):`` around the composition a fused kernel `k` stands for,
+    """``with loader.standing_in(k):`` around the composition a fused kernel `k` stands for,
     run because `k` is not loaded: while `k` is still compiling or loading (`coming`), the
     kernels the composition asks for ask as tier 0's do (compiler/cpu/kernels/vectorized.py `standin`), so
     they queue behind `k` and the kernels the compiled step keeps asking for (`_rank`). A
@@ -287,7 +361,7 @@ class standing_in:
 
     def __init__(self, k: "NativeKernel | None"):
         self._k = k if k is not None and k.coming() else None
-        self._inner = _vec.standin() if self._k is not None else None
+        self._inner = standin() if self._k is not None else None
 
     def __enter__(self):
         if self._inner is not None:

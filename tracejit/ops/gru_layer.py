@@ -1,14 +1,13 @@
 """One GRU layer (one direction) over a whole sequence: one op forward, one backward.
 
-As `tracejit.nn.lstm_layer` for the LSTM: the time loops are the ``gru_layer`` and
+As `tracejit.ops.lstm_layer` for the LSTM: the time loops are the ``gru_layer`` and
 ``gru_layer_backward`` primitives (ops/gru_prim.py). Eagerly `_GRULayer`, an autograd
 Function, runs the pair, instead of a graph node or three per step with the per-step
 slicing, stacking and accumulation around them; captured, the layer is ``gru_layer`` and
 ``gru_layer_states`` (differentiated by its record: ``gru_layer_backward``), so compiled
 graphs run the same loops. Second derivatives: ``gru_layer_backward``'s VJP
 (`backward_vjp`) recomputes the layer with the one definition of the cell math
-(`gru_cell_fm`, tracejit ops; nn.GRUCell's `gru_step` is the same math on batch-major
-blocks) and lets autograd differentiate it twice.
+(`gru_cell`, tracejit ops, which nn.GRUCell's `gru_step` runs on batch-major blocks) and lets autograd differentiate it twice.
 
 Layout (see ops/gru_prim.py): gi (L, N, 3H) with b_ih added; w_hh (3H, H); b_hh (3H,);
 feature-major h0 (H, N); outputs: h of every step (L, H, N) and h_n (H, N).
@@ -18,23 +17,28 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..errors import CompileError
-from ..ops.gru_prim import gru_layer, gru_layer_backward, gru_layer_states, unpack_backward
-from ..ops.registry import trace_state
+from .gru_prim import gru_layer, gru_layer_backward, gru_layer_states, unpack_backward
+from .eager import trace_state
 from .lstm_layer import _requiring
 
-__all__ = ["gru_layer_fm", "gru_cell_fm", "backward_vjp"]
+__all__ = ["gru_layer_fm", "gru_cell", "gru_cell_fm", "backward_vjp"]
 
 
-def gru_cell_fm(g, m, h):
-    """One GRU step, feature-major: g (3H, N) is the input projection (with b_ih), m (3H,
-    N) the hidden projection ``W_hh h + b_hh``, h (H, N) the state. Gate order r, z, n as
-    PyTorch's: n = tanh(g_n + r * m_n), h' = n + z * (h - n)."""
-    g_r, g_z, g_n = _ops.chunk(g, 3, 0)
-    m_r, m_z, m_n = _ops.chunk(m, 3, 0)
+def gru_cell(g_r, g_z, g_n, m_r, m_z, m_n, h):
+    """The GRU cell's math, written once for every tensor form (this layer's recompute for
+    second derivatives, nn.GRUCell's `gru_step`): input projections g (with b_ih) and
+    hidden projections m (``W_hh h + b_hh``) per gate r, z, n (PyTorch's order), the state
+    h, blocks of one shape in any layout: n = tanh(g_n + r * m_n), h' = n + z * (h - n)."""
     r = _ops.sigmoid(g_r + m_r)
     z = _ops.sigmoid(g_z + m_z)
     n = _ops.tanh(g_n + r * m_n)
     return n + z * (h - n)
+
+
+def gru_cell_fm(g, m, h):
+    """One GRU step, feature-major: g (3H, N) is the input projection (with b_ih), m (3H,
+    N) the hidden projection ``W_hh h + b_hh``, h (H, N) the state."""
+    return gru_cell(*_ops.chunk(g, 3, 0), *_ops.chunk(m, 3, 0), h)
 
 
 class _GRULayer(Function):
@@ -75,7 +79,7 @@ def gru_layer_fm(gi, w, h0, reverse: bool = False, bias=None) -> tuple:
 
 def backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse: bool) -> tuple:
     """VJP of ``gru_layer_backward`` (second derivatives), eagerly, as
-    `tracejit.nn.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
+    `tracejit.ops.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
     -> gradients of (d_y, d_hn, gi, w, b, h0)."""
     from ..autograd import enable_grad, grad
     if trace_state.tracer is not None:

@@ -1,4 +1,4 @@
-"""The eager GRU's whole-sequence layer node (tracejit/nn/gru_layer.py, ops/gru_prim.py)
+"""The eager GRU's whole-sequence layer node (tracejit/ops/gru_layer.py, ops/gru_prim.py)
 against PyTorch: structure (one op forward and one backward per layer and direction),
 values and gradients of every input in float64, final-state-only loss, saturated gates,
 shape errors. Second order: tests/nn/test_recurrent_grad.py."""

@@ -16,7 +16,7 @@ forward/backward):
   ``lstm_layer_backward``): compiled graphs run the same two loops as eager, and a
   symbolic sequence length stays symbolic;
 - higher derivatives: ``lstm_layer_backward``'s own VJP (`backward_vjp`) recomputes the
-  layer with the one definition of the cell math below (`lstm_cell_fm`, tracejit ops) and
+  layer with the one definition of the cell math below (`lstm_cell`, tracejit ops) and
   lets autograd differentiate that twice: only the first derivative (the fast backward
   loop) is written by hand.
 
@@ -29,23 +29,29 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..errors import CompileError
-from ..ops.lstm_prim import (input_projection_grads, lstm_layer, lstm_layer_backward, lstm_layer_states,
+from .lstm_prim import (input_projection_grads, lstm_layer, lstm_layer_backward, lstm_layer_states,
                              unpack_backward)
-from ..ops.registry import trace_state
+from .eager import trace_state
+from .. import envflags
 
-__all__ = ["lstm_layer_fm", "lstm_cell_fm", "backward_vjp"]
+__all__ = ["lstm_layer_fm", "lstm_cell", "lstm_cell_fm", "backward_vjp"]
+
+
+def lstm_cell(i, f, g, o, c) -> tuple:
+    """The LSTM cell's math, written once for every tensor form (this layer's recompute
+    for second derivatives, nn.LSTMCell's `lstm_step`): the gates' pre-activations i, f, g,
+    o (PyTorch's order) and the cell state c, blocks of one shape in any layout -> (h, c).
+    The layer's numpy form (ops/lstm_prim.py) and its loop kernel are held against each
+    other by tests/ops/test_impls.py."""
+    c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
+    h = _ops.sigmoid(o) * _ops.tanh(c)
+    return h, c
 
 
 def lstm_cell_fm(pre, c) -> tuple:
     """One LSTM step, feature-major: `pre` (4H, N) is the gates' pre-activation
-    (x W_ih^T + h W_hh^T + biases, transposed), c (H, N) the cell state. Gate order i, f,
-    g, o as PyTorch's (nn.LSTMCell's `lstm_step` is the same math on batch-major blocks).
-    -> (h, c)."""
-    i, f, g, o = _ops.chunk(pre, 4, 0)
-    i, f, g, o = _ops.sigmoid(i), _ops.sigmoid(f), _ops.tanh(g), _ops.sigmoid(o)
-    c = f * c + i * g
-    h = o * _ops.tanh(c)
-    return h, c
+    (x W_ih^T + h W_hh^T + biases, transposed), c (H, N) the cell state. -> (h, c)."""
+    return lstm_cell(*_ops.chunk(pre, 4, 0), c)
 
 
 def _last(reverse: bool, L):
@@ -89,9 +95,7 @@ def _outputs(Z, H: int, reverse: bool) -> tuple:
 # contiguous, and the backward's d W_ih = G^T X (`input_projection_grads`) reads it as
 # (L*N, I) rows, so a strided x was copied twice (once in the op, again in the backward);
 # made rows here, both read the one copy the op records save.
-X_AS_ROWS = True
-
-
+_input_rows = envflags.flag("TRACEJIT_LSTM_INPUT_ROWS")   # (the switch: tests, A/B measurements)
 def _as_rows(x):
     """x (L, N, I) as C-contiguous rows: a copy where x is strided, else x itself (a
     reshape there and back: the plan's reshape copies only what is not viewable, where
@@ -107,7 +111,7 @@ def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
     Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
-    if X_AS_ROWS:
+    if _input_rows():
         x = _as_rows(x)
     if trace_state.tracer is not None:
         # captured: the primitives are the equations (differentiated by their records),

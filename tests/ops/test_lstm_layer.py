@@ -1,4 +1,4 @@
-"""The eager LSTM's whole-sequence layer node (tracejit/nn/lstm_layer.py, ops/lstm_prim.py)
+"""The eager LSTM's whole-sequence layer node (tracejit/ops/lstm_layer.py, ops/lstm_prim.py)
 against PyTorch: structure (two op calls per layer and direction, no per-step GEMM of
 the weights' gradient), values and gradients of every input in float64, in-place
 modification of an output, saturated gates, shape errors."""
@@ -22,14 +22,14 @@ def _pair(**kw):
 def _count_calls(monkeypatch):
     calls = {"lstm_layer": 0, "lstm_layer_backward": 0, "matmul": []}
     for prim in (lstm_prim.LSTM_LAYER, lstm_prim.LSTM_LAYER_BACKWARD):
-        orig = prim.impl
+        orig = prim.run
 
         def counted(xp, *a, _orig=orig, _name=prim.name, **kw):
             calls[_name] += 1
             return _orig(xp, *a, **kw)
-        monkeypatch.setattr(prim, "impl", counted)
+        monkeypatch.setattr(prim, "run", counted)
     for prim in linalg.PRODUCTS:   # matmul and the transposed-operand records its backward runs
-        monkeypatch.setattr(prim, "impl", lambda xp, a, b, _orig=prim.impl, _name=prim.name:
+        monkeypatch.setattr(prim, "run", lambda xp, a, b, _orig=prim.run, _name=prim.name:
                             calls["matmul"].append((_name, a.shape, b.shape)) or _orig(xp, a, b))
     return calls
 

@@ -1,4 +1,4 @@
-"""The Elman RNN's whole-sequence layer op (tracejit/nn/rnn_layer.py, ops/rnn_prim.py)
+"""The Elman RNN's whole-sequence layer op (tracejit/ops/rnn_layer.py, ops/rnn_prim.py)
 against PyTorch: structure (one op forward and one backward per layer and direction),
 values and gradients of every input in float64 for tanh and relu, final-state-only loss,
 shape errors. Second order: tests/nn/test_recurrent_grad.py; captured: the op record

@@ -1,0 +1,65 @@
+"""How a leaf's AccumulateGrad takes a gradient: without a copy where only the engine holds it
+(_exclusive), else as its own copy (_own_copy; a large float gradient through the backend's
+copy kernel)."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..memory import kept_refs, sole_padded_view
+from ..ops.shape import COPY as _COPY
+from ..ops.impls import elementwise as _ew
+from ..tensor import Tensor
+
+
+def _own_copy(g):
+    """``g.detach().clone()``; a large float gradient through copy's eager kernel on the
+    free cores (the backend's elementwise kernels, ops/impls.py), as the engine's accumulations go through add's."""
+    d = g._data
+    if type(d) is np.ndarray:
+        out = _ew.copy_of(_COPY, d)
+        if out is not None:
+            return Tensor._wrap(out, g.dtype, g.device)
+    return g.detach().clone()
+
+
+def _exclusive(g) -> bool:
+    """True when `g` (a gradient arriving at a leaf) is referenced only by the engine.
+
+    Expected references to the tensor: the engine's buffer list, `apply`'s local, this
+    function's parameter and getrefcount's argument (the engine drops its other locals
+    before each apply). To the array: the tensor, the local `arr` and getrefcount's
+    argument. The array must own its memory (or be a reshape of a whole buffer nobody
+    else holds; never a broadcast view, whose stride is 0), be writable and
+    C-contiguous. Then no user tensor, saved value or other gradient shares the memory
+    and `.grad` can take it without a copy, as PyTorch's AccumulateGrad steals a
+    gradient whose use count allows it.
+    """
+    arr = g._data
+    if sys.getrefcount(g) > 4 or (sys.getrefcount(arr) > 3
+                                  and sys.getrefcount(arr) > 3 + kept_refs(arr)):
+        # (a compiled plan's `memory.OutputSlot` keeping the array is no sharer; asked only
+        # when there is a fourth reference: a call less for the usual fresh gradient)
+        return False
+    flags = arr.flags
+    if not (flags.writeable and flags.c_contiguous):
+        return False
+    base = arr.base
+    if base is None or sole_padded_view(arr, extra_refs=1):   # (+1: `base` here)
+        # (a large compiled-kernel output is a view of a buffer one page larger that only
+        # it holds: memory.placed_empty)
+        return True
+    # A view of a whole buffer held by nothing else (a reduction's result reshaped, as
+    # ``bias.grad``; a product transposed back, a transposed weight's gradient): the
+    # view's .base, `base` and getrefcount's argument are its three references, plus the
+    # tensor the view was made from when `g` keeps it as its `_base` (and nothing else
+    # keeps that tensor), and the view covers it all in the same order.
+    refs = 3
+    owner = g._base
+    if owner is not None:
+        if owner._data is not base or sys.getrefcount(owner) > 3:  # g's slot, local, argument
+            return False
+        refs = 4
+    return (sys.getrefcount(base) <= refs and type(base) is type(arr) and base.base is None
+            and base.size == arr.size and base.flags.c_contiguous)

@@ -1,0 +1,206 @@
+"""codegen_cpu.py's loops for two nest shapes: a reduction over every dim but the last (column
+blocks, `_leading_reduction`) and a nest past ``MAX_NESTED_RANK`` (flat loops whose indices
+are recovered by division, `_decomposed_loops`). codegen_cpu's `render` calls them; its
+module docstring describes the forms."""
+from __future__ import annotations
+
+from .codegen_cpu import (COLUMN_BLOCK, FOLD_MARK, IND, PARTIAL_CAP, ROW_CHUNKS, _cast_back, _combine,
+                          _donor_pair, _fold_partials, _init, _np_type)
+from .loopnest import SUM_BLOCK, LoopNest
+
+__all__: list = []   # (codegen_cpu's helpers)
+
+
+def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
+    """Loops for a reduction over every dim but the last (a bias gradient: the sum over
+    the batch of a (batch, features) value).
+
+    Kept-outer loops read each column with the row stride, one cache line per element,
+    and do not vectorize. Instead the rows are split into a few chunks (by the first dim)
+    and the columns into blocks of 4096; each (row chunk, column block) task sweeps its
+    rows, reading each operand as a 1-D slice of the row (or one value, where the
+    operand broadcasts along the last dim), and accumulates into its own row of
+    ``partial``; the chunks' rows are folded at the end. Indexing slices from 0 lets LLVM
+    vectorize the inner loop (offset indices into whole arrays, ``acc[lo + j]``, kept it
+    scalar: numba's negative-index wraparound). Whole rows rather than 256-column blocks
+    of every row: long contiguous runs for the prefetcher (a (256, 1024) sum of products
+    took 95 us instead of 127 us on one thread). The chunk count depends on sizes only,
+    never on the thread count, so results do not either."""
+    red = nest.reduction
+    last = nest.rank - 1
+    rows = list(range(last))
+    init, acc_np = _init(red), _np_type(red.acc_dtype)
+    # The partial sums are one flat array (row chunk rc's columns at rc * d_last), each
+    # task setting its own slice first: a chunk kernel (codegen_chunks.py) gets that
+    # array from its launcher, sized by `column_partial_len`, runs its share of the tasks,
+    # and folds once after every share.
+    body = [f"{IND}nblk = (d{last} + {COLUMN_BLOCK - 1}) // {COLUMN_BLOCK}",
+            f"{IND}nrc = max(1, min({ROW_CHUNKS}, d0, {PARTIAL_CAP} // max(d{last}, 1)))",
+            f"{IND}partial = np.empty(nrc * d{last}, {acc_np})",
+            f"{IND}for task in {loop}(nrc * nblk):",
+            f"{IND * 2}rc = task // nblk",
+            f"{IND * 2}lo = (task % nblk) * {COLUMN_BLOCK}",
+            f"{IND * 2}hi = min(lo + {COLUMN_BLOCK}, d{last})",
+            f"{IND * 2}n = hi - lo",
+            f"{IND * 2}accb = partial[rc * d{last} + lo:rc * d{last} + hi]",
+            f"{IND * 2}for j in range(n):",
+            f"{IND * 3}accb[j] = {init}"]
+    # Operands that do not depend on the row loops are sliced once per task.
+    per_block, per_row, per_elem = [], [], []
+    for op in nest.operands:
+        if op.layout == "scalar":
+            continue
+        parts = ["0" if d is None else f"i{d}" for d in op.index]
+        row_dep = any(d is not None and d in rows for d in op.index[:-1])
+        if op.index and op.index[-1] == last:
+            sl = ", ".join(parts[:-1] + ["lo:hi"])
+            (per_row if row_dep else per_block).append(f"r{op.k} = {op.array}[{sl}]")
+            per_elem.append(f"{op.name} = r{op.k}[j]")
+        else:        # broadcast along the last dim: one value per row
+            (per_row if row_dep else per_block).append(f"{op.name} = {op.array}[{', '.join(parts)}]")
+    body += [IND * 2 + line for line in per_block]
+    if red.block_dtype is not None and len(rows) == 1:      # `_column_rows`' float32 blocks
+        body.append(f"{IND * 2}bacc = np.empty(n, {_np_type(red.block_dtype)})")
+    in_place = _column_in_place(nest)
+    if in_place is None:
+        body += _column_rows(nest, red, comp, per_row, per_elem, 2)
+    else:
+        cond, row_read, elem_read = in_place
+        own_row = [line for line in per_row if line != row_read]
+        own_elem = [f"{elem_read.split(' = ')[0]} = o0[j]" if line == elem_read else line
+                    for line in per_elem]
+        body += ([f"{IND * 2}if {cond}:"] + _column_rows(nest, red, comp, own_row, own_elem, 3)
+                 + [f"{IND * 2}else:"] + _column_rows(nest, red, comp, per_row, per_elem, 3))
+    body += [f"{IND}{FOLD_MARK}",
+             f"{IND}for j in range(d{last}):",
+             f"{IND * 2}total = {init}",
+             f"{IND * 2}for c in range(nrc):",
+             f"{IND * 3}{_combine(red, 'total', f'partial[c * d{last} + j]')}",
+             f"{IND * 2}red[j] = {_cast_back('total', red.out_dtype)}"]
+    return body
+
+
+def _column_rows(nest: LoopNest, red, comp: list, per_row: list, per_elem: list, base: int) -> list:
+    """`_leading_reduction`'s sweep of one task's rows at indent `base`: the rows' elements
+    into the outputs and the task's slice of ``partial``."""
+    last = nest.rank - 1
+    rows = list(range(last))
+    acc_np = _np_type(red.acc_dtype)
+    # float32 sums over one row dim: SUM_BLOCK rows summed in float32 (the vector lanes),
+    # each block then added in float64, as the flat blocked sum does. Widening every
+    # element to float64 made LLVM's cost model leave the loop scalar: the LayerNorm+GELU
+    # backward (4 outputs and the bias sum) took 940 us instead of 757 us on one thread.
+    blocked = red.block_dtype is not None and len(rows) == 1
+    body = []
+    if blocked:
+        body += [f"{IND * base}for b0 in range(rc * d0 // nrc, (rc + 1) * d0 // nrc, {SUM_BLOCK}):",
+                 f"{IND * (base + 1)}for j in range(n):",
+                 f"{IND * (base + 2)}bacc[j] = 0",
+                 f"{IND * (base + 1)}for i0 in range(b0, min(b0 + {SUM_BLOCK}, (rc + 1) * d0 // nrc)):"]
+        depth = base + 2
+    else:
+        body.append(f"{IND * base}for i0 in range(rc * d0 // nrc, (rc + 1) * d0 // nrc):")
+        depth = base + 1
+    for d in rows[1:]:
+        body.append(f"{IND * depth}for i{d} in range(d{d}):")
+        depth += 1
+    row_idx = ", ".join(f"i{d}" for d in rows)
+    body += [IND * depth + line for line in per_row]
+    body += [f"{IND * depth}o{o.m} = {o.array}[{row_idx}, lo:hi]" for o in nest.outputs]
+    body.append(f"{IND * depth}for j in range(n):")
+    depth += 1
+    body += [IND * depth + line for line in per_elem + comp]
+    body += [f"{IND * depth}o{o.m}[j] = {o.value}" for o in nest.outputs]
+    if blocked:
+        body.append(f"{IND * depth}bacc[j] += {red.value}")
+        body += [f"{IND * (base + 1)}for j in range(n):",
+                 f"{IND * (base + 2)}accb[j] += {acc_np}(bacc[j])"]
+    else:
+        body.append(f"{IND * depth}{_combine(red, 'accb[j]', red.value)}")
+    return body
+
+
+def _column_in_place(nest: LoopNest):
+    """(condition, the donor's row-slice line, its element line) where the column sum's one
+    output may be the array of input `nest.in_place` (compiler/plan.py `_donor`), else None.
+    The rows then read that input through the output's own row slice ``o0``: one slice for
+    the load and the store, which LLVM vectorizes with no overlap check. Two slices of the
+    same array (``r0 = out0[i0, lo:hi]`` beside ``o0``) leave the loop scalar: ReLU's
+    gradient with the bias gradient over 2048 x 1024 float32 took 2.46 ms that way, 0.89
+    through ``o0`` and 2.07 into a buffer of its own (one thread; the values the same)."""
+    pair = _donor_pair(nest)
+    if pair is None:
+        return None
+    _, donor, cond = pair
+    return (cond,
+            f"r{donor.k} = {donor.array}[{', '.join(f'i{d}' for d in range(nest.rank - 1))}, lo:hi]",
+            f"{donor.name} = r{donor.k}[j]")
+
+
+def _decompose(flat: str, dims: list, ind: str) -> list:
+    """Statements turning the flat index `flat` over `dims` (C order) into i<d> variables.
+
+    Every quotient gets its own name: numba's parfor pass refuses a reassigned variable
+    that aliases the ``prange`` index."""
+    out = []
+    if not dims:
+        return out
+    q = flat
+    for d in reversed(dims[1:]):
+        out.append(f"{ind}i{d} = {q} % d{d}")
+        out.append(f"{ind}{flat}_{d} = {q} // d{d}")
+        q = f"{flat}_{d}"
+    out.append(f"{ind}i{dims[0]} = {q}")
+    return out
+
+
+def _row_loops(flat: str, dims: list, ind: str) -> list:
+    """A flat loop over `dims` but the last (indices by `_decompose`) around a plain loop over
+    the last: the statements that follow go two levels below `ind`."""
+    outer = " * ".join(f"d{d}" for d in dims[:-1]) or "1"
+    out = [f"{ind}for {flat} in range({outer}):"]
+    out += _decompose(flat, dims[:-1], ind + IND)
+    return out + [f"{ind}{IND}for i{dims[-1]} in range(d{dims[-1]}):"]
+
+
+def _decomposed_loops(nest: LoopNest, inner: list, loop: str) -> list:
+    """The nested form for ranks too deep to nest: one flat loop over the kept dims (and one
+    over the reduced dims), each index recovered by division. Python refuses more than 20
+    nested blocks, and numpy allows 64 dims.
+
+    The last dim of each flat loop stays a loop of its own, innermost: the divisions run
+    once per row, and LLVM's vectorizer sees a plain loop. With the divisions inside the
+    innermost loop it vectorized them lane by lane: a rank-14 backward map took 130-165 s
+    to compile (9 s with the row loop) and ran a division chain per element."""
+    red = nest.reduction
+    if red is None:
+        dims = list(range(nest.rank))
+        body = [f"{IND}n = {' * '.join(f'd{d}' for d in dims[:-1])}",
+                f"{IND}for flat in {loop}(n):"]
+        body += _decompose("flat", dims[:-1], IND * 2)
+        body.append(f"{IND * 2}for i{dims[-1]} in range(d{dims[-1]}):")
+        return body + [IND * 3 + s for s in inner]
+    init = _init(red)
+    kept, rd = list(red.kept), list(red.dims)
+    body = [f"{IND}nr = {' * '.join(f'd{d}' for d in rd) or '1'}"]
+    if kept:
+        body += [f"{IND}nk = {' * '.join(f'd{d}' for d in kept)}",
+                 f"{IND}for fk in {loop}(nk):"]
+        body += _decompose("fk", kept, IND * 2)
+        body.append(f"{IND * 2}acc = {init}")
+        body += _row_loops("fr", rd, IND * 2)
+        body += [IND * 4 + s for s in inner]
+        body.append(f"{IND * 4}{_combine(red, 'acc', red.value)}")
+        out_idx = ", ".join(f"i{d}" for d in kept)
+        body.append(f"{IND * 2}red[{out_idx}] = {_cast_back('acc', red.out_dtype)}")
+        return body
+    body += [f"{IND}nchunk = min(64, max(1, nr // 4096))",
+             f"{IND}partial = np.empty(nchunk, {_np_type(red.acc_dtype)})",
+             f"{IND}for c in {loop}(nchunk):",
+             f"{IND * 2}acc = {init}",
+             f"{IND * 2}for fr in range(c * nr // nchunk, (c + 1) * nr // nchunk):"]
+    body += _decompose("fr", rd, IND * 3)
+    body += [IND * 3 + s for s in inner]
+    body.append(f"{IND * 3}{_combine(red, 'acc', red.value)}")
+    body.append(f"{IND * 2}partial[c] = acc")
+    return body + _fold_partials("nchunk", red)

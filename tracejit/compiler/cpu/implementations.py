@@ -1,0 +1,91 @@
+"""The CPU backend's implementation table: every hand-written kernel, behind one door.
+
+Each row registers, for a primitive, an implementation with its checker
+(ops/impls.py): eager `bind` and compiled plans run the primitive through it (``prim.run``),
+the first implementation whose checker accepts the call and which returns a result, else
+the primitive's numpy form. An implementation returns None while its kernel is not loaded
+(kernels/loader.py builds it in the compile workers and loads it in the background), so
+the numpy form runs meanwhile. tests/ops/test_impls.py holds every row against the
+primitive's numpy form over the op database's samples.
+
+Large eager elementwise calls of every primitive with a scalar rule run on kernels made
+from that rule by the compiler's one lowering (kernels/vectorized.py): one row for them all.
+
+Imported at ``import tracejit`` (tracejit/__init__.py), after ops/: importing it loads no
+numba (the kernel modules hold their sources as text).
+"""
+from __future__ import annotations
+
+from ...ops import impls
+from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
+from ...ops.batchnorm_prim import (BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_TRAIN, BN_BACKWARD,
+                                   BN_BACKWARD_INPUT, BN_BACKWARD_REDUCE)
+from ...ops.bn_pool import BATCH_NORM_MAX_POOL2D, BN_BACKWARD_POOLED
+from ...ops.conv import FOLD, UNFOLD
+from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
+from ...ops.elementwise import RELU_BACKWARD
+from ...ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
+from ...ops.indexing import INDEX_ADD
+from ...ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD
+from ...ops.linalg import MATMUL, MATMUL_NT, MATMUL_TN
+from ...ops.lstm_prim import LSTM_LAYER, LSTM_LAYER_BACKWARD
+from ...ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
+from ...ops.pooling_prim import MAX_POOL2D, MAX_POOL2D_BACKWARD
+from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
+from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
+from .gemm import products
+from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm, bn_pool_kernels as bn_pool,
+                      conv_kernels as conv, index_kernels as index, pool_kernels as pool,
+                      recurrent_layers as recurrent, row_kernels as rows, select_kernels as select,
+                      vectorized)
+from .kernels.loader import floats
+
+__all__ = ["TABLE"]
+
+# (primitive, implementation, checker, plan call for a signature): in the order tried
+TABLE = (
+    # products: BLAS's threads by the free cores, hand kernels for the shapes BLAS runs slowly
+    (MATMUL, products.matmul, None, products.matmul_call),
+    (MATMUL_NT, products.matmul_nt, None, products.nt_call),
+    (MATMUL_TN, products.matmul_tn, None, products.tn_call),
+    # rows: one read and one write of each row
+    (SOFTMAX, rows.softmax, rows.on_last_dim, None),
+    (SOFTMAX_BACKWARD, rows.softmax_backward, rows.on_last_dim, None),
+    (LAYER_NORM, rows.layer_norm, None, None),
+    (LAYER_NORM_BACKWARD, rows.layer_norm_backward, None, None),
+    (CROSS_ENTROPY, rows.cross_entropy, None, None),
+    (CROSS_ENTROPY_BACKWARD, rows.cross_entropy_backward, None, None),
+    (ATTENTION_WEIGHTS, attention.weights, None, None),
+    (ATTENTION_CONTEXT, attention.context, None, None),
+    (ATTENTION_BACKWARD, attention.backward, None, None),
+    # windows and columns
+    (MAX_POOL2D, pool.forward, floats(1), None),
+    (MAX_POOL2D_BACKWARD, pool.max_pool_backward, floats(2), None),
+    (MAX_POOL2D_WITH_OFFSETS, pool.forward_offsets, floats(1), None),
+    (MAX_POOL2D_SCATTER, pool.scatter, floats(2), None),
+    (UNFOLD, conv.unfold, conv.gemm_layout, None),
+    (FOLD, conv.fold, conv.gemm_fold, None),
+    # BatchNorm's passes, and BatchNorm with the max pooling after it
+    (BATCH_NORM_STATS, batchnorm.stats, floats(1), None),
+    (BATCH_NORM_TRAIN, batchnorm.train, floats(1), None),
+    (BN_BACKWARD_REDUCE, batchnorm.backward_reduce, floats(2), None),
+    (BN_BACKWARD_INPUT, batchnorm.backward_input, floats(2), None),
+    (BN_BACKWARD, batchnorm.backward, floats(2), None),
+    (BATCH_NORM_FORWARD, batchnorm.forward, floats(1), None),
+    (BATCH_NORM_MAX_POOL2D, bn_pool.batch_norm_max_pool2d, None, None),
+    (BN_BACKWARD_POOLED, bn_pool.batch_norm_backward_pooled, None, None),
+    # selects and row updates
+    (RELU_BACKWARD, select.relu_backward, None, None),
+    (INDEX_ADD, index.index_add, None, None),
+    # recurrent layers: the whole time loop in one kernel call
+    (LSTM_LAYER, recurrent.lstm_layer, recurrent.LSTM_CHECK, None),
+    (LSTM_LAYER_BACKWARD, recurrent.lstm_layer_backward, recurrent.LSTM_BACKWARD_CHECK, None),
+    (GRU_LAYER, recurrent.gru_layer, recurrent.GRU_CHECK, None),
+    (GRU_LAYER_BACKWARD, recurrent.gru_layer_backward, recurrent.GRU_BACKWARD_CHECK, None),
+    (RNN_LAYER, recurrent.rnn_layer, recurrent.RNN_CHECK, None),
+    (RNN_LAYER_BACKWARD, recurrent.rnn_layer_backward, recurrent.RNN_BACKWARD_CHECK, None),
+)
+
+for _prim, _fn, _checker, _call in TABLE:
+    impls.register(_prim, _fn, checker=_checker, specialize=_call, platform="cpu")
+impls.install_elementwise(vectorized)

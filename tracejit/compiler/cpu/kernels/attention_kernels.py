@@ -1,0 +1,518 @@
+"""Self-attention's weights, context and backward one batch element at a time: the CPU
+backend's implementations of ops/attention_prim.py's primitives (the records, rules, VJPs
+and whole-batch numpy forms live there), and the fused steps compiled plans pair them into
+(`weights_and_context`, `backward_and_column_sum`: compiler/attnpair.py).
+
+Each batch element's scores go into a buffer that stays in cache and are normalized from
+there into W, one pass over the cores instead of a product pass and a softmax pass over 4 MB
+of scores; the context ``W @ V`` of an element is taken while its weights are in cache. Each
+head's products run in OpenBLAS's small-matrix form (two row blocks, contiguous right
+operands: `_SMALL_GEMM`), and a part of the batch split over the cores is one nogil numba
+call where it can be (`_FORWARD_PART`, `_BACKWARD_PART`: a Python-driven part made the
+other core's part wait for the GIL).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....ops.attention_prim import (_TO_HEADS, _matmul_into, _parts, _split, backward_parts,
+                                    backward_slice)
+from ....ops.softmax_prim import softmax_passes
+from ..gemm.blas_gemm import GEMM_SOURCE, gemm_address
+from ..runtime import sharepool as _sharepool
+from . import row_kernels as _row_kernels
+from .loader import kernel as _kernel, takes as _takes
+from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
+
+__all__ = ["weights", "context", "backward", "weights_and_context", "backward_and_column_sum"]
+
+
+# OpenBLAS's small-matrix kernels (its Skylake-X builds: no packing of the operands) take a
+# product only up to 100^3 multiply-adds; one head's 128x128x64 product (T = 128, head_dim 64)
+# is just over it and ran in the packed path at 100-115 GFLOP/s on one thread, where its two
+# 64-row halves with the right operand contiguous ran at 130-140 (a right operand strided
+# through the packed qkv rows, 3 KB apart, ran at 80-90 in the small path: cache-set
+# conflicts). Measured for the Transformer step's 16x4 heads, one thread, min / median ms:
+# the context 1.38 / 1.51 -> 1.11 / 1.20 (with the copies of v), the forward pair 4.07 / 4.19
+# -> 3.79 / 3.95, the backward 6.09 / 6.40 -> 5.34 / 5.68 (OpenBLAS 0.3.31, Sapphire Rapids).
+# The halves gave the same bits as the whole products there.
+_SMALL_GEMM = 100 ** 3
+
+
+def _block_rows(t: int, n: int, k: int) -> int:
+    """Rows per block for a stack of (t x k) @ (k x n) products: halves where the whole product
+    is over `_SMALL_GEMM` multiply-adds and a half is not, else ``t`` (whole products)."""
+    h = t // 2
+    return h if t % 2 == 0 and h * n * k <= _SMALL_GEMM < t * n * k else t
+
+
+def _row_blocks(x, r: int):
+    """(..., T, c) array as a (..., T // r, r, c) view: splitting one axis is a view for any
+    strides (numpy's reshape copies only to merge axes), and 0.2 us where as_strided takes 3.6
+    (six calls per batch element: 0.35 ms a step)."""
+    return x.reshape(x.shape[:-2] + (x.shape[-2] // r, r, x.shape[-1]))
+
+
+def _head_products(a, b, out, r: int, buf) -> None:
+    """``out[...] = a @ b`` for batch elements' heads, numpy arrays: ``a`` (E, H, T, k) and
+    ``b`` (E, H, k, n) of any strides; in ``r``-row blocks with ``b`` copied into ``buf`` (E,
+    H, 1, k, n, C-contiguous) where ``r`` < T (`_block_rows`), else one product per head."""
+    if r == a.shape[-2]:
+        np.matmul(a, b, out=out)
+        return
+    np.copyto(buf[..., 0, :, :], b)
+    np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
+
+
+def _head_products_t(a, b, out, r: int, buf, tr) -> None:
+    """``out[...] = a @ b^T`` for batch elements' heads (the scores q k^T, the backward's g
+    v^T), ``b`` (E, H, n, k): in ``r``-row blocks with ``b^T`` written into ``buf`` (E, H, 1,
+    k, n) by the transposing kernel ``tr`` (`_transpose_kernel`), else (no kernel, or r = T)
+    one product per head with ``b`` transposed in BLAS (its small-matrix path has no fast
+    form for that: 64-row blocks of a @ b^T ran at ~75 GFLOP/s, the packed path at ~100)."""
+    if tr is None or r == a.shape[-2]:
+        np.matmul(a, np.swapaxes(b, -1, -2), out=out)
+        return
+    tr(b, buf)
+    np.matmul(_row_blocks(a, r), buf, out=_row_blocks(out, r))
+
+
+# out[e, h, 0] = x[e, h]^T for (E, H, T, d) head stacks of any strides, 16 rows of x at a
+# time (each row of out written a cache line at a time): a (4, 128, 64) head stack of qkv in
+# 11 us, where numpy's transposing copy took 47 (blocks of 8 rows 12, 4 rows 13.5, a plain
+# row-by-row loop 20, 16x16 tiles through a buffer 23)
+_TRANSPOSE = """
+import numpy as np
+from numba import njit
+
+@njit("void(Array({t}, 4, 'A', readonly=True), Array({t}, 5, 'C'))", cache=CACHE,
+      error_model='numpy', boundscheck=False, nogil=True)
+def kernel(x, out):
+    ne, nh, t, hd = x.shape
+    tb = t - t % 16
+    for i in range(ne):
+        for h in range(nh):
+TRANSPOSED(out, x)
+"""
+
+
+def _transpose_kernel(xp, x):
+    """The transposing copy for head stacks like `x` (compiler/cpu/kernels/loader.py's policy: None for other
+    array modules and dtypes, or while it is not ready)."""
+    if not _takes(xp, x):
+        return None
+    dtype = x.dtype.name
+    return _kernel(("attention", "transpose", dtype),
+                   lambda: _transposed_in(_TRANSPOSE, ("out", "x")).replace("{t}", dtype)).get()
+
+
+# Batch elements a part runs per numpy call: each call holds the GIL for its Python side,
+# and with both cores running parts a thread waits for the other's (one element per call:
+# a part of 8 elements ran 17-20% slower beside another part than beside a GIL-free GEMM,
+# 3%); two elements' scores or weight gradients (512 KB float32) still stay in cache
+_CHUNK = 2
+
+
+def _chunk(lo: int, hi: int) -> int:
+    return max(1, min(_CHUNK, hi - lo))
+
+
+# attention_backward's part [lo, hi) as one nogil call: per batch element and head the same
+# products as `_head_products` / `_head_products_t` (r-row blocks; g, k, q copied and v
+# transposed into buffers, through numpy's cblas_?gemm by address: compiler/cpu/gemm/blas_gemm.py) and
+# softmax's backward row (row_kernels' text), so the same bits. Why: driven from Python, a
+# thread holds the GIL between the products and the other thread's part waits for it (a
+# part ran 17-20% slower beside another part than alone); as one call, two threads' parts
+# do not meet: backward at two threads after a GEMM 3.01-3.12 / 3.41-3.46 -> 2.73-2.80 /
+# 2.90-2.96 ms min / median, one thread unchanged (5.26 vs 5.14 min).
+_BACKWARD_PART = """
+import numpy as np
+from numba import njit
+GEMM
+
+_A = "Array({t}, 4, 'A', readonly=True)"
+_W = "Array({t}, 4, 'A')"
+
+
+@njit("void(int64, Array({t}, 4, 'C', readonly=True), " + _A + ", " + _A + ", " + _A + ", " + _A
+      + ", " + _W + ", " + _W + ", " + _W + ", float64, int64, int64, int64, {t}[:, ::1], {t}[:, ::1], "
+      "{t}[:, ::1], {t}[:, ::1], boolean, {t}[:, ::1], {t}[:, ::1], int64, int64)", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt, colsum, o2, colp, si, sa):
+    nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
+    ldv, ldq, ldk = ov.strides[2] // ov.itemsize, oq.strides[2] // oq.itemsize, ok.strides[2] // ok.itemsize
+    ldg = gh.strides[2] // gh.itemsize
+    tb = t - t % 16
+    for i in range(lo, hi):
+PULL(dw, q, kk, vv, gh)
+        for h in range(nh):
+            wi = w[i, h]
+            for a in range(t):                      # dv = w^T g
+                for j in range(hd):
+                    rb[a, j] = gh[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, True, r, hd, t, wi[:, b0:], t, rb, hd, ov[i, h, b0:], ldv, 0.0)
+            # dw = g v^T
+TRANSPOSED(vt, vv)
+            for b0 in range(0, t, r):
+                gemm(fn, False, r, t, hd, gh[i, h, b0:], ldg, vt, t, dw[b0:], t, 0.0)
+            for row in range(t):                    # through softmax
+                gr = dw[row]
+                yr = wi[row]
+                o = ds[row]
+SOFTMAXROW
+            for a in range(t):                      # dq = ds k
+                for j in range(hd):
+                    rb[a, j] = kk[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, False, r, hd, t, ds[b0:], t, rb, hd, oq[i, h, b0:], ldq, 0.0)
+            for a in range(t):                      # dk = ds^T q
+                for j in range(hd):
+                    rb[a, j] = q[i, h, a, j]
+            for b0 in range(0, t, r):
+                gemm(fn, True, r, hd, t, ds[:, b0:], t, rb, hd, ok[i, h, b0:], ldk, 0.0)
+            if colsum:                              # head h's q, k, v gradient rows, summed
+                for p0 in range(h * hd, 3 * nh * hd, nh * hd):
+                    cp = colp[i, p0:p0 + hd]
+                    for j in range(hd):
+                        cp[j] = 0
+                    for a in range(t):
+                        orow = o2[i * si + a * sa, p0:p0 + hd]
+                        for j in range(hd):
+                            cp[j] += orow[j]
+"""
+
+
+# `weights_and_context`'s part [lo, hi) without a mask as one nogil call, for the same reason:
+# per batch element and head the scores in r-row blocks on k^T (transposed as `_TRANSPOSE`
+# does), the softmax rows (row_kernels' text) into w, and w v in r-row blocks on a copy of v.
+_FORWARD_PART = """
+import numpy as np
+from numba import njit
+from tracejit.compiler.mathlib import exp_{s} as EXP
+ROWMAXBITS
+GEMM
+
+_A = "Array({t}, 4, 'A', readonly=True)"
+
+
+@njit("void(int64, " + _A + ", " + _A + ", " + _A + ", float64, {t}[:, :, :, ::1], Array({t}, 4, 'A'), "
+      "boolean, int64, int64, int64, {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(fn, q, kk, vv, scale, w, oh, context, r, lo, hi, sb, kt, vb):
+    nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
+    ldq, ldo = q.strides[2] // q.itemsize, oh.strides[2] // oh.itemsize
+    sc = np.{t}(scale)
+    tb = t - t % 16
+    for i in range(lo, hi):
+PULL(sb, q, kk, vv)
+        for h in range(nh):
+TRANSPOSED(kt, kk)
+            for b0 in range(0, t, r):               # scores q k^T
+                gemm(fn, False, r, t, hd, q[i, h, b0:], ldq, kt, t, sb[b0:], t, 0.0)
+            for row in range(t):                    # softmax rows into w
+                z = sb[row]
+                o = w[i, h, row]
+                n = t
+SOFTMAXROW
+            if context:                             # w v
+                for a in range(t):
+                    for j in range(hd):
+                        vb[a, j] = vv[i, h, a, j]
+                for b0 in range(0, t, r):
+                    gemm(fn, False, r, hd, t, w[i, h, b0:], t, vb, hd, oh[i, h, b0:], ldo, 0.0)
+"""
+
+
+# the transposing copy of head (i, h) of SRC into the (d, T) buffer DST, 16 rows at a time:
+# `_TRANSPOSE`'s body and the part kernels'  (`_transposed_in`)
+_TRANSPOSED = """            for r0 in range(0, tb, 16):
+                for j in range(hd):
+                    for a in range(r0, r0 + 16):
+                        DST[j, a] = SRC[i, h, a, j]
+            for a in range(tb, t):
+                for j in range(hd):
+                    DST[j, a] = SRC[i, h, a, j]"""
+
+
+# Batch element i's rows of the head views named (parts of the packed qkv, and the backward's
+# gradient), read one element per cache line in address order (token by token, each token's
+# heads in turn) before its heads' products: the products and copies then find them in cache.
+# Why: a head's rows are 256 B runs 3 KB apart in qkv, which the hardware prefetchers do not
+# follow; read in address order they stream. Inside the Transformer step the part kernels'
+# operands come from memory (the backward's 7.2 ms there against 4.4 ms with warm caches).
+# Measured (one thread, 16x4 heads of 128x64 float32, the caches swept by a 64 MB write before
+# each call, alternating in one process, load 2.8-3.9, min / median ms): the backward
+# 5.68-5.95 / 5.83-6.12 -> 5.07-5.37 / 5.40-5.54 (warm: 4.13-4.26 / 4.20-4.27 against
+# 4.14-4.28 / 4.24-4.27); the forward pair 3.45-3.64 / 3.66-3.90 -> 3.32-3.45 / 3.52-3.73.
+# Pulling the backward's weights and outputs as well gained nothing more, nor did prefetching
+# element i + 1's rows (llvm.prefetch) while element i's heads ran. In the step
+# (bench.model_breakdown, one thread, two runs each, load 2.8-3.6) attention_backward
+# 6.73-6.94 -> 6.18-6.41 ms. The sum of what is read goes into a scratch buffer's first
+# element, which the next product overwrites (beta 0), so the reads are not dropped; results
+# are the same bits.
+def _pulled_in(template: str) -> str:
+    """`template` with each ``PULL(sink, a, b, ...)`` line replaced by the loop reading batch
+    element i's rows of head views a, b, ... one element per cache line (the comment above),
+    its sum stored in ``sink[0, 0]``."""
+    out = []
+    for line in template.split("\n"):
+        if not line.startswith("PULL("):
+            out.append(line)
+            continue
+        sink, *views = (v.strip() for v in line[len("PULL("):-1].split(","))
+        out += ["        sink = np.{t}(0.0)", "        for a in range(t):"]
+        for v in views:      # (PULL_STEP: elements per 64-byte line, `_gemm_kernel`)
+            out += ["            for h in range(nh):",
+                    "                for j in range(0, hd, PULL_STEP):",
+                    f"                    sink += {v}[i, h, a, j]"]
+        out.append(f"        {sink}[0, 0] = sink")
+    return "\n".join(out)
+
+
+# where each buffer's element (j, a) is: the standalone kernel writes head (i, h) of its 5-d
+# output in place, the part kernels a 2-d buffer of their own
+_DST_INDEX = {"out": "out[i, h, 0, j, a]"}
+
+
+def _transposed_in(template: str, *pairs) -> str:
+    """`template` with each ``TRANSPOSED(dst, src)`` line replaced by `_TRANSPOSED`'s loop
+    (one text for the standalone transposing kernel and the part kernels)."""
+    for dst, src in pairs:
+        loop = _TRANSPOSED.replace("DST[j, a]", _DST_INDEX.get(dst, f"{dst}[j, a]"))
+        template = template.replace(f"TRANSPOSED({dst}, {src})", loop.replace("SRC", src))
+    return template
+
+
+def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
+    """(a part kernel of this module made from `template` with the softmax row text `row`
+    (row_kernels' pieces, re-indented into the head loop) and the GEMM intrinsic, its GEMM
+    address); (None, address) while it is being compiled or loaded in the background
+    (`NativeKernel.coming`); or None: other array modules or dtypes, no BLAS GEMM found, the
+    kernel failed or is off.
+
+    Why (None, address): the callers then run numpy's form and ask for none of the kernels
+    of their fallback form (softmax's row kernels, the transposing copy). Asked for, those
+    were compiled ahead of the part kernels (asked for at the same step, queued in the order
+    asked) only to go idle once the part kernels were in: 0.5 s of the compile worker's CPU
+    in the Transformer step's 8 s before it ran on compiled kernels (as compiler/cpu/kernels/lstm_kernels.py's
+    per-step kernels behind its whole-loop ones). They are asked for where the part kernel
+    is not coming (failed, or sync mode, where `get` loads it in the call)."""
+    if not _takes(xp, *arrays):
+        return None
+    dtype = arrays[0].dtype.name
+    found = gemm_address(dtype)
+    if found is None:
+        return None
+    address, bits = found
+
+    def source():
+        text = _row_kernels.source(row, dtype)
+        text = "\n".join("        " + ln for ln in text.split("\n"))
+        gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
+        body = _pulled_in(_transposed_in(template, ("kt", "kk"), ("vt", "vv")))
+        return (body.replace("GEMM", gemm).replace("SOFTMAXROW", text)
+                .replace("ROWMAXBITS", _row_kernels.source("ROWMAXBITS", dtype))
+                .replace("PULL_STEP", str(64 // np.dtype(dtype).itemsize))
+                .replace("{s}", _row_kernels._SUFFIX[dtype]).replace("{t}", dtype))
+    k = _kernel(("attention", name, dtype, bits), source)
+    fn = k.get()
+    if fn is None:
+        return (None, address) if k.coming() else None
+    return fn, address
+
+
+def _forward_part_kernel(xp, qkv):
+    """(weights_and_context's part kernel, GEMM address) for a `qkv` like this one, or None
+    (`_gemm_kernel`: the kernel None while it is on its way)."""
+    return _gemm_kernel("forward_part", _FORWARD_PART, "ROWMAX\nSOFTMAXEXP", xp, qkv)
+
+
+def _backward_part_kernel(xp, w, gh, qkv):
+    """(attention_backward's part kernel, GEMM address) for arrays like these, or None
+    (other array modules or dtypes, weights not C-contiguous, no BLAS GEMM found, failed;
+    `_gemm_kernel`: the kernel None while it is on its way)."""
+    if not w.flags.c_contiguous:
+        return None
+    return _gemm_kernel("backward_part", _BACKWARD_PART, "SOFTMAXBWDROW", xp, w, gh, qkv)
+
+
+def _split_batch(xp, part, n: int, work: int) -> None:
+    """``part(lo, hi)`` over the batch ``[0, n)``: for numpy arrays split over the cores the
+    machine gives (runtime/sharepool.py: each share runs its heads' products on one BLAS
+    thread; the (batch, head) products are too small for BLAS's own threads to pay), else
+    at once. The parts write disjoint slices of the outputs."""
+    if xp is np:
+        _sharepool.split(part, n, work)
+    else:
+        part(0, n)
+
+
+def weights(qkv, *mask, tokens, heads, seq_first, scale):
+    return _attend(np, qkv, mask, tokens, heads, seq_first, scale, False)[0]
+
+
+def weights_and_context(xp, qkv, *mask, tokens, heads, seq_first, scale):
+    """``(w, attention_context(qkv, w))`` for ``w = attention_weights(qkv, *mask)``, in one
+    pass over the batch: each element's ``w @ v`` is taken while its weights are in cache,
+    in the same launch (compiler/attnpair.py: a compiled plan calls this for the pair)."""
+    return _attend(xp, qkv, mask, tokens, heads, seq_first, scale, True)
+
+
+def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
+    """(weights, context or None): `attention_weights`' impl, with `attention_context`'s
+    product per batch element too when `context`."""
+    a, c, e, hd = _split(qkv.shape, tokens, heads)
+    _, (q, k, v) = _parts(xp, qkv, tokens, heads, seq_first)
+    n, t = (c, a) if seq_first else (a, c)
+    # the part kernel (no mask) first: while it is on its way numpy's form runs, and the
+    # fallback form's kernels are not asked for (`_gemm_kernel`)
+    found = None if mask or scale <= 0 else _forward_part_kernel(xp, qkv)
+    whole = found if found is not None and found[0] is not None else None
+    fn = softmax_kernel(xp, qkv, *mask) if scale > 0 and found is None else None
+    kw = dict(tokens=tokens, heads=heads, seq_first=seq_first, scale=scale)
+    if fn is None and whole is None:   # other array modules and dtypes, or no kernel ready yet
+        s = xp.matmul(q, xp.swapaxes(k, -1, -2))
+        w = softmax_passes(xp, s, mask[0] if mask else None, 3, scale)
+        return w, (_context(xp, qkv, w, **kw) if context else None)
+    w = np.empty((n, heads, t, t), dtype=qkv.dtype)
+    rows = heads * t                                   # softmax rows per batch element
+    w2 = w.reshape(n * rows, t)
+    if mask:
+        m2, ids = mask_rows(mask[0], w.shape)
+    rs, tr = _block_rows(t, t, hd), (None if whole is not None else _transpose_kernel(xp, qkv))
+    if context:
+        out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
+        oh = out.transpose(_TO_HEADS[seq_first])
+        r = _block_rows(t, hd, t)
+
+    def part(lo, hi):
+        # `_CHUNK` batch elements at a time: their scores into a buffer that stays in cache,
+        # then their softmax into w (not in place: the row kernel's loops would take their
+        # scalar versions, LLVM's runtime overlap check failing: 4x slower), then w @ v
+        if whole is not None:
+            bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, t), (hd, t), (t, hd))]
+            return whole[0](whole[1], q, k, v, scale, w, oh if context else w, context, rs,
+                            lo, hi, *bufs)
+        ch = _chunk(lo, hi)
+        s = np.empty((ch, heads, t, t), dtype=w.dtype)
+        kb = np.empty((ch, heads, 1, hd, t), dtype=w.dtype)
+        vb = np.empty((ch, heads, 1, t, hd), dtype=w.dtype) if context else None
+        for i in range(lo, hi, ch):
+            j = min(i + ch, hi)
+            m = j - i
+            _head_products_t(q[i:j], k[i:j], s[:m], rs, kb[:m], tr)
+            s2 = s[:m].reshape(m * rows, t)
+            if mask:
+                fn(s2, scale, m2, ids[i * rows:j * rows], w2[i * rows:j * rows])
+            else:
+                fn(s2, scale, w2[i * rows:j * rows])
+            if context:
+                _head_products(w[i:j], v[i:j], oh[i:j], r, vb[:m])
+    _split_batch(xp, part, n, n * heads * t * t * (hd * (1 + context) + _SOFTMAX_WORK))
+    return w, (out.reshape(a, c, e) if context else None)
+
+
+# multiply-adds a softmax element counts as in `split`'s threshold (compiler/cpu/kernels/row_kernels.py's _ROW_WORK)
+_SOFTMAX_WORK = 32
+
+
+def _context(xp, qkv, w, *, tokens, heads, seq_first, scale):
+    # (scale: only the VJP reads it)
+    a, c, e, hd = _split(qkv.shape, tokens, heads)
+    _, (_, _, v) = _parts(xp, qkv, tokens, heads, seq_first)
+    out = xp.empty((a, c, heads, hd), dtype=qkv.dtype)
+    oh = out.transpose(_TO_HEADS[seq_first])
+
+    n, _, t, s = w.shape
+    r = _block_rows(t, hd, s)
+
+    def part(lo, hi):
+        if xp is not np:
+            return _matmul_into(xp, w[lo:hi], v[lo:hi], oh[lo:hi])
+        # as `weights_and_context` takes it (same bits): in small-matrix blocks
+        ch = _chunk(lo, hi)
+        vb = np.empty((ch, heads, 1, s, hd), dtype=w.dtype)
+        for i in range(lo, hi, ch):
+            j = min(i + ch, hi)
+            _head_products(w[i:j], v[i:j], oh[i:j], r, vb[:j - i])
+    _split_batch(xp, part, n, n * heads * t * s * hd)
+    return out.reshape(a, c, e)
+
+
+def context(qkv, w, *, tokens, heads, seq_first, scale):
+    return _context(np, qkv, w, tokens=tokens, heads=heads, seq_first=seq_first, scale=scale)
+
+
+def backward(g, qkv, w, *, tokens, heads, seq_first, scale):
+    return _backward(np, g, qkv, w, False, tokens, heads, seq_first, scale)[0]
+
+
+def backward_and_column_sum(xp, g, qkv, w, *, shape: tuple, tokens, heads, seq_first, scale):
+    """``(attention_backward(g, qkv, w), its sum over rows)`` in one pass, the sum (the packed
+    projection's bias gradient) in `shape`: each head's q, k and v gradient rows are summed
+    in the part kernel right after its products wrote them, while they are in cache (float32
+    over the batch element's rows, then float64 over the elements in order: the same bits for
+    any thread count), instead of a pass reading the 6 MB gradient back (compiler/attnpair.py
+    pairs the two steps in compiled plans). Measured (one thread, 16x4 heads of 128x64
+    float32, 64 MB touched before each call, alternating in one process, load 2.4, min /
+    median ms over the backward alone): the column sum as its own GEMV +0.28 / +0.36, summed
+    per batch element after its heads +0.24-0.35 / +0.27 (its rows no longer all in cache),
+    per head after its products +0.15 / +0.24."""
+    out, colp = _backward(xp, g, qkv, w, True, tokens, heads, seq_first, scale)
+    if colp is None:       # no part kernel: the sum as its own pass
+        return out, xp.sum(out, axis=0).reshape(shape)
+    return out, np.add.reduce(colp, axis=0, dtype=np.float64).astype(out.dtype).reshape(shape)
+
+
+def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
+    """(attention_backward's packed gradient, its per-batch-element column sums (N, 3E) where
+    `colsum` and the part kernel ran, else None)."""
+    a, c, e, hd = _split(qkv.shape, tokens, heads)
+    q, k, v, gh, out, (oq, ok, ov) = backward_parts(xp, g, qkv, tokens, heads, seq_first)
+    n, _, t, s = w.shape
+    # the part kernel first: while it is on its way numpy's form runs (`backward_slice`),
+    # and the fallback form's kernels are not asked for (`_gemm_kernel`)
+    found = _backward_part_kernel(xp, w, g, qkv)
+    whole = found if found is not None and found[0] is not None else None
+    fn = softmax_backward_kernel(xp, w, w) if found is None else None
+    r = _block_rows(t, hd, s)
+    if fn is not None:
+        rows = heads * t                               # softmax rows per batch element
+        w2 = w.reshape(n * rows, s)
+        tr = _transpose_kernel(xp, qkv)
+    colsum = colsum and whole is not None
+    o2 = out.reshape(a * c, 3 * e)
+    # element i's token rows of o2 are i * si + j * sa, j < T
+    si, sa = (1, c) if seq_first else (c, 1)
+    colp = np.empty((n, 3 * e) if colsum else (1, 1), dtype=qkv.dtype) if xp is np else None
+
+    def part(lo, hi):
+        # `_CHUNK` batch elements at a time: their four products and softmax's gradient, with
+        # their (T, T) weight gradients in two buffers that stay in cache (one thread: 6.4-7.0
+        # -> 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
+        if whole is not None:
+            bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, s), (t, s), (s, hd), (hd, s))]
+            return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs,
+                            colsum, o2, colp, si, sa)
+        if fn is None:
+            return backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
+        # the four products in small-matrix blocks (`_head_products`, `_head_products_t`),
+        # their right operands copied (or transposed) in turn into `rb` / `vb`
+        ch = _chunk(lo, hi)
+        dw = np.empty((ch, heads, t, s), dtype=w.dtype)
+        ds = np.empty_like(dw)
+        rb = np.empty((ch, heads, 1, s, hd), dtype=w.dtype)
+        vb = np.empty((ch, heads, 1, hd, s), dtype=w.dtype)
+        for i in range(lo, hi, ch):
+            j = min(i + ch, hi)
+            m, b = j - i, slice(i, j)
+            dwm, dsm = dw[:m], ds[:m]
+            _head_products(np.swapaxes(w[b], -1, -2), gh[b], ov[b], r, rb[:m])  # dv = w^T g
+            _head_products_t(gh[b], v[b], dwm, r, vb[:m], tr)                    # dw = g v^T
+            # through softmax (into another buffer: see row_kernels.softmax_backward_rows)
+            fn(dwm.reshape(m * rows, s), w2[i * rows:j * rows], scale, dsm.reshape(m * rows, s))
+            _head_products(dsm, k[b], oq[b], r, rb[:m])                          # dq = ds k
+            _head_products(np.swapaxes(dsm, -1, -2), q[b], ok[b], r, rb[:m])     # dk = ds^T q
+    _split_batch(xp, part, n, 4 * n * heads * t * s * hd)
+    return o2, (colp if colsum else None)

@@ -1,0 +1,157 @@
+"""The numba source of the GRU layer's loops (lstm_kernels.py loads them: its getters
+`gru_forward_step`, `gru_forward_layer`, ...): per-step gate kernels and the whole-loop
+kernels on packed weights, built on the LSTM's pieces (the sigmoid, the packed product)."""
+from __future__ import annotations
+
+from .lstm_kernels import PACKED, _SIGMOID_HEAD, _TRANSPOSE
+
+__all__: list = []   # (text for lstm_kernels' getters)
+
+_GRU_FORWARD_GATES = _SIGMOID_HEAD + """
+
+
+@njit(inline='always')
+def gru_gates(gi, b, m, hp, z):
+    # one GRU forward step's gate math: m (3H, N) = W h (overwritten); gi (N, 3H) the
+    # step's input projection; z (5H, N) = (h, r, z, n, hn); hp the flat previous h
+    three, n = m.shape
+    hh = three // 3
+    s = hp.size
+    for j in range(2 * hh):        # r, z pre-activations: the transposed read of gi
+        bj = b[j]
+        row = m[j]
+        for k in range(n):
+            row[k] += gi[k, j] + bj
+    for j in range(hh):            # hn = m_n + b_n; gi_n parked in n's rows
+        bj = b[2 * hh + j]
+        row, zn, zg = m[2 * hh + j], z[4 * hh + j], z[3 * hh + j]
+        for k in range(n):
+            zn[k] = row[k] + bj
+            zg[k] = gi[k, 2 * hh + j]
+    p = m.reshape(-1)
+    zf = z.reshape(-1)
+    for k in range(2 * s):
+        zf[s + k] = sigmoid(p[k])                      # r, z
+    for k in range(s):
+        zf[3 * s + k] = tanh(zf[3 * s + k] + zf[s + k] * zf[4 * s + k])
+    for k in range(s):
+        zf[k] = zf[3 * s + k] + zf[2 * s + k] * (hp[k] - zf[3 * s + k])
+"""
+
+_GRU_FORWARD = _GRU_FORWARD_GATES + """
+
+@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False)
+def kernel(gi, b, m, h_prev, z):
+    \"\"\"one GRU forward step (`gru_gates`)\"\"\"
+    gru_gates(gi, b, m, h_prev.reshape(-1), z)
+"""
+
+# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, compiler/cpu/gemm/packed_gemm.py; the
+# product by the shared `panel_product`, called by address as there).
+# (no_rewrites, as the LSTM loops': numba's IR rewrite passes find nothing to do in either GRU
+# loop: ~0.015 s of each loop's compile, the same instructions)
+_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + PACKED + """
+# {product}
+
+
+@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], boolean, "
+      "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
+def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
+    \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
+    b (3H,), h0 (H, N); m (padded_rows(3H), N) and wp (packed_size(3H, H)) scratch\"\"\"
+    L = gi.shape[0]
+    three, hh = w.shape
+    n = m.shape[1]
+    s = hh * n
+    Zf = Z.reshape(L, 5 * s)
+    call_at(fns[1], panel_pack, (w, wp, 0, (three + PMR - 1) // PMR, 0, hh))   # (`pack_panels(w, wp, False)`)
+    mg = m[:three]
+    for k in range(L):
+        t = L - 1 - k if reverse else k
+        p = t + 1 if reverse else t - 1
+        # h_prev chosen first: one call site of the step (inlined twice, h0 apart, it took
+        # 0.4-0.5 s more of the kernel's compile)
+        hp = h0 if k == 0 else Z[p, :hh]
+        # m = W h_prev by `panel_product` (compiler/cpu/gemm/packed_gemm.py) at its address fns[0]: the
+        # product's tiles compiled once in their own module, not inlined here
+        call_at(fns[0], panel_product, (wp, 0, (three + PMR - 1) // PMR, hh, 0, hh, hp, m, False))
+        gru_gates(gi[t], b, mg, hp.reshape(-1), Z[t])
+"""
+
+_GRU_BACKWARD_STEP = """
+import numpy as np
+from numba import njit
+""" + _TRANSPOSE + """
+
+@njit(inline='always')
+def gru_step_back(zf, hp, dhf, y, g_, m_, d):
+    # one GRU backward step on flat blocks: the pre-activation gradients g_ (3H, N) (= the
+    # input projection's), m_ (3H, N) (= that of W h + b) and d = dh z (the direct part of
+    # dh_prev), from Z's step block zf, the previous h, the carried dh and the step's y
+    s = hp.size
+    one = np.{t}(1)
+    for k in range(s):
+        d[k] = dhf[k] + y[k]                           # dh
+    for k in range(s):                                 # dz_pre = dh (h_prev - n) z (1 - z)
+        zz = zf[2 * s + k]
+        g_[s + k] = d[k] * (hp[k] - zf[3 * s + k]) * zz * (one - zz)
+    for k in range(s):                                 # dn_pre = dh (1 - z) (1 - n^2)
+        nn = zf[3 * s + k]
+        g_[2 * s + k] = d[k] * (one - zf[2 * s + k]) * (one - nn * nn)
+    for k in range(s):                                 # dr_pre = dn_pre hn r (1 - r)
+        r = zf[s + k]
+        g_[k] = g_[2 * s + k] * zf[4 * s + k] * r * (one - r)
+    for k in range(2 * s):
+        m_[k] = g_[k]
+    for k in range(s):                                 # d hn = dn_pre r
+        m_[2 * s + k] = g_[2 * s + k] * zf[s + k]
+    for k in range(s):
+        d[k] *= zf[2 * s + k]
+"""
+
+_GRU_BACKWARD = _GRU_BACKWARD_STEP + """
+
+@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])",
+      cache=CACHE, error_model='numpy', boundscheck=False)
+def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
+    \"\"\"one GRU backward step (`gru_step_back` on the blocks)\"\"\"
+    gru_step_back(z.reshape(-1), h_prev.reshape(-1), dh_in.reshape(-1), dy.reshape(-1), dg.reshape(-1),
+                  dm.reshape(-1), dhz.reshape(-1))
+"""
+
+# The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
+# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1; W^T
+# packed once, compiler/cpu/gemm/packed_gemm.py; the product by the shared `panel_product`, called by address).
+_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + PACKED + """
+# {product}
+
+
+@njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], "
+      "{t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], boolean, int64[::1])", cache=CACHE,
+      error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
+def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
+    \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
+    w = W (3H, H), with dhs[0, :H] = d h_n on entry (dhs (2, padded_rows(H), N)): G and
+    M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (packed_size(H, 3H)) scratch\"\"\"
+    L = Z.shape[0]
+    three, hh = w.shape
+    n = dg.shape[1]
+    s = hh * n
+    Zf = Z.reshape(L, 5 * s)
+    call_at(fns[2], panel_pack_t, (w, wp, 0, (hh + PMR - 1) // PMR, 0, three))   # W^T's panels
+    for r in range(L):
+        k = L - 1 - r
+        t = L - 1 - k if reverse else k
+        dh_in, d = dhs[r % 2], dhs[(r + 1) % 2]
+        y = d_y[t].reshape(-1)
+        p = t + 1 if reverse else t - 1
+        hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
+        gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
+        # dg into G and dm into M, transposed, by `panel_transpose` (compiler/cpu/gemm/packed_gemm.py) at its
+        # address fns[3]: one call site (an inlined copy of the register transposes costs compile time)
+        for which in range(2):
+            call_at(fns[3], panel_transpose, (dg if which == 0 else dm, 0, three, 0, n, G[t] if which == 0 else M[t], False))
+        # d = W^T dm + d by `panel_product` (compiler/cpu/gemm/packed_gemm.py) at its address fns[0]
+        call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, three, 0, three, dm, d, True))
+"""

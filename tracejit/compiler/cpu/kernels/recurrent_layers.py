@@ -1,0 +1,298 @@
+"""The recurrent layers' time loops as numba kernels: the CPU backend's implementations of
+ops/lstm_prim.py's, gru_prim.py's and rnn_prim.py's layer primitives (their records, rules,
+VJPs and per-step numpy forms live there).
+
+Each forward and backward is the whole time loop in one kernel call where it is loaded,
+its per-step products on the weights packed once (gemm/packed_gemm.py) and the gate math
+included (kernels/lstm_kernels.py, kernels/rnn_kernels.py); the LSTM's loops split by
+hidden units over the threads the process may use (kernels/loop_split.py). While the whole
+loop's kernel is not loaded, a kernel per step runs the gate math around BLAS products;
+while neither is, the numpy form runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....memory import line_empty
+from ....ops.gru_prim import _finish as _gru_finish, _parts as _gru_parts
+from ....ops.lstm_prim import _finish, _matmul, _order, _parts
+from ....ops.lstm_prim import hidden_weight_grad
+from ....ops.rnn_prim import _parts as _rnn_parts
+from .... import threads as _threads
+from ..gemm.packed_gemm import packed_size, padded_rows
+from ..runtime import coreshare
+from . import loop_split as _split
+from . import lstm_kernels as _kernels
+from . import rnn_kernels as _rnn_kernels
+from .loader import floats
+from .rnn_weight_grad import weight_grad_alongside
+from .... import envflags
+
+__all__ = ["lstm_layer", "lstm_layer_backward", "gru_layer", "gru_layer_backward", "rnn_layer",
+           "rnn_layer_backward", "LSTM_CHECK", "LSTM_BACKWARD_CHECK", "GRU_CHECK",
+           "GRU_BACKWARD_CHECK", "RNN_CHECK", "RNN_BACKWARD_CHECK"]
+
+# The checkers (ops/impls.py): the operands the kernels take, numpy float32/float64 arrays
+# of one dtype
+LSTM_CHECK = floats(6)           # x, wx, w, b, h0, c0
+
+
+def LSTM_BACKWARD_CHECK(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, **params) -> bool:
+    return floats(7)(d_y, d_hn, d_cn, Z, w, h0, c0)
+
+
+GRU_CHECK = floats(4)            # gi, w, b, h0
+
+
+def GRU_BACKWARD_CHECK(d_y, d_hn, gi, w, b, h0, Z, **params) -> bool:
+    return floats(5)(d_y, d_hn, Z, w, h0)
+
+
+RNN_CHECK = floats(4)            # gi, w, b, h0
+
+
+def RNN_BACKWARD_CHECK(d_y, gi, w, b, h0, hs, **params) -> bool:
+    return floats(4)(d_y, hs, w, h0)
+
+
+# ---------------------------------------------------------------- LSTM
+def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
+    L, N, I = x.shape
+    H = w.shape[1]
+    layer = _kernels.forward_layer(x.dtype.name)
+    if layer is not None:
+        # the whole loop in one kernel, the input projection and the GEMMs (on [W_ih | W]
+        # packed once) included
+        Z = np.empty((L, 6 * H, N), dtype=x.dtype)
+        ro, dt = _kernels.readonly, x.dtype
+        m = np.empty((padded_rows(4 * H, dt.name), N), dtype=dt)
+        _split.run(layer, (ro(np.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
+                           np.empty(packed_size(4 * H, I + H, dt.name), dtype=dt), bool(reverse)),
+                   _split.threads(H))
+        return Z
+    step = _kernels.forward_step(x.dtype.name)
+    if step is None:
+        return None
+    # the input projection of the whole sequence as one GEMM, (L*N, I) @ (I, 4H); one kernel
+    # per step for the gate math
+    Z = np.empty((L, 6 * H, N), dtype=x.dtype)
+    gi = _matmul(np, x.reshape(L * N, I), wx.T).reshape(L, N, 4 * H)
+    ro = _kernels.readonly
+    gi, b, c = ro(gi), ro(b), ro(c0)
+    h = np.ascontiguousarray(h0)
+    for t in _order(L, reverse):
+        m = np.ascontiguousarray(_matmul(np, w, h))
+        step(gi[t], b, m, c, Z[t])
+        h, c = Z[t, :H], ro(Z[t, H:2 * H])
+    return Z
+
+
+# Where the whole-loop backward computes d W alongside its loop on one thread
+# (`weight_grad_alongside`) instead of after the loop split over two threads: "policy" where
+# two threads may run but the load policy gives BLAS one now (others' processes use a core;
+# also while the partner is benched: this mode never waits for it), True always, False
+# never. LSTM LM compiled step, one process alternating, the policy held at one thread:
+# 76.0 against 78.8 ms (quiet, SCHED_FIFO; faster in every round); default policy, nice -20,
+# load 2.4-2.7: 80.7 against 84.2. With two threads given (TRACEJIT_ADAPTIVE_THREADS=0,
+# quiet) the split loop is faster: 66.2 against 68.4 ms always alongside. Since d W runs
+# inside the split loop (`_weight_grad_in_loop()`), "policy" keeps the split while the partner
+# is punctual and d W can be in the loop (`_alongside`).
+OVERLAP_WEIGHT_GRAD = "policy"
+
+# Where d W is not computed alongside: inside the whole-loop backward (each step's
+# dW += dg h_prev^T on packed_gemm's register tile, dg's rows read in place while in cache,
+# split with the loop's halves: a late partner's share is taken over like the rest of its
+# half) rather than one GEMM after the loop on BLAS's threads (the h_prev gather plus
+# 1024x2048 @ 2048x256 for the LSTM LM, whose second BLAS thread a busy machine often
+# delays: 4.9 ms min but 10 ms median at load 4). Needs H a multiple of 16 (whole tiles).
+# LSTM LM layer backward op, split: 10.5 / 10.9 ms min / median against 11.7 / 17.0 (load 7);
+# one thread 18.2 against 17.8-18.3. Compiled step, two threads forced, SCHED_FIFO, one
+# process alternating: 62.6 against 64.2 ms median (PyTorch eager 54.0). The backward
+# kernel's compile: ~0.8 s more CPU (5.4-5.9 against 4.6-4.8 s).
+_weight_grad_in_loop = envflags.flag("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP")   # (the switch: tests, A/B measurements)
+def _alongside(nth: int, in_loop: bool = False) -> bool:
+    # (after loop_split.threads, which has had the load policy set BLAS's count; nth is 1
+    # there also while the partner is benched for stalls in split loops: the partner never
+    # stalls this mode, so the ceiling decides). `in_loop`: the split loop could compute d W
+    # itself (_weight_grad_in_loop(), whole tiles); with a punctual partner (nth 2) that beats
+    # the alongside mode under the policy's one thread too: LSTM LM step, policy held at one
+    # thread, SCHED_FIFO, one process alternating: 68.9 against 72.8 ms median (load 5-6)
+    if not OVERLAP_WEIGHT_GRAD:
+        return False
+    if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
+        return False   # (ceding: a compile worker of ours has the partner's core)
+    if OVERLAP_WEIGHT_GRAD == "policy":
+        if in_loop and nth >= 2:
+            return False
+        return (_threads.blas_threads() or 1) < 2
+    return nth >= 2
+
+
+# Whether the whole-loop backward reads a cotangent d_y that is a permuted view of rows,
+# (L, N, H) in memory with unit stride along H, as those rows (`_rows_view`; the kernel
+# transposes each step's block for the step's gate math) rather than copying d_y to a
+# C-contiguous (L, H, N) first. A layer's cotangent usually arrives so: the gradient of
+# `nn/recurrent._time_major_rows`' copy is the next layer's d x (L, N, I) or the head's
+# input gradient, permuted back (a 2 MB strided copy per layer in the LSTM LM step).
+_cotangent_rows = envflags.flag("TRACEJIT_LSTM_COTANGENT_ROWS")   # (the switch: tests, A/B measurements)
+def _rows_view(d_y) -> bool:
+    """d_y (L, Hy, N) is not C-contiguous but its rows (L, N, Hy) are read along Hy with unit
+    stride (a (N, L, Hy) layout too: ``readonly`` then copies whole rows, not elements)."""
+    if d_y.flags.c_contiguous or d_y.shape[2] < 2:
+        return False
+    return d_y.strides[1] == d_y.itemsize
+
+
+def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
+    L, six, N = Z.shape
+    H = six // 6
+    off = _parts(H, N)
+    layer = _kernels.backward_layer(Z.dtype.name)
+    step = _kernels.backward_step(Z.dtype.name) if layer is None else None
+    if layer is None and step is None:
+        return None
+    size = off[4] + 4 * H * L * N
+    # on a cache line: the split loop's threads write neighbouring blocks of G's rows and db
+    res = line_empty((size,), Z.dtype) if layer is not None else np.empty(size, dtype=Z.dtype)
+    G = res[off[4]:].reshape(L, N, 4 * H)
+    order = list(_order(L, reverse))
+    dg = np.empty((4 * H, N), dtype=Z.dtype)
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient included
+        ro, dt = _kernels.readonly, Z.dtype
+        dh = np.empty((padded_rows(H, dt.name), N), dtype=dt)
+        dh[:H] = d_hn
+        dcs = np.empty((2, H, N), dtype=dt)
+        dcs[0] = d_cn
+        db = res[off[1]:off[2]]
+        dw = res[off[0]:off[1]].reshape(4 * H, H)
+        nth = _split.threads(H)
+        # d W inside the loop (each step's outer product while its gate gradient is in cache:
+        # no GEMM after the loop), unless the partner computes it alongside the loop
+        in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
+        alongside = _alongside(nth, in_loop)
+        in_loop = in_loop and not alongside
+        rows = _cotangent_rows() and _rows_view(d_y)
+        args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
+                np.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else np.empty((1, 1), dt),
+                np.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, rows)
+        if not alongside:
+            _split.run(layer, args, nth)
+            return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
+        # the loop on this thread, d W block by block on the partner meanwhile
+        # (kernels/rnn_weight_grad.py), instead of splitting the loop
+        sync = _split.new_sync()
+        weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
+                              ro(h0), bool(reverse), dw, True)
+        return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
+    # one kernel per step for the gate math
+    wt = np.ascontiguousarray(w.T)
+    ro = _kernels.readonly
+    Zr, d_y, dh, dc, c0r = ro(Z), ro(d_y), ro(d_hn), ro(d_cn), ro(c0)
+    bufs = [np.empty((H, N), dtype=Z.dtype), np.empty((H, N), dtype=Z.dtype)]
+    for k in range(L - 1, -1, -1):
+        t = order[k]
+        c_prev = c0r if k == 0 else Zr[order[k - 1], H:2 * H]
+        out = bufs[k % 2]
+        step(Zr[t], c_prev, dh, dc, d_y[t], dg, out, G[t])   # G[t] = dg.T too
+        dc = ro(out)
+        dh = ro(_matmul(np, wt, dg))
+    return _finish(np, res, off, G, Z, h0, dh, dc, order)
+
+
+# ---------------------------------------------------------------- GRU
+def gru_layer(gi, w, b, h0, reverse=False):
+    L, N, three = gi.shape
+    H = three // 3
+    layer = _kernels.gru_forward_layer(gi.dtype.name)
+    step = _kernels.gru_forward_step(gi.dtype.name) if layer is None else None
+    if layer is None and step is None:
+        return None
+    Z = np.empty((L, 5 * H, N), dtype=gi.dtype)
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs (on W packed once) included
+        ro, dt = _kernels.readonly, gi.dtype
+        layer(ro(gi), ro(w), ro(b), ro(h0), Z, np.empty((padded_rows(3 * H, dt.name), N), dtype=dt),
+              np.empty(packed_size(3 * H, H, dt.name), dtype=dt), bool(reverse))
+        return Z
+    # one kernel per step for the gate math
+    ro = _kernels.readonly
+    gi, b, h = ro(gi), ro(b), ro(h0)
+    for t in _order(L, reverse):
+        m = np.ascontiguousarray(_matmul(np, w, h))
+        step(gi[t], b, m, h, Z[t])
+        h = ro(Z[t, :H])
+    return Z
+
+
+def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse=False):
+    L, five, N = Z.shape
+    H = five // 5
+    layer = _kernels.gru_backward_layer(Z.dtype.name)
+    step = _kernels.gru_backward_step(Z.dtype.name) if layer is None else None
+    if layer is None and step is None:
+        return None
+    off = _gru_parts(H, N)
+    res = np.empty(off[3] + 3 * H * L * N, dtype=Z.dtype)
+    G = res[off[3]:].reshape(L, N, 3 * H)         # d gi, in the projection's layout
+    M = np.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
+    order = list(_order(L, reverse))
+    dm = np.empty((3 * H, N), dtype=Z.dtype)
+    if layer is not None:
+        # the whole loop in one kernel, GEMMs (on W^T packed once) included
+        ro, dt = _kernels.readonly, Z.dtype
+        dhs = np.empty((2, padded_rows(H, dt.name), N), dtype=dt)
+        dhs[0, :H] = d_hn
+        layer(ro(Z), ro(d_y), ro(h0), ro(w), dhs, np.empty((3 * H, N), dtype=dt), dm, G, M,
+              np.empty(packed_size(H, 3 * H, dt.name), dtype=dt), bool(reverse))
+        return _gru_finish(np, res, off, M, Z, h0, dhs[L % 2, :H], order)
+    # one kernel per step for the gate math
+    wt = np.ascontiguousarray(w.T)
+    ro = _kernels.readonly
+    Zr, d_y, dh, h0r = ro(Z), ro(d_y), ro(d_hn), ro(h0)
+    dg = np.empty((3 * H, N), dtype=Z.dtype)
+    dhz = np.empty((H, N), dtype=Z.dtype)
+    for k in range(L - 1, -1, -1):
+        t = order[k]
+        h_prev = h0r if k == 0 else Zr[order[k - 1], :H]
+        step(Zr[t], h_prev, dh, d_y[t], dg, dm, dhz)
+        G[t] = dg.T
+        M[t] = dm.T
+        dh_new = _matmul(np, wt, dm)
+        dh_new += dhz
+        dh = ro(dh_new)
+    return _gru_finish(np, res, off, M, Z, h0, dh, order)
+
+
+# ---------------------------------------------------------------- RNN (tanh, relu)
+def rnn_layer(gi, w, b, h0, reverse=False, nonlinearity="tanh"):
+    L, N, H = gi.shape
+    layer = _rnn_kernels.forward_layer(gi.dtype.name)
+    if layer is None:
+        return None
+    # the whole loop in one kernel, GEMMs (on W packed once) included
+    hs = np.empty((L, H, N), dtype=gi.dtype)
+    ro, dt = _kernels.readonly, gi.dtype
+    layer(ro(gi), ro(w), ro(b), ro(h0), hs, np.empty((padded_rows(H, dt.name), N), dtype=dt),
+          np.empty(packed_size(H, H, dt.name), dtype=dt), bool(reverse), nonlinearity == "relu")
+    return hs
+
+
+def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"):
+    L, H, N = hs.shape
+    layer = _rnn_kernels.backward_layer(hs.dtype.name)
+    if layer is None:
+        return None
+    off = _rnn_parts(H, N)
+    res = np.empty(off[3] + H * L * N, dtype=hs.dtype)
+    G = res[off[3]:].reshape(L, N, H)
+    order = list(_order(L, reverse))
+    dp = np.empty((H, N), dtype=hs.dtype)
+    # the whole loop in one kernel, GEMMs and the bias gradient included
+    ro, dt = _kernels.readonly, hs.dtype
+    dh = np.zeros((padded_rows(H, dt.name), N), dtype=dt)
+    layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], np.empty(packed_size(H, H, dt.name), dtype=dt),
+          bool(reverse), nonlinearity == "relu")
+    res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(np, G.reshape(L * N, H), hs, h0, order)
+    res[off[2]:off[3]] = dh[:H].reshape(-1)
+    return res

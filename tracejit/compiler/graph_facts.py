@@ -1,0 +1,113 @@
+"""What the compiled program reads off its graphs: the inputs its outputs use, the values that
+may be views of an input, the backward graph's gradients kept apart, where the forward's
+saved values sit among its outputs, and array identity helpers (executor.py calls them)."""
+from __future__ import annotations
+
+from ..jit.ir import Eqn, Graph, Var
+from ..ops.shape import COPY
+
+
+def _inputs_used(g: Graph) -> set:
+    """Positions of `g`'s inputs that its outputs depend on."""
+    live = {a for a in g.outputs if isinstance(a, Var)}
+    for e in reversed(g.eqns):
+        if any(o in live for o in e.outs):
+            live.update(a for a in e.inputs if isinstance(a, Var))
+            for sub in e.params.values():
+                if isinstance(sub, Graph):
+                    pass  # captured values enter sub-graphs through the equation's inputs
+    return {i for i, v in enumerate(g.inputs) if v in live}
+
+
+def _nbytes(v) -> int:
+    n = v.aval.dtype.itemsize
+    for d in v.aval.shape:
+        n *= d.hint if hasattr(d, "hint") else int(d)
+    return n
+
+
+_MOVEMENT_KINDS = ("shape", "index", "other")
+
+
+def _possible_views(graph: Graph) -> dict:
+    """{output position: graph input position} for outputs reached from an input through
+    movement ops only (reshape, permute, slicing, ...): the plan may return them as views
+    of the caller's array."""
+    src = {v: i for i, v in enumerate(graph.inputs)}
+    for e in graph.eqns:
+        if e.prim.kind in _MOVEMENT_KINDS and e.inputs and e.inputs[0] in src and len(e.outs) == 1:
+            src[e.outs[0]] = src[e.inputs[0]]
+    out = {}
+    for k, a in enumerate(graph.outputs):
+        if isinstance(a, Var) and a in src and a not in graph.inputs:
+            out[k] = src[a]
+    return out
+
+
+def _gradients_apart(graph: Graph, n_out: int) -> Graph:
+    """`graph`, a loss plan's graph (its first `n_out` outputs the function's, then the
+    gradients it saves), with a copy in place of each gradient that is one of the outputs,
+    or views the same value as one (`_view_roots`): the plan would return one array as
+    both, and the backward scales a saved gradient in place for a cotangent other than 1
+    or hands it to the caller (`_scale_loss_grads`, `_hand_over`), which would change the
+    output the caller holds. (``exp`` of a 0-d input: once the unit cotangent is folded
+    away, its gradient is the output itself, and ``y.backward(c)`` left ``y`` at ``c * y``.)
+    """
+    root = _view_roots(graph)
+    outs = {root.get(v, v) for v in graph.outputs[:n_out] if isinstance(v, Var)}
+    eqns, results = list(graph.eqns), list(graph.outputs)
+    for j in range(n_out, len(results)):
+        v = results[j]
+        if isinstance(v, Var) and root.get(v, v) in outs:
+            c = Var(v.aval)
+            eqns.append(Eqn(COPY, (v,), (c,), {}))
+            results[j] = c
+    if len(eqns) == len(graph.eqns):
+        return graph
+    return Graph(graph.inputs, tuple(eqns), tuple(results), graph.name)
+
+
+def _view_roots(graph: Graph) -> dict:
+    """{var: the var it views, through ops marked as views only} (reshape, permute, expand,
+    basic slicing, an LSTM layer's states: the plan may return such a value as a view of the
+    other's array). Narrower than `_possible_views`' movement kinds, which also take in
+    layer ops such as softmax or layer_norm: here a false match would make an in-place write
+    to an output raise at backward() where eager allows it (`_outputs_saved`)."""
+    root: dict = {}
+    for e in graph.eqns:
+        p = e.prim
+        if ((p.is_view or (p.view_if is not None and p.view_if(e.params))) and e.inputs
+                and isinstance(e.inputs[0], Var) and len(e.outs) == 1):
+            root[e.outs[0]] = root.get(e.inputs[0], e.inputs[0])
+    return root
+
+
+def _outputs_saved(fwd: Graph, n_out: int, n_saved: int) -> tuple:
+    """Positions of the outputs of a training forward `fwd` (its first `n_out` outputs, then
+    `n_saved` saved values) whose memory a saved value shares (the same value, or views of
+    one: `_view_roots`): the backward reads them, so an in-place write to one after the call
+    must raise, as eager's saved-tensor check does (softmax's output: ``y.mul_(2)`` then
+    ``backward()`` differentiated with the doubled y)."""
+    root = _view_roots(fwd)
+    saved = {root.get(v, v) for v in fwd.outputs[n_out:n_out + n_saved] if isinstance(v, Var)}
+    return tuple(k for k, v in enumerate(fwd.outputs[:n_out])
+                 if isinstance(v, Var) and root.get(v, v) in saved)
+
+
+def _same_memory(a, b) -> bool:
+    """Whether array `a` is (a view of) the memory of array `b`."""
+    return _root_array(a) is _root_array(b)
+
+
+def _root_array(a):
+    """The array that owns `a`'s memory (`a` itself when it owns it)."""
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
+
+
+def _concrete_shape(a, inputs, graph):
+    from ..jit.interpreter import bind_symbols
+    from ..shapes import Sym
+    syms = bind_symbols(graph, inputs)
+    return tuple(d.evaluate(syms) if isinstance(d, Sym) else d for d in a.aval.shape)

@@ -1,0 +1,341 @@
+"""A tiered entry's background work (tiers.py `TieredExecutor`, of which `BackgroundWork` is a
+part): plan the compiled program in a thread, submit its missing kernels to the compile
+workers (a serial or chunk stage 1 first where that pays), wait for them and load them.
+tiers.py's module docstring tells the whole story."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from . import forkguard, tierhints
+from .cpu.runtime import gilshare
+
+__all__ = ["BackgroundWork", "PARFOR_COST", "stage1_pays"]
+
+log = logging.getLogger("tracejit.compile")
+
+# Held while a background thread plans (autodiff, fusion, code generation: imports and
+# locks of their own): `os.fork` waits for it, so a child never inherits a lock or a
+# module import held by a thread it does not have (its own thread plans again). Rank 0:
+# the outermost lock a fork takes (a planning thread may load kernels, under diskcache's).
+_planning = threading.RLock()
+forkguard.hold(_planning, rank=0)
+
+
+# numba's cost of a parfor variant against a serial or chunk kernel of the same source
+# size: 2.2-2.6x measured (the MLP backward's largest group: 1.8-2.3 s against 4.71 s).
+PARFOR_COST = 2.5
+
+
+def stage1_pays(full_missing: list, stage_missing: list) -> bool:
+    """Whether compiling stage 1's missing kernels is cheaper than compiling the full
+    program's missing ones: each list holds (source length, is a parfor variant) per
+    kernel to compile; compile cost ~ source length, `PARFOR_COST` times for parfor."""
+    def cost(kernels):
+        return sum(n * (PARFOR_COST if parfor else 1.0) for n, parfor in kernels)
+    return cost(stage_missing) < cost(full_missing)
+
+
+def _parfor(kern, parallel: bool, spec) -> bool:
+    """Whether a kernel variant is a parfor one (`PARFOR_COST`, what stage 1 is for): a
+    parallel variant on a backend with serial twins, not a chunk kernel nor a row kernel's
+    share form (serial code: as cheap to compile as its twin). MLP step, empty cache: a
+    stage 1 for its four row kernels compiled each twice (serial, then share form), stage 1
+    after 3.5 s and the share forms after 5.9 s."""
+    return parallel and kern.backend.serial_twin and spec.parfor
+
+
+class BackgroundWork:
+    """TieredExecutor's background thread's part: its methods use the executor's state
+    (tiers.py `TieredExecutor.__init__`)."""
+
+    def _work(self) -> None:
+        self._wait_for_go()
+        try:
+            if not self._planned:
+                # (shorter GIL switches while this thread runs Python: gilshare.py)
+                with _planning, gilshare.shorter_switches():
+                    c0 = time.thread_time()
+                    self._plan()
+                    self._plan_cpu_s = time.thread_time() - c0
+            if not self._failure and not self.jobs:
+                with gilshare.shorter_switches():
+                    self._submit()
+            # numba's import (0.2-0.5 s), which only the loads need, once the workers have
+            # their jobs: a cold digits MLP step's kernels were in 0.3-0.5 s later when it
+            # came before the planning. Under _planning: os.fork waits for that lock, so a
+            # child never inherits a half-done import.
+            with _planning, gilshare.shorter_switches():
+                self._import_numba()
+            if not self._failure:
+                self._wait_jobs()
+            if not self._failure:
+                self._load()
+
+        except BaseException as exc:  # never leave the entry waiting on nothing
+            self._bg_fail(f"{type(exc).__name__}: {exc}")
+        finally:
+            self._submit_done.set()
+            self._ready.set()
+
+    def _import_numba(self) -> None:
+        """Import numba here, timed apart from the loads: a first call that loads its
+        kernels at once pays the import too, which the hint must count (tierhints.py)."""
+        import sys
+        if "numba" in sys.modules:
+            return   # (another thread did it: the hint counts tierhints' estimate instead)
+        from . import diskcache
+        c0 = time.thread_time()
+        diskcache.import_numba()
+        self._numba_cpu_s = time.thread_time() - c0
+
+    def _plan(self, prestart: bool = True) -> None:
+        from . import diskcache, workers
+        ins = self._ins
+        try:
+            t0 = time.perf_counter()
+            variants = self._variants_of(self.program.plans_for(ins, self.grad_mode))
+            self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+            on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
+            log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
+                     len(variants), time.perf_counter() - t0, on_disk.count(False))
+            # Stage 1 only when a parfor variant must compile (a warm disk has them all:
+            # its serial-only twins would be compiled for nothing; a chunk kernel,
+            # codegen_chunks.py, compiles about as fast as its serial twin).
+            if self._stage1 and any(_parfor(kern, par, spec) and not ok
+                                    for (kern, _, par), spec, ok in zip(variants, self._specs, on_disk)):
+                t1 = time.perf_counter()
+                self._plan_stage1(ins)
+                log.info("%s: planned stage 1 (%s kernels) in %.2f s", self.name, self._stage_kind,
+                         time.perf_counter() - t1)
+                full = [(len(sp.source), _parfor(kern, par, sp))
+                        for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk) if not ok]
+                stage = [(len(sp.source), False) for sp in {sp.source: sp for sp in self._serial_specs
+                         if not diskcache.is_cached(sp.source, sp.llvm_options)}.values()]
+                if self._serial_program is not None and not stage1_pays(full, stage):
+                    # A nearly warm disk (a parfor variant or two missing): compiling them
+                    # costs less than the whole stage-1 program's kernels.
+                    log.info("%s: no stage 1: %d missing kernels compile faster than its %d",
+                             self.name, len(full), len(stage))
+                    self._set_stage("serial", None, [], [])
+            if all(on_disk) or self._upgrade_only(variants, on_disk):
+                # (a chunk stage on disk whose parfor upgrade is held: workers.HOLD_POLL_S)
+                tierhints.mark_on_disk(self._graph_key())
+                if self._prestarted:  # started ahead for nothing: give their CPU back
+                    workers.release_idle()
+            else:
+                self._warm = False   # (pruned since): calls stop waiting, tier 0 runs
+            if not (all(on_disk) or self._upgrade_only(variants, on_disk)) and prestart:
+                # Workers take 1-3 s to start (Python, numba, a first compile): start
+                # them now (if not yet), while the jobs are submitted.
+                workers.prestart()
+        except Exception as exc:  # code generation refused the graph: stay on tier 0
+            self._bg_fail(f"preparing its kernels failed: {type(exc).__name__}: {exc}")
+            return
+        self.variants = variants
+        self._planned = True
+        self._ins = None
+
+    def _upgrade_only(self, variants: list, on_disk: list) -> bool:
+        """Whether all this graph has to compile is a parfor upgrade after a chunk stage
+        that is on disk: the upgrade is held until the program leaves a core idle
+        (workers.HOLD_POLL_S), so no worker need start now (a process whose previous run
+        trained without a pause, and so never compiled it, would start one for nothing)."""
+        return self._stage_kind == "chunks" and all(
+            ok or _parfor(kern, par, sp)
+            for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk)) \
+            and self._stage_on_disk()
+
+    def _stage_on_disk(self) -> bool:
+        """Whether this graph has a stage-1 program and the disk holds all its kernels."""
+        from . import diskcache
+        return self._serial_program is not None and all(
+            diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._serial_specs)
+
+    def _plan_stage1(self, ins) -> None:
+        """Stage 1: the program with chunk kernels where every parallel variant has one
+        (they compile about as fast as serial kernels and run in parallel), else the
+        program with serial kernels only."""
+        from . import codegen_chunks
+        from .plan import serial_kernels
+        if self.program.backend.name == "cpu":
+            program, variants, specs = self._stage_program(ins, codegen_chunks.forced())
+            # A row kernel's share form is no parfor kernel (`_parfor`): the chunk stage
+            # runs it as the full program does, the same source, so it compiles once. The
+            # serial stage compiled each row kernel twice, serial first (a cold Transformer
+            # step: four row kernels, ~2-4.5 s of one worker's CPU before its finals).
+            if all(spec.chunked or not _parfor(kern, par, spec)
+                   for (kern, _, par), spec in zip(variants, specs) if par):
+                # A variant a later call of this program renders (another size class)
+                # must be a chunk kernel too, whichever thread renders it.
+                backend = codegen_chunks.chunk_backend()
+                for kern, _, _ in variants:
+                    kern.backend = backend
+                self._set_stage("chunks", program, variants, specs)
+                return
+        program, variants, specs = self._stage_program(ins, serial_kernels())
+        if not any(par for _, _, par in variants):  # else not serial after all: no stage 1
+            self._set_stage("serial", program, variants, specs)
+
+    def _stage_program(self, ins, context):
+        """A program over the same graph planned (and its first call's kernels rendered)
+        inside `context`: (program, variants, specs)."""
+        from .executor import CompiledProgram
+        program = self.program
+        stage = CompiledProgram(program.graph, name=program.name)
+        with context:
+            variants = self._variants_of(stage.plans_for(ins, self.grad_mode))
+            specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+        return stage, variants, specs
+
+    def _variants_of(self, plans: list) -> list:
+        """[(kernel, layouts, parallel)]: the variants the first call of `plans` uses, and
+        those a previous run of this graph needed later (tierhints.variants: a strided
+        operand's), each once. Marks the kernels `defer` (plan._Kernel.ready)."""
+        variants, seen, kernels = [], set(), {}
+        recorded = tierhints.variants(self._graph_key())
+
+        def walk(plan):
+            for kern in plan.kernels:
+                kernels.setdefault(kern.label, kern)
+                kern.defer = self._note_variant
+            for sub in plan.subplans:
+                walk(sub)
+        for plan in plans:
+            walk(plan)
+            wanted = plan.all_first_variants()
+            for kern, layouts, parallel in wanted:
+                if (id(kern), layouts, parallel) not in seen:
+                    seen.add((id(kern), layouts, parallel))
+                    variants.append((kern, layouts, parallel))
+        for label, layouts, parallel in recorded:
+            kern = kernels.get(label)
+            if kern is not None and (id(kern), layouts, parallel) not in seen:
+                seen.add((id(kern), layouts, parallel))
+                variants.append((kern, layouts, parallel))
+        return variants
+
+    def _note_variant(self, kern, layouts: tuple, parallel: bool) -> None:
+        """A variant no plan listed was needed (and is now loaded): the next process plans it."""
+        tierhints.add_variant(self._graph_key(), kern.label, layouts, parallel)
+
+    def _set_stage(self, kind: str, program, variants: list, specs: list) -> None:
+        self._stage_kind = kind
+        self._serial_specs = specs
+        self._serial_variants = variants
+        self._serial_program = program
+
+    def _submit(self) -> None:
+        from . import diskcache, workers
+        jobs, pairs = [], []
+        try:
+            # Longest first (parallel variants cost numba 3-10x a serial one, and more
+            # operands more): with 2 workers the last job to finish is then a short one,
+            # which is what the switch waits for (longest-processing-time-first scheduling).
+            # The serial stage's variants come first (the entry runs compiled once they
+            # are in); the full program's serial variants have the same sources (the pool
+            # shares their jobs).
+            todo = sorted(zip(self._serial_variants, self._serial_specs), key=lambda t: -len(t[1].source))
+            order = sorted(range(len(self.variants)), key=lambda k: (
+                not self.variants[k][2], -len(self._specs[k].source)))
+            todo += [(self.variants[k], self._specs[k]) for k in order]
+            for (kern, layouts, parallel), spec in todo:
+                if diskcache.is_cached(spec.source, spec.llvm_options):
+                    job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
+                    job._finish(True)  # nothing to compile: loaded below
+                elif self._stage_kind == "chunks" and self._serial_program is not None \
+                        and _parfor(kern, parallel, spec):
+                    # After a chunk stage the parfor kernels are an upgrade: other
+                    # functions' and the optimizer's kernels go to the workers first, and
+                    # it waits for a core the program leaves idle (workers.HOLD_POLL_S:
+                    # while the step trains on both cores a compile costs it, and the
+                    # trial mostly keeps the chunk kernels it runs) or for a caller's wait.
+                    job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True,
+                                         until_idle=True)
+                else:
+                    job = workers.submit(spec.source, kern.label, spec.llvm_options)
+                jobs.append((job, kern, layouts, parallel))
+                if getattr(spec, "pair", ""):
+                    pairs.append((job, kern, spec))
+            self._n_serial = len(self._serial_variants)
+            # A row kernel's GIL-free pair (cshares.py): its module loads the kernel's, so
+            # it goes after the plan's kernels, each to be taken once its kernel is in.
+            from .cpu.runtime import cshares
+            for job, kern, spec in pairs:
+                cshares.ahead(spec.source, spec.pair, kern.label, spec.llvm_options, job)
+        except Exception as exc:
+            job = workers.Job(0, "", "", ())
+            job._finish(False, f"submitting failed: {type(exc).__name__}: {exc}")
+            jobs.append((job, None, (), False))
+        self.jobs = jobs
+        missing = sum(1 for j, *_ in jobs if j.id and not j.done())
+        marker = tierhints.on_disk_marker(self._graph_key()) if missing else None
+        if marker:   # should the program exit first, a worker finishing the jobs records it
+            from . import finish
+            self._mark = finish.when_cached(marker, [(j.source, j.llvm_options)
+                                                     for j, *_ in jobs if j.source])
+        log.info("%s: %d of %d kernel jobs compiling in workers (%d variants, %d of stage 1); "
+                 "running on tier 0 meanwhile", self.name, missing, len(jobs), len(self.variants),
+                 self._n_serial)
+        self._submit_done.set()
+
+    def _wait_jobs(self) -> None:
+        from . import workers
+        k = 0
+        while k < len(self.jobs):
+            job, kern, lay, par = self.jobs[k]
+            if job.lost():  # we were forked from the process that submitted it
+                self.jobs[k] = (workers.submit(job.source, job.name_hint, job.llvm_options), kern, lay, par)
+                continue
+            if job.hold is not None and self._serial.is_set() \
+                    and all(j.done() or j.hold is not None for j, *_ in self.jobs[k:]):
+                # All left is the held parfor upgrade: the next process need not start a
+                # worker ahead for it (`_upgrade_only`).
+                tierhints.mark_on_disk(self._graph_key())
+            job.event.wait()  # a hung worker is killed by its dispatcher's timeout
+            k += 1
+            if job.ok and kern is not None and not self._failure:
+                # Load it now, while the workers compile the rest (a load is a few ms of
+                # the main process; the switch then waits only for the last job).
+                try:
+                    t0, c0 = time.perf_counter(), time.thread_time()
+                    with gilshare.shorter_switches():
+                        kern.get(lay, par)
+                    self._load_s += time.perf_counter() - t0
+                    self._load_cpu_s += time.thread_time() - c0
+                except Exception as exc:
+                    self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
+            if k == self._n_serial and k and not self._failure and not self._serial.is_set() \
+                    and all(j.ok for j, *_ in self.jobs[:k]):
+                log.info("%s: %s kernels in after %.2f s; running them while the parfor "
+                         "ones compile", self.name, self._stage_kind,
+                         time.perf_counter() - self._submitted_at)
+                self._serial.set()
+        for job, kern, layouts, parallel in self.jobs:
+            if job.ok and job.id:
+                log.info("%s: kernel %s %s%s %s in a worker in %.3f s", self.name, kern.label,
+                         "/".join(layouts), " parallel" if parallel else "",
+                         "compiled" if job.compiled else "loaded", job.seconds)
+        bad = [job for job, *_ in self.jobs if not job.ok]
+        if bad:
+            self._bg_fail(f"{len(bad)} of {len(self.jobs)} kernels failed: {bad[0].error}")
+        else:
+            tierhints.mark_on_disk(self._graph_key())
+        if self._mark is not None:
+            from . import finish
+            finish.forget(self._mark)
+
+    def _load(self) -> None:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            with gilshare.shorter_switches():
+                for kern, layouts, parallel in self.variants:
+                    kern.get(layouts, parallel)  # from the disk cache (verified by its manifest)
+        except Exception as exc:
+            self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
+            return
+        self._load_s += time.perf_counter() - t0
+        self._load_cpu_s += time.thread_time() - c0
+        log.info("%s: %d kernels loaded in %.3f s (in the background)", self.name,
+                 len(self.variants), time.perf_counter() - t0)

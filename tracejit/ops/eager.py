@@ -1,0 +1,566 @@
+"""Eager dispatch: `bind`, the one door every op goes through, and its per-signature plans.
+
+`bind(prim, *args, **params)` records an equation under an active tracer; otherwise it
+runs the primitive now: ``prim.run`` (ops/impls.py's table, then the record's numpy form)
+on the operands' arrays, after the dtype promotion the record asks for, and attaches an
+autograd node where gradients are needed. Large elementwise calls may run on a backend's
+kernels made from the record's scalar rule (`impls.elementwise`).
+
+Every eager op pays this module's cost, so it keeps a *plan* per primitive and operand
+signature (see `_Plan`): the rule's result and casts, computed once.
+"""
+from __future__ import annotations
+
+import threading
+from math import copysign as _copysign
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..device import CPU
+from ..errors import DeviceMismatchError
+from ..tensor import Tensor
+from .impls import elementwise as _ew, specialized as _specialized
+from .registry import Aval, Primitive
+from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, prepare, scalar_as, scalar_aval
+
+__all__ = ["bind", "run_into", "trace_state", "tracer_entered", "tracer_exited", "scalar_aval",
+           "compute_dtype", "prepare"]
+
+class _TraceState(threading.local):
+    tracer = None
+
+
+trace_state = _TraceState()
+
+# How many tracers are active, in all threads together (`tracer_entered` / `tracer_exited`,
+# called by jit/tracer.py's TraceContext): while none is, `bind` skips the thread-local
+# lookup of `trace_state.tracer` (a threading.local attribute costs ~0.1 µs, a module
+# global ~0.02). Nonzero only means "look": the thread-local stays the truth.
+_tracers_active = 0
+_tracers_lock = threading.Lock()
+
+
+def tracer_entered() -> None:
+    global _tracers_active
+    with _tracers_lock:
+        _tracers_active += 1
+
+
+def tracer_exited() -> None:
+    global _tracers_active
+    with _tracers_lock:
+        _tracers_active -= 1
+_wrap = Tensor._wrap
+
+
+# ---------------------------------------------------------------- eager dispatch
+# Every eager op comes through `_eager`, so its cost is the per-op overhead users see.
+# The rule and the promotion it implies depend only on the operands' (shape, dtype) /
+# scalar types, the params and the default float dtype, so `_eager` keeps, per primitive,
+# a *plan* for each signature it has met: the output dtype and shape the record's rule
+# gave, and the dtype each operand is cast to. A call whose signature has a plan skips
+# the Aval objects, promotion and rule entirely; a new signature takes the general path
+# once (which raises the record's user-facing errors; failures are never cached). So the
+# fast path is derived from the op record, not written per op.
+
+_NO_PARAMS: dict = {}  # the params of a call without any (shared: nothing writes it)
+_MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
+
+
+class _Plan:
+    __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big",
+                 "meta", "fn", "lean", "into")
+
+    def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big, meta, fn):
+        self.default = default      # the default float dtype the plan was made under
+        self.casts = casts          # per operand: numpy dtype to cast it to, or None
+        self.out_dtype = out_dtype
+        self.out_np = out_dtype.np
+        self.out_shape = out_shape
+        self.diff = diff            # can the output need a gradient?
+        self.compute_np = compute_np
+        self.big = big              # run through the backend's elementwise kernels (impls.elementwise)?
+        self.meta = meta            # per operand (shape, dtype) or None: autograd's node._meta
+        self.fn = fn                # the impl's numpy call on the cast arrays, or None
+        # `fn` once a call through this plan has shown it is all the call needs: no operand
+        # cast, no kernel (not `big`), and its result already an array of `out_np` (so no
+        # np.asarray). Set by that call (`_lean`), never guessed: a 0-d result (a numpy
+        # scalar from a ufunc) or another dtype leaves it None. The plan's other fields are
+        # then not read at all: the small ops of an eager step read one field, not six.
+        self.lean = None
+        # `run_into`'s call for a plan whose whole call the elementwise kernels fix
+        # (`_kernel_calls`): ``into(x, y, out) -> bool``, else None (`_kernel_into`)
+        self.into = None
+
+
+def bind(prim: Primitive, *args, **params):
+    """Run `prim` on `args` (Tensors, or Python scalars for elementwise ops)."""
+    if _tracers_active:
+        tracer = trace_state.tracer
+        if tracer is not None:
+            return tracer.record(prim, args, params)
+    n = len(args)
+    if n == 1:
+        a = args[0]
+        plans = prim.plans
+        if plans is None or not isinstance(a, Tensor) or a.device is not CPU:
+            return _eager(prim, args, params)
+        # One CPU tensor operand, with or without params (unary ops, the shape ops and
+        # reductions every backward calls: sum's expand, matmul's permutes): the plan keyed
+        # by (shape, dtype, params), the params' check inline, here in `bind` (one Python
+        # call less per op). A -0.0 param takes the general path: as a key it equals 0.
+        x = a._data
+        if params:
+            for v in params.values():
+                t = type(v)
+                if t is tuple:
+                    for e in v:
+                        if type(e) not in _PARAM_TYPES and not _plain_tuple(e):
+                            return _eager_general(prim, (a,), params, None)
+                elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
+                    return _eager_general(prim, (a,), params, None)
+            key = (x.shape, a.dtype, tuple(params.items()))
+        else:
+            key = (x.shape, a.dtype)
+        plan = plans.get(key)
+        if plan is None or plan.default is not _dt._default_float:
+            return _eager_general(prim, (a,), params, key)
+        fn = plan.lean
+        if fn is not None:
+            out = fn(x)
+        else:
+            c0 = plan.casts[0]
+            if c0 is not None:
+                x = x.astype(c0)
+            out = None
+            if plan.big:
+                out = _ew.run(prim, (x,), params, plan.compute_np, plan.out_np, plan.out_shape)
+            if out is None:
+                fn = plan.fn  # the impl's numpy call for this signature (a ufunc, `extra["fast"]`)
+                if fn is not None:
+                    out = fn(x)
+                    if c0 is None and not plan.big:
+                        _lean(plan, fn, out)
+                else:
+                    out = prim.run(np, x, **params)
+            onp = plan.out_np
+            if type(out) is not np.ndarray or out.dtype is not onp:
+                out = np.asarray(out, dtype=onp)
+        # (Tensor._wrap(out, plan.out_dtype, CPU) written out: one Python call less per op)
+        result = _new_tensor(Tensor)
+        result._data = out
+        result.dtype = plan.out_dtype
+        result.device = CPU
+        result._requires_grad = False
+        result.grad_fn = None
+        result._vbox = [0]
+        result._base = None
+        if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+            _share_memory(result, a)
+        if a._requires_grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
+            record_unary(prim, a, params, result, plan.meta)
+        return result
+    binary = prim.binary
+    if n != 2 or binary is None:
+        return _eager(prim, args, params)
+    return binary(args[0], args[1], params)
+
+
+def _lean(plan: _Plan, fn, out) -> None:
+    """Make `fn` the plan's whole call (`_Plan.lean`) when its result `out` (of a call
+    with no cast and no kernel) needed nothing more: an array of the plan's dtype. The
+    result's type and dtype depend on the signature alone (the operands' shapes and
+    dtypes, a scalar's type, the params: the plan's key), not on the values."""
+    if type(out) is np.ndarray and out.dtype is plan.out_np:
+        plan.lean = fn
+
+
+_new_tensor = object.__new__
+
+
+def _make_binary(prim: Primitive, miss=None):
+    """The plan fast path (see above) of `prim` for two operands: nearly every binary
+    call (the backward's ``clamp_backward(g, a, min=0)`` and ``pow_backward`` have params).
+    A closure over the record's plans, so a call reads them as a cell variable; `bind`
+    calls it, and the Tensor operators (``a * b``) are such closures themselves
+    (tensor_operators.py), one Python call and no argument tuple and dict less per
+    operator. Anything unusual (another device, a new signature, a changed default dtype,
+    a param that is not a plain constant) goes to ``miss(a, b, key, params)`` (the general
+    path when None; an operator passes its own, which first takes a numpy array operand
+    as a tensor)."""
+    plans = prim.plans
+    if miss is None:
+        def miss(a, b, key, params):
+            return _eager_general(prim, (a, b), params, key)
+
+    def binary(a, b, params=_NO_PARAMS):
+        if _tracers_active:
+            tracer = trace_state.tracer
+            if tracer is not None:
+                return tracer.record(prim, (a, b), params if params else {})
+        if isinstance(a, Tensor):
+            x = a._data
+            if isinstance(b, Tensor):
+                y = b._data
+                key = (x.shape, a.dtype, y.shape, b.dtype)
+                grad = a._requires_grad or b._requires_grad
+                if b.device is not CPU:
+                    key = None
+            else:
+                y = b
+                key = (x.shape, a.dtype, type(b))
+                grad = a._requires_grad
+            if a.device is not CPU:
+                key = None
+        elif isinstance(b, Tensor) and b.device is CPU:
+            x = a
+            y = b._data
+            key = (type(a), y.shape, b.dtype)
+            grad = b._requires_grad
+        else:
+            key = None
+        if params and key is not None:
+            pkey = _param_key(params)  # (the key `_eager` makes: operands, then params)
+            key = None if pkey is None else key + pkey
+        plan = plans.get(key)  # (None is never a key)
+        if plan is None or plan.default is not _dt._default_float:
+            return miss(a, b, key, params)
+        fn = plan.lean
+        if fn is not None:
+            out = fn(x, y)
+        else:
+            c0, c1 = plan.casts
+            if c0 is not None:
+                x = x.astype(c0) if x is not a else scalar_as(x, c0)
+            if c1 is not None:
+                y = y.astype(c1) if y is not b else scalar_as(y, c1)
+            out = None
+            if plan.big:
+                out = _ew.run(prim, (x, y), params, plan.compute_np, plan.out_np, plan.out_shape)
+            if out is None:
+                fn = plan.fn  # the impl's numpy call for this signature (a ufunc, `extra["fast"]`)
+                if fn is not None:
+                    out = fn(x, y)
+                    if c0 is None and c1 is None and not plan.big:
+                        _lean(plan, fn, out)
+                elif params:
+                    out = prim.run(np, x, y, **params)
+                else:
+                    out = prim.run(np, x, y)
+            onp = plan.out_np
+            if type(out) is not np.ndarray or out.dtype is not onp:
+                out = np.asarray(out, dtype=onp)
+        # (Tensor._wrap(out, plan.out_dtype, CPU) written out: one Python call less per op)
+        result = _new_tensor(Tensor)
+        result._data = out
+        result.dtype = plan.out_dtype
+        result.device = CPU
+        result._requires_grad = False
+        result.grad_fn = None
+        result._vbox = [0]
+        result._base = None
+        if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
+            record_binary(prim, a, b, params, result, plan.meta)
+        return result
+    binary.__name__ = binary.__qualname__ = prim.name
+    return binary
+
+
+def run_into(prim: Primitive, dst, args) -> bool:
+    """``dst = prim(*args)`` computed straight into the CPU tensor `dst`'s memory, as
+    PyTorch's in-place (``out=``) kernels do, for an in-place method whose result needs no
+    autograd node (`dst -= lr * g` under no_grad): no result array, no copy back. The
+    caller (tensor_inplace.py) has checked that nothing records or traces and that `dst` is
+    writable; True when done. False, having changed nothing, when the op's impl is not a
+    ufunc, an operand is not a CPU tensor or number, the signature has no plan yet (its
+    first call takes the out-of-place path, which makes one) or the plan's result dtype or
+    shape is not `dst`'s (that path then casts or raises as it always did).
+
+    Values are those of the out-of-place op: the same plan (casts, compute dtype) and the
+    same ufunc or, for large operands, the same kernel (`vectorized.run` with ``out=``,
+    only when no operand overlaps `dst` other than `dst` itself; numpy's ufuncs handle
+    any overlap)."""
+    u = prim.ufunc
+    if u is None:
+        return False
+    n = len(args)
+    if n == 2:
+        a, b = args
+        if isinstance(b, Tensor):
+            if b.device is not CPU:
+                return False
+            y = b._data
+            key = (a._data.shape, a.dtype, y.shape, b.dtype)
+        else:
+            y = b
+            key = (a._data.shape, a.dtype, type(b))
+    elif n == 1:
+        a = args[0]
+        key = (a._data.shape, a.dtype)
+    else:
+        return False
+    plan = prim.plans.get(key)
+    if (plan is None or plan.default is not _dt._default_float or plan.out_dtype is not dst.dtype
+            or plan.out_shape != dst._data.shape):
+        return False
+    x = a._data
+    c0 = plan.casts[0]
+    if c0 is not None:
+        x = x.astype(c0)
+    out = dst._data
+    # (the ufunc called with its operands spelled out: `u(*arrays, out=out)` costs a
+    # tuple and its unpacking, ~0.2 µs of an optimizer's ~1 µs update of a small tensor)
+    if n == 2:
+        into = plan.into        # (a plan with `into` has no casts)
+        if into is not None:
+            if not into(x, y, out):
+                u(x, y, out=out)
+            return True
+        c1 = plan.casts[1]
+        if c1 is not None:
+            y = y.astype(c1) if y is not b else scalar_as(y, c1)
+        if not (plan.big and _kernel_into(prim, plan, (x, y), out)):
+            u(x, y, out=out)
+    elif not (plan.big and _kernel_into(prim, plan, (x,), out)):
+        u(x, out=out)
+    return True
+
+
+def _kernel_into(prim, plan, arrays, out) -> bool:
+    """`run_into`'s large operands: the op's kernel writing `out`, when it may (`_apart`)
+    and runs; False when numpy's ufunc is to run instead."""
+    return (out.flags.c_contiguous and not _ew.declines(prim, plan.out_shape)
+            and _apart(arrays, out)
+            and _ew.run(prim, arrays, {}, plan.compute_np, plan.out_np, plan.out_shape,
+                                out=out) is not None)
+
+
+# numpy's C function itself where it is reachable: np.may_share_memory goes through the
+# __array_function__ dispatch first (half its cost; `_apart` runs on every large in-place
+# update, ``w -= lr * g``)
+try:
+    from numpy._core._multiarray_umath import may_share_memory as _may_share_memory
+except ImportError:     # (another numpy's layout)
+    _may_share_memory = np.may_share_memory
+
+
+def _apart(arrays, out) -> bool:
+    """Whether a kernel may write `out` while reading `arrays`: each is `out` itself (read
+    at the index it is written) or shares no memory with it (the kernel, unlike numpy's
+    ufuncs, does not buffer an operand that overlaps its output elsewhere)."""
+    for x in arrays:
+        if isinstance(x, np.ndarray) and x is not out and _may_share_memory(x, out):
+            if not (x.shape == out.shape and x.strides == out.strides
+                    and x.__array_interface__["data"][0] == out.__array_interface__["data"][0]):
+                return False
+    return True
+
+
+def _signature(args):
+    """Hashable key of the operands (None if some operand is not a CPU tensor/number)."""
+    key = []
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.device is not CPU:
+                return None
+            key.append(a._data.shape)
+            key.append(a.dtype)
+        else:
+            key.append(type(a))
+    return tuple(key)
+
+
+# (a set: every use asks whether a value's exact type is one of these; a tuple's `in`
+# compares the types in turn, 80 ns for a DType or None against 25)
+_PARAM_TYPES = frozenset((int, float, bool, str, type(None), _dt.DType))
+
+
+def _plain_tuple(t) -> bool:
+    """Whether `t` is a tuple of plain constants: the items of an index spec (getitem's
+    ``spec=(("i", 1), ("s", 0, None, 2))``), so basic indexing has a plan too."""
+    if type(t) is not tuple:
+        return False
+    for x in t:
+        if type(x) not in _PARAM_TYPES:
+            return False
+    return True
+
+
+def _param_key(params):
+    """The params as part of a plan key, or None when some value is not a plain constant
+    or a tuple of those, one level deep (a plan key must neither keep arrays alive nor
+    compare tensors with ``==``). A -0.0 is not a plain constant here: it equals 0 and
+    0.0 as a key, and a plan's `extra["fast"]` call may depend on the sign (clamp's bound)."""
+    for v in params.values():
+        t = type(v)
+        if t is tuple:
+            for x in v:
+                if type(x) not in _PARAM_TYPES and not _plain_tuple(x):
+                    return None
+        elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
+            return None
+    return tuple(params.items())
+
+
+def _eager(prim: Primitive, args, params):
+    """Eager run of `prim`: through its plan when one fits, else the general path."""
+    plans = prim.plans
+    if plans is None:
+        return _eager_general(prim, args, params, None)
+    key = _signature(args)
+    if key is not None and params:
+        pkey = _param_key(params)
+        key = None if pkey is None else key + pkey
+    plan = plans.get(key) if key is not None else None
+    if plan is None or plan.default is not _dt._default_float:
+        return _eager_general(prim, args, params, key)
+    casts = plan.casts
+    arrays = []
+    grad = False
+    for a, c in zip(args, casts):
+        if isinstance(a, Tensor):
+            d = a._data
+            arrays.append(d if c is None else d.astype(c))
+            grad = grad or a._requires_grad
+        else:
+            arrays.append(a if c is None else scalar_as(a, c))
+    out = None
+    if plan.big:
+        out = _ew.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
+    if out is None:
+        out = prim.run(np, *arrays, **params)
+    onp = plan.out_np
+    if type(out) is not np.ndarray or out.dtype is not onp:
+        out = np.asarray(out, dtype=onp)
+    result = _wrap(out, plan.out_dtype, CPU)
+    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+        _share_memory(result, args[0])
+    if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
+        make_prim_node(prim, args, params, result, plan.meta)
+    return result
+
+
+def _share_memory(result, src) -> None:
+    result._vbox = src._vbox  # a view shares memory, so it shares the version counter
+    base = src._base
+    result._base = src if base is None else base
+
+
+def _eager_general(prim: Primitive, args, params, key):
+    avals = []
+    dev = None
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a.device
+            if dev is None:
+                dev = d
+            elif d is not dev:
+                raise DeviceMismatchError(
+                    f"{prim.name}: expected all tensors on the same device, got {dev} and {d}")
+            avals.append(Aval(a._data.shape, a.dtype, d))
+        else:
+            avals.append(scalar_aval(a, prim))
+    if dev is None:
+        dev = params.get("device") or CPU
+    out_aval, arrays = prepare(prim, args, avals, params)
+    out = None
+    if key is not None:
+        plan = prim.plans[key] = _make_plan(prim, args, avals, out_aval, params)
+        if len(prim.plans) > _MAX_PLANS:
+            prim.plans.clear()
+        if plan.big:
+            out = _ew.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
+    xp = np if dev is CPU else _xp(dev)
+    if out is None:
+        out = prim.run(xp, *arrays, **params)
+    odt = out_aval.dtype
+    odn = odt.np
+    # the result lives on the inputs' device, or where a `device` parameter sends it
+    odev = params.get("device") or dev
+    if odev is not dev:
+        xp = np if odev is CPU else _xp(odev)
+    if type(out) is not xp.ndarray or (out.dtype is not odn and out.dtype != odn):
+        out = xp.asarray(out, dtype=odt.np)
+    result = Tensor._wrap(out, odt, odev)
+    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+        _share_memory(result, args[0])
+    if prim.vjp is not None and odt.is_floating_point and (not _GRAD_OFF or _grad_state.enabled):
+        for a in args:
+            if isinstance(a, Tensor) and a._requires_grad:
+                make_prim_node(prim, args, params, result)
+                break
+    return result
+
+
+def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
+    """The plan of one signature, from what `prepare` and the rule just computed."""
+    casts = []
+    for a, av in zip(args, avals):
+        cd = av.dtype.np
+        if not prim.promote:
+            casts.append(None)
+        elif isinstance(a, Tensor):
+            casts.append(None if a._data.dtype == cd else cd)
+        elif type(a) is float and cd.kind == "f":
+            # numpy (>= 2) computes `f32_array * 2.0` in float32, as a cast scalar would
+            casts.append(None if NUMPY_WEAK_SCALARS else cd)
+        else:
+            casts.append(cd)  # ints may be out of range: _scalar_as wraps them as PyTorch does
+    odt = out_aval.dtype
+    cdt = avals[0].dtype if avals else odt  # promoting ops: every operand's dtype by now
+    operands = [a._data.shape if isinstance(a, Tensor) else None for a in args]
+    big = _ew.eligible(prim, operands, cdt, odt, out_aval.shape, params)
+    meta = tuple((a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args)
+    # the plan's call: its ufunc itself (the impl is exactly that), or the record's
+    # `extra["fast"]` for this signature; with registered implementations, what the first
+    # of them says for the signature (impls.specialized), else none (`prim.run` runs)
+    if prim.has_impls:
+        fn = _specialized(prim, tuple(operands), cdt.np, params or _NO_PARAMS) if prim.table_runs() else None
+    else:
+        fn = prim.ufunc
+        if fn is None and prim.fast is not None:
+            fn = prim.fast(tuple(operands), cdt.np, params or _NO_PARAMS)
+    plan = _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
+                 prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta, fn)
+    if big and len(args) == 2:
+        _kernel_calls(prim, plan, operands, params)
+    return plan
+
+
+def _kernel_calls(prim: Primitive, plan: _Plan, operands, params) -> None:
+    """A plan whose whole call the backend's elementwise kernels fix for its signature
+    (impls.elementwise.plan_calls; the CPU's: ``+ - * /`` in halves on the cores, the
+    two-layer step's ``w -= lr * w.grad``): that call as `lean` and its in-place call as
+    `into`, which check per call only what a call can change. Their fallbacks are this
+    plan's path as it was (`_kernel_into`, then numpy's loop), so nothing is guessed."""
+    def general_into(x, y, out):
+        return _kernel_into(prim, plan, (x, y), out)
+    calls = _ew.plan_calls(prim, operands, plan.casts, plan.compute_np, plan.out_np,
+                                   plan.out_shape, params, plan.fn, general_into)
+    if calls is not None:
+        plan.lean, plan.into = calls
+
+
+def _xp(dev):
+    from ..device import array_module
+    return array_module(dev)
+
+
+# The import cycle tensor -> ops -> autograd -> tensor is closed by tail imports, one idiom
+# for the whole package: `tracejit.tensor` (always imported first, by tracejit/__init__)
+# defines Tensor and then imports `tracejit.ops` at its tail; every module of ops/ and
+# autograd/ imports Tensor at its top. This module imports autograd at its tail, after
+# every name the ops modules take from it is defined, because autograd's engine imports
+# ops (sum_to) in turn. The names below are read only when an op runs.
+from ..autograd.grad_mode import OFF as _GRAD_OFF, _state as _grad_state  # noqa: E402
+from ..autograd.node import make_prim_node, record_binary, record_unary  # noqa: E402
+
+
+def refuse_tracing(op: str, reads: str) -> None:
+    """Raise TraceError under a tracer: `op` reads `reads` as values (index arrays, lengths)
+    to build constants, which a captured graph would freeze at the traced call's values."""
+    if trace_state.tracer is not None:
+        from ..errors import TraceError
+        raise TraceError(f"{op} reads {reads} as values, so it cannot be traced; call it outside "
+                         f"the compiled function or use tracejit.eager")

@@ -1,0 +1,130 @@
+"""clamp and its backward: the records (numpy form, shape rule, VJP, scalar rule and the
+two-operand fast path) and clamp_backward; ops/elementwise.py re-exports them."""
+from __future__ import annotations
+
+import numpy as np
+
+from .promotion import NUMPY_WEAK_SCALARS, scalar_as
+from .registry import defprim
+from .clamp_kernels import clamp_fast as _clamp_fast_numpy, clamp_numpy as _clamp_numpy
+from .elementwise import _ew_rule
+from .elementwise_logic import _INT_OF_WIDTH, _is_plus_zero, _select_or_zero, _where_impl
+
+
+def _clamp_impl(xp, a, min=None, max=None):
+    if xp is np:
+        out = _clamp_numpy(a, min, max)  # one maximum/minimum call where that is exact
+        if out is not None:
+            return out
+    out = a
+    if min is not None:
+        out = _clamp_side(xp, out < min, a, out, min)
+    if max is not None:
+        out = _clamp_side(xp, out > max, a, out, max)
+    return out
+
+
+def _clamp_side(xp, beyond, a, out, bound):
+    """`out` with `bound` where `beyond`. A +0 bound on a float array (ReLU as
+    ``clamp(min=0)``) takes `where`'s branch-free select (`_select_or_zero`): bitwise the
+    same result (kept elements keep their bits, -0.0 and nan included), 2x faster."""
+    if xp is np and _is_plus_zero(bound):
+        sel = _select_or_zero(beyond, 0, out)
+        if sel is not None:
+            return sel
+    return xp.where(beyond, a.dtype.type(bound), out)
+
+
+def _clamp_vjp(g, out, a, min=None, max=None):
+    if min is None and max is None:
+        return (g,)
+    return (clamp_backward(g, a, min, max),)
+
+
+def _clamp_scalar(e, a, min=None, max=None):
+    expr = a
+    if max is not None:
+        expr = f"({e.const(max)} if {a} > {e.const(max)} else {expr})"
+    if min is not None:
+        expr = f"({e.const(min)} if {a} < {e.const(min)} else {expr})"
+    return expr
+
+
+def _clamp_fast(shapes, dtype, params):
+    # the plan's numpy call (registry ``extra["fast"]``): clamp_numpy's decisions made
+    # once per signature (bound exactness, the bound's kept array operand)
+    return _clamp_fast_numpy(shapes[0], dtype, params.get("min"), params.get("max"))
+
+
+CLAMP = defprim("clamp", _clamp_impl, _ew_rule("clamp"), _clamp_vjp, kind="elementwise",
+                scalar=_clamp_scalar, promote=True, save=lambda rq: (0,),
+                extra={"fast": _clamp_fast})
+
+
+# clamp's input gradient ``where(min <= a <= max, g, 0)`` as one op, as PyTorch's
+# clamp_backward: a comparison (two and a logical_and for two bounds) and a select were
+# two to four ops; now one bind, one kernel pass when large. The numpy impl is the
+# composite's own evaluation (the comparisons with the bound cast as bind casts a scalar
+# operand, then where's select), so results are bitwise the same.
+def _clamp_backward_impl(xp, g, a, min=None, max=None):
+    mask = None
+    if min is not None:
+        mask = a >= _bound_operand(min, a.dtype)
+    if max is not None:
+        m2 = a <= _bound_operand(max, a.dtype)
+        mask = m2 if mask is None else xp.logical_and(mask, m2)
+    return _where_impl(xp, mask, g, 0.0)
+
+
+def _bound_operand(v, npd):
+    # as `bind` passes a Python scalar operand of a promoting op (eager._make_plan):
+    # a float as it is (numpy's weak scalars), other numbers cast to the compute dtype
+    return v if type(v) is float and NUMPY_WEAK_SCALARS else scalar_as(v, npd)
+
+
+def _clamp_backward_vjp(gg, out, g, a, min=None, max=None):
+    # d/dg = the same mask (clamp_backward again); the mask is piecewise constant in a
+    # (the composite's comparisons had no gradient either)
+    return (clamp_backward(gg, a, min, max) if a is not None else None, None)
+
+
+def _clamp_backward_scalar(e, g, a, min=None, max=None):
+    conds = []
+    if min is not None:
+        conds.append(f"{a} >= {e.const(min)}")
+    if max is not None:
+        conds.append(f"{a} <= {e.const(max)}")
+    return f"({g} if ({' and '.join(conds)}) else {e.const(0)})"
+
+
+def _clamp_backward_fast(shapes, dtype, params):
+    # the plan's numpy call (registry ``extra["fast"]``) for one bound (ReLU's gradient):
+    # the impl's comparison and `_select_or_zero`'s integer product, the bound operand and
+    # the integer type chosen once per signature
+    lo, hi = params.get("min"), params.get("max")   # (defaults: the impl's None)
+    ity = _INT_OF_WIDTH.get(dtype.itemsize)
+    if (lo is None) == (hi is None) or shapes[0] is None or not shapes[1] or ity is None:
+        return None
+    if lo is not None:
+        bound, compare = _bound_operand(lo, dtype), np.greater_equal
+    else:
+        bound, compare = _bound_operand(hi, dtype), np.less_equal
+    multiply = np.multiply
+
+    def clamp_backward_one_bound(g, a):
+        return multiply(g.view(ity), compare(a, bound)).view(dtype)
+    return clamp_backward_one_bound
+
+
+CLAMP_BACKWARD = defprim("clamp_backward", _clamp_backward_impl,
+                         _ew_rule("clamp_backward", float_only=True), _clamp_backward_vjp,
+                         kind="elementwise", scalar=_clamp_backward_scalar, promote=True,
+                         save=lambda rq: (1,), nondiff=(1,), extra={"fast": _clamp_backward_fast})
+
+
+def clamp_backward(g, a, min=None, max=None):
+    """``g`` where ``min <= a <= max`` (a bound of None is no bound), else 0: clamp's
+    input gradient (PyTorch's clamp_backward)."""
+    # (= bind(CLAMP_BACKWARD, g, a, min=min, max=max): the record's two-operand fast
+    # path itself, one Python call less in every relu's backward)
+    return CLAMP_BACKWARD.binary(g, a, {"min": min, "max": max})

@@ -1,0 +1,107 @@
+"""Comparisons, logic, where and cast: their records (ops/elementwise.py re-exports them)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..shapes import broadcast_shapes
+from .registry import Aval, defprim
+from .elementwise import _binary, _ew_rule, _ufunc1, _ufunc2, _unary, where
+
+
+# ---------------------------------------------------------------- comparisons and logic
+def _cmp(name, impl, op):
+    return _binary(name, impl, None, lambda e, a, b: f"({a} {op} {b})", out_bool=True)
+
+
+EQ = _cmp("eq", _ufunc2("equal"), "==")
+NE = _cmp("ne", _ufunc2("not_equal"), "!=")
+LT = _cmp("lt", _ufunc2("less"), "<")
+LE = _cmp("le", _ufunc2("less_equal"), "<=")
+GT = _cmp("gt", _ufunc2("greater"), ">")
+GE = _cmp("ge", _ufunc2("greater_equal"), ">=")
+ISNAN = _unary("isnan", _ufunc1("isnan"), None, lambda e, a: f"({a} != {a})",
+               int_to_float=False)
+ISNAN.rule = _ew_rule("isnan", out_bool=True)
+
+
+def _bool_rule(name, n):
+    base = _ew_rule(name, out_bool=True)
+
+    def rule(*avals, **p):
+        return base(*avals, **p)
+    return rule
+
+
+LOGICAL_NOT = defprim("logical_not", _ufunc1("logical_not"), _bool_rule("logical_not", 1),
+                      kind="elementwise", scalar=lambda e, a: f"(not {a})")
+LOGICAL_AND = defprim("logical_and", _ufunc2("logical_and"), _bool_rule("logical_and", 2),
+                      kind="elementwise", scalar=lambda e, a, b: f"({a} and {b})")
+LOGICAL_OR = defprim("logical_or", _ufunc2("logical_or"), _bool_rule("logical_or", 2),
+                     kind="elementwise", scalar=lambda e, a, b: f"({a} or {b})")
+
+
+def _where_rule(c, a, b):
+    shape = broadcast_shapes("where", c.shape, a.shape, b.shape)
+    dims = [x.dtype for x in (a, b) if not x.weak and x.shape]
+    zero = [x.dtype for x in (a, b) if not x.weak and not x.shape]
+    weak = [x.dtype for x in (a, b) if x.weak]
+    dev = next((x.device for x in (c, a, b) if not x.weak), c.device)
+    return Aval(shape, _dt.result_type(dims, weak, zero), dev)
+
+
+def _where_impl(xp, c, a, b):
+    if xp is np:
+        out = _select_or_zero(c, a, b)
+        if out is not None:
+            return out
+    return xp.where(c, a, b)
+
+
+_INT_OF_WIDTH = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def _is_plus_zero(v) -> bool:
+    return type(v) in (int, float) and v == 0 and math.copysign(1.0, v) > 0
+
+
+def _select_or_zero(c, a, b):
+    """``where(c, a, 0)`` or ``where(c, 0, b)`` for a float array (ReLU's and where's own
+    gradients) as a bit mask: numpy's where branches per element, ~4 ns each on a random
+    mask, against two branch-free passes here. Exact: the selected elements keep their
+    bits (nan, inf, -0.0), the others are +0.0. None when the call is not of that form."""
+    if type(c) is not np.ndarray or c.dtype != np.bool_:
+        return None
+    if _is_plus_zero(b) and type(a) is np.ndarray and a.dtype.kind == "f":
+        x, keep_where_true = a, True
+    elif _is_plus_zero(a) and type(b) is np.ndarray and b.dtype.kind == "f":
+        x, keep_where_true = b, False
+    else:
+        return None
+    ity = _INT_OF_WIDTH.get(x.dtype.itemsize)
+    if ity is None:
+        return None
+    # x's bits times the mask as integers (True keeps them, False gives +0.0's): one
+    # integer pass, no nan/inf/sign cases (a float product would make -0.0 and nan). It
+    # was a mask widened to all-ones/zeros and a bitwise and: one ufunc call and pass
+    # more (64x100: 7.6 -> 5.0 us; 16 elements 4.0 -> 2.3 us).
+    keep = c if keep_where_true else np.logical_not(c)
+    return np.multiply(x.view(ity), keep).view(x.dtype)
+
+
+WHERE = defprim("where", _where_impl, _where_rule,
+                lambda g, out, c, a, b: (None, where(c, g, 0.0), where(c, 0.0, g)),
+                kind="elementwise", scalar=lambda e, c, a, b: f"({a} if {c} else {b})",
+                save=lambda rq: (0,), nondiff=(0,),
+                extra={"compute_dtype": "out"})  # kernels compute in the output's dtype (c is bool)
+
+
+def _cast_rule(a, dtype):
+    return Aval(a.shape, dtype, a.device)
+
+
+CAST = defprim("cast", lambda xp, a, dtype: a.astype(dtype.np),
+               _cast_rule, lambda g, out, a, dtype: (g,), kind="elementwise",
+               scalar=lambda e, a, dtype: e.cast(a, dtype), save=lambda rq: ())

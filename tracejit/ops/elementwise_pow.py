@@ -1,0 +1,120 @@
+"""pow and its backward: the records (numpy form with the exact small-integer exponents, VJP,
+scalar rule, fast paths); ops/elementwise.py re-exports them."""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from .registry import defprim
+from .elementwise import _binary, _ew_rule, eq, log, mul, pow, pow_backward, where
+
+
+def _pow_vjp(g, out, a, b):
+    if isinstance(b, (int, float)):
+        if b == 0:
+            return (mul(g, 0.0), None)
+        if type(b) in (int, float) and a.dtype.is_floating_point and g.dtype is a.dtype:
+            return (pow_backward(g, a, b), None)  # one op (one kernel pass) for the three below
+        return (g * b * pow(a, b - 1) if b != 2 else g * 2.0 * a, None)
+    ga = g * b * pow(a, b - 1.0) if not isinstance(a, (int, float)) else None
+    if out is None:  # the exponent needs no gradient: eager autograd kept no output
+        return (ga, None)
+    # d/db a**b = out * log(a); where a == 0 the limit is 0 (for b > 0), not nan.
+    gb = g * where(eq(a, 0), 0.0, out * log(a)) if not isinstance(a, (int, float)) else g * out * math.log(a) if a > 0 else g * 0.0
+    return (ga, gb)
+
+
+def _pow_scalar(e, a, b):
+    return e.pow(a, b)
+
+
+def _pow_impl(xp, a, b):
+    if getattr(b, "ndim", 0) == 0 and getattr(a, "dtype", None) is not None and a.dtype.kind == "f":
+        return _pow_by_number(a, b, xp)
+    return xp.power(a, b)
+
+
+def _pow_by_number(a, b, xp=np):
+    """A float array `a` to a number `b`. A constant small integer exponent is a few
+    multiplications, as in PyTorch's and in the kernel generator's pow (Emitter.pow):
+    numpy's float32 power calls powf per element, ~50x slower (`a ** 3` over 4M float32
+    took 600 ms)."""
+    v = float(b)
+    n = _MULTIPLIED.get(v)   # (a nan exponent is no key: nan != nan)
+    if n is not None:
+        out = a * a if n > 1 else a.copy()
+        for _ in range(n - 2):
+            out *= a
+        return out if v > 0 else xp.true_divide(a.dtype.type(1), out, out=out)
+    if v == 0.5:
+        return xp.sqrt(a)
+    return xp.power(a, b)
+
+
+_MULTIPLIED = {float(v): builtins.abs(v) for v in (-4, -3, -2, -1, 1, 2, 3, 4)}  # exponent -> factors
+
+
+def _pow_fast(shapes, dtype, params):
+    # the plan's numpy call (registry ``extra["fast"]``): a float array to a number takes
+    # `_pow_by_number` without the impl's operand checks
+    if shapes[0] is not None and shapes[1] is None and dtype.kind == "f":
+        return _pow_by_number
+    return None
+
+
+# The output is read only for the exponent's gradient (``x ** 2``: never kept)
+POW = _binary("pow", _pow_impl, _pow_vjp, _pow_scalar, save_out=lambda rq: rq[1], extra={"fast": _pow_fast})
+
+
+# pow's input gradient for a constant exponent b, ``(g * b) * a ** (b - 1)``, as one op
+# (PyTorch's pow_backward is the same formula in three kernels): a large eager backward
+# makes one kernel pass where the composite made three (``x ** 3`` in the GELU chain); a
+# compiled backward fuses either. The numpy impl keeps the composite's evaluation order
+# and casts (the exponent is cast to the compute dtype, as a Python scalar operand is), so
+# results are bitwise the composite's.
+def _pow_backward_impl(xp, g, a, exponent):
+    t = g * g.dtype.type(exponent)
+    # a ** 1 is a itself (pow's impl would copy it: b = 2, the square's gradient)
+    p = a if exponent == 2 else _pow_impl(xp, a, a.dtype.type(exponent - 1))
+    if isinstance(t, xp.ndarray) and t.ndim and t.shape == p.shape:
+        return xp.multiply(t, p, out=t)  # in t's memory: one large temporary less
+    return t * p
+
+
+def _pow_backward_vjp(gg, out, g, a, exponent):
+    # d/dg = b a^(b-1) (pow_backward again); d/da = g b (b-1) a^(b-2)
+    gg_g = pow_backward(gg, a, exponent) if g is not None else None
+    if a is None:
+        ga = None
+    elif exponent == 1:
+        ga = mul(gg, 0.0)  # a ** 0 is constant (pow's own rule for b == 0)
+    else:
+        ga = pow_backward(gg * g * exponent, a, exponent - 1)
+    return (gg_g, ga)
+
+
+def _pow_backward_scalar(e, g, a, exponent):
+    return f"(({g} * {e.const(exponent)}) * {e.pow(a, e.const(exponent - 1))})"
+
+
+def _pow_backward_fast(shapes, dtype, params):
+    # the plan's numpy call (registry ``extra["fast"]``) for the square's gradient of
+    # same-shaped operands: the impl's two products, its shape tests made once
+    sg, sa = shapes
+    if params["exponent"] != 2 or sg is None or not sg or sg != sa:
+        return None
+    factor = dtype.type(params["exponent"])
+    multiply = np.multiply
+
+    def square_backward(g, a):
+        t = multiply(g, factor)
+        return multiply(t, a, out=t)
+    return square_backward
+
+
+POW_BACKWARD = defprim("pow_backward", _pow_backward_impl, _ew_rule("pow_backward", float_only=True),
+                       _pow_backward_vjp,
+                       kind="elementwise", scalar=_pow_backward_scalar, promote=True,
+                       save=lambda rq: (0, 1), extra={"fast": _pow_backward_fast})

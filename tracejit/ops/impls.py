@@ -1,0 +1,213 @@
+"""The implementation table: what a backend registers to run a primitive besides its
+numpy form.
+
+A primitive's record (ops/*) is its one definition: the numpy form ``impl(xp, *arrays,
+**params)`` (generic over the array module), the shape rule, the VJP and, for an
+elementwise op, the scalar expression. A backend adds speed without touching it: for a
+primitive and a platform it registers an ordered list of (checker, implementation), as
+JAX registers a lowering per primitive and platform and thunder an executor with a
+checker per op. ``checker(*arrays, **params) -> bool`` says whether the implementation
+takes a call (dtypes, layouts, sizes); ``implementation(*arrays, **params)`` returns the
+primitive's result, or None to decline a call it accepted (its kernel is still loading),
+and the next entry runs. Nothing accepts: the numpy form runs. Every implementation
+computes the numpy form's values (tests/ops/test_impls.py holds each against it over the
+op database).
+
+Eager `bind` and the compiled plan run a primitive the same way: through ``prim.run``,
+which `register` builds from this table (the numpy form itself while nothing is
+registered: no cost). An implementation may also say, for one signature fixed ahead of
+the calls (an eager plan of ops/eager.py), which call to make (``specialize(shapes,
+dtype, params) -> fn(*arrays) | None``): matmul's GEMM route by shape.
+
+Elementwise primitives share one implementation, the kernels a backend makes from their
+scalar rules for large eager calls: `elementwise`, a slot `install_elementwise` fills.
+
+Where a call is asked from (`serving_tier0`, `standin`) ranks the kernels it asks a
+backend to load: a compiled function's tier 0 and a fused kernel's stand-in serve only
+until their own kernels are in.
+
+Imports nothing of tracejit: backends (compiler/cpu/implementations.py) fill it from
+above, and ops/ reads it.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+
+__all__ = ["Implementation", "register", "implementations", "registered", "specialized",
+           "elementwise", "install_elementwise", "PLATFORMS", "serving_tier0", "outside", "standin",
+           "standing_in"]
+
+PLATFORMS = ("cpu", "cuda")
+
+
+class Implementation(NamedTuple):
+    """One registered implementation of a primitive on a platform."""
+    name: str
+    fn: Callable                          # fn(*arrays, **params) -> array, or None (declined)
+    checker: Optional[Callable] = None    # checker(*arrays, **params) -> bool; None: every call
+    specialize: Optional[Callable] = None  # specialize(shapes, dtype, params) -> fn(*arrays) | None
+
+
+_TABLE: dict = {}    # (primitive, platform) -> tuple of Implementation
+
+
+def register(prim, fn: Callable, *, checker: Optional[Callable] = None, name: str = "",
+             platform: str = "cpu", specialize: Optional[Callable] = None) -> Implementation:
+    """Add `fn` after the implementations `prim` has on `platform`; rebuild ``prim.run``."""
+    if platform not in PLATFORMS:
+        raise ValueError(f"register: unknown platform {platform!r} (known: {', '.join(PLATFORMS)})")
+    if not callable(fn) or (checker is not None and not callable(checker)):
+        raise TypeError(f"register: {prim.name}'s implementation and checker must be callable")
+    impl = Implementation(name or getattr(fn, "__name__", "?"), fn, checker, specialize)
+    _TABLE[(prim, platform)] = _TABLE.get((prim, platform), ()) + (impl,)
+    prim.rebuild_run()
+    return impl
+
+
+def implementations(prim, platform: str = "cpu") -> tuple:
+    """The implementations registered for `prim` on `platform`, in the order they are tried."""
+    return _TABLE.get((prim, platform), ())
+
+
+def registered() -> list:
+    """Every (primitive, platform, Implementation) in the table."""
+    return [(p, plat, impl) for (p, plat), impls in _TABLE.items() for impl in impls]
+
+
+def specialized(prim, shapes: tuple, dtype, params: dict):
+    """The call an eager plan makes for one CPU signature of `prim` (`Implementation.specialize`
+    of its first implementation that has one), or None (the plan runs ``prim.run``)."""
+    for impl in _TABLE.get((prim, "cpu"), ()):
+        if impl.specialize is not None:
+            return impl.specialize(shapes, dtype, params)
+    return None
+
+
+def runner(prim) -> Callable:
+    """``run(xp, *arrays, **params)``: the table's implementations for the platform of the
+    array module `xp` (numpy: "cpu"), then the numpy form. The numpy form itself when no
+    implementation is registered."""
+    cpu = _TABLE.get((prim, "cpu"), ())
+    gpu = _TABLE.get((prim, "cuda"), ())
+    if not cpu and not gpu:
+        return prim.impl
+
+    def run(xp, *arrays, **params):
+        for impl in (cpu if xp is np else gpu):
+            check = impl.checker
+            if check is None or check(*arrays, **params):
+                out = impl.fn(*arrays, **params)
+                if out is not None:
+                    return out
+        return prim.impl(xp, *arrays, **params)
+    run.__name__ = run.__qualname__ = f"run_{prim.name}"
+    return run
+
+
+class ElementwiseKernels:
+    """Large eager elementwise calls run by kernels made from the primitive's scalar rule:
+    the slot a backend fills (`install_elementwise`). Until one does, every call runs the
+    numpy form. The eager dispatcher (ops/eager.py) asks `eligible` once per signature
+    and calls `run` per call; `run` returns None to leave a call to the numpy form."""
+
+    def eligible(self, prim, operands, compute_dtype, out_dtype, out_shape, params=None) -> bool:
+        return False
+
+    def run(self, prim, arrays, params, compute_np, out_np, out_shape, out=None):
+        return None
+
+    def declines(self, prim, out_shape) -> bool:
+        return True
+
+    def plan_calls(self, prim, operands, casts, compute_np, out_np, out_shape, params, fn, general_into):
+        return None
+
+    def add_into(self, prim, dst, src) -> None:
+        np.add(dst, src, out=dst)
+
+    def copy_of(self, prim, src):
+        return None
+
+
+elementwise = ElementwiseKernels()
+
+_ELEMENTWISE_CALLS = ("eligible", "run", "declines", "plan_calls", "add_into", "copy_of")
+
+
+def install_elementwise(provider) -> None:
+    """Let `provider` (an object or module with `ElementwiseKernels`' functions) run large
+    eager elementwise calls: its functions take the slot's (callers hold the slot)."""
+    for name in _ELEMENTWISE_CALLS:
+        fn = getattr(provider, name)
+        if not callable(fn):
+            raise TypeError(f"install_elementwise: {name} is not callable")
+        setattr(elementwise, name, fn)
+
+
+# ---------------------------------------------------------------- the context of a call
+# Set while this thread runs a compiled function's tier-0 forward (compiler/tiers.Tier0):
+# the ops' asks then serve tier 0 alone, which the function's own plan kernels end.
+_tier0 = threading.local()
+
+
+# How many threads are inside a `serving_tier0` block: autograd/node.py reads it at every
+# recorded op (a list's item: cheaper than the thread-local when no tier 0 runs anywhere).
+TIER0_THREADS = [0]
+_tier0_count_lock = threading.Lock()
+
+
+class serving_tier0:
+    """``with impls.serving_tier0():`` around a tier-0 forward (compiler/tiers.Tier0) and
+    the backward of the ops it recorded (autograd/node.py's `Tier0PrimNode`): an eager kernel
+    asked for only inside such blocks is queued at rank LATER, behind the kernels the compiled
+    step and the eager code around it ask for (see `outside`)."""
+
+    def __enter__(self):
+        depth = _tier0.depth = getattr(_tier0, "depth", 0) + 1
+        if depth == 1:
+            with _tier0_count_lock:
+                TIER0_THREADS[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        _tier0.depth -= 1
+        if not _tier0.depth:
+            with _tier0_count_lock:
+                TIER0_THREADS[0] -= 1
+        return False
+
+
+def outside() -> bool:
+    """Whether the calling thread is outside every tier-0 forward (`serving_tier0`) and every
+    stand-in for a fused kernel still on its way (`standing_in`, compiler/cpu/kernels/loader.py). An
+    elementwise op that asks for its kernel outside one runs in eager code; one that asks
+    only inside serves tier 0, whose plan fuses every elementwise op into kernels of its own
+    (MLP step, empty cache, one worker: eager GELU's kernel and its pair, ~0.4 s of the
+    worker's CPU, came before the cross-entropy kernels the compiled step waits for). Not
+    for the hand-written kernels (compiler/cpu/kernels/loader.py): a plan calls some of them as the eager op
+    does (the MLP's skinny GEMM)."""
+    return not (getattr(_tier0, "depth", 0) or getattr(_tier0, "standin", 0))
+
+
+def standing_in() -> bool:
+    """Whether the calling thread runs the stand-in of a fused kernel not loaded yet (`standin`)."""
+    return bool(getattr(_tier0, "standin", 0))
+
+
+class standin:
+    """``with impls.standin():`` around the composition a fused hand-written kernel
+    stands for, run while that kernel is still compiling (a fused kernel's registered implementation): the kernels it
+    asks for serve only until the fused one is in, so they ask as tier 0 does (`outside`
+    is False) and a layer's kernel asked for nowhere else queues behind the ones the
+    compiled step keeps asking for (compiler/cpu/kernels/loader.py `NativeKernel._rank`)."""
+
+    def __enter__(self):
+        _tier0.standin = getattr(_tier0, "standin", 0) + 1
+        return self
+
+    def __exit__(self, *exc):
+        _tier0.standin -= 1
+        return False
