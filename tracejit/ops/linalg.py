@@ -16,6 +16,7 @@ from .eager import _make_binary, bind
 from . import shape as _shape
 from .shape import reshape, unsqueeze
 from ..autograd.node import column_major, shape_only
+from . import autocast as _autocast
 
 __all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
 
@@ -231,6 +232,7 @@ def _mm_tn(a, b):
     return _tn(a, b)
 
 
+@_autocast.lower
 def matmul(a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes "
@@ -284,12 +286,14 @@ _MM = _checked("mm", _check_inner)
 _BMM = _checked("bmm", _check_batch)
 
 
+@_autocast.lower
 def mm(a, b):
     if a.ndim != 2 or b.ndim != 2:
         raise ShapeError(f"mm: expected 2-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     return _MM(a, b)
 
 
+@_autocast.lower
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise ShapeError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -310,6 +314,7 @@ def outer(a, b):
     return unsqueeze(a, 1) * unsqueeze(b, 0)
 
 
+@_autocast.lower
 def linear(x, weight, bias=None):
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch."""
     if x.ndim == 0 or weight.ndim not in (1, 2) or not (x.shape[-1] == weight.shape[-1]):
