@@ -21,7 +21,7 @@ from ..tensor import Tensor
 from .registry import Aval, Primitive
 from .promotion import compute_dtype, scalar_aval
 
-__all__ = ["involves", "run"]
+__all__ = ["involves", "run", "on_words", "native", "words_prim"]
 
 _BF16 = _dt.bfloat16
 
@@ -40,25 +40,46 @@ def involves(args, params) -> bool:
 
 def on_words(prim: Primitive, args, params) -> bool:
     """Whether `prim` may run on the uint16 words as they are (no arithmetic on them)."""
+    return _moves_words(prim, [a.dtype for a in args if isinstance(a, Tensor)], params)
+
+
+def _moves_words(prim: Primitive, dtypes, params) -> bool:
     if prim.name == "cast" or prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         return True
     if prim.kind != "shape":
         return False
     if any(isinstance(v, float) for v in params.values()):
         return False   # (pad's fill value: a number to convert, not words to move)
-    return all(a.dtype is _BF16 for a in args if isinstance(a, Tensor))
+    return all(d is _BF16 for d in dtypes)
+
+
+def _bf16_impl(prim: Primitive) -> bool:
+    """Whether a backend registered an implementation of `prim` on bf16 words (one marked
+    ``bf16_words``, taking every call whose operands are all bf16: the GEMM)."""
+    if not prim.has_impls:
+        return False
+    from .impls import implementations
+    return any(getattr(impl.fn, "bf16_words", False) for impl in implementations(prim))
 
 
 def native(prim: Primitive, args, params) -> bool:
     """Whether a registered implementation takes these bf16 words (impls.py's checkers)."""
-    if not prim.has_impls or not all(isinstance(a, Tensor) and a.dtype is _BF16 for a in args):
+    if not all(isinstance(a, Tensor) and a.dtype is _BF16 for a in args) or not _bf16_impl(prim):
         return False
     from .impls import implementations
     arrays = [a._data for a in args]
-    for impl in implementations(prim):
-        if getattr(impl.fn, "bf16_words", False) and (impl.checker is None or impl.checker(*arrays, **params)):
-            return True
-    return False
+    return any(getattr(impl.fn, "bf16_words", False) and (impl.checker is None or impl.checker(*arrays, **params))
+               for impl in implementations(prim))
+
+
+def words_prim(prim: Primitive, in_avals, params, out_avals) -> bool:
+    """For a graph's equation: whether it keeps bf16 words as they are (data movement, a
+    cast, or a product a backend runs on bf16 words; compiler/bf16_graph.py)."""
+    dtypes = [a.dtype for a in in_avals]
+    if _moves_words(prim, dtypes, params):
+        return True
+    return (bool(dtypes) and all(d is _BF16 for d in dtypes) and all(o.dtype is _BF16 for o in out_avals)
+            and _bf16_impl(prim))
 
 
 def out_dtype(prim: Primitive, args, params):
