@@ -69,6 +69,12 @@ def mkl_gemm():
                 fn = lib.cblas_gemm_bf16bf16f32
             except (OSError, AttributeError):
                 continue
+            if not os.environ.get("MKL_THREADING_LAYER"):
+                # GNU OpenMP: the runtime numba's kernels run on, so MKL's threads and the
+                # kernels' take turns; Intel's runtime spins 200 ms after each GEMM on the
+                # cores the next kernel needs (MLP step 21 ms against 18 with GNU's).
+                lib.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
+                lib.MKL_Set_Threading_Layer(3)   # MKL_THREADING_GNU
             fn.restype = None
             fn.argtypes = ([ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
                            ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int])
