@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["STORAGE", "to_bfloat16", "to_float32", "ml_bfloat16", "is_storage"]
+__all__ = ["STORAGE", "to_bfloat16", "to_float32", "ml_bfloat16", "is_storage", "cast", "matmul_words"]
 
 STORAGE = np.dtype(np.uint16)
 
@@ -58,3 +58,9 @@ def cast(xp, a, dtype):
             return a.copy()
         return to_float32(a).astype(dtype.np, copy=False)
     return to_bfloat16(a)   # (float64 through float32 first, as PyTorch's conversion does)
+
+
+def matmul_words(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The matmul primitive's numpy form on bf16 words: the float32 product of the
+    values, rounded once (backends register faster ways: compiler/cpu/gemm/bf16.py)."""
+    return to_bfloat16(np.matmul(to_float32(a), to_float32(b)))

@@ -17,6 +17,7 @@ from . import shape as _shape
 from .shape import reshape, unsqueeze
 from ..autograd.node import column_major, shape_only
 from . import autocast as _autocast
+from .. import bf16 as _bf16
 
 __all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
 
@@ -44,6 +45,8 @@ _MT_DIMS: dict = {}
 
 
 def _matmul_impl(xp, a, b):
+    if a.dtype == _bf16.STORAGE:      # bf16 words: float32 products, rounded once
+        return _bf16.matmul_words(a, b)
     if a.ndim > 2 and b.ndim == 2:
         return matmul_rows(xp.matmul, a, b)
     return xp.matmul(a, b)

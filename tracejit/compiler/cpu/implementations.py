@@ -49,9 +49,9 @@ TABLE = (
     (MATMUL_NT, bf16_gemm.matmul_nt, bf16_gemm.takes, None),
     (MATMUL_TN, bf16_gemm.matmul_tn, bf16_gemm.takes, None),
     # products: BLAS's threads by the free cores, hand kernels for the shapes BLAS runs slowly
-    (MATMUL, products.matmul, None, products.matmul_call),
-    (MATMUL_NT, products.matmul_nt, None, products.nt_call),
-    (MATMUL_TN, products.matmul_tn, None, products.tn_call),
+    (MATMUL, products.matmul, bf16_gemm.not_words, products.matmul_call),
+    (MATMUL_NT, products.matmul_nt, bf16_gemm.not_words, products.nt_call),
+    (MATMUL_TN, products.matmul_tn, bf16_gemm.not_words, products.tn_call),
     # rows: one read and one write of each row
     (SOFTMAX, rows.softmax, rows.on_last_dim, None),
     (SOFTMAX_BACKWARD, rows.softmax_backward, rows.on_last_dim, None),

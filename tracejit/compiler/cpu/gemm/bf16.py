@@ -27,7 +27,7 @@ import numpy as np
 
 from ....bf16 import STORAGE, to_bfloat16, to_float32
 
-__all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "choice", "force", "has_bf16_units", "mkl_gemm"]
+__all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units", "mkl_gemm"]
 
 CHOICES = ("mkl", "float32")
 _lock = threading.Lock()
@@ -114,6 +114,11 @@ def takes(a, b) -> bool:
     return a.dtype == STORAGE and b.dtype == STORAGE and a.ndim >= 2 and b.ndim >= 2
 
 
+def not_words(a, b) -> bool:
+    """The other products' checker: operands that are not bf16 words."""
+    return a.dtype != STORAGE
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """bf16 words ``a @ b`` (batch dims broadcast as numpy's matmul), bf16 words out."""
     if a.ndim == 2 and b.ndim == 2:
@@ -142,7 +147,7 @@ def product_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         mkl_gemm()(101, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 0.0,
                    out.ctypes.data, n)
         return out
-    return np.matmul(to_float32(a), to_float32(b))
+    return np.matmul(to_float32(a), to_float32(b))   # (the numpy form's: bf16.matmul_words)
 
 
 def _operand(x: np.ndarray):
