@@ -25,6 +25,7 @@ from typing import Optional
 
 import numpy as np
 
+from .... import envflags
 from ....bf16 import STORAGE, to_bfloat16, to_float32
 
 __all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units", "mkl_gemm"]
@@ -88,7 +89,7 @@ def choice() -> str:
     c = _chosen[0]
     if c is None:
         with _lock:
-            env = os.environ.get("TRACEJIT_BF16_GEMM", "").strip().lower()
+            env = envflags.value("TRACEJIT_BF16_GEMM").lower()
             if env and env not in CHOICES:
                 raise ValueError(f"TRACEJIT_BF16_GEMM={env!r}: expected one of {', '.join(CHOICES)}")
             c = env or ("mkl" if has_bf16_units() and mkl_gemm() is not None else "float32")
