@@ -148,7 +148,7 @@ def product_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         mkl_gemm()(101, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 0.0,
                    out.ctypes.data, n)
         return out
-    return np.matmul(to_float32(a), to_float32(b))   # (the numpy form's: bf16.matmul_words)
+    return np.matmul(widen_words(a), widen_words(b))   # (the numpy form's: bf16.matmul_words)
 
 
 def _operand(x: np.ndarray):
@@ -171,25 +171,49 @@ def round_words(f: np.ndarray) -> np.ndarray:
     return out
 
 
+def widen_words(w: np.ndarray) -> np.ndarray:
+    """bf16 words -> float32, one pass (the kernel where it is loaded; numpy's before)."""
+    kernel = _kernels()
+    if kernel is None or w.size < 4096:
+        return to_float32(w)
+    if w.ndim == 2 and not w.flags.c_contiguous and w.T.flags.c_contiguous:
+        return widen_words(w.T).T       # (a transposed operand stays transposed for BLAS)
+    w = np.ascontiguousarray(w)
+    out = np.empty(w.shape, np.float32)
+    kernel[1](w.reshape(-1), out.reshape(-1))
+    return out
+
+
 _kernel: list = [None]
 
 
-def _rounding_kernel():
+def _kernels():
+    """(rounding, widening) numba kernels of whole arrays, or None where numba fails."""
     k = _kernel[0]
     if k is None:
         try:
             import numba
-            from ...bf16math import f32_to_bf16
+            from ...bf16math import bf16_to_f32, f32_to_bf16
 
             @numba.njit(parallel=True, cache=True, nogil=True)
             def rounding(f, out):
                 for i in numba.prange(f.size):
                     out[i] = f32_to_bf16(f[i])
-            k = rounding
-        except Exception:   # (numba unusable here: numpy's rounding is the same bits)
+
+            @numba.njit(parallel=True, cache=True, nogil=True)
+            def widening(w, out):
+                for i in numba.prange(w.size):
+                    out[i] = bf16_to_f32(w[i])
+            k = (rounding, widening)
+        except Exception:   # (numba unusable here: numpy's conversions are the same bits)
             k = False
         _kernel[0] = k
     return k or None
+
+
+def _rounding_kernel():
+    k = _kernels()
+    return k[0] if k else None
 
 
 def _swap(x: np.ndarray) -> np.ndarray:
