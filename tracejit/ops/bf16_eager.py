@@ -59,7 +59,15 @@ def _bf16_impl(prim: Primitive) -> bool:
     if not prim.has_impls:
         return False
     from .impls import implementations
-    return any(getattr(impl.fn, "bf16_words", False) for impl in implementations(prim))
+    return any(_takes_words(impl.fn) for impl in implementations(prim))
+
+
+def _takes_words(fn) -> bool:
+    """An implementation's ``bf16_words`` mark: True, or a function saying whether the
+    implementation runs on the words in this process (the GEMM: where it has bf16 units;
+    elsewhere the product computes in float32 like every other op)."""
+    flag = getattr(fn, "bf16_words", False)
+    return bool(flag() if callable(flag) else flag)
 
 
 def native(prim: Primitive, args, params) -> bool:
@@ -68,7 +76,7 @@ def native(prim: Primitive, args, params) -> bool:
         return False
     from .impls import implementations
     arrays = [a._data for a in args]
-    return any(getattr(impl.fn, "bf16_words", False) and (impl.checker is None or impl.checker(*arrays, **params))
+    return any(_takes_words(impl.fn) and (impl.checker is None or impl.checker(*arrays, **params))
                for impl in implementations(prim))
 
 
