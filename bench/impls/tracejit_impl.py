@@ -23,7 +23,7 @@ from . import models, torchlike
 from ..harness import Skip, process_cpu_s
 from .base import Runner
 
-_NEEDS_NN = {"mlp", "models"}
+_NEEDS_NN = {"mlp", "models", "amp"}
 
 
 class TracejitRunner(Runner):
@@ -126,13 +126,17 @@ class TracejitRunner(Runner):
                 res["breakdown"] = {"error": f"{type(exc).__name__}: {exc}"}
         return res
 
-    def mlp_step(self, data):
+    def mlp_step(self, data, autocast=None):
         return torchlike.mlp_step(tj, self.compile, data, self.asarray,
-                                  lambda a: tj.tensor(np.array(a)))
+                                  lambda a: tj.tensor(np.array(a)), autocast)
 
 
-    def model_step(self, name):
-        return models.model_step(tj, self.compile, name)
+    def model_step(self, name, autocast=None):
+        return models.model_step(tj, self.compile, name, autocast)
+
+    def autocast(self):
+        """CPU autocast to bfloat16: the context factory the amp workload's steps run under."""
+        return lambda: tj.autocast("cpu", dtype=tj.bfloat16)
 
     def compile_probes_extra(self) -> tuple:
         # "mlp_tiers": the MLP step in background mode (tier 0 at once, kernels compiled by

@@ -25,7 +25,8 @@ from ..ops.elementwise import FLOOR_DIVIDE, REMAINDER
 __all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS"]
 
 FUSIBLE_REDUCTIONS = (_red.SUM, _red.AMAX, _red.AMIN, _red.PROD)
-_KERNEL_DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8")
+_KERNEL_DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8",
+                  "bfloat16")   # (bf16 words: only loaded and stored, see bf16_graph.py)
 
 
 @dataclass(eq=False)

@@ -43,6 +43,8 @@ from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
 from ..ops.creation import FULL
+from ..dtypes import bfloat16 as _BF16
+from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
 from ..ops.linalg import MATMUL
 from ..ops.shape import PERMUTE, RESHAPE
@@ -143,6 +145,8 @@ class Plan:
     """A runnable compiled graph: ``plan(*arrays) -> tuple of arrays``."""
 
     def __init__(self, graph: Graph, name: str = "graph", backend=None):
+        if has_bf16(graph):
+            graph = widen_bf16(graph)   # (bf16 computes in float32: bf16_graph.py)
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
         # the plan stage's patterns the backend has the kernels for (plan_patterns.py)
@@ -433,7 +437,7 @@ class Plan:
         outs = [nm(o) for o in e.outs]
         if p.kind == "control":
             return self._emit_control(e, ins, outs, consts)
-        if p is MATMUL:
+        if p is MATMUL and e.out.aval.dtype is not _BF16:   # (bf16: the registered bf16 GEMM below)
             consts["MATMUL"] = self.backend.matmul()
             if len(e.inputs[0].aval.shape) > 2 and len(e.inputs[1].aval.shape) == 2:
                 # (..., k) @ (k, n): one GEMM over the flattened leading dims, as the eager

@@ -13,6 +13,7 @@ from ..shapes import Sym, normalize_dim, numel
 from ..size import Size
 from .registry import Aval, defprim
 from .eager import bind
+from . import autocast as _autocast
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
@@ -408,6 +409,7 @@ def clone(a):
     return bind(COPY, a)
 
 
+@_autocast.promote
 def cat(tensors, dim: int = 0):
     tensors = list(tensors)
     if not tensors:
@@ -432,6 +434,7 @@ def cat(tensors, dim: int = 0):
 concat = concatenate = cat
 
 
+@_autocast.promote
 def stack(tensors, dim: int = 0):
     tensors = list(tensors)
     if not tensors:
