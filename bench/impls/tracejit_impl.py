@@ -163,11 +163,12 @@ def kernel_activity(worker_cpu: dict) -> dict:
     not counted) and the compile workers' CPU seconds (other processes compiling for this
     one; `worker_cpu` keeps each worker's last reading, so one that exited still counts)."""
     import sys
+    # (a module another thread is importing right now has no functions yet: nothing to read)
     dc = sys.modules.get("tracejit.compiler.diskcache")
-    stats = dc.stats() if dc is not None else {}
+    stats = dc.stats() if getattr(dc, "stats", None) is not None else {}
     out = {"kernel_loads": stats.get("disk_hits", 0), "kernel_compiles": stats.get("compiles", 0)}
     workers = sys.modules.get("tracejit.compiler.workers")
-    if workers is not None:
+    if getattr(workers, "worker_pids", None) is not None:
         for pid in workers.worker_pids():
             cpu = process_cpu_s(pid)
             if cpu is not None:

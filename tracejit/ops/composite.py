@@ -12,6 +12,7 @@ from .elementwise import (abs, cast, eq, erf, exp, isnan, le, log, log1p, logica
 # GELU is a primitive (ops/gelu_prim.py: as a composite, eager mode made ~27 passes per GELU
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
+from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
 from . import pooling_prim as _pool_prim
 from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
@@ -44,6 +45,8 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0):
 
 
 def leaky_relu(x, negative_slope: float = 0.01):
+    if isinstance(negative_slope, (int, float)) and negative_slope >= 0 and not isinstance(x, (int, float)):
+        return _leaky_relu_prim(x, negative_slope)   # one pass each way (leaky_relu_prim.py)
     return where(x > 0, x, x * negative_slope)
 
 
