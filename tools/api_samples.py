@@ -98,6 +98,8 @@ def _make(lib, args):
 def _plain(v, torch):
     """A result as plain Python/numpy data for comparison (tensors as (dtype, array))."""
     import tracejit as tj
+    if getattr(v, "is_sparse", False):     # a sparse result compares as its dense values
+        v = v.to_dense()
     if isinstance(v, (torch.Tensor, tj.Tensor)):
         dt = str(v.dtype).split(".")[-1]
         if v.dtype in (torch.bfloat16,) or getattr(v, "is_complex", lambda: False)():

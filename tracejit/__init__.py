@@ -97,6 +97,8 @@ from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, Flo
 from math import e, inf, nan, pi  # noqa: E402,F401  (torch.pi and friends are Python floats)
 from . import func  # noqa: E402,F401
 from .func import cond, vmap  # noqa: E402,F401
+from . import sparse  # noqa: E402,F401
+from .sparse import sparse_coo, sparse_coo_tensor, spmm  # noqa: E402,F401
 
 
 def __getattr__(name: str):
