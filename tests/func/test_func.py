@@ -97,3 +97,10 @@ def test_functional_call_restores_the_module_and_checks_names():
     with pytest.raises(RuntimeError, match="missing"):
         tj.func.functional_call(m, {"0.weight": tj.ones(5, 3)}, (tj.ones(1, 3),), strict=True)
     assert m[0].weight is w0
+
+
+def test_stateless_functional_call_is_the_same_function():
+    m = _model(tj)
+    zero = {k: tj.zeros_like(v) for k, v in m.state_dict().items()}
+    out = tj.nn.utils.stateless.functional_call(m, zero, (tj.ones(1, 3),))
+    np.testing.assert_array_equal(out.detach().numpy(), [[0.0, 0.0]])
