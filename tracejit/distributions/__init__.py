@@ -17,10 +17,13 @@ from . import transforms  # noqa: F401
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, PowerTransform,  # noqa: F401
                          SigmoidTransform, TanhTransform, Transform)
 from .transformed import MixtureSameFamily, TransformedDistribution
+from .relaxed import (Chi2, HalfCauchy, Multinomial, OneHotCategoricalStraightThrough,  # noqa: F401
+                      RelaxedBernoulli, RelaxedOneHotCategorical, StudentT)
 
 __all__ = ["Distribution", "Normal", "Uniform", "Categorical", "Bernoulli", "OneHotCategorical",
            "Exponential", "Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal", "Gamma", "Beta",
            "Dirichlet", "Poisson", "Geometric", "Binomial", "MultivariateNormal", "Independent",
            "kl_divergence", "register_kl", "constraints", "transforms", "TransformedDistribution",
            "MixtureSameFamily", "Transform", "ComposeTransform", "ExpTransform", "AffineTransform",
-           "SigmoidTransform", "TanhTransform", "PowerTransform"]
+           "SigmoidTransform", "TanhTransform", "PowerTransform", "Chi2", "HalfCauchy", "Multinomial",
+           "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT"]
