@@ -44,9 +44,12 @@ def _adam_moments(p, grad, state: dict, group: dict, xp, **first):
 
 class Adamax(Optimizer):
     def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, *, maximize: bool = False):
+                 weight_decay: float = 0.0, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         for k in ("lr", "eps", "weight_decay"):
@@ -74,10 +77,13 @@ class Adamax(Optimizer):
 class NAdam(Optimizer):
     def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False,
-                 *, maximize: bool = False):
+                 *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       momentum_decay=momentum_decay,
-                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize))
+                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         for k in ("lr", "eps", "weight_decay", "momentum_decay"):
@@ -100,9 +106,12 @@ class NAdam(Optimizer):
 
 class RAdam(Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, decoupled_weight_decay: bool = False, *, maximize: bool = False):
+                 weight_decay: float = 0.0, decoupled_weight_decay: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize))
+                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         for k in ("lr", "eps", "weight_decay"):
@@ -129,9 +138,12 @@ class RAdam(Optimizer):
 
 class ASGD(Optimizer):
     def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
-                 weight_decay: float = 0.0, *, maximize: bool = False):
+                 weight_decay: float = 0.0, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         for k in ("lr", "weight_decay"):
@@ -165,8 +177,10 @@ class ASGD(Optimizer):
 
 class Rprop(Optimizer):
     def __init__(self, params, lr: float = 1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
-                 maximize: bool = False):
-        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize))
+                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         _check_number("Rprop", "lr", group["lr"])
