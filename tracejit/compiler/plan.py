@@ -33,6 +33,7 @@ from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends
 from .fusion import Group, partition
+from .groupsplit import split_wide_groups
 from ..jit import patterns as _patterns
 from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
 from .rowfuse import RowGroup
@@ -150,7 +151,8 @@ class Plan:
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
         # the plan stage's patterns the backend has the kernels for (plan_patterns.py)
-        self.items = _patterns.apply("plan", partition(graph), graph, backend=self.backend)
+        self.items = _patterns.apply("plan", split_wide_groups(partition(graph), graph), graph,
+                                     backend=self.backend)
         self.kernels: list = []
         self._producers = None   # {value: its equation} (`_producer`)
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs

@@ -1,0 +1,92 @@
+"""Split elementwise groups that read and write too many arrays into several kernels.
+
+Fusion grows a group greedily over every elementwise equation of one shape that does not
+make a cycle. Where a backward recomputes a recurrent forward (a cell's gates over every
+time step, all of one shape and joined by the cell state), that is hundreds of equations
+reading and writing hundreds of arrays in one loop. Such a loop is slow twice over: the
+loop vectorizer gives up on it (every store needs a runtime overlap check against every
+other operand, far beyond what LLVM accepts), and each iteration touches one cache line
+of each of hundreds of streams, more than the prefetchers follow. Two LSTMCells stepped
+over 100 steps gave one backward group of ~800 equations and ~800 operands; cut into parts
+of at most `MAX_OPERANDS` operands (which write and re-read the values one part hands to
+the next), the program's compiled step went from 154 to 123 ms.
+
+The cut keeps program order (the group's equations are sorted so already): each part is
+a run of consecutive equations, so a part reads only values of earlier parts or of the
+group's own inputs, and the parts stand in the group's place in the schedule in order.
+Only plain elementwise groups are cut (no rows, no reduction epilogue).
+"""
+from __future__ import annotations
+
+from ..jit.ir import Graph, Var
+from .fusion import Group
+
+__all__ = ["MAX_OPERANDS", "split_wide_groups"]
+
+# Arrays (inputs and outputs) one part may take: a part of a long chain still fuses a few
+# dozen equations. On that LSTMCell step 12, 24 and 48 ran alike; 96 as slowly as no cut.
+MAX_OPERANDS = 24
+
+
+def split_wide_groups(items: list, graph: Graph, max_operands: int | None = None) -> list:
+    """`items` (fusion.partition's) with each plain group of more than `max_operands`
+    (default `MAX_OPERANDS`) operands replaced by consecutive parts of at most that many
+    (a single equation that alone has more stays a part of its own)."""
+    if max_operands is None:
+        max_operands = MAX_OPERANDS
+    wide = [it for it in items if isinstance(it, Group) and not it.rows and it.reduction is None
+            and len(it.inputs) + len(it.outputs) > max_operands and len(it.eqns) > 1]
+    if not wide:
+        return items
+    readers: dict = {}     # Var -> ids of the equations that read it
+    for e in graph.eqns:
+        for a in e.inputs:
+            if isinstance(a, Var):
+                readers.setdefault(a, set()).add(id(e))
+    results = {a for a in graph.outputs if isinstance(a, Var)}
+    next_gid = 1 + max(it.gid for it in items if isinstance(it, Group))
+    replace: dict = {}
+    for g in wide:
+        parts = []
+        for eqns in _runs(g.eqns, readers, results, max_operands):
+            parts.append(_part(next_gid, g.shape, eqns, readers, results))
+            next_gid += 1
+        replace[id(g)] = parts
+    out = []
+    for it in items:
+        out.extend(replace.get(id(it), (it,)))
+    return out
+
+
+def _operands(eqns: list, readers: dict, results: set) -> tuple[list, list]:
+    """(inputs, outputs) of a kernel computing `eqns`: the values it reads and does not
+    compute, in first-use order, and the values it computes that anything else reads."""
+    members = {id(e) for e in eqns}
+    defined = {e.out for e in eqns}
+    ins, seen = [], set()
+    for e in eqns:
+        for a in e.inputs:
+            if isinstance(a, Var) and a not in defined and a not in seen:
+                seen.add(a)
+                ins.append(a)
+    outs = [e.out for e in eqns if e.out in results or readers.get(e.out, set()) - members]
+    return ins, outs
+
+
+def _runs(eqns: list, readers: dict, results: set, max_operands: int):
+    """Consecutive runs of `eqns`, each as long as its operands stay within the bound."""
+    start = 0
+    while start < len(eqns):
+        end = start + 1
+        while end < len(eqns):
+            ins, outs = _operands(eqns[start:end + 1], readers, results)
+            if len(ins) + len(outs) > max_operands:
+                break
+            end += 1
+        yield eqns[start:end]
+        start = end
+
+
+def _part(gid: int, shape: tuple, eqns: list, readers: dict, results: set) -> Group:
+    ins, outs = _operands(eqns, readers, results)
+    return Group(gid, shape, eqns=list(eqns), inputs=ins, outputs=outs)
