@@ -36,6 +36,12 @@ def _index(op, names=("i0", "i1", "i2", "i3")) -> str:
     return ", ".join("0" if d is None else names[d] for d in op.index) or "0"
 
 
+def _clamp(v: str, size: str) -> str:
+    """`v` clamped into [0, size): selects (numba-CUDA's min/max builtins need a device
+    context to compile)."""
+    return f"({v} if {v} < {size} else {size} - 1) if {v} > 0 else 0"
+
+
 def pooled_sizes(nest: LoopNest, ind: str) -> list:
     """Lines computing the pooled ``oh``, ``ow`` from the input's ``d2``, ``d3``."""
     w = nest.window
@@ -68,13 +74,13 @@ def window_body(nest: LoopNest, step_lines: list, em, ind: str) -> list:
     add(f"{I1}yy = oy * {sh} + ky * {dh} - {ph}")
     if pad:
         add(f"{I1}iny = (yy >= 0) & (yy < d2)")
-        add(f"{I1}i2 = min(max(yy, 0), d2 - 1)")
+        add(f"{I1}i2 = {_clamp('yy', 'd2')}")
     else:
         add(f"{I1}i2 = yy")
     add(f"{I1}for kx in range({kw}):")
     add(f"{I2}xx = ox * {sw} + kx * {dw} - {pw}")
     if pad:
-        add(f"{I2}i3 = min(max(xx, 0), d3 - 1)")
+        add(f"{I2}i3 = {_clamp('xx', 'd3')}")
     else:
         add(f"{I2}i3 = xx")
     out += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
@@ -122,7 +128,7 @@ def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str) -> list:
                 f"{inner}{IND}t{j} = {i} + {p} - {k} * {d}",
                 f"{inner}{IND}{o} = t{j} // {s}",
                 f"{inner}{IND}ok{j} = (t{j} >= 0) & ({o} * {s} == t{j}) & ({o} < {n_out})",
-                f"{inner}{IND}{o}c = min(max({o}, 0), {n_out} - 1)"]
+                f"{inner}{IND}{o}c = {_clamp(o, n_out)}"]
     at = "i0, i1, oyc, oxc"
     if w.kind == "scatter":
         rec = nest.operands[w.record].array
