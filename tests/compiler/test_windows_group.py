@@ -18,9 +18,10 @@ from tests.cuda.kernel_cases import graph_of
 
 pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
-# (kernel, stride, padding): side by side, overlapping with padding, stride 1, rectangular
+# (kernel, stride, padding): side by side, overlapping with padding, stride 1, rectangular,
+# apart with padding
 GEOMETRIES = [((2, 2), (2, 2), (0, 0)), ((3, 3), (2, 2), (1, 1)), ((3, 3), (1, 1), (1, 1)),
-              ((2, 3), (1, 2), (1, 1)), ((2, 2), (1, 1), (0, 0))]
+              ((2, 3), (1, 2), (1, 1)), ((2, 2), (1, 1), (0, 0)), ((2, 2), (3, 3), (1, 1))]
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
 
 
@@ -107,14 +108,16 @@ def _torch_bn_relu_pool(kind, geo):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kind", ["max", "avg"])
-def test_normalize_relu_fuses_into_the_pooling(kind, dtype):
+@pytest.mark.parametrize("mode", ["auto", "all"])
+def test_normalize_relu_fuses_into_the_pooling(monkeypatch, mode, kind, dtype):
+    monkeypatch.setenv("TRACEJIT_WINDOWS", mode)
     rng = np.random.default_rng(2)
     geo = GEOMETRIES[1]
     x = _input(dtype, (2, 5, 9, 7), True)
     a = rng.standard_normal((1, 5, 1, 1)).astype(dtype)
     b = rng.standard_normal((1, 5, 1, 1)).astype(dtype)
     g = graph_of(_bn_relu_pool(kind, geo), [x, a, b])
-    items = partition(g, windows="fused")
+    items = partition(g)
     assert_valid_partition(items, g)
     (win,) = [it for it in items if isinstance(it, Group) and it.window is not None]
     assert [e.prim.name for e in win.eqns] == ["mul", "add", "relu"][:len(win.eqns)] and win.eqns
@@ -127,8 +130,13 @@ def test_normalize_relu_fuses_into_the_pooling(kind, dtype):
     np.testing.assert_allclose(gx, ref_gx, **TOL[dtype])
     _, bwd = _plans(cf)
     # the pooling's gradient is gathered inside the group that computes the ReLU's and
-    # the normalize's gradient: the scattered gradient is never written
-    (gw,) = [it for it in _groups(bwd) if it.window is not None]
+    # the normalize's gradient: the scattered gradient is never written (the max's
+    # scatter only where every pooling is taken: "auto" keeps its registered kernel)
+    gws = [it for it in _groups(bwd) if it.window is not None]
+    if kind == "max" and mode == "auto":
+        assert not gws, bwd.describe()
+        return
+    (gw,) = gws
     assert gw.eqns and gw.window.out not in gw.outputs, bwd.describe()
 
 
@@ -141,6 +149,16 @@ def test_nan_and_inf_windows_follow_the_first_maximum_rules(all_windows):
     t = tj.tensor(x, requires_grad=True)
     assert_compiled_matches(lambda v: F.max_pool2d(v, 2, 2) * 2.0, t, rtol=0, atol=0)
     assert_compiled_matches(lambda v: F.max_pool2d(v, 3, 1, 1) * 2.0, t, rtol=0, atol=0)
+
+
+def test_auto_takes_every_forward_and_the_average_backward():
+    x = _input(np.float32, (2, 3, 8, 8), False)
+    for fn, prims in [(lambda t: F.max_pool2d(t, 2) * 2.0, {"max_pool2d_with_offsets"}),
+                      (lambda t: F.avg_pool2d(t, 2) * 2.0, {"avg_pool2d"})]:
+        g = graph_of(fn, [x])
+        got = {it.window.prim.name for it in partition(g, windows="auto")
+               if isinstance(it, Group) and it.window is not None}
+        assert got == prims
 
 
 def test_large_planes_run_the_parallel_variant(all_windows):

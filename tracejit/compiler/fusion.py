@@ -98,7 +98,7 @@ def _elementwise_ok(e: Eqn) -> bool:
 def partition(graph: Graph, *, fuse_reductions: bool = True, windows: str | None = None) -> list:
     """Return the program as a list of items: `Group`s and plain `Eqn`s, in a valid order.
 
-    `windows` says which poolings become windows groups (windows.py: "fused", "all", "none";
+    `windows` says which poolings become windows groups (windows.py: "auto", "all", "none";
     None: as ``TRACEJIT_WINDOWS`` says)."""
     items = _partition(graph, fuse_reductions, frozenset())
     # A rows group pays where a row is walked more than once: two reductions, or one of a

@@ -32,7 +32,7 @@ __all__ = ["KINDS", "attach_windows", "window_kind", "MODES"]
 KINDS = {MAX_POOL2D_WITH_OFFSETS: ("max_record", False), MAX_POOL2D: ("max", False),
          AVG_POOL2D: ("avg", False), MAX_POOL2D_SCATTER: ("scatter", True),
          AVG_POOL2D_BACKWARD: ("avg_backward", True)}
-MODES = ("fused", "all", "none")
+MODES = ("auto", "all", "none")
 _FLOATS = ("float32", "float64")
 # Window positions up to which the renderers unroll a window (LeNet's 2x2: 4).
 MAX_POSITIONS = 64
@@ -107,12 +107,12 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
                 prod.outputs = [e.out]
                 items.remove(e)
                 fused = True
-        if not fused and windows == "all":
+        if not fused:
             items[items.index(e)] = new_group(x.aval.shape, e, [x], [e.out])
 
     for e in list(items):
         kind = window_kind(e)
-        if kind is None or not KINDS[e.prim][1]:
+        if kind is None or not KINDS[e.prim][1] or (kind == "scatter" and windows != "all"):
             continue
         gx = e.out
         shape = tuple(gx.aval.shape)
@@ -125,7 +125,7 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
             if gx in results or any(r is not host for r in reads):
                 host.outputs = [gx] + list(host.outputs)
             items.remove(e)
-        elif windows == "all":
+        else:
             items[items.index(e)] = new_group(shape, e, list(e.inputs), [gx])
     return _schedule(items, graph)
 
