@@ -94,6 +94,7 @@ from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
                            HalfTensor, IntTensor, LongTensor, ShortTensor)
+from math import e, inf, nan, pi  # noqa: E402,F401  (torch.pi and friends are Python floats)
 
 
 def __getattr__(name: str):
