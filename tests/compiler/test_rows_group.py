@@ -153,6 +153,27 @@ def test_softmax_is_one_rows_kernel_forward_and_backward():
     assert [len(g.rows) for g in _groups(bwd) if g.rows] == [2], bwd.describe()
 
 
+def test_softmax_keeps_exp_for_its_last_pass():
+    """The sum's pass stores exp(x - max) into the output; the last pass reads it back
+    and divides: one exp per element (rowpasses `_kept`), not one per pass."""
+    x = tj.tensor(_rng().standard_normal((6, 10)).astype(np.float32), requires_grad=True)
+    cf = assert_compiled_matches(softmax_rows, x)
+    fwd, _, _ = _train(cf)
+    (g,) = _groups(fwd)
+    nest = lower(g, operand_layouts(g))
+    sched = schedule(nest)
+    exp = next(st.name for st in nest.steps if st.prim.name == "exp")
+    assert [[n for _, n in p.stash] for p in sched.passes] == [[], [exp], []]
+    assert [n for _, n in sched.passes[-1].restore] == [exp]
+    assert [st.prim.name for st in sched.passes[-1].steps] == ["div"]
+    assert not any(p.stash or p.restore for p in schedule(nest, stash=False).passes)
+    # LayerNorm's centred value is one subtraction: recomputed, not kept
+    fwd, _, _ = _train(assert_compiled_matches(layer_norm_gelu, x, *[
+        tj.tensor(np.ones(10, np.float32)) for _ in range(2)]))
+    (g,) = [g for g in _groups(fwd) if g.rows]
+    assert not any(p.stash for p in schedule(lower(g, operand_layouts(g))).passes)
+
+
 def test_lone_row_sum_stays_an_epilogue():
     # a group whose one row reduction nothing reads is the old epilogue form
     x = tj.tensor(_rng().standard_normal((6, 10)).astype(np.float32))

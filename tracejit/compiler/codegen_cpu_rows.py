@@ -106,8 +106,11 @@ def render_rows(nest: LoopNest, parallel: bool):
                 body.append(f"{I2}nan{k} = False")
         body.append(f"{I2}for i{last} in range(d{last}):")
         body += [f"{I3}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
-        want = [nest.rows[k].value for k in p.folds] + [o.value for o in p.writes]
+        full = ", ".join(f"i{d}" for d in range(rank))
+        body += [f"{I3}{name} = {o.array}[{full}]" for o, name in p.restore]
+        want = [nest.rows[k].value for k in p.folds] + [o.value for o in p.writes] + [n for _, n in p.stash]
         body += block(p.steps, want, I3)
+        body += [f"{I3}{o.array}[{full}] = {name}" for o, name in p.stash]
         for k in p.folds:
             red = nest.rows[k]
             if split_nan(red, parallel):
@@ -119,8 +122,7 @@ def render_rows(nest: LoopNest, parallel: bool):
                          f"{I3}nan{k} = nan{k} | ({red.value} != {red.value})"]
             else:
                 body.append(f"{I3}{_combine(red, f'acc{k}', red.value)}")
-        full = ", ".join(f"i{d}" for d in range(rank))
-        body += [f"{I3}{o.array}[{full}] = {o.value}" for o in p.writes]
+        body += [f"{I3}{o.array}[{full}] = {o.value}" for o in p.writes if (o, o.value) not in p.restore]
         for k in p.folds:
             red = nest.rows[k]
             r = _cast_back(f'acc{k}', red.out_dtype)

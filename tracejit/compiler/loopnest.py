@@ -77,6 +77,7 @@ class Step:
     params: tuple      # the equation's params, as (key, value) pairs
     dtype: str         # the dtype the operation computes in (constants, math functions)
     note: str          # "mul": the op, for a comment (not the user's line: see `lower`)
+    out_dtype: str = ""  # the dtype of its result
 
 
 @dataclass(frozen=True)
@@ -349,7 +350,8 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         # different lines (an MLP's two LayerNorms: their row kernels differed in one
         # comment) compile once, and editing the user's file above a model recompiles
         # nothing. Errors and `explain` name the lines from the group (kernel_errors.py).
-        steps.append(Step(f"v{j}", e.prim, args, tuple(e.params.items()), dt, e.prim.name))
+        steps.append(Step(f"v{j}", e.prim, args, tuple(e.params.items()), dt, e.prim.name,
+                          e.out.aval.dtype.name))
     window = None
     if win is not None:
         window = _window(win, names, operands)
