@@ -12,6 +12,7 @@ import torch
 import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group, partition
+from tracejit.compiler.kernel_errors import group_label
 from tracejit.testing import assert_compiled_matches, assert_valid_partition
 
 from tests.cuda.kernel_cases import graph_of
@@ -122,6 +123,8 @@ def test_normalize_relu_fuses_into_the_pooling(monkeypatch, mode, kind, dtype):
     (win,) = [it for it in items if isinstance(it, Group) and it.window is not None]
     assert [e.prim.name for e in win.eqns] == ["mul", "add", "relu"][:len(win.eqns)] and win.eqns
     assert all(tuple(v.aval.shape) != (2, 5, 9, 7) for v in win.outputs)   # never written
+    assert group_label(win).startswith(f"fused group {win.gid} (mul, add")
+    assert f"{win.window.prim.name} (window)) from test_windows_group.py:" in group_label(win)
     ref_y, _ = _torch_fwd_bwd(_torch_bn_relu_pool(kind, geo), [x, a, b], np.ones(1, dtype))
     gy = rng.standard_normal(ref_y.shape).astype(dtype)
     ref_y, ref_gx = _torch_fwd_bwd(_torch_bn_relu_pool(kind, geo), [x, a, b], gy)
