@@ -95,6 +95,8 @@ from .amp import autocast  # noqa: E402,F401
 from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
                            HalfTensor, IntTensor, LongTensor, ShortTensor)
 from math import e, inf, nan, pi  # noqa: E402,F401  (torch.pi and friends are Python floats)
+from . import func  # noqa: E402,F401
+from .func import cond, vmap  # noqa: E402,F401
 
 
 def __getattr__(name: str):
