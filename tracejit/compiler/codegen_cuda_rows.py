@@ -71,9 +71,11 @@ def render_rows(nest: LoopNest, block: int):
             body.append(f"{I2}acc{k} = {em.const(red.init(), red.acc_dtype)}")
         body.append(f"{I2}for i{last} in range(t, d{last}, {block}):")
         body += [f"{I3}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
+        body += [f"{I3}{name} = {o.array}[{full}]" for o, name in p.restore]   # this thread's store
         body += [I3 + src_of[st.name] for st in p.steps]
+        body += [f"{I3}{o.array}[{full}] = {name}" for o, name in p.stash]
         body += [f"{I3}{fold(nest.rows[k].combine, f'acc{k}', nest.rows[k].value)}" for k in p.folds]
-        body += [f"{I3}{o.array}[{full}] = {o.value}" for o in p.writes]
+        body += [f"{I3}{o.array}[{full}] = {o.value}" for o in p.writes if (o, o.value) not in p.restore]
         for k in p.folds:
             red = nest.rows[k]
             buf = f"buf_{red.acc_dtype}"

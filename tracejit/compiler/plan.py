@@ -262,7 +262,8 @@ class Plan:
             # Rank-0 values live in 1-element buffers inside kernels.
             dt = _dtype_const(v.aval.dtype, consts)
             # (a rows group's per-row outputs have its shape with the last dim 1)
-            oshape = tuple(v.aval.shape) if grp.rows else shape
+            # (and a windows group's pooled output its own shape)
+            oshape = tuple(v.aval.shape) if grp.rows or grp.window is not None else shape
             if self.backend.name == "cpu" and (static_size is None
                                                or static_size * v.aval.dtype.np.itemsize >= ALIGN_MIN):
                 # a large output: on a cache line, apart from the first operand modulo a
