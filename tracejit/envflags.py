@@ -85,6 +85,9 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_SAVE_WRITTEN", "1", "0: the backward recomputes cheap elementwise values even "
            "when the forward writes them to memory anyway (tracejit/compiler/saving.py)",
            _GUIDE + "compiling-models.md"),
+    Switch("TRACEJIT_GEMM_CHOICE", "1", "0: every CPU matrix product runs on BLAS instead of the GEMM "
+           "template configuration measured fastest for its shape (tracejit/compiler/cpu/gemm/choice.py)",
+           _GUIDE + "compiling-models.md"),
     # Internal: one path of the CPU backend against another, for A/B measurements and the
     # tests that hold both to the same values (each documented in the module it switches).
     Switch("TRACEJIT_SCATTER_PRODUCTS", "1", "0: an embedding's two gradients run over the tokens' "

@@ -192,20 +192,17 @@ class CpuBackend(Backend):
 
 
     def matmul(self):
-        # BLAS threads follow the cores other processes leave free, and small products
-        # run on one thread (see tracejit/compiler/cpu/runtime/coreshare.py: a 2-thread GEMM waits a scheduler
-        # slice for a thread queued behind another process; the two-layer step went
-        # from 9.7 ms to 1.8 ms under load).
-        from .cpu.runtime.coreshare import matmul
+        # the measured choice between the GEMM template and BLAS (compiler/cpu/gemm/
+        # products.py), BLAS on the thread policy's count (compiler/cpu/runtime/coreshare.py)
+        from .cpu.gemm.products import matmul
         return matmul
 
     def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype):
-        # a 2-D product of static shapes: coreshare's route decided once for them
-        # (coreshare.matmul_for: numpy's matmul for a tiny one, the halves' plan call)
+        # a 2-D product of static shapes: numpy's matmul itself for a tiny one (no choice)
         if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]
                 and all(type(d) is int for d in (*a_shape, *b_shape))):
-            from .cpu.runtime.coreshare import matmul_for
-            return matmul_for(a_shape[0], a_shape[1], b_shape[1], dtype)
+            from .cpu.gemm.products import matmul_call
+            return matmul_call((a_shape, b_shape), dtype, {})
         return self.matmul()
 
 
