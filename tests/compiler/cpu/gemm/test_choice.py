@@ -35,8 +35,10 @@ def test_key_names_the_layout():
 def test_blas_until_measured_and_no_store_from_an_incomplete_measurement(store, monkeypatch):
     """Sync mode never compiles a configuration in the call: with none on disk the choice is
     BLAS for the process and nothing is stored (a later process with the kernels measures)."""
-    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: None})())
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: None,
+                                                                             "load_now": lambda self: False})())
     assert choice.choose(KEY) == choice.BLAS
+    assert choice.settle() == 1 and choice.choose(KEY) == choice.BLAS
     assert choice.store_path() is not None and not choice.store_path().exists()
 
 
@@ -74,12 +76,13 @@ def test_a_stale_or_damaged_store_is_ignored(store, monkeypatch):
     path.write_text(json.dumps(data))
     choice.forget()
     monkeypatch.setattr(choice, "measure", lambda key, configs=None: measured.append(key) or choice.BLAS)
-    assert choice.choose(KEY) == choice.BLAS and measured == [KEY]
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"load_now": lambda self: True})())
+    assert choice.choose(KEY) == choice.BLAS and choice.settle() == 1 and measured == [KEY]
     # stale: another template, BLAS or CPU gives another stamp, whose file is not there
     choice.forget()
     monkeypatch.setattr(choice, "_stamp", lambda: "another")
     assert choice.store_path().name == "another.json"
-    assert choice.choose(KEY) == choice.BLAS and measured == [KEY, KEY]
+    assert choice.choose(KEY) == choice.BLAS and choice.settle() == 1 and measured == [KEY, KEY]
 
 
 def test_a_measurement_keeps_the_fastest_and_checks_values(store, monkeypatch):

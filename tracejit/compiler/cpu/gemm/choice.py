@@ -8,10 +8,10 @@ there, needs no compile, and is within a small factor of the best on every shape
 template only runs where a measurement showed it faster (on this machine: few-row and
 thin-depth products, where BLAS's packing of both operands costs more than the product).
 
-When the measurement runs: in sync mode (``TRACEJIT_COMPILE=sync``: tests, benchmarks,
-where a kernel is compiled in the call anyway) in the call that first sees the key; else
-in a background thread once the configurations' kernels are loaded (compiled by the
-compile workers) and a core is spare, so the caller keeps running BLAS meanwhile.
+When the measurement runs: in a background thread once the configurations' kernels are
+loaded (compiled by the compile workers) and a core is spare, so the caller keeps running
+BLAS meanwhile; in sync mode (``TRACEJIT_COMPILE=sync``: tests, benchmarks) only when
+`settle` is called (the bench's set-up), never inside a product's call.
 ``TRACEJIT_GEMM_CHOICE=0`` keeps every product on BLAS.
 
 Where it is kept: a JSON file in the disk cache's root (compiler/diskcache.py
@@ -166,8 +166,8 @@ def _sync_mode() -> bool:
 
 def choose(key: Key):
     """BLAS or the template configuration to run products of `key` with: the measured
-    choice, else BLAS (and a measurement is made: now in sync mode, else in the
-    background)."""
+    choice, else BLAS (and the key waits for its measurement: in the background, or in
+    sync mode for `settle`)."""
     got = _choices.get(key)
     if got is not None:
         return got
@@ -182,7 +182,7 @@ def choose(key: Key):
             return BLAS
         _pending.add(key)
     if _sync_mode():
-        return measure(key)
+        return BLAS     # (measured by `settle`: a sync-mode call never times anything)
     threading.Thread(target=_background, args=(key,), daemon=True, name="tracejit-gemm-choice").start()
     return BLAS
 
@@ -252,7 +252,8 @@ def measure(key: Key, configs=None):
     this process and the store); returns it."""
     from ..runtime import coreshare
     a, b = _operands(key)
-    times = {BLAS: _time(lambda: coreshare.blas_product(a, b, key.threads))}
+    # (the BLAS side as products run it: coreshare's route on the policy's threads)
+    times = {BLAS: _time(lambda: coreshare.matmul(a, b, blas_only=True))}
     best, best_t = BLAS, times[BLAS]
     complete = True
     for cfg in (template.CONFIGS if configs is None else configs):

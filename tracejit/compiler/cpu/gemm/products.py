@@ -56,10 +56,9 @@ def blas_matmul(a, b):
     # on the BLAS threads the machine can give now, as compiled plans call it. With
     # another process on one of 2 cores, a 2-thread GEMM waits for the thread stuck behind
     # it: the eager LSTM LM step took 5-14 s on 2 BLAS threads against 1.3 s on one.
-    if a.ndim >= 2 and b.ndim >= 2:
-        return coreshare.blas_product(a, b)
-    coreshare.adapt_blas()
-    return np.matmul(a, b)
+    # (coreshare.matmul: BLAS on the policy's threads, and the few-row, thin and two-core
+    # kernels it still routes to until the template's choice covers their shapes)
+    return coreshare.matmul(a, b, True)   # (blas_only)
 
 
 def matmul(a, b):
