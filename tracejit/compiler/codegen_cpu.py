@@ -142,8 +142,11 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
     variant, see `stream_min`), "flat_reduce", "flat_blocked_sum" (float32 sums in
     float32 blocks), "flat_serial_reduce", "nested_map", "column_blocks" (a reduction over
     every dim but the last), "rows" (other partial reductions), "strided_full" (a full
-    reduction of nested operands) or "deep" (rank above MAX_NESTED_RANK)."""
+    reduction of nested operands), "deep" (rank above MAX_NESTED_RANK) or "row_passes"
+    (a rows nest: codegen_cpu_rows.py)."""
     red = nest.reduction
+    if nest.rows:
+        return "row_passes"
     if nest.flat:
         if red is None:
             return "blocked_map" if stream_min(nest, parallel) is not None else "map"
@@ -221,6 +224,9 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     """The numba source of `nest`: the parallel variant, or (``parallel=False``) the
     serial twin used for small sizes, where starting the thread pool costs far more
     than the work."""
+    if nest.rows:
+        from .codegen_cpu_rows import render_rows
+        return render_rows(nest, parallel)
     rank = nest.rank
     red = nest.reduction
     form = loop_form(nest, parallel)

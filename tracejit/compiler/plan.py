@@ -259,6 +259,8 @@ class Plan:
         for m, v in enumerate(mats):
             # Rank-0 values live in 1-element buffers inside kernels.
             dt = _dtype_const(v.aval.dtype, consts)
+            # (a rows group's per-row outputs have its shape with the last dim 1)
+            oshape = tuple(v.aval.shape) if grp.rows else shape
             if self.backend.name == "cpu" and (static_size is None
                                                or static_size * v.aval.dtype.np.itemsize >= ALIGN_MIN):
                 # a large output: on a cache line, apart from the first operand modulo a
@@ -267,9 +269,9 @@ class Plan:
                 # (memory.OutputSlot)
                 slot = f"OUT{k}_{m}"
                 consts[slot] = OutputSlot(m, len(mats))
-                alloc = f"{nm(v)} = {slot}.take({_shape_code(shape)}, {dt}, {ref})"
+                alloc = f"{nm(v)} = {slot}.take({_shape_code(oshape)}, {dt}, {ref})"
             else:
-                alloc = f"{nm(v)} = xp.empty({_shape_code(shape) if rank else '(1,)'}, {dt})"
+                alloc = f"{nm(v)} = xp.empty({_shape_code(oshape) if rank else '(1,)'}, {dt})"
             if donor is not None:
                 # the dying input's own array when nothing else holds it (`_donated`)
                 consts["_donated"] = _donated
