@@ -6,6 +6,7 @@
     python -m bench --systems numpy,jax_jit
     python -m bench --out /tmp/b          # write /tmp/b/latest.json and latest.png
     python -m bench --isa avx2            # every system on AVX2 code (an AVX-512 host)
+    python -m bench programs [--only gcn] # the public-style PyTorch programs (bench/programs)
 
 Each system runs in its own process; its progress lines are streamed as it goes. The
 table goes to stdout, the JSON and the chart to ``--out`` (default bench/results, as
@@ -69,6 +70,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["programs"]:
+        # unchanged PyTorch programs in four systems, a process per measurement: a runner
+        # of its own (one process per system runs every workload here)
+        from .programs.__main__ import main as programs
+        return programs(argv[1:])
     args = parse(argv)
     wl_names = _names(args.only, W.WORKLOAD_NAMES, "workload")
     explicit = args.systems is not None

@@ -292,16 +292,16 @@ def child_env(extra: dict | None = None) -> dict:
     return env
 
 
-def _run(args: list[str], *, env: dict, timeout_s: float,
-         echo: bool) -> tuple[dict | None, str | None, str]:
-    """Run ``python -m bench.worker ARGS --result FILE``.
+def _run(args: list[str], *, env: dict, timeout_s: float, echo: bool,
+         module: str = "bench.worker") -> tuple[dict | None, str | None, str]:
+    """Run ``python -m MODULE ARGS --result FILE`` (``bench.worker`` unless named).
 
     Returns (result, error, stderr tail): the result is whatever the child last wrote
     (possibly partial), the error is None when the child exited cleanly.
     """
     with tempfile.TemporaryDirectory(prefix="tracejit-bench-") as tmp:
         result_file = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "bench.worker", *args, "--result", str(result_file)]
+        cmd = [sys.executable, "-m", module, *args, "--result", str(result_file)]
         # A process group of its own: whatever it started and left running (compile workers)
         # is found and stopped when it ends, before the next system starts (`_leftovers`).
         # Not a session of its own: the scheduler's autogroup is per session, so a new one

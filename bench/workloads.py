@@ -99,6 +99,20 @@ WORKLOADS: tuple[Workload, ...] = (
               Metric("mlp_bg_full_speed_s", "MLP step, background tiers: time to full speed", "s"),
               Metric("mlp_bg_warm_disk_ms", "MLP step, background tiers: first call, warm disk", "ms")),
              compiled_only=True),
+    Workload("amp", "bf16 mixed precision (autocast) beside float32",
+             "the MLP, CNN and Transformer training steps of `mlp` and `models`, each run in "
+             "float32 and under CPU autocast (bfloat16 products, float32 weights and losses), "
+             "in one process; x: float32 step / autocast step",
+             (Metric("mlp_f32_ms", "MLP step, float32", "ms"),
+              Metric("mlp_bf16_ms", "MLP step, bf16 autocast", "ms"),
+              Metric("mlp_bf16_x", "MLP step: float32 / autocast", "x", lower_is_better=False, timed=False),
+              Metric("cnn_f32_ms", "CNN step, float32", "ms"),
+              Metric("cnn_bf16_ms", "CNN step, bf16 autocast", "ms"),
+              Metric("cnn_bf16_x", "CNN step: float32 / autocast", "x", lower_is_better=False, timed=False),
+              Metric("transformer_f32_ms", "Transformer step, float32", "ms"),
+              Metric("transformer_bf16_ms", "Transformer step, bf16 autocast", "ms"),
+              Metric("transformer_bf16_x", "Transformer step: float32 / autocast", "x",
+                     lower_is_better=False, timed=False))),
     Workload("dynamic", "dynamic shapes",
              "GELU chain forward on (B, 1024) for B = 1..64 in random order, in a fresh process: "
              "compilations and total time including them",

@@ -105,6 +105,26 @@ register("scatter", lambda m, x, s: m.scatter(x, 1, m.tensor(_IDX[:, :3] % 3), s
 register("index_add", lambda m, x, s: m.index_add(x, 0, m.tensor([2, 0, 2]), s, alpha=0.5),
          lambda x, s: (lambda o: (np.add.at(o, [2, 0, 2], 0.5 * s), o)[1])(x.copy()),
          lambda d, r: [_s(arr(r, (3, 4), d), arr(r, (3, 4), d))])
+
+
+def _np_scatter_extreme(x, index, src, dim, reduce, include_self):
+    ufunc = np.maximum if reduce == "amax" else np.minimum
+    out = x.copy()
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    if not include_self:
+        out[tuple(grids)] = -np.inf if reduce == "amax" else np.inf
+    ufunc.at(out, tuple(grids), src)
+    return out
+
+
+_SIDX = np.array([[0, 2, 1, 0], [1, 0, 2, 2], [2, 2, 0, 1], [1, 1, 1, 0], [0, 2, 0, 1]])
+for _red in ("amax", "amin"):
+    register(f"scatter_reduce_{_red}",
+             lambda m, x, s, red=_red, inc=True: m.scatter_reduce(x, 0, m.tensor(_SIDX), s, red, include_self=inc),
+             lambda x, s, red=_red, inc=True: _np_scatter_extreme(x, _SIDX, s, 0, red, inc),
+             lambda d, r: [_s(distinct(r, (3, 4), d), distinct(r, (5, 4), d)),
+                           _s(distinct(r, (3, 4), d), distinct(r, (5, 4), d), inc=False)], dtypes=FLOATS)
 register("index_copy", lambda m, x, s: m.index_copy(x, 1, m.tensor([3, 0]), s),
          lambda x, s: (lambda o: (o.__setitem__((slice(None), [3, 0]), s), o)[1])(x.copy()),
          lambda d, r: [_s(arr(r, (3, 4), d), arr(r, (3, 2), d))])

@@ -14,6 +14,8 @@ Kinds:
 - ``switches``: every user-facing environment switch of `tracejit.envflags.SWITCHES`, with
   its default, meaning and the guide page that explains it.
 - ``coverage PATH``: the PyTorch API coverage recorded in PATH by tools/api_coverage.py.
+- ``programs PATH``: the public-style programs' table of the results file PATH, written
+  by ``python -m bench.programs`` (bench/programs/report.py renders it).
 
     python tools/gendocs.py           # rewrite every generated part
     python tools/gendocs.py --check   # exit 1, naming the files, when one is out of date
@@ -69,6 +71,11 @@ def generate(kind: str, arg: str | None, page: Path) -> str:
         if not arg:
             raise ValueError(f"{page}: a gendocs:coverage marker names its results file")
         return api_coverage.render_markdown(json.loads((ROOT / arg).read_text(encoding="utf-8")))
+    if kind == "programs":
+        from bench.programs import report
+        if not arg:
+            raise ValueError(f"{page}: a gendocs:programs marker names its results file")
+        return report.render(arg, ROOT)
     raise ValueError(f"{page}: unknown generated part {kind!r}")
 
 

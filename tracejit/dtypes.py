@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "DType", "float32", "float64", "float16", "int32", "int64", "int16", "int8", "uint8", "bool_",
+    "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "int16", "int8", "uint8", "bool_",
     "as_dtype", "result_type", "promote_types", "get_default_dtype", "set_default_dtype",
 ]
 
@@ -43,6 +43,9 @@ class DType:
 float16 = DType("float16", np.float16, "f16")
 float32 = DType("float32", np.float32, "f32")
 float64 = DType("float64", np.float64, "f64")
+# bfloat16: stored as uint16 words (tracejit/bfloat16.py), floating point in every rule
+bfloat16 = DType("bfloat16", np.uint16, "bf16")
+bfloat16.is_floating_point, bfloat16.is_integer = True, False
 int8 = DType("int8", np.int8, "i8")
 uint8 = DType("uint8", np.uint8, "u8")
 int16 = DType("int16", np.int16, "i16")  # needed: uint8 and int8 promote to int16
@@ -50,8 +53,8 @@ int32 = DType("int32", np.int32, "i32")
 int64 = DType("int64", np.int64, "i64")
 bool_ = DType("bool", np.bool_, "bool")
 
-_ALL = [float16, float32, float64, int8, uint8, int16, int32, int64, bool_]
-_BY_NP = {d.np: d for d in _ALL}
+_ALL = [float16, bfloat16, float32, float64, int8, uint8, int16, int32, int64, bool_]
+_BY_NP = {d.np: d for d in _ALL if d is not bfloat16}  # (uint16 is bf16's storage, not a dtype)
 _BY_NAME = {d.name: d for d in _ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64, "int": int32,
                  "short": int16})
@@ -90,6 +93,8 @@ def as_dtype(d) -> DType:
     try:
         return _BY_NP[npd]
     except KeyError:
+        if npd.name == "bfloat16":  # ml_dtypes' numpy bfloat16
+            return bfloat16
         raise TypeError(f"unsupported dtype {npd} (supported: {', '.join(x.name for x in _ALL)})") from None
 
 
@@ -107,6 +112,11 @@ def promote_types(a: DType, b: DType) -> DType:
     float16 is float16, not numpy's float64); within a category the wider type wins."""
     if a is b:
         return a
+    if a is bfloat16 or b is bfloat16:
+        o = b if a is bfloat16 else a
+        if o.category < 2:
+            return bfloat16
+        return float32 if o is float16 else o   # (bf16 with f16 is f32, as in PyTorch)
     ca, cb = a.category, b.category
     if ca != cb:
         return a if ca > cb else b

@@ -61,14 +61,14 @@ class _Writer:
         self.keep: list = []            # keep memoised objects alive so ids stay unique
         self.offset = 0
 
-    def add_array(self, obj, arr: np.ndarray, extra: dict) -> int:
+    def add_array(self, obj, arr: np.ndarray, extra: dict, dtype=None) -> int:
         key = id(obj)
         if key in self.memo:
             return self.memo[key]
         arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
         if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and not _little()):
             arr = arr.astype(arr.dtype.newbyteorder("<"))
-        dt = _dt.as_dtype(arr.dtype)  # raises TypeError for dtypes outside tracejit's set
+        dt = dtype or _dt.as_dtype(arr.dtype)  # raises TypeError for dtypes outside tracejit's set
         self.offset = _round_up(self.offset, _ALIGN)
         rec = {"dtype": dt.name, "shape": list(arr.shape), "offset": self.offset, "nbytes": int(arr.nbytes)}
         rec.update(extra)
@@ -93,7 +93,7 @@ class _Writer:
             extra = {"requires_grad": bool(obj.requires_grad), "device": str(obj.device)}
             if isinstance(obj, Parameter):
                 extra["parameter"] = True
-            return {"tensor": self.add_array(obj, obj.detach()._host(), extra)}
+            return {"tensor": self.add_array(obj, obj.detach()._host(), extra, obj.dtype)}
         if isinstance(obj, np.ndarray):
             if obj.dtype == object:
                 raise TypeError(f"save: numpy arrays of dtype object can't be saved (at {path})")
@@ -405,6 +405,7 @@ class _Reader:
         device) from then on."""
         recs = self.header["tensors"]
         self.arrays = [None] * len(recs)
+        self.dtypes = [None] * len(recs)   # (bf16's words are uint16 arrays: the record says)
         pos = self.start
         for i in sorted(range(len(recs)), key=lambda i: recs[i][3]):
             dt, shape, _, lo, nbytes = recs[i][:5]
@@ -412,6 +413,7 @@ class _Reader:
             arr = np.empty(shape, dtype=dt.np.newbyteorder("<"))
             src.into(arr)
             self.arrays[i] = arr.astype(dt.np, copy=False)
+            self.dtypes[i] = dt
             recs[i] = recs[i][5:]
             pos = max(pos, lo + nbytes)
         src.skip(self.end - pos)
@@ -468,7 +470,7 @@ class _Reader:
         if as_ndarray:
             out = arr
         else:
-            dt = _dt.as_dtype(arr.dtype)
+            dt = self.dtypes[i]
             try:
                 dev = _map_device(self.map_location, recorded)
             except (TypeError, ValueError) as e:

@@ -254,21 +254,35 @@ class Tensor:
             if not force:
                 raise TypeError(f"can't convert a {self.device} tensor to numpy; use tensor.cpu() first")
             return self._data.get()
+        if self.dtype is _dt.bfloat16:   # numpy has no bf16: ml_dtypes' view of the words
+            from .bf16 import ml_bfloat16
+            mdt = ml_bfloat16()
+            if mdt is None:
+                raise TypeError("numpy() of a bfloat16 tensor needs ml_dtypes (pip install ml_dtypes); "
+                                "or call .float().numpy()")
+            return self._data.view(mdt)
         return self._data
 
     def item(self):
         if self.numel() != 1:
             raise ValueError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
-        return self._host().reshape(()).item()
+        return self._values().reshape(()).item()
 
     def tolist(self):
-        return self._host().tolist()
+        return self._values().tolist()
 
     def _host(self) -> np.ndarray:
         return self._data if self.device is CPU else self._data.get()
 
+    def _values(self) -> np.ndarray:
+        """`_host`, with bf16 words as their float32 values (item, tolist, printing)."""
+        if self.dtype is _dt.bfloat16:
+            from .bf16 import to_float32
+            return to_float32(self._data)
+        return self._host()
+
     def __array__(self, dtype=None, copy=None):
-        a = self.detach()._host()
+        a = self.detach()._values()
         return a if dtype is None else a.astype(dtype)
 
     def __float__(self) -> float:
@@ -338,6 +352,9 @@ class Tensor:
     def half(self) -> "Tensor":
         return self.to(_dt.float16)
 
+    def bfloat16(self) -> "Tensor":
+        return self.to(_dt.bfloat16)
+
     def int(self) -> "Tensor":
         return self.to(_dt.int32)
 
@@ -364,7 +381,7 @@ class Tensor:
 
     # ---- printing ---------------------------------------------------------------------
     def __repr__(self) -> str:
-        a = self._host()
+        a = self._values()
         extras = []
         if a.size == 0:
             body = "[]"

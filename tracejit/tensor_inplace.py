@@ -69,7 +69,11 @@ class InPlaceMethods:
             # gradient): give it its own copy, since self's memory is overwritten next.
             node.keep_input(self)
         xp = np if self.device is CPU else self._xp()
-        xp.copyto(self._data, result._data, casting="unsafe")
+        src = result._data
+        if result.dtype is not self.dtype and _dt.bfloat16 in (result.dtype, self.dtype):
+            from .bf16 import cast
+            src = cast(xp, src, self.dtype)   # (bf16 words convert, never reinterpret)
+        xp.copyto(self._data, src, casting="unsafe")
         self._vbox[0] += 1
         if result.grad_fn is not None:
             from .autograd.views import ACTIVE

@@ -269,9 +269,9 @@ def assert_valid_partition(items, graph) -> None:
     seen = []
     for it in items:
         if isinstance(it, Group):
-            members = list(it.eqns) + ([it.reduction] if it.reduction is not None else [])
+            members = it.members
             for e in it.eqns:
-                assert tuple(e.out.aval.shape) == tuple(it.shape), (e.prim.name, it.shape)
+                assert tuple(e.out.aval.shape) in (tuple(it.shape), it.row_shape), (e.prim.name, it.shape)
             for a in it.inputs:
                 assert a in produced, f"group {it.gid} reads a value computed later"
             defined = it.defined

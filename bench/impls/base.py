@@ -188,9 +188,39 @@ class Runner:
             check[f"{name}_first_loss"] = res["check"]["first_loss"]
         return {**out, "check": check}
 
-    def model_step(self, name: str):
+    def model_step(self, name: str, autocast=None):
         """(step, loss) of one models-workload model; raise NotImplementedError if absent."""
         raise NotImplementedError(f"the {name} model is not written for this system")
+
+    def autocast(self):
+        """A factory of this system's CPU bf16 autocast context; Skip where it has none."""
+        raise Skip("no CPU autocast (bfloat16 mixed precision) in this system")
+
+    def run_amp(self, cfg: W.Config) -> dict:
+        """The MLP, CNN and Transformer steps in float32 and under bf16 autocast, in this one
+        process, each pair one after the other (the speed-up is read off the same minutes)."""
+        self.check_available("amp")
+        ac = self.autocast()
+        if cfg.quick and self.compiled:
+            raise Skip("quick run: compiled autocast steps are left to the full run")
+        out, check = {}, {}
+        for name in ("mlp", "cnn", "transformer"):
+            if name == "mlp":
+                make = lambda a: self.mlp_step(W.mlp_data(), autocast=a)   # noqa: E731
+                steps, warmup = cfg.mlp_steps, cfg.mlp_warmup
+            else:
+                make = lambda a: self.model_step(name, autocast=a)         # noqa: E731
+                steps, warmup = cfg.models_steps, cfg.models_warmup
+            for kind, a in (("f32", None), ("bf16", ac)):
+                res = _train_steps(*make(a), steps, warmup, cfg.stat, settle=self.settle,
+                                   warmup_s=cfg.train_warmup_s, watch=self.watch)
+                out[f"{name}_{kind}_ms"] = res["step_s"] * 1e3
+                out[f"{name}_{kind}"] = {**res, **self.thread_policy()}
+                check[f"{name}_{kind}_final_loss"] = res["check"]["final_loss"]
+            out[f"{name}_bf16_x"] = out[f"{name}_f32_ms"] / out[f"{name}_bf16_ms"]
+            # float32 training and mixed precision end at the same loss (within 1%)
+            out[f"{name}_bf16_loss_rel"] = abs(check[f"{name}_bf16_final_loss"] / check[f"{name}_f32_final_loss"] - 1)
+        return {**out, "check": check}
 
     def run_overhead(self, cfg: W.Config) -> dict:
         self.check_available("overhead")

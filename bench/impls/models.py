@@ -111,8 +111,9 @@ def batch(T, name: str, xspec, tspec):
     return T.from_numpy(x), T.from_numpy(y)
 
 
-def model_step(T, compile, name: str):
-    """(step, loss) for model `name`: `compile` wraps the model (identity when eager)."""
+def model_step(T, compile, name: str, autocast=None):
+    """(step, loss) for model `name`: `compile` wraps the model (identity when eager);
+    `autocast` (a context factory) runs forward and loss under mixed precision."""
     if hasattr(T, "manual_seed"):
         T.manual_seed(0)
     net, xspec, tspec = build(T, name)
@@ -121,7 +122,7 @@ def model_step(T, compile, name: str):
     x, y = batch(T, name, xspec, tspec)
     opt = T.optim.SGD(net.parameters(), lr=0.01)
     fwd = compile(net)
-    return train_step(opt, fwd, T.nn.functional.cross_entropy, x, y)
+    return train_step(opt, fwd, T.nn.functional.cross_entropy, x, y, autocast)
 
 
 __all__ = ["MODELS", "SPECS", "build", "load_shared_params", "batch", "model_step"]

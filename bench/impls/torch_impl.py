@@ -45,12 +45,16 @@ class TorchRunner(Runner):
     def mlp2_step(self, data, other=None):
         return torchlike.mlp2_step(torch, self.compile, data, self.asarray, other)
 
-    def mlp_step(self, data):
+    def mlp_step(self, data, autocast=None):
         return torchlike.mlp_step(torch, self.compile, data, self.asarray,
-                                  lambda a: torch.from_numpy(np.array(a)))
+                                  lambda a: torch.from_numpy(np.array(a)), autocast)
 
-    def model_step(self, name):
-        return models.model_step(torch, self.compile, name)
+    def model_step(self, name, autocast=None):
+        return models.model_step(torch, self.compile, name, autocast)
+
+    def autocast(self):
+        """CPU autocast to bfloat16: the context factory the amp workload's steps run under."""
+        return lambda: torch.autocast("cpu", dtype=torch.bfloat16)
 
 
 def make(system):

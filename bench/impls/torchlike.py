@@ -94,7 +94,7 @@ def load_mlp(T, model, data: dict, tensor) -> None:
             p.copy_(tensor(data[k]))
 
 
-def mlp_step(T, compile, data: dict, tensor, labels_tensor):
+def mlp_step(T, compile, data: dict, tensor, labels_tensor, autocast=None):
     model = make_mlp(T)
     load_mlp(T, model, data, tensor)
     fwd = compile(model)
@@ -102,17 +102,22 @@ def mlp_step(T, compile, data: dict, tensor, labels_tensor):
     cross_entropy = F.cross_entropy if hasattr(F, "cross_entropy") else T.cross_entropy
     opt = T.optim.Adam(model.parameters(), lr=W.MLP_LR)
     x, labels = tensor(data["x"]), labels_tensor(data["labels"])
-    return train_step(opt, fwd, cross_entropy, x, labels)
+    return train_step(opt, fwd, cross_entropy, x, labels, autocast)
 
 
-def train_step(opt, fwd, loss_fn, x, y):
+def train_step(opt, fwd, loss_fn, x, y, autocast=None):
     """(step, loss) for the usual training step: zero grads, forward, loss, backward,
-    optimizer step; `loss()` reads the last step's loss as a float."""
+    optimizer step; `loss()` reads the last step's loss as a float. With `autocast` (a
+    context factory), the forward and the loss run under it, as PyTorch's recipe has it."""
     last = {}
 
     def step():
         opt.zero_grad()
-        loss = loss_fn(fwd(x), y)
+        if autocast is not None:
+            with autocast():
+                loss = loss_fn(fwd(x), y)
+        else:
+            loss = loss_fn(fwd(x), y)
         loss.backward()
         opt.step()
         last["loss"] = loss

@@ -23,7 +23,7 @@ from . import models, torchlike
 from ..harness import Skip, process_cpu_s
 from .base import Runner
 
-_NEEDS_NN = {"mlp", "models"}
+_NEEDS_NN = {"mlp", "models", "amp"}
 
 
 class TracejitRunner(Runner):
@@ -129,13 +129,17 @@ class TracejitRunner(Runner):
                 res["breakdown"] = {"error": f"{type(exc).__name__}: {exc}"}
         return res
 
-    def mlp_step(self, data):
+    def mlp_step(self, data, autocast=None):
         return torchlike.mlp_step(tj, self.compile, data, self.asarray,
-                                  lambda a: tj.tensor(np.array(a)))
+                                  lambda a: tj.tensor(np.array(a)), autocast)
 
 
-    def model_step(self, name):
-        return models.model_step(tj, self.compile, name)
+    def model_step(self, name, autocast=None):
+        return models.model_step(tj, self.compile, name, autocast)
+
+    def autocast(self):
+        """CPU autocast to bfloat16: the context factory the amp workload's steps run under."""
+        return lambda: tj.autocast("cpu", dtype=tj.bfloat16)
 
     def compile_probes_extra(self) -> tuple:
         # "mlp_tiers": the MLP step in background mode (tier 0 at once, kernels compiled by
@@ -166,11 +170,12 @@ def kernel_activity(worker_cpu: dict) -> dict:
     not counted) and the compile workers' CPU seconds (other processes compiling for this
     one; `worker_cpu` keeps each worker's last reading, so one that exited still counts)."""
     import sys
+    # (a module another thread is importing right now has no functions yet: nothing to read)
     dc = sys.modules.get("tracejit.compiler.diskcache")
-    stats = dc.stats() if dc is not None else {}
+    stats = dc.stats() if getattr(dc, "stats", None) is not None else {}
     out = {"kernel_loads": stats.get("disk_hits", 0), "kernel_compiles": stats.get("compiles", 0)}
     workers = sys.modules.get("tracejit.compiler.workers")
-    if workers is not None:
+    if getattr(workers, "worker_pids", None) is not None:
         for pid in workers.worker_pids():
             cpu = process_cpu_s(pid)
             if cpu is not None:

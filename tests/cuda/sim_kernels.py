@@ -214,3 +214,47 @@ def test_same_structure_other_sizes_reuses_the_kernel():
     sa = codegen_cuda.generate(partition(a)[0], ("flat",) * 3)
     sb = codegen_cuda.generate(partition(b)[0], ("flat",) * 3)
     assert codegen_cuda.load(sa).module is codegen_cuda.load(sb).module
+
+
+# --------------------------------------------------------------------------- rows groups
+def _softmax(x):
+    m = x.amax(-1, keepdim=True)
+    e = (x - m).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def _layer_norm_gelu(x, w, b):
+    mu = x.mean(-1, keepdim=True)
+    d = x - mu
+    r = ((d * d).mean(-1, keepdim=True) + 1e-5).rsqrt()
+    return tj.nn.functional.gelu(d * r * w + b), r
+
+
+def _cross_entropy_backward(x, onehot, g):
+    # d/dx of logsumexp(x) - <x, onehot>, per row, times the rows' upstream gradient
+    m = x.amax(-1, keepdim=True)
+    e = (x - m).exp()
+    return (e / e.sum(-1, keepdim=True) - onehot) * g
+
+
+@pytest.mark.parametrize("cols", [1, 7, 37])
+def test_rows_groups_match_cpu(cols):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, cols)).astype(np.float32)
+    w, b = (rng.standard_normal(cols).astype(np.float32) for _ in range(2))
+    items = check(_softmax, x, groups=1, block=32)
+    assert items[0].rows
+    items = check(_layer_norm_gelu, x, w, b, groups=1, block=32, rtol=1e-5, atol=1e-6)
+    assert len(items[0].rows) == 2
+    onehot = np.eye(cols, dtype=np.float32)[rng.integers(0, cols, 5)]
+    g = rng.standard_normal((5, 1)).astype(np.float32)
+    items = check(_cross_entropy_backward, x, onehot, g, groups=1, block=32)
+    assert items[0].rows
+
+
+def test_rows_group_all_masked_row_and_strided_input():
+    x = np.random.default_rng(4).standard_normal((9, 4)).astype(np.float32)
+    x[:, 2] = -np.inf
+    check(lambda t: _softmax(t.t()), x, groups=1, block=32)        # row 2 is nan, as eager
+    check(lambda t: _softmax(t), np.random.default_rng(5).standard_normal((2, 3, 70)).astype(np.float64),
+          groups=1, block=32, rtol=1e-12, atol=1e-14)

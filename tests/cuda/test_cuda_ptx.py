@@ -106,3 +106,28 @@ def test_fused_kernels_compile_for_the_device():
                 assert ".entry" in text
             if all(v.aval.dtype.name == "float32" for v in group.inputs):
                 assert not any(_F64.search(t) for t in ptx.values()), spec.source
+
+
+def test_rows_kernels_compile_for_the_device():
+    import tracejit as tj
+    f32 = np.float32
+    x = np.ones((4, 33), f32)
+    w = np.ones(33, f32)
+
+    def layer_norm_gelu(x, w, b):
+        mu = x.mean(-1, keepdim=True)
+        d = x - mu
+        r = ((d * d).mean(-1, keepdim=True) + 1e-5).rsqrt()
+        return tj.nn.functional.gelu(d * r * w + b), r
+
+    def softmax(x):
+        e = (x - x.amax(-1, keepdim=True)).exp()
+        return e / e.sum(-1, keepdim=True)
+    for fn, arrays in [(layer_norm_gelu, [x, w, w]), (softmax, [x])]:
+        compiled = _ptx_for(fn, arrays)
+        assert [g.rows != [] for g, _, _ in compiled] == [True]
+        for group, spec, ptx in compiled:
+            assert spec.mode == "rows"
+            for kname, text in ptx.items():
+                assert ".entry" in text and "bar.sync" in text     # the block's shared fold
+                assert not _F64.search(text), f"float64 arithmetic in {kname}:\n{spec.source}"

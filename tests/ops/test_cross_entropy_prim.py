@@ -40,6 +40,21 @@ def test_values_and_gradients_match_pytorch(path, reduction, dtype, tol):
         assert loss.detach().numpy()[3] == 0.0 and not x.grad.numpy()[[3, 100]].any()
 
 
+def test_a_strided_target_column_matches_pytorch(path):
+    """A target taken as a column of an index matrix (a strided view) is read as given."""
+    r = np.random.default_rng(2)
+    xv = r.standard_normal((64, 10)).astype(np.float32)
+    tv = r.integers(0, 10, (64, 3))
+    x = tj.tensor(xv, requires_grad=True)
+    loss = F.cross_entropy(x, tj.tensor(tv)[:, 1])
+    loss.backward()
+    xt = torch.tensor(xv, requires_grad=True)
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(tv)[:, 1])
+    lt.backward()
+    np.testing.assert_allclose(loss.item(), lt.item(), rtol=2e-6)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=2e-6, atol=2e-7)
+
+
 def test_kernel_and_numpy_forms_agree(monkeypatch):
     r = np.random.default_rng(1)
     xv = (r.standard_normal((37, 23)) * 5).astype(np.float32)

@@ -1,46 +1,78 @@
-"""`autocast`: PyTorch's mixed-precision context, disabled-only for now (see the package)."""
+"""`autocast`: PyTorch's mixed-precision context and decorator.
+
+On the CPU it runs products and convolutions in bfloat16 (or float16) with float32
+accumulation and losses in float32 (the lists: ops/autocast.py); parameters stay float32
+and optimizers see float32 gradients, since the casts are differentiable. Under
+`tracejit.compile`/`script` the state is part of each entry's guard: entering autocast
+captures again, leaving it takes the float32 entry back.
+"""
 from __future__ import annotations
 
 import functools
 import warnings
 
-__all__ = ["autocast", "custom_fwd", "custom_bwd", "is_autocast_available"]
+from .. import dtypes as _dt
+from ..ops import autocast as _state
+
+__all__ = ["autocast", "custom_fwd", "custom_bwd", "is_autocast_available", "is_autocast_enabled",
+           "get_autocast_dtype"]
+
+_CPU_DTYPES = ("bfloat16", "float16")
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """False: tracejit has no mixed-precision autocast yet."""
-    return False
+    """True for the CPU; CUDA autocast is not supported yet."""
+    return device_type == "cpu"
+
+
+def is_autocast_enabled(device_type: str = "cpu") -> bool:
+    return device_type == "cpu" and _state.current() is not None
+
+
+def get_autocast_dtype(device_type: str = "cpu"):
+    return _state.current() or _dt.bfloat16
 
 
 class autocast:  # noqa: N801  (PyTorch's name)
-    """``with autocast(device_type, dtype=None, enabled=True, cache_enabled=None):``.
+    """``with autocast("cpu", dtype=tracejit.bfloat16, enabled=True):``, or ``@autocast(...)``.
 
     Disabled (``enabled=False``, or CUDA asked for where no GPU is, which PyTorch disables
-    with a warning) it does nothing. Enabled it raises NotImplementedError: tracejit does
-    not run ops in bfloat16/float16 under autocast yet."""
+    with a warning) it does nothing. Nested contexts restore the outer state on exit."""
 
     def __init__(self, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
         if not isinstance(device_type, str):
             raise ValueError(f"autocast: expected device_type to be a string, got {type(device_type).__name__}")
         self.device = device_type
-        self.fast_dtype = dtype
         self._enabled = bool(enabled)
-        if self._enabled and device_type == "cuda":
+        if device_type == "cuda" and self._enabled:
             from .. import cuda
             if not cuda.is_available():
                 warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling",
                               UserWarning, stacklevel=2)
                 self._enabled = False
-        if self._enabled:
-            kind = getattr(dtype, "name", None) or ("bfloat16" if device_type == "cpu" else "float16")
-            raise NotImplementedError(
-                f"autocast: mixed precision ({kind} on {device_type}) is not supported yet; run in "
-                f"float32 with autocast(..., enabled=False) (the ops already run in float32)")
+            else:
+                raise NotImplementedError("autocast: mixed precision on CUDA is not supported yet; "
+                                          "use autocast('cpu', ...) or enabled=False")
+        elif device_type != "cpu" and self._enabled:
+            raise ValueError(f"autocast: unsupported device_type {device_type!r} (expected 'cpu' or 'cuda')")
+        fast = _dt.bfloat16 if dtype is None else _dt.as_dtype(dtype)
+        if self._enabled and fast.name not in _CPU_DTYPES:
+            warnings.warn(f"In CPU autocast, but the target dtype is not supported ({fast.name}; supported: "
+                          f"{', '.join(_CPU_DTYPES)}). Disabling autocast.", UserWarning, stacklevel=2)
+            self._enabled = False
+        self.fast_dtype = fast
+        self._prev = []
 
     def __enter__(self):
+        self._prev.append(_state.set_state(self.fast_dtype if self._enabled else None))
+        with _LOCK:
+            _state.ENTERED[0] += 1
         return self
 
     def __exit__(self, *exc) -> bool:
+        _state.set_state(self._prev.pop())
+        with _LOCK:
+            _state.ENTERED[0] -= 1
         return False
 
     def __call__(self, fn):
@@ -51,11 +83,27 @@ class autocast:  # noqa: N801  (PyTorch's name)
         return wrapped
 
 
+import threading  # noqa: E402
+_LOCK = threading.Lock()
+
+
 def custom_fwd(fwd=None, *, device_type: str = "cuda", cast_inputs=None):
-    """Decorator for a custom Function's forward under autocast: the forward unchanged."""
+    """Decorator for a custom Function's forward: with `cast_inputs`, floating tensor
+    arguments are cast to it and the forward runs with autocast off (as PyTorch's)."""
     if fwd is None:
         return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
-    return fwd
+    if cast_inputs is None:
+        return fwd
+
+    @functools.wraps(fwd)
+    def wrapped(*args, **kwargs):
+        if _state.current() is None:
+            return fwd(*args, **kwargs)
+        dt = _dt.as_dtype(cast_inputs)
+        args, kwargs = _state._cast_args(args, kwargs, lambda t: t if t.dtype is dt else _state._cast(t, dt))
+        with autocast(device_type, enabled=False):
+            return fwd(*args, **kwargs)
+    return wrapped
 
 
 def custom_bwd(bwd=None, *, device_type: str = "cuda"):

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import llvmopts, ntstores
-from .emitter import NUMBA_TYPE, Emitter, fold, render_steps
+from .emitter import NUMBA_TYPE, Emitter, fold, render_steps, storage
 from .loopnest import SUM_BLOCK, LoopNest, lower
 
 __all__ = ["CpuEmitter", "Emitter", "render", "generate", "KernelSpec", "NUMBA_TYPE", "MAX_NESTED_RANK"]
@@ -142,8 +142,11 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
     variant, see `stream_min`), "flat_reduce", "flat_blocked_sum" (float32 sums in
     float32 blocks), "flat_serial_reduce", "nested_map", "column_blocks" (a reduction over
     every dim but the last), "rows" (other partial reductions), "strided_full" (a full
-    reduction of nested operands) or "deep" (rank above MAX_NESTED_RANK)."""
+    reduction of nested operands), "deep" (rank above MAX_NESTED_RANK) or "row_passes"
+    (a rows nest: codegen_cpu_rows.py)."""
     red = nest.reduction
+    if nest.rows:
+        return "row_passes"
     if nest.flat:
         if red is None:
             return "blocked_map" if stream_min(nest, parallel) is not None else "map"
@@ -175,8 +178,8 @@ def stream_min(nest: LoopNest, parallel: bool):
     against 1.73-1.81 / 1.83-1.90 with ordinary stores, with the same bits."""
     if not parallel or not nest.flat or not nest.outputs or nest.reduction is not None:
         return None
-    per_element = sum(np.dtype(op.dtype).itemsize for op in nest.operands if op.layout == "flat")
-    per_element += sum(np.dtype(o.dtype).itemsize for o in nest.outputs)
+    per_element = sum(np.dtype(storage(op.dtype)).itemsize for op in nest.operands if op.layout == "flat")
+    per_element += sum(np.dtype(storage(o.dtype)).itemsize for o in nest.outputs)
     return ntstores.stream_min(per_element)
 
 
@@ -221,6 +224,9 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     """The numba source of `nest`: the parallel variant, or (``parallel=False``) the
     serial twin used for small sizes, where starting the thread pool costs far more
     than the work."""
+    if nest.rows:
+        from .codegen_cpu_rows import render_rows
+        return render_rows(nest, parallel)
     rank = nest.rank
     red = nest.reduction
     form = loop_form(nest, parallel)
@@ -313,9 +319,9 @@ def _prefetch_ahead(nest: LoopNest, ind: str, lo: str, hi: str) -> list:
     by_size: dict = {}     # one loop for the inputs of each element size
     for op in nest.operands:
         if op.layout == "flat":
-            by_size.setdefault(np.dtype(op.dtype).itemsize, []).append(op.array)
-    touched = sum(np.dtype(op.dtype).itemsize for op in nest.operands if op.layout == "flat")
-    touched += sum(np.dtype(o.dtype).itemsize for o in nest.outputs)
+            by_size.setdefault(np.dtype(storage(op.dtype)).itemsize, []).append(op.array)
+    touched = sum(np.dtype(storage(op.dtype)).itemsize for op in nest.operands if op.layout == "flat")
+    touched += sum(np.dtype(storage(o.dtype)).itemsize for o in nest.outputs)
     out = [f"{ind}if n >= {-(-PREFETCH_MIN_BYTES // touched)}:  # PREFETCH_MIN_BYTES touched"]
     for size, arrays in by_size.items():
         ahead, line = PREFETCH_AHEAD_BYTES // size, max(1, ntstores.LINE // size)

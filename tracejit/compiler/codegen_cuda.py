@@ -108,7 +108,8 @@ class CudaEmitter(Emitter):
 class CudaKernelSpec:
     """A rendered CUDA kernel: its source, its nest, and what `CudaKernel` needs to launch it.
 
-    ``mode`` is "flat", "nd" or "partial" (a partial reduction); ``reduction`` is None,
+    ``mode`` is "flat", "nd", "partial" (a partial reduction) or "rows" (a rows nest:
+    codegen_cuda_rows.py); ``reduction`` is None,
     "full" or "partial"; ``flatten[j]`` says whether array argument j is passed as a 1-D
     view and ``contiguous[j]`` whether its declared type is C-contiguous (numba does not
     check arguments against an explicit signature on launch, so `CudaKernel` does);
@@ -195,6 +196,9 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
     """The numba CUDA source of `nest` (kernels of `block` threads, a power of two)."""
     if block < 2 or block & (block - 1):
         raise ValueError(f"block must be a power of two >= 2, got {block}")
+    if nest.rows:
+        from .codegen_cuda_rows import render_rows
+        return render_rows(nest, block)
     rank, name, red = nest.rank, nest.name, nest.reduction
     mode = "partial" if red is not None and not red.full else "flat" if nest.flat else "nd"
     comp, emitters = render_steps(nest, CudaEmitter)
@@ -351,7 +355,8 @@ def run_group(group: Group, env: dict, xp=np, stream=None, block: int = BLOCK) -
     def view(a):
         return a.reshape(-1) if flat and a.ndim > 1 else a
     call = [a.reshape(1) if op.layout == "scalar" else view(a) for a, op in zip(arrays, nest.operands)]
-    outs = [xp.empty(shape if rank else (1,), dtype=o.var.aval.dtype.np) for o in nest.outputs]
+    outs = [xp.empty(tuple(int(d) for d in o.var.aval.shape) if rank else (1,), dtype=o.var.aval.dtype.np)
+            for o in nest.outputs]
     call += [view(b) for b in outs]
     red = nest.reduction
     if red is not None:

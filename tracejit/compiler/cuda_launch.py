@@ -22,6 +22,7 @@ import numpy as np
 __all__ = ["simulator_enabled", "load", "launch", "CudaKernel", "BLOCK"]
 
 BLOCK = 256  # threads per block; reductions fold one block through shared memory of this size
+ROW_BLOCKS = 65535  # most blocks of a rows kernel (a block per row; past it, blocks stride)
 
 
 def simulator_enabled() -> bool:
@@ -183,7 +184,7 @@ class CudaKernel:
         n = math.prod(dims)
         block = spec.block
         work = math.prod(dims[d] for d in spec.kept) if spec.reduction == "partial" else n
-        if work == 0 and spec.reduction != "full":
+        if work == 0 and spec.reduction != "full" and spec.mode != "rows":
             return  # nothing to compute (a full reduction of nothing still writes its init)
         s = _resolve_stream(stream)
         kargs = [_kernel_array(a, f, c) for a, f, c in zip(arrays, spec.flatten, spec.contiguous)]
@@ -196,6 +197,13 @@ class CudaKernel:
             kargs[-1] = _kernel_array(partial, True)
             self.fn[grid, block, s](*kargs, *dims)
             self.finish[1, block, s](kargs[-1], _kernel_array(red, True), grid)
+            return
+        if spec.mode == "rows":
+            # a block per row (codegen_cuda_rows.py), each block striding over the rows past
+            # the cap; a row of no elements still writes its reductions' initial values
+            rows = math.prod(dims[:-1])
+            if rows:
+                self.fn[min(rows, ROW_BLOCKS), block, s](*kargs, *dims)
             return
         self.fn[_grid(work, block), block, s](*kargs, *dims)
 

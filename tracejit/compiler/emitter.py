@@ -13,11 +13,17 @@ import math
 from .loopnest import Const, LoopNest
 from .mathnames import MATH
 
-__all__ = ["Emitter", "render_steps", "fold", "NUMBA_TYPE"]
+__all__ = ["Emitter", "render_steps", "fold", "NUMBA_TYPE", "storage"]
 
 # numba's name of each kernel dtype (the CUDA backend's scalar types; both backends' array types)
 NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
-              "bool": "boolean", "int8": "int8", "uint8": "uint8"}
+              "bool": "boolean", "int8": "int8", "uint8": "uint8",
+              "bfloat16": "uint16"}   # (bf16's storage: kernels compute it in float32, bf16math.py)
+
+
+def storage(dt: str) -> str:
+    """numpy's name of the array dtype that holds kernel dtype `dt` (bf16: its words)."""
+    return "uint16" if dt == "bfloat16" else dt
 
 
 class Emitter:
@@ -65,9 +71,25 @@ class Emitter:
 
     def cast(self, x: str, dtype) -> str:
         name = dtype.name
+        if name == "bfloat16" or self.dtype == "bfloat16":
+            return self._bf16_cast(x, name)
         if name == "bool":
             return f"({x} != 0)"
         return f"{self._type(name)}({x})"
+
+    def _bf16_cast(self, x: str, name: str) -> str:
+        """A cast from or to bf16 words: loads widen to float32, stores round to nearest
+        even (compiler/bf16math.py); the other dtypes go through float32."""
+        if self.dtype == name:
+            return x
+        if name == "bfloat16":
+            self.imports.add("f32_to_bf16")
+            return f"f32_to_bf16({x if self.dtype == 'float32' else self._type('float32') + '(' + x + ')'})"
+        self.imports.add("bf16_to_f32")
+        wide = f"bf16_to_f32({x})"
+        if name == "float32":
+            return wide
+        return f"({wide} != 0)" if name == "bool" else f"{self._type(name)}({wide})"
 
     def pow(self, a: str, b: str) -> str:
         if b in self.literals:

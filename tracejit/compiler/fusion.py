@@ -3,7 +3,11 @@
 A *group* is a maximal set of elementwise equations over one iteration shape (their
 output shape; smaller operands are broadcast), optionally closed by one reduction
 (sum/amax/amin/prod) that consumes it as its epilogue, so ``(y_pred - y).pow(2).sum()``
-is a single pass over memory. Everything else (matmul, reshapes, indexing, control
+is a single pass over memory. A *rows group* holds reductions over the last dim that
+keep it (``keepdim``: a value per row) and elementwise work that reads them: per-row
+work (``log(s)``, ``rsqrt(var + eps)``) and per-element work over the same rows, so a
+softmax, a LayerNorm or a cross-entropy written as primitives is one kernel that walks
+each row a few times while it is in cache (loopnest.py lowers its passes). Everything else (matmul, reshapes, indexing, control
 flow) is a *step* of its own that runs through its primitive's array implementation.
 A second pass merges an elementwise group (one without a reduction) into a group closed
 by a reduction when it shares data with it and does not need the reduction's result: a
@@ -25,7 +29,8 @@ from ..ops.elementwise import FLOOR_DIVIDE, REMAINDER
 __all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS"]
 
 FUSIBLE_REDUCTIONS = (_red.SUM, _red.AMAX, _red.AMIN, _red.PROD)
-_KERNEL_DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8")
+_KERNEL_DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8",
+                  "bfloat16")   # (bf16 words: only loaded and stored, see bf16_graph.py)
 
 
 @dataclass(eq=False)
@@ -36,13 +41,40 @@ class Group:
     reduction: Eqn | None = None           # epilogue, consuming a value of the group
     inputs: list = field(default_factory=list)   # external Vars read (in first-use order)
     outputs: list = field(default_factory=list)  # Vars the group must write
+    rows: list = field(default_factory=list)     # reductions over the last dim (keepdim)
 
     @property
     def defined(self) -> set:
-        s = {e.out for e in self.eqns}
-        if self.reduction is not None:
-            s.add(self.reduction.out)
-        return s
+        return {e.out for e in self.members}
+
+    @property
+    def members(self) -> list:
+        """Every equation the group's kernel computes."""
+        return list(self.eqns) + self.rows + ([self.reduction] if self.reduction is not None else [])
+
+    @property
+    def row_shape(self):
+        """The shape of a per-row value of a rows group (its last dim 1), else None."""
+        if not self.rows:
+            return None
+        return tuple(self.shape[:-1]) + (1,)
+
+
+def _row_reduction(e: Eqn) -> bool:
+    """A reduction a rows group takes: sum/amax/amin over the last dim only, kept (a value
+    per row), of a float array of rank >= 1."""
+    if e.prim not in (_red.SUM, _red.AMAX, _red.AMIN) or not isinstance(e.inputs[0], Var):
+        return False
+    src = e.inputs[0].aval
+    rank = len(src.shape)
+    return (rank >= 1 and tuple(e.params.get("dims", ())) == (rank - 1,) and bool(e.params.get("keepdim"))
+            and src.dtype.name in ("float32", "float64") and e.out.aval.dtype == src.dtype)
+
+
+def _fits(g: "Group", shape: tuple) -> bool:
+    """Whether an elementwise equation of output `shape` may join open group `g`: of its
+    iteration shape, or (a rows group) of its per-row shape."""
+    return g.reduction is None and (g.shape == shape or (bool(g.rows) and g.row_shape == shape))
 
 
 def _elementwise_ok(e: Eqn) -> bool:
@@ -62,6 +94,18 @@ def _elementwise_ok(e: Eqn) -> bool:
 
 def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
     """Return the program as a list of items: `Group`s and plain `Eqn`s, in a valid order."""
+    items = _partition(graph, fuse_reductions, frozenset())
+    # A rows group pays where a row is walked more than once: two reductions, or one of a
+    # value the group computes. One reduction of a value from outside (``x.sum(1,
+    # keepdim=True)`` added to other work) runs as a step, as before rows groups, so the
+    # work after it stays a group that can take a full reduction as its epilogue.
+    lone = frozenset(id(g.rows[0]) for g in items
+                     if isinstance(g, Group) and len(g.rows) == 1
+                     and not any(g.rows[0].inputs[0] is e.out for e in g.eqns))
+    return _partition(graph, fuse_reductions, lone) if lone else items
+
+
+def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
     group_of: dict = {}        # Var -> Group that computes it
     producer: dict = {}        # Var -> the step Eqn that computes it (values outside groups)
     groups: dict = {}          # gid -> Group
@@ -120,9 +164,10 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
             for a in e.inputs:
                 if isinstance(a, Var) and a in group_of:
                     g = owner(a)
-                    if g.reduction is None and g.shape == shape and g not in cands:
+                    if _fits(g, shape) and g not in cands:
                         cands.append(g)
             target = None
+            cands.sort(key=lambda g: not g.rows)   # a rows group first: the per-row work joins it
             for g in cands:
                 if not depends_on(outside({g.gid}, e.inputs), {g.gid}):
                     target = g
@@ -131,12 +176,13 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
                 # Merge other candidate groups into target when the union stays acyclic:
                 # nothing the union reads from outside may depend on a part of it.
                 for g in cands:
-                    if g is target:
+                    if g is target or g.shape != target.shape:
                         continue
                     parts = {target.gid, g.gid}
                     reads = outside(parts, ext_in[target.gid] + ext_in[g.gid] + list(e.inputs))
                     if not depends_on(reads, parts):
                         target.eqns.extend(g.eqns)
+                        target.rows.extend(g.rows)
                         ext_in[target.gid].extend(ext_in[g.gid])
                         merged_into[g.gid] = target.gid
             if target is None:
@@ -148,10 +194,24 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
             target.eqns.append(e)
             add_inputs(target, e.inputs)
             group_of[e.out] = target
+        elif fuse_reductions and _row_reduction(e) and id(e) not in lone:
+            src = e.inputs[0]
+            shape = tuple(src.aval.shape)
+            g = owner(src) if src in group_of else None
+            if not (g is not None and g.reduction is None and g.shape == shape
+                    and not depends_on(outside({g.gid}, e.inputs), {g.gid})):
+                gid = len(groups)
+                g = Group(gid, shape)
+                groups[gid] = g
+                ext_in[gid] = []
+                order.append(g)
+            g.rows.append(e)
+            add_inputs(g, e.inputs)
+            group_of[e.out] = g
         elif (fuse_reductions and e.prim in FUSIBLE_REDUCTIONS and isinstance(e.inputs[0], Var)
               and e.inputs[0] in group_of and e.out.aval.dtype.name in _KERNEL_DTYPES):
             g = owner(e.inputs[0])
-            if (g.reduction is None and g.shape == tuple(e.inputs[0].aval.shape)
+            if (g.reduction is None and not g.rows and g.shape == tuple(e.inputs[0].aval.shape)
                     and not depends_on(outside({g.gid}, e.inputs), {g.gid})):
                 g.reduction = e
                 add_inputs(g, e.inputs)
@@ -168,9 +228,25 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
     # Second pass: elementwise groups join a reduction group of the same shape they share
     # data with, unless they read its result. Only groups without a reduction move, so
     # no epilogue is ever lost to this; the same cycle test as above keeps it acyclic.
+    # A group of per-row values that a rows group reads (a backward's ``rsqrt(var + eps)``
+    # of a saved statistic) joins it as its per-row work.
     live = list({find(it).gid: find(it) for it in order if isinstance(it, Group)}.values())
-    for gm in [g for g in live if g.reduction is None]:
+    for gm in [g for g in live if g.reduction is None and not g.rows]:
         mine = set(ext_in[gm.gid])
+        for gr in live:
+            if not gr.rows or gr.row_shape != gm.shape or gm.shape == gr.shape or find(gr) is not gr:
+                continue
+            if not any(owner(a) is gm for a in ext_in[gr.gid]):
+                continue
+            parts = {gr.gid, gm.gid}
+            if depends_on(outside(parts, ext_in[gr.gid] + ext_in[gm.gid]), parts):
+                continue
+            gr.eqns.extend(gm.eqns)
+            ext_in[gr.gid].extend(ext_in[gm.gid])
+            merged_into[gm.gid] = gr.gid
+            break
+        if gm.gid in merged_into:
+            continue
         for gr in live:
             if gr.reduction is None or gr.shape != gm.shape:
                 continue
@@ -195,11 +271,27 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
             if g.gid in seen:
                 continue
             seen.add(g.gid)
-            items.append(g)
+            items.append(_plain(g))
         else:
             items.append(it)
     _finish_groups(graph, [i for i in items if isinstance(i, Group)], group_of, find)
     return _schedule(items, graph)
+
+
+def _plain(g: Group):
+    """`g`, or what it is without rows: a group whose one row reduction nothing in it reads
+    is a group with that reduction as its epilogue, and such a reduction alone (of a value
+    computed elsewhere) is a step."""
+    if len(g.rows) != 1:
+        return g
+    red = g.rows[0]
+    if any(red.out in e.inputs for e in g.eqns):
+        return g
+    if not g.eqns:
+        return red
+    g.rows = []
+    g.reduction = red
+    return g
 
 
 def _finish_groups(graph, groups, group_of, find):
@@ -214,18 +306,17 @@ def _finish_groups(graph, groups, group_of, find):
     for g in groups:
         # Keep the group's equations in program order (merges may have interleaved them).
         g.eqns.sort(key=lambda e: pos[id(e)])
-        members = {id(e) for e in g.eqns}
-        if g.reduction is not None:
-            members.add(id(g.reduction))
+        g.rows.sort(key=lambda e: pos[id(e)])
+        members = {id(e) for e in g.members}
         defined = g.defined
         ins, seen = [], set()
-        for e in g.eqns + ([g.reduction] if g.reduction is not None else []):
+        for e in g.members:
             for a in e.inputs:
                 if isinstance(a, Var) and a not in defined and a not in seen:
                     seen.add(a)
                     ins.append(a)
         g.inputs = ins
-        outs = [e.out for e in g.eqns
+        outs = [e.out for e in g.eqns + g.rows
                 if e.out in results or any(r not in members for r in readers.get(e.out, ()))]
         if g.reduction is not None:
             outs.append(g.reduction.out)

@@ -15,6 +15,9 @@ backend needs to write the kernel, decided in one place:
 - the *outputs* written per element, and the *reduction epilogue*: how values combine,
   over which dims, its accumulation type (`accumulation`: the one rule), its initial
   value;
+- for a rows group (fusion.py), its reductions over the last dim (`LoopNest.rows`), each
+  a value ``r<k>`` per row that later steps read; rowpasses.py orders the nest into
+  passes over each row, the same for every backend;
 - the *calling convention* (`LoopNest.arguments`): inputs in ``group.inputs`` order,
   then the per-element outputs, the reduction's output, then the sizes: the element
   count ``n`` for a flat nest (the caller passes 1-D views of its flat operands),
@@ -104,6 +107,7 @@ class Output:
     var: object
     dtype: str
     value: str         # the step (or operand) name whose value is stored
+    row: bool = False  # a rows nest's per-row value: the iteration shape with last dim 1
 
     @property
     def array(self) -> str:
@@ -162,6 +166,9 @@ class LoopNest:
     # input k whose array a compiled plan may pass as the output too (plan.py `_donor`), or
     # None: the CPU renderer then reads that input through the output (codegen_cpu._in_place)
     in_place: Optional[int] = None
+    # a rows nest: its reductions over the last dim, value ``r<k>`` per row (rowpasses.py
+    # orders them into passes over each row)
+    rows: tuple = ()
 
     @property
     def rank(self) -> int:
@@ -173,7 +180,7 @@ class LoopNest:
 
     @property
     def mode(self) -> str:
-        return "flat" if self.flat else "nested"
+        return "flat" if self.flat else ("rows" if self.rows else "nested")
 
     @property
     def sizes(self) -> list:
@@ -284,6 +291,9 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape))
                      for k, v in enumerate(group.inputs))
     names = {op.var: op.name for op in operands}
+    rows_in = list(getattr(group, "rows", ()))
+    for k, e in enumerate(rows_in):
+        names[e.out] = f"r{k}"
     steps = []
     for j, e in enumerate(group.eqns):
         dt = _compute_dtype(e)
@@ -298,20 +308,31 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         # nothing. Errors and `explain` name the lines from the group (kernel_errors.py).
         steps.append(Step(f"v{j}", e.prim, args, tuple(e.params.items()), dt, e.prim.name))
     mats = [v for v in group.outputs if red is None or v is not red.out]
-    outputs = tuple(Output(m, v, v.aval.dtype.name, names[v]) for m, v in enumerate(mats))
+    outputs = tuple(Output(m, v, v.aval.dtype.name, names[v],
+                           bool(rows_in) and tuple(v.aval.shape) != shape) for m, v in enumerate(mats))
+    rows = tuple(_reduction(e, names, rank, sequential_sums) for e in rows_in)
     reduction = None
     if red is not None:
-        combine = red.prim.extra["combine"]
-        dims = tuple(red.params["dims"])
-        out_dt = red.out.aval.dtype.name
-        in_dt = red.inputs[0].aval.dtype.name
-        acc = accumulation(combine, out_dt, sequential_sums)
-        block = "float32" if combine == "add" and acc == "float64" and in_dt == "float32" else None
-        reduction = Reduction(combine, dims, tuple(d for d in range(rank) if d not in dims),
-                              names.get(red.inputs[0]), red.out, in_dt, out_dt, acc, block)
-    flat = all(lay in ("flat", "scalar") for lay in layouts) and (reduction is None or reduction.full)
+        reduction = _reduction(red, names, rank, sequential_sums)
+    flat = (not rows and all(lay in ("flat", "scalar") for lay in layouts)
+            and (reduction is None or reduction.full))
     ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
-    return LoopNest(name, group.gid, ops, shape, operands, tuple(steps), outputs, reduction, flat)
+    if rows:
+        ops = f"rows of {', '.join(e.prim.name for e in rows_in)}: {ops}"
+    return LoopNest(name, group.gid, ops, shape, operands, tuple(steps), outputs, reduction, flat,
+                    rows=rows)
+
+
+def _reduction(red, names: dict, rank: int, sequential_sums: bool) -> Reduction:
+    """The `Reduction` of equation `red` (its input named in `names`)."""
+    combine = red.prim.extra["combine"]
+    dims = tuple(red.params["dims"])
+    out_dt = red.out.aval.dtype.name
+    in_dt = red.inputs[0].aval.dtype.name
+    acc = accumulation(combine, out_dt, sequential_sums)
+    block = "float32" if combine == "add" and acc == "float64" and in_dt == "float32" else None
+    return Reduction(combine, dims, tuple(d for d in range(rank) if d not in dims),
+                     names.get(red.inputs[0]), red.out, in_dt, out_dt, acc, block)
 
 
 def lower_op(prim, operands, params: dict, dtype: str, out_dtype: str,

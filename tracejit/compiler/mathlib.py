@@ -125,6 +125,8 @@ from .math_tanh_erf import (erf_f32, erf_f64, sigmoid_f32, sigmoid_f64, softplus
                             softplus_f64, tanh_f32, tanh_f64)
 from .math_trig_pow import cos_f32, cos_f64, pow_f32, pow_f64, sin_f32, sin_f64
 from .mathbits import _always_inline  # noqa: F401  (the CPU renderer's element helper calls it)
+from . import bf16math
+from .bf16math import bf16_to_f32, f32_to_bf16  # noqa: F401  (bf16 loads and stores, Emitter.cast)
 # The names live in a numba-free module so that code generation need not import numba.
 from .mathnames import DTYPES, OPS, function_name
 
@@ -164,12 +166,12 @@ MAX_ULP = {
 #: keeps the old inlined copy of these functions after they change (diskcache's
 #: key hashes these files, and what they import, for that reason).
 _h = hashlib.sha256()
-for _m in (sys.modules[__name__], mathbits, math_exp_log, math_tanh_erf, math_trig_pow):
+for _m in (sys.modules[__name__], mathbits, math_exp_log, math_tanh_erf, math_trig_pow, bf16math):
     with open(_m.__file__, "rb") as _f:
         _h.update(_f.read())
 SOURCE_HASH = _h.hexdigest()[:16]
 del _h, _m, _f
 
 __all__ = ["FUNCTIONS", "function_name", "OPS", "DTYPES", "VECTORIZED", "ARITY", "MAX_ULP",
-           "SOURCE_HASH"] + \
+           "SOURCE_HASH", "bf16_to_f32", "f32_to_bf16"] + \
     sorted(function_name(op, dt) for op in OPS for dt in DTYPES)

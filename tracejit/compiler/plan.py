@@ -43,6 +43,8 @@ from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
 from ..ops.creation import FULL
+from ..dtypes import bfloat16 as _BF16
+from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
 from ..ops.linalg import MATMUL
 from ..ops.shape import PERMUTE, RESHAPE
@@ -143,6 +145,8 @@ class Plan:
     """A runnable compiled graph: ``plan(*arrays) -> tuple of arrays``."""
 
     def __init__(self, graph: Graph, name: str = "graph", backend=None):
+        if has_bf16(graph):
+            graph = widen_bf16(graph)   # (bf16 computes in float32: bf16_graph.py)
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
         # the plan stage's patterns the backend has the kernels for (plan_patterns.py)
@@ -255,6 +259,8 @@ class Plan:
         for m, v in enumerate(mats):
             # Rank-0 values live in 1-element buffers inside kernels.
             dt = _dtype_const(v.aval.dtype, consts)
+            # (a rows group's per-row outputs have its shape with the last dim 1)
+            oshape = tuple(v.aval.shape) if grp.rows else shape
             if self.backend.name == "cpu" and (static_size is None
                                                or static_size * v.aval.dtype.np.itemsize >= ALIGN_MIN):
                 # a large output: on a cache line, apart from the first operand modulo a
@@ -263,9 +269,9 @@ class Plan:
                 # (memory.OutputSlot)
                 slot = f"OUT{k}_{m}"
                 consts[slot] = OutputSlot(m, len(mats))
-                alloc = f"{nm(v)} = {slot}.take({_shape_code(shape)}, {dt}, {ref})"
+                alloc = f"{nm(v)} = {slot}.take({_shape_code(oshape)}, {dt}, {ref})"
             else:
-                alloc = f"{nm(v)} = xp.empty({_shape_code(shape) if rank else '(1,)'}, {dt})"
+                alloc = f"{nm(v)} = xp.empty({_shape_code(oshape) if rank else '(1,)'}, {dt})"
             if donor is not None:
                 # the dying input's own array when nothing else holds it (`_donated`)
                 consts["_donated"] = _donated
@@ -433,7 +439,7 @@ class Plan:
         outs = [nm(o) for o in e.outs]
         if p.kind == "control":
             return self._emit_control(e, ins, outs, consts)
-        if p is MATMUL:
+        if p is MATMUL and e.out.aval.dtype is not _BF16:   # (bf16: the registered bf16 GEMM below)
             consts["MATMUL"] = self.backend.matmul()
             if len(e.inputs[0].aval.shape) > 2 and len(e.inputs[1].aval.shape) == 2:
                 # (..., k) @ (k, n): one GEMM over the flattened leading dims, as the eager

@@ -4,7 +4,8 @@ the disk cache lacks it, then loaded by a thread of its own, so no caller waits 
 Used from above: a plan's kernel variants no plan listed (`prepare_variant`), the GIL-free
 share modules (cpu/runtime/cshares.py), fused Adam's module (`module_when_ready`); and
 `compile_mode`, the mode a function compiles in (its ``compile=`` option, else
-$TRACEJIT_COMPILE).
+$TRACEJIT_COMPILE), and whether a graph or program can compile in workers at all
+(`graph_on_cpu`, `background_possible`).
 """
 from __future__ import annotations
 
@@ -12,15 +13,29 @@ import logging
 import threading
 import time
 import warnings
-from typing import Optional
+from typing import Any, Optional
 
 from .. import envflags
+from . import cacheroot
 from .cpu.runtime import gilshare
 
-__all__ = ["MODES", "compile_mode", "prepare_variant", "module_job", "module_when_ready"]
+__all__ = ["MODES", "compile_mode", "graph_on_cpu", "background_possible", "prepare_variant", "module_job", "module_when_ready"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 MODES = ("background", "sync")
+
+
+def graph_on_cpu(graph: Any) -> bool:
+    """Whether every value of `graph` lives on the CPU (then its program's target is "cpu",
+    known without building the program)."""
+    return all(v.aval.device.type == "cpu"
+               for v in list(graph.inputs) + [o for e in graph.eqns for o in e.outs])
+
+
+def background_possible(program: Any) -> bool:
+    """Whether `program` (a CompiledProgram) can compile in workers: a CPU graph, and a
+    disk cache for the kernels to travel through."""
+    return program.target == "cpu" and cacheroot.root() is not None
 
 
 def compile_mode(option: Optional[str]) -> str:

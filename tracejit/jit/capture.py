@@ -18,6 +18,7 @@ import warnings
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
 from ..errors import _PKG_DIR, ScriptError, TraceError, user_frame
+from ..ops import autocast as _autocast
 from ..ops.registry import Aval
 from ..shapes import Sym
 from ..tensor import Tensor
@@ -129,6 +130,8 @@ class Capture:
                 reasons = ["the structure of the arguments changed (nesting of tuples/lists/dicts)"]
             else:
                 reasons = describe_difference(e.descs, descs, e.grad_mode, gm)
+                if e.autocast is not _autocast.current():
+                    reasons.append(f"autocast changed: {_ac_name(e.autocast)} -> {_ac_name(_autocast.current())}")
                 extra = getattr(e, "extra", None)
                 if extra is not None and not extra():
                     describe = getattr(extra, "describe", None)
@@ -325,9 +328,10 @@ class Capture:
         if extra is not None and hasattr(extra, "snapshot"):
             extra = extra.snapshot()  # the state this capture saw, checked on every call
         decisions = list(ctx.decisions)
+        autocast = _autocast.current()
         guard, src = build_guard(sdescs, const_descs, gm, extra,
                                  decisions=make_check(decisions) if decisions else None,
-                                 compiled=False)   # (compiled at its first call: Entry)
+                                 compiled=False, autocast=autocast)   # (compiled at its first call: Entry)
         if decisions:
             names = [d.name for d in sdescs]
             src += "".join(f"# and {d.text(names)}\n" for d in decisions)
@@ -335,7 +339,8 @@ class Capture:
         config.topic("guards").info("guard for %s:\n%s", self.__name__, src)
         executor = self._make_executor(opt, gm, _verifier(graph, opt))
         entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
-                      out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes)
+                      out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes,
+                      autocast=autocast)
         executor.attach(entry)  # a background compile replaces the entry's executor later
         return entry
 
@@ -450,3 +455,7 @@ def _runtime_scalar(x, mode: str) -> bool:
 
 def _dt_like(x) -> bool:
     return isinstance(x, (_dt.DType,)) or type(x).__name__ == "device"
+
+
+def _ac_name(dtype) -> str:
+    return "off" if dtype is None else dtype.name

@@ -50,11 +50,15 @@ MISS = object()  # what a hit function returns when its guard fails
 
 
 def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_pass=None,
-                decisions=None, compiled: bool = True):
+                decisions=None, compiled: bool = True, autocast=None):
     """Return (guard(leaves, consts, grad_mode) -> bool, source).
 
     ``compiled=False``: the guard as a `PendingGuard`, its source compiled at its first
     call (a capture's entry: see there).
+
+    ``autocast`` is the autocast dtype the capture ran under (None: off): a call under
+    another state misses, so entering autocast captures again and leaving it hits the
+    float32 entry (one list read while no autocast context is active).
 
     ``decisions`` is a ``check(leaves) -> bool`` for the Python decisions capture took on
     runtime scalar arguments (see `scalars`), run after the leaves' own checks.
@@ -66,12 +70,16 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
     in one generated function keep a cache hit to one Python call.
     """
     # Every failed check does ``return NO``: False for a guard, MISS for a hit function.
-    g: dict = {"EXTRA": extra, "DECIDED": decisions, "NO": False if on_pass is None else MISS}
+    from ..ops import autocast as _ac
+    g: dict = {"EXTRA": extra, "DECIDED": decisions, "NO": False if on_pass is None else MISS,
+               "ACN": _ac.ENTERED, "ACS": _ac.STATE, "ACK": autocast}
     if on_pass is not None:
         g.update(on_pass[1])
     head = "def hit(L, gm):" if on_pass is not None else "def guard(L, C, gm):"
     lines = [head,
              f"    if gm is not {grad_mode!r}:",
+             "        return NO",
+             "    if (ACS.dtype if ACN[0] else None) is not ACK:",
              "        return NO",
              "    try:"]
     seen: set = set()

@@ -26,9 +26,9 @@ from .layers import _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
 from ..ops.gru_layer import gru_cell, gru_layer_fm
-from ..ops.lstm_layer import lstm_cell, lstm_layer_fm
+from ..ops.lstm_layer import lstm_layer_fm
 from ..ops.rnn_layer import rnn_cell, rnn_layer_fm
-from .recurrent_grad import chunk_gates
+from .recurrent_grad import chunk_gates, lstm_cell_gates
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "rnn_tanh_step", "rnn_relu_step", "lstm_step", "gru_step"]
@@ -52,9 +52,8 @@ def rnn_relu_step(gi, h, w_hh, b_hh):
 
 def lstm_step(gi, h, c, w_hh, b_hh):
     """(h', c') of one LSTM step; gates in PyTorch's order i, f, g, o (the cell math:
-    ops/lstm_layer.py `lstm_cell`)."""
-    gates = gi + _hidden_proj(h, w_hh, b_hh)
-    return lstm_cell(*chunk_gates(gates, 4), c)
+    ops/lstm_layer.py `lstm_cell`; eagerly one node, nn/recurrent_grad.py)."""
+    return lstm_cell_gates(gi + _hidden_proj(h, w_hh, b_hh), c)
 
 
 def gru_step(gi, h, w_hh, b_hh):

@@ -10,6 +10,7 @@ from ..errors import ShapeError
 from .composite import softplus
 from .elementwise import clamp, expm1, minimum, tanh, where
 from .shape import reshape
+from . import autocast as _autocast
 
 __all__ = ["elu", "selu", "celu", "mish", "hardtanh", "relu6", "hardsigmoid", "hardswish", "prelu"]
 
@@ -70,6 +71,7 @@ def hardswish(input, inplace: bool = False):
     return _out(input, input * clamp(input * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
 
 
+@_autocast.lower
 def prelu(input, weight):
     """x for x > 0, weight * x otherwise; weight has 1 or C (= input.shape[1]) entries."""
     n = weight.numel()

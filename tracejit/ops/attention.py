@@ -25,6 +25,7 @@ from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 from .attention_prim import attention_context, attention_weights
 from .softmax_prim import softmax as _scaled_softmax
 from .tensorfns import tril
+from . import autocast as _autocast
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -39,6 +40,7 @@ def _additive(mask, dtype, *, true_means_masked: bool):
     return cast(mask, dtype)
 
 
+@_autocast.lower
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, enable_gqa: bool = False):
     """softmax(Q K^T * scale + mask) V over the last two dims (any leading batch dims)."""

@@ -12,6 +12,7 @@ from .elementwise import (abs, cast, eq, erf, exp, isnan, le, log, log1p, logica
 # GELU is a primitive (ops/gelu_prim.py: as a composite, eager mode made ~27 passes per GELU
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
+from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
 from . import pooling_prim as _pool_prim
 from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
@@ -24,6 +25,7 @@ from .eager import trace_state
 from .reductions import all as _all, amax, logsumexp, mean, sum
 from .shape import contiguous, permute, reshape, squeeze, unsqueeze
 from .shape import concat as _concat
+from . import autocast as _autocast
 
 __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
            "conv2d", "max_pool2d", "avg_pool2d", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
@@ -44,6 +46,8 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0):
 
 
 def leaky_relu(x, negative_slope: float = 0.01):
+    if isinstance(negative_slope, (int, float)) and negative_slope >= 0 and not isinstance(x, (int, float)):
+        return _leaky_relu_prim(x, negative_slope)   # one pass each way (leaky_relu_prim.py)
     return where(x > 0, x, x * negative_slope)
 
 
@@ -181,6 +185,7 @@ def same_padding(x, kernel: tuple, dilation: tuple):
     return x, left
 
 
+@_autocast.lower
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     if x.ndim == 3 and weight.ndim == 4:  # unbatched (C, H, W) input, as PyTorch allows
         return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
@@ -331,17 +336,20 @@ def _check_same(op, input, target):
                          f"{tuple(target.shape)} differ")
 
 
+@_autocast.fp32
 def mse_loss(input, target, reduction: str = "mean"):
     _check_same("mse_loss", input, target)
     d = input - target
     return _reduce(d * d, reduction)
 
 
+@_autocast.fp32
 def l1_loss(input, target, reduction: str = "mean"):
     _check_same("l1_loss", input, target)
     return _reduce(abs(input - target), reduction)
 
 
+@_autocast.fp32
 def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
     if input.ndim == 1 and target.ndim == 0:  # one unbatched sample
         out = nll_loss(unsqueeze(input, 0), unsqueeze(target, 0), weight, ignore_index, reduction)
@@ -379,6 +387,7 @@ def _check_class_weight(op: str, weight, c) -> None:
                          f"{tuple(weight.shape)}")
 
 
+@_autocast.fp32
 def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0):
     if not 0.0 <= label_smoothing <= 1.0:   # (also refuses nan)
@@ -439,6 +448,7 @@ def _clamped_log(p):
     return where(pos, maximum(log(where(pos, p, 1.0)), -100.0), -100.0)
 
 
+@_autocast.fp32
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     _check_same("binary_cross_entropy", input, target)
     if not target.dtype.is_floating_point:
@@ -457,6 +467,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     return _reduce(loss, reduction)
 
 
+@_autocast.fp32
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
                                      pos_weight=None):
     _check_same("binary_cross_entropy_with_logits", input, target)

@@ -15,6 +15,7 @@ from ..errors import ShapeError
 from .composite import conv2d
 from .shape import cat, permute, reshape, squeeze, unsqueeze
 from .spatial import conv1d, conv_transpose2d, pad
+from . import autocast as _autocast
 
 __all__ = ["conv3d", "conv_transpose1d", "conv_transpose3d", "conv_tbc"]
 
@@ -30,6 +31,7 @@ def _triple(v, what: str, op: str) -> tuple:
     return t
 
 
+@_autocast.lower
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """3-D convolution of (N, C, D, H, W) (or unbatched (C, D, H, W)) with weight
     (O, C/groups, kd, kh, kw)."""
@@ -79,6 +81,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     return out
 
 
+@_autocast.lower
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
                      dilation=1):
     """Transposed 1-D convolution; weight (C_in, C_out/groups, k)."""
@@ -96,6 +99,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return squeeze(out, 2)
 
 
+@_autocast.lower
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
                      dilation=1):
     """Transposed 3-D convolution; weight (C_in, C_out/groups, kd, kh, kw)."""

@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import CPU, array_module, as_device
 from ..tensor import Tensor
@@ -27,6 +28,8 @@ def _infer_dtype(data, arr) -> "_dt.DType":
     arrays and numpy scalars (np.float64(1.5)) keep their dtype. `arr` is data as an array."""
     keep = isinstance(data, (np.ndarray, np.generic)) or not isinstance(data, (list, tuple, int, float, bool))
     kind = arr.dtype.kind
+    if arr.dtype.name == "bfloat16":  # ml_dtypes'
+        return _dt.bfloat16
     if kind == "b":
         return _dt.bool_
     if kind in "iu":
@@ -70,6 +73,13 @@ def _to_array(data, dtype, dev, copy=True):
         if dtype is not None and not isinstance(data, (np.ndarray, np.generic)) and arr is not data:
             _check_fits(arr, dt)
     xp = array_module(dev)
+    if dt is _dt.bfloat16:   # numbers round to bf16 words; bf16 words (or ml_dtypes') are kept
+        if isinstance(data, Tensor) and data.dtype is dt:
+            pass
+        elif arr.dtype.name == "bfloat16":  # ml_dtypes' array: the same words
+            arr = arr.view(_bf16.STORAGE)
+        else:
+            arr = _bf16.to_bfloat16(np.asarray(arr, dtype=np.float32))
     arr = xp.array(arr, dtype=dt.np, copy=copy) if copy else xp.asarray(arr, dtype=dt.np)
     return arr, dt
 
@@ -154,6 +164,8 @@ def _full_rule(shape, value, dtype, device):
 
 
 def _full_impl(xp, shape, value, dtype, device):
+    if dtype is _dt.bfloat16:
+        return _bf16.to_bfloat16(xp.full(shape, value, dtype=np.float32))
     if type(value) in (int, float, bool) and value == 0 and not (type(value) is float and math.copysign(1.0, value) < 0):
         # zeros come from calloc: fresh zero pages, not a pass writing every element (the
         # gradient of a slice is mostly zeros of the whole input's size)
@@ -230,7 +242,13 @@ def _arange_len(start, end, step):
     return max(0, int(np.ceil((end - start) / step)))  # what numpy computes for floats
 
 
-ARANGE = defprim("arange", lambda xp, start, end, step, dtype, device: xp.arange(start, end, step, dtype=dtype.np),
+def _arange_impl(xp, start, end, step, dtype, device):
+    if dtype is _dt.bfloat16:
+        return _bf16.to_bfloat16(xp.arange(start, end, step, dtype=np.float32))
+    return xp.arange(start, end, step, dtype=dtype.np)
+
+
+ARANGE = defprim("arange", _arange_impl,
                  lambda start, end, step, dtype, device: Aval((_arange_len(start, end, step),), dtype, device),
                  kind="creation")
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..shapes import broadcast_shapes
+from .. import bf16 as _bf16
 from .registry import Aval, defprim
 from .elementwise import _binary, _ew_rule, _ufunc1, _ufunc2, _unary, where
 
@@ -102,6 +103,12 @@ def _cast_rule(a, dtype):
     return Aval(a.shape, dtype, a.device)
 
 
-CAST = defprim("cast", lambda xp, a, dtype: a.astype(dtype.np),
+def _cast_impl(xp, a, dtype):
+    if dtype is _dt.bfloat16 or a.dtype == _bf16.STORAGE:   # bf16 words: convert, never reinterpret
+        return _bf16.cast(xp, a, dtype)
+    return a.astype(dtype.np)
+
+
+CAST = defprim("cast", _cast_impl,
                _cast_rule, lambda g, out, a, dtype: (g,), kind="elementwise",
                scalar=lambda e, a, dtype: e.cast(a, dtype), save=lambda rq: ())

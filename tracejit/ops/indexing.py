@@ -328,7 +328,14 @@ def index_add_(base, v, idx, spec):
     return bind(INDEX_ADD, base, v, *idx, spec=spec)
 
 
+_ONE_TENSOR = (("t", 0),)
+
+
 def getitem(a, index):
+    if type(index) is Tensor and index.dtype.is_integer and a.ndim:
+        # x[idx] with one integer tensor (an embedding lookup, a minibatch by index): the
+        # spec `_normalize` would give, without its loop
+        return bind(GETITEM, a, index, spec=_ONE_TENSOR)
     spec = _plain_spec(a, index)
     if spec is not None:
         return a if spec is _WHOLE else bind(GETITEM, a, spec=spec)
@@ -441,10 +448,50 @@ def _gather_impl(xp, a, index, dim):
     if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
         bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
         raise IndexError(f"gather: index {bad} is out of range for dim {dim} of size {n}")
+    if xp is np:
+        rows = _row_index(index, dim, a.shape)
+        if rows is not None:   # the index repeats one vector across the other dims
+            return np.take(a, rows, axis=dim)
+        if index.size and _fits(index, dim, a.shape):
+            return np.ascontiguousarray(a).reshape(-1)[_flat_positions(index, dim, a.shape)]
     if index.shape != a.shape:
         # take_along_axis broadcasts; torch.gather reads a prefix of the other dims.
         a = a[tuple(slice(0, s) if i != dim else slice(None) for i, s in enumerate(index.shape))]
     return xp.take_along_axis(a, index, axis=dim)
+
+
+def _row_index(index, dim: int, shape: tuple):
+    """The 1-D index `index` repeats along every other dim (an expanded vector: zero strides
+    there, and the full extent of `shape`), or None. Then gather takes rows along `dim`
+    (``np.take``), 3-6x faster than addressing every element."""
+    if index.ndim == 0 or index.size == 0:   # (an empty array's strides say nothing)
+        return None
+    dim %= index.ndim
+    st = index.strides
+    for d, n in enumerate(index.shape):
+        if d != dim and (n != shape[d] or (st[d] != 0 and n != 1)):
+            return None
+    return index[tuple(slice(None) if d == dim else 0 for d in range(index.ndim))]
+
+
+def _fits(index, dim: int, shape: tuple) -> bool:
+    """Whether `index` lies within `shape` along every dim but `dim` (PyTorch's rule for
+    gather and scatter_add; numpy's take_along_axis would broadcast instead)."""
+    return index.ndim > 0 and all(n <= shape[d] for d, n in enumerate(index.shape) if d != dim)
+
+
+def _flat_positions(index, dim: int, shape: tuple):
+    """Each element's position in the C-ordered flat array of `shape` when `index` gives
+    its coordinate along `dim` and its own position the others (in range: checked;
+    `_fits`)."""
+    strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
+    pos = index.astype(np.int64) * int(strides[dim])
+    for d, n in enumerate(index.shape):
+        if d != dim and n > 1:
+            view = [1] * index.ndim
+            view[d] = n
+            pos = pos + (np.arange(n, dtype=np.int64) * int(strides[d])).reshape(view)
+    return pos
 
 
 def _gather_vjp(g, out, a, index, dim):
@@ -474,6 +521,11 @@ def _scatter_add_impl(xp, a, index, src, dim):
         bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
         raise IndexError(f"scatter_add: index {bad} is out of range for dim {dim} of size {n}")
     out = a.copy()
+    if xp is np and index.size and _fits(index, dim, a.shape):
+        # np.add.at over one flat array is numpy's fast form (10x the n-d one for 100k
+        # elements); both add in the index's C order, so the result is the same bitwise
+        np.add.at(out.reshape(-1), _flat_positions(index, dim, a.shape).reshape(-1), src.reshape(-1))
+        return out
     grids = list(xp.indices(index.shape, sparse=True))
     grids[dim] = index
     if xp is np:

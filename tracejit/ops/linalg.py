@@ -16,6 +16,8 @@ from .eager import _make_binary, bind
 from . import shape as _shape
 from .shape import reshape, unsqueeze
 from ..autograd.node import column_major, shape_only
+from . import autocast as _autocast
+from .. import bf16 as _bf16
 
 __all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
 
@@ -43,6 +45,8 @@ _MT_DIMS: dict = {}
 
 
 def _matmul_impl(xp, a, b):
+    if a.dtype == _bf16.STORAGE:      # bf16 words: float32 products, rounded once
+        return _bf16.matmul_words(a, b)
     if a.ndim > 2 and b.ndim == 2:
         return matmul_rows(xp.matmul, a, b)
     return xp.matmul(a, b)
@@ -231,6 +235,7 @@ def _mm_tn(a, b):
     return _tn(a, b)
 
 
+@_autocast.lower
 def matmul(a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes "
@@ -284,12 +289,14 @@ _MM = _checked("mm", _check_inner)
 _BMM = _checked("bmm", _check_batch)
 
 
+@_autocast.lower
 def mm(a, b):
     if a.ndim != 2 or b.ndim != 2:
         raise ShapeError(f"mm: expected 2-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     return _MM(a, b)
 
 
+@_autocast.lower
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise ShapeError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -310,6 +317,7 @@ def outer(a, b):
     return unsqueeze(a, 1) * unsqueeze(b, 0)
 
 
+@_autocast.lower
 def linear(x, weight, bias=None):
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch."""
     if x.ndim == 0 or weight.ndim not in (1, 2) or not (x.shape[-1] == weight.shape[-1]):

@@ -11,11 +11,13 @@ from ..errors import ShapeError
 from .composite import _check_same, _reduce
 from .elementwise import abs, clamp, eq, exp, log, maximum, minimum, ne, relu, sqrt, where
 from .reductions import sum
+from . import autocast as _autocast
 
 __all__ = ["smooth_l1_loss", "huber_loss", "kl_div", "cosine_similarity", "pairwise_distance",
            "margin_ranking_loss", "triplet_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss"]
 
 
+@_autocast.fp32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0):
     """0.5 * d^2 / beta where |d| < beta, |d| - 0.5 * beta elsewhere (plain L1 when beta == 0)."""
@@ -28,6 +30,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
     return _reduce(where(d < beta, (0.5 / beta) * d * d, d - 0.5 * beta), reduction)
 
 
+@_autocast.fp32
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
     """0.5 * d^2 where |d| < delta, delta * (|d| - 0.5 * delta) elsewhere."""
     _check_same("huber_loss", input, target)
@@ -37,6 +40,7 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
     return _reduce(where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
 
 
+@_autocast.fp32
 def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False):
     """Pointwise target * (log(target) - input) with ``input`` log-probabilities.
@@ -86,6 +90,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
     return sum(abs(d) ** p, -1, keepdim=keepdim) ** (1.0 / p)
 
 
+@_autocast.fp32
 def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
                         reduction: str = "mean"):
     """max(0, -target * (input1 - input2) + margin)."""
@@ -95,6 +100,7 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_averag
     return _reduce(relu(margin - target * (input1 - input2)), reduction)
 
 
+@_autocast.fp32
 def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, size_average=None, reduce=None, reduction: str = "mean"):
     """max(d(a, p) - d(a, n) + margin, 0) with the pairwise p-norm distance."""
@@ -109,6 +115,7 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
     return _reduce(clamp(d_ap - d_an + margin, 0.0), reduction)
 
 
+@_autocast.fp32
 def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean"):
     """x where target == 1, max(0, margin - x) where target == -1."""
@@ -117,6 +124,7 @@ def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, 
     return _reduce(margin_part + self_part, reduction)
 
 
+@_autocast.fp32
 def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
                           reduction: str = "mean"):
     """1 - cos(x1, x2) where target == 1, max(0, cos(x1, x2) - margin) where target == -1."""

@@ -22,6 +22,7 @@ from .losses import pairwise_distance
 from .reductions import logsumexp, mean, sum as _sum
 from .shape import cat, stack, unsqueeze
 from .registry import refuse_tracing
+from . import autocast as _autocast
 
 __all__ = ["gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "multilabel_margin_loss", "multi_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]
@@ -51,6 +52,7 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
     return _reduce(loss, reduction)
 
 
+@_autocast.fp32
 def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, size_average=None,
                      eps: float = 1e-8, reduce=None, reduction: str = "mean"):
     if log_input:
@@ -64,6 +66,7 @@ def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, 
     return _reduce(loss, reduction)
 
 
+@_autocast.fp32
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """log(1 + exp(-y x)) per element."""
     return _reduce(-logsigmoid(target * input), reduction)
@@ -78,6 +81,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return _reduce(loss, reduction)
 
 
+@_autocast.fp32
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """sum over target classes j (the labels before the first -1) and non-target classes i of
     max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
@@ -108,6 +112,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     return _reduce(loss, reduction)
 
 
+@_autocast.fp32
 def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
                       reduce=None, reduction: str = "mean"):
     """sum over i != y of max(0, margin - x[y] + x[i])^p (times weight[y]), over the classes."""
@@ -152,6 +157,7 @@ def _lengths(v, n: int, what: str) -> list:
     return v
 
 
+@_autocast.fp32
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
              reduction: str = "mean", zero_infinity: bool = False):
     """Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C))."""

@@ -40,11 +40,13 @@ def _check_channels(op: str, t, name: str, c: int) -> None:
 
 def check_dtypes(op: str, input, **tensors) -> None:
     """PyTorch's dtype rule for batch normalization: a floating input, and weight, bias and
-    running statistics of the input's dtype (float32 ones may serve a float16 input)."""
+    running statistics of the input's dtype (float32 ones may serve a float16 or bfloat16
+    input, as under autocast)."""
     if not input.dtype.is_floating_point:
         raise DTypeError(f"{op}: expected a floating point input, got {input.dtype.name}")
     for name, t in tensors.items():
-        if t is None or t.dtype is input.dtype or (input.dtype is _dt.float16 and t.dtype is _dt.float32):
+        if t is None or t.dtype is input.dtype or (input.dtype in (_dt.float16, _dt.bfloat16)
+                                                   and t.dtype is _dt.float32):
             continue
         raise DTypeError(f"{op}: input is {input.dtype.name} but {name} is {t.dtype.name}; they must "
                          f"share one dtype (convert the input, e.g. input.to({t.dtype.name}), or the "

@@ -13,6 +13,7 @@ from .indexing import getitem
 from .linalg import matmul
 from .reductions import amax, sum as _sum
 from .shape import reshape, stack, transpose, unsqueeze
+from . import autocast as _autocast
 
 __all__ = ["bilinear", "addmm", "addmv", "addbmm", "baddbmm", "addr", "inner", "cross",
            "cdist", "pdist", "chain_matmul"]
@@ -34,6 +35,7 @@ def bilinear(input1, input2, weight, bias=None):
     return reshape(out, lead + (o,))
 
 
+@_autocast.lower
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     prod = matmul(mat1, mat2)
     return (input * beta if beta != 1 else input) + (prod * alpha if alpha != 1 else prod)
@@ -43,11 +45,13 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
     return addmm(input, mat, vec, beta=beta, alpha=alpha)
 
 
+@_autocast.lower
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return addmm(input, reshape(transpose(batch1, 0, 1), (batch1.shape[1], -1)),
                  reshape(batch2, (-1, batch2.shape[2])), beta=beta, alpha=alpha)
 
 
+@_autocast.lower
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return addmm(input, batch1, batch2, beta=beta, alpha=alpha)
 
@@ -96,6 +100,7 @@ def _pnorm(diff, p, dim):
     return _sum(_abs(diff) ** p, dim) ** (1.0 / p)
 
 
+@_autocast.fp32
 def cdist(x1, x2, p: float = 2.0, compute_mode=None):
     """Pairwise p-norm distances between the rows of x1 (.., P, M) and x2 (.., R, M)."""
     if x1.shape[-1] != x2.shape[-1]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import as_device
 from .creation import _bind_creation, _size
@@ -52,6 +53,8 @@ def set_rng_state(state) -> None:
 
 
 def _draw(xp, kind, shape, dtype, low=0, high=1):
+    if dtype is _dt.bfloat16:   # drawn in float32, rounded to bf16 words
+        return _bf16.to_bfloat16(_draw(xp, kind, shape, _dt.float32, low, high))
     if xp is np:
         if kind == "uniform":
             return _gen.random(shape, dtype=np.float64 if dtype.np == np.float64 else np.float32).astype(dtype.np, copy=False)

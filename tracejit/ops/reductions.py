@@ -17,6 +17,7 @@ from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind
 from .shape import EXPAND, clone, expand, flip, reshape
+from . import autocast as _autocast
 
 __all__ = ["sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
            "logsumexp", "prod", "all", "any", "norm", "cumsum"]
@@ -194,6 +195,7 @@ def prod_(a, dims, keepdim):
     return bind(PROD, a, dims=dims, keepdim=keepdim)
 
 
+@_autocast.fp32
 def prod(a, dim=None, keepdim: bool = False):
     return prod_(a, _dims(a, dim, "prod"), keepdim)
 

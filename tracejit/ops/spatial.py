@@ -31,6 +31,7 @@ from .random import rand
 from .reductions import amax, argmax
 from .reductions import sum as _sum
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
+from . import autocast as _autocast
 
 __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
            "interpolate", "pad", "dropout2d", "avg_pool2d_ext", "max_pool2d_ext"]
@@ -46,6 +47,7 @@ def _single(v, name):
     return int(t[0])
 
 
+@_autocast.lower
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """1-D convolution of (N, C, L) (or unbatched (C, L)) with weight (O, C/groups, k)."""
     if x.ndim == 2 and weight.ndim == 3:
@@ -70,6 +72,7 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     return squeeze(out, 2)
 
 
+@_autocast.lower
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
                      dilation=1):
     """Transposed 2-D convolution; weight (C_in, C_out/groups, kh, kw) as in PyTorch."""

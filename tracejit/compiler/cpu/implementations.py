@@ -33,7 +33,7 @@ from ...ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 from ...ops.pooling_prim import MAX_POOL2D, MAX_POOL2D_BACKWARD
 from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
-from .gemm import products
+from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm, bn_pool_kernels as bn_pool,
                       conv_kernels as conv, index_kernels as index, pool_kernels as pool,
                       recurrent_layers as recurrent, row_kernels as rows, select_kernels as select,
@@ -44,10 +44,14 @@ __all__ = ["TABLE"]
 
 # (primitive, implementation, checker, plan call for a signature): in the order tried
 TABLE = (
+    # bf16 products: MKL's bf16 GEMM where the CPU has bf16 units, else widened sgemm
+    (MATMUL, bf16_gemm.matmul, bf16_gemm.takes, None),
+    (MATMUL_NT, bf16_gemm.matmul_nt, bf16_gemm.takes, None),
+    (MATMUL_TN, bf16_gemm.matmul_tn, bf16_gemm.takes, None),
     # products: BLAS's threads by the free cores, hand kernels for the shapes BLAS runs slowly
-    (MATMUL, products.matmul, None, products.matmul_call),
-    (MATMUL_NT, products.matmul_nt, None, products.nt_call),
-    (MATMUL_TN, products.matmul_tn, None, products.tn_call),
+    (MATMUL, products.matmul, bf16_gemm.not_words, products.matmul_call),
+    (MATMUL_NT, products.matmul_nt, bf16_gemm.not_words, products.nt_call),
+    (MATMUL_TN, products.matmul_tn, bf16_gemm.not_words, products.tn_call),
     # rows: one read and one write of each row
     (SOFTMAX, rows.softmax, rows.on_last_dim, None),
     (SOFTMAX_BACKWARD, rows.softmax_backward, rows.on_last_dim, None),

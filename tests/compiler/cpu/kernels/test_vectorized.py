@@ -543,13 +543,13 @@ def test_an_ask_outside_tier0_makes_the_kernel_an_eager_codes():
 
 
 def test_tier0_forwards_run_inside_serving_tier0(monkeypatch):
-    from tracejit.compiler import tiers
+    from tracejit.compiler import tier0
     seen = []
-    monkeypatch.setattr(tiers, "straight_line",
+    monkeypatch.setattr(tier0, "straight_line",
                         lambda graph, drops, steps: lambda ins: seen.append(V.outside()) or ins)
-    monkeypatch.setattr(tiers, "last_uses", lambda graph: {})
-    monkeypatch.setattr(tiers, "_unbind_steps", lambda graph: None)
-    t0 = tiers.Tier0.__new__(tiers.Tier0)
+    monkeypatch.setattr(tier0, "last_uses", lambda graph: {})
+    monkeypatch.setattr(tier0, "_unbind_steps", lambda graph: None)
+    t0 = tier0.Tier0.__new__(tier0.Tier0)
     t0.graph, t0._drops, t0._steps, t0._run = None, None, None, None
     assert t0([1, 2]) == [1, 2]
     assert seen == [False] and V.outside()

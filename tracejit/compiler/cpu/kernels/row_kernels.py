@@ -477,6 +477,7 @@ def cross_entropy_rows(xp, x, t, ignore_index):
         return None
     loss = np.empty(x.shape[0], x.dtype)
     total = np.empty(1, np.float64)
+    t = np.ascontiguousarray(t)   # (a column of a target matrix: numba takes C order)
     cnt = fn(np.ascontiguousarray(x), t, ignore_index, loss, total, np.empty(x.shape[1], x.dtype))
     return loss, total[0], cnt
 
@@ -491,8 +492,8 @@ def cross_entropy_backward_rows(xp, g, x, t, ignore_index, mean):
         return None
     out = np.empty(x.shape, x.dtype)
     gstep = 1 if g.ndim else 0
-    err = fn(np.ascontiguousarray(x), t, ignore_index, np.ascontiguousarray(g).reshape(-1), gstep,
-             1 if mean else 0, out)
+    err = fn(np.ascontiguousarray(x), np.ascontiguousarray(t), ignore_index,
+             np.ascontiguousarray(g).reshape(-1), gstep, 1 if mean else 0, out)
     return out, err
 
 

@@ -1,0 +1,30 @@
+"""Public-style PyTorch programs, run by ``import torch`` and by tracejit swapped in for it.
+
+Each module here is a small training program written as pytorch/examples, the PyTorch
+tutorials and popular repositories write theirs, against ``torch`` only: a ``Program``
+class whose ``__init__(compile)`` builds the model, data and optimizer (``compile`` is
+``torch.compile`` or the identity; it wraps what a user would compile) and whose
+``step()`` runs one training step and returns its loss as a float. Under tracejit the
+runner swaps the module (torchswap.py), so the same file runs on both.
+
+``python -m bench.programs`` (``__main__.py``) times every program in PyTorch eager,
+tracejit eager, torch.compile and tracejit.compile, one fresh process per measurement
+(``worker.py``). This package's ``__init__`` imports no framework.
+"""
+from __future__ import annotations
+
+# name -> what it is (the runner's order)
+PROGRAMS = {
+    "dcgan": "DCGAN, 32x32, batch 32: ConvTranspose2d/Conv2d + BatchNorm, BCELoss, two Adams",
+    "gcn": "two-layer GCN on a Cora-sized graph: index_select / index_add_ message passing",
+    "charmlp": "makemore-style character MLP: embedding by indexing, tanh, SGD by hand",
+    "seq2seq": "GRU encoder-decoder with Bahdanau attention, 10 teacher-forced steps",
+    "lstmcell": "two LSTMCells over 100 steps in float64 (time_sequence_prediction)",
+    "gat": "two-layer GAT, 8 heads: edge softmax by scatter_reduce / scatter_add",
+    "resnet": "ResNet-18 shape at quarter width, 32x32, batch 32, SGD momentum",
+    "superres": "sub-pixel super-resolution CNN with PixelShuffle(3), batch 8",
+    "vae": "MLP VAE, 784-400-20, BCE + KL, batch 128",
+    "policy": "REINFORCE on a cart-pole: 50 one-state policy calls and Categorical per step",
+}
+
+SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")

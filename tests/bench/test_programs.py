@@ -1,0 +1,75 @@
+"""bench/programs: the PyTorch programs run unchanged by tracejit (the import swap) with
+PyTorch's losses, and the runner's summary arithmetic."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.programs import PROGRAMS, SYSTEMS, report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Two steps of a program in a fresh process (the swap must come before any torch import).
+_RUN = """
+import json, sys
+if sys.argv[1] == "tracejit":
+    from bench.programs import torchswap
+    torchswap.install()
+import importlib
+import torch
+prog = importlib.import_module("bench.programs." + sys.argv[2]).Program(lambda m: m)
+print(json.dumps([prog.step(), prog.step(), torch.__name__]))
+"""
+
+
+def _losses(framework: str, program: str) -> list:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRACEJIT_COMPILE="sync")
+    out = subprocess.run([sys.executable, "-c", _RUN, framework, program], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("program", ["gcn", "gat", "charmlp", "lstmcell"])
+def test_program_runs_unchanged_with_pytorch_losses(program):
+    pytest.importorskip("torch")
+    want = _losses("torch", program)
+    got = _losses("tracejit", program)
+    assert want[2] == "torch" and got[2] == "tracejit"      # the swap took
+    for a, b in zip(got[:2], want[:2]):                      # the first step and, after one
+        assert abs(a - b) <= 1e-4 * max(1.0, abs(b)), (got, want)   # update, the second
+
+
+def test_summary_ratios_and_geomeans():
+    def res(ms, loss=1.0):
+        return {"step_s": ms / 1e3, "first_loss": loss, "first_step_s": 0.1}
+    runs = {"a": {"torch_eager": [res(10), res(12)], "tracejit_eager": [res(20), res(22)],
+                  "torch_compile": [res(8)], "tracejit_compiled": [res(4)]},
+            "b": {"torch_eager": [res(5)], "tracejit_eager": [res(5, loss=1.1)],
+                  "torch_compile": [{"error": "timed out"}], "tracejit_compiled": [res(3)]}}
+    s = report.summarize(runs)
+    a, b = s["programs"]["a"], s["programs"]["b"]
+    assert a["ms"]["torch_eager"] == pytest.approx(11.0) and a["ratios"]["eager"] == pytest.approx(21 / 11)
+    assert a["ratios"]["compiled"] == pytest.approx(0.5)
+    assert b["errors"] == {"torch_compile": "timed out"} and "compiled" not in b["ratios"]
+    assert b["loss_ok"]["tracejit_eager"] is False and a["loss_ok"]["tracejit_eager"] is True
+    g = s["geomean"]
+    assert g["eager"]["value"] == pytest.approx(math.sqrt(21 / 11 * 1.0))
+    assert g["eager"]["worst"] == "a" and g["compiled"]["programs"] == 1
+    table = report.table(s)
+    assert "| b | 5.00 | 5.00 (loss differs) | failed | 3.00 | 1.00x | - |" in table
+    assert set(PROGRAMS) >= {"dcgan", "gcn", "charmlp", "seq2seq"} and len(SYSTEMS) == 4
+
+
+def test_python_m_bench_hands_programs_to_their_runner(capsys):
+    from bench import __main__ as bench_main
+    with pytest.raises(SystemExit, match="unknown program nosuch; known: dcgan"):
+        bench_main.main(["programs", "--only", "nosuch"])
+    with pytest.raises(SystemExit, match="unknown system"):
+        bench_main.main(["programs", "--systems", "torch_eager,jax_jit"])

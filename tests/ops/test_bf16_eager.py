@@ -1,0 +1,125 @@
+"""bf16 eager ops over the op database: each primitive's result on bf16 operands equals
+the float32 primitive's result on the same values, rounded to bf16 (ops/bf16_eager.py).
+A composite op rounds after each primitive it is made of."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import bf16
+from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
+from tracejit.jit.interpreter import interpret
+from tracejit.jit.ir import Var
+from tracejit.jit.tracer import TraceContext
+from tracejit.ops.eager import bind
+from tracejit.ops.registry import Aval
+from opdb import OPS, samples_for
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+BF16_OPS = [op for op in OPS if tj.float32 in op.dtypes and not op.random]
+
+
+@pytest.fixture(autouse=True)
+def _widened_gemm():
+    # products in float32 (widened sgemm): the float32 op's own summation order, so the
+    # comparison is exact (MKL's bf16 GEMM is held to the float64 product elsewhere)
+    prev = bf16_gemm.force("float32")
+    yield
+    bf16_gemm.force(prev)
+
+
+def _outs(out) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _equations(s, values):
+    """The primitives the sample's op runs, each with its float32 operand values:
+    [(eqn, operand values)], from a trace of the op run by the reference interpreter."""
+    ctx = TraceContext()
+    with ctx:
+        tracers = [ctx.new_input(Aval(v.shape, tj.dtypes.as_dtype(v.dtype)), "") for v in values]
+        out = _outs(s.fn(*tracers))
+    if not all(isinstance(o, tj.Tensor) for o in out):
+        return []
+    graph = ctx.graph([ctx.atom(o) for o in out])
+    env = dict(zip(graph.inputs, [tj.tensor(v) for v in values]))
+    seen = []
+
+    def record(e, outs):
+        seen.append((e, [env[a] if isinstance(a, Var) else a.value for a in e.inputs]))
+        env.update(zip(e.outs, outs))
+    interpret(graph, [env[v] for v in graph.inputs], record=record)
+    return seen
+
+
+def _bf16_operand(v):
+    return v.to(tj.bfloat16) if isinstance(v, tj.Tensor) and v.dtype is tj.float32 else v
+
+
+def _widened(v):
+    return v.float() if isinstance(v, tj.Tensor) and v.dtype is tj.bfloat16 else v
+
+
+@pytest.mark.parametrize("op", BF16_OPS, ids=[op.name for op in BF16_OPS])
+def test_each_primitive_on_bf16_is_its_float32_result_rounded(op):
+    """Every primitive the op's samples reach, run on bf16 operands, gives the float32
+    primitive's result on the same values rounded to bf16 once (floating results), or
+    exactly it (integer and bool results, float32 results of mixed operands)."""
+    for _, s in samples_for(op, (tj.float32,)):
+        if not any(a.dtype.kind == "f" for a in s.inputs):
+            continue
+        values = [bf16.to_float32(bf16.to_bfloat16(a)) if a.dtype.kind == "f" else a for a in s.inputs]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                steps = _equations(s, values)
+            except Exception:
+                continue   # (not traceable: data-dependent shapes, a sample's own error)
+            for e, vals in steps:
+                if e.prim.kind == "control" or len(e.outs) != 1 or e.prim.name == "cast":
+                    continue   # (casts are the conversions themselves: tests/test_bf16.py)
+                b16 = [_bf16_operand(v) for v in vals]
+                if not any(isinstance(v, tj.Tensor) and v.dtype is tj.bfloat16 for v in b16):
+                    continue
+                got = bind(e.prim, *b16, **e.params)
+                want = bind(e.prim, *[_widened(v) for v in b16], **e.params)
+                what = f"{s!r}: {e.prim.name}"
+                if got.dtype is tj.bfloat16:
+                    assert want.dtype is tj.float32, what
+                    np.testing.assert_array_equal(got._data, bf16.to_bfloat16(want.detach().numpy()), err_msg=what)
+                else:
+                    assert got.dtype is want.dtype, what
+                    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy(), err_msg=what)
+
+
+def test_bf16_results_keep_pytorch_promotion():
+    a = tj.tensor([1.5, -2.25], dtype=tj.bfloat16)
+    assert (a + 1).dtype is tj.bfloat16 and (a * 2.5).dtype is tj.bfloat16
+    assert (a + tj.tensor([1, 2])).dtype is tj.bfloat16
+    assert (a + tj.tensor([1.0, 2.0])).dtype is tj.float32
+    assert (a + tj.tensor([1.0, 2.0], dtype=tj.float16)).dtype is tj.float32
+    assert (a > 0).dtype is tj.bool_ and a.sum().dtype is tj.bfloat16
+    assert (a + 1).tolist() == [2.5, -1.25]
+
+
+def test_bf16_gradients_flow_back_to_float32():
+    w = tj.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+    x = tj.tensor([[1.0, 2.0]], dtype=tj.bfloat16)
+    (x @ w.bfloat16()).float().sum().backward()
+    assert w.grad.dtype is tj.float32
+    np.testing.assert_array_equal(w.grad.numpy(), [[1.0, 1.0], [2.0, 2.0]])
+
+
+def test_the_primitive_check_reaches_the_core_primitives():
+    """The check above is not vacuous: the op database's samples trace to these."""
+    from opdb import OPS_BY_NAME
+    reached = set()
+    for name in ("add", "matmul", "softmax", "sum", "exp", "layer_norm", "relu"):
+        for _, s in samples_for(OPS_BY_NAME[name], (tj.float32,)):
+            values = [bf16.to_float32(bf16.to_bfloat16(a)) if a.dtype.kind == "f" else a for a in s.inputs]
+            reached.update(e.prim.name for e, _ in _equations(s, values))
+    assert {"add", "matmul", "softmax", "sum", "exp", "layer_norm", "relu"} <= reached

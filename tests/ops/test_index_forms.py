@@ -1,0 +1,179 @@
+"""The fast forms of the index ops graph and sparse models lean on, against PyTorch:
+``index_add`` as one row add along its dim, ``scatter_add`` / ``gather`` over a flat array or
+as row ops when the index is an expanded vector, ``scatter_reduce`` amax/amin as one
+ufunc.at with PyTorch's gradient (ties share it), and ``narrow``/``chunk`` building their
+slice directly. Values and gradients must equal PyTorch's (bitwise where both add in the
+same order)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.ops import indexing
+
+torch = pytest.importorskip("torch")
+
+
+def _pair(a: np.ndarray):
+    grad = a.dtype.kind == "f"
+    return torch.tensor(a).requires_grad_(grad), tj.tensor(a).requires_grad_(grad)
+
+
+def _backward(t_out, j_out, rng):
+    w = rng.standard_normal(tuple(t_out.shape)).astype(np.float32)
+    (t_out * torch.tensor(w)).sum().backward()
+    (j_out * tj.tensor(w)).sum().backward()
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_index_add_matches_pytorch(dim):
+    rng = np.random.default_rng(dim)
+    shape = [5, 6, 7]
+    x = rng.standard_normal(shape).astype(np.float32)
+    shape[dim] = 40
+    src = rng.standard_normal(shape).astype(np.float32)
+    idx = rng.integers(0, x.shape[dim], 40)
+    tx, jx = _pair(x)
+    ts, js = _pair(src)
+    t_out = tx.index_add(dim, torch.tensor(idx), ts, alpha=0.5)
+    j_out = jx.index_add(dim, tj.tensor(idx), js, alpha=0.5)
+    np.testing.assert_allclose(j_out.detach().numpy(), t_out.detach().numpy(), rtol=1e-6, atol=1e-6)
+    _backward(t_out, j_out, rng)
+    np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_array_equal(js.grad.numpy(), ts.grad.numpy())
+
+
+def test_index_add_in_place_and_bad_index():
+    deg = tj.zeros(4).index_add_(0, tj.tensor([1, 3, 1, 0]), tj.ones(4))
+    assert deg.tolist() == [1.0, 2.0, 0.0, 1.0]
+    base = tj.zeros(3)
+    with pytest.raises(IndexError, match="index_add"):
+        base.index_add_(0, tj.tensor([0, 3]), tj.ones(2))
+    assert base.tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+@pytest.mark.parametrize("form", ["expanded", "random", "smaller"])
+def test_scatter_add_and_gather_match_pytorch(dim, form):
+    rng = np.random.default_rng(10 + dim)
+    shape = (5, 6, 7)
+    ishape = list(shape)
+    ishape[dim] = 40
+    if form == "smaller":
+        ishape = [n - 1 if d != dim else n for d, n in enumerate(ishape)]
+    if form == "expanded":   # a vector along dim, expanded as graph code writes it
+        view = [1, 1, 1]
+        view[dim] = 40
+        one = rng.integers(0, shape[dim], 40)
+        t_idx = torch.tensor(one).view(view).expand(ishape)
+        j_idx = tj.tensor(one).view(view).expand(ishape)
+        assert indexing._row_index(j_idx._data, dim, shape) is not None
+    else:
+        idx = rng.integers(0, shape[dim], ishape)
+        t_idx, j_idx = torch.tensor(idx), tj.tensor(idx)
+    x = rng.standard_normal(shape).astype(np.float32)
+    src = rng.standard_normal(ishape).astype(np.float32)
+    tx, jx = _pair(x)
+    ts, js = _pair(src)
+    t_out = tx.scatter_add(dim, t_idx, ts)
+    j_out = jx.scatter_add(dim, j_idx, js)
+    # the same additions in the same order as np.add.at over the index
+    want = x.copy()
+    grids = list(np.indices(tuple(ishape), sparse=True))
+    grids[dim] = np.asarray(j_idx.numpy())
+    np.add.at(want, tuple(grids), src)
+    np.testing.assert_array_equal(j_out.detach().numpy(), want)
+    np.testing.assert_allclose(j_out.detach().numpy(), t_out.detach().numpy(), rtol=1e-6, atol=1e-6)
+    _backward(t_out, j_out, rng)
+    np.testing.assert_array_equal(js.grad.numpy(), ts.grad.numpy())
+    np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_array_equal(tj.gather(jx, dim, j_idx).detach().numpy(),
+                                  torch.gather(tx, dim, t_idx).detach().numpy())
+
+
+def test_gather_and_scatter_add_reject_bad_index():
+    x = tj.zeros(3, 4)
+    with pytest.raises(IndexError, match="gather: index 3"):
+        tj.gather(x, 0, tj.tensor([[3, 0, 0, 0]]))
+    with pytest.raises(IndexError, match="scatter_add: index -1"):
+        x.scatter_add(1, tj.tensor([[0, -1]]), tj.ones(1, 2))
+    assert x.sum().item() == 0.0
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_reduce_extremes_match_pytorch_with_ties(reduce, include_self, dim):
+    rng = np.random.default_rng(20 + dim)
+    ishape = [5, 6]
+    ishape[dim] = 12
+    # small integer values: many ties, whose gradient PyTorch shares equally
+    x = rng.integers(0, 4, (5, 6)).astype(np.float32)
+    src = rng.integers(0, 4, ishape).astype(np.float32)
+    idx = rng.integers(0, (5, 6)[dim], ishape)
+    tx, jx = _pair(x)
+    ts, js = _pair(src)
+    t_out = tx.scatter_reduce(dim, torch.tensor(idx), ts, reduce=reduce, include_self=include_self)
+    j_out = jx.scatter_reduce(dim, tj.tensor(idx), js, reduce=reduce, include_self=include_self)
+    np.testing.assert_array_equal(j_out.detach().numpy(), t_out.detach().numpy())
+    _backward(t_out, j_out, rng)
+    np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(js.grad.numpy(), ts.grad.numpy(), rtol=1e-6)
+
+
+def test_scatter_reduce_amax_integers_and_compiled():
+    rng = np.random.default_rng(3)
+    x = rng.integers(-5, 5, (4, 3))
+    idx = rng.integers(0, 4, (6, 3))
+    src = rng.integers(-9, 9, (6, 3))
+    want = torch.tensor(x).scatter_reduce(0, torch.tensor(idx), torch.tensor(src), "amax",
+                                          include_self=False).numpy()
+    got = tj.tensor(x).scatter_reduce(0, tj.tensor(idx), tj.tensor(src), "amax", include_self=False)
+    np.testing.assert_array_equal(got.numpy(), want)
+
+    def f(a, i, s):
+        return a.scatter_reduce(0, i, s, "amax", include_self=False) * 2.0
+
+    xf = rng.standard_normal((4, 3)).astype(np.float32)
+    sf = rng.standard_normal((6, 3)).astype(np.float32)
+    want = torch.tensor(xf).scatter_reduce(0, torch.tensor(idx), torch.tensor(sf), "amax",
+                                           include_self=False).numpy() * 2.0
+    got = tj.compile(f)(tj.tensor(xf), tj.tensor(idx), tj.tensor(sf))
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_narrow_and_chunk_match_pytorch():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 8, 5)).astype(np.float32)
+    tx, jx = _pair(x)
+    t_parts = tx.chunk(3, 1) + (tx.narrow(2, -3, 2),)
+    j_parts = jx.chunk(3, 1) + (jx.narrow(2, -3, 2),)
+    assert [tuple(p.shape) for p in j_parts] == [tuple(p.shape) for p in t_parts]
+    for tp, jp in zip(t_parts, j_parts):
+        np.testing.assert_array_equal(jp.detach().numpy(), tp.detach().numpy())
+    t_loss = sum((p * (k + 1)).sum() for k, p in enumerate(t_parts))
+    j_loss = sum((p * (k + 1)).sum() for k, p in enumerate(j_parts))
+    t_loss.backward()
+    j_loss.backward()
+    np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
+    with pytest.raises(IndexError, match="narrow"):
+        jx.narrow(1, 6, 3)
+
+
+def test_one_integer_tensor_index_matches_pytorch():
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((27, 10)).astype(np.float32)
+    idx = rng.integers(-27, 27, (32, 3))
+    t_tab, j_tab = _pair(table)
+    t_out, j_out = t_tab[torch.tensor(idx)], j_tab[tj.tensor(idx)]
+    np.testing.assert_array_equal(j_out.detach().numpy(), t_out.detach().numpy())
+    _backward(t_out, j_out, rng)
+    np.testing.assert_array_equal(j_tab.grad.numpy(), t_tab.grad.numpy())
+    assert j_tab[tj.tensor(3)].tolist() == table[3].tolist()          # a 0-d index
+    mask = table[:, 0] > 0
+    np.testing.assert_array_equal(tj.tensor(table)[tj.tensor(mask)].numpy(), table[mask])
+    with pytest.raises(IndexError, match="out of bounds|out of range"):
+        tj.tensor(table)[tj.tensor([27])]
+    with pytest.raises(IndexError, match="too many indices"):
+        tj.tensor(1.0)[tj.tensor([0])]

@@ -1,0 +1,242 @@
+"""The bf16 GEMM: ``C = A @ B`` of bf16 words, float32 accumulation, bf16 result.
+
+One function, `matmul`, takes the uint16 words of both operands (any strides, batch
+dims broadcast) and returns the product's words rounded to nearest even once, from the
+float32 accumulator. Two ways to compute it, chosen once per process (`choice`):
+
+- ``"mkl"``: MKL's ``cblas_gemm_bf16bf16f32`` through ctypes, where the CPU has bf16
+  units (AMX or AVX512-BF16) and the optional ``mkl`` package is installed: 600-790
+  GFLOP/s on this 2-core AMX machine, 3.7-4.7x numpy's sgemm;
+- ``"float32"``: widen both operands, numpy's sgemm, round: the path of a CPU without
+  bf16 units (never a scalar loop).
+
+Both give the float32 product of the bf16 values rounded once; they differ only in the
+order of the float32 additions. ``TRACEJIT_BF16_GEMM=mkl|float32`` or `force` fixes the
+choice (tests run both); the GEMM chooser can register `matmul` as a configuration.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+import threading
+from typing import Optional
+
+import numpy as np
+
+from .... import envflags
+from ....bf16 import STORAGE, to_bfloat16, to_float32
+
+__all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units", "mkl_gemm"]
+
+CHOICES = ("mkl", "float32")
+_lock = threading.Lock()
+_chosen: list = [None]
+_mkl: list = [None]       # [ctypes function | False] once looked for
+
+
+def has_bf16_units() -> bool:
+    """Whether this process may use bf16 matrix units: the CPU's flags (AMX-BF16 or
+    AVX512-BF16), unless numba was told to target a CPU without them (``NUMBA_CPU_FEATURES``,
+    as bench --isa avx2 sets) or MKL was limited below AVX-512."""
+    feats = os.environ.get("NUMBA_CPU_FEATURES", "")
+    if feats and "+avx512bf16" not in feats and "+amx-bf16" not in feats:
+        return False
+    limit = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").upper()
+    if limit and not limit.startswith("AVX512"):
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+def mkl_gemm():
+    """MKL's ``cblas_gemm_bf16bf16f32`` as a ctypes function, or None without MKL."""
+    fn = _mkl[0]
+    if fn is None:
+        fn = False
+        names = sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*")))
+        names += ["libmkl_rt.so.2", "libmkl_rt.so.3", "libmkl_rt.so"]
+        for name in names:
+            try:
+                lib = ctypes.CDLL(name)
+                fn = lib.cblas_gemm_bf16bf16f32
+            except (OSError, AttributeError):
+                continue
+            if not os.environ.get("MKL_THREADING_LAYER"):
+                # GNU OpenMP: the runtime numba's kernels run on, so MKL's threads and the
+                # kernels' take turns; Intel's runtime spins 200 ms after each GEMM on the
+                # cores the next kernel needs (MLP step 21 ms against 18 with GNU's).
+                lib.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
+                lib.MKL_Set_Threading_Layer(3)   # MKL_THREADING_GNU
+            fn.restype = None
+            fn.argtypes = ([ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+                           ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int])
+            break
+        _mkl[0] = fn
+    return fn or None
+
+
+def choice() -> str:
+    """The way this process computes bf16 products (see the top)."""
+    c = _chosen[0]
+    if c is None:
+        with _lock:
+            env = envflags.value("TRACEJIT_BF16_GEMM").lower()
+            if env and env not in CHOICES:
+                raise ValueError(f"TRACEJIT_BF16_GEMM={env!r}: expected one of {', '.join(CHOICES)}")
+            c = env or ("mkl" if has_bf16_units() and mkl_gemm() is not None else "float32")
+            if c == "mkl" and mkl_gemm() is None:
+                raise RuntimeError("TRACEJIT_BF16_GEMM=mkl: MKL's cblas_gemm_bf16bf16f32 was not found "
+                                   "(pip install mkl, or tracejit[mkl])")
+            _chosen[0] = c
+    return c
+
+
+def force(way: Optional[str]) -> Optional[str]:
+    """Fix the choice (`CHOICES`), or None to choose again; returns the previous one."""
+    if way is not None and way not in CHOICES:
+        raise ValueError(f"bf16 GEMM: unknown way {way!r} (expected one of {', '.join(CHOICES)})")
+    if way == "mkl" and mkl_gemm() is None:
+        raise RuntimeError("bf16 GEMM: MKL's cblas_gemm_bf16bf16f32 is not available (pip install mkl)")
+    prev, _chosen[0] = _chosen[0], way
+    return prev
+
+
+def takes(a, b) -> bool:
+    """The checker: both operands are bf16 words (ops/impls.py)."""
+    return a.dtype == STORAGE and b.dtype == STORAGE and a.ndim >= 2 and b.ndim >= 2
+
+
+def not_words(a, b) -> bool:
+    """The other products' checker: operands that are not bf16 words."""
+    return a.dtype != STORAGE
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """bf16 words ``a @ b`` (batch dims broadcast as numpy's matmul), bf16 words out."""
+    if a.ndim == 2 and b.ndim == 2:
+        return round_words(product_f32(a, b))
+    if b.ndim == 2:    # (..., m, k) @ (k, n): one product over the flattened rows
+        lead = a.shape[:-1]
+        out = product_f32(np.ascontiguousarray(a).reshape(-1, a.shape[-1]), b)
+        return round_words(out).reshape(lead + (b.shape[1],))
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    out = np.empty(batch + (a.shape[-2], b.shape[-1]), np.float32)
+    for idx in np.ndindex(*batch):
+        out[idx] = product_f32(a[idx], b[idx])
+    return round_words(out)
+
+
+def product_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The float32 product of two 2-D bf16 word arrays."""
+    m, k = a.shape
+    n = b.shape[1]
+    if choice() == "mkl" and m and n and k:
+        out = np.empty((m, n), np.float32)
+        ta, lda, a = _operand(a)
+        tb, ldb, b = _operand(b)
+        mkl_gemm()(101, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 0.0,
+                   out.ctypes.data, n)
+        return out
+    return np.matmul(widen_words(a), widen_words(b))   # (the numpy form's: bf16.matmul_words)
+
+
+def _operand(x: np.ndarray):
+    """(CBLAS transpose flag, leading dimension, array) for row-major `x` as it lies."""
+    if x.strides[1] == 2 and x.strides[0] >= 2 * max(1, x.shape[1]):
+        return 111, x.strides[0] // 2, x        # row-major rows
+    if x.strides[0] == 2 and x.strides[1] >= 2 * max(1, x.shape[0]):
+        return 112, x.strides[1] // 2, x        # a transposed row-major array
+    return 111, x.shape[1], np.ascontiguousarray(x)
+
+
+def round_words(f: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 words (the kernel's rounding where it is loaded, numpy's before)."""
+    kernel = _rounding_kernel()
+    if kernel is None or f.size < 4096:
+        return to_bfloat16(f)
+    f = np.ascontiguousarray(f)
+    out = np.empty(f.shape, STORAGE)
+    kernel(f.reshape(-1), out.reshape(-1))
+    return out
+
+
+def widen_words(w: np.ndarray) -> np.ndarray:
+    """bf16 words -> float32, one pass (the kernel where it is loaded; numpy's before)."""
+    kernel = _kernels()
+    if kernel is None or w.size < 4096:
+        return to_float32(w)
+    if w.ndim == 2 and not w.flags.c_contiguous and w.T.flags.c_contiguous:
+        return widen_words(w.T).T       # (a transposed operand stays transposed for BLAS)
+    w = np.ascontiguousarray(w)
+    out = np.empty(w.shape, np.float32)
+    kernel[1](w.reshape(-1), out.reshape(-1))
+    return out
+
+
+_kernel: list = [None]
+
+
+def _kernels():
+    """(rounding, widening) numba kernels of whole arrays, or None where numba fails."""
+    k = _kernel[0]
+    if k is None:
+        try:
+            import numba
+            from ...bf16math import bf16_to_f32, f32_to_bf16
+
+            @numba.njit(parallel=True, cache=True, nogil=True)
+            def rounding(f, out):
+                for i in numba.prange(f.size):
+                    out[i] = f32_to_bf16(f[i])
+
+            @numba.njit(parallel=True, cache=True, nogil=True)
+            def widening(w, out):
+                for i in numba.prange(w.size):
+                    out[i] = bf16_to_f32(w[i])
+            k = (rounding, widening)
+        except Exception:   # (numba unusable here: numpy's conversions are the same bits)
+            k = False
+        _kernel[0] = k
+    return k or None
+
+
+def _rounding_kernel():
+    k = _kernels()
+    return k[0] if k else None
+
+
+def _swap(x: np.ndarray) -> np.ndarray:
+    return x.T if x.ndim == 2 else x.swapaxes(-1, -2)
+
+
+def matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b.T`` of bf16 words (matmul's input gradient)."""
+    return matmul(a, _swap(b))
+
+
+def matmul_tn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a.T @ b`` of bf16 words (matmul's weight gradient)."""
+    return matmul(_swap(a), b)
+
+
+def on_words() -> bool:
+    """Whether bf16 products run here on the words (MKL's way). The float32 way is not one
+    of them: there a product of bf16 values is widened in the graph like any op
+    (compiler/bf16_graph.py), so the widening and rounding fuse into the kernels around
+    it and the float32 GEMM runs on its own (MLP step under --isa avx2: the standalone
+    widening and rounding passes were 5 ms of a 24 ms step)."""
+    return choice() == "mkl"
+
+
+matmul.bf16_words = matmul_nt.bf16_words = matmul_tn.bf16_words = on_words   # (ops/bf16_eager.py)

@@ -1,0 +1,124 @@
+"""The passes of a rows nest over one row: what each backend's renderer walks.
+
+A rows nest (`loopnest.LoopNest.rows`) computes, per row (every index but the last),
+reductions over the last dim and elementwise work that reads them. Its values are of
+two kinds: *per element* (they depend on the last index: an operand that varies along
+it, or a step reading one) and *per row* (everything else: a reduction's result
+``r<k>``, a step of per-row values such as ``log(s)`` or ``rsqrt(var + eps)``, an
+operand broadcast along the last dim).
+
+The reductions go into passes by dependence: a reduction that reads no other is in
+pass 0, one that reads a pass-p result in pass p + 1 (softmax: the max, then the sum
+of ``exp(x - max)``; LayerNorm's backward: both of its sums in one pass). Each pass
+loops over the row once and recomputes the per-element steps its reductions need
+(while the row is in cache, that is cheaper than a buffer per row); the per-row steps
+a pass reads run just before it. A last pass writes the per-element outputs; the
+per-row outputs are written once per row, after the reductions.
+
+`schedule` returns that order; the CPU renderer runs rows in parallel, each on one
+thread (codegen_cpu_rows.py), the CUDA renderer gives each row a block whose threads
+share the loops and fold through shared memory (codegen_cuda_rows.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .loopnest import Const, LoopNest
+
+__all__ = ["RowPass", "RowSchedule", "schedule"]
+
+
+@dataclass(frozen=True)
+class RowPass:
+    """One loop over a row: per-row steps run before it (`before`), the per-element
+    operands it loads and steps it computes, and what it folds (reduction indices) or
+    writes (outputs, the last pass)."""
+    before: tuple      # Steps (per row), in program order
+    loads: tuple       # Operands (per element) read in the loop
+    steps: tuple       # Steps (per element), in program order
+    folds: tuple       # indices into nest.rows folded in this loop
+    writes: tuple      # per-element Outputs stored in this loop
+
+
+@dataclass(frozen=True)
+class RowSchedule:
+    row_loads: tuple   # Operands read once per row (broadcast along the last dim)
+    passes: tuple      # RowPass per loop, the reductions' first, then the outputs' (if any)
+    after: tuple       # per-row Steps needed by per-row outputs only, after the reductions
+    row_writes: tuple  # per-row Outputs
+
+    def row_names(self, nest: LoopNest) -> set:
+        """Names valid for a whole row: per-row operands, reductions, per-row steps."""
+        out = {op.name for op in self.row_loads}
+        out |= {f"r{k}" for k in range(len(nest.rows))}
+        out |= {st.name for p in self.passes for st in p.before}
+        return out | {st.name for st in self.after}
+
+
+def _args(step) -> list:
+    return [a for a in step.args if not isinstance(a, Const)]
+
+
+def schedule(nest: LoopNest) -> RowSchedule:
+    """The passes of rows nest `nest` (see the module docstring)."""
+    last = nest.rank - 1
+    by_name = {st.name: st for st in nest.steps}
+    operands = {op.name: op for op in nest.operands}
+    element = {op.name for op in nest.operands if last in op.index and op.layout != "scalar"}
+    for st in nest.steps:
+        if any(a in element for a in _args(st)):
+            element.add(st.name)
+    # reductions each name needs, transitively
+    needs: dict = {f"r{k}": {k} for k in range(len(nest.rows))}
+    for name in operands:
+        needs[name] = set()
+    for st in nest.steps:
+        needs[st.name] = set().union(*(needs[a] for a in _args(st))) if _args(st) else set()
+    level: dict = {}
+    for k, red in enumerate(nest.rows):
+        deps = needs.get(red.value, set())
+        level[k] = 1 + max((level[d] for d in deps), default=-1)
+
+    def closure(names) -> set:
+        """Every step name `names` reach (through steps; operands and r<k> stop it)."""
+        out, stack = set(), list(names)
+        while stack:
+            a = stack.pop()
+            if a in out or a not in by_name:
+                continue
+            out.add(a)
+            stack.extend(_args(by_name[a]))
+        return out
+
+    def loads_of(names) -> tuple:
+        used = set(names) | {a for n in names if n in by_name for a in _args(by_name[n])}
+        return tuple(x for x in nest.operands if x.name in used and x.name in element)
+
+    done: set = set()   # per-row steps already computed
+    passes = []
+
+    def row_steps(names) -> tuple:
+        want = {n for n in closure(names) if n not in element and n not in done}
+        done.update(want)
+        return tuple(st for st in nest.steps if st.name in want)
+
+    for lvl in range(1 + max(level.values(), default=-1)):
+        folds = tuple(k for k in range(len(nest.rows)) if level[k] == lvl)
+        vals = [nest.rows[k].value for k in folds]
+        elems = closure(vals) & element
+        reads = {a for n in elems for a in _args(by_name[n])} | set(vals)
+        before = row_steps(reads - element)
+        steps = tuple(st for st in nest.steps if st.name in elems)
+        passes.append(RowPass(before, loads_of(elems | (set(vals) & element)), steps, folds, ()))
+    elem_out = tuple(o for o in nest.outputs if not o.row)
+    if elem_out:
+        vals = [o.value for o in elem_out]
+        elems = closure(vals) & element
+        reads = {a for n in elems for a in _args(by_name[n])} | set(vals)
+        before = row_steps(reads - element)
+        steps = tuple(st for st in nest.steps if st.name in elems)
+        passes.append(RowPass(before, loads_of(elems | (set(vals) & element)), steps, (), elem_out))
+    row_out = tuple(o for o in nest.outputs if o.row)
+    after = row_steps([o.value for o in row_out])
+    row_loads = tuple(op for op in nest.operands if op.name not in element)
+    return RowSchedule(row_loads, tuple(passes), after, row_out)

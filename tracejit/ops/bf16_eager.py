@@ -1,0 +1,117 @@
+"""Eager bfloat16: every primitive on bf16 operands computes in float32 and rounds once.
+
+`bind`'s general path sends here each call with a bf16 operand or a bf16 ``dtype``
+parameter (bf16 signatures get no plan, so all of them come by). Three ways, one rule:
+
+- data movement (views, shape ops without a number parameter) and `cast` run on the
+  uint16 words themselves: nothing to round;
+- a primitive with a registered implementation that accepts the bf16 words (the GEMM:
+  compiler/cpu/gemm/bf16.py) runs on them, as it would in a compiled kernel;
+- everything else runs as ``cast(f32) -> op -> cast(bf16)`` through `bind`, so autograd
+  and tracing see three ordinary equations, and the result equals the float32 op's
+  result rounded to nearest even (PyTorch's CPU kernels compute bf16 so too).
+
+The result dtype is the record's rule under PyTorch's promotion (dtypes.promote_types):
+bf16 with bf16, an integer or a Python number stays bf16, bf16 with float32 is float32.
+"""
+from __future__ import annotations
+
+from .. import dtypes as _dt
+from ..tensor import Tensor
+from .registry import Aval, Primitive
+from .promotion import compute_dtype, scalar_aval
+
+__all__ = ["involves", "run", "on_words", "native", "words_prim"]
+
+_BF16 = _dt.bfloat16
+
+
+def involves(args, params) -> bool:
+    """Whether a call has a bf16 tensor operand or asks for a bf16 result."""
+    for a in args:
+        if isinstance(a, Tensor) and a.dtype is _BF16:
+            return True
+    if params:
+        for v in params.values():
+            if v is _BF16:
+                return True
+    return False
+
+
+def on_words(prim: Primitive, args, params) -> bool:
+    """Whether `prim` may run on the uint16 words as they are (no arithmetic on them)."""
+    return _moves_words(prim, [a.dtype for a in args if isinstance(a, Tensor)], params)
+
+
+def _moves_words(prim: Primitive, dtypes, params) -> bool:
+    if prim.name == "cast" or prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+        return True
+    if prim.kind != "shape":
+        return False
+    if any(isinstance(v, float) for v in params.values()):
+        return False   # (pad's fill value: a number to convert, not words to move)
+    return all(d is _BF16 for d in dtypes)
+
+
+def _bf16_impl(prim: Primitive) -> bool:
+    """Whether a backend registered an implementation of `prim` on bf16 words (one marked
+    ``bf16_words``, taking every call whose operands are all bf16: the GEMM)."""
+    if not prim.has_impls:
+        return False
+    from .impls import implementations
+    return any(_takes_words(impl.fn) for impl in implementations(prim))
+
+
+def _takes_words(fn) -> bool:
+    """An implementation's ``bf16_words`` mark: True, or a function saying whether the
+    implementation runs on the words in this process (the GEMM: where it has bf16 units;
+    elsewhere the product computes in float32 like every other op)."""
+    flag = getattr(fn, "bf16_words", False)
+    return bool(flag() if callable(flag) else flag)
+
+
+def native(prim: Primitive, args, params) -> bool:
+    """Whether a registered implementation takes these bf16 words (impls.py's checkers)."""
+    if not all(isinstance(a, Tensor) and a.dtype is _BF16 for a in args) or not _bf16_impl(prim):
+        return False
+    from .impls import implementations
+    arrays = [a._data for a in args]
+    return any(_takes_words(impl.fn) and (impl.checker is None or impl.checker(*arrays, **params))
+               for impl in implementations(prim))
+
+
+def words_prim(prim: Primitive, in_avals, params, out_avals) -> bool:
+    """For a graph's equation: whether it keeps bf16 words as they are (data movement, a
+    cast, or a product a backend runs on bf16 words; compiler/bf16_graph.py)."""
+    dtypes = [a.dtype for a in in_avals]
+    if _moves_words(prim, dtypes, params):
+        return True
+    return (bool(dtypes) and all(d is _BF16 for d in dtypes) and all(o.dtype is _BF16 for o in out_avals)
+            and _bf16_impl(prim))
+
+
+def out_dtype(prim: Primitive, args, params):
+    """The result's dtype under the record's rule and PyTorch's promotion."""
+    avals = [Aval(a._data.shape, a.dtype, a.device) if isinstance(a, Tensor) else scalar_aval(a, prim)
+             for a in args]
+    if prim.promote:
+        cd = compute_dtype(prim, avals)
+        for av in avals:
+            av.dtype = cd
+    return prim.rule(*avals, **params).dtype
+
+
+def run(prim: Primitive, args, params):
+    """``prim(*args, **params)`` computed in float32 and rounded to bf16 (see the top)."""
+    from .eager import bind
+    want = out_dtype(prim, args, params)
+    f32 = _dt.float32
+    wide = [bind(_CAST, a, dtype=f32) if isinstance(a, Tensor) and a.dtype is _BF16 else a for a in args]
+    p = {k: (f32 if v is _BF16 else v) for k, v in params.items()}
+    out = bind(prim, *wide, **p)
+    if isinstance(out, Tensor) and out.dtype is not want and want is _BF16:
+        out = bind(_CAST, out, dtype=_BF16)
+    return out
+
+
+from .elementwise_logic import CAST as _CAST  # noqa: E402

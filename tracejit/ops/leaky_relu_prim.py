@@ -1,0 +1,90 @@
+"""LeakyReLU as one elementwise primitive, and its derivative as another.
+
+Why a primitive: as the composite ``where(x > 0, x, x * slope)`` an eager LeakyReLU is
+three passes forward (a comparison, a product, numpy's per-element branching select) and
+about five backward, where PyTorch makes one each way. In a DCGAN's discriminator (four
+LeakyReLU(0.2) layers) the selects were ~10% of the eager step. As one record with a
+scalar rule a large eager call is one kernel pass (compiler/cpu/kernels/vectorized.py),
+and the compiler fuses it like any elementwise op.
+
+The gradient is computed from the output, as PyTorch's in-place LeakyReLU does: for a
+slope >= 0, ``out > 0`` exactly where ``x > 0``, so ``nn.LeakyReLU(inplace=True)`` may
+overwrite its input. (A negative slope keeps the composite.) The numpy forms are the
+composite's, so results are bitwise the same.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .elementwise import _ew_rule
+from .elementwise_logic import _INT_OF_WIDTH
+from .eager import bind
+from .registry import defprim
+
+__all__ = ["leaky_relu", "leaky_relu_backward"]
+
+
+def _leaky_relu_impl(xp, x, negative_slope=0.01):
+    scaled = x * negative_slope
+    if xp is np and negative_slope > 0 and getattr(x, "dtype", None) is not None and x.dtype.kind == "f":
+        # the larger of x and slope * x (the smaller for a slope above 1) is the composite's
+        # select, bitwise (signed zeros, infinities and nan included; a zero slope would
+        # make inf * 0 a nan), without numpy's per-element branch: 0.7 against 4.4 ms for
+        # 32x64x16x16 float32
+        return (np.maximum if negative_slope <= 1 else np.minimum)(x, scaled)
+    return xp.where(x > 0, x, scaled)
+
+
+def _leaky_relu_scalar(e, x, negative_slope=0.01):
+    return f"({x} if {x} > {e.const(0)} else {x} * {e.const(negative_slope)})"
+
+
+def _leaky_relu_vjp(g, out, x, negative_slope=0.01):
+    return (leaky_relu_backward(g, out, negative_slope),)
+
+
+LEAKY_RELU = defprim("leaky_relu", _leaky_relu_impl, _ew_rule("leaky_relu"), _leaky_relu_vjp,
+                     kind="elementwise", scalar=_leaky_relu_scalar, promote=True, int_to_float=True,
+                     save=lambda rq: (), save_out=True, grad_name="LeakyReluBackward0")
+
+
+def _leaky_relu_backward_impl(xp, g, y, negative_slope=0.01):
+    scaled = g * negative_slope
+    if xp is np and type(g) is np.ndarray and type(y) is np.ndarray and g.shape == y.shape and g.ndim:
+        ity = _INT_OF_WIDTH.get(g.dtype.itemsize) if g.dtype.kind == "f" else None
+        if ity is not None:
+            # the two selections as bit masks, or-ed: the select's bits without its
+            # per-element branch (1.6 against 4.5 ms for 32x64x16x16 float32)
+            keep = y > 0
+            out = np.multiply(g.view(ity), keep)
+            np.bitwise_or(out, np.multiply(scaled.view(ity), np.logical_not(keep)), out=out)
+            return out.view(g.dtype)
+    return xp.where(y > 0, g, scaled)
+
+
+def _leaky_relu_backward_scalar(e, g, y, negative_slope=0.01):
+    return f"({g} if {y} > {e.const(0)} else {g} * {e.const(negative_slope)})"
+
+
+def _leaky_relu_backward_vjp(gg, out, g, y, negative_slope=0.01):
+    # d/dg: the same slopes; the mask's own derivative is 0 almost everywhere (zeros, as
+    # relu_backward gives, so eager and compiled gradients agree)
+    from .creation import zeros_like
+    return (leaky_relu_backward(gg, y, negative_slope) if y is not None else None,
+            zeros_like(y) if y is not None else None)
+
+
+LEAKY_RELU_BACKWARD = defprim("leaky_relu_backward", _leaky_relu_backward_impl,
+                              _ew_rule("leaky_relu_backward"), _leaky_relu_backward_vjp,
+                              kind="elementwise", scalar=_leaky_relu_backward_scalar, promote=True,
+                              save=lambda rq: (1,), grad_name="LeakyReluBackwardBackward0")
+
+
+def leaky_relu(x, negative_slope: float = 0.01):
+    """``x`` where positive, else ``negative_slope * x``; `negative_slope` >= 0."""
+    return bind(LEAKY_RELU, x, negative_slope=float(negative_slope))
+
+
+def leaky_relu_backward(g, y, negative_slope: float = 0.01):
+    """LeakyReLU's input gradient for the output gradient `g`, from its output `y`."""
+    return bind(LEAKY_RELU_BACKWARD, g, y, negative_slope=float(negative_slope))
