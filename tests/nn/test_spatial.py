@@ -316,3 +316,12 @@ def test_layer_outputs_are_contiguous_as_in_pytorch_so_view_flattens_them(layers
         assert jo.is_contiguous() == to.is_contiguous() is True
         np.testing.assert_allclose(jo.view(8, -1).detach().numpy(), to.view(8, -1).detach().numpy(),
                                    rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layer, k", [("Conv1d", 3), ("Conv2d", (3, 3)), ("Conv3d", (3, 3, 3))])
+def test_same_padding_with_a_stride_is_refused_as_pytorch_does(layer, k):
+    with pytest.raises(ValueError, match="padding='same' is not supported for strided"):
+        getattr(tj.nn, layer)(2, 4, k, stride=2, padding="same")
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError):
+        getattr(torch.nn, layer)(2, 4, k, stride=2, padding="same")

@@ -19,6 +19,7 @@ import pytest
 import tracejit as tj
 from tracejit import bf16
 from opdb import OPS, samples_for
+from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
 from tracejit.ops import impls
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -58,6 +59,11 @@ def recorded_calls():
     forward and, where the op has gradients, backward with a seeded cotangent."""
     mp = pytest.MonkeyPatch()
     calls = _record(mp)
+    # bf16 products reach their rows on the words only where MKL's bf16 GEMM runs them
+    # (elsewhere the graph widens them first): the recording takes the words path on every
+    # machine, where the rows compute with MKL or, without it, their float32 way
+    for fn in (bf16_gemm.matmul, bf16_gemm.matmul_nt, bf16_gemm.matmul_tn):
+        mp.setattr(fn, "bf16_words", lambda: True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -58,7 +58,7 @@ def widen(graph: Graph) -> Graph:
         if w is not None:
             return w
         e = producer.get(a)
-        if (e is not None and len(e.outs) == 1 and e.prim.name != "cast"
+        if (e is not None and len(e.outs) == 1 and e.prim is not CAST
                 and (e.prim.is_view or (e.prim.view_if is not None and e.prim.view_if(e.params)))
                 and isinstance(e.inputs[0], Var) and e.inputs[0].aval.dtype is _BF16
                 and all(not isinstance(x, Var) for x in e.inputs[1:])):
@@ -110,7 +110,7 @@ def _live(eqns: list, outputs) -> list:
     used = {a for a in outputs if isinstance(a, Var)}
     keep = []
     for e in reversed(eqns):
-        pure = e.prim.name == "cast" or e.prim.is_view or e.prim.kind == "shape"
+        pure = e.prim is CAST or e.prim.is_view or e.prim.kind == "shape"
         if pure and len(e.outs) == 1 and e.out not in used:
             continue
         keep.append(e)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ops import empty
 from ..ops.spatial import conv1d, conv_transpose2d
-from .layers import _factory, _positive_int, conv_repr, conv_reset
+from .layers import _factory, _positive_int, conv_init, conv_repr, conv_reset
 from .module import Module
 from .parameter import Parameter
 
@@ -37,23 +37,9 @@ class Conv1d(Module):
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
                  device=None, dtype=None):
         super().__init__()
-        _check_channels("Conv1d", in_channels, out_channels, groups)
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"Conv1d: only padding_mode='zeros' is supported, got {padding_mode!r}")
-        if isinstance(padding, str) and padding not in ("valid", "same"):
-            raise ValueError(f"Conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _tuple(kernel_size, 1, "kernel_size", "Conv1d")
-        self.stride = _tuple(stride, 1, "stride", "Conv1d")
-        self.padding = padding if isinstance(padding, str) else _tuple(padding, 1, "padding", "Conv1d")
-        self.dilation = _tuple(dilation, 1, "dilation", "Conv1d")
-        if padding == "same" and self.stride != (1,):
-            raise ValueError("Conv1d: padding='same' is not supported for strided convolutions")
-        self.padding_mode = padding_mode
-        kw = _factory(device, dtype)
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
-        self.bias = Parameter(empty(out_channels, **kw)) if bias else None
-        self.reset_parameters()
+        conv_init(self, "Conv1d", 1, lambda v, name: _tuple(v, 1, name, "Conv1d"), in_channels,
+                  out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+                  device, dtype)
 
     def reset_parameters(self) -> None:
         conv_reset(self.weight, self.bias)

@@ -9,7 +9,7 @@ from ..ops import empty
 from ..ops.conv import fold, unfold
 from ..ops.conv_nd import conv3d, conv_transpose1d, conv_transpose3d
 from .conv import _check_channels, _tuple
-from .layers import _factory, conv_repr, conv_reset
+from .layers import _factory, conv_init, conv_repr, conv_reset
 from .module import Module
 from .parameter import Parameter
 
@@ -23,21 +23,9 @@ class Conv3d(Module):
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
                  device=None, dtype=None):
         super().__init__()
-        _check_channels("Conv3d", in_channels, out_channels, groups)
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"Conv3d: only padding_mode='zeros' is supported, got {padding_mode!r}")
-        if isinstance(padding, str) and padding not in ("valid", "same"):
-            raise ValueError(f"Conv3d: padding must be an int, a triple, 'valid' or 'same', got {padding!r}")
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _tuple(kernel_size, 3, "kernel_size", "Conv3d")
-        self.stride = _tuple(stride, 3, "stride", "Conv3d")
-        self.padding = padding if isinstance(padding, str) else _tuple(padding, 3, "padding", "Conv3d")
-        self.dilation = _tuple(dilation, 3, "dilation", "Conv3d")
-        self.padding_mode = padding_mode
-        kw = _factory(device, dtype)
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
-        self.bias = Parameter(empty(out_channels, **kw)) if bias else None
-        self.reset_parameters()
+        conv_init(self, "Conv3d", 3, lambda v, name: _tuple(v, 3, name, "Conv3d"), in_channels,
+                  out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+                  device, dtype)
 
     def reset_parameters(self) -> None:
         conv_reset(self.weight, self.bias)

@@ -103,34 +103,43 @@ def conv_repr(m) -> str:
     return s
 
 
+def conv_init(m, layer: str, nd: int, to_tuple, in_channels: int, out_channels: int, kernel_size,
+              stride, padding, dilation, groups: int, bias: bool, padding_mode: str, device,
+              dtype) -> None:
+    """The constructor every ConvNd shares: PyTorch's argument checks, the attributes and
+    the parameters (`to_tuple(v, name)` reads a size argument as an `nd`-tuple)."""
+    _positive_int("in_channels", layer, in_channels)
+    _positive_int("out_channels", layer, out_channels)
+    _positive_int("groups", layer, groups)
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(f"{layer}: in_channels ({in_channels}) and out_channels ({out_channels}) "
+                         f"must both be divisible by groups ({groups})")
+    if padding_mode != "zeros":
+        raise NotImplementedError(f"{layer}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+    if isinstance(padding, str) and padding not in ("valid", "same"):
+        sizes = {1: "an int", 2: "an int, a pair", 3: "an int, a triple"}[nd]
+        raise ValueError(f"{layer}: padding must be {sizes}, 'valid' or 'same', got {padding!r}")
+    m.in_channels, m.out_channels, m.groups = in_channels, out_channels, groups
+    m.kernel_size = to_tuple(kernel_size, "kernel_size")
+    m.stride = to_tuple(stride, "stride")
+    m.padding = padding if isinstance(padding, str) else to_tuple(padding, "padding")
+    m.dilation = to_tuple(dilation, "dilation")
+    if padding == "same" and m.stride != (1,) * nd:
+        raise ValueError(f"{layer}: padding='same' is not supported for strided convolutions")
+    m.padding_mode = padding_mode
+    kw = _factory(device, dtype)
+    m.weight = Parameter(empty(out_channels, in_channels // groups, *m.kernel_size, **kw))
+    m.bias = Parameter(empty(out_channels, **kw)) if bias else None
+    m.reset_parameters()
+
+
 class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
                  device=None, dtype=None):
         super().__init__()
-        _positive_int("in_channels", "Conv2d", in_channels)
-        _positive_int("out_channels", "Conv2d", out_channels)
-        _positive_int("groups", "Conv2d", groups)
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) "
-                             f"must both be divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"Conv2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
-        if isinstance(padding, str) and padding not in ("valid", "same"):
-            raise ValueError(f"Conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = _pair(stride, "stride")
-        self.padding = padding if isinstance(padding, str) else _pair(padding, "padding")
-        self.dilation = _pair(dilation, "dilation")
-        if padding == "same" and self.stride != (1, 1):
-            raise ValueError("Conv2d: padding='same' is not supported for strided convolutions")
-        self.groups = groups
-        self.padding_mode = padding_mode
-        kw = _factory(device, dtype)
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
-        self.bias = Parameter(empty(out_channels, **kw)) if bias else None
-        self.reset_parameters()
+        conv_init(self, "Conv2d", 2, _pair, in_channels, out_channels, kernel_size, stride, padding,
+                  dilation, groups, bias, padding_mode, device, dtype)
 
     def reset_parameters(self) -> None:
         conv_reset(self.weight, self.bias)

@@ -44,7 +44,7 @@ def on_words(prim: Primitive, args, params) -> bool:
 
 
 def _moves_words(prim: Primitive, dtypes, params) -> bool:
-    if prim.name == "cast" or prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+    if prim is _CAST or prim.is_view or (prim.view_if is not None and prim.view_if(params)):
         return True
     if prim.kind != "shape":
         return False
