@@ -75,9 +75,10 @@ class Backend:
         """The function a plan calls for a matrix product (the array module's by default)."""
         return self.array_module().matmul
 
-    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype):
+    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype, install=None):
         """The function a plan calls for one product whose operands' shapes and dtype the
-        plan fixes (`matmul` by default)."""
+        plan fixes (`matmul` by default). ``install(fn)``, where given, puts another
+        function in the plan's place for that product (a choice decided later)."""
         return self.matmul()
 
     def __repr__(self) -> str:
@@ -197,14 +198,19 @@ class CpuBackend(Backend):
         from .cpu.gemm.products import matmul
         return matmul
 
-    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype):
-        # a 2-D product of static shapes: numpy's matmul itself for a tiny one (no choice)
+    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype, install=None):
+        # a 2-D product of static shapes: coreshare's route decided once for them (numpy's
+        # matmul for a tiny one, the halves' plan call), the BLAS side of the GEMM choice,
+        # which `install` replaces by the template's launch where a measurement says so
         if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]
                 and all(type(d) is int for d in (*a_shape, *b_shape))):
-            from .cpu.runtime.coreshare import matmul, matmul_for
-            fn = matmul_for(a_shape[0], a_shape[1], b_shape[1], dtype)
-            # (coreshare's plan call where it has one: the two-core halves; else the choice)
-            return self.matmul() if fn is matmul else fn
+            from .cpu.gemm import products
+            from .cpu.runtime.coreshare import matmul_for
+            m, k, n = a_shape[0], a_shape[1], b_shape[1]
+            fn = matmul_for(m, k, n, dtype)
+            if install is None or m * k * n < products.TEMPLATE_MIN_MNK:
+                return fn
+            return products.plan_matmul(fn)(install)
         return self.matmul()
 
 

@@ -17,8 +17,10 @@ def store(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     choice.forget()
+    products.forget()
     yield tmp_path
     choice.forget()
+    products.forget()
 
 
 KEY = choice.Key(64, 100, 1000, "float32", "nn", False, 2)
@@ -112,7 +114,7 @@ def test_product_runs_the_chosen_configuration_with_its_epilogue(store, monkeypa
     want = np.maximum(a @ b + bias + res, 0)
     ran = []
     monkeypatch.setattr(choice, "choose", lambda key: cfg)
-    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: fn})())
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: fn, "fn": staticmethod(fn)})())
     real = template.run
     monkeypatch.setattr(template, "run", lambda *a, **k: ran.append(1) or real(*a, **k))
     np.testing.assert_allclose(products.product(a, b, bias, res, "relu"), want, rtol=1e-12, atol=1e-12)

@@ -35,7 +35,7 @@ import numpy as np
 from .... import envflags
 from . import template
 
-__all__ = ["Key", "BLAS", "key_for", "choose", "measure", "settle", "store_path", "forget"]
+__all__ = ["Key", "BLAS", "key_for", "choose", "bind", "measure", "settle", "store_path", "forget"]
 
 BLAS = "blas"
 
@@ -66,6 +66,7 @@ _choices: dict = {}
 _loaded = False
 _lock = threading.Lock()
 _pending: set = set()      # keys a background measurement is due for
+_watchers: dict = {}       # pending Key -> [install(choice)] of the call sites bound to it
 
 
 def enabled() -> bool:
@@ -157,6 +158,7 @@ def forget() -> None:
     with _lock:
         _choices.clear()
         _pending.clear()
+        _watchers.clear()
         _loaded = False
 
 
@@ -185,6 +187,21 @@ def choose(key: Key):
         return BLAS     # (measured by `settle`: a sync-mode call never times anything)
     threading.Thread(target=_background, args=(key,), daemon=True, name="tracejit-gemm-choice").start()
     return BLAS
+
+
+def bind(key: Key, install):
+    """``install(choice)`` for a call site's products of `key` (a compiled plan's product,
+    an eager plan's signature: products.py), now with `choose`'s answer and again once a
+    measurement decides the key; returns what the first call returned. The site then calls
+    what it installed with no lookup at all (a dict lookup per product cost the two-layer
+    step 5-7%)."""
+    c = choose(key)
+    with _lock:
+        # (under the lock: a measurement that lands meanwhile installs after this one)
+        c = _choices.get(key, c)
+        if key in _pending:
+            _watchers.setdefault(key, []).append(install)
+        return install(c)
 
 
 def settle() -> int:
@@ -272,6 +289,8 @@ def measure(key: Key, configs=None):
     with _lock:
         _choices[key] = best
         _pending.discard(key)
+        for install in _watchers.pop(key, ()):
+            install(best)
     if complete:   # (a choice among fewer configurations than there are is not kept)
         _save(key, best, times)
     return best
