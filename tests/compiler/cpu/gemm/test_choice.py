@@ -124,3 +124,45 @@ def test_product_runs_the_chosen_configuration_with_its_epilogue(store, monkeypa
     monkeypatch.setattr(choice, "choose", lambda key: choice.BLAS)
     np.testing.assert_allclose(products.product(a, b, bias, res, "relu"), want, rtol=1e-12, atol=1e-12)
     assert ran == [1, 1]
+
+
+def test_a_call_site_binds_once_and_takes_the_measured_choice(store, monkeypatch):
+    """A plan's product binds its key at its first call and installs the BLAS side; the
+    measurement of that key installs the chosen configuration's launch in its place."""
+    cfg = template.CONFIGS[3]
+    ran = []
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.005: 0.5 if _is(fn, cfg) else 1.0)
+    monkeypatch.setattr(template, "run", lambda fn, c, a, b, **kw: ran.append(c) or a @ b)
+    monkeypatch.setattr(template, "kernel_for",
+                        lambda d, c: type("K", (), {"get": lambda self: c, "fn": c})())
+    routed_calls = []
+
+    def routed(a, b):
+        routed_calls.append(1)
+        return a @ b
+    installed = []
+    first = products.plan_matmul(routed)(installed.append)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 1000)).astype(np.float32)
+    b = rng.standard_normal((1000, 100)).astype(np.float32)
+    np.testing.assert_allclose(first(a, b), a @ b, rtol=1e-5)
+    assert installed == [routed] and routed_calls == [1] and ran == []
+    key = choice.key_for(a, b, products.coreshare.core_share.cpus)
+    assert key in choice._pending                      # waiting for its measurement
+    assert choice.measure(key) == cfg
+    assert len(installed) == 2 and installed[-1] is not routed
+    ran.clear()
+    np.testing.assert_allclose(installed[-1](a, b), a @ b, rtol=1e-5)
+    assert ran == [cfg] and routed_calls == [1]
+    # a site of that key bound after the measurement starts on the configuration
+    again = []
+    products.plan_matmul(routed)(again.append)(a, b)
+    assert len(again) == 1 and again[0] is not routed and ran == [cfg, cfg]
+
+
+def test_a_margin_keeps_blas_for_a_near_tie(store, monkeypatch):
+    cfg = template.CONFIGS[0]
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.005: 0.95 if _is(fn, cfg) else 1.0)
+    monkeypatch.setattr(template, "run", lambda fn, c, a, b, **kw: a @ b)
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: c})())
+    assert 0.95 > choice.MARGIN and choice.measure(KEY) == choice.BLAS
