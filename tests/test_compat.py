@@ -112,3 +112,11 @@ def test_grad_fn_names_follow_pytorch():
         t = f(torch, torch.ones(2, 2, requires_grad=True))
         j = f(tj, tj.ones(2, 2, requires_grad=True))
         assert j.grad_fn.name() == t.grad_fn.name()
+
+
+def test_math_constants_are_pytorchs():
+    torch = pytest.importorskip("torch")
+    import math
+    for name in ("pi", "e", "inf", "nan"):
+        got, want = getattr(tj, name), getattr(torch, name)
+        assert type(got) is float and (got == want or (math.isnan(got) and math.isnan(want)))

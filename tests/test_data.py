@@ -137,3 +137,33 @@ def test_dataloader_bad_arguments():
         DataLoader(ds, batchsize=2)
     with pytest.raises(TypeError, match="len"):
         DataLoader(42)
+
+
+def test_batches_of_a_split_tensor_dataset_equal_collated_samples():
+    x = tj.tensor(np.arange(40, dtype=np.float32).reshape(20, 2))
+    y = tj.tensor(np.arange(20))
+    train, _ = random_split(TensorDataset(x, y), [12, 8], generator=tj.Generator().manual_seed(1))
+    nested = Subset(train, [5, 0, 3, 11, 2])
+    for ds in (train, nested):
+        fast = list(DataLoader(ds, batch_size=4))
+        slow = list(DataLoader(ds, batch_size=4, collate_fn=lambda b: default_collate(b)))
+        assert len(fast) == len(slow)
+        for (fx, fy), (sx, sy) in zip(fast, slow):
+            assert fx.dtype == sx.dtype and fy.dtype == sy.dtype == tj.int64
+            np.testing.assert_array_equal(fx.numpy(), sx.numpy())
+            np.testing.assert_array_equal(fy.numpy(), sy.numpy())
+    first = next(iter(DataLoader(nested, batch_size=2)))
+    np.testing.assert_array_equal(first[1].numpy(), [train.indices[5], train.indices[0]])
+
+
+def test_default_collate_stacks_views_and_keeps_graphs():
+    base = tj.tensor(np.arange(12.0).reshape(3, 4))
+    rows = [base[:, 1], base[:, 3]]                     # strided views
+    out = default_collate(rows)
+    np.testing.assert_array_equal(out.numpy(), [[1.0, 5.0, 9.0], [3.0, 7.0, 11.0]])
+    base[0, 1] = 100.0
+    assert out.numpy()[0, 0] == 1.0                     # a copy, as PyTorch's stack
+    w = tj.ones(2, requires_grad=True)
+    batched = default_collate([w * 2, w * 3])
+    batched.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [5.0, 5.0])

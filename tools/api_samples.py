@@ -98,6 +98,8 @@ def _make(lib, args):
 def _plain(v, torch):
     """A result as plain Python/numpy data for comparison (tensors as (dtype, array))."""
     import tracejit as tj
+    if getattr(v, "is_sparse", False):     # a sparse result compares as its dense values
+        v = v.to_dense()
     if isinstance(v, (torch.Tensor, tj.Tensor)):
         dt = str(v.dtype).split(".")[-1]
         if v.dtype in (torch.bfloat16,) or getattr(v, "is_complex", lambda: False)():
@@ -272,6 +274,25 @@ def _distribution(name):
     return build
 
 
+def _wrapping_distribution(name):
+    """MixtureSameFamily and TransformedDistribution take distributions: a Normal over `p2`'s
+    shape, mixed by a Categorical over its last dim, or pushed through a tanh."""
+    def build(args):
+        def call(lib):
+            D = lib.distributions
+            loc, scale = _make(lib, args)
+            base = D.Normal(loc, scale)
+            if name == "MixtureSameFamily":
+                d = D.MixtureSameFamily(D.Categorical(logits=loc), base)
+                value = lib.tensor(A["x2"][:, 0].copy())
+            else:
+                d = D.TransformedDistribution(base, [D.TanhTransform()])
+                value = lib.tensor(np.tanh(A[args[0]].copy()) * 0.5)
+            return d.log_prob(value), tuple(d.batch_shape), tuple(d.sample().shape)
+        return call
+    return build
+
+
 def _namespace(lib, ns):
     if lib.__name__ == "torch":
         import importlib
@@ -301,6 +322,8 @@ def probe(ns: str, name: str, torch_obj, kind: str) -> str:
             return _first_accepted(torch, tj, [(), (0.1,)], _optimizer(ns, name))
         if ns == "torch.optim.lr_scheduler" and inspect.isclass(torch_obj):
             return _first_accepted(torch, tj, [(), (2,), (0.5,), (2, 0.5), (3,), ([1, 2],)], _scheduler(name))
+        if ns == "torch.distributions" and name in ("MixtureSameFamily", "TransformedDistribution"):
+            return _first_accepted(torch, tj, [("x2", "p2")], _wrapping_distribution(name))
         if ns == "torch.distributions" and inspect.isclass(torch_obj):
             return _first_accepted(torch, tj, DIST_ARGS, _distribution(name))
         if inspect.isclass(torch_obj):

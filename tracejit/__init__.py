@@ -94,6 +94,11 @@ from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
                            HalfTensor, IntTensor, LongTensor, ShortTensor)
+from math import e, inf, nan, pi  # noqa: E402,F401  (torch.pi and friends are Python floats)
+from . import func  # noqa: E402,F401
+from .func import cond, vmap  # noqa: E402,F401
+from . import sparse  # noqa: E402,F401
+from .sparse import sparse_coo, sparse_coo_tensor, spmm  # noqa: E402,F401
 
 
 def __getattr__(name: str):

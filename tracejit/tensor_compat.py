@@ -119,6 +119,13 @@ class CompatMethods:
             return _ops.tensor(args[0], dtype=self.dtype, device=self.device)
         return _ops.empty(*(args or (0,)), dtype=self.dtype, device=self.device)
 
+    def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
+        """This tensor's nonzero entries as a sparse COO tensor (tracejit/sparse.py)."""
+        from .sparse import to_sparse
+        return to_sparse(self, sparse_dim)
+
+    to_sparse_coo = to_sparse
+
     def to_dense(self, dtype=None, *, masked_grad=None):
         return self if dtype is None else self.to(dtype)
 

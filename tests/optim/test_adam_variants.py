@@ -26,3 +26,4 @@ def test_steps_match_torch(name, kw):
             opt.step()
         out.append(p.detach().numpy())
     np.testing.assert_allclose(out[1], out[0], rtol=1e-8, atol=1e-9)
+

@@ -28,6 +28,17 @@ def test_step_lr():
     assert s.get_last_lr() == [0.125]
     with pytest.raises(ValueError, match="step_size"):
         lr_scheduler.StepLR(opt, step_size=0)
+    with pytest.raises(ValueError, match="step_size"):
+        lr_scheduler.StepLR(opt, step_size="2")
+
+
+def test_step_lr_takes_a_float_step_size_as_pytorch_does():
+    opt = _opt()
+    s = lr_scheduler.StepLR(opt, 1.0, gamma=0.1)
+    assert _run(s, opt, 3) == pytest.approx([1.0, 0.1, 0.01])
+    opt2 = _opt()
+    assert _run(lr_scheduler.StepLR(opt2, 2.5, gamma=0.5), opt2, 7) == pytest.approx(
+        [1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.5])
 
 
 def test_multistep_exponential_lambda_cosine():

@@ -91,18 +91,63 @@ def backward(tensors, grad_tensors=None, retain_graph: Optional[bool] = None,
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None,
-         create_graph: bool = False, allow_unused: bool = False) -> tuple:
-    """Gradients of `outputs` with respect to `inputs`, returned rather than accumulated."""
+         create_graph: bool = False, only_inputs: bool = True, allow_unused: Optional[bool] = None,
+         is_grads_batched: bool = False, materialize_grads: bool = False) -> tuple:
+    """Gradients of `outputs` with respect to `inputs`, returned rather than accumulated.
+
+    As PyTorch's: ``only_inputs`` is ignored (a warning when False); ``is_grads_batched``
+    reads the first dim of every grad output as a batch of vectors and returns the batch of
+    their vector-Jacobian products (one backward pass each); ``materialize_grads`` returns
+    zeros for inputs the outputs do not depend on (and implies ``allow_unused``)."""
+    if not only_inputs:
+        import warnings
+        warnings.warn("autograd.grad: only_inputs is deprecated and ignored (it is always True); "
+                      "use autograd.backward to accumulate into other leaves", stacklevel=2)
+    if materialize_grads and allow_unused is False:
+        raise ValueError("autograd.grad: materialize_grads=True needs allow_unused True or unset")
+    allow_unused = bool(materialize_grads or allow_unused)
     outputs = _as_list(outputs)
     inputs_l = _as_list(inputs)
     for i, t in enumerate(inputs_l):
         if not t.requires_grad:
             raise RuntimeError(f"autograd.grad: input {i} does not require grad")
-    grads = _default_grads(outputs, grad_outputs, "autograd.grad")
     if retain_graph is None:
         retain_graph = create_graph
-    return run_backward(outputs, grads, retain_graph, create_graph, inputs=inputs_l,
-                        allow_unused=allow_unused)
+    if is_grads_batched:
+        result = _batched_grad(outputs, inputs_l, grad_outputs, retain_graph, create_graph, allow_unused)
+    else:
+        grads = _default_grads(outputs, grad_outputs, "autograd.grad")
+        result = run_backward(outputs, grads, retain_graph, create_graph, inputs=inputs_l,
+                              allow_unused=allow_unused)
+    if materialize_grads:
+        from ..ops import zeros_like
+        result = tuple(zeros_like(t) if g is None else g for g, t in zip(result, inputs_l))
+    return result
+
+
+def _batched_grad(outputs: list, inputs: list, grad_outputs, retain_graph: bool, create_graph: bool,
+                  allow_unused: bool) -> tuple:
+    """is_grads_batched: one backward pass per row of the grad outputs, the results stacked."""
+    from ..ops import stack
+    gos = _as_list(grad_outputs) if grad_outputs is not None else []
+    if len(gos) != len(outputs) or any(not isinstance(g, Tensor) for g in gos):
+        raise RuntimeError("autograd.grad: is_grads_batched=True needs one grad output tensor per "
+                           "output, batched along its first dim")
+    sizes = {g.shape[0] if g.dim() else None for g in gos}
+    for g, o in zip(gos, outputs):
+        if g.dim() == 0 or tuple(g.shape[1:]) != tuple(o.shape):
+            raise RuntimeError(f"autograd.grad: is_grads_batched=True: a grad output of shape "
+                               f"{tuple(g.shape)} is not a batch of the output's shape {tuple(o.shape)}")
+    if len(sizes) != 1:
+        raise RuntimeError(f"autograd.grad: is_grads_batched=True: grad outputs have different batch "
+                           f"sizes {sorted(sizes)}")
+    (n,) = sizes
+    rows = []
+    for b in range(n):
+        rows.append(run_backward(outputs, [g[b] for g in gos], retain_graph or b < n - 1, create_graph,
+                                 inputs=inputs, allow_unused=allow_unused))
+    return tuple(None if any(r[i] is None for r in rows) else stack([r[i] for r in rows])
+                 for i in range(len(inputs)))
 
 
 from .checks import (Variable, detect_anomaly, gradcheck, gradgradcheck, is_anomaly_enabled,  # noqa: E402,F401

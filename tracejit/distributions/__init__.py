@@ -13,8 +13,17 @@ from .distribution import Distribution, kl_divergence, register_kl
 from .more import (Beta, Binomial, Cauchy, Dirichlet, Exponential, Gamma, Geometric, Gumbel, HalfNormal,
                    Independent, Laplace, LogNormal, MultivariateNormal, Poisson)
 from .normal_uniform import Normal, Uniform
+from . import transforms  # noqa: F401
+from .transforms import (AffineTransform, ComposeTransform, ExpTransform, PowerTransform,  # noqa: F401
+                         SigmoidTransform, TanhTransform, Transform)
+from .transformed import MixtureSameFamily, TransformedDistribution
+from .relaxed import (Chi2, HalfCauchy, Multinomial, OneHotCategoricalStraightThrough,  # noqa: F401
+                      RelaxedBernoulli, RelaxedOneHotCategorical, StudentT)
 
 __all__ = ["Distribution", "Normal", "Uniform", "Categorical", "Bernoulli", "OneHotCategorical",
            "Exponential", "Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal", "Gamma", "Beta",
            "Dirichlet", "Poisson", "Geometric", "Binomial", "MultivariateNormal", "Independent",
-           "kl_divergence", "register_kl", "constraints"]
+           "kl_divergence", "register_kl", "constraints", "transforms", "TransformedDistribution",
+           "MixtureSameFamily", "Transform", "ComposeTransform", "ExpTransform", "AffineTransform",
+           "SigmoidTransform", "TanhTransform", "PowerTransform", "Chi2", "HalfCauchy", "Multinomial",
+           "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT"]

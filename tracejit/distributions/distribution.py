@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import dtypes as _dt
 from ..tensor import Tensor
+from . import constraints
 
 __all__ = ["Distribution", "broadcast_all", "kl_divergence", "register_kl"]
 
@@ -152,3 +153,20 @@ def kl_divergence(p: Distribution, q: Distribution):
         raise NotImplementedError(f"No KL(p || q) is implemented for p = {type(p).__name__} and "
                                   f"q = {type(q).__name__}")
     return best[1](p, q)
+
+
+class LocScale(Distribution):
+    """The base of the reparameterized location-scale families (Normal, Laplace, Cauchy,
+    Gumbel, LogNormal): two parameters broadcast together, the batch shape theirs."""
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
+
+    def _uniform(self, sample_shape) -> Tensor:
+        """Uniform [0, 1) draws of the sample's shape, in the parameters' dtype."""
+        from ..ops import rand
+        return rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype)

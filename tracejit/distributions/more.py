@@ -11,7 +11,7 @@ import numpy as np
 from .. import ops as _ops
 from ..ops import random as _random
 from . import constraints
-from .distribution import Distribution, broadcast_all, register_kl
+from .distribution import Distribution, LocScale, broadcast_all, register_kl
 from .normal_uniform import Normal
 
 __all__ = ["Exponential", "Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal", "Gamma", "Beta",
@@ -57,21 +57,13 @@ class Exponential(Distribution):
         return 1.0 - _ops.log(self.rate)
 
 
-class Laplace(Distribution):
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
-
+class Laplace(LocScale):
     mean = property(lambda self: self.loc)
     mode = property(lambda self: self.loc)
     variance = property(lambda self: 2 * self.scale ** 2)
 
     def rsample(self, sample_shape=()):
-        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype) * 2 - 1
+        u = self._uniform(sample_shape) * 2 - 1
         eps = float(np.finfo(self.loc.dtype.np).eps)
         u = u.clamp(-1 + eps, 1)
         return self.loc - self.scale * _ops.sign(u) * _ops.log1p(-u.abs())
@@ -87,21 +79,13 @@ class Laplace(Distribution):
         return 1 + _ops.log(2 * self.scale)
 
 
-class Cauchy(Distribution):
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
-
+class Cauchy(LocScale):
     mean = property(lambda self: self.loc * float("nan"))
     mode = property(lambda self: self.loc)
     variance = property(lambda self: self.loc * 0 + float("inf"))
 
     def rsample(self, sample_shape=()):
-        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype)
+        u = self._uniform(sample_shape)
         return self.loc + self.scale * _ops.tan(math.pi * (u - 0.5))
 
     def log_prob(self, value):
@@ -115,21 +99,13 @@ class Cauchy(Distribution):
         return math.log(4 * math.pi) + _ops.log(self.scale)
 
 
-class Gumbel(Distribution):
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
-
+class Gumbel(LocScale):
     mean = property(lambda self: self.loc + self.scale * _EULER)
     mode = property(lambda self: self.loc)
     variance = property(lambda self: (math.pi ** 2 / 6) * self.scale ** 2)
 
     def rsample(self, sample_shape=()):
-        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype)
+        u = self._uniform(sample_shape)
         eps = float(np.finfo(self.loc.dtype.np).tiny)
         return self.loc - self.scale * _ops.log(-_ops.log(u.clamp(eps, 1 - 1e-7)))
 
@@ -167,15 +143,12 @@ class HalfNormal(Distribution):
         return 0.5 * math.log(math.pi / 2) + _ops.log(self.scale) + 0.5
 
 
-class LogNormal(Distribution):
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+class LogNormal(LocScale):
     support = constraints.positive
-    has_rsample = True
 
     def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(loc, scale, validate_args=validate_args)
         self._base = Normal(self.loc, self.scale, validate_args=False)
-        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
 
     mean = property(lambda self: _ops.exp(self.loc + self.scale ** 2 / 2))
     mode = property(lambda self: _ops.exp(self.loc - self.scale ** 2))

@@ -7,20 +7,12 @@ import math
 from .. import ops as _ops
 from ..tensor import Tensor
 from . import constraints
-from .distribution import Distribution, broadcast_all, register_kl
+from .distribution import Distribution, LocScale, broadcast_all, register_kl
 
 __all__ = ["Normal", "Uniform"]
 
 
-class Normal(Distribution):
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
-
+class Normal(LocScale):
     @property
     def mean(self):
         return self.loc

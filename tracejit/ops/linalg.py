@@ -237,6 +237,9 @@ def _mm_tn(a, b):
 
 @_autocast.lower
 def matmul(a, b):
+    if a.is_sparse or b.is_sparse:
+        from ..sparse import mm as _sparse_mm
+        return _sparse_mm(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes "
                          f"{tuple(a.shape)} and {tuple(b.shape)}")
@@ -291,6 +294,9 @@ _BMM = _checked("bmm", _check_batch)
 
 @_autocast.lower
 def mm(a, b):
+    if a.is_sparse or b.is_sparse:    # a sparse COO operand (tracejit/sparse.py)
+        from ..sparse import mm as _sparse_mm
+        return _sparse_mm(a, b)
     if a.ndim != 2 or b.ndim != 2:
         raise ShapeError(f"mm: expected 2-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     return _MM(a, b)

@@ -13,3 +13,5 @@ from .adam_variants import ASGD, Adamax, NAdam, RAdam, Rprop  # noqa: E402
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "FUSED_MIN", "lr_scheduler"]
 __all__ += ["RMSprop", "Adagrad", "Adadelta", "LBFGS", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]
+from . import swa_utils  # noqa: E402,F401
+__all__ += ["swa_utils"]

@@ -17,9 +17,10 @@ __all__ = ["Adadelta"]
 
 class Adadelta(Optimizer):
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 weight_decay: float = 0.0, *, maximize: bool = False):
+                 weight_decay: float = 0.0, *, maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize, **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         _check_number("Adadelta", "learning rate lr", group["lr"])

@@ -44,9 +44,11 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
-                 fused: bool | None = None):
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize, fused=fused))
+                                      amsgrad=amsgrad, maximize=maximize, fused=fused,
+                                      **self._impl_options(foreach, capturable, differentiable)))
         self._kept: dict = {}    # id(group) -> _Kept: its last fused launch (`_kept_step`)
 
     def __getstate__(self) -> dict:
@@ -274,8 +276,10 @@ class AdamW(Adam):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
-                 fused: bool | None = None):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, fused=fused)
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+                         capturable=capturable, differentiable=differentiable, fused=fused)
 
 
 def _lerp_(a, b, w: float) -> None:

@@ -18,11 +18,38 @@ def _bump(*ts):
         t._vbox[0] += 1
 
 
+def _adam_moments(p, grad, state: dict, group: dict, xp, **first):
+    """The first steps NAdam and RAdam share with Adam: state, step count, maximize,
+    coupled or decoupled weight decay, and the two moment updates; `first` holds further state
+    entries to create on the first step (in PyTorch's key order). Returns (grad, m, v)."""
+    b1, b2 = group["betas"]
+    if not state:
+        state["step"] = 0
+        state.update(first)
+        state["exp_avg"], state["exp_avg_sq"] = _zeros(p, xp), _zeros(p, xp)
+    state["step"] += 1
+    if group["maximize"]:
+        grad = -grad
+    if group["weight_decay"]:
+        if group["decoupled_weight_decay"]:
+            p._data *= 1 - group["lr"] * group["weight_decay"]
+        else:
+            grad = grad + group["weight_decay"] * p._data
+    m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
+    m += (1 - b1) * (grad - m)
+    v *= b2
+    v += (1 - b2) * grad * grad
+    return grad, m, v
+
+
 class Adamax(Optimizer):
     def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, *, maximize: bool = False):
+                 weight_decay: float = 0.0, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         for k in ("lr", "eps", "weight_decay"):
@@ -50,10 +77,13 @@ class Adamax(Optimizer):
 class NAdam(Optimizer):
     def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False,
-                 *, maximize: bool = False):
+                 *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       momentum_decay=momentum_decay,
-                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize))
+                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         for k in ("lr", "eps", "weight_decay", "momentum_decay"):
@@ -62,27 +92,12 @@ class NAdam(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
         b1, b2 = group["betas"]
-        if not state:
-            state["step"] = 0
-            state["mu_product"] = 1.0
-            state["exp_avg"], state["exp_avg_sq"] = _zeros(p, xp), _zeros(p, xp)
-        state["step"] += 1
+        grad, m, v = _adam_moments(p, grad, state, group, xp, mu_product=1.0)
         t = state["step"]
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"]:
-            if group["decoupled_weight_decay"]:
-                p._data *= 1 - group["lr"] * group["weight_decay"]
-            else:
-                grad = grad + group["weight_decay"] * p._data
         mu = b1 * (1.0 - 0.5 * 0.96 ** (t * group["momentum_decay"]))
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * group["momentum_decay"]))
         state["mu_product"] *= mu
         mu_prod = state["mu_product"]
-        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-        m += (1 - b1) * (grad - m)
-        v *= b2
-        v += (1 - b2) * grad * grad
         denom = xp.sqrt(v / (1 - b2 ** t)) + group["eps"]
         p._data -= group["lr"] * (1 - mu) / (1 - mu_prod) * grad / denom
         p._data -= group["lr"] * mu_next / (1 - mu_prod * mu_next) * m / denom
@@ -91,9 +106,12 @@ class NAdam(Optimizer):
 
 class RAdam(Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, decoupled_weight_decay: bool = False, *, maximize: bool = False):
+                 weight_decay: float = 0.0, decoupled_weight_decay: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize))
+                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         for k in ("lr", "eps", "weight_decay"):
@@ -102,22 +120,8 @@ class RAdam(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
         b1, b2 = group["betas"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"], state["exp_avg_sq"] = _zeros(p, xp), _zeros(p, xp)
-        state["step"] += 1
+        _, m, v = _adam_moments(p, grad, state, group, xp)
         t = state["step"]
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"]:
-            if group["decoupled_weight_decay"]:
-                p._data *= 1 - group["lr"] * group["weight_decay"]
-            else:
-                grad = grad + group["weight_decay"] * p._data
-        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-        m += (1 - b1) * (grad - m)
-        v *= b2
-        v += (1 - b2) * grad * grad
         bias1 = 1 - b1 ** t
         bias2 = 1 - b2 ** t
         m_hat = m / bias1
@@ -134,9 +138,12 @@ class RAdam(Optimizer):
 
 class ASGD(Optimizer):
     def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
-                 weight_decay: float = 0.0, *, maximize: bool = False):
+                 weight_decay: float = 0.0, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         for k in ("lr", "weight_decay"):
@@ -170,8 +177,10 @@ class ASGD(Optimizer):
 
 class Rprop(Optimizer):
     def __init__(self, params, lr: float = 1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
-                 maximize: bool = False):
-        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize))
+                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False):
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize,
+                                      **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
         _check_number("Rprop", "lr", group["lr"])

@@ -53,8 +53,9 @@ class StepLR(LRScheduler):
     """Multiply the lr by `gamma` every `step_size` epochs."""
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
-        if isinstance(step_size, bool) or not isinstance(step_size, int) or step_size <= 0:
-            raise ValueError(f"StepLR: step_size must be a positive int, got {step_size!r}")
+        # a float is accepted as PyTorch accepts it (its text-classification tutorial passes 1.0)
+        if isinstance(step_size, bool) or not isinstance(step_size, (int, float)) or not step_size > 0:
+            raise ValueError(f"StepLR: step_size must be a positive number, got {step_size!r}")
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch)
 

@@ -55,6 +55,22 @@ class Optimizer:
         checked = [self._check_group(g, seen) for g in groups]
         self.param_groups.extend(checked)
 
+    def _impl_options(self, foreach, capturable, differentiable) -> dict:
+        """PyTorch's implementation choices, kept in the groups as PyTorch keeps them. Every
+        update here is one array expression per parameter: ``foreach`` (one kernel over the
+        list) and ``capturable`` (state on the device, for graph capture) give the same
+        numbers either way; an update autograd could differentiate through is not built."""
+        name = type(self).__name__
+        if foreach is not None and not isinstance(foreach, bool):
+            raise TypeError(f"{name}: foreach must be None or a bool, got {foreach!r}")
+        for key, value in (("capturable", capturable), ("differentiable", differentiable)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name}: {key} must be a bool, got {value!r}")
+        if differentiable:
+            raise NotImplementedError(f"{name}: differentiable=True is not supported: tracejit's "
+                                      f"optimizers update parameters outside autograd")
+        return dict(foreach=foreach, capturable=capturable, differentiable=differentiable)
+
     # ---- groups ---------------------------------------------------------------------------
     def _check_group(self, group, seen: set) -> dict:
         name = type(self).__name__

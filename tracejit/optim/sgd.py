@@ -27,10 +27,10 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
-                 fused: bool | None = None):
+                 foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
-                                      fused=fused))
+                                      fused=fused, **self._impl_options(foreach, False, differentiable)))
 
     def _validate(self, group: dict) -> None:
         _check_number("SGD", "learning rate lr", group["lr"])

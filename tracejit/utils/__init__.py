@@ -1,2 +1,3 @@
-"""``tracejit.utils``: helpers outside the core (``tracejit.utils.data``, like ``torch.utils.data``)."""
-from . import data  # noqa: F401
+"""``tracejit.utils``: helpers outside the core (``tracejit.utils.data`` and
+``tracejit.utils.checkpoint``, like ``torch.utils.data`` and ``torch.utils.checkpoint``)."""
+from . import checkpoint, data  # noqa: F401

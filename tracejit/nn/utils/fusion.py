@@ -1,4 +1,4 @@
-"""Weight normalization, skip_init, and folding an eval-mode BatchNorm into the convolution
+"""skip_init, and folding an eval-mode BatchNorm into the convolution
 or linear layer before it (``torch.nn.utils``'s helpers of the same names)."""
 from __future__ import annotations
 
@@ -8,61 +8,9 @@ from ... import ops as _ops
 from ...autograd.grad_mode import no_grad
 from ..parameter import Parameter
 
-__all__ = ["weight_norm", "remove_weight_norm", "skip_init", "fuse_conv_bn_eval", "fuse_conv_bn_weights",
+__all__ = ["skip_init", "fuse_conv_bn_eval", "fuse_conv_bn_weights",
            "fuse_linear_bn_eval", "fuse_linear_bn_weights", "convert_conv2d_weight_memory_format",
            "convert_conv3d_weight_memory_format"]
-
-
-def _norm_except(v, dim):
-    """||v|| over every dim but `dim` (all of them when dim is None), kept for broadcasting."""
-    if dim is None:
-        return (v * v).sum() ** 0.5
-    d = dim % v.ndim
-    dims = tuple(i for i in range(v.ndim) if i != d)
-    return (v * v).sum(dims, keepdim=True) ** 0.5
-
-
-class _WeightNorm:
-    def __init__(self, name: str, dim):
-        self.name, self.dim = name, dim
-
-    def compute(self, module):
-        g = getattr(module, self.name + "_g")
-        v = getattr(module, self.name + "_v")
-        return v * (g / _norm_except(v, self.dim))
-
-    def __call__(self, module, inputs):
-        object.__setattr__(module, self.name, self.compute(module))
-
-
-def weight_norm(module, name: str = "weight", dim=0):
-    """Reparameterize ``module.<name>`` as g * v / ||v|| (PyTorch's ``weight_norm``): the
-    module gets parameters ``<name>_g`` and ``<name>_v``; the weight is recomputed from them
-    before every forward."""
-    w = getattr(module, name)
-    if dim == -1:
-        dim = None
-    hook = _WeightNorm(name, dim)
-    del module._parameters[name]
-    module.register_parameter(name + "_g", Parameter(_norm_except(w.detach(), dim)))
-    module.register_parameter(name + "_v", Parameter(w.detach()))
-    object.__setattr__(module, name, hook.compute(module))
-    handle = module.register_forward_pre_hook(hook)
-    module.__dict__.setdefault("_weight_norm_hooks", {})[name] = (hook, handle)
-    return module
-
-
-def remove_weight_norm(module, name: str = "weight"):
-    hooks = module.__dict__.get("_weight_norm_hooks", {})
-    if name not in hooks:
-        raise ValueError(f"weight_norm of '{name}' not found in {module}")
-    hook, handle = hooks.pop(name)
-    w = hook.compute(module).detach()
-    handle.remove()
-    del module._parameters[name + "_g"], module._parameters[name + "_v"]
-    module.__dict__.pop(name, None)
-    module.register_parameter(name, Parameter(w))
-    return module
 
 
 def skip_init(module_cls, *args, **kwargs):

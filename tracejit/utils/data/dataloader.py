@@ -19,7 +19,7 @@ import numpy as np
 from ... import dtypes as _dt
 from ...tensor import Tensor
 from ._workers import get_worker_info  # noqa: F401
-from .dataset import IterableDataset, TensorDataset
+from .dataset import IterableDataset, Subset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader", "default_collate", "default_convert", "get_worker_info"]
@@ -47,6 +47,10 @@ def default_collate(batch: list) -> Any:
         if len(shapes) > 1 or any(not isinstance(b, Tensor) for b in batch):
             raise RuntimeError(f"default_collate: stack expects each sample to be a tensor of equal "
                                f"size, got shapes {sorted(shapes)}")
+        if not any(b.requires_grad for b in batch) and len({(b.dtype, b.device) for b in batch}) == 1:
+            # samples carry no graph: one array stack, the values `stack` gives (PyTorch's
+            # collate is one C++ stack; per-sample unsqueeze ops cost ~10 us each here)
+            return Tensor._wrap(elem._xp().stack([b._data for b in batch]), elem.dtype, elem.device)
         return stack(batch)
     if isinstance(elem, np.ndarray):
         if elem.dtype.kind in "OUS":
@@ -157,7 +161,7 @@ class DataLoader:
         self._auto_collation = batch_sampler is not None or (iterable and batch_size is not None)
         self.collate_fn = collate_fn if collate_fn is not None else (
             default_collate if self._auto_collation else default_convert)
-        self._fast = (collate_fn is None and self._auto_collation and type(dataset) is TensorDataset)
+        self._fast = collate_fn is None and self._auto_collation and _tensor_rows(dataset) is not None
 
     def __iter__(self) -> Iterator:
         if self.num_workers > 0:
@@ -172,7 +176,7 @@ class DataLoader:
             return
         for indices in self.batch_sampler:
             if self._fast:
-                yield [t[_index_tensor(indices, t.device)] for t in self.dataset.tensors]
+                yield _gather_rows(self.dataset, indices)
             else:
                 yield self.collate_fn([self.dataset[i] for i in indices])
 
@@ -232,7 +236,7 @@ class _MapFetcher:
         if not self.batched:
             return self.collate_fn(self.dataset[indices])
         if self.fast:
-            return [t[_index_tensor(indices, t.device)] for t in self.dataset.tensors]
+            return _gather_rows(self.dataset, indices)
         return self.collate_fn([self.dataset[i] for i in indices])
 
 
@@ -253,6 +257,21 @@ class _StreamFetcher:
         if not batch or (self.drop_last and len(batch) < self.batch_size):
             raise StopIteration
         return self.collate_fn(batch)
+
+
+def _tensor_rows(dataset):
+    """The TensorDataset under `dataset` (itself or under Subsets, as random_split makes),
+    or None: its batches are one gather per tensor, equal to collating its samples."""
+    while type(dataset) is Subset:
+        dataset = dataset.dataset
+    return dataset if type(dataset) is TensorDataset else None
+
+
+def _gather_rows(dataset, indices) -> list:
+    while type(dataset) is Subset:
+        indices = [dataset.indices[i] for i in indices]
+        dataset = dataset.dataset
+    return [t[_index_tensor(indices, t.device)] for t in dataset.tensors]
 
 
 def _index_tensor(indices: list, device) -> Tensor:

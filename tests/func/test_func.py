@@ -1,0 +1,106 @@
+"""tracejit.func against torch.func: per-sample gradients (functional_call + vmap + grad,
+as PyTorch's tutorial writes them), jacrev/jacfwd/hessian, vjp, grad_and_value with aux,
+vmap's in_dims/out_dims, torch.cond, and the errors for bad input."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+def _model(lib):
+    lib.manual_seed(0)
+    return lib.nn.Sequential(lib.nn.Linear(3, 5), lib.nn.Tanh(), lib.nn.Linear(5, 2))
+
+
+def test_per_sample_gradients_match_torch():
+    ref = _model(torch)
+    m = _model(tj)
+    m.load_state_dict({k: tj.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((4, 3)), rng.integers(0, 2, 4)
+    out = []
+    for lib, model in ((torch, ref), (tj, m)):
+        F = lib.func
+        params = {k: v.detach() for k, v in model.named_parameters()}
+
+        def loss(p, xi, yi):
+            logits = F.functional_call(model, p, (xi.unsqueeze(0),))
+            return lib.nn.functional.cross_entropy(logits, yi.unsqueeze(0))
+        g = F.vmap(F.grad(loss), in_dims=(None, 0, 0))(params, lib.tensor(x, dtype=lib.float32),
+                                                        lib.tensor(y))
+        out.append({k: v.numpy() for k, v in g.items()})
+    assert out[1].keys() == out[0].keys()
+    for k in out[0]:
+        assert out[1][k].shape == (4,) + tuple(ref.state_dict()[k].shape)
+        np.testing.assert_allclose(out[1][k], out[0][k], rtol=1e-5, atol=1e-7, err_msg=k)
+
+
+def test_jacobians_and_hessian_match_torch():
+    a = np.random.default_rng(1).standard_normal(3)
+
+    def f(lib):
+        return lambda x: lib.stack([(x * x).sum(), x.sin().prod(), x[0] * x[2]])
+    for name in ("jacrev", "jacfwd"):
+        got = getattr(tj.func, name)(f(tj))(tj.tensor(a)).numpy()
+        want = getattr(torch.func, name)(f(torch))(torch.tensor(a)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    h = tj.func.hessian(lambda x: (x.sin() * x.exp()).sum() * x[1])(tj.tensor(a)).numpy()
+    hw = torch.func.hessian(lambda x: (x.sin() * x.exp()).sum() * x[1])(torch.tensor(a)).numpy()
+    np.testing.assert_allclose(h, hw, rtol=1e-10, atol=1e-12)
+    j = tj.func.jacrev(lambda x, w: x @ w, argnums=(0, 1))(tj.tensor(a), tj.ones(3, 2, dtype=tj.float64))
+    jw = torch.func.jacrev(lambda x, w: x @ w, argnums=(0, 1))(torch.tensor(a), torch.ones(3, 2, dtype=torch.float64))
+    for g, w in zip(j, jw):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12)
+
+
+def test_vjp_grad_and_value_with_aux():
+    a = np.array([0.3, -1.2, 2.0])
+    outs = []
+    for lib in (tj, torch):
+        x = lib.tensor(a)
+        y, fn = lib.func.vjp(lambda t: t.exp() * 2, x)
+        (gx,) = fn(lib.ones(3, dtype=lib.float64))
+        g, (v, aux) = lib.func.grad_and_value(lambda t: ((t ** 3).sum(), t.max()), has_aux=True)(x)
+        outs.append([y.numpy(), gx.numpy(), g.numpy(), v.item(), aux.item()])
+    for got, want in zip(*outs):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_vmap_dims_and_cond():
+    x = tj.tensor(np.arange(6.0).reshape(2, 3))
+    out = tj.vmap(lambda r, s: (r * s, r.sum()), in_dims=(1, None), out_dims=(1, 0))(x, tj.tensor(2.0))
+    np.testing.assert_array_equal(out[0].numpy(), x.numpy() * 2)
+    np.testing.assert_array_equal(out[1].numpy(), x.numpy().sum(0))
+    assert tj.cond(tj.tensor(True), lambda t: t + 1, lambda t: t - 1, (x,)).numpy()[0, 0] == 1.0
+    assert tj.cond(False, lambda t: t + 1, lambda t: t - 1, [x]).numpy()[0, 0] == -1.0
+    with pytest.raises(RuntimeError, match="one-element tensor"):
+        tj.cond(x > 0, lambda t: t, lambda t: t, (x,))
+    with pytest.raises(ValueError, match="different sizes"):
+        tj.vmap(lambda a, b: a + b)(tj.ones(2), tj.ones(3))
+    with pytest.raises(ValueError, match="out of range"):
+        tj.vmap(lambda a: a, in_dims=2)(tj.ones(2, 3))
+    with pytest.raises(RuntimeError, match="one element"):
+        tj.func.grad(lambda t: t * 2)(tj.ones(2))
+
+
+def test_functional_call_restores_the_module_and_checks_names():
+    m = _model(tj)
+    w0 = m[0].weight
+    zero = {k: tj.zeros_like(v) for k, v in m.state_dict().items()}
+    out = tj.func.functional_call(m, zero, (tj.ones(1, 3),))
+    np.testing.assert_array_equal(out.detach().numpy(), [[0.0, 0.0]])
+    assert m[0].weight is w0
+    with pytest.raises(ValueError, match=r"no parameter or buffer named \['nope'\]"):
+        tj.func.functional_call(m, {"nope": tj.ones(1)}, (tj.ones(1, 3),))
+    with pytest.raises(RuntimeError, match="missing"):
+        tj.func.functional_call(m, {"0.weight": tj.ones(5, 3)}, (tj.ones(1, 3),), strict=True)
+    assert m[0].weight is w0
+
+
+def test_stateless_functional_call_is_the_same_function():
+    m = _model(tj)
+    zero = {k: tj.zeros_like(v) for k, v in m.state_dict().items()}
+    out = tj.nn.utils.stateless.functional_call(m, zero, (tj.ones(1, 3),))
+    np.testing.assert_array_equal(out.detach().numpy(), [[0.0, 0.0]])

@@ -1,0 +1,99 @@
+"""Weight and spectral normalization, both forms (hooks: nn.utils.weight_norm/spectral_norm;
+parametrizations: nn.utils.parametrizations.*), and register_parametrization, against
+PyTorch with the same weights loaded by state_dict name: three training steps give the same
+losses, weights and power-iteration buffers, eager and compiled."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+def _build(lib, form):
+    nn = lib.nn
+    conv, lin, tconv = nn.Conv2d(2, 4, 3), nn.Linear(64, 3), nn.ConvTranspose2d(2, 3, 2)
+    if form == "hooks":
+        conv = nn.utils.spectral_norm(conv)
+        lin = nn.utils.weight_norm(lin, dim=0)
+        tconv = nn.utils.spectral_norm(tconv)
+    else:
+        P = nn.utils.parametrizations
+        conv = P.spectral_norm(conv)
+        lin = P.weight_norm(lin, dim=0)
+        tconv = P.spectral_norm(tconv)
+    return nn.ModuleDict({"conv": conv, "lin": lin, "tconv": tconv})
+
+
+def _forward(m, x):
+    h = m["conv"](x).relu()
+    return m["lin"](h.flatten(1)).sum() + m["tconv"](x).pow(2).mean()
+
+
+def _run(lib, m, xs, compiled):
+    opt = lib.optim.SGD(m.parameters(), lr=0.05)
+    f = lib.compile(_forward) if compiled else _forward
+    losses = []
+    for x in xs:
+        loss = f(m, lib.tensor(x))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().numpy() for k, v in m.state_dict().items()}
+
+
+@pytest.mark.parametrize("form", ["hooks", "parametrizations"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_weight_and_spectral_norm_train_as_pytorch(form, compiled):
+    torch.manual_seed(0)
+    ref = _build(torch, form)
+    m = _build(tj, form)
+    sd = ref.state_dict()
+    assert list(m.state_dict().keys()) == list(sd.keys())
+    m.load_state_dict({k: tj.tensor(v.numpy()) for k, v in sd.items()})
+    xs = [np.random.default_rng(i).standard_normal((2, 2, 6, 6)).astype(np.float32) for i in range(3)]
+    want_losses, want = _run(torch, ref, xs, False)
+    got_losses, got = _run(tj, m, xs, compiled)
+    np.testing.assert_allclose(got_losses, want_losses, rtol=2e-5)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=2e-4, atol=2e-6, err_msg=k)
+
+
+def test_class_names_and_removal_match_pytorch():
+    for lib in (tj, torch):
+        lin = lib.nn.utils.parametrizations.weight_norm(lib.nn.Linear(3, 2))
+        assert type(lin).__name__ == "ParametrizedLinear" and isinstance(lin, lib.nn.Linear)
+        w = lin.weight.detach().numpy().copy()
+        lib.nn.utils.parametrize.remove_parametrizations(lin, "weight")
+        assert type(lin) is lib.nn.Linear
+        assert sorted(n for n, _ in lin.named_parameters()) == ["bias", "weight"]
+        np.testing.assert_allclose(lin.weight.detach().numpy(), w, rtol=1e-6)
+    lin = tj.nn.utils.weight_norm(tj.nn.Linear(3, 2))
+    w = lin(tj.ones(1, 3)).detach().numpy()
+    tj.nn.utils.remove_weight_norm(lin)
+    np.testing.assert_allclose(lin(tj.ones(1, 3)).detach().numpy(), w, rtol=1e-6)
+    with pytest.raises(ValueError, match="weight_norm of 'weight' not found"):
+        tj.nn.utils.remove_weight_norm(lin)
+
+
+def test_register_parametrization_with_a_user_module_and_assignment():
+    class Symmetric(tj.nn.Module):
+        def forward(self, X):
+            return X.triu() + X.triu(1).transpose(-1, -2)
+
+        def right_inverse(self, A):
+            return A.triu()
+
+    lin = tj.nn.Linear(3, 3)
+    tj.nn.utils.parametrize.register_parametrization(lin, "weight", Symmetric())
+    w = lin.weight.detach().numpy()
+    np.testing.assert_array_equal(w, w.T)
+    a = tj.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 5.0], [3.0, 5.0, 6.0]])
+    lin.weight = a
+    np.testing.assert_array_equal(lin.weight.detach().numpy(), a.numpy())
+    assert tj.nn.utils.parametrize.is_parametrized(lin, "weight")
+    with tj.nn.utils.parametrize.cached():
+        assert lin.weight is lin.weight
+    with pytest.raises(ValueError, match="shape"):
+        tj.nn.utils.parametrize.register_parametrization(lin, "bias", Symmetric())

@@ -1,0 +1,251 @@
+"""More of PyTorch's distributions, on the ones in this package: the relaxed (Gumbel-softmax)
+Bernoulli and one-hot categorical, the straight-through one-hot categorical, Student's t,
+chi-squared, half-Cauchy and the multinomial, with PyTorch's formulas."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops as _ops
+from ..tensor import Tensor
+from . import constraints
+from .discrete import Categorical, OneHotCategorical, _one_given, _probs_to_logits
+from .distribution import Distribution, broadcast_all
+from .more import Cauchy, Gamma, _draw
+from .transformed import TransformedDistribution
+from .transforms import ExpTransform, SigmoidTransform
+
+__all__ = ["RelaxedBernoulli", "RelaxedOneHotCategorical", "OneHotCategoricalStraightThrough",
+           "StudentT", "Chi2", "HalfCauchy", "Multinomial", "LogitRelaxedBernoulli",
+           "ExpRelaxedCategorical"]
+
+
+def _clamp_probs(p):
+    eps = float(np.finfo(p.dtype.np).eps)
+    return p.clamp(min=eps, max=1 - eps)
+
+
+def _temperature(t, like):
+    return t if isinstance(t, Tensor) else _ops.tensor(float(t), dtype=like.dtype)
+
+
+class LogitRelaxedBernoulli(Distribution):
+    """The logit of a relaxed Bernoulli sample (Concrete distribution)."""
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        _one_given(probs, logits, type(self).__name__)
+        if probs is not None:
+            (self.probs,) = broadcast_all(probs)
+            self.logits = _probs_to_logits(self.probs, binary=True)
+        else:
+            (self.logits,) = broadcast_all(logits)
+            self.probs = _ops.sigmoid(self.logits)
+        self.temperature = _temperature(temperature, self.logits)
+        super().__init__(tuple(self.logits.shape), validate_args=validate_args)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        probs = _clamp_probs(self.probs.expand(shape))
+        u = _clamp_probs(_ops.rand(*shape, dtype=probs.dtype))
+        return (_ops.log(u) - _ops.log1p(-u) + _ops.log(probs) - _ops.log1p(-probs)) / self.temperature
+
+    def log_prob(self, value):
+        logits, value = broadcast_all(self.logits, value)
+        diff = logits - value * self.temperature
+        return _ops.log(self.temperature) + diff - 2 * _ops.log1p(_ops.exp(diff))
+
+
+class RelaxedBernoulli(TransformedDistribution):
+    """A relaxed Bernoulli in (0, 1): the sigmoid of a `LogitRelaxedBernoulli` sample."""
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        super().__init__(LogitRelaxedBernoulli(temperature, probs, logits), [SigmoidTransform()])
+
+    temperature = property(lambda self: self.base_dist.temperature)
+    probs = property(lambda self: self.base_dist.probs)
+    logits = property(lambda self: self.base_dist.logits)
+
+
+class ExpRelaxedCategorical(Distribution):
+    """The log of a relaxed one-hot categorical sample."""
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        self._categorical = Categorical(probs, logits, validate_args=False)
+        self.temperature = _temperature(temperature, self._categorical.logits)
+        super().__init__(tuple(self._categorical.batch_shape), (self._categorical._num_events,),
+                         validate_args=validate_args)
+
+    probs = property(lambda self: self._categorical.probs)
+    logits = property(lambda self: self._categorical.logits)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        u = _clamp_probs(_ops.rand(*shape, dtype=self.logits.dtype))
+        gumbels = -_ops.log(-_ops.log(u))
+        scores = (self.logits + gumbels) / self.temperature
+        return scores - _ops.logsumexp(scores, -1, keepdim=True)
+
+    def log_prob(self, value):
+        k = self._categorical._num_events
+        logits, value = broadcast_all(self.logits, value)
+        log_scale = math.lgamma(float(k)) + _ops.log(self.temperature) * (k - 1)
+        score = logits - value * self.temperature
+        score = (score - _ops.logsumexp(score, -1, keepdim=True)).sum(-1)
+        return score + log_scale
+
+
+class RelaxedOneHotCategorical(TransformedDistribution):
+    """A relaxed one-hot vector on the simplex (Gumbel-softmax with `temperature`)."""
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        super().__init__(ExpRelaxedCategorical(temperature, probs, logits), [ExpTransform()])
+
+    temperature = property(lambda self: self.base_dist.temperature)
+    probs = property(lambda self: self.base_dist.probs)
+    logits = property(lambda self: self.base_dist.logits)
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """One-hot samples whose ``rsample`` passes the gradient of the probabilities through."""
+    has_rsample = True
+
+    def rsample(self, sample_shape=()):
+        samples = self.sample(sample_shape)
+        probs = self._categorical.probs
+        return samples + (probs - probs.detach())
+
+
+class StudentT(Distribution):
+    arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+
+    def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
+        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        super().__init__(tuple(self.df.shape), validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return _ops.where(self.df > 1, self.loc, _ops.full_like(self.loc, float("nan")))
+
+    mode = property(lambda self: self.loc)
+
+    @property
+    def variance(self):
+        df = self.df
+        v = self.scale ** 2 * df / (df - 2)
+        v = _ops.where(df > 2, v, _ops.full_like(v, float("inf")))
+        return _ops.where(df > 1, v, _ops.full_like(v, float("nan")))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        df = np.broadcast_to(self.df.detach().numpy(), shape)
+        t = _draw(lambda rng, s: rng.standard_t(df, s), shape, self.df)
+        return self.loc.detach() + self.scale.detach() * t
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        y = (value - self.loc) / self.scale
+        z = (_ops.log(self.scale) + 0.5 * _ops.log(self.df) + 0.5 * math.log(math.pi)
+             + _ops.lgamma(0.5 * self.df) - _ops.lgamma(0.5 * (self.df + 1.0)))
+        return -0.5 * (self.df + 1.0) * _ops.log1p(y ** 2 / self.df) - z
+
+    def entropy(self):
+        df = self.df
+        lbeta = _ops.lgamma(0.5 * df) + math.lgamma(0.5) - _ops.lgamma(0.5 * (df + 1))
+        return (_ops.log(self.scale) + 0.5 * (df + 1) * (_ops.digamma(0.5 * (df + 1)) - _ops.digamma(0.5 * df))
+                + 0.5 * _ops.log(df) + lbeta)
+
+
+class Chi2(Gamma):
+    arg_constraints = {"df": constraints.positive}
+
+    def __init__(self, df, validate_args=None):
+        (df,) = broadcast_all(df)
+        super().__init__(0.5 * df, _ops.full_like(df, 0.5), validate_args=validate_args)
+
+    df = property(lambda self: self.concentration * 2)
+
+
+class HalfCauchy(Distribution):
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        (self.scale,) = broadcast_all(scale)
+        self._base = Cauchy(0.0 * self.scale, self.scale, validate_args=False)
+        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+
+    mean = property(lambda self: _ops.full_like(self.scale, float("inf")))
+    mode = property(lambda self: _ops.zeros_like(self.scale))
+    variance = property(lambda self: _ops.full_like(self.scale, float("inf")))
+
+    def rsample(self, sample_shape=()):
+        return self._base.rsample(sample_shape).abs()
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        lp = self._base.log_prob(value) + math.log(2)
+        return _ops.where(value >= 0, lp, _ops.full_like(lp, -float("inf")))
+
+    def cdf(self, value):
+        return 2 * self._base.cdf(value) - 1
+
+    def entropy(self):
+        return self._base.entropy() - math.log(2)
+
+
+class Multinomial(Distribution):
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+
+    def __init__(self, total_count: int = 1, probs=None, logits=None, validate_args=None):
+        if not isinstance(total_count, int) or isinstance(total_count, bool) or total_count < 0:
+            raise ValueError(f"Multinomial: total_count must be a non-negative int, got {total_count!r}")
+        self.total_count = total_count
+        self._categorical = Categorical(probs, logits, validate_args=False)
+        super().__init__(tuple(self._categorical.batch_shape), (self._categorical._num_events,),
+                         validate_args=validate_args)
+
+    probs = property(lambda self: self._categorical.probs)
+    logits = property(lambda self: self._categorical.logits)
+    mean = property(lambda self: self.probs * self.total_count)
+    variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
+    support = property(lambda self: constraints.integer_interval(0, self.total_count))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        p = np.broadcast_to(self.probs.detach().numpy().astype(np.float64), shape)
+        flat = p.reshape(-1, shape[-1])
+        p_norm = flat / flat.sum(-1, keepdims=True)
+        counts = _draw(lambda rng, s: np.stack([rng.multinomial(self.total_count, row) for row in p_norm])
+                       .reshape(s), shape, self.probs)
+        return counts
+
+    def entropy(self):
+        n = self.total_count
+        p = self.probs
+        term1 = n * self._categorical.entropy() - math.lgamma(n + 1)
+        if n == 0:
+            return term1
+        k = _ops.arange(1, n + 1, dtype=p.dtype).reshape((n,) + (1,) * p.dim())
+        log_binom = (math.lgamma(n + 1) - _ops.lgamma(k + 1) - _ops.lgamma(n - k + 1)
+                     + _ops.xlogy(k, p) + _ops.xlogy(n - k, 1 - p))
+        return term1 + (_ops.exp(log_binom) * _ops.lgamma(k + 1)).sum(0).sum(-1)
+
+    def log_prob(self, value):
+        logits, value = broadcast_all(self.logits, value)
+        log_factorial_n = _ops.lgamma(value.sum(-1) + 1)
+        log_factorial_xs = _ops.lgamma(value + 1).sum(-1)
+        logits = _ops.where((value == 0) & _ops.isinf(logits), _ops.zeros_like(logits), logits)
+        return log_factorial_n - log_factorial_xs + (logits * value).sum(-1)

@@ -1,0 +1,224 @@
+"""``torch.distributions.transforms``: invertible maps with the log-determinant of their
+Jacobian, for ``TransformedDistribution`` (``transformed.py``): exp, affine, sigmoid, tanh
+(the squashed Gaussian of SAC-style policies), power, softmax-free composition.
+
+``cache_size=1`` keeps the last (x, y) pair, so ``inv(t(x))`` returns that very `x` (and
+``log_prob`` of a sample is computed from the value it was made from), as PyTorch's."""
+from __future__ import annotations
+
+import math
+
+from .. import ops as _ops
+from . import constraints
+
+__all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform",
+           "TanhTransform", "PowerTransform", "identity_transform"]
+
+
+def _softplus(x):
+    from ..nn.functional import softplus
+    return softplus(x)
+
+
+class Transform:
+    """Base: subclasses define ``_call``, ``_inverse`` and ``log_abs_det_jacobian``."""
+    bijective = True
+    domain = constraints.real
+    codomain = constraints.real
+    sign = 1
+
+    def __init__(self, cache_size: int = 0) -> None:
+        if cache_size not in (0, 1):
+            raise ValueError(f"{type(self).__name__}: cache_size must be 0 or 1, got {cache_size!r}")
+        self._cache_size = cache_size
+        self._cached = None
+
+    @property
+    def event_dim(self) -> int:
+        return self.domain.event_dim
+
+    @property
+    def inv(self) -> "Transform":
+        return _Inverse(self)
+
+    def __call__(self, x):
+        if self._cache_size and self._cached is not None and self._cached[0] is x:
+            return self._cached[1]
+        y = self._call(x)
+        if self._cache_size:
+            self._cached = (x, y)
+        return y
+
+    def _inv_call(self, y):
+        if self._cache_size and self._cached is not None and self._cached[1] is y:
+            return self._cached[0]
+        x = self._inverse(y)
+        if self._cache_size:
+            self._cached = (x, y)
+        return x
+
+    def _call(self, x):
+        raise NotImplementedError(f"{type(self).__name__} does not define its forward map")
+
+    def _inverse(self, y):
+        raise NotImplementedError(f"{type(self).__name__} is not invertible")
+
+    def log_abs_det_jacobian(self, x, y):
+        raise NotImplementedError(f"{type(self).__name__}.log_abs_det_jacobian is not implemented")
+
+    def __repr__(self) -> str:
+        return type(self).__name__ + "()"
+
+
+class _Inverse(Transform):
+    def __init__(self, transform: Transform) -> None:
+        super().__init__()
+        self._inv = transform
+        self.domain, self.codomain = transform.codomain, transform.domain
+
+    @property
+    def inv(self) -> Transform:
+        return self._inv
+
+    def __call__(self, x):
+        return self._inv._inv_call(x)
+
+    def log_abs_det_jacobian(self, x, y):
+        return -self._inv.log_abs_det_jacobian(y, x)
+
+
+class ComposeTransform(Transform):
+    """The transforms applied left to right."""
+
+    def __init__(self, parts: list, cache_size: int = 0) -> None:
+        super().__init__(cache_size)
+        self.parts = list(parts)
+
+    @property
+    def event_dim(self) -> int:
+        return max((p.event_dim for p in self.parts), default=0)
+
+    def _call(self, x):
+        for p in self.parts:
+            x = p(x)
+        return x
+
+    def _inverse(self, y):
+        for p in reversed(self.parts):
+            y = p.inv(y)
+        return y
+
+    def log_abs_det_jacobian(self, x, y):
+        total = 0
+        for p in self.parts:
+            y_p = p(x)
+            total = total + p.log_abs_det_jacobian(x, y_p)
+            x = y_p
+        return total
+
+
+class ExpTransform(Transform):
+    codomain = constraints.positive
+
+    def _call(self, x):
+        return _ops.exp(x)
+
+    def _inverse(self, y):
+        return _ops.log(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return x
+
+
+class AffineTransform(Transform):
+    """``y = loc + scale * x`` (elementwise; `event_dim` dims summed in the log-determinant)."""
+
+    def __init__(self, loc, scale, event_dim: int = 0, cache_size: int = 0) -> None:
+        super().__init__(cache_size)
+        self.loc, self.scale, self._event_dim = loc, scale, event_dim
+
+    @property
+    def event_dim(self) -> int:
+        return self._event_dim
+
+    def _call(self, x):
+        return self.loc + self.scale * x
+
+    def _inverse(self, y):
+        return (y - self.loc) / self.scale
+
+    def log_abs_det_jacobian(self, x, y):
+        scale = self.scale
+        if isinstance(scale, (int, float)):
+            out = _ops.full_like(x, math.log(abs(scale)))
+        else:
+            out = _ops.log(_ops.abs(scale)).expand_as(x) if tuple(scale.shape) != tuple(x.shape) \
+                else _ops.log(_ops.abs(scale))
+        for _ in range(self._event_dim):
+            out = out.sum(-1)
+        return out
+
+
+class SigmoidTransform(Transform):
+    codomain = constraints.unit_interval
+
+    def _call(self, x):
+        return _ops.sigmoid(x)
+
+    def _inverse(self, y):
+        import numpy as np
+        tiny = float(np.finfo(y.dtype.np).tiny)
+        eps = float(np.finfo(y.dtype.np).eps)
+        y = y.clamp(min=tiny, max=1 - eps)
+        return _ops.log(y) - _ops.log1p(-y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return -_softplus(-x) - _softplus(x)
+
+
+class TanhTransform(Transform):
+    codomain = constraints.interval(-1.0, 1.0)
+
+    def _call(self, x):
+        return _ops.tanh(x)
+
+    def _inverse(self, y):
+        return 0.5 * (_ops.log1p(y) - _ops.log1p(-y))
+
+    def log_abs_det_jacobian(self, x, y):
+        # log(1 - tanh(x)^2), written to stay finite for large |x|
+        return 2.0 * (math.log(2.0) - x - _softplus(-2.0 * x))
+
+
+class PowerTransform(Transform):
+    codomain = constraints.positive
+    domain = constraints.positive
+
+    def __init__(self, exponent, cache_size: int = 0) -> None:
+        super().__init__(cache_size)
+        self.exponent = exponent
+
+    def _call(self, x):
+        return x ** self.exponent
+
+    def _inverse(self, y):
+        return y ** (1 / self.exponent)
+
+    def log_abs_det_jacobian(self, x, y):
+        e = self.exponent
+        return _ops.log(_ops.abs(e * y / x)) if not isinstance(e, (int, float)) \
+            else _ops.log(_ops.abs(y / x)) + math.log(abs(e))
+
+
+class _Identity(Transform):
+    def _call(self, x):
+        return x
+
+    def _inverse(self, y):
+        return y
+
+    def log_abs_det_jacobian(self, x, y):
+        return _ops.zeros_like(x)
+
+
+identity_transform = _Identity()

@@ -1,0 +1,61 @@
+"""``functional_call``: run a module with the parameters and buffers given by name."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..tensor import Tensor
+
+__all__ = ["functional_call"]
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
+                    tie_weights: bool = True, strict: bool = False) -> Any:
+    """``module(*args, **kwargs)`` with each tensor named in the dict(s) (state_dict names,
+    ``"layer.weight"``) standing in for the module's own for this call; the module is as it
+    was afterwards, also when the call raises. Tied parameters follow their stand-in
+    (``tie_weights``); ``strict`` requires every parameter and buffer to be given."""
+    dicts = parameter_and_buffer_dicts
+    if isinstance(dicts, dict):
+        dicts = [dicts]
+    given: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            if k in given:
+                raise ValueError(f"functional_call: {k!r} appeared in more than one of the dicts")
+            if not isinstance(v, Tensor):
+                raise TypeError(f"functional_call: the value for {k!r} must be a tensor, got {type(v).__name__}")
+            given[k] = v
+    slots = {}
+    for prefix, m in module.named_modules(remove_duplicate=False):
+        for kind in ("_parameters", "_buffers"):
+            for name, t in m.__dict__[kind].items():
+                full = f"{prefix}.{name}" if prefix else name
+                slots[full] = (m, kind, name, t)
+    unknown = sorted(set(given) - set(slots))
+    if unknown:
+        raise ValueError(f"functional_call: {type(module).__name__} has no parameter or buffer named "
+                         f"{unknown}")
+    if strict:
+        missing = sorted(set(slots) - set(given))
+        if missing:
+            raise RuntimeError(f"functional_call (strict): missing {missing}")
+    if tie_weights:   # a tensor shared by several names takes the stand-in given for any of them
+        by_id: dict = {}
+        for full, (_m, _k, _n, t) in slots.items():
+            if t is not None:
+                by_id.setdefault(id(t), []).append(full)
+        for names in by_id.values():
+            chosen = [given[n] for n in names if n in given]
+            if chosen:
+                for n in names:
+                    given.setdefault(n, chosen[0])
+    saved = []
+    try:
+        for full, value in given.items():
+            m, kind, name, old = slots[full]
+            saved.append((m, kind, name, old))
+            m.__dict__[kind][name] = value
+        return module(*(args if isinstance(args, tuple) else (args,)), **(kwargs or {}))
+    finally:
+        for m, kind, name, old in reversed(saved):
+            m.__dict__[kind][name] = old

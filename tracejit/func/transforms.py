@@ -1,0 +1,173 @@
+"""Gradient transforms of ``tracejit.func`` on reverse-mode autograd: grad, grad_and_value,
+vjp, jacrev, jacfwd, hessian."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..autograd import grad as _autograd_grad
+from ..autograd.grad_mode import enable_grad
+from ..tensor import Tensor
+
+__all__ = ["grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian"]
+
+
+def _argnums(argnums, n: int, who: str) -> tuple:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums or not all(isinstance(a, int) for a in nums):
+        raise TypeError(f"{who}: argnums must be an int or a tuple of ints, got {argnums!r}")
+    out = []
+    for a in nums:
+        if not -n <= a < n:
+            raise ValueError(f"{who}: argnums {a} is out of range for a function of {n} positional "
+                             f"arguments")
+        out.append(a % n)
+    return tuple(out)
+
+
+def _flatten(x) -> list:
+    if isinstance(x, Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for v in x for t in _flatten(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _flatten(v)]
+    return []
+
+
+def _rebuild(x, it):
+    if isinstance(x, Tensor):
+        return next(it)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_rebuild(v, it) for v in x)
+    if isinstance(x, dict):
+        return {k: _rebuild(v, it) for k, v in x.items()}
+    return x
+
+
+def _track(x):
+    """`x` with every tensor a graph input: a tensor that already carries a graph (an outer
+    transform's) stays connected to it, so nested transforms differentiate through."""
+    def one(t):
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"func transforms differentiate floating-point inputs, got {t.dtype}")
+        return t if t.requires_grad else t.detach().requires_grad_(True)
+    return _rebuild(x, iter([one(t) for t in _flatten(x)]))
+
+
+def _grads(outputs, inputs: list, cotangents, create_graph: bool) -> list:
+    grads = _autograd_grad(outputs, inputs, cotangents, retain_graph=True, create_graph=create_graph,
+                           allow_unused=True, materialize_grads=True)
+    return list(grads)
+
+
+def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """A function returning ``(gradient of func's scalar output w.r.t. argnums, output)``
+    (``(grad, (output, aux))`` with ``has_aux``)."""
+    def wrapper(*args, **kwargs):
+        nums = _argnums(argnums, len(args), "grad")
+        args = list(args)
+        outer = any(t.requires_grad for i in nums for t in _flatten(args[i]))
+        with enable_grad():
+            for i in nums:
+                args[i] = _track(args[i])
+            out = func(*args, **kwargs)
+            aux = None
+            if has_aux:
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise RuntimeError("grad: with has_aux=True the function must return a (output, aux) "
+                                       "tuple")
+                out, aux = out
+            if not isinstance(out, Tensor) or out.numel() != 1:
+                raise RuntimeError(f"grad: the function must return a tensor with one element, got "
+                                   f"{type(out).__name__}"
+                                   + (f" of shape {tuple(out.shape)}" if isinstance(out, Tensor) else ""))
+            inputs = [t for i in nums for t in _flatten(args[i])]
+            g = iter(_grads([out], inputs, None, create_graph=outer))
+        res = tuple(_rebuild(args[i], g) for i in nums)
+        res = res[0] if isinstance(argnums, int) else res
+        value = out if outer else out.detach()
+        return (res, (value, aux)) if has_aux else (res, value)
+    return wrapper
+
+
+def grad(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The gradient of `func` (a scalar-valued function) with respect to `argnums`."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        g, v = gv(*args, **kwargs)
+        return (g, v[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func: Callable, *primals, has_aux: bool = False):
+    """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` gives one gradient per primal."""
+    outer = any(t.requires_grad for t in _flatten(primals))
+    with enable_grad():
+        primals = tuple(_track(p) for p in primals)
+        out = func(*primals)
+        aux = None
+        if has_aux:
+            out, aux = out
+    inputs = _flatten(primals)
+
+    def vjp_fn(*cotangents):
+        cot = cotangents[0] if len(cotangents) == 1 else cotangents
+        outs, cots = _flatten(out), _flatten(cot)
+        if len(outs) != len(cots):
+            raise RuntimeError(f"vjp: expected {len(outs)} cotangents (one per output), got {len(cots)}")
+        for o, c in zip(outs, cots):
+            if tuple(o.shape) != tuple(c.shape):
+                raise RuntimeError(f"vjp: a cotangent of shape {tuple(c.shape)} for an output of shape "
+                                   f"{tuple(o.shape)}")
+        g = iter(_grads(outs, inputs, cots, create_graph=outer))
+        return tuple(_rebuild(p, g) for p in primals)
+    value = out if outer else _rebuild(out, iter([t.detach() for t in _flatten(out)]))
+    return (value, vjp_fn, aux) if has_aux else (value, vjp_fn)
+
+
+def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
+    """The Jacobian of `func` (tensor output) w.r.t. `argnums`: shape output + input."""
+    from ..ops import stack, zeros_like
+
+    def wrapper(*args, **kwargs):
+        nums = _argnums(argnums, len(args), "jacrev")
+        args = list(args)
+        outer = any(t.requires_grad for i in nums for t in _flatten(args[i]))
+        with enable_grad():
+            for i in nums:
+                args[i] = _track(args[i])
+            out = func(*args, **kwargs)
+            aux = None
+            if has_aux:
+                out, aux = out
+        if not isinstance(out, Tensor):
+            raise RuntimeError(f"jacrev: the function must return a tensor, got {type(out).__name__}")
+        inputs = [args[i] for i in nums]
+        flat = out.reshape(-1)
+        rows = []
+        for k in range(flat.shape[0]):
+            e = zeros_like(flat)
+            e[k] = 1.0
+            rows.append(_grads([flat], inputs, [e], create_graph=outer))
+        jac = []
+        for j, x in enumerate(inputs):
+            if rows:
+                jac.append(stack([r[j] for r in rows]).reshape(tuple(out.shape) + tuple(x.shape)))
+            else:
+                jac.append(zeros_like(x).reshape(tuple(out.shape) + tuple(x.shape)))
+        res = jac[0] if isinstance(argnums, int) else tuple(jac)
+        if not outer:
+            res = res.detach() if isinstance(res, Tensor) else tuple(r.detach() for r in res)
+        return (res, aux) if has_aux else res
+    return wrapper
+
+
+def jacfwd(func: Callable, argnums=0, has_aux: bool = False, *, randomness: str = "error") -> Callable:
+    """The Jacobian of `func`, as `jacrev` computes it (reverse mode: the same numbers)."""
+    return jacrev(func, argnums, has_aux=has_aux)
+
+
+def hessian(func: Callable, argnums=0) -> Callable:
+    """The Hessian of a scalar-valued `func`: the Jacobian of its gradient."""
+    return jacfwd(jacrev(func, argnums), argnums)
