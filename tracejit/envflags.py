@@ -89,6 +89,9 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_SAVE_WRITTEN", "1", "0: the backward recomputes cheap elementwise values even "
            "when the forward writes them to memory anyway (tracejit/compiler/saving.py)",
            _GUIDE + "compiling-models.md"),
+    Switch("TRACEJIT_GEMM_CHOICE", "1", "0: every CPU matrix product runs on BLAS instead of the GEMM "
+           "template configuration measured fastest for its shape (tracejit/compiler/cpu/gemm/choice.py)",
+           _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_BF16_GEMM", "", "how bf16 products run: mkl (MKL's bf16 GEMM) or float32 (widened "
            "sgemm); unset: mkl where the CPU has AMX or AVX512-BF16 units and MKL is installed",
            _GUIDE + "mixed-precision.md"),
