@@ -16,6 +16,7 @@ from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
 from .elementwise import cast, where
+from .distinct_add import add_distinct
 from .registry import Aval, defprim
 from .eager import bind, trace_state
 from .shape import reshape, stack
@@ -254,7 +255,7 @@ def _index_add_impl(xp, a, v, *idx, spec):
     if _is_basic(spec):
         view[key] += v
     elif xp is np:
-        if not _add_rows(view, key, v):
+        if not add_distinct(view, key, v) and not _add_rows(view, key, v):
             np.add.at(view, key, v)  # repeated indices accumulate
     else:  # pragma: no cover - GPU only
         import cupyx
@@ -262,14 +263,14 @@ def _index_add_impl(xp, a, v, *idx, spec):
     return out
 
 
-def added_rows(view, key, v, min_size: int = 32):
+def added_rows(view, key, v):
     """The row of `view` each update adds to (flat, negative indices wrapped) when
     ``view[key] += v`` adds whole rows by one integer index array on the first dim, all in
     range; else None. (The CPU backend's row-update loop takes such adds too.)"""
     if len(key) != 1:
         return None
     idx = key[0]
-    if (type(idx) is not np.ndarray or idx.dtype.kind not in "iu" or idx.size < min_size
+    if (type(idx) is not np.ndarray or idx.dtype.kind not in "iu" or idx.size < 32
             or v.shape != idx.shape + view.shape[1:]):
         return None
     n = view.shape[0]
@@ -290,18 +291,13 @@ def _add_rows(view, key, v) -> bool:
     of 256 into 64 rows, 15 ms -> ~1 ms (np.add.at was 7-11 ms of the eager LSTM step).
     (np.add.reduceat would be one call, but it sums pairwise: not np.add.at's rounding.)
     False (nothing done) for any other index, or when one row repeats so often that the
-    rounds would cost more than np.add.at. Distinct rows (a gather's backward: packed
-    sequences, a permutation) are one round at any size; np.add.at took ~10 us per call on
-    30 rows of 16."""
-    flat = added_rows(view, key, v, min_size=1)
+    rounds would cost more than np.add.at. (Distinct positions: ops/distinct_add.py.)"""
+    flat = added_rows(view, key, v)
     if flat is None:
         return False
     n, m = view.shape[0], flat.size
     counts = np.bincount(flat, minlength=n)
-    if counts.max() <= 1:
-        view[flat] += v.reshape((m,) + view.shape[1:])
-        return True
-    if counts.max() * 8 > m or m < 32:
+    if counts.max() * 8 > m:
         return False
     order = np.argsort(flat, kind="stable")          # by row, each row's updates in order
     starts = np.cumsum(counts) - counts              # where each row's run begins
