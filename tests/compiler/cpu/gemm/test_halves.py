@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.compiler.cpu.gemm import router
 from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.compiler.cpu.runtime import sharepool
 from tracejit.compiler.cpu.gemm import halves
@@ -35,7 +36,7 @@ def serial_launch(monkeypatch) -> list:
     record 1, on this thread. The list counts launches."""
     launches = _Launches()
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
-    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)   # (`binary` asks it)   # (coreshare.matmul asks it)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)   # (`binary` asks it)   # (router.matmul asks it)
     monkeypatch.setattr(halves, "WARM_S", 1e9)
     monkeypatch.setattr(halves, "_warm_until", 1e18)
     monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name)[0])
@@ -293,7 +294,7 @@ def test_elementwise_it_leaves(serial_launch):
 
 
 def test_the_two_layer_step_runs_its_w1_path_in_halves(serial_launch):
-    """Eager: the forward and weight-gradient products (coreshare.matmul) and the update
+    """Eager: the forward and weight-gradient products (router.matmul) and the update
     ``w1 -= lr * g`` (registry's binary and in-place paths): four launches; the update
     bitwise numpy's."""
     r = np.random.default_rng(4)
@@ -336,7 +337,7 @@ def test_off_switch_and_one_thread(monkeypatch):
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
     assert halves.product(a, b) is None
     assert halves.binary("add", b, b, np.dtype(np.float32)) is None
-    np.testing.assert_array_equal(coreshare.matmul(a, b), np.full((64, 100), 1000, np.float32))
+    np.testing.assert_array_equal(router.matmul(a, b), np.full((64, 100), 1000, np.float32))
 
 
 @pytest.mark.skipif(sharepool.blas_worker.find() is None, reason="numpy's BLAS has no pthreads pool of two")
@@ -432,17 +433,17 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     monkeypatch.setattr(halves, "_kernel", kernel)
     monkeypatch.setattr(halves, "_pairs", {})
     monkeypatch.setattr(halves, "_expected", set())
-    monkeypatch.setattr(coreshare, "_halves_asked", set())
+    monkeypatch.setattr(router, "_halves_asked", set())
     monkeypatch.setattr(loader, "enabled", lambda: True)
     monkeypatch.setattr(loader, "_sync_mode", lambda: sync)
     a = np.ones((64, 1000), np.float32)
     b = np.ones((1000, 100), np.float32)
     for _ in range(3):
-        np.testing.assert_array_equal(coreshare.matmul(a, b), np.full((64, 100), 1000, np.float32))
+        np.testing.assert_array_equal(router.matmul(a, b), np.full((64, 100), 1000, np.float32))
     # (rank LATER: behind every kernel another op or a plan asked for)
     assert asks == ([] if sync else [(("rows_gemm_halves", "float32"), False, True), "get"])
     small = np.ones((8, 16), np.float32)   # below the halves' range: never asks
-    coreshare.matmul(small, np.ones((16, 8), np.float32))
+    router.matmul(small, np.ones((16, 8), np.float32))
     assert len(asks) == (0 if sync else 2)
     # a head's gradient (skinny_gemm -> halves.thin) under one thread asks too, once per dtype
     monkeypatch.setattr(halves, "_expected", set())
@@ -504,7 +505,7 @@ def test_plan_product_is_product_bitwise(plan_launch, dtype, m, k, n, trans):
 
 
 def test_plan_product_leaves_it_to_the_general_path(plan_launch, monkeypatch):
-    """Every case `product` (or coreshare.matmul before it) declines goes to `general`,
+    """Every case `product` (or router.matmul before it) declines goes to `general`,
     whose answer the call returns; no launch. Shapes no halves take: `general` itself."""
     r = np.random.default_rng(8)
     a = r.standard_normal((64, 1000)).astype(np.float32)
@@ -525,7 +526,7 @@ def test_plan_product_leaves_it_to_the_general_path(plan_launch, monkeypatch):
             fell.clear()
             np.testing.assert_array_equal(call(a, b), np.matmul(a, b))
             assert fell == [((64, 1000), (1000, 100))], attr
-    with monkeypatch.context() as mp:       # the policy at one thread (coreshare.matmul's test)
+    with monkeypatch.context() as mp:       # the policy at one thread (router.matmul's test)
         mp.setattr(coreshare, "ENABLED", True)
         mp.setattr(coreshare.core_share, "threads", lambda: 1)
         fell.clear()
@@ -547,26 +548,26 @@ def test_plan_product_leaves_it_to_the_general_path(plan_launch, monkeypatch):
 
 
 def test_matmul_for_decides_the_route_once(plan_launch):
-    """coreshare.matmul_for: numpy's matmul below TINY_GEMM_MNK (what `matmul` calls there),
+    """router.matmul_for: numpy's matmul below TINY_GEMM_MNK (what `matmul` calls there),
     the halves' plan call in their range, `matmul` for skinny and large products; each
     answers as `matmul` does."""
-    assert coreshare.matmul_for(64, 100, 10, np.float32) is np.matmul
-    assert coreshare.matmul_for(4096, 1024, 1024, np.float32) is coreshare.matmul
-    assert coreshare.matmul_for(2048, 8, 2048, np.float32) is coreshare.matmul   # a skinny kernel's
+    assert router.matmul_for(64, 100, 10, np.float32) is np.matmul
+    assert router.matmul_for(4096, 1024, 1024, np.float32) is router.matmul
+    assert router.matmul_for(2048, 8, 2048, np.float32) is router.matmul   # a skinny kernel's
     r = np.random.default_rng(9)
     x = r.standard_normal((1000, 64)).astype(np.float32).T
     g = r.standard_normal((1000, 100)).astype(np.float32)
-    call = coreshare.matmul_for(64, 1000, 100, np.float32)
-    assert call is not coreshare.matmul
-    np.testing.assert_array_equal(call(x, g), coreshare.matmul(x, g))
+    call = router.matmul_for(64, 1000, 100, np.float32)
+    assert call is not router.matmul
+    np.testing.assert_array_equal(call(x, g), router.matmul(x, g))
     assert len(plan_launch) == 2
 
 
 def test_compiled_two_layer_step_runs_its_products_through_the_plan_call(plan_launch, monkeypatch):
     """The compiled two-layer loss: its two large products launch through `plan_product`
-    (two launches a call, coreshare.matmul never asked), the small ones on numpy's matmul;
+    (two launches a call, router.matmul never asked), the small ones on numpy's matmul;
     the loss and gradients are bitwise those of the same plan built the way it was before
-    (every product through coreshare.matmul, which runs the same halves)."""
+    (every product through router.matmul, which runs the same halves)."""
     r = np.random.default_rng(10)
     x = tj.tensor(r.standard_normal((64, 1000)).astype(np.float32))
     y = tj.tensor(r.standard_normal((64, 10)).astype(np.float32))
@@ -576,8 +577,8 @@ def test_compiled_two_layer_step_runs_its_products_through_the_plan_call(plan_la
     def loss_fn(x, y, w1, w2):
         return (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
     seen = []
-    general = coreshare.matmul
-    monkeypatch.setattr(coreshare, "matmul", lambda a, b, *k: seen.append(a.shape) or general(a, b, *k))
+    general = router.matmul
+    monkeypatch.setattr(router, "matmul", lambda a, b, *k: seen.append(a.shape) or general(a, b, *k))
 
     def run(fn):
         fn(x, y, w1, w2).backward()     # (the first call builds and loads the plan)
@@ -589,8 +590,8 @@ def test_compiled_two_layer_step_runs_its_products_through_the_plan_call(plan_la
         out = [loss.detach().numpy(), w1.grad.numpy(), w2.grad.numpy()]
         w1.grad = w2.grad = None
         return out, list(seen), len(plan_launch)
-    with monkeypatch.context() as mp:   # the plan as built before: coreshare.matmul for each
-        mp.setattr(coreshare, "matmul_for", lambda m, k, n, dt: coreshare.matmul)
+    with monkeypatch.context() as mp:   # the plan as built before: router.matmul for each
+        mp.setattr(router, "matmul_for", lambda m, k, n, dt: router.matmul)
         wants, seen_before, launched_before = run(tj.script(loss_fn))
     gots, seen_now, launched_now = run(tj.script(loss_fn))
     assert len(seen_before) == 5 and launched_before == 2

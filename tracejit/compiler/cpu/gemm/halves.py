@@ -32,7 +32,7 @@ medians: eager 371-376 -> 335-340 us, compiled 253-258 -> 213-216; PyTorch eager
 
 ``pair`` runs two whole products at once, one per core, each one call of numpy's BLAS GEMM
 on one thread (a cfunc calling cblas by address, compiler/cpu/runtime/voidptr.py): a compiled plan's
-independent products (compiler/gemmpair.py, coreshare.matmul_pair decides which).
+independent products (compiler/gemmpair.py, router.matmul_pair decides which).
 
 When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
 coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
@@ -232,7 +232,7 @@ def _pair(dtype):
 
 def expect(dtype) -> None:
     """Ask for `dtype`'s halves module now, from a product in the halves' range that the
-    policy keeps on one thread (coreshare.matmul; `_pair` for skinny_gemm's `thin`
+    policy keeps on one thread (router.matmul; `_pair` for skinny_gemm's `thin`
     products), so that it is loaded by the time the
     policy gives two: in background mode this records the ask (`NativeKernel.get`), which
     kernels/vectorized.settle then loads and waits for; nothing loads in the call. Without it
@@ -444,9 +444,9 @@ def plan_product(m: int, kd: int, n: int, dtype, general):
     """A compiled plan's ``a @ b`` of static shapes (m, kd) @ (kd, n) of `dtype` as the
     halves' launch with only the checks a call can change: a callable ``call(a, b)``, or
     `general` itself where `product` would never take these shapes (then the plan calls
-    `general`, coreshare.matmul, as before).
+    `general`, router.matmul, as before).
 
-    The plan's product went coreshare.matmul -> `product` -> `_gemm` -> `_pair` ->
+    The plan's product went router.matmul -> `product` -> `_gemm` -> `_pair` ->
     `two_cores` -> `_blas_pair` -> blas_ceiling, two np.empty, `launch`, and the dispatcher
     typed `gemm_launch`'s eight arguments: ~4.5 us of Python a product in the two-layer
     step (each line there runs on caches the previous product swept). Here what the shapes
@@ -470,7 +470,7 @@ def plan_product(m: int, kd: int, n: int, dtype, general):
     share = coreshare
 
     def call(a, b):
-        # coreshare.matmul's test for the halves (`not on() or threads() > 1`), then
+        # router.matmul's test for the halves (`not on() or threads() > 1`), then
         # `two_cores`' and `_gemm`'s, in one expression each (written out: no helper frames)
         global _warm_until
         if (type(a) is ndarray and type(b) is ndarray and on()
@@ -533,7 +533,7 @@ def pair(a1, b1, a2, b2):
     F-contiguous, numpy's BLAS an ILP64 OpenBLAS (its cblas GEMM called by address with
     64-bit integers), two cores free (`two_cores`), the module loaded. Each result is the
     one-thread BLAS product's (which may differ in the last bits from the two-thread one,
-    as BLAS's thread counts do). coreshare.matmul_pair decides which pairs come here.
+    as BLAS's thread counts do). router.matmul_pair decides which pairs come here.
 
     The launch is one call of the module's `pair_launch` (count, records, both products,
     count back; the GIL released), and each operand's layout is read once here: this runs

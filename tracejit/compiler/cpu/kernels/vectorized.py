@@ -55,6 +55,7 @@ import time
 import numpy as np
 
 from ..runtime import coreshare
+from ..gemm import router
 from ....threads import PARALLEL_MIN, usable_cpus
 from ....ops.elementwise import ADD, DIV, MUL, SUB
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
@@ -134,8 +135,8 @@ _HALVES_OPS = frozenset((ADD, SUB, MUL, DIV))
 
 def _halves():
     # compiler/cpu/gemm/halves.py, imported on first use (it pulls in the register-tile kernel's module);
-    # coreshare holds the one lazy import, for its products too
-    return coreshare._halves()
+    # the GEMM router holds the one lazy import, for its products too
+    return router._halves()
 
 
 def declines(prim, out_shape) -> bool:
@@ -144,7 +145,7 @@ def declines(prim, out_shape) -> bool:
     a product's halves). Lets registry.run_into skip its overlap check (1-2 us)."""
     if prim not in _HALVES_OPS:
         return False
-    h = coreshare._halves_module     # (loaded: its warm window read here, no calls)
+    h = router._halves_module     # (loaded: its warm window read here, no calls)
     if h is not None and time.perf_counter() <= h._warm_until:
         return False
     return not (h or _halves()).warm() and math.prod(out_shape) < ARITH_MIN_ELEMENTS
@@ -218,8 +219,8 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
         if compute_np != out_np or params or len(arrays) != 2:
             return None
         # (the loaded module read directly: two Python calls less on an update's launch)
-        return (coreshare._halves_module or _halves()).binary(prim.name, arrays[0], arrays[1],
-                                                               compute_np, out)
+        return (router._halves_module or _halves()).binary(prim.name, arrays[0], arrays[1],
+                                                            compute_np, out)
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
