@@ -1,4 +1,4 @@
-"""compiler/cpu/gemm/halves.py: products and elementwise arithmetic in two halves, each a cfunc on a record.
+"""compiler/cpu/gemm/halves.py, elementwise_halves.py: products and arithmetic in cfunc halves.
 The halves run one after the other on this thread here (`serial_launch`: what each thread
 would compute, whatever the machine's cores), and once at once on OpenBLAS's worker where
 numpy's BLAS has one. Depth halves (few rows) round differently from one product: compared
@@ -10,10 +10,8 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.cpu.gemm import router
-from tracejit.compiler.cpu.runtime import coreshare
-from tracejit.compiler.cpu.runtime import sharepool
-from tracejit.compiler.cpu.gemm import halves
+from tracejit.compiler.cpu.gemm import elementwise_halves, halves, router
+from tracejit.compiler.cpu.runtime import coreshare, sharepool
 
 pytest.importorskip("numba", reason="the halves are numba cfuncs")
 pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
@@ -132,9 +130,9 @@ def test_elementwise_halves_are_numpy_bitwise(serial_launch, dtype, name):
     x = r.standard_normal((317, 211)).astype(dtype)
     y = r.standard_normal((317, 211)).astype(dtype) + 3
     f, dt = _UFUNCS[name], np.dtype(dtype)
-    np.testing.assert_array_equal(halves.binary(name, x, y, dt), f(x, y))
-    np.testing.assert_array_equal(halves.binary(name, 1e-3, y, dt), f(dt.type(1e-3), y))
-    np.testing.assert_array_equal(halves.binary(name, x, 0.7, dt), f(x, dt.type(0.7)))
+    np.testing.assert_array_equal(elementwise_halves.binary(name, x, y, dt), f(x, y))
+    np.testing.assert_array_equal(elementwise_halves.binary(name, 1e-3, y, dt), f(dt.type(1e-3), y))
+    np.testing.assert_array_equal(elementwise_halves.binary(name, x, 0.7, dt), f(x, dt.type(0.7)))
     # into an operand: each pattern has its own loop (module docstring of _PAIR's loops)
     for into_x, scalar in ((True, False), (False, False), (True, True), (False, True)):
         a, b = x.copy(), y.copy()
@@ -144,7 +142,7 @@ def test_elementwise_halves_are_numpy_bitwise(serial_launch, dtype, name):
         else:
             args, want = (a, b), f(a, b)
         target = a if into_x else b
-        assert halves.binary(name, *args, dt, out=target) is target
+        assert elementwise_halves.binary(name, *args, dt, out=target) is target
         np.testing.assert_array_equal(target, want)
     assert len(serial_launch) == 7
 
@@ -160,7 +158,7 @@ def test_plan_calls_are_binary_bitwise(serial_launch, dtype, name):
     y = r.standard_normal((317, 211)).astype(dtype) + 3
     f, dt = _UFUNCS[name], np.dtype(dtype)
     fell = []
-    call, into = halves.plan_calls(name, dt, lambda a, b: fell.append("call") or f(a, b),
+    call, into = elementwise_halves.plan_calls(name, dt, lambda a, b: fell.append("call") or f(a, b),
                                    lambda a, b, out: fell.append("into") or False)
     np.testing.assert_array_equal(call(1e-3, y), f(dt.type(1e-3), y))
     np.testing.assert_array_equal(call(x, 0.7), f(x, dt.type(0.7)))
@@ -187,7 +185,7 @@ def test_plan_calls_leave_it_to_the_plan_when_cold_or_on_one_core(serial_launch,
     plan's own path for both calls, every operand pattern."""
     x = np.full((1000, 100), 3.0, np.float32)
     fell = []
-    call, into = halves.plan_calls("mul", np.dtype(np.float32), lambda a, b: fell.append("call") or a * b,
+    call, into = elementwise_halves.plan_calls("mul", np.dtype(np.float32), lambda a, b: fell.append("call") or a * b,
                                    lambda a, b, out: fell.append("into") or False)
     for obj, attr, value in ((halves, "_warm_until", 0.0), (halves, "on", lambda: False),
                              (sharepool, "pool_threads", lambda: 1)):
@@ -224,18 +222,18 @@ def test_elementwise_halves_divide_by_zero_as_numpy(serial_launch, dtype):
     must not stop a half's loop (numba's default error model raises ZeroDivisionError,
     which a cfunc cannot pass on: the rest of its half would stay unwritten)."""
     dt = np.dtype(dtype)
-    n = halves.EW_MIN_ELEMENTS // 8 + 1
+    n = elementwise_halves.EW_MIN_ELEMENTS // 8 + 1
     x = np.tile(np.array([1.0, -2.0, 0.0, np.inf, 3.0, np.nan, -0.0, 5.0], dtype), n)
     y = np.tile(np.array([0.0, 0.0, 0.0, np.inf, -0.0, 1.0, 2.0, 0.5], dtype), n)
     with np.errstate(divide="ignore", invalid="ignore"):
         want = np.divide(x, y)
         want_s = np.divide(x, dt.type(0.0))
         want_l = np.divide(dt.type(1.0), y)
-    np.testing.assert_array_equal(halves.binary("div", x, y, dt), want)
-    np.testing.assert_array_equal(halves.binary("div", x, 0.0, dt), want_s)
-    np.testing.assert_array_equal(halves.binary("div", 1.0, y, dt), want_l)
+    np.testing.assert_array_equal(elementwise_halves.binary("div", x, y, dt), want)
+    np.testing.assert_array_equal(elementwise_halves.binary("div", x, 0.0, dt), want_s)
+    np.testing.assert_array_equal(elementwise_halves.binary("div", 1.0, y, dt), want_l)
     a = x.copy()
-    assert halves.binary("div", a, y, dt, out=a) is a
+    assert elementwise_halves.binary("div", a, y, dt, out=a) is a
     np.testing.assert_array_equal(a, want)
     assert len(serial_launch) == 4
 
@@ -246,14 +244,14 @@ def test_elementwise_halves_take_scalars_as_numpy(serial_launch, dtype):
     there (as np.float32(s) rounds it); ints, numpy scalars and 0-d arrays are converted
     first. Values beyond float32's range, ties and tiny values included."""
     dt = np.dtype(dtype)
-    x = np.random.default_rng(6).standard_normal(halves.EW_MIN_ELEMENTS + 3).astype(dtype)
+    x = np.random.default_rng(6).standard_normal(elementwise_halves.EW_MIN_ELEMENTS + 3).astype(dtype)
     scalars = [1e-6, 0.1, 1e39, -3e38, 1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24, 1e-45, 7, -(2 ** 40) - 1,
                np.float64(0.3), np.float32(0.3), np.array(2.5), True]
     for s in scalars:
         with np.errstate(over="ignore"):
             want_r, want_l = np.multiply(x, dt.type(s)), np.subtract(dt.type(s), x)
-        np.testing.assert_array_equal(halves.binary("mul", x, s, dt), want_r, err_msg=repr(s))
-        np.testing.assert_array_equal(halves.binary("sub", s, x, dt), want_l, err_msg=repr(s))
+        np.testing.assert_array_equal(elementwise_halves.binary("mul", x, s, dt), want_r, err_msg=repr(s))
+        np.testing.assert_array_equal(elementwise_halves.binary("sub", s, x, dt), want_l, err_msg=repr(s))
     assert len(serial_launch) == 2 * len(scalars)
 
 
@@ -262,13 +260,13 @@ def test_elementwise_halves_stop_when_the_policy_drops(serial_launch, monkeypatc
     switch at every call."""
     x = np.ones((1000, 100), np.float32)
     f32 = np.dtype(np.float32)
-    np.testing.assert_array_equal(halves.binary("mul", x, 2.0, f32), 2 * x)
+    np.testing.assert_array_equal(elementwise_halves.binary("mul", x, 2.0, f32), 2 * x)
     assert len(serial_launch) == 1
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
-    assert halves.binary("mul", x, 2.0, f32) is None
+    assert elementwise_halves.binary("mul", x, 2.0, f32) is None
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
     monkeypatch.setenv("TRACEJIT_GEMM_HALVES", "0")
-    assert halves.binary("mul", x, 2.0, f32) is None
+    assert elementwise_halves.binary("mul", x, 2.0, f32) is None
     assert len(serial_launch) == 1
 
 
@@ -277,19 +275,19 @@ def test_elementwise_halves_need_gotoblas_pthread(serial_launch, monkeypatch):
     loop runs (None), rather than a call to address 0."""
     x = np.ones((1000, 100), np.float32)
     monkeypatch.setattr(halves._pairs["float32"], "pthread", 0)
-    assert halves.binary("mul", x, 2.0, np.dtype(np.float32)) is None
+    assert elementwise_halves.binary("mul", x, 2.0, np.dtype(np.float32)) is None
     assert not serial_launch
 
 
 def test_elementwise_it_leaves(serial_launch):
     x = np.ones((1000, 100), np.float32)
     f32 = np.dtype(np.float32)
-    assert halves.binary("pow", x, x, f32) is None
-    assert halves.binary("add", x[:100], x[:100], f32) is None      # below EW_MIN_ELEMENTS
-    assert halves.binary("add", x, x.T.copy().T, f32) is None       # not C-contiguous
-    assert halves.binary("add", x, x[:500], f32) is None            # another shape
-    assert halves.binary("add", x, x, np.dtype(np.float64)) is None  # not the compute dtype
-    assert halves.binary("add", 1.0, 2.0, f32) is None
+    assert elementwise_halves.binary("pow", x, x, f32) is None
+    assert elementwise_halves.binary("add", x[:100], x[:100], f32) is None      # below EW_MIN_ELEMENTS
+    assert elementwise_halves.binary("add", x, x.T.copy().T, f32) is None       # not C-contiguous
+    assert elementwise_halves.binary("add", x, x[:500], f32) is None            # another shape
+    assert elementwise_halves.binary("add", x, x, np.dtype(np.float64)) is None  # not the compute dtype
+    assert elementwise_halves.binary("add", 1.0, 2.0, f32) is None
     assert not serial_launch
 
 
@@ -320,9 +318,9 @@ def test_elementwise_halves_only_soon_after_a_launch(serial_launch, monkeypatch)
     f32 = np.dtype(np.float32)
     monkeypatch.setattr(halves, "WARM_S", 60.0)
     monkeypatch.setattr(halves, "_warm_until", 0.0)
-    assert halves.binary("mul", 2.0, x, f32) is None and not serial_launch
+    assert elementwise_halves.binary("mul", 2.0, x, f32) is None and not serial_launch
     halves.product(np.ones((64, 1000), np.float32), x)
-    np.testing.assert_array_equal(halves.binary("mul", 2.0, x, f32), 2 * x)
+    np.testing.assert_array_equal(elementwise_halves.binary("mul", 2.0, x, f32), 2 * x)
     assert len(serial_launch) == 2
 
 
@@ -336,7 +334,7 @@ def test_off_switch_and_one_thread(monkeypatch):
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
     assert halves.product(a, b) is None
-    assert halves.binary("add", b, b, np.dtype(np.float32)) is None
+    assert elementwise_halves.binary("add", b, b, np.dtype(np.float32)) is None
     np.testing.assert_array_equal(router.matmul(a, b), np.full((64, 100), 1000, np.float32))
 
 
@@ -403,7 +401,7 @@ def test_halves_at_once_on_openblas_worker(real_launch, monkeypatch):
     for _ in range(3):
         np.testing.assert_allclose(halves.product(x, w), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-2)
         np.testing.assert_allclose(halves.product(x.T, g), x.T.astype(np.float64) @ g, rtol=1e-5, atol=1e-3)
-        np.testing.assert_array_equal(halves.binary("mul", 1e-6, w, np.dtype(np.float32)), np.float32(1e-6) * w)
+        np.testing.assert_array_equal(elementwise_halves.binary("mul", 1e-6, w, np.dtype(np.float32)), np.float32(1e-6) * w)
 
 
 @pytest.mark.parametrize("sync", [False, True])
