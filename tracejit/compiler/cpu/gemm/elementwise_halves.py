@@ -18,6 +18,7 @@ switch) are halves.py's, read from there at each call.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -33,7 +34,7 @@ EW_MIN_ELEMENTS = 1 << 16
 _OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 
 
-def plan_calls(name: str, compute_np, general, general_into):
+def plan_calls(name: str, compute_np: np.dtype, general: Callable, general_into: Callable) -> tuple:
     """One eager signature's ``x <op> y`` as a launch of two halves with only the checks a
     call can change: ``(call(x, y) -> array, into(x, y, out) -> bool)`` for a registry plan
     that `binary` serves (compiler/cpu/kernels/vectorized.py `plan_calls`: op `name` of add, sub, mul, div;
@@ -165,7 +166,7 @@ except ImportError:     # (another numpy's layout)
     _may_share_memory = np.may_share_memory
 
 
-def binary(name: str, x, y, compute_np, out=None):
+def binary(name: str, x, y, compute_np: np.dtype, out: np.ndarray | None = None) -> np.ndarray | None:
     """``x <op> y`` for op `name` (add, sub, mul, div) in two flat halves, into `out` (a
     C-contiguous array of the result's shape and dtype, which may be x or y) or a new
     array; None where it does not run (another op, dtype or layout: numpy's loop runs).

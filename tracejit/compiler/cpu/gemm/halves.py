@@ -46,6 +46,7 @@ compiled by the workers in background mode). Otherwise None: the caller's path r
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -171,7 +172,7 @@ def _blas_pair() -> bool:
     return (coreshare.blas_ceiling() or 1) >= 2 and sharepool.blas_worker.find() is not None
 
 
-def kernel_of(key: tuple, make_source, later: bool = False):
+def kernel_of(key: tuple, make_source: Callable[[], str], later: bool = False):
     """The `loader.NativeKernel` of a hand-written kernel module with GIL-free halves
     (loaded from disk only in sync mode: ``sync_compiles=False``; `later`: rank LATER)."""
     return _kernel(key, make_source, sync_compiles=False, later=later)
@@ -196,7 +197,7 @@ def module_kernel(t: str):
     return kernel_of(("rows_gemm_halves", t), lambda: source(t), later=True)
 
 
-def loaded_module(kernel):
+def loaded_module(kernel) -> tuple | None:
     """(kernel, its module's globals: the halves' cfuncs and records) of a hand-written
     kernel module (`kernel`: its `loader.NativeKernel`) once loaded (compiler/cpu/kernels/loader.py's
     policy; in sync mode only from the disk cache), else None."""
@@ -229,7 +230,7 @@ def _pair(dtype):
     return p
 
 
-def expect(dtype) -> None:
+def expect(dtype: np.dtype) -> None:
     """Ask for `dtype`'s halves module now, from a product in the halves' range that the
     policy keeps on one thread (router.matmul; `_pair` for skinny_gemm's `thin`
     products), so that it is loaded by the time the
@@ -259,7 +260,7 @@ def warm() -> bool:
     return time.perf_counter() <= _warm_until
 
 
-def launch(p, fill, *args) -> bool:
+def launch(p, fill: Callable, *args) -> bool:
     """``fill(p.recs, *args)``: a numba launcher (`gemm_launch`, `pair_launch`, `ew_launch`,
     skinny_gemm's `dot_launch`) that writes records 0 and 1 and runs them at once, on this
     thread and on OpenBLAS's worker (the halves call no BLAS). `p`: a `_Pair` or any object
@@ -277,7 +278,7 @@ def launch(p, fill, *args) -> bool:
     return True
 
 
-def product(a, b):
+def product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """``a @ b`` in two halves (module docstring), or None: 2-D float32/float64 numpy
     arrays of one dtype, a C- or F-contiguous, b C-contiguous, the register-tile kernel's
     shapes (depth and columns), `MIN_MNK` multiply-adds or more."""
@@ -303,7 +304,7 @@ def _by_rows(m: int, kd: int, n: int):
     return not few
 
 
-def plan_product(m: int, kd: int, n: int, dtype, general):
+def plan_product(m: int, kd: int, n: int, dtype, general: Callable) -> Callable:
     """A compiled plan's ``a @ b`` of static shapes (m, kd) @ (kd, n) of `dtype` as the
     halves' launch with only the checks a call can change: a callable ``call(a, b)``, or
     `general` itself where `product` would never take these shapes (then the plan calls
@@ -359,7 +360,7 @@ def plan_product(m: int, kd: int, n: int, dtype, general):
     return call
 
 
-def thin(a, b):
+def thin(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """``a @ b`` for compiler/cpu/gemm/skinny_gemm.py's products of a small depth or few rows (a head's
     input and weight gradients, which it bounds) in two halves, or None: by rows where a
     has more rows than its depth, else by depth (the partial products added: not bitwise
@@ -388,7 +389,7 @@ def _gemm(a, b, by_rows: bool):
     return out   # (depth halves: `gemm_launch` added the second's partial product)
 
 
-def pair(a1, b1, a2, b2):
+def pair(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> tuple | None:
     """``(a1 @ b1, a2 @ b2)`` at once, each product one call of numpy's BLAS GEMM on one
     thread, the first on this thread and the second on OpenBLAS's worker (BLAS's count set
     to one around them, so that neither call wakes the pool: its worker runs the other), or

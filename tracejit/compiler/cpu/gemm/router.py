@@ -47,7 +47,7 @@ FEW_ROWS_T_ANY = 16
 # input channels: LeNet's first, 32x10 @ 10x43264 with its bias row), run on the
 # register-tile kernel (compiler/cpu/gemm/rows_gemm.py), in two halves by rows where the policy gives two
 # threads and the halves can run (compiler/cpu/gemm/halves.py `thin`), on this thread where it gives one
-# or the product is one BLAS thread's anyway (`_single`). BLAS packs the 10-row b into
+# or the product is one BLAS thread's anyway (`coreshare.one_thread_always`). BLAS packs the 10-row b into
 # panels for a product that is one pass writing its output: 32x10x43264 float32, one
 # thread, 0.49-0.51 ms against the kernel's 0.28-0.29 (BLAS on two threads 0.26). Same
 # values: the depth is summed in order either way (tests/ops/test_thin_depth_gemm.py).
@@ -65,7 +65,7 @@ def _thin_depth(a, b, threads: int):
 
 def _rows_gemm():
     """compiler/cpu/gemm/rows_gemm.py (imported at the first product that may use it): products below
-    `FEW_ROWS_GEMM_MNK` that run on one thread (by `_single`, or because the policy gives
+    `FEW_ROWS_GEMM_MNK` that run on one thread (by `coreshare.one_thread_always`, or because the policy gives
     one) go to its kernel, which beats one BLAS thread on them (64x1000x100 float32: 82-86 us
     against OpenBLAS's 104-111; 1000x64x100: 80-83 against 83-93), and to numpy where it
     cannot run. Larger products were not measured against it."""

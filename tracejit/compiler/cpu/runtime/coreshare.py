@@ -114,7 +114,7 @@ FEW_ROWS = 128
 FEW_ROWS_GEMM_MNK = 1 << 23
 # m*k*n below which OpenBLAS runs a product on one thread by itself (interface/gemm.c: up to
 # SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4; measured the same on one and two
-# threads here up to 0.64M): `matmul` leaves the count alone for them. Setting it to one and
+# threads here up to 0.64M): the router's `matmul` leaves the count alone for them. Setting it to one and
 # back costs 3.5 us a product (6.7 against 3.1 us for 64x100x10), and the two-layer step has
 # three such products.
 TINY_GEMM_MNK = 1 << 18
