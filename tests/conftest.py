@@ -82,3 +82,14 @@ def kernels_in_session_tmp(tmp_path_factory):
     from tracejit.testing import kernel_cache_at
     with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
         yield
+
+
+@pytest.fixture(params=["mkl", "float32"])
+def bf16_gemm_way(request):
+    """Both ways of the bf16 GEMM, whatever this CPU has (MKL's runs without bf16 units too)."""
+    from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
+    if request.param == "mkl" and bf16_gemm.mkl_gemm() is None:
+        pytest.skip("MKL (the optional mkl package) is not installed")
+    prev = bf16_gemm.force(request.param)
+    yield request.param
+    bf16_gemm.force(prev)

@@ -82,8 +82,15 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_ROW_FUSION", "1", "0: elementwise work around a LayerNorm stays separate kernels "
            "instead of joining its row kernel in compiled CPU plans (tracejit/compiler/rowfuse.py)",
            _GUIDE + "compiling-models.md"),
+    Switch("TRACEJIT_WINDOWS", "auto", "which poolings compiled plans take as windows groups: auto "
+           "(those measured at least as fast as their registered kernels), all, or none "
+           "(tracejit/compiler/windows.py)",
+           "tracejit/compiler/windows.py"),
     Switch("TRACEJIT_SAVE_WRITTEN", "1", "0: the backward recomputes cheap elementwise values even "
            "when the forward writes them to memory anyway (tracejit/compiler/saving.py)",
+           _GUIDE + "compiling-models.md"),
+    Switch("TRACEJIT_GEMM_CHOICE", "1", "0: every CPU matrix product runs on BLAS instead of the GEMM "
+           "template configuration measured fastest for its shape (tracejit/compiler/cpu/gemm/choice.py)",
            _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_BF16_GEMM", "", "how bf16 products run: mkl (MKL's bf16 GEMM) or float32 (widened "
            "sgemm); unset: mkl where the CPU has AMX or AVX512-BF16 units and MKL is installed",

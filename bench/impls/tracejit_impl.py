@@ -47,6 +47,9 @@ class TracejitRunner(Runner):
         # eager kernels (and the hand-written ones, compiler/cpu/kernels/loader.py) an op asked for: in sync
         # mode there is nothing to wait for, they load in the call
         vectorized.settle()
+        # the GEMM choices the warm-up asked for, measured now rather than beside the timing
+        from tracejit.compiler.cpu.gemm import choice
+        choice.settle()
 
     def activity(self):
         return kernel_activity(self._worker_cpu)

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
 from tracejit.ops import autocast as policy
 
 try:
@@ -18,16 +17,6 @@ except Exception:  # pragma: no cover - optional reference
 
 F = tj.nn.functional
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
-
-
-@pytest.fixture(params=["mkl", "float32"])
-def gemm_way(request):
-    """Both ways of the bf16 GEMM, whatever this CPU has (MKL's runs without bf16 units too)."""
-    if request.param == "mkl" and bf16_gemm.mkl_gemm() is None:
-        pytest.skip("MKL (the optional mkl package) is not installed")
-    prev = bf16_gemm.force(request.param)
-    yield request.param
-    bf16_gemm.force(prev)
 
 
 # Each call: (name, fn(m, F, t)) on a float tensor t of shape (4, 4); m is tracejit or torch.
@@ -157,7 +146,7 @@ def _train(model, fwd, steps, autocast):
     return losses
 
 
-def test_training_keeps_float32_weights_and_tracks_float32_training(gemm_way):
+def test_training_keeps_float32_weights_and_tracks_float32_training(bf16_gemm_way):
     m32, m16 = _mlp(), _mlp()
     l32 = _train(m32, m32, 200, False)
     l16 = _train(m16, m16, 200, True)
@@ -175,7 +164,7 @@ def test_training_keeps_float32_weights_and_tracks_float32_training(gemm_way):
         np.testing.assert_array_equal(again(x)._data, m16(x)._data)
 
 
-def test_compiled_step_equals_eager_and_guards_the_autocast_state(gemm_way):
+def test_compiled_step_equals_eager_and_guards_the_autocast_state(bf16_gemm_way):
     eager, comp = _mlp(), _mlp()
     fwd = tj.script(comp)
     le = _train(eager, eager, 4, True)

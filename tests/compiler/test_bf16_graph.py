@@ -8,7 +8,6 @@ import pytest
 import tracejit as tj
 from tracejit import bf16
 from tracejit.compiler.bf16_graph import has_bf16, widen
-from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
 from tracejit.compiler.emitter import NUMBA_TYPE, storage
 
 
@@ -22,16 +21,7 @@ def _graph(fn, *avals):
     return ctx.graph([ctx.atom(out)])
 
 
-@pytest.fixture(params=["mkl", "float32"])
-def way(request):
-    if request.param == "mkl" and bf16_gemm.mkl_gemm() is None:
-        pytest.skip("MKL (the optional mkl package) is not installed")
-    prev = bf16_gemm.force(request.param)
-    yield request.param
-    bf16_gemm.force(prev)
-
-
-def test_widen_computes_in_float32_and_keeps_words_for_moves_and_products(way):
+def test_widen_computes_in_float32_and_keeps_words_for_moves_and_products(bf16_gemm_way):
     g = _graph(lambda a, b: (a @ b.t()).exp().reshape(-1),
                ((4, 3), tj.bfloat16), ((5, 3), tj.bfloat16))
     assert has_bf16(g)
@@ -40,7 +30,7 @@ def test_widen_computes_in_float32_and_keeps_words_for_moves_and_products(way):
     # the transpose and the reshape keep bf16; exp runs in float32 between casts; the
     # product keeps bf16 words where MKL's bf16 GEMM runs it, else it is widened too
     product = [p for p in prims if p[0].startswith("matmul")]
-    assert product == [(product[0][0], "bfloat16" if way == "mkl" else "float32")]
+    assert product == [(product[0][0], "bfloat16" if bf16_gemm_way == "mkl" else "float32")]
     i = prims.index(("exp", "float32"))
     assert prims[i - 1] == ("cast", "float32") and prims[i + 1] == ("cast", "bfloat16")
     assert prims[-1] == ("reshape", "bfloat16")
@@ -53,7 +43,7 @@ def test_kernel_storage_is_uint16():
 
 
 @pytest.mark.parametrize("n", [7, 5000])
-def test_compiled_elementwise_chain_rounds_like_eager(n, way):
+def test_compiled_elementwise_chain_rounds_like_eager(n, bf16_gemm_way):
     r = np.random.default_rng(0)
     x = tj.tensor(r.standard_normal(n).astype(np.float32), dtype=tj.bfloat16)
     y = tj.tensor(r.standard_normal(n).astype(np.float32), dtype=tj.bfloat16)

@@ -15,6 +15,8 @@ from tracejit.compiler.loopnest import lower, operand_layouts
 from tracejit.compiler.rowpasses import schedule
 from tracejit.testing import assert_compiled_matches, assert_valid_partition
 
+from tests.cuda.kernel_cases import graph_of
+
 pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
@@ -151,6 +153,43 @@ def test_softmax_is_one_rows_kernel_forward_and_backward():
     cf = assert_compiled_matches(layer_norm_gelu, *xs)
     fwd, bwd, _ = _train(cf)
     assert [len(g.rows) for g in _groups(bwd) if g.rows] == [2], bwd.describe()
+
+
+def test_softmax_keeps_exp_for_its_last_pass():
+    """The sum's pass stores exp(x - max) into the output; the last pass reads it back
+    and divides: one exp per element (rowpasses `_kept`), not one per pass."""
+    x = tj.tensor(_rng().standard_normal((6, 10)).astype(np.float32), requires_grad=True)
+    cf = assert_compiled_matches(softmax_rows, x)
+    fwd, _, _ = _train(cf)
+    (g,) = _groups(fwd)
+    nest = lower(g, operand_layouts(g))
+    sched = schedule(nest)
+    exp = next(st.name for st in nest.steps if st.prim.name == "exp")
+    assert [[n for _, n in p.stash] for p in sched.passes] == [[], [exp], []]
+    assert [n for _, n in sched.passes[-1].restore] == [exp]
+    assert [st.prim.name for st in sched.passes[-1].steps] == ["div"]
+    assert not any(p.stash or p.restore for p in schedule(nest, stash=False).passes)
+    # LayerNorm's centred value is one subtraction: recomputed, not kept
+    fwd, _, _ = _train(assert_compiled_matches(layer_norm_gelu, x, *[
+        tj.tensor(np.ones(10, np.float32)) for _ in range(2)]))
+    (g,) = [g for g in _groups(fwd) if g.rows]
+    assert not any(p.stash for p in schedule(lower(g, operand_layouts(g))).passes)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float32_row_sums_fold_float32_blocks(dtype):
+    """A float32 row sum adds SUM_BLOCK elements in float32 (full-width vector lanes),
+    then each block into its float64 accumulator, as the flat sums do; float64 sums
+    have no blocks. Long rows (three blocks) keep float32 precision against numpy."""
+    from tracejit.compiler import codegen_cpu
+    x = _rng().standard_normal((5, 700)).astype(dtype) * 100
+    g = graph_of(softmax_rows, [x])
+    (grp,) = [it for it in partition(g) if isinstance(it, Group)]
+    src = codegen_cpu.generate(grp, operand_layouts(grp), parallel=True).source
+    assert ("blk1 += " in src) == (dtype == np.float32)
+    got = tj.compile(lambda a: a.sum(-1, keepdim=True) * a.amax(-1, keepdim=True))(tj.tensor(x)).numpy()
+    ref = x.astype(np.float64).sum(-1, keepdims=True) * x.max(-1, keepdims=True)
+    np.testing.assert_allclose(got, ref, rtol=1e-5 if dtype == np.float32 else 1e-12)
 
 
 def test_lone_row_sum_stays_an_epilogue():

@@ -258,3 +258,58 @@ def test_rows_group_all_masked_row_and_strided_input():
     check(lambda t: _softmax(t.t()), x, groups=1, block=32)        # row 2 is nan, as eager
     check(lambda t: _softmax(t), np.random.default_rng(5).standard_normal((2, 3, 70)).astype(np.float64),
           groups=1, block=32, rtol=1e-12, atol=1e-14)
+
+
+# --------------------------------------------------------------------------- windows groups
+def _bn_relu_max_pool(x, a, b):
+    return tj.nn.functional.max_pool2d(tj.nn.functional.relu(x * a + b), 3, 2, 1)
+
+
+def _bn_relu_avg_pool(x, a, b):
+    return tj.nn.functional.avg_pool2d(tj.nn.functional.relu(x * a + b), 2, 2)
+
+
+def _windows(items):
+    return [it for it in items if isinstance(it, Group) and it.window is not None]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_relu_max_pool_window_group_matches_cpu(dtype):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 7, 9)).astype(dtype)
+    x[0, 1, 2, 3] = np.nan
+    a, b = (rng.standard_normal((1, 3, 1, 1)).astype(dtype) for _ in range(2))
+    items = check(_bn_relu_max_pool, x, a, b, block=32, rtol=0, atol=0)
+    (win,) = _windows(items)
+    # the ReLU runs after the max (they commute: the trace moves it onto the pooled values)
+    assert [e.prim.name for e in win.eqns] == ["mul", "add"]
+    assert win.window.prim.name == "max_pool2d_with_offsets"
+    (win,) = _windows(check(_bn_relu_avg_pool, x, a, b, block=32, rtol=1e-6, atol=1e-7))
+    assert [e.prim.name for e in win.eqns] == ["mul", "add", "relu"]
+
+
+def _relu_backward_of_scatter(g, rec, x):
+    from tracejit.ops.pool_offsets import max_pool2d_scatter
+    gx = max_pool2d_scatter(g, rec, tuple(x.shape), (3, 3), (2, 2), (1, 1))
+    return tj.where(x > 0, gx, tj.zeros_like(gx)) * 2.0
+
+
+@pytest.mark.parametrize("kernel, stride, padding", [((2, 2), (2, 2), (0, 0)), ((3, 3), (2, 2), (1, 1))])
+def test_pooling_backward_window_groups_match_cpu(monkeypatch, kernel, stride, padding):
+    monkeypatch.setenv("TRACEJIT_WINDOWS", "all")
+    from tracejit.ops.pool_offsets import max_pool2d_with_offsets
+    from tracejit.ops.pooling_prim import avg_pool2d_backward
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    rec = max_pool2d_with_offsets(tj.tensor(x), kernel, stride, padding).numpy()
+    g = rng.standard_normal(rec.shape[1:]).astype(np.float32)
+    items = check(lambda t: tj.nn.functional.max_pool2d(t, kernel, stride, padding) * 2.0, x, block=32,
+                  rtol=0, atol=0)
+    assert _windows(items)
+    items = check(lambda gt: avg_pool2d_backward(gt, x.shape, kernel, stride, padding) + 1.0, g,
+                  block=32, rtol=1e-6, atol=1e-7)
+    assert _windows(items)[0].eqns
+    if kernel == (3, 3):
+        items = check(_relu_backward_of_scatter, g, rec, x, block=32, rtol=0, atol=0)
+        (win,) = _windows(items)
+        assert win.window.prim.name == "max_pool2d_scatter" and win.eqns

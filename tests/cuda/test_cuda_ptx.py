@@ -131,3 +131,40 @@ def test_rows_kernels_compile_for_the_device():
             for kname, text in ptx.items():
                 assert ".entry" in text and "bar.sync" in text     # the block's shared fold
                 assert not _F64.search(text), f"float64 arithmetic in {kname}:\n{spec.source}"
+
+
+def test_windows_kernels_compile_for_the_device(monkeypatch):
+    import tracejit as tj
+    from tracejit.ops.pool_offsets import max_pool2d_scatter
+    from tracejit.ops.pooling_prim import avg_pool2d_backward
+    from tracejit.compiler.loopnest import operand_layouts
+    monkeypatch.setenv("TRACEJIT_WINDOWS", "all")
+    F = tj.nn.functional
+    f32 = np.float32
+    x = np.ones((2, 3, 7, 9), f32)
+    a = np.ones((1, 3, 1, 1), f32)
+    g = np.ones((2, 3, 4, 5), f32)
+    rec = np.zeros((2, 2, 3, 4, 5), f32)
+
+    def bn_relu_max(x, a, b):
+        return F.max_pool2d(F.relu(x * a + b), 3, 2, 1)
+
+    def bn_relu_avg(x, a, b):
+        return F.avg_pool2d(F.relu(x * a + b), 3, 2, 1)
+
+    def scatter_relu(g, rec, x):
+        gx = max_pool2d_scatter(g, rec, x.shape, (3, 3), (2, 2), (1, 1))
+        return tj.where(x > 0, gx, gx * 0.5)
+
+    def avg_backward(g):
+        return avg_pool2d_backward(g, x.shape, (3, 3), (2, 2), (1, 1)) * 2.0
+    for fn, arrays in [(bn_relu_max, [x, a, a]), (bn_relu_avg, [x, a, a]), (scatter_relu, [g, rec, x]),
+                       (avg_backward, [g])]:
+        (group,) = [it for it in partition(graph_of(fn, arrays))
+                    if isinstance(it, Group) and it.window is not None]
+        assert group.eqns, fn.__name__             # elementwise work fused in front or behind
+        spec = codegen_cuda.generate(group, operand_layouts(group))
+        ptx = codegen_cuda.compile_ptx(spec)
+        for kname, text in ptx.items():
+            assert ".entry" in text
+            assert not _F64.search(text), f"float64 arithmetic in {kname}:\n{spec.source}"

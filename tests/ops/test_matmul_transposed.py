@@ -97,10 +97,15 @@ def test_the_plans_numpy_call_is_matmuls_choice_for_the_product_computed(prim, s
     def fast(shapes, dtype, params):   # what an eager plan of the record calls on the CPU
         return impls.specialized(prim, shapes, dtype, params)
     small = products._tn_small if swap_a else products._nt_small
-    blas = products._tn_blas if swap_a else products._nt_blas
     m = k = n = 1 + round(coreshare.TINY_GEMM_MNK ** (1 / 3))
     big = ((k, m), (k, n)) if swap_a else ((m, k), (n, k))
-    assert fast(big, np.float32, {}) is blas
+    call = fast(big, np.float32, {})   # the choice's call site for the product computed
+    assert call is not None and call is not small
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal(s).astype(np.float32) for s in big)
+    want = x.T @ y if swap_a else x @ y.T
+    for _ in range(2):    # the first call binds the site, the second runs what it installed
+        np.testing.assert_allclose(call(x, y), want, rtol=1e-5, atol=1e-4)
     # the product is m*k*n, not the stored shapes': with n = 1 and a deep k, a (2, k) @ (1, k).T
     # is 2k multiply-adds (small), where reading b as stored would count 2k*k (BLAS)
     k = 1 + coreshare.TINY_GEMM_MNK // 4

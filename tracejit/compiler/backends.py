@@ -75,9 +75,10 @@ class Backend:
         """The function a plan calls for a matrix product (the array module's by default)."""
         return self.array_module().matmul
 
-    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype):
+    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype, install=None):
         """The function a plan calls for one product whose operands' shapes and dtype the
-        plan fixes (`matmul` by default)."""
+        plan fixes (`matmul` by default). ``install(fn)``, where given, puts another
+        function in the plan's place for that product (a choice decided later)."""
         return self.matmul()
 
     def __repr__(self) -> str:
@@ -192,20 +193,24 @@ class CpuBackend(Backend):
 
 
     def matmul(self):
-        # BLAS threads follow the cores other processes leave free, and small products
-        # run on one thread (see tracejit/compiler/cpu/runtime/coreshare.py: a 2-thread GEMM waits a scheduler
-        # slice for a thread queued behind another process; the two-layer step went
-        # from 9.7 ms to 1.8 ms under load).
-        from .cpu.runtime.coreshare import matmul
+        # the measured choice between the GEMM template and BLAS (compiler/cpu/gemm/
+        # products.py), BLAS on the thread policy's count (compiler/cpu/runtime/coreshare.py)
+        from .cpu.gemm.products import matmul
         return matmul
 
-    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype):
-        # a 2-D product of static shapes: coreshare's route decided once for them
-        # (coreshare.matmul_for: numpy's matmul for a tiny one, the halves' plan call)
+    def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype, install=None):
+        # a 2-D product of static shapes: coreshare's route decided once for them (numpy's
+        # matmul for a tiny one, the halves' plan call), the BLAS side of the GEMM choice,
+        # which `install` replaces by the template's launch where a measurement says so
         if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]
                 and all(type(d) is int for d in (*a_shape, *b_shape))):
+            from .cpu.gemm import products
             from .cpu.runtime.coreshare import matmul_for
-            return matmul_for(a_shape[0], a_shape[1], b_shape[1], dtype)
+            m, k, n = a_shape[0], a_shape[1], b_shape[1]
+            fn = matmul_for(m, k, n, dtype)
+            if install is None or m * k * n < products.TEMPLATE_MIN_MNK:
+                return fn
+            return products.plan_matmul(fn)(install)
         return self.matmul()
 
 

@@ -142,9 +142,11 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
     variant, see `stream_min`), "flat_reduce", "flat_blocked_sum" (float32 sums in
     float32 blocks), "flat_serial_reduce", "nested_map", "column_blocks" (a reduction over
     every dim but the last), "rows" (other partial reductions), "strided_full" (a full
-    reduction of nested operands), "deep" (rank above MAX_NESTED_RANK) or "row_passes"
-    (a rows nest: codegen_cpu_rows.py)."""
+    reduction of nested operands), "deep" (rank above MAX_NESTED_RANK), "row_passes"
+    (a rows nest: codegen_cpu_rows.py) or "windows" (codegen_cpu_windows.py)."""
     red = nest.reduction
+    if nest.window is not None:
+        return "windows"
     if nest.rows:
         return "row_passes"
     if nest.flat:
@@ -224,6 +226,9 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     """The numba source of `nest`: the parallel variant, or (``parallel=False``) the
     serial twin used for small sizes, where starting the thread pool costs far more
     than the work."""
+    if nest.window is not None:
+        from .codegen_cpu_windows import render_windows
+        return render_windows(nest, parallel)
     if nest.rows:
         from .codegen_cpu_rows import render_rows
         return render_rows(nest, parallel)

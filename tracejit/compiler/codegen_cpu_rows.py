@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from . import llvmopts
 from .emitter import render_steps
-from .loopnest import LoopNest
+from .loopnest import SUM_BLOCK, LoopNest
 from .rowpasses import schedule
 
 __all__ = ["render_rows", "row_index"]
@@ -104,10 +104,25 @@ def render_rows(nest: LoopNest, parallel: bool):
             body.append(f"{I2}acc{k} = {_init(nest.rows[k])}")
             if split_nan(nest.rows[k], parallel):
                 body.append(f"{I2}nan{k} = False")
-        body.append(f"{I2}for i{last} in range(d{last}):")
-        body += [f"{I3}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
-        want = [nest.rows[k].value for k in p.folds] + [o.value for o in p.writes]
-        body += block(p.steps, want, I3)
+        # float32 sums fold SUM_BLOCK elements in float32, then each block in float64
+        # (loopnest.Reduction.block_dtype: the vector lanes stay float32 wide)
+        blocked = [k for k in p.folds if nest.rows[k].block_dtype]
+        I = I3
+        if blocked:
+            I = I3 + IND
+            body += [f"{I2}for b in range((d{last} + {SUM_BLOCK - 1}) // {SUM_BLOCK}):",
+                     f"{I3}bs = b * {SUM_BLOCK}", f"{I3}be = min(bs + {SUM_BLOCK}, d{last})"]
+            body += [f"{I3}blk{k} = {_np_type(nest.rows[k].block_dtype)}(0.0)" for k in blocked]
+            # an unsigned index: numba wraps a possibly negative one (see codegen_cpu)
+            body += [f"{I3}for ib in range(bs, be):", f"{I}i{last} = np.uintp(ib)"]
+        else:
+            body.append(f"{I2}for i{last} in range(d{last}):")
+        body += [f"{I}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
+        full = ", ".join(f"i{d}" for d in range(rank))
+        body += [f"{I}{name} = {o.array}[{full}]" for o, name in p.restore]
+        want = [nest.rows[k].value for k in p.folds] + [o.value for o in p.writes] + [n for _, n in p.stash]
+        body += block(p.steps, want, I)
+        body += [f"{I}{o.array}[{full}] = {name}" for o, name in p.stash]
         for k in p.folds:
             red = nest.rows[k]
             if split_nan(red, parallel):
@@ -115,12 +130,14 @@ def render_rows(nest: LoopNest, parallel: bool):
                 if fn not in picks:
                     picks[fn] = _pick(fn, red.combine)
                     imports.add("_always_inline")
-                body += [f"{I3}acc{k} = {fn}(acc{k}, {red.value})",
-                         f"{I3}nan{k} = nan{k} | ({red.value} != {red.value})"]
+                body += [f"{I}acc{k} = {fn}(acc{k}, {red.value})",
+                         f"{I}nan{k} = nan{k} | ({red.value} != {red.value})"]
+            elif k in blocked:
+                body.append(f"{I}blk{k} += {red.value}")
             else:
-                body.append(f"{I3}{_combine(red, f'acc{k}', red.value)}")
-        full = ", ".join(f"i{d}" for d in range(rank))
-        body += [f"{I3}{o.array}[{full}] = {o.value}" for o in p.writes]
+                body.append(f"{I}{_combine(red, f'acc{k}', red.value)}")
+        body += [f"{I}{o.array}[{full}] = {o.value}" for o in p.writes if (o, o.value) not in p.restore]
+        body += [f"{I3}acc{k} += {_np_type(nest.rows[k].acc_dtype)}(blk{k})" for k in blocked]
         for k in p.folds:
             red = nest.rows[k]
             r = _cast_back(f'acc{k}', red.out_dtype)

@@ -42,6 +42,8 @@ class Group:
     inputs: list = field(default_factory=list)   # external Vars read (in first-use order)
     outputs: list = field(default_factory=list)  # Vars the group must write
     rows: list = field(default_factory=list)     # reductions over the last dim (keepdim)
+    window: Eqn | None = None              # a pooling read (windows.py): of the eqns' values
+    #                                        (forward) or read by them (backward)
 
     @property
     def defined(self) -> set:
@@ -50,7 +52,8 @@ class Group:
     @property
     def members(self) -> list:
         """Every equation the group's kernel computes."""
-        return list(self.eqns) + self.rows + ([self.reduction] if self.reduction is not None else [])
+        win = [self.window] if self.window is not None else []
+        return win + list(self.eqns) + self.rows + ([self.reduction] if self.reduction is not None else [])
 
     @property
     def row_shape(self):
@@ -92,8 +95,11 @@ def _elementwise_ok(e: Eqn) -> bool:
     return all(a.aval.dtype.name in _KERNEL_DTYPES for a in e.inputs)
 
 
-def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
-    """Return the program as a list of items: `Group`s and plain `Eqn`s, in a valid order."""
+def partition(graph: Graph, *, fuse_reductions: bool = True, windows: str | None = None) -> list:
+    """Return the program as a list of items: `Group`s and plain `Eqn`s, in a valid order.
+
+    `windows` says which poolings become windows groups (windows.py: "auto", "all", "none";
+    None: as ``TRACEJIT_WINDOWS`` says)."""
     items = _partition(graph, fuse_reductions, frozenset())
     # A rows group pays where a row is walked more than once: two reductions, or one of a
     # value the group computes. One reduction of a value from outside (``x.sum(1,
@@ -102,7 +108,10 @@ def partition(graph: Graph, *, fuse_reductions: bool = True) -> list:
     lone = frozenset(id(g.rows[0]) for g in items
                      if isinstance(g, Group) and len(g.rows) == 1
                      and not any(g.rows[0].inputs[0] is e.out for e in g.eqns))
-    return _partition(graph, fuse_reductions, lone) if lone else items
+    if lone:
+        items = _partition(graph, fuse_reductions, lone)
+    from .windows import attach_windows
+    return attach_windows(items, graph, windows) if fuse_reductions else items
 
 
 def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:

@@ -21,8 +21,12 @@ _GROUP_LINES: dict = {}   # plan pseudo-file name -> {line number: group label}
 
 def group_parts(grp) -> tuple:
     """(ops, source locations) of a fused group, for explain and for errors."""
-    locs = sorted({f"{os.path.basename(e.loc[0])}:{e.loc[1]}" for e in grp.eqns if e.loc})
+    win = getattr(grp, "window", None)    # a windows group's pooling (compiler/windows.py)
+    located = list(grp.eqns) + ([win] if win is not None else [])
+    locs = sorted({f"{os.path.basename(e.loc[0])}:{e.loc[1]}" for e in located if e.loc})
     ops = [f"{e.prim.name} (row)" for e in getattr(grp, "rows", ())] + [e.prim.name for e in grp.eqns]
+    if win is not None:
+        ops.append(f"{win.prim.name} (window)")
     red = getattr(grp, "reduction", None)   # a row kernel (rowfuse.RowGroup) has none
     if red is not None:
         ops.append(f"{red.prim.name} (epilogue)")

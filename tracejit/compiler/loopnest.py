@@ -18,6 +18,11 @@ backend needs to write the kernel, decided in one place:
 - for a rows group (fusion.py), its reductions over the last dim (`LoopNest.rows`), each
   a value ``r<k>`` per row that later steps read; rowpasses.py orders the nest into
   passes over each row, the same for every backend;
+- for a windows group (windows.py), its window read (`LoopNest.window`): a pooling
+  forward folds a value of the input's shape over each window (the steps, computed per
+  window position, are what fused in front of it), a pooling backward gathers, for each
+  input position, the output-shaped gradient of the windows that hold it (the steps
+  then run per input element, behind it); codegen_cpu_windows.py writes both forms;
 - the *calling convention* (`LoopNest.arguments`): inputs in ``group.inputs`` order,
   then the per-element outputs, the reduction's output, then the sizes: the element
   count ``n`` for a flat nest (the caller passes 1-D views of its flat operands),
@@ -43,7 +48,7 @@ from typing import Optional
 from ..jit.ir import Literal
 from ..ops.registry import Aval
 
-__all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "LoopNest", "lower",
+__all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "Window", "LoopNest", "lower",
            "lower_op", "accumulation", "operand_layouts", "SUM_BLOCK"]
 
 #: Operand layouts: "flat" (the iteration shape, C-contiguous: read with the flat
@@ -72,6 +77,7 @@ class Step:
     params: tuple      # the equation's params, as (key, value) pairs
     dtype: str         # the dtype the operation computes in (constants, math functions)
     note: str          # "mul": the op, for a comment (not the user's line: see `lower`)
+    out_dtype: str = ""  # the dtype of its result
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,35 @@ class Reduction:
 
 
 @dataclass(frozen=True)
+class Window:
+    """A window read over the (N, C, H, W) iteration space (windows.py names the kinds).
+
+    Forward kinds ("max_record", "max", "avg") fold `value` (a step or operand name,
+    computed at each window position of an output) into output 0, of the pooled shape
+    ((2,) + it for "max_record": the maxima, then each window's offset of its first
+    maximum); gather kinds ("scatter", "avg_backward") define ``w`` per input element from
+    the gradient operand `grad` (and the record operand `record`) of the windows holding
+    it, which the steps then read."""
+    kind: str
+    kernel: tuple
+    stride: tuple
+    padding: tuple
+    dilation: tuple
+    dtype: str
+    value: Optional[str] = None   # forward: the name folded
+    grad: Optional[int] = None    # gather: the operand holding the output-shaped gradient
+    record: Optional[int] = None  # scatter: the operand holding the max record
+
+    @property
+    def gather(self) -> bool:
+        return self.kind in ("scatter", "avg_backward")
+
+    @property
+    def positions(self) -> int:
+        return self.kernel[0] * self.kernel[1]
+
+
+@dataclass(frozen=True)
 class LoopNest:
     name: str
     gid: int
@@ -169,6 +204,8 @@ class LoopNest:
     # a rows nest: its reductions over the last dim, value ``r<k>`` per row (rowpasses.py
     # orders them into passes over each row)
     rows: tuple = ()
+    # a windows nest: its window read (`Window`)
+    window: Optional[Window] = None
 
     @property
     def rank(self) -> int:
@@ -180,6 +217,8 @@ class LoopNest:
 
     @property
     def mode(self) -> str:
+        if self.window is not None:
+            return "window"
         return "flat" if self.flat else ("rows" if self.rows else "nested")
 
     @property
@@ -267,6 +306,8 @@ def _compute_dtype(e) -> str:
 def _index(v, shape) -> tuple:
     rank = len(shape)
     r = len(v.aval.shape)
+    if r > rank:   # a window's record ((2,) + the pooled shape): read by the window only
+        return tuple(range(r))
     parts = []
     for j, dsz in enumerate(v.aval.shape):
         it = rank - r + j
@@ -294,6 +335,9 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     rows_in = list(getattr(group, "rows", ()))
     for k, e in enumerate(rows_in):
         names[e.out] = f"r{k}"
+    win = getattr(group, "window", None)
+    if win is not None and _WINDOW_KINDS()[win.prim][1]:
+        names[win.out] = "w"
     steps = []
     for j, e in enumerate(group.eqns):
         dt = _compute_dtype(e)
@@ -306,7 +350,12 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         # different lines (an MLP's two LayerNorms: their row kernels differed in one
         # comment) compile once, and editing the user's file above a model recompiles
         # nothing. Errors and `explain` name the lines from the group (kernel_errors.py).
-        steps.append(Step(f"v{j}", e.prim, args, tuple(e.params.items()), dt, e.prim.name))
+        steps.append(Step(f"v{j}", e.prim, args, tuple(e.params.items()), dt, e.prim.name,
+                          e.out.aval.dtype.name))
+    window = None
+    if win is not None:
+        window = _window(win, names, operands)
+        names.setdefault(win.out, "w")
     mats = [v for v in group.outputs if red is None or v is not red.out]
     outputs = tuple(Output(m, v, v.aval.dtype.name, names[v],
                            bool(rows_in) and tuple(v.aval.shape) != shape) for m, v in enumerate(mats))
@@ -314,13 +363,33 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     reduction = None
     if red is not None:
         reduction = _reduction(red, names, rank, sequential_sums)
-    flat = (not rows and all(lay in ("flat", "scalar") for lay in layouts)
+    flat = (not rows and window is None and all(lay in ("flat", "scalar") for lay in layouts)
             and (reduction is None or reduction.full))
     ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
     if rows:
         ops = f"rows of {', '.join(e.prim.name for e in rows_in)}: {ops}"
+    if window is not None:
+        ops = f"window {win.prim.name}: {ops}" if ops else f"window {win.prim.name}"
     return LoopNest(name, group.gid, ops, shape, operands, tuple(steps), outputs, reduction, flat,
-                    rows=rows)
+                    rows=rows, window=window)
+
+
+def _WINDOW_KINDS():
+    from .windows import KINDS
+    return KINDS
+
+
+def _window(e, names: dict, operands) -> Window:
+    """The `Window` of pooling equation `e` (windows.py: its kind), its operands named."""
+    kind, gather = _WINDOW_KINDS()[e.prim]
+    p = e.params
+    geo = dict(kernel=tuple(p["kernel"]), stride=tuple(p["stride"]), padding=tuple(p["padding"]),
+               dilation=tuple(p["dilation"]), dtype=e.out.aval.dtype.name)
+    if not gather:
+        return Window(kind, value=names[e.inputs[0]], **geo)
+    k_of = {op.var: op.k for op in operands}
+    rec = k_of[e.inputs[1]] if kind == "scatter" else None
+    return Window(kind, grad=k_of[e.inputs[0]], record=rec, **geo)
 
 
 def _reduction(red, names: dict, rank: int, sequential_sums: bool) -> Reduction:

@@ -278,7 +278,8 @@ class Plan:
             # Rank-0 values live in 1-element buffers inside kernels.
             dt = _dtype_const(v.aval.dtype, consts)
             # (a rows group's per-row outputs have its shape with the last dim 1)
-            oshape = tuple(v.aval.shape) if grp.rows else shape
+            # (and a windows group's pooled output its own shape)
+            oshape = tuple(v.aval.shape) if grp.rows or grp.window is not None else shape
             if self.backend.name == "cpu" and (static_size is None
                                                or static_size * v.aval.dtype.np.itemsize >= ALIGN_MIN):
                 # a large output: on a cache line, apart from the first operand modulo a
@@ -472,10 +473,11 @@ class Plan:
             # a 2-D product: its own callable, the route its static shapes decide chosen
             # once here (backends' matmul_for; the halves' launch or numpy's matmul)
             sa, sb = tuple(e.inputs[0].aval.shape), tuple(e.inputs[1].aval.shape)
-            fn = self.backend.matmul_for(sa, sb, e.out.aval.dtype.np)
+            mname = f"MATMUL_{len(consts)}"     # (PRODUCT_NAME: the bench's timers find it)
+            fn = self.backend.matmul_for(sa, sb, e.out.aval.dtype.np,
+                                         install=lambda f, _n=mname: consts.__setitem__(_n, f))
             if fn is consts["MATMUL"]:
                 return [f"    {outs[0]} = MATMUL({ins[0]}, {ins[1]})"]
-            mname = f"MATMUL_{len(consts)}"     # (PRODUCT_NAME: the bench's timers find it)
             consts[mname] = fn
             return [f"    {outs[0]} = {mname}({ins[0]}, {ins[1]})"]
         if p is RESHAPE:

@@ -15,14 +15,23 @@ loops over the row once and recomputes the per-element steps its reductions need
 a pass reads run just before it. A last pass writes the per-element outputs; the
 per-row outputs are written once per row, after the reductions.
 
+One value is kept instead of recomputed where that pays: the per-element value of a
+fold pass that the last pass needs again and that a math function computes (softmax's
+``exp(x - max)``) is stored into a per-element output of its dtype as the fold pass
+computes it (`RowPass.stash`), and the last pass reads it back from there
+(`RowPass.restore`), as a hand-written softmax does: the row is in cache, and a store
+and a load cost less than a second ``exp``. Each element is stored and read back by the
+same thread in both backends.
+
 `schedule` returns that order; the CPU renderer runs rows in parallel, each on one
 thread (codegen_cpu_rows.py), the CUDA renderer gives each row a block whose threads
 share the loops and fold through shared memory (codegen_cuda_rows.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from .emitter import Emitter
 from .loopnest import Const, LoopNest
 
 __all__ = ["RowPass", "RowSchedule", "schedule"]
@@ -38,6 +47,8 @@ class RowPass:
     steps: tuple       # Steps (per element), in program order
     folds: tuple       # indices into nest.rows folded in this loop
     writes: tuple      # per-element Outputs stored in this loop
+    stash: tuple = ()    # (Output, name): store the value into the output as it is computed
+    restore: tuple = ()  # (Output, name): read the value back from the output first
 
 
 @dataclass(frozen=True)
@@ -59,8 +70,30 @@ def _args(step) -> list:
     return [a for a in step.args if not isinstance(a, Const)]
 
 
-def schedule(nest: LoopNest) -> RowSchedule:
-    """The passes of rows nest `nest` (see the module docstring)."""
+class _Probe(Emitter):
+    """Renders a step's scalar rule only to see whether it calls a math function."""
+
+    def _type(self, dt: str) -> str:
+        return dt
+
+    def _call(self, fn: str, spec, args: tuple) -> str:
+        self.imports.add(fn)
+        return f"{fn}({', '.join(args)})"
+
+
+def _calls_math(step) -> bool:
+    em = _Probe(step.dtype)
+    args = [em.const(a.value, a.dtype) if isinstance(a, Const) else a for a in step.args]
+    try:
+        step.prim.scalar(em, *args, **dict(step.params))
+    except NotImplementedError:
+        return False
+    return bool(em.imports)
+
+
+def schedule(nest: LoopNest, stash: bool = True) -> RowSchedule:
+    """The passes of rows nest `nest` (see the module docstring); `stash` False: every
+    value the last pass needs is recomputed there."""
     last = nest.rank - 1
     by_name = {st.name: st for st in nest.steps}
     operands = {op.name: op for op in nest.operands}
@@ -79,12 +112,12 @@ def schedule(nest: LoopNest) -> RowSchedule:
         deps = needs.get(red.value, set())
         level[k] = 1 + max((level[d] for d in deps), default=-1)
 
-    def closure(names) -> set:
-        """Every step name `names` reach (through steps; operands and r<k> stop it)."""
+    def closure(names, stop=frozenset()) -> set:
+        """Every step name `names` reach (through steps; operands, r<k> and `stop` stop it)."""
         out, stack = set(), list(names)
         while stack:
             a = stack.pop()
-            if a in out or a not in by_name:
+            if a in out or a not in by_name or a in stop:
                 continue
             out.add(a)
             stack.extend(_args(by_name[a]))
@@ -113,12 +146,40 @@ def schedule(nest: LoopNest) -> RowSchedule:
     elem_out = tuple(o for o in nest.outputs if not o.row)
     if elem_out:
         vals = [o.value for o in elem_out]
-        elems = closure(vals) & element
-        reads = {a for n in elems for a in _args(by_name[n])} | set(vals)
-        before = row_steps(reads - element)
+        kept = _kept(nest, passes, closure, closure(vals) & element, elem_out) if stash else None
+        stop = frozenset() if kept is None else frozenset({kept[2]})
+        elems = closure(vals, stop) & element
+        reads = {a for n in elems for a in _args(by_name[n])} | (set(vals) - stop)
+        before = row_steps(reads - element - stop)
         steps = tuple(st for st in nest.steps if st.name in elems)
-        passes.append(RowPass(before, loads_of(elems | (set(vals) & element)), steps, (), elem_out))
+        restore = ()
+        if kept is not None:
+            p, out, name = kept
+            passes[p] = replace(passes[p], stash=((out, name),))
+            restore = ((out, name),)
+        passes.append(RowPass(before, loads_of(elems | ((set(vals) - stop) & element)), steps, (), elem_out,
+                              restore=restore))
     row_out = tuple(o for o in nest.outputs if o.row)
     after = row_steps([o.value for o in row_out])
     row_loads = tuple(op for op in nest.operands if op.name not in element)
     return RowSchedule(row_loads, tuple(passes), after, row_out)
+
+
+def _kept(nest: LoopNest, passes: list, closure, needed: set, elem_out: tuple):
+    """(fold pass index, Output, step name) of the value the last pass should read back
+    instead of recomputing (module docstring), or None: the fold-pass value among
+    `needed` whose computation calls a math function, the most steps first, with an
+    output of its dtype to hold it."""
+    by_name = {st.name: st for st in nest.steps}
+    best = None
+    for p, rp in enumerate(passes):
+        for st in rp.steps:
+            if st.name not in needed or not st.out_dtype:
+                continue
+            out = next((o for o in elem_out if o.dtype == st.out_dtype), None)
+            work = closure([st.name]) & needed
+            if out is None or not any(_calls_math(by_name[n]) for n in work):
+                continue
+            if best is None or len(work) > best[0]:
+                best = (len(work), p, out, st.name)
+    return None if best is None else best[1:]

@@ -60,23 +60,30 @@ def _grads(outputs, inputs: list, cotangents, create_graph: bool) -> list:
     return list(grads)
 
 
+def _call_tracked(func: Callable, args: tuple, kwargs: dict, argnums, has_aux: bool, who: str):
+    """``func(*args)`` with the `argnums` arguments tracked (`_track`): (the arguments as
+    called, the output, aux or None, the argnums, whether the inputs carried a graph)."""
+    nums = _argnums(argnums, len(args), who)
+    args = list(args)
+    outer = any(t.requires_grad for i in nums for t in _flatten(args[i]))
+    with enable_grad():
+        for i in nums:
+            args[i] = _track(args[i])
+        out = func(*args, **kwargs)
+    aux = None
+    if has_aux:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise RuntimeError(f"{who}: with has_aux=True the function must return a (output, aux) tuple")
+        out, aux = out
+    return args, out, aux, nums, outer
+
+
 def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """A function returning ``(gradient of func's scalar output w.r.t. argnums, output)``
     (``(grad, (output, aux))`` with ``has_aux``)."""
     def wrapper(*args, **kwargs):
-        nums = _argnums(argnums, len(args), "grad")
-        args = list(args)
-        outer = any(t.requires_grad for i in nums for t in _flatten(args[i]))
+        args, out, aux, nums, outer = _call_tracked(func, args, kwargs, argnums, has_aux, "grad")
         with enable_grad():
-            for i in nums:
-                args[i] = _track(args[i])
-            out = func(*args, **kwargs)
-            aux = None
-            if has_aux:
-                if not (isinstance(out, tuple) and len(out) == 2):
-                    raise RuntimeError("grad: with has_aux=True the function must return a (output, aux) "
-                                       "tuple")
-                out, aux = out
             if not isinstance(out, Tensor) or out.numel() != 1:
                 raise RuntimeError(f"grad: the function must return a tensor with one element, got "
                                    f"{type(out).__name__}"
@@ -131,16 +138,7 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
     from ..ops import stack, zeros_like
 
     def wrapper(*args, **kwargs):
-        nums = _argnums(argnums, len(args), "jacrev")
-        args = list(args)
-        outer = any(t.requires_grad for i in nums for t in _flatten(args[i]))
-        with enable_grad():
-            for i in nums:
-                args[i] = _track(args[i])
-            out = func(*args, **kwargs)
-            aux = None
-            if has_aux:
-                out, aux = out
+        args, out, aux, nums, outer = _call_tracked(func, args, kwargs, argnums, has_aux, "jacrev")
         if not isinstance(out, Tensor):
             raise RuntimeError(f"jacrev: the function must return a tensor, got {type(out).__name__}")
         inputs = [args[i] for i in nums]

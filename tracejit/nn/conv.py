@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ops import empty
 from ..ops.spatial import conv1d, conv_transpose2d
-from .layers import _factory, _positive_int, conv_init, conv_repr, conv_reset
+from .layers import _factory, check_conv_channels, conv_init, conv_repr, conv_reset
 from .module import Module
 from .parameter import Parameter
 
@@ -19,15 +19,6 @@ def _tuple(v, n: int, name: str, layer: str) -> tuple:
     if len(t) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in t):
         raise ValueError(f"{layer}: {name} must be an int or a {n}-tuple of ints, got {v!r}")
     return t
-
-
-def _check_channels(layer, in_channels, out_channels, groups):
-    _positive_int("in_channels", layer, in_channels)
-    _positive_int("out_channels", layer, out_channels)
-    _positive_int("groups", layer, groups)
-    if in_channels % groups or out_channels % groups:
-        raise ValueError(f"{layer}: in_channels ({in_channels}) and out_channels ({out_channels}) "
-                         f"must both be divisible by groups ({groups})")
 
 
 class Conv1d(Module):
@@ -60,7 +51,7 @@ class ConvTranspose2d(Module):
                  output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
                  padding_mode: str = "zeros", device=None, dtype=None):
         super().__init__()
-        _check_channels("ConvTranspose2d", in_channels, out_channels, groups)
+        check_conv_channels("ConvTranspose2d", in_channels, out_channels, groups)
         if padding_mode != "zeros":
             raise ValueError(f"ConvTranspose2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups

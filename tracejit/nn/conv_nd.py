@@ -8,8 +8,8 @@ from __future__ import annotations
 from ..ops import empty
 from ..ops.conv import fold, unfold
 from ..ops.conv_nd import conv3d, conv_transpose1d, conv_transpose3d
-from .conv import _check_channels, _tuple
-from .layers import _factory, conv_init, conv_repr, conv_reset
+from .conv import _tuple
+from .layers import _factory, check_conv_channels, conv_init, conv_repr, conv_reset
 from .module import Module
 from .parameter import Parameter
 
@@ -48,7 +48,7 @@ class _ConvTransposeNd(Module):
                  padding_mode: str = "zeros", device=None, dtype=None):
         super().__init__()
         name, n = type(self).__name__, self._n
-        _check_channels(name, in_channels, out_channels, groups)
+        check_conv_channels(name, in_channels, out_channels, groups)
         if padding_mode != "zeros":
             raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups

@@ -103,17 +103,22 @@ def conv_repr(m) -> str:
     return s
 
 
-def conv_init(m, layer: str, nd: int, to_tuple, in_channels: int, out_channels: int, kernel_size,
-              stride, padding, dilation, groups: int, bias: bool, padding_mode: str, device,
-              dtype) -> None:
-    """The constructor every ConvNd shares: PyTorch's argument checks, the attributes and
-    the parameters (`to_tuple(v, name)` reads a size argument as an `nd`-tuple)."""
+def check_conv_channels(layer: str, in_channels, out_channels, groups) -> None:
+    """PyTorch's checks of a convolution's channel counts and groups."""
     _positive_int("in_channels", layer, in_channels)
     _positive_int("out_channels", layer, out_channels)
     _positive_int("groups", layer, groups)
     if in_channels % groups or out_channels % groups:
         raise ValueError(f"{layer}: in_channels ({in_channels}) and out_channels ({out_channels}) "
                          f"must both be divisible by groups ({groups})")
+
+
+def conv_init(m, layer: str, nd: int, to_tuple, in_channels: int, out_channels: int, kernel_size,
+              stride, padding, dilation, groups: int, bias: bool, padding_mode: str, device,
+              dtype) -> None:
+    """The constructor every ConvNd shares: PyTorch's argument checks, the attributes and
+    the parameters (`to_tuple(v, name)` reads a size argument as an `nd`-tuple)."""
+    check_conv_channels(layer, in_channels, out_channels, groups)
     if padding_mode != "zeros":
         raise NotImplementedError(f"{layer}: only padding_mode='zeros' is supported, got {padding_mode!r}")
     if isinstance(padding, str) and padding not in ("valid", "same"):

@@ -237,7 +237,7 @@ def _mm_tn(a, b):
 
 @_autocast.lower
 def matmul(a, b):
-    if a.is_sparse or b.is_sparse:
+    if getattr(a, "is_sparse", False) or getattr(b, "is_sparse", False):
         from ..sparse import mm as _sparse_mm
         return _sparse_mm(a, b)
     if a.ndim == 0 or b.ndim == 0:
@@ -294,7 +294,7 @@ _BMM = _checked("bmm", _check_batch)
 
 @_autocast.lower
 def mm(a, b):
-    if a.is_sparse or b.is_sparse:    # a sparse COO operand (tracejit/sparse.py)
+    if getattr(a, "is_sparse", False) or getattr(b, "is_sparse", False):   # tracejit/sparse.py
         from ..sparse import mm as _sparse_mm
         return _sparse_mm(a, b)
     if a.ndim != 2 or b.ndim != 2:

@@ -8,15 +8,6 @@ from tracejit import bf16
 from tracejit.compiler.cpu.gemm import bf16 as g
 
 
-@pytest.fixture(params=["mkl", "float32"])
-def way(request):
-    if request.param == "mkl" and g.mkl_gemm() is None:
-        pytest.skip("MKL (the optional mkl package) is not installed")
-    prev = g.force(request.param)
-    yield request.param
-    g.force(prev)
-
-
 def _words(shape, seed):
     return bf16.to_bfloat16(np.random.default_rng(seed).standard_normal(shape))
 
@@ -27,7 +18,7 @@ def _reference(a, b):
 
 
 def _close_words(got, want):
-    """Within one bf16 unit: float32 accumulation in another order may round the other way."""
+    """Within one bf16 unit: float32 accumulation in another order may round the other bf16_gemm_way."""
     assert got.dtype == np.uint16 and got.shape == want.shape
     diff = np.abs(bf16.to_float32(got).astype(np.float64) - bf16.to_float32(want))
     ulp = np.abs(bf16.to_float32(want)) * 2.0 ** -7 + 1e-30
@@ -35,7 +26,7 @@ def _close_words(got, want):
 
 
 @pytest.mark.parametrize("m,k,n", [(64, 48, 32), (5, 7, 3), (1, 300, 1), (129, 65, 257)])
-def test_products_of_every_layout_match_the_exact_product(way, m, k, n):
+def test_products_of_every_layout_match_the_exact_product(bf16_gemm_way, m, k, n):
     a, b = _words((m, k), 0), _words((k, n), 1)
     _close_words(g.matmul(a, b), _reference(a, b))
     at, bt = np.ascontiguousarray(a.T).T, np.ascontiguousarray(b.T).T     # column-major operands
@@ -47,7 +38,7 @@ def test_products_of_every_layout_match_the_exact_product(way, m, k, n):
         _close_words(g.matmul(a[:, ::2], b[::2, :]), _reference(a[:, ::2], b[::2, :]))   # strided
 
 
-def test_batched_and_broadcast_products(way):
+def test_batched_and_broadcast_products(bf16_gemm_way):
     a, b = _words((3, 4, 6), 2), _words((6, 5), 3)
     _close_words(g.matmul(a, b), _reference(a, b))
     b3 = _words((1, 6, 5), 4)

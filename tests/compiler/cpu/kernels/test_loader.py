@@ -230,7 +230,8 @@ def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monk
                       ("batchnorm", "reduce"): True,
                       ("maxpool", "fwd_offsets"): True, ("maxpool", "scatter_tiles"): True,
                       ("select", "relu_backward"): True,
-                      ("rows", "cross_entropy"): False, ("rows", "cross_entropy_backward"): False}
+                      ("rows", "cross_entropy"): False, ("rows", "cross_entropy_backward"): False,
+                      ("gemm", "float32"): False}
 
 
 def _played_pool(tmp_path, monkeypatch):

@@ -1,29 +1,153 @@
 """The CPU backend's implementations of the matrix products (ops/linalg.py's MATMUL,
-MATMUL_NT, MATMUL_TN): each product through `coreshare.matmul`'s route (BLAS's threads
-by the cores the process may use, the hand-written kernels of gemm/ for the shapes BLAS
-runs slowly), and for an eager plan's signature the route its shapes decide, chosen once
-(`matmul_call`)."""
+MATMUL_NT, MATMUL_TN): each product runs as the measured choice for its key
+(compiler/cpu/gemm/choice.py) makes it, on the GEMM template (template.py) or on numpy's
+BLAS with the thread policy's count (coreshare.blas_product); `product` takes an epilogue
+(bias, residual, ReLU) too, which the template applies as it stores and BLAS's side after.
+For an eager plan's signature the call is chosen once (`matmul_call`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ....ops.linalg import matmul_rows
 from ..runtime import coreshare
+from . import choice, template
 
-__all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call"]
+__all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "product",
+           "plan_matmul", "TEMPLATE_MIN_MNK"]
+
+# Products below this many multiply-adds always run on BLAS (no choice is asked for): the
+# template's launch (a numba call and its threads' wake-up, 8-35 us) costs more than such a
+# product takes (a 64x64x64 float32 product: 9 us on one BLAS thread).
+TEMPLATE_MIN_MNK = coreshare.TINY_GEMM_MNK
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def product(a, b, bias=None, residual=None, act=None):
+    """``act(a @ b + bias + residual)`` for a (..., m, k) and b (k, n) or (..., k, n) of the
+    same batch: `matmul` where there is no epilogue; else the template's configuration
+    where the choice for its key is one and its kernel is loaded (the epilogue applied as
+    it stores), BLAS and the epilogue after it otherwise. An N-d `a` times a 2-D `b` is one
+    product over a's flattened leading dims (ops/linalg.py `matmul_rows`)."""
+    if bias is None and residual is None and act is None:
+        return matmul(a, b)
+    if a.ndim > 2 and b.ndim == 2:
+        lead = a.shape[:-1]
+        r = None if residual is None else np.broadcast_to(residual, lead + (b.shape[-1],)).reshape(-1, b.shape[-1])
+        return product(a.reshape(-1, a.shape[-1]), b, bias, r, act).reshape(lead + (b.shape[-1],))
+    if _eligible(a, b):
+        c = choice.choose(choice.key_for(a, b, coreshare.core_share.cpus))
+        if c is not choice.BLAS:
+            fn = template.kernel_for(a.dtype.name, c).get()
+            if fn is not None:
+                threads = coreshare.adapt() or coreshare.core_share.cpus
+                out = template.run(fn, c, a, b, bias=bias, residual=residual, act=act, threads=threads)
+                if out is not None:
+                    return out
+    out = blas_matmul(a, b)
+    if bias is not None:
+        out += bias
+    if residual is not None:
+        out += residual
+    if act == "relu":
+        np.maximum(out, 0, out=out)
+    return out
 
 
 def blas_matmul(a, b):
     # on the BLAS threads the machine can give now, as compiled plans call it. With
     # another process on one of 2 cores, a 2-thread GEMM waits for the thread stuck behind
     # it: the eager LSTM LM step took 5-14 s on 2 BLAS threads against 1.3 s on one.
-    return coreshare.matmul(a, b, blas_only=True)
+    # (coreshare.matmul: BLAS on the policy's threads, and the few-row, thin and two-core
+    # kernels it still routes to until the template's choice covers their shapes)
+    return coreshare.matmul(a, b, True)   # (blas_only)
+
+
+def _eligible(a, b) -> bool:
+    """Whether the choice may run ``a @ b`` on the template: float32/64 operands of one
+    dtype, batch dims equal or b's absent, enough multiply-adds to pay for a launch."""
+    return (a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype and a.dtype in _FLOATS
+            and (b.ndim == 2 or a.shape[:-2] == b.shape[:-2])
+            and a.shape[-2] * a.shape[-1] * b.shape[-1] >= TEMPLATE_MIN_MNK)
+
+
+def _launcher(cfg, dtype: str, fallback):
+    """The call that runs products on the template's configuration `cfg`: `fallback` while
+    its kernel is not loaded or the operands' layout does not fit."""
+    kern = template.kernel_for(dtype, cfg)
+    run = template.run
+    cpus = coreshare.core_share.cpus
+
+    def call(a, b):
+        fn = kern.fn
+        if fn is not None:
+            out = run(fn, cfg, a, b, threads=coreshare.adapt() or cpus)
+            if out is not None:
+                return out
+        else:
+            kern.get()
+        return fallback(a, b)
+    return call
+
+
+def _site(routed, install):
+    """The first call of a call site whose products the choice decides: it binds the site
+    to its key (chosen from the operands of that call: their layout too) and installs the
+    call for it, `routed` (the BLAS side) or the template's launch; a later measurement of
+    the key installs again (choice.bind). Operands the template does not take install
+    `routed` for good."""
+    def first(a, b):
+        if not _eligible(a, b):
+            install(routed)
+            return routed(a, b)
+        key = choice.key_for(a, b, coreshare.core_share.cpus)
+
+        def put(c):
+            f = routed if c is choice.BLAS else _launcher(c, key.dtype, routed)
+            install(f)
+            return f
+        return choice.bind(key, put)(a, b)
+    return first
+
+
+# Calls of the implementation (`matmul`), by the operands' shapes, strides and dtypes: a
+# one-element list holding the call the site installed. Bounded: a program of changing
+# shapes starts over past `_CALLS_MAX` of them.
+_calls: dict = {}
+_CALLS_MAX = 4096
 
 
 def matmul(a, b):
-    if a.ndim > 2 and b.ndim == 2:
-        return matmul_rows(blas_matmul, a, b)
-    return blas_matmul(a, b)
+    """``a @ b`` as the choice decides it (products of N-d a and 2-D b: one product over a's
+    flattened leading dims, ops/linalg.py `matmul_rows`): one dict lookup a call."""
+    sig = (a.shape, b.shape, a.strides, b.strides, a.dtype, b.dtype)
+    cell = _calls.get(sig)
+    if cell is None:
+        if len(_calls) >= _CALLS_MAX:
+            _calls.clear()
+        cell = _calls[sig] = [None]
+        if a.ndim > 2 and b.ndim == 2:
+            cell[0] = _rows
+        else:
+            cell[0] = _site(blas_matmul, lambda f: cell.__setitem__(0, f))
+    return cell[0](a, b)
+
+
+def forget() -> None:
+    """Drop the calls `matmul` installed (with choice.forget: tests)."""
+    _calls.clear()
+
+
+def _rows(a, b):
+    return matmul_rows(matmul, a, b)
+
+
+def plan_matmul(routed):
+    """The callable a compiled plan's 2-D product of static shapes starts with (`_site`):
+    ``install(f)`` puts `f` in the plan's namespace under the product's name, so the plan
+    calls the chosen callable itself (backends' `matmul_for`)."""
+    def make(install):
+        return _site(routed, install)
+    return make
 
 
 def _swap(x):
@@ -38,47 +162,56 @@ def matmul_tn(a, b):
     return matmul(_swap(a), b)
 
 
+def _cell_call(routed, swap: int):
+    """An eager plan's call for one signature: the site's installed call through a cell
+    (the plan holds this function), of a @ b, a @ b.T (`swap` 2) or a.T @ b (1)."""
+    cell = [None]
+    cell[0] = _site(routed, lambda f: cell.__setitem__(0, f))
+    if swap == 2:
+        def call(a, b):
+            return cell[0](a, b.T)
+    elif swap == 1:
+        def call(a, b):
+            return cell[0](a.T, b)
+    else:
+        def call(a, b):
+            return cell[0](a, b)
+    return call
+
+
 def matmul_call(shapes, dtype, params):
     """An eager plan's call for one signature (ops/impls.py `specialize`): a product below
-    coreshare's TINY_GEMM_MNK is numpy's matmul itself (coreshare.matmul leaves BLAS's
-    threads alone for it: the small products of an eager step skip two Python frames),
-    a larger 2-D one `blas_matmul`; batches of N-d by 2-D run `matmul` (one GEMM over the
+    `TEMPLATE_MIN_MNK` is numpy's matmul itself (BLAS keeps it on one thread; the small
+    products of an eager step skip two Python frames), a larger one the choice's call site
+    (`_cell_call`); batches of N-d by 2-D run the implementation (one GEMM over the
     flattened leading dims)."""
     sa, sb = shapes
     if len(sa) > 2 and len(sb) == 2:
         return None
-    if sa[-2] * sa[-1] * sb[-1] < coreshare.TINY_GEMM_MNK:
+    if sa[-2] * sa[-1] * sb[-1] < TEMPLATE_MIN_MNK:
         return np.matmul
-    return blas_matmul
+    return _cell_call(blas_matmul, 0)
 
 
 def _nt_small(a, b):
     return np.matmul(a, b.T)
 
 
-def _nt_blas(a, b):
-    return coreshare.matmul(a, b.T, blas_only=True)
-
-
 def _tn_small(a, b):
     return np.matmul(a.T, b)
 
 
-def _tn_blas(a, b):
-    return coreshare.matmul(a.T, b, blas_only=True)
-
-
-def _transposed_call(small, blas, swap_a):
+def _transposed_call(small, swap):
     """The plan call of a transposed-operand record, 2-D operands: `matmul_call`'s choice
     for the product it computes (m, k, n of a @ b.T or a.T @ b, not of the stored operands)."""
     def call(shapes, dtype, params):
         sa, sb = shapes
         if len(sa) != 2 or len(sb) != 2:
             return None   # batches: the implementation
-        product = ((sa[1], sa[0]), sb) if swap_a else (sa, (sb[1], sb[0]))
-        return small if matmul_call(product, dtype, params) is np.matmul else blas
+        product = ((sa[1], sa[0]), sb) if swap == 1 else (sa, (sb[1], sb[0]))
+        return small if matmul_call(product, dtype, params) is np.matmul else _cell_call(blas_matmul, swap)
     return call
 
 
-nt_call = _transposed_call(_nt_small, _nt_blas, False)
-tn_call = _transposed_call(_tn_small, _tn_blas, True)
+nt_call = _transposed_call(_nt_small, 2)
+tn_call = _transposed_call(_tn_small, 1)

@@ -420,6 +420,32 @@ def _set_one(m: int, k: int, n: int) -> bool:
     return _one_thread(m, k, n) and m * k * n >= TINY_GEMM_MNK
 
 
+def blas_product(a, b, threads: int | None = None):
+    """``numpy.matmul(a, b)`` on BLAS's threads: `threads` of them (at most the count BLAS
+    started with) where given, else the policy's (`adapt_blas`, one for a small product).
+    The BLAS side of the GEMM choice (compiler/cpu/gemm/choice.py)."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if threads is None:
+        if m * k * n < TINY_GEMM_MNK:
+            return np.matmul(a, b)
+        adapt_blas()
+        if not _set_one(m, k, n):
+            return np.matmul(a, b)
+        threads = 1
+    global _blas
+    if _blas is None:
+        from ....threads import blas_threads, set_blas_threads
+        _blas = _Setting(blas_threads, set_blas_threads)
+    before = _blas.get()
+    if before is None or before == threads:
+        return np.matmul(a, b)
+    _blas.put(max(1, min(threads, _blas.ceiling or before)))
+    try:
+        return np.matmul(a, b)
+    finally:
+        _blas.put(before)
+
+
 def matmul(a, b, blas_only: bool = False):
     """``numpy.matmul(a, b)`` on the BLAS threads `adapt` and `blas_threads_for` choose: the
     call a compiled plan makes for each product (a GEMM is split like a kernel, and waits
@@ -685,7 +711,9 @@ def load_gemm_kernels(dtype: str = "float32") -> bool:
     from ..gemm import halves
     from ..gemm import rows_gemm
     from ..gemm import skinny_gemm
-    return all([module.module_kernel(dtype).load_now() for module in (rows_gemm, halves, skinny_gemm)])
+    from ..gemm import template
+    loaded = [template.kernel_for(dtype, c).load_now() for c in template.CONFIGS]
+    return all([module.module_kernel(dtype).load_now() for module in (rows_gemm, halves, skinny_gemm)] + loaded)
 
 
 # Products of m*k*n from which a batch of them stays on BLAS's own threads (each product

@@ -1,0 +1,168 @@
+"""compiler/cpu/gemm/choice.py: the measured choice between the template and BLAS, its
+default before a measurement, and its store (kept across a restart, ignored when stale or
+damaged)."""
+import json
+
+import numpy as np
+import pytest
+
+from tracejit.compiler.cpu.gemm import choice, products, template
+
+pytest.importorskip("numba", reason="the template is numba code")
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A cache of its own, sync mode, no process choices."""
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    choice.forget()
+    products.forget()
+    yield tmp_path
+    choice.forget()
+    products.forget()
+
+
+KEY = choice.Key(64, 100, 1000, "float32", "nn", False, 2)
+
+
+def test_key_names_the_layout():
+    a = np.ones((64, 1000), np.float32)
+    w = np.ones((100, 1000), np.float32)
+    assert choice.key_for(a, w.T, 2) == choice.Key(64, 100, 1000, "float32", "nt", False, 2)
+    assert choice.key_for(a.T.copy().T, w.T, 1).layout == "tt"   # a read along its columns too
+    assert choice.key_for(np.ones((3, 64, 1000)), np.ones((3, 1000, 5)), 4).batched
+
+
+def test_blas_until_measured_and_no_store_from_an_incomplete_measurement(store, monkeypatch):
+    """Sync mode never compiles a configuration in the call: with none on disk the choice is
+    BLAS for the process and nothing is stored (a later process with the kernels measures)."""
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: None,
+                                                                             "load_now": lambda self: False})())
+    assert choice.choose(KEY) == choice.BLAS
+    assert choice.settle() == 1 and choice.choose(KEY) == choice.BLAS
+    assert choice.store_path() is not None and not choice.store_path().exists()
+
+
+def test_the_choice_survives_a_restart(store, monkeypatch):
+    cfg = template.CONFIGS[2]
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.02: 0.5 if _is(fn, cfg) else 1.0)
+    monkeypatch.setattr(template, "run", lambda fn, c, a, b, **kw: a @ b)
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: c})())
+    got = choice.measure(KEY)
+    assert got == cfg
+    data = json.loads(choice.store_path().read_text())
+    assert data["choices"][KEY.text()]["choice"] == list(cfg)
+    choice.forget()                                          # a new process
+    monkeypatch.setattr(choice, "measure", lambda key, configs=None: pytest.fail("measured again"))
+    assert choice.choose(KEY) == cfg
+
+
+def _is(fn, cfg):
+    # the timed lambda closes over the configuration's loaded kernel (here: the Config)
+    cells = [c.cell_contents for c in (fn.__closure__ or ())]
+    return any(x is cfg for x in cells)
+
+
+def test_a_stale_or_damaged_store_is_ignored(store, monkeypatch):
+    cfg = template.CONFIGS[1]
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.02: 0.5 if _is(fn, cfg) else 1.0)
+    monkeypatch.setattr(template, "run", lambda fn, c, a, b, **kw: a @ b)
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: c})())
+    assert choice.measure(KEY) == cfg
+    path = choice.store_path()
+    measured = []
+    # damaged: a value changed without its hash
+    data = json.loads(path.read_text())
+    data["choices"][KEY.text()]["choice"] = "blas"
+    path.write_text(json.dumps(data))
+    choice.forget()
+    monkeypatch.setattr(choice, "measure", lambda key, configs=None: measured.append(key) or choice.BLAS)
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"load_now": lambda self: True})())
+    assert choice.choose(KEY) == choice.BLAS and choice.settle() == 1 and measured == [KEY]
+    # stale: another template, BLAS or CPU gives another stamp, whose file is not there
+    choice.forget()
+    monkeypatch.setattr(choice, "_stamp", lambda: "another")
+    assert choice.store_path().name == "another.json"
+    assert choice.choose(KEY) == choice.BLAS and choice.settle() == 1 and measured == [KEY, KEY]
+
+
+def test_a_measurement_keeps_the_fastest_and_checks_values(store, monkeypatch):
+    """A configuration whose result is wrong is never chosen, however fast."""
+    wrong = template.CONFIGS[0]
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.02: 0.1 if _is(fn, wrong) else 1.0)
+    monkeypatch.setattr(template, "run", lambda fn, c, a, b, **kw: (a @ b) + (1 if c == wrong else 0))
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: c})())
+    assert choice.measure(KEY) == choice.BLAS
+
+
+def test_switch_off_keeps_blas(store, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_GEMM_CHOICE", "0")
+    monkeypatch.setattr(choice, "measure", lambda key, configs=None: pytest.fail("measured"))
+    assert choice.choose(KEY) == choice.BLAS
+
+
+def test_product_runs_the_chosen_configuration_with_its_epilogue(store, monkeypatch):
+    """products.product: the chosen, loaded configuration; BLAS and the epilogue after it
+    where the choice is BLAS; the same values either way."""
+    from tracejit.compiler import diskcache
+    cfg = template.CONFIGS[0]
+    fn = diskcache.load_module(template.source("float64", cfg), name_hint="test_gemm").kernel
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((70, 300)), rng.standard_normal((300, 90))
+    bias, res = rng.standard_normal(90), rng.standard_normal((70, 90))
+    want = np.maximum(a @ b + bias + res, 0)
+    ran = []
+    monkeypatch.setattr(choice, "choose", lambda key: cfg)
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: fn, "fn": staticmethod(fn)})())
+    real = template.run
+    monkeypatch.setattr(template, "run", lambda *a, **k: ran.append(1) or real(*a, **k))
+    np.testing.assert_allclose(products.product(a, b, bias, res, "relu"), want, rtol=1e-12, atol=1e-12)
+    assert ran == [1]
+    np.testing.assert_allclose(products.product(a.reshape(2, 35, 300), b), (a @ b).reshape(2, 35, 90),
+                               rtol=1e-12, atol=1e-12)
+    monkeypatch.setattr(choice, "choose", lambda key: choice.BLAS)
+    np.testing.assert_allclose(products.product(a, b, bias, res, "relu"), want, rtol=1e-12, atol=1e-12)
+    assert ran == [1, 1]
+
+
+def test_a_call_site_binds_once_and_takes_the_measured_choice(store, monkeypatch):
+    """A plan's product binds its key at its first call and installs the BLAS side; the
+    measurement of that key installs the chosen configuration's launch in its place."""
+    cfg = template.CONFIGS[3]
+    ran = []
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.005: 0.5 if _is(fn, cfg) else 1.0)
+    monkeypatch.setattr(template, "run", lambda fn, c, a, b, **kw: ran.append(c) or a @ b)
+    monkeypatch.setattr(template, "kernel_for",
+                        lambda d, c: type("K", (), {"get": lambda self: c, "fn": c})())
+    routed_calls = []
+
+    def routed(a, b):
+        routed_calls.append(1)
+        return a @ b
+    installed = []
+    first = products.plan_matmul(routed)(installed.append)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 1000)).astype(np.float32)
+    b = rng.standard_normal((1000, 100)).astype(np.float32)
+    np.testing.assert_allclose(first(a, b), a @ b, rtol=1e-5)
+    assert installed == [routed] and routed_calls == [1] and ran == []
+    key = choice.key_for(a, b, products.coreshare.core_share.cpus)
+    assert key in choice._pending                      # waiting for its measurement
+    assert choice.measure(key) == cfg
+    assert len(installed) == 2 and installed[-1] is not routed
+    ran.clear()
+    np.testing.assert_allclose(installed[-1](a, b), a @ b, rtol=1e-5)
+    assert ran == [cfg] and routed_calls == [1]
+    # a site of that key bound after the measurement starts on the configuration
+    again = []
+    products.plan_matmul(routed)(again.append)(a, b)
+    assert len(again) == 1 and again[0] is not routed and ran == [cfg, cfg]
+
+
+def test_a_margin_keeps_blas_for_a_near_tie(store, monkeypatch):
+    cfg = template.CONFIGS[0]
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.005: 0.95 if _is(fn, cfg) else 1.0)
+    monkeypatch.setattr(template, "run", lambda fn, c, a, b, **kw: a @ b)
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: c})())
+    assert 0.95 > choice.MARGIN and choice.measure(KEY) == choice.BLAS

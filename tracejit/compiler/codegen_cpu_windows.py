@@ -1,0 +1,188 @@
+"""The numba CPU renderer of a windows nest (loopnest.Window, windows.py), and the loop body
+both backends share.
+
+Two loop forms over an (N, C, H, W) iteration space, the geometry (kernel, stride,
+padding, dilation) written into the source as constants, the sizes arguments:
+
+- *window fold* (a pooling forward): for each output (n, c, oy, ox), for each window
+  position (ky, kx): the group's steps at input position (oy*sh - ph + ky*dh, ox*sw - pw
+  + kx*dw), then the fold: max (a strict ``>``, so the first of equal maxima wins, its
+  offset ``ky*kw + kx`` recorded; a NaN makes the output NaN and records the first NaN's
+  offset; a padding position is -inf) or a sum (padding is 0) times ``1/(kh*kw)``;
+- *window gather* (a pooling backward): for each input position, for each window
+  position that puts it in a window ``(oy, ox)`` (``i2 + ph - ky*dh`` a multiple of the
+  stride, inside the output): the window's gradient where its record's offset is that
+  position (max) or the gradient over ``kh*kw`` (average), summed in order; the
+  steps then run on it per element.
+
+The window loops have constant trip counts (LLVM unrolls them); positions outside the
+input are clamped for the loads and masked by a select, so the body has no branch. The
+results are the numpy forms' bit for bit (ops/pooling_prim.py, ops/pool_offsets.py): the
+same order of additions, the same first-maximum and NaN rules. The CPU kernel runs the
+(n, c) planes in parallel over the threads the runtime gives numba; its serial twin is
+the same loop with ``range``.
+"""
+from __future__ import annotations
+
+from .emitter import render_steps
+from .loopnest import LoopNest
+
+__all__ = ["render_windows", "window_body", "pooled_sizes"]
+
+IND = "    "
+
+
+def _index(op, names=("i0", "i1", "i2", "i3")) -> str:
+    return ", ".join("0" if d is None else names[d] for d in op.index) or "0"
+
+
+def _clamp(v: str, size: str) -> str:
+    """`v` clamped into [0, size): selects (numba-CUDA's min/max builtins need a device
+    context to compile)."""
+    return f"({v} if {v} < {size} else {size} - 1) if {v} > 0 else 0"
+
+
+def pooled_sizes(nest: LoopNest, ind: str) -> list:
+    """Lines computing the pooled ``oh``, ``ow`` from the input's ``d2``, ``d3``."""
+    w = nest.window
+    return [f"{ind}o{a} = (d{2 + j} + {2 * w.padding[j]} - {w.dilation[j] * (w.kernel[j] - 1)} - 1) // {w.stride[j]} + 1"
+            for j, a in enumerate("hw")]
+
+
+def window_body(nest: LoopNest, step_lines: list, em, ind: str) -> list:
+    """The body for one output (fold: ``i0, i1, oy, ox`` set) or one input element
+    (gather: ``i0..i3`` set), in the statements both numba backends compile; `em`
+    types the constants."""
+    w = nest.window
+    dt = w.dtype
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = w.kernel, w.stride, w.padding, w.dilation
+    c = lambda v: em.const(v, dt)          # noqa: E731
+    out, I1, I2 = [], ind + IND, ind + IND * 2
+    add = out.append
+    if w.gather:
+        return _gather(nest, step_lines, c, em._type(dt), ind)
+    pad = bool(ph or pw)
+    count = kh * kw
+    if w.kind == "avg":
+        add(f"{ind}acc = {c(-0.0)}")       # -0.0 + v is v, bit for bit (numpy's copy of the first)
+    else:
+        add(f"{ind}m = {c(float('-inf'))}")
+        add(f"{ind}q = {c(count)}")
+        if w.kind == "max_record":
+            add(f"{ind}a = {c(0)}")
+    add(f"{ind}for ky in range({kh}):")
+    add(f"{I1}yy = oy * {sh} + ky * {dh} - {ph}")
+    if pad:
+        add(f"{I1}iny = (yy >= 0) & (yy < d2)")
+        add(f"{I1}i2 = {_clamp('yy', 'd2')}")
+    else:
+        add(f"{I1}i2 = yy")
+    add(f"{I1}for kx in range({kw}):")
+    add(f"{I2}xx = ox * {sw} + kx * {dw} - {pw}")
+    if pad:
+        add(f"{I2}i3 = {_clamp('xx', 'd3')}")
+    else:
+        add(f"{I2}i3 = xx")
+    out += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
+    out += [I2 + ln for ln in step_lines]
+    fill = c(0) if w.kind == "avg" else c(float("-inf"))
+    if pad:
+        add(f"{I2}e = {w.value} if iny & (xx >= 0) & (xx < d3) else {fill}")
+    else:
+        add(f"{I2}e = {w.value}")
+    if w.kind == "avg":
+        add(f"{I2}acc = acc + e")
+        add(f"{ind}w = acc * {c(1.0 / count)}")
+        add(f"{ind}{nest.outputs[0].array}[i0, i1, oy, ox] = w")
+        return out
+    k = f"{em._type(dt)}(ky * {kw} + kx)"
+    add(f"{I2}hit = e > m")
+    add(f"{I2}m = e if hit else m")
+    if w.kind == "max_record":
+        add(f"{I2}a = {k} if hit else a")
+    add(f"{I2}q = {k} if (e != e) & (q == {c(count)}) else q")   # the first NaN's offset
+    add(f"{ind}nan = q < {c(count)}")
+    o = nest.outputs[0].array
+    if w.kind == "max_record":
+        add(f"{ind}{o}[0, i0, i1, oy, ox] = {c(float('nan'))} if nan else m")
+        add(f"{ind}{o}[1, i0, i1, oy, ox] = q if nan else a")
+    else:
+        add(f"{ind}{o}[i0, i1, oy, ox] = {c(float('nan'))} if nan else m")
+    return out
+
+
+def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str) -> list:
+    w = nest.window
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = w.kernel, w.stride, w.padding, w.dilation
+    g = nest.operands[w.grad].array
+    out = [f"{ind}acc = {c(0)}"]          # +0.0: a -0.0 gradient lands as +0.0, as numpy's
+    inner = ind
+    for j, (i, o, p, d, s, k) in enumerate((("i2", "oy", ph, dh, sh, "ky"), ("i3", "ox", pw, dw, sw, "kx"))):
+        n_out = f"o{'hw'[j]}"
+        size = (kh, kw)[j]
+        if (size - 1) * d + 1 <= s:
+            # windows apart along this dim (pooling's usual stride = kernel): a position is
+            # in one window at most, found by a division, not a loop over the window
+            out += [f"{inner}t{j} = {i} + {p}", f"{inner}{o} = t{j} // {s}",
+                    f"{inner}{k} = (t{j} - {o} * {s}) // {d}",
+                    f"{inner}ok{j} = (t{j} - {o} * {s} == {k} * {d}) & ({k} < {size}) & ({o} < {n_out})",
+                    f"{inner}{o}c = {o} if {o} < {n_out} else {n_out} - 1"]
+            continue
+        # the max's gradients add in window order (the CPU's registered scatter's), the
+        # average's in offset order (its numpy form's): the same sums, bit for bit. (A loop
+        # over just the windows holding the position, lo..hi, ran 1.6x slower: its trip
+        # count is not a constant LLVM unrolls.)
+        order = f"range({size - 1}, -1, -1)" if w.kind == "scatter" else f"range({size})"
+        out += [f"{inner}for {k} in {order}:",
+                f"{inner}{IND}t{j} = {i} + {p} - {k} * {d}",
+                f"{inner}{IND}{o} = t{j} // {s}",
+                f"{inner}{IND}ok{j} = (t{j} >= 0) & ({o} * {s} == t{j}) & ({o} < {n_out})",
+                f"{inner}{IND}{o}c = {_clamp(o, n_out)}"]
+        inner += IND
+    I2 = inner
+    at = "i0, i1, oyc, oxc"
+    if w.kind == "scatter":
+        rec = nest.operands[w.record].array
+        out.append(f"{I2}hit = ok0 & ok1 & ({rec}[1, {at}] == {tname}(ky * {kw} + kx))")
+        out.append(f"{I2}acc = acc + ({g}[{at}] if hit else {c(0)})")
+    else:
+        out.append(f"{I2}acc = acc + ({g}[{at}] * {c(1.0 / (kh * kw))} if ok0 & ok1 else {c(0)})")
+    out.append(f"{ind}w = acc")
+    skip = {w.grad, w.record}
+    out += [f"{ind}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands
+            if op.layout != "scalar" and op.k not in skip]
+    out += [ind + ln for ln in step_lines]
+    out += [f"{ind}{o.array}[i0, i1, i2, i3] = {o.value}" for o in nest.outputs]
+    return out
+
+
+def render_windows(nest: LoopNest, parallel: bool):
+    from .codegen_cpu import CpuEmitter, KernelSpec, _arr_type
+
+    w = nest.window
+    lines, emitters = render_steps(nest, CpuEmitter)
+    imports = set().union(*(em.imports for em in emitters))
+    em = CpuEmitter(w.dtype)
+    loop = "prange" if parallel else "range"
+    body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
+    body += pooled_sizes(nest, IND)
+    body += [f"{IND}for plane in {loop}(d0 * d1):", f"{IND * 2}i0 = plane // d1", f"{IND * 2}i1 = plane - i0 * d1"]
+    outer, inner = ("i2", "i3") if w.gather else ("oy", "ox")
+    size = ("d2", "d3") if w.gather else ("oh", "ow")
+    body += [f"{IND * 2}for {outer} in range({size[0]}):", f"{IND * 3}for {inner} in range({size[1]}):"]
+    body += window_body(nest, lines, em, IND * 4)
+    sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.contiguous, readonly=True)
+                for op in nest.operands]
+    sig_args += [_arr_type(o.dtype, len(o.var.aval.shape), True) for o in nest.outputs]
+    sig_args += ["int64"] * len(nest.sizes)
+    sig = f"void({', '.join(sig_args)})"
+    header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy')",
+              f"def {nest.name}({', '.join(nest.arguments())}):",
+              f'    """fused group: {nest.ops} ({"gather" if w.gather else "fold"} over windows)"""']
+    src = ["# generated by tracejit (CPU backend); sizes are arguments, never constants",
+           "import math", "import numpy as np",
+           "from numba import njit, prange" if parallel else "from numba import njit"]
+    if imports:
+        src.append(f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}")
+    src += ["", ""] + header + body
+    return KernelSpec("\n".join(src) + "\n", nest, parallel, "windows", ())

@@ -1,0 +1,49 @@
+"""The numba CUDA renderer of a windows nest (loopnest.Window): a thread per output or input element.
+
+A grid-stride loop over the fold's outputs (a pooling forward: N*C*OH*OW) or the
+gather's input elements (a backward: N*C*H*W), adjacent threads on adjacent elements of
+the last dim (coalesced loads and stores); each runs the loop body the CPU renderer
+runs (codegen_cpu_windows.window_body: the window loops, the steps fused in front or
+behind, the same first-maximum, NaN and order-of-addition rules). No shared memory: a
+window is a few positions, folded in registers. The calling convention is the nest's
+(inputs, outputs, then d0..d3: the input's sizes); the launcher (cuda_launch.CudaKernel,
+mode "nd") gives enough blocks for the N*C*H*W elements, which covers both loops.
+"""
+from __future__ import annotations
+
+from .codegen_cpu_windows import pooled_sizes, window_body
+from .codegen_cuda_rows import kernel_spec
+from .emitter import render_steps
+from .loopnest import LoopNest
+
+__all__ = ["render_windows"]
+
+IND = "    "
+
+
+def render_windows(nest: LoopNest, block: int):
+    from .codegen_cuda import CudaEmitter, _arr_type
+
+    w = nest.window
+    lines, emitters = render_steps(nest, CudaEmitter)
+    used_types = set().union(*(em.types for em in emitters))
+    functions = set().union(*(em.functions for em in emitters))
+    em = CudaEmitter(w.dtype)
+    sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.layout != "nd") for op in nest.operands]
+    sig_args += [_arr_type(o.dtype, len(o.var.aval.shape), True) for o in nest.outputs]
+    sig_args += ["int64"] * len(nest.sizes)
+    sig = f"void({', '.join(sig_args)})"
+    body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
+    body += pooled_sizes(nest, IND)
+    inner, outer = ("i3", "i2") if w.gather else ("ox", "oy")
+    size = ("d3", "d2") if w.gather else ("ow", "oh")
+    I2 = IND * 2
+    body += [f"{IND}total = d0 * d1 * {size[1]} * {size[0]}",
+             f"{IND}for idx in range(cuda.grid(1), total, cuda.gridsize(1)):",
+             f"{I2}{inner} = idx % {size[0]}", f"{I2}r = idx // {size[0]}",
+             f"{I2}{outer} = r % {size[1]}", f"{I2}r = r // {size[1]}",
+             f"{I2}i1 = r % d1", f"{I2}i0 = r // d1"]
+    body += window_body(nest, lines, em, I2)
+    used_types |= em.types
+    return kernel_spec(nest, sig, nest.arguments(), f"{'gather' if w.gather else 'fold'} over windows",
+                       body, used_types, functions, "nd", block)

@@ -1,0 +1,327 @@
+"""The measured choice between the GEMM template's configurations and the BLAS call.
+
+Per product key (m, n, k, dtype, layout of the operands, batched or not, threads) the
+chooser times numpy's BLAS product (OpenBLAS, or MKL where numpy links it) and each
+configuration of compiler/cpu/gemm/template.py on operands of that shape, once, in turns
+over several rounds (`_race`), and keeps the fastest, a configuration only where it takes
+under `MARGIN` of BLAS's time. Until a key is measured, the fixed default is the BLAS call: it is always
+there, needs no compile, and is within a small factor of the best on every shape; the
+template only runs where a measurement showed it faster (on this machine: few-row and
+thin-depth products, where BLAS's packing of both operands costs more than the product).
+
+When the measurement runs: in a background thread once the configurations' kernels are
+loaded (compiled by the compile workers) and a core is spare, so the caller keeps running
+BLAS meanwhile; in sync mode (``TRACEJIT_COMPILE=sync``: tests, benchmarks) only when
+`settle` is called (the bench's set-up), never inside a product's call. A call site (a
+compiled plan's product, an eager plan's signature) binds its key once (`bind`) and is
+given the chosen callable again when the measurement lands.
+``TRACEJIT_GEMM_CHOICE=0`` keeps every product on BLAS.
+
+Where it is kept: a JSON file in the disk cache's root (compiler/diskcache.py
+`cache_dir`), named by a stamp over the versions the kernel cache keys on (tracejit, numba,
+llvmlite, python, the CPU), the template's source, numpy's BLAS and the measurement's
+rules, and holding a sha256 of
+its own content. A file of another stamp is never read (a new template, BLAS or CPU
+measures again); one whose hash does not match is ignored and written anew.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from .... import envflags
+from . import template
+
+__all__ = ["Key", "BLAS", "key_for", "choose", "bind", "measure", "settle", "store_path", "forget"]
+
+BLAS = "blas"
+
+
+class Key(NamedTuple):
+    """What a choice is made for."""
+    m: int
+    n: int
+    k: int
+    dtype: str
+    layout: str      # "nn", "nt", "tn", "tt": whether a, b are read along their columns
+    batched: bool
+    threads: int
+
+    def text(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}:{self.dtype}:{self.layout}:{int(self.batched)}:{self.threads}"
+
+
+def key_for(a: np.ndarray, b: np.ndarray, threads: int) -> Key:
+    """The key of ``a @ b`` on `threads` threads."""
+    ta = "t" if a.strides[-1] != a.itemsize and a.shape[-1] > 1 else "n"
+    tb = "t" if b.strides[-1] != b.itemsize and b.shape[-1] > 1 else "n"
+    return Key(a.shape[-2], b.shape[-1], a.shape[-1], a.dtype.name, ta + tb, a.ndim > 2, threads)
+
+
+# choices in this process: Key -> BLAS or a template.Config
+_choices: dict = {}
+_loaded = False
+_lock = threading.Lock()
+_pending: set = set()      # keys a background measurement is due for
+_watchers: dict = {}       # pending Key -> [install(choice)] of the call sites bound to it
+
+
+def enabled() -> bool:
+    return envflags.enabled("TRACEJIT_GEMM_CHOICE")
+
+
+def _stamp() -> str:
+    from ... import buildfacts
+    from .... import threads as _threads
+    blas = sorted(os.path.basename(p) for p in _threads._mapped_libraries()
+                  if "blas" in os.path.basename(p).lower() or "mkl" in os.path.basename(p).lower())
+    h = hashlib.sha256(json.dumps([buildfacts.versions(), np.__version__, blas, ROUNDS, MARGIN,
+                                   [template.source(d, c) for d in ("float32", "float64")
+                                    for c in template.CONFIGS[:1]]], sort_keys=True).encode())
+    return h.hexdigest()[:24]
+
+
+def store_path():
+    """The file choices are kept in, or None where the disk cache is off."""
+    from ... import diskcache
+    root = diskcache.cache_dir()
+    if root is None:
+        return None
+    return root / "gemm-choices" / f"{_stamp()}.json"
+
+
+def _decode(value):
+    if value == BLAS:
+        return BLAS
+    if isinstance(value, list) and len(value) == 4:
+        return template.Config(int(value[0]), int(value[1]), bool(value[2]), int(value[3]))
+    raise ValueError(value)
+
+
+def _load() -> None:
+    """Read the store once per process (a missing, stale or damaged file: no choices)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    path = store_path()
+    if path is None or not path.exists():
+        return
+    try:
+        data = json.loads(path.read_text())
+        body = json.dumps(data["choices"], sort_keys=True)
+        if data.get("sha256") != hashlib.sha256(body.encode()).hexdigest():
+            return
+        for text, value in data["choices"].items():
+            m, n, k, dt, lay, bat, thr = text.replace("x", ":", 2).split(":")
+            _choices.setdefault(Key(int(m), int(n), int(k), dt, lay, bool(int(bat)), int(thr)),
+                                _decode(value["choice"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return
+
+
+def _save(key: Key, choice, times: dict) -> None:
+    """Add one measured choice to the store (merged with what other processes wrote)."""
+    path = store_path()
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        choices = {}
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+                body = json.dumps(data["choices"], sort_keys=True)
+                if data.get("sha256") == hashlib.sha256(body.encode()).hexdigest():
+                    choices = data["choices"]
+            except (ValueError, KeyError, TypeError):
+                choices = {}
+        choices[key.text()] = {"choice": BLAS if choice == BLAS else list(choice),
+                               "us": {k: round(v * 1e6, 2) for k, v in times.items()}}
+        body = json.dumps(choices, sort_keys=True)
+        text = json.dumps({"stamp": path.stem, "choices": choices,
+                           "sha256": hashlib.sha256(body.encode()).hexdigest()}, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        return
+
+
+def forget() -> None:
+    """Drop this process's choices (the store is read again at the next choice): tests."""
+    global _loaded
+    with _lock:
+        _choices.clear()
+        _pending.clear()
+        _watchers.clear()
+        _loaded = False
+
+
+def _sync_mode() -> bool:
+    return envflags.value("TRACEJIT_COMPILE").strip().lower() == "sync"
+
+
+def choose(key: Key):
+    """BLAS or the template configuration to run products of `key` with: the measured
+    choice, else BLAS (and the key waits for its measurement: in the background, or in
+    sync mode for `settle`)."""
+    got = _choices.get(key)
+    if got is not None:
+        return got
+    if not enabled():
+        return BLAS
+    with _lock:
+        _load()
+        got = _choices.get(key)
+        if got is not None:
+            return got
+        if key in _pending:
+            return BLAS
+        _pending.add(key)
+    if _sync_mode():
+        return BLAS     # (measured by `settle`: a sync-mode call never times anything)
+    threading.Thread(target=_background, args=(key,), daemon=True, name="tracejit-gemm-choice").start()
+    return BLAS
+
+
+def bind(key: Key, install):
+    """``install(choice)`` for a call site's products of `key` (a compiled plan's product,
+    an eager plan's signature: products.py), now with `choose`'s answer and again once a
+    measurement decides the key; returns what the first call returned. The site then calls
+    what it installed with no lookup at all (a dict lookup per product cost the two-layer
+    step 5-7%)."""
+    c = choose(key)
+    with _lock:
+        # (under the lock: a measurement that lands meanwhile installs after this one)
+        c = _choices.get(key, c)
+        if key in _pending:
+            _watchers.setdefault(key, []).append(install)
+        return install(c)
+
+
+def settle() -> int:
+    """Measure now, in the calling thread, every key still waiting for its measurement
+    (loading or compiling the configurations' kernels first): a benchmark's set-up, which
+    must time the steady state and not the measurement beside it. Returns the keys measured."""
+    with _lock:
+        keys = list(_pending)
+    for key in keys:
+        for c in template.CONFIGS:
+            template.kernel_for(key.dtype, c).load_now()
+        measure(key)
+    return len(keys)
+
+
+def _background(key: Key) -> None:
+    try:
+        from ...workers import spare_core
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and key in _pending:
+            kernels = [template.kernel_for(key.dtype, c) for c in template.CONFIGS]
+            if all(k.fn is not None or k.failed for k in kernels):
+                if spare_core():
+                    measure(key)
+                    return
+            else:
+                for k in kernels:
+                    k.get()
+            time.sleep(1.0)
+    except Exception:   # a measurement never breaks the program: BLAS stays
+        return
+
+
+def _operands(key: Key):
+    rng = np.random.default_rng(0)
+    dt = np.dtype(key.dtype)
+    lead = (2,) if key.batched else ()
+    a = rng.standard_normal(lead + ((key.k, key.m) if key.layout[0] == "t" else (key.m, key.k))).astype(dt)
+    b = rng.standard_normal(lead + ((key.n, key.k) if key.layout[1] == "t" else (key.k, key.n))).astype(dt)
+    if key.layout[0] == "t":
+        a = a.swapaxes(-1, -2)
+    if key.layout[1] == "t":
+        b = b.swapaxes(-1, -2)
+    return a, b
+
+
+def _time(fn, budget: float = 0.005) -> float:
+    """Seconds per call of `fn`: one run of enough calls to fill `budget` (one round of
+    `_race`)."""
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    reps = max(1, min(100, int(budget / one)))
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return min(one, (time.perf_counter() - t0) / reps)
+
+
+# Rounds of `_race`, and the share of BLAS's time a configuration must come under to be
+# chosen. Every candidate is timed once per round, in turn, and keeps its best round: a
+# burst of other work on the machine slows one round of every candidate, not all rounds of
+# one (timed one candidate after the other, a loaded minute made BLAS's 16x2048x28 read 4
+# ms against 0.05 and kept the template for it). The margin keeps BLAS, the default that
+# needs nothing loaded, where the template wins by less than the step's own cache and
+# thread effects on a product.
+ROUNDS = 7
+MARGIN = 0.9
+
+
+def _race(fns: dict) -> dict:
+    """name -> best seconds per call over `ROUNDS` rounds of every callable in `fns`."""
+    best = {name: float("inf") for name in fns}
+    for fn in fns.values():
+        fn()    # (a first call: caches, a kernel's first launch)
+    for _ in range(ROUNDS):
+        for name, fn in fns.items():
+            best[name] = min(best[name], _time(fn))
+    return best
+
+
+def _runner(fn, cfg, a, b, threads):
+    return lambda: template.run(fn, cfg, a, b, threads=threads)
+
+
+def measure(key: Key, configs=None):
+    """Time BLAS and every loaded configuration on `key`'s shape (`_race`) and keep the
+    fastest, a configuration only under `MARGIN` of BLAS's time (in this process and the
+    store); returns it."""
+    from ..runtime import coreshare
+    a, b = _operands(key)
+    # (the BLAS side as products run it: coreshare's route on the policy's threads)
+    fns = {BLAS: lambda: coreshare.matmul(a, b, blas_only=True)}
+    cfgs = {}
+    complete = True
+    want = a @ b
+    for cfg in (template.CONFIGS if configs is None else configs):
+        fn = template.kernel_for(key.dtype, cfg).get()
+        if fn is None:
+            complete = False
+            continue
+        got = template.run(fn, cfg, a, b, threads=key.threads)
+        if got is None or not np.allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max()))):
+            continue
+        fns[cfg.name] = _runner(fn, cfg, a, b, key.threads)
+        cfgs[cfg.name] = cfg
+    times = _race(fns)
+    best, best_t = BLAS, times[BLAS] * MARGIN
+    for name, cfg in cfgs.items():
+        if times[name] < best_t:
+            best, best_t = cfg, times[name]
+    with _lock:
+        _choices[key] = best
+        _pending.discard(key)
+        for install in _watchers.pop(key, ()):
+            install(best)
+    if complete:   # (a choice among fewer configurations than there are is not kept)
+        _save(key, best, times)
+    return best

@@ -1,0 +1,367 @@
+"""The CPU backend's one GEMM template: C = epilogue(A @ B) as numba source, per configuration.
+
+What: a configuration (`Config`) fixes a register tile of ``mr`` rows by ``nr`` columns,
+summed over K in registers; whether each share first packs its column panel of B (``nr``
+columns, K rows) into a contiguous buffer (``pack``: any layout of B, a transposed weight
+too; else B's rows must be contiguous and are read in place); and a K split (``ksplit``
+parts of the depth summed into scratch and added in order afterwards: more parts of work
+for few-row, deep products). Operands are batched (leading dims) and strided (transposed
+views run without a copy); float32 and float64. The epilogue, applied as each tile is
+stored: ``act(acc + bias[j] + residual[i, j])``, with ``act`` none or ReLU (a Linear's bias
+and the activation after it, a residual add), so no second pass reads C.
+
+Threads: the output is cut into ``shares`` parts by rows of tiles (or by columns where the
+product has more column panels than row tiles), each a `prange` iteration of the kernel,
+which runs without the GIL on numba's threads (their count: the cores the process may
+use, as compiler/cpu/runtime/coreshare.py's policy sets it). Each output element is summed
+in the same order whatever the share count, so 1, 2 or 4 threads give the same bits; the
+K split (a configuration's, not a thread count's) changes the order.
+
+The source of a configuration is compiled once into the disk cache (compiler/diskcache.py)
+and loaded through kernels/loader.py like every hand-written kernel; `run` is the launch.
+Which configuration (or the BLAS call) runs a product is compiler/cpu/gemm/choice.py's
+measured decision.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Config", "CONFIGS", "source", "kernel_for", "run", "vector_width", "ACTIVATIONS", "shares_for"]
+
+ACTIVATIONS = {None: 0, "relu": 1}
+
+
+class Config(NamedTuple):
+    """One configuration of the template: tile rows, tile vectors of columns, whether each
+    share packs its column panel of B first, K parts."""
+    mr: int
+    nv: int
+    pack: bool = False
+    ksplit: int = 1
+
+    @property
+    def name(self) -> str:
+        return f"t{self.mr}x{self.nv}{'p' if self.pack else ''}{'k%d' % self.ksplit if self.ksplit > 1 else ''}"
+
+
+# The configurations the chooser measures (the same for float32 and float64; a vector is
+# 16 / 8 lanes at AVX-512, 8 / 4 at AVX2). 8 x 3 vectors (24 accumulators, 3 of B and a
+# broadcast) fill AVX-512's 32 registers; 6 x 4 and 4 x 2 trade rows for columns; 8 x 1 serves
+# narrow outputs (a classifier head's 10 columns); the packed ones read a transposed or
+# strided B from a contiguous panel; the K split gives few rows of a deep product more parts.
+CONFIGS = (Config(8, 3), Config(6, 4), Config(4, 2), Config(8, 1), Config(8, 3, True), Config(4, 2, True),
+           Config(8, 3, False, 2))
+
+
+def vector_width(dtype: str) -> int:
+    """Lanes of the widest vector the kernels are compiled for: 64 bytes with AVX-512, else
+    32 (asked once per process)."""
+    return (64 if _has_avx512() else 32) // (4 if dtype == "float32" else 8)
+
+
+_AVX512: list = []
+
+
+def _has_avx512() -> bool:
+    if not _AVX512:
+        try:
+            from ....buildfacts import numba_facts
+            features = numba_facts()[2]
+            _AVX512.append(isinstance(features, str) and "+avx512f" in features)
+        except Exception:
+            _AVX512.append(False)
+    return _AVX512[0]
+
+
+_HEAD = """
+import numpy as np
+from numba import njit, prange, types as _t
+from numba.core import cgutils as _cg
+from numba.extending import intrinsic as _intrinsic
+from llvmlite import ir as _ir
+
+T = np.{dtype}
+z = T(0)
+MR, NV, V, KS, PACK = {mr}, {nv}, {v}, {ks}, {pack}
+NR = NV * V
+
+
+def _make_tile(mr, widths):
+    # c (mr x sum(widths)) = a @ b over k, raw sums: a's (r, p) at a[aoff + r*ars + p*aks],
+    # b's row p at b[boff + p*ldb], c's row r at c[coff + r*ldc]; one vector accumulator per
+    # row and width, a broadcast of a's value per row and p, fused multiply-adds
+    @_intrinsic
+    def tile(typingctx, a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k):
+        sig = _t.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k)
+
+        def codegen(context, builder, sig, args):
+            ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+            i64 = _ir.IntType(64)
+            tys = sig.args
+
+            def data(i):
+                return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
+                                       ft.as_pointer())
+
+            def int_(i):
+                return context.cast(builder, args[i], tys[i], _t.int64)
+
+            A = builder.gep(data(0), [int_(1)])
+            ars, aks = int_(2), int_(3)
+            B = builder.gep(data(4), [int_(5)])
+            C = builder.gep(data(7), [int_(8)])
+            ldb, ldc, K = int_(6), int_(9), int_(10)
+            vts = [_ir.VectorType(ft, w) for w in widths]
+            offs = [sum(widths[:v]) for v in range(len(widths))]
+            accs = [[_cg.alloca_once_value(builder, _ir.Constant(vt, None)) for vt in vts] for _ in range(mr)]
+            fmas = [_cg.get_or_insert_function(
+                builder.module, _ir.FunctionType(vt, [vt, vt, vt]),
+                "llvm.fma.v%d%s" % (vt.count, "f32" if "{dtype}" == "float32" else "f64")) for vt in vts]
+            arows = [builder.gep(A, [builder.mul(_ir.Constant(i64, r), ars)]) for r in range(mr)]
+            zero32 = _ir.Constant(_ir.IntType(32), 0)
+            with _cg.for_range(builder, K) as loop:
+                kk = loop.index
+                brow = builder.gep(B, [builder.mul(kk, ldb)])
+                bv = [builder.load(builder.bitcast(builder.gep(brow, [_ir.Constant(i64, o)]), vt.as_pointer()),
+                                   align=4) for vt, o in zip(vts, offs)]
+                ko = builder.mul(kk, aks)
+                for r in range(mr):
+                    w = builder.load(builder.gep(arows[r], [ko]))
+                    for v, vt in enumerate(vts):
+                        mask = _ir.Constant(_ir.VectorType(_ir.IntType(32), vt.count), [0] * vt.count)
+                        ws = builder.shuffle_vector(builder.insert_element(_ir.Constant(vt, _ir.Undefined), w,
+                                                                           zero32),
+                                                    _ir.Constant(vt, _ir.Undefined), mask)
+                        builder.store(builder.call(fmas[v], [ws, bv[v], builder.load(accs[r][v])]), accs[r][v])
+            for r in range(mr):
+                crow = builder.gep(C, [builder.mul(_ir.Constant(i64, r), ldc)])
+                for v, vt in enumerate(vts):
+                    p = builder.bitcast(builder.gep(crow, [_ir.Constant(i64, offs[v])]), vt.as_pointer())
+                    builder.store(builder.load(accs[r][v]), p, align=4)
+            return context.get_dummy_value()
+        return sig, codegen
+    return tile
+
+
+_main = _make_tile(MR, (V,) * NV)
+_main1 = _make_tile(1, (V,) * NV)
+{rest_tiles}
+
+
+@njit(inline="always")
+def _epi(C, ci, rows, cols, n, bias, j, RS, ri, rrs, rcs, act, hasb, hasr):
+    # the epilogue over a stored tile: act(c + bias[j] + residual)
+    for r in range(rows):
+        for q in range(cols):
+            v = C[ci + r * n + q]
+            if hasb:
+                v += bias[j + q]
+            if hasr:
+                v += RS[ri + r * rrs + q * rcs]
+            if act == 1 and v < z:
+                v = z
+            C[ci + r * n + q] = v
+
+
+@njit(inline="always")
+def _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, w, t_mr, t_1):
+    # the tiles of columns jt .. jt+w of rows i_lo .. i_hi (tile functions t_mr, t_1)
+    if PACK or (w > 1 and bns != 1):
+        for p in range(k0, k1):
+            for q in range(w):
+                P[(p - k0) * w + q] = B[bo0 + p * bks + (jt + q) * bns]
+        Bx, bo, ldb = P, 0, w
+    else:
+        Bx, bo, ldb = B, bo0 + k0 * bks + jt * bns, bks
+    i = i_lo
+    while i + MR <= i_hi:
+        t_mr(A, ao0 + i * ars + k0 * aks, ars, aks, Bx, bo, ldb, D, do + i * n + jt, n, k1 - k0)
+        i += MR
+    while i < i_hi:
+        t_1(A, ao0 + i * ars + k0 * aks, ars, aks, Bx, bo, ldb, D, do + i * n + jt, n, k1 - k0)
+        i += 1
+
+
+@njit(inline="never")
+def _share(A, ao0, ars, aks, B, bo0, bks, bns, D, do, RS, ro0, rrs, rcs, bias, n, k0, k1,
+           i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr):
+    # rows i_lo .. i_hi, columns j_lo .. j_hi of one product's output (D at do), summed over
+    # k0 .. k1; the epilogue on each panel where `epi`
+    P = np.empty(max(k1 - k0, 1) * NR, T)
+    jt = j_lo
+    while jt < j_hi:
+        w = NR
+        if jt + NR <= j_hi:
+            _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, NR, _main, _main1)
+{rest_calls}
+        if epi:
+            _epi(D, do + i_lo * n + jt, i_hi - i_lo, w, n, bias, jt, RS, ro0 + i_lo * rrs + jt * rcs, rrs,
+                 rcs, act, hasb, hasr)
+        jt += w
+
+
+_RO = _t.Array(_t.{dtype}, 1, "C", readonly=True)    # (operands may be read-only views)
+_RW = _t.Array(_t.{dtype}, 1, "C")
+_I = _t.int64
+
+
+@njit(_t.void(_RO, _I, _I, _I, _RO, _I, _I, _I, _RW, _RW, _RO, _I, _I, _I, _I, _I, _I, _I, _I, _I, _I),
+      nogil=True, parallel=True, cache=CACHE)
+def kernel(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act):
+    # C (nb, m, n) C-contiguous = act(A @ B + bias + residual): A's (b, i, p) at b*abs_ + i*ars +
+    # p*aks, B's (b, p, j) at b*bbs + p*bks + j*bns, the residual's (b, i, j) at b*rbs + i*rrs +
+    # j*rcs (RS empty: none), the bias the last bias_n values of S (scratch of the K parts
+    # before them)
+    hasr = RS.shape[0] > 0
+    hasb = bias_n > 0
+    epi = hasr or hasb or act != 0
+    mn = m * n
+    bias = S[S.shape[0] - bias_n:]
+    rt = (m + MR - 1) // MR
+    ct = (n + NR - 1) // NR
+    by_rows = rt >= ct
+    units = rt if by_rows else ct
+    per = (units + shares - 1) // shares
+    kpart = (k + KS - 1) // KS
+    for w in prange(nb * shares * KS):
+        bi = w // (shares * KS)
+        sh = (w // KS) % shares
+        kp = w % KS
+        k0 = min(k, kp * kpart)
+        k1 = min(k, k0 + kpart)
+        u0 = sh * per
+        u1 = min(units, u0 + per)
+        if u0 < u1:
+            if by_rows:
+                i_lo, i_hi, j_lo, j_hi = u0 * MR, min(m, u1 * MR), 0, n
+            else:
+                i_lo, i_hi, j_lo, j_hi = 0, m, u0 * NR, min(n, u1 * NR)
+            D = C if kp == 0 else S
+            do = bi * mn + (kp - 1) * nb * mn if kp > 0 else bi * mn
+            _share(A, bi * abs_, ars, aks, B, bi * bbs, bks, bns, D, do, RS, bi * rbs, rrs, rcs, bias, n,
+                   k0, k1, i_lo, i_hi, j_lo, j_hi, epi and KS == 1, act, hasb, hasr)
+    if KS > 1:
+        for w in prange(nb * m):
+            bi = w // m
+            i = w % m
+            ci = bi * mn + i * n
+            for kp in range(1, KS):
+                so = (kp - 1) * nb * mn + ci
+                for j in range(n):
+                    C[ci + j] += S[so + j]
+            if epi:
+                _epi(C, ci, 1, n, n, bias, 0, RS, bi * rbs + i * rrs, rrs, rcs, act, hasb, hasr)
+"""
+
+
+def _rests(v: int) -> tuple:
+    """Tile definitions and calls for the columns past the whole panels: one vector at a
+    time, then narrower powers of two down to one column."""
+    defs, calls = [], []
+    widths = []
+    w = v
+    while w >= 1:
+        widths.append(w)
+        w //= 2
+    for w in widths:
+        defs.append(f"_r{w} = _make_tile(MR, ({w},))\n_r{w}1 = _make_tile(1, ({w},))")
+        calls.append(f"        elif jt + {w} <= j_hi:\n            w = {w}\n"
+                     f"            _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, "
+                     f"jt, {w}, _r{w}, _r{w}1)")
+    return "\n".join(defs), "\n".join(calls)
+
+
+def source(dtype: str, cfg: Config) -> str:
+    """The numba module of one configuration: ``kernel`` (see its comment)."""
+    v = vector_width(dtype)
+    nv = cfg.nv
+    defs, calls = _rests(v)
+    return (_HEAD.replace("{rest_tiles}", defs).replace("{rest_calls}", calls)
+            .replace("{dtype}", dtype).replace("{mr}", str(cfg.mr)).replace("{nv}", str(nv))
+            .replace("{v}", str(v)).replace("{ks}", str(cfg.ksplit)).replace("{pack}", str(bool(cfg.pack))))
+
+
+def kernel_for(dtype: str, cfg: Config):
+    """The loader's kernel (kernels/loader.py `NativeKernel`) of one configuration: ``get()``
+    is the compiled kernel or None while it is not loaded."""
+    from ..kernels.loader import kernel
+    # (sync mode loads it from the disk cache only: a compile of every configuration, ~3 s
+    # each, never lands in a call; the bench's set-up and the compile workers put them there)
+    return kernel(("gemm", dtype, cfg.name), lambda: source(dtype, cfg), sync_compiles=False, later=True)
+
+
+def shares_for(m: int, n: int, threads: int, cfg: Config, dtype: str = "float32") -> int:
+    """Parts the output is cut into: one per thread, at most one per row tile or column
+    panel of the side it is cut along (the longer in tiles)."""
+    units = max(-(-m // cfg.mr), -(-n // (cfg.nv * vector_width(dtype))))
+    return max(1, min(threads, units))
+
+
+def _flat(x: np.ndarray):
+    """(1-D view of x's memory from its first element, offset 0, element strides) or None
+    where x's strides are not non-negative multiples of its item size."""
+    item = x.itemsize
+    st = x.strides
+    if any(s < 0 or s % item for s in st):
+        return None
+    if x.size == 0:
+        return None
+    span = 1 + sum((d - 1) * (s // item) for d, s in zip(x.shape, st))
+    if x.flags.c_contiguous:
+        return x.reshape(-1), tuple(s // item for s in st)
+    flat = np.lib.stride_tricks.as_strided(x, shape=(span,), strides=(item,))
+    return flat, tuple(s // item for s in st)
+
+
+_EMPTY = {}
+
+
+def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=None, act=None,
+        threads: int = 1, out=None) -> np.ndarray | None:
+    """``act(a @ b + bias + residual)`` by the compiled configuration `fn` (`kernel_for`'s
+    ``get()``): a (..., m, k), b (..., k, n) or (k, n), same float dtype, batch dims equal or
+    b's absent. None where the operands' layout does not fit (the caller runs BLAS)."""
+    dt = a.dtype
+    batch = a.shape[:-2]
+    m, k = a.shape[-2], a.shape[-1]
+    n = b.shape[-1]
+    nb = math.prod(batch) if batch else 1
+    a3 = a.reshape((nb, m, k)) if a.ndim != 3 else a
+    if b.ndim == 2:
+        b3 = b[None]
+        bbs = 0
+    else:
+        b3 = b.reshape((nb,) + b.shape[-2:]) if b.ndim != 3 else b
+        bbs = None
+    fa, fb = _flat(a3), _flat(b3)
+    if fa is None or fb is None or a3.ndim != 3 or b3.ndim != 3:
+        return None
+    (A, (abs_, ars, aks)), (B, (bbs_, bks, bns)) = fa, fb
+    if bbs == 0 or b3.shape[0] == 1:
+        bbs_ = 0
+    if out is None:
+        out = np.empty(batch + (m, n), dt)
+    C = out.reshape(-1)
+    ks = cfg.ksplit
+    bias_n = 0 if bias is None else n
+    scratch = (ks - 1) * nb * m * n
+    S = np.empty(scratch + bias_n, dt) if (scratch or bias_n) else _EMPTY.setdefault(dt, np.empty(0, dt))
+    if bias_n:
+        S[scratch:] = bias
+    if residual is not None:
+        r = np.broadcast_to(residual, batch + (m, n)).reshape((nb, m, n)) if residual.ndim != 3 \
+            else residual
+        fr = _flat(r) if all(s >= 0 for s in r.strides) else None
+        if fr is None:
+            r = np.ascontiguousarray(r)
+            fr = _flat(r)
+        RS, (rbs, rrs, rcs) = fr
+    else:
+        RS, rbs, rrs, rcs = _EMPTY.setdefault(dt, np.empty(0, dt)), 0, 0, 0
+    shares = shares_for(m, n, threads, cfg, dt.name)
+    fn(A, abs_, ars, aks, B, bbs_, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n,
+       nb, m, n, k, shares, ACTIVATIONS[act])
+    return out

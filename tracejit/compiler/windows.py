@@ -1,0 +1,138 @@
+"""Windows groups: pooling as a window read in the schedule, fused with its elementwise neighbours.
+
+A pooling forward (max with its record of offsets, max, average) reads each output's
+window of an (N, C, H, W) value; when that value is computed by an elementwise group
+(BatchNorm's ``x * a + b`` with a ReLU, a bias add) and nothing else reads it, the
+pooling joins the group as its *window*: the kernel walks the outputs and computes the
+group's work at each window position, so the (N, C, H, W) value is never written
+(loopnest.Window, codegen_cpu_windows.py). A pooling backward (the max record's scatter,
+the average's spread) is a *gather* per input element: the gradient of each window that
+holds the element; elementwise work of the input's shape that reads it (a BatchNorm or
+ReLU backward) joins behind it, so the scattered gradient is not written either.
+
+`attach_windows` runs on `fusion.partition`'s items. ``windows="fused"`` (the compiled
+path's default; ``TRACEJIT_WINDOWS`` sets it for A/B measurements) makes a windows group only where elementwise work fuses with the
+pooling: a pooling alone keeps its step, whose registered CPU implementation
+(compiler/cpu/kernels/pool_kernels.py) is as fast today. ``"all"`` makes one for every
+floating rank-4 pooling; ``"none"`` none.
+
+A reader of the pooled value that reads only its shape (``max_pool2d_values``: its
+operand 1, ``extra["shape_only"]``) is given another value of that shape from the group
+instead, so it does not force the value to be written.
+"""
+from __future__ import annotations
+
+from ..jit.ir import Eqn, Var
+from ..ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
+from ..ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
+
+__all__ = ["KINDS", "attach_windows", "window_kind", "MODES"]
+
+#: primitive -> (kind, gather): what loopnest.Window calls it, and whether it is a backward
+KINDS = {MAX_POOL2D_WITH_OFFSETS: ("max_record", False), MAX_POOL2D: ("max", False),
+         AVG_POOL2D: ("avg", False), MAX_POOL2D_SCATTER: ("scatter", True),
+         AVG_POOL2D_BACKWARD: ("avg_backward", True)}
+MODES = ("auto", "all", "none")
+_FLOATS = ("float32", "float64")
+# Window positions up to which the renderers unroll a window (LeNet's 2x2: 4).
+MAX_POSITIONS = 64
+
+
+def window_kind(e) -> str | None:
+    """The kind of pooling equation `e` a windows group takes (float32/float64, 4-D,
+    at most MAX_POSITIONS window positions), else None."""
+    if not isinstance(e, Eqn) or e.prim not in KINDS or len(e.outs) != 1:
+        return None
+    kind, gather = KINDS[e.prim]
+    if not all(isinstance(a, Var) for a in e.inputs):
+        return None
+    dts = {a.aval.dtype.name for a in e.inputs} | {e.out.aval.dtype.name}
+    if len(dts) != 1 or dts.pop() not in _FLOATS:
+        return None
+    p = e.params
+    if tuple(p["kernel"])[0] * tuple(p["kernel"])[1] > MAX_POSITIONS:
+        return None
+    shape = tuple(e.out.aval.shape) if gather else tuple(e.inputs[0].aval.shape)
+    if len(shape) != 4 or not all(isinstance(d, int) for d in shape):
+        return None
+    return kind
+
+
+def _plain(g) -> bool:
+    return g.reduction is None and not g.rows and g.window is None
+
+
+def attach_windows(items: list, graph, windows: str | None = None) -> list:
+    """`items` with the pooling steps taken into windows groups (module docstring);
+    `windows` None: ``TRACEJIT_WINDOWS``."""
+    from .. import envflags
+    from .fusion import Group, _schedule
+    if windows is None:
+        windows = envflags.value("TRACEJIT_WINDOWS").lower()
+    if windows not in MODES:
+        raise ValueError(f"windows must be one of {MODES}, got {windows!r}")
+    if windows == "none" or not any(window_kind(it) for it in items):
+        return items
+    results = {a for a in graph.outputs if isinstance(a, Var)}
+    items = list(items)
+    next_gid = [1 + max((it.gid for it in items if isinstance(it, Group)), default=-1)]
+
+    def readers(v) -> list:
+        return [it for it in items if v in (it.inputs if isinstance(it, Group) else
+                                           [a for a in it.inputs if isinstance(a, Var)])]
+
+    def new_group(shape, e, inputs, outputs):
+        g = Group(next_gid[0], tuple(shape), [], None, list(inputs), list(outputs))
+        g.window = e
+        next_gid[0] += 1
+        return g
+
+    for idx, e in enumerate(list(items)):
+        kind = window_kind(e)
+        if kind is None or KINDS[e.prim][1]:
+            continue
+        x = e.inputs[0]
+        prod = next((it for it in items if isinstance(it, Group) and x in it.defined), None)
+        fused = False
+        if (prod is not None and _plain(prod) and tuple(prod.shape) == tuple(x.aval.shape)
+                and prod.outputs == [x] and x not in results):
+            others = [r for r in readers(x) if r is not e]
+            sub = next((v for v in prod.inputs if tuple(v.aval.shape) == tuple(x.aval.shape)
+                        and v.aval.dtype == x.aval.dtype), None)
+            if sub is not None and all(_shape_only(r, x) for r in others):
+                for r in others:
+                    items[items.index(r)] = Eqn(r.prim, tuple(sub if a is x else a for a in r.inputs),
+                                                r.outs, r.params, r.loc)
+                prod.window = e
+                prod.outputs = [e.out]
+                items.remove(e)
+                fused = True
+        if not fused:
+            items[items.index(e)] = new_group(x.aval.shape, e, [x], [e.out])
+
+    for e in list(items):
+        kind = window_kind(e)
+        if kind is None or not KINDS[e.prim][1] or (kind == "scatter" and windows != "all"):
+            continue
+        gx = e.out
+        shape = tuple(gx.aval.shape)
+        reads = readers(gx)
+        host = next((r for r in reads if isinstance(r, Group) and _plain(r)
+                     and tuple(r.shape) == shape), None)
+        if host is not None:
+            host.window = e
+            host.inputs = list(dict.fromkeys(list(e.inputs) + [v for v in host.inputs if v is not gx]))
+            if gx in results or any(r is not host for r in reads):
+                host.outputs = [gx] + list(host.outputs)
+            items.remove(e)
+        else:
+            items[items.index(e)] = new_group(shape, e, list(e.inputs), [gx])
+    return _schedule(items, graph)
+
+
+def _shape_only(reader, v) -> bool:
+    """Whether `reader` (an item) reads `v` only for its shape (``extra["shape_only"]``)."""
+    if not isinstance(reader, Eqn):
+        return False
+    only = reader.prim.extra.get("shape_only", ())
+    return all(k in only for k, a in enumerate(reader.inputs) if a is v)
