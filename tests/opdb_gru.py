@@ -16,7 +16,17 @@ def _sig(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _ref(gi, w, b, h0, reverse=False):
+def _hold(m, new, prev, batch_sizes, t):
+    """A packed layer's step t: the sequences without a step t keep their state."""
+    if batch_sizes is None or batch_sizes[t] == new.shape[1]:
+        return new
+    n = batch_sizes[t]
+    if m is np:
+        return np.concatenate([new[:, :n], prev[:, n:]], 1)
+    return m.cat([new[:, :n], prev[:, n:]], 1)
+
+
+def _ref(gi, w, b, h0, reverse=False, batch_sizes=None):
     L, H = gi.shape[0], w.shape[1]
     outs = [None] * L
     h = h0
@@ -24,14 +34,14 @@ def _ref(gi, w, b, h0, reverse=False):
         g, m = gi[t].T, w @ h + b[:, None]
         r, z = _sig(g[:H] + m[:H]), _sig(g[H:2 * H] + m[H:2 * H])
         n = np.tanh(g[2 * H:] + r * m[2 * H:])
-        h = n + z * (h - n)
+        h = _hold(np, n + z * (h - n), h, batch_sizes, t)
         outs[t] = h
     return np.stack(outs), h
 
 
-def _f(m, gi, w, b, h0, reverse=False):
+def _f(m, gi, w, b, h0, reverse=False, batch_sizes=None):
     if m.__name__ != "torch":
-        return gru_layer_fm(gi, w, h0, reverse, b)
+        return gru_layer_fm(gi, w, h0, reverse, b, batch_sizes)
     L, H = gi.shape[0], w.shape[1]
     outs = [None] * L
     h = h0
@@ -39,7 +49,7 @@ def _f(m, gi, w, b, h0, reverse=False):
         g, mm = gi[t].T, w @ h + b[:, None]
         r, z = m.sigmoid(g[:H] + mm[:H]), m.sigmoid(g[H:2 * H] + mm[H:2 * H])
         n = m.tanh(g[2 * H:] + r * mm[2 * H:])
-        h = n + z * (h - n)
+        h = _hold(m, n + z * (h - n), h, batch_sizes, t)
         outs[t] = h
     return m.stack(outs), h
 
@@ -51,7 +61,10 @@ def _samples(d, r):
             Sample((arr(r, (3, N, 3 * H), d), arr(r, (3 * H, H), d, -1.0, 1.0), arr(r, (3 * H,), d),
                     arr(r, (H, N), d)), {"reverse": True}, desc="reverse"),
             Sample((arr(r, (1, 1, 6), d), arr(r, (6, 2), d), arr(r, (6,), d), arr(r, (2, 1), d)), {},
-                   desc="one step, batch 1")]
+                   desc="one step, batch 1")] + [
+            Sample((arr(r, (4, 3, 3 * H), d), arr(r, (3 * H, H), d, -1.0, 1.0), arr(r, (3 * H,), d),
+                    arr(r, (H, 3), d)), {"reverse": rev, "batch_sizes": (3, 2, 1, 1)},
+                   desc="packed" + (", reverse" if rev else "")) for rev in (False, True)]
 
 
 register("gru_layer", _f, _ref, _samples, dtypes=FLOATS)

@@ -18,7 +18,17 @@ def _sig(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _ref(x, wx, w, b, h0, c0, reverse=False):
+def _hold(m, new, prev, batch_sizes, t):
+    """A packed layer's step t: the sequences without a step t keep their state."""
+    if batch_sizes is None or batch_sizes[t] == new.shape[1]:
+        return new
+    n = batch_sizes[t]
+    if m is np:
+        return np.concatenate([new[:, :n], prev[:, n:]], 1)
+    return m.cat([new[:, :n], prev[:, n:]], 1)
+
+
+def _ref(x, wx, w, b, h0, c0, reverse=False, batch_sizes=None):
     L, H = x.shape[0], w.shape[1]
     gi = x @ wx.T                   # the input projection (inside the op's loop)
     outs = [None] * L
@@ -26,23 +36,23 @@ def _ref(x, wx, w, b, h0, c0, reverse=False):
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
         a = gi[t].T + w @ h + b[:, None]
         i, f, g, o = _sig(a[:H]), _sig(a[H:2 * H]), np.tanh(a[2 * H:3 * H]), _sig(a[3 * H:])
-        c = f * c + i * g
-        h = o * np.tanh(c)
+        c_new = f * c + i * g
+        h, c = _hold(np, o * np.tanh(c_new), h, batch_sizes, t), _hold(np, c_new, c, batch_sizes, t)
         outs[t] = h
     return np.stack(outs), h, c
 
 
-def _f(m, x, wx, w, b, h0, c0, reverse=False):
+def _f(m, x, wx, w, b, h0, c0, reverse=False, batch_sizes=None):
     if m.__name__ != "torch":
-        return lstm_layer_fm(x, wx, w, h0, c0, reverse, b)
+        return lstm_layer_fm(x, wx, w, h0, c0, reverse, b, batch_sizes)
     L, H = x.shape[0], w.shape[1]
     gi = x @ wx.T
     outs = [None] * L
     h, c = h0, c0
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
         i, f, g, o = (gi[t].T + w @ h + b[:, None]).chunk(4, 0)
-        c = m.sigmoid(f) * c + m.sigmoid(i) * m.tanh(g)
-        h = m.sigmoid(o) * m.tanh(c)
+        c_new = m.sigmoid(f) * c + m.sigmoid(i) * m.tanh(g)
+        h, c = _hold(m, m.sigmoid(o) * m.tanh(c_new), h, batch_sizes, t), _hold(m, c_new, c, batch_sizes, t)
         outs[t] = h
     return m.stack(outs), h, c
 
@@ -56,7 +66,11 @@ def _samples(d, r):
                     arr(r, (4 * H,), d), arr(r, (H, N), d), arr(r, (H, N), d)), {"reverse": True},
                    desc="reverse"),
             Sample((arr(r, (1, 1, 3), d), arr(r, (8, 3), d), arr(r, (8, 2), d), arr(r, (8,), d),
-                    arr(r, (2, 1), d), arr(r, (2, 1), d)), {}, desc="one step, batch 1")]
+                    arr(r, (2, 1), d), arr(r, (2, 1), d)), {}, desc="one step, batch 1")] + [
+            Sample((arr(r, (4, 3, I), d), arr(r, (4 * H, I), d, -1.0, 1.0), arr(r, (4 * H, H), d, -1.0, 1.0),
+                    arr(r, (4 * H,), d), arr(r, (H, 3), d), arr(r, (H, 3), d)),
+                   {"reverse": rev, "batch_sizes": (3, 2, 1, 1)}, desc="packed" + (", reverse" if rev else ""))
+            for rev in (False, True)]
 
 
 register("lstm_layer", _f, _ref, _samples, dtypes=FLOATS)

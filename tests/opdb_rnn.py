@@ -16,25 +16,35 @@ def _act(x, nonlinearity):
     return np.tanh(x) if nonlinearity == "tanh" else np.maximum(x, 0)
 
 
-def _ref(gi, w, b, h0, reverse=False, nonlinearity="tanh"):
+def _hold(m, new, prev, batch_sizes, t):
+    """A packed layer's step t: the sequences without a step t keep their state."""
+    if batch_sizes is None or batch_sizes[t] == new.shape[1]:
+        return new
+    n = batch_sizes[t]
+    if m is np:
+        return np.concatenate([new[:, :n], prev[:, n:]], 1)
+    return m.cat([new[:, :n], prev[:, n:]], 1)
+
+
+def _ref(gi, w, b, h0, reverse=False, nonlinearity="tanh", batch_sizes=None):
     L = gi.shape[0]
     outs = [None] * L
     h = h0
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        h = _act(gi[t].T + w @ h + b[:, None], nonlinearity)
+        h = _hold(np, _act(gi[t].T + w @ h + b[:, None], nonlinearity), h, batch_sizes, t)
         outs[t] = h
     return np.stack(outs), h
 
 
-def _f(m, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
+def _f(m, gi, w, b, h0, reverse=False, nonlinearity="tanh", batch_sizes=None):
     if m.__name__ != "torch":
-        return rnn_layer_fm(gi, w, h0, reverse, b, nonlinearity)
+        return rnn_layer_fm(gi, w, h0, reverse, b, nonlinearity, batch_sizes)
     L = gi.shape[0]
     outs = [None] * L
     h = h0
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
         pre = gi[t].T + w @ h + b[:, None]
-        h = m.tanh(pre) if nonlinearity == "tanh" else m.relu(pre)
+        h = _hold(m, m.tanh(pre) if nonlinearity == "tanh" else m.relu(pre), h, batch_sizes, t)
         outs[t] = h
     return m.stack(outs), h
 
@@ -52,7 +62,10 @@ def _samples(d, r):
             Sample((arr(r, (3, N, H), d, -0.3, 0.3), arr(r, (H, H), d, -0.2, 0.2), relu_b,
                     arr(r, (H, N), d, -0.3, 0.3)), {"nonlinearity": "relu"}, desc="relu"),
             Sample((arr(r, (1, 1, 2), d), arr(r, (2, 2), d), arr(r, (2,), d), arr(r, (2, 1), d)), {},
-                   desc="one step, batch 1")]
+                   desc="one step, batch 1")] + [
+            Sample((arr(r, (4, 3, H), d), arr(r, (H, H), d, -1.0, 1.0), arr(r, (H,), d), arr(r, (H, 3), d)),
+                   {"reverse": rev, "batch_sizes": (3, 2, 1, 1)}, desc="packed" + (", reverse" if rev else ""))
+            for rev in (False, True)]
 
 
 register("rnn_layer", _f, _ref, _samples, dtypes=FLOATS)

@@ -178,6 +178,21 @@ class RNNBase(Module):
                              f"{_shape(input)})")
         batch = x.shape[1]
         init_states = self._initial_states(hx, batch, batched, x)
+        # the last layer of a one-direction batch_first LSTM/GRU keeps its output batch-major
+        x, finals = self._layers(x, init_states, batched and self.batch_first and self._dirs == 1)
+        if not batched:
+            x = _ops.squeeze(x, 1)
+            finals = [_ops.squeeze(f, 1) for f in finals]
+        elif self.batch_first:
+            x = _ops.transpose(x, 0, 1)
+        return x, (tuple(finals) if self.mode == "LSTM" else finals[0])
+
+    def _layers(self, x, init_states: list, batch_major: bool = False, batch_sizes=None) -> tuple:
+        """Every layer and direction over time-major x (L, N, H_in) -> (output (L, N, H*dirs),
+        the final states: a list of (num_layers*dirs, N, H) tensors). `batch_major`: the
+        caller transposes the output to (N, L, H) (see `_run_direction`); `batch_sizes`: a
+        packed batch's per-step sequence counts, its columns sorted longest first
+        (nn/utils/rnn.py `run_packed`)."""
         step = _STEPS[self.mode]
         finals = [[] for _ in init_states]
         for layer in range(self.num_layers):
@@ -185,23 +200,16 @@ class RNNBase(Module):
             for d, suffix in enumerate(self._suffixes()):
                 k = layer * self._dirs + d
                 state = tuple(s[k] for s in init_states)
-                # the last layer of a one-direction batch_first LSTM/GRU keeps its output batch-major
-                batch_major = batched and self.batch_first and layer == self.num_layers - 1 and self._dirs == 1
                 out, state = _run_direction(step, x, state, self._weights(layer, suffix), reverse=d == 1,
-                                            batch_major=batch_major)
+                                            batch_major=batch_major and layer == self.num_layers - 1,
+                                            batch_sizes=batch_sizes)
                 outs.append(out)
                 for f, s in zip(finals, state):
                     f.append(s)
             x = outs[0] if len(outs) == 1 else _ops.cat(outs, -1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        finals = [_ops.stack(f, 0) for f in finals]
-        if not batched:
-            x = _ops.squeeze(x, 1)
-            finals = [_ops.squeeze(f, 1) for f in finals]
-        elif self.batch_first:
-            x = _ops.transpose(x, 0, 1)
-        return x, (tuple(finals) if self.mode == "LSTM" else finals[0])
+        return x, [_ops.stack(f, 0) for f in finals]
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
@@ -218,19 +226,23 @@ class RNNBase(Module):
         return s
 
 
-def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
+def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False,
+                   batch_sizes=None):
     """Run one layer in one direction over time-major x (L, N, H_in) -> (out (L, N, H), state).
     ``batch_major``: the caller will transpose out to (N, L, H); the layers then make that
     their memory order (the transposed view is then contiguous).
 
     Every layer kind runs its time loops inside one op each way, eager and captured
     (`_lstm_layer`, `_gru_layer`, `_rnn_layer`: ops/lstm_layer.py, gru_layer.py,
-    rnn_layer.py); the step functions above are the cells' math."""
+    rnn_layer.py); the step functions above are the cells' math. A packed batch
+    (`batch_sizes`) runs the same one op per layer and direction, its steps updating only
+    the sequences that have them."""
     if step is lstm_step:
-        return _lstm_layer(x, state, weights, reverse, batch_major)
+        return _lstm_layer(x, state, weights, reverse, batch_major, batch_sizes)
     if step is gru_step:
-        return _gru_layer(x, state, weights, reverse, batch_major)
-    return _rnn_layer(x, state, weights, reverse, batch_major, "tanh" if step is rnn_tanh_step else "relu")
+        return _gru_layer(x, state, weights, reverse, batch_major, batch_sizes)
+    return _rnn_layer(x, state, weights, reverse, batch_major, "tanh" if step is rnn_tanh_step else "relu",
+                      batch_sizes)
 
 
 def _time_major_rows(out, batch_major: bool):
@@ -246,7 +258,7 @@ def _time_major_rows(out, batch_major: bool):
     return out
 
 
-def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
+def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False, batch_sizes=None):
     """`_run_direction` of an LSTM, eager or captured: the whole time loop as one op
     forward and one backward (ops/lstm_layer.py), feature-major: the gate blocks are
     contiguous row blocks of ``W_hh @ h^T`` (4H, N), and that is the faster GEMM
@@ -259,12 +271,12 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     w_ih, w_hh, b_ih, b_hh = weights
     bias = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
     h0, c0 = (_ops.transpose(s, 0, 1) for s in state)
-    out, h, c = lstm_layer_fm(x, w_ih, w_hh, h0, c0, reverse, bias)
+    out, h, c = lstm_layer_fm(x, w_ih, w_hh, h0, c0, reverse, bias, batch_sizes)
     out = _time_major_rows(out, batch_major)
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 
 
-def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False):
+def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False, batch_sizes=None):
     """`_run_direction` of a GRU, eager or captured: the whole time loop as one op forward
     and one backward (ops/gru_layer.py), feature-major as `_lstm_layer`; the input
     projection with b_ih is one GEMM over the L*N rows."""
@@ -272,12 +284,13 @@ def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool
     L, N, h_in = x.shape
     three = w_ih.shape[0]
     gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, three))
-    out, h = gru_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh)
+    out, h = gru_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, batch_sizes)
     out = _time_major_rows(out, batch_major)
     return out, (_ops.transpose(h, 0, 1),)
 
 
-def _rnn_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool, nonlinearity: str):
+def _rnn_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool, nonlinearity: str,
+               batch_sizes=None):
     """`_run_direction` of an Elman RNN, eager or captured: the whole time loop as one op
     forward and one backward (ops/rnn_layer.py), feature-major as `_lstm_layer`; the input
     projection with b_ih is one GEMM over the L*N rows."""
@@ -285,7 +298,7 @@ def _rnn_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool
     L, N, h_in = x.shape
     H = w_ih.shape[0]
     gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, H))
-    out, h = rnn_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, nonlinearity)
+    out, h = rnn_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, nonlinearity, batch_sizes)
     out = _time_major_rows(out, batch_major)
     return out, (_ops.transpose(h, 0, 1),)
 

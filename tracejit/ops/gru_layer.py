@@ -19,7 +19,7 @@ from ..autograd.function import Function
 from ..errors import CompileError
 from .gru_prim import gru_layer, gru_layer_backward, gru_layer_states, unpack_backward
 from .eager import trace_state
-from .lstm_layer import _requiring
+from .lstm_layer import _requiring, held
 
 __all__ = ["gru_layer_fm", "gru_cell", "gru_cell_fm", "backward_vjp"]
 
@@ -44,10 +44,10 @@ def gru_cell_fm(g, m, h):
 class _GRULayer(Function):
 
     @staticmethod
-    def forward(ctx, gi, w, b, h0, reverse):
+    def forward(ctx, gi, w, b, h0, reverse, batch_sizes=None):
         ctx.set_materialize_grads(False)
-        Z = gru_layer(gi, w, b, h0, reverse)
-        ctx.reverse = reverse
+        Z = gru_layer(gi, w, b, h0, reverse, batch_sizes)
+        ctx.reverse, ctx.batch_sizes = reverse, batch_sizes
         ctx.save_for_backward(gi, w, b, h0, Z)
         H = w.shape[1]
         return Z[:, :H], Z[0 if reverse else -1, :H]
@@ -59,25 +59,27 @@ class _GRULayer(Function):
         H = three // 3
         d_out = _ops.zeros((L, H, N), dtype=gi.dtype, device=gi.device) if d_out is None else d_out
         d_hn = _ops.zeros((H, N), dtype=gi.dtype, device=gi.device) if d_hn is None else d_hn
-        res = gru_layer_backward(d_out, d_hn, gi, w, b, h0, Z, ctx.reverse)
-        return unpack_backward(res, L, N, H) + (None,)
+        res = gru_layer_backward(d_out, d_hn, gi, w, b, h0, Z, ctx.reverse, ctx.batch_sizes)
+        return unpack_backward(res, L, N, H) + (None, None)
 
 
-def gru_layer_fm(gi, w, h0, reverse: bool = False, bias=None) -> tuple:
+def gru_layer_fm(gi, w, h0, reverse: bool = False, bias=None, batch_sizes=None) -> tuple:
     """One eager GRU layer and direction: gi (L, N, 3H) the input projection with b_ih, w
-    the hidden weights (3H, H), h0 (H, N), bias b_hh (3H,) or None. Returns (h of every
-    step (L, H, N), h_n (H, N))."""
+    the hidden weights (3H, H), h0 (H, N), bias b_hh (3H,) or None, `batch_sizes` a packed
+    batch's per-step sequence counts (as `tracejit.ops.lstm_layer.lstm_layer_fm`).
+    Returns (h of every step (L, H, N), h_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
     if trace_state.tracer is not None:
         # captured: the primitives are the equations, differentiated by their records
-        Z = gru_layer(gi, w, bias, h0, reverse)
-        hs = gru_layer_states(Z, gi, w, bias, h0, reverse)
+        Z = gru_layer(gi, w, bias, h0, reverse, batch_sizes)
+        hs = gru_layer_states(Z, gi, w, bias, h0, reverse, batch_sizes)
         return hs, hs[0 if reverse else -1]
-    return _GRULayer.apply(gi, w, bias, h0, bool(reverse))
+    return _GRULayer.apply(gi, w, bias, h0, bool(reverse),
+                           None if batch_sizes is None else tuple(batch_sizes))
 
 
-def backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse: bool) -> tuple:
+def backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse: bool, batch_sizes=None) -> tuple:
     """VJP of ``gru_layer_backward`` (second derivatives), eagerly, as
     `tracejit.ops.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
     -> gradients of (d_y, d_hn, gi, w, b, h0)."""
@@ -94,7 +96,8 @@ def backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse: bool) -> tuple:
         bcol = _ops.reshape(b_, (3 * H, 1))
         hs = [None] * L
         for t in (range(L - 1, -1, -1) if reverse else range(L)):
-            h = gru_cell_fm(_ops.transpose(gi_[t], 0, 1), _ops.matmul(w_, h) + bcol, h)
+            h_new = gru_cell_fm(_ops.transpose(gi_[t], 0, 1), _ops.matmul(w_, h) + bcol, h)
+            h = held(h_new, h, batch_sizes, t)
             hs[t] = h
         outs = hs + [hs[0 if reverse else L - 1]]
         cts = [ds[0][t] for t in range(L)] + [ds[1]]

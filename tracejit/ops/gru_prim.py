@@ -21,15 +21,15 @@ from __future__ import annotations
 from ..errors import ShapeError
 from .elementwise import errstate, sigmoid_form
 # the LSTM layer's helpers
-from .lstm_prim import (_matmul, _order, check_float_operands,
-                        hidden_weight_grad)
+from .lstm_prim import (_matmul, _order, check_batch_sizes, check_float_operands, hidden_weight_grad,
+                        hold_inactive, packed_params, pass_inactive, zero_inactive)
 from .registry import Aval, defprim
 from .eager import bind
 
 __all__ = ["gru_layer", "gru_layer_states", "gru_layer_backward", "unpack_backward"]
 
 
-def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
+def _gru_layer_impl(xp, gi, w, b, h0, reverse=False, batch_sizes=None):
     L, N, three = gi.shape
     H = three // 3
     Z = xp.empty((L, 5 * H, N), dtype=gi.dtype)
@@ -55,11 +55,12 @@ def _gru_layer_impl(xp, gi, w, b, h0, reverse=False):
             xp.subtract(h, n, out=h_new)     # h' = n + z (h - n)
             h_new *= z
             h_new += n
+            hold_inactive(h_new, h, batch_sizes, t)
             h = h_new
     return Z
 
 
-def _gru_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False):
+def _gru_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False, batch_sizes=None):
     if len(gi.shape) != 3 or len(w.shape) != 2:
         raise ShapeError(f"gru_layer: expected gi (L, N, 3H) and w (3H, H), got {gi.shape} and {w.shape}")
     L, N, three = gi.shape
@@ -68,6 +69,7 @@ def _gru_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False):
         raise ShapeError(f"gru_layer: gi {gi.shape}, w {w.shape}, b {b.shape} and h0 {h0.shape} do not "
                          f"fit gi (L, N, 3H), w (3H, H), b (3H,), h0 (H, N)")
     check_float_operands("gru_layer", gi, w=w, b=b, h0=h0)
+    check_batch_sizes("gru_layer", batch_sizes, L, N)
     return Aval((L, 5 * H, N), gi.dtype, gi.device)
 
 
@@ -82,7 +84,7 @@ def _parts(H: int, N: int) -> tuple:
     return 0, a, a + 3 * H, a + 3 * H + H * N
 
 
-def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
+def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False, batch_sizes=None):
     """d_y (L, H, N) is the cotangent of every step's h, d_hn added at the last step."""
     L, five, N = Z.shape
     H = five // 5
@@ -119,11 +121,13 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
         xp.subtract(1, r, out=tmp)
         tmp *= r
         dr *= tmp
+        zero_inactive(dm, batch_sizes, t)
         G[t] = dm.T                                # d gi: (dr_pre, dz_pre, dn_pre)
         dn *= r                                    # d hn = dn_pre r
         M[t] = dm.T
         dh_new = _matmul(xp, wt, dm)
         dh_new += dh * z
+        pass_inactive(dh_new, dh, batch_sizes, t)
         dh = dh_new
     return _finish(xp, res, off, M, Z, h0, dh, order)
 
@@ -140,18 +144,19 @@ def _finish(xp, res, off, M, Z, h0, dh, order):
 
 
 def _gru_layer_backward_rule(d_y: Aval, d_hn: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, Z: Aval,
-                             reverse=False):
+                             reverse=False, batch_sizes=None):
     L, five, N = Z.shape
     H = five // 5
     if d_y.shape != (L, H, N) or d_hn.shape != (H, N):
         raise ShapeError(f"gru_layer_backward: gradients {d_y.shape}, {d_hn.shape} do not fit the "
                          f"layer's (L, H, N) = {(L, H, N)}")
+    check_batch_sizes("gru_layer_backward", batch_sizes, L, N)
     return Aval((_parts(H, N)[3] + 3 * H * L * N,), Z.dtype, Z.device)
 
 
-def _gru_layer_backward_vjp(u, out, d_y, d_hn, gi, w, b, h0, Z, reverse=False):
+def _gru_layer_backward_vjp(u, out, d_y, d_hn, gi, w, b, h0, Z, reverse=False, batch_sizes=None):
     from .gru_layer import backward_vjp   # the layer's forward written with tracejit ops
-    return backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse) + (None,)
+    return backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse, batch_sizes) + (None,)
 
 
 GRU_LAYER_BACKWARD = defprim("gru_layer_backward", _gru_layer_backward_impl, _gru_layer_backward_rule,
@@ -162,11 +167,11 @@ GRU_LAYER_BACKWARD = defprim("gru_layer_backward", _gru_layer_backward_impl, _gr
 # ``gru_layer_states(Z, gi, w, b, h0)``: every step's h (L, H, N), the h rows of Z, as the
 # differentiable result of a captured layer (Z a non-differentiable operand, as in
 # ops/lstm_prim.py); its VJP is ``gru_layer_backward`` with respect to the layer's inputs.
-def _states_impl(xp, Z, gi, w, b, h0, reverse=False):
+def _states_impl(xp, Z, gi, w, b, h0, reverse=False, batch_sizes=None):
     return xp.ascontiguousarray(Z[:, :Z.shape[1] // 5])
 
 
-def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False):
+def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False, batch_sizes=None):
     L, five, N = Z.shape
     if gi.shape[0] != L or w.shape[0] * 5 != five * 3 or h0.shape != (five // 5, N):
         raise ShapeError(f"gru_layer_states: Z {Z.shape} is not the result of gru_layer on gi {gi.shape}, "
@@ -174,10 +179,11 @@ def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False):
     return Aval((L, five // 5, N), Z.dtype, Z.device)
 
 
-def _states_vjp(g, out, Z, gi, w, b, h0, reverse=False):
+def _states_vjp(g, out, Z, gi, w, b, h0, reverse=False, batch_sizes=None):
     from .creation import zeros
     H, N = h0.shape
-    res = gru_layer_backward(g, zeros((H, N), dtype=Z.dtype, device=Z.device), gi, w, b, h0, Z, reverse)
+    res = gru_layer_backward(g, zeros((H, N), dtype=Z.dtype, device=Z.device), gi, w, b, h0, Z, reverse,
+                             batch_sizes)
     return (None,) + unpack_backward(res, gi.shape[0], N, H)
 
 
@@ -185,21 +191,22 @@ GRU_LAYER_STATES = defprim("gru_layer_states", _states_impl, _states_rule, _stat
                            save=lambda rq: (0, 1, 2, 3, 4), nondiff=(0,))
 
 
-def gru_layer_states(Z, gi, w, b, h0, reverse: bool = False):
+def gru_layer_states(Z, gi, w, b, h0, reverse: bool = False, batch_sizes=None):
     """Every step's h (L, H, N) from `gru_layer`'s result Z on these operands,
     differentiable in them (its VJP is `gru_layer_backward`)."""
-    return bind(GRU_LAYER_STATES, Z, gi, w, b, h0, reverse=bool(reverse))
+    return bind(GRU_LAYER_STATES, Z, gi, w, b, h0, **packed_params(reverse, batch_sizes))
 
 
-def gru_layer(gi, w, b, h0, reverse: bool = False):
-    """The forward time loop of one GRU layer: -> Z (L, 5H, N) (see above)."""
-    return bind(GRU_LAYER, gi, w, b, h0, reverse=bool(reverse))
+def gru_layer(gi, w, b, h0, reverse: bool = False, batch_sizes=None):
+    """The forward time loop of one GRU layer: -> Z (L, 5H, N) (see above); `batch_sizes`:
+    a packed layer's per-step sequence counts (ops/lstm_prim.py `check_batch_sizes`)."""
+    return bind(GRU_LAYER, gi, w, b, h0, **packed_params(reverse, batch_sizes))
 
 
-def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse: bool = False):
+def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse: bool = False, batch_sizes=None):
     """The backward time loop of `gru_layer` (Z its result): -> the flat
     (d w | d b | d h0 | d gi); `unpack_backward` splits it."""
-    return bind(GRU_LAYER_BACKWARD, d_y, d_hn, gi, w, b, h0, Z, reverse=bool(reverse))
+    return bind(GRU_LAYER_BACKWARD, d_y, d_hn, gi, w, b, h0, Z, **packed_params(reverse, batch_sizes))
 
 
 def unpack_backward(res, L, N: int, H: int) -> tuple:

@@ -16,6 +16,7 @@ from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
 from .elementwise import cast, where
+from .distinct_add import add_distinct
 from .registry import Aval, defprim
 from .eager import bind, trace_state
 from .shape import reshape, stack
@@ -254,7 +255,7 @@ def _index_add_impl(xp, a, v, *idx, spec):
     if _is_basic(spec):
         view[key] += v
     elif xp is np:
-        if not _add_rows(view, key, v):
+        if not add_distinct(view, key, v) and not _add_rows(view, key, v):
             np.add.at(view, key, v)  # repeated indices accumulate
     else:  # pragma: no cover - GPU only
         import cupyx
@@ -290,7 +291,7 @@ def _add_rows(view, key, v) -> bool:
     of 256 into 64 rows, 15 ms -> ~1 ms (np.add.at was 7-11 ms of the eager LSTM step).
     (np.add.reduceat would be one call, but it sums pairwise: not np.add.at's rounding.)
     False (nothing done) for any other index, or when one row repeats so often that the
-    rounds would cost more than np.add.at."""
+    rounds would cost more than np.add.at. (Distinct positions: ops/distinct_add.py.)"""
     flat = added_rows(view, key, v)
     if flat is None:
         return False

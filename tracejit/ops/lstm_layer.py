@@ -61,10 +61,10 @@ def _last(reverse: bool, L):
 class _LSTMLayer(Function):
 
     @staticmethod
-    def forward(ctx, x, wx, w, b, h0, c0, reverse):
+    def forward(ctx, x, wx, w, b, h0, c0, reverse, batch_sizes=None):
         ctx.set_materialize_grads(False)
-        Z = lstm_layer(x, wx, w, b, h0, c0, reverse)
-        ctx.reverse = reverse
+        Z = lstm_layer(x, wx, w, b, h0, c0, reverse, batch_sizes)
+        ctx.reverse, ctx.batch_sizes = reverse, batch_sizes
         ctx.save_for_backward(x, wx, w, b, h0, c0, Z)
         return _outputs(Z, w.shape[1], reverse)
 
@@ -78,10 +78,11 @@ class _LSTMLayer(Function):
         d_hn = zeros(H, N) if d_hn is None else d_hn
         d_cn = zeros(H, N) if d_cn is None else d_cn
         # Under create_graph this op is recorded too; its VJP is `backward_vjp`.
-        res = lstm_layer_backward(d_out, d_hn, d_cn, x, wx, w, b, h0, c0, Z, ctx.reverse)
+        res = lstm_layer_backward(d_out, d_hn, d_cn, x, wx, w, b, h0, c0, Z, ctx.reverse,
+                                  ctx.batch_sizes)
         d_gi, d_w, d_b, d_h0, d_c0 = unpack_backward(res, L, N, H)
         d_x, d_wx = input_projection_grads(d_gi, x, wx)
-        return d_x, d_wx, d_w, d_b, d_h0, d_c0, None
+        return d_x, d_wx, d_w, d_b, d_h0, d_c0, None, None
 
 
 def _outputs(Z, H: int, reverse: bool) -> tuple:
@@ -104,10 +105,13 @@ def _as_rows(x):
     return _ops.reshape(_ops.reshape(x, (L * N, I)), (L, N, I))
 
 
-def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
+def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None, batch_sizes=None) -> tuple:
     """One LSTM layer and direction: x (L, N, I) the input sequence, wx its weights W_ih
     (4H, I) (the projection x W_ih^T runs inside the loop), w the hidden weights (4H, H),
     h0 and c0 (H, N), bias (4H,) or None (the sum of both biases, added at each step).
+    `batch_sizes`: a packed batch's per-step sequence counts, its columns sorted longest
+    first (ops/lstm_prim.py `check_batch_sizes`): the finished sequences' states are held,
+    so h_n and c_n are each sequence's at its own last step.
     Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
@@ -119,12 +123,13 @@ def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None) -> tuple:
         # symbolic. h_n and c_n are cut from the h and c blocks, so the gradient of
         # the (L, 2H, N) states is one concat of two blocks (jit/slice_grads.py).
         H = w.shape[1]
-        Z = lstm_layer(x, wx, w, bias, h0, c0, reverse)
-        hc = lstm_layer_states(Z, x, wx, w, bias, h0, c0, reverse)
+        Z = lstm_layer(x, wx, w, bias, h0, c0, reverse, batch_sizes)
+        hc = lstm_layer_states(Z, x, wx, w, bias, h0, c0, reverse, batch_sizes)
         hs, cs = hc[:, :H], hc[:, H:]
         last = 0 if reverse else -1
         return hs, hs[last], cs[last]
-    return _LSTMLayer.apply(x, wx, w, bias, h0, c0, bool(reverse))
+    return _LSTMLayer.apply(x, wx, w, bias, h0, c0, bool(reverse),
+                            None if batch_sizes is None else tuple(batch_sizes))
 
 
 # ---------------------------------------------------------------- higher derivatives
@@ -134,7 +139,16 @@ def _projection(x, wx):
     return _ops.reshape(_ops.matmul(_ops.reshape(x, (L * N, I)), _ops.transpose(wx, 0, 1)), (L, N, wx.shape[0]))
 
 
-def _recompute(gi, w, b, h0, c0, reverse: bool) -> list:
+def held(new, prev, batch_sizes, t: int):
+    """`new` with the columns a packed layer holds at step t (ops/lstm_prim.py
+    `hold_inactive`) taken from `prev`, with tracejit ops (recorded)."""
+    if batch_sizes is None or batch_sizes[t] >= new.shape[1]:
+        return new
+    n = batch_sizes[t]
+    return _ops.cat([new[:, :n], prev[:, n:]], 1)
+
+
+def _recompute(gi, w, b, h0, c0, reverse: bool, batch_sizes=None) -> list:
     """The layer's forward with tracejit ops (recorded) from its input projection gi:
     per step, in time order, (h, c)."""
     L = gi.shape[0]
@@ -142,7 +156,8 @@ def _recompute(gi, w, b, h0, c0, reverse: bool) -> list:
     h, c = h0, c0
     bcol = _ops.reshape(b, (b.shape[0], 1))
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        h, c = lstm_cell_fm(_ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + bcol, c)
+        h_new, c_new = lstm_cell_fm(_ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + bcol, c)
+        h, c = held(h_new, h, batch_sizes, t), held(c_new, c, batch_sizes, t)
         steps[t] = (h, c)
     return steps
 
@@ -154,7 +169,7 @@ def _requiring(t):
     return t * 1.0 if t.requires_grad else t.detach().requires_grad_(True)
 
 
-def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool) -> tuple:
+def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_sizes=None) -> tuple:
     """VJP of ``lstm_layer_backward`` (second derivatives of the layer), eagerly: its result
     is J^T d (J the layer's Jacobian in (gi, w, b, h0, c0), gi = x W_ih^T the input
     projection, d the output cotangents), so its VJP with u is (J u for d, and the
@@ -167,10 +182,10 @@ def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool) -> tupl
                            "supported; take them eagerly (tracejit.eager()) or with create_graph=True "
                            "on the compiled function's output")
     with enable_grad():    # also when this backward itself runs without create_graph
-        return _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse)
+        return _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse, batch_sizes)
 
 
-def _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool) -> tuple:
+def _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_sizes=None) -> tuple:
     from ..autograd import grad
     L, N = x.shape[0], x.shape[1]
     H = w.shape[1]
@@ -178,7 +193,7 @@ def _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool) -> tup
     gi = _projection(*xs)
     ins = [gi] + [_requiring(t) for t in (w, b, h0, c0)]
     ds = [_requiring(t) for t in (d_y, d_hn, d_cn)]
-    steps = _recompute(*ins, reverse)
+    steps = _recompute(*ins, reverse, batch_sizes)
     last = _last(reverse, L)
     full = d_y.shape[1] == 2 * H       # the cotangent of h and c (else of h only)
     outs, cts = [], []

@@ -68,7 +68,43 @@ def _order(L: int, reverse: bool):
     return range(L - 1, -1, -1) if reverse else range(L)
 
 
-def _lstm_layer_impl(xp, x, wx, w, b, h0, c0, reverse=False):
+def hold_inactive(new, prev, batch_sizes, t: int) -> None:
+    """A packed layer's step t (`batch_sizes`, see `check_batch_sizes`): the columns of the
+    sequences that have no step t keep their state ``prev`` (so each sequence's final
+    state is that of its own last step, in both directions)."""
+    if batch_sizes is not None and batch_sizes[t] < new.shape[1]:
+        new[:, batch_sizes[t]:] = prev[:, batch_sizes[t]:]
+
+
+def pass_inactive(d_new, d_prev, batch_sizes, t: int) -> None:
+    """The backward of `hold_inactive`: the held columns' state cotangent ``d_prev`` (the
+    one reaching step t) passes to the step before unchanged."""
+    if batch_sizes is not None and batch_sizes[t] < d_new.shape[1]:
+        d_new[:, batch_sizes[t]:] = d_prev[:, batch_sizes[t]:]
+
+
+def zero_inactive(g, batch_sizes, t: int) -> None:
+    """A packed layer's step t computes nothing for the held columns: their gate gradient
+    (g feature-major, (G*H, N)) is zero."""
+    if batch_sizes is not None and batch_sizes[t] < g.shape[1]:
+        g[:, batch_sizes[t]:] = 0
+
+
+def check_batch_sizes(op: str, batch_sizes, L, N) -> None:
+    """``batch_sizes`` of a packed layer (PyTorch's PackedSequence.batch_sizes): how many of
+    the N sequences (sorted longest first, the batch's columns) have step t, for each of
+    the L steps; non-increasing, from 1 to N. Step t of the layer updates the first
+    batch_sizes[t] columns and holds the others' states. None: every sequence is L long."""
+    if batch_sizes is None:
+        return
+    bs = tuple(batch_sizes)
+    if (not isinstance(L, int) or len(bs) != L or any(not isinstance(b, int) for b in bs)
+            or any(b < 1 or b > N for b in bs) or any(a < b for a, b in zip(bs, bs[1:]))):
+        raise ShapeError(f"{op}: batch_sizes {bs} should be {L} non-increasing counts from 1 to the "
+                         f"batch's {N} sequences, one per step")
+
+
+def _lstm_layer_impl(xp, x, wx, w, b, h0, c0, reverse=False, batch_sizes=None):
     L, N, I = x.shape
     H = w.shape[1]
     Z = xp.empty((L, 6 * H, N), dtype=x.dtype)
@@ -93,11 +129,14 @@ def _lstm_layer_impl(xp, x, wx, w, b, h0, c0, reverse=False):
             c_new += ig
             xp.tanh(c_new, out=h_new)
             h_new *= o
+            hold_inactive(z[:H], h, batch_sizes, t)
+            hold_inactive(c_new, c, batch_sizes, t)
             h, c = h_new, c_new
     return Z
 
 
-def _lstm_layer_rule(x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False):
+def _lstm_layer_rule(x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False,
+                     batch_sizes=None):
     if len(x.shape) != 3 or len(wx.shape) != 2 or len(w.shape) != 2:
         raise ShapeError(f"lstm_layer: expected x (L, N, I), w_ih (4H, I) and w (4H, H), got {x.shape}, "
                          f"{wx.shape} and {w.shape}")
@@ -109,6 +148,7 @@ def _lstm_layer_rule(x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, re
                          f"and c0 {c0.shape} do not fit x (L, N, I), w_ih (4H, I), w (4H, H), b (4H,), "
                          f"h0 and c0 (H, N)")
     check_float_operands("lstm_layer", x, w_ih=wx, w=w, b=b, h0=h0, c0=c0)
+    check_batch_sizes("lstm_layer", batch_sizes, L, N)
     return Aval((L, 6 * H, N), x.dtype, x.device)
 
 
@@ -128,7 +168,8 @@ def _parts(H: int, N: int) -> tuple:
     return 0, a, b, c, d
 
 
-def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
+def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False,
+                              batch_sizes=None):
     """d_y is the cotangent of each step's output rows: (L, H, N) (of h) or (L, 2H, N)
     (of h and c); d_hn, d_cn are added at the last step. x, wx and b are operands for the
     VJP of this op (second derivatives) only: the result's last part is the gradient of the
@@ -177,9 +218,15 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
         dg[:2 * H] *= s_if
         dg[:2 * H] *= 1 - s_if
         dgg *= 1 - g * g
+        zero_inactive(dg, batch_sizes, t)
         G[t] = dg.T
+        dc_in, dh_in = dc, dh
         dc = dct * f
         dh = _matmul(xp, wt, dg)
+        if batch_sizes is not None:
+            pass_inactive(dc, dc_in, batch_sizes, t)
+            dh = xp.array(dh)
+            pass_inactive(dh, dh_in, batch_sizes, t)
     return _finish(xp, res, off, G, Z, h0, dh, dc, order)
 
 
@@ -237,12 +284,13 @@ def hprev_steps(xp, Z, h0, t0: int, t1: int, reverse: bool):
 
 
 def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, x: Aval, wx: Aval, w: Aval, b: Aval,
-                              h0: Aval, c0: Aval, Z: Aval, reverse=False):
+                              h0: Aval, c0: Aval, Z: Aval, reverse=False, batch_sizes=None):
     L, six, N = Z.shape
     H = six // 6
     if (d_y.shape not in ((L, H, N), (L, 2 * H, N)) or d_hn.shape != (H, N) or d_cn.shape != (H, N)):
         raise ShapeError(f"lstm_layer_backward: gradients {d_y.shape}, {d_hn.shape}, {d_cn.shape} do "
                          f"not fit the layer's (L, H, N) = {(L, H, N)}")
+    check_batch_sizes("lstm_layer_backward", batch_sizes, L, N)
     return Aval((_parts(H, N)[4] + 4 * H * L * N,), Z.dtype, Z.device)
 
 
@@ -263,11 +311,12 @@ def _unpack(res, L, N: int, H: int) -> tuple:
 #
 # The result is a view of Z's first 2H rows per step (no 4 MB copy per layer in the LM
 # step), so the op is marked a view of its operand 0.
-def _states_impl(xp, Z, x, wx, w, b, h0, c0, reverse=False):
+def _states_impl(xp, Z, x, wx, w, b, h0, c0, reverse=False, batch_sizes=None):
     return Z[:, :2 * (Z.shape[1] // 6)]
 
 
-def _states_rule(Z: Aval, x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False):
+def _states_rule(Z: Aval, x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False,
+                 batch_sizes=None):
     L, six, N = Z.shape
     if x.shape[0] != L or w.shape[0] * 6 != six * 4 or h0.shape != (six // 6, N):
         raise ShapeError(f"lstm_layer_states: Z {Z.shape} is not the result of lstm_layer on x {x.shape}, "
@@ -275,11 +324,11 @@ def _states_rule(Z: Aval, x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Ava
     return Aval((L, 2 * (six // 6), N), Z.dtype, Z.device)
 
 
-def _states_vjp(g, out, Z, x, wx, w, b, h0, c0, reverse=False):
+def _states_vjp(g, out, Z, x, wx, w, b, h0, c0, reverse=False, batch_sizes=None):
     from .creation import zeros
     H, N = h0.shape
     z = zeros((H, N), dtype=Z.dtype, device=Z.device)
-    res = lstm_layer_backward(g, z, z, x, wx, w, b, h0, c0, Z, reverse)
+    res = lstm_layer_backward(g, z, z, x, wx, w, b, h0, c0, Z, reverse, batch_sizes)
     d_gi, d_w, d_b, d_h0, d_c0 = _unpack(res, x.shape[0], N, H)
     return (None,) + input_projection_grads(d_gi, x, wx) + (d_w, d_b, d_h0, d_c0)
 
@@ -299,9 +348,10 @@ LSTM_LAYER_STATES = defprim("lstm_layer_states", _states_impl, _states_rule, _st
                             save=lambda rq: (0, 1, 2, 3, 4, 5, 6), nondiff=(0,), extra={"view": True})
 
 
-def _lstm_layer_backward_vjp(u, out, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
+def _lstm_layer_backward_vjp(u, out, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False,
+                             batch_sizes=None):
     from .lstm_layer import backward_vjp   # the layer's forward written with tracejit ops
-    return backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse) + (None,)
+    return backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse, batch_sizes) + (None,)
 
 
 LSTM_LAYER_BACKWARD = defprim("lstm_layer_backward", _lstm_layer_backward_impl, _lstm_layer_backward_rule,
@@ -309,26 +359,37 @@ LSTM_LAYER_BACKWARD = defprim("lstm_layer_backward", _lstm_layer_backward_impl, 
                               nondiff=(9,))
 
 
-def lstm_layer(x, wx, w, b, h0, c0, reverse: bool = False):
+def packed_params(reverse: bool, batch_sizes=None) -> dict:
+    """A layer primitive's static params: ``reverse``, and ``batch_sizes`` (a tuple of
+    ints) only for a packed layer, so an unpacked layer's equation and its kernels' calls
+    stay as they were."""
+    if batch_sizes is None:
+        return {"reverse": bool(reverse)}
+    return {"reverse": bool(reverse), "batch_sizes": tuple(int(b) for b in batch_sizes)}
+
+
+def lstm_layer(x, wx, w, b, h0, c0, reverse: bool = False, batch_sizes=None):
     """The forward time loop of one LSTM layer (see above), its input projection x W_ih^T
     (x (L, N, I), wx = W_ih (4H, I)) included: -> Z (L, 6H, N), not differentiable by
     itself (`lstm_layer_states` is); `tracejit.ops.lstm_layer.lstm_layer_fm` is the layer
-    users reach."""
-    return bind(LSTM_LAYER, x, wx, w, b, h0, c0, reverse=bool(reverse))
+    users reach. `batch_sizes`: a packed layer's per-step sequence counts
+    (`check_batch_sizes`)."""
+    return bind(LSTM_LAYER, x, wx, w, b, h0, c0, **packed_params(reverse, batch_sizes))
 
 
-def lstm_layer_states(Z, x, wx, w, b, h0, c0, reverse: bool = False):
+def lstm_layer_states(Z, x, wx, w, b, h0, c0, reverse: bool = False, batch_sizes=None):
     """Every step's h and c (L, 2H, N) from `lstm_layer`'s result Z on these operands,
     differentiable in them (its VJP is `lstm_layer_backward` and the input projection's
     two GEMMs, `input_projection_grads`)."""
-    return bind(LSTM_LAYER_STATES, Z, x, wx, w, b, h0, c0, reverse=bool(reverse))
+    return bind(LSTM_LAYER_STATES, Z, x, wx, w, b, h0, c0, **packed_params(reverse, batch_sizes))
 
 
-def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse: bool = False):
+def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse: bool = False, batch_sizes=None):
     """The backward time loop of `lstm_layer` (Z its result): -> the flat
     (d w | d b | d h0 | d c0 | d gi), d gi the gradient of the input projection x W_ih^T;
     `unpack_backward` splits it."""
-    return bind(LSTM_LAYER_BACKWARD, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=bool(reverse))
+    return bind(LSTM_LAYER_BACKWARD, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z,
+                **packed_params(reverse, batch_sizes))
 
 
 def unpack_backward(res, L, N: int, H: int) -> tuple:

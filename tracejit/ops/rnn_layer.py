@@ -18,7 +18,7 @@ from .. import ops as _ops
 from ..errors import CompileError
 from .eager import trace_state
 from .rnn_prim import rnn_layer, unpack_backward
-from .lstm_layer import _requiring
+from .lstm_layer import _requiring, held
 
 __all__ = ["rnn_layer_fm", "rnn_cell", "backward_vjp"]
 
@@ -29,17 +29,19 @@ def rnn_cell(pre, nonlinearity: str):
     return _ops.tanh(pre) if nonlinearity == "tanh" else _ops.relu(pre)
 
 
-def rnn_layer_fm(gi, w, h0, reverse: bool = False, bias=None, nonlinearity: str = "tanh") -> tuple:
+def rnn_layer_fm(gi, w, h0, reverse: bool = False, bias=None, nonlinearity: str = "tanh",
+                 batch_sizes=None) -> tuple:
     """One RNN layer and direction: gi (L, N, H) the input projection with b_ih, w the hidden
-    weights (H, H), h0 (H, N), bias b_hh (H,) or None. Returns (h of every step (L, H, N),
-    h_n (H, N))."""
+    weights (H, H), h0 (H, N), bias b_hh (H,) or None, `batch_sizes` a packed batch's
+    per-step sequence counts (as `tracejit.ops.lstm_layer.lstm_layer_fm`).
+    Returns (h of every step (L, H, N), h_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
-    hs = rnn_layer(gi, w, bias, h0, reverse, nonlinearity)
+    hs = rnn_layer(gi, w, bias, h0, reverse, nonlinearity, batch_sizes)
     return hs, hs[0 if reverse else -1]
 
 
-def backward_vjp(u, d_y, gi, w, b, h0, reverse: bool, nonlinearity: str) -> tuple:
+def backward_vjp(u, d_y, gi, w, b, h0, reverse: bool, nonlinearity: str, batch_sizes=None) -> tuple:
     """VJP of ``rnn_layer_backward`` (second derivatives), eagerly, as
     `tracejit.ops.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
     -> gradients of (d_y, gi, w, b, h0)."""
@@ -55,7 +57,8 @@ def backward_vjp(u, d_y, gi, w, b, h0, reverse: bool, nonlinearity: str) -> tupl
         bcol = _ops.reshape(b_, (H, 1))
         hs = [None] * L
         for t in (range(L - 1, -1, -1) if reverse else range(L)):
-            h = rnn_cell(_ops.transpose(gi_[t], 0, 1) + _ops.matmul(w_, h) + bcol, nonlinearity)
+            h = held(rnn_cell(_ops.transpose(gi_[t], 0, 1) + _ops.matmul(w_, h) + bcol, nonlinearity), h,
+                     batch_sizes, t)
             hs[t] = h
         first = grad(hs, ins, [ds[0][t] for t in range(L)], create_graph=True, allow_unused=True)
         us = unpack_backward(u, L, N, H)

@@ -19,8 +19,8 @@ b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .lstm_prim import (_matmul, _order, check_float_operands,  # the LSTM's helpers
-                        hidden_weight_grad)
+from .lstm_prim import (_matmul, _order, check_batch_sizes, check_float_operands,  # the LSTM's helpers
+                        hidden_weight_grad, hold_inactive, packed_params, pass_inactive, zero_inactive)
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -29,7 +29,7 @@ __all__ = ["rnn_layer", "rnn_layer_backward", "unpack_backward"]
 NONLINEARITIES = ("tanh", "relu")
 
 
-def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
+def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh", batch_sizes=None):
     L, N, H = gi.shape
     hs = xp.empty((L, H, N), dtype=gi.dtype)
     bcol = b.reshape(H, 1)
@@ -42,11 +42,12 @@ def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
             xp.tanh(p, out=p)
         else:
             xp.maximum(p, 0, out=p)
+        hold_inactive(p, h, batch_sizes, t)
         h = p
     return hs
 
 
-def _check(name: str, gi: Aval, w: Aval, b: Aval, h0: Aval, nonlinearity) -> None:
+def _check(name: str, gi: Aval, w: Aval, b: Aval, h0: Aval, nonlinearity, batch_sizes=None) -> None:
     if nonlinearity not in NONLINEARITIES:
         raise ValueError(f"{name}: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
     if len(gi.shape) != 3 or len(w.shape) != 2:
@@ -56,16 +57,18 @@ def _check(name: str, gi: Aval, w: Aval, b: Aval, h0: Aval, nonlinearity) -> Non
         raise ShapeError(f"{name}: gi {gi.shape}, w {w.shape}, b {b.shape} and h0 {h0.shape} do not fit "
                          f"gi (L, N, H), w (H, H), b (H,), h0 (H, N)")
     check_float_operands(name, gi, w=w, b=b, h0=h0)
+    check_batch_sizes(name, batch_sizes, L, N)
 
 
-def _rnn_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False, nonlinearity="tanh"):
-    _check("rnn_layer", gi, w, b, h0, nonlinearity)
+def _rnn_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False, nonlinearity="tanh",
+                    batch_sizes=None):
+    _check("rnn_layer", gi, w, b, h0, nonlinearity, batch_sizes)
     L, N, H = gi.shape
     return Aval((L, H, N), gi.dtype, gi.device)
 
 
-def _rnn_layer_vjp(g, out, gi, w, b, h0, reverse=False, nonlinearity="tanh"):
-    res = rnn_layer_backward(g, gi, w, b, h0, out, reverse, nonlinearity)
+def _rnn_layer_vjp(g, out, gi, w, b, h0, reverse=False, nonlinearity="tanh", batch_sizes=None):
+    res = rnn_layer_backward(g, gi, w, b, h0, out, reverse, nonlinearity, batch_sizes)
     return unpack_backward(res, gi.shape[0], h0.shape[1], h0.shape[0])
 
 
@@ -83,7 +86,8 @@ def _parts(H: int, N: int) -> tuple:
     return 0, a, b, c
 
 
-def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"):
+def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh",
+                             batch_sizes=None):
     """d_y (L, H, N): the cotangent of every step's h (the last step's h_n included).
     gi and b are operands for this op's VJP (second derivatives) only."""
     L, H, N = hs.shape
@@ -102,13 +106,19 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
             dp[...] = d_y[t]
         else:
             xp.add(dh, d_y[t], out=dp)
+        dh_in = dp.copy() if batch_sizes is not None else None   # (held columns: passed on)
         # through the nonlinearity, from its output: tanh' = 1 - h^2; relu' = (h > 0)
         if nonlinearity == "tanh":
             dp *= 1 - h * h
         else:
             dp *= h > 0
+        if batch_sizes is not None:
+            zero_inactive(dp, batch_sizes, t)
         G[t] = dp.T
         dh = _matmul(xp, wt, dp)
+        if batch_sizes is not None:
+            dh = xp.array(dh)
+            pass_inactive(dh, dh_in, batch_sizes, t)
     res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(xp, G2, hs, h0, order)
     res[off[1]:off[2]] = G2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
@@ -116,8 +126,8 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
 
 
 def _rnn_layer_backward_rule(d_y: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, hs: Aval, reverse=False,
-                             nonlinearity="tanh"):
-    _check("rnn_layer_backward", gi, w, b, h0, nonlinearity)
+                             nonlinearity="tanh", batch_sizes=None):
+    _check("rnn_layer_backward", gi, w, b, h0, nonlinearity, batch_sizes)
     L, N, H = gi.shape
     if d_y.shape != (L, H, N) or hs.shape != (L, H, N):
         raise ShapeError(f"rnn_layer_backward: gradient {d_y.shape} and states {hs.shape} do not fit the "
@@ -125,9 +135,10 @@ def _rnn_layer_backward_rule(d_y: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, hs
     return Aval((_parts(H, N)[3] + H * L * N,), hs.dtype, hs.device)
 
 
-def _rnn_layer_backward_vjp(u, out, d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"):
+def _rnn_layer_backward_vjp(u, out, d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh",
+                            batch_sizes=None):
     from .rnn_layer import backward_vjp   # the layer's forward written with tracejit ops
-    return backward_vjp(u, d_y, gi, w, b, h0, reverse, nonlinearity) + (None,)
+    return backward_vjp(u, d_y, gi, w, b, h0, reverse, nonlinearity, batch_sizes) + (None,)
 
 
 RNN_LAYER_BACKWARD = defprim("rnn_layer_backward", _rnn_layer_backward_impl, _rnn_layer_backward_rule,
@@ -135,17 +146,20 @@ RNN_LAYER_BACKWARD = defprim("rnn_layer_backward", _rnn_layer_backward_impl, _rn
                              nondiff=(5,))
 
 
-def rnn_layer(gi, w, b, h0, reverse: bool = False, nonlinearity: str = "tanh"):
+def rnn_layer(gi, w, b, h0, reverse: bool = False, nonlinearity: str = "tanh", batch_sizes=None):
     """The time loop of one Elman RNN layer and direction: -> every step's h (L, H, N),
     differentiable (its VJP is `rnn_layer_backward`); `tracejit.ops.rnn_layer.rnn_layer_fm`
-    is the layer users reach."""
-    return bind(RNN_LAYER, gi, w, b, h0, reverse=bool(reverse), nonlinearity=nonlinearity)
+    is the layer users reach. `batch_sizes`: a packed layer's per-step sequence counts
+    (ops/lstm_prim.py `check_batch_sizes`)."""
+    return bind(RNN_LAYER, gi, w, b, h0, **packed_params(reverse, batch_sizes), nonlinearity=nonlinearity)
 
 
-def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse: bool = False, nonlinearity: str = "tanh"):
+def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse: bool = False, nonlinearity: str = "tanh",
+                       batch_sizes=None):
     """The backward time loop of `rnn_layer` (hs its result): -> the flat
     (d w | d b | d h0 | d gi); `unpack_backward` splits it."""
-    return bind(RNN_LAYER_BACKWARD, d_y, gi, w, b, h0, hs, reverse=bool(reverse), nonlinearity=nonlinearity)
+    return bind(RNN_LAYER_BACKWARD, d_y, gi, w, b, h0, hs, **packed_params(reverse, batch_sizes),
+                nonlinearity=nonlinearity)
 
 
 def unpack_backward(res, L, N: int, H: int) -> tuple:

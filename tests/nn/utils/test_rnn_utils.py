@@ -49,8 +49,9 @@ def test_pad_sequence_and_pack_sequence_match_torch():
 
 @pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
 @pytest.mark.parametrize("bidirectional", [False, True])
-@pytest.mark.parametrize("lengths", [[6, 2, 4, 2], [6, 4, 2, 2]])
-def test_recurrent_layers_take_packed_sequences(kind, bidirectional, lengths):
+@pytest.mark.parametrize("lengths,enforce_sorted", [([6, 2, 4, 2], False), ([6, 4, 2, 2], False),
+                                                    ([6, 4, 2, 1], True), ([3, 5, 1, 6], False)])
+def test_recurrent_layers_take_packed_sequences(kind, bidirectional, lengths, enforce_sorted):
     r = np.random.default_rng(1)
     x = r.standard_normal((6, 4, 3))
     torch.manual_seed(0)
@@ -62,8 +63,10 @@ def test_recurrent_layers_take_packed_sequences(kind, bidirectional, lengths):
     states_t = (torch.tensor(h0), torch.tensor(h0 * 0.5)) if kind == "LSTM" else torch.tensor(h0)
     states_j = (tj.tensor(h0), tj.tensor(h0 * 0.5)) if kind == "LSTM" else tj.tensor(h0)
     xt, xj = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
-    ot, ht = t(TR.pack_padded_sequence(xt, lengths, enforce_sorted=False), states_t)
-    oj, hj = m(R.pack_padded_sequence(xj, lengths, enforce_sorted=False), states_j)
+    ot, ht = t(TR.pack_padded_sequence(xt, lengths, enforce_sorted=enforce_sorted), states_t)
+    oj, hj = m(R.pack_padded_sequence(xj, lengths, enforce_sorted=enforce_sorted), states_j)
+    np.testing.assert_allclose(oj.data.detach().numpy(), ot.data.detach().numpy(), rtol=1e-10, atol=1e-12)
+    assert oj.batch_sizes.tolist() == ot.batch_sizes.tolist()
     yt, _ = TR.pad_packed_sequence(ot)
     yj, _ = R.pad_packed_sequence(oj)
     hts, hjs = (ht, hj) if kind == "LSTM" else ((ht,), (hj,))
@@ -89,3 +92,84 @@ def test_packed_batch_first_layer():
     np.testing.assert_allclose(oj.data.detach().numpy(), ot.data.detach().numpy(), rtol=1e-10)
     np.testing.assert_allclose(hj.detach().numpy(), ht.detach().numpy(), rtol=1e-10)
     assert oj.sorted_indices is None and oj.batch_sizes.tolist() == ot.batch_sizes.tolist()
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+def test_packed_layer_runs_one_recurrence_per_layer_and_direction(kind, monkeypatch):
+    # four distinct lengths, two layers, two directions: four layer loops forward and four
+    # backward, each over the whole batch with its per-step sequence counts
+    from tracejit.ops import gru_prim, lstm_prim, rnn_prim
+    calls = []
+    for mod in (lstm_prim, gru_prim, rnn_prim):
+        for name in ("LSTM_LAYER", "LSTM_LAYER_BACKWARD", "GRU_LAYER", "GRU_LAYER_BACKWARD", "RNN_LAYER",
+                     "RNN_LAYER_BACKWARD"):
+            prim = getattr(mod, name, None)
+            if prim is not None and not hasattr(prim, "_counted"):
+                run = prim.run
+                monkeypatch.setattr(prim, "run", lambda xp, *a, _run=run, _n=prim.name, **p:
+                                    calls.append((_n, p.get("batch_sizes"))) or _run(xp, *a, **p))
+                monkeypatch.setattr(prim, "_counted", True, raising=False)
+    m = getattr(tj.nn, kind)(3, 4, num_layers=2, bidirectional=True)
+    x = tj.randn(5, 4, 3, requires_grad=True)
+    out, _ = m(R.pack_padded_sequence(x, [2, 5, 3, 1], enforce_sorted=False))
+    out.data.sum().backward()
+    forward = [c for c in calls if not c[0].endswith("backward")]
+    backward = [c for c in calls if c[0].endswith("backward")]
+    assert len(forward) == 4 and len(backward) == 4
+    assert all(bs == (4, 3, 2, 1, 1) for _, bs in forward + backward)
+    # steps past a sequence's end get no gradient
+    assert x.grad[2:, 0].abs().sum().item() == 0 and x.grad[1:, 3].abs().sum().item() == 0
+    assert x.grad[:2, 0].abs().min().item() > 0 and x.grad[:, 1].abs().min().item() > 0
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_packed_float32_batch_first_matches_torch(kind):
+    # float32 (the loop kernels' dtype: a packed layer runs the primitive's own form), batch
+    # first, two layers and directions, no initial state
+    r = np.random.default_rng(3)
+    torch.manual_seed(2)
+    t = getattr(torch.nn, kind)(4, 6, num_layers=2, bidirectional=True, batch_first=True)
+    m = getattr(tj.nn, kind)(4, 6, num_layers=2, bidirectional=True, batch_first=True)
+    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    x = r.standard_normal((5, 7, 4)).astype(np.float32)
+    lengths = [3, 7, 1, 7, 4]
+    xt, xj = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    ot, ht = t(TR.pack_padded_sequence(xt, lengths, batch_first=True, enforce_sorted=False))
+    oj, hj = m(R.pack_padded_sequence(xj, lengths, batch_first=True, enforce_sorted=False))
+    ht, hj = (ht[0], hj[0]) if kind == "LSTM" else (ht, hj)
+    np.testing.assert_allclose(oj.data.detach().numpy(), ot.data.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(hj.detach().numpy(), ht.detach().numpy(), rtol=1e-5, atol=1e-6)
+    (ot.data.sin().sum() + ht.sum()).backward()
+    (oj.data.sin().sum() + hj.sum()).backward()
+    np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(m.named_parameters(), t.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_packed_layer_second_derivative_matches_torch():
+    # create_graph through a packed LSTM: the gradient of a gradient's norm
+    r = np.random.default_rng(4)
+    torch.manual_seed(3)
+    t = torch.nn.LSTM(2, 3, bidirectional=True).double()
+    m = tj.nn.LSTM(2, 3, bidirectional=True, dtype="float64")
+    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    x = r.standard_normal((4, 3, 2))
+    grads = []
+    for lib, rnn, mod in ((torch, TR, t), (tj, R, m)):
+        xv = lib.tensor(x, requires_grad=True)
+        out, _ = mod(rnn.pack_padded_sequence(xv, [2, 4, 3], enforce_sorted=False))
+        (g,) = lib.autograd.grad(out.data.pow(2).sum(), xv, create_graph=True)
+        (gg,) = lib.autograd.grad(g.pow(2).sum(), xv)
+        grads.append((g.detach().numpy(), gg.numpy()))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-8, atol=1e-11)
+
+
+def test_layer_primitive_checks_batch_sizes():
+    from tracejit.errors import ShapeError
+    from tracejit.ops.gru_prim import gru_layer
+    gi, w, b, h0 = tj.zeros(3, 2, 6), tj.zeros(6, 2), tj.zeros(6), tj.zeros(2, 2)
+    with pytest.raises(ShapeError, match="gru_layer: batch_sizes"):
+        gru_layer(gi, w, b, h0, batch_sizes=(2, 1, 2))
+    with pytest.raises(ShapeError, match="gru_layer: batch_sizes"):
+        gru_layer(gi, w, b, h0, batch_sizes=(2, 1))

@@ -8,11 +8,10 @@ batch order. `pack_padded_sequence` / `pad_packed_sequence` convert from and to 
 (T, B, *) tensors with gathers (so gradients flow through them), `pad_sequence` pads a
 list of sequences.
 
-RNN, LSTM and GRU accept a PackedSequence (`run_packed`): the sequences are grouped by
-length and each group runs through the layer as an ordinary batch of that many steps, so
-outputs past a sequence's end are zero and the final states are those of each sequence's
-own last step -- in both directions of a bidirectional layer -- with the hidden states in
-the caller's batch order, as in PyTorch.
+RNN, LSTM and GRU accept a PackedSequence (`run_packed`): one recurrence per layer and
+direction whose step t updates the ``batch_sizes[t]`` sequences that have that step, so
+the final states are those of each sequence's own last step -- in both directions of a
+bidirectional layer -- with the hidden states in the caller's batch order, as in PyTorch.
 """
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from ... import dtypes as _dt
 from ... import ops as _ops
+from ...errors import ShapeError
 from ...tensor import Tensor
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
@@ -181,35 +181,43 @@ def unpack_sequence(packed_sequences: PackedSequence):
     return unpad_sequence(padded, lengths, batch_first=True)
 
 
+def _packed_positions(batch_sizes: np.ndarray) -> np.ndarray:
+    """The position t * B + j in the padded time-major (T, B) batch (its columns the
+    sequences sorted longest first) of each packed row, in the packed order."""
+    b = int(batch_sizes[0])
+    return np.concatenate([np.arange(t * b, t * b + n) for t, n in enumerate(batch_sizes.tolist())])
+
+
 def run_packed(module, packed: PackedSequence, hx=None):
-    """RNN/LSTM/GRU over a PackedSequence (see the module docstring): (PackedSequence, h_n)
-    or (PackedSequence, (h_n, c_n)), states in the caller's batch order."""
-    padded, lengths = pad_packed_sequence(packed)         # (T, B, F), caller's order
-    lens = lengths.numpy()
+    """RNN/LSTM/GRU over a PackedSequence: (PackedSequence, h_n) or (PackedSequence,
+    (h_n, c_n)), the states in the caller's batch order, as PyTorch.
+
+    One recurrence per layer and direction over the whole batch, as PyTorch's packed
+    layers: the packed rows are laid out time-major (T, B) with the sequences sorted
+    longest first (one scatter), and each layer's loop takes ``batch_sizes``, so its step t
+    updates the batch_sizes[t] sequences that have a step t and holds the others' states
+    (the reverse direction thus starts each sequence at its own last step). The output's
+    packed rows are gathered back from the last layer's (T, B) result."""
+    data = packed.data
+    if data.ndim != 2 or data.shape[-1] != module.input_size:
+        raise ShapeError(f"{module._name()}: a packed sequence's data should be (rows, input_size="
+                         f"{module.input_size}), got shape {tuple(data.shape)}")
+    if not data.dtype.is_floating_point:
+        raise TypeError(f"{module._name()}: expected a floating point input, got {data.dtype.name}")
+    bs = packed.batch_sizes.numpy().astype(np.int64)
+    T, B = int(bs.size), int(bs[0])
+    # the packed rows put into zeros (distinct rows: the gradient is their gather)
+    flat = _ops.tensor(_packed_positions(bs))
+    zeros = _ops.zeros((T * B, data.shape[1]), dtype=data.dtype, device=data.device)
+    x = _ops.reshape(_ops.index_put(zeros, (flat,), data), (T, B, data.shape[1]))
     lstm = module.mode == "LSTM"
-    states = None if hx is None else (tuple(hx) if lstm else (hx,))
-    outs, finals = [], []
-    groups = []
-    for n in sorted(set(lens.tolist()), reverse=True):
-        idx = np.flatnonzero(lens == n)
-        groups.append(idx)
-        sel = _ops.tensor(idx, dtype=_dt.int64)
-        x = padded[:n, sel] if not module.batch_first else _ops.transpose(padded[:n, sel], 0, 1)
-        h = None if states is None else tuple(s[:, sel] for s in states)
-        y, hn = module(x, None if h is None else (h if lstm else h[0]))
-        if module.batch_first:
-            y = _ops.transpose(y, 0, 1)
-        t_pad = padded.shape[0] - n
-        if t_pad:
-            y = _ops.cat([y, _ops.zeros((t_pad,) + tuple(y.shape[1:]), dtype=y.dtype, device=y.device)], 0)
-        outs.append(y)
-        finals.append(hn if lstm else (hn,))
-    order = np.concatenate(groups)
-    back = _ops.tensor(np.argsort(order, kind="stable"), dtype=_dt.int64)
-    y = _ops.getitem(_ops.cat(outs, 1), (slice(None), back))        # (T, B, H*dirs), caller's order
-    states_out = tuple(_ops.getitem(_ops.cat([f[i] for f in finals], 1), (slice(None), back))
-                       for i in range(len(finals[0])))
-    out = pack_padded_sequence(y, lens, enforce_sorted=False)
-    if packed.sorted_indices is None:   # the caller's batch was already sorted: keep no permutation
-        out = PackedSequence(out.data, out.batch_sizes, None, None)
-    return out, (states_out if lstm else states_out[0])
+    if hx is not None and packed.sorted_indices is not None:   # to the packed (sorted) order
+        hx = tuple(_ops.getitem(s, (slice(None), packed.sorted_indices)) for s in hx) if lstm \
+            and isinstance(hx, (tuple, list)) else _ops.getitem(hx, (slice(None), packed.sorted_indices))
+    states = module._initial_states(hx, B, True, x)
+    y, finals = module._layers(x, states, batch_sizes=tuple(bs.tolist()))
+    out = _ops.getitem(_ops.reshape(y, (T * B, y.shape[-1])), flat)
+    if packed.unsorted_indices is not None:                     # back to the caller's order
+        finals = [_ops.getitem(f, (slice(None), packed.unsorted_indices)) for f in finals]
+    result = PackedSequence(out, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+    return result, (tuple(finals) if lstm else finals[0])

@@ -33,24 +33,35 @@ __all__ = ["lstm_layer", "lstm_layer_backward", "gru_layer", "gru_layer_backward
            "GRU_BACKWARD_CHECK", "RNN_CHECK", "RNN_BACKWARD_CHECK"]
 
 # The checkers (ops/impls.py): the operands the kernels take, numpy float32/float64 arrays
-# of one dtype
-LSTM_CHECK = floats(6)           # x, wx, w, b, h0, c0
+# of one dtype. A packed layer (``batch_sizes``: per-step sequence counts) runs the numpy
+# form, whose steps hold the finished sequences' states; the kernels have no such mode.
+def _unpacked(check):
+    def checker(*arrays, batch_sizes=None, **params) -> bool:
+        return batch_sizes is None and check(*arrays, **params)
+    checker.__name__ = check.__name__
+    return checker
 
 
+LSTM_CHECK = _unpacked(floats(6))           # x, wx, w, b, h0, c0
+
+
+@_unpacked
 def LSTM_BACKWARD_CHECK(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, **params) -> bool:
     return floats(7)(d_y, d_hn, d_cn, Z, w, h0, c0)
 
 
-GRU_CHECK = floats(4)            # gi, w, b, h0
+GRU_CHECK = _unpacked(floats(4))            # gi, w, b, h0
 
 
+@_unpacked
 def GRU_BACKWARD_CHECK(d_y, d_hn, gi, w, b, h0, Z, **params) -> bool:
     return floats(5)(d_y, d_hn, Z, w, h0)
 
 
-RNN_CHECK = floats(4)            # gi, w, b, h0
+RNN_CHECK = _unpacked(floats(4))            # gi, w, b, h0
 
 
+@_unpacked
 def RNN_BACKWARD_CHECK(d_y, gi, w, b, h0, hs, **params) -> bool:
     return floats(4)(d_y, hs, w, h0)
 

@@ -1,0 +1,41 @@
+"""ops/distinct_add.py: a gather's backward whose positions are distinct is one fancy add,
+bitwise np.add.at's result; repeated or out-of-range positions are left to np.add.at."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracejit.ops.distinct_add import add_distinct, distinct
+
+
+@pytest.mark.parametrize("case", ["rows", "dim 1", "two arrays", "negative"])
+def test_distinct_positions_add_as_np_add_at(case):
+    # a gather's backward (packed sequences, a batch permutation): one fancy add
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((7, 6, 5)).astype(np.float32)
+    key = {"rows": (rng.permutation(7)[:5],),
+           "dim 1": (slice(None), rng.permutation(6)),
+           "two arrays": (np.array([0, 0, 3, 6]), np.array([1, 2, 2, 5])),
+           "negative": (np.array([-1, 2, 0]),)}[case]
+    v = rng.standard_normal(a[key].shape).astype(np.float32)
+    want = a.copy()
+    np.add.at(want, key, v)
+    assert add_distinct(a, key, v)
+    assert np.array_equal(a, want)
+
+
+def test_repeated_positions_are_left_to_the_rounds():
+    a = np.zeros((4, 3), np.float32)
+    assert not add_distinct(a, (np.array([1, 2, 1]),), np.ones((3, 3), np.float32))
+    assert not add_distinct(a, (np.array([0, 0]), np.array([2, -1])), np.ones(2, np.float32))
+    assert not add_distinct(a, (np.array([4]),), np.ones((1, 3), np.float32))     # out of range
+    assert not a.any()
+
+
+def test_distinct_positions_found_at_every_size():
+    rng = np.random.default_rng(6)
+    for n, high in ((10, 100), (500, 600), (500, 10 ** 6)):
+        flat = rng.permutation(high)[:n]
+        assert distinct(flat)
+        flat[-1] = flat[0]
+        assert not distinct(flat)
