@@ -206,7 +206,7 @@ class Timers:
 
     def matmul(self, fn: Callable, policy: bool = False) -> Callable:
         """`fn` (a matmul) timed under "gemm"; each 2-D product is recorded as (m, k, n,
-        layouts, seconds, BLAS threads). ``policy``: `fn` is coreshare.matmul, which may run
+        layouts, seconds, BLAS threads). ``policy``: `fn` is router.matmul, which may run
         a product on fewer threads than BLAS's count (read after the call, outside the time)."""
         count = _policy_threads if policy else _blas_count
 
@@ -225,18 +225,18 @@ class Timers:
 
 
 def _gemm_pair(timers: Timers, fn: Callable) -> Callable:
-    """compiler/gemmpair's ``MATMUL2(a1, b1, a2, b2)`` (coreshare.matmul_pair: two products
+    """compiler/gemmpair's ``MATMUL2(a1, b1, a2, b2)`` (router.matmul_pair: two products
     at once, one per core, where it can) timed as GEMM time once, its two products recorded
     as the GEMMs they are, with the pair's time split between them by their flops (they ran
     at once; where the pair could not run they ran one after the other inside the call) and
-    marked paired where they ran at once (coreshare.pairs_run, read outside the time)."""
+    marked paired where they ran at once (router.pairs_run, read outside the time)."""
     try:
-        from tracejit.compiler.cpu.runtime import coreshare
+        from tracejit.compiler.cpu.gemm import router
     except ImportError:
-        coreshare = None
+        router = None
 
     def call(a1, b1, a2, b2):
-        before = getattr(coreshare, "pairs_run", 0)
+        before = getattr(router, "pairs_run", 0)
         t0 = time.perf_counter()
         try:
             return fn(a1, b1, a2, b2)
@@ -244,7 +244,7 @@ def _gemm_pair(timers: Timers, fn: Callable) -> Callable:
             dt = time.perf_counter() - t0
             timers.seconds["gemm"] += dt
             timers.calls["gemm"] += 2
-            paired = getattr(coreshare, "pairs_run", 0) != before
+            paired = getattr(router, "pairs_run", 0) != before
             shapes = [(a.shape[0], a.shape[1], b.shape[1], _layout(a) + _layout(b)) for a, b in ((a1, b1), (a2, b2))]
             total = sum(gemm_flops(m, k, n) for m, k, n, _ in shapes)
             for m, k, n, lay in shapes:
@@ -273,7 +273,7 @@ def _blas_count(m: int, k: int, n: int) -> int | None:
 
 def _policy_threads(m: int, k: int, n: int) -> int | None:
     try:
-        from tracejit.compiler.cpu.runtime.coreshare import gemm_thread_count
+        from tracejit.compiler.cpu.gemm.router import gemm_thread_count
     except ImportError:
         return _blas_count(m, k, n)
     return gemm_thread_count(m, k, n)
@@ -337,7 +337,7 @@ def instrumented(timers: Timers) -> Iterator[int]:
             for name, value in list(g.items()):
                 if name == "xp":
                     new = _ArrayModule(value, timers)
-                elif PRODUCT_NAME.match(name):  # the backend's matmul (coreshare.matmul on CPU)
+                elif PRODUCT_NAME.match(name):  # the backend's matmul (router.matmul on CPU)
                     # or one product's own callable (plan.py's MATMUL_<n>)
                     new = timers.matmul(value, policy=True)
                 elif _KERNEL.match(name) and hasattr(value, "get"):
@@ -398,10 +398,10 @@ def _mlp_step(compiled: bool):
 
 def _load_gemm_kernels() -> None:
     """The kernels tracejit's GEMM routing runs the head's products on, which sync mode
-    loads only from disk (coreshare.load_gemm_kernels): the steady state the bench times,
+    loads only from disk (router.load_gemm_kernels): the steady state the bench times,
     on an empty cache too."""
     try:
-        from tracejit.compiler.cpu.runtime.coreshare import load_gemm_kernels
+        from tracejit.compiler.cpu.gemm.router import load_gemm_kernels
     except ImportError:
         return
     load_gemm_kernels()

@@ -61,6 +61,28 @@ def forced_split(monkeypatch):
     return count_launches(monkeypatch, sharepool)
 
 
+@pytest.fixture
+def two_blas_threads(monkeypatch):
+    """BLAS on 2 threads with the thread policy on and the machine free (coreshare's state
+    fresh); BLAS's count back afterwards."""
+    from tracejit.compiler.cpu.runtime import coreshare
+    from tracejit.threads import blas_threads, set_blas_threads
+    if blas_threads() is None:
+        pytest.skip("numpy's BLAS is neither OpenBLAS nor MKL here")
+    monkeypatch.setattr(coreshare, "ENABLED", True)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(coreshare, "_blas", None)
+    monkeypatch.setattr(coreshare, "_blas_n", None)
+    b0 = blas_threads()
+    try:
+        set_blas_threads(2)
+        if blas_threads() != 2:
+            pytest.skip("this BLAS runs one thread at most here")
+        yield
+    finally:
+        set_blas_threads(b0)
+
+
 @pytest.fixture(params=["blas-pool", "sharepool"])
 def partner(request, monkeypatch):
     """Both partners of a two-share launch (sharepool's `run_pair`): OpenBLAS's worker (where

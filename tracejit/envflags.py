@@ -110,7 +110,7 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_GEMM_PAIRS", "1", "0: two independent products of a CPU plan stay two steps",
            "tracejit/compiler/gemmpair.py"),
     Switch("TRACEJIT_PAIR_AT_ONCE", "1", "0: a plan's paired products run one after the other",
-           "tracejit/compiler/cpu/runtime/coreshare.py"),
+           "tracejit/compiler/cpu/gemm/router.py"),
     Switch("TRACEJIT_DONATE", "1", "0: a CPU plan's elementwise map never writes into an input that "
            "dies at it", "tracejit/compiler/plan.py"),
     Switch("TRACEJIT_CHUNK_FLAT_PAIRS", "1", "0: flat chunk kernels never run as GIL-free shares",
@@ -120,7 +120,7 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_PAIR_ON_BLAS_WORKER", "1", "0: a launch's shares never run on OpenBLAS's workers",
            "tracejit/compiler/cpu/runtime/sharepool.py"),
     Switch("TRACEJIT_CLAIM_GEMMS", "1", "0: large one-thread products never claim rows with the partner "
-           "thread", "tracejit/compiler/cpu/runtime/coreshare.py"),
+           "thread", "tracejit/compiler/cpu/gemm/router.py"),
     Switch("TRACEJIT_CEDE", "1", "0: the partner thread keeps working while our compile workers compile",
            "tracejit/compiler/cpu/runtime/coreshare.py"),
     Switch("TRACEJIT_GEMM_HALVES", "1", "0: no product or update runs in GIL-free parts on the cores",

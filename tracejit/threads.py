@@ -349,7 +349,7 @@ _interop = [0]   # 0: not set, the CPU count
 
 def set_num_threads(n: int) -> None:
     """``torch.set_num_threads``: the threads one op may use, numpy's BLAS and numba's
-    parallel kernels alike. The adaptive policy (tracejit/coreshare.py) takes a count set
+    parallel kernels alike. The adaptive policy (tracejit/compiler/cpu/runtime/coreshare.py) takes a count set
     here as its ceiling and only ever lowers it for a busy machine."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")

@@ -40,9 +40,9 @@ class TracejitRunner(Runner):
         from tracejit.compiler.cpu.kernels import vectorized
         if self.compiled:
             # sync mode loads the GEMM routing's own kernels only from disk: an empty cache
-            # would leave the step's head products on BLAS (coreshare.load_gemm_kernels)
-            from tracejit.compiler.cpu.runtime import coreshare
-            coreshare.load_gemm_kernels()
+            # would leave the step's head products on BLAS (router.load_gemm_kernels)
+            from tracejit.compiler.cpu.gemm import router
+            router.load_gemm_kernels()
             tj.compiler.wait()   # a background compile (TRACEJIT_COMPILE=background set by hand)
         # eager kernels (and the hand-written ones, compiler/cpu/kernels/loader.py) an op asked for: in sync
         # mode there is nothing to wait for, they load in the call

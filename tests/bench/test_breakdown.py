@@ -50,9 +50,9 @@ def test_instrumented_times_gemms_and_kernels_then_restores():
     assert timers.seconds["gemm"] > 0 and timers.seconds["kernels"] > 0
     # x (8, 6) @ w.t() (6, 5): w.t() is a transposed row-major array, BLAS takes it as is
     assert [g[:4] for g in timers.gemms] == [(8, 6, 5, "CF")] * 2
-    # and with the BLAS threads the load policy gave it (coreshare.matmul is the plan's MATMUL)
-    from tracejit.compiler.cpu.runtime import coreshare
-    assert [g[5] for g in timers.gemms] == [coreshare.gemm_thread_count(8, 6, 5)] * 2
+    # and with the BLAS threads the load policy gave it (router.matmul is the plan's MATMUL)
+    from tracejit.compiler.cpu.gemm import router
+    assert [g[5] for g in timers.gemms] == [router.gemm_thread_count(8, 6, 5)] * 2
     after = _plan_globals()
     for key, (plan, globs) in before.items():   # everything put back
         assert after[key][1] == globs, sorted(k for k in globs if after[key][1].get(k) is not globs[k])
@@ -69,9 +69,10 @@ def test_a_product_pair_is_timed_once_and_records_both_products(monkeypatch, ran
     """compiler/gemmpair's ``MATMUL2``: one GEMM time for the call, its two products
     recorded with that time split by their flops, marked paired where they ran at once
     (here a stand-in for the pair's launch: the machine's cores do not matter)."""
+    from tracejit.compiler.cpu.gemm import router
     from tracejit.compiler.cpu.runtime import coreshare
     from tracejit.compiler.cpu.gemm import halves
-    monkeypatch.setattr(coreshare, "PAIR_MNK", 1)        # the small products pair too
+    monkeypatch.setattr(router, "PAIR_MNK", 1)        # the small products pair too
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     monkeypatch.setattr(halves, "pair", (lambda a1, b1, a2, b2: (a1 @ b1, a2 @ b2)) if ran
                         else (lambda *a: None))
@@ -86,8 +87,8 @@ def test_a_product_pair_is_timed_once_and_records_both_products(monkeypatch, ran
         np.testing.assert_array_equal(g_, w_)
     assert timers.calls["gemm"] == 2
     assert [g[:4] + g[5:] for g in timers.gemms] == [
-        (8, 6, 5, "CC", coreshare.gemm_thread_count(8, 6, 5), ran),
-        (6, 8, 5, "FC", coreshare.gemm_thread_count(6, 8, 5), ran)]
+        (8, 6, 5, "CC", router.gemm_thread_count(8, 6, 5), ran),
+        (6, 8, 5, "FC", router.gemm_thread_count(6, 8, 5), ran)]
     # the call's time once, split by flops (8x6x5 and 6x8x5: halves)
     assert sum(g[4] for g in timers.gemms) == pytest.approx(timers.seconds["gemm"])
     assert timers.gemms[0][4] == pytest.approx(timers.gemms[1][4])

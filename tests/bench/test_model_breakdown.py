@@ -71,8 +71,8 @@ def test_a_row_kernel_is_labelled_with_the_work_fused_into_it():
 
 def test_a_product_pair_is_labelled_with_both_gemms(monkeypatch):
     """compiler/gemmpair's ``MATMUL2``: one label naming both products."""
-    from tracejit.compiler.cpu.runtime import coreshare
-    monkeypatch.setattr(coreshare, "PAIR_MNK", 1)        # the small products pair too
+    from tracejit.compiler.cpu.gemm import router
+    monkeypatch.setattr(router, "PAIR_MNK", 1)        # the small products pair too
     rng = np.random.default_rng(1)
     args = [tj.tensor(rng.standard_normal(s, dtype=np.float32)) for s in ((8, 6), (6, 5), (8, 5))]
     f = tj.script(lambda g, w, a: (g @ w, g.t() @ a))

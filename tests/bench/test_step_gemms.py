@@ -15,8 +15,8 @@ def _step(x, w1, b1, w2, g):
 
 
 def test_gemm_calls_in_the_step_and_alone(monkeypatch):
-    from tracejit.compiler.cpu.runtime import coreshare
-    monkeypatch.setattr(coreshare, "PAIR_MNK", 1)        # the small products pair too
+    from tracejit.compiler.cpu.gemm import router
+    monkeypatch.setattr(router, "PAIR_MNK", 1)        # the small products pair too
     rng = np.random.default_rng(3)
     shapes = ((16, 8), (12, 8), (12,), (12, 6), (16, 6))
     args = [tj.tensor(rng.standard_normal(s, dtype=np.float32)) for s in shapes]

@@ -1,5 +1,5 @@
 """Two independent products as one plan step (compiler/gemmpair.py) and their runtime
-(coreshare.matmul_pair, compiler/cpu/gemm/halves.py's `pair`): which products a plan pairs (a layer's
+(router.matmul_pair, compiler/cpu/gemm/halves.py's `pair`): which products a plan pairs (a layer's
 input and weight gradients; not a product reading the other's result or a view of it, not
 small or symbolic ones), and that the pair's results are the products' (numpy in float64 at
 float32 tolerance on odd shapes and every operand layout, eager and the IR interpreter)
@@ -13,6 +13,7 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
+from tracejit.compiler.cpu.gemm import router
 from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.threads import blas_threads, blas_threads_set
 from tracejit.compiler import gemmpair
@@ -41,7 +42,7 @@ def ordered_pair(request, monkeypatch) -> list:
     """A pair's two products run on this thread one after the other, in the order the
     parameter names (on two cores either may finish first), whatever the machine's cores;
     the list records each launch's entry. Skips where numpy's BLAS is not an ILP64
-    OpenBLAS (the pair does not run there: coreshare.matmul_pair's fallback, tested below)."""
+    OpenBLAS (the pair does not run there: router.matmul_pair's fallback, tested below)."""
     if halves._gemm_function(np.dtype(np.float32)) is None:
         pytest.skip("numpy's BLAS has no ILP64 cblas GEMM")
     launches = _Launches()
@@ -93,9 +94,9 @@ def test_pair_computes_both_products_in_every_layout(ordered_pair, dtype, layout
     g = _operand(rng, (m, k), dtype, layouts[0])
     w = _operand(rng, (k, n), dtype, layouts[1])
     a = _operand(rng, (m, n), dtype, "C")
-    before = coreshare.pairs_run
-    c1, c2 = coreshare.matmul_pair(g, w, g.T, a)
-    assert coreshare.pairs_run == before + 1 and len(ordered_pair) == 1
+    before = router.pairs_run
+    c1, c2 = router.matmul_pair(g, w, g.T, a)
+    assert router.pairs_run == before + 1 and len(ordered_pair) == 1
     assert ordered_pair == [_loaded(dtype).whole_address]
     assert c1.shape == (m, n) and c2.shape == (k, n) and c1.dtype == c2.dtype == np.dtype(dtype)
     assert c1.flags.c_contiguous and c2.flags.c_contiguous
@@ -136,16 +137,16 @@ def test_the_pair_on_openblas_worker_computes_both_products(monkeypatch):
     g, w, a = (rng.standard_normal(s).astype(np.float32) for s in ((67, 263), (263, 509), (67, 509)))
     count = blas_threads()
     for _ in range(3):
-        before = coreshare.pairs_run
-        c1, c2 = coreshare.matmul_pair(g, w, g.T, a)
-        assert coreshare.pairs_run == before + 1 and blas_threads() == count
+        before = router.pairs_run
+        c1, c2 = router.matmul_pair(g, w, g.T, a)
+        assert router.pairs_run == before + 1 and blas_threads() == count
         np.testing.assert_allclose(c1, g.astype(np.float64) @ w, **_tol("float32", 263))
         np.testing.assert_allclose(c2, g.T.astype(np.float64) @ a, **_tol("float32", 67))
 
 
 def test_pair_falls_back_to_one_product_after_the_other(ordered_pair, monkeypatch):
     """Small products, a 3-D operand, mixed dtypes, a strided operand, the switch off:
-    coreshare.matmul's products, no launch."""
+    router.matmul's products, no launch."""
     rng = np.random.default_rng(1)
     big = [rng.standard_normal(s).astype(np.float32) for s in ((67, 263), (263, 509))]
     cases = [
@@ -155,12 +156,12 @@ def test_pair_falls_back_to_one_product_after_the_other(ordered_pair, monkeypatc
         big + [np.ones((67, 526), np.float32)[:, ::2], big[1]],
     ]
     for a1, b1, a2, b2 in cases:
-        c1, c2 = coreshare.matmul_pair(a1, b1, a2, b2)
+        c1, c2 = router.matmul_pair(a1, b1, a2, b2)
         np.testing.assert_allclose(c1, a1.astype(np.float64) @ b1, rtol=1e-5, atol=1e-3)
         np.testing.assert_allclose(c2, a2.astype(np.float64) @ b2, rtol=1e-5, atol=1e-3)
     assert ordered_pair == []
     monkeypatch.setenv("TRACEJIT_PAIR_AT_ONCE", "0")
-    c1, c2 = coreshare.matmul_pair(big[0], big[1], np.asfortranarray(big[0]), big[1])
+    c1, c2 = router.matmul_pair(big[0], big[1], np.asfortranarray(big[0]), big[1])
     assert ordered_pair == []
     np.testing.assert_allclose(c2, big[0].astype(np.float64) @ big[1], rtol=1e-5, atol=1e-3)
 
@@ -189,7 +190,7 @@ def test_a_layers_gradients_are_one_pair_agreeing_with_eager_and_the_interpreter
 
 def test_the_pass_pairs_only_independent_large_static_products(monkeypatch):
     """Not paired: a product reading the first's result, or a view of it; products below
-    coreshare.PAIR_MNK; the switch off. Paired: the views in between that do not read the
+    router.PAIR_MNK; the switch off. Paired: the views in between that do not read the
     first move before the pair, those that do after it."""
     from tracejit.compiler.plan import Plan
     from test_backends import _graph

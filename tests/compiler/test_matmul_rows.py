@@ -13,7 +13,7 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
-from tracejit.compiler.cpu.runtime import coreshare
+from tracejit.compiler.cpu.gemm import router
 from tracejit.testing import assert_compiled_matches
 
 
@@ -34,15 +34,15 @@ def _linear_loss(x, w, b):
 def gemm_shapes(monkeypatch):
     """Records the operand ranks of every product compiled plans and eager matmul make."""
     seen = []
-    orig = coreshare.matmul
+    orig = router.matmul
 
     def spy(a, b, blas_only=False):
         seen.append((a.ndim, b.ndim))
         return orig(a, b, blas_only=blas_only)
-    monkeypatch.setattr(coreshare, "matmul", spy)
-    # a plan's 2-D product of static shapes calls what coreshare.matmul_for chose for it
+    monkeypatch.setattr(router, "matmul", spy)
+    # a plan's 2-D product of static shapes calls what router.matmul_for chose for it
     # (numpy's matmul for a tiny one, the halves' plan call): recorded the same way
-    chose = coreshare.matmul_for
+    chose = router.matmul_for
 
     def chosen(m, k, n, dtype):
         fn = chose(m, k, n, dtype)
@@ -51,7 +51,7 @@ def gemm_shapes(monkeypatch):
             seen.append((a.ndim, b.ndim))
             return fn(a, b)
         return spy if fn is spy else recorded
-    monkeypatch.setattr(coreshare, "matmul_for", chosen)
+    monkeypatch.setattr(router, "matmul_for", chosen)
     return seen
 
 

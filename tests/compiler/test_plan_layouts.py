@@ -97,3 +97,70 @@ def _values(f, x):
     (the module's parameters), as `Entry.run` passes them."""
     e = f._entries[-1]
     return [x._data] + [t._data for t in e.const_tensors]
+
+
+# Column slices of a product (an LSTM cell's gates): strided views the plan cannot see as
+# contiguous, checked at run time.
+def _gates(x, w, c):
+    i, f, g, o = (x @ w).chunk(4, 1)
+    c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c2.tanh(), c2
+
+
+def _gate_values(dtype, n=7, h=13):
+    r = np.random.default_rng(2)
+    return [r.standard_normal(s).astype(dtype) for s in ((n, 5), (5, 4 * h), (n, h))]
+
+
+def _gate_plan(fn, ins, name):
+    f = tj.trace(fn, compiler="interpret")
+    want = [t.numpy() for t in f(*map(tj.tensor, ins))]
+    return Plan(f._entries[-1].opt_graph, name), want
+
+
+def _kernels_run(plan, monkeypatch):
+    """The (label, layouts) of every kernel variant the plan's calls load."""
+    from tracejit.compiler import plan as plan_mod
+    got, get = [], plan_mod._Kernel.get
+
+    def rec(self, layouts, parallel=False):
+        got.append((self.label, layouts))
+        return get(self, layouts, parallel)
+    monkeypatch.setattr(plan_mod._Kernel, "get", rec)
+    return got
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-5), (np.float64, 1e-12)])
+def test_strided_slices_of_a_math_kernel_run_its_contiguous_variant(monkeypatch, dtype, tol):
+    ins = _gate_values(dtype)
+    plan, want = _gate_plan(_gates, ins, f"gates_{np.dtype(dtype).name}")
+    asked = _asked(plan, monkeypatch)
+    loaded = _kernels_run(plan, monkeypatch)
+    for _ in range(2):
+        got = plan(*ins)
+        assert len(got) == 2
+        for g, w in zip(got, want):
+            assert g.dtype == dtype and g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    # the slices really are strided, and only contiguous variants ever ran
+    x, w, _ = ins
+    assert not np.ascontiguousarray(x @ w)[:, :13].flags.c_contiguous
+    assert asked == []
+    assert loaded and all("nd" not in lay for _, lay in loaded)
+    assert all("nd" not in lay for k in plan.kernels for lay, _ in k.variants)
+
+
+def _sums(x, w, c):
+    a, b = (x @ w).chunk(2, 1)
+    return (a + b * c,)
+
+
+def test_strided_slices_of_a_kernel_without_math_are_read_in_place(monkeypatch):
+    # there the copies would cost more than the vector code saves: the "nd" variant
+    ins = _gate_values(np.float64, h=13)
+    ins[1] = ins[1][:, :26]
+    plan, want = _gate_plan(_sums, ins, "sums")
+    asked = _asked(plan, monkeypatch)
+    (got,) = plan(*ins)
+    np.testing.assert_allclose(got, want[0], rtol=1e-12, atol=1e-12)
+    assert [sorted(lay) for _, lay in asked] == [["flat", "nd", "nd"]]

@@ -225,12 +225,13 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
     the same result; once the worker is done the claimed parts come back. Not for a job no
     call waits for (rank LATER), nor where the program keeps two cores beside the worker."""
     import numpy as np
+    from tracejit.compiler.cpu.gemm import router
     from tracejit.compiler.cpu.runtime import coreshare
     from tracejit.compiler.cpu.runtime import sharepool
     monkeypatch.setenv("TRACEJIT_COMPILE_WORKER_FAULT", "hang")   # the job never ends
     monkeypatch.setattr(coreshare, "adapt", lambda: 1)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
-    monkeypatch.setattr(coreshare, "CLAIM_GEMM_MNK", 1 << 20)
+    monkeypatch.setattr(router, "CLAIM_GEMM_MNK", 1 << 20)
     calls = []
     monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: calls.append(a.shape) or np.matmul(a, b))
     monkeypatch.setattr(sharepool.partner, "punctual", lambda: True)
@@ -249,14 +250,14 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
             assert time.monotonic() < deadline    # (the dispatcher starts a worker, sends the job)
             time.sleep(0.01)
         assert workers.compiling() == 1 and coreshare.ceding() and not job.done()
-        np.testing.assert_array_equal(coreshare.matmul(a, b), want)
+        np.testing.assert_array_equal(router.matmul(a, b), want)
         assert calls == []                   # not claimed: one thread
         monkeypatch.setattr(coreshare.core_share, "cpus", 3)   # a core to spare: no cede
         assert workers.compiling() and not coreshare.ceding()
         monkeypatch.setattr(coreshare.core_share, "cpus", 2)
         monkeypatch.setenv("TRACEJIT_CEDE", "0")
         assert not coreshare.ceding()
-        np.testing.assert_array_equal(coreshare.matmul(a, b), want)
+        np.testing.assert_array_equal(router.matmul(a, b), want)
         assert calls == [(512, 256)]
         monkeypatch.setenv("TRACEJIT_CEDE", "1")
     finally:
@@ -290,7 +291,7 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert not coreshare.ceding()
-    np.testing.assert_array_equal(coreshare.matmul(a, b), want)
+    np.testing.assert_array_equal(router.matmul(a, b), want)
     assert calls == [(512, 256), (512, 256)]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
-from tracejit.compiler.cpu.runtime import coreshare
+from tracejit.compiler.cpu.gemm import router
 from tracejit.ops import linalg
 from tracejit.testing import assert_compiled_matches
 from inputs import training_variant
@@ -28,14 +28,14 @@ def test_which_products_take_the_rows_first_form():
 
 
 def _products(monkeypatch) -> list:
-    """(a.shape, b.shape) of every product coreshare.matmul runs from now on."""
+    """(a.shape, b.shape) of every product router.matmul runs from now on."""
     seen: list = []
-    real = coreshare.matmul
+    real = router.matmul
 
     def spy(a, b, *args, **kwargs):
         seen.append((tuple(a.shape), tuple(b.shape)))
         return real(a, b, *args, **kwargs)
-    monkeypatch.setattr(coreshare, "matmul", spy)
+    monkeypatch.setattr(router, "matmul", spy)
     return seen
 
 

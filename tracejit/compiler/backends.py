@@ -199,13 +199,13 @@ class CpuBackend(Backend):
         return matmul
 
     def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype, install=None):
-        # a 2-D product of static shapes: coreshare's route decided once for them (numpy's
+        # a 2-D product of static shapes: the router's route decided once for them (numpy's
         # matmul for a tiny one, the halves' plan call), the BLAS side of the GEMM choice,
         # which `install` replaces by the template's launch where a measurement says so
         if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]
                 and all(type(d) is int for d in (*a_shape, *b_shape))):
             from .cpu.gemm import products
-            from .cpu.runtime.coreshare import matmul_for
+            from .cpu.gemm.router import matmul_for
             m, k, n = a_shape[0], a_shape[1], b_shape[1]
             fn = matmul_for(m, k, n, dtype)
             if install is None or m * k * n < products.TEMPLATE_MIN_MNK:

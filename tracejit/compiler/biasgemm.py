@@ -42,7 +42,8 @@ import ctypes
 
 import numpy as np
 
-from .cpu.runtime.coreshare import SKINNY_DOT_MNK, SKINNY_MNK, SKINNY_THIN, adapt, gemm_threads, matmul
+from .cpu.gemm.router import SKINNY_DOT_MNK, SKINNY_MNK, SKINNY_THIN, matmul
+from .cpu.runtime.coreshare import adapt, gemm_threads
 from ..jit.ir import Eqn, Var
 from .cpu.gemm.blas_gemm import gemm_address
 from ..ops.linalg import MATMUL, matmul_rows

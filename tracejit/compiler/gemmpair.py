@@ -1,5 +1,5 @@
 """Two independent matrix products of a plan as one step: ``c1, c2 = MATMUL2(a1, b1, a2, b2)``,
-run at once on the two cores where the runtime can (coreshare.matmul_pair, compiler/cpu/gemm/halves.py's
+run at once on the two cores where the runtime can (router.matmul_pair, compiler/cpu/gemm/halves.py's
 `pair`), one after the other otherwise.
 
 Why: a layer's backward makes two products of one output gradient, the input gradient
@@ -8,13 +8,13 @@ on OpenBLAS's two threads, which meet at every panel of a product; two one-threa
 one per core, meet once. This
 pass makes it a plan step, like biasgemm.py's and attnpair.py's, run after them on the
 items. In the MLP step (SCHED_FIFO, policy off): the pair 3.82-3.91 ms against
-3.98-4.07 one after the other, the step's GEMM time -0.2 ms (coreshare.PAIR_MNK's comment).
+3.98-4.07 one after the other, the step's GEMM time -0.2 ms (router.PAIR_MNK's comment).
 The bench's other models pair products too (the CNN's fully connected layer, the LSTM
 model's and the Transformer's projections): in-process A/B, CNN -0.09 ms (6 of 8 rounds
 lower), Transformer -0.16 / +0.15, LSTM -0.06 / +0.14 (two runs each): no loss.
 
 Which: a ``matmul`` step of two 2-D operands and static shapes, both products of at least
-coreshare.PAIR_MNK multiply-adds, followed (with at most `WINDOW` transposes or reshapes of
+router.PAIR_MNK multiply-adds, followed (with at most `WINDOW` transposes or reshapes of
 other values in between) by another such product that reads neither its result nor a view
 of it. The views in between that read neither move before the pair, the others after it;
 nothing else moves. The results are each product's own (one BLAS call each: on one thread
@@ -61,7 +61,7 @@ class GemmPair:
         return "two matmuls at once"
 
     def emit(self, nm, consts: dict) -> list:
-        from .cpu.runtime.coreshare import matmul_pair
+        from .cpu.gemm.router import matmul_pair
         consts["MATMUL2"] = matmul_pair
         a1, b1 = (nm(a) for a in self.first.inputs)
         a2, b2 = (nm(a) for a in self.second.inputs)
@@ -78,7 +78,7 @@ def _product(it) -> bool:
     sa, sb = tuple(a.aval.shape), tuple(b.aval.shape)
     if len(sa) != 2 or len(sb) != 2 or any(isinstance(d, Sym) for d in sa + sb):
         return False
-    from .cpu.runtime.coreshare import PAIR_MNK
+    from .cpu.gemm.router import PAIR_MNK
     return a.aval.dtype.name in ("float32", "float64") and sa[0] * sa[1] * sb[1] >= PAIR_MNK
 
 

@@ -1,4 +1,4 @@
-"""compiler/cpu/gemm/halves.py: products and elementwise arithmetic in two halves, each a cfunc on a record.
+"""compiler/cpu/gemm/halves.py, elementwise_halves.py: products and arithmetic in cfunc halves.
 The halves run one after the other on this thread here (`serial_launch`: what each thread
 would compute, whatever the machine's cores), and once at once on OpenBLAS's worker where
 numpy's BLAS has one. Depth halves (few rows) round differently from one product: compared
@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.cpu.runtime import coreshare
-from tracejit.compiler.cpu.runtime import sharepool
-from tracejit.compiler.cpu.gemm import halves
+from tracejit.compiler.cpu.gemm import elementwise_halves, halves, router
+from tracejit.compiler.cpu.runtime import coreshare, sharepool
 
 pytest.importorskip("numba", reason="the halves are numba cfuncs")
 pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
@@ -35,7 +34,7 @@ def serial_launch(monkeypatch) -> list:
     record 1, on this thread. The list counts launches."""
     launches = _Launches()
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
-    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)   # (`binary` asks it)   # (coreshare.matmul asks it)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)   # (`binary` asks it)   # (router.matmul asks it)
     monkeypatch.setattr(halves, "WARM_S", 1e9)
     monkeypatch.setattr(halves, "_warm_until", 1e18)
     monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name)[0])
@@ -131,9 +130,9 @@ def test_elementwise_halves_are_numpy_bitwise(serial_launch, dtype, name):
     x = r.standard_normal((317, 211)).astype(dtype)
     y = r.standard_normal((317, 211)).astype(dtype) + 3
     f, dt = _UFUNCS[name], np.dtype(dtype)
-    np.testing.assert_array_equal(halves.binary(name, x, y, dt), f(x, y))
-    np.testing.assert_array_equal(halves.binary(name, 1e-3, y, dt), f(dt.type(1e-3), y))
-    np.testing.assert_array_equal(halves.binary(name, x, 0.7, dt), f(x, dt.type(0.7)))
+    np.testing.assert_array_equal(elementwise_halves.binary(name, x, y, dt), f(x, y))
+    np.testing.assert_array_equal(elementwise_halves.binary(name, 1e-3, y, dt), f(dt.type(1e-3), y))
+    np.testing.assert_array_equal(elementwise_halves.binary(name, x, 0.7, dt), f(x, dt.type(0.7)))
     # into an operand: each pattern has its own loop (module docstring of _PAIR's loops)
     for into_x, scalar in ((True, False), (False, False), (True, True), (False, True)):
         a, b = x.copy(), y.copy()
@@ -143,7 +142,7 @@ def test_elementwise_halves_are_numpy_bitwise(serial_launch, dtype, name):
         else:
             args, want = (a, b), f(a, b)
         target = a if into_x else b
-        assert halves.binary(name, *args, dt, out=target) is target
+        assert elementwise_halves.binary(name, *args, dt, out=target) is target
         np.testing.assert_array_equal(target, want)
     assert len(serial_launch) == 7
 
@@ -159,7 +158,7 @@ def test_plan_calls_are_binary_bitwise(serial_launch, dtype, name):
     y = r.standard_normal((317, 211)).astype(dtype) + 3
     f, dt = _UFUNCS[name], np.dtype(dtype)
     fell = []
-    call, into = halves.plan_calls(name, dt, lambda a, b: fell.append("call") or f(a, b),
+    call, into = elementwise_halves.plan_calls(name, dt, lambda a, b: fell.append("call") or f(a, b),
                                    lambda a, b, out: fell.append("into") or False)
     np.testing.assert_array_equal(call(1e-3, y), f(dt.type(1e-3), y))
     np.testing.assert_array_equal(call(x, 0.7), f(x, dt.type(0.7)))
@@ -186,7 +185,7 @@ def test_plan_calls_leave_it_to_the_plan_when_cold_or_on_one_core(serial_launch,
     plan's own path for both calls, every operand pattern."""
     x = np.full((1000, 100), 3.0, np.float32)
     fell = []
-    call, into = halves.plan_calls("mul", np.dtype(np.float32), lambda a, b: fell.append("call") or a * b,
+    call, into = elementwise_halves.plan_calls("mul", np.dtype(np.float32), lambda a, b: fell.append("call") or a * b,
                                    lambda a, b, out: fell.append("into") or False)
     for obj, attr, value in ((halves, "_warm_until", 0.0), (halves, "on", lambda: False),
                              (sharepool, "pool_threads", lambda: 1)):
@@ -223,18 +222,18 @@ def test_elementwise_halves_divide_by_zero_as_numpy(serial_launch, dtype):
     must not stop a half's loop (numba's default error model raises ZeroDivisionError,
     which a cfunc cannot pass on: the rest of its half would stay unwritten)."""
     dt = np.dtype(dtype)
-    n = halves.EW_MIN_ELEMENTS // 8 + 1
+    n = elementwise_halves.EW_MIN_ELEMENTS // 8 + 1
     x = np.tile(np.array([1.0, -2.0, 0.0, np.inf, 3.0, np.nan, -0.0, 5.0], dtype), n)
     y = np.tile(np.array([0.0, 0.0, 0.0, np.inf, -0.0, 1.0, 2.0, 0.5], dtype), n)
     with np.errstate(divide="ignore", invalid="ignore"):
         want = np.divide(x, y)
         want_s = np.divide(x, dt.type(0.0))
         want_l = np.divide(dt.type(1.0), y)
-    np.testing.assert_array_equal(halves.binary("div", x, y, dt), want)
-    np.testing.assert_array_equal(halves.binary("div", x, 0.0, dt), want_s)
-    np.testing.assert_array_equal(halves.binary("div", 1.0, y, dt), want_l)
+    np.testing.assert_array_equal(elementwise_halves.binary("div", x, y, dt), want)
+    np.testing.assert_array_equal(elementwise_halves.binary("div", x, 0.0, dt), want_s)
+    np.testing.assert_array_equal(elementwise_halves.binary("div", 1.0, y, dt), want_l)
     a = x.copy()
-    assert halves.binary("div", a, y, dt, out=a) is a
+    assert elementwise_halves.binary("div", a, y, dt, out=a) is a
     np.testing.assert_array_equal(a, want)
     assert len(serial_launch) == 4
 
@@ -245,14 +244,14 @@ def test_elementwise_halves_take_scalars_as_numpy(serial_launch, dtype):
     there (as np.float32(s) rounds it); ints, numpy scalars and 0-d arrays are converted
     first. Values beyond float32's range, ties and tiny values included."""
     dt = np.dtype(dtype)
-    x = np.random.default_rng(6).standard_normal(halves.EW_MIN_ELEMENTS + 3).astype(dtype)
+    x = np.random.default_rng(6).standard_normal(elementwise_halves.EW_MIN_ELEMENTS + 3).astype(dtype)
     scalars = [1e-6, 0.1, 1e39, -3e38, 1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24, 1e-45, 7, -(2 ** 40) - 1,
                np.float64(0.3), np.float32(0.3), np.array(2.5), True]
     for s in scalars:
         with np.errstate(over="ignore"):
             want_r, want_l = np.multiply(x, dt.type(s)), np.subtract(dt.type(s), x)
-        np.testing.assert_array_equal(halves.binary("mul", x, s, dt), want_r, err_msg=repr(s))
-        np.testing.assert_array_equal(halves.binary("sub", s, x, dt), want_l, err_msg=repr(s))
+        np.testing.assert_array_equal(elementwise_halves.binary("mul", x, s, dt), want_r, err_msg=repr(s))
+        np.testing.assert_array_equal(elementwise_halves.binary("sub", s, x, dt), want_l, err_msg=repr(s))
     assert len(serial_launch) == 2 * len(scalars)
 
 
@@ -261,13 +260,13 @@ def test_elementwise_halves_stop_when_the_policy_drops(serial_launch, monkeypatc
     switch at every call."""
     x = np.ones((1000, 100), np.float32)
     f32 = np.dtype(np.float32)
-    np.testing.assert_array_equal(halves.binary("mul", x, 2.0, f32), 2 * x)
+    np.testing.assert_array_equal(elementwise_halves.binary("mul", x, 2.0, f32), 2 * x)
     assert len(serial_launch) == 1
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
-    assert halves.binary("mul", x, 2.0, f32) is None
+    assert elementwise_halves.binary("mul", x, 2.0, f32) is None
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
     monkeypatch.setenv("TRACEJIT_GEMM_HALVES", "0")
-    assert halves.binary("mul", x, 2.0, f32) is None
+    assert elementwise_halves.binary("mul", x, 2.0, f32) is None
     assert len(serial_launch) == 1
 
 
@@ -276,24 +275,24 @@ def test_elementwise_halves_need_gotoblas_pthread(serial_launch, monkeypatch):
     loop runs (None), rather than a call to address 0."""
     x = np.ones((1000, 100), np.float32)
     monkeypatch.setattr(halves._pairs["float32"], "pthread", 0)
-    assert halves.binary("mul", x, 2.0, np.dtype(np.float32)) is None
+    assert elementwise_halves.binary("mul", x, 2.0, np.dtype(np.float32)) is None
     assert not serial_launch
 
 
 def test_elementwise_it_leaves(serial_launch):
     x = np.ones((1000, 100), np.float32)
     f32 = np.dtype(np.float32)
-    assert halves.binary("pow", x, x, f32) is None
-    assert halves.binary("add", x[:100], x[:100], f32) is None      # below EW_MIN_ELEMENTS
-    assert halves.binary("add", x, x.T.copy().T, f32) is None       # not C-contiguous
-    assert halves.binary("add", x, x[:500], f32) is None            # another shape
-    assert halves.binary("add", x, x, np.dtype(np.float64)) is None  # not the compute dtype
-    assert halves.binary("add", 1.0, 2.0, f32) is None
+    assert elementwise_halves.binary("pow", x, x, f32) is None
+    assert elementwise_halves.binary("add", x[:100], x[:100], f32) is None      # below EW_MIN_ELEMENTS
+    assert elementwise_halves.binary("add", x, x.T.copy().T, f32) is None       # not C-contiguous
+    assert elementwise_halves.binary("add", x, x[:500], f32) is None            # another shape
+    assert elementwise_halves.binary("add", x, x, np.dtype(np.float64)) is None  # not the compute dtype
+    assert elementwise_halves.binary("add", 1.0, 2.0, f32) is None
     assert not serial_launch
 
 
 def test_the_two_layer_step_runs_its_w1_path_in_halves(serial_launch):
-    """Eager: the forward and weight-gradient products (coreshare.matmul) and the update
+    """Eager: the forward and weight-gradient products (router.matmul) and the update
     ``w1 -= lr * g`` (registry's binary and in-place paths): four launches; the update
     bitwise numpy's."""
     r = np.random.default_rng(4)
@@ -319,9 +318,9 @@ def test_elementwise_halves_only_soon_after_a_launch(serial_launch, monkeypatch)
     f32 = np.dtype(np.float32)
     monkeypatch.setattr(halves, "WARM_S", 60.0)
     monkeypatch.setattr(halves, "_warm_until", 0.0)
-    assert halves.binary("mul", 2.0, x, f32) is None and not serial_launch
+    assert elementwise_halves.binary("mul", 2.0, x, f32) is None and not serial_launch
     halves.product(np.ones((64, 1000), np.float32), x)
-    np.testing.assert_array_equal(halves.binary("mul", 2.0, x, f32), 2 * x)
+    np.testing.assert_array_equal(elementwise_halves.binary("mul", 2.0, x, f32), 2 * x)
     assert len(serial_launch) == 2
 
 
@@ -335,8 +334,8 @@ def test_off_switch_and_one_thread(monkeypatch):
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
     assert halves.product(a, b) is None
-    assert halves.binary("add", b, b, np.dtype(np.float32)) is None
-    np.testing.assert_array_equal(coreshare.matmul(a, b), np.full((64, 100), 1000, np.float32))
+    assert elementwise_halves.binary("add", b, b, np.dtype(np.float32)) is None
+    np.testing.assert_array_equal(router.matmul(a, b), np.full((64, 100), 1000, np.float32))
 
 
 @pytest.mark.skipif(sharepool.blas_worker.find() is None, reason="numpy's BLAS has no pthreads pool of two")
@@ -402,7 +401,7 @@ def test_halves_at_once_on_openblas_worker(real_launch, monkeypatch):
     for _ in range(3):
         np.testing.assert_allclose(halves.product(x, w), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-2)
         np.testing.assert_allclose(halves.product(x.T, g), x.T.astype(np.float64) @ g, rtol=1e-5, atol=1e-3)
-        np.testing.assert_array_equal(halves.binary("mul", 1e-6, w, np.dtype(np.float32)), np.float32(1e-6) * w)
+        np.testing.assert_array_equal(elementwise_halves.binary("mul", 1e-6, w, np.dtype(np.float32)), np.float32(1e-6) * w)
 
 
 @pytest.mark.parametrize("sync", [False, True])
@@ -432,17 +431,17 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     monkeypatch.setattr(halves, "_kernel", kernel)
     monkeypatch.setattr(halves, "_pairs", {})
     monkeypatch.setattr(halves, "_expected", set())
-    monkeypatch.setattr(coreshare, "_halves_asked", set())
+    monkeypatch.setattr(router, "_halves_asked", set())
     monkeypatch.setattr(loader, "enabled", lambda: True)
     monkeypatch.setattr(loader, "_sync_mode", lambda: sync)
     a = np.ones((64, 1000), np.float32)
     b = np.ones((1000, 100), np.float32)
     for _ in range(3):
-        np.testing.assert_array_equal(coreshare.matmul(a, b), np.full((64, 100), 1000, np.float32))
+        np.testing.assert_array_equal(router.matmul(a, b), np.full((64, 100), 1000, np.float32))
     # (rank LATER: behind every kernel another op or a plan asked for)
     assert asks == ([] if sync else [(("rows_gemm_halves", "float32"), False, True), "get"])
     small = np.ones((8, 16), np.float32)   # below the halves' range: never asks
-    coreshare.matmul(small, np.ones((16, 8), np.float32))
+    router.matmul(small, np.ones((16, 8), np.float32))
     assert len(asks) == (0 if sync else 2)
     # a head's gradient (skinny_gemm -> halves.thin) under one thread asks too, once per dtype
     monkeypatch.setattr(halves, "_expected", set())
@@ -504,7 +503,7 @@ def test_plan_product_is_product_bitwise(plan_launch, dtype, m, k, n, trans):
 
 
 def test_plan_product_leaves_it_to_the_general_path(plan_launch, monkeypatch):
-    """Every case `product` (or coreshare.matmul before it) declines goes to `general`,
+    """Every case `product` (or router.matmul before it) declines goes to `general`,
     whose answer the call returns; no launch. Shapes no halves take: `general` itself."""
     r = np.random.default_rng(8)
     a = r.standard_normal((64, 1000)).astype(np.float32)
@@ -525,7 +524,7 @@ def test_plan_product_leaves_it_to_the_general_path(plan_launch, monkeypatch):
             fell.clear()
             np.testing.assert_array_equal(call(a, b), np.matmul(a, b))
             assert fell == [((64, 1000), (1000, 100))], attr
-    with monkeypatch.context() as mp:       # the policy at one thread (coreshare.matmul's test)
+    with monkeypatch.context() as mp:       # the policy at one thread (router.matmul's test)
         mp.setattr(coreshare, "ENABLED", True)
         mp.setattr(coreshare.core_share, "threads", lambda: 1)
         fell.clear()
@@ -547,26 +546,26 @@ def test_plan_product_leaves_it_to_the_general_path(plan_launch, monkeypatch):
 
 
 def test_matmul_for_decides_the_route_once(plan_launch):
-    """coreshare.matmul_for: numpy's matmul below TINY_GEMM_MNK (what `matmul` calls there),
+    """router.matmul_for: numpy's matmul below TINY_GEMM_MNK (what `matmul` calls there),
     the halves' plan call in their range, `matmul` for skinny and large products; each
     answers as `matmul` does."""
-    assert coreshare.matmul_for(64, 100, 10, np.float32) is np.matmul
-    assert coreshare.matmul_for(4096, 1024, 1024, np.float32) is coreshare.matmul
-    assert coreshare.matmul_for(2048, 8, 2048, np.float32) is coreshare.matmul   # a skinny kernel's
+    assert router.matmul_for(64, 100, 10, np.float32) is np.matmul
+    assert router.matmul_for(4096, 1024, 1024, np.float32) is router.matmul
+    assert router.matmul_for(2048, 8, 2048, np.float32) is router.matmul   # a skinny kernel's
     r = np.random.default_rng(9)
     x = r.standard_normal((1000, 64)).astype(np.float32).T
     g = r.standard_normal((1000, 100)).astype(np.float32)
-    call = coreshare.matmul_for(64, 1000, 100, np.float32)
-    assert call is not coreshare.matmul
-    np.testing.assert_array_equal(call(x, g), coreshare.matmul(x, g))
+    call = router.matmul_for(64, 1000, 100, np.float32)
+    assert call is not router.matmul
+    np.testing.assert_array_equal(call(x, g), router.matmul(x, g))
     assert len(plan_launch) == 2
 
 
 def test_compiled_two_layer_step_runs_its_products_through_the_plan_call(plan_launch, monkeypatch):
     """The compiled two-layer loss: its two large products launch through `plan_product`
-    (two launches a call, coreshare.matmul never asked), the small ones on numpy's matmul;
+    (two launches a call, router.matmul never asked), the small ones on numpy's matmul;
     the loss and gradients are bitwise those of the same plan built the way it was before
-    (every product through coreshare.matmul, which runs the same halves)."""
+    (every product through router.matmul, which runs the same halves)."""
     r = np.random.default_rng(10)
     x = tj.tensor(r.standard_normal((64, 1000)).astype(np.float32))
     y = tj.tensor(r.standard_normal((64, 10)).astype(np.float32))
@@ -576,8 +575,8 @@ def test_compiled_two_layer_step_runs_its_products_through_the_plan_call(plan_la
     def loss_fn(x, y, w1, w2):
         return (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
     seen = []
-    general = coreshare.matmul
-    monkeypatch.setattr(coreshare, "matmul", lambda a, b, *k: seen.append(a.shape) or general(a, b, *k))
+    general = router.matmul
+    monkeypatch.setattr(router, "matmul", lambda a, b, *k: seen.append(a.shape) or general(a, b, *k))
 
     def run(fn):
         fn(x, y, w1, w2).backward()     # (the first call builds and loads the plan)
@@ -589,8 +588,8 @@ def test_compiled_two_layer_step_runs_its_products_through_the_plan_call(plan_la
         out = [loss.detach().numpy(), w1.grad.numpy(), w2.grad.numpy()]
         w1.grad = w2.grad = None
         return out, list(seen), len(plan_launch)
-    with monkeypatch.context() as mp:   # the plan as built before: coreshare.matmul for each
-        mp.setattr(coreshare, "matmul_for", lambda m, k, n, dt: coreshare.matmul)
+    with monkeypatch.context() as mp:   # the plan as built before: router.matmul for each
+        mp.setattr(router, "matmul_for", lambda m, k, n, dt: router.matmul)
         wants, seen_before, launched_before = run(tj.script(loss_fn))
     gots, seen_now, launched_now = run(tj.script(loss_fn))
     assert len(seen_before) == 5 and launched_before == 2

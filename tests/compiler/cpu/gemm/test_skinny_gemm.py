@@ -1,12 +1,13 @@
 """compiler/cpu/gemm/skinny_gemm.py: the dot kernel against numpy (4 x 4 blocks, column and row rests,
 a bias, NaN and inf) and its halves, which products `product` takes and where it sends
-them, and that coreshare.matmul and biasgemm.matmul_bias hand it the head's products."""
+them, and that router.matmul and biasgemm.matmul_bias hand it the head's products."""
 import ctypes
 
 import numpy as np
 import pytest
 from test_halves import serial_launch  # noqa: F401 (a fixture)
 
+from tracejit.compiler.cpu.gemm import router
 from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.compiler import biasgemm
 from tracejit.compiler.cpu.gemm import halves
@@ -118,7 +119,7 @@ def test_product_leaves_what_it_cannot_run(loaded, monkeypatch):
 
 def test_dot_kernel_takes_the_transformer_heads_logits(loaded):
     """Past MAX_MNK (the halves' range) up to MAX_DOT_MNK the dot kernel still takes a
-    head's logits (the Transformer step's 2048x256x10, bias in it) through coreshare.matmul and
+    head's logits (the Transformer step's 2048x256x10, bias in it) through router.matmul and
     biasgemm.matmul_bias; the head's small-depth input gradient there is not skinny's."""
     r = np.random.default_rng(2)
     h = r.standard_normal((2048, 256)).astype(np.float32)
@@ -129,18 +130,18 @@ def test_dot_kernel_takes_the_transformer_heads_logits(loaded):
     want = h.astype(np.float64) @ w.T.astype(np.float64) + b
     np.testing.assert_allclose(biasgemm.matmul_bias(np, h[None], w.T, b.reshape(1, 10))[0], want,
                                **_tol("float32", 256))
-    np.testing.assert_allclose(coreshare.matmul(h, w.T), want - b, **_tol("float32", 256))
+    np.testing.assert_allclose(router.matmul(h, w.T), want - b, **_tol("float32", 256))
     assert loaded == ["dot", "dot"]
-    np.testing.assert_allclose(coreshare.matmul(g, w), g.astype(np.float64) @ w, **_tol("float32", 10))
+    np.testing.assert_allclose(router.matmul(g, w), g.astype(np.float64) @ w, **_tol("float32", 10))
     assert loaded == ["dot", "dot"]           # (neither the dot kernel nor skinny's halves)
 
 
 def test_matmul_and_matmul_bias_hand_it_the_head(loaded):
-    """coreshare.matmul (eager matmul and the plans' MATMUL) and the plans' BiasGemm."""
+    """router.matmul (eager matmul and the plans' MATMUL) and the plans' BiasGemm."""
     h, w, g = _head()
     b = np.linspace(-1, 1, 10).astype(np.float32)
-    np.testing.assert_allclose(coreshare.matmul(h, w.T), h @ w.T, rtol=1e-4, atol=1e-3)
-    np.testing.assert_allclose(coreshare.matmul(g.T, h), g.T @ h, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(router.matmul(h, w.T), h @ w.T, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(router.matmul(g.T, h), g.T @ h, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(biasgemm.matmul_bias(np, h[None], w.T, b.reshape(1, 10)),
                                (h @ w.T + b)[None], rtol=1e-4, atol=1e-3)
     assert loaded == ["dot", "halves", "dot"]
@@ -148,7 +149,7 @@ def test_matmul_and_matmul_bias_hand_it_the_head(loaded):
 
 def test_load_gemm_kernels_loads_what_sync_mode_gave_up_on(monkeypatch):
     """Sync mode, loaders that gave up in a call (the disk cache did not hold the modules
-    then): coreshare.load_gemm_kernels loads rows_gemm's kernel, its halves and the dot
+    then): router.load_gemm_kernels loads rows_gemm's kernel, its halves and the dot
     kernel, and the head's logits then run on the dot kernel (numpy's result)."""
     from tracejit.compiler.cpu.kernels import loader as native
     from tracejit.compiler.cpu.gemm import rows_gemm
@@ -162,7 +163,7 @@ def test_load_gemm_kernels_loads_what_sync_mode_gave_up_on(monkeypatch):
     for key, src in sources.items():   # as a call in sync mode leaves a module the cache did not hold
         native.kernel(key, lambda src=src: src("float32"), sync_compiles=False).failed = True
     assert skinny_gemm._dot("float32") is None
-    assert coreshare.load_gemm_kernels()
+    assert router.load_gemm_kernels()
     assert all(native._kernels[key].fn is not None for key in keys)
     dot = skinny_gemm._dot("float32")
     assert dot is not None and dot[1] is not None   # the kernel and its halves
@@ -172,17 +173,17 @@ def test_load_gemm_kernels_loads_what_sync_mode_gave_up_on(monkeypatch):
 
 
 def test_thread_count_a_profiler_records(monkeypatch):
-    """coreshare.gemm_thread_count: BLAS's count until the kernel is loaded, then one on
+    """router.gemm_thread_count: BLAS's count until the kernel is loaded, then one on
     one core, two where the halves run."""
-    coreshare._skinny()
+    router._skinny()
     monkeypatch.setattr(skinny_gemm, "_loaded", {})
     monkeypatch.setattr(halves, "two_cores", lambda: True)
     from tracejit.threads import blas_threads
-    assert coreshare.gemm_thread_count(256, 1024, 10) == (1 if coreshare._one_thread(256, 1024, 10) else blas_threads())
+    assert router.gemm_thread_count(256, 1024, 10) == (1 if coreshare.one_thread_now(256, 1024, 10) else blas_threads())
     monkeypatch.setattr(skinny_gemm, "_loaded", {"float32": None})
-    assert coreshare.gemm_thread_count(256, 1024, 10) == 2
+    assert router.gemm_thread_count(256, 1024, 10) == 2
     monkeypatch.setenv("TRACEJIT_SKINNY_HALVES", "0")
-    assert coreshare.gemm_thread_count(256, 10, 1024) == 1
+    assert router.gemm_thread_count(256, 10, 1024) == 1
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Products of a thin depth (coreshare.matmul's `THIN_DEPTH`: a convolution of few input
+"""Products of a thin depth (router.matmul's `THIN_DEPTH`: a convolution of few input
 channels, LeNet's first, 32x10 @ 10x43264) on the register-tile kernel (compiler/cpu/gemm/rows_gemm.py)
 where the policy gives one thread: which products go there, that their values are numpy's
 (the depth summed in order: the same bits as an AVX-512 OpenBLAS, within a few ulps of any),
@@ -11,6 +11,7 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
+from tracejit.compiler.cpu.gemm import router
 from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.compiler.cpu.gemm import rows_gemm
 
@@ -44,7 +45,7 @@ def test_thin_depth_products_run_on_the_kernel_with_numpys_values(kernel_calls, 
     for m, k, n in [(32, 10, 43264), (200, 16, 8192), (33, 3, 65536)]:
         a = rng.standard_normal((m, k)).astype(dtype)
         b = rng.standard_normal((k, n)).astype(dtype)
-        got = coreshare.matmul(a, b)
+        got = router.matmul(a, b)
         assert kernel_calls[-1] == (m, k, n)
         assert got.shape == (m, n) and got.flags.c_contiguous
         # The depth summed in order: the same bits as OpenBLAS's AVX-512 kernels give here;
@@ -66,7 +67,7 @@ def test_other_products_do_not_take_the_thin_route(kernel_calls):
         b = rng.standard_normal(sb).astype(np.float32)
         if layout == "F":
             b = np.asfortranarray(b)
-        got = coreshare.matmul(a, b)
+        got = router.matmul(a, b)
         np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
     assert kernel_calls == []
 
@@ -76,8 +77,8 @@ def test_two_threads_without_halves_leave_it_to_blas(monkeypatch):
     monkeypatch.setattr(halves, "two_cores", lambda: False)
     a = np.ones((32, 10), np.float32)
     b = np.arange(10 * 8192, dtype=np.float32).reshape(10, 8192)
-    assert coreshare._thin_depth(a, b, 2) is None
-    np.testing.assert_array_equal(coreshare.matmul(a, b), np.matmul(a, b))
+    assert router._thin_depth(a, b, 2) is None
+    np.testing.assert_array_equal(router.matmul(a, b), np.matmul(a, b))
 
 
 def test_first_conv_of_one_channel_matches_torch(kernel_calls):

@@ -1,6 +1,6 @@
 """tracejit/compiler/cpu/runtime/sharepool.py: shares of work on the pool's threads, and `split` (a batch of
 small BLAS products or kernel rows in parts, each on one BLAS thread) with its users:
-coreshare.matmul's batched products and softmax's row kernels. The share count is forced
+router.matmul's batched products and softmax's row kernels. The share count is forced
 (whatever this machine's cores), so every path runs everywhere."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 
+from tracejit.compiler.cpu.gemm import router
 from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.compiler.cpu.runtime import sharepool
 from tracejit.threads import blas_threads
@@ -102,14 +103,14 @@ def test_batched_products_split_by_batch_match_numpy(shares, dtype):
     qkv = rng.standard_normal((5, 128, 3, 2, 32)).astype(dtype)   # products of 2^19 m*k*n
     q = qkv[:, :, 0].transpose(0, 2, 1, 3)
     kt = qkv[:, :, 1].transpose(0, 2, 3, 1)
-    got = coreshare.matmul(q, kt)
+    got = router.matmul(q, kt)
     want = np.matmul(q.astype(np.float64), kt.astype(np.float64))
     assert got.dtype == dtype and got.shape == (5, 2, 128, 128)
     np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
     assert shares == [3]
     # a broadcast batch or mixed dtypes stay numpy's own call
-    coreshare.matmul(q, kt[:1])
-    coreshare.matmul(q.astype(np.float64), kt.astype(np.float32))
+    router.matmul(q, kt[:1])
+    router.matmul(q.astype(np.float64), kt.astype(np.float32))
     assert shares == [3]
 
 
@@ -207,7 +208,7 @@ def test_batched_products_on_two_shares_match_numpy(pair):
     rng = np.random.default_rng(2)
     a = rng.standard_normal((6, 4, 64, 32)).astype(np.float32)
     b = rng.standard_normal((6, 4, 32, 64)).astype(np.float32)
-    got = coreshare.matmul(a, b)
+    got = router.matmul(a, b)
     np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b.astype(np.float64)), rtol=1e-5, atol=1e-5)
 
 
@@ -416,20 +417,20 @@ def test_claimed_matmul_equals_numpy_and_declines_other_operands(dtype):
 
 
 def test_large_products_on_one_policy_thread_run_as_claimed_parts(monkeypatch):
-    """coreshare.matmul: where the policy gives BLAS one thread but BLAS may use two, a
+    """router.matmul: where the policy gives BLAS one thread but BLAS may use two, a
     product from CLAIM_GEMM_MNK runs as claimed parts (sharepool.claimed_matmul)."""
     calls = []
     monkeypatch.setattr(coreshare, "adapt", lambda: 1)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
-    monkeypatch.setattr(coreshare, "CLAIM_GEMM_MNK", 1 << 20)
+    monkeypatch.setattr(router, "CLAIM_GEMM_MNK", 1 << 20)
     monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: calls.append(a.shape) or np.matmul(a, b))
     a, b = np.ones((512, 256), np.float32), np.ones((256, 128), np.float32)   # above FEW_ROWS_GEMM_MNK
-    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+    assert (router.matmul(a, b) == 256).all() and calls == [(512, 256)]
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 1)               # BLAS kept on one
-    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+    assert (router.matmul(a, b) == 256).all() and calls == [(512, 256)]
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(coreshare, "adapt", lambda: 2)                      # the policy gives two
-    assert (coreshare.matmul(a, b) == 256).all() and calls == [(512, 256)]
+    assert (router.matmul(a, b) == 256).all() and calls == [(512, 256)]
 
 
 def test_the_partner_is_benched_by_its_stall_time_and_longer_each_time(monkeypatch):

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .... import envflags
-from . import template
+from . import router, template
 
 __all__ = ["Key", "BLAS", "key_for", "choose", "bind", "measure", "settle", "store_path", "forget"]
 
@@ -295,10 +295,9 @@ def measure(key: Key, configs=None):
     """Time BLAS and every loaded configuration on `key`'s shape (`_race`) and keep the
     fastest, a configuration only under `MARGIN` of BLAS's time (in this process and the
     store); returns it."""
-    from ..runtime import coreshare
     a, b = _operands(key)
-    # (the BLAS side as products run it: coreshare's route on the policy's threads)
-    fns = {BLAS: lambda: coreshare.matmul(a, b, blas_only=True)}
+    # (the BLAS side as products run it: the router's route on the policy's threads)
+    fns = {BLAS: lambda: router.matmul(a, b, blas_only=True)}
     cfgs = {}
     complete = True
     want = a @ b

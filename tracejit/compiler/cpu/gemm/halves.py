@@ -1,5 +1,6 @@
-"""Products and elementwise arithmetic in two halves on two cores, each half a numba cfunc:
-no Python object and no GIL on either thread.
+"""Products in two halves on two cores, each half a numba cfunc: no Python object and no
+GIL on either thread; and the halves' module, loading and launch, which the elementwise
+halves (compiler/cpu/gemm/elementwise_halves.py) share.
 
 Why: the two-layer step (64x1000 -> 100 -> 10, SGD by hand) spends its time on w1's path:
 the forward product ``x @ w1`` (64x1000x100), the weight gradient ``x.T @ g`` (1000x64x100)
@@ -23,8 +24,9 @@ the calling thread and the second on OpenBLAS's worker, every time:
 - ``x.T @ g``: split by the result's rows (w1's rows), each element computed as the
   one-thread kernel computes it: bitwise the same;
 - ``a + b``, ``a - b``, ``a * b``, ``a / b`` (arrays of one shape or a scalar, float32 or
-  float64) from `EW_MIN_ELEMENTS`, within `WARM_S` of a product's halves (the worker still
-  spinning): by flat halves, IEEE operations: bitwise numpy's.
+  float64), within `WARM_S` of a product's halves (the worker still spinning): by flat
+  halves, IEEE operations: bitwise numpy's (compiler/cpu/gemm/elementwise_halves.py, on
+  this module's launch and loaded pairs).
 
 ``python -m bench --only mlp2``, main's tree and this one alternating, two threads forced
 (TRACEJIT_ADAPTIVE_THREADS=0) under SCHED_FIFO (a quiet machine emulated; load 8),
@@ -32,10 +34,10 @@ medians: eager 371-376 -> 335-340 us, compiled 253-258 -> 213-216; PyTorch eager
 
 ``pair`` runs two whole products at once, one per core, each one call of numpy's BLAS GEMM
 on one thread (a cfunc calling cblas by address, compiler/cpu/runtime/voidptr.py): a compiled plan's
-independent products (compiler/gemmpair.py, coreshare.matmul_pair decides which).
+independent products (compiler/gemmpair.py, router.matmul_pair decides which).
 
 When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
-coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from `EW_MIN_ELEMENTS`, where the pool gives
+coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from elementwise_halves' `EW_MIN_ELEMENTS`, where the pool gives
 two threads (`sharepool.pool_threads`), BLAS's ceiling is two or more, numpy's BLAS is a
 pthreads OpenBLAS with a pool of two (`sharepool.blas_worker`), no other launch holds the
 pool, and the module is loaded (as rows_gemm's kernel: from the disk cache in sync mode,
@@ -44,6 +46,7 @@ compiled by the workers in background mode). Otherwise None: the caller's path r
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -53,14 +56,12 @@ from . import rows_gemm
 from ..kernels.loader import kernel as _kernel
 from .... import envflags
 
-__all__ = ["product", "plan_product", "thin", "pair", "binary", "launch", "two_cores", "warm", "expect", "source", "module_kernel", "loaded_module", "MIN_MNK", "EW_MIN_ELEMENTS", "WARM_S"]
+__all__ = ["product", "plan_product", "thin", "pair", "launch", "two_cores", "warm", "expect", "source",
+           "module_kernel", "loaded_module", "MIN_MNK", "WARM_S"]
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
 MIN_MNK = rows_gemm.MIN_MNK
-# Elementwise ops below this many elements stay on numpy's loop (64K float32: ~5 us on one
-# core; a pair of 100K-element halves ran in 8.0 us against numpy's 11.4, launch included).
-EW_MIN_ELEMENTS = 1 << 16
 # The switch (tests and measurements turn it off to compare).
 on = envflags.flag("TRACEJIT_GEMM_HALVES")   # (the switch: tests, A/B measurements)
 # Elementwise halves run only this soon after the end of a launch of halves (a product's):
@@ -70,8 +71,6 @@ on = envflags.flag("TRACEJIT_GEMM_HALVES")   # (the switch: tests, A/B measureme
 # follows the weight gradient's halves at once, on the halves those placed on each core.
 WARM_S = 2.5e-4
 _warm_until = 0.0
-
-_OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 
 # The numba source of the halves (records, launches, cfunc entries): halves_source.py
 from .halves_source import PAIR_SOURCE as _PAIR  # noqa: E402
@@ -142,7 +141,8 @@ def _entry_point(dispatcher):
     ``gemm_launch``): a call
     unboxes the arguments as that signature says, without the dispatcher's typing of each
     (~0.4 us of a ten-argument launch); the dispatcher itself where there is no such entry.
-    Callers pass exactly the signature's types (`plan_calls`, `plan_product` check them)."""
+    Callers pass exactly the signature's types (elementwise_halves' `plan_calls`,
+    `plan_product` check them)."""
     overloads = getattr(dispatcher, "overloads", None)
     if overloads is not None and len(overloads) == 1:
         entry = getattr(next(iter(overloads.values())), "entry_point", None)
@@ -172,7 +172,7 @@ def _blas_pair() -> bool:
     return (coreshare.blas_ceiling() or 1) >= 2 and sharepool.blas_worker.find() is not None
 
 
-def kernel_of(key: tuple, make_source, later: bool = False):
+def kernel_of(key: tuple, make_source: Callable[[], str], later: bool = False):
     """The `loader.NativeKernel` of a hand-written kernel module with GIL-free halves
     (loaded from disk only in sync mode: ``sync_compiles=False``; `later`: rank LATER)."""
     return _kernel(key, make_source, sync_compiles=False, later=later)
@@ -197,7 +197,7 @@ def module_kernel(t: str):
     return kernel_of(("rows_gemm_halves", t), lambda: source(t), later=True)
 
 
-def loaded_module(kernel):
+def loaded_module(kernel) -> tuple | None:
     """(kernel, its module's globals: the halves' cfuncs and records) of a hand-written
     kernel module (`kernel`: its `loader.NativeKernel`) once loaded (compiler/cpu/kernels/loader.py's
     policy; in sync mode only from the disk cache), else None."""
@@ -230,9 +230,9 @@ def _pair(dtype):
     return p
 
 
-def expect(dtype) -> None:
+def expect(dtype: np.dtype) -> None:
     """Ask for `dtype`'s halves module now, from a product in the halves' range that the
-    policy keeps on one thread (coreshare.matmul; `_pair` for skinny_gemm's `thin`
+    policy keeps on one thread (router.matmul; `_pair` for skinny_gemm's `thin`
     products), so that it is loaded by the time the
     policy gives two: in background mode this records the ask (`NativeKernel.get`), which
     kernels/vectorized.settle then loads and waits for; nothing loads in the call. Without it
@@ -260,7 +260,7 @@ def warm() -> bool:
     return time.perf_counter() <= _warm_until
 
 
-def launch(p, fill, *args) -> bool:
+def launch(p, fill: Callable, *args) -> bool:
     """``fill(p.recs, *args)``: a numba launcher (`gemm_launch`, `pair_launch`, `ew_launch`,
     skinny_gemm's `dot_launch`) that writes records 0 and 1 and runs them at once, on this
     thread and on OpenBLAS's worker (the halves call no BLAS). `p`: a `_Pair` or any object
@@ -278,143 +278,7 @@ def launch(p, fill, *args) -> bool:
     return True
 
 
-def plan_calls(name: str, compute_np, general, general_into):
-    """One eager signature's ``x <op> y`` as a launch of two halves with only the checks a
-    call can change: ``(call(x, y) -> array, into(x, y, out) -> bool)`` for a registry plan
-    that `binary` serves (compiler/cpu/kernels/vectorized.py `plan_calls`: op `name` of add, sub, mul, div;
-    operands arrays of `compute_np` of the result's shape, or Python floats; no cast).
-
-    `binary` and `launch` check what a plan fixes once (the op, the dtype, which operand is
-    a scalar, the size) at every call, and the dispatcher types `ew_launch`'s ten arguments:
-    ~4 us of the 100K-element ``lr * g`` and ``w -= t`` of the two-layer step's update, on
-    top of a ~6 us launch. Here a call checks the warm window, the switch, the policy's
-    count, the loaded pair and the operands' layout, then runs the same launch (the same
-    records and halves: bitwise `binary`'s results) through `ew_launch`'s compiled entry.
-    Anything else goes to `general(x, y)` (the plan's path before: `binary`, then numpy's
-    loop) or `general_into(x, y, out)` (registry's `_kernel_into`), so the two answer
-    exactly as that path would. Module state (`_pairs`, `on()`, `_warm_until`, the
-    pool's count) is read at each call: tests and the policy change it under a plan."""
-    op = _OPS[name]
-    t = _NAMES[compute_np]
-    ndarray = np.ndarray
-    perf_counter = time.perf_counter
-    empty = np.empty
-    may_share = _may_share_memory
-
-    def ready():
-        # the launch's preconditions that are not the operands': the pair, or None
-        if perf_counter() > _warm_until or not on():
-            return None
-        p = _pairs.get(t)
-        if p is None or not p.pthread or sharepool.pool_threads() < 2:
-            return None
-        return p
-
-    def operands(x, y):
-        # (flat x, flat y, xs, ys, s) as `binary` passes them, or None: an array of the
-        # compute dtype, C-contiguous, from EW_MIN_ELEMENTS, and an array of its shape or
-        # a float
-        if type(x) is ndarray:
-            arr = x
-            if type(y) is ndarray:
-                if y.dtype is not compute_np or y.shape != x.shape or not y.flags.c_contiguous:
-                    return None
-            elif type(y) is not float:
-                return None
-        elif type(x) is float and type(y) is ndarray:
-            arr = y
-        else:
-            return None
-        if arr.dtype is not compute_np or not arr.flags.c_contiguous or arr.size < EW_MIN_ELEMENTS:
-            return None
-        if arr is x:
-            xf = x.reshape(-1)
-            if type(y) is float:
-                return xf, xf, 0, 1, y
-            return xf, y.reshape(-1), 0, 0, 0.0
-        yf = y.reshape(-1)
-        return yf, yf, 1, 0, x
-
-    def run(p, args, of) -> bool:
-        global _warm_until
-        if not sharepool.try_launch():
-            return False
-        try:
-            xf, yf, xs, ys, s = args
-            p.ew_entry(p.recs, op, xf, yf, of, xs, ys, s, p.pthread, p.ew_address)
-        finally:
-            sharepool.end_launch()
-        _warm_until = perf_counter() + WARM_S
-        return True
-
-    def call(x, y):
-        # the step's ``lr * g``: a float, then an array (written out: every line here runs
-        # on caches the step's products swept, where a Python call costs ~0.3 us)
-        global _warm_until
-        if type(x) is float and type(y) is ndarray and perf_counter() <= _warm_until and on():
-            p = _pairs.get(t)
-            if (p is not None and p.pthread and y.dtype is compute_np and y.flags.c_contiguous
-                    and y.size >= EW_MIN_ELEMENTS and sharepool.pool_threads() >= 2):
-                out = empty(y.shape, compute_np)
-                if sharepool.try_launch():    # (read here: a fork makes a new lock)
-                    try:
-                        yf = y.reshape(-1)
-                        p.ew_entry(p.recs, op, yf, yf, out.reshape(-1), 1, 0, x, p.pthread, p.ew_address)
-                    finally:
-                        sharepool.end_launch()
-                    _warm_until = perf_counter() + WARM_S
-                    return out
-            return general(x, y)
-        p = ready()
-        if p is not None:
-            args = operands(x, y)
-            if args is not None:
-                out = empty((x if args[2] == 0 else y).shape, compute_np)
-                if run(p, args, out.reshape(-1)):
-                    return out
-        return general(x, y)
-
-    def into(x, y, out) -> bool:
-        global _warm_until
-        if x is out and type(y) is ndarray and perf_counter() <= _warm_until and on():
-            # the step's ``w -= t`` (written out, as `call`'s float case)
-            p = _pairs.get(t)
-            if (p is not None and p.pthread and type(out) is ndarray and out.dtype is compute_np
-                    and y.dtype is compute_np and y.shape == out.shape and out.size >= EW_MIN_ELEMENTS
-                    and out.flags.c_contiguous and y.flags.c_contiguous and not may_share(y, out)
-                    and sharepool.pool_threads() >= 2 and sharepool.try_launch()):
-                try:
-                    of = out.reshape(-1)
-                    p.ew_entry(p.recs, op, of, y.reshape(-1), of, 0, 0, 0.0, p.pthread, p.ew_address)
-                finally:
-                    sharepool.end_launch()
-                _warm_until = perf_counter() + WARM_S
-                return True
-            return general_into(x, y, out)
-        p = ready()
-        if p is not None and type(out) is ndarray and out.dtype is compute_np and out.flags.c_contiguous:
-            args = operands(x, y)
-            # (an operand other than `out` itself that shares its memory: `general_into`
-            # decides, as before)
-            if (args is not None and out.shape == (x if args[2] == 0 else y).shape
-                    and (x is out or type(x) is not ndarray or not may_share(x, out))
-                    and (y is out or type(y) is not ndarray or not may_share(y, out))):
-                if run(p, args, out.reshape(-1)):
-                    return True
-        return general_into(x, y, out)
-
-    return call, into
-
-
-# numpy's C function itself where it is reachable (np.may_share_memory goes through the
-# __array_function__ dispatch first)
-try:
-    from numpy._core._multiarray_umath import may_share_memory as _may_share_memory
-except ImportError:     # (another numpy's layout)
-    _may_share_memory = np.may_share_memory
-
-
-def product(a, b):
+def product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """``a @ b`` in two halves (module docstring), or None: 2-D float32/float64 numpy
     arrays of one dtype, a C- or F-contiguous, b C-contiguous, the register-tile kernel's
     shapes (depth and columns), `MIN_MNK` multiply-adds or more."""
@@ -440,13 +304,13 @@ def _by_rows(m: int, kd: int, n: int):
     return not few
 
 
-def plan_product(m: int, kd: int, n: int, dtype, general):
+def plan_product(m: int, kd: int, n: int, dtype, general: Callable) -> Callable:
     """A compiled plan's ``a @ b`` of static shapes (m, kd) @ (kd, n) of `dtype` as the
     halves' launch with only the checks a call can change: a callable ``call(a, b)``, or
     `general` itself where `product` would never take these shapes (then the plan calls
-    `general`, coreshare.matmul, as before).
+    `general`, router.matmul, as before).
 
-    The plan's product went coreshare.matmul -> `product` -> `_gemm` -> `_pair` ->
+    The plan's product went router.matmul -> `product` -> `_gemm` -> `_pair` ->
     `two_cores` -> `_blas_pair` -> blas_ceiling, two np.empty, `launch`, and the dispatcher
     typed `gemm_launch`'s eight arguments: ~4.5 us of Python a product in the two-layer
     step (each line there runs on caches the previous product swept). Here what the shapes
@@ -470,7 +334,7 @@ def plan_product(m: int, kd: int, n: int, dtype, general):
     share = coreshare
 
     def call(a, b):
-        # coreshare.matmul's test for the halves (`not on() or threads() > 1`), then
+        # router.matmul's test for the halves (`not on() or threads() > 1`), then
         # `two_cores`' and `_gemm`'s, in one expression each (written out: no helper frames)
         global _warm_until
         if (type(a) is ndarray and type(b) is ndarray and on()
@@ -496,7 +360,7 @@ def plan_product(m: int, kd: int, n: int, dtype, general):
     return call
 
 
-def thin(a, b):
+def thin(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """``a @ b`` for compiler/cpu/gemm/skinny_gemm.py's products of a small depth or few rows (a head's
     input and weight gradients, which it bounds) in two halves, or None: by rows where a
     has more rows than its depth, else by depth (the partial products added: not bitwise
@@ -525,7 +389,7 @@ def _gemm(a, b, by_rows: bool):
     return out   # (depth halves: `gemm_launch` added the second's partial product)
 
 
-def pair(a1, b1, a2, b2):
+def pair(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> tuple | None:
     """``(a1 @ b1, a2 @ b2)`` at once, each product one call of numpy's BLAS GEMM on one
     thread, the first on this thread and the second on OpenBLAS's worker (BLAS's count set
     to one around them, so that neither call wakes the pool: its worker runs the other), or
@@ -533,7 +397,7 @@ def pair(a1, b1, a2, b2):
     F-contiguous, numpy's BLAS an ILP64 OpenBLAS (its cblas GEMM called by address with
     64-bit integers), two cores free (`two_cores`), the module loaded. Each result is the
     one-thread BLAS product's (which may differ in the last bits from the two-thread one,
-    as BLAS's thread counts do). coreshare.matmul_pair decides which pairs come here.
+    as BLAS's thread counts do). router.matmul_pair decides which pairs come here.
 
     The launch is one call of the module's `pair_launch` (count, records, both products,
     count back; the GIL released), and each operand's layout is read once here: this runs
@@ -580,68 +444,3 @@ def _gemm_function(dtype):
         found = gemm_address(t) if t is not None else None
         _gemm_functions[dtype] = found[0] if found is not None and found[1] == 64 else None
     return _gemm_functions[dtype]
-
-
-def binary(name: str, x, y, compute_np, out=None):
-    """``x <op> y`` for op `name` (add, sub, mul, div) in two flat halves, into `out` (a
-    C-contiguous array of the result's shape and dtype, which may be x or y) or a new
-    array; None where it does not run (another op, dtype or layout: numpy's loop runs).
-    x and y: arrays of `compute_np`, C-contiguous, of the result's shape, or numbers
-    (taken as `compute_np`, as numpy takes a Python scalar).
-
-    The Python here is most of a launch's cost inside a training step, where the caches
-    are cold (a 100K-element ``lr * g`` in the two-layer step: the launch 8 us, this
-    function's checks 4 us, the op's dispatch 3 us): so the checks are few
-    and each once. Halves run only within WARM_S of a launch (`_warm_until`), which found
-    the machine able to (`two_cores`: BLAS's ceiling, OpenBLAS's worker); here the loaded
-    pair and the policy's count (`sharepool.pool_threads`, read at every call: it may drop
-    at any sample) suffice."""
-    if time.perf_counter() > _warm_until:
-        return None
-    op = _OPS.get(name)
-    t = _NAMES.get(compute_np)
-    if op is None or t is None:
-        return None
-    xa = type(x) is np.ndarray and x.ndim > 0
-    ya = type(y) is np.ndarray and y.ndim > 0
-    arr = x if xa else y if ya else None
-    if arr is None or (arr.dtype is not compute_np and arr.dtype != compute_np) or not arr.flags.c_contiguous:
-        return None
-    if xa and ya and (y.shape != x.shape or (y.dtype is not compute_np and y.dtype != compute_np)
-                      or not y.flags.c_contiguous):
-        return None
-    if arr.size < EW_MIN_ELEMENTS:
-        return None
-    p = _pairs.get(t)
-    if p is None:
-        p = _pair(compute_np)       # (loads it where it may run)
-        if p is None:
-            return None
-    elif not on() or sharepool.pool_threads() < 2:
-        return None
-    if not p.pthread:               # (no gotoblas_pthread to call: never jump to address 0)
-        return None
-    flat = arr.reshape(-1)
-    if out is None:
-        out = np.empty(arr.shape, compute_np)
-        of = out.reshape(-1)
-    elif out is arr:
-        of = flat
-    elif out.shape != arr.shape or out.dtype != compute_np or not out.flags.c_contiguous:
-        return None
-    else:
-        of = out.reshape(-1)
-    if xa and ya:
-        s = 0.0
-        xf, yf = (flat, y.reshape(-1)) if arr is x else (x.reshape(-1), flat)
-    else:
-        # the scalar as numpy takes it (`compute_np`): a float's rounding to float32 happens
-        # in the half, from its float64 bits, as np.float32(y) rounds it
-        s = x if xa is False else y
-        if type(s) is not float:
-            s = float(compute_np.type(s))
-        xf = yf = flat
-    if not launch(p, p.ew_launch, op, xf, yf, of, int(not xa), int(not ya), s, p.pthread,
-                  p.ew_address):
-        return None
-    return out

@@ -10,7 +10,7 @@ import numpy as np
 
 from ....ops.linalg import matmul_rows
 from ..runtime import coreshare
-from . import choice, template
+from . import choice, router, template
 
 __all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "product",
            "plan_matmul", "TEMPLATE_MIN_MNK"]
@@ -57,9 +57,9 @@ def blas_matmul(a, b):
     # on the BLAS threads the machine can give now, as compiled plans call it. With
     # another process on one of 2 cores, a 2-thread GEMM waits for the thread stuck behind
     # it: the eager LSTM LM step took 5-14 s on 2 BLAS threads against 1.3 s on one.
-    # (coreshare.matmul: BLAS on the policy's threads, and the few-row, thin and two-core
+    # (router.matmul: BLAS on the policy's threads, and the few-row, thin and two-core
     # kernels it still routes to until the template's choice covers their shapes)
-    return coreshare.matmul(a, b, True)   # (blas_only)
+    return router.matmul(a, b, True)   # (blas_only)
 
 
 def _eligible(a, b) -> bool:

@@ -98,7 +98,7 @@ def tile_shape(dtype: str) -> tuple:
 # code, one thread, min / median us (8 alternating rounds, load 2.5): 116-118 / 118 against
 # 117 / 122-123. The AVX-512 kernel keeps the panel order (no difference measured there).
 # Only where all of B fits L1 (`ROWS_FIRST_BYTES`; that gradient's 64x100 float32 is 25 KB):
-# a wide B (coreshare's thin-depth products, k <= 16 and n >= 4096) would stream from L2 for
+# a wide B (the router's thin-depth products, k <= 16 and n >= 4096) would stream from L2 for
 # every row tile, where the panel order keeps a few-KB panel in L1.
 K_BLOCK_AVX2 = 256
 ROWS_FIRST_BYTES = 32 * 1024
@@ -296,7 +296,7 @@ def product(a, b, thin: bool = False):
     past `MIN_MNK` and `MIN_DEPTH`, and the kernel loaded. A C-contiguous b runs as it is
     (past `MIN_COLUMNS`); an F-contiguous one (``x @ w.T``, nn.Linear's layout) runs as
     ``(b.T @ a.T).T`` when a has `T_MIN_ROWS` to `T_MAX_ROWS` rows (`_transposed`).
-    ``thin``: any depth (coreshare.matmul's products of at most `THIN_DEPTH`, see there).
+    ``thin``: any depth (router.matmul's products of at most `THIN_DEPTH`, see there).
     (The checks are written out: native.takes and ``dtype.name`` cost 2.4 us of a call.)"""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
         return None

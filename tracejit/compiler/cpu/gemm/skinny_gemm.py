@@ -31,11 +31,11 @@ The step (one process, 16 rounds ABBA, load 9-10): -0.059 ms median per round (f
 -0.026, backward -0.063), lower in 11 of 16 rounds.
 
 Which products: 2-D numpy float32/float64 operands of one dtype, m*k*n from `MIN_MNK` to
-below `MAX_MNK` (`MAX_DOT_MNK` for the dot kernel's: coreshare.matmul asks here first in that
+below `MAX_MNK` (`MAX_DOT_MNK` for the dot kernel's: router.matmul asks here first in that
 range) and the smallest of m, k, n at most `MAX_THIN`. Below `MIN_MNK` BLAS keeps a product on
 one thread and its packing is cheap (the CNN head's 64x1600x10: not measured here); from
 `MAX_MNK` the register-tile kernel's own bounds and the halves (compiler/cpu/gemm/halves.py) apply. The dot
-kernel goes on to `MAX_DOT_MNK` (the Transformer step's 2048x256x10 logits: coreshare's
+kernel goes on to `MAX_DOT_MNK` (the Transformer step's 2048x256x10 logits: router's
 SKINNY_DOT_MNK says what it measured). Results differ from BLAS's in the
 last bits (another summation order), as BLAS's own do between thread counts.
 
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import coreshare
+from . import router
 from . import halves
 from .... import envflags
 
@@ -57,10 +57,10 @@ __all__ = ["product", "threads", "source", "module_kernel", "MAX_THIN", "MIN_MNK
 # The switch (tests and measurements turn it off to compare).
 on = envflags.flag("TRACEJIT_SKINNY_GEMM")   # (the switch: tests, A/B measurements)
 halves_on = envflags.flag("TRACEJIT_SKINNY_HALVES")   # (the switch: tests, A/B measurements)
-MAX_THIN = coreshare.SKINNY_THIN
-MIN_MNK = coreshare.SKINNY_MNK
-MAX_MNK = coreshare.HALVES_MNK
-MAX_DOT_MNK = coreshare.SKINNY_DOT_MNK
+MAX_THIN = router.SKINNY_THIN
+MIN_MNK = router.SKINNY_MNK
+MAX_MNK = router.HALVES_MNK
+MAX_DOT_MNK = router.SKINNY_DOT_MNK
 
 # out (m, n) = x (m, K) @ w (n, K).T (+ bias): x and w C-contiguous. Blocks of 4 x 4 sums, then
 # the rest of w's rows 4 x 1, then the rest of x's rows 1 x 1. ``reassoc`` (not full fastmath:

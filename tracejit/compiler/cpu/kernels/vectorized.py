@@ -39,7 +39,7 @@ importing the compiler: a plan for ``a * b`` must not import it): an op that cal
 function or selects from ``MIN_ELEMENTS``; arithmetic and comparisons (one numpy loop at memory
 speed on one core) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the cores
 coreshare leaves free pays for the launch (see `eligible`). Below that, ``+ - * /`` from
-compiler/cpu/gemm/halves.py's EW_MIN_ELEMENTS go to its two GIL-free halves, which run only right after
+compiler/cpu/gemm/elementwise_halves.py's EW_MIN_ELEMENTS go to its two GIL-free halves, which run only right after
 a product's halves (the two-layer step's update of its weights) and else give numpy's loop
 the op. Arithmetic results are bitwise numpy's (IEEE operations, no fastmath); math
 functions can differ in the last bits (mathlib's float32 functions are within a few ulps
@@ -55,6 +55,7 @@ import time
 import numpy as np
 
 from ..runtime import coreshare
+from ..gemm import router
 from ....threads import PARALLEL_MIN, usable_cpus
 from ....ops.elementwise import ADD, DIV, MUL, SUB
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
@@ -119,8 +120,8 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core). From
-    # halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
-    least = min(ARITH_MIN_ELEMENTS, _halves().EW_MIN_ELEMENTS) if prim in _HALVES_OPS else ARITH_MIN_ELEMENTS
+    # elementwise_halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
+    least = min(ARITH_MIN_ELEMENTS, _elementwise().EW_MIN_ELEMENTS) if prim in _HALVES_OPS else ARITH_MIN_ELEMENTS
     if n >= least and _CPUS > 1:
         _ARITH.add(prim)
         return True
@@ -134,8 +135,19 @@ _HALVES_OPS = frozenset((ADD, SUB, MUL, DIV))
 
 def _halves():
     # compiler/cpu/gemm/halves.py, imported on first use (it pulls in the register-tile kernel's module);
-    # coreshare holds the one lazy import, for its products too
-    return coreshare._halves()
+    # the GEMM router holds the one lazy import, for its products too
+    return router._halves()
+
+
+def _elementwise():
+    # compiler/cpu/gemm/elementwise_halves.py, imported on first use (it imports halves.py)
+    global _ew_module
+    if _ew_module is None:
+        from ..gemm import elementwise_halves as _ew_module
+    return _ew_module
+
+
+_ew_module = None
 
 
 def declines(prim, out_shape) -> bool:
@@ -144,7 +156,7 @@ def declines(prim, out_shape) -> bool:
     a product's halves). Lets registry.run_into skip its overlap check (1-2 us)."""
     if prim not in _HALVES_OPS:
         return False
-    h = coreshare._halves_module     # (loaded: its warm window read here, no calls)
+    h = router._halves_module     # (loaded: its warm window read here, no calls)
     if h is not None and time.perf_counter() <= h._warm_until:
         return False
     return not (h or _halves()).warm() and math.prod(out_shape) < ARITH_MIN_ELEMENTS
@@ -221,8 +233,7 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
         if compute_np != out_np or params or len(arrays) != 2:
             return None
         # (the loaded module read directly: two Python calls less on an update's launch)
-        return (coreshare._halves_module or _halves()).binary(prim.name, arrays[0], arrays[1],
-                                                               compute_np, out)
+        return (_ew_module or _elementwise()).binary(prim.name, arrays[0], arrays[1], compute_np, out)
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
@@ -249,9 +260,9 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
 
 def plan_calls(prim, operands, casts, compute_np, out_np, out_shape, params, fn, general_into):
     """For a registry plan (ops/registry.py `_make_plan`) that `run` would always send to
-    compiler/cpu/gemm/halves.py's `binary` (one of its four ops, two operands of the compute dtype, no
+    compiler/cpu/gemm/elementwise_halves.py's `binary` (one of its four ops, two operands of the compute dtype, no
     cast, no params, below ARITH_MIN_ELEMENTS): its whole call, ``(call, into)``
-    (halves.plan_calls: the same halves, fewer checks a call). Else None.
+    (elementwise_halves.plan_calls: the same halves, fewer checks a call). Else None.
 
     `call(x, y)` is the plan's path from `run` on: the halves, else numpy's loop (`fn`);
     `into(x, y, out)` is the halves into `out`, else `general_into(x, y, out)` (registry's
@@ -260,8 +271,8 @@ def plan_calls(prim, operands, casts, compute_np, out_np, out_shape, params, fn,
             or any(c is not None for c in casts) or compute_np != out_np
             or math.prod(out_shape) >= ARITH_MIN_ELEMENTS):
         return None
-    h = _halves()
-    if compute_np not in h._NAMES:
+    h = _elementwise()
+    if compute_np not in _halves()._NAMES:
         return None
     name = prim.name
 

@@ -33,6 +33,10 @@ for, `ceding()` is True and the program's second thread of its own (sharepool's 
 claimed products, split recurrent loops) stays idle: the count above already gives the
 program one thread then, but the partner took the worker's core in turns.
 
+Which kernel or BLAS call runs a product is the GEMM router's (compiler/cpu/gemm/router.py);
+this module says on how many BLAS threads (`one_thread_always`, `set_to_one`,
+`blas_ceiling`, `gemm_threads`, `blas_product`), and the router reads it at every product.
+
 ``TRACEJIT_ADAPTIVE_THREADS=0`` (read at import) turns `adapt` into a no-op. Linux only
 (elsewhere the counts stay what the libraries chose).
 """
@@ -43,6 +47,7 @@ import os
 import sys
 import threading
 import time
+from typing import Iterator
 
 import numpy as np
 
@@ -51,9 +56,10 @@ from ....envflags import is_off
 from .... import threads as _threads
 from ....threads import usable_cpus
 
-__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding", "matmul", "matmul_for",
-           "blas_threads_for", "gemm_threads", "gemm_thread_count", "blas_ceiling", "SMALL_GEMM_MNK",
-           "FEW_ROWS", "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK"]
+__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding", "blas_threads_for",
+           "one_thread_always", "one_thread_now", "set_to_one", "blas_count_one", "blas_count_back",
+           "blas_product", "gemm_threads", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
+           "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 # ... but the first count after the reading at import may come this soon: a user's first
@@ -106,19 +112,9 @@ SMALL_GEMM_MNK = 1 << 20
 # one thread, thr12's notes), which also kept the weight gradient's product on one.
 FEW_ROWS = 128
 FEW_ROWS_GEMM_MNK = 1 << 23
-# ``x @ w.T`` (w row-major: b F-contiguous, nn.Linear's layout) of few rows is offered to the
-# register-tile kernel (compiler/cpu/gemm/rows_gemm.py: it takes up to its `T_MAX_ROWS`) past
-# FEW_ROWS_GEMM_MNK too: where the policy gives one thread, and up to `FEW_ROWS_T_ANY` rows
-# where it gives two.
-# OpenBLAS is slow on few-row products of a transposed b. Min / median us, float32, load 3,
-# OpenBLAS 2 threads, 1 thread, the kernel on one:
-# 8x2048x512 315/361, 567/639, 196/211; 16x1024x1024 362/433, 643/725, 231/249; 32x1024x256
-# 129/156, 202/241, 166/199; 48x2048x256 287/327, 457/545, 320/381; 32x4096x512 997/1189,
-# 1646/1973, 1292/1548.
-FEW_ROWS_T_ANY = 16
 # m*k*n below which OpenBLAS runs a product on one thread by itself (interface/gemm.c: up to
 # SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4; measured the same on one and two
-# threads here up to 0.64M): `matmul` leaves the count alone for them. Setting it to one and
+# threads here up to 0.64M): the router's `matmul` leaves the count alone for them. Setting it to one and
 # back costs 3.5 us a product (6.7 against 3.1 us for 64x100x10), and the two-layer step has
 # three such products.
 TINY_GEMM_MNK = 1 << 18
@@ -394,7 +390,7 @@ def _give_up(exc: Exception) -> None:
                   RuntimeWarning, stacklevel=3)
 
 
-def _single(m: int, k: int, n: int) -> bool:
+def one_thread_always(m: int, k: int, n: int) -> bool:
     """Whether an (m, k) @ (k, n) product runs on one BLAS thread whatever the policy gives
     (`SMALL_GEMM_MNK`; `FEW_ROWS` below `FEW_ROWS_GEMM_MNK`)."""
     mnk = m * k * n
@@ -403,24 +399,36 @@ def _single(m: int, k: int, n: int) -> bool:
 
 def blas_threads_for(m: int, k: int, n: int, available: int) -> int:
     """BLAS threads for an (m, k) @ (k, n) product when `available` threads may run."""
-    if _single(m, k, n):
+    if one_thread_always(m, k, n):
         return 1
     return max(1, available)
 
 
-def _one_thread(m: int, k: int, n: int) -> bool:
+def one_thread_now(m: int, k: int, n: int) -> bool:
     """Whether an (m, k) @ (k, n) product runs on one BLAS thread where several are ours
     (`blas_threads_for`: waking the pool costs a small product more than it saves)."""
-    return _blas is not None and _blas.ours not in (None, 1) and _single(m, k, n)
+    return _blas is not None and _blas.ours not in (None, 1) and one_thread_always(m, k, n)
 
 
-def _set_one(m: int, k: int, n: int) -> bool:
-    """Whether `matmul` must set BLAS's count to one around the product: `_one_thread`,
-    unless the product is so small that BLAS keeps it on one thread by itself."""
-    return _one_thread(m, k, n) and m * k * n >= TINY_GEMM_MNK
+def set_to_one(m: int, k: int, n: int) -> bool:
+    """Whether the GEMM router (compiler/cpu/gemm/router.py `matmul`) must set BLAS's count
+    to one around the product: `one_thread_now`, unless the product is so small that BLAS
+    keeps it on one thread by itself."""
+    return one_thread_now(m, k, n) and m * k * n >= TINY_GEMM_MNK
 
 
-def blas_product(a, b, threads: int | None = None):
+def blas_count_one() -> None:
+    """Set BLAS's count to one for a product `set_to_one` chose (the policy holds several
+    threads then); `blas_count_back` after it."""
+    _blas.put(1)
+
+
+def blas_count_back() -> None:
+    """BLAS's count back to the policy's after `blas_count_one`."""
+    _blas.put(_blas.ours)
+
+
+def blas_product(a: np.ndarray, b: np.ndarray, threads: int | None = None) -> np.ndarray:
     """``numpy.matmul(a, b)`` on BLAS's threads: `threads` of them (at most the count BLAS
     started with) where given, else the policy's (`adapt_blas`, one for a small product).
     The BLAS side of the GEMM choice (compiler/cpu/gemm/choice.py)."""
@@ -429,7 +437,7 @@ def blas_product(a, b, threads: int | None = None):
         if m * k * n < TINY_GEMM_MNK:
             return np.matmul(a, b)
         adapt_blas()
-        if not _set_one(m, k, n):
+        if not set_to_one(m, k, n):
             return np.matmul(a, b)
         threads = 1
     global _blas
@@ -444,94 +452,6 @@ def blas_product(a, b, threads: int | None = None):
         return np.matmul(a, b)
     finally:
         _blas.put(before)
-
-
-def matmul(a, b, blas_only: bool = False):
-    """``numpy.matmul(a, b)`` on the BLAS threads `adapt` and `blas_threads_for` choose: the
-    call a compiled plan makes for each product (a GEMM is split like a kernel, and waits
-    for a thread stuck behind another process the same way). ``blas_only``: adapt BLAS's
-    count only (`adapt_blas`; eager matmul). A product below `TINY_GEMM_MNK` skips the
-    adaptation: BLAS keeps it on one thread whatever the count, `matmul` leaves the count
-    alone for it, and a larger product (or parallel kernel) adapts before it runs; so the
-    small products of an eager step cost numpy's call alone (the sampling cost 0.85 us a
-    product on top of np.matmul's 0.9 for 4x4)."""
-    if a.ndim >= 2 and b.ndim >= 2:
-        sa = a.shape
-        m, k, n = sa[-2], sa[-1], b.shape[-1]
-        mnk = m * k * n
-        if mnk < TINY_GEMM_MNK:
-            return np.matmul(a, b)
-        if mnk >= FEW_ROWS_GEMM_MNK and m >= FEW_ROWS and k > THIN_DEPTH:
-            # A large product (a layer's: the MLP step's forward products and its last weight
-            # gradient): none of the kernels below takes it (a thin depth goes on to
-            # `_thin_depth`), BLAS runs it on the policy's threads. Decided here in three
-            # comparisons: the checks below, run for it on caches
-            # the previous product or kernel had swept, took ~1 us of each such call in the
-            # step (5.2-7.0 us of Python a call before, 4.3-5.7 after).
-            threads = adapt_blas() if blas_only else adapt()
-            if threads == 1 and _claim_gemms() and mnk >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
-                out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
-                if out is not None:
-                    return out
-            return np.matmul(a, b)
-        single = _single(m, k, n)
-        if SKINNY_MNK <= m * k * n < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN:
-            out = _skinny().product(a, b)   # a head's product: one thread, nothing packed
-            if out is not None:
-                return out
-        if HALVES_MNK <= m * k * n < FEW_ROWS_GEMM_MNK:
-            if not ENABLED or core_share.threads() > 1:
-                out = _halves().product(a, b)   # two GIL-free halves where two cores are free
-                if out is not None:
-                    return out
-            elif a.dtype not in _halves_asked:   # (their module asked for now, once per
-                _halves_asked.add(a.dtype)         # dtype: loaded when two cores are free)
-                _halves().expect(a.dtype)
-        if single:   # one thread whatever the policy: the register-tile kernel
-            out = _rows_gemm().product(a, b)
-            if out is not None:
-                return out
-        threads = adapt_blas() if blas_only else adapt()
-        if k <= THIN_DEPTH and n >= THIN_DEPTH_COLUMNS and b.flags.c_contiguous:
-            out = _thin_depth(a, b, 1 if single else threads)
-            if out is not None:
-                return out
-        if threads == 1 and not single and m * k * n < FEW_ROWS_GEMM_MNK:
-            out = _rows_gemm().product(a, b)   # one thread because the policy gives one
-            if out is not None:
-                return out
-        elif not single and m < FEW_ROWS and (threads == 1 or m <= FEW_ROWS_T_ANY) and b.flags.f_contiguous:
-            out = _rows_gemm().product(a, b)   # x @ w.T of few rows, past FEW_ROWS_GEMM_MNK
-            if out is not None:
-                return out
-        if _splits(a, b, m * k * n):
-            return _batched(a, b)
-        if threads == 1 and _claim_gemms() and m * k * n >= CLAIM_GEMM_MNK and (blas_ceiling() or 1) >= 2:
-            out = _claimed(a, b)   # the policy gives one thread: a partner that may be late
-            if out is not None:
-                return out
-        if threads and _set_one(m, k, n):
-            _blas.put(1)
-            try:
-                return np.matmul(a, b)
-            finally:
-                _blas.put(_blas.ours)
-        return np.matmul(a, b)
-    adapt_blas() if blas_only else adapt()   # a vector operand: its count as it is
-    return np.matmul(a, b)
-
-
-# Products from this m*k*n on run as parts of rows claimed by this thread and sharepool's
-# partner thread where the policy gives BLAS one thread but its ceiling is two or more
-# (`sharepool.claimed_matmul`: the partner does as many parts as it gets a core for, and
-# is not waited for when it got none). _claim_gemms(): the switch (tests, measurements).
-CLAIM_GEMM_MNK = 1 << 25
-_claim_gemms = envflags.flag("TRACEJIT_CLAIM_GEMMS")   # (the switch: tests, A/B measurements)
-def _claimed(a, b):
-    if ceding():
-        return None
-    from . import sharepool
-    return sharepool.claimed_matmul(a, b) if sharepool.partner.punctual() else None
 
 
 # While a compile worker of this process starts up or compiles a job the program waits for
@@ -559,210 +479,6 @@ def ceding() -> bool:
     return n > 0 and core_share.cpus - n < 2
 
 
-# Products of a depth of at most THIN_DEPTH and at least THIN_DEPTH_COLUMNS columns of a
-# C-contiguous b, past the ranges above and from rows_gemm.MIN_MNK (a convolution of few
-# input channels: LeNet's first, 32x10 @ 10x43264 with its bias row), run on the
-# register-tile kernel (compiler/cpu/gemm/rows_gemm.py), in two halves by rows where the policy gives two
-# threads and the halves can run (compiler/cpu/gemm/halves.py `thin`), on this thread where it gives one
-# or the product is one BLAS thread's anyway (`_single`). BLAS packs the 10-row b into
-# panels for a product that is one pass writing its output: 32x10x43264 float32, one
-# thread, 0.49-0.51 ms against the kernel's 0.28-0.29 (BLAS on two threads 0.26). Same
-# values: the depth is summed in order either way (tests/ops/test_thin_depth_gemm.py).
-THIN_DEPTH = 16
-THIN_DEPTH_COLUMNS = 4096
-
-
-def _thin_depth(a, b, threads: int):
-    """``a @ b`` for `matmul`'s products of a thin depth (above), or None (numpy's product:
-    two BLAS threads where the halves cannot run, or the kernel is not loaded)."""
-    if threads > 1:
-        return _halves().thin(a, b) if a.shape[0] > a.shape[1] and _halves().two_cores() else None
-    return _rows_gemm().product(a, b, thin=True)
-
-
-def _rows_gemm():
-    """compiler/cpu/gemm/rows_gemm.py (imported at the first product that may use it): products below
-    `FEW_ROWS_GEMM_MNK` that run on one thread (by `_single`, or because the policy gives
-    one) go to its kernel, which beats one BLAS thread on them (64x1000x100 float32: 82-86 us
-    against OpenBLAS's 104-111; 1000x64x100: 80-83 against 83-93), and to numpy where it
-    cannot run. Larger products were not measured against it."""
-    global _rows_module
-    if _rows_module is None:
-        from ..gemm import rows_gemm as _rows_module
-    return _rows_module
-
-
-_rows_module = None
-
-# Products of m*k*n from this bound to below HALVES_MNK with a dimension of at most
-# SKINNY_THIN (a classifier head's: the MLP step's 256x1024x10, 256x10x1024, 10x256x1024) go
-# to compiler/cpu/gemm/skinny_gemm.py first: a dot kernel for few columns of a transposed b, the
-# register-tile kernel for a small depth or few rows, each in two GIL-free halves on the
-# two cores (compiler/cpu/gemm/halves.py). In the MLP step the three took 0.26 ms against BLAS's
-# 0.39-0.40 (breakdown, SCHED_FIFO, policy off). Checked here first: nothing
-# is imported below the range.
-SKINNY_MNK = 1 << 20
-SKINNY_THIN = 16
-# A head's logits ``x @ w.T`` (a few columns of a transposed b: the dot kernel) go to
-# compiler/cpu/gemm/skinny_gemm.py up to this bound, past HALVES_MNK: the dot kernel reads x once in
-# place where BLAS packs it for a product that is one pass over it. The Transformer step's
-# head (2048x256x10, 5.2M multiply-adds) alone, SCHED_FIFO, min / median ms: two threads
-# 0.155 / 0.161 (BLAS) against 0.081 / 0.091 (the dot halves), caches swept before each
-# call 0.304 / 0.376 against 0.184 / 0.233; one thread 0.223 / 0.239 against 0.149 / 0.155.
-# The other thin forms keep HALVES_MNK: the weight gradient (few rows) already runs as the
-# halves' depth halves from there, and the small-depth input gradient ``g @ w`` (2048x10x256)
-# in the tile kernel's row halves was no faster than two BLAS threads (0.079 / 0.083 against
-# 0.082 / 0.086 warm, 0.211 / 0.284 against 0.179 / 0.224 swept).
-SKINNY_DOT_MNK = 1 << 23
-
-
-def _skinny():
-    global _skinny_module
-    if _skinny_module is None:
-        from ..gemm import skinny_gemm as _skinny_module
-    return _skinny_module
-
-
-_skinny_module = None
-
-
-# Products of m*k*n from this bound to below FEW_ROWS_GEMM_MNK run as two halves on the
-# register-tile kernel, one on this thread and one on OpenBLAS's worker, each a cfunc that
-# holds no Python object (compiler/cpu/gemm/halves.py), where the policy gives two threads: the two-layer
-# step's forward (64x1000x100, split by its depth: not bitwise the one-thread sum) and weight
-# gradient (1000x64x100, split by rows), with its SGD update split by the same halves of the
-# weights. 4M: the kernel's own lower bound (rows_gemm.MIN_MNK). The policy's count is asked
-# here first: declining inside halves.product cost the compiled step ~10 us under load.
-HALVES_MNK = 1 << 22
-
-
-def _halves():
-    global _halves_module
-    if _halves_module is None:
-        from ..gemm import halves as _halves_module
-    return _halves_module
-
-
-_halves_module = None
-_halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has asked for
-
-
-# Two independent products of a compiled plan (compiler/gemmpair.py pairs them: a layer's
-# input and weight gradients) from this many multiply-adds each run at once, each on one BLAS
-# thread, one on this thread and one on OpenBLAS's worker (compiler/cpu/gemm/halves.py's `pair`), where the
-# policy gives two threads: two one-thread products do not meet at every panel as one
-# two-thread product's threads do. The MLP step's 256x1024x1024 pair (layer 2's input and
-# weight gradients; SCHED_FIFO, policy off, load 5-10): 3.82-3.91 ms in the step
-# against 3.98-4.07 one after the other (six breakdowns each, fresh processes alternating),
-# the step's GEMM time 9.32-9.74 (median 9.43) against 9.61-9.88 (9.645), the step -0.20 ms
-# (in-process ABBA, 12 rounds, 10 lower). Alone, warm, the pair is no faster than the two
-# two-thread products (3.95/4.11 against 3.97/4.07 ms min/median): what it saves is in the
-# step. Below 8M (a head's products) the kernels above run them. _pair_at_once(): the switch (tests,
-# measurements); `pairs_run` counts the pairs that ran so (the breakdown reads it).
-PAIR_MNK = 1 << 23
-_pair_at_once = envflags.flag("TRACEJIT_PAIR_AT_ONCE")   # (the switch: tests, A/B measurements)
-pairs_run = 0
-
-
-def matmul_for(m: int, k: int, n: int, dtype):
-    """The callable a compiled plan makes its (m, k) @ (k, n) product of `dtype` with,
-    shapes known when the plan is built: `matmul`'s route decided once where the shapes
-    alone decide it. A product below `TINY_GEMM_MNK` is numpy's matmul itself (`matmul`
-    returns ``np.matmul(a, b)`` for it after three comparisons: 0.3-1.3 us of the two-layer
-    step's three small products on swept caches); one in the halves' range that no
-    skinny kernel takes is compiler/cpu/gemm/halves.py's `plan_product` (the halves' launch with only
-    the checks a call can change, `matmul` itself for anything else); every other
-    product `matmul`. The results are `matmul`'s: the same kernels on the same checks."""
-    mnk = m * k * n
-    if mnk < TINY_GEMM_MNK:
-        return np.matmul
-    if (HALVES_MNK <= mnk < FEW_ROWS_GEMM_MNK
-            and not (SKINNY_MNK <= mnk < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN)):
-        return _halves().plan_product(m, k, n, dtype, matmul)
-    return matmul
-
-
-def matmul_pair(a1, b1, a2, b2) -> tuple:
-    """``(matmul(a1, b1), matmul(a2, b2))`` for a plan's two independent products: at once
-    on the two cores where both are 2-D of `PAIR_MNK` multiply-adds or more and halves.pair
-    can run them (its conditions: two cores free, numpy's BLAS an ILP64 OpenBLAS, the
-    module loaded), else one after the other."""
-    global pairs_run
-    if (_pair_at_once() and a1.ndim == 2 and b1.ndim == 2 and a2.ndim == 2 and b2.ndim == 2
-            and a1.shape[0] * a1.shape[1] * b1.shape[1] >= PAIR_MNK
-            and a2.shape[0] * a2.shape[1] * b2.shape[1] >= PAIR_MNK
-            and (not ENABLED or core_share.threads() > 1)):
-        out = _halves().pair(a1, b1, a2, b2)
-        if out is not None:
-            pairs_run += 1
-            return out
-    return matmul(a1, b1), matmul(a2, b2)
-
-
-def load_gemm_kernels(dtype: str = "float32") -> bool:
-    """Load (compiling into the disk cache where it does not hold them yet) the hand-written
-    kernels `matmul` routes products to: rows_gemm's, its halves, skinny_gemm's. Sync mode
-    (``TRACEJIT_COMPILE=sync``, the benchmarks) only loads them from disk and never compiles
-    them in a call, so on an empty cache a steady-state measurement ran the MLP step's head
-    products on BLAS (0.44-0.47 ms of the step against 0.30) unless an earlier
-    process had put them there; background mode compiles them in its workers anyway.
-    For a benchmark's set-up (bench/breakdown.py, the compiled runner), not the op path.
-    True when all three loaded."""
-    from ..gemm import halves
-    from ..gemm import rows_gemm
-    from ..gemm import skinny_gemm
-    from ..gemm import template
-    loaded = [template.kernel_for(dtype, c).load_now() for c in template.CONFIGS]
-    return all([module.module_kernel(dtype).load_now() for module in (rows_gemm, halves, skinny_gemm)] + loaded)
-
-
-# Products of m*k*n from which a batch of them stays on BLAS's own threads (each product
-# big enough for its threads to pay) rather than being split by batch (`_batched`).
-BATCH_SPLIT_MAX_MNK = 1 << 22
-
-
-def _splits(a, b, mnk: int) -> bool:
-    """Whether a batched product (same leading dims, float, each product small) runs split
-    by batch over the cores (`_batched`) instead of numpy's one product at a time."""
-    return (a.ndim >= 3 and a.ndim == b.ndim and a.shape[0] > 1 and mnk < BATCH_SPLIT_MAX_MNK
-            and a.shape[:-2] == b.shape[:-2] and a.dtype == b.dtype and a.dtype.kind == "f"
-            and a.dtype.itemsize in (4, 8))
-
-
-def _batched(a, b):
-    """``a @ b`` for a batch of products each too small for BLAS's threads to pay (numpy
-    makes one BLAS call per product, and two BLAS threads meet at every call: attention's
-    16 x 4 products of 128x64 @ 64x128 ran no faster on two threads than on one): the batch
-    split over the pool's threads by its first axis, each part on one BLAS thread
-    (tracejit/compiler/cpu/runtime/sharepool.py); at once where the machine gives one core."""
-    from . import sharepool
-    out = np.empty(a.shape[:-1] + (b.shape[-1],), a.dtype)
-
-    def part(lo, hi):
-        np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi])
-    work = out.size * a.shape[-1]
-    sharepool.split(part, a.shape[0], work)
-    return out
-
-
-def gemm_thread_count(m: int, k: int, n: int) -> int | None:
-    """The BLAS threads `matmul` gives an (m, k) @ (k, n) product at this moment (as set by
-    the last `adapt`): what a profiler records beside the product's time (bench/breakdown.py),
-    since a step's GEMMs run at about half speed when the policy has given a core away. None
-    where no known BLAS is loaded."""
-    if _one_thread(m, k, n):
-        return 1
-    mnk = m * k * n
-    if (SKINNY_MNK <= mnk < SKINNY_DOT_MNK and min(m, k, n) <= SKINNY_THIN
-            and (mnk < HALVES_MNK or n <= SKINNY_THIN)   # (past HALVES_MNK: the dot kernel's only)
-            and _skinny_module is not None and _skinny_module.on()):
-        t = _skinny_module.threads(m, k, n)
-        if t is not None:
-            return t
-    from ....threads import blas_threads
-    return blas_threads()
-
-
 def blas_ceiling() -> int | None:
     """BLAS's thread count before `adapt` lowered it (the count it started with, or the one
     someone else set since): the count a quiet machine gives every large product. None
@@ -774,11 +490,11 @@ def blas_ceiling() -> int | None:
 
 
 @contextlib.contextmanager
-def gemm_threads(m: int, k: int, n: int):
+def gemm_threads(m: int, k: int, n: int) -> Iterator[None]:
     """BLAS's thread count for (m, k) @ (k, n) products made inside the block by code that
     calls numpy's BLAS itself (the recurrent layers' loop kernels, compiler/cpu/gemm/blas_gemm.py): what
-    eager `matmul` gives each such product."""
-    if not (adapt_blas() and _set_one(m, k, n)):
+    eager `matmul` (compiler/cpu/gemm/router.py) gives each such product."""
+    if not (adapt_blas() and set_to_one(m, k, n)):
         yield
         return
     _blas.put(1)

@@ -492,7 +492,7 @@ def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
     and the partner thread (`partner`), BLAS on one thread meanwhile: the partner does as
     many as it gets a core for, and is not waited for when it took none (only a part it
     began is). For large products when the load policy gives BLAS one thread
-    (coreshare.matmul): a second BLAS thread behind another process stalls every product
+    (router.matmul): a second BLAS thread behind another process stalls every product
     a time slice, a partner that claims parts costs nothing when it is late. ``fn`` must
     release the GIL (numpy's BLAS) and its parts be independent; on this thread alone when
     another launch holds the pool."""
