@@ -20,9 +20,12 @@ from tests.cuda.kernel_cases import graph_of
 pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 # (kernel, stride, padding): side by side, overlapping with padding, stride 1, rectangular,
-# apart with padding
+# apart with padding, side by side with padding
 GEOMETRIES = [((2, 2), (2, 2), (0, 0)), ((3, 3), (2, 2), (1, 1)), ((3, 3), (1, 1), (1, 1)),
-              ((2, 3), (1, 2), (1, 1)), ((2, 2), (1, 1), (0, 0)), ((2, 2), (3, 3), (1, 1))]
+              ((2, 3), (1, 2), (1, 1)), ((2, 2), (1, 1), (0, 0)), ((2, 2), (3, 3), (1, 1)),
+              ((3, 2), (3, 2), (1, 0))]
+# the geometries whose windows tile the input (the CPU gather walks them per window)
+TILING = [GEOMETRIES[0], GEOMETRIES[6]]
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
 
 
@@ -179,6 +182,30 @@ def test_windows_none_keeps_the_pooling_steps(monkeypatch):
     assert not any(isinstance(it, Group) and it.window is not None for it in partition(g))
     with pytest.raises(ValueError, match="windows must be one of"):
         partition(g, windows="some")
+
+
+@pytest.mark.parametrize("geo", TILING)
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("mode", ["auto", "all"])
+def test_tiling_gather_with_fused_steps_matches_torch(monkeypatch, mode, kind, geo):
+    """The gather walked per window (tiling windows, rows and columns past the last
+    window included: 9 x 7 planes) with the normalize's and ReLU's gradients behind it;
+    "auto" takes the max's scatter too where the windows tile."""
+    monkeypatch.setenv("TRACEJIT_WINDOWS", mode)
+    rng = np.random.default_rng(4)
+    x = _input(np.float64, (2, 5, 9, 7), True)
+    a = rng.standard_normal((1, 5, 1, 1))
+    b = rng.standard_normal((1, 5, 1, 1))
+    ref_y, _ = _torch_fwd_bwd(_torch_bn_relu_pool(kind, geo), [x, a, b], np.ones(1))
+    gy = rng.standard_normal(ref_y.shape)
+    ref_y, ref_gx = _torch_fwd_bwd(_torch_bn_relu_pool(kind, geo), [x, a, b], gy)
+    cf, y, gx = _compiled_fwd_bwd(_bn_relu_pool(kind, geo), [x, a, b], gy)
+    np.testing.assert_allclose(y, ref_y, **TOL[np.float64])
+    np.testing.assert_allclose(gx, ref_gx, **TOL[np.float64])
+    _, bwd = _plans(cf)
+    (gw,) = [it for it in _groups(bwd) if it.window is not None]
+    assert gw.eqns and gw.window.out not in gw.outputs, bwd.describe()
+    assert "for ox in range(ow)" in "".join(bwd.kernel_sources())
 
 
 def _plans(cf):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from .emitter import render_steps
 from .loopnest import LoopNest
+from .windows import tiles
 
 __all__ = ["render_windows", "window_body", "pooled_sizes"]
 
@@ -156,6 +157,57 @@ def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str) -> list:
     return out
 
 
+def _gather_tiles(nest: LoopNest, step_lines: list, em, ind: str) -> list:
+    """A gather over tiling windows, walked per window row: for each window (oy, ox) its
+    gradient (and record) is read once and spread over its positions; the rows and
+    columns no window covers (past the last window) get a zero gradient. Per input
+    element the same sum as `_gather` (``0 + (g if hit else 0)``), bit for bit. Why: the
+    per-element form divides to find each element's window and reads the gradient
+    kh*kw times (max pooling's gradient over (64, 32, 26, 26) float32: 0.92 ms against
+    0.66 ms walked per window)."""
+    w = nest.window
+    dt = w.dtype
+    c = lambda v: em.const(v, dt)          # noqa: E731
+    tname = em._type(dt)
+    (kh, kw), (ph, pw) = w.kernel, w.padding
+    g = nest.operands[w.grad].array
+    I1, I2, I3, I4 = (ind + IND * k for k in range(1, 5))
+    skip = {w.grad, w.record}
+
+    def element(at_ind, value):
+        lines = [f"{at_ind}acc = {c(0)}", f"{at_ind}acc = acc + ({value})", f"{at_ind}w = acc"]
+        lines += [f"{at_ind}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands
+                  if op.layout != "scalar" and op.k not in skip]
+        lines += [at_ind + ln for ln in step_lines]
+        lines += [f"{at_ind}{o.array}[i0, i1, i2, i3] = {o.value}" for o in nest.outputs]
+        return lines
+
+    if w.kind == "scatter":
+        rec = nest.operands[w.record].array
+        hit = f"gv if r == {tname}(ky * {kw} + kx) else {c(0)}"
+        loads = [f"{I3}r = {rec}[1, i0, i1, oy, ox]", f"{I3}gv = {g}[i0, i1, oy, ox]"]
+    else:
+        hit = "gv"
+        loads = [f"{I3}gv = {g}[i0, i1, oy, ox] * {c(1.0 / (kh * kw))}"]
+    out = [f"{ind}for i2 in range(d2):",
+           f"{I1}oy = (i2 + {ph}) // {kh}",
+           f"{I1}ky = i2 + {ph} - oy * {kh}",
+           f"{I1}if oy < oh:",
+           f"{I2}for ox in range(ow):"]
+    out += loads
+    out += [f"{I3}for kx in range({kw}):", f"{I4}i3 = ox * {kw} + kx - {pw}"]
+    if pw:
+        out += [f"{I4}if i3 >= 0 and i3 < d3:"]
+        out += element(I4 + IND, hit)
+    else:
+        out += element(I4, hit)
+    out += [f"{I2}for i3 in range(max(ow * {kw} - {pw}, 0), d3):"]
+    out += element(I3, c(0))
+    out += [f"{I1}else:", f"{I2}for i3 in range(d3):"]
+    out += element(I3, c(0))
+    return out
+
+
 def render_windows(nest: LoopNest, parallel: bool):
     from .codegen_cpu import CpuEmitter, KernelSpec, _arr_type
 
@@ -167,10 +219,13 @@ def render_windows(nest: LoopNest, parallel: bool):
     body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
     body += pooled_sizes(nest, IND)
     body += [f"{IND}for plane in {loop}(d0 * d1):", f"{IND * 2}i0 = plane // d1", f"{IND * 2}i1 = plane - i0 * d1"]
-    outer, inner = ("i2", "i3") if w.gather else ("oy", "ox")
-    size = ("d2", "d3") if w.gather else ("oh", "ow")
-    body += [f"{IND * 2}for {outer} in range({size[0]}):", f"{IND * 3}for {inner} in range({size[1]}):"]
-    body += window_body(nest, lines, em, IND * 4)
+    if w.gather and tiles(w.kernel, w.stride, w.dilation):
+        body += _gather_tiles(nest, lines, em, IND * 2)
+    else:
+        outer, inner = ("i2", "i3") if w.gather else ("oy", "ox")
+        size = ("d2", "d3") if w.gather else ("oh", "ow")
+        body += [f"{IND * 2}for {outer} in range({size[0]}):", f"{IND * 3}for {inner} in range({size[1]}):"]
+        body += window_body(nest, lines, em, IND * 4)
     sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.contiguous, readonly=True)
                 for op in nest.operands]
     sig_args += [_arr_type(o.dtype, len(o.var.aval.shape), True) for o in nest.outputs]

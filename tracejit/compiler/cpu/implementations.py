@@ -23,7 +23,6 @@ from ...ops.batchnorm_prim import (BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_N
 from ...ops.bn_pool import BATCH_NORM_MAX_POOL2D, BN_BACKWARD_POOLED
 from ...ops.conv import FOLD, UNFOLD
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
-from ...ops.elementwise import RELU_BACKWARD
 from ...ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
 from ...ops.indexing import INDEX_ADD
 from ...ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD
@@ -36,7 +35,7 @@ from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm, bn_pool_kernels as bn_pool,
                       conv_kernels as conv, index_kernels as index, pool_kernels as pool,
-                      recurrent_layers as recurrent, row_kernels as rows, select_kernels as select,
+                      recurrent_layers as recurrent, row_kernels as rows,
                       vectorized)
 from .kernels.loader import floats
 
@@ -78,8 +77,7 @@ TABLE = (
     (BATCH_NORM_FORWARD, batchnorm.forward, floats(1), None),
     (BATCH_NORM_MAX_POOL2D, bn_pool.batch_norm_max_pool2d, None, None),
     (BN_BACKWARD_POOLED, bn_pool.batch_norm_backward_pooled, None, None),
-    # selects and row updates
-    (RELU_BACKWARD, select.relu_backward, None, None),
+    # row updates
     (INDEX_ADD, index.index_add, None, None),
     # recurrent layers: the whole time loop in one kernel call
     (LSTM_LAYER, recurrent.lstm_layer, recurrent.LSTM_CHECK, None),

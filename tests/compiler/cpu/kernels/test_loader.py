@@ -232,7 +232,6 @@ def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monk
                       ("batchnorm", "stats"): True, ("batchnorm", "affine"): True,
                       ("batchnorm", "reduce"): True,
                       ("maxpool", "fwd_offsets"): True, ("maxpool", "scatter_tiles"): True,
-                      ("select", "relu_backward"): True,
                       ("rows", "cross_entropy"): False, ("rows", "cross_entropy_backward"): False}
 
 

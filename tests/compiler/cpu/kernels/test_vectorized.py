@@ -590,3 +590,44 @@ def test_the_backward_of_a_tier0_forwards_ops_serves_tier0_too(monkeypatch):
     assert type(ey.grad_fn) is N.PrimNode
     np.testing.assert_array_equal(x.grad.numpy(), ex.grad.numpy())
     np.testing.assert_array_equal(y.detach().numpy(), ey.detach().numpy())
+
+
+def _select_operands(dtype, n=N + 37):
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal(n).astype(dtype)
+    y = rng.standard_normal(n).astype(dtype)
+    special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-30, -1e-30], dtype)
+    g[:49] = np.repeat(special, 7)   # every special value of g against every one of y
+    y[:49] = np.tile(special, 7)
+    tiny = np.finfo(dtype).smallest_subnormal
+    y[49:51] = (tiny, -tiny)
+    return g, y
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_select_runs_a_kernel_from_min_elements_bitwise(kernels, monkeypatch, dtype):
+    """A select (ReLU's gradient: numpy needs a comparison pass and a select pass) runs its
+    one-pass kernel from MIN_ELEMENTS, like a math function, even with one core free: the
+    kept elements keep their bits (nan, inf, -0.0), the others are +0.0."""
+    from tracejit.ops.elementwise import relu_backward
+    monkeypatch.setattr(V, "_one_core_free", lambda: True)
+    g, y = _select_operands(dtype)
+    want = np.where(y > 0, g, dtype(0))
+    first = relu_backward(tj.tensor(g), tj.tensor(y))
+    got = _wait_and_run(lambda: relu_backward(tj.tensor(g), tj.tensor(y)))
+    bits = np.dtype(f"i{np.dtype(dtype).itemsize}")
+    for out in (first, got):
+        assert out.dtype == first.dtype and out.shape == g.shape
+        np.testing.assert_array_equal(out.numpy().view(bits), want.view(bits))
+
+
+def test_relu_gradient_through_autograd_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 1024)).astype(np.float32)
+    w = rng.standard_normal((64, 1024)).astype(np.float32)
+    xt = tj.tensor(x, requires_grad=True)
+    (tj.relu(xt) * tj.tensor(w)).sum().backward()
+    xr = torch.tensor(x, requires_grad=True)
+    (torch.relu(xr) * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(xt.grad.numpy(), xr.grad.numpy())

@@ -34,9 +34,9 @@ numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as in the test su
 kernel already on disk is loaded in the call, and nothing is compiled;
 ``TRACEJIT_EAGER_KERNELS=0`` turns the kernels off.
 
-Which ops run here, by what the scalar rule computes (`_calls_math`, answered without
+Which ops run here, by what the scalar rule computes (`_gains_on_one_core`, answered without
 importing the compiler: a plan for ``a * b`` must not import it): an op that calls a math
-function from ``MIN_ELEMENTS``; arithmetic and comparisons (one numpy loop at memory
+function or selects from ``MIN_ELEMENTS``; arithmetic and comparisons (one numpy loop at memory
 speed on one core) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the cores
 coreshare leaves free pays for the launch (see `eligible`). Below that, ``+ - * /`` from
 compiler/cpu/gemm/elementwise_halves.py's EW_MIN_ELEMENTS go to its two GIL-free halves, which run only right after
@@ -116,7 +116,7 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
             return False
     if not loader.enabled():
         return False
-    if _calls_math(prim, len(operands), compute_dtype.name, params):
+    if _gains_on_one_core(prim, len(operands), compute_dtype.name, params):
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core). From
@@ -190,15 +190,18 @@ class _Probe:
         return f"{a} ** {b}"
 
 
-def _calls_math(prim, n: int, dtype: str, params=None) -> bool:
-    """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...).
+def _gains_on_one_core(prim, n: int, dtype: str, params=None) -> bool:
+    """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...) or
+    selects (a conditional expression: ReLU's gradient, clamp, where).
 
     Those run as kernels from MIN_ELEMENTS: a transcendental (numpy's float32 erf: 380 ms
-    over 4M elements, sigmoid 130 ms) gains 10-35x even on one core. Arithmetic and
-    comparisons are one numpy loop already at one core's memory speed: they run here only
-    from ARITH_MIN_ELEMENTS, for the second core. (Before the thread count followed the
-    free cores, tracejit/compiler/cpu/runtime/coreshare.py, a 2-thread kernel for them lost to numpy whenever
-    other work held a core: 7.4 vs 3.6 ms over 4M.)
+    over 4M elements, sigmoid 130 ms) gains 10-35x even on one core, and numpy has no
+    one-pass select (a comparison pass, then a select pass: ReLU's gradient over 64K
+    float32 24 us against the kernel's 15 us on one core). Arithmetic and comparisons are
+    one numpy loop already at one core's memory speed: they run here only from
+    ARITH_MIN_ELEMENTS, for the second core. (Before the thread count followed the free
+    cores, tracejit/compiler/cpu/runtime/coreshare.py, a 2-thread kernel for them lost to
+    numpy whenever other work held a core: 7.4 vs 3.6 ms over 4M.)
     """
     # The params are part of the question (pow_backward's exponent is one: its rule
     # calls the power function); a rule that needs params gets them.
@@ -208,8 +211,8 @@ def _calls_math(prim, n: int, dtype: str, params=None) -> bool:
     if found is None:
         probe = _Probe()
         try:
-            prim.scalar(probe, *[f"x{k}" for k in range(n)], **(params or {}))
-            found = probe.called
+            expr = prim.scalar(probe, *[f"x{k}" for k in range(n)], **(params or {}))
+            found = probe.called or " if " in expr
         except Exception:  # a rule the probe cannot run: not taken for a math op
             found = False
         if len(_MATH) > 4096:   # (params of many values, e.g. a fuzzer's)

@@ -1,0 +1,87 @@
+"""clamp through the public path must be bitwise clamp's select ``where(x < lo, lo, x)`` /
+``where(x > hi, hi, x)``, special values included, at every length and offset (large
+eager calls may run the generated one-pass kernel: the same bits)."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+SPECIAL = [1.5, -0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, -2.25, 1e-40, 6.0, -6.0, 1.0, -1.0]
+
+
+def _select(x, lo, hi):
+    dt = x.dtype.type
+    out = x
+    if lo is not None:
+        out = np.where(out < lo, dt(lo), out)
+    if hi is not None:
+        out = np.where(out > hi, dt(hi), out)
+    return out
+
+
+def _bits(a):
+    return np.asarray(a).reshape(-1).view(np.uint8)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("bounds", [(0, None), (0.0, None), (-0.0, None), (None, 0), (None, -0.0),
+                                    (0, 6.0), (-1.0, 1), (float("-inf"), 0.0), (0, float("inf")),
+                                    (2.0, -2.0)])
+def test_bits_equal_select(dtype, bounds):
+    lo, hi = bounds
+    rng = np.random.default_rng(0)
+    base = np.array(SPECIAL * 5400, dtype=dtype)
+    rng.shuffle(base)
+    with np.errstate(invalid="ignore"):
+        for n in (1, 2, 7, 15, 16, 17, 31, 33, 64, 65, 100, 256, 300, 1031, 6400, 70000):
+            for off in (0, 1, 5):
+                x = base[off:off + n]
+                got = tj.tensor(x).clamp(lo, hi).numpy()
+                want = _select(x, lo, hi)
+                assert got.dtype == want.dtype
+                assert np.array_equal(_bits(got), _bits(want)), (n, off)
+
+
+@pytest.mark.parametrize("bound", [0.1, float("nan"), 2 ** 40 + 1])
+def test_bounds_not_exact_in_the_dtype_select_as_the_definition(bound):
+    x = np.array([0.5, -0.5, 0.1, np.nan, -0.0], np.float32)
+    for lo, hi in ((bound, None), (None, bound)):
+        got = tj.tensor(x).clamp(lo, hi).numpy()
+        assert np.array_equal(_bits(got), _bits(_select(x, lo, hi))), (lo, hi)
+
+
+def test_integer_clamp():
+    x = np.array([1, -2, 7, 0], np.int64)
+    np.testing.assert_array_equal(tj.tensor(x).clamp(0, 5).numpy(), np.clip(x, 0, 5))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tensor_clamp_keeps_bits_strided_and_0d(dtype):
+    x = np.array(SPECIAL * 4, dtype=dtype).reshape(4, -1)[:, ::2]   # not contiguous
+    got = tj.tensor(x).clamp(min=0).numpy()
+    assert np.array_equal(_bits(got), _bits(_select(x, 0, None)))
+    for v in (-0.0, np.nan, -3.0):
+        z = np.array(v, dtype)
+        assert _bits(tj.tensor(z).clamp(min=0).numpy()).tobytes() == _bits(_select(z, 0, None)).tobytes()
+
+
+def test_many_bounds_through_one_plan():
+    x = tj.tensor(np.linspace(-1, 1, 6400, dtype=np.float32).reshape(64, 100))
+    for b in [i * 0.25 - 2 for i in range(20)]:
+        for _ in range(2):   # the second call through the plan
+            np.testing.assert_array_equal(x.clamp(min=b).numpy(), np.maximum(x.numpy(), np.float32(b)))
+            np.testing.assert_array_equal(x.clamp(max=b).numpy(), np.minimum(x.numpy(), np.float32(b)))
+
+
+def test_clamp_and_its_gradient_match_torch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).standard_normal((64, 100)).astype(np.float32)
+    w = np.random.default_rng(2).standard_normal((64, 100)).astype(np.float32)
+    xt = tj.tensor(x, requires_grad=True)
+    yt = xt.clamp(-0.5, 0.75)
+    (yt * tj.tensor(w)).sum().backward()
+    xr = torch.tensor(x, requires_grad=True)
+    yr = xr.clamp(-0.5, 0.75)
+    (yr * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(yt.detach().numpy(), yr.detach().numpy())
+    np.testing.assert_array_equal(xt.grad.numpy(), xr.grad.numpy())
