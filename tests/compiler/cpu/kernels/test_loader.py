@@ -1,6 +1,11 @@
 """The hand-written kernel loader (compiler/cpu/kernels/loader.py): when a kernel is used, when numpy is."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -332,3 +337,30 @@ def test_a_steady_kernel_asked_for_in_a_fused_kernels_stand_in_queues_later(tmp_
     fused.fn, fused.failed = None, True
     with native.standing_in(fused):
         assert not vectorized.standing_in()
+
+
+_WARM_CHILD = """
+import json, sys, threading
+from tracejit.compiler.cpu.kernels import loader
+loader._GO_AFTER_S = 0.0
+before = "numba" in sys.modules
+k = loader.NativeKernel(%r, "test_native_warm")
+first = k.get()
+for t in threading.enumerate():
+    if t.name == "tracejit-numba-import":
+        t.join(240)
+print(json.dumps([before, first is None, "numba" in sys.modules, k.thread is None, k.fn is None]))
+"""
+
+
+def test_numba_is_imported_on_a_timer_after_the_first_ask_and_no_kernel_loads(tmp_path):
+    """The process's first ask schedules numba's import `_GO_AFTER_S` later on a timer of its
+    own (done while a program pauses): the kernel itself still waits for its op's next call."""
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TRACEJIT_CACHE_DIR=str(tmp_path))
+    env.pop("TRACEJIT_COMPILE", None)
+    env.pop("TRACEJIT_EAGER_KERNELS", None)
+    r = subprocess.run([sys.executable, "-c", _WARM_CHILD % _SOURCE], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    before, first_none, after, no_thread, no_fn = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (before, first_none, after, no_thread, no_fn) == (False, True, True, True, True)
