@@ -364,3 +364,12 @@ def test_numba_is_imported_on_a_timer_after_the_first_ask_and_no_kernel_loads(tm
     assert r.returncode == 0, r.stdout + r.stderr
     before, first_none, after, no_thread, no_fn = json.loads(r.stdout.strip().splitlines()[-1])
     assert (before, first_none, after, no_thread, no_fn) == (False, True, True, True, True)
+
+
+def test_takes_plain_native_float_arrays_of_one_dtype_only():
+    f32, f64 = np.zeros(3, np.float32), np.zeros(3)
+    assert native.takes(np, f32, f32) and native.takes(np, f64)
+    assert not native.takes(np, f32, f64)                      # mixed dtypes
+    assert not native.takes(np, np.zeros(3, ">f4" if np.little_endian else "<f4"))  # swapped
+    assert not native.takes(np, np.zeros(3, np.int64)) and not native.takes(np, f32, 1.0)
+    assert not native.takes(np) and not native.takes(None, f32)
