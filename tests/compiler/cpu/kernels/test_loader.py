@@ -1,6 +1,11 @@
 """The hand-written kernel loader (compiler/cpu/kernels/loader.py): when a kernel is used, when numpy is."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -332,3 +337,42 @@ def test_a_steady_kernel_asked_for_in_a_fused_kernels_stand_in_queues_later(tmp_
     fused.fn, fused.failed = None, True
     with native.standing_in(fused):
         assert not vectorized.standing_in()
+
+
+_WARM_CHILD = """
+import json, sys, threading
+from tracejit.compiler.cpu.kernels import loader
+loader._GO_AFTER_S = 0.0
+before = "numba" in sys.modules
+k = loader.NativeKernel(%r, "test_native_warm")
+first = k.get()
+for t in threading.enumerate():
+    if t.name == "tracejit-numba-import":
+        t.join(240)
+from numba.core.runtime import rtsys
+print(json.dumps([before, first is None, "numba" in sys.modules, k.thread is None, k.fn is None,
+                  rtsys._init]))
+"""
+
+
+def test_numba_is_imported_on_a_timer_after_the_first_ask_and_no_kernel_loads(tmp_path):
+    """The process's first ask schedules numba's import and runtime set-up `_GO_AFTER_S` later
+    on a timer of its own (done while a program pauses): the kernel itself still waits for
+    its op's next call."""
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TRACEJIT_CACHE_DIR=str(tmp_path))
+    env.pop("TRACEJIT_COMPILE", None)
+    env.pop("TRACEJIT_EAGER_KERNELS", None)
+    r = subprocess.run([sys.executable, "-c", _WARM_CHILD % _SOURCE], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # numba imported and its runtime initialized; the kernel neither loaded nor loading
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [False, True, True, True, True, True]
+
+
+def test_takes_plain_native_float_arrays_of_one_dtype_only():
+    f32, f64 = np.zeros(3, np.float32), np.zeros(3)
+    assert native.takes(np, f32, f32) and native.takes(np, f64)
+    assert not native.takes(np, f32, f64)                      # mixed dtypes
+    assert not native.takes(np, np.zeros(3, ">f4" if np.little_endian else "<f4"))  # swapped
+    assert not native.takes(np, np.zeros(3, np.int64)) and not native.takes(np, f32, 1.0)
+    assert not native.takes(np) and not native.takes(None, f32)
