@@ -1,5 +1,5 @@
-"""Inputs the compiler tests share: seeded random tensors, the GELU chain, and
-the fused groups a function captures into.
+"""Inputs the tests share: seeded random tensors, the GELU chain, the fused groups a
+function captures into, and a packed recurrent layer's held states.
 
 ``from inputs import T, gelu, fused_groups`` (the tests directory is on ``sys.path``, see conftest).
 """
@@ -95,3 +95,13 @@ def same_bits_under_uneven_split(run, cuts, calls: int) -> None:
     assert len(seen) == calls, seen
     for a, b in zip(whole, parts):
         np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
+
+
+def packed_hold(m, new, prev, batch_sizes, t):
+    """A packed layer's step t: the sequences without a step t keep their state."""
+    if batch_sizes is None or batch_sizes[t] == new.shape[1]:
+        return new
+    n = batch_sizes[t]
+    if m is np:
+        return np.concatenate([new[:, :n], prev[:, n:]], 1)
+    return m.cat([new[:, :n], prev[:, n:]], 1)

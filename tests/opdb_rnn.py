@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from inputs import packed_hold as _hold
 from opdb import FLOATS, Sample, arr, register
 
 from tracejit.ops.rnn_layer import rnn_layer_fm
@@ -14,16 +15,6 @@ from tracejit.ops.rnn_layer import rnn_layer_fm
 
 def _act(x, nonlinearity):
     return np.tanh(x) if nonlinearity == "tanh" else np.maximum(x, 0)
-
-
-def _hold(m, new, prev, batch_sizes, t):
-    """A packed layer's step t: the sequences without a step t keep their state."""
-    if batch_sizes is None or batch_sizes[t] == new.shape[1]:
-        return new
-    n = batch_sizes[t]
-    if m is np:
-        return np.concatenate([new[:, :n], prev[:, n:]], 1)
-    return m.cat([new[:, :n], prev[:, n:]], 1)
 
 
 def _ref(gi, w, b, h0, reverse=False, nonlinearity="tanh", batch_sizes=None):
