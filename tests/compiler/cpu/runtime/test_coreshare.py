@@ -376,6 +376,7 @@ print("steps during background imports", during[0], float(loss))
 '''
 
 
+@pytest.mark.slow   # a soak: trains from a cold cache until 20 steps ran during imports (~22 s)
 def test_tier0_steps_while_a_thread_imports_the_workers_module(tmp_path):
     """The policy reads the compile workers' counters only once their module gave them to it
     (`watch_compiles`): it never looks a module up, so one that another thread is still
