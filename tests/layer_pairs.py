@@ -9,11 +9,13 @@ import tracejit as tj
 from tracejit import nn
 
 
-def torch_pair(torch, kind: str, seed: int, **kw):
-    """(ours, theirs): `nn.<kind>(3, 4, **kw)` in float64 with PyTorch's initial weights."""
+def torch_pair(torch, kind: str, seed: int, sizes: tuple = (3, 4), dtype: str = "float64", **kw):
+    """(ours, theirs): `nn.<kind>(*sizes, **kw)` in `dtype` (float64 or float32) with
+    PyTorch's initial weights, loaded by state_dict name."""
     torch.manual_seed(seed)
-    t = getattr(torch.nn, kind)(3, 4, **kw).double()
-    m = getattr(nn, kind)(3, 4, dtype="float64", **kw)
+    t = getattr(torch.nn, kind)(*sizes, **kw)
+    t = t.double() if dtype == "float64" else t
+    m = getattr(nn, kind)(*sizes, dtype=dtype, **kw)
     m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
     return m, t
 

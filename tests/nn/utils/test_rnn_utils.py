@@ -6,6 +6,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.nn.utils import rnn as R
+from layer_pairs import torch_pair
 
 torch = pytest.importorskip("torch", reason="compares with PyTorch")
 TR = torch.nn.utils.rnn
@@ -54,10 +55,7 @@ def test_pad_sequence_and_pack_sequence_match_torch():
 def test_recurrent_layers_take_packed_sequences(kind, bidirectional, lengths, enforce_sorted):
     r = np.random.default_rng(1)
     x = r.standard_normal((6, 4, 3))
-    torch.manual_seed(0)
-    t = getattr(torch.nn, kind)(3, 5, num_layers=2, bidirectional=bidirectional).double()
-    m = getattr(tj.nn, kind)(3, 5, num_layers=2, bidirectional=bidirectional, dtype="float64")
-    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    m, t = torch_pair(torch, kind, 0, (3, 5), num_layers=2, bidirectional=bidirectional)
     dirs = 2 if bidirectional else 1
     h0 = r.standard_normal((2 * dirs, 4, 5))
     states_t = (torch.tensor(h0), torch.tensor(h0 * 0.5)) if kind == "LSTM" else torch.tensor(h0)
@@ -82,10 +80,7 @@ def test_recurrent_layers_take_packed_sequences(kind, bidirectional, lengths, en
 
 def test_packed_batch_first_layer():
     r = np.random.default_rng(2)
-    torch.manual_seed(1)
-    t = torch.nn.GRU(3, 4, batch_first=True).double()
-    m = tj.nn.GRU(3, 4, batch_first=True, dtype="float64")
-    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    m, t = torch_pair(torch, "GRU", 1, batch_first=True)
     xb = r.standard_normal((3, 5, 3))
     ot, ht = t(TR.pack_padded_sequence(torch.tensor(xb), [5, 3, 2], batch_first=True))
     oj, hj = m(R.pack_padded_sequence(tj.tensor(xb), [5, 3, 2], batch_first=True))
@@ -127,10 +122,7 @@ def test_packed_float32_batch_first_matches_torch(kind):
     # float32 (the loop kernels' dtype: a packed layer runs the primitive's own form), batch
     # first, two layers and directions, no initial state
     r = np.random.default_rng(3)
-    torch.manual_seed(2)
-    t = getattr(torch.nn, kind)(4, 6, num_layers=2, bidirectional=True, batch_first=True)
-    m = getattr(tj.nn, kind)(4, 6, num_layers=2, bidirectional=True, batch_first=True)
-    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    m, t = torch_pair(torch, kind, 2, (4, 6), "float32", num_layers=2, bidirectional=True, batch_first=True)
     x = r.standard_normal((5, 7, 4)).astype(np.float32)
     lengths = [3, 7, 1, 7, 4]
     xt, xj = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
@@ -149,10 +141,7 @@ def test_packed_float32_batch_first_matches_torch(kind):
 def test_packed_layer_second_derivative_matches_torch():
     # create_graph through a packed LSTM: the gradient of a gradient's norm
     r = np.random.default_rng(4)
-    torch.manual_seed(3)
-    t = torch.nn.LSTM(2, 3, bidirectional=True).double()
-    m = tj.nn.LSTM(2, 3, bidirectional=True, dtype="float64")
-    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    m, t = torch_pair(torch, "LSTM", 3, (2, 3), bidirectional=True)
     x = r.standard_normal((4, 3, 2))
     grads = []
     for lib, rnn, mod in ((torch, TR, t), (tj, R, m)):
