@@ -142,9 +142,8 @@ def test_strided_slices_of_a_math_kernel_run_its_contiguous_variant(monkeypatch,
         for g, w in zip(got, want):
             assert g.dtype == dtype and g.shape == w.shape
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
-    # the slices really are strided, and only contiguous variants ever ran
-    x, w, _ = ins
-    assert not np.ascontiguousarray(x @ w)[:, :13].flags.c_contiguous
+    # only contiguous variants ever ran (the same slices without math calls ask for the
+    # "nd" variant: the test below)
     assert asked == []
     assert loaded and all("nd" not in lay for _, lay in loaded)
     assert all("nd" not in lay for k in plan.kernels for lay, _ in k.variants)
