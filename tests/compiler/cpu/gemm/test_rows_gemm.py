@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tracejit.compiler.cpu.kernels import loader as native
-from tracejit.compiler.cpu.gemm import packed_gemm
+from tracejit.compiler.cpu.gemm import template_panels
 from tracejit.compiler.cpu.gemm import rows_gemm
 
 pytest.importorskip("numba", reason="the kernel is numba code")
@@ -26,7 +26,7 @@ def _kernel(dtype: str):
 @pytest.fixture(params=[True, False], ids=["avx512-tile", "avx2-tile"])
 def tile(request, monkeypatch):
     """Both register tiles on every machine (LLVM splits or joins the vectors for the CPU)."""
-    monkeypatch.setattr(packed_gemm, "_has_avx512", lambda: request.param)
+    monkeypatch.setattr(template_panels, "_has_avx512", lambda: request.param)
     return request.param
 
 
@@ -62,7 +62,7 @@ def test_k_block_is_chosen_by_instruction_set(monkeypatch):
     rests on its own 8 rows, so its results are what they were before either.
     The host's instruction set is not asked: the query is replaced both ways."""
     for avx512, block, rest in ((True, 0, 8), (False, rows_gemm.K_BLOCK_AVX2, 8)):
-        monkeypatch.setattr(packed_gemm, "_has_avx512", lambda v=avx512: v)
+        monkeypatch.setattr(template_panels, "_has_avx512", lambda v=avx512: v)
         for dtype in ("float32", "float64"):
             assert rows_gemm.k_block(dtype) == block
             assert rows_gemm.rest_rows(dtype) == rest   # AVX2: twice its tile's 4 rows
@@ -78,7 +78,7 @@ def test_k_blocks_sum_in_order(monkeypatch):
     """With the AVX2 tile each K block is summed in registers and then added to C, in K
     order: the last block's three terms of 2^-24 each vanish added one by one to 2 (below half
     an ulp), but summed first (0.75 ulp) they round 2 up to 2 + 2^-22. A whole-K sum gives 2."""
-    monkeypatch.setattr(packed_gemm, "_has_avx512", lambda: False)
+    monkeypatch.setattr(template_panels, "_has_avx512", lambda: False)
     kb = rows_gemm.K_BLOCK_AVX2
     k, n = 2 * kb + 3, 24
     a = np.zeros((4, k), np.float32)

@@ -7,7 +7,7 @@ float32 product and 99-102 us for its 1000x64 @ 64x100 weight gradient, PyTorch'
 88-91 us for both (near-quiet, min of 9 x 400 calls). BLAS packs both operands
 into panels on every call, which costs such small products a good share of their time.
 Here nothing is packed: each register tile (GMR rows x GNV vectors of columns, summed
-over all of K in registers: compiler/cpu/gemm/packed_gemm.py's `_make_tile`) reads B's rows in place and
+over all of K in registers: the GEMM template's `_make_tile`, compiler/cpu/gemm/template.py) reads B's rows in place and
 broadcasts A's values from where they are, A row-major or a transposed view alike. The
 same products took 84-86 and 88-90 us (the whole of B's column panel, K x GNV*GV, stays
 in L2; blocking K for L1 ran no faster).
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import packed_gemm
+from . import template, template_panels
 from ..kernels.loader import kernel as _kernel
 
 __all__ = ["product", "module_kernel", "tile_shape", "k_block", "K_BLOCK_AVX2", "rest_rows", "MIN_COLUMNS", "MIN_DEPTH", "MIN_MNK", "T_MIN_ROWS", "T_MAX_ROWS"]
@@ -75,7 +75,7 @@ def tile_shape(dtype: str) -> tuple:
     float32 with AVX-512: 8 x 3 86 us, 7 x 3 98, 6 x 4 103, 4 x 6 and 10 x 2 115, 12 x 2
     113, 14 x 2 137."""
     bytes_ = 4 if dtype == "float32" else 8
-    if packed_gemm._has_avx512():
+    if template_panels._has_avx512():
         return 64 // bytes_, 8, 3
     return 32 // bytes_, 4, 3
 
@@ -107,8 +107,8 @@ ROWS_FIRST_BYTES = 32 * 1024
 def k_block(dtype: str) -> int:
     """Rows of K summed in registers before the partial sums are added to C (0: all of K),
     chosen by the instruction set the kernel is compiled for (asked once per process,
-    packed_gemm._has_avx512): `K_BLOCK_AVX2` for the 16-register tile, 0 with AVX-512."""
-    return 0 if packed_gemm._has_avx512() else K_BLOCK_AVX2
+    template_panels._has_avx512): `K_BLOCK_AVX2` for the 16-register tile, 0 with AVX-512."""
+    return 0 if template_panels._has_avx512() else K_BLOCK_AVX2
 
 
 # Rows of the tiles of the columns past the whole panels (one vector or narrower: one
@@ -120,7 +120,7 @@ def k_block(dtype: str) -> int:
 def rest_rows(dtype: str) -> int:
     """Rows of the rest tiles (see above): twice the AVX2 tile's, AVX-512's own."""
     gmr = tile_shape(dtype)[1]
-    return gmr if packed_gemm._has_avx512() else 2 * gmr
+    return gmr if template_panels._has_avx512() else 2 * gmr
 
 
 def _rest_widths(gv: int) -> list:
@@ -137,10 +137,10 @@ _TILES = """
 
 GV, GMR, GNV, KC, RMR = {GV}, {GMR}, {GNV}, {KC}, {RMR}
 ROWS_FIRST = {ROWS_FIRST}
-_main = _make_tile(GMR, (GV,) * GNV)
-_main1 = _make_tile(1, (GV,) * GNV)
-_one = _make_tile(RMR, (GV,))
-_one1 = _make_tile(1, (GV,))
+_main = _make_tile(GMR, (GV,) * GNV, True)
+_main1 = _make_tile(1, (GV,) * GNV, True)
+_one = _make_tile(RMR, (GV,), True)
+_one1 = _make_tile(1, (GV,), True)
 # {rest_tiles}
 """
 
@@ -229,8 +229,8 @@ _STANDALONE = ("""@njit("void(Array({t}, 1, 'C', readonly=True), int64, int64, i
       "Array({t}, 1, 'C', readonly=True), int64, {t}[::1])", cache=CACHE, boundscheck=False, nogil=True)""")
 
 _REST_TILES = """
-_rest{w} = _make_tile(RMR, ({w},))
-_rest{w}_1 = _make_tile(1, ({w},))"""
+_rest{w} = _make_tile(RMR, ({w},), True)
+_rest{w}_1 = _make_tile(1, ({w},), True)"""
 
 _REST_LOOP = """
     if n - j >= {w}:
@@ -258,17 +258,17 @@ def source(dtype: str) -> str:
               .replace("{GV}", str(gv)).replace("{GMR}", str(gmr)).replace("{GNV}", str(gnv))
               .replace("{KC}", str(kc)).replace("{RMR}", str(rest_rows(dtype)))
               .replace("{ROWS_FIRST}", str(ROWS_FIRST_BYTES // (4 if dtype == "float32" else 8))))
-    head = "import numpy as np\nfrom numba import njit\n"
-    return packed_gemm.with_tile(head + packed_gemm.PACKED_SOURCE + driver, dtype).replace("{t}", dtype)
+    head = template_panels.tiles_source(dtype, template.Config(gmr, gnv))
+    return (head + driver).replace("{t}", dtype)
 
 
 def kernel_module(dtype: str, digest: str):
     """This module's kernel module for `dtype`, loaded (compiled into the disk cache on its
     first use in the process), for compiler/cpu/gemm/halves.py's module, whose product half calls its
-    `kernel` by address (`kernel_import`; `packed_gemm.load_by_digest`: `digest` is that of the
+    `kernel` by address (`kernel_import`; `template_panels.load_by_digest`: `digest` is that of the
     source the importer was made with)."""
     # (the name `module_kernel`'s NativeKernel loads it under: one module, one disk entry)
-    return packed_gemm.load_by_digest(source(dtype), digest, f"native_rows_gemm_{dtype}",
+    return template_panels.load_by_digest(source(dtype), digest, f"native_rows_gemm_{dtype}",
                                       f"rows_gemm.kernel_module: the kernel's source for {dtype}")
 
 
@@ -277,7 +277,7 @@ def kernel_import(dtype: str) -> str:
     (`kernel_module`); the kernel's digest is in them, so a changed kernel changes the
     importer's source (and disk cache key) too."""
     return (f"from tracejit.compiler.cpu.gemm.rows_gemm import kernel_module as _kernel_module\n"
-            f"gemm_kernel = _kernel_module({dtype!r}, {packed_gemm.source_digest(source(dtype))!r}).kernel\n")
+            f"gemm_kernel = _kernel_module({dtype!r}, {template_panels.source_digest(source(dtype))!r}).kernel\n")
 
 
 def _strides(a) -> tuple | None:

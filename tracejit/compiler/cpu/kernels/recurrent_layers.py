@@ -3,7 +3,7 @@ ops/lstm_prim.py's, gru_prim.py's and rnn_prim.py's layer primitives (their reco
 VJPs and per-step numpy forms live there).
 
 Each forward and backward is the whole time loop in one kernel call where it is loaded,
-its per-step products on the weights packed once (gemm/packed_gemm.py) and the gate math
+its per-step products on the weights packed once (gemm/template_panels.py) and the gate math
 included (kernels/lstm_kernels.py, kernels/rnn_kernels.py); the LSTM's loops split by
 hidden units over the threads the process may use (kernels/loop_split.py). While the whole
 loop's kernel is not loaded, a kernel per step runs the gate math around BLAS products;
@@ -19,7 +19,7 @@ from ....ops.lstm_prim import _finish, _matmul, _order, _parts
 from ....ops.lstm_prim import hidden_weight_grad
 from ....ops.rnn_prim import _parts as _rnn_parts
 from .... import threads as _threads
-from ..gemm.packed_gemm import packed_size, padded_rows
+from ..gemm.template_panels import panel_rows as padded_rows, panel_size as packed_size
 from ..runtime import coreshare
 from . import loop_split as _split
 from . import lstm_kernels as _kernels
@@ -111,7 +111,7 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
 OVERLAP_WEIGHT_GRAD = "policy"
 
 # Where d W is not computed alongside: inside the whole-loop backward (each step's
-# dW += dg h_prev^T on packed_gemm's register tile, dg's rows read in place while in cache,
+# dW += dg h_prev^T on the GEMM template's register tile (`row_product`), dg's rows read in place while in cache,
 # split with the loop's halves: a late partner's share is taken over like the rest of its
 # half) rather than one GEMM after the loop on BLAS's threads (the h_prev gather plus
 # 1024x2048 @ 2048x256 for the LSTM LM, whose second BLAS thread a busy machine often
