@@ -189,3 +189,24 @@ def test_a_module_of_another_digest_is_refused_by_name(monkeypatch):
     with pytest.raises(RuntimeError, match=r"register_transpose.transpose_module: the transposes' source "
                                            r"for float64 changed .*the importer's 1{20}"):
         rt.transpose_module("float64", "1" * 20)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rows_first_and_panel_order_sum_the_same(dtype):
+    """Where all of B fits in L1 a row tile runs across all column panels first, else each
+    column panel down all row tiles: the same sums, bit for bit (the module compiled with
+    the rows-first bound at 0 runs the panel order on the same operands)."""
+    src = tp.panel_source(dtype)
+    bound = f"ROWS_FIRST = {tp.ROWS_FIRST_BYTES // np.dtype(dtype).itemsize}\n"
+    assert bound in src
+    ns: dict = {"CACHE": False}
+    exec(compile(src.replace(bound, "ROWS_FIRST = 0\n"), "<panel order>", "exec"), ns)
+    r = np.random.default_rng(2)
+    for m, k, n in ((37, 32, 61), (64, 16, 256)):
+        assert k * n * np.dtype(dtype).itemsize <= tp.ROWS_FIRST_BYTES
+        a, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
+        rows_first, panels = np.full((m, n), 1.5, dtype), np.full((m, n), 1.5, dtype)
+        _panels(dtype).row_product(a, 0, m, b, rows_first, True)
+        ns["row_product"](a, 0, m, b, panels, True)
+        np.testing.assert_array_equal(rows_first.view(np.uint8), panels.view(np.uint8))
+        np.testing.assert_allclose(rows_first, a.astype(np.float64) @ b + 1.5, **_tol(dtype, k))

@@ -83,6 +83,12 @@ def _ask_avx512() -> bool:
         return False
 
 
+# Bytes of B below which `_rows` runs a row tile across all column panels first: an L1 data
+# cache (32-48 KB). The LSTM LM's in-loop weight gradient (dg 1024x32 @ h^T 32x256 float32, 32
+# KB of B, a step of the compiled step's backward) re-read its 128 KB of dg from L2 once per
+# column panel in panel order.
+ROWS_FIRST_BYTES = 32 * 1024
+
 # the driver of the products: `_rows` on the keep tiles of the configuration
 _ROWS = '''
 _pk = _make_tile(MR, (V,) * NV, True)
@@ -90,20 +96,31 @@ _pk1 = _make_tile(1, (V,) * NV, True)
 {rest_tiles}
 
 
+ROWS_FIRST = {rows_first}
+
+
 @njit(inline='always')
 def _rows(A, ao, ats, ars, aks, B, bo, ldb, C, co, ldc, m, n, k, beta):
     # C[co + i*ldc + j] (+)= sum over p < k of A(i, p) * B[bo + p*ldb + j], i < m, j < n:
-    # A's row i = t*MR + r at ao + t*ats + r*ars, its p-th value p*aks further
-    mt = m - m % MR
-    j = 0
-    while j + NR <= n:
-        for i in range(0, mt, MR):
-            _pk(A, ao + (i // MR) * ats, ars, aks, B, bo + j, ldb, C, co + i * ldc + j, ldc, k, beta)
-        for i in range(mt, m):
-            _pk1(A, ao + (i // MR) * ats + (i % MR) * ars, ars, aks, B, bo + j, ldb, C, co + i * ldc + j, ldc,
-                 k, beta)
-        j += NR
+    # A's row i = t*MR + r at ao + t*ats + r*ars, its p-th value p*aks further. Where all of
+    # B fits in L1 (ROWS_FIRST elements), a row tile across all column panels before the
+    # next (its rows of A stay in L1 too), else each column panel down all row tiles (B's
+    # panel stays in cache): the same sums either way
+    step = MR if k * n <= ROWS_FIRST else m
+    i0 = 0
+    while i0 < m:
+        i1 = min(m, i0 + step)
+        mt = i1 - (i1 - i0) % MR
+        j = 0
+        while j + NR <= n:
+            for i in range(i0, mt, MR):
+                _pk(A, ao + (i // MR) * ats, ars, aks, B, bo + j, ldb, C, co + i * ldc + j, ldc, k, beta)
+            for i in range(mt, i1):
+                _pk1(A, ao + (i // MR) * ats + (i % MR) * ars, ars, aks, B, bo + j, ldb, C, co + i * ldc + j,
+                     ldc, k, beta)
+            j += NR
 {rest_loops}
+        i0 = i1
 '''
 
 _PANEL_ENTRIES = '''
@@ -179,15 +196,17 @@ def _rows_source(dtype: str, cfg: template.Config) -> str:
                       for w in widths)
     loops = []
     for w in widths:   # (one vector as often as it fits, then each narrower width once)
-        loops.append(f"    {'while' if w == v else 'if'} j + {w} <= n:\n"
-                     f"        for i in range(0, mt, MR):\n"
-                     f"            _pr{w}(A, ao + (i // MR) * ats, ars, aks, B, bo + j, ldb, C, co + i * ldc + j, ldc, "
-                     f"k, beta)\n"
-                     f"        for i in range(mt, m):\n"
-                     f"            _pr{w}1(A, ao + (i // MR) * ats + (i % MR) * ars, ars, aks, B, bo + j, ldb, C, "
+        loops.append(f"        {'while' if w == v else 'if'} j + {w} <= n:\n"
+                     f"            for i in range(i0, mt, MR):\n"
+                     f"                _pr{w}(A, ao + (i // MR) * ats, ars, aks, B, bo + j, ldb, C, co + i * ldc + j, "
+                     f"ldc, k, beta)\n"
+                     f"            for i in range(mt, i1):\n"
+                     f"                _pr{w}1(A, ao + (i // MR) * ats + (i % MR) * ars, ars, aks, B, bo + j, ldb, C, "
                      f"co + i * ldc + j, ldc, k, beta)\n"
-                     f"        j += {w}")
-    return tiles_source(dtype, cfg) + _ROWS.replace("{rest_tiles}", tiles).replace("{rest_loops}", "\n".join(loops))
+                     f"            j += {w}")
+    rows_first = ROWS_FIRST_BYTES // (4 if dtype == "float32" else 8)
+    return tiles_source(dtype, cfg) + (_ROWS.replace("{rest_tiles}", tiles).replace("{rest_loops}", "\n".join(loops))
+                                       .replace("{rows_first}", str(rows_first)))
 
 
 def tiles_source(dtype: str, cfg: template.Config) -> str:

@@ -59,7 +59,7 @@ _GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + """
       "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
 def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
     \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
-    b (3H,), h0 (H, N); m (padded_rows(3H), N) and wp (packed_size(3H, H)) scratch\"\"\"
+    b (3H,), h0 (H, N); m (panel_rows(3H), N) and wp (panel_size(3H, H)) scratch\"\"\"
     L = gi.shape[0]
     three, hh = w.shape
     n = m.shape[1]
@@ -132,8 +132,8 @@ _GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + """
       error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
 def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
     \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
-    w = W (3H, H), with dhs[0, :H] = d h_n on entry (dhs (2, padded_rows(H), N)): G and
-    M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (packed_size(H, 3H)) scratch\"\"\"
+    w = W (3H, H), with dhs[0, :H] = d h_n on entry (dhs (2, panel_rows(H), N)): G and
+    M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (panel_size(H, 3H)) scratch\"\"\"
     L = Z.shape[0]
     three, hh = w.shape
     n = dg.shape[1]

@@ -116,11 +116,11 @@ _BACKWARD_LAYER = _BACKWARD_STEP + """
 def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, fns, ht, yt, mv):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
     or (L, 2H, N) (with `rows`: as rows, (L, N, H) or (L, N, 2H)) and w = W (4H, H), with
-    dh[:H] = d h_n (dh: padded_rows(H) rows) and
+    dh[:H] = d h_n (dh: panel_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
     dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
-    and wp (packed_size(H, 4H)) scratch;
+    and wp (panel_size(H, 4H)) scratch;
     thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the meeting's state);
     ht (N, H), yt (Hy, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
     L = Z.shape[0]

@@ -212,7 +212,7 @@ def gemm_units(fns, wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
       "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
 def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from x (L, N, I), wx (4H, I),
-    w (4H, H), b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H,
+    w (4H, H), b (4H,), h0 and c0 (H, N); m (panel_rows(4H), N) and wp (panel_size(4H,
     I + H)) scratch; thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the
     meeting's state); Zi (1, 6HN), xt (I, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
     L = x.shape[0]

@@ -32,7 +32,7 @@ _FORWARD = _HEAD + """
       "boolean, boolean, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
 def loop(gi, w, b, h0, hs, m, wp, reverse, relu, fns):
     \"\"\"the layer's forward (ops/rnn_prim.py): hs (L, H, N), every step's h, from gi (L, N, H),
-    w (H, H), b (H,), h0 (H, N); m (padded_rows(H), N) and wp (packed_size(H, H)) scratch\"\"\"
+    w (H, H), b (H,), h0 (H, N); m (panel_rows(H), N) and wp (panel_size(H, H)) scratch\"\"\"
     L = gi.shape[0]
     hh = w.shape[0]
     n = h0.shape[1]
@@ -64,8 +64,8 @@ _BACKWARD = _HEAD + """
       nogil=True)
 def loop(hs, d_y, w, dh, dp, G, db, wp, reverse, relu, fns):
     \"\"\"the layer's backward loop (ops/rnn_prim.py): from hs and d_y (L, H, N) and w = W (H, H),
-    with dh = 0 on entry (dh: padded_rows(H) rows): every step's pre-activation gradient
-    G (L, N, H), db (H,) and d h0 in dh[:H]; dp (H, N) and wp (packed_size(H, H)) scratch\"\"\"
+    with dh = 0 on entry (dh: panel_rows(H) rows): every step's pre-activation gradient
+    G (L, N, H), db (H,) and d h0 in dh[:H]; dp (H, N) and wp (panel_size(H, H)) scratch\"\"\"
     L = hs.shape[0]
     hh = w.shape[0]
     n = dh.shape[1]
