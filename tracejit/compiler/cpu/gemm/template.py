@@ -97,7 +97,8 @@ def _has_avx512() -> bool:
     return _AVX512[0]
 
 
-_HEAD = """
+# the register tiles (`_make_tile`) of a configuration, with the module's head
+_TILES = """
 import numpy as np
 from numba import njit, prange, types as _t
 from numba.core import cgutils as _cg
@@ -110,60 +111,68 @@ MR, NV, V, KS, PACK, DOT = {mr}, {nv}, {v}, {ks}, {pack}, {dot}
 NR = NV if DOT else NV * V
 
 
-def _make_tile(mr, widths):
+def _make_tile(mr, widths, keep=False):
     # c (mr x sum(widths)) = a @ b over k, raw sums: a's (r, p) at a[aoff + r*ars + p*aks],
     # b's row p at b[boff + p*ldb], c's row r at c[coff + r*ldc]; one vector accumulator per
-    # row and width, a broadcast of a's value per row and p, fused multiply-adds
-    @_intrinsic
-    def tile(typingctx, a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k):
-        sig = _t.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k)
+    # row and width, a broadcast of a's value per row and p, fused multiply-adds. `keep`: a
+    # twelfth argument, beta (run time): where true, c (+)= the sums
+    def codegen(context, builder, sig, args):
+        ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+        i64 = _ir.IntType(64)
+        tys = sig.args
 
-        def codegen(context, builder, sig, args):
-            ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
-            i64 = _ir.IntType(64)
-            tys = sig.args
+        def data(i):
+            return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
+                                   ft.as_pointer())
 
-            def data(i):
-                return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
-                                       ft.as_pointer())
+        def int_(i):
+            return context.cast(builder, args[i], tys[i], _t.int64)
 
-            def int_(i):
-                return context.cast(builder, args[i], tys[i], _t.int64)
-
-            A = builder.gep(data(0), [int_(1)])
-            ars, aks = int_(2), int_(3)
-            B = builder.gep(data(4), [int_(5)])
-            C = builder.gep(data(7), [int_(8)])
-            ldb, ldc, K = int_(6), int_(9), int_(10)
-            vts = [_ir.VectorType(ft, w) for w in widths]
-            offs = [sum(widths[:v]) for v in range(len(widths))]
-            accs = [[_cg.alloca_once_value(builder, _ir.Constant(vt, None)) for vt in vts] for _ in range(mr)]
-            fmas = [_cg.get_or_insert_function(
-                builder.module, _ir.FunctionType(vt, [vt, vt, vt]),
-                "llvm.fma.v%d%s" % (vt.count, "f32" if "{dtype}" == "float32" else "f64")) for vt in vts]
-            arows = [builder.gep(A, [builder.mul(_ir.Constant(i64, r), ars)]) for r in range(mr)]
-            zero32 = _ir.Constant(_ir.IntType(32), 0)
-            with _cg.for_range(builder, K) as loop:
-                kk = loop.index
-                brow = builder.gep(B, [builder.mul(kk, ldb)])
-                bv = [builder.load(builder.bitcast(builder.gep(brow, [_ir.Constant(i64, o)]), vt.as_pointer()),
-                                   align=4) for vt, o in zip(vts, offs)]
-                ko = builder.mul(kk, aks)
-                for r in range(mr):
-                    w = builder.load(builder.gep(arows[r], [ko]))
-                    for v, vt in enumerate(vts):
-                        mask = _ir.Constant(_ir.VectorType(_ir.IntType(32), vt.count), [0] * vt.count)
-                        ws = builder.shuffle_vector(builder.insert_element(_ir.Constant(vt, _ir.Undefined), w,
-                                                                           zero32),
-                                                    _ir.Constant(vt, _ir.Undefined), mask)
-                        builder.store(builder.call(fmas[v], [ws, bv[v], builder.load(accs[r][v])]), accs[r][v])
+        A = builder.gep(data(0), [int_(1)])
+        ars, aks = int_(2), int_(3)
+        B = builder.gep(data(4), [int_(5)])
+        C = builder.gep(data(7), [int_(8)])
+        ldb, ldc, K = int_(6), int_(9), int_(10)
+        vts = [_ir.VectorType(ft, w) for w in widths]
+        offs = [sum(widths[:v]) for v in range(len(widths))]
+        accs = [[_cg.alloca_once_value(builder, _ir.Constant(vt, None)) for vt in vts] for _ in range(mr)]
+        fmas = [_cg.get_or_insert_function(
+            builder.module, _ir.FunctionType(vt, [vt, vt, vt]),
+            "llvm.fma.v%d%s" % (vt.count, "f32" if "{dtype}" == "float32" else "f64")) for vt in vts]
+        arows = [builder.gep(A, [builder.mul(_ir.Constant(i64, r), ars)]) for r in range(mr)]
+        zero32 = _ir.Constant(_ir.IntType(32), 0)
+        with _cg.for_range(builder, K) as loop:
+            kk = loop.index
+            brow = builder.gep(B, [builder.mul(kk, ldb)])
+            bv = [builder.load(builder.bitcast(builder.gep(brow, [_ir.Constant(i64, o)]), vt.as_pointer()),
+                               align=4) for vt, o in zip(vts, offs)]
+            ko = builder.mul(kk, aks)
             for r in range(mr):
-                crow = builder.gep(C, [builder.mul(_ir.Constant(i64, r), ldc)])
+                w = builder.load(builder.gep(arows[r], [ko]))
                 for v, vt in enumerate(vts):
-                    p = builder.bitcast(builder.gep(crow, [_ir.Constant(i64, offs[v])]), vt.as_pointer())
-                    builder.store(builder.load(accs[r][v]), p, align=4)
-            return context.get_dummy_value()
-        return sig, codegen
+                    mask = _ir.Constant(_ir.VectorType(_ir.IntType(32), vt.count), [0] * vt.count)
+                    ws = builder.shuffle_vector(builder.insert_element(_ir.Constant(vt, _ir.Undefined), w,
+                                                                       zero32),
+                                                _ir.Constant(vt, _ir.Undefined), mask)
+                    builder.store(builder.call(fmas[v], [ws, bv[v], builder.load(accs[r][v])]), accs[r][v])
+        add = context.cast(builder, args[11], sig.args[11], _t.boolean) if keep else None
+        for r in range(mr):
+            crow = builder.gep(C, [builder.mul(_ir.Constant(i64, r), ldc)])
+            for v, vt in enumerate(vts):
+                p = builder.bitcast(builder.gep(crow, [_ir.Constant(i64, offs[v])]), vt.as_pointer())
+                acc = builder.load(accs[r][v])
+                if keep:   # c (+)= the sums: c's value added where beta
+                    acc = builder.select(add, builder.fadd(acc, builder.load(p, align=4)), acc)
+                builder.store(acc, p, align=4)
+        return context.get_dummy_value()
+    if keep:
+        @_intrinsic
+        def tile(typingctx, a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k, beta):
+            return _t.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k, beta), codegen
+    else:
+        @_intrinsic
+        def tile(typingctx, a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k):
+            return _t.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k), codegen
     return tile
 
 
@@ -249,6 +258,10 @@ else:
     _main = _make_tile(MR, (V,) * NV)
     _main1 = _make_tile(1, (V,) * NV)
 {rest_tiles}
+"""
+
+# the kernel: shares of rows or columns of tiles, the K parts, the epilogue
+_DRIVER = """
 
 
 @njit(inline="always")
@@ -320,6 +333,7 @@ def kernel(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n,
             if epi:
                 _epi(C, ci, 1, n, n, bias, 0, RS, bi * rbs + i * rrs, rrs, rcs, act, hasb, hasr)
 """
+_HEAD = _TILES + _DRIVER
 
 _SHARE_TILES = """
 @njit(inline="always")
