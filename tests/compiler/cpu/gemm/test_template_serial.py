@@ -75,7 +75,7 @@ def test_k_block_is_chosen_by_instruction_set(monkeypatch):
             assert (cfg.mr, cfg.nv) == ((8, 3) if avx512 else (4, 3))
             v = template_panels.vector_width(dtype)
             source = template_panels.serial_source(dtype)
-            assert f"MR, NV, V, KS, PACK = {cfg.mr}, 3, {v}, 1, False\n" in source
+            assert f"MR, NV, V, KS, PACK, DOT = {cfg.mr}, 3, {v}, 1, False, False\n" in source
             assert (f"for kb in range(0, kd, {block}):" in source) == (block > 0)
     assert template_panels.K_BLOCK_AVX2 == 256
 
