@@ -1,9 +1,11 @@
 """BatchNorm in a compiled training forward as its statistics and an elementwise normalization
 (jit/batchnorm_split.py): the normalization (with the ReLU) becomes a max pooling's windows
-prologue, so the normalized output is never written; the compiled step gives bitwise the step
-with the record kept (``TRACEJIT_BN_SPLIT=0``: outputs, gradients, running statistics), and
-BatchNorm2d + ReLU + MaxPool2d matches PyTorch in training and eval, float32 and float64,
-odd sizes, padding and ceil_mode."""
+prologue (the BatchNorm + max pooling record's pattern off), so the normalized output is never
+written; the compiled step gives bitwise the step with the record kept (``TRACEJIT_BN_SPLIT=0``:
+outputs, gradients, running statistics); BatchNorm2d + ReLU + MaxPool2d matches PyTorch in
+training and eval, float32 and float64, odd sizes, padding and ceil_mode; by default the
+record's pattern takes BatchNorm + max pooling first and the split takes the rest (a LeakyReLU
+after BatchNorm fuses with the normalization)."""
 from __future__ import annotations
 
 import numpy as np
@@ -64,6 +66,7 @@ def _state(dtype):
 
 def _compiled(monkeypatch, split: bool, dtype, x, y, pool=(2, 2, 0, False)):
     monkeypatch.setenv("TRACEJIT_BN_SPLIT", "1" if split else "0")
+    monkeypatch.setenv("TRACEJIT_BN_POOL", "0")     # the pair as the general path takes it
     net = _net(tj, dtype, pool, _state(dtype))
     net.train()
     cf = tj.script(net)
@@ -160,3 +163,34 @@ def test_normalized_output_read_elsewhere_is_still_right():
     np.testing.assert_allclose(g, tx.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(stats[0], tbn.running_mean.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(stats[1], tbn.running_var.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_default_keeps_the_pooled_record_and_splits_the_rest(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_BN_POOL", raising=False)
+    monkeypatch.delenv("TRACEJIT_BN_SPLIT", raising=False)
+    bn1, bn2 = tj.nn.BatchNorm2d(3), tj.nn.BatchNorm2d(3)
+    tb1, tb2 = torch.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+
+    def f(x):
+        return F.max_pool2d(F.relu(bn1(x)), 2) + F.max_pool2d(F.leaky_relu(bn2(x), 0.2), 2)
+
+    def tf(x):
+        return (torch.nn.functional.max_pool2d(torch.relu(tb1(x)), 2)
+                + torch.nn.functional.max_pool2d(torch.nn.functional.leaky_relu(tb2(x), 0.2), 2))
+
+    xn = activation(np.random.default_rng(7), (4, 3, 7, 9), np.float32)
+    x = tj.tensor(xn, requires_grad=True)
+    cf = tj.script(f)
+    (cf(x) ** 2).sum().backward()
+    fwd = training_variant(cf)[0]
+    names = [e.prim.name for e in fwd.graph.eqns]
+    # the ReLU'd pair: the record; the LeakyReLU (not moved after the pooling): split, the
+    # normalization and the LeakyReLU one elementwise group
+    assert names.count("batch_norm_max_pool2d") == 1 and names.count("batch_norm_stats") == 1, names
+    groups = [[e.prim.name for e in g.eqns] for g in fwd.items if isinstance(g, Group)]
+    assert ["mul", "add", "leaky_relu"] in groups, groups
+    tx = torch.tensor(xn, requires_grad=True)
+    (tf(tx) ** 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    for b, tbn in ((bn1, tb1), (bn2, tb2)):
+        np.testing.assert_allclose(b.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-5, atol=1e-6)

@@ -18,7 +18,8 @@ from ..autograd.node import AccumulateGrad, leaf_node
 from ..envflags import is_off
 from ..jit.autodiff import active_vars, joint, loss_joint, split
 from ..jit.backend import Executor, InputKeeper
-from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (its pattern: registered at import)
+from ..jit import bn_pool_fusion as _bn_pool_fusion  # noqa: F401  (its pattern: registered at import)
+from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (after bn_pool's, which it leaves alone)
 from ..jit import patterns as _patterns
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
@@ -95,8 +96,8 @@ class CompiledProgram(Executor):
             preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim is COND)
             k = self._loss_output(diff_idx)
             if k is not None:
-                # the forward stage's patterns only now, after differentiation (BatchNorm's
-                # split: the rewrite drops the op that carries BatchNorm's VJP)
+                # the forward stage's patterns only now, after differentiation (BatchNorm +
+                # max pooling, BatchNorm's split: they drop the op that carries BatchNorm's VJP)
                 fwd = lift_symbolic_literals(_patterns.apply("forward", optimize(loss_joint(self.graph, active, k))))
                 fwd = _gradients_apart(fwd, len(self.graph.outputs))
                 n_saved = len(fwd.outputs) - len(self.graph.outputs)

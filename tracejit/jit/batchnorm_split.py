@@ -15,7 +15,10 @@ After differentiation a training step's forward graph holds, for ``bn(x)`` (ops/
 
 so the scheduler sees the normalization as elementwise work and fuses it with its readers:
 a pooling's windows group takes it (with a ReLU) as its prologue and y is never written
-(compiler/windows.py), a ReLU or LeakyReLU after it joins its group. The values are the
+(compiler/windows.py), a ReLU or LeakyReLU after it joins its group. It runs after the
+BatchNorm + max pooling record's pattern (jit/bn_pool_fusion.py), which still takes that
+pair: its one pass per channel reads x once, where the statistics and the windows group
+read it twice (LeNet's compiled step, two threads: about 1 ms slower split). The values are the
 record's bit for bit: the same statistics (the CPU backend's stats and forward kernels sum
 alike), the same per-channel coefficients, the same ``a*x + d`` rounded in x's dtype. It runs
 on forward graphs only after differentiation (it drops batch_norm_values, which carries
