@@ -28,7 +28,7 @@ BatchNorm's VJP; the backward reads x and the statistics, not y).
 from __future__ import annotations
 
 from . import patterns as _patterns
-from .ir import Eqn, Graph, Var
+from .ir import def_use, Eqn, Graph, Var
 from ..ops.batchnorm_prim import BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_VALUES
 from ..ops.indexing import GETITEM
 from ..ops.registry import Aval
@@ -80,15 +80,7 @@ def _traced(x: Var, stats: Var, w: Var, b: Var, eps: float, out: Var, loc) -> li
 
 def split(g: Graph) -> Graph:
     """`g` with each BatchNorm record split as the module docstring says."""
-    producer: dict = {}
-    users: dict = {}
-    for e in g.eqns:
-        for o in e.outs:
-            producer[o] = e
-        for a in e.inputs:
-            if isinstance(a, Var):
-                users.setdefault(a, []).append(e)
-    outputs = set(a for a in g.outputs if isinstance(a, Var))
+    producer, users, outputs = def_use(g)
     replace: dict = {}     # id(eqn) -> equations written in its place
     for e5 in g.eqns:
         if e5.prim is not BATCH_NORM_VALUES:
