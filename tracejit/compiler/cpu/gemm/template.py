@@ -111,28 +111,32 @@ MR, NV, V, KS, PACK, DOT = {mr}, {nv}, {v}, {ks}, {pack}, {dot}
 NR = NV if DOT else NV * V
 
 
+def _operands(context, builder, sig, args):
+    # a tile intrinsic's pointers and ints: the float type, A, B, C at their offsets, then
+    # ars, aks, ldb, ldc, K as int64 (the arguments a, aoff, ars, aks, b, boff, ldb, c, coff,
+    # ldc, k of every tile)
+    ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+    tys = sig.args
+
+    def data(i):
+        return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
+                               ft.as_pointer())
+
+    def int_(i):
+        return context.cast(builder, args[i], tys[i], _t.int64)
+
+    return (ft, builder.gep(data(0), [int_(1)]), builder.gep(data(4), [int_(5)]),
+            builder.gep(data(7), [int_(8)]), int_(2), int_(3), int_(6), int_(9), int_(10))
+
+
 def _make_tile(mr, widths, keep=False):
     # c (mr x sum(widths)) = a @ b over k, raw sums: a's (r, p) at a[aoff + r*ars + p*aks],
     # b's row p at b[boff + p*ldb], c's row r at c[coff + r*ldc]; one vector accumulator per
     # row and width, a broadcast of a's value per row and p, fused multiply-adds. `keep`: a
     # twelfth argument, beta (run time): where true, c (+)= the sums
     def codegen(context, builder, sig, args):
-        ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+        ft, A, B, C, ars, aks, ldb, ldc, K = _operands(context, builder, sig, args)
         i64 = _ir.IntType(64)
-        tys = sig.args
-
-        def data(i):
-            return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
-                                   ft.as_pointer())
-
-        def int_(i):
-            return context.cast(builder, args[i], tys[i], _t.int64)
-
-        A = builder.gep(data(0), [int_(1)])
-        ars, aks = int_(2), int_(3)
-        B = builder.gep(data(4), [int_(5)])
-        C = builder.gep(data(7), [int_(8)])
-        ldb, ldc, K = int_(6), int_(9), int_(10)
         vts = [_ir.VectorType(ft, w) for w in widths]
         offs = [sum(widths[:v]) for v in range(len(widths))]
         accs = [[_cg.alloca_once_value(builder, _ir.Constant(vt, None)) for vt in vts] for _ in range(mr)]
@@ -186,22 +190,9 @@ def _make_dot(mr, nc):
         sig = _t.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k)
 
         def codegen(context, builder, sig, args):
-            ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+            ft, A, B, C, ars, _aks, ldb, ldc, K = _operands(context, builder, sig, args)
             sfx = "f32" if "{dtype}" == "float32" else "f64"
             i64 = _ir.IntType(64)
-            tys = sig.args
-
-            def data(i):
-                return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
-                                       ft.as_pointer())
-
-            def int_(i):
-                return context.cast(builder, args[i], tys[i], _t.int64)
-
-            A = builder.gep(data(0), [int_(1)])
-            B = builder.gep(data(4), [int_(5)])
-            C = builder.gep(data(7), [int_(8)])
-            ars, ldb, ldc, K = int_(2), int_(6), int_(9), int_(10)
             vt = _ir.VectorType(ft, V)
             fma = _cg.get_or_insert_function(builder.module, _ir.FunctionType(vt, [vt, vt, vt]),
                                              "llvm.fma.v%d%s" % (V, sfx))
