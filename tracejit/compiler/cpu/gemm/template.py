@@ -78,23 +78,15 @@ CONFIGS = (Config(8, 3), Config(6, 4), Config(4, 2), Config(8, 1), Config(8, 3, 
 
 
 def vector_width(dtype: str) -> int:
-    """Lanes of the widest vector the kernels are compiled for: 64 bytes with AVX-512, else
-    32 (asked once per process)."""
-    return (64 if _has_avx512() else 32) // (4 if dtype == "float32" else 8)
+    """Lanes of the vectors the template's configurations are rendered with: 32 bytes on
+    every host. AVX-512's 64-byte vectors measured slower in the training steps (MLP
+    compiled step 1.116x), so they wait for the choice to be measured at that width
+    (docs/design/gemm.md); the panels and the serial entry use them (template_panels.py)."""
+    return (64 if _WIDE else 32) // (4 if dtype == "float32" else 8)
 
 
-_AVX512: list = []
-
-
-def _has_avx512() -> bool:
-    if not _AVX512:
-        try:
-            from ....buildfacts import numba_facts
-            features = numba_facts()[2]
-            _AVX512.append(isinstance(features, str) and "+avx512f" in features)
-        except Exception:
-            _AVX512.append(False)
-    return _AVX512[0]
+# 64-byte vectors instead (the source for either width runs on any host: its test)
+_WIDE = False
 
 
 # the register tiles (`_make_tile`) of a configuration, with the module's head
