@@ -376,3 +376,20 @@ def test_takes_plain_native_float_arrays_of_one_dtype_only():
     assert not native.takes(np, np.zeros(3, ">f4" if np.little_endian else "<f4"))  # swapped
     assert not native.takes(np, np.zeros(3, np.int64)) and not native.takes(np, f32, 1.0)
     assert not native.takes(np) and not native.takes(None, f32)
+
+
+def test_the_timers_numba_import_waits_for_a_load_in_progress():
+    # A loader thread's first load imports numba's dispatcher under diskcache's lock; the
+    # timer's import of numba must take the same lock, or the two imports can meet in
+    # Python's import-deadlock error, which fails the loading kernel for good.
+    import threading
+
+    from tracejit.compiler import diskcache
+
+    t = threading.Thread(target=native._import_numba, daemon=True)
+    with diskcache._lock:
+        t.start()
+        t.join(0.5)
+        assert t.is_alive()       # held off while a load holds the lock
+    t.join(30)
+    assert not t.is_alive()

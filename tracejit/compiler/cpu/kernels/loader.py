@@ -91,8 +91,11 @@ def _warm_later() -> None:
 
 def _import_numba() -> None:
     try:
-        import numba  # noqa: F401
-        from ... import diskcache  # noqa: F401
+        from ... import diskcache
+        # under the loads' lock: a loader thread's first load imports numba's dispatcher
+        # meanwhile, and two threads importing numba at once can end in Python's
+        # import-deadlock error, which failed that kernel for the life of the process
+        diskcache.import_numba()
         # and numba's runtime, which the first kernel loaded compiles with LLVM (37 of a
         # first load's 67 ms; once a process, under numba's compile lock as numba does it)
         from numba.core.compiler_lock import global_compiler_lock
