@@ -631,3 +631,20 @@ def test_relu_gradient_through_autograd_matches_torch():
     xr = torch.tensor(x, requires_grad=True)
     (torch.relu(xr) * torch.tensor(w)).sum().backward()
     np.testing.assert_array_equal(xt.grad.numpy(), xr.grad.numpy())
+
+
+def test_an_erf_rule_runs_a_kernel_below_min_elements(kernels):
+    # numpy has no erf loop (ops/_special.py makes float32 erf of ~30 passes), so exact
+    # GELU runs as a kernel at any size; tanh (one numpy loop) waits for MIN_ELEMENTS.
+    rng = np.random.default_rng(3)
+    x = tj.tensor(rng.standard_normal((8, 16)).astype(np.float32))
+    want = tj.nn.functional.gelu(x).numpy()
+    got = _wait_and_run(lambda: tj.nn.functional.gelu(x))
+    np.testing.assert_allclose(got.numpy(), want, rtol=2e-6, atol=1e-6)
+    before = V.stats()["launches"]
+    th = tj.tanh(x)
+    assert V.stats()["launches"] == before
+    np.testing.assert_array_equal(th.numpy(), np.tanh(x.numpy()))
+    gelu = REGISTRY["gelu"]
+    assert V.eligible(gelu, [(8, 16)], tj.float32, tj.float32, (8, 16), {"approximate": "none"})
+    assert not V.eligible(gelu, [(8, 16)], tj.float32, tj.float32, (8, 16), {"approximate": "tanh"})

@@ -14,36 +14,31 @@ more (every size that gets here at the default ``MIN_ELEMENTS``) the parallel va
 (``prange``) runs, loaded by the CPU backend (`backends.CpuBackend.load`), which wraps it
 in `threadsafe.guard_parallel`: its thread count follows the cores other processes leave
 free (tracejit/compiler/cpu/runtime/coreshare.py), and numba's workers stop spinning soon after it
-(threads.py's ``GOMP_SPINCOUNT``). (A first version, before that thread policy existed,
-ran parallel eager kernels whose spinning workers made the next multi-threaded BLAS call
-up to 50x slower; the kernels were made serial then.) Smaller sizes, reachable only with
-a lowered ``MIN_ELEMENTS``, run the serial twin.
+(threads.py's ``GOMP_SPINCOUNT``). Smaller sizes (a rule calling erf, or a lowered
+``MIN_ELEMENTS``) run the serial twin.
 
 The first call must not pay a compile (0.2-1 s per kernel, seconds under load), nor
-numba's import (0.5-1.7 s) and a load: a kernel is used only once it is *loaded*, and
-in background mode (the default) that happens in a thread of its own (`_Preparation`):
-it renders the kernel, and loads it when its disk-cache entry exists (any earlier
-process compiled it), else has the compile workers build it first
-(compiler/workers.py: separate processes, so the compile holds neither the GIL nor
-numba's lock in this process). Calls use numpy until then. The thread starts at the
-op's first call a second or more after its first: numba's import holds the GIL, and in
-the user's first step it would slow every op. Small ops never get here: the eager
-dispatcher decides per signature plan (ops/registry.py), so they pay nothing. With the
-disk cache off (``TRACEJIT_CACHE=0``) there is no background path and eager stays on
-numpy; with ``TRACEJIT_COMPILE=sync`` (no background compiles, as in the test suite) a
-kernel already on disk is loaded in the call, and nothing is compiled;
-``TRACEJIT_EAGER_KERNELS=0`` turns the kernels off.
+numba's import (0.5-1.7 s) and a load: a kernel is used only once it is *loaded*, in
+background mode (the default) in a thread of its own (`_Preparation`): it renders the
+kernel and loads it when its disk-cache entry exists, else has the compile workers
+(compiler/workers.py: separate processes, holding neither our GIL nor numba's lock) build
+it first. Calls use numpy until then. The thread starts at the op's first call a second
+or more after its first: numba's import holds the GIL, and in the user's first step it
+would slow every op. The eager dispatcher decides per signature plan (ops/registry.py), so
+ops that do not come here pay nothing. With ``TRACEJIT_CACHE=0`` eager stays on numpy;
+with ``TRACEJIT_COMPILE=sync`` (the test suite) a kernel on disk loads in the call and
+nothing is compiled; ``TRACEJIT_EAGER_KERNELS=0`` turns the kernels off.
 
 Which ops run here, by what the scalar rule computes (`_gains_on_one_core`, answered without
 importing the compiler: a plan for ``a * b`` must not import it): an op that calls a math
-function or selects from ``MIN_ELEMENTS``; arithmetic and comparisons (one numpy loop at memory
-speed on one core) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the cores
-coreshare leaves free pays for the launch (see `eligible`). Below that, ``+ - * /`` from
-compiler/cpu/gemm/elementwise_halves.py's EW_MIN_ELEMENTS go to its two GIL-free halves, which run only right after
-a product's halves (the two-layer step's update of its weights) and else give numpy's loop
-the op. Arithmetic results are bitwise numpy's (IEEE operations, no fastmath); math
-functions can differ in the last bits (mathlib's float32 functions are within a few ulps
-of the correctly rounded result).
+function or selects from ``MIN_ELEMENTS`` (one calling erf, which numpy makes of ~30
+passes, from the first element); arithmetic and comparisons (one numpy loop at memory
+speed) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the free cores pays for
+the launch (see `eligible`). Below that, ``+ - * /`` from elementwise_halves.py's
+EW_MIN_ELEMENTS go to its two GIL-free halves right after a product's halves (the
+two-layer step's weight update), else to numpy's loop. Arithmetic results are bitwise
+numpy's (IEEE operations, no fastmath); math functions can differ in the last bits
+(mathlib's float32 functions are within a few ulps of the correctly rounded result).
 """
 from __future__ import annotations
 
@@ -51,7 +46,6 @@ import math
 import os
 import threading
 import time
-
 import numpy as np
 
 from ..runtime import coreshare
@@ -67,11 +61,11 @@ __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "eligibl
 MIN_ELEMENTS = 1 << 15
 # Arithmetic (no math function in the scalar rule) gains only from the second core: numpy's
 # loop is already at one core's memory speed, and a 2-thread launch waits for the second
-# thread to wake (longer when another process holds part of a core). Measured on 2 shared
-# cores at load 1.3, `x * 1.001` float32, kernel path vs numpy: 256K 121-155 vs 77-89 us
-# (loses), 1M 344-557 vs 393-464 us (even), 4M 2.7-3.3 vs 4.2 ms (wins); the GELU chain
-# (4M, 10 ops) 47 -> 26 ms at load 2.1, PyTorch 30 ms.
+# thread to wake. `x * 1.001` float32 on 2 shared cores: 1M even, 4M 2.7-3.3 vs 4.2 ms.
 ARITH_MIN_ELEMENTS = 1 << 20
+# Math functions numpy has no ufunc for (float32 erf: ~30 passes, ops/_special.py): a rule
+# calling one runs as a kernel from the first element (exact GELU, 512 float32: 29 -> 3.7 us).
+_MANY_PASS_FUNCTIONS = frozenset(("erf",))
 
 # Output dtypes an eligible op may have (a filter: the renderer spells every type itself).
 _OUT_DTYPES = ("float32", "float64", "bool")
@@ -109,7 +103,7 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
         if not isinstance(d, int):
             return False
         n *= d
-    if n < MIN_ELEMENTS:
+    if n < MIN_ELEMENTS and not _rule_facts(prim, len(operands), compute_dtype.name, params)[1]:
         return False
     for shape in operands:  # a shape per tensor operand, None for a Python scalar
         if shape is not None and shape != () and tuple(shape) != tuple(out_shape):
@@ -173,12 +167,14 @@ class _Probe:
     math function, without importing the compiler (a plan for ``a * b`` must not)."""
 
     called = False
+    many_passes = False   # calls one of _MANY_PASS_FUNCTIONS
 
     def const(self, v, dtype=None):
         return repr(v)
 
     def call(self, fn, *args):
         self.called = True
+        self.many_passes = self.many_passes or fn in _MANY_PASS_FUNCTIONS
         return f"{fn}({', '.join(args)})"
 
     def cast(self, x, dtype):
@@ -203,6 +199,12 @@ def _gains_on_one_core(prim, n: int, dtype: str, params=None) -> bool:
     cores, tracejit/compiler/cpu/runtime/coreshare.py, a 2-thread kernel for them lost to
     numpy whenever other work held a core: 7.4 vs 3.6 ms over 4M.)
     """
+    return _rule_facts(prim, n, dtype, params)[0]
+
+
+def _rule_facts(prim, n: int, dtype: str, params=None) -> tuple:
+    """(`_gains_on_one_core`'s answer, whether the rule calls one of
+    _MANY_PASS_FUNCTIONS), from one probe of the scalar rule."""
     # The params are part of the question (pow_backward's exponent is one: its rule
     # calls the power function); a rule that needs params gets them.
     pkey = tuple(sorted(params.items())) if params else ()
@@ -212,9 +214,9 @@ def _gains_on_one_core(prim, n: int, dtype: str, params=None) -> bool:
         probe = _Probe()
         try:
             expr = prim.scalar(probe, *[f"x{k}" for k in range(n)], **(params or {}))
-            found = probe.called or " if " in expr
+            found = (probe.called or " if " in expr, probe.many_passes)
         except Exception:  # a rule the probe cannot run: not taken for a math op
-            found = False
+            found = (False, False)
         if len(_MATH) > 4096:   # (params of many values, e.g. a fuzzer's)
             _MATH.clear()
         _MATH[key] = found
