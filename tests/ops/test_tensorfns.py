@@ -56,6 +56,16 @@ def test_sort_and_topk_return_named_pairs():
         x.topk(4)
 
 
+def test_descending_sort_along_a_leading_dim_keeps_ties_in_order_and_nan_first():
+    # PyTorch's stable descending order: NaN first as the largest, equal values in input order
+    x = np.array([[[1.0, 2.0], [np.nan, 2.0], [1.0, 5.0], [3.0, 2.0]]], np.float32).transpose(1, 0, 2)
+    i = tj.argsort(tj.tensor(x), dim=0, descending=True)
+    assert i[:, 0].tolist() == [[1, 2], [3, 0], [0, 1], [2, 3]]   # torch.sort(stable=True)'s
+    v, j = tj.tensor(x).topk(3, dim=-3)   # (PyTorch leaves the order of ties open here)
+    assert j[:, 0].tolist() == [[1, 2], [3, 0], [0, 1]]
+    np.testing.assert_array_equal(v.numpy(), np.take_along_axis(x, j.numpy(), 0))
+
+
 def test_einsum_errors_name_the_problem():
     with pytest.raises(ValueError, match="2 operand terms"):
         tj.einsum("ij,jk->ik", tj.ones(2, 2))

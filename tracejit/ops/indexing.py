@@ -485,13 +485,19 @@ def _flat_positions(index, dim: int, shape: tuple):
     """Each element's position in the C-ordered flat array of `shape` when `index` gives
     its coordinate along `dim` and its own position the others (in range: checked;
     `_fits`)."""
-    strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
-    pos = index.astype(np.int64) * int(strides[dim])
+    # (the strides in Python ints: numpy's cumprod of a tuple cost more than the gather
+    # of a small index)
+    strides = [1] * len(shape)
+    acc = 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = acc
+        acc *= int(shape[d])
+    pos = index.astype(np.int64) * strides[dim]
     for d, n in enumerate(index.shape):
         if d != dim and n > 1:
             view = [1] * index.ndim
             view[d] = n
-            pos = pos + (np.arange(n, dtype=np.int64) * int(strides[d])).reshape(view)
+            pos = pos + (np.arange(n, dtype=np.int64) * strides[d]).reshape(view)
     return pos
 
 
