@@ -1,5 +1,5 @@
 """cross_entropy over class indices as one primitive each way (ops/cross_entropy_prim.py)
-with its row kernels (compiler/cpu/kernels/row_kernels.py): values and gradients against PyTorch with the
+with its kernels (rendered from rows forms: compiler/cpu/kernels/row_forms.py): values and gradients against PyTorch with the
 kernels and with the numpy forms, out-of-range targets named in the error either way,
 ignored rows, the forms that keep the composite, and the primitive recorded when traced."""
 import numpy as np
