@@ -10,7 +10,8 @@ passes in place. Over the last dim the CPU backend runs a kernel rendered from e
 primitive's *rows form* (``extra["rows_form"]``: the same function written with last-dim
 reductions, one rows group; compiler/cpu/kernels/row_forms.py): max, exp and sum while the
 row is in cache, then the division; the backward is ``y * (g - sum(g * y))``, one kernel
-or four passes.
+or four passes. Compiled plans schedule the rows form in the primitive's place
+(compiler/rowinline.py), so the elementwise work around it joins its kernel.
 
 Traced programs record these same primitives, and compiled plans run them as eager does. ``softmax_backward``'s own VJP (second
 derivatives) is written with tracejit ops.
@@ -70,6 +71,11 @@ def _softmax_vjp(g, out, x, *mask, dim, scale=1.0):
     return d_x, (d_x if scale == 1.0 else softmax_backward(g, out, dim))
 
 
+def _on_last_dim(x: Aval, *rest, dim, **params) -> bool:
+    # compiled plans schedule the rows form in its place (compiler/rowinline.py)
+    return dim == len(x.shape) - 1
+
+
 def _softmax_rows(x, *mask, dim, scale=1.0):
     # the numpy form's steps, in its order (over the last dim: `dim` is checked by the caller)
     z = x * scale if scale != 1.0 else x
@@ -81,7 +87,8 @@ def _softmax_rows(x, *mask, dim, scale=1.0):
 
 SOFTMAX = defprim("softmax", _softmax_impl, _rule, _softmax_vjp, kind="other",
                   save=lambda rq: (1,) if len(rq) > 1 and rq[1] else (), save_out=True,
-                  grad_name="SoftmaxBackward0", extra={"rows_form": _softmax_rows})
+                  grad_name="SoftmaxBackward0",
+                  extra={"rows_form": _softmax_rows, "rows_inline": _on_last_dim})
 
 
 def _softmax_backward_impl(xp, g, y, dim, scale=1.0):
@@ -122,7 +129,7 @@ def _softmax_backward_rows(g, y, dim, scale=1.0):
 SOFTMAX_BACKWARD = defprim("softmax_backward", _softmax_backward_impl, _softmax_backward_rule,
                            _softmax_backward_vjp, kind="other", save=lambda rq: (0, 1),
                            grad_name="SoftmaxBackwardDataBackward0",
-                           extra={"rows_form": _softmax_backward_rows})
+                           extra={"rows_form": _softmax_backward_rows, "rows_inline": _on_last_dim})
 
 
 def softmax(x, dim: int, scale: float = 1.0, mask=None):
