@@ -67,6 +67,9 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_BN_POOL", "1", "0: a compiled training forward keeps BatchNorm's output and the "
            "max pooling after it as two passes (no fused batch_norm_max_pool2d record)",
            _GUIDE + "compiling-models.md"),
+    Switch("TRACEJIT_BN_SPLIT", "1", "0: a compiled training forward keeps BatchNorm's statistics and "
+           "normalization as one record (the normalization fuses with no neighbour)",
+           _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_MALLOC_TUNING", "1", "0: leave glibc's malloc thresholds alone at import",
            _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_THREAD_TUNING", "1", "0: leave OpenMP's and OpenBLAS's spin-wait settings alone at import",

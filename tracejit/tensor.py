@@ -168,9 +168,13 @@ class Tensor:
         return tuple.__new__(Size, self._data.shape)  # numpy's shape is already ints
 
     def size(self, dim: int | None = None):
-        s = self.shape
         if dim is None:
-            return s
+            return self.shape
+        if type(dim) is int and type(self) is Tensor:
+            s = self._data.shape
+            if -len(s) <= dim < len(s):   # (a plain in-range dim: numpy's shape holds ints)
+                return s[dim]
+        s = self.shape
         from .shapes import normalize_dim
         return s[normalize_dim(dim, len(s), "size")]
 

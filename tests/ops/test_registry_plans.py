@@ -207,3 +207,31 @@ def test_a_lean_plan_records_the_gradient_as_before():
         out.sum().backward()
         t = np.tanh(a * y.numpy())
         np.testing.assert_allclose(x.grad.numpy(), (1 - t * t) * y.numpy(), rtol=1e-6)
+
+
+def test_coarse_ops_keep_plans_and_give_the_general_paths_values():
+    # softmax and argsort are "other" ops: their rules are pure too, so a signature keeps
+    # a plan; the second call takes it and still reads the new values
+    import torch
+    from tracejit.ops import softmax_prim, tensorfns
+    softmax_prim.SOFTMAX.plans.clear()
+    tensorfns.ARGSORT.plans.clear()
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        a = rng.standard_normal((4, 7)).astype(np.float32)
+        got = tj.softmax(tj.tensor(a), dim=-1).numpy()
+        np.testing.assert_allclose(got, torch.softmax(torch.from_numpy(a), -1).numpy(), rtol=1e-6, atol=1e-7)
+        idx = tj.argsort(tj.tensor(a), dim=1, descending=True).numpy()
+        np.testing.assert_array_equal(idx, torch.argsort(torch.from_numpy(a), dim=1, descending=True, stable=True).numpy())
+    assert len(softmax_prim.SOFTMAX.plans) == 1 and len(tensorfns.ARGSORT.plans) == 1
+
+
+def test_a_call_with_a_device_param_keeps_no_plan():
+    # a plan's result is a CPU tensor: a call that names where its result lives keeps none
+    from tracejit.ops import shape
+    x = tj.tensor(np.arange(3, dtype=np.float32))
+    shape.TO_DEVICE.plans.clear()
+    for _ in range(2):
+        r = tj.ops.eager.bind(shape.TO_DEVICE, x, device=x.device)
+        np.testing.assert_array_equal(r.numpy(), [0.0, 1.0, 2.0])
+    assert not shape.TO_DEVICE.plans

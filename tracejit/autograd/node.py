@@ -472,7 +472,10 @@ _NO_VERSIONS1 = (None,)
 
 def record_binary(prim, a, b, params, result, meta) -> None:
     """make_prim_node for two operands (tensors or Python scalars)."""
-    if prim.nondiff or _VIEWS_ACTIVE[0]:
+    # (views matter only for an operand that is one: after the program's first in-place
+    # write under autograd, every other op keeps this path)
+    if prim.nondiff or (_VIEWS_ACTIVE[0] and ((isinstance(a, Tensor) and a._base is not None)
+                                               or (isinstance(b, Tensor) and b._base is not None))):
         _record(prim, (a, b), params, result, meta)
         return
     k = 0

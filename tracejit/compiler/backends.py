@@ -138,7 +138,8 @@ class CpuBackend(Backend):
                 spec = codegen_chunks.render(nest)
                 # (a nested form whose arguments have no table form, a strided operand: its
                 # shares would run on sharepool's threads, a Python launch; parfor then)
-                if spec is not None and (chunks or nest.flat or spec.pair):
+                # (a windows nest's shares: whole planes, long enough for a Python launch)
+                if spec is not None and (chunks or nest.flat or spec.pair or nest.window is not None):
                     return spec
         return render(nest, parallel)
 

@@ -19,6 +19,7 @@ from ..envflags import is_off
 from ..jit.autodiff import active_vars, joint, loss_joint, split
 from ..jit.backend import Executor, InputKeeper
 from ..jit import bn_pool_fusion as _bn_pool_fusion  # noqa: F401  (its pattern: registered at import)
+from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (after bn_pool's, which it leaves alone)
 from ..jit import patterns as _patterns
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
@@ -96,7 +97,7 @@ class CompiledProgram(Executor):
             k = self._loss_output(diff_idx)
             if k is not None:
                 # the forward stage's patterns only now, after differentiation (BatchNorm +
-                # max pooling: the rewrite drops the op that carries BatchNorm's VJP)
+                # max pooling, BatchNorm's split: they drop the op that carries BatchNorm's VJP)
                 fwd = lift_symbolic_literals(_patterns.apply("forward", optimize(loss_joint(self.graph, active, k))))
                 fwd = _gradients_apart(fwd, len(self.graph.outputs))
                 n_saved = len(fwd.outputs) - len(self.graph.outputs)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..ops import bn_pool as _bn_pool
 from ..ops.registry import Aval
 from . import patterns as _patterns
-from .ir import Eqn, Graph, Var
+from .ir import def_use, Eqn, Graph, Var
 from ..ops.batchnorm_prim import BATCH_NORM_FORWARD, BATCH_NORM_VALUES, BN_BACKWARD
 from ..ops.indexing import GETITEM
 from ..ops.shape import RESHAPE
@@ -52,15 +52,7 @@ def _slice_spec(e: Eqn, start: int):
 
 def fuse(g: Graph) -> Graph:
     """`g` with each fusable BatchNorm + max pooling record pair fused (module docstring)."""
-    producer: dict = {}
-    users: dict = {}
-    for e in g.eqns:
-        for o in e.outs:
-            producer[o] = e
-        for a in e.inputs:
-            if isinstance(a, Var):
-                users.setdefault(a, []).append(e)
-    outputs = set(a for a in g.outputs if isinstance(a, Var))
+    producer, users, outputs = def_use(g)
     replace: dict = {}     # id(eqn) -> equations written in its place ([] drops it)
     for e6 in g.eqns:
         if e6.prim is not MAX_POOL2D_WITH_OFFSETS:

@@ -88,6 +88,20 @@ class Graph:
         return out
 
 
+
+def def_use(g: Graph) -> tuple:
+    """``(producer, users, outputs)`` of `g`: each value's equation, the equations that read
+    each value (in order), and the graph's output values."""
+    producer: dict = {}
+    users: dict = {}
+    for e in g.eqns:
+        for o in e.outs:
+            producer[o] = e
+        for a in e.inputs:
+            if isinstance(a, Var):
+                users.setdefault(a, []).append(e)
+    return producer, users, set(a for a in g.outputs if isinstance(a, Var))
+
 # ---------------------------------------------------------------- printing
 def format_param(v, namer=None) -> str:
     from ..dtypes import DType

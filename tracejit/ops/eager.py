@@ -469,7 +469,7 @@ def _eager_general(prim: Primitive, args, params, key):
         dev = params.get("device") or CPU
     out_aval, arrays = prepare(prim, args, avals, params)
     out = None
-    if key is not None:
+    if key is not None and "device" not in params:   # (a plan's result stays on the CPU)
         plan = prim.plans[key] = _make_plan(prim, args, avals, out_aval, params)
         if len(prim.plans) > _MAX_PLANS:
             prim.plans.clear()

@@ -172,7 +172,10 @@ class Primitive:
 
 
 REGISTRY: dict[str, Primitive] = {}
-_PLANNED_KINDS = ("elementwise", "reduction", "matmul", "shape", "index")
+# (the kinds whose rules are pure functions of shapes, dtypes and params: "other" holds the
+# coarse ops, softmax, layer_norm, losses, attention pieces, argsort, pooling; not
+# creation, random or control, whose calls read a device, the generator or a body)
+_PLANNED_KINDS = ("elementwise", "reduction", "matmul", "shape", "index", "other")
 
 # grad_fn names as PyTorch prints them where its op is named differently (the rest are
 # the capitalised primitive name + "Backward0", e.g. MulBackward0). One name per

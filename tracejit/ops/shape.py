@@ -278,7 +278,8 @@ def view(a, *shape):
     if new is _IDENTITY:
         return a
     data = a._data
-    if isinstance(data, np.ndarray):
+    # (a C-contiguous array takes any shape of its size as a view: only others are tried)
+    if isinstance(data, np.ndarray) and not data.flags.c_contiguous:
         try:
             np.reshape(data, new, copy=False)
         except ValueError:
@@ -381,11 +382,19 @@ def squeeze(a, dim=None):
     return reshape(a, shape)
 
 
-def unsqueeze(a, dim: int):
+def _unsqueeze_params(a, dim):
+    (dim,) = dim
     d = normalize_dim(dim, a.ndim + 1, "unsqueeze")
     shape = list(a.shape)
     shape.insert(d, 1)
-    return reshape(a, tuple(shape))
+    return tuple(shape)
+
+
+def unsqueeze(a, dim: int):
+    if type(a._data) is np.ndarray and type(dim) is int:
+        # (the new shape kept per (shape, dim): what reshape's own normalization gives it)
+        return bind(RESHAPE, a, shape=_normalized(_unsqueeze_params, a, (dim,)))
+    return reshape(a, _unsqueeze_params(a, (dim,)))
 
 
 def flatten(a, start_dim: int = 0, end_dim: int = -1):

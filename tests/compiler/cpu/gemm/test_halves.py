@@ -2,7 +2,7 @@
 The halves run one after the other on this thread here (`serial_launch`: what each thread
 would compute, whatever the machine's cores), and once at once on OpenBLAS's worker where
 numpy's BLAS has one. Depth halves (few rows) round differently from one product: compared
-with a float64 product at the tolerance rows_gemm's tests use; row halves and elementwise
+with a float64 product at the tolerance the serial entry's tests use; row halves and elementwise
 ops are bitwise."""
 import ctypes
 
@@ -23,7 +23,7 @@ def _loaded(dtype: str) -> dict:
     if dtype not in _pairs:
         from tracejit.compiler import diskcache
         mod = diskcache.load_module(halves.source(dtype), name_hint="native_rows_gemm_halves_" + dtype)
-        # (the pair, rows_gemm's kernel the halves call, the module's entry as native.py loads it)
+        # (the pair, the serial entry the halves call, the module's entry as native.py loads it)
         _pairs[dtype] = (halves._Pair(vars(mod)), mod.gemm_kernel, mod.kernel)
     return _pairs[dtype]
 
@@ -451,15 +451,15 @@ def test_a_product_kept_on_one_thread_asks_for_the_module_in_background_mode(mon
     assert asks[2:] == ([] if sync else [(("rows_gemm_halves", "float64"), False, True), "get"])
 
 
-def test_the_product_half_calls_rows_gemms_compiled_kernel_by_address():
-    """The halves module compiles no register-tile kernel of its own: its `kernel` is rows_gemm's
-    module's (one compiled function, one disk entry), which `gemm_half` calls through the
+def test_the_product_half_calls_the_serial_entry_by_address():
+    """The halves module compiles no register-tile kernel of its own: its `kernel` is the template's
+    serial entry's (one compiled function, one disk entry), which `gemm_half` calls through the
     address `_Pair` puts in the records' slot 15."""
     from tracejit.compiler import diskcache
     from tracejit.compiler.cpu.runtime.voidptr import native_address
-    from tracejit.compiler.cpu.gemm import rows_gemm
+    from tracejit.compiler.cpu.gemm import template_panels
     mod = diskcache.load_module(halves.source("float32"), name_hint="native_rows_gemm_halves_float32")
-    own = diskcache.load_module(rows_gemm.source("float32"), name_hint="native_rows_gemm_float32")
+    own = diskcache.load_module(template_panels.serial_source("float32"), name_hint="native_gemm_serial_float32")
     assert mod.gemm_kernel is own.kernel and len(own.kernel.signatures) == 1
     assert "_make_tile" not in halves.source("float32")
     assert halves.loaded_module(type("K", (), {"get": lambda self: mod.kernel})())[1] is vars(mod)

@@ -86,7 +86,7 @@ def test_matmul_runs_few_rows_on_one_thread_eager_or_compiled(monkeypatch, two_b
     """A 64x1000x100 product (few rows, 6.4M) runs on one BLAS thread and a 1000x64x100 one
     on two, from eager matmul and from a plan's alike; a large one on two either way; the
     count is restored after each. (BLAS runs them: the register-tile kernel is declined.)"""
-    monkeypatch.setattr(router, "_rows_module", _NoRowsKernel)
+    monkeypatch.setattr(router, "_serial_product", _no_serial_product)
     monkeypatch.setattr(coreshare, "ENABLED", True)
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     seen = []
@@ -115,27 +115,23 @@ def test_matmul_runs_few_rows_on_one_thread_eager_or_compiled(monkeypatch, two_b
     assert router.gemm_thread_count(1000, 64, 100) == 2
 
 
-class _NoRowsKernel:
-    """compiler/cpu/gemm/rows_gemm.py as where its kernel cannot run."""
-    @staticmethod
-    def product(a, b):
-        return None
+def _no_serial_product(a, b, thin=False):
+    """The template's serial entry as where it cannot run."""
+    return None
 
 
 @linux
 def test_matmul_gives_one_thread_products_to_the_rows_kernel(monkeypatch, two_blas_threads):
     """Products that run on one thread whatever the policy (few rows, or small) are offered
-    to compiler/cpu/gemm/rows_gemm.py first, eager or compiled, and its result is returned; a 1000-row
+    to the template's serial entry first, eager or compiled, and its result is returned; a 1000-row
     product only when the policy gives one thread, and never a product past
     FEW_ROWS_GEMM_MNK; products it declines go to numpy."""
     offered = []
 
-    class _Rows:
-        @staticmethod
-        def product(a, b):
-            offered.append(a.shape + b.shape[1:])
-            return "kernel" if a.shape[0] in (64, 1000) else None
-    monkeypatch.setattr(router, "_rows_module", _Rows)
+    def serial(a, b, thin=False):
+        offered.append(a.shape + b.shape[1:])
+        return "kernel" if a.shape[0] in (64, 1000) else None
+    monkeypatch.setattr(router, "_serial_product", serial)
     a, b = np.ones((64, 1000), np.float32), np.ones((1000, 100), np.float32)
     assert router.matmul(a, b, blas_only=True) == "kernel"
     assert router.matmul(a, b) == "kernel"
@@ -154,16 +150,14 @@ def test_matmul_gives_one_thread_products_to_the_rows_kernel(monkeypatch, two_bl
 @linux
 def test_matmul_offers_large_few_row_products_of_a_transposed_b(monkeypatch, two_blas_threads):
     """``x @ w.T`` (an F-contiguous b) of few rows past FEW_ROWS_GEMM_MNK is offered to
-    compiler/cpu/gemm/rows_gemm.py: up to FEW_ROWS_T_ANY rows whatever the policy, more rows (below
+    the template's serial entry: up to FEW_ROWS_T_ANY rows whatever the policy, more rows (below
     FEW_ROWS) only when the policy gives one thread; a row-major b of that size is not."""
     offered = []
 
-    class _Rows:
-        @staticmethod
-        def product(a, b):
-            offered.append(a.shape[0])
-            return "kernel"
-    monkeypatch.setattr(router, "_rows_module", _Rows)
+    def serial(a, b, thin=False):
+        offered.append(a.shape[0])
+        return "kernel"
+    monkeypatch.setattr(router, "_serial_product", serial)
     monkeypatch.setattr(coreshare, "ENABLED", True)
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
     k, n = 2048, 4096      # past FEW_ROWS_GEMM_MNK from one row

@@ -149,15 +149,15 @@ def test_matmul_and_matmul_bias_hand_it_the_head(loaded):
 
 def test_load_gemm_kernels_loads_what_sync_mode_gave_up_on(monkeypatch):
     """Sync mode, loaders that gave up in a call (the disk cache did not hold the modules
-    then): router.load_gemm_kernels loads rows_gemm's kernel, its halves and the dot
+    then): router.load_gemm_kernels loads the template's serial entry, the halves and the dot
     kernel, and the head's logits then run on the dot kernel (numpy's result)."""
     from tracejit.compiler.cpu.kernels import loader as native
-    from tracejit.compiler.cpu.gemm import rows_gemm
+    from tracejit.compiler.cpu.gemm import template_panels
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(native, "_kernels", {})
-    for module, name in ((skinny_gemm, "_loaded"), (rows_gemm, "_loaded"), (halves, "_pairs")):
+    for module, name in ((skinny_gemm, "_loaded"), (router, "_serial_loaded"), (halves, "_pairs")):
         monkeypatch.setattr(module, name, {})
-    sources = {("rows_gemm", "float32"): rows_gemm.source, ("rows_gemm_halves", "float32"): halves.source,
+    sources = {("gemm_serial", "float32"): template_panels.serial_source, ("rows_gemm_halves", "float32"): halves.source,
                ("skinny_gemm", "float32"): skinny_gemm.source}
     keys = list(sources)
     for key, src in sources.items():   # as a call in sync mode leaves a module the cache did not hold

@@ -41,7 +41,7 @@ def _close(got, want, dtype, k):
 def _check_config(dtype, cfg, shapes):
     fn = _kernel(dtype, cfg)
     rng = np.random.default_rng(1)
-    for (m, k, n), (ta, tb) in itertools.product(shapes, [(False, False), (True, False), (False, True)]):
+    for (m, k, n), (ta, tb) in itertools.product(shapes, [(False, False), (True, False), (False, True), (True, True)]):
         a, b = _operands(rng, m, k, n, dtype, ta, tb)
         want = a.astype(np.float64) @ b.astype(np.float64)
         _close(template.run(fn, cfg, a, b, threads=2), want, dtype, k)
@@ -52,7 +52,9 @@ def test_every_configuration_equals_numpy_float32(cfg):
     _check_config("float32", cfg, SHAPES)
 
 
-@pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(4, 2, True, 2)], ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(4, 2, True, 2),
+                                 template.Config(4, 4, dot=True), template.Config(3, 2, True, 2, True)],
+                         ids=lambda c: c.name)
 def test_configurations_equal_numpy_float64(cfg):
     _check_config("float64", cfg, SHAPES)
 
@@ -75,9 +77,9 @@ def test_both_vector_widths(monkeypatch, avx512):
     _check_config("float32", template.CONFIGS[0], SHAPES[:8])
 
 
-def test_batched_operands_and_a_shared_weight():
+@pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(4, 4, dot=True)], ids=lambda c: c.name)
+def test_batched_operands_and_a_shared_weight(cfg):
     rng = np.random.default_rng(3)
-    cfg = template.CONFIGS[0]
     fn = _kernel("float32", cfg)
     a, b = _operands(rng, 19, 40, 35, "float32", batch=(2, 3))
     _close(template.run(fn, cfg, a, b, threads=2), a @ b, "float32", 40)
@@ -87,7 +89,8 @@ def test_batched_operands_and_a_shared_weight():
     _close(template.run(fn, cfg, a, w, threads=2), a @ w, "float32", 40)
 
 
-@pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(8, 3, False, 2)], ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(8, 3, False, 2), template.Config(4, 5, dot=True),
+                                 template.Config(2, 3, False, 2, True)], ids=lambda c: c.name)
 def test_epilogues(cfg):
     """act(a @ b + bias + residual), the residual strided or broadcast."""
     rng = np.random.default_rng(4)
@@ -103,7 +106,8 @@ def test_epilogues(cfg):
     _close(template.run(fn, cfg, a, b, residual=bias[None, :]), want + bias, "float64", 50)
 
 
-@pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(8, 3, False, 2), template.CONFIGS[4]],
+@pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(8, 3, False, 2), template.CONFIGS[4],
+                                 template.Config(4, 4, dot=True), template.Config(4, 5, True, 1, True)],
                          ids=lambda c: c.name)
 def test_thread_counts_give_the_same_bits(cfg):
     """The output is cut into shares by rows or columns of tiles; each element's sum is in
@@ -115,9 +119,14 @@ def test_thread_counts_give_the_same_bits(cfg):
         one = template.run(fn, cfg, a, b, threads=1)
         for t in (2, 4):
             np.testing.assert_array_equal(template.run(fn, cfg, a, b, threads=t), one)
+            # one share on the calling thread (the serial twin) on any threads: the same bits
+            np.testing.assert_array_equal(template.run(fn, cfg._replace(serial=True), a, b, threads=t), one)
 
 
 def test_shares_follow_the_threads_not_a_fixed_count():
+    assert template.shares_for(1000, 100, 4, template.Config(8, 3, serial=True)) == 1
+    assert template.shares_for(4, 1000, 4, template.Config(4, 4, dot=True)) == 4   # 250 column tiles
+    assert template.shares_for(4, 8, 4, template.Config(4, 4, dot=True)) == 2
     cfg = template.Config(8, 3)
     assert template.shares_for(1000, 100, 4, cfg) == 4
     assert template.shares_for(1000, 100, 1, cfg) == 1

@@ -1,5 +1,5 @@
 """Products of a thin depth (router.matmul's `THIN_DEPTH`: a convolution of few input
-channels, LeNet's first, 32x10 @ 10x43264) on the register-tile kernel (compiler/cpu/gemm/rows_gemm.py)
+channels, LeNet's first, 32x10 @ 10x43264) on the GEMM template's serial entry (compiler/cpu/gemm/template_panels.py)
 where the policy gives one thread: which products go there, that their values are numpy's
 (the depth summed in order: the same bits as an AVX-512 OpenBLAS, within a few ulps of any),
 and that the conv's output and gradients
@@ -13,7 +13,7 @@ import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.cpu.gemm import router
 from tracejit.compiler.cpu.runtime import coreshare
-from tracejit.compiler.cpu.gemm import rows_gemm
+from tracejit.compiler.cpu.gemm import template_panels
 
 pytest.importorskip("numba", reason="the register-tile kernel is numba code")
 pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
@@ -24,18 +24,18 @@ def kernel_calls(monkeypatch) -> list:
     """The policy at one thread and the kernel loaded; records each thin product the
     register-tile kernel ran, as (m, k, n)."""
     for dt in ("float32", "float64"):
-        assert rows_gemm.module_kernel(dt).load_now()
+        assert template_panels.serial_kernel(dt).load_now()
     monkeypatch.setattr(coreshare, "adapt", lambda: 1)
     monkeypatch.setattr(coreshare, "adapt_blas", lambda: 1)
     calls: list = []
-    real = rows_gemm.product
+    real = router._serial_product
 
     def spy(a, b, thin=False):
         out = real(a, b, thin=thin)
         if thin and out is not None:
             calls.append((a.shape[0], a.shape[1], b.shape[1]))
         return out
-    monkeypatch.setattr(rows_gemm, "product", spy)
+    monkeypatch.setattr(router, "_serial_product", spy)
     return calls
 
 
@@ -61,7 +61,7 @@ def test_other_products_do_not_take_the_thin_route(kernel_calls):
     cases = [((32, 17), (17, 43264), "C"),     # deeper than THIN_DEPTH
              ((32, 10), (10, 2048), "C"),      # too few columns
              ((32, 10), (10, 43264), "F"),     # b not C-contiguous
-             ((8, 10), (10, 4096), "C")]       # below the kernel's rows_gemm.MIN_MNK
+             ((8, 10), (10, 4096), "C")]       # below router.SERIAL_MIN_MNK
     for sa, sb, layout in cases:
         a = rng.standard_normal(sa).astype(np.float32)
         b = rng.standard_normal(sb).astype(np.float32)

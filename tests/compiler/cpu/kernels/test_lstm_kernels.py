@@ -1,6 +1,6 @@
 """The LSTM and GRU layers' numba kernels (tracejit/compiler/cpu/kernels/lstm_kernels.py) against the layer
 primitives' numpy forms (ops/lstm_prim.py, ops/gru_prim.py, TRACEJIT_EAGER_KERNELS=0): the LSTM's
-whole-loop kernels (GEMMs on packed weights, compiler/cpu/gemm/packed_gemm.py) and its per-step kernels, the
+whole-loop kernels (GEMMs on packed weights, the GEMM template's panels, compiler/cpu/gemm/template_panels.py) and its per-step kernels, the
 GRU's likewise; forward, and backward with the
 cotangent of h only (eager) or of h and c (the compiled VJP), both directions, float32 and
 float64, saturated gates."""
@@ -365,18 +365,21 @@ def test_a_step_kernel_is_not_queued_behind_its_coming_whole_loop_kernel(monkeyp
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
     """The LSTM's and the GRU's whole-loop kernels (both ways) call the one `panel_product`
-    of compiler/cpu/gemm/packed_gemm.py's product module by its address (not a copy of the product inlined
-    in each loop): the same compiled function for all four, its address what they pass."""
+    of the GEMM template's panel module (compiler/cpu/gemm/template_panels.py) by its address (not a
+    copy of the product inlined in each loop): the same compiled function for all four, its
+    address what they pass."""
     from tracejit.compiler import diskcache
     from tracejit.compiler.cpu.runtime.voidptr import native_address
-    from tracejit.compiler.cpu.gemm import packed_gemm
+    from tracejit.compiler.cpu.gemm import template_panels
+    from tracejit.compiler.cpu.kernels import register_transpose
     # The four loaded afresh here (from the disk cache): an earlier test that cleared the
     # in-memory module cache leaves loop kernels it loaded holding the product module of
     # their time, while product_module now loads another (same source, same code).
     monkeypatch.setattr(native, "_kernels", {})
     diskcache.clear_memory_cache()
-    digest = packed_gemm.source_digest(packed_gemm.product_source(dtype))
-    shared = packed_gemm.product_module(dtype, digest)
+    shared = template_panels.panel_module(dtype, template_panels.source_digest(template_panels.panel_source(dtype)))
+    transposes = register_transpose.transpose_module(
+        dtype, template_panels.source_digest(register_transpose.transpose_source(dtype)))
     product = shared.panel_product
     packs = (shared.panel_pack, shared.panel_pack_t)
     for name in ("forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer"):
@@ -388,13 +391,15 @@ def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
         assert (module["panel_pack"], module["panel_pack_t"]) == packs, name
         # and the register transposes (`panel_transpose`); the LSTM's loops also the split
         # loop's meeting (`meeting_module`: `next_half`, `wait_turn`), not inlined either
-        assert module["panel_transpose"] is shared.panel_transpose, name
-        fns = (product,) + packs + (shared.panel_transpose,)
+        assert module["panel_transpose"] is transposes.panel_transpose, name
+        assert module["row_product"] is shared.row_product, name
+        fns = (product,) + packs + (transposes.panel_transpose,)
         if not name.startswith("gru"):
             meeting = lstm_kernels.meeting_module()
             assert (module["meet_next_half"], module["meet_wait_turn"]) == (meeting.meet_next_half,
                                                                            meeting.meet_wait_turn), name
             fns += (meeting.meet_next_half, meeting.meet_wait_turn)
+        fns += (shared.row_product,)
         assert list(module["_FNS"]) == [native_address(f) for f in fns], name
 
 

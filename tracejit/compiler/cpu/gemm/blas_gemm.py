@@ -5,7 +5,7 @@ bias (compiler/biasgemm.py), which numpy's matmul cannot express; the same libra
 uses is called (through ctypes), so thread settings (tracejit.threads, coreshare) and
 results are numpy's. The library is the one numpy loaded: the OpenBLAS numpy wheels ship
 (``scipy_cblas_sgemm64_``), a system OpenBLAS, or MKL. (The recurrent kernels run their
-per-step products on packed weights instead: compiler/cpu/gemm/packed_gemm.py.) `GEMM_SOURCE` is the
+per-step products on packed weights instead: compiler/cpu/gemm/template_panels.py.) `GEMM_SOURCE` is the
 numba text a kernel module includes to call it:
 attention's backward (ops/attention_prim.py) runs a whole part of its batch as one nogil
 call, so two threads do not wait for each other's GIL between the products.

@@ -40,7 +40,7 @@ When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
 coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from elementwise_halves' `EW_MIN_ELEMENTS`, where the pool gives
 two threads (`sharepool.pool_threads`), BLAS's ceiling is two or more, numpy's BLAS is a
 pthreads OpenBLAS with a pool of two (`sharepool.blas_worker`), no other launch holds the
-pool, and the module is loaded (as rows_gemm's kernel: from the disk cache in sync mode,
+pool, and the module is loaded (as the serial entry: from the disk cache in sync mode,
 compiled by the workers in background mode). Otherwise None: the caller's path runs.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ import numpy as np
 
 from ..runtime import coreshare
 from ..runtime import sharepool
-from . import rows_gemm
+from . import router, template_panels
 from ..kernels.loader import kernel as _kernel
 from .... import envflags
 
@@ -61,7 +61,7 @@ __all__ = ["product", "plan_product", "thin", "pair", "launch", "two_cores", "wa
 
 # Products below this run on one thread (the halves' launch and the add of the partial
 # product are a few us); the register-tile kernel's own bound.
-MIN_MNK = rows_gemm.MIN_MNK
+MIN_MNK = router.SERIAL_MIN_MNK
 # The switch (tests and measurements turn it off to compare).
 on = envflags.flag("TRACEJIT_GEMM_HALVES")   # (the switch: tests, A/B measurements)
 # Elementwise halves run only this soon after the end of a launch of halves (a product's):
@@ -83,15 +83,15 @@ EW_LOOPS = ("_ew_arrays", "_ew_into_a", "_ew_into_b", "_ew_scalar_right", "_ew_s
 
 def source(dtype: str) -> str:
     """The halves module for `dtype`: the two half entries and their record fillers (`_PAIR`),
-    with rows_gemm's compiled kernel module's `kernel` (`rows_gemm.kernel_import`: loaded, or
+    with the template's compiled serial entry (`template_panels.serial_import`: loaded, or
     compiled in place where its disk entry is missing), which `gemm_half` calls by address."""
     gemm = "call_sgemm" if dtype == "float32" else "call_dgemm"
-    head = "import numpy as np\nfrom numba import njit\n" + rows_gemm.kernel_import(dtype) + _ENTRY
+    head = "import numpy as np\nfrom numba import njit\n" + template_panels.serial_import(dtype) + _ENTRY
     return head + _PAIR.replace("{t}", dtype).replace("{g}", gemm)
 
 
 # The module's `kernel`, the name compiler/cpu/kernels/loader.py loads (`loaded_module` reads the halves' entries
-# from its globals): rows_gemm's kernel, called through this module.
+# from its globals): the serial entry, called through this module.
 _ENTRY = """
 
 def kernel(*args):
@@ -296,10 +296,10 @@ def _by_rows(m: int, kd: int, n: int):
     """How `product` splits an (m, kd) @ (kd, n) product: True by rows, False by depth (few
     rows), or None where it does not take these shapes (under `MIN_MNK`, the register-tile
     kernel's least columns or depth)."""
-    if m * kd * n < MIN_MNK or n < rows_gemm.MIN_COLUMNS:
+    if m * kd * n < MIN_MNK or n < router.SERIAL_MIN_COLUMNS:
         return None
     few = m < coreshare.FEW_ROWS
-    if (kd < 2 * rows_gemm.MIN_DEPTH) if few else (kd < rows_gemm.MIN_DEPTH or m < 16):
+    if (kd < 2 * router.SERIAL_MIN_DEPTH) if few else (kd < router.SERIAL_MIN_DEPTH or m < 16):
         return None
     return not few
 

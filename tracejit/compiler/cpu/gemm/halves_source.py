@@ -141,9 +141,9 @@ def gemm_half(rec):
     a = carray_at(r[0], (r[1],), np.{t})
     b = carray_at(r[6], (r[7],), np.{t})
     c = carray_at(r[9], (r[10],), np.{t})
-    # rows_gemm's compiled kernel at its address in the records' slot 15 (`_Pair` puts it there
+    # the template's serial entry (template_panels.py) at its address in the records' slot 15 (`_Pair` puts it there
     # once): inlined here, its register tiles were compiled a second time in this module
-    # (0.8 s of its 2.6 s compile), besides rows_gemm's own module
+    # (0.8 s of its 2.6 s compile), besides its own module
     call_at(r[15], gemm_kernel, (a, r[2], r[3], r[4], r[5], b, r[8], c))
 
 

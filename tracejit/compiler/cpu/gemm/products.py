@@ -12,7 +12,7 @@ from ....ops.linalg import matmul_rows
 from ..runtime import coreshare
 from . import choice, router, template
 
-__all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "product",
+__all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "product", "template_product",
            "plan_matmul", "TEMPLATE_MIN_MNK"]
 
 # Products below this many multiply-adds always run on BLAS (no choice is asked for): the
@@ -34,15 +34,9 @@ def product(a, b, bias=None, residual=None, act=None):
         lead = a.shape[:-1]
         r = None if residual is None else np.broadcast_to(residual, lead + (b.shape[-1],)).reshape(-1, b.shape[-1])
         return product(a.reshape(-1, a.shape[-1]), b, bias, r, act).reshape(lead + (b.shape[-1],))
-    if _eligible(a, b):
-        c = choice.choose(choice.key_for(a, b, coreshare.core_share.cpus))
-        if c is not choice.BLAS:
-            fn = template.kernel_for(a.dtype.name, c).get()
-            if fn is not None:
-                threads = coreshare.adapt() or coreshare.core_share.cpus
-                out = template.run(fn, c, a, b, bias=bias, residual=residual, act=act, threads=threads)
-                if out is not None:
-                    return out
+    out = template_product(a, b, bias, residual, act)
+    if out is not None:
+        return out
     out = blas_matmul(a, b)
     if bias is not None:
         out += bias
@@ -51,6 +45,20 @@ def product(a, b, bias=None, residual=None, act=None):
     if act == "relu":
         np.maximum(out, 0, out=out)
     return out
+
+
+def template_product(a, b, bias=None, residual=None, act=None):
+    """``act(a @ b + bias + residual)`` on the template's configuration where the choice
+    for the product's key is one and its kernel is loaded (the epilogue applied as it
+    stores), else None (the caller runs BLAS)."""
+    if _eligible(a, b):
+        c = choice.choose(choice.key_for(a, b, coreshare.core_share.cpus))
+        if c is not choice.BLAS:
+            fn = template.kernel_for(a.dtype.name, c).get()
+            if fn is not None:
+                threads = coreshare.adapt() or coreshare.core_share.cpus
+                return template.run(fn, c, a, b, bias=bias, residual=residual, act=act, threads=threads)
+    return None
 
 
 def blas_matmul(a, b):

@@ -9,12 +9,12 @@ and every compiled plan's product come through here, so they run the same kernel
 same checks.
 
 What: `matmul` routes one product (the hand-written kernels of compiler/cpu/gemm/:
-skinny_gemm, halves, rows_gemm; batched or claimed parts on sharepool's threads; else
+skinny_gemm, halves, the template's serial entry; batched or claimed parts on sharepool's threads; else
 numpy's matmul on the policy's BLAS threads); `matmul_for` decides once what a plan's
 product of static shapes calls; `matmul_pair` runs a plan's two independent products at
 once; `gemm_thread_count` says what a product ran on (the profiler's column);
 `load_gemm_kernels` loads the kernels for a benchmark's set-up. The kernels' modules are
-imported at the first product that may use them (`_rows_gemm`, `_skinny`, `_halves`). The
+imported at the first product that may use them (`_serial_product`, `_skinny`, `_halves`). The
 thread policy's names (its switch, count, ceiling and thresholds) are read from its module
 at each call, so the policy's state and a test's change of it hold here too.
 """
@@ -32,7 +32,7 @@ __all__ = ["matmul", "matmul_for", "matmul_pair", "gemm_thread_count", "load_gem
            "SKINNY_DOT_MNK", "HALVES_MNK", "PAIR_MNK", "CLAIM_GEMM_MNK", "BATCH_SPLIT_MAX_MNK"]
 
 # ``x @ w.T`` (w row-major: b F-contiguous, nn.Linear's layout) of few rows is offered to the
-# register-tile kernel (compiler/cpu/gemm/rows_gemm.py: it takes up to its `T_MAX_ROWS`) past
+# template's serial entry (`_serial_product`: it takes up to `SERIAL_T_MAX_ROWS`) past
 # coreshare.FEW_ROWS_GEMM_MNK too: where the policy gives one thread, and up to `FEW_ROWS_T_ANY` rows
 # where it gives two.
 # OpenBLAS is slow on few-row products of a transposed b. Min / median us, float32, load 3,
@@ -43,9 +43,9 @@ __all__ = ["matmul", "matmul_for", "matmul_pair", "gemm_thread_count", "load_gem
 FEW_ROWS_T_ANY = 16
 
 # Products of a depth of at most THIN_DEPTH and at least THIN_DEPTH_COLUMNS columns of a
-# C-contiguous b, past the ranges above and from rows_gemm.MIN_MNK (a convolution of few
+# C-contiguous b, past the ranges above and from SERIAL_MIN_MNK (a convolution of few
 # input channels: LeNet's first, 32x10 @ 10x43264 with its bias row), run on the
-# register-tile kernel (compiler/cpu/gemm/rows_gemm.py), in two halves by rows where the policy gives two
+# template's serial entry (`_serial_product`), in two halves by rows where the policy gives two
 # threads and the halves can run (compiler/cpu/gemm/halves.py `thin`), on this thread where it gives one
 # or the product is one BLAS thread's anyway (`coreshare.one_thread_always`). BLAS packs the 10-row b into
 # panels for a product that is one pass writing its output: 32x10x43264 float32, one
@@ -60,22 +60,84 @@ def _thin_depth(a, b, threads: int):
     two BLAS threads where the halves cannot run, or the kernel is not loaded)."""
     if threads > 1:
         return _halves().thin(a, b) if a.shape[0] > a.shape[1] and _halves().two_cores() else None
-    return _rows_gemm().product(a, b, thin=True)
+    return _serial_product(a, b, thin=True)
 
 
-def _rows_gemm():
-    """compiler/cpu/gemm/rows_gemm.py (imported at the first product that may use it): products below
-    `FEW_ROWS_GEMM_MNK` that run on one thread (by `coreshare.one_thread_always`, or because the policy gives
-    one) go to its kernel, which beats one BLAS thread on them (64x1000x100 float32: 82-86 us
-    against OpenBLAS's 104-111; 1000x64x100: 80-83 against 83-93), and to numpy where it
-    cannot run. Larger products were not measured against it."""
-    global _rows_module
-    if _rows_module is None:
-        from . import rows_gemm as _rows_module
-    return _rows_module
+# Products that run on one thread go to the GEMM template's serial entry
+# (compiler/cpu/gemm/template_panels.py: its tiles on this thread, nothing packed, B's rows read
+# in place, A's values broadcast where they are, a row-major A or a transposed view) where it
+# beats one BLAS thread, which packs both operands at every call. Min us, near-quiet,
+# AVX-512, float32 / float64, against one OpenBLAS thread: 64x1000x100 82 / 184 against
+# 104 / 250, 32x1024x200 86 / 221 against 122 / 263, 1000x64x100 (a transposed) 80 / 160
+# against 83 / 226, 256x128x200 75 / 145 against 87 / 183. It ties or loses on smaller or
+# narrower ones, where its call and the column rest weigh more: 64x512x128 60 / 97 against
+# 61 / 150, 100x256x64 35 / 68 against 26 / 60. So: at least SERIAL_MIN_MNK multiply-adds,
+# SERIAL_MIN_DEPTH of K and SERIAL_MIN_COLUMNS columns (two whole panels of the AVX-512 tile).
+SERIAL_MIN_MNK = 1 << 22
+SERIAL_MIN_DEPTH = 64
+SERIAL_MIN_COLUMNS = 96
+# Rows of a between which an F-contiguous b (``x @ w.T``, nn.Linear's layout) runs as
+# ``(w @ x.T).T`` (`_serial_transposed`): one OpenBLAS thread is slow on few-row products of a
+# transposed b (min us, one thread, float32: 8x1024x512 269 against 111, 16x2048x200 239
+# against 129, 48x1000x100 87 against 68); at 64 rows the copy of a.T eats the gain, below 8
+# the kernel's columns are narrower than a vector.
+SERIAL_T_MIN_ROWS = 8
+SERIAL_T_MAX_ROWS = 48
+_serial_names = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+_serial_loaded: dict = {}   # dtype name -> the loaded serial entry
 
 
-_rows_module = None
+def _serial_product(a, b, thin: bool = False):
+    """``a @ b`` by the template's serial entry (above), or None (run numpy's product): 2-D
+    float32 or float64 arrays of one dtype, a C- or F-contiguous, the shape past the bounds
+    above, the entry loaded. ``thin``: any depth (`_thin_depth`). (The checks are written
+    out: they run at every product that may go there.)"""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
+        return None
+    m, kd = a.shape
+    n = b.shape[1]
+    if (kd < SERIAL_MIN_DEPTH and not thin) or m * kd * n < SERIAL_MIN_MNK:
+        return None
+    if b.flags.c_contiguous:
+        if n < SERIAL_MIN_COLUMNS:
+            return None
+        transposed = False
+    elif b.flags.f_contiguous and SERIAL_T_MIN_ROWS <= m <= SERIAL_T_MAX_ROWS:
+        transposed = True
+    else:
+        return None
+    t = _serial_names.get(a.dtype)
+    if t is None or b.dtype != a.dtype:
+        return None
+    if a.flags.c_contiguous:
+        af, ars, aks = a.reshape(-1), kd, 1
+    elif a.flags.f_contiguous:
+        af, ars, aks = a.T.reshape(-1), 1, m
+    else:
+        return None
+    fn = _serial_loaded.get(t)
+    if fn is None:
+        from . import template_panels
+        fn = template_panels.serial_kernel(t).get()
+        if fn is None:
+            return None
+        _serial_loaded[t] = fn
+    if transposed:
+        return _serial_transposed(fn, a, b, m, kd, n)
+    out = np.empty((m, n), a.dtype)
+    fn(af, ars, aks, m, kd, b.reshape(-1), n, out.reshape(-1))
+    return out
+
+
+def _serial_transposed(fn, a, b, m, kd, n):
+    """``a @ b`` for an F-contiguous b (``x @ w.T``) as ``c.T = w @ a.T``: w's rows read in
+    place as the entry's rows, a.T (a copy of the few-row a unless it is a transposed view)
+    its columns, c.T copied back C-contiguous (numpy's layout). Packing w.T instead would copy
+    all of the weights (16x2048x200 float32: 536 against 94 us)."""
+    at = a.T if a.flags.f_contiguous else np.ascontiguousarray(a.T)
+    ct = np.empty((n, m), a.dtype)
+    fn(b.T.reshape(-1), kd, 1, n, kd, at.reshape(-1), m, ct.reshape(-1))
+    return np.ascontiguousarray(ct.T)
 
 # Products of m*k*n from this bound to below HALVES_MNK with a dimension of at most
 # SKINNY_THIN (a classifier head's: the MLP step's 256x1024x10, 256x10x1024, 10x256x1024) go
@@ -114,7 +176,7 @@ _skinny_module = None
 # holds no Python object (compiler/cpu/gemm/halves.py), where the policy gives two threads: the two-layer
 # step's forward (64x1000x100, split by its depth: not bitwise the one-thread sum) and weight
 # gradient (1000x64x100, split by rows), with its SGD update split by the same halves of the
-# weights. 4M: the kernel's own lower bound (rows_gemm.MIN_MNK). The policy's count is asked
+# weights. 4M: the serial entry's own lower bound (SERIAL_MIN_MNK). The policy's count is asked
 # here first: declining inside halves.product cost the compiled step ~10 us under load.
 HALVES_MNK = 1 << 22
 
@@ -189,7 +251,7 @@ def matmul(a: np.ndarray, b: np.ndarray, blas_only: bool = False) -> np.ndarray:
                 _halves_asked.add(a.dtype)         # dtype: loaded when two cores are free)
                 _halves().expect(a.dtype)
         if single:   # one thread whatever the policy: the register-tile kernel
-            out = _rows_gemm().product(a, b)
+            out = _serial_product(a, b)
             if out is not None:
                 return out
         threads = coreshare.adapt_blas() if blas_only else coreshare.adapt()
@@ -198,11 +260,11 @@ def matmul(a: np.ndarray, b: np.ndarray, blas_only: bool = False) -> np.ndarray:
             if out is not None:
                 return out
         if threads == 1 and not single and m * k * n < coreshare.FEW_ROWS_GEMM_MNK:
-            out = _rows_gemm().product(a, b)   # one thread because the policy gives one
+            out = _serial_product(a, b)   # one thread because the policy gives one
             if out is not None:
                 return out
         elif not single and m < coreshare.FEW_ROWS and (threads == 1 or m <= FEW_ROWS_T_ANY) and b.flags.f_contiguous:
-            out = _rows_gemm().product(a, b)   # x @ w.T of few rows, past FEW_ROWS_GEMM_MNK
+            out = _serial_product(a, b)   # x @ w.T of few rows, past FEW_ROWS_GEMM_MNK
             if out is not None:
                 return out
         if _splits(a, b, m * k * n):
@@ -272,7 +334,7 @@ def matmul_pair(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) 
 
 def load_gemm_kernels(dtype: str = "float32") -> bool:
     """Load (compiling into the disk cache where it does not hold them yet) the hand-written
-    kernels `matmul` routes products to: rows_gemm's, its halves, skinny_gemm's. Sync mode
+    kernels `matmul` routes products to: the template's serial entry, the halves, skinny_gemm's. Sync mode
     (``TRACEJIT_COMPILE=sync``, the benchmarks) only loads them from disk and never compiles
     them in a call, so on an empty cache a steady-state measurement ran the MLP step's head
     products on BLAS (0.44-0.47 ms of the step against 0.30) unless an earlier
@@ -280,11 +342,12 @@ def load_gemm_kernels(dtype: str = "float32") -> bool:
     For a benchmark's set-up (bench/breakdown.py, the compiled runner), not the op path.
     True when all three loaded."""
     from . import halves
-    from . import rows_gemm
     from . import skinny_gemm
     from . import template
+    from . import template_panels
     loaded = [template.kernel_for(dtype, c).load_now() for c in template.CONFIGS]
-    return all([module.module_kernel(dtype).load_now() for module in (rows_gemm, halves, skinny_gemm)] + loaded)
+    loaded.append(template_panels.serial_kernel(dtype).load_now())
+    return all([module.module_kernel(dtype).load_now() for module in (halves, skinny_gemm)] + loaded)
 
 
 # Products of m*k*n from which a batch of them stays on BLAS's own threads (each product

@@ -5,7 +5,10 @@ summed over K in registers; whether each share first packs its column panel of B
 columns, K rows) into a contiguous buffer (``pack``: any layout of B, a transposed weight
 too; else B's rows must be contiguous and are read in place); and a K split (``ksplit``
 parts of the depth summed into scratch and added in order afterwards: more parts of work
-for few-row, deep products). Operands are batched (leading dims) and strided (transposed
+for few-row, deep products). A dot configuration (``dot``) sums each output element as a dot
+product along K instead, vectors of consecutive K summed across their lanes at the end:
+for few columns of a transposed B (a classifier head's ``x @ w.T``), where it reads A's and
+B's rows in place (other layouts are first copied so). Operands are batched (leading dims) and strided (transposed
 views run without a copy); float32 and float64. The epilogue, applied as each tile is
 stored: ``act(acc + bias[j] + residual[i, j])``, with ``act`` none or ReLU (a Linear's bias
 and the activation after it, a residual add), so no second pass reads C.
@@ -15,7 +18,9 @@ product has more column panels than row tiles), each a `prange` iteration of the
 which runs without the GIL on numba's threads (their count: the cores the process may
 use, as compiler/cpu/runtime/coreshare.py's policy sets it). Each output element is summed
 in the same order whatever the share count, so 1, 2 or 4 threads give the same bits; the
-K split (a configuration's, not a thread count's) changes the order.
+K split (a configuration's, not a thread count's) changes the order. One share runs the
+module's serial twin of the kernel (no parallel region: waking a second thread costs a
+small product more than it saves), as does a ``serial`` configuration on any threads.
 
 The source of a configuration is compiled once into the disk cache (compiler/diskcache.py)
 and loaded through kernels/loader.py like every hand-written kernel; `run` is the launch.
@@ -35,25 +40,41 @@ ACTIVATIONS = {None: 0, "relu": 1}
 
 
 class Config(NamedTuple):
-    """One configuration of the template: tile rows, tile vectors of columns, whether each
-    share packs its column panel of B first, K parts."""
+    """One configuration of the template: tile rows, tile vectors of columns (dot tiles:
+    columns), whether each share packs its column panel of B first, K parts, whether the
+    tiles are dot products along K (``dot``), whether it runs as one share on the calling
+    thread whatever the threads (``serial``: no parallel region to wake)."""
     mr: int
     nv: int
     pack: bool = False
     ksplit: int = 1
+    dot: bool = False
+    serial: bool = False
 
     @property
     def name(self) -> str:
-        return f"t{self.mr}x{self.nv}{'p' if self.pack else ''}{'k%d' % self.ksplit if self.ksplit > 1 else ''}"
+        return (f"{'d' if self.dot else 't'}{self.mr}x{self.nv}{'p' if self.pack else ''}"
+                f"{'k%d' % self.ksplit if self.ksplit > 1 else ''}{'s' if self.serial else ''}")
+
+    @property
+    def compiled(self) -> "Config":
+        """The configuration whose module runs this one (``serial`` is a launch's choice)."""
+        return self._replace(serial=False) if self.serial else self
+
+    def columns(self, dtype: str) -> int:
+        """Output columns of one tile: ``nv`` vectors' lanes, or ``nv`` dot products."""
+        return self.nv if self.dot else self.nv * vector_width(dtype)
 
 
 # The configurations the chooser measures (the same for float32 and float64; a vector is
 # 16 / 8 lanes at AVX-512, 8 / 4 at AVX2). 8 x 3 vectors (24 accumulators, 3 of B and a
 # broadcast) fill AVX-512's 32 registers; 6 x 4 and 4 x 2 trade rows for columns; 8 x 1 serves
-# narrow outputs (a classifier head's 10 columns); the packed ones read a transposed or
-# strided B from a contiguous panel; the K split gives few rows of a deep product more parts.
+# narrow outputs; the packed ones read a transposed or strided B from a contiguous panel; the
+# K split gives few rows of a deep product more parts. The dot tiles serve few columns of a
+# transposed B (a classifier head's ``x @ w.T``: a vector tile would fill a few lanes of its
+# vectors there): 4 x 4 and 4 x 5 dot products (16 / 20 accumulators, 8 / 9 loads).
 CONFIGS = (Config(8, 3), Config(6, 4), Config(4, 2), Config(8, 1), Config(8, 3, True), Config(4, 2, True),
-           Config(8, 3, False, 2))
+           Config(8, 3, False, 2), Config(4, 4, dot=True), Config(4, 5, dot=True))
 
 
 def vector_width(dtype: str) -> int:
@@ -76,7 +97,8 @@ def _has_avx512() -> bool:
     return _AVX512[0]
 
 
-_HEAD = """
+# the register tiles (`_make_tile`) of a configuration, with the module's head
+_TILES = """
 import numpy as np
 from numba import njit, prange, types as _t
 from numba.core import cgutils as _cg
@@ -85,20 +107,87 @@ from llvmlite import ir as _ir
 
 T = np.{dtype}
 z = T(0)
-MR, NV, V, KS, PACK = {mr}, {nv}, {v}, {ks}, {pack}
-NR = NV * V
+MR, NV, V, KS, PACK, DOT = {mr}, {nv}, {v}, {ks}, {pack}, {dot}
+NR = NV if DOT else NV * V
 
 
-def _make_tile(mr, widths):
+def _make_tile(mr, widths, keep=False):
     # c (mr x sum(widths)) = a @ b over k, raw sums: a's (r, p) at a[aoff + r*ars + p*aks],
     # b's row p at b[boff + p*ldb], c's row r at c[coff + r*ldc]; one vector accumulator per
-    # row and width, a broadcast of a's value per row and p, fused multiply-adds
+    # row and width, a broadcast of a's value per row and p, fused multiply-adds. `keep`: a
+    # twelfth argument, beta (run time): where true, c (+)= the sums
+    def codegen(context, builder, sig, args):
+        ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+        i64 = _ir.IntType(64)
+        tys = sig.args
+
+        def data(i):
+            return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
+                                   ft.as_pointer())
+
+        def int_(i):
+            return context.cast(builder, args[i], tys[i], _t.int64)
+
+        A = builder.gep(data(0), [int_(1)])
+        ars, aks = int_(2), int_(3)
+        B = builder.gep(data(4), [int_(5)])
+        C = builder.gep(data(7), [int_(8)])
+        ldb, ldc, K = int_(6), int_(9), int_(10)
+        vts = [_ir.VectorType(ft, w) for w in widths]
+        offs = [sum(widths[:v]) for v in range(len(widths))]
+        accs = [[_cg.alloca_once_value(builder, _ir.Constant(vt, None)) for vt in vts] for _ in range(mr)]
+        fmas = [_cg.get_or_insert_function(
+            builder.module, _ir.FunctionType(vt, [vt, vt, vt]),
+            "llvm.fma.v%d%s" % (vt.count, "f32" if "{dtype}" == "float32" else "f64")) for vt in vts]
+        arows = [builder.gep(A, [builder.mul(_ir.Constant(i64, r), ars)]) for r in range(mr)]
+        zero32 = _ir.Constant(_ir.IntType(32), 0)
+        with _cg.for_range(builder, K) as loop:
+            kk = loop.index
+            brow = builder.gep(B, [builder.mul(kk, ldb)])
+            bv = [builder.load(builder.bitcast(builder.gep(brow, [_ir.Constant(i64, o)]), vt.as_pointer()),
+                               align=4) for vt, o in zip(vts, offs)]
+            ko = builder.mul(kk, aks)
+            for r in range(mr):
+                w = builder.load(builder.gep(arows[r], [ko]))
+                for v, vt in enumerate(vts):
+                    mask = _ir.Constant(_ir.VectorType(_ir.IntType(32), vt.count), [0] * vt.count)
+                    ws = builder.shuffle_vector(builder.insert_element(_ir.Constant(vt, _ir.Undefined), w,
+                                                                       zero32),
+                                                _ir.Constant(vt, _ir.Undefined), mask)
+                    builder.store(builder.call(fmas[v], [ws, bv[v], builder.load(accs[r][v])]), accs[r][v])
+        add = context.cast(builder, args[11], sig.args[11], _t.boolean) if keep else None
+        for r in range(mr):
+            crow = builder.gep(C, [builder.mul(_ir.Constant(i64, r), ldc)])
+            for v, vt in enumerate(vts):
+                p = builder.bitcast(builder.gep(crow, [_ir.Constant(i64, offs[v])]), vt.as_pointer())
+                acc = builder.load(accs[r][v])
+                if keep:   # c (+)= the sums: c's value added where beta
+                    acc = builder.select(add, builder.fadd(acc, builder.load(p, align=4)), acc)
+                builder.store(acc, p, align=4)
+        return context.get_dummy_value()
+    if keep:
+        @_intrinsic
+        def tile(typingctx, a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k, beta):
+            return _t.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k, beta), codegen
+    else:
+        @_intrinsic
+        def tile(typingctx, a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k):
+            return _t.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k), codegen
+    return tile
+
+
+def _make_dot(mr, nc):
+    # c (mr x nc) = a @ b over k, raw sums, a's rows and b's columns contiguous along k: a's
+    # (r, p) at a[aoff + r*ars + p], b's (p, q) at b[boff + q*ldb + p]; one vector accumulator
+    # per row and column over V consecutive p (fused multiply-adds), its lanes summed by
+    # halves at the end, then the last k % V terms in order
     @_intrinsic
     def tile(typingctx, a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k):
         sig = _t.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k)
 
         def codegen(context, builder, sig, args):
             ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+            sfx = "f32" if "{dtype}" == "float32" else "f64"
             i64 = _ir.IntType(64)
             tys = sig.args
 
@@ -110,45 +199,69 @@ def _make_tile(mr, widths):
                 return context.cast(builder, args[i], tys[i], _t.int64)
 
             A = builder.gep(data(0), [int_(1)])
-            ars, aks = int_(2), int_(3)
             B = builder.gep(data(4), [int_(5)])
             C = builder.gep(data(7), [int_(8)])
-            ldb, ldc, K = int_(6), int_(9), int_(10)
-            vts = [_ir.VectorType(ft, w) for w in widths]
-            offs = [sum(widths[:v]) for v in range(len(widths))]
-            accs = [[_cg.alloca_once_value(builder, _ir.Constant(vt, None)) for vt in vts] for _ in range(mr)]
-            fmas = [_cg.get_or_insert_function(
-                builder.module, _ir.FunctionType(vt, [vt, vt, vt]),
-                "llvm.fma.v%d%s" % (vt.count, "f32" if "{dtype}" == "float32" else "f64")) for vt in vts]
+            ars, ldb, ldc, K = int_(2), int_(6), int_(9), int_(10)
+            vt = _ir.VectorType(ft, V)
+            fma = _cg.get_or_insert_function(builder.module, _ir.FunctionType(vt, [vt, vt, vt]),
+                                             "llvm.fma.v%d%s" % (V, sfx))
+            fma1 = _cg.get_or_insert_function(builder.module, _ir.FunctionType(ft, [ft, ft, ft]),
+                                              "llvm.fma." + sfx)
+            accs = [[_cg.alloca_once_value(builder, _ir.Constant(vt, None)) for _ in range(nc)]
+                    for _ in range(mr)]
             arows = [builder.gep(A, [builder.mul(_ir.Constant(i64, r), ars)]) for r in range(mr)]
-            zero32 = _ir.Constant(_ir.IntType(32), 0)
-            with _cg.for_range(builder, K) as loop:
-                kk = loop.index
-                brow = builder.gep(B, [builder.mul(kk, ldb)])
-                bv = [builder.load(builder.bitcast(builder.gep(brow, [_ir.Constant(i64, o)]), vt.as_pointer()),
-                                   align=4) for vt, o in zip(vts, offs)]
-                ko = builder.mul(kk, aks)
+            bcols = [builder.gep(B, [builder.mul(_ir.Constant(i64, q), ldb)]) for q in range(nc)]
+            blocks = builder.udiv(K, _ir.Constant(i64, V))
+            kv = builder.mul(blocks, _ir.Constant(i64, V))
+            with _cg.for_range(builder, blocks) as loop:
+                p = builder.mul(loop.index, _ir.Constant(i64, V))
+                av = [builder.load(builder.bitcast(builder.gep(x, [p]), vt.as_pointer()), align=4) for x in arows]
+                bv = [builder.load(builder.bitcast(builder.gep(x, [p]), vt.as_pointer()), align=4) for x in bcols]
                 for r in range(mr):
-                    w = builder.load(builder.gep(arows[r], [ko]))
-                    for v, vt in enumerate(vts):
-                        mask = _ir.Constant(_ir.VectorType(_ir.IntType(32), vt.count), [0] * vt.count)
-                        ws = builder.shuffle_vector(builder.insert_element(_ir.Constant(vt, _ir.Undefined), w,
-                                                                           zero32),
-                                                    _ir.Constant(vt, _ir.Undefined), mask)
-                        builder.store(builder.call(fmas[v], [ws, bv[v], builder.load(accs[r][v])]), accs[r][v])
+                    for q in range(nc):
+                        builder.store(builder.call(fma, [av[r], bv[q], builder.load(accs[r][q])]), accs[r][q])
+            sums = []
+            for r in range(mr):
+                for q in range(nc):
+                    v, w = builder.load(accs[r][q]), V
+                    while w > 1:
+                        h = w // 2
+                        lo = builder.shuffle_vector(v, _ir.Constant(v.type, _ir.Undefined),
+                                                    _ir.Constant(_ir.VectorType(_ir.IntType(32), h), list(range(h))))
+                        hi = builder.shuffle_vector(v, _ir.Constant(v.type, _ir.Undefined),
+                                                    _ir.Constant(_ir.VectorType(_ir.IntType(32), h),
+                                                                 list(range(h, w))))
+                        v, w = builder.fadd(lo, hi), h
+                    s = builder.extract_element(v, _ir.Constant(_ir.IntType(32), 0)) if V > 1 else v
+                    sums.append(_cg.alloca_once_value(builder, s))
+            with _cg.for_range(builder, builder.sub(K, kv)) as loop:
+                p = builder.add(kv, loop.index)
+                aw = [builder.load(builder.gep(x, [p])) for x in arows]
+                bw = [builder.load(builder.gep(x, [p])) for x in bcols]
+                for r in range(mr):
+                    for q in range(nc):
+                        s = sums[r * nc + q]
+                        builder.store(builder.call(fma1, [aw[r], bw[q], builder.load(s)]), s)
             for r in range(mr):
                 crow = builder.gep(C, [builder.mul(_ir.Constant(i64, r), ldc)])
-                for v, vt in enumerate(vts):
-                    p = builder.bitcast(builder.gep(crow, [_ir.Constant(i64, offs[v])]), vt.as_pointer())
-                    builder.store(builder.load(accs[r][v]), p, align=4)
+                for q in range(nc):
+                    builder.store(builder.load(sums[r * nc + q]), builder.gep(crow, [_ir.Constant(i64, q)]))
             return context.get_dummy_value()
         return sig, codegen
     return tile
 
 
-_main = _make_tile(MR, (V,) * NV)
-_main1 = _make_tile(1, (V,) * NV)
+if DOT:
+    _main = _make_dot(MR, NV)
+    _main1 = _make_dot(1, NV)
+else:
+    _main = _make_tile(MR, (V,) * NV)
+    _main1 = _make_tile(1, (V,) * NV)
 {rest_tiles}
+"""
+
+# the kernel: shares of rows or columns of tiles, the K parts, the epilogue
+_DRIVER = """
 
 
 @njit(inline="always")
@@ -166,42 +279,7 @@ def _epi(C, ci, rows, cols, n, bias, j, RS, ri, rrs, rcs, act, hasb, hasr):
             C[ci + r * n + q] = v
 
 
-@njit(inline="always")
-def _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, w, t_mr, t_1):
-    # the tiles of columns jt .. jt+w of rows i_lo .. i_hi (tile functions t_mr, t_1)
-    if PACK or (w > 1 and bns != 1):
-        for p in range(k0, k1):
-            for q in range(w):
-                P[(p - k0) * w + q] = B[bo0 + p * bks + (jt + q) * bns]
-        Bx, bo, ldb = P, 0, w
-    else:
-        Bx, bo, ldb = B, bo0 + k0 * bks + jt * bns, bks
-    i = i_lo
-    while i + MR <= i_hi:
-        t_mr(A, ao0 + i * ars + k0 * aks, ars, aks, Bx, bo, ldb, D, do + i * n + jt, n, k1 - k0)
-        i += MR
-    while i < i_hi:
-        t_1(A, ao0 + i * ars + k0 * aks, ars, aks, Bx, bo, ldb, D, do + i * n + jt, n, k1 - k0)
-        i += 1
-
-
-@njit(inline="never")
-def _share(A, ao0, ars, aks, B, bo0, bks, bns, D, do, RS, ro0, rrs, rcs, bias, n, k0, k1,
-           i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr):
-    # rows i_lo .. i_hi, columns j_lo .. j_hi of one product's output (D at do), summed over
-    # k0 .. k1; the epilogue on each panel where `epi`
-    P = np.empty(max(k1 - k0, 1) * NR, T)
-    jt = j_lo
-    while jt < j_hi:
-        w = NR
-        if jt + NR <= j_hi:
-            _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, NR, _main, _main1)
-{rest_calls}
-        if epi:
-            _epi(D, do + i_lo * n + jt, i_hi - i_lo, w, n, bias, jt, RS, ro0 + i_lo * rrs + jt * rcs, rrs,
-                 rcs, act, hasb, hasr)
-        jt += w
-
+{share}
 
 _RO = _t.Array(_t.{dtype}, 1, "C", readonly=True)    # (operands may be read-only views)
 _RW = _t.Array(_t.{dtype}, 1, "C")
@@ -255,11 +333,99 @@ def kernel(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n,
             if epi:
                 _epi(C, ci, 1, n, n, bias, 0, RS, bi * rbs + i * rrs, rrs, rcs, act, hasb, hasr)
 """
+_HEAD = _TILES + _DRIVER
+
+_SHARE_TILES = """
+@njit(inline="always")
+def _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, w, t_mr, t_1):
+    # the tiles of columns jt .. jt+w of rows i_lo .. i_hi (tile functions t_mr, t_1)
+    if PACK or (w > 1 and bns != 1):
+        for p in range(k0, k1):
+            for q in range(w):
+                P[(p - k0) * w + q] = B[bo0 + p * bks + (jt + q) * bns]
+        Bx, bo, ldb = P, 0, w
+    else:
+        Bx, bo, ldb = B, bo0 + k0 * bks + jt * bns, bks
+    i = i_lo
+    while i + MR <= i_hi:
+        t_mr(A, ao0 + i * ars + k0 * aks, ars, aks, Bx, bo, ldb, D, do + i * n + jt, n, k1 - k0)
+        i += MR
+    while i < i_hi:
+        t_1(A, ao0 + i * ars + k0 * aks, ars, aks, Bx, bo, ldb, D, do + i * n + jt, n, k1 - k0)
+        i += 1
 
 
-def _rests(v: int) -> tuple:
+@njit(inline="never")
+def _share(A, ao0, ars, aks, B, bo0, bks, bns, D, do, RS, ro0, rrs, rcs, bias, n, k0, k1,
+           i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr):
+    # rows i_lo .. i_hi, columns j_lo .. j_hi of one product's output (D at do), summed over
+    # k0 .. k1, by column panels; the epilogue on each panel where `epi`
+    P = np.empty(max(k1 - k0, 1) * NR, T)
+    jt = j_lo
+    while jt < j_hi:
+        w = NR
+        if jt + NR <= j_hi:
+            _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, NR, _main, _main1)
+{rest_calls}
+        if epi:
+            _epi(D, do + i_lo * n + jt, i_hi - i_lo, w, n, bias, jt, RS, ro0 + i_lo * rrs + jt * rcs, rrs,
+                 rcs, act, hasb, hasr)
+        jt += w
+"""
+
+_SHARE_DOTS = """
+@njit(inline="always")
+def _dot(Ax, ao, lda, Bx, bo, ldb, D, dof, n, kk, rows, t_mr, t_1):
+    if rows == MR:
+        t_mr(Ax, ao, lda, 1, Bx, bo, ldb, D, dof, n, kk)
+    else:
+        t_1(Ax, ao, lda, 1, Bx, bo, ldb, D, dof, n, kk)
+
+
+@njit(inline="never")
+def _share(A, ao0, ars, aks, B, bo0, bks, bns, D, do, RS, ro0, rrs, rcs, bias, n, k0, k1,
+           i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr):
+    # `_share` of the dot tiles, by row tiles (a tile's rows of a stay in cache over every
+    # column): b's columns read along k in place where contiguous so (a transposed weight),
+    # else first copied so into P; a's rows the same, a tile's rows into Q
+    kk = k1 - k0
+    if PACK or bks != 1:
+        P = np.empty(max(kk, 1) * (j_hi - j_lo), T)
+        for q in range(j_hi - j_lo):
+            for p in range(k0, k1):
+                P[q * kk + p - k0] = B[bo0 + p * bks + (j_lo + q) * bns]
+        Bx, bo, ldb = P, -j_lo * kk, kk
+    else:
+        Bx, bo, ldb = B, bo0 + k0, bns
+    Q = np.empty(max(kk, 1) * MR, T)
+    i = i_lo
+    while i < i_hi:
+        rows = MR if i + MR <= i_hi else 1
+        if aks != 1:
+            for r in range(rows):
+                for p in range(k0, k1):
+                    Q[r * kk + p - k0] = A[ao0 + (i + r) * ars + p * aks]
+            Ax, ao, lda = Q, 0, kk
+        else:
+            Ax, ao, lda = A, ao0 + i * ars + k0, ars
+        jt = j_lo
+        while jt < j_hi:
+            w = NR
+            if jt + NR <= j_hi:
+                _dot(Ax, ao, lda, Bx, bo + jt * ldb, ldb, D, do + i * n + jt, n, kk, rows, _main, _main1)
+{rest_calls}
+            jt += w
+        if epi:
+            _epi(D, do + i * n + j_lo, rows, j_hi - j_lo, n, bias, j_lo, RS, ro0 + i * rrs + j_lo * rcs, rrs,
+                 rcs, act, hasb, hasr)
+        i += rows
+"""
+
+
+def _rests(v: int, dot: bool = False) -> tuple:
     """Tile definitions and calls for the columns past the whole panels: one vector at a
-    time, then narrower powers of two down to one column."""
+    time, then narrower powers of two down to one column (dot tiles: half a tile's columns,
+    then narrower powers of two)."""
     defs, calls = [], []
     widths = []
     w = v
@@ -267,10 +433,16 @@ def _rests(v: int) -> tuple:
         widths.append(w)
         w //= 2
     for w in widths:
-        defs.append(f"_r{w} = _make_tile(MR, ({w},))\n_r{w}1 = _make_tile(1, ({w},))")
-        calls.append(f"        elif jt + {w} <= j_hi:\n            w = {w}\n"
-                     f"            _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, "
-                     f"jt, {w}, _r{w}, _r{w}1)")
+        if dot:
+            defs.append(f"_r{w} = _make_dot(MR, {w})\n_r{w}1 = _make_dot(1, {w})")
+            calls.append(f"            elif jt + {w} <= j_hi:\n                w = {w}\n"
+                         f"                _dot(Ax, ao, lda, Bx, bo + jt * ldb, ldb, D, do + i * n + jt, n, kk, rows, "
+                         f"_r{w}, _r{w}1)")
+        else:
+            defs.append(f"_r{w} = _make_tile(MR, ({w},))\n_r{w}1 = _make_tile(1, ({w},))")
+            calls.append(f"        elif jt + {w} <= j_hi:\n            w = {w}\n"
+                         f"            _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, "
+                         f"jt, {w}, _r{w}, _r{w}1)")
     return "\n".join(defs), "\n".join(calls)
 
 
@@ -278,8 +450,13 @@ def source(dtype: str, cfg: Config) -> str:
     """The numba module of one configuration: ``kernel`` (see its comment)."""
     v = vector_width(dtype)
     nv = cfg.nv
-    defs, calls = _rests(v)
-    return (_HEAD.replace("{rest_tiles}", defs).replace("{rest_calls}", calls)
+    defs, calls = _rests(nv // 2, True) if cfg.dot else _rests(v)
+    head = _HEAD.replace("{share}", _SHARE_DOTS if cfg.dot else _SHARE_TILES)
+    # (the same kernel without the parallel region, for one share: no thread wake-up)
+    start = head.index("@njit(_t.void(")
+    serial = (head[start:].replace("parallel=True", "parallel=False").replace("prange(", "range(")
+              .replace("def kernel(", "def kernel1("))
+    return ((head + serial).replace("{rest_tiles}", defs).replace("{rest_calls}", calls).replace("{dot}", str(bool(cfg.dot)))
             .replace("{dtype}", dtype).replace("{mr}", str(cfg.mr)).replace("{nv}", str(nv))
             .replace("{v}", str(v)).replace("{ks}", str(cfg.ksplit)).replace("{pack}", str(bool(cfg.pack))))
 
@@ -290,13 +467,16 @@ def kernel_for(dtype: str, cfg: Config):
     from ..kernels.loader import kernel
     # (sync mode loads it from the disk cache only: a compile of every configuration, ~3 s
     # each, never lands in a call; the bench's set-up and the compile workers put them there)
+    cfg = cfg.compiled
     return kernel(("gemm", dtype, cfg.name), lambda: source(dtype, cfg), sync_compiles=False, later=True)
 
 
 def shares_for(m: int, n: int, threads: int, cfg: Config, dtype: str = "float32") -> int:
     """Parts the output is cut into: one per thread, at most one per row tile or column
     panel of the side it is cut along (the longer in tiles)."""
-    units = max(-(-m // cfg.mr), -(-n // (cfg.nv * vector_width(dtype))))
+    if cfg.serial:
+        return 1
+    units = max(-(-m // cfg.mr), -(-n // cfg.columns(dtype)))
     return max(1, min(threads, units))
 
 
@@ -310,13 +490,25 @@ def _flat(x: np.ndarray):
     if x.size == 0:
         return None
     span = 1 + sum((d - 1) * (s // item) for d, s in zip(x.shape, st))
-    if x.flags.c_contiguous:
+    flags = x.flags
+    if flags.c_contiguous:
         return x.reshape(-1), tuple(s // item for s in st)
+    if flags.f_contiguous:   # (a transposed weight: its memory in order, no strided view)
+        return x.T.reshape(-1), tuple(s // item for s in st)
     flat = np.lib.stride_tricks.as_strided(x, shape=(span,), strides=(item,))
     return flat, tuple(s // item for s in st)
 
 
 _EMPTY = {}
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+_serial: dict = {}   # a configuration's kernel -> its module's kernel1 (the same, serial)
+
+
+def _serial_of(fn):
+    got = _serial.get(fn)
+    if got is None:
+        got = _serial[fn] = getattr(fn, "py_func", fn).__globals__.get("kernel1", fn)
+    return got
 
 
 def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=None, act=None,
@@ -361,7 +553,9 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
         RS, (rbs, rrs, rcs) = fr
     else:
         RS, rbs, rrs, rcs = _EMPTY.setdefault(dt, np.empty(0, dt)), 0, 0, 0
-    shares = shares_for(m, n, threads, cfg, dt.name)
+    shares = shares_for(m, n, threads, cfg, _NAMES[dt])
+    if shares == 1:   # (no parallel region to wake for one share)
+        fn = _serial_of(fn)
     fn(A, abs_, ars, aks, B, bbs_, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n,
        nb, m, n, k, shares, ACTIVATIONS[act])
     return out

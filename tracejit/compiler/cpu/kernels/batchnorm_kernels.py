@@ -105,12 +105,12 @@ def channel_grad(g, gn, gc, x, sn, sc, n, c, l, ch, mean, rstd, weight, out):
 _RO = "Array({t}, 1, 'C', readonly=True)"
 
 _STATS = _HEAD + '''
-@njit("void(" + RO + ", int64, int64, int64, int64, int64, float64[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False, fastmath={'reassoc'})
-def kernel(x, sn, sc, n, c, l, out):
-    """per channel: mean and biased variance (sums of x - shift)"""
+@njit("void(" + RO + ", int64, int64, int64, int64, int64, float64[:, ::1], int64, int64)",
+      cache=CACHE, error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
+def kernel(x, sn, sc, n, c, l, out, c0, c1):
+    """per channel: mean and biased variance (sums of x - shift); channels c0..c1-1"""
     count = n * l
-    for ch in range(c):
+    for ch in range(c0, c1):
         shift = x[ch * sc]
         s1, s2 = moments(x, sn, sc, n, l, ch, shift)
         m = s1 / count
@@ -235,7 +235,8 @@ def stats(x, scratch=None):
     if fn is None:
         return None
     out = np.empty((2, x.shape[1]), np.float64)
-    fn(*_flat(x), *_ncl_shape(x), out)
+    args = (*_flat(x), *_ncl_shape(x), out)
+    _sharepool.split(lambda c0, c1: fn(*args, c0, c1), x.shape[1], _ELEMENT_WORK * x.size // 2)
     return out.astype(x.dtype)
 
 

@@ -3,7 +3,7 @@
 kernels on packed weights, built on the LSTM's pieces (the sigmoid, the packed product)."""
 from __future__ import annotations
 
-from .lstm_kernels import PACKED, _SIGMOID_HEAD, _TRANSPOSE
+from .lstm_kernels import _SIGMOID_HEAD, _TRANSPOSE
 
 __all__: list = []   # (text for lstm_kernels' getters)
 
@@ -47,11 +47,11 @@ def kernel(gi, b, m, h_prev, z):
     gru_gates(gi, b, m, h_prev.reshape(-1), z)
 """
 
-# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, compiler/cpu/gemm/packed_gemm.py; the
+# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, compiler/cpu/gemm/template_panels.py; the
 # product by the shared `panel_product`, called by address as there).
 # (no_rewrites, as the LSTM loops': numba's IR rewrite passes find nothing to do in either GRU
 # loop: ~0.015 s of each loop's compile, the same instructions)
-_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + PACKED + """
+_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + """
 # {product}
 
 
@@ -59,7 +59,7 @@ _GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + PACKED + """
       "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
 def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
     \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
-    b (3H,), h0 (H, N); m (padded_rows(3H), N) and wp (packed_size(3H, H)) scratch\"\"\"
+    b (3H,), h0 (H, N); m (panel_rows(3H), N) and wp (panel_size(3H, H)) scratch\"\"\"
     L = gi.shape[0]
     three, hh = w.shape
     n = m.shape[1]
@@ -73,7 +73,7 @@ def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
         # h_prev chosen first: one call site of the step (inlined twice, h0 apart, it took
         # 0.4-0.5 s more of the kernel's compile)
         hp = h0 if k == 0 else Z[p, :hh]
-        # m = W h_prev by `panel_product` (compiler/cpu/gemm/packed_gemm.py) at its address fns[0]: the
+        # m = W h_prev by `panel_product` (compiler/cpu/gemm/template_panels.py) at its address fns[0]: the
         # product's tiles compiled once in their own module, not inlined here
         call_at(fns[0], panel_product, (wp, 0, (three + PMR - 1) // PMR, hh, 0, hh, hp, m, False))
         gru_gates(gi[t], b, mg, hp.reshape(-1), Z[t])
@@ -122,8 +122,8 @@ def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
 
 # The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
 # dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1; W^T
-# packed once, compiler/cpu/gemm/packed_gemm.py; the product by the shared `panel_product`, called by address).
-_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + PACKED + """
+# packed once, compiler/cpu/gemm/template_panels.py; the product by the shared `panel_product`, called by address).
+_GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + """
 # {product}
 
 
@@ -132,8 +132,8 @@ _GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + PACKED + """
       error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
 def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
     \"\"\"the GRU layer's backward loop (ops/gru_prim.py): from Z (L, 5H, N), d_y (L, H, N) and
-    w = W (3H, H), with dhs[0, :H] = d h_n on entry (dhs (2, padded_rows(H), N)): G and
-    M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (packed_size(H, 3H)) scratch\"\"\"
+    w = W (3H, H), with dhs[0, :H] = d h_n on entry (dhs (2, panel_rows(H), N)): G and
+    M (L, N, 3H) and d h0 in dhs[L % 2, :H]; dg, dm (3H, N) and wp (panel_size(H, 3H)) scratch\"\"\"
     L = Z.shape[0]
     three, hh = w.shape
     n = dg.shape[1]
@@ -148,10 +148,10 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
         p = t + 1 if reverse else t - 1
         hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
         gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
-        # dg into G and dm into M, transposed, by `panel_transpose` (compiler/cpu/gemm/packed_gemm.py) at its
+        # dg into G and dm into M, transposed, by `panel_transpose` (compiler/cpu/kernels/register_transpose.py) at its
         # address fns[3]: one call site (an inlined copy of the register transposes costs compile time)
         for which in range(2):
             call_at(fns[3], panel_transpose, (dg if which == 0 else dm, 0, three, 0, n, G[t] if which == 0 else M[t], False))
-        # d = W^T dm + d by `panel_product` (compiler/cpu/gemm/packed_gemm.py) at its address fns[0]
+        # d = W^T dm + d by `panel_product` (compiler/cpu/gemm/template_panels.py) at its address fns[0]
         call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, three, 0, three, dm, d, True))
 """

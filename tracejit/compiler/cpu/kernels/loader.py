@@ -174,7 +174,7 @@ class NativeKernel:
     first call (a source that depends on the CPU asks llvmlite, whose import took 1.5-4.8 s
     under load). ``sync_compiles=False``: sync mode loads the kernel only from the disk cache
     (looked up once) and never compiles it in the call; for a kernel that merely speeds up
-    what BLAS does already (compiler/cpu/gemm/rows_gemm.py), whose 0.5-0.8 s compile would otherwise land
+    what BLAS does already (the GEMM template's serial entry), whose 0.5-0.8 s compile would otherwise land
     in a compiled function's first call. `source` may also make a rendered kernel's spec
     (``.source``, ``.llvm_options``, ``.parallel``: kernels/row_forms.py), loaded through
     the CPU backend as a compiled plan's kernel is."""

@@ -4,7 +4,7 @@ kernel on the weights packed once, d W in the loop or beside it. Text only, buil
 forward's pieces (the part intrinsic, the packed product)."""
 from __future__ import annotations
 
-from .lstm_kernels import PACKED, _PART
+from .lstm_kernels import _PART
 
 __all__: list = []   # (text for lstm_kernels' getters)
 
@@ -85,7 +85,7 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 
 # The whole backward time loop: per step `step_back`, the bias gradient's share (the
 # rows of dg^T, while in cache: no pass over the (L*N, 4H) gradient afterwards) and
-# the GEMM dh = W^T dg (W^T packed once, compiler/cpu/gemm/packed_gemm.py), so the loop over time is one
+# the GEMM dh = W^T dg (W^T packed once, compiler/cpu/gemm/template_panels.py), so the loop over time is one
 # call. Split over nth threads as the forward: thread q does its hidden units' gate
 # gradients (their rows of each block of dg, their columns of G and db), the threads meet,
 # then it does its rows of dh = W^T dg, which read all of dg (double-buffered: the next
@@ -104,24 +104,9 @@ def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
 # With `rows` the output cotangent comes as rows (L, N, H) (ops/lstm_prim.py `D_Y_AS_ROWS`:
 # the layout it usually has in memory) and each half transposes its units of the step's
 # block in register blocks, instead of the op copying it to (L, H, N) element by element.
-_BACKWARD_LAYER = _BACKWARD_STEP + PACKED + """
+_BACKWARD_LAYER = _BACKWARD_STEP + """
 # {product}
 # {meeting}
-
-
-@njit(inline='always')
-def add_outer_rows(a, r0, r1, bt, c, beta):
-    # c[r0:r1] (+)= a[r0:r1] (R, K) @ bt (K, C) on the register tile (r0, r1 multiples of
-    # PMR, C of PV), a's rows and bt read in place
-    n = a.shape[1]
-    cols = bt.shape[1]
-    for pp in range(r0 // PMR, r1 // PMR):
-        j = 0
-        while j + 2 * PV <= cols:
-            _tile_2(a, pp * PMR * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
-            j += 2 * PV
-        if j < cols:
-            _tile_1(a, pp * PMR * n, n, 1, bt, j, cols, c, pp * PMR * cols + j, cols, n, beta)
 
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
@@ -131,11 +116,11 @@ def add_outer_rows(a, r0, r1, bt, c, beta):
 def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, fns, ht, yt, mv):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
     or (L, 2H, N) (with `rows`: as rows, (L, N, H) or (L, N, 2H)) and w = W (4H, H), with
-    dh[:H] = d h_n (dh: padded_rows(H) rows) and
+    dh[:H] = d h_n (dh: panel_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
     dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
-    and wp (packed_size(H, 4H)) scratch;
+    and wp (panel_size(H, 4H)) scratch;
     thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the meeting's state);
     ht (N, H), yt (Hy, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
     L = Z.shape[0]
@@ -178,13 +163,13 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                 for blk in range(4):                   # (a loop: numba's slice assignment
                     for j in range(blk * hh + u0, blk * hh + u1):   # compiled ~0.1 s more)
                         db[j] = 0
-                # W^T's panels (`panel_pack_t`, compiler/cpu/gemm/packed_gemm.py, at its address fns[2])
+                # W^T's panels (`panel_pack_t`, compiler/cpu/gemm/template_panels.py, at its address fns[2])
                 call_at(fns[2], panel_pack_t, (w, wp, u0 // PMR, (u1 + PMR - 1) // PMR, 0, four))
             if r < L:
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
                 for piece in range(2 if full else 1):   # h's cotangent, then c's
                     if rows:
-                        # (`panel_transpose`, compiler/cpu/gemm/packed_gemm.py, at its address fns[3]: each
+                        # (`panel_transpose`, compiler/cpu/kernels/register_transpose.py, at its address fns[3]: each
                         # of the loop's three transposes inlined cost ~0.4 s of its compile)
                         call_at(fns[3], panel_transpose, (d_y[t], 0, n, piece * hh + u0, piece * hh + u1, yt, False))
                     else:
@@ -224,7 +209,8 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                     for blk in range(4 if nth > 1 else 1):
                         r0 = blk * hh + u0
                         r1 = blk * hh + u1 if nth > 1 else four
-                        add_outer_rows(dg, r0, r1, ht, dw, r > 0)
+                        # (`row_product`, compiler/cpu/gemm/template_panels.py, at its address fns[6])
+                        call_at(fns[6], row_product, (dg, r0, r1, ht, dw, r > 0))
                 turn_done(sync, half)
             if nth == 1:
                 # one thread counts the step after G's rows: weight_grad_alongside reads them

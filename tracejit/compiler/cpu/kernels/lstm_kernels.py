@@ -11,7 +11,7 @@ cache, with tanh from compiler/mathlib.py (pure arithmetic), so the loops vector
 ~150 us).
 
 The whole-loop kernels (``forward_layer`` ...) also run each step's GEMM, on the weights
-packed once per call (compiler/cpu/gemm/packed_gemm.py: a register tile in LLVM vector IR, 100 us
+packed once per call (compiler/cpu/gemm/template_panels.py: the GEMM template's register tile, 100 us
 against OpenBLAS's 153 us for the LSTM LM's 1024x256 @ 256x32 on one thread), so a
 layer is one call each way: no Python, numpy call setup or BLAS packing per step. The
 per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step_back``,
@@ -20,7 +20,7 @@ per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step
 What the loops share is compiled once per process in modules of their own and called by
 address, not inlined in each loop (an inlined helper is re-run through numba's untyped
 pipeline, typed, lowered and optimised at every call site): the packed product, the packs
-and the register transposes (compiler/cpu/gemm/packed_gemm.py's product module) and, for the LSTM's split
+(the GEMM template's panel module) and the register transposes (register_transpose.py) and, for the LSTM's split
 loops, the meeting's `next_half` and `wait_turn` (`meeting_module_source`). LSTM LM worker
 jobs: backward loop 3.0 -> 1.4 s of compile CPU, forward 2.35 -> 2.1 s with the shared
 modules.
@@ -41,7 +41,8 @@ from __future__ import annotations
 import numpy as np
 
 from .loop_split import THREAD_START as _THREAD_START, meeting_source as _meeting_source
-from ..gemm.packed_gemm import PACKED_SOURCE as PACKED, product_import, with_tile
+from ..gemm.template_panels import panel_import
+from .register_transpose import transpose_import
 from .loader import kernel as _kernel
 
 __all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
@@ -174,7 +175,7 @@ def kernel(gi, b, m, c_prev, z):
 
 # The whole forward time loop, the input projection included: per step one GEMM
 # m = [W_ih | W_hh] [x_t^T ; h_prev] on both weights packed once as one (4H, I+H) matrix
-# (compiler/cpu/gemm/packed_gemm.py) and the gate math, so the loop over time is one call and the
+# (compiler/cpu/gemm/template_panels.py) and the gate math, so the loop over time is one call and the
 # projection runs in the loop's product (whose split scales with the loop's threads)
 # instead of one OpenBLAS GEMM before it. LSTM LM layer, one thread: 15.5 ms against 16.9
 # for the GEMM (7.7) + the loop with the transposed gi add (9.2).
@@ -185,7 +186,7 @@ def kernel(gi, b, m, c_prev, z):
 # scratch) needs nothing of the partner's, so a half computes it for the next step after
 # its mark, off the meeting's critical path; after the meeting W h_prev is added (h_prev
 # read in place from Z: no copy).
-_FORWARD_LAYER = _FORWARD_GATES + PACKED + """
+_FORWARD_LAYER = _FORWARD_GATES + """
 # {product}
 # {meeting}
 
@@ -195,7 +196,7 @@ def gemm_units(fns, wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
     # this thread's rows of each gate block (nth > 1: whole panels, H a multiple of
     # SPLIT_Q), or all 4H rows as one range (nth == 1: any H), of m (+)= [W_ih | W]'s
     # columns k0..k1-1 (of kd, packed) @ bk (their rows of [x_t^T ; h_prev]), by
-    # `panel_product` (compiler/cpu/gemm/packed_gemm.py) at its address fns[0]; one call site for the
+    # `panel_product` (compiler/cpu/gemm/template_panels.py) at its address fns[0]; one call site for the
     # input and the hidden part
     for blk in range(4 if nth > 1 else 1):
         r0 = blk * hh + u0
@@ -211,7 +212,7 @@ def gemm_units(fns, wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
       "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
 def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from x (L, N, I), wx (4H, I),
-    w (4H, H), b (4H,), h0 and c0 (H, N); m (padded_rows(4H), N) and wp (packed_size(4H,
+    w (4H, H), b (4H,), h0 and c0 (H, N); m (panel_rows(4H), N) and wp (panel_size(4H,
     I + H)) scratch; thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the
     meeting's state); Zi (1, 6HN), xt (I, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
     L = x.shape[0]
@@ -265,7 +266,7 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
                         r0 = blk * hh + u0
                         r1 = blk * hh + u1 if nth > 1 else four
                         for which in range(2):             # W_ih's columns, then W's: one call site
-                            # (`panel_pack`, compiler/cpu/gemm/packed_gemm.py, at its address fns[1])
+                            # (`panel_pack`, compiler/cpu/gemm/template_panels.py, at its address fns[1])
                             call_at(fns[1], panel_pack, (wx if which == 0 else w, wp, r0 // PMR,
                                                          (r1 + PMR - 1) // PMR, 0 if which == 0 else ki, ki + hh))
                     half_done(sync, nth)
@@ -276,7 +277,7 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
                     call_at(fns[5], meet_wait_turn, (sync, half, r))   # step k's input part of the half is in m
                     bk, k0, k1 = src[p, :s].reshape(hh, n), ki, ki + hh
                 else:
-                    # (`panel_transpose`, compiler/cpu/gemm/packed_gemm.py, at its address fns[3])
+                    # (`panel_transpose`, compiler/cpu/kernels/register_transpose.py, at its address fns[3])
                     call_at(fns[3], panel_transpose, (x[tn], 0, n, 0, ki, xt, False))
                     bk, k0, k1 = xt, 0, ki
                 gemm_units(fns, wp, ki + hh, k0, k1, bk, m, hh, u0, u1, nth, phase == 0)
@@ -305,15 +306,16 @@ def _source(template: str, dtype: str) -> str:
     template = template.replace("# {meeting}", _meeting_source())
     for n in (1, 2, 3):
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
-    source = (with_tile(template, dtype).replace("{t}", dtype).replace("{s}", s)
+    source = (template.replace("{t}", dtype).replace("{s}", s)
               .replace("MEET_STATE", repr(MEET_STATE)))
-    # (`panel_product`, compiler/cpu/gemm/packed_gemm.py: a module of its own, shared by the four loops,
+    # (`panel_product`, compiler/cpu/gemm/template_panels.py: a module of its own, shared by the four loops,
     # and the layer's `kernel` that passes its address to the module's `loop`)
     if "# {product}" not in source:
         return source
     # (the LSTM's split loops: the meeting's `next_half` and `wait_turn` by address too)
     meets = "# {meeting}" in template_in
-    return source.replace("# {product}", product_import(dtype) + (meeting_import() if meets else "")
+    return source.replace("# {product}", panel_import(dtype) + transpose_import(dtype)
+                          + (meeting_import() if meets else "")
                           + _KERNEL_BY_ADDRESS.replace("{more}", _MEETING_FNS if meets else "")
                           + ("" if "\ndef kernel(" in template_in else _KERNEL_PASS))
 
@@ -323,7 +325,7 @@ def _source(template: str, dtype: str) -> str:
 # there (the product's tiles compiled in their own function, not inlined in each loop's).
 _KERNEL_BY_ADDRESS = """
 _FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t),
-                 native_address(panel_transpose){more}], np.int64)
+                 native_address(panel_transpose){more}, native_address(row_product)], np.int64)
 """
 # (the LSTM's loops define their own `kernel`, which makes the thread's scratch too)
 _KERNEL_PASS = """
@@ -382,7 +384,7 @@ def meeting_import() -> str:
     """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the meeting
     module's source is written into the loop's (so the loop's disk cache key covers it) and
     loaded from there, not imported from this module, whose import closure (compiler/cpu/kernels/loader.py,
-    ...: 185 modules against packed_gemm's 12) would enter the loop's key (compiler/
+    ...: 185 modules against template_panels' dozen) would enter the loop's key (compiler/
     importclosure.py): every change anywhere would invalidate the loops, and hashing the
     closure took ~0.05 s of each loop's job."""
     return (f"from tracejit.compiler.diskcache import load_module as _load_module\n"

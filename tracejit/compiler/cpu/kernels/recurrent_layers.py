@@ -3,7 +3,7 @@ ops/lstm_prim.py's, gru_prim.py's and rnn_prim.py's layer primitives (their reco
 VJPs and per-step numpy forms live there).
 
 Each forward and backward is the whole time loop in one kernel call where it is loaded,
-its per-step products on the weights packed once (gemm/packed_gemm.py) and the gate math
+its per-step products on the weights packed once (gemm/template_panels.py) and the gate math
 included (kernels/lstm_kernels.py, kernels/rnn_kernels.py); the LSTM's loops split by
 hidden units over the threads the process may use (kernels/loop_split.py). While the whole
 loop's kernel is not loaded, a kernel per step runs the gate math around BLAS products;
@@ -19,7 +19,7 @@ from ....ops.lstm_prim import _finish, _matmul, _order, _parts
 from ....ops.lstm_prim import hidden_weight_grad
 from ....ops.rnn_prim import _parts as _rnn_parts
 from .... import threads as _threads
-from ..gemm.packed_gemm import packed_size, padded_rows
+from ..gemm.template_panels import panel_rows, panel_size
 from ..runtime import coreshare
 from . import loop_split as _split
 from . import lstm_kernels as _kernels
@@ -76,9 +76,9 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
         # packed once) included
         Z = np.empty((L, 6 * H, N), dtype=x.dtype)
         ro, dt = _kernels.readonly, x.dtype
-        m = np.empty((padded_rows(4 * H, dt.name), N), dtype=dt)
+        m = np.empty((panel_rows(4 * H, dt.name), N), dtype=dt)
         _split.run(layer, (ro(np.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
-                           np.empty(packed_size(4 * H, I + H, dt.name), dtype=dt), bool(reverse)),
+                           np.empty(panel_size(4 * H, I + H, dt.name), dtype=dt), bool(reverse)),
                    _split.threads(H))
         return Z
     step = _kernels.forward_step(x.dtype.name)
@@ -111,7 +111,7 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
 OVERLAP_WEIGHT_GRAD = "policy"
 
 # Where d W is not computed alongside: inside the whole-loop backward (each step's
-# dW += dg h_prev^T on packed_gemm's register tile, dg's rows read in place while in cache,
+# dW += dg h_prev^T on the GEMM template's register tile (`row_product`), dg's rows read in place while in cache,
 # split with the loop's halves: a late partner's share is taken over like the rest of its
 # half) rather than one GEMM after the loop on BLAS's threads (the h_prev gather plus
 # 1024x2048 @ 2048x256 for the LSTM LM, whose second BLAS thread a busy machine often
@@ -171,7 +171,7 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     if layer is not None:
         # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient included
         ro, dt = _kernels.readonly, Z.dtype
-        dh = np.empty((padded_rows(H, dt.name), N), dtype=dt)
+        dh = np.empty((panel_rows(H, dt.name), N), dtype=dt)
         dh[:H] = d_hn
         dcs = np.empty((2, H, N), dtype=dt)
         dcs[0] = d_cn
@@ -186,7 +186,7 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
         rows = _cotangent_rows() and _rows_view(d_y)
         args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
                 np.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else np.empty((1, 1), dt),
-                np.empty(packed_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, rows)
+                np.empty(panel_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, rows)
         if not alongside:
             _split.run(layer, args, nth)
             return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
@@ -223,8 +223,8 @@ def gru_layer(gi, w, b, h0, reverse=False):
     if layer is not None:
         # the whole loop in one kernel, GEMMs (on W packed once) included
         ro, dt = _kernels.readonly, gi.dtype
-        layer(ro(gi), ro(w), ro(b), ro(h0), Z, np.empty((padded_rows(3 * H, dt.name), N), dtype=dt),
-              np.empty(packed_size(3 * H, H, dt.name), dtype=dt), bool(reverse))
+        layer(ro(gi), ro(w), ro(b), ro(h0), Z, np.empty((panel_rows(3 * H, dt.name), N), dtype=dt),
+              np.empty(panel_size(3 * H, H, dt.name), dtype=dt), bool(reverse))
         return Z
     # one kernel per step for the gate math
     ro = _kernels.readonly
@@ -252,10 +252,10 @@ def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     if layer is not None:
         # the whole loop in one kernel, GEMMs (on W^T packed once) included
         ro, dt = _kernels.readonly, Z.dtype
-        dhs = np.empty((2, padded_rows(H, dt.name), N), dtype=dt)
+        dhs = np.empty((2, panel_rows(H, dt.name), N), dtype=dt)
         dhs[0, :H] = d_hn
         layer(ro(Z), ro(d_y), ro(h0), ro(w), dhs, np.empty((3 * H, N), dtype=dt), dm, G, M,
-              np.empty(packed_size(H, 3 * H, dt.name), dtype=dt), bool(reverse))
+              np.empty(panel_size(H, 3 * H, dt.name), dtype=dt), bool(reverse))
         return _gru_finish(np, res, off, M, Z, h0, dhs[L % 2, :H], order)
     # one kernel per step for the gate math
     wt = np.ascontiguousarray(w.T)
@@ -284,8 +284,8 @@ def rnn_layer(gi, w, b, h0, reverse=False, nonlinearity="tanh"):
     # the whole loop in one kernel, GEMMs (on W packed once) included
     hs = np.empty((L, H, N), dtype=gi.dtype)
     ro, dt = _kernels.readonly, gi.dtype
-    layer(ro(gi), ro(w), ro(b), ro(h0), hs, np.empty((padded_rows(H, dt.name), N), dtype=dt),
-          np.empty(packed_size(H, H, dt.name), dtype=dt), bool(reverse), nonlinearity == "relu")
+    layer(ro(gi), ro(w), ro(b), ro(h0), hs, np.empty((panel_rows(H, dt.name), N), dtype=dt),
+          np.empty(panel_size(H, H, dt.name), dtype=dt), bool(reverse), nonlinearity == "relu")
     return hs
 
 
@@ -301,8 +301,8 @@ def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"
     dp = np.empty((H, N), dtype=hs.dtype)
     # the whole loop in one kernel, GEMMs and the bias gradient included
     ro, dt = _kernels.readonly, hs.dtype
-    dh = np.zeros((padded_rows(H, dt.name), N), dtype=dt)
-    layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], np.empty(packed_size(H, H, dt.name), dtype=dt),
+    dh = np.zeros((panel_rows(H, dt.name), N), dtype=dt)
+    layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], np.empty(panel_size(H, H, dt.name), dtype=dt),
           bool(reverse), nonlinearity == "relu")
     res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(np, G.reshape(L * N, H), hs, h0, order)
     res[off[2]:off[3]] = dh[:H].reshape(-1)

@@ -4,8 +4,8 @@ Per step an RNN layer is one small GEMM (``W_hh h``: H x H by H x N) and one ele
 pass, so driven from Python (ops/rnn_prim.py's numpy form) the per-step call setup is a
 large share of it. As compiler/cpu/kernels/lstm_kernels.py's whole-loop kernels for the LSTM and GRU, each
 kernel here runs the whole loop over time, its GEMMs on W packed once per call
-(compiler/cpu/gemm/packed_gemm.py); without numba the layer runs its numpy form. The product, the packing
-and the register transposes are packed_gemm's product module's, called by address as the
+(compiler/cpu/gemm/template_panels.py); without numba the layer runs its numpy form. The product, the packing
+and the register transposes are the template panel module's and register_transpose.py's, called by address as the
 LSTM's and GRU's loops do (compiler/cpu/kernels/lstm_kernels.py `_source`): inlined, they took ~0.2 s of
 numba's inlining pass and most of each loop's compile (float32, worker CPU replayed:
 forward 1.19-1.25 -> 0.28-0.29 s, backward 1.01-1.05 -> 0.35-0.36 s, the product module,
@@ -14,7 +14,7 @@ compiler/mathlib.py's (pure arithmetic, so the pass vectorizes).
 """
 from __future__ import annotations
 
-from .lstm_kernels import PACKED, _get
+from .lstm_kernels import _get
 
 __all__ = ["forward_layer", "backward_layer"]
 
@@ -22,7 +22,7 @@ _HEAD = """
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import tanh_{s} as tanh
-""" + PACKED + """
+
 # {product}
 """
 
@@ -32,7 +32,7 @@ _FORWARD = _HEAD + """
       "boolean, boolean, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
 def loop(gi, w, b, h0, hs, m, wp, reverse, relu, fns):
     \"\"\"the layer's forward (ops/rnn_prim.py): hs (L, H, N), every step's h, from gi (L, N, H),
-    w (H, H), b (H,), h0 (H, N); m (padded_rows(H), N) and wp (packed_size(H, H)) scratch\"\"\"
+    w (H, H), b (H,), h0 (H, N); m (panel_rows(H), N) and wp (panel_size(H, H)) scratch\"\"\"
     L = gi.shape[0]
     hh = w.shape[0]
     n = h0.shape[1]
@@ -64,8 +64,8 @@ _BACKWARD = _HEAD + """
       nogil=True)
 def loop(hs, d_y, w, dh, dp, G, db, wp, reverse, relu, fns):
     \"\"\"the layer's backward loop (ops/rnn_prim.py): from hs and d_y (L, H, N) and w = W (H, H),
-    with dh = 0 on entry (dh: padded_rows(H) rows): every step's pre-activation gradient
-    G (L, N, H), db (H,) and d h0 in dh[:H]; dp (H, N) and wp (packed_size(H, H)) scratch\"\"\"
+    with dh = 0 on entry (dh: panel_rows(H) rows): every step's pre-activation gradient
+    G (L, N, H), db (H,) and d h0 in dh[:H]; dp (H, N) and wp (panel_size(H, H)) scratch\"\"\"
     L = hs.shape[0]
     hh = w.shape[0]
     n = dh.shape[1]

@@ -1,0 +1,196 @@
+"""BatchNorm in a compiled training forward as its statistics and an elementwise normalization
+(jit/batchnorm_split.py): the normalization (with the ReLU) becomes a max pooling's windows
+prologue (the BatchNorm + max pooling record's pattern off), so the normalized output is never
+written; the compiled step gives bitwise the step with the record kept (``TRACEJIT_BN_SPLIT=0``:
+outputs, gradients, running statistics); BatchNorm2d + ReLU + MaxPool2d matches PyTorch in
+training and eval, float32 and float64, odd sizes, padding and ceil_mode; by default the
+record's pattern takes BatchNorm + max pooling first and the split takes the rest (a LeakyReLU
+after BatchNorm fuses with the normalization)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.compiler.fusion import Group
+from inputs import activation, training_variant
+
+pytest.importorskip("numba")
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+
+
+def _net(T, dtype, pool=(2, 2, 0, False), state=None):
+    """conv -> BatchNorm -> ReLU -> max-pool, twice, flattened (LeNet's shape, smaller), in
+    tracejit or torch, of `dtype`; parameters and buffers from `state` when given."""
+    k, s, p, ceil = pool
+
+    class Net(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = T.nn.Conv2d(1, 6, 3), T.nn.BatchNorm2d(6)
+            self.c2, self.b2 = T.nn.Conv2d(6, 8, 3), T.nn.BatchNorm2d(8)
+            self.pool = T.nn.MaxPool2d(k, s, p, ceil_mode=ceil)
+
+        def forward(self, x):
+            x = self.pool(T.relu(self.b1(self.c1(x))))
+            x = self.pool(T.relu(self.b2(self.c2(x))))
+            return x.reshape(x.shape[0], -1)
+
+    T.manual_seed(0)
+    net = Net().to(getattr(T, np.dtype(dtype).name))
+    if state is not None:
+        with T.no_grad():
+            for name, p in net.state_dict().items():
+                p.copy_(T.tensor(state[name]))
+    return net
+
+
+def _step(T, net, x, y, call=None, calls=2):
+    """`calls` training steps' (of `call`, default `net`) last output, then every gradient
+    and buffer of `net`, as numpy."""
+    out = None
+    for _ in range(calls):
+        out = (call or net)(T.tensor(x))
+        ((out - T.tensor(y)) ** 2).mean().backward()
+    return [out.detach().numpy()] + [p.grad.numpy() for p in net.parameters()] + \
+           [b.numpy() for b in net.buffers()]
+
+
+def _state(dtype):
+    net = _net(torch, dtype)
+    return {k: v.numpy().copy() for k, v in net.state_dict().items()}
+
+
+def _compiled(monkeypatch, split: bool, dtype, x, y, pool=(2, 2, 0, False)):
+    monkeypatch.setenv("TRACEJIT_BN_SPLIT", "1" if split else "0")
+    monkeypatch.setenv("TRACEJIT_BN_POOL", "0")     # the pair as the general path takes it
+    net = _net(tj, dtype, pool, _state(dtype))
+    net.train()
+    cf = tj.script(net)
+    res = _step(tj, net, x, y, cf)
+    fwd, bwd = training_variant(cf.forward)[:2]
+    return fwd, bwd, [r.copy() for r in res]
+
+
+TOL = {np.float32: dict(rtol=2e-4, atol=2e-5), np.float64: dict(rtol=1e-10, atol=1e-12)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_step_fuses_and_equals_the_record(monkeypatch, dtype):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 1, 14, 14)).astype(dtype)
+    y = rng.standard_normal((8, 32)).astype(dtype)
+    fwd, bwd, got = _compiled(monkeypatch, True, dtype, x, y)
+    names = [e.prim.name for e in fwd.graph.eqns]
+    assert names.count("batch_norm_stats") == 2, names
+    assert "batch_norm_forward" not in names and "batch_norm_values" not in names
+    wins = [it for it in fwd.items if isinstance(it, Group) and it.window is not None]
+    assert len(wins) == 2 and all([e.prim.name for e in w.eqns][:2] == ["mul", "add"] for w in wins)
+    conv_out = {tuple(w.eqns[0].inputs[0].aval.shape) for w in wins}
+    assert conv_out == {(8, 6, 12, 12), (8, 8, 4, 4)}
+    for w in wins:      # the normalized (N, C, H, W) value is never written
+        assert all(tuple(v.aval.shape) not in conv_out for v in w.outputs)
+    fwd0, _, kept = _compiled(monkeypatch, False, dtype, x, y)
+    assert [e.prim.name for e in fwd0.graph.eqns].count("batch_norm_forward") == 2
+    assert len(got) == len(kept) == 15
+    for a, b in zip(got, kept):
+        np.testing.assert_array_equal(a, b)
+    # eager tracejit and PyTorch
+    net = _net(tj, dtype, state=_state(dtype))
+    net.train()
+    for a, b in zip(got, _step(tj, net, x, y)):
+        np.testing.assert_allclose(a, b, **TOL[dtype])
+    tnet = _net(torch, dtype, state=_state(dtype))
+    tnet.train()
+    for a, b in zip(got, _step(torch, tnet, x, y)):
+        np.testing.assert_allclose(a, b, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pool", [(3, 2, 1, True), (2, 2, 0, True), (3, 1, 1, False)])
+def test_odd_sizes_padding_and_ceil_mode_match_torch(monkeypatch, dtype, pool):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5, 1, 15, 13)).astype(dtype)
+    tnet = _net(torch, dtype, pool, _state(dtype))
+    tnet.train()
+    ref = _step(torch, tnet, x, 0.0, calls=1)
+    y = rng.standard_normal(ref[0].shape).astype(dtype)
+    ref = _step(torch, _reset(tnet, dtype, pool), x, y)
+    fwd, _, got = _compiled(monkeypatch, True, dtype, x, y, pool)
+    assert [e.prim.name for e in fwd.graph.eqns].count("batch_norm_stats") == 2
+    assert len(got) == len(ref)
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(a, b, **TOL[dtype])
+    # eval: the running statistics the two steps left, in both
+    net = _net(tj, dtype, pool, state={k: v.detach().numpy() for k, v in tnet.state_dict().items()})
+    net.eval()
+    tnet.eval()
+    cf = tj.script(net)
+    for _ in range(2):
+        out = cf(tj.tensor(x))
+    np.testing.assert_allclose(out.detach().numpy(), tnet(torch.tensor(x)).detach().numpy(), **TOL[dtype])
+
+
+def _reset(tnet, dtype, pool):
+    fresh = _net(torch, dtype, pool, _state(dtype))
+    fresh.train()
+    return fresh
+
+
+def test_normalized_output_read_elsewhere_is_still_right():
+    bn = tj.nn.BatchNorm2d(3)
+    bn.train()
+
+    def f(x):
+        z = bn(x)
+        return F.max_pool2d(F.relu(z), 2).sum() + (z * z).mean()    # z read by the mean too
+
+    x = tj.tensor(activation(np.random.default_rng(4), (4, 3, 6, 6), np.float32), requires_grad=True)
+    cf = tj.script(f)
+    cf(x).backward()
+    names = [e.prim.name for e in training_variant(cf)[0].graph.eqns]
+    assert "batch_norm_stats" in names and "batch_norm_forward" not in names
+    g = x.grad.numpy().copy()
+    stats = (bn.running_mean.numpy().copy(), bn.running_var.numpy().copy())
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    tbn = torch.nn.BatchNorm2d(3)
+    tbn.train()
+    tz = tbn(tx)
+    (torch.nn.functional.max_pool2d(torch.relu(tz), 2).sum() + (tz * tz).mean()).backward()
+    np.testing.assert_allclose(g, tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(stats[0], tbn.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stats[1], tbn.running_var.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_default_keeps_the_pooled_record_and_splits_the_rest(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_BN_POOL", raising=False)
+    monkeypatch.delenv("TRACEJIT_BN_SPLIT", raising=False)
+    bn1, bn2 = tj.nn.BatchNorm2d(3), tj.nn.BatchNorm2d(3)
+    tb1, tb2 = torch.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+
+    def f(x):
+        return F.max_pool2d(F.relu(bn1(x)), 2) + F.max_pool2d(F.leaky_relu(bn2(x), 0.2), 2)
+
+    def tf(x):
+        return (torch.nn.functional.max_pool2d(torch.relu(tb1(x)), 2)
+                + torch.nn.functional.max_pool2d(torch.nn.functional.leaky_relu(tb2(x), 0.2), 2))
+
+    xn = activation(np.random.default_rng(7), (4, 3, 7, 9), np.float32)
+    x = tj.tensor(xn, requires_grad=True)
+    cf = tj.script(f)
+    (cf(x) ** 2).sum().backward()
+    fwd = training_variant(cf)[0]
+    names = [e.prim.name for e in fwd.graph.eqns]
+    # the ReLU'd pair: the record; the LeakyReLU (not moved after the pooling): split, the
+    # normalization and the LeakyReLU one elementwise group
+    assert names.count("batch_norm_max_pool2d") == 1 and names.count("batch_norm_stats") == 1, names
+    groups = [[e.prim.name for e in g.eqns] for g in fwd.items if isinstance(g, Group)]
+    assert ["mul", "add", "leaky_relu"] in groups, groups
+    tx = torch.tensor(xn, requires_grad=True)
+    (tf(tx) ** 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    for b, tbn in ((bn1, tb1), (bn2, tb2)):
+        np.testing.assert_allclose(b.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,119 @@
+"""A compiled training forward's BatchNorm as its statistics and an elementwise normalization.
+
+After differentiation a training step's forward graph holds, for ``bn(x)`` (ops/batchnorm_prim.py):
+
+    r = batch_norm_forward(x, w, b)                 # normalized y, then the statistics
+    s = getitem(r, [size:])  ...                    # the statistics (the gradient reads them)
+    y = batch_norm_values(r, x, stats, w, b)        # y in x's shape
+
+`split` writes it as
+
+    t = reshape(batch_norm_stats(x), (2*C,))        # one pass over x: the statistics alone
+    s = getitem(t, [0:])  ...
+    a = w / sqrt(var + eps); d = b - mean * a       # per channel, in float64, then x's dtype
+    y = x * a + d                                   # elementwise
+
+so the scheduler sees the normalization as elementwise work and fuses it with its readers:
+a pooling's windows group takes it (with a ReLU) as its prologue and y is never written
+(compiler/windows.py), a ReLU or LeakyReLU after it joins its group. It runs after the
+BatchNorm + max pooling record's pattern (jit/bn_pool_fusion.py), which still takes that
+pair: its one pass per channel reads x once, where the statistics and the windows group
+read it twice (LeNet's compiled step, two threads: about 1 ms slower split). The values are the
+record's bit for bit: the same statistics (the CPU backend's stats and forward kernels sum
+alike), the same per-channel coefficients, the same ``a*x + d`` rounded in x's dtype. It runs
+on forward graphs only after differentiation (it drops batch_norm_values, which carries
+BatchNorm's VJP; the backward reads x and the statistics, not y).
+``TRACEJIT_BN_SPLIT=0`` turns it off (the pattern's switch).
+"""
+from __future__ import annotations
+
+from . import patterns as _patterns
+from .ir import def_use, Eqn, Graph, Var
+from ..ops.batchnorm_prim import BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_VALUES
+from ..ops.indexing import GETITEM
+from ..ops.registry import Aval
+from ..ops.shape import RESHAPE
+
+__all__ = ["split"]
+
+_FLOATS = ("float32", "float64")
+
+
+def _tail_spec(e: Eqn, size: int):
+    """`e`'s getitem spec moved back by `size` when `e` slices the record's tail
+    (``((s, start >= size, None, None),)``), else None."""
+    spec = e.params.get("spec")
+    if (e.prim is not GETITEM or len(e.inputs) != 1 or not isinstance(spec, tuple)
+            or len(spec) != 1 or len(spec[0]) != 4 or spec[0][0] != "s"
+            or not isinstance(spec[0][1], int) or spec[0][1] < size
+            or spec[0][2] is not None or spec[0][3] is not None):
+        return None
+    return (("s", spec[0][1] - size, None, None),)
+
+
+def _normalize(x, stats, weight, bias, eps: float):
+    """``x * a + d`` with a = weight * rsqrt(var + eps), d = bias - mean * a per channel,
+    computed in float64 and rounded to x's dtype (batch_norm_forward's kernel and numpy form)."""
+    from ..ops.elementwise import cast, sqrt
+    from ..ops.shape import reshape
+    from .. import dtypes
+    f64 = dtypes.float64
+    s = cast(stats, f64)
+    mean, var = s[0], s[1]
+    a = cast(weight, f64) / sqrt(var + eps)
+    d = cast(bias, f64) - mean * a
+    view = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    return x * reshape(cast(a, x.dtype), view) + reshape(cast(d, x.dtype), view)
+
+
+def _traced(x: Var, stats: Var, w: Var, b: Var, eps: float, out: Var, loc) -> list:
+    """The equations of `_normalize` over these values, writing `out`."""
+    from .tracer import trace_graph
+    ctx, y = trace_graph(lambda *ts: _normalize(*ts, eps), [v.aval for v in (x, stats, w, b)])
+    sub = dict(zip(ctx.inputs, (x, stats, w, b)))
+    if ctx.consts or ctx.captured:
+        raise RuntimeError("batch_norm split: the normalization traced a constant")
+    sub[ctx.atom(y)] = out
+    return [Eqn(e.prim, tuple(sub.get(a, a) if isinstance(a, Var) else a for a in e.inputs),
+                tuple(sub.get(o, o) for o in e.outs), e.params, loc) for e in ctx.eqns]
+
+
+def split(g: Graph) -> Graph:
+    """`g` with each BatchNorm record split as the module docstring says."""
+    producer, users, outputs = def_use(g)
+    replace: dict = {}     # id(eqn) -> equations written in its place
+    for e5 in g.eqns:
+        if e5.prim is not BATCH_NORM_VALUES:
+            continue
+        rec, x, stats, w, b = e5.inputs
+        e1 = producer.get(rec)
+        if (e1 is None or e1.prim is not BATCH_NORM_FORWARD or rec in outputs or id(e1) in replace
+                or e1.inputs[0] is not x or not all(isinstance(v, Var) for v in (x, stats, w, b))
+                or x.aval.dtype.name not in _FLOATS):
+            continue
+        shape = x.aval.shape
+        if not all(isinstance(d, int) for d in shape):
+            continue                      # symbolic sizes: left alone
+        size = rec.aval.shape[0] - 2 * shape[1]
+        tails = [u for u in users.get(rec, []) if u is not e5]
+        specs = [_tail_spec(u, size) for u in tails]
+        if any(s is None for s in specs) or any(id(u) in replace for u in tails):
+            continue
+        c = shape[1]
+        st = Var(Aval((2, c), x.aval.dtype, x.aval.device))
+        flat = Var(Aval((2 * c,), x.aval.dtype, x.aval.device))
+        replace[id(e1)] = [Eqn(BATCH_NORM_STATS, (x,), (st,), {}, e1.loc),
+                           Eqn(RESHAPE, (st,), (flat,), {"shape": (2 * c,)}, e1.loc)]
+        for u, spec in zip(tails, specs):
+            replace[id(u)] = [Eqn(u.prim, (flat,), u.outs, dict(u.params, spec=spec), u.loc)]
+        replace[id(e5)] = _traced(x, stats, w, b, e5.params["eps"], e5.out, e5.loc)
+    if not replace:
+        return g
+    eqns = []
+    for e in g.eqns:
+        eqns.extend(replace.get(id(e), (e,)))
+    return Graph(g.inputs, tuple(eqns), g.outputs, g.name)
+
+
+# A pattern of the compiled training step's forward graphs after differentiation (jit/patterns.py)
+_patterns.register(_patterns.Pattern("bn_split", split, ("forward",), switch="TRACEJIT_BN_SPLIT"))
