@@ -28,7 +28,7 @@ BatchNorm's VJP; the backward reads x and the statistics, not y).
 from __future__ import annotations
 
 from . import patterns as _patterns
-from .ir import def_use, Eqn, Graph, Var
+from .ir import def_use, rewritten, Eqn, Graph, Var
 from ..ops.batchnorm_prim import BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_VALUES
 from ..ops.indexing import GETITEM
 from ..ops.registry import Aval
@@ -107,12 +107,7 @@ def split(g: Graph) -> Graph:
         for u, spec in zip(tails, specs):
             replace[id(u)] = [Eqn(u.prim, (flat,), u.outs, dict(u.params, spec=spec), u.loc)]
         replace[id(e5)] = _traced(x, stats, w, b, e5.params["eps"], e5.out, e5.loc)
-    if not replace:
-        return g
-    eqns = []
-    for e in g.eqns:
-        eqns.extend(replace.get(id(e), (e,)))
-    return Graph(g.inputs, tuple(eqns), g.outputs, g.name)
+    return rewritten(g, replace)
 
 
 # A pattern of the compiled training step's forward graphs after differentiation (jit/patterns.py)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..ops import bn_pool as _bn_pool
 from ..ops.registry import Aval
 from . import patterns as _patterns
-from .ir import def_use, Eqn, Graph, Var
+from .ir import def_use, rewritten, Eqn, Graph, Var
 from ..ops.batchnorm_prim import BATCH_NORM_FORWARD, BATCH_NORM_VALUES, BN_BACKWARD
 from ..ops.indexing import GETITEM
 from ..ops.shape import RESHAPE
@@ -104,12 +104,7 @@ def fuse(g: Graph) -> Graph:
         replace[id(e6)] = []
         replace[id(e7)] = [Eqn(e7.prim, (e6.out, x), e7.outs, dict(e7.params), e7.loc)]
     _fuse_backward(g, producer, users, outputs, replace)
-    if not replace:
-        return g
-    eqns = []
-    for e in g.eqns:
-        eqns.extend(replace.get(id(e), (e,)))
-    return Graph(g.inputs, tuple(eqns), g.outputs, g.name)
+    return rewritten(g, replace)
 
 
 def _fuse_backward(g: Graph, producer: dict, users: dict, outputs: set, replace: dict) -> None:

@@ -88,7 +88,6 @@ class Graph:
         return out
 
 
-
 def def_use(g: Graph) -> tuple:
     """``(producer, users, outputs)`` of `g`: each value's equation, the equations that read
     each value (in order), and the graph's output values."""
@@ -101,6 +100,18 @@ def def_use(g: Graph) -> tuple:
             if isinstance(a, Var):
                 users.setdefault(a, []).append(e)
     return producer, users, set(a for a in g.outputs if isinstance(a, Var))
+
+
+def rewritten(g: Graph, replace: dict) -> Graph:
+    """`g` with each equation ``e`` where ``id(e)`` is in `replace` written as the equations
+    there (an empty list drops it); `g` itself where nothing is replaced."""
+    if not replace:
+        return g
+    eqns = []
+    for e in g.eqns:
+        eqns.extend(replace.get(id(e), (e,)))
+    return Graph(g.inputs, tuple(eqns), g.outputs, g.name)
+
 
 # ---------------------------------------------------------------- printing
 def format_param(v, namer=None) -> str:

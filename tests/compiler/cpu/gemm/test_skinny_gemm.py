@@ -152,9 +152,11 @@ def test_load_gemm_kernels_loads_what_sync_mode_gave_up_on(monkeypatch):
     then): router.load_gemm_kernels loads the template's serial entry, the halves and the dot
     kernel, and the head's logits then run on the dot kernel (numpy's result)."""
     from tracejit.compiler.cpu.kernels import loader as native
-    from tracejit.compiler.cpu.gemm import template_panels
+    from tracejit.compiler.cpu.gemm import template, template_panels
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(native, "_kernels", {})
+    # (one template configuration: the others load the same way, each a compile of its own)
+    monkeypatch.setattr(template, "CONFIGS", template.CONFIGS[:1])
     for module, name in ((skinny_gemm, "_loaded"), (router, "_serial_loaded"), (halves, "_pairs")):
         monkeypatch.setattr(module, name, {})
     sources = {("gemm_serial", "float32"): template_panels.serial_source, ("rows_gemm_halves", "float32"): halves.source,

@@ -73,7 +73,7 @@ def test_every_configuration_over_a_sweep(dtype, cfg):
 @pytest.mark.parametrize("avx512", [True, False], ids=["wide", "narrow"])
 def test_both_vector_widths(monkeypatch, avx512):
     """The source for either vector width runs anywhere (LLVM splits or joins vectors)."""
-    monkeypatch.setattr(template, "_AVX512", [avx512])
+    monkeypatch.setattr(template, "_WIDE", avx512)
     _check_config("float32", template.CONFIGS[0], SHAPES[:8])
 
 

@@ -369,6 +369,37 @@ def test_numba_is_imported_on_a_timer_after_the_first_ask_and_no_kernel_loads(tm
     assert json.loads(r.stdout.strip().splitlines()[-1]) == [False, True, True, True, True, True]
 
 
+_LOCKED_CHILD = """
+import json, sys, threading, time
+from tracejit.compiler import diskcache
+from tracejit.compiler.cpu.kernels import loader
+loader._GO_AFTER_S = 0.0
+k = loader.NativeKernel(%r, "test_native_locked")
+with diskcache._lock:                 # a module load under way in another thread
+    k.get()
+    timer = next(t for t in threading.enumerate() if t.name == "tracejit-numba-import")
+    timer.join(1.0)
+    during = ["numba" in sys.modules, timer.is_alive()]
+timer.join(240)
+from numba.core.runtime import rtsys
+print(json.dumps(during + ["numba" in sys.modules, timer.is_alive(), rtsys._init]))
+"""
+
+
+def test_the_import_timer_waits_for_a_module_load_under_way():
+    """numba's import on the timer takes the loads' lock: imported beside a loader thread's
+    own import of numba, Python's import-deadlock check can hand one of them a partially
+    initialized numba module and fail that load."""
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    env.pop("TRACEJIT_COMPILE", None)
+    env.pop("TRACEJIT_EAGER_KERNELS", None)
+    r = subprocess.run([sys.executable, "-c", _LOCKED_CHILD % _SOURCE], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # held back while the lock is held; numba imported and its runtime set up after
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [False, True, True, False, True]
+
+
 def test_takes_plain_native_float_arrays_of_one_dtype_only():
     f32, f64 = np.zeros(3, np.float32), np.zeros(3)
     assert native.takes(np, f32, f32) and native.takes(np, f64)

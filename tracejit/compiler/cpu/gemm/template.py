@@ -78,23 +78,15 @@ CONFIGS = (Config(8, 3), Config(6, 4), Config(4, 2), Config(8, 1), Config(8, 3, 
 
 
 def vector_width(dtype: str) -> int:
-    """Lanes of the widest vector the kernels are compiled for: 64 bytes with AVX-512, else
-    32 (asked once per process)."""
-    return (64 if _has_avx512() else 32) // (4 if dtype == "float32" else 8)
+    """Lanes of the vectors the template's configurations are rendered with: 32 bytes on
+    every host. AVX-512's 64-byte vectors measured slower in the training steps (MLP
+    compiled step 1.116x), so they wait for the choice to be measured at that width
+    (docs/design/gemm.md); the panels and the serial entry use them (template_panels.py)."""
+    return (64 if _WIDE else 32) // (4 if dtype == "float32" else 8)
 
 
-_AVX512: list = []
-
-
-def _has_avx512() -> bool:
-    if not _AVX512:
-        try:
-            from ....buildfacts import numba_facts
-            features = numba_facts()[2]
-            _AVX512.append(isinstance(features, str) and "+avx512f" in features)
-        except Exception:
-            _AVX512.append(False)
-    return _AVX512[0]
+# 64-byte vectors instead (the source for either width runs on any host: its test)
+_WIDE = False
 
 
 # the register tiles (`_make_tile`) of a configuration, with the module's head
@@ -111,28 +103,32 @@ MR, NV, V, KS, PACK, DOT = {mr}, {nv}, {v}, {ks}, {pack}, {dot}
 NR = NV if DOT else NV * V
 
 
+def _operands(context, builder, sig, args):
+    # a tile intrinsic's pointers and ints: the float type, A, B, C at their offsets, then
+    # ars, aks, ldb, ldc, K as int64 (the arguments a, aoff, ars, aks, b, boff, ldb, c, coff,
+    # ldc, k of every tile)
+    ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+    tys = sig.args
+
+    def data(i):
+        return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
+                               ft.as_pointer())
+
+    def int_(i):
+        return context.cast(builder, args[i], tys[i], _t.int64)
+
+    return (ft, builder.gep(data(0), [int_(1)]), builder.gep(data(4), [int_(5)]),
+            builder.gep(data(7), [int_(8)]), int_(2), int_(3), int_(6), int_(9), int_(10))
+
+
 def _make_tile(mr, widths, keep=False):
     # c (mr x sum(widths)) = a @ b over k, raw sums: a's (r, p) at a[aoff + r*ars + p*aks],
     # b's row p at b[boff + p*ldb], c's row r at c[coff + r*ldc]; one vector accumulator per
     # row and width, a broadcast of a's value per row and p, fused multiply-adds. `keep`: a
     # twelfth argument, beta (run time): where true, c (+)= the sums
     def codegen(context, builder, sig, args):
-        ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+        ft, A, B, C, ars, aks, ldb, ldc, K = _operands(context, builder, sig, args)
         i64 = _ir.IntType(64)
-        tys = sig.args
-
-        def data(i):
-            return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
-                                   ft.as_pointer())
-
-        def int_(i):
-            return context.cast(builder, args[i], tys[i], _t.int64)
-
-        A = builder.gep(data(0), [int_(1)])
-        ars, aks = int_(2), int_(3)
-        B = builder.gep(data(4), [int_(5)])
-        C = builder.gep(data(7), [int_(8)])
-        ldb, ldc, K = int_(6), int_(9), int_(10)
         vts = [_ir.VectorType(ft, w) for w in widths]
         offs = [sum(widths[:v]) for v in range(len(widths))]
         accs = [[_cg.alloca_once_value(builder, _ir.Constant(vt, None)) for vt in vts] for _ in range(mr)]
@@ -186,22 +182,9 @@ def _make_dot(mr, nc):
         sig = _t.void(a, aoff, ars, aks, b, boff, ldb, c, coff, ldc, k)
 
         def codegen(context, builder, sig, args):
-            ft = _ir.FloatType() if "{dtype}" == "float32" else _ir.DoubleType()
+            ft, A, B, C, ars, _aks, ldb, ldc, K = _operands(context, builder, sig, args)
             sfx = "f32" if "{dtype}" == "float32" else "f64"
             i64 = _ir.IntType(64)
-            tys = sig.args
-
-            def data(i):
-                return builder.bitcast(context.make_array(tys[i])(context, builder, args[i]).data,
-                                       ft.as_pointer())
-
-            def int_(i):
-                return context.cast(builder, args[i], tys[i], _t.int64)
-
-            A = builder.gep(data(0), [int_(1)])
-            B = builder.gep(data(4), [int_(5)])
-            C = builder.gep(data(7), [int_(8)])
-            ars, ldb, ldc, K = int_(2), int_(6), int_(9), int_(10)
             vt = _ir.VectorType(ft, V)
             fma = _cg.get_or_insert_function(builder.module, _ir.FunctionType(vt, [vt, vt, vt]),
                                              "llvm.fma.v%d%s" % (V, sfx))

@@ -91,15 +91,11 @@ def _warm_later() -> None:
 
 def _import_numba() -> None:
     try:
-        import numba  # noqa: F401
-        from ... import diskcache  # noqa: F401
-        # and numba's runtime, which the first kernel loaded compiles with LLVM (37 of a
-        # first load's 67 ms; once a process, under numba's compile lock as numba does it)
-        from numba.core.compiler_lock import global_compiler_lock
-        from numba.core.registry import cpu_target
-        from numba.core.runtime import rtsys
-        with global_compiler_lock:
-            rtsys.initialize(cpu_target.target_context)
+        # under the loads' lock (a loader thread importing numba meanwhile can fail with
+        # Python's import-deadlock error), with numba's runtime, which the first kernel
+        # loaded compiles with LLVM (37 of a first load's 67 ms)
+        from ... import diskcache
+        diskcache.import_numba(runtime=True)
     except Exception:  # a loader meets the same failure and keeps the op on numpy
         pass
 
