@@ -18,10 +18,12 @@ is written with tracejit ops (softmax's primitives).
 
 On the CPU both run a kernel rendered from their rows forms (``extra["rows_form"]``,
 compiler/cpu/kernels/row_forms.py): a row's max, its sum of exponentials and the target's
-value (a sum over the row of the one element whose class index equals the target) in one
+value (a max over the row of the one element whose class index equals the target) in one
 rows group, as one kernel call, where the numpy form is a dozen calls.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -112,7 +114,9 @@ def _ce_rows(x, t, classes, *, ignore_index=-100, reduction="mean"):
     from .elementwise import exp, log, where
     from .reductions import amax, sum as _sum
     z = x - amax(x, -1, keepdim=True)
-    picked = _sum(where(classes == t, z, 0.0), -1, keepdim=True)   # z at the target
+    # z at the target; -inf for a target outside [0, C), whose loss is then inf: the
+    # caller's one check of the total finds it (no range check before the kernel)
+    picked = amax(where(classes == t, z, -math.inf), -1, keepdim=True)
     loss = log(_sum(exp(z), -1, keepdim=True)) - picked
     return where(t == ignore_index, 0.0, loss)
 

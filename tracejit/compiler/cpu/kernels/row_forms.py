@@ -19,6 +19,8 @@ them.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, check_range,
@@ -54,7 +56,7 @@ def run(prim, arrays, params):
         return None
     # the loaded kernel's call for exactly these shapes and dtypes (a dict look-up: the
     # cross-entropy of 256x10 logits is ~10 us of work, the general path below ~15 more)
-    fast = (prim, tuple(params.items()), tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays))
+    fast = (prim, tuple(params.items()), tuple([a.shape for a in arrays]), tuple([a.dtype for a in arrays]))
     call = _calls.get(fast)
     if call is None:
         call = _prepare(prim, arrays, params)
@@ -156,22 +158,30 @@ def _ce_operands(x, t, ignore_index):
         valid = t != ignore_index
         check_range(t, valid, c)
         counted = int(np.count_nonzero(valid))
+    return t.reshape(n, 1), _class_ids(c), counted
+
+
+def _class_ids(c: int) -> np.ndarray:
     classes = _classes.get(c)
     if classes is None:
         classes = _classes[c] = np.arange(c, dtype=np.int64).reshape(1, c)
-    return t.reshape(n, 1), classes, counted
+    return classes
 
 
 def cross_entropy(x, t, *, ignore_index=-100, reduction="mean"):
-    got = _ce_operands(x, t, ignore_index)
-    if got is None:
+    if x.ndim != 2 or t.ndim != 1 or t.dtype.kind not in "iu":
         return None
-    t2, classes, counted = got
-    loss = run(CROSS_ENTROPY, (x, t2, classes), {"ignore_index": ignore_index, "reduction": "none"})
+    n, c = x.shape
+    t = t.astype(np.int64, copy=False)
+    loss = run(CROSS_ENTROPY, (x, t.reshape(n, 1), _class_ids(c)),
+               {"ignore_index": ignore_index, "reduction": "none"})
     if loss is None:
         return None
     loss = loss.reshape(-1)
-    total = loss.sum(dtype=np.float64) if reduction != "none" else 0.0
+    total = loss.sum(dtype=np.float64)
+    if not math.isfinite(total):   # a target outside [0, C) has loss inf: PyTorch's IndexError
+        check_range(t, t != ignore_index, c)
+    counted = n - int(np.count_nonzero(t == ignore_index)) if reduction == "mean" else n
     return reduce_losses(loss, total, counted, reduction, x.dtype)
 
 
