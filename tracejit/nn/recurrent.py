@@ -8,7 +8,8 @@ precomputed input projection.
 RNN, LSTM and GRU layers run each time loop inside one op (ops/rnn_layer.py,
 ops/lstm_layer.py, ops/gru_layer.py: primitives with their own backward, eager and
 compiled); the hidden weights' gradient is one GEMM over all time steps there. The cells
-(RNNCell, LSTMCell, GRUCell) run the step functions.
+run the cell math on one product of [x | h] (RNNCell, LSTMCell: `_packed_proj`) or on the
+input projection and `gru_step` (GRUCell).
 
 Parameters, their names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), their order,
 their initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) and the gate order
@@ -69,7 +70,7 @@ def _packed_proj(x, h, w_ih, w_hh, b_ih, b_hh):
     the step where the two projections take two and four (the weights' concatenation is
     the same node at every step of a captured loop: CSE keeps one, and its gradient is
     split once), and no separate sum of the two. The LSTMCell sine-wave program (two cells,
-    100 steps, batch 97) runs 600 products a step fewer."""
+    100 steps, batch 97) runs 899 products a training step instead of 1398."""
     b = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
     return F.linear(_ops.cat([x, h], 1), _ops.cat([w_ih, w_hh], 1), b)
 
