@@ -191,17 +191,20 @@ def _names(g):
     return [e.prim.name for e in g.eqns]
 
 
-def test_softmax_is_one_step_each_way():
-    # softmax and its gradient are primitives (ops/softmax_prim.py), recorded as such and
-    # run by their row kernels: one step forward (it saves its output), one backward.
+def test_softmax_is_one_rows_group_each_way():
+    # softmax and its gradient are primitives (ops/softmax_prim.py); a compiled plan
+    # schedules each as its record's rows form (compiler/rowinline.py): one rows group
+    # forward (it saves its output), one backward.
     x = T(6, 9, seed=1)
     cf = assert_compiled_matches(lambda x: tj.softmax(x, -1), x)
     fwd, bwd, n_saved = _train(cf)
     for plan in (fwd, bwd):
         check_schedule(plan.items, plan.graph)
-    assert [s.prim.name for s in _steps(fwd)] == ["softmax"] and not _groups(fwd)
+        assert not _steps(plan), plan.describe()
+        groups = _groups(plan)
+        assert len(groups) == 1 and groups[0].rows, plan.describe()
+    assert [r.prim.name for r in _groups(fwd)[0].rows] == ["amax", "sum"]
     assert n_saved == 1 and tuple(fwd.graph.outputs[1].aval.shape) == (6, 9)
-    assert [s.prim.name for s in _steps(bwd)] == ["softmax_backward"], bwd.describe()
 
 
 def test_layer_norm_is_one_step_each_way():

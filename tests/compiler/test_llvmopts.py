@@ -45,6 +45,18 @@ def test_kernel_options_follow_stores_and_parallelism():
     assert llvmopts.kernel_options(3, True, "map", wide=False) == ("-force-vector-interleave=4",)
 
 
+def test_a_loop_needing_many_alias_checks_is_allowed_them():
+    # 9 inputs, 14 outputs (an LSTM backward group): 14*13/2 + 14*9 = 217 checks > 128
+    assert llvmopts._alias_checks(14, 23) == 217
+    assert llvmopts._alias_checks(1, 3) == 2 and llvmopts._alias_checks(3, 0) == 0
+    assert llvmopts.kernel_options(14, False, "flat", arrays=23) == llvmopts.MANY_CHECKS
+    assert llvmopts.kernel_options(14, True, "flat", arrays=23) == (
+        ("-force-vector-interleave=2", "prefer-vector-width=512") + llvmopts.MANY_CHECKS)
+    # up to LLVM's default (8 outputs of 12 arrays: 28 + 32 = 60) nothing is added
+    assert llvmopts.kernel_options(8, False, "flat", arrays=12) == ()
+    assert llvmopts.kernel_options(14, False, "flat") == ()      # operands unknown
+
+
 def test_unknown_option_is_refused_before_anything_is_set():
     with pytest.raises(ValueError, match="-no-such-option"):
         with llvmopts.applied(("-force-vector-interleave=4", "-no-such-option=1")):
@@ -117,6 +129,38 @@ def test_interleave_applies_inside_the_block_only():
     plain(a, o1, a.size)
     four(a, o2, a.size)
     np.testing.assert_array_equal(o1, o2)     # same arithmetic, only more of it per iteration
+
+
+def _many_outputs_loop(tag: str) -> str:
+    """A float64 map of 6 inputs to 14 outputs: 14*13/2 + 14*6 = 175 alias checks."""
+    ins, outs = [f"a{i}" for i in range(6)], [f"o{i}" for i in range(14)]
+    sig = ", ".join(["float64[::1]"] * 20)
+    body = [f"        {o}[i] = a{j % 6}[i] * {j + 2}.0 + a{(j + 1) % 6}[i]" for j, o in enumerate(outs)]
+    return "\n".join([f"# {tag}", "import numpy as np", "from numba import njit", "",
+                      f'@njit("void({sig}, int64)", cache=CACHE, error_model="numpy")',
+                      f"def kernel({', '.join(ins + outs)}, n):", "    for i in range(n):"] + body) + "\n"
+
+
+def _packed_multiplies(kernel) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # a cached kernel shows no asm: fail, do not pass
+        asm = kernel.inspect_asm(kernel.signatures[0])
+    return len(re.findall(r"\bv?mulpd\b", asm)) + len(re.findall(r"\bvfn?m(?:add|sub)\d+pd\b", asm))
+
+
+@x86
+def test_many_alias_checks_let_a_many_output_loop_vectorize():
+    plain = diskcache.load_module(_many_outputs_loop("checks-plain"), name_hint="checks-plain").kernel
+    many = diskcache.load_module(_many_outputs_loop("checks-many"), name_hint="checks-many",
+                                 llvm_options=llvmopts.MANY_CHECKS).kernel
+    # x86-64 always has packed double multiplies (SSE2 at least)
+    assert _packed_multiplies(plain) == 0 < _packed_multiplies(many)
+    a = [np.linspace(-1, 1, 1001) + i for i in range(6)]
+    o1, o2 = [np.empty(1001) for _ in range(14)], [np.empty(1001) for _ in range(14)]
+    plain(*a, *o1, 1001)
+    many(*a, *o2, 1001)
+    for x, y in zip(o1, o2):
+        np.testing.assert_array_equal(x, y)
 
 
 @x86

@@ -206,6 +206,54 @@ def test_stacked_bidirectional_compiles(capture, rnn_cls):
     _compiled_matches_eager(capture, rnn_cls, 4, num_layers=2, bidirectional=True)
 
 
+@pytest.mark.parametrize("cell,tcell", [(nn.LSTMCell, torch.nn.LSTMCell), (nn.RNNCell, torch.nn.RNNCell)],
+                         ids=["lstm", "rnn"])
+def test_a_compiled_cell_loop_matches_torch_with_one_product_a_step(cell, tcell):
+    """A cell stepped by a Python loop, compiled: PyTorch's outputs and gradients, and each
+    step's two projections captured as one product on [x | h] (the weights' concatenation
+    once for the loop)."""
+    torch.manual_seed(0)
+    t = tcell(3, 4).double()
+    m = cell(3, 4, dtype="float64")
+    _copy(m, t)
+    lstm = cell is nn.LSTMCell
+
+    def run(mod, x, T):
+        h = T.zeros(2, 4, dtype=T.float64)
+        c = T.zeros(2, 4, dtype=T.float64)
+        outs = []
+        for xt in x.split(1, dim=1):
+            if lstm:
+                h, c = mod(xt.squeeze(1), (h, c))
+            else:
+                h = mod(xt.squeeze(1), h)
+            outs.append(h)
+        return T.stack(outs, 1)
+
+    class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = m
+
+        def forward(self, x):
+            return run(self.cell, x, tj)
+
+    x = np.random.default_rng(4).standard_normal((2, 3, 3))
+    f = tj.compile(Loop())
+    out_j = f(tj.tensor(x))
+    out_t = run(t, torch.tensor(x), torch)
+    np.testing.assert_allclose(_np(out_j), _np(out_t), rtol=1e-10, atol=1e-12)
+    (out_j ** 2).sum().backward()
+    (out_t ** 2).sum().backward()
+    tp = dict(t.named_parameters())
+    for name, p in m.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), tp[name].grad.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+    graph = str(f.explain(tj.tensor(x))["optimized graph"])
+    # concatenations: [x | h] at each of the 3 steps, the weights once, the outputs' stack
+    concats = [ln for ln in graph.splitlines() if " concat[" in ln]
+    assert graph.count(" matmul ") == 3 and len(concats) == 5, graph
+
+
 def test_bad_state_dict_lists_keys_and_changes_nothing():
     m = nn.LSTM(3, 4)
     before = {k: v.numpy().copy() for k, v in m.state_dict().items()}

@@ -1,5 +1,5 @@
 """cross_entropy over class indices as one primitive each way (ops/cross_entropy_prim.py)
-with its row kernels (compiler/cpu/kernels/row_kernels.py): values and gradients against PyTorch with the
+with its kernels (rendered from rows forms: compiler/cpu/kernels/row_forms.py): values and gradients against PyTorch with the
 kernels and with the numpy forms, out-of-range targets named in the error either way,
 ignored rows, the forms that keep the composite, and the primitive recorded when traced."""
 import numpy as np
@@ -78,6 +78,14 @@ def test_out_of_range_targets_are_named(path):
         F.cross_entropy(x, tj.tensor([0, 5, 1, 2]))
     with pytest.raises(IndexError, match="nll_loss: index -3 is out of range for size 3"):
         F.cross_entropy(x, tj.tensor([0, 1, -3, 2]))
+    for reduction in ("sum", "none"):
+        with pytest.raises(IndexError, match="nll_loss: index 3 is out of range for size 3"):
+            F.cross_entropy(x, tj.tensor([0, 3, 1, 2]), reduction=reduction)
+    # a nan logit is no range error: its row's loss is nan, as PyTorch's
+    xv = x.detach().numpy().copy()
+    xv[1, 2] = np.nan
+    got = F.cross_entropy(tj.tensor(xv), tj.tensor([0, 1, 2, 2]), reduction="none").numpy()
+    assert np.isnan(got[1]) and np.isfinite(got[[0, 2, 3]]).all()
     # the ignored index itself is fine, in range or not
     assert np.isfinite(F.cross_entropy(x, tj.tensor([0, -100, 1, 2])).item())
     assert np.isfinite(F.cross_entropy(x, tj.tensor([0, 7, 1, 2]), ignore_index=7).item())

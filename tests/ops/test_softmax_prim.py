@@ -1,5 +1,6 @@
 """softmax and LayerNorm as primitives (ops/softmax_prim.py, ops/layer_norm_prim.py) with
-their row kernels (compiler/cpu/kernels/row_kernels.py): values and gradients against the formulas, the
+their row kernels (softmax's rendered from its rows form: compiler/cpu/kernels/row_forms.py;
+LayerNorm's in compiler/cpu/kernels/row_kernels.py): values and gradients against the formulas, the
 kernels against the numpy forms (edge sizes, strides, special values), the same
 primitives recorded when traced, compiled gradients equal to eager ones, and LayerNorm's
 second derivatives (its backward's own VJP) against PyTorch."""
@@ -8,7 +9,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.ops import layer_norm_prim, softmax_prim
-from tracejit.compiler.cpu.kernels import row_kernels
+from tracejit.compiler.cpu.kernels import row_forms, row_kernels
 
 
 @pytest.fixture(params=["kernel", "numpy"])
@@ -68,14 +69,23 @@ def test_row_kernel_max_orders_signed_values(dtype, monkeypatch):
         z = rows * dtype(scale)
         e = np.exp(z - z.max(-1, keepdims=True))
         ref = e / e.sum(-1, keepdims=True)
-        y = row_kernels.softmax_rows(np, rows, scale)
+        y = row_forms.softmax(rows, dim=1, scale=scale)
         assert y is not None, "the row kernel did not load"
         np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-30)
         mask = np.array([0.0, -np.inf, 0.0, 0.0], dtype)
         zm = z + mask
         em = np.exp(zm - zm.max(-1, keepdims=True))
-        ym = row_kernels.softmax_rows(np, rows, scale, mask)
+        ym = row_forms.softmax(rows, mask, dim=1, scale=scale)
         np.testing.assert_allclose(ym, em / em.sum(-1, keepdims=True), rtol=1e-6, atol=1e-30)
+        # attention rows masked everywhere (a 2-d mask over 3-d scores): nan, as PyTorch
+        full = np.zeros((2, 4), dtype)
+        full[1] = -np.inf
+        scores = np.stack([rows[:2], rows[2:4]])
+        with np.errstate(invalid="ignore"):
+            got = row_forms.softmax(scores, full, dim=2, scale=scale)
+        assert got is not None and np.isnan(got[:, 1]).all()
+        np.testing.assert_allclose(got[:, 0], softmax_prim._softmax_impl(np, scores[:, 0], dim=1, scale=scale),
+                                   rtol=1e-6, atol=1e-30)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -92,8 +102,8 @@ def test_row_kernels_match_the_numpy_forms(dtype, monkeypatch):
             y0 = softmax_prim._softmax_impl(np, xv, dim=1)
             b0 = softmax_prim._softmax_backward_impl(np, g, y0, 1)
             monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
-            y1 = row_kernels.softmax_rows(np, xv)
-            b1 = row_kernels.softmax_backward_rows(np, g, y0)
+            y1 = row_forms.softmax(xv, dim=1)
+            b1 = row_forms.softmax_backward(g, y0, dim=1)
             assert y1 is not None and b1 is not None, "the row kernels did not load"
             np.testing.assert_allclose(y1, y0, rtol=tol, atol=tol)
             np.testing.assert_allclose(b1, b0, rtol=tol, atol=tol)

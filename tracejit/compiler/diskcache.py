@@ -192,12 +192,21 @@ def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
     return entry is not None and (entry / _MANIFEST_NAME).exists()
 
 
-def import_numba() -> None:
+def import_numba(runtime: bool = False) -> None:
     """Import numba under the loads' lock: two threads importing it at once (a background
-    compile's and a module loader's) can end in Python's import-deadlock error, which
-    failed a warm entry's loads."""
+    compile's or the import timer's and a module loader's) can end in Python's
+    import-deadlock error ("partially initialized module 'numba.core.dispatcher'"), which
+    failed a warm entry's loads and left its compiled step on tier 0. Every first import
+    of numba in a thread other than the loads' own must come through here. `runtime`: also
+    set up numba's runtime, which the first module loaded would compile with LLVM."""
     with _lock:
         import numba  # noqa: F401
+        if runtime:
+            from numba.core.compiler_lock import global_compiler_lock
+            from numba.core.registry import cpu_target
+            from numba.core.runtime import rtsys
+            with global_compiler_lock:
+                rtsys.initialize(cpu_target.target_context)
 
 
 def on_disk(source: str, llvm_options: tuple[str, ...] = ()) -> bool:

@@ -46,10 +46,13 @@ __all__ = ["kernel_options", "applied"]
 MANY_STORES = 4
 
 
-def kernel_options(stores: int, parallel: bool, form: str = "", wide: bool = True) -> tuple[str, ...]:
+def kernel_options(stores: int, parallel: bool, form: str = "", wide: bool = True,
+                   arrays: int = 0) -> tuple[str, ...]:
     """LLVM options for a CPU kernel that stores `stores` values per element (outputs,
     plus one for a reduction's accumulator), rendered in loop shape `form`
-    (`codegen_cpu.loop_form`).
+    (`codegen_cpu.loop_form`), over `arrays` array operands in all (inputs and outputs;
+    0: unknown). A kernel whose loop needs more runtime alias checks than LLVM's vectorizer
+    allows by default gets `MANY_CHECKS` (serial twins too), see `_alias_checks`.
 
     Serial twins (small sizes, see plan.PARALLEL_MIN) keep LLVM's own choice: their
     loops are short, and the bigger body would add compile time (the GELU kernel's
@@ -62,12 +65,32 @@ def kernel_options(stores: int, parallel: bool, form: str = "", wide: bool = Tru
 
     `wide=False` leaves out `WIDE_VECTORS` (row kernels: see codegen_rows).
     """
+    checks = MANY_CHECKS if _alias_checks(stores, arrays) > _DEFAULT_CHECKS else ()
     if not parallel:
-        return ()
+        return checks
     vectors = WIDE_VECTORS if wide else ()
     if form in _FOUR_ALWAYS:
-        return ("-force-vector-interleave=4",) + vectors
-    return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",) + vectors
+        return ("-force-vector-interleave=4",) + vectors + checks
+    return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",) + vectors + checks
+
+
+# LLVM vectorizes a loop over arrays that may overlap only behind runtime checks, one per
+# pair of arrays at least one of which it writes, and gives up past
+# ``-vectorize-memory-check-threshold`` (128) of them: numba's arrays carry no noalias, so
+# a fused group with many outputs ran scalar. An LSTM backward group recomputing three
+# cell steps (9 inputs, 14 outputs: 217 checks, 4947 float64) took 297 us, 81 us with the
+# checks allowed (a few hundred compares once a call, against ns per element saved).
+_DEFAULT_CHECKS = 128
+MANY_CHECKS = ("-vectorize-memory-check-threshold=1024",)
+
+
+def _alias_checks(stores: int, arrays: int) -> int:
+    """The runtime alias checks a loop writing `stores` of its `arrays` arrays needs: each
+    written array against every other array (a pair of read-only ones needs none)."""
+    if arrays <= 1 or stores <= 0:
+        return 0
+    stores = min(stores, arrays)
+    return stores * (stores - 1) // 2 + stores * (arrays - stores)
 
 
 # Vector width for parallel kernels: LLVM's tuning for Intel AVX-512 cores prefers 256-bit
@@ -98,7 +121,7 @@ WIDE_VECTORS = ("prefer-vector-width=512",)
 _FOUR_ALWAYS = ("column_blocks", "flat_blocked_sum", "flat_reduce")
 
 # LLVM's own value for each option we set: restored after our compile.
-_DEFAULTS = {"-force-vector-interleave": "0"}
+_DEFAULTS = {"-force-vector-interleave": "0", "-vectorize-memory-check-threshold": "128"}
 
 # Function attributes (options written without a leading "-": ``name=value``) that
 # `applied` sets on the kernel's own functions, and only those (`_OURS`).

@@ -33,6 +33,7 @@ from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends
 from .fusion import Group, partition
+from .rowinline import expand_rows_forms
 from .groupsplit import split_wide_groups
 from ..jit import patterns as _patterns
 from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
@@ -164,6 +165,7 @@ class Plan:
     def __init__(self, graph: Graph, name: str = "graph", backend=None):
         if has_bf16(graph):
             graph = widen_bf16(graph)   # (bf16 computes in float32: bf16_graph.py)
+        graph = expand_rows_forms(graph)   # (rowinline.py: softmax as its rows group)
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
         # the plan stage's patterns the backend has the kernels for (plan_patterns.py)

@@ -60,7 +60,7 @@ __all__ = ["RowGroup", "fuse_rows", "enabled", "ROW_PRIMS"]
 # The row primitives whose kernels take fused work, and which input is the row data `x`.
 # softmax (over the last dim, without the mask operand attention gives it) takes a prologue:
 # the scale and additive mask a program writes before it (``softmax(q @ k.T * c + mask)``)
-ROW_PRIMS = {LAYER_NORM: 0, LAYER_NORM_BACKWARD: 1, SOFTMAX: 0}
+ROW_PRIMS = {LAYER_NORM: 0, LAYER_NORM_BACKWARD: 1}
 _DTYPES = ("float32", "float64")
 
 

@@ -8,7 +8,8 @@ precomputed input projection.
 RNN, LSTM and GRU layers run each time loop inside one op (ops/rnn_layer.py,
 ops/lstm_layer.py, ops/gru_layer.py: primitives with their own backward, eager and
 compiled); the hidden weights' gradient is one GEMM over all time steps there. The cells
-(RNNCell, LSTMCell, GRUCell) run the step functions.
+run the cell math on one product of [x | h] (RNNCell, LSTMCell: `_packed_proj`) or on the
+input projection and `gru_step` (GRUCell).
 
 Parameters, their names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), their order,
 their initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) and the gate order
@@ -61,6 +62,17 @@ def gru_step(gi, h, w_hh, b_hh):
     (the cell math: ops/gru_layer.py `gru_cell`)."""
     gh = _hidden_proj(h, w_hh, b_hh)
     return gru_cell(*chunk_gates(gi, 3), *chunk_gates(gh, 3), h)
+
+
+def _packed_proj(x, h, w_ih, w_hh, b_ih, b_hh):
+    """``x @ W_ih.T + b_ih + h @ W_hh.T + b_hh`` of one cell step as one product,
+    ``[x | h] @ [W_ih | W_hh].T + (b_ih + b_hh)``: one GEMM forward and two backward for
+    the step where the two projections take two and four (the weights' concatenation is
+    the same node at every step of a captured loop: CSE keeps one, and its gradient is
+    split once), and no separate sum of the two. The LSTMCell sine-wave program (two cells,
+    100 steps, batch 97) runs 899 products a training step instead of 1398."""
+    b = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
+    return F.linear(_ops.cat([x, h], 1), _ops.cat([w_ih, w_hh], 1), b)
 
 
 _STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step, "GRU": gru_step}
@@ -389,8 +401,13 @@ class _CellBase(Module):
     def _step(self, input, states: tuple, names: tuple) -> tuple:
         batched, states = self._check(input, states, names)
         x = input if batched else _ops.unsqueeze(input, 0)
-        gi = F.linear(x, self.weight_ih, self.bias_ih)
-        out = _STEPS[self.mode](gi, *states, self.weight_hh, self.bias_hh)
+        if self.mode == "GRU":   # its hidden projection is gated apart (r * (W_hn h + b_hn))
+            gi = F.linear(x, self.weight_ih, self.bias_ih)
+            out = gru_step(gi, *states, self.weight_hh, self.bias_hh)
+        else:
+            gates = _packed_proj(x, states[0], self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+            out = (lstm_cell_gates(gates, states[1]) if self.mode == "LSTM"
+                   else rnn_cell(gates, "tanh" if self.mode == "RNN_TANH" else "relu"))
         out = out if isinstance(out, tuple) else (out,)
         return tuple(o if batched else _ops.squeeze(o, 0) for o in out)
 

@@ -15,8 +15,15 @@ log(sum(exp(x - max)))``, the loss ``-logp[target]`` for targets other than
 counted, as PyTorch), sum, or none. The input gradient is ``(softmax(x) - onehot) * r``
 with ``r = g * valid / count`` (mean; 0 when no row counts, as PyTorch) or ``g * valid``; its own VJP (second derivatives)
 is written with tracejit ops (softmax's primitives).
+
+On the CPU both run a kernel rendered from their rows forms (``extra["rows_form"]``,
+compiler/cpu/kernels/row_forms.py): a row's max, its sum of exponentials and the target's
+value (a max over the row of the one element whose class index equals the target) in one
+rows group, as one kernel call, where the numpy form is a dozen calls.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -101,8 +108,22 @@ def _ce_vjp(g, out, x, t, *, ignore_index=-100, reduction="mean"):
     return cross_entropy_backward(g, x, t, ignore_index, reduction), None
 
 
+def _ce_rows(x, t, classes, *, ignore_index=-100, reduction="mean"):
+    """The per-row losses, (N, 1), of logits `x` (N, C) against targets `t` (N, 1) given the
+    class indices `classes` (1, C): the rows form the CPU kernel is rendered from."""
+    from .elementwise import exp, log, where
+    from .reductions import amax, sum as _sum
+    z = x - amax(x, -1, keepdim=True)
+    # z at the target; -inf for a target outside [0, C), whose loss is then inf: the
+    # caller's one check of the total finds it (no range check before the kernel)
+    picked = amax(where(classes == t, z, -math.inf), -1, keepdim=True)
+    loss = log(_sum(exp(z), -1, keepdim=True)) - picked
+    return where(t == ignore_index, 0.0, loss)
+
+
 CROSS_ENTROPY = defprim("cross_entropy", _ce_impl, _ce_rule, _ce_vjp, kind="other",
-                        save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0")
+                        save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0",
+                        extra={"rows_form": _ce_rows})
 
 
 def _ce_backward_impl(xp, g, x, t, *, ignore_index=-100, reduction="mean"):
@@ -153,9 +174,20 @@ def _ce_backward_vjp(v, out, g, x, t, *, ignore_index=-100, reduction="mean"):
     return d_g, d_x, None
 
 
+def _ce_backward_rows(x, t, classes, g, div, *, ignore_index=-100, reduction="mean"):
+    """The input gradient of `_ce_rows` for output gradient `g` ((N, 1), or (1, 1)) divided
+    by `div` ((1, 1): the count of counted rows for a mean, else 1): its rows form."""
+    from .elementwise import exp, where
+    from .reductions import amax, sum as _sum
+    e = exp(x - amax(x, -1, keepdim=True))
+    r = where(t == ignore_index, 0.0, g) / div
+    return e / _sum(e, -1, keepdim=True) * r - where(classes == t, r, 0.0)
+
+
 CROSS_ENTROPY_BACKWARD = defprim("cross_entropy_backward", _ce_backward_impl, _ce_backward_rule,
                                  _ce_backward_vjp, kind="other", save=lambda rq: (0, 1, 2),
-                                 nondiff=(2,), grad_name="NllLossBackwardBackward0")
+                                 nondiff=(2,), grad_name="NllLossBackwardBackward0",
+                                 extra={"rows_form": _ce_backward_rows})
 
 
 def cross_entropy_indices(x, target, ignore_index: int = -100, reduction: str = "mean"):

@@ -39,7 +39,7 @@ __all__ = ["lstm_layer_fm", "lstm_cell", "lstm_cell_fm", "backward_vjp"]
 
 def lstm_cell(i, f, g, o, c) -> tuple:
     """The LSTM cell's math, written once for every tensor form (this layer's recompute
-    for second derivatives, nn.LSTMCell's `lstm_step`): the gates' pre-activations i, f, g,
+    for second derivatives, nn.LSTMCell): the gates' pre-activations i, f, g,
     o (PyTorch's order) and the cell state c, blocks of one shape in any layout -> (h, c).
     The layer's numpy form (ops/lstm_prim.py) and its loop kernel are held against each
     other by tests/ops/test_impls.py."""

@@ -6,8 +6,7 @@ As `tracejit.ops.lstm_layer` and `tracejit.ops.gru_layer`: the time loops are th
 is its states, so ``rnn_layer`` is differentiable as it is, eagerly and captured alike
 (no autograd Function or states op is needed). Second derivatives: ``rnn_layer_backward``'s
 VJP (`backward_vjp`) recomputes the layer with the one definition of the cell math
-(`rnn_cell`, tracejit ops, which nn.RNNCell's `rnn_tanh_step` / `rnn_relu_step` run on
-batch-major blocks) and lets autograd differentiate it twice.
+(`rnn_cell`, tracejit ops, which nn.RNNCell runs on batch-major blocks) and lets autograd differentiate it twice.
 
 Layout (see ops/rnn_prim.py): gi (L, N, H) with b_ih added; w_hh (H, H); b_hh (H,);
 feature-major h0 (H, N); outputs: h of every step (L, H, N) and h_n (H, N).

@@ -6,10 +6,12 @@ calls forward and, through their VJPs, about ten full-size passes backward (the
 division's two-operand rule, the broadcast sum, exp's product, ...). In the Transformer
 encoder step (batch 16, 4 heads, 128x128 scores: 1M elements) softmax forward+backward
 took 20 ms against PyTorch's 5.7 (one thread). As a primitive its numpy form is a few
-passes in place, and the CPU backend registers a row kernel over the last dim for it
-(ops/impls.py; compiler/cpu/kernels/row_kernels.py: max, exp and sum while the row is in
-cache, then the division); the backward is ``y * (g - sum(g * y))``, one kernel or four
-passes.
+passes in place. Over the last dim the CPU backend runs a kernel rendered from each
+primitive's *rows form* (``extra["rows_form"]``: the same function written with last-dim
+reductions, one rows group; compiler/cpu/kernels/row_forms.py): max, exp and sum while the
+row is in cache, then the division; the backward is ``y * (g - sum(g * y))``, one kernel
+or four passes. Compiled plans schedule the rows form in the primitive's place
+(compiler/rowinline.py), so the elementwise work around it joins its kernel.
 
 Traced programs record these same primitives, and compiled plans run them as eager does. ``softmax_backward``'s own VJP (second
 derivatives) is written with tracejit ops.
@@ -19,7 +21,8 @@ from __future__ import annotations
 from ..errors import DTypeError, ShapeError
 from .registry import Aval, defprim
 from .eager import bind
-from .reductions import sum as _sum
+from .elementwise import exp as _exp
+from .reductions import amax as _amax, sum as _sum
 
 __all__ = ["softmax", "softmax_backward"]
 
@@ -68,9 +71,24 @@ def _softmax_vjp(g, out, x, *mask, dim, scale=1.0):
     return d_x, (d_x if scale == 1.0 else softmax_backward(g, out, dim))
 
 
+def _on_last_dim(x: Aval, *rest, dim, **params) -> bool:
+    # compiled plans schedule the rows form in its place (compiler/rowinline.py)
+    return dim == len(x.shape) - 1
+
+
+def _softmax_rows(x, *mask, dim, scale=1.0):
+    # the numpy form's steps, in its order (over the last dim: `dim` is checked by the caller)
+    z = x * scale if scale != 1.0 else x
+    if mask:
+        z = z + mask[0]
+    e = _exp(z - _amax(z, -1, keepdim=True))
+    return e / _sum(e, -1, keepdim=True)
+
+
 SOFTMAX = defprim("softmax", _softmax_impl, _rule, _softmax_vjp, kind="other",
                   save=lambda rq: (1,) if len(rq) > 1 and rq[1] else (), save_out=True,
-                  grad_name="SoftmaxBackward0")
+                  grad_name="SoftmaxBackward0",
+                  extra={"rows_form": _softmax_rows, "rows_inline": _on_last_dim})
 
 
 def _softmax_backward_impl(xp, g, y, dim, scale=1.0):
@@ -103,9 +121,15 @@ def _softmax_backward_vjp(v, out, g, y, dim, scale=1.0):
     return d_g, d_y
 
 
+def _softmax_backward_rows(g, y, dim, scale=1.0):
+    out = (g - _sum(g * y, -1, keepdim=True)) * y
+    return out * scale if scale != 1.0 else out
+
+
 SOFTMAX_BACKWARD = defprim("softmax_backward", _softmax_backward_impl, _softmax_backward_rule,
                            _softmax_backward_vjp, kind="other", save=lambda rq: (0, 1),
-                           grad_name="SoftmaxBackwardDataBackward0")
+                           grad_name="SoftmaxBackwardDataBackward0",
+                           extra={"rows_form": _softmax_backward_rows, "rows_inline": _on_last_dim})
 
 
 def softmax(x, dim: int, scale: float = 1.0, mask=None):

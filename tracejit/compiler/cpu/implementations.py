@@ -35,7 +35,7 @@ from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm, bn_pool_kernels as bn_pool,
                       conv_kernels as conv, index_kernels as index, pool_kernels as pool,
-                      recurrent_layers as recurrent, row_kernels as rows,
+                      recurrent_layers as recurrent, row_forms, row_kernels as rows,
                       vectorized)
 from .kernels.loader import floats
 
@@ -52,12 +52,12 @@ TABLE = (
     (MATMUL_NT, products.matmul_nt, bf16_gemm.not_words, products.nt_call),
     (MATMUL_TN, products.matmul_tn, bf16_gemm.not_words, products.tn_call),
     # rows: one read and one write of each row
-    (SOFTMAX, rows.softmax, rows.on_last_dim, None),
-    (SOFTMAX_BACKWARD, rows.softmax_backward, rows.on_last_dim, None),
+    (SOFTMAX, row_forms.softmax, row_forms.on_last_dim, None),
+    (SOFTMAX_BACKWARD, row_forms.softmax_backward, row_forms.on_last_dim, None),
     (LAYER_NORM, rows.layer_norm, None, None),
     (LAYER_NORM_BACKWARD, rows.layer_norm_backward, None, None),
-    (CROSS_ENTROPY, rows.cross_entropy, None, None),
-    (CROSS_ENTROPY_BACKWARD, rows.cross_entropy_backward, None, None),
+    (CROSS_ENTROPY, row_forms.cross_entropy, None, None),
+    (CROSS_ENTROPY_BACKWARD, row_forms.cross_entropy_backward, None, None),
     (ATTENTION_WEIGHTS, attention.weights, None, None),
     (ATTENTION_CONTEXT, attention.context, None, None),
     (ATTENTION_BACKWARD, attention.backward, None, None),

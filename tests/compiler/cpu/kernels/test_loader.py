@@ -369,6 +369,37 @@ def test_numba_is_imported_on_a_timer_after_the_first_ask_and_no_kernel_loads(tm
     assert json.loads(r.stdout.strip().splitlines()[-1]) == [False, True, True, True, True, True]
 
 
+_LOCKED_CHILD = """
+import json, sys, threading, time
+from tracejit.compiler import diskcache
+from tracejit.compiler.cpu.kernels import loader
+loader._GO_AFTER_S = 0.0
+k = loader.NativeKernel(%r, "test_native_locked")
+with diskcache._lock:                 # a module load under way in another thread
+    k.get()
+    timer = next(t for t in threading.enumerate() if t.name == "tracejit-numba-import")
+    timer.join(1.0)
+    during = ["numba" in sys.modules, timer.is_alive()]
+timer.join(240)
+from numba.core.runtime import rtsys
+print(json.dumps(during + ["numba" in sys.modules, timer.is_alive(), rtsys._init]))
+"""
+
+
+def test_the_import_timer_waits_for_a_module_load_under_way():
+    """numba's import on the timer takes the loads' lock: imported beside a loader thread's
+    own import of numba, Python's import-deadlock check can hand one of them a partially
+    initialized numba module and fail that load."""
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    env.pop("TRACEJIT_COMPILE", None)
+    env.pop("TRACEJIT_EAGER_KERNELS", None)
+    r = subprocess.run([sys.executable, "-c", _LOCKED_CHILD % _SOURCE], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # held back while the lock is held; numba imported and its runtime set up after
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [False, True, True, False, True]
+
+
 def test_takes_plain_native_float_arrays_of_one_dtype_only():
     f32, f64 = np.zeros(3, np.float32), np.zeros(3)
     assert native.takes(np, f32, f32) and native.takes(np, f64)
@@ -376,20 +407,3 @@ def test_takes_plain_native_float_arrays_of_one_dtype_only():
     assert not native.takes(np, np.zeros(3, ">f4" if np.little_endian else "<f4"))  # swapped
     assert not native.takes(np, np.zeros(3, np.int64)) and not native.takes(np, f32, 1.0)
     assert not native.takes(np) and not native.takes(None, f32)
-
-
-def test_the_timers_numba_import_waits_for_a_load_in_progress():
-    # A loader thread's first load imports numba's dispatcher under diskcache's lock; the
-    # timer's import of numba must take the same lock, or the two imports can meet in
-    # Python's import-deadlock error, which fails the loading kernel for good.
-    import threading
-
-    from tracejit.compiler import diskcache
-
-    t = threading.Thread(target=native._import_numba, daemon=True)
-    with diskcache._lock:
-        t.start()
-        t.join(0.5)
-        assert t.is_alive()       # held off while a load holds the lock
-    t.join(30)
-    assert not t.is_alive()

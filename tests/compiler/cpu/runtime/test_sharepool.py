@@ -1,6 +1,6 @@
 """tracejit/compiler/cpu/runtime/sharepool.py: shares of work on the pool's threads, and `split` (a batch of
 small BLAS products or kernel rows in parts, each on one BLAS thread) with its users:
-router.matmul's batched products and softmax's row kernels. The share count is forced
+router.matmul's batched products. The share count is forced
 (whatever this machine's cores), so every path runs everywhere."""
 from __future__ import annotations
 
@@ -112,25 +112,6 @@ def test_batched_products_split_by_batch_match_numpy(shares, dtype):
     router.matmul(q, kt[:1])
     router.matmul(q.astype(np.float64), kt.astype(np.float32))
     assert shares == [3]
-
-
-def test_softmax_rows_split_over_shares_match_numpy(shares, monkeypatch):
-    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
-    from tracejit.compiler.cpu.kernels.row_kernels import softmax_backward_rows, softmax_rows
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((4, 3, 7, 33)).astype(np.float32)
-    mask = np.where(rng.random((7, 33)) < 0.2, -np.inf, 0).astype(np.float32)
-    z = x * 0.5 + mask
-    want = np.exp(z - z.max(-1, keepdims=True))
-    want /= want.sum(-1, keepdims=True)
-    got = softmax_rows(np, x, 0.5, mask)
-    if got is None:
-        pytest.skip("row kernels are off here (TRACEJIT_EAGER_KERNELS=0)")
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
-    g = rng.standard_normal(x.shape).astype(np.float32)
-    back = softmax_backward_rows(np, g, want, 0.5)
-    np.testing.assert_allclose(back, 0.5 * want * (g - (g * want).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)
-    assert shares == [3, 3]
 
 
 @pytest.fixture(params=["blas-worker", "own-thread"])

@@ -413,7 +413,8 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
     return w, (out.reshape(a, c, e) if context else None)
 
 
-# multiply-adds a softmax element counts as in `split`'s threshold (compiler/cpu/kernels/row_kernels.py's _ROW_WORK)
+# multiply-adds a softmax element counts as in `split`'s threshold (one thread: a
+# 16x4x128x128 float32 softmax 1.3 ms, a 128x64x128 product ~30 us)
 _SOFTMAX_WORK = 32
 
 
@@ -510,7 +511,7 @@ def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
             dwm, dsm = dw[:m], ds[:m]
             _head_products(np.swapaxes(w[b], -1, -2), gh[b], ov[b], r, rb[:m])  # dv = w^T g
             _head_products_t(gh[b], v[b], dwm, r, vb[:m], tr)                    # dw = g v^T
-            # through softmax (into another buffer: see row_kernels.softmax_backward_rows)
+            # through softmax (into another buffer: see row_kernels.softmax_backward_kernel)
             fn(dwm.reshape(m * rows, s), w2[i * rows:j * rows], scale, dsm.reshape(m * rows, s))
             _head_products(dsm, k[b], oq[b], r, rb[:m])                          # dq = ds k
             _head_products(np.swapaxes(dsm, -1, -2), q[b], ok[b], r, rb[:m])     # dk = ds^T q

@@ -91,18 +91,11 @@ def _warm_later() -> None:
 
 def _import_numba() -> None:
     try:
+        # under the loads' lock (a loader thread importing numba meanwhile can fail with
+        # Python's import-deadlock error), with numba's runtime, which the first kernel
+        # loaded compiles with LLVM (37 of a first load's 67 ms)
         from ... import diskcache
-        # under the loads' lock: a loader thread's first load imports numba's dispatcher
-        # meanwhile, and two threads importing numba at once can end in Python's
-        # import-deadlock error, which failed that kernel for the life of the process
-        diskcache.import_numba()
-        # and numba's runtime, which the first kernel loaded compiles with LLVM (37 of a
-        # first load's 67 ms; once a process, under numba's compile lock as numba does it)
-        from numba.core.compiler_lock import global_compiler_lock
-        from numba.core.registry import cpu_target
-        from numba.core.runtime import rtsys
-        with global_compiler_lock:
-            rtsys.initialize(cpu_target.target_context)
+        diskcache.import_numba(runtime=True)
     except Exception:  # a loader meets the same failure and keeps the op on numpy
         pass
 
@@ -178,14 +171,17 @@ class NativeKernel:
     under load). ``sync_compiles=False``: sync mode loads the kernel only from the disk cache
     (looked up once) and never compiles it in the call; for a kernel that merely speeds up
     what BLAS does already (the GEMM template's serial entry), whose 0.5-0.8 s compile would otherwise land
-    in a compiled function's first call."""
+    in a compiled function's first call. `source` may also make a rendered kernel's spec
+    (``.source``, ``.llvm_options``, ``.parallel``: kernels/row_forms.py), loaded through
+    the CPU backend as a compiled plan's kernel is."""
 
-    __slots__ = ("_source", "label", "fn", "failed", "first", "last", "gap", "thread", "pid", "lock",
+    __slots__ = ("_source", "spec", "label", "fn", "failed", "first", "last", "gap", "thread", "pid", "lock",
                  "sync_compiles", "steady", "later", "outside", "stood_in", "job")
 
     def __init__(self, source, label: str, sync_compiles: bool = True, steady: bool = False,
                  later: bool = False):
         self._source = source
+        self.spec = None    # a rendered kernel's spec, once `source` made it
         self.sync_compiles = sync_compiles
         self.steady = steady   # a compiled step runs it at every call too: rank STEADY
         self.later = later     # it pays on few steps and costs seconds to compile: rank LATER
@@ -210,8 +206,16 @@ class NativeKernel:
     @property
     def source(self) -> str:
         if callable(self._source):
-            self._source = self._source()
+            made = self._source()
+            if not isinstance(made, str):
+                self.spec, made = made, made.source
+            self._source = made
         return self._source
+
+    def _options(self) -> tuple:
+        """The LLVM options its source compiles with (a rendered kernel's own)."""
+        self.source
+        return self.spec.llvm_options if self.spec is not None else ()
 
     def get(self):
         """The loaded kernel, or None (the caller runs its numpy form this time)."""
@@ -279,14 +283,19 @@ class NativeKernel:
     def _load(self) -> None:
         try:
             from ... import diskcache
-            self.fn = diskcache.load_module(self.source, name_hint=self.label).kernel
+            source = self.source
+            if self.spec is not None:
+                from ... import backends
+                self.fn = backends.get("cpu").load(self.spec, self.label, self.spec.parallel)
+                return
+            self.fn = diskcache.load_module(source, name_hint=self.label).kernel
         except Exception:  # never let a kernel break the op: it stays on numpy
             self.failed = True
 
     def _on_disk(self) -> bool:
         try:
             from ... import diskcache
-            return diskcache.is_cached(self.source)
+            return diskcache.is_cached(self.source, self._options())
         except Exception:
             return False
 
@@ -344,7 +353,7 @@ class NativeKernel:
     def _prepare(self) -> None:
         try:
             from ... import diskcache, workers
-            if not diskcache.is_cached(self.source):
+            if not diskcache.is_cached(self.source, self._options()):
                 if diskcache.cache_dir() is None:
                     self.failed = True  # nowhere to compile in the background
                     return
@@ -360,7 +369,7 @@ class NativeKernel:
                 # Rank LATER from the start for a kernel that only a few steps wait on and
                 # that must not hold back those the others do (`later`: compiler/cpu/gemm/halves.py's).
                 # Rank LATER too, until an ask outside a tier-0 forward (`_rank`).
-                job = workers.submit(self.source, self.label, (), rank=self._rank(),
+                job = workers.submit(self.source, self.label, self._options(), rank=self._rank(),
                                      asked=self._asked)
                 self.job = job
                 if self.outside:

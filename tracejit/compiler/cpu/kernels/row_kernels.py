@@ -1,19 +1,20 @@
-"""Row-wise numba kernels for softmax and LayerNorm (forward and backward).
+"""Row-wise numba kernels for LayerNorm (forward and backward), and the softmax rows the
+attention kernels run one batch element at a time.
 
-Why: softmax and LayerNorm reduce along the last dim and then use the reduction on the
-same row. As numpy passes (or as the compiler's fused groups, each closed by one
-reduction) that is 3-5 full passes over memory forward and 4-6 backward: in the
-Transformer encoder step (16x4x128x128 attention scores, 2048x256 LayerNorm rows) softmax
-forward+backward took ~11 ms and each LayerNorm backward 5-7 ms, where PyTorch's kernels
-take ~1 ms each (one thread). A row here is read into cache once: its statistics and its
-output are computed while it stays there, so each kernel is about one read and one write.
+Why: LayerNorm reduces along the last dim and then uses the reduction on the same row.
+As numpy passes that is 3-5 full passes over memory forward and 4-6 backward (each
+LayerNorm backward of the Transformer encoder step's 2048x256 rows took 5-7 ms where
+PyTorch's kernel takes ~1 ms, one thread). A row here is read into cache once: its
+statistics and its output are computed while it stays there. The backward also sums the
+weight and bias gradients across rows in the same pass, which no rows group does
+(a rows group reduces along its rows only). softmax and cross-entropy have no kernel
+here any more: theirs are rendered from their rows forms (row_forms.py); the softmax text
+below is what attention_kernels.py and compiler/codegen_rows.py splice.
 
-These are the loops of ops/softmax_prim.py and ops/layer_norm_prim.py, whose eager
-implementations call them; captured programs record those same primitives (their
-compiled plans call the same implementations), so eager and compiled run one definition.
-Loaded with compiler/cpu/kernels/loader.py's policy (background compile, numpy form until ready, sync mode
-loads at once); the primitives keep their numpy form for other array modules and dtypes
-and when the kernel is not ready.
+These are the loops of ops/layer_norm_prim.py, whose eager implementation calls them;
+captured programs record the same primitive (their compiled plans call the same
+implementation), so eager and compiled run one definition. Loaded with loader.py's
+policy (background compile, numpy form until ready, sync mode loads at once).
 
 Arithmetic: in the data's dtype, sums accumulated in float64 per row (LayerNorm: mean,
 variance, and the backward's row sums; the weight/bias gradients across rows) or, for
@@ -25,11 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import sharepool as _sharepool
 from .loader import kernel as _kernel, takes as _takes
 
-__all__ = ["softmax_rows", "softmax_kernel", "mask_rows", "softmax_backward_kernel", "softmax_backward_rows", "layer_norm_rows",
-           "layer_norm_backward_rows", "cross_entropy_rows", "cross_entropy_backward_rows"]
+__all__ = ["softmax_kernel", "mask_rows", "softmax_backward_kernel", "layer_norm_rows",
+           "layer_norm_backward_rows"]
 
 _HEAD = '''
 import numpy as np
@@ -241,83 +241,6 @@ LN_BACKWARD_ROW = '''STATS
             xh = (row[k] - mu) * rstd
 ''' + LN_BACKWARD_DX
 
-# Cross-entropy over class indices (ops/cross_entropy_prim.py) on (N, C) logits: a row's
-# max, its sum of exponentials and the target's log-probability in one visit. The rows are
-# short (the MLP's 10 classes): what this replaces is a dozen numpy calls per direction.
-# A row's exponentials are one loop and their sum another, in float64 with reassociation:
-# both vectorize (one loop summing exponentials in float32 one by one stayed scalar: the
-# LSTM LM's 2048x64 logits, one thread, 372 -> 152 us forward, 382 -> 153 us backward), and
-# a long row's sum does not drift (float32 one by one: ~1e-5 relative at 60,000 classes).
-_RO1I = "Array(int64, 1, 'C', readonly=True)"
-# A row's target check (IGNORED: what an ignored row writes) and its max (softmax's
-# ROWMAX: one definition of a row's max).
-_CE_ROW = """        ti = t[i]
-        if ti == ign:
-IGNORED
-            continue
-        if ti < 0 or ti >= c:
-            return -(i + 1)
-        z = x[i]
-        n = c
-ROWMAX"""
-
-_CROSS_ENTROPY = _HEAD.replace("EXP\n", "EXP, log_{s} as LOG\n") + """
-@njit("int64(" + RO2 + ", " + RO1I + ", int64, {t}[::1], float64[::1], {t}[::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
-def kernel(x, t, ign, loss, total, ex):
-    \"\"\"loss[i] = -log_softmax(x[i])[t[i]] (0 where t[i] == ign); total[0] = their sum
-    (float64); ex: scratch of C elements. Returns the count of counted rows, or -(i + 1)
-    for the first row i whose target is out of [0, C) (nothing after it is written).\"\"\"
-    c = x.shape[1]
-    # (ex comes from the caller: np.empty in the kernel made a compile worker compile numba's
-    # np.empty implementation, ~0.06 s of the kernel's 0.36 s where no kernel before had)
-    cnt = 0
-    tot = 0.0
-    for i in range(x.shape[0]):
-""" + _CE_ROW.replace("IGNORED", "            loss[i] = 0") + """
-        for k in range(c):
-            ex[k] = EXP(z[k] - mi)
-        s = 0.0
-        for k in range(c):
-            s += ex[k]
-        li = -((z[ti] - mi) - LOG(np.{t}(s)))
-        loss[i] = li
-        tot += li
-        cnt += 1
-    total[0] = tot
-    return cnt
-"""
-
-_CROSS_ENTROPY_BACKWARD = _HEAD + """
-@njit("int64(" + RO2 + ", " + RO1I + ", int64, " + RO1 + ", int64, int64, {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
-def kernel(x, t, ign, g, gstep, mean, out):
-    \"\"\"out[i] = (softmax(x[i]) - onehot(t[i])) * r_i, r_i = g[i * gstep] / (the count of
-    counted rows if mean else 1), 0 where t[i] == ign. Returns 0, or -(i + 1) for the first
-    row i whose target is out of [0, C).\"\"\"
-    rows, c = x.shape
-    div = np.{t}(1)
-    if mean:
-        cnt = 0
-        for i in range(rows):
-            cnt += t[i] != ign
-        div = np.{t}(cnt)
-    for i in range(rows):
-        o = out[i]
-""" + _CE_ROW.replace("IGNORED", "            for k in range(c):\n                o[k] = 0") + """
-        for k in range(c):
-            o[k] = EXP(z[k] - mi)
-        s = 0.0
-        for k in range(c):
-            s += o[k]
-        r = g[i * gstep] / div
-        st = np.{t}(s)
-        for k in range(c):
-            o[k] = o[k] / st * r
-        o[ti] -= r
-    return 0
-"""
-
 _SUFFIX = {"float32": "f32", "float64": "f64"}
 
 
@@ -330,7 +253,7 @@ def source(template: str, dtype: str) -> str:
             .replace("LNBWDROW", LN_BACKWARD_ROW).replace("LN_Y", LN_Y).replace("STATS", _ROW_STATS)
             .replace("ROWMAXBITS", ROW_MAX_BITS).replace("ROWMAX", _ROW_MAX)
             .replace("{f2i}", _BITS[dtype][0]).replace("{i2f}", _BITS[dtype][1])
-            .replace('" + RO1I + "', _RO1I).replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS))
+            .replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS))
             .replace("{t}", dtype).replace("{s}", _SUFFIX[dtype]).replace("{it}", _INT_KEY[dtype][0])
             .replace("{sh}", _INT_KEY[dtype][1]).replace("{mask}", _INT_KEY[dtype][2]))
 
@@ -356,18 +279,6 @@ def mask_rows(mask, shape):
     return m2, np.ascontiguousarray(np.broadcast_to(ids, tuple(shape[:-1]))).reshape(-1)
 
 
-# A softmax row element costs about what 30 multiply-adds of a BLAS product do (one
-# thread: 16x4x128x128 float32 forward 1.3 ms, a 128x64x128 product ~30 us): the unit of
-# sharepool.split's threshold.
-_ROW_WORK = 32
-
-
-def _split_rows(run, out) -> None:
-    """``run(lo, hi)`` over the rows of `out` (M, K), split over the cores the machine
-    gives (tracejit/compiler/cpu/runtime/sharepool.py; the kernels are nogil): rows are independent."""
-    _sharepool.split(run, out.shape[0], _ROW_WORK * out.size)
-
-
 def softmax_kernel(xp, x, mask=None):
     """The softmax row kernel for arrays like `x` (and `mask`), or None (not numpy float32 /
     float64 arrays of one dtype, or the kernel is not ready): ``fn(x, scale, out)``, masked
@@ -380,49 +291,15 @@ def softmax_kernel(xp, x, mask=None):
     return _get(_SOFTMAX_MASKED, "softmax_masked", x.dtype.name)
 
 
-def softmax_rows(xp, x, scale=1.0, mask=None):
-    """softmax(x * scale + mask) over the last dim by the kernel (mask: None or an array
-    that broadcasts to x), or None (the caller's numpy form runs)."""
-    if x.ndim == 0 or x.size == 0 or not scale > 0:
-        return None
-    fn = softmax_kernel(xp, x, mask)
-    if fn is None:
-        return None
-    x2 = _rows(x, x.shape[-1])
-    out = np.empty(x2.shape, x.dtype)
-    scale = float(scale)
-    if mask is None:
-        _split_rows(lambda lo, hi: fn(x2[lo:hi], scale, out[lo:hi]), out)
-    else:
-        m2, ids = mask_rows(mask, x.shape)
-        _split_rows(lambda lo, hi: fn(x2[lo:hi], scale, m2, ids[lo:hi], out[lo:hi]), out)
-    return out.reshape(x.shape)
-
-
 def softmax_backward_kernel(xp, g, y):
     """The softmax backward row kernel for arrays like `g` and `y`, or None (as
     `softmax_kernel`): ``fn(g, y, scale, out)`` on (M, K) rows, `out` not overlapping `g`
-    (see `softmax_backward_rows`); for attention_prim's backward, one batch element at a time."""
+    (written over `g` the loops took their scalar versions, LLVM's runtime check finding
+    the overlap: 0.60 against 0.39 ms for 16x4x128x128 float32 rows, one thread); for
+    attention_prim's backward, one batch element at a time."""
     if not _takes(xp, g, y):
         return None
     return _get(_SOFTMAX_BACKWARD, "softmax_backward", y.dtype.name)
-
-
-def softmax_backward_rows(xp, g, y, scale=1.0):
-    """softmax's input gradient over the last dim by the kernel, or None. Into a new array:
-    written over `g` the kernel's loops took their scalar versions (LLVM's runtime check
-    finds the overlap): 0.60 against 0.39 ms for 16x4x128x128 float32 rows, one thread."""
-    if y.ndim == 0 or y.size == 0 or g.shape != y.shape:
-        return None
-    fn = softmax_backward_kernel(xp, g, y)
-    if fn is None:
-        return None
-    k = y.shape[-1]
-    g2, y2 = _rows(g, k), _rows(y, k)
-    out = np.empty(y2.shape, y.dtype)
-    scale = float(scale)
-    _split_rows(lambda lo, hi: fn(g2[lo:hi], y2[lo:hi], scale, out[lo:hi]), out)
-    return out.reshape(y.shape)
 
 
 def _affine(w, fill, k, dtype):
@@ -458,61 +335,9 @@ def layer_norm_backward_rows(xp, g, x, k, w, eps):
     return out
 
 
-_CE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _ce_takes(xp, x, t) -> bool:
-    # (native.takes reads dtype.name: ~4 us a call, as much as the kernel on 256x10)
-    return (xp is np and type(x) is np.ndarray and x.dtype in _CE_DTYPES and x.ndim == 2
-            and x.shape[1] > 0 and type(t) is np.ndarray and t.dtype == np.int64 and t.ndim == 1)
-
-
-def cross_entropy_rows(xp, x, t, ignore_index):
-    """(per-row losses, their float64 sum, the count of counted rows or -(i + 1) for the
-    first out-of-range target i) by the kernel, or None. `t`: int64 class indices."""
-    if not _ce_takes(xp, x, t):
-        return None
-    fn = _get(_CROSS_ENTROPY, "cross_entropy", x.dtype.name)
-    if fn is None:
-        return None
-    loss = np.empty(x.shape[0], x.dtype)
-    total = np.empty(1, np.float64)
-    t = np.ascontiguousarray(t)   # (a column of a target matrix: numba takes C order)
-    cnt = fn(np.ascontiguousarray(x), t, ignore_index, loss, total, np.empty(x.shape[1], x.dtype))
-    return loss, total[0], cnt
-
-
-def cross_entropy_backward_rows(xp, g, x, t, ignore_index, mean):
-    """(the input gradient, 0 or -(i + 1) for the first out-of-range target i) by the
-    kernel, or None. `g`: the output gradient, 0-d or one per row."""
-    if not _ce_takes(xp, x, t) or type(g) is not np.ndarray or g.dtype != x.dtype:
-        return None
-    fn = _get(_CROSS_ENTROPY_BACKWARD, "cross_entropy_backward", x.dtype.name)
-    if fn is None:
-        return None
-    out = np.empty(x.shape, x.dtype)
-    gstep = 1 if g.ndim else 0
-    err = fn(np.ascontiguousarray(x), np.ascontiguousarray(t), ignore_index,
-             np.ascontiguousarray(g).reshape(-1), gstep, 1 if mean else 0, out)
-    return out, err
-
-
 # ---------------------------------------------------------------- the primitives' implementations
 # (registered by compiler/cpu/implementations.py: the primitive's arrays and params in, its
 # result out, or None where the kernel is not loaded yet and the numpy form runs)
-def on_last_dim(x, *rest, dim, **params) -> bool:
-    """softmax's checker: the row kernels reduce over the last dim."""
-    return dim == x.ndim - 1
-
-
-def softmax(x, *mask, dim, scale=1.0):
-    return softmax_rows(np, x, scale, mask[0] if mask else None)
-
-
-def softmax_backward(g, y, dim, scale=1.0):
-    return softmax_backward_rows(np, g, y, scale)
-
-
 def layer_norm(x, *wb, n, eps, affine):
     from ....ops.layer_norm_prim import row_size
     w = wb[0] if affine[0] else None
@@ -523,27 +348,3 @@ def layer_norm(x, *wb, n, eps, affine):
 def layer_norm_backward(g, x, *w, n, eps, has_w):
     from ....ops.layer_norm_prim import row_size
     return layer_norm_backward_rows(np, g, x, row_size(x, n), w[0] if has_w else None, eps)
-
-
-def cross_entropy(x, t, *, ignore_index=-100, reduction="mean"):
-    from ....ops.cross_entropy_prim import check_range, reduce_losses
-    t = t.astype(np.int64, copy=False)
-    got = cross_entropy_rows(np, x, t, ignore_index)
-    if got is None:
-        return None
-    loss, total, cnt = got
-    if cnt < 0:   # an out-of-range target: the error names the extreme one
-        check_range(t, t != ignore_index, x.shape[1])
-    return reduce_losses(loss, total, cnt, reduction, x.dtype)
-
-
-def cross_entropy_backward(g, x, t, *, ignore_index=-100, reduction="mean"):
-    from ....ops.cross_entropy_prim import check_range
-    t = t.astype(np.int64, copy=False)
-    got = cross_entropy_backward_rows(np, g, x, t, ignore_index, reduction == "mean")
-    if got is None:
-        return None
-    dx, err = got
-    if err < 0:
-        check_range(t, t != ignore_index, x.shape[1])
-    return dx

@@ -1,0 +1,195 @@
+"""The CPU kernels of primitives that have a rows form, rendered by the rows-group renderer.
+
+Some row ops stay primitives (an eager softmax is one call and a few numpy passes in
+place, where its composite is five ops forward and about ten passes backward), but
+their kernel is no hand-written loop: the primitive's record gives its *rows form*
+(``prim.extra["rows_form"]``, the same function written with keepdim reductions over the
+last dim and elementwise ops), which is traced, scheduled as one rows group
+(compiler/fusion.py), lowered (compiler/loopnest.py) and rendered by the CPU backend
+(compiler/codegen_cpu_rows.py): a compiled program's rows group and the primitive's
+kernel are one lowering. Loaded with loader.py's policy (compiled in the background
+workers; the primitive's numpy form runs until the kernel is loaded, sync mode loads
+or compiles it in the call).
+
+A kernel is made per primitive, dtype, params, variant (serial below
+``threads.PARALLEL_MIN`` elements, else ``prange`` over the rows) and the pattern of
+size-1 dims of the operands (what broadcasts); the sizes are the kernel's arguments.
+Operands are passed C-contiguous (a copy where they are not), as the row kernels took
+them.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, check_range,
+                                        reduce_losses)
+from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
+from ....threads import PARALLEL_MIN
+from .loader import kernel as _kernel
+
+__all__ = ["run", "on_last_dim", "softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_UNSUPPORTED = object()
+_forms: dict = {}    # kernel key -> (graph input positions, nest) once rendered, or _UNSUPPORTED
+
+
+def on_last_dim(x, *rest, dim, **params) -> bool:
+    """A checker (ops/impls.py): the op reduces over the last dim, as a rows group does."""
+    return dim == x.ndim - 1
+
+
+def _key(prim, arrays, params, parallel):
+    pattern = tuple((a.dtype.name, tuple(d == 1 for d in a.shape)) for a in arrays)
+    return ("rows", prim.name, pattern, tuple(sorted(params.items())), parallel)
+
+
+def run(prim, arrays, params):
+    """`prim`'s result on numpy `arrays` (the first float32 or float64, of the iteration
+    shape; floats among the others of its dtype) by the kernel rendered from its rows
+    form, or None (not such arrays, the form is no single rows group, or the kernel is not
+    loaded yet: the caller's numpy form runs)."""
+    x = arrays[0]
+    if type(x) is not np.ndarray:
+        return None
+    # the loaded kernel's call for exactly these shapes and dtypes (a dict look-up: the
+    # cross-entropy of 256x10 logits is ~10 us of work, the general path below ~15 more)
+    fast = (prim, tuple(params.items()), tuple([a.shape for a in arrays]), tuple([a.dtype for a in arrays]))
+    call = _calls.get(fast)
+    if call is None:
+        call = _prepare(prim, arrays, params)
+        if call is None:
+            return None
+        _calls[fast] = call
+    fn, reads, flat, outs = call
+    args = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in (arrays[k] for k in reads)]
+    if flat:   # one-element operands the kernel reads as 1-d (the callers pass most so)
+        args = [a.reshape(-1) if k in flat else a for k, a in zip(reads, args)]
+    made = [np.empty(x.shape if not row else x.shape[:-1] + (1,), dt) for row, dt in outs]
+    fn(*args, *made, *x.shape)
+    return made[0] if len(made) == 1 else tuple(made)
+
+
+_calls: dict = {}   # (prim, params, shapes, dtypes) -> (kernel, operand order, outputs)
+
+
+def _prepare(prim, arrays, params):
+    """(the loaded kernel's entry, the arrays in its operand order, those of them passed
+    flat, (per-row?, dtype) per output) for these arrays, or None (not such arrays, or
+    not loaded yet)."""
+    x = arrays[0]
+    dt = x.dtype
+    if dt not in _DTYPES or x.ndim == 0 or x.size == 0:
+        return None
+    for a in arrays:
+        if type(a) is not np.ndarray or (a.dtype != dt and a.dtype.kind == "f"):
+            return None
+    parallel = x.size >= PARALLEL_MIN
+    key = _key(prim, arrays, params, parallel)
+    shapes = [(a.shape, a.dtype.name) for a in arrays]
+    k = _kernel(key, lambda: _render(key, prim, shapes, params, parallel))
+    fn = k.get()
+    if fn is None:
+        return None
+    form = _forms.get(key)
+    if form is None or form is _UNSUPPORTED:
+        return None
+    positions, nest = form
+    flat = {pos for pos, op in zip(positions, nest.operands) if op.layout == "scalar" and arrays[pos].ndim != 1}
+    from ... import backends
+    entry = fn if parallel else backends.get("cpu").fast_entry(fn)
+    return entry, positions, flat, tuple((o.row, np.dtype(o.dtype)) for o in nest.outputs)
+
+
+def _render(key, prim, shapes, params, parallel: bool):
+    """The rendered kernel's spec; records the nest (for the call's operands) in `_forms`.
+    Raises where the rows form is not one rows group over the first operand's shape (the
+    loader then keeps the numpy form)."""
+    from .... import dtypes
+    from ....jit.tracer import trace_graph
+    from ....ops.registry import Aval
+    from ... import backends, fusion, loopnest
+    try:
+        avals = [Aval(s, getattr(dtypes, dt)) for s, dt in shapes]
+        form = prim.extra["rows_form"]
+        ctx, out = trace_graph(lambda *xs: form(*xs, **params), avals)
+        graph = ctx.graph([out._var])
+        items = fusion.partition(graph)
+        if len(items) != 1 or not isinstance(items[0], fusion.Group) or not items[0].rows:
+            raise ValueError(f"{prim.name}'s rows form is not one rows group")
+        group = items[0]
+        if tuple(group.shape) != tuple(shapes[0][0]) or list(group.outputs) != list(graph.outputs):
+            raise ValueError(f"{prim.name}'s rows form writes other values than its result")
+        positions = [list(graph.inputs).index(v) for v in group.inputs]
+        nest = loopnest.lower(group, loopnest.operand_layouts(group))
+    except Exception:
+        _forms[key] = _UNSUPPORTED
+        raise
+    _forms[key] = (positions, nest)
+    return backends.get("cpu").render(nest, parallel)
+
+
+# ---------------------------------------------------------------- the primitives' implementations
+# (registered by compiler/cpu/implementations.py: the primitive's arrays and params in, its
+# result out, or None while the kernel is not loaded and the numpy form runs)
+def softmax(x, *mask, dim, scale=1.0):
+    return run(SOFTMAX, (x,) + mask, {"dim": dim, "scale": scale})
+
+
+def softmax_backward(g, y, dim, scale=1.0):
+    return run(SOFTMAX_BACKWARD, (g, y), {"dim": dim, "scale": scale}) if g.shape == y.shape else None
+
+
+_classes: dict = {}   # C -> the class indices 0..C-1 as a (1, C) int64 array
+
+
+def _ce_operands(x, t, ignore_index):
+    """(targets as (N, 1) int64, the class indices (1, C), counted rows), after PyTorch's
+    range check (a target outside [0, C) that is not `ignore_index`: an IndexError)."""
+    if x.ndim != 2 or t.ndim != 1 or t.dtype.kind not in "iu":
+        return None
+    n, c = x.shape
+    t = t.astype(np.int64, copy=False)
+    lo, hi = (int(t.min()), int(t.max())) if n else (0, 0)
+    counted = n
+    if lo < 0 or hi >= c or lo <= ignore_index <= hi:   # (two reductions where all is well)
+        valid = t != ignore_index
+        check_range(t, valid, c)
+        counted = int(np.count_nonzero(valid))
+    return t.reshape(n, 1), _class_ids(c), counted
+
+
+def _class_ids(c: int) -> np.ndarray:
+    classes = _classes.get(c)
+    if classes is None:
+        classes = _classes[c] = np.arange(c, dtype=np.int64).reshape(1, c)
+    return classes
+
+
+def cross_entropy(x, t, *, ignore_index=-100, reduction="mean"):
+    if x.ndim != 2 or t.ndim != 1 or t.dtype.kind not in "iu":
+        return None
+    n, c = x.shape
+    t = t.astype(np.int64, copy=False)
+    loss = run(CROSS_ENTROPY, (x, t.reshape(n, 1), _class_ids(c)),
+               {"ignore_index": ignore_index, "reduction": "none"})
+    if loss is None:
+        return None
+    loss = loss.reshape(-1)
+    total = loss.sum(dtype=np.float64)
+    if not math.isfinite(total):   # a target outside [0, C) has loss inf: PyTorch's IndexError
+        check_range(t, t != ignore_index, c)
+    counted = n - int(np.count_nonzero(t == ignore_index)) if reduction == "mean" else n
+    return reduce_losses(loss, total, counted, reduction, x.dtype)
+
+
+def cross_entropy_backward(g, x, t, *, ignore_index=-100, reduction="mean"):
+    got = _ce_operands(x, t, ignore_index)
+    if got is None or type(g) is not np.ndarray or g.dtype != x.dtype:
+        return None
+    t2, classes, counted = got
+    div = np.full(1, max(counted, 1) if reduction == "mean" else 1, x.dtype)
+    return run(CROSS_ENTROPY_BACKWARD, (x, t2, classes, g.reshape(-1, 1) if g.ndim else g.reshape(1), div),
+               {"ignore_index": ignore_index, "reduction": "none"})
