@@ -13,7 +13,7 @@ row is in cache, then the division; the backward is ``y * (g - sum(g * y))``, on
 or four passes. Compiled plans schedule the rows form in the primitive's place
 (compiler/rowinline.py), so the elementwise work around it joins its kernel.
 
-Traced programs record these same primitives, and compiled plans run them as eager does. ``softmax_backward``'s own VJP (second
+Traced programs record these same primitives; compiled plans replace them by their rows forms where those apply. ``softmax_backward``'s own VJP (second
 derivatives) is written with tracejit ops.
 """
 from __future__ import annotations
@@ -71,8 +71,10 @@ def _softmax_vjp(g, out, x, *mask, dim, scale=1.0):
     return d_x, (d_x if scale == 1.0 else softmax_backward(g, out, dim))
 
 
-def _on_last_dim(x: Aval, *rest, dim, **params) -> bool:
-    # compiled plans schedule the rows form in its place (compiler/rowinline.py)
+def on_last_dim(x, *rest, dim, **params) -> bool:
+    """The op reduces over the last dim of `x` (an Aval or an array), as a rows group does:
+    compiled plans schedule the rows form in its place (compiler/rowinline.py), and the CPU
+    backend's kernel is rendered from it (a checker, ops/impls.py)."""
     return dim == len(x.shape) - 1
 
 
@@ -88,7 +90,7 @@ def _softmax_rows(x, *mask, dim, scale=1.0):
 SOFTMAX = defprim("softmax", _softmax_impl, _rule, _softmax_vjp, kind="other",
                   save=lambda rq: (1,) if len(rq) > 1 and rq[1] else (), save_out=True,
                   grad_name="SoftmaxBackward0",
-                  extra={"rows_form": _softmax_rows, "rows_inline": _on_last_dim})
+                  extra={"rows_form": _softmax_rows, "rows_inline": on_last_dim})
 
 
 def _softmax_backward_impl(xp, g, y, dim, scale=1.0):
@@ -129,7 +131,7 @@ def _softmax_backward_rows(g, y, dim, scale=1.0):
 SOFTMAX_BACKWARD = defprim("softmax_backward", _softmax_backward_impl, _softmax_backward_rule,
                            _softmax_backward_vjp, kind="other", save=lambda rq: (0, 1),
                            grad_name="SoftmaxBackwardDataBackward0",
-                           extra={"rows_form": _softmax_backward_rows, "rows_inline": _on_last_dim})
+                           extra={"rows_form": _softmax_backward_rows, "rows_inline": on_last_dim})
 
 
 def softmax(x, dim: int, scale: float = 1.0, mask=None):

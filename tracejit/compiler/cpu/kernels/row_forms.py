@@ -25,7 +25,7 @@ import numpy as np
 
 from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, check_range,
                                         reduce_losses)
-from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
+from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, on_last_dim
 from ....threads import PARALLEL_MIN
 from .loader import kernel as _kernel
 
@@ -34,11 +34,6 @@ __all__ = ["run", "on_last_dim", "softmax", "softmax_backward", "cross_entropy",
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _UNSUPPORTED = object()
 _forms: dict = {}    # kernel key -> (graph input positions, nest) once rendered, or _UNSUPPORTED
-
-
-def on_last_dim(x, *rest, dim, **params) -> bool:
-    """A checker (ops/impls.py): the op reduces over the last dim, as a rows group does."""
-    return dim == x.ndim - 1
 
 
 def _key(prim, arrays, params, parallel):
@@ -62,6 +57,8 @@ def run(prim, arrays, params):
         call = _prepare(prim, arrays, params)
         if call is None:
             return None
+        if len(_calls) > 4096:   # (shapes that keep changing: a dynamic batch)
+            _calls.clear()
         _calls[fast] = call
     fn, reads, flat, outs = call
     args = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in (arrays[k] for k in reads)]
@@ -148,7 +145,7 @@ _classes: dict = {}   # C -> the class indices 0..C-1 as a (1, C) int64 array
 def _ce_operands(x, t, ignore_index):
     """(targets as (N, 1) int64, the class indices (1, C), counted rows), after PyTorch's
     range check (a target outside [0, C) that is not `ignore_index`: an IndexError)."""
-    if x.ndim != 2 or t.ndim != 1 or t.dtype.kind not in "iu":
+    if not _ce_shapes(x, t):
         return None
     n, c = x.shape
     t = t.astype(np.int64, copy=False)
@@ -168,8 +165,13 @@ def _class_ids(c: int) -> np.ndarray:
     return classes
 
 
+def _ce_shapes(x, t) -> bool:
+    """Logits (N, C) and integer targets (N,): the operands the rows kernels take."""
+    return x.ndim == 2 and t.ndim == 1 and t.dtype.kind in "iu"
+
+
 def cross_entropy(x, t, *, ignore_index=-100, reduction="mean"):
-    if x.ndim != 2 or t.ndim != 1 or t.dtype.kind not in "iu":
+    if not _ce_shapes(x, t):
         return None
     n, c = x.shape
     t = t.astype(np.int64, copy=False)
