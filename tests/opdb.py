@@ -713,7 +713,7 @@ register("cat.mixed_dtypes", lambda m, a, b: m.cat([a, b.long()]),
          lambda d, r: [Sample((arr(r, (2,), d), np.array([1.0, 2.0], d.np)), grad=(0,))])
 register("stack", lambda m, *ts, dim=0: m.stack(ts, dim), lambda *a, dim=0: np.stack(a, axis=dim),
          _multi((((2, 3), (2, 3)), {}), (((2, 3), (2, 3), (2, 3)), {"dim": -1}), (((), ()), {}),
-                (((0,), (0,)), {"dim": 1})))
+                (((0,), (0,)), {"dim": 1}), (((2, 3, 4), (2, 3, 4)), {"dim": 1})))
 
 
 def _split_ref(x, size, dim=0):
