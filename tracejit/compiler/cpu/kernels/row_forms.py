@@ -25,11 +25,13 @@ import numpy as np
 
 from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, check_range,
                                         reduce_losses)
+from ....ops.layer_norm_prim import LAYER_NORM, row_size
 from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, on_last_dim
 from ....threads import PARALLEL_MIN
 from .loader import kernel as _kernel
 
-__all__ = ["run", "on_last_dim", "softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
+__all__ = ["run", "on_last_dim", "softmax", "softmax_backward", "layer_norm", "cross_entropy",
+           "cross_entropy_backward"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _UNSUPPORTED = object()
@@ -137,6 +139,31 @@ def softmax(x, *mask, dim, scale=1.0):
 
 def softmax_backward(g, y, dim, scale=1.0):
     return run(SOFTMAX_BACKWARD, (g, y), {"dim": dim, "scale": scale}) if g.shape == y.shape else None
+
+
+def layer_norm(x, *wb, n, eps, affine):
+    # over the (M, K) view of the normalized rows: weight and bias as (1, K) rows, 1 / K.
+    # Not yet LayerNorm's registered implementation (row_kernels' is): compiled plans fuse
+    # LayerNorm by that kernel's text (rowfuse.py), and a plan with and without row
+    # fusion must compute the same bits until they schedule this form (rowinline.py).
+    k = row_size(x, n)
+    if x.ndim == 0 or k == 0 or x.dtype not in _DTYPES:
+        return None
+    ops = (x.reshape(-1, k),) + tuple(a.reshape(1, k) for a in wb) + (_reciprocal(k, x.dtype),)
+    y = run(LAYER_NORM, ops, {"n": 1, "eps": eps, "affine": affine})
+    return None if y is None else y.reshape(x.shape)
+
+
+_reciprocals: dict = {}   # (K, dtype) -> 1 / K as a (1,) array
+
+
+def _reciprocal(k: int, dt) -> np.ndarray:
+    r = _reciprocals.get((k, dt))
+    if r is None:
+        if len(_reciprocals) > 1024:
+            _reciprocals.clear()
+        r = _reciprocals[(k, dt)] = np.full(1, 1.0 / k, dt)
+    return r
 
 
 _classes: dict = {}   # C -> the class indices 0..C-1 as a (1, C) int64 array
