@@ -223,3 +223,26 @@ def test_layer_norm_second_derivatives_vs_torch():
     for a, c, d in zip(got, compiled, ref):
         np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-11)
         np.testing.assert_allclose(c, d, rtol=1e-9, atol=1e-11)
+
+
+def test_eager_row_kernels_pick_their_variant_by_work(monkeypatch):
+    """Below the work that pays for waking the threads the serial variant runs, from it
+    the parallel one (equal to an ulp: LLVM vectorizes the two loops on its own)."""
+    from tracejit.compiler import codegen_cpu_rows
+    picked = []
+    real = codegen_cpu_rows.runs_parallel
+
+    def spy(nest, elements, threads=0):
+        picked.append(real(nest, elements, threads=2))
+        return picked[-1]
+    monkeypatch.setattr(codegen_cpu_rows, "runs_parallel", spy)
+    monkeypatch.setattr(row_forms, "_calls", {})
+    x = np.random.default_rng(5).standard_normal((256, 64)).astype(np.float32)
+    small = row_forms.softmax(x, dim=1)
+    monkeypatch.setattr(codegen_cpu_rows, "WAKE_WORK", 1)
+    row_forms._calls.clear()
+    large = row_forms.softmax(x, dim=1)
+    assert picked == [False, True]
+    assert small is not None and large is not None
+    np.testing.assert_allclose(small, large, rtol=3e-7, atol=0)
+    np.testing.assert_allclose(small, softmax_prim._softmax_impl(np, x, dim=1), rtol=3e-6, atol=1e-7)
