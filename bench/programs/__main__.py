@@ -66,8 +66,10 @@ def main(argv=None) -> int:
                     res = {"error": error or "no result", "tail": tail[-2000:]}
                     _log(f"  [{prog:<9} {system:<17}] failed: {res['error']}")
                 else:
+                    # (an entry left on tier 0 ran the IR interpreter: not a compiled figure)
+                    stuck = ", an entry stayed on tier 0" if "tier0" in res.get("tiers", ()) else ""
                     _log(f"  [{prog:<9} {system:<17}] {res['step_s'] * 1e3:9.2f} ms/step "
-                         f"(first step {res['first_step_s']:.2f} s, loss {res['first_loss']:.6g})")
+                         f"(first step {res['first_step_s']:.2f} s, loss {res['first_loss']:.6g}{stuck})")
                 runs[prog][system].append(res)
     summary = report.summarize(runs)
     data = {"meta": {"date": datetime.datetime.now().isoformat(timespec="seconds"),

@@ -25,7 +25,13 @@ def _framework(system: str):
         torchswap.install()
     import torch
     compiled = system.endswith(("_compile", "_compiled"))
-    hook = torch.compile if compiled else (lambda m: m)
+    made.clear()
+
+    def hook(m):
+        if not compiled:
+            return m
+        made.append(torch.compile(m))
+        return made[-1]
     if not system.startswith("tracejit"):
         from ..impls.torch_impl import TorchRunner
         from ..systems import by_name
@@ -40,6 +46,21 @@ def _framework(system: str):
         tracejit.compiler.wait()   # compiled entries' kernels (background mode)
         vectorized.settle()        # the eager ops' kernels
     return torch, hook, settle, lambda: kernel_activity(worker_cpu)
+
+
+# What the compile hook made in this process (`_tiers`).
+made: list = []
+
+
+def _tiers() -> list:
+    """The tiers tracejit's compiled modules ended on (``cache_stats``: "compiled", or
+    "tier0" where an entry stays on the IR interpreter: a figure measured at eager speed)."""
+    tiers = set()
+    for m in made:
+        stats = getattr(m, "cache_stats", None)
+        if callable(stats):
+            tiers.update(stats().get("tiers", ()))
+    return sorted(tiers)
 
 
 def run(system: str, program: str, *, steps: int, warmup: int, warmup_s: float,
@@ -63,7 +84,7 @@ def run(system: str, program: str, *, steps: int, warmup: int, warmup_s: float,
     return {"system": system, "program": program, "import_s": import_s,
             "first_loss": first, "second_loss": second, "first_step_s": first_s,
             "step_s": t.median_s, "min_s": t.min_s, "steps": n, "warmup_steps": t.warmup,
-            "during": t.during, "final_loss": prog.step()}
+            "during": t.during, "final_loss": prog.step(), "tiers": _tiers()}
 
 
 def main(argv=None) -> int:

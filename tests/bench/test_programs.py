@@ -73,3 +73,17 @@ def test_python_m_bench_hands_programs_to_their_runner(capsys):
         bench_main.main(["programs", "--only", "nosuch"])
     with pytest.raises(SystemExit, match="unknown system"):
         bench_main.main(["programs", "--systems", "torch_eager,jax_jit"])
+
+
+@pytest.mark.parametrize("system,tiers", [("tracejit_compiled", ["compiled"]), ("tracejit_eager", [])])
+def test_worker_records_the_tiers_its_compiled_modules_ended_on(tmp_path, system, tiers):
+    # A compiled figure is one of compiled kernels: the result says so ("tier0" would mark
+    # an entry left on the IR interpreter); an eager run compiles nothing.
+    out = tmp_path / "r.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRACEJIT_COMPILE="sync")
+    run = subprocess.run([sys.executable, "-m", "bench.programs.worker", system, "charmlp", "--steps", "5",
+                          "--warmup", "1", "--warmup-s", "0", "--budget-s", "0.05", "--result", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["system"] == system and res["tiers"] == tiers and res["step_s"] > 0

@@ -250,3 +250,78 @@ def test_conv2d_input_gradient_by_row_pitch_fold_matches_the_col2im_kernel(monke
     assert called == [True]
     assert np.abs(kernel).max() > 1
     np.testing.assert_allclose(numpy_form, kernel, rtol=1e-5, atol=1e-5)
+
+
+# Geometries whose output rows are long enough for col2im's rows form (conv_kernels
+# `_ROWS_MIN`): stride 1 and 2, padding, dilation, and a 9x9 window (81 offsets, past the
+# unrolled form's limit).
+ROWS_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (18, 20)),
+                   ((4, 4), (2, 2), (1, 1), (1, 1), (34, 36)),
+                   ((3, 2), (1, 2), (0, 3), (2, 1), (17, 37)),
+                   ((5, 5), (1, 1), (2, 2), (1, 1), (16, 16)),
+                   ((9, 9), (1, 1), (4, 4), (1, 1), (12, 17))]
+
+
+def _rows_cols(dtype, geo, n=2, c=3):
+    kernel, stride, padding, dilation, (h, w) = geo
+    oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
+    ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    cols = np.random.default_rng(9).standard_normal((c * kernel[0] * kernel[1], n * oh * ow))
+    cols = cols.astype(dtype)
+    cols[0, 0] = -0.0
+    cols[-1, 5] = np.inf
+    cols[1, -1] = np.nan
+    return cols, ow
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", ROWS_GEOMETRIES)
+def test_col2im_rows_form_matches_unrolled_and_numpy_forms(monkeypatch, dtype, geo):
+    # The rows form adds window offset by window offset into each zeroed plane, the
+    # unrolled form pixel by pixel, the numpy form offset by offset over the whole image:
+    # the same terms in other orders (rounding only), inf and NaN where their windows reach.
+    pytest.importorskip("numba")
+    kernel, stride, padding, dilation, (h, w) = geo
+    cols, ow = _rows_cols(dtype, geo)
+    assert ow >= K._ROWS_MIN or kernel[0] * kernel[1] > K._MAX_UNROLL
+    args = (np, cols, 2, 3, (h, w), kernel, stride, padding, dilation)
+    rows = K._col2im_native(*args)
+    assert rows is not None and rows.shape == (2, 3, h, w) and rows.flags.c_contiguous
+    assert rows.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    monkeypatch.setattr(K, "_col2im_native", lambda *a: None)
+    numpy_form = C.fold(tj.tensor(cols), (h, w), kernel, stride, padding, dilation, layout="gemm").numpy()
+    np.testing.assert_allclose(rows, numpy_form, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(np.isnan(rows), np.isnan(numpy_form))
+    assert np.isinf(rows).any() and np.abs(rows[np.isfinite(rows)]).max() > 1
+    if kernel[0] * kernel[1] <= K._MAX_UNROLL:
+        monkeypatch.undo()
+        monkeypatch.setattr(K, "_ROWS_MIN", 1 << 30)
+        unrolled = K._col2im_native(*args)
+        np.testing.assert_allclose(rows, unrolled, rtol=tol, atol=tol)
+        np.testing.assert_array_equal(np.isnan(rows), np.isnan(unrolled))
+
+
+def test_col2im_rows_form_zeroes_what_no_window_reaches():
+    # Stride 3 with a 1x1 window leaves two of three columns and rows unreached: zeros, over
+    # an output buffer that held garbage; a -0.0 alone in its sum gives +0.0.
+    pytest.importorskip("numba")
+    cols = np.full((2, 1 * 6 * 6), 7.0, np.float32)
+    cols[1, 0] = -0.0
+    img = K._col2im_native(np, cols, 1, 2, (16, 16), (1, 1), (3, 3), (0, 0), (1, 1))
+    want = np.zeros((1, 2, 16, 16), np.float32)
+    want[:, :, ::3, ::3] = 7.0
+    want[0, 1, 0, 0] = 0.0
+    np.testing.assert_array_equal(img, want)
+    assert not np.signbit(img[0, 1, 0, 0])
+
+
+@pytest.mark.parametrize("geo", ROWS_GEOMETRIES[:3])
+def test_col2im_rows_form_split_over_channels_gives_the_same_bits(geo):
+    pytest.importorskip("numba")
+    from inputs import same_bits_under_uneven_split
+    kernel, stride, padding, dilation, (h, w) = geo
+    cols, _ = _rows_cols(np.float32, geo, c=5)
+    same_bits_under_uneven_split(
+        lambda: (K._col2im_native(np, cols, 2, 5, (h, w), kernel, stride, padding, dilation),),
+        lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=1)

@@ -95,8 +95,8 @@ class BackgroundWork:
         ins = self._ins
         try:
             t0 = time.perf_counter()
-            variants = self._variants_of(self.program.plans_for(ins, self.grad_mode))
-            self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+            plans = self.program.plans_for(ins, self.grad_mode)
+            variants, self._specs = self._specs_of(self._variants_of(plans))
             on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
             log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
                      len(variants), time.perf_counter() - t0, on_disk.count(False))
@@ -185,8 +185,7 @@ class BackgroundWork:
         program = self.program
         stage = CompiledProgram(program.graph, name=program.name)
         with context:
-            variants = self._variants_of(stage.plans_for(ins, self.grad_mode))
-            specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
+            variants, specs = self._specs_of(self._variants_of(stage.plans_for(ins, self.grad_mode)))
         return stage, variants, specs
 
     def _variants_of(self, plans: list) -> list:
@@ -195,6 +194,7 @@ class BackgroundWork:
         operand's), each once. Marks the kernels `defer` (plan._Kernel.ready)."""
         variants, seen, kernels = [], set(), {}
         recorded = tierhints.variants(self._graph_key())
+        self._recorded = set()    # the variants taken from `recorded` (`_specs_of`)
 
         def walk(plan):
             for kern in plan.kernels:
@@ -214,7 +214,28 @@ class BackgroundWork:
             if kern is not None and (id(kern), layouts, parallel) not in seen:
                 seen.add((id(kern), layouts, parallel))
                 variants.append((kern, layouts, parallel))
+                self._recorded.add((id(kern), layouts, parallel))
         return variants
+
+    def _specs_of(self, variants: list) -> tuple:
+        """(variants, their kernel specs), less the recorded variants (`_variants_of`)
+        whose kernel cannot render them. A record is advice keyed by the graph's text: a
+        tracejit whose fusion made other groups of the same graph (another checkout on
+        the same disk cache) leaves layouts that do not fit the kernel of that label now.
+        Taken, one such record failed the whole background compile and left the entry on
+        tier 0 for good; skipped, the kernel still compiles for the layouts its plans use."""
+        kept, specs = [], []
+        for kern, layouts, parallel in variants:
+            try:
+                specs.append(kern.spec(layouts, parallel))
+            except ValueError as exc:
+                if (id(kern), layouts, parallel) not in getattr(self, "_recorded", ()):
+                    raise
+                log.info("%s: recorded variant %s %s skipped: %s", self.name, kern.label,
+                         "/".join(layouts), exc)
+                continue
+            kept.append((kern, layouts, parallel))
+        return kept, specs
 
     def _note_variant(self, kern, layouts: tuple, parallel: bool) -> None:
         """A variant no plan listed was needed (and is now loaded): the next process plans it."""

@@ -52,6 +52,60 @@ def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
 _MAX_UNROLL = 64   # window positions up to which col2im gets an unrolled kernel
 
 
+def _col2im_rows_source(dtype, kernel, stride, padding, dilation) -> str:
+    """col2im as `_col2im_source` does it, for images whose output rows are long
+    (`_ROWS_MIN`): plane by plane (image, channel), the plane zeroed and kept in L1 while
+    the kh*kw column rows add into it, each window row one loop over the output columns
+    whose input column is inside the image (the span computed once per window offset),
+    with no test per element and indices that are visibly non-negative (numba's
+    negative-index wrap folds away), so the adds vectorize: ResNet's 3x3 input gradient
+    over (32, 16, 32, 32), 2.1 ms -> 1.0 ms on one thread. The kernel's extent is passed
+    (kh, kw), not unrolled. One source per geometry and dtype, never per size."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    lines = ["import numpy as np",
+             "from numba import njit", "", "",
+             f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
+             f"int64, int64, int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
+             "nogil=True)",
+             "def kernel(cols, out, oh, ow, c0, c1, kh, kw):",
+             f'    """col2im by rows {kernel} {stride} {padding} {dilation}, channels c0..c1-1 '
+             f'(kh, kw: {kh}, {kw})"""',
+             "    n, c, h, w = out.shape",
+             f"    zero = np.{dtype}(0)",
+             "    for ch in range(c0, c1):",
+             "        for b in range(n):",
+             "            plane = out[b, ch]",
+             "            for y in range(h):",
+             "                for x in range(w):",
+             "                    plane[y, x] = zero",
+             "            for i in range(kh):",
+             "                for j in range(kw):",
+             "                    row = cols[(ch * kh + i) * kw + j]",
+             # window column j reads input column ox * sw + xoff: inside the image for
+             # the output columns lo..hi-1 (none: lo == hi), from input column s0 on
+             f"                    xoff = j * {dw} - {pw}",
+             f"                    lo = (-xoff + {sw - 1}) // {sw} if xoff < 0 else 0",
+             f"                    hi = min(ow, (w - 1 - xoff) // {sw} + 1) if w - 1 - xoff >= 0 else 0",
+             "                    lo = max(min(lo, ow), 0)",
+             "                    hi = max(hi, lo)",
+             f"                    s0 = max(lo * {sw} + xoff, 0)",
+             "                    for oy in range(oh):",
+             f"                        y = oy * {sh} - {ph} + i * {dh}",
+             "                        if y < 0 or y >= h:",
+             "                            continue",
+             "                        dst = plane[y]",
+             "                        r0 = max((b * oh + oy) * ow + lo, 0)",
+             "                        for t in range(hi - lo):",
+             f"                            dst[s0 + t * {sw}] += row[r0 + t]"]
+    return "\n".join(lines) + "\n"
+
+
+# Output rows at least this long take the rows form of col2im (its vector loop pays for
+# its set-up per window row: 1.6-2.1x faster at 16 and 32 columns, 0.6-0.8x at 4 and 8,
+# where the unrolled form, each output pixel's window adds in a row, is faster).
+_ROWS_MIN = 16
+
+
 def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
     """im2col into (C*kh*kw, N*OH*OW) rows from a C-contiguous (N, C, H, W) image, one
     output row after the other (each written once, in order; the image's channel plane it
@@ -129,20 +183,27 @@ def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, 
 
 def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation):
     """fold in "gemm" layout by a numba kernel, or None (numpy does it)."""
-    if not takes(xp, cols) or kernel[0] * kernel[1] > _MAX_UNROLL:
-        return None
-    dt = cols.dtype.name
-    key = ("col2im", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
-    fn = native_kernel(key, lambda: _col2im_source(dt, kernel, stride, padding, dilation),
-                       steady=True).get()
-    if fn is None:
+    if not takes(xp, cols):
         return None
     h, w = output_size
     oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    img = np.zeros((n, c, h, w), dtype=cols.dtype)
+    rows = ow >= _ROWS_MIN or kernel[0] * kernel[1] > _MAX_UNROLL
+    dt = cols.dtype.name
+    key = ("col2im_rows" if rows else "col2im", dt) + tuple(kernel) + tuple(stride) + tuple(padding) \
+        + tuple(dilation)
+    source = _col2im_rows_source if rows else _col2im_source
+    fn = native_kernel(key, lambda: source(dt, kernel, stride, padding, dilation), steady=True).get()
+    if fn is None:
+        return None
     cc = np.ascontiguousarray(cols)
-    _sharepool.split(lambda c0, c1: fn(cc, img, oh, ow, c0, c1), c, _COLUMN_WORK * cols.size)
+    if rows:    # (the kernel zeroes each plane)
+        img = np.empty((n, c, h, w), dtype=cols.dtype)
+        kh, kw = kernel
+        _sharepool.split(lambda c0, c1: fn(cc, img, oh, ow, c0, c1, kh, kw), c, _COLUMN_WORK * cols.size)
+    else:
+        img = np.zeros((n, c, h, w), dtype=cols.dtype)
+        _sharepool.split(lambda c0, c1: fn(cc, img, oh, ow, c0, c1), c, _COLUMN_WORK * cols.size)
     return img
 
 
