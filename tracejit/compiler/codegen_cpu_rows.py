@@ -14,8 +14,8 @@ without it and inlined by LLVM, which keep inf and nan exact (a softmax of an al
 ``-inf`` row gives nan, as numpy and PyTorch do). The serial twin differs only in its
 ``range`` over the rows (and LLVM's own vector choices: `llvmopts.kernel_options`, which
 can move a result by an ulp); `runs_parallel` picks one by the call's work. Why not a
-plain serial function, as codegen_cpu's: its folds stay scalar, and short rows are where the serial twin runs (cross-entropy over 256x10
-logits: 11.6 -> 7.6 us a call).
+plain serial function, as codegen_cpu's: its folds stay scalar, and short rows are
+where the serial twin runs (cross-entropy over 256x10 logits: 11.6 -> 7.6 us a call).
 """
 from __future__ import annotations
 
