@@ -200,3 +200,22 @@ def test_lone_row_sum_stays_an_epilogue():
         cf(x)
     (g,) = _groups(cf._entries[-1].executor.infer_plan())
     assert g.reduction is not None and not g.rows
+
+
+def test_rows_kernels_run_parallel_from_their_work():
+    from tracejit.compiler.codegen_cpu_rows import WAKE_WORK, parallel_work_min, runs_parallel
+    (group,) = _groups_of(softmax_rows, np.zeros((4, 8), np.float32))
+    nest = lower(group, operand_layouts(group))
+    passes = len(schedule(nest).passes)
+    assert passes == 3   # max, sum of exponentials, the outputs
+    assert parallel_work_min(1) > 1 << 60   # one thread: never
+    assert parallel_work_min(2) == 2 * WAKE_WORK
+    assert parallel_work_min(4) == WAKE_WORK * 4 // 3
+    least = -(-2 * WAKE_WORK // passes)   # elements from which 2 threads pay
+    assert not runs_parallel(nest, least - 1, threads=2)
+    assert runs_parallel(nest, least, threads=2)
+    assert not runs_parallel(nest, 1 << 40, threads=1)
+
+
+def _groups_of(fn, *args):
+    return [it for it in partition(graph_of(fn, args)) if isinstance(it, Group)]

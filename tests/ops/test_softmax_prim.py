@@ -1,6 +1,6 @@
 """softmax and LayerNorm as primitives (ops/softmax_prim.py, ops/layer_norm_prim.py) with
 their row kernels (softmax's rendered from its rows form: compiler/cpu/kernels/row_forms.py;
-LayerNorm's in compiler/cpu/kernels/row_kernels.py): values and gradients against the formulas, the
+LayerNorm's in compiler/cpu/kernels/row_kernels.py, and the kernel of LayerNorm's rows form): values and gradients against the formulas, the
 kernels against the numpy forms (edge sizes, strides, special values), the same
 primitives recorded when traced, compiled gradients equal to eager ones, and LayerNorm's
 second derivatives (its backward's own VJP) against PyTorch."""
@@ -118,9 +118,31 @@ def test_row_kernels_match_the_numpy_forms(dtype, monkeypatch):
                                                            has_w=affine[0])
             monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
             o1 = row_kernels.layer_norm_rows(np, x + 5, k, wb[0], wb[1], 1e-5)
+            # the rows form's kernel: one serves every row length k of the loop (1 / k is
+            # its operand), a Fortran-ordered input through a contiguous copy
+            for xf in (x + 5, np.asfortranarray(x + 5)):
+                of = row_forms.layer_norm(xf, *args, n=1, eps=1e-5, affine=affine)
+                assert of is not None, "the LayerNorm rows-form kernel did not load"
+                np.testing.assert_allclose(of, o0, rtol=10 * tol, atol=10 * tol)
             d1 = row_kernels.layer_norm_backward_rows(np, g, x + 5, k, wb[0], 1e-5)
             np.testing.assert_allclose(o1, o0, rtol=10 * tol, atol=10 * tol)
             np.testing.assert_allclose(d1, d0, rtol=10 * tol, atol=10 * tol * max(1, k))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_kernel_over_several_normalized_dims(dtype, monkeypatch):
+    """The rows form runs over the (M, K) view of the last `n` dims, any leading dims."""
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
+    r = np.random.default_rng(5)
+    tol = 3e-6 if dtype is np.float32 else 1e-13
+    for shape, n in (((3, 5, 6), 2), ((2, 3, 4, 7), 3), ((4, 1), 1), ((1, 9), 2)):
+        x = (r.standard_normal(shape) * 2 + 3).astype(dtype)
+        w = r.standard_normal(shape[len(shape) - n:]).astype(dtype)
+        y = row_forms.layer_norm(x, w, n=n, eps=1e-5, affine=(True, False))
+        assert y is not None and y.shape == shape
+        x2 = x.reshape(-1, w.size).astype(np.float64)
+        ref = (x2 - x2.mean(1, keepdims=True)) / np.sqrt(x2.var(1, keepdims=True) + 1e-5) * w.reshape(-1)
+        np.testing.assert_allclose(y.reshape(ref.shape), ref, rtol=10 * tol, atol=10 * tol)
 
 
 def test_layer_norm_values_and_gradients(path):
@@ -201,3 +223,26 @@ def test_layer_norm_second_derivatives_vs_torch():
     for a, c, d in zip(got, compiled, ref):
         np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-11)
         np.testing.assert_allclose(c, d, rtol=1e-9, atol=1e-11)
+
+
+def test_eager_row_kernels_pick_their_variant_by_work(monkeypatch):
+    """Below the work that pays for waking the threads the serial variant runs, from it
+    the parallel one (equal to an ulp: LLVM vectorizes the two loops on its own)."""
+    from tracejit.compiler import codegen_cpu_rows
+    picked = []
+    real = codegen_cpu_rows.runs_parallel
+
+    def spy(nest, elements, threads=0):
+        picked.append(real(nest, elements, threads=2))
+        return picked[-1]
+    monkeypatch.setattr(codegen_cpu_rows, "runs_parallel", spy)
+    monkeypatch.setattr(row_forms, "_calls", {})
+    x = np.random.default_rng(5).standard_normal((256, 64)).astype(np.float32)
+    small = row_forms.softmax(x, dim=1)
+    monkeypatch.setattr(codegen_cpu_rows, "WAKE_WORK", 1)
+    row_forms._calls.clear()
+    large = row_forms.softmax(x, dim=1)
+    assert picked == [False, True]
+    assert small is not None and large is not None
+    np.testing.assert_allclose(small, large, rtol=3e-7, atol=0)
+    np.testing.assert_allclose(small, softmax_prim._softmax_impl(np, x, dim=1), rtol=3e-6, atol=1e-7)

@@ -12,10 +12,10 @@ As in codegen_cpu's parallel kernels, both variants compile with ``fastmath={'re
 'contract'}`` (so the folds vectorize) and put the elementwise work in helpers compiled
 without it and inlined by LLVM, which keep inf and nan exact (a softmax of an all
 ``-inf`` row gives nan, as numpy and PyTorch do). The serial twin differs only in its
-``range`` over the rows (and LLVM's own vector choices: `llvmopts.kernel_options`), so
-both give the same bits. Why not a plain serial function, as codegen_cpu's: its folds
-stay scalar, and short rows are where the serial twin runs (cross-entropy over 256x10
-logits: 11.6 -> 7.6 us a call).
+``range`` over the rows (and LLVM's own vector choices: `llvmopts.kernel_options`, which
+can move a result by an ulp); `runs_parallel` picks one by the call's work. Why not a
+plain serial function, as codegen_cpu's: its folds stay scalar, and short rows are
+where the serial twin runs (cross-entropy over 256x10 logits: 11.6 -> 7.6 us a call).
 """
 from __future__ import annotations
 
@@ -24,9 +24,36 @@ from .emitter import render_steps
 from .loopnest import SUM_BLOCK, LoopNest
 from .rowpasses import schedule
 
-__all__ = ["render_rows", "row_index"]
+__all__ = ["render_rows", "row_index", "runs_parallel", "parallel_work_min", "WAKE_WORK"]
 
 IND = "    "
+
+# The work (elements x passes over them) that waking numba's worker threads costs, in
+# serial row-kernel time (~0.25 ns an element and pass). A caller that does Python work
+# between calls (an eager program: 5-50 us) finds the workers asleep, and the parallel
+# variant pays their wake-up before sharing the rows: on 2 threads, softmax over 256x64
+# float32 (3 passes) 17-19 us a call against 14 serial, over 512x512 175-178 against
+# 198-204. Parallel pays once the share of the serial time the other threads take off
+# exceeds that.
+WAKE_WORK = 1 << 18
+
+
+def parallel_work_min(threads: int) -> int:
+    """The work from which a rows kernel runs its parallel variant on `threads` threads:
+    WAKE_WORK over the fraction of the serial time the others take, (T - 1) / T; never
+    on one thread."""
+    if threads <= 1:
+        return 1 << 62
+    return WAKE_WORK * threads // (threads - 1)
+
+
+def runs_parallel(nest: LoopNest, elements: int, threads: int = 0) -> bool:
+    """Whether a call of rows `nest` over `elements` elements runs the parallel variant
+    (`threads`: numba's count when 0)."""
+    if not threads:
+        from ..threads import get_num_threads
+        threads = get_num_threads()
+    return elements * len(schedule(nest).passes) >= parallel_work_min(threads)
 
 
 def row_index(last: int, ind: str) -> list:

@@ -157,8 +157,24 @@ def _layer_norm_vjp(g, out, x, *wb, n, eps, affine):
     return tuple(grads)
 
 
+def _layer_norm_rows(x, *wb, n, eps, affine):
+    # the numpy form's steps over the last dim of the (M, K) view, weight and bias (1, K),
+    # then 1 / K as a (1,) operand: a mean's divisor in the trace would be a literal of
+    # one row length, and the CPU kernel rendered from this form serves every length
+    # (compiler/cpu/kernels/row_forms.py)
+    *wb, inv_k = wb
+    d = x - _sum(x, -1, keepdim=True) * inv_k
+    y = d * rsqrt(_sum(d * d, -1, keepdim=True) * inv_k + eps)
+    if affine[0]:
+        y = y * wb.pop(0)
+    if affine[1]:
+        y = y + wb.pop(0)
+    return y
+
+
 LAYER_NORM = defprim("layer_norm", _layer_norm_impl, _layer_norm_rule, _layer_norm_vjp, kind="other",
-                     save=lambda rq: tuple(range(len(rq))), grad_name="NativeLayerNormBackward0")
+                     save=lambda rq: tuple(range(len(rq))), grad_name="NativeLayerNormBackward0",
+                     extra={"rows_form": _layer_norm_rows})
 
 
 def layer_norm(x, n: int, weight=None, bias=None, eps: float = 1e-5):

@@ -11,8 +11,8 @@ kernel are one lowering. Loaded with loader.py's policy (compiled in the backgro
 workers; the primitive's numpy form runs until the kernel is loaded, sync mode loads
 or compiles it in the call).
 
-A kernel is made per primitive, dtype, params, variant (serial below
-``threads.PARALLEL_MIN`` elements, else ``prange`` over the rows) and the pattern of
+A kernel is made per primitive, dtype, params, variant (``prange`` over the rows
+where the call's work says so, codegen_cpu_rows.runs_parallel; else serial) and the pattern of
 size-1 dims of the operands (what broadcasts); the sizes are the kernel's arguments.
 Operands are passed C-contiguous (a copy where they are not), as the row kernels took
 them.
@@ -25,15 +25,16 @@ import numpy as np
 
 from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, check_range,
                                         reduce_losses)
+from ....ops.layer_norm_prim import LAYER_NORM, row_size
 from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, on_last_dim
-from ....threads import PARALLEL_MIN
 from .loader import kernel as _kernel
 
-__all__ = ["run", "on_last_dim", "softmax", "softmax_backward", "cross_entropy", "cross_entropy_backward"]
+__all__ = ["run", "on_last_dim", "softmax", "softmax_backward", "layer_norm", "cross_entropy",
+           "cross_entropy_backward"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _UNSUPPORTED = object()
-_forms: dict = {}    # kernel key -> (graph input positions, nest) once rendered, or _UNSUPPORTED
+_forms: dict = {}    # kernel key (no variant) -> (graph input positions, nest), or _UNSUPPORTED
 
 
 def _key(prim, arrays, params, parallel):
@@ -83,49 +84,55 @@ def _prepare(prim, arrays, params):
     for a in arrays:
         if type(a) is not np.ndarray or (a.dtype != dt and a.dtype.kind == "f"):
             return None
-    parallel = x.size >= PARALLEL_MIN
-    key = _key(prim, arrays, params, parallel)
     shapes = [(a.shape, a.dtype.name) for a in arrays]
-    k = _kernel(key, lambda: _render(key, prim, shapes, params, parallel))
-    fn = k.get()
-    if fn is None:
-        return None
-    form = _forms.get(key)
-    if form is None or form is _UNSUPPORTED:
+    form = _form(_key(prim, arrays, params, None), prim, shapes, params)
+    if form is None:
         return None
     positions, nest = form
-    flat = {pos for pos, op in zip(positions, nest.operands) if op.layout == "scalar" and arrays[pos].ndim != 1}
     from ... import backends
+    from ...codegen_cpu_rows import runs_parallel
+    parallel = runs_parallel(nest, x.size)
+    key = _key(prim, arrays, params, parallel)
+    fn = _kernel(key, lambda: backends.get("cpu").render(nest, parallel)).get()
+    if fn is None:
+        return None
+    flat = {pos for pos, op in zip(positions, nest.operands) if op.layout == "scalar" and arrays[pos].ndim != 1}
     entry = fn if parallel else backends.get("cpu").fast_entry(fn)
     return entry, positions, flat, tuple((o.row, np.dtype(o.dtype)) for o in nest.outputs)
 
 
-def _render(key, prim, shapes, params, parallel: bool):
-    """The rendered kernel's spec; records the nest (for the call's operands) in `_forms`.
-    Raises where the rows form is not one rows group over the first operand's shape (the
-    loader then keeps the numpy form)."""
+def _form(key, prim, shapes, params):
+    """(graph input positions, nest) of `prim`'s rows form over these operands, or None
+    where the form is not one rows group over the first operand's shape (the caller's
+    numpy form runs)."""
+    form = _forms.get(key)
+    if form is None:
+        try:
+            form = _forms[key] = _lower(prim, shapes, params)
+        except Exception:
+            form = _forms[key] = _UNSUPPORTED
+    return None if form is _UNSUPPORTED else form
+
+
+def _lower(prim, shapes, params):
+    """`prim`'s rows form traced, scheduled and lowered: (graph input positions, nest).
+    Raises where the form is not one rows group over the first operand's shape."""
     from .... import dtypes
     from ....jit.tracer import trace_graph
     from ....ops.registry import Aval
-    from ... import backends, fusion, loopnest
-    try:
-        avals = [Aval(s, getattr(dtypes, dt)) for s, dt in shapes]
-        form = prim.extra["rows_form"]
-        ctx, out = trace_graph(lambda *xs: form(*xs, **params), avals)
-        graph = ctx.graph([out._var])
-        items = fusion.partition(graph)
-        if len(items) != 1 or not isinstance(items[0], fusion.Group) or not items[0].rows:
-            raise ValueError(f"{prim.name}'s rows form is not one rows group")
-        group = items[0]
-        if tuple(group.shape) != tuple(shapes[0][0]) or list(group.outputs) != list(graph.outputs):
-            raise ValueError(f"{prim.name}'s rows form writes other values than its result")
-        positions = [list(graph.inputs).index(v) for v in group.inputs]
-        nest = loopnest.lower(group, loopnest.operand_layouts(group))
-    except Exception:
-        _forms[key] = _UNSUPPORTED
-        raise
-    _forms[key] = (positions, nest)
-    return backends.get("cpu").render(nest, parallel)
+    from ... import fusion, loopnest
+    avals = [Aval(s, getattr(dtypes, dt)) for s, dt in shapes]
+    form = prim.extra["rows_form"]
+    ctx, out = trace_graph(lambda *xs: form(*xs, **params), avals)
+    graph = ctx.graph([out._var])
+    items = fusion.partition(graph)
+    if len(items) != 1 or not isinstance(items[0], fusion.Group) or not items[0].rows:
+        raise ValueError(f"{prim.name}'s rows form is not one rows group")
+    group = items[0]
+    if tuple(group.shape) != tuple(shapes[0][0]) or list(group.outputs) != list(graph.outputs):
+        raise ValueError(f"{prim.name}'s rows form writes other values than its result")
+    positions = [list(graph.inputs).index(v) for v in group.inputs]
+    return positions, loopnest.lower(group, loopnest.operand_layouts(group))
 
 
 # ---------------------------------------------------------------- the primitives' implementations
@@ -137,6 +144,31 @@ def softmax(x, *mask, dim, scale=1.0):
 
 def softmax_backward(g, y, dim, scale=1.0):
     return run(SOFTMAX_BACKWARD, (g, y), {"dim": dim, "scale": scale}) if g.shape == y.shape else None
+
+
+def layer_norm(x, *wb, n, eps, affine):
+    # over the (M, K) view of the normalized rows: weight and bias as (1, K) rows, 1 / K.
+    # Not yet LayerNorm's registered implementation (row_kernels' is): compiled plans fuse
+    # LayerNorm by that kernel's text (rowfuse.py), and a plan with and without row
+    # fusion must compute the same bits until they schedule this form (rowinline.py).
+    k = row_size(x, n)
+    if x.ndim == 0 or k == 0 or x.dtype not in _DTYPES:
+        return None
+    ops = (x.reshape(-1, k),) + tuple(a.reshape(1, k) for a in wb) + (_reciprocal(k, x.dtype),)
+    y = run(LAYER_NORM, ops, {"n": 1, "eps": eps, "affine": affine})
+    return None if y is None else y.reshape(x.shape)
+
+
+_reciprocals: dict = {}   # (K, dtype) -> 1 / K as a (1,) array
+
+
+def _reciprocal(k: int, dt) -> np.ndarray:
+    r = _reciprocals.get((k, dt))
+    if r is None:
+        if len(_reciprocals) > 1024:
+            _reciprocals.clear()
+        r = _reciprocals[(k, dt)] = np.full(1, 1.0 / k, dt)
+    return r
 
 
 _classes: dict = {}   # C -> the class indices 0..C-1 as a (1, C) int64 array
