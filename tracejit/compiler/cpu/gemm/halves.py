@@ -55,6 +55,7 @@ from ..runtime import sharepool
 from . import router, template_panels
 from ..kernels.loader import kernel as _kernel
 from .... import envflags
+from ....threads import blas_count_lock as _blas_count
 
 __all__ = ["product", "plan_product", "thin", "pair", "launch", "two_cores", "warm", "expect", "source",
            "module_kernel", "loaded_module", "MIN_MNK", "WARM_S"]
@@ -426,10 +427,17 @@ def pair(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> tupl
         return None
     c1 = np.empty((a1.shape[0], b1.shape[1]), dt)
     c2 = np.empty((a2.shape[0], b2.shape[1]), dt)
-    if not launch(p, p.pair_launch, fn, p.pthread, p.whole_address, p.count_get, p.count_set,
-                  trans[0], trans[1], a1, b1, c1, trans[2], trans[3], a2, b2, c2):
+    # BLAS's count stays one until both products end: a change from another thread meanwhile
+    # sent the worker's product to BLAS's pool, which the launching thread's product held
+    # (a hang; threads.blas_count_lock). Another thread changing it now: one after the other.
+    if not _blas_count.acquire(blocking=False):
         return None
-    return c1, c2
+    try:
+        ran = launch(p, p.pair_launch, fn, p.pthread, p.whole_address, p.count_get, p.count_set,
+                     trans[0], trans[1], a1, b1, c1, trans[2], trans[3], a2, b2, c2)
+    finally:
+        _blas_count.release()
+    return (c1, c2) if ran else None
 
 
 _gemm_functions: dict = {}   # dtype -> cblas GEMM's address (ILP64 only), or None
