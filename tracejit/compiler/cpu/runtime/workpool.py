@@ -47,7 +47,9 @@ _WAIT, _WAKE = 128, 129          # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
 
 # polling rounds before a worker sleeps (about 20 ms here): a training step's launches come
 # every few hundred us, and a futex wake-up per launch made the mlp2 eager step 1.37x slower
-# with 2^16 rounds; with 2^25, 1.03x of OpenBLAS's worker's
+# with 2^16 rounds; with 2^25, 1.03x of OpenBLAS's worker's. The spin takes a core from
+# OpenBLAS's own threads in large products (the mlp steps 1.2-1.4x slower with the switch
+# on): the switch stays off until those products launch on this pool too.
 SPIN = 1 << 25
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _RUN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
