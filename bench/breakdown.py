@@ -30,7 +30,7 @@ keeps the work in the same order; the phase totals are reported from separate,
 uninstrumented steps. How the calls are found: the plans are the objects of class
 ``Plan`` reachable from the garbage collector, each a generated function whose globals
 hold ``xp`` (the array module), ``MATMUL`` (the backend's matmul), ``MATMUL2`` (two
-independent products at once, compiler/gemmpair.py: timed once as GEMM time, its two
+independent products at once, compiler/gemm_steps.py: timed once as GEMM time, its two
 products recorded with the pair's time split by their flops), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
 implementations); they are swapped for timing wrappers during the instrumented steps
 and put back afterwards. If the compiler's layout changes, the breakdown says it found
@@ -225,7 +225,7 @@ class Timers:
 
 
 def _gemm_pair(timers: Timers, fn: Callable) -> Callable:
-    """compiler/gemmpair's ``MATMUL2(a1, b1, a2, b2)`` (router.matmul_pair: two products
+    """compiler/gemm_steps' ``MATMUL2(a1, b1, a2, b2)`` (router.matmul_pair: two products
     at once, one per core, where it can) timed as GEMM time once, its two products recorded
     as the GEMMs they are, with the pair's time split between them by their flops (they ran
     at once; where the pair could not run they ran one after the other inside the call) and
@@ -254,7 +254,7 @@ def _gemm_pair(timers: Timers, fn: Callable) -> Callable:
 
 
 def _bias_gemm(timers: Timers, fn: Callable) -> Callable:
-    """biasgemm's ``matmul_bias(xp, x, w, b)`` timed and recorded as the GEMM it is
+    """epilogue.py's ``matmul_bias(xp, x, w, b)`` timed and recorded as the GEMM it is
     ((rows of x) x k x n)."""
     timed = timers.matmul(lambda x2, w, xp, x, b: fn(xp, x, w, b), policy=True)
 
@@ -345,9 +345,9 @@ def instrumented(timers: Timers) -> Iterator[int]:
                 elif _KERNEL.match(name) and callable(value):
                     family = g.get(name.rstrip("ps"))
                     new = timers.kernel(getattr(family, "label", name), value)
-                elif name == "I_matmul_bias":    # compiler/biasgemm: x @ w + b as one GEMM
+                elif name == "I_matmul_bias":    # compiler/gemm_steps: x @ w + b as one GEMM
                     new = _bias_gemm(timers, value)
-                elif name == "MATMUL2":          # compiler/gemmpair: two products at once
+                elif name == "MATMUL2":          # compiler/gemm_steps: two products at once
                     new = _gemm_pair(timers, value)
                 elif name.startswith("I_") and callable(value):
                     new = timers.timed("other ops", _real_xp(value))

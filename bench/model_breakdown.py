@@ -129,7 +129,7 @@ class _Family:
 
 
 def _bias_gemm(timers: OpTimers, fn, stand_in: type):
-    """biasgemm's ``matmul_bias(xp, x, w, b)`` timed under its GEMM's label (+ bias)."""
+    """epilogue.py's ``matmul_bias(xp, x, w, b)`` timed under its GEMM's label (+ bias)."""
     def call(xp, x, w, b):
         label = _gemm_label(x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x, w) + " +bias"
         t0 = time.thread_time()
@@ -142,7 +142,7 @@ def _bias_gemm(timers: OpTimers, fn, stand_in: type):
 
 
 def _gemm_pair(timers: OpTimers, fn):
-    """gemmpair's ``MATMUL2(a1, b1, a2, b2)`` timed under one label naming both GEMMs."""
+    """gemm_steps' ``MATMUL2(a1, b1, a2, b2)`` timed under one label naming both GEMMs."""
     def call(a1, b1, a2, b2):
         label = f"{_gemm_label(a1, b1)} || {_gemm_label(a2, b2)[5:]}"
         return timers.wrap(label, fn)(a1, b1, a2, b2)
@@ -185,13 +185,13 @@ def _instrument(timers: OpTimers) -> list:
                 new = timed_matmul(value)
             elif name == "MATMUL_ROWS":
                 continue             # the MATMUL it is given is timed
-            elif name == "MATMUL2":              # compiler/gemmpair: two products at once
+            elif name == "MATMUL2":              # compiler/gemm_steps: two products at once
                 new = _gemm_pair(timers, value)
             elif _KERNEL.match(name) and hasattr(value, "group"):
                 new = _Family(value, _kernel_label(value), timers)
             elif _KERNEL.match(name) and callable(value):
                 new = timers.wrap(_kernel_label(g.get(name.rstrip("ps")), name), value)
-            elif name == "I_matmul_bias":        # compiler/biasgemm: x @ w + b as one GEMM
+            elif name == "I_matmul_bias":        # compiler/gemm_steps: x @ w + b as one GEMM
                 new = _bias_gemm(timers, value, XP)
             elif name.startswith("I_") and callable(value):
                 new = timers.wrap("op " + name[2:], _unwrap_xp(value, XP))

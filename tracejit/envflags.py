@@ -102,16 +102,16 @@ SWITCHES: dict = {s.name: s for s in (
     # tests that hold both to the same values (each documented in the module it switches).
     Switch("TRACEJIT_SCATTER_PRODUCTS", "1", "0: an embedding's two gradients run over the tokens' "
            "rows, not the table's", "tracejit/jit/scatter_products.py"),
-    Switch("TRACEJIT_BIAS_GEMM", "1", "0: a bias add after its matmul stays a step of its own in CPU "
-           "plans", "tracejit/compiler/biasgemm.py"),
+    Switch("TRACEJIT_BIAS_GEMM", "1", "0: a bias add, residual add or ReLU after its matmul stays a "
+           "step of its own in CPU plans", "tracejit/compiler/gemm_steps.py"),
     Switch("TRACEJIT_BIAS_COLUMN_SUMS", "1", "0: a bias gradient's column sum stays a reduction in CPU "
-           "plans", "tracejit/compiler/biasgemm.py"),
+           "plans", "tracejit/compiler/gemm_steps.py"),
     Switch("TRACEJIT_ATTENTION_PAIR", "1", "0: attention's weights and context stay two steps in CPU "
            "plans", "tracejit/compiler/attnpair.py"),
     Switch("TRACEJIT_ATTENTION_BACKWARD_SUMS", "1", "0: attention's backward and the projection's "
            "bias gradient stay two steps in CPU plans", "tracejit/compiler/attnpair.py"),
     Switch("TRACEJIT_GEMM_PAIRS", "1", "0: two independent products of a CPU plan stay two steps",
-           "tracejit/compiler/gemmpair.py"),
+           "tracejit/compiler/gemm_steps.py"),
     Switch("TRACEJIT_PAIR_AT_ONCE", "1", "0: a plan's paired products run one after the other",
            "tracejit/compiler/cpu/gemm/router.py"),
     Switch("TRACEJIT_DONATE", "1", "0: a CPU plan's elementwise map never writes into an input that "

@@ -66,7 +66,7 @@ def _two_products(g, w, a):
 
 @pytest.mark.parametrize("ran", [True, False])
 def test_a_product_pair_is_timed_once_and_records_both_products(monkeypatch, ran):
-    """compiler/gemmpair's ``MATMUL2``: one GEMM time for the call, its two products
+    """compiler/gemm_steps' ``MATMUL2``: one GEMM time for the call, its two products
     recorded with that time split by their flops, marked paired where they ran at once
     (here a stand-in for the pair's launch: the machine's cores do not matter)."""
     from tracejit.compiler.cpu.gemm import router
@@ -222,7 +222,7 @@ def test_render_and_report_section():
     assert "490 GFLOP/s (median step: 4.96 ms of GEMM; mean 5.00) = 98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
     assert "| 256×1024×1024 CF | 2 | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 | 1.000 |" in text
     paired = _fake_result()
-    paired["gemms"][0]["paired"] = True     # ran in a pair (compiler/gemmpair.py), replayed on 2
+    paired["gemms"][0]["paired"] = True     # ran in a pair (compiler/gemm_steps.py), replayed on 2
     assert "| 256×1024×1024 CF | 2, paired | 1 | 1.100 |" in breakdown.render(paired)
     assert "4.50 ms, 5.50 ms with cold caches (90% of the step's GEMM time)" in text
     assert "on 2 threads (500 GFLOP/s" in text and "fewer BLAS threads" not in text

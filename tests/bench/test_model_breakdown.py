@@ -70,7 +70,7 @@ def test_a_row_kernel_is_labelled_with_the_work_fused_into_it():
 
 
 def test_a_product_pair_is_labelled_with_both_gemms(monkeypatch):
-    """compiler/gemmpair's ``MATMUL2``: one label naming both products."""
+    """compiler/gemm_steps' ``MATMUL2``: one label naming both products."""
     from tracejit.compiler.cpu.gemm import router
     monkeypatch.setattr(router, "PAIR_MNK", 1)        # the small products pair too
     rng = np.random.default_rng(1)

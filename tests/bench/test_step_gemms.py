@@ -10,7 +10,7 @@ from bench import breakdown, step_gemms
 
 
 def _step(x, w1, b1, w2, g):
-    h = x.mm(w1.t()) + b1                   # a bias GEMM (compiler/biasgemm)
+    h = x.mm(w1.t()) + b1                   # a bias GEMM (compiler/gemm_steps)
     return tj.tanh(h.mm(w2)), g.mm(w2.t()), g.t().mm(h)   # a product, then a pair
 
 

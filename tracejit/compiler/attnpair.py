@@ -11,13 +11,13 @@ load ~2): 2.49-2.67 -> 2.35-2.49 ms min for the pair.
 The primitives stay two (each has its own VJP and eager path; `attention_context`'s
 contract names the weights as an input); the pass only runs them together where a plan
 computes both from one ``qkv``: `weights_and_context` returns exactly the two results
-(the same per-element products and softmax rows). Like biasgemm.py's pass, it rewrites
+(the same per-element products and softmax rows). Like gemm_steps.py's passes, it rewrites
 the plan's items after fusion.
 
 The backward's packed gradient and its sum over rows (the packed projection's bias gradient)
 are one step too (`AttentionBackwardSum`): the part kernel sums each batch element's rows
 right after writing them, while they are in cache, where the column sum (a GEMV with ones,
-biasgemm.py) read the 6 MB gradient back (the Transformer step, one thread: ~0.4 ms).
+gemm_steps.py) read the 6 MB gradient back (the Transformer step, one thread: ~0.4 ms).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..jit.ir import Eqn, Var
 from .cpu.kernels.attention_kernels import backward_and_column_sum, weights_and_context
-from .biasgemm import ColumnSum
+from .gemm_steps import ColumnSum
 from .fusion import Group
 from ..ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
 from ..ops.reductions import SUM
@@ -98,7 +98,7 @@ class AttentionBackwardSum:
 
 
 def _row_sum(it):
-    """The `sum` equation of a column sum step (an Eqn or biasgemm's `ColumnSum`) over every
+    """The `sum` equation of a column sum step (an Eqn or gemm_steps' `ColumnSum`) over every
     dim of a rank-2 value but the last, else None."""
     e = it.eqn if isinstance(it, ColumnSum) else it
     if not (isinstance(e, Eqn) and e.prim is SUM and isinstance(e.inputs[0], Var)

@@ -38,9 +38,8 @@ from .groupsplit import split_wide_groups
 from ..jit import patterns as _patterns
 from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
 from .rowfuse import RowGroup
-from .biasgemm import BiasGemm, ColumnSum
 from .attnpair import AttentionBackwardSum, AttentionPair
-from .gemmpair import GemmPair
+from .gemm_steps import ColumnSum, GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
@@ -234,7 +233,9 @@ class Plan:
             elif isinstance(it, RowGroup):
                 from .codegen_rows import emit
                 lines += emit(self, it, nm, consts, _shape_code, _dtype_const)
-            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair, AttentionBackwardSum, GemmPair)):
+            elif isinstance(it, GemmStep):
+                lines += it.emit(self, nm, atom, consts, input_set)
+            elif isinstance(it, (ColumnSum, AttentionPair, AttentionBackwardSum)):
                 lines += it.emit(nm, consts)
             else:
                 lines += self._emit_eqn(it, atom, nm, consts)
@@ -572,7 +573,7 @@ class Plan:
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
             elif isinstance(it, RowGroup):
                 out.append(f"row kernel: {it.describe()}  reads {len(it.inputs)}, writes {len(it.outputs)}")
-            elif isinstance(it, (BiasGemm, ColumnSum, AttentionPair, AttentionBackwardSum, GemmPair)):
+            elif isinstance(it, (GemmStep, ColumnSum, AttentionPair, AttentionBackwardSum)):
                 out.append(f"step: {it.describe()}")
             else:
                 out.append(f"step: {it.prim.name}")

@@ -5,19 +5,19 @@ and each has its switch in tracejit/envflags.py.
 
 - ``row_fusion``: LayerNorm's and softmax's row kernels take the elementwise groups
   around them (rowfuse.py);
-- ``bias_gemm``: a bias add left alone after its matmul goes into the GEMM, a bias
-  gradient's column sum into a GEMV (biasgemm.py);
+- ``gemm_epilogue``: a product and the bias / residual / ReLU group after it become one
+  step whose epilogue the GEMM template or BLAS applies, a bias gradient's column sum a
+  GEMV (gemm_steps.py);
 - ``attention_pair``: self-attention's weights and context in one pass, its backward with
   the projection's bias gradient (attnpair.py);
-- ``gemm_pair``: two independent products (a layer's input and weight gradients) at once
-  (gemmpair.py).
+- ``gemm_schedule``: two independent products (a layer's input and weight gradients) as one
+  step the runtime may run at once (gemm_steps.py).
 """
 from __future__ import annotations
 
 from ..jit.patterns import Pattern, register
 from .attnpair import pair_attention
-from .biasgemm import fold_bias
-from .gemmpair import pair_gemms
+from .gemm_steps import fold_epilogues, schedule_products
 from .rowfuse import fuse_rows
 
 __all__ = ["PLAN_PATTERNS"]
@@ -33,7 +33,7 @@ def _needs(capability: str):
 PLAN_PATTERNS = tuple(register(Pattern(name, rewrite, ("plan",), guard=_needs(capability), switch=switch))
                       for name, rewrite, capability, switch in (
     ("row_fusion", fuse_rows, "row_kernels", "TRACEJIT_ROW_FUSION"),
-    ("bias_gemm", fold_bias, "gemm_epilogue", "TRACEJIT_BIAS_GEMM"),
+    ("gemm_epilogue", fold_epilogues, "gemm_epilogue", "TRACEJIT_BIAS_GEMM"),
     ("attention_pair", pair_attention, "attention_pair", "TRACEJIT_ATTENTION_PAIR"),
-    ("gemm_pair", pair_gemms, "gemm_pair", "TRACEJIT_GEMM_PAIRS"),
+    ("gemm_schedule", schedule_products, "gemm_pair", "TRACEJIT_GEMM_PAIRS"),
 ))

@@ -145,7 +145,7 @@ _mm = MATMUL.binary
 # records take the operand as it is and give BLAS the same transposed view (so values
 # are bitwise those of the permute + matmul pair). Traced code keeps that pair (see
 # `_mm_nt`): the compiler's passes know its form (jit/passes.py `_transposed_matmul`,
-# jit/scan_ad.py, compiler/biasgemm.py); a traced call of these records themselves
+# jit/scan_ad.py, compiler/gemm_steps.py); a traced call of these records themselves
 # runs their impl as any non-fused primitive does.
 
 def _swap(x):

@@ -1,5 +1,5 @@
 """numpy's cblas_?gemm found by symbol (tracejit/compiler/cpu/gemm/blas_gemm.py) and called through
-ctypes as compiler/biasgemm does: C = A B^T + beta C equals numpy's."""
+ctypes as compiler/cpu/gemm/epilogue.py does: C = A B^T + beta C equals numpy's."""
 from __future__ import annotations
 
 import ctypes

@@ -1,6 +1,6 @@
 """compiler/cpu/gemm/skinny_gemm.py: the dot kernel against numpy (4 x 4 blocks, column and row rests,
 a bias, NaN and inf) and its halves, which products `product` takes and where it sends
-them, and that router.matmul and biasgemm.matmul_bias hand it the head's products."""
+them, and that router.matmul and epilogue.matmul_bias hand it the head's products."""
 import ctypes
 
 import numpy as np
@@ -9,7 +9,7 @@ from test_halves import serial_launch  # noqa: F401 (a fixture)
 
 from tracejit.compiler.cpu.gemm import router
 from tracejit.compiler.cpu.runtime import coreshare
-from tracejit.compiler import biasgemm
+from tracejit.compiler.cpu.gemm import epilogue
 from tracejit.compiler.cpu.gemm import halves
 from tracejit.compiler.cpu.gemm import skinny_gemm
 
@@ -120,7 +120,7 @@ def test_product_leaves_what_it_cannot_run(loaded, monkeypatch):
 def test_dot_kernel_takes_the_transformer_heads_logits(loaded):
     """Past MAX_MNK (the halves' range) up to MAX_DOT_MNK the dot kernel still takes a
     head's logits (the Transformer step's 2048x256x10, bias in it) through router.matmul and
-    biasgemm.matmul_bias; the head's small-depth input gradient there is not skinny's."""
+    epilogue.matmul_bias; the head's small-depth input gradient there is not skinny's."""
     r = np.random.default_rng(2)
     h = r.standard_normal((2048, 256)).astype(np.float32)
     w = r.standard_normal((10, 256)).astype(np.float32)
@@ -128,7 +128,7 @@ def test_dot_kernel_takes_the_transformer_heads_logits(loaded):
     g = r.standard_normal((2048, 10)).astype(np.float32)
     assert skinny_gemm.MAX_MNK <= 2048 * 256 * 10 < skinny_gemm.MAX_DOT_MNK
     want = h.astype(np.float64) @ w.T.astype(np.float64) + b
-    np.testing.assert_allclose(biasgemm.matmul_bias(np, h[None], w.T, b.reshape(1, 10))[0], want,
+    np.testing.assert_allclose(epilogue.matmul_bias(np, h[None], w.T, b.reshape(1, 10))[0], want,
                                **_tol("float32", 256))
     np.testing.assert_allclose(router.matmul(h, w.T), want - b, **_tol("float32", 256))
     assert loaded == ["dot", "dot"]
@@ -137,12 +137,12 @@ def test_dot_kernel_takes_the_transformer_heads_logits(loaded):
 
 
 def test_matmul_and_matmul_bias_hand_it_the_head(loaded):
-    """router.matmul (eager matmul and the plans' MATMUL) and the plans' BiasGemm."""
+    """router.matmul (eager matmul and the plans' MATMUL) and the plans' bias epilogue."""
     h, w, g = _head()
     b = np.linspace(-1, 1, 10).astype(np.float32)
     np.testing.assert_allclose(router.matmul(h, w.T), h @ w.T, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(router.matmul(g.T, h), g.T @ h, rtol=1e-4, atol=1e-3)
-    np.testing.assert_allclose(biasgemm.matmul_bias(np, h[None], w.T, b.reshape(1, 10)),
+    np.testing.assert_allclose(epilogue.matmul_bias(np, h[None], w.T, b.reshape(1, 10)),
                                (h @ w.T + b)[None], rtol=1e-4, atol=1e-3)
     assert loaded == ["dot", "halves", "dot"]
 

@@ -1,7 +1,7 @@
 """numpy's own BLAS GEMM (``cblas_sgemm`` / ``cblas_dgemm``): its address, found by symbol.
 
 Why: compiled plans run ``x @ w + b`` as one GEMM with beta=1 on an output filled with the
-bias (compiler/biasgemm.py), which numpy's matmul cannot express; the same library numpy
+bias (compiler/cpu/gemm/epilogue.py), which numpy's matmul cannot express; the same library numpy
 uses is called (through ctypes), so thread settings (tracejit.threads, coreshare) and
 results are numpy's. The library is the one numpy loaded: the OpenBLAS numpy wheels ship
 (``scipy_cblas_sgemm64_``), a system OpenBLAS, or MKL. (The recurrent kernels run their

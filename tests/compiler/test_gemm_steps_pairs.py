@@ -1,4 +1,4 @@
-"""Two independent products as one plan step (compiler/gemmpair.py) and their runtime
+"""Two independent products as one plan step (compiler/gemm_steps.py) and their runtime
 (router.matmul_pair, compiler/cpu/gemm/halves.py's `pair`): which products a plan pairs (a layer's
 input and weight gradients; not a product reading the other's result or a view of it, not
 small or symbolic ones), and that the pair's results are the products' (numpy in float64 at
@@ -16,8 +16,7 @@ import tracejit.nn.functional as F
 from tracejit.compiler.cpu.gemm import router
 from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.threads import blas_threads, blas_threads_set
-from tracejit.compiler import gemmpair
-from tracejit.compiler.gemmpair import GemmPair
+from tracejit.compiler.gemm_steps import GemmStep
 from tracejit.compiler.cpu.gemm import halves
 from tracejit.testing import assert_compiled_matches
 from inputs import training_variant
@@ -168,13 +167,13 @@ def test_pair_falls_back_to_one_product_after_the_other(ordered_pair, monkeypatc
 
 def _pairs(cf):
     bwd = training_variant(cf)[1]
-    return [it for it in bwd.items if isinstance(it, GemmPair)], bwd
+    return [it for it in bwd.items if isinstance(it, GemmStep) and len(it.products) == 2], bwd
 
 
 @pytest.mark.parametrize("mode", ["trace", "script"])
 def test_a_layers_gradients_are_one_pair_agreeing_with_eager_and_the_interpreter(ordered_pair, mode):
     """A bias-free linear layer's backward (odd shapes, 8.97M multiply-adds each): its
-    input and weight gradients are one `GemmPair` step, run as a pair, and the results
+    input and weight gradients are one `GemmStep` of two products, run as a pair, and the results
     agree with eager and the IR interpreter."""
     def layer(x, w):
         return tj.relu(F.linear(x, w))
@@ -183,7 +182,7 @@ def test_a_layers_gradients_are_one_pair_agreeing_with_eager_and_the_interpreter
     w = tj.tensor((rng.standard_normal((263, 509)) * 0.05).astype(np.float32), requires_grad=True)
     cf = assert_compiled_matches(layer, x, w, mode=mode, rtol=1e-4, atol=1e-4)
     (pair,), bwd = _pairs(cf)
-    assert {pair.first.out.aval.shape, pair.second.out.aval.shape} == {(67, 509), (263, 509)}
+    assert {p.out.aval.shape for p in pair.products} == {(67, 509), (263, 509)}
     assert "MATMUL2(" in bwd.source and "MATMUL(" not in bwd.source, bwd.source
     assert len(ordered_pair) == 2     # one pair per compiled call (assert_compiled_matches: two)
 
@@ -203,19 +202,20 @@ def test_the_pass_pairs_only_independent_large_static_products(monkeypatch):
         want = fn(*args)
         for g_, w_ in zip(got, want if isinstance(want, tuple) else (want,)):
             np.testing.assert_allclose(g_, w_.numpy(), rtol=1e-4, atol=1e-3)
-        return [type(it).__name__ if not hasattr(it, "prim") else it.prim.name for it in plan.items]
+        return [("GemmStep2" if isinstance(it, GemmStep) and len(it.products) == 2 else type(it).__name__)
+                if not hasattr(it, "prim") else it.prim.name for it in plan.items]
 
     big = ((67, 263), (263, 509), (67, 509))
     # independent: g @ w and g.T @ a, the transpose in between moves up
-    assert items(lambda g, w, a: (g @ w, g.T @ a), *big) == ["permute", "GemmPair"]
+    assert items(lambda g, w, a: (g @ w, g.T @ a), *big) == ["permute", "GemmStep2"]
     # the second reads the first's result (through a transpose): no pair
     def chained(g, w, a):
         y = g @ w
         return y, y.T @ g
     assert items(chained, *big) == ["matmul", "permute", "matmul"]
     # a view of the first's result between them goes after the pair
-    assert items(lambda g, w, a: ((g @ w).reshape(-1), g.T @ a), *big) == ["permute", "GemmPair", "reshape"]
+    assert items(lambda g, w, a: ((g @ w).reshape(-1), g.T @ a), *big) == ["permute", "GemmStep2", "reshape"]
     # small products
-    assert "GemmPair" not in items(lambda g, w, a: (g @ w, g.T @ a), (7, 9), (9, 5), (7, 5))
+    assert "GemmStep2" not in items(lambda g, w, a: (g @ w, g.T @ a), (7, 9), (9, 5), (7, 5))
     monkeypatch.setenv("TRACEJIT_GEMM_PAIRS", "0")
-    assert "GemmPair" not in items(lambda g, w, a: (g @ w, g.T @ a), *big)
+    assert "GemmStep2" not in items(lambda g, w, a: (g @ w, g.T @ a), *big)

@@ -1,6 +1,7 @@
-"""Bias adds folded into their GEMM (compiler/biasgemm.py): a lone ``x @ w + b`` group after
-a matmul step becomes one `BiasGemm` step (output filled with b, one GEMM with beta=1);
-an add that fuses with other elementwise work stays a kernel.
+"""A product and its epilogue as one plan step (compiler/gemm_steps.py): ``act(x @ w + b +
+r)`` after a matmul step becomes one `GemmStep` (the template's epilogue where the choice
+says, else BLAS and the group's kernel in place; a bias alone: the output filled with b,
+one GEMM with beta=1); other elementwise work after a product stays a kernel.
 
 Programs are checked against eager and the IR interpreter (values and gradients), the
 runtime `matmul_bias` against numpy on every operand layout it takes or falls back on.
@@ -14,9 +15,10 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
-from tracejit.compiler import biasgemm
+from tracejit.compiler.cpu.gemm import epilogue
 from tracejit.compiler.attnpair import AttentionBackwardSum
-from tracejit.compiler.biasgemm import BiasGemm, ColumnSum, column_sum, matmul_bias
+from tracejit.compiler.cpu.gemm.epilogue import column_sum, matmul_bias
+from tracejit.compiler.gemm_steps import ColumnSum, GemmStep
 from tracejit.compiler.fusion import Group
 from tracejit.testing import assert_compiled_matches
 from inputs import T, training_variant
@@ -27,7 +29,15 @@ pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 def _steps(cf):
     fwd = training_variant(cf)[0]
-    return [it for it in fwd.items if isinstance(it, BiasGemm)], fwd
+    return [it.products[0] for it in fwd.items if isinstance(it, GemmStep)], fwd
+
+
+def _inference_steps(fn, *args, **tol):
+    """`fn` compiled without gradients, checked against eager: its plan's product steps."""
+    args = [T(*a.shape, seed=i, dtype=a.detach().numpy().dtype, rg=False) for i, a in enumerate(args)]
+    cf = assert_compiled_matches(fn, *args, **tol)
+    plan = cf._entries[-1].executor.infer_plan()
+    return [it.products[0] for it in plan.items if isinstance(it, GemmStep)], plan
 
 
 def linear(x, w, b):
@@ -54,24 +64,36 @@ def test_bias_on_the_left_and_a_row_vector_bias():
     assert step.bias.aval.shape == (1, 5)
 
 
-def test_add_fused_with_relu_stays_a_kernel():
+def test_bias_and_relu_are_one_step_without_gradients():
+    # with gradients the forward keeps the product's output for the backward (no fold)
     def f(x, w, b):
         return tj.relu(F.linear(x, w, b))
-    cf = assert_compiled_matches(f, T(6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3), rtol=2e-5, atol=2e-6)
-    steps, fwd = _steps(cf)
-    assert not steps and any(isinstance(it, Group) for it in fwd.items), fwd.describe()
+    (p,), plan = _inference_steps(f, T(6, 8), T(12, 8), T(12), rtol=2e-5, atol=2e-6)
+    assert (p.act, p.residual, tuple(p.bias.aval.shape)) == ("relu", None, (12,))
+    assert not any(isinstance(it, Group) for it in plan.items), plan.describe()
+    assert "EPI_" not in plan.source     # below the template's size: BLAS and the kernel only
 
 
-def test_product_read_twice_or_a_full_addend_is_not_folded():
-    def twice(x, w, b):
-        m = x @ w
-        return m + b, m * 2.0
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bias_residual_relu_epilogue_step(dtype):
+    def f(x, w, b, r):
+        return tj.relu(F.linear(x, w, b) + r)
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else {}
+    (p,), plan = _inference_steps(f, T(3, 70, 90, dtype=dtype), T(65, 90, dtype=dtype), T(65, dtype=dtype),
+                                  T(3, 70, 65, dtype=dtype), **tol)
+    assert p.act == "relu" and p.residual.aval.shape == (3, 70, 65) and p.bias.aval.shape == (65,)
+    assert "EPI_" in plan.source and not any(isinstance(it, Group) for it in plan.items), plan.describe()
 
-    def full(x, w, c):
-        return x @ w + c
-    for fn, third in ((twice, T(5, seed=3)), (full, T(6, 5, seed=3))):
-        cf = assert_compiled_matches(fn, T(6, 8, seed=1), T(8, 5, seed=2), third, rtol=2e-5, atol=2e-6)
-        assert not _steps(cf)[0]
+
+def test_other_groups_after_a_product_stay_kernels():
+    def scaled(x, w, b):
+        return F.linear(x, w, b) * 2.0
+
+    def bias_after_residual(x, w, b):
+        return (x @ w.T + x[:, :12]) + b
+    for fn in (scaled, bias_after_residual):
+        steps, plan = _inference_steps(fn, T(6, 16), T(12, 16), T(12), rtol=2e-5, atol=2e-6)
+        assert not steps and any(isinstance(it, Group) for it in plan.items), plan.describe()
 
 
 def test_switched_off_keeps_the_add(monkeypatch):
@@ -116,10 +138,10 @@ def test_matmul_bias_runtime_nd_and_empty():
 def test_bias_fill_is_exactly_the_bias_in_every_row(monkeypatch, threads):
     # a large fill on two BLAS threads is the k=1 product ones @ b (beta=0 over a NaN-filled
     # output); on one thread numpy's assignment: every row holds the bias bit for bit
-    monkeypatch.setattr(biasgemm, "FILL_MIN", 1)
-    monkeypatch.setattr(biasgemm, "blas_threads", lambda: threads)
+    monkeypatch.setattr(epilogue, "FILL_MIN", 1)
+    monkeypatch.setattr(epilogue, "blas_threads", lambda: threads)
     products = []
-    gemm = biasgemm._cblas("float32")
+    gemm = epilogue._cblas("float32")
     if gemm is None:
         pytest.skip("numpy's BLAS exposes no cblas_sgemm here")
 
@@ -130,7 +152,7 @@ def test_bias_fill_is_exactly_the_bias_in_every_row(monkeypatch, threads):
     row = (rng.standard_normal(11) * 1e3).astype(np.float32)
     row[4] = np.inf
     out = np.full((37, 11), np.nan, np.float32)
-    biasgemm._fill(spy, out, row, 37, 11)
+    epilogue._fill(spy, out, row, 37, 11)
     np.testing.assert_array_equal(out, np.broadcast_to(row, out.shape))
     assert products == ([(37, 11, 1)] if threads == 2 else [])
     x = rng.standard_normal((37, 16)).astype(np.float32)
@@ -198,7 +220,7 @@ def test_self_attention_projection_and_its_bias_gradient():
         return mha(x, x, x, need_weights=False)[0] * 1.5
     cf = assert_compiled_matches(f, T(3, 5, 16, seed=1), rtol=2e-5, atol=2e-5)
     fwd, bwd = training_variant(cf)[:2]
-    steps = [it for it in fwd.items if isinstance(it, BiasGemm)]
+    steps = [it.products[0] for it in fwd.items if isinstance(it, GemmStep)]
     assert [tuple(s.bias.aval.shape) for s in steps] == [(48,)], fwd.describe()
     sums = [it for it in bwd.items if isinstance(it, AttentionBackwardSum)]
     assert [s.total.inputs[0].aval.shape for s in sums] == [(15, 48)], bwd.describe()
@@ -216,12 +238,11 @@ def test_self_attention_projection_and_its_bias_gradient():
 def test_cblas_by_numpy_dtype_as_by_name():
     """matmul_bias asks for the GEMM by the operands' numpy dtype (not ``dtype.name``, which
     is Python code in numpy): the same library function as by name, None for other dtypes."""
-    from tracejit.compiler import biasgemm
-    by_name = biasgemm._cblas("float32")
+    by_name = epilogue._cblas("float32")
     if by_name is None:
         pytest.skip("numpy's BLAS exposes no cblas_sgemm here")
-    got = biasgemm._cblas(np.dtype(np.float32))
-    assert got is biasgemm._cblas(np.dtype(np.float32))          # looked up once
+    got = epilogue._cblas(np.dtype(np.float32))
+    assert got is epilogue._cblas(np.dtype(np.float32))          # looked up once
     assert ctypes.cast(got, ctypes.c_void_p).value == ctypes.cast(by_name, ctypes.c_void_p).value
-    assert biasgemm._cblas(np.dtype(np.int32)) is None
-    assert biasgemm._cblas(np.dtype(np.float64)) is not None
+    assert epilogue._cblas(np.dtype(np.int32)) is None
+    assert epilogue._cblas(np.dtype(np.float64)) is not None

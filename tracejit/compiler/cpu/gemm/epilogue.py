@@ -1,0 +1,220 @@
+"""A product's epilogue and a bias gradient's column sum at run time, for the compiled
+plans' GEMM steps (compiler/gemm_steps.py).
+
+``template_site``: a plan's product with an epilogue runs on the GEMM template where the
+measured choice for its key is a configuration (template.py applies ``act(acc + bias +
+residual)`` as it stores each tile), else on the BLAS side the plan emits after it.
+
+``matmul_bias``: OpenBLAS's GEMM with beta=0 clears C before it accumulates; with beta=1
+it accumulates onto what C holds, so filling C with the bias and calling it with beta=1
+costs no more than the product alone (PyTorch's ``addmm`` does the same). Where BLAS runs
+on two threads or more, a large fill is itself a BLAS call (`_fill`): the k=1 product
+``ones(m, 1) @ b`` with beta=0, which BLAS's threads write in the parts of the output their
+shares of the GEMM right after read (the Transformer step's q/k/v projection: the fill of
+its 6 MB output cost 0.51-0.59 ms a step on one thread).
+
+``column_sum``: a sum over the leading dims of a C-contiguous float array as ``ones @ g``
+(BLAS's GEMV): 0.36-0.42 ms for the (2048, 768) float32 packed q/k/v gradient, against
+0.62-0.73 for numpy's ``add.reduce`` over axis 0, and it rounds less (blocked float32
+accumulation instead of one running sum per column).
+
+Values: the bias is added inside BLAS's accumulation instead of after it, so the result
+can differ from the unfused form by rounding, and a -0.0 bias element filled by the k=1
+product reads +0.0 (0 + -0.0).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .router import SKINNY_DOT_MNK, SKINNY_MNK, SKINNY_THIN, matmul
+from ..runtime import coreshare
+from ..runtime.coreshare import adapt, gemm_threads
+from . import choice, products, template
+from .blas_gemm import gemm_address
+from ....ops.linalg import matmul_rows
+from ....threads import blas_threads
+
+__all__ = ["matmul_bias", "column_sum", "template_site", "may_use_template", "FILL_MIN"]
+
+_DTYPES = ("float32", "float64")
+# The same as numpy dtypes, for the run-time calls: ``dtype.name`` is Python code in numpy
+# (numpy/_core/_dtype.py), and right after a large GEMM or kernel has swept the caches it
+# took 22-26 us of the MLP step's logits product, against ~3.5 us warm; a dtype compares
+# and hashes in C.
+_NP_DTYPES = frozenset(np.dtype(t) for t in _DTYPES)
+# Output elements from which the bias fill is a k=1 GEMM on BLAS's threads (`_fill`): 1 MB of
+# float32 (OpenBLAS runs products below 256K multiply-adds on one thread itself). The
+# Transformer step's q/k/v projection (2048 x 768), 2 threads forced, SCHED_FIFO, one process
+# alternating, matmul_bias min/median ms: fill on one thread
+# 2.95/3.55, 3.28/3.68; numpy's fill in row halves on a pair (sharepool.run_pair) 2.78/3.39,
+# 2.82/3.47; the k=1 GEMM 3.00/3.39 in the same runs, and against the pair 2.69/3.23 vs
+# 2.81/3.33, 2.53/3.16 vs 2.59/3.25. The LSTM head's 2048 x 64 stays on numpy's fill.
+FILL_MIN = 1 << 18
+
+
+_gemms: dict = {}    # numpy dtype -> cblas ?gemm as a ctypes function, or None
+
+
+def _cblas(dtype):
+    """ctypes function of numpy's BLAS cblas_?gemm for `dtype` (a numpy dtype), or None."""
+    fn = _gemms.get(dtype, False)
+    if fn is not False:
+        return fn
+    name = np.dtype(dtype).name
+    found = gemm_address(name) if name in _DTYPES else None
+    fn = None
+    if found is not None:
+        addr, bits = found
+        i = ctypes.c_int64 if bits == 64 else ctypes.c_int
+        f = ctypes.c_float if name == "float32" else ctypes.c_double
+        p = ctypes.c_void_p
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, i, i, i, f,
+                              p, i, p, i, f, p, i)(addr)
+    _gemms[dtype] = fn
+    return fn
+
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_skinny_product = None   # gemm/skinny_gemm.product, once a head's logits needed it
+
+
+def matmul_bias(xp, x, w, b):
+    """``x @ w + b`` (x: (..., k), w: (k, n), b: n values in any shape (1, ..., n)): the
+    output filled with b, then one GEMM with beta=1; a few columns of a transposed w (a
+    head's logits) by skinny_gemm.py's dot kernel, the bias added in it; the product
+    and an add otherwise."""
+    n = w.shape[1]
+    k = x.shape[-1]
+    fn = _cblas(x.dtype) if xp is np and x.dtype == w.dtype == b.dtype else None
+    # w's flags read once (w.T C-contiguous is w F-contiguous): each ``flags`` and each view
+    # is a new object, and this runs on caches the forward's GEMMs and row kernels swept
+    wf = w.flags
+    w_c = wf.c_contiguous
+    w_trans = wf.f_contiguous and not w_c
+    if (fn is None or not x.flags.c_contiguous or not (w_c or w_trans)
+            or w.shape[0] != k or k == 0 or n == 0):
+        out = matmul_rows(matmul, x, w) if x.ndim > 2 else matmul(x, w)
+        return xp.add(out, b.reshape(n), out=out)
+    lead = x.shape[:-1]
+    m = x.size // k if k else 0
+    if SKINNY_MNK <= m * k * n < SKINNY_DOT_MNK and n <= SKINNY_THIN:   # a head's logits
+        global _skinny_product
+        if _skinny_product is None:    # (imported at the first: an import statement in every
+            from .skinny_gemm import product as _skinny_product   # call cost ~4 us cold)
+        flat = x.ndim == 2             # (no reshaped views where x is the matrix already)
+        out = _skinny_product(x if flat else x.reshape(m, k), w, b)
+        if out is not None:
+            return out if flat else out.reshape(lead + (n,))
+    out = np.empty(lead + (n,), dtype=x.dtype)
+    if m == 0:
+        return out
+    adapt()
+    with gemm_threads(m, k, n):
+        _fill(fn, out, np.ascontiguousarray(b.reshape(n)), m, n)
+        fn(_ROW_MAJOR, _NO_TRANS, _TRANS if w_trans else _NO_TRANS, m, n, k, 1.0,
+           x.ctypes.data, k, w.ctypes.data, k if w_trans else n, 1.0, out.ctypes.data, n)
+    return out
+
+
+_ones: dict = {}   # dtype -> the longest ones vector `_ones_for` has made
+
+
+def _ones_for(m: int, dtype):
+    """m ones of `dtype` (a view of one kept vector: `_fill` and `column_sum` call it every
+    step with the same lengths)."""
+    ones = _ones.get(dtype)
+    if ones is None or ones.shape[0] < m:
+        ones = np.ones(m, dtype)
+        ones.flags.writeable = False     # shared: no caller may write it
+        _ones[dtype] = ones
+    return ones[:m]
+
+
+def _fill(fn, out, row, m: int, n: int) -> None:
+    """The (m, n) C-contiguous `out` set to `row` in every row: from `FILL_MIN` elements,
+    where BLAS runs on two threads or more, as the k=1 product ``ones(m, 1) @ row`` with
+    beta=0 by `fn` (cblas_?gemm: 1.0 * row + nothing, exactly the bias), on BLAS's threads,
+    each writing the part of the output its share of the GEMM that follows reads; by
+    numpy's assignment on this thread otherwise (the k=1 product on one thread clears the
+    output first: two passes)."""
+    if m * n < FILL_MIN or (blas_threads() or 1) < 2:
+        out[...] = row
+        return
+    ones = _ones_for(m, out.dtype)
+    fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, 1, 1.0, ones.ctypes.data, 1, row.ctypes.data, n,
+       0.0, out.ctypes.data, n)
+
+
+def column_sum(xp, g, shape: tuple):
+    """``g`` summed over every dim but the last, in `shape` (the sum's output shape, with
+    or without kept dims): ``ones @ g`` by BLAS for a C-contiguous numpy float `g`."""
+    n = g.shape[-1]
+    if xp is np and g.flags.c_contiguous and g.dtype in _NP_DTYPES:
+        m = g.size // n if n else 0
+        return matmul(_ones_for(m, g.dtype), g.reshape(m, n)).reshape(shape)
+    return xp.sum(g.reshape(-1, n), axis=0).reshape(shape)
+
+
+# ---- the template's side ------------------------------------------------------------------
+
+def may_use_template(a_shape: tuple, b_shape: tuple) -> bool:
+    """Whether a product of these (plan) shapes may ever run on the template: not where its
+    static size is below products.TEMPLATE_MIN_MNK (such a site asks nothing at run time)."""
+    dims = (*a_shape, *b_shape)
+    if not all(type(d) is int for d in dims):
+        return True
+    m = 1
+    for d in a_shape[:-1]:
+        m *= d
+    return m * a_shape[-1] * b_shape[-1] >= products.TEMPLATE_MIN_MNK
+
+
+def _blas_side(x, w, bias, residual):
+    return None    # (the plan runs the BLAS side of the step)
+
+
+def template_site(act, install):
+    """The first call of a plan's product with an epilogue ``act(x @ w + bias +
+    residual)``: binds the site to its key (choice.bind, from this call's operands) and
+    installs the template's launch with the epilogue, or `_blas_side` (None: the plan runs
+    the product on BLAS and the epilogue after it); a later measurement of the key installs
+    again. Operands the template does not take install `_blas_side` for good."""
+    def first(x, w, bias, residual):
+        a = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
+        if not products._eligible(a, w):
+            install(_blas_side)
+            return None
+        key = choice.key_for(a, w, coreshare.core_share.cpus)
+
+        def put(c):
+            f = _blas_side if c is choice.BLAS else _launch(c, key.dtype, act)
+            install(f)
+            return f
+        return choice.bind(key, put)(x, w, bias, residual)
+    return first
+
+
+def _launch(cfg, dtype: str, act):
+    """The call that runs a site's products with their epilogue on the configuration `cfg`
+    (None while its kernel is not loaded or the operands' layout does not fit)."""
+    kern = template.kernel_for(dtype, cfg)
+    run = template.run
+    cpus = coreshare.core_share.cpus
+
+    def call(x, w, bias, residual):
+        fn = kern.fn
+        if fn is None:
+            kern.get()
+            return None
+        n = w.shape[1]
+        flat = x.ndim == 2
+        a = x if flat else x.reshape(-1, x.shape[-1])
+        b = None if bias is None else bias.reshape(n)
+        r = None if residual is None else residual.reshape(a.shape[0], n)
+        out = run(fn, cfg, a, w, bias=b, residual=r, act=act, threads=coreshare.adapt() or cpus)
+        if out is None or flat:
+            return out
+        return out.reshape(x.shape[:-1] + (n,))
+    return call

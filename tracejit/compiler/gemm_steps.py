@@ -1,0 +1,301 @@
+"""A compiled plan's products as schedule nodes: a product with its epilogue, a bias
+gradient's column sum, and independent products run at once. Each is a rewrite of the
+plan's items after `fusion.partition` and `rowfuse.fuse_rows`, registered in
+plan_patterns.py; their runtime is the CPU backend's (compiler/cpu/gemm/epilogue.py,
+products.py, router.matmul_pair).
+
+Epilogues (`fold_epilogues`, `GemmStep`): a ``matmul`` whose output only one elementwise
+group reads, that group being ``act(x @ w + bias + residual)`` (a bias broadcast along the
+product's last dim, a residual of the output's shape, each optional in that order, ReLU or
+no activation after), becomes one step at the group's place. It runs where the measured
+choice for the product's key (compiler/cpu/gemm/choice.py) says: on the GEMM template,
+which applies the epilogue as it stores each tile (no pass reads the output back); on
+BLAS otherwise, the epilogue after the call as one pass in place, the group's own kernel
+from the ordinary elementwise renderer (writing into the product's dying output, plan.py
+`_donor`). A bias alone on BLAS needs no pass at all: the output is filled with the bias
+and BLAS accumulates onto it with beta=1 (epilogue.matmul_bias; the packed q/k/v projection
+of self-attention, (2048, 768) float32: ~0.1 ms for the fill against ~0.45 for an add a
+step on one thread).
+
+Column sums (`ColumnSum`): a bias gradient that no fused kernel sums (the packed q/k/v
+gradient `attention_backward` writes) is a `sum` over the leading dims of a C-contiguous
+array, the product ``ones @ g`` (a GEMV, epilogue.column_sum). Gradients are otherwise
+unchanged: the backward graph is built before these passes.
+
+Products at once (`schedule_products`): a layer's backward makes two products of one
+output gradient, ``g @ W`` and ``g.T @ a``, which read nothing of each other's. Each ran on
+OpenBLAS's two threads, which meet at every panel of a product; two one-thread products,
+one per core, meet once (router.matmul_pair decides at run time where that pays: the MLP
+step's GEMM time -0.2 ms). Which: a bare ``matmul`` step of two 2-D operands and static
+shapes, both of at least router.PAIR_MNK multiply-adds, followed (with at most `WINDOW`
+transposes or reshapes of other values in between) by another such product that reads
+neither its result nor a view of it: one `GemmStep` of two products. The views in between
+that read neither move before the step, the others after it; nothing else moves.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..jit.ir import Eqn, Var
+from ..ops.elementwise import ADD, RELU
+from ..ops.linalg import MATMUL
+from ..ops.reductions import SUM
+from ..ops.shape import PERMUTE, RESHAPE
+from ..shapes import Sym
+from .. import envflags
+from .fusion import Group
+
+__all__ = ["Product", "GemmStep", "ColumnSum", "fold_epilogues", "schedule_products", "WINDOW"]
+
+# Plan patterns (plan_patterns.py): TRACEJIT_BIAS_GEMM=0 keeps products and their
+# epilogues apart and the column sums numpy's, TRACEJIT_BIAS_COLUMN_SUMS=0 the sums alone,
+# TRACEJIT_GEMM_PAIRS=0 calls two products one after the other (A/B measurements, tests).
+_DTYPES = ("float32", "float64")
+# Steps at most between two products run at once (the MLP's backward has one: ``g.T``)
+WINDOW = 4
+_VIEWS = (PERMUTE, RESHAPE)
+
+
+@dataclass(eq=False)
+class Product:
+    """``act(x @ w + bias + residual)`` of a plan: the ``matmul`` and, where it has one, the
+    epilogue group it replaces (each of bias, residual, act optional)."""
+    matmul: Eqn
+    epilogue: Optional[Group] = None
+    bias: Optional[Var] = None
+    residual: Optional[Var] = None
+    act: Optional[str] = None
+
+    @property
+    def out(self) -> Var:
+        return self.epilogue.outputs[0] if self.epilogue is not None else self.matmul.out
+
+    @property
+    def operands(self) -> list:
+        return [a for a in (*self.matmul.inputs, self.bias, self.residual) if isinstance(a, Var)]
+
+
+@dataclass(eq=False)
+class GemmStep:
+    """One or more products as one step of a plan: one with its epilogue, or independent
+    bare products the runtime may run at once."""
+    products: list
+
+    @property
+    def inputs(self) -> list:
+        seen: list = []
+        for p in self.products:
+            seen += [a for a in p.operands if a not in seen]
+        return seen
+
+    @property
+    def outs(self) -> list:
+        return [p.out for p in self.products]
+
+    @property
+    def defined(self) -> set:
+        return set(self.outs)
+
+    def describe(self) -> str:
+        if len(self.products) > 1:
+            return f"{len(self.products)} matmuls at once"
+        p = self.products[0]
+        epi = [n for n, on in (("bias", p.bias), ("residual", p.residual), (p.act, p.act)) if on is not None]
+        return "matmul + " + " + ".join(epi) + " (epilogue)"
+
+    def emit(self, plan, nm, atom, consts: dict, input_set) -> list:
+        """The plan's lines for this step (plan.py calls it with itself: the BLAS side of an
+        epilogue is its ordinary product and group lines)."""
+        if len(self.products) > 1:
+            from .cpu.gemm.router import matmul_pair
+            consts["MATMUL2"] = matmul_pair
+            (a1, b1), (a2, b2) = ((nm(a) for a in p.matmul.inputs) for p in self.products)
+            o1, o2 = (nm(p.out) for p in self.products)
+            return [f"    {o1}, {o2} = MATMUL2({a1}, {b1}, {a2}, {b2})"]
+        return _emit_epilogue(self.products[0], plan, nm, atom, consts, input_set)
+
+
+def _emit_epilogue(p: Product, plan, nm, atom, consts: dict, input_set) -> list:
+    from .cpu.gemm import epilogue
+    x, w = (nm(a) for a in p.matmul.inputs)
+    out = nm(p.out)
+    if p.residual is None and p.act is None:   # a bias alone: BLAS's beta=1
+        consts["I_matmul_bias"] = epilogue.matmul_bias
+        blas = [f"    {out} = I_matmul_bias(xp, {x}, {w}, {nm(p.bias)})"]
+    else:
+        m = p.matmul.out
+        blas = plan._emit_eqn(p.matmul, atom, nm, consts)
+        blas += plan._emit_group(p.epilogue, nm, consts, input_set, donors=[m])
+        blas.append(f"    del {nm(m)}")
+    if not epilogue.may_use_template(p.matmul.inputs[0].aval.shape, p.matmul.inputs[1].aval.shape):
+        return blas
+    name = f"EPI_{len(consts)}"
+    consts[name] = epilogue.template_site(p.act, lambda f, _n=name: consts.__setitem__(_n, f))
+    args = ", ".join(nm(a) if a is not None else "None" for a in (p.bias, p.residual))
+    return [f"    {out} = {name}({x}, {w}, {args})", f"    if {out} is None:"] + ["    " + s for s in blas]
+
+
+def _bias_operand(b, m: Var) -> bool:
+    """Whether `b` is a bias along `m`'s last dim (n values in a shape (1, ..., n))."""
+    if not isinstance(b, Var) or b.aval.dtype != m.aval.dtype:
+        return False
+    bs, ms = tuple(b.aval.shape), tuple(m.aval.shape)
+    return bool(bs) and len(bs) <= len(ms) and bs[-1] == ms[-1] and all(d == 1 for d in bs[:-1])
+
+
+def _epilogue_of(grp: Group, m: Var) -> Optional[Product]:
+    """The epilogue `grp` applies to the product `m`, as a `Product` without its matmul,
+    or None: ``act(m + bias + residual)`` exactly, each part optional, in that order."""
+    if grp.reduction is None and not grp.rows and grp.window is None and len(grp.outputs) == 1:
+        prev, bias, residual, act = m, None, None, None
+        for e in grp.eqns:
+            if act is not None:
+                return None
+            if e.prim is ADD and len(e.inputs) == 2 and e.inputs.count(prev) == 1:
+                other = e.inputs[1] if e.inputs[0] is prev else e.inputs[0]
+                if other is m or tuple(e.out.aval.shape) != tuple(m.aval.shape):
+                    return None
+                if bias is None and residual is None and _bias_operand(other, m):
+                    bias = other
+                elif (residual is None and isinstance(other, Var) and other.aval.dtype == m.aval.dtype
+                      and tuple(other.aval.shape) == tuple(m.aval.shape)):
+                    residual = other
+                else:
+                    return None
+            elif e.prim is RELU and e.inputs[0] is prev and prev is not m:
+                act = "relu"
+            else:
+                return None
+            prev = e.out
+        if prev is not m and grp.outputs == [prev]:
+            return Product(None, grp, bias, residual, act)
+    return None
+
+
+def _column_sum(e) -> bool:
+    """`e` is a plan step summing a float CPU array over all its dims but the last."""
+    if not (isinstance(e, Eqn) and e.prim is SUM and isinstance(e.inputs[0], Var)):
+        return False
+    a = e.inputs[0].aval
+    r = len(a.shape)
+    return (r >= 2 and a.dtype.name in _DTYPES and a.device.type == "cpu"
+            and tuple(sorted(e.params["dims"])) == tuple(range(r - 1))
+            and all(isinstance(d, int) for d in e.out.aval.shape))
+
+
+@dataclass(eq=False)
+class ColumnSum:
+    """A `sum` over every dim but the last (a bias gradient) run as the product ``ones @ g``."""
+    eqn: Eqn
+
+    @property
+    def inputs(self) -> list:
+        return list(self.eqn.inputs)
+
+    @property
+    def outs(self) -> list:
+        return list(self.eqn.outs)
+
+    @property
+    def defined(self) -> set:
+        return set(self.eqn.outs)
+
+    def describe(self) -> str:
+        return "sum over rows (GEMV with ones)"
+
+    def emit(self, nm, consts: dict) -> list:
+        from .cpu.gemm.epilogue import column_sum
+        consts["I_column_sum"] = column_sum
+        shape = tuple(int(d) for d in self.eqn.out.aval.shape)
+        return [f"    {nm(self.eqn.out)} = I_column_sum(xp, {nm(self.eqn.inputs[0])}, {shape!r})"]
+
+
+def fold_epilogues(items: list, graph) -> list:
+    """`items` with each product whose output only an epilogue group reads made one
+    `GemmStep` at the group's place, and each column sum a `ColumnSum` step."""
+    readers: dict = {}
+    producer: dict = {}
+    for it in items:
+        ins = it.inputs if isinstance(it, Group) else [a for a in it.inputs if isinstance(a, Var)]
+        for a in ins:
+            readers.setdefault(a, []).append(it)
+        if isinstance(it, Eqn):
+            for o in it.outs:
+                producer[o] = it
+    results = {a for a in graph.outputs if isinstance(a, Var)}
+    drop: set = set()
+    replace: dict = {}
+    for it in items:
+        if not isinstance(it, Group):
+            continue
+        mms = [a for a in it.inputs if a in producer and producer[a].prim is MATMUL]
+        if len(mms) != 1:
+            continue
+        m = mms[0]
+        mm = producer[m]
+        x, w = mm.inputs
+        if (m in results or len(readers.get(m, ())) != 1 or m.aval.dtype.name not in _DTYPES
+                or m.aval.device.type != "cpu" or not isinstance(x, Var) or not isinstance(w, Var)
+                or len(x.aval.shape) < 2 or len(w.aval.shape) != 2):
+            continue
+        p = _epilogue_of(it, m)
+        if p is None:
+            continue
+        p.matmul = mm
+        drop.add(id(mm))
+        replace[id(it)] = GemmStep([p])
+    if envflags.enabled("TRACEJIT_BIAS_COLUMN_SUMS"):
+        for it in items:
+            if _column_sum(it):
+                replace[id(it)] = ColumnSum(it)
+    if not replace:
+        return items
+    return [replace.get(id(it), it) for it in items if id(it) not in drop]
+
+
+def _bare_product(it) -> bool:
+    """Whether `it` is a ``matmul`` step that may run at once with another (module docstring)."""
+    if not (isinstance(it, Eqn) and it.prim is MATMUL and len(it.inputs) == 2):
+        return False
+    a, b = it.inputs
+    if not (isinstance(a, Var) and isinstance(b, Var)):
+        return False
+    sa, sb = tuple(a.aval.shape), tuple(b.aval.shape)
+    if len(sa) != 2 or len(sb) != 2 or any(isinstance(d, Sym) for d in sa + sb):
+        return False
+    from .cpu.gemm.router import PAIR_MNK
+    return a.aval.dtype.name in _DTYPES and sa[0] * sa[1] * sb[1] >= PAIR_MNK
+
+
+def schedule_products(items: list, graph) -> list:
+    """`items` with each two independent products (module docstring) made one `GemmStep`,
+    at the first product's place."""
+    out, i = [], 0
+    while i < len(items):
+        it = items[i]
+        if not _bare_product(it):
+            out.append(it)
+            i += 1
+            continue
+        reads = set(it.outs)       # its result and the views of it
+        before, after = [], []
+        j = i + 1
+        while j < len(items) and j - i <= WINDOW and isinstance(items[j], Eqn) and items[j].prim in _VIEWS:
+            v = items[j]
+            if any(x in reads for x in v.inputs):
+                after.append(v)
+                reads.update(v.outs)
+            else:
+                before.append(v)
+            j += 1
+        nxt = items[j] if j < len(items) else None
+        if nxt is None or not _bare_product(nxt) or any(x in reads for x in nxt.inputs):
+            out.append(it)
+            i += 1
+            continue
+        out += before
+        out.append(GemmStep([Product(it), Product(nxt)]))
+        out += after
+        i = j + 1
+    return out
