@@ -122,6 +122,10 @@ SWITCHES: dict = {s.name: s for s in (
            "tracejit/compiler/codegen_chunks.py"),
     Switch("TRACEJIT_PAIR_ON_BLAS_WORKER", "1", "0: a launch's shares never run on OpenBLAS's workers",
            "tracejit/compiler/cpu/runtime/sharepool.py"),
+    Switch("TRACEJIT_POOL_THREADS", "", "N: tracejit's worker pool launches on N threads, the caller included "
+           "(default: the CPUs this process may run on)", "tracejit/compiler/cpu/runtime/workpool.py"),
+    Switch("TRACEJIT_OWN_POOL", "", "1: GIL-free share launches run on tracejit's worker pool instead of "
+           "OpenBLAS's workers", "tracejit/compiler/cpu/runtime/workpool.py"),
     Switch("TRACEJIT_CLAIM_GEMMS", "1", "0: large one-thread products never claim rows with the partner "
            "thread", "tracejit/compiler/cpu/gemm/router.py"),
     Switch("TRACEJIT_CEDE", "1", "0: the partner thread keeps working while our compile workers compile",

@@ -38,7 +38,7 @@ import warnings
 
 from .envflags import ProcessTuning
 
-__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "tune_blas_spin", "BLAS_THREAD_TIMEOUT", "blas_threads", "set_blas_threads", "blas_threads_set",
+__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "tune_blas_spin", "BLAS_THREAD_TIMEOUT", "blas_threads", "set_blas_threads", "blas_threads_set", "blas_count_lock",
            "openblas_pthreads", "PARALLEL_MIN", "usable_cpus", "set_num_threads", "get_num_threads",
            "set_num_interop_threads", "get_num_interop_threads"]
 
@@ -252,9 +252,19 @@ def blas_threads() -> int | None:
     return int(fn())
 
 
+# Held while BLAS's count must not change: every change made here takes it, and a launch
+# that runs BLAS products on OpenBLAS's own worker with the count at one holds it throughout
+# (compiler/cpu/gemm/halves.py `pair`). The count is process-wide: a product on the worker that
+# read a count of two from another thread's change (the GEMM choice's background timing, the
+# policy's `adapt` on another thread) waits for OpenBLAS's level-3 lock, which the product on
+# the launching thread, waiting for that same worker, holds: the process hangs.
+blas_count_lock = threading.Lock()
+
+
 def set_blas_threads(n: int) -> bool:
     """Set the threads numpy's BLAS uses (process-wide, like ``OPENBLAS_NUM_THREADS`` at
-    start-up); False when no known BLAS is loaded."""
+    start-up); False when no known BLAS is loaded. Waits while a launch holds the count
+    (`blas_count_lock`)."""
     if int(n) < 1:
         raise ValueError(f"set_blas_threads: need at least 1 thread, got {n}")
     fns = _getset or _blas_getset()
@@ -265,7 +275,8 @@ def set_blas_threads(n: int) -> bool:
             return False
     else:
         fn = fns[1]
-    fn(int(n))
+    with blas_count_lock:
+        fn(int(n))
     return True
 
 
@@ -312,7 +323,8 @@ class blas_threads_set:
 
     def __exit__(self, *exc) -> None:
         if self.before is not None:
-            _getset[1](self.before)
+            with blas_count_lock:
+                _getset[1](self.before)
             self.before = None
 
 

@@ -124,6 +124,41 @@ def test_pair_runs_each_product_as_one_thread_blas_and_puts_the_count_back(order
     assert p1.flags.c_contiguous and p2.flags.c_contiguous
 
 
+def test_no_count_change_from_another_thread_reaches_a_running_pair(monkeypatch):
+    """While a pair's products run (on OpenBLAS's worker, in the real launch), another
+    thread's change of BLAS's count waits until both ended: with a count above one, the
+    worker's product would wait for BLAS's pool, which the other product holds. The
+    launch here runs both records on this thread after another thread was asked to set
+    the count to two (here it cannot before the pair ends); the change lands after it."""
+    import threading
+    from tracejit.threads import set_blas_threads
+    if halves._gemm_function(np.dtype(np.float32)) is None or blas_threads() is None:
+        pytest.skip("numpy's BLAS has no ILP64 cblas GEMM or no known thread count")
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    monkeypatch.setattr(halves, "_pair", lambda dt: _loaded(np.dtype(dt).name))
+    seen, done = [], threading.Event()
+    other = threading.Thread(target=lambda: (set_blas_threads(2), done.set()), daemon=True)
+
+    def pthread(n, entry, args, stride):
+        other.start()
+        done.wait(0.5)     # (the old launch let the change through at once)
+        seen.append(blas_threads())
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
+        for q in range(n):
+            fn(args + stride * q)
+        return 0
+    runner = _PTHREAD(pthread)
+    monkeypatch.setattr(_loaded("float32"), "pthread", ctypes.cast(runner, ctypes.c_void_p).value)
+    rng = np.random.default_rng(4)
+    g, w, a = (rng.standard_normal(s).astype(np.float32) for s in ((67, 263), (263, 509), (67, 509)))
+    with blas_threads_set(1):
+        c1, c2 = halves.pair(g, w, g.T, a)
+        other.join(10)
+        assert seen == [1] and not other.is_alive() and blas_threads() == 2
+    np.testing.assert_allclose(c1, g.astype(np.float64) @ w, **_tol("float32", 263))
+    np.testing.assert_allclose(c2, g.T.astype(np.float64) @ a, **_tol("float32", 67))
+
+
 def test_the_pair_on_openblas_worker_computes_both_products(monkeypatch):
     """The real launch (this thread and OpenBLAS's worker at once, BLAS's count one around
     them, then put back), where numpy's BLAS has a worker: the same products as numpy's."""

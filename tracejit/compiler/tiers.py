@@ -574,17 +574,26 @@ def _resolve(fn):
     raise TypeError(f"wait expects a function compiled by tracejit.trace/script, got {type(fn).__name__}")
 
 
+def forget_failures(fn) -> None:
+    """Drop `fn`'s entries that stayed on tier 0 from what `wait` reports (`fn.reset()`)."""
+    with _pending_lock:
+        for ex in [ex for ex in _failed if ex.owned_by(fn)]:
+            _failed.discard(ex)
+
+
 def wait(fn: Any = None, timeout: Optional[float] = None) -> bool:
     """Block until the pending background compiles (of `fn`, or of every function) finish,
     and switch their entries to compiled kernels. False if `timeout` seconds passed first,
-    or if an entry waited for (any entry of `fn`) stays on tier 0 for good: a kernel failed
-    to compile or load, which one RuntimeWarning said when it failed."""
+    or if an entry of `fn` (without `fn`: of any function still alive, or one waited for)
+    stays on tier 0 for good: a kernel failed to compile or load, now or before, which one
+    RuntimeWarning said when it failed."""
     target = _resolve(fn) if fn is not None else None
     deadline = None if timeout is None else time.monotonic() + timeout
     with _pending_lock:
         todo = [ex for ex in _pending if target is None or ex.owned_by(target)]
     done = all([ex.wait(deadline) for ex in todo])
-    with _pending_lock:   # (`fn`'s entries that failed before too; all: those waited for)
-        failed = [ex for ex in _failed if ex in todo or (target is not None and ex.owned_by(target))]
+    with _pending_lock:   # (entries that failed before this wait count too)
+        failed = [ex for ex in _failed if ex in todo or (ex.owned_by(target) if target is not None
+                                                         else ex._owner() is not None)]
     return done and not failed
 

@@ -22,6 +22,7 @@ from ...ops.batchnorm_prim import (BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_N
                                    BN_BACKWARD_INPUT, BN_BACKWARD_REDUCE)
 from ...ops.bn_pool import BATCH_NORM_MAX_POOL2D, BN_BACKWARD_POOLED
 from ...ops.conv import FOLD, UNFOLD
+from ...ops.elementwise_logic import CAST
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
 from ...ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
 from ...ops.indexing import INDEX_ADD
@@ -32,6 +33,7 @@ from ...ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 from ...ops.pooling_prim import MAX_POOL2D, MAX_POOL2D_BACKWARD
 from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
+from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm, bn_pool_kernels as bn_pool,
                       conv_kernels as conv, index_kernels as index, pool_kernels as pool,
@@ -43,6 +45,8 @@ __all__ = ["TABLE"]
 
 # (primitive, implementation, checker, plan call for a signature): in the order tried
 TABLE = (
+    # float32 <-> bf16 words: one vectorized pass over the free cores
+    (CAST, bf16_casts.cast, bf16_casts.converts, None),
     # bf16 products: MKL's bf16 GEMM where the CPU has bf16 units, else widened sgemm
     (MATMUL, bf16_gemm.matmul, bf16_gemm.takes, None),
     (MATMUL_NT, bf16_gemm.matmul_nt, bf16_gemm.takes, None),

@@ -237,3 +237,23 @@ def test_pending_names_a_pair_polled_since_and_not_yet_loaded(monkeypatch):
     mods["now"] = types.SimpleNamespace()                 # loaded (no share_entry: no CShares)
     assert p.poll() == (None, None)
     assert p.hint not in cshares.pending(mark)
+
+
+@pytest.mark.parametrize("own", ["1", "0"])
+def test_pair_runs_alike_on_the_own_pool_and_openblas(own_cache, monkeypatch, own):
+    # TRACEJIT_OWN_POOL puts tracejit's workers (workpool.py, here two threads whatever the
+    # machine) where OpenBLAS's worker ran the second share: same tables, same values
+    from tracejit.compiler.cpu.runtime import workpool
+    monkeypatch.setenv("TRACEJIT_OWN_POOL", own)
+    monkeypatch.setattr(sharepool, "blas_worker", sharepool.BlasWorker())
+    if own == "1":
+        two = workpool.WorkPool(2)
+        monkeypatch.setattr(workpool, "_pool", two)
+        assert sharepool.blas_worker.find() is two.run
+    pair = cshares.CShares.make(vars(_module(own_cache)), backends.get("cpu").fast_entry)
+    if pair is None:
+        assert own == "0"
+        pytest.skip("no OpenBLAS thread pool of two here")
+    _run_pair(pair)
+    if own == "1":
+        two.close()

@@ -34,7 +34,7 @@ medians: eager 371-376 -> 335-340 us, compiled 253-258 -> 213-216; PyTorch eager
 
 ``pair`` runs two whole products at once, one per core, each one call of numpy's BLAS GEMM
 on one thread (a cfunc calling cblas by address, compiler/cpu/runtime/voidptr.py): a compiled plan's
-independent products (compiler/gemmpair.py, router.matmul_pair decides which).
+independent products (compiler/gemm_steps.py, router.matmul_pair decides which).
 
 When: products from `MIN_MNK` (the register-tile kernel's lower bound) to below
 coreshare's FEW_ROWS_GEMM_MNK, elementwise ops from elementwise_halves' `EW_MIN_ELEMENTS`, where the pool gives
@@ -55,6 +55,7 @@ from ..runtime import sharepool
 from . import router, template_panels
 from ..kernels.loader import kernel as _kernel
 from .... import envflags
+from ....threads import blas_count_lock as _blas_count
 
 __all__ = ["product", "plan_product", "thin", "pair", "launch", "two_cores", "warm", "expect", "source",
            "module_kernel", "loaded_module", "MIN_MNK", "WARM_S"]
@@ -184,7 +185,7 @@ def module_kernel(t: str):
     is the dearest of all (3.1-3.3 s of a worker's CPU) and few steps gain much from it.
     Compiled steps, sync mode, warm, policy at two threads, halves on/off alternating in one
     process, min/median: two-layer step (4 launches a step) 0.2/0.2 against
-    0.3/0.8 ms (load 4-5); with the product pairs (compiler/gemmpair.py; load 10-12, medians
+    0.3/0.8 ms (load 4-5); with the product pairs (compiler/gemm_steps.py; load 10-12, medians
     meaningless) MLP (4) min 11.8-12.0 against 12.1-12.6, Transformer (4) min 47.2-47.9
     against 47.7-48.0; CNN and LSTM none. Asked for at EAGER, it went ahead of the
     attention kernels the compiled Transformer step waits for whenever the policy gave two
@@ -426,10 +427,17 @@ def pair(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> tupl
         return None
     c1 = np.empty((a1.shape[0], b1.shape[1]), dt)
     c2 = np.empty((a2.shape[0], b2.shape[1]), dt)
-    if not launch(p, p.pair_launch, fn, p.pthread, p.whole_address, p.count_get, p.count_set,
-                  trans[0], trans[1], a1, b1, c1, trans[2], trans[3], a2, b2, c2):
+    # BLAS's count stays one until both products end: a change from another thread meanwhile
+    # sent the worker's product to BLAS's pool, which the launching thread's product held
+    # (a hang; threads.blas_count_lock). Another thread changing it now: one after the other.
+    if not _blas_count.acquire(blocking=False):
         return None
-    return c1, c2
+    try:
+        ran = launch(p, p.pair_launch, fn, p.pthread, p.whole_address, p.count_get, p.count_set,
+                     trans[0], trans[1], a1, b1, c1, trans[2], trans[3], a2, b2, c2)
+    finally:
+        _blas_count.release()
+    return (c1, c2) if ran else None
 
 
 _gemm_functions: dict = {}   # dtype -> cblas GEMM's address (ILP64 only), or None

@@ -192,7 +192,7 @@ _halves_module = None
 _halves_asked: set = set()   # numpy dtypes whose halves module `matmul` has asked for
 
 
-# Two independent products of a compiled plan (compiler/gemmpair.py pairs them: a layer's
+# Two independent products of a compiled plan (compiler/gemm_steps.py pairs them: a layer's
 # input and weight gradients) from this many multiply-adds each run at once, each on one BLAS
 # thread, one on this thread and one on OpenBLAS's worker (compiler/cpu/gemm/halves.py's `pair`), where the
 # policy gives two threads: two one-thread products do not meet at every panel as one

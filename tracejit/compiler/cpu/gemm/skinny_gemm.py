@@ -12,7 +12,7 @@ over a 1 MB operand, which the two cores' shares of a row kernel just wrote (or,
 - A small N with an F-contiguous b (``x @ w.T``, w's n rows C-contiguous): a dot kernel
   (`source`), 4 rows of x by 4 rows of w summed over K at once (16 sums, each a vector
   reduction: ``reassoc`` lets LLVM split each sum over a vector's lanes), adding the bias
-  if given (the compiled plans' `BiasGemm`, compiler/biasgemm.py). Its two row halves run
+  if given (a compiled plan's `GemmStep`, compiler/gemm_steps.py). Its two row halves run
   at once, on this thread and on OpenBLAS's worker (cfuncs on a record: compiler/cpu/gemm/halves.py's
   `launch`), where two cores are free; on this thread otherwise.
 - A small K or a small M with a C-contiguous b: compiler/cpu/gemm/rows_gemm.py's register-tile kernel in

@@ -185,6 +185,9 @@ class BlasWorker:
         return self.fn if self.fn is not None and self.pool.value >= 2 else None
 
     def _find(self) -> None:
+        if envflags.enabled("TRACEJIT_OWN_POOL"):
+            self._find_own()
+            return
         try:
             import ctypes
 
@@ -202,6 +205,21 @@ class BlasWorker:
                     self.fn = fn
         except Exception:   # any doubt: tracejit's own pool
             self.fn = None
+
+    def _find_own(self) -> None:
+        """tracejit's own pool (workpool.py) in the place of gotoblas_pthread: same signature."""
+        import ctypes
+
+        from . import workpool
+        try:
+            p = workpool.pool()
+        except OSError:
+            self.fn = None
+            return
+        self.pool = ctypes.c_int(p.threads)
+        self.qs = (ctypes.c_int64 * 2)(0, 1)
+        self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
+        self.fn = p.run
 
     def _share(self, ptr) -> None:
         import ctypes

@@ -1,0 +1,144 @@
+"""tracejit's own worker pool: results independent of the thread count, a stable share ->
+thread mapping, a clean exit, fork safety, and the switch that puts it under the pair launch."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numba import cfunc, types
+
+from tracejit.compiler.cpu.runtime import workpool
+from tracejit.compiler.cpu.runtime.voidptr import carray_at
+
+_libc = ctypes.CDLL(None)
+_self_id = _libc.pthread_self
+_self_id.restype = ctypes.c_ulong
+_self_id.argtypes = []
+
+
+@cfunc(types.void(types.voidptr))
+def _share(rec):
+    # rec: (q, n, x address, out address, ids address): share q of n sums its stripe of x
+    # in a fixed order into out[q] and records the thread that ran it in ids[q]
+    r = carray_at(rec, (5,), np.int64)
+    q, n = r[0], r[1]
+    x = carray_at(r[2], (1000,), np.float64)
+    out = carray_at(r[3], (r[1],), np.float64)
+    ids = carray_at(r[4], (r[1],), np.int64)
+    acc = 0.0
+    for i in range(q, 1000, n):
+        acc += x[i] * x[i]
+    out[q] = acc
+    ids[q] = _self_id()
+
+
+def _launch(p, n, x):
+    out = np.zeros(n)
+    ids = np.zeros(n, np.int64)
+    recs = np.zeros((n, 5), np.int64)
+    recs[:, 0] = np.arange(n)
+    recs[:, 1] = n
+    recs[:, 2] = x.ctypes.data
+    recs[:, 3] = out.ctypes.data
+    recs[:, 4] = ids.ctypes.data
+    p.launch(_share.address, recs.ctypes.data, n, recs.strides[0])
+    return out, ids
+
+
+def test_every_share_runs_once_with_its_own_record():
+    x = np.linspace(-1.0, 2.0, 1000)
+    p = workpool.pool()
+    for n in (1, 2, 3, 5, 8):
+        out, _ = _launch(p, n, x)
+        expect = [float(np.sum(x[q::n] ** 2)) for q in range(n)]
+        np.testing.assert_allclose(out, expect, rtol=1e-12)
+        assert abs(out.sum() - float(np.sum(x * x))) < 1e-9
+
+
+def test_share_q_stays_on_one_thread_and_share_0_on_the_caller():
+    x = np.ones(1000)
+    p = workpool.pool()
+    n = p.workers + 1
+    _, first = _launch(p, n, x)
+    assert first[0] == _self_id()
+    assert len(set(first.tolist())) == n        # one thread per share
+    for _ in range(50):
+        _, ids = _launch(p, n, x)
+        assert ids.tolist() == first.tolist()
+
+
+_CHILD = """
+import numpy as np, sys
+sys.path.insert(0, {here!r})
+import test_workpool as t
+from tracejit.compiler.cpu.runtime import workpool
+p = workpool.pool()
+assert p.threads == {threads}, p.threads
+x = np.linspace(-1.0, 2.0, 1000)
+out, ids = t._launch(p, 8, x)
+print(repr(out.tolist()), len(set(ids.tolist())))
+"""
+
+
+def _run_child(threads: int, extra: str = "") -> str:
+    env = dict(os.environ, TRACEJIT_POOL_THREADS=str(threads))
+    code = _CHILD.format(here=os.path.dirname(__file__), threads=threads) + extra
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_forced_thread_counts_give_bitwise_equal_results_and_exit_cleanly():
+    outs = {}
+    for threads in (1, 2, 4):
+        out, distinct = _run_child(threads).split("\n")[0].rsplit(" ", 1)
+        outs[threads] = out
+        assert int(distinct) == threads      # shares beyond the workers run on the caller
+    assert outs[1] == outs[2] == outs[4]
+
+
+def test_a_forked_child_launches_on_threads_of_its_own():
+    p = workpool.pool()
+    x = np.linspace(0.0, 1.0, 1000)
+    expect, _ = _launch(p, 3, x)
+    pid = os.fork()
+    if pid == 0:   # the child: the parent's workers are not here
+        try:
+            out, ids = _launch(workpool.pool(), 3, x)
+            ok = np.array_equal(out, expect) and ids[0] == _self_id()
+            os._exit(0 if ok else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_bad_thread_count_names_the_switch(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_POOL_THREADS", "two")
+    with pytest.raises(ValueError, match="TRACEJIT_POOL_THREADS"):
+        workpool.threads_allowed()
+    monkeypatch.setenv("TRACEJIT_POOL_THREADS", "3")
+    assert workpool.threads_allowed() == 3
+    monkeypatch.delenv("TRACEJIT_POOL_THREADS")
+    assert workpool.threads_allowed() == len(os.sched_getaffinity(0))
+
+
+def test_the_switch_runs_pairs_on_the_own_pool():
+    code = """
+import numpy as np
+from tracejit.compiler.cpu.runtime import sharepool, workpool
+fn = sharepool.blas_worker.find()
+assert fn is workpool.pool().run, fn
+seen = []
+def share(a, q, n):
+    a[q] = q + 10 * n
+a = np.zeros(2)
+sharepool.blas_worker.run(fn, share, (a,))
+print(a.tolist())
+"""
+    env = dict(os.environ, TRACEJIT_OWN_POOL="1", TRACEJIT_POOL_THREADS="2")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[20.0, 21.0]"

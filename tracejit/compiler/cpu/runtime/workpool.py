@@ -1,0 +1,366 @@
+"""tracejit's own persistent worker threads, launched without the GIL through one C-ABI door.
+
+What: `run(n, entry, args, stride)` (a C function; `WorkPool.run_address` is its address)
+calls the ``void(void*)`` function `entry` on ``args + q * stride`` for q in 0..n-1: share 0
+on the calling thread, share q >= 1 always on worker q - 1 (the same rows stay in the same
+core's cache from one launch to the next), shares beyond the workers on the caller after
+share 0. It returns once every share ended. The signature is the one of the launch the
+kernels' GIL-free share entries already use (compiler/cpu/runtime/cshares.py), so a launch
+is one native call from compiled code or from ctypes, holding no Python object.
+
+How: the pool is a few lines of LLVM IR compiled with llvmlite at first use (no numba, a
+few ms). Each worker is a pthread with a 64-byte slot of its own: a 32-bit generation word,
+the generation it last finished, a sleeping flag, a stop flag, and the (entry, argument)
+pair. A launch writes the pair, bumps the generation (sequentially consistent) and wakes
+the worker with a futex only if it had gone to sleep. A worker polls its generation for
+`spin` rounds after each share (a launch that comes within that time costs no system
+call), then sleeps on the futex; the caller polls the done words, yielding the CPU after
+`spin` rounds. One launch at a time: a launch that finds the pool busy (another thread's
+launch) runs all its shares on its own thread.
+
+``TRACEJIT_OWN_POOL=1`` puts this pool where the GIL-free pair launches now use OpenBLAS's
+``gotoblas_pthread`` (compiler/cpu/runtime/sharepool.py's `BlasWorker`): same signature, so
+the share entries, halves and skinny products run on it unchanged.
+
+Size: the CPUs this process may run on (``os.sched_getaffinity``) less the caller, or
+``TRACEJIT_POOL_THREADS`` (threads in all, the caller included). Workers stop at exit; a
+forked child starts threads of its own on the same code and slots (threads do not survive\nfork), so launch addresses taken before the fork stay valid.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import platform
+import threading
+from typing import Optional
+
+from .... import envflags
+
+__all__ = ["WorkPool", "pool", "threads_allowed", "SLOT", "SPIN", "ENTRY"]
+
+SLOT = 64            # bytes of one worker's slot (a cache line: workers share no line)
+# word offsets in a slot: gen, done, sleeping, stop (int32); entry, arg (int64 at 16, 24)
+_GEN, _DONE, _SLEEP, _STOP, _FN, _ARG = 0, 4, 8, 12, 16, 24
+_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}   # SYS_futex
+_WAIT, _WAKE = 128, 129          # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
+
+# polling rounds before a worker sleeps (about 20 ms here): a training step's launches come
+# every few hundred us, and a futex wake-up per launch made the mlp2 eager step 1.37x slower
+# with 2^16 rounds; with 2^25, 1.03x of OpenBLAS's worker's. The spin takes a core from
+# OpenBLAS's own threads in large products (the mlp steps 1.2-1.4x slower with the switch
+# on): the switch stays off until those products launch on this pool too.
+SPIN = 1 << 25
+ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_RUN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+
+
+def threads_allowed() -> int:
+    """Threads a launch uses, the caller included: ``TRACEJIT_POOL_THREADS`` where set, else
+    the CPUs this process may run on."""
+    forced = envflags.value("TRACEJIT_POOL_THREADS").strip()
+    if forced:
+        if not forced.isdigit() or int(forced) < 1:
+            raise ValueError(f"TRACEJIT_POOL_THREADS={forced!r}: must be a whole number of threads, 1 or more")
+        return int(forced)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _ir(spin: int, sys_futex: int) -> str:
+    """The module: ``worker(slot)`` (a pthread's start routine) and ``run`` (the launch),
+    over the slots array at the global ``slots`` and its length ``nslots``."""
+    return f"""
+declare i64 @syscall(i64, ...)
+declare i32 @sched_yield()
+@slots = global i8* null
+@nslots = global i32 0
+@busy = global i32 0
+
+define internal i32* @word(i8* %s, i64 %off) {{
+  %p = getelementptr i8, i8* %s, i64 %off
+  %w = bitcast i8* %p to i32*
+  ret i32* %w
+}}
+
+define i8* @worker(i8* %s) {{
+entry:
+  %gen = call i32* @word(i8* %s, i64 {_GEN})
+  %done = call i32* @word(i8* %s, i64 {_DONE})
+  %sleep = call i32* @word(i8* %s, i64 {_SLEEP})
+  %stop = call i32* @word(i8* %s, i64 {_STOP})
+  %fnp8 = getelementptr i8, i8* %s, i64 {_FN}
+  %fnp = bitcast i8* %fnp8 to i64*
+  %argp8 = getelementptr i8, i8* %s, i64 {_ARG}
+  %argp = bitcast i8* %argp8 to i64*
+  br label %poll
+poll:
+  %seen = phi i32 [0, %entry], [%seen, %spinmore], [%seen, %slept], [%g, %ran]
+  %k = phi i32 [0, %entry], [%k1, %spinmore], [0, %slept], [0, %ran]
+  %g = load atomic i32, i32* %gen acquire, align 4
+  %new = icmp ne i32 %g, %seen
+  br i1 %new, label %work, label %idle
+idle:
+  %k1 = add i32 %k, 1
+  %more = icmp slt i32 %k1, {spin}
+  br i1 %more, label %spinmore, label %nap
+spinmore:
+  br label %poll
+nap:
+  store atomic i32 1, i32* %sleep seq_cst, align 4
+  %g2 = load atomic i32, i32* %gen seq_cst, align 4
+  %still = icmp eq i32 %g2, %seen
+  br i1 %still, label %dowait, label %slept
+dowait:
+  %gw = bitcast i32* %gen to i8*
+  %sv = zext i32 %seen to i64
+  %r = call i64 (i64, ...) @syscall(i64 {sys_futex}, i8* %gw, i64 {_WAIT}, i64 %sv, i8* null)
+  br label %slept
+slept:
+  store atomic i32 0, i32* %sleep seq_cst, align 4
+  br label %poll
+work:
+  %st = load atomic i32, i32* %stop acquire, align 4
+  %halt = icmp ne i32 %st, 0
+  br i1 %halt, label %out, label %call
+call:
+  %fn = load i64, i64* %fnp, align 8
+  %arg = load i64, i64* %argp, align 8
+  %f = inttoptr i64 %fn to void (i8*)*
+  %a = inttoptr i64 %arg to i8*
+  call void %f(i8* %a)
+  store atomic i32 %g, i32* %done release, align 4
+  br label %ran
+ran:
+  br label %poll
+out:
+  ret i8* null
+}}
+
+define internal void @serial(void (i8*)* %f, i8* %args, i32 %from, i32 %n, i32 %stride) {{
+entry:
+  br label %loop
+loop:
+  %q = phi i32 [%from, %entry], [%q1, %body]
+  %go = icmp slt i32 %q, %n
+  br i1 %go, label %body, label %out
+body:
+  %off = mul i32 %q, %stride
+  %off64 = sext i32 %off to i64
+  %a = getelementptr i8, i8* %args, i64 %off64
+  call void %f(i8* %a)
+  %q1 = add i32 %q, 1
+  br label %loop
+out:
+  ret void
+}}
+
+define i32 @run(i32 %n, i8* %entryp, i8* %args, i32 %stride) {{
+entry:
+  %f = bitcast i8* %entryp to void (i8*)*
+  %base = load i8*, i8** @slots
+  %ns = load i32, i32* @nslots
+  %want = sub i32 %n, 1
+  %few = icmp slt i32 %want, %ns
+  %nw0 = select i1 %few, i32 %want, i32 %ns
+  %pos = icmp sgt i32 %nw0, 0
+  br i1 %pos, label %claim, label %alone
+claim:
+  %cx = cmpxchg i32* @busy, i32 0, i32 1 acquire monotonic
+  %got = extractvalue {{ i32, i1 }} %cx, 1
+  br i1 %got, label %hand, label %alone
+alone:
+  call void @serial(void (i8*)* %f, i8* %args, i32 0, i32 %n, i32 %stride)
+  ret i32 0
+hand:
+  br label %handloop
+handloop:
+  %w = phi i32 [0, %hand], [%w1, %handed]
+  %hgo = icmp slt i32 %w, %nw0
+  br i1 %hgo, label %handone, label %mine
+handone:
+  %w64 = sext i32 %w to i64
+  %soff = mul i64 %w64, {SLOT}
+  %s = getelementptr i8, i8* %base, i64 %soff
+  %fnp8 = getelementptr i8, i8* %s, i64 {_FN}
+  %fnp = bitcast i8* %fnp8 to i64*
+  %fi = ptrtoint i8* %entryp to i64
+  store i64 %fi, i64* %fnp, align 8
+  %argp8 = getelementptr i8, i8* %s, i64 {_ARG}
+  %argp = bitcast i8* %argp8 to i64*
+  %q = add i32 %w, 1
+  %aoff = mul i32 %q, %stride
+  %aoff64 = sext i32 %aoff to i64
+  %ai = ptrtoint i8* %args to i64
+  %av = add i64 %ai, %aoff64
+  store i64 %av, i64* %argp, align 8
+  %gen = call i32* @word(i8* %s, i64 {_GEN})
+  %g = load atomic i32, i32* %gen monotonic, align 4
+  %g1 = add i32 %g, 1
+  store atomic i32 %g1, i32* %gen seq_cst, align 4
+  %sleep = call i32* @word(i8* %s, i64 {_SLEEP})
+  %sl = load atomic i32, i32* %sleep seq_cst, align 4
+  %asleep = icmp ne i32 %sl, 0
+  br i1 %asleep, label %wake, label %handed
+wake:
+  %gw = bitcast i32* %gen to i8*
+  %r = call i64 (i64, ...) @syscall(i64 {sys_futex}, i8* %gw, i64 {_WAKE}, i64 1)
+  br label %handed
+handed:
+  %w1 = add i32 %w, 1
+  br label %handloop
+mine:
+  call void %f(i8* %args)
+  %rest = add i32 %nw0, 1
+  call void @serial(void (i8*)* %f, i8* %args, i32 %rest, i32 %n, i32 %stride)
+  br label %joinloop
+joinloop:
+  %j = phi i32 [0, %mine], [%j1, %joined]
+  %jgo = icmp slt i32 %j, %nw0
+  br i1 %jgo, label %joinone, label %fin
+joinone:
+  %j64 = sext i32 %j to i64
+  %joff = mul i64 %j64, {SLOT}
+  %js = getelementptr i8, i8* %base, i64 %joff
+  %jgen = call i32* @word(i8* %js, i64 {_GEN})
+  %jdone = call i32* @word(i8* %js, i64 {_DONE})
+  %target = load atomic i32, i32* %jgen monotonic, align 4
+  br label %wait
+wait:
+  %k = phi i32 [0, %joinone], [%k1, %waitmore], [0, %yielded]
+  %d = load atomic i32, i32* %jdone acquire, align 4
+  %ok = icmp eq i32 %d, %target
+  br i1 %ok, label %joined, label %notyet
+notyet:
+  %k1 = add i32 %k, 1
+  %more = icmp slt i32 %k1, {spin}
+  br i1 %more, label %waitmore, label %yield
+waitmore:
+  br label %wait
+yield:
+  %y = call i32 @sched_yield()
+  br label %yielded
+yielded:
+  br label %wait
+joined:
+  %j1 = add i32 %j, 1
+  br label %joinloop
+fin:
+  store atomic i32 0, i32* @busy release, align 4
+  ret i32 0
+}}
+"""
+
+
+class WorkPool:
+    """The pool of one process (module docstring); `pool()` makes and returns it."""
+
+    def __init__(self, threads: int, spin: int = SPIN):
+        from llvmlite import binding as llvm
+        sys_futex = _FUTEX.get(platform.machine().lower())
+        if sys_futex is None:
+            raise OSError(f"workpool: no futex number known for {platform.machine()!r}")
+        self.pid = os.getpid()
+        self.threads = threads
+        self.workers = max(0, threads - 1)
+        self._slots = ctypes.create_string_buffer(SLOT * max(1, self.workers) + SLOT)
+        base = (ctypes.addressof(self._slots) + SLOT - 1) // SLOT * SLOT   # line-aligned
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name in ("syscall", "sched_yield"):   # the two C functions the IR calls
+            llvm.add_symbol(name, ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
+        mod = llvm.parse_assembly(_ir(spin, sys_futex))
+        mod.verify()
+        tm = llvm.Target.from_default_triple().create_target_machine(opt=2)
+        self._engine = llvm.create_mcjit_compiler(mod, tm)
+        self._engine.finalize_object()
+        ctypes.c_void_p.from_address(self._engine.get_global_value_address("slots")).value = base
+        ctypes.c_int32.from_address(self._engine.get_global_value_address("nslots")).value = self.workers
+        self.base = base
+        self.run_address = self._engine.get_function_address("run")
+        self.run = _RUN(self.run_address)
+        worker = self._engine.get_function_address("worker")
+        create = libc.pthread_create
+        create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        self._join = libc.pthread_join
+        self._join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+        self._worker = worker
+        self._create = create
+        self._ids = []
+        self._start()
+
+    def _start(self) -> None:
+        """Zero the slots and start one thread per slot."""
+        ctypes.memset(self.base, 0, SLOT * self.workers)
+        for w in range(self.workers):
+            tid = ctypes.c_ulong()
+            if self._create(ctypes.byref(tid), None, ctypes.c_void_p(self._worker),
+                            ctypes.c_void_p(self.base + w * SLOT)) != 0:
+                self.close()
+                raise OSError(ctypes.get_errno(), "workpool: pthread_create failed")
+            self._ids.append(tid.value)
+        ctypes.c_int32.from_address(self._engine.get_global_value_address("nslots")).value = len(self._ids)
+
+    def restart_in_child(self) -> None:
+        """After fork: the parent's threads are gone from this process; start ours on the
+        same code (addresses handed out before the fork stay valid) and slots."""
+        self.pid = os.getpid()
+        self._ids = []
+        ctypes.c_int32.from_address(self._engine.get_global_value_address("busy")).value = 0
+        self._start()
+
+    def launch(self, entry: int, args: int, n: int, stride: int) -> None:
+        """`run` from Python (ctypes releases the GIL for the call)."""
+        self.run(n, ctypes.c_void_p(entry), ctypes.c_void_p(args), stride)
+
+    def close(self) -> None:
+        """Stop and join the workers (at exit). The slots stay, so a late launch runs alone."""
+        if self.pid != os.getpid():
+            return    # a forked child's copy: its parent's threads are not ours
+        libc = ctypes.CDLL(None)
+        for w, tid in enumerate(self._ids):
+            s = self.base + w * SLOT
+            ctypes.c_int32.from_address(s + _STOP).value = 1
+            gen = ctypes.c_int32.from_address(s + _GEN)
+            gen.value = gen.value + 1
+            libc.syscall(ctypes.c_long(_FUTEX[platform.machine().lower()]), ctypes.c_void_p(s + _GEN),
+                         ctypes.c_long(_WAKE), ctypes.c_long(1))
+            self._join(tid, None)
+        self._ids = []
+        ctypes.c_int32.from_address(self._engine.get_global_value_address("nslots")).value = 0
+
+
+_lock = threading.Lock()
+_pool: Optional[WorkPool] = None
+
+
+def pool() -> WorkPool:
+    """This process's pool, started at the first call (again in a forked child)."""
+    global _pool
+    p = _pool
+    if p is not None and p.pid == os.getpid():
+        return p
+    with _lock:
+        if _pool is None or _pool.pid != os.getpid():
+            _pool = WorkPool(threads_allowed())
+            atexit.register(_close)
+        return _pool
+
+
+def _close() -> None:
+    if _pool is not None:
+        _pool.close()
+
+
+def _restart_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    if _pool is not None:
+        _pool.restart_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_restart_in_child)
