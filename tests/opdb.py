@@ -713,7 +713,7 @@ register("cat.mixed_dtypes", lambda m, a, b: m.cat([a, b.long()]),
          lambda d, r: [Sample((arr(r, (2,), d), np.array([1.0, 2.0], d.np)), grad=(0,))])
 register("stack", lambda m, *ts, dim=0: m.stack(ts, dim), lambda *a, dim=0: np.stack(a, axis=dim),
          _multi((((2, 3), (2, 3)), {}), (((2, 3), (2, 3), (2, 3)), {"dim": -1}), (((), ()), {}),
-                (((0,), (0,)), {"dim": 1})))
+                (((0,), (0,)), {"dim": 1}), (((2, 3, 4), (2, 3, 4)), {"dim": 1})))
 
 
 def _split_ref(x, size, dim=0):
@@ -960,7 +960,8 @@ def _np_one_hot(t, num_classes=-1):
 
 register("one_hot", lambda m, t, **kw: F(m).one_hot(t, **kw), _np_one_hot,
          lambda d, r: [Sample((idx(r, (4,), 3),), {"num_classes": 5}),
-                       Sample((np.array([[0, 2], [1, 1]], np.int64),), {"num_classes": 3})],
+                       Sample((np.array([[0, 2], [1, 1]], np.int64),), {"num_classes": 3}),
+                       Sample((np.zeros((0, 2), np.int64),), {"num_classes": 4})],
          dtypes=(I64,), grad=False)
 # Without num_classes the width is read from the data: not traceable.
 register("one_hot.infer", lambda m, t: F(m).one_hot(t), _np_one_hot,

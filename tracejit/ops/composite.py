@@ -1,8 +1,6 @@
 """Composite ops: written with primitives only, so gradients and fusion come for free."""
 from __future__ import annotations
 
-
-from .. import dtypes as _dt
 from ..errors import ShapeError
 from ..shapes import normalize_dim
 from .conv import _pair, conv_out_size, unfold
@@ -18,10 +16,11 @@ from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
 from . import layer_norm_prim as _ln_prim
 from . import cross_entropy_prim as _ce_prim
+from . import one_hot_prim as _one_hot_prim
 from .indexing import gather, getitem, in_range
 from .linalg import matmul
 from .random import rand_like
-from .eager import trace_state
+from .eager import bind, trace_state
 from .reductions import all as _all, amax, logsumexp, mean, sum
 from .shape import contiguous, permute, reshape, squeeze, unsqueeze
 from .shape import concat as _concat
@@ -142,8 +141,7 @@ def one_hot(tensor, num_classes: int = -1):
         raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype.name}")
     if num_classes < 0:
         num_classes = int(amax(tensor).item()) + 1 if tensor.numel() else 0
-    tensor = in_range(tensor, num_classes, "one_hot")
-    return cast(eq(unsqueeze(tensor, -1), arange(num_classes, device=tensor.device)), _dt.int64)
+    return bind(_one_hot_prim.ONE_HOT, tensor, num_classes=int(num_classes))
 
 
 def check_conv_args(op: str, x, weight, bias, stride, padding, dilation, groups: int) -> None:
