@@ -84,5 +84,9 @@ class NumbaCompiler(_backend.Compiler):
         from .kernel_errors import kernel_error
         return kernel_error(exc)
 
+    def forget(self, owner) -> None:
+        from .tiers import forget_failures
+        forget_failures(owner)
+
 
 _backend.register(NumbaCompiler())

@@ -137,9 +137,21 @@ class Compiler(abc.ABC):
         this backend's kernels; None when `exc` did not come from one."""
         return None
 
+    def forget(self, owner: Any) -> None:
+        """Drop what this backend keeps about `owner`'s entries (their failed compiles):
+        the CompiledFunction is being reset."""
+
 
 _registered: dict = {}
 _lock = threading.Lock()
+
+
+def forget(owner: Any) -> None:
+    """Every registered backend's `Compiler.forget` of `owner`."""
+    with _lock:
+        backends = list(_registered.values())
+    for b in backends:
+        b.forget(owner)
 
 
 def register(backend: Compiler) -> None:

@@ -362,8 +362,8 @@ class CompiledFunction(Capture):
         return entry, saved, leaves
 
     def reset(self) -> None:
-        from ..compiler.tiers import forget_failures
-        forget_failures(self)   # (`tj.compiler.wait` no longer reports its forgotten entries)
+        from .backend import forget
+        forget(self)   # (`tj.compiler.wait` no longer reports its forgotten entries)
         with self._lock:
             self._entries.clear()
             self._flat_entries.clear()

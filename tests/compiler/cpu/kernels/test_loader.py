@@ -232,7 +232,8 @@ def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monk
     # the products' register-tile kernel is asked for only where the load policy gives one
     # thread (`router.matmul`); when asked, it is not steady
     assert steady.pop(("gemm", "float32"), False) is False
-    assert steady == {("im2col", "float32"): True, ("col2im", "float32"): True,
+    # (16-column output rows: the fold's rows form)
+    assert steady == {("im2col", "float32"): True, ("col2im_rows", "float32"): True,
                       ("batchnorm", "forward"): True, ("batchnorm", "backward"): True,
                       ("batchnorm", "stats"): True, ("batchnorm", "affine"): True,
                       ("batchnorm", "reduce"): True,
