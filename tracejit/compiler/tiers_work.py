@@ -229,7 +229,7 @@ class BackgroundWork:
             try:
                 specs.append(kern.spec(layouts, parallel))
             except ValueError as exc:
-                if (id(kern), layouts, parallel) not in getattr(self, "_recorded", ()):
+                if (id(kern), layouts, parallel) not in self._recorded:
                     raise
                 log.info("%s: recorded variant %s %s skipped: %s", self.name, kern.label,
                          "/".join(layouts), exc)

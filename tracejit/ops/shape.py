@@ -465,11 +465,8 @@ def stack(tensors, dim: int = 0):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected a non-empty list of tensors")
-    shapes = {tuple(x.shape) for x in tensors}
-    if len(shapes) > 1:
-        raise ShapeError(f"stack: expects each tensor to be equal size, got shapes {[tuple(x.shape) for x in tensors]}")
     d = normalize_dim(dim, tensors[0].ndim + 1, "stack")
-    return bind(STACK, *tensors, dim=d)
+    return bind(STACK, *tensors, dim=d)   # (STACK's rule checks the shapes agree)
 
 
 _WHOLE_DIM = (("s", None, None, None),)
