@@ -21,6 +21,17 @@ import tracejit as tj  # noqa: E402
 from launches import count_launches  # noqa: E402
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: a worker per core this process may use, at most four (each worker holds
+    its own compiled kernels, 1-2 GB, and more workers than that mostly wait on the disk
+    cache and on each other's threads)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
 @pytest.fixture(autouse=True)
 def _seed_and_restore():
     """Every test starts from the same RNG state, grad mode on, float32 default."""

@@ -366,8 +366,8 @@ def set_num_threads(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
     set_blas_threads(n)
-    numba = sys.modules.get("numba")
-    if numba is not None:
+    if "numba" in sys.modules:
+        import numba    # waits while another thread is still importing it
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
     else:   # read when numba loads (its pool is made then)
         os.environ["NUMBA_NUM_THREADS"] = str(n)
@@ -375,8 +375,8 @@ def set_num_threads(n: int) -> None:
 
 def get_num_threads() -> int:
     """The threads one op may use (numba's count where numba is loaded, else BLAS's)."""
-    numba = sys.modules.get("numba")
-    if numba is not None:
+    if "numba" in sys.modules:
+        import numba    # waits while another thread is still importing it
         return int(numba.get_num_threads())
     return blas_threads() or usable_cpus()
 

@@ -197,26 +197,28 @@ def test_watch_counts_other_processes_cpu_not_ours(monkeypatch):
 
 def test_thread_switches_counts_a_thread_that_blocked():
     import threading
-    before = harness.thread_switches()
-    if before is None:
+    import time
+    if harness.thread_switches() is None:
         pytest.skip("no /proc/self/task here")
-    go, done = threading.Event(), threading.Event()
+    slept, release = threading.Event(), threading.Event()
 
     def worker():
         for _ in range(3):
-            go.wait()      # blocks: a voluntary switch each time it sleeps
-            go.clear()
-            done.set()
+            time.sleep(0.001)      # nanosleep blocks: one voluntary switch each time
+        slept.set()
+        release.wait()             # alive while the test reads the counts
 
     th = threading.Thread(target=worker)
     th.start()
-    for _ in range(3):
-        go.set()
-        done.wait()
-        done.clear()
-    mid = harness.thread_switches()
+    slept.wait()
+    with open(f"/proc/self/task/{th.native_id}/status") as f:
+        own = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+    total = harness.thread_switches()
+    release.set()
     th.join()
-    assert mid[0] >= before[0] + 3 and mid[1] >= before[1]
+    # the sum over live threads holds the worker's own count (other threads may come and
+    # go meanwhile, so the sum is compared with the worker's count, not with an earlier sum)
+    assert own >= 3 and total[0] >= own
 
 
 def test_cpu_seconds_reads_the_machine_and_this_process():
