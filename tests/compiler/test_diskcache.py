@@ -189,7 +189,8 @@ def test_key_covers_versions_and_helpers(root, monkeypatch):
     # tracejit helpers imported by the source are part of the key.
     helper_src = "from tracejit.compiler import diskcache\n" + src
     assert diskcache._key(helper_src) != diskcache._key("from tracejit.compiler import nothere\n" + src)
-    digest = diskcache._module_file_hash("tracejit.compiler.diskcache")
+    from tracejit.compiler import importclosure
+    digest = importclosure.file_hash("tracejit.compiler.diskcache")
     assert digest == __import__("hashlib").sha256(Path(diskcache.__file__).read_bytes()).hexdigest()
 
 

@@ -17,11 +17,12 @@ import pytest
 from numba import njit
 
 from tracejit.compiler import mathlib as M
+from tracejit.compiler.mathnames import MATH
 
 F32_OPS = [(op, "float32") for op in M.OPS]
 F64_OPS = [(op, "float64") for op in M.OPS]
 ALL_OPS = F32_OPS + F64_OPS
-UNARY = [k for k in ALL_OPS if M.ARITY[k[0]] == 1]
+UNARY = [k for k in ALL_OPS if MATH[k[0]].arity == 1]
 LD = np.longdouble
 HAVE_LD = np.finfo(LD).nmant > 52          # x87 80-bit long double (x86 Linux)
 # (without it the float64 reference is numpy's float64, itself ~0.5-1 ulp off:
@@ -39,7 +40,7 @@ def _kernel(op, dtype):
     key = (op, dtype)
     if key not in _KERNELS:
         fn = M.FUNCTIONS[key]
-        if M.ARITY[op] == 2:
+        if MATH[op].arity == 2:
             @njit(error_model="numpy", cache=False)
             def k2(a, b, out):
                 for i in range(a.shape[0]):
@@ -199,7 +200,7 @@ def test_cores_are_inlined_not_compiled_on_their_own():
 @pytest.mark.parametrize("op,dtype", ALL_OPS)
 def test_result_dtype(op, dtype):
     t = np.dtype(dtype).type
-    args = [np.ones(4, dtype) * t(0.75)] * M.ARITY[op]
+    args = [np.ones(4, dtype) * t(0.75)] * MATH[op].arity
     out = run(op, dtype, *args)
     fn = M.FUNCTIONS[(op, dtype)]
     sig = [s for s in fn.nopython_signatures if str(s.args[0]) == dtype][0]
@@ -230,7 +231,7 @@ def test_no_float64_in_float32_ir(op, dtype):
 
 @pytest.mark.parametrize("op,dtype", sorted(M.VECTORIZED))
 def test_vectorizes(op, dtype):
-    args = [np.ones(8, dtype)] * M.ARITY[op]
+    args = [np.ones(8, dtype)] * MATH[op].arity
     run(op, dtype, *args)
     k = _kernel(op, dtype)
     ir = k.inspect_llvm(k.signatures[0])

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from ..jit.ir import Eqn, Var
 from .cpu.kernels.attention_kernels import backward_and_column_sum, weights_and_context
 from .gemm_steps import ColumnSum
-from .fusion import Group
 from ..ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
 from ..ops.reductions import SUM
 from .. import envflags
@@ -38,23 +37,30 @@ __all__ = ["AttentionPair", "AttentionBackwardSum", "pair_attention"]
 # bias gradient its own column sum step (A/B measurements, tests).
 
 
-@dataclass(eq=False)
-class AttentionPair:
-    """``w = attention_weights(qkv, *mask)`` and ``ctx = attention_context(qkv, w)`` as one step."""
-    weights: Eqn
-    context: Eqn
+class _TwoEqnStep:
+    """A step running two equations in one pass: its inputs are the first one's."""
 
     @property
     def inputs(self) -> list:
-        return [a for a in self.weights.inputs if isinstance(a, Var)]
+        return [a for a in self._pair()[0].inputs if isinstance(a, Var)]
 
     @property
     def outs(self) -> list:
-        return [self.weights.out, self.context.out]
+        return [e.out for e in self._pair()]
 
     @property
     def defined(self) -> set:
         return set(self.outs)
+
+
+@dataclass(eq=False)
+class AttentionPair(_TwoEqnStep):
+    """``w = attention_weights(qkv, *mask)`` and ``ctx = attention_context(qkv, w)`` as one step."""
+    weights: Eqn
+    context: Eqn
+
+    def _pair(self) -> tuple:
+        return self.weights, self.context
 
     def describe(self) -> str:
         return "attention weights + context (one pass)"
@@ -67,23 +73,14 @@ class AttentionPair:
 
 
 @dataclass(eq=False)
-class AttentionBackwardSum:
+class AttentionBackwardSum(_TwoEqnStep):
     """``d = attention_backward(g, qkv, w)`` and ``s = sum(d)`` over every dim but the last as
     one step (`backward_and_column_sum`)."""
     backward: Eqn
     total: Eqn
 
-    @property
-    def inputs(self) -> list:
-        return [a for a in self.backward.inputs if isinstance(a, Var)]
-
-    @property
-    def outs(self) -> list:
-        return [self.backward.out, self.total.out]
-
-    @property
-    def defined(self) -> set:
-        return set(self.outs)
+    def _pair(self) -> tuple:
+        return self.backward, self.total
 
     def describe(self) -> str:
         return "attention_backward + its sum over rows (one pass)"

@@ -44,21 +44,9 @@ Math
     binds numpy's ufuncs there instead (same special values), so the simulator tests
     check inf/nan propagation too.
 
-Caching
-    Under the simulator modules are exec'd in memory (numba's cache does not apply).
-    On a GPU, `load` hands the source, tagged with the device's compute capability, to
-    `diskcache.load_module`, so kernels compile once per machine like the CPU ones
-    (``cuda.jit(..., cache=CACHE)``; numba's CUDA cache writes next to the source in
-    the entry, as the CPU one does).
-
-Checking on a GPU
-    ``pytest -m gpu tests/cuda`` runs the GPU tests (skipped without cupy and a GPU),
-    and ``python examples/cuda_check.py`` runs the GELU chain on 64M float32 through
-    the generated kernel and reports ms and the fraction of the device's copy
-    bandwidth against cupy eager. Without a GPU: ``NUMBA_ENABLE_CUDASIM=1`` runs the
-    kernels on host arrays (``tests/cuda/sim_kernels.py``), and `compile_ptx`
-    compiles a spec for a real target without a GPU when NVVM is installed (pip
-    ``nvidia-cuda-nvcc-cu12`` and ``CUDA_HOME=<site-packages>/nvidia/cuda_nvcc``).
+Under the simulator modules are exec'd in memory; on a GPU, `load` hands the source,
+tagged with the compute capability, to `diskcache.load_module` (``cuda.jit(...,
+cache=CACHE)``). How to check on a GPU, or without one: docs/guide/cuda.md.
 """
 from __future__ import annotations
 

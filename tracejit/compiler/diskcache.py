@@ -1,72 +1,36 @@
-"""Load generated kernel modules, with an in-process cache and a verified disk cache.
+"""Load generated kernel modules, with an in-process cache and a verified disk cache
+(design: docs/design/disk-cache-trust.md; user guide: docs/guide/caching.md).
 
-The code generator hands us the full source of a small module defining numba
-kernels with explicit signatures, so numba compiles them while the module is
-executed.  ``load_module`` turns that source into a module object and makes sure
-that the same source is compiled at most once per process, and, with the disk
-cache on, at most once per machine.
+``load_module`` turns a generated source into a module, compiled at most once per process
+and, with the disk cache on, at most once per machine.
 
-Contract with the code generator
-    Kernels are decorated with ``@njit("<signature>", ..., cache=CACHE)``.
-    ``CACHE`` is a global that the loader puts in the module before running it:
-    ``True`` when the module runs from a file inside the disk cache, ``False``
-    when it runs from memory (disk cache off or unusable).  numba refuses
-    ``cache=True`` for code that has no file behind it, so a literal
-    ``cache=True`` would break the in-memory path.
-    ``load_module`` (this module's) is put there too: a module built on
-    another generated one loads it by its source (compiler/cpu/runtime/cshares.py's pair
-    module calls its row kernel's compiled dispatcher, which numba then links
-    rather than compiling the kernel again).
+Contract with the code generator: kernels are decorated ``@njit("<signature>", ...,
+cache=CACHE)``; the loader sets the global ``CACHE`` before running the module (True when
+it runs from a file in the disk cache, False from memory: numba refuses ``cache=True``
+without a file). ``load_module`` is put there too, so a module built on another generated
+one loads it by its source (compiler/cpu/runtime/cshares.py).
 
-Layout of the disk cache (``cache_dir()``, private to the user, mode 0o700)::
+Layout (``cache_dir()``, mode 0o700)::
 
     <root>/kernels/<key[:2]>/<key>/kernel.py          the source, as given
                                   /__pycache__/*.nbi   numba's index (a pickle)
                                   /__pycache__/*.nbc   numba's compiled code (a pickle)
                                   /manifest.json       sha256 of every file above
 
-``key`` is a sha256 over the source, the tracejit/numba/llvmlite/python versions,
-the CPU (name, features, triple), and the source files of the ``tracejit.*``
-modules the source imports and of every tracejit module those import,
-transitively (numba bakes called helpers into the cached machine code, and a
-helper may call one defined elsewhere, so an edited helper must give a new key:
-importclosure.py).
+``key`` hashes the source, the tracejit/numba/llvmlite/python versions, the CPU and the
+source of every tracejit module the kernel imports, transitively (importclosure.py).
+numba itself reads the cache files (our locator keeps them next to ``kernel.py`` even when
+NUMBA_CACHE_DIR is set); since they are pickles, the entry's files, hashes and versions
+are checked against ``manifest.json`` first, and a mismatch removes and rebuilds it (one
+warning). An entry is built in ``<key>.tmp-<pid>-<random>`` (manifest written last) and
+renamed into place, so readers see a whole entry or none; leftovers older than
+``_STALE_TEMP_S`` are swept once per process.
 
-How an entry is used
-    numba itself does the caching: with ``cache=True`` it looks for index/data
-    files in ``<dir of the source file>/__pycache__`` (we register our own
-    locator so that this holds even when NUMBA_CACHE_DIR is set), and the index
-    is valid when its stamp (in numba 0.68 a sha256 of the source file's bytes;
-    older numbas used mtime+size, which a rename keeps too) and the compiler
-    version match.  Nothing in the index names the directory, so an entry can
-    be built in a temp directory and renamed into place.
-
-    numba's index and data files are pickles: loading a tampered entry could
-    run arbitrary code.  So before running ``kernel.py`` we check that the entry
-    holds exactly the files listed in ``manifest.json`` (JSON, never pickle)
-    with the listed hashes, the recorded versions are ours, and ``kernel.py``
-    is the source we were given.  Any mismatch: one warning, the entry is
-    removed and rebuilt.  (The check and numba's read are not atomic; the
-    directory being private to the user is what keeps others out of the gap.)
-
-How an entry is built
-    In ``<key>.tmp-<pid>-<random>`` next to its final place: write
-    ``kernel.py``, run it (numba compiles and writes its cache files), hash
-    everything, write ``manifest.json`` last, then ``os.rename`` to ``<key>``.
-    The rename is atomic, so readers see a complete entry or none; if another
-    process renamed first, ours is discarded.  The temp directory is removed in
-    a ``finally`` (compile errors, KeyboardInterrupt); leftovers of killed
-    processes are swept once per process when older than ``_STALE_TEMP_S``.
-
-Faults never stop a load: a broken entry is rebuilt, and a cache directory that
-cannot be written makes us compile in memory.  Each fault logs a warning on the
-``tracejit`` logger and bumps a counter in ``stats()``.
-
-Environment (read at every call): ``TRACEJIT_CACHE=0`` turns the disk cache off;
-``TRACEJIT_CACHE_DIR`` sets its root; otherwise ``$XDG_CACHE_HOME/tracejit`` or
-``~/.cache/tracejit``.
+Faults never stop a load: each logs a warning on the ``tracejit`` logger and bumps a
+counter in ``stats()``. ``TRACEJIT_CACHE=0`` turns the disk cache off;
+``TRACEJIT_CACHE_DIR`` sets its root (default ``$XDG_CACHE_HOME/tracejit`` or
+``~/.cache/tracejit``).
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -88,7 +52,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .. import envflags
 from . import cacheload, cacheroot, forkguard, importclosure, llvmopts, numbaflags
 from .cpu.runtime import gilshare
 from .buildfacts import versions as _versions  # a module global: tests patch it
@@ -260,10 +223,6 @@ def _identifier(name: str) -> str:
 
 
 _IMPORT_RE = re.compile(r"^\s*(?:from|import)\s+(tracejit(?:\.\w+)*)", re.MULTILINE)
-
-
-def _module_file_hash(name: str) -> str:
-    return importclosure.file_hash(name)  # "?" when not found: running the source will say so
 
 
 def _key(source: str, llvm_options: tuple[str, ...] = ()) -> str:

@@ -4,26 +4,19 @@ cache's load lock) and every module import in progress in another thread.
 
 Why imports: a forked child has only the forking thread, and a module that another thread
 was importing at the fork stays "being imported" for good there, its import lock owned by
-a thread that no longer exists: the child's first import of it waits forever. A
-background compile's submit thread imported `cshares` while the program forked, and the
-child's own compile thread then never finished (test_no_worker_outlives_the_program[fork]
-in CI, about one run in a few).
+a thread that no longer exists: the child's first import of it waits forever.
 
 Why one hook, registered once and early (by the package's import, before any background
 thread exists), that reads its list of locks at each fork: os.fork calls the before-hooks
-registered when the fork began, but the after-hooks registered by its end. The disk cache
-is imported by the planning thread, which the fork may be waiting for: its own hooks'
-release ran without their acquire ("cannot release un-acquired lock"), and a load begun
-then was not waited for. A lock handed to `hold` during a fork is waited for as well.
+registered when the fork began, but the after-hooks registered by its end, so hooks
+registered by a thread during a fork release locks they never acquired.
 
 Why it also holds CPython's import lock (`_imp.acquire_lock`, which importlib takes to hand
-out a module's lock) from its last look at the imports to the fork: a thread inside
-importlib's own code at that look (holding that lock, its module's lock not yet taken) got
-the GIL back while os.fork waited for the import lock, took its module's lock and was
-inside the import at the fork (the child's compile hung on `cshares` again, once in 40
-runs of test_no_worker_outlives_the_program[fork] under load 10). Holding it, no thread
-starts an import, and the look and the fork see the same state: CPython's fork keeps the
-import lock held by the forking thread in the child, and the after-hooks release it.
+out a module's lock) from its last look at the imports to the fork: otherwise a thread
+inside importlib's own code at that look can take its module's lock while os.fork waits,
+and be inside the import at the fork. Holding it, no thread starts an import, and the
+look and the fork see the same state: CPython's fork keeps the import lock held by the
+forking thread in the child, and the after-hooks release it.
 """
 from __future__ import annotations
 

@@ -1,34 +1,19 @@
 """LLVM options that hold only while tracejit's own CPU kernels compile.
 
 Why: a fused elementwise kernel such as the GELU chain is one long dependency chain per
-element (loads, a dozen multiplies and adds, tanh's polynomials and a divide: about 70
-cycles of latency per vector). LLVM's loop vectorizer gives such a loop one vector per
-iteration, and the out-of-order core cannot overlap enough iterations to hide that
-latency: measured here (4M float32, 2 threads) the GELU kernel took 2.35 ms, against
-1.17 ms for an add of three arrays. Interleaving four vectors per iteration gives the
-core four independent chains: 1.48 ms, with the same instructions per element.
-Reductions gain too (four partial accumulators instead of one). But four copies of a
-body that keeps many values live spill registers: the fused GELU forward+backward (three gradient
-outputs and the loss sum in one pass) went from 2.97 to 4.79 ms. So the count follows
-what a kernel stores per element (`kernel_options`), a proxy for its live values
-measured on these kernels (ms, 4M float32, 2 threads; LLVM's choice / 2 / 4):
-
-    GELU forward             1 store   2.12 / 1.70 / 1.48
-    sigmoid(x) * y           1 store   1.97 / 1.38 / 1.25
-    GELU backward, dx only   1 store   2.81 / 2.20 / 1.95
-    sum((x - y)**2)          1 store   0.55 / 0.64 / 0.45
-    exp(x)*y, exp(x)+y       2 stores  1.80 / 1.41 / 1.28
-    GELU backward, dx dy dz  3 stores  3.59 / 3.01 / 3.17  (now 4: see MANY_STORES)
-    the same and the loss    4 stores  2.97 / 2.97 / 4.79  (signed-index gathers then:
-                                       with contiguous accesses 4 is now the faster,
-                                       see `_FOUR_ALWAYS`)
+element, and LLVM's vectorizer gives such a loop one vector per iteration, too few for
+the out-of-order core to hide the latency. Interleaving four vectors gives it four
+independent chains (the 4M float32 GELU kernel on two threads: 2.12 -> 1.48 ms), and
+reductions get four partial accumulators. Four copies of a body that keeps many values
+live spill registers, so the count follows what a kernel stores per element
+(`kernel_options`), a proxy for its live values.
 
 How: numba has no per-function switch for this and never attaches loop metadata we
 could set, so the option is LLVM's process-wide ``-force-vector-interleave``. It is set
-only inside `applied`, which holds numba's global compiler lock (every numba compile in
-the process takes it, so no other function can compile meanwhile) and restores LLVM's
-default before releasing it: user code numba compiles is never affected. The options
-are part of the disk cache key (`diskcache.load_module`), since they change the code.
+only inside `applied`, which holds numba's global compiler lock (no other function can
+compile meanwhile) and restores LLVM's default before releasing it: user code numba
+compiles is never affected. The options are part of the disk cache key, since they
+change the code.
 """
 from __future__ import annotations
 
@@ -39,10 +24,7 @@ from typing import Iterator
 __all__ = ["kernel_options", "applied"]
 
 # Vectors interleaved per loop iteration: 4 for kernels storing up to MANY_STORES - 1
-# values per element, 2 from there on (8 gained nothing over 4 on the GELU forward).
-# Was 3: three-output maps (GELU backward dx, dy, dz) are faster with 4 too, in AVX-512
-# and AVX2 code (4M float32, ms, 2 vectors -> 4: one thread 9.85 -> 9.29 / 9.82 -> 8.73,
-# two threads 6.26 -> 5.60 / 6.22 -> 5.43 at load 1; notes/avx9-note.md).
+# values per element, 2 from there on (8 gained nothing over 4).
 MANY_STORES = 4
 
 
@@ -54,14 +36,9 @@ def kernel_options(stores: int, parallel: bool, form: str = "", wide: bool = Tru
     0: unknown). A kernel whose loop needs more runtime alias checks than LLVM's vectorizer
     allows by default gets `MANY_CHECKS` (serial twins too), see `_alias_checks`.
 
-    Serial twins (small sizes, see plan.PARALLEL_MIN) keep LLVM's own choice: their
-    loops are short, and the bigger body would add compile time (the GELU kernel's
-    compile went from 0.33 to 0.44 s with 4) where a first call matters most.
-
-    Column reductions ("column_blocks") and flat full reductions ("flat_blocked_sum",
-    "flat_reduce") take 4 whatever they store (see `_FOUR_ALWAYS`). The MLP's
-    LayerNorm+GELU backward groups (4 outputs and a column sum) took 538 / 739 us with 2
-    and 413 / 615 us with 4 (one thread); the small column sums did not change, nor did row reductions with either count.
+    Serial twins (small sizes, see plan.PARALLEL_MIN) keep LLVM's own choice: their loops
+    are short, and a bigger body adds compile time where a first call matters most.
+    Column reductions and flat full reductions take 4 whatever they store (`_FOUR_ALWAYS`).
 
     `wide=False` leaves out `WIDE_VECTORS` (row kernels: see codegen_rows).
     """
@@ -77,9 +54,8 @@ def kernel_options(stores: int, parallel: bool, form: str = "", wide: bool = Tru
 # LLVM vectorizes a loop over arrays that may overlap only behind runtime checks, one per
 # pair of arrays at least one of which it writes, and gives up past
 # ``-vectorize-memory-check-threshold`` (128) of them: numba's arrays carry no noalias, so
-# a fused group with many outputs ran scalar. An LSTM backward group recomputing three
-# cell steps (9 inputs, 14 outputs: 217 checks, 4947 float64) took 297 us, 81 us with the
-# checks allowed (a few hundred compares once a call, against ns per element saved).
+# a fused group with many outputs ran scalar (an LSTM backward group, 217 checks: 297 us
+# against 81 us with the checks allowed).
 _DEFAULT_CHECKS = 128
 MANY_CHECKS = ("-vectorize-memory-check-threshold=1024",)
 
@@ -94,30 +70,18 @@ def _alias_checks(stores: int, arrays: int) -> int:
 
 
 # Vector width for parallel kernels: LLVM's tuning for Intel AVX-512 cores prefers 256-bit
-# vectors ("prefer-256-bit"); the function attribute lets its vectorizer use 512-bit ones
-# where the CPU has AVX-512. On AVX2 CPUs it changes nothing (256 bits is their widest).
-# On two threads the GELU kernels are compute-bound (forward 0.66 ns per element on one
-# core with its operands in cache: 1.38 ms of arithmetic for 4M elements over two cores,
-# more than the memory traffic takes), and 512-bit vectors do that arithmetic in fewer
-# instructions: 4M float32, two threads, one process alternating (load
-# 3.6-10): the forward kernel 1.37-1.41 -> 1.18-1.24 ms. With numpy's
-# placement, at 4M on one thread the loss kernel lost (8.13 -> 8.56 ms):
-# numpy's arrays sit 16-48 bytes off a 64-byte line, so every 512-bit access of them
-# splits across two lines. Kernel outputs of 8 MiB and more are now placed on lines
-# (memory.placed_empty); with that the loss kernel gains on two threads (2.15-2.26 ->
-# 1.82-1.84 ms) and breaks even on one (fwd+bwd 6.08-6.54 ms with 256-bit vectors,
-# 6.28-6.37 with 512; 6.69-6.71 and 7.60-7.71 unplaced).
+# vectors; this function attribute lets the vectorizer use 512-bit ones (nothing changes on
+# AVX2). On two threads the GELU kernels are compute-bound, and 512-bit vectors do the
+# arithmetic in fewer instructions (4M float32 forward: 1.37 -> 1.18 ms). It pays only on
+# 64-byte-aligned arrays (a 512-bit access of a misaligned one splits across two lines):
+# large kernel outputs are placed on lines (memory.placed_empty).
 WIDE_VECTORS = ("prefer-vector-width=512",)
 
 
 # Loop shapes that take 4 whatever they store. Column reductions: their sums live in
-# memory (a partial-sum row), not in registers. Flat full reductions (the GELU loss:
-# dx, dy, dz and the loss sum in one pass): the "many stores -> 2" rule came from this
-# kernel while its block loop still indexed with a signed int (gathers and scatters on
-# AVX-512: hwlimit note), which made 4 copies of the body spill. With contiguous
-# accesses 4 is faster on AVX-512 and AVX2 code alike: operands in cache, one thread,
-# ns per element with 2 / 4 vectors: AVX-512 2.30 / 1.80, AVX2 (NUMBA_CPU_NAME=haswell)
-# 2.56 / 2.10; 4M float32 11.5 / 10.3-10.8 ms (AVX-512; notes/avx9-note.md).
+# memory (a partial-sum row), not in registers. Flat full reductions (the GELU loss: three
+# gradients and the loss sum in one pass): with contiguous accesses 4 is faster than 2 on
+# AVX-512 and AVX2 code alike (AVX-512, one thread: 1.80 against 2.30 ns per element).
 _FOUR_ALWAYS = ("column_blocks", "flat_blocked_sum", "flat_reduce")
 
 # LLVM's own value for each option we set: restored after our compile.

@@ -28,7 +28,6 @@ def stack_buffer(typingctx, like, count):
     sig = aryty(like, count)
 
     def codegen(context, builder, sig, args):
-        from numba.core import cgutils
         from numba.np.arrayobj import populate_array   # at compile time only
         n = sig.args[1].literal_value
         elem = context.get_data_type(sig.return_type.dtype)

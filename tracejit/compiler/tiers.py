@@ -1,59 +1,19 @@
-"""Tiered execution: run at once on tier 0, switch to compiled kernels when they are ready.
+"""Tiered execution: run at once on tier 0, switch to compiled kernels when they are ready
+(design: docs/design/tiers.md; user guide: docs/guide/tiered-compilation.md).
 
-A cache miss captures, differentiates and plans as in sync mode, but does not wait for
-numba. Its entry's executor is a `TieredExecutor`:
+A cache miss's entry gets a `TieredExecutor`. Tier 0 (`Tier0`) is the IR interpreter over
+the ops' eager implementations, so its results equal eager. A background thread (from
+the second call, or once the first step has ended) plans the program, submits missing
+kernels to the compile workers (workers.py) and loads them; the next call after all are
+in swaps the entry's executor under the function's lock, and each call runs on one tier.
+Where parfor kernels are needed, a chunk-kernel (or serial) program is compiled first and
+the parfor program is an upgrade, kept only when a timed trial (`TRIAL_CALLS`,
+`TRIAL_MARGIN`) shows it faster. A strided operand's ``nd`` variant is compiled in the
+background (`prepare_variant`) while the call runs on a contiguous copy. A failed job
+leaves the entry on tier 0 with one warning (``wait`` returns False for it).
 
-- **tier 0** is the IR interpreter over the ops' eager implementations (the reference
-  semantics: its results equal eager, forward and backward, because gradients flow
-  through the same eager autograd), run as eager code runs (`Tier0`: one generated
-  function, values go after their last use);
-- its first call runs tier 0 and nothing else; a background thread (working from the
-  second call on, or about when the user's first step has ended: never during it) builds
-  the program and the plans that call needs (autodiff, fusion, source generation), finds
-  the kernel variants not yet on disk and submits them to the compile workers
-  (`workers.py`), longest first; computing cache keys, numba's import and the loads all
-  happen in that thread, so a first call with a warm disk costs a capture plus an eager
-  call; while that thread runs Python the GIL switch interval is shorter (gilshare.py), so
-  the caller waits less for the GIL after each numpy/BLAS call. For a graph whose
-  kernels were never all on disk (tierhints.on_disk) the workers are started before the
-  planning, which hides most of their 1-3 s start-up;
-- when the program has parfor kernels to compile, a second program over the same graph
-  is compiled first (stage 1): a parfor variant costs numba 3-10x a serial one. On the
-  CPU stage 1 is the program with chunk kernels (codegen_chunks.py: serial ``nogil``
-  kernels run in shares on a few threads; "chunks" tier), which runs in parallel, about
-  as fast as the parfor kernels; where a loop shape has no chunk kernel, stage 1 calls
-  serial kernels only (`plan.serial_kernels`; "serial" tier);
-- the same thread loads each kernel as its job finishes; once all are in, the next call
-  replaces, under the function's lock, the entry's executor and generated hit function:
-  later calls run compiled. Calls already running finish on the tier they started on;
-  each call sees one consistent tier. After a chunk stage the parfor kernels are an
-  upgrade held until the program leaves a core idle or a caller waits (workers.py,
-  `HOLD_POLL_S`: a compile costs a step that trains on both cores); the switch is a trial first:
-  the next calls alternate between the chunk program and the parfor program
-  (`TRIAL_CALLS` each, timed), and the parfor program is kept only when it is
-  measurably faster (`TRIAL_MARGIN`); else the chunk program stays.
-
-A compiled entry that meets an operand in a layout no plan listed (a strided input: its
-``nd`` variant) does not compile it in the call: `prepare_variant` has a worker compile it
-(when not on disk) and a thread load it, while the call runs the loaded contiguous variant
-on a copy of the operand (plan.py, `_Kernel.ready`); the variant is recorded for the graph
-(tierhints.variants), so the next process plans and loads it ahead.
-
-A graph whose kernels were all on disk in an earlier run (tierhints.on_disk) is warm: its
-second call waits for the loads (`WARM_WAIT_S` at most) and runs compiled. Jobs still
-compiling when the program exits are finished by the workers (finish.py), which then
-record the graph as on disk for the next process.
-
-A failed job (a worker crashed three times under it, a hang past its timeout, a compile
-error) leaves the entry on tier 0 with one warning, and ``wait`` returns False for it. A
-damaged entry on disk is caught by the load's manifest check and rebuilt in-process
-(diskcache warns). ``wait(fn=None, timeout=None)`` blocks until pending compiles finish
-and switches the entries.
-
-``TRACEJIT_COMPILE=background|sync`` picks the default mode (background); the
-``compile=`` option of trace/script overrides it per function. Background needs the
-disk cache (that is how kernels travel between processes) and a CPU graph; otherwise
-the entry compiles in sync mode as before.
+``TRACEJIT_COMPILE=background|sync`` picks the default mode; background needs the disk
+cache and a CPU graph, else the entry compiles in sync mode.
 """
 from __future__ import annotations
 
@@ -401,9 +361,6 @@ class TieredExecutor(BackgroundWork, Executor):
             except Exception:  # a hint is only advice
                 return None
         return self._hint_key
-
-    def _all_done(self) -> bool:
-        return self._ready_here()
 
     def switch(self):
         """Make the entry run its compiled kernels (loaded by the background thread); the

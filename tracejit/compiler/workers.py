@@ -57,16 +57,11 @@ log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 # A worker beyond the first starts only while the program leaves a core idle: over
 # `SPARE_WINDOW_S` seconds its CPU time (BLAS's threads included, tracejit's own background
 # threads not) plus a core per live worker came to at least `SPARE_IDLE_CORES` less than the
-# CPUs we may use; ahead of the jobs when `prestart` asked for the workers (its start-up then
-# overlaps the planning, as the first one's does), else when jobs wait. Why: with training
-# on, a 2-core machine leaves the compile one core, where two workers starting at once each
-# paid their start-up (Python, tracejit, numba: 0.7-1.5 s of CPU) and compiled the same numba
-# helpers (np.empty/np.zeros implementations, tanh, ...: 0.3 s in a first row kernel). MLP
-# step, empty cache, training on (alternating, load 6-10): the workers used 5.3-5.8 s of CPU
-# with two, 3.6-3.8 s with one. When the caller waits, the second core is ours and a second
-# worker pays. Not the main thread alone: a tier-0 MLP step's main thread used 0.2-0.5 of a
-# core, its BLAS threads the rest. Other processes are not counted: at equal priority they
-# share the cores with one worker as with two.
+# CPUs we may use; ahead of the jobs when `prestart` asked for the workers, else when jobs
+# wait. Why: with training on, a 2-core machine leaves the compile one core, where two
+# workers each pay their start-up and compile the same numba helpers (an MLP step's cold
+# compile: 5.3-5.8 s of worker CPU with two, 3.6-3.8 s with one). Other processes are not
+# counted: at equal priority they share the cores with one worker as with two.
 SPARE_WINDOW_S = 0.25
 SPARE_IDLE_CORES = 0.75
 
@@ -152,49 +147,35 @@ def _timeout() -> float:
 
 
 # A STEADY or EAGER job whose op has not asked for its kernel for this long, and for twice
-# the longest time it ever took between two asks (a slow step on a starved machine asks
-# seconds apart), when a worker takes it goes back to the queue once, rank LATER
-# (`CompilePool._asked_lately`): an op of
-# tier 0 that the compiled step does not run (its fused kernels do the work) stops asking
-# once the entry switches. It still compiles (a guard failure can bring tier 0 back), after
-# the kernels the step does ask for. Cold Transformer step: ReLU's eager kernels and their
-# pairs, LayerNorm's native kernels and ReLU's backward select, ~2 s of one worker's CPU,
-# came before the attention kernels the compiled step waits for.
+# the longest time it ever took between two asks, goes back to the queue once, rank LATER,
+# when a worker takes it (`CompilePool._asked_lately`): an op of tier 0 that the compiled
+# step does not run stops asking once the entry switches. It still compiles (a guard
+# failure can bring tier 0 back), after the kernels the step does ask for.
 ASKED_WITHIN_S = 2.0
 
 # A held job (`Job.hold`: a background compile's parfor upgrade after a chunk stage, an
 # eager kernel its op stopped asking for) is taken only when a core is free: neither the
 # program nor another process used it (`_CPUReading.free`, coreshare's reading of
 # /proc/stat; the workers compiling now count as others), or while a caller waits
-# (`waiting`): on a 2-core machine a step that trains on the chunk kernels takes a core
-# and more, and a compile then costs the step (cold Transformer, load 1-2: 88 ms with the
-# worker compiling the upgrade, 48 ms once it was idle; tier21). The program's CPU alone
-# did not tell: under other processes' load the thread policy gives it one thread, it
-# read 0.77-0.99 cores while training (load 4-5), and the held jobs started. The chunk
-# program is the one running, and the trial keeps it in most
-# runs (Transformer 11 of 13, LSTM 25 of 34; its steady step 64-66 ms against 84-85 ms
-# with the parfor program, tier21), so a process that trains without a pause loses
-# nothing; one that pauses (waits, evaluates on one thread, ends an epoch) compiles the
-# upgrade then and runs the trial at its next calls. A held job's dispatcher looks at the
-# queue every `HOLD_POLL_S` seconds, so a job submitted meanwhile is taken at once.
+# (`waiting`): on a 2-core machine a compile costs a step that trains on both cores (cold
+# Transformer: 88 ms with the worker compiling the upgrade, 48 ms once it was idle). The
+# program's CPU alone does not tell: the thread policy gives it one thread under other
+# processes' load. The chunk program runs meanwhile, so a process that trains without a
+# pause loses nothing; one that pauses compiles the upgrade then and runs the trial at its
+# next calls. A held job's dispatcher looks at the queue every `HOLD_POLL_S` seconds.
 HOLD_POLL_S = 0.05
 # The program's CPU is read from `HOLD_SETTLE_S` after the hold began, and must leave a core
 # idle over `HOLD_IDLE_WINDOWS` windows of `SPARE_WINDOW_S` in a row: while a worker compiles,
-# the thread policy (compiler/cpu/runtime/coreshare.py) gives the program one thread less, and it gives it back
-# only after its own window once the worker is idle. Read at once, a cold Transformer step
-# on its chunk kernels read 0.99 cores in the first window after a job and the upgrade
-# started (timeline, load 1.5).
+# the thread policy (compiler/cpu/runtime/coreshare.py) gives the program one thread less,
+# and gives it back only after its own window once the worker is idle.
 HOLD_SETTLE_S = 0.5
 HOLD_IDLE_WINDOWS = 2
-# A LATER job no one holds (compiler/cpu/gemm/halves.py's module, asked by the compiled step; a kernel only
-# tier 0 asked for, still asked) starts only once no job of an earlier rank was submitted,
-# moved up or finished for `LATER_SETTLE_S` (`CompilePool._unsettled`; a caller waiting
-# starts it at once): a kernel that was just loaded makes the step ask for the next one at
-# its next calls (LSTM LM: index_add_rows' flat kernel, submitted 0.06-0.38 s after
-# index_add_rows' job ended, in 27 cold runs), and a LATER job taken at once by the idle
-# worker held it back by its whole compile (the halves' module, 3-5 s: every kernel in after
-# 16.5 s instead of ~7 in 2 of 24 runs, order27). Jobs do not yield: a worker compiles one
-# module at a time to its end.
+# A LATER job no one holds (compiler/cpu/gemm/halves.py's module, asked by the compiled
+# step; a kernel only tier 0 asked for, still asked) starts only once no job of an earlier
+# rank was submitted, moved up or finished for `LATER_SETTLE_S` (`CompilePool._unsettled`;
+# a caller waiting starts it at once): a kernel just loaded makes the step ask for the next
+# one at its next calls, and a LATER job taken at once would hold that one back by its
+# whole compile (jobs do not yield: a worker compiles one module at a time to its end).
 LATER_SETTLE_S = 0.5
 
 
@@ -339,8 +320,7 @@ class CompilePool(JobChoice):
         # A job the program waits for (rank before LATER: a switch, an op's kernel) counts as
         # `compiling`; a LATER one (a parfor upgrade, a kernel only tier 0 asked for, one held
         # until a core was idle) does not: no call waits for it, so the program keeps its
-        # second thread (LSTM step: the GEMM halves' module, 3.3 s of worker CPU after every
-        # kernel the step asks for was in).
+        # second thread.
         waited = rank < LATER
         _busy(1, waited)
         try:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence
 
 __all__ = ["DistError", "PeerExitedError", "PeerBlockedError", "DistTimeoutError", "ProcessFailedError",
            "Watchdog", "Op"]

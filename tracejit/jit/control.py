@@ -172,7 +172,6 @@ def _finish(parents_outer: list, subs: list, results: list, names, what: str):
         if any(is_undefined(v) for v in vals):
             kinds.append("undef")
         elif all(is_t):
-            a0 = aval_of(vals[0]) if not isinstance(vals[0], Tracer) or vals[0]._trace is subs[0] else None
             avs = []
             for s, v in zip(subs, vals):
                 avs.append(s.atom(v).aval)
@@ -181,7 +180,6 @@ def _finish(parents_outer: list, subs: list, results: list, names, what: str):
                     raise ScriptError(f"{what}: `{name}` is a tensor of type {avs[0]} on one path and "
                                       f"{av} on another; both paths must agree on shape and dtype")
             kinds.append("tensor")
-            del a0
         elif not any(is_t):
             first = vals[0]
             for v in vals[1:]:

@@ -34,12 +34,10 @@ _UNSUPPORTED = {
     ast.Try: "try/except", ast.Yield: "yield (generators)", ast.YieldFrom: "yield from",
     ast.Await: "await", ast.AsyncFunctionDef: "async def", ast.AsyncFor: "async for",
     ast.AsyncWith: "async with", ast.Global: "global", ast.Nonlocal: "nonlocal",
-    ast.ClassDef: "class definitions",
+    ast.ClassDef: "class definitions", ast.Match: "match statements",
 }
-if hasattr(ast, "TryStar"):
+if hasattr(ast, "TryStar"):   # Python 3.11
     _UNSUPPORTED[ast.TryStar] = "try/except*"
-if hasattr(ast, "Match"):
-    _UNSUPPORTED[ast.Match] = "match statements"
 _UNSUPPORTED_TYPES = tuple(_UNSUPPORTED)   # (one isinstance per node: most nodes are none of them)
 # What `_Rewriter` rewrites (statements and expressions of control flow) or refuses (with
 # chained comparisons and `not`, `_rewritten`): a function without any is its own conversion.

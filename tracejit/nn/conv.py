@@ -44,26 +44,28 @@ class Conv1d(Module):
         return conv_repr(self)
 
 
-class ConvTranspose2d(Module):
-    """Transposed 2-D convolution: weight (C_in, C_out/groups, kh, kw), as in PyTorch."""
+class _ConvTransposeNd(Module):
+    _n = 1
+    _op = None
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
                  padding_mode: str = "zeros", device=None, dtype=None):
         super().__init__()
-        check_conv_channels("ConvTranspose2d", in_channels, out_channels, groups)
+        name, n = type(self).__name__, self._n
+        check_conv_channels(name, in_channels, out_channels, groups)
         if padding_mode != "zeros":
-            raise ValueError(f"ConvTranspose2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _tuple(kernel_size, 2, "kernel_size", "ConvTranspose2d")
-        self.stride = _tuple(stride, 2, "stride", "ConvTranspose2d")
-        self.padding = _tuple(padding, 2, "padding", "ConvTranspose2d")
-        self.output_padding = _tuple(output_padding, 2, "output_padding", "ConvTranspose2d")
-        self.dilation = _tuple(dilation, 2, "dilation", "ConvTranspose2d")
+        self.kernel_size = _tuple(kernel_size, n, "kernel_size", name)
+        self.stride = _tuple(stride, n, "stride", name)
+        self.padding = _tuple(padding, n, "padding", name)
+        self.output_padding = _tuple(output_padding, n, "output_padding", name)
+        self.dilation = _tuple(dilation, n, "dilation", name)
         for a, s, d in zip(self.output_padding, self.stride, self.dilation):
             if a >= max(s, d):
-                raise ValueError(f"ConvTranspose2d: output_padding {self.output_padding} must be "
-                                 f"smaller than stride {self.stride} or dilation {self.dilation}")
+                raise ValueError(f"{name}: output_padding {self.output_padding} must be smaller than "
+                                 f"stride {self.stride} or dilation {self.dilation}")
         self.padding_mode = padding_mode
         kw = _factory(device, dtype)
         self.weight = Parameter(empty(in_channels, out_channels // groups, *self.kernel_size, **kw))
@@ -73,24 +75,30 @@ class ConvTranspose2d(Module):
     def reset_parameters(self) -> None:
         conv_reset(self.weight, self.bias)
 
-    def forward(self, input, output_size=None):
-        output_padding = self.output_padding
-        if output_size is not None:
-            output_padding = self._output_padding_for(input, output_size)
-        return conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
-                                output_padding, self.groups, self.dilation)
-
     def _output_padding_for(self, input, output_size):
-        size = tuple(output_size)[-2:]
+        n = self._n
+        size = tuple(output_size)[-n:]
         out = []
-        for i, n in enumerate(size):
-            lo = ((input.shape[-2 + i] - 1) * self.stride[i] - 2 * self.padding[i]
+        for i, want in enumerate(size):
+            lo = ((input.shape[-n + i] - 1) * self.stride[i] - 2 * self.padding[i]
                   + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
-            if not lo <= n < lo + self.stride[i]:
-                raise ValueError(f"ConvTranspose2d: requested output size {tuple(size)} is not reachable "
-                                 f"from input {tuple(input.shape)} (dim {i}: {lo}..{lo + self.stride[i] - 1})")
-            out.append(n - lo)
+            if not lo <= want < lo + self.stride[i]:
+                raise ValueError(f"{type(self).__name__}: requested output size {tuple(size)} is not "
+                                 f"reachable from input {tuple(input.shape)} "
+                                 f"(dim {i}: {lo}..{lo + self.stride[i] - 1})")
+            out.append(want - lo)
         return tuple(out)
+
+    def forward(self, input, output_size=None):
+        op = self.output_padding if output_size is None else self._output_padding_for(input, output_size)
+        return type(self)._op(input, self.weight, self.bias, self.stride, self.padding, op,
+                              self.groups, self.dilation)
 
     def extra_repr(self) -> str:
         return conv_repr(self)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """Transposed 2-D convolution: weight (C_in, C_out/groups, kh, kw), as in PyTorch."""
+    _n = 2
+    _op = staticmethod(conv_transpose2d)

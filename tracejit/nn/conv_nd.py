@@ -5,13 +5,11 @@ Same parameter shapes, state_dict keys and default initialisation as PyTorch; ea
 """
 from __future__ import annotations
 
-from ..ops import empty
 from ..ops.conv import fold, unfold
 from ..ops.conv_nd import conv3d, conv_transpose1d, conv_transpose3d
-from .conv import _tuple
-from .layers import _factory, check_conv_channels, conv_init, conv_repr, conv_reset
+from .conv import _ConvTransposeNd, _tuple
+from .layers import conv_init, conv_repr, conv_reset
 from .module import Module
-from .parameter import Parameter
 
 __all__ = ["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "Fold", "Unfold"]
 
@@ -37,59 +35,6 @@ class Conv3d(Module):
         return conv_repr(self) if not isinstance(self.padding, str) else (
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}, padding={self.padding!r}")
-
-
-class _ConvTransposeNd(Module):
-    _n = 1
-    _op = None
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
-                 padding_mode: str = "zeros", device=None, dtype=None):
-        super().__init__()
-        name, n = type(self).__name__, self._n
-        check_conv_channels(name, in_channels, out_channels, groups)
-        if padding_mode != "zeros":
-            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _tuple(kernel_size, n, "kernel_size", name)
-        self.stride = _tuple(stride, n, "stride", name)
-        self.padding = _tuple(padding, n, "padding", name)
-        self.output_padding = _tuple(output_padding, n, "output_padding", name)
-        self.dilation = _tuple(dilation, n, "dilation", name)
-        for a, s, d in zip(self.output_padding, self.stride, self.dilation):
-            if a >= max(s, d):
-                raise ValueError(f"{name}: output_padding {self.output_padding} must be smaller than "
-                                 f"stride {self.stride} or dilation {self.dilation}")
-        self.padding_mode = padding_mode
-        kw = _factory(device, dtype)
-        self.weight = Parameter(empty(in_channels, out_channels // groups, *self.kernel_size, **kw))
-        self.bias = Parameter(empty(out_channels, **kw)) if bias else None
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        conv_reset(self.weight, self.bias)
-
-    def _output_padding_for(self, input, output_size):
-        n = self._n
-        size = tuple(output_size)[-n:]
-        out = []
-        for i, want in enumerate(size):
-            lo = ((input.shape[-n + i] - 1) * self.stride[i] - 2 * self.padding[i]
-                  + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
-            if not lo <= want < lo + self.stride[i]:
-                raise ValueError(f"{type(self).__name__}: requested output size {tuple(size)} is not "
-                                 f"reachable from input {tuple(input.shape)}")
-            out.append(want - lo)
-        return tuple(out)
-
-    def forward(self, input, output_size=None):
-        op = self.output_padding if output_size is None else self._output_padding_for(input, output_size)
-        return type(self)._op(input, self.weight, self.bias, self.stride, self.padding, op,
-                              self.groups, self.dilation)
-
-    def extra_repr(self) -> str:
-        return conv_repr(self)
 
 
 class ConvTranspose1d(_ConvTransposeNd):

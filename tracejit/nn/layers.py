@@ -366,27 +366,25 @@ def _legacy_softmax_dim(name: str, ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
-class Softmax(Module):
+class _SoftmaxLike(Module):
+    _fn = None
+
     def __init__(self, dim: int | None = None):
         super().__init__()
         self.dim = dim
 
     def forward(self, input):
-        dim = self.dim if self.dim is not None else _legacy_softmax_dim("softmax", input.ndim)
-        return F.softmax(input, dim)
+        fn = type(self)._fn
+        dim = self.dim if self.dim is not None else _legacy_softmax_dim(fn.__name__, input.ndim)
+        return fn(input, dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
 
 
-class LogSoftmax(Module):
-    def __init__(self, dim: int | None = None):
-        super().__init__()
-        self.dim = dim
+class Softmax(_SoftmaxLike):
+    _fn = staticmethod(F.softmax)
 
-    def forward(self, input):
-        dim = self.dim if self.dim is not None else _legacy_softmax_dim("log_softmax", input.ndim)
-        return F.log_softmax(input, dim)
 
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+class LogSoftmax(_SoftmaxLike):
+    _fn = staticmethod(F.log_softmax)

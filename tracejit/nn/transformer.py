@@ -135,6 +135,25 @@ def _activation(activation: Union[str, Callable]):
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
+def _layer_init(layer, cross: bool, d_model, nhead, dim_feedforward, dropout, activation, eps,
+                batch_first, norm_first, bias, kw) -> None:
+    """An encoder layer's submodules (`cross`: a decoder layer's, with cross-attention and a
+    third norm and dropout), registered in PyTorch's order."""
+    for name in ("self_attn", "multihead_attn") if cross else ("self_attn",):
+        setattr(layer, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                batch_first=batch_first, **kw))
+    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+    layer.dropout = Dropout(dropout)
+    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+    layer.norm_first = norm_first
+    count = 3 if cross else 2
+    for i in range(1, count + 1):
+        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=eps, bias=bias, **kw))
+    for i in range(1, count + 1):
+        setattr(layer, f"dropout{i}", Dropout(dropout))
+    layer.activation = _activation(activation)
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block, each with dropout, a residual and
     LayerNorm (after the residual, or before the block when ``norm_first``)."""
@@ -144,18 +163,8 @@ class TransformerEncoderLayer(Module):
                  batch_first: bool = False, norm_first: bool = False, bias: bool = True,
                  device=None, dtype=None):
         super().__init__()
-        kw = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, **kw)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.activation = _activation(activation)
+        _layer_init(self, False, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                    batch_first, norm_first, bias, {"device": device, "dtype": dtype})
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
         x = src
@@ -184,22 +193,8 @@ class TransformerDecoderLayer(Module):
                  batch_first: bool = False, norm_first: bool = False, bias: bool = True,
                  device=None, dtype=None):
         super().__init__()
-        kw = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, **kw)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first, **kw)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.activation = _activation(activation)
+        _layer_init(self, True, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                    batch_first, norm_first, bias, {"device": device, "dtype": dtype})
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal: bool = False,

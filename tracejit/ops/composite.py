@@ -5,8 +5,8 @@ from ..errors import ShapeError
 from ..shapes import normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .creation import arange
-from .elementwise import (abs, cast, eq, erf, exp, isnan, le, log, log1p, logical_and, logical_or,
-                          maximum, minimum, ne, neg, sigmoid, tanh, where)
+from .elementwise import (abs, cast, eq, exp, isnan, le, log, log1p, logical_and, logical_or,
+                          maximum, minimum, ne, neg, sigmoid, where)
 # GELU is a primitive (ops/gelu_prim.py: as a composite, eager mode made ~27 passes per GELU
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .elementwise import _erf_impl, _ew_rule, erf, exp, tanh
+from .elementwise import _erf_impl, _ew_rule, exp, tanh
 from .registry import defprim
 from .eager import bind
 

@@ -19,7 +19,7 @@ from .creation import tensor
 from .elementwise import abs as _abs, cast, clamp, floor, logical_and, remainder, where
 from .indexing import gather
 from .linalg import matmul
-from .shape import expand, reshape, stack, transpose
+from .shape import expand, reshape, transpose
 
 __all__ = ["affine_grid", "grid_sample"]
 

@@ -10,7 +10,7 @@ Per parameter with gradient g:
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_number, _new_state_tensor
+from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
 
 __all__ = ["Adadelta"]
 
@@ -36,10 +36,7 @@ class Adadelta(Optimizer):
             state["square_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
             state["acc_delta"] = _new_state_tensor(p, xp.zeros_like(p._data))
         state["step"] += 1
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"] != 0:
-            grad = grad + group["weight_decay"] * p._data
+        grad = _direction(grad, p, group)
         v, u = state["square_avg"]._data, state["acc_delta"]._data
         v *= rho
         v += (1 - rho) * (grad * grad)

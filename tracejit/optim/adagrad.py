@@ -10,7 +10,7 @@ created with the optimizer (so it is in ``state_dict()`` before the first step).
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_number, _new_state_tensor
+from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
 
 __all__ = ["Adagrad"]
 
@@ -51,10 +51,7 @@ class Adagrad(Optimizer):
         self._init_state(p, state, group)
         xp = p._xp()
         state["step"] += 1
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"] != 0:
-            grad = grad + group["weight_decay"] * p._data
+        grad = _direction(grad, p, group)
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         s = state["sum"]._data
         s += grad * grad

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..device import CPU
 from ..threads import PARALLEL_MIN
-from .optimizer import Optimizer, _check_number, _new_state_tensor
+from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
 
 __all__ = ["Adam", "AdamW", "FUSED_MIN"]
 
@@ -193,16 +193,10 @@ class Adam(Optimizer):
             _apply_blocks(p._data, grad, m, v, vmax, step_size, bias_correction2_sqrt, group,
                           self._decoupled)
             return
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        eps = group["eps"]
         beta1, beta2 = group["betas"]
         xp = p._xp()
-        if group["maximize"]:
-            grad = -grad
-        if wd != 0:
-            if self._decoupled:
-                p._data *= 1 - lr * wd
-            else:
-                grad = grad + wd * p._data
+        grad = _direction(grad, p, group, self._decoupled)
         _lerp_(m, grad, 1 - beta1)
         v *= beta2
         v += (1 - beta2) * grad * grad

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, _check_number, _new_state_tensor
+from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
 
 __all__ = ["Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]
 
@@ -28,13 +28,7 @@ def _adam_moments(p, grad, state: dict, group: dict, xp, **first):
         state.update(first)
         state["exp_avg"], state["exp_avg_sq"] = _zeros(p, xp), _zeros(p, xp)
     state["step"] += 1
-    if group["maximize"]:
-        grad = -grad
-    if group["weight_decay"]:
-        if group["decoupled_weight_decay"]:
-            p._data *= 1 - group["lr"] * group["weight_decay"]
-        else:
-            grad = grad + group["weight_decay"] * p._data
+    grad = _direction(grad, p, group, group["decoupled_weight_decay"])
     m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
     m += (1 - b1) * (grad - m)
     v *= b2
@@ -62,10 +56,7 @@ class Adamax(Optimizer):
             state["step"] = 0
             state["exp_avg"], state["exp_inf"] = _zeros(p, xp), _zeros(p, xp)
         state["step"] += 1
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * p._data
+        grad = _direction(grad, p, group)
         m, u = state["exp_avg"]._data, state["exp_inf"]._data
         m += (1 - b1) * (grad - m)
         xp.maximum(u * b2, xp.abs(grad) + group["eps"], out=u)
@@ -158,10 +149,7 @@ class ASGD(Optimizer):
             state["ax"] = _zeros(p, xp)
         state["step"] += 1
         t = state["step"]
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * p._data
+        grad = _direction(grad, p, group)
         eta, mu = state["eta"], state["mu"]
         p._data *= 1 - group["lambd"] * eta
         p._data -= eta * grad

@@ -1,42 +1,19 @@
 """Adam/AdamW's and SGD's update of all parameters in one pass over memory: numba kernels.
 
-Why: the array-at-a-time update in `adam.Adam._apply` is eleven numpy operations, each
-a full pass over the parameter, its gradient or a moment, most allocating a temporary.
-For the MLP benchmark's 1.9M parameters that took 5.7-6.0 ms of a 26 ms training step;
-one pass, in shares on tracejit's chunk threads, reads p, g, m, v and writes p, m, v once.
+The array-at-a-time update (`adam.Adam._apply`) is eleven numpy passes, most allocating a
+temporary; here one launch per group ("multi-tensor", as PyTorch's fused Adam) reads p, g,
+m, v and writes p, m, v once. Parameters arrive as tuples of 1-D views split by a table of
+chunks (tensor, start, stop) of at most CHUNK elements, claimed from a counter
+(compiler/cpu/runtime/claim.py) by two shares that `sharepool.run_pair` runs, one on the
+BLAS worker the backward's last GEMM leaves spinning. The update is bound by one core's
+memory rate (the MLP benchmark's 1.9M parameters: 52 MB a step), so the second core is
+the lever. SGD (`sgd_update_many`) is the same launch over p, g and the momentum buffers,
+on one thread below `SGD_PARALLEL_MIN` elements.
 
-One launch updates every parameter of a group ("multi-tensor", as PyTorch's fused and
-_foreach Adam): the parameters, gradients and moments arrive as tuples of 1-D views, and
-a table of chunks (tensor, start, stop) of at most CHUNK elements splits the work, so
-the threads share big and small tensors alike. It replaced one launch per parameter and
-the array path for the small ones (biases, LayerNorm's weights). The bytes cannot shrink
-(p, g, m, v read, p, m, v written), so the gain is the launches and the small tensors'
-passes.
-
-What bounds it: one core's rate of moving data (52 MB per step for the MLP's 1.9M
-parameters, ~38 GB/s on one thread); the divider costs ~10%, the bytes the rest. So the
-second core is the lever, and the update runs where the backward's last GEMM leaves it:
-with OpenBLAS's worker still busy-waiting on that core. Two shares go through
-`sharepool.run_pair` (share 1 on that worker, not on a thread of ours that would get half
-the core), and shares claim chunks from a counter (`compiler/cpu/runtime/claim.py`) instead of fixed
-stripes, so a share that starts late takes less instead of holding the launch back.
-
-Same arithmetic, same results: `_adam_element` performs the numpy path's operations in
-the same order and in the parameter's dtype, with every hyperparameter converted to that
-dtype first, as numpy converts a Python float next to a float32 array. numba contracts
-no multiply-add without fastmath, so the fused update is bitwise the numpy one (the
-tests check it). Flags are the same in every iteration: LLVM moves their tests out of
-the loop.
-
-SGD (`sgd_update_many`) is the same launch over p, g and the momentum buffers: one read
-of p and g and one write of p instead of numpy's ``lr * g`` (allocated) and ``p -= ...``
-per parameter. It runs on one thread below `SGD_PARALLEL_MIN` elements (a two-share launch
-costs more than the second core saves on so little work). The Transformer encoder
-benchmark's optimizer phase (0.79M float32 parameters) runs at PyTorch's SGD speed.
-
-The kernels are source text loaded through `compiler.diskcache` like generated ones:
-they compile on first use (about a second) and then come from tracejit's verified disk
-cache, which ``TRACEJIT_CACHE=0`` / ``TRACEJIT_CACHE_DIR`` govern as for any kernel.
+Same results: `_adam_element` performs the numpy path's operations in the same order and
+dtype (hyperparameters converted first); numba contracts no multiply-add without fastmath,
+so the update is bitwise the numpy one (the tests check it). The kernels are source text
+loaded through `compiler.diskcache` like generated ones.
 """
 from __future__ import annotations
 

@@ -244,3 +244,17 @@ class Optimizer:
 
 def _new_state_tensor(p: Tensor, arr) -> Tensor:
     return Tensor._wrap(arr, p.dtype, p.device)
+
+
+def _direction(grad, p: Tensor, group: dict, decoupled: bool = False):
+    """The gradient an update follows: negated to maximize, plus L2 weight decay; or, with
+    `decoupled` weight decay (AdamW), the gradient as is and p shrunk in place."""
+    if group["maximize"]:
+        grad = -grad
+    wd = group["weight_decay"]
+    if wd != 0:
+        if decoupled:
+            p._data *= 1 - group["lr"] * wd
+        else:
+            grad = grad + wd * p._data
+    return grad

@@ -9,7 +9,7 @@ Per parameter with gradient g (PyTorch's operation order, so results agree to ro
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_number, _new_state_tensor
+from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
 
 __all__ = ["RMSprop"]
 
@@ -32,7 +32,7 @@ class RMSprop(Optimizer):
 
     def _update(self, p, grad, state, group) -> None:
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
-        wd, momentum = group["weight_decay"], group["momentum"]
+        momentum = group["momentum"]
         xp = p._xp()
         if not state:
             state["step"] = 0
@@ -42,10 +42,7 @@ class RMSprop(Optimizer):
         if group["centered"] and "grad_avg" not in state:
             state["grad_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
         state["step"] += 1
-        if group["maximize"]:
-            grad = -grad
-        if wd != 0:
-            grad = grad + wd * p._data
+        grad = _direction(grad, p, group)
         v = state["square_avg"]._data
         v *= alpha
         v += (1 - alpha) * (grad * grad)

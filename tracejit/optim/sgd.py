@@ -13,7 +13,7 @@ is on (Adam's rule, one definition); ``True``: always (CPU only); ``False``: nev
 from __future__ import annotations
 
 from .adam import FUSED_MIN, _check_fused, _fits, _fused_default
-from .optimizer import Optimizer, _check_number, _new_state_tensor
+from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
 
 __all__ = ["SGD"]
 
@@ -84,11 +84,8 @@ class SGD(Optimizer):
 
     def _update(self, p, grad, state, group) -> None:
         lr, momentum = group["lr"], group["momentum"]
-        wd, dampening = group["weight_decay"], group["dampening"]
-        if group["maximize"]:
-            grad = -grad
-        if wd != 0:
-            grad = grad + wd * p._data
+        dampening = group["dampening"]
+        grad = _direction(grad, p, group)
         if momentum != 0:
             buf = state.get("momentum_buffer")
             if buf is None:

@@ -10,9 +10,7 @@ by one; the result is the same.
 from __future__ import annotations
 
 import collections.abc
-import math
-import numbers
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import numpy as np
 

@@ -3,7 +3,6 @@
 `random_split`."""
 from __future__ import annotations
 
-import bisect
 import math
 import numbers
 from typing import Iterable, Sequence
