@@ -17,7 +17,8 @@ import tracejit.nn.functional as F
 from tracejit.errors import ShapeError
 from tracejit.jit.autodiff import split
 from tracejit.ops import pool_offsets as O, pooling_prim as P
-from tracejit.compiler.cpu.kernels import pool_kernels
+from tracejit.compiler.cpu.kernels import window_forms as WF
+from tracejit.compiler.windows import tiles
 
 GEOMETRIES = [((2, 2), (2, 2), (0, 0), (1, 1)),    # tiles (LeNet)
               ((3, 3), (2, 2), (1, 1), (1, 1)),    # overlap + padding
@@ -40,7 +41,7 @@ def _data(kind, dtype, shape=(3, 4, 9, 11), seed=7):
 
 
 def _numpy_forms(monkeypatch):
-    monkeypatch.setattr(pool_kernels, "_get", lambda *a: None)
+    monkeypatch.setattr(WF, "_fn", lambda *a: None)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -65,7 +66,7 @@ def test_record_and_scatter_equal_numpy_forms_and_the_old_backward(monkeypatch, 
     np.testing.assert_array_equal(O._values_impl(np, rec, x, *geo), out_old)
     # the scatter from the record is the old backward's result, bit for bit
     np.testing.assert_array_equal(gx, gx_old)
-    if pool_kernels.tiles(*geo):
+    if tiles(geo[0], geo[1], geo[3]):
         np.testing.assert_array_equal(gx_np, gx_old_np)
         np.testing.assert_array_equal(gx_np, gx)
     else:   # overlapping windows add in another order in the numpy form: equal up to rounding
@@ -73,16 +74,17 @@ def test_record_and_scatter_equal_numpy_forms_and_the_old_backward(monkeypatch, 
         np.testing.assert_allclose(gx_np, gx, rtol=1e-6 if dtype == np.float32 else 1e-14)
     assert gx.dtype == dtype and gx.shape == x.shape
     if kind == "channel-major":   # eager activations keep their order (the ReLU after reads both)
-        assert pool_kernels.channel_major(rec[0]) and pool_kernels.channel_major(gx)
+        assert WF.channel_major(rec[0]) and WF.channel_major(gx)
 
 
 def test_kernels_ran():
     """The comparison above is not numpy against itself: in sync mode the kernels load."""
     pytest.importorskip("numba")
     x = np.zeros((1, 1, 4, 4), np.float32)
-    rec = pool_kernels.forward_offsets(x, (2, 2), (2, 2), (0, 0), (1, 1))
+    rec = WF.forward_offsets(x, kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
     assert rec is not None and rec.shape == (2, 1, 1, 2, 2)
-    assert pool_kernels.scatter(rec[0], rec, x.shape, (2, 2), (2, 2), (0, 0), (1, 1)) is not None
+    assert WF.scatter(rec[0], rec, x.shape, kernel=(2, 2), stride=(2, 2), padding=(0, 0),
+                      dilation=(1, 1)) is not None
 
 
 def test_offsets_are_the_first_maximum_and_the_first_nan():
@@ -190,10 +192,11 @@ def test_kernels_give_negative_zero_as_positive_zero(dtype, geo):
     """The numba scatter and backward (tiled windows write g's bits instead of adding to
     zeros) give a -0.0 gradient as +0.0 too, as PyTorch and the numpy forms do."""
     x = _data("ties", dtype)
-    rec = pool_kernels.forward_offsets(x, *geo)
+    kw = dict(zip(("kernel", "stride", "padding", "dilation"), geo))
+    rec = WF.forward_offsets(x, **kw)
     g = np.random.default_rng(5).standard_normal(rec.shape[1:]).astype(dtype)
     g[..., ::2] = -0.0
-    for gx in (pool_kernels.scatter(g, rec, x.shape, *geo), pool_kernels.backward(g, x, *geo)):
+    for gx in (WF.scatter(g, rec, x.shape, **kw), WF.max_pool2d_backward(g, x, rec[0], **kw)):
         assert gx is not None
         assert (gx == 0).any() and not np.signbit(gx[gx == 0]).any()
 

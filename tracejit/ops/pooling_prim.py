@@ -16,7 +16,8 @@ Known edge: a window whose real entries are all -inf and that starts in the padd
 its gradient on the padding (dropped) where PyTorch gives it to the first real entry.
 
 The numpy passes below are the numpy form; the CPU backend registers one loop over the
-windows for float32/float64 (ops/impls.py; compiler/cpu/kernels/pool_kernels.py, same rules).
+windows for float32/float64 (ops/impls.py; compiler/cpu/kernels/window_forms.py, rendered as
+a compiled windows group, same rules).
 """
 from __future__ import annotations
 

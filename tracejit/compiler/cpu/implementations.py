@@ -30,15 +30,15 @@ from ...ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD
 from ...ops.linalg import MATMUL, MATMUL_NT, MATMUL_TN
 from ...ops.lstm_prim import LSTM_LAYER, LSTM_LAYER_BACKWARD
 from ...ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
-from ...ops.pooling_prim import MAX_POOL2D, MAX_POOL2D_BACKWARD
+from ...ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D, MAX_POOL2D_BACKWARD
 from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm, bn_pool_kernels as bn_pool,
-                      conv_kernels as conv, index_kernels as index, pool_kernels as pool,
+                      conv_kernels as conv, index_kernels as index,
                       recurrent_layers as recurrent, row_forms, row_kernels as rows,
-                      vectorized)
+                      vectorized, window_forms as windows)
 from .kernels.loader import floats
 
 __all__ = ["TABLE"]
@@ -65,11 +65,13 @@ TABLE = (
     (ATTENTION_WEIGHTS, attention.weights, None, None),
     (ATTENTION_CONTEXT, attention.context, None, None),
     (ATTENTION_BACKWARD, attention.backward, None, None),
-    # windows and columns
-    (MAX_POOL2D, pool.forward, floats(1), None),
-    (MAX_POOL2D_BACKWARD, pool.max_pool_backward, floats(2), None),
-    (MAX_POOL2D_WITH_OFFSETS, pool.forward_offsets, floats(1), None),
-    (MAX_POOL2D_SCATTER, pool.scatter, floats(2), None),
+    # windows (rendered as a compiled program's windows group) and columns
+    (MAX_POOL2D, windows.max_pool2d, floats(1), None),
+    (MAX_POOL2D_BACKWARD, windows.max_pool2d_backward, floats(2), None),
+    (MAX_POOL2D_WITH_OFFSETS, windows.forward_offsets, floats(1), None),
+    (MAX_POOL2D_SCATTER, windows.scatter, floats(2), None),
+    (AVG_POOL2D, windows.avg_pool2d, floats(1), None),
+    (AVG_POOL2D_BACKWARD, windows.avg_pool2d_backward, floats(1), None),
     (UNFOLD, conv.unfold, conv.gemm_layout, None),
     (FOLD, conv.fold, conv.gemm_fold, None),
     # BatchNorm's passes, and BatchNorm with the max pooling after it

@@ -15,19 +15,74 @@ import numpy as np
 
 from ....ops import batchnorm_prim as _bn
 from ....ops import pool_offsets as _po
+from ....ops.pooling_prim import _out_hw
 from ..runtime import sharepool as _sharepool
 from . import batchnorm_kernels as _bnk
-from . import pool_kernels as _pk
 from .loader import kernel as _kernel, standing_in as _standing_in, takes as _takes
 
 __all__ = ["batch_norm_max_pool2d", "batch_norm_backward_pooled"]
+
+MAX_WINDOW = 64   # positions per window up to which a kernel is generated
+
+
+def _tiles(kernel, stride, padding, dilation) -> bool:
+    """Do the windows sit side by side without padding (each input in at most one)?"""
+    return tuple(stride) == tuple(kernel) and tuple(dilation) == (1, 1) and tuple(padding) == (0, 0)
+
+
+def _window_loads(lines, kernel, stride, padding, dilation, argmax: str = ""):
+    """Source lines loading the window of output (oy, ox) as v0..v{kh*kw-1} (padding:
+    -inf), with positions y<k>, x<k> and, under padding, in<k> (inside the input); the
+    maximum ignoring NaN as m, NaN-ness as nan, and with `argmax` the offset of the first
+    maximum as a (of the first NaN when nan) when `argmax` names the dtype to hold it."""
+    cast = f"np.{argmax}"
+    zero = f"{cast}(0)"
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    add = lines.append
+    add(f"            ry = oy * {sh} - {ph}")
+    add("            for ox in range(ow):")
+    add(f"                rx = ox * {sw} - {pw}")
+    count = 0
+    for i in range(kh):
+        for j in range(kw):
+            k = count
+            add(f"                y{k} = ry + {i * dh}")
+            add(f"                x{k} = rx + {j * dw}")
+            if ph or pw:
+                add(f"                in{k} = (y{k} >= 0) & (y{k} < h) & (x{k} >= 0) & (x{k} < w)")
+                add(f"                v{k} = x[b, p, y{k}, x{k}] if in{k} else low")
+            else:
+                add(f"                v{k} = x[b, p, y{k}, x{k}]")
+            count += 1
+    # The maximum ignoring NaN, and whether the window holds one; selects, not branches.
+    add("                m = v0")
+    if not argmax:
+        for k in range(1, count):
+            add(f"                m = v{k} if v{k} > m else m")
+        add("                nan = " + " | ".join(f"(v{k} != v{k})" for k in range(count)))
+        return count
+    # The offset `a` (in the data's dtype: an integer here made the selects branches) of
+    # the first maximum, strictly greater keeping the first of equal maxima; q the first
+    # NaN's (count when none), chosen from the last down. No branch: an `if nan:` around
+    # the NaN search made the whole loop branchy (4 ms against 1 for LeNet's first pool).
+    add(f"                a = {zero}")
+    for k in range(1, count):
+        add(f"                c = v{k} > m")
+        add(f"                m = v{k} if c else m")
+        add(f"                a = {cast}({k}) if c else a")
+    add(f"                q = {cast}({count})")
+    for k in range(count - 1, -1, -1):
+        add(f"                q = {cast}({k}) if v{k} != v{k} else q")
+    add(f"                nan = q < {cast}({count})")
+    add("                a = q if nan else a")
+    return count
 
 
 def _source(dtype, kernel, stride, padding, dilation) -> str:
     """The fused kernel for one dtype and window geometry. Per channel: batch_norm_forward's
     sums and statistics (its kernel's lines); then per (n, c) plane its ``a*x + d`` into a
-    plane of scratch (a few KB: in L1), pooled from there by `pool_plane` (pool_kernels'
-    window lines, compiled without the sums' reassociation, as max_pool2d_with_offsets'
+    plane of scratch (a few KB: in L1), pooled from there by `pool_plane` (the window lines
+    of `_window_loads`, compiled without the sums' reassociation, as max_pool2d_with_offsets'
     kernel is). x is read through its flat buffer and (N, C) strides, any order; the record
     is (2, N, C, OH, OW), C-contiguous. An earlier form normalized inside the window loop
     (4-D indexing of x, under the sums' fastmath): LeNet's two took 1.74 ms a step against
@@ -47,8 +102,8 @@ def _source(dtype, kernel, stride, padding, dilation) -> str:
         "    for oy in range(oh):",
     ]
     win: list = []
-    _pk._window_loads(win, kernel, stride, padding, dilation, argmax=dtype)
-    if _pk.tiles(kernel, stride, padding, dilation) and tuple(kernel) == (2, 2):
+    _window_loads(win, kernel, stride, padding, dilation, argmax=dtype)
+    if _tiles(kernel, stride, padding, dilation) and tuple(kernel) == (2, 2):
         # 2x2 windows side by side: the window's rows as slices of the plane's rows and the
         # record's rows as slices (unit strides LLVM sees: the loop vectorizes; indexed
         # through the 2-D arrays it ran scalar, ~12 cycles a window); the same loads
@@ -101,7 +156,7 @@ def _source(dtype, kernel, stride, padding, dilation) -> str:
 
 def _holder(dtype, kernel, stride, padding, dilation):
     """The fused kernel's `loader.NativeKernel`, or None where it has none."""
-    if dtype not in ("float32", "float64") or kernel[0] * kernel[1] > _pk.MAX_WINDOW:
+    if dtype not in ("float32", "float64") or kernel[0] * kernel[1] > MAX_WINDOW:
         return None
     key = ("bn_maxpool", dtype) + tuple(v for pair in (kernel, stride, padding, dilation)
                                         for v in pair)
@@ -120,7 +175,7 @@ def batch_norm_max_pool2d(x, weight, bias, eps, kernel, stride, padding, dilatio
         k = _holder(x.dtype.name, tuple(kernel), tuple(stride), tuple(padding), tuple(dilation))
         fn = None if k is None else k.get()
         if fn is not None:
-            oh, ow = _pk._pooled_hw(x, kernel, stride, padding, dilation)
+            oh, ow = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
             psize = 2 * n * c * oh * ow
             out = np.empty(psize + 2 * c, x.dtype)
             l = x.size // (n * c)
@@ -195,7 +250,7 @@ def _get_backward(dtype, kernel):
 def batch_norm_backward_pooled(gp, rec, x, stats, weight, eps, kernel, stride, padding, dilation):
     k = None
     if (_takes(np, gp, rec, x) and x.size and x.ndim == 4 and gp.dtype == x.dtype == rec.dtype
-            and _pk.tiles(kernel, stride, padding, dilation)):
+            and _tiles(kernel, stride, padding, dilation)):
         k = _backward_holder(x.dtype.name, tuple(kernel))
         fn = None if k is None else k.get()
         if fn is not None:

@@ -1,0 +1,144 @@
+"""The pooling primitives' CPU kernels, rendered from their windows groups
+(compiler/cpu/kernels/window_forms.py), give exactly the numpy forms' results.
+
+The kernels run in the primitives' eager implementations when loaded (the test suite runs
+in TRACEJIT_COMPILE=sync mode, where the first call loads them); the numpy forms are what
+runs without them. Both must agree bit for bit: values, the first-maximum rule for ties,
+NaN windows, padding and dilation, float32 and float64 (overlapping windows' max
+gradients add in another order: equal up to rounding there); and the average's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from tracejit.ops import pooling_prim as P  # noqa: E402
+from tracejit.compiler.cpu.kernels import window_forms as WF  # noqa: E402
+from tracejit.compiler.windows import tiles  # noqa: E402
+
+GEOMETRIES = [((2, 2), (2, 2), (0, 0), (1, 1)),    # tiles (LeNet)
+              ((3, 3), (2, 2), (1, 1), (1, 1)),    # overlap + padding
+              ((3, 2), (1, 2), (1, 1), (2, 1)),    # rectangular, dilation
+              ((2, 3), (2, 3), (0, 0), (1, 1))]    # rectangular tiles, rows/columns left over
+
+
+def _both(monkeypatch, fn):
+    """fn() with the kernels, then with the numpy forms."""
+    with_kernel = fn()
+    monkeypatch.setattr(WF, "_fn", lambda *a: None)
+    without = fn()
+    monkeypatch.undo()
+    return with_kernel, without
+
+
+def _data(kind, dtype):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 4, 9, 11)).astype(dtype)
+    if kind == "ties":
+        x = np.maximum(np.round(x), 0)         # many equal maxima (ReLU'd integers)
+    elif kind == "nan":
+        x[0, 1, 2, 3] = x[1, 2, 4, 4] = x[1, 2, 4, 5] = np.nan
+    elif kind == "-inf":
+        x[:, :, :4, :] = -np.inf
+    elif kind == "channel-major":   # eager conv outputs: (C, N, H, W) memory, NCHW view
+        x = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", GEOMETRIES)
+@pytest.mark.parametrize("data", ["normal", "ties", "nan", "-inf", "channel-major"])
+def test_max_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
+    x = _data(data, dtype)
+    fwd = lambda: P.MAX_POOL2D.run(np, x, *geo)  # noqa: E731
+    out, out_np = _both(monkeypatch, fwd)
+    np.testing.assert_array_equal(out, out_np)
+    g = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
+    bwd = lambda: P.MAX_POOL2D_BACKWARD.run(np, g, x, out_np, *geo)  # noqa: E731
+    gx, gx_np = _both(monkeypatch, bwd)
+    if tiles(geo[0], geo[1], geo[3]):
+        np.testing.assert_array_equal(gx, gx_np)
+    else:  # overlapping windows add in another order: equal up to rounding
+        np.testing.assert_allclose(gx, gx_np, rtol=1e-6 if dtype == np.float32 else 1e-14)
+    assert gx.dtype == dtype and gx.shape == x.shape
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", GEOMETRIES)
+@pytest.mark.parametrize("data", ["normal", "channel-major"])
+def test_average_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
+    x = _data(data, dtype)
+    out, out_np = _both(monkeypatch, lambda: P.AVG_POOL2D.run(np, x, *geo))
+    np.testing.assert_array_equal(out, out_np)
+    g = np.random.default_rng(2).standard_normal(out.shape).astype(dtype)
+    if data == "channel-major":
+        g = np.ascontiguousarray(g.swapaxes(0, 1)).swapaxes(0, 1)
+    gx, gx_np = _both(monkeypatch, lambda: P.AVG_POOL2D_BACKWARD.run(np, g, x.shape, *geo))
+    np.testing.assert_array_equal(gx, gx_np)
+    assert gx.dtype == dtype and gx.shape == x.shape
+
+
+def test_kernels_ran():
+    """The comparisons above are not numpy against itself: in sync mode the kernels load."""
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    geo = dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+    out = WF.max_pool2d(x, **geo)
+    assert out is not None and out.shape == (1, 1, 2, 2)
+    assert WF.max_pool2d_backward(out, x, out, **geo) is not None
+    assert WF.avg_pool2d(x, **geo) is not None
+    assert WF.avg_pool2d_backward(out, x.shape, **geo) is not None
+
+
+def test_channel_major_stays_channel_major():
+    """Eager activations are (C, N, H, W) in memory: results keep that order."""
+    x = np.random.default_rng(0).standard_normal((3, 5, 6, 6)).astype(np.float32).swapaxes(0, 1)
+    geo = dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+    out = WF.max_pool2d(x, **geo)
+    rec = WF.forward_offsets(x, **geo)
+    gx = WF.scatter(np.ones_like(out), rec, x.shape, **geo)
+    assert WF.channel_major(out) and WF.channel_major(rec[0]) and WF.channel_major(gx)
+    np.testing.assert_array_equal(out, P.MAX_POOL2D.run(np, np.ascontiguousarray(x), (2, 2), (2, 2),
+                                                        (0, 0), (1, 1)))
+
+
+def test_large_windows_and_other_dtypes_stay_on_numpy():
+    x = np.zeros((1, 1, 9, 9), np.float32)
+    geo = dict(kernel=(9, 9), stride=(9, 9), padding=(0, 0), dilation=(1, 1))
+    assert WF.max_pool2d(x, **geo) is None     # 81 positions > windows.MAX_POSITIONS
+    xi = np.zeros((1, 1, 4, 4), np.int32)
+    assert WF.max_pool2d(xi, **dict(geo, kernel=(2, 2), stride=(2, 2))) is None
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES[:3])
+def test_parallel_and_serial_variants_give_the_same_bits(monkeypatch, geo):
+    """The parallel variant shares whole planes: its bits are the serial one's."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 5, 9, 11)).astype(np.float32)
+    x[1, 2, 3, 4] = np.nan
+    kw = dict(zip(("kernel", "stride", "padding", "dilation"), geo))
+
+    def run():
+        rec = WF.forward_offsets(x, **kw)
+        g = np.linspace(-1, 1, rec[0].size, dtype=np.float32).reshape(rec[0].shape)
+        return rec, WF.max_pool2d(x, **kw), WF.scatter(g, rec, x.shape, **kw), WF.avg_pool2d(x, **kw)
+    serial = run()
+    monkeypatch.setattr(WF, "PARALLEL_MIN", 1)
+    parallel = run()
+    for a, b in zip(serial, parallel):
+        assert a is not None and b is not None
+        np.testing.assert_array_equal(a, b)
+
+
+def test_tiles_scatter_writes_every_position():
+    """The scatter writes into an uninitialized array: positions past the last window (odd
+    H and W) must get zeros from the kernel itself."""
+    x = np.random.default_rng(0).standard_normal((3, 4, 9, 11)).astype(np.float32)
+    geo = dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+    rec = WF.forward_offsets(x, **geo)
+    g = np.ones(rec.shape[1:], np.float32)
+    gx = WF.scatter(g, rec, x.shape, **geo)
+    assert not np.isnan(gx).any()
+    assert not gx[:, :, 8, :].any() and not gx[:, :, :, 10].any()
+    assert gx.sum() == g.size          # one 1 per window

@@ -1,0 +1,188 @@
+"""The CPU kernels of the pooling primitives, rendered by the windows-group renderer.
+
+A pooling primitive (max with its record of offsets, max, average, the record's scatter,
+the average's spread) traced alone is a windows group with no other work
+(compiler/windows.py): it is scheduled, lowered (compiler/loopnest.py) and rendered by the
+CPU backend (compiler/codegen_cpu_windows.py) as a compiled program's windows group is, so
+an eager call and a compiled plan run one lowering, with the numpy forms' results bit for
+bit (ops/pooling_prim.py, ops/pool_offsets.py). ``max_pool2d_backward`` (the gradient of a
+plain ``max_pool2d``, found again from x) is the record's kernel, then its scatter's.
+
+Loaded with loader.py's policy (compiled in the background workers; the numpy form runs
+until the kernel is loaded). A kernel is made per primitive, dtype, geometry and variant:
+the parallel one (chunk kernels whose shares of whole (n, c) planes run on the runtime's
+threads) from `PARALLEL_MIN` input elements; the sizes are the kernel's arguments.
+Operands are passed C-contiguous; a channel-major operand (an eager convolution's or
+BatchNorm's output: (C, N, ...) memory) is passed as its C-contiguous (C, N, ...) view,
+the kernels being symmetric in the first two dims, and the result keeps that order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
+from ....ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
+from .loader import kernel as _kernel
+
+__all__ = ["max_pool2d", "max_pool2d_backward", "forward_offsets", "scatter", "avg_pool2d",
+           "avg_pool2d_backward", "channel_major", "PARALLEL_MIN"]
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_UNSUPPORTED = object()
+_forms: dict = {}    # (prim, dtype, geometry, size-1 pattern) -> nest, or _UNSUPPORTED
+_calls: dict = {}    # the same plus the variant -> the loaded kernel
+# Input elements from which the parallel variant runs: its shares cost a launch on the
+# runtime's threads (a few us), a plane of LeNet's first pool (26x26) about 1 us serially.
+PARALLEL_MIN = 1 << 16
+
+
+def channel_major(x) -> bool:
+    """Is x's memory (C, N, ...) order (an eager conv/BatchNorm activation)?"""
+    return not x.flags.c_contiguous and x.swapaxes(0, 1).flags.c_contiguous
+
+
+def _geometry(params) -> tuple:
+    return tuple(tuple(params[k]) for k in ("kernel", "stride", "padding", "dilation"))
+
+
+def _lower(prim, shapes, params):
+    """`prim` over operands of these (shape, dtype) traced alone, scheduled and lowered:
+    the windows nest. Raises where that is no one windows group."""
+    from .... import dtypes
+    from ....jit.tracer import trace_graph
+    from ....ops.eager import bind
+    from ....ops.registry import Aval
+    from ... import fusion, loopnest
+    avals = [Aval(s, getattr(dtypes, dt)) for s, dt in shapes]
+    ctx, out = trace_graph(lambda *xs: bind(prim, *xs, **params), avals)
+    graph = ctx.graph([out._var])
+    items = fusion.partition(graph, windows="all")
+    if len(items) != 1 or not isinstance(items[0], fusion.Group) or items[0].window is None:
+        raise ValueError(f"{prim.name} is not one windows group")
+    group = items[0]
+    if list(group.inputs) != list(graph.inputs)[:len(group.inputs)]:
+        raise ValueError(f"{prim.name}'s windows group reads its operands out of order")
+    return loopnest.lower(group, loopnest.operand_layouts(group))
+
+
+def _fn(prim, arrays, params, shape: tuple):
+    """The loaded kernel of `prim` over these C-contiguous arrays and the iteration
+    `shape` (a forward's input's, a gather's output's), or None (other dtypes, a
+    geometry no windows group takes, or not loaded yet)."""
+    dt = arrays[0].dtype
+    size = int(np.prod(shape))
+    if dt not in _DTYPES or any(a.dtype != dt for a in arrays) or not size:
+        return None
+    geo = _geometry(params)
+    # (a gather's input_shape is its iteration shape: the sizes' arguments, not the source)
+    # and the operands' layouts follow from their shapes against it
+    key = (prim.name, dt.name, geo, tuple(d == 1 for d in shape),
+           tuple((a.shape == shape, tuple(d == 1 for d in a.shape)) for a in arrays))
+    parallel = size >= PARALLEL_MIN
+    fn = _calls.get(key + (parallel,))
+    if fn is not None:
+        return fn
+    nest = _forms.get(key)
+    if nest is None:
+        try:
+            nest = _forms[key] = _lower(prim, [(a.shape, dt.name) for a in arrays], params)
+        except Exception:
+            nest = _forms[key] = _UNSUPPORTED
+    if nest is _UNSUPPORTED:
+        return None
+    from ... import backends
+    fn = _kernel(("windows",) + key + (parallel,),
+                 lambda: backends.get("cpu").render(nest, parallel), steady=True).get()
+    if fn is None:
+        return None
+    if not parallel:
+        fn = backends.get("cpu").fast_entry(fn)
+    _calls[key + (parallel,)] = fn
+    return fn
+
+
+def _pooled(shape, params) -> tuple:
+    from ....ops.pooling_prim import _out_hw
+    return tuple(shape[:2]) + _out_hw(shape[2], shape[3], params["kernel"], params["stride"],
+                                      params["padding"], params["dilation"])
+
+
+def _fold(prim, x, params, record: bool):
+    """A forward's result over x (in x's memory order when channel-major), or None."""
+    if type(x) is not np.ndarray or x.ndim != 4:
+        return None
+    swap = channel_major(x)
+    xk = x.swapaxes(0, 1) if swap else np.ascontiguousarray(x)
+    fn = _fn(prim, (xk,), params, xk.shape)
+    if fn is None:
+        return None
+    out = np.empty(((2,) if record else ()) + _pooled(xk.shape, params), x.dtype)
+    fn(xk, out, *xk.shape)
+    if not swap:
+        return out
+    return out.swapaxes(1, 2) if record else out.swapaxes(0, 1)
+
+
+# ---------------------------------------------------------------- the primitives' implementations
+# (registered by compiler/cpu/implementations.py: the primitive's arrays and params in, its
+# result out, or None while the kernel is not loaded and the numpy form runs)
+def _params(kernel, stride, padding, dilation) -> dict:
+    return {"kernel": tuple(kernel), "stride": tuple(stride), "padding": tuple(padding),
+            "dilation": tuple(dilation)}
+
+
+def max_pool2d(x, kernel, stride, padding, dilation):
+    return _fold(MAX_POOL2D, x, _params(kernel, stride, padding, dilation), False)
+
+
+def forward_offsets(x, kernel, stride, padding, dilation):
+    return _fold(MAX_POOL2D_WITH_OFFSETS, x, _params(kernel, stride, padding, dilation), True)
+
+
+def avg_pool2d(x, kernel, stride, padding, dilation):
+    return _fold(AVG_POOL2D, x, _params(kernel, stride, padding, dilation), False)
+
+
+def scatter(g, rec, input_shape, kernel, stride, padding, dilation):
+    """max_pool2d_scatter; the input gradient is channel-major when the record is."""
+    if type(g) is not np.ndarray or type(rec) is not np.ndarray or g.ndim != 4:
+        return None
+    swap = not rec.flags.c_contiguous and rec.swapaxes(1, 2).flags.c_contiguous
+    reck = rec.swapaxes(1, 2) if swap else np.ascontiguousarray(rec)
+    gk = np.ascontiguousarray(g.swapaxes(0, 1) if swap else g)
+    shape = tuple(input_shape)
+    if swap:
+        shape = (shape[1], shape[0]) + shape[2:]
+    params = dict(_params(kernel, stride, padding, dilation), input_shape=shape)
+    fn = _fn(MAX_POOL2D_SCATTER, (gk, reck), params, shape)
+    if fn is None:
+        return None
+    gx = np.empty(shape, g.dtype)
+    fn(gk, reck, gx, *shape)
+    return gx.swapaxes(0, 1) if swap else gx
+
+
+def avg_pool2d_backward(g, input_shape, kernel, stride, padding, dilation):
+    if type(g) is not np.ndarray or g.ndim != 4:
+        return None
+    swap = channel_major(g)
+    gk = g.swapaxes(0, 1) if swap else np.ascontiguousarray(g)
+    shape = tuple(input_shape)
+    if swap:
+        shape = (shape[1], shape[0]) + shape[2:]
+    params = dict(_params(kernel, stride, padding, dilation), input_shape=shape)
+    fn = _fn(AVG_POOL2D_BACKWARD, (gk,), params, shape)
+    if fn is None:
+        return None
+    gx = np.empty(shape, g.dtype)
+    fn(gk, gx, *shape)
+    return gx.swapaxes(0, 1) if swap else gx
+
+
+def max_pool2d_backward(g, x, out, kernel, stride, padding, dilation):
+    """The gradient of a plain max_pool2d: the record of x's first maxima (the same rule),
+    then its scatter; None (numpy runs) unless both kernels are loaded."""
+    rec = forward_offsets(x, kernel, stride, padding, dilation)
+    if rec is None:
+        return None
+    return scatter(g, rec, tuple(x.shape), kernel, stride, padding, dilation)
