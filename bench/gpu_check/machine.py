@@ -2,7 +2,7 @@
 
 ``versions``: the GPU (nvidia-smi and cupy), driver and runtime, Python, numpy, numba,
 numba-cuda, cupy, PyTorch and tracejit (with the git commit of the tree); fails only on a
-GPU run that sees no GPU. ``gpu_tests``: ``python -m pytest -m gpu tests/cuda -x -q``,
+GPU run that sees no GPU. ``gpu_tests``: ``python -m pytest -m gpu tests/cuda -x -q -n 0``,
 counted from pytest's summary line; skipped when every test skipped (a dry run).
 """
 from __future__ import annotations
@@ -84,7 +84,7 @@ _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xp
 
 def gpu_tests(rec: Record) -> None:
     cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/cuda", "-x", "-q", "-rfEs",
-           "-p", "no:cacheprovider"]
+           "-p", "no:cacheprovider", "-n", "0"]   # one process: one GPU context
     rec.detail("command", " ".join(cmd[1:]))
     try:
         r = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
