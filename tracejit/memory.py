@@ -63,16 +63,12 @@ def allocator_tuned() -> bool:
 # Large kernel outputs: on a cache line, at a page offset away from the kernel's operands
 #
 # numpy places a large array 16 bytes past a 16-byte boundary of glibc's heap, and arrays
-# allocated one after another (a kernel's inputs, then its outputs) sit at nearly the same
-# offset within a 4 KiB page: 16-48 bytes off a 64-byte line, and 16-48 bytes apart modulo
-# 4 KiB. Two costs follow in a fused kernel streaming such arrays: vector accesses split
-# across two lines, and a load whose address matches an earlier, still pending store in
-# its low 12 bits waits for it ("4K aliasing": the loads run a few dozen elements ahead of
-# the stores, so an output just above an input modulo 4 KiB collides on every line).
-# Aligned and 1-3 KiB away from the inputs, the GELU loss kernel's outputs (4M float32,
-# 2 threads) took it from 2.15-2.29 ms (placed as numpy does) to 1.91-1.95. Only large
-# buffers are placed (ALIGN_MIN): with operands in L2/L3 placing gains nothing and its
-# Python costs a few microseconds a buffer.
+# allocated one after another sit at nearly the same offset within a 4 KiB page. In a
+# fused kernel streaming such arrays, vector accesses split across two lines, and a load
+# whose address matches a pending store's in its low 12 bits waits for it ("4K
+# aliasing"). Aligned and 1-3 KiB away from the inputs, the GELU loss kernel's outputs
+# (4M float32, 2 threads) took it from 2.15-2.29 ms to 1.91-1.95. Only large buffers are
+# placed (ALIGN_MIN): with operands in L2/L3 placing gains nothing.
 ALIGN_MIN = 8 << 20       # bytes: buffers from this size on are placed
 PAGE = 4096
 LINE = 64

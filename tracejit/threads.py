@@ -3,12 +3,9 @@
 Why: numba's usual threading layer is OpenMP (GNU libgomp). After a parallel kernel its
 worker threads busy-wait for the next one, by default for 300,000 spin iterations (a
 millisecond or more). numpy's BLAS (OpenBLAS) keeps worker threads of its own. A training
-step alternates between the two (matmul, fused kernel, matmul, ...), and on a machine with
-few cores each library's spinning workers take the cores the other one needs. Measured on
-the MLP benchmark step (256x784 -> 1024 -> 1024 -> 10, LayerNorm, GELU, Adam; 2 cores):
-61-85 ms per compiled step with libgomp's default, 40 ms with ``GOMP_SPINCOUNT=1000``
-(tracejit eager: 41 ms). Back-to-back kernels of 32K-1M elements took the same time either
-way: the workers are still spinning when the next kernel comes.
+step alternates between the two, and on a machine with few cores each library's spinning
+workers take the cores the other one needs (the MLP benchmark's compiled step on 2 cores:
+61-85 ms with libgomp's default, 40 ms with ``GOMP_SPINCOUNT=1000``).
 
 What: ``import tracejit`` sets ``GOMP_SPINCOUNT=1000`` in the environment unless
 ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` is already set (yours wins). libgomp reads it once,
@@ -99,11 +96,10 @@ tune_omp_spin = ProcessTuning("TRACEJIT_THREAD_TUNING", _set_spincount,
 # OpenBLAS's workers spin this long after each multi-threaded product before they sleep:
 # 2^20 cycles (~0.4 ms) where OpenBLAS's own default is 2^28 (~0.1 s). A spinning worker
 # holds a core from the threads that run our other parallel work between products
-# (sharepool's shares, numba's kernels): on 2 cores the Transformer encoder step's attention
-# split over both (sharepool.split) ran its backward at 8.5-9.0 ms with the worker spinning
-# and 4.7 ms without (wall, one process each). Back-to-back products (well under 0.4 ms
-# apart) still find the worker awake; 2^4 (sleep at once) made every 128x128x64 product on
-# two BLAS threads wait for the wake-up (that step 58-61 ms instead of 50-53).
+# (sharepool's shares, numba's kernels: the Transformer encoder's attention backward on 2
+# cores took 8.5-9.0 ms with the worker spinning, 4.7 ms without). Back-to-back products
+# still find the worker awake; sleeping at once (2^4) made every small product wait for
+# the wake-up.
 BLAS_THREAD_TIMEOUT = "20"
 
 

@@ -73,16 +73,11 @@ def _warm_up() -> None:
 
 
 # The cyclic garbage collector's thresholds while we compile (gen0, gen1, gen2): numba's
-# compile of one kernel allocates millions of objects (IR, types, llvmlite's IR text), so at
-# Python's default (700, 10, 10) the collector ran hundreds of times a kernel and rescanned
-# numba's long-lived state at every older-generation pass. A cold step's jobs replayed in one
-# process (gc.callbacks time): MLP, 8 jobs, 0.23-0.25 s in 454 collections -> 0.06 s in 2;
-# Transformer, 20 jobs, 0.90-0.91 s -> 0.24-0.25 s (freezing alone: 0.47); CNN, 15 jobs,
-# 0.25 -> 0.06 s. Off altogether it kept ~5 MB of cyclic garbage per job (20 jobs: 347 MB
-# resident against 238); with these thresholds, after freezing what the import and the
-# warm-up left (`_tune_gc`), it keeps ~20 MB more. (Only here: the same thresholds around a
-# compile in the program itself, sync mode, cut its cold compile too but left its steady
-# step 1-3% slower in 5 of 5 A/B pairs, not understood: not tried further.)
+# compile of one kernel allocates millions of objects, so at Python's default (700, 10, 10)
+# the collector ran hundreds of times a kernel and rescanned numba's long-lived state (a
+# cold Transformer step's 20 jobs: 0.90 s of collection, 0.24 s with these). Off
+# altogether it kept ~5 MB of cyclic garbage per job. Only in workers: the same thresholds
+# in the program itself left its steady step slower.
 GC_THRESHOLDS = (100_000, 20, 10)
 
 

@@ -2,17 +2,15 @@
 cost of loading its kernels from a warm disk (compiler/tiers.py decides with it).
 
 Background mode runs a first call on tier 0 (an eager call) and loads the kernels in a
-thread. That is the right choice when an eager call is cheap (the two-layer step: 0.09 s
-against 0.5-0.7 s for numba's import and the loads), the wrong one when it is not (an
-LSTM whose eager step costs 20 s loads its kernels in 2-3 s). Which one holds is only
-known after a run, so a run records both figures, keyed by the captured graph's text, in
+thread: right when an eager call is cheap, wrong when it is not (an LSTM whose eager step
+costs 20 s loads its kernels in 2-3 s). Which one holds is only known after a run, so a
+run records both figures, keyed by the captured graph's text, in
 ``<cache root>/hints/<key>.json``; the next process's first call loads the kernels at
-once when its tier-0 call took longer than the loads (what such a first call does: plan,
-import numba, load; at least `NUMBA_IMPORT_CPU_S` for the import). Both are CPU seconds of the thread
-that did the work (``time.thread_time``), not wall time: on a busy machine a call's wall
-time is mostly waiting for a core (a Transformer step's tier-0 call: 1.14 s wall, 0.46 s
-CPU at load 5), and a wall hint from one busy run made every later process load its
-kernels in the first call (numba's import alone is 0.3-0.5 s: past the 0.25 s goal).
+once when its tier-0 call took longer than the loads (at least `NUMBA_IMPORT_CPU_S` for
+numba's import). Both are CPU seconds of the thread that did the work
+(``time.thread_time``), not wall time: on a busy machine a call's wall time is mostly
+waiting for a core, and one busy run's wall hint would make every later process load its
+kernels in the first call.
 
 Such a hint is rare (the benchmark steps all prefer tier 0), and finding a graph's one
 costs its key (the graph's text, hashed: 1-5 ms of the first call): a marker file

@@ -1,28 +1,16 @@
-"""One LSTM layer (one direction) over a whole sequence: one op forward, one backward.
+"""One LSTM layer (one direction) over a whole sequence: one op forward, one backward
+(why primitives, and how eager, captured and second-derivative calls run them: the
+docstring of ops/lstm_prim.py).
 
-Run step by step, an eager LSTM records a graph node or three per time step and layer
-(hidden projection, gate math, state split) and each step's backward goes through the
-engine, with the per-step slicing, stacking and accumulation around it: for a 2-layer,
-64-step LM step that per-step bookkeeping cost more than the gate math itself. Here the
-forward and backward time loops are one primitive each (`tracejit.ops.lstm_prim`:
-``lstm_layer``, ``lstm_layer_backward``), like PyTorch's CPU LSTM (oneDNN's layer
-forward/backward):
+Eagerly, `_LSTMLayer` (an autograd Function) runs ``lstm_layer`` and gives the backward
+the cotangents of the outputs it returns (each step's h, the final h and c), so no
+cotangent of the whole (L, 6H, N) result is ever assembled. `backward_vjp` recomputes the
+layer with the one definition of the cell math below (`lstm_cell`, tracejit ops) for
+higher derivatives.
 
-- eagerly, `_LSTMLayer` (an autograd Function) runs ``lstm_layer`` and gives the
-  backward the cotangents of the outputs it returns (each step's h, the final h and c),
-  so no cotangent of the whole (L, 6H, N) result is ever assembled;
-- captured (traced or scripted), the layer is the ``lstm_layer`` equation and
-  ``lstm_layer_states`` (its h and c rows, differentiable: its record's VJP is
-  ``lstm_layer_backward``): compiled graphs run the same two loops as eager, and a
-  symbolic sequence length stays symbolic;
-- higher derivatives: ``lstm_layer_backward``'s own VJP (`backward_vjp`) recomputes the
-  layer with the one definition of the cell math below (`lstm_cell`, tracejit ops) and
-  lets autograd differentiate that twice: only the first derivative (the fast backward
-  loop) is written by hand.
-
-Layout (see ops/lstm_prim.py): x (L, N, I), w_ih (4H, I), w_hh (4H, H) (the input
-projection x W_ih^T runs inside the forward loop's per-step product); feature-major states
-h0 and c0 (H, N); outputs: h of every step (L, H, N), h_n and c_n (H, N).
+Layout: x (L, N, I), w_ih (4H, I), w_hh (4H, H) (the input projection x W_ih^T runs
+inside the forward loop's per-step product); feature-major states h0 and c0 (H, N);
+outputs: h of every step (L, H, N), h_n and c_n (H, N).
 """
 from __future__ import annotations
 

@@ -3,13 +3,10 @@
 
 Why primitives: run step by step, an eager LSTM records a graph node or three per time
 step and layer, and its gate math is ~13 elementwise op calls forward and ~25 backward per
-step (three sigmoids, two tanh, the cell update), each with dispatch and graph bookkeeping,
-plus the slicing, stacking and accumulation around the steps. For the 2-layer, 64-step LM
-step (batch 32, hidden 256) that was ~6000 op calls and more time than the gate math
-itself. Here each time loop runs inside one op (per step one GEMM and the gate math: the
-whole loop one numba kernel call when loaded, GEMMs included, compiler/cpu/kernels/lstm_kernels.py; else
-~12 in-place numpy passes forward and ~25 backward), as PyTorch's CPU LSTM is one oneDNN
-layer call forward and one backward.
+step, each with dispatch and graph bookkeeping: for the 2-layer, 64-step LM step more time
+than the gate math itself. Here each time loop runs inside one op (per step one GEMM and
+the gate math: one numba kernel call when loaded, compiler/cpu/kernels/lstm_kernels.py;
+else in-place numpy passes), as PyTorch's CPU LSTM is one oneDNN layer call each way.
 
 Eagerly, `tracejit.ops.lstm_layer` runs ``lstm_layer`` / ``lstm_layer_backward`` as an
 autograd Function, which hands the backward the cotangents of each step's h and the final
@@ -40,13 +37,10 @@ __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_bac
 # g, o (2H:6H), which the backward reads instead of recomputing the step's GEMM.
 #
 # Feature-major states because OpenBLAS runs the small per-step products faster that way
-# round (batch 32, hidden 256, one thread: ``W @ h`` 0.20 ms against 0.29 ms for
-# ``h^T @ W^T`` on a contiguous transpose and 0.41 ms on the transposed view; backward
-# ``W^T @ g`` 0.20 against ``g^T @ W`` 0.26 ms), and every gate is then a contiguous row
-# block. The whole-loop kernel reads each step's (N, I) block of x transposed (in register
-# blocks, into the step's product operand), the per-step forms their (N, 4H) block of gi.
-# The backward writes its gate gradients transposed, so they form the (L*N, 4H) gradient
-# of the projection that its two GEMMs (d x, d W_ih: `input_projection_grads`) take as it is.
+# round (``W @ h`` 0.20 ms against 0.29 ms for ``h^T @ W^T``, batch 32, hidden 256), and
+# every gate is then a contiguous row block. The backward writes its gate gradients
+# transposed, so they form the (L*N, 4H) gradient of the projection that its two GEMMs
+# (d x, d W_ih: `input_projection_grads`) take as it is.
 
 def _matmul(xp, a, b):
     """A per-step product as matmul runs (its `dispatch`: a backend's GEMM where one is
