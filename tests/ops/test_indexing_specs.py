@@ -51,3 +51,35 @@ def test_gradient_through_a_kept_spec():
         (x[1, 2] * 3).backward()
         g = np.zeros((2, 3), np.float32); g[1, 2] = 3
         np.testing.assert_array_equal(x.grad.numpy(), g)
+
+
+def test_slice_indexes_keep_their_spec_and_values():
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    x = tj.tensor(a)
+    for _ in range(2):
+        np.testing.assert_array_equal(x[:, 1].numpy(), a[:, 1])
+        np.testing.assert_array_equal(x[1:, ::2, -2].numpy(), a[1:, ::2, -2])
+        np.testing.assert_array_equal(x[None, :, 1:3, ...].numpy(), a[None, :, 1:3, ...])
+        np.testing.assert_array_equal(x[-2:].numpy(), a[-2:])
+        np.testing.assert_array_equal(x[5:].numpy(), a[5:])            # empty
+        np.testing.assert_array_equal(x.mT[:, 2].numpy(), a.transpose(0, 2, 1)[:, 2])
+        assert x[:, 1]._data.base is not None                          # a view
+    # a slice's bounds must be ints or None every time: a float is never a kept int
+    for _ in range(2):
+        with pytest.raises(TypeError, match="slice indices"):
+            x[1.0:]
+        with pytest.raises(ValueError, match="step"):
+            x[::0]
+        with pytest.raises(IndexError, match="out of bounds"):
+            x[:, 4]
+
+
+def test_an_all_integer_index_is_a_view_every_time():
+    x = tj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for _ in range(2):            # the first call (the general path) and a kept plan's
+        y = x[1, 2]
+        assert y.shape == () and y.item() == 5.0
+        with tj.no_grad():
+            y.fill_(-1.0)
+        assert x[1, 2].item() == -1.0
+        x[1, 2] = 5.0

@@ -70,7 +70,7 @@ _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 class _Plan:
     __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big",
-                 "meta", "fn", "lean", "into")
+                 "meta", "fn", "lean", "into", "view")
 
     def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big, meta, fn):
         self.default = default      # the default float dtype the plan was made under
@@ -92,6 +92,9 @@ class _Plan:
         # `run_into`'s call for a plan whose whole call the elementwise kernels fix
         # (`_kernel_calls`): ``into(x, y, out) -> bool``, else None (`_kernel_into`)
         self.into = None
+        # does the result alias operand 0 (`_share_memory`)? ``prim.is_view``, or its
+        # ``view_if(params)``, which the params in the plan's key fix
+        self.view = False
 
 
 def bind(prim: Primitive, *args, **params):
@@ -116,7 +119,12 @@ def bind(prim: Primitive, *args, **params):
                 t = type(v)
                 if t is tuple:
                     for e in v:
-                        if type(e) not in _PARAM_TYPES and not _plain_tuple(e):
+                        te = type(e)
+                        if te is tuple:   # (`_plain_tuple` written out: an index spec's items)
+                            for c in e:
+                                if type(c) not in _PARAM_TYPES:
+                                    return _eager_general(prim, (a,), params, None)
+                        elif te not in _PARAM_TYPES:
                             return _eager_general(prim, (a,), params, None)
                 elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
                     return _eager_general(prim, (a,), params, None)
@@ -156,7 +164,7 @@ def bind(prim: Primitive, *args, **params):
         result.grad_fn = None
         result._vbox = [0]
         result._base = None
-        if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+        if plan.view:
             _share_memory(result, a)
         if a._requires_grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
             record_unary(prim, a, params, result, plan.meta)
@@ -434,7 +442,7 @@ def _eager(prim: Primitive, args, params):
     if type(out) is not np.ndarray or out.dtype is not onp:
         out = np.asarray(out, dtype=onp)
     result = _wrap(out, plan.out_dtype, CPU)
-    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+    if plan.view:
         _share_memory(result, args[0])
     if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
         make_prim_node(prim, args, params, result, plan.meta)
@@ -527,6 +535,7 @@ def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
             fn = prim.fast(tuple(operands), cdt.np, params or _NO_PARAMS)
     plan = _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
                  prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta, fn)
+    plan.view = prim.is_view or (prim.view_if is not None and bool(prim.view_if(params or _NO_PARAMS)))
     if big and len(args) == 2:
         _kernel_calls(prim, plan, operands, params)
     return plan

@@ -472,8 +472,18 @@ def stack(tensors, dim: int = 0):
 _WHOLE_DIM = (("s", None, None, None),)
 
 
+_GETITEM = None   # ops/indexing's GETITEM (indexing imports this module): bound at first use
+
+
+def _getitem_prim():
+    global _GETITEM
+    if _GETITEM is None:
+        from .indexing import GETITEM
+        _GETITEM = GETITEM
+    return _GETITEM
+
+
 def narrow(a, dim: int, start: int, length: int):
-    from .indexing import GETITEM
     d = normalize_dim(dim, a.ndim, "narrow")
     n = a.shape[d]
     if isinstance(start, int) and isinstance(n, int):
@@ -486,7 +496,7 @@ def narrow(a, dim: int, start: int, length: int):
     # the spec getitem would make of the slices, made here: normalizing them cost more
     # than the view (a chunk of LSTM gates: 38 us a piece, 20 of them in getitem's checks)
     spec = _WHOLE_DIM * d + (("s", start, start + length, None),)
-    return bind(GETITEM, a, spec=spec)
+    return bind(_GETITEM or _getitem_prim(), a, spec=spec)
 
 
 def split(a, split_size_or_sections, dim: int = 0):
@@ -503,9 +513,14 @@ def split(a, split_size_or_sections, dim: int = 0):
         sizes = list(split_size_or_sections)
         if sum(sizes) != n:
             raise ShapeError(f"split: sections {sizes} do not add up to size {n} of dim {dim}")
+        if any(s < 0 for s in sizes):
+            raise ValueError(f"split: sections must be non-negative, got {sizes}")
+    # the pieces' specs made here, as `narrow` makes one: the sizes add up to the dim, so
+    # every piece is in range (narrow's checks per piece cost as much as the view)
+    getitem, lead = _GETITEM or _getitem_prim(), _WHOLE_DIM * d
     out, start = [], 0
     for s in sizes:
-        out.append(narrow(a, d, start, s))
+        out.append(bind(getitem, a, spec=lead + (("s", start, start + s, None),)))
         start += s
     return tuple(out)
 
