@@ -237,7 +237,8 @@ def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monk
                       ("batchnorm", "forward"): True, ("batchnorm", "backward"): True,
                       ("batchnorm", "stats"): True, ("batchnorm", "affine"): True,
                       ("batchnorm", "reduce"): True,
-                      ("maxpool", "fwd_offsets"): True, ("maxpool", "scatter_tiles"): True,
+                      ("windows", "max_pool2d_with_offsets"): True,
+                      ("windows", "max_pool2d_scatter"): True,
                       ("rows", "cross_entropy"): False, ("rows", "cross_entropy_backward"): False}
 
 
