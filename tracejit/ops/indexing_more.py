@@ -18,8 +18,8 @@ from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, full, tensor, zeros
 from .elementwise import cast, where
-from .indexing import (_flat_positions, gather, getitem, in_range, index_add_, index_put, nonzero,
-                       scatter_add)
+from .gather_prim import _flat_positions
+from .indexing import gather, getitem, in_range, index_add_, index_put, nonzero, scatter_add
 from .reductions import amax, amin
 from .shape import expand, reshape
 from .registry import Aval, bind, defprim, refuse_tracing

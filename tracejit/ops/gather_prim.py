@@ -1,0 +1,139 @@
+"""Gather and scatter-add primitives (``torch.gather``, ``take_along_dim``,
+``scatter_add``): the index form of a row lookup along one dim and its adjoint."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError
+from ..shapes import normalize_dim
+from . import creation
+from .registry import Aval, defprim
+from .eager import bind
+from .shape import reshape
+
+def _gather_rule(a, index, dim):
+    if index.ndim != a.ndim:
+        raise ShapeError(f"gather: index rank {index.ndim} must equal input rank {a.ndim} "
+                         f"(input {a.shape}, index {index.shape})")
+    if not index.dtype.is_integer:
+        raise IndexError(f"gather: index must be an integer tensor, got {index.dtype.name}")
+    return Aval(index.shape, a.dtype, a.device)
+
+
+def _gather_impl(xp, a, index, dim):
+    n = a.shape[dim]
+    if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
+        bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
+        raise IndexError(f"gather: index {bad} is out of range for dim {dim} of size {n}")
+    if xp is np:
+        rows = _row_index(index, dim, a.shape)
+        if rows is not None:   # the index repeats one vector across the other dims
+            return np.take(a, rows, axis=dim)
+        if index.size and _fits(index, dim, a.shape):
+            return np.ascontiguousarray(a).reshape(-1)[_flat_positions(index, dim, a.shape)]
+    if index.shape != a.shape:
+        # take_along_axis broadcasts; torch.gather reads a prefix of the other dims.
+        a = a[tuple(slice(0, s) if i != dim else slice(None) for i, s in enumerate(index.shape))]
+    return xp.take_along_axis(a, index, axis=dim)
+
+
+def _row_index(index, dim: int, shape: tuple):
+    """The 1-D index `index` repeats along every other dim (an expanded vector: zero strides
+    there, and the full extent of `shape`), or None. Then gather takes rows along `dim`
+    (``np.take``), 3-6x faster than addressing every element."""
+    if index.ndim == 0 or index.size == 0:   # (an empty array's strides say nothing)
+        return None
+    dim %= index.ndim
+    st = index.strides
+    for d, n in enumerate(index.shape):
+        if d != dim and (n != shape[d] or (st[d] != 0 and n != 1)):
+            return None
+    return index[tuple(slice(None) if d == dim else 0 for d in range(index.ndim))]
+
+
+def _fits(index, dim: int, shape: tuple) -> bool:
+    """Whether `index` lies within `shape` along every dim but `dim` (PyTorch's rule for
+    gather and scatter_add; numpy's take_along_axis would broadcast instead)."""
+    return index.ndim > 0 and all(n <= shape[d] for d, n in enumerate(index.shape) if d != dim)
+
+
+def _flat_positions(index, dim: int, shape: tuple):
+    """Each element's position in the C-ordered flat array of `shape` when `index` gives
+    its coordinate along `dim` and its own position the others (in range: checked;
+    `_fits`)."""
+    # (the strides in Python ints: numpy's cumprod of a tuple cost more than the gather
+    # of a small index)
+    strides = [1] * len(shape)
+    acc = 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = acc
+        acc *= int(shape[d])
+    pos = index.astype(np.int64) * strides[dim]
+    for d, n in enumerate(index.shape):
+        if d != dim and n > 1:
+            view = [1] * index.ndim
+            view[d] = n
+            pos = pos + (np.arange(n, dtype=np.int64) * strides[d]).reshape(view)
+    return pos
+
+
+def _gather_vjp(g, out, a, index, dim):
+    return (scatter_add(creation.zeros(a.shape, dtype=g.dtype, device=g.device), dim, index, g), None)
+
+
+GATHER = defprim("gather", _gather_impl, _gather_rule, _gather_vjp, kind="index",
+                 save=lambda rq: (1,), nondiff=(1,), extra={"meta": (0,)})
+
+
+def _scatter_add_rule(a, index, src, dim):
+    if not (index.shape == src.shape):
+        raise ShapeError(f"scatter_add: index shape {index.shape} must equal src shape {src.shape}")
+    if not index.dtype.is_integer:
+        raise IndexError(f"scatter_add: index must be an integer tensor, got {index.dtype.name}")
+    if src.dtype is not a.dtype:
+        raise DTypeError(f"scatter_add: src dtype {src.dtype.name} must match self dtype {a.dtype.name}")
+    if index.ndim != a.ndim:
+        raise ShapeError(f"scatter_add: index rank {index.ndim} must equal self rank {a.ndim} "
+                         f"(self {a.shape}, index {index.shape})")
+    return Aval(a.shape, a.dtype, a.device)
+
+
+def _scatter_add_impl(xp, a, index, src, dim):
+    n = a.shape[dim]
+    if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
+        bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
+        raise IndexError(f"scatter_add: index {bad} is out of range for dim {dim} of size {n}")
+    out = a.copy()
+    if xp is np and index.size and _fits(index, dim, a.shape):
+        # np.add.at over one flat array is numpy's fast form (10x the n-d one for 100k
+        # elements); both add in the index's C order, so the result is the same bitwise
+        np.add.at(out.reshape(-1), _flat_positions(index, dim, a.shape).reshape(-1), src.reshape(-1))
+        return out
+    grids = list(xp.indices(index.shape, sparse=True))
+    grids[dim] = index
+    if xp is np:
+        np.add.at(out, tuple(grids), src)
+    else:  # pragma: no cover - GPU only
+        import cupyx
+        cupyx.scatter_add(out, tuple(grids), src)
+    return out
+
+
+SCATTER_ADD = defprim("scatter_add", _scatter_add_impl, _scatter_add_rule,
+                      lambda g, out, a, index, src, dim: (g, None, gather(g, dim, index)),
+                      kind="index", save=lambda rq: (1,), nondiff=(1,))
+
+
+def gather(a, dim: int, index):
+    return bind(GATHER, a, index, dim=normalize_dim(dim, a.ndim, "gather"))
+
+
+def take_along_dim(a, indices, dim=None):
+    """PyTorch's argument order (input, indices, dim); dim=None works on the flattened input."""
+    if dim is None:
+        return gather(reshape(a, (-1,)), 0, reshape(indices, (-1,)))
+    return gather(a, dim, indices)
+
+
+def scatter_add(a, dim: int, index, src):
+    return bind(SCATTER_ADD, a, index, src, dim=normalize_dim(dim, a.ndim, "scatter_add"))
