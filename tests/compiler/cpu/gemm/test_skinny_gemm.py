@@ -192,10 +192,8 @@ def test_thread_count_a_profiler_records(monkeypatch):
 def serial(serial_launch, monkeypatch) -> list:
     """test_halves.py's `serial_launch` (the halves one after the other on this thread, what
     each core would compute) with the dot kernel and its halves loaded from the session's
-    disk cache, two cores granted whatever the machine's load (the policy's count too).
-    The list records each launch's entry address."""
+    disk cache, two cores granted. The list records each launch's entry address."""
     from tracejit.compiler import diskcache
-    from tracejit.compiler.cpu.runtime import coreshare
     loaded = {}
     for t in ("float32", "float64"):
         mod = diskcache.load_module(skinny_gemm.source(t), name_hint="native_skinny_gemm_" + t)
@@ -205,7 +203,8 @@ def serial(serial_launch, monkeypatch) -> list:
         loaded[t][1].pthread = ctypes.cast(serial_launch.runner, ctypes.c_void_p).value
     monkeypatch.setattr(skinny_gemm, "_loaded", loaded)
     monkeypatch.setattr(halves, "two_cores", lambda: True)
-    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    # the router's halves, not a GEMM choice another test process stored in the shared cache
+    monkeypatch.setenv("TRACEJIT_GEMM_CHOICE", "0")
     return serial_launch
 
 
