@@ -105,3 +105,19 @@ def packed_hold(m, new, prev, batch_sizes, t):
     if m is np:
         return np.concatenate([new[:, :n], prev[:, n:]], 1)
     return m.cat([new[:, :n], prev[:, n:]], 1)
+
+
+def pool_input(kind: str, dtype, shape=(3, 4, 9, 11), seed=7) -> np.ndarray:
+    """An NCHW array for pooling tests: standard normal ("normal"), many equal maxima
+    ("ties"), NaNs in a few windows ("nan"), rows of -inf ("-inf"), or channel-major memory
+    under an NCHW view as eager convolutions leave it ("channel-major")."""
+    x = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    if kind == "ties":
+        x = np.maximum(np.round(x), 0)         # ReLU'd integers
+    elif kind == "nan":
+        x[0, 1, 2, 3] = x[1, 2, 4, 4] = x[1, 2, 4, 5] = np.nan
+    elif kind == "-inf":
+        x[:, :, :4, :] = -np.inf
+    elif kind == "channel-major":
+        x = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+    return x

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from inputs import pool_input
 
 import tracejit as tj
 import tracejit.nn.functional as F
@@ -26,18 +27,6 @@ GEOMETRIES = [((2, 2), (2, 2), (0, 0), (1, 1)),    # tiles (LeNet)
               ((2, 3), (2, 3), (0, 0), (1, 1))]    # rectangular tiles, rows/columns left over
 
 
-def _data(kind, dtype, shape=(3, 4, 9, 11), seed=7):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape).astype(dtype)
-    if kind == "ties":
-        x = np.maximum(np.round(x), 0)         # many equal maxima (ReLU'd integers)
-    elif kind == "nan":
-        x[0, 1, 2, 3] = x[1, 2, 4, 4] = x[1, 2, 4, 5] = np.nan
-    elif kind == "-inf":
-        x[:, :, :4, :] = -np.inf
-    elif kind == "channel-major":   # eager conv outputs: (C, N, H, W) memory, NCHW view
-        x = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
-    return x
 
 
 def _numpy_forms(monkeypatch):
@@ -49,7 +38,7 @@ def _numpy_forms(monkeypatch):
 @pytest.mark.parametrize("kind", ["normal", "ties", "nan", "-inf", "channel-major"])
 def test_record_and_scatter_equal_numpy_forms_and_the_old_backward(monkeypatch, dtype, geo, kind):
     pytest.importorskip("numba")
-    x = _data(kind, dtype)
+    x = pool_input(kind, dtype)
     rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, *geo)
     out_old = P.MAX_POOL2D.run(np, x, *geo)
     g = np.random.default_rng(3).standard_normal(out_old.shape).astype(dtype)
@@ -172,7 +161,7 @@ def test_numpy_scatter_gives_negative_zero_as_positive_zero_and_float16(monkeypa
     """The numpy scatter adds g to zeros, as PyTorch's backward: a -0.0 gradient lands as
     +0.0 (bitwise) whether windows overlap or not; float16 (numpy form only) equals float32."""
     _numpy_forms(monkeypatch)
-    x = _data("ties", np.float32)
+    x = pool_input("ties", np.float32)
     rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, *geo)
     g = np.random.default_rng(5).standard_normal(rec.shape[1:]).astype(np.float32)
     g[..., ::2] = -0.0
@@ -191,7 +180,7 @@ def test_numpy_scatter_gives_negative_zero_as_positive_zero_and_float16(monkeypa
 def test_kernels_give_negative_zero_as_positive_zero(dtype, geo):
     """The numba scatter and backward (tiled windows write g's bits instead of adding to
     zeros) give a -0.0 gradient as +0.0 too, as PyTorch and the numpy forms do."""
-    x = _data("ties", dtype)
+    x = pool_input("ties", dtype)
     kw = dict(zip(("kernel", "stride", "padding", "dilation"), geo))
     rec = WF.forward_offsets(x, **kw)
     g = np.random.default_rng(5).standard_normal(rec.shape[1:]).astype(dtype)
@@ -217,7 +206,7 @@ def test_record_of_exact_2x2_tiles_in_flat_loops_equals_the_general_form(monkeyp
     four positions, -inf windows; a NaN window sends the call to the general form, a
     channel-major input goes there too; a NaN in a row or column left over is in no
     window)."""
-    x = _data("normal" if kind == "nan over" else kind, dtype, shape=(3, 4) + hw)
+    x = pool_input("normal" if kind == "nan over" else kind, dtype, shape=(3, 4) + hw)
     if kind == "nan over":
         if hw[0] % 2:
             x[1, 2, -1, 0] = np.nan
@@ -260,7 +249,7 @@ def test_scatter_of_exact_2x2_tiles_as_position_pairs_gives_the_general_forms_bi
     if block:
         monkeypatch.setattr(O, "_BLOCK_2X2", block)
     _numpy_forms(monkeypatch)
-    x = _data("ties", dtype, shape=(2, 3) + hw)
+    x = pool_input("ties", dtype, shape=(2, 3) + hw)
     rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, (2, 2), (2, 2), (0, 0), (1, 1))
     rng = np.random.default_rng(5)
     g = rng.standard_normal(rec.shape[1:]).astype(dtype)
@@ -293,7 +282,7 @@ def test_values_view_the_record_and_an_inplace_relu_after_pooling_keeps_the_grad
     # max_pool2d_values is the record's head itself (no copy), not marked a view: an
     # in-place ReLU on the pooled output writes into the record's maxima, which nothing
     # reads again; the gradient still goes through the offsets, eagerly and compiled.
-    x = _data("normal", np.float32)[:2, :3]
+    x = pool_input("normal", np.float32)[:2, :3]
     geo = ((2, 2), (2, 2), (0, 0), (1, 1))
     rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, *geo)
     v = O._values_impl(np, rec, x, *geo)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from inputs import pool_input
 
 pytest.importorskip("numba")
 
@@ -33,25 +34,13 @@ def _both(monkeypatch, fn):
     return with_kernel, without
 
 
-def _data(kind, dtype):
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal((3, 4, 9, 11)).astype(dtype)
-    if kind == "ties":
-        x = np.maximum(np.round(x), 0)         # many equal maxima (ReLU'd integers)
-    elif kind == "nan":
-        x[0, 1, 2, 3] = x[1, 2, 4, 4] = x[1, 2, 4, 5] = np.nan
-    elif kind == "-inf":
-        x[:, :, :4, :] = -np.inf
-    elif kind == "channel-major":   # eager conv outputs: (C, N, H, W) memory, NCHW view
-        x = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
-    return x
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("geo", GEOMETRIES)
 @pytest.mark.parametrize("data", ["normal", "ties", "nan", "-inf", "channel-major"])
 def test_max_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
-    x = _data(data, dtype)
+    x = pool_input(data, dtype)
     fwd = lambda: P.MAX_POOL2D.run(np, x, *geo)  # noqa: E731
     out, out_np = _both(monkeypatch, fwd)
     np.testing.assert_array_equal(out, out_np)
@@ -69,7 +58,7 @@ def test_max_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
 @pytest.mark.parametrize("geo", GEOMETRIES)
 @pytest.mark.parametrize("data", ["normal", "channel-major"])
 def test_average_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
-    x = _data(data, dtype)
+    x = pool_input(data, dtype)
     out, out_np = _both(monkeypatch, lambda: P.AVG_POOL2D.run(np, x, *geo))
     np.testing.assert_array_equal(out, out_np)
     g = np.random.default_rng(2).standard_normal(out.shape).astype(dtype)
