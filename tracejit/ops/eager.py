@@ -119,12 +119,7 @@ def bind(prim: Primitive, *args, **params):
                 t = type(v)
                 if t is tuple:
                     for e in v:
-                        te = type(e)
-                        if te is tuple:   # (`_plain_tuple` written out: an index spec's items)
-                            for c in e:
-                                if type(c) not in _PARAM_TYPES:
-                                    return _eager_general(prim, (a,), params, None)
-                        elif te not in _PARAM_TYPES:
+                        if type(e) not in _PARAM_TYPES and not _plain_tuple(e):
                             return _eager_general(prim, (a,), params, None)
                 elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
                     return _eager_general(prim, (a,), params, None)
