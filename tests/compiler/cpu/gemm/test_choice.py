@@ -106,6 +106,18 @@ def test_switch_off_keeps_blas(store, monkeypatch):
     assert choice.choose(KEY) == choice.BLAS
 
 
+def test_switch_off_overrides_a_choice_made_earlier_in_the_process(store, monkeypatch):
+    """A configuration measured before the switch went off is neither chosen nor installed
+    at a call site bound after."""
+    monkeypatch.setitem(choice._choices, KEY, template.CONFIGS[0])
+    assert choice.choose(KEY) == template.CONFIGS[0]
+    monkeypatch.setenv("TRACEJIT_GEMM_CHOICE", "0")
+    installed = []
+    assert choice.choose(KEY) == choice.BLAS
+    assert choice.bind(KEY, lambda c: installed.append(c) or "ran") == "ran"
+    assert installed == [choice.BLAS]
+
+
 def test_product_runs_the_chosen_configuration_with_its_epilogue(store, monkeypatch):
     """products.product: the chosen, loaded configuration; BLAS and the epilogue after it
     where the choice is BLAS; the same values either way."""

@@ -180,12 +180,12 @@ def _sync_mode() -> bool:
 def choose(key: Key):
     """BLAS or the template configuration to run products of `key` with: the measured
     choice, else BLAS (and the key waits for its measurement: in the background, or in
-    sync mode for `settle`)."""
+    sync mode for `settle`). The switch off: BLAS, whatever this process measured before."""
+    if not enabled():
+        return BLAS
     got = _choices.get(key)
     if got is not None:
         return got
-    if not enabled():
-        return BLAS
     with _lock:
         _load()
         got = _choices.get(key)
@@ -209,7 +209,8 @@ def bind(key: Key, install):
     c = choose(key)
     with _lock:
         # (under the lock: a measurement that lands meanwhile installs after this one)
-        c = _choices.get(key, c)
+        if enabled():
+            c = _choices.get(key, c)
         if key in _pending:
             _watchers.setdefault(key, []).append(install)
         return install(c)
