@@ -207,16 +207,19 @@ def test_softmax_is_one_rows_group_each_way():
     assert n_saved == 1 and tuple(fwd.graph.outputs[1].aval.shape) == (6, 9)
 
 
-def test_layer_norm_is_one_step_each_way():
+def test_layer_norm_is_one_rows_group_forward_one_step_backward():
     # LayerNorm's forward and its backward (dx, dweight, dbias stacked) are primitives
-    # (ops/layer_norm_prim.py): one step each; the backward's three results are views.
+    # (ops/layer_norm_prim.py); a plan schedules the forward as its rows form
+    # (compiler/rowinline.py), one rows group saving its output; the backward is one
+    # step, its three results views.
     x, w, b = T(6, 9, seed=1), T(9, seed=2), T(9, seed=3)
     cf = assert_compiled_matches(lambda x, w, b: tj.layer_norm(x, (9,), w, b), x, w, b)
     fwd, bwd, n_saved = _train(cf)
     for plan in (fwd, bwd):
         check_schedule(plan.items, plan.graph)
         assert all(s.prim.kind != "elementwise" for s in _steps(plan)), plan.describe()
-    assert [s.prim.name for s in _steps(fwd)] == ["layer_norm"] and not _groups(fwd)
+    assert not _steps(fwd) and len(_groups(fwd)) == 1 and _groups(fwd)[0].rows, fwd.describe()
+    assert [r.prim.name for r in _groups(fwd)[0].rows] == ["sum", "sum"]
     names = [s.prim.name for s in _steps(bwd)]
     assert names.count("layer_norm_backward") == 1 and not _groups(bwd), bwd.describe()
     assert set(names) <= {"layer_norm_backward", "getitem", "reshape"}, names

@@ -1,5 +1,6 @@
-"""Row fusion (compiler/rowfuse.py, codegen_rows.py): elementwise groups around LayerNorm
-run inside its row kernel.
+"""Row fusion (compiler/rowfuse.py, codegen_rows.py): elementwise groups around LayerNorm's
+backward run inside its row kernel (the forward is its rows form's rows group:
+compiler/rowinline.py, tests/compiler/test_rowinline.py).
 
 Every program is checked against eager and the IR interpreter (values and gradients,
 `assert_compiled_matches`), and its plans for the fusion that must (or must not) happen:
@@ -14,7 +15,7 @@ import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group
 from tracejit.compiler.rowfuse import RowGroup, role
-from tracejit.ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD
+from tracejit.ops.layer_norm_prim import LAYER_NORM_BACKWARD
 from tracejit.ops.softmax_prim import SOFTMAX
 from tracejit.testing import assert_compiled_matches
 from inputs import T, training_variant
@@ -42,27 +43,28 @@ def _rows(plan):
     return [it for it in plan.items if isinstance(it, RowGroup)]
 
 
+def _rows_groups(plan):
+    return [it for it in plan.items if isinstance(it, Group) and it.rows]
+
+
 def mlp_layer(x, b, w, c):
     """Linear's bias add, LayerNorm, GELU: the MLP workload's hidden layer after its GEMM."""
     return F.gelu(F.layer_norm(x + b, (x.shape[-1],), w, c), approximate="tanh")
 
 
-def test_bias_layer_norm_gelu_is_one_row_kernel_each_way():
+def test_bias_layer_norm_gelu_backward_is_one_row_kernel():
     x, b, w, c = T(37, 48, seed=1), T(48, seed=2), T(48, seed=3), T(48, seed=4)
     cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
     fwd, bwd, _ = _train(cf)
-    # forward: bias add, LayerNorm and GELU in one kernel, which writes only the GELU: the
-    # backward recomputes the sum x + b and LayerNorm's output (compiler/saving.py)
-    assert _kinds(fwd) == ["row:add -> layer_norm -> gelu"], fwd.describe()
-    (rg,) = _rows(fwd)
-    assert rg.eqn.out not in rg.outputs and len(rg.outputs) == 1
-    assert rg.roles == {v: r for v, r in zip(rg.inputs, ("rows", "col", "col", "col"))}
+    # forward: bias add, LayerNorm and GELU in one rows group, which writes the GELU and
+    # LayerNorm's output (saved for the backward: compiler/saving.py)
+    (rg,) = _rows_groups(fwd)
+    assert len(fwd.items) == 1 and len(rg.outputs) == 2, fwd.describe()
     # backward: the recomputed sum and gelu_backward(g) * ... feed layer_norm_backward
     # from the row buffers, and b's gradient (dx summed over the rows) is summed by the same
     # kernel; no group and no sum step is left
     kinds = _kinds(bwd)
-    assert kinds[0] == ("row:add -> layer_norm (recomputed) -> gelu_backward -> layer_norm_backward"
-                        " -> sum over rows"), bwd.describe()
+    assert kinds[0] == "row:add -> gelu_backward -> layer_norm_backward -> sum over rows", bwd.describe()
     assert not any(k.startswith("group:") for k in kinds), kinds
     assert "layer_norm_backward" not in kinds and "sum" not in kinds
 
@@ -81,7 +83,7 @@ def test_results_are_those_of_the_unfused_plan(monkeypatch):
         y = cf(*leaves)
         y.backward(tj.tensor(g))
         got[flag] = [y.detach().numpy()] + [t.grad.numpy() for t in leaves]
-        assert bool(_rows(_train(cf)[0])) == (flag == "1")
+        assert bool(_rows(_train(cf)[1])) == (flag == "1")
     np.testing.assert_array_equal(got["0"][0], got["1"][0])
     for a, e in zip(got["1"][1:], got["0"][1:]):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
@@ -97,33 +99,8 @@ def test_layer_norm_without_affine_parts(affine):
     wb = [T(16, seed=3 + i) for i, a in enumerate(affine) if a]
     cf = assert_compiled_matches(f, x, s, *wb, rtol=2e-5, atol=2e-5)
     fwd, bwd, _ = _train(cf)
-    (rg,) = _rows(fwd)
-    assert rg.x_pro is not None and rg.epi is not None
-    assert rg.roles[rg.inputs[1]] == "scalar"
-
-
-def test_residual_sum_needed_later_is_written_by_the_row_kernel():
-    # the Transformer's norm(x + sublayer(x)): the residual stream is read again after the
-    # LayerNorm (here by a GEMM), so the kernel writes it as well as the epilogue's result;
-    # the epilogue reads it from the row buffer
-    def f(x, y, w, c, m):
-        h = x + y
-        z = F.layer_norm(h, (32,), w, c)
-        return F.relu(z) + h, h @ m
-    args = T(4, 8, 32, seed=1), T(4, 8, 32, seed=2), T(32, seed=3), T(32, seed=4), T(32, 5, seed=5)
-    cf = assert_compiled_matches(f, *args, rtol=2e-5, atol=2e-5)
-    fwd, _, _ = _train(cf)
-    (rg,) = _rows(fwd)
-    h = rg.x_pro.eqns[0].out
-    assert h in rg.outputs and rg.epi is not None and h not in rg.inputs
-    assert "row[k]" in fwd.kernels[0].spec().source.split("def kernel")[1].split("t = epi(")[1].split(")")[0]
-
-    def g(x, y, w, c):
-        h = x + y
-        return F.relu(F.layer_norm(h, (32,), w, c)) + h
-    cf = assert_compiled_matches(g, *args[:4], rtol=2e-5, atol=2e-5)
-    (rg,) = _rows(_train(cf)[0])
-    assert rg.x_pro.eqns[0].out not in rg.outputs   # read only inside the kernel: not written
+    (rg,) = _rows(bwd)
+    assert rg.x_pro is not None and rg.g_pro is not None and "scalar" in rg.roles.values(), rg.roles
 
 
 def test_layer_norm_over_two_dims_float64():
@@ -168,15 +145,12 @@ def test_generated_source_is_readable_and_names_the_ops():
     x, b, w, c = T(8, 16, seed=1), T(16, seed=2), T(16, seed=3), T(16, seed=4)
     cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
     fwd, bwd, _ = _train(cf)
-    src = fwd.kernels[0].spec().source
-    for part in ("def pro_x(", "def epi(", "  # add\n", "  # gelu\n",
-                 "y = (row[k] - mu) * rstd * w[k] + b[k]", "fastmath=False"):
-        assert part in src, src
     bsrc = [k for k in bwd.kernels if hasattr(k, "group") and isinstance(k.group, RowGroup)][0].spec().source
-    assert "def pro_g(" in bsrc and "  # gelu_backward\n" in bsrc, bsrc
+    for part in ("def pro_x(", "def pro_g(", "  # add\n", "  # gelu_backward\n", "fastmath=False"):
+        assert part in bsrc, bsrc
     # the ops, not the user's lines: the source is the kernel's identity (loopnest.lower)
-    assert "test_rowfuse.py" not in src and "test_rowfuse.py" not in bsrc
-    assert "row kernel: add -> layer_norm -> gelu" in fwd.describe()
+    assert "test_rowfuse.py" not in bsrc
+    assert "row kernel: add -> gelu_backward -> layer_norm_backward" in bwd.describe()
 
 
 def test_dynamic_batch_reuses_the_kernel():
@@ -187,23 +161,23 @@ def test_dynamic_batch_reuses_the_kernel():
         assert_compiled_matches(mlp_layer, T(n, 24, seed=n), b, w, c, compiled=cf, rtol=2e-5, atol=2e-5,
                                 interpreter=False)
     assert len(cf._entries) == 1
-    fwd, _, _ = _train(cf)
-    (rg,) = _rows(fwd)
+    _, bwd, _ = _train(cf)
+    (rg,) = _rows(bwd)
     assert not isinstance(rg.rows_shape[0], int)
-    assert len(fwd.kernels[0].variants) == 1
+    assert len([k for k in bwd.kernels if getattr(k, "group", None) is rg][0].variants) == 1
 
 
 def test_parallel_variant_above_the_parallel_threshold(monkeypatch):
     # 200 x 96 = 19200 elements >= PARALLEL_MIN, with row kernels made parallel from there
     # (by default from codegen_rows.ROW_PARALLEL_MIN): the share form, chunks of rows claimed
     # from a counter by the launch's shares, each with its own row buffers and partial sums
-    # of the weight/bias gradients (3 chunks of >= 64 rows backward, 12 of >= 16 forward: not
-    # a multiple of the row count, so chunk edges fall mid-block), no prange
+    # of the weight/bias gradients (3 chunks of >= 64 rows: not a multiple of the row count,
+    # so chunk edges fall mid-block), no prange
     from tracejit.compiler import codegen_rows
     from tracejit.threads import PARALLEL_MIN
     monkeypatch.setattr(codegen_rows, "ROW_PARALLEL_MIN", 0)
     assert 200 * 96 >= PARALLEL_MIN and codegen_rows.parallel_min() == PARALLEL_MIN
-    for kern in _layer_row_kernels(200, 96, seed=11):
+    for kern in [_layer_row_kernel(200, 96, seed=11)]:
         assert list(kern.variants) == [((), True)]
         assert isinstance(kern.variants[((), True)], codegen_rows.RowShares)
         source = kern.sources[((), True)]
@@ -212,7 +186,7 @@ def test_parallel_variant_above_the_parallel_threshold(monkeypatch):
 
 @pytest.mark.parametrize("rows", [256, 200])
 def test_share_form_results_do_not_depend_on_the_share_count(monkeypatch, rows):
-    # the layer's forward and backward row kernels (share form) on 1, 2 and 3 shares: the
+    # the layer's backward row kernel (share form) on 1, 2 and 3 shares: the
     # same bits (each chunk is the same work whoever claims it; the backward's partial sums
     # are folded in chunk order)
     from tracejit.compiler.cpu.runtime import sharepool
@@ -232,53 +206,32 @@ def test_share_form_results_do_not_depend_on_the_share_count(monkeypatch, rows):
         y = cf(*leaves)
         y.backward(tj.tensor(g))
         got.append([y.detach().numpy()] + [t.grad.numpy() for t in leaves])
-    fwd, bwd, _ = _train(cf)
-    for plan in (fwd, bwd):
-        assert any(isinstance(v, codegen_rows.RowShares) for v in plan.fn.__globals__.values())
-    # on two shares both kernels ran GIL-free where numpy's BLAS has a pool of two (cshares)
-    assert len(pairs) == (2 if sharepool.blas_worker.find() is not None else 0)
+    bwd = _train(cf)[1]
+    assert any(isinstance(v, codegen_rows.RowShares) for v in bwd.fn.__globals__.values())
+    # on two shares the kernel ran GIL-free where numpy's BLAS has a pool of two (cshares)
+    assert len(pairs) == (1 if sharepool.blas_worker.find() is not None else 0)
     for other in got[1:]:
         for a, e in zip(other, got[0]):
             np.testing.assert_array_equal(a, e)
 
 
-def _layer_row_kernels(rows: int, cols: int, seed: int) -> list:
-    """The forward and backward row kernels of a compiled `mlp_layer` of (rows, cols),
-    after checking its values and gradients."""
+def _layer_row_kernel(rows: int, cols: int, seed: int):
+    """The backward row kernel of a compiled `mlp_layer` of (rows, cols), after checking
+    its values and gradients."""
     x, b, w, c = T(rows, cols, seed=seed), T(cols, seed=seed + 1), T(cols, seed=seed + 2), T(cols, seed=seed + 3)
     cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-5)
-    fwd, bwd, _ = _train(cf)
-    out = []
-    for plan in (fwd, bwd):
-        (rg,) = _rows(plan)
-        out.append([k for k in plan.kernels if getattr(k, "group", None) is rg][0])
-    return out
+    bwd = _train(cf)[1]
+    (rg,) = _rows(bwd)
+    return [k for k in bwd.kernels if getattr(k, "group", None) is rg][0]
 
 
-def test_row_kernels_of_an_mlp_layer_in_shares_softmax_serial():
-    # An MLP layer of 256 x 1024 (above LN_BACKWARD_PARALLEL_MIN and LN_FORWARD_PARALLEL_MIN,
-    # below ROW_PARALLEL_MIN, which softmax's row kernels keep): the row kernels come right
-    # after the layer's GEMMs; forward and backward get only their share form
+def test_backward_row_kernel_of_an_mlp_layer_in_shares():
+    # An MLP layer of 256 x 1024 (above LN_BACKWARD_PARALLEL_MIN, below ROW_PARALLEL_MIN):
+    # the row kernel comes right after the layer's GEMMs and gets only its share form
     from tracejit.compiler import codegen_rows
-    assert max(codegen_rows.parallel_min(LAYER_NORM_BACKWARD),
-               codegen_rows.parallel_min(LAYER_NORM)) <= 256 * 1024 < codegen_rows.parallel_min(SOFTMAX)
-    fwd, bwd = _layer_row_kernels(256, 1024, seed=21)
-    assert list(fwd.variants) == [((), True)]
+    assert codegen_rows.parallel_min(LAYER_NORM_BACKWARD) <= 256 * 1024 < codegen_rows.parallel_min(SOFTMAX)
+    bwd = _layer_row_kernel(256, 1024, seed=21)
     assert list(bwd.variants) == [((), True)]
-
-
-def test_epilogue_reading_a_value_computed_from_the_output_stays_a_group():
-    # tanh(y) + y @ m: the group needs the GEMM of y, which needs y: fusing it into the row
-    # kernel would make the kernel wait for itself, so it stays a group (the bias add still
-    # joins as the prologue)
-    def f(x, b, m):
-        y = F.layer_norm(x + b, (16,))
-        return tj.tanh(y) + y @ m
-    cf = assert_compiled_matches(f, T(10, 16, seed=1), T(16, seed=2), T(16, 16, seed=3), rtol=2e-5, atol=2e-5)
-    fwd, _, _ = _train(cf)
-    (rg,) = _rows(fwd)
-    assert rg.epi is None and rg.x_pro is not None and rg.outputs[0] is rg.eqn.out
-    assert any(isinstance(it, Group) and "tanh" in [e.prim.name for e in it.eqns] for it in fwd.items)
 
 
 def test_loss_with_its_gradients_in_one_plan():
@@ -293,12 +246,11 @@ def test_loss_with_its_gradients_in_one_plan():
     cf = assert_compiled_matches(loss, *args, rtol=2e-5, atol=2e-5)
     plan = _train(cf)[0]
     kinds = [k for k in _kinds(plan) if k.startswith("row:")]
-    # the bias add joins the forward's kernel only (a group joins one row kernel), which
-    # then writes the sum for layer_norm_backward
-    assert kinds == ["row:add -> layer_norm -> gelu",
-                     "row:gelu_backward -> layer_norm_backward -> sum over rows"], plan.describe()
-    fwd_rows = _rows(plan)[0]
-    assert fwd_rows.x_pro.eqns[0].out in fwd_rows.outputs
+    # the bias add joins the forward's rows group, which then writes the sum for
+    # layer_norm_backward
+    assert kinds == ["row:gelu_backward -> layer_norm_backward -> sum over rows"], plan.describe()
+    (rg,) = _rows_groups(plan)
+    assert any(e.prim.name == "add" and e.out in rg.outputs for e in rg.eqns), plan.describe()
 
 
 def test_gradient_summed_on_token_rows_joins_the_backward_row_kernel():
@@ -315,19 +267,6 @@ def test_gradient_summed_on_token_rows_joins_the_backward_row_kernel():
     assert len(viewed) == 1 and viewed[0].rows_shape == (4, 5, 12), bwd.describe()
     assert tuple(viewed[0].g_pro.shape) == (20, 12)
     assert "add -> layer_norm_backward" in viewed[0].describe()
-
-
-def test_positional_add_broadcast_over_the_batch_joins_layer_norm():
-    # x + pos, pos (T, E) over (N, T, E) rows: a "bcast" operand, read through a row index
-    # (its T distinct rows are not copied out to N * T), forward and backward
-    def f(x, pos, w, b):
-        return F.layer_norm(x + pos, (12,), w, b)
-    cf = assert_compiled_matches(f, T(4, 5, 12, seed=1), T(5, 12, seed=2), T(12, seed=3), T(12, seed=4),
-                                 rtol=2e-5, atol=2e-5)
-    fwd, bwd, _ = _train(cf)
-    (rg,) = _rows(fwd)
-    assert rg.describe() == "add -> layer_norm" and "bcast" in rg.roles.values(), fwd.describe()
-    assert not any(isinstance(it, Group) for it in fwd.items), fwd.describe()
 
 
 def test_encoder_layer_backward_kernel_against_float64():

@@ -110,16 +110,25 @@ def test_softmax_over_an_inner_dim_stays_a_step():
                                                    for it in fwd.items]
 
 
-def test_parallel_variant_above_the_parallel_threshold():
-    from tracejit.threads import PARALLEL_MIN
+def test_parallel_variant_from_the_groups_work(monkeypatch):
+    # a plan's rows group runs parallel from its work, elements x passes, as an eager rows
+    # kernel does (codegen_cpu_rows.parallel_elements_min): here below it, then (the rule
+    # made to say parallel from 0) above
+    from tracejit.compiler import codegen_cpu_rows
     shape = (4, 2, 48, 64)
-    assert np.prod(shape) >= PARALLEL_MIN
-    cf = assert_compiled_matches(scaled_masked, T(*shape, seed=8), _causal(48, 64), rtol=2e-5, atol=2e-6)
-    fwd = training_variant(cf)[0]
-    (rg,) = _rows_groups(fwd)
-    kern = [k for k in fwd.kernels if getattr(k, "group", None) is rg][0]
-    assert [v for v in kern.variants if v[1]], kern.variants
-    assert "prange" in kern.sources[next(v for v in kern.variants if v[1])]
+
+    def variants():
+        cf = assert_compiled_matches(scaled_masked, T(*shape, seed=8), _causal(48, 64), rtol=2e-5, atol=2e-6)
+        fwd = training_variant(cf)[0]
+        (rg,) = _rows_groups(fwd)
+        kern = [k for k in fwd.kernels if getattr(k, "group", None) is rg][0]
+        return kern, [v for v in kern.variants if v[1]]
+    kern, parallel = variants()
+    assert np.prod(shape) < codegen_cpu_rows.parallel_elements_min(kern.nest(next(iter(kern.variants))[0]))
+    assert not parallel, kern.variants
+    monkeypatch.setattr(codegen_cpu_rows, "parallel_elements_min", lambda nest, threads=0: 0)
+    kern, parallel = variants()
+    assert parallel and len(kern.variants) == 1, kern.variants
 
 
 def test_dynamic_batch_reuses_the_kernel():
@@ -133,3 +142,94 @@ def test_dynamic_batch_reuses_the_kernel():
     fwd = training_variant(cf)[0]
     (rg,) = _rows_groups(fwd)
     assert not isinstance(rg.shape[0], int)
+
+
+# ------------------------------------------------------------------------------- LayerNorm
+def mlp_layer(x, b, w, c):
+    """Linear's bias add, LayerNorm, GELU: the MLP workload's hidden layer after its GEMM."""
+    return F.gelu(F.layer_norm(x + b, (x.shape[-1],), w, c), approximate="tanh")
+
+
+def test_bias_layer_norm_gelu_is_one_rows_group():
+    x, b, w, c = T(6, 5, 32, seed=1), T(32, seed=2), T(32, seed=3), T(32, seed=4)
+    cf = assert_compiled_matches(mlp_layer, x, b, w, c, rtol=2e-5, atol=2e-6)
+    fwd = training_variant(cf)[0]
+    (rg,) = _rows_groups(fwd)
+    assert {"add", "sum", "rsqrt", "gelu"} <= set(_ops(rg)), fwd.describe()
+    assert not any(getattr(it, "prim", None) is not None and it.prim.name == "layer_norm"
+                   for it in fwd.items), fwd.describe()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 7, 33])
+def test_layer_norm_rows_group_is_eagers_bitwise_and_matches_torch(dtype, k):
+    # eager runs the kernel rendered from the same rows form over the (M, K) view
+    torch = pytest.importorskip("torch", reason="compares with PyTorch")
+    r = np.random.default_rng(k)
+    xv, wv, bv = ((r.standard_normal(s) * 2 + 1).astype(dtype) for s in ((4, 3, k), (k,), (k,)))
+
+    def f(x, w, b):
+        return F.layer_norm(x, (k,), w, b) * 2.0
+    x, w, b = (tj.tensor(a) for a in (xv, wv, bv))
+    got = tj.trace(f)(x, w, b).numpy()
+    np.testing.assert_array_equal(got, f(x, w, b).numpy())
+    want = (torch.nn.functional.layer_norm(torch.tensor(xv), (k,), torch.tensor(wv), torch.tensor(bv))
+            * 2.0).numpy()
+    tol = 2e-5 if dtype is np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_layer_norm_of_a_transposed_input():
+    def f(x, w):
+        return F.layer_norm(x.transpose(0, 1), (6,), w) + 1.0
+    assert_compiled_matches(f, T(5, 4, 6, seed=5), T(6, seed=6), rtol=2e-5, atol=2e-6)
+
+
+def test_layer_norm_over_two_dims_stays_a_step():
+    def f(x, w):
+        return F.gelu(F.layer_norm(x - 1.0, (5, 6), w))
+    cf = assert_compiled_matches(f, T(3, 5, 6, seed=7, dtype=np.float64), T(5, 6, seed=8, dtype=np.float64))
+    fwd = training_variant(cf)[0]
+    assert not _rows_groups(fwd) and "layer_norm" in fwd.describe(), fwd.describe()
+
+
+def test_residual_sum_needed_later_is_written_by_the_rows_group():
+    # the Transformer's norm(x + sublayer(x)): the residual stream is read again after the
+    # LayerNorm (here by a GEMM), so the rows group writes it as well as its result
+    def f(x, y, w, c, m):
+        h = x + y
+        z = F.layer_norm(h, (32,), w, c)
+        return F.relu(z) + h, h @ m
+    args = T(4, 8, 32, seed=1), T(4, 8, 32, seed=2), T(32, seed=3), T(32, seed=4), T(32, 5, seed=5)
+    cf = assert_compiled_matches(f, *args, rtol=2e-5, atol=2e-5)
+    (rg,) = _rows_groups(training_variant(cf)[0])
+    h = next(e.out for e in rg.eqns if e.prim.name == "add" and e.inputs[0].aval.shape == (4, 8, 32))
+    assert h in rg.outputs
+
+    def g(x, y, w, c):
+        h = x + y
+        return F.relu(F.layer_norm(h, (32,), w, c)) + h
+    cf = assert_compiled_matches(g, *args[:4], rtol=2e-5, atol=2e-5)
+    (rg,) = _rows_groups(training_variant(cf)[0])
+    assert h not in rg.outputs and len(rg.outputs) == 2   # the result, and LayerNorm's (saved)
+
+
+def test_layer_norm_output_read_by_a_product_and_an_epilogue():
+    # tanh(y) + y @ m: the rows group writes y for the GEMM; tanh and the add run after it
+    def f(x, b, m):
+        y = F.layer_norm(x + b, (16,))
+        return tj.tanh(y) + y @ m
+    cf = assert_compiled_matches(f, T(10, 16, seed=1), T(16, seed=2), T(16, 16, seed=3), rtol=2e-5, atol=2e-5)
+    (rg,) = _rows_groups(training_variant(cf)[0])
+    assert "add" in _ops(rg)
+
+
+def test_positional_add_broadcast_over_the_batch_joins_layer_norm():
+    # x + pos, pos (T, E) over (N, T, E) rows: read in the rows group, no group of its own
+    def f(x, pos, w, b):
+        return F.layer_norm(x + pos, (12,), w, b)
+    cf = assert_compiled_matches(f, T(4, 5, 12, seed=1), T(5, 12, seed=2), T(12, seed=3), T(12, seed=4),
+                                 rtol=2e-5, atol=2e-5)
+    fwd = training_variant(cf)[0]
+    (rg,) = _rows_groups(fwd)
+    assert len(fwd.items) == 1 and "add" in _ops(rg), fwd.describe()

@@ -114,14 +114,20 @@ def test_max_rows_keep_nan_and_inf(rows):
     np.testing.assert_allclose(got[~np.isnan(ref)], ref[~np.isnan(ref)], rtol=1e-6)
 
 
-def test_large_rows_run_the_parallel_variant():
+def test_large_rows_run_the_parallel_variant(monkeypatch):
+    # (the work rule made to say parallel on any thread count: codegen_cpu_rows)
+    from tracejit.compiler import codegen_cpu_rows
+    monkeypatch.setattr(codegen_cpu_rows, "parallel_elements_min", lambda nest, threads=0: 1 << 18)
     rng = _rng()
     x = tj.tensor(rng.standard_normal((512, 1024)).astype(np.float32), requires_grad=True)
     w = tj.tensor(rng.standard_normal(1024).astype(np.float32), requires_grad=True)
     b = tj.tensor(rng.standard_normal(1024).astype(np.float32), requires_grad=True)
     cf = assert_compiled_matches(layer_norm_gelu, x, w, b, interpreter=False)
     fwd, bwd, _ = _train(cf)
-    assert "prange" in "".join(fwd.kernel_sources())
+    # numba's parallel kernel, or a chunk kernel whose shares run on the runtime's threads
+    # (codegen_chunks.paired): a share of the rows each
+    src = "".join(fwd.kernel_sources())
+    assert "prange(nrows)" in src or "for row in range(chunk_t * nrows // chunk_nt" in src, src
     # leading dims split per row (attention scores: batch x heads x rows)
     s = tj.tensor(rng.standard_normal((4, 8, 32, 33)).astype(np.float32), requires_grad=True)
     assert_compiled_matches(softmax_rows, s, interpreter=False)

@@ -921,21 +921,22 @@ def test_only_parfor_variants_call_for_a_stage_1():
     assert not tiers._parfor(twin, True, ChunkSpec("", nest, "map", (), None))
 
 
-def test_a_row_kernels_share_form_leaves_stage_1_a_chunk_stage():
-    """A graph with a row kernel in its share form (not a parfor kernel) and a parfor
-    loop-nest kernel: stage 1 is the chunk program, whose row kernel is the full program's
-    (one source: one compile), not a serial stage that compiles the row kernel twice, its
-    serial twin first (a cold Transformer step did so for its four row kernels)."""
-    from tracejit.compiler.codegen_rows import RowKernel
-    lin, ln = tj.nn.Linear(256, 256), tj.nn.LayerNorm(256)
+def test_a_rows_kernels_share_form_leaves_stage_1_a_chunk_stage(monkeypatch):
+    """A graph with a rows kernel in its share form (a paired chunk kernel, not a parfor
+    kernel) and a parfor loop-nest kernel: stage 1 is the chunk program, whose rows kernel is
+    the full program's (one source: one compile), not a serial stage that compiles the rows
+    kernel twice, its serial twin first (a cold Transformer step did so for its row kernels)."""
+    from tracejit.compiler import codegen_chunks
+    monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)   # share forms, any machine
+    lin, ln = tj.nn.Linear(512, 512), tj.nn.LayerNorm(512)
 
-    def f(x):   # 512 x 256 rows: LayerNorm backward's share form; the row sum's kernel a parfor one
-        return ((tj.nn.functional.gelu(ln(lin(x))) * 1.8125).tanh() + x.sum(1, keepdim=True)).pow(2).mean()
+    def f(x, z):   # 1024 x 512 rows: parallel on any thread count from two; z's sum a parfor kernel
+        return (tj.nn.functional.gelu(ln(lin(x))) * 1.8125).tanh().pow(2).mean() + z.tanh().sum(1).pow(2).mean()
 
-    def grads(fn, x):
+    def grads(fn, x, z):
         for p in (lin.weight, lin.bias, ln.weight, ln.bias):
             p.grad = None
-        loss = fn(x)
+        loss = fn(x, z)
         loss.backward()
         return float(loss), lin.weight.grad.numpy().copy(), ln.weight.grad.numpy().copy()
 
@@ -943,22 +944,28 @@ def test_a_row_kernels_share_form_leaves_stage_1_a_chunk_stage():
         assert got[0] == pytest.approx(want[0], rel=1e-5)
         for a, b in zip(got[1:], want[1:]):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-    x = tj.tensor(np.random.default_rng(7).standard_normal((512, 256)).astype(np.float32))
-    eager = grads(f, x)
+    rng = np.random.default_rng(7)
+    x = tj.tensor(rng.standard_normal((1024, 512)).astype(np.float32))
+    z = tj.tensor(rng.standard_normal((64, 32, 64)).astype(np.float32))
+    eager = grads(f, x, z)
     g = tj.trace(f, compile="background")
-    check(grads(g, x), eager)
+    check(grads(g, x, z), eager)
     (ex,) = [e.executor for e in g._entries]
     assert ex._serial.wait(WAIT_S), ex._failure
     assert g.cache_stats()["tiers"] == ["chunks"]
-    stage_rows = [s for (k, _, _), s in zip(ex._serial_variants, ex._serial_specs) if isinstance(k, RowKernel)]
-    full_rows = [s for (k, _, _), s in zip(ex.variants, ex._specs) if isinstance(k, RowKernel)]
-    assert stage_rows and [s.source for s in stage_rows] == [s.source for s in full_rows]
-    assert all(s.parallel for s in stage_rows)        # the share form, not its serial twin
-    assert any(s.chunked for s in ex._serial_specs)   # the row sum's chunk kernel
-    check(grads(g, x), eager)                         # stage 1
+
+    def of_form(variants, specs, form):
+        return [(par, s) for (_, _, par), s in zip(variants, specs) if s.form == form]
+    stage_rows = of_form(ex._serial_variants, ex._serial_specs, "row_passes")
+    full_rows = of_form(ex.variants, ex._specs, "row_passes")
+    assert stage_rows and [s.source for _, s in stage_rows] == [s.source for _, s in full_rows]
+    assert all(par and s.chunked for par, s in stage_rows)   # the share form, not its serial twin
+    assert any(par and s.parfor for par, s in of_form(ex.variants, ex._specs, "rows"))
+    assert all(s.chunked for _, s in of_form(ex._serial_variants, ex._serial_specs, "rows"))
+    check(grads(g, x, z), eager)                      # stage 1
     assert tj.compiler.wait(g, timeout=WAIT_S)
     for _ in range(2 * tiers.TRIAL_CALLS + 1):
-        check(grads(g, x), eager)                     # the trial, then the program kept
+        check(grads(g, x, z), eager)                  # the trial, then the program kept
     assert g.cache_stats()["tiers"] == ["compiled"]
 
 

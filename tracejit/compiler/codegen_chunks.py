@@ -39,7 +39,7 @@ __all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS",
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
-         "strided_full", "blocked_map", "windows")
+         "strided_full", "blocked_map", "windows", "row_passes")
 # Partial results per chunk, then a fold: flat full reductions (at most PARTIALS chunks),
 # column sums (row chunks x columns: codegen_cpu.column_partial_len of the last size) and
 # full reductions of nested operands (one per index of the first dim).
@@ -47,9 +47,10 @@ _FOLDED = ("flat_reduce", "flat_blocked_sum", "column_blocks", "strided_full")
 PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
 # Loop shapes whose chunk kernel also gets a GIL-free pair (`ChunkSpec.pair`): the flat ones,
 # the nested map (an elementwise chain with a broadcast operand, such as bias + ReLU over a
-# GEMM's output) and the column sums (ReLU's gradient with the bias gradient): `paired`.
+# GEMM's output), the column sums (ReLU's gradient with the bias gradient) and the rows of a
+# rows group (a bias add, LayerNorm and GELU after a GEMM): `paired`.
 PAIRED = ("map", "blocked_map", "flat_reduce", "flat_blocked_sum", "nested_map", "column_blocks",
-          "windows")
+          "windows", "row_passes")
 
 _DECO = re.compile(r"""^@njit\((["'])void\((.*)\)\1, parallel=True, (.*)$""")
 _PRANGE = re.compile(r"^(\s*)for (\w+) in prange\((.+)\):$")

@@ -24,7 +24,8 @@ from .emitter import render_steps
 from .loopnest import SUM_BLOCK, LoopNest
 from .rowpasses import schedule
 
-__all__ = ["render_rows", "row_index", "runs_parallel", "parallel_work_min", "WAKE_WORK"]
+__all__ = ["render_rows", "row_index", "runs_parallel", "parallel_work_min", "parallel_elements_min",
+           "WAKE_WORK"]
 
 IND = "    "
 
@@ -54,6 +55,16 @@ def runs_parallel(nest: LoopNest, elements: int, threads: int = 0) -> bool:
         from ..threads import get_num_threads
         threads = get_num_threads()
     return elements * len(schedule(nest).passes) >= parallel_work_min(threads)
+
+
+def parallel_elements_min(nest: LoopNest, threads: int = 0) -> int:
+    """The element count from which calls of rows `nest` run the parallel variant: the
+    `runs_parallel` rule as a threshold (a compiled plan's test of its sizes)."""
+    if not threads:
+        from ..threads import get_num_threads
+        threads = get_num_threads()
+    passes = len(schedule(nest).passes)
+    return -(-parallel_work_min(threads) // passes)
 
 
 def row_index(last: int, ind: str) -> list:

@@ -317,7 +317,12 @@ class Plan:
         static = tuple(layouts)
         args = ", ".join(call_args + dim_args)
         serial_only = self.backend.serial_twin and bool(_serial_only)
-        big = static_size is not None and static_size >= PARALLEL_MIN and not serial_only
+        pmin, pname = PARALLEL_MIN, "PARALLEL_MIN"
+        if grp.rows and self.backend.name == "cpu":
+            # parallel from the group's work, as an eager rows kernel (codegen_cpu_rows)
+            from .codegen_cpu_rows import parallel_elements_min
+            pmin, pname = parallel_elements_min(kern.nest(static)), f"PMIN{k}"
+        big = static_size is not None and static_size >= pmin and not serial_only
         fast_args = args
         # The source is rendered now, so the lowering's own errors surface at capture.
         kern.spec(static, big)
@@ -347,9 +352,9 @@ class Plan:
             self.first_variants.append((kern, static, parallel))
         fast = [f"{twins[0][0]}({fast_args})"]
         if len(twins) == 2:
-            fast = [f"if {size} >= PARALLEL_MIN:", f"    {kname}p({fast_args})",
+            fast = [f"if {size} >= {pname}:", f"    {kname}p({fast_args})",
                     "else:", f"    {kname}s({fast_args})"]
-        consts["PARALLEL_MIN"] = PARALLEL_MIN if not serial_only else 1 << 62
+        consts[pname] = pmin if not serial_only else 1 << 62
         not_internal = [v for v in check_contig if not self._from_kernel(v)]
         if not_internal:
             cond = " and ".join(f"{nm(v)}.flags.c_contiguous" for v in not_internal)
@@ -366,7 +371,7 @@ class Plan:
                                 lambda m: copies[m.group(1)], x) for x in fast]
             copied = [f"{c} = xp.ascontiguousarray({a})" for a, c in copies.items()]
             copied += fast_copy + [f"del {', '.join(copies.values())}"]
-            strided = [f"_kv = {kname}.ready(({slow},), {size} >= PARALLEL_MIN)",
+            strided = [f"_kv = {kname}.ready(({slow},), {size} >= {pname})",
                        "if _kv is not None:", f"    _kv({args})", "else:"]
             strided += ["    " + x for x in copied]
             # Strided operands of a kernel with math calls (column slices of a product:

@@ -162,7 +162,7 @@ def role(v, shape: tuple, n: int) -> str | None:
 
 def _fusible_group(g, shape, n, dtype) -> bool:
     """Can group `g` run inside a row kernel over rows of `shape`?"""
-    if not isinstance(g, Group) or g.reduction is not None or tuple(g.shape) != shape:
+    if not isinstance(g, Group) or g.reduction is not None or g.rows or tuple(g.shape) != shape:
         return False
     if any(v.aval.dtype.name != dtype for v in g.outputs):
         return False

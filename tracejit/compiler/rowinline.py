@@ -1,10 +1,12 @@
 """Compiled plans schedule a primitive that has a rows form as that form.
 
-softmax and its backward are primitives (an eager call is one op, its numpy form a few
-passes in place), and their records give their *rows form* (``extra["rows_form"]``: the
-same function written with keepdim reductions over the last dim and elementwise ops)
-with ``extra["rows_inline"]``, the test of an equation's operand avals and params that
-says the form applies (softmax: over the last dim). Before a plan is partitioned, each
+softmax, its backward and LayerNorm are primitives (an eager call is one op, its numpy
+form a few passes in place), and their records give their *rows form*
+(``extra["rows_form"]``: the same function written with keepdim reductions over the last
+dim and elementwise ops) with ``extra["rows_inline"]``, the test of an equation's operand
+avals and params that says the form applies (softmax: over the last dim; LayerNorm: over
+the last dim only, so a bias add or residual before it and a GELU after it join its rows
+group). Before a plan is partitioned, each
 such equation is replaced by its form's equations, traced over the equation's operand
 avals, so the scheduler (fusion.py) makes it a rows group with the elementwise work
 around it: ``softmax(q @ k.T * c + mask)``'s scale and mask are computed per row in the
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from ..jit.ir import Eqn, Graph, Literal, Var
 
-__all__ = ["expand_rows_forms"]
+__all__ = ["expand_rows_forms", "inlined"]
 
 
 def expand_rows_forms(graph: Graph) -> Graph:
@@ -42,15 +44,19 @@ def expand_rows_forms(graph: Graph) -> Graph:
     return Graph(graph.inputs, tuple(eqns), graph.outputs, graph.name) if changed else graph
 
 
+def inlined(e: Eqn) -> bool:
+    """Whether plans schedule `e` as its primitive's rows form (its test says it applies)."""
+    applies = e.prim.extra.get("rows_inline")
+    return (applies is not None and len(e.outs) == 1 and not any(isinstance(a, Literal) for a in e.inputs)
+            and bool(applies(*[a.aval for a in e.inputs], **e.params)))
+
+
 def _form(e: Eqn):
     """The traced rows form of `e` (a graph over `e`'s operands with one output of `e`'s
     aval), or None: no form, it does not apply, or it does not trace to one."""
-    applies = e.prim.extra.get("rows_inline")
-    if applies is None or len(e.outs) != 1 or any(isinstance(a, Literal) for a in e.inputs):
+    if not inlined(e):
         return None
     avals = [a.aval for a in e.inputs]
-    if not applies(*avals, **e.params):
-        return None
     from ..jit.tracer import trace_graph
     form = e.prim.extra["rows_form"]
     try:

@@ -12,13 +12,11 @@ the backward (as PyTorch's autograd does). Here such values are saved.
 "Written anyway" is judged from the forward graph: a value read by an equation that runs
 as a plan step (a matmul, a reshape, any non-fused primitive) must be in memory. Readers
 that fuse do not count: elementwise ops, expand, the reductions fusion closes groups with,
-and, with row fusion on, LayerNorm (compiler/rowfuse.py computes its input inside its
-kernel).
+a primitive that plans schedule as its rows form (compiler/rowinline.py: softmax,
+LayerNorm over the last dim) and, with row fusion on, LayerNorm's backward
+(compiler/rowfuse.py computes its input inside its kernel).
 
-The other way round, with row fusion on, a LayerNorm whose output only fused elementwise
-work reads is recomputed by the backward instead of saved: its backward's row kernel
-recomputes it from the row statistics it computes anyway (compiler/rowfuse.py), so the
-forward need not write it. ``TRACEJIT_SAVE_WRITTEN=0`` restores plain recomputation.
+``TRACEJIT_SAVE_WRITTEN=0`` restores plain recomputation.
 """
 from __future__ import annotations
 
@@ -27,8 +25,8 @@ from .. import envflags
 from ..jit.autodiff import _cheap
 from ..jit.ir import Graph, Var
 from . import backends, rowfuse
+from .rowinline import inlined
 from .fusion import FUSIBLE_REDUCTIONS, _elementwise_ok
-from ..ops.layer_norm_prim import LAYER_NORM
 
 __all__ = ["recompute_unless_written"]
 
@@ -45,18 +43,10 @@ def recompute_unless_written(graph: Graph):
         p = e.prim
         if _elementwise_ok(e) or p in FUSIBLE_REDUCTIONS:   # fusion's own rule
             continue
-        if row_fusion and p in rowfuse.ROW_PRIMS:
+        if (row_fusion and p in rowfuse.ROW_PRIMS) or inlined(e):
             continue
         written.update(a for a in e.inputs if isinstance(a, Var))
 
-    results = {a for a in graph.outputs if isinstance(a, Var)}
-
     def cheap(e) -> bool:
-        if row_fusion and e.prim is LAYER_NORM:
-            # LayerNorm's output read only by fused elementwise work (the GELU after it)
-            # is not written by its row kernel, and the backward's row kernel recomputes it
-            # from the statistics it computes anyway (rowfuse `_recomputed_output`): saving
-            # it would add a write and a read of the whole array
-            return e.out not in written and e.out not in results
         return _cheap(e) and e.out not in written
     return cheap

@@ -158,11 +158,13 @@ def _layer_norm_vjp(g, out, x, *wb, n, eps, affine):
 
 
 def _layer_norm_rows(x, *wb, n, eps, affine):
-    # the numpy form's steps over the last dim of the (M, K) view, weight and bias (1, K),
-    # then 1 / K as a (1,) operand: a mean's divisor in the trace would be a literal of
-    # one row length, and the CPU kernel rendered from this form serves every length
-    # (compiler/cpu/kernels/row_forms.py)
-    *wb, inv_k = wb
+    # the numpy form's steps over the last dim (weight and bias broadcast along it), then
+    # optionally 1 / K as a (1,) operand: the CPU kernel rendered from this form over the
+    # (M, K) view serves every row length with it (compiler/cpu/kernels/row_forms.py);
+    # compiled plans inline it without (compiler/rowinline.py), 1 / K a literal of the
+    # traced row length, the same value
+    wb = list(wb)
+    inv_k = wb.pop() if len(wb) > sum(affine) else 1.0 / x.shape[-1]
     d = x - _sum(x, -1, keepdim=True) * inv_k
     y = d * rsqrt(_sum(d * d, -1, keepdim=True) * inv_k + eps)
     if affine[0]:
@@ -172,9 +174,15 @@ def _layer_norm_rows(x, *wb, n, eps, affine):
     return y
 
 
+def _over_last_dim(x, *wb, n, **params) -> bool:
+    """LayerNorm over the last dim only (a rows group's row): compiled plans schedule its
+    rows form in its place (compiler/rowinline.py)."""
+    return n == 1
+
+
 LAYER_NORM = defprim("layer_norm", _layer_norm_impl, _layer_norm_rule, _layer_norm_vjp, kind="other",
                      save=lambda rq: tuple(range(len(rq))), grad_name="NativeLayerNormBackward0",
-                     extra={"rows_form": _layer_norm_rows})
+                     extra={"rows_form": _layer_norm_rows, "rows_inline": _over_last_dim})
 
 
 def layer_norm(x, n: int, weight=None, bias=None, eps: float = 1e-5):

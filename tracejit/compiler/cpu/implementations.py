@@ -58,7 +58,7 @@ TABLE = (
     # rows: one read and one write of each row
     (SOFTMAX, row_forms.softmax, row_forms.on_last_dim, None),
     (SOFTMAX_BACKWARD, row_forms.softmax_backward, row_forms.on_last_dim, None),
-    (LAYER_NORM, rows.layer_norm, None, None),
+    (LAYER_NORM, row_forms.layer_norm, None, None),
     (LAYER_NORM_BACKWARD, rows.layer_norm_backward, None, None),
     (CROSS_ENTROPY, row_forms.cross_entropy, None, None),
     (CROSS_ENTROPY_BACKWARD, row_forms.cross_entropy_backward, None, None),
