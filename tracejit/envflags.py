@@ -82,9 +82,6 @@ SWITCHES: dict = {s.name: s for s in (
            _GUIDE + "eager-and-autograd.md"),
     Switch("TRACEJIT_STREAM_STORES", "1", "0: fused CPU kernels never use streaming (non-temporal) "
            "stores for large outputs (tracejit/compiler/ntstores.py)", _GUIDE + "compiling-models.md"),
-    Switch("TRACEJIT_ROW_FUSION", "1", "0: elementwise work around a LayerNorm stays separate kernels "
-           "instead of joining its row kernel in compiled CPU plans (tracejit/compiler/rowfuse.py)",
-           _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_WINDOWS", "auto", "which poolings compiled plans take as windows groups: auto "
            "(those measured at least as fast as their registered kernels), all, or none "
            "(tracejit/compiler/windows.py)",

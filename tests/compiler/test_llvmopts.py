@@ -41,8 +41,6 @@ def test_kernel_options_follow_stores_and_parallelism():
     assert llvmopts.kernel_options(4, True, "map") == ("-force-vector-interleave=2",) + wide
     assert llvmopts.kernel_options(5, True, "rows") == ("-force-vector-interleave=2",) + wide
     assert llvmopts.kernel_options(5, False, "column_blocks") == ()
-    # row kernels keep LLVM's default width (their sums in the primitives' order)
-    assert llvmopts.kernel_options(3, True, "map", wide=False) == ("-force-vector-interleave=4",)
 
 
 def test_a_loop_needing_many_alias_checks_is_allowed_them():

@@ -1,8 +1,9 @@
-"""Compiled plans schedule softmax and its backward as their rows forms
+"""Compiled plans schedule softmax, its backward and LayerNorm as their rows forms
 (compiler/rowinline.py): the scale and additive mask a program writes before a softmax
 (``softmax(q @ k.T * c + mask)``) are computed per row in the softmax's rows group, and
 the backward's incoming gradient in its backward's, not by a group writing the scores
-back to memory first.
+back to memory first; a bias add or residual before a LayerNorm and a GELU after it join
+its rows group.
 
 Each program is checked against eager and the IR interpreter (values and gradients,
 `assert_compiled_matches`), one against PyTorch, and its plans for the rows groups.
@@ -233,3 +234,68 @@ def test_positional_add_broadcast_over_the_batch_joins_layer_norm():
     fwd = training_variant(cf)[0]
     (rg,) = _rows_groups(fwd)
     assert len(fwd.items) == 1 and "add" in _ops(rg), fwd.describe()
+
+
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, False)])
+def test_layer_norm_without_affine_parts(affine):
+    def f(x, s, *wb):
+        w = wb[0] if affine[0] else None
+        c = wb[-1] if affine[1] else None
+        return tj.tanh(F.layer_norm(x * s, (16,), w, c)) * 2.0 + s
+    x, s = T(9, 16, seed=1), T(seed=2)           # s: one value, read once
+    wb = [T(16, seed=3 + i) for i, a in enumerate(affine) if a]
+    cf = assert_compiled_matches(f, x, s, *wb, rtol=2e-5, atol=2e-5)
+    (rg,) = _rows_groups(training_variant(cf)[0])
+    assert {"mul", "tanh"} <= set(_ops(rg))
+
+
+def test_layer_norm_of_token_rows_whose_gradient_is_summed_on_a_view():
+    # the encoder layer's shape: LayerNorm on (N, T, E), the next block on (tokens, E) rows;
+    # its input gradient (residual + feed-forward) is added on the tokens and reshaped
+    def f(x, w1, w2):
+        t = F.layer_norm(x, (12,)).reshape(20, 12)
+        return F.layer_norm(t + F.relu(t @ w1) @ w2, (12,))
+    assert_compiled_matches(f, T(4, 5, 12, seed=1), T(12, 16, seed=2), T(16, 12, seed=3), rtol=2e-5, atol=2e-5)
+
+
+def test_loss_with_its_gradients_in_one_plan():
+    # a 0-d loss: forward and gradients are one plan; the bias add joins the forward's rows
+    # group, which writes the sum for layer_norm_backward
+    def loss(x, b, w, c, m, t):
+        return ((mlp_layer(x, b, w, c) @ m - t) ** 2).mean()
+    args = (T(24, 32, seed=1), T(32, seed=2), T(32, seed=3), T(32, seed=4), T(32, 8, seed=5),
+            T(24, 8, seed=6, rg=False))
+    cf = assert_compiled_matches(loss, *args, rtol=2e-5, atol=2e-5)
+    plan = training_variant(cf)[0]
+    (rg,) = _rows_groups(plan)
+    assert any(e.prim.name == "add" and e.out in rg.outputs for e in rg.eqns), plan.describe()
+
+
+def test_encoder_layer_against_float64():
+    # norm(a + bias + residual) read by a GEMM and a residual: values and gradients of the
+    # compiled program against the same function in float64 (numpy, no kernel)
+    def f(a, r, b, w, c, m):
+        h = F.layer_norm(a + b + r, (64,), w, c)
+        return h @ m + h
+    rng = np.random.default_rng(41)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((96, 64), (96, 64), (64,), (64,), (64,), (64, 64))]
+    args[3] += 1
+    g = rng.standard_normal((96, 64)).astype(np.float32)
+    cf = tj.trace(f)
+    leaves = [tj.tensor(v).requires_grad_() for v in args[:5]]
+    y = cf(*leaves, tj.tensor(args[5]))
+    y.backward(tj.tensor(g))
+    a, r, b, w, c, m = (v.astype(np.float64) for v in args)
+    x = a + b + r
+    mu = x.mean(1, keepdims=True)
+    rstd = 1 / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    xh = (x - mu) * rstd
+    ref_y = (xh * w + c) @ m + xh * w + c
+    dy = g.astype(np.float64) @ m.T + g
+    gw = dy * w
+    dx = rstd * (gw - gw.mean(1, keepdims=True) - xh * (gw * xh).mean(1, keepdims=True))
+    refs = {"y": ref_y, "a": dx, "r": dx, "b": dx.sum(0), "w": (dy * xh).sum(0), "c": dy.sum(0)}
+    got = {"y": y.detach().numpy()} | {k: t.grad.numpy() for k, t in zip("arbwc", leaves)}
+    for k, e in refs.items():
+        assert got[k].dtype == np.float32
+        np.testing.assert_allclose(got[k], e, rtol=2e-5, atol=2e-6 * np.abs(e).max(), err_msg=k)

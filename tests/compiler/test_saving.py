@@ -7,7 +7,6 @@ import pytest
 import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group
-from tracejit.compiler.rowfuse import RowGroup
 from tracejit.testing import assert_compiled_matches
 from inputs import T, training_variant
 
@@ -43,20 +42,21 @@ def test_activation_read_by_a_matmul_is_saved(monkeypatch, flag):
         assert _recomputes_tanh(bwd), bwd.describe()
 
 
-def test_mlp_layer_backward_is_gemms_and_row_kernels_only():
-    # the MLP workload's hidden layers: the backward recomputes nothing on its own; the
-    # LayerNorm input (bias add) is not saved (its backward's kernel recomputes it), its
-    # output and the GELU (the next GEMM's operand) are
+def test_mlp_layer_backward_recomputes_only_the_layer_norm_input():
+    # the MLP workload's hidden layers: LayerNorm's output and the GELU (the next GEMM's
+    # operand) are saved; the LayerNorm input (the bias add, which the forward's rows group
+    # does not write) is recomputed, and no LayerNorm nor GELU is
     def f(x, w1, b1, g1, c1, w2):
         h = F.gelu(F.layer_norm(x @ w1 + b1, (16,), g1, c1), approximate="tanh")
         return h @ w2
     args = T(8, 12, seed=1), T(12, 16, seed=2), T(16, seed=3), T(16, seed=4), T(16, seed=5), T(16, 4, seed=6)
     cf = assert_compiled_matches(f, *args, rtol=2e-5, atol=2e-5)
     fwd, bwd, n_saved = _train(cf)
-    assert not any(isinstance(it, Group) for it in bwd.items), bwd.describe()
-    assert sum(isinstance(it, RowGroup) for it in bwd.items) == 1
-    kinds = {it.prim.name for it in bwd.items if not isinstance(it, (Group, RowGroup))}
-    assert kinds <= {"matmul", "permute", "getitem", "reshape", "sum"}, kinds
+    groups = [sorted(e.prim.name for e in it.members) for it in bwd.items if isinstance(it, Group)]
+    assert sorted(groups) == [["add"], ["gelu_backward"]], bwd.describe()
+    kinds = {it.prim.name if hasattr(it, "prim") else type(it).__name__
+             for it in bwd.items if not isinstance(it, Group)}   # (ColumnSum: the bias gradient's GEMV)
+    assert kinds <= {"matmul", "permute", "getitem", "reshape", "ColumnSum", "layer_norm_backward"}, kinds
 
 
 @pytest.mark.parametrize("flag", ["1", "0"])
@@ -71,5 +71,4 @@ def test_layer_norm_output_read_by_fused_work_is_saved(monkeypatch, flag):
     fwd, bwd, n_saved = _train(cf)
     (rg,) = [it for it in fwd.items if isinstance(it, Group) and it.rows]
     assert len(rg.outputs) == 2 and n_saved >= 1
-    (brow,) = [it for it in bwd.items if isinstance(it, RowGroup)]
-    assert brow.y_eqn is None and brow.g_pro is not None
+    assert not any(isinstance(it, Group) and it.rows for it in bwd.items), bwd.describe()

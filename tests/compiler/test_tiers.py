@@ -903,13 +903,12 @@ def test_new_size_classes_of_a_symbolic_entry_never_compile_in_the_call(monkeypa
 
 
 def test_only_parfor_variants_call_for_a_stage_1():
-    """A row kernel's share form is serial code (no stage 1 of serial twins for it: the MLP
-    compiled its row kernels twice), a chunk kernel too; a parallel loop-nest kernel is a
-    parfor one, and no variant is on a backend without serial twins."""
+    """A chunk kernel (a rows kernel's share form among them) is serial code (no stage 1 of
+    serial twins for it: the MLP compiled its row kernels twice); a parallel loop-nest kernel
+    is a parfor one, and no variant is on a backend without serial twins."""
     from types import SimpleNamespace
     from tracejit.compiler.codegen_chunks import ChunkSpec
     from tracejit.compiler.codegen_cpu import KernelSpec
-    from tracejit.compiler.codegen_rows import RowSpec
     twin = SimpleNamespace(backend=SimpleNamespace(serial_twin=True))
     single = SimpleNamespace(backend=SimpleNamespace(serial_twin=False))
     nest = SimpleNamespace(name="k", mode="flat")
@@ -917,7 +916,6 @@ def test_only_parfor_variants_call_for_a_stage_1():
     assert tiers._parfor(twin, True, parfor)
     assert not tiers._parfor(single, True, parfor)
     assert not tiers._parfor(twin, False, KernelSpec("", nest, False, "map"))
-    assert not tiers._parfor(twin, True, RowSpec("", "kernel", (), True))
     assert not tiers._parfor(twin, True, ChunkSpec("", nest, "map", (), None))
 
 

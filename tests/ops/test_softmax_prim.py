@@ -1,6 +1,7 @@
 """softmax and LayerNorm as primitives (ops/softmax_prim.py, ops/layer_norm_prim.py) with
-their row kernels (softmax's rendered from its rows form: compiler/cpu/kernels/row_forms.py;
-LayerNorm's in compiler/cpu/kernels/row_kernels.py, and the kernel of LayerNorm's rows form): values and gradients against the formulas, the
+their row kernels (softmax's and LayerNorm's rendered from their rows forms:
+compiler/cpu/kernels/row_forms.py; LayerNorm backward's in compiler/cpu/kernels/row_kernels.py):
+values and gradients against the formulas, the
 kernels against the numpy forms (edge sizes, strides, special values), the same
 primitives recorded when traced, compiled gradients equal to eager ones, and LayerNorm's
 second derivatives (its backward's own VJP) against PyTorch."""
@@ -117,7 +118,6 @@ def test_row_kernels_match_the_numpy_forms(dtype, monkeypatch):
             d0 = layer_norm_prim._layer_norm_backward_impl(np, g, x + 5, *args[:affine[0]], n=1, eps=1e-5,
                                                            has_w=affine[0])
             monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
-            o1 = row_kernels.layer_norm_rows(np, x + 5, k, wb[0], wb[1], 1e-5)
             # the rows form's kernel: one serves every row length k of the loop (1 / k is
             # its operand), a Fortran-ordered input through a contiguous copy
             for xf in (x + 5, np.asfortranarray(x + 5)):
@@ -125,7 +125,6 @@ def test_row_kernels_match_the_numpy_forms(dtype, monkeypatch):
                 assert of is not None, "the LayerNorm rows-form kernel did not load"
                 np.testing.assert_allclose(of, o0, rtol=10 * tol, atol=10 * tol)
             d1 = row_kernels.layer_norm_backward_rows(np, g, x + 5, k, wb[0], 1e-5)
-            np.testing.assert_allclose(o1, o0, rtol=10 * tol, atol=10 * tol)
             np.testing.assert_allclose(d1, d0, rtol=10 * tol, atol=10 * tol * max(1, k))
 
 

@@ -119,7 +119,7 @@ class CpuBackend(Backend):
     name = "cpu"
     sequential_sums = True
     serial_twin = True
-    capabilities = frozenset(("row_kernels", "gemm_epilogue", "attention_pair", "gemm_pair"))
+    capabilities = frozenset(("gemm_epilogue", "attention_pair", "gemm_pair"))
 
     fix = staticmethod(_fix_numpy)  # a plain function: plans call it per step
 

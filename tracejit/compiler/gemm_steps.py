@@ -1,6 +1,6 @@
 """A compiled plan's products as schedule nodes: a product with its epilogue, a bias
 gradient's column sum, and independent products run at once. Each is a rewrite of the
-plan's items after `fusion.partition` and `rowfuse.fuse_rows`, registered in
+plan's items after `fusion.partition`, registered in
 plan_patterns.py; their runtime is the CPU backend's (compiler/cpu/gemm/epilogue.py,
 products.py, router.matmul_pair).
 

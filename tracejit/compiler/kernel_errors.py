@@ -27,7 +27,7 @@ def group_parts(grp) -> tuple:
     ops = [f"{e.prim.name} (row)" for e in getattr(grp, "rows", ())] + [e.prim.name for e in grp.eqns]
     if win is not None:
         ops.append(f"{win.prim.name} (window)")
-    red = getattr(grp, "reduction", None)   # a row kernel (rowfuse.RowGroup) has none
+    red = getattr(grp, "reduction", None)
     if red is not None:
         ops.append(f"{red.prim.name} (epilogue)")
     return ops, locs

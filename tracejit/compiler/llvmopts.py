@@ -28,8 +28,7 @@ __all__ = ["kernel_options", "applied"]
 MANY_STORES = 4
 
 
-def kernel_options(stores: int, parallel: bool, form: str = "", wide: bool = True,
-                   arrays: int = 0) -> tuple[str, ...]:
+def kernel_options(stores: int, parallel: bool, form: str = "", arrays: int = 0) -> tuple[str, ...]:
     """LLVM options for a CPU kernel that stores `stores` values per element (outputs,
     plus one for a reduction's accumulator), rendered in loop shape `form`
     (`codegen_cpu.loop_form`), over `arrays` array operands in all (inputs and outputs;
@@ -39,16 +38,13 @@ def kernel_options(stores: int, parallel: bool, form: str = "", wide: bool = Tru
     Serial twins (small sizes, see plan.PARALLEL_MIN) keep LLVM's own choice: their loops
     are short, and a bigger body adds compile time where a first call matters most.
     Column reductions and flat full reductions take 4 whatever they store (`_FOUR_ALWAYS`).
-
-    `wide=False` leaves out `WIDE_VECTORS` (row kernels: see codegen_rows).
     """
     checks = MANY_CHECKS if _alias_checks(stores, arrays) > _DEFAULT_CHECKS else ()
     if not parallel:
         return checks
-    vectors = WIDE_VECTORS if wide else ()
     if form in _FOUR_ALWAYS:
-        return ("-force-vector-interleave=4",) + vectors + checks
-    return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",) + vectors + checks
+        return ("-force-vector-interleave=4",) + WIDE_VECTORS + checks
+    return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",) + WIDE_VECTORS + checks
 
 
 # LLVM vectorizes a loop over arrays that may overlap only behind runtime checks, one per

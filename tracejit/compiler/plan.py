@@ -37,7 +37,6 @@ from .rowinline import expand_rows_forms
 from .groupsplit import split_wide_groups
 from ..jit import patterns as _patterns
 from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
-from .rowfuse import RowGroup
 from .attnpair import AttentionBackwardSum, AttentionPair
 from .gemm_steps import ColumnSum, GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
@@ -230,9 +229,6 @@ class Plan:
                           if last.get(x) == idx and x not in outs and x not in input_set]
                 lines += self._emit_group(it, nm, consts, input_set, donors)
                 group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
-            elif isinstance(it, RowGroup):
-                from .codegen_rows import emit
-                lines += emit(self, it, nm, consts, _shape_code, _dtype_const)
             elif isinstance(it, GemmStep):
                 lines += it.emit(self, nm, atom, consts, input_set)
             elif isinstance(it, (ColumnSum, AttentionPair, AttentionBackwardSum)):
@@ -576,8 +572,6 @@ class Plan:
                 ops, locs = group_parts(it)
                 out.append(f"group {it.gid}: {', '.join(ops)}  [{', '.join(locs)}]  "
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
-            elif isinstance(it, RowGroup):
-                out.append(f"row kernel: {it.describe()}  reads {len(it.inputs)}, writes {len(it.outputs)}")
             elif isinstance(it, (GemmStep, ColumnSum, AttentionPair, AttentionBackwardSum)):
                 out.append(f"step: {it.describe()}")
             else:

@@ -3,8 +3,6 @@ items (fusion groups and equations) into steps that only some backends' kernels 
 each is guarded by the capability a backend declares (`backends.Backend.capabilities`),
 and each has its switch in tracejit/envflags.py.
 
-- ``row_fusion``: LayerNorm's and softmax's row kernels take the elementwise groups
-  around them (rowfuse.py);
 - ``gemm_epilogue``: a product and the bias / residual / ReLU group after it become one
   step whose epilogue the GEMM template or BLAS applies, a bias gradient's column sum a
   GEMV (gemm_steps.py);
@@ -18,7 +16,6 @@ from __future__ import annotations
 from ..jit.patterns import Pattern, register
 from .attnpair import pair_attention
 from .gemm_steps import fold_epilogues, schedule_products
-from .rowfuse import fuse_rows
 
 __all__ = ["PLAN_PATTERNS"]
 
@@ -32,7 +29,6 @@ def _needs(capability: str):
 
 PLAN_PATTERNS = tuple(register(Pattern(name, rewrite, ("plan",), guard=_needs(capability), switch=switch))
                       for name, rewrite, capability, switch in (
-    ("row_fusion", fuse_rows, "row_kernels", "TRACEJIT_ROW_FUSION"),
     ("gemm_epilogue", fold_epilogues, "gemm_epilogue", "TRACEJIT_BIAS_GEMM"),
     ("attention_pair", pair_attention, "attention_pair", "TRACEJIT_ATTENTION_PAIR"),
     ("gemm_schedule", schedule_products, "gemm_pair", "TRACEJIT_GEMM_PAIRS"),

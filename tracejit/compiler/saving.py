@@ -12,9 +12,8 @@ the backward (as PyTorch's autograd does). Here such values are saved.
 "Written anyway" is judged from the forward graph: a value read by an equation that runs
 as a plan step (a matmul, a reshape, any non-fused primitive) must be in memory. Readers
 that fuse do not count: elementwise ops, expand, the reductions fusion closes groups with,
-a primitive that plans schedule as its rows form (compiler/rowinline.py: softmax,
-LayerNorm over the last dim) and, with row fusion on, LayerNorm's backward
-(compiler/rowfuse.py computes its input inside its kernel).
+and a primitive that plans schedule as its rows form (compiler/rowinline.py: softmax,
+LayerNorm over the last dim).
 
 ``TRACEJIT_SAVE_WRITTEN=0`` restores plain recomputation.
 """
@@ -24,7 +23,6 @@ from .. import envflags
 
 from ..jit.autodiff import _cheap
 from ..jit.ir import Graph, Var
-from . import backends, rowfuse
 from .rowinline import inlined
 from .fusion import FUSIBLE_REDUCTIONS, _elementwise_ok
 
@@ -36,14 +34,12 @@ def recompute_unless_written(graph: Graph):
     to memory anyway (see the module docstring)."""
     if envflags.is_off("TRACEJIT_SAVE_WRITTEN"):
         return _cheap
-    # row fusion runs in CPU plans only (rowfuse.py); elsewhere LayerNorm stays a step
-    row_fusion = rowfuse.enabled() and "row_kernels" in backends.for_graph(graph).capabilities
     written: set = set()
     for e in graph.eqns:
         p = e.prim
         if _elementwise_ok(e) or p in FUSIBLE_REDUCTIONS:   # fusion's own rule
             continue
-        if (row_fusion and p in rowfuse.ROW_PRIMS) or inlined(e):
+        if inlined(e):
             continue
         written.update(a for a in e.inputs if isinstance(a, Var))
 

@@ -39,10 +39,10 @@ def stage1_pays(full_missing: list, stage_missing: list) -> bool:
 
 def _parfor(kern, parallel: bool, spec) -> bool:
     """Whether a kernel variant is a parfor one (`PARFOR_COST`, what stage 1 is for): a
-    parallel variant on a backend with serial twins, not a chunk kernel nor a row kernel's
-    share form (serial code: as cheap to compile as its twin). MLP step, empty cache: a
-    stage 1 for its four row kernels compiled each twice (serial, then share form), stage 1
-    after 3.5 s and the share forms after 5.9 s."""
+    parallel variant on a backend with serial twins, not a chunk kernel (a rows kernel's
+    share form among them: serial code, as cheap to compile as its twin). MLP step, empty
+    cache: a stage 1 for its four row kernels compiled each twice (serial, then share form),
+    stage 1 after 3.5 s and the share forms after 5.9 s."""
     return parallel and kern.backend.serial_twin and spec.parfor
 
 
@@ -161,10 +161,11 @@ class BackgroundWork:
         from .plan import serial_kernels
         if self.program.backend.name == "cpu":
             program, variants, specs = self._stage_program(ins, codegen_chunks.forced())
-            # A row kernel's share form is no parfor kernel (`_parfor`): the chunk stage
-            # runs it as the full program does, the same source, so it compiles once. The
-            # serial stage compiled each row kernel twice, serial first (a cold Transformer
-            # step: four row kernels, ~2-4.5 s of one worker's CPU before its finals).
+            # A rows kernel's share form (a paired chunk kernel) is no parfor kernel
+            # (`_parfor`): the chunk stage runs it as the full program does, the same
+            # source, so it compiles once. The serial stage compiled each twice, serial
+            # first (a cold Transformer step: four row kernels, ~2-4.5 s of one worker's
+            # CPU before its finals).
             if all(spec.chunked or not _parfor(kern, par, spec)
                    for (kern, _, par), spec in zip(variants, specs) if par):
                 # A variant a later call of this program renders (another size class)
@@ -280,7 +281,7 @@ class BackgroundWork:
                 if getattr(spec, "pair", ""):
                     pairs.append((job, kern, spec))
             self._n_serial = len(self._serial_variants)
-            # A row kernel's GIL-free pair (cshares.py): its module loads the kernel's, so
+            # A chunk kernel's GIL-free pair (cshares.py): its module loads the kernel's, so
             # it goes after the plan's kernels, each to be taken once its kernel is in.
             from .cpu.runtime import cshares
             for job, kern, spec in pairs:

@@ -1,19 +1,18 @@
-"""Row-wise numba kernels for LayerNorm (forward and backward), and the softmax rows the
-attention kernels run one batch element at a time.
+"""Row-wise numba kernels for LayerNorm's backward, and the softmax rows the attention
+kernels run one batch element at a time.
 
-Why: LayerNorm reduces along the last dim and then uses the reduction on the same row.
-As numpy passes that is 3-5 full passes over memory forward and 4-6 backward (each
-LayerNorm backward of the Transformer encoder step's 2048x256 rows took 5-7 ms where
-PyTorch's kernel takes ~1 ms, one thread). A row here is read into cache once: its
-statistics and its output are computed while it stays there. The backward also sums the
-weight and bias gradients across rows in the same pass, which no rows group does
-(a rows group reduces along its rows only). softmax and cross-entropy have no kernel
-here any more: theirs are rendered from their rows forms (row_forms.py); the softmax text
-below is what attention_kernels.py and compiler/codegen_rows.py splice.
+Why: LayerNorm's backward reduces along the last dim and then uses the reductions on the
+same row. As numpy passes that is 4-6 full passes over memory (each LayerNorm backward of
+the Transformer encoder step's 2048x256 rows took 5-7 ms where PyTorch's kernel takes
+~1 ms, one thread). A row here is read into cache once: its statistics and its gradient
+are computed while it stays there. It also sums the weight and bias gradients across rows
+in the same pass, which no rows group does (a rows group reduces along its rows only).
+LayerNorm's forward, softmax and cross-entropy have no kernel here: theirs are rendered
+from their rows forms (row_forms.py); the softmax text below is what attention_kernels.py
+splices.
 
-These are the loops of ops/layer_norm_prim.py, whose eager implementation calls them;
-captured programs record the same primitive (their compiled plans call the same
-implementation), so eager and compiled run one definition. Loaded with loader.py's
+The backward kernel runs ops/layer_norm_prim.py's ``layer_norm_backward``, eager and as a
+compiled plan's step, so eager and compiled run one definition. Loaded with loader.py's
 policy (background compile, numpy form until ready, sync mode loads at once).
 
 Arithmetic: in the data's dtype, sums accumulated in float64 per row (LayerNorm: mean,
@@ -28,8 +27,7 @@ import numpy as np
 
 from .loader import kernel as _kernel, takes as _takes
 
-__all__ = ["softmax_kernel", "mask_rows", "softmax_backward_kernel", "layer_norm_rows",
-           "layer_norm_backward_rows"]
+__all__ = ["softmax_kernel", "mask_rows", "softmax_backward_kernel", "layer_norm_backward_rows"]
 
 _HEAD = '''
 import numpy as np
@@ -82,7 +80,7 @@ ROWMAX
 SOFTMAXEXP
 '''
 # softmax's row after its max `mi` (row `z` of `n` elements, output row `o`, scale `sc`):
-# shared with compiler/codegen_rows.py's fused row kernels
+# shared with attention_kernels.py
 SOFTMAX_EXP = '''        s = np.{t}(0)
         for k in range(n):
             e = EXP((z[k] - mi) * sc)
@@ -160,22 +158,6 @@ _ROW_STATS = '''
         rstd = np.{t}(1.0 / np.sqrt(max(s2 / n - shifted_mean * shifted_mean, 0.0) + eps))'''
 BLOCK = 4096
 
-_LAYER_NORM = _HEAD + '''
-@njit("void(" + RO2 + ", " + RO1 + ", " + RO1 + ", float64, {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
-def kernel(x, w, b, eps, out):
-    """out[i] = (x[i] - mean) * rstd * w + b"""
-    for i in range(x.shape[0]):
-        row = x[i]
-        o = out[i]
-STATS
-        for k in range(n):
-            o[k] = LN_Y
-'''
-# LayerNorm's output element k of the row (`row`, its `mu` and `rstd`, the affine `w`, `b`):
-# the one formula, also used by the compiler's fused row kernels (compiler/codegen_rows.py)
-LN_Y = "(row[k] - mu) * rstd * w[k] + b[k]"
-
 _LAYER_NORM_BACKWARD = _HEAD + '''
 @njit("void(" + RO2 + ", " + RO2 + ", " + RO1 + ", float64, {t}[:, ::1])", cache=CACHE,
       error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
@@ -184,47 +166,26 @@ def kernel(g, x, w, eps, out):
     row M: dweight = sum over rows of g * xhat; row M + 1: dbias = sum over rows of g"""
     m = x.shape[0]
     cols = x.shape[1]
-LNBWDINIT
+    # weight/bias gradients: summed in the data's dtype over blocks of ROWS rows, in
+    # float64 across blocks (float64 accumulators per element made this kernel 1.5x slower);
+    # zeroed by a loop, not np.zeros (numba compiles np.zeros's implementation as functions
+    # of their own, 0.07-0.10 s each in a compile worker)
+    dw = np.empty(cols, np.float64)
+    db = np.empty(cols, np.float64)
+    dwb = np.empty(cols, np.{t})
+    dbb = np.empty(cols, np.{t})
+    for k in range(cols):
+        dw[k] = 0
+        db[k] = 0
+        dwb[k] = 0
+        dbb[k] = 0
     for i in range(m):
         row = x[i]
         gr = g[i]
         o = out[i]
-LNBWDROW
-LNBWDFOLD
-'''
-ROWS = 64
-# The backward's work on one row (`row` of x, `gr` of the incoming gradient, `o` the row of
-# dx; `dwb`, `dbb` the weight/bias gradient blocks): shared with compiler/codegen_rows.py.
-# Before the rows (`cols`: the row length) and after each (`m` rows, `out` the stacked result):
-def zeroed(buffers: list, indent: str = "    ") -> str:
-    '''Kernel text allocating `buffers` ((name, numpy dtype name) pairs) of `cols` elements,
-    all zero: np.empty and one loop writing the zeros. Not np.zeros: numba compiles its
-    implementation (np.empty's and a zero fill's) as functions of their own, once per dtype
-    and process (0.07-0.10 s each in a compile worker), for the same zeros.'''
-    lines = [f"{indent}{name} = np.empty(cols, np.{dt})" for name, dt in buffers]
-    lines.append(f"{indent}for k in range(cols):")
-    lines += [f"{indent}    {name}[k] = 0" for name, _ in buffers]
-    return "\n".join(lines)
-
-
-LN_BACKWARD_INIT = '''    # weight/bias gradients: summed in the data's dtype over blocks of ROWS rows, in
-    # float64 across blocks (float64 accumulators per element made this kernel 1.5x slower)
-''' + zeroed([("dw", "float64"), ("db", "float64"), ("dwb", "{t}"), ("dbb", "{t}")])
-LN_BACKWARD_FOLD = '''        if i % ROWS == ROWS - 1 or i == m - 1:
-            for k in range(cols):
-                dw[k] += dwb[k]
-                db[k] += dbb[k]
-                dwb[k] = 0
-                dbb[k] = 0
-    for k in range(cols):
-        out[m, k] = dw[k]
-        out[m + 1, k] = db[k]'''
-# The weight/bias block sums and the row's two sums are one loop over the row (each sum
-# still runs over k in the same order; two loops read the row and the gradient twice and
-# paid the loop overhead twice: 2048x256 float32, one thread, ~15% of the kernel).
-# LN_BACKWARD_DX is the dx store, where the fused kernels add their column sum of dx.
-LN_BACKWARD_DX = "            o[k] = rstd * (gr[k] * w[k] - at - xh * ct)"
-LN_BACKWARD_ROW = '''STATS
+STATS
+        # the weight/bias block sums and the row's two sums in one loop over the row (two
+        # loops paid the reads and the loop overhead twice: 2048x256 float32, ~15%)
         a = np.{t}(0)
         c = np.{t}(0)
         for k in range(n):
@@ -239,18 +200,27 @@ LN_BACKWARD_ROW = '''STATS
         ct = c / np.{t}(n)
         for k in range(n):
             xh = (row[k] - mu) * rstd
-''' + LN_BACKWARD_DX
+            o[k] = rstd * (gr[k] * w[k] - at - xh * ct)
+        if i % ROWS == ROWS - 1 or i == m - 1:
+            for k in range(cols):
+                dw[k] += dwb[k]
+                db[k] += dbb[k]
+                dwb[k] = 0
+                dbb[k] = 0
+    for k in range(cols):
+        out[m, k] = dw[k]
+        out[m + 1, k] = db[k]
+'''
+ROWS = 64
 
 _SUFFIX = {"float32": "f32", "float64": "f64"}
 
 
 def source(template: str, dtype: str) -> str:
-    """`template` with the shared pieces (row statistics, LayerNorm's formulas, block
-    sizes, the dtype) filled in: how these kernels, and the compiler's fused row kernels
-    (compiler/codegen_rows.py), are written from one text."""
+    """`template` with the shared pieces (row statistics, softmax's rows, block sizes, the
+    dtype) filled in: how these kernels and attention_kernels.py's are written."""
     return (template.replace("SOFTMAXEXP", SOFTMAX_EXP).replace("SOFTMAXBWDROW", SOFTMAX_BACKWARD_ROW).replace('" + RO2 + "', _RO2).replace('" + RO1 + "', _RO1)
-            .replace("LNBWDINIT", LN_BACKWARD_INIT).replace("LNBWDFOLD", LN_BACKWARD_FOLD)
-            .replace("LNBWDROW", LN_BACKWARD_ROW).replace("LN_Y", LN_Y).replace("STATS", _ROW_STATS)
+            .replace("STATS", _ROW_STATS)
             .replace("ROWMAXBITS", ROW_MAX_BITS).replace("ROWMAX", _ROW_MAX)
             .replace("{f2i}", _BITS[dtype][0]).replace("{i2f}", _BITS[dtype][1])
             .replace("BLOCK", str(BLOCK)).replace("ROWS", str(ROWS))
@@ -306,21 +276,6 @@ def _affine(w, fill, k, dtype):
     return np.full(k, fill, dtype) if w is None else _rows(w, k).reshape(k)
 
 
-def layer_norm_rows(xp, x, k, w, b, eps):
-    """LayerNorm of the (M, k) rows of x (w, b: arrays of k elements or None) by the
-    kernel, in x's shape, or None."""
-    arrays = (x,) + tuple(a for a in (w, b) if a is not None)
-    if not _takes(xp, *arrays) or x.size == 0:
-        return None
-    fn = _get(_LAYER_NORM, "layer_norm", x.dtype.name)
-    if fn is None:
-        return None
-    x2 = _rows(x, k)
-    out = np.empty(x2.shape, x.dtype)
-    fn(x2, _affine(w, 1, k, x.dtype), _affine(b, 0, k, x.dtype), float(eps), out)
-    return out.reshape(x.shape)
-
-
 def layer_norm_backward_rows(xp, g, x, k, w, eps):
     """(M + 2, k): dx rows, then dweight and dbias, by the kernel, or None."""
     arrays = (g, x) + ((w,) if w is not None else ())
@@ -338,13 +293,6 @@ def layer_norm_backward_rows(xp, g, x, k, w, eps):
 # ---------------------------------------------------------------- the primitives' implementations
 # (registered by compiler/cpu/implementations.py: the primitive's arrays and params in, its
 # result out, or None where the kernel is not loaded yet and the numpy form runs)
-def layer_norm(x, *wb, n, eps, affine):
-    from ....ops.layer_norm_prim import row_size
-    w = wb[0] if affine[0] else None
-    b = wb[-1] if affine[1] else None
-    return layer_norm_rows(np, x, row_size(x, n), w, b, eps)
-
-
 def layer_norm_backward(g, x, *w, n, eps, has_w):
     from ....ops.layer_norm_prim import row_size
     return layer_norm_backward_rows(np, g, x, row_size(x, n), w[0] if has_w else None, eps)

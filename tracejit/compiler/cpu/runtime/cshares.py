@@ -261,7 +261,7 @@ def ahead(kernel_source: str, pair: str, hint: str, llvm_options: tuple, kernel_
     last, ~9-11 s after the first call; queued with rank EAGER, at 7.7-7.9 s."""
     from ...prepare import compile_mode, module_when_ready
     from ...ranks import FIRST
-    if compile_mode(None) != "background":   # (codegen_rows: the pair is in the kernel's module)
+    if compile_mode(None) != "background":   # (the pair is in the kernel's module)
         return
     module_when_ready(module_source(kernel_source, pair, llvm_options), hint + Pending.SUFFIX,
                       llvm_options, rank=FIRST, after=kernel_job)
