@@ -149,7 +149,7 @@ def render_rows(nest: LoopNest, parallel: bool):
         ret = [n for n in dict.fromkeys(want) if n in defined] or [steps[-1].name]
         h = f"h{len(helpers)}"
         ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
-        helpers.append([f"@njit(cache=False, error_model='numpy', fastmath=False, no_cpython_wrapper=True)",
+        helpers.append(["@njit(cache=False, error_model='numpy', fastmath=False, no_cpython_wrapper=True)",
                         f"def {h}({', '.join(args)}):", f"{IND}_always_inline()"]
                        + [IND + src_of[st.name] for st in steps] + [f"{IND}return {ret_src}", "", ""])
         imports.add("_always_inline")
