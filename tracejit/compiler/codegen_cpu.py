@@ -219,7 +219,7 @@ def _fold_partials(count: str, red) -> list:
 
 
 def _index(op) -> str:
-    return ", ".join("0" if d is None else f"i{d}" for d in op.index) or "0"
+    return op.subscript()
 
 
 def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:

@@ -177,7 +177,7 @@ def _block_fold(combine: str, acc_dt: str, block: int, ind: str) -> list:
 
 
 def _index(op) -> str:
-    return ", ".join("0" if d is None else f"i{d}" for d in op.index) or "0"
+    return op.subscript()
 
 
 def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:

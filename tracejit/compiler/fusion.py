@@ -44,6 +44,8 @@ class Group:
     rows: list = field(default_factory=list)     # reductions over the last dim (keepdim)
     window: Eqn | None = None              # a pooling read (windows.py): of the eqns' values
     #                                        (forward) or read by them (backward)
+    reads: dict = field(default_factory=dict)  # input -> (array, offsets): read in place
+    #                                            at an offset (slice_reads.py)
 
     @property
     def defined(self) -> set:

@@ -88,10 +88,19 @@ class Operand:
     dtype: str
     layout: str
     index: tuple       # per dim of the operand: the iteration dim it follows, or None (broadcast)
+    offset: tuple = ()  # per dim, added to its index: a slice read in place (slice_reads.py)
 
     @property
     def name(self) -> str:
         return f"x{self.k}"
+
+    def subscript(self) -> str:
+        """The operand's element index in loop indices ``i<d>`` (0 on broadcast dims)."""
+        if not self.index:
+            return "0"
+        off = self.offset or (0,) * len(self.index)
+        return ", ".join("0" if d is None else f"i{d} + {o}" if o else f"i{d}"
+                         for d, o in zip(self.index, off))
 
     @property
     def array(self) -> str:
@@ -276,10 +285,14 @@ def operand_layouts(group, contiguous=None) -> tuple:
     shape = tuple(group.shape)
     rank = len(shape)
     out = []
+    reads = getattr(group, "reads", None) or {}
     for k, v in enumerate(group.inputs):
         vs = tuple(v.aval.shape)
         c = True if contiguous is None else contiguous[k]
-        if all(isinstance(d, int) and d == 1 for d in vs) and not (vs == shape and rank):
+        if v in reads:
+            # a slice read in place: its array is larger than the iteration shape
+            out.append("ndc" if c else "nd")
+        elif all(isinstance(d, int) and d == 1 for d in vs) and not (vs == shape and rank):
             # One element (0-d, or all dims 1 like a summed cotangent): read once, so it
             # does not force the whole group into the broadcasting loop nest.
             out.append("scalar")
@@ -329,7 +342,9 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     red = group.reduction
     if len(layouts) != len(group.inputs) or any(lay not in LAYOUTS for lay in layouts):
         raise ValueError(f"layouts {layouts!r} do not fit the group's {len(group.inputs)} inputs")
-    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape))
+    reads = getattr(group, "reads", None) or {}
+    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape),
+                             reads[v][1] if v in reads else ())
                      for k, v in enumerate(group.inputs))
     names = {op.var: op.name for op in operands}
     rows_in = list(getattr(group, "rows", ()))

@@ -35,6 +35,7 @@ from . import backends
 from .fusion import Group, partition
 from .rowinline import expand_rows_forms
 from .groupsplit import split_wide_groups
+from .slice_reads import fold_slice_reads, operand_var
 from ..jit import patterns as _patterns
 from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
 from .attnpair import AttentionBackwardSum, AttentionPair
@@ -167,8 +168,8 @@ class Plan:
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
         # the plan stage's patterns the backend has the kernels for (plan_patterns.py)
-        self.items = _patterns.apply("plan", split_wide_groups(partition(graph), graph), graph,
-                                     backend=self.backend)
+        self.items = fold_slice_reads(_patterns.apply("plan", split_wide_groups(partition(graph), graph),
+                                                      graph, backend=self.backend), graph)
         self.kernels: list = []
         self._producers = None   # {value: its equation} (`_producer`)
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
@@ -215,7 +216,8 @@ class Plan:
         # Last use of every value, to free buffers early.
         last: dict = {}
         for idx, it in enumerate(self.items):
-            ins = it.inputs if isinstance(it, Group) else [x for x in it.inputs if isinstance(x, Var)]
+            ins = ([operand_var(it, x) for x in it.inputs] if isinstance(it, Group)
+                   else [x for x in it.inputs if isinstance(x, Var)])
             for x in ins:
                 last[x] = idx
         outs = set(a for a in g.outputs if isinstance(a, Var))
@@ -260,12 +262,13 @@ class Plan:
         # Layouts as the shapes say, contiguity assumed where the plan cannot tell (values
         # from kernels are C-contiguous by construction, the others are checked before the
         # call below); an operand the plan makes strided itself is "nd" (`_strided`).
-        layouts = operand_layouts(grp, [not self._strided(v) for v in grp.inputs])
-        check_contig = [v for v, lay in zip(grp.inputs, layouts) if lay in ("flat", "ndc")]
+        ins = [operand_var(grp, v) for v in grp.inputs]   # (a slice read in place: its array)
+        layouts = operand_layouts(grp, [not self._strided(v) for v in ins])
+        check_contig = [v for v, lay in zip(ins, layouts) if lay in ("flat", "ndc")]
         red = grp.reduction
         mats = [v for v in grp.outputs if red is None or v is not red.out]
         call_args = []
-        for v, lay in zip(grp.inputs, layouts):
+        for v, lay in zip(ins, layouts):
             a = nm(v)
             if lay == "scalar":
                 a = f"{a}.reshape(1)"
@@ -351,14 +354,14 @@ class Plan:
             fast = [f"if {size} >= {pname}:", f"    {kname}p({fast_args})",
                     "else:", f"    {kname}s({fast_args})"]
         consts[pname] = pmin if not serial_only else 1 << 62
-        not_internal = [v for v in check_contig if not self._from_kernel(v)]
+        not_internal = list(dict.fromkeys(v for v in check_contig if not self._from_kernel(v)))
         if not_internal:
             cond = " and ".join(f"{nm(v)}.flags.c_contiguous" for v in not_internal)
             # Only the operands that really are strided (a transposed input, a broadcast
             # view) take explicit index arithmetic; the others stay flat.
             slow = ", ".join(
                 f"({lay!r} if {nm(v)}.flags.c_contiguous else 'nd')" if v in not_internal else repr(lay)
-                for v, lay in zip(grp.inputs, layouts))
+                for v, lay in zip(ins, layouts))
             # Until that variant is loaded (a background entry prepares it off the
             # caller's thread: `_Kernel.ready`), the contiguous one runs on copies of the
             # strided operands (~1 ms for 2M floats, against 0.3-0.9 s of numba).

@@ -16,6 +16,11 @@ and a primitive that plans schedule as its rows form (compiler/rowinline.py: sof
 LayerNorm over the last dim).
 
 ``TRACEJIT_SAVE_WRITTEN=0`` restores plain recomputation.
+
+A static slice of a value the forward saves anyway (an LSTM cell's gates, column slices of
+its product) is not saved itself: the backward takes the slice again, which its kernels
+then read in place (compiler/slice_reads.py), where a saved slice arrives as a strided
+input of the backward that its kernels copy first.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from ..jit.autodiff import _cheap
 from ..jit.ir import Graph, Var
 from .rowinline import inlined
 from .fusion import FUSIBLE_REDUCTIONS, _elementwise_ok
+from .slice_reads import static_slice
 
 __all__ = ["recompute_unless_written"]
 
@@ -43,6 +49,12 @@ def recompute_unless_written(graph: Graph):
             continue
         written.update(a for a in e.inputs if isinstance(a, Var))
 
+    made = {o: e for e in graph.eqns for o in e.outs}
+
     def cheap(e) -> bool:
+        if static_slice(e):
+            # a view of a value saved anyway: taken again by the backward
+            src = made.get(e.inputs[0])
+            return src is None or not cheap(src)
         return _cheap(e) and e.out not in written
     return cheap
