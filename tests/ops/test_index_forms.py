@@ -177,3 +177,43 @@ def test_one_integer_tensor_index_matches_pytorch():
         tj.tensor(table)[tj.tensor([27])]
     with pytest.raises(IndexError, match="too many indices"):
         tj.tensor(1.0)[tj.tensor([0])]
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_index_select_and_sliced_index_match_pytorch(dim, layout):
+    # one index tensor after whole slices (index_select, ``x[:, idx]``) runs as a take
+    # along its axis: repeated and negative entries, a non-contiguous source, 2-D index
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((6, 5, 4)).astype(np.float32)
+    if layout == "transposed":
+        x = x.transpose(2, 1, 0)
+    idx = np.array([1, 3, 1, 0, 3, 3])
+    tx, jx = _pair(x)
+    if layout == "transposed":   # (a view of a contiguous leaf, as x.permute gives)
+        tx, jx = tx.detach().permute(0, 1, 2).requires_grad_(), jx.detach().permute(0, 1, 2).requires_grad_()
+    t_sel, j_sel = tx.index_select(dim, torch.tensor(idx)), jx.index_select(dim, tj.tensor(idx))
+    np.testing.assert_array_equal(j_sel.detach().numpy(), t_sel.detach().numpy())
+    neg = np.array([[-1, 0], [2, -4]])
+    lead = (slice(None),) * (dim % 3)
+    t_ix, j_ix = tx[lead + (torch.tensor(neg),)], jx[lead + (tj.tensor(neg),)]
+    assert tuple(j_ix.shape) == tuple(t_ix.shape)
+    np.testing.assert_array_equal(j_ix.detach().numpy(), t_ix.detach().numpy())
+    w1 = rng.standard_normal(tuple(t_sel.shape)).astype(np.float32)
+    w2 = rng.standard_normal(tuple(t_ix.shape)).astype(np.float32)
+    ((t_sel * torch.tensor(w1)).sum() + (t_ix * torch.tensor(w2)).sum()).backward()
+    ((j_sel * tj.tensor(w1)).sum() + (j_ix * tj.tensor(w2)).sum()).backward()
+    np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_index_select_empty_and_out_of_range():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    empty = tj.tensor(x).index_select(1, tj.tensor(np.zeros(0, np.int64)))
+    assert tuple(empty.shape) == (3, 0)
+    assert tuple(tj.zeros(0, 4)[tj.tensor(np.zeros(0, np.int64))].shape) == (0, 4)
+    with pytest.raises(IndexError, match="index_select"):
+        tj.tensor(x).index_select(0, tj.tensor([3]))
+    with pytest.raises(IndexError, match="getitem"):
+        tj.tensor(x)[:, tj.tensor([0, -5])]
+    with pytest.raises(IndexError, match="getitem"):
+        tj.zeros(0, 4)[tj.tensor([0])]

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.ops import tensorfns
 
 
 def test_multinomial_with_replacement_frequencies():
@@ -94,3 +95,56 @@ def test_tensor_functions_compile_with_script():
     s.backward()
     np.testing.assert_allclose(qs.grad.numpy(), qe.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ks.grad.numpy(), ke.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _stable_order(x: np.ndarray, dim: int, largest: bool) -> np.ndarray:
+    """The stable order along `dim` (ties in input order), largest first when asked."""
+    key = -x if largest else x
+    return np.argsort(key, axis=dim, kind="stable")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_of_a_small_k_is_the_stable_orders_head(dtype, dim, largest):
+    # few distinct values: many ties, some across the k-th place; k a small part of the dim
+    rng = np.random.default_rng(7)
+    x = rng.integers(-3, 4, (24, 30, 28)).astype(dtype)
+    if dtype is np.float32:
+        x = x + rng.standard_normal(x.shape).astype(dtype) * (rng.random(x.shape) < 0.5)
+    x = x.transpose(1, 0, 2)   # a non-contiguous source
+    assert x.size >= tensorfns.PARTIAL_SORT_SIZE
+    v, i = tj.tensor(x).topk(5, dim=dim, largest=largest)
+    want = np.take(_stable_order(x, dim, largest), np.arange(5), axis=dim)
+    np.testing.assert_array_equal(i.numpy(), want)
+    np.testing.assert_array_equal(v.numpy(), np.take_along_axis(x, want, dim))
+
+
+def test_topk_values_and_gradient_match_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((40, 500)).astype(np.float32)   # distinct: the partial sort's
+    tx, jx = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    tv, ti = tx.topk(7, dim=1)
+    jv, ji = jx.topk(7, dim=1)
+    np.testing.assert_array_equal(jv.detach().numpy(), tv.detach().numpy())
+    np.testing.assert_array_equal(ji.numpy(), ti.numpy())   # (no ties: one order)
+    w = rng.standard_normal((40, 7)).astype(np.float32)
+    (tv * torch.tensor(w)).sum().backward()
+    (jv * tj.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
+
+
+def test_topk_with_nan_empty_and_whole_dim():
+    x = np.array([[1.0, np.nan, 3.0] + [0.0] * 9], np.float32)
+    v, i = tj.tensor(x).topk(2)
+    assert i.tolist() == [[1, 2]] and np.isnan(v.numpy()[0, 0])   # NaN as the largest
+    assert tuple(tj.tensor(x).topk(0).values.shape) == (1, 0)
+    assert tj.tensor(x[:, :3]).topk(3, largest=False).indices.tolist() == [[0, 2, 1]]
+    assert tuple(tj.zeros(0, 40).topk(2).indices.shape) == (0, 2)
+    big = np.random.default_rng(9).standard_normal((4, 5000)).astype(np.float32)
+    big[2, 4000] = np.nan
+    i = tj.tensor(big).topk(3).indices.numpy()
+    want = _stable_order(np.nan_to_num(big, nan=np.inf), 1, True)[:, :3]   # NaN as the largest
+    np.testing.assert_array_equal(i, want)
+    assert i[2, 0] == 4000

@@ -198,6 +198,10 @@ def _getitem_rule(a, *idx, spec):
 
 
 def _getitem_impl(xp, a, *idx, spec):
+    if xp is np and len(idx) == 1:
+        axis = _take_axis(spec)
+        if axis is not None:
+            return _taker(axis)(a, idx[0])
     try:
         view, key = _locate(a, spec, idx)
         if not idx:
@@ -216,12 +220,51 @@ def _is_basic(spec):
     return all(x[0] != "t" for x in spec)
 
 
+_ALL = ("s", None, None, None)
+
+
+def _take_axis(spec):
+    """The axis of the one index tensor of a spec whose other items are whole slices
+    (``x[idx]``, ``x[:, idx]``, index_select's, an embedding's), else None. numpy's
+    ``take`` along that axis gives fancy indexing's result 3-5x faster (13264 rows of 16
+    floats: 29 us against 139)."""
+    axis = None
+    for d, x in enumerate(spec):
+        if x[0] == "t":
+            if axis is not None:
+                return None
+            axis = d
+        elif x != _ALL:
+            return None
+    return axis
+
+
+_TAKERS: dict = {}
+
+
+def _taker(axis: int):
+    """``take(a, index)``: `a` indexed by the integer array `index` along `axis`, negative
+    entries counting from the end and one out of range raising getitem's IndexError."""
+    fn = _TAKERS.get(axis)
+    if fn is None:
+        def fn(a, index):
+            try:
+                return np.take(a, index, axis=axis)
+            except IndexError as e:
+                raise IndexError(f"getitem: {e}") from None
+        _TAKERS[axis] = fn
+    return fn
+
+
 def _getitem_fast(shapes, dtype, params):
     """The plan's numpy call (registry ``extra["fast"]``) for basic indexing: the numpy key
     made once per signature and applied by a C callable (``itemgetter``), not `_locate`'s
     rebuild of it per call (a chunk of gates, a time step ``x[:, t]``: ~1.5 µs of ~5).
     A trailing Ellipsis keeps an all-integer index a 0-d view, not a numpy scalar."""
     spec = params["spec"]
+    if len(shapes) == 2:
+        axis = _take_axis(spec)
+        return None if axis is None else _taker(axis)
     if len(shapes) != 1 or not _is_basic(spec):
         return None
     return itemgetter(_np_index(spec, ()) + (Ellipsis,))
@@ -459,7 +502,8 @@ def index_select(a, dim: int, index):
     d = normalize_dim(dim, a.ndim, "index_select")
     if index.ndim > 1:
         raise IndexError(f"index_select: index must be a 0-D or 1-D tensor, got shape {tuple(index.shape)}")
-    return getitem(a, (slice(None),) * d + (in_range(index, a.shape[d], "index_select"),))
+    # (the spec getitem would make of ``(slice(None),) * d + (index,)``, made here)
+    return bind(GETITEM, a, in_range(index, a.shape[d], "index_select"), spec=(_ALL,) * d + _ONE_TENSOR)
 
 
 def nonzero(a, as_tuple: bool = False):

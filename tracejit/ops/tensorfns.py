@@ -18,7 +18,7 @@ from .indexing import gather
 from .reductions import ValuesIndices
 from .registry import Aval, defprim
 from .eager import bind
-from .shape import narrow, unsqueeze
+from .shape import unsqueeze
 
 __all__ = ["tril", "triu", "argsort", "sort", "topk", "multinomial", "cumprod"]
 
@@ -44,7 +44,13 @@ def triu(a, diagonal: int = 0):
 
 
 # ---------------------------------------------------------------- sorting
-def _argsort_impl(xp, a, dim, descending, stable):
+def _argsort_impl(xp, a, dim, descending, stable, k=None):
+    if k is not None:   # the first k of the order (topk)
+        lead = _leading(a, dim, descending, k) if xp is np else None
+        if lead is not None:
+            return lead
+        order = _argsort_impl(xp, a, dim, descending, stable)
+        return xp.ascontiguousarray(order[(slice(None),) * (dim % a.ndim) + (slice(0, k),)])
     if not descending:
         return xp.argsort(a, axis=dim, kind="stable")
     # Stable descending order (ties keep their original order, NaN first as the
@@ -58,8 +64,40 @@ def _argsort_impl(xp, a, dim, descending, stable):
     return (n - 1) - idx[rev]
 
 
-def _argsort_rule(a, dim, descending, stable):
-    return Aval(a.shape, _dt.int64, a.device)
+PARTIAL_SORT_SIZE = 1 << 14
+
+
+def _leading(a, dim: int, descending: bool, k: int):
+    """The first `k` indices of the stable order of `a` along `dim` (ties in input order)
+    from a partial sort (``argpartition``, then a sort of the k), where `k` is a small part
+    of the dim; None (sort it all) otherwise, where NaN (which sorts as the largest) is
+    present, or where a row has more values equal to its k-th than the k hold (which of
+    them come first is then the full order's). Below `PARTIAL_SORT_SIZE` elements its
+    dozen numpy calls cost more than the sort (1000 values, k=10: 37 us against 31).
+    64 rows of 1000, k=5: 0.58 ms against 3.1."""
+    n = a.shape[dim]
+    if (not 0 < k * 4 < n or a.size < PARTIAL_SORT_SIZE or a.dtype.kind not in "fiu"
+            or (a.dtype.kind == "f" and np.isnan(a).any())):
+        return None
+    x = np.moveaxis(a, dim, -1)
+    lead = x.shape[:-1]
+    x = x.reshape(-1, n)
+    part = slice(n - k, n) if descending else slice(0, k)
+    cols = np.argpartition(x, n - k if descending else k - 1, axis=1)[:, part]
+    cols.sort(axis=1)                                     # the k, in input order
+    vals = np.take_along_axis(x, cols, 1)
+    kth = vals.min(axis=1, keepdims=True) if descending else vals.max(axis=1, keepdims=True)
+    if ((x == kth).sum(axis=1) != (vals == kth).sum(axis=1)).any():
+        return None
+    order = _argsort_impl(np, vals, 1, descending, True)
+    idx = np.take_along_axis(cols, order, 1).reshape(lead + (k,))
+    return np.ascontiguousarray(np.moveaxis(idx, -1, dim))
+
+
+def _argsort_rule(a, dim, descending, stable, k=None):
+    if k is None:
+        return Aval(a.shape, _dt.int64, a.device)
+    return Aval(a.shape[:dim] + (k,) + a.shape[dim + 1:], _dt.int64, a.device)
 
 
 ARGSORT = defprim("argsort", _argsort_impl, _argsort_rule, kind="other")
@@ -90,7 +128,7 @@ def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
         raise ShapeError(f"topk: k ({k}) is out of range for dim {dim} of size {n}")
     if a.ndim == 0:
         return ValuesIndices((a, argsort(a)))
-    idx = narrow(argsort(a, d, descending=largest), d, 0, int(k))
+    idx = bind(ARGSORT, a, dim=d, descending=bool(largest), stable=True, k=int(k))
     return ValuesIndices((gather(a, d, idx), idx))
 
 
