@@ -355,10 +355,12 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     window = None
     if win is not None:
         window = _window(win, names, operands)
-        names.setdefault(win.out, "w")
+        # (a fold's output stores its window value: a rows nest's last pass computes that)
+        names.setdefault(win.out, "w" if window.gather else window.value)
     mats = [v for v in group.outputs if red is None or v is not red.out]
-    outputs = tuple(Output(m, v, v.aval.dtype.name, names[v],
-                           bool(rows_in) and tuple(v.aval.shape) != shape) for m, v in enumerate(mats))
+    # a rows nest's per-row (per-channel) values: not of the iteration shape, nor the window's
+    outputs = tuple(Output(m, v, v.aval.dtype.name, names[v], bool(rows_in) and tuple(v.aval.shape) != shape
+                           and (win is None or v is not win.out)) for m, v in enumerate(mats))
     rows = tuple(_reduction(e, names, rank, sequential_sums) for e in rows_in)
     reduction = None
     if red is not None:

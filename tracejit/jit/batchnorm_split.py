@@ -66,14 +66,34 @@ def _normalize(x, stats, weight, bias, eps: float):
     return x * reshape(cast(a, x.dtype), view) + reshape(cast(d, x.dtype), view)
 
 
-def _traced(x: Var, stats: Var, w: Var, b: Var, eps: float, out: Var, loc) -> list:
-    """The equations of `_normalize` over these values, writing `out`."""
+def _channel_form(x, weight, bias, eps: float):
+    """(y, the (2*C,) statistics) of training-mode BatchNorm over an (N, C, H, W) x as
+    per-channel sums and elementwise ops: the mean, then the biased variance as the mean
+    of (x - mean)**2 (a second sum over the channel: no cancellation), then
+    ``(x - mean) * (weight * rsqrt(var + eps)) + bias``. The scheduler makes it one
+    channel group (fusion._row_reduction), with a pooling after it as the group's last
+    pass (compiler/windows.py)."""
+    from ..ops.shape import cat, reshape
+    c = x.shape[1]
+    inv = 1.0 / (x.shape[0] * x.shape[2] * x.shape[3])
+    mean = x.sum((0, 2, 3), keepdim=True) * inv
+    xc = x - mean
+    var = (xc * xc).sum((0, 2, 3), keepdim=True) * inv
+    a = reshape(weight, (1, c, 1, 1)) * (var + eps).rsqrt()
+    y = xc * a + reshape(bias, (1, c, 1, 1))
+    return y, cat([reshape(mean, (c,)), reshape(var, (c,))])
+
+
+def _traced(fn, ins: tuple, outs: tuple, loc) -> list:
+    """The equations of `fn` over the values `ins`, writing `outs`."""
     from .tracer import trace_graph
-    ctx, y = trace_graph(lambda *ts: _normalize(*ts, eps), [v.aval for v in (x, stats, w, b)])
-    sub = dict(zip(ctx.inputs, (x, stats, w, b)))
+    ctx, res = trace_graph(fn, [v.aval for v in ins])
+    res = res if isinstance(res, tuple) else (res,)
+    sub = dict(zip(ctx.inputs, ins))
     if ctx.consts or ctx.captured:
         raise RuntimeError("batch_norm split: the normalization traced a constant")
-    sub[ctx.atom(y)] = out
+    for r, o in zip(res, outs):
+        sub[ctx.atom(r)] = o
     return [Eqn(e.prim, tuple(sub.get(a, a) if isinstance(a, Var) else a for a in e.inputs),
                 tuple(sub.get(o, o) for o in e.outs), e.params, loc) for e in ctx.eqns]
 
@@ -100,13 +120,19 @@ def split(g: Graph) -> Graph:
         if any(s is None for s in specs) or any(id(u) in replace for u in tails):
             continue
         c = shape[1]
-        st = Var(Aval((2, c), x.aval.dtype, x.aval.device))
+        eps = e5.params["eps"]
         flat = Var(Aval((2 * c,), x.aval.dtype, x.aval.device))
-        replace[id(e1)] = [Eqn(BATCH_NORM_STATS, (x,), (st,), {}, e1.loc),
-                           Eqn(RESHAPE, (st,), (flat,), {"shape": (2 * c,)}, e1.loc)]
         for u, spec in zip(tails, specs):
             replace[id(u)] = [Eqn(u.prim, (flat,), u.outs, dict(u.params, spec=spec), u.loc)]
-        replace[id(e5)] = _traced(x, stats, w, b, e5.params["eps"], e5.out, e5.loc)
+        if len(shape) == 4:
+            # all at the record's place (y's readers come after it), y's own equation dropped
+            replace[id(e1)] = _traced(lambda *ts: _channel_form(*ts, eps), (x, w, b), (e5.out, flat), e1.loc)
+            replace[id(e5)] = []
+            continue
+        st = Var(Aval((2, c), x.aval.dtype, x.aval.device))
+        replace[id(e1)] = [Eqn(BATCH_NORM_STATS, (x,), (st,), {}, e1.loc),
+                           Eqn(RESHAPE, (st,), (flat,), {"shape": (2 * c,)}, e1.loc)]
+        replace[id(e5)] = _traced(lambda *ts: _normalize(*ts, eps), (x, stats, w, b), (e5.out,), e5.loc)
     return rewritten(g, replace)
 
 
