@@ -102,23 +102,18 @@ def _np_record(y, k):
     return np.stack([win.max(axis=-1), win.argmax(axis=-1).astype(y.dtype)]), (oh, ow)
 
 
-def _bn_pool(m, x, w, b):
-    from tracejit.ops import bn_pool
-    return bn_pool.batch_norm_max_pool2d(x, w, b, EPS, (2, 2), (2, 2))
-
-
-def _np_bn_pool(x, w, b):
-    rec, _ = _np_record(_np_normalized(x, w, b), 2)
-    return np.concatenate([rec.reshape(-1), _np_stats(x).reshape(-1)])
-
-
 def _bn_pool_backward(m, gp, x, w):
-    from tracejit.ops import bn_pool
+    from tracejit.ops import batchnorm_prim as B, bn_pool, pool_offsets as P
     from tracejit.ops.eager import bind
+    from tracejit.ops.indexing import getitem
+    from tracejit.ops.shape import reshape
     geo = dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
-    b = w * 0.0
-    rec = bn_pool.batch_norm_max_pool2d(x, w, b, EPS, (2, 2), (2, 2))
-    pooled, stats = bn_pool.record_parts(rec, tuple(x.shape), **geo)
+    r = bind(B.BATCH_NORM_FORWARD, x, w, w * 0.0, eps=EPS)
+    size = 1
+    for d in x.shape:
+        size *= d
+    pooled = bind(P.MAX_POOL2D_WITH_OFFSETS, reshape(getitem(r, slice(0, size)), tuple(x.shape)), **geo)
+    stats = reshape(getitem(r, slice(size, None)), (2, x.shape[1]))
     return bind(bn_pool.BN_BACKWARD_POOLED, gp, pooled, x, stats, w, eps=EPS, **geo)
 
 
@@ -133,11 +128,6 @@ def _np_bn_pool_backward(gp, x, w):
     return np.concatenate([gx.transpose(1, 0, 2, 3).reshape(-1), red.reshape(-1)])
 
 
-register("batch_norm_max_pool2d", _bn_pool, _np_bn_pool,
-         lambda d, r: [Sample((distinct(r, (3, 4, 6, 8), d), arr(r, (4,), d, 0.5, 1.5), arr(r, (4,), d))),
-                       Sample((distinct(r, (2, 3, 7, 5), d), arr(r, (3,), d, 0.5, 1.5), arr(r, (3,), d)),
-                              desc="rows and columns past the last window")],
-         grad=False, torch=False, atol=1e-4, rtol=1e-4)
 register("batch_norm_backward_pooled", _bn_pool_backward, _np_bn_pool_backward,
          lambda d, r: [Sample((arr(r, (3, 4, 3, 4), d), distinct(r, (3, 4, 6, 8), d), arr(r, (4,), d, 0.5, 1.5))),
                        Sample((arr(r, (2, 3, 3, 2), d), distinct(r, (2, 3, 7, 5), d), arr(r, (3,), d, 0.5, 1.5)))],

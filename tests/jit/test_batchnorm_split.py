@@ -1,12 +1,11 @@
 """BatchNorm in a compiled training forward as per-channel sums and elementwise work
 (jit/batchnorm_split.py): with the ReLU and a max pooling after it one channel group whose
-last pass is the pooling (the BatchNorm + max pooling record's pattern off), so the normalized
+last pass is the pooling, so the normalized
 output is never written; the compiled step matches the step with the record kept
 (``TRACEJIT_BN_SPLIT=0``: outputs, gradients, running statistics, to rounding: the sums run in
 other orders); BatchNorm2d + ReLU + MaxPool2d matches PyTorch in training and eval, float32
-and float64, odd sizes, padding and ceil_mode; by default the record's pattern takes
-BatchNorm + max pooling first and the split takes the rest (a LeakyReLU after BatchNorm
-joins the channel group)."""
+and float64, odd sizes, padding and ceil_mode; by default every BatchNorm2d is split (a
+LeakyReLU after it joins the channel group)."""
 from __future__ import annotations
 
 import numpy as np
@@ -173,7 +172,7 @@ def test_normalized_output_read_elsewhere_is_still_right():
     np.testing.assert_allclose(stats[1], tbn.running_var.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_default_keeps_the_pooled_record_and_splits_the_rest(monkeypatch):
+def test_default_splits_every_batch_norm(monkeypatch):
     monkeypatch.delenv("TRACEJIT_BN_POOL", raising=False)
     monkeypatch.delenv("TRACEJIT_BN_SPLIT", raising=False)
     bn1, bn2 = tj.nn.BatchNorm2d(3), tj.nn.BatchNorm2d(3)
@@ -192,12 +191,13 @@ def test_default_keeps_the_pooled_record_and_splits_the_rest(monkeypatch):
     (cf(x) ** 2).sum().backward()
     fwd = training_variant(cf)[0]
     names = [e.prim.name for e in fwd.graph.eqns]
-    # the ReLU'd pair: the record; the LeakyReLU (not moved after the pooling): split, the
-    # statistics, normalization and LeakyReLU one channel group (its output, saved for the
-    # LeakyReLU's gradient, is written: the pooling is a group of its own)
-    assert names.count("batch_norm_max_pool2d") == 1 and "batch_norm_forward" not in names, names
+    # the ReLU'd pair: one channel group closed by the pooling; the LeakyReLU (not moved
+    # after the pooling): statistics, normalization and LeakyReLU one channel group (its
+    # output, saved for the LeakyReLU's gradient, is written: the pooling is a group of its own)
+    assert "batch_norm_forward" not in names, names
     chans = [g for g in fwd.items if isinstance(g, Group) and g.rows]
-    assert len(chans) == 1 and "leaky_relu" in [e.prim.name for e in chans[0].eqns], fwd.describe()
+    assert len(chans) == 2 and len(_channel_windows(fwd)) == 1, fwd.describe()
+    assert "leaky_relu" in [e.prim.name for g in chans if g.window is None for e in g.eqns], fwd.describe()
     tx = torch.tensor(xn, requires_grad=True)
     (tf(tx) ** 2).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -1,8 +1,8 @@
-"""BatchNorm + max pooling as one record (ops/bn_pool.py ``batch_norm_max_pool2d``) and its
-rewrite in a compiled training forward (jit/bn_pool_fusion.py): the record is bitwise
-batch_norm_forward's statistics and max_pool2d_with_offsets' record of its output; a compiled
-conv -> BatchNorm -> ReLU -> max-pool step takes it and gives bitwise the step without it
-(outputs, gradients, running statistics), matching eager and PyTorch."""
+"""BatchNorm's gradient of a max pooling's scattered gradient as one record (ops/bn_pool.py
+``batch_norm_backward_pooled``) and its rewrite in a compiled training backward
+(jit/bn_pool_fusion.py): the record is bitwise max_pool2d_scatter then batch_norm_backward;
+a compiled conv -> BatchNorm -> ReLU -> max-pool step takes it and gives bitwise the step
+without it (outputs, gradients, running statistics), matching eager and PyTorch."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,41 +18,11 @@ from inputs import activation, training_variant
 
 pytest.importorskip("numba")
 
-GEOMETRIES = [((2, 2), (2, 2), (0, 0), (1, 1)),     # LeNet's: the rows form
-              ((3, 3), (2, 2), (1, 1), (1, 1)),     # padding (-inf), overlapping windows
-              ((2, 2), (1, 1), (0, 0), (2, 2))]     # dilation
-
-
-def _composed(x, w, b, geo):
+def _pooled(x, w, b, geo):
+    """(max_pool2d_with_offsets' record of batch_norm_forward's output, its statistics)."""
     r = B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5)
     rec = P.MAX_POOL2D_WITH_OFFSETS.run(np, r[:x.size].reshape(x.shape), *geo)
-    return np.concatenate([np.ascontiguousarray(rec).reshape(-1), r[x.size:]])
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("channel_major", [False, True])
-@pytest.mark.parametrize("geo", GEOMETRIES)
-def test_record_is_bitwise_the_composition(dtype, channel_major, geo):
-    rng = np.random.default_rng(1)
-    x = activation(rng, (5, 4, 9, 11), dtype, channel_major)
-    x[0, 1, :2, :2] = x[0, 1, 0, 0]                 # ties: the first maximum's offset
-    x[2, 3, 4, 5] = np.nan                          # a NaN: its channel's statistics are NaN
-    w, b = rng.standard_normal(4).astype(dtype), rng.standard_normal(4).astype(dtype)
-    assert BPK._get(np.dtype(dtype).name, *geo) is not None   # the kernel runs
-    got = bn_pool.BATCH_NORM_MAX_POOL2D.run(np, x, w, b, 1e-5, *geo)
-    want = _composed(x, w, b, geo)
-    assert got.dtype == dtype and got.shape == want.shape
-    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
-    rec, stats = bn_pool.record_parts(got, x.shape, *geo)
-    assert np.isnan(stats[:, 3]).all() and not np.isnan(stats[:, :3]).any()
-    # the maxima against plain numpy (float64 normalization of the 2x2 form)
-    if geo == GEOMETRIES[0]:
-        x64 = x[:, :3].astype(np.float64)
-        y = (x64 - x64.mean((0, 2, 3), keepdims=True)) / np.sqrt(x64.var((0, 2, 3), keepdims=True) + 1e-5)
-        y = y * w[:3].reshape(1, 3, 1, 1) + b[:3].reshape(1, 3, 1, 1)
-        pooled = y[:, :, :8, :10].reshape(5, 3, 4, 2, 5, 2).max((3, 5))
-        tol = 1e-5 if dtype == np.float32 else 1e-12
-        np.testing.assert_allclose(rec[0, :, :3], pooled, rtol=tol, atol=tol)
+    return np.ascontiguousarray(rec), r[x.size:].reshape(2, x.shape[1])
 
 
 TILES = [((2, 2), (2, 2), (0, 0), (1, 1)), ((3, 3), (3, 3), (0, 0), (1, 1)), ((2, 3), (2, 3), (0, 0), (1, 1))]
@@ -66,7 +36,7 @@ def test_backward_is_bitwise_scatter_then_batch_norm_backward(dtype, channel_maj
     x = activation(rng, (6, 3, 10, 11), dtype, channel_major)   # rows/columns past the windows
     x[0, 1, :2, :2] = x[0, 1, 0, 0]
     w, b = rng.standard_normal(3).astype(dtype), rng.standard_normal(3).astype(dtype)
-    rec, stats = bn_pool.record_parts(bn_pool.BATCH_NORM_MAX_POOL2D.run(np, x, w, b, 1e-5, *geo), x.shape, *geo)
+    rec, stats = _pooled(x, w, b, geo)
     gp = rng.standard_normal(rec.shape[1:]).astype(dtype)
     gp[0, 0, 0, 0] = -0.0
     assert BPK._get_backward(np.dtype(dtype).name, geo[0]) is not None   # the kernel runs
@@ -83,13 +53,17 @@ def test_backward_is_bitwise_scatter_then_batch_norm_backward(dtype, channel_maj
     np.testing.assert_allclose(got[-3:], (g64 * xhat).sum((0, 2, 3)), rtol=tol, atol=tol)
 
 
-def test_numpy_form_and_bad_weight():
-    x = activation(np.random.default_rng(2), (3, 2, 4, 4), np.float32)
+def test_numpy_form_is_the_composition():
+    rng = np.random.default_rng(2)
+    x = activation(rng, (3, 2, 4, 4), np.float32)
     w, b = np.ones(2, np.float32), np.zeros(2, np.float32)
-    rec = bn_pool.batch_norm_max_pool2d(tj.tensor(x), tj.tensor(w), tj.tensor(b), 1e-5, (2, 2), (2, 2))
-    assert np.array_equal(rec.numpy(), _composed(x, w, b, GEOMETRIES[0]))
-    with pytest.raises(ValueError, match=r"batch_norm_forward: weight of shape \(3,\) should be \(2,\)"):
-        bn_pool.batch_norm_max_pool2d(tj.tensor(x), tj.ones(3), tj.tensor(b), 1e-5, (2, 2), (2, 2))
+    geo = TILES[0]
+    rec, stats = _pooled(x, w, b, geo)
+    gp = rng.standard_normal(rec.shape[1:]).astype(np.float32)
+    got = bn_pool.batch_norm_backward_pooled(tj.tensor(gp), tj.tensor(rec), tj.tensor(x), tj.tensor(stats),
+                                             tj.tensor(w), 1e-5, *geo[:2])
+    want = B.BN_BACKWARD.run(np, P.MAX_POOL2D_SCATTER.run(np, gp, rec, x.shape, *geo), x, stats, w, 1e-5)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-7)
 
 
 def _net(T, state=None):
@@ -138,11 +112,9 @@ def test_compiled_step_fuses_and_matches_unfused_eager_and_torch(monkeypatch):
     y = rng.integers(0, 5, 8)
     state = {k: v.numpy().copy() for k, v in _net(tj).state_dict().items()}
     names, fused = _run(monkeypatch, True, x, y, state)
-    assert names.count("batch_norm_max_pool2d") == 2, names
-    assert "batch_norm_values" not in names and "max_pool2d_with_offsets" not in names
+    assert "batch_norm_values" not in names and "batch_norm_forward" not in names
     assert names.count("batch_norm_backward_pooled") == 2 and "max_pool2d_scatter" not in names
     names0, plain = _run(monkeypatch, False, x, y, state)
-    assert names0.count("batch_norm_max_pool2d") == 0 and names0.count("max_pool2d_with_offsets") == 2
     assert names0.count("batch_norm_backward_pooled") == 0 and names0.count("max_pool2d_scatter") == 2
     assert len(fused) == len(plain)
     for a, b in zip(fused, plain):
@@ -169,36 +141,15 @@ def test_compiled_step_fuses_and_matches_unfused_eager_and_torch(monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
 
 
-def test_not_fused_when_the_normalized_output_is_read_elsewhere(monkeypatch):
-    monkeypatch.setenv("TRACEJIT_BN_POOL", "1")
-    bn = tj.nn.BatchNorm2d(3)
-    bn.train()
-
-    def f(x):
-        z = bn(x)
-        return F.max_pool2d(z, 2).sum() + z.mean()    # z read by the mean too
-
-    x = tj.tensor(activation(np.random.default_rng(4), (4, 3, 6, 6), np.float32), requires_grad=True)
-    cf = tj.script(f)
-    cf(x).backward()
-    names = [e.prim.name for e in training_variant(cf)[0].graph.eqns]
-    assert "batch_norm_max_pool2d" not in names and "max_pool2d_with_offsets" in names
-    g = x.grad.numpy().copy()
-    x.grad = None
-    f(x).backward()
-    np.testing.assert_allclose(g, x.grad.numpy(), rtol=1e-5, atol=1e-6)
-
-
 def test_same_bits_however_the_channels_are_split():
     from inputs import same_bits_under_uneven_split
-    geo = GEOMETRIES[0]
+    geo = TILES[0]
     rng = np.random.default_rng(6)
     x = activation(rng, (4, 5, 8, 9), np.float32, True)
     w, b = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
     gp = rng.standard_normal((4, 5, 4, 4)).astype(np.float32)
+    rec, stats = _pooled(x, w, b, geo)
 
     def run():
-        f = bn_pool.BATCH_NORM_MAX_POOL2D.run(np, x, w, b, 1e-5, *geo)
-        rec, stats = bn_pool.record_parts(f, x.shape, *geo)
-        return f, bn_pool.BN_BACKWARD_POOLED.run(np, gp, rec, x, stats, w, 1e-5, *geo)
-    same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=2)
+        return (bn_pool.BN_BACKWARD_POOLED.run(np, gp, rec, x, stats, w, 1e-5, *geo),)
+    same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=1)

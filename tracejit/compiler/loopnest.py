@@ -54,8 +54,10 @@ __all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "Window
 #: Operand layouts: "flat" (the iteration shape, C-contiguous: read with the flat
 #: index), "scalar" (one element: read once, before the loops), "ndc" (broadcast or of
 #: another shape, known C-contiguous: indexed per dim, typed contiguous so the inner loop
-#: vectorizes) and "nd" (the same, any strides).
-LAYOUTS = ("flat", "scalar", "ndc", "nd")
+#: vectorizes), "nd" (the same, any strides) and "cm" (of the iteration shape (N, C, H, W),
+#: passed as its C-contiguous (C, N, H, W) view: a convolution's output read by a windows
+#: or channel group, plan.py `_channel_major`).
+LAYOUTS = ("flat", "scalar", "ndc", "nd", "cm")
 
 # Elements summed in float32 before each float64 accumulation (see `Reduction.block_dtype`).
 SUM_BLOCK = 256
@@ -329,7 +331,8 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     red = group.reduction
     if len(layouts) != len(group.inputs) or any(lay not in LAYOUTS for lay in layouts):
         raise ValueError(f"layouts {layouts!r} do not fit the group's {len(group.inputs)} inputs")
-    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape))
+    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape)
+                             if layouts[k] != "cm" else (1, 0) + _index(v, shape)[2:])
                      for k, v in enumerate(group.inputs))
     names = {op.var: op.name for op in operands}
     rows_in = list(getattr(group, "rows", ()))

@@ -27,7 +27,7 @@ from ..jit.ir import Eqn, Var
 from ..ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from ..ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 
-__all__ = ["KINDS", "attach_windows", "channel_rows", "window_kind", "MODES", "tiles"]
+__all__ = ["KINDS", "attach_windows", "channel_rows", "channel_view", "window_kind", "MODES", "tiles"]
 
 #: primitive -> (kind, gather): what loopnest.Window calls it, and whether it is a backward
 KINDS = {MAX_POOL2D_WITH_OFFSETS: ("max_record", False), MAX_POOL2D: ("max", False),
@@ -74,6 +74,13 @@ def channel_rows(g) -> bool:
     """Whether `g` is a rows group of per-channel sums (fusion._row_reduction: over every
     dim but 1 of an (N, C, H, W) value)."""
     return bool(g.rows) and tuple(g.rows[0].params["dims"]) == (0, 2, 3)
+
+
+def channel_view(a):
+    """`a` (N, C, H, W) as its (C, N, H, W) view, C-contiguous (a copy where that view is
+    not): how a plan passes a "cm" operand (loopnest.LAYOUTS) of a windows or channel group."""
+    t = a.swapaxes(0, 1)
+    return t if t.flags.c_contiguous else t.copy()
 
 
 def _host(g) -> bool:

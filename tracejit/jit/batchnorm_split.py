@@ -1,4 +1,4 @@
-"""A compiled training forward's BatchNorm as its statistics and an elementwise normalization.
+"""A compiled training forward's BatchNorm as its statistics and elementwise normalization.
 
 After differentiation a training step's forward graph holds, for ``bn(x)`` (ops/batchnorm_prim.py):
 
@@ -6,23 +6,25 @@ After differentiation a training step's forward graph holds, for ``bn(x)`` (ops/
     s = getitem(r, [size:])  ...                    # the statistics (the gradient reads them)
     y = batch_norm_values(r, x, stats, w, b)        # y in x's shape
 
-`split` writes it as
+`split` writes an (N, C, H, W) one as per-channel sums and elementwise ops (`_channel_form`)
+
+    m = sum(x, (0, 2, 3), keepdim) / count; v = sum((x - m)**2, ...) / count
+    y = (x - m) * (w * rsqrt(v + eps)) + b
+    t = cat(m, v)                                   # the statistics the others read
+    s = getitem(t, [0:])  ...
+
+which the scheduler makes one channel group (compiler/fusion.py, codegen_cpu_channels.py):
+per channel the sums, then y, with a ReLU or LeakyReLU after it, and a pooling whose input
+nothing else reads as the group's last pass, so y is never written (compiler/windows.py).
+Values match the record's to rounding (the sums run in another order). Other ranks become
 
     t = reshape(batch_norm_stats(x), (2*C,))        # one pass over x: the statistics alone
-    s = getitem(t, [0:])  ...
     a = w / sqrt(var + eps); d = b - mean * a       # per channel, in float64, then x's dtype
     y = x * a + d                                   # elementwise
 
-so the scheduler sees the normalization as elementwise work and fuses it with its readers:
-a pooling's windows group takes it (with a ReLU) as its prologue and y is never written
-(compiler/windows.py), a ReLU or LeakyReLU after it joins its group. It runs after the
-BatchNorm + max pooling record's pattern (jit/bn_pool_fusion.py), which still takes that
-pair: its one pass per channel reads x once, where the statistics and the windows group
-read it twice (LeNet's compiled step, two threads: about 1 ms slower split). The values are the
-record's bit for bit: the same statistics (the CPU backend's stats and forward kernels sum
-alike), the same per-channel coefficients, the same ``a*x + d`` rounded in x's dtype. It runs
-on forward graphs only after differentiation (it drops batch_norm_values, which carries
-BatchNorm's VJP; the backward reads x and the statistics, not y).
+the record's values bit for bit. It runs on forward graphs only after differentiation (it
+drops batch_norm_values, which carries BatchNorm's VJP; the backward reads x and the
+statistics, not y).
 ``TRACEJIT_BN_SPLIT=0`` turns it off (the pattern's switch).
 """
 from __future__ import annotations
