@@ -126,3 +126,24 @@ def test_last_dim_rows_and_channel_sums_stay_apart():
     assert any(g.rows for g in groups), plan.describe()
     for g in groups:
         assert len({tuple(r.params["dims"]) for r in g.rows}) <= 1
+
+
+def test_a_convolution_output_goes_in_channel_major():
+    """A convolution's output ((C, N, H, W) memory seen as (N, C, H, W)) reaches the channel
+    group as its C-contiguous (C, N, H, W) view (layout "cm"), not through strided loads."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 2, 9, 10)).astype(np.float32)
+    k = (rng.standard_normal((4, 2, 3, 3)) * 0.3).astype(np.float32)
+    w, b = _arrays(np.float32, (1, 4, 1, 1))[1:]
+
+    def f(T, P):
+        def g(x, k, w, b):
+            return P.max_pool2d(T.relu(_bn(T, P.conv2d(x, k), w, b)), 2)
+        return g
+    cf = tj.compile(f(tj, F))
+    for _ in range(2):
+        y = cf(*(tj.tensor(a) for a in (x, k, w, b))).numpy()
+    ref = f(torch, torch.nn.functional)(*(torch.tensor(a) for a in (x, k, w, b))).numpy()
+    np.testing.assert_allclose(y, ref, **TOL[np.float32])
+    _, plan = _infer_groups(cf)
+    assert "step: permute" in plan.describe() and "_cm(" in plan.source, plan.source

@@ -66,7 +66,6 @@ def _state(dtype):
 
 def _compiled(monkeypatch, split: bool, dtype, x, y, pool=(2, 2, 0, False)):
     monkeypatch.setenv("TRACEJIT_BN_SPLIT", "1" if split else "0")
-    monkeypatch.setenv("TRACEJIT_BN_POOL", "0")     # the pair as the general path takes it
     net = _net(tj, dtype, pool, _state(dtype))
     net.train()
     cf = tj.script(net)
@@ -173,7 +172,6 @@ def test_normalized_output_read_elsewhere_is_still_right():
 
 
 def test_default_splits_every_batch_norm(monkeypatch):
-    monkeypatch.delenv("TRACEJIT_BN_POOL", raising=False)
     monkeypatch.delenv("TRACEJIT_BN_SPLIT", raising=False)
     bn1, bn2 = tj.nn.BatchNorm2d(3), tj.nn.BatchNorm2d(3)
     tb1, tb2 = torch.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
