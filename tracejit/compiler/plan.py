@@ -42,7 +42,7 @@ from .attnpair import AttentionBackwardSum, AttentionPair
 from .gemm_steps import ColumnSum, GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
-from .windows import channel_rows, channel_view
+from .windows import channel_layouts, channel_view
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
 from ..ops.creation import FULL
 from ..dtypes import bfloat16 as _BF16
@@ -187,7 +187,7 @@ class Plan:
     # ---- generation ------------------------------------------------------------------
     def _build(self):
         g = self.graph
-        consts: dict = {"np": np, "xp": self.backend.array_module(), "_fix": self.backend.fix}
+        consts: dict = {"np": np, "xp": self.backend.array_module(), "_fix": self.backend.fix, "_cm": channel_view}
         names: dict = {}
         counter = itertools.count()
 
@@ -266,19 +266,16 @@ class Plan:
         # from kernels are C-contiguous by construction, the others are checked before the
         # call below); an operand the plan makes strided itself is "nd" (`_strided`).
         layouts = operand_layouts(grp, [not self._strided(v) for v in grp.inputs])
-        cm = [self._channel_major(grp, v, lay) for v, lay in zip(grp.inputs, layouts)]
-        layouts = tuple("cm" if c else lay for c, lay in zip(cm, layouts))
+        if self.backend.name == "cpu":     # (a convolution's output: its (C, N, H, W) view)
+            layouts = channel_layouts(grp, layouts, self._producer, self._ordered)
         check_contig = [v for v, lay in zip(grp.inputs, layouts) if lay in ("flat", "ndc")]
         red = grp.reduction
         mats = [v for v in grp.outputs if red is None or v is not red.out]
         call_args = []
         for v, lay in zip(grp.inputs, layouts):
             a = nm(v)
-            if lay == "scalar":
-                a = f"{a}.reshape(1)"
-            elif lay == "cm":
-                consts["_cm"] = channel_view
-                a = f"_cm({a})"
+            if lay in ("scalar", "cm"):     # ("cm": windows.channel_view)
+                a = f"{a}.reshape(1)" if lay == "scalar" else f"_cm({a})"
             call_args.append(a)
         static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
         ref = next((a for a, lay in zip(call_args, layouts) if lay != "scalar"), "None")
@@ -458,19 +455,6 @@ class Plan:
         shape = e.inputs[0].aval.shape
         big = [d for d in e.params["dims"] if not (isinstance(shape[d], int) and shape[d] == 1)]
         return big != sorted(big) and self._ordered(e.inputs[0])
-
-    def _channel_major(self, grp: Group, v, lay: str) -> bool:
-        """Whether operand `v` of `grp` goes in as its (C, N, H, W) view ("cm" layout,
-        windows.channel_view): a CPU windows or channel group's (N, C, H, W) operand that
-        is a permuted view of (C, N, H, W) memory (a convolution's output), which the
-        "nd" variant would read with loads LLVM cannot vectorize."""
-        if (lay != "nd" or self.backend.name != "cpu" or len(grp.shape) != 4
-                or not (grp.window is not None or channel_rows(grp))
-                or tuple(v.aval.shape) != tuple(grp.shape)):
-            return False
-        e = self._producer(v)
-        return (e is not None and e.prim is PERMUTE and tuple(e.params["dims"]) == (1, 0, 2, 3)
-                and isinstance(e.inputs[0], Var) and self._ordered(e.inputs[0]))
 
     def _from_kernel(self, v) -> bool:
         for it in self.items:

@@ -27,7 +27,7 @@ from ..jit.ir import Eqn, Var
 from ..ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from ..ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 
-__all__ = ["KINDS", "attach_windows", "channel_rows", "channel_view", "window_kind", "MODES", "tiles"]
+__all__ = ["KINDS", "attach_windows", "channel_layouts", "channel_rows", "channel_view", "window_kind", "MODES", "tiles"]
 
 #: primitive -> (kind, gather): what loopnest.Window calls it, and whether it is a backward
 KINDS = {MAX_POOL2D_WITH_OFFSETS: ("max_record", False), MAX_POOL2D: ("max", False),
@@ -74,6 +74,23 @@ def channel_rows(g) -> bool:
     """Whether `g` is a rows group of per-channel sums (fusion._row_reduction: over every
     dim but 1 of an (N, C, H, W) value)."""
     return bool(g.rows) and tuple(g.rows[0].params["dims"]) == (0, 2, 3)
+
+
+def channel_layouts(grp, layouts: tuple, producer, ordered) -> tuple:
+    """`layouts` of CPU group `grp`'s operands with "cm" (passed as the (C, N, H, W) view,
+    `channel_view`) for each "nd" one of a windows or channel group that is a permuted view
+    of (C, N, H, W) memory (`producer(v)`: its equation) whose source is in C order
+    (`ordered`): a convolution's output, which the "nd" variant would read with loads LLVM
+    cannot vectorize."""
+    from ..ops.shape import PERMUTE
+    if len(grp.shape) != 4 or not (grp.window is not None or channel_rows(grp)):
+        return layouts
+
+    def cm(v, lay) -> bool:
+        e = producer(v) if lay == "nd" and tuple(v.aval.shape) == tuple(grp.shape) else None
+        return (e is not None and e.prim is PERMUTE and tuple(e.params["dims"]) == (1, 0, 2, 3)
+                and isinstance(e.inputs[0], Var) and ordered(e.inputs[0]))
+    return tuple("cm" if cm(v, lay) else lay for v, lay in zip(grp.inputs, layouts))
 
 
 def channel_view(a):
