@@ -92,58 +92,6 @@ register("batch_norm_backward_input", _input, _np_input,
                        for s in _BN_SHAPES], grad=False, torch=False, atol=1e-4, rtol=1e-4)
 
 
-# ---------------------------------------------------------------- BatchNorm and the max pooling after it
-def _np_record(y, k):
-    """max_pool2d_with_offsets' record of y for k x k windows side by side: maxima, first offsets."""
-    n, c, h, w = y.shape
-    oh, ow = h // k, w // k
-    win = y[:, :, :oh * k, :ow * k].reshape(n, c, oh, k, ow, k).transpose(0, 1, 2, 4, 3, 5)
-    win = win.reshape(n, c, oh, ow, k * k)
-    return np.stack([win.max(axis=-1), win.argmax(axis=-1).astype(y.dtype)]), (oh, ow)
-
-
-def _bn_pool(m, x, w, b):
-    from tracejit.ops import bn_pool
-    return bn_pool.batch_norm_max_pool2d(x, w, b, EPS, (2, 2), (2, 2))
-
-
-def _np_bn_pool(x, w, b):
-    rec, _ = _np_record(_np_normalized(x, w, b), 2)
-    return np.concatenate([rec.reshape(-1), _np_stats(x).reshape(-1)])
-
-
-def _bn_pool_backward(m, gp, x, w):
-    from tracejit.ops import bn_pool
-    from tracejit.ops.eager import bind
-    geo = dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
-    b = w * 0.0
-    rec = bn_pool.batch_norm_max_pool2d(x, w, b, EPS, (2, 2), (2, 2))
-    pooled, stats = bn_pool.record_parts(rec, tuple(x.shape), **geo)
-    return bind(bn_pool.BN_BACKWARD_POOLED, gp, pooled, x, stats, w, eps=EPS, **geo)
-
-
-def _np_bn_pool_backward(gp, x, w):
-    (_, off), (oh, ow) = _np_record(_np_normalized(x, w, 0 * w), 2)
-    n, c, h, wd = x.shape
-    g = np.zeros_like(x)
-    for o in range(4):
-        g[:, :, o // 2:oh * 2:2, o % 2:ow * 2:2] = np.where(off == o, gp, 0)
-    red, _ = _grad_parts(g, x)
-    gx = _np_input(g, x, w)
-    return np.concatenate([gx.transpose(1, 0, 2, 3).reshape(-1), red.reshape(-1)])
-
-
-register("batch_norm_max_pool2d", _bn_pool, _np_bn_pool,
-         lambda d, r: [Sample((distinct(r, (3, 4, 6, 8), d), arr(r, (4,), d, 0.5, 1.5), arr(r, (4,), d))),
-                       Sample((distinct(r, (2, 3, 7, 5), d), arr(r, (3,), d, 0.5, 1.5), arr(r, (3,), d)),
-                              desc="rows and columns past the last window")],
-         grad=False, torch=False, atol=1e-4, rtol=1e-4)
-register("batch_norm_backward_pooled", _bn_pool_backward, _np_bn_pool_backward,
-         lambda d, r: [Sample((arr(r, (3, 4, 3, 4), d), distinct(r, (3, 4, 6, 8), d), arr(r, (4,), d, 0.5, 1.5))),
-                       Sample((arr(r, (2, 3, 3, 2), d), distinct(r, (2, 3, 7, 5), d), arr(r, (3,), d, 0.5, 1.5)))],
-         grad=False, torch=False, atol=1e-4, rtol=1e-4)
-
-
 # ---------------------------------------------------------------- the window-offset pooling primitive
 def _pool(m, x, kernel_size, stride, padding=0):
     if m.__name__ == "torch":

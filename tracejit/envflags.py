@@ -64,9 +64,6 @@ SWITCHES: dict = {s.name: s for s in (
            "after writes", _GUIDE + "caching.md"),
     Switch("TRACEJIT_LOSS_GRADS", "1", "0: a loss's forward does not compute its gradients along "
            "(separate backward plan)", _GUIDE + "compiling-models.md"),
-    Switch("TRACEJIT_BN_POOL", "1", "0: a compiled training forward keeps BatchNorm's output and the "
-           "max pooling after it as two passes (no fused batch_norm_max_pool2d record)",
-           _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_BN_SPLIT", "1", "0: a compiled training forward keeps BatchNorm's statistics and "
            "normalization as one record (the normalization fuses with no neighbour)",
            _GUIDE + "compiling-models.md"),

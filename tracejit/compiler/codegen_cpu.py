@@ -145,7 +145,7 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
     reduction of nested operands), "deep" (rank above MAX_NESTED_RANK), "row_passes"
     (a rows nest: codegen_cpu_rows.py) or "windows" (codegen_cpu_windows.py)."""
     red = nest.reduction
-    if nest.window is not None:
+    if nest.window is not None or channels(nest):
         return "windows"
     if nest.rows:
         return "row_passes"
@@ -218,6 +218,12 @@ def _fold_partials(count: str, red) -> list:
 # ----------------------------------------------------------------------------- rendering
 
 
+def channels(nest: LoopNest) -> bool:
+    """Whether `nest` is a rows nest over channels (its sums fold every dim but 1): the
+    windows renderer's channel form (codegen_cpu_channels.py)."""
+    return bool(nest.rows) and nest.rank == 4 and tuple(nest.rows[0].dims) == (0, 2, 3)
+
+
 def _index(op) -> str:
     return op.subscript()
 
@@ -226,7 +232,7 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     """The numba source of `nest`: the parallel variant, or (``parallel=False``) the
     serial twin used for small sizes, where starting the thread pool costs far more
     than the work."""
-    if nest.window is not None:
+    if nest.window is not None or channels(nest):
         from .codegen_cpu_windows import render_windows
         return render_windows(nest, parallel)
     if nest.rows:

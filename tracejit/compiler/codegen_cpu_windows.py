@@ -50,10 +50,11 @@ def pooled_sizes(nest: LoopNest, ind: str) -> list:
             for j, a in enumerate("hw")]
 
 
-def window_body(nest: LoopNest, step_lines: list, em, ind: str) -> list:
+def window_body(nest: LoopNest, step_lines: list, em, ind: str, loads=None) -> list:
     """The body for one output (fold: ``i0, i1, oy, ox`` set) or one input element
     (gather: ``i0..i3`` set), in the statements both numba backends compile; `em`
-    types the constants."""
+    types the constants. A fold loads `loads` (operands) at each window position, every
+    array operand when None."""
     w = nest.window
     dt = w.dtype
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = w.kernel, w.stride, w.padding, w.dilation
@@ -84,7 +85,8 @@ def window_body(nest: LoopNest, step_lines: list, em, ind: str) -> list:
         add(f"{I2}i3 = {_clamp('xx', 'd3')}")
     else:
         add(f"{I2}i3 = xx")
-    out += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
+    loads = [op for op in nest.operands if op.layout != "scalar"] if loads is None else loads
+    out += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in loads]
     out += [I2 + ln for ln in step_lines]
     fill = c(0) if w.kind == "avg" else c(float("-inf"))
     if pad:
@@ -211,6 +213,9 @@ def _gather_tiles(nest: LoopNest, step_lines: list, em, ind: str) -> list:
 def render_windows(nest: LoopNest, parallel: bool):
     from .codegen_cpu import CpuEmitter, KernelSpec, _arr_type
 
+    if nest.rows:      # per-channel sums ahead of the window fold
+        from .codegen_cpu_channels import render_channels
+        return render_channels(nest, parallel)
     w = nest.window
     lines, emitters = render_steps(nest, CpuEmitter)
     imports = set().union(*(em.imports for em in emitters))

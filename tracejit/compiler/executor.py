@@ -18,8 +18,7 @@ from ..autograd.node import AccumulateGrad, leaf_node
 from ..envflags import is_off
 from ..jit.autodiff import active_vars, joint, loss_joint, split
 from ..jit.backend import Executor, InputKeeper
-from ..jit import bn_pool_fusion as _bn_pool_fusion  # noqa: F401  (its pattern: registered at import)
-from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (after bn_pool's, which it leaves alone)
+from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (its pattern: registered at import)
 from ..jit import patterns as _patterns
 from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var

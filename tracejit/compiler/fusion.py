@@ -59,21 +59,44 @@ class Group:
 
     @property
     def row_shape(self):
-        """The shape of a per-row value of a rows group (its last dim 1), else None."""
+        """The shape of a per-row value of a rows group (its reduced dims 1), else None."""
         if not self.rows:
             return None
-        return tuple(self.shape[:-1]) + (1,)
+        dims = _row_dims(self.rows[0])
+        return tuple(1 if d in dims else s for d, s in enumerate(self.shape))
+
+
+def _row_dims(e: Eqn) -> tuple:
+    return tuple(e.params.get("dims", ()))
+
+
+def _channel_dims(rank: int) -> tuple:
+    """The dims a per-channel reduction folds: all but dim 1 of an (N, C, ...) value."""
+    return (0,) + tuple(range(2, rank))
 
 
 def _row_reduction(e: Eqn) -> bool:
-    """A reduction a rows group takes: sum/amax/amin over the last dim only, kept (a value
-    per row), of a float array of rank >= 1."""
+    """A reduction a rows group takes, of a float array, kept (keepdim): sum/amax/amin over
+    the last dim only (a value per row), or a sum over every dim but dim 1 of a CPU value
+    of rank 4 (a value per channel: BatchNorm's statistics; its nest is rendered
+    channel-outermost by codegen_cpu_windows.py, which only the CPU backend has)."""
     if e.prim not in (_red.SUM, _red.AMAX, _red.AMIN) or not isinstance(e.inputs[0], Var):
         return False
     src = e.inputs[0].aval
     rank = len(src.shape)
-    return (rank >= 1 and tuple(e.params.get("dims", ())) == (rank - 1,) and bool(e.params.get("keepdim"))
-            and src.dtype.name in ("float32", "float64") and e.out.aval.dtype == src.dtype)
+    if not (rank >= 1 and bool(e.params.get("keepdim")) and src.dtype.name in ("float32", "float64")
+            and e.out.aval.dtype == src.dtype):
+        return False
+    dims = _row_dims(e)
+    if dims == (rank - 1,):
+        return True
+    return (e.prim is _red.SUM and rank == 4 and dims == _channel_dims(rank)
+            and getattr(src.device, "type", "cpu") == "cpu")
+
+
+def _same_rows(a: "Group", b: "Group") -> bool:
+    """Whether two groups' rows fold the same dims (or one has none): they may merge."""
+    return not a.rows or not b.rows or _row_dims(a.rows[0]) == _row_dims(b.rows[0])
 
 
 def _fits(g: "Group", shape: tuple) -> bool:
@@ -187,7 +210,7 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
                 # Merge other candidate groups into target when the union stays acyclic:
                 # nothing the union reads from outside may depend on a part of it.
                 for g in cands:
-                    if g is target or g.shape != target.shape:
+                    if g is target or g.shape != target.shape or not _same_rows(g, target):
                         continue
                     parts = {target.gid, g.gid}
                     reads = outside(parts, ext_in[target.gid] + ext_in[g.gid] + list(e.inputs))
@@ -210,6 +233,7 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
             shape = tuple(src.aval.shape)
             g = owner(src) if src in group_of else None
             if not (g is not None and g.reduction is None and g.shape == shape
+                    and (not g.rows or _row_dims(g.rows[0]) == _row_dims(e))
                     and not depends_on(outside({g.gid}, e.inputs), {g.gid})):
                 gid = len(groups)
                 g = Group(gid, shape)

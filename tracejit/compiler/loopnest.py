@@ -54,8 +54,10 @@ __all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "Window
 #: Operand layouts: "flat" (the iteration shape, C-contiguous: read with the flat
 #: index), "scalar" (one element: read once, before the loops), "ndc" (broadcast or of
 #: another shape, known C-contiguous: indexed per dim, typed contiguous so the inner loop
-#: vectorizes) and "nd" (the same, any strides).
-LAYOUTS = ("flat", "scalar", "ndc", "nd")
+#: vectorizes), "nd" (the same, any strides) and "cm" (of the iteration shape (N, C, H, W),
+#: passed as its C-contiguous (C, N, H, W) view: a convolution's output read by a windows
+#: or channel group, plan.py `_channel_major`).
+LAYOUTS = ("flat", "scalar", "ndc", "nd", "cm")
 
 # Elements summed in float32 before each float64 accumulation (see `Reduction.block_dtype`).
 SUM_BLOCK = 256
@@ -343,7 +345,8 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     if len(layouts) != len(group.inputs) or any(lay not in LAYOUTS for lay in layouts):
         raise ValueError(f"layouts {layouts!r} do not fit the group's {len(group.inputs)} inputs")
     reads = getattr(group, "reads", None) or {}
-    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape),
+    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape)
+                             if layouts[k] != "cm" else (1, 0) + _index(v, shape)[2:],
                              reads[v][1] if v in reads else ())
                      for k, v in enumerate(group.inputs))
     names = {op.var: op.name for op in operands}
@@ -370,10 +373,12 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     window = None
     if win is not None:
         window = _window(win, names, operands)
-        names.setdefault(win.out, "w")
+        # (a fold's output stores its window value: a rows nest's last pass computes that)
+        names.setdefault(win.out, "w" if window.gather else window.value)
     mats = [v for v in group.outputs if red is None or v is not red.out]
-    outputs = tuple(Output(m, v, v.aval.dtype.name, names[v],
-                           bool(rows_in) and tuple(v.aval.shape) != shape) for m, v in enumerate(mats))
+    # a rows nest's per-row (per-channel) values: not of the iteration shape, nor the window's
+    outputs = tuple(Output(m, v, v.aval.dtype.name, names[v], bool(rows_in) and tuple(v.aval.shape) != shape
+                           and (win is None or v is not win.out)) for m, v in enumerate(mats))
     rows = tuple(_reduction(e, names, rank, sequential_sums) for e in rows_in)
     reduction = None
     if red is not None:

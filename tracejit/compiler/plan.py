@@ -42,6 +42,7 @@ from .attnpair import AttentionBackwardSum, AttentionPair
 from .gemm_steps import ColumnSum, GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
+from .windows import channel_layouts, channel_view
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
 from ..ops.creation import FULL
 from ..dtypes import bfloat16 as _BF16
@@ -186,7 +187,7 @@ class Plan:
     # ---- generation ------------------------------------------------------------------
     def _build(self):
         g = self.graph
-        consts: dict = {"np": np, "xp": self.backend.array_module(), "_fix": self.backend.fix}
+        consts: dict = {"np": np, "xp": self.backend.array_module(), "_fix": self.backend.fix, "_cm": channel_view}
         names: dict = {}
         counter = itertools.count()
 
@@ -264,14 +265,16 @@ class Plan:
         # call below); an operand the plan makes strided itself is "nd" (`_strided`).
         ins = [operand_var(grp, v) for v in grp.inputs]   # (a slice read in place: its array)
         layouts = operand_layouts(grp, [not self._strided(v) for v in ins])
+        if self.backend.name == "cpu":     # (a convolution's output: its (C, N, H, W) view)
+            layouts = channel_layouts(grp, layouts, self._producer, self._ordered)
         check_contig = [v for v, lay in zip(ins, layouts) if lay in ("flat", "ndc")]
         red = grp.reduction
         mats = [v for v in grp.outputs if red is None or v is not red.out]
         call_args = []
         for v, lay in zip(ins, layouts):
             a = nm(v)
-            if lay == "scalar":
-                a = f"{a}.reshape(1)"
+            if lay in ("scalar", "cm"):     # ("cm": windows.channel_view)
+                a = f"{a}.reshape(1)" if lay == "scalar" else f"_cm({a})"
             call_args.append(a)
         static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
         ref = next((a for a, lay in zip(call_args, layouts) if lay != "scalar"), "None")

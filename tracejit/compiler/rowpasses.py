@@ -1,8 +1,9 @@
 """The passes of a rows nest over one row: what each backend's renderer walks.
 
 A rows nest (`loopnest.LoopNest.rows`) computes, per row (every index but the last),
-reductions over the last dim and elementwise work that reads them. Its values are of
-two kinds: *per element* (they depend on the last index: an operand that varies along
+reductions over the last dim and elementwise work that reads them; a channel nest the
+same per channel (index 1), its reductions over every other dim. Its values are of
+two kinds: *per element* (they depend on a folded index: an operand that varies along
 it, or a step reading one) and *per row* (everything else: a reduction's result
 ``r<k>``, a step of per-row values such as ``log(s)`` or ``rsqrt(var + eps)``, an
 operand broadcast along the last dim).
@@ -94,10 +95,10 @@ def _calls_math(step) -> bool:
 def schedule(nest: LoopNest, stash: bool = True) -> RowSchedule:
     """The passes of rows nest `nest` (see the module docstring); `stash` False: every
     value the last pass needs is recomputed there."""
-    last = nest.rank - 1
+    folded = set(nest.rows[0].dims) if nest.rows else {nest.rank - 1}
     by_name = {st.name: st for st in nest.steps}
     operands = {op.name: op for op in nest.operands}
-    element = {op.name for op in nest.operands if last in op.index and op.layout != "scalar"}
+    element = {op.name for op in nest.operands if folded & set(op.index) and op.layout != "scalar"}
     for st in nest.steps:
         if any(a in element for a in _args(st)):
             element.add(st.name)

@@ -27,7 +27,7 @@ from ..jit.ir import Eqn, Var
 from ..ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from ..ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 
-__all__ = ["KINDS", "attach_windows", "window_kind", "MODES", "tiles"]
+__all__ = ["KINDS", "attach_windows", "channel_layouts", "channel_rows", "channel_view", "window_kind", "MODES", "tiles"]
 
 #: primitive -> (kind, gather): what loopnest.Window calls it, and whether it is a backward
 KINDS = {MAX_POOL2D_WITH_OFFSETS: ("max_record", False), MAX_POOL2D: ("max", False),
@@ -70,6 +70,47 @@ def _plain(g) -> bool:
     return g.reduction is None and not g.rows and g.window is None
 
 
+def channel_rows(g) -> bool:
+    """Whether `g` is a rows group of per-channel sums (fusion._row_reduction: over every
+    dim but 1 of an (N, C, H, W) value)."""
+    return bool(g.rows) and tuple(g.rows[0].params["dims"]) == (0, 2, 3)
+
+
+def channel_layouts(grp, layouts: tuple, producer, ordered) -> tuple:
+    """`layouts` of CPU group `grp`'s operands with "cm" (passed as the (C, N, H, W) view,
+    `channel_view`) for each "nd" one of a windows or channel group that is a permuted view
+    of (C, N, H, W) memory (`producer(v)`: its equation) whose source is in C order
+    (`ordered`): a convolution's output, which the "nd" variant would read with loads LLVM
+    cannot vectorize."""
+    from ..ops.shape import PERMUTE
+    if len(grp.shape) != 4 or not (grp.window is not None or channel_rows(grp)):
+        return layouts
+
+    def cm(v, lay) -> bool:
+        e = producer(v) if lay == "nd" and tuple(v.aval.shape) == tuple(grp.shape) else None
+        return (e is not None and e.prim is PERMUTE and tuple(e.params["dims"]) == (1, 0, 2, 3)
+                and isinstance(e.inputs[0], Var) and ordered(e.inputs[0]))
+    return tuple("cm" if cm(v, lay) else lay for v, lay in zip(grp.inputs, layouts))
+
+
+def channel_view(a):
+    """`a` (N, C, H, W) as its (C, N, H, W) view, C-contiguous (a copy where that view is
+    not): how a plan passes a "cm" operand (loopnest.LAYOUTS) of a windows or channel group."""
+    t = a.swapaxes(0, 1)
+    return t if t.flags.c_contiguous else t.copy()
+
+
+def _host(g) -> bool:
+    """Whether a window may join group `g`: elementwise work, or per-channel sums and
+    the work reading them (the window fold is then the channel's last pass)."""
+    return g.reduction is None and g.window is None and (not g.rows or channel_rows(g))
+
+
+def _element_outputs(g) -> list:
+    """`g`'s outputs of its iteration shape (a rows group's others are per row)."""
+    return [v for v in g.outputs if tuple(v.aval.shape) == tuple(g.shape)]
+
+
 def attach_windows(items: list, graph, windows: str | None = None) -> list:
     """`items` with the pooling steps taken into windows groups (module docstring);
     `windows` None: ``TRACEJIT_WINDOWS``."""
@@ -102,8 +143,8 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
         x = e.inputs[0]
         prod = next((it for it in items if isinstance(it, Group) and x in it.defined), None)
         fused = False
-        if (prod is not None and _plain(prod) and tuple(prod.shape) == tuple(x.aval.shape)
-                and prod.outputs == [x] and x not in results):
+        if (prod is not None and _host(prod) and tuple(prod.shape) == tuple(x.aval.shape)
+                and _element_outputs(prod) == [x] and x not in results):
             others = [r for r in readers(x) if r is not e]
             sub = next((v for v in prod.inputs if tuple(v.aval.shape) == tuple(x.aval.shape)
                         and v.aval.dtype == x.aval.dtype), None)
@@ -112,7 +153,7 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
                     items[items.index(r)] = Eqn(r.prim, tuple(sub if a is x else a for a in r.inputs),
                                                 r.outs, r.params, r.loc)
                 prod.window = e
-                prod.outputs = [e.out]
+                prod.outputs = [e.out] + [v for v in prod.outputs if v is not x]
                 items.remove(e)
                 fused = True
         if not fused:

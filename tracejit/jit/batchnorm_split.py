@@ -1,4 +1,4 @@
-"""A compiled training forward's BatchNorm as its statistics and an elementwise normalization.
+"""A compiled training forward's BatchNorm as its statistics and elementwise normalization.
 
 After differentiation a training step's forward graph holds, for ``bn(x)`` (ops/batchnorm_prim.py):
 
@@ -6,23 +6,25 @@ After differentiation a training step's forward graph holds, for ``bn(x)`` (ops/
     s = getitem(r, [size:])  ...                    # the statistics (the gradient reads them)
     y = batch_norm_values(r, x, stats, w, b)        # y in x's shape
 
-`split` writes it as
+`split` writes an (N, C, H, W) one as per-channel sums and elementwise ops (`_channel_form`)
+
+    m = sum(x, (0, 2, 3), keepdim) / count; v = sum((x - m)**2, ...) / count
+    y = (x - m) * (w * rsqrt(v + eps)) + b
+    t = cat(m, v)                                   # the statistics the others read
+    s = getitem(t, [0:])  ...
+
+which the scheduler makes one channel group (compiler/fusion.py, codegen_cpu_channels.py):
+per channel the sums, then y, with a ReLU or LeakyReLU after it, and a pooling whose input
+nothing else reads as the group's last pass, so y is never written (compiler/windows.py).
+Values match the record's to rounding (the sums run in another order). Other ranks become
 
     t = reshape(batch_norm_stats(x), (2*C,))        # one pass over x: the statistics alone
-    s = getitem(t, [0:])  ...
     a = w / sqrt(var + eps); d = b - mean * a       # per channel, in float64, then x's dtype
     y = x * a + d                                   # elementwise
 
-so the scheduler sees the normalization as elementwise work and fuses it with its readers:
-a pooling's windows group takes it (with a ReLU) as its prologue and y is never written
-(compiler/windows.py), a ReLU or LeakyReLU after it joins its group. It runs after the
-BatchNorm + max pooling record's pattern (jit/bn_pool_fusion.py), which still takes that
-pair: its one pass per channel reads x once, where the statistics and the windows group
-read it twice (LeNet's compiled step, two threads: about 1 ms slower split). The values are the
-record's bit for bit: the same statistics (the CPU backend's stats and forward kernels sum
-alike), the same per-channel coefficients, the same ``a*x + d`` rounded in x's dtype. It runs
-on forward graphs only after differentiation (it drops batch_norm_values, which carries
-BatchNorm's VJP; the backward reads x and the statistics, not y).
+the record's values bit for bit. It runs on forward graphs only after differentiation (it
+drops batch_norm_values, which carries BatchNorm's VJP; the backward reads x and the
+statistics, not y).
 ``TRACEJIT_BN_SPLIT=0`` turns it off (the pattern's switch).
 """
 from __future__ import annotations
@@ -66,14 +68,34 @@ def _normalize(x, stats, weight, bias, eps: float):
     return x * reshape(cast(a, x.dtype), view) + reshape(cast(d, x.dtype), view)
 
 
-def _traced(x: Var, stats: Var, w: Var, b: Var, eps: float, out: Var, loc) -> list:
-    """The equations of `_normalize` over these values, writing `out`."""
+def _channel_form(x, weight, bias, eps: float):
+    """(y, the (2*C,) statistics) of training-mode BatchNorm over an (N, C, H, W) x as
+    per-channel sums and elementwise ops: the mean, then the biased variance as the mean
+    of (x - mean)**2 (a second sum over the channel: no cancellation), then
+    ``(x - mean) * (weight * rsqrt(var + eps)) + bias``. The scheduler makes it one
+    channel group (fusion._row_reduction), with a pooling after it as the group's last
+    pass (compiler/windows.py)."""
+    from ..ops.shape import cat, reshape
+    c = x.shape[1]
+    inv = 1.0 / (x.shape[0] * x.shape[2] * x.shape[3])
+    mean = x.sum((0, 2, 3), keepdim=True) * inv
+    xc = x - mean
+    var = (xc * xc).sum((0, 2, 3), keepdim=True) * inv
+    a = reshape(weight, (1, c, 1, 1)) * (var + eps).rsqrt()
+    y = xc * a + reshape(bias, (1, c, 1, 1))
+    return y, cat([reshape(mean, (c,)), reshape(var, (c,))])
+
+
+def _traced(fn, ins: tuple, outs: tuple, loc) -> list:
+    """The equations of `fn` over the values `ins`, writing `outs`."""
     from .tracer import trace_graph
-    ctx, y = trace_graph(lambda *ts: _normalize(*ts, eps), [v.aval for v in (x, stats, w, b)])
-    sub = dict(zip(ctx.inputs, (x, stats, w, b)))
+    ctx, res = trace_graph(fn, [v.aval for v in ins])
+    res = res if isinstance(res, tuple) else (res,)
+    sub = dict(zip(ctx.inputs, ins))
     if ctx.consts or ctx.captured:
         raise RuntimeError("batch_norm split: the normalization traced a constant")
-    sub[ctx.atom(y)] = out
+    for r, o in zip(res, outs):
+        sub[ctx.atom(r)] = o
     return [Eqn(e.prim, tuple(sub.get(a, a) if isinstance(a, Var) else a for a in e.inputs),
                 tuple(sub.get(o, o) for o in e.outs), e.params, loc) for e in ctx.eqns]
 
@@ -100,13 +122,19 @@ def split(g: Graph) -> Graph:
         if any(s is None for s in specs) or any(id(u) in replace for u in tails):
             continue
         c = shape[1]
-        st = Var(Aval((2, c), x.aval.dtype, x.aval.device))
+        eps = e5.params["eps"]
         flat = Var(Aval((2 * c,), x.aval.dtype, x.aval.device))
-        replace[id(e1)] = [Eqn(BATCH_NORM_STATS, (x,), (st,), {}, e1.loc),
-                           Eqn(RESHAPE, (st,), (flat,), {"shape": (2 * c,)}, e1.loc)]
         for u, spec in zip(tails, specs):
             replace[id(u)] = [Eqn(u.prim, (flat,), u.outs, dict(u.params, spec=spec), u.loc)]
-        replace[id(e5)] = _traced(x, stats, w, b, e5.params["eps"], e5.out, e5.loc)
+        if len(shape) == 4:
+            # all at the record's place (y's readers come after it), y's own equation dropped
+            replace[id(e1)] = _traced(lambda *ts: _channel_form(*ts, eps), (x, w, b), (e5.out, flat), e1.loc)
+            replace[id(e5)] = []
+            continue
+        st = Var(Aval((2, c), x.aval.dtype, x.aval.device))
+        replace[id(e1)] = [Eqn(BATCH_NORM_STATS, (x,), (st,), {}, e1.loc),
+                           Eqn(RESHAPE, (st,), (flat,), {"shape": (2 * c,)}, e1.loc)]
+        replace[id(e5)] = _traced(lambda *ts: _normalize(*ts, eps), (x, stats, w, b), (e5.out,), e5.loc)
     return rewritten(g, replace)
 
 

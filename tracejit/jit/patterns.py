@@ -15,7 +15,7 @@ it off. Stages, and what a rewrite takes and returns there:
   (fusion groups and equations), ``rewrite(items, graph) -> items``.
 
 Patterns run in the order they were registered: each module registers its own at its
-end (jit/passes.py, jit/scatter_products.py, jit/bn_pool_fusion.py, jit/batchnorm_split.py,
+end (jit/passes.py, jit/scatter_products.py, jit/batchnorm_split.py,
 compiler/plan_patterns.py).
 Equations are matched by their primitive record, never by its name. Learned from
 Inductor's ``register_graph_pattern(..., extra_check=...)``.

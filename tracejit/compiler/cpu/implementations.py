@@ -20,7 +20,6 @@ from ...ops import impls
 from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
 from ...ops.batchnorm_prim import (BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_TRAIN, BN_BACKWARD,
                                    BN_BACKWARD_INPUT, BN_BACKWARD_REDUCE)
-from ...ops.bn_pool import BATCH_NORM_MAX_POOL2D, BN_BACKWARD_POOLED
 from ...ops.conv import FOLD, UNFOLD
 from ...ops.elementwise_logic import CAST
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
@@ -35,7 +34,7 @@ from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
-from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm, bn_pool_kernels as bn_pool,
+from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm,
                       conv_kernels as conv, index_kernels as index,
                       recurrent_layers as recurrent, row_forms, row_kernels as rows,
                       vectorized, window_forms as windows)
@@ -81,8 +80,6 @@ TABLE = (
     (BN_BACKWARD_INPUT, batchnorm.backward_input, floats(2), None),
     (BN_BACKWARD, batchnorm.backward, floats(2), None),
     (BATCH_NORM_FORWARD, batchnorm.forward, floats(1), None),
-    (BATCH_NORM_MAX_POOL2D, bn_pool.batch_norm_max_pool2d, None, None),
-    (BN_BACKWARD_POOLED, bn_pool.batch_norm_backward_pooled, None, None),
     # row updates
     (INDEX_ADD, index.index_add, None, None),
     # recurrent layers: the whole time loop in one kernel call

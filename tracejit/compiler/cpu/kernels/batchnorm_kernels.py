@@ -81,9 +81,7 @@ def affine(u, un, uc, v, vn, vc, n, l, ch, ac, bc, dc, out, on, oc):
 def channel_grad(g, gn, gc, x, sn, sc, n, c, l, ch, mean, rstd, weight, out):
     """channel ch of batch_norm_backward's record into out: out[c*n*l + ch] = sum g,
     out[c*n*l + c + ch] = sum g*xhat (rounded to the data's dtype, as the two-primitive form
-    stores them), out[ch*n*l:(ch+1)*n*l] = the input gradient a*g + b*x + d in (N, L) order.
-    g may be that block of out itself (ops/bn_pool.py): each element is read before it is
-    written."""
+    stores them), out[ch*n*l:(ch+1)*n*l] = the input gradient a*g + b*x + d in (N, L) order."""
     count = n * l
     s1, s2 = grad_sums(g, gn, gc, x, sn, sc, n, l, ch, np.{t}(mean[ch]))
     r0 = np.{t}(s1)

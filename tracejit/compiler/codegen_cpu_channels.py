@@ -1,0 +1,124 @@
+"""The numba CPU renderer of a channel nest: a rows nest whose rows are the channels of an
+(N, C, H, W) iteration space (its sums fold every dim but 1: fusion._row_reduction),
+optionally closed by a window fold (loopnest.Window: a pooling forward).
+
+BatchNorm written as primitives (per-channel sums of x, then of (x - mean)**2, the
+normalize ``x * a + d`` and a ReLU) is such a nest; with the max pooling after it the
+window fold is its last pass, so per channel::
+
+    for each channel c:                 # prange: the channels over the runtime's threads
+        pass 0..: fold the channel's sums over (n, h, w), rows of W in float32 blocks
+        per-channel steps (mean, rsqrt(var + eps), the coefficients); per-channel outputs
+        last: for each (n, c) plane: the window fold with the per-element steps as its
+            prologue (codegen_cpu_windows.window_body), writing the pooled record only;
+            or, without a window, the per-element outputs
+
+The channel's run of the input (LeNet's first: 64 x 26 x 26 float32, 173 KB) stays in
+cache from one pass to the next, so memory sees one read of it and the pooled writes:
+the normalized value is never written. The passes are rowpasses.schedule's, as for
+rows over the last dim. As codegen_cpu_rows' kernels, the kernel compiles with
+``fastmath={'reassoc', 'contract'}`` (the folds vectorize) and the elementwise work
+runs in inlined helpers compiled without it (inf and nan exact).
+"""
+from __future__ import annotations
+
+from .codegen_cpu_windows import pooled_sizes, window_body
+from .emitter import render_steps
+from .loopnest import LoopNest
+from .rowpasses import schedule
+
+__all__ = ["render_channels"]
+
+IND = "    "
+
+
+def render_channels(nest: LoopNest, parallel: bool):
+    from .codegen_cpu import (CpuEmitter, KernelSpec, _arr_type, _cast_back, _combine, _index,
+                              _init, _np_type)
+
+    sched = schedule(nest, stash=False)   # (the last pass's output is pooled: nothing to stash in)
+    w = nest.window
+    lines, emitters = render_steps(nest, CpuEmitter)
+    src_of = {st.name: ln for st, ln in zip(nest.steps, lines)}
+    imports = set().union(*(em.imports for em in emitters))
+    helpers: list = []
+
+    def block(steps, want, ind: str) -> list:
+        """Lines computing `steps` through an inlined helper without fastmath, returning
+        those of `want` they define (the last step's when none)."""
+        if not steps:
+            return []
+        defined = {st.name for st in steps}
+        args = []
+        for st in steps:
+            for a in st.args:
+                if isinstance(a, str) and a not in defined and a not in args:
+                    args.append(a)
+        ret = [n for n in dict.fromkeys(want) if n in defined] or [steps[-1].name]
+        h = f"h{len(helpers)}"
+        ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
+        helpers.append(["@njit(cache=False, error_model='numpy', fastmath=False, no_cpython_wrapper=True)",
+                        f"def {h}({', '.join(args)}):", f"{IND}_always_inline()"]
+                       + [IND + src_of[st.name] for st in steps] + [f"{IND}return {ret_src}", "", ""])
+        imports.add("_always_inline")
+        return [f"{ind}{ret_src} = {h}({', '.join(args)})"]
+
+    later_row = sched.row_names(nest)
+    I2, I3, I4, I5 = (IND * k for k in range(2, 6))
+    body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
+    if w is not None:
+        body += pooled_sizes(nest, IND)
+    loop = "prange" if parallel else "range"
+    body += [f"{IND}for i1 in {loop}(d1):"]
+    body += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in sched.row_loads if op.layout != "scalar"]
+    folds = [p for p in sched.passes if p.folds]
+    last = [p for p in sched.passes if not p.folds]
+    for p in folds:
+        body += block(p.before, later_row, I2)
+        body += [f"{I2}acc{k} = {_init(nest.rows[k])}" for k in p.folds]
+        # float32 sums fold each row of W in float32 (the lanes stay float32 wide), then
+        # the row's sum in float64 (loopnest.Reduction.block_dtype)
+        blocked = [k for k in p.folds if nest.rows[k].block_dtype]
+        body += [f"{I2}for i0 in range(d0):", f"{I3}for i2 in range(d2):"]
+        body += [f"{I4}blk{k} = {_np_type(nest.rows[k].block_dtype)}(0.0)" for k in blocked]
+        body += [f"{I4}for i3 in range(d3):"]
+        body += [f"{I5}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
+        body += block(p.steps, [nest.rows[k].value for k in p.folds], I5)
+        for k in p.folds:
+            red = nest.rows[k]
+            body.append(f"{I5}blk{k} += {red.value}" if k in blocked else f"{I5}{_combine(red, f'acc{k}', red.value)}")
+        body += [f"{I4}acc{k} += {_np_type(nest.rows[k].acc_dtype)}(blk{k})" for k in blocked]
+        body += [f"{I2}r{k} = {_cast_back(f'acc{k}', nest.rows[k].out_dtype)}" for k in p.folds]
+    for p in last:
+        body += block(p.before, later_row, I2)
+    body += block(sched.after, [o.value for o in sched.row_writes], I2)
+    body += [f"{I2}{o.array}[0, i1, 0, 0] = {o.value}" for o in sched.row_writes]
+    for p in last:
+        if w is not None:
+            em = CpuEmitter(w.dtype)
+            step_lines = [ln.strip() for ln in block(p.steps, [w.value], "")]
+            body += [f"{I2}for i0 in range(d0):", f"{I3}for oy in range(oh):", f"{I4}for ox in range(ow):"]
+            body += window_body(nest, step_lines, em, I5, loads=p.loads)
+        else:
+            body += [f"{I2}for i0 in range(d0):", f"{I3}for i2 in range(d2):", f"{I4}for i3 in range(d3):"]
+            body += [f"{I5}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
+            body += block(p.steps, [o.value for o in p.writes], I5)
+            body += [f"{I5}{o.array}[i0, i1, i2, i3] = {o.value}" for o in p.writes]
+
+    sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.contiguous, readonly=True)
+                for op in nest.operands]
+    sig_args += [_arr_type(o.dtype, len(o.var.aval.shape), True) for o in nest.outputs]
+    sig_args += ["int64"] * len(nest.sizes)
+    sig = f"void({', '.join(sig_args)})"
+    kind = "channels, window fold" if w is not None else "channels"
+    header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy', "
+              "fastmath={'reassoc', 'contract'})",
+              f"def {nest.name}({', '.join(nest.arguments())}):",
+              f'    """fused group: {nest.ops} ({kind}, {len(sched.passes)} passes)"""']
+    src = ["# generated by tracejit (CPU backend); sizes are arguments, never constants",
+           "import math", "import numpy as np",
+           "from numba import njit, prange" if parallel else "from numba import njit"]
+    if imports:
+        src.append(f"from tracejit.compiler.mathlib import {', '.join(sorted(imports))}")
+    src += ["", ""] + [ln for h in helpers for ln in h] + header + body
+    return KernelSpec("\n".join(src) + "\n", nest, parallel, "windows", ())
