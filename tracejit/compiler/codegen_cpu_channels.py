@@ -22,6 +22,7 @@ runs in inlined helpers compiled without it (inf and nan exact).
 """
 from __future__ import annotations
 
+from .codegen_cpu_rows import inline_block
 from .codegen_cpu_windows import pooled_sizes, window_body
 from .emitter import render_steps
 from .loopnest import LoopNest
@@ -44,24 +45,7 @@ def render_channels(nest: LoopNest, parallel: bool):
     helpers: list = []
 
     def block(steps, want, ind: str) -> list:
-        """Lines computing `steps` through an inlined helper without fastmath, returning
-        those of `want` they define (the last step's when none)."""
-        if not steps:
-            return []
-        defined = {st.name for st in steps}
-        args = []
-        for st in steps:
-            for a in st.args:
-                if isinstance(a, str) and a not in defined and a not in args:
-                    args.append(a)
-        ret = [n for n in dict.fromkeys(want) if n in defined] or [steps[-1].name]
-        h = f"h{len(helpers)}"
-        ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
-        helpers.append(["@njit(cache=False, error_model='numpy', fastmath=False, no_cpython_wrapper=True)",
-                        f"def {h}({', '.join(args)}):", f"{IND}_always_inline()"]
-                       + [IND + src_of[st.name] for st in steps] + [f"{IND}return {ret_src}", "", ""])
-        imports.add("_always_inline")
-        return [f"{ind}{ret_src} = {h}({', '.join(args)})"]
+        return inline_block(steps, want, ind, src_of, helpers, imports)
 
     later_row = sched.row_names(nest)
     I2, I3, I4, I5 = (IND * k for k in range(2, 6))

@@ -24,7 +24,7 @@ from .emitter import render_steps
 from .loopnest import SUM_BLOCK, LoopNest
 from .rowpasses import schedule
 
-__all__ = ["render_rows", "row_index", "runs_parallel", "parallel_work_min", "parallel_elements_min",
+__all__ = ["render_rows", "inline_block", "row_index", "runs_parallel", "parallel_work_min", "parallel_elements_min",
            "WAKE_WORK"]
 
 IND = "    "
@@ -136,24 +136,7 @@ def render_rows(nest: LoopNest, parallel: bool):
     bits: set = set()   # mathbits' bit casts the key folds call
 
     def block(steps, want, ind: str) -> list:
-        """Lines computing `steps` (those of `want` used after them): a call of an inlined
-        helper without fastmath."""
-        if not steps:
-            return []
-        defined = {st.name for st in steps}
-        args = []
-        for st in steps:
-            for a in st.args:
-                if isinstance(a, str) and a not in defined and a not in args:
-                    args.append(a)
-        ret = [n for n in dict.fromkeys(want) if n in defined] or [steps[-1].name]
-        h = f"h{len(helpers)}"
-        ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
-        helpers.append(["@njit(cache=False, error_model='numpy', fastmath=False, no_cpython_wrapper=True)",
-                        f"def {h}({', '.join(args)}):", f"{IND}_always_inline()"]
-                       + [IND + src_of[st.name] for st in steps] + [f"{IND}return {ret_src}", "", ""])
-        imports.add("_always_inline")
-        return [f"{ind}{ret_src} = {h}({', '.join(args)})"]
+        return inline_block(steps, want, ind, src_of, helpers, imports)
 
     # per-row names later code reads: everything computed per row stays in scope
     later_row = sched.row_names(nest)
@@ -234,3 +217,26 @@ def render_rows(nest: LoopNest, parallel: bool):
     src += ["", ""] + [ln for h in helpers for ln in h]
     src += header + body
     return KernelSpec("\n".join(src) + "\n", nest, parallel, "row_passes", llvm_options)
+
+
+def inline_block(steps, want, ind: str, src_of: dict, helpers: list, imports: set) -> list:
+    """Lines computing `steps` (those of `want` they define, the last step's when none)
+    through a call of a helper compiled without fastmath and inlined by LLVM; the helper's
+    source joins `helpers`. Rows and channel kernels keep their elementwise work out of
+    the reductions' fastmath this way."""
+    if not steps:
+        return []
+    defined = {st.name for st in steps}
+    args = []
+    for st in steps:
+        for a in st.args:
+            if isinstance(a, str) and a not in defined and a not in args:
+                args.append(a)
+    ret = [n for n in dict.fromkeys(want) if n in defined] or [steps[-1].name]
+    h = f"h{len(helpers)}"
+    ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
+    helpers.append(["@njit(cache=False, error_model='numpy', fastmath=False, no_cpython_wrapper=True)",
+                    f"def {h}({', '.join(args)}):", f"{IND}_always_inline()"]
+                   + [IND + src_of[st.name] for st in steps] + [f"{IND}return {ret_src}", "", ""])
+    imports.add("_always_inline")
+    return [f"{ind}{ret_src} = {h}({', '.join(args)})"]
