@@ -80,7 +80,7 @@ def test_row_and_negative_bounds_and_a_strided_parent():
 
 def test_steps_and_integer_indices_stay_views():
     def fn(x):
-        return tj.exp(x[:, ::2]) + tj.exp(x[1]) .reshape(1, 12)[:, ::2]
+        return tj.exp(x[:, ::2]) + tj.exp(x[1]).reshape(1, 12)[:, ::2]
     plan = _plan(fn, X)
     assert _reads(plan) == []
     want = np.exp(X[:, ::2]) + np.exp(X[1])[None, ::2]
