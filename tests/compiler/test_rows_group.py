@@ -182,6 +182,39 @@ def test_softmax_keeps_exp_for_its_last_pass():
     assert not any(p.stash for p in schedule(lower(g, operand_layouts(g))).passes)
 
 
+def layer_norm_backward_by_hand(g, x):
+    # its two row sums, dx, and the weight and bias gradients: sums over the rows
+    d = x - x.mean(-1, keepdim=True)
+    xh = d * ((d * d).mean(-1, keepdim=True) + 1e-5).rsqrt()
+    dx = g - g.mean(-1, keepdim=True) - xh * (g * xh).mean(-1, keepdim=True)
+    lead = tuple(range(x.ndim - 1))
+    return dx, (g * xh).sum(lead, keepdim=True), g.sum(lead, keepdim=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(5, 1), (1, 7), (130, 33), (3, 50, 17)])
+def test_sums_over_the_rows_fold_in_the_rows_group(dtype, shape, monkeypatch):
+    """Sums over every dim but the last (LayerNorm's weight and bias gradients) fold in the
+    rows group's last pass into a partial row per block of rows, added in order at the end:
+    one kernel, the same bits from its serial and parallel variants."""
+    rng = _rng()
+    g, x = (rng.standard_normal(shape).astype(dtype) * 3 for _ in range(2))
+    (grp,) = _groups_of(layer_norm_backward_by_hand, g, x)
+    assert grp.rows and [e.prim.name for e in grp.cols] == ["sum", "sum"]
+    assert schedule(lower(grp, operand_layouts(grp))).passes[-1].cols == (0, 1)
+    ref = [t.numpy() for t in layer_norm_backward_by_hand(tj.tensor(g), tj.tensor(x))]
+    serial = [t.numpy() for t in tj.compile(layer_norm_backward_by_hand)(tj.tensor(g), tj.tensor(x))]
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    for got, want in zip(serial, ref):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * shape[-2])
+    from tracejit.compiler import codegen_cpu_rows
+    monkeypatch.setattr(codegen_cpu_rows, "parallel_elements_min", lambda nest, threads=0: 1)
+    par = tj.compile(layer_norm_backward_by_hand)(tj.tensor(g), tj.tensor(x))
+    for a, b in zip(par, serial):
+        np.testing.assert_array_equal(a.numpy(), b)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_float32_row_sums_fold_float32_blocks(dtype):
     """A float32 row sum adds SUM_BLOCK elements in float32 (full-width vector lanes),

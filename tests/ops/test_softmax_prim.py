@@ -1,7 +1,6 @@
 """softmax and LayerNorm as primitives (ops/softmax_prim.py, ops/layer_norm_prim.py) with
-their row kernels (softmax's and LayerNorm's rendered from their rows forms:
-compiler/cpu/kernels/row_forms.py; LayerNorm backward's in compiler/cpu/kernels/row_kernels.py):
-values and gradients against the formulas, the
+their row kernels (rendered from their rows forms, forward and backward:
+compiler/cpu/kernels/row_forms.py): values and gradients against the formulas, the
 kernels against the numpy forms (edge sizes, strides, special values), the same
 primitives recorded when traced, compiled gradients equal to eager ones, and LayerNorm's
 second derivatives (its backward's own VJP) against PyTorch."""
@@ -10,7 +9,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.ops import layer_norm_prim, softmax_prim
-from tracejit.compiler.cpu.kernels import row_forms, row_kernels
+from tracejit.compiler.cpu.kernels import row_forms
 
 
 @pytest.fixture(params=["kernel", "numpy"])
@@ -90,7 +89,7 @@ def test_row_kernel_max_orders_signed_values(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_row_kernels_match_the_numpy_forms(dtype, monkeypatch):
+def test_rows_form_kernels_match_the_numpy_forms(dtype, monkeypatch):
     """Kernel vs numpy form on edge row lengths (the kernels' 16-lane max has a tail) and a
     non-contiguous input (the kernels take a contiguous copy)."""
     r = np.random.default_rng(3)
@@ -124,8 +123,13 @@ def test_row_kernels_match_the_numpy_forms(dtype, monkeypatch):
                 of = row_forms.layer_norm(xf, *args, n=1, eps=1e-5, affine=affine)
                 assert of is not None, "the LayerNorm rows-form kernel did not load"
                 np.testing.assert_allclose(of, o0, rtol=10 * tol, atol=10 * tol)
-            d1 = row_kernels.layer_norm_backward_rows(np, g, x + 5, k, wb[0], 1e-5)
-            np.testing.assert_allclose(d1, d0, rtol=10 * tol, atol=10 * tol * max(1, k))
+            # the backward's rows form: dx, and the weight and bias gradients summed over
+            # the rows in the same kernel
+            for gf, xf in ((g, x + 5), (np.asfortranarray(g), np.asfortranarray(x + 5))):
+                d1 = row_forms.layer_norm_backward(gf, xf, *args[:affine[0]], n=1, eps=1e-5,
+                                                   has_w=affine[0])
+                assert d1 is not None, "the LayerNorm backward rows-form kernel did not load"
+                np.testing.assert_allclose(d1, d0, rtol=10 * tol, atol=10 * tol * max(1, k))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -245,3 +249,26 @@ def test_eager_row_kernels_pick_their_variant_by_work(monkeypatch):
     assert small is not None and large is not None
     np.testing.assert_allclose(small, large, rtol=3e-7, atol=0)
     np.testing.assert_allclose(small, softmax_prim._softmax_impl(np, x, dim=1), rtol=3e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(3, 50, 37), (4, 1), (1, 9)])
+def test_layer_norm_backward_kernel_matches_torch(dtype, shape, monkeypatch):
+    """The backward's rows-form kernel (dx, and dweight and dbias summed over the rows in
+    blocks of rows: several here) against PyTorch, a transposed (non-contiguous) input too."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
+    r = np.random.default_rng(6)
+    k = shape[-1]
+    xv, gv = (r.standard_normal(shape).astype(dtype) * 2 + 1 for _ in range(2))
+    wv, bv = (r.standard_normal(k).astype(dtype) for _ in range(2))
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    for xs in (xv, np.swapaxes(np.swapaxes(xv, 0, -2).copy(), 0, -2)):
+        grads = []
+        for T in (torch, tj):
+            x, w, b = (T.tensor(v, requires_grad=True) for v in (xs, wv, bv))
+            y = T.nn.functional.layer_norm(x, (k,), w, b)
+            (y * T.tensor(gv)).sum().backward()
+            grads.append([t.grad.detach().numpy() for t in (x, w, b)])
+        for a, c in zip(*grads):
+            np.testing.assert_allclose(c, a, rtol=tol, atol=tol * max(1, shape[0]))

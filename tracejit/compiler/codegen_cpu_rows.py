@@ -38,6 +38,10 @@ IND = "    "
 # exceeds that.
 WAKE_WORK = 1 << 18
 
+# Rows per partial row of a rows nest's sums over its rows (`LoopNest.cols`): float32 sums
+# run this many rows in float32, then add in float64 across blocks.
+COL_ROWS = 64
+
 
 def parallel_work_min(threads: int) -> int:
     """The work from which a rows kernel runs its parallel variant on `threads` threads:
@@ -143,8 +147,23 @@ def render_rows(nest: LoopNest, parallel: bool):
     body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
     nrows = " * ".join(f"d{d}" for d in range(last)) or "1"
     loop = "prange" if parallel else "range"
-    body += [f"{IND}nrows = {nrows}", f"{IND}for row in {loop}(nrows):"]
+    body += [f"{IND}nrows = {nrows}"]
     I2, I3 = IND * 2, IND * 3
+    col_outs = [o for o in nest.outputs if o.col]
+    if nest.cols:
+        # sums over the rows: each block of COL_ROWS rows folds into its own partial row
+        # (blocks, not threads: the result does not depend on the variant or thread count),
+        # the blocks added in order at the end, in the accumulation dtype
+        pdt = _np_type(nest.cols[0].block_dtype or nest.cols[0].acc_dtype)
+        body += [f"{IND}nblk = (nrows + {COL_ROWS - 1}) // {COL_ROWS}",
+                 f"{IND}partial = np.empty(({len(nest.cols)}, nblk, d{last}), {pdt})",
+                 f"{IND}for blk in {loop}(nblk):"]
+        body += [f"{I2}for i{last} in range(d{last}):"]
+        body += [f"{I3}partial[{k}, blk, i{last}] = 0" for k in range(len(nest.cols))]
+        body += [f"{I2}for row in range(blk * {COL_ROWS}, min(nrows, blk * {COL_ROWS} + {COL_ROWS})):"]
+        I2, I3 = IND * 3, IND * 4
+    else:
+        body += [f"{IND}for row in {loop}(nrows):"]
     body += row_index(last, I2)
     body += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in sched.row_loads if op.layout != "scalar"]
     for p in sched.passes:
@@ -172,7 +191,8 @@ def render_rows(nest: LoopNest, parallel: bool):
         body += [f"{I}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
         full = ", ".join(f"i{d}" for d in range(rank))
         body += [f"{I}{name} = {o.array}[{full}]" for o, name in p.restore]
-        want = [nest.rows[k].value for k in p.folds] + [o.value for o in p.writes] + [n for _, n in p.stash]
+        want = ([nest.rows[k].value for k in p.folds] + [o.value for o in p.writes] + [n for _, n in p.stash]
+                + [nest.cols[k].value for k in p.cols])
         body += block(p.steps, want, I)
         body += [f"{I}{o.array}[{full}] = {name}" for o, name in p.stash]
         for k in p.folds:
@@ -184,6 +204,7 @@ def render_rows(nest: LoopNest, parallel: bool):
             else:
                 body.append(f"{I}{_combine(red, f'acc{k}', red.value)}")
         body += [f"{I}{o.array}[{full}] = {o.value}" for o in p.writes if (o, o.value) not in p.restore]
+        body += [f"{I}partial[{k}, blk, i{last}] += {nest.cols[k].value}" for k in p.cols]
         body += [f"{I3}acc{k} += {_np_type(nest.rows[k].acc_dtype)}(blk{k})" for k in blocked]
         for k in p.folds:
             red = nest.rows[k]
@@ -194,6 +215,18 @@ def render_rows(nest: LoopNest, parallel: bool):
     body += block(sched.after, [o.value for o in sched.row_writes], I2)
     row_idx = ", ".join([f"i{d}" for d in range(last)] + ["0"])
     body += [f"{I2}{o.array}[{row_idx}] = {o.value}" for o in sched.row_writes]
+    if nest.cols:
+        adt = _np_type(nest.cols[0].acc_dtype)
+        J2, J3 = IND * 2, IND * 3
+        body += [f"{IND}tot = np.empty(d{last}, {adt})"]
+        for o in col_outs:
+            k = int(o.value[1:])
+            idx = ", ".join(["0"] * last + ["j"])
+            body += [f"{IND}for j in range(d{last}):", f"{J2}tot[j] = 0",
+                     f"{IND}for jb in range(nblk):", f"{J2}for j in range(d{last}):",
+                     f"{J3}tot[j] += {adt}(partial[{k}, jb, j])",
+                     f"{IND}for j in range(d{last}):",
+                     f"{J2}{o.array}[{idx}] = {_cast_back('tot[j]', nest.cols[k].out_dtype)}"]
 
     sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.contiguous, readonly=True)
                 for op in nest.operands]

@@ -11,6 +11,8 @@ scalar operations), and thread 0 writes the per-row outputs.
 Accumulators follow `loopnest.accumulation` for a tree of short runs: float32 stays
 float32. The calling convention is the nest's (inputs, outputs, then the dims); the
 launcher (cuda_launch.CudaKernel, mode "rows") gives one block per row, up to a cap.
+Sums over the rows (`LoopNest.cols`) are not rendered here: fusion.py folds them into
+rows groups of CPU values only, so on CUDA they stay reductions of their own.
 """
 from __future__ import annotations
 
@@ -39,6 +41,8 @@ def _tree(combine: str, buf: str, block: int, ind: str) -> list:
 def render_rows(nest: LoopNest, block: int):
     from .codegen_cuda import CudaEmitter, _arr_type, _cast_back, _index
 
+    if nest.cols:
+        raise NotImplementedError("CUDA rows kernels do not fold sums over their rows")
     sched = schedule(nest)
     rank, last = nest.rank, nest.rank - 1
     lines, emitters = render_steps(nest, CudaEmitter)

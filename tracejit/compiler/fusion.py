@@ -42,6 +42,7 @@ class Group:
     inputs: list = field(default_factory=list)   # external Vars read (in first-use order)
     outputs: list = field(default_factory=list)  # Vars the group must write
     rows: list = field(default_factory=list)     # reductions over the last dim (keepdim)
+    cols: list = field(default_factory=list)     # a rows group's sums over its rows (keepdim)
     window: Eqn | None = None              # a pooling read (windows.py): of the eqns' values
     #                                        (forward) or read by them (backward)
     reads: dict = field(default_factory=dict)  # input -> (array, offsets): read in place
@@ -55,7 +56,8 @@ class Group:
     def members(self) -> list:
         """Every equation the group's kernel computes."""
         win = [self.window] if self.window is not None else []
-        return win + list(self.eqns) + self.rows + ([self.reduction] if self.reduction is not None else [])
+        return (win + list(self.eqns) + self.rows + self.cols
+                + ([self.reduction] if self.reduction is not None else []))
 
     @property
     def row_shape(self):
@@ -91,6 +93,20 @@ def _row_reduction(e: Eqn) -> bool:
     if dims == (rank - 1,):
         return True
     return (e.prim is _red.SUM and rank == 4 and dims == _channel_dims(rank)
+            and getattr(src.device, "type", "cpu") == "cpu")
+
+
+def _column_sum(e: Eqn) -> bool:
+    """A sum a rows group may fold beside its rows: of a float CPU array of rank 2 or more,
+    kept, over every dim but the last (a value per column: LayerNorm's weight and bias
+    gradients). Its per-row-block partial sums are folded in the kernel (codegen_cpu_rows.py);
+    CUDA renders no such nest, so there it stays a reduction of its own."""
+    if e.prim is not _red.SUM or not isinstance(e.inputs[0], Var):
+        return False
+    src = e.inputs[0].aval
+    rank = len(src.shape)
+    return (rank >= 2 and bool(e.params.get("keepdim")) and _row_dims(e) == tuple(range(rank - 1))
+            and src.dtype.name in ("float32", "float64") and e.out.aval.dtype == src.dtype
             and getattr(src.device, "type", "cpu") == "cpu")
 
 
@@ -191,12 +207,31 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
     def add_inputs(g: Group, values) -> None:
         ext_in[g.gid].extend(a for a in values if isinstance(a, Var))
 
+    col_outs: set = set()      # the values of rows groups' column sums (no reader joins)
+
+    def column_group(e: Eqn):
+        """The rows group (over the last dim, of e's operand's shape) that computes or reads
+        column sum `e`'s operand and may fold it, or None."""
+        src = e.inputs[0]
+        shape = tuple(src.aval.shape)
+        if src in group_of:
+            cands = [owner(src)]
+        else:
+            cands = [g for g in (find(it) for it in reversed(order) if isinstance(it, Group))
+                     if src in ext_in[g.gid]]
+        for g in cands:
+            if (g.rows and g.reduction is None and g.window is None and g.shape == shape
+                    and _row_dims(g.rows[0]) == (len(shape) - 1,)
+                    and not depends_on(outside({g.gid}, e.inputs), {g.gid})):
+                return g
+        return None
+
     for e in graph.eqns:
         if _elementwise_ok(e):
             shape = tuple(e.out.aval.shape)
             cands = []
             for a in e.inputs:
-                if isinstance(a, Var) and a in group_of:
+                if isinstance(a, Var) and a in group_of and a not in col_outs:
                     g = owner(a)
                     if _fits(g, shape) and g not in cands:
                         cands.append(g)
@@ -217,6 +252,7 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
                     if not depends_on(reads, parts):
                         target.eqns.extend(g.eqns)
                         target.rows.extend(g.rows)
+                        target.cols.extend(g.cols)
                         ext_in[target.gid].extend(ext_in[g.gid])
                         merged_into[g.gid] = target.gid
             if target is None:
@@ -243,6 +279,12 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
             g.rows.append(e)
             add_inputs(g, e.inputs)
             group_of[e.out] = g
+        elif fuse_reductions and _column_sum(e) and column_group(e) is not None:
+            g = column_group(e)
+            g.cols.append(e)
+            add_inputs(g, e.inputs)
+            group_of[e.out] = g
+            col_outs.add(e.out)
         elif (fuse_reductions and e.prim in FUSIBLE_REDUCTIONS and isinstance(e.inputs[0], Var)
               and e.inputs[0] in group_of and e.out.aval.dtype.name in _KERNEL_DTYPES):
             g = owner(e.inputs[0])
@@ -317,7 +359,7 @@ def _plain(g: Group):
     """`g`, or what it is without rows: a group whose one row reduction nothing in it reads
     is a group with that reduction as its epilogue, and such a reduction alone (of a value
     computed elsewhere) is a step."""
-    if len(g.rows) != 1:
+    if len(g.rows) != 1 or g.cols:
         return g
     red = g.rows[0]
     if any(red.out in e.inputs for e in g.eqns):
@@ -342,6 +384,7 @@ def _finish_groups(graph, groups, group_of, find):
         # Keep the group's equations in program order (merges may have interleaved them).
         g.eqns.sort(key=lambda e: pos[id(e)])
         g.rows.sort(key=lambda e: pos[id(e)])
+        g.cols.sort(key=lambda e: pos[id(e)])
         members = {id(e) for e in g.members}
         defined = g.defined
         ins, seen = [], set()
@@ -351,7 +394,7 @@ def _finish_groups(graph, groups, group_of, find):
                     seen.add(a)
                     ins.append(a)
         g.inputs = ins
-        outs = [e.out for e in g.eqns + g.rows
+        outs = [e.out for e in g.eqns + g.rows + g.cols
                 if e.out in results or any(r not in members for r in readers.get(e.out, ()))]
         if g.reduction is not None:
             outs.append(g.reduction.out)

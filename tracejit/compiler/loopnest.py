@@ -17,7 +17,9 @@ backend needs to write the kernel, decided in one place:
   value;
 - for a rows group (fusion.py), its reductions over the last dim (`LoopNest.rows`), each
   a value ``r<k>`` per row that later steps read; rowpasses.py orders the nest into
-  passes over each row, the same for every backend;
+  passes over each row, the same for every backend; its sums over the rows
+  (`LoopNest.cols`: a value per column, folded into per-row-block partial rows that the
+  kernel adds up at its end), each read by an output ``c<k>`` only;
 - for a windows group (windows.py), its window read (`LoopNest.window`): a pooling
   forward folds a value of the input's shape over each window (the steps, computed per
   window position, are what fused in front of it), a pooling backward gathers, for each
@@ -125,6 +127,7 @@ class Output:
     dtype: str
     value: str         # the step (or operand) name whose value is stored
     row: bool = False  # a rows nest's per-row value: the iteration shape with last dim 1
+    col: bool = False  # a rows nest's sum over its rows: dims 1 but the last
 
     @property
     def array(self) -> str:
@@ -217,6 +220,8 @@ class LoopNest:
     rows: tuple = ()
     # a windows nest: its window read (`Window`)
     window: Optional[Window] = None
+    # a rows nest's sums over every dim but the last, value ``c<k>`` (an output only)
+    cols: tuple = ()
 
     @property
     def rank(self) -> int:
@@ -353,6 +358,9 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     rows_in = list(getattr(group, "rows", ()))
     for k, e in enumerate(rows_in):
         names[e.out] = f"r{k}"
+    cols_in = list(getattr(group, "cols", ()))
+    for k, e in enumerate(cols_in):
+        names[e.out] = f"c{k}"
     win = getattr(group, "window", None)
     if win is not None and _WINDOW_KINDS()[win.prim][1]:
         names[win.out] = "w"
@@ -377,9 +385,12 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         names.setdefault(win.out, "w" if window.gather else window.value)
     mats = [v for v in group.outputs if red is None or v is not red.out]
     # a rows nest's per-row (per-channel) values: not of the iteration shape, nor the window's
+    col_vars = {e.out for e in cols_in}
     outputs = tuple(Output(m, v, v.aval.dtype.name, names[v], bool(rows_in) and tuple(v.aval.shape) != shape
-                           and (win is None or v is not win.out)) for m, v in enumerate(mats))
+                           and (win is None or v is not win.out) and v not in col_vars, v in col_vars)
+                    for m, v in enumerate(mats))
     rows = tuple(_reduction(e, names, rank, sequential_sums) for e in rows_in)
+    cols = tuple(_reduction(e, names, rank, sequential_sums) for e in cols_in)
     reduction = None
     if red is not None:
         reduction = _reduction(red, names, rank, sequential_sums)
@@ -391,7 +402,7 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     if window is not None:
         ops = f"window {win.prim.name}: {ops}" if ops else f"window {win.prim.name}"
     return LoopNest(name, group.gid, ops, shape, operands, tuple(steps), outputs, reduction, flat,
-                    rows=rows, window=window)
+                    rows=rows, window=window, cols=cols)
 
 
 def _WINDOW_KINDS():

@@ -14,7 +14,8 @@ of ``exp(x - max)``; LayerNorm's backward: both of its sums in one pass). Each p
 loops over the row once and recomputes the per-element steps its reductions need
 (while the row is in cache, that is cheaper than a buffer per row); the per-row steps
 a pass reads run just before it. A last pass writes the per-element outputs; the
-per-row outputs are written once per row, after the reductions.
+per-row outputs are written once per row, after the reductions. The sums over the
+rows (`LoopNest.cols`, a value per column) fold in the last pass, beside its writes.
 
 One value is kept instead of recomputed where that pays: the per-element value of a
 fold pass that the last pass needs again and that a math function computes (softmax's
@@ -50,6 +51,7 @@ class RowPass:
     writes: tuple      # per-element Outputs stored in this loop
     stash: tuple = ()    # (Output, name): store the value into the output as it is computed
     restore: tuple = ()  # (Output, name): read the value back from the output first
+    cols: tuple = ()     # indices into nest.cols folded in this loop (the last pass)
 
 
 @dataclass(frozen=True)
@@ -144,9 +146,9 @@ def schedule(nest: LoopNest, stash: bool = True) -> RowSchedule:
         before = row_steps(reads - element)
         steps = tuple(st for st in nest.steps if st.name in elems)
         passes.append(RowPass(before, loads_of(elems | (set(vals) & element)), steps, folds, ()))
-    elem_out = tuple(o for o in nest.outputs if not o.row)
-    if elem_out:
-        vals = [o.value for o in elem_out]
+    elem_out = tuple(o for o in nest.outputs if not o.row and not o.col)
+    if elem_out or nest.cols:
+        vals = [o.value for o in elem_out] + [c.value for c in nest.cols]
         kept = _kept(nest, passes, closure, closure(vals) & element, elem_out) if stash else None
         stop = frozenset() if kept is None else frozenset({kept[2]})
         elems = closure(vals, stop) & element
@@ -159,7 +161,7 @@ def schedule(nest: LoopNest, stash: bool = True) -> RowSchedule:
             passes[p] = replace(passes[p], stash=((out, name),))
             restore = ((out, name),)
         passes.append(RowPass(before, loads_of(elems | ((set(vals) - stop) & element)), steps, (), elem_out,
-                              restore=restore))
+                              restore=restore, cols=tuple(range(len(nest.cols)))))
     row_out = tuple(o for o in nest.outputs if o.row)
     after = row_steps([o.value for o in row_out])
     row_loads = tuple(op for op in nest.operands if op.name not in element)

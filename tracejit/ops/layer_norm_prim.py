@@ -9,8 +9,9 @@ and captured, the compiler made five fused groups forward and six backward of it
 forward is one op and the backward one op computing the gradients of x, weight and bias
 together; as the registry's primitives have one output, it returns them stacked as one
 ``(M + 2, K)`` array (rows: dx, then dweight, dbias), which the VJP cuts apart. Their numpy
-forms are a few passes; the CPU backend registers row kernels for them (ops/impls.py:
-one read and one write of the rows). Traced programs record the same two primitives, so
+forms are a few passes; the CPU backend's kernels are rendered from their rows forms
+(compiler/cpu/kernels/row_forms.py: each row read into cache once per pass, the backward's
+weight and bias gradients summed over the rows in the same kernel). Traced programs record the same two primitives, so
 eager and compiled share one definition.
 
 ``layer_norm_backward`` has a VJP of its own (second derivatives, eagerly under
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
 from .elementwise import rsqrt
-from .reductions import mean, sum as _sum
+from .reductions import mean, sum as _sum, sum_
 from .registry import Aval, defprim
 from .eager import bind
 from .shape import reshape
@@ -140,9 +141,31 @@ def _layer_norm_backward_vjp(v, out, g, x, *w, n, eps, has_w):
     return (d_g, d_x) + ((d_w,) if has_w else ())
 
 
+def _layer_norm_backward_rows(g, x, *w, n, eps, has_w):
+    """The backward's rows form over (M, K) rows, optionally 1 / K as a last (1,) operand
+    (as the forward's): (dx, dweight, dbias), the last two sums over the rows kept as
+    (1, K). One rows group of three passes: the mean and the gradient's sum, the variance and
+    the sum of the gradient times x - mean, then dx with the weight and bias gradients folded
+    beside it (compiler/codegen_cpu_rows.py)."""
+    w = list(w)
+    inv_k = w.pop() if len(w) > int(has_w) else 1.0 / x.shape[-1]
+    lead = tuple(range(x.ndim - 1))
+    d = x - _sum(x, -1, keepdim=True) * inv_k
+    r = rsqrt(_sum(d * d, -1, keepdim=True) * inv_k + eps)
+    xh = d * r
+    gw = g * w[0] if has_w else g
+    a = _sum(gw, -1, keepdim=True) * inv_k
+    # mean(gw * xh) as r * mean(gw * d): a sum that needs only the mean, so it shares the
+    # variance's pass (three passes over the row, not four)
+    c = _sum(gw * d, -1, keepdim=True) * inv_k * r
+    dx = r * (gw - a - xh * c)
+    return dx, sum_(g * xh, lead, True), sum_(g, lead, True)
+
+
 LAYER_NORM_BACKWARD = defprim("layer_norm_backward", _layer_norm_backward_impl, _layer_norm_backward_rule,
                               _layer_norm_backward_vjp, kind="other",
-                              grad_name="NativeLayerNormBackwardBackward0")
+                              grad_name="NativeLayerNormBackwardBackward0",
+                              extra={"rows_form": _layer_norm_backward_rows})
 
 
 def _layer_norm_vjp(g, out, x, *wb, n, eps, affine):

@@ -36,7 +36,7 @@ from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm,
                       conv_kernels as conv, index_kernels as index,
-                      recurrent_layers as recurrent, row_forms, row_kernels as rows,
+                      recurrent_layers as recurrent, row_forms,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
 
@@ -58,7 +58,7 @@ TABLE = (
     (SOFTMAX, row_forms.softmax, row_forms.on_last_dim, None),
     (SOFTMAX_BACKWARD, row_forms.softmax_backward, row_forms.on_last_dim, None),
     (LAYER_NORM, row_forms.layer_norm, None, None),
-    (LAYER_NORM_BACKWARD, rows.layer_norm_backward, None, None),
+    (LAYER_NORM_BACKWARD, row_forms.layer_norm_backward, None, None),
     (CROSS_ENTROPY, row_forms.cross_entropy, None, None),
     (CROSS_ENTROPY_BACKWARD, row_forms.cross_entropy_backward, None, None),
     (ATTENTION_WEIGHTS, attention.weights, None, None),

@@ -14,8 +14,9 @@ or compiles it in the call).
 A kernel is made per primitive, dtype, params, variant (``prange`` over the rows
 where the call's work says so, codegen_cpu_rows.runs_parallel; else serial) and the pattern of
 size-1 dims of the operands (what broadcasts); the sizes are the kernel's arguments.
-Operands are passed C-contiguous (a copy where they are not), as the row kernels took
-them.
+Operands are passed C-contiguous (a copy where they are not). A form may give several
+results (LayerNorm's backward: dx, then the weight and bias gradients as sums over the
+rows); the caller may pass the arrays they go into (views of the primitive's one result).
 """
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ import numpy as np
 
 from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, check_range,
                                         reduce_losses)
-from ....ops.layer_norm_prim import LAYER_NORM, row_size
+from ....ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD, row_size
 from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, on_last_dim
 from .loader import kernel as _kernel
 
-__all__ = ["run", "on_last_dim", "softmax", "softmax_backward", "layer_norm", "cross_entropy",
+__all__ = ["run", "kernel_source", "on_last_dim", "softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
+           "cross_entropy",
            "cross_entropy_backward"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -42,11 +44,12 @@ def _key(prim, arrays, params, parallel):
     return ("rows", prim.name, pattern, tuple(sorted(params.items())), parallel)
 
 
-def run(prim, arrays, params):
+def run(prim, arrays, params, out=None):
     """`prim`'s result on numpy `arrays` (the first float32 or float64, of the iteration
     shape; floats among the others of its dtype) by the kernel rendered from its rows
     form, or None (not such arrays, the form is no single rows group, or the kernel is not
-    loaded yet: the caller's numpy form runs)."""
+    loaded yet: the caller's numpy form runs). `out`: the arrays the kernel writes its
+    results into (C-contiguous, of their shapes), instead of new ones."""
     x = arrays[0]
     if type(x) is not np.ndarray:
         return None
@@ -65,7 +68,11 @@ def run(prim, arrays, params):
     args = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in (arrays[k] for k in reads)]
     if flat:   # one-element operands the kernel reads as 1-d (the callers pass most so)
         args = [a.reshape(-1) if k in flat else a for k, a in zip(reads, args)]
-    made = [np.empty(x.shape if not row else x.shape[:-1] + (1,), dt) for row, dt in outs]
+    if out is None:
+        lead = (1,) * (x.ndim - 1)
+        out = [np.empty(x.shape if kind == "elem" else x.shape[:-1] + (1,) if kind == "row"
+                        else lead + x.shape[-1:], dt) for kind, dt in outs]
+    made = out
     fn(*args, *made, *x.shape)
     return made[0] if len(made) == 1 else tuple(made)
 
@@ -98,7 +105,8 @@ def _prepare(prim, arrays, params):
         return None
     flat = {pos for pos, op in zip(positions, nest.operands) if op.layout == "scalar" and arrays[pos].ndim != 1}
     entry = fn if parallel else backends.get("cpu").fast_entry(fn)
-    return entry, positions, flat, tuple((o.row, np.dtype(o.dtype)) for o in nest.outputs)
+    kinds = tuple("row" if o.row else "col" if o.col else "elem" for o in nest.outputs)
+    return entry, positions, flat, tuple((kd, np.dtype(o.dtype)) for kd, o in zip(kinds, nest.outputs))
 
 
 def _form(key, prim, shapes, params):
@@ -114,17 +122,31 @@ def _form(key, prim, shapes, params):
     return None if form is _UNSUPPORTED else form
 
 
-def _lower(prim, shapes, params):
+def kernel_source(prim, operands: int, dtype: str, params: dict, name: str) -> str:
+    """Module text defining ``name(*operands, *outputs, d0, d1)``: the serial kernel of
+    `prim`'s rows form over `operands` 2-d C-contiguous arrays of `dtype` (no dim 1), for
+    kernels that run it on rows of their own (attention's part kernels splice it in and call
+    it once per head). Raises where the form is not one rows group."""
+    from ...codegen_cpu_rows import render_rows
+    shapes = [((2, 2), dtype)] * operands
+    return render_rows(_lower(prim, shapes, params, name)[1], False).source
+
+
+def _lower(prim, shapes, params, name: str = "kernel"):
     """`prim`'s rows form traced, scheduled and lowered: (graph input positions, nest).
     Raises where the form is not one rows group over the first operand's shape."""
     from .... import dtypes
     from ....jit.tracer import trace_graph
     from ....ops.registry import Aval
     from ... import fusion, loopnest
+    from ....autograd.grad_mode import enable_grad
     avals = [Aval(s, getattr(dtypes, dt)) for s, dt in shapes]
     form = prim.extra["rows_form"]
-    ctx, out = trace_graph(lambda *xs: form(*xs, **params), avals)
-    graph = ctx.graph([out._var])
+    # (with gradients on: under no_grad, as in a backward pass, the tracer records a detach
+    # of every value, and a detached sum over the rows would be a group of its own)
+    with enable_grad():
+        ctx, out = trace_graph(lambda *xs: form(*xs, **params), avals)
+    graph = ctx.graph([o._var for o in out] if isinstance(out, tuple) else [out._var])
     items = fusion.partition(graph)
     if len(items) != 1 or not isinstance(items[0], fusion.Group) or not items[0].rows:
         raise ValueError(f"{prim.name}'s rows form is not one rows group")
@@ -132,7 +154,7 @@ def _lower(prim, shapes, params):
     if tuple(group.shape) != tuple(shapes[0][0]) or list(group.outputs) != list(graph.outputs):
         raise ValueError(f"{prim.name}'s rows form writes other values than its result")
     positions = [list(graph.inputs).index(v) for v in group.inputs]
-    return positions, loopnest.lower(group, loopnest.operand_layouts(group))
+    return positions, loopnest.lower(group, loopnest.operand_layouts(group), name)
 
 
 # ---------------------------------------------------------------- the primitives' implementations
@@ -144,6 +166,20 @@ def softmax(x, *mask, dim, scale=1.0):
 
 def softmax_backward(g, y, dim, scale=1.0):
     return run(SOFTMAX_BACKWARD, (g, y), {"dim": dim, "scale": scale}) if g.shape == y.shape else None
+
+
+def layer_norm_backward(g, x, *w, n, eps, has_w):
+    # (M + 2, K): the kernel writes dx into its first M rows, dweight and dbias into the
+    # last two; weight as a (1, K) row and 1 / K an operand, as the forward's
+    k = row_size(x, n)
+    if x.ndim == 0 or k == 0 or x.dtype not in _DTYPES or g.shape != x.shape:
+        return None
+    m = x.size // k
+    res = np.empty((m + 2, k), x.dtype)
+    ops = (g.reshape(m, k), x.reshape(m, k)) + tuple(a.reshape(1, k) for a in w) + (_reciprocal(k, x.dtype),)
+    got = run(LAYER_NORM_BACKWARD, ops, {"n": 1, "eps": eps, "has_w": has_w},
+              out=[res[:m], res[m:m + 1], res[m + 1:]])
+    return None if got is None else res
 
 
 def layer_norm(x, *wb, n, eps, affine):
