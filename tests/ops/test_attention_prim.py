@@ -229,8 +229,7 @@ def test_part_kernels_on_their_way_run_numpy_and_ask_for_no_fallback(seq_first, 
         return ask
     for name in ("softmax_kernel", "softmax_backward_kernel", "_transpose_kernel"):
         monkeypatch.setattr(AK, name, fallback(name))
-    for name in ("softmax_kernel", "softmax_backward_kernel"):    # (softmax's own impls ask here)
-        monkeypatch.setattr(AK._row_kernels, name, fallback("row_kernels." + name))
+    monkeypatch.setattr(AK.row_forms, "run", fallback("row_forms.run"))   # (the rows-form kernels)
     monkeypatch.setattr(AK, "_forward_part_kernel", lambda *arrays: (None, 0))
     monkeypatch.setattr(AK, "_backward_part_kernel", lambda *arrays: (None, 0))
     _against_definition(3, 8, 8, 2, seq_first)
@@ -379,3 +378,22 @@ def test_compiled_matches_eager_and_has_no_concat(batch_first):
     bwd = passes.optimize(split(g, [True] * len(g.inputs))[1])
     names = [e.prim.name for e in bwd.eqns]
     assert "attention_backward" in names and "concat" not in names and "softmax_backward" not in names
+
+
+def test_all_masked_rows_give_nan_as_the_definition():
+    """A score row whose mask is all -inf: the rows-form softmax gives nan for it (as numpy's
+    form and PyTorch do), the other rows their softmax; the forward pair and the weights."""
+    n, t, e, h = 2, 6, 8, 2
+    qkv = R.standard_normal((n * t, 3 * e)).astype(np.float32)
+    m = np.triu(np.full((t, t), -np.inf, np.float32), 1)
+    m[3] = -np.inf
+    kw = dict(tokens=(n, t), heads=h, seq_first=False, scale=0.5)
+    p = qkv.reshape(n, t, 3, h, e // h)
+    q, k = (p[:, :, i].transpose(0, 2, 1, 3) for i in range(2))
+    s = q @ np.swapaxes(k, -1, -2) * np.float32(0.5) + m
+    with np.errstate(invalid="ignore"):
+        w, _ = AK.weights_and_context(np, qkv, m, **kw)
+        want = np.exp(s - s.max(-1, keepdims=True))
+        want /= want.sum(-1, keepdims=True)
+    assert np.isnan(w[:, :, 3]).all() and not np.isnan(np.delete(w, 3, axis=2)).any()
+    np.testing.assert_allclose(np.delete(w, 3, axis=2), np.delete(want, 3, axis=2), rtol=1e-5, atol=1e-7)

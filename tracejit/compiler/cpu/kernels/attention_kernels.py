@@ -17,12 +17,12 @@ import numpy as np
 
 from ....ops.attention_prim import (_TO_HEADS, _matmul_into, _parts, _split, backward_parts,
                                     backward_slice)
-from ....ops.softmax_prim import softmax_passes
+from ....ops.softmax_prim import (SOFTMAX, SOFTMAX_BACKWARD, softmax_backward_passes,
+                                  softmax_passes)
 from ..gemm.blas_gemm import GEMM_SOURCE, gemm_address
 from ..runtime import sharepool as _sharepool
-from . import row_kernels as _row_kernels
+from . import row_forms
 from .loader import kernel as _kernel, takes as _takes
-from .row_kernels import mask_rows, softmax_backward_kernel, softmax_kernel
 
 __all__ = ["weights", "context", "backward", "weights_and_context", "backward_and_column_sum"]
 
@@ -120,7 +120,7 @@ def _chunk(lo: int, hi: int) -> int:
 # attention_backward's part [lo, hi) as one nogil call: per batch element and head the same
 # products as `_head_products` / `_head_products_t` (r-row blocks; g, k, q copied and v
 # transposed into buffers, through numpy's cblas_?gemm by address: compiler/cpu/gemm/blas_gemm.py) and
-# softmax's backward row (row_kernels' text), so the same bits. Why: driven from Python, a
+# softmax's backward rows (`ROWS`: its rows form's kernel), so the same bits. Why: driven from Python, a
 # thread holds the GIL between the products and the other thread's part waits for it (a
 # part ran 17-20% slower beside another part than alone); as one call, two threads' parts
 # do not meet: backward at two threads after a GEMM 3.01-3.12 / 3.41-3.46 -> 2.73-2.80 /
@@ -129,6 +129,7 @@ _BACKWARD_PART = """
 import numpy as np
 from numba import njit
 GEMM
+ROWS
 
 _A = "Array({t}, 4, 'A', readonly=True)"
 _W = "Array({t}, 4, 'A')"
@@ -156,11 +157,7 @@ PULL(dw, q, kk, vv, gh)
 TRANSPOSED(vt, vv)
             for b0 in range(0, t, r):
                 gemm(fn, False, r, t, hd, gh[i, h, b0:], ldg, vt, t, dw[b0:], t, 0.0)
-            for row in range(t):                    # through softmax
-                gr = dw[row]
-                yr = wi[row]
-                o = ds[row]
-SOFTMAXROW
+            softmax_backward_rows(dw, wi, ds, t, t)  # through softmax
             for a in range(t):                      # dq = ds k
                 for j in range(hd):
                     rb[a, j] = kk[i, h, a, j]
@@ -185,13 +182,13 @@ SOFTMAXROW
 
 # `weights_and_context`'s part [lo, hi) without a mask as one nogil call, for the same reason:
 # per batch element and head the scores in r-row blocks on k^T (transposed as `_TRANSPOSE`
-# does), the softmax rows (row_kernels' text) into w, and w v in r-row blocks on a copy of v.
+# does), the softmax rows (`ROWS`: its rows form's kernel) into w, and w v in r-row blocks on a
+# copy of v.
 _FORWARD_PART = """
 import numpy as np
 from numba import njit
-from tracejit.compiler.mathlib import exp_{s} as EXP
-ROWMAXBITS
 GEMM
+ROWS
 
 _A = "Array({t}, 4, 'A', readonly=True)"
 
@@ -202,7 +199,6 @@ _A = "Array({t}, 4, 'A', readonly=True)"
 def kernel(fn, q, kk, vv, scale, w, oh, context, r, lo, hi, sb, kt, vb):
     nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
     ldq, ldo = q.strides[2] // q.itemsize, oh.strides[2] // oh.itemsize
-    sc = np.{t}(scale)
     tb = t - t % 16
     for i in range(lo, hi):
 PULL(sb, q, kk, vv)
@@ -210,11 +206,7 @@ PULL(sb, q, kk, vv)
 TRANSPOSED(kt, kk)
             for b0 in range(0, t, r):               # scores q k^T
                 gemm(fn, False, r, t, hd, q[i, h, b0:], ldq, kt, t, sb[b0:], t, 0.0)
-            for row in range(t):                    # softmax rows into w
-                z = sb[row]
-                o = w[i, h, row]
-                n = t
-SOFTMAXROW
+            softmax_rows(sb, w[i, h], t, t)         # softmax rows into w
             if context:                             # w v
                 for a in range(t):
                     for j in range(hd):
@@ -284,10 +276,11 @@ def _transposed_in(template: str, *pairs) -> str:
     return template
 
 
-def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
-    """(a part kernel of this module made from `template` with the softmax row text `row`
-    (row_kernels' pieces, re-indented into the head loop) and the GEMM intrinsic, its GEMM
-    address); (None, address) while it is being compiled or loaded in the background
+def _gemm_kernel(name: str, template: str, rows: tuple, xp, *arrays):
+    """(a part kernel of this module made from `template` with the GEMM intrinsic and, for
+    ``ROWS``, the kernel of softmax's or its backward's rows form (`rows`: primitive, operand
+    count, params, the name the template calls: row_forms.kernel_source), its GEMM address);
+    (None, address) while it is being compiled or loaded in the background
     (`NativeKernel.coming`); or None: other array modules or dtypes, no BLAS GEMM found, the
     kernel failed or is off.
 
@@ -305,36 +298,62 @@ def _gemm_kernel(name: str, template: str, row: str, xp, *arrays):
     if found is None:
         return None
     address, bits = found
+    prim, count, params, fname = rows
 
     def source():
-        text = _row_kernels.source(row, dtype)
-        text = "\n".join("        " + ln for ln in text.split("\n"))
         gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
         body = _pulled_in(_transposed_in(template, ("kt", "kk"), ("vt", "vv")))
-        return (body.replace("GEMM", gemm).replace("SOFTMAXROW", text)
-                .replace("ROWMAXBITS", _row_kernels.source("ROWMAXBITS", dtype))
-                .replace("PULL_STEP", str(64 // np.dtype(dtype).itemsize))
-                .replace("{s}", _row_kernels._SUFFIX[dtype]).replace("{t}", dtype))
-    k = _kernel(("attention", name, dtype, bits), source)
+        return (body.replace("GEMM", gemm)
+                .replace("ROWS", row_forms.kernel_source(prim, count, dtype, params, fname))
+                .replace("PULL_STEP", str(64 // np.dtype(dtype).itemsize)).replace("{t}", dtype))
+    k = _kernel(("attention", name, dtype, bits, tuple(sorted(params.items()))), source)
     fn = k.get()
     if fn is None:
         return (None, address) if k.coming() else None
     return fn, address
 
 
-def _forward_part_kernel(xp, qkv):
-    """(weights_and_context's part kernel, GEMM address) for a `qkv` like this one, or None
-    (`_gemm_kernel`: the kernel None while it is on its way)."""
-    return _gemm_kernel("forward_part", _FORWARD_PART, "ROWMAX\nSOFTMAXEXP", xp, qkv)
+def _forward_part_kernel(xp, qkv, scale=1.0):
+    """(weights_and_context's part kernel, GEMM address) for a `qkv` like this one and
+    softmax `scale`, or None (`_gemm_kernel`: the kernel None while it is on its way)."""
+    rows = (SOFTMAX, 1, {"dim": 1, "scale": float(scale)}, "softmax_rows")
+    return _gemm_kernel("forward_part", _FORWARD_PART, rows, xp, qkv)
 
 
-def _backward_part_kernel(xp, w, gh, qkv):
+def _backward_part_kernel(xp, w, gh, qkv, scale=1.0):
     """(attention_backward's part kernel, GEMM address) for arrays like these, or None
     (other array modules or dtypes, weights not C-contiguous, no BLAS GEMM found, failed;
     `_gemm_kernel`: the kernel None while it is on its way)."""
     if not w.flags.c_contiguous:
         return None
-    return _gemm_kernel("backward_part", _BACKWARD_PART, "SOFTMAXBWDROW", xp, w, gh, qkv)
+    rows = (SOFTMAX_BACKWARD, 2, {"dim": 1, "scale": float(scale)}, "softmax_backward_rows")
+    return _gemm_kernel("backward_part", _BACKWARD_PART, rows, xp, w, gh, qkv)
+
+
+def softmax_kernel(xp, x, *mask):
+    """softmax's rows-form kernel (row_forms.py) for scores like `x` and `mask`, as
+    ``fn(s, scale, out, *mask) -> bool`` (False: not loaded yet, `out` not written), or None
+    (not numpy float arrays of one dtype)."""
+    if not _takes(xp, x, *mask):
+        return None
+
+    def fn(s, scale, out, *m):
+        got = row_forms.run(SOFTMAX, (s,) + m, {"dim": s.ndim - 1, "scale": float(scale)}, out=[out])
+        return got is not None
+    return fn
+
+
+def softmax_backward_kernel(xp, g, y):
+    """softmax backward's rows-form kernel for arrays like `g` and `y`, as ``fn(g, y, scale,
+    out) -> bool`` (as `softmax_kernel`), `out` not overlapping `g` (written over `g` the
+    loops take their scalar versions, LLVM's runtime check finding the overlap), or None."""
+    if not _takes(xp, g, y):
+        return None
+
+    def fn(g, y, scale, out):
+        got = row_forms.run(SOFTMAX_BACKWARD, (g, y), {"dim": g.ndim - 1, "scale": float(scale)}, out=[out])
+        return got is not None
+    return fn
 
 
 def _split_batch(xp, part, n: int, work: int) -> None:
@@ -367,9 +386,9 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
     n, t = (c, a) if seq_first else (a, c)
     # the part kernel (no mask) first: while it is on its way numpy's form runs, and the
     # fallback form's kernels are not asked for (`_gemm_kernel`)
-    found = None if mask or scale <= 0 else _forward_part_kernel(xp, qkv)
+    found = None if mask else _forward_part_kernel(xp, qkv, scale)
     whole = found if found is not None and found[0] is not None else None
-    fn = softmax_kernel(xp, qkv, *mask) if scale > 0 and found is None else None
+    fn = softmax_kernel(xp, qkv, *mask) if found is None else None
     kw = dict(tokens=tokens, heads=heads, seq_first=seq_first, scale=scale)
     if fn is None and whole is None:   # other array modules and dtypes, or no kernel ready yet
         s = xp.matmul(q, xp.swapaxes(k, -1, -2))
@@ -378,8 +397,8 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
     w = np.empty((n, heads, t, t), dtype=qkv.dtype)
     rows = heads * t                                   # softmax rows per batch element
     w2 = w.reshape(n * rows, t)
-    if mask:
-        m2, ids = mask_rows(mask[0], w.shape)
+    if mask:     # (as 4-d, its batch elements sliced with the scores' where it has them)
+        m4 = mask[0].reshape((1,) * (4 - mask[0].ndim) + mask[0].shape)
     rs, tr = _block_rows(t, t, hd), (None if whole is not None else _transpose_kernel(xp, qkv))
     if context:
         out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
@@ -402,11 +421,12 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
             j = min(i + ch, hi)
             m = j - i
             _head_products_t(q[i:j], k[i:j], s[:m], rs, kb[:m], tr)
-            s2 = s[:m].reshape(m * rows, t)
             if mask:
-                fn(s2, scale, m2, ids[i * rows:j * rows], w2[i * rows:j * rows])
-            else:
-                fn(s2, scale, w2[i * rows:j * rows])
+                mi = m4[i:j] if m4.shape[0] > 1 else m4
+                if not fn(s[:m], scale, w[i:j], mi):    # (not loaded yet)
+                    w[i:j] = softmax_passes(np, s[:m], mi, 3, scale)
+            elif not fn(s[:m].reshape(m * rows, t), scale, w2[i * rows:j * rows]):
+                w[i:j] = softmax_passes(np, s[:m], None, 3, scale)
             if context:
                 _head_products(w[i:j], v[i:j], oh[i:j], r, vb[:m])
     _split_batch(xp, part, n, n * heads * t * t * (hd * (1 + context) + _SOFTMAX_WORK))
@@ -474,7 +494,7 @@ def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
     n, _, t, s = w.shape
     # the part kernel first: while it is on its way numpy's form runs (`backward_slice`),
     # and the fallback form's kernels are not asked for (`_gemm_kernel`)
-    found = _backward_part_kernel(xp, w, g, qkv)
+    found = _backward_part_kernel(xp, w, g, qkv, scale)
     whole = found if found is not None and found[0] is not None else None
     fn = softmax_backward_kernel(xp, w, w) if found is None else None
     r = _block_rows(t, hd, s)
@@ -511,8 +531,9 @@ def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
             dwm, dsm = dw[:m], ds[:m]
             _head_products(np.swapaxes(w[b], -1, -2), gh[b], ov[b], r, rb[:m])  # dv = w^T g
             _head_products_t(gh[b], v[b], dwm, r, vb[:m], tr)                    # dw = g v^T
-            # through softmax (into another buffer: see row_kernels.softmax_backward_kernel)
-            fn(dwm.reshape(m * rows, s), w2[i * rows:j * rows], scale, dsm.reshape(m * rows, s))
+            # through softmax (into another buffer: see `softmax_backward_kernel`)
+            if not fn(dwm.reshape(m * rows, s), w2[i * rows:j * rows], scale, dsm.reshape(m * rows, s)):
+                dsm[...] = softmax_backward_passes(np, dwm, w[b], 3, scale)
             _head_products(dsm, k[b], oq[b], r, rb[:m])                          # dq = ds k
             _head_products(np.swapaxes(dsm, -1, -2), q[b], ok[b], r, rb[:m])     # dk = ds^T q
     _split_batch(xp, part, n, 4 * n * heads * t * s * hd)
