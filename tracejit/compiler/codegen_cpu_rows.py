@@ -6,7 +6,11 @@ The leading dims are walked as one flat row index, split into the per-dim indice
 per row (not per element), so a (batch, heads, T, T) attention score tensor spreads
 over every thread whatever its batch size. Operands are read with N-d indexing, the
 last index innermost, contiguous where the layout says so: the passes' inner loops
-vectorize.
+vectorize. A nest with sums over its rows (`LoopNest.cols`) walks the rows in blocks of
+`COL_ROWS` instead (``prange`` over the blocks), each block folding them into a partial
+row of its own in the last pass; the partial rows are added in block order at the end,
+so both variants give the same bits. (A ``partial`` array made in the kernel: the chunk
+rewriting, codegen_chunks.py, leaves such a kernel its parfor form.)
 
 As in codegen_cpu's parallel kernels, both variants compile with ``fastmath={'reassoc',
 'contract'}`` (so the folds vectorize) and put the elementwise work in helpers compiled
