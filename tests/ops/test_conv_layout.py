@@ -364,3 +364,28 @@ def test_im2col_table_form_split_over_channels_gives_the_same_bits():
     same_bits_under_uneven_split(
         lambda: (K._im2col_native(np, x, (3, 3), (1, 1), (1, 1), (1, 1), 0.0, 4, 4),),
         lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("cfg", [dict(stride=1, padding=1), dict(stride=2, padding=1),
+                                 dict(stride=1, padding=2, dilation=2), dict(stride=1, padding=0),
+                                 dict(stride=1, padding=1, groups=2)])
+def test_conv2d_on_short_rows_matches_torch(dtype, cfg):
+    # 5 x 5 inputs: output rows shorter than _TABLE_MAX_OW, so the columns come from the
+    # table form of im2col; values and gradients of input, weight and bias.
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 4, 5, 5)).astype(dtype)
+    w = rng.standard_normal((6, 4 // cfg.get("groups", 1), 3, 3)).astype(dtype)
+    b = rng.standard_normal(6).astype(dtype)
+    tx, tw, tb = (tj.tensor(v, requires_grad=True) for v in (x, w, b))
+    out = tj.nn.functional.conv2d(tx, tw, tb, **cfg)
+    px, pw, pb = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+    want = torch.nn.functional.conv2d(px, pw, pb, **cfg)
+    g = rng.standard_normal(tuple(want.shape)).astype(dtype)
+    out.backward(tj.tensor(g))
+    want.backward(torch.tensor(g))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=tol, atol=tol)
+    for mine, ref in ((tx, px), (tw, pw), (tb, pb)):
+        np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=tol, atol=tol)
