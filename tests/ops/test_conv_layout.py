@@ -325,3 +325,67 @@ def test_col2im_rows_form_split_over_channels_gives_the_same_bits(geo):
     same_bits_under_uneven_split(
         lambda: (K._col2im_native(np, cols, 2, 5, (h, w), kernel, stride, padding, dilation),),
         lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=1)
+
+
+# (kernel, stride, padding, dilation, (h, w)): output rows shorter than _TABLE_MAX_OW
+TABLE_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (4, 4)),
+                    ((3, 3), (2, 2), (1, 1), (1, 1), (8, 7)),
+                    ((1, 1), (2, 2), (0, 0), (1, 1), (7, 9)),
+                    ((3, 2), (1, 2), (2, 1), (2, 1), (5, 6)),
+                    ((5, 5), (1, 1), (2, 2), (1, 1), (3, 5))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", TABLE_GEOMETRIES)
+@pytest.mark.parametrize("ones", [False, True])
+def test_im2col_table_form_copies_the_numpy_forms_bits(dtype, geo, ones):
+    # The table form reads each output through a tabulated source position (-1: padding,
+    # the pad value): plain copies, so the same bits as numpy's strided copy, NaN included.
+    pytest.importorskip("numba")
+    kernel, stride, padding, dilation, (h, w) = geo
+    x = np.random.default_rng(4).standard_normal((3, 5, h, w)).astype(dtype)
+    x[0, 1, 0, 0] = np.nan
+    x[2, 4, -1, -1] = -0.0
+    oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
+    ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    assert ow < K._TABLE_MAX_OW
+    cols = K._im2col_native(np, x, kernel, stride, padding, dilation, -2.5, oh, ow, ones)
+    assert cols is not None and cols.dtype == dtype
+    layout = "gemm_bias" if ones else "gemm"
+    want = C._unfold_impl(np, x, kernel, stride, padding, dilation, -2.5, layout=layout)
+    np.testing.assert_array_equal(cols, want)
+    assert np.array_equal(np.signbit(cols), np.signbit(want))
+
+
+def test_im2col_table_form_split_over_channels_gives_the_same_bits():
+    pytest.importorskip("numba")
+    from inputs import same_bits_under_uneven_split
+    x = np.random.default_rng(5).standard_normal((2, 5, 4, 4)).astype(np.float32)
+    same_bits_under_uneven_split(
+        lambda: (K._im2col_native(np, x, (3, 3), (1, 1), (1, 1), (1, 1), 0.0, 4, 4),),
+        lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("cfg", [dict(stride=1, padding=1), dict(stride=2, padding=1),
+                                 dict(stride=1, padding=2, dilation=2), dict(stride=1, padding=0),
+                                 dict(stride=1, padding=1, groups=2)])
+def test_conv2d_on_short_rows_matches_torch(dtype, cfg):
+    # 5 x 5 inputs: output rows shorter than _TABLE_MAX_OW, so the columns come from the
+    # table form of im2col; values and gradients of input, weight and bias.
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 4, 5, 5)).astype(dtype)
+    w = rng.standard_normal((6, 4 // cfg.get("groups", 1), 3, 3)).astype(dtype)
+    b = rng.standard_normal(6).astype(dtype)
+    tx, tw, tb = (tj.tensor(v, requires_grad=True) for v in (x, w, b))
+    out = tj.nn.functional.conv2d(tx, tw, tb, **cfg)
+    px, pw, pb = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+    want = torch.nn.functional.conv2d(px, pw, pb, **cfg)
+    g = rng.standard_normal(tuple(want.shape)).astype(dtype)
+    out.backward(tj.tensor(g))
+    want.backward(torch.tensor(g))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=tol, atol=tol)
+    for mine, ref in ((tx, px), (tw, pw), (tb, pb)):
+        np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=tol, atol=tol)

@@ -150,6 +150,54 @@ def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _im2col_table_source(dtype, kernel, stride, padding, dilation) -> str:
+    """im2col as `_im2col_source` writes it, for images whose output rows are short
+    (`_TABLE_MAX_OW`): there the copy loop ran a few elements per window row, and the
+    loop overhead per row was the work (ResNet's last stage, 4 x 4 outputs: 0.53 ms for
+    2.4 MB of columns, against 0.72 ms for 19 MB at 32 x 32). Here each window offset's
+    source positions in the flattened plane (-1: padding) are tabulated once per call, and
+    each (channel, offset, image) column run is one loop over all OH*OW outputs reading
+    the plane through the table (0.18 ms there). One source per geometry and dtype."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    lines = ["import numpy as np",
+             "from numba import njit", "", "",
+             f"@njit(\"void(Array({dtype}, 4, 'C', readonly=True), {dtype}[:, ::1], int64, int64, "
+             f"float64, int64, int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
+             "nogil=True)",
+             "def kernel(x, cols, oh, ow, pad_value, c0, c1, kh, kw):",
+             f'    """im2col by table {kernel} {stride} {padding} {dilation}, channels c0..c1-1 '
+             f'(kh, kw: {kh}, {kw})"""',
+             "    n, c, h, w = x.shape",
+             f"    fill = np.{dtype}(pad_value)",
+             "    run = oh * ow",
+             "    table = np.empty((kh * kw, run), np.int64)",
+             "    for i in range(kh):",
+             "        for j in range(kw):",
+             "            for oy in range(oh):",
+             f"                y = oy * {sh} - {ph} + i * {dh}",
+             "                for ox in range(ow):",
+             f"                    xx = ox * {sw} - {pw} + j * {dw}",
+             "                    inside = y >= 0 and y < h and xx >= 0 and xx < w",
+             "                    table[i * kw + j, oy * ow + ox] = y * w + xx if inside else -1",
+             "    planes = x.reshape((n, c, h * w))",
+             "    for ch in range(c0, c1):",
+             "        for q in range(kh * kw):",
+             f"            row = cols[ch * {kh * kw} + q]",
+             "            at = table[q]",
+             "            for b in range(n):",
+             "                plane = planes[b, ch]",
+             "                base = b * run",
+             "                for s in range(run):",
+             "                    v = at[s]",
+             "                    row[base + s] = plane[v] if v >= 0 else fill"]
+    return "\n".join(lines) + "\n"
+
+
+# Output rows shorter than this take the table form of im2col (measured on ResNet's 3 x 3
+# convolutions over batch 32: 3.0x faster at 4 columns, 1.1x at 8, 0.7x at 16).
+_TABLE_MAX_OW = 8
+
+
 # im2col and col2im do a range of input channels (a channel's rows and image planes are its
 # own), so a call is shared over the cores the machine gives (runtime/sharepool.py; the
 # kernels are nogil). A column element costs about what this many multiply-adds of a BLAS
@@ -164,9 +212,11 @@ def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, 
     if not takes(xp, x):
         return None
     dt = x.dtype.name
-    key = ("im2col", dt) + tuple(kernel) + tuple(stride) + tuple(padding) + tuple(dilation)
-    fn = native_kernel(key, lambda: _im2col_source(dt, kernel, stride, padding, dilation),
-                       steady=True).get()
+    table = ow < _TABLE_MAX_OW
+    key = ("im2col_table" if table else "im2col", dt) + tuple(kernel) + tuple(stride) + tuple(padding) \
+        + tuple(dilation)
+    source = _im2col_table_source if table else _im2col_source
+    fn = native_kernel(key, lambda: source(dt, kernel, stride, padding, dilation), steady=True).get()
     if fn is None:
         return None
     n, c = x.shape[:2]
