@@ -125,6 +125,7 @@ class Output:
     dtype: str
     value: str         # the step (or operand) name whose value is stored
     row: bool = False  # a rows nest's per-row value: the iteration shape with last dim 1
+    cm: bool = False   # written into (C, N, H, W) memory (windows.channel_major_outputs)
 
     @property
     def array(self) -> str:
@@ -377,8 +378,9 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         names.setdefault(win.out, "w" if window.gather else window.value)
     mats = [v for v in group.outputs if red is None or v is not red.out]
     # a rows nest's per-row (per-channel) values: not of the iteration shape, nor the window's
+    cm = getattr(group, "cm_outputs", ())
     outputs = tuple(Output(m, v, v.aval.dtype.name, names[v], bool(rows_in) and tuple(v.aval.shape) != shape
-                           and (win is None or v is not win.out)) for m, v in enumerate(mats))
+                           and (win is None or v is not win.out), v in cm) for m, v in enumerate(mats))
     rows = tuple(_reduction(e, names, rank, sequential_sums) for e in rows_in)
     reduction = None
     if red is not None:

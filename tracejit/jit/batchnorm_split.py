@@ -31,12 +31,12 @@ from __future__ import annotations
 
 from . import patterns as _patterns
 from .ir import def_use, rewritten, Eqn, Graph, Var
-from ..ops.batchnorm_prim import BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_VALUES
+from ..ops.batchnorm_prim import BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_VALUES, BN_BACKWARD
 from ..ops.indexing import GETITEM
 from ..ops.registry import Aval
 from ..ops.shape import RESHAPE
 
-__all__ = ["split"]
+__all__ = ["split", "split_backward"]
 
 _FLOATS = ("float32", "float64")
 
@@ -138,5 +138,58 @@ def split(g: Graph) -> Graph:
     return rewritten(g, replace)
 
 
-# A pattern of the compiled training step's forward graphs after differentiation (jit/patterns.py)
+def _backward_form(g, x, stats, weight, eps: float):
+    """(the input gradient's (C*N*H*W,) channel-major run, the (2*C,) sums (sum g,
+    sum g*xhat)) of batch_norm_backward over an (N, C, H, W) x, as per-channel sums and
+    elementwise ops: one channel group (codegen_cpu_channels.py), its two sums in one pass,
+    the gradient written by the next, channel-major (windows.channel_major_outputs) so the
+    convolution backward's GEMM reads its rows with no copy."""
+    from ..ops.shape import cat, permute, reshape
+    c = x.shape[1]
+    inv = 1.0 / (x.shape[0] * x.shape[2] * x.shape[3])
+    view = (1, c, 1, 1)
+    rstd = (reshape(stats[1], view) + eps).rsqrt()
+    xc = x - reshape(stats[0], view)
+    s0 = g.sum((0, 2, 3), keepdim=True)
+    s1 = (g * xc).sum((0, 2, 3), keepdim=True) * rstd
+    gx = (g - s0 * inv - xc * (rstd * s1 * inv)) * (reshape(weight, view) * rstd)
+    return reshape(permute(gx, (1, 0, 2, 3)), (-1,)), cat([reshape(s0, (c,)), reshape(s1, (c,))])
+
+
+def split_backward(g: Graph) -> Graph:
+    """`g` with each batch_norm_backward record over an (N, C, H, W) value whose readers
+    slice its head (the input gradient) and tail (the sums) written as `_backward_form`."""
+    producer, users, outputs = def_use(g)
+    replace: dict = {}
+    for e in g.eqns:
+        if e.prim is not BN_BACKWARD or len(e.inputs) != 4 or e.out in outputs:
+            continue
+        gr, x, stats, w = e.inputs
+        shape = x.aval.shape
+        if (not all(isinstance(v, Var) for v in e.inputs) or len(shape) != 4
+                or not all(isinstance(d, int) for d in shape)
+                or len({v.aval.dtype for v in e.inputs}) != 1 or x.aval.dtype.name not in _FLOATS):
+            continue
+        size = e.out.aval.shape[0] - 2 * shape[1]
+        parts = {}
+        for u in users.get(e.out, []):
+            spec = u.params.get("spec") if u.prim is GETITEM else None
+            part = {(("s", 0, size, None),): 0, (("s", size, None, None),): 1}.get(spec)
+            if part is None or part in parts:
+                break
+            parts[part] = u
+        else:
+            dt, dev = x.aval.dtype, x.aval.device
+            outs = tuple(parts[k].out if k in parts else Var(Aval((n,), dt, dev))
+                         for k, n in ((0, size), (1, 2 * shape[1])))
+            eps = e.params["eps"]
+            replace[id(e)] = _traced(lambda *ts: _backward_form(*ts, eps), tuple(e.inputs), outs, e.loc)
+            for u in parts.values():
+                replace[id(u)] = []
+    return rewritten(g, replace)
+
+
+# Patterns of the compiled training step's graphs after differentiation (jit/patterns.py)
 _patterns.register(_patterns.Pattern("bn_split", split, ("forward",), switch="TRACEJIT_BN_SPLIT"))
+_patterns.register(_patterns.Pattern("bn_backward_split", split_backward, ("backward",),
+                                     switch="TRACEJIT_BN_SPLIT"))
