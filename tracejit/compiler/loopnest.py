@@ -319,7 +319,10 @@ def _compute_dtype(e) -> str:
     return e.out.aval.dtype.name
 
 
-def _index(v, shape) -> tuple:
+def _index(v, shape, channels: bool = False) -> tuple:
+    """Per dim of `v`, the iteration dim it follows, or None (broadcast: read at 0). A
+    size-1 dim follows a size-1 iteration dim, except in a channel nest (`channels`): there
+    a (1, C, 1, 1) operand is per channel whatever the batch size, N = 1 included."""
     rank = len(shape)
     r = len(v.aval.shape)
     if r > rank:   # a window's record ((2,) + the pooled shape): read by the window only
@@ -327,7 +330,7 @@ def _index(v, shape) -> tuple:
     parts = []
     for j, dsz in enumerate(v.aval.shape):
         it = rank - r + j
-        if isinstance(dsz, int) and dsz == 1 and not (isinstance(shape[it], int) and shape[it] == 1):
+        if isinstance(dsz, int) and dsz == 1 and (channels or not (isinstance(shape[it], int) and shape[it] == 1)):
             parts.append(None)
         else:
             parts.append(it)
@@ -346,12 +349,13 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     if len(layouts) != len(group.inputs) or any(lay not in LAYOUTS for lay in layouts):
         raise ValueError(f"layouts {layouts!r} do not fit the group's {len(group.inputs)} inputs")
     reads = getattr(group, "reads", None) or {}
-    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape)
+    rows_in = list(getattr(group, "rows", ()))
+    chan = bool(rows_in) and rank == 4 and tuple(rows_in[0].params["dims"]) == (0, 2, 3)
+    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape, chan)
                              if layouts[k] != "cm" else (1, 0) + _index(v, shape)[2:],
                              reads[v][1] if v in reads else ())
                      for k, v in enumerate(group.inputs))
     names = {op.var: op.name for op in operands}
-    rows_in = list(getattr(group, "rows", ()))
     for k, e in enumerate(rows_in):
         names[e.out] = f"r{k}"
     win = getattr(group, "window", None)
