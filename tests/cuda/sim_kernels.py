@@ -313,3 +313,35 @@ def test_pooling_backward_window_groups_match_cpu(monkeypatch, kernel, stride, p
         items = check(_relu_backward_of_scatter, g, rec, x, block=32, rtol=0, atol=0)
         (win,) = _windows(items)
         assert win.window.prim.name == "max_pool2d_scatter" and win.eqns
+
+
+def _bn_forward_relu_max_pool(x, w, b):
+    from tracejit.ops.batchnorm_prim import forward_form
+    y, mean, var = forward_form(x, w, b, 1.0 / (x.shape[0] * x.shape[2] * x.shape[3]), 1e-5)
+    return tj.nn.functional.max_pool2d(tj.relu(y), 3, 2, 1), mean, var
+
+
+def _bn_backward(g, x, mean, var, w):
+    from tracejit.ops.batchnorm_prim import backward_form
+    return backward_form(g, x, mean, var, w, 1.0 / (x.shape[0] * x.shape[2] * x.shape[3]), 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_channel_groups_match_cpu(dtype):
+    """BatchNorm's channel forms (per-channel sums, then elementwise work; the forward with
+    its ReLU and max pooling as the last pass) are one channel group each, a block per
+    channel (codegen_cuda_channels.py), with the CPU's values."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((3, 4, 7, 9)) * 3 + 5).astype(dtype)
+    w, b = (rng.standard_normal((1, 4, 1, 1)).astype(dtype) for _ in range(2))
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    items = check(_bn_forward_relu_max_pool, x, w, b, block=32, **tol)
+    chans = [it for it in items if isinstance(it, Group) and it.rows]
+    assert len(chans) == 1 and len(chans[0].rows) == 2 and chans[0].window is not None, items
+    spec = codegen_cuda.generate(chans[0], codegen_cuda.layouts_of(chans[0], [x, w, b]))
+    assert spec.mode == "channels" and "a block per channel" in spec.source
+    g = rng.standard_normal(x.shape).astype(dtype)
+    mean, var = x.mean((0, 2, 3), keepdims=True), x.var((0, 2, 3), keepdims=True)
+    items = check(_bn_backward, g, x, mean, var, w, block=32, **tol)
+    chans = [it for it in items if isinstance(it, Group) and it.rows]
+    assert len(chans) == 1 and len(chans[0].rows) == 2 and chans[0].window is None, items

@@ -201,3 +201,27 @@ def test_default_splits_every_batch_norm(monkeypatch):
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
     for b, tbn in ((bn1, tb1), (bn2, tb2)):
         np.testing.assert_allclose(b.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 3])
+def test_backward_is_a_channel_group_writing_the_gradient_channel_major(monkeypatch, dtype, n):
+    """The training step's batch_norm_backward records are channel groups (their two sums in
+    one pass, the input gradient written (C, N, H, W) by the next); the step's outputs and
+    gradients match PyTorch's, a batch of one and odd sizes included."""
+    rng = np.random.default_rng(8)
+    pool = (3, 2, 1, True)
+    x = rng.standard_normal((n, 1, 13, 11)).astype(dtype)
+    tnet = _net(torch, dtype, pool, _state(dtype))
+    tnet.train()
+    y = rng.standard_normal(_step(torch, tnet, x, 0.0, calls=1)[0].shape).astype(dtype)
+    ref = _step(torch, _reset(tnet, dtype, pool), x, y)
+    _, bwd, got = _compiled(monkeypatch, True, dtype, x, y, pool)
+    assert "batch_norm_backward" not in [e.prim.name for e in bwd.graph.eqns]
+    chans = [g for g in bwd.items if isinstance(g, Group) and g.rows]
+    assert len(chans) == 2 and all(len(g.rows) == 2 and len(g.cm_outputs) == 1 for g in chans), bwd.describe()
+    assert "[i1, i0, i2, i3] =" in "".join(bwd.kernel_sources())
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(a, b, **TOL[dtype])
+    monkeypatch.setenv("TRACEJIT_BN_SPLIT", "0")     # the records kept: the step's own kernels
+    assert "batch_norm_backward" in [e.prim.name for e in _compiled(monkeypatch, False, dtype, x, y, pool)[1].graph.eqns]

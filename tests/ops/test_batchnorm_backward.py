@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.cpu.kernels import batchnorm_kernels as BK
+from tracejit.compiler.cpu.kernels import channel_forms as CF
 from tracejit.ops import batchnorm_prim as B
 from tracejit.compiler.cpu.kernels import loader as native
 from inputs import activation
@@ -46,7 +46,7 @@ def test_record_equals_the_two_pass_form(monkeypatch, dtype, shape, channel_majo
     tol = 2e-5 if dtype == np.float32 else 1e-12
     for got, exp, name in zip(_parts(rec, shape), want, ("gx", "reduce")):
         np.testing.assert_allclose(got, exp, rtol=tol, atol=tol * 10, err_msg=name)
-    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
+    monkeypatch.setattr(CF, "_run", lambda *a: False)     # the numpy forms
     rec_np = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
     np.testing.assert_allclose(rec, rec_np, rtol=tol, atol=tol * 10)
     # against the formula, float64
@@ -67,7 +67,7 @@ def test_the_kernel_ran_and_the_input_gradient_is_channel_major():
     X, W = tj.tensor(x, requires_grad=True), tj.tensor(w, requires_grad=True)
     y = tj.nn.functional.batch_norm(X, None, None, W, tj.zeros(3), True)
     y.backward(tj.tensor(g))
-    loaded = {k[1] for k, v in native._kernels.items() if k[0] == "batchnorm" and v.fn is not None}
+    loaded = {k[1] for k, v in native._kernels.items() if k[0] == "channels" and v.fn is not None}
     assert "backward" in loaded
     gx = _parts(B.BN_BACKWARD.run(np, g, x, B.BATCH_NORM_STATS.run(np, x), w, 1e-5), x.shape)[0]
     # (C, N, H, W) memory: a C-contiguous (C, N, H, W) block at the record's start
@@ -144,24 +144,6 @@ def test_conv_bn_relu_pool_block_matches_torch(compiled):
         np.testing.assert_allclose(buf.numpy(), tb[name].numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-@pytest.mark.parametrize("channel_major", [False, True])
-def test_forward_and_backward_split_over_channels_give_the_same_bits(channel_major):
-    """The one-pass kernels run channel ranges so that sharepool.split can share a call
-    over the cores: any cut of the channels gives the bits of one whole call."""
-    from inputs import same_bits_under_uneven_split
-    x, g, w = _inputs((6, 5, 7, 4), np.float32, channel_major, seed=2)
-    b = np.linspace(-1, 1, 5).astype(np.float32)
-    st = B.BATCH_NORM_STATS.run(np, x)
-
-    def run():
-        return (B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5), B.BN_BACKWARD.run(np, g, x, st, w, 1e-5),
-                B.BATCH_NORM_STATS.run(np, x))
-    same_bits_under_uneven_split(run, lambda n: [(0, 1), (1, 3), (3, 3), (3, n)], calls=3)
-    # the statistics alone are the forward record's tail bit for bit (a compiled forward
-    # computes them apart from the normalization: jit/batchnorm_split.py)
-    np.testing.assert_array_equal(st.reshape(-1), run()[0][x.size:])
-
-
 @pytest.mark.parametrize("x_cm,g_cm", [(True, False), (False, True), (True, True), (False, False)])
 def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(monkeypatch, x_cm, g_cm):
     # A conv's channel-major activation against pooling's C-contiguous gradient: the numpy
@@ -172,7 +154,7 @@ def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(mon
     shape = (6, 5, 7, 4)
     x, _, w = _inputs(shape, np.float32, x_cm, seed=3)
     g = activation(np.random.default_rng(4), shape, np.float32, g_cm) - 5
-    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
+    monkeypatch.setattr(CF, "_run", lambda *a: False)     # the numpy forms
     st = B.BATCH_NORM_STATS.run(np, x)
     copies, real_copyto = [], np.copyto
     monkeypatch.setattr(B.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
@@ -197,7 +179,7 @@ def test_numpy_form_by_channel_blocks_gives_the_whole_arrays_bits(monkeypatch, d
     # the block size (channels of 11,250 elements: no block of one, see the forward's test).
     x, _, w = _inputs(shape, dtype, True, seed=5)
     g = activation(np.random.default_rng(6), shape, dtype, g_cm) - 5
-    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
+    monkeypatch.setattr(CF, "_run", lambda *a: False)     # the numpy forms
     st = B.BATCH_NORM_STATS.run(np, x)
     monkeypatch.setattr(B, "_NP_BLOCK_BACKWARD", channels_per_block * (x.size // shape[1]))
     blocks = []

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.cpu.kernels import batchnorm_kernels as BK
+from tracejit.compiler.cpu.kernels import channel_forms as CF
 from tracejit.ops import batchnorm_prim as B
 from tracejit.compiler.cpu.kernels import loader as native
 from inputs import activation
@@ -37,7 +37,7 @@ def test_record_equals_stats_then_train(monkeypatch, dtype, shape, channel_major
     tol = 2e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(rec[size:].reshape(2, c), st, rtol=tol, atol=tol)
     np.testing.assert_allclose(rec[:size].reshape(shape), y, rtol=tol, atol=tol * 10)
-    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy form
+    monkeypatch.setattr(CF, "_run", lambda *a: False)     # the numpy form
     np.testing.assert_allclose(B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5), rec, rtol=tol, atol=tol * 10)
     # against plain numpy, float64
     x64 = x.astype(np.float64)
@@ -51,7 +51,7 @@ def test_record_equals_stats_then_train(monkeypatch, dtype, shape, channel_major
 def test_kernel_ran_output_contiguous_and_stats_returned():
     x, w, b = _inputs((6, 3, 4, 5), np.float32, True)
     y, st = B.batch_norm_forward(tj.tensor(x), tj.tensor(w), tj.tensor(b), 1e-5)
-    loaded = {k[1] for k, v in native._kernels.items() if k[0] == "batchnorm" and v.fn is not None}
+    loaded = {k[1] for k, v in native._kernels.items() if k[0] == "channels" and v.fn is not None}
     assert "forward" in loaded
     assert y.numpy().flags.c_contiguous and tuple(y.shape) == x.shape
     # the statistics (saved for the backward) must not keep the output's memory alive
@@ -120,7 +120,7 @@ def test_numpy_form_by_channel_blocks_gives_the_whole_arrays_bits(monkeypatch, d
     # buffer by buffer (other bits than the same row among others): no block has one channel.
     x, w, b = _inputs(shape, dtype, True, seed=7)
     count = x.size // shape[1]
-    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
+    monkeypatch.setattr(CF, "_run", lambda *a: False)     # the numpy forms
     monkeypatch.setattr(B, "_NP_BLOCK", channels_per_block * count)
     rec = B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5)
     assert B._forward_blocks(x, w, b, 1e-5, np.empty_like(rec))

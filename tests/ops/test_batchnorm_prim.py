@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.cpu.kernels import batchnorm_kernels as BK
+from tracejit.compiler.cpu.kernels import channel_forms as CF
 from tracejit.ops import batchnorm_prim as B
 from tracejit.compiler.cpu.kernels import loader as native
 
@@ -26,11 +26,14 @@ def _inputs(shape, dtype, layout, seed=0):
 
 
 def _all_impls(x, g, w, b):
-    st = B.BATCH_NORM_STATS.run(np, x)
-    y = B.BATCH_NORM_TRAIN.run(np, x, st, w, b, 1e-5)
-    red = B.BN_BACKWARD_REDUCE.run(np, g, x, st, 1e-5)
-    gx = B.BN_BACKWARD_INPUT.run(np, g, x, st, w, red, 1e-5)
-    return st, y, red, gx
+    """(stats, y, (sum g, sum g*xhat), gx) through the one-pass records (their kernels where
+    loaded), the input gradient in x's shape."""
+    c, size = x.shape[1], x.size
+    rec = B.BATCH_NORM_FORWARD.run(np, x, w, b, eps=1e-5)
+    st = rec[size:].reshape(2, c)
+    bw = B.BN_BACKWARD.run(np, g, x, st, w, eps=1e-5)
+    gx = bw[:size].reshape((c, x.shape[0]) + x.shape[2:]).swapaxes(0, 1)
+    return st, rec[:size].reshape(x.shape), bw[size:].reshape(2, c), gx
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -39,7 +42,7 @@ def _all_impls(x, g, w, b):
 def test_kernels_equal_numpy_forms(monkeypatch, dtype, shape, layout):
     x, g, w, b = _inputs(shape, dtype, layout)
     got = _all_impls(x, g, w, b)
-    monkeypatch.setattr(BK, "_run", lambda *a: None)     # the numpy forms
+    monkeypatch.setattr(CF, "_run", lambda *a: False)     # the numpy forms
     want = _all_impls(x, g, w, b)
     tol = 2e-5 if dtype == np.float32 else 1e-12
     for a, e, name in zip(got, want, ("stats", "y", "reduce", "gx")):
@@ -55,16 +58,8 @@ def test_kernels_ran():
     """The comparison above is not numpy against numpy: in sync mode the kernels load."""
     x, g, w, b = _inputs((4, 2, 3), np.float32, "contiguous")
     _all_impls(x, g, w, b)
-    loaded = {k[1] for k, v in native._kernels.items() if k[0] == "batchnorm" and v.fn is not None}
-    assert loaded >= {"stats", "affine", "reduce"}
-
-
-def test_input_gradient_is_channel_major():
-    """Written in the order a convolution's backward GEMM reads it: (C, N, H, W) memory."""
-    x, g, w, b = _inputs((4, 3, 5, 5), np.float32, "contiguous")
-    st = B.BATCH_NORM_STATS.run(np, x)
-    gx = B.BN_BACKWARD_INPUT.run(np, g, x, st, w, B.BN_BACKWARD_REDUCE.run(np, g, x, st, 1e-5), 1e-5)
-    assert np.swapaxes(gx, 0, 1).flags.c_contiguous
+    loaded = {k[1] for k, v in native._kernels.items() if k[0] == "channels" and v.fn is not None}
+    assert loaded >= {"forward", "backward"}
 
 
 def _torch_grads(torch, x, g, w, b, momentum=0.1):
@@ -173,7 +168,7 @@ def test_numpy_forms_float16_and_record_forms(monkeypatch, layout):
     """The numpy forms' per-channel sums (in the array's memory order) against float64 numpy,
     float16 included (its sums accumulate in float32, as numpy's mean of float16); the
     one-pass records' numpy forms hold what the two-primitive forms give, bit for bit."""
-    monkeypatch.setattr(BK, "_run", lambda *a: None)
+    monkeypatch.setattr(CF, "_run", lambda *a: False)
     for dtype, tol in ((np.float16, 2e-3), (np.float32, 2e-6)):
         x, g, w, b = _inputs((6, 3, 7, 5), dtype, layout, seed=4)
         st = B.BATCH_NORM_STATS.run(np, x)

@@ -87,7 +87,7 @@ def render_channels(nest: LoopNest, parallel: bool):
             body += [f"{I2}for i0 in range(d0):", f"{I3}for i2 in range(d2):", f"{I4}for i3 in range(d3):"]
             body += [f"{I5}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
             body += block(p.steps, [o.value for o in p.writes], I5)
-            body += [f"{I5}{o.array}[i0, i1, i2, i3] = {o.value}" for o in p.writes]
+            body += [f"{I5}{o.array}[{'i1, i0' if o.cm else 'i0, i1'}, i2, i3] = {o.value}" for o in p.writes]
 
     sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.contiguous, readonly=True)
                 for op in nest.operands]

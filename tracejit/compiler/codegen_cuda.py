@@ -97,7 +97,8 @@ class CudaKernelSpec:
     """A rendered CUDA kernel: its source, its nest, and what `CudaKernel` needs to launch it.
 
     ``mode`` is "flat", "nd" (also a windows nest: codegen_cuda_windows.py), "partial" (a
-    partial reduction) or "rows" (a rows nest: codegen_cuda_rows.py); ``reduction`` is None,
+    partial reduction), "rows" (a rows nest: codegen_cuda_rows.py) or "channels" (a block
+    per channel: codegen_cuda_channels.py); ``reduction`` is None,
     "full" or "partial"; ``flatten[j]`` says whether array argument j is passed as a 1-D
     view and ``contiguous[j]`` whether its declared type is C-contiguous (numba does not
     check arguments against an explicit signature on launch, so `CudaKernel` does);
@@ -184,6 +185,10 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
     """The numba CUDA source of `nest` (kernels of `block` threads, a power of two)."""
     if block < 2 or block & (block - 1):
         raise ValueError(f"block must be a power of two >= 2, got {block}")
+    from .codegen_cpu import channels
+    if channels(nest):
+        from .codegen_cuda_channels import render_channels
+        return render_channels(nest, block)
     if nest.window is not None:
         from .codegen_cuda_windows import render_windows
         return render_windows(nest, block)

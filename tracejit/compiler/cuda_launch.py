@@ -184,7 +184,7 @@ class CudaKernel:
         n = math.prod(dims)
         block = spec.block
         work = math.prod(dims[d] for d in spec.kept) if spec.reduction == "partial" else n
-        if work == 0 and spec.reduction != "full" and spec.mode != "rows":
+        if work == 0 and spec.reduction != "full" and spec.mode not in ("rows", "channels"):
             return  # nothing to compute (a full reduction of nothing still writes its init)
         s = _resolve_stream(stream)
         kargs = [_kernel_array(a, f, c) for a, f, c in zip(arrays, spec.flatten, spec.contiguous)]
@@ -198,10 +198,11 @@ class CudaKernel:
             self.fn[grid, block, s](*kargs, *dims)
             self.finish[1, block, s](kargs[-1], _kernel_array(red, True), grid)
             return
-        if spec.mode == "rows":
-            # a block per row (codegen_cuda_rows.py), each block striding over the rows past
-            # the cap; a row of no elements still writes its reductions' initial values
-            rows = math.prod(dims[:-1])
+        if spec.mode in ("rows", "channels"):
+            # a block per row (codegen_cuda_rows.py) or channel (codegen_cuda_channels.py),
+            # each block striding over those past the cap; one of no elements still writes
+            # its reductions' initial values
+            rows = dims[1] if spec.mode == "channels" else math.prod(dims[:-1])
             if rows:
                 self.fn[min(rows, ROW_BLOCKS), block, s](*kargs, *dims)
             return

@@ -79,9 +79,9 @@ def _channel_dims(rank: int) -> tuple:
 
 def _row_reduction(e: Eqn) -> bool:
     """A reduction a rows group takes, of a float array, kept (keepdim): sum/amax/amin over
-    the last dim only (a value per row), or a sum over every dim but dim 1 of a CPU value
-    of rank 4 (a value per channel: BatchNorm's statistics; its nest is rendered
-    channel-outermost by codegen_cpu_windows.py, which only the CPU backend has)."""
+    the last dim only (a value per row), or a sum over every dim but dim 1 of a value of
+    rank 4 (a value per channel: BatchNorm's statistics; its nest is rendered
+    channel-outermost: codegen_cpu_channels.py, codegen_cuda_channels.py)."""
     if e.prim not in (_red.SUM, _red.AMAX, _red.AMIN) or not isinstance(e.inputs[0], Var):
         return False
     src = e.inputs[0].aval
@@ -92,8 +92,7 @@ def _row_reduction(e: Eqn) -> bool:
     dims = _row_dims(e)
     if dims == (rank - 1,):
         return True
-    return (e.prim is _red.SUM and rank == 4 and dims == _channel_dims(rank)
-            and getattr(src.device, "type", "cpu") == "cpu")
+    return e.prim is _red.SUM and rank == 4 and dims == _channel_dims(rank)
 
 
 def _column_sum(e: Eqn) -> bool:

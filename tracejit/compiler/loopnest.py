@@ -128,6 +128,7 @@ class Output:
     value: str         # the step (or operand) name whose value is stored
     row: bool = False  # a rows nest's per-row value: the iteration shape with last dim 1
     col: bool = False  # a rows nest's sum over its rows: dims 1 but the last
+    cm: bool = False   # written into (C, N, H, W) memory (windows.channel_major_outputs)
 
     @property
     def array(self) -> str:
@@ -323,7 +324,10 @@ def _compute_dtype(e) -> str:
     return e.out.aval.dtype.name
 
 
-def _index(v, shape) -> tuple:
+def _index(v, shape, channels: bool = False) -> tuple:
+    """Per dim of `v`, the iteration dim it follows, or None (broadcast: read at 0). A
+    size-1 dim follows a size-1 iteration dim, except in a channel nest (`channels`): there
+    a (1, C, 1, 1) operand is per channel whatever the batch size, N = 1 included."""
     rank = len(shape)
     r = len(v.aval.shape)
     if r > rank:   # a window's record ((2,) + the pooled shape): read by the window only
@@ -331,7 +335,7 @@ def _index(v, shape) -> tuple:
     parts = []
     for j, dsz in enumerate(v.aval.shape):
         it = rank - r + j
-        if isinstance(dsz, int) and dsz == 1 and not (isinstance(shape[it], int) and shape[it] == 1):
+        if isinstance(dsz, int) and dsz == 1 and (channels or not (isinstance(shape[it], int) and shape[it] == 1)):
             parts.append(None)
         else:
             parts.append(it)
@@ -350,12 +354,13 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     if len(layouts) != len(group.inputs) or any(lay not in LAYOUTS for lay in layouts):
         raise ValueError(f"layouts {layouts!r} do not fit the group's {len(group.inputs)} inputs")
     reads = getattr(group, "reads", None) or {}
-    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape)
+    rows_in = list(getattr(group, "rows", ()))
+    chan = bool(rows_in) and rank == 4 and tuple(rows_in[0].params["dims"]) == (0, 2, 3)
+    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape, chan)
                              if layouts[k] != "cm" else (1, 0) + _index(v, shape)[2:],
                              reads[v][1] if v in reads else ())
                      for k, v in enumerate(group.inputs))
     names = {op.var: op.name for op in operands}
-    rows_in = list(getattr(group, "rows", ()))
     for k, e in enumerate(rows_in):
         names[e.out] = f"r{k}"
     cols_in = list(getattr(group, "cols", ()))
@@ -386,8 +391,9 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     mats = [v for v in group.outputs if red is None or v is not red.out]
     # a rows nest's per-row (per-channel) values: not of the iteration shape, nor the window's
     col_vars = {e.out for e in cols_in}
+    cm = getattr(group, "cm_outputs", ())
     outputs = tuple(Output(m, v, v.aval.dtype.name, names[v], bool(rows_in) and tuple(v.aval.shape) != shape
-                           and (win is None or v is not win.out) and v not in col_vars, v in col_vars)
+                           and (win is None or v is not win.out) and v not in col_vars, v in col_vars, v in cm)
                     for m, v in enumerate(mats))
     rows = tuple(_reduction(e, names, rank, sequential_sums) for e in rows_in)
     cols = tuple(_reduction(e, names, rank, sequential_sums) for e in cols_in)

@@ -12,17 +12,12 @@ A plan is device-agnostic: each fused group is lowered once per operand layouts 
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import linecache
 import logging
 import math
-import os
 import re
 import sys
-import threading
-import warnings
-from typing import Optional
 
 import numpy as np
 
@@ -42,7 +37,7 @@ from .attnpair import AttentionBackwardSum, AttentionPair
 from .gemm_steps import ColumnSum, GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import operand_layouts
-from .windows import channel_layouts, channel_view
+from .windows import channel_layouts, channel_rows, channel_view, strided_layout
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
 from ..ops.creation import FULL
 from ..dtypes import bfloat16 as _BF16
@@ -187,7 +182,8 @@ class Plan:
     # ---- generation ------------------------------------------------------------------
     def _build(self):
         g = self.graph
-        consts: dict = {"np": np, "xp": self.backend.array_module(), "_fix": self.backend.fix, "_cm": channel_view}
+        consts: dict = {"np": np, "xp": self.backend.array_module(), "_fix": self.backend.fix, "_cm": channel_view,
+                        "_sl": strided_layout}
         names: dict = {}
         counter = itertools.count()
 
@@ -258,14 +254,14 @@ class Plan:
         kname = f"K{k}"
         consts[kname] = kern
         lines = []
-        shape = grp.shape
-        rank = len(shape)
+        shape, rank = grp.shape, len(grp.shape)
         # Layouts as the shapes say, contiguity assumed where the plan cannot tell (values
         # from kernels are C-contiguous by construction, the others are checked before the
         # call below); an operand the plan makes strided itself is "nd" (`_strided`).
         ins = [operand_var(grp, v) for v in grp.inputs]   # (a slice read in place: its array)
         layouts = operand_layouts(grp, [not self._strided(v) for v in ins])
-        if self.backend.name == "cpu":     # (a convolution's output: its (C, N, H, W) view)
+        chan = self.backend.name == "cpu" and rank == 4 and (grp.window is not None or channel_rows(grp))
+        if chan:     # (a convolution's output: its (C, N, H, W) view)
             layouts = channel_layouts(grp, layouts, self._producer, self._ordered)
         check_contig = [v for v, lay in zip(ins, layouts) if lay in ("flat", "ndc")]
         red = grp.reduction
@@ -279,12 +275,15 @@ class Plan:
         static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
         ref = next((a for a, lay in zip(call_args, layouts) if lay != "scalar"), "None")
         donor = self._donor(grp, kern, layouts, mats, donors)
+        cms = getattr(grp, "cm_outputs", ())
         for m, v in enumerate(mats):
             # Rank-0 values live in 1-element buffers inside kernels.
             dt = _dtype_const(v.aval.dtype, consts)
             # (a rows group's per-row outputs have its shape with the last dim 1)
             # (and a windows group's pooled output its own shape)
             oshape = tuple(v.aval.shape) if grp.rows or grp.window is not None else shape
+            if v in cms:    # written channel-major: the value is its (N, C, H, W) view
+                oshape = (oshape[1], oshape[0]) + oshape[2:]
             if self.backend.name == "cpu" and (static_size is None
                                                or static_size * v.aval.dtype.np.itemsize >= ALIGN_MIN):
                 # a large output: on a cache line, apart from the first operand modulo a
@@ -362,9 +361,10 @@ class Plan:
             cond = " and ".join(f"{nm(v)}.flags.c_contiguous" for v in not_internal)
             # Only the operands that really are strided (a transposed input, a broadcast
             # view) take explicit index arithmetic; the others stay flat.
-            slow = ", ".join(
-                f"({lay!r} if {nm(v)}.flags.c_contiguous else 'nd')" if v in not_internal else repr(lay)
-                for v, lay in zip(ins, layouts))
+            # (a channel or windows group's (C, N, H, W)-ordered operand: "cm", windows.strided_layout)
+            lay_of = "_sl({a}, {lay!r})" if chan else "({lay!r} if {a}.flags.c_contiguous else 'nd')"
+            slow = ", ".join(lay_of.format(a=nm(v), lay=lay) if v in not_internal else repr(lay)
+                             for v, lay in zip(ins, layouts))
             # Until that variant is loaded (a background entry prepares it off the
             # caller's thread: `_Kernel.ready`), the contiguous one runs on copies of the
             # strided operands (~1 ms for 2M floats, against 0.3-0.9 s of numba).
@@ -387,10 +387,8 @@ class Plan:
             lines += ["        " + x for x in strided]
         else:
             lines += ["    " + x for x in fast]
-        if rank == 0:
-            for v in mats:
-                lines.append(f"    {nm(v)} = {nm(v)}.reshape(())")
-        return lines
+        lines += [f"    {nm(v)} = {nm(v)}.reshape(())" for v in mats if rank == 0]
+        return lines + [f"    {nm(v)} = {nm(v)}.swapaxes(0, 1)" for v in mats if v in cms]
 
     def _donor(self, grp: Group, kern, layouts: tuple, mats: list, donors):
         """The input whose array an elementwise map may write its one output into: of the

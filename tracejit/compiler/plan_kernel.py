@@ -15,6 +15,7 @@ from ..errors import CompileError
 from . import backends
 from .fusion import Group
 from .kernel_errors import group_label
+from .windows import channel_view
 
 __all__ = ["_Kernel"]
 
@@ -111,6 +112,14 @@ class _Kernel:
         background-compiled entry (`defer`), None while a thread has it loaded from disk or
         compiled by a worker first (the caller runs a loaded variant on contiguous copies
         meanwhile: the same values); else (sync mode) `get`: it compiles here."""
+        fn = self._ready(layouts, parallel)
+        if fn is None or "cm" not in layouts:
+            return fn
+        # "cm" operands go in as their (C, N, H, W) views (windows.strided_layout)
+        k = len(layouts)
+        return lambda *a: fn(*[channel_view(x) if lay == "cm" else x for x, lay in zip(a, layouts)], *a[k:])
+
+    def _ready(self, layouts: tuple, parallel: bool):
         key = (layouts, self.backend.variant(parallel))
         fn = self.variants.get(key)
         if fn is not None or not self.defer:

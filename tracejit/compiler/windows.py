@@ -27,7 +27,7 @@ from ..jit.ir import Eqn, Var
 from ..ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from ..ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 
-__all__ = ["KINDS", "attach_windows", "channel_layouts", "channel_rows", "channel_view", "window_kind", "MODES", "tiles"]
+__all__ = ["KINDS", "attach_windows", "channel_major_outputs", "channel_layouts", "channel_rows", "channel_view", "strided_layout", "window_kind", "MODES", "tiles"]
 
 #: primitive -> (kind, gather): what loopnest.Window calls it, and whether it is a backward
 KINDS = {MAX_POOL2D_WITH_OFFSETS: ("max_record", False), MAX_POOL2D: ("max", False),
@@ -100,6 +100,16 @@ def channel_view(a):
     return t if t.flags.c_contiguous else t.copy()
 
 
+def strided_layout(a, lay: str) -> str:
+    """The layout a windows or channel group's kernel variant takes operand `a` (of the
+    iteration shape) in at run time, its contiguous variant's being `lay`: `lay` where `a`
+    is C-contiguous, "cm" where its (C, N, H, W) view is (a convolution's output saved for
+    the backward: plan_kernel passes that view), else "nd"."""
+    if a.flags.c_contiguous:
+        return lay
+    return "cm" if a.ndim == 4 and a.swapaxes(0, 1).flags.c_contiguous else "nd"
+
+
 def _host(g) -> bool:
     """Whether a window may join group `g`: elementwise work, or per-channel sums and
     the work reading them (the window fold is then the channel's last pass)."""
@@ -121,7 +131,7 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
     if windows not in MODES:
         raise ValueError(f"windows must be one of {MODES}, got {windows!r}")
     if windows == "none" or not any(window_kind(it) for it in items):
-        return items
+        return channel_major_outputs(items, graph)
     results = {a for a in graph.outputs if isinstance(a, Var)}
     items = list(items)
     next_gid = [1 + max((it.gid for it in items if isinstance(it, Group)), default=-1)]
@@ -178,7 +188,30 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
             items.remove(e)
         else:
             items[items.index(e)] = new_group(shape, e, list(e.inputs), [gx])
-    return _schedule(items, graph)
+    return channel_major_outputs(_schedule(items, graph), graph)
+
+
+def channel_major_outputs(items: list, graph) -> list:
+    """`items` with each channel group's (N, C, H, W) outputs that only (1, 0, 2, 3)
+    permutes read marked ``cm_outputs``: the kernel writes them into (C, N, H, W) memory
+    (loopnest.Output.cm), so the permute, and the reshape to a convolution backward's
+    (C, N*H*W) rows after it, are views, not a transposing copy (BatchNorm's input
+    gradient, jit/batchnorm_split.py)."""
+    from ..ops.shape import PERMUTE
+    from .fusion import Group
+    results = {a for a in graph.outputs if isinstance(a, Var)}
+    readers: dict = {}
+    for it in items:
+        for a in it.inputs:
+            readers.setdefault(a, []).append(it)
+    for g in items:
+        if not isinstance(g, Group) or len(g.shape) != 4 or not channel_rows(g):
+            continue
+        g.cm_outputs = frozenset(
+            v for v in g.outputs if tuple(v.aval.shape) == tuple(g.shape) and v not in results
+            and v in readers and all(isinstance(r, Eqn) and r.prim is PERMUTE
+                                     and tuple(r.params["dims"]) == (1, 0, 2, 3) for r in readers[v]))
+    return items
 
 
 def _shape_only(reader, v) -> bool:

@@ -1,4 +1,4 @@
-"""A compiled training forward's BatchNorm as its statistics and elementwise normalization.
+"""A compiled training step's BatchNorm as per-channel sums and elementwise work.
 
 After differentiation a training step's forward graph holds, for ``bn(x)`` (ops/batchnorm_prim.py):
 
@@ -25,18 +25,25 @@ Values match the record's to rounding (the sums run in another order). Other ran
 the record's values bit for bit. It runs on forward graphs only after differentiation (it
 drops batch_norm_values, which carries BatchNorm's VJP; the backward reads x and the
 statistics, not y).
-``TRACEJIT_BN_SPLIT=0`` turns it off (the pattern's switch).
+
+`split_backward`, on the backward graph, writes each (N, C, H, W) ``batch_norm_backward``
+record as its channel form too (ops/batchnorm_prim.py `backward_form`): one channel group
+that folds sum g and sum g*(x - mean) per channel in one pass and writes the input
+gradient in the next, channel-major (compiler/windows.py `channel_major_outputs`), as the
+record's head was, so the convolution backward after it reads its rows with no copy.
+``TRACEJIT_BN_SPLIT=0`` turns both off (the patterns' switch).
 """
 from __future__ import annotations
 
 from . import patterns as _patterns
 from .ir import def_use, rewritten, Eqn, Graph, Var
-from ..ops.batchnorm_prim import BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_VALUES
+from ..ops.batchnorm_prim import (BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_VALUES, BN_BACKWARD,
+                                  backward_form, forward_form)
 from ..ops.indexing import GETITEM
 from ..ops.registry import Aval
 from ..ops.shape import RESHAPE
 
-__all__ = ["split"]
+__all__ = ["split", "split_backward"]
 
 _FLOATS = ("float32", "float64")
 
@@ -69,20 +76,13 @@ def _normalize(x, stats, weight, bias, eps: float):
 
 
 def _channel_form(x, weight, bias, eps: float):
-    """(y, the (2*C,) statistics) of training-mode BatchNorm over an (N, C, H, W) x as
-    per-channel sums and elementwise ops: the mean, then the biased variance as the mean
-    of (x - mean)**2 (a second sum over the channel: no cancellation), then
-    ``(x - mean) * (weight * rsqrt(var + eps)) + bias``. The scheduler makes it one
-    channel group (fusion._row_reduction), with a pooling after it as the group's last
-    pass (compiler/windows.py)."""
+    """(y, the (2*C,) statistics) of training-mode BatchNorm over an (N, C, H, W) x by its
+    channel form (ops/batchnorm_prim.py `forward_form`): one channel group, with a
+    pooling after it as the group's last pass (compiler/windows.py)."""
     from ..ops.shape import cat, reshape
     c = x.shape[1]
     inv = 1.0 / (x.shape[0] * x.shape[2] * x.shape[3])
-    mean = x.sum((0, 2, 3), keepdim=True) * inv
-    xc = x - mean
-    var = (xc * xc).sum((0, 2, 3), keepdim=True) * inv
-    a = reshape(weight, (1, c, 1, 1)) * (var + eps).rsqrt()
-    y = xc * a + reshape(bias, (1, c, 1, 1))
+    y, mean, var = forward_form(x, reshape(weight, (1, c, 1, 1)), reshape(bias, (1, c, 1, 1)), inv, eps)
     return y, cat([reshape(mean, (c,)), reshape(var, (c,))])
 
 
@@ -138,5 +138,55 @@ def split(g: Graph) -> Graph:
     return rewritten(g, replace)
 
 
-# A pattern of the compiled training step's forward graphs after differentiation (jit/patterns.py)
+def _backward_form(g, x, stats, weight, eps: float):
+    """(the input gradient's (C*N*H*W,) channel-major run, the (2*C,) sums (sum g,
+    sum g*xhat)) of batch_norm_backward over an (N, C, H, W) x by its channel form
+    (`backward_form`): one channel group, the gradient written channel-major
+    (windows.channel_major_outputs) so the convolution backward's GEMM reads its rows with
+    no copy."""
+    from ..ops.shape import cat, permute, reshape
+    c = x.shape[1]
+    view = (1, c, 1, 1)
+    inv = 1.0 / (x.shape[0] * x.shape[2] * x.shape[3])
+    gx, s0, s1 = backward_form(g, x, reshape(stats[0], view), reshape(stats[1], view), reshape(weight, view),
+                               inv, eps)
+    return reshape(permute(gx, (1, 0, 2, 3)), (-1,)), cat([reshape(s0, (c,)), reshape(s1, (c,))])
+
+
+def split_backward(g: Graph) -> Graph:
+    """`g` with each batch_norm_backward record over an (N, C, H, W) value whose readers
+    slice its head (the input gradient) and tail (the sums) written as `_backward_form`."""
+    producer, users, outputs = def_use(g)
+    replace: dict = {}
+    for e in g.eqns:
+        if e.prim is not BN_BACKWARD or len(e.inputs) != 4 or e.out in outputs:
+            continue
+        gr, x, stats, w = e.inputs
+        shape = x.aval.shape
+        if (not all(isinstance(v, Var) for v in e.inputs) or len(shape) != 4
+                or not all(isinstance(d, int) for d in shape)
+                or len({v.aval.dtype for v in e.inputs}) != 1 or x.aval.dtype.name not in _FLOATS):
+            continue
+        size = e.out.aval.shape[0] - 2 * shape[1]
+        parts = {}
+        for u in users.get(e.out, []):
+            spec = u.params.get("spec") if u.prim is GETITEM else None
+            part = {(("s", 0, size, None),): 0, (("s", size, None, None),): 1}.get(spec)
+            if part is None or part in parts:
+                break
+            parts[part] = u
+        else:
+            dt, dev = x.aval.dtype, x.aval.device
+            outs = tuple(parts[k].out if k in parts else Var(Aval((n,), dt, dev))
+                         for k, n in ((0, size), (1, 2 * shape[1])))
+            eps = e.params["eps"]
+            replace[id(e)] = _traced(lambda *ts: _backward_form(*ts, eps), tuple(e.inputs), outs, e.loc)
+            for u in parts.values():
+                replace[id(u)] = []
+    return rewritten(g, replace)
+
+
+# Patterns of the compiled training step's graphs after differentiation (jit/patterns.py)
 _patterns.register(_patterns.Pattern("bn_split", split, ("forward",), switch="TRACEJIT_BN_SPLIT"))
+_patterns.register(_patterns.Pattern("bn_backward_split", split_backward, ("backward",),
+                                     switch="TRACEJIT_BN_SPLIT"))

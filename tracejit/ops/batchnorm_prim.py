@@ -36,10 +36,12 @@ statistics' dependence on x that the non-differentiable `stats` operand does not
 order of derivative is right, eagerly (``create_graph=True``) and through a compiled
 module's eager backward (compiler/executor.py interprets the traced backward then).
 
-The CPU backend registers a numba loop per pass (ops/impls.py;
-compiler/cpu/kernels/batchnorm_kernels.py) over (N, C, L) views of any strides (eager
-activations are often channel-major, the conv GEMM's order); the numpy forms here (other
-array modules, other dtypes, kernels not loaded yet) compute the same formulas. Output memory
+The two records' CPU kernels are their *channel forms* (`forward_form`, `backward_form`:
+per-channel sums and elementwise ops) rendered as one channel group by the compiler's one
+lowering (compiler/cpu/kernels/channel_forms.py), as a compiled step's BatchNorm is
+(jit/batchnorm_split.py); they take x in either memory order (eager activations are often
+channel-major, the conv GEMM's order). The numpy forms here (other array modules, other
+dtypes, kernels not loaded yet) compute the same formulas. Output memory
 order is chosen for the next op: the normalized output is C-contiguous (the ReLU after it
 runs on its flat path), the input gradient channel-major (the rows of the convolution
 backward's GEMM, so no transposing copy there).
@@ -52,7 +54,7 @@ from ..shapes import numel
 from .registry import Aval, defprim
 from .eager import bind
 
-__all__ = ["batch_norm_stats", "batch_norm_train", "batch_norm_forward"]
+__all__ = ["batch_norm_stats", "batch_norm_train", "batch_norm_forward", "forward_form", "backward_form"]
 
 
 # ---------------------------------------------------------------- kernels
@@ -481,6 +483,33 @@ BATCH_NORM_FORWARD = defprim("batch_norm_forward", _forward_impl, _forward_rule,
 BATCH_NORM_VALUES = defprim("batch_norm_values", _values_impl, _values_rule, _values_vjp,
                             kind="other", save=lambda rq: (1, 2, 3), nondiff=(0, 2),
                             grad_name="NativeBatchNormBackward0")
+
+
+# ---------------------------------------------------------------- the channel forms
+# The records' kernels and a compiled step's BatchNorm (jit/batchnorm_split.py) are these
+# functions over (N, C, H, W) operands, written as per-channel sums (keepdim, over every dim
+# but 1) and elementwise ops: one channel group (compiler/fusion.py,
+# compiler/cpu/kernels/channel_forms.py). Per-channel operands and results are (1, C, 1, 1);
+# `inv` is 1 / (N*H*W): a constant in a compiled step, an operand of the eager kernels (one
+# kernel for every size, the same value).
+def forward_form(x, weight, bias, inv, eps: float):
+    """(y, mean, biased variance) of training-mode BatchNorm: the mean, then the variance
+    as the mean of (x - mean)**2 (a second pass over the channel: no cancellation), then
+    ``(x - mean) * (weight * rsqrt(var + eps)) + bias``."""
+    mean = x.sum((0, 2, 3), keepdim=True) * inv
+    xc = x - mean
+    var = (xc * xc).sum((0, 2, 3), keepdim=True) * inv
+    return xc * (weight * (var + eps).rsqrt()) + bias, mean, var
+
+
+def backward_form(g, x, mean, var, weight, inv, eps: float):
+    """(input gradient, sum g, sum g*xhat) of training-mode BatchNorm: the two sums in one
+    pass, then ``w*rstd*(g - sum g/n - xhat*sum(g*xhat)/n)``."""
+    rstd = (var + eps).rsqrt()
+    xc = x - mean
+    s0 = g.sum((0, 2, 3), keepdim=True)
+    s1 = (g * xc).sum((0, 2, 3), keepdim=True) * rstd
+    return (g - s0 * inv - xc * (rstd * s1 * inv)) * (weight * rstd), s0, s1
 
 
 # ---------------------------------------------------------------- public functions

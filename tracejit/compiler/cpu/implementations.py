@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from ...ops import impls
 from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
-from ...ops.batchnorm_prim import (BATCH_NORM_FORWARD, BATCH_NORM_STATS, BATCH_NORM_TRAIN, BN_BACKWARD,
-                                   BN_BACKWARD_INPUT, BN_BACKWARD_REDUCE)
+from ...ops.batchnorm_prim import BATCH_NORM_FORWARD, BN_BACKWARD
 from ...ops.conv import FOLD, UNFOLD
 from ...ops.elementwise_logic import CAST
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
@@ -34,8 +33,7 @@ from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
-from .kernels import (attention_kernels as attention, batchnorm_kernels as batchnorm,
-                      conv_kernels as conv, index_kernels as index,
+from .kernels import (attention_kernels as attention, channel_forms, conv_kernels as conv, index_kernels as index,
                       recurrent_layers as recurrent, row_forms,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
@@ -73,13 +71,9 @@ TABLE = (
     (AVG_POOL2D_BACKWARD, windows.avg_pool2d_backward, floats(1), None),
     (UNFOLD, conv.unfold, conv.gemm_layout, None),
     (FOLD, conv.fold, conv.gemm_fold, None),
-    # BatchNorm's passes, and BatchNorm with the max pooling after it
-    (BATCH_NORM_STATS, batchnorm.stats, floats(1), None),
-    (BATCH_NORM_TRAIN, batchnorm.train, floats(1), None),
-    (BN_BACKWARD_REDUCE, batchnorm.backward_reduce, floats(2), None),
-    (BN_BACKWARD_INPUT, batchnorm.backward_input, floats(2), None),
-    (BN_BACKWARD, batchnorm.backward, floats(2), None),
-    (BATCH_NORM_FORWARD, batchnorm.forward, floats(1), None),
+    # BatchNorm's one-pass records: their channel forms' kernels (a compiled step's channel group)
+    (BN_BACKWARD, channel_forms.backward, floats(2), None),
+    (BATCH_NORM_FORWARD, channel_forms.forward, floats(1), None),
     # row updates
     (INDEX_ADD, index.index_add, None, None),
     # recurrent layers: the whole time loop in one kernel call

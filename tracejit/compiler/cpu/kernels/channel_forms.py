@@ -1,0 +1,148 @@
+"""The CPU kernels of BatchNorm's one-pass records, rendered by the channel-group renderer.
+
+``batch_norm_forward`` and ``batch_norm_backward`` (ops/batchnorm_prim.py) give their
+*channel forms* (`forward_form`, `backward_form`: per-channel sums over every dim but 1,
+then elementwise work reading them): traced over (N, C, H, W) operands they are one channel
+group (compiler/fusion.py), lowered (compiler/loopnest.py) and rendered by the CPU backend
+(compiler/codegen_cpu_channels.py) as a compiled training step's BatchNorm is
+(jit/batchnorm_split.py), so an eager call and a compiled plan run one lowering. Per
+channel the kernel folds the sums, then writes the channel's outputs while its run of the
+input is still in cache; the channels run on the runtime's threads.
+
+The record is the kernel's outputs: the forward's normalized value (C-contiguous: the
+ReLU after it runs on its flat path), then the mean and variance; the backward's input
+gradient channel-major ((C, N, ...) memory: the rows of the convolution backward's GEMM),
+then (sum g, sum g*xhat). An operand of x's shape goes in as its (C, N, H, W) view where it
+is channel-major (layout "cm": an eager convolution's output), C-contiguous otherwise (a
+copy where it is neither); other ranks as (N, C, L, 1). Loaded with loader.py's policy
+(compiled in the background workers; the numpy form runs until the kernel is loaded).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....ops.batchnorm_prim import backward_form, forward_form
+from .loader import kernel as _kernel
+
+__all__ = ["forward", "backward"]
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_UNSUPPORTED = object()
+_forms: dict = {}    # (form, dtype, layouts, size-1 pattern, eps) -> (positions, outputs, nest, parallel min)
+_calls: dict = {}    # the same plus the variant -> the loaded kernel's entry
+
+
+def _lower(form, shapes, layouts, cm: int, eps: float):
+    """`form` traced over operands of these (shape, dtype), scheduled and lowered with
+    the full-shape operands in `layouts` ("flat" or "cm"), output `cm` written
+    channel-major (-1: none): (graph input positions, graph output positions, nest).
+    Raises where the form is not one channel group."""
+    from .... import dtypes
+    from ....jit.tracer import trace_graph
+    from ....ops.registry import Aval
+    from ... import fusion, loopnest
+    ctx, outs = trace_graph(lambda *xs: form(*xs, eps=eps), [Aval(s, getattr(dtypes, dt)) for s, dt in shapes])
+    graph = ctx.graph([o._var for o in outs])
+    items = fusion.partition(graph)
+    if len(items) != 1 or not isinstance(items[0], fusion.Group) or not items[0].rows:
+        raise ValueError(f"{form.__name__} is not one channel group")
+    group = items[0]
+    if set(group.outputs) != set(graph.outputs):
+        raise ValueError(f"{form.__name__}'s channel group writes other values than its results")
+    group.cm_outputs = frozenset([graph.outputs[cm]] if cm >= 0 else [])
+    inputs = list(graph.inputs)
+    positions = [inputs.index(v) for v in group.inputs]
+    lays = tuple(layouts[p] if lay != "scalar" and tuple(v.aval.shape) == tuple(shapes[0][0]) else lay
+                 for p, v, lay in zip(positions, group.inputs, loopnest.operand_layouts(group)))
+    outputs = [list(graph.outputs).index(v) for v in group.outputs]
+    nest = loopnest.lower(group, lays)
+    from ...codegen_cpu_rows import parallel_elements_min
+    return positions, outputs, nest, parallel_elements_min(nest)
+
+
+def _as4(a):
+    """`a` (N, C, ...) as (N, C, H, W): (N, C, L, 1) for other ranks (a view: 'A' order kept)."""
+    if a.ndim == 4:
+        return a
+    n, c = a.shape[0], a.shape[1]
+    return a.reshape(n, c, -1, 1) if a.ndim != 2 else a.reshape(n, c, 1, 1)
+
+
+def _operand(a):
+    """(the array the kernel reads, its layout) of a full-shape (N, C, H, W) operand."""
+    if a.flags.c_contiguous:
+        return a, "flat"
+    t = a.swapaxes(0, 1)
+    if t.flags.c_contiguous:
+        return t, "cm"
+    return np.ascontiguousarray(a), "flat"
+
+
+def _run(form, name: str, full: tuple, chan: tuple, outs: list, cm: int, eps: float) -> bool:
+    """Run `form`'s kernel over `full` ((N, C, H, W) operands), `chan` ((1, C, 1, 1)
+    ones) and 1 / (N*H*W) into `outs` (its results' arrays, in the form's order; output `cm` a (C, N, H, W)
+    buffer); False (nothing written) where no kernel is loaded."""
+    x = full[0]
+    dt = x.dtype
+    if dt not in _DTYPES or not x.size:
+        return False
+    ops = [_operand(a) for a in full]
+    shape = tuple(x.shape)
+    inv = np.full(1, 1.0 / (shape[0] * shape[2] * shape[3]), dt)
+    arrays = [a for a, _ in ops] + list(chan) + [inv]
+    layouts = tuple(lay for _, lay in ops) + ("ndc",) * len(chan) + ("scalar",)
+    key = (name, dt.name, layouts, tuple(d == 1 for d in shape), float(eps))
+    got = _forms.get(key)
+    if got is None:
+        shapes = [(shape, dt.name)] * len(full) + [((1, shape[1], 1, 1), dt.name)] * len(chan) + [((1,), dt.name)]
+        try:
+            got = _forms[key] = _lower(form, shapes, layouts, cm, eps)
+        except Exception:
+            got = _forms[key] = _UNSUPPORTED
+    if got is _UNSUPPORTED:
+        return False
+    positions, outputs, nest, pmin = got
+    parallel = x.size >= pmin
+    fn = _calls.get(key + (parallel,))
+    if fn is None:
+        from ... import backends
+        fn = _kernel(("channels",) + key + (parallel,),
+                     lambda: backends.get("cpu").render(nest, parallel), steady=True).get()
+        if fn is None:
+            return False
+        fn = _calls[key + (parallel,)] = fn if parallel else backends.get("cpu").fast_entry(fn)
+    fn(*[arrays[p] for p in positions], *[outs[k] for k in outputs], *shape)
+    return True
+
+
+def _channel(a, c: int, dt):
+    return np.ascontiguousarray(a, dt).reshape(1, c, 1, 1)
+
+
+# ---------------------------------------------------------------- the primitives' implementations
+# (registered by compiler/cpu/implementations.py: the primitive's arrays and params in, its
+# record out, or None while the kernel is not loaded and the numpy form runs)
+def forward(x, weight, bias, eps):
+    """batch_norm_forward's record: the normalized x (C-contiguous), then mean and variance."""
+    c, size = x.shape[1], x.size
+    x4 = _as4(x)
+    rec = np.empty(size + 2 * c, x.dtype)
+    outs = [rec[:size].reshape(x4.shape), rec[size:size + c].reshape(1, c, 1, 1),
+            rec[size + c:].reshape(1, c, 1, 1)]
+    chan = (_channel(weight, c, x.dtype), _channel(bias, c, x.dtype))
+    return rec if _run(forward_form, "forward", (x4,), chan, outs, -1, eps) else None
+
+
+def backward(g, x, stats, weight, eps):
+    """batch_norm_backward's record: the input gradient channel-major, then (sum g,
+    sum g*xhat)."""
+    c, size = x.shape[1], x.size
+    if tuple(g.shape) != tuple(x.shape):
+        return None
+    x4 = _as4(x)
+    n, _, h, w = x4.shape
+    out = np.empty(size + 2 * c, x.dtype)
+    outs = [out[:size].reshape(c, n, h, w), out[size:size + c].reshape(1, c, 1, 1),
+            out[size + c:].reshape(1, c, 1, 1)]
+    chan = (_channel(stats[0], c, x.dtype), _channel(stats[1], c, x.dtype), _channel(weight, c, x.dtype))
+    return out if _run(backward_form, "backward", (_as4(g), x4), chan, outs, 0, eps) else None
