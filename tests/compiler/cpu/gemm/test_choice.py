@@ -270,7 +270,7 @@ def test_a_blas_call_on_fewer_threads_than_the_key_keeps_blas(store, monkeypatch
     cfg = template.CONFIGS[1]
     counts = iter([64, 64] + [1] + [64] * 1000)
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: next(counts))
-    monkeypatch.setattr(choice.router, "matmul", lambda a, b, blas_only=False: a @ b)
+    monkeypatch.setattr(choice.blas_gemm, "matmul", lambda a, b, blas_only=False: a @ b)
 
     def fake_time(fn, budget=0.005):
         if not _is(fn, cfg):

@@ -37,9 +37,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .... import envflags
-from . import router, template
+from . import blas_gemm, template
 
-__all__ = ["Key", "BLAS", "key_for", "choose", "bind", "measure", "settle", "store_path", "forget"]
+__all__ = ["Key", "BLAS", "key_for", "choose", "bind", "measure", "settle", "load_kernels", "store_path", "forget"]
 
 BLAS = "blas"
 
@@ -82,9 +82,9 @@ def _stamp() -> str:
     from .... import threads as _threads
     blas = sorted(os.path.basename(p) for p in _threads._mapped_libraries()
                   if "blas" in os.path.basename(p).lower() or "mkl" in os.path.basename(p).lower())
-    # (the router's source too: the BLAS side it measures against is the router's route)
+    # (the BLAS side's source too: what it measures against)
     try:
-        with open(router.__file__, "rb") as f:
+        with open(blas_gemm.__file__, "rb") as f:
             route = hashlib.sha256(f.read()).hexdigest()
     except OSError:
         route = ""
@@ -216,6 +216,14 @@ def bind(key: Key, install):
         return install(c)
 
 
+def load_kernels(dtype: str = "float32") -> bool:
+    """Load (compiling into the disk cache where it does not hold them yet) every
+    configuration's kernel for `dtype`: a benchmark's set-up, since sync mode
+    (``TRACEJIT_COMPILE=sync``) only loads kernels from disk and never compiles one in a
+    call. True when all loaded."""
+    return all([template.kernel_for(dtype, c).load_now() for c in template.CONFIGS])
+
+
 def settle() -> int:
     """Measure now, in the calling thread, every key still waiting for its measurement
     (loading or compiling the configurations' kernels first): a benchmark's set-up, which
@@ -223,8 +231,7 @@ def settle() -> int:
     with _lock:
         keys = list(_pending)
     for key in keys:
-        for c in template.CONFIGS:
-            template.kernel_for(key.dtype, c).load_now()
+        load_kernels(key.dtype)
         measure(key)
     return len(keys)
 
@@ -340,13 +347,13 @@ def measure(key: Key, configs=None):
     quiet = share.threads() >= key.threads
     start = _reading()
     a, b = _operands(key)
-    # (the BLAS side as products run it: the router's route on the policy's threads; a
+    # (the BLAS side as products run it: numpy's matmul on the policy's threads; a
     # call on which the policy gave fewer than the key's threads makes the measurement a
     # loaded one, as the template's side keeps the key's count)
     short = []
 
     def blas_side():
-        out = router.matmul(a, b, blas_only=True)
+        out = blas_gemm.matmul(a, b, blas_only=True)
         if share.threads() < key.threads:
             short.append(True)
         return out

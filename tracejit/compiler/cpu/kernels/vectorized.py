@@ -34,9 +34,7 @@ importing the compiler: a plan for ``a * b`` must not import it): an op that cal
 function or selects from ``MIN_ELEMENTS`` (one calling erf, which numpy makes of ~30
 passes, from the first element); arithmetic and comparisons (one numpy loop at memory
 speed) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the free cores pays for
-the launch (see `eligible`). Below that, ``+ - * /`` from elementwise_halves.py's
-EW_MIN_ELEMENTS go to its two GIL-free halves right after a product's halves (the
-two-layer step's weight update), else to numpy's loop. Arithmetic results are bitwise
+the launch (see `eligible`); below that, to numpy's loop. Arithmetic results are bitwise
 numpy's (IEEE operations, no fastmath); math functions can differ in the last bits
 (mathlib's float32 functions are within a few ulps of the correctly rounded result).
 """
@@ -49,9 +47,7 @@ import time
 import numpy as np
 
 from ..runtime import coreshare
-from ..gemm import router
 from ....threads import PARALLEL_MIN, usable_cpus
-from ....ops.elementwise import ADD, DIV, MUL, SUB
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
 from . import loader
 
@@ -113,47 +109,19 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
     if _gains_on_one_core(prim, len(operands), compute_dtype.name, params):
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
-    # leaves it to numpy while other processes hold all but one core). From
-    # elementwise_halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
-    least = min(ARITH_MIN_ELEMENTS, _elementwise().EW_MIN_ELEMENTS) if prim in _HALVES_OPS else ARITH_MIN_ELEMENTS
-    if n >= least and _CPUS > 1:
+    # leaves it to numpy while other processes hold all but one core).
+    if n >= ARITH_MIN_ELEMENTS and _CPUS > 1:
         _ARITH.add(prim)
         return True
     return False
 
 
 _ARITH: set = set()   # the arithmetic primitives some plan sent here
-# Arithmetic below ARITH_MIN_ELEMENTS that compiler/cpu/gemm/halves.py may run on two cores.
-_HALVES_OPS = frozenset((ADD, SUB, MUL, DIV))
-
-
-def _halves():
-    # compiler/cpu/gemm/halves.py, imported on first use (it pulls in the register-tile kernel's module);
-    # the GEMM router holds the one lazy import, for its products too
-    return router._halves()
-
-
-def _elementwise():
-    # compiler/cpu/gemm/elementwise_halves.py, imported on first use (it imports halves.py)
-    global _ew_module
-    if _ew_module is None:
-        from ..gemm import elementwise_halves as _ew_module
-    return _ew_module
-
-
-_ew_module = None
-
-
 def declines(prim, out_shape) -> bool:
-    """Whether `run` would give None now without looking at the operands: arithmetic below
-    ARITH_MIN_ELEMENTS while compiler/cpu/gemm/halves.py's halves are not warm (their usual state outside
-    a product's halves). Lets registry.run_into skip its overlap check (1-2 us)."""
-    if prim not in _HALVES_OPS:
-        return False
-    h = router._halves_module     # (loaded: its warm window read here, no calls)
-    if h is not None and time.perf_counter() <= h._warm_until:
-        return False
-    return not (h or _halves()).warm() and math.prod(out_shape) < ARITH_MIN_ELEMENTS
+    """Whether `run` would give None now without looking at the operands: no arithmetic
+    below ARITH_MIN_ELEMENTS runs here. Lets registry.run_into skip its overlap check
+    (1-2 us)."""
+    return prim in _ARITH and math.prod(out_shape) < ARITH_MIN_ELEMENTS
 
 
 _CPUS = usable_cpus()
@@ -229,13 +197,8 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     output's shape and dtype to write into (it may be one of the inputs: every element
     is read before it is written, at the same index)."""
     n = math.prod(out_shape)
-    if n < ARITH_MIN_ELEMENTS and prim in _HALVES_OPS:
-        # (the parallel kernel's launch costs more than half of the loop here: two halves
-        # without the GIL, or numpy's loop)
-        if compute_np != out_np or params or len(arrays) != 2:
-            return None
-        # (the loaded module read directly: two Python calls less on an update's launch)
-        return (_ew_module or _elementwise()).binary(prim.name, arrays[0], arrays[1], compute_np, out)
+    if n < ARITH_MIN_ELEMENTS and prim in _ARITH:
+        return None   # (the parallel kernel's launch costs more than half of the loop here)
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
@@ -258,35 +221,6 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     fn(*args, out.reshape(-1), n)
     _stats["launches"] += 1
     return out
-
-
-def plan_calls(prim, operands, casts, compute_np, out_np, out_shape, params, fn, general_into):
-    """For a registry plan (ops/registry.py `_make_plan`) that `run` would always send to
-    compiler/cpu/gemm/elementwise_halves.py's `binary` (one of its four ops, two operands of the compute dtype, no
-    cast, no params, below ARITH_MIN_ELEMENTS): its whole call, ``(call, into)``
-    (elementwise_halves.plan_calls: the same halves, fewer checks a call). Else None.
-
-    `call(x, y)` is the plan's path from `run` on: the halves, else numpy's loop (`fn`);
-    `into(x, y, out)` is the halves into `out`, else `general_into(x, y, out)` (registry's
-    `_kernel_into` for the plan)."""
-    if (prim not in _HALVES_OPS or params or len(operands) != 2 or fn is None
-            or any(c is not None for c in casts) or compute_np != out_np
-            or math.prod(out_shape) >= ARITH_MIN_ELEMENTS):
-        return None
-    h = _elementwise()
-    if compute_np not in _halves()._NAMES:
-        return None
-    name = prim.name
-
-    def general(x, y):
-        out = h.binary(name, x, y, compute_np)
-        if out is None:
-            out = fn(x, y)
-            if type(out) is not np.ndarray or out.dtype is not out_np:
-                out = np.asarray(out, dtype=out_np)
-        return out
-
-    return h.plan_calls(name, compute_np, general, general_into)
 
 
 def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
