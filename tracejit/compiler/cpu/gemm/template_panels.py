@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 
 from . import template
+from .template import _has_avx512
 
 __all__ = ["panel_config", "vector_width", "tiles_source", "panel_source", "panel_module", "panel_import",
            "panel_rows", "panel_size", "source_digest", "load_by_digest"]
@@ -49,32 +50,6 @@ def panel_config(dtype: str) -> template.Config:
 def vector_width(dtype: str) -> int:
     """Lanes of the widest vector the panels are compiled for: 64 bytes with AVX-512, else 32."""
     return (64 if _has_avx512() else 32) // (4 if dtype == "float32" else 8)
-
-
-# The answer of `_ask_avx512`, once per process: llvmlite's host-feature query builds LLVM's
-# whole feature map each time (0.2-0.5 ms a call), and the layer ops ask for the panels'
-# shape (panel_rows, panel_size) in every call, eight times a step of the LSTM LM.
-_AVX512: list = []
-
-
-def _has_avx512() -> bool:
-    if not _AVX512:
-        _AVX512.append(_ask_avx512())
-    return _AVX512[0]
-
-
-def _ask_avx512() -> bool:
-    """Whether the code numba emits here may use AVX-512: the features numba compiles for
-    (NUMBA_CPU_FEATURES where set), else the host's."""
-    try:
-        from ...buildfacts import numba_facts
-        features = numba_facts()[2]
-        if isinstance(features, str) and features:
-            return "+avx512f" in features
-        import llvmlite.binding as ll
-        return bool(ll.get_host_cpu_features().get("avx512f", False))
-    except Exception:   # unknown CPU: the tile that fits 16 vector registers
-        return False
 
 
 # Bytes of B below which `_rows` runs a row tile across all column panels first: an L1 data
