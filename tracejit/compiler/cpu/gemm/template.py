@@ -396,7 +396,9 @@ def _share(A, ao0, ars, aks, B, bo0, bks, bns, D, do, RS, ro0, rrs, rcs, bias, n
            i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr):
     # rows i_lo .. i_hi, columns j_lo .. j_hi of one product's output (D at do), summed over
     # k0 .. k1, by column panels; the epilogue on each panel where `epi`
-    P = np.empty(max(k1 - k0, 1) * NR, T)
+    # (the panel buffer only where B's panels are copied: a fresh buffer of a deep product's
+    # panel is an mmap and munmap per call)
+    P = np.empty(max(k1 - k0, 1) * NR if PACK or bns != 1 else 1, T)
     jt = j_lo
     while jt < j_hi:
         w = NR
